@@ -1,0 +1,255 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { ConnectorRegistry } from '@verity/connectors';
+import {
+  TransitionService,
+  findExecution,
+  findOperations,
+  findOperationsOf,
+  insertExecution,
+  listEvents,
+  eventSeqOf,
+  listExecutions,
+  NewOperation,
+  snapshotOf,
+} from '@verity/persistence';
+import { VERITY_CONFIG, VerityConfig, newId } from '@verity/platform';
+import { JobName, JobProducer } from '@verity/queues';
+import { ExecutionStatus, OperationStatus, VerificationMethod, isTerminalExecution } from '@verity/status-model';
+import { DataSource } from 'typeorm';
+import type { Principal } from '../auth/principal';
+import { Problem } from '../problem/problem';
+import { claimIdempotencyKey, releaseIdempotencyKey, requestHash } from './idempotency';
+import { ExecutionView, presentEvent, presentExecution } from './presenter';
+import { Submission, validateSubmission } from './submission';
+
+export const DEFAULT_DEADLINE_SECONDS = 600;
+
+@Injectable()
+export class ExecutionsService {
+  constructor(
+    @InjectDataSource() private readonly db: DataSource,
+    private readonly transitions: TransitionService,
+    private readonly producer: JobProducer,
+    private readonly connectors: ConnectorRegistry,
+    @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
+  ) {}
+
+  async submit(
+    principal: Principal,
+    body: unknown,
+    idempotencyKey: string | undefined,
+  ): Promise<{ execution: ExecutionView; replayed: boolean }> {
+    const validated = validateSubmission(body, this.connectors);
+    if ('errors' in validated) throw Problem.validation(validated.errors);
+    const submission = validated.ok;
+    if (idempotencyKey === undefined)
+      return { execution: await this.create(principal, submission, null), replayed: false };
+
+    const claim = await claimIdempotencyKey(this.db.manager, {
+      tenantId: principal.tenantId,
+      key: idempotencyKey,
+      hash: requestHash(body),
+      ttlMs: this.config.IDEMPOTENCY_TTL_MS,
+      abandonAfterMs: 60_000,
+    });
+    switch (claim.kind) {
+      case 'mismatch':
+        throw new Problem(
+          422,
+          'idempotency-key-reused',
+          'Idempotency-Key reused with a different body',
+          'this Idempotency-Key was first used with a different request body; use a new key for a new request',
+        );
+      case 'in_flight':
+        throw Problem.conflict(
+          'idempotency-key-in-flight',
+          'a request with this Idempotency-Key is still being processed; retry shortly',
+        );
+      case 'replay':
+        return { execution: await this.get(principal, claim.executionId), replayed: true };
+      case 'claimed':
+        try {
+          return { execution: await this.create(principal, submission, idempotencyKey), replayed: false };
+        } catch (error) {
+          await releaseIdempotencyKey(this.db.manager, principal.tenantId, idempotencyKey).catch(() => undefined);
+          throw error;
+        }
+    }
+  }
+
+  private async create(
+    principal: Principal,
+    submission: Submission,
+    idempotencyKey: string | null,
+  ): Promise<ExecutionView> {
+    const executionId = newId('exe');
+    const operations: NewOperation[] = submission.operations.map((op, position) => {
+      const connector = this.connectors.require(op.connector);
+      return {
+        id: newId('op'),
+        key: op.key,
+        position,
+        connector: op.connector,
+        action: op.action,
+        params: op.params,
+        irreversible: op.irreversible ?? !connector.capabilities.reversible,
+        requires_approval: op.requires_approval ?? false,
+        verification_method:
+          op.verification_method ?? (connector.capabilities.read_back ? VerificationMethod.READ_AFTER_WRITE : ''),
+        expected_state: op.expected_state ?? null,
+        depends_on: op.depends_on ?? [],
+        approval: null,
+      };
+    });
+    const deadlineSeconds = submission.deadline_seconds ?? DEFAULT_DEADLINE_SECONDS;
+    const written = await insertExecution(this.db.manager, {
+      id: executionId,
+      tenantId: principal.tenantId,
+      agentId: submission.agent_id,
+      intent: submission.intent,
+      deadlineSeconds,
+      criteria: submission.criteria ?? [],
+      idempotencyKey,
+      operations,
+      createdEventId: newId('evt'),
+    });
+    // Committed: from here the 201 stands. If Redis is down the sweeper owes this enqueue (I7).
+    await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId });
+    const at = written.createdAt;
+    return presentExecution(
+      {
+        id: executionId,
+        tenantId: principal.tenantId,
+        agentId: submission.agent_id,
+        intent: submission.intent,
+        status: ExecutionStatus.CREATED,
+        deadlineAt: written.deadlineAt,
+        criteria: submission.criteria ?? [],
+        criteriaResults: null,
+        failure: null,
+        eventSeq: '1',
+        idempotencyKey,
+        createdAt: at,
+        updatedAt: written.updatedAt,
+      },
+      operations.map((op) => ({
+        id: op.id,
+        executionId,
+        tenantId: principal.tenantId,
+        key: op.key,
+        generation: 0,
+        position: op.position,
+        connector: op.connector,
+        action: op.action,
+        params: op.params,
+        irreversible: op.irreversible,
+        requiresApproval: op.requires_approval,
+        verificationMethod: op.verification_method,
+        expectedState: op.expected_state,
+        dependsOn: op.depends_on,
+        status: OperationStatus.PREPARED,
+        terminalReason: null,
+        attempt: 0,
+        evidence: null,
+        noChangeRequired: false,
+        retryOf: null,
+        approval: null,
+        obligation: null,
+        observation: null,
+        providerRef: null,
+        checkCount: 0,
+        sentAt: null,
+        acknowledgedAt: null,
+        nextCheckAt: null,
+        createdAt: at,
+        updatedAt: at,
+      })),
+    );
+  }
+
+  async get(principal: Principal, id: string): Promise<ExecutionView> {
+    const execution = await findExecution(this.db.manager, id, principal.tenantId);
+    if (!execution) throw Problem.notFound('Execution', id);
+    return presentExecution(execution, await findOperations(this.db.manager, id));
+  }
+
+  async list(principal: Principal, query: { status?: ExecutionStatus; cursor?: string; limit: number }) {
+    const executions = await listExecutions(this.db.manager, principal.tenantId, {
+      status: query.status,
+      before: query.cursor,
+      limit: query.limit + 1,
+    });
+    const page = executions.slice(0, query.limit);
+    const operations = await findOperationsOf(
+      this.db.manager,
+      page.map((e) => e.id),
+    );
+    const byExecution = new Map<string, typeof operations>();
+    for (const op of operations) byExecution.set(op.executionId, [...(byExecution.get(op.executionId) ?? []), op]);
+    return {
+      data: page.map((e) => presentExecution(e, byExecution.get(e.id) ?? [])),
+      next_cursor: executions.length > query.limit ? page[page.length - 1].id : null,
+    };
+  }
+
+  async events(principal: Principal, id: string, after: string | undefined, limit: number) {
+    const execution = await findExecution(this.db.manager, id, principal.tenantId);
+    if (!execution) throw Problem.notFound('Execution', id);
+    const afterSeq = await this.resolveCursor(id, after);
+    const events = await listEvents(this.db.manager, id, afterSeq, limit);
+    return {
+      data: events.map(presentEvent),
+      next_cursor: events.length === limit ? events[events.length - 1].id : null,
+    };
+  }
+
+  /** An event id (or a seq number) → the seq to continue after. An unknown id is a client error, not "from 0". */
+  async resolveCursor(executionId: string, after: string | undefined): Promise<number> {
+    if (after === undefined || after === '') return 0;
+    if (/^\d+$/.test(after)) return Number(after);
+    const seq = await eventSeqOf(this.db.manager, executionId, after);
+    if (seq === null) {
+      throw Problem.validation([
+        { field: 'after', rule: 'known_event', message: `no event ${after} in this execution` },
+      ]);
+    }
+    return seq;
+  }
+
+  /**
+   * I11: cancel never claims an in-flight effect did not happen. PREPARED operations become CANCELLED; anything
+   * already SENT keeps being reconciled. Operations first, then the execution (a dispatcher racing us loses its CAS).
+   */
+  async cancel(principal: Principal, id: string, reason: string | undefined): Promise<ExecutionView> {
+    for (let attempt = 0; attempt < 10; attempt += 1) {
+      const execution = await findExecution(this.db.manager, id, principal.tenantId);
+      if (!execution) throw Problem.notFound('Execution', id);
+      if (isTerminalExecution(execution.status)) {
+        throw Problem.conflict('execution-terminal', `the execution is already ${execution.status}`, {
+          status: execution.status,
+        });
+      }
+      const operations = await findOperations(this.db.manager, id);
+      for (const op of operations) {
+        if (op.status !== OperationStatus.PREPARED) continue;
+        await this.transitions.operation(this.db.manager, {
+          operation: snapshotOf(op),
+          to: OperationStatus.CANCELLED,
+          eventData: { cause: 'execution_cancelled', by: principal.keyId, reason },
+        });
+      }
+      const moved = await this.transitions.execution(this.db.manager, {
+        executionId: id,
+        from: execution.status,
+        to: ExecutionStatus.CANCELLED,
+        eventData: { by: principal.keyId, reason },
+      });
+      if (moved.won) {
+        await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: id });
+        return this.get(principal, id);
+      }
+    }
+    throw Problem.conflict('execution-busy', 'the execution kept changing; retry the cancel');
+  }
+}

@@ -1,0 +1,62 @@
+import { createHash } from 'node:crypto';
+import { Queryable, rows } from '@verity/persistence';
+
+export type IdempotencyClaim =
+  { kind: 'claimed' } | { kind: 'replay'; executionId: string } | { kind: 'in_flight' } | { kind: 'mismatch' };
+
+/** Canonical JSON (sorted keys), so the same body in another key order is the same request. */
+export function requestHash(body: unknown): string {
+  return createHash('sha256').update(canonical(body)).digest('hex');
+}
+
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/**
+ * I8 with a unique key, not a read-then-write race: the INSERT decides who owns the key. An expired record, or an
+ * in-flight one abandoned by a crashed request, may be taken over.
+ */
+export async function claimIdempotencyKey(
+  db: Queryable,
+  input: { tenantId: string; key: string; hash: string; ttlMs: number; abandonAfterMs: number },
+): Promise<IdempotencyClaim> {
+  const claimed = await rows<{ key: string }>(
+    db,
+    `INSERT INTO idempotency_keys (tenant_id, key, request_hash, state, expires_at)
+     VALUES ($1, $2, $3, 'in_flight', now() + make_interval(secs => $4 / 1000.0))
+     ON CONFLICT (tenant_id, key) DO UPDATE
+       SET request_hash = EXCLUDED.request_hash, state = 'in_flight', execution_id = NULL,
+           created_at = now(), expires_at = EXCLUDED.expires_at
+       WHERE idempotency_keys.expires_at < now()
+          OR (idempotency_keys.state = 'in_flight'
+              AND idempotency_keys.created_at < now() - make_interval(secs => $5 / 1000.0))
+     RETURNING key`,
+    [input.tenantId, input.key, input.hash, input.ttlMs, input.abandonAfterMs],
+  );
+  if (claimed.length === 1) return { kind: 'claimed' };
+  const existing = await rows<{ request_hash: string; state: string; execution_id: string | null }>(
+    db,
+    `SELECT request_hash, state, execution_id FROM idempotency_keys WHERE tenant_id = $1 AND key = $2`,
+    [input.tenantId, input.key],
+  );
+  const record = existing[0];
+  if (!record) return claimIdempotencyKey(db, input);
+  if (record.request_hash !== input.hash) return { kind: 'mismatch' };
+  if (record.state === 'completed' && record.execution_id) return { kind: 'replay', executionId: record.execution_id };
+  return { kind: 'in_flight' };
+}
+
+export async function releaseIdempotencyKey(db: Queryable, tenantId: string, key: string): Promise<void> {
+  await db.query(`DELETE FROM idempotency_keys WHERE tenant_id = $1 AND key = $2 AND state = 'in_flight'`, [
+    tenantId,
+    key,
+  ]);
+}

@@ -1,0 +1,170 @@
+import { ConnectorRegistry } from '@verity/connectors';
+import { OperationStatus, VerificationMethod } from '@verity/status-model';
+import { z } from 'zod';
+import type { FieldError } from '../problem/problem';
+
+export const LIMITS = {
+  operations: 100,
+  criteria: 100,
+  dependsOn: 100,
+  keyLength: 64,
+  agentId: 200,
+  intent: 4000,
+  deadlineSeconds: { min: 1, max: 7 * 24 * 3600 },
+  expectedStateKeys: 50,
+};
+
+const Key = z
+  .string()
+  .min(1)
+  .max(LIMITS.keyLength)
+  .regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, "_", "." and "-" only');
+
+const JsonObject = z.record(z.string().max(200), z.unknown());
+
+export const OperationRequestSchema = z.strictObject({
+  key: Key,
+  connector: z.string().min(1).max(100),
+  action: z.string().min(1).max(100),
+  params: JsonObject,
+  irreversible: z.boolean().optional(),
+  requires_approval: z.boolean().optional(),
+  verification_method: z.enum([VerificationMethod.READ_AFTER_WRITE, '']).optional(),
+  expected_state: JsonObject.refine((o) => Object.keys(o).length <= LIMITS.expectedStateKeys, {
+    message: `at most ${LIMITS.expectedStateKeys} keys`,
+  })
+    .nullable()
+    .optional(),
+  depends_on: z.array(Key).max(LIMITS.dependsOn).optional(),
+});
+
+export const CriterionSchema = z.strictObject({
+  key: Key,
+  operation: Key,
+  expect_status: z.enum(Object.values(OperationStatus) as [OperationStatus, ...OperationStatus[]]),
+});
+
+/** Unknown fields are rejected, never dropped: a client cannot set status, tenant_id, evidence... */
+export const SubmissionSchema = z.strictObject({
+  agent_id: z.string().min(1).max(LIMITS.agentId),
+  intent: z.string().min(1).max(LIMITS.intent),
+  deadline_seconds: z.number().int().min(LIMITS.deadlineSeconds.min).max(LIMITS.deadlineSeconds.max).optional(),
+  operations: z.array(OperationRequestSchema).min(1).max(LIMITS.operations),
+  criteria: z.array(CriterionSchema).max(LIMITS.criteria).optional(),
+});
+
+export type Submission = z.infer<typeof SubmissionSchema>;
+export type OperationRequest = z.infer<typeof OperationRequestSchema>;
+
+export function zodErrors(error: z.ZodError, prefix = ''): FieldError[] {
+  return error.issues.map((issue) => ({
+    field: fieldPath(prefix, issue.path),
+    rule: issue.code,
+    message: issue.message,
+  }));
+}
+
+function fieldPath(prefix: string, path: PropertyKey[]): string {
+  let out = prefix;
+  for (const part of path) {
+    if (typeof part === 'number') out += `[${part}]`;
+    else out += out ? `.${String(part)}` : String(part);
+  }
+  return out || '(body)';
+}
+
+/** Structure first (zod), then the rules that need the connector catalogue and the whole request. */
+export function validateSubmission(
+  body: unknown,
+  connectors: ConnectorRegistry,
+): { ok: Submission } | { errors: FieldError[] } {
+  const parsed = SubmissionSchema.safeParse(body);
+  if (!parsed.success) return { errors: zodErrors(parsed.error) };
+  const submission = parsed.data;
+  const errors: FieldError[] = [];
+  const keys = new Map<string, number>();
+  submission.operations.forEach((op, i) => {
+    const at = `operations[${i}]`;
+    if (keys.has(op.key)) errors.push({ field: `${at}.key`, rule: 'unique', message: `duplicate key "${op.key}"` });
+    keys.set(op.key, i);
+    const connector = connectors.get(op.connector);
+    if (!connector) {
+      errors.push({
+        field: `${at}.connector`,
+        rule: 'known_connector',
+        message: `unknown connector "${op.connector}" (see GET /v1/connectors)`,
+      });
+      return;
+    }
+    const action = connector.actions[op.action];
+    if (!action) {
+      errors.push({
+        field: `${at}.action`,
+        rule: 'known_action',
+        message: `connector ${op.connector} has no action "${op.action}" (it has: ${Object.keys(connector.actions).join(', ')})`,
+      });
+      return;
+    }
+    const params = action.params.safeParse(op.params);
+    if (!params.success) errors.push(...zodErrors(params.error, `${at}.params`));
+    if (op.verification_method === VerificationMethod.READ_AFTER_WRITE && !connector.capabilities.read_back) {
+      errors.push({
+        field: `${at}.verification_method`,
+        rule: 'read_back_available',
+        message: `connector ${op.connector} cannot read back; omit verification_method or use ""`,
+      });
+    }
+  });
+  submission.operations.forEach((op, i) => {
+    (op.depends_on ?? []).forEach((dep, j) => {
+      const field = `operations[${i}].depends_on[${j}]`;
+      if (dep === op.key)
+        errors.push({ field, rule: 'no_self_dependency', message: 'an operation cannot depend on itself' });
+      else if (!keys.has(dep)) errors.push({ field, rule: 'known_key', message: `no operation has key "${dep}"` });
+    });
+  });
+  const cycle = findCycle(submission.operations);
+  if (cycle) {
+    errors.push({ field: 'operations', rule: 'acyclic', message: `depends_on has a cycle: ${cycle.join(' -> ')}` });
+  }
+  const criterionKeys = new Set<string>();
+  (submission.criteria ?? []).forEach((c, i) => {
+    if (criterionKeys.has(c.key)) {
+      errors.push({ field: `criteria[${i}].key`, rule: 'unique', message: `duplicate criterion key "${c.key}"` });
+    }
+    criterionKeys.add(c.key);
+    if (!keys.has(c.operation)) {
+      errors.push({
+        field: `criteria[${i}].operation`,
+        rule: 'known_key',
+        message: `no operation has key "${c.operation}"`,
+      });
+    }
+  });
+  return errors.length > 0 ? { errors } : { ok: submission };
+}
+
+function findCycle(operations: OperationRequest[]): string[] | null {
+  const graph = new Map(operations.map((op) => [op.key, op.depends_on ?? []]));
+  const state = new Map<string, 'visiting' | 'done'>();
+  const stack: string[] = [];
+  const visit = (key: string): string[] | null => {
+    if (state.get(key) === 'done') return null;
+    if (state.get(key) === 'visiting') return [...stack.slice(stack.indexOf(key)), key];
+    state.set(key, 'visiting');
+    stack.push(key);
+    for (const dep of graph.get(key) ?? []) {
+      if (!graph.has(dep) || dep === key) continue;
+      const found = visit(dep);
+      if (found) return found;
+    }
+    stack.pop();
+    state.set(key, 'done');
+    return null;
+  };
+  for (const key of graph.keys()) {
+    const found = visit(key);
+    if (found) return found;
+  }
+  return null;
+}

@@ -1,0 +1,43 @@
+import { Controller, Get, Inject, Res } from '@nestjs/common';
+import { ApiTags } from '@nestjs/swagger';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { PRODUCER_REDIS } from '@verity/queues';
+import type { Response } from 'express';
+import type { Redis } from 'ioredis';
+import { DataSource } from 'typeorm';
+import { Public } from '../auth/principal';
+
+/** Liveness says the process runs; readiness says it can do its job (Postgres and Redis answer). */
+@ApiTags('health')
+@Controller('health')
+export class HealthController {
+  constructor(
+    @InjectDataSource() private readonly db: DataSource,
+    @Inject(PRODUCER_REDIS) private readonly redis: Redis,
+  ) {}
+
+  @Get('live')
+  @Public()
+  live() {
+    return { status: 'ok' };
+  }
+
+  @Get('ready')
+  @Public()
+  async ready(@Res() res: Response) {
+    const check = async (probe: () => Promise<unknown>) => {
+      try {
+        await Promise.race([probe(), new Promise((_, reject) => setTimeout(() => reject(new Error('timeout')), 1500))]);
+        return 'up';
+      } catch {
+        return 'down';
+      }
+    };
+    const [postgres, redis] = await Promise.all([
+      check(() => this.db.query('SELECT 1')),
+      check(() => this.redis.ping()),
+    ]);
+    const ok = postgres === 'up' && redis === 'up';
+    res.status(ok ? 200 : 503).json({ status: ok ? 'ok' : 'error', checks: { postgres, redis } });
+  }
+}

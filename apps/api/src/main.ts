@@ -1,0 +1,49 @@
+import 'reflect-metadata';
+import { NestFactory } from '@nestjs/core';
+import { SwaggerModule } from '@nestjs/swagger';
+import { NestExpressApplication } from '@nestjs/platform-express';
+import { createDataSource, runMigrationsLocked, seedDemo } from '@verity/persistence';
+import { assertNoEviction, createLogger, loadConfig, onShutdown } from '@verity/platform';
+import { ApiModule } from './api.module';
+import { mountBullBoard } from './bull-board';
+import { buildOpenApi } from './openapi';
+import { StreamService } from './stream/stream.service';
+import { mountConsole } from './console';
+
+async function bootstrap(): Promise<void> {
+  const config = loadConfig();
+  const logger = createLogger('api', config.LOG_LEVEL);
+  await assertNoEviction(config.REDIS_URL);
+  if (config.RUN_MIGRATIONS || config.SEED_DEMO) {
+    const ds = createDataSource(config.DATABASE_URL, 2);
+    await ds.initialize();
+    if (config.RUN_MIGRATIONS) await runMigrationsLocked(ds);
+    if (config.SEED_DEMO ?? config.NODE_ENV !== 'production') await seedDemo(ds.manager);
+    await ds.destroy();
+  }
+  const app = await NestFactory.create<NestExpressApplication>(ApiModule.forRoot(config), {
+    logger: ['error', 'warn'],
+    bodyParser: false,
+  });
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.useBodyParser('json', { limit: '256kb', type: ['application/json', 'application/*+json'] });
+  mountBullBoard(app, config);
+  mountConsole(app);
+  const document = buildOpenApi(app);
+  SwaggerModule.setup('docs', app, document, { jsonDocumentUrl: 'docs-json' });
+  const server = await app.listen(config.PORT, config.HOST);
+  server.keepAliveTimeout = 65_000;
+  logger.info({ port: config.PORT }, 'api listening');
+  onShutdown(logger, async () => {
+    app.get(StreamService).closeAll();
+    await app.close();
+  });
+}
+
+bootstrap().catch((error: unknown) => {
+  process.stderr.write(
+    `${JSON.stringify({ level: 'fatal', app: 'api', msg: String((error as Error)?.message ?? error) })}\n`,
+  );
+  process.exit(1);
+});

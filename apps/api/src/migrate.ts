@@ -1,0 +1,28 @@
+import 'reflect-metadata';
+import { createDataSource, runMigrationsLocked, seedDemo } from '@verity/persistence';
+import { createLogger, loadConfig } from '@verity/platform';
+
+/** Runs migrations under the advisory lock and, outside production, seeds the demo tenant. Then exits. */
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const logger = createLogger('migrate', config.LOG_LEVEL);
+  const ds = createDataSource(config.DATABASE_URL, 2);
+  await ds.initialize();
+  try {
+    const applied = await runMigrationsLocked(ds);
+    logger.info({ applied }, applied.length ? 'migrations applied' : 'schema up to date');
+    if (config.SEED_DEMO ?? config.NODE_ENV !== 'production') {
+      await seedDemo(ds.manager);
+      logger.info('demo tenant seeded (keys in README)');
+    }
+  } finally {
+    await ds.destroy();
+  }
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(
+    `${JSON.stringify({ level: 'fatal', app: 'migrate', msg: String((error as Error)?.message ?? error) })}\n`,
+  );
+  process.exit(1);
+});

@@ -1,0 +1,39 @@
+import { Processor, WorkerHost } from '@nestjs/bullmq';
+import { Inject, OnApplicationBootstrap } from '@nestjs/common';
+import { LOGGER, Logger, loadConfig } from '@verity/platform';
+import { JobName, JobPayloads, QueueName, watchWorker, workerSettings } from '@verity/queues';
+import { Job, UnrecoverableError } from 'bullmq';
+import { SenderService } from './sender.service';
+
+type Handlers = { [N in JobName.DISPATCH_OPERATION]: (data: JobPayloads[N]) => Promise<string> };
+
+/**
+ * One send per job, attempts 1 and maxStalledCount 0: BullMQ never re-runs a send. A failure here is final for
+ * the job; the operation's fate is decided by the CAS rows, the sweeper and the reconciler.
+ */
+@Processor(QueueName.DISPATCH, workerSettings(QueueName.DISPATCH, loadConfig()))
+export class DispatchProcessor extends WorkerHost implements OnApplicationBootstrap {
+  private readonly handlers: Handlers;
+
+  constructor(
+    private readonly sender: SenderService,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {
+    super();
+    this.handlers = { [JobName.DISPATCH_OPERATION]: (data) => sender.dispatch(data.operationId) };
+  }
+
+  onApplicationBootstrap(): void {
+    watchWorker(this.worker, this.logger);
+  }
+
+  async process(job: Job): Promise<string> {
+    const handler = this.handlers[job.name as JobName.DISPATCH_OPERATION];
+    if (!handler) throw new UnrecoverableError(`no handler for job ${job.name} on ${QueueName.DISPATCH}`);
+    try {
+      return await handler(job.data as JobPayloads[JobName.DISPATCH_OPERATION]);
+    } catch (error) {
+      throw new UnrecoverableError(`dispatch failed: ${(error as Error).message}`);
+    }
+  }
+}

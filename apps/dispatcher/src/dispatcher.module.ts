@@ -1,0 +1,42 @@
+import { Inject, Module, OnApplicationShutdown } from '@nestjs/common';
+import { ConnectorRegistry } from '@verity/connectors';
+import { PersistenceModule } from '@verity/persistence';
+import { LOGGER, Logger, PlatformModule, VerityConfig } from '@verity/platform';
+import { QueueName, QueuesModule, WorkerQueuesModule } from '@verity/queues';
+import { DispatchProcessor } from './dispatch.processor';
+import { ExecutionsProcessor } from './executions.processor';
+import { LifecycleService } from './lifecycle.service';
+import { SenderService } from './sender.service';
+
+@Module({})
+export class DispatcherModule implements OnApplicationShutdown {
+  constructor(
+    private readonly sender: SenderService,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {}
+
+  static forRoot(config: VerityConfig) {
+    return {
+      module: DispatcherModule,
+      imports: [
+        PlatformModule.forRoot('dispatcher', config),
+        PersistenceModule,
+        QueuesModule,
+        WorkerQueuesModule.forRoot([QueueName.EXECUTIONS, QueueName.DISPATCH]),
+      ],
+      providers: [
+        { provide: ConnectorRegistry, useValue: new ConnectorRegistry() },
+        LifecycleService,
+        SenderService,
+        ExecutionsProcessor,
+        DispatchProcessor,
+      ],
+    };
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    // Workers are closed by @nestjs/bullmq (they finish their active jobs); sends in flight record their outcome.
+    await this.sender.drain();
+    this.logger.info('in-flight sends drained');
+  }
+}

@@ -1,0 +1,76 @@
+import { Processor, WorkerHost } from '@nestjs/bullmq';
+import { Inject, OnApplicationBootstrap } from '@nestjs/common';
+import { LOGGER, Logger, loadConfig } from '@verity/platform';
+import { JobName, JobPayloads, QueueName, watchWorker, workerSettings } from '@verity/queues';
+import type { Job } from 'bullmq';
+import { SweeperService } from './sweeper.service';
+import { VerificationService } from './verification.service';
+
+const config = loadConfig();
+
+@Processor(QueueName.VERIFY, workerSettings(QueueName.VERIFY, config))
+export class VerifyProcessor extends WorkerHost implements OnApplicationBootstrap {
+  private readonly handlers: { [N in JobName.VERIFY_OPERATION]: (data: JobPayloads[N]) => Promise<string> };
+
+  constructor(
+    verification: VerificationService,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {
+    super();
+    this.handlers = { [JobName.VERIFY_OPERATION]: (data) => verification.verify(data.operationId) };
+  }
+
+  onApplicationBootstrap(): void {
+    watchWorker(this.worker, this.logger);
+  }
+
+  async process(job: Job): Promise<string> {
+    const handler = this.handlers[job.name as JobName.VERIFY_OPERATION];
+    if (!handler) throw new Error(`no handler for job ${job.name} on ${QueueName.VERIFY}`);
+    return handler(job.data as JobPayloads[JobName.VERIFY_OPERATION]);
+  }
+}
+
+@Processor(QueueName.RECONCILE, workerSettings(QueueName.RECONCILE, config))
+export class ReconcileProcessor extends WorkerHost implements OnApplicationBootstrap {
+  private readonly handlers: { [N in JobName.RECONCILE_OPERATION]: (data: JobPayloads[N]) => Promise<string> };
+
+  constructor(
+    verification: VerificationService,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {
+    super();
+    this.handlers = { [JobName.RECONCILE_OPERATION]: (data) => verification.reconcile(data.operationId) };
+  }
+
+  onApplicationBootstrap(): void {
+    watchWorker(this.worker, this.logger);
+  }
+
+  async process(job: Job): Promise<string> {
+    const handler = this.handlers[job.name as JobName.RECONCILE_OPERATION];
+    if (!handler) throw new Error(`no handler for job ${job.name} on ${QueueName.RECONCILE}`);
+    return handler(job.data as JobPayloads[JobName.RECONCILE_OPERATION]);
+  }
+}
+
+@Processor(QueueName.SWEEP, workerSettings(QueueName.SWEEP, config))
+export class SweepProcessor extends WorkerHost implements OnApplicationBootstrap {
+  constructor(
+    private readonly sweeper: SweeperService,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {
+    super();
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    watchWorker(this.worker, this.logger);
+    // One scheduler entry however many reconcilers start: upsert is idempotent.
+    await this.worker.waitUntilReady();
+  }
+
+  async process(job: Job): Promise<string> {
+    if (job.name !== JobName.SWEEP) throw new Error(`no handler for job ${job.name} on ${QueueName.SWEEP}`);
+    return JSON.stringify(await this.sweeper.sweep());
+  }
+}

@@ -1,0 +1,183 @@
+import { InjectQueue } from '@nestjs/bullmq';
+import { Inject, Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { OperationEntity, TransitionService, rows, snapshotOf } from '@verity/persistence';
+import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import { JobName, JobProducer, QueueName, jobId } from '@verity/queues';
+import { OperationStatus, TerminalReason } from '@verity/status-model';
+import type { Queue } from 'bullmq';
+import { DataSource } from 'typeorm';
+import { hostname } from 'node:os';
+
+const SWEEP_LOCK = 727_002;
+const BATCH = 500;
+
+export interface SweepReport {
+  ran: boolean;
+  expired: number;
+  orphanedSent: number;
+  reenqueuedExecutions: number;
+  reenqueuedChecks: number;
+  escalated: number;
+}
+
+/**
+ * The repeatable sweep. Exactly one runs at a time however many reconcilers run (a Postgres advisory lock, held for
+ * the sweep). Postgres is the truth and jobs are only triggers, so the sweep re-derives every owed job from rows.
+ */
+@Injectable()
+export class SweeperService {
+  constructor(
+    @InjectDataSource() private readonly db: DataSource,
+    private readonly transitions: TransitionService,
+    private readonly producer: JobProducer,
+    @InjectQueue(QueueName.DISPATCH) private readonly dispatchQueue: Queue,
+    @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {}
+
+  async sweep(): Promise<SweepReport> {
+    const report: SweepReport = {
+      ran: false,
+      expired: 0,
+      orphanedSent: 0,
+      reenqueuedExecutions: 0,
+      reenqueuedChecks: 0,
+      escalated: 0,
+    };
+    const runner = this.db.createQueryRunner();
+    await runner.connect();
+    try {
+      const [{ locked }] = (await runner.query(`SELECT pg_try_advisory_lock($1) AS locked`, [SWEEP_LOCK])) as {
+        locked: boolean;
+      }[];
+      if (!locked) return report;
+      try {
+        report.ran = true;
+        const [{ id: logId }] = (await runner.query(`INSERT INTO sweep_log (worker) VALUES ($1) RETURNING id`, [
+          `${hostname()}:${process.pid}`,
+        ])) as { id: string }[];
+        report.expired = await this.expire();
+        report.orphanedSent = await this.orphanedSent();
+        report.reenqueuedExecutions = await this.staleExecutions();
+        report.reenqueuedChecks = await this.owedChecks();
+        report.escalated = await this.escalate();
+        await runner.query(`UPDATE sweep_log SET finished_at = clock_timestamp(), report = $2 WHERE id = $1`, [
+          logId,
+          JSON.stringify(report),
+        ]);
+      } finally {
+        await runner.query(`SELECT pg_advisory_unlock($1)`, [SWEEP_LOCK]);
+      }
+    } finally {
+      await runner.release();
+    }
+    if (report.expired + report.orphanedSent + report.escalated > 0) this.logger.info({ report }, 'sweep');
+    return report;
+  }
+
+  /** Executions past their deadline: the dispatcher (owner of the lifecycle) expires them on this advance. */
+  private async expire(): Promise<number> {
+    const due = await rows<{ id: string }>(
+      this.db.manager,
+      `SELECT id FROM executions WHERE status NOT IN ('completed','failed','cancelled','expired') AND deadline_at <= now()
+       ORDER BY deadline_at LIMIT ${BATCH}`,
+    );
+    for (const { id } of due) await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: id });
+    return due.length;
+  }
+
+  /** SENT by a worker that died: older than the lock window and no live dispatch job → UNKNOWN (never re-sent). */
+  private async orphanedSent(): Promise<number> {
+    const candidates = await this.db
+      .getRepository(OperationEntity)
+      .createQueryBuilder('o')
+      .where(`o.status = 'SENT' AND o.sent_at < now() - make_interval(secs => :ms / 1000.0)`, {
+        ms: this.config.DISPATCH_LOCK_MS + this.config.SEND_GRACE_MS,
+      })
+      .limit(BATCH)
+      .getMany();
+    let moved = 0;
+    for (const op of candidates) {
+      const job = await this.dispatchQueue.getJob(`${op.id}.dispatch`).catch(() => undefined);
+      const state = job ? await job.getState().catch(() => 'unknown') : 'missing';
+      if (state === 'active') continue;
+      const result = await this.transitions.operation(this.db.manager, {
+        operation: snapshotOf(op),
+        to: OperationStatus.UNKNOWN,
+        reason: TerminalReason.CONNECTOR_ERROR,
+        eventData: {
+          detail: 'left SENT by a worker that stopped; the send may or may not have happened',
+          job_state: state,
+        },
+      });
+      if (!result.won) continue;
+      moved += 1;
+      await this.producer.tryEnqueue(
+        JobName.RECONCILE_OPERATION,
+        { operationId: op.id },
+        { jobId: `${op.id}.reconcile.0` },
+      );
+      await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
+    }
+    return moved;
+  }
+
+  /** I7: accepted work whose job was lost (Redis down at intake, a crash between commit and enqueue...). */
+  private async staleExecutions(): Promise<number> {
+    const stale = await rows<{ id: string }>(
+      this.db.manager,
+      `SELECT id FROM executions
+       WHERE status NOT IN ('completed','failed','cancelled','expired')
+         AND updated_at < now() - make_interval(secs => $1 / 1000.0)
+       ORDER BY updated_at LIMIT ${BATCH}`,
+      [this.config.STALE_EXECUTION_MS],
+    );
+    for (const { id } of stale) await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: id });
+    return stale.length;
+  }
+
+  /** Verifications and reconciliations that are overdue (their delayed job was lost): enqueue them again. */
+  private async owedChecks(): Promise<number> {
+    const owed = await rows<{ id: string; status: string; check_count: number }>(
+      this.db.manager,
+      `SELECT id, status, check_count FROM operations
+       WHERE ((status = 'ACKNOWLEDGED' AND verification_method = 'read_after_write') OR status IN ('UNKNOWN', 'RECONCILING'))
+         AND coalesce(next_check_at, updated_at) < now() - make_interval(secs => $1 / 1000.0)
+       ORDER BY updated_at LIMIT ${BATCH}`,
+      [this.config.STALE_EXECUTION_MS],
+    );
+    const sweepStamp = Math.floor(Date.now() / Math.max(1000, this.config.STALE_EXECUTION_MS));
+    for (const op of owed) {
+      const name = op.status === 'ACKNOWLEDGED' ? JobName.VERIFY_OPERATION : JobName.RECONCILE_OPERATION;
+      await this.producer.tryEnqueue(name, { operationId: op.id }, { jobId: jobId(name, op.id, `sweep${sweepStamp}`) });
+    }
+    return owed.length;
+  }
+
+  /** Overdue recovery obligations: an event, once, and a metric (verity_overdue_obligations). */
+  private async escalate(): Promise<number> {
+    const overdue = await this.db
+      .getRepository(OperationEntity)
+      .createQueryBuilder('o')
+      .where(`o.status = 'MANUAL_REVIEW' AND (o.obligation->>'due_at')::timestamptz < now()`)
+      .andWhere(`o.obligation->>'escalated_at' IS NULL`)
+      .limit(BATCH)
+      .getMany();
+    let escalated = 0;
+    for (const op of overdue) {
+      if (!op.obligation) continue;
+      const at = new Date().toISOString();
+      const result = await this.transitions.annotate(this.db.manager, {
+        executionId: op.executionId,
+        operationId: op.id,
+        whileStatus: OperationStatus.MANUAL_REVIEW,
+        patch: { obligation: { ...op.obligation, escalated_at: at } },
+        type: 'obligation.escalated',
+        data: { to: op.obligation.escalation_target, owner: op.obligation.owner, due_at: op.obligation.due_at },
+      });
+      if (result.won) escalated += 1;
+    }
+    return escalated;
+  }
+}

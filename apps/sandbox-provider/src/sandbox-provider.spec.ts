@@ -1,0 +1,767 @@
+import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
+import {
+  MAX_BODY_BYTES,
+  startSandboxProvider,
+  type Charge,
+  type ChargeList,
+  type EffectsReport,
+  type ErrorBody,
+  type FaultConfig,
+  type SandboxProvider,
+} from './sandbox-provider';
+
+interface Result<T = unknown> {
+  status: number;
+  headers: Headers;
+  body: T;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function call<T = unknown>(
+  base: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<Result<T>> {
+  const response = await fetch(`${base}${path}`, {
+    method,
+    headers: body === undefined ? headers : { 'content-type': 'application/json', ...headers },
+    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await response.text();
+  return {
+    status: response.status,
+    headers: response.headers,
+    body: (text === '' ? undefined : JSON.parse(text)) as T,
+  };
+}
+
+interface RawOutcome {
+  data: string;
+  /** How the server ended the connection: a FIN ('end'), an RST ('error' with code), or not at all ('open'). */
+  ending: 'end' | 'error' | 'open';
+  code?: string;
+}
+
+/** Speaks HTTP/1.1 over a bare TCP socket, to see exactly what the server does to the connection. */
+function raw(port: number, method: string, path: string, body?: unknown, waitMs = 2_000): Promise<RawOutcome> {
+  return new Promise((resolve) => {
+    const payload = body === undefined ? '' : JSON.stringify(body);
+    const socket = connect(port, '127.0.0.1');
+    let data = '';
+    let settled = false;
+    const finish = (outcome: RawOutcome) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(outcome);
+    };
+    const timer = setTimeout(() => finish({ data, ending: 'open' }), waitMs);
+    socket.on('data', (chunk) => (data += chunk.toString('utf8')));
+    socket.on('end', () => finish({ data, ending: 'end' }));
+    socket.on('error', (error: NodeJS.ErrnoException) => finish({ data, ending: 'error', code: error.code }));
+    socket.write(
+      `${method} ${path} HTTP/1.1\r\nHost: sandbox\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`,
+    );
+  });
+}
+
+const charge = (reference: string, amount = 1250) => ({ amount, currency: 'EUR', reference });
+
+describe('sandbox provider', () => {
+  let provider: SandboxProvider;
+  let base: string;
+  const api = <T = unknown>(method: string, path: string, body?: unknown, headers?: Record<string, string>) =>
+    call<T>(base, method, path, body, headers);
+  const effects = async () => (await api<EffectsReport>('GET', '/__effects')).body;
+  const setFaults = async (config: unknown) => {
+    const result = await api<FaultConfig>('PUT', '/__faults', config);
+    expect(result.status).toBe(200);
+    return result.body;
+  };
+
+  beforeAll(async () => {
+    provider = await startSandboxProvider({ port: 0 });
+    base = provider.url;
+  });
+  afterAll(() => provider.close());
+  beforeEach(async () => {
+    expect((await api('POST', '/__reset')).status).toBe(204);
+  });
+
+  describe('basics', () => {
+    it('listens on an ephemeral port and reports its url', () => {
+      expect(provider.port).toBeGreaterThan(0);
+      expect(provider.url).toBe(`http://127.0.0.1:${provider.port}`);
+    });
+
+    it('answers /health', async () => {
+      const result = await api('GET', '/health');
+      expect(result.status).toBe(200);
+      expect(result.body).toEqual({ status: 'ok' });
+      expect(result.headers.get('content-type')).toMatch(/^application\/json/);
+    });
+
+    it('answers unknown routes with a JSON 404', async () => {
+      for (const [method, path] of [
+        ['GET', '/nope'],
+        ['DELETE', '/v1/charges'],
+        ['GET', '/__nope'],
+        ['POST', '/v1/charges/ch_1'],
+      ]) {
+        const result = await api<ErrorBody>(method, path);
+        expect(result.status).toBe(404);
+        expect(result.body.error.code).toBe('not_found');
+        expect(typeof result.body.error.message).toBe('string');
+      }
+    });
+
+    it('answers a body that is not JSON with a JSON 400', async () => {
+      for (const path of ['/v1/charges', '/v1/messages']) {
+        const result = await api<ErrorBody>('POST', path, '{"amount": 1,');
+        expect(result.status).toBe(400);
+        expect(result.body.error.code).toBe('invalid_json');
+      }
+      const faults = await api<ErrorBody>('PUT', '/__faults', 'not json');
+      expect(faults.status).toBe(400);
+      expect((await effects()).total).toBe(0);
+    });
+
+    it('answers a body over 1 MiB with 413 and commits nothing', async () => {
+      const reference = 'x'.repeat(MAX_BODY_BYTES);
+      const result = await api<ErrorBody>('POST', '/v1/charges', charge(reference));
+      expect(result.status).toBe(413);
+      expect(result.body.error.code).toBe('payload_too_large');
+      expect((await effects()).total).toBe(0);
+      // A body just under the limit is accepted.
+      const fits = await api<Charge>('POST', '/v1/charges', charge('y'.repeat(MAX_BODY_BYTES - 100)));
+      expect(fits.status).toBe(201);
+    });
+
+    it('answers a body over 1 MiB with 413 over node:http with chunked encoding too', async () => {
+      const status = await new Promise<number>((resolve, reject) => {
+        const req = httpRequest(`${base}/v1/messages`, { method: 'POST' }, (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        });
+        req.on('error', reject);
+        const chunk = Buffer.alloc(256 * 1024, 'a');
+        for (let i = 0; i < 5; i += 1) req.write(chunk);
+        req.end();
+      });
+      expect(status).toBe(413);
+    });
+  });
+
+  describe('POST /v1/charges', () => {
+    it('creates a charge with a version bumped on every committed write', async () => {
+      const first = await api<Charge>('POST', '/v1/charges', charge('order-1'));
+      expect(first.status).toBe(201);
+      expect(first.body).toEqual({
+        id: expect.stringMatching(/^ch_[0-9a-f]+$/),
+        reference: 'order-1',
+        amount: 1250,
+        currency: 'EUR',
+        status: 'succeeded',
+        version: 1,
+      });
+      await api('POST', '/v1/messages', { to: '+15550100', body: 'hi' });
+      const second = await api<Charge>('POST', '/v1/charges', charge('order-2', 99));
+      expect(second.body.version).toBe(3);
+      expect(second.body.id).not.toBe(first.body.id);
+    });
+
+    it.each([
+      ['no body', undefined],
+      ['an array', [1]],
+      ['a missing amount', { currency: 'EUR', reference: 'r' }],
+      ['a zero amount', charge('r', 0)],
+      ['a negative amount', charge('r', -5)],
+      ['a fractional amount', charge('r', 1.5)],
+      ['a string amount', { amount: '10', currency: 'EUR', reference: 'r' }],
+      ['a 2-letter currency', { amount: 1, currency: 'EU', reference: 'r' }],
+      ['a numeric currency', { amount: 1, currency: 978, reference: 'r' }],
+      ['an empty reference', charge('')],
+      ['a missing reference', { amount: 1, currency: 'EUR' }],
+    ])('rejects %s with 400 invalid_request and commits nothing', async (_name, body) => {
+      const result = await api<ErrorBody>('POST', '/v1/charges', body);
+      expect(result.status).toBe(400);
+      expect(result.body.error.code).toBe('invalid_request');
+      expect(result.body.error.message.length).toBeGreaterThan(0);
+      expect((await effects()).total).toBe(0);
+    });
+
+    it('declines a reference starting with decline- with 402 and commits nothing', async () => {
+      const result = await api<ErrorBody>('POST', '/v1/charges', charge('decline-order-9'));
+      expect(result.status).toBe(402);
+      expect(result.body.error.code).toBe('card_declined');
+      expect(await effects()).toEqual({ total: 0, charges: {}, messages: {}, duplicates: [] });
+      // Nothing was committed, so the version did not move.
+      expect((await api<Charge>('POST', '/v1/charges', charge('ok'))).body.version).toBe(1);
+    });
+
+    it('replays the same charge for the same Idempotency-Key, even with a different body', async () => {
+      const headers = { 'Idempotency-Key': 'key-1' };
+      const first = await api<Charge>('POST', '/v1/charges', charge('order-1'), headers);
+      const again = await api<Charge>('POST', '/v1/charges', charge('order-1'), headers);
+      const changed = await api<Charge>('POST', '/v1/charges', charge('order-other', 7), headers);
+      const declinedBody = await api<Charge>('POST', '/v1/charges', charge('decline-x'), headers);
+      for (const replay of [again, changed, declinedBody]) {
+        expect(replay.status).toBe(201);
+        expect(replay.body).toEqual(first.body);
+        expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      }
+      expect(first.headers.get('idempotent-replayed')).toBeNull();
+      const report = await effects();
+      expect(report.total).toBe(1);
+      expect(report.charges).toEqual({ 'order-1': { count: 1, ids: [first.body.id], amounts: [1250] } });
+      expect(report.duplicates).toEqual([]);
+    });
+
+    it('does not remember a declined request under its Idempotency-Key', async () => {
+      const headers = { 'Idempotency-Key': 'key-d' };
+      expect((await api('POST', '/v1/charges', charge('decline-1'), headers)).status).toBe(402);
+      expect((await api('POST', '/v1/charges', charge('fine'), headers)).status).toBe(201);
+    });
+
+    it('commits a second effect for a different key or no key, and lists the duplicate', async () => {
+      const a = await api<Charge>('POST', '/v1/charges', charge('order-7'), { 'Idempotency-Key': 'a' });
+      const b = await api<Charge>('POST', '/v1/charges', charge('order-7', 1300), { 'Idempotency-Key': 'b' });
+      const c = await api<Charge>('POST', '/v1/charges', charge('order-7', 1400));
+      await api('POST', '/v1/charges', charge('order-8'));
+      const report = await effects();
+      expect(report.total).toBe(4);
+      expect(report.charges['order-7']).toEqual({
+        count: 3,
+        ids: [a.body.id, b.body.id, c.body.id],
+        amounts: [1250, 1300, 1400],
+      });
+      expect(report.charges['order-8'].count).toBe(1);
+      expect(report.duplicates).toEqual([{ kind: 'charge', key: 'order-7', count: 3 }]);
+    });
+
+    it('keeps a reference named __proto__ as an ordinary key', async () => {
+      await api('POST', '/v1/charges', charge('__proto__'));
+      const report = await effects();
+      expect(Object.keys(report.charges)).toEqual(['__proto__']);
+      expect(report.charges['__proto__'].count).toBe(1);
+    });
+  });
+
+  describe('GET /v1/charges', () => {
+    it('lists charges by reference with as_of_version from the primary when there is no lag', async () => {
+      const one = await api<Charge>('POST', '/v1/charges', charge('order-1'));
+      await api('POST', '/v1/charges', charge('order-2'));
+      await api('POST', '/v1/messages', { to: '+1', body: 'x' });
+      const list = await api<ChargeList>('GET', '/v1/charges?reference=order-1');
+      expect(list.status).toBe(200);
+      expect(list.body).toEqual({ data: [one.body], as_of_version: 3 });
+      const none = await api<ChargeList>('GET', '/v1/charges?reference=missing');
+      expect(none.body).toEqual({ data: [], as_of_version: 3 });
+      const all = await api<ChargeList>('GET', '/v1/charges');
+      expect(all.body.data).toHaveLength(2);
+    });
+
+    it('reports as_of_version 0 when nothing was written', async () => {
+      expect((await api('GET', '/v1/charges?reference=r')).body).toEqual({ data: [], as_of_version: 0 });
+    });
+
+    it('gets one charge by id, or 404', async () => {
+      const created = await api<Charge>('POST', '/v1/charges', charge('order-1'));
+      const found = await api<Charge>('GET', `/v1/charges/${created.body.id}`);
+      expect(found.status).toBe(200);
+      expect(found.body).toEqual(created.body);
+      const missing = await api<ErrorBody>('GET', '/v1/charges/ch_nope');
+      expect(missing.status).toBe(404);
+      expect(missing.body.error.code).toBe('not_found');
+    });
+
+    it('serves reads from a replica that shows only writes at least replica_lag_ms old', async () => {
+      const before = await api<Charge>('POST', '/v1/charges', charge('order-1'));
+      await sleep(50);
+      await setFaults({ replica_lag_ms: 400 });
+      const fresh = await api<Charge>('POST', '/v1/charges', charge('order-1', 2000));
+      await api('POST', '/v1/messages', { to: '+1', body: 'x', client_ref: 'm-1' });
+
+      // Even the first write is younger than the lag, so the replica has nothing yet.
+      const early = await api<ChargeList>('GET', '/v1/charges?reference=order-1');
+      expect(early.body).toEqual({ data: [], as_of_version: 0 });
+      expect((await api('GET', `/v1/charges/${fresh.body.id}`)).status).toBe(404);
+      // The primary (ground truth) sees everything at once.
+      expect((await effects()).charges['order-1'].count).toBe(2);
+
+      await sleep(450);
+      const late = await api<ChargeList>('GET', '/v1/charges?reference=order-1');
+      expect(late.body).toEqual({ data: [before.body, fresh.body], as_of_version: 3 });
+      expect((await api('GET', `/v1/charges/${fresh.body.id}`)).status).toBe(200);
+    });
+
+    it('reports the highest replica-visible version while newer writes are still hidden', async () => {
+      await api('POST', '/v1/charges', charge('old'));
+      await setFaults({ replica_lag_ms: 300 });
+      await sleep(350);
+      await api('POST', '/v1/charges', charge('new'));
+      const list = await api<ChargeList>('GET', '/v1/charges');
+      expect(list.body.as_of_version).toBe(1);
+      expect(list.body.data.map((c) => c.reference)).toEqual(['old']);
+      // Removing the lag makes the replica the primary again.
+      await setFaults({ replica_lag_ms: 0 });
+      expect((await api<ChargeList>('GET', '/v1/charges')).body.as_of_version).toBe(2);
+    });
+
+    it('read_fault unavailable answers 503 on reads only', async () => {
+      const created = await api<Charge>('POST', '/v1/charges', charge('order-1'));
+      await setFaults({ read_fault: 'unavailable' });
+      for (const path of ['/v1/charges?reference=order-1', `/v1/charges/${created.body.id}`]) {
+        const result = await api<ErrorBody>('GET', path);
+        expect(result.status).toBe(503);
+        expect(result.body.error.code).toBe('unavailable');
+      }
+      expect((await api('POST', '/v1/charges', charge('order-2'))).status).toBe(201);
+      expect((await effects()).total).toBe(2);
+    });
+
+    it('read_fault field_missing drops status from each charge read', async () => {
+      const created = await api<Charge>('POST', '/v1/charges', charge('order-1'));
+      await api('POST', '/v1/charges', charge('order-1'));
+      await setFaults({ read_fault: 'field_missing' });
+      const list = await api<ChargeList>('GET', '/v1/charges?reference=order-1');
+      expect(list.body.data).toHaveLength(2);
+      for (const item of list.body.data) {
+        expect(item).not.toHaveProperty('status');
+        expect(item.amount).toBe(1250);
+      }
+      const one = await api<Partial<Charge>>('GET', `/v1/charges/${created.body.id}`);
+      expect(one.body).not.toHaveProperty('status');
+      // The write path is unaffected.
+      expect((await api<Charge>('POST', '/v1/charges', charge('order-3'))).body.status).toBe('succeeded');
+    });
+
+    it('read_fault amount_mismatch reports amount + 1 on reads, never in /__effects', async () => {
+      const created = await api<Charge>('POST', '/v1/charges', charge('order-1', 500));
+      await setFaults({ read_fault: 'amount_mismatch' });
+      const list = await api<ChargeList>('GET', '/v1/charges?reference=order-1');
+      expect(list.body.data).toEqual([{ ...created.body, amount: 501 }]);
+      expect((await api<Charge>('GET', `/v1/charges/${created.body.id}`)).body.amount).toBe(501);
+      expect((await effects()).charges['order-1'].amounts).toEqual([500]);
+    });
+  });
+
+  describe('POST /v1/messages', () => {
+    it('queues every POST as a new effect, grouped by client_ref', async () => {
+      const first = await api<{ id: string; status: string }>('POST', '/v1/messages', {
+        to: '+15550100',
+        body: 'Paid',
+        client_ref: 'order-1-sms',
+      });
+      expect(first.status).toBe(202);
+      expect(first.body).toEqual({ id: expect.stringMatching(/^msg_[0-9a-f]+$/), status: 'queued' });
+      const second = await api<{ id: string }>('POST', '/v1/messages', {
+        to: '+15550101',
+        body: 'Paid',
+        client_ref: 'order-1-sms',
+      });
+      expect(second.body.id).not.toBe(first.body.id);
+      await api('POST', '/v1/messages', { to: '+1', body: 'a' });
+      await api('POST', '/v1/messages', { to: '+2', body: 'b', client_ref: null });
+      const report = await effects();
+      expect(report.total).toBe(4);
+      expect(report.messages).toEqual({
+        'order-1-sms': { count: 2, ids: [first.body.id, second.body.id], to: ['+15550100', '+15550101'] },
+        '(none)': { count: 2, ids: [expect.any(String), expect.any(String)], to: ['+1', '+2'] },
+      });
+      // Messages without a client_ref are different intents, not duplicates.
+      expect(report.duplicates).toEqual([{ kind: 'message', key: 'order-1-sms', count: 2 }]);
+    });
+
+    it('ignores Idempotency-Key: messages have no provider idempotency', async () => {
+      const headers = { 'Idempotency-Key': 'same' };
+      await api('POST', '/v1/messages', { to: '+1', body: 'x', client_ref: 'c' }, headers);
+      await api('POST', '/v1/messages', { to: '+1', body: 'x', client_ref: 'c' }, headers);
+      expect((await effects()).messages['c'].count).toBe(2);
+    });
+
+    it.each([
+      ['no body', undefined],
+      ['a missing to', { body: 'x' }],
+      ['an empty to', { to: '', body: 'x' }],
+      ['a numeric body', { to: '+1', body: 5 }],
+      ['an empty client_ref', { to: '+1', body: 'x', client_ref: '' }],
+      ['a numeric client_ref', { to: '+1', body: 'x', client_ref: 7 }],
+    ])('rejects %s with 400 invalid_request', async (_name, body) => {
+      const result = await api<ErrorBody>('POST', '/v1/messages', body);
+      expect(result.status).toBe(400);
+      expect(result.body.error.code).toBe('invalid_request');
+      expect((await effects()).total).toBe(0);
+    });
+  });
+
+  describe('/__faults', () => {
+    it('starts empty and round-trips a config with defaults filled in', async () => {
+      expect((await api('GET', '/__faults')).body).toEqual({ rules: [], replica_lag_ms: 0, read_fault: null });
+      const stored = await setFaults({
+        rules: [
+          { method: 'POST', path: '/v1/charges', fault: 'reject' },
+          { method: 'GET', path: '/v1/charges', fault: 'timeout_after_commit', probability: 0.25, count: 3 },
+        ],
+        replica_lag_ms: 100,
+        read_fault: 'field_missing',
+      });
+      const expected: FaultConfig = {
+        rules: [
+          { method: 'POST', path: '/v1/charges', fault: 'reject', probability: 1, count: null },
+          { method: 'GET', path: '/v1/charges', fault: 'timeout_after_commit', probability: 0.25, count: 3 },
+        ],
+        replica_lag_ms: 100,
+        read_fault: 'field_missing',
+      };
+      expect(stored).toEqual(expected);
+      expect((await api('GET', '/__faults')).body).toEqual(expected);
+      // The GET output is valid PUT input.
+      expect(await setFaults(expected)).toEqual(expected);
+    });
+
+    it('replaces the whole config on every PUT', async () => {
+      await setFaults({ rules: [{ method: 'POST', path: '/v1/charges', fault: 'reject' }], replica_lag_ms: 50 });
+      expect(await setFaults({ read_fault: 'unavailable' })).toEqual({
+        rules: [],
+        replica_lag_ms: 0,
+        read_fault: 'unavailable',
+      });
+    });
+
+    it.each([
+      ['a non-object body', []],
+      ['an unknown top-level field', { rules: [], replicaLagMs: 5 }],
+      ['rules not an array', { rules: {} }],
+      ['a rule that is not an object', { rules: ['x'] }],
+      ['an unknown fault', { rules: [{ method: 'POST', path: '/v1/charges', fault: 'explode' }] }],
+      ['a lower-case method', { rules: [{ method: 'post', path: '/v1/charges', fault: 'reject' }] }],
+      ['a relative path', { rules: [{ method: 'POST', path: 'v1/charges', fault: 'reject' }] }],
+      ['a path with a query', { rules: [{ method: 'GET', path: '/v1/charges?reference=x', fault: 'reject' }] }],
+      ['a control path', { rules: [{ method: 'POST', path: '/__reset', fault: 'reject' }] }],
+      ['a probability above 1', { rules: [{ method: 'POST', path: '/x', fault: 'reject', probability: 1.5 }] }],
+      ['a negative probability', { rules: [{ method: 'POST', path: '/x', fault: 'reject', probability: -0.1 }] }],
+      ['a string probability', { rules: [{ method: 'POST', path: '/x', fault: 'reject', probability: '1' }] }],
+      ['a negative count', { rules: [{ method: 'POST', path: '/x', fault: 'reject', count: -1 }] }],
+      ['a fractional count', { rules: [{ method: 'POST', path: '/x', fault: 'reject', count: 1.5 }] }],
+      ['an unknown rule field', { rules: [{ method: 'POST', path: '/x', fault: 'reject', prob: 1 }] }],
+      ['a negative lag', { replica_lag_ms: -1 }],
+      ['a string lag', { replica_lag_ms: '10' }],
+      ['an unknown read_fault', { read_fault: 'slow' }],
+    ])('rejects %s with 400 and keeps the previous config', async (_name, body) => {
+      await setFaults({ replica_lag_ms: 7 });
+      const result = await api<ErrorBody>('PUT', '/__faults', body);
+      expect(result.status).toBe(400);
+      expect(result.body.error.code).toBe('invalid_request');
+      expect((await api<FaultConfig>('GET', '/__faults')).body.replica_lag_ms).toBe(7);
+    });
+  });
+
+  describe('write faults', () => {
+    const rule = (fault: string, extra: Record<string, unknown> = {}, path = '/v1/charges', method = 'POST') => ({
+      rules: [{ method, path, fault, ...extra }],
+    });
+
+    it('timeout_after_commit commits, then never answers', async () => {
+      await setFaults(rule('timeout_after_commit'));
+      await expect(
+        fetch(`${base}/v1/charges`, {
+          method: 'POST',
+          body: JSON.stringify(charge('order-t')),
+          signal: AbortSignal.timeout(300),
+        }),
+      ).rejects.toMatchObject({ name: 'TimeoutError' });
+      expect((await effects()).charges['order-t'].count).toBe(1);
+    });
+
+    it('timeout_after_commit holds the raw socket open with no bytes written', async () => {
+      await setFaults(rule('timeout_after_commit'));
+      const outcome = await raw(provider.port, 'POST', '/v1/charges', charge('order-t'), 300);
+      expect(outcome).toEqual({ data: '', ending: 'open' });
+      expect((await effects()).total).toBe(1);
+    });
+
+    it('a retry with the same Idempotency-Key after a timeout recovers the committed charge', async () => {
+      await setFaults(rule('timeout_after_commit', { count: 1 }));
+      const headers = { 'content-type': 'application/json', 'Idempotency-Key': 'k-timeout' };
+      await expect(
+        fetch(`${base}/v1/charges`, {
+          method: 'POST',
+          headers,
+          body: JSON.stringify(charge('order-t')),
+          signal: AbortSignal.timeout(200),
+        }),
+      ).rejects.toBeDefined();
+      const retry = await api<Charge>('POST', '/v1/charges', charge('order-t'), { 'Idempotency-Key': 'k-timeout' });
+      expect(retry.status).toBe(201);
+      expect(retry.headers.get('idempotent-replayed')).toBe('true');
+      expect((await effects()).charges['order-t'].ids).toEqual([retry.body.id]);
+    });
+
+    it('reset_after_commit commits, then resets the connection (RST)', async () => {
+      await setFaults(rule('reset_after_commit'));
+      const outcome = await raw(provider.port, 'POST', '/v1/charges', charge('order-r'));
+      expect(outcome).toEqual({ data: '', ending: 'error', code: 'ECONNRESET' });
+      expect((await effects()).charges['order-r'].count).toBe(1);
+    });
+
+    it('reset_after_commit surfaces as a failed fetch', async () => {
+      await setFaults(rule('reset_after_commit'));
+      await expect(api('POST', '/v1/charges', charge('order-r'))).rejects.toThrow();
+      expect((await effects()).total).toBe(1);
+    });
+
+    it('error_after_commit commits, then answers 500 internal_error', async () => {
+      await setFaults(rule('error_after_commit'));
+      const result = await api<ErrorBody>('POST', '/v1/charges', charge('order-e'));
+      expect(result.status).toBe(500);
+      expect(result.body.error.code).toBe('internal_error');
+      expect((await effects()).charges['order-e'].count).toBe(1);
+    });
+
+    it('drop_before_commit closes the connection with no response and commits nothing', async () => {
+      await setFaults(rule('drop_before_commit'));
+      const outcome = await raw(provider.port, 'POST', '/v1/charges', charge('order-d'));
+      // A FIN, not an RST: the request was read in full, so the kernel has nothing unread to reset over.
+      expect(outcome).toEqual({ data: '', ending: 'end' });
+      await expect(api('POST', '/v1/charges', charge('order-d'))).rejects.toThrow();
+      expect((await effects()).total).toBe(0);
+    });
+
+    it('reject answers 422 rejected and commits nothing', async () => {
+      await setFaults(rule('reject'));
+      const result = await api<ErrorBody>('POST', '/v1/charges', charge('order-j'));
+      expect(result.status).toBe(422);
+      expect(result.body.error.code).toBe('rejected');
+      expect((await effects()).total).toBe(0);
+    });
+
+    it('reject wins over a decline, and stores no idempotency key', async () => {
+      await setFaults(rule('reject', { count: 1 }));
+      const headers = { 'Idempotency-Key': 'k-rej' };
+      expect((await api('POST', '/v1/charges', charge('order-j'), headers)).status).toBe(422);
+      const after = await api('POST', '/v1/charges', charge('order-j'), headers);
+      expect(after.status).toBe(201);
+      expect(after.headers.get('idempotent-replayed')).toBeNull();
+    });
+
+    it('does not spend a fault on a malformed request', async () => {
+      await setFaults(rule('reject', { count: 1 }));
+      expect((await api('POST', '/v1/charges', { amount: -1 })).status).toBe(400);
+      expect((await api<FaultConfig>('GET', '/__faults')).body.rules[0].count).toBe(1);
+      expect((await api('POST', '/v1/charges', charge('order-1'))).status).toBe(422);
+    });
+
+    it('probability 0 never fires and leaves the count alone', async () => {
+      await setFaults(rule('reject', { probability: 0, count: 5 }));
+      for (let i = 0; i < 20; i += 1) {
+        expect((await api('POST', '/v1/charges', charge(`p0-${i}`))).status).toBe(201);
+      }
+      expect((await api<FaultConfig>('GET', '/__faults')).body.rules[0].count).toBe(5);
+      expect((await effects()).total).toBe(20);
+    });
+
+    it('probability 1 always fires', async () => {
+      await setFaults(rule('reject', { probability: 1 }));
+      for (let i = 0; i < 20; i += 1) {
+        expect((await api('POST', '/v1/charges', charge(`p1-${i}`))).status).toBe(422);
+      }
+      expect((await effects()).total).toBe(0);
+    });
+
+    it('a count is exhausted after n firings, and GET /__faults shows what remains', async () => {
+      await setFaults(rule('error_after_commit', { count: 2 }));
+      expect((await api('POST', '/v1/charges', charge('c-1'))).status).toBe(500);
+      expect((await api<FaultConfig>('GET', '/__faults')).body.rules[0].count).toBe(1);
+      expect((await api('POST', '/v1/charges', charge('c-2'))).status).toBe(500);
+      expect((await api('POST', '/v1/charges', charge('c-3'))).status).toBe(201);
+      expect((await api<FaultConfig>('GET', '/__faults')).body.rules[0].count).toBe(0);
+      expect((await effects()).total).toBe(3);
+    });
+
+    it('count 0 never fires', async () => {
+      await setFaults(rule('reject', { count: 0 }));
+      expect((await api('POST', '/v1/charges', charge('c-0'))).status).toBe(201);
+    });
+
+    it('the first matching rule whose draw succeeds fires; an exhausted rule falls through to the next', async () => {
+      await setFaults({
+        rules: [
+          { method: 'POST', path: '/v1/charges', fault: 'reject', probability: 0 },
+          { method: 'POST', path: '/v1/charges', fault: 'error_after_commit', count: 1 },
+          { method: 'POST', path: '/v1/charges', fault: 'reject', count: 1 },
+        ],
+      });
+      expect((await api('POST', '/v1/charges', charge('f-1'))).status).toBe(500);
+      expect((await api('POST', '/v1/charges', charge('f-2'))).status).toBe(422);
+      expect((await api('POST', '/v1/charges', charge('f-3'))).status).toBe(201);
+      expect((await api<FaultConfig>('GET', '/__faults')).body.rules.map((r) => r.count)).toEqual([null, 0, 0]);
+    });
+
+    it('matches on exact method and exact path, ignoring the query string', async () => {
+      await setFaults({
+        rules: [
+          { method: 'POST', path: '/v1/charges/', fault: 'reject' },
+          { method: 'GET', path: '/v1/messages', fault: 'reject' },
+          { method: 'PUT', path: '/v1/charges', fault: 'reject' },
+          { method: 'GET', path: '/v1/charges', fault: 'reject' },
+        ],
+      });
+      expect((await api('POST', '/v1/charges', charge('m-1'))).status).toBe(201);
+      expect((await api('POST', '/v1/messages', { to: '+1', body: 'x' })).status).toBe(202);
+      expect((await api('GET', '/v1/charges?reference=m-1')).status).toBe(422);
+    });
+
+    it('applies to /v1/messages: timeout_after_commit still commits the message', async () => {
+      await setFaults(rule('timeout_after_commit', {}, '/v1/messages'));
+      const outcome = await raw(provider.port, 'POST', '/v1/messages', { to: '+1', body: 'x', client_ref: 's' }, 300);
+      expect(outcome.ending).toBe('open');
+      expect((await effects()).messages['s'].count).toBe(1);
+      expect((await api('POST', '/v1/charges', charge('unaffected'))).status).toBe(201);
+    });
+
+    it('applies to /v1/messages: drop_before_commit and reject commit nothing', async () => {
+      await setFaults(rule('drop_before_commit', { count: 1 }, '/v1/messages'));
+      await expect(api('POST', '/v1/messages', { to: '+1', body: 'x', client_ref: 's' })).rejects.toThrow();
+      await setFaults(rule('reject', { count: 1 }, '/v1/messages'));
+      expect((await api('POST', '/v1/messages', { to: '+1', body: 'x', client_ref: 's' })).status).toBe(422);
+      expect((await effects()).total).toBe(0);
+    });
+
+    it('applies to /v1/messages: reset and error after commit both commit', async () => {
+      await setFaults({
+        rules: [
+          { method: 'POST', path: '/v1/messages', fault: 'reset_after_commit', count: 1 },
+          { method: 'POST', path: '/v1/messages', fault: 'error_after_commit', count: 1 },
+        ],
+      });
+      const reset = await raw(provider.port, 'POST', '/v1/messages', { to: '+1', body: 'x', client_ref: 's' });
+      expect(reset.ending).toBe('error');
+      expect((await api('POST', '/v1/messages', { to: '+1', body: 'x', client_ref: 's' })).status).toBe(500);
+      const report = await effects();
+      expect(report.messages['s'].count).toBe(2);
+      expect(report.duplicates).toEqual([{ kind: 'message', key: 's', count: 2 }]);
+    });
+
+    it('applies transport faults to GET paths named by a rule', async () => {
+      const created = await api<Charge>('POST', '/v1/charges', charge('g-1'));
+      await setFaults({
+        rules: [
+          { method: 'GET', path: `/v1/charges/${created.body.id}`, fault: 'error_after_commit', count: 1 },
+          { method: 'GET', path: '/v1/charges', fault: 'reset_after_commit', count: 1 },
+          { method: 'GET', path: '/v1/charges', fault: 'timeout_after_commit', count: 1 },
+          { method: 'GET', path: '/health', fault: 'drop_before_commit', count: 1 },
+        ],
+      });
+      expect((await api('GET', `/v1/charges/${created.body.id}`)).status).toBe(500);
+      expect((await raw(provider.port, 'GET', '/v1/charges?reference=g-1')).ending).toBe('error');
+      expect((await raw(provider.port, 'GET', '/v1/charges?reference=g-1', undefined, 300)).ending).toBe('open');
+      expect((await raw(provider.port, 'GET', '/health')).ending).not.toBe('open');
+      expect((await api('GET', '/v1/charges?reference=g-1')).status).toBe(200);
+      expect((await effects()).total).toBe(1);
+    });
+  });
+
+  describe('POST /__reset', () => {
+    it('clears effects, idempotency keys, faults and the version counter', async () => {
+      await api('POST', '/v1/charges', charge('r-1'), { 'Idempotency-Key': 'k' });
+      await api('POST', '/v1/messages', { to: '+1', body: 'x' });
+      await setFaults({ rules: [{ method: 'POST', path: '/v1/messages', fault: 'reject' }], replica_lag_ms: 1000 });
+
+      const reset = await api('POST', '/__reset');
+      expect(reset.status).toBe(204);
+      expect(reset.body).toBeUndefined();
+
+      expect(await effects()).toEqual({ total: 0, charges: {}, messages: {}, duplicates: [] });
+      expect((await api('GET', '/__faults')).body).toEqual({ rules: [], replica_lag_ms: 0, read_fault: null });
+      const again = await api<Charge>('POST', '/v1/charges', charge('r-1'), { 'Idempotency-Key': 'k' });
+      expect(again.headers.get('idempotent-replayed')).toBeNull();
+      expect(again.body.version).toBe(1);
+      expect((await api('POST', '/v1/messages', { to: '+1', body: 'x' })).status).toBe(202);
+      expect((await api<ChargeList>('GET', '/v1/charges')).body.as_of_version).toBe(2);
+    });
+  });
+});
+
+describe('sandbox provider lifecycle', () => {
+  it('uses the injected random source for probability draws', async () => {
+    const provider = await startSandboxProvider({ port: 0, random: () => 0.5 });
+    try {
+      const put = (probability: number) =>
+        call(provider.url, 'PUT', '/__faults', {
+          rules: [{ method: 'POST', path: '/v1/charges', fault: 'reject', probability }],
+        });
+      await put(0.4);
+      expect((await call(provider.url, 'POST', '/v1/charges', charge('a'))).status).toBe(201);
+      await put(0.6);
+      expect((await call(provider.url, 'POST', '/v1/charges', charge('b'))).status).toBe(422);
+    } finally {
+      await provider.close();
+    }
+  });
+
+  it('close() is prompt even with a held socket, and destroys it', async () => {
+    const provider = await startSandboxProvider({ port: 0 });
+    await call(provider.url, 'PUT', '/__faults', {
+      rules: [{ method: 'POST', path: '/v1/charges', fault: 'timeout_after_commit' }],
+    });
+    const held = raw(provider.port, 'POST', '/v1/charges', charge('held'), 10_000);
+    for (let i = 0; i < 50; i += 1) {
+      const report = (await call<EffectsReport>(provider.url, 'GET', '/__effects')).body;
+      if (report.total === 1) break;
+      await sleep(10);
+    }
+    const started = Date.now();
+    await provider.close();
+    expect(Date.now() - started).toBeLessThan(1_000);
+    const outcome = await held;
+    expect(outcome.ending).not.toBe('open');
+    expect(outcome.data).toBe('');
+    // Calling close twice is harmless.
+    await provider.close();
+    await expect(fetch(`${provider.url}/health`)).rejects.toThrow();
+  });
+
+  it('rejects when the port is taken', async () => {
+    const first = await startSandboxProvider({ port: 0 });
+    try {
+      await expect(startSandboxProvider({ port: first.port })).rejects.toMatchObject({ code: 'EADDRINUSE' });
+    } finally {
+      await first.close();
+    }
+  });
+
+  it('logs one JSON line per request only when asked', async () => {
+    const writes: string[] = [];
+    const spy = jest.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
+      writes.push(String(chunk));
+      return true;
+    });
+    try {
+      const quiet = await startSandboxProvider({ port: 0 });
+      await call(quiet.url, 'GET', '/health');
+      await quiet.close();
+      expect(writes).toEqual([]);
+
+      const loud = await startSandboxProvider({ port: 0, log: true });
+      await call(loud.url, 'POST', '/v1/charges', charge('logged'));
+      await loud.close();
+      expect(writes).toHaveLength(1);
+      expect(JSON.parse(writes[0])).toMatchObject({
+        level: 'info',
+        msg: 'request',
+        method: 'POST',
+        path: '/v1/charges',
+        status: 201,
+      });
+    } finally {
+      spy.mockRestore();
+    }
+  });
+});

@@ -1,0 +1,17 @@
+/** Every test talks to the real Postgres and Redis; see test/support for per-file databases and key prefixes. */
+const moduleNameMapper = {
+  '^@verity/(status-model|persistence|queues|connectors|sdk|platform)$': '<rootDir>/libs/$1/src',
+};
+const transform = { '^.+\\.ts$': ['ts-jest', { diagnostics: false }] };
+module.exports = {
+  testEnvironment: 'node',
+  moduleFileExtensions: ['ts', 'js', 'json'],
+  rootDir: '.',
+  testMatch: ['<rootDir>/libs/**/*.spec.ts', '<rootDir>/apps/**/*.spec.ts', '<rootDir>/test/**/*.test.ts'],
+  transform,
+  moduleNameMapper,
+  testTimeout: 60000,
+  collectCoverageFrom: ['libs/status-model/src/**/*.ts'],
+  coverageThreshold: { 'libs/status-model/src/': { lines: 100 } },
+  maxWorkers: 2,
+};

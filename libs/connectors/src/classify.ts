@@ -1,0 +1,72 @@
+import { OperationStatus, TerminalReason } from '@verity/status-model';
+import type { HttpExchange } from './http-exchange';
+
+export type SendOutcome =
+  | { status: OperationStatus.ACKNOWLEDGED; providerRef: Record<string, unknown>; detail: string }
+  | {
+      status: OperationStatus.FAILED;
+      reason: TerminalReason.CONNECTOR_REJECTED | TerminalReason.SOURCE_UNREACHABLE;
+      detail: string;
+      providerError?: unknown;
+    }
+  | { status: OperationStatus.UNKNOWN; reason: TerminalReason.CONNECTOR_ERROR; detail: string };
+
+export interface ClassifyRules {
+  /** Documented rejection codes: the provider said no and nothing happened. */
+  rejectionStatuses: readonly number[];
+  /** Pull the provider's reference out of an accepted response (its id, version...). */
+  providerRef?: (body: unknown) => Record<string, unknown>;
+}
+
+export const DEFAULT_REJECTION_STATUSES: readonly number[] = [400, 402, 409, 422];
+
+/**
+ * DESIGN §2's outcome classification, implemented once for every connector:
+ * 2xx → ACKNOWLEDGED; a declared rejection with an error body → FAILED/CONNECTOR_REJECTED;
+ * never delivered → FAILED/SOURCE_UNREACHABLE; everything else (timeout, reset, 5xx, 408, 429, an undeclared
+ * status, a rejection without an error body) → UNKNOWN/CONNECTOR_ERROR. Ambiguity never becomes FAILED.
+ */
+export function classifySend(exchange: HttpExchange, rules: ClassifyRules): SendOutcome {
+  if (exchange.kind === 'not_delivered') {
+    return {
+      status: OperationStatus.FAILED,
+      reason: TerminalReason.SOURCE_UNREACHABLE,
+      detail: `never delivered (${exchange.code})`,
+    };
+  }
+  if (exchange.kind === 'ambiguous') {
+    return {
+      status: OperationStatus.UNKNOWN,
+      reason: TerminalReason.CONNECTOR_ERROR,
+      detail: `outcome unknown (${exchange.code})`,
+    };
+  }
+  const { status, body } = exchange;
+  if (status >= 200 && status < 300) {
+    return {
+      status: OperationStatus.ACKNOWLEDGED,
+      providerRef: rules.providerRef ? rules.providerRef(body) : {},
+      detail: `provider answered ${status}`,
+    };
+  }
+  const hasErrorBody = typeof body === 'object' && body !== null;
+  if (rules.rejectionStatuses.includes(status) && hasErrorBody) {
+    return {
+      status: OperationStatus.FAILED,
+      reason: TerminalReason.CONNECTOR_REJECTED,
+      detail: `provider rejected the request (${status})`,
+      providerError: summarizeProviderError(body),
+    };
+  }
+  return {
+    status: OperationStatus.UNKNOWN,
+    reason: TerminalReason.CONNECTOR_ERROR,
+    detail: `provider answered ${status}: outcome unknown`,
+  };
+}
+
+/** Only the provider's error code travels on; raw bodies are never echoed to agents. */
+function summarizeProviderError(body: unknown): unknown {
+  const error = (body as { error?: { code?: unknown } }).error;
+  return typeof error?.code === 'string' ? { code: error.code.slice(0, 100) } : undefined;
+}

@@ -1,0 +1,116 @@
+import * as http from 'node:http';
+import * as https from 'node:https';
+import type { LookupFunction } from 'node:net';
+
+export interface HttpExchangeRequest {
+  method: string;
+  url: string;
+  headers?: Record<string, string>;
+  body?: unknown;
+  timeoutMs: number;
+  /** Response bodies beyond this are cut off and not parsed (never echoed raw anywhere). */
+  maxResponseBytes?: number;
+  /** Resolve and vet the host name; the address it returns is the one connected to (no DNS rebinding). */
+  lookup?: LookupFunction;
+  signal?: AbortSignal;
+}
+
+export type HttpExchange =
+  | { kind: 'response'; status: number; headers: http.IncomingHttpHeaders; body: unknown; truncated: boolean }
+  /** Provably never delivered: the connection (or TLS) was never established, so the request was never written. */
+  | { kind: 'not_delivered'; code: string; message: string }
+  /** The request may have reached the provider: timeout, reset, or anything after the connection was up. */
+  | { kind: 'ambiguous'; code: string; message: string };
+
+const agents = {
+  http: new http.Agent({ keepAlive: true, maxSockets: 256, timeout: 2000 }),
+  https: new https.Agent({ keepAlive: true, maxSockets: 256, timeout: 2000 }),
+};
+
+/**
+ * One HTTP exchange, classified by what we can prove about delivery. The only place connectors talk HTTP:
+ * redirects are never followed, every call has a deadline, and bodies are size-capped.
+ */
+export function httpExchange(request: HttpExchangeRequest): Promise<HttpExchange> {
+  const url = new URL(request.url);
+  const isHttps = url.protocol === 'https:';
+  const transport = isHttps ? https : http;
+  const payload = request.body === undefined ? undefined : Buffer.from(JSON.stringify(request.body));
+  const maxBytes = request.maxResponseBytes ?? 64 * 1024;
+  return new Promise((resolve) => {
+    let settled = false;
+    let connected = false;
+    const finish = (result: HttpExchange) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      request.signal?.removeEventListener('abort', onAbort);
+      resolve(result);
+    };
+    const failure = (code: string, message: string): HttpExchange =>
+      connected ? { kind: 'ambiguous', code, message } : { kind: 'not_delivered', code, message };
+    const req = transport.request(
+      url,
+      {
+        method: request.method,
+        headers: {
+          accept: 'application/json',
+          ...(payload ? { 'content-type': 'application/json', 'content-length': String(payload.length) } : {}),
+          ...request.headers,
+        },
+        // A custom lookup means the caller vets addresses: give it a fresh socket so the vetted address is used.
+        agent: request.lookup ? false : isHttps ? agents.https : agents.http,
+        lookup: request.lookup,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        let truncated = false;
+        res.on('data', (chunk: Buffer) => {
+          if (truncated) return;
+          size += chunk.length;
+          if (size > maxBytes) {
+            truncated = true;
+            return;
+          }
+          chunks.push(chunk);
+        });
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let body: unknown = undefined;
+          if (!truncated && text.length > 0) {
+            try {
+              body = JSON.parse(text);
+            } catch {
+              body = undefined;
+            }
+          }
+          finish({ kind: 'response', status: res.statusCode ?? 0, headers: res.headers, body, truncated });
+        });
+        res.on('error', (error: NodeJS.ErrnoException) =>
+          finish({ kind: 'ambiguous', code: error.code ?? 'ERESPONSE', message: error.message }),
+        );
+      },
+    );
+    req.on('socket', (socket) => {
+      const markConnected = () => {
+        connected = true;
+      };
+      if (!socket.connecting && !isHttps) markConnected();
+      else if (isHttps && (socket as import('node:tls').TLSSocket).encrypted && !socket.connecting) markConnected();
+      socket.once(isHttps ? 'secureConnect' : 'connect', markConnected);
+    });
+    req.on('error', (error: NodeJS.ErrnoException) => finish(failure(error.code ?? 'EREQUEST', error.message)));
+    const timer = setTimeout(() => {
+      finish(failure('ETIMEDOUT', `no answer within ${request.timeoutMs} ms`));
+      req.destroy();
+    }, request.timeoutMs);
+    const onAbort = () => {
+      finish(failure('EABORTED', 'aborted'));
+      req.destroy();
+    };
+    request.signal?.addEventListener('abort', onAbort, { once: true });
+    if (payload) req.write(payload);
+    req.end();
+  });
+}

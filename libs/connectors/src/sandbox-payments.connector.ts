@@ -1,0 +1,128 @@
+import { z } from 'zod';
+import { DEFAULT_REJECTION_STATUSES, SendOutcome, classifySend } from './classify';
+import type {
+  Connector,
+  ConnectorEnvironment,
+  ConnectorOperation,
+  ContextResult,
+  ReadBackResult,
+  ReadEvidence,
+} from './connector';
+import { httpExchange } from './http-exchange';
+
+const ChargeParams = z.strictObject({
+  amount: z.number().int().positive().max(100_000_000),
+  currency: z.string().regex(/^[A-Z]{3}$/, 'a three-letter ISO 4217 code in capitals'),
+  reference: z.string().min(1).max(200),
+});
+type Charge = z.infer<typeof ChargeParams>;
+
+interface ProviderCharge {
+  id?: string;
+  reference?: string;
+  amount?: number;
+  currency?: string;
+  status?: string;
+  version?: number;
+}
+
+/**
+ * The sandbox provider's payments: read-back, provider idempotency, irreversible. The Idempotency-Key is derived
+ * from the tenant and the charge reference, so two operations charging one reference can never charge twice.
+ */
+export class SandboxPaymentsConnector implements Connector {
+  readonly name = 'sandbox.payments';
+  readonly description = 'Card charges at the sandbox provider (POST /v1/charges, read back by reference)';
+  readonly capabilities = { read_back: true, context_read: true, provider_idempotency: true, reversible: false };
+  readonly actions = {
+    charge: { description: 'Charge an amount (minor units) against an order reference', params: ChargeParams },
+  };
+
+  async send(op: ConnectorOperation, env: ConnectorEnvironment): Promise<SendOutcome> {
+    const charge = op.params as Charge;
+    const exchange = await httpExchange({
+      method: 'POST',
+      url: `${env.sandboxUrl}/v1/charges`,
+      headers: { 'idempotency-key': `verity-${op.tenantId}-${charge.reference}` },
+      body: { amount: charge.amount, currency: charge.currency, reference: charge.reference },
+      timeoutMs: env.timeoutMs,
+      signal: env.signal,
+    });
+    return classifySend(exchange, {
+      rejectionStatuses: DEFAULT_REJECTION_STATUSES,
+      providerRef: (body) => {
+        const c = (body ?? {}) as ProviderCharge;
+        return { id: c.id, version: c.version, reference: c.reference };
+      },
+    });
+  }
+
+  async readBack(op: ConnectorOperation, env: ConnectorEnvironment): Promise<ReadBackResult> {
+    const charge = op.params as Charge;
+    const read = await this.readCharges(charge.reference, env);
+    if (read.kind === 'unreachable') return read;
+    const { evidence, charges, asOfVersion } = read;
+    const knownId = typeof op.providerRef?.id === 'string' ? op.providerRef.id : undefined;
+    const found = charges.find((c) => (knownId ? c.id === knownId : c.reference === charge.reference));
+    const writeVersion = typeof op.providerRef?.version === 'number' ? op.providerRef.version : undefined;
+    if (!found) {
+      // The replica has not caught up with the write we were told about: no verdict from an old snapshot.
+      if (writeVersion !== undefined && (asOfVersion ?? 0) < writeVersion) return { kind: 'stale', evidence };
+      return { kind: 'absent', evidence };
+    }
+    evidence.record = { ...found };
+    if (found.status === undefined) return { kind: 'field_missing', evidence, field: 'status' };
+    const mismatched: string[] = [];
+    if (found.amount !== charge.amount) mismatched.push('amount');
+    if (found.currency !== charge.currency) mismatched.push('currency');
+    if (found.status !== 'succeeded') mismatched.push('status');
+    if (mismatched.length > 0) return { kind: 'mismatch', evidence, fields: mismatched };
+    return { kind: 'found', evidence };
+  }
+
+  async readContext(op: ConnectorOperation, env: ConnectorEnvironment): Promise<ContextResult> {
+    const charge = op.params as Charge;
+    const read = await this.readCharges(charge.reference, env);
+    if (read.kind === 'unreachable') return read;
+    const existing = read.charges.find((c) => c.reference === charge.reference);
+    const state: Record<string, unknown> = existing
+      ? { charged: true, amount: existing.amount, currency: existing.currency, charge_id: existing.id }
+      : { charged: false };
+    const conflicts: string[] = [];
+    let requestedStatePresent = false;
+    if (existing) {
+      read.evidence.record = { ...existing };
+      if (
+        existing.amount === charge.amount &&
+        existing.currency === charge.currency &&
+        existing.status === 'succeeded'
+      ) {
+        requestedStatePresent = true;
+      } else {
+        conflicts.push('an existing charge with this reference has a different amount, currency or status');
+      }
+    }
+    return { kind: 'state', state, requestedStatePresent, conflicts, evidence: read.evidence };
+  }
+
+  private async readCharges(
+    reference: string,
+    env: ConnectorEnvironment,
+  ): Promise<
+    | { kind: 'ok'; charges: ProviderCharge[]; asOfVersion: number | null; evidence: ReadEvidence }
+    | { kind: 'unreachable'; evidence: ReadEvidence }
+  > {
+    const source = `${env.sandboxUrl}/v1/charges?reference=${encodeURIComponent(reference)}`;
+    const exchange = await httpExchange({ method: 'GET', url: source, timeoutMs: env.timeoutMs, signal: env.signal });
+    const evidence: ReadEvidence = { source, read_at: new Date().toISOString() };
+    if (exchange.kind !== 'response' || exchange.status !== 200) {
+      evidence.error = exchange.kind === 'response' ? `status ${exchange.status}` : exchange.code;
+      return { kind: 'unreachable', evidence };
+    }
+    const body = (exchange.body ?? {}) as { data?: ProviderCharge[]; as_of_version?: number };
+    const asOfVersion = typeof body.as_of_version === 'number' ? body.as_of_version : null;
+    evidence.as_of_version = asOfVersion;
+    evidence.record = null;
+    return { kind: 'ok', charges: Array.isArray(body.data) ? body.data : [], asOfVersion, evidence };
+  }
+}

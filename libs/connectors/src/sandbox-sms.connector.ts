@@ -1,0 +1,35 @@
+import { z } from 'zod';
+import { DEFAULT_REJECTION_STATUSES, SendOutcome, classifySend } from './classify';
+import type { Connector, ConnectorEnvironment, ConnectorOperation } from './connector';
+import { httpExchange } from './http-exchange';
+
+const SendParams = z.strictObject({
+  to: z.string().regex(/^\+[1-9][0-9]{6,14}$/, 'an E.164 phone number such as +15550100'),
+  body: z.string().min(1).max(1600),
+  client_ref: z.string().min(1).max(200).optional(),
+});
+
+/**
+ * The sandbox provider's SMS: no read endpoint and no idempotency. Its operations end ACKNOWLEDGED at best, and
+ * an UNKNOWN one goes to a human: re-sending could deliver a second message, which is why blind retry is forbidden.
+ */
+export class SandboxSmsConnector implements Connector {
+  readonly name = 'sandbox.sms';
+  readonly description = 'Text messages through the sandbox provider (POST /v1/messages; no read-back)';
+  readonly capabilities = { read_back: false, context_read: false, provider_idempotency: false, reversible: false };
+  readonly actions = { send: { description: 'Send one text message', params: SendParams } };
+
+  async send(op: ConnectorOperation, env: ConnectorEnvironment): Promise<SendOutcome> {
+    const exchange = await httpExchange({
+      method: 'POST',
+      url: `${env.sandboxUrl}/v1/messages`,
+      body: op.params,
+      timeoutMs: env.timeoutMs,
+      signal: env.signal,
+    });
+    return classifySend(exchange, {
+      rejectionStatuses: DEFAULT_REJECTION_STATUSES,
+      providerRef: (body) => ({ id: (body as { id?: string } | undefined)?.id }),
+    });
+  }
+}

@@ -1,0 +1,65 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { newId } from '@verity/platform';
+import { EntityManager } from 'typeorm';
+import { ApiKeyEntity, Role, TenantEntity } from './entities';
+
+export function hashApiKey(key: string): string {
+  return createHash('sha256').update(key).digest('hex');
+}
+
+export function generateApiKey(role: Role): string {
+  return `vk_${role}_${randomBytes(24).toString('base64url')}`;
+}
+
+export async function ensureTenant(db: EntityManager, id: string, name = id): Promise<TenantEntity> {
+  await db.query(`INSERT INTO tenants (id, name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`, [id, name]);
+  return db.getRepository(TenantEntity).findOneByOrFail({ id });
+}
+
+/** Creates a key and returns its only plain-text copy; the database keeps the hash. */
+export async function createApiKey(
+  db: EntityManager,
+  input: { tenantId: string; role: Role; label?: string; key?: string },
+): Promise<{ id: string; key: string }> {
+  const key = input.key ?? generateApiKey(input.role);
+  const id = newId('key');
+  await db.query(
+    `INSERT INTO api_keys (id, tenant_id, role, key_hash, key_prefix, label) VALUES ($1, $2, $3, $4, $5, $6)
+     ON CONFLICT (key_hash) DO NOTHING`,
+    [id, input.tenantId, input.role, hashApiKey(key), key.slice(0, 12), input.label ?? null],
+  );
+  return { id, key };
+}
+
+export async function revokeApiKey(db: EntityManager, id: string): Promise<boolean> {
+  const result: unknown = await db.query(
+    `UPDATE api_keys SET revoked_at = now() WHERE (id = $1 OR key_prefix = $1) AND revoked_at IS NULL RETURNING id`,
+    [id],
+  );
+  const revoked = Array.isArray(result) && Array.isArray(result[0]) ? result[0].length : 0;
+  // Every API process drops its cached copy of the key at once.
+  if (revoked > 0) await db.query(`SELECT pg_notify('verity_keys', $1)`, [id]);
+  return revoked > 0;
+}
+
+export async function findActiveKey(db: EntityManager, key: string): Promise<ApiKeyEntity | null> {
+  const found = await db.getRepository(ApiKeyEntity).findOneBy({ keyHash: hashApiKey(key) });
+  return found && !found.revokedAt ? found : null;
+}
+
+/**
+ * The documented demo keys (README): only seeded outside production so the quick start needs no set-up.
+ * `demo-other` exists so tenant isolation can be tried by hand.
+ */
+export const DEMO_KEYS: ReadonlyArray<{ tenantId: string; role: Role; key: string }> = [
+  { tenantId: 'demo', role: 'agent', key: 'demo-agent-key' },
+  { tenantId: 'demo', role: 'reviewer', key: 'demo-reviewer-key' },
+  { tenantId: 'demo', role: 'admin', key: 'demo-admin-key' },
+  { tenantId: 'demo-other', role: 'agent', key: 'demo-other-agent-key' },
+];
+
+export async function seedDemo(db: EntityManager): Promise<void> {
+  await ensureTenant(db, 'demo', 'Demo tenant');
+  await ensureTenant(db, 'demo-other', 'Another demo tenant');
+  for (const k of DEMO_KEYS) await createApiKey(db, { tenantId: k.tenantId, role: k.role, key: k.key, label: 'demo' });
+}

@@ -1,0 +1,63 @@
+import { OperationStatus, TerminalReason, VerificationMethodValue } from '@verity/status-model';
+import { Column, Entity, PrimaryColumn } from 'typeorm';
+
+export type ApprovalState = 'requested' | 'granted' | 'denied';
+
+export interface Approval {
+  state: ApprovalState;
+  requested_at?: string;
+  decided_at?: string;
+  decided_by?: string;
+  reason?: string;
+  expires_at?: string;
+  /** What the source looked like when the grant was given; a different baseline at dispatch is stale. */
+  baseline?: unknown;
+}
+
+export interface RecoveryObligation {
+  reason: string;
+  owner: string;
+  evidence_required: string;
+  permitted_actions: string[];
+  due_at: string;
+  escalation_target: string;
+  escalated_at: string | null;
+}
+
+export type Observation = 'converged' | 'superseded' | 'degraded' | 'unavailable';
+
+@Entity('operations')
+export class OperationEntity {
+  @PrimaryColumn('text') id!: string;
+  @Column('text', { name: 'execution_id' }) executionId!: string;
+  @Column('text', { name: 'tenant_id' }) tenantId!: string;
+  @Column('text') key!: string;
+  @Column('int') generation!: number;
+  @Column('int') position!: number;
+  @Column('text') connector!: string;
+  @Column('text') action!: string;
+  @Column('jsonb') params!: Record<string, unknown>;
+  @Column('boolean') irreversible!: boolean;
+  @Column('boolean', { name: 'requires_approval' }) requiresApproval!: boolean;
+  @Column('text', { name: 'verification_method' }) verificationMethod!: VerificationMethodValue;
+  @Column('jsonb', { name: 'expected_state', nullable: true }) expectedState!: Record<string, unknown> | null;
+  @Column('text', { name: 'depends_on', array: true }) dependsOn!: string[];
+  @Column('text') status!: OperationStatus;
+  @Column('text', { name: 'terminal_reason', nullable: true }) terminalReason!: TerminalReason | null;
+  /** Fencing token: bumped when SENT is committed; a late write carrying an older attempt loses its CAS. */
+  @Column('int') attempt!: number;
+  @Column('jsonb', { nullable: true }) evidence!: Record<string, unknown> | null;
+  @Column('boolean', { name: 'no_change_required' }) noChangeRequired!: boolean;
+  @Column('text', { name: 'retry_of', nullable: true }) retryOf!: string | null;
+  @Column('jsonb', { nullable: true }) approval!: Approval | null;
+  @Column('jsonb', { nullable: true }) obligation!: RecoveryObligation | null;
+  @Column('text', { nullable: true }) observation!: Observation | null;
+  /** What the provider told us when it acknowledged (its id, version): the key for read-back. */
+  @Column('jsonb', { name: 'provider_ref', nullable: true }) providerRef!: Record<string, unknown> | null;
+  @Column('int', { name: 'check_count' }) checkCount!: number;
+  @Column('timestamptz', { name: 'sent_at', nullable: true }) sentAt!: Date | null;
+  @Column('timestamptz', { name: 'acknowledged_at', nullable: true }) acknowledgedAt!: Date | null;
+  @Column('timestamptz', { name: 'next_check_at', nullable: true }) nextCheckAt!: Date | null;
+  @Column('timestamptz', { name: 'created_at' }) createdAt!: Date;
+  @Column('timestamptz', { name: 'updated_at' }) updatedAt!: Date;
+}

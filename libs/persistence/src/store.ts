@@ -1,0 +1,167 @@
+import { ExecutionStatus, OperationStatus, VerificationMethodValue } from '@verity/status-model';
+import { EntityManager } from 'typeorm';
+import { Criterion, EventEntity, ExecutionEntity, OperationEntity } from './entities';
+import { Queryable, rows } from './sql';
+
+export interface NewOperation {
+  id: string;
+  key: string;
+  position: number;
+  connector: string;
+  action: string;
+  params: Record<string, unknown>;
+  irreversible: boolean;
+  requires_approval: boolean;
+  verification_method: VerificationMethodValue;
+  expected_state: Record<string, unknown> | null;
+  depends_on: string[];
+  approval: Record<string, unknown> | null;
+}
+
+export interface NewExecution {
+  id: string;
+  tenantId: string;
+  agentId: string;
+  intent: string;
+  deadlineSeconds: number;
+  criteria: Criterion[];
+  idempotencyKey: string | null;
+  operations: NewOperation[];
+  createdEventId: string;
+}
+
+/**
+ * I7: one statement writes the execution, its operations and its first event, so a 201 means all of it is
+ * committed (and it costs one round trip, since commits are the scarce resource).
+ */
+export async function insertExecution(
+  db: Queryable,
+  input: NewExecution,
+): Promise<{ createdAt: Date; deadlineAt: Date; updatedAt: Date }> {
+  const result = await rows<{ created_at: Date; deadline_at: Date; updated_at: Date }>(
+    db,
+    `WITH e AS (
+       INSERT INTO executions (id, tenant_id, agent_id, intent, status, deadline_at, criteria, idempotency_key, event_seq)
+       VALUES ($1, $2, $3, $4, 'created', now() + make_interval(secs => $5), $6, $7, 1)
+       RETURNING id, tenant_id, created_at, deadline_at, updated_at
+     ), o AS (
+       INSERT INTO operations (id, execution_id, tenant_id, key, position, connector, action, params, irreversible,
+                               requires_approval, verification_method, expected_state, depends_on, approval, status)
+       SELECT r.id, e.id, e.tenant_id, r.key, r.position, r.connector, r.action, r.params, r.irreversible,
+              r.requires_approval, r.verification_method, r.expected_state, r.depends_on, r.approval, 'PREPARED'
+       FROM e, jsonb_to_recordset($8::jsonb) AS r(id text, key text, position int, connector text, action text,
+            params jsonb, irreversible boolean, requires_approval boolean, verification_method text,
+            expected_state jsonb, depends_on text[], approval jsonb)
+       RETURNING id
+     ), ev AS (
+       INSERT INTO events (id, execution_id, tenant_id, seq, type, to_status, data)
+       SELECT $9, e.id, e.tenant_id, 1, 'execution.created', 'created', $10 FROM e
+     ), ik AS (
+       -- The idempotency record completes in the same statement: a replay can never see a half-written execution.
+       UPDATE idempotency_keys SET state = 'completed', execution_id = e.id
+       FROM e WHERE idempotency_keys.tenant_id = e.tenant_id AND idempotency_keys.key = $7
+     )
+     SELECT e.created_at, e.deadline_at, e.updated_at, (SELECT count(*) FROM o) AS n FROM e`,
+    [
+      input.id,
+      input.tenantId,
+      input.agentId,
+      input.intent,
+      input.deadlineSeconds,
+      JSON.stringify(input.criteria),
+      input.idempotencyKey,
+      JSON.stringify(input.operations),
+      input.createdEventId,
+      JSON.stringify({ operations: input.operations.length }),
+    ],
+  );
+  return { createdAt: result[0].created_at, deadlineAt: result[0].deadline_at, updatedAt: result[0].updated_at };
+}
+
+export async function findExecution(db: EntityManager, id: string, tenantId?: string): Promise<ExecutionEntity | null> {
+  return db.getRepository(ExecutionEntity).findOneBy(tenantId ? { id, tenantId } : { id });
+}
+
+export async function findOperations(db: EntityManager, executionId: string): Promise<OperationEntity[]> {
+  return db
+    .getRepository(OperationEntity)
+    .find({ where: { executionId }, order: { position: 'ASC', generation: 'ASC' } });
+}
+
+export async function findOperation(db: EntityManager, id: string, tenantId?: string): Promise<OperationEntity | null> {
+  return db.getRepository(OperationEntity).findOneBy(tenantId ? { id, tenantId } : { id });
+}
+
+export async function listExecutions(
+  db: EntityManager,
+  tenantId: string,
+  options: { status?: ExecutionStatus; before?: string; limit: number },
+): Promise<ExecutionEntity[]> {
+  const qb = db
+    .getRepository(ExecutionEntity)
+    .createQueryBuilder('e')
+    .where('e.tenant_id = :tenantId', { tenantId })
+    .orderBy('e.id', 'DESC')
+    .limit(options.limit);
+  if (options.status) qb.andWhere('e.status = :status', { status: options.status });
+  if (options.before) qb.andWhere('e.id < :before', { before: options.before });
+  return qb.getMany();
+}
+
+export async function findOperationsOf(db: EntityManager, executionIds: string[]): Promise<OperationEntity[]> {
+  if (executionIds.length === 0) return [];
+  return db
+    .getRepository(OperationEntity)
+    .createQueryBuilder('o')
+    .where('o.execution_id IN (:...ids)', { ids: executionIds })
+    .orderBy('o.position', 'ASC')
+    .addOrderBy('o.generation', 'ASC')
+    .getMany();
+}
+
+export async function listEvents(
+  db: EntityManager,
+  executionId: string,
+  afterSeq: number,
+  limit: number,
+): Promise<EventEntity[]> {
+  return db
+    .getRepository(EventEntity)
+    .createQueryBuilder('ev')
+    .where('ev.execution_id = :executionId AND ev.seq > :afterSeq', { executionId, afterSeq })
+    .orderBy('ev.seq', 'ASC')
+    .limit(limit)
+    .getMany();
+}
+
+export async function eventSeqOf(db: EntityManager, executionId: string, eventId: string): Promise<number | null> {
+  const found = await db
+    .getRepository(EventEntity)
+    .findOne({ where: { id: eventId, executionId }, select: { seq: true } });
+  return found ? Number(found.seq) : null;
+}
+
+export function everSent(op: Pick<OperationEntity, 'attempt'>): boolean {
+  return op.attempt > 0;
+}
+
+export function snapshotOf(op: OperationEntity): {
+  id: string;
+  status: OperationStatus;
+  attempt: number;
+  verificationMethod: VerificationMethodValue;
+} {
+  return { id: op.id, status: op.status, attempt: op.attempt, verificationMethod: op.verificationMethod };
+}
+
+/** What a connector sees of an operation: its identity and request, never the whole row. */
+export function connectorOperation(op: OperationEntity) {
+  return {
+    id: op.id,
+    tenantId: op.tenantId,
+    action: op.action,
+    params: op.params,
+    expectedState: op.expectedState,
+    providerRef: op.providerRef,
+  };
+}

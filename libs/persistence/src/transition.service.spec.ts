@@ -1,0 +1,135 @@
+import { IllegalTransitionError, OperationStatus, TerminalReason, VerificationMethod } from '@verity/status-model';
+import { newId } from '@verity/platform';
+import { createTestDatabase, TestDatabase } from '../../../test/support/services';
+import { ensureTenant } from './api-keys';
+import { EventEntity, OperationEntity } from './entities';
+import { insertExecution } from './store';
+import { TransitionService } from './transition.service';
+
+describe('TransitionService (real Postgres)', () => {
+  let db: TestDatabase;
+  const transitions = new TransitionService();
+
+  beforeAll(async () => {
+    db = await createTestDatabase('transition');
+    await ensureTenant(db.dataSource.manager, 'acme');
+  });
+  afterAll(async () => db.drop());
+
+  async function newExecutionWithOneOperation() {
+    const executionId = newId('exe');
+    const operationId = newId('op');
+    await insertExecution(db.dataSource.manager, {
+      id: executionId,
+      tenantId: 'acme',
+      agentId: 'test-agent',
+      intent: 'test',
+      deadlineSeconds: 600,
+      criteria: [],
+      idempotencyKey: null,
+      createdEventId: newId('evt'),
+      operations: [
+        {
+          id: operationId,
+          key: 'charge',
+          position: 0,
+          connector: 'sandbox.payments',
+          action: 'charge',
+          params: { amount: 100, currency: 'EUR', reference: 'r-1' },
+          irreversible: true,
+          requires_approval: false,
+          verification_method: VerificationMethod.READ_AFTER_WRITE,
+          expected_state: null,
+          depends_on: [],
+          approval: null,
+        },
+      ],
+    });
+    return { executionId, operationId };
+  }
+
+  const snapshot = (id: string) => ({
+    id,
+    status: OperationStatus.PREPARED,
+    attempt: 0,
+    verificationMethod: VerificationMethod.READ_AFTER_WRITE,
+  });
+
+  it('lets exactly one of 20 concurrent PREPARED->SENT moves win, with exactly one event row', async () => {
+    const { operationId } = await newExecutionWithOneOperation();
+    const results = await Promise.all(
+      Array.from({ length: 20 }, () =>
+        transitions.operation(db.dataSource.manager, {
+          operation: snapshot(operationId),
+          to: OperationStatus.SENT,
+          bumpAttempt: true,
+          patch: { sent_at: 'now' },
+        }),
+      ),
+    );
+    expect(results.filter((r) => r.won)).toHaveLength(1);
+    const events = await db.dataSource.getRepository(EventEntity).findBy({ operationId });
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ fromStatus: 'PREPARED', toStatus: 'SENT', type: 'operation.status_changed' });
+    const op = await db.dataSource.getRepository(OperationEntity).findOneByOrFail({ id: operationId });
+    expect(op.status).toBe(OperationStatus.SENT);
+    expect(op.attempt).toBe(1);
+    expect(op.sentAt).toBeInstanceOf(Date);
+  });
+
+  it('refuses an illegal move before touching the database (I1)', async () => {
+    const { operationId } = await newExecutionWithOneOperation();
+    await expect(
+      transitions.operation(db.dataSource.manager, {
+        operation: snapshot(operationId),
+        to: OperationStatus.ACKNOWLEDGED,
+      }),
+    ).rejects.toBeInstanceOf(IllegalTransitionError);
+    const events = await db.dataSource.getRepository(EventEntity).findBy({ operationId });
+    expect(events).toHaveLength(0);
+  });
+
+  it('fences a late write that carries an old attempt', async () => {
+    const { operationId } = await newExecutionWithOneOperation();
+    const sent = await transitions.operation(db.dataSource.manager, {
+      operation: snapshot(operationId),
+      to: OperationStatus.SENT,
+      bumpAttempt: true,
+    });
+    expect(sent).toMatchObject({ won: true, attempt: 1 });
+    const stale = await transitions.operation(db.dataSource.manager, {
+      operation: { ...snapshot(operationId), status: OperationStatus.SENT, attempt: 0 },
+      to: OperationStatus.ACKNOWLEDGED,
+    });
+    expect(stale.won).toBe(false);
+    const fresh = await transitions.operation(db.dataSource.manager, {
+      operation: { ...snapshot(operationId), status: OperationStatus.SENT, attempt: 1 },
+      to: OperationStatus.UNKNOWN,
+      reason: TerminalReason.CONNECTOR_ERROR,
+    });
+    expect(fresh.won).toBe(true);
+  });
+
+  it('numbers the events of one execution without gaps, in commit order, under concurrency', async () => {
+    const { executionId } = await newExecutionWithOneOperation();
+    await Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        transitions.annotate(db.dataSource.manager, { executionId, type: 'test.note', data: { i } }),
+      ),
+    );
+    const events = await db.dataSource
+      .getRepository(EventEntity)
+      .find({ where: { executionId }, order: { seq: 'ASC' } });
+    expect(events.map((e) => Number(e.seq))).toEqual(Array.from({ length: 31 }, (_, i) => i + 1));
+  });
+
+  it('keeps events append-only', async () => {
+    const { executionId } = await newExecutionWithOneOperation();
+    await expect(
+      db.dataSource.query(`UPDATE events SET type = 'x' WHERE execution_id = $1`, [executionId]),
+    ).rejects.toThrow(/append-only/);
+    await expect(db.dataSource.query(`DELETE FROM events WHERE execution_id = $1`, [executionId])).rejects.toThrow(
+      /append-only/,
+    );
+  });
+});

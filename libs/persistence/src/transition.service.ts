@@ -1,0 +1,214 @@
+import {
+  Actor,
+  ExecutionStatus,
+  OperationStatus,
+  TerminalReason,
+  VerificationMethodValue,
+  assertExecutionTransition,
+  assertOperationTransition,
+} from '@verity/status-model';
+import { newId } from '@verity/platform';
+import { Queryable, rows } from './sql';
+
+/** Columns a transition may set alongside the status. Anything else is not the transition's business. */
+export interface OperationPatch {
+  terminal_reason?: TerminalReason | null;
+  evidence?: Record<string, unknown> | null;
+  no_change_required?: boolean;
+  approval?: Record<string, unknown> | null;
+  obligation?: Record<string, unknown> | null;
+  observation?: string | null;
+  provider_ref?: Record<string, unknown> | null;
+  check_count?: number;
+  sent_at?: 'now' | null;
+  acknowledged_at?: 'now' | null;
+  next_check_at?: Date | null;
+}
+
+const JSON_COLUMNS = new Set(['evidence', 'approval', 'obligation', 'provider_ref']);
+
+/** What the caller already knows of the operation: the model needs it to judge the move. */
+export interface OperationSnapshot {
+  id: string;
+  status: OperationStatus;
+  attempt: number;
+  verificationMethod: VerificationMethodValue;
+}
+
+export interface OperationTransitionInput {
+  operation: OperationSnapshot;
+  to: OperationStatus;
+  reason?: TerminalReason | null;
+  actor?: Actor;
+  /** Bumps the fencing token; used exactly when SENT is committed. */
+  bumpAttempt?: boolean;
+  patch?: OperationPatch;
+  eventData?: Record<string, unknown>;
+}
+
+export interface TransitionResult {
+  won: boolean;
+  eventId?: string;
+  seq?: number;
+  attempt?: number;
+}
+
+export interface ExecutionPatch {
+  failure?: Record<string, unknown> | null;
+  criteria_results?: unknown[] | null;
+}
+
+function patchAssignments(patch: OperationPatch | ExecutionPatch, params: unknown[]): string[] {
+  const sets: string[] = [];
+  for (const [column, value] of Object.entries(patch)) {
+    if (value === undefined) continue;
+    if (value === 'now') {
+      sets.push(`${column} = clock_timestamp()`);
+      continue;
+    }
+    params.push(
+      JSON_COLUMNS.has(column) || column === 'failure' || column === 'criteria_results' ? json(value) : value,
+    );
+    sets.push(`${column} = $${params.length}`);
+  }
+  return sets;
+}
+
+function json(value: unknown): string | null {
+  return value === null ? null : JSON.stringify(value);
+}
+
+/**
+ * The one writer of statuses (I1, I2). Each move is checked by libs/status-model, then written as ONE statement:
+ * a compare-and-set UPDATE of the row, a bump of the execution's event sequence, and the event INSERT.
+ * No event without a change, no change without an event; the loser of a race changes nothing and learns it lost.
+ * The execution row's lock orders events of one execution, so `seq` has no gaps in commit order (the SSE cursor).
+ */
+export class TransitionService {
+  async operation(db: Queryable, input: OperationTransitionInput): Promise<TransitionResult> {
+    const { operation, to } = input;
+    const reason = input.reason ?? null;
+    assertOperationTransition(operation.status, to, {
+      actor: input.actor ?? 'system',
+      terminalReason: reason,
+      verificationMethod: operation.verificationMethod,
+      everSent: operation.attempt > 0,
+      noChangeRequired: input.patch?.no_change_required,
+    });
+    const params: unknown[] = [operation.id, operation.status, to, operation.attempt];
+    const sets = ['status = $3', 'updated_at = clock_timestamp()'];
+    if (input.bumpAttempt) sets.push('attempt = attempt + 1');
+    const patch: OperationPatch = { ...input.patch };
+    if (reason !== null || input.patch?.terminal_reason !== undefined) patch.terminal_reason = reason;
+    sets.push(...patchAssignments(patch, params));
+    const eventId = newId('evt');
+    params.push(
+      eventId,
+      'operation.status_changed',
+      json({ ...input.eventData, reason, actor: input.actor ?? 'system' }),
+    );
+    const n = params.length;
+    const result = await rows<{ id: string; seq: string; attempt: number }>(
+      db,
+      `WITH moved AS (
+         UPDATE operations SET ${sets.join(', ')}
+         WHERE id = $1 AND status = $2 AND attempt = $4
+         RETURNING id, execution_id, tenant_id, attempt
+       ), seq AS (
+         UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
+         FROM moved WHERE e.id = moved.execution_id
+         RETURNING e.id, e.event_seq
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
+       SELECT $${n - 2}, seq.id, moved.tenant_id, seq.event_seq, moved.id, $${n - 1}, $2, $3, $${n}
+       FROM moved JOIN seq ON seq.id = moved.execution_id
+       RETURNING id, seq, (SELECT attempt FROM moved) AS attempt`,
+      params,
+    );
+    if (result.length === 0) return { won: false };
+    return { won: true, eventId: result[0].id, seq: Number(result[0].seq), attempt: result[0].attempt };
+  }
+
+  async execution(
+    db: Queryable,
+    input: {
+      executionId: string;
+      from: ExecutionStatus;
+      to: ExecutionStatus;
+      patch?: ExecutionPatch;
+      eventData?: Record<string, unknown>;
+    },
+  ): Promise<TransitionResult> {
+    assertExecutionTransition(input.from, input.to);
+    const params: unknown[] = [input.executionId, input.from, input.to];
+    const sets = ['status = $3', 'event_seq = event_seq + 1', 'updated_at = clock_timestamp()'];
+    sets.push(...patchAssignments(input.patch ?? {}, params));
+    const eventId = newId('evt');
+    params.push(eventId, json(input.eventData ?? {}));
+    const n = params.length;
+    const result = await rows<{ id: string; seq: string }>(
+      db,
+      `WITH moved AS (
+         UPDATE executions SET ${sets.join(', ')} WHERE id = $1 AND status = $2
+         RETURNING id, tenant_id, event_seq
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
+       SELECT $${n - 1}, id, tenant_id, event_seq, NULL, 'execution.status_changed', $2, $3, $${n} FROM moved
+       RETURNING id, seq`,
+      params,
+    );
+    if (result.length === 0) return { won: false };
+    return { won: true, eventId: result[0].id, seq: Number(result[0].seq) };
+  }
+
+  /**
+   * A fact that is not a status change (approval requested, knowledge conflict, observation...), optionally
+   * updating operation fields while the operation is still in `whileStatus`: same atomicity as a transition.
+   */
+  async annotate(
+    db: Queryable,
+    input: {
+      executionId: string;
+      operationId?: string;
+      whileStatus?: OperationStatus;
+      patch?: OperationPatch;
+      type: string;
+      data?: Record<string, unknown>;
+    },
+  ): Promise<TransitionResult> {
+    const eventId = newId('evt');
+    if (!input.operationId || !input.whileStatus) {
+      const result = await rows<{ id: string; seq: string }>(
+        db,
+        `WITH seq AS (
+           UPDATE executions SET event_seq = event_seq + 1, updated_at = clock_timestamp() WHERE id = $1
+           RETURNING id, tenant_id, event_seq
+         )
+         INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, data)
+         SELECT $2, id, tenant_id, event_seq, $3, $4, $5 FROM seq RETURNING id, seq`,
+        [input.executionId, eventId, input.operationId ?? null, input.type, json(input.data ?? {})],
+      );
+      return result.length ? { won: true, eventId: result[0].id, seq: Number(result[0].seq) } : { won: false };
+    }
+    const params: unknown[] = [input.operationId, input.whileStatus];
+    const sets = ['updated_at = clock_timestamp()', ...patchAssignments(input.patch ?? {}, params)];
+    params.push(eventId, input.type, json(input.data ?? {}));
+    const n = params.length;
+    const result = await rows<{ id: string; seq: string }>(
+      db,
+      `WITH moved AS (
+         UPDATE operations SET ${sets.join(', ')} WHERE id = $1 AND status = $2
+         RETURNING id, execution_id, tenant_id
+       ), seq AS (
+         UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
+         FROM moved WHERE e.id = moved.execution_id RETURNING e.id, e.event_seq
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, data)
+       SELECT $${n - 2}, seq.id, moved.tenant_id, seq.event_seq, moved.id, $${n - 1}, $${n}
+       FROM moved JOIN seq ON seq.id = moved.execution_id
+       RETURNING id, seq`,
+      params,
+    );
+    return result.length ? { won: true, eventId: result[0].id, seq: Number(result[0].seq) } : { won: false };
+  }
+}

@@ -1,0 +1,6 @@
+export * from './config';
+export * from './logger';
+export * from './redis';
+export * from './ids';
+export * from './shutdown';
+export * from './platform.module';

@@ -1,0 +1,28 @@
+import type { Logger } from 'pino';
+
+/** Every long-running process stops cleanly on SIGTERM/SIGINT: close in order, then exit 0. */
+export function onShutdown(logger: Logger, close: () => Promise<void>, timeoutMs = 25_000): void {
+  let closing = false;
+  const handler = (signal: string) => {
+    if (closing) return;
+    closing = true;
+    logger.info({ signal }, 'shutting down');
+    const force = setTimeout(() => {
+      logger.error('shutdown timed out; exiting');
+      process.exit(1);
+    }, timeoutMs);
+    force.unref();
+    close().then(
+      () => {
+        logger.info('stopped');
+        process.exit(0);
+      },
+      (error: unknown) => {
+        logger.error({ err: error }, 'error while shutting down');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => handler('SIGTERM'));
+  process.on('SIGINT', () => handler('SIGINT'));
+}

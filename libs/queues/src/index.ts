@@ -1,0 +1,5 @@
+export * from './names';
+export * from './producer';
+export * from './queues.module';
+export * from './worker.module';
+export * from './watchdog';

@@ -1,0 +1,85 @@
+import type { DefaultJobOptions, JobsOptions, QueueOptions } from 'bullmq';
+import type { Redis } from 'ioredis';
+
+/**
+ * Queue and job names. WARNING: these strings are stored in Redis with every job; renaming one strands the jobs
+ * already queued under the old name. Add a new name and drain the old one instead.
+ */
+export enum QueueName {
+  EXECUTIONS = 'executions',
+  DISPATCH = 'dispatch',
+  VERIFY = 'verify',
+  RECONCILE = 'reconcile',
+  SWEEP = 'sweep',
+}
+
+export enum JobName {
+  ADVANCE_EXECUTION = 'advance-execution',
+  DISPATCH_OPERATION = 'dispatch-operation',
+  VERIFY_OPERATION = 'verify-operation',
+  RECONCILE_OPERATION = 'reconcile-operation',
+  SWEEP = 'sweep',
+}
+
+/** Jobs carry ids, never state: a worker reads the row, checks the transition, acts. */
+export interface JobPayloads {
+  [JobName.ADVANCE_EXECUTION]: { executionId: string };
+  [JobName.DISPATCH_OPERATION]: { operationId: string };
+  [JobName.VERIFY_OPERATION]: { operationId: string };
+  [JobName.RECONCILE_OPERATION]: { operationId: string };
+  [JobName.SWEEP]: Record<string, never>;
+}
+
+export type JobOf<N extends JobName> = { name: N; data: JobPayloads[N] };
+
+export const QUEUE_OF_JOB: Readonly<Record<JobName, QueueName>> = {
+  [JobName.ADVANCE_EXECUTION]: QueueName.EXECUTIONS,
+  [JobName.DISPATCH_OPERATION]: QueueName.DISPATCH,
+  [JobName.VERIFY_OPERATION]: QueueName.VERIFY,
+  [JobName.RECONCILE_OPERATION]: QueueName.RECONCILE,
+  [JobName.SWEEP]: QueueName.SWEEP,
+};
+
+const KEEP = { removeOnComplete: { age: 3600, count: 10_000 }, removeOnFail: { age: 24 * 3600, count: 10_000 } };
+
+/** Per-queue defaults shared by producers and workers. */
+export const JOB_DEFAULTS: Readonly<Record<QueueName, DefaultJobOptions>> = {
+  [QueueName.EXECUTIONS]: {
+    attempts: 5,
+    backoff: { type: 'exponential', delay: 200 },
+    removeOnComplete: true,
+    removeOnFail: KEEP.removeOnFail,
+  },
+  // A send is never re-run by BullMQ: attempts 1, and the worker's maxStalledCount 0. The sweeper turns an orphaned
+  // SENT operation into UNKNOWN. Completed jobs are kept an hour so the jobId keeps deduplicating late enqueues.
+  [QueueName.DISPATCH]: { attempts: 1, ...KEEP },
+  [QueueName.VERIFY]: {
+    attempts: 5,
+    backoff: { type: 'exponential', delay: 500 },
+    removeOnComplete: true,
+    removeOnFail: KEEP.removeOnFail,
+  },
+  [QueueName.RECONCILE]: {
+    attempts: 5,
+    backoff: { type: 'exponential', delay: 500 },
+    removeOnComplete: true,
+    removeOnFail: KEEP.removeOnFail,
+  },
+  [QueueName.SWEEP]: { attempts: 1, removeOnComplete: true, removeOnFail: { count: 100 } },
+};
+
+export function queueOptions(queue: QueueName, connection: Redis, prefix: string): QueueOptions {
+  return { connection, prefix, defaultJobOptions: JOB_DEFAULTS[queue] };
+}
+
+/**
+ * Deterministic job ids (`${id}.${job}`) make a second enqueue of the same intent harmless while the first job
+ * exists. (BullMQ reserves ':' in custom ids.)
+ */
+export function jobId(name: JobName, id: string, discriminator?: string | number): string {
+  return discriminator === undefined ? `${id}.${name}` : `${id}.${name}.${discriminator}`;
+}
+
+export function jobOptions(name: JobName, id: string, extra: JobsOptions = {}): JobsOptions {
+  return { jobId: jobId(name, id), ...extra };
+}

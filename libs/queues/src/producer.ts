@@ -1,0 +1,46 @@
+import { Queue } from 'bullmq';
+import type { JobsOptions } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { JobName, JobPayloads, QUEUE_OF_JOB, QueueName, queueOptions } from './names';
+
+/**
+ * Enqueues jobs. Producers share one fail-fast connection (no offline queue): when Redis is away an enqueue
+ * throws at once, and the sweeper, reading Postgres, owes the job instead.
+ */
+export class JobProducer {
+  private readonly queues = new Map<QueueName, Queue>();
+
+  constructor(
+    private readonly connection: Redis,
+    private readonly prefix: string,
+  ) {}
+
+  queue(name: QueueName): Queue {
+    let queue = this.queues.get(name);
+    if (!queue) {
+      queue = new Queue(name, queueOptions(name, this.connection, this.prefix));
+      queue.on('error', () => undefined);
+      this.queues.set(name, queue);
+    }
+    return queue;
+  }
+
+  async enqueue<N extends JobName>(name: N, data: JobPayloads[N], options: JobsOptions = {}): Promise<void> {
+    await this.queue(QUEUE_OF_JOB[name]).add(name, data, options);
+  }
+
+  /** For callers that must not fail after a commit: the sweeper repairs a missed enqueue. */
+  async tryEnqueue<N extends JobName>(name: N, data: JobPayloads[N], options: JobsOptions = {}): Promise<boolean> {
+    try {
+      await this.enqueue(name, data, options);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.queues.values()].map((q) => q.close().catch(() => undefined)));
+    this.queues.clear();
+  }
+}

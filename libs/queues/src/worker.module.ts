@@ -1,0 +1,42 @@
+import { BullModule } from '@nestjs/bullmq';
+import { DynamicModule, Module } from '@nestjs/common';
+import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import type { WorkerOptions } from 'bullmq';
+import { JOB_DEFAULTS, QueueName } from './names';
+
+/** Connection and prefix for @nestjs/bullmq workers; the queues a worker app consumes are registered here. */
+@Module({})
+export class WorkerQueuesModule {
+  static forRoot(queues: QueueName[]): DynamicModule {
+    return {
+      module: WorkerQueuesModule,
+      imports: [
+        BullModule.forRootAsync({
+          inject: [VERITY_CONFIG],
+          useFactory: (config: VerityConfig) => ({
+            connection: { url: config.REDIS_URL, maxRetriesPerRequest: null },
+            prefix: config.QUEUE_PREFIX,
+          }),
+        }),
+        ...queues.map((name) => BullModule.registerQueue({ name, defaultJobOptions: JOB_DEFAULTS[name] })),
+      ],
+      exports: [BullModule],
+    };
+  }
+}
+
+/**
+ * Worker options per queue. Dispatch: a stalled send is never re-run (maxStalledCount 0) — the sweeper turns its
+ * SENT operation into UNKNOWN instead. Read from the validated config (decorators are evaluated at import time).
+ */
+export function workerSettings(queue: QueueName, config: VerityConfig): Omit<WorkerOptions, 'connection'> {
+  const base = { concurrency: config.WORKER_CONCURRENCY, lockDuration: config.DISPATCH_LOCK_MS };
+  switch (queue) {
+    case QueueName.DISPATCH:
+      return { ...base, maxStalledCount: 0 };
+    case QueueName.SWEEP:
+      return { ...base, concurrency: 1, maxStalledCount: 1 };
+    default:
+      return { ...base, maxStalledCount: 2 };
+  }
+}

@@ -1,0 +1,39 @@
+import { EXECUTION_STATUSES, EXECUTION_TRANSITIONS, TERMINAL_EXECUTION_STATUSES } from './execution';
+import {
+  OPERATION_STATUSES,
+  OPERATION_STATUS_INFO,
+  OPERATION_TRANSITIONS,
+  RetryRule,
+  TERMINAL_REASONS,
+  VerificationMethod,
+} from './operation';
+
+/** The whole model as plain JSON, served at GET /v1/status-model. Generated, never hand-written. */
+export function statusModelDocument() {
+  return {
+    operation: {
+      statuses: OPERATION_STATUSES.map((status) => ({ status, ...OPERATION_STATUS_INFO[status] })),
+      transitions: OPERATION_TRANSITIONS.map((r) => ({
+        from: r.from,
+        to: r.to,
+        reasons: r.reasons,
+        reason_required: r.reasonRequired,
+        human_only: r.humanOnly,
+        never_sent_only: r.neverSentOnly,
+        sent_only: r.sentOnly,
+        extension: r.extension,
+        why: r.why,
+      })),
+      terminal_reasons: TERMINAL_REASONS,
+      retry_rules: Object.values(RetryRule),
+      verification_methods: [VerificationMethod.READ_AFTER_WRITE, ''],
+      verification_rule:
+        'VERIFIED requires verification_method read_after_write (evidence stored) or a human resolution from MANUAL_REVIEW',
+    },
+    execution: {
+      statuses: EXECUTION_STATUSES,
+      terminal: TERMINAL_EXECUTION_STATUSES,
+      transitions: EXECUTION_STATUSES.map((from) => ({ from, to: EXECUTION_TRANSITIONS[from] })),
+    },
+  };
+}

@@ -1,0 +1,216 @@
+/**
+ * The operation state machine of DESIGN §2: whether an effect occurred in the world.
+ * This file is data plus small functions; it imports nothing so that every other part can depend on it.
+ */
+
+export enum OperationStatus {
+  PREPARED = 'PREPARED',
+  SENT = 'SENT',
+  ACKNOWLEDGED = 'ACKNOWLEDGED',
+  VERIFIED = 'VERIFIED',
+  UNKNOWN = 'UNKNOWN',
+  RECONCILING = 'RECONCILING',
+  FAILED = 'FAILED',
+  MANUAL_REVIEW = 'MANUAL_REVIEW',
+  CANCELLED = 'CANCELLED',
+}
+
+export const OPERATION_STATUSES: readonly OperationStatus[] = Object.values(OperationStatus);
+
+export enum TerminalReason {
+  CONNECTOR_ERROR = 'CONNECTOR_ERROR',
+  CONNECTOR_REJECTED = 'CONNECTOR_REJECTED',
+  KNOWLEDGE_CONFLICT = 'KNOWLEDGE_CONFLICT',
+  STALE_REPLICA = 'STALE_REPLICA',
+  FIELD_MISSING = 'FIELD_MISSING',
+  SOURCE_UNREACHABLE = 'SOURCE_UNREACHABLE',
+  INTEGRITY_MISMATCH = 'INTEGRITY_MISMATCH',
+}
+
+export const TERMINAL_REASONS: readonly TerminalReason[] = Object.values(TerminalReason);
+
+export enum VerificationMethod {
+  READ_AFTER_WRITE = 'read_after_write',
+}
+
+/** On the wire, an empty verification method is `""`: VERIFIED is then unreachable without a human. */
+export type VerificationMethodValue = VerificationMethod | '';
+
+export enum RetryRule {
+  NONE = 'none',
+  WAIT = 'wait',
+  NOT_NEEDED = 'not_needed',
+  FORBIDDEN = 'forbidden',
+  CONSOLE = 'console',
+  SAFE = 'safe',
+}
+
+export interface OperationStatusInfo {
+  terminal: boolean;
+  retry: RetryRule;
+  meaning: string;
+}
+
+export const OPERATION_STATUS_INFO: Readonly<Record<OperationStatus, OperationStatusInfo>> = {
+  PREPARED: { terminal: false, retry: RetryRule.NONE, meaning: 'intent recorded, not sent' },
+  SENT: { terminal: false, retry: RetryRule.WAIT, meaning: 'handed to the connector (committed before the call)' },
+  ACKNOWLEDGED: { terminal: false, retry: RetryRule.WAIT, meaning: 'the connector replied: transport only' },
+  VERIFIED: { terminal: true, retry: RetryRule.NOT_NEEDED, meaning: 'confirmed against the source' },
+  UNKNOWN: { terminal: false, retry: RetryRule.FORBIDDEN, meaning: 'outcome unknown (timeout, reset, 5xx, crash)' },
+  RECONCILING: { terminal: false, retry: RetryRule.WAIT, meaning: 'determining the final state from the source' },
+  FAILED: { terminal: true, retry: RetryRule.SAFE, meaning: 'explicit rejection or proven absence: no effect' },
+  MANUAL_REVIEW: { terminal: false, retry: RetryRule.CONSOLE, meaning: 'held for a human, with a recovery obligation' },
+  CANCELLED: { terminal: true, retry: RetryRule.SAFE, meaning: 'cancelled before it was ever sent' },
+};
+
+/** Who asks for a transition. Some moves are reserved for a human resolution. */
+export type Actor = 'system' | 'human';
+
+export interface OperationTransitionRule {
+  from: OperationStatus;
+  to: OperationStatus;
+  /** Reasons that may accompany the move; `required` means one of them must. */
+  reasons: readonly TerminalReason[];
+  reasonRequired: boolean;
+  /** Only a human resolution (with evidence) may take this move. */
+  humanOnly: boolean;
+  /** Only for an operation that was never handed to a connector. */
+  neverSentOnly: boolean;
+  /** Only for an operation that was handed to a connector: there is an outcome to judge. */
+  sentOnly: boolean;
+  extension: boolean;
+  why: string;
+}
+
+const MANUAL_REVIEW_REASONS: readonly TerminalReason[] = [
+  TerminalReason.INTEGRITY_MISMATCH,
+  TerminalReason.FIELD_MISSING,
+  TerminalReason.STALE_REPLICA,
+  TerminalReason.SOURCE_UNREACHABLE,
+  TerminalReason.CONNECTOR_ERROR,
+  TerminalReason.KNOWLEDGE_CONFLICT,
+];
+
+function rule(
+  from: OperationStatus,
+  to: OperationStatus,
+  why: string,
+  options: Partial<Omit<OperationTransitionRule, 'from' | 'to' | 'why'>> = {},
+): OperationTransitionRule {
+  return {
+    from,
+    to,
+    why,
+    reasons: options.reasons ?? [],
+    reasonRequired: options.reasonRequired ?? false,
+    humanOnly: options.humanOnly ?? false,
+    neverSentOnly: options.neverSentOnly ?? false,
+    sentOnly: options.sentOnly ?? false,
+    extension: options.extension ?? false,
+  };
+}
+
+const S = OperationStatus;
+const R = TerminalReason;
+
+/** Exactly the table of DESIGN §2: the reference diagram first, then this project's extension. */
+export const OPERATION_TRANSITIONS: readonly OperationTransitionRule[] = [
+  rule(S.PREPARED, S.SENT, 'committed before the connector is called'),
+  rule(S.PREPARED, S.MANUAL_REVIEW, 'held before sending (e.g. a knowledge conflict on an irreversible operation)', {
+    reasons: [R.KNOWLEDGE_CONFLICT, R.SOURCE_UNREACHABLE, R.FIELD_MISSING],
+    reasonRequired: true,
+  }),
+  rule(S.PREPARED, S.CANCELLED, 'cancelled before it was ever sent'),
+  rule(S.SENT, S.ACKNOWLEDGED, 'the connector replied'),
+  rule(S.SENT, S.UNKNOWN, 'timeout, reset, 5xx, or a worker found the operation already SENT', {
+    reasons: [R.CONNECTOR_ERROR],
+    reasonRequired: true,
+  }),
+  rule(S.SENT, S.FAILED, 'explicit rejection, or proof that nothing was delivered', {
+    reasons: [R.CONNECTOR_REJECTED, R.SOURCE_UNREACHABLE],
+    reasonRequired: true,
+  }),
+  rule(S.ACKNOWLEDGED, S.VERIFIED, 'read-after-write found the effect'),
+  rule(S.ACKNOWLEDGED, S.UNKNOWN, 'read-back did not find the effect once the settle window had passed', {
+    reasons: [R.CONNECTOR_ERROR],
+  }),
+  rule(S.UNKNOWN, S.RECONCILING, 'the reconciler reads the source'),
+  rule(S.RECONCILING, S.VERIFIED, 'the source holds the effect'),
+  rule(S.RECONCILING, S.FAILED, 'the authoritative source proves the effect absent'),
+  rule(S.PREPARED, S.VERIFIED, 'no change required: the source already holds the requested state', {
+    extension: true,
+  }),
+  rule(S.ACKNOWLEDGED, S.MANUAL_REVIEW, 'read-back violates a checked invariant or cannot conclude', {
+    reasons: [R.INTEGRITY_MISMATCH, R.FIELD_MISSING, R.STALE_REPLICA, R.SOURCE_UNREACHABLE],
+    reasonRequired: true,
+    extension: true,
+  }),
+  rule(S.RECONCILING, S.UNKNOWN, 'inconclusive read, scheduled again with backoff', { extension: true }),
+  rule(S.RECONCILING, S.MANUAL_REVIEW, 'reconciliation budget exhausted', {
+    reasons: MANUAL_REVIEW_REASONS,
+    reasonRequired: true,
+    extension: true,
+  }),
+  rule(S.UNKNOWN, S.MANUAL_REVIEW, 'reconciliation deadline passed, or the source cannot be read', {
+    reasons: MANUAL_REVIEW_REASONS,
+    reasonRequired: true,
+    extension: true,
+  }),
+  rule(S.MANUAL_REVIEW, S.VERIFIED, 'a human resolution, with evidence', {
+    humanOnly: true,
+    sentOnly: true,
+    extension: true,
+  }),
+  rule(S.MANUAL_REVIEW, S.FAILED, 'a human resolution, with evidence', {
+    humanOnly: true,
+    sentOnly: true,
+    extension: true,
+  }),
+  rule(S.MANUAL_REVIEW, S.SENT, 'a human releases an operation that was never sent', {
+    humanOnly: true,
+    neverSentOnly: true,
+    extension: true,
+  }),
+  rule(S.MANUAL_REVIEW, S.CANCELLED, 'a human cancels an operation that was never sent', {
+    humanOnly: true,
+    neverSentOnly: true,
+    extension: true,
+  }),
+];
+
+const RULES_BY_MOVE = new Map<string, OperationTransitionRule>(
+  OPERATION_TRANSITIONS.map((r) => [`${r.from}>${r.to}`, r]),
+);
+
+export function operationTransitionRule(
+  from: OperationStatus,
+  to: OperationStatus,
+): OperationTransitionRule | undefined {
+  return RULES_BY_MOVE.get(`${from}>${to}`);
+}
+
+export function allowedOperationTargets(from: OperationStatus): OperationStatus[] {
+  return OPERATION_TRANSITIONS.filter((r) => r.from === from).map((r) => r.to);
+}
+
+export function isTerminalOperation(status: OperationStatus): boolean {
+  return OPERATION_STATUS_INFO[status].terminal;
+}
+
+export function retryRuleOf(status: OperationStatus): RetryRule {
+  return OPERATION_STATUS_INFO[status].retry;
+}
+
+/** I5: a retry (a new operation with `retry_of`) is allowed only where the rule says it is safe. */
+export function canRetry(status: OperationStatus): boolean {
+  return retryRuleOf(status) === RetryRule.SAFE;
+}
+
+/**
+ * Settled means no automatic step will move the operation again: terminal, held for a human, or
+ * ACKNOWLEDGED with no way to read it back (its honest end).
+ */
+export function isSettledOperation(status: OperationStatus, verificationMethod: VerificationMethodValue): boolean {
+  if (isTerminalOperation(status) || status === S.MANUAL_REVIEW) return true;
+  return status === S.ACKNOWLEDGED && verificationMethod !== VerificationMethod.READ_AFTER_WRITE;
+}
