@@ -1,0 +1,230 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { clearRedisPrefix, createTestDatabase, TEST_REDIS_URL, TestDatabase, testQueuePrefix } from './services';
+
+const ROOT = join(__dirname, '..', '..');
+export const DIST = join(ROOT, 'dist');
+
+export type AppName = 'api' | 'dispatcher' | 'reconciler' | 'sandbox-provider';
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface StackOptions {
+  label: string;
+  dispatchers?: number;
+  reconcilers?: number;
+  apis?: number;
+  env?: Record<string, string>;
+}
+
+export interface RunningApp {
+  name: AppName;
+  index: number;
+  child: ChildProcess;
+  output: string[];
+  exited: Promise<number | null>;
+}
+
+/** Fast timings for tests: what production tunes in minutes, tests see in a second or two. */
+export const TEST_TIMINGS: Record<string, string> = {
+  CONNECTOR_TIMEOUT_MS: '1000',
+  SEND_GRACE_MS: '500',
+  SETTLE_WINDOW_MS: '1500',
+  READ_BACKOFF_MS: '150',
+  READ_BACKOFF_MAX_MS: '600',
+  RECONCILE_BUDGET: '6',
+  SWEEP_INTERVAL_MS: '500',
+  STALE_EXECUTION_MS: '1500',
+  DISPATCH_LOCK_MS: '3000',
+  LOG_LEVEL: 'info',
+};
+
+/**
+ * The whole system as separate processes (the built apps in dist/), on spare ports, with a database and a Redis
+ * key prefix of the test file's own.
+ */
+export class Stack {
+  readonly apps: RunningApp[] = [];
+  apiUrl = '';
+  apiUrls: string[] = [];
+  sandboxUrl = '';
+  sandboxPort = 0;
+  db!: TestDatabase;
+  prefix = '';
+  env: Record<string, string> = {};
+
+  static async start(options: StackOptions): Promise<Stack> {
+    const stack = new Stack();
+    try {
+      await stack.boot(options);
+    } catch (error) {
+      await stack.stop();
+      throw error;
+    }
+    return stack;
+  }
+
+  private async boot(options: StackOptions): Promise<void> {
+    this.db = await createTestDatabase(options.label);
+    this.prefix = testQueuePrefix(options.label);
+    this.sandboxPort = await freePort();
+    this.sandboxUrl = `http://127.0.0.1:${this.sandboxPort}`;
+    this.env = {
+      ...TEST_TIMINGS,
+      NODE_ENV: 'test',
+      DATABASE_URL: this.db.url,
+      REDIS_URL: TEST_REDIS_URL,
+      QUEUE_PREFIX: this.prefix,
+      SANDBOX_URL: this.sandboxUrl,
+      SANDBOX_PORT: String(this.sandboxPort),
+      SEED_DEMO: 'true',
+      ...options.env,
+    };
+    const { seedDemo } = await import('@verity/persistence');
+    await seedDemo(this.db.dataSource.manager);
+    await this.startApp('sandbox-provider');
+    for (let i = 0; i < (options.apis ?? 1); i += 1) {
+      const port = await freePort();
+      await this.startApp('api', { PORT: String(port), HOST: '127.0.0.1' });
+      this.apiUrls.push(`http://127.0.0.1:${port}`);
+    }
+    this.apiUrl = this.apiUrls[0];
+    for (let i = 0; i < (options.dispatchers ?? 1); i += 1) await this.startApp('dispatcher');
+    for (let i = 0; i < (options.reconcilers ?? 1); i += 1) await this.startApp('reconciler');
+  }
+
+  async startApp(name: AppName, extraEnv: Record<string, string> = {}): Promise<RunningApp> {
+    const entry = join(DIST, 'apps', name, 'src', 'main.js');
+    const child = spawn(process.execPath, [entry], {
+      env: { ...process.env, ...this.env, ...extraEnv },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const output: string[] = [];
+    const collect = (chunk: Buffer) => {
+      output.push(chunk.toString());
+      if (output.length > 500) output.shift();
+    };
+    child.stdout?.on('data', collect);
+    child.stderr?.on('data', collect);
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const app: RunningApp = { name, index: this.apps.filter((a) => a.name === name).length, child, output, exited };
+    this.apps.push(app);
+    await waitForReady(app, name === 'api' ? extraEnv.PORT : undefined);
+    return app;
+  }
+
+  running(name: AppName): RunningApp[] {
+    return this.apps.filter((a) => a.name === name && a.child.exitCode === null && a.child.signalCode === null);
+  }
+
+  async kill(app: RunningApp, signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    app.child.kill(signal);
+    if (signal === 'SIGKILL' || signal === 'SIGTERM') await app.exited;
+  }
+
+  async stop(): Promise<void> {
+    for (const app of this.apps) {
+      if (app.child.exitCode === null && app.child.signalCode === null) {
+        app.child.kill('SIGCONT');
+        app.child.kill('SIGTERM');
+      }
+    }
+    await Promise.all(
+      this.apps.map((app) =>
+        Promise.race([app.exited, new Promise((r) => setTimeout(r, 10_000).unref())]).then(() => {
+          if (app.child.exitCode === null && app.child.signalCode === null) app.child.kill('SIGKILL');
+        }),
+      ),
+    );
+    await this.db?.drop().catch(() => undefined);
+    await clearRedisPrefix(this.prefix).catch(() => undefined);
+  }
+
+  logs(name?: AppName): string {
+    return this.apps
+      .filter((a) => !name || a.name === name)
+      .map((a) => `--- ${a.name}#${a.index}\n${a.output.join('')}`)
+      .join('\n');
+  }
+
+  async sandbox(path: string, init?: RequestInit): Promise<Response> {
+    return fetch(`${this.sandboxUrl}${path}`, init);
+  }
+
+  async setFaults(faults: unknown): Promise<void> {
+    const res = await this.sandbox('/__faults', {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(faults),
+    });
+    if (!res.ok) throw new Error(`faults refused: ${res.status} ${await res.text()}`);
+  }
+
+  async effects(): Promise<{
+    total: number;
+    charges: Record<string, { count: number; ids: string[]; amounts: number[] }>;
+    messages: Record<string, { count: number; ids: string[] }>;
+    duplicates: { kind: string; key: string; count: number }[];
+  }> {
+    return (await this.sandbox('/__effects')).json() as never;
+  }
+}
+
+async function waitForReady(app: RunningApp, apiPort?: string): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  const marker = {
+    api: 'api listening',
+    dispatcher: 'dispatcher ready',
+    reconciler: 'reconciler ready',
+    'sandbox-provider': 'sandbox provider listening',
+  }[app.name];
+  while (Date.now() < deadline) {
+    if (app.child.exitCode !== null) throw new Error(`${app.name} exited early:\n${app.output.join('')}`);
+    if (app.output.join('').includes(marker)) {
+      if (apiPort) {
+        const ok = await fetch(`http://127.0.0.1:${apiPort}/health/live`).then(
+          (r) => r.ok,
+          () => false,
+        );
+        if (ok) return;
+      } else return;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`${app.name} did not become ready:\n${app.output.join('')}`);
+}
+
+export const DEMO = {
+  agent: 'demo-agent-key',
+  reviewer: 'demo-reviewer-key',
+  admin: 'demo-admin-key',
+  otherAgent: 'demo-other-agent-key',
+};
+
+export async function waitFor<T>(
+  probe: () => Promise<T>,
+  until: (value: T) => boolean,
+  timeoutMs = 20_000,
+  intervalMs = 100,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: T = await probe();
+  while (!until(last)) {
+    if (Date.now() > deadline) throw new Error(`condition not met in ${timeoutMs} ms; last value: ${JSON.stringify(last)}`);
+    await new Promise((r) => setTimeout(r, intervalMs));
+    last = await probe();
+  }
+  return last;
+}
