@@ -1,0 +1,28 @@
+# syntax=docker/dockerfile:1
+# One image for every Verity process; docker-compose.yml picks the process with `command`.
+
+# --- deps: the full dependency tree (dev tools included) for the build -------------------------------------------
+FROM node:20-bookworm-slim AS deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+
+# --- build: TypeScript → dist/ (tsc + tsc-alias, so path aliases become relative requires) ------------------------
+FROM deps AS build
+COPY tsconfig.json tsconfig.build.json nest-cli.json ./
+COPY apps ./apps
+COPY libs ./libs
+COPY scripts ./scripts
+RUN npm run build
+
+# --- runtime: production dependencies and the compiled output only -------------------------------------------------
+FROM node:20-bookworm-slim AS runtime
+ENV NODE_ENV=production
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+COPY --from=build /app/dist ./dist
+# Code and dependencies stay owned by root and read-only to the process: it runs as the image's unprivileged user.
+USER node
+EXPOSE 3000 4010
+CMD ["node", "dist/apps/api/src/main.js"]
