@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'coverage/**', 'node_modules/**', '.verity/**', 'test-artifacts/**', '**/*.mjs', '**/*.js'] },
+  { ignores: ['dist/**', '**/dist/**', 'coverage/**', 'node_modules/**', '.verity/**', 'test-artifacts/**', '**/*.mjs', '**/*.js'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

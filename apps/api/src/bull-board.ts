@@ -7,6 +7,9 @@ import { JobProducer, QueueName } from '@verity/queues';
 import type { NextFunction, Request, Response } from 'express';
 import { ApiKeyService } from './auth/api-key.service';
 import { bearerToken } from './auth/auth.guard';
+import type { Principal } from './auth/principal';
+import { isDatabaseUnavailable } from '@verity/persistence';
+import { Problem, sendProblem } from './problem/problem';
 
 export const BULL_BOARD_ROUTE = '/admin/queues';
 
@@ -26,16 +29,36 @@ export function mountBullBoard(app: INestApplication, config: VerityConfig): voi
   });
   const guard = async (req: Request, res: Response, next: NextFunction) => {
     const token = bearerToken(req) ?? basicPassword(req);
-    const principal = token ? await keys.authenticate(token).catch(() => null) : null;
+    let principal: Principal | null = null;
+    try {
+      principal = token ? await keys.authenticate(token) : null;
+    } catch (error) {
+      sendProblem(
+        req,
+        res,
+        isDatabaseUnavailable(error) ? Problem.unavailable() : new Problem(500, 'internal', 'Internal error'),
+      );
+      return;
+    }
     if (!principal) {
-      res.setHeader('www-authenticate', 'Basic realm="verity-admin", charset="UTF-8"');
-      problem(res, 401, 'unauthorized', 'Unauthorized', 'Bull Board needs an admin API key');
+      const problem = new Problem(
+        401,
+        'unauthorized',
+        'Unauthorized',
+        'Bull Board needs an admin API key',
+        {},
+        {
+          'www-authenticate': 'Basic realm="verity-admin", charset="UTF-8"',
+        },
+      );
+      sendProblem(req, res, problem);
       return;
     }
     if (principal.role !== 'admin') {
-      problem(res, 403, 'forbidden', 'Forbidden', 'Bull Board needs the admin role');
+      sendProblem(req, res, new Problem(403, 'forbidden', 'Forbidden', 'Bull Board needs the admin role'));
       return;
     }
+    (req as Request & { principal?: Principal }).principal = principal;
     next();
   };
   app.use(BULL_BOARD_ROUTE, guard, serverAdapter.getRouter());
@@ -47,11 +70,4 @@ function basicPassword(req: Request): string | null {
   const decoded = Buffer.from(match[1], 'base64').toString('utf8');
   const colon = decoded.indexOf(':');
   return colon >= 0 ? decoded.slice(colon + 1) : null;
-}
-
-function problem(res: Response, status: number, code: string, title: string, detail: string): void {
-  res
-    .status(status)
-    .type('application/problem+json')
-    .send(JSON.stringify({ type: `https://verity.dev/problems/${code}`, title, status, detail }));
 }

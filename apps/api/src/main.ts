@@ -3,9 +3,11 @@ import { NestFactory } from '@nestjs/core';
 import { SwaggerModule } from '@nestjs/swagger';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { createDataSource, runMigrationsLocked, seedDemo } from '@verity/persistence';
-import { assertNoEviction, createLogger, loadConfig, onShutdown } from '@verity/platform';
+import { LOGGER, Logger, assertNoEviction, createLogger, loadConfig, onShutdown } from '@verity/platform';
 import { ApiModule } from './api.module';
 import { mountBullBoard } from './bull-board';
+import { BODY_LIMIT_BYTES, bodyErrorHandler } from './http/body-errors';
+import { requestContext } from './http/request-context';
 import { buildOpenApi } from './openapi';
 import { StreamService } from './stream/stream.service';
 import { mountConsole } from './console';
@@ -27,7 +29,10 @@ async function bootstrap(): Promise<void> {
   });
   app.disable('x-powered-by');
   app.set('etag', false);
-  app.useBodyParser('json', { limit: '256kb', type: ['application/json', 'application/*+json'] });
+  // Order matters: the request id first (so every refusal carries one), then the parser and its problem mapping.
+  app.use(requestContext(app.get<Logger>(LOGGER)));
+  app.useBodyParser('json', { limit: BODY_LIMIT_BYTES, type: ['application/json', 'application/*+json'] });
+  app.use(bodyErrorHandler);
   mountBullBoard(app, config);
   mountConsole(app);
   const document = buildOpenApi(app);

@@ -1,114 +1,87 @@
-import type { INestApplication } from '@nestjs/common';
-import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
-import { EXECUTION_STATUSES, OPERATION_STATUSES, RetryRule, TERMINAL_REASONS } from '@verity/status-model';
+import { applyDecorators, type INestApplication } from '@nestjs/common';
+import { ApiResponse, DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { z } from 'zod';
-import { CriterionSchema, SubmissionSchema } from './executions/submission';
-import { ApprovalBody, ResolveBody } from './operations/operations.controller';
+import { API_SCHEMAS, SchemaName } from './schemas';
 
-const DateTime = z.string();
-const Json = z.record(z.string(), z.unknown());
-const OperationStatusEnum = z.enum(OPERATION_STATUSES as [string, ...string[]]);
-
-const Operation = z.object({
-  id: z.string(),
-  execution_id: z.string(),
-  key: z.string(),
-  connector: z.string(),
-  action: z.string(),
-  params: Json,
-  irreversible: z.boolean(),
-  requires_approval: z.boolean(),
-  verification_method: z.enum(['read_after_write', '']),
-  expected_state: Json.nullable(),
-  depends_on: z.array(z.string()),
-  status: OperationStatusEnum,
-  terminal_reason: z.enum(TERMINAL_REASONS as [string, ...string[]]).nullable(),
-  retry: z.enum(Object.values(RetryRule) as [string, ...string[]]),
-  attempt: z.number().int(),
-  no_change_required: z.boolean(),
-  evidence: Json.nullable(),
-  observation: z.enum(['converged', 'superseded', 'degraded', 'unavailable']).nullable(),
-  approval: Json.nullable(),
-  recovery_obligation: Json.nullable(),
-  retry_of: z.string().nullable(),
-  sent_at: DateTime.nullable(),
-  acknowledged_at: DateTime.nullable(),
-  created_at: DateTime,
-  updated_at: DateTime,
-});
-
-const Execution = z.object({
-  id: z.string(),
-  agent_id: z.string(),
-  intent: z.string(),
-  status: z.enum(EXECUTION_STATUSES as [string, ...string[]]),
-  effects: z.object({
-    summary: z.enum(['all_verified', 'partial', 'none', 'unverified', 'unknown']),
-    counts: z.record(z.string(), z.number().int()),
-  }),
-  failure: z
-    .object({
-      code: z.string(),
-      phase: z.string(),
-      category: z.enum(['transient', 'caller_error', 'internal']),
-      retryable: z.boolean(),
-      message: z.string(),
-      at: DateTime,
-    })
-    .nullable(),
-  criteria: z.array(CriterionSchema),
-  criteria_results: z
-    .array(
-      CriterionSchema.extend({
-        verdict: z.enum(['pass', 'fail', 'not_applicable']),
-        evidence_event_ids: z.array(z.string()),
-      }),
-    )
-    .nullable(),
-  deadline_at: DateTime,
-  created_at: DateTime,
-  updated_at: DateTime,
-  operations: z.array(Operation),
-});
-
-const Event = z.object({
-  id: z.string(),
-  execution_id: z.string(),
-  operation_id: z.string().nullable(),
-  seq: z.number().int(),
-  type: z.string(),
-  from_status: z.string().nullable(),
-  to_status: z.string().nullable(),
-  data: Json,
-  created_at: DateTime,
-});
-
-/** Response and request schemas, from zod: the same definitions the tests validate real responses against. */
-export const API_SCHEMAS = {
-  Submission: SubmissionSchema,
-  Operation,
-  OperationDetail: Operation.extend({ permitted_resolutions: z.array(OperationStatusEnum) }),
-  Execution,
-  ExecutionList: z.object({ data: z.array(Execution), next_cursor: z.string().nullable() }),
-  Event,
-  EventList: z.object({ data: z.array(Event), next_cursor: z.string().nullable() }),
-  ApprovalRequest: ApprovalBody,
-  ResolveRequest: ResolveBody,
-  RetryResult: z.object({ operation: Operation, execution: Execution }),
-  Problem: z.object({
-    type: z.string(),
-    title: z.string(),
-    status: z.number().int(),
-    detail: z.string().optional(),
-    instance: z.string().optional(),
-    errors: z.array(z.object({ field: z.string(), rule: z.string(), message: z.string() })).optional(),
-  }),
-} as const;
-
-export type SchemaName = keyof typeof API_SCHEMAS;
+export { API_SCHEMAS } from './schemas';
+export type { SchemaName } from './schemas';
 
 export function schemaRef(name: SchemaName) {
   return { $ref: `#/components/schemas/${name}` };
+}
+
+const PROBLEM_DESCRIPTIONS: Record<number, string> = {
+  400: 'Invalid input: `errors[]` names each field and the rule it breaks; nothing was written',
+  401: 'No API key, or an unknown or revoked one',
+  403: 'The key’s role may not do this',
+  404: 'No such resource visible to this key (other tenants’ resources are never visible)',
+  409: 'Conflict with the current state; the problem names the rule',
+  413: 'The body is larger than 256 KiB',
+  415: 'The body is not JSON',
+  422: 'Idempotency-Key reused with a different body',
+  429: 'Rate limit (or open-stream limit) reached; see Retry-After',
+  503: 'Postgres is unreachable; nothing was written; see Retry-After',
+};
+
+/** Documents the problem+json answers an endpoint can give (401, 429 and 503 apply to every authenticated one). */
+export function ApiProblems(...statuses: number[]) {
+  return applyDecorators(
+    ...statuses.map((status) =>
+      ApiResponse({
+        status,
+        description: PROBLEM_DESCRIPTIONS[status] ?? 'Problem',
+        content: { 'application/problem+json': { schema: schemaRef('Problem') } },
+      }),
+    ),
+  );
+}
+
+/** Paths served outside Nest's controllers (express routers), documented here so /docs lists every endpoint. */
+function extraPaths(): OpenAPIObject['paths'] {
+  const html = { 'text/html': { schema: { type: 'string' as const } } };
+  return {
+    '/metrics': {
+      get: {
+        tags: ['operability'],
+        summary: 'Prometheus metrics (status counts from Postgres, request latency)',
+        responses: {
+          '200': { description: 'Prometheus text format', content: { 'text/plain': { schema: { type: 'string' } } } },
+        },
+      },
+    },
+    '/admin/queues': {
+      get: {
+        tags: ['operability'],
+        summary: 'Bull Board (admin role; Bearer, or Basic with the key as password); read-only outside development',
+        security: [{ bearer: [] }],
+        responses: {
+          '200': { description: 'The Bull Board UI', content: html },
+          '401': {
+            description: PROBLEM_DESCRIPTIONS[401],
+            content: { 'application/problem+json': { schema: schemaRef('Problem') } },
+          },
+          '403': {
+            description: PROBLEM_DESCRIPTIONS[403],
+            content: { 'application/problem+json': { schema: schemaRef('Problem') } },
+          },
+        },
+      },
+    },
+    '/console': {
+      get: {
+        tags: ['operability'],
+        summary: 'Review console: pending approvals and manual reviews (reviewer key entered in the page)',
+        responses: { '200': { description: 'The console page', content: html } },
+      },
+    },
+    '/docs': {
+      get: {
+        tags: ['operability'],
+        summary: 'This document as Swagger UI (JSON at /docs-json)',
+        responses: { '200': { description: 'Swagger UI', content: html } },
+      },
+    },
+  };
 }
 
 export function buildOpenApi(app: INestApplication): OpenAPIObject {
@@ -116,10 +89,11 @@ export function buildOpenApi(app: INestApplication): OpenAPIObject {
     .setTitle('Verity API')
     .setDescription(
       'Action runtime for AI agents: execution status (the agent’s work) and operation status (whether each effect ' +
-        'happened, VERIFIED only when read back) are reported separately. Errors are application/problem+json.',
+        'happened, VERIFIED only when read back) are reported separately. Authenticate with ' +
+        '`Authorization: Bearer <api key>`. Errors are application/problem+json (RFC 9457). See docs/api.md.',
     )
     .setVersion('1')
-    .addBearerAuth()
+    .addBearerAuth(undefined, 'bearer')
     .build();
   const document = SwaggerModule.createDocument(app, config);
   document.components = document.components ?? {};
@@ -127,5 +101,6 @@ export function buildOpenApi(app: INestApplication): OpenAPIObject {
   for (const [name, schema] of Object.entries(API_SCHEMAS)) {
     document.components.schemas[name] = z.toJSONSchema(schema, { target: 'openapi-3.0', io: 'output' }) as never;
   }
+  document.paths = { ...document.paths, ...extraPaths() };
   return document;
 }

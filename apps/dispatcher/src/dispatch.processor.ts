@@ -5,7 +5,12 @@ import { JobName, JobPayloads, QueueName, watchWorker, workerSettings } from '@v
 import { Job, UnrecoverableError } from 'bullmq';
 import { SenderService } from './sender.service';
 
-type Handlers = { [N in JobName.DISPATCH_OPERATION]: (data: JobPayloads[N]) => Promise<string> };
+type Handlers = {
+  [N in JobName.DISPATCH_OPERATION]: (
+    data: JobPayloads[N],
+    stillOwned: () => Promise<boolean | null>,
+  ) => Promise<string>;
+};
 
 /**
  * One send per job, attempts 1 and maxStalledCount 0: BullMQ never re-runs a send. A failure here is final for
@@ -20,20 +25,33 @@ export class DispatchProcessor extends WorkerHost implements OnApplicationBootst
     @Inject(LOGGER) private readonly logger: Logger,
   ) {
     super();
-    this.handlers = { [JobName.DISPATCH_OPERATION]: (data) => sender.dispatch(data.operationId) };
+    this.handlers = {
+      [JobName.DISPATCH_OPERATION]: (data, stillOwned) => sender.dispatch(data.operationId, stillOwned),
+    };
   }
 
   onApplicationBootstrap(): void {
     watchWorker(this.worker, this.logger);
   }
 
-  async process(job: Job): Promise<string> {
+  async process(job: Job, token?: string): Promise<string> {
     const handler = this.handlers[job.name as JobName.DISPATCH_OPERATION];
     if (!handler) throw new UnrecoverableError(`no handler for job ${job.name} on ${QueueName.DISPATCH}`);
     try {
-      return await handler(job.data as JobPayloads[JobName.DISPATCH_OPERATION]);
+      return await handler(job.data as JobPayloads[JobName.DISPATCH_OPERATION], () => this.stillOwned(job, token));
     } catch (error) {
       throw new UnrecoverableError(`dispatch failed: ${(error as Error).message}`);
+    }
+  }
+
+  /** Whether this worker still holds the job's lock (BullMQ keeps it at `<job key>:lock`, valued with the token). */
+  private async stillOwned(job: Job, token: string | undefined): Promise<boolean | null> {
+    if (!job.id || !token) return null;
+    try {
+      const client = await this.worker.getBackend().client;
+      return (await client.get(`${this.worker.toKey(job.id)}:lock`)) === token;
+    } catch {
+      return null;
     }
   }
 }

@@ -50,16 +50,22 @@ export class LifecycleService {
   ) {}
 
   async advance(executionId: string): Promise<AdvanceOutcome> {
+    let lost = 0;
     for (let step = 0; step < 20; step += 1) {
       const execution = await findExecution(this.db.manager, executionId);
       if (!execution) return 'skipped: not found';
       if (isTerminalExecution(execution.status)) return 'skipped: terminal';
       const operations = await findOperations(this.db.manager, executionId);
       const progressed = await this.step(execution, operations);
-      if (progressed === 'lost') return 'skipped: lost race';
+      // A lost CAS means someone else moved a row we read: look again rather than leave the execution where the
+      // winner's (possibly older) view put it.
+      if (progressed === 'lost') {
+        lost += 1;
+        continue;
+      }
       if (!progressed) return 'done';
     }
-    return 'done';
+    return lost > 0 ? 'skipped: lost race' : 'done';
   }
 
   /** One move; returns true when something changed and another look is worthwhile. */
@@ -194,6 +200,8 @@ export class LifecycleService {
         }
       }
       // Remember what the source looked like: an approval given now is stale if this changes before dispatch.
+      // (A decision that arrived early is kept: the baseline is merged into it.)
+      if (!needsApproval(op, tenant?.settings) && op.approval === null) continue;
       await this.db.query(`UPDATE operations SET approval = coalesce(approval, '{}'::jsonb) || $2 WHERE id = $1`, [
         op.id,
         JSON.stringify({ baseline }),
@@ -261,7 +269,7 @@ export class LifecycleService {
         }
       }
       ready += 1;
-      await this.producer.enqueue(JobName.DISPATCH_OPERATION, { operationId: op.id }, { jobId: `${op.id}.dispatch` });
+      await this.producer.enqueue(JobName.DISPATCH_OPERATION, { operationId: op.id }, { jobId: dispatchJobId(op) });
     }
     if (changed) return true;
     const allSettled = operations.every((op) => isSettledOperation(op.status, op.verificationMethod));
@@ -348,4 +356,15 @@ export class LifecycleService {
   logSkip(executionId: string, outcome: AdvanceOutcome): void {
     if (outcome !== 'done') this.logger.debug({ executionId, outcome }, 'advance');
   }
+}
+
+/**
+ * The dispatch job's id. Stable per grant, so enqueueing twice is harmless; a new grant (after a stale one was sent
+ * back for approval) gets a new id, because the job that found the stale grant is kept (and would dedupe) for an hour.
+ * The PREPARED → SENT compare-and-set, not the job id, is what guarantees a single send.
+ */
+function dispatchJobId(op: OperationEntity): string {
+  const decidedAt =
+    op.approval?.state === 'granted' && op.approval.decided_at ? Date.parse(op.approval.decided_at) : NaN;
+  return Number.isFinite(decidedAt) ? `${op.id}.dispatch.g${decidedAt}` : `${op.id}.dispatch`;
 }

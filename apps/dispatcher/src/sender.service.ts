@@ -1,14 +1,24 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { ConnectorRegistry, SendOutcome } from '@verity/connectors';
+import {
+  ConnectorEnvironment,
+  ConnectorRegistry,
+  SendOutcome,
+  TenantConnectorSettings,
+  capAmount,
+} from '@verity/connectors';
 import {
   Approval,
+  CapExceeded,
   OperationEntity,
   TenantEntity,
   TransitionService,
+  commitWithinSpendingCaps,
   connectorOperation,
+  describeCapExceeded,
   findExecution,
   findOperation,
+  loadConnectorSettings,
   snapshotOf,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
@@ -25,7 +35,8 @@ export type DispatchOutcome =
   | 'skipped: lost race'
   | 'skipped: approval no longer valid'
   | 'unknown: found already SENT'
-  | 'not called: woke up too late';
+  | 'not called: woke up too late'
+  | 'refused: spending cap';
 
 const S = OperationStatus;
 
@@ -46,7 +57,11 @@ export class SenderService {
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
-  async dispatch(operationId: string): Promise<DispatchOutcome> {
+  /**
+   * `stillOwned` asks whether this worker still holds the dispatch job's lock (true / false), or null when it cannot
+   * tell: a worker whose lock ran out may already have been declared dead by the sweeper.
+   */
+  async dispatch(operationId: string, stillOwned?: () => Promise<boolean | null>): Promise<DispatchOutcome> {
     const op = await findOperation(this.db.manager, operationId);
     if (!op) return 'skipped: not found';
     if (op.status === S.SENT) return this.markOrphan(op);
@@ -55,32 +70,68 @@ export class SenderService {
     const execution = await findExecution(this.db.manager, op.executionId);
     if (!execution || (isTerminalExecution(execution.status) && !release)) return 'skipped: execution ended';
     const connector = this.connectors.require(op.connector);
+    // The tenant's settings for this connector (allowlist, secrets, spending caps), read fresh for every send.
+    const settings = await loadConnectorSettings(this.db.manager, op.tenantId, op.connector, {
+      withSecrets: connector.settings?.secrets === true,
+    });
+    const tenantEnv: TenantConnectorSettings = { allowHosts: settings.allowHosts, secrets: settings.secrets };
 
     if (!release) {
       const tenant = await this.db.getRepository(TenantEntity).findOneBy({ id: op.tenantId });
       if (needsApproval(op, tenant?.settings)) {
-        const stale = await this.approvalStaleness(op);
+        const stale = await this.approvalStaleness(op, tenantEnv);
         if (stale) return stale;
       }
     }
 
-    // SENT is committed first: a crash after this line must never lead to a second send.
-    const sent = await this.transitions.operation(this.db.manager, {
-      operation: snapshotOf(op),
-      to: S.SENT,
-      actor: release ? 'human' : 'system',
-      bumpAttempt: true,
-      patch: { sent_at: 'now' },
-    });
+    let committingAt = Date.now();
+    // SENT is committed first: a crash after this line must never lead to a second send. Under a spending cap the
+    // commit waits its turn and is refused (never sent) when the cap is reached.
+    const committed = await commitWithinSpendingCaps(
+      this.db,
+      {
+        tenantId: op.tenantId,
+        connector: op.connector,
+        operationId: op.id,
+        caps: settings.spendingCaps,
+        amountOf: (cap) => capAmount(op.params, cap),
+      },
+      (db) => {
+        committingAt = Date.now();
+        return this.transitions.operation(db, {
+          operation: snapshotOf(op),
+          to: S.SENT,
+          actor: release ? 'human' : 'system',
+          bumpAttempt: true,
+          patch: { sent_at: 'now' },
+        });
+      },
+    );
+    if ('exceeded' in committed) return this.refuseOverCap(op, committed.exceeded, release);
+    const sent = committed.sent;
     if (!sent.won || sent.attempt === undefined) return 'skipped: lost race';
-    const committedAt = Date.now();
     const attempt = sent.attempt;
+    await testPause(this.logger, this.config.TEST_PAUSE_AFTER_SENT_MS, 'paused after SENT', op.id);
 
     // A worker paused (GC, SIGSTOP) between the commit and the call may have been declared dead and its operation
     // UNKNOWN → reconciled. Calling now could create an effect after its absence was proven: do not call.
-    if (Date.now() - committedAt > this.config.SEND_GRACE_MS) return 'not called: woke up too late';
+    const late = await this.tooLate(committingAt, stillOwned);
+    if (late) {
+      this.logger.warn(
+        { operationId: op.id, attempt, why: late },
+        'not calling the connector: woke up too late after SENT',
+      );
+      // Not called by this attempt, but SENT cannot be taken back: UNKNOWN now (instead of when the sweeper finds it),
+      // and the reconciler proves the absence from the source.
+      await this.markUnknown(
+        { ...snapshotOf(op), status: S.SENT, attempt },
+        op.executionId,
+        'SENT, then not called: the worker woke up too late; nothing was handed to the connector by this attempt',
+      );
+      return 'not called: woke up too late';
+    }
 
-    const work = this.send(op, attempt, connector.send.bind(connector));
+    const work = this.send(op, attempt, connector.send.bind(connector), tenantEnv);
     this.inFlight.add(work);
     try {
       await work;
@@ -93,22 +144,22 @@ export class SenderService {
   private async send(
     op: OperationEntity,
     attempt: number,
-    call: (
-      o: ReturnType<typeof connectorOperation>,
-      env: { sandboxUrl: string; timeoutMs: number },
-    ) => Promise<SendOutcome>,
+    call: (o: ReturnType<typeof connectorOperation>, env: ConnectorEnvironment) => Promise<SendOutcome>,
+    tenant: TenantConnectorSettings,
   ): Promise<void> {
     let outcome: SendOutcome;
     try {
       outcome = await call(connectorOperation(op), {
         sandboxUrl: this.config.SANDBOX_URL,
         timeoutMs: this.config.CONNECTOR_TIMEOUT_MS,
+        tenant,
       });
     } catch (error) {
       // A connector bug is not proof of anything: the request may have left. UNKNOWN, never FAILED (I4).
       this.logger.error({ err: error, operationId: op.id }, 'connector threw');
       outcome = { status: S.UNKNOWN, reason: TerminalReason.CONNECTOR_ERROR, detail: 'connector error' };
     }
+    await testPause(this.logger, this.config.TEST_PAUSE_AFTER_CALL_MS, 'paused after call', op.id);
     const sentSnapshot = { ...snapshotOf(op), status: S.SENT, attempt };
     const result = await this.transitions.operation(this.db.manager, {
       operation: sentSnapshot,
@@ -143,30 +194,56 @@ export class SenderService {
     await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
   }
 
+  /**
+   * May the connector still be called? The sweeper declares a SENT operation orphaned (UNKNOWN, then reconciled) only
+   * when no worker holds its job's lock AND DISPATCH_LOCK_MS + SEND_GRACE_MS have passed since SENT. So calling is
+   * safe while this worker still holds the lock, or within SEND_GRACE_MS of starting the SENT commit (counted from
+   * before the commit, so a freeze while it was in flight counts). A worker frozen longer than that, whose lock ran
+   * out, does not call: its operation may already be UNKNOWN and on its way to a "proven absent" verdict.
+   */
+  private async tooLate(committingAt: number, stillOwned?: () => Promise<boolean | null>): Promise<string | null> {
+    const since = Date.now() - committingAt;
+    if (since <= this.config.SEND_GRACE_MS) return null;
+    const owned = stillOwned ? await stillOwned() : null;
+    if (owned === true) return null;
+    return `${since} ms since SENT and ${owned === false ? 'the dispatch job lock was lost' : 'the job lock cannot be checked'}`;
+  }
+
   /** I3: found already SENT (a crash, a stalled or duplicate job): never call again, mark UNKNOWN. */
   private async markOrphan(op: OperationEntity): Promise<DispatchOutcome> {
+    await this.markUnknown(
+      snapshotOf(op),
+      op.executionId,
+      'found already SENT by a later job: the send may or may not have happened',
+    );
+    return 'unknown: found already SENT';
+  }
+
+  private async markUnknown(operation: ReturnType<typeof snapshotOf>, executionId: string, detail: string) {
     const moved = await this.transitions.operation(this.db.manager, {
-      operation: snapshotOf(op),
+      operation,
       to: S.UNKNOWN,
       reason: TerminalReason.CONNECTOR_ERROR,
-      eventData: { detail: 'found already SENT by a later job: the send may or may not have happened' },
+      eventData: { detail },
     });
     if (moved.won) {
       await this.producer.tryEnqueue(
         JobName.RECONCILE_OPERATION,
-        { operationId: op.id },
-        { jobId: `${op.id}.reconcile.0` },
+        { operationId: operation.id },
+        { jobId: `${operation.id}.reconcile.0` },
       );
-      await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
+      await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId });
     }
-    return 'unknown: found already SENT';
   }
 
   /**
    * Approval is re-validated at dispatch: an expired grant is stale authority; a source that changed since the
    * grant is a stale baseline. Either sends the operation back for approval, with an event saying which.
    */
-  private async approvalStaleness(op: OperationEntity): Promise<DispatchOutcome | null> {
+  private async approvalStaleness(
+    op: OperationEntity,
+    tenant: TenantConnectorSettings,
+  ): Promise<DispatchOutcome | null> {
     const approval = op.approval;
     if (approval?.state !== 'granted') return 'skipped: approval no longer valid';
     let staleness: 'approval.stale_authority' | 'approval.stale_baseline' | null = null;
@@ -179,6 +256,7 @@ export class SenderService {
         const context = await connector.readContext(connectorOperation(op), {
           sandboxUrl: this.config.SANDBOX_URL,
           timeoutMs: this.config.CONNECTOR_TIMEOUT_MS,
+          tenant,
         });
         if (context.kind === 'state') {
           currentBaseline = context.state;
@@ -215,10 +293,52 @@ export class SenderService {
     return 'skipped: approval no longer valid';
   }
 
+  /**
+   * Over a spending cap: refused before anything is sent. PREPARED → CANCELLED (never sent, safe to retry later), with
+   * the cap, its period and the usage in the evidence and in a `spending_cap.exceeded` event.
+   */
+  private async refuseOverCap(op: OperationEntity, exceeded: CapExceeded, release: boolean): Promise<DispatchOutcome> {
+    const detail = describeCapExceeded(op.connector, exceeded);
+    const data = {
+      connector: op.connector,
+      rule: exceeded.rule,
+      cap: exceeded.cap,
+      period: exceeded.cap.period,
+      usage: exceeded.usage,
+      requested: exceeded.requested,
+    };
+    const moved = await this.transitions.operation(this.db.manager, {
+      operation: snapshotOf(op),
+      to: S.CANCELLED,
+      actor: release ? 'human' : 'system',
+      patch: { evidence: { method: 'spending_cap', detail, ...data } },
+      eventData: { cause: 'spending_cap_exceeded', detail },
+    });
+    if (!moved.won) return 'skipped: lost race';
+    await this.transitions.annotate(this.db.manager, {
+      executionId: op.executionId,
+      operationId: op.id,
+      type: 'spending_cap.exceeded',
+      data: { ...data, detail },
+    });
+    await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
+    return 'refused: spending cap';
+  }
+
   /** Graceful SIGTERM: let in-flight sends finish and record their outcome. */
   async drain(): Promise<void> {
     await Promise.allSettled([...this.inFlight]);
   }
+}
+
+/**
+ * Test-only kill point (TEST_PAUSE_*; refused in production by loadConfig): log a marker a test can wait for, then
+ * sleep, so a test can SIGKILL or SIGSTOP the process at exactly this line.
+ */
+async function testPause(logger: Logger, ms: number, marker: string, operationId: string): Promise<void> {
+  if (ms <= 0) return;
+  logger.warn({ operationId, pauseMs: ms }, marker);
+  await new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 function hasReleaseResolution(op: OperationEntity): boolean {

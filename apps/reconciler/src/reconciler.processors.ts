@@ -10,14 +10,19 @@ const config = loadConfig();
 
 @Processor(QueueName.VERIFY, workerSettings(QueueName.VERIFY, config))
 export class VerifyProcessor extends WorkerHost implements OnApplicationBootstrap {
-  private readonly handlers: { [N in JobName.VERIFY_OPERATION]: (data: JobPayloads[N]) => Promise<string> };
+  private readonly handlers: {
+    [N in JobName.VERIFY_OPERATION | JobName.OBSERVE_OPERATION]: (data: JobPayloads[N]) => Promise<string>;
+  };
 
   constructor(
     verification: VerificationService,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {
     super();
-    this.handlers = { [JobName.VERIFY_OPERATION]: (data) => verification.verify(data.operationId) };
+    this.handlers = {
+      [JobName.VERIFY_OPERATION]: (data) => verification.verify(data.operationId),
+      [JobName.OBSERVE_OPERATION]: (data) => verification.observe(data.operationId),
+    };
   }
 
   onApplicationBootstrap(): void {
@@ -25,7 +30,7 @@ export class VerifyProcessor extends WorkerHost implements OnApplicationBootstra
   }
 
   async process(job: Job): Promise<string> {
-    const handler = this.handlers[job.name as JobName.VERIFY_OPERATION];
+    const handler = this.handlers[job.name as JobName.VERIFY_OPERATION | JobName.OBSERVE_OPERATION];
     if (!handler) throw new Error(`no handler for job ${job.name} on ${QueueName.VERIFY}`);
     return handler(job.data as JobPayloads[JobName.VERIFY_OPERATION]);
   }

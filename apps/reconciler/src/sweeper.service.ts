@@ -3,9 +3,10 @@ import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { OperationEntity, TransitionService, rows, snapshotOf } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
-import { JobName, JobProducer, QueueName, jobId } from '@verity/queues';
+import { JobName, JobProducer, PRODUCER_REDIS, QueueName, jobId } from '@verity/queues';
 import { OperationStatus, TerminalReason } from '@verity/status-model';
 import type { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
 import { hostname } from 'node:os';
 
@@ -19,6 +20,7 @@ export interface SweepReport {
   reenqueuedExecutions: number;
   reenqueuedChecks: number;
   escalated: number;
+  observations: number;
 }
 
 /**
@@ -32,6 +34,7 @@ export class SweeperService {
     private readonly transitions: TransitionService,
     private readonly producer: JobProducer,
     @InjectQueue(QueueName.DISPATCH) private readonly dispatchQueue: Queue,
+    @Inject(PRODUCER_REDIS) private readonly redis: Redis,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -44,6 +47,7 @@ export class SweeperService {
       reenqueuedExecutions: 0,
       reenqueuedChecks: 0,
       escalated: 0,
+      observations: 0,
     };
     const runner = this.db.createQueryRunner();
     await runner.connect();
@@ -62,6 +66,7 @@ export class SweeperService {
         report.reenqueuedExecutions = await this.staleExecutions();
         report.reenqueuedChecks = await this.owedChecks();
         report.escalated = await this.escalate();
+        report.observations = await this.observations();
         await runner.query(`UPDATE sweep_log SET finished_at = clock_timestamp(), report = $2 WHERE id = $1`, [
           logId,
           JSON.stringify(report),
@@ -87,7 +92,11 @@ export class SweeperService {
     return due.length;
   }
 
-  /** SENT by a worker that died: older than the lock window and no live dispatch job → UNKNOWN (never re-sent). */
+  /**
+   * SENT by a worker that died: older than the lock window and no live dispatch job → UNKNOWN (never re-sent).
+   * "Live" means an active job whose lock is still held: a SIGKILLed or frozen worker stops renewing its lock, while
+   * BullMQ keeps listing the job as active until some worker's stalled check runs (every 30 s by default).
+   */
   private async orphanedSent(): Promise<number> {
     const candidates = await this.db
       .getRepository(OperationEntity)
@@ -97,18 +106,20 @@ export class SweeperService {
       })
       .limit(BATCH)
       .getMany();
+    if (candidates.length === 0) return 0;
+    const live = await this.liveDispatches();
+    // Without Redis nothing can tell a slow worker from a dead one; SENT is an honest "wait" until it is back.
+    if (!live) return 0;
     let moved = 0;
     for (const op of candidates) {
-      const job = await this.dispatchQueue.getJob(`${op.id}.dispatch`).catch(() => undefined);
-      const state = job ? await job.getState().catch(() => 'unknown') : 'missing';
-      if (state === 'active') continue;
+      if (live.has(op.id)) continue;
       const result = await this.transitions.operation(this.db.manager, {
         operation: snapshotOf(op),
         to: OperationStatus.UNKNOWN,
         reason: TerminalReason.CONNECTOR_ERROR,
         eventData: {
           detail: 'left SENT by a worker that stopped; the send may or may not have happened',
-          job_state: state,
+          job_state: 'no live job',
         },
       });
       if (!result.won) continue;
@@ -121,6 +132,26 @@ export class SweeperService {
       await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
     }
     return moved;
+  }
+
+  /** Operation ids of dispatch jobs that are active and still locked by a running worker; null if Redis cannot say. */
+  private async liveDispatches(): Promise<Set<string> | null> {
+    try {
+      const live = new Set<string>();
+      const active = await this.dispatchQueue.getActive(0, 4 * BATCH);
+      for (const job of active) {
+        const operationId = (job?.data as { operationId?: unknown } | undefined)?.operationId;
+        if (!job?.id || typeof operationId !== 'string') continue;
+        if (await this.redis.exists(`${this.dispatchQueue.toKey(job.id)}:lock`)) live.add(operationId);
+      }
+      return live;
+    } catch (error) {
+      this.logger.warn(
+        { err: error },
+        'cannot list live dispatch jobs; orphaned SENT operations wait for the next sweep',
+      );
+      return null;
+    }
   }
 
   /** I7: accepted work whose job was lost (Redis down at intake, a crash between commit and enqueue...). */
@@ -153,6 +184,43 @@ export class SweeperService {
       await this.producer.tryEnqueue(name, { operationId: op.id }, { jobId: jobId(name, op.id, `sweep${sweepStamp}`) });
     }
     return owed.length;
+  }
+
+  /**
+   * Observation after VERIFIED: claim the operations whose next read is due (a bounded batch, recent operations only)
+   * and hand each to the verify queue, so slow reads never hold the sweep lock. Older ones stop being observed.
+   */
+  private async observations(): Promise<number> {
+    if (this.config.OBSERVE_BATCH === 0) return 0;
+    await this.db.query(
+      `UPDATE operations SET next_check_at = NULL WHERE id IN (
+         SELECT id FROM operations
+         WHERE status = 'VERIFIED' AND next_check_at IS NOT NULL
+           AND created_at <= now() - make_interval(secs => $1 / 1000.0)
+         LIMIT ${BATCH})`,
+      [this.config.OBSERVE_WINDOW_MS],
+    );
+    const due = await rows<{ id: string }>(
+      this.db.manager,
+      `WITH due AS (
+         SELECT id FROM operations
+         WHERE status = 'VERIFIED' AND next_check_at IS NOT NULL AND next_check_at <= now()
+           AND created_at > now() - make_interval(secs => $1 / 1000.0)
+         ORDER BY next_check_at LIMIT $2 FOR UPDATE SKIP LOCKED
+       )
+       UPDATE operations o SET next_check_at = now() + make_interval(secs => $3 / 1000.0)
+       FROM due WHERE o.id = due.id RETURNING o.id`,
+      [this.config.OBSERVE_WINDOW_MS, this.config.OBSERVE_BATCH, this.config.OBSERVE_INTERVAL_MS],
+    );
+    const stamp = Date.now();
+    for (const { id } of due) {
+      await this.producer.tryEnqueue(
+        JobName.OBSERVE_OPERATION,
+        { operationId: id },
+        { jobId: `${id}.observe.${stamp}` },
+      );
+    }
+    return due.length;
   }
 
   /** Overdue recovery obligations: an event, once, and a metric (verity_overdue_obligations). */

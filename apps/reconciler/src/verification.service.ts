@@ -1,13 +1,23 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { ConnectorRegistry, ReadBackResult } from '@verity/connectors';
+import {
+  Connector,
+  ConnectorEnvironment,
+  ConnectorOperation,
+  ConnectorRegistry,
+  ObservationResult,
+  ReadBackResult,
+  operationCapabilities,
+} from '@verity/connectors';
 import {
   OperationEntity,
   TenantEntity,
   TransitionService,
   connectorOperation,
   findOperation,
+  loadConnectorSettings,
   recoveryObligation,
+  rows,
   snapshotOf,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
@@ -17,6 +27,9 @@ import { DataSource } from 'typeorm';
 
 export type VerifyOutcome =
   'verified' | 'held' | 'unknown' | 'rescheduled' | 'failed' | 'skipped: already settled' | 'skipped: lost race';
+
+export type ObserveOutcome =
+  'observed: unchanged' | `observed: ${ObservationResult['observation']}` | 'skipped: not VERIFIED';
 
 const S = OperationStatus;
 const R = TerminalReason;
@@ -43,9 +56,22 @@ export class VerificationService {
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
-  /** Absence is proof only after the window in which a (late) send could still land, and the replica catch up. */
-  private get absenceProofAfterMs(): number {
-    return Math.max(this.config.SETTLE_WINDOW_MS, this.config.SEND_GRACE_MS + this.config.CONNECTOR_TIMEOUT_MS);
+  /**
+   * Absence is proof only once any call that could have been made has landed AND the replica shows it. A call starts
+   * before the operation became UNKNOWN (the sender writes UNKNOWN after its call; the sweeper only once no worker
+   * holds the job's lock) and no earlier than SEND_GRACE_MS after SENT allows; it lasts at most CONNECTOR_TIMEOUT_MS;
+   * a committed write may take SETTLE_WINDOW_MS more to appear on the replica. Any less yields false "did not happen".
+   */
+  private async absenceProvenAfter(op: OperationEntity): Promise<number> {
+    const [row] = await rows<{ at: Date | null }>(
+      this.db.manager,
+      `SELECT max(created_at) AS at FROM events
+       WHERE operation_id = $1 AND to_status = 'UNKNOWN' AND from_status IN ('SENT', 'ACKNOWLEDGED')`,
+      [op.id],
+    );
+    const sentAt = (op.sentAt ?? op.createdAt).getTime();
+    const start = Math.max(sentAt + this.config.SEND_GRACE_MS, row?.at ? new Date(row.at).getTime() : sentAt);
+    return start + this.config.CONNECTOR_TIMEOUT_MS + this.config.SETTLE_WINDOW_MS;
   }
 
   async verify(operationId: string): Promise<VerifyOutcome> {
@@ -92,7 +118,7 @@ export class VerificationService {
     if (!op || (op.status !== S.UNKNOWN && op.status !== S.RECONCILING)) return 'skipped: already settled';
     const connector = this.connectors.require(op.connector);
     if (op.status === S.UNKNOWN) {
-      if (!connector.readBack || !connector.capabilities.read_back) {
+      if (!connector.readBack || !operationCapabilities(connector, op.action, op.params).read_back) {
         // Nothing can be read back (sandbox.sms): a human decides. Re-sending could deliver a second message.
         return this.hold(op, R.CONNECTOR_ERROR, {
           method: 'none',
@@ -120,8 +146,9 @@ export class VerificationService {
           ...read.evidence,
         });
       case 'absent': {
-        const since = Date.now() - (op.sentAt ?? op.createdAt).getTime();
-        if (since >= this.absenceProofAfterMs) {
+        const provenAfter = await this.absenceProvenAfter(op);
+        if (Date.now() >= provenAfter) {
+          const since = Date.now() - (op.sentAt ?? op.createdAt).getTime();
           return this.settle(
             op,
             S.FAILED,
@@ -139,6 +166,14 @@ export class VerificationService {
 
   private async readBack(op: OperationEntity): Promise<ReadBackResult> {
     const connector = this.connectors.require(op.connector);
+    if (this.config.TEST_PAUSE_BEFORE_READ_MS > 0) {
+      // Test-only kill point (refused in production): a test waits for this marker and kills the process mid-read.
+      this.logger.warn(
+        { operationId: op.id, pauseMs: this.config.TEST_PAUSE_BEFORE_READ_MS },
+        'paused before read-back',
+      );
+      await new Promise((resolve) => setTimeout(resolve, this.config.TEST_PAUSE_BEFORE_READ_MS));
+    }
     if (!connector.readBack) {
       return {
         kind: 'unreachable',
@@ -146,10 +181,7 @@ export class VerificationService {
       };
     }
     try {
-      return await connector.readBack(connectorOperation(op), {
-        sandboxUrl: this.config.SANDBOX_URL,
-        timeoutMs: this.config.CONNECTOR_TIMEOUT_MS,
-      });
+      return await connector.readBack(connectorOperation(op), await this.envFor(op));
     } catch (error) {
       this.logger.error({ err: error, operationId: op.id }, 'read-back threw');
       return {
@@ -157,6 +189,18 @@ export class VerificationService {
         evidence: { source: op.connector, read_at: new Date().toISOString(), error: 'read-back error' },
       };
     }
+  }
+
+  /** The tenant's settings for the connector (allowlist, secrets) go with every read; they are never stored. */
+  private async envFor(op: OperationEntity): Promise<ConnectorEnvironment> {
+    const settings = await loadConnectorSettings(this.db.manager, op.tenantId, op.connector, {
+      withSecrets: this.connectors.get(op.connector)?.settings?.secrets === true,
+    });
+    return {
+      sandboxUrl: this.config.SANDBOX_URL,
+      timeoutMs: this.config.CONNECTOR_TIMEOUT_MS,
+      tenant: { allowHosts: settings.allowHosts, secrets: settings.secrets },
+    };
   }
 
   /** Stale replica, missing field, unreachable source: retried with backoff, then held with the matching reason. */
@@ -226,12 +270,78 @@ export class VerificationService {
       operation: snapshotOf(op),
       to,
       reason,
-      patch: { evidence, observation: to === S.VERIFIED ? 'converged' : null, next_check_at: null },
+      // The source settled it: a CONNECTOR_ERROR left from the UNKNOWN on the way no longer explains the outcome.
+      // A VERIFIED effect is read again later (observation): next_check_at is when.
+      patch: {
+        terminal_reason: reason,
+        evidence,
+        observation: to === S.VERIFIED ? 'converged' : null,
+        next_check_at: to === S.VERIFIED && this.config.OBSERVE_BATCH > 0 ? this.observeAt() : null,
+      },
       eventData: { evidence_source: evidence.source },
     });
     if (!moved.won) return 'skipped: lost race';
     await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
     return outcome;
+  }
+
+  /**
+   * Observation after VERIFIED (reference 002): read the effect again and record what is observable now —
+   * converged, superseded, degraded or unavailable — as `observation`, with an `operation.observed` event when it
+   * changes. Only while the operation is VERIFIED; its status, terminal reason and evidence stay as they ended.
+   */
+  async observe(operationId: string): Promise<ObserveOutcome> {
+    const op = await findOperation(this.db.manager, operationId);
+    if (!op || op.status !== S.VERIFIED) return 'skipped: not VERIFIED';
+    const connector = this.connectors.require(op.connector);
+    const result = await this.observeThrough(connector, connectorOperation(op), op);
+    if (result.observation === op.observation) return 'observed: unchanged';
+    const annotated = await this.transitions.annotate(this.db.manager, {
+      executionId: op.executionId,
+      operationId: op.id,
+      whileStatus: S.VERIFIED,
+      patch: { observation: result.observation },
+      type: 'operation.observed',
+      data: {
+        observation: result.observation,
+        previous: op.observation,
+        detail: result.detail,
+        evidence: result.evidence,
+      },
+    });
+    return annotated.won ? `observed: ${result.observation}` : 'skipped: not VERIFIED';
+  }
+
+  private async observeThrough(
+    connector: Connector,
+    operation: ConnectorOperation,
+    op: OperationEntity,
+  ): Promise<ObservationResult> {
+    const verified = (op.evidence?.record ?? null) as Record<string, unknown> | null;
+    try {
+      const env = await this.envFor(op);
+      if (connector.observe) return await connector.observe(operation, verified, env);
+      if (connector.readBack) {
+        const read = await connector.readBack(operation, env);
+        if (read.kind === 'found')
+          return { observation: 'converged', detail: 'read back as verified', evidence: read.evidence };
+        if (read.kind === 'unreachable') {
+          return { observation: 'unavailable', detail: 'the source cannot be read', evidence: read.evidence };
+        }
+        return { observation: 'degraded', detail: `read back: ${read.kind}`, evidence: read.evidence };
+      }
+    } catch (error) {
+      this.logger.error({ err: error, operationId: op.id }, 'observation read threw');
+    }
+    return {
+      observation: 'unavailable',
+      detail: 'the source cannot be read',
+      evidence: { source: op.connector, read_at: new Date().toISOString() },
+    };
+  }
+
+  private observeAt(): Date {
+    return new Date(Date.now() + this.config.OBSERVE_INTERVAL_MS);
   }
 
   /** MANUAL_REVIEW always carries its recovery obligation. */

@@ -14,6 +14,11 @@ export type SendOutcome =
 export interface ClassifyRules {
   /** Documented rejection codes: the provider said no and nothing happened. */
   rejectionStatuses: readonly number[];
+  /**
+   * A rejection counts only with an error body (default): a bare 4xx may come from a proxy in front of the provider.
+   * A connector whose caller declared the codes itself may drop that requirement.
+   */
+  requireErrorBody?: boolean;
   /** Pull the provider's reference out of an accepted response (its id, version...). */
   providerRef?: (body: unknown) => Record<string, unknown>;
 }
@@ -50,12 +55,16 @@ export function classifySend(exchange: HttpExchange, rules: ClassifyRules): Send
     };
   }
   const hasErrorBody = typeof body === 'object' && body !== null;
-  if (rules.rejectionStatuses.includes(status) && hasErrorBody) {
+  if (
+    isRejectableStatus(status) &&
+    rules.rejectionStatuses.includes(status) &&
+    (hasErrorBody || rules.requireErrorBody === false)
+  ) {
     return {
       status: OperationStatus.FAILED,
       reason: TerminalReason.CONNECTOR_REJECTED,
       detail: `provider rejected the request (${status})`,
-      providerError: summarizeProviderError(body),
+      providerError: hasErrorBody ? summarizeProviderError(body) : undefined,
     };
   }
   return {
@@ -63,6 +72,14 @@ export function classifySend(exchange: HttpExchange, rules: ClassifyRules): Send
     reason: TerminalReason.CONNECTOR_ERROR,
     detail: `provider answered ${status}: outcome unknown`,
   };
+}
+
+/**
+ * Only a 4xx can be a rejection, and never 408 (timeout) or 429 (rate limited): those say nothing about whether the
+ * request took effect. Enforced here so that no connector's (or operation's) declaration can bend the rule.
+ */
+export function isRejectableStatus(status: number): boolean {
+  return status >= 400 && status < 500 && status !== 408 && status !== 429;
 }
 
 /** Only the provider's error code travels on; raw bodies are never echoed to agents. */

@@ -11,9 +11,18 @@ export interface ConnectorCapabilities {
   reversible: boolean;
 }
 
+export type CapabilityName = keyof ConnectorCapabilities;
+
 export interface ActionSpec {
   description: string;
   params: z.ZodType<Record<string, unknown>>;
+  /** Where an action differs from its connector's declaration (the limitations table shows both). */
+  capabilities?: Partial<ConnectorCapabilities>;
+  /**
+   * A capability that holds only for some operations says when, in words (the limitations table prints it).
+   * Such a capability is also decided per operation by `Connector.operationCapabilities`.
+   */
+  conditions?: Partial<Record<CapabilityName, string>>;
 }
 
 /** What a connector sees of an operation: its identity and request, never the whole row. */
@@ -26,8 +35,19 @@ export interface ConnectorOperation {
   providerRef: Record<string, unknown> | null;
 }
 
+/** One entry of a tenant's outbound allowlist (managed by its admin: PUT /v1/admin/connector-settings/http). */
+export interface AllowedHost {
+  /** A host name (`api.example.com`), `*.example.com` for its subdomains, or an IP address. */
+  host: string;
+  /** Only these ports; every port when absent. */
+  ports?: number[];
+  /** The tenant explicitly allows this host to resolve to loopback, private or link-local addresses. */
+  allow_private?: boolean;
+}
+
+/** The tenant's settings for one connector, loaded by the worker for each call. Secrets never leave the worker. */
 export interface TenantConnectorSettings {
-  allowHosts?: string[];
+  allowHosts?: AllowedHost[];
   secrets?: Record<string, string>;
 }
 
@@ -66,12 +86,82 @@ export type ContextResult =
     }
   | { kind: 'unreachable'; evidence: ReadEvidence };
 
+/** Which tenant settings a connector uses (the admin API refuses the others for it). */
+export interface ConnectorSettingsUse {
+  /** Calls go to tenant-chosen hosts, restricted by the tenant's allowlist. */
+  allowHosts: boolean;
+  /** Requests may reference tenant secrets by name. */
+  secrets: boolean;
+}
+
+/**
+ * What a later read shows of an effect that was VERIFIED (reference 002: observation is its own dimension). It never
+ * changes how the operation ended. converged: the verified record is there as verified; superseded: a newer version
+ * was written since (by someone else); degraded: the read is inconclusive (lagging, incomplete, different);
+ * unavailable: the source cannot be read.
+ */
+export type ObservationKind = 'converged' | 'superseded' | 'degraded' | 'unavailable';
+
+export interface ObservationResult {
+  observation: ObservationKind;
+  detail: string;
+  evidence: ReadEvidence;
+}
+
 export interface Connector {
   readonly name: string;
   readonly description: string;
   readonly capabilities: ConnectorCapabilities;
   readonly actions: Readonly<Record<string, ActionSpec>>;
+  /** Tenant settings this connector reads besides the spending cap (which applies to every connector). */
+  readonly settings?: ConnectorSettingsUse;
+  /**
+   * For a capability declared with a condition: does it hold for this operation? Called with params that already
+   * passed the action's schema. Absent: the action's declaration holds for every operation.
+   */
+  operationCapabilities?(action: string, params: Record<string, unknown>): Partial<ConnectorCapabilities>;
   send(operation: ConnectorOperation, env: ConnectorEnvironment): Promise<SendOutcome>;
   readBack?(operation: ConnectorOperation, env: ConnectorEnvironment): Promise<ReadBackResult>;
   readContext?(operation: ConnectorOperation, env: ConnectorEnvironment): Promise<ContextResult>;
+  /**
+   * Reads a VERIFIED effect again. `verified` is the record stored as evidence when it was verified. Optional: a
+   * connector with read-back but no `observe` is observed through `readBack` (found → converged, unreachable →
+   * unavailable, anything else → degraded).
+   */
+  observe?(
+    operation: ConnectorOperation,
+    verified: Record<string, unknown> | null,
+    env: ConnectorEnvironment,
+  ): Promise<ObservationResult>;
+}
+
+/** An action's declaration: the connector's, overridden where the action says otherwise. */
+export function actionCapabilities(connector: Connector, action: string): ConnectorCapabilities {
+  return { ...connector.capabilities, ...connector.actions[action]?.capabilities };
+}
+
+/**
+ * What holds for one operation: the action's declaration, narrowed by the connector where a capability depends on
+ * the operation (an `http` request without a read_back spec cannot be verified). Never widens the declaration.
+ */
+export function operationCapabilities(
+  connector: Connector,
+  action: string,
+  params: Record<string, unknown>,
+): ConnectorCapabilities {
+  const declared = actionCapabilities(connector, action);
+  if (!connector.operationCapabilities || !connector.actions[action]) return declared;
+  let specific: Partial<ConnectorCapabilities> = {};
+  try {
+    specific = connector.operationCapabilities(action, params);
+  } catch {
+    // Params that do not match the schema are refused elsewhere; here they simply get no conditional capability.
+    specific = { read_back: false, context_read: false, provider_idempotency: false };
+  }
+  return {
+    read_back: declared.read_back && specific.read_back !== false,
+    context_read: declared.context_read && specific.context_read !== false,
+    provider_idempotency: declared.provider_idempotency && specific.provider_idempotency !== false,
+    reversible: declared.reversible && specific.reversible !== false,
+  };
 }

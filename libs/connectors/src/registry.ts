@@ -1,11 +1,12 @@
-import type { Connector } from './connector';
+import { actionCapabilities, type Connector } from './connector';
+import { HttpConnector } from './http.connector';
 import { SandboxPaymentsConnector } from './sandbox-payments.connector';
 import { SandboxSmsConnector } from './sandbox-sms.connector';
 import { z } from 'zod';
 
-/** Adding a connector: one file implementing `Connector`, plus one line here. */
+/** Adding a connector: one file implementing `Connector`, plus one line here (see docs/connectors.md). */
 export function builtInConnectors(): Connector[] {
-  return [new SandboxPaymentsConnector(), new SandboxSmsConnector()];
+  return [new SandboxPaymentsConnector(), new SandboxSmsConnector(), new HttpConnector()];
 }
 
 export class ConnectorRegistry {
@@ -29,7 +30,10 @@ export class ConnectorRegistry {
     return [...this.byName.values()];
   }
 
-  /** The limitations table (GET /v1/connectors), generated from the declarations. */
+  /**
+   * The limitations table (GET /v1/connectors), generated from the declarations: per connector, and per action
+   * (an action may differ from its connector, and a capability that holds only for some operations says when).
+   */
   describe() {
     return this.list().map((c) => ({
       name: c.name,
@@ -39,11 +43,20 @@ export class ConnectorRegistry {
       provider_idempotency: c.capabilities.provider_idempotency,
       reversible: c.capabilities.reversible,
       can_reach_verified: c.capabilities.read_back,
-      actions: Object.entries(c.actions).map(([name, spec]) => ({
-        name,
-        description: spec.description,
-        params_schema: z.toJSONSchema(spec.params),
-      })),
+      actions: Object.entries(c.actions).map(([name, spec]) => {
+        const capabilities = actionCapabilities(c, name);
+        return {
+          name,
+          description: spec.description,
+          read_back: capabilities.read_back,
+          context_read: capabilities.context_read,
+          provider_idempotency: capabilities.provider_idempotency,
+          reversible: capabilities.reversible,
+          can_reach_verified: capabilities.read_back,
+          conditions: { ...spec.conditions },
+          params_schema: z.toJSONSchema(spec.params, { io: 'input', unrepresentable: 'any' }),
+        };
+      }),
     }));
   }
 }

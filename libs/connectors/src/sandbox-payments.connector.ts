@@ -5,6 +5,7 @@ import type {
   ConnectorEnvironment,
   ConnectorOperation,
   ContextResult,
+  ObservationResult,
   ReadBackResult,
   ReadEvidence,
 } from './connector';
@@ -78,6 +79,41 @@ export class SandboxPaymentsConnector implements Connector {
     if (found.status !== 'succeeded') mismatched.push('status');
     if (mismatched.length > 0) return { kind: 'mismatch', evidence, fields: mismatched };
     return { kind: 'found', evidence };
+  }
+
+  /**
+   * Charges are immutable at this provider, so "a newer version" of the verified effect is another charge for the same
+   * reference committed after it (a different writer, or a different Idempotency-Key).
+   */
+  async observe(
+    op: ConnectorOperation,
+    verified: Record<string, unknown> | null,
+    env: ConnectorEnvironment,
+  ): Promise<ObservationResult> {
+    const charge = op.params as Charge;
+    const read = await this.readCharges(charge.reference, env);
+    if (read.kind === 'unreachable')
+      return { observation: 'unavailable', detail: 'the source cannot be read', evidence: read.evidence };
+    const { evidence, charges, asOfVersion } = read;
+    const verifiedId = typeof verified?.id === 'string' ? verified.id : op.providerRef?.id;
+    const verifiedVersion = typeof verified?.version === 'number' ? verified.version : op.providerRef?.version;
+    const version = typeof verifiedVersion === 'number' ? verifiedVersion : 0;
+    if ((asOfVersion ?? 0) < version) {
+      return { observation: 'degraded', detail: 'the replica is older than the verified version', evidence };
+    }
+    const newer = charges.filter((c) => c.id !== verifiedId && typeof c.version === 'number' && c.version > version);
+    if (newer.length > 0) {
+      evidence.record = { ...newer[newer.length - 1] };
+      return { observation: 'superseded', detail: `${newer.length} newer charge(s) for this reference`, evidence };
+    }
+    const found = charges.find((c) => c.id === verifiedId);
+    if (!found) return { observation: 'degraded', detail: 'the verified charge is not visible', evidence };
+    evidence.record = { ...found };
+    if (found.status === undefined) return { observation: 'degraded', detail: 'field missing: status', evidence };
+    if (found.amount !== charge.amount || found.currency !== charge.currency || found.status !== 'succeeded') {
+      return { observation: 'degraded', detail: 'the charge now reads differently from what was verified', evidence };
+    }
+    return { observation: 'converged', detail: 'the verified charge reads as verified', evidence };
   }
 
   async readContext(op: ConnectorOperation, env: ConnectorEnvironment): Promise<ContextResult> {

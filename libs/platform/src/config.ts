@@ -44,7 +44,21 @@ const ConfigSchema = z.object({
   MAX_STREAMS_PER_KEY: z.coerce.number().int().min(1).default(20),
   SSE_HEARTBEAT_MS: ms(15_000),
   BULL_BOARD_READ_ONLY: bool,
+  /** Observation after VERIFIED: how often one operation is read again, for how long after it was created, how many per sweep. */
+  OBSERVE_INTERVAL_MS: ms(60_000),
+  OBSERVE_WINDOW_MS: ms(3600_000),
+  OBSERVE_BATCH: z.coerce.number().int().min(0).max(10_000).default(100),
+  /**
+   * Test-only kill points (docs/operations.md): the dispatcher logs a marker and sleeps after committing SENT, or after
+   * the connector answered and before the outcome is written; the reconciler before a read-back. 0 = off. Refused in
+   * production, so they can never slow down or widen a real crash window.
+   */
+  TEST_PAUSE_AFTER_SENT_MS: ms(0),
+  TEST_PAUSE_AFTER_CALL_MS: ms(0),
+  TEST_PAUSE_BEFORE_READ_MS: ms(0),
 });
+
+const TEST_HOOKS = ['TEST_PAUSE_AFTER_SENT_MS', 'TEST_PAUSE_AFTER_CALL_MS', 'TEST_PAUSE_BEFORE_READ_MS'] as const;
 
 export type VerityConfig = z.infer<typeof ConfigSchema>;
 
@@ -57,6 +71,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): VerityConfig {
   if (!parsed.success) {
     const problems = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
     throw new ConfigError(`invalid configuration: ${problems}`);
+  }
+  if (parsed.data.NODE_ENV === 'production') {
+    const armed = TEST_HOOKS.filter((name) => parsed.data[name] > 0);
+    if (armed.length > 0) throw new ConfigError(`invalid configuration: ${armed.join(', ')} must be 0 in production`);
   }
   return parsed.data;
 }

@@ -19,6 +19,8 @@ export enum JobName {
   VERIFY_OPERATION = 'verify-operation',
   RECONCILE_OPERATION = 'reconcile-operation',
   SWEEP = 'sweep',
+  /** Read a VERIFIED effect again (observation); runs on the verify queue. */
+  OBSERVE_OPERATION = 'observe-operation',
 }
 
 /** Jobs carry ids, never state: a worker reads the row, checks the transition, acts. */
@@ -28,6 +30,7 @@ export interface JobPayloads {
   [JobName.VERIFY_OPERATION]: { operationId: string };
   [JobName.RECONCILE_OPERATION]: { operationId: string };
   [JobName.SWEEP]: Record<string, never>;
+  [JobName.OBSERVE_OPERATION]: { operationId: string };
 }
 
 export type JobOf<N extends JobName> = { name: N; data: JobPayloads[N] };
@@ -38,6 +41,7 @@ export const QUEUE_OF_JOB: Readonly<Record<JobName, QueueName>> = {
   [JobName.VERIFY_OPERATION]: QueueName.VERIFY,
   [JobName.RECONCILE_OPERATION]: QueueName.RECONCILE,
   [JobName.SWEEP]: QueueName.SWEEP,
+  [JobName.OBSERVE_OPERATION]: QueueName.VERIFY,
 };
 
 const KEEP = { removeOnComplete: { age: 3600, count: 10_000 }, removeOnFail: { age: 24 * 3600, count: 10_000 } };

@@ -6,6 +6,8 @@ import {
   ApiHeader,
   ApiOkResponse,
   ApiOperation,
+  ApiParam,
+  ApiProduces,
   ApiQuery,
   ApiTags,
 } from '@nestjs/swagger';
@@ -13,37 +15,34 @@ import { EXECUTION_STATUSES, ExecutionStatus } from '@verity/status-model';
 import type { Request, Response } from 'express';
 import { z } from 'zod';
 import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
+import { hasBody, parseBody, parseQuery, requireJson } from '../http/parse';
+import { ApiProblems, schemaRef } from '../openapi';
 import { Problem } from '../problem/problem';
-import { zodErrors } from './submission';
-import { ExecutionsService } from './executions.service';
+import { CancelBody } from '../schemas';
 import { StreamService } from '../stream/stream.service';
-import { schemaRef } from '../openapi';
+import { ExecutionsService } from './executions.service';
+
+/** Kept for modules that imported these helpers from here before they moved to http/parse. */
+export { parseQuery, requireJson } from '../http/parse';
 
 const ListQuery = z.strictObject({
   status: z.enum(EXECUTION_STATUSES as [ExecutionStatus, ...ExecutionStatus[]]).optional(),
-  cursor: z.string().max(100).optional(),
+  cursor: z
+    .string()
+    .regex(/^exe_[0-9a-z]{1,40}$/, 'a next_cursor value from a previous page')
+    .optional(),
   limit: z.coerce.number().int().min(1).max(200).default(50),
 });
 const EventsQuery = z.strictObject({
   after: z.string().max(100).optional(),
   limit: z.coerce.number().int().min(1).max(1000).default(500),
 });
-const CancelBody = z.strictObject({ reason: z.string().max(1000).optional() }).optional();
+const StreamQuery = z.strictObject({ after: z.string().max(100).optional() });
 
-export function parseQuery<T extends z.ZodType>(schema: T, query: unknown): z.infer<T> {
-  const parsed = schema.safeParse(query);
-  if (!parsed.success) throw Problem.validation(zodErrors(parsed.error));
-  return parsed.data;
-}
-
-export function requireJson(req: Request): void {
-  const type = req.headers['content-type'] ?? '';
-  if (!/^application\/([a-z.+-]*\+)?json\b/i.test(type)) {
-    throw new Problem(415, 'unsupported-media-type', 'Unsupported media type', 'send Content-Type: application/json');
-  }
-}
-
+/** Stripe's and the IETF draft's bound; printable ASCII so it can be logged and compared byte for byte. */
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+
+const ID = { name: 'id', description: 'execution id (exe_…)' };
 
 @ApiTags('executions')
 @ApiBearerAuth()
@@ -56,10 +55,29 @@ export class ExecutionsController {
 
   @Post()
   @Roles('agent')
-  @ApiOperation({ summary: 'Submit an execution (201 = committed, I7)' })
-  @ApiHeader({ name: 'Idempotency-Key', required: false, description: 'up to 255 printable characters, kept 24 h' })
+  @ApiOperation({
+    summary: 'Submit an execution',
+    description:
+      '201 means the execution and its operations are committed (I7), even when the queue is down. With an ' +
+      'Idempotency-Key, the same key and body return the same execution with `Idempotent-Replayed: true`.',
+  })
+  @ApiHeader({
+    name: 'Idempotency-Key',
+    required: false,
+    description: '1–255 printable ASCII characters; scoped to the tenant, kept 24 h',
+  })
   @ApiBody({ schema: schemaRef('Submission') })
-  @ApiCreatedResponse({ schema: schemaRef('Execution') })
+  @ApiCreatedResponse({
+    schema: schemaRef('Execution'),
+    headers: {
+      Location: { description: 'the execution’s URL', schema: { type: 'string' } },
+      'Idempotent-Replayed': {
+        description: '`true` when this is a replay of an earlier request',
+        schema: { type: 'string' },
+      },
+    },
+  })
+  @ApiProblems(400, 401, 403, 409, 413, 415, 422, 429, 503)
   async submit(
     @CurrentPrincipal() principal: Principal,
     @Req() req: Request,
@@ -77,31 +95,37 @@ export class ExecutionsController {
     res.status(201);
     res.setHeader('location', `/v1/executions/${execution.id}`);
     if (replayed) res.setHeader('idempotent-replayed', 'true');
+    res.locals.executionId = execution.id;
     return execution;
   }
 
   @Get()
-  @ApiOperation({ summary: 'List executions, newest first (cursor pagination)' })
+  @ApiOperation({ summary: 'List this tenant’s executions, newest first (cursor pagination)' })
   @ApiQuery({ name: 'status', required: false, enum: EXECUTION_STATUSES })
-  @ApiQuery({ name: 'cursor', required: false })
-  @ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 200 } })
+  @ApiQuery({ name: 'cursor', required: false, description: '`next_cursor` of the previous page' })
+  @ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 200, default: 50 } })
   @ApiOkResponse({ schema: schemaRef('ExecutionList') })
+  @ApiProblems(400, 401, 429, 503)
   list(@CurrentPrincipal() principal: Principal, @Query() query: unknown) {
     return this.executions.list(principal, parseQuery(ListQuery, query));
   }
 
   @Get(':id')
   @ApiOperation({ summary: 'One execution with its operations, effects and failure' })
+  @ApiParam(ID)
   @ApiOkResponse({ schema: schemaRef('Execution') })
+  @ApiProblems(401, 404, 429, 503)
   get(@CurrentPrincipal() principal: Principal, @Param('id') id: string) {
     return this.executions.get(principal, id);
   }
 
   @Get(':id/events')
-  @ApiOperation({ summary: 'The append-only event log, after an event id' })
-  @ApiQuery({ name: 'after', required: false })
-  @ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 1000 } })
+  @ApiOperation({ summary: 'The append-only event log, in order, after an event id (or seq)' })
+  @ApiParam(ID)
+  @ApiQuery({ name: 'after', required: false, description: 'an event id (or seq): only later events' })
+  @ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 1000, default: 500 } })
   @ApiOkResponse({ schema: schemaRef('EventList') })
+  @ApiProblems(400, 401, 404, 429, 503)
   events(@CurrentPrincipal() principal: Principal, @Param('id') id: string, @Query() query: unknown) {
     const q = parseQuery(EventsQuery, query);
     return this.executions.events(principal, id, q.after, q.limit);
@@ -110,27 +134,53 @@ export class ExecutionsController {
   @Post(':id/cancel')
   @HttpCode(200)
   @Roles('agent', 'reviewer')
-  @ApiOperation({ summary: 'Cancel: PREPARED operations become CANCELLED; SENT ones keep being reconciled' })
+  @ApiOperation({
+    summary: 'Cancel an execution',
+    description:
+      'PREPARED operations become CANCELLED; anything already SENT keeps being reconciled (I11). The body is optional.',
+  })
+  @ApiParam(ID)
+  @ApiBody({ schema: schemaRef('CancelRequest'), required: false })
   @ApiOkResponse({ schema: schemaRef('Execution') })
-  cancel(@CurrentPrincipal() principal: Principal, @Param('id') id: string, @Body() body: unknown) {
-    const parsed = CancelBody.safeParse(
-      body && typeof body === 'object' && Object.keys(body).length ? body : undefined,
-    );
-    if (!parsed.success) throw Problem.validation(zodErrors(parsed.error));
-    return this.executions.cancel(principal, id, parsed.data?.reason);
+  @ApiProblems(400, 401, 403, 404, 409, 415, 429, 503)
+  cancel(
+    @CurrentPrincipal() principal: Principal,
+    @Param('id') id: string,
+    @Req() req: Request,
+    @Body() body: unknown,
+  ) {
+    let reason: string | undefined;
+    if (hasBody(req)) {
+      requireJson(req);
+      reason = parseBody(CancelBody, body).reason;
+    }
+    return this.executions.cancel(principal, id, reason);
   }
 
   @Get(':id/stream')
-  @ApiOperation({ summary: 'Server-sent events; resumes from Last-Event-ID; ends when everything has settled' })
-  @ApiHeader({ name: 'Last-Event-ID', required: false })
+  @ApiOperation({
+    summary: 'Live events (server-sent events)',
+    description:
+      'Every event of the execution: `id:` is the event id, `event:` its type, `data:` the event as JSON. ' +
+      'Send `Last-Event-ID` to resume after an event with no gap and no duplicate. Comment lines are heartbeats. ' +
+      'Ends with `event: end` once the execution and every operation have settled, or when the key is revoked.',
+  })
+  @ApiParam(ID)
+  @ApiHeader({ name: 'Last-Event-ID', required: false, description: 'resume after this event id' })
+  @ApiQuery({ name: 'after', required: false, description: 'like Last-Event-ID, for clients that cannot set headers' })
+  @ApiProduces('text/event-stream')
+  @ApiOkResponse({ description: 'text/event-stream', content: { 'text/event-stream': { schema: { type: 'string' } } } })
+  @ApiProblems(400, 401, 404, 429, 503)
   async stream(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,
     @Req() req: Request,
     @Res() res: Response,
-    @Query('after') after?: string,
+    @Query() query: unknown,
   ) {
-    const lastEventId = (req.headers['last-event-id'] as string | undefined) ?? after;
+    const { after } = parseQuery(StreamQuery, query);
+    const header = req.headers['last-event-id'];
+    const lastEventId = (typeof header === 'string' && header !== '' ? header : undefined) ?? after;
     await this.streams.open(principal, id, lastEventId, req, res);
   }
 }

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { ConnectorRegistry } from '@verity/connectors';
+import { ConnectorRegistry, operationCapabilities } from '@verity/connectors';
 import {
   TransitionService,
   findExecution,
@@ -11,13 +11,21 @@ import {
   eventSeqOf,
   listExecutions,
   NewOperation,
-  snapshotOf,
+  rows,
+  transaction,
 } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig, newId } from '@verity/platform';
 import { JobName, JobProducer } from '@verity/queues';
-import { ExecutionStatus, OperationStatus, VerificationMethod, isTerminalExecution } from '@verity/status-model';
+import {
+  ExecutionStatus,
+  OperationStatus,
+  VerificationMethod,
+  VerificationMethodValue,
+  isTerminalExecution,
+} from '@verity/status-model';
 import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
+import { submissions } from '../metrics/metrics';
 import { Problem } from '../problem/problem';
 import { claimIdempotencyKey, releaseIdempotencyKey, requestHash } from './idempotency';
 import { ExecutionView, presentEvent, presentExecution } from './presenter';
@@ -62,9 +70,13 @@ export class ExecutionsService {
           'this Idempotency-Key was first used with a different request body; use a new key for a new request',
         );
       case 'in_flight':
-        throw Problem.conflict(
+        throw new Problem(
+          409,
           'idempotency-key-in-flight',
+          'Conflict with the current state',
           'a request with this Idempotency-Key is still being processed; retry shortly',
+          {},
+          { 'retry-after': '1' },
         );
       case 'replay':
         return { execution: await this.get(principal, claim.executionId), replayed: true };
@@ -86,6 +98,8 @@ export class ExecutionsService {
     const executionId = newId('exe');
     const operations: NewOperation[] = submission.operations.map((op, position) => {
       const connector = this.connectors.require(op.connector);
+      // Per operation: an http request without a read_back spec cannot be verified, so it defaults to "".
+      const capabilities = operationCapabilities(connector, op.action, op.params);
       return {
         id: newId('op'),
         key: op.key,
@@ -93,10 +107,10 @@ export class ExecutionsService {
         connector: op.connector,
         action: op.action,
         params: op.params,
-        irreversible: op.irreversible ?? !connector.capabilities.reversible,
+        irreversible: op.irreversible ?? !capabilities.reversible,
         requires_approval: op.requires_approval ?? false,
         verification_method:
-          op.verification_method ?? (connector.capabilities.read_back ? VerificationMethod.READ_AFTER_WRITE : ''),
+          op.verification_method ?? (capabilities.read_back ? VerificationMethod.READ_AFTER_WRITE : ''),
         expected_state: op.expected_state ?? null,
         depends_on: op.depends_on ?? [],
         approval: null,
@@ -115,6 +129,7 @@ export class ExecutionsService {
       createdEventId: newId('evt'),
     });
     // Committed: from here the 201 stands. If Redis is down the sweeper owes this enqueue (I7).
+    submissions.inc();
     await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId });
     const at = written.createdAt;
     return presentExecution(
@@ -207,11 +222,11 @@ export class ExecutionsService {
   /** An event id (or a seq number) → the seq to continue after. An unknown id is a client error, not "from 0". */
   async resolveCursor(executionId: string, after: string | undefined): Promise<number> {
     if (after === undefined || after === '') return 0;
-    if (/^\d+$/.test(after)) return Number(after);
-    const seq = await eventSeqOf(this.db.manager, executionId, after);
+    if (/^\d{1,15}$/.test(after)) return Number(after);
+    const seq = /^evt_[0-9a-z]{1,40}$/.test(after) ? await eventSeqOf(this.db.manager, executionId, after) : null;
     if (seq === null) {
       throw Problem.validation([
-        { field: 'after', rule: 'known_event', message: `no event ${after} in this execution` },
+        { field: 'after', rule: 'known_event', message: `no event ${after.slice(0, 100)} in this execution` },
       ]);
     }
     return seq;
@@ -219,37 +234,51 @@ export class ExecutionsService {
 
   /**
    * I11: cancel never claims an in-flight effect did not happen. PREPARED operations become CANCELLED; anything
-   * already SENT keeps being reconciled. Operations first, then the execution (a dispatcher racing us loses its CAS).
+   * already SENT keeps being reconciled. One transaction, so no one sees (or advances) an execution whose operations
+   * are cancelled but which is itself still running — else the dispatcher could complete it in between. Rows are
+   * locked in the order every transition statement takes them (operation, then execution), so a racing sender or
+   * dispatcher waits for us and then loses its compare-and-set instead of deadlocking.
    */
   async cancel(principal: Principal, id: string, reason: string | undefined): Promise<ExecutionView> {
-    for (let attempt = 0; attempt < 10; attempt += 1) {
-      const execution = await findExecution(this.db.manager, id, principal.tenantId);
+    await transaction(this.db, async (tx) => {
+      const execution = await findExecution(tx, id, principal.tenantId);
       if (!execution) throw Problem.notFound('Execution', id);
-      if (isTerminalExecution(execution.status)) {
-        throw Problem.conflict('execution-terminal', `the execution is already ${execution.status}`, {
-          status: execution.status,
+      const operations = await rows<{
+        id: string;
+        status: OperationStatus;
+        attempt: number;
+        verification_method: VerificationMethodValue;
+      }>(
+        tx,
+        `SELECT id, status, attempt, verification_method FROM operations WHERE execution_id = $1 ORDER BY id FOR UPDATE`,
+        [id],
+      );
+      const [locked] = await rows<{ status: ExecutionStatus }>(
+        tx,
+        `SELECT status FROM executions WHERE id = $1 FOR UPDATE`,
+        [id],
+      );
+      if (isTerminalExecution(locked.status)) {
+        throw Problem.conflict('execution-terminal', `the execution is already ${locked.status}`, {
+          current_status: locked.status,
         });
       }
-      const operations = await findOperations(this.db.manager, id);
       for (const op of operations) {
         if (op.status !== OperationStatus.PREPARED) continue;
-        await this.transitions.operation(this.db.manager, {
-          operation: snapshotOf(op),
+        await this.transitions.operation(tx, {
+          operation: { id: op.id, status: op.status, attempt: op.attempt, verificationMethod: op.verification_method },
           to: OperationStatus.CANCELLED,
           eventData: { cause: 'execution_cancelled', by: principal.keyId, reason },
         });
       }
-      const moved = await this.transitions.execution(this.db.manager, {
+      await this.transitions.execution(tx, {
         executionId: id,
-        from: execution.status,
+        from: locked.status,
         to: ExecutionStatus.CANCELLED,
         eventData: { by: principal.keyId, reason },
       });
-      if (moved.won) {
-        await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: id });
-        return this.get(principal, id);
-      }
-    }
-    throw Problem.conflict('execution-busy', 'the execution kept changing; retry the cancel');
+    });
+    await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: id });
+    return this.get(principal, id);
   }
 }

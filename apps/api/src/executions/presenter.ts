@@ -24,7 +24,8 @@ export function presentOperation(op: OperationEntity) {
     no_change_required: op.noChangeRequired,
     evidence: op.evidence,
     observation: op.observation,
-    approval: op.approval ? { ...op.approval, baseline: undefined } : null,
+    // The baseline is internal; an approval record without a state (only the baseline so far) is not yet on the wire.
+    approval: op.approval?.state ? { ...op.approval, baseline: undefined } : null,
     recovery_obligation: op.obligation,
     retry_of: op.retryOf,
     sent_at: iso(op.sentAt),

@@ -1,4 +1,4 @@
-import { ConnectorRegistry } from '@verity/connectors';
+import { ConnectorRegistry, operationCapabilities } from '@verity/connectors';
 import { OperationStatus, VerificationMethod } from '@verity/status-model';
 import { z } from 'zod';
 import type { FieldError } from '../problem/problem';
@@ -12,6 +12,8 @@ export const LIMITS = {
   intent: 4000,
   deadlineSeconds: { min: 1, max: 7 * 24 * 3600 },
   expectedStateKeys: 50,
+  /** Caps on free-form JSON (params, expected_state); connector schemas add their own, tighter rules. */
+  json: { depth: 16, string: 10_000, array: 1_000, keys: 200, keyLength: 200 },
 };
 
 const Key = z
@@ -20,7 +22,41 @@ const Key = z
   .max(LIMITS.keyLength)
   .regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, "_", "." and "-" only');
 
-const JsonObject = z.record(z.string().max(200), z.unknown());
+/** A JSON object whose nesting, strings, arrays and key counts are capped, so no single field can be a payload. */
+const JsonObject = z.record(z.string(), z.unknown()).superRefine((value, ctx) => {
+  for (const issue of jsonShapeIssues(value)) ctx.addIssue({ code: 'custom', ...issue });
+});
+
+export function jsonShapeIssues(
+  value: unknown,
+  path: (string | number)[] = [],
+  depth = 1,
+): { path: (string | number)[]; message: string; params: { rule: string } }[] {
+  const { json } = LIMITS;
+  const issue = (rule: string, message: string) => [{ path, message, params: { rule } }];
+  if (typeof value === 'string') {
+    return value.length > json.string ? issue('max_length', `strings are at most ${json.string} characters`) : [];
+  }
+  if (value === null || typeof value !== 'object') return [];
+  if (depth > json.depth) return issue('max_depth', `JSON nests at most ${json.depth} levels`);
+  if (Array.isArray(value)) {
+    if (value.length > json.array) return issue('max_items', `arrays hold at most ${json.array} items`);
+    return value.flatMap((item, i) => jsonShapeIssues(item, [...path, i], depth + 1));
+  }
+  const entries = Object.entries(value);
+  if (entries.length > json.keys) return issue('max_keys', `objects hold at most ${json.keys} keys`);
+  return entries.flatMap(([key, item]) =>
+    key.length > json.keyLength
+      ? [
+          {
+            path: [...path, key],
+            message: `keys are at most ${json.keyLength} characters`,
+            params: { rule: 'max_key_length' },
+          },
+        ]
+      : jsonShapeIssues(item, [...path, key], depth + 1),
+  );
+}
 
 export const OperationRequestSchema = z.strictObject({
   key: Key,
@@ -56,12 +92,20 @@ export const SubmissionSchema = z.strictObject({
 export type Submission = z.infer<typeof SubmissionSchema>;
 export type OperationRequest = z.infer<typeof OperationRequestSchema>;
 
+/** zod issues → field errors. Unknown keys name the key itself, so the caller sees which field to remove. */
 export function zodErrors(error: z.ZodError, prefix = ''): FieldError[] {
-  return error.issues.map((issue) => ({
-    field: fieldPath(prefix, issue.path),
-    rule: issue.code,
-    message: issue.message,
-  }));
+  return error.issues.flatMap((issue): FieldError[] => {
+    if (issue.code === 'unrecognized_keys') {
+      return issue.keys.map((key) => ({
+        field: fieldPath(prefix, [...issue.path, key]),
+        rule: 'unknown_field',
+        message: `unknown field "${key}": not part of this request (unknown fields are rejected, not ignored)`,
+      }));
+    }
+    const rule =
+      issue.code === 'custom' ? ((issue.params as { rule?: string } | undefined)?.rule ?? 'custom') : issue.code;
+    return [{ field: fieldPath(prefix, issue.path), rule, message: issue.message }];
+  });
 }
 
 function fieldPath(prefix: string, path: PropertyKey[]): string {
@@ -107,11 +151,14 @@ export function validateSubmission(
     }
     const params = action.params.safeParse(op.params);
     if (!params.success) errors.push(...zodErrors(params.error, `${at}.params`));
-    if (op.verification_method === VerificationMethod.READ_AFTER_WRITE && !connector.capabilities.read_back) {
+    if (
+      op.verification_method === VerificationMethod.READ_AFTER_WRITE &&
+      !operationCapabilities(connector, op.action, op.params).read_back
+    ) {
       errors.push({
         field: `${at}.verification_method`,
         rule: 'read_back_available',
-        message: `connector ${op.connector} cannot read back; omit verification_method or use ""`,
+        message: `connector ${op.connector} cannot read this operation back${connector.capabilities.read_back ? ' (it declares no read_back)' : ''}; omit verification_method or use ""`,
       });
     }
   });

@@ -1,11 +1,12 @@
 import { Controller, Get, Inject, Res } from '@nestjs/common';
-import { ApiTags } from '@nestjs/swagger';
+import { ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { PRODUCER_REDIS } from '@verity/queues';
 import type { Response } from 'express';
 import type { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
 import { Public } from '../auth/principal';
+import { schemaRef } from '../openapi';
 
 /** Liveness says the process runs; readiness says it can do its job (Postgres and Redis answer). */
 @ApiTags('health')
@@ -18,12 +19,17 @@ export class HealthController {
 
   @Get('live')
   @Public()
+  @ApiOperation({ summary: 'Liveness: the process runs' })
+  @ApiOkResponse({ schema: schemaRef('Liveness') })
   live() {
     return { status: 'ok' };
   }
 
   @Get('ready')
   @Public()
+  @ApiOperation({ summary: 'Readiness: Postgres and Redis answer (503 when either does not)' })
+  @ApiOkResponse({ schema: schemaRef('Readiness') })
+  @ApiResponse({ status: 503, description: 'a dependency is down', schema: schemaRef('Readiness') })
   async ready(@Res() res: Response) {
     const check = async (probe: () => Promise<unknown>) => {
       try {

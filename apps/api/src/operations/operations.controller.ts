@@ -1,29 +1,22 @@
-import { Body, Controller, Get, HttpCode, Param, Post, Req } from '@nestjs/common';
-import { ApiBearerAuth, ApiBody, ApiCreatedResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
-import { OperationStatus } from '@verity/status-model';
-import type { Request } from 'express';
-import { z } from 'zod';
+import { Body, Controller, Get, HttpCode, Param, Post, Req, Res } from '@nestjs/common';
+import {
+  ApiBearerAuth,
+  ApiBody,
+  ApiCreatedResponse,
+  ApiOkResponse,
+  ApiOperation,
+  ApiParam,
+  ApiTags,
+} from '@nestjs/swagger';
+import type { Request, Response } from 'express';
 import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
+import { hasBody, parseBody, requireJson } from '../http/parse';
+import { ApiProblems, schemaRef } from '../openapi';
 import { Problem } from '../problem/problem';
-import { requireJson } from '../executions/executions.controller';
-import { zodErrors } from '../executions/submission';
-import { schemaRef } from '../openapi';
+import { ApprovalBody, ResolveBody } from '../schemas';
 import { OperationsService } from './operations.service';
 
-export const ApprovalBody = z.strictObject({
-  decision: z.enum(['approve', 'deny']),
-  reason: z.string().max(2000).optional(),
-});
-export const ResolveBody = z.strictObject({
-  status: z.enum([OperationStatus.VERIFIED, OperationStatus.FAILED, OperationStatus.CANCELLED, OperationStatus.SENT]),
-  evidence: z.string().trim().min(1, 'evidence text is required').max(10_000),
-});
-
-function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
-  const parsed = schema.safeParse(body);
-  if (!parsed.success) throw Problem.validation(zodErrors(parsed.error));
-  return parsed.data;
-}
+const ID = { name: 'id', description: 'operation id (op_…)' };
 
 @ApiTags('operations')
 @ApiBearerAuth()
@@ -32,8 +25,10 @@ export class OperationsController {
   constructor(private readonly operations: OperationsService) {}
 
   @Get(':id')
-  @ApiOperation({ summary: 'One operation with evidence and its recovery obligation' })
+  @ApiOperation({ summary: 'One operation with evidence, retry rule and recovery obligation' })
+  @ApiParam(ID)
   @ApiOkResponse({ schema: schemaRef('OperationDetail') })
+  @ApiProblems(401, 404, 429, 503)
   get(@CurrentPrincipal() principal: Principal, @Param('id') id: string) {
     return this.operations.get(principal, id);
   }
@@ -42,8 +37,10 @@ export class OperationsController {
   @HttpCode(200)
   @Roles('reviewer')
   @ApiOperation({ summary: 'Approve or deny an operation that needs approval (reviewer)' })
+  @ApiParam(ID)
   @ApiBody({ schema: schemaRef('ApprovalRequest') })
   @ApiOkResponse({ schema: schemaRef('OperationDetail') })
+  @ApiProblems(400, 401, 403, 404, 409, 415, 429, 503)
   approval(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,
@@ -59,8 +56,10 @@ export class OperationsController {
   @HttpCode(200)
   @Roles('reviewer')
   @ApiOperation({ summary: 'Resolve a MANUAL_REVIEW operation with evidence (reviewer)' })
+  @ApiParam(ID)
   @ApiBody({ schema: schemaRef('ResolveRequest') })
   @ApiOkResponse({ schema: schemaRef('OperationDetail') })
+  @ApiProblems(400, 401, 403, 404, 409, 415, 429, 503)
   resolve(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,
@@ -75,9 +74,29 @@ export class OperationsController {
   @Post(':id/retry')
   @HttpCode(201)
   @Roles('agent')
-  @ApiOperation({ summary: 'A new operation (retry_of) from a FAILED or CANCELLED one; 409 otherwise' })
+  @ApiOperation({
+    summary: 'Retry a FAILED or CANCELLED operation',
+    description:
+      'Creates a new operation (`retry_of` = this one) in a new execution; the original history stays as it ' +
+      'happened. Any other status answers 409 naming its retry rule (`forbidden` for UNKNOWN: a blind re-send ' +
+      'could charge twice). Takes no body.',
+  })
+  @ApiParam(ID)
   @ApiCreatedResponse({ schema: schemaRef('RetryResult') })
-  retry(@CurrentPrincipal() principal: Principal, @Param('id') id: string) {
-    return this.operations.retry(principal, id);
+  @ApiProblems(400, 401, 403, 404, 409, 429, 503)
+  async retry(
+    @CurrentPrincipal() principal: Principal,
+    @Param('id') id: string,
+    @Req() req: Request,
+    @Res({ passthrough: true }) res: Response,
+    @Body() body: unknown,
+  ) {
+    if (hasBody(req) && body !== undefined && !(typeof body === 'object' && body && Object.keys(body).length === 0)) {
+      throw Problem.validation([{ field: '(body)', rule: 'no_body', message: 'retry takes no body' }]);
+    }
+    const result = await this.operations.retry(principal, id);
+    res.setHeader('location', `/v1/operations/${result.operation.id}`);
+    res.locals.executionId = result.execution.id;
+    return result;
   }
 }

@@ -49,11 +49,11 @@ export class OperationsService {
         'not-awaiting-approval',
         `the operation is ${op.status}; only a PREPARED operation can be approved`,
         {
-          status: op.status,
+          current_status: op.status,
         },
       );
     }
-    if (op.approval && op.approval.state !== 'requested') {
+    if (op.approval?.state && op.approval.state !== 'requested') {
       throw Problem.conflict('already-decided', `the operation was already ${op.approval.state}`, {
         approval: op.approval.state,
       });
@@ -102,7 +102,7 @@ export class OperationsService {
         op.status === OperationStatus.MANUAL_REVIEW
           ? `${status} is not permitted for this operation; permitted: ${permitted.join(', ')}`
           : `the operation is ${op.status}, not MANUAL_REVIEW`,
-        { status: op.status, permitted_resolutions: permitted },
+        { current_status: op.status, permitted_resolutions: permitted },
       );
     }
     const resolution = { status, evidence, by: principal.keyId, at: new Date().toISOString() };
@@ -143,7 +143,7 @@ export class OperationsService {
     if (!canRetry(op.status)) {
       const rule = retryRuleOf(op.status);
       throw Problem.conflict('retry-not-allowed', `retry is ${rule} for an operation in ${op.status}`, {
-        status: op.status,
+        current_status: op.status,
         retry: rule,
       });
     }

@@ -3,13 +3,9 @@ import { IllegalTransitionError } from '@verity/status-model';
 import { isDatabaseUnavailable } from '@verity/persistence';
 import { LOGGER, Logger } from '@verity/platform';
 import type { Request, Response } from 'express';
-import { PROBLEM_BASE, Problem } from './problem';
-
-interface BodyParserError {
-  type?: string;
-  status?: number;
-  expose?: boolean;
-}
+import { STATUS_CODES } from 'node:http';
+import { bodyParserProblem } from '../http/body-errors';
+import { Problem, sendProblem } from './problem';
 
 /** Maps every error to application/problem+json. No stack traces or internal fields ever leave the process. */
 @Catch()
@@ -24,24 +20,7 @@ export class ProblemFilter implements ExceptionFilter {
     if (problem.status >= 500) {
       this.logger.error({ err: error, requestId: req.headers['x-request-id'], path: req.path }, 'request failed');
     }
-    if (res.headersSent) {
-      res.end();
-      return;
-    }
-    for (const [name, value] of Object.entries(problem.headers)) res.setHeader(name, value);
-    res
-      .status(problem.status)
-      .type('application/problem+json')
-      .send(
-        JSON.stringify({
-          type: `${PROBLEM_BASE}${problem.code}`,
-          title: problem.title,
-          status: problem.status,
-          detail: problem.detail,
-          instance: req.originalUrl?.split('?')[0],
-          ...problem.extras,
-        }),
-      );
+    sendProblem(req, res, problem);
   }
 
   private toProblem(error: unknown, req: Request): Problem {
@@ -53,35 +32,23 @@ export class ProblemFilter implements ExceptionFilter {
         to: error.to,
       });
     }
-    const parser = error as BodyParserError;
-    if (parser?.type === 'entity.parse.failed') {
-      return Problem.validation([{ field: '(body)', rule: 'json', message: 'the body is not valid JSON' }]);
-    }
-    if (parser?.type === 'entity.too.large') {
-      return new Problem(413, 'payload-too-large', 'The request body is too large', 'the body limit is 256 KiB');
-    }
-    if (parser?.type === 'charset.unsupported' || parser?.type === 'encoding.unsupported') {
-      return new Problem(415, 'unsupported-media-type', 'Unsupported encoding', String((error as Error).message));
-    }
+    const parser = bodyParserProblem(error);
+    if (parser) return parser;
     if (error instanceof HttpException) {
       const status = error.getStatus();
       if (status === 404) {
         return new Problem(404, 'not-found', 'Not found', `no route ${req.method} ${req.path}`);
       }
-      return new Problem(status, `http-${status}`, error.message);
-    }
-    if (isDatabaseUnavailable(error)) {
+      // Nest maps a few express errors (bad percent-encoding in the path, for one) to HttpExceptions.
+      const title = STATUS_CODES[status] ?? 'Error';
       return new Problem(
-        503,
-        'database-unavailable',
-        'Service unavailable',
-        'the database cannot be reached',
-        {},
-        {
-          'retry-after': '1',
-        },
+        status,
+        status < 500 ? 'bad-request' : 'internal',
+        title,
+        status < 500 ? error.message : undefined,
       );
     }
+    if (isDatabaseUnavailable(error)) return Problem.unavailable();
     return new Problem(500, 'internal', 'Internal error', 'an unexpected error occurred; it has been logged');
   }
 }

@@ -1,9 +1,13 @@
+import type { Request, Response } from 'express';
+
 /** RFC 9457 problem details. One class for every refusal the API makes; the filter renders it. */
 export interface FieldError {
   field: string;
   rule: string;
   message: string;
 }
+
+const MAX_FIELD_ERRORS = 50;
 
 export class Problem extends Error {
   constructor(
@@ -17,8 +21,11 @@ export class Problem extends Error {
     super(detail ?? title);
   }
 
+  /** At most MAX_FIELD_ERRORS are listed: a 100-operation body full of mistakes must not produce a huge answer. */
   static validation(errors: FieldError[], detail?: string): Problem {
-    return new Problem(400, 'validation-error', 'The request is invalid', detail ?? describe(errors), { errors });
+    return new Problem(400, 'validation-error', 'The request is invalid', detail ?? describe(errors), {
+      errors: errors.slice(0, MAX_FIELD_ERRORS),
+    });
   }
 
   static notFound(what: string, id: string): Problem {
@@ -27,6 +34,17 @@ export class Problem extends Error {
 
   static conflict(code: string, detail: string, extras: Record<string, unknown> = {}): Problem {
     return new Problem(409, code, 'Conflict with the current state', detail, extras);
+  }
+
+  static unavailable(): Problem {
+    return new Problem(
+      503,
+      'database-unavailable',
+      'Service unavailable',
+      'the database cannot be reached; nothing was written',
+      {},
+      { 'retry-after': '1' },
+    );
   }
 }
 
@@ -38,3 +56,27 @@ function describe(errors: FieldError[]): string {
 }
 
 export const PROBLEM_BASE = 'https://verity.dev/problems/';
+
+/** The one renderer of problem+json, shared by the Nest filter and the plain express layers (body parser, Bull Board). */
+export function sendProblem(req: Pick<Request, 'originalUrl'>, res: Response, problem: Problem): void {
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  for (const [name, value] of Object.entries(problem.headers)) res.setHeader(name, value);
+  res.locals.problem = problem.code;
+  res
+    .status(problem.status)
+    .type('application/problem+json')
+    .send(
+      // Extensions first: they can never overwrite the RFC 9457 members (`status` is the HTTP status).
+      JSON.stringify({
+        ...problem.extras,
+        type: `${PROBLEM_BASE}${problem.code}`,
+        title: problem.title,
+        status: problem.status,
+        detail: problem.detail,
+        instance: req.originalUrl?.split('?')[0],
+      }),
+    );
+}

@@ -32,11 +32,16 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
 
   private async connect(): Promise<void> {
     const client = new Client({ connectionString: this.config.DATABASE_URL });
-    client.on('error', () => {
-      if (this.client === client) this.client = null;
+    const lost = () => {
+      if (this.client === client) {
+        this.client = null;
+        this.keys.setRevocationsLive(false);
+      }
       client.end().catch(() => undefined);
       this.scheduleReconnect();
-    });
+    };
+    client.on('error', lost);
+    client.on('end', lost);
     client.on('notification', (message) => {
       if (message.channel === 'verity_keys') {
         this.keys.invalidateAll();
@@ -52,6 +57,7 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
     // Anything that happened while we were not listening: wake everyone up to re-read.
     for (const set of this.listeners.values()) for (const listener of set) listener();
     this.keys.invalidateAll();
+    this.keys.setRevocationsLive(true);
   }
 
   private scheduleReconnect(): void {

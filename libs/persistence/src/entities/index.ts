@@ -1,4 +1,9 @@
 import { ApiKeyEntity } from './api-key.entity';
+import {
+  ConnectorSpendEntity,
+  TenantConnectorSecretEntity,
+  TenantConnectorSettingsEntity,
+} from './connector-settings.entity';
 import { EventEntity } from './event.entity';
 import { ExecutionEntity } from './execution.entity';
 import { IdempotencyKeyEntity } from './idempotency-key.entity';
@@ -6,6 +11,7 @@ import { OperationEntity } from './operation.entity';
 import { TenantEntity } from './tenant.entity';
 
 export * from './api-key.entity';
+export * from './connector-settings.entity';
 export * from './event.entity';
 export * from './execution.entity';
 export * from './idempotency-key.entity';
@@ -19,4 +25,7 @@ export const ENTITIES = [
   OperationEntity,
   EventEntity,
   IdempotencyKeyEntity,
+  TenantConnectorSettingsEntity,
+  TenantConnectorSecretEntity,
+  ConnectorSpendEntity,
 ];

@@ -1,5 +1,12 @@
 import { InitialSchema1764460000000 } from './1764460000000-initial-schema';
 import { SweepLog1764460100000 } from './1764460100000-sweep-log';
+import { ObservationDue1764460400000 } from './1764460400000-observation-due';
+import { ConnectorSettings1764460600000 } from './1764460600000-connector-settings';
 
 /** In order. Add a new timestamped class for every schema change; never edit one that has shipped. */
-export const MIGRATIONS = [InitialSchema1764460000000, SweepLog1764460100000];
+export const MIGRATIONS = [
+  InitialSchema1764460000000,
+  SweepLog1764460100000,
+  ObservationDue1764460400000,
+  ConnectorSettings1764460600000,
+];

@@ -1,0 +1,196 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { ConnectorRegistry, ConnectorSettingsInput, fieldSegments } from '@verity/connectors';
+import {
+  CapUsage,
+  SPENDING_PERIOD_SECONDS,
+  TenantConnectorSecretEntity,
+  backfillSpend,
+  loadConnectorSettings,
+  spendingUsage,
+  transaction,
+} from '@verity/persistence';
+import { LOGGER, Logger } from '@verity/platform';
+import { DataSource, EntityManager } from 'typeorm';
+import type { Principal } from '../auth/principal';
+import { FieldError, Problem } from '../problem/problem';
+
+export interface ConnectorSettingsView {
+  connector: string;
+  allow_hosts: { host: string; ports?: number[]; allow_private?: boolean }[];
+  spending_caps: { period: string; max_operations?: number; max_amount?: number; amount_field?: string }[];
+  /** Names only: secret values are write-only and never leave the database through the API. */
+  secrets: string[];
+  usage: CapUsage[];
+  updated_at: string | null;
+  updated_by: string | null;
+}
+
+/** Tenant connector settings, managed by the tenant's admin (allowlist, secrets by name, spending caps). */
+@Injectable()
+export class ConnectorSettingsService {
+  constructor(
+    @InjectDataSource() private readonly db: DataSource,
+    private readonly connectors: ConnectorRegistry,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {}
+
+  async list(principal: Principal): Promise<{ data: ConnectorSettingsView[] }> {
+    const data: ConnectorSettingsView[] = [];
+    for (const connector of this.connectors.list())
+      data.push(await this.view(this.db.manager, principal, connector.name));
+    return { data };
+  }
+
+  async get(principal: Principal, connectorName: string): Promise<ConnectorSettingsView> {
+    this.connector(connectorName);
+    return this.view(this.db.manager, principal, connectorName);
+  }
+
+  async put(
+    principal: Principal,
+    connectorName: string,
+    input: ConnectorSettingsInput,
+  ): Promise<ConnectorSettingsView> {
+    const connector = this.connector(connectorName);
+    const errors: FieldError[] = [];
+    if (input.allow_hosts !== undefined && !connector.settings?.allowHosts) {
+      errors.push({
+        field: 'allow_hosts',
+        rule: 'not_applicable',
+        message: `${connectorName} calls a fixed provider; an outbound allowlist applies to http only`,
+      });
+    }
+    if (input.secrets !== undefined && !connector.settings?.secrets) {
+      errors.push({
+        field: 'secrets',
+        rule: 'not_applicable',
+        message: `${connectorName} does not use tenant secrets`,
+      });
+    }
+    if (errors.length > 0) throw Problem.validation(errors);
+
+    const view = await transaction(this.db, async (tx) => {
+      await tx.query(
+        `INSERT INTO tenant_connector_settings (tenant_id, connector, allow_hosts, spending_caps, updated_by)
+         VALUES ($1, $2, coalesce($3::jsonb, '[]'), coalesce($4::jsonb, '[]'), $5)
+         ON CONFLICT (tenant_id, connector) DO UPDATE SET
+           allow_hosts = coalesce($3::jsonb, tenant_connector_settings.allow_hosts),
+           spending_caps = coalesce($4::jsonb, tenant_connector_settings.spending_caps),
+           updated_by = $5, updated_at = now()`,
+        [
+          principal.tenantId,
+          connectorName,
+          input.allow_hosts === undefined ? null : JSON.stringify(input.allow_hosts),
+          input.spending_caps === undefined ? null : JSON.stringify(input.spending_caps),
+          principal.keyId,
+        ],
+      );
+      await this.writeSecrets(tx, principal, connectorName, input.secrets ?? {});
+      const longest = Math.max(0, ...(input.spending_caps ?? []).map((c) => SPENDING_PERIOD_SECONDS[c.period]));
+      if (longest > 0) await backfillSpend(tx, principal.tenantId, connectorName, longest);
+      return this.view(tx, principal, connectorName);
+    });
+    this.logger.info(
+      {
+        tenantId: principal.tenantId,
+        connector: connectorName,
+        by: principal.keyId,
+        allowHosts: view.allow_hosts.length,
+        spendingCaps: view.spending_caps.length,
+        secretNames: Object.keys(input.secrets ?? {}),
+      },
+      'connector settings updated',
+    );
+    return view;
+  }
+
+  async deleteSecret(principal: Principal, connectorName: string, name: string): Promise<void> {
+    this.connector(connectorName);
+    const result = await this.db
+      .getRepository(TenantConnectorSecretEntity)
+      .delete({ tenantId: principal.tenantId, connector: connectorName, name });
+    if (!result.affected) throw Problem.notFound('Secret', name);
+    this.logger.info({ tenantId: principal.tenantId, connector: connectorName, secretName: name }, 'secret deleted');
+  }
+
+  /** Everything for this connector goes: allowlist, caps and secrets (the spending ledger stays: it is history). */
+  async clear(principal: Principal, connectorName: string): Promise<void> {
+    this.connector(connectorName);
+    await transaction(this.db, async (tx) => {
+      await tx.query(`DELETE FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2`, [
+        principal.tenantId,
+        connectorName,
+      ]);
+      await tx.query(`DELETE FROM tenant_connector_settings WHERE tenant_id = $1 AND connector = $2`, [
+        principal.tenantId,
+        connectorName,
+      ]);
+    });
+    this.logger.info({ tenantId: principal.tenantId, connector: connectorName }, 'connector settings cleared');
+  }
+
+  private connector(name: string) {
+    const connector = this.connectors.get(name);
+    if (!connector) throw Problem.notFound('Connector', name);
+    return connector;
+  }
+
+  /**
+   * A database error here would carry the statement's parameters (the secret) into logs; it is replaced by one that
+   * keeps only what the error filter needs to classify it.
+   */
+  private async writeSecrets(
+    tx: EntityManager,
+    principal: Principal,
+    connector: string,
+    secrets: Record<string, string | null>,
+  ): Promise<void> {
+    for (const [name, value] of Object.entries(secrets)) {
+      try {
+        if (value === null) {
+          await tx.query(`DELETE FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2 AND name = $3`, [
+            principal.tenantId,
+            connector,
+            name,
+          ]);
+        } else {
+          await tx.query(
+            `INSERT INTO tenant_connector_secrets (tenant_id, connector, name, value, updated_by) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (tenant_id, connector, name) DO UPDATE SET value = $4, updated_by = $5, updated_at = now()`,
+            [principal.tenantId, connector, name, value, principal.keyId],
+          );
+        }
+      } catch (error) {
+        const code = (error as { code?: string; driverError?: { code?: string } }).driverError?.code;
+        throw Object.assign(new Error(`writing secret ${name} failed`), { code, driverError: { code } });
+      }
+    }
+  }
+
+  private async view(db: EntityManager, principal: Principal, connector: string): Promise<ConnectorSettingsView> {
+    const settings = await loadConnectorSettings(db, principal.tenantId, connector, { withSecrets: false });
+    const [meta] = (await db.query(
+      `SELECT updated_at, updated_by FROM tenant_connector_settings WHERE tenant_id = $1 AND connector = $2`,
+      [principal.tenantId, connector],
+    )) as { updated_at: Date; updated_by: string | null }[];
+    const names = (await db.query(
+      `SELECT name FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2 ORDER BY name`,
+      [principal.tenantId, connector],
+    )) as { name: string }[];
+    const usage: CapUsage[] = [];
+    for (const cap of settings.spendingCaps) {
+      const path = cap.max_amount !== undefined && cap.amount_field ? fieldSegments(cap.amount_field) : null;
+      usage.push(await spendingUsage(db, principal.tenantId, connector, cap, path));
+    }
+    return {
+      connector,
+      allow_hosts: settings.allowHosts,
+      spending_caps: settings.spendingCaps,
+      secrets: names.map((n) => n.name),
+      usage,
+      updated_at: meta ? new Date(meta.updated_at).toISOString() : null,
+      updated_by: meta?.updated_by ?? null,
+    };
+  }
+}

@@ -1,0 +1,17 @@
+import type { Elem } from './browser';
+import type { StatusModel } from './types';
+
+/** What every page gets from the shell. */
+export interface AppContext {
+  navigate(path: string): void;
+  /** A polite screen-reader announcement (and the visible status line). */
+  announce(message: string): void;
+  meaning(operationStatus: string): string | undefined;
+  refreshCounts(): Promise<void>;
+  statusModel(): StatusModel | null;
+}
+
+/** A page renders into `main` and returns what stops its timers and streams when the reviewer leaves it. */
+export type Page = (main: Elem, ctx: AppContext) => () => void;
+
+export const POLL_MS = 2_000;

@@ -1,0 +1,169 @@
+import { doc, Elem, Listener } from './browser';
+import { maskSecrets } from './mask';
+
+export type Child = Elem | string | number | null | undefined | false | Child[];
+type AttrValue = string | number | boolean | null | undefined | Listener;
+
+/**
+ * Builds elements without ever parsing HTML: text goes in as text, so nothing an agent wrote (intent, params,
+ * evidence) can become markup or script in a reviewer's browser.
+ */
+export function h(tag: string, attrs: Record<string, AttrValue> = {}, ...children: Child[]): Elem {
+  const el = doc.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (typeof value === 'function') el.addEventListener(name.replace(/^on/, ''), value);
+    else if (name === 'class') el.className = String(value);
+    else el.setAttribute(name, value === true ? '' : String(value));
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el: Elem, children: Child[]): void {
+  for (const child of children) {
+    if (child === null || child === undefined || child === false) continue;
+    if (Array.isArray(child)) append(el, child);
+    else el.append(typeof child === 'number' ? String(child) : child);
+  }
+}
+
+const pad = (n: number, width = 2) => String(n).padStart(width, '0');
+
+/** Local time, unambiguous and sortable; the ISO value stays in the datetime attribute. */
+export function formatTime(iso: string | null | undefined, withMillis = false): string {
+  if (!iso) return '—';
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return iso;
+  const base = `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  return withMillis ? `${base}.${pad(d.getMilliseconds(), 3)}` : base;
+}
+
+export function relative(iso: string | null | undefined, now = Date.now()): string {
+  if (!iso) return '';
+  const ms = new Date(iso).getTime() - now;
+  const abs = Math.abs(ms);
+  const minutes = Math.round(abs / 60_000);
+  const unit =
+    abs < 60_000
+      ? `${Math.round(abs / 1000)} s`
+      : minutes < 60
+        ? `${minutes} min`
+        : minutes < 24 * 60
+          ? `${Math.floor(minutes / 60)} h${minutes % 60 ? ` ${minutes % 60} min` : ''}`
+          : `${Math.round(minutes / (24 * 60))} d`;
+  return ms >= 0 ? `in ${unit}` : `${unit} ago`;
+}
+
+export function time(iso: string | null | undefined, options: { relative?: boolean; millis?: boolean } = {}): Elem {
+  if (!iso) return h('span', { class: 'muted' }, '—');
+  return h(
+    'time',
+    { datetime: iso, title: iso },
+    formatTime(iso, options.millis),
+    options.relative ? h('span', { class: 'muted' }, ` (${relative(iso)})`) : null,
+  );
+}
+
+/** Masked, pretty JSON in a scrollable, keyboard-focusable block. */
+export function json(value: unknown, label: string): Elem {
+  return h('pre', { class: 'json', tabindex: 0, 'aria-label': label }, JSON.stringify(maskSecrets(value), null, 2));
+}
+
+export function definitions(rows: Array<[string, Child] | null | false>): Elem {
+  return h(
+    'dl',
+    { class: 'facts' },
+    rows
+      .filter((r): r is [string, Child] => Boolean(r))
+      .map(([term, value]) => h('div', {}, h('dt', {}, term), h('dd', {}, value))),
+  );
+}
+
+export function section(id: string, title: string, ...children: Child[]): Elem {
+  return h(
+    'section',
+    { id, class: 'panel', 'aria-labelledby': `${id}-title` },
+    h('h2', { id: `${id}-title` }, title),
+    children,
+  );
+}
+
+const EXECUTION_TONE: Record<string, string> = {
+  completed: 'done',
+  failed: 'bad',
+  cancelled: 'off',
+  expired: 'off',
+  waiting_for_approval: 'attention',
+};
+
+const EFFECT_TONE: Record<string, string> = {
+  VERIFIED: 'good',
+  FAILED: 'bad',
+  UNKNOWN: 'warn',
+  RECONCILING: 'warn',
+  MANUAL_REVIEW: 'review',
+  CANCELLED: 'off',
+  PREPARED: 'idle',
+  SENT: 'pending',
+  ACKNOWLEDGED: 'pending',
+};
+
+/**
+ * The execution status (where the agent's work stands): a rounded, outlined pill with a lowercase value.
+ * Never to be read as "the effect happened".
+ */
+export function executionBadge(status: string): Elem {
+  return h(
+    'span',
+    {
+      class: `badge badge-execution tone-${EXECUTION_TONE[status] ?? 'active'}`,
+      'data-kind': 'execution',
+      'data-status': status,
+    },
+    h('span', { class: 'badge-label' }, 'Execution'),
+    h('span', { class: 'badge-value' }, status),
+  );
+}
+
+/** The operation status (whether the effect occurred in the world): a square, filled tag with an uppercase value. */
+export function effectBadge(status: string, meaning?: string): Elem {
+  return h(
+    'span',
+    {
+      class: `badge badge-effect tone-${EFFECT_TONE[status] ?? 'idle'}`,
+      'data-kind': 'operation',
+      'data-status': status,
+      title: meaning,
+    },
+    h('span', { class: 'badge-label' }, 'Operation effect'),
+    h('span', { class: 'badge-value' }, status),
+  );
+}
+
+export function effectsBadge(summary: string): Elem {
+  return h(
+    'span',
+    { class: `badge badge-summary tone-${summary}`, 'data-kind': 'effects', 'data-status': summary },
+    h('span', { class: 'badge-label' }, 'Effects'),
+    h('span', { class: 'badge-value' }, summary.replace(/_/g, ' ')),
+  );
+}
+
+export function verdictBadge(verdict: string): Elem {
+  return h('span', { class: `verdict verdict-${verdict}`, 'data-verdict': verdict }, verdict.replace(/_/g, ' '));
+}
+
+export function link(href: string, ...children: Child[]): Elem {
+  return h('a', { href }, children);
+}
+
+export function code(text: string): Elem {
+  return h('code', {}, text);
+}
+
+/** replaceChildren that accepts the same children as h() (nulls skipped, arrays flattened). */
+export function fill(el: Elem, ...children: Child[]): void {
+  el.replaceChildren();
+  append(el, children);
+}

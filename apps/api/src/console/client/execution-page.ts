@@ -1,0 +1,251 @@
+import { ApiError, api } from './api';
+import { doc, Elem } from './browser';
+import type { AppContext, Page } from './context';
+import {
+  code,
+  definitions,
+  effectBadge,
+  effectsBadge,
+  executionBadge,
+  h,
+  section,
+  time,
+  verdictBadge,
+  fill,
+} from './dom';
+import { maskString } from './mask';
+import { EFFECTS_TEXT, TERMINAL_EXECUTION } from './status-text';
+import { Timeline, timeline } from './timeline';
+import type { Execution } from './types';
+
+export function executionPage(id: string): Page {
+  return (main, ctx) => executionView(id, main, ctx);
+}
+
+function executionView(id: string, main: Elem, ctx: AppContext): () => void {
+  doc.title = `Execution ${id} · Verity review`;
+  let disposed = false;
+  let tl: Timeline | null = null;
+  let refreshTimer: ReturnType<typeof setTimeout> | null = null;
+  const keys = new Map<string, string>();
+
+  const heading = h('h1', { tabindex: -1 }, 'Execution ', code(id));
+  const lede = h('p', { class: 'lede' }, 'Loading…');
+  const statusPair = h('div', { class: 'status-pair', role: 'group', 'aria-label': 'Status, two separate kinds' });
+  const callout = h('p', { class: 'callout', hidden: true });
+  const body = h('div', { class: 'col-main' });
+  const side = h('div', { class: 'col-side' });
+  fill(
+    main,
+    h(
+      'nav',
+      { class: 'crumbs', 'aria-label': 'Breadcrumb' },
+      h('a', { href: '/console' }, 'Queues'),
+      ' › ',
+      h('span', { 'aria-current': 'page' }, 'Execution'),
+    ),
+    heading,
+    lede,
+    statusPair,
+    callout,
+    h('div', { class: 'layout' }, body, side),
+  );
+
+  let loads = 0;
+  const load = async () => {
+    // Loads overlap (an action's reload, a burst of events); only the latest one may render.
+    const mine = ++loads;
+    try {
+      const execution = await api<Execution>('GET', `/v1/executions/${encodeURIComponent(id)}`);
+      if (disposed || mine !== loads) return;
+      for (const op of execution.operations) keys.set(op.id, op.key);
+      render(execution);
+      if (!tl) {
+        tl = timeline(execution.id, { keyOf: (oid) => keys.get(oid), onEvent: schedule });
+        side.append(tl.element);
+      }
+    } catch (error) {
+      if (disposed) return;
+      lede.textContent =
+        error instanceof ApiError && error.status === 404
+          ? 'No execution with this id is visible to your key.'
+          : `Could not load the execution: ${error instanceof ApiError ? error.detail || error.title : 'the API could not be reached'}.`;
+    }
+  };
+
+  const schedule = () => {
+    if (refreshTimer) clearTimeout(refreshTimer);
+    refreshTimer = setTimeout(() => void load(), 150);
+  };
+
+  function render(execution: Execution): void {
+    doc.title = `Execution ${execution.status} · ${execution.effects.summary} · Verity review`;
+    fill(
+      lede,
+      h('span', {}, 'Intent: ', h('q', {}, maskString(execution.intent))),
+      h('span', {}, ' · Agent ', code(execution.agent_id)),
+      h('span', {}, ' · Created ', time(execution.created_at)),
+    );
+    fill(
+      statusPair,
+      h(
+        'div',
+        { class: 'status-card status-card-execution' },
+        executionBadge(execution.status),
+        h('p', {}, 'Where the agent’s work stands.'),
+      ),
+      h(
+        'div',
+        { class: 'status-card status-card-effect' },
+        effectsBadge(execution.effects.summary),
+        h('p', {}, EFFECTS_TEXT[execution.effects.summary] ?? ''),
+      ),
+    );
+    const uncertain = TERMINAL_EXECUTION.includes(execution.status) && execution.effects.summary !== 'all_verified';
+    callout.hidden = !uncertain;
+    callout.className = `callout callout-${execution.effects.summary === 'unknown' ? 'warn' : 'info'}`;
+    callout.textContent = uncertain
+      ? `The execution is ${execution.status} (the agent’s work is over), but its effects are ${execution.effects.summary.replace(/_/g, ' ')}: check each operation’s effect below.`
+      : '';
+    fill(
+      body,
+      operationsSection(execution, ctx),
+      effectsSection(execution),
+      criteriaSection(execution),
+      execution.failure ? failureSection(execution) : null,
+    );
+  }
+
+  void load();
+  return () => {
+    disposed = true;
+    tl?.dispose();
+    if (refreshTimer) clearTimeout(refreshTimer);
+  };
+}
+
+function operationsSection(execution: Execution, ctx: AppContext): Elem {
+  return section(
+    'operations',
+    `Operations (${execution.operations.length})`,
+    h(
+      'table',
+      { class: 'stack' },
+      h(
+        'thead',
+        {},
+        h(
+          'tr',
+          {},
+          ['Operation', 'Connector › action', 'Operation effect', 'Reason', 'Retry', 'Sent'].map((t) =>
+            h('th', { scope: 'col' }, t),
+          ),
+        ),
+      ),
+      h(
+        'tbody',
+        {},
+        execution.operations.map((op) =>
+          h(
+            'tr',
+            { 'data-operation-id': op.id },
+            h(
+              'td',
+              { 'data-label': 'Operation' },
+              h('a', { href: `/console/operations/${op.id}` }, h('span', { class: 'op-key' }, op.key)),
+            ),
+            h('td', { 'data-label': 'Connector › action' }, `${op.connector} › ${op.action}`),
+            h(
+              'td',
+              { 'data-label': 'Operation effect', class: 'cell-badge' },
+              effectBadge(op.status, ctx.meaning(op.status)),
+            ),
+            h('td', { 'data-label': 'Reason' }, op.terminal_reason ? code(op.terminal_reason) : '—'),
+            h('td', { 'data-label': 'Retry' }, code(op.retry)),
+            h('td', { 'data-label': 'Sent' }, op.attempt > 0 ? `${op.attempt}×` : 'never'),
+          ),
+        ),
+      ),
+    ),
+  );
+}
+
+function effectsSection(execution: Execution): Elem {
+  const counts = Object.entries(execution.effects.counts).filter(([, n]) => n > 0);
+  return section(
+    'effects',
+    'Effects summary',
+    h('p', {}, effectsBadge(execution.effects.summary), ' ', EFFECTS_TEXT[execution.effects.summary] ?? ''),
+    definitions(counts.map(([status, n]): [string, string] => [status, String(n)])),
+  );
+}
+
+function criteriaSection(execution: Execution): Elem {
+  if (execution.criteria.length === 0) {
+    return section('criteria', 'Criteria', h('p', { class: 'muted' }, 'The agent declared no criteria.'));
+  }
+  const results = execution.criteria_results;
+  return section(
+    'criteria',
+    'Criteria',
+    results ? null : h('p', { class: 'muted' }, 'Verdicts are given once every operation has settled.'),
+    h(
+      'table',
+      { class: 'stack' },
+      h(
+        'thead',
+        {},
+        h(
+          'tr',
+          {},
+          ['Criterion', 'Operation', 'Expected', 'Verdict', 'Evidence'].map((t) => h('th', { scope: 'col' }, t)),
+        ),
+      ),
+      h(
+        'tbody',
+        {},
+        execution.criteria.map((criterion) => {
+          const verdict = results?.find((r) => r.key === criterion.key);
+          return h(
+            'tr',
+            { 'data-criterion': criterion.key },
+            h('td', { 'data-label': 'Criterion' }, code(criterion.key)),
+            h('td', { 'data-label': 'Operation' }, criterion.operation),
+            h('td', { 'data-label': 'Expected' }, code(criterion.expect_status)),
+            h(
+              'td',
+              { 'data-label': 'Verdict' },
+              verdict ? verdictBadge(verdict.verdict) : h('span', { class: 'muted' }, 'pending'),
+            ),
+            h(
+              'td',
+              { 'data-label': 'Evidence' },
+              verdict?.evidence_event_ids.length
+                ? verdict.evidence_event_ids.map((eventId, i) => [
+                    i ? ', ' : '',
+                    h('a', { href: `#${eventId}`, class: 'event-link' }, eventId),
+                  ])
+                : '—',
+            ),
+          );
+        }),
+      ),
+    ),
+  );
+}
+
+function failureSection(execution: Execution): Elem {
+  const f = execution.failure!;
+  return section(
+    'failure',
+    'Failure',
+    definitions([
+      ['Code', code(f.code)],
+      ['Phase', f.phase],
+      ['Category', f.category],
+      ['Retryable', f.retryable ? 'yes' : 'no'],
+      ['Message', f.message],
+      ['At', time(f.at)],
+    ]),
+  );
+}

@@ -1,0 +1,58 @@
+/**
+ * Secret masking shared by the review API and the browser console (this file is shipped to the browser as is,
+ * so it must stay free of imports). Reviewers judge whether an effect happened; they never need a credential
+ * to do it, so values under secret-looking keys, `{{secret:…}}` references, bearer tokens and secret-looking
+ * query parameters are replaced before anything is shown.
+ */
+export const MASK = '••••••';
+
+const SECRET_KEY_PARTS = [
+  'token',
+  'secret',
+  'password',
+  'passwd',
+  'passphrase',
+  'authorization',
+  'apikey',
+  'credential',
+  'privatekey',
+  'cookie',
+  'signature',
+  'cvv',
+  'cvc',
+  'cardnumber',
+];
+
+export function isSecretKey(key: string): boolean {
+  const normalized = key.toLowerCase().replace(/[^a-z0-9]/g, '');
+  return SECRET_KEY_PARTS.some((part) => normalized.includes(part));
+}
+
+export function maskString(value: string): string {
+  return value
+    .replace(/\{\{\s*secret:[^}]*\}\}/gi, `{{secret:${MASK}}}`)
+    .replace(/\b(Bearer|Basic)\s+[^\s"',;]+/gi, `$1 ${MASK}`)
+    .replace(
+      /([?&][^=&#\s]*(?:token|secret|password|key|signature|auth)[^=&#\s]*=)[^&#\s]*/gi,
+      (_match, name: string) => `${name}${MASK}`,
+    );
+}
+
+export function maskSecrets<T>(value: T): T {
+  return maskValue(value, 0) as T;
+}
+
+function maskValue(value: unknown, depth: number): unknown {
+  if (depth > 32) return MASK;
+  if (typeof value === 'string') return maskString(value);
+  if (Array.isArray(value)) return value.map((item) => maskValue(item, depth + 1));
+  if (value && typeof value === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [key, inner] of Object.entries(value as Record<string, unknown>)) {
+      out[key] =
+        isSecretKey(key) && inner !== null && inner !== undefined && inner !== '' ? MASK : maskValue(inner, depth + 1);
+    }
+    return out;
+  }
+  return value;
+}

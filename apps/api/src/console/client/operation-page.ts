@@ -1,0 +1,431 @@
+import { ApiError, api } from './api';
+import { doc, Elem } from './browser';
+import type { AppContext, Page } from './context';
+import { code, definitions, effectBadge, executionBadge, h, json, link, relative, section, time, fill } from './dom';
+import { maskString } from './mask';
+import { escalationText } from './queues-page';
+import { divergence } from './status-text';
+import { Timeline, timeline } from './timeline';
+import type { Execution, OperationDetail, TimelineEvent } from './types';
+
+const RESOLUTION_TEXT: Record<string, string> = {
+  VERIFIED: 'the effect happened (confirmed outside Verity)',
+  FAILED: 'no effect exists',
+  SENT: 'release it: send it now',
+  CANCELLED: 'never send it',
+};
+
+export function operationPage(id: string): Page {
+  return (main, ctx) => operationView(id, main, ctx);
+}
+
+function operationView(id: string, main: Elem, ctx: AppContext): () => void {
+  doc.title = `Operation ${id} · Verity review`;
+  let disposed = false;
+  let tl: Timeline | null = null;
+  let refreshTimer: ReturnType<typeof setTimeout> | null = null;
+  let actionSignature = '';
+  let busy = false;
+  const keys = new Map<string, string>();
+
+  const crumbs = h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '/console' }, 'Queues'));
+  const heading = h('h1', { tabindex: -1 }, 'Operation ', code(id));
+  const lede = h('p', { class: 'lede' }, 'Loading…');
+  const statusPair = h('div', { class: 'status-pair', role: 'group', 'aria-label': 'Status, two separate kinds' });
+  const callout = h('p', { class: 'callout', hidden: true });
+  const result = h('p', { class: 'result', role: 'status' });
+  const actions = h('section', { id: 'actions', class: 'panel actions', 'aria-labelledby': 'actions-title' });
+  const details = h('div', { class: 'details' });
+  const side = h('div', { class: 'col-side' });
+  fill(
+    main,
+    crumbs,
+    heading,
+    lede,
+    statusPair,
+    callout,
+    h('div', { class: 'layout' }, h('div', { class: 'col-main' }, result, actions, details), side),
+  );
+
+  let loads = 0;
+  const load = async () => {
+    // Loads overlap (an action's reload, a burst of events); only the latest one may render.
+    const mine = ++loads;
+    try {
+      const op = await api<OperationDetail>('GET', `/v1/operations/${encodeURIComponent(id)}`);
+      const execution = await api<Execution>('GET', `/v1/executions/${encodeURIComponent(op.execution_id)}`);
+      if (disposed || mine !== loads) return;
+      for (const sibling of execution.operations) keys.set(sibling.id, sibling.key);
+      render(op, execution);
+      if (!tl) {
+        tl = timeline(op.execution_id, { focusOperationId: op.id, keyOf: (oid) => keys.get(oid), onEvent: schedule });
+        side.append(tl.element);
+      }
+    } catch (error) {
+      if (disposed) return;
+      if (error instanceof ApiError && error.status === 404) {
+        lede.textContent = 'No operation with this id is visible to your key.';
+        fill(statusPair);
+        actions.hidden = true;
+        return;
+      }
+      result.textContent = `Could not load the operation: ${error instanceof ApiError ? error.detail || error.title : 'the API could not be reached'}.`;
+    }
+  };
+
+  const schedule = (event?: TimelineEvent) => {
+    if (event && event.operation_id && event.operation_id !== id && !event.type.startsWith('execution')) {
+      if (keys.has(event.operation_id)) return;
+    }
+    if (refreshTimer) clearTimeout(refreshTimer);
+    refreshTimer = setTimeout(() => void load(), 150);
+  };
+
+  function render(op: OperationDetail, execution: Execution): void {
+    doc.title = `${op.key} · ${op.status} · Verity review`;
+    fill(
+      crumbs,
+      h('a', { href: '/console' }, 'Queues'),
+      ' › ',
+      h('a', { href: `/console/executions/${execution.id}` }, 'Execution ', code(execution.id)),
+      ' › ',
+      h('span', { 'aria-current': 'page' }, op.key),
+    );
+    fill(heading, 'Operation ', h('span', { class: 'op-key' }, op.key));
+    fill(
+      lede,
+      h('span', {}, 'Intent: ', h('q', {}, maskString(execution.intent))),
+      h('span', {}, ' · Agent ', code(execution.agent_id)),
+      h('span', {}, ' · Operation ', code(op.id)),
+    );
+    fill(
+      statusPair,
+      h(
+        'div',
+        { class: 'status-card status-card-execution' },
+        executionBadge(execution.status),
+        h(
+          'p',
+          {},
+          'Where the agent’s work stands. ',
+          h('a', { href: `/console/executions/${execution.id}` }, 'Open the execution'),
+        ),
+      ),
+      h(
+        'div',
+        { class: 'status-card status-card-effect' },
+        effectBadge(op.status, ctx.meaning(op.status)),
+        h('p', {}, 'Whether the effect occurred in the world: ', ctx.meaning(op.status) ?? op.status, '.'),
+      ),
+    );
+    const note = divergence(execution, op);
+    callout.hidden = !note;
+    callout.className = `callout callout-${note?.tone ?? 'info'}`;
+    callout.textContent = note?.text ?? '';
+
+    const signature = `${op.status}|${op.approval?.state ?? ''}|${op.permitted_resolutions.join(',')}|${op.recovery_obligation?.resolution?.status ?? ''}`;
+    if (signature !== actionSignature && !busy) {
+      actionSignature = signature;
+      renderActions(op);
+    }
+    fill(
+      details,
+      requestSection(op),
+      evidenceSection(op),
+      op.recovery_obligation ? obligationSection(op) : null,
+      op.approval ? approvalSection(op) : null,
+    );
+  }
+
+  function renderActions(op: OperationDetail): void {
+    actions.hidden = false;
+    const title = h('h2', { id: 'actions-title' }, 'Actions');
+    const error = h('p', { class: 'error', role: 'alert' });
+    if (op.status === 'PREPARED' && op.approval?.state === 'requested') {
+      const reason = h('textarea', {
+        id: 'decision-reason',
+        rows: 3,
+        maxlength: 2000,
+        'aria-describedby': 'decision-reason-hint',
+      });
+      const buttons: Elem[] = [];
+      const decide = async (decision: 'approve' | 'deny') => {
+        const text = reason.value.trim();
+        if (decision === 'deny' && !text) {
+          error.textContent = 'Give a reason to deny: it is recorded with the decision.';
+          reason.focus();
+          return;
+        }
+        await act(
+          buttons,
+          error,
+          `/v1/operations/${encodeURIComponent(op.id)}/approval`,
+          { decision, reason: text || undefined },
+          decision === 'approve'
+            ? 'Approved. The operation is dispatched next; its effect status updates below.'
+            : 'Denied. The operation is cancelled and will never be sent.',
+        );
+      };
+      buttons.push(
+        h(
+          'button',
+          { type: 'button', class: 'primary', id: 'approve', onclick: () => void decide('approve') },
+          'Approve',
+        ),
+        h('button', { type: 'button', class: 'danger', id: 'deny', onclick: () => void decide('deny') }, 'Deny'),
+      );
+      fill(
+        actions,
+        title,
+        h(
+          'p',
+          {},
+          'The agent asked for approval before this operation is sent. ',
+          op.irreversible ? h('strong', {}, 'It cannot be undone once sent.') : null,
+        ),
+        h(
+          'form',
+          { id: 'approval-form', method: 'post', onsubmit: (event) => event.preventDefault() },
+          h('label', { for: 'decision-reason' }, 'Reason for the decision'),
+          reason,
+          h('p', { id: 'decision-reason-hint', class: 'hint' }, 'Recorded with the decision. Required to deny.'),
+          error,
+          h('div', { class: 'buttons' }, buttons),
+        ),
+      );
+      return;
+    }
+    if (op.permitted_resolutions.length > 0) {
+      const evidence = h('textarea', {
+        id: 'resolution-evidence',
+        rows: 4,
+        maxlength: 10000,
+        required: true,
+        'aria-describedby': 'resolution-evidence-hint',
+      });
+      const buttons: Elem[] = op.permitted_resolutions.map((status) =>
+        h(
+          'button',
+          {
+            type: 'button',
+            class: status === 'VERIFIED' ? 'primary' : status === 'SENT' ? 'warning' : 'danger',
+            'data-resolution': status,
+            onclick: async () => {
+              const text = evidence.value.trim();
+              if (!text) {
+                error.textContent = 'Describe the evidence first: a resolution without evidence is refused.';
+                evidence.focus();
+                return;
+              }
+              await act(
+                buttons,
+                error,
+                `/v1/operations/${encodeURIComponent(op.id)}/resolve`,
+                { status, evidence: text },
+                status === 'SENT'
+                  ? 'Release recorded. The dispatcher sends the operation next.'
+                  : `Resolved as ${status}. The evidence is stored with the operation.`,
+              );
+            },
+          },
+          `Resolve as ${status}`,
+          h('span', { class: 'button-sub' }, RESOLUTION_TEXT[status] ?? ''),
+        ),
+      );
+      const forbidden = ['VERIFIED', 'FAILED', 'SENT', 'CANCELLED'].filter(
+        (s) => !op.permitted_resolutions.includes(s),
+      );
+      const releasing = op.recovery_obligation?.resolution?.status === 'SENT';
+      fill(
+        actions,
+        title,
+        releasing
+          ? h(
+              'p',
+              { class: 'callout callout-info' },
+              'A release was requested; the dispatcher sends the operation next.',
+            )
+          : null,
+        h(
+          'form',
+          { id: 'resolve-form', method: 'post', onsubmit: (event) => event.preventDefault() },
+          h('label', { for: 'resolution-evidence' }, 'Evidence of the real outcome'),
+          evidence,
+          h(
+            'p',
+            { id: 'resolution-evidence-hint', class: 'hint' },
+            'What shows the real outcome: ',
+            op.recovery_obligation?.evidence_required ?? 'evidence of the operation’s real outcome',
+            '.',
+          ),
+          error,
+          h('div', { class: 'buttons' }, buttons),
+          forbidden.length
+            ? h(
+                'p',
+                { class: 'hint', id: 'not-permitted' },
+                `Not permitted for this operation: ${forbidden.join(', ')}`,
+                op.attempt > 0 ? ' (it was already sent: sending again could repeat the effect).' : '.',
+              )
+            : null,
+        ),
+      );
+      return;
+    }
+    fill(
+      actions,
+      title,
+      h(
+        'p',
+        { id: 'no-actions' },
+        `No reviewer action is permitted while the operation is ${op.status}`,
+        op.status === 'PREPARED' && op.approval?.state === 'granted' ? ' (approved; waiting to be dispatched)' : '',
+        '. Retry rule: ',
+        code(op.retry),
+        '.',
+      ),
+    );
+  }
+
+  async function act(buttons: Elem[], error: Elem, path: string, body: unknown, success: string): Promise<void> {
+    busy = true;
+    for (const b of buttons) b.disabled = true;
+    error.textContent = '';
+    try {
+      await api('POST', path, { body });
+      result.textContent = success;
+      ctx.announce(success);
+      busy = false;
+      actionSignature = '';
+      await load();
+      tl?.resume();
+    } catch (e) {
+      busy = false;
+      for (const b of buttons) b.disabled = false;
+      error.textContent =
+        e instanceof ApiError
+          ? `Refused (${e.status}): ${e.detail || e.title}`
+          : 'The API could not be reached; nothing was changed.';
+      if (e instanceof ApiError && e.status === 409) await load();
+    }
+  }
+
+  void load();
+  return () => {
+    disposed = true;
+    tl?.dispose();
+    if (refreshTimer) clearTimeout(refreshTimer);
+  };
+}
+
+function requestSection(op: OperationDetail): Elem {
+  return section(
+    'request',
+    'Request',
+    definitions([
+      ['Connector', code(op.connector)],
+      ['Action', code(op.action)],
+      ['Key', code(op.key)],
+      ['Irreversible', op.irreversible ? 'yes' : 'no'],
+      ['Requires approval', op.requires_approval ? 'yes' : 'no'],
+      [
+        'Verification',
+        op.verification_method
+          ? code(op.verification_method)
+          : h('span', {}, 'none: this connector cannot read back, so only a human with evidence can make it VERIFIED'),
+      ],
+      ['Depends on', op.depends_on.length ? op.depends_on.join(', ') : '—'],
+      ['Times sent', String(op.attempt)],
+      ['Retry rule', code(op.retry)],
+      op.terminal_reason ? ['Reason', code(op.terminal_reason)] : null,
+      op.no_change_required ? ['No change required', 'the source already held the requested state'] : null,
+      ['Sent at', time(op.sent_at)],
+      ['Acknowledged at', time(op.acknowledged_at)],
+      op.retry_of ? ['Retry of', link(`/console/operations/${op.retry_of}`, code(op.retry_of))] : null,
+    ]),
+    h('h3', {}, 'Params ', h('span', { class: 'muted' }, '(secrets masked)')),
+    json(op.params, 'Params, secrets masked'),
+    op.expected_state ? [h('h3', {}, 'Expected state'), json(op.expected_state, 'Expected state')] : null,
+  );
+}
+
+function evidenceSection(op: OperationDetail): Elem {
+  const evidence = op.evidence;
+  if (!evidence) return section('evidence', 'Evidence', h('p', { class: 'muted' }, 'Nothing has been read back yet.'));
+  const { method, source, read_at, record, found, resolution, ...rest } = evidence as Record<string, unknown> & {
+    resolution?: { status: string; evidence: string; by: string; at: string };
+  };
+  return section(
+    'evidence',
+    'Evidence',
+    definitions([
+      ['Method', method ? code(String(method)) : '—'],
+      typeof source === 'string' ? ['Read from', code(maskString(source))] : null,
+      typeof read_at === 'string' ? ['Read at', time(read_at, { relative: true })] : null,
+      found !== undefined || record !== undefined ? ['Found at the source', found === false ? 'no' : 'yes'] : null,
+    ]),
+    record !== undefined ? [h('h3', {}, 'What was read back'), json(record, 'Record read back')] : null,
+    resolution
+      ? [
+          h('h3', {}, 'Human resolution'),
+          definitions([
+            ['Resolved as', code(resolution.status)],
+            ['By key', code(resolution.by)],
+            ['At', time(resolution.at, { relative: true })],
+          ]),
+          h('blockquote', { class: 'resolution-evidence' }, maskString(resolution.evidence)),
+        ]
+      : null,
+    Object.keys(rest).length ? [h('h3', {}, 'More'), json(rest, 'More evidence')] : null,
+  );
+}
+
+function obligationSection(op: OperationDetail): Elem {
+  const o = op.recovery_obligation!;
+  const open = op.status === 'MANUAL_REVIEW';
+  const overdue = open && new Date(o.due_at).getTime() < Date.now();
+  return section(
+    'obligation',
+    open ? 'Recovery obligation' : 'Recovery obligation (closed)',
+    definitions([
+      ['Reason', code(o.reason)],
+      ['Owner', o.owner],
+      ['Evidence required', o.evidence_required],
+      ['Permitted actions', o.permitted_actions.join(', ') || '—'],
+      [
+        open ? 'Due' : 'Was due',
+        h(
+          'span',
+          {},
+          time(o.due_at),
+          open
+            ? [' ', h('span', { class: overdue ? 'tag tag-bad' : 'muted' }, overdue ? 'overdue' : relative(o.due_at))]
+            : null,
+        ),
+      ],
+      ['Escalation', open || o.escalated_at ? escalationText(o.escalated_at, o.escalation_target) : 'not escalated'],
+      o.resolution
+        ? [
+            'Resolution',
+            h('span', {}, code(o.resolution.status), ' by ', code(o.resolution.by), ' ', time(o.resolution.at)),
+          ]
+        : null,
+    ]),
+  );
+}
+
+function approvalSection(op: OperationDetail): Elem {
+  const a = op.approval!;
+  return section(
+    'approval',
+    'Approval',
+    definitions([
+      ['State', h('span', { class: `tag tag-${a.state}` }, a.state)],
+      ['Requested', time(a.requested_at, { relative: true })],
+      a.decided_at ? ['Decided', time(a.decided_at, { relative: true })] : null,
+      a.decided_by ? ['Decided by key', code(a.decided_by)] : null,
+      a.reason ? ['Reason', a.reason] : null,
+      a.expires_at ? ['Grant expires', time(a.expires_at, { relative: true })] : null,
+    ]),
+  );
+}

@@ -1,0 +1,38 @@
+import type { Execution, Operation } from './types';
+
+export const TERMINAL_EXECUTION = ['completed', 'failed', 'cancelled', 'expired'];
+
+const UNCERTAIN_EFFECT = ['SENT', 'ACKNOWLEDGED', 'UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW'];
+
+export const EFFECTS_TEXT: Record<string, string> = {
+  all_verified: 'Every operation is VERIFIED: each effect was confirmed against its source.',
+  partial: 'Some effects are verified and others never happened (failed or cancelled).',
+  none: 'No effect exists: every operation failed, was cancelled or was never sent.',
+  unverified: 'Effects were accepted by the provider but not all of them can be read back to confirm them.',
+  unknown: 'At least one effect may or may not exist (sent, unknown, reconciling or in manual review).',
+};
+
+/**
+ * When the agent's work is over but the effect is not confirmed, say so in words: a green "completed" must never
+ * be read as "it happened".
+ */
+export function divergence(
+  execution: Pick<Execution, 'status'>,
+  op: Pick<Operation, 'status' | 'verification_method' | 'attempt'>,
+): { tone: 'warn' | 'info'; text: string } | null {
+  if (!TERMINAL_EXECUTION.includes(execution.status) || op.status === 'VERIFIED') return null;
+  const head = `The execution is ${execution.status} (the agent’s work is over), but this operation’s effect is ${op.status}: `;
+  if (op.status === 'ACKNOWLEDGED' && op.verification_method !== 'read_after_write') {
+    return {
+      tone: 'info',
+      text: `${head}the provider accepted it, and nothing can be read back to confirm it happened.`,
+    };
+  }
+  if (op.status === 'MANUAL_REVIEW' && op.attempt === 0) {
+    return { tone: 'warn', text: `${head}it was never sent and is held for a reviewer’s decision.` };
+  }
+  if (UNCERTAIN_EFFECT.includes(op.status)) {
+    return { tone: 'warn', text: `${head}it may or may not have happened in the world. Never retry it blindly.` };
+  }
+  return { tone: 'info', text: `${head}no effect exists.` };
+}

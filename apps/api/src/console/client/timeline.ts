@@ -1,0 +1,167 @@
+import { ApiError, readEventStream } from './api';
+import type { Elem } from './browser';
+import { h, json, time } from './dom';
+import { maskString } from './mask';
+import type { TimelineEvent } from './types';
+
+export interface Timeline {
+  readonly element: Elem;
+  /** Re-opens the stream after it ended (a reviewer's action appends events to a settled execution). */
+  resume(): void;
+  dispose(): void;
+}
+
+type StreamState = 'connecting' | 'live' | 'reconnecting' | 'ended' | 'error';
+
+const STATE_TEXT: Record<StreamState, string> = {
+  connecting: 'Connecting to the live stream…',
+  live: 'Live: new events appear as they are recorded.',
+  reconnecting: 'Connection lost; reconnecting and resuming after the last event received…',
+  ended: 'Stream ended: the execution and every operation have settled. It reopens after any action taken here.',
+  error: 'The stream could not be opened.',
+};
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * The execution's event log, kept live over SSE (fetch + Bearer header), resuming with Last-Event-ID after a drop
+ * so nothing is missed or shown twice.
+ */
+export function timeline(
+  executionId: string,
+  options: {
+    focusOperationId?: string;
+    keyOf: (operationId: string) => string | undefined;
+    onEvent: (event: TimelineEvent) => void;
+  },
+): Timeline {
+  const list = h('ol', { class: 'events', 'aria-label': 'Events, oldest first' });
+  const state = h('p', { class: 'stream-state', role: 'status' });
+  const count = h('span', { class: 'count' }, '0');
+  const element = h(
+    'section',
+    { id: 'timeline', class: 'panel timeline', 'aria-labelledby': 'timeline-title' },
+    h('h2', { id: 'timeline-title' }, 'Event timeline ', count),
+    state,
+    list,
+  );
+  const seen = new Set<string>();
+  let lastEventId: string | null = null;
+  let disposed = false;
+  let running = false;
+  let current: AbortController | null = null;
+
+  const setState = (next: StreamState, detail = '') => {
+    state.dataset.state = next;
+    state.textContent = detail ? `${STATE_TEXT[next]} ${detail}` : STATE_TEXT[next];
+  };
+
+  const add = (event: TimelineEvent) => {
+    if (seen.has(event.id)) return;
+    seen.add(event.id);
+    list.append(renderEvent(event, options.focusOperationId, options.keyOf));
+    count.textContent = String(seen.size);
+    options.onEvent(event);
+  };
+
+  const run = async () => {
+    if (running || disposed) return;
+    running = true;
+    let delay = 1000;
+    try {
+      while (!disposed) {
+        const controller = new AbortController();
+        current = controller;
+        let ended = false;
+        setState(seen.size ? 'live' : 'connecting');
+        try {
+          await readEventStream(
+            `/v1/executions/${encodeURIComponent(executionId)}/stream`,
+            lastEventId,
+            controller.signal,
+            (frame) => {
+              if (frame.event === 'end') {
+                ended = true;
+                return;
+              }
+              setState('live');
+              const event = JSON.parse(frame.data) as TimelineEvent;
+              lastEventId = frame.id ?? event.id;
+              delay = 1000;
+              add(event);
+            },
+          );
+        } catch (error) {
+          if (disposed) return;
+          if (error instanceof ApiError && error.status !== 429 && error.status < 500) {
+            setState('error', `${error.title}: ${error.detail}`);
+            return;
+          }
+        }
+        if (disposed) return;
+        if (ended) {
+          setState('ended');
+          return;
+        }
+        setState('reconnecting');
+        await sleep(delay);
+        delay = Math.min(delay * 2, 10_000);
+      }
+    } finally {
+      running = false;
+    }
+  };
+
+  void run();
+  return {
+    element,
+    resume: () => void run(),
+    dispose: () => {
+      disposed = true;
+      current?.abort();
+    },
+  };
+}
+
+function renderEvent(event: TimelineEvent, focus: string | undefined, keyOf: (id: string) => string | undefined): Elem {
+  const subject = event.operation_id ? (keyOf(event.operation_id) ?? event.operation_id) : 'execution';
+  const { reason, actor, ...rest } = event.data ?? {};
+  const mine = !focus || !event.operation_id || event.operation_id === focus;
+  const move =
+    event.from_status || event.to_status
+      ? h(
+          'span',
+          { class: 'move' },
+          h('span', { class: 'subject' }, `${subject}: `),
+          event.from_status ? h('span', { class: 'from' }, event.from_status) : null,
+          event.from_status ? ' → ' : null,
+          h('strong', { class: 'to' }, event.to_status ?? ''),
+        )
+      : h('span', { class: 'move' }, h('span', { class: 'subject' }, subject));
+  return h(
+    'li',
+    {
+      id: event.id,
+      class: `event${mine ? '' : ' event-other'}`,
+      'data-type': event.type,
+      'data-to': event.to_status ?? undefined,
+      'data-operation': event.operation_id ?? undefined,
+    },
+    h(
+      'div',
+      { class: 'event-head' },
+      time(event.created_at, { millis: true }),
+      h('span', { class: 'event-type' }, event.type),
+    ),
+    h(
+      'div',
+      { class: 'event-body' },
+      move,
+      reason ? h('span', { class: 'reason' }, ` · ${maskString(String(reason))}`) : null,
+      actor === 'human' ? h('span', { class: 'actor' }, ' · by a reviewer') : null,
+    ),
+    Object.keys(rest).length
+      ? h('details', {}, h('summary', {}, 'Details'), json(rest, `Details of event ${event.id}`))
+      : null,
+  );
+}

@@ -1,0 +1,101 @@
+import { Controller, Get, Query, applyDecorators } from '@nestjs/common';
+import { ApiBearerAuth, ApiOkResponse, ApiOperation, ApiQuery, ApiTags } from '@nestjs/swagger';
+import { TERMINAL_REASONS, TerminalReason } from '@verity/status-model';
+import { z } from 'zod';
+import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
+import { parseQuery } from '../executions/executions.controller';
+import { schemaRef } from '../openapi';
+import { ReviewService } from './review.service';
+
+const QueueQuery = z.strictObject({
+  connector: z.string().trim().max(100).optional(),
+  q: z.string().trim().max(200).optional(),
+  cursor: z.string().max(100).optional(),
+  limit: z.coerce.number().int().min(1).max(200).default(50),
+});
+const ManualReviewQuery = QueueQuery.extend({
+  reason: z.enum(TERMINAL_REASONS as [TerminalReason, ...TerminalReason[]]).optional(),
+  escalated: z
+    .enum(['true', 'false'])
+    .transform((v) => v === 'true')
+    .optional(),
+});
+
+const QUEUE_ITEM = {
+  type: 'object',
+  properties: {
+    operation: schemaRef('Operation'),
+    execution: {
+      type: 'object',
+      nullable: true,
+      properties: {
+        id: { type: 'string' },
+        status: { type: 'string' },
+        agent_id: { type: 'string' },
+        intent: { type: 'string' },
+        created_at: { type: 'string' },
+      },
+    },
+  },
+};
+const QUEUE_PAGE = {
+  schema: {
+    type: 'object',
+    properties: {
+      data: { type: 'array', items: QUEUE_ITEM },
+      total: { type: 'integer', description: 'every match of the filter, not just this page' },
+      next_cursor: { type: 'string', nullable: true },
+    },
+  },
+};
+const QueueQueries = () =>
+  applyDecorators(
+    ApiQuery({ name: 'connector', required: false }),
+    ApiQuery({ name: 'q', required: false, description: 'operation or execution id, key, action, intent or agent' }),
+    ApiQuery({ name: 'cursor', required: false }),
+    ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 200 } }),
+    ApiOkResponse(QUEUE_PAGE),
+  );
+
+/** The review console's work queues (reviewer role). Params in these views are masked: reviewers need no secrets. */
+@ApiTags('review')
+@ApiBearerAuth()
+@Roles('reviewer')
+@Controller('v1/review')
+export class ReviewController {
+  constructor(private readonly review: ReviewService) {}
+
+  @Get('summary')
+  @ApiOperation({ summary: 'How many operations await approval or a manual review (reviewer)' })
+  @ApiOkResponse({
+    schema: {
+      type: 'object',
+      properties: {
+        approvals: { type: 'integer' },
+        manual_reviews: { type: 'integer' },
+        escalated: { type: 'integer' },
+        overdue: { type: 'integer' },
+        as_of: { type: 'string' },
+      },
+    },
+  })
+  summary(@CurrentPrincipal() principal: Principal) {
+    return this.review.counts(principal);
+  }
+
+  @Get('approvals')
+  @ApiOperation({ summary: 'PREPARED operations whose approval is requested, newest first (reviewer)' })
+  @QueueQueries()
+  approvals(@CurrentPrincipal() principal: Principal, @Query() query: unknown) {
+    return this.review.list(principal, 'approvals', parseQuery(QueueQuery, query));
+  }
+
+  @Get('manual-reviews')
+  @ApiOperation({ summary: 'MANUAL_REVIEW operations with their recovery obligation, newest first (reviewer)' })
+  @QueueQueries()
+  @ApiQuery({ name: 'reason', required: false, enum: TERMINAL_REASONS })
+  @ApiQuery({ name: 'escalated', required: false, enum: ['true', 'false'] })
+  manualReviews(@CurrentPrincipal() principal: Principal, @Query() query: unknown) {
+    return this.review.list(principal, 'manual_reviews', parseQuery(ManualReviewQuery, query));
+  }
+}

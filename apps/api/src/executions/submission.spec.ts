@@ -1,0 +1,147 @@
+import { ConnectorRegistry } from '@verity/connectors';
+import { LIMITS, validateSubmission } from './submission';
+
+const registry = new ConnectorRegistry();
+
+function charge(key: string, extra: Record<string, unknown> = {}) {
+  return {
+    key,
+    connector: 'sandbox.payments',
+    action: 'charge',
+    params: { amount: 100, currency: 'EUR', reference: `ref-${key}` },
+    ...extra,
+  };
+}
+
+function errorsOf(body: unknown) {
+  const result = validateSubmission(body, registry);
+  return 'errors' in result ? result.errors : [];
+}
+
+describe('validateSubmission', () => {
+  it('accepts the DESIGN §5 example shape', () => {
+    const result = validateSubmission(
+      {
+        agent_id: 'billing-bot',
+        intent: 'Charge order 1234',
+        deadline_seconds: 600,
+        operations: [
+          charge('charge', {
+            irreversible: true,
+            verification_method: 'read_after_write',
+            expected_state: { charged: false },
+          }),
+          {
+            key: 'notify',
+            connector: 'sandbox.sms',
+            action: 'send',
+            params: { to: '+15550100', body: 'Paid', client_ref: 'order-1234-sms' },
+            depends_on: ['charge'],
+          },
+        ],
+        criteria: [{ key: 'paid', operation: 'charge', expect_status: 'VERIFIED' }],
+      },
+      registry,
+    );
+    expect(result).toHaveProperty('ok');
+  });
+
+  it('names unknown fields at every level instead of dropping them', () => {
+    const errors = errorsOf({
+      agent_id: 'a',
+      intent: 'i',
+      tenant_id: 'x',
+      operations: [charge('c', { status: 'VERIFIED' })],
+    });
+    expect(errors).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ field: 'tenant_id', rule: 'unknown_field' }),
+        expect.objectContaining({ field: 'operations[0].status', rule: 'unknown_field' }),
+      ]),
+    );
+  });
+
+  it('rejects an unknown connector and an unknown action with the catalogue rule', () => {
+    expect(errorsOf({ agent_id: 'a', intent: 'i', operations: [charge('c', { connector: 'nope' })] })).toEqual([
+      expect.objectContaining({ field: 'operations[0].connector', rule: 'known_connector' }),
+    ]);
+    expect(errorsOf({ agent_id: 'a', intent: 'i', operations: [charge('c', { action: 'refund' })] })).toEqual([
+      expect.objectContaining({ field: 'operations[0].action', rule: 'known_action' }),
+    ]);
+  });
+
+  it("checks params against the connector's schema", () => {
+    const errors = errorsOf({
+      agent_id: 'a',
+      intent: 'i',
+      operations: [charge('c', { params: { amount: -1, currency: 'euro', reference: 'r' } })],
+    });
+    expect(errors.map((e) => e.field).sort()).toEqual(['operations[0].params.amount', 'operations[0].params.currency']);
+  });
+
+  it('refuses duplicate keys, unknown and self dependencies, and cycles', () => {
+    expect(errorsOf({ agent_id: 'a', intent: 'i', operations: [charge('x'), charge('x')] })).toEqual([
+      expect.objectContaining({ field: 'operations[1].key', rule: 'unique' }),
+    ]);
+    expect(errorsOf({ agent_id: 'a', intent: 'i', operations: [charge('x', { depends_on: ['ghost'] })] })).toEqual([
+      expect.objectContaining({ field: 'operations[0].depends_on[0]', rule: 'known_key' }),
+    ]);
+    expect(errorsOf({ agent_id: 'a', intent: 'i', operations: [charge('x', { depends_on: ['x'] })] })).toEqual([
+      expect.objectContaining({ rule: 'no_self_dependency' }),
+    ]);
+    const cycle = errorsOf({
+      agent_id: 'a',
+      intent: 'i',
+      operations: [
+        charge('a', { depends_on: ['c'] }),
+        charge('b', { depends_on: ['a'] }),
+        charge('c', { depends_on: ['b'] }),
+      ],
+    });
+    expect(cycle).toEqual([expect.objectContaining({ field: 'operations', rule: 'acyclic' })]);
+    expect(cycle[0].message).toMatch(/a -> c -> b -> a|c -> b -> a -> c|b -> a -> c -> b/);
+  });
+
+  it('refuses read_after_write on a connector that cannot read back', () => {
+    const errors = errorsOf({
+      agent_id: 'a',
+      intent: 'i',
+      operations: [
+        {
+          key: 's',
+          connector: 'sandbox.sms',
+          action: 'send',
+          params: { to: '+15550100', body: 'x' },
+          verification_method: 'read_after_write',
+        },
+      ],
+    });
+    expect(errors).toEqual([expect.objectContaining({ rule: 'read_back_available' })]);
+  });
+
+  it('caps operations, deadline and free-form JSON', () => {
+    const many = Array.from({ length: LIMITS.operations + 1 }, (_, i) => charge(`k${i}`));
+    expect(errorsOf({ agent_id: 'a', intent: 'i', operations: many })).toEqual([
+      expect.objectContaining({ field: 'operations', rule: 'too_big' }),
+    ]);
+    expect(errorsOf({ agent_id: 'a', intent: 'i', deadline_seconds: 0, operations: [charge('c')] })).toEqual([
+      expect.objectContaining({ field: 'deadline_seconds', rule: 'too_small' }),
+    ]);
+    let deep: unknown = 'x';
+    for (let i = 0; i < LIMITS.json.depth + 2; i += 1) deep = [deep];
+    const errors = errorsOf({ agent_id: 'a', intent: 'i', operations: [charge('c', { expected_state: { deep } })] });
+    expect(errors).toEqual([expect.objectContaining({ rule: 'max_depth' })]);
+    expect(errors[0].field.startsWith('operations[0].expected_state.deep')).toBe(true);
+  });
+
+  it('refuses criteria that name no operation', () => {
+    expect(
+      errorsOf({
+        agent_id: 'a',
+        intent: 'i',
+        operations: [charge('c')],
+        criteria: [{ key: 'k', operation: 'ghost', expect_status: 'VERIFIED' }],
+      }),
+    ).toEqual([expect.objectContaining({ field: 'criteria[0].operation', rule: 'known_key' })]);
+  });
+});

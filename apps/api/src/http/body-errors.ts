@@ -1,0 +1,44 @@
+import type { NextFunction, Request, Response } from 'express';
+import { Problem, sendProblem } from '../problem/problem';
+
+export const BODY_LIMIT_BYTES = 256 * 1024;
+
+interface BodyParserError {
+  type?: unknown;
+  status?: unknown;
+}
+
+/**
+ * body-parser's refusals (bad JSON, too large, unsupported charset...) as problems. They happen before Nest routes
+ * the request, so without this they would reach Nest's fallback handler and lose their field and rule.
+ */
+export function bodyParserProblem(error: unknown): Problem | null {
+  const e = error as BodyParserError | null;
+  if (!e || typeof e.type !== 'string' || typeof e.status !== 'number') return null;
+  switch (e.type) {
+    case 'entity.parse.failed':
+      return Problem.validation([{ field: '(body)', rule: 'json', message: 'the body is not valid JSON' }]);
+    case 'entity.too.large':
+      return new Problem(
+        413,
+        'payload-too-large',
+        'The request body is too large',
+        `the body limit is ${BODY_LIMIT_BYTES / 1024} KiB`,
+        { errors: [{ field: '(body)', rule: 'max_bytes', message: `at most ${BODY_LIMIT_BYTES} bytes` }] },
+      );
+    case 'charset.unsupported':
+    case 'encoding.unsupported':
+      return new Problem(415, 'unsupported-media-type', 'Unsupported encoding', 'send UTF-8 JSON, uncompressed');
+    default:
+      return e.status >= 400 && e.status < 500
+        ? new Problem(e.status, 'bad-request', 'The request body could not be read', e.type)
+        : null;
+  }
+}
+
+/** Express error middleware placed right after the body parser. */
+export function bodyErrorHandler(error: unknown, req: Request, res: Response, next: NextFunction): void {
+  const problem = bodyParserProblem(error);
+  if (problem) sendProblem(req, res, problem);
+  else next(error);
+}

@@ -1,0 +1,28 @@
+import type { Request } from 'express';
+import { z } from 'zod';
+import { zodErrors } from '../executions/submission';
+import { Problem } from '../problem/problem';
+
+export function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
+  const parsed = schema.safeParse(body);
+  if (!parsed.success) throw Problem.validation(zodErrors(parsed.error));
+  return parsed.data;
+}
+
+export function parseQuery<T extends z.ZodType>(schema: T, query: unknown): z.infer<T> {
+  return parseBody(schema, query);
+}
+
+/** A body must say it is JSON; anything else is refused before it is read as one. */
+export function requireJson(req: Request): void {
+  const type = req.headers['content-type'] ?? '';
+  if (!/^application\/([a-z.+-]*\+)?json\b/i.test(type)) {
+    throw new Problem(415, 'unsupported-media-type', 'Unsupported media type', 'send Content-Type: application/json');
+  }
+}
+
+/** For endpoints whose body is optional: no body at all, or an empty object, means "none". */
+export function hasBody(req: Request): boolean {
+  const length = Number(req.headers['content-length'] ?? 0);
+  return length > 0 || req.headers['transfer-encoding'] !== undefined;
+}

@@ -1,0 +1,182 @@
+import 'reflect-metadata';
+import { parseArgs } from 'node:util';
+import { ROLES, Role, createApiKey, createDataSource, ensureTenant, revokeApiKey, rows } from '@verity/persistence';
+import { loadConfig } from '@verity/platform';
+import type { DataSource } from 'typeorm';
+
+const USAGE = `Manage API keys (keys are stored hashed; a new key is printed once and never again).
+
+  npm run keys -- create --tenant <id> --role <agent|reviewer|admin> [--label <text>] [--json]
+  npm run keys -- list [--tenant <id>] [--json]
+  npm run keys -- revoke <key id or key prefix> [--json]
+
+The database is DATABASE_URL (default postgres://postgres@127.0.0.1:5432/verity).
+A revoked key stops working at once in every API process, open streams included.`;
+
+class UsageError extends Error {}
+
+interface KeyRow {
+  id: string;
+  tenant_id: string;
+  role: Role;
+  key_prefix: string;
+  label: string | null;
+  created_at: Date;
+  revoked_at: Date | null;
+}
+
+type Out = (line: string) => void;
+
+async function create(db: DataSource, args: string[], out: Out): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      tenant: { type: 'string' },
+      role: { type: 'string' },
+      label: { type: 'string' },
+      json: { type: 'boolean', default: false },
+    },
+    strict: true,
+  });
+  const tenant = values.tenant;
+  const role = values.role as Role | undefined;
+  if (!tenant || !/^[a-z0-9][a-z0-9_-]{0,62}$/.test(tenant)) {
+    throw new UsageError('--tenant is required: lower-case letters, digits, "_" and "-" (at most 63)');
+  }
+  if (!role || !ROLES.includes(role)) throw new UsageError(`--role is required: one of ${ROLES.join(', ')}`);
+  await ensureTenant(db.manager, tenant);
+  const created = await createApiKey(db.manager, { tenantId: tenant, role, label: values.label });
+  if (values.json) {
+    out(JSON.stringify({ id: created.id, tenant, role, label: values.label ?? null, key: created.key }));
+    return;
+  }
+  out(`created ${created.id} (tenant ${tenant}, role ${role})`);
+  out('');
+  out(`  ${created.key}`);
+  out('');
+  out('This is the only time the key is shown: store it now. Revoke with: npm run keys -- revoke ' + created.id);
+}
+
+async function list(db: DataSource, args: string[], out: Out): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: { tenant: { type: 'string' }, json: { type: 'boolean', default: false } },
+    strict: true,
+  });
+  // The hash column is never selected: nothing here can print it.
+  const keys = await rows<KeyRow>(
+    db.manager,
+    `SELECT id, tenant_id, role, key_prefix, label, created_at, revoked_at FROM api_keys
+     WHERE ($1::text IS NULL OR tenant_id = $1) ORDER BY tenant_id, created_at, id`,
+    [values.tenant ?? null],
+  );
+  if (values.json) {
+    out(JSON.stringify(keys.map(present)));
+    return;
+  }
+  if (keys.length === 0) {
+    out('no keys');
+    return;
+  }
+  const table = [
+    ['ID', 'TENANT', 'ROLE', 'PREFIX', 'STATE', 'CREATED', 'LABEL'],
+    ...keys.map((k) => [
+      k.id,
+      k.tenant_id,
+      k.role,
+      `${k.key_prefix}…`,
+      k.revoked_at ? `revoked ${new Date(k.revoked_at).toISOString()}` : 'active',
+      new Date(k.created_at).toISOString(),
+      k.label ?? '',
+    ]),
+  ];
+  const widths = table[0].map((_, i) => Math.max(...table.map((r) => r[i].length)));
+  for (const row of table)
+    out(
+      row
+        .map((cell, i) => cell.padEnd(widths[i]))
+        .join('  ')
+        .trimEnd(),
+    );
+}
+
+async function revoke(db: DataSource, args: string[], out: Out): Promise<void> {
+  const { values, positionals } = parseArgs({
+    args,
+    options: { json: { type: 'boolean', default: false } },
+    allowPositionals: true,
+    strict: true,
+  });
+  const target = positionals[0];
+  if (!target || positionals.length > 1) throw new UsageError('revoke takes exactly one key id or key prefix');
+  // A prefix is short and may be shared; revoking by it is only allowed when it names exactly one active key.
+  const matches = await rows<KeyRow>(
+    db.manager,
+    `SELECT id, tenant_id, role, key_prefix, label, created_at, revoked_at FROM api_keys
+     WHERE (id = $1 OR key_prefix = $1) AND revoked_at IS NULL ORDER BY id`,
+    [target],
+  );
+  if (matches.length === 0) throw new UsageError(`no active key has id or prefix "${target}"`);
+  if (matches.length > 1) {
+    throw new UsageError(
+      `"${target}" matches ${matches.length} active keys; revoke by id instead:\n` +
+        matches.map((k) => `  ${k.id}  ${k.tenant_id}  ${k.role}`).join('\n'),
+    );
+  }
+  const key = matches[0];
+  await revokeApiKey(db.manager, key.id);
+  if (values.json) out(JSON.stringify({ ...present(key), revoked: true }));
+  else out(`revoked ${key.id} (tenant ${key.tenant_id}, role ${key.role}, prefix ${key.key_prefix}…)`);
+}
+
+function present(k: KeyRow) {
+  return {
+    id: k.id,
+    tenant: k.tenant_id,
+    role: k.role,
+    prefix: k.key_prefix,
+    label: k.label,
+    created_at: new Date(k.created_at).toISOString(),
+    revoked_at: k.revoked_at ? new Date(k.revoked_at).toISOString() : null,
+  };
+}
+
+const COMMANDS: Record<string, (db: DataSource, args: string[], out: Out) => Promise<void>> = { create, list, revoke };
+
+export async function main(argv: string[], out: Out = (line) => process.stdout.write(`${line}\n`)): Promise<number> {
+  const [command, ...args] = argv;
+  if (!command || command === 'help' || command === '--help' || command === '-h') {
+    out(USAGE);
+    return command ? 0 : 2;
+  }
+  const run = COMMANDS[command];
+  if (!run) {
+    process.stderr.write(`unknown command "${command}"\n\n${USAGE}\n`);
+    return 2;
+  }
+  const config = loadConfig();
+  const db = createDataSource(config.DATABASE_URL, 1);
+  await db.initialize();
+  try {
+    await run(db, args, out);
+    return 0;
+  } catch (error) {
+    if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+      process.stderr.write(`${(error as Error).message}\n`);
+      return 2;
+    }
+    throw error;
+  } finally {
+    await db.destroy();
+  }
+}
+
+if (require.main === module) {
+  main(process.argv.slice(2)).then(
+    (code) => process.exit(code),
+    (error: unknown) => {
+      process.stderr.write(`keys: ${String((error as Error)?.message ?? error)}\n`);
+      process.exit(1);
+    },
+  );
+}

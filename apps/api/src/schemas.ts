@@ -1,0 +1,245 @@
+import {
+  EXECUTION_STATUSES,
+  OPERATION_STATUSES,
+  OperationStatus,
+  RetryRule,
+  TERMINAL_REASONS,
+  VerificationMethod,
+} from '@verity/status-model';
+import { z } from 'zod';
+import { CriterionSchema, SubmissionSchema } from './executions/submission';
+
+/**
+ * Every request and response body of the API as zod: the validators the controllers run, the component schemas of
+ * the OpenAPI document (openapi.ts), and what the tests check real responses against. Response objects are strict,
+ * so an internal field that leaks into a response fails the contract tests.
+ */
+
+// ---------------------------------------------------------------------------------------------------------------
+// Requests (besides the submission, in executions/submission.ts)
+
+export const CancelBody = z.strictObject({ reason: z.string().max(1000).optional() });
+
+export const ApprovalBody = z.strictObject({
+  decision: z.enum(['approve', 'deny']),
+  reason: z.string().max(2000).optional(),
+});
+
+export const ResolveBody = z.strictObject({
+  status: z.enum([OperationStatus.VERIFIED, OperationStatus.FAILED, OperationStatus.CANCELLED, OperationStatus.SENT]),
+  evidence: z.string().trim().min(1, 'evidence text is required').max(10_000),
+});
+
+// ---------------------------------------------------------------------------------------------------------------
+// Responses
+
+const DateTime = z.iso.datetime();
+const Json = z.record(z.string(), z.unknown());
+const OperationStatusEnum = z.enum(OPERATION_STATUSES as [OperationStatus, ...OperationStatus[]]);
+const ResolutionEnum = z.enum([
+  OperationStatus.VERIFIED,
+  OperationStatus.FAILED,
+  OperationStatus.CANCELLED,
+  OperationStatus.SENT,
+]);
+
+const Resolution = z.object({ status: ResolutionEnum, evidence: z.string(), by: z.string(), at: DateTime });
+
+const Approval = z.looseObject({
+  state: z.enum(['requested', 'granted', 'denied']),
+  requested_at: DateTime.optional(),
+  decided_at: DateTime.optional(),
+  decided_by: z.string().optional(),
+  reason: z.string().optional(),
+  expires_at: DateTime.optional(),
+});
+
+const RecoveryObligation = z.looseObject({
+  reason: z.string(),
+  owner: z.string(),
+  evidence_required: z.string(),
+  permitted_actions: z.array(z.string()),
+  due_at: DateTime,
+  escalation_target: z.string(),
+  escalated_at: DateTime.nullable(),
+  resolution: Resolution.optional(),
+});
+
+const Operation = z.strictObject({
+  id: z.string().startsWith('op_'),
+  execution_id: z.string().startsWith('exe_'),
+  key: z.string(),
+  connector: z.string(),
+  action: z.string(),
+  params: Json,
+  irreversible: z.boolean(),
+  requires_approval: z.boolean(),
+  verification_method: z.enum([VerificationMethod.READ_AFTER_WRITE, '']),
+  expected_state: Json.nullable(),
+  depends_on: z.array(z.string()),
+  status: OperationStatusEnum,
+  terminal_reason: z.enum(TERMINAL_REASONS as [string, ...string[]]).nullable(),
+  retry: z.enum(Object.values(RetryRule) as [RetryRule, ...RetryRule[]]),
+  attempt: z.number().int().min(0),
+  no_change_required: z.boolean(),
+  evidence: Json.nullable(),
+  observation: z.enum(['converged', 'superseded', 'degraded', 'unavailable']).nullable(),
+  approval: Approval.nullable(),
+  recovery_obligation: RecoveryObligation.nullable(),
+  retry_of: z.string().startsWith('op_').nullable(),
+  sent_at: DateTime.nullable(),
+  acknowledged_at: DateTime.nullable(),
+  created_at: DateTime,
+  updated_at: DateTime,
+});
+
+const EffectCounts = z.strictObject(
+  Object.fromEntries(OPERATION_STATUSES.map((s) => [s, z.number().int().min(0)])) as Record<
+    OperationStatus,
+    z.ZodNumber
+  >,
+);
+
+const Execution = z.strictObject({
+  id: z.string().startsWith('exe_'),
+  agent_id: z.string(),
+  intent: z.string(),
+  status: z.enum(EXECUTION_STATUSES as [string, ...string[]]),
+  effects: z.strictObject({
+    summary: z.enum(['all_verified', 'partial', 'none', 'unverified', 'unknown']),
+    counts: EffectCounts,
+  }),
+  failure: z
+    .strictObject({
+      code: z.string(),
+      phase: z.string(),
+      category: z.enum(['transient', 'caller_error', 'internal']),
+      retryable: z.boolean(),
+      message: z.string(),
+      at: DateTime,
+    })
+    .nullable(),
+  criteria: z.array(CriterionSchema),
+  criteria_results: z
+    .array(
+      CriterionSchema.extend({
+        verdict: z.enum(['pass', 'fail', 'not_applicable']),
+        evidence_event_ids: z.array(z.string()),
+      }),
+    )
+    .nullable(),
+  deadline_at: DateTime,
+  created_at: DateTime,
+  updated_at: DateTime,
+  operations: z.array(Operation),
+});
+
+const Event = z.strictObject({
+  id: z.string().startsWith('evt_'),
+  execution_id: z.string().startsWith('exe_'),
+  operation_id: z.string().startsWith('op_').nullable(),
+  seq: z.number().int().min(1),
+  type: z.string(),
+  from_status: z.string().nullable(),
+  to_status: z.string().nullable(),
+  data: Json,
+  created_at: DateTime,
+});
+
+const FieldError = z.strictObject({ field: z.string(), rule: z.string(), message: z.string() });
+
+/** RFC 9457. `errors` on validation problems; a few problems carry their own extras (status, retry, permitted...). */
+const Problem = z.looseObject({
+  type: z.url(),
+  title: z.string(),
+  status: z.number().int().min(400).max(599),
+  detail: z.string().optional(),
+  instance: z.string().optional(),
+  errors: z.array(FieldError).optional(),
+});
+
+const Connector = z.strictObject({
+  name: z.string(),
+  description: z.string(),
+  read_back: z.boolean(),
+  context_read: z.boolean(),
+  provider_idempotency: z.boolean(),
+  reversible: z.boolean(),
+  can_reach_verified: z.boolean(),
+  actions: z.array(
+    z.strictObject({
+      name: z.string(),
+      description: z.string(),
+      read_back: z.boolean(),
+      context_read: z.boolean(),
+      provider_idempotency: z.boolean(),
+      reversible: z.boolean(),
+      can_reach_verified: z.boolean(),
+      /** A capability that holds only for some operations of the action, and when (e.g. http needs params.read_back). */
+      conditions: z.record(z.string(), z.string()),
+      params_schema: Json,
+    }),
+  ),
+});
+
+const StatusModel = z.strictObject({
+  operation: z.strictObject({
+    statuses: z.array(
+      z.strictObject({
+        status: OperationStatusEnum,
+        terminal: z.boolean(),
+        retry: z.enum(Object.values(RetryRule) as [RetryRule, ...RetryRule[]]),
+        meaning: z.string(),
+      }),
+    ),
+    transitions: z.array(
+      z.strictObject({
+        from: OperationStatusEnum,
+        to: OperationStatusEnum,
+        reasons: z.array(z.string()),
+        reason_required: z.boolean(),
+        human_only: z.boolean(),
+        never_sent_only: z.boolean(),
+        sent_only: z.boolean(),
+        extension: z.boolean(),
+        why: z.string(),
+      }),
+    ),
+    terminal_reasons: z.array(z.string()),
+    retry_rules: z.array(z.string()),
+    verification_methods: z.array(z.string()),
+    verification_rule: z.string(),
+  }),
+  execution: z.strictObject({
+    statuses: z.array(z.string()),
+    terminal: z.array(z.string()),
+    transitions: z.array(z.strictObject({ from: z.string(), to: z.array(z.string()) })),
+  }),
+});
+
+const Check = z.enum(['up', 'down']);
+
+/** Component schemas of the OpenAPI document, by name. */
+export const API_SCHEMAS = {
+  Submission: SubmissionSchema,
+  CancelRequest: CancelBody,
+  ApprovalRequest: ApprovalBody,
+  ResolveRequest: ResolveBody,
+  Operation,
+  OperationDetail: Operation.extend({ permitted_resolutions: z.array(ResolutionEnum) }),
+  Execution,
+  ExecutionList: z.strictObject({ data: z.array(Execution), next_cursor: z.string().nullable() }),
+  Event,
+  EventList: z.strictObject({ data: z.array(Event), next_cursor: z.string().nullable() }),
+  RetryResult: z.strictObject({ operation: Operation, execution: Execution }),
+  ConnectorList: z.strictObject({ data: z.array(Connector) }),
+  StatusModel,
+  Liveness: z.strictObject({ status: z.literal('ok') }),
+  Readiness: z.strictObject({
+    status: z.enum(['ok', 'error']),
+    checks: z.strictObject({ postgres: Check, redis: Check }),
+  }),
+  Problem,
+} as const;
+
+export type SchemaName = keyof typeof API_SCHEMAS;

@@ -1,0 +1,203 @@
+import { createServer, Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { checkTarget, classifyAddress, isAddressAllowed, lookupFor, nonCanonicalIpv4, parseIpv6 } from './egress';
+import { guardedExchange } from './http.connector';
+
+describe('classifyAddress', () => {
+  it.each([
+    ['127.0.0.1', 'loopback'],
+    ['127.255.255.254', 'loopback'],
+    ['10.1.2.3', 'private'],
+    ['172.16.0.1', 'private'],
+    ['172.31.255.255', 'private'],
+    ['192.168.1.1', 'private'],
+    ['100.64.0.1', 'shared_cgnat'],
+    ['169.254.169.254', 'link_local'],
+    ['0.0.0.0', 'unspecified'],
+    ['224.0.0.1', 'multicast'],
+    ['255.255.255.255', 'broadcast'],
+    ['240.0.0.1', 'reserved'],
+    ['198.18.0.1', 'reserved'],
+    ['::1', 'loopback'],
+    ['::', 'unspecified'],
+    ['::ffff:127.0.0.1', 'loopback'],
+    ['::ffff:7f00:1', 'loopback'],
+    ['::ffff:169.254.169.254', 'link_local'],
+    ['::ffff:10.0.0.1', 'private'],
+    ['::127.0.0.1', 'reserved'],
+    ['fc00::1', 'unique_local'],
+    ['fd12:3456::1', 'unique_local'],
+    ['fe80::1', 'link_local'],
+    ['fe80::1%eth0', 'link_local'],
+    ['ff02::1', 'multicast'],
+    ['64:ff9b::7f00:1', 'ipv4_translated'],
+    ['2002:7f00:1::', 'ipv4_translated'],
+    ['2001:db8::1', 'documentation'],
+    ['not-an-address', 'reserved'],
+  ])('%s is %s', (address, category) => {
+    expect(classifyAddress(address)).toBe(category);
+  });
+
+  it.each(['93.184.216.34', '8.8.8.8', '172.32.0.1', '2606:4700::1111', '::ffff:8.8.8.8'])('%s is public', (a) => {
+    expect(classifyAddress(a)).toBe('public');
+  });
+
+  it('allows private ranges only when asked, and never unspecified, multicast or broadcast', () => {
+    expect(isAddressAllowed('loopback', false)).toBe(false);
+    expect(isAddressAllowed('loopback', true)).toBe(true);
+    expect(isAddressAllowed('link_local', true)).toBe(true);
+    for (const never of ['unspecified', 'multicast', 'broadcast', 'reserved'] as const) {
+      expect(isAddressAllowed(never, true)).toBe(false);
+    }
+  });
+
+  it('parses IPv6 forms into 16 bytes', () => {
+    expect(parseIpv6('::1')).toEqual([...Array(15).fill(0), 1]);
+    expect(parseIpv6('[::ffff:127.0.0.1]')!.slice(10)).toEqual([0xff, 0xff, 127, 0, 0, 1]);
+    expect(parseIpv6('1:2:3:4:5:6:7:8:9')).toBeNull();
+    expect(parseIpv6('1::2::3')).toBeNull();
+  });
+});
+
+describe('nonCanonicalIpv4', () => {
+  it.each([
+    'http://2130706433/',
+    'http://0177.0.0.1/',
+    'http://0x7f.0.0.1/',
+    'http://0x7f000001/',
+    'http://127.1/',
+    'http://127.0.1/',
+    'http://017700000001/',
+    'http://user@2130706433:80/',
+  ])('refuses %s', (url) => expect(nonCanonicalIpv4(url)).toBe(true));
+
+  it.each([
+    'http://127.0.0.1/',
+    'http://api.example.com/',
+    'http://[::1]/',
+    'http://1.example/',
+    'http://0x7f.example/',
+  ])('accepts %s', (url) => expect(nonCanonicalIpv4(url)).toBe(false));
+});
+
+describe('checkTarget', () => {
+  const allow = [
+    { host: 'api.example.com' },
+    { host: '*.corp.example' },
+    { host: '127.0.0.1', ports: [8080], allow_private: true },
+    { host: '10.0.0.1' },
+  ];
+  const refused = (url: string) => {
+    const result = checkTarget(url, allow);
+    return 'code' in result ? result.message : null;
+  };
+
+  it('accepts allowlisted hosts and ports', () => {
+    expect(refused('https://api.example.com/v1')).toBeNull();
+    expect(refused('https://x.corp.example/v1')).toBeNull();
+    expect(refused('http://127.0.0.1:8080/v1')).toBeNull();
+  });
+
+  it('refuses schemes, credentials, unlisted hosts and ports, and private literals not explicitly allowed', () => {
+    expect(refused('file:///etc/passwd')).toMatch(/scheme/);
+    expect(refused('gopher://api.example.com/')).toMatch(/scheme/);
+    expect(refused('http://u:p@api.example.com/')).toMatch(/credentials/);
+    expect(refused('http://evil.example/')).toMatch(/not on this tenant's allowlist/);
+    expect(refused('http://corp.example/')).toMatch(/allowlist/);
+    expect(refused('http://127.0.0.1:8081/')).toMatch(/port 8081/);
+    expect(refused('http://10.0.0.1/')).toMatch(/private address/);
+    expect(refused('http://2130706433:8080/')).toMatch(/dotted-decimal/);
+    expect(refused('http://[::1]:8080/')).toMatch(/allowlist/);
+    expect(checkTarget('http://api.example.com/', undefined)).toMatchObject({ code: 'EGRESS_BLOCKED' });
+  });
+});
+
+describe('guarded requests against real loopback servers', () => {
+  let server: Server;
+  let port: number;
+  let hits = 0;
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      hits += 1;
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ host: req.headers.host }));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    port = (server.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  it('connects to the address the vetted lookup returned, whatever the name (no second resolution)', async () => {
+    const resolver = jest.fn(async () => [{ address: '127.0.0.1', family: 4 }]);
+    const result = await guardedExchange(
+      { method: 'GET', url: `http://service.test:${port}/`, timeoutMs: 2000 },
+      [{ host: 'service.test', allow_private: true }],
+      resolver,
+    );
+    expect(result).toMatchObject({ kind: 'response', status: 200, body: { host: `service.test:${port}` } });
+    expect(resolver).toHaveBeenCalledTimes(1);
+  });
+
+  it('refuses a name that resolves to loopback unless the tenant allowed private addresses for it', async () => {
+    const before = hits;
+    const result = await guardedExchange(
+      { method: 'GET', url: `http://service.test:${port}/`, timeoutMs: 2000 },
+      [{ host: 'service.test' }],
+      async () => [{ address: '127.0.0.1', family: 4 }],
+    );
+    expect(result).toEqual({ kind: 'refused', message: expect.stringMatching(/loopback/) });
+    expect(hits).toBe(before);
+  });
+
+  it('refuses the whole answer when any address is private (a rebinding answer mixing public and internal)', async () => {
+    const before = hits;
+    const result = await guardedExchange(
+      { method: 'GET', url: `http://service.test:${port}/`, timeoutMs: 2000 },
+      [{ host: 'service.test' }],
+      async () => [
+        { address: '93.184.216.34', family: 4 },
+        { address: '127.0.0.1', family: 4 },
+      ],
+    );
+    expect(result).toMatchObject({ kind: 'refused' });
+    expect(hits).toBe(before);
+  });
+
+  it('resolves localhost with the system resolver and refuses it without an explicit allowance', async () => {
+    const before = hits;
+    const result = await guardedExchange({ method: 'GET', url: `http://localhost:${port}/`, timeoutMs: 2000 }, [
+      { host: 'localhost' },
+    ]);
+    expect(result).toMatchObject({ kind: 'refused', message: expect.stringMatching(/loopback/) });
+    expect(hits).toBe(before);
+  });
+
+  it('hands the client the answer in the shape it asked for (all: true for happy eyeballs)', async () => {
+    const target = checkTarget('http://service.test/', [{ host: 'service.test' }]);
+    if ('code' in target) throw new Error(target.message);
+    const lookup = lookupFor(
+      target,
+      () => undefined,
+      async () => [{ address: '93.184.216.34', family: 4 }],
+    );
+    const all = await new Promise((resolve) =>
+      (lookup as unknown as (h: string, o: object, cb: (...a: unknown[]) => void) => void)(
+        'service.test',
+        { all: true },
+        (...args) => resolve(args),
+      ),
+    );
+    expect(all).toEqual([null, [{ address: '93.184.216.34', family: 4 }]]);
+    const one = await new Promise((resolve) =>
+      (lookup as unknown as (h: string, o: object, cb: (...a: unknown[]) => void) => void)(
+        'service.test',
+        {},
+        (...args) => resolve(args),
+      ),
+    );
+    expect(one).toEqual([null, '93.184.216.34', 4]);
+  });
+});

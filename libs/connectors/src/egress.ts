@@ -1,0 +1,257 @@
+import { lookup as dnsLookup } from 'node:dns';
+import { isIP } from 'node:net';
+import type { LookupFunction } from 'node:net';
+import type { AllowedHost } from './connector';
+
+/**
+ * Outbound request policy for connectors that call tenant-chosen hosts (SSRF defence). Order of checks:
+ * scheme (http/https only) → no credentials in the URL → host on the tenant's allowlist (and port) → every address
+ * the host resolves to is public, unless the tenant explicitly allowed private addresses for that host. The address
+ * that was vetted is the one connected to: `lookupFor` hands the HTTP client the vetted answer (no DNS rebinding).
+ */
+
+export type AddressCategory =
+  | 'public'
+  | 'unspecified'
+  | 'loopback'
+  | 'private'
+  | 'link_local'
+  | 'shared_cgnat'
+  | 'multicast'
+  | 'broadcast'
+  | 'reserved'
+  | 'documentation'
+  | 'unique_local'
+  | 'ipv4_translated';
+
+/** Never a legitimate target, whatever the tenant allows. */
+const NEVER_ALLOWED: ReadonlySet<AddressCategory> = new Set(['unspecified', 'multicast', 'broadcast', 'reserved']);
+
+interface Range {
+  bytes: number[];
+  bits: number;
+  category: AddressCategory;
+}
+
+const v4 = (cidr: string, category: AddressCategory): Range => {
+  const [address, bits] = cidr.split('/');
+  return { bytes: address.split('.').map(Number), bits: Number(bits), category };
+};
+
+const IPV4_RANGES: Range[] = [
+  v4('0.0.0.0/8', 'unspecified'),
+  v4('10.0.0.0/8', 'private'),
+  v4('100.64.0.0/10', 'shared_cgnat'),
+  v4('127.0.0.0/8', 'loopback'),
+  v4('169.254.0.0/16', 'link_local'),
+  v4('172.16.0.0/12', 'private'),
+  v4('192.0.0.0/24', 'reserved'),
+  v4('192.0.2.0/24', 'documentation'),
+  v4('192.88.99.0/24', 'reserved'),
+  v4('192.168.0.0/16', 'private'),
+  v4('198.18.0.0/15', 'reserved'),
+  v4('198.51.100.0/24', 'documentation'),
+  v4('203.0.113.0/24', 'documentation'),
+  v4('224.0.0.0/4', 'multicast'),
+  v4('255.255.255.255/32', 'broadcast'),
+  v4('240.0.0.0/4', 'reserved'),
+];
+
+function matches(bytes: number[], range: Range): boolean {
+  let bits = range.bits;
+  for (let i = 0; bits > 0; i += 1, bits -= 8) {
+    const mask = bits >= 8 ? 0xff : (0xff << (8 - bits)) & 0xff;
+    if ((bytes[i] & mask) !== (range.bytes[i] & mask)) return false;
+  }
+  return true;
+}
+
+function parseIpv4(address: string): number[] | null {
+  const parts = address.split('.');
+  if (parts.length !== 4 || !parts.every((p) => /^(0|[1-9][0-9]{0,2})$/.test(p))) return null;
+  const bytes = parts.map(Number);
+  return bytes.every((b) => b <= 255) ? bytes : null;
+}
+
+/** 16 bytes of an IPv6 address (with or without brackets, `::` and a dotted IPv4 tail), or null. */
+export function parseIpv6(input: string): number[] | null {
+  let address = input.startsWith('[') && input.endsWith(']') ? input.slice(1, -1) : input;
+  if (address.includes('%')) address = address.slice(0, address.indexOf('%'));
+  let tail: number[] = [];
+  const lastColon = address.lastIndexOf(':');
+  if (address.slice(lastColon + 1).includes('.')) {
+    const dotted = parseIpv4(address.slice(lastColon + 1));
+    if (!dotted) return null;
+    tail = dotted;
+    address = `${address.slice(0, lastColon + 1)}0:0`;
+  }
+  const halves = address.split('::');
+  if (halves.length > 2) return null;
+  const group = (s: string) => (s === '' ? [] : s.split(':'));
+  const head = group(halves[0]);
+  const rest = halves.length === 2 ? group(halves[1]) : [];
+  const missing = 8 - head.length - rest.length;
+  if (halves.length === 1 ? missing !== 0 : missing < 1) return null;
+  const groups = [...head, ...Array<string>(halves.length === 2 ? missing : 0).fill('0'), ...rest];
+  const bytes: number[] = [];
+  for (const g of groups) {
+    if (!/^[0-9a-f]{1,4}$/i.test(g)) return null;
+    const n = parseInt(g, 16);
+    bytes.push(n >> 8, n & 0xff);
+  }
+  if (tail.length) bytes.splice(12, 4, ...tail);
+  return bytes;
+}
+
+function startsWith(bytes: number[], prefix: number[], bits: number): boolean {
+  return matches(bytes, { bytes: prefix, bits, category: 'reserved' });
+}
+
+/** What kind of address this is. Anything unparseable is `reserved` (refused). */
+export function classifyAddress(address: string): AddressCategory {
+  const family = isIP(address.startsWith('[') ? address.slice(1, -1) : address.split('%')[0]);
+  if (family === 4) {
+    const bytes = parseIpv4(address);
+    if (!bytes) return 'reserved';
+    return IPV4_RANGES.find((r) => matches(bytes, r))?.category ?? 'public';
+  }
+  const b = family === 6 ? parseIpv6(address) : null;
+  if (!b) return 'reserved';
+  const zeros = (n: number) => b.slice(0, n).every((x) => x === 0);
+  if (zeros(16)) return 'unspecified';
+  if (zeros(15) && b[15] === 1) return 'loopback';
+  // IPv4-mapped (::ffff:a.b.c.d) is judged as the IPv4 address it carries; IPv4-compatible (::a.b.c.d) is obsolete.
+  if (zeros(10) && b[10] === 0xff && b[11] === 0xff) return classifyAddress(b.slice(12).join('.'));
+  if (zeros(12)) return 'reserved';
+  // NAT64 (64:ff9b::/96), 6to4 (2002::/16) and Teredo (2001::/32) reach IPv4 hosts a v6 check would not see.
+  if (startsWith(b, [0x00, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0], 96)) return 'ipv4_translated';
+  if (startsWith(b, [0x20, 0x02], 16)) return 'ipv4_translated';
+  if (startsWith(b, [0x20, 0x01, 0x00, 0x00], 32)) return 'ipv4_translated';
+  if (startsWith(b, [0x20, 0x01, 0x0d, 0xb8], 32)) return 'documentation';
+  if (startsWith(b, [0xfc], 7)) return 'unique_local';
+  if (startsWith(b, [0xfe, 0x80], 10)) return 'link_local';
+  if (startsWith(b, [0xfe, 0xc0], 10)) return 'private';
+  if (startsWith(b, [0xff], 8)) return 'multicast';
+  if (startsWith(b, [0x01, 0x00, 0, 0, 0, 0, 0, 0], 64)) return 'reserved';
+  return 'public';
+}
+
+export function isAddressAllowed(category: AddressCategory, allowPrivate: boolean): boolean {
+  if (category === 'public') return true;
+  return allowPrivate && !NEVER_ALLOWED.has(category);
+}
+
+/** A URL's host as the HTTP client will use it: lower case, no brackets, no trailing dot. */
+export function normalizeHost(host: string): string {
+  let h = host.toLowerCase();
+  if (h.startsWith('[') && h.endsWith(']')) h = h.slice(1, -1);
+  return h.endsWith('.') ? h.slice(0, -1) : h;
+}
+
+/**
+ * The host exactly as written in the URL (before WHATWG parsing turns `2130706433` or `0x7f.1` into 127.0.0.1).
+ * Used to refuse ambiguous IPv4 spellings outright, at intake.
+ */
+export function rawHostOf(url: string): string | null {
+  const match = /^[a-z][a-z0-9+.-]*:\/\/(?:[^@/?#]*@)?(\[[^\]]*\]|[^:/?#]*)/i.exec(url.trim());
+  return match ? match[1] : null;
+}
+
+/** Numeric-looking hosts must be plain dotted-decimal IPv4: decimal, octal, hex and short forms are refused. */
+export function nonCanonicalIpv4(url: string): boolean {
+  const raw = rawHostOf(url);
+  if (raw === null || raw.startsWith('[')) return false;
+  const host = raw.endsWith('.') ? raw.slice(0, -1) : raw;
+  const lastLabel = host.split('.').pop() ?? '';
+  // WHATWG treats a host whose last label is numeric (decimal, 0x hex, octal) as an IPv4 address.
+  if (!/^(0x[0-9a-f]*|[0-9]+)$/i.test(lastLabel)) return false;
+  return parseIpv4(host) === null;
+}
+
+export type EgressRefusal = { code: 'EGRESS_BLOCKED'; message: string };
+
+export interface EgressTarget {
+  url: URL;
+  host: string;
+  port: number;
+  entry: AllowedHost;
+}
+
+function hostMatches(pattern: string, host: string): boolean {
+  const p = normalizeHost(pattern);
+  if (p.startsWith('*.')) return host.endsWith(p.slice(1)) && host.length > p.length - 1;
+  return p === host;
+}
+
+/** Scheme, credentials, allowlist and port: everything that can be judged before a DNS lookup. */
+export function checkTarget(
+  rawUrl: string,
+  allowHosts: readonly AllowedHost[] | undefined,
+): EgressTarget | EgressRefusal {
+  const refuse = (message: string): EgressRefusal => ({ code: 'EGRESS_BLOCKED', message });
+  let url: URL;
+  try {
+    url = new URL(rawUrl);
+  } catch {
+    return refuse('the URL does not parse');
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return refuse(`scheme ${url.protocol} is not allowed`);
+  if (url.username || url.password) return refuse('credentials in the URL are not allowed');
+  if (nonCanonicalIpv4(rawUrl)) return refuse('IPv4 addresses must be written in dotted-decimal form');
+  const host = normalizeHost(url.hostname);
+  const port = url.port ? Number(url.port) : url.protocol === 'https:' ? 443 : 80;
+  const entry = (allowHosts ?? []).find((e) => hostMatches(e.host, host));
+  if (!entry) return refuse(`host ${host} is not on this tenant's allowlist`);
+  if (entry.ports && entry.ports.length > 0 && !entry.ports.includes(port)) {
+    return refuse(`port ${port} is not allowed for host ${host}`);
+  }
+  if (isIP(host)) {
+    const category = classifyAddress(host);
+    if (!isAddressAllowed(category, entry.allow_private === true)) {
+      return refuse(`${host} is a ${category.replace('_', '-')} address, not allowed for this host`);
+    }
+  }
+  return { url, host, port, entry };
+}
+
+export type Resolver = (hostname: string) => Promise<{ address: string; family: number }[]>;
+
+export const systemResolver: Resolver = (hostname) =>
+  new Promise((resolve, reject) =>
+    dnsLookup(hostname, { all: true, verbatim: true }, (error, addresses) =>
+      error ? reject(error) : resolve(addresses),
+    ),
+  );
+
+/**
+ * A DNS lookup for the HTTP client that resolves once, refuses the whole answer if any address is not allowed, and
+ * returns the first vetted address — the one the socket then connects to. `onRefused` learns why (for the outcome).
+ */
+export function lookupFor(
+  target: EgressTarget,
+  onRefused: (message: string) => void,
+  resolver: Resolver = systemResolver,
+): LookupFunction {
+  const allowPrivate = target.entry.allow_private === true;
+  return ((hostname: string, options: { all?: boolean }, callback: (...args: unknown[]) => void) => {
+    resolver(hostname).then(
+      (addresses) => {
+        const blocked = addresses
+          .map((a) => classifyAddress(a.address))
+          .find((c) => !isAddressAllowed(c, allowPrivate));
+        if (addresses.length === 0 || blocked) {
+          const message = blocked
+            ? `${target.host} resolves to a ${blocked.replace('_', '-')} address, not allowed for this host`
+            : `${target.host} did not resolve`;
+          onRefused(message);
+          callback(Object.assign(new Error(message), { code: 'EGRESS_BLOCKED' }));
+          return;
+        }
+        const chosen = addresses[0];
+        if (options?.all) callback(null, [{ address: chosen.address, family: chosen.family }]);
+        else callback(null, chosen.address, chosen.family);
+      },
+      (error: NodeJS.ErrnoException) => callback(error),
+    );
+  }) as unknown as LookupFunction;
+}

@@ -1,0 +1,319 @@
+import { createServer, IncomingMessage, Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { OperationStatus, TerminalReason } from '@verity/status-model';
+import type { ConnectorEnvironment, ConnectorOperation } from './connector';
+import { operationCapabilities } from './connector';
+import { HttpConnector } from './http.connector';
+
+interface Seen {
+  method: string;
+  url: string;
+  headers: IncomingMessage['headers'];
+  body: string;
+}
+
+/** A real HTTP server on loopback standing in for an arbitrary third-party API. */
+async function target(): Promise<{ server: Server; base: string; seen: Seen[]; port: number }> {
+  const seen: Seen[] = [];
+  const records = new Map<string, unknown>();
+  const server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString()));
+    req.on('end', () => {
+      seen.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body });
+      const json = (status: number, value: unknown) => {
+        res.writeHead(status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(value));
+      };
+      const path = req.url ?? '';
+      if (req.method === 'POST' && path === '/orders') {
+        const parsed = JSON.parse(body) as { id: string };
+        records.set(parsed.id, { data: { status: 'created', id: parsed.id } });
+        return json(201, { id: `srv-${parsed.id}`, secret_echo: req.headers.authorization });
+      }
+      if (path.startsWith('/orders/')) {
+        const record = records.get(decodeURIComponent(path.slice('/orders/'.length)));
+        return record ? json(200, record) : json(404, { error: { code: 'not_found' } });
+      }
+      if (path === '/reject') return json(422, { error: { code: 'invalid_order' } });
+      if (path === '/conflict') return json(409, { error: { code: 'duplicate' } });
+      if (path === '/boom') return json(500, { error: 'boom' });
+      if (path === '/slow') return setTimeout(() => json(201, {}), 1500);
+      if (path === '/redirect') {
+        res.writeHead(302, { location: '/orders' });
+        return res.end();
+      }
+      if (path === '/big') return json(200, { data: { status: 'x'.repeat(100_000) } });
+      if (path === '/no-field') return json(200, { other: 1 });
+      return json(404, {});
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  return { server, base: `http://127.0.0.1:${port}`, seen, port };
+}
+
+describe('http connector', () => {
+  const connector = new HttpConnector();
+  const schema = connector.actions.request.params;
+  let t: Awaited<ReturnType<typeof target>>;
+  let env: ConnectorEnvironment;
+  beforeAll(async () => {
+    t = await target();
+    env = {
+      sandboxUrl: 'unused',
+      timeoutMs: 800,
+      tenant: {
+        allowHosts: [{ host: '127.0.0.1', ports: [t.port], allow_private: true }],
+        secrets: { crm_token: 's3cr3t-value' },
+      },
+    };
+  });
+  afterAll(async () => {
+    t.server.closeAllConnections();
+    await new Promise((resolve) => t.server.close(resolve));
+  });
+
+  let n = 0;
+  const op = (
+    params: Record<string, unknown>,
+    providerRef: Record<string, unknown> | null = null,
+  ): ConnectorOperation => {
+    n += 1;
+    const parsed = schema.safeParse(params);
+    if (!parsed.success) throw new Error(JSON.stringify(parsed.error.issues));
+    return { id: `op_test${n}`, tenantId: 'demo', action: 'request', params, expectedState: null, providerRef };
+  };
+
+  describe('params schema (checked at intake)', () => {
+    const issues = (params: Record<string, unknown>) => {
+      const parsed = schema.safeParse({ method: 'POST', url: `${t.base}/orders`, ...params });
+      return parsed.success ? [] : parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
+    };
+
+    it('accepts a full request template', () => {
+      expect(
+        issues({
+          headers: { authorization: 'Bearer {{secret:crm_token}}' },
+          body: { id: '{{operation_id}}' },
+          reject_statuses: [400, 422],
+          read_back: {
+            method: 'GET',
+            url: `${t.base}/orders/{{operation_id}}`,
+            field: '$.data.status',
+            equals: 'created',
+          },
+          context: { url: `${t.base}/orders/{{operation_id}}`, field: 'data.status' },
+          idempotency: { header: 'Idempotency-Key' },
+          timeout_ms: 500,
+        }),
+      ).toEqual([]);
+    });
+
+    it.each([
+      [{ url: 'file:///etc/passwd' }, /^url: /],
+      [{ url: 'gopher://127.0.0.1:70/' }, /^url: only http/],
+      [{ url: 'http://user:pw@example.com/' }, /^url: credentials/],
+      [{ url: 'http://2130706433/' }, /^url: IPv4 addresses must be written in dotted-decimal/],
+      [{ url: 'http://0177.0.0.1/' }, /dotted-decimal/],
+      [{ url: 'http://0x7f.0.0.1/' }, /dotted-decimal/],
+      [{ url: 'http://0.0.0.0/' }, /can never be a target/],
+      [{ url: 'http://[::]/' }, /can never be a target/],
+      [{ url: 'http://{{operation_id}}.example.com/' }, /not allowed in the scheme, host or port/],
+      [{ url: 'http://example.com/{{secret:crm_token}}' }, /secrets .* only be used in header values/],
+      [{ body: { token: '{{secret:crm_token}}' } }, /^body: secrets/],
+      [{ url: 'http://example.com/{{nope}}' }, /unknown template variable/],
+      [{ headers: { host: 'internal' } }, /^headers\.host: this header is set by Verity/],
+      [{ headers: { 'x-a': 'a\r\nx-b: b' } }, /no line breaks/],
+      [{ reject_statuses: [408] }, /never 408 or 429/],
+      [{ reject_statuses: [500] }, /4xx codes only/],
+      [{ read_back: { url: 'http://example.com/{{ref}}', field: 'a', equals: 1 } }, /^ref_field: /],
+      [{ read_back: { url: 'http://example.com/', field: 'a' } }, /^read_back\.equals/],
+      [{ read_back: { method: 'POST', url: 'http://example.com/', field: 'a', equals: 1 } }, /^read_back\.method/],
+      [{ read_back: { url: 'http://example.com/', field: 'a b', equals: 1 } }, /^read_back\.field: a JSON path/],
+      [{ method: 'GET', body: { a: 1 } }, /GET request has no body/],
+      [{ surprise: true }, /Unrecognized key/],
+    ])('refuses %j', (params, message) => {
+      expect(issues(params)).toEqual(expect.arrayContaining([expect.stringMatching(message)]));
+    });
+  });
+
+  it('declares per operation: read-back only with a read_back spec, idempotency only with a header', () => {
+    expect(operationCapabilities(connector, 'request', { method: 'GET', url: 'http://x/' })).toEqual({
+      read_back: false,
+      context_read: false,
+      provider_idempotency: false,
+      reversible: false,
+    });
+    const full = operationCapabilities(connector, 'request', {
+      method: 'GET',
+      url: 'http://x/',
+      read_back: { url: 'http://x/', field: 'a', equals: 1 },
+      idempotency: { header: 'Idempotency-Key' },
+    });
+    expect(full).toMatchObject({ read_back: true, provider_idempotency: true, context_read: false });
+  });
+
+  it('sends the template with secrets, operation id and idempotency key; ACKNOWLEDGED keeps only status and ref', async () => {
+    const o = op({
+      method: 'POST',
+      url: `${t.base}/orders`,
+      headers: { authorization: 'Bearer {{secret:crm_token}}', 'x-op': '{{operation_id}}' },
+      body: { id: '{{operation_id}}', note: 'hi' },
+      idempotency: { header: 'Idempotency-Key' },
+      ref_field: 'id',
+    });
+    const outcome = await connector.send(o, env);
+    expect(outcome).toEqual({
+      status: OperationStatus.ACKNOWLEDGED,
+      providerRef: { status: 201, ref: `srv-${o.id}` },
+      detail: 'provider answered 201',
+    });
+    const request = t.seen[t.seen.length - 1];
+    expect(request.headers.authorization).toBe('Bearer s3cr3t-value');
+    expect(request.headers['x-op']).toBe(o.id);
+    expect(request.headers['idempotency-key']).toBe(`verity-${o.id}`);
+    expect(JSON.parse(request.body)).toEqual({ id: o.id, note: 'hi' });
+    expect(JSON.stringify(outcome)).not.toContain('s3cr3t-value');
+  });
+
+  it('maps declared rejections to FAILED, and everything ambiguous to UNKNOWN', async () => {
+    const send = (path: string, extra: Record<string, unknown> = {}) =>
+      connector.send(op({ method: 'POST', url: `${t.base}${path}`, body: {}, ...extra }), env);
+    expect(await send('/reject', { reject_statuses: [422] })).toMatchObject({
+      status: OperationStatus.FAILED,
+      reason: TerminalReason.CONNECTOR_REJECTED,
+      providerError: { code: 'invalid_order' },
+    });
+    expect(await send('/reject')).toMatchObject({ status: OperationStatus.UNKNOWN });
+    expect(await send('/conflict', { reject_statuses: [422] })).toMatchObject({ status: OperationStatus.UNKNOWN });
+    expect(await send('/boom', { reject_statuses: [422] })).toMatchObject({ status: OperationStatus.UNKNOWN });
+    expect(await send('/slow')).toMatchObject({
+      status: OperationStatus.UNKNOWN,
+      detail: 'outcome unknown (ETIMEDOUT)',
+    });
+  });
+
+  it('does not follow redirects: a 302 is an ambiguous answer, and its target is never requested', async () => {
+    const before = t.seen.length;
+    expect(await connector.send(op({ method: 'POST', url: `${t.base}/redirect`, body: {} }), env)).toMatchObject({
+      status: OperationStatus.UNKNOWN,
+    });
+    expect(t.seen.slice(before).map((s) => s.url)).toEqual(['/redirect']);
+  });
+
+  it('refuses before sending: a host off the allowlist, another port, a missing secret, no tenant settings', async () => {
+    const before = t.seen.length;
+    const refused = async (params: Record<string, unknown>, e: ConnectorEnvironment = env) =>
+      connector.send(op({ method: 'POST', body: {}, ...params }), e);
+    expect(await refused({ url: `http://localhost:${t.port}/orders` })).toMatchObject({
+      status: OperationStatus.FAILED,
+      reason: TerminalReason.SOURCE_UNREACHABLE,
+      detail: expect.stringMatching(/^not sent: egress refused: host localhost is not on this tenant's allowlist/),
+    });
+    expect(await refused({ url: `http://127.0.0.1:${t.port + 1}/orders` })).toMatchObject({
+      detail: expect.stringMatching(/port/),
+    });
+    expect(
+      await refused({ url: `${t.base}/orders`, headers: { authorization: 'Bearer {{secret:other}}' } }),
+    ).toMatchObject({ status: OperationStatus.FAILED, detail: 'not sent: secret "other" is not set for this tenant' });
+    expect(await refused({ url: `${t.base}/orders` }, { ...env, tenant: undefined })).toMatchObject({
+      status: OperationStatus.FAILED,
+      reason: TerminalReason.SOURCE_UNREACHABLE,
+    });
+    expect(t.seen.length).toBe(before);
+  });
+
+  describe('read-back', () => {
+    const readBack = (url: string, equals: unknown = 'created', extra: Record<string, unknown> = {}, ref = null) =>
+      connector.readBack(
+        op(
+          {
+            method: 'POST',
+            url: `${t.base}/orders`,
+            body: {},
+            read_back: { url, field: '$.data.status', equals },
+            ...extra,
+          },
+          ref,
+        ),
+        env,
+      );
+
+    it('is found when the field equals the declared value; evidence holds the field, never the body', async () => {
+      const o = op({ method: 'POST', url: `${t.base}/orders`, body: { id: 'rb-1' } });
+      await connector.send(o, env);
+      const read = await readBack(`${t.base}/orders/rb-1`);
+      expect(read).toEqual({
+        kind: 'found',
+        evidence: {
+          source: `${t.base}/orders/rb-1`,
+          read_at: expect.any(String),
+          field: 'data.status',
+          status: 200,
+          record: { 'data.status': 'created' },
+          expected: 'created',
+        },
+      });
+      expect(JSON.stringify(read)).not.toContain('"id"');
+    });
+
+    it('reports a mismatch, absence (404), a missing field, an unreachable source, and an oversized body', async () => {
+      expect(await readBack(`${t.base}/orders/rb-1`, 'shipped')).toMatchObject({
+        kind: 'mismatch',
+        fields: ['data.status'],
+      });
+      expect(await readBack(`${t.base}/orders/nope`)).toMatchObject({ kind: 'absent' });
+      expect(await readBack(`${t.base}/no-field`)).toMatchObject({ kind: 'field_missing', field: '$.data.status' });
+      expect(await readBack(`${t.base}/boom`)).toMatchObject({
+        kind: 'unreachable',
+        evidence: { error: 'status 500' },
+      });
+      expect(await readBack(`${t.base}/big`)).toMatchObject({
+        kind: 'unreachable',
+        evidence: { error: expect.stringMatching(/larger/) },
+      });
+      expect(await readBack(`http://localhost:${t.port}/orders/rb-1`)).toMatchObject({
+        kind: 'unreachable',
+        evidence: { error: expect.stringMatching(/egress refused/) },
+      });
+    });
+
+    it('substitutes {{ref}} from the acknowledgement, and cannot read without one', async () => {
+      const o = op({ method: 'POST', url: `${t.base}/orders`, body: { id: 'rb-2' } });
+      await connector.send(o, env);
+      const spec = { ref_field: 'id' };
+      expect(await readBack(`${t.base}/orders/{{ref}}`, 'created', spec, { ref: 'rb-2' } as never)).toMatchObject({
+        kind: 'found',
+      });
+      expect(await readBack(`${t.base}/orders/{{ref}}`, 'created', spec)).toMatchObject({ kind: 'unreachable' });
+    });
+
+    it('without a read_back spec there is nothing to read', async () => {
+      expect(await connector.readBack(op({ method: 'GET', url: `${t.base}/orders/x` }), env)).toMatchObject({
+        kind: 'unreachable',
+      });
+    });
+  });
+
+  it('reads context: the current value, and whether the requested state is already there', async () => {
+    const o = op({ method: 'POST', url: `${t.base}/orders`, body: { id: 'ctx-1' } });
+    await connector.send(o, env);
+    const context = (equals?: unknown) =>
+      connector.readContext(
+        op({
+          method: 'POST',
+          url: `${t.base}/orders`,
+          body: {},
+          context: { url: `${t.base}/orders/ctx-1`, field: 'data.status', ...(equals === undefined ? {} : { equals }) },
+        }),
+        env,
+      );
+    expect(await context('created')).toMatchObject({
+      kind: 'state',
+      state: { 'data.status': 'created' },
+      requestedStatePresent: true,
+    });
+    expect(await context()).toMatchObject({ kind: 'state', requestedStatePresent: false });
+  });
+});

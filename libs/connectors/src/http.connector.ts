@@ -1,0 +1,465 @@
+import { isIP } from 'node:net';
+import { z } from 'zod';
+import { OperationStatus, TerminalReason } from '@verity/status-model';
+import { SendOutcome, classifySend, isRejectableStatus } from './classify';
+import type {
+  AllowedHost,
+  Connector,
+  ConnectorCapabilities,
+  ConnectorEnvironment,
+  ConnectorOperation,
+  ContextResult,
+  ReadBackResult,
+  ReadEvidence,
+} from './connector';
+import {
+  Resolver,
+  checkTarget,
+  classifyAddress,
+  lookupFor,
+  nonCanonicalIpv4,
+  rawHostOf,
+  systemResolver,
+} from './egress';
+import { HttpExchange, httpExchange } from './http-exchange';
+import { FIELD_PATH, FIELD_PATH_RULE, clipValue, fieldKey, readField, sameJson } from './json-path';
+
+/** Response bodies beyond this are not parsed; nothing of a body is kept but one extracted field. */
+export const HTTP_MAX_RESPONSE_BYTES = 64 * 1024;
+const MAX_BODY_CHARS = 64 * 1024;
+
+/**
+ * Headers the client sets itself, or that would let a request template smuggle a second request or reach a proxy.
+ */
+const FORBIDDEN_HEADERS = new Set([
+  'host',
+  'content-length',
+  'transfer-encoding',
+  'connection',
+  'keep-alive',
+  'upgrade',
+  'expect',
+  'te',
+  'trailer',
+  'proxy-authorization',
+  'proxy-connection',
+]);
+
+const PLACEHOLDER = /\{\{\s*([^{}]*?)\s*\}\}/g;
+const SECRET_PLACEHOLDER = /^secret:([A-Za-z0-9_.-]{1,64})$/;
+
+/** Where each template variable may appear. Secrets only in header values: never in URLs, bodies or evidence. */
+type Place = 'url' | 'body' | 'header' | 'read_back_url' | 'read_back_header';
+const VARIABLES: Record<Place, { ref: boolean; secret: boolean }> = {
+  url: { ref: false, secret: false },
+  body: { ref: false, secret: false },
+  header: { ref: false, secret: true },
+  read_back_url: { ref: true, secret: false },
+  read_back_header: { ref: true, secret: true },
+};
+
+function placeholderProblem(text: string, place: Place): string | null {
+  for (const match of text.matchAll(PLACEHOLDER)) {
+    const name = match[1];
+    if (name === 'operation_id' || name === 'idempotency_key') continue;
+    if (name === 'ref') {
+      if (VARIABLES[place].ref) continue;
+      return '{{ref}} (the reference the provider returned) can only be used in read_back';
+    }
+    if (SECRET_PLACEHOLDER.test(name)) {
+      if (VARIABLES[place].secret) continue;
+      return 'secrets ({{secret:NAME}}) can only be used in header values';
+    }
+    return `unknown template variable {{${name}}} (known: operation_id, idempotency_key, ref, secret:NAME)`;
+  }
+  return null;
+}
+
+/** Schema-level URL rules (tenant-independent): the allowlist and DNS are checked when the request is made. */
+function urlProblem(raw: string, place: Place): string | null {
+  const placeholder = placeholderProblem(raw, place);
+  if (placeholder) return placeholder;
+  const authority = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(raw)?.[1];
+  if (authority === undefined) return 'an absolute http:// or https:// URL';
+  if (authority.includes('{')) return 'template variables are not allowed in the scheme, host or port';
+  let url: URL;
+  try {
+    url = new URL(raw.replace(PLACEHOLDER, 'x'));
+  } catch {
+    return 'not a valid URL';
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'only http:// and https:// URLs are allowed';
+  if (url.username || url.password) return 'credentials in the URL are not allowed; use a header with a secret';
+  if (!rawHostOf(raw)) return 'the URL has no host';
+  if (nonCanonicalIpv4(raw)) return 'IPv4 addresses must be written in dotted-decimal form (e.g. 192.0.2.10)';
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  if (isIP(host)) {
+    const category = classifyAddress(host);
+    if (['unspecified', 'multicast', 'broadcast', 'reserved'].includes(category)) {
+      return `${host} is a ${category} address and can never be a target`;
+    }
+  }
+  return null;
+}
+
+const TargetUrl = (place: Place) =>
+  z
+    .string()
+    .min(1)
+    .max(2048)
+    .superRefine((raw, ctx) => {
+      const problem = urlProblem(raw, place);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
+    });
+
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$/;
+const FORBIDDEN_HEADER_RULE = 'this header is set by Verity or not allowed';
+
+const HeaderName = z
+  .string()
+  .regex(HEADER_NAME, 'an HTTP header name')
+  .refine((name) => !FORBIDDEN_HEADERS.has(name.toLowerCase()), FORBIDDEN_HEADER_RULE);
+
+const Headers = (place: Place) =>
+  z
+    .record(
+      z.string().regex(HEADER_NAME, 'an HTTP header name'),
+      z
+        .string()
+        .max(4096)
+        .regex(/^[\t\x20-\x7e\u0080-\u00ff]*$/, 'no line breaks'),
+    )
+    .superRefine((headers, ctx) => {
+      if (Object.keys(headers).length > 32) ctx.addIssue({ code: 'custom', message: 'at most 32 headers' });
+      for (const [name, value] of Object.entries(headers)) {
+        if (FORBIDDEN_HEADERS.has(name.toLowerCase())) {
+          ctx.addIssue({ code: 'custom', path: [name], message: FORBIDDEN_HEADER_RULE });
+        }
+        const problem = placeholderProblem(value, place);
+        if (problem) ctx.addIssue({ code: 'custom', path: [name], message: problem });
+      }
+    });
+
+const FieldPath = z.string().max(200).regex(FIELD_PATH, FIELD_PATH_RULE);
+
+const ReadBackSpec = z.strictObject({
+  method: z.literal('GET').optional().describe('read-backs only read: GET'),
+  url: TargetUrl('read_back_url'),
+  headers: Headers('read_back_header').optional(),
+  field: FieldPath,
+  equals: z.json().describe('the value the field must hold for the effect to count as verified'),
+});
+
+const ContextSpec = z.strictObject({
+  url: TargetUrl('url'),
+  headers: Headers('header').optional(),
+  field: FieldPath,
+  equals: z.json().optional().describe('the field already holding this value means no change is required'),
+});
+
+const RequestParams = z
+  .strictObject({
+    method: z.enum(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']),
+    url: TargetUrl('url'),
+    headers: Headers('header').optional(),
+    body: z.json().optional(),
+    reject_statuses: z
+      .array(
+        z
+          .number()
+          .int()
+          .refine(isRejectableStatus, '4xx codes only, and never 408 or 429 (those leave the outcome unknown)'),
+      )
+      .max(20)
+      .optional()
+      .describe('codes the target documents as "refused, nothing happened": FAILED instead of UNKNOWN'),
+    read_back: ReadBackSpec.optional(),
+    context: ContextSpec.optional(),
+    idempotency: z
+      .strictObject({ header: HeaderName })
+      .optional()
+      .describe('send an idempotency key derived from the operation id in this header'),
+    ref_field: FieldPath.optional().describe('a field of the 2xx response to keep as {{ref}} for the read-back'),
+    timeout_ms: z.number().int().min(100).max(60_000).optional(),
+  })
+  .superRefine((params, ctx) => {
+    if (params.body !== undefined) {
+      const text = JSON.stringify(params.body);
+      if (text.length > MAX_BODY_CHARS) {
+        ctx.addIssue({ code: 'custom', path: ['body'], message: `at most ${MAX_BODY_CHARS} characters of JSON` });
+      }
+      const problem = placeholderProblem(text, 'body');
+      if (problem) ctx.addIssue({ code: 'custom', path: ['body'], message: problem });
+      if (params.method === 'GET') {
+        ctx.addIssue({ code: 'custom', path: ['body'], message: 'a GET request has no body' });
+      }
+    }
+    const usesRef = [params.read_back?.url ?? '', ...Object.values(params.read_back?.headers ?? {})].some((t) =>
+      /\{\{\s*ref\s*\}\}/.test(t),
+    );
+    if (usesRef && !params.ref_field) {
+      ctx.addIssue({ code: 'custom', path: ['ref_field'], message: '{{ref}} in read_back needs ref_field' });
+    }
+  });
+
+export type HttpRequestParams = z.infer<typeof RequestParams>;
+
+type Prepared<T> = { ok: T } | { refused: string };
+
+/**
+ * A generic HTTP call to a host the tenant allowlisted. What it can prove depends on the operation: with a
+ * `read_back` spec it can reach VERIFIED; without, it ends ACKNOWLEDGED. Responses are never kept or shown raw:
+ * only the status and the one field a read-back or context read names.
+ */
+export class HttpConnector implements Connector {
+  readonly name = 'http';
+  readonly description =
+    'A generic HTTP request to a host on the tenant allowlist (SSRF-guarded, redirects not followed)';
+  readonly capabilities = { read_back: true, context_read: true, provider_idempotency: true, reversible: false };
+  readonly settings = { allowHosts: true, secrets: true };
+  readonly actions = {
+    request: {
+      description:
+        'One HTTP request from a template (method, url, headers, JSON body); optional read_back, context and idempotency',
+      params: RequestParams,
+      conditions: {
+        read_back: 'only when the operation gives params.read_back; without it the operation ends ACKNOWLEDGED',
+        context_read: 'only when the operation gives params.context',
+        provider_idempotency:
+          'only when the operation gives params.idempotency, and only if the target honours that header (Verity cannot check it)',
+      },
+    },
+  };
+
+  constructor(private readonly options: { resolver?: Resolver; maxResponseBytes?: number } = {}) {}
+
+  operationCapabilities(_action: string, params: Record<string, unknown>): Partial<ConnectorCapabilities> {
+    return {
+      read_back: params.read_back !== undefined && params.read_back !== null,
+      context_read: params.context !== undefined && params.context !== null,
+      provider_idempotency: params.idempotency !== undefined && params.idempotency !== null,
+    };
+  }
+
+  async send(op: ConnectorOperation, env: ConnectorEnvironment): Promise<SendOutcome> {
+    const params = op.params as HttpRequestParams;
+    const notSent = (why: string): SendOutcome => ({
+      status: OperationStatus.FAILED,
+      reason: TerminalReason.SOURCE_UNREACHABLE,
+      detail: `not sent: ${why}`,
+    });
+    const url = substituteUrl(params.url, op);
+    const headers = this.headers(params.headers, op, env);
+    if ('refused' in headers) return notSent(headers.refused);
+    if (params.idempotency) {
+      // One key per operation, whatever the template said under the same name in another case.
+      const name = params.idempotency.header;
+      for (const key of Object.keys(headers.ok)) if (key.toLowerCase() === name.toLowerCase()) delete headers.ok[key];
+      headers.ok[name] = idempotencyKey(op);
+    }
+    const exchange = await this.exchange(
+      {
+        method: params.method,
+        url,
+        headers: headers.ok,
+        body: params.body === undefined ? undefined : substituteBody(params.body, op),
+      },
+      params.timeout_ms,
+      env,
+    );
+    if (exchange.kind === 'refused') return notSent(`egress refused: ${exchange.message}`);
+    const status = exchange.kind === 'response' ? exchange.status : undefined;
+    return classifySend(exchange, {
+      rejectionStatuses: params.reject_statuses ?? [],
+      // The operation declared these codes itself; a bare 4xx from its own target is the answer it asked for.
+      requireErrorBody: false,
+      providerRef: (body) => {
+        const ref: Record<string, unknown> = { status };
+        if (params.ref_field) {
+          const found = readField(body, params.ref_field);
+          if (found.found && (typeof found.value === 'string' || typeof found.value === 'number')) {
+            ref.ref = String(found.value).slice(0, 200);
+          }
+        }
+        return ref;
+      },
+    });
+  }
+
+  async readBack(op: ConnectorOperation, env: ConnectorEnvironment): Promise<ReadBackResult> {
+    const spec = (op.params as HttpRequestParams).read_back;
+    const readAt = () => new Date().toISOString();
+    if (!spec) {
+      return { kind: 'unreachable', evidence: { source: 'http', read_at: readAt(), error: 'no read_back declared' } };
+    }
+    const ref = typeof op.providerRef?.ref === 'string' ? op.providerRef.ref : undefined;
+    if (/\{\{\s*ref\s*\}\}/.test(spec.url) && ref === undefined) {
+      return {
+        kind: 'unreachable',
+        evidence: {
+          source: spec.url,
+          read_at: readAt(),
+          error: 'the read-back URL needs the reference the provider returns, and no answer was received',
+        },
+      };
+    }
+    const read = await this.read(spec.url, spec.headers, spec.field, op, env, ref);
+    if (read.kind === 'unreachable') return read;
+    const { evidence } = read;
+    evidence.expected = clipValue(spec.equals);
+    if (read.kind === 'absent') return { kind: 'absent', evidence };
+    if (!read.value.found) return { kind: 'field_missing', evidence, field: spec.field };
+    if (!sameJson(read.value.value, spec.equals)) return { kind: 'mismatch', evidence, fields: [fieldKey(spec.field)] };
+    return { kind: 'found', evidence };
+  }
+
+  async readContext(op: ConnectorOperation, env: ConnectorEnvironment): Promise<ContextResult> {
+    const spec = (op.params as HttpRequestParams).context;
+    if (!spec) {
+      return {
+        kind: 'unreachable',
+        evidence: { source: 'http', read_at: new Date().toISOString(), error: 'no context read declared' },
+      };
+    }
+    const read = await this.read(spec.url, spec.headers, spec.field, op, env, undefined);
+    if (read.kind === 'unreachable') return read;
+    const key = fieldKey(spec.field);
+    const value = read.kind === 'present' && read.value.found ? read.value.value : null;
+    const requestedStatePresent =
+      spec.equals !== undefined && read.kind === 'present' && read.value.found && sameJson(value, spec.equals);
+    return {
+      kind: 'state',
+      state: { [key]: clipValue(value) },
+      requestedStatePresent,
+      conflicts: [],
+      evidence: read.evidence,
+    };
+  }
+
+  /** One GET that yields a field, with evidence holding only the status and that field (never the body). */
+  private async read(
+    rawUrl: string,
+    rawHeaders: Record<string, string> | undefined,
+    field: string,
+    op: ConnectorOperation,
+    env: ConnectorEnvironment,
+    ref: string | undefined,
+  ): Promise<
+    | { kind: 'present'; value: ReturnType<typeof readField>; evidence: ReadEvidence }
+    | { kind: 'absent'; evidence: ReadEvidence }
+    | { kind: 'unreachable'; evidence: ReadEvidence }
+  > {
+    const source = substituteUrl(rawUrl, op, ref);
+    const evidence: ReadEvidence = { source, read_at: new Date().toISOString(), field: fieldKey(field) };
+    const unreachable = (error: string) => ({ kind: 'unreachable' as const, evidence: { ...evidence, error } });
+    const headers = this.headers(rawHeaders, op, env, ref);
+    if ('refused' in headers) return unreachable(headers.refused);
+    const exchange = await this.exchange({ method: 'GET', url: source, headers: headers.ok }, undefined, env);
+    if (exchange.kind === 'refused') return unreachable(`egress refused: ${exchange.message}`);
+    if (exchange.kind !== 'response') return unreachable(exchange.code);
+    evidence.status = exchange.status;
+    // The read-back URL is the operation's declared authority on the effect: "no such record" there is absence.
+    if (exchange.status === 404 || exchange.status === 410) return { kind: 'absent', evidence };
+    if (exchange.status < 200 || exchange.status >= 300) return unreachable(`status ${exchange.status}`);
+    if (exchange.truncated) return unreachable(`response larger than ${this.maxBytes} bytes`);
+    const value = readField(exchange.body, field);
+    evidence.record = value.found ? { [fieldKey(field)]: clipValue(value.value) } : null;
+    return { kind: 'present', value, evidence };
+  }
+
+  private get maxBytes(): number {
+    return this.options.maxResponseBytes ?? HTTP_MAX_RESPONSE_BYTES;
+  }
+
+  /** Header templates resolved; a missing secret stops the request before anything leaves. */
+  private headers(
+    templates: Record<string, string> | undefined,
+    op: ConnectorOperation,
+    env: ConnectorEnvironment,
+    ref?: string,
+  ): Prepared<Record<string, string>> {
+    const out: Record<string, string> = {};
+    for (const [name, template] of Object.entries(templates ?? {})) {
+      const missing: string[] = [];
+      out[name] = template.replace(PLACEHOLDER, (_, variable: string) => {
+        const secret = SECRET_PLACEHOLDER.exec(variable);
+        if (!secret) return variableValue(variable, op, ref);
+        const value = env.tenant?.secrets?.[secret[1]];
+        if (value === undefined) missing.push(secret[1]);
+        return value ?? '';
+      });
+      if (missing.length > 0) return { refused: `secret "${missing[0]}" is not set for this tenant` };
+    }
+    return { ok: out };
+  }
+
+  /** Every request of this connector goes through the egress policy: allowlist, then vetted DNS, no redirects. */
+  private async exchange(
+    request: { method: string; url: string; headers: Record<string, string>; body?: unknown },
+    timeoutMs: number | undefined,
+    env: ConnectorEnvironment,
+  ): Promise<HttpExchange | { kind: 'refused'; message: string }> {
+    return guardedExchange(
+      {
+        ...request,
+        // Never longer than the deployment's connector timeout: the reconciler's absence proof is built on it.
+        timeoutMs: Math.min(timeoutMs ?? env.timeoutMs, env.timeoutMs),
+        maxResponseBytes: this.maxBytes,
+        signal: env.signal,
+      },
+      env.tenant?.allowHosts,
+      this.options.resolver ?? systemResolver,
+    );
+  }
+}
+
+/**
+ * One request under the egress policy. IP literals are vetted here (the HTTP client skips DNS for them); names are
+ * vetted by the lookup the client calls, so the address that was checked is the address connected to.
+ */
+export async function guardedExchange(
+  request: {
+    method: string;
+    url: string;
+    headers?: Record<string, string>;
+    body?: unknown;
+    timeoutMs: number;
+    maxResponseBytes?: number;
+    signal?: AbortSignal;
+  },
+  allowHosts: readonly AllowedHost[] | undefined,
+  resolver: Resolver = systemResolver,
+): Promise<HttpExchange | { kind: 'refused'; message: string }> {
+  const target = checkTarget(request.url, allowHosts);
+  if ('code' in target) return { kind: 'refused', message: target.message };
+  const refusal: { message?: string } = {};
+  const lookup = isIP(target.host) ? undefined : lookupFor(target, (message) => (refusal.message = message), resolver);
+  const exchange = await httpExchange({ ...request, url: target.url.toString(), lookup });
+  if (refusal.message !== undefined) return { kind: 'refused', message: refusal.message };
+  return exchange;
+}
+
+export function idempotencyKey(op: Pick<ConnectorOperation, 'id'>): string {
+  return `verity-${op.id}`;
+}
+
+function variableValue(name: string, op: ConnectorOperation, ref: string | undefined): string {
+  if (name === 'operation_id') return op.id;
+  if (name === 'idempotency_key') return idempotencyKey(op);
+  if (name === 'ref') return ref ?? '';
+  return '';
+}
+
+function substituteUrl(template: string, op: ConnectorOperation, ref?: string): string {
+  return template.replace(PLACEHOLDER, (_, name: string) => encodeURIComponent(variableValue(name, op, ref)));
+}
+
+function substituteBody(body: unknown, op: ConnectorOperation): unknown {
+  if (typeof body === 'string')
+    return body.replace(PLACEHOLDER, (_, name: string) => variableValue(name, op, undefined));
+  if (Array.isArray(body)) return body.map((item) => substituteBody(item, op));
+  if (typeof body === 'object' && body !== null) {
+    return Object.fromEntries(Object.entries(body).map(([k, v]) => [k, substituteBody(v, op)]));
+  }
+  return body;
+}

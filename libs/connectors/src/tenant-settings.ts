@@ -1,0 +1,108 @@
+import { isIP } from 'node:net';
+import { z } from 'zod';
+import { classifyAddress, nonCanonicalIpv4, normalizeHost } from './egress';
+import { FIELD_PATH, FIELD_PATH_RULE, fieldSegments, readField } from './json-path';
+
+/** Spending-cap windows are rolling: "day" is the last 24 hours, so no midnight reset can be gamed. */
+export const SPENDING_PERIODS = { hour: 3_600, day: 86_400, week: 604_800, month: 2_592_000 } as const;
+export type SpendingPeriod = keyof typeof SPENDING_PERIODS;
+
+export interface SpendingCap {
+  period: SpendingPeriod;
+  /** At most this many operations handed to the connector in the window (whatever their outcome). */
+  max_operations?: number;
+  /** At most this total of `amount_field` (a path into the operation's params) in the window. */
+  max_amount?: number;
+  amount_field?: string;
+}
+
+export const SECRET_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+
+const SecretValue = z
+  .string()
+  .min(1)
+  .max(4096)
+  .regex(/^[\x20-\x7e\u0080-\u00ff]*$/, 'printable characters only (secrets are sent in header values)');
+
+/** `*.example.com`, `api.example.com`, `10.0.0.5`, `::1` or `[::1]`, normalised the way URLs are. */
+export function normalizeAllowedHost(input: string): { host: string } | { error: string } {
+  const wildcard = input.startsWith('*.');
+  const bare = wildcard ? input.slice(2) : input;
+  const ipv6 = isIP(bare.replace(/^\[|\]$/g, '')) === 6;
+  if (!ipv6 && !/^[A-Za-z0-9.-]+$/.test(bare)) return { error: 'a host name or IP address, without scheme or port' };
+  if (!ipv6 && nonCanonicalIpv4(`http://${bare}/`)) return { error: 'IPv4 addresses in dotted-decimal form only' };
+  let host: string;
+  try {
+    host = normalizeHost(new URL(`http://${ipv6 ? `[${bare.replace(/^\[|\]$/g, '')}]` : bare}/`).hostname);
+  } catch {
+    return { error: 'not a valid host name' };
+  }
+  if (wildcard && isIP(host)) return { error: 'a wildcard applies to host names, not IP addresses' };
+  if (isIP(host) && ['unspecified', 'multicast', 'broadcast', 'reserved'].includes(classifyAddress(host))) {
+    return { error: `${host} can never be a target` };
+  }
+  return { host: wildcard ? `*.${host}` : host };
+}
+
+export const AllowedHostSchema = z
+  .strictObject({
+    host: z.string().min(1).max(253),
+    ports: z.array(z.number().int().min(1).max(65_535)).min(1).max(20).optional(),
+    allow_private: z.boolean().optional(),
+  })
+  .transform((entry, ctx) => {
+    const normalized = normalizeAllowedHost(entry.host);
+    if ('error' in normalized) {
+      ctx.addIssue({ code: 'custom', path: ['host'], message: normalized.error });
+      return z.NEVER;
+    }
+    return { ...entry, host: normalized.host };
+  });
+
+export const SpendingCapSchema = z
+  .strictObject({
+    period: z.enum(Object.keys(SPENDING_PERIODS) as [SpendingPeriod, ...SpendingPeriod[]]),
+    max_operations: z.number().int().min(0).max(1_000_000_000).optional(),
+    max_amount: z.number().min(0).max(1e15).optional(),
+    amount_field: z.string().max(200).regex(FIELD_PATH, FIELD_PATH_RULE).optional(),
+  })
+  .superRefine((cap, ctx) => {
+    if (cap.max_operations === undefined && cap.max_amount === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['max_operations'], message: 'give max_operations and/or max_amount' });
+    }
+    if (cap.max_amount !== undefined && cap.amount_field === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['amount_field'], message: 'max_amount needs the params field to sum' });
+    }
+    if (cap.max_amount === undefined && cap.amount_field !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['max_amount'], message: 'amount_field is only used with max_amount' });
+    }
+  });
+
+/**
+ * PUT /v1/admin/connector-settings/{connector}. Each field given replaces that setting; a field left out is kept.
+ * Secrets merge by name (a value sets it, null deletes it): they are write-only, so nobody could re-send them all.
+ */
+export const ConnectorSettingsInputSchema = z.strictObject({
+  allow_hosts: z.array(AllowedHostSchema).max(100).optional(),
+  spending_caps: z
+    .array(SpendingCapSchema)
+    .max(8)
+    .refine((caps) => new Set(caps.map((c) => c.period)).size === caps.length, 'at most one cap per period')
+    .optional(),
+  secrets: z
+    .record(z.string().regex(SECRET_NAME, 'letters, digits, "_", "." and "-", at most 64'), SecretValue.nullable())
+    .refine((s) => Object.keys(s).length <= 50, 'at most 50 secrets per request')
+    .optional(),
+});
+export type ConnectorSettingsInput = z.infer<typeof ConnectorSettingsInputSchema>;
+
+/** For a cap with an amount: the params path it sums, and this operation's amount there (null: not a number). */
+export function capAmount(
+  params: Record<string, unknown>,
+  cap: { amount_field?: string },
+): { path: string[]; amount: number | null } | null {
+  if (!cap.amount_field) return null;
+  const found = readField(params, cap.amount_field);
+  const amount = found.found && typeof found.value === 'number' && Number.isFinite(found.value) ? found.value : null;
+  return { path: fieldSegments(cap.amount_field), amount };
+}

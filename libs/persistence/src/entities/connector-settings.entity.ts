@@ -1,0 +1,207 @@
+import { Column, Entity, PrimaryColumn } from 'typeorm';
+import type { EntityManager } from 'typeorm';
+import { Queryable, rows } from '../sql';
+import type { TransitionResult } from '../transition.service';
+
+/** One outbound host a tenant allows (the `http` connector); mirrors `AllowedHost` in libs/connectors. */
+export interface AllowedHostRow {
+  host: string;
+  ports?: number[];
+  allow_private?: boolean;
+}
+
+/** Mirrors `SpendingCap` in libs/connectors. */
+export interface SpendingCapRow {
+  period: 'hour' | 'day' | 'week' | 'month';
+  max_operations?: number;
+  max_amount?: number;
+  amount_field?: string;
+}
+
+export const SPENDING_PERIOD_SECONDS: Record<SpendingCapRow['period'], number> = {
+  hour: 3_600,
+  day: 86_400,
+  week: 604_800,
+  month: 2_592_000,
+};
+
+@Entity('tenant_connector_settings')
+export class TenantConnectorSettingsEntity {
+  @PrimaryColumn('text', { name: 'tenant_id' }) tenantId!: string;
+  @PrimaryColumn('text') connector!: string;
+  @Column('jsonb', { name: 'allow_hosts' }) allowHosts!: AllowedHostRow[];
+  @Column('jsonb', { name: 'spending_caps' }) spendingCaps!: SpendingCapRow[];
+  @Column('text', { name: 'updated_by', nullable: true }) updatedBy!: string | null;
+  @Column('timestamptz', { name: 'created_at' }) createdAt!: Date;
+  @Column('timestamptz', { name: 'updated_at' }) updatedAt!: Date;
+}
+
+/** Write-only from the API's point of view: only workers read `value`, and only to put it in a request header. */
+@Entity('tenant_connector_secrets')
+export class TenantConnectorSecretEntity {
+  @PrimaryColumn('text', { name: 'tenant_id' }) tenantId!: string;
+  @PrimaryColumn('text') connector!: string;
+  @PrimaryColumn('text') name!: string;
+  @Column('text', { select: false }) value!: string;
+  @Column('text', { name: 'updated_by', nullable: true }) updatedBy!: string | null;
+  @Column('timestamptz', { name: 'updated_at' }) updatedAt!: Date;
+}
+
+@Entity('connector_spend')
+export class ConnectorSpendEntity {
+  @PrimaryColumn('text', { name: 'operation_id' }) operationId!: string;
+  @Column('text', { name: 'tenant_id' }) tenantId!: string;
+  @Column('text') connector!: string;
+  @Column('timestamptz', { name: 'spent_at' }) spentAt!: Date;
+}
+
+export interface ConnectorSettingsRecord {
+  allowHosts: AllowedHostRow[];
+  spendingCaps: SpendingCapRow[];
+  /** Names and values; present only when asked for (workers building a request). */
+  secrets: Record<string, string>;
+}
+
+/** A tenant's settings for one connector in one round trip; no row means no allowlist, no caps, no secrets. */
+export async function loadConnectorSettings(
+  db: Queryable,
+  tenantId: string,
+  connector: string,
+  options: { withSecrets: boolean },
+): Promise<ConnectorSettingsRecord> {
+  const [row] = await rows<{
+    allow_hosts: AllowedHostRow[] | null;
+    spending_caps: SpendingCapRow[] | null;
+    secrets: Record<string, string> | null;
+  }>(
+    db,
+    `SELECT s.allow_hosts, s.spending_caps,
+            CASE WHEN $3 THEN (SELECT jsonb_object_agg(x.name, x.value) FROM tenant_connector_secrets x
+                               WHERE x.tenant_id = $1 AND x.connector = $2) END AS secrets
+     FROM (SELECT 1) one
+     LEFT JOIN tenant_connector_settings s ON s.tenant_id = $1 AND s.connector = $2`,
+    [tenantId, connector, options.withSecrets],
+  );
+  return {
+    allowHosts: row?.allow_hosts ?? [],
+    spendingCaps: row?.spending_caps ?? [],
+    secrets: row?.secrets ?? {},
+  };
+}
+
+export interface CapUsage {
+  period: SpendingCapRow['period'];
+  since: string;
+  operations: number;
+  /** The sum of the cap's amount_field over the window (null when the cap has none). */
+  amount: number | null;
+}
+
+/** What has been spent in a cap's rolling window: every operation handed to the connector, whatever its outcome. */
+export async function spendingUsage(
+  db: Queryable,
+  tenantId: string,
+  connector: string,
+  cap: SpendingCapRow,
+  amountPath: string[] | null,
+): Promise<CapUsage> {
+  const [row] = await rows<{ operations: string; amount: string | null; since: Date }>(
+    db,
+    `SELECT count(*) AS operations,
+            sum(CASE WHEN jsonb_typeof(o.params #> $4::text[]) = 'number' THEN (o.params #>> $4::text[])::numeric END)
+              AS amount,
+            now() - make_interval(secs => $3) AS since
+     FROM connector_spend s JOIN operations o ON o.id = s.operation_id
+     WHERE s.tenant_id = $1 AND s.connector = $2 AND s.spent_at >= now() - make_interval(secs => $3)`,
+    [tenantId, connector, SPENDING_PERIOD_SECONDS[cap.period], amountPath ?? []],
+  );
+  return {
+    period: cap.period,
+    since: new Date(row.since).toISOString(),
+    operations: Number(row.operations),
+    amount: amountPath ? Number(row.amount ?? 0) : null,
+  };
+}
+
+export interface CapExceeded {
+  cap: SpendingCapRow;
+  usage: CapUsage;
+  rule: 'max_operations' | 'max_amount' | 'amount_unreadable';
+  /** This operation's amount, for an amount cap. */
+  requested?: number | null;
+}
+
+/**
+ * The spending cap, enforced where it cannot be raced: under a per-(tenant, connector) transaction lock, the window
+ * is counted, and either the operation is refused or its SENT commit and its ledger row are written together.
+ * Without caps this is just the commit. `commit` is the SENT transition, run on the transaction it is given.
+ */
+export async function commitWithinSpendingCaps(
+  dataSource: { manager: EntityManager; transaction<T>(work: (tx: EntityManager) => Promise<T>): Promise<T> },
+  input: {
+    tenantId: string;
+    connector: string;
+    operationId: string;
+    caps: SpendingCapRow[];
+    /** The path segments of a cap's amount_field, and this operation's amount there (null: not a number). */
+    amountOf: (cap: SpendingCapRow) => { path: string[]; amount: number | null } | null;
+  },
+  commit: (db: EntityManager) => Promise<TransitionResult>,
+): Promise<{ sent: TransitionResult } | { exceeded: CapExceeded }> {
+  if (input.caps.length === 0) return { sent: await commit(dataSource.manager) };
+  return dataSource.transaction(async (tx) => {
+    // Two dispatchers sending for the same tenant and connector take turns here, so neither can overshoot the cap.
+    await tx.query(`SELECT pg_advisory_xact_lock(727002, hashtext($1))`, [`${input.tenantId}/${input.connector}`]);
+    for (const cap of input.caps) {
+      const amount = cap.max_amount !== undefined ? input.amountOf(cap) : null;
+      const usage = await spendingUsage(tx, input.tenantId, input.connector, cap, amount?.path ?? null);
+      if (cap.max_operations !== undefined && usage.operations + 1 > cap.max_operations) {
+        return { exceeded: { cap, usage, rule: 'max_operations' } };
+      }
+      if (cap.max_amount !== undefined) {
+        if (amount === null || amount.amount === null) {
+          return { exceeded: { cap, usage, rule: 'amount_unreadable', requested: null } };
+        }
+        if ((usage.amount ?? 0) + amount.amount > cap.max_amount) {
+          return { exceeded: { cap, usage, rule: 'max_amount', requested: amount.amount } };
+        }
+      }
+    }
+    const sent = await commit(tx);
+    if (sent.won) {
+      await tx.query(
+        `INSERT INTO connector_spend (operation_id, tenant_id, connector) VALUES ($1, $2, $3)
+         ON CONFLICT (operation_id) DO NOTHING`,
+        [input.operationId, input.tenantId, input.connector],
+      );
+    }
+    return { sent };
+  });
+}
+
+/**
+ * When a cap is first set, what was already sent in its longest window counts too: the ledger is filled from the
+ * operations table (an admin action, so the scan is acceptable).
+ */
+export async function backfillSpend(db: Queryable, tenantId: string, connector: string, seconds: number) {
+  await db.query(
+    `INSERT INTO connector_spend (operation_id, tenant_id, connector, spent_at)
+     SELECT id, tenant_id, connector, sent_at FROM operations
+     WHERE tenant_id = $1 AND connector = $2 AND attempt > 0 AND sent_at >= now() - make_interval(secs => $3)
+     ON CONFLICT (operation_id) DO NOTHING`,
+    [tenantId, connector, seconds],
+  );
+}
+
+/** The refusal in words, for the operation's evidence and its events. */
+export function describeCapExceeded(connector: string, e: CapExceeded): string {
+  const window = `per ${e.cap.period} (rolling, since ${e.usage.since})`;
+  switch (e.rule) {
+    case 'max_operations':
+      return `spending cap reached for ${connector}: ${e.usage.operations} of at most ${e.cap.max_operations} operations ${window}; not sent`;
+    case 'max_amount':
+      return `spending cap reached for ${connector}: ${e.requested} more would bring ${e.cap.amount_field} to ${(e.usage.amount ?? 0) + (e.requested ?? 0)}, above ${e.cap.max_amount} ${window}; not sent`;
+    case 'amount_unreadable':
+      return `spending cap on ${connector} counts params.${e.cap.amount_field}, which this operation does not carry as a number; not sent`;
+  }
+}

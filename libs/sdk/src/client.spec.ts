@@ -1,0 +1,286 @@
+import { createServer, IncomingMessage, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Verity } from './client';
+import { VerityConflictError, VerityNetworkError, VerityTimeoutError } from './errors';
+import type { Execution, SubmissionRequest } from './types';
+
+const KEY = 'sk-test-secret-key-456';
+
+interface Seen {
+  method: string;
+  url: string;
+  idempotencyKey: string | undefined;
+  body: string;
+}
+
+type Handler = (req: IncomingMessage, res: ServerResponse, body: string, n: number) => void;
+
+/** A real HTTP server; the handler decides per request whether to answer or drop the connection. */
+async function listen(handler: Handler) {
+  const seen: Seen[] = [];
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks).toString();
+      seen.push({
+        method: req.method!,
+        url: req.url!,
+        idempotencyKey: req.headers['idempotency-key'] as string | undefined,
+        body,
+      });
+      handler(req, res, body, seen.length);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    seen,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** The connection is cut after the request arrived: the client cannot know whether it was carried out. */
+function drop(req: IncomingMessage): void {
+  req.socket.destroy();
+}
+
+function json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers });
+  res.end(JSON.stringify(body));
+}
+
+const SUBMISSION: SubmissionRequest = {
+  agent_id: 'unit',
+  intent: 'charge',
+  operations: [
+    {
+      key: 'charge',
+      connector: 'sandbox.payments',
+      action: 'charge',
+      params: { amount: 1250, currency: 'EUR', reference: 'order-1' },
+    },
+  ],
+};
+
+function fakeExecution(id: string, status = 'created', opStatus = 'PREPARED'): Execution {
+  return {
+    id,
+    agent_id: 'unit',
+    intent: 'charge',
+    status,
+    effects: { summary: 'unknown', counts: {} },
+    operations: [{ id: 'op_1', status: opStatus, verification_method: 'read_after_write' }],
+  } as unknown as Execution;
+}
+
+/**
+ * A tiny idempotent intake: the first request for a key "commits" and then loses its connection; later requests
+ * with the same key get the committed execution back, flagged as a replay, as the real API does (I8).
+ */
+function idempotentIntake(dropFirst: number) {
+  const byKey = new Map<string, { id: string; body: string }>();
+  let created = 0;
+  const handler: Handler = (req, res, body, n) => {
+    const key = req.headers['idempotency-key'] as string;
+    const existing = byKey.get(key);
+    if (existing && existing.body !== body) {
+      json(res, 422, { type: 'https://verity.dev/problems/idempotency-key-reused', title: 'x', status: 422 });
+      return;
+    }
+    if (!existing) {
+      created += 1;
+      byKey.set(key, { id: `exe_${created}`, body });
+    }
+    if (n <= dropFirst) {
+      drop(req);
+      return;
+    }
+    json(res, 201, fakeExecution(byKey.get(key)!.id), existing ? { 'idempotent-replayed': 'true' } : {});
+  };
+  return { handler, created: () => created };
+}
+
+describe('create: idempotent retry over a real dropped connection', () => {
+  it('retries a dropped create with the same generated key and gets the one execution back', async () => {
+    const intake = idempotentIntake(1);
+    const server = await listen(intake.handler);
+    try {
+      const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
+      const result = await dx.executions.createWithMeta(SUBMISSION);
+      expect(result.execution.id).toBe('exe_1');
+      expect(result.replayed).toBe(true);
+      expect(result.attempts).toBe(2);
+      expect(result.idempotencyKey).toMatch(/^[0-9a-f-]{36}$/);
+      expect(server.seen).toHaveLength(2);
+      expect(server.seen.map((s) => s.idempotencyKey)).toEqual([result.idempotencyKey, result.idempotencyKey]);
+      expect(server.seen[0].body).toBe(server.seen[1].body);
+      expect(intake.created()).toBe(1);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("uses the caller's key verbatim, and a fresh key per call otherwise", async () => {
+    const intake = idempotentIntake(0);
+    const server = await listen(intake.handler);
+    try {
+      const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
+      const first = await dx.executions.createWithMeta(SUBMISSION, { idempotencyKey: 'order-1-charge' });
+      const again = await dx.executions.createWithMeta(SUBMISSION, { idempotencyKey: 'order-1-charge' });
+      expect([first.replayed, again.replayed]).toEqual([false, true]);
+      expect(again.execution.id).toBe(first.execution.id);
+      const plain = await dx.executions.create(SUBMISSION);
+      const other = await dx.executions.create(SUBMISSION);
+      expect(plain.id).not.toBe(other.id);
+      expect(server.seen.map((s) => s.idempotencyKey).slice(0, 2)).toEqual(['order-1-charge', 'order-1-charge']);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('waits out an in-flight answer for the same key, then takes the replay', async () => {
+    const server = await listen((_req, res, _body, n) => {
+      if (n === 1) drop(_req);
+      else if (n === 2)
+        json(res, 409, {
+          type: 'https://verity.dev/problems/idempotency-key-in-flight',
+          title: 'Conflict with the current state',
+          status: 409,
+        });
+      else json(res, 201, fakeExecution('exe_9'), { 'idempotent-replayed': 'true' });
+    });
+    try {
+      const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
+      const result = await dx.executions.createWithMeta(SUBMISSION);
+      expect(result).toMatchObject({ replayed: true, attempts: 3 });
+      expect(new Set(server.seen.map((s) => s.idempotencyKey)).size).toBe(1);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('gives up after 3 attempts with a network error that names the key to repeat with', async () => {
+    const intake = idempotentIntake(Infinity);
+    const server = await listen(intake.handler);
+    try {
+      const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
+      const error = (await dx.executions.create(SUBMISSION, { idempotencyKey: 'k-1' }).catch((e: unknown) => e)) as
+        VerityNetworkError | undefined;
+      expect(error).toBeInstanceOf(VerityNetworkError);
+      expect(error).toMatchObject({ attempts: 3, outcomeUnknown: true, idempotencyKey: 'k-1', method: 'POST' });
+      expect(error!.message).toContain('same Idempotency-Key');
+      expect(error!.message).not.toContain(KEY);
+      expect(server.seen).toHaveLength(3);
+      expect(intake.created()).toBe(1);
+    } finally {
+      await server.close();
+    }
+  });
+});
+
+describe('requests with an effect are sent once', () => {
+  it('never repeats approve, deny, resolve, retry or cancel after a dropped connection', async () => {
+    const server = await listen((req) => drop(req));
+    try {
+      const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
+      const calls: [string, () => Promise<unknown>][] = [
+        ['/v1/operations/op_1/approval', () => dx.operations.approve('op_1', { reason: 'ok' })],
+        ['/v1/operations/op_1/approval', () => dx.operations.deny('op_1')],
+        ['/v1/operations/op_1/resolve', () => dx.operations.resolve('op_1', { status: 'FAILED', evidence: 'none' })],
+        ['/v1/operations/op_1/retry', () => dx.operations.retry('op_1')],
+        ['/v1/executions/exe_1/cancel', () => dx.executions.cancel('exe_1')],
+      ];
+      for (const [path, call] of calls) {
+        server.seen.length = 0;
+        const error = await call().catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(VerityNetworkError);
+        expect(error).toMatchObject({ attempts: 1, outcomeUnknown: true, path });
+        expect((error as Error).message).toContain('outcome is unknown');
+        expect(server.seen).toHaveLength(1);
+      }
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('does not retry an idempotency conflict of a different kind', async () => {
+    const server = await listen((_req, res) =>
+      json(res, 409, { type: 'https://verity.dev/problems/already-decided', title: 'Conflict', status: 409 }),
+    );
+    try {
+      const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
+      await expect(dx.operations.approve('op_1')).rejects.toBeInstanceOf(VerityConflictError);
+      expect(server.seen).toHaveLength(1);
+      expect(JSON.parse(server.seen[0].body)).toEqual({ decision: 'approve' });
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('retries a GET whose connection dropped', async () => {
+    const server = await listen((req, res, _body, n) => (n === 1 ? drop(req) : json(res, 200, fakeExecution('exe_1'))));
+    try {
+      const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
+      await expect(dx.get('exe_1')).resolves.toMatchObject({ id: 'exe_1' });
+      expect(server.seen.map((s) => s.url)).toEqual(['/v1/executions/exe_1', '/v1/executions/exe_1']);
+    } finally {
+      await server.close();
+    }
+  });
+});
+
+describe('waitForSettled without a usable stream', () => {
+  it('falls back to polling GET when the stream is refused with 429', async () => {
+    let gets = 0;
+    const server = await listen((req, res) => {
+      if (req.url!.endsWith('/stream')) {
+        json(res, 429, { type: 'https://verity.dev/problems/too-many-streams', title: 'x', status: 429 });
+        return;
+      }
+      gets += 1;
+      json(
+        res,
+        200,
+        gets < 3 ? fakeExecution('exe_1', 'running', 'SENT') : fakeExecution('exe_1', 'completed', 'VERIFIED'),
+      );
+    });
+    try {
+      const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
+      const settled = await dx.waitForSettled('exe_1', { timeoutMs: 10_000, pollIntervalMs: 20 });
+      expect(settled.status).toBe('completed');
+      expect(gets).toBe(3);
+    } finally {
+      await server.close();
+    }
+  }, 20_000);
+
+  it('rejects with a typed timeout carrying the last state seen', async () => {
+    const server = await listen((req, res) => {
+      if (req.url!.endsWith('/stream')) {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write('retry: 1000\n\n: heartbeat\n\n');
+        return; // held open, never settles
+      }
+      json(res, 200, fakeExecution('exe_1', 'waiting_for_approval', 'PREPARED'));
+    });
+    try {
+      const dx = new Verity({ baseUrl: server.url, apiKey: KEY });
+      const started = Date.now();
+      const error = (await dx
+        .waitForSettled('exe_1', { timeoutMs: 300 })
+        .catch((e: unknown) => e)) as VerityTimeoutError;
+      expect(error).toBeInstanceOf(VerityTimeoutError);
+      expect(error.timeoutMs).toBe(300);
+      expect(error.lastExecution?.status).toBe('waiting_for_approval');
+      expect(Date.now() - started).toBeLessThan(3_000);
+    } finally {
+      await server.close();
+    }
+  });
+});

@@ -1,0 +1,318 @@
+import { VerityError, VerityTimeoutError } from './errors';
+import { Transport, TransportOptions, sleep } from './http';
+import { isExecutionSettled } from './settled';
+import { ExecutionStream, StreamOptions } from './stream';
+import type {
+  ConnectorInfo,
+  ConnectorList,
+  EventList,
+  Execution,
+  ExecutionEvent,
+  ExecutionList,
+  ListEventsQuery,
+  ListExecutionsQuery,
+  OperationDetail,
+  ResolveRequest,
+  RetryResult,
+  StatusModelDocument,
+  SubmissionRequest,
+} from './types';
+
+/**
+ * `baseUrl` (e.g. `http://localhost:3000`) and `apiKey` are required. `fetch` replaces the global fetch (a proxy
+ * agent, instrumentation, tests). `timeoutMs` bounds each request (30 s); `maxAttempts` (3) and `backoffMs` (200)
+ * govern the retries of retry-safe requests only: GETs, and creates (which always carry an Idempotency-Key).
+ */
+export type VerityOptions = TransportOptions;
+
+export interface RequestOptions {
+  signal?: AbortSignal;
+}
+
+export interface CreateOptions extends RequestOptions {
+  /**
+   * Up to 255 printable ASCII characters, kept 24 h per tenant: the same key and body give the same execution.
+   * When omitted the SDK generates one (a UUID), so its own retries after a network error are safe.
+   */
+  idempotencyKey?: string;
+}
+
+export interface CreateResult {
+  execution: Execution;
+  /** The server answered with an execution created earlier for this key (`Idempotent-Replayed: true`). */
+  replayed: boolean;
+  /** The key that was sent (the caller's, or the generated one). */
+  idempotencyKey: string;
+  /** Requests sent: above 1 when a network error or an in-flight answer was retried with the same key. */
+  attempts: number;
+}
+
+export interface ReasonOptions extends RequestOptions {
+  reason?: string;
+}
+
+export interface WaitOptions extends RequestOptions {
+  /** Default 60 s. On expiry the promise rejects with a VerityTimeoutError carrying the last state seen. */
+  timeoutMs?: number;
+  /** Interval of the GET polling used when the stream is unavailable (default 1 s). */
+  pollIntervalMs?: number;
+  /** Called with each event the stream delivers while waiting. */
+  onEvent?: (event: ExecutionEvent) => void;
+}
+
+/** Executions: submit, read, list, cancel, and follow their events. */
+export class ExecutionsApi {
+  constructor(private readonly transport: Transport) {}
+
+  /**
+   * POST /v1/executions. Returns the execution (201 = committed). A network error is retried (up to `maxAttempts`)
+   * with the same Idempotency-Key, so at most one execution is ever created. Use `createWithMeta` to learn whether
+   * the answer was a replay.
+   */
+  async create(body: SubmissionRequest, options: CreateOptions = {}): Promise<Execution> {
+    return (await this.createWithMeta(body, options)).execution;
+  }
+
+  /** As `create`, with the replay flag, the key sent and the number of attempts. */
+  async createWithMeta(body: SubmissionRequest, options: CreateOptions = {}): Promise<CreateResult> {
+    const idempotencyKey = options.idempotencyKey ?? globalThis.crypto.randomUUID();
+    const result = await this.transport.request<Execution>({
+      method: 'POST',
+      path: '/v1/executions',
+      body,
+      headers: { 'idempotency-key': idempotencyKey },
+      retry: 'safe',
+      signal: options.signal,
+    });
+    return {
+      execution: result.data,
+      replayed: result.headers.get('idempotent-replayed') === 'true',
+      idempotencyKey,
+      attempts: result.attempts,
+    };
+  }
+
+  /** GET /v1/executions/{id}: the execution with its operations, effects and failure. */
+  async get(id: string, options: RequestOptions = {}): Promise<Execution> {
+    return this.getJson<Execution>(`/v1/executions/${encodeURIComponent(id)}`, undefined, options);
+  }
+
+  /** GET /v1/executions: one page, newest first; pass `next_cursor` as `cursor` for the next. */
+  async list(query: ListExecutionsQuery = {}, options: RequestOptions = {}): Promise<ExecutionList> {
+    return this.getJson<ExecutionList>('/v1/executions', { ...query }, options);
+  }
+
+  /** Every execution matching the query, page after page. */
+  async *listAll(query: Omit<ListExecutionsQuery, 'cursor'> = {}, options: RequestOptions = {}) {
+    let cursor: string | undefined;
+    do {
+      const page = await this.list({ ...query, cursor }, options);
+      yield* page.data;
+      cursor = page.next_cursor ?? undefined;
+    } while (cursor);
+  }
+
+  /** POST /v1/executions/{id}/cancel. Never retried. PREPARED operations become CANCELLED; sent ones keep settling. */
+  async cancel(id: string, options: ReasonOptions = {}): Promise<Execution> {
+    const result = await this.transport.request<Execution>({
+      method: 'POST',
+      path: `/v1/executions/${encodeURIComponent(id)}/cancel`,
+      body: options.reason !== undefined ? { reason: options.reason } : {},
+      retry: 'never',
+      signal: options.signal,
+    });
+    return result.data;
+  }
+
+  /** GET /v1/executions/{id}/events: one page of the append-only log, after an event id. */
+  async events(id: string, query: ListEventsQuery = {}, options: RequestOptions = {}): Promise<EventList> {
+    return this.getJson<EventList>(`/v1/executions/${encodeURIComponent(id)}/events`, { ...query }, options);
+  }
+
+  /** The live event stream (SSE), resuming by itself after a disconnect; see ExecutionStream. */
+  stream(id: string, options: StreamOptions = {}): ExecutionStream {
+    return new ExecutionStream(this.transport, id, options);
+  }
+
+  /**
+   * Resolves with the execution once it is terminal and every operation has settled (terminal, MANUAL_REVIEW, or
+   * ACKNOWLEDGED without read-back). Follows the stream; if the stream cannot be used, polls GET. Rejects with a
+   * VerityTimeoutError after `timeoutMs`, or with the API's error (404 …).
+   */
+  async waitForSettled(id: string, options: WaitOptions = {}): Promise<Execution> {
+    const timeoutMs = options.timeoutMs ?? 60_000;
+    const pollIntervalMs = options.pollIntervalMs ?? 1_000;
+    const controller = new AbortController();
+    const timeout = new Error('timeout');
+    const timer = setTimeout(() => controller.abort(timeout), timeoutMs);
+    const fromCaller = () => controller.abort(options.signal?.reason);
+    if (options.signal?.aborted) fromCaller();
+    options.signal?.addEventListener('abort', fromCaller, { once: true });
+    const signal = controller.signal;
+    let last: Execution | undefined;
+    try {
+      last = await this.get(id, { signal });
+      if (isExecutionSettled(last)) return last;
+      try {
+        const stream = this.stream(id, { signal, retryOnBusy: false, maxReconnects: 3 });
+        for await (const event of stream) options.onEvent?.(event);
+      } catch (error) {
+        if (signal.aborted) throw error;
+        // The API's own refusals (not found, unauthorized) would only repeat themselves in polling.
+        if (error instanceof VerityError && [400, 401, 403, 404].includes(error.status)) throw error;
+        // Anything else (too many streams, a network that cannot hold a stream): poll.
+      }
+      while (true) {
+        last = await this.get(id, { signal });
+        if (isExecutionSettled(last)) return last;
+        await sleep(pollIntervalMs, signal);
+      }
+    } catch (error) {
+      if (signal.aborted && signal.reason === timeout) throw new VerityTimeoutError(id, timeoutMs, last);
+      throw error;
+    } finally {
+      clearTimeout(timer);
+      options.signal?.removeEventListener('abort', fromCaller);
+    }
+  }
+
+  private async getJson<T>(
+    path: string,
+    query: ListExecutionsQuery | ListEventsQuery | undefined,
+    options: RequestOptions,
+  ) {
+    const result = await this.transport.request<T>({
+      method: 'GET',
+      path,
+      query: query as Record<string, string | number | undefined> | undefined,
+      retry: 'safe',
+      signal: options.signal,
+    });
+    return result.data;
+  }
+}
+
+/** Operations: read one, approve or deny it, resolve a manual review, or retry a FAILED/CANCELLED one. */
+export class OperationsApi {
+  constructor(private readonly transport: Transport) {}
+
+  /** GET /v1/operations/{id}: with evidence, recovery obligation and the resolutions permitted now. */
+  async get(id: string, options: RequestOptions = {}): Promise<OperationDetail> {
+    const result = await this.transport.request<OperationDetail>({
+      method: 'GET',
+      path: `/v1/operations/${encodeURIComponent(id)}`,
+      retry: 'safe',
+      signal: options.signal,
+    });
+    return result.data;
+  }
+
+  /** POST /v1/operations/{id}/approval `{ decision: 'approve' }` (reviewer role). Never retried. */
+  approve(id: string, options: ReasonOptions = {}): Promise<OperationDetail> {
+    return this.decide(id, 'approve', options);
+  }
+
+  /** POST /v1/operations/{id}/approval `{ decision: 'deny' }` (reviewer role): the operation is CANCELLED. */
+  deny(id: string, options: ReasonOptions = {}): Promise<OperationDetail> {
+    return this.decide(id, 'deny', options);
+  }
+
+  /** POST /v1/operations/{id}/resolve: a human resolution of MANUAL_REVIEW, with evidence (reviewer). Never retried. */
+  async resolve(id: string, body: ResolveRequest, options: RequestOptions = {}): Promise<OperationDetail> {
+    const result = await this.transport.request<OperationDetail>({
+      method: 'POST',
+      path: `/v1/operations/${encodeURIComponent(id)}/resolve`,
+      body: { status: body.status, evidence: body.evidence },
+      retry: 'never',
+      signal: options.signal,
+    });
+    return result.data;
+  }
+
+  /**
+   * POST /v1/operations/{id}/retry: a new operation (`retry_of`) in a new execution, only from FAILED or CANCELLED;
+   * otherwise a VerityConflictError with code `retry-not-allowed` (the rule is in `body.retry`). Never retried.
+   */
+  async retry(id: string, options: RequestOptions = {}): Promise<RetryResult> {
+    const result = await this.transport.request<RetryResult>({
+      method: 'POST',
+      path: `/v1/operations/${encodeURIComponent(id)}/retry`,
+      retry: 'never',
+      signal: options.signal,
+    });
+    return result.data;
+  }
+
+  private async decide(id: string, decision: 'approve' | 'deny', options: ReasonOptions): Promise<OperationDetail> {
+    const result = await this.transport.request<OperationDetail>({
+      method: 'POST',
+      path: `/v1/operations/${encodeURIComponent(id)}/approval`,
+      body: options.reason !== undefined ? { decision, reason: options.reason } : { decision },
+      retry: 'never',
+      signal: options.signal,
+    });
+    return result.data;
+  }
+}
+
+/**
+ * The Verity client.
+ *
+ * ```ts
+ * const dx = new Verity({ baseUrl: 'http://localhost:3000', apiKey: process.env.VERITY_API_KEY! });
+ * const execution = await dx.executions.create({ agent_id: 'billing-bot', intent: 'Charge order 1234', operations });
+ * const settled = await dx.waitForSettled(execution.id, { timeoutMs: 30_000 });
+ * ```
+ */
+export class Verity {
+  readonly executions: ExecutionsApi;
+  readonly operations: OperationsApi;
+  private readonly transport: Transport;
+
+  constructor(options: VerityOptions) {
+    this.transport = new Transport(options);
+    this.executions = new ExecutionsApi(this.transport);
+    this.operations = new OperationsApi(this.transport);
+  }
+
+  get baseUrl(): string {
+    return this.transport.baseUrl;
+  }
+
+  /** Shorthand of `executions.get`. */
+  get(id: string, options: RequestOptions = {}): Promise<Execution> {
+    return this.executions.get(id, options);
+  }
+
+  /** Shorthand of `executions.stream`. */
+  stream(id: string, options: StreamOptions = {}): ExecutionStream {
+    return this.executions.stream(id, options);
+  }
+
+  /** Shorthand of `executions.waitForSettled`. */
+  waitForSettled(id: string, options: WaitOptions = {}): Promise<Execution> {
+    return this.executions.waitForSettled(id, options);
+  }
+
+  /** GET /v1/connectors: each connector's actions, params schema, read-back, provider idempotency, reversibility. */
+  async connectors(options: RequestOptions = {}): Promise<ConnectorInfo[]> {
+    const result = await this.transport.request<ConnectorList>({
+      method: 'GET',
+      path: '/v1/connectors',
+      retry: 'safe',
+      signal: options.signal,
+    });
+    return result.data.data;
+  }
+
+  /** GET /v1/status-model: the state tables and retry rules, generated from the status model. */
+  async statusModel(options: RequestOptions = {}): Promise<StatusModelDocument> {
+    const result = await this.transport.request<StatusModelDocument>({
+      method: 'GET',
+      path: '/v1/status-model',
+      retry: 'safe',
+      signal: options.signal,
+    });
+    return result.data;
+  }
+}

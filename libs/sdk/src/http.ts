@@ -1,0 +1,189 @@
+import { VerityError, VerityNetworkError, VerityServerError, errorFromResponse } from './errors';
+
+export type FetchLike = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
+
+/**
+ * `safe`: repeating the request cannot cause a second effect (a GET, or a POST carrying an Idempotency-Key), so a
+ * network error or a transient answer is retried. `never`: a request with an effect (approve, deny, resolve, retry,
+ * cancel): sent once, whatever happens.
+ */
+export type RetryPolicy = 'safe' | 'never';
+
+export interface RequestSpec {
+  method: 'GET' | 'POST';
+  path: string;
+  query?: Record<string, string | number | undefined>;
+  body?: unknown;
+  headers?: Record<string, string>;
+  retry: RetryPolicy;
+  signal?: AbortSignal;
+}
+
+export interface HttpResult<T> {
+  data: T;
+  status: number;
+  headers: Headers;
+  /** How many requests were sent (1 unless a safe request was retried). */
+  attempts: number;
+}
+
+export interface TransportOptions {
+  baseUrl: string;
+  apiKey: string;
+  fetch?: FetchLike;
+  /** Per-attempt timeout (default 30 s). */
+  timeoutMs?: number;
+  /** Attempts for a retry-safe request (default 3). */
+  maxAttempts?: number;
+  /** First backoff delay; doubles per attempt, with jitter (default 200 ms). */
+  backoffMs?: number;
+  userAgent?: string;
+}
+
+/** Transient answers worth repeating for a retry-safe request. */
+const RETRYABLE_STATUSES = new Set([429, 502, 503, 504]);
+/** A Retry-After longer than this is not waited for inside one call: the error goes to the caller. */
+const MAX_RETRY_AFTER_MS = 10_000;
+
+/**
+ * The HTTP layer: Bearer auth, JSON, problem+json errors, timeouts and the retry policy. The key lives in a private
+ * field: it never appears in a URL, in an error, in `util.inspect` or `JSON.stringify` of the client, or in a log.
+ */
+export class Transport {
+  readonly baseUrl: string;
+  readonly fetch: FetchLike;
+  readonly timeoutMs: number;
+  readonly maxAttempts: number;
+  readonly backoffMs: number;
+  private readonly userAgent: string | undefined;
+  readonly #apiKey: string;
+
+  constructor(options: TransportOptions) {
+    if (!options.baseUrl) throw new TypeError('Verity: baseUrl is required');
+    if (!options.apiKey) throw new TypeError('Verity: apiKey is required');
+    if (/[\r\n]/.test(options.apiKey)) throw new TypeError('Verity: apiKey must be a single line');
+    const url = new URL(options.baseUrl);
+    if (url.username || url.password) throw new TypeError('Verity: do not put credentials in baseUrl');
+    this.baseUrl = url.toString().replace(/\/+$/, '');
+    this.#apiKey = options.apiKey;
+    this.fetch = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
+    this.timeoutMs = options.timeoutMs ?? 30_000;
+    this.maxAttempts = Math.max(1, options.maxAttempts ?? 3);
+    this.backoffMs = options.backoffMs ?? 200;
+    this.userAgent = options.userAgent;
+  }
+
+  url(path: string, query?: Record<string, string | number | undefined>): string {
+    const url = new URL(`${this.baseUrl}${path}`);
+    for (const [name, value] of Object.entries(query ?? {})) {
+      if (value !== undefined && value !== '') url.searchParams.set(name, String(value));
+    }
+    return url.toString();
+  }
+
+  headers(extra: Record<string, string> = {}): Record<string, string> {
+    return {
+      authorization: `Bearer ${this.#apiKey}`,
+      ...(this.userAgent ? { 'user-agent': this.userAgent } : {}),
+      ...extra,
+    };
+  }
+
+  async request<T>(spec: RequestSpec): Promise<HttpResult<T>> {
+    const attemptsAllowed = spec.retry === 'safe' ? this.maxAttempts : 1;
+    const headers = this.headers({
+      accept: 'application/json, application/problem+json',
+      ...(spec.body !== undefined ? { 'content-type': 'application/json' } : {}),
+      ...spec.headers,
+    });
+    const body = spec.body !== undefined ? JSON.stringify(spec.body) : undefined;
+    const url = this.url(spec.path, spec.query);
+    let lastNetworkError: unknown;
+    for (let attempt = 1; attempt <= attemptsAllowed; attempt += 1) {
+      spec.signal?.throwIfAborted();
+      const signals = [AbortSignal.timeout(this.timeoutMs), ...(spec.signal ? [spec.signal] : [])];
+      let response: Response;
+      let text: string;
+      try {
+        response = await this.fetch(url, { method: spec.method, headers, body, signal: AbortSignal.any(signals) });
+        // Reading the body is part of the exchange: a reset here is a network error like any other.
+        text = await response.text();
+      } catch (error) {
+        spec.signal?.throwIfAborted();
+        lastNetworkError = error;
+        if (attempt < attemptsAllowed) {
+          await sleep(backoff(this.backoffMs, attempt), spec.signal);
+          continue;
+        }
+        break;
+      }
+      if (response.ok) {
+        return {
+          data: parseJson<T>(text, response.status),
+          status: response.status,
+          headers: response.headers,
+          attempts: attempt,
+        };
+      }
+      const error = errorFromResponse(response.status, response.headers, text);
+      if (attempt < attemptsAllowed && isRetryableAnswer(error)) {
+        await sleep(Math.max(backoff(this.backoffMs, attempt), error.retryAfterMs ?? 0), spec.signal);
+        continue;
+      }
+      throw error;
+    }
+    throw new VerityNetworkError({
+      method: spec.method,
+      path: spec.path,
+      attempts: attemptsAllowed,
+      outcomeUnknown: spec.method !== 'GET',
+      idempotencyKey: spec.headers?.['idempotency-key'],
+      cause: lastNetworkError,
+    });
+  }
+}
+
+function isRetryableAnswer(error: VerityError): boolean {
+  if (error.retryAfterMs !== undefined && error.retryAfterMs > MAX_RETRY_AFTER_MS) return false;
+  // The first attempt of the same Idempotency-Key is still being processed: the replay will follow.
+  return RETRYABLE_STATUSES.has(error.status) || error.code === 'idempotency-key-in-flight';
+}
+
+function parseJson<T>(text: string, status: number): T {
+  if (!text) return undefined as T;
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    throw new VerityServerError({
+      type: 'about:blank',
+      title: 'Malformed response',
+      status,
+      detail: `a ${status} response whose body is not JSON: ${text.slice(0, 200)}`,
+    });
+  }
+}
+
+/** Exponential backoff with jitter: base, 2·base, 4·base … each ±25 %. */
+export function backoff(baseMs: number, attempt: number): number {
+  const delay = baseMs * 2 ** (attempt - 1);
+  return Math.round(delay * (0.75 + Math.random() * 0.5));
+}
+
+/** Sleeps, or rejects with the signal's reason when it aborts first. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}

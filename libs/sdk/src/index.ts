@@ -1,0 +1,16 @@
+export * from './types';
+export * from './errors';
+export { Transport, backoff } from './http';
+export type { FetchLike, HttpResult, RequestSpec, RetryPolicy, TransportOptions } from './http';
+export * from './settled';
+export * from './stream';
+export * from './client';
+export {
+  ExecutionStatus,
+  OperationStatus,
+  RetryRule,
+  TerminalReason,
+  VerificationMethod,
+  isSettledOperation,
+  isTerminalExecution,
+} from '@verity/status-model';

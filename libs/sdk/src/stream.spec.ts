@@ -1,0 +1,171 @@
+import { createServer, IncomingMessage, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Verity } from './client';
+import { VerityNetworkError, VerityNotFoundError } from './errors';
+import type { ExecutionEvent } from './types';
+
+const KEY = 'sk-test-secret-key-789';
+const TOTAL = 8;
+
+function event(seq: number): ExecutionEvent {
+  return {
+    id: `evt_${seq}`,
+    execution_id: 'exe_1',
+    operation_id: null,
+    seq,
+    type: 'execution.status_changed',
+    from_status: null,
+    to_status: null,
+    data: { n: seq },
+    created_at: new Date(0).toISOString(),
+  } as ExecutionEvent;
+}
+
+function frame(seq: number): string {
+  const view = event(seq);
+  return `id: ${view.id}\nevent: ${view.type}\ndata: ${JSON.stringify(view)}\n\n`;
+}
+
+interface Connection {
+  lastEventId: string | undefined;
+  auth: string | undefined;
+  url: string;
+}
+
+/**
+ * An SSE server shaped like the API's: `retry:` first, heartbeat comments, frames resumed after Last-Event-ID, and
+ * `event: end` at the end. `cut(n)` says how many frames connection n delivers before the socket is destroyed in
+ * the middle of the next frame (undefined: deliver everything and end).
+ */
+async function sseServer(cut: (connection: number) => number | undefined) {
+  const connections: Connection[] = [];
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const lastEventId = req.headers['last-event-id'] as string | undefined;
+    connections.push({ lastEventId, auth: req.headers.authorization, url: req.url! });
+    if (!req.url!.startsWith('/v1/executions/exe_1/stream')) {
+      res.writeHead(404, { 'content-type': 'application/problem+json' });
+      res.end(
+        JSON.stringify({ type: 'https://verity.dev/problems/not-found', title: 'Execution not found', status: 404 }),
+      );
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' });
+    res.write('retry: 10\n\n');
+    const after = lastEventId ? Number(lastEventId.replace('evt_', '')) : 0;
+    const limit = cut(connections.length);
+    let sent = 0;
+    for (let seq = after + 1; seq <= TOTAL; seq += 1) {
+      if (limit !== undefined && sent === limit) {
+        const partial = frame(seq);
+        res.write(partial.slice(0, Math.floor(partial.length / 2)), () => req.socket.destroy());
+        return;
+      }
+      res.write(frame(seq));
+      if (seq % 3 === 0) res.write(': heartbeat\n\n');
+      sent += 1;
+    }
+    res.end('event: end\ndata: {"reason":"settled"}\n\n');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    connections,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+describe('ExecutionStream over a real SSE server', () => {
+  it('resumes with Last-Event-ID after torn connections: no gap, no duplicate, ends on settle', async () => {
+    const server = await sseServer((n) => (n === 1 ? 3 : n === 2 ? 2 : undefined));
+    try {
+      const dx = new Verity({ baseUrl: server.url, apiKey: KEY });
+      const stream = dx.stream('exe_1');
+      const seqs: number[] = [];
+      for await (const e of stream) seqs.push(e.seq);
+      expect(seqs).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+      expect(stream.endReason).toBe('settled');
+      expect(stream.connections).toBe(3);
+      expect(stream.lastEventId).toBe('evt_8');
+      expect(server.connections.map((c) => c.lastEventId)).toEqual([undefined, 'evt_3', 'evt_5']);
+      for (const c of server.connections) {
+        expect(c.auth).toBe(`Bearer ${KEY}`);
+        expect(c.url).not.toContain(KEY);
+      }
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('starts after a given lastEventId', async () => {
+    const server = await sseServer(() => undefined);
+    try {
+      const dx = new Verity({ baseUrl: server.url, apiKey: KEY });
+      const events = await dx.stream('exe_1', { lastEventId: 'evt_5' }).toArray();
+      expect(events.map((e) => e.seq)).toEqual([6, 7, 8]);
+      expect(server.connections[0].lastEventId).toBe('evt_5');
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('closes the connection when the consumer stops early', async () => {
+    const server = await sseServer(() => undefined);
+    try {
+      const dx = new Verity({ baseUrl: server.url, apiKey: KEY });
+      const stream = dx.stream('exe_1');
+      for await (const e of stream) if (e.seq === 2) break;
+      expect(stream.lastEventId).toBe('evt_2');
+      expect(stream.endReason).toBeUndefined();
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('throws the API error for a stream it may not open', async () => {
+    const server = await sseServer(() => undefined);
+    try {
+      const dx = new Verity({ baseUrl: server.url, apiKey: KEY });
+      await expect(dx.stream('exe_missing').toArray()).rejects.toBeInstanceOf(VerityNotFoundError);
+      expect(server.connections).toHaveLength(1);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('gives up with a network error when no connection can be made', async () => {
+    const server = await sseServer(() => undefined);
+    const url = server.url;
+    await server.close();
+    const dx = new Verity({ baseUrl: url, apiKey: KEY });
+    const error = await dx
+      .stream('exe_1', { maxReconnects: 2, reconnectDelayMs: 5 })
+      .toArray()
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(VerityNetworkError);
+    expect(error).toMatchObject({ attempts: 3, outcomeUnknown: false });
+  });
+
+  it('stops with the caller signal', async () => {
+    const server = await sseServer((n) => (n === 1 ? 2 : undefined));
+    try {
+      const dx = new Verity({ baseUrl: server.url, apiKey: KEY });
+      const controller = new AbortController();
+      const seen: number[] = [];
+      const run = (async () => {
+        for await (const e of dx.stream('exe_1', { signal: controller.signal, reconnectDelayMs: 10_000 })) {
+          seen.push(e.seq);
+          if (e.seq === 2) setTimeout(() => controller.abort(new Error('enough')), 20);
+        }
+      })();
+      await expect(run).rejects.toThrow('enough');
+      expect(seen).toEqual([1, 2]);
+    } finally {
+      await server.close();
+    }
+  });
+});

@@ -1,0 +1,210 @@
+import { createParser } from 'eventsource-parser';
+import { VerityNetworkError, errorFromResponse } from './errors';
+import { Transport, backoff, sleep } from './http';
+import type { ExecutionEvent, StreamEndReason } from './types';
+
+export interface StreamOptions {
+  /** Resume after this event id (as if reconnecting): events with a greater `seq` only. */
+  lastEventId?: string;
+  /** Aborting ends the iteration: the pending `next()` rejects with the signal's reason. */
+  signal?: AbortSignal;
+  /**
+   * Consecutive failed (re)connections tolerated before the iterator throws a VerityNetworkError (default 10).
+   * The count resets whenever the server accepts a connection.
+   */
+  maxReconnects?: number;
+  /** Delay before reconnecting; by default the server's `retry:` value (1 s), then backing off on failures. */
+  reconnectDelayMs?: number;
+  /**
+   * A connection that delivers nothing (not even a heartbeat comment) for this long is dropped and re-established
+   * (default 45 s; the server sends a heartbeat every 15 s).
+   */
+  idleTimeoutMs?: number;
+  /**
+   * Whether a connection refused with 429, 502, 503 or 504 is tried again (default true, honouring Retry-After).
+   * When false the iterator throws the VerityError at once (waitForSettled then polls instead).
+   */
+  retryOnBusy?: boolean;
+}
+
+const DEFAULT_RETRY_MS = 1_000;
+const RETRYABLE_STATUSES = new Set([429, 502, 503, 504]);
+
+class IdleTimeout extends Error {
+  override name = 'IdleTimeout';
+}
+
+/** The server sent an event whose data is not JSON: not a network problem, so no reconnection hides it. */
+export class MalformedFrame extends Error {
+  override name = 'MalformedFrame';
+}
+
+/**
+ * The events of one execution, live, as an async iterable (`for await (const event of dx.stream(id))`).
+ *
+ * Reads `GET /v1/executions/{id}/stream` with `fetch` and the Bearer header (never a key in the URL). When the
+ * connection drops it reconnects by itself with `Last-Event-ID`, so the sequence it yields has no gap and no
+ * duplicate; it ends when the server sends `event: end` (`endReason`: `settled` once the execution and every
+ * operation have settled, or `key_revoked`). Breaking out of the loop closes the connection.
+ */
+export class ExecutionStream implements AsyncIterable<ExecutionEvent> {
+  /** The id of the last event yielded: where a new stream would resume. */
+  lastEventId: string | undefined;
+  /** Why the server ended the stream; undefined while it runs or if it was abandoned. */
+  endReason: StreamEndReason | undefined;
+  /** Connections the server accepted (1 + reconnections). */
+  connections = 0;
+  private started = false;
+
+  constructor(
+    private readonly transport: Transport,
+    readonly executionId: string,
+    private readonly options: StreamOptions = {},
+  ) {
+    this.lastEventId = options.lastEventId;
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<ExecutionEvent> {
+    if (this.started) throw new Error('an ExecutionStream can be iterated once; call stream() again to resume');
+    this.started = true;
+    return this.run();
+  }
+
+  /** Collects every event until the stream ends. */
+  async toArray(): Promise<ExecutionEvent[]> {
+    const events: ExecutionEvent[] = [];
+    for await (const event of this) events.push(event);
+    return events;
+  }
+
+  private async *run(): AsyncGenerator<ExecutionEvent, void, undefined> {
+    const { signal } = this.options;
+    const maxReconnects = this.options.maxReconnects ?? 10;
+    const idleTimeoutMs = this.options.idleTimeoutMs ?? 45_000;
+    const path = `/v1/executions/${encodeURIComponent(this.executionId)}/stream`;
+    let serverRetryMs = DEFAULT_RETRY_MS;
+    let failures = 0;
+    let lastCause: unknown;
+    let retryAfterMs = 0;
+
+    while (true) {
+      signal?.throwIfAborted();
+      if (failures > 0) {
+        if (failures > maxReconnects) {
+          throw new VerityNetworkError({
+            method: 'GET',
+            path,
+            attempts: failures,
+            outcomeUnknown: false,
+            cause: lastCause,
+          });
+        }
+        const base = this.options.reconnectDelayMs ?? serverRetryMs;
+        const delay = failures === 1 ? base : Math.max(base, backoff(base, failures - 1));
+        await sleep(Math.max(delay, retryAfterMs), signal);
+        retryAfterMs = 0;
+      }
+
+      const connection = new AbortController();
+      const abortFromCaller = () => connection.abort(signal?.reason);
+      signal?.addEventListener('abort', abortFromCaller, { once: true });
+      let idleTimer: ReturnType<typeof setTimeout> | undefined;
+      const armIdle = () => {
+        clearTimeout(idleTimer);
+        idleTimer = setTimeout(() => connection.abort(new IdleTimeout('no data, not even a heartbeat')), idleTimeoutMs);
+      };
+      try {
+        armIdle();
+        let response: Response;
+        try {
+          response = await this.transport.fetch(this.transport.url(path), {
+            method: 'GET',
+            headers: this.transport.headers({
+              accept: 'text/event-stream',
+              'cache-control': 'no-cache',
+              ...(this.lastEventId ? { 'last-event-id': this.lastEventId } : {}),
+            }),
+            signal: connection.signal,
+          });
+        } catch (error) {
+          signal?.throwIfAborted();
+          lastCause = error;
+          failures += 1;
+          continue;
+        }
+        if (!response.ok || !response.body) {
+          const text = await response.text().catch(() => '');
+          const error = errorFromResponse(response.status, response.headers, text);
+          if (!RETRYABLE_STATUSES.has(response.status) || this.options.retryOnBusy === false) throw error;
+          lastCause = error;
+          failures += 1;
+          retryAfterMs = error.retryAfterMs ?? 0;
+          continue;
+        }
+        this.connections += 1;
+        failures = 0;
+
+        const queue: ExecutionEvent[] = [];
+        let end: StreamEndReason | undefined;
+        let malformed: string | undefined;
+        const parser = createParser({
+          onEvent: (message) => {
+            if (malformed !== undefined) return;
+            if (message.event === 'end') {
+              end = parseEndReason(message.data);
+              return;
+            }
+            try {
+              queue.push(JSON.parse(message.data) as ExecutionEvent);
+            } catch {
+              malformed ??= message.data.slice(0, 200);
+            }
+          },
+          onRetry: (ms) => {
+            serverRetryMs = ms;
+          },
+        });
+        const reader = response.body.getReader();
+        const decoder = new TextDecoder();
+        try {
+          while (true) {
+            const { done, value } = await reader.read();
+            if (done) break;
+            armIdle();
+            parser.feed(decoder.decode(value, { stream: true }));
+            while (queue.length > 0) {
+              const event = queue.shift()!;
+              this.lastEventId = event.id;
+              yield event;
+            }
+            if (malformed !== undefined) throw new MalformedFrame(`an event frame is not JSON: ${malformed}`);
+            if (end) {
+              this.endReason = end;
+              return;
+            }
+          }
+          lastCause = new Error('the server closed the stream without an end event');
+        } catch (error) {
+          if (error instanceof MalformedFrame) throw error;
+          signal?.throwIfAborted();
+          // A reset, a torn body or an idle connection: the partial frame is dropped with this parser.
+          lastCause = error;
+        }
+        failures += 1;
+      } finally {
+        clearTimeout(idleTimer);
+        signal?.removeEventListener('abort', abortFromCaller);
+        connection.abort();
+      }
+    }
+  }
+}
+
+function parseEndReason(data: string): StreamEndReason {
+  try {
+    const reason = (JSON.parse(data) as { reason?: unknown }).reason;
+    return reason === 'key_revoked' ? 'key_revoked' : 'settled';
+  } catch {
+    return 'settled';
+  }
+}

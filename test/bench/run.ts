@@ -1,0 +1,716 @@
+/**
+ * `npm run bench`: everything on this machine in one go, with every ratio measured against a baseline of the same
+ * run — a bare node:http + one INSERT for intake, bare BullMQ jobs of one CAS+event transaction for the pipeline.
+ * It runs a private Postgres and Redis (cluster.ts), so nobody else's data is touched and the numbers are not
+ * skewed by other databases on the shared server; other processes on the machine still compete for the CPU, and
+ * the table says how much ("other load").
+ */
+import { ChildProcess, spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import autocannon from 'autocannon';
+import { Queue } from 'bullmq';
+import { Pool } from 'pg';
+import { Verity } from '@verity/sdk';
+import { freePort, redisCommands } from '../../scripts/local-services';
+import { Cluster, DIST, sleep, within } from '../chaos/cluster';
+import { percentile } from '../chaos/invariants';
+import { summarise } from './profile-summary';
+import {
+  CpuUse,
+  RssSampler,
+  cpuBetween,
+  cpuSnapshot,
+  loadAverage,
+  machineDescription,
+  pgCommits,
+  redisCommandCount,
+} from './measure';
+
+interface BenchOptions {
+  intakeSeconds: number;
+  rounds: number;
+  warmupSeconds: number;
+  e2eSeconds: number;
+  inflight: number;
+  ceilingJobs: number;
+  idleSamples: number;
+  moderateSeconds: number;
+  keep: boolean;
+  /** Also measure intake and the pipeline with the events NOTIFY trigger disabled (the measured cause of a miss). */
+  diagnose: boolean;
+  /** Write V8 CPU profiles of every app (node --cpu-prof) into <dir>/profiles and summarise them. */
+  profile: boolean;
+}
+
+const DEFAULTS: BenchOptions = {
+  intakeSeconds: 15,
+  rounds: 2,
+  warmupSeconds: 3,
+  e2eSeconds: 20,
+  inflight: 64,
+  ceilingJobs: 10_000,
+  idleSamples: 40,
+  moderateSeconds: 20,
+  keep: false,
+  diagnose: true,
+  profile: false,
+};
+
+/** Production defaults for every window (no test shortcuts), the rate limit lifted: one tenant is the whole load. */
+const BENCH_TIMINGS: Record<string, string> = { RATE_LIMIT_PER_MINUTE: '100000000', LOG_LEVEL: 'info' };
+const AGENT_KEY = 'demo-agent-key';
+const CONNECTIONS = 50;
+
+const started = Date.now();
+const note = (line: string) =>
+  process.stderr.write(`${((Date.now() - started) / 1000).toFixed(1).padStart(6)}s  ${line}\n`);
+
+function submission(reference: string) {
+  return {
+    agent_id: 'bench-agent',
+    intent: 'benchmark charge',
+    operations: [
+      {
+        key: 'charge',
+        connector: 'sandbox.payments',
+        action: 'charge',
+        params: { amount: 1250, currency: 'EUR', reference },
+      },
+    ],
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Intake
+
+interface IntakeRun {
+  target: 'verity' | 'baseline';
+  requestsPerSecond: number;
+  p50: number;
+  p99: number;
+  non2xx: number;
+  errors: number;
+  cpu: CpuUse;
+  ok: number;
+}
+
+async function intakeRound(
+  cluster: Cluster,
+  target: 'verity' | 'baseline',
+  url: string,
+  options: BenchOptions,
+  baselinePid: number | null,
+): Promise<IntakeRun> {
+  const request = {
+    url,
+    connections: CONNECTIONS,
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${AGENT_KEY}` },
+    body: JSON.stringify(submission('bench-intake')),
+    timeout: 30,
+  };
+  await autocannon({ ...request, duration: options.warmupSeconds });
+  const before = cpuSnapshot(cluster, { baseline: baselinePid });
+  const result = await autocannon({ ...request, duration: options.intakeSeconds });
+  const after = cpuSnapshot(cluster, { baseline: baselinePid });
+  const ok = result['2xx'];
+  return {
+    target,
+    requestsPerSecond: ok / result.duration,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    non2xx: result.non2xx,
+    errors: result.errors + result.timeouts,
+    cpu: cpuBetween(before, after),
+    ok,
+  };
+}
+
+async function benchIntake(cluster: Cluster, pool: Pool, options: BenchOptions) {
+  await pool.query(
+    `CREATE TABLE IF NOT EXISTS bench_intake (id text PRIMARY KEY, body jsonb NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`,
+  );
+  const baseline = await startHelper('baseline-intake', 'baseline listening', {
+    DATABASE_URL: cluster.postgres.url,
+    PORT: String(await freePort()),
+  });
+  const runs: IntakeRun[] = [];
+  let diagnostic: IntakeRun | null = null;
+  try {
+    for (let round = 1; round <= options.rounds; round += 1) {
+      // Interleaved, so a neighbour's burst of load does not land on one side only.
+      for (const target of ['baseline', 'verity'] as const) {
+        const url = target === 'verity' ? `${cluster.apiUrl}/v1/executions` : baseline.url;
+        const run = await intakeRound(cluster, target, url, options, baseline.child.pid ?? null);
+        note(
+          `intake ${target} round ${round}: ${run.requestsPerSecond.toFixed(0)} req/s, p50 ${run.p50} ms, p99 ${run.p99} ms` +
+            (run.non2xx || run.errors ? `, non-2xx ${run.non2xx}, errors ${run.errors}` : ''),
+        );
+        runs.push(run);
+      }
+    }
+    if (options.diagnose) {
+      const run = await withoutNotifyTrigger(pool, () =>
+        intakeRound(cluster, 'verity', `${cluster.apiUrl}/v1/executions`, options, null),
+      );
+      if (run) {
+        diagnostic = run;
+        note(
+          `diagnosis, intake without the NOTIFY trigger: ${run.requestsPerSecond.toFixed(0)} req/s, p50 ${run.p50} ms`,
+        );
+      }
+    }
+  } finally {
+    await baseline.stop();
+  }
+  const of = (target: IntakeRun['target']) => runs.filter((r) => r.target === target);
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
+  const summary = (target: IntakeRun['target']) => {
+    const rs = of(target);
+    const ok = rs.reduce((n, r) => n + r.ok, 0);
+    const cpuPerRequest: Record<string, number> = {};
+    for (const r of rs) {
+      for (const [label, ms] of Object.entries(r.cpu.byLabel)) cpuPerRequest[label] = (cpuPerRequest[label] ?? 0) + ms;
+    }
+    for (const label of Object.keys(cpuPerRequest)) cpuPerRequest[label] /= Math.max(1, ok);
+    return {
+      requestsPerSecond: mean(rs.map((r) => r.requestsPerSecond)),
+      p50: mean(rs.map((r) => r.p50)),
+      p99: mean(rs.map((r) => r.p99)),
+      non2xx: rs.reduce((n, r) => n + r.non2xx + r.errors, 0),
+      cpuPerRequest,
+      otherLoad: mean(rs.map((r) => r.cpu.otherMs / r.cpu.elapsedMs)),
+      rounds: rs.map((r) => r.requestsPerSecond),
+    };
+  };
+  return { verity: summary('verity'), baseline: summary('baseline'), diagnostic };
+}
+
+/**
+ * autocannon stops at its deadline without waiting for the answers still in flight: give the API a moment to finish
+ * them, and retry if a late INSERT still collides with the TRUNCATE.
+ */
+async function resetData(cluster: Cluster, pool: Pool): Promise<void> {
+  for (let attempt = 1; ; attempt += 1) {
+    await sleep(2_000);
+    try {
+      await pool.query(`TRUNCATE executions, operations, events, idempotency_keys CASCADE`);
+      break;
+    } catch (error) {
+      if (attempt >= 5) throw error;
+    }
+  }
+  await redisCommands(cluster.redis.url, [['FLUSHALL']]);
+}
+
+/**
+ * Diagnosis, not the measurement: the `events_notify` trigger NOTIFYs on every event INSERT, and Postgres serialises
+ * the commits of NOTIFYing transactions under one global lock (held across the commit's WAL flush). Runs `work` with
+ * the trigger disabled on the benchmark's private database to measure what that lock costs. Null when the trigger
+ * does not exist (any more).
+ */
+async function withoutNotifyTrigger<T>(pool: Pool, work: () => Promise<T>): Promise<T | null> {
+  const { rows } = await pool.query(`SELECT 1 FROM pg_trigger WHERE tgname = 'events_notify'`);
+  if (rows.length === 0) return null;
+  await pool.query(`ALTER TABLE events DISABLE TRIGGER events_notify`);
+  try {
+    return await work();
+  } finally {
+    await pool.query(`ALTER TABLE events ENABLE TRIGGER events_notify`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Ceiling: bare BullMQ jobs, one CAS + event transaction each
+
+async function benchCeiling(cluster: Cluster, pool: Pool, workers: number, jobs: number) {
+  await pool.query(
+    `CREATE TABLE IF NOT EXISTS bench_ops (id text PRIMARY KEY, status text NOT NULL, updated_at timestamptz NOT NULL DEFAULT now())`,
+  );
+  await pool.query(
+    `CREATE TABLE IF NOT EXISTS bench_events (id bigserial PRIMARY KEY, operation_id text NOT NULL, from_status text,
+       to_status text, created_at timestamptz NOT NULL DEFAULT clock_timestamp())`,
+  );
+  await pool.query(`CREATE INDEX IF NOT EXISTS bench_events_operation ON bench_events (operation_id)`);
+  await pool.query(`TRUNCATE bench_ops, bench_events`);
+  await pool.query(`INSERT INTO bench_ops (id, status) SELECT 'op' || g, 'PENDING' FROM generate_series(1, $1) g`, [
+    jobs,
+  ]);
+  const queue = new Queue('bench-ceiling', {
+    connection: { url: cluster.redis.url, maxRetriesPerRequest: null },
+    prefix: '{bench}',
+  });
+  queue.on('error', () => undefined);
+  await queue.obliterate({ force: true });
+  // Paused while filling and while the workers boot, so all of them start on a full queue at the same moment.
+  await queue.pause();
+  for (let i = 1; i <= jobs; i += 1000) {
+    const batch = [];
+    for (let j = i; j < Math.min(i + 1000, jobs + 1); j += 1) {
+      batch.push({ name: 'cas', data: { id: `op${j}` }, opts: { removeOnComplete: true, removeOnFail: true } });
+    }
+    await queue.addBulk(batch);
+  }
+  const helpers = [];
+  for (let i = 0; i < workers; i += 1) {
+    helpers.push(
+      await startHelper('ceiling-worker', 'ceiling worker ready', {
+        DATABASE_URL: cluster.postgres.url,
+        REDIS_URL: cluster.redis.url,
+      }),
+    );
+  }
+  const before = cpuSnapshot(
+    cluster,
+    Object.fromEntries(helpers.map((h, i) => [`ceiling worker ${i}`, h.child.pid ?? null])),
+  );
+  await queue.resume();
+  const deadline = Date.now() + 180_000;
+  for (;;) {
+    const { rows } = await pool.query<{ n: string }>(`SELECT count(*) AS n FROM bench_events`);
+    if (Number(rows[0].n) >= jobs) break;
+    if (Date.now() > deadline) throw new Error(`ceiling: only ${rows[0].n} of ${jobs} jobs done in 180 s`);
+    await sleep(100);
+  }
+  const after = cpuSnapshot(
+    cluster,
+    Object.fromEntries(helpers.map((h, i) => [`ceiling worker ${i}`, h.child.pid ?? null])),
+  );
+  const { rows } = await pool.query<{ seconds: number }>(
+    `SELECT extract(epoch FROM max(created_at) - min(created_at))::float8 AS seconds FROM bench_events`,
+  );
+  await Promise.all(helpers.map((h) => h.stop()));
+  await queue.obliterate({ force: true }).catch(() => undefined);
+  await queue.close();
+  await pool.query(`TRUNCATE bench_ops, bench_events`);
+  const jobsPerSecond = jobs / Math.max(0.001, rows[0].seconds);
+  const cpu = cpuBetween(before, after);
+  note(`ceiling with ${workers} worker process(es): ${jobsPerSecond.toFixed(0)} jobs/s`);
+  return { workers, jobsPerSecond, cpu, otherLoad: cpu.otherMs / cpu.elapsedMs };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// End to end: operations reaching VERIFIED through the sandbox, closed loop with `inflight` operations open
+
+const UNSETTLED = `status IN ('PREPARED','SENT','ACKNOWLEDGED','UNKNOWN','RECONCILING')`;
+
+async function unsettled(pool: Pool): Promise<number> {
+  const { rows } = await pool.query<{ n: string }>(`SELECT count(*) AS n FROM operations WHERE ${UNSETTLED}`);
+  return Number(rows[0].n);
+}
+
+async function waitUntilSettled(pool: Pool, timeoutMs = 180_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while ((await unsettled(pool)) > 0) {
+    if (Date.now() > deadline) throw new Error('operations did not settle');
+    await sleep(100);
+  }
+}
+
+async function latencies(pool: Pool, window: { from: Date; to: Date } | { executionIds: string[] }) {
+  const byIds = 'executionIds' in window;
+  const { rows } = await pool.query<{ ms: number }>(
+    `SELECT extract(epoch FROM v.created_at - e.created_at)::float8 * 1000 AS ms
+       FROM events v JOIN executions e ON e.id = v.execution_id
+      WHERE v.type = 'operation.status_changed' AND v.to_status = 'VERIFIED'
+        AND ${byIds ? 'e.id = ANY($1)' : 'v.created_at >= $1 AND v.created_at < $2'}`,
+    byIds ? [window.executionIds] : [window.from, window.to],
+  );
+  const ms = rows.map((r) => r.ms).sort((a, b) => a - b);
+  return { count: ms.length, p50: percentile(ms, 50), p99: percentile(ms, 99) };
+}
+
+async function benchEndToEnd(cluster: Cluster, pool: Pool, agent: Verity, options: BenchOptions, tag: string) {
+  let pending = 0;
+  let submitted = 0;
+  let failures = 0;
+  const submit = () => {
+    pending += 1;
+    submitted += 1;
+    agent.executions
+      .create(submission(`bench-${tag}-${submitted}`))
+      .catch(() => (failures += 1))
+      .finally(() => (pending -= 1));
+  };
+  const measureFrom = Date.now() + options.warmupSeconds * 1000;
+  const end = measureFrom + options.e2eSeconds * 1000;
+  let window: { from: Date; cpu: ReturnType<typeof cpuSnapshot>; commits: number; redis: number } | null = null;
+  let polls = 0;
+  while (Date.now() < end) {
+    const open = await unsettled(pool);
+    if (window) polls += 1;
+    for (let deficit = options.inflight - open - pending; deficit > 0; deficit -= 1) submit();
+    if (!window && Date.now() >= measureFrom) {
+      window = {
+        from: new Date(),
+        cpu: cpuSnapshot(cluster),
+        commits: await pgCommits(pool),
+        redis: await redisCommandCount(cluster.redis.url),
+      };
+      await pool.query(`SELECT pg_stat_statements_reset()`).catch(() => undefined);
+      polls = 0;
+    }
+    // Coarse on purpose: each poll is a transaction of its own, and they are subtracted from the count below.
+    await sleep(100);
+  }
+  if (!window) throw new Error('the measurement window never opened');
+  const to = new Date();
+  const cpu = cpuBetween(window.cpu, cpuSnapshot(cluster));
+  const commits = (await pgCommits(pool)) - window.commits - polls - 2;
+  const statements = await topStatements(pool);
+  const redisCommands = (await redisCommandCount(cluster.redis.url)) - window.redis;
+  while (pending > 0) await sleep(20);
+  await waitUntilSettled(pool);
+  const inWindow = await latencies(pool, { from: window.from, to });
+  const { rows: eventRows } = await pool.query<{ n: string }>(
+    `SELECT count(*) AS n FROM events WHERE created_at >= $1 AND created_at < $2`,
+    [window.from, to],
+  );
+  const seconds = (to.getTime() - window.from.getTime()) / 1000;
+  const perOp = (n: number) => n / Math.max(1, inWindow.count);
+  const cpuPerOp: Record<string, number> = {};
+  for (const [label, ms] of Object.entries(cpu.byLabel)) cpuPerOp[label] = perOp(ms);
+  const result = {
+    dispatchers: cluster.of('dispatcher').filter((a) => a.alive).length,
+    verifiedPerSecond: inWindow.count / seconds,
+    p50: inWindow.p50,
+    p99: inWindow.p99,
+    /** Every transaction Postgres committed, reads included (each autocommit SELECT is one). */
+    commitsPerOp: perOp(commits),
+    /** Events written: one per status change or annotation, each a write transaction of its own today. */
+    eventsPerOp: perOp(Number(eventRows[0].n)),
+    redisCommandsPerOp: perOp(redisCommands),
+    cpuPerOp,
+    otherLoad: cpu.otherMs / cpu.elapsedMs,
+    failures,
+    statements: statements.map((st) => ({ ...st, perOp: perOp(st.calls) })),
+  };
+  note(
+    `end-to-end with ${result.dispatchers} dispatcher(s): ${result.verifiedPerSecond.toFixed(1)} VERIFIED/s ` +
+      `(p50 ${result.p50.toFixed(0)} ms), ${result.commitsPerOp.toFixed(1)} transactions/op, ` +
+      `${result.eventsPerOp.toFixed(1)} events/op`,
+  );
+  return result;
+}
+
+/** The statements Postgres ran most often in the window (pg_stat_statements, loaded in the private cluster). */
+async function topStatements(pool: Pool) {
+  try {
+    const { rows } = await pool.query<{ query: string; calls: string; mean: number }>(
+      `SELECT regexp_replace(query, '\\s+', ' ', 'g') AS query, calls, mean_exec_time AS mean
+         FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+        ORDER BY calls DESC LIMIT 14`,
+    );
+    return rows.map((r) => ({ query: r.query, calls: Number(r.calls), meanMs: r.mean }));
+  } catch {
+    return [];
+  }
+}
+
+/** One operation at a time on an otherwise idle system: submit, then wait (SDK) until the execution settled. */
+async function benchIdleLatency(pool: Pool, agent: Verity, samples: number) {
+  const ids: string[] = [];
+  const client: number[] = [];
+  for (let i = 0; i < samples; i += 1) {
+    const t0 = performance.now();
+    const execution = await agent.executions.create(submission(`bench-idle-${Date.now()}-${i}`));
+    await agent.waitForSettled(execution.id, { timeoutMs: 30_000 });
+    client.push(performance.now() - t0);
+    ids.push(execution.id);
+    await sleep(100);
+  }
+  client.sort((a, b) => a - b);
+  const db = await latencies(pool, { executionIds: ids });
+  note(`idle latency intake → VERIFIED: p50 ${db.p50.toFixed(1)} ms, p99 ${db.p99.toFixed(1)} ms`);
+  return { ...db, clientP50: percentile(client, 50), clientP99: percentile(client, 99) };
+}
+
+/** Open loop at a steady rate (a fraction of the measured capacity): the latency an agent sees on a normal day. */
+async function benchModerateLatency(pool: Pool, agent: Verity, rate: number, seconds: number) {
+  const ids: string[] = [];
+  const begin = Date.now();
+  const inFlight: Promise<void>[] = [];
+  for (let i = 0; i < rate * seconds; i += 1) {
+    const due = begin + (i * 1000) / rate;
+    if (due > Date.now()) await sleep(due - Date.now());
+    inFlight.push(
+      agent.executions.create(submission(`bench-moderate-${begin}-${i}`)).then(
+        (e) => void ids.push(e.id),
+        () => undefined,
+      ),
+    );
+  }
+  await Promise.all(inFlight);
+  await waitUntilSettled(pool);
+  const db = await latencies(pool, { executionIds: ids });
+  note(`latency at ${rate}/s: p50 ${db.p50.toFixed(1)} ms, p99 ${db.p99.toFixed(1)} ms`);
+  return { rate, ...db };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Helper processes
+
+async function startHelper(name: string, marker: string, env: Record<string, string>) {
+  const child: ChildProcess = spawn(
+    process.execPath,
+    [`--title=verity-bench-${name}`, path.join(DIST, 'test', 'bench', `${name}.js`)],
+    { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let output = '';
+  child.stdout?.on('data', (c: Buffer) => (output += c.toString()));
+  child.stderr?.on('data', (c: Buffer) => (output += c.toString()));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const deadline = Date.now() + 30_000;
+  while (!output.includes(marker)) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`${name} did not start:\n${output}`);
+    await sleep(50);
+  }
+  return {
+    child,
+    url: `http://127.0.0.1:${env.PORT}/`,
+    stop: async () => {
+      if (child.exitCode !== null) return;
+      child.kill('SIGTERM');
+      if (!(await within(exited, 10_000))) child.kill('SIGKILL');
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+
+function mb(bytes: number | undefined): string {
+  return bytes === undefined ? '–' : `${(bytes / 1024 ** 2).toFixed(0)} MB`;
+}
+
+function pct(ratio: number): string {
+  return `${(ratio * 100).toFixed(0)}%`;
+}
+
+function breakdown(perOp: Record<string, number>): string {
+  return Object.entries(perOp)
+    .filter(([, ms]) => ms >= 0.05)
+    .sort((a, b) => b[1] - a[1])
+    .map(([label, ms]) => `${label} ${ms.toFixed(2)}`)
+    .join(', ');
+}
+
+function parseArgs(argv: string[]): BenchOptions {
+  const options = { ...DEFAULTS };
+  for (let i = 0; i < argv.length; i += 1) {
+    const arg = argv[i];
+    if (arg === '--quick') Object.assign(options, { intakeSeconds: 5, rounds: 1, e2eSeconds: 8, ceilingJobs: 3000 });
+    else if (arg === '--keep') options.keep = true;
+    else if (arg === '--no-diagnose') options.diagnose = false;
+    else if (arg === '--profile') Object.assign(options, { profile: true, keep: true });
+    else {
+      const match = /^--([a-z-]+)(?:=(.*))?$/.exec(arg);
+      const key = match?.[1].replace(/-([a-z])/g, (_, c: string) => c.toUpperCase()) as keyof BenchOptions | undefined;
+      if (!match || !key || !(key in DEFAULTS) || key === 'keep' || key === 'profile' || key === 'diagnose')
+        throw new Error(`unknown option ${arg}`);
+      const value = Number(match[2] ?? argv[++i]);
+      if (!Number.isFinite(value)) throw new Error(`${arg} needs a number`);
+      (options as unknown as Record<string, number>)[key] = value;
+    }
+  }
+  return options;
+}
+
+async function main(): Promise<void> {
+  const options = parseArgs(process.argv.slice(2));
+  const machine = machineDescription();
+  const loadAtStart = loadAverage();
+  note(`machine: ${machine}; load average at start ${loadAtStart}`);
+  const profileDir = options.profile ? fs.mkdtempSync(path.join(os.tmpdir(), 'verity-profiles-')) : null;
+  const cluster = await Cluster.start({
+    dispatchers: 0,
+    reconcilers: 0,
+    timings: BENCH_TIMINGS,
+    // Counts every statement by shape, so "N queries per operation" is measured, not estimated.
+    postgresSettings: { shared_preload_libraries: 'pg_stat_statements' },
+    nodeArgs: profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
+    log: note,
+  });
+  const pool = new Pool({ connectionString: cluster.postgres.url, max: 4 });
+  pool.on('error', () => undefined);
+  const agent = new Verity({ baseUrl: cluster.apiUrl, apiKey: AGENT_KEY });
+  await pool.query(`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`).catch(() => undefined);
+  const versions = (await pool.query<{ v: string }>(`SELECT current_setting('server_version') AS v`)).rows[0].v;
+  try {
+    await sleep(2_000);
+    const idleRss = new RssSampler(cluster);
+    idleRss.sample();
+
+    note('intake: baseline and Verity, interleaved, workers stopped');
+    const loadRss = new RssSampler(cluster).start();
+    const intake = await benchIntake(cluster, pool, options);
+    // The intake rounds left thousands of executions nobody will run: start the pipeline phases from empty.
+    await resetData(cluster, pool);
+
+    note('ceiling: bare BullMQ jobs, one CAS + event transaction each');
+    const ceiling1 = await benchCeiling(cluster, pool, 1, options.ceilingJobs);
+    const ceiling3 = await benchCeiling(cluster, pool, 3, options.ceilingJobs);
+
+    await cluster.scaleTo('reconciler', 1);
+    await cluster.scaleTo('dispatcher', 1);
+    await sleep(3_000);
+    idleRss.sample();
+
+    const e2e1 = await benchEndToEnd(cluster, pool, agent, options, 'd1');
+    const e2e1Diagnostic = options.diagnose
+      ? await withoutNotifyTrigger(pool, () => benchEndToEnd(cluster, pool, agent, options, 'd1-no-notify'))
+      : null;
+    await cluster.scaleTo('dispatcher', 3);
+    await sleep(2_000);
+    const e2e3 = await benchEndToEnd(cluster, pool, agent, options, 'd3');
+    await cluster.scaleTo('dispatcher', 1);
+    await sleep(2_000);
+    const rssUnderLoad = loadRss.stop();
+
+    const idle = await benchIdleLatency(pool, agent, options.idleSamples);
+    const moderateRate = Math.max(2, Math.round(e2e1.verifiedPerSecond * 0.5));
+    const moderate = await benchModerateLatency(pool, agent, moderateRate, options.moderateSeconds);
+    const idleRssMax = idleRss.max;
+
+    const intakeRatio = intake.verity.requestsPerSecond / intake.baseline.requestsPerSecond;
+    const e2eRatio1 = e2e1.verifiedPerSecond / ceiling1.jobsPerSecond;
+    const e2eRatio3 = e2e3.verifiedPerSecond / ceiling3.jobsPerSecond;
+    const verdict = (ok: boolean) => (ok ? 'met' : 'MISSED');
+    const rows: [string, string, string, string, string][] = [
+      ['', 'Verity', 'same-run baseline', 'ratio', 'target'],
+      [
+        `intake POST /v1/executions, ${CONNECTIONS} connections`,
+        `${intake.verity.requestsPerSecond.toFixed(0)} req/s`,
+        `${intake.baseline.requestsPerSecond.toFixed(0)} req/s (node:http + 1 INSERT)`,
+        pct(intakeRatio),
+        `≥ 60%: ${verdict(intakeRatio >= 0.6)}`,
+      ],
+      [
+        '  latency p50 / p99',
+        `${intake.verity.p50.toFixed(0)} / ${intake.verity.p99.toFixed(0)} ms`,
+        `${intake.baseline.p50.toFixed(0)} / ${intake.baseline.p99.toFixed(0)} ms`,
+        '',
+        '',
+      ],
+      [
+        'end-to-end VERIFIED/s, 1 dispatcher',
+        `${e2e1.verifiedPerSecond.toFixed(1)} ops/s`,
+        `${ceiling1.jobsPerSecond.toFixed(0)} jobs/s (1 BullMQ worker, 1 CAS+event tx/job)`,
+        pct(e2eRatio1),
+        `≥ 30%: ${verdict(e2eRatio1 >= 0.3)}`,
+      ],
+      [
+        'end-to-end VERIFIED/s, 3 dispatchers',
+        `${e2e3.verifiedPerSecond.toFixed(1)} ops/s`,
+        `${ceiling3.jobsPerSecond.toFixed(0)} jobs/s (3 BullMQ workers)`,
+        pct(e2eRatio3),
+        `≥ 30%: ${verdict(e2eRatio3 >= 0.3)}`,
+      ],
+      [
+        'intake → VERIFIED, idle, p50 / p99',
+        `${idle.p50.toFixed(1)} / ${idle.p99.toFixed(1)} ms`,
+        `(SDK submit → settled: ${idle.clientP50.toFixed(0)} / ${idle.clientP99.toFixed(0)} ms)`,
+        '',
+        `p50 ≤ 50 ms: ${verdict(idle.p50 <= 50)}`,
+      ],
+      [
+        `intake → VERIFIED at ${moderate.rate}/s, p50 / p99`,
+        `${moderate.p50.toFixed(0)} / ${moderate.p99.toFixed(0)} ms`,
+        `(${moderate.count} operations)`,
+        '',
+        '',
+      ],
+      [
+        `  (closed loop, ${options.inflight} open) p50 / p99`,
+        `${e2e1.p50.toFixed(0)} / ${e2e1.p99.toFixed(0)} ms (1 d.)`,
+        `${e2e3.p50.toFixed(0)} / ${e2e3.p99.toFixed(0)} ms (3 d.)`,
+        '',
+        '',
+      ],
+    ];
+    for (const app of ['api', 'dispatcher', 'reconciler', 'sandbox-provider']) {
+      const under = rssUnderLoad[app];
+      rows.push([
+        `RSS ${app} idle / under load`,
+        `${mb(idleRssMax[app])} / ${mb(under)}`,
+        '',
+        '',
+        `≤ 200 MB: ${verdict((under ?? 0) <= 200 * 1024 ** 2)}`,
+      ]);
+    }
+    const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
+    const table = rows
+      .map((r) =>
+        r
+          .map((cell, c) => cell.padEnd(widths[c]))
+          .join('  ')
+          .trimEnd(),
+      )
+      .join('\n');
+    const diagnosis = [
+      'diagnosis (same run, private database, events_notify trigger disabled — not a supported configuration):',
+      intake.diagnostic
+        ? `  intake: ${intake.diagnostic.requestsPerSecond.toFixed(0)} req/s, p50 ${intake.diagnostic.p50} ms ` +
+          `(${pct(intake.diagnostic.requestsPerSecond / intake.baseline.requestsPerSecond)} of the baseline)`
+        : '  intake: skipped (no events_notify trigger, or --no-diagnose)',
+      e2e1Diagnostic
+        ? `  end-to-end, 1 dispatcher: ${e2e1Diagnostic.verifiedPerSecond.toFixed(1)} VERIFIED/s ` +
+          `(${pct(e2e1Diagnostic.verifiedPerSecond / ceiling1.jobsPerSecond)} of the ceiling), ` +
+          `p50 ${e2e1Diagnostic.p50.toFixed(0)} ms; per op: ${breakdown(e2e1Diagnostic.cpuPerOp)}`
+        : '  end-to-end: skipped',
+      '  statements per VERIFIED op, end-to-end with 1 dispatcher (pg_stat_statements, most frequent first):',
+      ...e2e1.statements.map(
+        (st) =>
+          `    ${st.perOp.toFixed(2).padStart(6)}  ${st.meanMs.toFixed(2).padStart(6)} ms  ${st.query.slice(0, 110)}`,
+      ),
+    ].join('\n');
+    const profile = [
+      'where the time goes (CPU ms per unit of work, per process kind):',
+      `  intake, per request:    Verity: ${breakdown(intake.verity.cpuPerRequest)}`,
+      `                          baseline: ${breakdown(intake.baseline.cpuPerRequest)}`,
+      `  end-to-end, per VERIFIED op (1 dispatcher): ${breakdown(e2e1.cpuPerOp)}`,
+      `  end-to-end, per VERIFIED op (3 dispatchers): ${breakdown(e2e3.cpuPerOp)}`,
+      `  ceiling, per job (1 worker): ${breakdown(perUnit(ceiling1.cpu, options.ceilingJobs))}`,
+      `  Postgres transactions (reads included) per VERIFIED op: ${e2e1.commitsPerOp.toFixed(1)} (1 d.), ` +
+        `${e2e3.commitsPerOp.toFixed(1)} (3 d.); events written per op: ${e2e1.eventsPerOp.toFixed(1)}; ` +
+        `Redis commands per op: ${e2e1.redisCommandsPerOp.toFixed(0)} / ${e2e3.redisCommandsPerOp.toFixed(0)}`,
+      `  other load on the machine (not this benchmark), in cores: intake ${intake.verity.otherLoad.toFixed(2)}, ` +
+        `ceiling ${ceiling1.otherLoad.toFixed(2)}/${ceiling3.otherLoad.toFixed(2)}, ` +
+        `end-to-end ${e2e1.otherLoad.toFixed(2)}/${e2e3.otherLoad.toFixed(2)}`,
+      `  intake rounds (req/s): Verity ${intake.verity.rounds.map((n) => n.toFixed(0)).join(', ')}; ` +
+        `baseline ${intake.baseline.rounds.map((n) => n.toFixed(0)).join(', ')}; ` +
+        `non-2xx/errors: Verity ${intake.verity.non2xx}, baseline ${intake.baseline.non2xx}; ` +
+        `e2e submit failures ${e2e1.failures + e2e3.failures}`,
+    ].join('\n');
+    const header =
+      `Verity benchmark, ${new Date().toISOString()}\n` +
+      `machine: ${machine}; PostgreSQL ${versions}; load average at start ${loadAtStart}, at end ${loadAverage()}\n`;
+    process.stdout.write(`\n${header}\n${table}\n\n${profile}\n\n${diagnosis}\n`);
+  } finally {
+    await pool.end().catch(() => undefined);
+    await cluster.stop();
+    if (!options.keep) cluster.remove();
+    else process.stdout.write(`\nlogs in ${cluster.dir}\n`);
+    if (profileDir) {
+      const files = fs.readdirSync(profileDir).filter((f) => f.endsWith('.cpuprofile'));
+      for (const app of ['api', 'dispatcher', 'reconciler', 'sandbox-provider']) {
+        const pids = new Set(cluster.started.filter((s) => s.app === app).map((s) => String(s.pid)));
+        const mine = files.filter((f) => pids.has(f.split('.')[3])).map((f) => path.join(profileDir, f));
+        if (mine.length) process.stdout.write(`\n== CPU profile: ${app}\n${summarise(mine, 20)}\n`);
+      }
+      process.stdout.write(`\nCPU profiles in ${profileDir}\n`);
+    }
+  }
+}
+
+function perUnit(cpu: CpuUse, units: number): Record<string, number> {
+  return Object.fromEntries(Object.entries(cpu.byLabel).map(([label, ms]) => [label, ms / units]));
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(
+    `benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+  );
+  process.exit(1);
+});

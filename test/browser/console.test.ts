@@ -1,0 +1,433 @@
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { Browser, Page, chromium } from 'playwright-core';
+import { createApiKey, revokeApiKey } from '@verity/persistence';
+import { charge, http, sms, submission, unique } from '../support/http';
+import { DEMO, Stack, waitFor } from '../support/stack';
+
+const CHROMIUM = '/usr/bin/chromium';
+const SHOTS = join(__dirname, '..', '..', 'test-artifacts', 'screenshots');
+const SIZES = [
+  { name: 'desktop', width: 1280, height: 800 },
+  { name: 'mobile', width: 390, height: 844 },
+] as const;
+const SLOW = 30_000;
+// Each step waits at most SLOW; a test has several, and the machine is shared.
+jest.setTimeout(120_000);
+
+interface Op {
+  id: string;
+  execution_id: string;
+  status: string;
+  approval: { state: string; reason?: string } | null;
+  evidence: Record<string, unknown> | null;
+  permitted_resolutions?: string[];
+}
+interface Execution {
+  id: string;
+  status: string;
+  operations: Op[];
+}
+
+const chromiumMissing = !existsSync(CHROMIUM);
+if (chromiumMissing) {
+  process.stderr.write(
+    `SKIPPED test/browser/console.test.ts: ${CHROMIUM} is missing (install Debian's chromium; .ci/run does it)\n`,
+  );
+}
+
+/** Issue 7: the review console, driven in real headless Chromium against the whole stack. */
+(chromiumMissing ? describe.skip : describe)('review console (headless Chromium)', () => {
+  let stack: Stack;
+  let browser: Browser;
+  let page: Page;
+  const problems: string[] = [];
+  const urls: string[] = [];
+  const authorized: string[] = [];
+
+  beforeAll(async () => {
+    mkdirSync(SHOTS, { recursive: true });
+    stack = await Stack.start({ label: 'console' });
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
+    });
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    page = await context.newPage();
+    page.setDefaultTimeout(SLOW);
+    page.on('pageerror', (error) => problems.push(`pageerror: ${error.message}`));
+    page.on('console', (message) => {
+      if (message.type() === 'error') problems.push(`console: ${message.text()}`);
+    });
+    page.on('request', (request) => {
+      urls.push(request.url());
+      if (request.headers().authorization) authorized.push(request.url());
+    });
+  }, 90_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await stack?.stop();
+  });
+
+  const consoleUrl = (path = '') => `${stack.apiUrl}/console${path}`;
+
+  /** What a reviewer sees first at each size, and the whole page. */
+  async function shoot(name: string): Promise<void> {
+    for (const size of SIZES) {
+      await page.setViewportSize({ width: size.width, height: size.height });
+      // Two animation frames: the new layout has been painted before the screenshot.
+      await page.evaluate('new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)))');
+      await page.screenshot({ path: join(SHOTS, `${name}-${size.name}.png`) });
+      await page.screenshot({ path: join(SHOTS, `${name}-${size.name}-full.png`), fullPage: true });
+    }
+    await page.setViewportSize({ width: 1280, height: 800 });
+  }
+
+  async function submit(operations: unknown[], extra: Record<string, unknown> = {}): Promise<Execution> {
+    const created = await http<Execution>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission(operations, extra),
+    });
+    expect(created.status).toBe(201);
+    return created.body;
+  }
+
+  async function operation(id: string): Promise<Op> {
+    return (await http<Op>(stack.apiUrl, 'GET', `/v1/operations/${id}`, { key: DEMO.reviewer })).body;
+  }
+
+  async function awaitingApproval(execution: Execution): Promise<Op> {
+    return waitFor(
+      () => operation(execution.operations[0].id),
+      (op) => op.status === 'PREPARED' && op.approval?.state === 'requested',
+      SLOW,
+    );
+  }
+
+  const effectBadge = () => page.locator('.status-card-effect [data-kind="operation"]');
+  const executionBadge = () => page.locator('.status-card-execution [data-kind="execution"]');
+
+  it('serves the shell with a strict CSP, no inline script, and client routes', async () => {
+    const shell = await fetch(consoleUrl());
+    expect(shell.status).toBe(200);
+    const csp = shell.headers.get('content-security-policy') ?? '';
+    expect(csp).toContain("script-src 'self'");
+    expect(csp).toContain("default-src 'none'");
+    expect(csp).not.toContain('unsafe-inline');
+    const html = await shell.text();
+    expect(html).not.toMatch(/<script(?![^>]*\bsrc=)[^>]*>/);
+    expect(html).not.toMatch(/\sstyle=|<style/);
+    const script = await fetch(consoleUrl('/app.js'));
+    expect(script.status).toBe(200);
+    expect(script.headers.get('content-type')).toContain('javascript');
+    expect((await fetch(consoleUrl('/operations/op_abc'))).status).toBe(200);
+    expect((await fetch(consoleUrl('/executions/exe_abc'))).status).toBe(200);
+    expect((await fetch(consoleUrl('/nothing/here'))).status).toBe(404);
+  });
+
+  it('keeps the review queues to the reviewer role', async () => {
+    expect((await http(stack.apiUrl, 'GET', '/v1/review/approvals')).status).toBe(401);
+    expect((await http(stack.apiUrl, 'GET', '/v1/review/approvals', { key: DEMO.agent })).status).toBe(403);
+    expect((await http(stack.apiUrl, 'GET', '/v1/review/manual-reviews', { key: 'wrong-key' })).status).toBe(401);
+    const ok = await http<{ data: unknown[]; total: number }>(stack.apiUrl, 'GET', '/v1/review/approvals', {
+      key: DEMO.reviewer,
+    });
+    expect(ok.status).toBe(200);
+    expect(ok.body).toMatchObject({ data: expect.any(Array), total: expect.any(Number) });
+    expect((await http(stack.apiUrl, 'GET', '/v1/review/approvals?limit=0', { key: DEMO.reviewer })).status).toBe(400);
+    expect((await http(stack.apiUrl, 'GET', '/v1/review/approvals?nope=1', { key: DEMO.reviewer })).status).toBe(400);
+  });
+
+  it('refuses a wrong key and an agent key, and keeps nothing', async () => {
+    await page.goto(consoleUrl());
+    await page.getByLabel('Reviewer API key').fill('wrong-key');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expectText('#signin-error', /refused: it is unknown or has been revoked/);
+    expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
+    await shoot('01-sign-in-refused');
+
+    await page.getByLabel('Reviewer API key').fill(DEMO.agent);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expectText('#signin-error', /does not have the reviewer role/);
+    expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
+    await expect(page.locator('#sign-out').count()).resolves.toBe(0);
+  });
+
+  it('signs in with the keyboard alone; the key stays in session storage', async () => {
+    await page.goto(consoleUrl());
+    // Focus starts in the key field, so typing and Enter are enough.
+    await page.locator('#api-key:focus').waitFor();
+    await page.keyboard.type(DEMO.reviewer);
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { level: 1, name: 'Review queues' }).waitFor();
+    expect(await page.evaluate(() => sessionStorage.getItem('verity.console.key'))).toBe(DEMO.reviewer);
+    await page.locator('#count-approvals').filter({ hasText: /^\d+$/ }).waitFor();
+  });
+
+  let approvedExecution: Execution;
+
+  it('shows a new approval live, approves it, and watches the effect reach VERIFIED without a reload', async () => {
+    const before = Number(await page.locator('#count-approvals').textContent());
+    await page.evaluate("window.marker = 'no-reload'");
+    const reference = unique('order');
+    approvedExecution = await submit([charge(reference, { requires_approval: true })], {
+      intent: `Charge ${reference} after a human approves`,
+      criteria: [{ key: 'paid', operation: 'charge', expect_status: 'VERIFIED' }],
+    });
+    const opId = approvedExecution.operations[0].id;
+    await awaitingApproval(approvedExecution);
+    const card = page.locator(`#approvals [data-operation-id="${opId}"]`);
+    await card.waitFor();
+    await expectText('#count-approvals', String(before + 1));
+    await expectText('#nav-count-approvals', /^\d+$/);
+
+    await card.getByRole('link').click();
+    await page.getByRole('heading', { level: 1, name: /Operation/ }).waitFor();
+    expect(page.url()).toBe(consoleUrl(`/operations/${opId}`));
+    await page.locator('#approve').waitFor();
+    expect(await page.locator('#deny').isVisible()).toBe(true);
+    expect(await page.locator('[data-resolution]').count()).toBe(0);
+    await expectText('.status-card-execution .badge-label', 'Execution');
+    await expectText('.status-card-effect .badge-label', 'Operation effect');
+    expect(await effectBadge().getAttribute('data-status')).toBe('PREPARED');
+    expect(await executionBadge().getAttribute('data-status')).toBe('waiting_for_approval');
+    await page.locator('#timeline .event').first().waitFor();
+    await shoot('03-operation-awaiting-approval');
+
+    await page
+      .getByRole('textbox', { name: 'Reason for the decision' })
+      .fill('Order verified by phone with the customer');
+    await page.locator('#approve').click();
+    await page.locator('.status-card-effect [data-status="VERIFIED"]').waitFor({ timeout: SLOW });
+    await page.locator('#timeline .event[data-to="VERIFIED"]').waitFor();
+    expect(await page.evaluate('window.marker')).toBe('no-reload');
+    const op = await operation(opId);
+    expect(op.status).toBe('VERIFIED');
+    expect(op.approval).toMatchObject({ state: 'granted', reason: 'Order verified by phone with the customer' });
+    await page.locator('#evidence').getByText('What was read back').waitFor();
+    await expectText('#evidence', /\/v1\/charges\?reference=/);
+    expect(await page.locator('#approve').count()).toBe(0);
+    await expectText('#no-actions', /No reviewer action is permitted while the operation is VERIFIED/);
+    await page.locator('.status-card-execution [data-status="completed"]').waitFor({ timeout: SLOW });
+    await shoot('04-operation-verified');
+  });
+
+  it('denies with a reason, and not without one', async () => {
+    const execution = await submit([charge(unique('order'), { requires_approval: true })]);
+    const opId = execution.operations[0].id;
+    await awaitingApproval(execution);
+    await page.getByLabel('Open by id').fill(opId);
+    await page.getByLabel('Open by id').press('Enter');
+    await page.locator('#deny').waitFor();
+    await page.locator('#deny').click();
+    await expectText('#approval-form .error', /Give a reason to deny/);
+    expect((await operation(opId)).approval?.state).toBe('requested');
+    // Keyboard only: type the reason, Tab past Approve to Deny, press Enter.
+    await page.getByRole('textbox', { name: 'Reason for the decision' }).focus();
+    await page.keyboard.type('Amount does not match the invoice');
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate('document.activeElement.id')).toBe('approve');
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate('document.activeElement.id')).toBe('deny');
+    await page.keyboard.press('Enter');
+    await page.locator('.status-card-effect [data-status="CANCELLED"]').waitFor();
+    expect((await operation(opId)).approval).toMatchObject({
+      state: 'denied',
+      reason: 'Amount does not match the invoice',
+    });
+  });
+
+  it('resolves a sent SMS held in MANUAL_REVIEW with evidence; SENT and CANCELLED are not offered', async () => {
+    const pending = await submit([charge(unique('order'), { requires_approval: true })], {
+      intent: 'Refund review left pending for the screenshot',
+    });
+    await stack.setFaults({
+      rules: [{ method: 'POST', path: '/v1/messages', fault: 'timeout_after_commit', probability: 1, count: 1 }],
+    });
+    const clientRef = unique('sms');
+    const execution = await submit(
+      [
+        sms(clientRef, {
+          params: { to: '+15550100', body: 'Your code is {{secret:otp_code}}', client_ref: clientRef },
+        }),
+      ],
+      { intent: 'Text the customer their one-time code' },
+    );
+    const opId = execution.operations[0].id;
+    const held = await waitFor(
+      () => operation(opId),
+      (op) => op.status === 'MANUAL_REVIEW',
+      SLOW,
+    );
+    expect(held.permitted_resolutions).toEqual(['VERIFIED', 'FAILED']);
+    await awaitingApproval(pending);
+    const queue = await http<{ data: { operation: { id: string; params: { body: string } } }[] }>(
+      stack.apiUrl,
+      'GET',
+      `/v1/review/manual-reviews?connector=sandbox.sms&q=${opId}`,
+      { key: DEMO.reviewer },
+    );
+    expect(queue.body.data.map((i) => i.operation.id)).toEqual([opId]);
+    expect(queue.body.data[0].operation.params.body).not.toContain('otp_code');
+
+    await page.getByRole('link', { name: /Manual reviews/ }).click();
+    const card = page.locator(`#manual-reviews [data-operation-id="${opId}"]`);
+    await card.waitFor();
+    await expectText(`#manual-reviews [data-operation-id="${opId}"]`, /CONNECTOR_ERROR/);
+    await expectText(`#manual-reviews [data-operation-id="${opId}"]`, /not escalated/);
+    await page.locator(`#approvals [data-operation-id="${pending.operations[0].id}"]`).waitFor();
+    await shoot('02-queues');
+
+    await page.goto(consoleUrl(`/executions/${execution.id}`));
+    await page.locator('.status-card-execution [data-status="completed"]').waitFor({ timeout: SLOW });
+    await expectText('.status-card-effect [data-kind="effects"]', /unknown/);
+    await shoot('06-execution-completed-effect-unknown');
+
+    await page.locator(`#operations [data-operation-id="${opId}"] a`).click();
+    await page.locator('[data-resolution="VERIFIED"]').waitFor();
+    expect(await page.locator('[data-resolution="FAILED"]').count()).toBe(1);
+    expect(await page.locator('[data-resolution="SENT"]').count()).toBe(0);
+    expect(await page.locator('[data-resolution="CANCELLED"]').count()).toBe(0);
+    await expectText('#not-permitted', /SENT, CANCELLED/);
+    expect(await executionBadge().getAttribute('data-status')).toBe('completed');
+    expect(await effectBadge().getAttribute('data-status')).toBe('MANUAL_REVIEW');
+    await expectText('.callout', /may or may not have happened/);
+    await expectText('#request', /\{\{secret:••••••\}\}/);
+    expect(await page.locator('#request').textContent()).not.toContain('otp_code');
+    await expectText('#obligation', /CONNECTOR_ERROR/);
+    await shoot('05-operation-manual-review');
+
+    await page.locator('[data-resolution="VERIFIED"]').click();
+    await expectText('#resolve-form .error', /Describe the evidence first/);
+    const evidence = 'Provider dashboard shows message SM-1234 delivered at 10:02 to +15550100';
+    await page.getByRole('textbox', { name: 'Evidence of the real outcome' }).fill(evidence);
+    await page.locator('[data-resolution="VERIFIED"]').click();
+    await page.locator('.status-card-effect [data-status="VERIFIED"]').waitFor();
+    await expectText('#evidence blockquote', evidence);
+    await page.locator('#timeline .event[data-to="VERIFIED"]').waitFor();
+    const resolved = await operation(opId);
+    expect(resolved.status).toBe('VERIFIED');
+    expect(resolved.evidence).toMatchObject({ resolution: { status: 'VERIFIED', evidence } });
+    expect((await stack.effects()).messages[clientRef].count).toBe(1);
+    await shoot('07-operation-resolved');
+  });
+
+  it('offers SENT and CANCELLED for a never-sent operation held in MANUAL_REVIEW', async () => {
+    const execution = await submit([charge(unique('order'), { expected_state: { charged: true } })]);
+    const opId = execution.operations[0].id;
+    const held = await waitFor(
+      () => operation(opId),
+      (op) => op.status === 'MANUAL_REVIEW',
+      SLOW,
+    );
+    await page.goto(consoleUrl(`/operations/${opId}`));
+    await page.locator('#resolve-form').waitFor();
+    for (const status of held.permitted_resolutions ?? []) {
+      expect(await page.locator(`[data-resolution="${status}"]`).count()).toBe(1);
+    }
+    expect(held.permitted_resolutions).toEqual(expect.arrayContaining(['SENT', 'CANCELLED']));
+    expect(await page.locator('[data-resolution]').count()).toBe(held.permitted_resolutions?.length);
+  });
+
+  it('shows an execution: its operations, effects summary and criteria verdicts', async () => {
+    await page.goto(consoleUrl(`/executions/${approvedExecution.id}`));
+    await page.locator('.status-card-execution [data-status="completed"]').waitFor();
+    await expectText('.status-card-effect [data-kind="effects"]', /all verified/);
+    await expectText(`#operations [data-operation-id="${approvedExecution.operations[0].id}"]`, /VERIFIED/);
+    await page.locator('#criteria [data-criterion="paid"] [data-verdict="pass"]').waitFor();
+    await page.locator('#timeline .event').first().waitFor();
+    await page.locator('#criteria .event-link').first().click();
+    expect(page.url()).toContain(`/console/executions/${approvedExecution.id}#evt_`);
+    await page.locator('#timeline .event:target').waitFor();
+    await shoot('08-execution-all-verified');
+  });
+
+  it('pages a queue newest first with a cursor, neither skipping nor repeating', async () => {
+    const execution = await submit([
+      charge(unique('order'), { key: 'first', requires_approval: true }),
+      charge(unique('order'), { key: 'second', requires_approval: true }),
+    ]);
+    const ids = execution.operations.map((op) => op.id);
+    for (const id of ids) {
+      await waitFor(
+        () => operation(id),
+        (op) => op.approval?.state === 'requested',
+        SLOW,
+      );
+    }
+    type Page = { data: { operation: { id: string } }[]; total: number; next_cursor: string | null };
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    let total = 0;
+    do {
+      const query: string = cursor ? `limit=1&cursor=${cursor}` : 'limit=1';
+      const res: { body: Page } = await http<Page>(stack.apiUrl, 'GET', `/v1/review/approvals?${query}`, {
+        key: DEMO.reviewer,
+      });
+      expect(res.body.data.length).toBeLessThanOrEqual(1);
+      seen.push(...res.body.data.map((item) => item.operation.id));
+      total = res.body.total;
+      cursor = res.body.next_cursor;
+    } while (cursor);
+    expect(seen).toHaveLength(total);
+    expect(new Set(seen).size).toBe(seen.length);
+    expect([...seen].sort().reverse()).toEqual(seen);
+    expect(seen).toEqual(expect.arrayContaining(ids));
+  });
+
+  it('keeps tenants apart, and returns to sign-in when the key is revoked mid-session', async () => {
+    const db = stack.db.dataSource.manager;
+    const other = await createApiKey(db, { tenantId: 'demo-other', role: 'reviewer', label: 'console test' });
+    const mine = await http<{ approvals: number; manual_reviews: number }>(stack.apiUrl, 'GET', '/v1/review/summary', {
+      key: DEMO.reviewer,
+    });
+    expect(mine.body.approvals).toBeGreaterThan(0);
+    expect(mine.body.manual_reviews).toBeGreaterThan(0);
+    const theirs = await http(stack.apiUrl, 'GET', '/v1/review/summary', { key: other.key });
+    expect(theirs.body).toMatchObject({ approvals: 0, manual_reviews: 0, escalated: 0, overdue: 0 });
+    for (const queue of ['approvals', 'manual-reviews']) {
+      const list = await http<{ data: unknown[]; total: number }>(stack.apiUrl, 'GET', `/v1/review/${queue}`, {
+        key: other.key,
+      });
+      expect(list.body).toMatchObject({ data: [], total: 0 });
+    }
+
+    await page.evaluate((key) => sessionStorage.setItem('verity.console.key', key), other.key);
+    await page.goto(consoleUrl());
+    await expectText('#count-approvals', '0');
+    await expectText('#count-manual-reviews', '0');
+    await revokeApiKey(db, other.id);
+    await expectText('#signin-error', /refused the stored key/);
+    expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
+  });
+
+  it('never put a key in a URL, sent data calls with the Bearer header, and logged no page errors', () => {
+    for (const key of [DEMO.reviewer, DEMO.agent, 'wrong-key']) {
+      expect(urls.filter((u) => u.includes(key))).toEqual([]);
+    }
+    expect(authorized.some((u) => u.includes('/v1/review/'))).toBe(true);
+    expect(authorized.some((u) => u.includes('/stream'))).toBe(true);
+    // The refused sign-ins answer 401/403 on purpose; Chromium reports those as console errors.
+    expect(problems.filter((p) => !/status of 40[13]/.test(p))).toEqual([]);
+  });
+
+  async function expectText(selector: string, expected: string | RegExp): Promise<void> {
+    const locator = page.locator(selector).first();
+    await locator.waitFor();
+    await waitFor(
+      async () => (await locator.textContent()) ?? '',
+      (text) => (typeof expected === 'string' ? text.includes(expected) : expected.test(text)),
+      SLOW,
+    );
+  }
+});

@@ -1,0 +1,344 @@
+/**
+ * The chaos run: a private deployment (cluster.ts), a seeded workload (workload.ts) submitted through the SDK while
+ * the sandbox injects send faults and the harness SIGKILLs workers, pauses one past its lock, and crashes Redis and
+ * Postgres once each. Then it drains and checks every promise against the provider's ground truth and the database
+ * (invariants.ts). Reported, never asserted on time: a slow machine makes a slow run, not a failed one.
+ */
+import * as fs from 'node:fs';
+import { Pool } from 'pg';
+import { Verity, VerityError } from '@verity/sdk';
+import { AppProcess, Cluster, sleep } from './cluster';
+import { ChaosActions, InvariantReport, checkInvariants, drain } from './invariants';
+import { PlannedExecution, faultRules, planWorkload, seededRandom } from './workload';
+
+export interface ChaosOptions {
+  /** Operations to submit (executions are planned until this many operations). */
+  operations: number;
+  /** Worker SIGKILLs (dispatchers and reconcilers), each followed by a restart. */
+  kills: number;
+  /** Chance that one send meets a fault, split evenly between the five fault kinds. */
+  faultProbability: number;
+  seed: number;
+  dispatchers: number;
+  reconcilers: number;
+  /** Submissions per second (the schedule of kills and restarts spans the same window). */
+  rate: number;
+  /** Submissions in flight at once. */
+  concurrency: number;
+  /** Below the settle window (1.5 s), so a lagging replica delays verification but never proves absence. */
+  replicaLagMs: number;
+  /** How long Redis and Postgres stay down when crashed. */
+  outageMs: number;
+  restartRedis: boolean;
+  restartPostgres: boolean;
+  pause: boolean;
+  drainTimeoutMs: number;
+  /** Keep the working directory (data and logs) even when every invariant held. */
+  keep: boolean;
+  dir?: string;
+  log: (line: string) => void;
+}
+
+export const DEFAULT_OPTIONS: ChaosOptions = {
+  operations: 2000,
+  kills: 20,
+  faultProbability: 0.2,
+  seed: 42,
+  dispatchers: 3,
+  reconcilers: 2,
+  rate: 20,
+  concurrency: 16,
+  replicaLagMs: 300,
+  outageMs: 2000,
+  restartRedis: true,
+  restartPostgres: true,
+  pause: true,
+  drainTimeoutMs: 300_000,
+  keep: false,
+  log: (line) => process.stdout.write(`${line}\n`),
+};
+
+export interface ChaosResult {
+  options: Omit<ChaosOptions, 'log'>;
+  report: InvariantReport;
+  actions: ChaosActions;
+  dir: string;
+  ok: boolean;
+}
+
+interface Accepted {
+  planned: PlannedExecution;
+  executionId: string;
+  operationIds: string[];
+}
+
+export async function runChaos(partial: Partial<ChaosOptions> = {}): Promise<ChaosResult> {
+  const options: ChaosOptions = { ...DEFAULT_OPTIONS, ...partial };
+  const { log } = options;
+  const started = Date.now();
+  const stamp = () => `${((Date.now() - started) / 1000).toFixed(1).padStart(6)}s`;
+  const note = (line: string) => log(`${stamp()}  ${line}`);
+  const random = seededRandom(options.seed);
+  const runId = `${options.seed}-${Date.now().toString(36)}`;
+  const planned = planWorkload(options.operations, runId, random);
+
+  note(`starting a private cluster: ${options.dispatchers} dispatchers, ${options.reconcilers} reconcilers`);
+  const cluster = await Cluster.start({
+    dir: options.dir,
+    dispatchers: options.dispatchers,
+    reconcilers: options.reconcilers,
+    log: note,
+  });
+  const actions: ChaosActions = {
+    workerKills: 0,
+    workerRestarts: 0,
+    pauses: [],
+    redisRestarts: 0,
+    postgresRestarts: 0,
+    unexpectedExits: [],
+    submitRetries: 0,
+    approvals: 0,
+    refusedStarts: 0,
+  };
+  const pool = new Pool({ connectionString: cluster.postgres.url, max: 4 });
+  // Postgres is crashed on purpose: an idle client's error must not take the harness down.
+  pool.on('error', () => undefined);
+  const agent = new Verity({ baseUrl: cluster.apiUrl, apiKey: 'demo-agent-key', timeoutMs: 15_000 });
+  const reviewer = new Verity({ baseUrl: cluster.apiUrl, apiKey: 'demo-reviewer-key', timeoutMs: 15_000 });
+  let report: InvariantReport | undefined;
+  let stopWatch = () => undefined as void;
+  try {
+    await cluster.setFaults(faultRules(options.faultProbability, options.replicaLagMs));
+    stopWatch = watchUnexpectedExits(cluster, actions, note);
+    const stopReviewer = runReviewer(pool, reviewer, actions);
+
+    const windowMs = Math.max(5_000, (planned.length / options.rate) * 1000);
+    note(
+      `submitting ${planned.length} executions (${options.operations} operations) over ~${(windowMs / 1000).toFixed(0)} s; ` +
+        `fault probability ${options.faultProbability}, ${options.kills} kills`,
+    );
+    const chaos = runSchedule(cluster, options, windowMs, random, actions, note);
+    const accepted: Accepted[] = [];
+    const notAccepted: { planned: PlannedExecution; error: string }[] = [];
+    await submitAll(agent, planned, options, accepted, notAccepted, actions);
+    note(`submitted: ${accepted.length} accepted, ${notAccepted.length} not accepted`);
+    await chaos;
+    note('chaos schedule done; every worker running again');
+
+    const drained = await drain(
+      pool,
+      accepted.map((a) => a.executionId),
+      options.drainTimeoutMs,
+      note,
+    );
+    stopReviewer();
+    note(drained ? 'drained: everything settled' : `drain bound of ${options.drainTimeoutMs / 1000} s reached`);
+    actions.refusedStarts = cluster.apps.reduce((n, a) => n + a.failedStarts, 0);
+    // Let in-flight moves that are not part of "settled" (e.g. a late CAS that loses) finish before reading.
+    await sleep(1_000);
+    report = await checkInvariants({
+      pool,
+      effects: await cluster.effects(),
+      planned,
+      accepted: accepted.map((a) => ({ executionId: a.executionId, planned: a.planned })),
+      notAccepted,
+      actions,
+      options: { operations: options.operations, faultProbability: options.faultProbability, seed: options.seed },
+    });
+  } finally {
+    stopWatch();
+    await pool.end().catch(() => undefined);
+    await cluster.stop();
+  }
+  const ok = report.violations === 0;
+  const { log: _log, ...rest } = options;
+  if (ok && !options.keep) cluster.remove();
+  else fs.writeFileSync(`${cluster.dir}/report.txt`, report.table);
+  return { options: rest, report, actions, dir: cluster.dir, ok };
+}
+
+/** Through the SDK, with the same Idempotency-Key on every try, as an agent that wants exactly one execution would. */
+async function submitAll(
+  agent: Verity,
+  planned: PlannedExecution[],
+  options: ChaosOptions,
+  accepted: Accepted[],
+  notAccepted: { planned: PlannedExecution; error: string }[],
+  actions: ChaosActions,
+): Promise<void> {
+  const begin = Date.now();
+  const inFlight = new Set<Promise<void>>();
+  for (const [i, item] of planned.entries()) {
+    const due = begin + (i / options.rate) * 1000;
+    if (due > Date.now()) await sleep(due - Date.now());
+    while (inFlight.size >= options.concurrency) await Promise.race(inFlight);
+    const work = submitOne(agent, item, actions).then(
+      (execution) => {
+        accepted.push({
+          planned: item,
+          executionId: execution.id,
+          operationIds: execution.operations.map((o) => o.id),
+        });
+      },
+      (error: unknown) => {
+        notAccepted.push({ planned: item, error: error instanceof Error ? error.message : String(error) });
+      },
+    );
+    const tracked = work.finally(() => inFlight.delete(tracked));
+    inFlight.add(tracked);
+  }
+  await Promise.all(inFlight);
+}
+
+async function submitOne(agent: Verity, item: PlannedExecution, actions: ChaosActions) {
+  const giveUpAt = Date.now() + 90_000;
+  for (;;) {
+    try {
+      return (await agent.executions.createWithMeta(item.body, { idempotencyKey: item.idempotencyKey })).execution;
+    } catch (error) {
+      // A 4xx other than "still in flight" is the harness's mistake, not an outage: retrying cannot help.
+      const definitive =
+        error instanceof VerityError && error.status < 500 && error.status !== 409 && error.status !== 429;
+      if (definitive || Date.now() > giveUpAt) throw error;
+      actions.submitRetries += 1;
+      await sleep(500);
+    }
+  }
+}
+
+/** A reviewer who grants every approval request shortly after it appears (and again if it goes stale). */
+function runReviewer(pool: Pool, reviewer: Verity, actions: ChaosActions): () => void {
+  let running = true;
+  const loop = async () => {
+    while (running) {
+      try {
+        const { rows } = await pool.query<{ id: string }>(
+          `SELECT id FROM operations
+            WHERE status = 'PREPARED' AND requires_approval AND approval->>'state' = 'requested' LIMIT 200`,
+        );
+        for (const { id } of rows) {
+          await reviewer.operations.approve(id, { reason: 'chaos reviewer' }).then(
+            () => (actions.approvals += 1),
+            () => undefined, // moved on, or an outage: the next round sees it again
+          );
+        }
+      } catch {
+        // Postgres is down: look again shortly.
+      }
+      await sleep(250);
+    }
+  };
+  void loop();
+  return () => {
+    running = false;
+  };
+}
+
+/**
+ * Kills at random moments across the submission window; the pause, the Redis crash and the Postgres crash at set
+ * points of it, so each happens while work is in flight.
+ */
+async function runSchedule(
+  cluster: Cluster,
+  options: ChaosOptions,
+  windowMs: number,
+  random: () => number,
+  actions: ChaosActions,
+  note: (line: string) => void,
+): Promise<void> {
+  const lockMs = Number(cluster.env.DISPATCH_LOCK_MS);
+  const graceMs = Number(cluster.env.SEND_GRACE_MS);
+  const tasks: Promise<void>[] = [];
+  const at = (fraction: number, task: () => Promise<void>) => tasks.push(sleep(fraction * windowMs).then(task));
+
+  for (let i = 0; i < options.kills; i += 1) {
+    const when = 0.05 + random() * 0.9;
+    const downMs = 300 + random() * 2_700;
+    const pickValue = random();
+    at(when, async () => {
+      const candidates = () =>
+        cluster.apps.filter((a) => (a.name === 'dispatcher' || a.name === 'reconciler') && a.alive && !a.paused);
+      // Every worker may be down or paused at this instant: wait for one rather than skip a kill.
+      for (let waited = 0; candidates().length === 0 && waited < 30_000; waited += 200) await sleep(200);
+      const victims = candidates();
+      if (victims.length === 0) return;
+      const victim = victims[Math.floor(pickValue * victims.length)];
+      await victim.kill('SIGKILL');
+      actions.workerKills += 1;
+      note(`SIGKILL ${victim.label}; restarting in ${(downMs / 1000).toFixed(1)} s`);
+      await sleep(downMs);
+      await restart(victim, note);
+      actions.workerRestarts += 1;
+    });
+  }
+  if (options.pause) {
+    at(0.5, async () => {
+      const victim = cluster.of('dispatcher').find((a) => a.alive && !a.paused);
+      if (!victim) return;
+      const pausedMs = lockMs + graceMs + 1_500;
+      await victim.kill('SIGSTOP');
+      note(`SIGSTOP ${victim.label} for ${(pausedMs / 1000).toFixed(1)} s (lock ${lockMs} ms)`);
+      await sleep(pausedMs);
+      await victim.kill('SIGCONT');
+      actions.pauses.push({ app: victim.label, ms: pausedMs });
+      note(`SIGCONT ${victim.label}`);
+    });
+  }
+  if (options.restartRedis) {
+    at(0.3, async () => {
+      await cluster.redis.kill('SIGKILL');
+      note(`Redis crashed (SIGKILL); down for ${options.outageMs} ms`);
+      await sleep(options.outageMs);
+      await cluster.redis.restart();
+      actions.redisRestarts += 1;
+      note('Redis restarted (append-only file replayed)');
+    });
+  }
+  if (options.restartPostgres) {
+    at(0.7, async () => {
+      await cluster.postgres.kill('SIGKILL');
+      note(`Postgres crashed (SIGKILL to the postmaster and every backend); down for ${options.outageMs} ms`);
+      await sleep(options.outageMs);
+      await cluster.postgres.restart();
+      actions.postgresRestarts += 1;
+      note('Postgres restarted (crash recovery done)');
+    });
+  }
+  await Promise.all(tasks);
+}
+
+async function restart(victim: AppProcess, note: (line: string) => void): Promise<void> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      await victim.start();
+      return;
+    } catch (error) {
+      // Started while Redis or Postgres was down: the app refuses to boot; try again once they are back.
+      if (attempt >= 10) throw error;
+      note(`${victim.label} did not start (attempt ${attempt}); retrying`);
+      await sleep(2_000);
+    }
+  }
+}
+
+/** A process that dies without being told to is a finding: record it, and start it again so the run goes on. */
+function watchUnexpectedExits(cluster: Cluster, actions: ChaosActions, note: (line: string) => void): () => void {
+  let watching = true;
+  const known = new Map<AppProcess, number>();
+  const timer = setInterval(() => {
+    if (!watching) return;
+    for (const app of cluster.apps) {
+      const exitedOnItsOwn = app.child && !app.alive && !app.exitExpected;
+      if (!exitedOnItsOwn || known.get(app) === app.starts) continue;
+      known.set(app, app.starts);
+      const detail = `${app.label} exited by itself (code ${app.child?.exitCode}, signal ${app.child?.signalCode})`;
+      actions.unexpectedExits.push(`${detail}: ${app.tail(5).replace(/\s+/g, ' ').slice(-300)}`);
+      note(`${detail}; restarting it`);
+      restart(app, note).catch((error: unknown) => note(`${app.label} restart failed: ${String(error)}`));
+    }
+  }, 500);
+  return () => {
+    watching = false;
+    clearInterval(timer);
+  };
+}

@@ -1,0 +1,321 @@
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { createApiKey } from '@verity/persistence';
+import { DEMO, DIST, Stack, freePort } from '../support/stack';
+import { charge, http, submission, unique } from '../support/http';
+import { openStream } from './api-sse';
+
+/** Issue 3 / I9: keys (hashed, CLI-managed, revocable at once), roles, tenant isolation, rate limits, Bull Board. */
+
+const run = promisify(execFile);
+
+interface Execution {
+  id: string;
+  status: string;
+  operations: { id: string; status: string }[];
+}
+interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  detail?: string;
+}
+
+describe('auth, keys and tenant isolation (I9)', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    // No workers: executions stay `created`, so streams stay open and nothing moves under the matrix.
+    stack = await Stack.start({ label: 'apiauth', dispatchers: 0, reconcilers: 0 });
+  });
+  afterAll(async () => stack?.stop());
+
+  async function keys(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+    try {
+      const { stdout, stderr } = await run(process.execPath, [join(DIST, 'apps/api/src/keys.cli.js'), ...args], {
+        env: { ...process.env, DATABASE_URL: stack.db.url, NODE_ENV: 'test' },
+      });
+      return { code: 0, stdout, stderr };
+    } catch (error) {
+      const e = error as { code: number; stdout: string; stderr: string };
+      return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+    }
+  }
+
+  const submit = (apiKey: string) =>
+    http<Execution>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: apiKey,
+      body: submission([charge(unique('order'))]),
+    });
+
+  describe('the keys CLI', () => {
+    it('creates a key for a new tenant, prints it once, and the key works for that tenant only', async () => {
+      const created = await keys('create', '--tenant', 'acme', '--role', 'agent', '--label', 'ci bot');
+      expect(created.code).toBe(0);
+      const key = /^\s+(vk_agent_\S+)$/m.exec(created.stdout)?.[1];
+      expect(key).toBeDefined();
+      expect(created.stdout).toMatch(/only time the key is shown/);
+
+      const res = await submit(key!);
+      expect(res.status).toBe(201);
+      const [row] = (await stack.db.dataSource.query(`SELECT tenant_id FROM executions WHERE id = $1`, [
+        res.body.id,
+      ])) as { tenant_id: string }[];
+      expect(row.tenant_id).toBe('acme');
+      expect((await http(stack.apiUrl, 'GET', `/v1/executions/${res.body.id}`, { key: DEMO.agent })).status).toBe(404);
+
+      // Stored hashed: the plain key is nowhere in the table.
+      const stored = (await stack.db.dataSource.query(`SELECT * FROM api_keys WHERE tenant_id = 'acme'`)) as Record<
+        string,
+        unknown
+      >[];
+      expect(JSON.stringify(stored)).not.toContain(key);
+
+      const listed = await keys('list', '--tenant', 'acme');
+      expect(listed.code).toBe(0);
+      expect(listed.stdout).toContain('acme');
+      expect(listed.stdout).toContain('ci bot');
+      expect(listed.stdout).not.toContain(key!);
+      expect(listed.stdout).not.toMatch(/[0-9a-f]{64}/);
+      const json = await keys('list', '--json');
+      expect(JSON.stringify(JSON.parse(json.stdout))).not.toMatch(/[0-9a-f]{64}/);
+      expect((JSON.parse(json.stdout) as { tenant: string }[]).some((k) => k.tenant === 'demo')).toBe(true);
+    });
+
+    it('refuses bad arguments with a usage error', async () => {
+      expect((await keys('create', '--tenant', 'acme', '--role', 'root')).code).toBe(2);
+      expect((await keys('create', '--role', 'agent')).code).toBe(2);
+      expect((await keys('launch')).code).toBe(2);
+      expect((await keys('revoke', 'key_doesnotexist')).code).toBe(2);
+    });
+
+    it('revokes by id: the key answers 401 at once', async () => {
+      const created = JSON.parse((await keys('create', '--tenant', 'demo', '--role', 'agent', '--json')).stdout) as {
+        id: string;
+        key: string;
+      };
+      expect((await submit(created.key)).status).toBe(201);
+      const revoked = await keys('revoke', created.id);
+      expect(revoked.code).toBe(0);
+      expect(revoked.stdout).toContain(created.id);
+      const after = await http<Problem>(stack.apiUrl, 'GET', '/v1/executions', { key: created.key });
+      expect(after.status).toBe(401);
+      expect(after.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(after.headers.get('www-authenticate')).toMatch(/^Bearer/);
+    });
+
+    it('revokes by a prefix only when it names exactly one key', async () => {
+      const shared = 'vk_agent_pfx';
+      const a = await createApiKey(stack.db.dataSource.manager, {
+        tenantId: 'demo',
+        role: 'agent',
+        key: `${shared}-first-${unique('k')}`,
+      });
+      const b = await createApiKey(stack.db.dataSource.manager, {
+        tenantId: 'demo',
+        role: 'agent',
+        key: `${shared}-second-${unique('k')}`,
+      });
+      const prefix = a.key.slice(0, 12);
+      expect(b.key.slice(0, 12)).toBe(prefix);
+      const ambiguous = await keys('revoke', prefix);
+      expect(ambiguous.code).toBe(2);
+      expect(ambiguous.stderr).toContain(a.id);
+      expect((await submit(a.key)).status).toBe(201);
+      expect((await submit(b.key)).status).toBe(201);
+
+      expect((await keys('revoke', a.id)).code).toBe(0);
+      const byPrefix = await keys('revoke', prefix);
+      expect(byPrefix.code).toBe(0);
+      expect(byPrefix.stdout).toContain(b.id);
+      expect((await submit(b.key)).status).toBe(401);
+    });
+
+    it('ends an open stream of a key when the key is revoked', async () => {
+      const created = JSON.parse((await keys('create', '--tenant', 'demo', '--role', 'agent', '--json')).stdout) as {
+        id: string;
+        key: string;
+      };
+      const execution = await submit(created.key);
+      expect(execution.status).toBe(201);
+      const stream = await openStream(`${stack.apiUrl}/v1/executions/${execution.body.id}/stream`, created.key);
+      expect(stream.status).toBe(200);
+      await stream.waitFor((frames) => frames.some((f) => f.event === 'execution.created'));
+      expect(stream.isClosed()).toBe(false);
+
+      expect((await keys('revoke', created.id)).code).toBe(0);
+      const frames = await stream.waitFor((f) => f.some((x) => x.event === 'end'), 20_000);
+      expect(JSON.parse(frames[frames.length - 1].data)).toEqual({ reason: 'key_revoked' });
+      await stream.closed;
+      expect(stream.isClosed()).toBe(true);
+      const reopen = await http(stack.apiUrl, 'GET', `/v1/executions/${execution.body.id}/stream`, {
+        key: created.key,
+      });
+      expect(reopen.status).toBe(401);
+    });
+  });
+
+  describe('roles', () => {
+    it('lets an agent submit and read, and keeps reviewer actions for reviewers', async () => {
+      const execution = await submit(DEMO.agent);
+      const opId = execution.body.operations[0].id;
+      expect((await submit(DEMO.reviewer)).status).toBe(403);
+      const agentApproves = await http<Problem>(stack.apiUrl, 'POST', `/v1/operations/${opId}/approval`, {
+        key: DEMO.agent,
+        body: { decision: 'approve' },
+      });
+      expect(agentApproves.status).toBe(403);
+      expect(agentApproves.body.type).toBe('https://verity.dev/problems/forbidden');
+      expect(
+        (await http(stack.apiUrl, 'GET', `/v1/executions/${execution.body.id}`, { key: DEMO.reviewer })).status,
+      ).toBe(200);
+      expect((await http(stack.apiUrl, 'GET', '/v1/connectors')).status).toBe(401);
+      expect((await http(stack.apiUrl, 'GET', '/v1/status-model')).status).toBe(200);
+    });
+  });
+
+  describe('tenant isolation matrix', () => {
+    it("answers 404 to tenant B on every endpoint for tenant A's execution and operation, and changes nothing", async () => {
+      const otherReviewer = await createApiKey(stack.db.dataSource.manager, {
+        tenantId: 'demo-other',
+        role: 'reviewer',
+      });
+      const otherAdmin = await createApiKey(stack.db.dataSource.manager, { tenantId: 'demo-other', role: 'admin' });
+      const created = await http<Execution>(stack.apiUrl, 'POST', '/v1/executions', {
+        key: DEMO.agent,
+        body: submission([charge(unique('order'), { requires_approval: true })]),
+      });
+      expect(created.status).toBe(201);
+      const exe = created.body.id;
+      const op = created.body.operations[0].id;
+      const eventsBefore = (
+        await http<{ data: unknown[] }>(stack.apiUrl, 'GET', `/v1/executions/${exe}/events`, {
+          key: DEMO.agent,
+        })
+      ).body.data;
+
+      const matrix: { method: string; path: string; key: string; body?: unknown }[] = [];
+      for (const key of [DEMO.otherAgent, otherReviewer.key, otherAdmin.key]) {
+        matrix.push(
+          { method: 'GET', path: `/v1/executions/${exe}`, key },
+          { method: 'GET', path: `/v1/executions/${exe}/events`, key },
+          { method: 'GET', path: `/v1/executions/${exe}/events?after=1`, key },
+          { method: 'GET', path: `/v1/executions/${exe}/stream`, key },
+          { method: 'GET', path: `/v1/operations/${op}`, key },
+        );
+      }
+      for (const key of [DEMO.otherAgent, otherAdmin.key]) {
+        matrix.push(
+          { method: 'POST', path: `/v1/executions/${exe}/cancel`, key },
+          { method: 'POST', path: `/v1/executions/${exe}/cancel`, key, body: { reason: 'not yours' } },
+          { method: 'POST', path: `/v1/operations/${op}/retry`, key },
+        );
+      }
+      for (const key of [otherReviewer.key, otherAdmin.key]) {
+        matrix.push(
+          { method: 'POST', path: `/v1/executions/${exe}/cancel`, key },
+          { method: 'POST', path: `/v1/operations/${op}/approval`, key, body: { decision: 'approve' } },
+          { method: 'POST', path: `/v1/operations/${op}/approval`, key, body: { decision: 'deny', reason: 'x' } },
+          { method: 'POST', path: `/v1/operations/${op}/resolve`, key, body: { status: 'FAILED', evidence: 'x' } },
+        );
+      }
+
+      const wrong: string[] = [];
+      for (const m of matrix) {
+        const res = await http<Problem>(stack.apiUrl, m.method, m.path, { key: m.key, body: m.body });
+        if (res.status !== 404 || !res.headers.get('content-type')?.startsWith('application/problem+json')) {
+          wrong.push(`${m.method} ${m.path} → ${res.status} ${res.text.slice(0, 200)}`);
+        }
+        // Indistinguishable from an id that does not exist: nothing tells B that A's id is real.
+        const ghost = await http<Problem>(
+          stack.apiUrl,
+          m.method,
+          m.path.replace(exe, 'exe_01m0000000ghost000000000000').replace(op, 'op_01m0000000ghost000000000000'),
+          { key: m.key, body: m.body },
+        );
+        if (ghost.status !== 404 || ghost.body.title !== res.body.title || ghost.body.type !== res.body.type) {
+          wrong.push(`${m.method} ${m.path}: differs from a missing id (${ghost.status} ${ghost.body.title})`);
+        }
+      }
+      expect(wrong).toEqual([]);
+
+      const list = await http<{ data: { id: string }[] }>(stack.apiUrl, 'GET', '/v1/executions?limit=200', {
+        key: DEMO.otherAgent,
+      });
+      expect(list.status).toBe(200);
+      expect(list.body.data.map((e) => e.id)).not.toContain(exe);
+      const filtered = await http<{ data: { id: string }[] }>(stack.apiUrl, 'GET', `/v1/executions?cursor=exe_zzzz`, {
+        key: otherAdmin.key,
+      });
+      expect(filtered.body.data.map((e) => e.id)).not.toContain(exe);
+
+      // Nothing B tried changed A's execution.
+      const after = await http<Execution>(stack.apiUrl, 'GET', `/v1/executions/${exe}`, { key: DEMO.agent });
+      expect(after.body.status).toBe('created');
+      expect(after.body.operations[0].status).toBe('PREPARED');
+      const eventsAfter = (
+        await http<{ data: unknown[] }>(stack.apiUrl, 'GET', `/v1/executions/${exe}/events`, {
+          key: DEMO.agent,
+        })
+      ).body.data;
+      expect(eventsAfter).toEqual(eventsBefore);
+      const [op1] = (await stack.db.dataSource.query(`SELECT approval FROM operations WHERE id = $1`, [op])) as {
+        approval: unknown;
+      }[];
+      expect(op1.approval).toBeNull();
+      expect(
+        (await stack.db.dataSource.query(`SELECT count(*)::int AS n FROM operations WHERE retry_of = $1`, [op]))[0].n,
+      ).toBe(0);
+    });
+  });
+
+  describe('rate limit', () => {
+    it('answers 429 with Retry-After once a key has used its budget, per key', async () => {
+      const port = await freePort();
+      await stack.startApp('api', { PORT: String(port), HOST: '127.0.0.1', RATE_LIMIT_PER_MINUTE: '3' });
+      const url = `http://127.0.0.1:${port}`;
+      const statuses: number[] = [];
+      let limited: Awaited<ReturnType<typeof http<Problem>>> | undefined;
+      for (let i = 0; i < 4; i += 1) {
+        const res = await http<Problem>(url, 'GET', '/v1/executions?limit=1', { key: DEMO.agent });
+        statuses.push(res.status);
+        if (res.status === 429) limited = res;
+      }
+      expect(statuses).toEqual([200, 200, 200, 429]);
+      expect(limited!.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(limited!.body.type).toBe('https://verity.dev/problems/rate-limited');
+      expect(Number(limited!.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      // Another key has its own budget.
+      expect((await http(url, 'GET', '/v1/executions?limit=1', { key: DEMO.reviewer })).status).toBe(200);
+      // A submission is refused too, and nothing is written.
+      const before = (await stack.db.dataSource.query(`SELECT count(*)::int AS n FROM executions`))[0].n;
+      const refused = await http(url, 'POST', '/v1/executions', { key: DEMO.agent, body: submission([charge('rl')]) });
+      expect(refused.status).toBe(429);
+      expect((await stack.db.dataSource.query(`SELECT count(*)::int AS n FROM executions`))[0].n).toBe(before);
+    });
+  });
+
+  describe('Bull Board', () => {
+    it('answers 401 without a key, 403 for non-admin keys, and is read-only for admins outside development', async () => {
+      const none = await http<Problem>(stack.apiUrl, 'GET', '/admin/queues');
+      expect(none.status).toBe(401);
+      expect(none.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(none.headers.get('www-authenticate')).toMatch(/^Basic/);
+      expect((await http(stack.apiUrl, 'GET', '/admin/queues/api/queues', { key: 'nope' })).status).toBe(401);
+      expect((await http(stack.apiUrl, 'GET', '/admin/queues', { key: DEMO.agent })).status).toBe(403);
+      expect((await http(stack.apiUrl, 'GET', '/admin/queues/api/queues', { key: DEMO.reviewer })).status).toBe(403);
+      const otherAdmin = await createApiKey(stack.db.dataSource.manager, { tenantId: 'demo-other', role: 'admin' });
+
+      const page = await http(stack.apiUrl, 'GET', '/admin/queues', { key: DEMO.admin });
+      expect(page.status).toBe(200);
+      expect(page.headers.get('content-type')).toMatch(/text\/html/);
+      const basic = Buffer.from(`admin:${otherAdmin.key}`).toString('base64');
+      const viaBasic = await http(stack.apiUrl, 'GET', '/admin/queues/api/queues', {
+        headers: { authorization: `Basic ${basic}` },
+      });
+      expect(viaBasic.status).toBe(200);
+      const pause = await http(stack.apiUrl, 'PUT', '/admin/queues/api/queues/dispatch/pause', { key: DEMO.admin });
+      expect(pause.status).toBe(405);
+    });
+  });
+});

@@ -1,0 +1,195 @@
+import { z } from 'zod';
+import { API_SCHEMAS } from '../../apps/api/src/openapi';
+import { DEMO, Stack, freePort, waitFor } from '../support/stack';
+import { charge, http, sms, submission, unique } from '../support/http';
+import { SseFrame, openStream } from './api-sse';
+
+/**
+ * Issue 3 / I11: GET /v1/executions/{id}/stream. Two API processes: executions are submitted through one and
+ * streamed through the other, while the dispatcher and reconciler (separate processes) write the events.
+ */
+
+type Event = z.infer<typeof API_SCHEMAS.Event>;
+interface Execution {
+  id: string;
+  status: string;
+  operations: { id: string; status: string }[];
+}
+
+describe('SSE stream', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await Stack.start({ label: 'apistream', apis: 2 });
+  });
+  afterAll(async () => stack?.stop());
+
+  const [submitVia, streamVia] = [() => stack.apiUrls[0], () => stack.apiUrls[1]];
+
+  async function submit(operations: unknown[]): Promise<Execution> {
+    const res = await http<Execution>(submitVia(), 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission(operations),
+    });
+    expect(res.status).toBe(201);
+    return res.body;
+  }
+
+  async function allEvents(id: string): Promise<Event[]> {
+    const res = await http<{ data: Event[] }>(submitVia(), 'GET', `/v1/executions/${id}/events`, { key: DEMO.agent });
+    return res.body.data;
+  }
+
+  const isEnd = (frames: SseFrame[]) => frames.some((f) => f.event === 'end');
+  const eventFrames = (frames: SseFrame[]) => frames.filter((f) => f.event !== 'end');
+
+  it('delivers every event in order, through another API process, and ends once everything has settled', async () => {
+    const created = await submit([charge(unique('order')), sms(unique('sms'), { depends_on: ['charge'] })]);
+    const stream = await openStream(`${streamVia()}/v1/executions/${created.id}/stream`, DEMO.agent);
+    expect(stream.status).toBe(200);
+    expect(stream.contentType).toMatch(/^text\/event-stream/);
+    const frames = await stream.waitFor(isEnd, 45_000);
+    await stream.closed;
+
+    const events = await allEvents(created.id);
+    const delivered = eventFrames(frames);
+    expect(delivered.map((f) => f.id)).toEqual(events.map((e) => e.id));
+    for (const [i, frame] of delivered.entries()) {
+      const data = API_SCHEMAS.Event.parse(JSON.parse(frame.data));
+      expect(data).toEqual(events[i]);
+      expect(frame.event).toBe(events[i].type);
+    }
+    expect(frames[frames.length - 1]).toMatchObject({ event: 'end' });
+    expect(JSON.parse(frames[frames.length - 1].data)).toEqual({ reason: 'settled' });
+
+    // Every status change, in order: the execution's and each operation's.
+    const executionChanges = delivered
+      .map((f) => JSON.parse(f.data) as Event)
+      .filter((e) => e.operation_id === null && e.to_status)
+      .map((e) => e.to_status);
+    expect(executionChanges[0]).toBe('created');
+    expect(executionChanges[executionChanges.length - 1]).toBe('completed');
+    const [chargeOp, smsOp] = created.operations;
+    const changesOf = (opId: string) =>
+      delivered.map((f) => JSON.parse(f.data) as Event).filter((e) => e.operation_id === opId && e.to_status);
+    expect(changesOf(chargeOp.id).map((e) => e.to_status)).toEqual(['SENT', 'ACKNOWLEDGED', 'VERIFIED']);
+    expect(changesOf(smsOp.id).map((e) => e.to_status)).toEqual(['SENT', 'ACKNOWLEDGED']);
+    for (const op of [chargeOp.id, smsOp.id]) {
+      const chain = changesOf(op);
+      for (let i = 1; i < chain.length; i += 1) expect(chain[i].from_status).toBe(chain[i - 1].to_status);
+    }
+    const seqs = delivered.map((f) => (JSON.parse(f.data) as Event).seq);
+    expect(seqs).toEqual(seqs.map((_, i) => i + 1));
+  });
+
+  it('resumes from Last-Event-ID on either process with no gap and no duplicate', async () => {
+    const reference = unique('order');
+    const created = await submit([charge(reference, { requires_approval: true }), sms(unique('sms'))]);
+    const first = await openStream(`${streamVia()}/v1/executions/${created.id}/stream`, DEMO.agent);
+    // Live: the approval request is written by the dispatcher after the stream opened (or just before).
+    const before = await first.waitFor((f) => f.some((x) => x.event === 'approval.requested'), 30_000);
+    first.abort();
+    await first.closed;
+    const seenFirst = eventFrames(before).slice();
+    expect(seenFirst.length).toBeGreaterThan(1);
+
+    // While nobody listens, the execution moves on.
+    const approved = await http(submitVia(), 'POST', `/v1/operations/${created.operations[0].id}/approval`, {
+      key: DEMO.reviewer,
+      body: { decision: 'approve' },
+    });
+    expect(approved.status).toBe(200);
+    await waitFor(
+      () => http<Execution>(submitVia(), 'GET', `/v1/executions/${created.id}`, { key: DEMO.agent }),
+      (r) => r.body.operations[0].status === 'VERIFIED',
+      30_000,
+    );
+
+    const lastId = seenFirst[seenFirst.length - 1].id!;
+    const second = await openStream(`${submitVia()}/v1/executions/${created.id}/stream`, DEMO.agent, {
+      'last-event-id': lastId,
+    });
+    expect(second.status).toBe(200);
+    const rest = eventFrames(await second.waitFor(isEnd, 45_000));
+    await second.closed;
+
+    const all = await allEvents(created.id);
+    const joined = [...seenFirst, ...rest].map((f) => f.id);
+    expect(new Set(joined).size).toBe(joined.length);
+    expect(joined).toEqual(all.map((e) => e.id));
+    expect(rest.length).toBeGreaterThan(0);
+
+    // The `after` query parameter does the same for clients that cannot set headers.
+    const viaQuery = await openStream(`${streamVia()}/v1/executions/${created.id}/stream?after=${lastId}`, DEMO.agent);
+    expect(eventFrames(await viaQuery.waitFor(isEnd)).map((f) => f.id)).toEqual(rest.map((f) => f.id));
+  });
+
+  it('replays a settled execution and ends; refuses an unknown Last-Event-ID', async () => {
+    const created = await submit([sms(unique('sms'))]);
+    await waitFor(
+      () => http<Execution>(submitVia(), 'GET', `/v1/executions/${created.id}`, { key: DEMO.agent }),
+      (r) => r.body.status === 'completed',
+      30_000,
+    );
+    const replay = await openStream(`${streamVia()}/v1/executions/${created.id}/stream`, DEMO.agent);
+    const frames = await replay.waitFor(isEnd);
+    await replay.closed;
+    expect(eventFrames(frames).map((f) => f.id)).toEqual((await allEvents(created.id)).map((e) => e.id));
+
+    const bad = await http<{ errors: { field: string; rule: string }[] }>(
+      streamVia(),
+      'GET',
+      `/v1/executions/${created.id}/stream`,
+      { key: DEMO.agent, headers: { 'last-event-id': 'evt_01nosuchevent' } },
+    );
+    expect(bad.status).toBe(400);
+    expect(bad.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect(bad.body.errors[0]).toMatchObject({ rule: 'known_event' });
+  });
+
+  it('sends heartbeat comments and caps concurrent streams per key', async () => {
+    const port = await freePort();
+    await stack.startApp('api', {
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      SSE_HEARTBEAT_MS: '200',
+      MAX_STREAMS_PER_KEY: '2',
+    });
+    const url = `http://127.0.0.1:${port}`;
+    // Waits for approval that never comes: the stream stays open.
+    const created = await submit([charge(unique('order'), { requires_approval: true })]);
+    const path = `${url}/v1/executions/${created.id}/stream`;
+    const a = await openStream(path, DEMO.agent);
+    const b = await openStream(path, DEMO.agent);
+    expect([a.status, b.status]).toEqual([200, 200]);
+    await waitFor(
+      async () => a.comments,
+      (n) => n >= 3,
+      20_000,
+    );
+
+    const third = await http<{ type: string }>(url, 'GET', `/v1/executions/${created.id}/stream`, { key: DEMO.agent });
+    expect(third.status).toBe(429);
+    expect(third.body.type).toBe('https://verity.dev/problems/too-many-streams');
+    expect(Number(third.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    // Another key has its own allowance.
+    const reviewer = await openStream(path, DEMO.reviewer);
+    expect(reviewer.status).toBe(200);
+    reviewer.abort();
+
+    a.abort();
+    await a.closed;
+    const again = await waitFor(
+      async () => {
+        const s = await openStream(path, DEMO.agent);
+        if (s.status !== 200) s.abort();
+        return s;
+      },
+      (s) => s.status === 200,
+      10_000,
+      200,
+    );
+    again.abort();
+    b.abort();
+    await http(url, 'POST', `/v1/executions/${created.id}/cancel`, { key: DEMO.agent });
+  });
+});

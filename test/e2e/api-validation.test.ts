@@ -1,0 +1,559 @@
+import { DEMO, Stack } from '../support/stack';
+import { charge, http, sms, submission } from '../support/http';
+
+/**
+ * Issue 3 / I10: bad input gets a 4xx application/problem+json naming the field and the rule, and nothing is
+ * written. No workers run in this file and no valid request is sent, so every table must stay exactly as it was.
+ */
+
+interface Case {
+  name: string;
+  method?: string;
+  path?: string;
+  key?: string | null;
+  body?: unknown;
+  rawBody?: string | Uint8Array;
+  headers?: Record<string, string>;
+  status: number;
+  /** A field error that must be listed (field and rule), for 400 validation problems. */
+  field?: string;
+  rule?: string;
+}
+
+const ok = () => charge('validation-ref');
+const base = (extra: Record<string, unknown> = {}) => submission([ok()], extra);
+const op = (extra: Record<string, unknown>) => submission([{ ...ok(), ...extra }]);
+const JSON_HEADERS = { 'content-type': 'application/json' };
+const nested = (depth: number): Record<string, unknown> => (depth <= 1 ? { leaf: 1 } : { next: nested(depth - 1) });
+
+const CASES: Case[] = [
+  // Transport: the body is not JSON, or not readable as JSON.
+  { name: 'invalid JSON', rawBody: '{bad', headers: JSON_HEADERS, status: 400, field: '(body)', rule: 'json' },
+  { name: 'truncated JSON', rawBody: '{"agent_id":', headers: JSON_HEADERS, status: 400, rule: 'json' },
+  { name: 'a JSON string', rawBody: '"hello"', headers: JSON_HEADERS, status: 400, rule: 'json' },
+  { name: 'JSON null', rawBody: 'null', headers: JSON_HEADERS, status: 400 },
+  { name: 'a JSON array', rawBody: '[]', headers: JSON_HEADERS, status: 400, field: '(body)', rule: 'invalid_type' },
+  { name: 'an empty body', rawBody: '', headers: JSON_HEADERS, status: 400, field: 'agent_id' },
+  { name: 'text/plain', rawBody: JSON.stringify(base()), headers: { 'content-type': 'text/plain' }, status: 415 },
+  {
+    name: 'form encoded',
+    rawBody: 'agent_id=a',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    status: 415,
+  },
+  { name: 'no content type', rawBody: new TextEncoder().encode(JSON.stringify(base())), status: 415 },
+  { name: 'XML', rawBody: '<a/>', headers: { 'content-type': 'application/xml' }, status: 415 },
+  {
+    name: 'a non-UTF charset',
+    rawBody: JSON.stringify(base()),
+    headers: { 'content-type': 'application/json; charset=latin1' },
+    status: 415,
+  },
+  {
+    name: 'an unsupported content encoding',
+    rawBody: JSON.stringify(base()),
+    headers: { ...JSON_HEADERS, 'content-encoding': 'x-unknown' },
+    status: 415,
+  },
+  {
+    name: 'a body over 256 KiB',
+    body: base({ intent: 'x'.repeat(300 * 1024) }),
+    status: 413,
+    field: '(body)',
+    rule: 'max_bytes',
+  },
+  {
+    name: 'deeply nested JSON',
+    rawBody: `${'['.repeat(60_000)}${']'.repeat(60_000)}`,
+    headers: JSON_HEADERS,
+    status: 400,
+  },
+
+  // Structure: missing fields, wrong types, out of range.
+  {
+    name: 'missing agent_id',
+    body: { intent: 'i', operations: [ok()] },
+    status: 400,
+    field: 'agent_id',
+    rule: 'invalid_type',
+  },
+  { name: 'agent_id a number', body: base({ agent_id: 7 }), status: 400, field: 'agent_id', rule: 'invalid_type' },
+  { name: 'agent_id empty', body: base({ agent_id: '' }), status: 400, field: 'agent_id', rule: 'too_small' },
+  {
+    name: 'agent_id too long',
+    body: base({ agent_id: 'a'.repeat(201) }),
+    status: 400,
+    field: 'agent_id',
+    rule: 'too_big',
+  },
+  { name: 'missing intent', body: { agent_id: 'a', operations: [ok()] }, status: 400, field: 'intent' },
+  { name: 'intent too long', body: base({ intent: 'i'.repeat(4001) }), status: 400, field: 'intent', rule: 'too_big' },
+  { name: 'missing operations', body: { agent_id: 'a', intent: 'i' }, status: 400, field: 'operations' },
+  {
+    name: 'operations an object',
+    body: base({ operations: { a: ok() } }),
+    status: 400,
+    field: 'operations',
+    rule: 'invalid_type',
+  },
+  { name: 'no operations', body: base({ operations: [] }), status: 400, field: 'operations', rule: 'too_small' },
+  {
+    name: '101 operations',
+    body: submission(Array.from({ length: 101 }, (_, i) => charge(`r${i}`, { key: `k${i}` }))),
+    status: 400,
+    field: 'operations',
+    rule: 'too_big',
+  },
+  {
+    name: 'deadline_seconds 0',
+    body: base({ deadline_seconds: 0 }),
+    status: 400,
+    field: 'deadline_seconds',
+    rule: 'too_small',
+  },
+  {
+    name: 'deadline_seconds over 7 days',
+    body: base({ deadline_seconds: 7 * 24 * 3600 + 1 }),
+    status: 400,
+    field: 'deadline_seconds',
+    rule: 'too_big',
+  },
+  {
+    name: 'deadline_seconds fractional',
+    body: base({ deadline_seconds: 1.5 }),
+    status: 400,
+    field: 'deadline_seconds',
+  },
+  {
+    name: 'deadline_seconds a string',
+    body: base({ deadline_seconds: '600' }),
+    status: 400,
+    field: 'deadline_seconds',
+  },
+
+  // Mass assignment: unknown fields are refused, never dropped.
+  {
+    name: 'unknown field tenant_id',
+    body: base({ tenant_id: 'demo-other' }),
+    status: 400,
+    field: 'tenant_id',
+    rule: 'unknown_field',
+  },
+  { name: 'client-chosen id', body: base({ id: 'exe_mine' }), status: 400, field: 'id', rule: 'unknown_field' },
+  {
+    name: 'client-chosen status',
+    body: base({ status: 'completed' }),
+    status: 400,
+    field: 'status',
+    rule: 'unknown_field',
+  },
+  {
+    name: 'operation status',
+    body: op({ status: 'VERIFIED' }),
+    status: 400,
+    field: 'operations[0].status',
+    rule: 'unknown_field',
+  },
+  {
+    name: 'operation evidence',
+    body: op({ evidence: { forged: true } }),
+    status: 400,
+    field: 'operations[0].evidence',
+    rule: 'unknown_field',
+  },
+  {
+    name: '__proto__ key',
+    rawBody: JSON.stringify(base()).replace(/^\{/, '{"__proto__":{"admin":true},'),
+    headers: JSON_HEADERS,
+    status: 400,
+    field: '__proto__',
+    rule: 'unknown_field',
+  },
+
+  // Operations against the connector catalogue.
+  {
+    name: 'operation without key',
+    body: submission([{ ...ok(), key: undefined }]),
+    status: 400,
+    field: 'operations[0].key',
+  },
+  {
+    name: 'key with a space',
+    body: op({ key: 'a b' }),
+    status: 400,
+    field: 'operations[0].key',
+    rule: 'invalid_format',
+  },
+  { name: 'duplicate keys', body: submission([ok(), ok()]), status: 400, field: 'operations[1].key', rule: 'unique' },
+  {
+    name: 'unknown connector',
+    body: op({ connector: 'acme.rockets' }),
+    status: 400,
+    field: 'operations[0].connector',
+    rule: 'known_connector',
+  },
+  {
+    name: 'unknown action',
+    body: op({ action: 'refund' }),
+    status: 400,
+    field: 'operations[0].action',
+    rule: 'known_action',
+  },
+  {
+    name: 'missing params',
+    body: op({ params: undefined }),
+    status: 400,
+    field: 'operations[0].params',
+    rule: 'invalid_type',
+  },
+  {
+    name: 'params an array',
+    body: op({ params: [1] }),
+    status: 400,
+    field: 'operations[0].params',
+    rule: 'invalid_type',
+  },
+  {
+    name: 'params: negative amount',
+    body: op({ params: { amount: -5, currency: 'EUR', reference: 'r' } }),
+    status: 400,
+    field: 'operations[0].params.amount',
+    rule: 'too_small',
+  },
+  {
+    name: 'params: missing reference',
+    body: op({ params: { amount: 5, currency: 'EUR' } }),
+    status: 400,
+    field: 'operations[0].params.reference',
+  },
+  {
+    name: 'params: unknown field',
+    body: op({ params: { amount: 5, currency: 'EUR', reference: 'r', card_number: '4242' } }),
+    status: 400,
+    field: 'operations[0].params.card_number',
+    rule: 'unknown_field',
+  },
+  {
+    name: 'params: SMS to a non-E.164 number',
+    body: submission([sms('c', { params: { to: '555', body: 'x' } })]),
+    status: 400,
+    field: 'operations[0].params.to',
+  },
+  {
+    name: 'irreversible a string',
+    body: op({ irreversible: 'yes' }),
+    status: 400,
+    field: 'operations[0].irreversible',
+  },
+  {
+    name: 'requires_approval a number',
+    body: op({ requires_approval: 1 }),
+    status: 400,
+    field: 'operations[0].requires_approval',
+  },
+  {
+    name: 'unknown verification_method',
+    body: op({ verification_method: 'magic' }),
+    status: 400,
+    field: 'operations[0].verification_method',
+    rule: 'invalid_value',
+  },
+  {
+    name: 'read_after_write on a connector without read-back',
+    body: submission([sms('c', { verification_method: 'read_after_write' })]),
+    status: 400,
+    field: 'operations[0].verification_method',
+    rule: 'read_back_available',
+  },
+  {
+    name: 'expected_state an array',
+    body: op({ expected_state: [1] }),
+    status: 400,
+    field: 'operations[0].expected_state',
+  },
+  {
+    name: 'expected_state nested too deep',
+    body: op({ expected_state: nested(17) }),
+    status: 400,
+    rule: 'max_depth',
+  },
+  {
+    name: 'expected_state string too long',
+    body: op({ expected_state: { note: 'n'.repeat(10_001) } }),
+    status: 400,
+    field: 'operations[0].expected_state.note',
+    rule: 'max_length',
+  },
+
+  // depends_on
+  { name: 'depends_on a string', body: op({ depends_on: 'charge' }), status: 400, field: 'operations[0].depends_on' },
+  {
+    name: 'depends_on an unknown key',
+    body: op({ depends_on: ['ghost'] }),
+    status: 400,
+    field: 'operations[0].depends_on[0]',
+    rule: 'known_key',
+  },
+  {
+    name: 'depends_on itself',
+    body: op({ depends_on: ['charge'] }),
+    status: 400,
+    field: 'operations[0].depends_on[0]',
+    rule: 'no_self_dependency',
+  },
+  {
+    name: 'a two-operation cycle',
+    body: submission([charge('r1', { depends_on: ['notify'] }), sms('s1', { depends_on: ['charge'] })]),
+    status: 400,
+    field: 'operations',
+    rule: 'acyclic',
+  },
+  {
+    name: 'a three-operation cycle',
+    body: submission([
+      charge('r1', { key: 'a', depends_on: ['c'] }),
+      charge('r2', { key: 'b', depends_on: ['a'] }),
+      charge('r3', { key: 'c', depends_on: ['b'] }),
+    ]),
+    status: 400,
+    field: 'operations',
+    rule: 'acyclic',
+  },
+
+  // criteria
+  {
+    name: 'criterion on an unknown operation',
+    body: base({ criteria: [{ key: 'paid', operation: 'ghost', expect_status: 'VERIFIED' }] }),
+    status: 400,
+    field: 'criteria[0].operation',
+    rule: 'known_key',
+  },
+  {
+    name: 'criterion with an unknown status',
+    body: base({ criteria: [{ key: 'paid', operation: 'charge', expect_status: 'DONE' }] }),
+    status: 400,
+    field: 'criteria[0].expect_status',
+    rule: 'invalid_value',
+  },
+
+  // Headers
+  {
+    name: 'Idempotency-Key longer than 255',
+    body: base(),
+    headers: { 'idempotency-key': 'k'.repeat(256) },
+    status: 400,
+    field: 'Idempotency-Key',
+    rule: 'format',
+  },
+  {
+    name: 'Idempotency-Key with a space',
+    body: base(),
+    headers: { 'idempotency-key': 'a b' },
+    status: 400,
+    field: 'Idempotency-Key',
+  },
+  { name: 'no API key', body: base(), key: null, status: 401 },
+  { name: 'an unknown API key', body: base(), key: 'not-a-key', status: 401 },
+  {
+    name: 'Basic instead of Bearer',
+    body: base(),
+    key: null,
+    headers: { authorization: 'Basic ZGVtbzpkZW1v' },
+    status: 401,
+  },
+  { name: 'a reviewer key submitting', body: base(), key: DEMO.reviewer, status: 403 },
+
+  // Other endpoints
+  {
+    name: 'list limit 0',
+    method: 'GET',
+    path: '/v1/executions?limit=0',
+    status: 400,
+    field: 'limit',
+    rule: 'too_small',
+  },
+  { name: 'list limit not a number', method: 'GET', path: '/v1/executions?limit=ten', status: 400, field: 'limit' },
+  { name: 'list limit over 200', method: 'GET', path: '/v1/executions?limit=201', status: 400, field: 'limit' },
+  { name: 'list unknown status', method: 'GET', path: '/v1/executions?status=done', status: 400, field: 'status' },
+  {
+    name: 'list forged cursor',
+    method: 'GET',
+    path: '/v1/executions?cursor=%27%20OR%201%3D1',
+    status: 400,
+    field: 'cursor',
+  },
+  {
+    name: 'list unknown parameter',
+    method: 'GET',
+    path: '/v1/executions?tenant=demo-other',
+    status: 400,
+    field: 'tenant',
+    rule: 'unknown_field',
+  },
+  { name: 'an unknown execution', method: 'GET', path: '/v1/executions/exe_01nothere', status: 404 },
+  { name: 'events of an unknown execution', method: 'GET', path: '/v1/executions/exe_01nothere/events', status: 404 },
+  { name: 'stream of an unknown execution', method: 'GET', path: '/v1/executions/exe_01nothere/stream', status: 404 },
+  { name: 'cancel an unknown execution', path: '/v1/executions/exe_01nothere/cancel', status: 404 },
+  {
+    name: 'cancel with a bad reason',
+    path: '/v1/executions/exe_01nothere/cancel',
+    body: { reason: 5 },
+    status: 400,
+    field: 'reason',
+  },
+  {
+    name: 'cancel with an unknown field',
+    path: '/v1/executions/exe_01nothere/cancel',
+    body: { reason: 'r', force: true },
+    status: 400,
+    field: 'force',
+    rule: 'unknown_field',
+  },
+  { name: 'an unknown operation', method: 'GET', path: '/v1/operations/op_01nothere', status: 404 },
+  { name: 'retry an unknown operation', path: '/v1/operations/op_01nothere/retry', status: 404 },
+  {
+    name: 'approval with a bad decision',
+    path: '/v1/operations/op_01nothere/approval',
+    key: DEMO.reviewer,
+    body: { decision: 'maybe' },
+    status: 400,
+    field: 'decision',
+  },
+  {
+    name: 'approval as text/plain',
+    path: '/v1/operations/op_01nothere/approval',
+    key: DEMO.reviewer,
+    rawBody: '{"decision":"approve"}',
+    headers: { 'content-type': 'text/plain' },
+    status: 415,
+  },
+  {
+    name: 'approval by an agent key',
+    path: '/v1/operations/op_01nothere/approval',
+    body: { decision: 'approve' },
+    status: 403,
+  },
+  {
+    name: 'resolve without evidence',
+    path: '/v1/operations/op_01nothere/resolve',
+    key: DEMO.reviewer,
+    body: { status: 'VERIFIED', evidence: '   ' },
+    status: 400,
+    field: 'evidence',
+  },
+  {
+    name: 'resolve to a status that is no resolution',
+    path: '/v1/operations/op_01nothere/resolve',
+    key: DEMO.reviewer,
+    body: { status: 'ACKNOWLEDGED', evidence: 'seen it' },
+    status: 400,
+    field: 'status',
+  },
+  { name: 'an unknown route', method: 'GET', path: '/v1/nothing-here', status: 404 },
+  { name: 'a wrong method', method: 'PUT', path: '/v1/executions', body: base(), status: 404 },
+  { name: 'a bad percent-encoding', method: 'GET', path: '/v1/executions/%FF', status: 400 },
+];
+
+type Problem = {
+  type: string;
+  title: string;
+  status: number;
+  detail?: string;
+  errors?: { field: string; rule: string }[];
+};
+
+describe('malformed requests (I10)', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await Stack.start({ label: 'apivalid', dispatchers: 0, reconcilers: 0 });
+  });
+  afterAll(async () => stack?.stop());
+
+  async function counts(): Promise<Record<string, number>> {
+    const out: Record<string, number> = {};
+    for (const table of ['executions', 'operations', 'events', 'idempotency_keys']) {
+      const [row] = (await stack.db.dataSource.query(`SELECT count(*)::int AS n FROM ${table}`)) as { n: number }[];
+      out[table] = row.n;
+    }
+    return out;
+  }
+
+  async function send(c: Case) {
+    const headers: Record<string, string> = { ...c.headers };
+    const key = c.key === undefined ? DEMO.agent : c.key;
+    if (key) headers.authorization = `Bearer ${key}`;
+    let body: string | Uint8Array | undefined;
+    if (c.rawBody !== undefined) body = c.rawBody;
+    else if (c.body !== undefined) {
+      body = JSON.stringify(c.body);
+      headers['content-type'] ??= 'application/json';
+    }
+    const res = await fetch(`${stack.apiUrl}${c.path ?? '/v1/executions'}`, {
+      method: c.method ?? 'POST',
+      headers,
+      body,
+    });
+    const text = await res.text();
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = text;
+    }
+    return {
+      status: res.status,
+      type: res.headers.get('content-type'),
+      body: parsed as Problem,
+      requestId: res.headers.get('x-request-id'),
+    };
+  }
+
+  it(`has at least 40 cases (${CASES.length})`, () => {
+    expect(CASES.length).toBeGreaterThanOrEqual(40);
+    expect(new Set(CASES.map((c) => c.name)).size).toBe(CASES.length);
+  });
+
+  it('answers every one with its 4xx problem+json naming the field and rule, and writes nothing', async () => {
+    const before = await counts();
+    const failures: string[] = [];
+    for (const c of CASES) {
+      const res = await send(c);
+      const problems: string[] = [];
+      if (res.status !== c.status) problems.push(`status ${res.status}, expected ${c.status}`);
+      if (!res.type?.startsWith('application/problem+json')) problems.push(`content-type ${res.type}`);
+      if (typeof res.body !== 'object' || res.body === null) problems.push('body is not JSON');
+      else {
+        if (res.body.status !== res.status) problems.push(`body status ${res.body.status}`);
+        if (!/^https:\/\/verity\.dev\/problems\/[a-z-]+$/.test(res.body.type ?? ''))
+          problems.push(`type ${res.body.type}`);
+        if (!res.body.title) problems.push('no title');
+        if (res.status === 400 && !(res.body.errors?.length || res.body.detail)) problems.push('400 without errors');
+        if (c.field || c.rule) {
+          const match = res.body.errors?.some(
+            (e) => (c.field === undefined || e.field === c.field) && (c.rule === undefined || e.rule === c.rule),
+          );
+          if (!match)
+            problems.push(`no error with field=${c.field} rule=${c.rule}: ${JSON.stringify(res.body.errors)}`);
+        }
+        if (/\n\s+at |\\n\s+at /.test(JSON.stringify(res.body))) problems.push('looks like a stack trace');
+      }
+      if (!res.requestId) problems.push('no x-request-id');
+      if (problems.length) failures.push(`${c.name}: ${problems.join('; ')}`);
+    }
+    expect(failures).toEqual([]);
+    expect(await counts()).toEqual(before);
+    expect(before).toEqual({ executions: 0, operations: 0, events: 0, idempotency_keys: 0 });
+  });
+
+  it('lists at most 50 field errors however many there are', async () => {
+    const body = submission(
+      Array.from({ length: 100 }, (_, i) =>
+        charge(`r${i}`, { key: `k${i}`, params: { amount: -1, currency: 'x', reference: '' } }),
+      ),
+    );
+    const res = await http<Problem>(stack.apiUrl, 'POST', '/v1/executions', { key: DEMO.agent, body });
+    expect(res.status).toBe(400);
+    expect(res.body.errors).toHaveLength(50);
+    expect(res.body.detail).toMatch(/and \d+ more/);
+  });
+});

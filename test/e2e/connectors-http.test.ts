@@ -1,0 +1,244 @@
+import { DEMO, Stack, waitFor } from '../support/stack';
+import {
+  Call,
+  Execution,
+  TargetServer,
+  httpOp,
+  recordingClient,
+  settled,
+  startTarget,
+  submitOps,
+} from './connectors-support';
+
+const SECRET = 'crm-secret-Zx81-never-shown';
+
+interface SettingsView {
+  connector: string;
+  allow_hosts: { host: string; ports?: number[]; allow_private?: boolean }[];
+  secrets: string[];
+  spending_caps: unknown[];
+}
+
+/**
+ * Issue 6: the generic http connector against a real HTTP server on loopback (allowlisted explicitly by the tenant's
+ * admin, since loopback is private): VERIFIED through a read-back, ACKNOWLEDGED without one, a declared rejection
+ * FAILED, a timeout UNKNOWN then reconciled through its read-back; and a stored secret never shows anywhere.
+ */
+describe('http connector (real loopback target, tenant settings through the admin API)', () => {
+  let stack: Stack;
+  let target: TargetServer;
+  let call: Call;
+  let answers: string[];
+
+  beforeAll(async () => {
+    target = await startTarget({ slowMs: 3000 });
+    // Debug logging: the secret check below greps the most verbose output the apps produce.
+    stack = await Stack.start({ label: 'connhttp', env: { LOG_LEVEL: 'debug' } });
+    ({ call, answers } = recordingClient(stack));
+    const put = await call<SettingsView>('PUT', '/v1/admin/connector-settings/http', {
+      key: DEMO.admin,
+      body: {
+        allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true }],
+        secrets: { crm_token: SECRET },
+      },
+    });
+    expect(put.status).toBe(200);
+  });
+  afterAll(async () => {
+    await stack?.stop();
+    await target?.close();
+  });
+
+  const order = (path: string, extra: Record<string, unknown> = {}) => ({
+    method: 'POST',
+    url: `${target.base}${path}`,
+    headers: { authorization: 'Bearer {{secret:crm_token}}' },
+    body: { id: '{{operation_id}}', item: 'book' },
+    ...extra,
+  });
+  const readBack = () => ({
+    method: 'GET',
+    url: `${target.base}/orders/{{operation_id}}`,
+    field: '$.data.status',
+    equals: 'created',
+  });
+
+  it('lets only the admin manage settings, and returns secret names, never values', async () => {
+    const got = await call<SettingsView>('GET', '/v1/admin/connector-settings/http', { key: DEMO.admin });
+    expect(got.body).toMatchObject({
+      connector: 'http',
+      allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true }],
+      secrets: ['crm_token'],
+      spending_caps: [],
+    });
+    expect((await call('GET', '/v1/admin/connector-settings/http', { key: DEMO.agent })).status).toBe(403);
+    expect((await call('GET', '/v1/admin/connector-settings/http', { key: DEMO.reviewer })).status).toBe(403);
+    expect((await call('GET', '/v1/admin/connector-settings/nope', { key: DEMO.admin })).status).toBe(404);
+    const list = await call<{ data: SettingsView[] }>('GET', '/v1/admin/connector-settings', { key: DEMO.admin });
+    expect(list.body.data.map((s) => s.connector).sort()).toEqual(['http', 'sandbox.payments', 'sandbox.sms']);
+  });
+
+  it('refuses invalid settings with a problem naming the field', async () => {
+    const bad = async (connector: string, body: unknown) =>
+      call<{ errors: { field: string; rule: string }[] }>('PUT', `/v1/admin/connector-settings/${connector}`, {
+        key: DEMO.admin,
+        body,
+      });
+    const decimal = await bad('http', { allow_hosts: [{ host: '2130706433' }] });
+    expect(decimal.status).toBe(400);
+    expect(decimal.body.errors[0].field).toBe('allow_hosts[0].host');
+    expect((await bad('sandbox.sms', { allow_hosts: [{ host: 'example.com' }] })).body.errors[0]).toMatchObject({
+      field: 'allow_hosts',
+      rule: 'not_applicable',
+    });
+    expect((await bad('http', { spending_caps: [{ period: 'day', max_amount: 5 }] })).body.errors[0].field).toBe(
+      'spending_caps[0].amount_field',
+    );
+    expect((await bad('http', { surprise: 1 })).status).toBe(400);
+  });
+
+  it('serves the limitations per connector and per action from the declarations', async () => {
+    const connectors = await call<{
+      data: { name: string; can_reach_verified: boolean; actions: Record<string, unknown>[] }[];
+    }>('GET', '/v1/connectors');
+    const httpConnector = connectors.body.data.find((c) => c.name === 'http')!;
+    expect(httpConnector).toMatchObject({ read_back: true, reversible: false, provider_idempotency: true });
+    expect(httpConnector.actions[0]).toMatchObject({
+      name: 'request',
+      can_reach_verified: true,
+      conditions: { read_back: expect.stringContaining('params.read_back') },
+    });
+    const sms = connectors.body.data.find((c) => c.name === 'sandbox.sms')!;
+    expect(sms.actions[0]).toMatchObject({ can_reach_verified: false, provider_idempotency: false });
+  });
+
+  it('ends VERIFIED with read-back evidence, sending the secret only to the target', async () => {
+    const execution = await submitOps(call, [httpOp('order', order('/orders', { read_back: readBack() }))]);
+    expect(execution.operations[0].verification_method).toBe('read_after_write');
+    const done = await settled(call, execution.id);
+    const [op] = done.operations;
+    expect(op).toMatchObject({ status: 'VERIFIED', verification_method: 'read_after_write' });
+    expect(op.evidence).toMatchObject({
+      method: 'read_after_write',
+      source: `${target.base}/orders/${op.id}`,
+      status: 200,
+      field: 'data.status',
+      record: { 'data.status': 'created' },
+      expected: 'created',
+    });
+    const sent = target.seen.find((s) => s.method === 'POST' && s.body.includes(op.id))!;
+    expect(sent.headers.authorization).toBe(`Bearer ${SECRET}`);
+    expect(JSON.parse(sent.body)).toEqual({ id: op.id, item: 'book' });
+  });
+
+  it('ends ACKNOWLEDGED with an empty verification_method when the operation declares no read-back', async () => {
+    const execution = await submitOps(call, [httpOp('order', order('/orders'))]);
+    expect(execution.operations[0].verification_method).toBe('');
+    const done = await settled(call, execution.id);
+    expect(done.operations[0]).toMatchObject({ status: 'ACKNOWLEDGED', verification_method: '' });
+    // Only the status is kept of the answer (the target echoed the Authorization header in its body).
+    const [row] = (await stack.db.dataSource.query(`SELECT provider_ref FROM operations WHERE id = $1`, [
+      done.operations[0].id,
+    ])) as { provider_ref: unknown }[];
+    expect(row.provider_ref).toEqual({ status: 201 });
+  });
+
+  it('refuses read_after_write for an operation without a read_back spec (400 naming the field)', async () => {
+    const refused = await call<{ errors: { field: string; rule: string }[] }>('POST', '/v1/executions', {
+      body: {
+        agent_id: 'a',
+        intent: 'i',
+        operations: [httpOp('order', order('/orders'), { verification_method: 'read_after_write' })],
+      },
+    });
+    expect(refused.status).toBe(400);
+    expect(refused.body.errors[0]).toMatchObject({
+      field: 'operations[0].verification_method',
+      rule: 'read_back_available',
+    });
+  });
+
+  it('ends FAILED (CONNECTOR_REJECTED) on a declared rejection code', async () => {
+    const execution = await submitOps(call, [
+      httpOp('order', order('/reject', { reject_statuses: [422], read_back: readBack() })),
+    ]);
+    const [op] = (await settled(call, execution.id)).operations;
+    expect(op).toMatchObject({ status: 'FAILED', terminal_reason: 'CONNECTOR_REJECTED' });
+    expect(op.evidence).toMatchObject({ provider_error: { code: 'invalid_order' } });
+    // Only the provider's error code travels on; its message (the raw body) is never echoed.
+    expect(JSON.stringify(op.evidence)).not.toContain('no such product');
+  });
+
+  it('ends UNKNOWN on a timeout, then is reconciled to VERIFIED through its read-back', async () => {
+    const execution = await submitOps(call, [httpOp('order', order('/slow-orders', { read_back: readBack() }))]);
+    const [op] = (await settled(call, execution.id)).operations;
+    expect(op).toMatchObject({ status: 'VERIFIED' });
+    const events = await call<{
+      data: { operation_id: string | null; to_status: string | null; data: Record<string, unknown> }[];
+    }>('GET', `/v1/executions/${execution.id}/events`);
+    const path = events.body.data.filter((e) => e.operation_id === op.id && e.to_status).map((e) => e.to_status);
+    expect(path).toEqual(['SENT', 'UNKNOWN', 'RECONCILING', 'VERIFIED']);
+    const unknown = events.body.data.find((e) => e.operation_id === op.id && e.to_status === 'UNKNOWN')!;
+    expect(unknown.data).toMatchObject({ reason: 'CONNECTOR_ERROR', detail: 'outcome unknown (ETIMEDOUT)' });
+    expect(op.evidence).toMatchObject({ method: 'read_after_write', record: { 'data.status': 'created' } });
+  });
+
+  it('does not send when a referenced secret is not set (FAILED, SOURCE_UNREACHABLE, nothing reached the target)', async () => {
+    const before = target.seen.length;
+    const execution = await submitOps(call, [
+      httpOp('order', order('/orders', { headers: { authorization: 'Bearer {{secret:missing_token}}' } })),
+    ]);
+    const [op] = (await settled(call, execution.id)).operations;
+    expect(op).toMatchObject({ status: 'FAILED', terminal_reason: 'SOURCE_UNREACHABLE' });
+    expect(op.evidence).toMatchObject({ detail: 'not sent: secret "missing_token" is not set for this tenant' });
+    expect(target.seen.length).toBe(before);
+  });
+
+  it('merges secrets by name and deletes one: names change, the allowlist is kept', async () => {
+    const put = await call<SettingsView>('PUT', '/v1/admin/connector-settings/http', {
+      key: DEMO.admin,
+      body: { secrets: { spare: 'spare-value-1', crm_token: SECRET } },
+    });
+    expect(put.body.secrets).toEqual(['crm_token', 'spare']);
+    expect(put.body.allow_hosts).toHaveLength(1);
+    expect((await call('DELETE', '/v1/admin/connector-settings/http/secrets/spare', { key: DEMO.admin })).status).toBe(
+      204,
+    );
+    expect((await call('DELETE', '/v1/admin/connector-settings/http/secrets/spare', { key: DEMO.admin })).status).toBe(
+      404,
+    );
+    const got = await call<SettingsView>('GET', '/v1/admin/connector-settings/http', { key: DEMO.admin });
+    expect(got.body.secrets).toEqual(['crm_token']);
+  });
+
+  it('never shows a stored secret: not in any API answer, log line, event, or operation row', async () => {
+    // Every read a client could make of what happened, recorded by the same client.
+    const executions = await call<{ data: Execution[] }>('GET', '/v1/executions?limit=200');
+    for (const execution of executions.body.data) {
+      await call('GET', `/v1/executions/${execution.id}/events`);
+      for (const op of execution.operations) await call('GET', `/v1/operations/${op.id}`);
+    }
+    await call('GET', '/v1/admin/connector-settings', { key: DEMO.admin });
+    expect(answers.length).toBeGreaterThan(20);
+    for (const answer of answers) expect(answer).not.toContain(SECRET);
+
+    // The stack's own output (debug level), once every worker has had its say.
+    await waitFor(
+      async () => stack.logs(),
+      (logs) => logs.includes('connector settings updated'),
+    );
+    const logs = stack.logs();
+    expect(logs).toContain('crm_token');
+    expect(logs).not.toContain(SECRET);
+
+    const rows = async (sql: string) => JSON.stringify(await stack.db.dataSource.query(sql));
+    const events = await rows('SELECT * FROM events');
+    expect(events.length).toBeGreaterThan(1000);
+    expect(events).not.toContain(SECRET);
+    expect(await rows('SELECT * FROM operations')).not.toContain(SECRET);
+    expect(await rows('SELECT * FROM executions')).not.toContain(SECRET);
+    expect(await rows('SELECT * FROM tenant_connector_settings')).not.toContain(SECRET);
+    // The one place it is: the secrets table, which no endpoint selects from but the workers.
+    expect(await rows('SELECT * FROM tenant_connector_secrets')).toContain(SECRET);
+  });
+});

@@ -1,0 +1,125 @@
+import { DEMO, Stack } from '../support/stack';
+import { charge, sms, unique } from '../support/http';
+import { Call, Execution, recordingClient, settled, submitOps } from './connectors-support';
+
+interface Event {
+  operation_id: string | null;
+  type: string;
+  to_status: string | null;
+  data: Record<string, unknown>;
+}
+
+/**
+ * Issue 6: a spending cap per tenant and connector. "At most 3 SMS per day": with four submitted at once (two
+ * dispatcher processes racing), exactly three are sent and one is refused before dispatch — CANCELLED, never sent, with
+ * a spending_cap.exceeded event carrying the cap, its period and the usage — and the provider saw three messages.
+ */
+describe('spending caps', () => {
+  let stack: Stack;
+  let call: Call;
+
+  beforeAll(async () => {
+    stack = await Stack.start({ label: 'connspend', dispatchers: 2 });
+    ({ call } = recordingClient(stack));
+  });
+  afterAll(async () => stack?.stop());
+
+  const events = async (executionId: string) =>
+    (await call<{ data: Event[] }>('GET', `/v1/executions/${executionId}/events`)).body.data;
+
+  it('refuses the 4th SMS of the day before dispatch; the provider has exactly 3', async () => {
+    const put = await call<{ spending_caps: unknown[] }>('PUT', '/v1/admin/connector-settings/sandbox.sms', {
+      key: DEMO.admin,
+      body: { spending_caps: [{ period: 'day', max_operations: 3 }] },
+    });
+    expect(put.status).toBe(200);
+    expect(put.body.spending_caps).toEqual([{ period: 'day', max_operations: 3 }]);
+
+    const refs = [1, 2, 3, 4].map(() => unique('capped-sms'));
+    const submitted = await Promise.all(refs.map((ref) => submitOps(call, [sms(ref)])));
+    const done: Execution[] = await Promise.all(submitted.map((e) => settled(call, e.id)));
+    const ops = done.map((e) => e.operations[0]);
+    expect(ops.map((o) => o.status).sort()).toEqual(['ACKNOWLEDGED', 'ACKNOWLEDGED', 'ACKNOWLEDGED', 'CANCELLED']);
+
+    const refusedIndex = ops.findIndex((o) => o.status === 'CANCELLED');
+    const refused = ops[refusedIndex];
+    // Never sent: no attempt, no sent_at, and no SENT in its history.
+    expect(refused).toMatchObject({ attempt: 0, sent_at: null, terminal_reason: null });
+    expect(refused.evidence).toMatchObject({
+      method: 'spending_cap',
+      rule: 'max_operations',
+      period: 'day',
+      cap: { period: 'day', max_operations: 3 },
+      usage: { period: 'day', operations: 3 },
+      detail: expect.stringMatching(/^spending cap reached for sandbox\.sms: 3 of at most 3 operations per day/),
+    });
+    const history = await events(done[refusedIndex].id);
+    const mine = history.filter((e) => e.operation_id === refused.id);
+    expect(mine.filter((e) => e.to_status).map((e) => e.to_status)).toEqual(['CANCELLED']);
+    expect(mine.find((e) => e.type === 'spending_cap.exceeded')?.data).toMatchObject({
+      cap: { period: 'day', max_operations: 3 },
+      period: 'day',
+      usage: { operations: 3 },
+    });
+    expect(done[refusedIndex].status).toBe('completed');
+
+    const effects = await stack.effects();
+    const sent = refs.filter((ref) => effects.messages[ref]).map((ref) => effects.messages[ref].count);
+    expect(sent).toEqual([1, 1, 1]);
+    expect(effects.messages[refs[refusedIndex]]).toBeUndefined();
+    expect(effects.duplicates).toEqual([]);
+
+    const settings = await call<{ usage: { period: string; operations: number }[] }>(
+      'GET',
+      '/v1/admin/connector-settings/sandbox.sms',
+      { key: DEMO.admin },
+    );
+    expect(settings.body.usage).toEqual([expect.objectContaining({ period: 'day', operations: 3 })]);
+  });
+
+  it('keeps refusing in the same window, and sends again once the admin raises the cap', async () => {
+    const fifth = await settled(call, (await submitOps(call, [sms(unique('capped-sms'))])).id);
+    expect(fifth.operations[0]).toMatchObject({ status: 'CANCELLED', attempt: 0 });
+
+    await call('PUT', '/v1/admin/connector-settings/sandbox.sms', {
+      key: DEMO.admin,
+      body: { spending_caps: [{ period: 'day', max_operations: 4 }] },
+    });
+    const ref = unique('capped-sms');
+    const sixth = await settled(call, (await submitOps(call, [sms(ref)])).id);
+    expect(sixth.operations[0].status).toBe('ACKNOWLEDGED');
+    expect((await stack.effects()).messages[ref].count).toBe(1);
+  });
+
+  it('caps an amount: charges beyond the day’s total are refused, those within it are charged', async () => {
+    await call('PUT', '/v1/admin/connector-settings/sandbox.payments', {
+      key: DEMO.admin,
+      body: { spending_caps: [{ period: 'day', max_amount: 3000, amount_field: 'amount' }] },
+    });
+    const refs = [unique('capped-order'), unique('capped-order'), unique('capped-order')];
+    const results: Execution[] = [];
+    // One after another, so which charge is over the cap is known: 1250 + 1250 = 2500; a third would be 3750.
+    for (const ref of refs) results.push(await settled(call, (await submitOps(call, [charge(ref)])).id));
+    expect(results.map((e) => e.operations[0].status)).toEqual(['VERIFIED', 'VERIFIED', 'CANCELLED']);
+    expect(results[2].operations[0].evidence).toMatchObject({
+      rule: 'max_amount',
+      requested: 1250,
+      usage: { amount: 2500, operations: 2 },
+    });
+    const effects = await stack.effects();
+    expect(refs.map((ref) => effects.charges[ref]?.count ?? 0)).toEqual([1, 1, 0]);
+  });
+
+  it('counts per tenant: another tenant’s cap of 1 is not used up by this tenant’s sends', async () => {
+    // demo-other has no admin key among the demo keys: its setting is written the way the API would store it.
+    await stack.db.dataSource.query(
+      `INSERT INTO tenant_connector_settings (tenant_id, connector, spending_caps) VALUES ('demo-other', 'sandbox.sms', $1)`,
+      [JSON.stringify([{ period: 'day', max_operations: 1 }])],
+    );
+    const { call: otherTenant } = recordingClient(stack, DEMO.otherAgent);
+    const first = await settled(otherTenant, (await submitOps(otherTenant, [sms(unique('other-sms'))])).id);
+    expect(first.operations[0].status).toBe('ACKNOWLEDGED');
+    const second = await settled(otherTenant, (await submitOps(otherTenant, [sms(unique('other-sms'))])).id);
+    expect(second.operations[0]).toMatchObject({ status: 'CANCELLED', evidence: { usage: { operations: 1 } } });
+  });
+});

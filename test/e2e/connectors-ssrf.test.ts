@@ -1,0 +1,172 @@
+import { DEMO, Stack, waitFor } from '../support/stack';
+import { submission } from '../support/http';
+import {
+  Call,
+  TargetServer,
+  httpOp,
+  recordingClient,
+  settled,
+  startCanary,
+  startTarget,
+  submitOps,
+} from './connectors-support';
+
+/**
+ * Issue 6: SSRF vectors against the http connector. A canary listens on loopback (every address family) and must
+ * receive nothing, whether a vector is refused at intake (400 naming the field) or when sending (FAILED,
+ * SOURCE_UNREACHABLE, "not sent: egress refused"). The tenant allowlists several internal hosts *without*
+ * allow_private, so the resolved-address check — not just the allowlist — is what refuses them.
+ */
+describe('SSRF defence of the http connector', () => {
+  let stack: Stack;
+  let call: Call;
+  let target: TargetServer;
+  let canary: Awaited<ReturnType<typeof startCanary>>;
+
+  beforeAll(async () => {
+    canary = await startCanary();
+    target = await startTarget({ redirectTo: `http://127.0.0.1:${canary.port}/orders/x` });
+    stack = await Stack.start({ label: 'connssrf' });
+    ({ call } = recordingClient(stack));
+    const put = await call('PUT', '/v1/admin/connector-settings/http', {
+      key: DEMO.admin,
+      body: {
+        allow_hosts: [
+          // The one explicit private allowance: the test target, on its own port only.
+          { host: '127.0.0.1', ports: [target.port], allow_private: true },
+          // Allowlisted by name or address, but never allowed to be internal:
+          { host: 'localhost' },
+          { host: '::1' },
+          { host: '::ffff:127.0.0.1' },
+          { host: '169.254.169.254' },
+          { host: '10.0.0.1' },
+          { host: '192.168.1.1' },
+          { host: '172.16.0.1' },
+          { host: '100.64.0.1' },
+          { host: 'fc00::1' },
+          { host: 'fe80::1' },
+        ],
+      },
+    });
+    expect(put.status).toBe(200);
+  });
+  afterAll(async () => {
+    await stack?.stop();
+    await target?.close();
+    await canary?.close();
+  });
+
+  const post = (url: string, extra: Record<string, unknown> = {}) => ({
+    method: 'POST',
+    url,
+    body: { a: 1 },
+    ...extra,
+  });
+
+  it.each([
+    ['decimal IPv4', () => `http://2130706433:${canary.port}/`],
+    ['octal IPv4', () => `http://0177.0.0.1:${canary.port}/`],
+    ['hex IPv4', () => `http://0x7f.0.0.1:${canary.port}/`],
+    ['hex IPv4, one number', () => `http://0x7f000001:${canary.port}/`],
+    ['short IPv4', () => `http://127.1:${canary.port}/`],
+    ['unspecified 0.0.0.0', () => `http://0.0.0.0:${canary.port}/`],
+    ['unspecified ::', () => `http://[::]:${canary.port}/`],
+    ['file scheme', () => 'file:///etc/passwd'],
+    ['gopher scheme', () => `gopher://127.0.0.1:${canary.port}/_GET`],
+    ['credentials in the URL', () => `http://admin:pw@127.0.0.1:${canary.port}/`],
+  ])('refuses at intake: %s (400 naming operations[0].params.url)', async (_name, url) => {
+    const refused = await call<{ errors: { field: string }[] }>('POST', '/v1/executions', {
+      body: submission([httpOp('x', post(url()))]),
+    });
+    expect(refused.status).toBe(400);
+    expect(refused.headers.get('content-type')).toContain('application/problem+json');
+    expect(refused.body.errors.map((e) => e.field)).toContain('operations[0].params.url');
+  });
+
+  it('refuses when sending: never delivered, FAILED with SOURCE_UNREACHABLE and the rule that refused it', async () => {
+    const vectors: [string, string, RegExp][] = [
+      ['loopback_other_port', `http://127.0.0.1:${canary.port}/`, /port \d+ is not allowed/],
+      ['name_resolving_to_loopback', `http://localhost:${canary.port}/`, /localhost resolves to a loopback address/],
+      ['ipv6_loopback', `http://[::1]:${canary.port}/`, /::1 is a loopback address/],
+      ['ipv4_mapped_ipv6', `http://[::ffff:127.0.0.1]:${canary.port}/`, /is a loopback address/],
+      ['cloud_metadata', 'http://169.254.169.254/latest/meta-data/', /link-local address/],
+      ['private_10', `http://10.0.0.1:${canary.port}/`, /private address/],
+      ['private_192_168', 'http://192.168.1.1/', /private address/],
+      ['private_172_16', 'http://172.16.0.1/', /private address/],
+      ['cgnat', 'http://100.64.0.1/', /shared-cgnat address/],
+      ['ipv6_ula', 'http://[fc00::1]/', /unique-local address/],
+      ['ipv6_link_local', 'http://[fe80::1]/', /link-local address/],
+      ['not_allowlisted', 'http://internal.example/', /not on this tenant's allowlist/],
+    ];
+    const execution = await submitOps(
+      call,
+      vectors.map(([key, url]) => httpOp(key, post(url))),
+    );
+    const done = await settled(call, execution.id);
+    for (const [key, , rule] of vectors) {
+      const op = done.operations.find((o) => o.key === key)!;
+      expect({ key, status: op.status, reason: op.terminal_reason }).toEqual({
+        key,
+        status: 'FAILED',
+        reason: 'SOURCE_UNREACHABLE',
+      });
+      expect({ key, detail: op.evidence?.detail }).toEqual({
+        key,
+        detail: expect.stringMatching(new RegExp(`^not sent: egress refused: .*${rule.source}`)),
+      });
+    }
+  });
+
+  it('does not follow a 302 from an allowed host to an internal one: UNKNOWN, never a request to the canary', async () => {
+    const execution = await submitOps(call, [httpOp('redirected', post(`${target.base}/redirect`))]);
+    const done = await waitFor(
+      async () =>
+        (
+          await call<{ operations: { status: string; evidence: Record<string, unknown> | null }[] }>(
+            'GET',
+            `/v1/executions/${execution.id}`,
+          )
+        ).body,
+      (e) => ['UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW'].includes(e.operations[0].status),
+    );
+    expect(done.operations[0].status).not.toBe('ACKNOWLEDGED');
+    expect(target.seen.filter((s) => s.url === '/redirect')).toHaveLength(1);
+  });
+
+  it('applies the same rules to read-backs: a read-back aimed at an internal host is never made', async () => {
+    const execution = await submitOps(call, [
+      httpOp(
+        'sneaky_read',
+        post(`${target.base}/orders`, {
+          body: { id: '{{operation_id}}' },
+          read_back: {
+            url: `http://localhost:${canary.port}/orders/{{operation_id}}`,
+            field: 'data.status',
+            equals: 'created',
+          },
+        }),
+      ),
+    ]);
+    const held = await waitFor(
+      async () =>
+        (
+          await call<{
+            operations: { status: string; terminal_reason: string | null; evidence: Record<string, unknown> | null }[];
+          }>('GET', `/v1/executions/${execution.id}`)
+        ).body.operations[0],
+      (op) => op.status === 'MANUAL_REVIEW',
+      45_000,
+    );
+    expect(held).toMatchObject({ terminal_reason: 'SOURCE_UNREACHABLE' });
+    expect(String(held.evidence?.error)).toMatch(/egress refused: localhost resolves to a loopback address/);
+  });
+
+  it('the canary on loopback received no request at all', async () => {
+    expect(canary.hits()).toBe(0);
+    // ...while the allowed target was reached, so the stack was really sending,
+    expect(target.seen.length).toBeGreaterThan(0);
+    // ...and the canary does count what reaches it (the control for the zero above).
+    await fetch(`http://127.0.0.1:${canary.port}/`).then((r) => r.text());
+    expect(canary.hits()).toBe(1);
+  });
+});

@@ -1,0 +1,150 @@
+/**
+ * Shared by the connectors-* end-to-end tests: a real HTTP server on loopback standing in for an arbitrary third-party
+ * API (with a read-back endpoint, a slow endpoint, a rejecting one and a redirect), a canary that must never be
+ * reached, and a recording client so a test can grep everything the API answered.
+ */
+import { createServer, IncomingMessage, Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { DEMO, Stack, waitFor } from '../support/stack';
+import { http, HttpResult, submission } from '../support/http';
+
+export interface Op {
+  id: string;
+  key: string;
+  status: string;
+  terminal_reason: string | null;
+  verification_method: string;
+  evidence: Record<string, unknown> | null;
+  provider_ref?: Record<string, unknown> | null;
+  attempt: number;
+  sent_at: string | null;
+}
+
+export interface Execution {
+  id: string;
+  status: string;
+  operations: Op[];
+}
+
+export interface Seen {
+  method: string;
+  url: string;
+  headers: IncomingMessage['headers'];
+  body: string;
+}
+
+export interface TargetServer {
+  base: string;
+  port: number;
+  seen: Seen[];
+  close(): Promise<void>;
+}
+
+async function listen(server: Server, host: string): Promise<number> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, host, resolve);
+  });
+  return (server.address() as AddressInfo).port;
+}
+
+async function closeServer(server: Server): Promise<void> {
+  server.closeAllConnections();
+  await new Promise((resolve) => server.close(resolve));
+}
+
+/**
+ * POST /orders and /slow-orders record `{ id }` (the slow one answers only after `slowMs`, after recording it);
+ * GET /orders/:id reads it back as `{ data: { status: 'created' } }` or 404; /reject answers 422; /redirect answers
+ * 302 to `redirectTo`.
+ */
+export async function startTarget(options: { slowMs?: number; redirectTo?: string } = {}): Promise<TargetServer> {
+  const seen: Seen[] = [];
+  const orders = new Map<string, { status: string }>();
+  const server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+    req.on('end', () => {
+      seen.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body });
+      const json = (status: number, value: unknown) => {
+        if (res.destroyed) return;
+        res.writeHead(status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(value));
+      };
+      const path = req.url ?? '';
+      if (req.method === 'POST' && (path === '/orders' || path === '/slow-orders')) {
+        const id = (JSON.parse(body || '{}') as { id?: string }).id ?? 'none';
+        orders.set(id, { status: 'created' });
+        // The effect exists before the answer: a client that times out does not know it happened.
+        if (path === '/slow-orders') return setTimeout(() => json(201, { id }), options.slowMs ?? 3000).unref();
+        return json(201, { id, echo: req.headers.authorization ?? null });
+      }
+      if (req.method === 'GET' && path.startsWith('/orders/')) {
+        const order = orders.get(decodeURIComponent(path.slice('/orders/'.length)));
+        return order ? json(200, { data: order }) : json(404, { error: { code: 'not_found' } });
+      }
+      if (path === '/reject') return json(422, { error: { code: 'invalid_order', message: 'no such product' } });
+      if (path === '/redirect') {
+        res.writeHead(302, { location: options.redirectTo ?? '/orders' });
+        return res.end();
+      }
+      return json(404, { error: { code: 'no_route' } });
+    });
+  });
+  const port = await listen(server, '127.0.0.1');
+  return { base: `http://127.0.0.1:${port}`, port, seen, close: () => closeServer(server) };
+}
+
+/** A listener on every loopback address (IPv4 and IPv6 when available) that counts any connection it gets. */
+export async function startCanary(): Promise<{ port: number; hits: () => number; close(): Promise<void> }> {
+  let connections = 0;
+  const server = createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end('{"data":{"status":"created"}}');
+  });
+  server.on('connection', () => (connections += 1));
+  let port: number;
+  try {
+    // Dual-stack: 127.0.0.1, ::1, ::ffff:127.0.0.1 and 0.0.0.0 all land here.
+    port = await listen(server, '::');
+  } catch {
+    port = await listen(server, '0.0.0.0');
+  }
+  return { port, hits: () => connections, close: () => closeServer(server) };
+}
+
+/** A client that keeps every answer the API gave, so a test can check none of them ever held a secret. */
+export function recordingClient(stack: Stack, defaultKey = DEMO.agent) {
+  const answers: string[] = [];
+  const call = async <T>(
+    method: string,
+    path: string,
+    options: { key?: string; body?: unknown } = {},
+  ): Promise<HttpResult<T>> => {
+    const result = await http<T>(stack.apiUrl, method, path, { key: defaultKey, ...options });
+    answers.push(`${method} ${path} ${result.status} ${JSON.stringify([...result.headers])} ${result.text}`);
+    return result;
+  };
+  return { call, answers };
+}
+
+export type Call = ReturnType<typeof recordingClient>['call'];
+
+export async function submitOps(call: Call, operations: unknown[]): Promise<Execution> {
+  const created = await call<Execution>('POST', '/v1/executions', { body: submission(operations) });
+  if (created.status !== 201) throw new Error(`submit answered ${created.status}: ${created.text}`);
+  return created.body;
+}
+
+export async function settled(call: Call, id: string, timeoutMs = 45_000): Promise<Execution> {
+  return waitFor(
+    async () => (await call<Execution>('GET', `/v1/executions/${id}`)).body,
+    (e) => ['completed', 'failed', 'cancelled', 'expired'].includes(e.status),
+    timeoutMs,
+    150,
+  );
+}
+
+export function httpOp(key: string, params: Record<string, unknown>, extra: Record<string, unknown> = {}) {
+  return { key, connector: 'http', action: 'request', params, ...extra };
+}

@@ -1,0 +1,201 @@
+import { RunningApp, Stack, waitFor } from '../support/stack';
+import { charge, sms, unique } from '../support/http';
+import {
+  events,
+  expectLegalHistory,
+  getExecution,
+  logLines,
+  markedOperations,
+  settle,
+  stackQueue,
+  statusPath,
+  submit,
+  waitForLog,
+  waitForOp,
+} from './dispatcher-helpers';
+
+/**
+ * Issue 4, I3 and I12: a dispatcher killed or frozen at the worst moments never causes a second effect. The kill points
+ * are the test-only hooks TEST_PAUSE_AFTER_SENT_MS / TEST_PAUSE_AFTER_CALL_MS (docs/operations.md): the dispatcher logs
+ * a marker and sleeps exactly there, and the test SIGKILLs or SIGSTOPs it on the marker.
+ */
+describe('dispatcher: crashes and pauses around the send', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await Stack.start({ label: 'dcrash', dispatchers: 0 });
+  });
+  afterAll(async () => stack?.stop());
+  afterEach(async () => {
+    for (const app of stack.running('dispatcher')) {
+      app.child.kill('SIGCONT');
+      await stack.kill(app, 'SIGKILL');
+    }
+    if (stack.running('reconciler').length === 0) await stack.startApp('reconciler');
+  });
+
+  async function pausedDispatcher(env: Record<string, string>): Promise<RunningApp> {
+    return stack.startApp('dispatcher', env);
+  }
+
+  async function waitForMarkers(app: RunningApp, marker: string, count: number): Promise<string[]> {
+    return waitFor(
+      async () => markedOperations(app, marker),
+      (ids) => new Set(ids).size >= count,
+      30_000,
+      20,
+    );
+  }
+
+  it('SIGKILL right after SENT is committed, before the call: no effect, every operation UNKNOWN, then settled', async () => {
+    const a = await pausedDispatcher({ TEST_PAUSE_AFTER_SENT_MS: '60000' });
+    const refs = [unique('kill-sent-a'), unique('kill-sent-b')];
+    const clientRef = unique('kill-sent-sms');
+    const created = await submit(stack, [
+      charge(refs[0], { key: 'a' }),
+      charge(refs[1], { key: 'b' }),
+      sms(clientRef, { key: 'c' }),
+    ]);
+    await waitForMarkers(a, 'paused after SENT', 3);
+    await stack.kill(a, 'SIGKILL');
+    await stack.startApp('dispatcher');
+
+    const execution = await settle(stack, created.id);
+    const log = await events(stack, created.id);
+    expectLegalHistory(log);
+    for (const op of execution.operations) {
+      const path = statusPath(log, op.id);
+      expect(path.slice(0, 3)).toEqual(['PREPARED', 'SENT', 'UNKNOWN']);
+      expect(path).not.toContain('ACKNOWLEDGED');
+      const unknown = log.find((e) => e.operation_id === op.id && e.to_status === 'UNKNOWN')!;
+      expect(String(unknown.data.detail)).toContain('left SENT by a worker that stopped');
+      expect(op.attempt).toBe(1);
+    }
+    // Charges: the source proves them absent (FAILED); the SMS cannot be read back, so a human decides.
+    expect(execution.operations.map((o) => o.status)).toEqual(['FAILED', 'FAILED', 'MANUAL_REVIEW']);
+    const effects = await stack.effects();
+    expect(effects.charges[refs[0]]).toBeUndefined();
+    expect(effects.charges[refs[1]]).toBeUndefined();
+    expect(effects.messages[clientRef]).toBeUndefined();
+  });
+
+  it('SIGKILL after the provider committed, before ACKNOWLEDGED is written: one effect each, UNKNOWN, then settled', async () => {
+    const a = await pausedDispatcher({ TEST_PAUSE_AFTER_CALL_MS: '60000' });
+    const refs = [unique('kill-call-a'), unique('kill-call-b')];
+    const clientRef = unique('kill-call-sms');
+    const created = await submit(stack, [
+      charge(refs[0], { key: 'a' }),
+      charge(refs[1], { key: 'b' }),
+      sms(clientRef, { key: 'c' }),
+    ]);
+    await waitForMarkers(a, 'paused after call', 3);
+    await stack.kill(a, 'SIGKILL');
+    await stack.startApp('dispatcher');
+
+    const execution = await settle(stack, created.id);
+    const log = await events(stack, created.id);
+    expectLegalHistory(log);
+    for (const op of execution.operations) {
+      const path = statusPath(log, op.id);
+      expect(path.slice(0, 3)).toEqual(['PREPARED', 'SENT', 'UNKNOWN']);
+      expect(path).not.toContain('ACKNOWLEDGED');
+      expect(path).not.toContain('FAILED');
+    }
+    expect(execution.operations.map((o) => o.status)).toEqual(['VERIFIED', 'VERIFIED', 'MANUAL_REVIEW']);
+    const effects = await stack.effects();
+    expect(effects.charges[refs[0]].count).toBe(1);
+    expect(effects.charges[refs[1]].count).toBe(1);
+    expect(effects.messages[clientRef].count).toBe(1);
+    expect(effects.duplicates).toEqual([]);
+  });
+
+  it('a later job that finds the operation already SENT marks it UNKNOWN and never calls the connector', async () => {
+    // No reconciler (so no sweeper) while this runs: the UNKNOWN can only come from the second dispatch job.
+    for (const r of stack.running('reconciler')) await stack.kill(r, 'SIGTERM');
+    const a = await pausedDispatcher({ TEST_PAUSE_AFTER_SENT_MS: '60000' });
+    const reference = unique('dup-job');
+    const created = await submit(stack, [charge(reference)]);
+    const [opId] = await waitForMarkers(a, 'paused after SENT', 1);
+    await stack.kill(a, 'SIGKILL');
+    const queue = stackQueue(stack, 'dispatch');
+    await queue.add('dispatch-operation', { operationId: opId }, { jobId: `${opId}.dispatch.duplicate`, attempts: 1 });
+    await queue.close();
+    await stack.startApp('dispatcher');
+
+    await waitForOp(stack, created.id, 'charge', (o) => o.status === 'UNKNOWN');
+    const log = await events(stack, created.id);
+    const unknown = log.find((e) => e.operation_id === opId && e.to_status === 'UNKNOWN')!;
+    expect(String(unknown.data.detail)).toContain('found already SENT by a later job');
+    expect((await stack.effects()).charges[reference]).toBeUndefined();
+
+    await stack.startApp('reconciler');
+    const execution = await settle(stack, created.id);
+    expect(execution.operations[0].status).toBe('FAILED');
+    expect((await stack.effects()).charges[reference]).toBeUndefined();
+  });
+
+  it('SIGSTOP after the call past the job lock; others take over; SIGCONT: one effect, the late write is rejected', async () => {
+    const a = await pausedDispatcher({ TEST_PAUSE_AFTER_CALL_MS: '2500' });
+    const reference = unique('stop-call');
+    const created = await submit(stack, [charge(reference)]);
+    const [opId] = await waitForMarkers(a, 'paused after call', 1);
+    a.child.kill('SIGSTOP');
+    await stack.startApp('dispatcher');
+
+    // The lock runs out (DISPATCH_LOCK_MS 3000), the sweeper marks the SENT operation UNKNOWN, the reconciler reads it.
+    const verified = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'VERIFIED');
+    a.child.kill('SIGCONT');
+    await waitForLog(a, (l) => l.msg === 'late send outcome rejected by CAS' && l.operationId === opId);
+
+    const log = await events(stack, created.id);
+    expectLegalHistory(log);
+    expect(statusPath(log, opId)).toEqual(['PREPARED', 'SENT', 'UNKNOWN', 'RECONCILING', 'VERIFIED']);
+    expect(log.some((e) => e.operation_id === opId && e.to_status === 'ACKNOWLEDGED')).toBe(false);
+    expect(verified.evidence).toMatchObject({ method: 'read_after_write', record: { reference } });
+    expect((await getExecution(stack, created.id)).operations[0].status).toBe('VERIFIED');
+    const effects = await stack.effects();
+    expect(effects.charges[reference].count).toBe(1);
+    expect(effects.duplicates).toEqual([]);
+  });
+
+  it('SIGSTOP after SENT past the job lock; SIGCONT: the worker wakes too late and does not call', async () => {
+    const a = await pausedDispatcher({ TEST_PAUSE_AFTER_SENT_MS: '1000' });
+    const reference = unique('stop-sent');
+    const created = await submit(stack, [charge(reference)]);
+    const [opId] = await waitForMarkers(a, 'paused after SENT', 1);
+    a.child.kill('SIGSTOP');
+    await stack.startApp('dispatcher');
+    await waitForOp(stack, created.id, 'charge', (o) => o.status === 'FAILED');
+    a.child.kill('SIGCONT');
+    await waitForLog(a, (l) => String(l.msg).includes('woke up too late') && l.operationId === opId);
+
+    const execution = await settle(stack, created.id);
+    const log = await events(stack, created.id);
+    expectLegalHistory(log);
+    const path = statusPath(log, opId);
+    expect(path.slice(0, 4)).toEqual(['PREPARED', 'SENT', 'UNKNOWN', 'RECONCILING']);
+    expect(path[path.length - 1]).toBe('FAILED');
+    expect(execution.operations[0].evidence).toMatchObject({ found: false });
+    expect((await stack.effects()).charges[reference]).toBeUndefined();
+  });
+
+  it('graceful SIGTERM: the in-flight send finishes and records its outcome before the process exits', async () => {
+    const a = await pausedDispatcher({ TEST_PAUSE_AFTER_CALL_MS: '1500' });
+    const reference = unique('sigterm');
+    const created = await submit(stack, [charge(reference)]);
+    const [opId] = await waitForMarkers(a, 'paused after call', 1);
+    a.child.kill('SIGTERM');
+    const code = await a.exited;
+    expect(code).toBe(0);
+    // Recorded by the stopping process itself, before it exited (the reconciler may have verified it since).
+    const log = await events(stack, created.id);
+    expect(statusPath(log, opId).slice(0, 3)).toEqual(['PREPARED', 'SENT', 'ACKNOWLEDGED']);
+    expect(statusPath(log, opId)).not.toContain('UNKNOWN');
+    expect(logLines(a).some((l) => l.msg === 'in-flight sends drained')).toBe(true);
+
+    await stack.startApp('dispatcher');
+    const execution = await settle(stack, created.id);
+    expect(execution.operations[0].status).toBe('VERIFIED');
+    expect(statusPath(await events(stack, created.id), opId)).toEqual(['PREPARED', 'SENT', 'ACKNOWLEDGED', 'VERIFIED']);
+    expect((await stack.effects()).charges[reference].count).toBe(1);
+  });
+});

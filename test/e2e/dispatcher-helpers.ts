@@ -1,0 +1,202 @@
+/**
+ * Shared by the dispatcher-* and reconciler-* end-to-end tests: reading executions and their event logs through the
+ * API, waiting for log markers of the test-only kill points, and checking that a history is legal against
+ * libs/status-model (every consecutive pair of status events is an allowed move, and chains have no gap).
+ */
+import { EXECUTION_TRANSITIONS, ExecutionStatus, OPERATION_TRANSITIONS, isSettledOperation } from '@verity/status-model';
+import type { OperationStatus, VerificationMethodValue } from '@verity/status-model';
+import { Queue } from 'bullmq';
+import { DEMO, RunningApp, Stack, waitFor } from '../support/stack';
+import { TEST_REDIS_URL } from '../support/services';
+import { http, submission } from '../support/http';
+
+export interface Op {
+  id: string;
+  execution_id: string;
+  key: string;
+  status: OperationStatus;
+  terminal_reason: string | null;
+  verification_method: VerificationMethodValue;
+  evidence: Record<string, unknown> | null;
+  observation: string | null;
+  no_change_required: boolean;
+  attempt: number;
+  approval: Record<string, unknown> | null;
+  recovery_obligation: Record<string, unknown> | null;
+  permitted_resolutions?: string[];
+  provider_ref?: Record<string, unknown> | null;
+}
+
+export interface Execution {
+  id: string;
+  status: ExecutionStatus;
+  effects: { summary: string; counts: Record<string, number> };
+  failure: Record<string, unknown> | null;
+  criteria_results: { key: string; verdict: string; evidence_event_ids: string[] }[] | null;
+  operations: Op[];
+}
+
+export interface Event {
+  id: string;
+  seq: number;
+  type: string;
+  operation_id: string | null;
+  from_status: string | null;
+  to_status: string | null;
+  data: Record<string, unknown>;
+}
+
+export const TERMINAL_EXECUTION = ['completed', 'failed', 'cancelled', 'expired'];
+
+export async function submit(stack: Stack, operations: unknown[], extra: Record<string, unknown> = {}) {
+  const created = await http<Execution>(stack.apiUrl, 'POST', '/v1/executions', {
+    key: DEMO.agent,
+    body: submission(operations, extra),
+  });
+  if (created.status !== 201) throw new Error(`submit answered ${created.status}: ${created.text}`);
+  return created.body;
+}
+
+export async function getExecution(stack: Stack, id: string): Promise<Execution> {
+  const res = await http<Execution>(stack.apiUrl, 'GET', `/v1/executions/${id}`, { key: DEMO.agent });
+  if (res.status !== 200) throw new Error(`GET execution answered ${res.status}: ${res.text}`);
+  return res.body;
+}
+
+export async function getOperation(stack: Stack, id: string): Promise<Op> {
+  const res = await http<Op>(stack.apiUrl, 'GET', `/v1/operations/${id}`, { key: DEMO.agent });
+  if (res.status !== 200) throw new Error(`GET operation answered ${res.status}: ${res.text}`);
+  return res.body;
+}
+
+export async function events(stack: Stack, id: string): Promise<Event[]> {
+  const res = await http<{ data: Event[] }>(stack.apiUrl, 'GET', `/v1/executions/${id}/events?limit=1000`, {
+    key: DEMO.agent,
+  });
+  if (res.status !== 200) throw new Error(`GET events answered ${res.status}: ${res.text}`);
+  return res.body.data;
+}
+
+export function isSettled(op: Op): boolean {
+  return isSettledOperation(op.status, op.verification_method);
+}
+
+/** Until the execution is terminal and every operation has settled (no automatic step will move it again). */
+export async function settle(stack: Stack, id: string, timeoutMs = 45_000): Promise<Execution> {
+  return waitFor(
+    () => getExecution(stack, id),
+    (e) => TERMINAL_EXECUTION.includes(e.status) && e.operations.every(isSettled),
+    timeoutMs,
+    150,
+  );
+}
+
+export async function waitForOp(
+  stack: Stack,
+  executionId: string,
+  key: string,
+  until: (op: Op) => boolean,
+  timeoutMs = 45_000,
+): Promise<Op> {
+  const execution = await waitFor(
+    () => getExecution(stack, executionId),
+    (e) => e.operations.some((o) => o.key === key && until(o)),
+    timeoutMs,
+    150,
+  );
+  return execution.operations.find((o) => o.key === key)!;
+}
+
+/** The status path of one operation as the event log tells it: PREPARED first, then each `to_status`. */
+export function statusPath(log: Event[], operationId: string): string[] {
+  return [
+    'PREPARED',
+    ...log
+      .filter((e) => e.type === 'operation.status_changed' && e.operation_id === operationId)
+      .map((e) => e.to_status!),
+  ];
+}
+
+export function executionPath(log: Event[]): string[] {
+  return log.filter((e) => e.type === 'execution.created' || e.type === 'execution.status_changed').map((e) => e.to_status!);
+}
+
+/**
+ * The whole history of one execution is legal: events are gap-free in seq; the execution's status events form one
+ * chain of moves allowed by EXECUTION_TRANSITIONS; each operation's status events form one chain of moves in
+ * OPERATION_TRANSITIONS (no event repeats a move, none starts from a status the operation was not in).
+ */
+export function expectLegalHistory(log: Event[]): void {
+  log.forEach((e, i) => expect(e.seq).toBe(i + 1));
+  const executionEvents = log.filter((e) => e.type === 'execution.status_changed');
+  let current: string = ExecutionStatus.CREATED;
+  for (const e of executionEvents) {
+    expect({ move: `${e.from_status} -> ${e.to_status}`, from: e.from_status }).toEqual({
+      move: `${current} -> ${e.to_status}`,
+      from: current,
+    });
+    expect(EXECUTION_TRANSITIONS[current as ExecutionStatus]).toContain(e.to_status);
+    current = e.to_status!;
+  }
+  const byOp = new Map<string, Event[]>();
+  for (const e of log.filter((x) => x.type === 'operation.status_changed')) {
+    byOp.set(e.operation_id!, [...(byOp.get(e.operation_id!) ?? []), e]);
+  }
+  const legal = new Set(OPERATION_TRANSITIONS.map((r) => `${r.from} -> ${r.to}`));
+  for (const [opId, list] of byOp) {
+    let status = 'PREPARED';
+    for (const e of list) {
+      expect({ op: opId, from: e.from_status }).toEqual({ op: opId, from: status });
+      expect(legal.has(`${e.from_status} -> ${e.to_status}`)).toBe(true);
+      status = e.to_status!;
+    }
+  }
+}
+
+/** A JSON log line of one app that matches: the test-only kill points log `{"msg": marker, "operationId"...}`. */
+export function logLines(app: RunningApp): Record<string, unknown>[] {
+  return app.output
+    .join('')
+    .split('\n')
+    .filter((line) => line.startsWith('{'))
+    .map((line) => {
+      try {
+        return JSON.parse(line) as Record<string, unknown>;
+      } catch {
+        return {};
+      }
+    });
+}
+
+export async function waitForLog(
+  app: RunningApp,
+  until: (line: Record<string, unknown>) => boolean,
+  timeoutMs = 30_000,
+): Promise<Record<string, unknown>> {
+  const lines = await waitFor(
+    async () => logLines(app),
+    (all) => all.some(until),
+    timeoutMs,
+    20,
+  );
+  return lines.find(until)!;
+}
+
+/** Every `msg === marker` line's operationId. */
+export function markedOperations(app: RunningApp, marker: string): string[] {
+  return logLines(app)
+    .filter((l) => l.msg === marker)
+    .map((l) => String(l.operationId));
+}
+
+/** A BullMQ queue of the stack's own Redis prefix: for tests that enqueue a job the way a duplicate would arrive. */
+export function stackQueue(stack: Stack, name: string): Queue {
+  const queue = new Queue(name, { connection: { url: TEST_REDIS_URL }, prefix: stack.prefix });
+  queue.on('error', () => undefined);
+  return queue;
+}
+
+export async function resetSandbox(stack: Stack): Promise<void> {
+  if (stack.running('sandbox-provider').length === 0) return;
+  await stack.setFaults({ rules: [], replica_lag_ms: 0, read_fault: null });
+}
