@@ -424,7 +424,32 @@ async function benchIdleLatency(pool: Pool, agent: Verity, samples: number) {
   client.sort((a, b) => a - b);
   const db = await latencies(pool, { executionIds: ids });
   note(`idle latency intake → VERIFIED: p50 ${db.p50.toFixed(1)} ms, p99 ${db.p99.toFixed(1)} ms`);
-  return { ...db, clientP50: percentile(client, 50), clientP99: percentile(client, 99) };
+  return {
+    ...db,
+    clientP50: percentile(client, 50),
+    clientP99: percentile(client, 99),
+    anatomy: await anatomy(pool, ids),
+  };
+}
+
+/**
+ * The idle latency taken apart: the median gap between each event and the one before it in the same execution,
+ * per step, in the order the steps happen. Each gap is a job hop, a query round or a call to the provider.
+ */
+async function anatomy(pool: Pool, executionIds: string[]) {
+  const { rows } = await pool.query<{ step: string; p50: number; n: string; at: number }>(
+    `WITH ev AS (
+       SELECT execution_id, seq, created_at,
+              coalesce(from_status || ' → ', '') || coalesce(to_status, type) AS step,
+              created_at - lag(created_at) OVER (PARTITION BY execution_id ORDER BY seq) AS gap
+         FROM events WHERE execution_id = ANY($1)
+     )
+     SELECT step, percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM gap) * 1000) AS p50,
+            count(*) AS n, avg(seq) AS at
+       FROM ev WHERE gap IS NOT NULL GROUP BY step ORDER BY avg(seq)`,
+    [executionIds],
+  );
+  return rows.map((r) => ({ step: r.step, p50: r.p50, n: Number(r.n) }));
 }
 
 /** Open loop at a steady rate (a fraction of the measured capacity): the latency an agent sees on a normal day. */
@@ -648,6 +673,10 @@ async function main(): Promise<void> {
           .trimEnd(),
       )
       .join('\n');
+    const steps = idle.anatomy
+      .filter((a) => a.n >= options.idleSamples / 2)
+      .map((a) => `${a.step} ${a.p50.toFixed(1)}`)
+      .join(', ');
     const diagnosis = [
       'diagnosis (same run, private database, events_notify trigger disabled — not a supported configuration):',
       intake.diagnostic
@@ -666,6 +695,7 @@ async function main(): Promise<void> {
       ),
     ].join('\n');
     const profile = [
+      `idle intake → VERIFIED, median ms per step: ${steps}`,
       'where the time goes (CPU ms per unit of work, per process kind):',
       `  intake, per request:    Verity: ${breakdown(intake.verity.cpuPerRequest)}`,
       `                          baseline: ${breakdown(intake.baseline.cpuPerRequest)}`,

@@ -15,7 +15,8 @@ describe('chaos (reduced run)', () => {
       dispatchers: 2,
       reconcilers: 2,
       rate: 10,
-      drainTimeoutMs: 150_000,
+      drainTimeoutMs: 180_000,
+      stallMs: 90_000,
       log: (line) => lines.push(line),
     });
     const broken = result.report.rows

@@ -33,6 +33,8 @@ export interface ChaosOptions {
   restartPostgres: boolean;
   pause: boolean;
   drainTimeoutMs: number;
+  /** The drain gives up early when nothing settles for this long. */
+  stallMs: number;
   /** Keep the working directory (data and logs) even when every invariant held. */
   keep: boolean;
   dir?: string;
@@ -46,14 +48,15 @@ export const DEFAULT_OPTIONS: ChaosOptions = {
   seed: 42,
   dispatchers: 3,
   reconcilers: 2,
-  rate: 20,
+  rate: 10,
   concurrency: 16,
   replicaLagMs: 300,
   outageMs: 2000,
   restartRedis: true,
   restartPostgres: true,
   pause: true,
-  drainTimeoutMs: 300_000,
+  drainTimeoutMs: 600_000,
+  stallMs: 120_000,
   keep: false,
   log: (line) => process.stdout.write(`${line}\n`),
 };

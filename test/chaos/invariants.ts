@@ -39,9 +39,13 @@ export async function drain(
   executionIds: string[],
   timeoutMs: number,
   note: (line: string) => void,
+  stallMs = 120_000,
 ): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   let lastNote = 0;
+  // Nothing settling for this long (longer than any timer in the system: lock, stall check, backoff) means stuck.
+  let lastOpen = -1;
+  let lastChange = Date.now();
   for (;;) {
     try {
       const { rows } = await pool.query<{ present: string; open: string }>(
@@ -53,6 +57,13 @@ export async function drain(
       );
       const open = Number(rows[0].open) + (executionIds.length - Number(rows[0].present));
       if (open === 0) return true;
+      if (open !== lastOpen) {
+        lastOpen = open;
+        lastChange = Date.now();
+      } else if (Date.now() - lastChange > stallMs) {
+        note(`no progress for ${stallMs / 1000} s with ${open} executions open: stuck`);
+        return false;
+      }
       if (Date.now() - lastNote > 5_000) {
         lastNote = Date.now();
         const { rows: byStatus } = await pool.query<{ status: string; n: string }>(

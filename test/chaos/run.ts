@@ -20,6 +20,7 @@ const FLAGS: Record<string, { key: keyof ChaosOptions; kind: 'int' | 'float' | '
   'restart-postgres': { key: 'restartPostgres', kind: 'bool', help: 'crash and restart Postgres once' },
   pause: { key: 'pause', kind: 'bool', help: 'SIGSTOP a dispatcher past its lock, then SIGCONT' },
   'drain-timeout-s': { key: 'drainTimeoutMs', kind: 'int', help: 'bound on the drain (seconds)' },
+  'stall-s': { key: 'stallMs', kind: 'int', help: 'give up draining after this long without progress (seconds)' },
   keep: { key: 'keep', kind: 'bool', help: 'keep data and logs even when everything held' },
   dir: { key: 'dir', kind: 'string', help: 'working directory (default: a new temp dir)' },
 };
@@ -35,7 +36,7 @@ function parse(argv: string[], env: NodeJS.ProcessEnv): Partial<ChaosOptions> {
       if (!Number.isFinite(value) || (spec.kind === 'int' && !Number.isInteger(value))) {
         throw new Error(`--${flag} must be a number, got ${raw}`);
       }
-      if (flag === 'drain-timeout-s') value = (value as number) * 1000;
+      if (flag.endsWith('-s')) value = (value as number) * 1000;
     }
     if (spec.kind === 'bool') value = !['false', '0', 'no'].includes(raw);
     options[spec.key] = value;
@@ -62,7 +63,7 @@ function parse(argv: string[], env: NodeJS.ProcessEnv): Partial<ChaosOptions> {
 function usage(): string {
   const lines = Object.entries(FLAGS).map(([flag, spec]) => {
     const fallback = DEFAULT_OPTIONS[spec.key];
-    const shown = flag === 'drain-timeout-s' ? Number(fallback) / 1000 : fallback;
+    const shown = flag.endsWith('-s') ? Number(fallback) / 1000 : fallback;
     return `  --${flag.padEnd(18)} ${spec.help}${shown === undefined ? '' : ` (default ${String(shown)})`}`;
   });
   return ['usage: npm run chaos -- [options]', ...lines].join('\n');

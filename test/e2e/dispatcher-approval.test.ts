@@ -97,9 +97,9 @@ describe('dispatcher: approvals', () => {
     const log = await events(stack, created.id);
     expectLegalHistory(log);
     expect(log.find((e) => e.type === 'approval.decided')!.data).toMatchObject({ decision: 'deny' });
-    expect(log.find((e) => e.operation_id === done.operations[1].id && e.to_status === 'CANCELLED')!.data).toMatchObject(
-      { cause: 'dependency_not_done', dependency: 'charge' },
-    );
+    expect(
+      log.find((e) => e.operation_id === done.operations[1].id && e.to_status === 'CANCELLED')!.data,
+    ).toMatchObject({ cause: 'dependency_not_done', dependency: 'charge' });
     const effects = await stack.effects();
     expect(effects.charges[reference]).toBeUndefined();
     expect(effects.messages[clientRef]).toBeUndefined();
@@ -223,7 +223,9 @@ describe('dispatcher: approvals', () => {
       const done = await settle(stack, created.id);
       expect(done.operations.map((o) => o.status)).toEqual(['VERIFIED', 'VERIFIED']);
     } finally {
-      await stack.db.dataSource.query(`UPDATE tenants SET settings = settings - 'approvalAmountAbove' WHERE id = 'demo'`);
+      await stack.db.dataSource.query(
+        `UPDATE tenants SET settings = settings - 'approvalAmountAbove' WHERE id = 'demo'`,
+      );
     }
   });
 

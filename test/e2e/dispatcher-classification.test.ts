@@ -46,7 +46,10 @@ describe('dispatcher: outcome classification of one send', () => {
     const created = await submit(stack, [charge(reference)]);
     const execution = await settle(stack, created.id);
     expect(execution.operations[0]).toMatchObject({ status: 'FAILED', terminal_reason: 'CONNECTOR_REJECTED' });
-    expect(execution.operations[0].evidence).toMatchObject({ method: 'send_outcome', provider_error: { code: 'rejected' } });
+    expect(execution.operations[0].evidence).toMatchObject({
+      method: 'send_outcome',
+      provider_error: { code: 'rejected' },
+    });
     const log = await events(stack, created.id);
     expectLegalHistory(log);
     expect(statusPath(log, execution.operations[0].id)).toEqual(['PREPARED', 'SENT', 'FAILED']);
@@ -74,7 +77,12 @@ describe('dispatcher: outcome classification of one send', () => {
     const execution = await settle(stack, created.id);
     const [op] = execution.operations;
     expect(op).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'CONNECTOR_ERROR' });
-    expect(statusPath(await events(stack, created.id), op.id)).toEqual(['PREPARED', 'SENT', 'UNKNOWN', 'MANUAL_REVIEW']);
+    expect(statusPath(await events(stack, created.id), op.id)).toEqual([
+      'PREPARED',
+      'SENT',
+      'UNKNOWN',
+      'MANUAL_REVIEW',
+    ]);
     expect((await stack.effects()).messages[clientRef].count).toBe(1);
   });
 

@@ -3,7 +3,12 @@
  * API, waiting for log markers of the test-only kill points, and checking that a history is legal against
  * libs/status-model (every consecutive pair of status events is an allowed move, and chains have no gap).
  */
-import { EXECUTION_TRANSITIONS, ExecutionStatus, OPERATION_TRANSITIONS, isSettledOperation } from '@verity/status-model';
+import {
+  EXECUTION_TRANSITIONS,
+  ExecutionStatus,
+  OPERATION_TRANSITIONS,
+  isSettledOperation,
+} from '@verity/status-model';
 import type { OperationStatus, VerificationMethodValue } from '@verity/status-model';
 import { Queue } from 'bullmq';
 import { DEMO, RunningApp, Stack, waitFor } from '../support/stack';
@@ -118,7 +123,9 @@ export function statusPath(log: Event[], operationId: string): string[] {
 }
 
 export function executionPath(log: Event[]): string[] {
-  return log.filter((e) => e.type === 'execution.created' || e.type === 'execution.status_changed').map((e) => e.to_status!);
+  return log
+    .filter((e) => e.type === 'execution.created' || e.type === 'execution.status_changed')
+    .map((e) => e.to_status!);
 }
 
 /**

@@ -42,12 +42,16 @@ describe('dispatcher: execution lifecycle', () => {
     const reference = unique('lc-criteria');
     // A lagging replica keeps the charge ACKNOWLEDGED for a while: the execution visibly waits for the tool.
     await stack.setFaults({ replica_lag_ms: 1500 });
-    const created = await submit(stack, [charge(reference), sms(unique('lc-criteria-sms'), { depends_on: ['charge'] })], {
-      criteria: [
-        { key: 'paid', operation: 'charge', expect_status: 'VERIFIED' },
-        { key: 'notified-verified', operation: 'notify', expect_status: 'VERIFIED' },
-      ],
-    });
+    const created = await submit(
+      stack,
+      [charge(reference), sms(unique('lc-criteria-sms'), { depends_on: ['charge'] })],
+      {
+        criteria: [
+          { key: 'paid', operation: 'charge', expect_status: 'VERIFIED' },
+          { key: 'notified-verified', operation: 'notify', expect_status: 'VERIFIED' },
+        ],
+      },
+    );
     const execution = await settle(stack, created.id);
     expect(execution.status).toBe('completed');
     expect(execution.operations.map((o) => o.status)).toEqual(['VERIFIED', 'ACKNOWLEDGED']);
@@ -181,7 +185,9 @@ describe('dispatcher: execution lifecycle', () => {
 
   it('knowledge conflict on a reversible operation: proceeds, the conflict recorded as an event', async () => {
     const reference = unique('lc-reversible');
-    const created = await submit(stack, [charge(reference, { expected_state: { charged: true }, irreversible: false })]);
+    const created = await submit(stack, [
+      charge(reference, { expected_state: { charged: true }, irreversible: false }),
+    ]);
     const execution = await settle(stack, created.id);
     expect(execution.operations[0].status).toBe('VERIFIED');
     const log = await events(stack, created.id);
@@ -239,7 +245,11 @@ describe('dispatcher: execution lifecycle', () => {
     const log = await events(stack, created.id);
     expectLegalHistory(log);
     const cancelled = log.find((e) => e.operation_id === execution.operations[2].id && e.to_status === 'CANCELLED')!;
-    expect(cancelled.data).toMatchObject({ cause: 'dependency_not_done', dependency: 'declined', dependency_status: 'FAILED' });
+    expect(cancelled.data).toMatchObject({
+      cause: 'dependency_not_done',
+      dependency: 'declined',
+      dependency_status: 'FAILED',
+    });
   });
 
   it('every execution status is reached in this file, and every history is legal', async () => {

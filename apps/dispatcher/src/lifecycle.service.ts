@@ -16,7 +16,7 @@ import {
   snapshotOf,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
-import { JobName, JobProducer } from '@verity/queues';
+import { JobName, JobProducer, QueueName } from '@verity/queues';
 import {
   ExecutionFailure,
   ExecutionStatus,
@@ -269,7 +269,7 @@ export class LifecycleService {
         }
       }
       ready += 1;
-      await this.producer.enqueue(JobName.DISPATCH_OPERATION, { operationId: op.id }, { jobId: dispatchJobId(op) });
+      await this.enqueueDispatch(op);
     }
     if (changed) return true;
     const allSettled = operations.every((op) => isSettledOperation(op.status, op.verificationMethod));
@@ -285,6 +285,24 @@ export class LifecycleService {
     const moved = await this.move(execution, target);
     // A status change of the execution alone needs no second look: operations have not moved.
     return moved === 'lost' ? 'lost' : false;
+  }
+
+  /**
+   * One dispatch job per operation (`<op>.dispatch`), so enqueueing twice is harmless. A finished job (completed or
+   * failed) for an operation that is still PREPARED never sent it — SENT is committed before any call — yet its id,
+   * kept for an hour, would swallow this enqueue: an operation sent back for approval, or whose job failed before
+   * the commit (a database error), would never be dispatched again. Such a job is removed and the operation
+   * re-armed; the PREPARED → SENT compare-and-set, not the job id, is what guarantees a single send.
+   */
+  private async enqueueDispatch(op: OperationEntity): Promise<void> {
+    const jobId = `${op.id}.dispatch`;
+    const existing = await this.producer.queue(QueueName.DISPATCH).getJob(jobId);
+    if (existing) {
+      const state = await existing.getState();
+      if (state === 'completed' || state === 'failed') await existing.remove().catch(() => undefined);
+      else if (state !== 'unknown') return; // waiting, delayed or active: it will run
+    }
+    await this.producer.enqueue(JobName.DISPATCH_OPERATION, { operationId: op.id }, { jobId });
   }
 
   /** Dependencies are met when the effect is VERIFIED, or ACKNOWLEDGED where nothing can read it back. */
@@ -356,15 +374,4 @@ export class LifecycleService {
   logSkip(executionId: string, outcome: AdvanceOutcome): void {
     if (outcome !== 'done') this.logger.debug({ executionId, outcome }, 'advance');
   }
-}
-
-/**
- * The dispatch job's id. Stable per grant, so enqueueing twice is harmless; a new grant (after a stale one was sent
- * back for approval) gets a new id, because the job that found the stale grant is kept (and would dedupe) for an hour.
- * The PREPARED → SENT compare-and-set, not the job id, is what guarantees a single send.
- */
-function dispatchJobId(op: OperationEntity): string {
-  const decidedAt =
-    op.approval?.state === 'granted' && op.approval.decided_at ? Date.parse(op.approval.decided_at) : NaN;
-  return Number.isFinite(decidedAt) ? `${op.id}.dispatch.g${decidedAt}` : `${op.id}.dispatch`;
 }

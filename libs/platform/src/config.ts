@@ -24,10 +24,16 @@ const ConfigSchema = z.object({
   SEED_DEMO: bool,
   /** How long a dispatch job's lock lives; a SENT operation older than this with no live job is orphaned. */
   DISPATCH_LOCK_MS: ms(30_000),
-  /** A worker that wakes up this long after committing SENT does not call the connector any more. */
+  /**
+   * A worker that wakes up this long after starting the SENT commit calls the connector only if it still holds the
+   * dispatch job's lock (docs/operations.md).
+   */
   SEND_GRACE_MS: ms(5_000),
   CONNECTOR_TIMEOUT_MS: ms(5_000),
-  /** Read-back may not conclude "absent" before this much time has passed since the send. */
+  /**
+   * How long a committed write may take to show on the provider's read side (replica lag budget). "Absent" is
+   * concluded only SEND_GRACE_MS + CONNECTOR_TIMEOUT_MS + SETTLE_WINDOW_MS after the send could last have started.
+   */
   SETTLE_WINDOW_MS: ms(2_000),
   VERIFY_FIRST_DELAY_MS: ms(0),
   READ_BACKOFF_MS: ms(250),
@@ -44,7 +50,10 @@ const ConfigSchema = z.object({
   MAX_STREAMS_PER_KEY: z.coerce.number().int().min(1).default(20),
   SSE_HEARTBEAT_MS: ms(15_000),
   BULL_BOARD_READ_ONLY: bool,
-  /** Observation after VERIFIED: how often one operation is read again, for how long after it was created, how many per sweep. */
+  /**
+   * Observation after VERIFIED: how often one operation is read again, for how long after it was created, and how
+   * many the sweeper hands out per sweep (0 = off).
+   */
   OBSERVE_INTERVAL_MS: ms(60_000),
   OBSERVE_WINDOW_MS: ms(3600_000),
   OBSERVE_BATCH: z.coerce.number().int().min(0).max(10_000).default(100),

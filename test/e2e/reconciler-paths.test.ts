@@ -1,0 +1,179 @@
+import { Stack } from '../support/stack';
+import { charge, sms, unique } from '../support/http';
+import { Op, events, expectLegalHistory, resetSandbox, settle, statusPath, submit } from './dispatcher-helpers';
+
+/**
+ * Issue 5: each verification and reconciliation path, driven by the sandbox's faults against the real processes.
+ * "Did not happen" (FAILED) only from an authoritative read once the settle window has passed; everything that cannot
+ * conclude is retried, then held in MANUAL_REVIEW with the matching terminal reason and a recovery obligation.
+ */
+describe('reconciler: verification and reconciliation paths', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await Stack.start({ label: 'rpaths' });
+  });
+  afterAll(async () => stack?.stop());
+  afterEach(async () => resetSandbox(stack));
+
+  function expectObligation(op: Op, reason: string, permitted: string[]) {
+    expect(op.recovery_obligation).toEqual({
+      reason,
+      owner: expect.any(String),
+      evidence_required: expect.any(String),
+      permitted_actions: permitted,
+      due_at: expect.any(String),
+      escalation_target: expect.any(String),
+      escalated_at: null,
+    });
+    expect(Date.parse(String(op.recovery_obligation!.due_at))).toBeGreaterThan(Date.now());
+  }
+
+  it('timeout_after_commit → UNKNOWN → RECONCILING → VERIFIED, with one effect and the read stored as evidence', async () => {
+    await stack.setFaults({
+      rules: [{ method: 'POST', path: '/v1/charges', fault: 'timeout_after_commit', count: 1 }],
+    });
+    const reference = unique('rp-timeout');
+    const created = await submit(stack, [charge(reference)]);
+    const execution = await settle(stack, created.id);
+    const [op] = execution.operations;
+    expect(op).toMatchObject({ status: 'VERIFIED', terminal_reason: null, observation: 'converged' });
+    expect(op.evidence).toMatchObject({
+      method: 'read_after_write',
+      source: expect.stringContaining(`/v1/charges?reference=${reference}`),
+      read_at: expect.any(String),
+      as_of_version: expect.any(Number),
+      record: { reference, amount: 1250, currency: 'EUR', status: 'succeeded' },
+    });
+    const log = await events(stack, created.id);
+    expectLegalHistory(log);
+    expect(statusPath(log, op.id)).toEqual(['PREPARED', 'SENT', 'UNKNOWN', 'RECONCILING', 'VERIFIED']);
+    expect((await stack.effects()).charges[reference].count).toBe(1);
+  });
+
+  it('drop_before_commit → UNKNOWN → … → FAILED (proven absent after the settle window), zero effects', async () => {
+    await stack.setFaults({ rules: [{ method: 'POST', path: '/v1/charges', fault: 'drop_before_commit', count: 1 }] });
+    const reference = unique('rp-drop');
+    const created = await submit(stack, [charge(reference)]);
+    const execution = await settle(stack, created.id);
+    const [op] = execution.operations;
+    expect(op.status).toBe('FAILED');
+    expect(op.evidence).toMatchObject({
+      method: 'read_after_write',
+      found: false,
+      proven_absent_after_ms: expect.any(Number),
+    });
+    // Not before the send could have landed and the replica shown it.
+    expect(Number(op.evidence!.proven_absent_after_ms)).toBeGreaterThanOrEqual(500 + 1000 + 1500);
+    const log = await events(stack, created.id);
+    expectLegalHistory(log);
+    const path = statusPath(log, op.id);
+    expect(path.slice(0, 4)).toEqual(['PREPARED', 'SENT', 'UNKNOWN', 'RECONCILING']);
+    expect(path.at(-1)).toBe('FAILED');
+    expect(path.filter((s) => s === 'FAILED')).toHaveLength(1);
+    expect((await stack.effects()).charges[reference]).toBeUndefined();
+  });
+
+  it('an SMS timeout → UNKNOWN → MANUAL_REVIEW at once (no read-back), never re-sent', async () => {
+    await stack.setFaults({
+      rules: [{ method: 'POST', path: '/v1/messages', fault: 'timeout_after_commit', count: 1 }],
+    });
+    const clientRef = unique('rp-sms');
+    const created = await submit(stack, [sms(clientRef)]);
+    const execution = await settle(stack, created.id);
+    const [op] = execution.operations;
+    expect(op).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'CONNECTOR_ERROR', attempt: 1 });
+    expectObligation(op, 'CONNECTOR_ERROR', ['VERIFIED', 'FAILED']);
+    expect(statusPath(await events(stack, created.id), op.id)).toEqual([
+      'PREPARED',
+      'SENT',
+      'UNKNOWN',
+      'MANUAL_REVIEW',
+    ]);
+    // Wait past a few sweeps: nothing re-sends it.
+    await new Promise((r) => setTimeout(r, 2000));
+    expect((await stack.effects()).messages[clientRef].count).toBe(1);
+  });
+
+  it('a replica lagging beyond the budget → MANUAL_REVIEW / STALE_REPLICA', async () => {
+    await stack.setFaults({ replica_lag_ms: 60_000 });
+    const reference = unique('rp-stale');
+    const created = await submit(stack, [charge(reference)]);
+    const execution = await settle(stack, created.id);
+    const [op] = execution.operations;
+    expect(op).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'STALE_REPLICA' });
+    expectObligation(op, 'STALE_REPLICA', ['VERIFIED', 'FAILED']);
+    expect(op.evidence).toMatchObject({ checks: 6, as_of_version: expect.any(Number) });
+    expect(statusPath(await events(stack, created.id), op.id)).toEqual([
+      'PREPARED',
+      'SENT',
+      'ACKNOWLEDGED',
+      'MANUAL_REVIEW',
+    ]);
+    expect((await stack.effects()).charges[reference].count).toBe(1);
+  });
+
+  it('read_fault field_missing → MANUAL_REVIEW / FIELD_MISSING', async () => {
+    await stack.setFaults({ read_fault: 'field_missing' });
+    const reference = unique('rp-field');
+    const created = await submit(stack, [charge(reference)]);
+    const [op] = (await settle(stack, created.id)).operations;
+    expect(op).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'FIELD_MISSING' });
+    expectObligation(op, 'FIELD_MISSING', ['VERIFIED', 'FAILED']);
+    expect((op.evidence!.record as Record<string, unknown>).status).toBeUndefined();
+  });
+
+  it('read_fault unavailable → retried, then MANUAL_REVIEW / SOURCE_UNREACHABLE', async () => {
+    await stack.setFaults({ read_fault: 'unavailable' });
+    const reference = unique('rp-unavailable');
+    const created = await submit(stack, [charge(reference)]);
+    const [op] = (await settle(stack, created.id)).operations;
+    expect(op).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'SOURCE_UNREACHABLE' });
+    expectObligation(op, 'SOURCE_UNREACHABLE', ['VERIFIED', 'FAILED']);
+    expect(op.evidence).toMatchObject({ error: 'status 503', checks: 6 });
+    expect((await stack.effects()).charges[reference].count).toBe(1);
+  });
+
+  it('an UNKNOWN whose source stays unreachable: RECONCILING ⇄ UNKNOWN with backoff, then MANUAL_REVIEW', async () => {
+    await stack.setFaults({
+      rules: [{ method: 'POST', path: '/v1/charges', fault: 'reset_after_commit', count: 1 }],
+      read_fault: 'unavailable',
+    });
+    const reference = unique('rp-unknown-unreachable');
+    const created = await submit(stack, [charge(reference)]);
+    const [op] = (await settle(stack, created.id)).operations;
+    expect(op).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'SOURCE_UNREACHABLE' });
+    const path = statusPath(await events(stack, created.id), op.id);
+    expect(path.slice(0, 4)).toEqual(['PREPARED', 'SENT', 'UNKNOWN', 'RECONCILING']);
+    expect(path.filter((s) => s === 'RECONCILING').length).toBeGreaterThan(1);
+    expect(path.at(-1)).toBe('MANUAL_REVIEW');
+  });
+
+  it('a read-back with a different amount (read_fault amount_mismatch) → MANUAL_REVIEW / INTEGRITY_MISMATCH', async () => {
+    await stack.setFaults({ read_fault: 'amount_mismatch' });
+    const reference = unique('rp-mismatch');
+    const created = await submit(stack, [charge(reference)]);
+    const [op] = (await settle(stack, created.id)).operations;
+    expect(op).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'INTEGRITY_MISMATCH' });
+    expectObligation(op, 'INTEGRITY_MISMATCH', ['VERIFIED', 'FAILED']);
+    expect(op.evidence).toMatchObject({ mismatched: ['amount'], record: { amount: 1251 } });
+    expect((await stack.effects()).charges[reference]).toMatchObject({ count: 1, amounts: [1250] });
+  });
+
+  it('every MANUAL_REVIEW operation carries a complete recovery obligation', async () => {
+    const held = (await stack.db.dataSource.query(
+      `SELECT id, obligation FROM operations WHERE status = 'MANUAL_REVIEW'`,
+    )) as { id: string; obligation: Record<string, unknown> | null }[];
+    expect(held.length).toBeGreaterThanOrEqual(6);
+    for (const { obligation } of held) {
+      expect(obligation).toMatchObject({
+        reason: expect.any(String),
+        owner: expect.any(String),
+        evidence_required: expect.any(String),
+        permitted_actions: expect.any(Array),
+        due_at: expect.any(String),
+        escalation_target: expect.any(String),
+      });
+      expect((obligation!.permitted_actions as string[]).length).toBeGreaterThan(0);
+    }
+  });
+});

@@ -1,0 +1,188 @@
+import { createApiKey } from '@verity/persistence';
+import { DEMO, Stack, waitFor } from '../support/stack';
+import { charge, http, sms, unique } from '../support/http';
+import {
+  Op,
+  events,
+  expectLegalHistory,
+  getExecution,
+  getOperation,
+  resetSandbox,
+  settle,
+  statusPath,
+  submit,
+  waitForOp,
+} from './dispatcher-helpers';
+
+const OTHER_REVIEWER = 'test-other-tenant-reviewer-key';
+
+/**
+ * Issue 5, recovery obligations: every MANUAL_REVIEW operation carries one; POST /v1/operations/{id}/resolve accepts
+ * only an action the status model permits, records who and when, and the execution continues. Obligations past their
+ * due time are escalated by the sweeper (OBLIGATION_DUE_MS is short here).
+ */
+describe('reconciler: resolution of MANUAL_REVIEW and escalation', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await Stack.start({ label: 'rresolve', env: { OBLIGATION_DUE_MS: '3000' } });
+    await createApiKey(stack.db.dataSource.manager, { tenantId: 'demo-other', role: 'reviewer', key: OTHER_REVIEWER });
+  });
+  afterAll(async () => stack?.stop());
+  afterEach(async () => resetSandbox(stack));
+
+  async function resolve(opId: string, status: string, key = DEMO.reviewer) {
+    return http<Op & { type?: string; permitted_resolutions?: string[] }>(
+      stack.apiUrl,
+      'POST',
+      `/v1/operations/${opId}/resolve`,
+      { key, body: { status, evidence: `provider dashboard checked by the test: ${status}` } },
+    );
+  }
+
+  it('a permitted resolution (VERIFIED) is recorded with who and when, and the waiting dependent is dispatched', async () => {
+    await stack.setFaults({ read_fault: 'amount_mismatch' });
+    const reference = unique('rr-verified');
+    const clientRef = unique('rr-verified-sms');
+    const created = await submit(stack, [charge(reference), sms(clientRef, { depends_on: ['charge'] })]);
+    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    expect(held.terminal_reason).toBe('INTEGRITY_MISMATCH');
+    await resetSandbox(stack);
+    // The dependent waits for the human: nothing is sent meanwhile.
+    const waiting = await waitFor(
+      () => getExecution(stack, created.id),
+      (e) => e.status === 'waiting_for_tool',
+    );
+    expect(waiting.operations[1].status).toBe('PREPARED');
+    expect((await stack.effects()).messages[clientRef]).toBeUndefined();
+
+    const res = await resolve(held.id, 'VERIFIED');
+    expect(res.status).toBe(200);
+    expect(res.body.status).toBe('VERIFIED');
+    const execution = await settle(stack, created.id);
+    expect(execution.status).toBe('completed');
+    expect(execution.operations.map((o) => o.status)).toEqual(['VERIFIED', 'ACKNOWLEDGED']);
+    const log = await events(stack, created.id);
+    expectLegalHistory(log);
+    const resolution = log.find((e) => e.operation_id === held.id && e.to_status === 'VERIFIED')!;
+    expect(resolution.from_status).toBe('MANUAL_REVIEW');
+    expect(resolution.data).toMatchObject({
+      actor: 'human',
+      resolution: {
+        status: 'VERIFIED',
+        evidence: expect.stringContaining('dashboard'),
+        by: expect.any(String),
+        at: expect.any(String),
+      },
+    });
+    const smsSent = log.find((e) => e.operation_id === execution.operations[1].id && e.to_status === 'SENT')!;
+    expect(smsSent.seq).toBeGreaterThan(resolution.seq);
+    expect((await stack.effects()).messages[clientRef].count).toBe(1);
+  });
+
+  it('a permitted resolution (FAILED) cancels the waiting dependent', async () => {
+    await stack.setFaults({ rules: [{ method: 'POST', path: '/v1/messages', fault: 'drop_before_commit', count: 1 }] });
+    const clientRef = unique('rr-failed-sms');
+    const reference = unique('rr-failed-charge');
+    const created = await submit(stack, [sms(clientRef), charge(reference, { depends_on: ['notify'] })]);
+    const held = await waitForOp(stack, created.id, 'notify', (o) => o.status === 'MANUAL_REVIEW');
+    const res = await resolve(held.id, 'FAILED');
+    expect(res.status).toBe(200);
+    const execution = await settle(stack, created.id);
+    expect(execution.operations.map((o) => o.status)).toEqual(['FAILED', 'CANCELLED']);
+    expect(execution.effects.summary).toBe('none');
+    expectLegalHistory(await events(stack, created.id));
+    expect((await stack.effects()).charges[reference]).toBeUndefined();
+  });
+
+  it('a forbidden resolution answers 409 with the permitted actions; a settled operation cannot be resolved', async () => {
+    await stack.setFaults({ read_fault: 'field_missing' });
+    const created = await submit(stack, [charge(unique('rr-forbidden'))]);
+    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    expect(held.recovery_obligation!.permitted_actions).toEqual(['VERIFIED', 'FAILED']);
+    for (const status of ['SENT', 'CANCELLED']) {
+      const res = await resolve(held.id, status);
+      expect(res.status).toBe(409);
+      expect(res.headers.get('content-type')).toContain('application/problem+json');
+      expect(res.body.permitted_resolutions).toEqual(['VERIFIED', 'FAILED']);
+    }
+    expect((await getOperation(stack, held.id)).status).toBe('MANUAL_REVIEW');
+    expect((await resolve(held.id, 'FAILED')).status).toBe(200);
+    // Now FAILED: no resolution applies any more.
+    expect((await resolve(held.id, 'VERIFIED')).status).toBe(409);
+    expect(statusPath(await events(stack, created.id), held.id).slice(-2)).toEqual(['MANUAL_REVIEW', 'FAILED']);
+  });
+
+  it('another tenant cannot resolve (404), an agent key cannot either (403)', async () => {
+    await stack.setFaults({ read_fault: 'field_missing' });
+    const created = await submit(stack, [charge(unique('rr-tenant'))]);
+    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    expect((await resolve(held.id, 'VERIFIED', OTHER_REVIEWER)).status).toBe(404);
+    expect((await resolve(held.id, 'VERIFIED', DEMO.agent)).status).toBe(403);
+    expect((await getOperation(stack, held.id)).status).toBe('MANUAL_REVIEW');
+  });
+
+  it('a never-sent operation held for a knowledge conflict: SENT releases it (sent once, verified)', async () => {
+    const reference = unique('rr-release');
+    const created = await submit(stack, [charge(reference, { expected_state: { charged: true } })]);
+    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    expect(held).toMatchObject({ terminal_reason: 'KNOWLEDGE_CONFLICT', attempt: 0 });
+    expect(held.recovery_obligation!.permitted_actions).toEqual(['SENT', 'CANCELLED']);
+    expect((await resolve(held.id, 'VERIFIED')).status).toBe(409);
+    expect((await resolve(held.id, 'SENT')).status).toBe(200);
+
+    const op = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'VERIFIED');
+    expect(op.attempt).toBe(1);
+    const log = await events(stack, created.id);
+    expectLegalHistory(log);
+    expect(statusPath(log, op.id)).toEqual(['PREPARED', 'MANUAL_REVIEW', 'SENT', 'ACKNOWLEDGED', 'VERIFIED']);
+    expect(log.find((e) => e.to_status === 'SENT')!.data.actor).toBe('human');
+    expect(log.some((e) => e.type === 'operation.release_requested')).toBe(true);
+    expect((await stack.effects()).charges[reference].count).toBe(1);
+  });
+
+  it('a never-sent operation can be CANCELLED by the reviewer instead', async () => {
+    const reference = unique('rr-cancel');
+    const created = await submit(stack, [charge(reference, { expected_state: { charged: true } })]);
+    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    expect((await resolve(held.id, 'CANCELLED')).status).toBe(200);
+    const execution = await settle(stack, created.id);
+    expect(execution.operations[0].status).toBe('CANCELLED');
+    expect((await stack.effects()).charges[reference]).toBeUndefined();
+  });
+
+  it('an overdue obligation is escalated once, to the tenant’s escalation target, with an event', async () => {
+    await stack.db.dataSource.query(
+      `UPDATE tenants SET settings = settings || '{"obligationOwner": "payments-team", "escalationTarget": "pager:payments"}'::jsonb
+       WHERE id = 'demo'`,
+    );
+    try {
+      await stack.setFaults({ read_fault: 'amount_mismatch' });
+      const created = await submit(stack, [charge(unique('rr-escalate'))]);
+      const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+      expect(held.recovery_obligation).toMatchObject({ owner: 'payments-team', escalation_target: 'pager:payments' });
+      const escalated = await waitForOp(
+        stack,
+        created.id,
+        'charge',
+        (o) => typeof o.recovery_obligation?.escalated_at === 'string',
+      );
+      expect(escalated.status).toBe('MANUAL_REVIEW');
+      // A few more sweeps: still exactly one escalation.
+      await new Promise((r) => setTimeout(r, 1500));
+      const log = await events(stack, created.id);
+      const escalations = log.filter((e) => e.type === 'obligation.escalated');
+      expect(escalations).toHaveLength(1);
+      expect(escalations[0]).toMatchObject({
+        operation_id: held.id,
+        data: { to: 'pager:payments', owner: 'payments-team', due_at: held.recovery_obligation!.due_at },
+      });
+      expect(Date.parse(String(escalated.recovery_obligation!.escalated_at))).toBeGreaterThanOrEqual(
+        Date.parse(String(held.recovery_obligation!.due_at)),
+      );
+    } finally {
+      await stack.db.dataSource.query(
+        `UPDATE tenants SET settings = settings - 'obligationOwner' - 'escalationTarget' WHERE id = 'demo'`,
+      );
+    }
+  });
+});
