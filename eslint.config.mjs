@@ -2,7 +2,18 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', '**/dist/**', 'coverage/**', 'node_modules/**', '.verity/**', 'test-artifacts/**', '**/*.mjs', '**/*.js'] },
+  {
+    ignores: [
+      'dist/**',
+      '**/dist/**',
+      'coverage/**',
+      'node_modules/**',
+      '.verity/**',
+      'test-artifacts/**',
+      '**/*.mjs',
+      '**/*.js',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -16,7 +27,10 @@ export default tseslint.config(
   {
     files: ['libs/status-model/**/*.ts'],
     rules: {
-      'no-restricted-imports': ['error', { patterns: ['@nestjs/*', 'typeorm', 'bullmq', 'ioredis', 'pg', '@verity/*', 'node:*'] }],
+      'no-restricted-imports': [
+        'error',
+        { patterns: ['@nestjs/*', 'typeorm', 'bullmq', 'ioredis', 'pg', '@verity/*', 'node:*'] },
+      ],
     },
   },
 );

@@ -127,7 +127,8 @@ export class AppProcess {
     child.stderr?.on('data', collect);
     this.exited = new Promise<void>((resolve) =>
       child.once('exit', (code, signal) => {
-        log.end(`--- exited code=${code} signal=${signal}\n`);
+        // 'exit' can come before the last output is read: the log is closed on 'close', after the pipes drained.
+        child.once('close', () => log.end(`--- exited code=${code} signal=${signal}\n`));
         resolve();
       }),
     );

@@ -134,7 +134,8 @@ describe('dispatcher: crashes and pauses around the send', () => {
   });
 
   it('SIGSTOP after the call past the job lock; others take over; SIGCONT: one effect, the late write is rejected', async () => {
-    const a = await pausedDispatcher({ TEST_PAUSE_AFTER_CALL_MS: '2500' });
+    // Long enough that the test surely stops it mid-pause; the stop then outlasts the job lock.
+    const a = await pausedDispatcher({ TEST_PAUSE_AFTER_CALL_MS: '5000' });
     const reference = unique('stop-call');
     const created = await submit(stack, [charge(reference)]);
     const [opId] = await waitForMarkers(a, 'paused after call', 1);
@@ -158,7 +159,7 @@ describe('dispatcher: crashes and pauses around the send', () => {
   });
 
   it('SIGSTOP after SENT past the job lock; SIGCONT: the worker wakes too late and does not call', async () => {
-    const a = await pausedDispatcher({ TEST_PAUSE_AFTER_SENT_MS: '1000' });
+    const a = await pausedDispatcher({ TEST_PAUSE_AFTER_SENT_MS: '5000' });
     const reference = unique('stop-sent');
     const created = await submit(stack, [charge(reference)]);
     const [opId] = await waitForMarkers(a, 'paused after SENT', 1);
@@ -179,7 +180,7 @@ describe('dispatcher: crashes and pauses around the send', () => {
   });
 
   it('graceful SIGTERM: the in-flight send finishes and records its outcome before the process exits', async () => {
-    const a = await pausedDispatcher({ TEST_PAUSE_AFTER_CALL_MS: '1500' });
+    const a = await pausedDispatcher({ TEST_PAUSE_AFTER_CALL_MS: '3000' });
     const reference = unique('sigterm');
     const created = await submit(stack, [charge(reference)]);
     const [opId] = await waitForMarkers(a, 'paused after call', 1);

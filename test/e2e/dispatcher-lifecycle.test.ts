@@ -41,7 +41,7 @@ describe('dispatcher: execution lifecycle', () => {
   it('completes with criteria verdicts (pass / fail) backed by event ids', async () => {
     const reference = unique('lc-criteria');
     // A lagging replica keeps the charge ACKNOWLEDGED for a while: the execution visibly waits for the tool.
-    await stack.setFaults({ replica_lag_ms: 1500 });
+    await stack.setFaults({ replica_lag_ms: 1000 });
     const created = await submit(
       stack,
       [charge(reference), sms(unique('lc-criteria-sms'), { depends_on: ['charge'] })],

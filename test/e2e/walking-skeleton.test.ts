@@ -32,7 +32,8 @@ describe('walking skeleton (api, dispatcher, reconciler, sandbox as separate pro
     expect(created.status).toBe(201);
     expect(created.body.status).toBe('created');
     return waitFor(
-      async () => (await http<Execution>(stack.apiUrl, 'GET', `/v1/executions/${created.body.id}`, { key: DEMO.agent })).body,
+      async () =>
+        (await http<Execution>(stack.apiUrl, 'GET', `/v1/executions/${created.body.id}`, { key: DEMO.agent })).body,
       (e) => ['completed', 'failed', 'cancelled', 'expired'].includes(e.status),
     );
   }

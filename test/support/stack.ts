@@ -222,7 +222,8 @@ export async function waitFor<T>(
   const deadline = Date.now() + timeoutMs;
   let last: T = await probe();
   while (!until(last)) {
-    if (Date.now() > deadline) throw new Error(`condition not met in ${timeoutMs} ms; last value: ${JSON.stringify(last)}`);
+    if (Date.now() > deadline)
+      throw new Error(`condition not met in ${timeoutMs} ms; last value: ${JSON.stringify(last)}`);
     await new Promise((r) => setTimeout(r, intervalMs));
     last = await probe();
   }

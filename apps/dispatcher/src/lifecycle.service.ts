@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { ConnectorRegistry } from '@verity/connectors';
+import { ConnectorEnvironment, ConnectorRegistry } from '@verity/connectors';
 import {
   Approval,
   CriterionResult,
@@ -10,6 +10,7 @@ import {
   TenantEntity,
   TransitionService,
   connectorOperation,
+  loadConnectorSettings,
   findExecution,
   findOperations,
   recoveryObligation,
@@ -145,7 +146,7 @@ export class LifecycleService {
       if (op.status !== S.PREPARED) continue;
       const connector = this.connectors.get(op.connector);
       if (!connector?.readContext) continue;
-      const context = await connector.readContext(connectorOperation(op), this.env());
+      const context = await connector.readContext(connectorOperation(op), await this.envFor(op));
       if (context.kind === 'unreachable') {
         await this.transitions.annotate(this.db.manager, {
           executionId: execution.id,
@@ -367,8 +368,16 @@ export class LifecycleService {
     return this.db.getRepository(TenantEntity).findOneBy({ id });
   }
 
-  private env() {
-    return { sandboxUrl: this.config.SANDBOX_URL, timeoutMs: this.config.CONNECTOR_TIMEOUT_MS };
+  /** Context reads go through the tenant's connector settings (egress allowlist, secrets) like sends do. */
+  private async envFor(op: OperationEntity): Promise<ConnectorEnvironment> {
+    const settings = await loadConnectorSettings(this.db.manager, op.tenantId, op.connector, {
+      withSecrets: this.connectors.get(op.connector)?.settings?.secrets === true,
+    });
+    return {
+      sandboxUrl: this.config.SANDBOX_URL,
+      timeoutMs: this.config.CONNECTOR_TIMEOUT_MS,
+      tenant: { allowHosts: settings.allowHosts, secrets: settings.secrets },
+    };
   }
 
   logSkip(executionId: string, outcome: AdvanceOutcome): void {
