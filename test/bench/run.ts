@@ -564,8 +564,11 @@ async function main(): Promise<void> {
   const versions = (await pool.query<{ v: string }>(`SELECT current_setting('server_version') AS v`)).rows[0].v;
   try {
     await sleep(2_000);
+    // Idle = booted and not yet loaded: the API and the sandbox now, the workers right after they start (the API has
+    // served the intake rounds by then, so it is not sampled again).
     const idleRss = new RssSampler(cluster);
     idleRss.sample();
+    const idleRssAtBoot = { ...idleRss.max };
 
     note('intake: baseline and Verity, interleaved, workers stopped');
     const loadRss = new RssSampler(cluster).start();
@@ -596,7 +599,7 @@ async function main(): Promise<void> {
     const idle = await benchIdleLatency(pool, agent, options.idleSamples);
     const moderateRate = Math.max(2, Math.round(e2e1.verifiedPerSecond * 0.5));
     const moderate = await benchModerateLatency(pool, agent, moderateRate, options.moderateSeconds);
-    const idleRssMax = idleRss.max;
+    const idleRssMax = { ...idleRss.max, ...idleRssAtBoot };
 
     const intakeRatio = intake.verity.requestsPerSecond / intake.baseline.requestsPerSecond;
     const e2eRatio1 = e2e1.verifiedPerSecond / ceiling1.jobsPerSecond;

@@ -110,10 +110,11 @@ export async function runChaos(partial: Partial<ChaosOptions> = {}): Promise<Cha
   const reviewer = new Verity({ baseUrl: cluster.apiUrl, apiKey: 'demo-reviewer-key', timeoutMs: 15_000 });
   let report: InvariantReport | undefined;
   let stopWatch = () => undefined as void;
+  let stopReviewer = () => undefined as void;
   try {
     await cluster.setFaults(faultRules(options.faultProbability, options.replicaLagMs));
     stopWatch = watchUnexpectedExits(cluster, actions, note);
-    const stopReviewer = runReviewer(pool, reviewer, actions);
+    stopReviewer = runReviewer(pool, reviewer, actions);
 
     const windowMs = Math.max(5_000, (planned.length / options.rate) * 1000);
     note(
@@ -133,9 +134,10 @@ export async function runChaos(partial: Partial<ChaosOptions> = {}): Promise<Cha
       accepted.map((a) => a.executionId),
       options.drainTimeoutMs,
       note,
+      options.stallMs,
     );
     stopReviewer();
-    note(drained ? 'drained: everything settled' : `drain bound of ${options.drainTimeoutMs / 1000} s reached`);
+    note(drained ? 'drained: everything settled' : 'the drain gave up: some accepted work never settled');
     actions.refusedStarts = cluster.apps.reduce((n, a) => n + a.failedStarts, 0);
     // Let in-flight moves that are not part of "settled" (e.g. a late CAS that loses) finish before reading.
     await sleep(1_000);
@@ -150,6 +152,7 @@ export async function runChaos(partial: Partial<ChaosOptions> = {}): Promise<Cha
     });
   } finally {
     stopWatch();
+    stopReviewer();
     await pool.end().catch(() => undefined);
     await cluster.stop();
   }
