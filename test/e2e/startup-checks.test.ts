@@ -1,0 +1,99 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DIST, freePort } from '../support/stack';
+
+const ROOT = join(__dirname, '..', '..');
+
+function run(entry: string, env: Record<string, string>): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [join(DIST, entry)], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, output });
+    });
+  });
+}
+
+/** Issue 2: every app refuses to start unless Redis has maxmemory-policy noeviction, and says so. */
+describe('start-up checks', () => {
+  let redis: ReturnType<typeof spawn>;
+  let redisUrl = '';
+  let dir = '';
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'verity-evicting-redis-'));
+    const port = await freePort();
+    redis = spawn(
+      'redis-server',
+      [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--dir',
+        dir,
+        '--maxmemory-policy',
+        'allkeys-lru',
+      ],
+      { stdio: 'ignore' },
+    );
+    redisUrl = `redis://127.0.0.1:${port}`;
+    const deadline = Date.now() + 10_000;
+    while (Date.now() < deadline) {
+      const ping = spawnSync('redis-cli', ['-p', String(port), 'ping'], { encoding: 'utf8' });
+      if (ping.stdout.includes('PONG')) return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error('private redis did not start');
+  });
+
+  afterAll(() => {
+    redis?.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it.each(['apps/api/src/main.js', 'apps/dispatcher/src/main.js', 'apps/reconciler/src/main.js'])(
+    '%s exits with a message naming the required Redis policy when Redis may evict keys',
+    async (entry) => {
+      const result = await run(entry, { REDIS_URL: redisUrl, PORT: String(await freePort()), LOG_LEVEL: 'info' });
+      expect(result.code).not.toBe(0);
+      expect(result.output).toContain('noeviction');
+      expect(result.output).toContain('allkeys-lru');
+    },
+  );
+
+  it('refuses an invalid configuration value, naming the variable', async () => {
+    const result = await run('apps/dispatcher/src/main.js', { CONNECTOR_TIMEOUT_MS: 'soon' });
+    expect(result.code).not.toBe(0);
+    expect(result.output).toContain('CONNECTOR_TIMEOUT_MS');
+  });
+});
+
+/** Issue 2: `docker compose config` accepts docker-compose.yml (validated without an engine). */
+describe('docker-compose.yml', () => {
+  it('is accepted by docker compose config', () => {
+    const plugin = spawnSync('docker', ['compose', 'version'], { encoding: 'utf8' });
+    const [command, args] =
+      plugin.status === 0
+        ? ['docker', ['compose', 'config', '--quiet']]
+        : ['docker-compose', ['-f', 'docker-compose.yml', 'config', '--quiet']];
+    const result = spawnSync(command, args, { cwd: ROOT, encoding: 'utf8' });
+    if (result.error)
+      throw new Error(`${command} is not installed (.ci/run installs docker-compose): ${result.error.message}`);
+    expect(result.stderr).toBe('');
+    expect(result.status).toBe(0);
+  });
+});
