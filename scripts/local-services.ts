@@ -425,7 +425,13 @@ class ManagedProcess {
     const stopping = (async () => {
       this.signalSync('SIGCONT'); // a paused (SIGSTOP) server cannot act on its stop signal
       this.signalSync(this.options.stopSignal);
-      const timedOut = await Promise.race([this.exited.then(() => false), sleep(timeoutMs).then(() => true)]);
+      let timer: NodeJS.Timeout | undefined;
+      const deadline = new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(true), timeoutMs);
+      });
+      // The deadline timer is cleared once the server exits, so it cannot hold the process open afterwards.
+      const timedOut = await Promise.race([this.exited.then(() => false), deadline]);
+      clearTimeout(timer);
       if (timedOut) await this.kill('SIGKILL');
     })();
     this.stopping = stopping;

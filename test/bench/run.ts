@@ -521,10 +521,27 @@ function breakdown(perOp: Record<string, number>): string {
     .join(', ');
 }
 
+class UsageError extends Error {}
+
+const USAGE = [
+  'usage: npm run bench -- [options]',
+  '  --quick               shorter phases, for a smoke test',
+  '  --profile             CPU profiles of every app (node --cpu-prof), summarised at the end; keeps the logs',
+  '  --no-diagnose         skip the runs with the events NOTIFY trigger disabled',
+  "  --keep                keep the private cluster's data and logs",
+  ...Object.entries(DEFAULTS)
+    .filter(([, v]) => typeof v === 'number')
+    .map(([k, v]) => `  --${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`).padEnd(20)} (default ${String(v)})`),
+].join('\n');
+
 function parseArgs(argv: string[]): BenchOptions {
   const options = { ...DEFAULTS };
   for (let i = 0; i < argv.length; i += 1) {
     const arg = argv[i];
+    if (arg === '--help' || arg === '-h') {
+      process.stdout.write(`${USAGE}\n`);
+      process.exit(0);
+    }
     if (arg === '--quick') Object.assign(options, { intakeSeconds: 5, rounds: 1, e2eSeconds: 8, ceilingJobs: 3000 });
     else if (arg === '--keep') options.keep = true;
     else if (arg === '--no-diagnose') options.diagnose = false;
@@ -532,10 +549,11 @@ function parseArgs(argv: string[]): BenchOptions {
     else {
       const match = /^--([a-z-]+)(?:=(.*))?$/.exec(arg);
       const key = match?.[1].replace(/-([a-z])/g, (_, c: string) => c.toUpperCase()) as keyof BenchOptions | undefined;
-      if (!match || !key || !(key in DEFAULTS) || key === 'keep' || key === 'profile' || key === 'diagnose')
-        throw new Error(`unknown option ${arg}`);
+      if (!match || !key || !(key in DEFAULTS) || key === 'keep' || key === 'profile' || key === 'diagnose') {
+        throw new UsageError(`unknown option ${arg}\n${USAGE}`);
+      }
       const value = Number(match[2] ?? argv[++i]);
-      if (!Number.isFinite(value)) throw new Error(`${arg} needs a number`);
+      if (!Number.isFinite(value)) throw new UsageError(`${arg} needs a number\n${USAGE}`);
       (options as unknown as Record<string, number>)[key] = value;
     }
   }
@@ -742,6 +760,10 @@ function perUnit(cpu: CpuUse, units: number): Record<string, number> {
 }
 
 main().catch((error: unknown) => {
+  if (error instanceof UsageError) {
+    process.stderr.write(`${error.message}\n`);
+    process.exit(2);
+  }
   process.stderr.write(
     `benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
   );

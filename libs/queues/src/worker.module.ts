@@ -30,7 +30,13 @@ export class WorkerQueuesModule {
  * SENT operation into UNKNOWN instead. Read from the validated config (decorators are evaluated at import time).
  */
 export function workerSettings(queue: QueueName, config: VerityConfig): Omit<WorkerOptions, 'connection'> {
-  const base = { concurrency: config.WORKER_CONCURRENCY, lockDuration: config.DISPATCH_LOCK_MS };
+  // Stalled jobs are looked for once per lock window (BullMQ's default is every 30 s whatever the lock), so a job whose
+  // worker died is released — and its SENT operation handed to the sweeper — within about one lock window.
+  const base = {
+    concurrency: config.WORKER_CONCURRENCY,
+    lockDuration: config.DISPATCH_LOCK_MS,
+    stalledInterval: config.DISPATCH_LOCK_MS,
+  };
   switch (queue) {
     case QueueName.DISPATCH:
       return { ...base, maxStalledCount: 0 };
