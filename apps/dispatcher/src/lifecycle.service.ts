@@ -9,8 +9,8 @@ import {
   OperationEntity,
   TenantEntity,
   TransitionService,
+  connectorEnvironment,
   connectorOperation,
-  loadConnectorSettings,
   findExecution,
   findOperations,
   recoveryObligation,
@@ -369,15 +369,14 @@ export class LifecycleService {
   }
 
   /** Context reads go through the tenant's connector settings (egress allowlist, secrets) like sends do. */
-  private async envFor(op: OperationEntity): Promise<ConnectorEnvironment> {
-    const settings = await loadConnectorSettings(this.db.manager, op.tenantId, op.connector, {
-      withSecrets: this.connectors.get(op.connector)?.settings?.secrets === true,
-    });
-    return {
-      sandboxUrl: this.config.SANDBOX_URL,
-      timeoutMs: this.config.CONNECTOR_TIMEOUT_MS,
-      tenant: { allowHosts: settings.allowHosts, secrets: settings.secrets },
-    };
+  private envFor(op: OperationEntity): Promise<ConnectorEnvironment> {
+    const base = { sandboxUrl: this.config.SANDBOX_URL, timeoutMs: this.config.CONNECTOR_TIMEOUT_MS };
+    return connectorEnvironment(
+      this.db.manager,
+      op,
+      base,
+      this.connectors.get(op.connector)?.settings?.secrets === true,
+    );
   }
 
   logSkip(executionId: string, outcome: AdvanceOutcome): void {

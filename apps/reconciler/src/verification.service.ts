@@ -13,9 +13,9 @@ import {
   OperationEntity,
   TenantEntity,
   TransitionService,
+  connectorEnvironment,
   connectorOperation,
   findOperation,
-  loadConnectorSettings,
   recoveryObligation,
   rows,
   snapshotOf,
@@ -192,15 +192,14 @@ export class VerificationService {
   }
 
   /** The tenant's settings for the connector (allowlist, secrets) go with every read; they are never stored. */
-  private async envFor(op: OperationEntity): Promise<ConnectorEnvironment> {
-    const settings = await loadConnectorSettings(this.db.manager, op.tenantId, op.connector, {
-      withSecrets: this.connectors.get(op.connector)?.settings?.secrets === true,
-    });
-    return {
-      sandboxUrl: this.config.SANDBOX_URL,
-      timeoutMs: this.config.CONNECTOR_TIMEOUT_MS,
-      tenant: { allowHosts: settings.allowHosts, secrets: settings.secrets },
-    };
+  private envFor(op: OperationEntity): Promise<ConnectorEnvironment> {
+    const base = { sandboxUrl: this.config.SANDBOX_URL, timeoutMs: this.config.CONNECTOR_TIMEOUT_MS };
+    return connectorEnvironment(
+      this.db.manager,
+      op,
+      base,
+      this.connectors.get(op.connector)?.settings?.secrets === true,
+    );
   }
 
   /** Stale replica, missing field, unreachable source: retried with backoff, then held with the matching reason. */

@@ -2,6 +2,7 @@ import { ExecutionStatus, OperationStatus, VerificationMethodValue } from '@veri
 import { EntityManager } from 'typeorm';
 import { Criterion, EventEntity, ExecutionEntity, OperationEntity } from './entities';
 import { Queryable, rows } from './sql';
+import { loadConnectorSettings } from './entities/connector-settings.entity';
 
 export interface NewOperation {
   id: string;
@@ -164,4 +165,18 @@ export function connectorOperation(op: OperationEntity) {
     expectedState: op.expectedState,
     providerRef: op.providerRef,
   };
+}
+
+/**
+ * The environment a connector call runs in: the base settings plus the tenant's settings for that connector (egress
+ * allowlist, and secrets only when the connector uses them). One place, so sends, context reads and read-backs agree.
+ */
+export async function connectorEnvironment(
+  db: Queryable,
+  op: Pick<OperationEntity, 'tenantId' | 'connector'>,
+  base: { sandboxUrl: string; timeoutMs: number },
+  usesSecrets: boolean,
+) {
+  const settings = await loadConnectorSettings(db, op.tenantId, op.connector, { withSecrets: usesSecrets });
+  return { ...base, tenant: { allowHosts: settings.allowHosts, secrets: settings.secrets } };
 }
