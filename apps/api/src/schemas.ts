@@ -158,23 +158,24 @@ const Problem = z.looseObject({
   errors: z.array(FieldError).optional(),
 });
 
-const Connector = z.strictObject({
-  name: z.string(),
-  description: z.string(),
+/** What a connector, and each of its actions, can prove: the limitations table. */
+const CapabilityFields = {
   read_back: z.boolean(),
   context_read: z.boolean(),
   provider_idempotency: z.boolean(),
   reversible: z.boolean(),
   can_reach_verified: z.boolean(),
+};
+
+const Connector = z.strictObject({
+  name: z.string(),
+  description: z.string(),
+  ...CapabilityFields,
   actions: z.array(
     z.strictObject({
       name: z.string(),
       description: z.string(),
-      read_back: z.boolean(),
-      context_read: z.boolean(),
-      provider_idempotency: z.boolean(),
-      reversible: z.boolean(),
-      can_reach_verified: z.boolean(),
+      ...CapabilityFields,
       /** A capability that holds only for some operations of the action, and when (e.g. http needs params.read_back). */
       conditions: z.record(z.string(), z.string()),
       params_schema: Json,

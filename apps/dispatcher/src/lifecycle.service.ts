@@ -30,6 +30,8 @@ import {
 import { DataSource } from 'typeorm';
 import { needsApproval } from './operation-rules';
 
+type TenantLoader = (tenantId: string) => Promise<TenantEntity | null>;
+
 export type AdvanceOutcome = 'done' | 'skipped: not found' | 'skipped: terminal' | 'skipped: lost race';
 
 const E = ExecutionStatus;
@@ -52,12 +54,15 @@ export class LifecycleService {
 
   async advance(executionId: string): Promise<AdvanceOutcome> {
     let lost = 0;
+    // The tenant (its approval policy and settings) is read once per job, not once per step.
+    let tenantRow: Promise<TenantEntity | null> | undefined;
+    const tenant: TenantLoader = (id) => (tenantRow ??= this.db.getRepository(TenantEntity).findOneBy({ id }));
     for (let step = 0; step < 20; step += 1) {
       const execution = await findExecution(this.db.manager, executionId);
       if (!execution) return 'skipped: not found';
       if (isTerminalExecution(execution.status)) return 'skipped: terminal';
       const operations = await findOperations(this.db.manager, executionId);
-      const progressed = await this.step(execution, operations);
+      const progressed = await this.step(execution, operations, tenant);
       // A lost CAS means someone else moved a row we read: look again rather than leave the execution where the
       // winner's (possibly older) view put it.
       if (progressed === 'lost') {
@@ -70,7 +75,11 @@ export class LifecycleService {
   }
 
   /** One move; returns true when something changed and another look is worthwhile. */
-  private async step(execution: ExecutionEntity, operations: OperationEntity[]): Promise<boolean | 'lost'> {
+  private async step(
+    execution: ExecutionEntity,
+    operations: OperationEntity[],
+    tenant: TenantLoader,
+  ): Promise<boolean | 'lost'> {
     if (execution.deadlineAt.getTime() <= Date.now()) {
       await this.cancelPrepared(operations, 'execution_expired');
       return this.move(execution, E.EXPIRED, { reason: 'deadline passed' });
@@ -81,15 +90,15 @@ export class LifecycleService {
       case E.VALIDATING:
         return this.validate(execution, operations);
       case E.RESOLVING_CONTEXT:
-        await this.resolveContext(execution, operations);
+        await this.resolveContext(execution, operations, tenant);
         return this.move(execution, E.PLANNING);
       case E.PLANNING:
-        await this.plan(execution, operations);
+        await this.plan(execution, operations, tenant);
         return this.move(execution, E.RUNNING);
       case E.VALIDATING_OUTPUT:
         return this.complete(execution, operations);
       default:
-        return this.run(execution, operations);
+        return this.run(execution, operations, tenant);
     }
   }
 
@@ -140,8 +149,12 @@ export class LifecycleService {
    * no_change_required (Verity does not claim it caused it). A mismatch with what the agent expected is a
    * KNOWLEDGE_CONFLICT: irreversible → held for a human; reversible → proceeds, conflict recorded.
    */
-  private async resolveContext(execution: ExecutionEntity, operations: OperationEntity[]): Promise<void> {
-    const tenant = await this.tenant(execution.tenantId);
+  private async resolveContext(
+    execution: ExecutionEntity,
+    operations: OperationEntity[],
+    loadTenant: TenantLoader,
+  ): Promise<void> {
+    const tenant = await loadTenant(execution.tenantId);
     for (const op of operations) {
       if (op.status !== S.PREPARED) continue;
       const connector = this.connectors.get(op.connector);
@@ -211,8 +224,12 @@ export class LifecycleService {
   }
 
   /** Decide which operations need approval; a decision that arrived early is kept, not asked again. */
-  private async plan(execution: ExecutionEntity, operations: OperationEntity[]): Promise<void> {
-    const tenant = await this.tenant(execution.tenantId);
+  private async plan(
+    execution: ExecutionEntity,
+    operations: OperationEntity[],
+    loadTenant: TenantLoader,
+  ): Promise<void> {
+    const tenant = await loadTenant(execution.tenantId);
     const fresh = await findOperations(this.db.manager, execution.id);
     for (const op of fresh.length ? fresh : operations) {
       if (op.status !== S.PREPARED || !needsApproval(op, tenant?.settings)) continue;
@@ -232,8 +249,12 @@ export class LifecycleService {
   }
 
   /** running ⇄ waiting_for_tool ⇄ waiting_for_approval: dispatch what is ready, cancel what can never run. */
-  private async run(execution: ExecutionEntity, operations: OperationEntity[]): Promise<boolean | 'lost'> {
-    const tenant = await this.tenant(execution.tenantId);
+  private async run(
+    execution: ExecutionEntity,
+    operations: OperationEntity[],
+    loadTenant: TenantLoader,
+  ): Promise<boolean | 'lost'> {
+    const tenant = await loadTenant(execution.tenantId);
     const latestByKey = new Map<string, OperationEntity>();
     for (const op of operations) latestByKey.set(op.key, op);
     let changed = false;
@@ -265,7 +286,7 @@ export class LifecycleService {
         }
         if (op.approval?.state !== 'granted') {
           awaitingApproval += 1;
-          if (op.approval?.state !== 'requested') await this.plan(execution, [op]);
+          if (op.approval?.state !== 'requested') await this.plan(execution, [op], loadTenant);
           continue;
         }
       }
@@ -362,10 +383,6 @@ export class LifecycleService {
       now: new Date(),
       dueInMs: this.config.OBLIGATION_DUE_MS,
     });
-  }
-
-  private async tenant(id: string): Promise<TenantEntity | null> {
-    return this.db.getRepository(TenantEntity).findOneBy({ id });
   }
 
   /** Context reads go through the tenant's connector settings (egress allowlist, secrets) like sends do. */

@@ -21,7 +21,7 @@ import {
   rawHostOf,
   systemResolver,
 } from './egress';
-import { HttpExchange, httpExchange } from './http-exchange';
+import { HttpExchange, HttpExchangeRequest, httpExchange } from './http-exchange';
 import { FIELD_PATH, FIELD_PATH_RULE, clipValue, fieldKey, readField, sameJson } from './json-path';
 
 /** Response bodies beyond this are not parsed; nothing of a body is kept but one extracted field. */
@@ -418,15 +418,7 @@ export class HttpConnector implements Connector {
  * vetted by the lookup the client calls, so the address that was checked is the address connected to.
  */
 export async function guardedExchange(
-  request: {
-    method: string;
-    url: string;
-    headers?: Record<string, string>;
-    body?: unknown;
-    timeoutMs: number;
-    maxResponseBytes?: number;
-    signal?: AbortSignal;
-  },
+  request: Omit<HttpExchangeRequest, 'lookup'>,
   allowHosts: readonly AllowedHost[] | undefined,
   resolver: Resolver = systemResolver,
 ): Promise<HttpExchange | { kind: 'refused'; message: string }> {
