@@ -327,6 +327,21 @@ async function restart(victim: AppProcess, note: (line: string) => void): Promis
   }
 }
 
+/** The apps log a crash as one pino line ("crashing") with the stack; quote its first lines, else the log's tail. */
+function crashCause(tail: string): string {
+  for (const line of tail.split('\n').reverse()) {
+    if (!line.includes('"crashing"')) continue;
+    try {
+      const entry = JSON.parse(line) as { err?: { stack?: string; message?: string }; origin?: string };
+      const stack = (entry.err?.stack ?? entry.err?.message ?? '').split('\n').slice(0, 6).join(' | ');
+      return `${entry.origin ?? 'crash'}: ${stack}`;
+    } catch {
+      break;
+    }
+  }
+  return tail.split('\n').slice(-5).join(' ').replace(/\s+/g, ' ').slice(-300);
+}
+
 /** A process that dies without being told to is a finding: record it, and start it again so the run goes on. */
 function watchUnexpectedExits(cluster: Cluster, actions: ChaosActions, note: (line: string) => void): () => void {
   let watching = true;
@@ -338,7 +353,7 @@ function watchUnexpectedExits(cluster: Cluster, actions: ChaosActions, note: (li
       if (!exitedOnItsOwn || known.get(app) === app.starts) continue;
       known.set(app, app.starts);
       const detail = `${app.label} exited by itself (code ${app.child?.exitCode}, signal ${app.child?.signalCode})`;
-      actions.unexpectedExits.push(`${detail}: ${app.tail(5).replace(/\s+/g, ' ').slice(-300)}`);
+      actions.unexpectedExits.push(`${detail}: ${crashCause(app.tail(200))}`);
       note(`${detail}; restarting it`);
       restart(app, note).catch((error: unknown) => note(`${app.label} restart failed: ${String(error)}`));
     }

@@ -3,7 +3,7 @@ import { NestFactory } from '@nestjs/core';
 import { SwaggerModule } from '@nestjs/swagger';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { createDataSource, runMigrationsLocked, seedDemo } from '@verity/persistence';
-import { LOGGER, Logger, assertNoEviction, createLogger, loadConfig, onShutdown } from '@verity/platform';
+import { LOGGER, Logger, assertNoEviction, createLogger, loadConfig, logCrashes, onShutdown } from '@verity/platform';
 import { ApiModule } from './api.module';
 import { mountBullBoard } from './bull-board';
 import { BODY_LIMIT_BYTES, bodyErrorHandler } from './http/body-errors';
@@ -15,6 +15,7 @@ import { mountConsole } from './console';
 async function bootstrap(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger('api', config.LOG_LEVEL);
+  logCrashes(logger);
   await assertNoEviction(config.REDIS_URL);
   if (config.RUN_MIGRATIONS || config.SEED_DEMO) {
     const ds = createDataSource(config.DATABASE_URL, 2);

@@ -1,11 +1,12 @@
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
-import { assertNoEviction, createLogger, loadConfig, onShutdown } from '@verity/platform';
+import { assertNoEviction, createLogger, loadConfig, logCrashes, onShutdown } from '@verity/platform';
 import { ReconcilerModule } from './reconciler.module';
 
 async function bootstrap(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger('reconciler', config.LOG_LEVEL);
+  logCrashes(logger);
   await assertNoEviction(config.REDIS_URL);
   const app = await NestFactory.createApplicationContext(ReconcilerModule.forRoot(config), {
     logger: ['error', 'warn'],

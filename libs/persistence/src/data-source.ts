@@ -1,6 +1,21 @@
+import { Client, ClientConfig } from 'pg';
 import { DataSource, DataSourceOptions } from 'typeorm';
 import { ENTITIES } from './entities';
 import { MIGRATIONS } from './migrations';
+
+/**
+ * A pg client that can never crash the process with an unheard 'error' event. pg emits 'error' on a client whose
+ * server goes away (a Postgres crash or restart sends FATAL to idle sessions) and Node throws an 'error' event nobody
+ * listens to. The pool listens while a client is idle and TypeORM while a query runner holds it, but a client between
+ * those hands (released with an error, being ended) has no listener, and a dispatcher died of exactly that in a chaos
+ * run. The error is not lost: queries in flight are rejected with it, and the pool drops the broken client.
+ */
+export class ResilientPgClient extends Client {
+  constructor(config?: string | ClientConfig) {
+    super(config);
+    this.on('error', () => undefined);
+  }
+}
 
 export function dataSourceOptions(url: string, poolSize = 10): DataSourceOptions {
   return {
@@ -12,7 +27,7 @@ export function dataSourceOptions(url: string, poolSize = 10): DataSourceOptions
     synchronize: false,
     migrationsRun: false,
     logging: false,
-    extra: { max: poolSize, connectionTimeoutMillis: 5000 },
+    extra: { max: poolSize, connectionTimeoutMillis: 5000, Client: ResilientPgClient },
   };
 }
 

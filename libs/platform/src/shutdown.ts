@@ -26,3 +26,11 @@ export function onShutdown(logger: Logger, close: () => Promise<void>, timeoutMs
   process.on('SIGTERM', () => handler('SIGTERM'));
   process.on('SIGINT', () => handler('SIGINT'));
 }
+
+/**
+ * Node still crashes on an uncaught exception or unhandled rejection (a process in an unknown state should not go
+ * on), but first the error is logged with its stack through pino, so the cause survives in the app's log.
+ */
+export function logCrashes(logger: Logger): void {
+  process.on('uncaughtExceptionMonitor', (error, origin) => logger.fatal({ err: error, origin }, 'crashing'));
+}

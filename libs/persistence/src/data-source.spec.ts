@@ -1,0 +1,74 @@
+import type { Pool } from 'pg';
+import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver';
+import { createTestDatabase, TestDatabase } from '../../../test/support/services';
+import { ResilientPgClient } from './data-source';
+
+/** What a Postgres crash or restart does to the sessions of a running app, against the real server. */
+describe('data source under a Postgres that drops its sessions', () => {
+  let db: TestDatabase;
+
+  beforeAll(async () => {
+    db = await createTestDatabase('datasource');
+  });
+  afterAll(async () => db.drop());
+
+  const terminateOthers = () =>
+    db.dataSource.query(
+      `SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity
+        WHERE datname = current_database() AND pid <> pg_backend_pid()`,
+    ) as Promise<{ n: number }[]>;
+
+  it('builds its pool from clients that always hear their own errors', () => {
+    const pool = (db.dataSource.driver as PostgresDriver).master as Pool & { Client: unknown };
+    expect(pool.Client).toBe(ResilientPgClient);
+  });
+
+  it('survives the server ending a session that nobody holds (FATAL sent to an idle client)', async () => {
+    const client = new ResilientPgClient({ connectionString: db.url });
+    await client.connect();
+    const [{ pid }] = (await client.query('SELECT pg_backend_pid() AS pid')).rows as { pid: number }[];
+    const ended = new Promise((resolve) => client.once('end', resolve));
+    // With no 'error' listener of its own, this would throw from a socket callback and kill the process (and jest).
+    await db.dataSource.query('SELECT pg_terminate_backend($1)', [pid]);
+    await ended;
+    await expect(client.query('SELECT 1')).rejects.toThrow();
+  });
+
+  it('keeps serving queries and transactions after every session is killed, again and again', async () => {
+    let stop = false;
+    let failures = 0;
+    const workers = Array.from({ length: 8 }, async (_, i) => {
+      let done = 0;
+      while (!stop) {
+        try {
+          if (i % 2 === 0) await db.dataSource.query('SELECT pg_sleep(0.002)');
+          else
+            await db.dataSource.transaction(async (tx) => {
+              await tx.query('SELECT 1');
+              await new Promise((resolve) => setTimeout(resolve, 3));
+              await tx.query('SELECT 2');
+            });
+          done += 1;
+        } catch {
+          failures += 1;
+          await new Promise((resolve) => setTimeout(resolve, 5));
+        }
+      }
+      return done;
+    });
+    let terminated = 0;
+    for (let round = 0; round < 10; round += 1) {
+      await new Promise((resolve) => setTimeout(resolve, 60));
+      const [{ n }] = await terminateOthers().catch(() => [{ n: 0 }]);
+      terminated += n;
+    }
+    stop = true;
+    const done = await Promise.all(workers);
+
+    expect(terminated).toBeGreaterThan(0);
+    expect(failures).toBeGreaterThan(0);
+    expect(done.every((count) => count > 0)).toBe(true);
+    const [{ ok }] = (await db.dataSource.query('SELECT 1 AS ok')) as { ok: number }[];
+    expect(ok).toBe(1);
+  });
+});
