@@ -8,6 +8,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as readline from 'node:readline';
 import { Client } from 'pg';
+import { APP_NODE_ARGS } from '../libs/platform/src/runtime';
 import {
   findBinaries,
   isPortOpen,
@@ -246,7 +247,7 @@ function pipeLines(stream: NodeJS.ReadableStream | null, out: NodeJS.WriteStream
 }
 
 function launch(spec: AppSpec, env: NodeJS.ProcessEnv): RunningApp {
-  const child = spawn(process.execPath, [spec.entry], {
+  const child = spawn(process.execPath, [...APP_NODE_ARGS, spec.entry], {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
     // Own process group: a Ctrl-C in the terminal reaches only this script, which stops the apps first and the

@@ -9,6 +9,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { PrivateService, freePort, startPrivatePostgres, startPrivateRedis } from '../../scripts/local-services';
+import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
 
 export type AppName = 'api' | 'dispatcher' | 'reconciler' | 'sandbox-provider';
 
@@ -100,7 +101,12 @@ export class AppProcess {
     log.write(`\n--- ${new Date().toISOString()} start #${this.starts + 1}\n`);
     // The title replaces the command line in ps and /proc: the processes are easy to tell apart, and a neighbour's
     // `pkill -f dist/apps/api` on a shared machine does not hit them.
-    const args = [`--title=verity-cluster-${this.name}-${this.index}`, ...this.cluster.nodeArgs, entry];
+    const args = [
+      `--title=verity-cluster-${this.name}-${this.index}`,
+      ...APP_NODE_ARGS,
+      ...this.cluster.nodeArgs,
+      entry,
+    ];
     const child = spawn(process.execPath, args, {
       env: { ...process.env, ...this.cluster.env, ...this.extraEnv },
       stdio: ['ignore', 'pipe', 'pipe'],

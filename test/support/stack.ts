@@ -2,6 +2,7 @@ import { ChildProcess, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { clearRedisPrefix, createTestDatabase, TEST_REDIS_URL, TestDatabase, testQueuePrefix } from './services';
+import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
 
 const ROOT = join(__dirname, '..', '..');
 export const DIST = join(ROOT, 'dist');
@@ -107,7 +108,7 @@ export class Stack {
 
   async startApp(name: AppName, extraEnv: Record<string, string> = {}): Promise<RunningApp> {
     const entry = join(DIST, 'apps', name, 'src', 'main.js');
-    const child = spawn(process.execPath, [entry], {
+    const child = spawn(process.execPath, [...APP_NODE_ARGS, entry], {
       env: { ...process.env, ...this.env, ...extraEnv },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

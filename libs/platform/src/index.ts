@@ -4,3 +4,4 @@ export * from './redis';
 export * from './ids';
 export * from './shutdown';
 export * from './platform.module';
+export * from './runtime';
