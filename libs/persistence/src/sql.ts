@@ -1,15 +1,59 @@
+import { createHash } from 'node:crypto';
+import type { Pool, PoolClient } from 'pg';
 import { DataSource, EntityManager } from 'typeorm';
 
 /** Anything that can run SQL: the DataSource's manager or a transaction's manager. */
 export type Queryable = Pick<EntityManager, 'query'>;
 
-/** TypeORM returns `[rows, count]` for UPDATE/DELETE and `rows` otherwise; callers only want rows. */
+const statementNames = new Map<string, string>();
+
+/** A stable name per SQL text: Postgres parses and plans a named statement once per connection, not on every call. */
+function statementName(sql: string): string {
+  let name = statementNames.get(sql);
+  if (!name) {
+    name = `v_${createHash('sha1').update(sql).digest('hex').slice(0, 20)}`;
+    statementNames.set(sql, name);
+  }
+  return name;
+}
+
+/**
+ * Where a statement can go as a prepared statement: the transaction's own connection, or the pool. Anything else
+ * (an object that only has `query`) goes through TypeORM's unprepared path.
+ */
+function preparedTarget(db: Queryable): Pick<Pool, 'query'> | Pick<PoolClient, 'query'> | null {
+  const manager = db as Partial<EntityManager>;
+  if (manager.queryRunner) {
+    const connection = (manager.queryRunner as { databaseConnection?: PoolClient }).databaseConnection;
+    return manager.queryRunner.isReleased || !connection ? null : connection;
+  }
+  const master = (manager.connection?.driver as { master?: Pool } | undefined)?.master;
+  return master ?? null;
+}
+
+/**
+ * Runs one statement and returns its rows. The hot paths (every transition, intake, the workers' reads) go through
+ * here, so statements are prepared: on the busiest paths parsing and planning cost Postgres more than executing.
+ */
 export async function rows<T>(db: Queryable, sql: string, params: unknown[] = []): Promise<T[]> {
+  const target = preparedTarget(db);
+  if (target) {
+    const result = await target.query({ name: statementName(sql), text: sql, values: params });
+    return result.rows as T[];
+  }
+  // TypeORM returns `[rows, count]` for UPDATE/DELETE and `rows` otherwise; callers only want rows.
   const result: unknown = await db.query(sql, params);
   if (Array.isArray(result) && result.length === 2 && Array.isArray(result[0]) && typeof result[1] === 'number') {
     return result[0] as T[];
   }
   return result as T[];
+}
+
+/** The SQLSTATE of an error from pg (prepared path) or from TypeORM (its QueryFailedError wraps the driver's). */
+export function sqlState(error: unknown): string | undefined {
+  const e = error as { code?: unknown; driverError?: { code?: unknown } } | null;
+  const code = e?.driverError?.code ?? e?.code;
+  return typeof code === 'string' ? code : undefined;
 }
 
 const RETRYABLE_SQLSTATES = new Set(['40001', '40P01']);
@@ -20,7 +64,7 @@ export async function transaction<T>(dataSource: DataSource, work: (tx: EntityMa
     try {
       return await dataSource.transaction(work);
     } catch (error) {
-      const code = (error as { code?: string; driverError?: { code?: string } }).driverError?.code;
+      const code = sqlState(error);
       if (attempt >= 5 || !code || !RETRYABLE_SQLSTATES.has(code)) throw error;
       await new Promise((resolve) => setTimeout(resolve, 5 * attempt + Math.random() * 20));
     }
@@ -28,13 +72,12 @@ export async function transaction<T>(dataSource: DataSource, work: (tx: EntityMa
 }
 
 export function isUniqueViolation(error: unknown): boolean {
-  const e = error as { code?: string; driverError?: { code?: string } };
-  return e.code === '23505' || e.driverError?.code === '23505';
+  return sqlState(error) === '23505';
 }
 
 export function isDatabaseUnavailable(error: unknown): boolean {
-  const e = error as { code?: string; driverError?: { code?: string }; message?: string };
-  const code = e.driverError?.code ?? e.code ?? '';
+  const e = error as { message?: string };
+  const code = sqlState(error) ?? '';
   return (
     ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', '57P01', '57P03', '08006', '08001', '08003'].includes(
       code,

@@ -8,6 +8,7 @@ import {
   backfillSpend,
   loadConnectorSettings,
   spendingUsage,
+  sqlState,
   transaction,
 } from '@verity/persistence';
 import { LOGGER, Logger } from '@verity/platform';
@@ -162,7 +163,7 @@ export class ConnectorSettingsService {
           );
         }
       } catch (error) {
-        const code = (error as { code?: string; driverError?: { code?: string } }).driverError?.code;
+        const code = sqlState(error);
         throw Object.assign(new Error(`writing secret ${name} failed`), { code, driverError: { code } });
       }
     }
