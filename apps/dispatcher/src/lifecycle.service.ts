@@ -1,11 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { ConnectorEnvironment, ConnectorRegistry } from '@verity/connectors';
+import { Connector, ConnectorEnvironment, ConnectorRegistry } from '@verity/connectors';
 import {
   Approval,
   CriterionResult,
-  EventEntity,
   ExecutionEntity,
+  ExecutionPatch,
   OperationEntity,
   TenantEntity,
   TransitionService,
@@ -13,8 +13,12 @@ import {
   connectorOperation,
   findExecution,
   findOperations,
+  findTenant,
+  lockExecution,
   recoveryObligation,
+  rows,
   snapshotOf,
+  transaction,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { JobName, JobProducer, QueueName } from '@verity/queues';
@@ -27,10 +31,14 @@ import {
   isSettledOperation,
   isTerminalExecution,
 } from '@verity/status-model';
-import { DataSource } from 'typeorm';
+import { DataSource, EntityManager } from 'typeorm';
 import { needsApproval } from './operation-rules';
 
 type TenantLoader = (tenantId: string) => Promise<TenantEntity | null>;
+type ContextResult = Awaited<ReturnType<NonNullable<Connector['readContext']>>>;
+
+/** A compare-and-set lost inside a transaction: roll it all back and look again. */
+class LostRace extends Error {}
 
 export type AdvanceOutcome = 'done' | 'skipped: not found' | 'skipped: terminal' | 'skipped: lost race';
 
@@ -56,20 +64,26 @@ export class LifecycleService {
     let lost = 0;
     // The tenant (its approval policy and settings) is read once per job, not once per step.
     let tenantRow: Promise<TenantEntity | null> | undefined;
-    const tenant: TenantLoader = (id) => (tenantRow ??= this.db.getRepository(TenantEntity).findOneBy({ id }));
+    const tenant: TenantLoader = (id) => (tenantRow ??= findTenant(this.db.manager, id));
+    let execution: ExecutionEntity | null = null;
+    let operations: OperationEntity[] | null = null;
     for (let step = 0; step < 20; step += 1) {
-      const execution = await findExecution(this.db.manager, executionId);
+      // A move this job won is applied to the row in memory; the rows are read again only after a lost race.
+      execution ??= await findExecution(this.db.manager, executionId);
       if (!execution) return 'skipped: not found';
-      if (isTerminalExecution(execution.status)) return 'skipped: terminal';
-      const operations = await findOperations(this.db.manager, executionId);
+      if (isTerminalExecution(execution.status)) return step === 0 ? 'skipped: terminal' : 'done';
+      operations ??= await findOperations(this.db.manager, executionId);
       const progressed = await this.step(execution, operations, tenant);
       // A lost CAS means someone else moved a row we read: look again rather than leave the execution where the
       // winner's (possibly older) view put it.
       if (progressed === 'lost') {
         lost += 1;
+        execution = null;
+        operations = null;
         continue;
       }
       if (!progressed) return 'done';
+      operations = null;
     }
     return lost > 0 ? 'skipped: lost race' : 'done';
   }
@@ -81,20 +95,15 @@ export class LifecycleService {
     tenant: TenantLoader,
   ): Promise<boolean | 'lost'> {
     if (execution.deadlineAt.getTime() <= Date.now()) {
-      await this.cancelPrepared(operations, 'execution_expired');
+      await this.cancelPrepared(this.db.manager, operations, 'execution_expired');
       return this.move(execution, E.EXPIRED, { reason: 'deadline passed' });
     }
     switch (execution.status) {
       case E.CREATED:
-        return this.move(execution, E.VALIDATING);
       case E.VALIDATING:
-        return this.validate(execution, operations);
       case E.RESOLVING_CONTEXT:
-        await this.resolveContext(execution, operations, tenant);
-        return this.move(execution, E.PLANNING);
       case E.PLANNING:
-        await this.plan(execution, operations, tenant);
-        return this.move(execution, E.RUNNING);
+        return this.prepare(execution, operations, tenant);
       case E.VALIDATING_OUTPUT:
         return this.complete(execution, operations);
       default:
@@ -102,11 +111,11 @@ export class LifecycleService {
     }
   }
 
+  /** A single move outside a transaction; the row in memory follows when it wins. */
   private async move(
     execution: ExecutionEntity,
     to: ExecutionStatus,
     eventData?: Record<string, unknown>,
-    patch?: { failure?: Record<string, unknown>; criteria_results?: unknown[] },
   ): Promise<boolean | 'lost'> {
     if (execution.status === to) return false;
     const result = await this.transitions.execution(this.db.manager, {
@@ -114,13 +123,77 @@ export class LifecycleService {
       from: execution.status,
       to,
       eventData,
-      patch,
     });
-    return result.won ? true : 'lost';
+    if (!result.won) return 'lost';
+    execution.status = to;
+    return true;
+  }
+
+  /**
+   * Moves that happen back to back share one transaction (commits are what this machine has least of), each with its
+   * own event. The work returns the status it reached; the row in memory takes it only once committed. A lost
+   * compare-and-set inside rolls everything back and the job looks again.
+   */
+  private async inTransaction(
+    execution: ExecutionEntity,
+    work: (tx: EntityManager) => Promise<ExecutionStatus>,
+  ): Promise<boolean | 'lost'> {
+    try {
+      execution.status = await transaction(this.db, work);
+      return true;
+    } catch (error) {
+      if (error instanceof LostRace) return 'lost';
+      throw error;
+    }
+  }
+
+  /** One execution move inside a transaction; a lost race aborts the whole transaction. */
+  private async cas(
+    tx: EntityManager,
+    executionId: string,
+    from: ExecutionStatus,
+    to: ExecutionStatus,
+    eventData?: Record<string, unknown>,
+    patch?: ExecutionPatch,
+  ): Promise<ExecutionStatus> {
+    const result = await this.transitions.execution(tx, { executionId, from, to, eventData, patch });
+    if (!result.won) throw new LostRace();
+    return to;
+  }
+
+  /**
+   * created → validating → resolving_context → planning → running in one transaction (or → failed when the request
+   * is invalid). The connectors' context reads are network calls, so they are made first, outside it; their results
+   * are applied inside, while the execution is resolving_context, in the order the events tell.
+   */
+  private async prepare(
+    execution: ExecutionEntity,
+    operations: OperationEntity[],
+    loadTenant: TenantLoader,
+  ): Promise<boolean | 'lost'> {
+    const from = execution.status;
+    const problems = from === E.CREATED || from === E.VALIDATING ? this.problemsOf(operations) : [];
+    if (problems.length > 0) return this.reject(execution, operations, problems);
+    const tenant = await loadTenant(execution.tenantId);
+    const contexts = from === E.PLANNING ? new Map<string, ContextResult>() : await this.readContexts(operations);
+    return this.inTransaction(execution, async (tx) => {
+      // Rows are locked in the order every transition statement takes them (operations, then the execution).
+      const locked = await lockExecution(tx, execution.id);
+      if (locked?.status !== from) throw new LostRace();
+      let at = from;
+      if (at === E.CREATED) at = await this.cas(tx, execution.id, at, E.VALIDATING);
+      if (at === E.VALIDATING) at = await this.cas(tx, execution.id, at, E.RESOLVING_CONTEXT);
+      if (at === E.RESOLVING_CONTEXT) {
+        await this.applyContexts(tx, execution, locked.operations, contexts, tenant);
+        at = await this.cas(tx, execution.id, at, E.PLANNING);
+      }
+      await this.plan(tx, execution, tenant);
+      return this.cas(tx, execution.id, at, E.RUNNING);
+    });
   }
 
   /** Re-checks what intake checked: rows can be written by older API versions or by hand. */
-  private async validate(execution: ExecutionEntity, operations: OperationEntity[]): Promise<boolean | 'lost'> {
+  private problemsOf(operations: OperationEntity[]): string[] {
     const problems: string[] = [];
     for (const op of operations) {
       const connector = this.connectors.get(op.connector);
@@ -131,8 +204,14 @@ export class LifecycleService {
       }
       if (!action.params.safeParse(op.params).success) problems.push(`${op.key}: params do not match the schema`);
     }
-    if (problems.length === 0) return this.move(execution, E.RESOLVING_CONTEXT);
-    await this.cancelPrepared(operations, 'execution_invalid');
+    return problems;
+  }
+
+  private reject(
+    execution: ExecutionEntity,
+    operations: OperationEntity[],
+    problems: string[],
+  ): Promise<boolean | 'lost'> {
     const failure: ExecutionFailure = {
       code: 'invalid_request',
       phase: E.VALIDATING,
@@ -141,27 +220,54 @@ export class LifecycleService {
       message: problems.join('; ').slice(0, 2000),
       at: new Date().toISOString(),
     };
-    return this.move(execution, E.FAILED, { failure }, { failure: failure as unknown as Record<string, unknown> });
+    return this.inTransaction(execution, async (tx) => {
+      const locked = await lockExecution(tx, execution.id);
+      if (locked?.status !== execution.status) throw new LostRace();
+      let at = execution.status;
+      if (at === E.CREATED) at = await this.cas(tx, execution.id, at, E.VALIDATING);
+      await this.cancelPrepared(tx, locked.operations, 'execution_invalid');
+      return this.cas(
+        tx,
+        execution.id,
+        at,
+        E.FAILED,
+        { failure },
+        {
+          failure: failure as unknown as Record<string, unknown>,
+        },
+      );
+    });
   }
 
-  /**
-   * Connectors that can read the target's state do so. The requested state already present → VERIFIED with
-   * no_change_required (Verity does not claim it caused it). A mismatch with what the agent expected is a
-   * KNOWLEDGE_CONFLICT: irreversible → held for a human; reversible → proceeds, conflict recorded.
-   */
-  private async resolveContext(
-    execution: ExecutionEntity,
-    operations: OperationEntity[],
-    loadTenant: TenantLoader,
-  ): Promise<void> {
-    const tenant = await loadTenant(execution.tenantId);
+  /** The context read of every PREPARED operation whose connector has one, by operation id. */
+  private async readContexts(operations: OperationEntity[]): Promise<Map<string, ContextResult>> {
+    const contexts = new Map<string, ContextResult>();
     for (const op of operations) {
       if (op.status !== S.PREPARED) continue;
       const connector = this.connectors.get(op.connector);
       if (!connector?.readContext) continue;
-      const context = await connector.readContext(connectorOperation(op), await this.envFor(op));
+      contexts.set(op.id, await connector.readContext(connectorOperation(op), await this.envFor(op)));
+    }
+    return contexts;
+  }
+
+  /**
+   * What the context reads found. The requested state already present → VERIFIED with no_change_required (Verity
+   * does not claim it caused it). A mismatch with what the agent expected is a KNOWLEDGE_CONFLICT: irreversible →
+   * held for a human; reversible → proceeds, conflict recorded.
+   */
+  private async applyContexts(
+    tx: EntityManager,
+    execution: ExecutionEntity,
+    operations: OperationEntity[],
+    contexts: Map<string, ContextResult>,
+    tenant: TenantEntity | null,
+  ): Promise<void> {
+    for (const op of operations) {
+      const context = contexts.get(op.id);
+      if (op.status !== S.PREPARED || !context) continue;
       if (context.kind === 'unreachable') {
-        await this.transitions.annotate(this.db.manager, {
+        await this.transitions.annotate(tx, {
           executionId: execution.id,
           operationId: op.id,
           type: 'context.unavailable',
@@ -170,7 +276,7 @@ export class LifecycleService {
         continue;
       }
       if (context.requestedStatePresent && op.verificationMethod === VerificationMethod.READ_AFTER_WRITE) {
-        await this.transitions.operation(this.db.manager, {
+        await this.transitions.operation(tx, {
           operation: snapshotOf(op),
           to: S.VERIFIED,
           patch: {
@@ -190,14 +296,14 @@ export class LifecycleService {
       const conflicts = [...context.conflicts, ...expectedMismatches];
       const baseline = context.state;
       if (conflicts.length > 0) {
-        const recorded = await this.transitions.annotate(this.db.manager, {
+        const recorded = await this.transitions.annotate(tx, {
           executionId: execution.id,
           operationId: op.id,
           type: 'knowledge.conflict',
           data: { conflicts, state: context.state, expected_state: op.expectedState, irreversible: op.irreversible },
         });
         if (op.irreversible) {
-          await this.transitions.operation(this.db.manager, {
+          await this.transitions.operation(tx, {
             operation: snapshotOf(op),
             to: S.MANUAL_REVIEW,
             reason: TerminalReason.KNOWLEDGE_CONFLICT,
@@ -216,7 +322,7 @@ export class LifecycleService {
       // Remember what the source looked like: an approval given now is stale if this changes before dispatch.
       // (A decision that arrived early is kept: the baseline is merged into it.)
       if (!needsApproval(op, tenant?.settings) && op.approval === null) continue;
-      await this.db.query(`UPDATE operations SET approval = coalesce(approval, '{}'::jsonb) || $2 WHERE id = $1`, [
+      await rows(tx, `UPDATE operations SET approval = coalesce(approval, '{}'::jsonb) || $2 WHERE id = $1`, [
         op.id,
         JSON.stringify({ baseline }),
       ]);
@@ -224,20 +330,14 @@ export class LifecycleService {
   }
 
   /** Decide which operations need approval; a decision that arrived early is kept, not asked again. */
-  private async plan(
-    execution: ExecutionEntity,
-    operations: OperationEntity[],
-    loadTenant: TenantLoader,
-  ): Promise<void> {
-    const tenant = await loadTenant(execution.tenantId);
-    const fresh = await findOperations(this.db.manager, execution.id);
-    for (const op of fresh.length ? fresh : operations) {
+  private async plan(db: EntityManager, execution: ExecutionEntity, tenant: TenantEntity | null): Promise<void> {
+    for (const op of await findOperations(db, execution.id)) {
       if (op.status !== S.PREPARED || !needsApproval(op, tenant?.settings)) continue;
       if (op.approval?.state === 'granted' || op.approval?.state === 'denied' || op.approval?.state === 'requested') {
         continue;
       }
       const approval: Approval = { ...(op.approval ?? {}), state: 'requested', requested_at: new Date().toISOString() };
-      await this.transitions.annotate(this.db.manager, {
+      await this.transitions.annotate(db, {
         executionId: execution.id,
         operationId: op.id,
         whileStatus: S.PREPARED,
@@ -286,7 +386,7 @@ export class LifecycleService {
         }
         if (op.approval?.state !== 'granted') {
           awaitingApproval += 1;
-          if (op.approval?.state !== 'requested') await this.plan(execution, [op], loadTenant);
+          if (op.approval?.state !== 'requested') await this.plan(this.db.manager, execution, tenant);
           continue;
         }
       }
@@ -295,7 +395,7 @@ export class LifecycleService {
     }
     if (changed) return true;
     const allSettled = operations.every((op) => isSettledOperation(op.status, op.verificationMethod));
-    if (allSettled) return this.move(execution, E.VALIDATING_OUTPUT);
+    if (allSettled) return this.complete(execution, operations);
     const inFlight = operations.some(
       (op) => op.status !== S.PREPARED && !isSettledOperation(op.status, op.verificationMethod),
     );
@@ -333,41 +433,50 @@ export class LifecycleService {
     return dep.status === S.ACKNOWLEDGED && dep.verificationMethod !== VerificationMethod.READ_AFTER_WRITE;
   }
 
-  /** validating_output: evaluate the agent's criteria, each with the events that prove its verdict. */
-  private async complete(execution: ExecutionEntity, operations: OperationEntity[]): Promise<boolean | 'lost'> {
+  /**
+   * Every operation settled: → validating_output → completed in one transaction, the criteria evaluated in between,
+   * each verdict with the events that prove it.
+   */
+  private complete(execution: ExecutionEntity, operations: OperationEntity[]): Promise<boolean | 'lost'> {
     const latestByKey = new Map<string, OperationEntity>();
     for (const op of operations) latestByKey.set(op.key, op);
-    const results: CriterionResult[] = [];
-    for (const criterion of execution.criteria) {
-      const op = latestByKey.get(criterion.operation);
-      if (!op) {
-        results.push({ ...criterion, verdict: 'not_applicable', evidence_event_ids: [] });
-        continue;
+    return this.inTransaction(execution, async (tx) => {
+      let at = execution.status;
+      if (at !== E.VALIDATING_OUTPUT) at = await this.cas(tx, execution.id, at, E.VALIDATING_OUTPUT);
+      const results: CriterionResult[] = [];
+      for (const criterion of execution.criteria) {
+        const op = latestByKey.get(criterion.operation);
+        if (!op) {
+          results.push({ ...criterion, verdict: 'not_applicable', evidence_event_ids: [] });
+          continue;
+        }
+        const evidence = await rows<{ id: string }>(
+          tx,
+          `SELECT id FROM events WHERE operation_id = $1 AND to_status = $2 ORDER BY seq`,
+          [op.id, op.status],
+        );
+        results.push({
+          ...criterion,
+          verdict: op.status === criterion.expect_status ? 'pass' : 'fail',
+          evidence_event_ids: evidence.map((e) => e.id),
+        });
       }
-      const evidence = await this.db.getRepository(EventEntity).find({
-        where: { operationId: op.id, toStatus: op.status },
-        order: { seq: 'ASC' },
-        select: { id: true },
-      });
-      results.push({
-        ...criterion,
-        verdict: op.status === criterion.expect_status ? 'pass' : 'fail',
-        evidence_event_ids: evidence.map((e) => e.id),
-      });
-    }
-    return this.move(
-      execution,
-      E.COMPLETED,
-      { criteria: results.map((r) => ({ key: r.key, verdict: r.verdict })) },
-      { criteria_results: results },
-    );
+      return this.cas(
+        tx,
+        execution.id,
+        at,
+        E.COMPLETED,
+        { criteria: results.map((r) => ({ key: r.key, verdict: r.verdict })) },
+        { criteria_results: results },
+      );
+    });
   }
 
   /** I11: only never-sent operations are cancelled; anything already SENT keeps being reconciled. */
-  private async cancelPrepared(operations: OperationEntity[], cause: string): Promise<void> {
+  private async cancelPrepared(db: EntityManager, operations: OperationEntity[], cause: string): Promise<void> {
     for (const op of operations) {
       if (op.status !== S.PREPARED) continue;
-      await this.transitions.operation(this.db.manager, {
+      await this.transitions.operation(db, {
         operation: snapshotOf(op),
         to: S.CANCELLED,
         eventData: { cause },

@@ -11,8 +11,8 @@ import {
   Approval,
   CapExceeded,
   OperationEntity,
-  TenantEntity,
   TransitionService,
+  findTenant,
   commitWithinSpendingCaps,
   connectorOperation,
   describeCapExceeded,
@@ -77,7 +77,7 @@ export class SenderService {
     const tenantEnv: TenantConnectorSettings = { allowHosts: settings.allowHosts, secrets: settings.secrets };
 
     if (!release) {
-      const tenant = await this.db.getRepository(TenantEntity).findOneBy({ id: op.tenantId });
+      const tenant = await findTenant(this.db.manager, op.tenantId);
       if (needsApproval(op, tenant?.settings)) {
         const stale = await this.approvalStaleness(op, tenantEnv);
         if (stale) return stale;

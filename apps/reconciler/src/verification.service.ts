@@ -11,8 +11,8 @@ import {
 } from '@verity/connectors';
 import {
   OperationEntity,
-  TenantEntity,
   TransitionService,
+  findTenant,
   connectorEnvironment,
   connectorOperation,
   findOperation,
@@ -349,7 +349,7 @@ export class VerificationService {
     reason: TerminalReason,
     evidence: Record<string, unknown>,
   ): Promise<VerifyOutcome> {
-    const tenant = await this.db.getRepository(TenantEntity).findOneBy({ id: op.tenantId });
+    const tenant = await findTenant(this.db.manager, op.tenantId);
     const obligation = recoveryObligation({
       reason,
       everSent: op.attempt > 0,

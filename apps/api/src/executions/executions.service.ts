@@ -11,18 +11,13 @@ import {
   eventSeqOf,
   listExecutions,
   NewOperation,
-  rows,
+  lockExecution,
+  snapshotOf,
   transaction,
 } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig, newId } from '@verity/platform';
 import { JobName, JobProducer } from '@verity/queues';
-import {
-  ExecutionStatus,
-  OperationStatus,
-  VerificationMethod,
-  VerificationMethodValue,
-  isTerminalExecution,
-} from '@verity/status-model';
+import { ExecutionStatus, OperationStatus, VerificationMethod, isTerminalExecution } from '@verity/status-model';
 import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { submissions } from '../metrics/metrics';
@@ -235,38 +230,24 @@ export class ExecutionsService {
   /**
    * I11: cancel never claims an in-flight effect did not happen. PREPARED operations become CANCELLED; anything
    * already SENT keeps being reconciled. One transaction, so no one sees (or advances) an execution whose operations
-   * are cancelled but which is itself still running — else the dispatcher could complete it in between. Rows are
-   * locked in the order every transition statement takes them (operation, then execution), so a racing sender or
-   * dispatcher waits for us and then loses its compare-and-set instead of deadlocking.
+   * are cancelled but which is itself still running — else the dispatcher could complete it in between. The rows are
+   * locked first (lockExecution), so a racing sender or dispatcher waits for us and then loses its compare-and-set.
    */
   async cancel(principal: Principal, id: string, reason: string | undefined): Promise<ExecutionView> {
     await transaction(this.db, async (tx) => {
       const execution = await findExecution(tx, id, principal.tenantId);
       if (!execution) throw Problem.notFound('Execution', id);
-      const operations = await rows<{
-        id: string;
-        status: OperationStatus;
-        attempt: number;
-        verification_method: VerificationMethodValue;
-      }>(
-        tx,
-        `SELECT id, status, attempt, verification_method FROM operations WHERE execution_id = $1 ORDER BY id FOR UPDATE`,
-        [id],
-      );
-      const [locked] = await rows<{ status: ExecutionStatus }>(
-        tx,
-        `SELECT status FROM executions WHERE id = $1 FOR UPDATE`,
-        [id],
-      );
+      const locked = await lockExecution(tx, id);
+      if (!locked) throw Problem.notFound('Execution', id);
       if (isTerminalExecution(locked.status)) {
         throw Problem.conflict('execution-terminal', `the execution is already ${locked.status}`, {
           current_status: locked.status,
         });
       }
-      for (const op of operations) {
+      for (const op of locked.operations) {
         if (op.status !== OperationStatus.PREPARED) continue;
         await this.transitions.operation(tx, {
-          operation: { id: op.id, status: op.status, attempt: op.attempt, verificationMethod: op.verification_method },
+          operation: snapshotOf(op),
           to: OperationStatus.CANCELLED,
           eventData: { cause: 'execution_cancelled', by: principal.keyId, reason },
         });
