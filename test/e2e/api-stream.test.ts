@@ -1,4 +1,7 @@
+import IORedis from 'ioredis';
 import { z } from 'zod';
+import { eventsChannel } from '@verity/queues';
+import { TEST_REDIS_URL } from '../support/services';
 import { API_SCHEMAS } from '../../apps/api/src/openapi';
 import { DEMO, Stack, freePort, waitFor } from '../support/stack';
 import { charge, http, sms, submission, unique } from '../support/http';
@@ -79,6 +82,29 @@ describe('SSE stream', () => {
     }
     const seqs = delivered.map((f) => (JSON.parse(f.data) as Event).seq);
     expect(seqs).toEqual(seqs.map((_, i) => i + 1));
+  });
+
+  it('wakes streams through an announcement on Redis after each commit, from the dispatcher and the reconciler', async () => {
+    const subscriber = new IORedis(TEST_REDIS_URL);
+    const announced: string[] = [];
+    subscriber.on('message', (_channel: string, executionId: string) => announced.push(executionId));
+    try {
+      await subscriber.subscribe(eventsChannel(stack.prefix));
+      const created = await submit([charge(unique('order'))]);
+      await waitFor(
+        () => http<Execution>(submitVia(), 'GET', `/v1/executions/${created.id}`, { key: DEMO.agent }),
+        (r) => r.body.status === 'completed',
+        30_000,
+      );
+      // The dispatcher's moves (several per transaction, announced once at commit), the reconciler's VERIFIED.
+      await waitFor(
+        async () => announced.filter((id) => id === created.id).length,
+        (count) => count >= 4,
+        5_000,
+      );
+    } finally {
+      subscriber.disconnect();
+    }
   });
 
   it('resumes from Last-Event-ID on either process with no gap and no duplicate', async () => {

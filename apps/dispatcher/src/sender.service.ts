@@ -25,6 +25,7 @@ import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { JobName, JobProducer } from '@verity/queues';
 import { OperationStatus, TerminalReason, VerificationMethod, isTerminalExecution } from '@verity/status-model';
 import { DataSource } from 'typeorm';
+import { LifecycleService } from './lifecycle.service';
 import { needsApproval } from './operation-rules';
 
 export type DispatchOutcome =
@@ -53,6 +54,7 @@ export class SenderService {
     private readonly transitions: TransitionService,
     private readonly producer: JobProducer,
     private readonly connectors: ConnectorRegistry,
+    private readonly lifecycle: LifecycleService,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -191,7 +193,20 @@ export class SenderService {
         { jobId: `${op.id}.reconcile.0` },
       );
     }
-    await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
+    await this.advanceExecution(op.executionId);
+  }
+
+  /**
+   * The execution moves on in this process at once (running → waiting_for_tool, or to completion): a job would cost
+   * more than the move. If the move fails here, a job does it; if this process dies first, the sweeper owes it.
+   */
+  private async advanceExecution(executionId: string): Promise<void> {
+    try {
+      await this.lifecycle.advance(executionId);
+    } catch (error) {
+      this.logger.warn({ err: error, executionId }, 'advance after the send failed; leaving it to a job');
+      await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId });
+    }
   }
 
   /**

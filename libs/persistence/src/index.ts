@@ -7,3 +7,4 @@ export * from './store';
 export * from './api-keys';
 export * from './persistence.module';
 export * from './obligations';
+export * from './event-signal';

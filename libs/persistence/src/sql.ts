@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
-import { DataSource, EntityManager } from 'typeorm';
+import { DataSource, EntityManager, QueryRunner } from 'typeorm';
+import { announceCommitted, forgetUncommitted } from './event-signal';
 
 /** Anything that can run SQL: the DataSource's manager or a transaction's manager. */
 export type Queryable = Pick<EntityManager, 'query'>;
@@ -58,12 +59,22 @@ export function sqlState(error: unknown): string | undefined {
 
 const RETRYABLE_SQLSTATES = new Set(['40001', '40P01']);
 
-/** A transaction that is retried on serialization failures and deadlocks, which Postgres resolves by aborting one side. */
+/**
+ * A transaction that is retried on serialization failures and deadlocks, which Postgres resolves by aborting one side.
+ * Every transaction that writes events goes through here: the events are announced once it commits.
+ */
 export async function transaction<T>(dataSource: DataSource, work: (tx: EntityManager) => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt += 1) {
+    let runner: QueryRunner | undefined;
     try {
-      return await dataSource.transaction(work);
+      const result = await dataSource.transaction((tx) => {
+        runner = tx.queryRunner;
+        return work(tx);
+      });
+      announceCommitted(runner);
+      return result;
     } catch (error) {
+      forgetUncommitted(runner);
       const code = sqlState(error);
       if (attempt >= 5 || !code || !RETRYABLE_SQLSTATES.has(code)) throw error;
       await new Promise((resolve) => setTimeout(resolve, 5 * attempt + Math.random() * 20));

@@ -8,6 +8,7 @@ import {
   assertOperationTransition,
 } from '@verity/status-model';
 import { newId } from '@verity/platform';
+import { eventsWritten } from './event-signal';
 import { Queryable, rows } from './sql';
 
 /** Columns a transition may set alongside the status. Anything else is not the transition's business. */
@@ -108,7 +109,7 @@ export class TransitionService {
       json({ ...input.eventData, reason, actor: input.actor ?? 'system' }),
     );
     const n = params.length;
-    const result = await rows<{ id: string; seq: string; attempt: number }>(
+    const result = await rows<{ id: string; seq: string; attempt: number; execution_id: string }>(
       db,
       `WITH moved AS (
          UPDATE operations SET ${sets.join(', ')}
@@ -122,10 +123,11 @@ export class TransitionService {
        INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
        SELECT $${n - 2}, seq.id, moved.tenant_id, seq.event_seq, moved.id, $${n - 1}, $2, $3, $${n}
        FROM moved JOIN seq ON seq.id = moved.execution_id
-       RETURNING id, seq, (SELECT attempt FROM moved) AS attempt`,
+       RETURNING id, seq, execution_id, (SELECT attempt FROM moved) AS attempt`,
       params,
     );
     if (result.length === 0) return { won: false };
+    eventsWritten(db, result[0].execution_id);
     return { won: true, eventId: result[0].id, seq: Number(result[0].seq), attempt: result[0].attempt };
   }
 
@@ -158,6 +160,7 @@ export class TransitionService {
       params,
     );
     if (result.length === 0) return { won: false };
+    eventsWritten(db, input.executionId);
     return { won: true, eventId: result[0].id, seq: Number(result[0].seq) };
   }
 
@@ -188,6 +191,7 @@ export class TransitionService {
          SELECT $2, id, tenant_id, event_seq, $3, $4, $5 FROM seq RETURNING id, seq`,
         [input.executionId, eventId, input.operationId ?? null, input.type, json(input.data ?? {})],
       );
+      if (result.length) eventsWritten(db, input.executionId);
       return result.length ? { won: true, eventId: result[0].id, seq: Number(result[0].seq) } : { won: false };
     }
     const params: unknown[] = [input.operationId, input.whileStatus];
@@ -209,6 +213,7 @@ export class TransitionService {
        RETURNING id, seq`,
       params,
     );
+    if (result.length) eventsWritten(db, input.executionId);
     return result.length ? { won: true, eventId: result[0].id, seq: Number(result[0].seq) } : { won: false };
   }
 }

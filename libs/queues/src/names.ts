@@ -33,6 +33,11 @@ export interface JobPayloads {
   [JobName.OBSERVE_OPERATION]: { operationId: string };
 }
 
+/** The Redis pub/sub channel on which writers announce executions with new committed events (the API listens). */
+export function eventsChannel(prefix: string): string {
+  return `${prefix}:events`;
+}
+
 export type JobOf<N extends JobName> = { name: N; data: JobPayloads[N] };
 
 export const QUEUE_OF_JOB: Readonly<Record<JobName, QueueName>> = {

@@ -1,6 +1,8 @@
-import { Global, Inject, Module, OnApplicationShutdown } from '@nestjs/common';
+import { Global, Inject, Module, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import { announceEventsWith } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig, createRedis } from '@verity/platform';
 import type { Redis } from 'ioredis';
+import { eventsChannel } from './names';
 import { JobProducer } from './producer';
 
 export const PRODUCER_REDIS = Symbol('PRODUCER_REDIS');
@@ -21,13 +23,26 @@ export const PRODUCER_REDIS = Symbol('PRODUCER_REDIS');
   ],
   exports: [JobProducer, PRODUCER_REDIS],
 })
-export class QueuesModule implements OnApplicationShutdown {
+export class QueuesModule implements OnModuleInit, OnApplicationShutdown {
   constructor(
     private readonly producer: JobProducer,
     @Inject(PRODUCER_REDIS) private readonly redis: Redis,
+    @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
   ) {}
 
+  /**
+   * Committed events are announced on Redis, where the API's streams listen. Fire and forget: with Redis away the
+   * streams poll the events table instead, so nothing is lost, only later.
+   */
+  onModuleInit(): void {
+    const channel = eventsChannel(this.config.QUEUE_PREFIX);
+    announceEventsWith((executionId) => {
+      this.redis.publish(channel, executionId).catch(() => undefined);
+    });
+  }
+
   async onApplicationShutdown(): Promise<void> {
+    announceEventsWith(null);
     await this.producer.close();
     this.redis.disconnect();
   }

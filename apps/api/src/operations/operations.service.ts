@@ -9,6 +9,7 @@ import {
   insertExecution,
   isUniqueViolation,
   snapshotOf,
+  transaction,
 } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig, newId } from '@verity/platform';
 import { JobName, JobProducer } from '@verity/queues';
@@ -152,7 +153,7 @@ export class OperationsService {
     const executionId = newId('exe');
     const operationId = newId('op');
     try {
-      await this.db.transaction(async (tx) => {
+      await transaction(this.db, async (tx) => {
         await insertExecution(tx, {
           id: executionId,
           tenantId: principal.tenantId,

@@ -1,18 +1,23 @@
 import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
-import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, createRedis } from '@verity/platform';
+import { eventsChannel } from '@verity/queues';
+import type { Redis } from 'ioredis';
 import { Client } from 'pg';
 import { ApiKeyService } from '../auth/api-key.service';
 
 type Listener = () => void;
 
 /**
- * One LISTEN connection per API process. Events are written by any worker in any process; Postgres NOTIFY (sent at
- * commit by a trigger) wakes the streams of that execution, which then read the table — the table is the truth,
- * the notification only says "look". Key revocations arrive on a second channel.
+ * Wakes the streams of an execution when any process commits an event for it. Writers announce their commits on a
+ * Redis channel (libs/persistence event-signal.ts); the announcement only says "look" — the events table is the
+ * truth, and streams poll it anyway while the subscription is down. Key revocations still arrive by Postgres NOTIFY
+ * (rare, and sent in the revoking transaction itself), on one LISTEN connection per API process.
  */
 @Injectable()
 export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
   private client: Client | null = null;
+  private subscriber: Redis | null = null;
+  private subscribed = false;
   private readonly listeners = new Map<string, Set<Listener>>();
   private closing = false;
   private reconnectTimer: NodeJS.Timeout | null = null;
@@ -24,10 +29,37 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
   ) {}
 
   async onModuleInit(): Promise<void> {
+    this.subscribeToEvents();
     await this.connect().catch((error: unknown) => {
-      this.logger.warn({ err: error }, 'LISTEN connection failed; streams fall back to polling until it returns');
+      this.logger.warn({ err: error }, 'LISTEN connection failed; revocations wait for the key cache to expire');
       this.scheduleReconnect();
     });
+  }
+
+  private subscribeToEvents(): void {
+    const channel = eventsChannel(this.config.QUEUE_PREFIX);
+    // A connection of its own (a subscribed connection can do nothing else), reconnecting and resubscribing forever.
+    const subscriber = createRedis(this.config.REDIS_URL, 'worker', 'verity-api-events');
+    subscriber.on('message', (_channel: string, executionId: string) => this.wake(executionId));
+    subscriber.on('ready', () => {
+      subscriber.subscribe(channel).then(
+        () => {
+          this.subscribed = true;
+          // Anything committed while we were not subscribed: wake everyone up to re-read.
+          for (const id of this.listeners.keys()) this.wake(id);
+        },
+        (error: unknown) => this.logger.warn({ err: error }, 'events subscription failed; streams poll'),
+      );
+    });
+    subscriber.on('close', () => {
+      this.subscribed = false;
+    });
+    this.subscriber = subscriber;
+  }
+
+  private wake(executionId: string): void {
+    const set = this.listeners.get(executionId);
+    if (set) for (const listener of set) listener();
   }
 
   private async connect(): Promise<void> {
@@ -43,19 +75,11 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
     client.on('error', lost);
     client.on('end', lost);
     client.on('notification', (message) => {
-      if (message.channel === 'verity_keys') {
-        this.keys.invalidateAll();
-        return;
-      }
-      const set = this.listeners.get(message.payload ?? '');
-      if (set) for (const listener of set) listener();
+      if (message.channel === 'verity_keys') this.keys.invalidateAll();
     });
     await client.connect();
-    await client.query('LISTEN verity_events');
     await client.query('LISTEN verity_keys');
     this.client = client;
-    // Anything that happened while we were not listening: wake everyone up to re-read.
-    for (const set of this.listeners.values()) for (const listener of set) listener();
     this.keys.invalidateAll();
     this.keys.setRevocationsLive(true);
   }
@@ -68,8 +92,9 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
     }, 1000);
   }
 
+  /** Whether new events are announced right now (else streams poll more often). */
   get listening(): boolean {
-    return this.client !== null;
+    return this.subscribed;
   }
 
   subscribe(executionId: string, listener: Listener): () => void {
@@ -88,6 +113,7 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
   async onApplicationShutdown(): Promise<void> {
     this.closing = true;
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+    this.subscriber?.disconnect();
     await this.client?.end().catch(() => undefined);
   }
 }

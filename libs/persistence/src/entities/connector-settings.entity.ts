@@ -1,6 +1,6 @@
 import { Column, Entity, PrimaryColumn } from 'typeorm';
-import type { EntityManager } from 'typeorm';
-import { Queryable, rows } from '../sql';
+import type { DataSource, EntityManager } from 'typeorm';
+import { Queryable, rows, transaction } from '../sql';
 import type { TransitionResult } from '../transition.service';
 
 /** One outbound host a tenant allows (the `http` connector); mirrors `AllowedHost` in libs/connectors. */
@@ -137,7 +137,7 @@ export interface CapExceeded {
  * Without caps this is just the commit. `commit` is the SENT transition, run on the transaction it is given.
  */
 export async function commitWithinSpendingCaps(
-  dataSource: { manager: EntityManager; transaction<T>(work: (tx: EntityManager) => Promise<T>): Promise<T> },
+  dataSource: DataSource,
   input: {
     tenantId: string;
     connector: string;
@@ -149,7 +149,7 @@ export async function commitWithinSpendingCaps(
   commit: (db: EntityManager) => Promise<TransitionResult>,
 ): Promise<{ sent: TransitionResult } | { exceeded: CapExceeded }> {
   if (input.caps.length === 0) return { sent: await commit(dataSource.manager) };
-  return dataSource.transaction(async (tx) => {
+  return transaction(dataSource, async (tx) => {
     // Two dispatchers sending for the same tenant and connector take turns here, so neither can overshoot the cap.
     await tx.query(`SELECT pg_advisory_xact_lock(727002, hashtext($1))`, [`${input.tenantId}/${input.connector}`]);
     for (const cap of input.caps) {

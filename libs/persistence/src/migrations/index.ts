@@ -2,6 +2,7 @@ import { InitialSchema1764460000000 } from './1764460000000-initial-schema';
 import { SweepLog1764460100000 } from './1764460100000-sweep-log';
 import { ObservationDue1764460400000 } from './1764460400000-observation-due';
 import { ConnectorSettings1764460600000 } from './1764460600000-connector-settings';
+import { EventsSignalAfterCommit1764470000000 } from './1764470000000-events-signal-after-commit';
 
 /** In order. Add a new timestamped class for every schema change; never edit one that has shipped. */
 export const MIGRATIONS = [
@@ -9,4 +10,5 @@ export const MIGRATIONS = [
   SweepLog1764460100000,
   ObservationDue1764460400000,
   ConnectorSettings1764460600000,
+  EventsSignalAfterCommit1764470000000,
 ];

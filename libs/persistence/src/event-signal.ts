@@ -1,0 +1,47 @@
+import type { EntityManager, QueryRunner } from 'typeorm';
+import type { Queryable } from './sql';
+
+/** Told the ids of executions that have new committed events (the API's streams wake up and read the table). */
+export type EventSignal = (executionId: string) => void;
+
+let signal: EventSignal | null = null;
+
+/**
+ * Each process registers how it announces new events (a Redis PUBLISH, libs/queues). The announcement only says
+ * "look": streams read the events table, and poll it anyway, so a lost announcement delays an event, never loses it.
+ */
+export function announceEventsWith(next: EventSignal | null): void {
+  signal = next;
+}
+
+const PENDING = 'verityEventsCommitted';
+
+/**
+ * Called by every event writer. Outside a transaction the event is already committed: announce it now. Inside one,
+ * announce it when the transaction commits (see `transaction` in sql.ts) — never before, or a stream could look too
+ * early and then wait for the next poll.
+ */
+export function eventsWritten(db: Queryable, executionId: string): void {
+  const runner = (db as Partial<EntityManager>).queryRunner;
+  if (runner?.isTransactionActive) {
+    const data = runner.data as { [PENDING]?: Set<string> };
+    (data[PENDING] ??= new Set()).add(executionId);
+    return;
+  }
+  signal?.(executionId);
+}
+
+/** After a commit: announce what the transaction wrote. */
+export function announceCommitted(runner: QueryRunner | undefined): void {
+  const data = runner?.data as { [PENDING]?: Set<string> } | undefined;
+  const pending = data?.[PENDING];
+  if (!pending) return;
+  delete data[PENDING];
+  for (const executionId of pending) signal?.(executionId);
+}
+
+/** After a rollback: what the transaction wrote is gone, and so is the announcement. */
+export function forgetUncommitted(runner: QueryRunner | undefined): void {
+  const data = runner?.data as { [PENDING]?: Set<string> } | undefined;
+  if (data) delete data[PENDING];
+}
