@@ -38,8 +38,6 @@ interface BenchOptions {
   idleSamples: number;
   moderateSeconds: number;
   keep: boolean;
-  /** Also measure intake and the pipeline with the events NOTIFY trigger disabled (the measured cause of a miss). */
-  diagnose: boolean;
   /** Write V8 CPU profiles of every app (node --cpu-prof) into <dir>/profiles and summarise them. */
   profile: boolean;
 }
@@ -54,7 +52,6 @@ const DEFAULTS: BenchOptions = {
   idleSamples: 40,
   moderateSeconds: 20,
   keep: false,
-  diagnose: true,
   profile: false,
 };
 
@@ -137,7 +134,6 @@ async function benchIntake(cluster: Cluster, pool: Pool, options: BenchOptions) 
     PORT: String(await freePort()),
   });
   const runs: IntakeRun[] = [];
-  let diagnostic: IntakeRun | null = null;
   try {
     for (let round = 1; round <= options.rounds; round += 1) {
       // Interleaved, so a neighbour's burst of load does not land on one side only.
@@ -149,17 +145,6 @@ async function benchIntake(cluster: Cluster, pool: Pool, options: BenchOptions) 
             (run.non2xx || run.errors ? `, non-2xx ${run.non2xx}, errors ${run.errors}` : ''),
         );
         runs.push(run);
-      }
-    }
-    if (options.diagnose) {
-      const run = await withoutNotifyTrigger(pool, () =>
-        intakeRound(cluster, 'verity', `${cluster.apiUrl}/v1/executions`, options, null),
-      );
-      if (run) {
-        diagnostic = run;
-        note(
-          `diagnosis, intake without the NOTIFY trigger: ${run.requestsPerSecond.toFixed(0)} req/s, p50 ${run.p50} ms`,
-        );
       }
     }
   } finally {
@@ -185,7 +170,7 @@ async function benchIntake(cluster: Cluster, pool: Pool, options: BenchOptions) 
       rounds: rs.map((r) => r.requestsPerSecond),
     };
   };
-  return { verity: summary('verity'), baseline: summary('baseline'), diagnostic };
+  return { verity: summary('verity'), baseline: summary('baseline') };
 }
 
 /**
@@ -203,23 +188,6 @@ async function resetData(cluster: Cluster, pool: Pool): Promise<void> {
     }
   }
   await redisCommands(cluster.redis.url, [['FLUSHALL']]);
-}
-
-/**
- * Diagnosis, not the measurement: the `events_notify` trigger NOTIFYs on every event INSERT, and Postgres serialises
- * the commits of NOTIFYing transactions under one global lock (held across the commit's WAL flush). Runs `work` with
- * the trigger disabled on the benchmark's private database to measure what that lock costs. Null when the trigger
- * does not exist (any more).
- */
-async function withoutNotifyTrigger<T>(pool: Pool, work: () => Promise<T>): Promise<T | null> {
-  const { rows } = await pool.query(`SELECT 1 FROM pg_trigger WHERE tgname = 'events_notify'`);
-  if (rows.length === 0) return null;
-  await pool.query(`ALTER TABLE events DISABLE TRIGGER events_notify`);
-  try {
-    return await work();
-  } finally {
-    await pool.query(`ALTER TABLE events ENABLE TRIGGER events_notify`);
-  }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -527,7 +495,6 @@ const USAGE = [
   'usage: npm run bench -- [options]',
   '  --quick               shorter phases, for a smoke test',
   '  --profile             CPU profiles of every app (node --cpu-prof), summarised at the end; keeps the logs',
-  '  --no-diagnose         skip the runs with the events NOTIFY trigger disabled',
   "  --keep                keep the private cluster's data and logs",
   ...Object.entries(DEFAULTS)
     .filter(([, v]) => typeof v === 'number')
@@ -544,12 +511,11 @@ function parseArgs(argv: string[]): BenchOptions {
     }
     if (arg === '--quick') Object.assign(options, { intakeSeconds: 5, rounds: 1, e2eSeconds: 8, ceilingJobs: 3000 });
     else if (arg === '--keep') options.keep = true;
-    else if (arg === '--no-diagnose') options.diagnose = false;
     else if (arg === '--profile') Object.assign(options, { profile: true, keep: true });
     else {
       const match = /^--([a-z-]+)(?:=(.*))?$/.exec(arg);
       const key = match?.[1].replace(/-([a-z])/g, (_, c: string) => c.toUpperCase()) as keyof BenchOptions | undefined;
-      if (!match || !key || !(key in DEFAULTS) || key === 'keep' || key === 'profile' || key === 'diagnose') {
+      if (!match || !key || !(key in DEFAULTS) || key === 'keep' || key === 'profile') {
         throw new UsageError(`unknown option ${arg}\n${USAGE}`);
       }
       const value = Number(match[2] ?? argv[++i]);
@@ -604,9 +570,6 @@ async function main(): Promise<void> {
     idleRss.sample();
 
     const e2e1 = await benchEndToEnd(cluster, pool, agent, options, 'd1');
-    const e2e1Diagnostic = options.diagnose
-      ? await withoutNotifyTrigger(pool, () => benchEndToEnd(cluster, pool, agent, options, 'd1-no-notify'))
-      : null;
     await cluster.scaleTo('dispatcher', 3);
     await sleep(2_000);
     const e2e3 = await benchEndToEnd(cluster, pool, agent, options, 'd3');
@@ -698,17 +661,7 @@ async function main(): Promise<void> {
       .filter((a) => a.n >= options.idleSamples / 2)
       .map((a) => `${a.step} ${a.p50.toFixed(1)}`)
       .join(', ');
-    const diagnosis = [
-      'diagnosis (same run, private database, events_notify trigger disabled — not a supported configuration):',
-      intake.diagnostic
-        ? `  intake: ${intake.diagnostic.requestsPerSecond.toFixed(0)} req/s, p50 ${intake.diagnostic.p50} ms ` +
-          `(${pct(intake.diagnostic.requestsPerSecond / intake.baseline.requestsPerSecond)} of the baseline)`
-        : '  intake: skipped (no events_notify trigger, or --no-diagnose)',
-      e2e1Diagnostic
-        ? `  end-to-end, 1 dispatcher: ${e2e1Diagnostic.verifiedPerSecond.toFixed(1)} VERIFIED/s ` +
-          `(${pct(e2e1Diagnostic.verifiedPerSecond / ceiling1.jobsPerSecond)} of the ceiling), ` +
-          `p50 ${e2e1Diagnostic.p50.toFixed(0)} ms; per op: ${breakdown(e2e1Diagnostic.cpuPerOp)}`
-        : '  end-to-end: skipped',
+    const statementTable = [
       '  statements per VERIFIED op, end-to-end with 1 dispatcher (pg_stat_statements, most frequent first):',
       ...e2e1.statements.map(
         (st) =>
@@ -737,7 +690,7 @@ async function main(): Promise<void> {
     const header =
       `Verity benchmark, ${new Date().toISOString()}\n` +
       `machine: ${machine}; PostgreSQL ${versions}; load average at start ${loadAtStart}, at end ${loadAverage()}\n`;
-    process.stdout.write(`\n${header}\n${table}\n\n${profile}\n\n${diagnosis}\n`);
+    process.stdout.write(`\n${header}\n${table}\n\n${profile}\n\n${statementTable}\n`);
   } finally {
     await pool.end().catch(() => undefined);
     await cluster.stop();
