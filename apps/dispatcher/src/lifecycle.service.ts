@@ -11,7 +11,7 @@ import {
   TransitionService,
   connectorEnvironment,
   connectorOperation,
-  findExecution,
+  findExecutionWithOperations,
   findOperations,
   findTenant,
   lockExecution,
@@ -69,8 +69,11 @@ export class LifecycleService {
     let operations: OperationEntity[] | null = null;
     for (let step = 0; step < 20; step += 1) {
       // A move this job won is applied to the row in memory; the rows are read again only after a lost race.
-      execution ??= await findExecution(this.db.manager, executionId);
-      if (!execution) return 'skipped: not found';
+      if (!execution) {
+        const found = await findExecutionWithOperations(this.db.manager, executionId);
+        if (!found) return 'skipped: not found';
+        ({ execution, operations } = found);
+      }
       if (isTerminalExecution(execution.status)) return step === 0 ? 'skipped: terminal' : 'done';
       operations ??= await findOperations(this.db.manager, executionId);
       const progressed = await this.step(execution, operations, tenant);
@@ -187,7 +190,7 @@ export class LifecycleService {
         await this.applyContexts(tx, execution, locked.operations, contexts, tenant);
         at = await this.cas(tx, execution.id, at, E.PLANNING);
       }
-      await this.plan(tx, execution, tenant);
+      if (locked.operations.some((op) => needsApproval(op, tenant?.settings))) await this.plan(tx, execution, tenant);
       return this.cas(tx, execution.id, at, E.RUNNING);
     });
   }
@@ -354,7 +357,8 @@ export class LifecycleService {
     operations: OperationEntity[],
     loadTenant: TenantLoader,
   ): Promise<boolean | 'lost'> {
-    const tenant = await loadTenant(execution.tenantId);
+    // The tenant's approval policy matters only while something is still to be dispatched.
+    const tenant = operations.some((op) => op.status === S.PREPARED) ? await loadTenant(execution.tenantId) : null;
     const latestByKey = new Map<string, OperationEntity>();
     for (const op of operations) latestByKey.set(op.key, op);
     let changed = false;

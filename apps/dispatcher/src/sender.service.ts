@@ -12,12 +12,10 @@ import {
   CapExceeded,
   OperationEntity,
   TransitionService,
-  findTenant,
   commitWithinSpendingCaps,
   connectorOperation,
   describeCapExceeded,
-  findExecution,
-  findOperation,
+  findOperationToSend,
   loadConnectorSettings,
   snapshotOf,
 } from '@verity/persistence';
@@ -64,13 +62,13 @@ export class SenderService {
    * tell: a worker whose lock ran out may already have been declared dead by the sweeper.
    */
   async dispatch(operationId: string, stillOwned?: () => Promise<boolean | null>): Promise<DispatchOutcome> {
-    const op = await findOperation(this.db.manager, operationId);
-    if (!op) return 'skipped: not found';
+    const found = await findOperationToSend(this.db.manager, operationId);
+    if (!found) return 'skipped: not found';
+    const { operation: op, executionStatus, tenant } = found;
     if (op.status === S.SENT) return this.markOrphan(op);
     const release = op.status === S.MANUAL_REVIEW && op.attempt === 0 && hasReleaseResolution(op);
     if (op.status !== S.PREPARED && !release) return 'skipped: already settled';
-    const execution = await findExecution(this.db.manager, op.executionId);
-    if (!execution || (isTerminalExecution(execution.status) && !release)) return 'skipped: execution ended';
+    if (isTerminalExecution(executionStatus) && !release) return 'skipped: execution ended';
     const connector = this.connectors.require(op.connector);
     // The tenant's settings for this connector (allowlist, secrets, spending caps), read fresh for every send.
     const settings = await loadConnectorSettings(this.db.manager, op.tenantId, op.connector, {
@@ -79,7 +77,6 @@ export class SenderService {
     const tenantEnv: TenantConnectorSettings = { allowHosts: settings.allowHosts, secrets: settings.secrets };
 
     if (!release) {
-      const tenant = await findTenant(this.db.manager, op.tenantId);
       if (needsApproval(op, tenant?.settings)) {
         const stale = await this.approvalStaleness(op, tenantEnv);
         if (stale) return stale;

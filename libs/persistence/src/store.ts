@@ -84,25 +84,33 @@ export async function insertExecution(
  * one prepared SELECT of every mapped column, turned into the entity by TypeORM's own per-column hydration, so
  * column types and transformers apply exactly as they do for `find`.
  */
-const selectLists = new Map<EntityTarget<ObjectLiteral>, string>();
+const selectLists = new Map<string, string>();
 
-function columnsOf(db: EntityManager, target: EntityTarget<ObjectLiteral>, alias: string): string {
-  let list = selectLists.get(target);
+/** Every mapped column of an entity as `alias."column"`, or `alias."column" AS "<prefix>column"` for joins. */
+function columnsOf(db: EntityManager, target: EntityTarget<ObjectLiteral>, alias: string, prefix = ''): string {
+  const metadata = db.connection.getMetadata(target);
+  const key = `${metadata.name}/${alias}/${prefix}`;
+  let list = selectLists.get(key);
   if (!list) {
-    list = db.connection
-      .getMetadata(target)
-      .columns.map((column) => `"${column.databaseName}"`)
+    list = metadata.columns
+      .map((c) => `${alias}."${c.databaseName}"${prefix ? ` AS "${prefix}${c.databaseName}"` : ''}`)
       .join(', ');
-    selectLists.set(target, list);
+    selectLists.set(key, list);
   }
-  return list.replace(/"([a-z_0-9]+)"/g, `${alias}."$1"`);
+  return list;
 }
 
-function hydrate<T extends ObjectLiteral>(db: EntityManager, target: EntityTarget<T>, raw: Record<string, unknown>): T {
+function hydrate<T extends ObjectLiteral>(
+  db: EntityManager,
+  target: EntityTarget<T>,
+  raw: Record<string, unknown>,
+  prefix = '',
+): T {
   const metadata = db.connection.getMetadata(target);
   const entity = metadata.create() as T;
   for (const column of metadata.columns) {
-    column.setEntityValue(entity, db.connection.driver.prepareHydratedValue(raw[column.databaseName], column));
+    const value = raw[`${prefix}${column.databaseName}`];
+    column.setEntityValue(entity, db.connection.driver.prepareHydratedValue(value, column));
   }
   return entity;
 }
@@ -127,6 +135,45 @@ export async function findExecution(db: EntityManager, id: string, tenantId?: st
     ? await selectEntities(db, ExecutionEntity, 'executions', 't.id = $1 AND t.tenant_id = $2', [id, tenantId])
     : await selectEntities(db, ExecutionEntity, 'executions', 't.id = $1', [id]);
   return found ?? null;
+}
+
+/** An execution and its operations (position order) in one round trip: what every advance of the lifecycle reads. */
+export async function findExecutionWithOperations(
+  db: EntityManager,
+  id: string,
+): Promise<{ execution: ExecutionEntity; operations: OperationEntity[] } | null> {
+  const found = await rows<Record<string, unknown>>(
+    db,
+    `SELECT ${columnsOf(db, ExecutionEntity, 'e', 'e__')}, ${columnsOf(db, OperationEntity, 'o', 'o__')}
+     FROM executions e LEFT JOIN operations o ON o.execution_id = e.id
+     WHERE e.id = $1 ORDER BY o.position, o.generation`,
+    [id],
+  );
+  if (found.length === 0) return null;
+  return {
+    execution: hydrate(db, ExecutionEntity, found[0], 'e__'),
+    operations: found.filter((raw) => raw.o__id !== null).map((raw) => hydrate(db, OperationEntity, raw, 'o__')),
+  };
+}
+
+/** An operation with its execution's status and its tenant, in one round trip: what a send starts from. */
+export async function findOperationToSend(
+  db: EntityManager,
+  id: string,
+): Promise<{ operation: OperationEntity; executionStatus: ExecutionStatus; tenant: TenantEntity | null } | null> {
+  const [found] = await rows<Record<string, unknown>>(
+    db,
+    `SELECT ${columnsOf(db, OperationEntity, 'o', 'o__')}, e.status AS e__status, ${columnsOf(db, TenantEntity, 't', 't__')}
+     FROM operations o JOIN executions e ON e.id = o.execution_id LEFT JOIN tenants t ON t.id = o.tenant_id
+     WHERE o.id = $1`,
+    [id],
+  );
+  if (!found) return null;
+  return {
+    operation: hydrate(db, OperationEntity, found, 'o__'),
+    executionStatus: found.e__status as ExecutionStatus,
+    tenant: found.t__id === null ? null : hydrate(db, TenantEntity, found, 't__'),
+  };
 }
 
 export async function findOperations(db: EntityManager, executionId: string): Promise<OperationEntity[]> {
