@@ -40,6 +40,44 @@ type ContextResult = Awaited<ReturnType<NonNullable<Connector['readContext']>>>;
 /** A compare-and-set lost inside a transaction: roll it all back and look again. */
 class LostRace extends Error {}
 
+/**
+ * Moves of one execution queued inside a transaction and written as one statement (`executionMoves`: each move its
+ * own event) when flushed — which the caller does before writing any other event, so the log keeps its order.
+ */
+class MoveChain {
+  private moves: { to: ExecutionStatus; eventData?: Record<string, unknown> }[] = [];
+
+  constructor(
+    private readonly transitions: TransitionService,
+    private readonly tx: EntityManager,
+    private readonly executionId: string,
+    private at: ExecutionStatus,
+  ) {}
+
+  /** Where the execution will be once the queued moves are written. */
+  get status(): ExecutionStatus {
+    return this.moves.length ? this.moves[this.moves.length - 1].to : this.at;
+  }
+
+  add(to: ExecutionStatus, eventData?: Record<string, unknown>): void {
+    this.moves.push({ to, eventData });
+  }
+
+  async flush(patch?: ExecutionPatch): Promise<ExecutionStatus> {
+    if (this.moves.length === 0) return this.at;
+    const result = await this.transitions.executionMoves(this.tx, {
+      executionId: this.executionId,
+      from: this.at,
+      moves: this.moves,
+      patch,
+    });
+    if (!result.won) throw new LostRace();
+    this.at = this.status;
+    this.moves = [];
+    return this.at;
+  }
+}
+
 export type AdvanceOutcome = 'done' | 'skipped: not found' | 'skipped: terminal' | 'skipped: lost race';
 
 const E = ExecutionStatus;
@@ -183,15 +221,22 @@ export class LifecycleService {
       // Rows are locked in the order every transition statement takes them (operations, then the execution).
       const locked = await lockExecution(tx, execution.id);
       if (locked?.status !== from) throw new LostRace();
-      let at = from;
-      if (at === E.CREATED) at = await this.cas(tx, execution.id, at, E.VALIDATING);
-      if (at === E.VALIDATING) at = await this.cas(tx, execution.id, at, E.RESOLVING_CONTEXT);
-      if (at === E.RESOLVING_CONTEXT) {
-        await this.applyContexts(tx, execution, locked.operations, contexts, tenant);
-        at = await this.cas(tx, execution.id, at, E.PLANNING);
+      // The moves are written together, as one statement, just before any other event of this transaction.
+      const chain = new MoveChain(this.transitions, tx, execution.id, from);
+      if (chain.status === E.CREATED) chain.add(E.VALIDATING);
+      if (chain.status === E.VALIDATING) chain.add(E.RESOLVING_CONTEXT);
+      if (chain.status === E.RESOLVING_CONTEXT) {
+        await this.applyContexts(tx, execution, locked.operations, contexts, tenant, async () => {
+          await chain.flush();
+        });
+        chain.add(E.PLANNING);
       }
-      if (locked.operations.some((op) => needsApproval(op, tenant?.settings))) await this.plan(tx, execution, tenant);
-      return this.cas(tx, execution.id, at, E.RUNNING);
+      if (locked.operations.some((op) => needsApproval(op, tenant?.settings))) {
+        await chain.flush();
+        await this.plan(tx, execution, tenant);
+      }
+      chain.add(E.RUNNING);
+      return chain.flush();
     });
   }
 
@@ -265,11 +310,13 @@ export class LifecycleService {
     operations: OperationEntity[],
     contexts: Map<string, ContextResult>,
     tenant: TenantEntity | null,
+    beforeEvent: () => Promise<void>,
   ): Promise<void> {
     for (const op of operations) {
       const context = contexts.get(op.id);
       if (op.status !== S.PREPARED || !context) continue;
       if (context.kind === 'unreachable') {
+        await beforeEvent();
         await this.transitions.annotate(tx, {
           executionId: execution.id,
           operationId: op.id,
@@ -279,6 +326,7 @@ export class LifecycleService {
         continue;
       }
       if (context.requestedStatePresent && op.verificationMethod === VerificationMethod.READ_AFTER_WRITE) {
+        await beforeEvent();
         await this.transitions.operation(tx, {
           operation: snapshotOf(op),
           to: S.VERIFIED,
@@ -299,6 +347,7 @@ export class LifecycleService {
       const conflicts = [...context.conflicts, ...expectedMismatches];
       const baseline = context.state;
       if (conflicts.length > 0) {
+        await beforeEvent();
         const recorded = await this.transitions.annotate(tx, {
           executionId: execution.id,
           operationId: op.id,
@@ -445,8 +494,8 @@ export class LifecycleService {
     const latestByKey = new Map<string, OperationEntity>();
     for (const op of operations) latestByKey.set(op.key, op);
     return this.inTransaction(execution, async (tx) => {
-      let at = execution.status;
-      if (at !== E.VALIDATING_OUTPUT) at = await this.cas(tx, execution.id, at, E.VALIDATING_OUTPUT);
+      const chain = new MoveChain(this.transitions, tx, execution.id, execution.status);
+      if (chain.status !== E.VALIDATING_OUTPUT) chain.add(E.VALIDATING_OUTPUT);
       const results: CriterionResult[] = [];
       for (const criterion of execution.criteria) {
         const op = latestByKey.get(criterion.operation);
@@ -465,14 +514,8 @@ export class LifecycleService {
           evidence_event_ids: evidence.map((e) => e.id),
         });
       }
-      return this.cas(
-        tx,
-        execution.id,
-        at,
-        E.COMPLETED,
-        { criteria: results.map((r) => ({ key: r.key, verdict: r.verdict })) },
-        { criteria_results: results },
-      );
+      chain.add(E.COMPLETED, { criteria: results.map((r) => ({ key: r.key, verdict: r.verdict })) });
+      return chain.flush({ criteria_results: results });
     });
   }
 

@@ -1,4 +1,10 @@
-import { IllegalTransitionError, OperationStatus, TerminalReason, VerificationMethod } from '@verity/status-model';
+import {
+  ExecutionStatus,
+  IllegalTransitionError,
+  OperationStatus,
+  TerminalReason,
+  VerificationMethod,
+} from '@verity/status-model';
 import { newId } from '@verity/platform';
 import { createTestDatabase, TestDatabase } from '../../../test/support/services';
 import { ensureTenant } from './api-keys';
@@ -121,6 +127,58 @@ describe('TransitionService (real Postgres)', () => {
       .getRepository(EventEntity)
       .find({ where: { executionId }, order: { seq: 'ASC' } });
     expect(events.map((e) => Number(e.seq))).toEqual(Array.from({ length: 31 }, (_, i) => i + 1));
+  });
+
+  it('writes a chain of execution moves as one statement, one event per move, with consecutive seqs', async () => {
+    const { executionId } = await newExecutionWithOneOperation();
+    const E = ExecutionStatus;
+    const result = await transitions.executionMoves(db.dataSource.manager, {
+      executionId,
+      from: E.CREATED,
+      moves: [
+        { to: E.VALIDATING },
+        { to: E.RESOLVING_CONTEXT, eventData: { note: 'second' } },
+        { to: E.PLANNING },
+        { to: E.RUNNING },
+      ],
+    });
+    expect(result).toMatchObject({ won: true, seq: 5 });
+    const events = await db.dataSource
+      .getRepository(EventEntity)
+      .find({ where: { executionId }, order: { seq: 'ASC' } });
+    expect(events.map((e) => [Number(e.seq), e.fromStatus, e.toStatus])).toEqual([
+      [1, null, 'created'],
+      [2, 'created', 'validating'],
+      [3, 'validating', 'resolving_context'],
+      [4, 'resolving_context', 'planning'],
+      [5, 'planning', 'running'],
+    ]);
+    expect(events[2].data).toEqual({ note: 'second' });
+    expect(events[4].id).toBe(result.eventId);
+    const [row] = (await db.dataSource.query(`SELECT status, event_seq FROM executions WHERE id = $1`, [
+      executionId,
+    ])) as { status: string; event_seq: string }[];
+    expect(row).toEqual({ status: 'running', event_seq: '5' });
+  });
+
+  it('writes nothing of a chain whose starting status is gone, and refuses an illegal chain before any SQL', async () => {
+    const { executionId } = await newExecutionWithOneOperation();
+    const E = ExecutionStatus;
+    const lost = await transitions.executionMoves(db.dataSource.manager, {
+      executionId,
+      from: E.VALIDATING,
+      moves: [{ to: E.RESOLVING_CONTEXT }, { to: E.PLANNING }],
+    });
+    expect(lost).toEqual({ won: false });
+    await expect(
+      transitions.executionMoves(db.dataSource.manager, {
+        executionId,
+        from: E.CREATED,
+        moves: [{ to: E.VALIDATING }, { to: E.RUNNING }],
+      }),
+    ).rejects.toBeInstanceOf(IllegalTransitionError);
+    const events = await db.dataSource.getRepository(EventEntity).find({ where: { executionId } });
+    expect(events).toHaveLength(1);
   });
 
   it('keeps events append-only', async () => {

@@ -141,13 +141,48 @@ export class TransitionService {
       eventData?: Record<string, unknown>;
     },
   ): Promise<TransitionResult> {
-    assertExecutionTransition(input.from, input.to);
-    const params: unknown[] = [input.executionId, input.from, input.to];
-    const sets = ['status = $3', 'event_seq = event_seq + 1', 'updated_at = clock_timestamp()'];
+    return this.executionMoves(db, {
+      executionId: input.executionId,
+      from: input.from,
+      moves: [{ to: input.to, eventData: input.eventData }],
+      patch: input.patch,
+    });
+  }
+
+  /**
+   * Several moves of one execution back to back (created → validating → … → running) as ONE statement: each move is
+   * checked by libs/status-model and gets its own event, in order, with consecutive `seq`; the row ends in the last
+   * status and takes `patch`. All or nothing: if the row is no longer in `from`, nothing is written. The result is
+   * the last event's.
+   */
+  async executionMoves(
+    db: Queryable,
+    input: {
+      executionId: string;
+      from: ExecutionStatus;
+      moves: { to: ExecutionStatus; eventData?: Record<string, unknown> }[];
+      patch?: ExecutionPatch;
+    },
+  ): Promise<TransitionResult> {
+    if (input.moves.length === 0) throw new Error('executionMoves needs at least one move');
+    const froms: ExecutionStatus[] = [];
+    let at = input.from;
+    for (const move of input.moves) {
+      assertExecutionTransition(at, move.to);
+      froms.push(at);
+      at = move.to;
+    }
+    const n = input.moves.length;
+    const params: unknown[] = [input.executionId, input.from, at, n];
+    const sets = ['status = $3', 'event_seq = event_seq + $4', 'updated_at = clock_timestamp()'];
     sets.push(...patchAssignments(input.patch ?? {}, params));
-    const eventId = newId('evt');
-    params.push(eventId, json(input.eventData ?? {}));
-    const n = params.length;
+    const first = params.length + 1;
+    params.push(
+      input.moves.map(() => newId('evt')),
+      froms,
+      input.moves.map((move) => move.to),
+      input.moves.map((move) => json(move.eventData ?? {})),
+    );
     const result = await rows<{ id: string; seq: string }>(
       db,
       `WITH moved AS (
@@ -155,13 +190,18 @@ export class TransitionService {
          RETURNING id, tenant_id, event_seq
        )
        INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
-       SELECT $${n - 1}, id, tenant_id, event_seq, NULL, 'execution.status_changed', $2, $3, $${n} FROM moved
+       SELECT m.event_id, moved.id, moved.tenant_id, moved.event_seq - $4 + m.ord, NULL, 'execution.status_changed',
+              m.from_status, m.to_status, m.data
+       FROM moved, unnest($${first}::text[], $${first + 1}::text[], $${first + 2}::text[], $${first + 3}::jsonb[])
+            WITH ORDINALITY AS m(event_id, from_status, to_status, data, ord)
+       ORDER BY m.ord
        RETURNING id, seq`,
       params,
     );
     if (result.length === 0) return { won: false };
     eventsWritten(db, input.executionId);
-    return { won: true, eventId: result[0].id, seq: Number(result[0].seq) };
+    const last = result.reduce((a, b) => (Number(b.seq) > Number(a.seq) ? b : a));
+    return { won: true, eventId: last.id, seq: Number(last.seq) };
   }
 
   /**
