@@ -27,23 +27,33 @@ export interface NewExecution {
   deadlineSeconds: number;
   criteria: Criterion[];
   idempotencyKey: string | null;
+  /** The token of this request's claim on `idempotencyKey` (claimIdempotencyKey); null without a key. */
+  claimToken?: string | null;
   operations: NewOperation[];
   createdEventId: string;
 }
 
 /**
  * I7: one statement writes the execution, its operations and its first event, so a 201 means all of it is
- * committed (and it costs one round trip, since commits are the scarce resource).
+ * committed (and it costs one round trip, since commits are the scarce resource). I8: with an Idempotency-Key, the
+ * same statement completes the key's record, and writes anything only while this request's claim still holds the
+ * key (`claimToken`); null when a later request took the claim over — nothing was written.
  */
 export async function insertExecution(
   db: Queryable,
   input: NewExecution,
-): Promise<{ createdAt: Date; deadlineAt: Date; updatedAt: Date }> {
+): Promise<{ createdAt: Date; deadlineAt: Date; updatedAt: Date } | null> {
   const result = await rows<{ created_at: Date; deadline_at: Date; updated_at: Date }>(
     db,
-    `WITH e AS (
+    `WITH claim AS (
+       UPDATE idempotency_keys SET state = 'completed', execution_id = $1
+       WHERE tenant_id = $2 AND key = $7 AND claim_token = $11 AND state = 'in_flight'
+       RETURNING key
+     ), e AS (
        INSERT INTO executions (id, tenant_id, agent_id, intent, status, deadline_at, criteria, idempotency_key, event_seq)
-       VALUES ($1, $2, $3, $4, 'created', now() + make_interval(secs => $5), $6, $7, 1)
+       SELECT $1::text, $2::text, $3::text, $4::text, 'created', now() + make_interval(secs => $5::double precision),
+              $6::jsonb, $7::text, 1
+       WHERE $7::text IS NULL OR EXISTS (SELECT 1 FROM claim)
        RETURNING id, tenant_id, created_at, deadline_at, updated_at
      ), o AS (
        INSERT INTO operations (id, execution_id, tenant_id, key, position, connector, action, params, irreversible,
@@ -57,10 +67,6 @@ export async function insertExecution(
      ), ev AS (
        INSERT INTO events (id, execution_id, tenant_id, seq, type, to_status, data)
        SELECT $9, e.id, e.tenant_id, 1, 'execution.created', 'created', $10 FROM e
-     ), ik AS (
-       -- The idempotency record completes in the same statement: a replay can never see a half-written execution.
-       UPDATE idempotency_keys SET state = 'completed', execution_id = e.id
-       FROM e WHERE idempotency_keys.tenant_id = e.tenant_id AND idempotency_keys.key = $7
      )
      SELECT e.created_at, e.deadline_at, e.updated_at, (SELECT count(*) FROM o) AS n FROM e`,
     [
@@ -74,8 +80,10 @@ export async function insertExecution(
       JSON.stringify(input.operations),
       input.createdEventId,
       JSON.stringify({ operations: input.operations.length }),
+      input.claimToken ?? null,
     ],
   );
+  if (result.length === 0) return null;
   return { createdAt: result[0].created_at, deadlineAt: result[0].deadline_at, updatedAt: result[0].updated_at };
 }
 

@@ -77,9 +77,14 @@ export class ExecutionsService {
         return { execution: await this.get(principal, claim.executionId), replayed: true };
       case 'claimed':
         try {
-          return { execution: await this.create(principal, submission, idempotencyKey), replayed: false };
+          return {
+            execution: await this.create(principal, submission, { key: idempotencyKey, token: claim.token }),
+            replayed: false,
+          };
         } catch (error) {
-          await releaseIdempotencyKey(this.db.manager, principal.tenantId, idempotencyKey).catch(() => undefined);
+          await releaseIdempotencyKey(this.db.manager, principal.tenantId, idempotencyKey, claim.token).catch(
+            () => undefined,
+          );
           throw error;
         }
     }
@@ -88,7 +93,7 @@ export class ExecutionsService {
   private async create(
     principal: Principal,
     submission: Submission,
-    idempotencyKey: string | null,
+    idempotency: { key: string; token: string } | null,
   ): Promise<ExecutionView> {
     const executionId = newId('exe');
     const operations: NewOperation[] = submission.operations.map((op, position) => {
@@ -119,10 +124,22 @@ export class ExecutionsService {
       intent: submission.intent,
       deadlineSeconds,
       criteria: submission.criteria ?? [],
-      idempotencyKey,
+      idempotencyKey: idempotency?.key ?? null,
+      claimToken: idempotency?.token ?? null,
       operations,
       createdEventId: newId('evt'),
     });
+    if (!written) {
+      // Our claim on the key was taken over by a later request with the same key: it, not we, creates the execution.
+      throw new Problem(
+        409,
+        'idempotency-key-in-flight',
+        'Conflict with the current state',
+        'another request with this Idempotency-Key took over while this one was slow; retry to get its result',
+        {},
+        { 'retry-after': '1' },
+      );
+    }
     // Committed: from here the 201 stands. If Redis is down the sweeper owes this enqueue (I7).
     submissions.inc();
     await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId });
@@ -139,7 +156,7 @@ export class ExecutionsService {
         criteriaResults: null,
         failure: null,
         eventSeq: '1',
-        idempotencyKey,
+        idempotencyKey: idempotency?.key ?? null,
         createdAt: at,
         updatedAt: written.updatedAt,
       },

@@ -3,6 +3,7 @@ import { SweepLog1764460100000 } from './1764460100000-sweep-log';
 import { ObservationDue1764460400000 } from './1764460400000-observation-due';
 import { ConnectorSettings1764460600000 } from './1764460600000-connector-settings';
 import { EventsSignalAfterCommit1764470000000 } from './1764470000000-events-signal-after-commit';
+import { IdempotencyClaimToken1764470100000 } from './1764470100000-idempotency-claim-token';
 
 /** In order. Add a new timestamped class for every schema change; never edit one that has shipped. */
 export const MIGRATIONS = [
@@ -11,4 +12,5 @@ export const MIGRATIONS = [
   ObservationDue1764460400000,
   ConnectorSettings1764460600000,
   EventsSignalAfterCommit1764470000000,
+  IdempotencyClaimToken1764470100000,
 ];
