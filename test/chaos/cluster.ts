@@ -63,6 +63,8 @@ export class AppProcess {
   exitExpected = false;
   /** Starts refused by the app itself (e.g. Postgres still down at boot). */
   failedStarts = 0;
+  /** From spawn until start() returns: an exit meanwhile is a refused start, which start()'s caller handles. */
+  private starting = false;
   starts = 0;
   private exited: Promise<void> = Promise.resolve();
   private recent: string[] = [];
@@ -131,8 +133,11 @@ export class AppProcess {
     };
     child.stdout?.on('data', collect);
     child.stderr?.on('data', collect);
+    this.starting = true;
     this.exited = new Promise<void>((resolve) =>
       child.once('exit', (code, signal) => {
+        // Set in the exit event itself, so the unexpected-exit watcher can never see a refused start first.
+        if (this.starting) this.exitExpected = true;
         // 'exit' can come before the last output is read: the log is closed on 'close', after the pipes drained.
         child.once('close', () => log.end(`--- exited code=${code} signal=${signal}\n`));
         resolve();
@@ -142,13 +147,18 @@ export class AppProcess {
     while (Date.now() < deadline) {
       if (!this.alive) {
         this.exitExpected = true;
+        this.starting = false;
         this.failedStarts += 1;
         throw new Error(`${this.label} exited during start:\n${this.tail()}`);
       }
-      if (ready && (this.name !== 'api' || (await this.cluster.apiLive()))) return;
+      if (ready && (this.name !== 'api' || (await this.cluster.apiLive()))) {
+        this.starting = false;
+        return;
+      }
       await sleep(50);
     }
     this.failedStarts += 1;
+    this.starting = false;
     await this.kill('SIGKILL');
     throw new Error(`${this.label} was not ready in 60 s:\n${this.tail()}`);
   }

@@ -179,14 +179,23 @@ describe('dispatcher: crashes and pauses around the send', () => {
     expect((await stack.effects()).charges[reference]).toBeUndefined();
   });
 
-  it('graceful SIGTERM: the in-flight send finishes and records its outcome before the process exits', async () => {
+  it('graceful SIGTERM: the in-flight send finishes and records its outcome, no new work is taken, exit 0', async () => {
     const a = await pausedDispatcher({ TEST_PAUSE_AFTER_CALL_MS: '3000' });
     const reference = unique('sigterm');
     const created = await submit(stack, [charge(reference)]);
     const [opId] = await waitForMarkers(a, 'paused after call', 1);
     a.child.kill('SIGTERM');
+    await waitFor(
+      async () => logLines(a).some((l) => l.msg === 'shutting down'),
+      (seen) => seen,
+      10_000,
+      20,
+    );
+    // Submitted while the dispatcher drains: it must be left for the next dispatcher, not started by this one.
+    const later = await submit(stack, [charge(unique('after-sigterm'))]);
     const code = await a.exited;
     expect(code).toBe(0);
+    expect((await events(stack, later.id)).map((e) => e.type)).toEqual(['execution.created']);
     // Recorded by the stopping process itself, before it exited (the reconciler may have verified it since).
     const log = await events(stack, created.id);
     expect(statusPath(log, opId).slice(0, 3)).toEqual(['PREPARED', 'SENT', 'ACKNOWLEDGED']);
@@ -196,6 +205,7 @@ describe('dispatcher: crashes and pauses around the send', () => {
     await stack.startApp('dispatcher');
     const execution = await settle(stack, created.id);
     expect(execution.operations[0].status).toBe('VERIFIED');
+    expect((await settle(stack, later.id)).operations[0].status).toBe('VERIFIED');
     expect(statusPath(await events(stack, created.id), opId)).toEqual(['PREPARED', 'SENT', 'ACKNOWLEDGED', 'VERIFIED']);
     expect((await stack.effects()).charges[reference].count).toBe(1);
   });

@@ -1,7 +1,7 @@
 import { Processor, WorkerHost } from '@nestjs/bullmq';
-import { Inject, OnApplicationBootstrap } from '@nestjs/common';
+import { BeforeApplicationShutdown, Inject, OnApplicationBootstrap } from '@nestjs/common';
 import { LOGGER, Logger, loadConfig } from '@verity/platform';
-import { JobName, JobPayloads, QueueName, watchWorker, workerSettings } from '@verity/queues';
+import { JobName, JobPayloads, QueueName, closeWorker, watchWorker, workerSettings } from '@verity/queues';
 import { Job, UnrecoverableError } from 'bullmq';
 import { SenderService } from './sender.service';
 
@@ -17,7 +17,7 @@ type Handlers = {
  * the job; the operation's fate is decided by the CAS rows, the sweeper and the reconciler.
  */
 @Processor(QueueName.DISPATCH, workerSettings(QueueName.DISPATCH, loadConfig()))
-export class DispatchProcessor extends WorkerHost implements OnApplicationBootstrap {
+export class DispatchProcessor extends WorkerHost implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly handlers: Handlers;
 
   constructor(
@@ -32,6 +32,10 @@ export class DispatchProcessor extends WorkerHost implements OnApplicationBootst
 
   onApplicationBootstrap(): void {
     watchWorker(this.worker, this.logger);
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    await closeWorker(this.worker, this.logger);
   }
 
   async process(job: Job, token?: string): Promise<string> {

@@ -35,7 +35,7 @@ export class DispatcherModule implements OnApplicationShutdown {
   }
 
   async onApplicationShutdown(): Promise<void> {
-    // Workers are closed by @nestjs/bullmq (they finish their active jobs); sends in flight record their outcome.
+    // The workers have already stopped taking jobs and finished their active ones (beforeApplicationShutdown).
     await this.sender.drain();
     this.logger.info('in-flight sends drained');
   }

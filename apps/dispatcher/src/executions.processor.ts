@@ -1,7 +1,7 @@
 import { Processor, WorkerHost } from '@nestjs/bullmq';
-import { Inject, OnApplicationBootstrap } from '@nestjs/common';
+import { BeforeApplicationShutdown, Inject, OnApplicationBootstrap } from '@nestjs/common';
 import { LOGGER, Logger, loadConfig } from '@verity/platform';
-import { JobName, JobPayloads, QueueName, watchWorker, workerSettings } from '@verity/queues';
+import { JobName, JobPayloads, QueueName, closeWorker, watchWorker, workerSettings } from '@verity/queues';
 import type { Job } from 'bullmq';
 import { LifecycleService } from './lifecycle.service';
 
@@ -9,7 +9,7 @@ type Handlers = { [N in JobName.ADVANCE_EXECUTION]: (data: JobPayloads[N]) => Pr
 
 /** Thin shell: parse the job, call one service method. Errors propagate so BullMQ retries the advance. */
 @Processor(QueueName.EXECUTIONS, workerSettings(QueueName.EXECUTIONS, loadConfig()))
-export class ExecutionsProcessor extends WorkerHost implements OnApplicationBootstrap {
+export class ExecutionsProcessor extends WorkerHost implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly handlers: Handlers;
 
   constructor(
@@ -22,6 +22,10 @@ export class ExecutionsProcessor extends WorkerHost implements OnApplicationBoot
 
   onApplicationBootstrap(): void {
     watchWorker(this.worker, this.logger);
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    await closeWorker(this.worker, this.logger);
   }
 
   async process(job: Job): Promise<string> {

@@ -1,7 +1,7 @@
 import { Processor, WorkerHost } from '@nestjs/bullmq';
-import { Inject, OnApplicationBootstrap } from '@nestjs/common';
+import { BeforeApplicationShutdown, Inject, OnApplicationBootstrap } from '@nestjs/common';
 import { LOGGER, Logger, loadConfig } from '@verity/platform';
-import { JobName, JobPayloads, QueueName, watchWorker, workerSettings } from '@verity/queues';
+import { JobName, JobPayloads, QueueName, closeWorker, watchWorker, workerSettings } from '@verity/queues';
 import type { Job } from 'bullmq';
 import { SweeperService } from './sweeper.service';
 import { VerificationService } from './verification.service';
@@ -9,7 +9,7 @@ import { VerificationService } from './verification.service';
 const config = loadConfig();
 
 @Processor(QueueName.VERIFY, workerSettings(QueueName.VERIFY, config))
-export class VerifyProcessor extends WorkerHost implements OnApplicationBootstrap {
+export class VerifyProcessor extends WorkerHost implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly handlers: {
     [N in JobName.VERIFY_OPERATION | JobName.OBSERVE_OPERATION]: (data: JobPayloads[N]) => Promise<string>;
   };
@@ -29,6 +29,10 @@ export class VerifyProcessor extends WorkerHost implements OnApplicationBootstra
     watchWorker(this.worker, this.logger);
   }
 
+  async beforeApplicationShutdown(): Promise<void> {
+    await closeWorker(this.worker, this.logger);
+  }
+
   async process(job: Job): Promise<string> {
     const handler = this.handlers[job.name as JobName.VERIFY_OPERATION | JobName.OBSERVE_OPERATION];
     if (!handler) throw new Error(`no handler for job ${job.name} on ${QueueName.VERIFY}`);
@@ -37,7 +41,7 @@ export class VerifyProcessor extends WorkerHost implements OnApplicationBootstra
 }
 
 @Processor(QueueName.RECONCILE, workerSettings(QueueName.RECONCILE, config))
-export class ReconcileProcessor extends WorkerHost implements OnApplicationBootstrap {
+export class ReconcileProcessor extends WorkerHost implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly handlers: { [N in JobName.RECONCILE_OPERATION]: (data: JobPayloads[N]) => Promise<string> };
 
   constructor(
@@ -52,6 +56,10 @@ export class ReconcileProcessor extends WorkerHost implements OnApplicationBoots
     watchWorker(this.worker, this.logger);
   }
 
+  async beforeApplicationShutdown(): Promise<void> {
+    await closeWorker(this.worker, this.logger);
+  }
+
   async process(job: Job): Promise<string> {
     const handler = this.handlers[job.name as JobName.RECONCILE_OPERATION];
     if (!handler) throw new Error(`no handler for job ${job.name} on ${QueueName.RECONCILE}`);
@@ -60,7 +68,7 @@ export class ReconcileProcessor extends WorkerHost implements OnApplicationBoots
 }
 
 @Processor(QueueName.SWEEP, workerSettings(QueueName.SWEEP, config))
-export class SweepProcessor extends WorkerHost implements OnApplicationBootstrap {
+export class SweepProcessor extends WorkerHost implements OnApplicationBootstrap, BeforeApplicationShutdown {
   constructor(
     private readonly sweeper: SweeperService,
     @Inject(LOGGER) private readonly logger: Logger,
@@ -72,6 +80,10 @@ export class SweepProcessor extends WorkerHost implements OnApplicationBootstrap
     watchWorker(this.worker, this.logger);
     // One scheduler entry however many reconcilers start: upsert is idempotent.
     await this.worker.waitUntilReady();
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    await closeWorker(this.worker, this.logger);
   }
 
   async process(job: Job): Promise<string> {

@@ -15,3 +15,13 @@ export function watchWorker(worker: Worker, logger: Logger, intervalMs = 5000): 
   timer.unref();
   return () => clearInterval(timer);
 }
+
+/**
+ * On SIGTERM, before anything else shuts down: stop taking jobs and wait for the active ones to finish. Nest runs
+ * every module's shutdown hook in an order of its own, so a worker left to @nestjs/bullmq's hook could keep taking
+ * new jobs while the app drains its in-flight sends.
+ */
+export async function closeWorker(worker: Worker, logger: Logger): Promise<void> {
+  await worker.close();
+  logger.info({ queue: worker.name }, 'worker closed: no new jobs, active ones finished');
+}

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { ensureTenant, insertExecution } from '@verity/persistence';
 import { newId } from '@verity/platform';
 import { createTestDatabase, TestDatabase } from '../../../../test/support/services';
@@ -51,7 +52,7 @@ describe('Idempotency-Key claims (real Postgres)', () => {
     ).map((r) => r.id);
 
   it('lets only the request that holds the claim create the execution', async () => {
-    const key = `k-${newId('x')}`;
+    const key = `k-${randomUUID()}`;
     const first = await claim(key);
     expect(first.kind).toBe('claimed');
     expect(await claim(key)).toEqual({ kind: 'in_flight' });
@@ -96,7 +97,7 @@ describe('Idempotency-Key claims (real Postgres)', () => {
     });
     expect(plain).not.toBeNull();
 
-    const key = `k-${newId('x')}`;
+    const key = `k-${randomUUID()}`;
     const mine = await claim(key);
     if (mine.kind !== 'claimed') throw new Error(`expected a claim, got ${mine.kind}`);
     await releaseIdempotencyKey(db.dataSource.manager, tenantId, key, mine.token);
