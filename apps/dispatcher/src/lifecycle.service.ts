@@ -393,6 +393,7 @@ export class LifecycleService {
         executionId: execution.id,
         operationId: op.id,
         whileStatus: S.PREPARED,
+        whileApprovalOpen: true,
         patch: { approval: approval as unknown as Record<string, unknown> },
         type: 'approval.requested',
         data: { policy: op.requiresApproval ? 'requires_approval' : 'tenant_policy' },

@@ -181,6 +181,27 @@ describe('TransitionService (real Postgres)', () => {
     expect(events).toHaveLength(1);
   });
 
+  it('writes one approval request of many racing ones, and none once a decision is recorded', async () => {
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    const request = () =>
+      transitions.annotate(db.dataSource.manager, {
+        executionId,
+        operationId,
+        whileStatus: OperationStatus.PREPARED,
+        whileApprovalOpen: true,
+        patch: { approval: { state: 'requested' } },
+        type: 'approval.requested',
+      });
+    const results = await Promise.all(Array.from({ length: 10 }, request));
+    expect(results.filter((r) => r.won)).toHaveLength(1);
+    await db.dataSource.query(`UPDATE operations SET approval = '{"state":"granted"}' WHERE id = $1`, [operationId]);
+    expect((await request()).won).toBe(false);
+    const requested = await db.dataSource
+      .getRepository(EventEntity)
+      .find({ where: { executionId, type: 'approval.requested' } });
+    expect(requested).toHaveLength(1);
+  });
+
   it('keeps events append-only', async () => {
     const { executionId } = await newExecutionWithOneOperation();
     await expect(

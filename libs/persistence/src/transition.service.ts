@@ -214,6 +214,8 @@ export class TransitionService {
       executionId: string;
       operationId?: string;
       whileStatus?: OperationStatus;
+      /** Only while no approval has been requested or decided: of two racing requests, one writes its event. */
+      whileApprovalOpen?: boolean;
       patch?: OperationPatch;
       type: string;
       data?: Record<string, unknown>;
@@ -238,10 +240,13 @@ export class TransitionService {
     const sets = ['updated_at = clock_timestamp()', ...patchAssignments(input.patch ?? {}, params)];
     params.push(eventId, input.type, json(input.data ?? {}));
     const n = params.length;
+    const approvalOpen = input.whileApprovalOpen
+      ? ` AND coalesce(approval->>'state', '') NOT IN ('requested', 'granted', 'denied')`
+      : '';
     const result = await rows<{ id: string; seq: string }>(
       db,
       `WITH moved AS (
-         UPDATE operations SET ${sets.join(', ')} WHERE id = $1 AND status = $2
+         UPDATE operations SET ${sets.join(', ')} WHERE id = $1 AND status = $2${approvalOpen}
          RETURNING id, execution_id, tenant_id
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
