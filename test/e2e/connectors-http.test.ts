@@ -112,6 +112,30 @@ describe('http connector (real loopback target, tenant settings through the admi
     expect(sms.actions[0]).toMatchObject({ can_reach_verified: false, provider_idempotency: false });
   });
 
+  it('reads context in resolving_context through the tenant allowlist: already there → VERIFIED, nothing sent', async () => {
+    const id = `ctx-${Date.now()}`;
+    const first = await settled(
+      call,
+      (await submitOps(call, [httpOp('create', order('/orders', { body: { id, item: 'book' } }))])).id,
+    );
+    expect(first.operations[0].status).toBe('ACKNOWLEDGED');
+    const postsBefore = target.seen.filter((s) => s.method === 'POST').length;
+
+    const stateOf = { url: `${target.base}/orders/${id}`, field: '$.data.status', equals: 'created' };
+    const again = await submitOps(call, [
+      httpOp('create-again', order('/orders', { body: { id, item: 'book' }, context: stateOf, read_back: stateOf })),
+    ]);
+    const done = await settled(call, again.id);
+    expect(done.operations[0]).toMatchObject({
+      status: 'VERIFIED',
+      attempt: 0,
+      evidence: { method: 'context_read', no_change_required: true },
+    });
+    expect(target.seen.filter((s) => s.method === 'POST').length).toBe(postsBefore);
+    const log = (await call<{ data: { type: string }[] }>('GET', `/v1/executions/${again.id}/events`)).body.data;
+    expect(log.map((e) => e.type)).not.toContain('context.unavailable');
+  });
+
   it('ends VERIFIED with read-back evidence, sending the secret only to the target', async () => {
     const execution = await submitOps(call, [httpOp('order', order('/orders', { read_back: readBack() }))]);
     expect(execution.operations[0].verification_method).toBe('read_after_write');

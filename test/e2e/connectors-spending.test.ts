@@ -1,4 +1,4 @@
-import { DEMO, Stack } from '../support/stack';
+import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, sms, unique } from '../support/http';
 import { Call, Execution, recordingClient, settled, submitOps } from './connectors-support';
 
@@ -121,5 +121,25 @@ describe('spending caps', () => {
     expect(first.operations[0].status).toBe('ACKNOWLEDGED');
     const second = await settled(otherTenant, (await submitOps(otherTenant, [sms(unique('other-sms'))])).id);
     expect(second.operations[0]).toMatchObject({ status: 'CANCELLED', evidence: { usage: { operations: 1 } } });
+  });
+
+  it('forgets ledger entries older than the longest cap period (a month): the sweeper prunes them', async () => {
+    const ledger = async () =>
+      (await stack.db.dataSource.query(`SELECT operation_id FROM connector_spend ORDER BY operation_id`)) as {
+        operation_id: string;
+      }[];
+    const entries = await ledger();
+    expect(entries.length).toBeGreaterThan(2);
+    const [old, recent] = entries.map((e) => e.operation_id);
+    await stack.db.dataSource.query(
+      `UPDATE connector_spend SET spent_at = now() - interval '31 days' WHERE operation_id = $1`,
+      [old],
+    );
+    await stack.db.dataSource.query(
+      `UPDATE connector_spend SET spent_at = now() - interval '29 days' WHERE operation_id = $1`,
+      [recent],
+    );
+    const after = await waitFor(ledger, (rows) => !rows.some((r) => r.operation_id === old), 20_000);
+    expect(after.map((r) => r.operation_id)).toEqual(entries.map((e) => e.operation_id).filter((id) => id !== old));
   });
 });

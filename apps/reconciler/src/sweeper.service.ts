@@ -1,7 +1,7 @@
 import { InjectQueue } from '@nestjs/bullmq';
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { OperationEntity, TransitionService, rows, snapshotOf } from '@verity/persistence';
+import { OperationEntity, TransitionService, pruneSpendLedger, rows, snapshotOf } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { JobName, JobProducer, PRODUCER_REDIS, QueueName, jobId } from '@verity/queues';
 import { OperationStatus, TerminalReason } from '@verity/status-model';
@@ -21,6 +21,7 @@ export interface SweepReport {
   reenqueuedChecks: number;
   escalated: number;
   observations: number;
+  prunedSpend: number;
 }
 
 /**
@@ -48,6 +49,7 @@ export class SweeperService {
       reenqueuedChecks: 0,
       escalated: 0,
       observations: 0,
+      prunedSpend: 0,
     };
     const runner = this.db.createQueryRunner();
     await runner.connect();
@@ -67,6 +69,7 @@ export class SweeperService {
         report.reenqueuedChecks = await this.owedChecks();
         report.escalated = await this.escalate();
         report.observations = await this.observations();
+        report.prunedSpend = await pruneSpendLedger(this.db.manager, BATCH);
         await runner.query(`UPDATE sweep_log SET finished_at = clock_timestamp(), report = $2 WHERE id = $1`, [
           logId,
           JSON.stringify(report),

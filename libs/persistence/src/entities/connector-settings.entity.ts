@@ -193,6 +193,23 @@ export async function backfillSpend(db: Queryable, tenantId: string, connector: 
   );
 }
 
+/**
+ * The ledger only has to reach back as far as the longest cap period; older entries count toward nothing. Deletes
+ * at most `limit` of them per call (the sweeper calls it every sweep), oldest first.
+ */
+export async function pruneSpendLedger(db: Queryable, limit: number): Promise<number> {
+  const longest = Math.max(...Object.values(SPENDING_PERIOD_SECONDS));
+  const pruned = await rows<{ operation_id: string }>(
+    db,
+    `DELETE FROM connector_spend WHERE operation_id IN (
+       SELECT operation_id FROM connector_spend WHERE spent_at < now() - make_interval(secs => $1)
+       ORDER BY spent_at LIMIT $2
+     ) RETURNING operation_id`,
+    [longest, limit],
+  );
+  return pruned.length;
+}
+
 /** The refusal in words, for the operation's evidence and its events. */
 export function describeCapExceeded(connector: string, e: CapExceeded): string {
   const window = `per ${e.cap.period} (rolling, since ${e.usage.since})`;
