@@ -33,7 +33,10 @@ export interface JobPayloads {
   [JobName.OBSERVE_OPERATION]: { operationId: string };
 }
 
-/** The Redis pub/sub channel on which writers announce executions with new committed events (the API listens). */
+/**
+ * The Redis pub/sub channel on which writers announce executions with new committed events (the API listens). A
+ * message is one or more execution ids joined by commas.
+ */
 export function eventsChannel(prefix: string): string {
   return `${prefix}:events`;
 }

@@ -7,6 +7,8 @@ import { JobProducer } from './producer';
 
 export const PRODUCER_REDIS = Symbol('PRODUCER_REDIS');
 
+const ANNOUNCE_COALESCE_MS = 2;
+
 @Global()
 @Module({
   providers: [
@@ -30,19 +32,31 @@ export class QueuesModule implements OnModuleInit, OnApplicationShutdown {
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
   ) {}
 
+  private pending = new Set<string>();
+  private flushTimer: NodeJS.Timeout | null = null;
+
   /**
    * Committed events are announced on Redis, where the API's streams listen. Fire and forget: with Redis away the
-   * streams poll the events table instead, so nothing is lost, only later.
+   * streams poll the events table instead, so nothing is lost, only later. Announcements made within a couple of
+   * milliseconds go out as one message (ids joined by commas): under load that is one PUBLISH instead of dozens.
    */
   onModuleInit(): void {
     const channel = eventsChannel(this.config.QUEUE_PREFIX);
+    const flush = () => {
+      this.flushTimer = null;
+      const ids = [...this.pending].join(',');
+      this.pending.clear();
+      if (ids) this.redis.publish(channel, ids).catch(() => undefined);
+    };
     announceEventsWith((executionId) => {
-      this.redis.publish(channel, executionId).catch(() => undefined);
+      this.pending.add(executionId);
+      this.flushTimer ??= setTimeout(flush, ANNOUNCE_COALESCE_MS);
     });
   }
 
   async onApplicationShutdown(): Promise<void> {
     announceEventsWith(null);
+    if (this.flushTimer) clearTimeout(this.flushTimer);
     await this.producer.close();
     this.redis.disconnect();
   }

@@ -40,7 +40,10 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
     const channel = eventsChannel(this.config.QUEUE_PREFIX);
     // A connection of its own (a subscribed connection can do nothing else), reconnecting and resubscribing forever.
     const subscriber = createRedis(this.config.REDIS_URL, 'worker', 'verity-api-events');
-    subscriber.on('message', (_channel: string, executionId: string) => this.wake(executionId));
+    // One message may announce several executions (ids joined by commas; see QueuesModule).
+    subscriber.on('message', (_channel: string, ids: string) => {
+      for (const executionId of ids.split(',')) this.wake(executionId);
+    });
     subscriber.on('ready', () => {
       subscriber.subscribe(channel).then(
         () => {
