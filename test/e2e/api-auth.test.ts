@@ -295,6 +295,24 @@ describe('auth, keys and tenant isolation (I9)', () => {
     });
   });
 
+  describe('rate limit across API processes', () => {
+    it('shares one budget per key between processes (Redis), so two processes do not serve twice the rate', async () => {
+      const urls: string[] = [];
+      for (let i = 0; i < 2; i += 1) {
+        const port = await freePort();
+        await stack.startApp('api', { PORT: String(port), HOST: '127.0.0.1', RATE_LIMIT_PER_MINUTE: '4' });
+        urls.push(`http://127.0.0.1:${port}`);
+      }
+      const statuses: number[] = [];
+      // Alternating: each process alone would allow 4; together the key has 4.
+      for (let i = 0; i < 6; i += 1) {
+        const res = await http(urls[i % 2], 'GET', '/v1/executions?limit=1', { key: DEMO.admin });
+        statuses.push(res.status);
+      }
+      expect(statuses).toEqual([200, 200, 200, 200, 429, 429]);
+    });
+  });
+
   describe('Bull Board', () => {
     it('answers 401 without a key, 403 for non-admin keys, and is read-only for admins outside development', async () => {
       const none = await http<Problem>(stack.apiUrl, 'GET', '/admin/queues');

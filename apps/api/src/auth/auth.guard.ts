@@ -2,11 +2,13 @@ import { CanActivate, ExecutionContext, Inject, Injectable } from '@nestjs/commo
 import { Reflector } from '@nestjs/core';
 import type { Role } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import { PRODUCER_REDIS } from '@verity/queues';
+import type { Redis } from 'ioredis';
 import type { Request } from 'express';
 import { Problem } from '../problem/problem';
 import { ApiKeyService } from './api-key.service';
 import { PUBLIC_KEY, Principal, ROLES_KEY } from './principal';
-import { RateLimiter } from './rate-limiter';
+import { SharedRateLimiter } from './rate-limiter';
 
 export function bearerToken(req: Pick<Request, 'headers'>): string | null {
   const header = req.headers.authorization;
@@ -17,14 +19,15 @@ export function bearerToken(req: Pick<Request, 'headers'>): string | null {
 
 @Injectable()
 export class AuthGuard implements CanActivate {
-  private readonly limiter: RateLimiter;
+  private readonly limiter: SharedRateLimiter;
 
   constructor(
     private readonly reflector: Reflector,
     private readonly keys: ApiKeyService,
     @Inject(VERITY_CONFIG) config: VerityConfig,
+    @Inject(PRODUCER_REDIS) redis: Redis,
   ) {
-    this.limiter = new RateLimiter(config.RATE_LIMIT_PER_MINUTE);
+    this.limiter = new SharedRateLimiter(redis, config.QUEUE_PREFIX, config.RATE_LIMIT_PER_MINUTE);
   }
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
@@ -32,7 +35,7 @@ export class AuthGuard implements CanActivate {
     if (this.reflector.getAllAndOverride<boolean>(PUBLIC_KEY, targets)) return true;
     const req = context.switchToHttp().getRequest<Request & { principal?: Principal }>();
     const principal = await authenticateRequest(req, this.keys);
-    const wait = this.limiter.take(principal.keyId);
+    const wait = await this.limiter.take(principal.keyId);
     if (wait > 0) {
       throw new Problem(
         429,

@@ -1,3 +1,5 @@
+import type { Redis } from 'ioredis';
+
 /** A token bucket per API key (per process): bursts are fine, sustained overload gets 429 with Retry-After. */
 export class RateLimiter {
   private readonly buckets = new Map<string, { tokens: number; at: number }>();
@@ -19,5 +21,65 @@ export class RateLimiter {
     this.buckets.set(key, bucket);
     if (this.buckets.size > 50_000) this.buckets.clear();
     return 0;
+  }
+}
+
+/**
+ * The same token bucket kept in Redis, so the budget holds across every API process (a per-process bucket let N
+ * processes serve N times the rate). The bucket lives in one hash per key and limit, updated by one Lua script on
+ * Redis' clock. If Redis does not answer within `timeoutMs`, the request is judged by this process' own bucket: an
+ * outage of Redis must not turn into an outage of the API.
+ */
+const TAKE_TOKEN = `
+local capacity = tonumber(ARGV[1])
+local refill_per_ms = tonumber(ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local bucket = redis.call('HMGET', KEYS[1], 'tokens', 'at')
+local tokens = tonumber(bucket[1]) or capacity
+local at = tonumber(bucket[2]) or now
+tokens = math.min(capacity, tokens + math.max(0, now - at) * refill_per_ms)
+local wait = 0
+if tokens < 1 then
+  wait = math.max(1, math.ceil((1 - tokens) / refill_per_ms / 1000))
+else
+  tokens = tokens - 1
+end
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
+redis.call('PEXPIRE', KEYS[1], 120000)
+return wait`;
+
+type TokenRedis = Redis & { verityTakeToken(key: string, capacity: number, refillPerMs: number): Promise<number> };
+
+export class SharedRateLimiter {
+  private readonly local: RateLimiter;
+  private readonly redis: TokenRedis;
+
+  constructor(
+    redis: Redis,
+    private readonly prefix: string,
+    private readonly perMinute: number,
+    private readonly timeoutMs = 100,
+  ) {
+    this.local = new RateLimiter(perMinute);
+    if (!('verityTakeToken' in redis)) redis.defineCommand('verityTakeToken', { numberOfKeys: 1, lua: TAKE_TOKEN });
+    this.redis = redis as TokenRedis;
+  }
+
+  /** Returns 0 when allowed, else the seconds to wait. */
+  async take(key: string): Promise<number> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<null>((resolve) => {
+      timer = setTimeout(() => resolve(null), this.timeoutMs);
+    });
+    try {
+      const shared = this.redis
+        .verityTakeToken(`${this.prefix}:ratelimit:${this.perMinute}:${key}`, this.perMinute, this.perMinute / 60_000)
+        .then(Number, () => null);
+      const wait = await Promise.race([shared, timeout]);
+      return wait ?? this.local.take(key);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 }
