@@ -185,12 +185,14 @@ describe('dispatcher: crashes and pauses around the send', () => {
     const created = await submit(stack, [charge(reference)]);
     const [opId] = await waitForMarkers(a, 'paused after call', 1);
     a.child.kill('SIGTERM');
+    // The executions worker has no active job: it closes at once, while the send is still in flight.
     await waitFor(
-      async () => logLines(a).some((l) => l.msg === 'shutting down'),
+      async () => logLines(a).some((l) => l.msg?.toString().startsWith('worker closed') && l.queue === 'executions'),
       (seen) => seen,
       10_000,
       20,
     );
+    expect(a.child.exitCode).toBeNull();
     // Submitted while the dispatcher drains: it must be left for the next dispatcher, not started by this one.
     const later = await submit(stack, [charge(unique('after-sigterm'))]);
     const code = await a.exited;
