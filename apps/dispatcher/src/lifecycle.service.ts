@@ -106,7 +106,8 @@ export class LifecycleService {
     let execution: ExecutionEntity | null = null;
     let operations: OperationEntity[] | null = null;
     for (let step = 0; step < 20; step += 1) {
-      // A move this job won is applied to the row in memory; the rows are read again only after a lost race.
+      // The execution row follows this job's own moves in memory and is read again only after a lost race; the
+      // operations are read again after every step that changed something.
       if (!execution) {
         const found = await findExecutionWithOperations(this.db.manager, executionId);
         if (!found) return 'skipped: not found';
