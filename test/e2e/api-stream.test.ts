@@ -218,4 +218,40 @@ describe('SSE stream', () => {
     b.abort();
     await http(url, 'POST', `/v1/executions/${created.id}/cancel`, { key: DEMO.agent });
   });
+
+  it('caps open streams per key across API processes: the cap is shared, not per process', async () => {
+    const urls: string[] = [];
+    for (let i = 0; i < 2; i += 1) {
+      const port = await freePort();
+      await stack.startApp('api', { PORT: String(port), HOST: '127.0.0.1', MAX_STREAMS_PER_KEY: '2' });
+      urls.push(`http://127.0.0.1:${port}`);
+    }
+    const created = await submit([charge(unique('order'), { requires_approval: true })]);
+    const path = (i: number) => `${urls[i]}/v1/executions/${created.id}/stream`;
+    const onA = await openStream(path(0), DEMO.admin);
+    const onB = await openStream(path(1), DEMO.admin);
+    expect([onA.status, onB.status]).toEqual([200, 200]);
+    // Each process has one stream of this key open; alone, each would allow a second.
+    const third = await http<{ type: string }>(urls[0], 'GET', `/v1/executions/${created.id}/stream`, {
+      key: DEMO.admin,
+    });
+    expect(third.status).toBe(429);
+    expect(third.body.type).toBe('https://verity.dev/problems/too-many-streams');
+
+    onB.abort();
+    await onB.closed;
+    const again = await waitFor(
+      async () => {
+        const s = await openStream(path(0), DEMO.admin);
+        if (s.status !== 200) s.abort();
+        return s;
+      },
+      (s) => s.status === 200,
+      10_000,
+      200,
+    );
+    again.abort();
+    onA.abort();
+    await http(urls[0], 'POST', `/v1/executions/${created.id}/cancel`, { key: DEMO.agent });
+  });
 });

@@ -2,6 +2,8 @@ import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { findExecution, findOperations, listEvents } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import { PRODUCER_REDIS } from '@verity/queues';
+import type { Redis } from 'ioredis';
 import { isSettledOperation, isTerminalExecution } from '@verity/status-model';
 import type { Request, Response } from 'express';
 import { DataSource } from 'typeorm';
@@ -11,17 +13,19 @@ import { Problem } from '../problem/problem';
 import { ExecutionsService } from '../executions/executions.service';
 import { presentEvent } from '../executions/presenter';
 import { EventNotifier } from './event-notifier.service';
+import { StreamCap } from './stream-cap';
 
 const POLL_FALLBACK_MS = 2_000;
 
 /**
  * SSE over the append-only log (I11). The cursor is the per-execution `seq`, whose order is commit order, so
- * resuming after an event id can neither skip nor repeat. Every wake-up (NOTIFY, poll, heartbeat) re-reads the table.
+ * resuming after an event id can neither skip nor repeat. Every wake-up (announcement, poll, heartbeat) re-reads the
+ * table.
  */
 @Injectable()
 export class StreamService {
-  private readonly openPerKey = new Map<string, number>();
   private readonly active = new Set<Response>();
+  private readonly cap: StreamCap;
 
   constructor(
     @InjectDataSource() private readonly db: DataSource,
@@ -29,24 +33,27 @@ export class StreamService {
     private readonly notifier: EventNotifier,
     private readonly keys: ApiKeyService,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
-  ) {}
+    @Inject(PRODUCER_REDIS) redis: Redis,
+  ) {
+    // A lease outlives three missed heartbeats, so only a dead process' streams expire.
+    this.cap = new StreamCap(redis, config.QUEUE_PREFIX, config.MAX_STREAMS_PER_KEY, config.SSE_HEARTBEAT_MS * 3);
+  }
 
   async open(principal: Principal, executionId: string, lastEventId: string | undefined, req: Request, res: Response) {
     const execution = await findExecution(this.db.manager, executionId, principal.tenantId);
     if (!execution) throw Problem.notFound('Execution', executionId);
     let cursor = await this.executions.resolveCursor(executionId, lastEventId);
-    const open = this.openPerKey.get(principal.keyId) ?? 0;
-    if (open >= this.config.MAX_STREAMS_PER_KEY) {
+    const lease = await this.cap.acquire(principal.keyId);
+    if (!lease) {
       throw new Problem(
         429,
         'too-many-streams',
         'Too many open streams',
-        `at most ${this.config.MAX_STREAMS_PER_KEY} per key`,
+        `at most ${this.config.MAX_STREAMS_PER_KEY} per key, across all API processes`,
         {},
         { 'retry-after': '5' },
       );
     }
-    this.openPerKey.set(principal.keyId, open + 1);
     this.active.add(res);
 
     res.status(200);
@@ -64,6 +71,7 @@ export class StreamService {
     const unwatchKeys = this.keys.onRevocation(poke);
     const heartbeat = setInterval(() => {
       if (!closed) res.write(': heartbeat\n\n');
+      lease.renew();
       poke();
     }, this.config.SSE_HEARTBEAT_MS);
     const close = () => {
@@ -73,7 +81,7 @@ export class StreamService {
       unsubscribe();
       unwatchKeys();
       this.active.delete(res);
-      this.openPerKey.set(principal.keyId, (this.openPerKey.get(principal.keyId) ?? 1) - 1);
+      lease.release();
       poke();
     };
     req.on('close', close);
