@@ -42,6 +42,19 @@ describe('SSE stream', () => {
     return res.body.data;
   }
 
+  /** A stream closed on the client side frees its place on the server a moment later: retry until it is free. */
+  const openOnceAllowed = (url: string, key: string) =>
+    waitFor(
+      async () => {
+        const s = await openStream(url, key);
+        if (s.status !== 200) s.abort();
+        return s;
+      },
+      (s) => s.status === 200,
+      10_000,
+      200,
+    );
+
   const isEnd = (frames: SseFrame[]) => frames.some((f) => f.event === 'end');
   const eventFrames = (frames: SseFrame[]) => frames.filter((f) => f.event !== 'end');
 
@@ -204,16 +217,7 @@ describe('SSE stream', () => {
 
     a.abort();
     await a.closed;
-    const again = await waitFor(
-      async () => {
-        const s = await openStream(path, DEMO.agent);
-        if (s.status !== 200) s.abort();
-        return s;
-      },
-      (s) => s.status === 200,
-      10_000,
-      200,
-    );
+    const again = await openOnceAllowed(path, DEMO.agent);
     again.abort();
     b.abort();
     await http(url, 'POST', `/v1/executions/${created.id}/cancel`, { key: DEMO.agent });
@@ -240,16 +244,7 @@ describe('SSE stream', () => {
 
     onB.abort();
     await onB.closed;
-    const again = await waitFor(
-      async () => {
-        const s = await openStream(path(0), DEMO.admin);
-        if (s.status !== 200) s.abort();
-        return s;
-      },
-      (s) => s.status === 200,
-      10_000,
-      200,
-    );
+    const again = await openOnceAllowed(path(0), DEMO.admin);
     again.abort();
     onA.abort();
     await http(urls[0], 'POST', `/v1/executions/${created.id}/cancel`, { key: DEMO.agent });
