@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import {
   Call,
@@ -33,7 +34,10 @@ describe('http connector (real loopback target, tenant settings through the admi
   beforeAll(async () => {
     target = await startTarget({ slowMs: 3000 });
     // Debug logging: the secret check below greps the most verbose output the apps produce.
-    stack = await Stack.start({ label: 'connhttp', env: { LOG_LEVEL: 'debug' } });
+    stack = await Stack.start({
+      label: 'connhttp',
+      env: { LOG_LEVEL: 'debug', SECRETS_KEY: randomBytes(32).toString('base64') },
+    });
     ({ call, answers } = recordingClient(stack));
     const put = await call<SettingsView>('PUT', '/v1/admin/connector-settings/http', {
       key: DEMO.admin,
@@ -235,7 +239,7 @@ describe('http connector (real loopback target, tenant settings through the admi
     expect(got.body.secrets).toEqual(['crm_token']);
   });
 
-  it('never shows a stored secret: not in any API answer, log line, event, or operation row', async () => {
+  it('never shows a stored secret: not in any API answer, log line, event, or row, and stores it sealed', async () => {
     // Every read a client could make of what happened, recorded by the same client.
     const executions = await call<{ data: Execution[] }>('GET', '/v1/executions?limit=200');
     for (const execution of executions.body.data) {
@@ -262,7 +266,13 @@ describe('http connector (real loopback target, tenant settings through the admi
     expect(await rows('SELECT * FROM operations')).not.toContain(SECRET);
     expect(await rows('SELECT * FROM executions')).not.toContain(SECRET);
     expect(await rows('SELECT * FROM tenant_connector_settings')).not.toContain(SECRET);
-    // The one place it is: the secrets table, which no endpoint selects from but the workers.
-    expect(await rows('SELECT * FROM tenant_connector_secrets')).toContain(SECRET);
+    // Not even in the secrets table: with SECRETS_KEY set it is stored sealed, and only the workers open it (the
+    // target got the plain value, above).
+    const stored = (await stack.db.dataSource.query(
+      `SELECT value FROM tenant_connector_secrets WHERE connector = 'http' AND name = 'crm_token'`,
+    )) as { value: string }[];
+    expect(stored).toHaveLength(1);
+    expect(stored[0].value).toMatch(/^v1:/);
+    expect(await rows('SELECT * FROM tenant_connector_secrets')).not.toContain(SECRET);
   });
 });

@@ -8,3 +8,4 @@ export * from './api-keys';
 export * from './persistence.module';
 export * from './obligations';
 export * from './event-signal';
+export * from './secrets-cipher';

@@ -2,6 +2,7 @@ import { Global, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { dataSourceOptions } from './data-source';
+import { useSecretsKey } from './secrets-cipher';
 import { TransitionService } from './transition.service';
 
 @Global()
@@ -9,11 +10,14 @@ import { TransitionService } from './transition.service';
   imports: [
     TypeOrmModule.forRootAsync({
       inject: [VERITY_CONFIG],
-      useFactory: (config: VerityConfig) => ({
-        ...dataSourceOptions(config.DATABASE_URL, config.DATABASE_POOL_SIZE),
-        // Fail fast at boot; the caller reports which service is missing.
-        retryAttempts: 0,
-      }),
+      useFactory: (config: VerityConfig) => {
+        useSecretsKey(config.SECRETS_KEY);
+        return {
+          ...dataSourceOptions(config.DATABASE_URL, config.DATABASE_POOL_SIZE),
+          // Fail fast at boot; the caller reports which service is missing.
+          retryAttempts: 0,
+        };
+      },
     }),
   ],
   providers: [TransitionService],

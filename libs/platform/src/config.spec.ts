@@ -21,3 +21,16 @@ describe('loadConfig: test-only kill points', () => {
     },
   );
 });
+
+describe('SECRETS_KEY', () => {
+  it('is optional, and when set must be 32 bytes in base64', () => {
+    expect(loadConfig({}).SECRETS_KEY).toBeUndefined();
+    expect(loadConfig({ SECRETS_KEY: '' }).SECRETS_KEY).toBeUndefined();
+    const good = Buffer.alloc(32, 7).toString('base64');
+    expect(loadConfig({ SECRETS_KEY: good }).SECRETS_KEY).toBe(good);
+    expect(() => loadConfig({ SECRETS_KEY: Buffer.alloc(16, 7).toString('base64') })).toThrow(
+      /SECRETS_KEY: must be 32 bytes/,
+    );
+    expect(() => loadConfig({ SECRETS_KEY: 'not base64 at all!' })).toThrow(/SECRETS_KEY/);
+  });
+});

@@ -50,6 +50,17 @@ const ConfigSchema = z.object({
   MAX_STREAMS_PER_KEY: z.coerce.number().int().min(1).default(20),
   SSE_HEARTBEAT_MS: ms(15_000),
   BULL_BOARD_READ_ONLY: bool,
+  /** 32 random bytes, base64 (`openssl rand -base64 32`): connector secrets are then stored sealed (AES-256-GCM). */
+  SECRETS_KEY: z
+    .preprocess((v) => (v === '' ? undefined : v), z.string().optional())
+    .pipe(
+      z
+        .string()
+        .refine((v) => Buffer.from(v, 'base64').length === 32 && /^[A-Za-z0-9+/]+=*$/.test(v), {
+          message: 'must be 32 bytes, base64-encoded (openssl rand -base64 32)',
+        })
+        .optional(),
+    ),
   /**
    * Observation after VERIFIED: how often one operation is read again, for how long after it was created, and how
    * many the sweeper hands out per sweep (0 = off).

@@ -7,6 +7,8 @@ import {
   TenantConnectorSecretEntity,
   backfillSpend,
   loadConnectorSettings,
+  sealSecret,
+  secretBinding,
   spendingUsage,
   sqlState,
   transaction,
@@ -159,7 +161,13 @@ export class ConnectorSettingsService {
           await tx.query(
             `INSERT INTO tenant_connector_secrets (tenant_id, connector, name, value, updated_by) VALUES ($1, $2, $3, $4, $5)
              ON CONFLICT (tenant_id, connector, name) DO UPDATE SET value = $4, updated_by = $5, updated_at = now()`,
-            [principal.tenantId, connector, name, value, principal.keyId],
+            [
+              principal.tenantId,
+              connector,
+              name,
+              sealSecret(value, secretBinding(principal.tenantId, connector, name)),
+              principal.keyId,
+            ],
           );
         }
       } catch (error) {

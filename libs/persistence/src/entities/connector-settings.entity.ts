@@ -1,5 +1,6 @@
 import { Column, Entity, PrimaryColumn } from 'typeorm';
 import type { DataSource, EntityManager } from 'typeorm';
+import { openSecret, secretBinding } from '../secrets-cipher';
 import { Queryable, rows, transaction } from '../sql';
 import type { TransitionResult } from '../transition.service';
 
@@ -82,11 +83,11 @@ export async function loadConnectorSettings(
      LEFT JOIN tenant_connector_settings s ON s.tenant_id = $1 AND s.connector = $2`,
     [tenantId, connector, options.withSecrets],
   );
-  return {
-    allowHosts: row?.allow_hosts ?? [],
-    spendingCaps: row?.spending_caps ?? [],
-    secrets: row?.secrets ?? {},
-  };
+  const secrets: Record<string, string> = {};
+  for (const [name, stored] of Object.entries(row?.secrets ?? {})) {
+    secrets[name] = openSecret(stored, secretBinding(tenantId, connector, name));
+  }
+  return { allowHosts: row?.allow_hosts ?? [], spendingCaps: row?.spending_caps ?? [], secrets };
 }
 
 export interface CapUsage {

@@ -1,0 +1,47 @@
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+
+/**
+ * Connector secrets at rest. With SECRETS_KEY set (32 bytes, base64), every secret is stored sealed with AES-256-GCM
+ * (`v1:<iv>:<tag>:<ciphertext>`, base64 parts, the tenant/connector/name bound in as associated data, so a sealed
+ * value copied to another row does not open). Without it they are stored as given, as before; values stored before
+ * the key was set keep working and are sealed when next written. One key per process, registered at start-up.
+ */
+let key: Buffer | null = null;
+
+export function useSecretsKey(base64: string | undefined): void {
+  key = base64 ? Buffer.from(base64, 'base64') : null;
+}
+
+const PREFIX = 'v1:';
+
+export function sealSecret(value: string, boundTo: string): string {
+  if (!key) return value;
+  const iv = randomBytes(12);
+  const cipher = createCipheriv('aes-256-gcm', key, iv);
+  cipher.setAAD(Buffer.from(boundTo));
+  const sealed = Buffer.concat([cipher.update(value, 'utf8'), cipher.final()]);
+  return `${PREFIX}${iv.toString('base64')}:${cipher.getAuthTag().toString('base64')}:${sealed.toString('base64')}`;
+}
+
+export class SecretUnreadableError extends Error {
+  override readonly name = 'SecretUnreadableError';
+}
+
+export function openSecret(stored: string, boundTo: string): string {
+  if (!stored.startsWith(PREFIX)) return stored;
+  if (!key) throw new SecretUnreadableError('a connector secret is sealed but SECRETS_KEY is not set');
+  const [iv, tag, sealed] = stored.slice(PREFIX.length).split(':');
+  try {
+    const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(iv, 'base64'));
+    decipher.setAAD(Buffer.from(boundTo));
+    decipher.setAuthTag(Buffer.from(tag, 'base64'));
+    return Buffer.concat([decipher.update(Buffer.from(sealed, 'base64')), decipher.final()]).toString('utf8');
+  } catch {
+    throw new SecretUnreadableError('a connector secret does not open with this SECRETS_KEY');
+  }
+}
+
+/** What a sealed secret is bound to: it opens only in its own row. */
+export function secretBinding(tenantId: string, connector: string, name: string): string {
+  return `${tenantId}\u0000${connector}\u0000${name}`;
+}
