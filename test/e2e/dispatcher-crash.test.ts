@@ -46,22 +46,35 @@ describe('dispatcher: crashes and pauses around the send', () => {
     );
   }
 
-  it('SIGKILL right after SENT is committed, before the call: no effect, every operation UNKNOWN, then settled', async () => {
-    const a = await pausedDispatcher({ TEST_PAUSE_AFTER_SENT_MS: '60000' });
-    const refs = [unique('kill-sent-a'), unique('kill-sent-b')];
-    const clientRef = unique('kill-sent-sms');
+  /**
+   * Two payments and an SMS, their dispatcher SIGKILLed once all three are paused at `marker`; a fresh dispatcher
+   * then takes over. Returns the settled execution and its (legal) event log.
+   */
+  async function killedAt(pause: Record<string, string>, marker: string, label: string) {
+    const a = await pausedDispatcher(pause);
+    const refs = [unique(`${label}-a`), unique(`${label}-b`)];
+    const clientRef = unique(`${label}-sms`);
     const created = await submit(stack, [
       charge(refs[0], { key: 'a' }),
       charge(refs[1], { key: 'b' }),
       sms(clientRef, { key: 'c' }),
     ]);
-    await waitForMarkers(a, 'paused after SENT', 3);
+    await waitForMarkers(a, marker, 3);
     await stack.kill(a, 'SIGKILL');
     await stack.startApp('dispatcher');
 
     const execution = await settle(stack, created.id);
     const log = await events(stack, created.id);
     expectLegalHistory(log);
+    return { refs, clientRef, execution, log };
+  }
+
+  it('SIGKILL right after SENT is committed, before the call: no effect, every operation UNKNOWN, then settled', async () => {
+    const { refs, clientRef, execution, log } = await killedAt(
+      { TEST_PAUSE_AFTER_SENT_MS: '60000' },
+      'paused after SENT',
+      'kill-sent',
+    );
     for (const op of execution.operations) {
       const path = statusPath(log, op.id);
       expect(path.slice(0, 3)).toEqual(['PREPARED', 'SENT', 'UNKNOWN']);
@@ -79,21 +92,11 @@ describe('dispatcher: crashes and pauses around the send', () => {
   });
 
   it('SIGKILL after the provider committed, before ACKNOWLEDGED is written: one effect each, UNKNOWN, then settled', async () => {
-    const a = await pausedDispatcher({ TEST_PAUSE_AFTER_CALL_MS: '60000' });
-    const refs = [unique('kill-call-a'), unique('kill-call-b')];
-    const clientRef = unique('kill-call-sms');
-    const created = await submit(stack, [
-      charge(refs[0], { key: 'a' }),
-      charge(refs[1], { key: 'b' }),
-      sms(clientRef, { key: 'c' }),
-    ]);
-    await waitForMarkers(a, 'paused after call', 3);
-    await stack.kill(a, 'SIGKILL');
-    await stack.startApp('dispatcher');
-
-    const execution = await settle(stack, created.id);
-    const log = await events(stack, created.id);
-    expectLegalHistory(log);
+    const { refs, clientRef, execution, log } = await killedAt(
+      { TEST_PAUSE_AFTER_CALL_MS: '60000' },
+      'paused after call',
+      'kill-call',
+    );
     for (const op of execution.operations) {
       const path = statusPath(log, op.id);
       expect(path.slice(0, 3)).toEqual(['PREPARED', 'SENT', 'UNKNOWN']);

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { Connector, ConnectorEnvironment, ConnectorRegistry } from '@verity/connectors';
+import { Connector, ConnectorRegistry } from '@verity/connectors';
 import {
   Approval,
   CriterionResult,
@@ -189,20 +189,6 @@ export class LifecycleService {
     }
   }
 
-  /** One execution move inside a transaction; a lost race aborts the whole transaction. */
-  private async cas(
-    tx: EntityManager,
-    executionId: string,
-    from: ExecutionStatus,
-    to: ExecutionStatus,
-    eventData?: Record<string, unknown>,
-    patch?: ExecutionPatch,
-  ): Promise<ExecutionStatus> {
-    const result = await this.transitions.execution(tx, { executionId, from, to, eventData, patch });
-    if (!result.won) throw new LostRace();
-    return to;
-  }
-
   /**
    * created → validating → resolving_context → planning → running in one transaction (or → failed when the request
    * is invalid). The connectors' context reads are network calls, so they are made first, outside it; their results
@@ -215,7 +201,7 @@ export class LifecycleService {
   ): Promise<boolean | 'lost'> {
     const from = execution.status;
     const problems = from === E.CREATED || from === E.VALIDATING ? this.problemsOf(operations) : [];
-    if (problems.length > 0) return this.reject(execution, operations, problems);
+    if (problems.length > 0) return this.reject(execution, problems);
     const tenant = await loadTenant(execution.tenantId);
     const contexts = from === E.PLANNING ? new Map<string, ContextResult>() : await this.readContexts(operations);
     return this.inTransaction(execution, async (tx) => {
@@ -256,11 +242,7 @@ export class LifecycleService {
     return problems;
   }
 
-  private reject(
-    execution: ExecutionEntity,
-    operations: OperationEntity[],
-    problems: string[],
-  ): Promise<boolean | 'lost'> {
+  private reject(execution: ExecutionEntity, problems: string[]): Promise<boolean | 'lost'> {
     const failure: ExecutionFailure = {
       code: 'invalid_request',
       phase: E.VALIDATING,
@@ -272,19 +254,12 @@ export class LifecycleService {
     return this.inTransaction(execution, async (tx) => {
       const locked = await lockExecution(tx, execution.id);
       if (locked?.status !== execution.status) throw new LostRace();
-      let at = execution.status;
-      if (at === E.CREATED) at = await this.cas(tx, execution.id, at, E.VALIDATING);
+      const chain = new MoveChain(this.transitions, tx, execution.id, execution.status);
+      if (chain.status === E.CREATED) chain.add(E.VALIDATING);
+      await chain.flush();
       await this.cancelPrepared(tx, locked.operations, 'execution_invalid');
-      return this.cas(
-        tx,
-        execution.id,
-        at,
-        E.FAILED,
-        { failure },
-        {
-          failure: failure as unknown as Record<string, unknown>,
-        },
-      );
+      chain.add(E.FAILED, { failure });
+      return chain.flush({ failure: failure as unknown as Record<string, unknown> });
     });
   }
 
@@ -295,7 +270,13 @@ export class LifecycleService {
       if (op.status !== S.PREPARED) continue;
       const connector = this.connectors.get(op.connector);
       if (!connector?.readContext) continue;
-      contexts.set(op.id, await connector.readContext(connectorOperation(op), await this.envFor(op)));
+      contexts.set(
+        op.id,
+        await connector.readContext(
+          connectorOperation(op),
+          await connectorEnvironment(this.db.manager, op, this.config, this.connectors.get(op.connector)),
+        ),
+      );
     }
     return contexts;
   }
@@ -541,17 +522,6 @@ export class LifecycleService {
       now: new Date(),
       dueInMs: this.config.OBLIGATION_DUE_MS,
     });
-  }
-
-  /** Context reads go through the tenant's connector settings (egress allowlist, secrets) like sends do. */
-  private envFor(op: OperationEntity): Promise<ConnectorEnvironment> {
-    const base = { sandboxUrl: this.config.SANDBOX_URL, timeoutMs: this.config.CONNECTOR_TIMEOUT_MS };
-    return connectorEnvironment(
-      this.db.manager,
-      op,
-      base,
-      this.connectors.get(op.connector)?.settings?.secrets === true,
-    );
   }
 
   logSkip(executionId: string, outcome: AdvanceOutcome): void {

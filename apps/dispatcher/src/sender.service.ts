@@ -12,6 +12,7 @@ import {
   CapExceeded,
   OperationEntity,
   TransitionService,
+  callEnvironment,
   commitWithinSpendingCaps,
   connectorOperation,
   describeCapExceeded,
@@ -148,11 +149,7 @@ export class SenderService {
   ): Promise<void> {
     let outcome: SendOutcome;
     try {
-      outcome = await call(connectorOperation(op), {
-        sandboxUrl: this.config.SANDBOX_URL,
-        timeoutMs: this.config.CONNECTOR_TIMEOUT_MS,
-        tenant,
-      });
+      outcome = await call(connectorOperation(op), callEnvironment(this.config, tenant));
     } catch (error) {
       // A connector bug is not proof of anything: the request may have left. UNKNOWN, never FAILED (I4).
       this.logger.error({ err: error, operationId: op.id }, 'connector threw');
@@ -265,11 +262,7 @@ export class SenderService {
     } else {
       const connector = this.connectors.require(op.connector);
       if (connector.readContext && approval.baseline !== undefined) {
-        const context = await connector.readContext(connectorOperation(op), {
-          sandboxUrl: this.config.SANDBOX_URL,
-          timeoutMs: this.config.CONNECTOR_TIMEOUT_MS,
-          tenant,
-        });
+        const context = await connector.readContext(connectorOperation(op), callEnvironment(this.config, tenant));
         if (context.kind === 'state') {
           currentBaseline = context.state;
           if (JSON.stringify(context.state) !== JSON.stringify(approval.baseline))

@@ -2,7 +2,6 @@ import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import {
   Connector,
-  ConnectorEnvironment,
   ConnectorOperation,
   ConnectorRegistry,
   ObservationResult,
@@ -181,7 +180,10 @@ export class VerificationService {
       };
     }
     try {
-      return await connector.readBack(connectorOperation(op), await this.envFor(op));
+      return await connector.readBack(
+        connectorOperation(op),
+        await connectorEnvironment(this.db.manager, op, this.config, this.connectors.get(op.connector)),
+      );
     } catch (error) {
       this.logger.error({ err: error, operationId: op.id }, 'read-back threw');
       return {
@@ -189,17 +191,6 @@ export class VerificationService {
         evidence: { source: op.connector, read_at: new Date().toISOString(), error: 'read-back error' },
       };
     }
-  }
-
-  /** The tenant's settings for the connector (allowlist, secrets) go with every read; they are never stored. */
-  private envFor(op: OperationEntity): Promise<ConnectorEnvironment> {
-    const base = { sandboxUrl: this.config.SANDBOX_URL, timeoutMs: this.config.CONNECTOR_TIMEOUT_MS };
-    return connectorEnvironment(
-      this.db.manager,
-      op,
-      base,
-      this.connectors.get(op.connector)?.settings?.secrets === true,
-    );
   }
 
   /** Stale replica, missing field, unreachable source: retried with backoff, then held with the matching reason. */
@@ -318,7 +309,7 @@ export class VerificationService {
   ): Promise<ObservationResult> {
     const verified = (op.evidence?.record ?? null) as Record<string, unknown> | null;
     try {
-      const env = await this.envFor(op);
+      const env = await connectorEnvironment(this.db.manager, op, this.config, this.connectors.get(op.connector));
       if (connector.observe) return await connector.observe(operation, verified, env);
       if (connector.readBack) {
         const read = await connector.readBack(operation, env);

@@ -300,16 +300,30 @@ export function connectorOperation(op: OperationEntity) {
   };
 }
 
+/** What every connector call needs from the app's configuration. */
+export interface ConnectorCallConfig {
+  SANDBOX_URL: string;
+  CONNECTOR_TIMEOUT_MS: number;
+}
+
+/** The environment of one connector call, from the configuration and the tenant's settings for that connector. */
+export function callEnvironment<Tenant>(config: ConnectorCallConfig, tenant: Tenant) {
+  return { sandboxUrl: config.SANDBOX_URL, timeoutMs: config.CONNECTOR_TIMEOUT_MS, tenant };
+}
+
 /**
- * The environment a connector call runs in: the base settings plus the tenant's settings for that connector (egress
- * allowlist, and secrets only when the connector uses them). One place, so sends, context reads and read-backs agree.
+ * The environment a connector call runs in, with the tenant's settings for that connector read now (egress
+ * allowlist, and secrets only when the connector declares it uses them). One place, so sends, context reads and
+ * read-backs agree.
  */
 export async function connectorEnvironment(
   db: Queryable,
   op: Pick<OperationEntity, 'tenantId' | 'connector'>,
-  base: { sandboxUrl: string; timeoutMs: number },
-  usesSecrets: boolean,
+  config: ConnectorCallConfig,
+  connector: { settings?: { secrets?: boolean } } | undefined,
 ) {
-  const settings = await loadConnectorSettings(db, op.tenantId, op.connector, { withSecrets: usesSecrets });
-  return { ...base, tenant: { allowHosts: settings.allowHosts, secrets: settings.secrets } };
+  const settings = await loadConnectorSettings(db, op.tenantId, op.connector, {
+    withSecrets: connector?.settings?.secrets === true,
+  });
+  return callEnvironment(config, { allowHosts: settings.allowHosts, secrets: settings.secrets });
 }

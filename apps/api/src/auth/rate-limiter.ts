@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { LUA_NOW_MS, redisAnswerWithin } from '../redis-limits';
 
 /** A token bucket per API key (per process): bursts are fine, sustained overload gets 429 with Retry-After. */
 export class RateLimiter {
@@ -33,8 +34,7 @@ export class RateLimiter {
 const TAKE_TOKEN = `
 local capacity = tonumber(ARGV[1])
 local refill_per_ms = tonumber(ARGV[2])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+${LUA_NOW_MS}
 local bucket = redis.call('HMGET', KEYS[1], 'tokens', 'at')
 local tokens = tonumber(bucket[1]) or capacity
 local at = tonumber(bucket[2]) or now
@@ -68,18 +68,14 @@ export class SharedRateLimiter {
 
   /** Returns 0 when allowed, else the seconds to wait. */
   async take(key: string): Promise<number> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<null>((resolve) => {
-      timer = setTimeout(() => resolve(null), this.timeoutMs);
-    });
-    try {
-      const shared = this.redis
-        .verityTakeToken(`${this.prefix}:ratelimit:${this.perMinute}:${key}`, this.perMinute, this.perMinute / 60_000)
-        .then(Number, () => null);
-      const wait = await Promise.race([shared, timeout]);
-      return wait ?? this.local.take(key);
-    } finally {
-      clearTimeout(timer);
-    }
+    const shared = await redisAnswerWithin(
+      this.redis.verityTakeToken(
+        `${this.prefix}:ratelimit:${this.perMinute}:${key}`,
+        this.perMinute,
+        this.perMinute / 60_000,
+      ),
+      this.timeoutMs,
+    );
+    return shared ?? this.local.take(key);
   }
 }

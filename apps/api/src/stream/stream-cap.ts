@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import { LUA_NOW_MS, redisAnswerWithin } from '../redis-limits';
 
 /**
  * Open streams per API key, counted across every API process: each open stream holds a lease in a Redis sorted set
@@ -7,18 +8,14 @@ import type { Redis } from 'ioredis';
  * A process that dies leaves leases that simply expire. When Redis does not answer within `timeoutMs`, this process'
  * own count decides: an outage of Redis must not become an outage of the streams.
  */
-const ACQUIRE = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+const ACQUIRE = `${LUA_NOW_MS}
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) * 2)
 return 1`;
 
-const RENEW = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+const RENEW = `${LUA_NOW_MS}
 redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[1]), ARGV[2])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]) * 2)
 return 1`;
@@ -55,7 +52,10 @@ export class StreamCap {
   async acquire(keyId: string): Promise<StreamLease | null> {
     const key = `${this.prefix}:streams:${keyId}`;
     const member = randomUUID();
-    const shared = await this.withTimeout(this.redis.verityStreamAcquire(key, this.cap, this.leaseMs, member));
+    const shared = await redisAnswerWithin(
+      this.redis.verityStreamAcquire(key, this.cap, this.leaseMs, member),
+      this.timeoutMs,
+    );
     const local = this.localOpen.get(keyId) ?? 0;
     if (shared === 0 || (shared === null && local >= this.cap)) return null;
     this.localOpen.set(keyId, local + 1);
@@ -71,17 +71,5 @@ export class StreamCap {
         this.redis.zrem(key, member).catch(() => undefined);
       },
     };
-  }
-
-  private async withTimeout(call: Promise<number>): Promise<number | null> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<null>((resolve) => {
-      timer = setTimeout(() => resolve(null), this.timeoutMs);
-    });
-    try {
-      return await Promise.race([call.then(Number, () => null), timeout]);
-    } finally {
-      clearTimeout(timer);
-    }
   }
 }
