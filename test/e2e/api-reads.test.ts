@@ -241,8 +241,10 @@ describe('reads, cancel, retry and the OpenAPI contract', () => {
       });
       expect(again.status).toBe(409);
       expect(again.body).toMatchObject({
-        type: 'https://verity.dev/problems/execution-terminal',
+        // A second cancel is a decision already made (I13): the problem names the winner's decision.
+        type: 'https://verity.dev/problems/already-decided',
         status: 409,
+        decision: 'cancel',
         current_status: 'cancelled',
       });
 

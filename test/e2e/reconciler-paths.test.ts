@@ -154,7 +154,8 @@ describe('reconciler: verification and reconciliation paths', () => {
     const created = await submit(stack, [charge(reference)]);
     const [op] = (await settle(stack, created.id)).operations;
     expect(op).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'INTEGRITY_MISMATCH' });
-    expectObligation(op, 'INTEGRITY_MISMATCH', ['VERIFIED', 'FAILED']);
+    // The source showed the charge: "no effect exists" is not a permitted action (I14).
+    expectObligation(op, 'INTEGRITY_MISMATCH', ['VERIFIED']);
     expect(op.evidence).toMatchObject({ mismatched: ['amount'], record: { amount: 1251 } });
     expect((await stack.effects()).charges[reference]).toMatchObject({ count: 1, amounts: [1250] });
   });

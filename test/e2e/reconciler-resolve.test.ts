@@ -136,7 +136,8 @@ describe('reconciler: resolution of MANUAL_REVIEW and escalation', () => {
     expectLegalHistory(log);
     expect(statusPath(log, op.id)).toEqual(['PREPARED', 'MANUAL_REVIEW', 'SENT', 'ACKNOWLEDGED', 'VERIFIED']);
     expect(log.find((e) => e.to_status === 'SENT')!.data.actor).toBe('human');
-    expect(log.some((e) => e.type === 'operation.release_requested')).toBe(true);
+    // The release is the reviewer's decision: one operation.resolved event (I13).
+    expect(log.filter((e) => e.type === 'operation.resolved').map((e) => e.data.status)).toEqual(['SENT']);
     expect((await stack.effects()).charges[reference].count).toBe(1);
   });
 

@@ -297,7 +297,9 @@ describe('@verity/sdk against the running stack', () => {
     API_SCHEMAS.Execution.parse(settled);
     API_SCHEMAS.Event.parse(events[0]);
     const detail: OperationDetail = await dx.operations.get(op.id);
-    expect(keysOf(detail)).toEqual(keysOf({ ...OPERATION_KEYS, permitted_resolutions: true }));
+    expect(keysOf(detail)).toEqual(
+      keysOf({ ...OPERATION_KEYS, permitted_resolutions: true, resolution_options: true }),
+    );
     API_SCHEMAS.OperationDetail.parse(detail);
     expect(detail.permitted_resolutions).toEqual([]);
   });
@@ -408,7 +410,7 @@ describe('@verity/sdk against the running stack', () => {
     expect(cancelled.operations[0].status).toBe(OperationStatus.CANCELLED);
     const error = await dx.executions.cancel(created.id).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(VerityConflictError);
-    expect(error).toMatchObject({ status: 409, code: 'execution-terminal' });
+    expect(error).toMatchObject({ status: 409, code: 'already-decided' });
     const done = await dx.waitForSettled(created.id, { timeoutMs: 10_000 });
     expect(done.status).toBe(ExecutionStatus.CANCELLED);
     expect(done.effects.summary).toBe('none');

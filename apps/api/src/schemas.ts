@@ -202,6 +202,7 @@ const StatusModel = z.strictObject({
         human_only: z.boolean(),
         never_sent_only: z.boolean(),
         sent_only: z.boolean(),
+        refused_when_held_for: z.array(z.string()),
         extension: z.boolean(),
         why: z.string(),
       }),
@@ -227,7 +228,17 @@ export const API_SCHEMAS = {
   ApprovalRequest: ApprovalBody,
   ResolveRequest: ResolveBody,
   Operation,
-  OperationDetail: Operation.extend({ permitted_resolutions: z.array(ResolutionEnum) }),
+  OperationDetail: Operation.extend({
+    permitted_resolutions: z.array(ResolutionEnum),
+    resolution_options: z.array(
+      z.strictObject({
+        status: ResolutionEnum,
+        permitted: z.boolean(),
+        why: z.string(),
+        check: z.enum(['read_back']).nullable(),
+      }),
+    ),
+  }),
   Execution,
   ExecutionList: z.strictObject({ data: z.array(Execution), next_cursor: z.string().nullable() }),
   Event,

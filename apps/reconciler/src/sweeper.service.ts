@@ -243,7 +243,8 @@ export class SweeperService {
         executionId: op.executionId,
         operationId: op.id,
         whileStatus: OperationStatus.MANUAL_REVIEW,
-        patch: { obligation: { ...op.obligation, escalated_at: at } },
+        // Merged, not replaced: a resolution recorded since this read must not be erased (I13).
+        merge: { obligation: { escalated_at: at } },
         type: 'obligation.escalated',
         data: { to: op.obligation.escalation_target, owner: op.obligation.owner, due_at: op.obligation.due_at },
       });

@@ -30,7 +30,7 @@ export function recoveryObligation(input: {
     reason: input.reason,
     owner: input.settings?.obligationOwner ?? 'operations',
     evidence_required: EVIDENCE_REQUIRED[input.reason] ?? 'evidence of the operation’s real outcome',
-    permitted_actions: permittedResolutions(OperationStatus.MANUAL_REVIEW, input.everSent),
+    permitted_actions: permittedResolutions(OperationStatus.MANUAL_REVIEW, input.everSent, input.reason),
     due_at: new Date(input.now.getTime() + input.dueInMs).toISOString(),
     escalation_target: input.settings?.escalationTarget ?? 'on-call',
     escalated_at: null,

@@ -1,4 +1,4 @@
-import { ExecutionStatus, OperationStatus, VerificationMethodValue } from '@verity/status-model';
+import { ExecutionStatus, OperationStatus, TerminalReason, VerificationMethodValue } from '@verity/status-model';
 import { EntityManager, EntityTarget, ObjectLiteral } from 'typeorm';
 import { Criterion, EventEntity, ExecutionEntity, OperationEntity, TenantEntity } from './entities';
 import { Queryable, rows } from './sql';
@@ -284,8 +284,15 @@ export function snapshotOf(op: OperationEntity): {
   status: OperationStatus;
   attempt: number;
   verificationMethod: VerificationMethodValue;
+  terminalReason: TerminalReason | null;
 } {
-  return { id: op.id, status: op.status, attempt: op.attempt, verificationMethod: op.verificationMethod };
+  return {
+    id: op.id,
+    status: op.status,
+    attempt: op.attempt,
+    verificationMethod: op.verificationMethod,
+    terminalReason: op.terminalReason,
+  };
 }
 
 /** What a connector sees of an operation: its identity and request, never the whole row. */

@@ -34,6 +34,8 @@ export interface OperationSnapshot {
   status: OperationStatus;
   attempt: number;
   verificationMethod: VerificationMethodValue;
+  /** Why it is held now, for rules that depend on it (a MANUAL_REVIEW for INTEGRITY_MISMATCH cannot end FAILED). */
+  terminalReason?: TerminalReason | null;
 }
 
 export interface OperationTransitionInput {
@@ -54,6 +56,29 @@ export interface TransitionResult {
   attempt?: number;
 }
 
+/** What a decision by a person must find still open, checked in the statement that writes it (I13). */
+export type OpenDecision = 'approval' | 'resolution';
+
+/**
+ * A decision by a person (an approval decision, a MANUAL_REVIEW resolution): its event, what it records on the
+ * operation (merged into the JSON columns, so a concurrent writer's fields are kept), and the move it makes, if any.
+ */
+export interface DecisionInput {
+  operation: OperationSnapshot;
+  tenantId: string;
+  /** Written only while this is still undecided; of any number of concurrent decisions, one is written. */
+  open: OpenDecision;
+  event: { type: string; data: Record<string, unknown> };
+  merge: OperationMerge;
+  move?: { to: OperationStatus; reason?: TerminalReason | null; eventData?: Record<string, unknown> };
+}
+
+/** The SQL condition for "not decided yet". A release (SENT) is a resolution too: it is recorded before the send. */
+const STILL_OPEN: Record<OpenDecision, string> = {
+  approval: `coalesce(approval->>'state', '') NOT IN ('granted', 'denied')`,
+  resolution: `obligation->'resolution' IS NULL`,
+};
+
 export interface ExecutionPatch {
   failure?: Record<string, unknown> | null;
   criteria_results?: unknown[] | null;
@@ -71,6 +96,23 @@ function patchAssignments(patch: OperationPatch | ExecutionPatch, params: unknow
       JSON_COLUMNS.has(column) || column === 'failure' || column === 'criteria_results' ? json(value) : value,
     );
     sets.push(`${column} = $${params.length}`);
+  }
+  return sets;
+}
+
+/** JSON columns a writer may merge into (keys it names replace theirs; every other key, a concurrent writer's, stays). */
+export interface OperationMerge {
+  approval?: Record<string, unknown>;
+  obligation?: Record<string, unknown>;
+  evidence?: Record<string, unknown>;
+}
+
+function mergeAssignments(merge: OperationMerge, params: unknown[]): string[] {
+  const sets: string[] = [];
+  for (const [column, value] of Object.entries(merge)) {
+    if (value === undefined) continue;
+    params.push(json(value));
+    sets.push(`${column} = coalesce(${column}, '{}'::jsonb) || $${params.length}::jsonb`);
   }
   return sets;
 }
@@ -95,6 +137,7 @@ export class TransitionService {
       verificationMethod: operation.verificationMethod,
       everSent: operation.attempt > 0,
       noChangeRequired: input.patch?.no_change_required,
+      heldFor: operation.terminalReason ?? null,
     });
     const params: unknown[] = [operation.id, operation.status, to, operation.attempt];
     const sets = ['status = $3', 'updated_at = clock_timestamp()'];
@@ -129,6 +172,81 @@ export class TransitionService {
     if (result.length === 0) return { won: false };
     eventsWritten(db, result[0].execution_id);
     return { won: true, eventId: result[0].id, seq: Number(result[0].seq), attempt: result[0].attempt };
+  }
+
+  /**
+   * One decision by a person, as ONE statement: a compare-and-set on the status, the fencing attempt, the tenant and
+   * "not decided yet", the decision's event and (for a deny or a resolution that moves the operation) the status
+   * change with its own event, consecutive in `seq`. The loser of any race writes nothing and learns it lost.
+   */
+  async decide(db: Queryable, input: DecisionInput): Promise<TransitionResult> {
+    const { operation, move } = input;
+    if (move) {
+      assertOperationTransition(operation.status, move.to, {
+        actor: 'human',
+        terminalReason: move.reason ?? null,
+        verificationMethod: operation.verificationMethod,
+        everSent: operation.attempt > 0,
+        heldFor: operation.terminalReason ?? null,
+      });
+    }
+    const params: unknown[] = [operation.id, input.tenantId, operation.status, operation.attempt];
+    const sets = ['updated_at = clock_timestamp()', ...mergeAssignments(input.merge, params)];
+    if (move) {
+      params.push(move.to);
+      sets.push(`status = $${params.length}`);
+      if (move.reason) {
+        params.push(move.reason);
+        sets.push(`terminal_reason = $${params.length}`);
+      }
+    }
+    // The decision's event first, then the move it makes (if any): the log reads "decided, therefore moved".
+    const events: { type: string; from: string | null; to: string | null; data: Record<string, unknown> }[] = [
+      { type: input.event.type, from: null, to: null, data: input.event.data },
+    ];
+    if (move) {
+      events.push({
+        type: 'operation.status_changed',
+        from: operation.status,
+        to: move.to,
+        data: { ...move.eventData, reason: move.reason ?? null, actor: 'human' },
+      });
+    }
+    const first = params.length + 1;
+    params.push(
+      events.map(() => newId('evt')),
+      events.map((e) => e.type),
+      events.map((e) => e.from),
+      events.map((e) => e.to),
+      events.map((e) => json(e.data)),
+      events.length,
+    );
+    const count = `$${first + 5}::int`;
+    const result = await rows<{ id: string; seq: string; execution_id: string }>(
+      db,
+      `WITH moved AS (
+         UPDATE operations SET ${sets.join(', ')}
+         WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND ${STILL_OPEN[input.open]}
+         RETURNING id, execution_id, tenant_id
+       ), seq AS (
+         UPDATE executions e SET event_seq = e.event_seq + ${count}, updated_at = clock_timestamp()
+         FROM moved WHERE e.id = moved.execution_id
+         RETURNING e.id, e.event_seq
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
+       SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - ${count} + m.ord, moved.id, m.type,
+              m.from_status, m.to_status, m.data
+       FROM moved JOIN seq ON seq.id = moved.execution_id,
+            unnest($${first}::text[], $${first + 1}::text[], $${first + 2}::text[], $${first + 3}::text[],
+                   $${first + 4}::jsonb[]) WITH ORDINALITY AS m(event_id, type, from_status, to_status, data, ord)
+       ORDER BY m.ord
+       RETURNING id, seq, execution_id`,
+      params,
+    );
+    if (result.length === 0) return { won: false };
+    eventsWritten(db, result[0].execution_id);
+    const decided = result.reduce((a, b) => (Number(b.seq) < Number(a.seq) ? b : a));
+    return { won: true, eventId: decided.id, seq: Number(decided.seq) };
   }
 
   async execution(
@@ -217,6 +335,8 @@ export class TransitionService {
       /** Only while no approval has been requested or decided: of two racing requests, one writes its event. */
       whileApprovalOpen?: boolean;
       patch?: OperationPatch;
+      /** Merged into the JSON columns instead of replacing them (what a stale read would otherwise erase). */
+      merge?: OperationMerge;
       type: string;
       data?: Record<string, unknown>;
     },
@@ -237,7 +357,11 @@ export class TransitionService {
       return result.length ? { won: true, eventId: result[0].id, seq: Number(result[0].seq) } : { won: false };
     }
     const params: unknown[] = [input.operationId, input.whileStatus];
-    const sets = ['updated_at = clock_timestamp()', ...patchAssignments(input.patch ?? {}, params)];
+    const sets = [
+      'updated_at = clock_timestamp()',
+      ...patchAssignments(input.patch ?? {}, params),
+      ...mergeAssignments(input.merge ?? {}, params),
+    ];
     params.push(eventId, input.type, json(input.data ?? {}));
     const n = params.length;
     const approvalOpen = input.whileApprovalOpen

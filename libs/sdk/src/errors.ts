@@ -13,6 +13,7 @@ export type KnownProblemCode =
   | 'resolution-not-permitted'
   | 'not-awaiting-approval'
   | 'already-decided'
+  | 'effect-exists'
   | 'operation-moved'
   | 'execution-terminal'
   | 'execution-busy'

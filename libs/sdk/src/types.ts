@@ -173,6 +173,15 @@ export interface Operation {
 /** GET /v1/operations/{id}: the operation plus the resolutions a reviewer may choose now. */
 export interface OperationDetail extends Operation {
   permitted_resolutions: ResolutionStatus[];
+  /** Every resolution, permitted or not, with why; `check: "read_back"`: the source is read first (FAILED). */
+  resolution_options: ResolutionOption[];
+}
+
+export interface ResolutionOption {
+  status: ResolutionStatus;
+  permitted: boolean;
+  why: string;
+  check: 'read_back' | null;
 }
 
 export interface Criterion {
@@ -218,6 +227,7 @@ export type KnownEventType =
   | 'execution.status_changed'
   | 'operation.status_changed'
   | 'operation.release_requested'
+  | 'operation.resolved'
   | 'approval.requested'
   | 'approval.decided'
   | 'approval.stale_authority'

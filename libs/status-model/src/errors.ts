@@ -6,6 +6,7 @@ export enum StatusModelErrorCode {
   ALREADY_SENT = 'ALREADY_SENT',
   NEVER_SENT = 'NEVER_SENT',
   VERIFICATION_UNAVAILABLE = 'VERIFICATION_UNAVAILABLE',
+  EFFECT_EXISTS = 'EFFECT_EXISTS',
 }
 
 /** Thrown for every move the status model refuses; the API maps it to 409 problem+json. */

@@ -45,6 +45,7 @@ describe('statusModelDocument (GET /v1/status-model)', () => {
           human_only: r.humanOnly,
           never_sent_only: r.neverSentOnly,
           sent_only: r.sentOnly,
+          refused_when_held_for: r.refusedWhenHeldFor,
           extension: r.extension,
           why: r.why,
         });

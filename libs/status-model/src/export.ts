@@ -21,6 +21,7 @@ export function statusModelDocument() {
         human_only: r.humanOnly,
         never_sent_only: r.neverSentOnly,
         sent_only: r.sentOnly,
+        refused_when_held_for: r.refusedWhenHeldFor,
         extension: r.extension,
         why: r.why,
       })),

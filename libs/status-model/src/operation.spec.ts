@@ -20,6 +20,7 @@ import {
   assertOperationTransition,
   isOperationTransitionAllowed,
   permittedResolutions,
+  resolutionOptions,
 } from './validate';
 
 const S = OperationStatus;
@@ -623,6 +624,101 @@ describe('human resolution of an operation that was never sent', () => {
           everSent: false,
         }),
       ).toThrow(expect.objectContaining({ code: StatusModelErrorCode.NEVER_SENT }));
+    }
+  });
+});
+
+describe('no relabelling of what the source showed (I14)', () => {
+  const held = { actor: 'human' as const, verificationMethod: RAW, everSent: true };
+
+  it('refuses a human FAILED for an operation held for INTEGRITY_MISMATCH: the source showed the effect', () => {
+    expect(() =>
+      assertOperationTransition(S.MANUAL_REVIEW, S.FAILED, { ...held, heldFor: TerminalReason.INTEGRITY_MISMATCH }),
+    ).toThrow(expect.objectContaining({ code: StatusModelErrorCode.EFFECT_EXISTS }));
+    expect(
+      isOperationTransitionAllowed(S.MANUAL_REVIEW, S.VERIFIED, {
+        ...held,
+        heldFor: TerminalReason.INTEGRITY_MISMATCH,
+      }),
+    ).toBe(true);
+  });
+
+  it.each(TERMINAL_REASONS.filter((r) => r !== TerminalReason.INTEGRITY_MISMATCH))(
+    'still permits a human FAILED when held for %s',
+    (reason) => {
+      expect(isOperationTransitionAllowed(S.MANUAL_REVIEW, S.FAILED, { ...held, heldFor: reason })).toBe(true);
+    },
+  );
+
+  it('permitted resolutions follow the hold reason', () => {
+    expect(permittedResolutions(S.MANUAL_REVIEW, true, TerminalReason.INTEGRITY_MISMATCH)).toEqual([S.VERIFIED]);
+    expect(permittedResolutions(S.MANUAL_REVIEW, true, TerminalReason.SOURCE_UNREACHABLE)).toEqual([
+      S.VERIFIED,
+      S.FAILED,
+    ]);
+  });
+});
+
+describe('resolutionOptions: every action with its reason, exactly what the gate permits', () => {
+  it('offers nothing outside MANUAL_REVIEW', () => {
+    expect(resolutionOptions({ status: S.UNKNOWN, everSent: true, heldFor: null, canReadBack: true })).toEqual([]);
+  });
+
+  it('for a sent operation whose source can be read: FAILED is checked against a read of the source', () => {
+    const options = resolutionOptions({
+      status: S.MANUAL_REVIEW,
+      everSent: true,
+      heldFor: TerminalReason.SOURCE_UNREACHABLE,
+      canReadBack: true,
+    });
+    expect(options.map((o) => [o.status, o.permitted, o.check])).toEqual([
+      [S.VERIFIED, true, null],
+      [S.FAILED, true, 'read_back'],
+      [S.SENT, false, null],
+      [S.CANCELLED, false, null],
+    ]);
+    expect(options.find((o) => o.status === S.SENT)!.why).toMatch(/already sent/);
+  });
+
+  it('without read-back, FAILED rests on the evidence given', () => {
+    const failed = resolutionOptions({
+      status: S.MANUAL_REVIEW,
+      everSent: true,
+      heldFor: TerminalReason.CONNECTOR_ERROR,
+      canReadBack: false,
+    }).find((o) => o.status === S.FAILED)!;
+    expect(failed).toMatchObject({ permitted: true, check: null, why: expect.stringMatching(/evidence you give/) });
+  });
+
+  it('INTEGRITY_MISMATCH: FAILED is refused with the reason a reviewer reads', () => {
+    const failed = resolutionOptions({
+      status: S.MANUAL_REVIEW,
+      everSent: true,
+      heldFor: TerminalReason.INTEGRITY_MISMATCH,
+      canReadBack: true,
+    }).find((o) => o.status === S.FAILED)!;
+    expect(failed).toMatchObject({ permitted: false, why: expect.stringMatching(/provider shows this effect/) });
+  });
+
+  it('a never-sent operation: release or cancel; judging an outcome is refused', () => {
+    const options = resolutionOptions({
+      status: S.MANUAL_REVIEW,
+      everSent: false,
+      heldFor: TerminalReason.KNOWLEDGE_CONFLICT,
+      canReadBack: true,
+    });
+    expect(options.filter((o) => o.permitted).map((o) => o.status)).toEqual([S.SENT, S.CANCELLED]);
+    expect(options.find((o) => o.status === S.VERIFIED)!.why).toMatch(/never sent/);
+  });
+
+  it('agrees with permittedResolutions for every reason and sent state', () => {
+    for (const everSent of [false, true]) {
+      for (const heldFor of [null, ...TERMINAL_REASONS]) {
+        const permitted = resolutionOptions({ status: S.MANUAL_REVIEW, everSent, heldFor, canReadBack: true })
+          .filter((o) => o.permitted)
+          .map((o) => o.status);
+        expect(permitted).toEqual(permittedResolutions(S.MANUAL_REVIEW, everSent, heldFor));
+      }
     }
   });
 });

@@ -78,6 +78,11 @@ export interface OperationTransitionRule {
   neverSentOnly: boolean;
   /** Only for an operation that was handed to a connector: there is an outcome to judge. */
   sentOnly: boolean;
+  /**
+   * Refused while the operation is held for one of these reasons: the hold itself is evidence against the move (a
+   * read-back that found the charge with another amount cannot end in "no effect exists").
+   */
+  refusedWhenHeldFor: readonly TerminalReason[];
   extension: boolean;
   why: string;
 }
@@ -106,6 +111,7 @@ function rule(
     humanOnly: options.humanOnly ?? false,
     neverSentOnly: options.neverSentOnly ?? false,
     sentOnly: options.sentOnly ?? false,
+    refusedWhenHeldFor: options.refusedWhenHeldFor ?? [],
     extension: options.extension ?? false,
   };
 }
@@ -161,9 +167,10 @@ export const OPERATION_TRANSITIONS: readonly OperationTransitionRule[] = [
     sentOnly: true,
     extension: true,
   }),
-  rule(S.MANUAL_REVIEW, S.FAILED, 'a human resolution, with evidence', {
+  rule(S.MANUAL_REVIEW, S.FAILED, 'a human resolution, with evidence; never when the source showed the effect', {
     humanOnly: true,
     sentOnly: true,
+    refusedWhenHeldFor: [R.INTEGRITY_MISMATCH],
     extension: true,
   }),
   rule(S.MANUAL_REVIEW, S.SENT, 'a human releases an operation that was never sent', {

@@ -18,6 +18,8 @@ export interface OperationTransitionContext {
   everSent: boolean;
   /** PREPARED -> VERIFIED is a read of the source, recorded as no change required. */
   noChangeRequired?: boolean;
+  /** Why the operation is held now (its terminal_reason while in MANUAL_REVIEW), for rules that depend on it. */
+  heldFor?: TerminalReason | null;
 }
 
 /**
@@ -44,6 +46,12 @@ export function assertOperationTransition(
   }
   if (found.sentOnly && !context.everSent) {
     fail(StatusModelErrorCode.NEVER_SENT, 'the operation was never sent: there is no outcome to judge');
+  }
+  if (context.heldFor && found.refusedWhenHeldFor.includes(context.heldFor)) {
+    fail(
+      StatusModelErrorCode.EFFECT_EXISTS,
+      `the operation is held for ${context.heldFor}: the source showed the effect`,
+    );
   }
   const reason = context.terminalReason ?? null;
   if (reason === null && found.reasonRequired) {
@@ -95,7 +103,11 @@ export type ResolutionStatus =
   OperationStatus.VERIFIED | OperationStatus.FAILED | OperationStatus.SENT | OperationStatus.CANCELLED;
 
 /** The permitted actions of a recovery obligation: never sent → SENT or CANCELLED; sent → VERIFIED or FAILED. */
-export function permittedResolutions(status: OperationStatus, everSent: boolean): ResolutionStatus[] {
+export function permittedResolutions(
+  status: OperationStatus,
+  everSent: boolean,
+  heldFor: TerminalReason | null = null,
+): ResolutionStatus[] {
   if (status !== OperationStatus.MANUAL_REVIEW) return [];
   const candidates: ResolutionStatus[] = [
     OperationStatus.VERIFIED,
@@ -104,6 +116,73 @@ export function permittedResolutions(status: OperationStatus, everSent: boolean)
     OperationStatus.CANCELLED,
   ];
   return candidates.filter((to) => {
-    return isOperationTransitionAllowed(status, to, { actor: 'human', verificationMethod: '', everSent });
+    return isOperationTransitionAllowed(status, to, { actor: 'human', verificationMethod: '', everSent, heldFor });
+  });
+}
+
+/** One action a reviewer may or may not take on a held operation, and why, in words the console shows as they are. */
+export interface ResolutionOption {
+  status: ResolutionStatus;
+  permitted: boolean;
+  why: string;
+  /** What Verity checks at the moment the action is taken: `read_back` = the source is read first (FAILED). */
+  check: 'read_back' | null;
+}
+
+const RESOLUTION_CANDIDATES: readonly ResolutionStatus[] = [
+  OperationStatus.VERIFIED,
+  OperationStatus.FAILED,
+  OperationStatus.SENT,
+  OperationStatus.CANCELLED,
+];
+
+const PERMITTED_WHY: Record<ResolutionStatus, string> = {
+  VERIFIED: 'the effect happened, shown by the evidence you give',
+  FAILED: 'no effect exists, shown by the evidence you give',
+  SENT: 'it was never sent: release it to be sent now, once',
+  CANCELLED: 'it was never sent: cancel it, nothing will be sent',
+};
+
+const REFUSED_WHY: Partial<Record<StatusModelErrorCode, string>> = {
+  [StatusModelErrorCode.ALREADY_SENT]:
+    'it was already sent: it cannot be sent again or cancelled; judge what happened instead (VERIFIED or FAILED)',
+  [StatusModelErrorCode.NEVER_SENT]: 'it was never sent: there is no outcome to judge; release it or cancel it',
+  [StatusModelErrorCode.EFFECT_EXISTS]:
+    'the provider shows this effect (read back with different values): it cannot be marked as not having happened',
+};
+
+/**
+ * Every resolution of a held operation, permitted or not, with the reason: the API and the console show exactly
+ * this, so an action a reviewer sees is one the API accepts. `canReadBack`: the source can be read back, so a FAILED
+ * is accepted only if a read at that moment does not find the effect (otherwise 409 effect-exists).
+ */
+export function resolutionOptions(input: {
+  status: OperationStatus;
+  everSent: boolean;
+  heldFor: TerminalReason | null;
+  canReadBack: boolean;
+}): ResolutionOption[] {
+  if (input.status !== OperationStatus.MANUAL_REVIEW) return [];
+  return RESOLUTION_CANDIDATES.map((to) => {
+    try {
+      assertOperationTransition(input.status, to, {
+        actor: 'human',
+        verificationMethod: '',
+        everSent: input.everSent,
+        heldFor: input.heldFor,
+      });
+    } catch (error) {
+      if (!(error instanceof IllegalTransitionError)) throw error;
+      return { status: to, permitted: false, why: REFUSED_WHY[error.code] ?? error.message, check: null };
+    }
+    const readFirst = to === OperationStatus.FAILED && input.canReadBack;
+    return {
+      status: to,
+      permitted: true,
+      why: readFirst
+        ? 'no effect exists: Verity reads the source first and refuses if it shows the effect'
+        : PERMITTED_WHY[to],
+      check: readFirst ? 'read_back' : null,
+    };
   });
 }

@@ -256,6 +256,13 @@ export class ExecutionsService {
       if (!execution) throw Problem.notFound('Execution', id);
       const locked = await lockExecution(tx, id);
       if (!locked) throw Problem.notFound('Execution', id);
+      if (locked.status === ExecutionStatus.CANCELLED) {
+        // I13: a cancel is a decision too; of concurrent cancels one is written, the others learn it was made.
+        throw Problem.conflict('already-decided', 'the execution was already cancelled', {
+          decision: 'cancel',
+          current_status: locked.status,
+        });
+      }
       if (isTerminalExecution(locked.status)) {
         throw Problem.conflict('execution-terminal', `the execution is already ${locked.status}`, {
           current_status: locked.status,

@@ -1,9 +1,12 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
+import { ConnectorRegistry, ReadBackResult, operationCapabilities } from '@verity/connectors';
 import {
   Approval,
   OperationEntity,
   TransitionService,
+  connectorEnvironment,
+  connectorOperation,
   findExecution,
   findOperation,
   insertExecution,
@@ -13,7 +16,14 @@ import {
 } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig, newId } from '@verity/platform';
 import { JobName, JobProducer } from '@verity/queues';
-import { OperationStatus, canRetry, permittedResolutions, retryRuleOf } from '@verity/status-model';
+import {
+  ExecutionStatus,
+  OperationStatus,
+  ResolutionStatus,
+  canRetry,
+  resolutionOptions,
+  retryRuleOf,
+} from '@verity/status-model';
 import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { Problem } from '../problem/problem';
@@ -25,6 +35,7 @@ export class OperationsService {
     @InjectDataSource() private readonly db: DataSource,
     private readonly transitions: TransitionService,
     private readonly producer: JobProducer,
+    private readonly connectors: ConnectorRegistry,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
   ) {}
 
@@ -35,33 +46,49 @@ export class OperationsService {
   }
 
   async get(principal: Principal, id: string) {
-    const op = await this.load(principal, id);
-    return { ...presentOperation(op), permitted_resolutions: permittedResolutions(op.status, op.attempt > 0) };
+    return this.detail(await this.load(principal, id));
   }
 
   /**
-   * A decision is kept even when it arrives before the operation starts waiting (planning has not run yet):
-   * planning finds it and does not ask again.
+   * The operation with the resolutions a reviewer may take and, for each one refused, why: the console shows exactly
+   * this, so it never offers what the API would refuse. Once a resolution is recorded (a release waiting for the
+   * dispatcher included), nothing more is permitted: the decision was made.
+   */
+  private detail(op: OperationEntity) {
+    const options = recordedResolution(op)
+      ? []
+      : resolutionOptions({
+          status: op.status,
+          everSent: op.attempt > 0,
+          heldFor: op.terminalReason,
+          canReadBack: this.canReadBack(op),
+        });
+    return {
+      ...presentOperation(op),
+      permitted_resolutions: options.filter((o) => o.permitted).map((o) => o.status),
+      resolution_options: options,
+    };
+  }
+
+  /** The connector can read this operation's effect back from the source. */
+  private canReadBack(op: OperationEntity): boolean {
+    const connector = this.connectors.get(op.connector);
+    return Boolean(connector?.readBack) && operationCapabilities(connector!, op.action, op.params).read_back;
+  }
+
+  /**
+   * I13: one decision per approval. Written by one compare-and-set that includes "not decided yet" (and, for a deny,
+   * moves the operation to CANCELLED in the same statement), so of any number of concurrent decisions exactly one is
+   * written; every other caller gets 409 already-decided with the winner's decision. A decision is kept even when it
+   * arrives before the operation starts waiting (planning has not run yet): planning finds it and does not ask again.
    */
   async decide(principal: Principal, id: string, decision: 'approve' | 'deny', reason: string | undefined) {
     const op = await this.load(principal, id);
-    if (op.status !== OperationStatus.PREPARED) {
-      throw Problem.conflict(
-        'not-awaiting-approval',
-        `the operation is ${op.status}; only a PREPARED operation can be approved`,
-        {
-          current_status: op.status,
-        },
-      );
-    }
-    if (op.approval?.state && op.approval.state !== 'requested') {
-      throw Problem.conflict('already-decided', `the operation was already ${op.approval.state}`, {
-        approval: op.approval.state,
-      });
+    if (op.status !== OperationStatus.PREPARED || isDecided(op.approval)) {
+      throw await this.approvalRefusal(principal, op);
     }
     const now = new Date();
-    const approval: Approval = {
-      ...(op.approval ?? {}),
+    const approval: Partial<Approval> = {
       state: decision === 'approve' ? 'granted' : 'denied',
       decided_at: now.toISOString(),
       decided_by: principal.keyId,
@@ -69,70 +96,137 @@ export class OperationsService {
       expires_at:
         decision === 'approve' ? new Date(now.getTime() + this.config.APPROVAL_TTL_MS).toISOString() : undefined,
     };
-    const annotated = await this.transitions.annotate(this.db.manager, {
-      executionId: op.executionId,
-      operationId: op.id,
-      whileStatus: OperationStatus.PREPARED,
-      patch: { approval: approval as unknown as Record<string, unknown> },
-      type: 'approval.decided',
-      data: { decision, reason, by: principal.keyId },
+    const decided = await this.transitions.decide(this.db.manager, {
+      operation: snapshotOf(op),
+      tenantId: principal.tenantId,
+      open: 'approval',
+      event: { type: 'approval.decided', data: { decision, reason, by: principal.keyId } },
+      merge: { approval: approval as Record<string, unknown> },
+      move:
+        decision === 'deny'
+          ? { to: OperationStatus.CANCELLED, eventData: { cause: 'approval_denied', by: principal.keyId, reason } }
+          : undefined,
     });
-    if (!annotated.won) throw Problem.conflict('not-awaiting-approval', 'the operation moved on; reload it');
-    if (decision === 'deny') {
-      await this.transitions.operation(this.db.manager, {
-        operation: snapshotOf(op),
-        to: OperationStatus.CANCELLED,
-        eventData: { cause: 'approval_denied', by: principal.keyId, reason },
-      });
-    }
+    if (!decided.won) throw await this.approvalRefusal(principal, await this.load(principal, id));
     await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
     return this.get(principal, id);
   }
 
+  /** Why an approval decision was not written: someone decided first (who and what), or the operation moved on. */
+  private async approvalRefusal(principal: Principal, op: OperationEntity): Promise<Problem> {
+    if (isDecided(op.approval)) {
+      const decision = op.approval!.state === 'granted' ? 'approve' : 'deny';
+      return Problem.conflict('already-decided', `the operation was already ${op.approval!.state}`, {
+        decision,
+        decided_by: op.approval!.decided_by,
+        decided_at: op.approval!.decided_at,
+        approval: op.approval!.state,
+        current_status: op.status,
+      });
+    }
+    const execution = await findExecution(this.db.manager, op.executionId, principal.tenantId);
+    if (op.status === OperationStatus.CANCELLED && execution?.status === ExecutionStatus.CANCELLED) {
+      return Problem.conflict('already-decided', 'the execution was cancelled first', {
+        decision: 'cancel',
+        current_status: op.status,
+      });
+    }
+    return Problem.conflict(
+      'not-awaiting-approval',
+      `the operation is ${op.status}; only a PREPARED operation can be approved`,
+      { current_status: op.status },
+    );
+  }
+
   /**
-   * Resolution of MANUAL_REVIEW by a human, only with an action the status model permits. Releasing a never-sent
-   * operation (SENT) is recorded here and carried out by the dispatcher, which commits SENT right before it calls
-   * the connector — so "SENT is committed before the call, by the caller" holds for human releases too.
+   * Resolution of MANUAL_REVIEW by a human, only with an action the status model permits (I13, I14). One
+   * compare-and-set that includes "not resolved yet", so one of any number of concurrent resolutions is written.
+   * A FAILED of a sent operation whose source can be read back is accepted only if a read at this moment does not
+   * find the effect: a reviewer cannot relabel a proven effect as "no effect exists" (which would make a retry look
+   * safe). Releasing a never-sent operation (SENT) is recorded here and carried out by the dispatcher, which commits
+   * SENT right before it calls the connector — so "SENT is committed before the call" holds for human releases too.
    */
-  async resolve(principal: Principal, id: string, status: OperationStatus, evidence: string) {
+  async resolve(principal: Principal, id: string, status: ResolutionStatus, evidence: string) {
     const op = await this.load(principal, id);
-    const permitted = permittedResolutions(op.status, op.attempt > 0);
-    if (!permitted.includes(status as (typeof permitted)[number])) {
+    if (recordedResolution(op)) throw this.resolutionRefusal(op);
+    const options = resolutionOptions({
+      status: op.status,
+      everSent: op.attempt > 0,
+      heldFor: op.terminalReason,
+      canReadBack: this.canReadBack(op),
+    });
+    const option = options.find((o) => o.status === status);
+    if (!option?.permitted) {
+      if (op.status === OperationStatus.MANUAL_REVIEW && status === OperationStatus.FAILED && option) {
+        // Held because the source showed the effect (INTEGRITY_MISMATCH): what it showed is the stored evidence.
+        throw effectExists(option.why, { kind: 'stored', evidence: op.evidence });
+      }
+      const permitted = options.filter((o) => o.permitted).map((o) => o.status);
       throw Problem.conflict(
         'resolution-not-permitted',
         op.status === OperationStatus.MANUAL_REVIEW
-          ? `${status} is not permitted for this operation; permitted: ${permitted.join(', ')}`
+          ? `${status} is not permitted for this operation: ${option?.why ?? 'unknown'}; permitted: ${permitted.join(', ')}`
           : `the operation is ${op.status}, not MANUAL_REVIEW`,
-        { current_status: op.status, permitted_resolutions: permitted },
+        { current_status: op.status, permitted_resolutions: permitted, resolution_options: options },
       );
     }
-    const resolution = { status, evidence, by: principal.keyId, at: new Date().toISOString() };
-    if (status === OperationStatus.SENT) {
-      const released = await this.transitions.annotate(this.db.manager, {
-        executionId: op.executionId,
-        operationId: op.id,
-        whileStatus: OperationStatus.MANUAL_REVIEW,
-        patch: { obligation: { ...(op.obligation ?? {}), resolution } },
-        type: 'operation.release_requested',
-        data: resolution,
-      });
-      if (!released.won) throw Problem.conflict('operation-moved', 'the operation moved on; reload it');
-      await this.producer.tryEnqueue(JobName.DISPATCH_OPERATION, { operationId: op.id }, { jobId: `${op.id}.release` });
-      return this.get(principal, id);
+    const resolution: Record<string, unknown> = { status, evidence, by: principal.keyId, at: new Date().toISOString() };
+    if (option.check === 'read_back') {
+      const read = await this.readSourceNow(op);
+      if (read.kind === 'found' || read.kind === 'mismatch') {
+        throw effectExists('the source shows this effect now: it cannot be marked as not having happened', read);
+      }
+      // Absent, or the source cannot say (unreachable, lagging): the reviewer's evidence stands, with this read.
+      resolution.read_back = { kind: read.kind, ...read.evidence };
     }
-    const moved = await this.transitions.operation(this.db.manager, {
+    const decided = await this.transitions.decide(this.db.manager, {
       operation: snapshotOf(op),
-      to: status,
-      actor: 'human',
-      patch: {
-        evidence: { ...(op.evidence ?? {}), resolution },
-        obligation: op.obligation ? { ...op.obligation, resolution } : null,
-      },
-      eventData: { resolution },
+      tenantId: principal.tenantId,
+      open: 'resolution',
+      event: { type: 'operation.resolved', data: resolution },
+      merge:
+        status === OperationStatus.SENT
+          ? { obligation: { resolution } }
+          : { evidence: { resolution }, obligation: op.obligation ? { resolution } : undefined },
+      move: status === OperationStatus.SENT ? undefined : { to: status, eventData: { resolution } },
     });
-    if (!moved.won) throw Problem.conflict('operation-moved', 'the operation moved on; reload it');
-    await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
+    if (!decided.won) throw this.resolutionRefusal(await this.load(principal, id));
+    if (status === OperationStatus.SENT) {
+      await this.producer.tryEnqueue(JobName.DISPATCH_OPERATION, { operationId: op.id }, { jobId: `${op.id}.release` });
+    } else {
+      await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
+    }
     return this.get(principal, id);
+  }
+
+  /** A resolution lost: someone resolved first (their decision is in the problem), or the operation moved on. */
+  private resolutionRefusal(op: OperationEntity): Problem {
+    const winner = recordedResolution(op);
+    if (winner) {
+      return Problem.conflict('already-decided', `the operation was already resolved as ${winner.status}`, {
+        decision: winner.status,
+        decided_by: winner.by,
+        decided_at: winner.at,
+        current_status: op.status,
+      });
+    }
+    return Problem.conflict('operation-moved', `the operation moved on to ${op.status}; reload it`, {
+      current_status: op.status,
+    });
+  }
+
+  /** A read of the source at this moment (never a send). A connector error is an unreachable source, not proof. */
+  private async readSourceNow(op: OperationEntity): Promise<ReadBackResult> {
+    const connector = this.connectors.require(op.connector);
+    try {
+      const env = await connectorEnvironment(this.db.manager, op, this.config, connector);
+      return await connector.readBack!(connectorOperation(op), env);
+    } catch {
+      return {
+        kind: 'unreachable',
+        evidence: { source: op.connector, read_at: new Date().toISOString(), error: 'read-back error' },
+      };
+    }
   }
 
   /**
@@ -194,4 +288,25 @@ export class OperationsService {
       execution: presentExecution(execution!, [created!]),
     };
   }
+}
+
+function isDecided(approval: Approval | null): boolean {
+  return approval?.state === 'granted' || approval?.state === 'denied';
+}
+
+interface RecordedResolution {
+  status: string;
+  by?: string;
+  at?: string;
+}
+
+/** The resolution recorded on the operation's obligation, if a reviewer already decided. */
+function recordedResolution(op: OperationEntity): RecordedResolution | null {
+  const resolution = (op.obligation as { resolution?: RecordedResolution } | null)?.resolution;
+  return resolution?.status ? resolution : null;
+}
+
+/** I14: 409 effect-exists, with what the source showed. Nothing was written. */
+function effectExists(detail: string, read: { kind: string; evidence?: unknown }): Problem {
+  return Problem.conflict('effect-exists', detail, { read_back: { kind: read.kind, evidence: read.evidence ?? null } });
 }

@@ -15,6 +15,11 @@ const RESOLUTION_TEXT: Record<string, string> = {
   CANCELLED: 'never send it',
 };
 
+/** The API's reason for an action, falling back to the plain meaning of the status. */
+function optionWhy(op: OperationDetail, status: string): string {
+  return op.resolution_options.find((o) => o.status === status)?.why ?? RESOLUTION_TEXT[status] ?? '';
+}
+
 export function operationPage(id: string): Page {
   return (main, ctx) => operationView(id, main, ctx);
 }
@@ -229,12 +234,11 @@ function operationView(id: string, main: Elem, ctx: AppContext): () => void {
             },
           },
           `Resolve as ${status}`,
-          h('span', { class: 'button-sub' }, RESOLUTION_TEXT[status] ?? ''),
+          h('span', { class: 'button-sub' }, optionWhy(op, status)),
         ),
       );
-      const forbidden = ['VERIFIED', 'FAILED', 'SENT', 'CANCELLED'].filter(
-        (s) => !op.permitted_resolutions.includes(s),
-      );
+      // Exactly what the API refuses, each with the API's own reason (never a button the API would answer 409 to).
+      const forbidden = op.resolution_options.filter((o) => !o.permitted);
       const releasing = op.recovery_obligation?.resolution?.status === 'SENT';
       fill(
         actions,
@@ -262,10 +266,14 @@ function operationView(id: string, main: Elem, ctx: AppContext): () => void {
           h('div', { class: 'buttons' }, buttons),
           forbidden.length
             ? h(
-                'p',
+                'div',
                 { class: 'hint', id: 'not-permitted' },
-                `Not permitted for this operation: ${forbidden.join(', ')}`,
-                op.attempt > 0 ? ' (it was already sent: sending again could repeat the effect).' : '.',
+                'Not permitted for this operation:',
+                h(
+                  'ul',
+                  {},
+                  forbidden.map((o) => h('li', { 'data-refused': o.status }, code(o.status), ': ', o.why)),
+                ),
               )
             : null,
         ),

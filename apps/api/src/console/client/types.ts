@@ -56,6 +56,7 @@ export interface Operation {
 
 export interface OperationDetail extends Operation {
   permitted_resolutions: string[];
+  resolution_options: { status: string; permitted: boolean; why: string; check: 'read_back' | null }[];
 }
 
 export interface CriterionResult {

@@ -1,0 +1,283 @@
+import { DEMO, Stack, waitFor } from '../support/stack';
+import { charge, http, sms, unique } from '../support/http';
+import {
+  Event,
+  Execution,
+  Op,
+  events,
+  expectLegalHistory,
+  getOperation,
+  resetSandbox,
+  settle,
+  submit,
+  waitForOp,
+} from './dispatcher-helpers';
+
+interface Problem {
+  type: string;
+  status: number;
+  decision?: string;
+  read_back?: { kind: string; evidence: Record<string, unknown> | null };
+  current_status?: string;
+}
+
+const TRIALS = 20;
+const RACERS = 20;
+
+/**
+ * Decisions by people (I13) and no relabelling of what the source showed (I14), against real processes: any number of
+ * concurrent decisions on one operation write exactly one, every other caller learns who won; a reviewer cannot mark
+ * as "no effect exists" an effect the provider shows.
+ */
+describe('api: decide once, never relabel an effect', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await Stack.start({ label: 'decisions' });
+  });
+  afterAll(async () => stack?.stop());
+  afterEach(async () => resetSandbox(stack));
+
+  const post = <T>(path: string, body: unknown, key = DEMO.reviewer) =>
+    http<T>(stack.apiUrl, 'POST', path, { key, body });
+
+  const countOf = (log: Event[], type: string) => log.filter((e) => e.type === type).length;
+
+  /** Fires every request at once and returns the answers in the order given. */
+  async function race(requests: (() => Promise<{ status: number; body: unknown }>)[]) {
+    return Promise.all(requests.map((send) => send()));
+  }
+
+  it(`${TRIALS} trials of ${RACERS} concurrent approve / deny: one 2xx, one decision, a state that follows it`, async () => {
+    const created: Execution[] = [];
+    for (let trial = 0; trial < TRIALS; trial += 1) {
+      created.push(await submit(stack, [charge(unique('dec-appr'), { requires_approval: true })]));
+    }
+    for (const execution of created) {
+      await waitFor(
+        () => events(stack, execution.id),
+        (log) => countOf(log, 'approval.requested') === 1,
+      );
+    }
+    const winners: { execution: Execution; decision: string }[] = [];
+    for (const [trial, execution] of created.entries()) {
+      const opId = execution.operations[0].id;
+      const answers = await race(
+        Array.from({ length: RACERS }, (_, i) => () => {
+          // Which side starts alternates per trial, so both win some trials.
+          const decision = (i + trial) % 2 === 0 ? 'approve' : 'deny';
+          return post<Op & Problem>(`/v1/operations/${opId}/approval`, { decision, reason: `racer ${i}` });
+        }),
+      );
+      const won = answers.filter((a) => a.status === 200);
+      expect(won).toHaveLength(1);
+      const decision = (won[0].body as Op).approval!.state === 'granted' ? 'approve' : 'deny';
+      for (const lost of answers.filter((a) => a.status !== 200)) {
+        expect(lost.status).toBe(409);
+        expect(lost.body).toMatchObject({ type: 'https://verity.dev/problems/already-decided', decision });
+      }
+      winners.push({ execution, decision });
+    }
+    expect(new Set(winners.map((w) => w.decision))).toEqual(new Set(['approve', 'deny']));
+
+    const effects = {
+      settled: await Promise.all(winners.map((w) => settle(stack, w.execution.id))),
+      provider: await stack.effects(),
+    };
+    for (const [i, { execution, decision }] of winners.entries()) {
+      const done = effects.settled[i];
+      const op = done.operations[0];
+      const log = await events(stack, execution.id);
+      expectLegalHistory(log);
+      expect(countOf(log, 'approval.decided')).toBe(1);
+      const reference = (execution.operations[0] as unknown as { params: { reference: string } }).params.reference;
+      if (decision === 'approve') {
+        expect(op.approval).toMatchObject({ state: 'granted' });
+        expect(op.status).toBe('VERIFIED');
+        expect(effects.provider.charges[reference].count).toBe(1);
+      } else {
+        expect(op.approval).toMatchObject({ state: 'denied' });
+        expect(op.status).toBe('CANCELLED');
+        expect(effects.provider.charges[reference]).toBeUndefined();
+      }
+    }
+    expect(effects.provider.duplicates).toEqual([]);
+  });
+
+  it('cancel racing approve / deny: every answer agrees with what was written, nothing sent after a cancel', async () => {
+    for (let trial = 0; trial < 5; trial += 1) {
+      const reference = unique('dec-cancel');
+      const execution = await submit(stack, [charge(reference, { requires_approval: true })]);
+      const opId = execution.operations[0].id;
+      await waitFor(
+        () => events(stack, execution.id),
+        (log) => countOf(log, 'approval.requested') === 1,
+      );
+      const requests = Array.from(
+        { length: 10 },
+        (_, i) => () =>
+          post<Problem>(`/v1/operations/${opId}/approval`, { decision: i % 2 === 0 ? 'approve' : 'deny' }),
+      );
+      const cancels = Array.from(
+        { length: 3 },
+        () => () => post<Problem>(`/v1/executions/${execution.id}/cancel`, {}, DEMO.agent),
+      );
+      const answers = await race([...cancels, ...requests]);
+      const cancelAnswers = answers.slice(0, 3);
+      const approvalAnswers = answers.slice(3);
+      // The execution cancel is one decision too: exactly one cancel is written.
+      expect(cancelAnswers.filter((a) => a.status === 200)).toHaveLength(1);
+      for (const lost of cancelAnswers.filter((a) => a.status !== 200)) {
+        expect(lost.body).toMatchObject({ type: 'https://verity.dev/problems/already-decided', decision: 'cancel' });
+      }
+      const approvalsWon = approvalAnswers.filter((a) => a.status === 200);
+      expect(approvalsWon.length).toBeLessThanOrEqual(1);
+      for (const lost of approvalAnswers.filter((a) => a.status !== 200)) expect(lost.status).toBe(409);
+      const done = await settle(stack, execution.id);
+      const log = await events(stack, execution.id);
+      expectLegalHistory(log);
+      expect(done.status).toBe('cancelled');
+      expect(countOf(log, 'approval.decided')).toBe(approvalsWon.length);
+      const charged = (await stack.effects()).charges[reference]?.count ?? 0;
+      expect(charged).toBeLessThanOrEqual(1);
+      // Sent only if a grant won and the send was committed before the cancel took the execution.
+      if (charged === 1) expect(done.operations[0].approval).toMatchObject({ state: 'granted' });
+      else expect(done.operations[0].status).toBe('CANCELLED');
+    }
+  });
+
+  it(`${TRIALS} trials of ${RACERS} concurrent resolutions: one 2xx, one operation.resolved, a state that follows it`, async () => {
+    // Half never sent (held for a knowledge conflict: SENT or CANCELLED), half sent with an unknown outcome
+    // (an SMS that timed out: VERIFIED or FAILED).
+    const heldNeverSent: Execution[] = [];
+    for (let trial = 0; trial < TRIALS / 2; trial += 1) {
+      heldNeverSent.push(await submit(stack, [charge(unique('dec-res-c'), { expected_state: { charged: true } })]));
+    }
+    await stack.setFaults({
+      rules: [{ method: 'POST', path: '/v1/messages', fault: 'timeout_after_commit', probability: 1 }],
+    });
+    const heldSent: Execution[] = [];
+    for (let trial = 0; trial < TRIALS / 2; trial += 1) heldSent.push(await submit(stack, [sms(unique('dec-res-s'))]));
+    const trials = [
+      ...heldNeverSent.map((execution) => ({ execution, choices: ['SENT', 'CANCELLED'] })),
+      ...heldSent.map((execution) => ({ execution, choices: ['VERIFIED', 'FAILED'] })),
+    ];
+    for (const { execution } of trials) {
+      await waitForOp(stack, execution.id, execution.operations[0].key, (o) => o.status === 'MANUAL_REVIEW');
+    }
+    await resetSandbox(stack);
+
+    const outcomes: { execution: Execution; winner: string }[] = [];
+    for (const [trial, { execution, choices }] of trials.entries()) {
+      const opId = execution.operations[0].id;
+      const answers = await race(
+        Array.from({ length: RACERS }, (_, i) => () => {
+          const status = choices[(i + trial) % 2];
+          return post<Op & Problem>(`/v1/operations/${opId}/resolve`, {
+            status,
+            evidence: `racer ${i}: provider dashboard says ${status}`,
+          });
+        }),
+      );
+      const won = answers.filter((a) => a.status === 200);
+      expect(won).toHaveLength(1);
+      const winner = (won[0].body as Op).recovery_obligation!.resolution as { status: string };
+      for (const lost of answers.filter((a) => a.status !== 200)) {
+        expect(lost.status).toBe(409);
+        expect(lost.body).toMatchObject({
+          type: 'https://verity.dev/problems/already-decided',
+          decision: winner.status,
+        });
+      }
+      outcomes.push({ execution, winner: winner.status });
+    }
+    expect(new Set(outcomes.map((o) => o.winner))).toEqual(new Set(['SENT', 'CANCELLED', 'VERIFIED', 'FAILED']));
+
+    for (const { execution, winner } of outcomes) {
+      const done = await settle(stack, execution.id);
+      const op = done.operations[0];
+      const log = await events(stack, execution.id);
+      expectLegalHistory(log);
+      expect(countOf(log, 'operation.resolved')).toBe(1);
+      const params = (execution.operations[0] as unknown as { params: Record<string, string> }).params;
+      const provider = await stack.effects();
+      if (winner === 'SENT') {
+        expect(op.status).toBe('VERIFIED');
+        expect(provider.charges[params.reference].count).toBe(1);
+      } else if (winner === 'CANCELLED') {
+        expect(op.status).toBe('CANCELLED');
+        expect(provider.charges[params.reference]).toBeUndefined();
+      } else {
+        expect(op.status).toBe(winner);
+        // The SMS was sent once, before it was held; no resolution re-sends it.
+        expect(provider.messages[params.client_ref].count).toBe(1);
+      }
+    }
+  });
+
+  it('INTEGRITY_MISMATCH: FAILED answers 409 effect-exists and changes nothing; no retry; VERIFIED with evidence works', async () => {
+    await stack.setFaults({ read_fault: 'amount_mismatch' });
+    const reference = unique('dec-mismatch');
+    const created = await submit(stack, [charge(reference)]);
+    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    expect(held.terminal_reason).toBe('INTEGRITY_MISMATCH');
+
+    const detail = await getOperation(stack, held.id);
+    expect(detail.permitted_resolutions).toEqual(['VERIFIED']);
+    const failedOption = (
+      detail as unknown as { resolution_options: { status: string; why: string }[] }
+    ).resolution_options.find((o) => o.status === 'FAILED');
+    expect(failedOption).toMatchObject({ permitted: false, why: expect.stringMatching(/provider shows this effect/) });
+
+    const refused = await post<Problem>(`/v1/operations/${held.id}/resolve`, {
+      status: 'FAILED',
+      evidence: 'I think it did not happen',
+    });
+    expect(refused.status).toBe(409);
+    expect(refused.body).toMatchObject({
+      type: 'https://verity.dev/problems/effect-exists',
+      read_back: { evidence: { mismatched: ['amount'], record: { amount: 1251 } } },
+    });
+    expect((await getOperation(stack, held.id)).status).toBe('MANUAL_REVIEW');
+    const retry = await post<Problem>(`/v1/operations/${held.id}/retry`, undefined, DEMO.agent);
+    expect(retry.status).toBe(409);
+    expect(retry.body).toMatchObject({ type: 'https://verity.dev/problems/retry-not-allowed' });
+    expect(countOf(await events(stack, created.id), 'operation.resolved')).toBe(0);
+
+    const accepted = await post<Op>(`/v1/operations/${held.id}/resolve`, {
+      status: 'VERIFIED',
+      evidence: 'charge ch_1 exists for 12.51; the 0.01 difference is a known rounding, accepted',
+    });
+    expect(accepted.status).toBe(200);
+    expect(accepted.body.status).toBe('VERIFIED');
+    expect((await stack.effects()).charges[reference].count).toBe(1);
+  });
+
+  it('a held charge the source shows once it can be read: FAILED answers 409 effect-exists with the read-back', async () => {
+    // A replica lagging past the verification budget: held STALE_REPLICA, although the charge exists.
+    await stack.setFaults({ replica_lag_ms: 60_000 });
+    const reference = unique('dec-stale');
+    const created = await submit(stack, [charge(reference)]);
+    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    expect(held.terminal_reason).toBe('STALE_REPLICA');
+    const detail = await getOperation(stack, held.id);
+    expect(detail.permitted_resolutions).toEqual(['VERIFIED', 'FAILED']);
+    expect(
+      (detail as unknown as { resolution_options: { status: string; check: string | null }[] }).resolution_options,
+    ).toContainEqual(expect.objectContaining({ status: 'FAILED', check: 'read_back' }));
+
+    await stack.setFaults({ replica_lag_ms: 0 });
+    const refused = await post<Problem>(`/v1/operations/${held.id}/resolve`, {
+      status: 'FAILED',
+      evidence: 'not on the dashboard',
+    });
+    expect(refused.status).toBe(409);
+    expect(refused.body).toMatchObject({
+      type: 'https://verity.dev/problems/effect-exists',
+      read_back: { kind: 'found', evidence: { record: { reference, amount: 1250 } } },
+    });
+    const after = await getOperation(stack, held.id);
+    expect(after).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'STALE_REPLICA' });
+    expect(after.recovery_obligation!.resolution).toBeUndefined();
+    expect(countOf(await events(stack, created.id), 'operation.resolved')).toBe(0);
+  });
+});
