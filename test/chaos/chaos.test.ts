@@ -30,6 +30,9 @@ describe('chaos (reduced run)', () => {
     expect(counts.passedUnknown).toBeGreaterThan(0);
     expect(result.actions).toMatchObject({ workerKills: 3, workerRestarts: 3, redisRestarts: 1, postgresRestarts: 1 });
     expect(result.actions.pauses).toHaveLength(1);
+    // Reviewers raced each other and the workers on approvals and on manual reviews.
+    expect(result.actions.reviewers.approvalRaces).toBeGreaterThan(0);
+    expect(result.actions.reviewers.resolutionRaces).toBeGreaterThan(0);
 
     expect(broken).toEqual([]);
   }, 420_000);

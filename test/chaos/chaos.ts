@@ -102,6 +102,7 @@ export async function runChaos(partial: Partial<ChaosOptions> = {}): Promise<Cha
     submitRetries: 0,
     approvals: 0,
     refusedStarts: 0,
+    reviewers: { approvalRaces: 0, resolutionRaces: 0, refusals: {}, wonTwice: [] },
   };
   const pool = new Pool({ connectionString: cluster.postgres.url, max: 4 });
   // Postgres is crashed on purpose: an idle client's error must not take the harness down.
@@ -110,11 +111,11 @@ export async function runChaos(partial: Partial<ChaosOptions> = {}): Promise<Cha
   const reviewer = new Verity({ baseUrl: cluster.apiUrl, apiKey: 'demo-reviewer-key', timeoutMs: 15_000 });
   let report: InvariantReport | undefined;
   let stopWatch = () => undefined as void;
-  let stopReviewer = () => undefined as void;
+  let reviewers: ReturnType<typeof runReviewers> | undefined;
   try {
     await cluster.setFaults(faultRules(options.faultProbability, options.replicaLagMs));
     stopWatch = watchUnexpectedExits(cluster, actions, note);
-    stopReviewer = runReviewer(pool, reviewer, actions);
+    reviewers = runReviewers(pool, reviewer, cluster, actions);
 
     const windowMs = Math.max(5_000, (planned.length / options.rate) * 1000);
     note(
@@ -128,6 +129,7 @@ export async function runChaos(partial: Partial<ChaosOptions> = {}): Promise<Cha
     note(`submitted: ${accepted.length} accepted, ${notAccepted.length} not accepted`);
     await chaos;
     note('chaos schedule done; every worker running again');
+    await reviewers.stopResolving();
 
     const drained = await drain(
       pool,
@@ -136,7 +138,7 @@ export async function runChaos(partial: Partial<ChaosOptions> = {}): Promise<Cha
       note,
       options.stallMs,
     );
-    stopReviewer();
+    await reviewers.stop();
     note(drained ? 'drained: everything settled' : 'the drain gave up: some accepted work never settled');
     actions.refusedStarts = cluster.apps.reduce((n, a) => n + a.failedStarts, 0);
     // Let in-flight moves that are not part of "settled" (e.g. a late CAS that loses) finish before reading.
@@ -152,7 +154,7 @@ export async function runChaos(partial: Partial<ChaosOptions> = {}): Promise<Cha
     });
   } finally {
     stopWatch();
-    stopReviewer();
+    await reviewers?.stop();
     await pool.end().catch(() => undefined);
     await cluster.stop();
   }
@@ -212,21 +214,66 @@ async function submitOne(agent: Verity, item: PlannedExecution, actions: ChaosAc
   }
 }
 
-/** A reviewer who grants every approval request shortly after it appears (and again if it goes stale). */
-function runReviewer(pool: Pool, reviewer: Verity, actions: ChaosActions): () => void {
-  let running = true;
-  const loop = async () => {
-    while (running) {
+/** What one race of reviewers answered: `won` 2xx; the refusals by problem code; anything else (an outage). */
+interface RaceTally {
+  won: number;
+  refused: Record<string, number>;
+  other: number;
+}
+
+/** Fires every decision at once, as reviewers clicking together would, and counts the answers. */
+async function raceDecisions(requests: (() => Promise<unknown>)[]): Promise<RaceTally> {
+  const tally: RaceTally = { won: 0, refused: {}, other: 0 };
+  const answers = await Promise.allSettled(requests.map((send) => send()));
+  for (const answer of answers) {
+    if (answer.status === 'fulfilled') tally.won += 1;
+    else if (answer.reason instanceof VerityError && answer.reason.status === 409) {
+      tally.refused[answer.reason.code] = (tally.refused[answer.reason.code] ?? 0) + 1;
+    } else tally.other += 1;
+  }
+  return tally;
+}
+
+/**
+ * Three reviewers who act at the same moment, racing each other and the workers (I13, I14):
+ * - every approval request gets approve, approve and deny at once (so some approvals end denied);
+ * - every MANUAL_REVIEW gets three resolutions at once: a never-sent hold SENT, CANCELLED and SENT; a sent one the
+ *   truth as the provider's dashboard shows it (GET /__effects), except that a charge that exists also gets one
+ *   "FAILED" from a reviewer who is wrong — which Verity must refuse (409 effect-exists) or lose to the others.
+ * Exactly one decision of each race may be written. Resolutions stop before the drain (a release the drain did not
+ * wait for would look unsettled); approvals go on until the run ends.
+ */
+function runReviewers(
+  pool: Pool,
+  reviewer: Verity,
+  cluster: Cluster,
+  actions: ChaosActions,
+): { stopResolving: () => Promise<void>; stop: () => Promise<void> } {
+  let approving = true;
+  let resolving = true;
+  const decidedOnce = (what: string, id: string, tally: RaceTally) => {
+    if (tally.won > 1) actions.reviewers.wonTwice.push(`${what} ${id}: ${tally.won} reviewers answered 2xx`);
+    for (const [code, n] of Object.entries(tally.refused)) {
+      actions.reviewers.refusals[code] = (actions.reviewers.refusals[code] ?? 0) + n;
+    }
+  };
+  const approvals = async () => {
+    while (approving) {
       try {
         const { rows } = await pool.query<{ id: string }>(
           `SELECT id FROM operations
             WHERE status = 'PREPARED' AND requires_approval AND approval->>'state' = 'requested' LIMIT 200`,
         );
         for (const { id } of rows) {
-          await reviewer.operations.approve(id, { reason: 'chaos reviewer' }).then(
-            () => (actions.approvals += 1),
-            () => undefined, // moved on, or an outage: the next round sees it again
-          );
+          const reason = { reason: 'chaos reviewers' };
+          const tally = await raceDecisions([
+            () => reviewer.operations.approve(id, reason),
+            () => reviewer.operations.deny(id, { reason: 'chaos reviewer says no' }),
+            () => reviewer.operations.approve(id, reason),
+          ]);
+          actions.reviewers.approvalRaces += 1;
+          if (tally.won > 0) actions.approvals += 1;
+          decidedOnce('approval of', id, tally);
         }
       } catch {
         // Postgres is down: look again shortly.
@@ -234,9 +281,63 @@ function runReviewer(pool: Pool, reviewer: Verity, actions: ChaosActions): () =>
       await sleep(250);
     }
   };
-  void loop();
-  return () => {
-    running = false;
+  const resolutions = async () => {
+    while (resolving) {
+      try {
+        const { rows } = await pool.query<{
+          id: string;
+          attempt: number;
+          connector: string;
+          reference: string | null;
+          client_ref: string | null;
+        }>(
+          `SELECT id, attempt, connector, params->>'reference' AS reference, params->>'client_ref' AS client_ref
+             FROM operations WHERE status = 'MANUAL_REVIEW' AND obligation->'resolution' IS NULL LIMIT 100`,
+        );
+        const effects = rows.length ? await cluster.effects() : null;
+        for (const op of rows) {
+          if (!resolving) break;
+          let choices: string[];
+          if (op.attempt === 0) choices = ['SENT', 'CANCELLED', 'SENT'];
+          else {
+            const happened =
+              op.connector === 'sandbox.payments'
+                ? (effects!.charges[op.reference ?? '']?.count ?? 0) > 0
+                : (effects!.messages[op.client_ref ?? '']?.count ?? 0) > 0;
+            if (!happened) choices = ['FAILED', 'FAILED', 'FAILED'];
+            else if (op.connector === 'sandbox.payments') choices = ['VERIFIED', 'FAILED', 'VERIFIED'];
+            else choices = ['VERIFIED', 'VERIFIED', 'VERIFIED'];
+          }
+          const tally = await raceDecisions(
+            choices.map(
+              (status) => () =>
+                reviewer.operations.resolve(op.id, {
+                  status: status as 'VERIFIED',
+                  evidence: `chaos reviewer: the provider dashboard says ${status}`,
+                }),
+            ),
+          );
+          actions.reviewers.resolutionRaces += 1;
+          decidedOnce('resolution of', op.id, tally);
+        }
+      } catch {
+        // Postgres is down: look again shortly.
+      }
+      await sleep(250);
+    }
+  };
+  const approving$ = approvals();
+  const resolving$ = resolutions();
+  return {
+    stopResolving: async () => {
+      resolving = false;
+      await resolving$;
+    },
+    stop: async () => {
+      approving = false;
+      resolving = false;
+      await Promise.all([approving$, resolving$]);
+    },
   };
 }
 

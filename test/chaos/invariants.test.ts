@@ -31,6 +31,7 @@ describe('chaos invariant checker', () => {
     submitRetries: 0,
     approvals: 0,
     refusedStarts: 0,
+    reviewers: { approvalRaces: 0, resolutionRaces: 0, refusals: {}, wonTwice: [] },
   };
 
   async function execution(id: string, status: string) {
@@ -174,5 +175,118 @@ describe('chaos invariant checker', () => {
     expect(row('I2 status without its event')).toBe(0);
     expect(row('effects never SENT by Verity')).toBe(0);
     expect(report.table).toContain('6 invariant violation(s)');
+  });
+});
+
+/** The reviewers' rows (I13): one decision per request or hold, nothing sent after a deny, as the log tells it. */
+describe('chaos invariant checker: decisions by people', () => {
+  let db: TestDatabase;
+  let pool: Pool;
+  let report: InvariantReport;
+  beforeAll(async () => {
+    db = await createTestDatabase('invdecide');
+    pool = new Pool({ connectionString: db.url, max: 2 });
+    await pool.query(`INSERT INTO tenants (id, name) VALUES ('t', 'test') ON CONFLICT DO NOTHING`);
+    await pool.query(
+      `INSERT INTO executions (id, tenant_id, agent_id, intent, status, deadline_at, event_seq)
+       VALUES ('exe_d', 't', 'a', 'i', 'failed', now() + interval '1 hour', 0)`,
+    );
+    const evidence = JSON.stringify({ method: 'none', resolution: { status: 'VERIFIED', evidence: 'dashboard' } });
+    for (const [id, status, ev] of [
+      ['op_twice', 'CANCELLED', null], // approval decided twice
+      ['op_denied_sent', 'ACKNOWLEDGED', null], // denied, then SENT
+      ['op_resolved_twice', 'VERIFIED', evidence], // resolved twice (a human VERIFIED of an SMS: I6 holds)
+      ['op_fine', 'VERIFIED', evidence], // approved once, then held and resolved once: fine
+    ] as const) {
+      await pool.query(
+        `INSERT INTO operations (id, execution_id, tenant_id, key, position, connector, action, params, status,
+                                 verification_method, attempt, evidence)
+         VALUES ($1, 'exe_d', 't', $1, 0, 'sandbox.sms', 'send', $2, $3, '', 1, $4)`,
+        [id, JSON.stringify({ client_ref: `ref-${id}` }), status, ev],
+      );
+    }
+    const log: [string | null, string, string | null, string | null, Record<string, unknown>][] = [
+      [null, 'execution.created', null, 'created', {}],
+      [null, 'execution.status_changed', 'created', 'validating', {}],
+      [null, 'execution.status_changed', 'validating', 'failed', {}],
+      ['op_twice', 'approval.requested', null, null, {}],
+      ['op_twice', 'approval.decided', null, null, { decision: 'approve' }],
+      ['op_twice', 'approval.decided', null, null, { decision: 'deny' }],
+      ['op_twice', 'operation.status_changed', 'PREPARED', 'CANCELLED', {}],
+      ['op_denied_sent', 'approval.requested', null, null, {}],
+      ['op_denied_sent', 'approval.decided', null, null, { decision: 'deny' }],
+      ['op_denied_sent', 'operation.status_changed', 'PREPARED', 'SENT', {}],
+      ['op_denied_sent', 'operation.status_changed', 'SENT', 'ACKNOWLEDGED', {}],
+      ['op_resolved_twice', 'operation.status_changed', 'PREPARED', 'SENT', {}],
+      ['op_resolved_twice', 'operation.status_changed', 'SENT', 'UNKNOWN', {}],
+      ['op_resolved_twice', 'operation.status_changed', 'UNKNOWN', 'MANUAL_REVIEW', {}],
+      ['op_resolved_twice', 'operation.resolved', null, null, { status: 'FAILED' }],
+      ['op_resolved_twice', 'operation.resolved', null, null, { status: 'VERIFIED' }],
+      ['op_resolved_twice', 'operation.status_changed', 'MANUAL_REVIEW', 'VERIFIED', { actor: 'human' }],
+      ['op_fine', 'approval.requested', null, null, {}],
+      ['op_fine', 'approval.decided', null, null, { decision: 'approve' }],
+      ['op_fine', 'operation.status_changed', 'PREPARED', 'SENT', {}],
+      ['op_fine', 'operation.status_changed', 'SENT', 'UNKNOWN', {}],
+      ['op_fine', 'operation.status_changed', 'UNKNOWN', 'MANUAL_REVIEW', {}],
+      ['op_fine', 'operation.resolved', null, null, { status: 'VERIFIED' }],
+      ['op_fine', 'operation.status_changed', 'MANUAL_REVIEW', 'VERIFIED', { actor: 'human' }],
+    ];
+    for (const [i, [operationId, type, from, to, data]] of log.entries()) {
+      await pool.query(
+        `INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
+         VALUES ($1, 'exe_d', 't', $2, $3, $4, $5, $6, $7)`,
+        [`evt_d_${i}`, i + 1, operationId, type, from, to, JSON.stringify(data)],
+      );
+    }
+    await pool.query(`UPDATE executions SET event_seq = $1 WHERE id = 'exe_d'`, [log.length]);
+    const messages = Object.fromEntries(
+      ['op_denied_sent', 'op_resolved_twice', 'op_fine'].map((id) => [
+        `ref-${id}`,
+        { count: 1, ids: [id], to: ['+1'] },
+      ]),
+    );
+    report = await checkInvariants({
+      pool,
+      effects: { total: 3, charges: {}, messages, duplicates: [] },
+      planned: [],
+      accepted: [],
+      notAccepted: [],
+      actions: {
+        workerKills: 0,
+        workerRestarts: 0,
+        pauses: [],
+        redisRestarts: 0,
+        postgresRestarts: 0,
+        unexpectedExits: [],
+        submitRetries: 0,
+        approvals: 0,
+        refusedStarts: 0,
+        reviewers: {
+          approvalRaces: 2,
+          resolutionRaces: 2,
+          refusals: {},
+          wonTwice: ['approval of op_x: 2 answered 2xx'],
+        },
+      },
+      options: { operations: 0, faultProbability: 0, seed: 0 },
+    });
+  });
+  afterAll(async () => {
+    await pool?.end();
+    await db?.drop();
+  });
+
+  const row = (prefix: string) => report.rows.find((r) => r.label.startsWith(prefix));
+
+  it('counts a decision written twice, a resolution written twice, a send after a deny and a race won twice', () => {
+    expect(row('I13 more than one decision event')).toMatchObject({ violations: 2 });
+    expect(row('I13 more than one decision event')!.examples!.join(' ')).toMatch(/op_twice.*op_resolved_twice/);
+    expect(row('sent after its approval was denied')).toMatchObject({ violations: 1 });
+    expect(row('I13 a decision won by more than one reviewer')).toMatchObject({ violations: 1 });
+  });
+
+  it('accepts a human resolution with evidence as I6 evidence, and one decision per request or hold', () => {
+    expect(row('I6 VERIFIED without read-after-write evidence')).toMatchObject({ violations: 0 });
+    expect(report.violations).toBe(4);
   });
 });

@@ -27,6 +27,13 @@ export interface ChaosActions {
   approvals: number;
   /** Restarts the app itself refused (it exits at boot while Postgres or Redis is down); the harness tried again. */
   refusedStarts: number;
+  /** Concurrent reviewers (I13): races run, refusals by problem code, and races where more than one caller won. */
+  reviewers: {
+    approvalRaces: number;
+    resolutionRaces: number;
+    refusals: Record<string, number>;
+    wonTwice: string[];
+  };
 }
 
 const SETTLED_SQL = `(o.status IN ('VERIFIED','FAILED','CANCELLED','MANUAL_REVIEW')
@@ -110,6 +117,8 @@ interface EventRow {
   from_status: string | null;
   to_status: string | null;
   actor: string | null;
+  /** approval.decided: approve | deny; operation.resolved: the status chosen. */
+  decision: string | null;
   created_at: Date;
 }
 
@@ -151,7 +160,8 @@ export async function checkInvariants(input: {
   ).rows;
   const events = (
     await pool.query<EventRow>(
-      `SELECT execution_id, seq::int AS seq, operation_id, type, from_status, to_status, data->>'actor' AS actor, created_at
+      `SELECT execution_id, seq::int AS seq, operation_id, type, from_status, to_status, data->>'actor' AS actor,
+              coalesce(data->>'decision', data->>'status') AS decision, created_at
          FROM events ORDER BY execution_id, seq`,
     )
   ).rows;
@@ -216,10 +226,31 @@ export async function checkInvariants(input: {
     }
   }
   const sentTwice = operations.filter((o) => statusChanges(o.id).filter((e) => e.to_status === 'SENT').length > 1);
+  // I6: read-after-write evidence, or a human resolution with evidence (the chaos reviewers resolve held SMS).
   const verifiedWithoutEvidence = operations.filter(
-    (o) => o.status === 'VERIFIED' && o.evidence?.method !== 'read_after_write',
+    (o) => o.status === 'VERIFIED' && o.evidence?.method !== 'read_after_write' && !o.evidence?.resolution,
   );
   const heldWithoutObligation = operations.filter((o) => o.status === 'MANUAL_REVIEW' && !o.obligation);
+
+  // I13 in the log: between two approval requests at most one approval.decided; between two holds at most one
+  // operation.resolved; and an operation whose approval was denied is never SENT afterwards.
+  const decidedTwice: string[] = [];
+  const sentAfterDeny: string[] = [];
+  for (const [opId, log] of eventsByOperation) {
+    let decisions = 0;
+    let resolutions = 0;
+    let denied = false;
+    for (const e of log) {
+      if (e.type === 'approval.requested') decisions = 0;
+      if (e.type === 'operation.status_changed' && e.to_status === 'MANUAL_REVIEW') resolutions = 0;
+      if (e.type === 'approval.decided' && (decisions += 1) > 1) decidedTwice.push(`${opId}: approval decided twice`);
+      if (e.type === 'operation.resolved' && (resolutions += 1) > 1) decidedTwice.push(`${opId}: resolved twice`);
+      if (e.type === 'approval.decided') denied = e.decision === 'deny';
+      if (denied && e.type === 'operation.status_changed' && e.to_status === 'SENT') {
+        sentAfterDeny.push(`${opId}: SENT after its approval was denied`);
+      }
+    }
+  }
 
   // I2: the row's status is the destination of its last status event; seq runs 1..n per execution.
   const statusWithoutEvent: string[] = [];
@@ -294,6 +325,9 @@ export async function checkInvariants(input: {
     promise('I3 sent more than once', sentTwice.map(describe)),
     promise('I6 VERIFIED without read-after-write evidence', verifiedWithoutEvidence.map(describe)),
     promise('MANUAL_REVIEW without a recovery obligation', heldWithoutObligation.map(describe)),
+    promise('I13 a decision won by more than one reviewer (API answers)', actions.reviewers.wonTwice),
+    promise('I13 more than one decision event per request or hold', decidedTwice),
+    promise('sent after its approval was denied', sentAfterDeny),
     promise('I2 status without its event', statusWithoutEvent),
     promise('I2 event seq not contiguous 1..n', seqGaps),
     promise('I1 illegal transitions in the event log', illegal),
@@ -320,7 +354,13 @@ export async function checkInvariants(input: {
     },
     { label: 'Redis crashes+restarts / Postgres', value: `${actions.redisRestarts} / ${actions.postgresRestarts}` },
     promise('processes that died unasked', actions.unexpectedExits),
-    { label: 'approvals granted / submit retries', value: `${actions.approvals} / ${actions.submitRetries}` },
+    { label: 'approvals decided / submit retries', value: `${actions.approvals} / ${actions.submitRetries}` },
+    {
+      label: 'reviewer races (approvals / resolutions)',
+      value:
+        `${actions.reviewers.approvalRaces} / ${actions.reviewers.resolutionRaces}; refused: ` +
+        (format(actions.reviewers.refusals) || 'none'),
+    },
   ];
   const violations = rows.reduce((n, r) => n + (r.violations ?? 0), 0);
   const title =
