@@ -340,6 +340,25 @@ if (chromiumMissing) {
     expect(await page.locator('[data-resolution]').count()).toBe(held.permitted_resolutions?.length);
   });
 
+  it('never offers "no effect exists" for a charge the provider showed (INTEGRITY_MISMATCH), and says why', async () => {
+    await stack.setFaults({ read_fault: 'amount_mismatch' });
+    const execution = await submit([charge(unique('order'))]);
+    const opId = execution.operations[0].id;
+    const held = await waitFor(
+      () => operation(opId),
+      (op) => op.status === 'MANUAL_REVIEW',
+      SLOW,
+    ).finally(() => stack.setFaults({ read_fault: null }));
+    expect(held.permitted_resolutions).toEqual(['VERIFIED']);
+    await page.goto(consoleUrl(`/operations/${opId}`));
+    await page.locator('[data-resolution="VERIFIED"]').waitFor();
+    expect(await page.locator('[data-resolution]').count()).toBe(1);
+    expect(await page.locator('[data-resolution="FAILED"]').count()).toBe(0);
+    await expectText('#not-permitted [data-refused="FAILED"]', /provider shows this effect/);
+    await expectText('#not-permitted [data-refused="FAILED"]', /cannot be marked as not having happened/);
+    await shoot('09-operation-integrity-mismatch');
+  });
+
   it('shows an execution: its operations, effects summary and criteria verdicts', async () => {
     await page.goto(consoleUrl(`/executions/${approvedExecution.id}`));
     await page.locator('.status-card-execution [data-status="completed"]').waitFor();
