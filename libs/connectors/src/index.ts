@@ -8,4 +8,5 @@ export * from './limitations';
 export * from './registry';
 export * from './sandbox-payments.connector';
 export * from './sandbox-sms.connector';
+export * from './secret-redaction';
 export * from './tenant-settings';

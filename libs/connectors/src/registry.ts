@@ -1,5 +1,6 @@
 import { actionCapabilities, type Connector } from './connector';
 import { HttpConnector } from './http.connector';
+import { redactingSecrets } from './secret-redaction';
 import { SandboxPaymentsConnector } from './sandbox-payments.connector';
 import { SandboxSmsConnector } from './sandbox-sms.connector';
 import { z } from 'zod';
@@ -13,7 +14,9 @@ export class ConnectorRegistry {
   private readonly byName: Map<string, Connector>;
 
   constructor(connectors: Connector[] = builtInConnectors()) {
-    this.byName = new Map(connectors.map((c) => [c.name, c]));
+    // Every caller (dispatcher, lifecycle, reconciler) reaches a connector through here, so every result it returns
+    // has the tenant's secret values replaced before anything can store, show or log it.
+    this.byName = new Map(connectors.map((c) => [c.name, redactingSecrets(c)]));
   }
 
   get(name: string): Connector | undefined {

@@ -1,6 +1,10 @@
 import pino, { Logger } from 'pino';
 
-/** Structured JSON logs. API keys and secrets are redacted wherever they might appear. */
+/**
+ * Structured JSON logs. API keys and secrets are redacted wherever they might appear. A connector's answers and errors
+ * reach the logs with the tenant's secret values already replaced (libs/connectors `redactingSecrets`); these paths
+ * cover what never went through a connector: request bodies and failed queries that carried a secret.
+ */
 export function createLogger(app: string, level: string): Logger {
   return pino({
     level,
@@ -16,6 +20,12 @@ export function createLogger(app: string, level: string): Logger {
         'secret',
         '*.secret',
         '*.secrets',
+        'body.secrets',
+        'req.body.secrets',
+        // A failed query carries its parameters (a secret being stored among them): never logged.
+        'err.parameters',
+        '*.err.parameters',
+        'err.driverError.parameters',
       ],
       censor: '[redacted]',
     },

@@ -1,0 +1,109 @@
+import { OperationStatus } from '@verity/status-model';
+import type { Connector, ConnectorEnvironment, ConnectorOperation } from './connector';
+import { ConnectorRegistry } from './registry';
+import { redactingSecrets, secretRedactor } from './secret-redaction';
+
+describe('secretRedactor', () => {
+  const redact = secretRedactor({ token: 's3cr3t-Token', long: 's3cr3t-Token-and-more', odd: 'a b/c"d' });
+
+  it('replaces a secret inside strings, deeply, in values and keys', () => {
+    expect(
+      redact({
+        record: { echo: 'Bearer s3cr3t-Token', 'x-s3cr3t-Token': ['s3cr3t-Token', 1, null, true] },
+        source: 'http://h/orders/Bearer%20s3cr3t-Token?x=1',
+      }),
+    ).toEqual({
+      record: { echo: 'Bearer {{secret:token}}', 'x-{{secret:token}}': ['{{secret:token}}', 1, null, true] },
+      source: 'http://h/orders/Bearer%20{{secret:token}}?x=1',
+    });
+  });
+
+  it('replaces the longest secret first, so one that contains another is replaced whole', () => {
+    expect(redact('s3cr3t-Token-and-more / s3cr3t-Token')).toBe('{{secret:long}} / {{secret:token}}');
+  });
+
+  it('finds a secret percent-encoded in a URL and escaped in JSON text', () => {
+    expect(redact(`http://h/r/${encodeURIComponent('a b/c"d')}`)).toBe('http://h/r/{{secret:odd}}');
+    expect(redact(JSON.stringify({ v: 'a b/c"d' }))).toBe('{"v":"{{secret:odd}}"}');
+  });
+
+  it('never matches its own placeholder again (a secret that is a word of the placeholder)', () => {
+    expect(secretRedactor({ secret: 'secret' })('my secret')).toBe('my {{secret:secret}}');
+  });
+
+  it('replaces a number whose digits are a secret', () => {
+    expect(secretRedactor({ pin: '4711' })({ ref: 94711, other: 12 })).toEqual({ ref: '9{{secret:pin}}', other: 12 });
+  });
+
+  it('returns the value untouched when the tenant has no secrets', () => {
+    const value = { a: 'b' };
+    expect(secretRedactor(undefined)(value)).toBe(value);
+    expect(secretRedactor({})(value)).toBe(value);
+  });
+});
+
+describe('redactingSecrets', () => {
+  const op: ConnectorOperation = {
+    id: 'op-1',
+    tenantId: 't',
+    action: 'echo',
+    params: {},
+    expectedState: null,
+    providerRef: null,
+  };
+  const env: ConnectorEnvironment = {
+    sandboxUrl: 'http://x',
+    timeoutMs: 1000,
+    tenant: { secrets: { key: 'hunter22' } },
+  };
+  const echoing: Connector = {
+    name: 'echo',
+    description: 'echoes',
+    capabilities: { read_back: true, context_read: true, provider_idempotency: false, reversible: false },
+    actions: {},
+    send: (_op, e) =>
+      Promise.resolve({
+        status: OperationStatus.ACKNOWLEDGED,
+        providerRef: { ref: `Bearer ${e.tenant?.secrets?.key}` },
+        detail: 'ok',
+      }),
+    readBack: (_op, e) =>
+      Promise.resolve({
+        kind: 'found',
+        evidence: {
+          source: `http://t/${e.tenant?.secrets?.key}`,
+          read_at: 'now',
+          record: { h: e.tenant?.secrets?.key },
+        },
+      }),
+  };
+
+  it('redacts what send and readBack return, and keeps absent methods absent', async () => {
+    const wrapped = redactingSecrets(echoing);
+    expect(await wrapped.send(op, env)).toMatchObject({ providerRef: { ref: 'Bearer {{secret:key}}' } });
+    expect(await wrapped.readBack!(op, env)).toEqual({
+      kind: 'found',
+      evidence: { source: 'http://t/{{secret:key}}', read_at: 'now', record: { h: '{{secret:key}}' } },
+    });
+    expect(wrapped.readContext).toBeUndefined();
+    expect(wrapped.observe).toBeUndefined();
+  });
+
+  it('redacts what a connector throws', async () => {
+    const throwing = redactingSecrets({
+      ...echoing,
+      send: (_op, e) => Promise.reject(new Error(`refused token ${e.tenant?.secrets?.key}`)),
+    });
+    const error = (await throwing.send(op, env).catch((e: unknown) => e)) as Error;
+    expect(error.message).toBe('refused token {{secret:key}}');
+    expect(error.stack).not.toContain('hunter22');
+  });
+
+  it('is what the registry hands out', async () => {
+    const registry = new ConnectorRegistry([echoing]);
+    expect(await registry.require('echo').send(op, env)).toMatchObject({
+      providerRef: { ref: 'Bearer {{secret:key}}' },
+    });
+    expect(registry.get('echo')?.capabilities).toBe(echoing.capabilities);
+  });
+});

@@ -1,0 +1,133 @@
+import type {
+  Connector,
+  ConnectorEnvironment,
+  ConnectorOperation,
+  ContextResult,
+  ObservationResult,
+  ReadBackResult,
+} from './connector';
+import type { SendOutcome } from './classify';
+
+/** What a secret value is replaced by wherever it would be stored, shown or logged. */
+export function secretPlaceholder(name: string): string {
+  return `{{secret:${name}}}`;
+}
+
+/**
+ * The ways a secret value can show up in what a target answers or in what a connector builds from it: as sent, inside
+ * a JSON string (escaped quotes and backslashes), and percent-encoded in a URL (a `{{ref}}` is encoded into the
+ * read-back URL).
+ */
+function spellings(value: string): string[] {
+  const json = JSON.stringify(value).slice(1, -1);
+  let component = value;
+  let uri = value;
+  try {
+    component = encodeURIComponent(value);
+    uri = encodeURI(value);
+  } catch {
+    // A lone surrogate cannot be percent-encoded, so it cannot be in a URL either.
+  }
+  return [value, json, component, component.replace(/%20/g, '+'), uri];
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+export type Redact = <T>(value: T) => T;
+
+const identity: Redact = (value) => value;
+
+/**
+ * Replaces every secret value of the tenant by `{{secret:NAME}}`, deeply in any JSON value (in strings, object keys,
+ * and numbers whose digits hold a secret). One pass with the longest spelling first, so a secret that contains
+ * another is replaced whole, and a placeholder just written is never matched again.
+ */
+export function secretRedactor(secrets: Readonly<Record<string, string>> | undefined): Redact {
+  const byText = new Map<string, string>();
+  for (const [name, value] of Object.entries(secrets ?? {})) {
+    if (typeof value !== 'string' || value.length === 0) continue;
+    for (const spelling of spellings(value)) {
+      const known = byText.get(spelling);
+      // Two secrets with the same value: the longer name never matters, but the choice must not depend on order.
+      if (known === undefined || name < known) byText.set(spelling, name);
+    }
+  }
+  if (byText.size === 0) return identity;
+  const texts = [...byText.keys()].sort((a, b) => b.length - a.length || (a < b ? -1 : 1));
+  const pattern = new RegExp(texts.map(escapeRegExp).join('|'), 'g');
+  const redactText = (text: string): string => {
+    pattern.lastIndex = 0;
+    if (!pattern.test(text)) return text;
+    return text.replace(pattern, (found) => secretPlaceholder(byText.get(found)!));
+  };
+  const redactValue = (value: unknown): unknown => {
+    if (typeof value === 'string') return redactText(value);
+    if (typeof value === 'number' || typeof value === 'bigint') {
+      const text = String(value);
+      const redacted = redactText(text);
+      return redacted === text ? value : redacted;
+    }
+    if (Array.isArray(value)) return value.map(redactValue);
+    if (value instanceof Error) return redactError(value, redactText);
+    if (isPlainObject(value)) {
+      return Object.fromEntries(Object.entries(value).map(([key, item]) => [redactText(key), redactValue(item)]));
+    }
+    return value;
+  };
+  return <T>(value: T) => redactValue(value) as T;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== 'object' || value === null) return false;
+  const proto = Object.getPrototypeOf(value) as unknown;
+  return proto === Object.prototype || proto === null;
+}
+
+/** A copy of the error whose message and stack hold no secret (it is logged by whoever catches it). */
+function redactError(error: Error, redactText: (text: string) => string): Error {
+  const copy = new Error(redactText(error.message));
+  copy.name = error.name;
+  copy.stack = error.stack === undefined ? undefined : redactText(error.stack);
+  return copy;
+}
+
+/**
+ * The connector as the rest of Verity sees it: everything it returns (send outcomes and provider references,
+ * read-backs, context reads, observations — evidence, records, URLs, details) and everything it throws has the
+ * tenant's secret values of that call replaced by `{{secret:NAME}}`. This is the one door through which a target's
+ * answers enter Verity, so nothing stored, evented, shown or logged downstream can hold a secret value.
+ */
+export function redactingSecrets(connector: Connector): Connector {
+  const guarded = async <T>(env: ConnectorEnvironment, call: () => Promise<T>): Promise<T> => {
+    const redact = secretRedactor(env.tenant?.secrets);
+    try {
+      return redact(await call());
+    } catch (error) {
+      throw error instanceof Error ? redact(error) : new Error(redact(String(error)));
+    }
+  };
+  const wrapped: Connector = {
+    name: connector.name,
+    description: connector.description,
+    capabilities: connector.capabilities,
+    actions: connector.actions,
+    settings: connector.settings,
+    operationCapabilities: connector.operationCapabilities?.bind(connector),
+    send: (op: ConnectorOperation, env: ConnectorEnvironment) =>
+      guarded<SendOutcome>(env, () => connector.send(op, env)),
+  };
+  const { readBack, readContext, observe } = connector;
+  if (readBack) {
+    wrapped.readBack = (op, env) => guarded<ReadBackResult>(env, () => readBack.call(connector, op, env));
+  }
+  if (readContext) {
+    wrapped.readContext = (op, env) => guarded<ContextResult>(env, () => readContext.call(connector, op, env));
+  }
+  if (observe) {
+    wrapped.observe = (op, verified, env) =>
+      guarded<ObservationResult>(env, () => observe.call(connector, op, verified, env));
+  }
+  return wrapped;
+}
