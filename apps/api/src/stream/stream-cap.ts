@@ -57,7 +57,13 @@ export class StreamCap {
       this.timeoutMs,
     );
     const local = this.localOpen.get(keyId) ?? 0;
-    if (shared === 0 || (shared === null && local >= this.cap)) return null;
+    if (shared === 0) return null;
+    if (shared === null && local >= this.cap) {
+      // Refused on this process' count while Redis was slow: the lease may still land there; take it back (same
+      // connection, so this runs after it).
+      this.redis.zrem(key, member).catch(() => undefined);
+      return null;
+    }
     this.localOpen.set(keyId, local + 1);
     let released = false;
     return {

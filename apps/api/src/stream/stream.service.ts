@@ -40,10 +40,34 @@ export class StreamService {
   }
 
   async open(principal: Principal, executionId: string, lastEventId: string | undefined, req: Request, res: Response) {
+    // Listened to from the first line: a client that leaves during the setup below (before or while the lease is
+    // taken) closes before any later listener could hear it, and its lease would be renewed until the execution ends.
+    const client = watchDeparture(req, res);
+    try {
+      await this.serve(principal, executionId, lastEventId, res, client);
+    } finally {
+      client.dispose();
+    }
+  }
+
+  private async serve(
+    principal: Principal,
+    executionId: string,
+    lastEventId: string | undefined,
+    res: Response,
+    client: Departure,
+  ) {
     const execution = await findExecution(this.db.manager, executionId, principal.tenantId);
     if (!execution) throw Problem.notFound('Execution', executionId);
     let cursor = await this.executions.resolveCursor(executionId, lastEventId);
+    // Gone already: nothing to take, nobody to answer.
+    if (client.gone) return;
     const lease = await this.cap.acquire(principal.keyId);
+    if (lease && client.gone) {
+      // Left while the lease was being taken.
+      lease.release();
+      return;
+    }
     if (!lease) {
       throw new Problem(
         429,
@@ -70,6 +94,8 @@ export class StreamService {
     const unsubscribe = this.notifier.subscribe(executionId, poke);
     const unwatchKeys = this.keys.onRevocation(poke);
     const heartbeat = setInterval(() => {
+      // Renewed only for a client still there: a lease is never kept alive for a connection that is gone.
+      if (client.gone) return close();
       if (!closed) res.write(': heartbeat\n\n');
       lease.renew();
       poke();
@@ -84,8 +110,7 @@ export class StreamService {
       lease.release();
       poke();
     };
-    req.on('close', close);
-    res.on('close', close);
+    client.onDeparture(close);
 
     try {
       while (!closed) {
@@ -137,4 +162,43 @@ export class StreamService {
   closeAll(): void {
     for (const res of this.active) res.end();
   }
+}
+
+interface Departure {
+  /** The client closed the connection (or the response is over). */
+  readonly gone: boolean;
+  /** Called once when the client goes; at once if it is already gone. */
+  onDeparture(callback: () => void): void;
+  dispose(): void;
+}
+
+/** Watches one request's client from the moment the handler starts, so no departure goes unseen. */
+function watchDeparture(req: Request, res: Response): Departure {
+  let gone = false;
+  let callback: (() => void) | null = null;
+  const leave = () => {
+    if (gone) return;
+    gone = true;
+    callback?.();
+  };
+  req.on('close', leave);
+  res.on('close', leave);
+  // Closed before the handler ran (during authentication): the 'close' events have already been emitted.
+  if (req.destroyed || res.destroyed || res.closed || req.socket.destroyed) leave();
+  return {
+    get gone() {
+      return gone || res.destroyed || res.closed || req.socket.destroyed;
+    },
+    onDeparture(fn) {
+      callback = fn;
+      if (this.gone) {
+        gone = true;
+        fn();
+      }
+    },
+    dispose() {
+      req.off('close', leave);
+      res.off('close', leave);
+    },
+  };
 }
