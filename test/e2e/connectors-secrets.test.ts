@@ -126,6 +126,15 @@ describe('tenant secrets are never stored or returned: an echoing target gets {{
     });
   });
 
+  it('a refused secret value is not echoed in the problem', async () => {
+    const refused = await call('PUT', '/v1/admin/connector-settings/http', {
+      key: DEMO.admin,
+      body: { secrets: { other: `${SECRET}\n` } },
+    });
+    expect(refused.status).toBe(400);
+    expect(refused.text).toContain('secrets');
+  });
+
   it('no API answer, row, event or log line holds the secret in any spelling', async () => {
     for (const path of ['/v1/executions?limit=50']) {
       const list = await call<{ data: { id: string; operations: Op[] }[] }>('GET', path);
