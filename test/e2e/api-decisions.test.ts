@@ -1,3 +1,5 @@
+import { createServer, Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, sms, unique } from '../support/http';
 import {
@@ -211,6 +213,90 @@ describe('api: decide once, never relabel an effect', () => {
         // The SMS was sent once, before it was held; no resolution re-sends it.
         expect(provider.messages[params.client_ref].count).toBe(1);
       }
+    }
+  });
+
+  it('FAILED of a held http call is accepted when a read now finds nothing, refused when it finds the effect', async () => {
+    // A third party whose writes answer 500 (the outcome is unknown) and whose reads can be switched off.
+    const recorded = new Set<string>();
+    const target = { recordWrites: false, readsDown: true };
+    const server: Server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      req.on('end', () => {
+        const answer = (status: number, value: unknown) => {
+          res.writeHead(status, { 'content-type': 'application/json' });
+          res.end(JSON.stringify(value));
+        };
+        if (req.method === 'POST') {
+          if (target.recordWrites) recorded.add((JSON.parse(body) as { id: string }).id);
+          return answer(500, { error: { code: 'internal' } });
+        }
+        if (target.readsDown) return answer(503, { error: { code: 'maintenance' } });
+        const id = decodeURIComponent((req.url ?? '').slice('/orders/'.length));
+        return recorded.has(id) ? answer(200, { data: { status: 'created' } }) : answer(404, {});
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as AddressInfo).port;
+    try {
+      const allowed = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+        key: DEMO.admin,
+        body: { allow_hosts: [{ host: '127.0.0.1', ports: [port], allow_private: true }] },
+      });
+      expect(allowed.status).toBe(200);
+      const order = (key: string) => ({
+        key,
+        connector: 'http',
+        action: 'request',
+        params: {
+          method: 'POST',
+          url: `http://127.0.0.1:${port}/orders`,
+          body: { id: '{{operation_id}}' },
+          read_back: {
+            method: 'GET',
+            url: `http://127.0.0.1:${port}/orders/{{operation_id}}`,
+            field: '$.data.status',
+            equals: 'created',
+          },
+        },
+      });
+      const holdOne = async (key: string) => {
+        const created = await submit(stack, [order(key)]);
+        const held = await waitForOp(stack, created.id, key, (o) => o.status === 'MANUAL_REVIEW');
+        expect(held.terminal_reason).toBe('SOURCE_UNREACHABLE');
+        return held;
+      };
+      const nothing = await holdOne('never-arrived');
+      target.recordWrites = true;
+      const arrived = await holdOne('arrived');
+      target.readsDown = false;
+
+      const refused = await post<Problem>(`/v1/operations/${arrived.id}/resolve`, {
+        status: 'FAILED',
+        evidence: 'the order is not in their dashboard',
+      });
+      expect(refused.status).toBe(409);
+      expect(refused.body).toMatchObject({
+        type: 'https://verity.dev/problems/effect-exists',
+        read_back: { kind: 'found', evidence: { source: `http://127.0.0.1:${port}/orders/${arrived.id}` } },
+      });
+      expect((await getOperation(stack, arrived.id)).status).toBe('MANUAL_REVIEW');
+
+      const accepted = await post<Op>(`/v1/operations/${nothing.id}/resolve`, {
+        status: 'FAILED',
+        evidence: 'their support confirmed no order was created',
+      });
+      expect(accepted.status).toBe(200);
+      expect(accepted.body.status).toBe('FAILED');
+      expect(accepted.body.evidence).toMatchObject({
+        resolution: { status: 'FAILED', read_back: { kind: 'absent' } },
+      });
+      // Proven absent at the moment of the decision: a retry is safe, and allowed.
+      expect((await post(`/v1/operations/${nothing.id}/retry`, undefined, DEMO.agent)).status).toBe(201);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
     }
   });
 
