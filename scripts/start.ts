@@ -305,27 +305,33 @@ async function waitForPort(port: number, timeoutMs: number, stillUseful: () => b
   return false;
 }
 
-function banner(apiPort: number, sandboxPort: number, postgres: Service, redis: Service): string {
+function banner(apiPort: number, sandboxPort: number, postgres: Service, redis: Service, demo: boolean): string {
   const api = `http://localhost:${apiPort}`;
   const rows: Array<[string, string]> = [
     ['API', api],
     ['API docs', `${api}/docs`],
     ['Review console', `${api}/console`],
-    ['Bull Board', `${api}/admin/queues   (admin key)`],
+    ['Bull Board', `${api}/admin/queues   (operator key; read-only)`],
+    ['Metrics', `${api}/metrics   (operator key or METRICS_TOKEN)`],
     ['Sandbox provider', `http://localhost:${sandboxPort}`],
     ['Postgres', postgres.description],
     ['Redis', redis.description],
   ];
   const lines = [bold('Verity is running'), ...rows.map(([k, v]) => `  ${k.padEnd(18)}${v}`)];
-  if (process.env.NODE_ENV === 'production') {
-    lines.push('NODE_ENV=production: no demo tenant or demo keys are seeded.');
+  if (!process.env.HOST || process.env.HOST === '127.0.0.1') {
+    lines.push('The API listens on 127.0.0.1 only; set HOST=0.0.0.0 to expose it (then not with the demo keys).');
+  }
+  if (!demo) {
+    lines.push('NODE_ENV=production: no demo tenant or demo keys are seeded; create keys with `npm run keys`.');
   } else {
     lines.push(
-      bold('Demo API keys') + ' (Authorization: Bearer <key>)',
+      bold('Demo API keys') +
+        ' (Authorization: Bearer <key>): DEMO KEYS, published in the README — for this local demo only',
       '  tenant demo        agent     demo-agent-key',
       '                     reviewer  demo-reviewer-key',
       '                     admin     demo-admin-key',
       '  tenant demo-other  agent     demo-other-agent-key',
+      '  platform           operator  demo-operator-key   (Bull Board, /metrics; no tenant data)',
     );
   }
   lines.push('Press Ctrl-C to stop.');
@@ -411,8 +417,11 @@ async function main(): Promise<void> {
     const redis = await resolveRedis(stateDir, privates);
     say(`Redis:    ${redis.description}`);
 
+    // The local demo is the only place the published demo keys exist; never with NODE_ENV=production.
+    const demo = process.env.NODE_ENV !== 'production';
     const env: NodeJS.ProcessEnv = {
       ...process.env,
+      SEED_DEMO: demo ? 'true' : 'false',
       DATABASE_URL: postgres.url,
       REDIS_URL: redis.url,
       PORT: String(apiPort),
@@ -439,7 +448,7 @@ async function main(): Promise<void> {
     }
 
     if (await waitForPort(apiPort, 60_000, () => !shuttingDown)) {
-      say(banner(apiPort, sandboxPort, postgres, redis));
+      say(banner(apiPort, sandboxPort, postgres, redis, demo));
     } else if (!shuttingDown) {
       complain(`the api is not listening on port ${apiPort} after 60 s; see the [api] lines above`);
     }

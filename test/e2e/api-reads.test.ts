@@ -3,7 +3,7 @@ import { insertExecution } from '@verity/persistence';
 import { newId } from '@verity/platform';
 import { z } from 'zod';
 import { API_SCHEMAS } from '../../apps/api/src/openapi';
-import { DEMO, Stack, waitFor } from '../support/stack';
+import { DEMO, METRICS_TOKEN, Stack, waitFor } from '../support/stack';
 import { charge, http, sms, submission, unique } from '../support/http';
 
 /**
@@ -412,7 +412,8 @@ describe('reads, cancel, retry and the OpenAPI contract', () => {
     const ready = await http(stack.apiUrl, 'GET', '/health/ready');
     expect(ready.status).toBe(200);
     seen.push({ schema: 'Readiness', body: ready.body, what: 'ready' });
-    const metrics = await http<string>(stack.apiUrl, 'GET', '/metrics');
+    // Closed by default (it counts every tenant): the scraper sends METRICS_TOKEN as its bearer token.
+    const metrics = await http<string>(stack.apiUrl, 'GET', '/metrics', { key: METRICS_TOKEN });
     expect(metrics.status).toBe(200);
     expect(metrics.text).toMatch(/^verity_executions\{status="completed"\} \d+$/m);
     expect(metrics.text).toMatch(/verity_http_request_duration_seconds_count\{[^}]*route="\/v1\/executions\/:id"/);

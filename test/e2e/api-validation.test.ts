@@ -12,7 +12,7 @@ interface Case {
   path?: string;
   key?: string | null;
   body?: unknown;
-  rawBody?: string | Uint8Array;
+  rawBody?: string | Uint8Array | Buffer;
   headers?: Record<string, string>;
   status: number;
   /** A field error that must be listed (field and rule), for 400 validation problems. */
@@ -452,6 +452,178 @@ const CASES: Case[] = [
   { name: 'an unknown route', method: 'GET', path: '/v1/nothing-here', status: 404 },
   { name: 'a wrong method', method: 'PUT', path: '/v1/executions', body: base(), status: 404 },
   { name: 'a bad percent-encoding', method: 'GET', path: '/v1/executions/%FF', status: 400 },
+
+  // Hostile input: what no string, key, id or body may hold, refused by one check before any route reads it.
+  ...(
+    [
+      ['NUL', '\u0000', 'no_control_characters'],
+      ['a control character', 'a\u0001b', 'no_control_characters'],
+      ['a lone high surrogate', 'x\ud800y', 'valid_unicode'],
+      ['a lone low surrogate', '\udc00', 'valid_unicode'],
+    ] as const
+  ).flatMap(([what, bad, rule]): Case[] => [
+    { name: `${what} in intent`, body: base({ intent: `i${bad}` }), status: 400, field: 'intent', rule },
+    { name: `${what} in agent_id`, body: base({ agent_id: bad }), status: 400, field: 'agent_id', rule },
+    {
+      name: `${what} in a params string`,
+      body: op({ params: { amount: 1250, currency: 'EUR', reference: `r${bad}` } }),
+      status: 400,
+      field: 'operations[0].params.reference',
+      rule,
+    },
+    {
+      name: `${what} in a params key`,
+      body: op({ params: { amount: 1250, currency: 'EUR', reference: 'r', [`k${bad}`]: 1 } }),
+      status: 400,
+      field: `operations[0].params.k${bad}`,
+      rule,
+    },
+    {
+      name: `${what} in expected_state`,
+      body: op({ expected_state: { charged: `no${bad}` } }),
+      status: 400,
+      field: 'operations[0].expected_state.charged',
+      rule,
+    },
+    {
+      name: `${what} in a cancel reason`,
+      path: '/v1/executions/exe_01nothere/cancel',
+      body: { reason: `r${bad}` },
+      status: 400,
+      field: 'reason',
+      rule,
+    },
+    {
+      name: `${what} in an approval reason`,
+      path: '/v1/operations/op_01nothere/approval',
+      key: DEMO.reviewer,
+      body: { decision: 'approve', reason: `ok${bad}` },
+      status: 400,
+      field: 'reason',
+      rule,
+    },
+    {
+      name: `${what} in resolve evidence`,
+      path: '/v1/operations/op_01nothere/resolve',
+      key: DEMO.reviewer,
+      body: { status: 'VERIFIED', evidence: `seen${bad}` },
+      status: 400,
+      field: 'evidence',
+      rule,
+    },
+  ]),
+  {
+    name: 'NUL in a connector name',
+    body: op({ connector: 'sandbox.\u0000payments' }),
+    status: 400,
+    field: 'operations[0].connector',
+    rule: 'no_control_characters',
+  },
+  {
+    name: 'invalid UTF-8',
+    rawBody: Buffer.concat([
+      Buffer.from('{"agent_id":"a","intent":"'),
+      Buffer.from([0xc3, 0x28, 0xff]),
+      Buffer.from(`","operations":${JSON.stringify([ok()])}}`),
+    ]),
+    headers: JSON_HEADERS,
+    status: 400,
+    field: '(body)',
+    rule: 'utf8',
+  },
+  {
+    name: 'a plain body sent as gzip',
+    rawBody: JSON.stringify(base()),
+    headers: { ...JSON_HEADERS, 'content-encoding': 'gzip' },
+    status: 400,
+    field: '(body)',
+    rule: 'content_encoding',
+  },
+  {
+    name: 'a number JSON cannot carry (1e400)',
+    rawBody: JSON.stringify(op({ params: { amount: 1250, currency: 'EUR', reference: 'r', n: 0 } })).replace(
+      '"n":0',
+      '"n":1e400',
+    ),
+    headers: JSON_HEADERS,
+    status: 400,
+    field: 'operations[0].params.n',
+    rule: 'finite_number',
+  },
+  ...['__proto__', 'constructor', 'toString', 'hasOwnProperty'].flatMap((name): Case[] => [
+    {
+      name: `action ${name}`,
+      body: op({ action: name }),
+      status: 400,
+      field: 'operations[0].action',
+      rule: 'known_action',
+    },
+    {
+      name: `connector ${name}`,
+      body: op({ connector: name }),
+      status: 400,
+      field: 'operations[0].connector',
+      rule: 'known_connector',
+    },
+  ]),
+  ...['__proto__', 'constructor', 'prototype'].flatMap((name): Case[] => [
+    {
+      name: `a ${name} key in params`,
+      rawBody: `{"agent_id":"a","intent":"i","operations":[{"key":"charge","connector":"sandbox.payments","action":"charge","params":{"amount":1250,"currency":"EUR","reference":"r","${name}":{"x":1}}}]}`,
+      headers: JSON_HEADERS,
+      status: 400,
+      field: `operations[0].params.${name}`,
+      rule: 'unknown_field',
+    },
+    {
+      name: `a ${name} key in expected_state`,
+      rawBody: `{"agent_id":"a","intent":"i","operations":[{"key":"charge","connector":"sandbox.payments","action":"charge","params":{"amount":1250,"currency":"EUR","reference":"r"},"expected_state":{"${name}":{"charged":false}}}]}`,
+      headers: JSON_HEADERS,
+      status: 400,
+      field: `operations[0].expected_state.${name}`,
+      rule: 'unknown_field',
+    },
+    {
+      name: `a ${name} key at the top`,
+      rawBody: `{"${name}":{"tenant_id":"demo-other"},"agent_id":"a","intent":"i","operations":[${JSON.stringify(ok())}]}`,
+      headers: JSON_HEADERS,
+      status: 400,
+      field: name,
+      rule: 'unknown_field',
+    },
+  ]),
+  ...[
+    '/v1/executions/exe_01%00',
+    '/v1/executions/exe_01%00/events',
+    '/v1/executions/exe_01%00/stream',
+    '/v1/operations/op_01%00',
+    '/v1/operations/%00',
+    '/v1/admin/connector-settings/http%00',
+  ].map((path): Case => ({ name: `%00 in the path ${path}`, method: 'GET', path, key: DEMO.admin, status: 404 })),
+  ...[
+    ['/v1/executions/exe_01%00/cancel', DEMO.agent],
+    ['/v1/operations/op_01%00/approval', DEMO.reviewer],
+    ['/v1/operations/op_01%00/resolve', DEMO.reviewer],
+    ['/v1/operations/op_01%00/retry', DEMO.agent],
+  ].map(([path, key]): Case => ({ name: `%00 in the path POST ${path}`, path, key, body: {}, status: 404 })),
+  { name: '%00 in a list cursor', method: 'GET', path: '/v1/executions?cursor=exe_%00', status: 400, field: 'cursor' },
+  {
+    name: '%00 in an events cursor',
+    method: 'GET',
+    path: '/v1/executions/exe_01nothere/events?after=evt_%00',
+    status: 400,
+    field: 'after',
+    rule: 'no_control_characters',
+  },
+  {
+    name: '%00 in a review queue search',
+    method: 'GET',
+    path: '/v1/review/approvals?q=a%00b',
+    key: DEMO.reviewer,
+    status: 400,
+    field: 'q',
+    rule: 'no_control_characters',
+  },
 ];
 
 type Problem = {
@@ -482,7 +654,7 @@ describe('malformed requests (I10)', () => {
     const headers: Record<string, string> = { ...c.headers };
     const key = c.key === undefined ? DEMO.agent : c.key;
     if (key) headers.authorization = `Bearer ${key}`;
-    let body: string | Uint8Array | undefined;
+    let body: string | Uint8Array | Buffer | undefined;
     if (c.rawBody !== undefined) body = c.rawBody;
     else if (c.body !== undefined) {
       body = JSON.stringify(c.body);

@@ -91,6 +91,7 @@ export class Stack {
       SANDBOX_URL: this.sandboxUrl,
       SANDBOX_PORT: String(this.sandboxPort),
       SEED_DEMO: 'true',
+      METRICS_TOKEN,
       ...options.env,
     };
     const { seedDemo } = await import('@verity/persistence');
@@ -212,7 +213,12 @@ export const DEMO = {
   reviewer: 'demo-reviewer-key',
   admin: 'demo-admin-key',
   otherAgent: 'demo-other-agent-key',
+  /** The platform operator (no tenant): Bull Board and /metrics. */
+  operator: 'demo-operator-key',
 };
+
+/** What the test stacks' Prometheus would send as its bearer_token (/metrics is closed otherwise). */
+export const METRICS_TOKEN = 'test-metrics-token-0123456789';
 
 export async function waitFor<T>(
   probe: () => Promise<T>,

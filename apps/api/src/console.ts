@@ -2,6 +2,7 @@ import type { INestApplication } from '@nestjs/common';
 import type { NextFunction, Request, Response } from 'express';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { PAGE_SECURITY_HEADERS } from './http/security-headers';
 import { CONSOLE_CSP, CONSOLE_CSS, CONSOLE_FAVICON, CONSOLE_HTML } from './console/page';
 
 export const CONSOLE_ROUTE = '/console';
@@ -9,13 +10,8 @@ const CLIENT_DIR = join(__dirname, 'console', 'client');
 const CLIENT_ROUTE = /^\/(?:|(?:operations|executions)\/[A-Za-z0-9_-]{1,100}\/?)$/;
 
 const SECURITY_HEADERS: Record<string, string> = {
+  ...PAGE_SECURITY_HEADERS,
   'content-security-policy': CONSOLE_CSP,
-  'x-content-type-options': 'nosniff',
-  'x-frame-options': 'DENY',
-  'referrer-policy': 'no-referrer',
-  'cross-origin-opener-policy': 'same-origin',
-  'cross-origin-resource-policy': 'same-origin',
-  'permissions-policy': 'camera=(), microphone=(), geolocation=(), payment=()',
 };
 
 let bundle: string | null = null;

@@ -1,14 +1,27 @@
 import 'reflect-metadata';
 import { parseArgs } from 'node:util';
-import { ROLES, Role, createApiKey, createDataSource, ensureTenant, revokeApiKey, rows } from '@verity/persistence';
+import {
+  KEY_ROLES,
+  KeyRole,
+  Role,
+  createApiKey,
+  createDataSource,
+  ensureTenant,
+  revokeApiKey,
+  rows,
+} from '@verity/persistence';
 import { loadConfig } from '@verity/platform';
 import type { DataSource } from 'typeorm';
 
 const USAGE = `Manage API keys (keys are stored hashed; a new key is printed once and never again).
 
   npm run keys -- create --tenant <id> --role <agent|reviewer|admin> [--label <text>] [--json]
+  npm run keys -- create --role operator [--label <text>] [--json]
   npm run keys -- list [--tenant <id>] [--json]
   npm run keys -- revoke <key id or key prefix> [--json]
+
+An operator key belongs to no tenant: it opens Bull Board and /metrics (which show every tenant) and no tenant's
+/v1 data.
 
 The database is DATABASE_URL (default postgres://postgres@127.0.0.1:5432/verity).
 A revoked key stops working at once in every API process, open streams included.`;
@@ -17,8 +30,8 @@ class UsageError extends Error {}
 
 interface KeyRow {
   id: string;
-  tenant_id: string;
-  role: Role;
+  tenant_id: string | null;
+  role: KeyRole;
   key_prefix: string;
   label: string | null;
   created_at: Date;
@@ -39,18 +52,28 @@ async function create(db: DataSource, args: string[], out: Out): Promise<void> {
     strict: true,
   });
   const tenant = values.tenant;
-  const role = values.role as Role | undefined;
-  if (!tenant || !/^[a-z0-9][a-z0-9_-]{0,62}$/.test(tenant)) {
-    throw new UsageError('--tenant is required: lower-case letters, digits, "_" and "-" (at most 63)');
+  const role = values.role as KeyRole | undefined;
+  if (!role || !KEY_ROLES.includes(role)) throw new UsageError(`--role is required: one of ${KEY_ROLES.join(', ')}`);
+  let created: { id: string; key: string };
+  if (role === 'operator') {
+    if (tenant !== undefined) throw new UsageError('an operator key belongs to no tenant: leave out --tenant');
+    created = await createApiKey(db.manager, { tenantId: null, role, label: values.label });
+  } else {
+    if (!tenant || !/^[a-z0-9][a-z0-9_-]{0,62}$/.test(tenant)) {
+      throw new UsageError('--tenant is required: lower-case letters, digits, "_" and "-" (at most 63)');
+    }
+    await ensureTenant(db.manager, tenant);
+    created = await createApiKey(db.manager, { tenantId: tenant, role: role as Role, label: values.label });
   }
-  if (!role || !ROLES.includes(role)) throw new UsageError(`--role is required: one of ${ROLES.join(', ')}`);
-  await ensureTenant(db.manager, tenant);
-  const created = await createApiKey(db.manager, { tenantId: tenant, role, label: values.label });
   if (values.json) {
-    out(JSON.stringify({ id: created.id, tenant, role, label: values.label ?? null, key: created.key }));
+    out(
+      JSON.stringify({ id: created.id, tenant: tenant ?? null, role, label: values.label ?? null, key: created.key }),
+    );
     return;
   }
-  out(`created ${created.id} (tenant ${tenant}, role ${role})`);
+  out(
+    `created ${created.id} (${role === 'operator' ? 'platform operator, no tenant' : `tenant ${tenant}`}, role ${role})`,
+  );
   out('');
   out(`  ${created.key}`);
   out('');
@@ -67,7 +90,7 @@ async function list(db: DataSource, args: string[], out: Out): Promise<void> {
   const keys = await rows<KeyRow>(
     db.manager,
     `SELECT id, tenant_id, role, key_prefix, label, created_at, revoked_at FROM api_keys
-     WHERE ($1::text IS NULL OR tenant_id = $1) ORDER BY tenant_id, created_at, id`,
+     WHERE ($1::text IS NULL OR tenant_id = $1) ORDER BY tenant_id NULLS FIRST, created_at, id`,
     [values.tenant ?? null],
   );
   if (values.json) {
@@ -82,7 +105,7 @@ async function list(db: DataSource, args: string[], out: Out): Promise<void> {
     ['ID', 'TENANT', 'ROLE', 'PREFIX', 'STATE', 'CREATED', 'LABEL'],
     ...keys.map((k) => [
       k.id,
-      k.tenant_id,
+      k.tenant_id ?? '(platform)',
       k.role,
       `${k.key_prefix}…`,
       k.revoked_at ? `revoked ${new Date(k.revoked_at).toISOString()}` : 'active',
@@ -120,13 +143,13 @@ async function revoke(db: DataSource, args: string[], out: Out): Promise<void> {
   if (matches.length > 1) {
     throw new UsageError(
       `"${target}" matches ${matches.length} active keys; revoke by id instead:\n` +
-        matches.map((k) => `  ${k.id}  ${k.tenant_id}  ${k.role}`).join('\n'),
+        matches.map((k) => `  ${k.id}  ${k.tenant_id ?? '(platform)'}  ${k.role}`).join('\n'),
     );
   }
   const key = matches[0];
   await revokeApiKey(db.manager, key.id);
   if (values.json) out(JSON.stringify({ ...present(key), revoked: true }));
-  else out(`revoked ${key.id} (tenant ${key.tenant_id}, role ${key.role}, prefix ${key.key_prefix}…)`);
+  else out(`revoked ${key.id} (tenant ${key.tenant_id ?? '(platform)'}, role ${key.role}, prefix ${key.key_prefix}…)`);
 }
 
 function present(k: KeyRow) {

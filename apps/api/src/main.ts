@@ -7,7 +7,9 @@ import { LOGGER, Logger, assertNoEviction, createLogger, loadConfig, logCrashes,
 import { ApiModule } from './api.module';
 import { mountBullBoard } from './bull-board';
 import { BODY_LIMIT_BYTES, bodyErrorHandler } from './http/body-errors';
+import { bodyReadTimeout, rejectUnsafeJson, rejectUnsafeUrl, requireUtf8 } from './http/hostile-input';
 import { requestContext } from './http/request-context';
+import { pageSecurityHeaders } from './http/security-headers';
 import { buildOpenApi } from './openapi';
 import { StreamService } from './stream/stream.service';
 import { mountConsole } from './console';
@@ -21,7 +23,7 @@ async function bootstrap(): Promise<void> {
     const ds = createDataSource(config.DATABASE_URL, 2);
     await ds.initialize();
     if (config.RUN_MIGRATIONS) await runMigrationsLocked(ds);
-    if (config.SEED_DEMO ?? config.NODE_ENV !== 'production') await seedDemo(ds.manager);
+    if (config.SEED_DEMO) await seedDemo(ds.manager);
     await ds.destroy();
   }
   const app = await NestFactory.create<NestExpressApplication>(ApiModule.forRoot(config), {
@@ -30,17 +32,29 @@ async function bootstrap(): Promise<void> {
   });
   app.disable('x-powered-by');
   app.set('etag', false);
-  // Order matters: the request id first (so every refusal carries one), then the parser and its problem mapping.
+  // Order matters: the request id first (so every refusal carries one), then what no route may receive (see
+  // http/hostile-input.ts), then the parser, its problem mapping and the check of what it parsed.
   app.use(requestContext(app.get<Logger>(LOGGER)));
-  app.useBodyParser('json', { limit: BODY_LIMIT_BYTES, type: ['application/json', 'application/*+json'] });
+  app.use(rejectUnsafeUrl);
+  app.use(bodyReadTimeout(config.BODY_TIMEOUT_MS));
+  app.useBodyParser('json', {
+    limit: BODY_LIMIT_BYTES,
+    type: ['application/json', 'application/*+json'],
+    verify: requireUtf8,
+  });
   app.use(bodyErrorHandler);
+  app.use(rejectUnsafeJson);
   mountBullBoard(app, config);
   mountConsole(app);
+  app.use(['/docs', '/docs-json'], pageSecurityHeaders);
   const document = buildOpenApi(app);
   SwaggerModule.setup('docs', app, document, { jsonDocumentUrl: 'docs-json' });
   const server = await app.listen(config.PORT, config.HOST);
   server.keepAliveTimeout = 65_000;
-  logger.info({ port: config.PORT }, 'api listening');
+  // A backstop behind bodyReadTimeout (which answers with a problem first): Node's own limit is 300 s.
+  server.requestTimeout = config.BODY_TIMEOUT_MS + 5_000;
+  server.headersTimeout = Math.min(server.headersTimeout, server.requestTimeout);
+  logger.info({ port: config.PORT, host: config.HOST }, 'api listening');
   onShutdown(logger, async () => {
     app.get(StreamService).closeAll();
     await app.close();

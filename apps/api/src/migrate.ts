@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { createDataSource, runMigrationsLocked, seedDemo } from '@verity/persistence';
 import { createLogger, loadConfig } from '@verity/platform';
 
-/** Runs migrations under the advisory lock and, outside production, seeds the demo tenant. Then exits. */
+/** Runs migrations under the advisory lock and, for the local demo (SEED_DEMO), seeds the demo tenant. Then exits. */
 async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger('migrate', config.LOG_LEVEL);
@@ -11,9 +11,9 @@ async function main(): Promise<void> {
   try {
     const applied = await runMigrationsLocked(ds);
     logger.info({ applied }, applied.length ? 'migrations applied' : 'schema up to date');
-    if (config.SEED_DEMO ?? config.NODE_ENV !== 'production') {
+    if (config.SEED_DEMO) {
       await seedDemo(ds.manager);
-      logger.info('demo tenant seeded (keys in README)');
+      logger.warn('demo tenant seeded with the published demo keys (README): for a local demo only');
     }
   } finally {
     await ds.destroy();

@@ -13,7 +13,8 @@ export function schemaRef(name: SchemaName) {
 const PROBLEM_DESCRIPTIONS: Record<number, string> = {
   400: 'Invalid input: `errors[]` names each field and the rule it breaks; nothing was written',
   401: 'No API key, or an unknown or revoked one',
-  403: 'The key’s role may not do this',
+  403: 'The key’s role may not do this (an operator key reads no tenant’s data)',
+  408: 'The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default)',
   404: 'No such resource visible to this key (other tenants’ resources are never visible)',
   409: 'Conflict with the current state; the problem names the rule',
   413: 'The body is larger than 256 KiB',
@@ -36,6 +37,13 @@ export function ApiProblems(...statuses: number[]) {
   );
 }
 
+function problem(status: number) {
+  return {
+    description: PROBLEM_DESCRIPTIONS[status],
+    content: { 'application/problem+json': { schema: schemaRef('Problem') } },
+  };
+}
+
 /** Paths served outside Nest's controllers (express routers), documented here so /docs lists every endpoint. */
 function extraPaths(): OpenAPIObject['paths'] {
   const html = { 'text/html': { schema: { type: 'string' as const } } };
@@ -43,27 +51,28 @@ function extraPaths(): OpenAPIObject['paths'] {
     '/metrics': {
       get: {
         tags: ['operability'],
-        summary: 'Prometheus metrics (status counts from Postgres, request latency)',
+        summary:
+          'Prometheus metrics (status counts from Postgres, request latency): operator key or METRICS_TOKEN as ' +
+          'bearer token, unless METRICS_PUBLIC=true',
+        security: [{ bearer: [] }],
         responses: {
           '200': { description: 'Prometheus text format', content: { 'text/plain': { schema: { type: 'string' } } } },
+          '401': problem(401),
+          '403': problem(403),
         },
       },
     },
     '/admin/queues': {
       get: {
         tags: ['operability'],
-        summary: 'Bull Board (admin role; Bearer, or Basic with the key as password); read-only outside development',
+        summary:
+          'Bull Board (operator role only; Bearer, or Basic with the key as password); read-only unless ' +
+          'BULL_BOARD_WRITABLE=true',
         security: [{ bearer: [] }],
         responses: {
           '200': { description: 'The Bull Board UI', content: html },
-          '401': {
-            description: PROBLEM_DESCRIPTIONS[401],
-            content: { 'application/problem+json': { schema: schemaRef('Problem') } },
-          },
-          '403': {
-            description: PROBLEM_DESCRIPTIONS[403],
-            content: { 'application/problem+json': { schema: schemaRef('Problem') } },
-          },
+          '401': problem(401),
+          '403': problem(403),
         },
       },
     },

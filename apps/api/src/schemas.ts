@@ -8,6 +8,7 @@ import {
 } from '@verity/status-model';
 import { z } from 'zod';
 import { CriterionSchema, SubmissionSchema } from './executions/submission';
+import { text } from './http/text';
 
 /**
  * Every request and response body of the API as zod: the validators the controllers run, the component schemas of
@@ -18,16 +19,16 @@ import { CriterionSchema, SubmissionSchema } from './executions/submission';
 // ---------------------------------------------------------------------------------------------------------------
 // Requests (besides the submission, in executions/submission.ts)
 
-export const CancelBody = z.strictObject({ reason: z.string().max(1000).optional() });
+export const CancelBody = z.strictObject({ reason: text().max(1000).optional() });
 
 export const ApprovalBody = z.strictObject({
   decision: z.enum(['approve', 'deny']),
-  reason: z.string().max(2000).optional(),
+  reason: text().max(2000).optional(),
 });
 
 export const ResolveBody = z.strictObject({
   status: z.enum([OperationStatus.VERIFIED, OperationStatus.FAILED, OperationStatus.CANCELLED, OperationStatus.SENT]),
-  evidence: z.string().trim().min(1, 'evidence text is required').max(10_000),
+  evidence: text().trim().min(1, 'evidence text is required').max(10_000),
 });
 
 // ---------------------------------------------------------------------------------------------------------------

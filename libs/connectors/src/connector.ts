@@ -135,9 +135,17 @@ export interface Connector {
   ): Promise<ObservationResult>;
 }
 
+/**
+ * A connector's action by name, or undefined. Own properties only: `actions` is a plain object, so `toString`,
+ * `constructor` or `__proto__` would otherwise find Object.prototype's members and be taken for actions.
+ */
+export function connectorAction(connector: Connector, action: string): Connector['actions'][string] | undefined {
+  return Object.hasOwn(connector.actions, action) ? connector.actions[action] : undefined;
+}
+
 /** An action's declaration: the connector's, overridden where the action says otherwise. */
 export function actionCapabilities(connector: Connector, action: string): ConnectorCapabilities {
-  return { ...connector.capabilities, ...connector.actions[action]?.capabilities };
+  return { ...connector.capabilities, ...connectorAction(connector, action)?.capabilities };
 }
 
 /**
@@ -150,7 +158,7 @@ export function operationCapabilities(
   params: Record<string, unknown>,
 ): ConnectorCapabilities {
   const declared = actionCapabilities(connector, action);
-  if (!connector.operationCapabilities || !connector.actions[action]) return declared;
+  if (!connector.operationCapabilities || !connectorAction(connector, action)) return declared;
   let specific: Partial<ConnectorCapabilities> = {};
   try {
     specific = connector.operationCapabilities(action, params);

@@ -19,6 +19,7 @@ export class ConnectorRegistry {
     this.byName = new Map(connectors.map((c) => [c.name, redactingSecrets(c)]));
   }
 
+  /** A Map, not an object: `__proto__` or `toString` name no connector. */
   get(name: string): Connector | undefined {
     return this.byName.get(name);
   }

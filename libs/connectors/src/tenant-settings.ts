@@ -63,7 +63,8 @@ export const SpendingCapSchema = z
   .strictObject({
     period: z.enum(Object.keys(SPENDING_PERIODS) as [SpendingPeriod, ...SpendingPeriod[]]),
     max_operations: z.number().int().min(0).max(1_000_000_000).optional(),
-    max_amount: z.number().min(0).max(1e15).optional(),
+    // A cap of 0 or less would refuse everything, or (negative) invite amounts that buy the cap back.
+    max_amount: z.number().positive().max(1e15).optional(),
     amount_field: z.string().max(200).regex(FIELD_PATH, FIELD_PATH_RULE).optional(),
   })
   .superRefine((cap, ctx) => {
@@ -96,13 +97,21 @@ export const ConnectorSettingsInputSchema = z.strictObject({
 });
 export type ConnectorSettingsInput = z.infer<typeof ConnectorSettingsInputSchema>;
 
-/** For a cap with an amount: the params path it sums, and this operation's amount there (null: not a number). */
+/**
+ * For a cap with an amount: the params path it sums, and this operation's amount there — null unless it is a positive
+ * finite number of the cap's unit. Anything else is refused before dispatch: a negative amount would buy the cap back
+ * (and a string, NaN or zero would pass it uncounted).
+ */
 export function capAmount(
   params: Record<string, unknown>,
   cap: { amount_field?: string },
 ): { path: string[]; amount: number | null } | null {
   if (!cap.amount_field) return null;
   const found = readField(params, cap.amount_field);
-  const amount = found.found && typeof found.value === 'number' && Number.isFinite(found.value) ? found.value : null;
-  return { path: fieldSegments(cap.amount_field), amount };
+  return { path: fieldSegments(cap.amount_field), amount: found.found ? chargeableAmount(found.value) : null };
+}
+
+/** A positive finite number, or null. */
+export function chargeableAmount(value: unknown): number | null {
+  return typeof value === 'number' && Number.isFinite(value) && value > 0 ? value : null;
 }

@@ -1,13 +1,13 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { newId } from '@verity/platform';
 import { EntityManager } from 'typeorm';
-import { ApiKeyEntity, Role, TenantEntity } from './entities';
+import { ApiKeyEntity, KeyRole, Role, TenantEntity } from './entities';
 
 export function hashApiKey(key: string): string {
   return createHash('sha256').update(key).digest('hex');
 }
 
-export function generateApiKey(role: Role): string {
+export function generateApiKey(role: KeyRole): string {
   return `vk_${role}_${randomBytes(24).toString('base64url')}`;
 }
 
@@ -16,10 +16,13 @@ export async function ensureTenant(db: EntityManager, id: string, name = id): Pr
   return db.getRepository(TenantEntity).findOneByOrFail({ id });
 }
 
+/** Who a key is for: a role of one tenant, or the platform operator (no tenant). */
+export type KeyOwner = { tenantId: string; role: Role } | { tenantId: null; role: 'operator' };
+
 /** Creates a key and returns its only plain-text copy; the database keeps the hash. */
 export async function createApiKey(
   db: EntityManager,
-  input: { tenantId: string; role: Role; label?: string; key?: string },
+  input: KeyOwner & { label?: string; key?: string },
 ): Promise<{ id: string; key: string }> {
   const key = input.key ?? generateApiKey(input.role);
   const id = newId('key');
@@ -48,18 +51,20 @@ export async function findActiveKey(db: EntityManager, key: string): Promise<Api
 }
 
 /**
- * The documented demo keys (README): only seeded outside production so the quick start needs no set-up.
+ * The documented demo keys (README): seeded only by the local demo (`npm start`, SEED_DEMO), never in production, so
+ * the quick start needs no set-up.
  * `demo-other` exists so tenant isolation can be tried by hand.
  */
-export const DEMO_KEYS: ReadonlyArray<{ tenantId: string; role: Role; key: string }> = [
+export const DEMO_KEYS: ReadonlyArray<KeyOwner & { key: string }> = [
   { tenantId: 'demo', role: 'agent', key: 'demo-agent-key' },
   { tenantId: 'demo', role: 'reviewer', key: 'demo-reviewer-key' },
   { tenantId: 'demo', role: 'admin', key: 'demo-admin-key' },
   { tenantId: 'demo-other', role: 'agent', key: 'demo-other-agent-key' },
+  { tenantId: null, role: 'operator', key: 'demo-operator-key' },
 ];
 
 export async function seedDemo(db: EntityManager): Promise<void> {
   await ensureTenant(db, 'demo', 'Demo tenant');
   await ensureTenant(db, 'demo-other', 'Another demo tenant');
-  for (const k of DEMO_KEYS) await createApiKey(db, { tenantId: k.tenantId, role: k.role, key: k.key, label: 'demo' });
+  for (const k of DEMO_KEYS) await createApiKey(db, { ...k, label: 'demo' });
 }

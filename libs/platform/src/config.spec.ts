@@ -34,3 +34,27 @@ describe('SECRETS_KEY', () => {
     expect(() => loadConfig({ SECRETS_KEY: 'not base64 at all!' })).toThrow(/SECRETS_KEY/);
   });
 });
+
+describe('safe defaults', () => {
+  it('binds loopback, seeds no demo keys, keeps Bull Board read-only and /metrics closed unless told otherwise', () => {
+    const config = loadConfig({});
+    expect(config.HOST).toBe('127.0.0.1');
+    expect(config.SEED_DEMO).toBeUndefined();
+    expect(config.BULL_BOARD_WRITABLE).toBeUndefined();
+    expect(config.METRICS_PUBLIC).toBeUndefined();
+    expect(config.METRICS_TOKEN).toBeUndefined();
+    expect(config.BODY_TIMEOUT_MS).toBe(30_000);
+    expect(loadConfig({ NODE_ENV: 'development' }).BULL_BOARD_WRITABLE).toBeUndefined();
+  });
+
+  it('refuses the demo keys in production, naming the variable', () => {
+    expect(() => loadConfig({ NODE_ENV: 'production', SEED_DEMO: 'true' })).toThrow(/SEED_DEMO/);
+    expect(loadConfig({ NODE_ENV: 'production', SEED_DEMO: 'false' }).SEED_DEMO).toBe(false);
+    expect(loadConfig({ NODE_ENV: 'development', SEED_DEMO: 'true' }).SEED_DEMO).toBe(true);
+  });
+
+  it('wants a metrics token long enough not to be guessed', () => {
+    expect(() => loadConfig({ METRICS_TOKEN: 'short' })).toThrow(/METRICS_TOKEN/);
+    expect(loadConfig({ METRICS_TOKEN: '' }).METRICS_TOKEN).toBeUndefined();
+  });
+});

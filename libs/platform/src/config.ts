@@ -13,7 +13,8 @@ const ms = (fallback: number) => z.coerce.number().int().nonnegative().default(f
 const ConfigSchema = z.object({
   NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
-  HOST: z.string().default('0.0.0.0'),
+  /** Loopback unless set: exposing the API is a decision (docker-compose sets 0.0.0.0 inside its network). */
+  HOST: z.string().min(1).default('127.0.0.1'),
   DATABASE_URL: z.string().url().default('postgres://postgres@127.0.0.1:5432/verity'),
   DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
   REDIS_URL: z.string().url().default('redis://127.0.0.1:6379'),
@@ -21,6 +22,7 @@ const ConfigSchema = z.object({
   SANDBOX_URL: z.string().url().default('http://127.0.0.1:4010'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   RUN_MIGRATIONS: bool,
+  /** The demo tenant and its published keys: only the local demo (`npm start`) sets this; refused in production. */
   SEED_DEMO: bool,
   /** How long a dispatch job's lock lives; a SENT operation older than this with no live job is orphaned. */
   DISPATCH_LOCK_MS: ms(30_000),
@@ -49,7 +51,16 @@ const ConfigSchema = z.object({
   RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(6000),
   MAX_STREAMS_PER_KEY: z.coerce.number().int().min(1).default(20),
   SSE_HEARTBEAT_MS: ms(15_000),
-  BULL_BOARD_READ_ONLY: bool,
+  /** Bull Board is read-only in every mode; only this, set explicitly, lets an operator retry or pause jobs there. */
+  BULL_BOARD_WRITABLE: bool,
+  /** /metrics answers only to an operator key or this bearer token (Prometheus `bearer_token`)... */
+  METRICS_TOKEN: z.preprocess((v) => (v === '' ? undefined : v), z.string().min(16).optional()),
+  /** ...unless this is set: then /metrics is open to anyone who can reach the port. */
+  METRICS_PUBLIC: bool,
+  /** A request body must arrive within this long; a slower one gets 408 and the connection is closed. */
+  BODY_TIMEOUT_MS: z.coerce.number().int().min(1).default(30_000),
+  /** Failed authentications (unknown or revoked key) allowed per client address per minute before 429. */
+  AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().min(1).default(30),
   /** 32 random bytes, base64 (`openssl rand -base64 32`): connector secrets are then stored sealed (AES-256-GCM). */
   SECRETS_KEY: z
     .preprocess((v) => (v === '' ? undefined : v), z.string().optional())
@@ -93,6 +104,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): VerityConfig {
     throw new ConfigError(`invalid configuration: ${problems}`);
   }
   if (parsed.data.NODE_ENV === 'production') {
+    if (parsed.data.SEED_DEMO) {
+      throw new ConfigError('invalid configuration: SEED_DEMO: the published demo keys are never seeded in production');
+    }
     const armed = TEST_HOOKS.filter((name) => parsed.data[name] > 0);
     if (armed.length > 0) throw new ConfigError(`invalid configuration: ${armed.join(', ')} must be 0 in production`);
   }

@@ -19,7 +19,7 @@ const SettingsView = z.object({
     z.object({
       period: z.enum(['hour', 'day', 'week', 'month']),
       max_operations: z.number().optional(),
-      max_amount: z.number().optional(),
+      max_amount: z.number().positive().optional(),
       amount_field: z.string().optional(),
     }),
   ),

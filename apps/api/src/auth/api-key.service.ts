@@ -1,8 +1,13 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { findActiveKey, hashApiKey } from '@verity/persistence';
+import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import { PRODUCER_REDIS } from '@verity/queues';
+import type { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
-import type { Principal } from './principal';
+import { Problem } from '../problem/problem';
+import { AuthFailureLimiter } from './auth-failures';
+import type { AnyPrincipal } from './principal';
 
 /** How long a found key is trusted without asking Postgres again, while revocations arrive by NOTIFY. */
 const POSITIVE_TTL_MS = 10_000;
@@ -15,26 +20,62 @@ const NEGATIVE_TTL_MS = 2_000;
  */
 @Injectable()
 export class ApiKeyService {
-  private cache = new Map<string, { principal: Principal | null; until: number }>();
+  private cache = new Map<string, { principal: AnyPrincipal | null; until: number }>();
   private readonly revokedListeners = new Set<() => void>();
   private revocationsLive = false;
+  private readonly failures: AuthFailureLimiter;
 
-  constructor(@InjectDataSource() private readonly db: DataSource) {}
+  constructor(
+    @InjectDataSource() private readonly db: DataSource,
+    @Inject(VERITY_CONFIG) config: VerityConfig,
+    @Inject(PRODUCER_REDIS) redis: Redis,
+  ) {
+    this.failures = new AuthFailureLimiter(redis, config.QUEUE_PREFIX, config.AUTH_FAILURES_PER_MINUTE);
+  }
 
-  async authenticate(key: string): Promise<Principal | null> {
+  /**
+   * The one way a request's key is checked: an address that keeps presenting unknown keys is refused with 429
+   * (whatever key it sends next) before the key is even looked up; an unknown or revoked key is 401.
+   */
+  async authenticateFrom(address: string, key: string): Promise<AnyPrincipal> {
+    const wait = await this.failures.blockedFor(address);
+    if (wait > 0) {
+      throw new Problem(
+        429,
+        'too-many-failed-authentications',
+        'Too many failed authentications',
+        `too many unknown or revoked keys from this address; retry in ${wait} s`,
+        {},
+        { 'retry-after': `${wait}` },
+      );
+    }
+    const principal = await this.authenticate(key);
+    if (principal) return principal;
+    await this.failures.recordFailure(address);
+    throw new Problem(
+      401,
+      'unauthorized',
+      'Unauthorized',
+      'the API key is unknown or revoked',
+      {},
+      { 'www-authenticate': 'Bearer error="invalid_token"' },
+    );
+  }
+
+  async authenticate(key: string): Promise<AnyPrincipal | null> {
     const hash = hashApiKey(key);
     const cached = this.cache.get(hash);
     if (cached && cached.until > Date.now() && (cached.principal === null || this.revocationsLive)) {
       return cached.principal;
     }
     const found = await findActiveKey(this.db.manager, key);
-    const principal = found ? { keyId: found.id, tenantId: found.tenantId, role: found.role } : null;
+    const principal = found ? toPrincipal(found.id, found.tenantId, found.role) : null;
     if (this.cache.size > 10_000) this.cache.clear();
     this.cache.set(hash, { principal, until: Date.now() + (principal ? POSITIVE_TTL_MS : NEGATIVE_TTL_MS) });
     return principal;
   }
 
-  async isStillValid(principal: Principal): Promise<boolean> {
+  async isStillValid(principal: { keyId: string }): Promise<boolean> {
     const rows: unknown[] = await this.db.query(`SELECT 1 FROM api_keys WHERE id = $1 AND revoked_at IS NULL`, [
       principal.keyId,
     ]);
@@ -56,4 +97,12 @@ export class ApiKeyService {
     this.revokedListeners.add(listener);
     return () => this.revokedListeners.delete(listener);
   }
+}
+
+/** A row that breaks the role/tenant pairing (the database CHECK forbids it) authenticates as nobody. */
+function toPrincipal(keyId: string, tenantId: string | null, role: string): AnyPrincipal | null {
+  if (role === 'operator') return tenantId === null ? { keyId, tenantId: null, role: 'operator' } : null;
+  if (tenantId === null) return null;
+  if (role === 'agent' || role === 'reviewer' || role === 'admin') return { keyId, tenantId, role };
+  return null;
 }

@@ -7,7 +7,7 @@ import type { Redis } from 'ioredis';
 import type { Request } from 'express';
 import { Problem } from '../problem/problem';
 import { ApiKeyService } from './api-key.service';
-import { PUBLIC_KEY, Principal, ROLES_KEY } from './principal';
+import { AnyPrincipal, OperatorPrincipal, PUBLIC_KEY, Principal, ROLES_KEY } from './principal';
 import { SharedRateLimiter } from './rate-limiter';
 
 export function bearerToken(req: Pick<Request, 'headers'>): string | null {
@@ -15,6 +15,20 @@ export function bearerToken(req: Pick<Request, 'headers'>): string | null {
   if (!header) return null;
   const match = /^Bearer\s+(\S+)$/i.exec(header);
   return match ? match[1] : null;
+}
+
+/** The key as the password of HTTP Basic, so a browser can open Bull Board (it cannot send a Bearer header). */
+export function basicPassword(req: Pick<Request, 'headers'>): string | null {
+  const match = /^Basic\s+(\S+)$/i.exec(req.headers.authorization ?? '');
+  if (!match) return null;
+  const decoded = Buffer.from(match[1], 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  return colon >= 0 ? decoded.slice(colon + 1) : null;
+}
+
+/** The address failed authentications are counted against (the socket's peer; no proxy header is trusted). */
+export function clientAddress(req: Pick<Request, 'socket'>): string {
+  return req.socket?.remoteAddress ?? 'unknown';
 }
 
 @Injectable()
@@ -46,6 +60,15 @@ export class AuthGuard implements CanActivate {
         { 'retry-after': `${wait}` },
       );
     }
+    // An operator runs the platform; it is no member of any tenant, so no tenant's data answers to its key.
+    if (principal.role === 'operator') {
+      throw new Problem(
+        403,
+        'operator-not-tenant',
+        'Forbidden',
+        'an operator key belongs to no tenant and reads no tenant’s data; use a key of the tenant',
+      );
+    }
     const roles = this.reflector.getAllAndOverride<Role[] | undefined>(ROLES_KEY, targets);
     if (roles && principal.role !== 'admin' && !roles.includes(principal.role)) {
       throw new Problem(403, 'forbidden', 'Forbidden', `this endpoint needs the ${roles.join(' or ')} role`);
@@ -55,8 +78,11 @@ export class AuthGuard implements CanActivate {
   }
 }
 
-export async function authenticateRequest(req: Pick<Request, 'headers'>, keys: ApiKeyService): Promise<Principal> {
-  const token = bearerToken(req);
+export async function authenticateRequest(
+  req: Pick<Request, 'headers' | 'socket'>,
+  keys: ApiKeyService,
+  token = bearerToken(req),
+): Promise<AnyPrincipal> {
   if (!token) {
     throw new Problem(
       401,
@@ -69,17 +95,26 @@ export async function authenticateRequest(req: Pick<Request, 'headers'>, keys: A
       },
     );
   }
-  const principal = await keys.authenticate(token);
-  if (!principal) {
+  return keys.authenticateFrom(clientAddress(req), token);
+}
+
+/**
+ * For the platform's own pages (Bull Board, /metrics): only the operator role. Tenant keys, admins included, are
+ * 403: these pages show every tenant's jobs and counts.
+ */
+export async function authenticateOperator(
+  req: Pick<Request, 'headers' | 'socket'>,
+  keys: ApiKeyService,
+  what: string,
+  token = bearerToken(req),
+): Promise<OperatorPrincipal> {
+  const principal = await authenticateRequest(req, keys, token);
+  if (principal.role !== 'operator') {
     throw new Problem(
-      401,
-      'unauthorized',
-      'Unauthorized',
-      'the API key is unknown or revoked',
-      {},
-      {
-        'www-authenticate': 'Bearer error="invalid_token"',
-      },
+      403,
+      'forbidden',
+      'Forbidden',
+      `${what} needs the operator role (it shows every tenant); tenant keys, admin included, cannot open it`,
     );
   }
   return principal;

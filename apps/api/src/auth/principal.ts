@@ -1,11 +1,21 @@
 import { SetMetadata, createParamDecorator, ExecutionContext } from '@nestjs/common';
 import type { Role } from '@verity/persistence';
 
+/** A tenant's key: everything under /v1 works on this tenant's data only. */
 export interface Principal {
   keyId: string;
   tenantId: string;
   role: Role;
 }
+
+/** The platform operator's key: Bull Board and /metrics. It belongs to no tenant, so it reads no tenant's /v1 data. */
+export interface OperatorPrincipal {
+  keyId: string;
+  tenantId: null;
+  role: 'operator';
+}
+
+export type AnyPrincipal = Principal | OperatorPrincipal;
 
 export const ROLES_KEY = 'verity:roles';
 export const PUBLIC_KEY = 'verity:public';

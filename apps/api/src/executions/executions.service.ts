@@ -3,6 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { ConnectorRegistry, operationCapabilities } from '@verity/connectors';
 import {
   TransitionService,
+  amountCapsOf,
   findExecution,
   findOperations,
   findOperationsOf,
@@ -24,7 +25,7 @@ import { submissions } from '../metrics/metrics';
 import { Problem } from '../problem/problem';
 import { claimIdempotencyKey, releaseIdempotencyKey, requestHash } from './idempotency';
 import { ExecutionView, presentEvent, presentExecution } from './presenter';
-import { Submission, validateSubmission } from './submission';
+import { Submission, capAmountErrors, validateSubmission } from './submission';
 
 export const DEFAULT_DEADLINE_SECONDS = 600;
 
@@ -46,6 +47,7 @@ export class ExecutionsService {
     const validated = validateSubmission(body, this.connectors);
     if ('errors' in validated) throw Problem.validation(validated.errors);
     const submission = validated.ok;
+    await this.refuseUnchargeableAmounts(principal, submission);
     if (idempotencyKey === undefined)
       return { execution: await this.create(principal, submission, null), replayed: false };
 
@@ -88,6 +90,15 @@ export class ExecutionsService {
           throw error;
         }
     }
+  }
+
+  /** 400 before anything is written when an operation's amount could not be charged against the tenant's cap. */
+  private async refuseUnchargeableAmounts(principal: Principal, submission: Submission): Promise<void> {
+    const connectors = [...new Set(submission.operations.map((op) => op.connector))];
+    const caps = await amountCapsOf(this.db.manager, principal.tenantId, connectors);
+    if (caps.size === 0) return;
+    const errors = capAmountErrors(submission, caps);
+    if (errors.length > 0) throw Problem.validation(errors);
   }
 
   private async create(

@@ -1,6 +1,7 @@
-import { ConnectorRegistry, operationCapabilities } from '@verity/connectors';
+import { ConnectorRegistry, capAmount, connectorAction, operationCapabilities } from '@verity/connectors';
 import { OperationStatus, VerificationMethod } from '@verity/status-model';
 import { z } from 'zod';
+import { PROTOTYPE_KEYS, text, textIssue } from '../http/text';
 import type { FieldError } from '../problem/problem';
 
 export const LIMITS = {
@@ -35,8 +36,11 @@ export function jsonShapeIssues(
   const { json } = LIMITS;
   const issue = (rule: string, message: string) => [{ path, message, params: { rule } }];
   if (typeof value === 'string') {
-    return value.length > json.string ? issue('max_length', `strings are at most ${json.string} characters`) : [];
+    if (value.length > json.string) return issue('max_length', `strings are at most ${json.string} characters`);
+    const bad = textIssue(value);
+    return bad ? issue(bad.rule, bad.message) : [];
   }
+  if (typeof value === 'number' && !Number.isFinite(value)) return issue('finite_number', 'numbers must be finite');
   if (value === null || typeof value !== 'object') return [];
   if (depth > json.depth) return issue('max_depth', `JSON nests at most ${json.depth} levels`);
   if (Array.isArray(value)) {
@@ -46,22 +50,24 @@ export function jsonShapeIssues(
   const entries = Object.entries(value);
   if (entries.length > json.keys) return issue('max_keys', `objects hold at most ${json.keys} keys`);
   return entries.flatMap(([key, item]) =>
-    key.length > json.keyLength
-      ? [
-          {
-            path: [...path, key],
-            message: `keys are at most ${json.keyLength} characters`,
-            params: { rule: 'max_key_length' },
-          },
-        ]
-      : jsonShapeIssues(item, [...path, key], depth + 1),
+    PROTOTYPE_KEYS.has(key)
+      ? [{ path: [...path, key], message: `unknown field "${key}"`, params: { rule: 'unknown_field' } }]
+      : key.length > json.keyLength
+        ? [
+            {
+              path: [...path, key],
+              message: `keys are at most ${json.keyLength} characters`,
+              params: { rule: 'max_key_length' },
+            },
+          ]
+        : jsonShapeIssues(item, [...path, key], depth + 1),
   );
 }
 
 export const OperationRequestSchema = z.strictObject({
   key: Key,
-  connector: z.string().min(1).max(100),
-  action: z.string().min(1).max(100),
+  connector: text().min(1).max(100),
+  action: text().min(1).max(100),
   params: JsonObject,
   irreversible: z.boolean().optional(),
   requires_approval: z.boolean().optional(),
@@ -82,8 +88,8 @@ export const CriterionSchema = z.strictObject({
 
 /** Unknown fields are rejected, never dropped: a client cannot set status, tenant_id, evidence... */
 export const SubmissionSchema = z.strictObject({
-  agent_id: z.string().min(1).max(LIMITS.agentId),
-  intent: z.string().min(1).max(LIMITS.intent),
+  agent_id: text().min(1).max(LIMITS.agentId),
+  intent: text().min(1).max(LIMITS.intent),
   deadline_seconds: z.number().int().min(LIMITS.deadlineSeconds.min).max(LIMITS.deadlineSeconds.max).optional(),
   operations: z.array(OperationRequestSchema).min(1).max(LIMITS.operations),
   criteria: z.array(CriterionSchema).max(LIMITS.criteria).optional(),
@@ -140,7 +146,7 @@ export function validateSubmission(
       });
       return;
     }
-    const action = connector.actions[op.action];
+    const action = connectorAction(connector, op.action);
     if (!action) {
       errors.push({
         field: `${at}.action`,
@@ -189,6 +195,30 @@ export function validateSubmission(
     }
   });
   return errors.length > 0 ? { errors } : { ok: submission };
+}
+
+/**
+ * An operation under an amount cap must carry a positive finite amount in the cap's field (a negative one would buy
+ * the cap back). Known at intake when the tenant has the cap already; a cap set later is enforced at dispatch.
+ */
+export function capAmountErrors(
+  submission: Submission,
+  capsByConnector: ReadonlyMap<string, { period: string; max_amount?: number; amount_field?: string }[]>,
+): FieldError[] {
+  const errors: FieldError[] = [];
+  submission.operations.forEach((op, i) => {
+    for (const cap of capsByConnector.get(op.connector) ?? []) {
+      const amount = capAmount(op.params, cap);
+      if (!amount || amount.amount !== null) continue;
+      errors.push({
+        field: `operations[${i}].params.${cap.amount_field}`,
+        rule: 'positive_amount',
+        message: `the tenant's spending cap on ${op.connector} (per ${cap.period}) counts params.${cap.amount_field}: it must be a positive finite number`,
+      });
+      break;
+    }
+  });
+  return errors;
 }
 
 function findCycle(operations: OperationRequest[]): string[] | null {

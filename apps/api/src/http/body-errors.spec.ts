@@ -14,6 +14,17 @@ describe('bodyParserProblem', () => {
     expect(bodyParserProblem({ type: 'charset.unsupported', status: 415 })).toMatchObject({ status: 415 });
   });
 
+  it('names the rule for bytes that are not UTF-8 and for a body that does not match its Content-Encoding', () => {
+    expect(bodyParserProblem({ type: 'entity.utf8.invalid', status: 400 })).toMatchObject({
+      status: 400,
+      extras: { errors: [{ field: '(body)', rule: 'utf8' }] },
+    });
+    expect(bodyParserProblem({ status: 400, code: 'Z_DATA_ERROR' })).toMatchObject({
+      status: 400,
+      extras: { errors: [{ field: '(body)', rule: 'content_encoding' }] },
+    });
+  });
+
   it('leaves other errors alone', () => {
     expect(bodyParserProblem(new Error('boom'))).toBeNull();
     expect(bodyParserProblem({ type: 'x', status: 500 })).toBeNull();

@@ -6,6 +6,7 @@ export const BODY_LIMIT_BYTES = 256 * 1024;
 interface BodyParserError {
   type?: unknown;
   status?: unknown;
+  code?: unknown;
 }
 
 /**
@@ -14,8 +15,21 @@ interface BodyParserError {
  */
 export function bodyParserProblem(error: unknown): Problem | null {
   const e = error as BodyParserError | null;
-  if (!e || typeof e.type !== 'string' || typeof e.status !== 'number') return null;
+  if (!e || typeof e.status !== 'number') return null;
+  // A body that says it is gzip (or deflate, br) but is not: zlib's error, passed on by body-parser as a 400.
+  if (e.type === undefined && typeof e.code === 'string' && /^(Z_|ERR_(ZLIB|BROTLI))/.test(e.code)) {
+    return Problem.validation([
+      {
+        field: '(body)',
+        rule: 'content_encoding',
+        message: 'the body does not match its Content-Encoding (it could not be decompressed)',
+      },
+    ]);
+  }
+  if (typeof e.type !== 'string') return null;
   switch (e.type) {
+    case 'entity.utf8.invalid':
+      return Problem.validation([{ field: '(body)', rule: 'utf8', message: 'the body is not valid UTF-8' }]);
     case 'entity.parse.failed':
       return Problem.validation([{ field: '(body)', rule: 'json', message: 'the body is not valid JSON' }]);
     case 'entity.too.large':

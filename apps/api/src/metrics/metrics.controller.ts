@@ -1,20 +1,35 @@
-import { Controller, Get, Res } from '@nestjs/common';
+import { Controller, Get, Inject, Req, Res } from '@nestjs/common';
 import { ApiExcludeController } from '@nestjs/swagger';
 import { InjectDataSource } from '@nestjs/typeorm';
-import type { Response } from 'express';
+import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import type { Request, Response } from 'express';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { DataSource } from 'typeorm';
+import { ApiKeyService } from '../auth/api-key.service';
+import { authenticateOperator, bearerToken } from '../auth/auth.guard';
 import { Public } from '../auth/principal';
 import { executionsByStatus, operationsByStatus, overdueObligations, registry, transitionsTotal } from './metrics';
 
-/** Prometheus scrape endpoint. Status counts come from Postgres (the truth), so every API replica agrees. */
+/**
+ * Prometheus scrape endpoint. Status counts come from Postgres (the truth), so every API replica agrees. They count
+ * every tenant, so only the operator sees them: an operator key, or METRICS_TOKEN as a bearer token (Prometheus'
+ * `bearer_token`), unless METRICS_PUBLIC=true. (Public to the tenant guard: the check is this one.)
+ */
 @ApiExcludeController()
 @Controller('metrics')
 export class MetricsController {
-  constructor(@InjectDataSource() private readonly db: DataSource) {}
+  constructor(
+    @InjectDataSource() private readonly db: DataSource,
+    private readonly keys: ApiKeyService,
+    @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
+  ) {}
 
   @Get()
   @Public()
-  async scrape(@Res() res: Response) {
+  async scrape(@Req() req: Request, @Res() res: Response) {
+    if (this.config.METRICS_PUBLIC !== true && !this.isMetricsToken(bearerToken(req))) {
+      await authenticateOperator(req, this.keys, '/metrics');
+    }
     const [executions, operations, transitions, overdue] = await Promise.all([
       this.db.query(`SELECT status, count(*)::int AS n FROM executions GROUP BY status`),
       this.db.query(`SELECT status, count(*)::int AS n FROM operations GROUP BY status`),
@@ -35,5 +50,13 @@ export class MetricsController {
     overdueObligations.set((overdue as { n: number }[])[0]?.n ?? 0);
     res.setHeader('content-type', registry.contentType);
     res.send(await registry.metrics());
+  }
+
+  /** Compared as digests in constant time: the answer's timing says nothing about how much of the token matched. */
+  private isMetricsToken(token: string | null): boolean {
+    const expected = this.config.METRICS_TOKEN;
+    if (!expected || !token) return false;
+    const digest = (v: string) => createHash('sha256').update(v).digest();
+    return timingSafeEqual(digest(token), digest(expected));
   }
 }

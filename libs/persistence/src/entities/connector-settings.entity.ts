@@ -90,6 +90,29 @@ export async function loadConnectorSettings(
   return { allowHosts: row?.allow_hosts ?? [], spendingCaps: row?.spending_caps ?? [], secrets };
 }
 
+/**
+ * The amount caps a tenant has on these connectors (intake checks each operation's amount against them before it
+ * accepts anything): one indexed read, and nothing at all for connectors without caps.
+ */
+export async function amountCapsOf(
+  db: Queryable,
+  tenantId: string,
+  connectors: string[],
+): Promise<Map<string, SpendingCapRow[]>> {
+  const found = await rows<{ connector: string; spending_caps: SpendingCapRow[] }>(
+    db,
+    `SELECT connector, spending_caps FROM tenant_connector_settings
+     WHERE tenant_id = $1 AND connector = ANY($2::text[]) AND spending_caps <> '[]'::jsonb`,
+    [tenantId, connectors],
+  );
+  const caps = new Map<string, SpendingCapRow[]>();
+  for (const row of found) {
+    const withAmount = row.spending_caps.filter((cap) => cap.max_amount !== undefined);
+    if (withAmount.length > 0) caps.set(row.connector, withAmount);
+  }
+  return caps;
+}
+
 export interface CapUsage {
   period: SpendingCapRow['period'];
   since: string;
@@ -98,7 +121,10 @@ export interface CapUsage {
   amount: number | null;
 }
 
-/** What has been spent in a cap's rolling window: every operation handed to the connector, whatever its outcome. */
+/**
+ * What has been spent in a cap's rolling window: every operation handed to the connector, whatever its outcome. Only
+ * positive amounts are sent under a cap (capAmount); `greatest(…, 0)` keeps any older negative one from counting back.
+ */
 export async function spendingUsage(
   db: Queryable,
   tenantId: string,
@@ -109,8 +135,8 @@ export async function spendingUsage(
   const [row] = await rows<{ operations: string; amount: string | null; since: Date }>(
     db,
     `SELECT count(*) AS operations,
-            sum(CASE WHEN jsonb_typeof(o.params #> $4::text[]) = 'number' THEN (o.params #>> $4::text[])::numeric END)
-              AS amount,
+            sum(CASE WHEN jsonb_typeof(o.params #> $4::text[]) = 'number'
+                     THEN greatest((o.params #>> $4::text[])::numeric, 0) END) AS amount,
             now() - make_interval(secs => $3) AS since
      FROM connector_spend s JOIN operations o ON o.id = s.operation_id
      WHERE s.tenant_id = $1 AND s.connector = $2 AND s.spent_at >= now() - make_interval(secs => $3)`,
@@ -220,6 +246,6 @@ export function describeCapExceeded(connector: string, e: CapExceeded): string {
     case 'max_amount':
       return `spending cap reached for ${connector}: ${e.requested} more would bring ${e.cap.amount_field} to ${(e.usage.amount ?? 0) + (e.requested ?? 0)}, above ${e.cap.max_amount} ${window}; not sent`;
     case 'amount_unreadable':
-      return `spending cap on ${connector} counts params.${e.cap.amount_field}, which this operation does not carry as a number; not sent`;
+      return `spending cap on ${connector} counts params.${e.cap.amount_field}, which this operation does not carry as a positive finite number; not sent`;
   }
 }

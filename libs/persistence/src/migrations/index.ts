@@ -4,6 +4,7 @@ import { ObservationDue1764460400000 } from './1764460400000-observation-due';
 import { ConnectorSettings1764460600000 } from './1764460600000-connector-settings';
 import { EventsSignalAfterCommit1764470000000 } from './1764470000000-events-signal-after-commit';
 import { IdempotencyClaimToken1764470100000 } from './1764470100000-idempotency-claim-token';
+import { OperatorKeys1764480000000 } from './1764480000000-operator-keys';
 
 /** In order. Add a new timestamped class for every schema change; never edit one that has shipped. */
 export const MIGRATIONS = [
@@ -13,4 +14,5 @@ export const MIGRATIONS = [
   ConnectorSettings1764460600000,
   EventsSignalAfterCommit1764470000000,
   IdempotencyClaimToken1764470100000,
+  OperatorKeys1764480000000,
 ];

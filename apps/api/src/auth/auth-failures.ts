@@ -1,0 +1,75 @@
+import type { Redis } from 'ioredis';
+import { redisAnswerWithin } from '../redis-limits';
+
+const WINDOW_MS = 60_000;
+
+/**
+ * Counts failed authentications (an unknown or revoked key) per client address, in Redis so every API process sees
+ * the same count. Once an address has used its failures for the window, every request of it that presents a key is
+ * refused with 429 until the window ends — the right key included, so that a guesser cannot tell a hit from the
+ * answer. If Redis does not answer in time, this process' own count decides.
+ */
+const CHECK_OR_FAIL = `
+local limit = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local n
+if ARGV[3] == 'fail' then
+  n = redis.call('INCR', KEYS[1])
+  if n == 1 then redis.call('PEXPIRE', KEYS[1], window) end
+  return 0
+end
+n = tonumber(redis.call('GET', KEYS[1]) or '0')
+if n < limit then return 0 end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then ttl = window end
+return math.max(1, math.ceil(ttl / 1000))`;
+
+type FailureRedis = Redis & {
+  verityAuthFailures(key: string, limit: number, windowMs: number, mode: 'check' | 'fail'): Promise<number>;
+};
+
+export class AuthFailureLimiter {
+  private readonly redis: FailureRedis;
+  private readonly local = new Map<string, { failures: number; until: number }>();
+
+  constructor(
+    redis: Redis,
+    private readonly prefix: string,
+    private readonly perMinute: number,
+    private readonly timeoutMs = 100,
+  ) {
+    if (!('verityAuthFailures' in redis)) {
+      redis.defineCommand('verityAuthFailures', { numberOfKeys: 1, lua: CHECK_OR_FAIL });
+    }
+    this.redis = redis as FailureRedis;
+  }
+
+  /** 0 when the address may try a key, else the seconds until it may again. */
+  async blockedFor(address: string): Promise<number> {
+    const shared = await redisAnswerWithin(
+      this.redis.verityAuthFailures(this.key(address), this.perMinute, WINDOW_MS, 'check'),
+      this.timeoutMs,
+    );
+    if (shared !== null) return shared;
+    const entry = this.local.get(address);
+    if (!entry || entry.until <= Date.now() || entry.failures < this.perMinute) return 0;
+    return Math.max(1, Math.ceil((entry.until - Date.now()) / 1000));
+  }
+
+  async recordFailure(address: string): Promise<void> {
+    const now = Date.now();
+    const entry = this.local.get(address);
+    if (!entry || entry.until <= now) this.local.set(address, { failures: 1, until: now + WINDOW_MS });
+    else entry.failures += 1;
+    if (this.local.size > 50_000) this.local.clear();
+    await redisAnswerWithin(
+      this.redis.verityAuthFailures(this.key(address), this.perMinute, WINDOW_MS, 'fail'),
+      this.timeoutMs,
+    );
+  }
+
+  /** The limit is part of the key: processes configured differently do not share (or exhaust) one count. */
+  private key(address: string): string {
+    return `${this.prefix}:authfail:${this.perMinute}:${address}`;
+  }
+}

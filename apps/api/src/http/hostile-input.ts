@@ -1,0 +1,89 @@
+import type { NextFunction, Request, Response } from 'express';
+import { isUtf8 } from 'node:buffer';
+import { Problem, sendProblem } from '../problem/problem';
+import { hasBody } from './parse';
+import { jsonInputIssues, textIssue } from './text';
+
+/**
+ * Request-wide checks that no single route should have to remember: a path segment or query parameter that no id or
+ * value can contain, a body that arrives too slowly, bytes that are not UTF-8, and JSON that holds what no schema
+ * accepts (see text.ts). Each answers a problem+json 4xx before anything reads the database.
+ */
+
+/** A path segment with a control character or broken Unicode names nothing (404); such a query value is a 400. */
+export function rejectUnsafeUrl(req: Request, res: Response, next: NextFunction): void {
+  for (const segment of req.path.split('/')) {
+    let decoded: string;
+    try {
+      decoded = decodeURIComponent(segment);
+    } catch {
+      continue; // bad percent-encoding: refused as a 400 by the router's own check
+    }
+    if (textIssue(decoded)) {
+      sendProblem(req, res, new Problem(404, 'not-found', 'Not found', 'no resource has an id like this'));
+      return;
+    }
+  }
+  const errors = Object.entries(req.query as Record<string, unknown>).flatMap(([name, value]) => {
+    const values = Array.isArray(value) ? value : [value];
+    const found = [name, ...values.filter((v): v is string => typeof v === 'string')]
+      .map(textIssue)
+      .find((issue) => issue !== null);
+    return found ? [{ field: name, ...found }] : [];
+  });
+  if (errors.length > 0) {
+    sendProblem(req, res, Problem.validation(errors));
+    return;
+  }
+  next();
+}
+
+/**
+ * A body must arrive within `ms` (a client sending a byte every few seconds would otherwise hold a connection and a
+ * parser for minutes). The answer is a problem+json 408, and the connection is closed: the rest of the body is unread.
+ */
+export function bodyReadTimeout(ms: number) {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    if (!hasBody(req)) {
+      next();
+      return;
+    }
+    const timer = setTimeout(() => {
+      if (req.complete || res.headersSent) return;
+      res.setHeader('connection', 'close');
+      res.once('finish', () => req.socket.destroySoon());
+      sendProblem(
+        req,
+        res,
+        new Problem(408, 'request-timeout', 'Request timeout', `the request body did not arrive within ${ms / 1000} s`),
+      );
+    }, ms);
+    const clear = () => clearTimeout(timer);
+    req.once('end', clear);
+    req.once('close', clear);
+    res.once('close', clear);
+    next();
+  };
+}
+
+/** body-parser's `verify`: bytes that are not UTF-8 are refused, instead of being read as U+FFFD and stored. */
+export function requireUtf8(_req: Request, _res: Response, body: Buffer): void {
+  if (!isUtf8(body)) {
+    throw Object.assign(new Error('the body is not valid UTF-8'), { status: 400, type: 'entity.utf8.invalid' });
+  }
+}
+
+/** After the JSON parser: what no request may carry anywhere in its body (see jsonInputIssues). */
+export function rejectUnsafeJson(req: Request, res: Response, next: NextFunction): void {
+  const body: unknown = req.body;
+  if (body === null || typeof body !== 'object') {
+    next();
+    return;
+  }
+  const errors = jsonInputIssues(body);
+  if (errors.length > 0) {
+    sendProblem(req, res, Problem.validation(errors));
+    return;
+  }
+  next();
+}

@@ -1,0 +1,83 @@
+import { z } from 'zod';
+import type { FieldError } from '../problem/problem';
+
+/**
+ * What no string the API accepts may hold, wherever it appears (a field, a key, a params value, a path id, a query
+ * parameter): C0 control characters other than tab, line feed and carriage return, and DEL — U+0000 in particular,
+ * which Postgres cannot store (22021 / 22P05) — and UTF-16 surrogates without their pair, which are no Unicode text.
+ */
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const CONTROL = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/;
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/** Names that would reach Object.prototype in a plain object; as JSON keys they are refused, never dropped. */
+export const PROTOTYPE_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'prototype']);
+
+export function textIssue(value: string): { rule: string; message: string } | null {
+  if (CONTROL.test(value)) {
+    return {
+      rule: 'no_control_characters',
+      message: 'control characters (NUL, U+0001–U+001F other than tab and newlines, DEL) are not allowed',
+    };
+  }
+  if (LONE_SURROGATE.test(value)) {
+    return { rule: 'valid_unicode', message: 'not valid Unicode: a UTF-16 surrogate without its pair' };
+  }
+  return null;
+}
+
+/** A zod string that refuses what `textIssue` finds; every free-text field of a request is built on it. */
+export function text(): z.ZodString {
+  return z.string().superRefine((value, ctx) => {
+    const issue = textIssue(value);
+    if (issue) ctx.addIssue({ code: 'custom', message: issue.message, params: { rule: issue.rule } });
+  });
+}
+
+const MAX_ISSUES = 50;
+/** Deeper than any schema allows (they stop at 16); the walk stops there instead of following a hostile nesting. */
+const MAX_DEPTH = 64;
+
+/**
+ * Every string, key and number of a parsed JSON body, checked before any schema sees it (a schema could drop a
+ * `__proto__` key on the way, and a later field could never name it): keys that reach Object.prototype are
+ * `unknown_field`, strings and keys follow `textIssue`, and a number JSON cannot carry (1e400 parses to Infinity,
+ * which would be stored as null) is `finite_number`. Iterative, so no nesting can exhaust the stack.
+ */
+export function jsonInputIssues(value: unknown): FieldError[] {
+  const issues: FieldError[] = [];
+  const pending: { node: unknown; path: string; depth: number }[] = [{ node: value, path: '', depth: 0 }];
+  while (pending.length > 0 && issues.length < MAX_ISSUES) {
+    const { node, path, depth } = pending.pop()!;
+    const field = path || '(body)';
+    if (typeof node === 'string') {
+      const issue = textIssue(node);
+      if (issue) issues.push({ field, ...issue });
+    } else if (typeof node === 'number') {
+      if (!Number.isFinite(node)) issues.push({ field, rule: 'finite_number', message: 'numbers must be finite' });
+    } else if (node !== null && typeof node === 'object') {
+      if (depth >= MAX_DEPTH) {
+        issues.push({ field, rule: 'max_depth', message: `JSON nests at most ${MAX_DEPTH} levels` });
+      } else if (Array.isArray(node)) {
+        for (let i = node.length - 1; i >= 0; i -= 1) {
+          pending.push({ node: node[i], path: `${path}[${i}]`, depth: depth + 1 });
+        }
+      } else {
+        const keys = Object.keys(node);
+        for (let i = keys.length - 1; i >= 0; i -= 1) {
+          const key = keys[i];
+          const at = path ? `${path}.${key}` : key;
+          const issue = PROTOTYPE_KEYS.has(key)
+            ? {
+                rule: 'unknown_field',
+                message: `unknown field "${key}": names of Object.prototype are never accepted as keys`,
+              }
+            : textIssue(key);
+          if (issue) issues.push({ field: at, ...issue });
+          else pending.push({ node: (node as Record<string, unknown>)[key], path: at, depth: depth + 1 });
+        }
+      }
+    }
+  }
+  return issues.slice(0, MAX_ISSUES);
+}
