@@ -1,0 +1,225 @@
+import { execFile } from 'node:child_process';
+import { request as rawRequest } from 'node:http';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { DEMO, DIST, METRICS_TOKEN, Stack, freePort } from '../support/stack';
+import { charge, http, submission, unique } from '../support/http';
+
+/**
+ * Hostile callers and safe defaults: the platform operator (no tenant) is the only one who sees Bull Board and
+ * /metrics, and reads no tenant's data; the pages a browser opens cannot be framed; a slow body gets a problem 408;
+ * an address that keeps guessing keys gets 429. Every refusal is problem+json and writes nothing.
+ */
+
+const run = promisify(execFile);
+
+interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  detail?: string;
+}
+
+describe('operator role, safe defaults and hostile clients', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await Stack.start({ label: 'apihostile', dispatchers: 0, reconcilers: 0 });
+  });
+  afterAll(async () => stack?.stop());
+
+  const count = async (table: string) =>
+    ((await stack.db.dataSource.query(`SELECT count(*)::int AS n FROM ${table}`)) as { n: number }[])[0].n;
+
+  async function keysCli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+    try {
+      const { stdout, stderr } = await run(process.execPath, [join(DIST, 'apps/api/src/keys.cli.js'), ...args], {
+        env: { ...process.env, DATABASE_URL: stack.db.url, NODE_ENV: 'test' },
+      });
+      return { code: 0, stdout, stderr };
+    } catch (error) {
+      const e = error as { code: number; stdout: string; stderr: string };
+      return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+    }
+  }
+
+  async function startApi(env: Record<string, string>): Promise<string> {
+    const port = await freePort();
+    await stack.startApp('api', { PORT: String(port), HOST: '127.0.0.1', ...env });
+    return `http://127.0.0.1:${port}`;
+  }
+
+  describe('the operator', () => {
+    let operatorKey: string;
+
+    it('is created by the keys CLI with no tenant, and a tenant cannot be given to it', async () => {
+      const withTenant = await keysCli('create', '--role', 'operator', '--tenant', 'demo');
+      expect(withTenant.code).toBe(2);
+      expect(withTenant.stderr).toMatch(/no tenant/);
+
+      const created = await keysCli('create', '--role', 'operator', '--label', 'on-call', '--json');
+      expect(created.code).toBe(0);
+      const json = JSON.parse(created.stdout) as { key: string; tenant: string | null; role: string };
+      expect(json).toMatchObject({ tenant: null, role: 'operator' });
+      operatorKey = json.key;
+      const [row] = (await stack.db.dataSource.query(
+        `SELECT tenant_id, role FROM api_keys WHERE label = 'on-call'`,
+      )) as {
+        tenant_id: string | null;
+        role: string;
+      }[];
+      expect(row).toEqual({ tenant_id: null, role: 'operator' });
+      // The database itself refuses a tenant key with the operator role, or an operator with a tenant.
+      await expect(
+        stack.db.dataSource.query(
+          `INSERT INTO api_keys (id, tenant_id, role, key_hash, key_prefix) VALUES ('key_x', 'demo', 'operator', 'h', 'p')`,
+        ),
+      ).rejects.toThrow(/api_keys_operator_no_tenant/);
+      expect((await keysCli('list')).stdout).toMatch(/\(platform\)\s+operator/);
+    });
+
+    it('opens Bull Board, and reaches no tenant’s /v1 data (403 problem, nothing written)', async () => {
+      expect((await http(stack.apiUrl, 'GET', '/admin/queues/api/queues', { key: operatorKey })).status).toBe(200);
+      const own = await http<{ id: string }>(stack.apiUrl, 'POST', '/v1/executions', {
+        key: DEMO.agent,
+        body: submission([charge(unique('op-visible'))]),
+      });
+      expect(own.status).toBe(201);
+      const executions = await count('executions');
+      for (const [method, path, body] of [
+        ['GET', '/v1/executions'],
+        ['GET', `/v1/executions/${own.body.id}`],
+        ['GET', `/v1/executions/${own.body.id}/events`],
+        ['POST', `/v1/executions/${own.body.id}/cancel`, {}],
+        ['POST', '/v1/executions', submission([charge(unique('op-submit'))])],
+        ['GET', '/v1/admin/connector-settings'],
+        ['GET', '/v1/review/approvals'],
+        ['GET', '/v1/connectors'],
+      ] as [string, string, unknown?][]) {
+        const res = await http<Problem>(stack.apiUrl, method, path, { key: operatorKey, body });
+        expect([path, res.status, res.headers.get('content-type')?.split(';')[0]]).toEqual([
+          path,
+          403,
+          'application/problem+json',
+        ]);
+        expect(res.body.type).toBe('https://verity.dev/problems/operator-not-tenant');
+      }
+      expect(await count('executions')).toBe(executions);
+      const still = await http<{ status: string }>(stack.apiUrl, 'GET', `/v1/executions/${own.body.id}`, {
+        key: DEMO.agent,
+      });
+      expect(still.body.status).not.toBe('cancelled');
+    });
+  });
+
+  describe('/metrics', () => {
+    it('answers only to an operator key or METRICS_TOKEN; tenant keys get 403, no key 401', async () => {
+      const none = await http<Problem>(stack.apiUrl, 'GET', '/metrics');
+      expect(none.status).toBe(401);
+      expect(none.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(none.text).not.toMatch(/verity_/);
+      for (const key of [DEMO.admin, DEMO.agent]) {
+        const refused = await http(stack.apiUrl, 'GET', '/metrics', { key });
+        expect(refused.status).toBe(403);
+        expect(refused.text).not.toMatch(/verity_executions/);
+      }
+      expect((await http(stack.apiUrl, 'GET', '/metrics', { key: `${METRICS_TOKEN}x` })).status).toBe(401);
+      const byToken = await http<string>(stack.apiUrl, 'GET', '/metrics', { key: METRICS_TOKEN });
+      expect(byToken.status).toBe(200);
+      expect(byToken.text).toMatch(/^verity_executions\{/m);
+      expect((await http(stack.apiUrl, 'GET', '/metrics', { key: DEMO.operator })).status).toBe(200);
+    });
+
+    it('is open when METRICS_PUBLIC=true, and only then', async () => {
+      const url = await startApi({ METRICS_PUBLIC: 'true' });
+      const open = await http<string>(url, 'GET', '/metrics');
+      expect(open.status).toBe(200);
+      expect(open.text).toMatch(/^verity_executions\{/m);
+    });
+  });
+
+  describe('pages a browser opens', () => {
+    it('send frame protection and nosniff, and no X-Powered-By (Bull Board, /docs, the console)', async () => {
+      const pages = [
+        await http(stack.apiUrl, 'GET', '/admin/queues', { key: DEMO.operator }),
+        await http(stack.apiUrl, 'GET', '/admin/queues'),
+        await http(stack.apiUrl, 'GET', '/docs'),
+        await http(stack.apiUrl, 'GET', '/docs/'),
+        await http(stack.apiUrl, 'GET', '/docs-json'),
+        await http(stack.apiUrl, 'GET', '/console'),
+      ];
+      for (const page of pages) {
+        expect(page.status).toBeLessThan(500);
+        expect(page.headers.get('x-frame-options')).toBe('DENY');
+        expect(page.headers.get('content-security-policy')).toMatch(/frame-ancestors 'none'/);
+        expect(page.headers.get('x-content-type-options')).toBe('nosniff');
+        expect(page.headers.get('x-powered-by')).toBeNull();
+      }
+      const asset = /src="([^"]+\.js)"/.exec(pages[0].text)?.[1];
+      if (asset) {
+        const script = await http(stack.apiUrl, 'GET', asset.startsWith('/') ? asset : `/admin/queues/${asset}`, {
+          key: DEMO.operator,
+        });
+        expect(script.headers.get('x-powered-by')).toBeNull();
+      }
+    });
+  });
+
+  describe('a body that arrives too slowly', () => {
+    it('gets a problem+json 408 once BODY_TIMEOUT_MS has passed, and nothing is written', async () => {
+      const url = new URL(await startApi({ BODY_TIMEOUT_MS: '500' }));
+      const before = await count('executions');
+      const answer = await new Promise<{ status: number; type: string | undefined; body: string }>(
+        (resolve, reject) => {
+          const req = rawRequest(
+            {
+              host: url.hostname,
+              port: url.port,
+              method: 'POST',
+              path: '/v1/executions',
+              headers: {
+                authorization: `Bearer ${DEMO.agent}`,
+                'content-type': 'application/json',
+                'content-length': '1000',
+              },
+            },
+            (res) => {
+              let body = '';
+              res.on('data', (chunk: Buffer) => (body += chunk.toString()));
+              res.on('end', () => resolve({ status: res.statusCode ?? 0, type: res.headers['content-type'], body }));
+            },
+          );
+          req.on('error', reject);
+          // One byte, then nothing: the server must not wait for the other 999.
+          req.write('{');
+        },
+      );
+      expect(answer.status).toBe(408);
+      expect(answer.type).toMatch(/^application\/problem\+json/);
+      expect(JSON.parse(answer.body)).toMatchObject({
+        status: 408,
+        type: 'https://verity.dev/problems/request-timeout',
+      });
+      expect(await count('executions')).toBe(before);
+    });
+  });
+
+  describe('an address that keeps guessing keys', () => {
+    it('gets 429 problem+json after AUTH_FAILURES_PER_MINUTE failures, the right key included', async () => {
+      const url = await startApi({ AUTH_FAILURES_PER_MINUTE: '3' });
+      const statuses: number[] = [];
+      for (let i = 0; i < 3; i += 1) {
+        statuses.push((await http(url, 'GET', '/v1/executions', { key: `guess-${i}` })).status);
+      }
+      expect(statuses).toEqual([401, 401, 401]);
+      const limited = await http<Problem>(url, 'GET', '/v1/executions', { key: 'guess-4' });
+      expect(limited.status).toBe(429);
+      expect(limited.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(Number(limited.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      // A hit must look like a miss, or the limit would confirm a guessed key.
+      expect((await http(url, 'GET', '/v1/executions', { key: DEMO.agent })).status).toBe(429);
+      expect((await http(url, 'GET', '/admin/queues/api/queues', { key: DEMO.operator })).status).toBe(429);
+      // The other API process, with its own limit, is not affected.
+      expect((await http(stack.apiUrl, 'GET', '/v1/executions', { key: DEMO.agent })).status).toBe(200);
+    });
+  });
+});
