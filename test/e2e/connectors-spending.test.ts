@@ -1,6 +1,15 @@
 import { DEMO, Stack, waitFor } from '../support/stack';
-import { charge, sms, unique } from '../support/http';
-import { Call, Execution, recordingClient, settled, submitOps } from './connectors-support';
+import { charge, http, sms, unique } from '../support/http';
+import {
+  Call,
+  Execution,
+  TargetServer,
+  httpOp,
+  recordingClient,
+  settled,
+  startTarget,
+  submitOps,
+} from './connectors-support';
 
 interface Event {
   operation_id: string | null;
@@ -17,12 +26,17 @@ interface Event {
 describe('spending caps', () => {
   let stack: Stack;
   let call: Call;
+  let target: TargetServer;
 
   beforeAll(async () => {
     stack = await Stack.start({ label: 'connspend', dispatchers: 2 });
     ({ call } = recordingClient(stack));
+    target = await startTarget();
   });
-  afterAll(async () => stack?.stop());
+  afterAll(async () => {
+    await target?.close();
+    await stack?.stop();
+  });
 
   const events = async (executionId: string) =>
     (await call<{ data: Event[] }>('GET', `/v1/executions/${executionId}/events`)).body.data;
@@ -121,6 +135,118 @@ describe('spending caps', () => {
     expect(first.operations[0].status).toBe('ACKNOWLEDGED');
     const second = await settled(otherTenant, (await submitOps(otherTenant, [sms(unique('other-sms'))])).id);
     expect(second.operations[0]).toMatchObject({ status: 'CANCELLED', evidence: { usage: { operations: 1 } } });
+  });
+
+  describe('amounts that would game a cap (a positive finite number of the cap’s unit, or nothing is sent)', () => {
+    const payment = (amount: unknown, extra: Record<string, unknown> = {}) =>
+      httpOp(
+        'pay',
+        { method: 'POST', url: `${target.base}/orders`, body: { id: unique('pay'), amount } },
+        { irreversible: false, ...extra },
+      );
+    const table = async (name: string) =>
+      ((await stack.db.dataSource.query(`SELECT count(*)::int AS n FROM ${name}`)) as { n: number }[])[0].n;
+    const posts = () => target.seen.filter((s) => s.method === 'POST').length;
+
+    beforeAll(async () => {
+      const put = await call('PUT', '/v1/admin/connector-settings/http', {
+        key: DEMO.admin,
+        body: { allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true }] },
+      });
+      expect(put.status).toBe(200);
+    });
+
+    it('refuses a cap whose own max_amount is not positive and finite (400 naming it; the settings stay)', async () => {
+      const before = await call('GET', '/v1/admin/connector-settings/http', { key: DEMO.admin });
+      const bodies: [string, string][] = [
+        ['zero', '{"spending_caps":[{"period":"day","max_amount":0,"amount_field":"body.amount"}]}'],
+        ['negative', '{"spending_caps":[{"period":"day","max_amount":-1000,"amount_field":"body.amount"}]}'],
+        ['a string', '{"spending_caps":[{"period":"day","max_amount":"1000","amount_field":"body.amount"}]}'],
+        ['null', '{"spending_caps":[{"period":"day","max_amount":null,"amount_field":"body.amount"}]}'],
+        ['1e400 (Infinity)', '{"spending_caps":[{"period":"day","max_amount":1e400,"amount_field":"body.amount"}]}'],
+      ];
+      for (const [what, rawBody] of bodies) {
+        const res = await http<{ errors: { field: string; rule: string }[] }>(
+          stack.apiUrl,
+          'PUT',
+          '/v1/admin/connector-settings/http',
+          { key: DEMO.admin, rawBody, headers: { 'content-type': 'application/json' } },
+        );
+        expect([what, res.status, res.headers.get('content-type')?.split(';')[0]]).toEqual([
+          what,
+          400,
+          'application/problem+json',
+        ]);
+        expect(res.body.errors.map((e) => e.field)).toContain('spending_caps[0].max_amount');
+      }
+      expect((await call('GET', '/v1/admin/connector-settings/http', { key: DEMO.admin })).body).toEqual(before.body);
+    });
+
+    it('refuses at intake (400 naming the field, nothing written) an amount the tenant’s cap could not count', async () => {
+      const put = await call('PUT', '/v1/admin/connector-settings/http', {
+        key: DEMO.admin,
+        body: { spending_caps: [{ period: 'day', max_amount: 1000, amount_field: 'body.amount' }] },
+      });
+      expect(put.status).toBe(200);
+      const before = { executions: await table('executions'), operations: await table('operations') };
+      const sentBefore = posts();
+      for (const amount of [-1_000_000, -0.01, 0, 'NaN', '1500', null, { value: 5 }, [5], undefined]) {
+        const res = await call<{ errors: { field: string; rule: string }[] }>('POST', '/v1/executions', {
+          body: { agent_id: 'a', intent: 'i', operations: [payment(amount)] },
+        });
+        expect([amount, res.status]).toEqual([amount, 400]);
+        expect(res.body.errors).toContainEqual(
+          expect.objectContaining({ field: 'operations[0].params.body.amount', rule: 'positive_amount' }),
+        );
+      }
+      expect({ executions: await table('executions'), operations: await table('operations') }).toEqual(before);
+
+      // The cap still has its whole budget: nothing above bought any of it back.
+      const within = await settled(call, (await submitOps(call, [payment(600)])).id);
+      expect(within.operations[0].status).toBe('ACKNOWLEDGED');
+      const over = await settled(call, (await submitOps(call, [payment(500)])).id);
+      expect(over.operations[0]).toMatchObject({ status: 'CANCELLED', attempt: 0, evidence: { rule: 'max_amount' } });
+      // 1e308 is a positive finite number: accepted at intake, and far over any cap at dispatch.
+      const huge = await settled(call, (await submitOps(call, [payment(1e308)])).id);
+      expect(huge.operations[0]).toMatchObject({ status: 'CANCELLED', attempt: 0, evidence: { rule: 'max_amount' } });
+      expect(posts()).toBe(sentBefore + 1);
+      const usage = await call<{ usage: { amount: number }[] }>('GET', '/v1/admin/connector-settings/http', {
+        key: DEMO.admin,
+      });
+      expect(usage.body.usage[0].amount).toBe(600);
+    });
+
+    it('cancels at dispatch, with evidence, an amount accepted before the cap existed', async () => {
+      await call('PUT', '/v1/admin/connector-settings/http', { key: DEMO.admin, body: { spending_caps: [] } });
+      const waiting = await submitOps(call, [payment(-5000, { requires_approval: true })]);
+      await waitFor(
+        async () => (await call<Execution>('GET', `/v1/executions/${waiting.id}`)).body,
+        (e) => e.status === 'waiting_for_approval',
+        20_000,
+      );
+      await call('PUT', '/v1/admin/connector-settings/http', {
+        key: DEMO.admin,
+        body: { spending_caps: [{ period: 'week', max_amount: 1000, amount_field: 'body.amount' }] },
+      });
+      const sentBefore = posts();
+      const approved = await call('POST', `/v1/operations/${waiting.operations[0].id}/approval`, {
+        key: DEMO.reviewer,
+        body: { decision: 'approve' },
+      });
+      expect(approved.status).toBe(200);
+      const done = await settled(call, waiting.id);
+      expect(done.operations[0]).toMatchObject({
+        status: 'CANCELLED',
+        attempt: 0,
+        sent_at: null,
+        evidence: {
+          method: 'spending_cap',
+          rule: 'amount_unreadable',
+          detail: expect.stringMatching(/does not carry as a positive finite number; not sent/),
+        },
+      });
+      expect(posts()).toBe(sentBefore);
+    });
   });
 
   it('forgets ledger entries older than the longest cap period (a month): the sweeper prunes them', async () => {
