@@ -2,7 +2,7 @@
 # One image for every Verity process; docker-compose.yml picks the process with `command`.
 
 # --- deps: the full dependency tree (dev tools included) for the build -------------------------------------------
-FROM node:20-bookworm-slim AS deps
+FROM node:24-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -16,7 +16,7 @@ COPY scripts ./scripts
 RUN npm run build
 
 # --- runtime: production dependencies and the compiled output only -------------------------------------------------
-FROM node:20-bookworm-slim AS runtime
+FROM node:24-bookworm-slim AS runtime
 ENV NODE_ENV=production
 # Same heap limit as APP_NODE_ARGS (libs/platform/src/runtime.ts): every app stays under 200 MB RSS under load.
 ENV NODE_OPTIONS=--max-old-space-size=128
