@@ -407,6 +407,18 @@ describe('reads, cancel, retry and the OpenAPI contract', () => {
     expect(model.execution.terminal).toEqual(['completed', 'failed', 'cancelled', 'expired']);
   });
 
+  it('answers / and /v1 with links a first-time user can follow, without a key', async () => {
+    for (const path of ['/', '/v1']) {
+      const res = await http<{ links: Record<string, string> }>(stack.apiUrl, 'GET', path);
+      expect(res.status).toBe(200);
+      seen.push({ schema: 'Index', body: res.body, what: `GET ${path}` });
+      expect(res.body.links).toMatchObject({ docs: '/docs', console: '/console', health: '/health/ready' });
+      for (const link of ['/docs-json', res.body.links.health, res.body.links.status_model]) {
+        expect((await http(stack.apiUrl, 'GET', link)).status).toBe(200);
+      }
+    }
+  });
+
   it('serves health, readiness and Prometheus metrics without ids in the labels', async () => {
     seen.push({ schema: 'Liveness', body: (await http(stack.apiUrl, 'GET', '/health/live')).body, what: 'live' });
     const ready = await http(stack.apiUrl, 'GET', '/health/ready');

@@ -13,7 +13,7 @@ import { ReviewService } from './console/review.service';
 import { ExecutionsController } from './executions/executions.controller';
 import { ExecutionsService } from './executions/executions.service';
 import { HealthController } from './health/health.controller';
-import { MetaController } from './meta/meta.controller';
+import { IndexController, MetaController } from './meta/meta.controller';
 import { MetricsController } from './metrics/metrics.controller';
 import { OperationsController } from './operations/operations.controller';
 import { OperationsService } from './operations/operations.service';
@@ -31,6 +31,7 @@ export class ApiModule {
         ExecutionsController,
         OperationsController,
         ReviewController,
+        IndexController,
         MetaController,
         HealthController,
         MetricsController,

@@ -247,6 +247,19 @@ export const API_SCHEMAS = {
   RetryResult: z.strictObject({ operation: Operation, execution: Execution }),
   ConnectorList: z.strictObject({ data: z.array(Connector) }),
   StatusModel,
+  Index: z.strictObject({
+    name: z.literal('Verity'),
+    description: z.string(),
+    links: z.strictObject({
+      docs: z.string(),
+      openapi: z.string(),
+      console: z.string(),
+      health: z.string(),
+      status_model: z.string(),
+      connectors: z.string(),
+      executions: z.string(),
+    }),
+  }),
   Liveness: z.strictObject({ status: z.literal('ok') }),
   Readiness: z.strictObject({
     status: z.enum(['ok', 'error']),

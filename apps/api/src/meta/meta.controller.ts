@@ -5,6 +5,43 @@ import { statusModelDocument } from '@verity/status-model';
 import { Public } from '../auth/principal';
 import { ApiProblems, schemaRef } from '../openapi';
 
+/** Where to go from the root: a first request to `/` or `/v1` answers with links instead of a 404. */
+const INDEX = {
+  name: 'Verity' as const,
+  description:
+    'An action runtime for AI agents: the execution status says where the agent stands, each operation status ' +
+    'whether its effect really happened (VERIFIED only when read back from the source).',
+  links: {
+    docs: '/docs',
+    openapi: '/docs-json',
+    console: '/console',
+    health: '/health/ready',
+    status_model: '/v1/status-model',
+    connectors: '/v1/connectors',
+    executions: '/v1/executions',
+  },
+};
+
+@ApiTags('catalogue')
+@Controller()
+export class IndexController {
+  @Get()
+  @Public()
+  @ApiOperation({ summary: 'Links to the documentation, the console, health and the API (no key needed)' })
+  @ApiOkResponse({ schema: schemaRef('Index') })
+  root() {
+    return INDEX;
+  }
+
+  @Get('v1')
+  @Public()
+  @ApiOperation({ summary: 'Links to the documentation, the console, health and the API (no key needed)' })
+  @ApiOkResponse({ schema: schemaRef('Index') })
+  v1() {
+    return INDEX;
+  }
+}
+
 @ApiTags('catalogue')
 @Controller('v1')
 export class MetaController {
