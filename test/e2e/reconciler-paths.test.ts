@@ -56,7 +56,8 @@ describe('reconciler: verification and reconciliation paths', () => {
     const created = await submit(stack, [charge(reference)]);
     const execution = await settle(stack, created.id);
     const [op] = execution.operations;
-    expect(op.status).toBe('FAILED');
+    // Proven absence is a reason of its own: the FAILED says why, not just that.
+    expect(op).toMatchObject({ status: 'FAILED', terminal_reason: 'PROVEN_ABSENT' });
     expect(op.evidence).toMatchObject({
       method: 'read_after_write',
       found: false,

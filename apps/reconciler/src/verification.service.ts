@@ -151,7 +151,7 @@ export class VerificationService {
           return this.settle(
             op,
             S.FAILED,
-            null,
+            R.PROVEN_ABSENT,
             { method: 'read_after_write', ...read.evidence, found: false, proven_absent_after_ms: since },
             'failed',
           );

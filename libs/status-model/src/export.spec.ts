@@ -54,7 +54,7 @@ describe('statusModelDocument (GET /v1/status-model)', () => {
 
     it('contains every terminal reason', () => {
       expect(doc.operation.terminal_reasons).toEqual(TERMINAL_REASONS);
-      expect(doc.operation.terminal_reasons).toHaveLength(7);
+      expect(doc.operation.terminal_reasons).toHaveLength(9);
       for (const t of doc.operation.transitions) {
         for (const reason of t.reasons) expect(doc.operation.terminal_reasons).toContain(reason);
       }

@@ -86,7 +86,11 @@ const ALLOWED: AllowedCase[] = [
   { from: S.ACKNOWLEDGED, to: S.UNKNOWN, context: { verificationMethod: RAW, everSent: true } },
   { from: S.UNKNOWN, to: S.RECONCILING, context: { verificationMethod: RAW, everSent: true } },
   { from: S.RECONCILING, to: S.VERIFIED, context: { verificationMethod: RAW, everSent: true } },
-  { from: S.RECONCILING, to: S.FAILED, context: { verificationMethod: RAW, everSent: true } },
+  {
+    from: S.RECONCILING,
+    to: S.FAILED,
+    context: { verificationMethod: RAW, everSent: true, terminalReason: R.PROVEN_ABSENT },
+  },
   {
     from: S.PREPARED,
     to: S.VERIFIED,
@@ -276,6 +280,7 @@ describe('operation transition table (DESIGN §2)', () => {
         key(S.PREPARED, S.MANUAL_REVIEW),
         key(S.SENT, S.UNKNOWN),
         key(S.SENT, S.FAILED),
+        key(S.RECONCILING, S.FAILED),
         key(S.ACKNOWLEDGED, S.MANUAL_REVIEW),
         key(S.RECONCILING, S.MANUAL_REVIEW),
         key(S.UNKNOWN, S.MANUAL_REVIEW),
@@ -338,6 +343,36 @@ describe('operation transition table (DESIGN §2)', () => {
           expectRefused(r.from, r.to, { ...base, terminalReason: reason }, StatusModelErrorCode.REASON_NOT_ALLOWED);
         }
       }
+    });
+
+    it('accepts DENIED, and only DENIED, on a cancel of a never-sent operation', () => {
+      expect(() =>
+        assertOperationTransition(S.PREPARED, S.CANCELLED, {
+          verificationMethod: RAW,
+          everSent: false,
+          terminalReason: R.DENIED,
+        }),
+      ).not.toThrow();
+      expect(() =>
+        assertOperationTransition(S.MANUAL_REVIEW, S.CANCELLED, {
+          actor: 'human',
+          verificationMethod: RAW,
+          everSent: false,
+          terminalReason: R.DENIED,
+        }),
+      ).not.toThrow();
+      expectRefused(
+        S.PREPARED,
+        S.CANCELLED,
+        { verificationMethod: RAW, everSent: false, terminalReason: R.CONNECTOR_REJECTED },
+        StatusModelErrorCode.REASON_NOT_ALLOWED,
+      );
+      expectRefused(
+        S.SENT,
+        S.FAILED,
+        { verificationMethod: RAW, everSent: true, terminalReason: R.DENIED },
+        StatusModelErrorCode.REASON_NOT_ALLOWED,
+      );
     });
 
     it('accepts an optional reason on ACKNOWLEDGED -> UNKNOWN', () => {
@@ -531,6 +566,8 @@ describe('operation statuses, terminality and retry rules', () => {
         'FIELD_MISSING',
         'SOURCE_UNREACHABLE',
         'INTEGRITY_MISMATCH',
+        'DENIED',
+        'PROVEN_ABSENT',
       ].sort(),
     );
   });

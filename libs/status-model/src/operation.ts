@@ -25,6 +25,10 @@ export enum TerminalReason {
   FIELD_MISSING = 'FIELD_MISSING',
   SOURCE_UNREACHABLE = 'SOURCE_UNREACHABLE',
   INTEGRITY_MISMATCH = 'INTEGRITY_MISMATCH',
+  /** This project's: a reviewer denied the approval; the operation was never sent (not proof that nothing changed). */
+  DENIED = 'DENIED',
+  /** This project's: reconciliation read the authoritative source and the effect is not there (no effect exists). */
+  PROVEN_ABSENT = 'PROVEN_ABSENT',
 }
 
 export const TERMINAL_REASONS: readonly TerminalReason[] = Object.values(TerminalReason);
@@ -126,7 +130,9 @@ export const OPERATION_TRANSITIONS: readonly OperationTransitionRule[] = [
     reasons: [R.KNOWLEDGE_CONFLICT, R.SOURCE_UNREACHABLE, R.FIELD_MISSING],
     reasonRequired: true,
   }),
-  rule(S.PREPARED, S.CANCELLED, 'cancelled before it was ever sent'),
+  rule(S.PREPARED, S.CANCELLED, 'cancelled before it was ever sent (DENIED when a reviewer denied the approval)', {
+    reasons: [R.DENIED],
+  }),
   rule(S.SENT, S.ACKNOWLEDGED, 'the connector replied'),
   rule(S.SENT, S.UNKNOWN, 'timeout, reset, 5xx, or a worker found the operation already SENT', {
     reasons: [R.CONNECTOR_ERROR],
@@ -142,7 +148,10 @@ export const OPERATION_TRANSITIONS: readonly OperationTransitionRule[] = [
   }),
   rule(S.UNKNOWN, S.RECONCILING, 'the reconciler reads the source'),
   rule(S.RECONCILING, S.VERIFIED, 'the source holds the effect'),
-  rule(S.RECONCILING, S.FAILED, 'the authoritative source proves the effect absent'),
+  rule(S.RECONCILING, S.FAILED, 'the authoritative source proves the effect absent', {
+    reasons: [R.PROVEN_ABSENT],
+    reasonRequired: true,
+  }),
   rule(S.PREPARED, S.VERIFIED, 'no change required: the source already holds the requested state', {
     extension: true,
   }),
@@ -179,6 +188,7 @@ export const OPERATION_TRANSITIONS: readonly OperationTransitionRule[] = [
     extension: true,
   }),
   rule(S.MANUAL_REVIEW, S.CANCELLED, 'a human cancels an operation that was never sent', {
+    reasons: [R.DENIED],
     humanOnly: true,
     neverSentOnly: true,
     extension: true,
