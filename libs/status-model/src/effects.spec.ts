@@ -1,13 +1,30 @@
 import { OperationForEffects, summarizeEffects } from './effects';
-import { OPERATION_STATUSES, OperationStatus, VerificationMethod, VerificationMethodValue } from './operation';
+import {
+  OPERATION_STATUSES,
+  OperationStatus,
+  TerminalReason,
+  VerificationMethod,
+  VerificationMethodValue,
+} from './operation';
 
 const S = OperationStatus;
 const RAW = VerificationMethod.READ_AFTER_WRITE;
 
-const op = (status: OperationStatus, verificationMethod: VerificationMethodValue = RAW): OperationForEffects => ({
+const NEVER_SENT: readonly OperationStatus[] = [S.PREPARED, S.CANCELLED];
+
+const op = (
+  status: OperationStatus,
+  verificationMethod: VerificationMethodValue = RAW,
+  extra: Partial<OperationForEffects> = {},
+): OperationForEffects => ({
   status,
   verificationMethod,
+  attempt: NEVER_SENT.includes(status) ? 0 : 1,
+  ...extra,
 });
+const heldBeforeSend = () =>
+  op(S.MANUAL_REVIEW, RAW, { attempt: 0, terminalReason: TerminalReason.KNOWLEDGE_CONFLICT });
+const noChange = () => op(S.VERIFIED, RAW, { attempt: 0, noChangeRequired: true });
 
 describe('summarizeEffects (DESIGN §3 effects summary)', () => {
   describe('all_verified', () => {
@@ -117,6 +134,38 @@ describe('summarizeEffects (DESIGN §3 effects summary)', () => {
       expect(first).toEqual(second);
       expect(first.counts).not.toBe(second.counts);
       expect(ops).toEqual([op(S.VERIFIED), op(S.FAILED)]);
+    });
+  });
+
+  describe('holds and changes Verity did not cause (reference 002)', () => {
+    it('a MANUAL_REVIEW held before sending is not an uncertain effect: none on its own, partial beside a verified one', () => {
+      expect(summarizeEffects([heldBeforeSend()]).summary).toBe('none');
+      expect(summarizeEffects([op(S.VERIFIED), heldBeforeSend()]).summary).toBe('partial');
+      expect(summarizeEffects([heldBeforeSend()])).toMatchObject({ not_sent: 1, held_not_sent: 1 });
+    });
+
+    it('a MANUAL_REVIEW after a send stays unknown and is not counted as not sent', () => {
+      const effects = summarizeEffects([op(S.MANUAL_REVIEW)]);
+      expect(effects).toMatchObject({ summary: 'unknown', not_sent: 0, held_not_sent: 0 });
+    });
+
+    it('separates no change required from verified effects Verity caused', () => {
+      const effects = summarizeEffects([noChange(), op(S.VERIFIED)]);
+      expect(effects).toMatchObject({ summary: 'all_verified', no_change_required: 1, not_sent: 0 });
+      expect(effects.commit).toEqual({ not_dispatched: 1, committed: 1, rejected: 0, unknown: 0 });
+    });
+
+    it('counts a deny (CANCELLED, DENIED) as not sent, never as a rejection or proof', () => {
+      const denied = op(S.CANCELLED, RAW, { terminalReason: TerminalReason.DENIED });
+      const effects = summarizeEffects([denied]);
+      expect(effects).toMatchObject({ summary: 'none', not_sent: 1, held_not_sent: 0 });
+      expect(effects.commit).toEqual({ not_dispatched: 1, committed: 0, rejected: 0, unknown: 0 });
+    });
+
+    it('counts every operation under exactly one commit value', () => {
+      const ops = [...OPERATION_STATUSES.map((s) => op(s)), heldBeforeSend(), noChange()];
+      const { commit } = summarizeEffects(ops);
+      expect(Object.values(commit).reduce((a, b) => a + b, 0)).toBe(ops.length);
     });
   });
 });

@@ -1,15 +1,29 @@
-import { OperationStatus, VerificationMethodValue, isSettledOperation } from './operation';
+import { Commit, commitOf } from './commit';
+import { OperationStatus, TerminalReason, VerificationMethodValue, isSettledOperation } from './operation';
 
+/** DESIGN §3's five values; kept as they were for existing clients (the finer split is in the added fields). */
 export type EffectsSummary = 'all_verified' | 'partial' | 'none' | 'unverified' | 'unknown';
 
 export interface Effects {
   counts: Record<OperationStatus, number>;
   summary: EffectsSummary;
+  /** Operations per commit value (reference 002): what Verity's own requests committed. */
+  commit: Record<Commit, number>;
+  /** VERIFIED without sending: the source already held the requested state; Verity caused nothing. */
+  no_change_required: number;
+  /** Never handed to a connector: PREPARED, CANCELLED (a deny included) and MANUAL_REVIEW held before sending. */
+  not_sent: number;
+  /** The MANUAL_REVIEW operations among `not_sent`: held before sending, so no effect of theirs can exist yet. */
+  held_not_sent: number;
 }
 
 export interface OperationForEffects {
   status: OperationStatus;
   verificationMethod: VerificationMethodValue;
+  /** Above zero once the operation was handed to a connector. */
+  attempt: number;
+  noChangeRequired?: boolean;
+  terminalReason?: TerminalReason | null;
 }
 
 const UNCERTAIN: readonly OperationStatus[] = [
@@ -28,28 +42,51 @@ const NO_EFFECT: readonly OperationStatus[] = [
  * The effects summary of DESIGN §3, separate from the execution status:
  * unknown — some effect may or may not exist; all_verified — every operation VERIFIED;
  * none — no effect exists; partial — some verified, some never happened; unverified — effects acknowledged
- * but not (all) read back.
+ * but not (all) read back. A MANUAL_REVIEW operation that was never sent is a hold, not an uncertain effect: it
+ * counts with the operations that have no effect (a deny, too, is "not sent" — never proof of anything).
  */
 export function summarizeEffects(operations: readonly OperationForEffects[]): Effects {
   const counts = Object.fromEntries(Object.values(OperationStatus).map((s) => [s, 0])) as Record<
     OperationStatus,
     number
   >;
-  for (const op of operations) counts[op.status] += 1;
+  const commit: Record<Commit, number> = { not_dispatched: 0, committed: 0, rejected: 0, unknown: 0 };
+  let uncertain = 0;
+  let noEffect = 0;
+  let heldNotSent = 0;
+  let noChangeRequired = 0;
+  let notSent = 0;
+  for (const op of operations) {
+    const everSent = op.attempt > 0;
+    counts[op.status] += 1;
+    commit[commitOf({ status: op.status, everSent, terminalReason: op.terminalReason })] += 1;
+    if (op.status === OperationStatus.MANUAL_REVIEW && !everSent) heldNotSent += 1;
+    else if (UNCERTAIN.includes(op.status) || !isSettledOrQuiet(op)) uncertain += 1;
+    if (NO_EFFECT.includes(op.status) || (op.status === OperationStatus.MANUAL_REVIEW && !everSent)) noEffect += 1;
+    if (op.status === OperationStatus.VERIFIED && (op.noChangeRequired ?? false)) noChangeRequired += 1;
+    if (!everSent && op.status !== OperationStatus.VERIFIED) notSent += 1;
+  }
   const total = operations.length;
   let summary: EffectsSummary;
-  if (UNCERTAIN.some((s) => counts[s] > 0) || operations.some((op) => !isSettledOrQuiet(op))) {
+  if (uncertain > 0) {
     summary = 'unknown';
   } else if (total > 0 && counts.VERIFIED === total) {
     summary = 'all_verified';
   } else if (counts.VERIFIED === 0 && counts.ACKNOWLEDGED === 0) {
     summary = 'none';
-  } else if (NO_EFFECT.some((s) => counts[s] > 0)) {
+  } else if (noEffect > 0) {
     summary = 'partial';
   } else {
     summary = 'unverified';
   }
-  return { counts, summary };
+  return {
+    counts,
+    summary,
+    commit,
+    no_change_required: noChangeRequired,
+    not_sent: notSent,
+    held_not_sent: heldNotSent,
+  };
 }
 
 function isSettledOrQuiet(op: OperationForEffects): boolean {

@@ -47,15 +47,3 @@ export function isTerminalExecution(status: ExecutionStatus): boolean {
 export function canMoveExecution(from: ExecutionStatus, to: ExecutionStatus): boolean {
   return EXECUTION_TRANSITIONS[from].includes(to);
 }
-
-export type FailureCategory = 'transient' | 'caller_error' | 'internal';
-
-/** The structured failure of reference 004, carried by a failed execution. */
-export interface ExecutionFailure {
-  code: string;
-  phase: ExecutionStatus;
-  category: FailureCategory;
-  retryable: boolean;
-  message: string;
-  at: string;
-}

@@ -1,3 +1,4 @@
+import { COMMIT_MEANING, COMMIT_RULES, COMMIT_VALUES } from './commit';
 import { EXECUTION_STATUSES, EXECUTION_TRANSITIONS, TERMINAL_EXECUTION_STATUSES } from './execution';
 import {
   OPERATION_STATUSES,
@@ -7,6 +8,8 @@ import {
   TERMINAL_REASONS,
   VerificationMethod,
 } from './operation';
+import { FAILURE_CATEGORIES, FAILURE_CODES } from './failure';
+import { CRITERION_VERDICTS, OUTCOME_RESULTS } from './outcome';
 
 /** The whole model as plain JSON, served at GET /v1/status-model. Generated, never hand-written. */
 export function statusModelDocument() {
@@ -30,7 +33,16 @@ export function statusModelDocument() {
       verification_methods: [VerificationMethod.READ_AFTER_WRITE, ''],
       verification_rule:
         'VERIFIED requires verification_method read_after_write (evidence stored) or a human resolution from MANUAL_REVIEW',
+      commit: {
+        values: COMMIT_VALUES.map((value) => ({ value, meaning: COMMIT_MEANING[value] })),
+        rules: COMMIT_RULES,
+      },
     },
+    failure: {
+      categories: FAILURE_CATEGORIES,
+      codes: Object.entries(FAILURE_CODES).map(([code, info]) => ({ code, ...info })),
+    },
+    outcome: { results: OUTCOME_RESULTS, verdicts: CRITERION_VERDICTS },
     execution: {
       statuses: EXECUTION_STATUSES,
       terminal: TERMINAL_EXECUTION_STATUSES,

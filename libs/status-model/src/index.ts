@@ -4,3 +4,7 @@ export * from './errors';
 export * from './validate';
 export * from './effects';
 export * from './export';
+export * from './failure';
+export * from './commit';
+export * from './outcome';
+export * from './json-path';

@@ -1,0 +1,49 @@
+import { COMMIT_RULES, COMMIT_VALUES, Commit, commitOf } from './commit';
+import { OPERATION_STATUSES, OperationStatus, TerminalReason } from './operation';
+
+const S = OperationStatus;
+
+describe('commitOf (reference 002: not_dispatched | committed | rejected | unknown)', () => {
+  it.each<[OperationStatus, boolean, Commit]>([
+    [S.PREPARED, false, 'not_dispatched'],
+    [S.CANCELLED, false, 'not_dispatched'],
+    [S.VERIFIED, false, 'not_dispatched'],
+    [S.VERIFIED, true, 'committed'],
+    [S.FAILED, true, 'rejected'],
+    [S.MANUAL_REVIEW, false, 'not_dispatched'],
+    [S.MANUAL_REVIEW, true, 'unknown'],
+    [S.SENT, true, 'unknown'],
+    [S.ACKNOWLEDGED, true, 'unknown'],
+    [S.UNKNOWN, true, 'unknown'],
+    [S.RECONCILING, true, 'unknown'],
+  ])('%s (ever sent: %s) → %s', (status, everSent, commit) => {
+    expect(commitOf({ status, everSent })).toBe(commit);
+  });
+
+  it('a read-back that found the effect but broke an invariant is a committed result, not a prevented one', () => {
+    expect(
+      commitOf({ status: S.MANUAL_REVIEW, everSent: true, terminalReason: TerminalReason.INTEGRITY_MISMATCH }),
+    ).toBe('committed');
+  });
+
+  it('a deny is not dispatched, never rejected', () => {
+    expect(commitOf({ status: S.CANCELLED, everSent: false, terminalReason: TerminalReason.DENIED })).toBe(
+      'not_dispatched',
+    );
+  });
+
+  it('has a rule for every status, sent or not, and only known values', () => {
+    for (const status of OPERATION_STATUSES) {
+      for (const everSent of [true, false]) {
+        expect(
+          COMMIT_RULES.some((r) => r.status === status && (r.ever_sent === 'any' || r.ever_sent === everSent)),
+        ).toBe(true);
+      }
+    }
+    for (const r of COMMIT_RULES) expect(COMMIT_VALUES).toContain(r.commit);
+  });
+
+  it('falls back to unknown for a status outside the table', () => {
+    expect(commitOf({ status: 'LOST' as OperationStatus, everSent: true })).toBe('unknown');
+  });
+});

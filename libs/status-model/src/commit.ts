@@ -1,0 +1,66 @@
+/**
+ * Reference 002's commit dimension: did this operation's own request commit an effect at the source? Separate from
+ * the status (a lifecycle) and from observation (what is visible now). Derived, never stored.
+ */
+import { OperationStatus, TerminalReason } from './operation';
+
+export type Commit = 'not_dispatched' | 'committed' | 'rejected' | 'unknown';
+
+export const COMMIT_VALUES: readonly Commit[] = ['not_dispatched', 'committed', 'rejected', 'unknown'];
+
+export const COMMIT_MEANING: Readonly<Record<Commit, string>> = {
+  not_dispatched:
+    'never handed to a connector (prepared, cancelled, denied, held before sending, or no change required): Verity caused nothing — which is not proof that nothing changed through another writer',
+  committed: 'read-back (or a reviewer, with evidence) established that this request committed its effect',
+  rejected: 'the provider rejected it, or the source proved the effect absent: this request committed nothing',
+  unknown: 'sent, but evidence does not (yet) establish whether it committed — acceptance alone is not commitment',
+};
+
+export interface CommitRule {
+  status: OperationStatus;
+  /** Whether the operation was ever handed to a connector; `any` when it does not matter. */
+  ever_sent: boolean | 'any';
+  /** Only for this terminal reason; `any` otherwise. */
+  terminal_reason: TerminalReason | 'any';
+  commit: Commit;
+}
+
+const S = OperationStatus;
+const rule = (
+  status: OperationStatus,
+  everSent: boolean | 'any',
+  commit: Commit,
+  terminalReason: TerminalReason | 'any' = 'any',
+): CommitRule => ({ status, ever_sent: everSent, terminal_reason: terminalReason, commit });
+
+/** First match wins. Served at GET /v1/status-model. */
+export const COMMIT_RULES: readonly CommitRule[] = [
+  rule(S.PREPARED, 'any', 'not_dispatched'),
+  rule(S.CANCELLED, 'any', 'not_dispatched'),
+  rule(S.VERIFIED, false, 'not_dispatched'),
+  rule(S.VERIFIED, true, 'committed'),
+  rule(S.FAILED, 'any', 'rejected'),
+  rule(S.MANUAL_REVIEW, false, 'not_dispatched'),
+  // Read-back found the effect; it only violates a checked invariant (002: a committed result, not a prevented one).
+  rule(S.MANUAL_REVIEW, true, 'committed', TerminalReason.INTEGRITY_MISMATCH),
+  rule(S.MANUAL_REVIEW, true, 'unknown'),
+  rule(S.SENT, 'any', 'unknown'),
+  rule(S.ACKNOWLEDGED, 'any', 'unknown'),
+  rule(S.UNKNOWN, 'any', 'unknown'),
+  rule(S.RECONCILING, 'any', 'unknown'),
+];
+
+export function commitOf(op: {
+  status: OperationStatus;
+  everSent: boolean;
+  terminalReason?: TerminalReason | null;
+}): Commit {
+  const found = COMMIT_RULES.find(
+    (r) =>
+      r.status === op.status &&
+      (r.ever_sent === 'any' || r.ever_sent === op.everSent) &&
+      (r.terminal_reason === 'any' || r.terminal_reason === op.terminalReason),
+  );
+  // The table covers every status (a spec proves it), so this is only the type's due.
+  return found?.commit ?? 'unknown';
+}

@@ -1,0 +1,277 @@
+import { ExecutionStatus } from './execution';
+import { FAILURE_CATEGORIES, FAILURE_CODES, LastStatusChange, executionFailure, operationFailure } from './failure';
+import { OPERATION_STATUSES, OperationStatus, TerminalReason } from './operation';
+
+const S = OperationStatus;
+const R = TerminalReason;
+const E = ExecutionStatus;
+const AT = new Date('2030-01-02T03:04:05.000Z');
+const change = (from: OperationStatus | null, extra: Partial<LastStatusChange> = {}): LastStatusChange => ({
+  from,
+  at: AT,
+  ...extra,
+});
+
+describe('operationFailure (reference 004 failure object, derived from status, reason and the last move)', () => {
+  it.each<[string, OperationStatus, TerminalReason | null, LastStatusChange, string, string, string, boolean]>([
+    [
+      'explicit rejection',
+      S.FAILED,
+      R.CONNECTOR_REJECTED,
+      change(S.SENT),
+      'connector_rejected',
+      'dispatch',
+      'provider_rejected',
+      false,
+    ],
+    [
+      'never delivered',
+      S.FAILED,
+      R.SOURCE_UNREACHABLE,
+      change(S.SENT),
+      'never_delivered',
+      'dispatch',
+      'transient',
+      true,
+    ],
+    [
+      'proven absent',
+      S.FAILED,
+      R.PROVEN_ABSENT,
+      change(S.RECONCILING),
+      'proven_absent',
+      'reconciliation',
+      'transient',
+      true,
+    ],
+    [
+      'proven absent (older row, no reason)',
+      S.FAILED,
+      null,
+      change(S.RECONCILING),
+      'proven_absent',
+      'reconciliation',
+      'transient',
+      true,
+    ],
+    [
+      'resolved FAILED by a reviewer',
+      S.FAILED,
+      null,
+      change(S.MANUAL_REVIEW, { actor: 'human' }),
+      'resolved_failed',
+      'review',
+      'human',
+      false,
+    ],
+    [
+      'denied',
+      S.CANCELLED,
+      R.DENIED,
+      change(S.PREPARED, { cause: 'approval_denied' }),
+      'approval_denied',
+      'approval',
+      'policy',
+      false,
+    ],
+    [
+      'denied (recorded before DENIED existed)',
+      S.CANCELLED,
+      null,
+      change(S.PREPARED, { cause: 'approval_denied' }),
+      'approval_denied',
+      'approval',
+      'policy',
+      false,
+    ],
+    [
+      'dependency failed',
+      S.CANCELLED,
+      null,
+      change(S.PREPARED, { cause: 'dependency_not_done' }),
+      'dependency_not_done',
+      'dispatch',
+      'policy',
+      false,
+    ],
+    [
+      'spending cap',
+      S.CANCELLED,
+      null,
+      change(S.PREPARED, { cause: 'spending_cap_exceeded' }),
+      'spending_cap_reached',
+      'dispatch',
+      'policy',
+      true,
+    ],
+    [
+      'execution cancelled',
+      S.CANCELLED,
+      null,
+      change(S.PREPARED, { cause: 'execution_cancelled' }),
+      'execution_cancelled',
+      'dispatch',
+      'caller_error',
+      true,
+    ],
+    [
+      'execution expired',
+      S.CANCELLED,
+      null,
+      change(S.PREPARED, { cause: 'execution_expired' }),
+      'execution_expired',
+      'dispatch',
+      'transient',
+      true,
+    ],
+    [
+      'execution invalid',
+      S.CANCELLED,
+      null,
+      change(S.PREPARED, { cause: 'execution_invalid' }),
+      'execution_invalid',
+      'dispatch',
+      'caller_error',
+      false,
+    ],
+    [
+      'cancelled by a reviewer',
+      S.CANCELLED,
+      null,
+      change(S.MANUAL_REVIEW, { actor: 'human' }),
+      'resolved_cancelled',
+      'review',
+      'human',
+      false,
+    ],
+    [
+      'knowledge conflict',
+      S.MANUAL_REVIEW,
+      R.KNOWLEDGE_CONFLICT,
+      change(S.PREPARED),
+      'knowledge_conflict',
+      'precondition',
+      'caller_error',
+      false,
+    ],
+    [
+      'precondition unreadable',
+      S.MANUAL_REVIEW,
+      R.SOURCE_UNREACHABLE,
+      change(S.PREPARED),
+      'precondition_unreadable',
+      'precondition',
+      'transient',
+      false,
+    ],
+    [
+      'integrity mismatch at verification',
+      S.MANUAL_REVIEW,
+      R.INTEGRITY_MISMATCH,
+      change(S.ACKNOWLEDGED),
+      'integrity_mismatch',
+      'verification',
+      'human',
+      false,
+    ],
+    [
+      'integrity mismatch at reconciliation',
+      S.MANUAL_REVIEW,
+      R.INTEGRITY_MISMATCH,
+      change(S.RECONCILING),
+      'integrity_mismatch',
+      'reconciliation',
+      'human',
+      false,
+    ],
+    [
+      'stale replica at verification',
+      S.MANUAL_REVIEW,
+      R.STALE_REPLICA,
+      change(S.ACKNOWLEDGED),
+      'verification_inconclusive',
+      'verification',
+      'transient',
+      false,
+    ],
+    [
+      'reconciliation exhausted',
+      S.MANUAL_REVIEW,
+      R.CONNECTOR_ERROR,
+      change(S.UNKNOWN),
+      'outcome_unknown',
+      'reconciliation',
+      'transient',
+      false,
+    ],
+  ])('%s', (_label, status, terminalReason, last, code, phase, category, retryable) => {
+    const failure = operationFailure({ status, terminalReason }, last)!;
+    expect(failure).toMatchObject({ code, phase, category, retryable, at: AT.toISOString() });
+    expect(failure.message).toContain(FAILURE_CODES[code as keyof typeof FAILURE_CODES].message);
+    if (terminalReason) expect(failure.message).toContain(terminalReason);
+  });
+
+  it('is null for VERIFIED and for everything still in flight or acknowledged', () => {
+    for (const status of [S.PREPARED, S.SENT, S.ACKNOWLEDGED, S.VERIFIED, S.UNKNOWN, S.RECONCILING]) {
+      expect(operationFailure({ status, terminalReason: null }, change(S.PREPARED))).toBeNull();
+    }
+  });
+
+  it('is never null for FAILED, CANCELLED and MANUAL_REVIEW, and says so when the records cannot explain it', () => {
+    for (const status of [S.FAILED, S.CANCELLED]) {
+      expect(operationFailure({ status, terminalReason: null }, null)).toMatchObject({
+        code: 'unexplained',
+        category: 'internal',
+        phase: 'dispatch',
+        at: new Date(0).toISOString(),
+      });
+    }
+    expect(operationFailure({ status: S.MANUAL_REVIEW, terminalReason: null }, change(S.PREPARED))).toMatchObject({
+      code: 'unexplained',
+      phase: 'precondition',
+    });
+  });
+
+  it('uses only the six categories, and every code names a real status', () => {
+    const statuses: string[] = [...OPERATION_STATUSES, ...Object.values(E)];
+    for (const info of Object.values(FAILURE_CODES)) {
+      expect(FAILURE_CATEGORIES).toContain(info.category);
+      expect(statuses).toContain(info.status);
+    }
+    expect([...FAILURE_CATEGORIES].sort()).toEqual(
+      ['caller_error', 'human', 'internal', 'policy', 'provider_rejected', 'transient'].sort(),
+    );
+  });
+});
+
+describe('executionFailure', () => {
+  it('names the phase it stopped in and the time', () => {
+    expect(executionFailure('cancelled_by_caller', E.RUNNING, AT)).toEqual({
+      code: 'cancelled_by_caller',
+      phase: 'running',
+      category: 'caller_error',
+      retryable: true,
+      message: FAILURE_CODES.cancelled_by_caller.message,
+      at: AT.toISOString(),
+    });
+  });
+
+  it('tells an expiry while waiting for a person from one while waiting for a tool', () => {
+    expect(executionFailure('deadline_exceeded', E.WAITING_FOR_TOOL, AT)).toMatchObject({
+      code: 'deadline_exceeded',
+      category: 'transient',
+      retryable: true,
+    });
+    expect(executionFailure('deadline_exceeded', E.WAITING_FOR_APPROVAL, AT)).toMatchObject({
+      code: 'approval_timed_out',
+      category: 'human',
+      phase: 'waiting_for_approval',
+    });
+  });
+
+  it('appends a detail to the message', () => {
+    expect(executionFailure('invalid_request', E.VALIDATING, AT, 'charge: bad params').message).toBe(
+      `${FAILURE_CODES.invalid_request.message}: charge: bad params`,
+    );
+  });
+});

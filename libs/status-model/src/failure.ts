@@ -1,0 +1,245 @@
+/**
+ * The structured failure of reference 004 (`code`, `phase`, `category`, `retryable`, `message`, `at`), carried wherever
+ * something did not go as asked: a failed, expired or cancelled execution, and an operation that ended FAILED or
+ * CANCELLED or is held in MANUAL_REVIEW. Operation failures are derived, never stored: from the status, the
+ * terminal reason and the cause recorded in the event that made the last move — so they cannot disagree with the log.
+ */
+import { ExecutionStatus } from './execution';
+import { OperationStatus, TerminalReason } from './operation';
+
+/**
+ * Who or what made it go differently, which says who can act:
+ * caller_error — the request or the caller's own action (the caller can correct it);
+ * provider_rejected — the third party explicitly refused this request;
+ * transient — a network, deadline or availability condition that may pass;
+ * internal — Verity itself (a row it cannot explain; report it);
+ * policy — a rule or a reviewer's authority did not permit it (approval, spending cap, dependency rule);
+ * human — a person decided the outcome, or must.
+ */
+export type FailureCategory = 'caller_error' | 'provider_rejected' | 'transient' | 'internal' | 'policy' | 'human';
+
+export const FAILURE_CATEGORIES: readonly FailureCategory[] = [
+  'caller_error',
+  'provider_rejected',
+  'transient',
+  'internal',
+  'policy',
+  'human',
+];
+
+/** Where an operation stopped: before sending (precondition, approval, dispatch) or after (verification...). */
+export type OperationFailurePhase =
+  'precondition' | 'approval' | 'dispatch' | 'verification' | 'reconciliation' | 'review';
+
+export interface Failure<Phase extends string = string> {
+  code: string;
+  phase: Phase;
+  category: FailureCategory;
+  /** True when submitting the same request again, unchanged, may succeed without anyone acting first. */
+  retryable: boolean;
+  message: string;
+  at: string;
+}
+
+/** The failure of an execution: its phase is the execution status it was in. */
+export type ExecutionFailure = Failure<ExecutionStatus>;
+export type OperationFailure = Failure<OperationFailurePhase>;
+
+export interface FailureCodeInfo {
+  applies_to: 'execution' | 'operation';
+  /** The operation status it describes (execution codes: the execution status). */
+  status: string;
+  phase: string;
+  category: FailureCategory;
+  retryable: boolean;
+  message: string;
+}
+
+const op = (
+  status: OperationStatus,
+  phase: OperationFailurePhase | 'verification | reconciliation',
+  category: FailureCategory,
+  retryable: boolean,
+  message: string,
+): FailureCodeInfo => ({ applies_to: 'operation', status, phase, category, retryable, message });
+
+const exe = (
+  status: ExecutionStatus,
+  phase: string,
+  category: FailureCategory,
+  retryable: boolean,
+  message: string,
+): FailureCodeInfo => ({ applies_to: 'execution', status, phase, category, retryable, message });
+
+const S = OperationStatus;
+const E = ExecutionStatus;
+
+/** The code table (docs/api.md prints it; GET /v1/status-model serves it). */
+export const FAILURE_CODES = {
+  invalid_request: exe(E.FAILED, 'validating', 'caller_error', false, 'the request did not validate'),
+  deadline_exceeded: exe(E.EXPIRED, 'any', 'transient', true, 'the deadline passed before the work settled'),
+  approval_timed_out: exe(
+    E.EXPIRED,
+    'waiting_for_approval',
+    'human',
+    true,
+    'the deadline passed while an approval was still awaited',
+  ),
+  cancelled_by_caller: exe(E.CANCELLED, 'any', 'caller_error', true, 'the caller cancelled the execution'),
+  connector_rejected: op(S.FAILED, 'dispatch', 'provider_rejected', false, 'the provider explicitly rejected it'),
+  never_delivered: op(S.FAILED, 'dispatch', 'transient', true, 'provably never delivered: the source was unreachable'),
+  proven_absent: op(
+    S.FAILED,
+    'reconciliation',
+    'transient',
+    true,
+    'the outcome was unknown; reading the source proved the effect absent',
+  ),
+  resolved_failed: op(S.FAILED, 'review', 'human', false, 'a reviewer resolved it FAILED, with evidence'),
+  approval_denied: op(S.CANCELLED, 'approval', 'policy', false, 'a reviewer denied the approval; it was never sent'),
+  dependency_not_done: op(
+    S.CANCELLED,
+    'dispatch',
+    'policy',
+    false,
+    'never sent: an operation it depends on failed or was cancelled',
+  ),
+  spending_cap_reached: op(S.CANCELLED, 'dispatch', 'policy', true, 'never sent: a spending cap was reached'),
+  execution_cancelled: op(S.CANCELLED, 'dispatch', 'caller_error', true, 'never sent: the execution was cancelled'),
+  execution_expired: op(S.CANCELLED, 'dispatch', 'transient', true, 'never sent: the execution expired'),
+  execution_invalid: op(S.CANCELLED, 'dispatch', 'caller_error', false, 'never sent: the execution was invalid'),
+  resolved_cancelled: op(S.CANCELLED, 'review', 'human', false, 'a reviewer cancelled it; it was never sent'),
+  knowledge_conflict: op(
+    S.MANUAL_REVIEW,
+    'precondition',
+    'caller_error',
+    false,
+    'held before sending: the source differs from the expected state',
+  ),
+  precondition_unreadable: op(
+    S.MANUAL_REVIEW,
+    'precondition',
+    'transient',
+    false,
+    'held before sending: the precondition could not be read',
+  ),
+  integrity_mismatch: op(
+    S.MANUAL_REVIEW,
+    'verification | reconciliation',
+    'human',
+    false,
+    'the effect exists but violates a checked invariant',
+  ),
+  verification_inconclusive: op(
+    S.MANUAL_REVIEW,
+    'verification',
+    'transient',
+    false,
+    'the effect could not be confirmed: the source was unreachable, lagging or missing a field',
+  ),
+  outcome_unknown: op(
+    S.MANUAL_REVIEW,
+    'reconciliation',
+    'transient',
+    false,
+    'the outcome is still unknown after reconciliation; never re-send blindly',
+  ),
+  unexplained: op(S.FAILED, 'dispatch', 'internal', false, 'Verity cannot explain this state from its records'),
+} satisfies Record<string, FailureCodeInfo>;
+
+export type FailureCode = keyof typeof FAILURE_CODES;
+
+function failure<P extends string>(code: FailureCode, phase: P, at: string, detail?: string): Failure<P> {
+  const info = FAILURE_CODES[code];
+  return {
+    code,
+    phase,
+    category: info.category,
+    retryable: info.retryable,
+    message: detail ? `${info.message}: ${detail}` : info.message,
+    at,
+  };
+}
+
+/** A failed (invalid), expired or cancelled execution; `phase` is the status it was in. */
+export function executionFailure(
+  code: 'invalid_request' | 'deadline_exceeded' | 'cancelled_by_caller',
+  phase: ExecutionStatus,
+  at: Date,
+  detail?: string,
+): ExecutionFailure {
+  const effective = code === 'deadline_exceeded' && phase === E.WAITING_FOR_APPROVAL ? 'approval_timed_out' : code;
+  return failure(effective, phase, at.toISOString(), detail);
+}
+
+/** The move that brought the operation to its status: the event's from-status, data and time. */
+export interface LastStatusChange {
+  from: OperationStatus | null;
+  /** `cause` from the event data (dependency_not_done, approval_denied, execution_cancelled...). */
+  cause?: string | null;
+  actor?: string | null;
+  at: Date;
+}
+
+export interface OperationForFailure {
+  status: OperationStatus;
+  terminalReason: TerminalReason | null;
+}
+
+const CANCEL_CAUSES: Readonly<Record<string, FailureCode>> = {
+  approval_denied: 'approval_denied',
+  dependency_not_done: 'dependency_not_done',
+  spending_cap_exceeded: 'spending_cap_reached',
+  execution_cancelled: 'execution_cancelled',
+  execution_expired: 'execution_expired',
+  execution_invalid: 'execution_invalid',
+};
+
+const HOLD_BEFORE_SEND: Readonly<Partial<Record<TerminalReason, FailureCode>>> = {
+  [TerminalReason.KNOWLEDGE_CONFLICT]: 'knowledge_conflict',
+  [TerminalReason.SOURCE_UNREACHABLE]: 'precondition_unreadable',
+  [TerminalReason.FIELD_MISSING]: 'precondition_unreadable',
+};
+
+function failureCodeOf(op: OperationForFailure, change: LastStatusChange): FailureCode {
+  const reason = op.terminalReason;
+  const byHuman = change.actor === 'human' || change.from === S.MANUAL_REVIEW;
+  if (op.status === S.FAILED) {
+    if (byHuman) return 'resolved_failed';
+    if (reason === TerminalReason.CONNECTOR_REJECTED) return 'connector_rejected';
+    if (reason === TerminalReason.SOURCE_UNREACHABLE) return 'never_delivered';
+    // Rows written before PROVEN_ABSENT existed settled RECONCILING -> FAILED with no reason: the same proof.
+    if (reason === TerminalReason.PROVEN_ABSENT || change.from === S.RECONCILING) return 'proven_absent';
+    return 'unexplained';
+  }
+  if (op.status === S.CANCELLED) {
+    if (reason === TerminalReason.DENIED) return 'approval_denied';
+    if (byHuman) return 'resolved_cancelled';
+    return CANCEL_CAUSES[change.cause ?? ''] ?? 'unexplained';
+  }
+  // MANUAL_REVIEW: a hold before sending, after an acknowledged send (verification), or after an unknown outcome.
+  if (change.from === S.PREPARED) return (reason && HOLD_BEFORE_SEND[reason]) || 'unexplained';
+  if (reason === TerminalReason.INTEGRITY_MISMATCH) return 'integrity_mismatch';
+  if (change.from === S.ACKNOWLEDGED) return 'verification_inconclusive';
+  return 'outcome_unknown';
+}
+
+function holdPhase(from: OperationStatus | null): OperationFailurePhase {
+  if (from === S.PREPARED) return 'precondition';
+  return from === S.ACKNOWLEDGED ? 'verification' : 'reconciliation';
+}
+
+/**
+ * The failure of one operation, or null when it did not end differently from what was asked (VERIFIED, still in
+ * flight, or ACKNOWLEDGED with nothing to read back). MANUAL_REVIEW counts: the system could not finish it.
+ */
+export function operationFailure(op: OperationForFailure, change: LastStatusChange | null): OperationFailure | null {
+  if (op.status !== S.FAILED && op.status !== S.CANCELLED && op.status !== S.MANUAL_REVIEW) return null;
+  // Every move writes an event (I2), so a missing one is a row Verity cannot explain.
+  const known = change ?? { from: null, at: new Date(0) };
+  const code = failureCodeOf(op, known);
+  const phase =
+    op.status === S.MANUAL_REVIEW ? holdPhase(known.from) : (FAILURE_CODES[code].phase as OperationFailurePhase);
+  const detail = op.terminalReason ? `terminal_reason ${op.terminalReason}` : undefined;
+  return failure(code, phase, known.at.toISOString(), detail);
+}

@@ -1,0 +1,103 @@
+import { LastStatusChange } from './failure';
+import { Criterion, OperationForCriterion, evaluateCriterion, outcomeResult } from './outcome';
+import { OperationStatus, VerificationMethod, VerificationMethodValue } from './operation';
+
+const S = OperationStatus;
+const RAW = VerificationMethod.READ_AFTER_WRITE;
+const last = (cause?: string): LastStatusChange => ({ from: S.PREPARED, cause, at: new Date(0) });
+const op = (
+  status: OperationStatus,
+  extra: { verificationMethod?: VerificationMethodValue; evidence?: Record<string, unknown>; cause?: string } = {},
+): OperationForCriterion => ({
+  status,
+  verificationMethod: extra.verificationMethod ?? RAW,
+  evidence: extra.evidence ?? null,
+  lastChange: last(extra.cause),
+});
+const paid: Criterion = { key: 'paid', operation: 'charge', expect_status: S.VERIFIED };
+const amount: Criterion = {
+  key: 'amount',
+  operation: 'charge',
+  expect_evidence: { path: 'record.amount', equals: 1250 },
+};
+
+describe('evaluateCriterion', () => {
+  describe('expect_status', () => {
+    it.each([
+      [S.VERIFIED, 'pass'],
+      [S.FAILED, 'fail'],
+      [S.CANCELLED, 'fail'],
+      [S.PREPARED, 'pending'],
+      [S.SENT, 'pending'],
+      [S.ACKNOWLEDGED, 'pending'],
+      [S.UNKNOWN, 'pending'],
+      [S.RECONCILING, 'pending'],
+      [S.MANUAL_REVIEW, 'pending'],
+    ])('%s → %s', (status, verdict) => {
+      const evaluation = evaluateCriterion(paid, op(status));
+      expect(evaluation.verdict).toBe(verdict);
+      expect(evaluation.rationale).toContain(status);
+    });
+
+    it('an ACKNOWLEDGED operation with nothing to read back has ended: fail', () => {
+      expect(evaluateCriterion(paid, op(S.ACKNOWLEDGED, { verificationMethod: '' })).verdict).toBe('fail');
+    });
+
+    it('an expectation of the current status passes at once', () => {
+      const held: Criterion = { key: 'held', operation: 'charge', expect_status: S.MANUAL_REVIEW };
+      expect(evaluateCriterion(held, op(S.MANUAL_REVIEW)).verdict).toBe('pass');
+    });
+  });
+
+  describe('expect_evidence', () => {
+    it('passes on VERIFIED evidence holding the value', () => {
+      const evaluation = evaluateCriterion(amount, op(S.VERIFIED, { evidence: { record: { amount: 1250 } } }));
+      expect(evaluation).toEqual({ verdict: 'pass', rationale: 'evidence record.amount is 1250' });
+    });
+
+    it('fails on VERIFIED evidence holding another value, or none', () => {
+      expect(evaluateCriterion(amount, op(S.VERIFIED, { evidence: { record: { amount: 1251 } } }))).toEqual({
+        verdict: 'fail',
+        rationale: 'evidence record.amount is 1251, expected 1250',
+      });
+      expect(evaluateCriterion(amount, op(S.VERIFIED)).verdict).toBe('fail');
+    });
+
+    it('waits while the operation can still become VERIFIED (a matching hold is not proof yet)', () => {
+      const held = op(S.MANUAL_REVIEW, { evidence: { record: { amount: 1250 } } });
+      expect(evaluateCriterion(amount, held).verdict).toBe('pending');
+    });
+
+    it('fails once the operation ended without verified evidence', () => {
+      expect(evaluateCriterion(amount, op(S.FAILED)).verdict).toBe('fail');
+    });
+  });
+
+  describe('not_applicable', () => {
+    it('when the operation was never needed: cancelled because a dependency did not happen', () => {
+      const evaluation = evaluateCriterion(paid, op(S.CANCELLED, { cause: 'dependency_not_done' }));
+      expect(evaluation.verdict).toBe('not_applicable');
+      expect(evaluation.rationale).toContain('never needed');
+    });
+
+    it('when the execution has no such operation', () => {
+      expect(evaluateCriterion(paid, undefined).verdict).toBe('not_applicable');
+    });
+
+    it('but not when it was cancelled for another cause', () => {
+      expect(evaluateCriterion(paid, op(S.CANCELLED, { cause: 'execution_cancelled' })).verdict).toBe('fail');
+    });
+  });
+});
+
+describe('outcomeResult', () => {
+  it.each([
+    [[], 'satisfied'],
+    [['pass', 'not_applicable'], 'satisfied'],
+    [['pass', 'pending'], 'pending'],
+    [['pending', 'fail'], 'unmet'],
+    [['fail'], 'unmet'],
+  ] as const)('%j → %s', (verdicts, result) => {
+    expect(outcomeResult(verdicts)).toBe(result);
+  });
+});

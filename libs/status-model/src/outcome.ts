@@ -1,0 +1,109 @@
+/**
+ * Outcome evaluation (reference 004): the criteria an agent declared, judged against the operations' current state.
+ * Pure: the caller supplies each referenced operation and the event that made its last move; evaluation runs again
+ * whenever a referenced operation changes, also after the execution completed (a reviewer's later resolution).
+ */
+import { LastStatusChange } from './failure';
+import { readField, sameJson } from './json-path';
+import { OperationStatus, VerificationMethodValue, isSettledOperation, isTerminalOperation } from './operation';
+
+export interface StatusCriterion {
+  key: string;
+  operation: string;
+  expect_status: OperationStatus;
+}
+
+export interface EvidenceCriterion {
+  key: string;
+  operation: string;
+  /** A JSON path into the operation's evidence (e.g. `record.amount`) and the value it must hold. */
+  expect_evidence: { path: string; equals: unknown };
+}
+
+export type Criterion = StatusCriterion | EvidenceCriterion;
+
+export type CriterionVerdict = 'pass' | 'fail' | 'pending' | 'not_applicable';
+export const CRITERION_VERDICTS: readonly CriterionVerdict[] = ['pass', 'fail', 'pending', 'not_applicable'];
+
+export type OutcomeResult = 'satisfied' | 'unmet' | 'pending';
+export const OUTCOME_RESULTS: readonly OutcomeResult[] = ['satisfied', 'unmet', 'pending'];
+
+export interface Outcome {
+  result: OutcomeResult;
+  evaluated_at: string;
+}
+
+export interface OperationForCriterion {
+  status: OperationStatus;
+  verificationMethod: VerificationMethodValue;
+  evidence: Record<string, unknown> | null;
+  /** The move that brought it to its status (its cause tells a never-needed operation apart). */
+  lastChange: LastStatusChange | null;
+}
+
+export interface CriterionEvaluation {
+  verdict: CriterionVerdict;
+  rationale: string;
+}
+
+/** Nothing automatic or human can move it any more (a MANUAL_REVIEW still awaits a person). */
+function isFinal(op: OperationForCriterion): boolean {
+  return (
+    isTerminalOperation(op.status) ||
+    (op.status !== OperationStatus.MANUAL_REVIEW && isSettledOperation(op.status, op.verificationMethod))
+  );
+}
+
+/**
+ * pass / fail once the operation can no longer move; pending while it can (including MANUAL_REVIEW: a reviewer owes
+ * the answer); not_applicable when the operation was never needed — absent from the execution, or cancelled before
+ * sending because a dependency failed. An `expect_status` that already holds passes at once (and is judged again if
+ * the operation moves on). An `expect_evidence` is judged on VERIFIED evidence only: evidence that establishes the
+ * effect, by read-back or by a reviewer.
+ */
+export function evaluateCriterion(criterion: Criterion, op: OperationForCriterion | undefined): CriterionEvaluation {
+  if (!op) return { verdict: 'not_applicable', rationale: `no operation "${criterion.operation}" in this execution` };
+  if (op.status === OperationStatus.CANCELLED && op.lastChange?.cause === 'dependency_not_done') {
+    return {
+      verdict: 'not_applicable',
+      rationale: `"${criterion.operation}" was never needed: cancelled before sending because a dependency did not happen`,
+    };
+  }
+  if ('expect_status' in criterion) {
+    if (op.status === criterion.expect_status) {
+      return { verdict: 'pass', rationale: `"${criterion.operation}" is ${op.status}` };
+    }
+    return isFinal(op)
+      ? {
+          verdict: 'fail',
+          rationale: `"${criterion.operation}" ended ${op.status}, expected ${criterion.expect_status}`,
+        }
+      : {
+          verdict: 'pending',
+          rationale: `"${criterion.operation}" is ${op.status} and can still move (expected ${criterion.expect_status})`,
+        };
+  }
+  const { path, equals } = criterion.expect_evidence;
+  if (op.status !== OperationStatus.VERIFIED) {
+    return isFinal(op)
+      ? {
+          verdict: 'fail',
+          rationale: `"${criterion.operation}" ended ${op.status}: no verified evidence to check ${path}`,
+        }
+      : { verdict: 'pending', rationale: `"${criterion.operation}" is ${op.status}: its evidence is not verified yet` };
+  }
+  const read = readField(op.evidence ?? {}, path);
+  if (!read.found) return { verdict: 'fail', rationale: `the verified evidence has no ${path}` };
+  return sameJson(read.value, equals)
+    ? { verdict: 'pass', rationale: `evidence ${path} is ${JSON.stringify(read.value)}` }
+    : {
+        verdict: 'fail',
+        rationale: `evidence ${path} is ${JSON.stringify(read.value)}, expected ${JSON.stringify(equals)}`,
+      };
+}
+
+/** unmet if any criterion failed; pending while any can still change; satisfied otherwise (not_applicable is no failure). */
+export function outcomeResult(verdicts: readonly CriterionVerdict[]): OutcomeResult {
+  if (verdicts.includes('fail')) return 'unmet';
+  return verdicts.includes('pending') ? 'pending' : 'satisfied';
+}
