@@ -1,6 +1,10 @@
 import {
+  COMMIT_VALUES,
+  CRITERION_VERDICTS,
   EXECUTION_STATUSES,
+  FAILURE_CATEGORIES,
   OPERATION_STATUSES,
+  OUTCOME_RESULTS,
   OperationStatus,
   RetryRule,
   TERMINAL_REASONS,
@@ -66,6 +70,17 @@ const RecoveryObligation = z.looseObject({
   resolution: Resolution.optional(),
 });
 
+/** Reference 004's failure object: on failed, expired and cancelled executions and on FAILED, CANCELLED and
+ * MANUAL_REVIEW operations (the code table is in docs/api.md and GET /v1/status-model). */
+const Failure = z.strictObject({
+  code: z.string(),
+  phase: z.string(),
+  category: z.enum(FAILURE_CATEGORIES as [string, ...string[]]),
+  retryable: z.boolean(),
+  message: z.string(),
+  at: DateTime,
+});
+
 const Operation = z.strictObject({
   id: z.string().startsWith('op_'),
   execution_id: z.string().startsWith('exe_'),
@@ -80,6 +95,8 @@ const Operation = z.strictObject({
   depends_on: z.array(z.string()),
   status: OperationStatusEnum,
   terminal_reason: z.enum(TERMINAL_REASONS as [string, ...string[]]).nullable(),
+  commit: z.enum(COMMIT_VALUES as [string, ...string[]]),
+  failure: Failure.nullable(),
   retry: z.enum(Object.values(RetryRule) as [RetryRule, ...RetryRule[]]),
   attempt: z.number().int().min(0),
   no_change_required: z.boolean(),
@@ -109,25 +126,28 @@ const Execution = z.strictObject({
   effects: z.strictObject({
     summary: z.enum(['all_verified', 'partial', 'none', 'unverified', 'unknown']),
     counts: EffectCounts,
+    commit: z.strictObject(
+      Object.fromEntries(COMMIT_VALUES.map((c) => [c, z.number().int().min(0)])) as Record<string, z.ZodNumber>,
+    ),
+    no_change_required: z.number().int().min(0),
+    not_sent: z.number().int().min(0),
+    held_not_sent: z.number().int().min(0),
   }),
-  failure: z
-    .strictObject({
-      code: z.string(),
-      phase: z.string(),
-      category: z.enum(['transient', 'caller_error', 'internal']),
-      retryable: z.boolean(),
-      message: z.string(),
-      at: DateTime,
-    })
-    .nullable(),
+  failure: Failure.nullable(),
   criteria: z.array(CriterionSchema),
   criteria_results: z
     .array(
-      CriterionSchema.extend({
-        verdict: z.enum(['pass', 'fail', 'not_applicable']),
+      z.looseObject({
+        key: z.string(),
+        operation: z.string(),
+        verdict: z.enum(CRITERION_VERDICTS as [string, ...string[]]),
+        rationale: z.string().optional(),
         evidence_event_ids: z.array(z.string()),
       }),
     )
+    .nullable(),
+  outcome: z
+    .strictObject({ result: z.enum(OUTCOME_RESULTS as [string, ...string[]]), evaluated_at: DateTime })
     .nullable(),
   deadline_at: DateTime,
   created_at: DateTime,
@@ -212,7 +232,33 @@ const StatusModel = z.strictObject({
     retry_rules: z.array(z.string()),
     verification_methods: z.array(z.string()),
     verification_rule: z.string(),
+    commit: z.strictObject({
+      values: z.array(z.strictObject({ value: z.enum(COMMIT_VALUES as [string, ...string[]]), meaning: z.string() })),
+      rules: z.array(
+        z.strictObject({
+          status: OperationStatusEnum,
+          ever_sent: z.union([z.boolean(), z.literal('any')]),
+          terminal_reason: z.string(),
+          commit: z.enum(COMMIT_VALUES as [string, ...string[]]),
+        }),
+      ),
+    }),
   }),
+  failure: z.strictObject({
+    categories: z.array(z.string()),
+    codes: z.array(
+      z.strictObject({
+        code: z.string(),
+        applies_to: z.enum(['execution', 'operation']),
+        status: z.string(),
+        phase: z.string(),
+        category: z.enum(FAILURE_CATEGORIES as [string, ...string[]]),
+        retryable: z.boolean(),
+        message: z.string(),
+      }),
+    ),
+  }),
+  outcome: z.strictObject({ results: z.array(z.string()), verdicts: z.array(z.string()) }),
   execution: z.strictObject({
     statuses: z.array(z.string()),
     terminal: z.array(z.string()),

@@ -6,6 +6,7 @@ import { QueueName, QueuesModule, WorkerQueuesModule } from '@verity/queues';
 import { DispatchProcessor } from './dispatch.processor';
 import { ExecutionsProcessor } from './executions.processor';
 import { LifecycleService } from './lifecycle.service';
+import { OutcomeService } from './outcome.service';
 import { SenderService } from './sender.service';
 
 @Module({})
@@ -27,6 +28,7 @@ export class DispatcherModule implements OnApplicationShutdown {
       providers: [
         { provide: ConnectorRegistry, useValue: new ConnectorRegistry() },
         LifecycleService,
+        OutcomeService,
         SenderService,
         ExecutionsProcessor,
         DispatchProcessor,

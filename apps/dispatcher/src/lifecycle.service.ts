@@ -3,7 +3,6 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { Connector, ConnectorRegistry } from '@verity/connectors';
 import {
   Approval,
-  CriterionResult,
   ExecutionEntity,
   ExecutionPatch,
   OperationEntity,
@@ -23,8 +22,8 @@ import {
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { JobName, JobProducer, QueueName } from '@verity/queues';
 import {
-  ExecutionFailure,
   ExecutionStatus,
+  executionFailure,
   OperationStatus,
   TerminalReason,
   VerificationMethod,
@@ -33,6 +32,7 @@ import {
 } from '@verity/status-model';
 import { DataSource, EntityManager } from 'typeorm';
 import { needsApproval } from './operation-rules';
+import { OutcomeService } from './outcome.service';
 
 type TenantLoader = (tenantId: string) => Promise<TenantEntity | null>;
 type ContextResult = Awaited<ReturnType<NonNullable<Connector['readContext']>>>;
@@ -94,6 +94,7 @@ export class LifecycleService {
     private readonly transitions: TransitionService,
     private readonly producer: JobProducer,
     private readonly connectors: ConnectorRegistry,
+    private readonly outcomes: OutcomeService,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -113,8 +114,11 @@ export class LifecycleService {
         if (!found) return 'skipped: not found';
         ({ execution, operations } = found);
       }
-      if (isTerminalExecution(execution.status)) return step === 0 ? 'skipped: terminal' : 'done';
       operations ??= await findOperations(this.db.manager, executionId);
+      // Criteria are judged before every step, so the verdicts are current before the execution completes, and
+      // again after it finished: a terminal execution's operations can still change (a reviewer's resolution).
+      await this.outcomes.evaluate(execution, operations);
+      if (isTerminalExecution(execution.status)) return step === 0 ? 'skipped: terminal' : 'done';
       const progressed = await this.step(execution, operations, tenant);
       // A lost CAS means someone else moved a row we read: look again rather than leave the execution where the
       // winner's (possibly older) view put it.
@@ -138,7 +142,8 @@ export class LifecycleService {
   ): Promise<boolean | 'lost'> {
     if (execution.deadlineAt.getTime() <= Date.now()) {
       await this.cancelPrepared(this.db.manager, operations, 'execution_expired');
-      return this.move(execution, E.EXPIRED, { reason: 'deadline passed' });
+      const failure = executionFailure('deadline_exceeded', execution.status, new Date());
+      return this.move(execution, E.EXPIRED, { reason: 'deadline passed', failure }, { failure: { ...failure } });
     }
     switch (execution.status) {
       case E.CREATED:
@@ -147,7 +152,7 @@ export class LifecycleService {
       case E.PLANNING:
         return this.prepare(execution, operations, tenant);
       case E.VALIDATING_OUTPUT:
-        return this.complete(execution, operations);
+        return this.complete(execution);
       default:
         return this.run(execution, operations, tenant);
     }
@@ -158,6 +163,7 @@ export class LifecycleService {
     execution: ExecutionEntity,
     to: ExecutionStatus,
     eventData?: Record<string, unknown>,
+    patch?: ExecutionPatch,
   ): Promise<boolean | 'lost'> {
     if (execution.status === to) return false;
     const result = await this.transitions.execution(this.db.manager, {
@@ -165,6 +171,7 @@ export class LifecycleService {
       from: execution.status,
       to,
       eventData,
+      patch,
     });
     if (!result.won) return 'lost';
     execution.status = to;
@@ -243,14 +250,7 @@ export class LifecycleService {
   }
 
   private reject(execution: ExecutionEntity, problems: string[]): Promise<boolean | 'lost'> {
-    const failure: ExecutionFailure = {
-      code: 'invalid_request',
-      phase: E.VALIDATING,
-      category: 'caller_error',
-      retryable: false,
-      message: problems.join('; ').slice(0, 2000),
-      at: new Date().toISOString(),
-    };
+    const failure = executionFailure('invalid_request', E.VALIDATING, new Date(), problems.join('; ').slice(0, 2000));
     return this.inTransaction(execution, async (tx) => {
       const locked = await lockExecution(tx, execution.id);
       if (locked?.status !== execution.status) throw new LostRace();
@@ -415,6 +415,7 @@ export class LifecycleService {
           const moved = await this.transitions.operation(this.db.manager, {
             operation: snapshotOf(op),
             to: S.CANCELLED,
+            reason: TerminalReason.DENIED,
             eventData: { cause: 'approval_denied' },
           });
           changed ||= moved.won;
@@ -431,7 +432,7 @@ export class LifecycleService {
     }
     if (changed) return true;
     const allSettled = operations.every((op) => isSettledOperation(op.status, op.verificationMethod));
-    if (allSettled) return this.complete(execution, operations);
+    if (allSettled) return this.complete(execution);
     const inFlight = operations.some(
       (op) => op.status !== S.PREPARED && !isSettledOperation(op.status, op.verificationMethod),
     );
@@ -470,35 +471,16 @@ export class LifecycleService {
   }
 
   /**
-   * Every operation settled: → validating_output → completed in one transaction, the criteria evaluated in between,
-   * each verdict with the events that prove it.
+   * Every operation settled: → validating_output → completed in one transaction. The criteria were judged before
+   * this step (OutcomeService); the completion event repeats the verdicts it completed with.
    */
-  private complete(execution: ExecutionEntity, operations: OperationEntity[]): Promise<boolean | 'lost'> {
-    const latestByKey = new Map<string, OperationEntity>();
-    for (const op of operations) latestByKey.set(op.key, op);
+  private complete(execution: ExecutionEntity): Promise<boolean | 'lost'> {
     return this.inTransaction(execution, async (tx) => {
       const chain = new MoveChain(this.transitions, tx, execution.id, execution.status);
       if (chain.status !== E.VALIDATING_OUTPUT) chain.add(E.VALIDATING_OUTPUT);
-      const results: CriterionResult[] = [];
-      for (const criterion of execution.criteria) {
-        const op = latestByKey.get(criterion.operation);
-        if (!op) {
-          results.push({ ...criterion, verdict: 'not_applicable', evidence_event_ids: [] });
-          continue;
-        }
-        const evidence = await rows<{ id: string }>(
-          tx,
-          `SELECT id FROM events WHERE operation_id = $1 AND to_status = $2 ORDER BY seq`,
-          [op.id, op.status],
-        );
-        results.push({
-          ...criterion,
-          verdict: op.status === criterion.expect_status ? 'pass' : 'fail',
-          evidence_event_ids: evidence.map((e) => e.id),
-        });
-      }
-      chain.add(E.COMPLETED, { criteria: results.map((r) => ({ key: r.key, verdict: r.verdict })) });
-      return chain.flush({ criteria_results: results });
+      const criteria = (execution.criteriaResults ?? []).map((r) => ({ key: r.key, verdict: r.verdict }));
+      chain.add(E.COMPLETED, { criteria, outcome: execution.outcome?.result ?? null });
+      return chain.flush();
     });
   }
 

@@ -1,4 +1,10 @@
-import { ExecutionStatus, OperationStatus, TerminalReason, VerificationMethodValue } from '@verity/status-model';
+import {
+  ExecutionStatus,
+  LastStatusChange,
+  OperationStatus,
+  TerminalReason,
+  VerificationMethodValue,
+} from '@verity/status-model';
 import { EntityManager, EntityTarget, ObjectLiteral } from 'typeorm';
 import { Criterion, EventEntity, ExecutionEntity, OperationEntity, TenantEntity } from './entities';
 import { Queryable, rows } from './sql';
@@ -333,4 +339,41 @@ export async function connectorEnvironment(
     withSecrets: connector?.settings?.secrets === true,
   });
   return callEnvironment(config, { allowHosts: settings.allowHosts, secrets: settings.secrets });
+}
+
+/** The move that brought an operation to its current status (its `operation.status_changed` event). */
+export interface StatusChangeRecord extends LastStatusChange {
+  eventId: string;
+}
+
+/**
+ * For each operation, the last status-change event: its from-status, the cause and actor it recorded and when. The
+ * operation's failure and its criteria's evidence are derived from it, so they always agree with the log.
+ */
+export async function findLastStatusChanges(
+  db: EntityManager,
+  operationIds: string[],
+): Promise<Map<string, StatusChangeRecord>> {
+  if (operationIds.length === 0) return new Map();
+  const found = await rows<{
+    operation_id: string;
+    id: string;
+    from_status: OperationStatus | null;
+    cause: string | null;
+    actor: string | null;
+    created_at: Date;
+  }>(
+    db,
+    `SELECT DISTINCT ON (operation_id) operation_id, id, from_status, data->>'cause' AS cause, data->>'actor' AS actor,
+            created_at
+     FROM events WHERE operation_id = ANY($1) AND type = 'operation.status_changed'
+     ORDER BY operation_id, seq DESC`,
+    [operationIds],
+  );
+  return new Map(
+    found.map((r) => [
+      r.operation_id,
+      { eventId: r.id, from: r.from_status, cause: r.cause, actor: r.actor, at: new Date(r.created_at) },
+    ]),
+  );
 }

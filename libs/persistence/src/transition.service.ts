@@ -27,6 +27,7 @@ export interface OperationPatch {
 }
 
 const JSON_COLUMNS = new Set(['evidence', 'approval', 'obligation', 'provider_ref']);
+const EXECUTION_JSON_COLUMNS = new Set(['failure', 'criteria_results', 'outcome']);
 
 /** What the caller already knows of the operation: the model needs it to judge the move. */
 export interface OperationSnapshot {
@@ -82,6 +83,7 @@ const STILL_OPEN: Record<OpenDecision, string> = {
 export interface ExecutionPatch {
   failure?: Record<string, unknown> | null;
   criteria_results?: unknown[] | null;
+  outcome?: Record<string, unknown> | null;
 }
 
 function patchAssignments(patch: OperationPatch | ExecutionPatch, params: unknown[]): string[] {
@@ -92,9 +94,7 @@ function patchAssignments(patch: OperationPatch | ExecutionPatch, params: unknow
       sets.push(`${column} = clock_timestamp()`);
       continue;
     }
-    params.push(
-      JSON_COLUMNS.has(column) || column === 'failure' || column === 'criteria_results' ? json(value) : value,
-    );
+    params.push(JSON_COLUMNS.has(column) || EXECUTION_JSON_COLUMNS.has(column) ? json(value) : value);
     sets.push(`${column} = $${params.length}`);
   }
   return sets;
@@ -320,6 +320,39 @@ export class TransitionService {
     eventsWritten(db, input.executionId);
     const last = result.reduce((a, b) => (Number(b.seq) > Number(a.seq) ? b : a));
     return { won: true, eventId: last.id, seq: Number(last.seq) };
+  }
+
+  /**
+   * An outcome evaluation that changed a verdict: the execution's criteria results and outcome plus the
+   * `outcome.evaluated` event, as one statement. The compare-and-set is on the results it replaces, so of two
+   * evaluators that read the same verdicts only one writes (the other's next look starts from the winner's).
+   */
+  async recordOutcome(
+    db: Queryable,
+    input: {
+      executionId: string;
+      previous: unknown[] | null;
+      results: unknown[];
+      outcome: Record<string, unknown>;
+      data: Record<string, unknown>;
+    },
+  ): Promise<TransitionResult> {
+    const eventId = newId('evt');
+    const result = await rows<{ id: string; seq: string }>(
+      db,
+      `WITH moved AS (
+         UPDATE executions SET criteria_results = $3, outcome = $4, event_seq = event_seq + 1,
+                updated_at = clock_timestamp()
+         WHERE id = $1 AND criteria_results IS NOT DISTINCT FROM $2::jsonb
+         RETURNING id, tenant_id, event_seq
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, data)
+       SELECT $5, id, tenant_id, event_seq, NULL, 'outcome.evaluated', $6 FROM moved RETURNING id, seq`,
+      [input.executionId, json(input.previous), json(input.results), json(input.outcome), eventId, json(input.data)],
+    );
+    if (result.length === 0) return { won: false };
+    eventsWritten(db, input.executionId);
+    return { won: true, eventId: result[0].id, seq: Number(result[0].seq) };
   }
 
   /**

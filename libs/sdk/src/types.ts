@@ -4,12 +4,17 @@
  * (the request schema) and the controllers. Status enums come from the status model, never from copies.
  */
 import type {
+  Commit,
+  CriterionVerdict,
   Effects,
   EffectsSummary,
   ExecutionFailure,
   ExecutionStatus,
   FailureCategory,
+  OperationFailure,
   OperationStatus,
+  Outcome,
+  OutcomeResult,
   ResolutionStatus,
   RetryRule,
   TerminalReason,
@@ -17,7 +22,19 @@ import type {
   statusModelDocument,
 } from '@verity/status-model';
 
-export type { Effects, EffectsSummary, ExecutionFailure, FailureCategory, ResolutionStatus, VerificationMethodValue };
+export type {
+  Commit,
+  CriterionVerdict,
+  Effects,
+  EffectsSummary,
+  ExecutionFailure,
+  FailureCategory,
+  OperationFailure,
+  Outcome,
+  OutcomeResult,
+  ResolutionStatus,
+  VerificationMethodValue,
+};
 
 /** Any JSON object. */
 export type JsonObject = Record<string, unknown>;
@@ -49,13 +66,18 @@ export interface OperationRequest {
   depends_on?: string[];
 }
 
-/** A success criterion evaluated in validating_output (`CriterionSchema`). */
-export interface CriterionRequest {
-  key: string;
-  /** The key of an operation of the same submission. */
-  operation: string;
-  expect_status: EnumInput<OperationStatus>;
-}
+/**
+ * A success criterion (`CriterionSchema`), judged whenever its operation changes: exactly one of `expect_status` or
+ * `expect_evidence` (a JSON path into the operation's verified evidence, e.g. `record.amount`, and the value it must hold).
+ */
+export type CriterionRequest =
+  | {
+      key: string;
+      /** The key of an operation of the same submission. */
+      operation: string;
+      expect_status: EnumInput<OperationStatus>;
+    }
+  | { key: string; operation: string; expect_evidence: { path: string; equals: unknown } };
 
 /** The body of POST /v1/executions (`SubmissionSchema`). */
 export interface SubmissionRequest {
@@ -154,6 +176,10 @@ export interface Operation {
   /** Whether an effect occurred in the world. */
   status: OperationStatus;
   terminal_reason: TerminalReason | null;
+  /** Reference 002: did this operation's own request commit an effect (`not_dispatched` says only: never sent). */
+  commit: Commit;
+  /** Set on FAILED, CANCELLED and MANUAL_REVIEW: what went differently, who can act, whether a retry could help. */
+  failure: OperationFailure | null;
   /** The retry rule of the current status: `safe` only for FAILED and CANCELLED. */
   retry: RetryRule;
   attempt: number;
@@ -184,18 +210,17 @@ export interface ResolutionOption {
   check: 'read_back' | null;
 }
 
-export interface Criterion {
-  key: string;
-  operation: string;
-  expect_status: OperationStatus;
-}
+export type Criterion =
+  | { key: string; operation: string; expect_status: OperationStatus }
+  | { key: string; operation: string; expect_evidence: { path: string; equals: unknown } };
 
-export type CriterionVerdict = 'pass' | 'fail' | 'not_applicable';
-
-export interface CriterionResult extends Criterion {
+/** A criterion as last judged (`outcome.evaluated`): the verdict, why, and the events behind it. */
+export type CriterionResult = Criterion & {
   verdict: CriterionVerdict;
+  /** Absent only on results written before rationales existed. */
+  rationale?: string;
   evidence_event_ids: string[];
-}
+};
 
 /** One execution with its operations (`presentExecution`). */
 export interface Execution {
@@ -209,6 +234,8 @@ export interface Execution {
   failure: ExecutionFailure | null;
   criteria: Criterion[];
   criteria_results: CriterionResult[] | null;
+  /** The overall result of the criteria, kept current as operations change; null without criteria. */
+  outcome: Outcome | null;
   deadline_at: IsoDateTime;
   created_at: IsoDateTime;
   updated_at: IsoDateTime;
@@ -234,7 +261,8 @@ export type KnownEventType =
   | 'approval.stale_baseline'
   | 'context.unavailable'
   | 'knowledge.conflict'
-  | 'obligation.escalated';
+  | 'obligation.escalated'
+  | 'outcome.evaluated';
 
 /** One entry of the append-only event log (`presentEvent`), also the `data` of each SSE frame. */
 export interface ExecutionEvent {

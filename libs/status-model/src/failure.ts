@@ -213,7 +213,8 @@ function failureCodeOf(op: OperationForFailure, change: LastStatusChange): Failu
     return 'unexplained';
   }
   if (op.status === S.CANCELLED) {
-    if (reason === TerminalReason.DENIED) return 'approval_denied';
+    // A deny is a person's decision too: its own reason (or recorded cause) names it before the actor does.
+    if (reason === TerminalReason.DENIED || change.cause === 'approval_denied') return 'approval_denied';
     if (byHuman) return 'resolved_cancelled';
     return CANCEL_CAUSES[change.cause ?? ''] ?? 'unexplained';
   }

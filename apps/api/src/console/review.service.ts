@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { ExecutionEntity, OperationEntity } from '@verity/persistence';
+import { ExecutionEntity, OperationEntity, findLastStatusChanges } from '@verity/persistence';
 import { OperationStatus, TerminalReason } from '@verity/status-model';
 import { DataSource, In, SelectQueryBuilder } from 'typeorm';
 import type { Principal } from '../auth/principal';
@@ -51,9 +51,13 @@ export class ReviewService {
         })
       : [];
     const byId = new Map(executions.map((e) => [e.id, e]));
+    const changes = await findLastStatusChanges(
+      this.db.manager,
+      page.map((op) => op.id),
+    );
     return {
       data: page.map((op) => ({
-        operation: maskSecrets(presentOperation(op)),
+        operation: maskSecrets(presentOperation(op, changes.get(op.id) ?? null)),
         execution: maskSecrets(this.summary(byId.get(op.executionId))),
       })),
       total,

@@ -5,6 +5,7 @@ import {
   TransitionService,
   amountCapsOf,
   findExecution,
+  findLastStatusChanges,
   findOperations,
   findOperationsOf,
   insertExecution,
@@ -18,14 +19,20 @@ import {
 } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig, newId } from '@verity/platform';
 import { JobName, JobProducer } from '@verity/queues';
-import { ExecutionStatus, OperationStatus, VerificationMethod, isTerminalExecution } from '@verity/status-model';
+import {
+  ExecutionStatus,
+  OperationStatus,
+  VerificationMethod,
+  executionFailure,
+  isTerminalExecution,
+} from '@verity/status-model';
 import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { submissions } from '../metrics/metrics';
 import { Problem } from '../problem/problem';
 import { claimIdempotencyKey, releaseIdempotencyKey, requestHash } from './idempotency';
 import { ExecutionView, presentEvent, presentExecution } from './presenter';
-import { Submission, capAmountErrors, validateSubmission } from './submission';
+import { Submission, capAmountErrors, toCriterion, validateSubmission } from './submission';
 
 export const DEFAULT_DEADLINE_SECONDS = 600;
 
@@ -134,7 +141,7 @@ export class ExecutionsService {
       agentId: submission.agent_id,
       intent: submission.intent,
       deadlineSeconds,
-      criteria: submission.criteria ?? [],
+      criteria: (submission.criteria ?? []).map(toCriterion),
       idempotencyKey: idempotency?.key ?? null,
       claimToken: idempotency?.token ?? null,
       operations,
@@ -163,8 +170,9 @@ export class ExecutionsService {
         intent: submission.intent,
         status: ExecutionStatus.CREATED,
         deadlineAt: written.deadlineAt,
-        criteria: submission.criteria ?? [],
+        criteria: (submission.criteria ?? []).map(toCriterion),
         criteriaResults: null,
+        outcome: null,
         failure: null,
         eventSeq: '1',
         idempotencyKey: idempotency?.key ?? null,
@@ -203,13 +211,19 @@ export class ExecutionsService {
         createdAt: at,
         updatedAt: at,
       })),
+      new Map(),
     );
   }
 
   async get(principal: Principal, id: string): Promise<ExecutionView> {
     const execution = await findExecution(this.db.manager, id, principal.tenantId);
     if (!execution) throw Problem.notFound('Execution', id);
-    return presentExecution(execution, await findOperations(this.db.manager, id));
+    const operations = await findOperations(this.db.manager, id);
+    const changes = await findLastStatusChanges(
+      this.db.manager,
+      operations.map((op) => op.id),
+    );
+    return presentExecution(execution, operations, changes);
   }
 
   async list(principal: Principal, query: { status?: ExecutionStatus; cursor?: string; limit: number }) {
@@ -225,8 +239,12 @@ export class ExecutionsService {
     );
     const byExecution = new Map<string, typeof operations>();
     for (const op of operations) byExecution.set(op.executionId, [...(byExecution.get(op.executionId) ?? []), op]);
+    const changes = await findLastStatusChanges(
+      this.db.manager,
+      operations.map((op) => op.id),
+    );
     return {
-      data: page.map((e) => presentExecution(e, byExecution.get(e.id) ?? [])),
+      data: page.map((e) => presentExecution(e, byExecution.get(e.id) ?? [], changes)),
       next_cursor: executions.length > query.limit ? page[page.length - 1].id : null,
     };
   }
@@ -287,11 +305,13 @@ export class ExecutionsService {
           eventData: { cause: 'execution_cancelled', by: principal.keyId, reason },
         });
       }
+      const failure = executionFailure('cancelled_by_caller', locked.status, new Date());
       await this.transitions.execution(tx, {
         executionId: id,
         from: locked.status,
         to: ExecutionStatus.CANCELLED,
-        eventData: { by: principal.keyId, reason },
+        patch: { failure: failure as unknown as Record<string, unknown> },
+        eventData: { by: principal.keyId, reason, failure },
       });
     });
     await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: id });

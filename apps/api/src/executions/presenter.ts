@@ -1,10 +1,17 @@
 import type { EventEntity, ExecutionEntity, OperationEntity } from '@verity/persistence';
-import { retryRuleOf, summarizeEffects } from '@verity/status-model';
+import { LastStatusChange, commitOf, operationFailure, retryRuleOf, summarizeEffects } from '@verity/status-model';
+
+/** The last status-change event of each operation, by operation id (`findLastStatusChanges`). */
+export type StatusChanges = ReadonlyMap<string, LastStatusChange>;
 
 const iso = (d: Date | null | undefined) => (d ? new Date(d).toISOString() : null);
 
-/** The wire format (snake_case). Internal columns (attempt fencing aside, check counters...) stay inside. */
-export function presentOperation(op: OperationEntity) {
+/**
+ * The wire format (snake_case). Internal columns (attempt fencing aside, check counters...) stay inside. `commit` and
+ * `failure` are derived by libs/status-model; `lastChange` is the event that made the operation's last move (null only
+ * for an operation that has not moved yet).
+ */
+export function presentOperation(op: OperationEntity, lastChange: LastStatusChange | null) {
   return {
     id: op.id,
     execution_id: op.executionId,
@@ -19,6 +26,8 @@ export function presentOperation(op: OperationEntity) {
     depends_on: op.dependsOn,
     status: op.status,
     terminal_reason: op.terminalReason,
+    commit: commitOf({ status: op.status, everSent: op.attempt > 0, terminalReason: op.terminalReason }),
+    failure: operationFailure(op, lastChange),
     retry: retryRuleOf(op.status),
     attempt: op.attempt,
     no_change_required: op.noChangeRequired,
@@ -35,7 +44,7 @@ export function presentOperation(op: OperationEntity) {
   };
 }
 
-export function presentExecution(execution: ExecutionEntity, operations: OperationEntity[]) {
+export function presentExecution(execution: ExecutionEntity, operations: OperationEntity[], changes: StatusChanges) {
   return {
     id: execution.id,
     agent_id: execution.agentId,
@@ -45,10 +54,11 @@ export function presentExecution(execution: ExecutionEntity, operations: Operati
     failure: execution.failure,
     criteria: execution.criteria,
     criteria_results: execution.criteriaResults,
+    outcome: execution.outcome,
     deadline_at: iso(execution.deadlineAt),
     created_at: iso(execution.createdAt),
     updated_at: iso(execution.updatedAt),
-    operations: operations.map(presentOperation),
+    operations: operations.map((op) => presentOperation(op, changes.get(op.id) ?? null)),
   };
 }
 

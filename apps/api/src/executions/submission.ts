@@ -1,5 +1,5 @@
 import { ConnectorRegistry, capAmount, connectorAction, operationCapabilities } from '@verity/connectors';
-import { OperationStatus, VerificationMethod } from '@verity/status-model';
+import { Criterion, FIELD_PATH, FIELD_PATH_RULE, OperationStatus, VerificationMethod } from '@verity/status-model';
 import { z } from 'zod';
 import { PROTOTYPE_KEYS, text, textIssue } from '../http/text';
 import type { FieldError } from '../problem/problem';
@@ -80,11 +80,58 @@ export const OperationRequestSchema = z.strictObject({
   depends_on: z.array(Key).max(LIMITS.dependsOn).optional(),
 });
 
-export const CriterionSchema = z.strictObject({
-  key: Key,
-  operation: Key,
-  expect_status: z.enum(Object.values(OperationStatus) as [OperationStatus, ...OperationStatus[]]),
-});
+/** `expect_evidence`: a JSON path into the operation's verified evidence and the JSON value it must hold. */
+const ExpectEvidence = z
+  .strictObject({
+    path: z.string().max(500).regex(FIELD_PATH, FIELD_PATH_RULE),
+    equals: z.unknown(),
+  })
+  .superRefine((value, ctx) => {
+    if (value.equals === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['equals'],
+        message: 'equals is required: the JSON value the evidence must hold (null included)',
+        params: { rule: 'required' },
+      });
+      return;
+    }
+    for (const issue of jsonShapeIssues(value.equals, ['equals'])) ctx.addIssue({ code: 'custom', ...issue });
+  });
+
+/** Exactly one expectation per criterion: a status, or an evidence field. */
+export const CriterionSchema = z
+  .strictObject({
+    key: Key,
+    operation: Key,
+    expect_status: z.enum(Object.values(OperationStatus) as [OperationStatus, ...OperationStatus[]]).optional(),
+    expect_evidence: ExpectEvidence.optional(),
+  })
+  .superRefine((value, ctx) => {
+    const given = [value.expect_status, value.expect_evidence].filter((v) => v !== undefined).length;
+    if (given !== 1) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [],
+        message:
+          given === 0
+            ? 'a criterion needs expect_status or expect_evidence'
+            : 'a criterion has either expect_status or expect_evidence, not both',
+        params: { rule: 'one_expectation' },
+      });
+    }
+  });
+
+/** The stored form: the one expectation the criterion has (validated by CriterionSchema). */
+export function toCriterion(c: z.infer<typeof CriterionSchema>): Criterion {
+  return c.expect_evidence !== undefined
+    ? {
+        key: c.key,
+        operation: c.operation,
+        expect_evidence: { path: c.expect_evidence.path, equals: c.expect_evidence.equals },
+      }
+    : { key: c.key, operation: c.operation, expect_status: c.expect_status! };
+}
 
 /** Unknown fields are rejected, never dropped: a client cannot set status, tenant_id, evidence... */
 export const SubmissionSchema = z.strictObject({

@@ -8,6 +8,7 @@ import {
   connectorEnvironment,
   connectorOperation,
   findExecution,
+  findLastStatusChanges,
   findOperation,
   insertExecution,
   isUniqueViolation,
@@ -18,6 +19,7 @@ import { VERITY_CONFIG, VerityConfig, newId } from '@verity/platform';
 import { JobName, JobProducer } from '@verity/queues';
 import {
   ExecutionStatus,
+  LastStatusChange,
   OperationStatus,
   ResolutionStatus,
   canRetry,
@@ -46,7 +48,9 @@ export class OperationsService {
   }
 
   async get(principal: Principal, id: string) {
-    return this.detail(await this.load(principal, id));
+    const op = await this.load(principal, id);
+    const changes = await findLastStatusChanges(this.db.manager, [op.id]);
+    return this.detail(op, changes.get(op.id) ?? null);
   }
 
   /**
@@ -54,7 +58,7 @@ export class OperationsService {
    * this, so it never offers what the API would refuse. Once a resolution is recorded (a release waiting for the
    * dispatcher included), nothing more is permitted: the decision was made.
    */
-  private detail(op: OperationEntity) {
+  private detail(op: OperationEntity, lastChange: LastStatusChange | null) {
     const options = recordedResolution(op)
       ? []
       : resolutionOptions({
@@ -64,7 +68,7 @@ export class OperationsService {
           canReadBack: this.canReadBack(op),
         });
     return {
-      ...presentOperation(op),
+      ...presentOperation(op, lastChange),
       permitted_resolutions: options.filter((o) => o.permitted).map((o) => o.status),
       resolution_options: options,
     };
@@ -284,8 +288,9 @@ export class OperationsService {
     const execution = await findExecution(this.db.manager, executionId);
     const created = await findOperation(this.db.manager, operationId);
     return {
-      operation: presentOperation(created!),
-      execution: presentExecution(execution!, [created!]),
+      // A new PREPARED operation: it has made no move yet.
+      operation: presentOperation(created!, null),
+      execution: presentExecution(execution!, [created!], new Map()),
     };
   }
 }

@@ -1,16 +1,14 @@
-import { ExecutionFailure, ExecutionStatus } from '@verity/status-model';
+import { Criterion, CriterionVerdict, ExecutionFailure, ExecutionStatus, Outcome } from '@verity/status-model';
 import { Column, Entity, PrimaryColumn } from 'typeorm';
 
-export interface Criterion {
-  key: string;
-  operation: string;
-  expect_status: string;
-}
+export type { Criterion };
 
-export interface CriterionResult extends Criterion {
-  verdict: 'pass' | 'fail' | 'not_applicable';
+/** One criterion as last judged: the verdict, why, and the events behind it. */
+export type CriterionResult = Criterion & {
+  verdict: CriterionVerdict;
+  rationale: string;
   evidence_event_ids: string[];
-}
+};
 
 @Entity('executions')
 export class ExecutionEntity {
@@ -23,6 +21,7 @@ export class ExecutionEntity {
   @Column('jsonb', { default: [] }) criteria!: Criterion[];
   @Column('jsonb', { name: 'criteria_results', nullable: true }) criteriaResults!: CriterionResult[] | null;
   @Column('jsonb', { nullable: true }) failure!: ExecutionFailure | null;
+  @Column('jsonb', { nullable: true }) outcome!: Outcome | null;
   @Column('bigint', { name: 'event_seq', default: 0 }) eventSeq!: string;
   @Column('text', { name: 'idempotency_key', nullable: true }) idempotencyKey!: string | null;
   @Column('timestamptz', { name: 'created_at' }) createdAt!: Date;

@@ -5,6 +5,7 @@ import { ConnectorSettings1764460600000 } from './1764460600000-connector-settin
 import { EventsSignalAfterCommit1764470000000 } from './1764470000000-events-signal-after-commit';
 import { IdempotencyClaimToken1764470100000 } from './1764470100000-idempotency-claim-token';
 import { OperatorKeys1764480000000 } from './1764480000000-operator-keys';
+import { ExecutionOutcome1764490000000 } from './1764490000000-execution-outcome';
 
 /** In order. Add a new timestamped class for every schema change; never edit one that has shipped. */
 export const MIGRATIONS = [
@@ -15,4 +16,5 @@ export const MIGRATIONS = [
   EventsSignalAfterCommit1764470000000,
   IdempotencyClaimToken1764470100000,
   OperatorKeys1764480000000,
+  ExecutionOutcome1764490000000,
 ];

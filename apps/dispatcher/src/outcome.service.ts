@@ -1,0 +1,89 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import {
+  CriterionResult,
+  ExecutionEntity,
+  OperationEntity,
+  TransitionService,
+  findExecution,
+  findLastStatusChanges,
+} from '@verity/persistence';
+import { evaluateCriterion, outcomeResult } from '@verity/status-model';
+import { DataSource } from 'typeorm';
+
+/**
+ * Live outcome evaluation: the criteria are judged again on every advance of the execution — which every change of
+ * an operation triggers, also after the execution completed (a reviewer's resolution enqueues one) — and an
+ * evaluation that changes a verdict (or its rationale) is written with its `outcome.evaluated` event. The rules are libs/status-model's.
+ */
+@Injectable()
+export class OutcomeService {
+  constructor(
+    @InjectDataSource() private readonly db: DataSource,
+    private readonly transitions: TransitionService,
+  ) {}
+
+  /** True when a new evaluation was written. `execution` follows in memory. */
+  async evaluate(execution: ExecutionEntity, operations: OperationEntity[]): Promise<boolean> {
+    if (execution.criteria.length === 0) return false;
+    const latestByKey = new Map<string, OperationEntity>();
+    for (const op of operations) latestByKey.set(op.key, op);
+    const referenced = execution.criteria.flatMap((c) => latestByKey.get(c.operation)?.id ?? []);
+    const changes = await findLastStatusChanges(this.db.manager, referenced);
+    const results: CriterionResult[] = execution.criteria.map((criterion) => {
+      const op = latestByKey.get(criterion.operation);
+      const change = op ? (changes.get(op.id) ?? null) : null;
+      const { verdict, rationale } = evaluateCriterion(
+        criterion,
+        op && {
+          status: op.status,
+          verificationMethod: op.verificationMethod,
+          evidence: op.evidence,
+          lastChange: change,
+        },
+      );
+      // The evidence of a verdict is the move that put the operation where it is now.
+      return { ...criterion, verdict, rationale, evidence_event_ids: change ? [change.eventId] : [] };
+    });
+    // A concurrent evaluator may have written first: compare against what is stored now and try again.
+    for (let attempt = 0; attempt < 3; attempt += 1) {
+      if (sameVerdicts(execution.criteriaResults, results)) return false;
+      const outcome = { result: outcomeResult(results.map((r) => r.verdict)), evaluated_at: new Date().toISOString() };
+      const written = await this.transitions.recordOutcome(this.db.manager, {
+        executionId: execution.id,
+        previous: execution.criteriaResults,
+        results,
+        outcome,
+        data: {
+          result: outcome.result,
+          criteria: results.map((r) => ({
+            key: r.key,
+            verdict: r.verdict,
+            rationale: r.rationale,
+            evidence_event_ids: r.evidence_event_ids,
+          })),
+        },
+      });
+      if (written.won) {
+        execution.criteriaResults = results;
+        execution.outcome = outcome;
+        return true;
+      }
+      const fresh = await findExecution(this.db.manager, execution.id);
+      if (!fresh) return false;
+      execution.criteriaResults = fresh.criteriaResults;
+    }
+    return false;
+  }
+}
+
+/**
+ * Recorded again when a verdict or its rationale changes. The rationale names where the operation stands ("is
+ * MANUAL_REVIEW and can still move"), so the stored results never describe an older state than the log.
+ */
+function sameVerdicts(stored: CriterionResult[] | null, results: CriterionResult[]): boolean {
+  if (!stored || stored.length !== results.length) return false;
+  return results.every(
+    (r, i) => stored[i].key === r.key && stored[i].verdict === r.verdict && stored[i].rationale === r.rationale,
+  );
+}
