@@ -78,6 +78,11 @@ describe('reads, cancel, retry and the OpenAPI contract', () => {
     expect(done.effects).toEqual({
       summary: 'unverified',
       counts: expect.objectContaining({ VERIFIED: 1, ACKNOWLEDGED: 1, PREPARED: 0 }),
+      // Added fields (reference 002): the SMS was accepted, not proven committed.
+      commit: { not_dispatched: 0, committed: 1, rejected: 0, unknown: 1 },
+      no_change_required: 0,
+      not_sent: 0,
+      held_not_sent: 0,
     });
     expect(done.failure).toBeNull();
 
