@@ -310,6 +310,50 @@ describe('outcome evaluation, failure objects and commit', () => {
     expect([...statuses].sort()).toEqual(['CANCELLED', 'FAILED', 'MANUAL_REVIEW']);
   });
 
+  it.each([
+    ['no expectation', { key: 'c', operation: 'charge' }, 'criteria[0]', 'one_expectation'],
+    [
+      'both expectations',
+      { key: 'c', operation: 'charge', expect_status: 'VERIFIED', expect_evidence: { path: 'a', equals: 1 } },
+      'criteria[0]',
+      'one_expectation',
+    ],
+    [
+      'a path that is not a JSON path',
+      { key: 'c', operation: 'charge', expect_evidence: { path: 'a..b', equals: 1 } },
+      'criteria[0].expect_evidence.path',
+      'invalid_format',
+    ],
+    [
+      'no equals',
+      { key: 'c', operation: 'charge', expect_evidence: { path: 'record.amount' } },
+      'criteria[0].expect_evidence.equals',
+      'required',
+    ],
+    [
+      'an unknown field',
+      { key: 'c', operation: 'charge', expect_evidence: { path: 'a', equals: 1, op: 'gt' } },
+      'criteria[0].expect_evidence.op',
+      'unknown_field',
+    ],
+  ])(
+    'a malformed criterion (%s) is a 400 naming the field and the rule, and writes nothing',
+    async (_label, criterion, field, rule) => {
+      const intent = unique('oc-invalid');
+      const res = await http<{ errors: { field: string; rule: string }[] }>(stack.apiUrl, 'POST', '/v1/executions', {
+        key: DEMO.agent,
+        body: { agent_id: 'test-agent', intent, operations: [charge(unique('oc-invalid'))], criteria: [criterion] },
+      });
+      expect(res.status).toBe(400);
+      expect(res.headers.get('content-type')).toContain('application/problem+json');
+      expect(res.body.errors).toEqual(expect.arrayContaining([expect.objectContaining({ field, rule })]));
+      const [row] = (await stack.db.dataSource.query(`SELECT count(*)::int AS n FROM executions WHERE intent = $1`, [
+        intent,
+      ])) as { n: number }[];
+      expect(row.n).toBe(0);
+    },
+  );
+
   it('GET /v1/status-model serves the commit rules, the failure codes and the outcome vocabulary', async () => {
     const res = await http<{
       operation: { commit: { values: { value: string }[]; rules: unknown[] }; terminal_reasons: string[] };

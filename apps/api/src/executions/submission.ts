@@ -84,7 +84,8 @@ export const OperationRequestSchema = z.strictObject({
 const ExpectEvidence = z
   .strictObject({
     path: z.string().max(500).regex(FIELD_PATH, FIELD_PATH_RULE),
-    equals: z.unknown(),
+    // Required, but checked below so the caller reads "equals is required", not a type error about undefined.
+    equals: z.unknown().optional(),
   })
   .superRefine((value, ctx) => {
     if (value.equals === undefined) {
