@@ -57,7 +57,7 @@ export interface FailureCodeInfo {
 
 const op = (
   status: OperationStatus,
-  phase: OperationFailurePhase | 'verification | reconciliation',
+  phase: OperationFailurePhase | 'verification or reconciliation',
   category: FailureCategory,
   retryable: boolean,
   message: string,
@@ -125,7 +125,7 @@ export const FAILURE_CODES = {
   ),
   integrity_mismatch: op(
     S.MANUAL_REVIEW,
-    'verification | reconciliation',
+    'verification or reconciliation',
     'human',
     false,
     'the effect exists but violates a checked invariant',
