@@ -22,6 +22,7 @@ import {
   LastStatusChange,
   OperationStatus,
   ResolutionStatus,
+  TerminalReason,
   canRetry,
   resolutionOptions,
   retryRuleOf,
@@ -108,7 +109,12 @@ export class OperationsService {
       merge: { approval: approval as Record<string, unknown> },
       move:
         decision === 'deny'
-          ? { to: OperationStatus.CANCELLED, eventData: { cause: 'approval_denied', by: principal.keyId, reason } }
+          ? {
+              to: OperationStatus.CANCELLED,
+              // A local denial is its own reason, never proof that nothing changed elsewhere.
+              reason: TerminalReason.DENIED,
+              eventData: { cause: 'approval_denied', by: principal.keyId, reason },
+            }
           : undefined,
     });
     if (!decided.won) throw await this.approvalRefusal(principal, await this.load(principal, id));
