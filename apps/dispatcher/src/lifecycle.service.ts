@@ -20,22 +20,31 @@ import {
   transaction,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
-import { JobName, JobProducer, QueueName } from '@verity/queues';
+import { JobName, JobProducer, QueueName, preconditionReadJobId } from '@verity/queues';
 import {
   ExecutionStatus,
   executionFailure,
   OperationStatus,
   TerminalReason,
   VerificationMethod,
+  dependencySatisfied,
   isSettledOperation,
   isTerminalExecution,
+  nextPreconditionRead,
 } from '@verity/status-model';
 import { DataSource, EntityManager } from 'typeorm';
-import { needsApproval } from './operation-rules';
+import { mustReadPrecondition, needsApproval } from './operation-rules';
 import { OutcomeService } from './outcome.service';
 
 type TenantLoader = (tenantId: string) => Promise<TenantEntity | null>;
 type ContextResult = Awaited<ReturnType<NonNullable<Connector['readContext']>>>;
+type ReadEvidence = ContextResult['evidence'];
+
+/** Which precondition of a send could not be read: the agent's expected_state, or an approval's baseline. */
+export type Precondition = 'expected_state' | 'approval_baseline';
+
+/** What a context read meant for one PREPARED operation. */
+type ContextOutcome = 'moved' | 'unread' | 'agrees' | 'lost';
 
 /** A compare-and-set lost inside a transaction: roll it all back and look again. */
 class LostRace extends Error {}
@@ -297,70 +306,214 @@ export class LifecycleService {
     for (const op of operations) {
       const context = contexts.get(op.id);
       if (op.status !== S.PREPARED || !context) continue;
-      if (context.kind === 'unreachable') {
-        await beforeEvent();
-        await this.transitions.annotate(tx, {
-          executionId: execution.id,
-          operationId: op.id,
-          type: 'context.unavailable',
-          data: { evidence: context.evidence },
-        });
-        continue;
-      }
-      if (context.requestedStatePresent && op.verificationMethod === VerificationMethod.READ_AFTER_WRITE) {
-        await beforeEvent();
-        await this.transitions.operation(tx, {
-          operation: snapshotOf(op),
-          to: S.VERIFIED,
-          patch: {
-            no_change_required: true,
-            evidence: { method: 'context_read', no_change_required: true, ...context.evidence, state: context.state },
-          },
-          eventData: { no_change_required: true },
-        });
-        continue;
-      }
-      const expectedMismatches = Object.entries(op.expectedState ?? {})
-        .filter(([key, expected]) => JSON.stringify(context.state[key]) !== JSON.stringify(expected))
-        .map(
-          ([key, expected]) =>
-            `${key}: expected ${JSON.stringify(expected)}, source has ${JSON.stringify(context.state[key])}`,
-        );
-      const conflicts = [...context.conflicts, ...expectedMismatches];
-      const baseline = context.state;
-      if (conflicts.length > 0) {
-        await beforeEvent();
-        const recorded = await this.transitions.annotate(tx, {
-          executionId: execution.id,
-          operationId: op.id,
-          type: 'knowledge.conflict',
-          data: { conflicts, state: context.state, expected_state: op.expectedState, irreversible: op.irreversible },
-        });
-        if (op.irreversible) {
-          await this.transitions.operation(tx, {
-            operation: snapshotOf(op),
-            to: S.MANUAL_REVIEW,
-            reason: TerminalReason.KNOWLEDGE_CONFLICT,
-            patch: {
-              evidence: { method: 'context_read', conflicts, ...context.evidence, state: context.state },
-              obligation: this.obligation(TerminalReason.KNOWLEDGE_CONFLICT, false, tenant) as unknown as Record<
-                string,
-                unknown
-              >,
-            },
-            eventData: { conflicts, conflict_event_id: recorded.eventId },
-          });
-          continue;
-        }
-      }
+      const outcome = await this.applyContext(tx, execution, op, context, tenant, beforeEvent);
+      if (outcome !== 'agrees') continue;
       // Remember what the source looked like: an approval given now is stale if this changes before dispatch.
       // (A decision that arrived early is kept: the baseline is merged into it.)
-      if (!needsApproval(op, tenant?.settings) && op.approval === null) continue;
+      if (context.kind !== 'state' || (!needsApproval(op, tenant?.settings) && op.approval === null)) continue;
       await rows(tx, `UPDATE operations SET approval = coalesce(approval, '{}'::jsonb) || $2 WHERE id = $1`, [
         op.id,
-        JSON.stringify({ baseline }),
+        JSON.stringify({ baseline: context.state }),
       ]);
     }
+  }
+
+  /**
+   * One context read applied to one PREPARED operation (at resolving_context, or when an owed precondition read is
+   * made again). The source unreachable: an irreversible operation with an expected_state is not sent blind (I15) —
+   * it waits for another read or is held; anything else proceeds with the gap recorded.
+   */
+  private async applyContext(
+    db: EntityManager,
+    execution: ExecutionEntity,
+    op: OperationEntity,
+    context: ContextResult,
+    tenant: TenantEntity | null,
+    beforeEvent: () => Promise<void> = async () => undefined,
+  ): Promise<ContextOutcome> {
+    if (context.kind === 'unreachable') {
+      await beforeEvent();
+      if (mustReadPrecondition(op)) {
+        return this.preconditionUnread(db, {
+          operation: op,
+          deadline: execution.deadlineAt,
+          evidence: context.evidence,
+          precondition: 'expected_state',
+          tenant,
+        });
+      }
+      await this.transitions.annotate(db, {
+        executionId: execution.id,
+        operationId: op.id,
+        type: 'context.unavailable',
+        data: { evidence: context.evidence, irreversible: op.irreversible, proceeds: true },
+      });
+      return 'agrees';
+    }
+    if (context.requestedStatePresent && op.verificationMethod === VerificationMethod.READ_AFTER_WRITE) {
+      await beforeEvent();
+      const moved = await this.transitions.operation(db, {
+        operation: snapshotOf(op),
+        to: S.VERIFIED,
+        patch: {
+          no_change_required: true,
+          next_check_at: null,
+          evidence: { method: 'context_read', no_change_required: true, ...context.evidence, state: context.state },
+        },
+        eventData: { no_change_required: true },
+      });
+      return moved.won ? 'moved' : 'lost';
+    }
+    const expectedMismatches = Object.entries(op.expectedState ?? {})
+      .filter(([key, expected]) => JSON.stringify(context.state[key]) !== JSON.stringify(expected))
+      .map(
+        ([key, expected]) =>
+          `${key}: expected ${JSON.stringify(expected)}, source has ${JSON.stringify(context.state[key])}`,
+      );
+    const conflicts = [...context.conflicts, ...expectedMismatches];
+    if (conflicts.length === 0) return 'agrees';
+    await beforeEvent();
+    const recorded = await this.transitions.annotate(db, {
+      executionId: execution.id,
+      operationId: op.id,
+      type: 'knowledge.conflict',
+      data: { conflicts, state: context.state, expected_state: op.expectedState, irreversible: op.irreversible },
+    });
+    if (!op.irreversible) return 'agrees';
+    const moved = await this.transitions.operation(db, {
+      operation: snapshotOf(op),
+      to: S.MANUAL_REVIEW,
+      reason: TerminalReason.KNOWLEDGE_CONFLICT,
+      patch: {
+        next_check_at: null,
+        evidence: { method: 'context_read', conflicts, ...context.evidence, state: context.state },
+        obligation: this.obligation(TerminalReason.KNOWLEDGE_CONFLICT, false, tenant) as unknown as Record<
+          string,
+          unknown
+        >,
+      },
+      eventData: { conflicts, conflict_event_id: recorded.eventId },
+    });
+    return moved.won ? 'moved' : 'lost';
+  }
+
+  /**
+   * I15, no blind send: a precondition of an irreversible send could not be read. Each failed read is a
+   * `context.unavailable` event. The operation waits in PREPARED (`next_check_at` = when it is read again,
+   * `check_count` = failed reads so far; the SENT statement refuses while `next_check_at` is set) and a delayed
+   * advance reads it again — or, once the budget is spent or the next read would come after the deadline, it is held:
+   * PREPARED → MANUAL_REVIEW with SOURCE_UNREACHABLE and a recovery obligation. Also used by the sender when an
+   * approval's baseline cannot be re-read at dispatch.
+   */
+  async preconditionUnread(
+    db: EntityManager,
+    input: {
+      operation: OperationEntity;
+      deadline: Date;
+      evidence: ReadEvidence;
+      precondition: Precondition;
+      tenant: TenantEntity | null;
+    },
+  ): Promise<'unread' | 'moved' | 'lost'> {
+    const { operation: op, evidence, precondition } = input;
+    const next = nextPreconditionRead(
+      op.checkCount,
+      {
+        budget: this.config.PRECONDITION_READ_BUDGET,
+        backoffMs: this.config.PRECONDITION_READ_BACKOFF_MS,
+        backoffMaxMs: this.config.PRECONDITION_READ_BACKOFF_MAX_MS,
+      },
+      new Date(),
+      input.deadline,
+    );
+    const data = {
+      evidence,
+      precondition,
+      irreversible: op.irreversible,
+      failed_reads: next.failedReads,
+      budget: this.config.PRECONDITION_READ_BUDGET,
+      ...(next.kind === 'retry' ? { next_read_at: next.at.toISOString() } : { held: next.why }),
+    };
+    const recorded = await this.transitions.annotate(db, {
+      executionId: op.executionId,
+      operationId: op.id,
+      whileStatus: S.PREPARED,
+      patch: next.kind === 'retry' ? { check_count: next.failedReads, next_check_at: next.at } : {},
+      type: 'context.unavailable',
+      data,
+    });
+    if (!recorded.won) return 'lost';
+    if (next.kind === 'retry') {
+      // The delayed advance is only a trigger: if it is lost, the sweeper's advance of a quiet execution finds the
+      // read owed (next_check_at) and schedules it again.
+      await this.producer.tryEnqueue(
+        JobName.ADVANCE_EXECUTION,
+        { executionId: op.executionId },
+        { jobId: preconditionReadJobId(op.executionId, next.at), delay: Math.max(0, next.at.getTime() - Date.now()) },
+      );
+      return 'unread';
+    }
+    const detail =
+      next.why === 'budget'
+        ? `the ${precondition} could not be read in ${next.failedReads} attempts; not sent blind`
+        : `the ${precondition} could not be read before the execution's deadline; not sent blind`;
+    const moved = await this.transitions.operation(db, {
+      operation: snapshotOf(op),
+      to: S.MANUAL_REVIEW,
+      reason: TerminalReason.SOURCE_UNREACHABLE,
+      patch: {
+        check_count: next.failedReads,
+        next_check_at: null,
+        evidence: { method: 'context_read', precondition, detail, failed_reads: next.failedReads, ...evidence },
+        obligation: this.obligation(TerminalReason.SOURCE_UNREACHABLE, false, input.tenant) as unknown as Record<
+          string,
+          unknown
+        >,
+      },
+      eventData: { detail, precondition, failed_reads: next.failedReads, unavailable_event_id: recorded.eventId },
+    });
+    return moved.won ? 'moved' : 'lost';
+  }
+
+  /**
+   * An operation that is otherwise ready but owes a precondition read: read it when due (else make sure the delayed
+   * advance exists). Agrees → the owed read is cleared (`context.read`) and the operation may be dispatched.
+   */
+  private async readOwedPrecondition(
+    execution: ExecutionEntity,
+    op: OperationEntity,
+    tenant: TenantEntity | null,
+  ): Promise<ContextOutcome> {
+    const due = op.nextCheckAt!;
+    if (due.getTime() > Date.now()) {
+      await this.producer.tryEnqueue(
+        JobName.ADVANCE_EXECUTION,
+        { executionId: execution.id },
+        { jobId: preconditionReadJobId(execution.id, due), delay: due.getTime() - Date.now() },
+      );
+      return 'unread';
+    }
+    const connector = this.connectors.get(op.connector);
+    const context: ContextResult = connector?.readContext
+      ? await connector.readContext(
+          connectorOperation(op),
+          await connectorEnvironment(this.db.manager, op, this.config, connector),
+        )
+      : {
+          kind: 'unreachable',
+          evidence: { source: op.connector, read_at: new Date().toISOString(), error: 'no context read' },
+        };
+    const outcome = await this.applyContext(this.db.manager, execution, op, context, tenant);
+    if (outcome !== 'agrees' || context.kind !== 'state') return outcome;
+    const cleared = await this.transitions.annotate(this.db.manager, {
+      executionId: execution.id,
+      operationId: op.id,
+      whileStatus: S.PREPARED,
+      patch: { next_check_at: null },
+      type: 'context.read',
+      data: { evidence: context.evidence, state: context.state, after_failed_reads: op.checkCount },
+    });
+    return cleared.won ? 'agrees' : 'lost';
   }
 
   /** Decide which operations need approval; a decision that arrived early is kept, not asked again. */
@@ -395,7 +548,7 @@ export class LifecycleService {
     for (const op of operations) latestByKey.set(op.key, op);
     let changed = false;
     let awaitingApproval = 0;
-    let ready = 0;
+    const ready: OperationEntity[] = [];
     for (const op of operations) {
       if (op.status !== S.PREPARED) continue;
       const deps = op.dependsOn.map((key) => latestByKey.get(key));
@@ -409,7 +562,7 @@ export class LifecycleService {
         changed ||= moved.won;
         continue;
       }
-      if (!deps.every((d) => d && this.dependencySatisfied(d))) continue;
+      if (!deps.every((d) => d && dependencySatisfied(d))) continue;
       if (needsApproval(op, tenant?.settings)) {
         if (op.approval?.state === 'denied') {
           const moved = await this.transitions.operation(this.db.manager, {
@@ -427,8 +580,20 @@ export class LifecycleService {
           continue;
         }
       }
-      ready += 1;
-      await this.enqueueDispatch(op);
+      if (op.nextCheckAt !== null) {
+        const read = await this.readOwedPrecondition(execution, op, tenant);
+        if (read === 'moved' || read === 'lost') {
+          changed = true;
+          continue;
+        }
+        if (read === 'unread') continue;
+      }
+      ready.push(op);
+    }
+    if (ready.length > 0) {
+      // The SENT statement sends only while the execution is running (I15): move it there before handing out jobs.
+      if ((await this.move(execution, E.RUNNING)) === 'lost') return 'lost';
+      for (const op of ready) await this.enqueueDispatch(op);
     }
     if (changed) return true;
     const allSettled = operations.every((op) => isSettledOperation(op.status, op.verificationMethod));
@@ -437,7 +602,7 @@ export class LifecycleService {
       (op) => op.status !== S.PREPARED && !isSettledOperation(op.status, op.verificationMethod),
     );
     let target: ExecutionStatus;
-    if (ready > 0) target = E.RUNNING;
+    if (ready.length > 0) target = E.RUNNING;
     else if (awaitingApproval > 0 && !inFlight) target = E.WAITING_FOR_APPROVAL;
     else target = E.WAITING_FOR_TOOL;
     if (target === execution.status) return false;
@@ -462,12 +627,6 @@ export class LifecycleService {
       else if (state !== 'unknown') return; // waiting, delayed or active: it will run
     }
     await this.producer.enqueue(JobName.DISPATCH_OPERATION, { operationId: op.id }, { jobId });
-  }
-
-  /** Dependencies are met when the effect is VERIFIED, or ACKNOWLEDGED where nothing can read it back. */
-  private dependencySatisfied(dep: OperationEntity): boolean {
-    if (dep.status === S.VERIFIED) return true;
-    return dep.status === S.ACKNOWLEDGED && dep.verificationMethod !== VerificationMethod.READ_AFTER_WRITE;
   }
 
   /**

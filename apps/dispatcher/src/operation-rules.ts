@@ -10,3 +10,11 @@ export function needsApproval(op: OperationEntity, settings: TenantSettings | nu
   }
   return false;
 }
+
+/**
+ * I15: an irreversible operation whose agent stated what the source must hold (expected_state) is never sent without
+ * that state having been read. (No built-in connector declares a context read that is required by itself.)
+ */
+export function mustReadPrecondition(op: Pick<OperationEntity, 'irreversible' | 'expectedState'>): boolean {
+  return op.irreversible && op.expectedState !== null && Object.keys(op.expectedState).length > 0;
+}

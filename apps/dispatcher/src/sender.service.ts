@@ -11,6 +11,8 @@ import {
   Approval,
   CapExceeded,
   OperationEntity,
+  SendGuard,
+  SendRefusal,
   TransitionService,
   callEnvironment,
   commitWithinSpendingCaps,
@@ -18,11 +20,13 @@ import {
   describeCapExceeded,
   findOperationToSend,
   loadConnectorSettings,
+  sendRefusals,
   snapshotOf,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
-import { JobName, JobProducer } from '@verity/queues';
-import { OperationStatus, TerminalReason, VerificationMethod, isTerminalExecution } from '@verity/status-model';
+import { JobName, JobProducer, PRODUCER_REDIS, workerCountersKey } from '@verity/queues';
+import { OperationStatus, TerminalReason, VerificationMethod } from '@verity/status-model';
+import type { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
 import { LifecycleService } from './lifecycle.service';
 import { needsApproval } from './operation-rules';
@@ -30,10 +34,10 @@ import { needsApproval } from './operation-rules';
 export type DispatchOutcome =
   | 'sent'
   | 'skipped: not found'
-  | 'skipped: already settled'
-  | 'skipped: execution ended'
   | 'skipped: lost race'
   | 'skipped: approval no longer valid'
+  | 'skipped: precondition unread'
+  | `skipped: refused by the send guard (${string})`
   | 'unknown: found already SENT'
   | 'not called: woke up too late'
   | 'refused: spending cap';
@@ -54,6 +58,7 @@ export class SenderService {
     private readonly producer: JobProducer,
     private readonly connectors: ConnectorRegistry,
     private readonly lifecycle: LifecycleService,
+    @Inject(PRODUCER_REDIS) private readonly redis: Redis,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -65,11 +70,15 @@ export class SenderService {
   async dispatch(operationId: string, stillOwned?: () => Promise<boolean | null>): Promise<DispatchOutcome> {
     const found = await findOperationToSend(this.db.manager, operationId);
     if (!found) return 'skipped: not found';
-    const { operation: op, executionStatus, tenant } = found;
+    const { operation: op, executionDeadline, tenant } = found;
     if (op.status === S.SENT) return this.markOrphan(op);
     const release = op.status === S.MANUAL_REVIEW && op.attempt === 0 && hasReleaseResolution(op);
-    if (op.status !== S.PREPARED && !release) return 'skipped: already settled';
-    if (isTerminalExecution(executionStatus) && !release) return 'skipped: execution ended';
+    // What a send needs is checked by the SENT statement itself (I15), so a stray, duplicated, replayed or hand-made
+    // job cannot send early or twice: the reads here only decide what to try, never whether it is safe.
+    const guard: SendGuard = release
+      ? { kind: 'release' }
+      : { kind: 'dispatch', approvalRequired: needsApproval(op, tenant?.settings) };
+    if (op.status !== S.PREPARED && !release) return this.refused(op, ['status_moved']);
     const connector = this.connectors.require(op.connector);
     // The tenant's settings for this connector (allowlist, secrets, spending caps), read fresh for every send.
     const settings = await loadConnectorSettings(this.db.manager, op.tenantId, op.connector, {
@@ -77,11 +86,9 @@ export class SenderService {
     });
     const tenantEnv: TenantConnectorSettings = { allowHosts: settings.allowHosts, secrets: settings.secrets };
 
-    if (!release) {
-      if (needsApproval(op, tenant?.settings)) {
-        const stale = await this.approvalStaleness(op, tenantEnv);
-        if (stale) return stale;
-      }
+    if (!release && op.approval?.state === 'granted' && op.nextCheckAt === null) {
+      const stale = await this.approvalStaleness(op, tenantEnv, executionDeadline, tenant);
+      if (stale) return stale;
     }
 
     let committingAt = Date.now();
@@ -103,13 +110,23 @@ export class SenderService {
           to: S.SENT,
           actor: release ? 'human' : 'system',
           bumpAttempt: true,
-          patch: { sent_at: 'now' },
+          sendGuard: guard,
+          // The precondition reads are over; the checks of the effect (verification) count from zero.
+          patch: { sent_at: 'now', check_count: 0, next_check_at: null },
         });
       },
     );
-    if ('exceeded' in committed) return this.refuseOverCap(op, committed.exceeded, release);
+    if ('exceeded' in committed) {
+      // Only a send that could otherwise happen is cancelled for the cap: a stray job changes nothing.
+      const refusals = await sendRefusals(this.db.manager, op.id, guard);
+      if (refusals.length > 0) return this.refused(op, refusals);
+      return this.refuseOverCap(op, committed.exceeded, release);
+    }
     const sent = committed.sent;
-    if (!sent.won || sent.attempt === undefined) return 'skipped: lost race';
+    if (!sent.won || sent.attempt === undefined) {
+      const refusals = await sendRefusals(this.db.manager, op.id, guard);
+      return refusals.length > 0 ? this.refused(op, refusals) : 'skipped: lost race';
+    }
     const attempt = sent.attempt;
     await testPause(this.logger, this.config.TEST_PAUSE_AFTER_SENT_MS, 'paused after SENT', op.id);
 
@@ -252,6 +269,8 @@ export class SenderService {
   private async approvalStaleness(
     op: OperationEntity,
     tenant: TenantConnectorSettings,
+    executionDeadline: Date,
+    tenantRow: Parameters<LifecycleService['preconditionUnread']>[1]['tenant'],
   ): Promise<DispatchOutcome | null> {
     const approval = op.approval;
     if (approval?.state !== 'granted') return 'skipped: approval no longer valid';
@@ -263,11 +282,23 @@ export class SenderService {
       const connector = this.connectors.require(op.connector);
       if (connector.readContext && approval.baseline !== undefined) {
         const context = await connector.readContext(connectorOperation(op), callEnvironment(this.config, tenant));
-        if (context.kind === 'state') {
-          currentBaseline = context.state;
-          if (JSON.stringify(context.state) !== JSON.stringify(approval.baseline))
-            staleness = 'approval.stale_baseline';
+        if (context.kind === 'unreachable') {
+          // I15: the grant holds only for the source as the reviewer saw it; unread, it is not sent blind. The
+          // lifecycle reads it again with backoff (then this check runs again), or holds it for a human.
+          const outcome = await this.lifecycle.preconditionUnread(this.db.manager, {
+            operation: op,
+            deadline: executionDeadline,
+            evidence: context.evidence,
+            precondition: 'approval_baseline',
+            tenant: tenantRow,
+          });
+          this.logger.warn({ operationId: op.id, outcome }, 'approval baseline unreadable at dispatch; not sent');
+          if (outcome === 'moved')
+            await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
+          return 'skipped: precondition unread';
         }
+        currentBaseline = context.state;
+        if (JSON.stringify(context.state) !== JSON.stringify(approval.baseline)) staleness = 'approval.stale_baseline';
       }
     }
     if (!staleness) return null;
@@ -328,6 +359,25 @@ export class SenderService {
     });
     await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
     return 'refused: spending cap';
+  }
+
+  /**
+   * A dispatch the send guard refused (or that found its operation moved on): nothing was sent and nothing changed.
+   * A stable log line and a counter per reason (`dispatch_refused:<reason>` in the workers' counters hash, exported by
+   * the API's /metrics as verity_dispatch_refused_total), so stray or hand-made jobs are visible.
+   */
+  private async refused(op: OperationEntity, reasons: SendRefusal[]): Promise<DispatchOutcome> {
+    this.logger.warn(
+      { operationId: op.id, executionId: op.executionId, status: op.status, reasons },
+      'dispatch refused by the send guard',
+    );
+    try {
+      const key = workerCountersKey(this.config.QUEUE_PREFIX);
+      await Promise.all(reasons.map((reason) => this.redis.hincrby(key, `dispatch_refused:${reason}`, 1)));
+    } catch {
+      // A counter is not worth failing the job for: the log line stands.
+    }
+    return `skipped: refused by the send guard (${reasons.join(', ')})`;
   }
 
   /** Graceful SIGTERM: let in-flight sends finish and record their outcome. */

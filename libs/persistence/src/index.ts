@@ -9,3 +9,4 @@ export * from './persistence.module';
 export * from './obligations';
 export * from './event-signal';
 export * from './secrets-cipher';
+export * from './send-guard';

@@ -174,10 +174,16 @@ export async function findExecutionWithOperations(
 export async function findOperationToSend(
   db: EntityManager,
   id: string,
-): Promise<{ operation: OperationEntity; executionStatus: ExecutionStatus; tenant: TenantEntity | null } | null> {
+): Promise<{
+  operation: OperationEntity;
+  executionStatus: ExecutionStatus;
+  executionDeadline: Date;
+  tenant: TenantEntity | null;
+} | null> {
   const [found] = await rows<Record<string, unknown>>(
     db,
-    `SELECT ${columnsOf(db, OperationEntity, 'o', 'o__')}, e.status AS e__status, ${columnsOf(db, TenantEntity, 't', 't__')}
+    `SELECT ${columnsOf(db, OperationEntity, 'o', 'o__')}, e.status AS e__status, e.deadline_at AS e__deadline_at,
+            ${columnsOf(db, TenantEntity, 't', 't__')}
      FROM operations o JOIN executions e ON e.id = o.execution_id LEFT JOIN tenants t ON t.id = o.tenant_id
      WHERE o.id = $1`,
     [id],
@@ -186,6 +192,7 @@ export async function findOperationToSend(
   return {
     operation: hydrate(db, OperationEntity, found, 'o__'),
     executionStatus: found.e__status as ExecutionStatus,
+    executionDeadline: new Date(found.e__deadline_at as string | Date),
     tenant: found.t__id === null ? null : hydrate(db, TenantEntity, found, 't__'),
   };
 }

@@ -61,14 +61,22 @@ describe('TransitionService (real Postgres)', () => {
     verificationMethod: VerificationMethod.READ_AFTER_WRITE,
   });
 
+  /** A send is committed only while the execution runs (the send guard): set it there as the lifecycle would. */
+  async function running(executionId: string) {
+    await db.dataSource.query(`UPDATE executions SET status = 'running' WHERE id = $1`, [executionId]);
+  }
+  const dispatchGuard = { kind: 'dispatch', approvalRequired: false } as const;
+
   it('lets exactly one of 20 concurrent PREPARED->SENT moves win, with exactly one event row', async () => {
-    const { operationId } = await newExecutionWithOneOperation();
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    await running(executionId);
     const results = await Promise.all(
       Array.from({ length: 20 }, () =>
         transitions.operation(db.dataSource.manager, {
           operation: snapshot(operationId),
           to: OperationStatus.SENT,
           bumpAttempt: true,
+          sendGuard: dispatchGuard,
           patch: { sent_at: 'now' },
         }),
       ),
@@ -96,11 +104,13 @@ describe('TransitionService (real Postgres)', () => {
   });
 
   it('fences a late write that carries an old attempt', async () => {
-    const { operationId } = await newExecutionWithOneOperation();
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    await running(executionId);
     const sent = await transitions.operation(db.dataSource.manager, {
       operation: snapshot(operationId),
       to: OperationStatus.SENT,
       bumpAttempt: true,
+      sendGuard: dispatchGuard,
     });
     expect(sent).toMatchObject({ won: true, attempt: 1 });
     const stale = await transitions.operation(db.dataSource.manager, {

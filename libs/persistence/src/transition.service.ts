@@ -9,6 +9,7 @@ import {
 } from '@verity/status-model';
 import { newId } from '@verity/platform';
 import { eventsWritten } from './event-signal';
+import { SendGuard, sendGuardConditions } from './send-guard';
 import { Queryable, rows } from './sql';
 
 /** Columns a transition may set alongside the status. Anything else is not the transition's business. */
@@ -46,6 +47,11 @@ export interface OperationTransitionInput {
   actor?: Actor;
   /** Bumps the fencing token; used exactly when SENT is committed. */
   bumpAttempt?: boolean;
+  /**
+   * Required for a move to SENT: what the same statement checks in the database before it commits the send (I15).
+   * A refused move changes nothing and answers `won: false`, like a lost compare-and-set (see `sendRefusals`).
+   */
+  sendGuard?: SendGuard;
   patch?: OperationPatch;
   eventData?: Record<string, unknown>;
 }
@@ -139,12 +145,20 @@ export class TransitionService {
       noChangeRequired: input.patch?.no_change_required,
       heldFor: operation.terminalReason ?? null,
     });
+    if ((to === OperationStatus.SENT) !== (input.sendGuard !== undefined)) {
+      throw new Error('a move to SENT, and only a move to SENT, carries a send guard');
+    }
     const params: unknown[] = [operation.id, operation.status, to, operation.attempt];
     const sets = ['status = $3', 'updated_at = clock_timestamp()'];
     if (input.bumpAttempt) sets.push('attempt = attempt + 1');
     const patch: OperationPatch = { ...input.patch };
     if (reason !== null || input.patch?.terminal_reason !== undefined) patch.terminal_reason = reason;
     sets.push(...patchAssignments(patch, params));
+    const guard = input.sendGuard
+      ? sendGuardConditions(input.sendGuard, params)
+          .map((c) => ` AND (${c.sql})`)
+          .join('')
+      : '';
     const eventId = newId('evt');
     params.push(
       eventId,
@@ -155,9 +169,9 @@ export class TransitionService {
     const result = await rows<{ id: string; seq: string; attempt: number; execution_id: string }>(
       db,
       `WITH moved AS (
-         UPDATE operations SET ${sets.join(', ')}
-         WHERE id = $1 AND status = $2 AND attempt = $4
-         RETURNING id, execution_id, tenant_id, attempt
+         UPDATE operations op SET ${sets.join(', ')}
+         WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4${guard}
+         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
          FROM moved WHERE e.id = moved.execution_id

@@ -41,6 +41,14 @@ const ConfigSchema = z.object({
   READ_BACKOFF_MS: ms(250),
   READ_BACKOFF_MAX_MS: ms(5_000),
   RECONCILE_BUDGET: z.coerce.number().int().min(1).default(8),
+  /**
+   * I15, no blind send: an irreversible operation whose precondition (expected_state, or an approval's baseline) cannot
+   * be read waits in PREPARED and is read again with this backoff; after this many failed reads (or when the next one
+   * could only come after the execution's deadline) it is held in MANUAL_REVIEW with SOURCE_UNREACHABLE.
+   */
+  PRECONDITION_READ_BUDGET: z.coerce.number().int().min(1).default(8),
+  PRECONDITION_READ_BACKOFF_MS: ms(1_000),
+  PRECONDITION_READ_BACKOFF_MAX_MS: ms(30_000),
   RECONCILE_DEADLINE_MS: ms(600_000),
   SWEEP_INTERVAL_MS: ms(2_000),
   STALE_EXECUTION_MS: ms(5_000),

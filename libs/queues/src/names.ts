@@ -41,6 +41,14 @@ export function eventsChannel(prefix: string): string {
   return `${prefix}:events`;
 }
 
+/**
+ * A Redis hash of counters the dispatchers keep (field = counter name, e.g. `dispatch_refused:dependency_not_done`);
+ * the API's /metrics reads it, so every dispatcher process counts into one place.
+ */
+export function workerCountersKey(prefix: string): string {
+  return `${prefix}:counters`;
+}
+
 export type JobOf<N extends JobName> = { name: N; data: JobPayloads[N] };
 
 export const QUEUE_OF_JOB: Readonly<Record<JobName, QueueName>> = {
@@ -90,6 +98,14 @@ export function queueOptions(queue: QueueName, connection: Redis, prefix: string
  */
 export function jobId(name: JobName, id: string, discriminator?: string | number): string {
   return discriminator === undefined ? `${id}.${name}` : `${id}.${name}.${discriminator}`;
+}
+
+/**
+ * The delayed advance that reads an operation's precondition again (I15): one per execution and due time, so the
+ * advances that find the same read owed schedule it once.
+ */
+export function preconditionReadJobId(executionId: string, dueAt: Date): string {
+  return jobId(JobName.ADVANCE_EXECUTION, executionId, `precondition-${dueAt.getTime()}`);
 }
 
 export function jobOptions(name: JobName, id: string, extra: JobsOptions = {}): JobsOptions {

@@ -8,3 +8,4 @@ export * from './failure';
 export * from './commit';
 export * from './outcome';
 export * from './json-path';
+export * from './dispatch';

@@ -46,6 +46,14 @@ describe('validateSubmission', () => {
     expect(result).toHaveProperty('ok');
   });
 
+  it('refuses irreversible: false on a connector declared irreversible (irreversible_floor)', () => {
+    const errors = errorsOf({ agent_id: 'a', intent: 'i', operations: [charge('c', { irreversible: false })] });
+    expect(errors).toEqual([
+      expect.objectContaining({ field: 'operations[0].irreversible', rule: 'irreversible_floor' }),
+    ]);
+    expect(errorsOf({ agent_id: 'a', intent: 'i', operations: [charge('c', { irreversible: true })] })).toEqual([]);
+  });
+
   it('names unknown fields at every level instead of dropping them', () => {
     const errors = errorsOf({
       agent_id: 'a',

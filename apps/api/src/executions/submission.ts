@@ -205,6 +205,15 @@ export function validateSubmission(
     }
     const params = action.params.safeParse(op.params);
     if (!params.success) errors.push(...zodErrors(params.error, `${at}.params`));
+    // An agent cannot declare an operation less safe than its connector (I15): that would switch off the hold of an
+    // irreversible send on a knowledge conflict or an unreadable precondition.
+    if (op.irreversible === false && !operationCapabilities(connector, op.action, op.params).reversible) {
+      errors.push({
+        field: `${at}.irreversible`,
+        rule: 'irreversible_floor',
+        message: `connector ${op.connector} declares ${op.action} irreversible; an operation cannot be declared reversible (omit irreversible or use true)`,
+      });
+    }
     if (
       op.verification_method === VerificationMethod.READ_AFTER_WRITE &&
       !operationCapabilities(connector, op.action, op.params).read_back

@@ -2,13 +2,22 @@ import { Controller, Get, Inject, Req, Res } from '@nestjs/common';
 import { ApiExcludeController } from '@nestjs/swagger';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import { PRODUCER_REDIS, workerCountersKey } from '@verity/queues';
 import type { Request, Response } from 'express';
+import type { Redis } from 'ioredis';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { ApiKeyService } from '../auth/api-key.service';
 import { authenticateOperator, bearerToken } from '../auth/auth.guard';
 import { Public } from '../auth/principal';
-import { executionsByStatus, operationsByStatus, overdueObligations, registry, transitionsTotal } from './metrics';
+import {
+  dispatchRefused,
+  executionsByStatus,
+  operationsByStatus,
+  overdueObligations,
+  registry,
+  transitionsTotal,
+} from './metrics';
 
 /**
  * Prometheus scrape endpoint. Status counts come from Postgres (the truth), so every API replica agrees. They count
@@ -21,6 +30,7 @@ export class MetricsController {
   constructor(
     @InjectDataSource() private readonly db: DataSource,
     private readonly keys: ApiKeyService,
+    @Inject(PRODUCER_REDIS) private readonly redis: Redis,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
   ) {}
 
@@ -48,6 +58,12 @@ export class MetricsController {
       transitionsTotal.set({ type: r.type, to_status: r.to_status }, r.n);
     }
     overdueObligations.set((overdue as { n: number }[])[0]?.n ?? 0);
+    // The dispatchers' counters live in Redis (they serve no HTTP); without Redis the scrape omits them.
+    const counters = await this.redis.hgetall(workerCountersKey(this.config.QUEUE_PREFIX)).catch(() => null);
+    dispatchRefused.reset();
+    for (const [field, n] of Object.entries(counters ?? {})) {
+      if (field.startsWith('dispatch_refused:')) dispatchRefused.set({ reason: field.slice(17) }, Number(n));
+    }
     res.setHeader('content-type', registry.contentType);
     res.send(await registry.metrics());
   }

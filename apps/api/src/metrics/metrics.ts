@@ -43,3 +43,10 @@ export const submissions = new Counter({
   help: 'Executions accepted by this process',
   registers: [registry],
 });
+
+export const dispatchRefused = new Gauge({
+  name: 'verity_dispatch_refused_total',
+  help: 'Dispatch jobs refused by the send guard (nothing sent, nothing changed), by reason; counted by the dispatchers',
+  labelNames: ['reason'] as const,
+  registers: [registry],
+});

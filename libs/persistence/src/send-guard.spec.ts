@@ -1,0 +1,204 @@
+import { OperationStatus, VerificationMethod } from '@verity/status-model';
+import { newId } from '@verity/platform';
+import { createTestDatabase, TestDatabase } from '../../../test/support/services';
+import { ensureTenant } from './api-keys';
+import { EventEntity, OperationEntity } from './entities';
+import { SendGuard, sendRefusals } from './send-guard';
+import { NewOperation, insertExecution } from './store';
+import { TransitionService } from './transition.service';
+
+/**
+ * The statement that commits SENT guards itself (I15): whatever a worker read before, it refuses — changing nothing,
+ * writing no event — unless the execution runs, the dependencies are done, the approval is granted and fresh, and no
+ * precondition read is owed; a human release needs its resolution on the row.
+ */
+describe('the guarded SENT statement (real Postgres)', () => {
+  let db: TestDatabase;
+  const transitions = new TransitionService();
+  const dispatch: SendGuard = { kind: 'dispatch', approvalRequired: false };
+
+  beforeAll(async () => {
+    db = await createTestDatabase('sendguard');
+    await ensureTenant(db.dataSource.manager, 'acme');
+  });
+  afterAll(async () => db.drop());
+
+  function op(key: string, extra: Partial<NewOperation> = {}): NewOperation {
+    return {
+      id: newId('op'),
+      key,
+      position: 0,
+      connector: 'sandbox.payments',
+      action: 'charge',
+      params: { amount: 100, currency: 'EUR', reference: `r-${key}` },
+      irreversible: true,
+      requires_approval: false,
+      verification_method: VerificationMethod.READ_AFTER_WRITE,
+      expected_state: null,
+      depends_on: [],
+      approval: null,
+      ...extra,
+    };
+  }
+
+  async function execution(operations: NewOperation[], status = 'running') {
+    const executionId = newId('exe');
+    await insertExecution(db.dataSource.manager, {
+      id: executionId,
+      tenantId: 'acme',
+      agentId: 'test-agent',
+      intent: 'send guard',
+      deadlineSeconds: 600,
+      criteria: [],
+      idempotencyKey: null,
+      createdEventId: newId('evt'),
+      operations: operations.map((o, position) => ({ ...o, position })),
+    });
+    await db.dataSource.query(`UPDATE executions SET status = $2 WHERE id = $1`, [executionId, status]);
+    return executionId;
+  }
+
+  async function set(id: string, sql: string, params: unknown[] = []) {
+    await db.dataSource.query(`UPDATE operations SET ${sql} WHERE id = $1`, [id, ...params]);
+  }
+
+  async function send(id: string, guard: SendGuard = dispatch, from = OperationStatus.PREPARED) {
+    const result = await transitions.operation(db.dataSource.manager, {
+      operation: { id, status: from, attempt: 0, verificationMethod: VerificationMethod.READ_AFTER_WRITE },
+      to: OperationStatus.SENT,
+      actor: guard.kind === 'release' ? 'human' : 'system',
+      bumpAttempt: true,
+      sendGuard: guard,
+    });
+    return { won: result.won, refusals: result.won ? [] : await sendRefusals(db.dataSource.manager, id, guard) };
+  }
+
+  async function unchanged(id: string, status = OperationStatus.PREPARED) {
+    const row = await db.dataSource.getRepository(OperationEntity).findOneByOrFail({ id });
+    expect({ status: row.status, attempt: row.attempt }).toEqual({ status, attempt: 0 });
+    expect(await db.dataSource.getRepository(EventEntity).countBy({ operationId: id })).toBe(0);
+  }
+
+  it('sends an operation whose execution runs and which needs nothing else', async () => {
+    const charge = op('charge');
+    await execution([charge]);
+    expect(await send(charge.id)).toEqual({ won: true, refusals: [] });
+  });
+
+  it('refuses while the execution is not running (waiting for approval, cancelled, planning)', async () => {
+    for (const status of ['waiting_for_approval', 'cancelled', 'planning', 'completed']) {
+      const charge = op('charge');
+      await execution([charge], status);
+      expect(await send(charge.id)).toEqual({ won: false, refusals: ['execution_not_running'] });
+      await unchanged(charge.id);
+    }
+  });
+
+  it('refuses until every dependency (its latest generation) is VERIFIED, or ACKNOWLEDGED without read-back', async () => {
+    const charge = op('charge');
+    const sms = op('notify', { connector: 'sandbox.sms', verification_method: '', depends_on: ['charge'] });
+    await execution([charge, sms]);
+    for (const [status, method] of [
+      ['PREPARED', 'read_after_write'],
+      ['SENT', 'read_after_write'],
+      ['ACKNOWLEDGED', 'read_after_write'],
+      ['MANUAL_REVIEW', 'read_after_write'],
+    ]) {
+      await set(charge.id, `status = $2, verification_method = $3`, [status, method]);
+      expect(await send(sms.id)).toEqual({ won: false, refusals: ['dependency_not_done'] });
+    }
+    await unchanged(sms.id);
+    await set(charge.id, `status = 'ACKNOWLEDGED', verification_method = ''`);
+    expect((await send(sms.id)).won).toBe(true);
+  });
+
+  it('judges a dependency by its latest generation, and a missing one as not done', async () => {
+    const charge = op('charge');
+    const sms = op('notify', { connector: 'sandbox.sms', verification_method: '', depends_on: ['charge'] });
+    const orphan = op('orphan', { depends_on: ['nowhere'] });
+    const executionId = await execution([charge, sms, orphan]);
+    await set(charge.id, `status = 'VERIFIED'`);
+    // A later generation of the same key that is not done yet (as a retry would be) is what counts.
+    await db.dataSource.query(
+      `INSERT INTO operations (id, execution_id, tenant_id, key, generation, position, connector, action, params,
+                               status)
+       VALUES ($1, $2, 'acme', 'charge', 1, 0, 'sandbox.payments', 'charge', '{}', 'PREPARED')`,
+      [newId('op'), executionId],
+    );
+    expect(await send(sms.id)).toEqual({ won: false, refusals: ['dependency_not_done'] });
+    expect(await send(orphan.id)).toEqual({ won: false, refusals: ['dependency_not_done'] });
+  });
+
+  it('refuses an approval that is required and pending, denied or expired; sends a fresh grant', async () => {
+    const pending = op('pending', { requires_approval: true, approval: { state: 'requested' } });
+    const denied = op('denied', { approval: { state: 'denied' } });
+    const expired = op('expired', {
+      requires_approval: true,
+      approval: { state: 'granted', expires_at: new Date(Date.now() - 1000).toISOString() },
+    });
+    const byPolicy = op('by-policy');
+    const fresh = op('fresh', {
+      requires_approval: true,
+      approval: { state: 'granted', expires_at: new Date(Date.now() + 60_000).toISOString() },
+    });
+    await execution([pending, denied, expired, byPolicy, fresh]);
+    for (const o of [pending, denied, expired]) {
+      expect(await send(o.id)).toEqual({ won: false, refusals: ['approval_not_granted'] });
+      await unchanged(o.id);
+    }
+    // The tenant's policy (decided by the caller) requires an approval the row does not have.
+    expect(await send(byPolicy.id, { kind: 'dispatch', approvalRequired: true })).toEqual({
+      won: false,
+      refusals: ['approval_not_granted'],
+    });
+    expect((await send(fresh.id)).won).toBe(true);
+  });
+
+  it('refuses while a precondition read is owed (next_check_at set on a PREPARED operation)', async () => {
+    const charge = op('charge', { expected_state: { charged: false } });
+    await execution([charge]);
+    await set(charge.id, `next_check_at = now() + interval '1 minute', check_count = 1`);
+    expect(await send(charge.id)).toEqual({ won: false, refusals: ['precondition_unread'] });
+    await set(charge.id, `next_check_at = NULL`);
+    expect((await send(charge.id)).won).toBe(true);
+  });
+
+  it('names every failed condition at once, and none for a lost compare-and-set', async () => {
+    const sms = op('notify', { depends_on: ['charge'], requires_approval: true, approval: { state: 'requested' } });
+    await execution([op('charge'), sms], 'cancelled');
+    expect((await send(sms.id)).refusals.sort()).toEqual(
+      ['approval_not_granted', 'dependency_not_done', 'execution_not_running'].sort(),
+    );
+    const charge = op('charge');
+    await execution([charge]);
+    expect((await send(charge.id)).won).toBe(true);
+    // Sent already: the guard itself would pass, so nothing names a condition — the status moved.
+    expect(await send(charge.id)).toEqual({ won: false, refusals: [] });
+  });
+
+  it('releases a held operation only with a SENT resolution on the row, whatever the execution status', async () => {
+    const held = op('held');
+    await execution([held], 'completed');
+    await set(held.id, `status = 'MANUAL_REVIEW', terminal_reason = 'KNOWLEDGE_CONFLICT'`);
+    const release: SendGuard = { kind: 'release' };
+    expect(await send(held.id, release, OperationStatus.MANUAL_REVIEW)).toEqual({
+      won: false,
+      refusals: ['release_not_resolved'],
+    });
+    await unchanged(held.id, OperationStatus.MANUAL_REVIEW);
+    await set(held.id, `obligation = '{"resolution": {"status": "SENT"}}'`);
+    expect((await send(held.id, release, OperationStatus.MANUAL_REVIEW)).won).toBe(true);
+  });
+
+  it('will not commit SENT without a guard', async () => {
+    const charge = op('charge');
+    await execution([charge]);
+    await expect(
+      transitions.operation(db.dataSource.manager, {
+        operation: { id: charge.id, status: OperationStatus.PREPARED, attempt: 0, verificationMethod: '' },
+        to: OperationStatus.SENT,
+      }),
+    ).rejects.toThrow(/send guard/);
+    await unchanged(charge.id);
+  });
+});

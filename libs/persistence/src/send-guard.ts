@@ -1,0 +1,91 @@
+import {
+  DEPENDENCY_DONE_STATUSES,
+  DEPENDENCY_DONE_WITHOUT_READ_BACK_STATUSES,
+  SENDABLE_EXECUTION_STATUSES,
+  VerificationMethod,
+} from '@verity/status-model';
+import { Queryable, rows } from './sql';
+
+/**
+ * What the statement that commits SENT checks in the database besides the status compare-and-set (I15), so a stray,
+ * duplicated, replayed or hand-made dispatch job cannot send early or twice whatever the worker read before it.
+ * - `dispatch`: the lifecycle's send of a PREPARED operation. `approvalRequired` is the tenant's approval policy for
+ *   this operation, decided by the caller from a fresh read (the agent's own `requires_approval` is checked here).
+ * - `release`: a human released an operation held in MANUAL_REVIEW; the resolution must be on the row.
+ */
+export type SendGuard = { kind: 'dispatch'; approvalRequired: boolean } | { kind: 'release' };
+
+/** Why a guarded SENT commit was refused (stable names: they appear in logs, job results and the metric). */
+export type SendRefusal =
+  | 'execution_not_running'
+  | 'precondition_unread'
+  | 'dependency_not_done'
+  | 'approval_not_granted'
+  | 'release_not_resolved'
+  | 'status_moved';
+
+/** Status lists come from libs/status-model (enum strings, never user input), so they are written as literals. */
+function literals(values: readonly string[]): string {
+  return values.map((v) => `'${v.replace(/'/g, "''")}'`).join(', ');
+}
+
+/**
+ * The guard as named SQL conditions on the operation row aliased `op`; `params` receives their parameters. One
+ * definition serves the SENT statement (all of them, ANDed) and the diagnosis of a refusal (each one by name).
+ */
+export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name: SendRefusal; sql: string }[] {
+  if (guard.kind === 'release') {
+    return [
+      { name: 'release_not_resolved', sql: `(op.obligation->'resolution'->>'status') IS NOT DISTINCT FROM 'SENT'` },
+    ];
+  }
+  params.push(guard.approvalRequired);
+  const approvalRequired = `$${params.length}::boolean`;
+  return [
+    {
+      name: 'execution_not_running',
+      sql: `EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id
+                    AND ge.status IN (${literals(SENDABLE_EXECUTION_STATUSES)}))`,
+    },
+    // A precondition read is owed (the source could not be read): nothing is sent until it has been read and agrees.
+    { name: 'precondition_unread', sql: `op.next_check_at IS NULL` },
+    {
+      // Every depends_on key: its latest generation in the same execution has reached what dependants need.
+      name: 'dependency_not_done',
+      sql: `NOT EXISTS (
+              SELECT 1 FROM unnest(op.depends_on) AS dep(key)
+              WHERE NOT coalesce((
+                SELECT d.status IN (${literals(DEPENDENCY_DONE_STATUSES)})
+                       OR (d.status IN (${literals(DEPENDENCY_DONE_WITHOUT_READ_BACK_STATUSES)})
+                           AND d.verification_method <> '${VerificationMethod.READ_AFTER_WRITE}')
+                FROM operations d WHERE d.execution_id = op.execution_id AND d.key = dep.key
+                ORDER BY d.generation DESC LIMIT 1), false))`,
+    },
+    {
+      // Required (by the agent or the tenant's policy): granted and not expired. Any recorded request or denial
+      // blocks even where no longer required: a decision is owed first.
+      name: 'approval_not_granted',
+      sql: `CASE WHEN op.approval->>'state' IS NULL THEN NOT (${approvalRequired} OR op.requires_approval)
+                 ELSE op.approval->>'state' = 'granted'
+                      AND (op.approval->>'expires_at' IS NULL
+                           OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END`,
+    },
+  ];
+}
+
+/**
+ * After a guarded SENT commit changed nothing: which condition refused it, read now. An empty list means every
+ * condition holds, so the status or attempt had moved on (a lost race, or a duplicate job after the send).
+ */
+export async function sendRefusals(db: Queryable, operationId: string, guard: SendGuard): Promise<SendRefusal[]> {
+  const params: unknown[] = [operationId];
+  const conditions = sendGuardConditions(guard, params);
+  const [row] = await rows<Record<string, boolean>>(
+    db,
+    `SELECT ${conditions.map((c, i) => `coalesce((${c.sql}), false) AS c${i}`).join(', ')}
+     FROM operations op WHERE op.id = $1`,
+    params,
+  );
+  if (!row) return [];
+  return conditions.filter((_, i) => row[`c${i}`] !== true).map((c) => c.name);
+}

@@ -1,0 +1,61 @@
+/**
+ * What a send needs, as data both the dispatcher (TypeScript) and the SENT statement (SQL, libs/persistence) read, so
+ * the two can never disagree on which statuses count. Imports nothing but the status tables.
+ */
+import { ExecutionStatus } from './execution';
+import { OperationStatus, VerificationMethod, VerificationMethodValue } from './operation';
+
+/**
+ * The execution statuses in which an operation may be committed SENT by the lifecycle. The lifecycle moves the
+ * execution to `running` whenever it hands out a dispatch, so a dispatch job that finds it anywhere else (waiting for
+ * approval, cancelled, expired, still planning) is stray or stale. A human release of a held operation is not bound
+ * to it (the human decided; the execution may already have completed around the held operation).
+ */
+export const SENDABLE_EXECUTION_STATUSES: readonly ExecutionStatus[] = [ExecutionStatus.RUNNING];
+
+/** A dependency is done when its effect is VERIFIED … */
+export const DEPENDENCY_DONE_STATUSES: readonly OperationStatus[] = [OperationStatus.VERIFIED];
+/** … or ACKNOWLEDGED where nothing can read it back (its honest end). */
+export const DEPENDENCY_DONE_WITHOUT_READ_BACK_STATUSES: readonly OperationStatus[] = [OperationStatus.ACKNOWLEDGED];
+
+/** Has a dependency reached what its dependants need before they may be sent? */
+export function dependencySatisfied(dep: {
+  status: OperationStatus;
+  verificationMethod: VerificationMethodValue;
+}): boolean {
+  if (DEPENDENCY_DONE_STATUSES.includes(dep.status)) return true;
+  return (
+    DEPENDENCY_DONE_WITHOUT_READ_BACK_STATUSES.includes(dep.status) &&
+    dep.verificationMethod !== VerificationMethod.READ_AFTER_WRITE
+  );
+}
+
+export interface PreconditionReadBudget {
+  /** How many failed reads in total before the operation is held for a human. */
+  budget: number;
+  backoffMs: number;
+  backoffMaxMs: number;
+}
+
+export type PreconditionReadNext =
+  { kind: 'retry'; at: Date; failedReads: number } | { kind: 'hold'; failedReads: number; why: 'budget' | 'deadline' };
+
+/**
+ * I15, no blind send: after a failed read of an irreversible operation's precondition, either read again later
+ * (exponential backoff, capped) or hold it for a human — when this was the last read the budget allows, or when the
+ * next read could only happen at or after the execution's deadline (it would then be cancelled unread, and the agent
+ * would learn nothing of why).
+ */
+export function nextPreconditionRead(
+  failedBefore: number,
+  limits: PreconditionReadBudget,
+  now: Date,
+  deadline: Date,
+): PreconditionReadNext {
+  const failedReads = failedBefore + 1;
+  if (failedReads >= limits.budget) return { kind: 'hold', failedReads, why: 'budget' };
+  const delay = Math.min(limits.backoffMaxMs, limits.backoffMs * 2 ** (failedReads - 1));
+  const at = new Date(now.getTime() + delay);
+  if (at.getTime() >= deadline.getTime()) return { kind: 'hold', failedReads, why: 'deadline' };
+  return { kind: 'retry', at, failedReads };
+}
