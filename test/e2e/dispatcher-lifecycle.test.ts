@@ -183,19 +183,20 @@ describe('dispatcher: execution lifecycle', () => {
     expect((await stack.effects()).charges[reference]).toBeUndefined();
   });
 
-  it('knowledge conflict on a reversible operation: proceeds, the conflict recorded as an event', async () => {
+  // The contract (I15, irreversible_floor) no longer lets an agent declare an operation on an irreversible connector
+  // reversible, and every built-in connector is irreversible: the reversible path of a knowledge conflict cannot be
+  // reached through the API any more. What the API answers instead is asserted here.
+  it('irreversible: false on an irreversible connector is refused (400 irreversible_floor), nothing written', async () => {
     const reference = unique('lc-reversible');
-    const created = await submit(stack, [
-      charge(reference, { expected_state: { charged: true }, irreversible: false }),
+    const res = await http<{ errors?: { field: string; rule: string }[] }>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: { agent_id: 'lc', intent: 'reversible', operations: [charge(reference, { irreversible: false })] },
+    });
+    expect(res.status).toBe(400);
+    expect(res.body.errors).toEqual([
+      expect.objectContaining({ field: 'operations[0].irreversible', rule: 'irreversible_floor' }),
     ]);
-    const execution = await settle(stack, created.id);
-    expect(execution.operations[0].status).toBe('VERIFIED');
-    const log = await events(stack, created.id);
-    expectLegalHistory(log);
-    const conflict = log.find((e) => e.type === 'knowledge.conflict')!;
-    expect(conflict.data).toMatchObject({ irreversible: false });
-    expect(conflict.seq).toBeLessThan(log.find((e) => e.to_status === 'SENT')!.seq);
-    expect((await stack.effects()).charges[reference].count).toBe(1);
+    expect((await stack.effects()).charges[reference]).toBeUndefined();
   });
 
   it('the requested state already present: VERIFIED with no_change_required, nothing sent', async () => {

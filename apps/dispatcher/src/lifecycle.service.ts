@@ -485,7 +485,8 @@ export class LifecycleService {
     tenant: TenantEntity | null,
   ): Promise<ContextOutcome> {
     const due = op.nextCheckAt!;
-    if (due.getTime() > Date.now()) {
+    // A delayed job may fire a hair early; re-adding it under its own (still active) id would be a no-op.
+    if (due.getTime() > Date.now() + 50) {
       await this.producer.tryEnqueue(
         JobName.ADVANCE_EXECUTION,
         { executionId: execution.id },
@@ -503,8 +504,19 @@ export class LifecycleService {
           kind: 'unreachable',
           evidence: { source: op.connector, read_at: new Date().toISOString(), error: 'no context read' },
         };
+    if (context.kind === 'unreachable') {
+      // Whichever precondition put it here (the agent's expected_state, or the approval's baseline the sender could
+      // not re-read), it is still unread: another failed read, counted against the same budget.
+      return this.preconditionUnread(this.db.manager, {
+        operation: op,
+        deadline: execution.deadlineAt,
+        evidence: context.evidence,
+        precondition: mustReadPrecondition(op) ? 'expected_state' : 'approval_baseline',
+        tenant,
+      });
+    }
     const outcome = await this.applyContext(this.db.manager, execution, op, context, tenant);
-    if (outcome !== 'agrees' || context.kind !== 'state') return outcome;
+    if (outcome !== 'agrees') return outcome;
     const cleared = await this.transitions.annotate(this.db.manager, {
       executionId: execution.id,
       operationId: op.id,
