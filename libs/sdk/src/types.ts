@@ -260,6 +260,7 @@ export type KnownEventType =
   | 'approval.stale_authority'
   | 'approval.stale_baseline'
   | 'context.unavailable'
+  | 'context.read'
   | 'knowledge.conflict'
   | 'obligation.escalated'
   | 'outcome.evaluated';
