@@ -252,7 +252,8 @@ describe('dispatcher: no blind or early sends', () => {
       expect(await snapshot(created.id, smsOp.id)).toEqual(before.sms);
 
       // Counted where the API's /metrics reads it.
-      const metrics = await http<string>(stack.apiUrl, 'GET', '/metrics', {});
+      const metrics = await http<string>(stack.apiUrl, 'GET', '/metrics', { key: DEMO.operator });
+      expect(metrics.status).toBe(200);
       expect(metrics.text).toMatch(/verity_dispatch_refused_total\{reason="dependency_not_done"\} [1-9]/);
       expect(metrics.text).toMatch(/verity_dispatch_refused_total\{reason="approval_not_granted"\} [1-9]/);
 

@@ -195,6 +195,8 @@ export class TransitionService {
    */
   async decide(db: Queryable, input: DecisionInput): Promise<TransitionResult> {
     const { operation, move } = input;
+    // A release is recorded here; SENT itself is committed by the dispatcher, through the send guard (I15).
+    if (move?.to === OperationStatus.SENT) throw new Error('a decision does not commit SENT; the dispatcher does');
     if (move) {
       assertOperationTransition(operation.status, move.to, {
         actor: 'human',
