@@ -139,11 +139,7 @@ describe('spending caps', () => {
 
   describe('amounts that would game a cap (a positive finite number of the cap’s unit, or nothing is sent)', () => {
     const payment = (amount: unknown, extra: Record<string, unknown> = {}) =>
-      httpOp(
-        'pay',
-        { method: 'POST', url: `${target.base}/orders`, body: { id: unique('pay'), amount } },
-        { irreversible: false, ...extra },
-      );
+      httpOp('pay', { method: 'POST', url: `${target.base}/orders`, body: { id: unique('pay'), amount } }, extra);
     const table = async (name: string) =>
       ((await stack.db.dataSource.query(`SELECT count(*)::int AS n FROM ${name}`)) as { n: number }[])[0].n;
     const posts = () => target.seen.filter((s) => s.method === 'POST').length;
