@@ -224,6 +224,7 @@ const StatusModel = z.strictObject({
         never_sent_only: z.boolean(),
         sent_only: z.boolean(),
         refused_when_held_for: z.array(z.string()),
+        system_when_held_for: z.array(z.string()),
         extension: z.boolean(),
         why: z.string(),
       }),

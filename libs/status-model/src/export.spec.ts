@@ -46,6 +46,7 @@ describe('statusModelDocument (GET /v1/status-model)', () => {
           never_sent_only: r.neverSentOnly,
           sent_only: r.sentOnly,
           refused_when_held_for: r.refusedWhenHeldFor,
+          system_when_held_for: r.systemWhenHeldFor,
           extension: r.extension,
           why: r.why,
         });

@@ -25,6 +25,7 @@ export function statusModelDocument() {
         never_sent_only: r.neverSentOnly,
         sent_only: r.sentOnly,
         refused_when_held_for: r.refusedWhenHeldFor,
+        system_when_held_for: r.systemWhenHeldFor,
         extension: r.extension,
         why: r.why,
       })),

@@ -9,3 +9,4 @@ export * from './commit';
 export * from './outcome';
 export * from './json-path';
 export * from './dispatch';
+export * from './policy';

@@ -418,6 +418,52 @@ describe('operation transition table (DESIGN §2)', () => {
     });
   });
 
+  describe('system re-check of a hold the source could not conclude', () => {
+    const recheck = {
+      actor: 'system',
+      verificationMethod: VerificationMethod.READ_AFTER_WRITE,
+      everSent: true,
+    } as const;
+
+    it.each([R.SOURCE_UNREACHABLE, R.STALE_REPLICA])(
+      'MANUAL_REVIEW -> VERIFIED by the system while held for %s, with read-after-write',
+      (heldFor) => {
+        expect(() => assertOperationTransition(S.MANUAL_REVIEW, S.VERIFIED, { ...recheck, heldFor })).not.toThrow();
+      },
+    );
+
+    it('without read-after-write evidence: VERIFICATION_UNAVAILABLE', () => {
+      expectRefused(
+        S.MANUAL_REVIEW,
+        S.VERIFIED,
+        { ...recheck, verificationMethod: '', heldFor: R.SOURCE_UNREACHABLE },
+        StatusModelErrorCode.VERIFICATION_UNAVAILABLE,
+      );
+    });
+
+    it.each([R.INTEGRITY_MISMATCH, R.FIELD_MISSING, R.CONNECTOR_ERROR, R.KNOWLEDGE_CONFLICT])(
+      'held for %s (a judgement, not a lagging read): HUMAN_ONLY',
+      (heldFor) => {
+        expectRefused(S.MANUAL_REVIEW, S.VERIFIED, { ...recheck, heldFor }, StatusModelErrorCode.HUMAN_ONLY);
+      },
+    );
+
+    it('never FAILED, whatever the hold: absence after a hold is for a human to judge', () => {
+      for (const heldFor of TERMINAL_REASONS) {
+        expectRefused(S.MANUAL_REVIEW, S.FAILED, { ...recheck, heldFor }, StatusModelErrorCode.HUMAN_ONLY);
+      }
+    });
+
+    it('never for an operation that was not sent: NEVER_SENT', () => {
+      expectRefused(
+        S.MANUAL_REVIEW,
+        S.VERIFIED,
+        { ...recheck, everSent: false, heldFor: R.SOURCE_UNREACHABLE },
+        StatusModelErrorCode.NEVER_SENT,
+      );
+    });
+  });
+
   describe('the verification rule (I6)', () => {
     it.each([S.ACKNOWLEDGED, S.RECONCILING])(
       '%s -> VERIFIED without read_after_write: VERIFICATION_UNAVAILABLE',

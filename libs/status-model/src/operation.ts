@@ -87,6 +87,11 @@ export interface OperationTransitionRule {
    * read-back that found the charge with another amount cannot end in "no effect exists").
    */
   refusedWhenHeldFor: readonly TerminalReason[];
+  /**
+   * A human-only move the system may also take, but only while held for one of these reasons and only with
+   * read-after-write evidence: a re-check that finds the effect once a lagging or unreachable source answers.
+   */
+  systemWhenHeldFor: readonly TerminalReason[];
   extension: boolean;
   why: string;
 }
@@ -116,6 +121,7 @@ function rule(
     neverSentOnly: options.neverSentOnly ?? false,
     sentOnly: options.sentOnly ?? false,
     refusedWhenHeldFor: options.refusedWhenHeldFor ?? [],
+    systemWhenHeldFor: options.systemWhenHeldFor ?? [],
     extension: options.extension ?? false,
   };
 }
@@ -171,9 +177,10 @@ export const OPERATION_TRANSITIONS: readonly OperationTransitionRule[] = [
     reasonRequired: true,
     extension: true,
   }),
-  rule(S.MANUAL_REVIEW, S.VERIFIED, 'a human resolution, with evidence', {
+  rule(S.MANUAL_REVIEW, S.VERIFIED, 'a human resolution, with evidence; or a re-check that reads the effect back', {
     humanOnly: true,
     sentOnly: true,
+    systemWhenHeldFor: [R.SOURCE_UNREACHABLE, R.STALE_REPLICA],
     extension: true,
   }),
   rule(S.MANUAL_REVIEW, S.FAILED, 'a human resolution, with evidence; never when the source showed the effect', {

@@ -38,7 +38,11 @@ export function assertOperationTransition(
   const found = operationTransitionRule(from, to);
   if (!found) return fail(StatusModelErrorCode.ILLEGAL_TRANSITION, 'not in the transition table');
   const actor = context.actor ?? 'system';
-  if (found.humanOnly && actor !== 'human') {
+  // A system re-check may release a hold it could not conclude (the source was unreachable or lagging), never one
+  // that needs a judgement; its VERIFIED still needs read-after-write evidence (checked below).
+  const systemRecheck =
+    actor !== 'human' && Boolean(context.heldFor) && found.systemWhenHeldFor.includes(context.heldFor!);
+  if (found.humanOnly && actor !== 'human' && !systemRecheck) {
     fail(StatusModelErrorCode.HUMAN_ONLY, 'only a human resolution may take this move');
   }
   if (found.neverSentOnly && context.everSent) {
@@ -62,7 +66,7 @@ export function assertOperationTransition(
   }
   // I6: only a human resolution (MANUAL_REVIEW -> VERIFIED, a human-only rule) is exempt from read-after-write.
   // Claiming actor 'human' on any other move into VERIFIED does not bypass the verification rule.
-  if (to === OperationStatus.VERIFIED && !found.humanOnly) {
+  if (to === OperationStatus.VERIFIED && (!found.humanOnly || systemRecheck)) {
     if (context.verificationMethod !== VerificationMethod.READ_AFTER_WRITE) {
       fail(StatusModelErrorCode.VERIFICATION_UNAVAILABLE, 'VERIFIED needs read_after_write evidence or a human');
     }

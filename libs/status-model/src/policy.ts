@@ -1,0 +1,50 @@
+import { OPERATION_TRANSITIONS, OperationStatus, TerminalReason } from './operation';
+
+/**
+ * Tenant policy rules that are decisions, not I/O: which operations need a person's approval, and which reasons a
+ * recovery obligation can be due for. The tenant's settings supply the data; these functions apply it.
+ */
+
+/** One approval rule: every operation of `connector` needs approval, or only those whose amount is above a line. */
+export interface ApprovalRule {
+  connector: string;
+  /** Only operations whose amount (a number) is strictly above this need approval; absent: every operation does. */
+  amount_above?: number;
+  /** Where the amount is in the operation's params, a dot path (`amount`, `payment.total`); default `amount`. */
+  amount_field?: string;
+}
+
+export const DEFAULT_AMOUNT_FIELD = 'amount';
+
+/** Reasons an operation can be held in MANUAL_REVIEW for: the keys a per-reason obligation due time may use. */
+export const HOLD_REASONS: readonly TerminalReason[] = [
+  ...new Set(OPERATION_TRANSITIONS.filter((r) => r.to === OperationStatus.MANUAL_REVIEW).flatMap((r) => r.reasons)),
+];
+
+/** The value at a dot path of the params, or undefined. */
+export function paramAt(params: Record<string, unknown>, path: string): unknown {
+  let at: unknown = params;
+  for (const segment of path.split('.')) {
+    if (at === null || typeof at !== 'object' || Array.isArray(at)) return undefined;
+    at = (at as Record<string, unknown>)[segment];
+  }
+  return at;
+}
+
+/**
+ * The first rule that asks for approval of this operation, or null. A rule with a threshold does not apply to an
+ * operation without a numeric amount at its field: the threshold speaks about amounts only (to require approval of
+ * every operation of a connector, give no threshold).
+ */
+export function approvalRuleFor(
+  op: { connector: string; params: Record<string, unknown> },
+  rules: readonly ApprovalRule[],
+): ApprovalRule | null {
+  for (const rule of rules) {
+    if (rule.connector !== op.connector) continue;
+    if (rule.amount_above === undefined) return rule;
+    const amount = paramAt(op.params, rule.amount_field ?? DEFAULT_AMOUNT_FIELD);
+    if (typeof amount === 'number' && amount > rule.amount_above) return rule;
+  }
+  return null;
+}
