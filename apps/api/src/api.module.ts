@@ -6,6 +6,8 @@ import { PlatformModule, VerityConfig } from '@verity/platform';
 import { QueuesModule } from '@verity/queues';
 import { ConnectorSettingsController } from './admin/connector-settings.controller';
 import { ConnectorSettingsService } from './admin/connector-settings.service';
+import { PolicyController } from './admin/policy.controller';
+import { PolicyService } from './admin/policy.service';
 import { ApiKeyService } from './auth/api-key.service';
 import { AuthGuard } from './auth/auth.guard';
 import { ReviewController } from './console/review.controller';
@@ -36,6 +38,7 @@ export class ApiModule {
         HealthController,
         MetricsController,
         ConnectorSettingsController,
+        PolicyController,
       ],
       providers: [
         { provide: ConnectorRegistry, useValue: new ConnectorRegistry() },
@@ -44,6 +47,7 @@ export class ApiModule {
         OperationsService,
         ReviewService,
         ConnectorSettingsService,
+        PolicyService,
         EventNotifier,
         StreamService,
         { provide: APP_GUARD, useClass: AuthGuard },

@@ -1,14 +1,10 @@
-import type { OperationEntity, TenantSettings } from '@verity/persistence';
+import { OperationEntity, TenantSettings, tenantApprovalRules } from '@verity/persistence';
+import { approvalRuleFor } from '@verity/status-model';
 
-/** An operation needs approval when the agent asked for it, or the tenant's policy says so (payments above X). */
+/** An operation needs approval when the agent asked for it, or one of the tenant's approval rules says so. */
 export function needsApproval(op: OperationEntity, settings: TenantSettings | null | undefined): boolean {
   if (op.requiresApproval) return true;
-  const above = settings?.approvalAmountAbove;
-  if (typeof above === 'number' && op.connector === 'sandbox.payments') {
-    const amount = op.params.amount;
-    return typeof amount === 'number' && amount > above;
-  }
-  return false;
+  return approvalRuleFor(op, tenantApprovalRules(settings)) !== null;
 }
 
 /**

@@ -10,3 +10,4 @@ export * from './obligations';
 export * from './event-signal';
 export * from './secrets-cipher';
 export * from './send-guard';
+export * from './tenant-policy';

@@ -1,6 +1,9 @@
-import { OperationStatus, TerminalReason, permittedResolutions } from '@verity/status-model';
+import { ApprovalRule, OperationStatus, TerminalReason, permittedResolutions } from '@verity/status-model';
 import type { RecoveryObligation } from './entities';
 import type { TenantSettings } from './entities';
+
+export const DEFAULT_OBLIGATION_OWNER = 'operations';
+export const DEFAULT_ESCALATION_TARGET = 'on-call';
 
 const EVIDENCE_REQUIRED: Record<string, string> = {
   [TerminalReason.INTEGRITY_MISMATCH]:
@@ -24,15 +27,38 @@ export function recoveryObligation(input: {
   everSent: boolean;
   settings: TenantSettings | null | undefined;
   now: Date;
+  /** When the tenant's policy names no due time for this reason. */
   dueInMs: number;
 }): RecoveryObligation {
   return {
     reason: input.reason,
-    owner: input.settings?.obligationOwner ?? 'operations',
+    owner: input.settings?.obligationOwner ?? DEFAULT_OBLIGATION_OWNER,
     evidence_required: EVIDENCE_REQUIRED[input.reason] ?? 'evidence of the operation’s real outcome',
     permitted_actions: permittedResolutions(OperationStatus.MANUAL_REVIEW, input.everSent, input.reason),
-    due_at: new Date(input.now.getTime() + input.dueInMs).toISOString(),
-    escalation_target: input.settings?.escalationTarget ?? 'on-call',
+    due_at: new Date(input.now.getTime() + obligationDueMs(input.settings, input.reason, input.dueInMs)).toISOString(),
+    escalation_target: input.settings?.escalationTarget ?? DEFAULT_ESCALATION_TARGET,
     escalated_at: null,
   };
+}
+
+/** How long an obligation held for `reason` may stay open: the tenant's time for the reason, its default, or ours. */
+export function obligationDueMs(
+  settings: TenantSettings | null | undefined,
+  reason: TerminalReason | string,
+  fallbackMs: number,
+): number {
+  const seconds = settings?.obligationDueSeconds?.[reason] ?? settings?.obligationDueSeconds?.default;
+  return typeof seconds === 'number' ? seconds * 1000 : fallbackMs;
+}
+
+/**
+ * The tenant's approval rules. A tenant that never set rules keeps its older threshold: payments above
+ * `approvalAmountAbove` need approval.
+ */
+export function tenantApprovalRules(settings: TenantSettings | null | undefined): ApprovalRule[] {
+  if (settings?.approvalRules) return settings.approvalRules;
+  const above = settings?.approvalAmountAbove;
+  return typeof above === 'number'
+    ? [{ connector: 'sandbox.payments', amount_above: above, amount_field: 'amount' }]
+    : [];
 }

@@ -1,11 +1,19 @@
+import type { ApprovalRule } from '@verity/status-model';
 import { Column, CreateDateColumn, Entity, PrimaryColumn } from 'typeorm';
 
+/** The tenant's policy, set through `PUT /v1/admin/policy` (camelCase here, snake_case on the wire). */
 export interface TenantSettings {
   /** Who owns recovery obligations of this tenant's MANUAL_REVIEW operations. */
   obligationOwner?: string;
   escalationTarget?: string;
-  /** Payments above this amount (minor units) need approval. */
+  /** Seconds until an obligation is due, per hold reason, and `default` for the others. */
+  obligationDueSeconds?: Record<string, number>;
+  /** Which operations need approval. When set, it replaces `approvalAmountAbove`. */
+  approvalRules?: ApprovalRule[];
+  /** Before approval rules: payments (sandbox.payments) above this amount (minor units) need approval. */
   approvalAmountAbove?: number;
+  policyUpdatedAt?: string;
+  policyUpdatedBy?: string;
 }
 
 @Entity('tenants')

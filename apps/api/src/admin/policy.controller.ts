@@ -1,0 +1,44 @@
+import { Body, Controller, Get, Put, Req } from '@nestjs/common';
+import { ApiBearerAuth, ApiBody, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import type { Request } from 'express';
+import { z } from 'zod';
+import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
+import { parseBody, requireJson } from '../http/parse';
+import { ApiProblems } from '../openapi';
+import { PolicyInputSchema, PolicyView } from './policy.schema';
+import { PolicyService } from './policy.service';
+
+const schema = (s: z.ZodType) =>
+  z.toJSONSchema(s, { target: 'openapi-3.0', io: 'input', unrepresentable: 'any' }) as never;
+
+/** The tenant's policy (admin role): obligation owner, escalation target, due times per hold reason, approval rules. */
+@ApiTags('admin')
+@ApiBearerAuth()
+@Roles('admin')
+@Controller('v1/admin/policy')
+export class PolicyController {
+  constructor(private readonly policy: PolicyService) {}
+
+  @Get()
+  @ApiOperation({ summary: 'The policy in force for this tenant (its values, and the defaults where it set none)' })
+  @ApiOkResponse({ schema: schema(PolicyView) })
+  @ApiProblems(401, 403, 429, 503)
+  get(@CurrentPrincipal() principal: Principal) {
+    return this.policy.get(principal);
+  }
+
+  @Put()
+  @ApiOperation({
+    summary: 'Set the tenant policy',
+    description:
+      'Each field given replaces that setting, a field left out is kept, null resets it to the default. ' +
+      'Applies to obligations created and approvals planned from now on.',
+  })
+  @ApiBody({ schema: schema(PolicyInputSchema) })
+  @ApiOkResponse({ schema: schema(PolicyView) })
+  @ApiProblems(400, 401, 403, 415, 429, 503)
+  put(@CurrentPrincipal() principal: Principal, @Req() req: Request, @Body() body: unknown) {
+    requireJson(req);
+    return this.policy.put(principal, parseBody(PolicyInputSchema, body));
+  }
+}

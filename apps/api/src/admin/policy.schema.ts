@@ -1,0 +1,58 @@
+import { HOLD_REASONS } from '@verity/status-model';
+import { z } from 'zod';
+
+/** An obligation may be due in a second (tests, drills) and at most in 30 days: beyond that it is not an obligation. */
+export const MAX_DUE_SECONDS = 30 * 24 * 3600;
+const DueSeconds = z
+  .number()
+  .int('whole seconds')
+  .min(1, 'at least 1 second')
+  .max(MAX_DUE_SECONDS, `at most ${MAX_DUE_SECONDS} seconds (30 days)`);
+
+const ObligationDueSchema = z.strictObject(
+  Object.fromEntries(['default', ...HOLD_REASONS].map((key) => [key, DueSeconds.optional()])) as Record<
+    string,
+    z.ZodOptional<typeof DueSeconds>
+  >,
+);
+
+const Name = z.string().trim().min(1, 'must not be empty').max(200, 'at most 200 characters');
+
+export const ApprovalRuleSchema = z
+  .strictObject({
+    connector: z.string().min(1).max(100),
+    amount_above: z.number().min(0, 'must not be negative').finite().optional(),
+    amount_field: z
+      .string()
+      .regex(/^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,7}$/, 'a dot path of params, e.g. amount or payment.total')
+      .optional(),
+  })
+  .refine((rule) => rule.amount_field === undefined || rule.amount_above !== undefined, {
+    message: 'amount_field is only meaningful with amount_above',
+    path: ['amount_field'],
+    params: { rule: 'requires_amount_above' },
+  });
+
+/**
+ * PUT /v1/admin/policy. Each field given replaces that setting, a field left out is kept, and null resets it to the
+ * default. Unknown fields (also inside `obligation_due_seconds` and each rule) are rejected.
+ */
+export const PolicyInputSchema = z.strictObject({
+  obligation_owner: Name.nullable().optional(),
+  escalation_target: Name.nullable().optional(),
+  obligation_due_seconds: ObligationDueSchema.nullable().optional(),
+  approval_rules: z.array(ApprovalRuleSchema).max(50, 'at most 50 rules').nullable().optional(),
+});
+export type PolicyInput = z.infer<typeof PolicyInputSchema>;
+
+export const PolicyView = z.object({
+  obligation_owner: z.string(),
+  escalation_target: z.string(),
+  obligation_due_seconds: z.record(z.string(), z.number()).describe('per hold reason; `default` for the others'),
+  approval_rules: z.array(
+    z.object({ connector: z.string(), amount_above: z.number().optional(), amount_field: z.string().optional() }),
+  ),
+  updated_at: z.string().nullable(),
+  updated_by: z.string().nullable(),
+});
+export type PolicyViewOf = z.infer<typeof PolicyView>;

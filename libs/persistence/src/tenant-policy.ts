@@ -1,0 +1,34 @@
+import type { TenantSettings } from './entities';
+import { Queryable, rows } from './sql';
+
+/** The policy keys of a tenant's settings; writing a policy touches these and nothing else. */
+export type TenantPolicySettings = Pick<
+  TenantSettings,
+  'obligationOwner' | 'escalationTarget' | 'obligationDueSeconds' | 'approvalRules' | 'approvalAmountAbove'
+>;
+
+export async function loadTenantSettings(db: Queryable, tenantId: string): Promise<TenantSettings | null> {
+  const [row] = await rows<{ settings: TenantSettings | null }>(db, `SELECT settings FROM tenants WHERE id = $1`, [
+    tenantId,
+  ]);
+  return row ? (row.settings ?? {}) : null;
+}
+
+/**
+ * One statement: the keys given are set, the keys in `remove` are dropped, every other setting stays (a concurrent
+ * write of another key is not erased). Returns the settings as written, or null if the tenant does not exist.
+ */
+export async function updateTenantPolicy(
+  db: Queryable,
+  tenantId: string,
+  input: { set: TenantPolicySettings; remove: (keyof TenantPolicySettings)[]; by: string },
+): Promise<TenantSettings | null> {
+  const set = { ...input.set, policyUpdatedAt: new Date().toISOString(), policyUpdatedBy: input.by };
+  const [row] = await rows<{ settings: TenantSettings }>(
+    db,
+    `UPDATE tenants SET settings = (coalesce(settings, '{}'::jsonb) - $2::text[]) || $3::jsonb
+     WHERE id = $1 RETURNING settings`,
+    [tenantId, input.remove, JSON.stringify(set)],
+  );
+  return row?.settings ?? null;
+}

@@ -1,0 +1,202 @@
+import { createApiKey } from '@verity/persistence';
+import { DEMO, Stack } from '../support/stack';
+import { charge, http, sms, unique } from '../support/http';
+import { Event, events, expectLegalHistory, resetSandbox, settle, submit, waitForOp } from './dispatcher-helpers';
+
+const OTHER_ADMIN = 'test-policy-other-tenant-admin-key';
+
+interface Policy {
+  obligation_owner: string;
+  escalation_target: string;
+  obligation_due_seconds: Record<string, number>;
+  approval_rules: { connector: string; amount_above?: number; amount_field?: string }[];
+  updated_at: string | null;
+  updated_by: string | null;
+}
+
+interface ProblemBody {
+  type: string;
+  errors?: { field: string; rule: string; message: string }[];
+}
+
+/**
+ * The tenant policy, set through `GET|PUT /v1/admin/policy` (admin role), decides which operations wait for approval
+ * and who owns a recovery obligation, who is told when it is overdue, and by when it is due for each hold reason.
+ */
+describe('admin: tenant policy', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await Stack.start({ label: 'apolicy', env: { OBLIGATION_DUE_MS: '600000' } });
+    await createApiKey(stack.db.dataSource.manager, { tenantId: 'demo-other', role: 'admin', key: OTHER_ADMIN });
+  });
+  afterAll(async () => stack?.stop());
+  afterEach(async () => resetSandbox(stack));
+
+  const policy = (method: 'GET' | 'PUT', body?: unknown, key = DEMO.admin) =>
+    http<Policy & ProblemBody>(stack.apiUrl, method, '/v1/admin/policy', { key, body });
+
+  it('shows the defaults until the tenant sets a policy', async () => {
+    const got = await policy('GET');
+    expect(got.status).toBe(200);
+    expect(got.body).toEqual({
+      obligation_owner: 'operations',
+      escalation_target: 'on-call',
+      obligation_due_seconds: { default: 600 },
+      approval_rules: [],
+      updated_at: null,
+      updated_by: null,
+    });
+  });
+
+  it('refuses bad input with 400 naming the field and the rule, and writes nothing', async () => {
+    const cases: [unknown, string, string][] = [
+      [{ surprise: true }, 'surprise', 'unknown_field'],
+      [{ obligation_owner: '' }, 'obligation_owner', 'too_small'],
+      [
+        { obligation_due_seconds: { SOURCE_UNREACHABLE: -5 } },
+        'obligation_due_seconds.SOURCE_UNREACHABLE',
+        'too_small',
+      ],
+      [
+        { obligation_due_seconds: { SOURCE_UNREACHABLE: 1.5 } },
+        'obligation_due_seconds.SOURCE_UNREACHABLE',
+        'invalid_type',
+      ],
+      [
+        { obligation_due_seconds: { SOURCE_UNREACHABLE: 'PT10M' } },
+        'obligation_due_seconds.SOURCE_UNREACHABLE',
+        'invalid_type',
+      ],
+      [
+        { obligation_due_seconds: { CONNECTOR_REJECTED: 60 } },
+        'obligation_due_seconds.CONNECTOR_REJECTED',
+        'unknown_field',
+      ],
+      [{ obligation_due_seconds: { default: 31 * 24 * 3600 } }, 'obligation_due_seconds.default', 'too_big'],
+      [{ approval_rules: [{ connector: 'nope' }] }, 'approval_rules[0].connector', 'unknown_connector'],
+      [
+        { approval_rules: [{ connector: 'sandbox.payments', amount_field: 'amount' }] },
+        'approval_rules[0].amount_field',
+        'requires_amount_above',
+      ],
+      [
+        { approval_rules: [{ connector: 'sandbox.payments', amount_above: -1 }] },
+        'approval_rules[0].amount_above',
+        'too_small',
+      ],
+      [
+        { approval_rules: [{ connector: 'sandbox.payments', amount_above: 1, amount_field: 'a..b' }] },
+        'approval_rules[0].amount_field',
+        'invalid_format',
+      ],
+      [{ approval_rules: [{ connector: 'sandbox.payments', extra: 1 }] }, 'approval_rules[0].extra', 'unknown_field'],
+    ];
+    for (const [body, field, rule] of cases) {
+      const res = await policy('PUT', body);
+      expect({ body, status: res.status, type: res.headers.get('content-type') }).toEqual({
+        body,
+        status: 400,
+        type: expect.stringContaining('application/problem+json'),
+      });
+      expect(res.body.errors).toEqual(expect.arrayContaining([expect.objectContaining({ field, rule })]));
+    }
+    expect((await policy('GET')).body.updated_at).toBeNull();
+  });
+
+  it('only this tenant’s admin reads or changes it: reviewer and agent keys get 403, another tenant sees its own', async () => {
+    for (const key of [DEMO.reviewer, DEMO.agent]) {
+      expect((await policy('GET', undefined, key)).status).toBe(403);
+      expect((await policy('PUT', { obligation_owner: 'intruder' }, key)).status).toBe(403);
+    }
+    const other = await policy('PUT', { obligation_owner: 'other-team' }, OTHER_ADMIN);
+    expect(other.status).toBe(200);
+    expect(other.body.obligation_owner).toBe('other-team');
+    expect((await policy('GET')).body.obligation_owner).toBe('operations');
+  });
+
+  it('a policy set through the API drives approvals and obligations', async () => {
+    const put = await policy('PUT', {
+      obligation_owner: 'payments-team',
+      escalation_target: 'pager:payments',
+      obligation_due_seconds: { default: 120, FIELD_MISSING: 7200 },
+      approval_rules: [{ connector: 'sandbox.payments', amount_above: 5000 }, { connector: 'sandbox.sms' }],
+    });
+    expect(put.status).toBe(200);
+    expect(put.body).toMatchObject({
+      obligation_owner: 'payments-team',
+      escalation_target: 'pager:payments',
+      obligation_due_seconds: { default: 120, FIELD_MISSING: 7200 },
+      updated_by: expect.any(String),
+    });
+    // The other tenant's admin did not see or change this.
+    expect((await policy('GET', undefined, OTHER_ADMIN)).body.obligation_owner).toBe('other-team');
+
+    // Approvals: the large charge and the SMS wait for a reviewer; the small charge does not.
+    const small = unique('pol-small');
+    const large = unique('pol-large');
+    const created = await submit(stack, [
+      charge(small, { key: 'small' }),
+      charge(large, { key: 'large', params: { amount: 6000, currency: 'EUR', reference: large } }),
+      sms(unique('pol-sms')),
+    ]);
+    expect((await waitForOp(stack, created.id, 'small', (o) => o.status === 'VERIFIED')).approval).toBeNull();
+    for (const key of ['large', 'notify']) {
+      const waiting = await waitForOp(stack, created.id, key, (o) => o.approval?.state === 'requested');
+      expect(waiting.status).toBe('PREPARED');
+    }
+    const log = await events(stack, created.id);
+    expect(log.filter((e) => e.type === 'approval.requested').map((e) => e.data.policy)).toEqual([
+      'tenant_policy',
+      'tenant_policy',
+    ]);
+    expect(log.some((e) => e.type === 'execution.status_changed' && e.to_status === 'waiting_for_approval')).toBe(true);
+    expect((await stack.effects()).charges[large]).toBeUndefined();
+
+    // Obligations: owner, escalation target, and due_at from the time set for the hold's reason.
+    await stack.setFaults({ read_fault: 'field_missing' });
+    const heldRun = await submit(stack, [charge(unique('pol-held'))]);
+    const held = await waitForOp(stack, heldRun.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    expect(held.terminal_reason).toBe('FIELD_MISSING');
+    expect(held.recovery_obligation).toMatchObject({ owner: 'payments-team', escalation_target: 'pager:payments' });
+    const heldAt = holdEvent(await events(stack, heldRun.id), held.id);
+    const dueInSeconds = (Date.parse(String(held.recovery_obligation!.due_at)) - Date.parse(heldAt.created_at)) / 1000;
+    expect(dueInSeconds).toBeGreaterThan(7200 - 60);
+    expect(dueInSeconds).toBeLessThan(7200 + 60);
+    expectLegalHistory(await events(stack, heldRun.id));
+
+    // Reset: back to the defaults, and nothing needs approval any more.
+    const reset = await policy('PUT', {
+      obligation_owner: null,
+      escalation_target: null,
+      obligation_due_seconds: null,
+      approval_rules: null,
+    });
+    expect(reset.body).toMatchObject({ obligation_owner: 'operations', approval_rules: [] });
+    const later = await submit(stack, [sms(unique('pol-after'))]);
+    expect((await settle(stack, later.id)).operations[0].approval).toBeNull();
+  });
+
+  it('the older tenant threshold shows as a rule, and PUT of other fields keeps it', async () => {
+    await stack.db.dataSource.query(
+      `UPDATE tenants SET settings = settings || '{"approvalAmountAbove": 5000}'::jsonb WHERE id = 'demo'`,
+    );
+    try {
+      const kept = await policy('PUT', { obligation_owner: 'ops-2' });
+      expect(kept.body.approval_rules).toEqual([
+        { connector: 'sandbox.payments', amount_above: 5000, amount_field: 'amount' },
+      ]);
+      const replaced = await policy('PUT', { approval_rules: [] });
+      expect(replaced.body.approval_rules).toEqual([]);
+    } finally {
+      await stack.db.dataSource.query(
+        `UPDATE tenants SET settings = settings - 'approvalAmountAbove' - 'approvalRules' - 'obligationOwner' WHERE id = 'demo'`,
+      );
+    }
+  });
+});
+
+function holdEvent(log: Event[], opId: string): Event & { created_at: string } {
+  const found = log.find((e) => e.operation_id === opId && e.to_status === 'MANUAL_REVIEW');
+  if (!found) throw new Error('no MANUAL_REVIEW event');
+  return found as Event & { created_at: string };
+}
