@@ -30,10 +30,33 @@ export const ApprovalBody = z.strictObject({
   reason: text().max(2000).optional(),
 });
 
-export const ResolveBody = z.strictObject({
-  status: z.enum([OperationStatus.VERIFIED, OperationStatus.FAILED, OperationStatus.CANCELLED, OperationStatus.SENT]),
-  evidence: text().trim().min(1, 'evidence text is required').max(10_000),
-});
+/**
+ * A resolution ends the hold (VERIFIED, FAILED, CANCELLED, SENT), or records "still unknown after investigation"
+ * (MANUAL_REVIEW): the hold stays and the obligation is re-dated, `due_in_seconds` from now (default: the tenant's due
+ * time for the hold's reason).
+ */
+export const ResolveBody = z
+  .strictObject({
+    status: z.enum([
+      OperationStatus.VERIFIED,
+      OperationStatus.FAILED,
+      OperationStatus.CANCELLED,
+      OperationStatus.SENT,
+      OperationStatus.MANUAL_REVIEW,
+    ]),
+    evidence: text().trim().min(1, 'evidence text is required').max(10_000),
+    due_in_seconds: z
+      .number()
+      .int('whole seconds')
+      .min(1, 'at least 1 second')
+      .max(30 * 24 * 3600, 'at most 30 days')
+      .optional(),
+  })
+  .refine((body) => body.due_in_seconds === undefined || body.status === OperationStatus.MANUAL_REVIEW, {
+    message: 'due_in_seconds re-dates a hold that stays: only with status MANUAL_REVIEW',
+    path: ['due_in_seconds'],
+    params: { rule: 'only_with_still_unknown' },
+  });
 
 // ---------------------------------------------------------------------------------------------------------------
 // Responses

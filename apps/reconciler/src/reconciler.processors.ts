@@ -42,14 +42,19 @@ export class VerifyProcessor extends WorkerHost implements OnApplicationBootstra
 
 @Processor(QueueName.RECONCILE, workerSettings(QueueName.RECONCILE, config))
 export class ReconcileProcessor extends WorkerHost implements OnApplicationBootstrap, BeforeApplicationShutdown {
-  private readonly handlers: { [N in JobName.RECONCILE_OPERATION]: (data: JobPayloads[N]) => Promise<string> };
+  private readonly handlers: {
+    [N in JobName.RECONCILE_OPERATION | JobName.RECHECK_OPERATION]: (data: JobPayloads[N]) => Promise<string>;
+  };
 
   constructor(
     verification: VerificationService,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {
     super();
-    this.handlers = { [JobName.RECONCILE_OPERATION]: (data) => verification.reconcile(data.operationId) };
+    this.handlers = {
+      [JobName.RECONCILE_OPERATION]: (data) => verification.reconcile(data.operationId),
+      [JobName.RECHECK_OPERATION]: (data) => verification.recheck(data.operationId, data.requestedBy),
+    };
   }
 
   onApplicationBootstrap(): void {
@@ -61,9 +66,9 @@ export class ReconcileProcessor extends WorkerHost implements OnApplicationBoots
   }
 
   async process(job: Job): Promise<string> {
-    const handler = this.handlers[job.name as JobName.RECONCILE_OPERATION];
+    const handler = this.handlers[job.name as JobName.RECONCILE_OPERATION | JobName.RECHECK_OPERATION];
     if (!handler) throw new Error(`no handler for job ${job.name} on ${QueueName.RECONCILE}`);
-    return handler(job.data as JobPayloads[JobName.RECONCILE_OPERATION]);
+    return handler(job.data as JobPayloads[JobName.RECHECK_OPERATION]);
   }
 }
 

@@ -171,19 +171,28 @@ export class SweeperService {
     return stale.length;
   }
 
-  /** Verifications and reconciliations that are overdue (their delayed job was lost): enqueue them again. */
+  /**
+   * Verifications, reconciliations and re-checks of held operations that are overdue (their delayed job was lost):
+   * enqueue them again. A hold is re-checked only while its next_check_at is set: the row, not Redis, says it is owed.
+   */
   private async owedChecks(): Promise<number> {
     const owed = await rows<{ id: string; status: string; check_count: number }>(
       this.db.manager,
       `SELECT id, status, check_count FROM operations
-       WHERE ((status = 'ACKNOWLEDGED' AND verification_method = 'read_after_write') OR status IN ('UNKNOWN', 'RECONCILING'))
+       WHERE ((status = 'ACKNOWLEDGED' AND verification_method = 'read_after_write') OR status IN ('UNKNOWN', 'RECONCILING')
+              OR (status = 'MANUAL_REVIEW' AND next_check_at IS NOT NULL))
          AND coalesce(next_check_at, updated_at) < now() - make_interval(secs => $1 / 1000.0)
        ORDER BY updated_at LIMIT ${BATCH}`,
       [this.config.STALE_EXECUTION_MS],
     );
     const sweepStamp = Math.floor(Date.now() / Math.max(1000, this.config.STALE_EXECUTION_MS));
     for (const op of owed) {
-      const name = op.status === 'ACKNOWLEDGED' ? JobName.VERIFY_OPERATION : JobName.RECONCILE_OPERATION;
+      const name =
+        op.status === 'ACKNOWLEDGED'
+          ? JobName.VERIFY_OPERATION
+          : op.status === 'MANUAL_REVIEW'
+            ? JobName.RECHECK_OPERATION
+            : JobName.RECONCILE_OPERATION;
       await this.producer.tryEnqueue(name, { operationId: op.id }, { jobId: jobId(name, op.id, `sweep${sweepStamp}`) });
     }
     return owed.length;

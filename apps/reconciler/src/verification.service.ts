@@ -20,12 +20,19 @@ import {
   snapshotOf,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
-import { JobName, JobProducer } from '@verity/queues';
-import { OperationStatus, TerminalReason, VerificationMethod } from '@verity/status-model';
+import { JobName, JobProducer, jobId } from '@verity/queues';
+import { OperationStatus, TerminalReason, VerificationMethod, operationTransitionRule } from '@verity/status-model';
 import { DataSource } from 'typeorm';
 
 export type VerifyOutcome =
   'verified' | 'held' | 'unknown' | 'rescheduled' | 'failed' | 'skipped: already settled' | 'skipped: lost race';
+
+export type RecheckOutcome =
+  | 'verified'
+  | `still held: ${ReadBackResult['kind']}`
+  | 'skipped: not held'
+  | 'skipped: cannot read back'
+  | 'skipped: lost race';
 
 export type ObserveOutcome =
   'observed: unchanged' | `observed: ${ObservationResult['observation']}` | 'skipped: not VERIFIED';
@@ -334,6 +341,80 @@ export class VerificationService {
     return new Date(Date.now() + this.config.OBSERVE_INTERVAL_MS);
   }
 
+  /**
+   * A held operation's source read again (never a send), on schedule or because a reviewer asked. If the hold is one
+   * the status model lets the system release (the source was unreachable or lagging) and the effect is there now,
+   * it is VERIFIED with the read-back as evidence. Anything else stays held for a person — an absence included: a
+   * hold is no place for the system to conclude "did not happen" — with an `operation.rechecked` event, and the next
+   * automatic read is scheduled while the source may still answer and the obligation is not yet due.
+   */
+  async recheck(operationId: string, requestedBy?: string): Promise<RecheckOutcome> {
+    const op = await findOperation(this.db.manager, operationId);
+    if (!op || op.status !== S.MANUAL_REVIEW || (op.obligation as { resolution?: unknown } | null)?.resolution) {
+      return 'skipped: not held';
+    }
+    if (op.attempt === 0 || !this.canReadBack(op)) return 'skipped: cannot read back';
+    const read = await this.readBack(op);
+    const trigger = requestedBy ? { trigger: 'reviewer', requested_by: requestedBy } : { trigger: 'scheduled' };
+    if (read.kind === 'found' && systemMayRelease(op.terminalReason)) {
+      const moved = await this.settle(
+        op,
+        S.VERIFIED,
+        null,
+        { method: 'read_after_write', ...read.evidence, recheck: { ...trigger, held_for: op.terminalReason } },
+        'verified',
+      );
+      return moved === 'verified' ? 'verified' : 'skipped: lost race';
+    }
+    const rechecks = (op.obligation?.rechecks ?? 0) + 1;
+    // The source answered with something a person must judge (another amount, a missing field): reading again
+    // cannot change that. Otherwise it may still answer, or still show the effect late.
+    const mayChange = read.kind === 'unreachable' || read.kind === 'stale' || read.kind === 'absent';
+    const next = mayChange && systemMayRelease(op.terminalReason) ? this.nextRecheckAt(op, rechecks) : null;
+    const annotated = await this.transitions.annotate(this.db.manager, {
+      executionId: op.executionId,
+      operationId: op.id,
+      whileStatus: S.MANUAL_REVIEW,
+      patch: { next_check_at: next },
+      merge: { obligation: { rechecks } },
+      type: 'operation.rechecked',
+      data: {
+        ...trigger,
+        result: read.kind,
+        evidence: read.evidence,
+        held_for: op.terminalReason,
+        next_check_at: next?.toISOString() ?? null,
+      },
+    });
+    if (!annotated.won) return 'skipped: lost race';
+    if (next) await this.scheduleRecheck(op.id, rechecks + 1, next);
+    return `still held: ${read.kind}`;
+  }
+
+  private canReadBack(op: OperationEntity): boolean {
+    const connector = this.connectors.get(op.connector);
+    return Boolean(connector?.readBack) && operationCapabilities(connector!, op.action, op.params).read_back;
+  }
+
+  /** The next automatic re-check, with backoff; none once it would fall after the obligation is due. */
+  private nextRecheckAt(op: { obligation: { due_at?: string } | null }, rechecks: number): Date | null {
+    const delay = Math.min(
+      this.config.RECHECK_BACKOFF_MAX_MS,
+      this.config.RECHECK_BACKOFF_MS * 2 ** Math.max(0, rechecks),
+    );
+    const at = new Date(Date.now() + delay);
+    const due = op.obligation?.due_at ? Date.parse(op.obligation.due_at) : NaN;
+    return Number.isFinite(due) && at.getTime() > due ? null : at;
+  }
+
+  private async scheduleRecheck(operationId: string, n: number, at: Date): Promise<void> {
+    await this.producer.tryEnqueue(
+      JobName.RECHECK_OPERATION,
+      { operationId },
+      { jobId: jobId(JobName.RECHECK_OPERATION, operationId, n), delay: Math.max(0, at.getTime() - Date.now()) },
+    );
+  }
+
   /** MANUAL_REVIEW always carries its recovery obligation. */
   private async hold(
     op: OperationEntity,
@@ -348,15 +429,29 @@ export class VerificationService {
       now: new Date(),
       dueInMs: this.config.OBLIGATION_DUE_MS,
     });
+    // A source that could not be read may answer later: the hold is read again until its obligation is due.
+    const recheckAt =
+      systemMayRelease(reason) && op.attempt > 0 && this.canReadBack(op) ? this.nextRecheckAt({ obligation }, 0) : null;
     const moved = await this.transitions.operation(this.db.manager, {
       operation: snapshotOf(op),
       to: S.MANUAL_REVIEW,
       reason,
-      patch: { evidence, obligation: obligation as unknown as Record<string, unknown>, next_check_at: null },
-      eventData: { obligation: { owner: obligation.owner, due_at: obligation.due_at } },
+      patch: { evidence, obligation: obligation as unknown as Record<string, unknown>, next_check_at: recheckAt },
+      eventData: {
+        obligation: { owner: obligation.owner, due_at: obligation.due_at },
+        recheck_at: recheckAt?.toISOString() ?? null,
+      },
     });
     if (!moved.won) return 'skipped: lost race';
     await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
+    if (recheckAt) await this.scheduleRecheck(op.id, 1, recheckAt);
     return 'held';
   }
+}
+
+/** The status model lets the system itself release a hold for this reason (a source that was unreachable or lagging). */
+function systemMayRelease(reason: TerminalReason | null): boolean {
+  return (
+    reason !== null && Boolean(operationTransitionRule(S.MANUAL_REVIEW, S.VERIFIED)?.systemWhenHeldFor.includes(reason))
+  );
 }

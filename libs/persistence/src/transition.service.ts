@@ -77,6 +77,13 @@ export interface DecisionInput {
   open: OpenDecision;
   event: { type: string; data: Record<string, unknown> };
   merge: OperationMerge;
+  /** Columns set outright (e.g. when the next re-check is due). */
+  patch?: Pick<OperationPatch, 'next_check_at'>;
+  /**
+   * Written only if the obligation still lists this many investigations: of concurrent "still unknown" records, one
+   * is written (each re-dates the obligation; a second one would re-date what its author never saw).
+   */
+  investigationsSeen?: number;
   move?: { to: OperationStatus; reason?: TerminalReason | null; eventData?: Record<string, unknown> };
 }
 
@@ -207,7 +214,16 @@ export class TransitionService {
       });
     }
     const params: unknown[] = [operation.id, input.tenantId, operation.status, operation.attempt];
-    const sets = ['updated_at = clock_timestamp()', ...mergeAssignments(input.merge, params)];
+    const sets = [
+      'updated_at = clock_timestamp()',
+      ...mergeAssignments(input.merge, params),
+      ...patchAssignments(input.patch ?? {}, params),
+    ];
+    let unchanged = '';
+    if (input.investigationsSeen !== undefined) {
+      params.push(input.investigationsSeen);
+      unchanged = ` AND coalesce(jsonb_array_length(obligation->'investigations'), 0) = $${params.length}`;
+    }
     if (move) {
       params.push(move.to);
       sets.push(`status = $${params.length}`);
@@ -242,7 +258,7 @@ export class TransitionService {
       db,
       `WITH moved AS (
          UPDATE operations SET ${sets.join(', ')}
-         WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND ${STILL_OPEN[input.open]}
+         WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND ${STILL_OPEN[input.open]}${unchanged}
          RETURNING id, execution_id, tenant_id
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + ${count}, updated_at = clock_timestamp()

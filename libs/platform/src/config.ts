@@ -54,6 +54,12 @@ const ConfigSchema = z.object({
   STALE_EXECUTION_MS: ms(5_000),
   APPROVAL_TTL_MS: ms(15 * 60_000),
   OBLIGATION_DUE_MS: ms(4 * 3600_000),
+  /**
+   * A hold for an unreachable or lagging source is read again after RECHECK_BACKOFF_MS, doubling up to
+   * RECHECK_BACKOFF_MAX_MS, until its obligation is due.
+   */
+  RECHECK_BACKOFF_MS: ms(30_000),
+  RECHECK_BACKOFF_MAX_MS: ms(600_000),
   IDEMPOTENCY_TTL_MS: ms(24 * 3600_000),
   WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(500).default(16),
   RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(6000),

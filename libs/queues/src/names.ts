@@ -21,6 +21,8 @@ export enum JobName {
   SWEEP = 'sweep',
   /** Read a VERIFIED effect again (observation); runs on the verify queue. */
   OBSERVE_OPERATION = 'observe-operation',
+  /** Read the source of a MANUAL_REVIEW operation again (never a send); runs on the reconcile queue. */
+  RECHECK_OPERATION = 'recheck-operation',
 }
 
 /** Jobs carry ids, never state: a worker reads the row, checks the transition, acts. */
@@ -31,6 +33,8 @@ export interface JobPayloads {
   [JobName.RECONCILE_OPERATION]: { operationId: string };
   [JobName.SWEEP]: Record<string, never>;
   [JobName.OBSERVE_OPERATION]: { operationId: string };
+  /** `requestedBy`: the key id of the reviewer who asked for it; absent for a scheduled re-check. */
+  [JobName.RECHECK_OPERATION]: { operationId: string; requestedBy?: string };
 }
 
 /**
@@ -58,6 +62,7 @@ export const QUEUE_OF_JOB: Readonly<Record<JobName, QueueName>> = {
   [JobName.RECONCILE_OPERATION]: QueueName.RECONCILE,
   [JobName.SWEEP]: QueueName.SWEEP,
   [JobName.OBSERVE_OPERATION]: QueueName.VERIFY,
+  [JobName.RECHECK_OPERATION]: QueueName.RECONCILE,
 };
 
 const KEEP = { removeOnComplete: { age: 3600, count: 10_000 }, removeOnFail: { age: 24 * 3600, count: 10_000 } };

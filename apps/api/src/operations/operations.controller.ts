@@ -6,6 +6,7 @@ import {
   ApiOkResponse,
   ApiOperation,
   ApiParam,
+  ApiResponse,
   ApiTags,
 } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
@@ -13,6 +14,7 @@ import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
 import { hasBody, parseBody, requireJson } from '../http/parse';
 import { ApiProblems, schemaRef } from '../openapi';
 import { Problem } from '../problem/problem';
+import { OperationStatus } from '@verity/status-model';
 import { ApprovalBody, ResolveBody } from '../schemas';
 import { OperationsService } from './operations.service';
 
@@ -55,7 +57,13 @@ export class OperationsController {
   @Post(':id/resolve')
   @HttpCode(200)
   @Roles('reviewer')
-  @ApiOperation({ summary: 'Resolve a MANUAL_REVIEW operation with evidence (reviewer)' })
+  @ApiOperation({
+    summary: 'Resolve a MANUAL_REVIEW operation with evidence (reviewer)',
+    description:
+      'VERIFIED / FAILED / SENT / CANCELLED end the hold. MANUAL_REVIEW records "still unknown after investigation": ' +
+      'the operation stays held, its obligation is re-dated (`due_in_seconds`, default the tenant policy) and the ' +
+      'history shows it (`operation.still_unknown`); a later resolution is still possible.',
+  })
   @ApiParam(ID)
   @ApiBody({ schema: schemaRef('ResolveRequest') })
   @ApiOkResponse({ schema: schemaRef('OperationDetail') })
@@ -68,7 +76,36 @@ export class OperationsController {
   ) {
     requireJson(req);
     const input = parseBody(ResolveBody, body);
+    if (input.status === OperationStatus.MANUAL_REVIEW) {
+      return this.operations.stillUnknown(principal, id, input.evidence, input.due_in_seconds);
+    }
     return this.operations.resolve(principal, id, input.status, input.evidence);
+  }
+
+  @Post(':id/recheck')
+  @HttpCode(202)
+  @Roles('reviewer')
+  @ApiOperation({
+    summary: 'Read the source of a MANUAL_REVIEW operation now (reviewer)',
+    description:
+      'Asks the reconciler to read the effect back now (never a send). A hold for SOURCE_UNREACHABLE or ' +
+      'STALE_REPLICA whose effect is found is released to VERIFIED; any other result stays held and is recorded ' +
+      'as an `operation.rechecked` event. 409 `not-in-review` if the operation is not held, `cannot-read-back` if ' +
+      'it was never sent or its connector cannot read it back. Takes no body.',
+  })
+  @ApiParam(ID)
+  @ApiResponse({ status: 202, description: 'The re-check is queued', schema: schemaRef('OperationDetail') })
+  @ApiProblems(400, 401, 403, 404, 409, 429, 503)
+  recheck(
+    @CurrentPrincipal() principal: Principal,
+    @Param('id') id: string,
+    @Req() req: Request,
+    @Body() body: unknown,
+  ) {
+    if (hasBody(req) && body !== undefined && !(typeof body === 'object' && body && Object.keys(body).length === 0)) {
+      throw Problem.validation([{ field: '(body)', rule: 'no_body', message: 'recheck takes no body' }]);
+    }
+    return this.operations.recheck(principal, id);
   }
 
   @Post(':id/retry')

@@ -12,11 +12,13 @@ import {
   findOperation,
   insertExecution,
   isUniqueViolation,
+  loadTenantSettings,
+  obligationDueMs,
   snapshotOf,
   transaction,
 } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig, newId } from '@verity/platform';
-import { JobName, JobProducer } from '@verity/queues';
+import { JobName, JobProducer, jobId } from '@verity/queues';
 import {
   ExecutionStatus,
   LastStatusChange,
@@ -24,6 +26,7 @@ import {
   ResolutionStatus,
   TerminalReason,
   canRetry,
+  operationTransitionRule,
   resolutionOptions,
   retryRuleOf,
 } from '@verity/status-model';
@@ -209,14 +212,139 @@ export class OperationsService {
     return this.get(principal, id);
   }
 
+  /**
+   * A reviewer asks for the source of a held operation to be read now. The read is the reconciler's (it never sends);
+   * what it finds is recorded as an `operation.rechecked` event, or releases the hold when the status model lets the
+   * system do so (VERIFIED, read back, held because the source was unreachable or lagging).
+   */
+  async recheck(principal: Principal, id: string) {
+    const op = await this.load(principal, id);
+    if (recordedResolution(op)) throw this.resolutionRefusal(op);
+    if (op.status !== OperationStatus.MANUAL_REVIEW) {
+      throw Problem.conflict(
+        'not-in-review',
+        `the operation is ${op.status}; only a MANUAL_REVIEW operation is re-checked`,
+        {
+          current_status: op.status,
+        },
+      );
+    }
+    if (op.attempt === 0 || !this.canReadBack(op)) {
+      throw Problem.conflict(
+        'cannot-read-back',
+        op.attempt === 0
+          ? 'the operation was never sent: there is no effect to read back'
+          : `${op.connector} cannot read this operation back; its outcome can only be established outside Verity`,
+        { current_status: op.status },
+      );
+    }
+    // One read per second at most, however often the button is pressed: the job id deduplicates.
+    const second = Math.floor(Date.now() / 1000);
+    await this.producer.enqueue(
+      JobName.RECHECK_OPERATION,
+      { operationId: op.id, requestedBy: principal.keyId },
+      { jobId: jobId(JobName.RECHECK_OPERATION, op.id, `reviewer${second}`) },
+    );
+    return this.detail(op);
+  }
+
+  /**
+   * "Still unknown after investigation" (reference 002: recovery may be continued uncertainty). The hold stays, the
+   * obligation is re-dated (escalation cleared), the history shows who said so and why, and automatic re-checks of an
+   * unreachable or lagging source start again. It is not a resolution: `obligation.resolution` stays unset, so a
+   * later VERIFIED or FAILED is still possible. One compare-and-set that includes "not resolved yet" and "no other
+   * investigation recorded since this read": of concurrent requests one is written, the others get 409.
+   */
+  async stillUnknown(principal: Principal, id: string, evidence: string, dueInSeconds: number | undefined) {
+    const op = await this.load(principal, id);
+    if (recordedResolution(op)) throw this.resolutionRefusal(op);
+    if (op.status !== OperationStatus.MANUAL_REVIEW || !op.obligation) {
+      throw Problem.conflict(
+        'resolution-not-permitted',
+        `the operation is ${op.status}, not MANUAL_REVIEW: there is no hold to keep`,
+        { current_status: op.status },
+      );
+    }
+    const now = new Date();
+    const settings = await loadTenantSettings(this.db.manager, principal.tenantId);
+    const dueInMs =
+      dueInSeconds !== undefined
+        ? dueInSeconds * 1000
+        : obligationDueMs(settings, op.obligation.reason, this.config.OBLIGATION_DUE_MS);
+    const dueAt = new Date(now.getTime() + dueInMs);
+    const seen = op.obligation.investigations ?? [];
+    const investigation = {
+      evidence,
+      by: principal.keyId,
+      at: now.toISOString(),
+      previous_due_at: op.obligation.due_at,
+      due_at: dueAt.toISOString(),
+    };
+    // The reconciler reads an unreachable or lagging source again, from the start of its backoff, until the new due time.
+    const recheckAt = this.systemMayRecheck(op) ? new Date(now.getTime() + this.config.RECHECK_BACKOFF_MS) : null;
+    const nextCheckAt = recheckAt && recheckAt < dueAt ? recheckAt : null;
+    const decided = await this.transitions.decide(this.db.manager, {
+      operation: snapshotOf(op),
+      tenantId: principal.tenantId,
+      open: 'resolution',
+      investigationsSeen: seen.length,
+      event: { type: 'operation.still_unknown', data: investigation },
+      merge: {
+        obligation: {
+          due_at: investigation.due_at,
+          escalated_at: null,
+          investigations: [...seen, investigation],
+          rechecks: 0,
+        },
+      },
+      patch: { next_check_at: nextCheckAt },
+    });
+    if (!decided.won) throw this.resolutionRefusal(await this.load(principal, id), seen.length);
+    if (nextCheckAt) {
+      await this.producer.tryEnqueue(
+        JobName.RECHECK_OPERATION,
+        { operationId: op.id },
+        {
+          jobId: jobId(JobName.RECHECK_OPERATION, op.id, `investigated${seen.length + 1}`),
+          delay: nextCheckAt.getTime() - Date.now(),
+        },
+      );
+    }
+    return this.get(principal, id);
+  }
+
+  /** A sent operation held because its source was unreachable or lagging, whose connector can read it back. */
+  private systemMayRecheck(op: OperationEntity): boolean {
+    const releasable = operationTransitionRule(
+      OperationStatus.MANUAL_REVIEW,
+      OperationStatus.VERIFIED,
+    )?.systemWhenHeldFor;
+    return (
+      op.attempt > 0 &&
+      op.terminalReason !== null &&
+      Boolean(releasable?.includes(op.terminalReason)) &&
+      this.canReadBack(op)
+    );
+  }
+
   /** A resolution lost: someone resolved first (their decision is in the problem), or the operation moved on. */
-  private resolutionRefusal(op: OperationEntity): Problem {
+  private resolutionRefusal(op: OperationEntity, investigationsSeen?: number): Problem {
     const winner = recordedResolution(op);
     if (winner) {
       return Problem.conflict('already-decided', `the operation was already resolved as ${winner.status}`, {
         decision: winner.status,
         decided_by: winner.by,
         decided_at: winner.at,
+        current_status: op.status,
+      });
+    }
+    const investigations = op.obligation?.investigations ?? [];
+    if (op.status === OperationStatus.MANUAL_REVIEW && investigations.length > (investigationsSeen ?? 0)) {
+      const last = investigations[investigations.length - 1];
+      return Problem.conflict('already-decided', 'another reviewer recorded "still unknown" first; reload it', {
+        decision: OperationStatus.MANUAL_REVIEW,
+        decided_by: last.by,
+        decided_at: last.at,
         current_status: op.status,
       });
     }

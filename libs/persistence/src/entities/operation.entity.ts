@@ -22,6 +22,10 @@ export interface RecoveryObligation {
   due_at: string;
   escalation_target: string;
   escalated_at: string | null;
+  /** How many times the source was read again while held (automatic re-checks and a reviewer's requests). */
+  rechecks?: number;
+  /** "Still unknown after investigation" by a reviewer: each keeps the hold and re-dates the obligation. */
+  investigations?: { evidence: string; by: string; at: string; previous_due_at: string; due_at: string }[];
 }
 
 export type Observation = 'converged' | 'superseded' | 'degraded' | 'unavailable';
