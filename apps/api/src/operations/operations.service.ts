@@ -245,7 +245,7 @@ export class OperationsService {
       { operationId: op.id, requestedBy: principal.keyId },
       { jobId: jobId(JobName.RECHECK_OPERATION, op.id, `reviewer${second}`) },
     );
-    return this.detail(op);
+    return this.get(principal, id);
   }
 
   /**
