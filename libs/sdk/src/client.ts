@@ -222,7 +222,24 @@ export class OperationsApi {
     const result = await this.transport.request<OperationDetail>({
       method: 'POST',
       path: `/v1/operations/${encodeURIComponent(id)}/resolve`,
-      body: { status: body.status, evidence: body.evidence },
+      body:
+        body.due_in_seconds !== undefined
+          ? { status: body.status, evidence: body.evidence, due_in_seconds: body.due_in_seconds }
+          : { status: body.status, evidence: body.evidence },
+      retry: 'never',
+      signal: options.signal,
+    });
+    return result.data;
+  }
+
+  /**
+   * POST /v1/operations/{id}/recheck (reviewer): ask the reconciler to read the source of a held operation now
+   * (never a send). Answers at once (202) with the operation; a release shows as a later VERIFIED. Never retried.
+   */
+  async recheck(id: string, options: RequestOptions = {}): Promise<OperationDetail> {
+    const result = await this.transport.request<OperationDetail>({
+      method: 'POST',
+      path: `/v1/operations/${encodeURIComponent(id)}/recheck`,
       retry: 'never',
       signal: options.signal,
     });

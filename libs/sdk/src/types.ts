@@ -115,9 +115,15 @@ export interface ApprovalRequest {
 
 /** Body of POST /v1/operations/{id}/resolve (a MANUAL_REVIEW resolution by a reviewer). */
 export interface ResolveRequest {
-  status: EnumInput<ResolutionStatus>;
+  /**
+   * A resolution of the hold, or `MANUAL_REVIEW`: "still unknown after investigation" — the operation stays held, its
+   * obligation is re-dated (`due_in_seconds`, else the tenant's due time) and the statement is kept in its history.
+   */
+  status: EnumInput<ResolutionStatus> | 'MANUAL_REVIEW';
   /** Required, non-blank, up to 10 000 characters. */
   evidence: string;
+  /** Only with `MANUAL_REVIEW`: when the re-dated obligation is due. */
+  due_in_seconds?: number;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
