@@ -1,5 +1,6 @@
 export * from './operation';
 export * from './execution';
+export * from './change';
 export * from './errors';
 export * from './validate';
 export * from './effects';

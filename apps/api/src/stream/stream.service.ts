@@ -1,10 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { findExecution, findOperations, listEvents } from '@verity/persistence';
+import { findExecution, findExecutionWithOperations, listEvents } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { PRODUCER_REDIS } from '@verity/queues';
 import type { Redis } from 'ioredis';
-import { isSettledOperation, isTerminalExecution } from '@verity/status-model';
 import type { Request, Response } from 'express';
 import { DataSource } from 'typeorm';
 import { ApiKeyService } from '../auth/api-key.service';
@@ -14,13 +13,15 @@ import { ExecutionsService } from '../executions/executions.service';
 import { presentEvent } from '../executions/presenter';
 import { EventNotifier } from './event-notifier.service';
 import { StreamCap } from './stream-cap';
+import { StreamEndReason, StreamVerdict, streamVerdict } from './stream-end';
 
 const POLL_FALLBACK_MS = 2_000;
 
 /**
  * SSE over the append-only log (I11). The cursor is the per-execution `seq`, whose order is commit order, so
  * resuming after an event id can neither skip nor repeat. Every wake-up (announcement, poll, heartbeat) re-reads the
- * table.
+ * table. The stream lasts as long as something can still change — through manual review and pending approvals —
+ * and ends with `event: end`, data `{ "reason": "settled" | "deadline" | "key_revoked" }` (see stream-end.ts).
  */
 @Injectable()
 export class StreamService {
@@ -125,20 +126,25 @@ export class StreamService {
           cursor = view.seq;
         }
         if (events.length === 500) continue;
-        if (await this.settled(executionId)) {
-          // Events written in the same commit as the settling change were read above or will be on this pass.
+        const verdict = await this.verdict(executionId);
+        if (verdict.end) {
+          // Events written in the same commit as the last change were read above or will be on this pass.
           const tail = await listEvents(this.db.manager, executionId, cursor, 500);
           if (tail.length > 0) continue;
-          res.write(`event: end\ndata: {"reason":"settled"}\n\n`);
+          writeEnd(res, verdict.end);
           break;
         }
         if (!(await this.keys.isStillValid(principal))) {
-          res.write(`event: end\ndata: {"reason":"key_revoked"}\n\n`);
+          writeEnd(res, 'key_revoked');
           break;
         }
+        const { wakeAt } = verdict;
         if (pending) continue;
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, this.notifier.listening ? POLL_FALLBACK_MS * 5 : POLL_FALLBACK_MS);
+          const poll = this.notifier.listening ? POLL_FALLBACK_MS * 5 : POLL_FALLBACK_MS;
+          // A held execution's deadline ends the stream on time, not at the next poll.
+          const untilDeadline = wakeAt ? Math.max(0, wakeAt.getTime() - Date.now()) : poll;
+          const timer = setTimeout(resolve, Math.min(poll, untilDeadline));
           wake = () => {
             clearTimeout(timer);
             resolve();
@@ -151,17 +157,25 @@ export class StreamService {
     }
   }
 
-  private async settled(executionId: string): Promise<boolean> {
-    const execution = await findExecution(this.db.manager, executionId);
-    if (!execution || !isTerminalExecution(execution.status)) return false;
-    const operations = await findOperations(this.db.manager, executionId);
-    return operations.every((op) => isSettledOperation(op.status, op.verificationMethod));
+  private async verdict(executionId: string): Promise<StreamVerdict> {
+    // One statement: the execution's status and its operations' as of the same snapshot.
+    const found = await findExecutionWithOperations(this.db.manager, executionId);
+    if (!found) return { end: null, wakeAt: null };
+    const { execution, operations } = found;
+    return streamVerdict(
+      { executionStatus: execution.status, deadlineAt: execution.deadlineAt, operations },
+      new Date(),
+    );
   }
 
   /** On shutdown, end every stream so clients reconnect (with Last-Event-ID) to another process. */
   closeAll(): void {
     for (const res of this.active) res.end();
   }
+}
+
+function writeEnd(res: Response, reason: StreamEndReason): void {
+  res.write(`event: end\ndata: ${JSON.stringify({ reason })}\n\n`);
 }
 
 interface Departure {

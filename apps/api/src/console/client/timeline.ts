@@ -17,8 +17,15 @@ const STATE_TEXT: Record<StreamState, string> = {
   connecting: 'Connecting to the live stream…',
   live: 'Live: new events appear as they are recorded.',
   reconnecting: 'Connection lost; reconnecting and resuming after the last event received…',
-  ended: 'Stream ended: the execution and every operation have settled. It reopens after any action taken here.',
+  ended: 'Stream ended. It reopens after any action taken here.',
   error: 'The stream could not be opened.',
+};
+
+/** Why the server ended the stream (`event: end`, data `{ "reason" }`). */
+const END_TEXT: Record<string, string> = {
+  settled: 'Nothing can change any more.',
+  deadline: "The execution's deadline has passed; what is still open is not followed live.",
+  key_revoked: 'The API key was revoked.',
 };
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -72,7 +79,7 @@ export function timeline(
       while (!disposed) {
         const controller = new AbortController();
         current = controller;
-        let ended = false;
+        let ended: string | null = null;
         setState(seen.size ? 'live' : 'connecting');
         try {
           await readEventStream(
@@ -81,7 +88,7 @@ export function timeline(
             controller.signal,
             (frame) => {
               if (frame.event === 'end') {
-                ended = true;
+                ended = endText(frame.data);
                 return;
               }
               setState('live');
@@ -99,8 +106,8 @@ export function timeline(
           }
         }
         if (disposed) return;
-        if (ended) {
-          setState('ended');
+        if (ended !== null) {
+          setState('ended', ended);
           return;
         }
         setState('reconnecting');
@@ -121,6 +128,15 @@ export function timeline(
       current?.abort();
     },
   };
+}
+
+function endText(data: string): string {
+  try {
+    const reason = (JSON.parse(data) as { reason?: unknown }).reason;
+    return typeof reason === 'string' ? (END_TEXT[reason] ?? '') : '';
+  } catch {
+    return '';
+  }
 }
 
 function renderEvent(event: TimelineEvent, focus: string | undefined, keyOf: (id: string) => string | undefined): Elem {

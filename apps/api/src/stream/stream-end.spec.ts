@@ -1,0 +1,44 @@
+import { ExecutionStatus, OperationStatus, VerificationMethod } from '@verity/status-model';
+import { streamVerdict } from './stream-end';
+
+const E = ExecutionStatus;
+const S = OperationStatus;
+const RAW = VerificationMethod.READ_AFTER_WRITE;
+const now = new Date('2026-01-01T12:00:00Z');
+const past = new Date('2026-01-01T11:00:00Z');
+const future = new Date('2026-01-01T13:00:00Z');
+const held = { status: S.MANUAL_REVIEW, verificationMethod: RAW } as const;
+const verified = { status: S.VERIFIED, verificationMethod: RAW } as const;
+
+describe('streamVerdict', () => {
+  it('ends settled once nothing can change, before or after the deadline', () => {
+    for (const deadlineAt of [past, future]) {
+      expect(streamVerdict({ executionStatus: E.COMPLETED, deadlineAt, operations: [verified] }, now)).toEqual({
+        end: 'settled',
+      });
+    }
+  });
+
+  it('stays open for a completed execution with a held operation, and says when its deadline will end it', () => {
+    expect(streamVerdict({ executionStatus: E.COMPLETED, deadlineAt: future, operations: [held] }, now)).toEqual({
+      end: null,
+      wakeAt: future,
+    });
+  });
+
+  it('ends deadline for a terminal execution past its deadline with something still able to change', () => {
+    expect(streamVerdict({ executionStatus: E.COMPLETED, deadlineAt: past, operations: [held] }, now)).toEqual({
+      end: 'deadline',
+    });
+    const reconciling = { status: S.RECONCILING, verificationMethod: RAW } as const;
+    expect(streamVerdict({ executionStatus: E.EXPIRED, deadlineAt: past, operations: [reconciling] }, now)).toEqual({
+      end: 'deadline',
+    });
+  });
+
+  it('stays open for an execution still running past its deadline: its expiry is still to be delivered', () => {
+    expect(
+      streamVerdict({ executionStatus: E.WAITING_FOR_APPROVAL, deadlineAt: past, operations: [verified] }, now),
+    ).toEqual({ end: null, wakeAt: null });
+  });
+});

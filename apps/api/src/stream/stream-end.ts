@@ -1,0 +1,29 @@
+import { ExecutionStatus, OperationForChange, canStillChange, isTerminalExecution } from '@verity/status-model';
+
+/** Why a stream ended (`event: end`, data `{ "reason": … }`). */
+export type StreamEndReason = 'settled' | 'deadline' | 'key_revoked';
+
+export interface StreamState {
+  executionStatus: ExecutionStatus;
+  deadlineAt: Date;
+  operations: readonly OperationForChange[];
+}
+
+export type StreamVerdict = { end: 'settled' | 'deadline' } | { end: null; wakeAt: Date | null };
+
+/**
+ * Whether a stream ends now, from the execution as last read (the key's revocation is asked separately).
+ *
+ * - `settled`: nothing can change any more (libs/status-model `canStillChange`).
+ * - `deadline`: the execution is terminal and its deadline has passed, yet something can still change — an operation
+ *   held for a human, or one still being reconciled. The stream does not outlive the execution's own deadline;
+ *   whoever still waits polls (or reads the obligation). A non-terminal execution past its deadline is about to be
+ *   expired by the lifecycle: the stream stays to deliver that.
+ * - otherwise the stream stays open; `wakeAt` is when the deadline will end it, so it is not missed by a long wait.
+ */
+export function streamVerdict(state: StreamState, now: Date): StreamVerdict {
+  if (!canStillChange(state.executionStatus, state.operations)) return { end: 'settled' };
+  if (!isTerminalExecution(state.executionStatus)) return { end: null, wakeAt: null };
+  if (state.deadlineAt.getTime() <= now.getTime()) return { end: 'deadline' };
+  return { end: null, wakeAt: state.deadlineAt };
+}

@@ -1,0 +1,62 @@
+import { canStillChange, isFinalOperation } from './change';
+import { EXECUTION_STATUSES, ExecutionStatus, isTerminalExecution } from './execution';
+import { OPERATION_STATUSES, OperationStatus, VerificationMethod } from './operation';
+
+const S = OperationStatus;
+const E = ExecutionStatus;
+const RAW = VerificationMethod.READ_AFTER_WRITE;
+
+describe('isFinalOperation', () => {
+  const table: ReadonlyArray<[OperationStatus, boolean, boolean]> = [
+    // status, final with read_after_write, final without
+    [S.PREPARED, false, false],
+    [S.SENT, false, false],
+    [S.ACKNOWLEDGED, false, true],
+    [S.VERIFIED, true, true],
+    [S.UNKNOWN, false, false],
+    [S.RECONCILING, false, false],
+    [S.FAILED, true, true],
+    [S.MANUAL_REVIEW, false, false],
+    [S.CANCELLED, true, true],
+  ];
+
+  it('covers every status', () => {
+    expect(table.map(([s]) => s)).toEqual(OPERATION_STATUSES);
+  });
+
+  it.each(table)('%s: final with read_after_write %s, without %s', (status, withReadBack, withoutReadBack) => {
+    expect(isFinalOperation(status, RAW)).toBe(withReadBack);
+    expect(isFinalOperation(status, '')).toBe(withoutReadBack);
+  });
+});
+
+describe('canStillChange', () => {
+  const verified = { status: S.VERIFIED, verificationMethod: RAW } as const;
+
+  it('holds for every execution status that is not terminal, whatever its operations (pending approvals included)', () => {
+    for (const status of EXECUTION_STATUSES.filter((s) => !isTerminalExecution(s))) {
+      expect(canStillChange(status, [verified])).toBe(true);
+      expect(canStillChange(status, [])).toBe(true);
+    }
+  });
+
+  it('holds for a completed execution with an operation held for a human: the resolution is still to come', () => {
+    expect(canStillChange(E.COMPLETED, [verified, { status: S.MANUAL_REVIEW, verificationMethod: RAW }])).toBe(true);
+  });
+
+  it('holds for a cancelled or expired execution whose sent operation is still being reconciled', () => {
+    for (const status of [S.SENT, S.ACKNOWLEDGED, S.UNKNOWN, S.RECONCILING]) {
+      expect(canStillChange(E.CANCELLED, [{ status, verificationMethod: RAW }])).toBe(true);
+      expect(canStillChange(E.EXPIRED, [{ status, verificationMethod: RAW }])).toBe(true);
+    }
+  });
+
+  it('ends once the execution is terminal and every operation is final (ACKNOWLEDGED without read-back included)', () => {
+    const ops = [verified, { status: S.ACKNOWLEDGED, verificationMethod: '' as const }];
+    for (const status of [E.COMPLETED, E.FAILED, E.CANCELLED, E.EXPIRED]) {
+      expect(canStillChange(status, ops)).toBe(false);
+      expect(canStillChange(status, [{ status: S.CANCELLED, verificationMethod: RAW }])).toBe(false);
+      expect(canStillChange(status, [])).toBe(false);
+    }
+  });
+});
