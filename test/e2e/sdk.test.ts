@@ -384,6 +384,50 @@ describe('@verity/sdk against the running stack', () => {
     expect(settled.operations[0].status).toBe(OperationStatus.VERIFIED);
   });
 
+  it('follows a manual review: the iterator receives the approval, the hold and the resolution, then ends settled', async () => {
+    // The read-back shows the charge with another amount: held for a human (INTEGRITY_MISMATCH).
+    await stack.setFaults({ read_fault: 'amount_mismatch' });
+    try {
+      const created = await dx.executions.create(submission([charge(unique('order'), { requires_approval: true })]));
+      const opId = created.operations[0].id;
+      const resolvedLater = dx.waitFor(created.id, (e) => e.operations[0].status === OperationStatus.VERIFIED, {
+        timeoutMs: 60_000,
+      });
+      // Opened before anything was decided: the operation waits for approval in PREPARED.
+      const stream = dx.stream(created.id);
+      const events: ExecutionEvent[] = [];
+      let completedAt = -1;
+      for await (const event of stream) {
+        events.push(event);
+        if (event.type === 'approval.requested') await reviewer.operations.approve(opId);
+        if (event.operation_id === null && event.to_status === ExecutionStatus.COMPLETED) {
+          completedAt = events.length - 1;
+          // The agent's part is over: waitForSettled keeps its meaning and answers with the hold.
+          const held = await dx.waitForSettled(created.id, { timeoutMs: 10_000 });
+          expect(held.operations[0].status).toBe(OperationStatus.MANUAL_REVIEW);
+          await stack.setFaults({ read_fault: null });
+          await reviewer.operations.resolve(opId, { status: 'VERIFIED', evidence: 'dashboard shows it (sdk test)' });
+        }
+      }
+      expect(stream.endReason).toBe('settled');
+      expect(stream.connections).toBe(1);
+      expect(completedAt).toBeGreaterThan(0);
+      const types = events.map((e) => e.type);
+      expect(types).toContain('approval.decided');
+      const afterCompletion = events.slice(completedAt + 1);
+      expect(afterCompletion.map((e) => e.type)).toContain('operation.resolved');
+      expect(afterCompletion.find((e) => e.operation_id === opId && e.to_status === 'VERIFIED')).toMatchObject({
+        from_status: OperationStatus.MANUAL_REVIEW,
+      });
+      expect((await dx.executions.events(created.id, { limit: 1000 })).data).toEqual(events);
+
+      const resolved = await resolvedLater;
+      expect(resolved.operations[0].status).toBe(OperationStatus.VERIFIED);
+    } finally {
+      await stack.setFaults({ rules: [], replica_lag_ms: 0, read_fault: null });
+    }
+  });
+
   it('denies, then retries the CANCELLED operation as a new one (once only)', async () => {
     const created = await dx.executions.create(submission([charge(unique('order'), { requires_approval: true })]));
     const denied = await reviewer.operations.deny(created.operations[0].id, { reason: 'not today' });

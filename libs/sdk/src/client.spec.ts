@@ -1,7 +1,7 @@
 import { createServer, IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Verity } from './client';
-import { VerityConflictError, VerityNetworkError, VerityTimeoutError } from './errors';
+import { VerityConditionError, VerityConflictError, VerityNetworkError, VerityTimeoutError } from './errors';
 import type { Execution, SubmissionRequest } from './types';
 
 const KEY = 'sk-test-secret-key-456';
@@ -284,3 +284,118 @@ describe('waitForSettled without a usable stream', () => {
     }
   });
 });
+
+/**
+ * An API shaped like the real one for one execution: GET answers the current state; the stream holds its connection
+ * open (as through a manual review) and pushes a status event whenever the test moves the state, or ends it.
+ */
+async function liveExecution(initial: Execution) {
+  let state = initial;
+  let seq = 0;
+  const streams = new Set<ServerResponse>();
+  let streamsOpened = 0;
+  let gets = 0;
+  const connected: (() => void)[] = [];
+  const server = await listen((req, res) => {
+    if (req.url!.includes('/stream')) {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('retry: 10\n\n: heartbeat\n\n');
+      streams.add(res);
+      streamsOpened += 1;
+      res.on('close', () => streams.delete(res));
+      connected.splice(0).forEach((resolve) => resolve());
+      return;
+    }
+    gets += 1;
+    json(res, 200, state);
+  });
+  return {
+    url: server.url,
+    close: server.close,
+    openStreams: () => streams.size,
+    streamsOpened: () => streamsOpened,
+    gets: () => gets,
+    connected: () => new Promise<void>((resolve) => (streams.size > 0 ? resolve() : connected.push(resolve))),
+    /** The state moves on, and every open stream is told with one status event. */
+    move(next: Execution) {
+      state = next;
+      seq += 1;
+      const event = { id: `evt_${seq}`, seq, type: 'operation.status_changed', to_status: next.operations[0].status };
+      for (const res of streams) res.write(`id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`);
+    },
+    end(reason: string) {
+      for (const res of streams) res.end(`event: end\ndata: ${JSON.stringify({ reason })}\n\n`);
+    },
+  };
+}
+
+describe("waitFor and waitForSettled on a stream that outlives the agent's part", () => {
+  const verified = (e: Execution) => e.operations.every((op) => op.status === 'VERIFIED');
+
+  it('waitForSettled resolves on a held operation while the stream stays open, and closes its connection', async () => {
+    const api = await liveExecution(fakeExecution('exe_1', 'running', 'ACKNOWLEDGED'));
+    try {
+      const dx = new Verity({ baseUrl: api.url, apiKey: KEY });
+      const waiting = dx.waitForSettled('exe_1', { timeoutMs: 10_000 });
+      await api.connected();
+      api.move(fakeExecution('exe_1', 'completed', 'MANUAL_REVIEW'));
+      const settled = await waiting;
+      expect(settled.operations[0].status).toBe('MANUAL_REVIEW');
+      await waitUntil(() => api.openStreams() === 0);
+    } finally {
+      await api.close();
+    }
+  });
+
+  it("waitFor follows the stream past the hold and resolves with the reviewer's resolution", async () => {
+    const api = await liveExecution(fakeExecution('exe_1', 'running', 'ACKNOWLEDGED'));
+    try {
+      const dx = new Verity({ baseUrl: api.url, apiKey: KEY });
+      const waiting = dx.waitFor('exe_1', verified, { timeoutMs: 10_000 });
+      await api.connected();
+      api.move(fakeExecution('exe_1', 'completed', 'MANUAL_REVIEW'));
+      await waitUntil(() => api.gets() >= 2);
+      api.move(fakeExecution('exe_1', 'completed', 'VERIFIED'));
+      expect((await waiting).operations[0].status).toBe('VERIFIED');
+      expect(api.streamsOpened()).toBe(1);
+    } finally {
+      await api.close();
+    }
+  });
+
+  it('waitFor rejects with a VerityConditionError when nothing can change any more and the predicate does not hold', async () => {
+    const api = await liveExecution(fakeExecution('exe_1', 'completed', 'MANUAL_REVIEW'));
+    try {
+      const dx = new Verity({ baseUrl: api.url, apiKey: KEY });
+      const waiting = dx.waitFor('exe_1', verified, { timeoutMs: 10_000 }).catch((e: unknown) => e);
+      await api.connected();
+      api.move(fakeExecution('exe_1', 'completed', 'FAILED'));
+      api.end('settled');
+      const error = (await waiting) as VerityConditionError;
+      expect(error).toBeInstanceOf(VerityConditionError);
+      expect(error.execution.operations[0].status).toBe('FAILED');
+    } finally {
+      await api.close();
+    }
+  });
+
+  it('waitFor polls once the stream ends at the deadline: a reviewer may still act', async () => {
+    const api = await liveExecution(fakeExecution('exe_1', 'completed', 'MANUAL_REVIEW'));
+    try {
+      const dx = new Verity({ baseUrl: api.url, apiKey: KEY });
+      const waiting = dx.waitFor('exe_1', verified, { timeoutMs: 10_000, pollIntervalMs: 20 });
+      await api.connected();
+      api.end('deadline');
+      await waitUntil(() => api.gets() >= 4);
+      api.move(fakeExecution('exe_1', 'completed', 'VERIFIED'));
+      expect((await waiting).operations[0].status).toBe('VERIFIED');
+      expect(api.streamsOpened()).toBe(1);
+    } finally {
+      await api.close();
+    }
+  });
+});
+
+async function waitUntil(condition: () => boolean): Promise<void> {
+  while (!condition()) await new Promise((resolve) => setTimeout(resolve, 5));
+}

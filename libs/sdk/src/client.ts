@@ -1,4 +1,4 @@
-import { VerityError, VerityTimeoutError } from './errors';
+import { VerityConditionError, VerityError, VerityTimeoutError } from './errors';
 import { Transport, TransportOptions, sleep } from './http';
 import { isExecutionSettled } from './settled';
 import { ExecutionStream, StreamOptions } from './stream';
@@ -136,10 +136,34 @@ export class ExecutionsApi {
 
   /**
    * Resolves with the execution once it is terminal and every operation has settled (terminal, MANUAL_REVIEW, or
-   * ACKNOWLEDGED without read-back). Follows the stream; if the stream cannot be used, polls GET. Rejects with a
-   * VerityTimeoutError after `timeoutMs`, or with the API's error (404 …).
+   * ACKNOWLEDGED without read-back): the agent's part is over, even if a reviewer still owes a resolution (the stream
+   * stays open for that; use `waitFor` to wait for it). Follows the stream; if the stream cannot be used, polls GET.
+   * Rejects with a VerityTimeoutError after `timeoutMs`, or with the API's error (404 …).
    */
-  async waitForSettled(id: string, options: WaitOptions = {}): Promise<Execution> {
+  waitForSettled(id: string, options: WaitOptions = {}): Promise<Execution> {
+    // Settledness is a matter of statuses: only an event that changes one is worth a fresh read.
+    return this.waitUntil(id, isExecutionSettled, options, (event) => event.to_status !== null);
+  }
+
+  /**
+   * Resolves with the execution once `predicate` holds for it, e.g.
+   * `waitFor(id, (e) => e.operations.every((op) => op.status !== 'MANUAL_REVIEW'))`. The predicate is judged on the
+   * execution as read (GET) at the start and after each event the stream delivers — so a state that passes in the
+   * blink of an eye can be missed: follow `stream()` for those. If the stream cannot be used, or it ends with reason
+   * `deadline`, polls GET every `pollIntervalMs`. Rejects with a VerityConditionError when the stream ends `settled`
+   * (nothing can change any more) and the predicate still does not hold, a VerityTimeoutError after `timeoutMs`, or
+   * the API's error (404, 401 once the key is revoked …).
+   */
+  waitFor(id: string, predicate: (execution: Execution) => boolean, options: WaitOptions = {}): Promise<Execution> {
+    return this.waitUntil(id, predicate, options, () => true);
+  }
+
+  private async waitUntil(
+    id: string,
+    predicate: (execution: Execution) => boolean,
+    options: WaitOptions,
+    worthReading: (event: ExecutionEvent) => boolean,
+  ): Promise<Execution> {
     const timeoutMs = options.timeoutMs ?? 60_000;
     const pollIntervalMs = options.pollIntervalMs ?? 1_000;
     const controller = new AbortController();
@@ -152,19 +176,29 @@ export class ExecutionsApi {
     let last: Execution | undefined;
     try {
       last = await this.get(id, { signal });
-      if (isExecutionSettled(last)) return last;
+      if (predicate(last)) return last;
       try {
         const stream = this.stream(id, { signal, retryOnBusy: false, maxReconnects: 3 });
-        for await (const event of stream) options.onEvent?.(event);
+        // Returning from inside the loop closes the connection.
+        for await (const event of stream) {
+          options.onEvent?.(event);
+          if (!worthReading(event)) continue;
+          last = await this.get(id, { signal });
+          if (predicate(last)) return last;
+        }
+        last = await this.get(id, { signal });
+        if (predicate(last)) return last;
+        if (stream.endReason === 'settled') throw new VerityConditionError(id, last);
+        // deadline: a reviewer may still act, unseen by any stream; key_revoked: the next GET says so.
       } catch (error) {
-        if (signal.aborted) throw error;
+        if (signal.aborted || error instanceof VerityConditionError) throw error;
         // The API's own refusals (not found, unauthorized) would only repeat themselves in polling.
         if (error instanceof VerityError && [400, 401, 403, 404].includes(error.status)) throw error;
         // Anything else (too many streams, a network that cannot hold a stream): poll.
       }
       while (true) {
         last = await this.get(id, { signal });
-        if (isExecutionSettled(last)) return last;
+        if (predicate(last)) return last;
         await sleep(pollIntervalMs, signal);
       }
     } catch (error) {
@@ -309,6 +343,11 @@ export class Verity {
   /** Shorthand of `executions.waitForSettled`. */
   waitForSettled(id: string, options: WaitOptions = {}): Promise<Execution> {
     return this.executions.waitForSettled(id, options);
+  }
+
+  /** Shorthand of `executions.waitFor`. */
+  waitFor(id: string, predicate: (execution: Execution) => boolean, options: WaitOptions = {}): Promise<Execution> {
+    return this.executions.waitFor(id, predicate, options);
   }
 
   /** GET /v1/connectors: each connector's actions, params schema, read-back, provider idempotency, reversibility. */

@@ -153,7 +153,7 @@ export class VerityNetworkError extends Error {
   }
 }
 
-/** `waitForSettled` ran out of time. `lastExecution` is the last state seen (undefined if none was read). */
+/** `waitForSettled` or `waitFor` ran out of time. `lastExecution` is the last state seen (undefined if none was read). */
 export class VerityTimeoutError extends Error {
   override name = 'VerityTimeoutError';
   constructor(
@@ -164,6 +164,23 @@ export class VerityTimeoutError extends Error {
     super(
       `execution ${executionId} did not settle within ${timeoutMs} ms` +
         (lastExecution ? ` (last seen: ${lastExecution.status}, effects ${lastExecution.effects?.summary})` : ''),
+    );
+  }
+}
+
+/**
+ * `waitFor` learned that the condition can never hold: the stream ended `settled` (nothing can change any more) and
+ * the execution, read after that, does not satisfy it. `execution` is that final state.
+ */
+export class VerityConditionError extends Error {
+  override name = 'VerityConditionError';
+  constructor(
+    readonly executionId: string,
+    readonly execution: Execution,
+  ) {
+    super(
+      `execution ${executionId} can no longer change and the awaited condition does not hold ` +
+        `(${execution.status}, effects ${execution.effects?.summary})`,
     );
   }
 }

@@ -37,7 +37,7 @@ interface Connection {
  * `event: end` at the end. `cut(n)` says how many frames connection n delivers before the socket is destroyed in
  * the middle of the next frame (undefined: deliver everything and end).
  */
-async function sseServer(cut: (connection: number) => number | undefined) {
+async function sseServer(cut: (connection: number) => number | undefined, endData = '{"reason":"settled"}') {
   const connections: Connection[] = [];
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const lastEventId = req.headers['last-event-id'] as string | undefined;
@@ -64,7 +64,7 @@ async function sseServer(cut: (connection: number) => number | undefined) {
       if (seq % 3 === 0) res.write(': heartbeat\n\n');
       sent += 1;
     }
-    res.end('event: end\ndata: {"reason":"settled"}\n\n');
+    res.end(`event: end\ndata: ${endData}\n\n`);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
@@ -96,6 +96,24 @@ describe('ExecutionStream over a real SSE server', () => {
         expect(c.auth).toBe(`Bearer ${KEY}`);
         expect(c.url).not.toContain(KEY);
       }
+    } finally {
+      await server.close();
+    }
+  });
+
+  it.each([
+    ['{"reason":"deadline"}', 'deadline'],
+    ['{"reason":"key_revoked"}', 'key_revoked'],
+    ['{"reason":"settled"}', 'settled'],
+    ['{}', 'settled'],
+  ])('exposes the end reason of %s as %s, after every event', async (data, reason) => {
+    const server = await sseServer(() => undefined, data);
+    try {
+      const dx = new Verity({ baseUrl: server.url, apiKey: KEY });
+      const stream = dx.stream('exe_1');
+      expect((await stream.toArray()).map((e) => e.seq)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+      expect(stream.endReason).toBe(reason);
+      expect(server.connections).toHaveLength(1);
     } finally {
       await server.close();
     }

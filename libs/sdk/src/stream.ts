@@ -44,8 +44,11 @@ export class MalformedFrame extends Error {
  *
  * Reads `GET /v1/executions/{id}/stream` with `fetch` and the Bearer header (never a key in the URL). When the
  * connection drops it reconnects by itself with `Last-Event-ID`, so the sequence it yields has no gap and no
- * duplicate; it ends when the server sends `event: end` (`endReason`: `settled` once the execution and every
- * operation have settled, or `key_revoked`). Breaking out of the loop closes the connection.
+ * duplicate. It lasts as long as something can still change — through pending approvals and manual review, also
+ * after the execution completed, so a reviewer's resolution and later evaluations arrive too — and ends when the
+ * server sends `event: end`: `endReason` is `settled` (nothing can change any more), `deadline` (the execution's
+ * deadline passed while something could still change) or `key_revoked`. Breaking out of the loop closes the
+ * connection.
  */
 export class ExecutionStream implements AsyncIterable<ExecutionEvent> {
   /** The id of the last event yielded: where a new stream would resume. */
@@ -200,10 +203,13 @@ export class ExecutionStream implements AsyncIterable<ExecutionEvent> {
   }
 }
 
+const END_REASONS: readonly StreamEndReason[] = ['settled', 'deadline', 'key_revoked'];
+
+/** An end without a reason this SDK knows (an older server sent none) is read as `settled`, as servers meant it. */
 function parseEndReason(data: string): StreamEndReason {
   try {
     const reason = (JSON.parse(data) as { reason?: unknown }).reason;
-    return reason === 'key_revoked' ? 'key_revoked' : 'settled';
+    return END_REASONS.find((known) => known === reason) ?? 'settled';
   } catch {
     return 'settled';
   }

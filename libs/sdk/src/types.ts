@@ -316,8 +316,12 @@ export interface EventList {
   next_cursor: string | null;
 }
 
-/** Why the server ended a stream (`event: end`). */
-export type StreamEndReason = 'settled' | 'key_revoked';
+/**
+ * Why the server ended a stream (`event: end`): `settled` — nothing can change any more; `deadline` — the execution's
+ * deadline passed while something (an operation held for review, one still reconciling) could still change;
+ * `key_revoked` — the API key was revoked while streaming.
+ */
+export type StreamEndReason = 'settled' | 'deadline' | 'key_revoked';
 
 /** POST /v1/operations/{id}/retry: the new operation (`retry_of` set) and the new execution that runs it. */
 export interface RetryResult {
