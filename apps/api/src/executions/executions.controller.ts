@@ -163,7 +163,10 @@ export class ExecutionsController {
     description:
       'Every event of the execution: `id:` is the event id, `event:` its type, `data:` the event as JSON. ' +
       'Send `Last-Event-ID` to resume after an event with no gap and no duplicate. Comment lines are heartbeats. ' +
-      'Ends with `event: end` once the execution and every operation have settled, or when the key is revoked.',
+      'Stays open while anything can still change (pending approvals and manual review included, also after the ' +
+      'execution completed). Ends with `event: end`, data `{ "reason": "settled" | "deadline" | "key_revoked" }`: ' +
+      'nothing can change any more; the deadline of a terminal execution passed with something still open; the key ' +
+      'was revoked.',
   })
   @ApiParam(ID)
   @ApiHeader({ name: 'Last-Event-ID', required: false, description: 'resume after this event id' })
