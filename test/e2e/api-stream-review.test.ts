@@ -41,10 +41,12 @@ describe('SSE stream through approval and manual review', () => {
     expect(isEnd(stream.frames)).toBe(false);
   }
 
-  it('stays open through a pending approval and a manual review after completion, pushes the decision and the resolution, then ends settled', async () => {
+  it('stays open through a pending approval and a manual review after completion, pushes the decision, the resolution and the outcome evaluation, then ends settled', async () => {
     // The read-back shows the charge with another amount: held for a human (INTEGRITY_MISMATCH).
     await stack.setFaults({ read_fault: 'amount_mismatch' });
-    const created = await submit(stack, [charge(unique('sr-review'), { requires_approval: true })]);
+    const created = await submit(stack, [charge(unique('sr-review'), { requires_approval: true })], {
+      criteria: [{ key: 'paid', operation: 'charge', expect_status: 'VERIFIED' }],
+    });
     const opId = created.operations[0].id;
     const stream = await streamOf(created.id);
     expect(stream.status).toBe(200);
@@ -82,9 +84,12 @@ describe('SSE stream through approval and manual review', () => {
     const completedAt = delivered.findIndex((e) => e.to_status === 'completed' && e.operation_id === null);
     const later = delivered.slice(completedAt + 1);
     expect(later.map((e) => e.type)).toContain('operation.resolved');
-    expect(later.find((e) => e.operation_id === opId && e.to_status === 'VERIFIED')).toMatchObject({
-      from_status: 'MANUAL_REVIEW',
-    });
+    const resolution = later.find((e) => e.operation_id === opId && e.to_status === 'VERIFIED');
+    expect(resolution).toMatchObject({ from_status: 'MANUAL_REVIEW' });
+    // The criterion judged again after the resolution, pushed before the end: pending → pass.
+    const evaluation = later.filter((e) => e.type === 'outcome.evaluated').pop();
+    expect(evaluation?.seq).toBeGreaterThan(resolution!.seq);
+    expect(evaluation?.data).toMatchObject({ result: 'satisfied', criteria: [{ key: 'paid', verdict: 'pass' }] });
     // The whole log, in order, no gap, no duplicate.
     expect(delivered.map((e) => e.id)).toEqual((await events(stack, created.id)).map((e) => e.id));
   });

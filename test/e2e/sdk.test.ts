@@ -384,11 +384,14 @@ describe('@verity/sdk against the running stack', () => {
     expect(settled.operations[0].status).toBe(OperationStatus.VERIFIED);
   });
 
-  it('follows a manual review: the iterator receives the approval, the hold and the resolution, then ends settled', async () => {
+  it('follows a manual review: the iterator receives the approval, the hold, the resolution and the outcome evaluation, then ends settled', async () => {
     // The read-back shows the charge with another amount: held for a human (INTEGRITY_MISMATCH).
     await stack.setFaults({ read_fault: 'amount_mismatch' });
     try {
-      const created = await dx.executions.create(submission([charge(unique('order'), { requires_approval: true })]));
+      const created = await dx.executions.create({
+        ...submission([charge(unique('order'), { requires_approval: true })]),
+        criteria: [{ key: 'paid', operation: 'charge', expect_status: OperationStatus.VERIFIED }],
+      });
       const opId = created.operations[0].id;
       const resolvedLater = dx.waitFor(created.id, (e) => e.operations[0].status === OperationStatus.VERIFIED, {
         timeoutMs: 60_000,
@@ -416,9 +419,12 @@ describe('@verity/sdk against the running stack', () => {
       expect(types).toContain('approval.decided');
       const afterCompletion = events.slice(completedAt + 1);
       expect(afterCompletion.map((e) => e.type)).toContain('operation.resolved');
-      expect(afterCompletion.find((e) => e.operation_id === opId && e.to_status === 'VERIFIED')).toMatchObject({
-        from_status: OperationStatus.MANUAL_REVIEW,
-      });
+      const resolution = afterCompletion.find((e) => e.operation_id === opId && e.to_status === 'VERIFIED');
+      expect(resolution).toMatchObject({ from_status: OperationStatus.MANUAL_REVIEW });
+      // The outcome evaluation that follows the resolution arrives before the end.
+      const evaluation = afterCompletion.filter((e) => e.type === 'outcome.evaluated').pop();
+      expect(evaluation?.seq).toBeGreaterThan(resolution!.seq);
+      expect(evaluation?.data).toMatchObject({ result: 'satisfied' });
       expect((await dx.executions.events(created.id, { limit: 1000 })).data).toEqual(events);
 
       const resolved = await resolvedLater;

@@ -56,7 +56,10 @@ export interface WaitOptions extends RequestOptions {
   timeoutMs?: number;
   /** Interval of the GET polling used when the stream is unavailable (default 1 s). */
   pollIntervalMs?: number;
-  /** Called with each event the stream delivers while waiting. */
+  /**
+   * Called with each event while waiting: those the stream delivers and, when the awaited state is read before the
+   * stream has delivered its events, the rest of the log up to it.
+   */
   onEvent?: (event: ExecutionEvent) => void;
 }
 
@@ -184,7 +187,11 @@ export class ExecutionsApi {
           options.onEvent?.(event);
           if (!worthReading(event)) continue;
           last = await this.get(id, { signal });
-          if (predicate(last)) return last;
+          if (predicate(last)) {
+            // The read may be ahead of the stream: hand `onEvent` the events up to the state that satisfied it.
+            if (options.onEvent) await this.catchUp(id, stream.lastEventId, options.onEvent, signal);
+            return last;
+          }
         }
         last = await this.get(id, { signal });
         if (predicate(last)) return last;
@@ -208,6 +215,21 @@ export class ExecutionsApi {
       clearTimeout(timer);
       options.signal?.removeEventListener('abort', fromCaller);
     }
+  }
+
+  /** Every event of the log after `afterId`, page by page, as it stands now. */
+  private async catchUp(
+    id: string,
+    afterId: string | undefined,
+    onEvent: (event: ExecutionEvent) => void,
+    signal: AbortSignal,
+  ): Promise<void> {
+    let after = afterId;
+    do {
+      const page = await this.events(id, { after, limit: 1000 }, { signal });
+      for (const event of page.data) onEvent(event);
+      after = page.next_cursor ?? undefined;
+    } while (after);
   }
 
   private async getJson<T>(

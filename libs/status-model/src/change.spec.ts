@@ -1,4 +1,5 @@
-import { canStillChange, isFinalOperation } from './change';
+import { canStillChange, isFinalOperation, isOutcomeCurrent } from './change';
+import { Criterion, OperationForCriterion, evaluateCriterion } from './outcome';
 import { EXECUTION_STATUSES, ExecutionStatus, isTerminalExecution } from './execution';
 import { OPERATION_STATUSES, OperationStatus, VerificationMethod } from './operation';
 
@@ -58,5 +59,27 @@ describe('canStillChange', () => {
       expect(canStillChange(status, [{ status: S.CANCELLED, verificationMethod: RAW }])).toBe(false);
       expect(canStillChange(status, [])).toBe(false);
     }
+  });
+});
+
+describe('isOutcomeCurrent', () => {
+  const criteria: Criterion[] = [{ key: 'paid', operation: 'charge', expect_status: S.VERIFIED }];
+  const op = (status: OperationStatus): OperationForCriterion => ({
+    status,
+    verificationMethod: RAW,
+    evidence: null,
+    lastChange: { from: null, at: new Date(0) },
+  });
+  const storedFor = (status: OperationStatus) => [{ key: 'paid', ...evaluateCriterion(criteria[0], op(status)) }];
+
+  it('holds with no criteria, and when the stored verdicts are what the operations give now', () => {
+    expect(isOutcomeCurrent([], null, () => undefined)).toBe(true);
+    expect(isOutcomeCurrent(criteria, storedFor(S.VERIFIED), () => op(S.VERIFIED))).toBe(true);
+  });
+
+  it('is false while an evaluation is owed: nothing stored yet, or stored for the state before a resolution', () => {
+    expect(isOutcomeCurrent(criteria, null, () => op(S.VERIFIED))).toBe(false);
+    // Held: pending. Resolved VERIFIED by a reviewer, not evaluated yet.
+    expect(isOutcomeCurrent(criteria, storedFor(S.MANUAL_REVIEW), () => op(S.VERIFIED))).toBe(false);
   });
 });

@@ -5,6 +5,7 @@
  */
 import { ExecutionStatus, isTerminalExecution } from './execution';
 import { OperationStatus, VerificationMethodValue, isSettledOperation } from './operation';
+import { Criterion, CriterionVerdict, OperationForCriterion, evaluateCriterion } from './outcome';
 
 export interface OperationForChange {
   status: OperationStatus;
@@ -27,4 +28,25 @@ export function isFinalOperation(status: OperationStatus, verificationMethod: Ve
 export function canStillChange(executionStatus: ExecutionStatus, operations: readonly OperationForChange[]): boolean {
   if (!isTerminalExecution(executionStatus)) return true;
   return operations.some((op) => !isFinalOperation(op.status, op.verificationMethod));
+}
+
+/**
+ * Whether the stored criterion results are what evaluating the criteria now would give (same verdict, same
+ * rationale — the rule by which an evaluation is recorded). False means an `outcome.evaluated` is still owed: the
+ * evaluation follows an operation's change in a later step (the dispatcher's advance), so an execution whose
+ * operations can no longer move can still change its outcome until then.
+ */
+export function isOutcomeCurrent(
+  criteria: readonly Criterion[],
+  stored: readonly { key: string; verdict: CriterionVerdict; rationale?: string }[] | null,
+  operationFor: (operationKey: string) => OperationForCriterion | undefined,
+): boolean {
+  if (criteria.length === 0) return true;
+  if (!stored || stored.length !== criteria.length) return false;
+  return criteria.every((criterion, i) => {
+    const now = evaluateCriterion(criterion, operationFor(criterion.operation));
+    return (
+      stored[i].key === criterion.key && stored[i].verdict === now.verdict && stored[i].rationale === now.rationale
+    );
+  });
 }

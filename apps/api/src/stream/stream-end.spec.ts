@@ -13,32 +13,55 @@ const verified = { status: S.VERIFIED, verificationMethod: RAW } as const;
 describe('streamVerdict', () => {
   it('ends settled once nothing can change, before or after the deadline', () => {
     for (const deadlineAt of [past, future]) {
-      expect(streamVerdict({ executionStatus: E.COMPLETED, deadlineAt, operations: [verified] }, now)).toEqual({
+      expect(
+        streamVerdict({ executionStatus: E.COMPLETED, deadlineAt, operations: [verified], outcomeCurrent: true }, now),
+      ).toEqual({
         end: 'settled',
       });
     }
   });
 
+  it('stays open while an outcome evaluation is owed after the last change, until the deadline', () => {
+    const state = { executionStatus: E.COMPLETED, operations: [verified], outcomeCurrent: false };
+    expect(streamVerdict({ ...state, deadlineAt: future }, now)).toEqual({ end: null, wakeAt: future });
+    expect(streamVerdict({ ...state, deadlineAt: past }, now)).toEqual({ end: 'deadline' });
+  });
+
   it('stays open for a completed execution with a held operation, and says when its deadline will end it', () => {
-    expect(streamVerdict({ executionStatus: E.COMPLETED, deadlineAt: future, operations: [held] }, now)).toEqual({
+    expect(
+      streamVerdict(
+        { executionStatus: E.COMPLETED, deadlineAt: future, operations: [held], outcomeCurrent: true },
+        now,
+      ),
+    ).toEqual({
       end: null,
       wakeAt: future,
     });
   });
 
   it('ends deadline for a terminal execution past its deadline with something still able to change', () => {
-    expect(streamVerdict({ executionStatus: E.COMPLETED, deadlineAt: past, operations: [held] }, now)).toEqual({
+    expect(
+      streamVerdict({ executionStatus: E.COMPLETED, deadlineAt: past, operations: [held], outcomeCurrent: true }, now),
+    ).toEqual({
       end: 'deadline',
     });
     const reconciling = { status: S.RECONCILING, verificationMethod: RAW } as const;
-    expect(streamVerdict({ executionStatus: E.EXPIRED, deadlineAt: past, operations: [reconciling] }, now)).toEqual({
+    expect(
+      streamVerdict(
+        { executionStatus: E.EXPIRED, deadlineAt: past, operations: [reconciling], outcomeCurrent: true },
+        now,
+      ),
+    ).toEqual({
       end: 'deadline',
     });
   });
 
   it('stays open for an execution still running past its deadline: its expiry is still to be delivered', () => {
     expect(
-      streamVerdict({ executionStatus: E.WAITING_FOR_APPROVAL, deadlineAt: past, operations: [verified] }, now),
+      streamVerdict(
+        { executionStatus: E.WAITING_FOR_APPROVAL, deadlineAt: past, operations: [verified], outcomeCurrent: true },
+        now,
+      ),
     ).toEqual({ end: null, wakeAt: null });
   });
 });

@@ -7,6 +7,8 @@ export interface StreamState {
   executionStatus: ExecutionStatus;
   deadlineAt: Date;
   operations: readonly OperationForChange[];
+  /** The stored outcome is what the criteria give now (libs/status-model `isOutcomeCurrent`). */
+  outcomeCurrent: boolean;
 }
 
 export type StreamVerdict = { end: 'settled' | 'deadline' } | { end: null; wakeAt: Date | null };
@@ -14,7 +16,8 @@ export type StreamVerdict = { end: 'settled' | 'deadline' } | { end: null; wakeA
 /**
  * Whether a stream ends now, from the execution as last read (the key's revocation is asked separately).
  *
- * - `settled`: nothing can change any more (libs/status-model `canStillChange`).
+ * - `settled`: nothing can change any more (libs/status-model `canStillChange`), the outcome included: an evaluation
+ *   still owed after the last change (it follows in the dispatcher's next step) keeps the stream open for it.
  * - `deadline`: the execution is terminal and its deadline has passed, yet something can still change — an operation
  *   held for a human, or one still being reconciled. The stream does not outlive the execution's own deadline;
  *   whoever still waits polls (or reads the obligation). A non-terminal execution past its deadline is about to be
@@ -22,7 +25,7 @@ export type StreamVerdict = { end: 'settled' | 'deadline' } | { end: null; wakeA
  * - otherwise the stream stays open; `wakeAt` is when the deadline will end it, so it is not missed by a long wait.
  */
 export function streamVerdict(state: StreamState, now: Date): StreamVerdict {
-  if (!canStillChange(state.executionStatus, state.operations)) return { end: 'settled' };
+  if (!canStillChange(state.executionStatus, state.operations) && state.outcomeCurrent) return { end: 'settled' };
   if (!isTerminalExecution(state.executionStatus)) return { end: null, wakeAt: null };
   if (state.deadlineAt.getTime() <= now.getTime()) return { end: 'deadline' };
   return { end: null, wakeAt: state.deadlineAt };

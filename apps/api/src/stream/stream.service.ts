@@ -1,6 +1,13 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { findExecution, findExecutionWithOperations, listEvents } from '@verity/persistence';
+import {
+  OperationEntity,
+  findExecution,
+  findExecutionWithOperations,
+  findLastStatusChanges,
+  listEvents,
+} from '@verity/persistence';
+import { canStillChange, isOutcomeCurrent } from '@verity/status-model';
 import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { PRODUCER_REDIS } from '@verity/queues';
 import type { Redis } from 'ioredis';
@@ -162,10 +169,31 @@ export class StreamService {
     const found = await findExecutionWithOperations(this.db.manager, executionId);
     if (!found) return { end: null, wakeAt: null };
     const { execution, operations } = found;
+    // The outcome is asked about only once nothing else can change: the one extra read, at the end.
+    const outcomeCurrent =
+      canStillChange(execution.status, operations) ||
+      execution.criteria.length === 0 ||
+      isOutcomeCurrent(execution.criteria, execution.criteriaResults, await this.criterionOperations(operations));
     return streamVerdict(
-      { executionStatus: execution.status, deadlineAt: execution.deadlineAt, operations },
+      { executionStatus: execution.status, deadlineAt: execution.deadlineAt, operations, outcomeCurrent },
       new Date(),
     );
+  }
+
+  /** Each operation key's latest generation (a retry's), as the criteria see it, with the move that put it there. */
+  private async criterionOperations(operations: OperationEntity[]) {
+    const latestByKey = new Map<string, OperationEntity>();
+    for (const op of operations) latestByKey.set(op.key, op);
+    const changes = await findLastStatusChanges(
+      this.db.manager,
+      [...latestByKey.values()].map((op) => op.id),
+    );
+    return (key: string) => {
+      const op = latestByKey.get(key);
+      if (!op) return undefined;
+      const lastChange = changes.get(op.id) ?? null;
+      return { status: op.status, verificationMethod: op.verificationMethod, evidence: op.evidence, lastChange };
+    };
   }
 
   /** On shutdown, end every stream so clients reconnect (with Last-Event-ID) to another process. */
