@@ -254,6 +254,8 @@ export class SweeperService {
         whileStatus: OperationStatus.MANUAL_REVIEW,
         // Merged, not replaced: a resolution recorded since this read must not be erased (I13).
         merge: { obligation: { escalated_at: at } },
+        // A reviewer who re-dated it meanwhile ("still unknown") made it not overdue: no escalation then.
+        whileObligationDueAt: op.obligation.due_at,
         type: 'obligation.escalated',
         data: { to: op.obligation.escalation_target, owner: op.obligation.owner, due_at: op.obligation.due_at },
       });

@@ -212,6 +212,70 @@ describe('TransitionService (real Postgres)', () => {
     expect(requested).toHaveLength(1);
   });
 
+  it('decide: of many racing decisions one is written, with its event and the move it makes, in one statement', async () => {
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    const decide = (i: number) =>
+      transitions.decide(db.dataSource.manager, {
+        operation: snapshot(operationId),
+        tenantId: 'acme',
+        open: 'approval',
+        event: { type: 'approval.decided', data: { decision: i % 2 ? 'deny' : 'approve' } },
+        merge: { approval: { state: i % 2 ? 'denied' : 'granted', decided_by: `key_${i}` } },
+        move: i % 2 ? { to: OperationStatus.CANCELLED, reason: TerminalReason.DENIED } : undefined,
+      });
+    const results = await Promise.all(Array.from({ length: 12 }, (_, i) => decide(i)));
+    expect(results.filter((r) => r.won)).toHaveLength(1);
+    const events = await db.dataSource.getRepository(EventEntity).find({ where: { executionId } });
+    const decided = events.filter((e) => e.type === 'approval.decided');
+    expect(decided).toHaveLength(1);
+    const [row] = (await db.dataSource.query(`SELECT status, approval FROM operations WHERE id = $1`, [
+      operationId,
+    ])) as { status: string; approval: { state: string } }[];
+    // The row agrees with the one decision written: a deny moved it to CANCELLED (its event right after), a grant not.
+    const denied = (decided[0].data as { decision: string }).decision === 'deny';
+    expect(row.approval.state).toBe(denied ? 'denied' : 'granted');
+    expect(row.status).toBe(denied ? 'CANCELLED' : 'PREPARED');
+    const moves = events.filter((e) => e.type === 'operation.status_changed');
+    expect(moves).toHaveLength(denied ? 1 : 0);
+    if (denied) expect(Number(moves[0].seq)).toBe(Number(decided[0].seq) + 1);
+    // Another tenant's decision never lands, even with the right id.
+    expect(
+      (
+        await transitions.decide(db.dataSource.manager, {
+          operation: snapshot(operationId),
+          tenantId: 'other',
+          open: 'resolution',
+          event: { type: 'operation.resolved', data: {} },
+          merge: { obligation: { resolution: { status: 'SENT' } } },
+        })
+      ).won,
+    ).toBe(false);
+  });
+
+  it('annotate with whileObligationDueAt: an obligation re-dated since it was read is not escalated', async () => {
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    await db.dataSource.query(`UPDATE operations SET obligation = $2 WHERE id = $1`, [
+      operationId,
+      JSON.stringify({ due_at: '2026-01-02T00:00:00.000Z', resolution: null }),
+    ]);
+    const escalate = (dueAt: string) =>
+      transitions.annotate(db.dataSource.manager, {
+        executionId,
+        operationId,
+        whileStatus: OperationStatus.PREPARED,
+        merge: { obligation: { escalated_at: 'now' } },
+        whileObligationDueAt: dueAt,
+        type: 'obligation.escalated',
+      });
+    expect((await escalate('2026-01-01T00:00:00.000Z')).won).toBe(false);
+    expect((await escalate('2026-01-02T00:00:00.000Z')).won).toBe(true);
+    const [row] = (await db.dataSource.query(`SELECT obligation FROM operations WHERE id = $1`, [operationId])) as {
+      obligation: Record<string, unknown>;
+    }[];
+    // Merged: the keys it did not name are kept.
+    expect(row.obligation).toEqual({ due_at: '2026-01-02T00:00:00.000Z', resolution: null, escalated_at: 'now' });
+  });
+
   it('keeps events append-only', async () => {
     const { executionId } = await newExecutionWithOneOperation();
     await expect(

@@ -402,6 +402,8 @@ export class TransitionService {
       patch?: OperationPatch;
       /** Merged into the JSON columns instead of replacing them (what a stale read would otherwise erase). */
       merge?: OperationMerge;
+      /** Only while the obligation is still due when it was read: a re-dated one is not the one that was overdue. */
+      whileObligationDueAt?: string;
       type: string;
       data?: Record<string, unknown>;
     },
@@ -427,6 +429,11 @@ export class TransitionService {
       ...patchAssignments(input.patch ?? {}, params),
       ...mergeAssignments(input.merge ?? {}, params),
     ];
+    let obligationDue = '';
+    if (input.whileObligationDueAt !== undefined) {
+      params.push(input.whileObligationDueAt);
+      obligationDue = ` AND obligation->>'due_at' = $${params.length}`;
+    }
     params.push(eventId, input.type, json(input.data ?? {}));
     const n = params.length;
     const approvalOpen = input.whileApprovalOpen
@@ -435,7 +442,7 @@ export class TransitionService {
     const result = await rows<{ id: string; seq: string }>(
       db,
       `WITH moved AS (
-         UPDATE operations SET ${sets.join(', ')} WHERE id = $1 AND status = $2${approvalOpen}
+         UPDATE operations SET ${sets.join(', ')} WHERE id = $1 AND status = $2${approvalOpen}${obligationDue}
          RETURNING id, execution_id, tenant_id
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
