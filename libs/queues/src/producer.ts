@@ -9,11 +9,22 @@ import { JobName, JobPayloads, QUEUE_OF_JOB, QueueName, queueOptions } from './n
  */
 export class JobProducer {
   private readonly queues = new Map<QueueName, Queue>();
+  private failures = 0;
 
+  /**
+   * `onEnqueueFailure` hears of every enqueue that `tryEnqueue` could not make (logged by the apps): the sweeper
+   * repairs it, but an operator must be able to see that it is repairing.
+   */
   constructor(
     private readonly connection: Redis,
     private readonly prefix: string,
+    private readonly onEnqueueFailure?: (job: JobName, error: unknown, failuresSoFar: number) => void,
   ) {}
+
+  /** Enqueues `tryEnqueue` could not make since this process started (exported as verity_enqueue_failures_total). */
+  get enqueueFailures(): number {
+    return this.failures;
+  }
 
   queue(name: QueueName): Queue {
     let queue = this.queues.get(name);
@@ -34,7 +45,9 @@ export class JobProducer {
     try {
       await this.enqueue(name, data, options);
       return true;
-    } catch {
+    } catch (error) {
+      this.failures += 1;
+      this.onEnqueueFailure?.(name, error, this.failures);
       return false;
     }
   }

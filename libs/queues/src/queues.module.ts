@@ -1,6 +1,6 @@
 import { Global, Inject, Module, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { announceEventsWith } from '@verity/persistence';
-import { VERITY_CONFIG, VerityConfig, createRedis } from '@verity/platform';
+import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, createRedis } from '@verity/platform';
 import type { Redis } from 'ioredis';
 import { eventsChannel } from './names';
 import { JobProducer } from './producer';
@@ -19,8 +19,19 @@ const ANNOUNCE_COALESCE_MS = 2;
     },
     {
       provide: JobProducer,
-      inject: [PRODUCER_REDIS, VERITY_CONFIG],
-      useFactory: (redis: Redis, config: VerityConfig) => new JobProducer(redis, config.QUEUE_PREFIX),
+      inject: [PRODUCER_REDIS, VERITY_CONFIG, LOGGER],
+      useFactory: (redis: Redis, config: VerityConfig, logger: Logger) => {
+        // At most one line a second while Redis is away, with the count, so an outage does not flood the log.
+        let lastLogged = 0;
+        return new JobProducer(redis, config.QUEUE_PREFIX, (job, error, failures) => {
+          if (Date.now() - lastLogged < 1000) return;
+          lastLogged = Date.now();
+          logger.warn(
+            { job, failures, err: error instanceof Error ? error.message : String(error) },
+            'enqueue failed: the sweeper re-enqueues this work from Postgres',
+          );
+        });
+      },
     },
   ],
   exports: [JobProducer, PRODUCER_REDIS],

@@ -2,7 +2,7 @@ import { Controller, Get, Inject, Req, Res } from '@nestjs/common';
 import { ApiExcludeController } from '@nestjs/swagger';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
-import { PRODUCER_REDIS, workerCountersKey } from '@verity/queues';
+import { JobProducer, PRODUCER_REDIS, workerCountersKey } from '@verity/queues';
 import type { Request, Response } from 'express';
 import type { Redis } from 'ioredis';
 import { createHash, timingSafeEqual } from 'node:crypto';
@@ -12,6 +12,7 @@ import { authenticateOperator, bearerToken } from '../auth/auth.guard';
 import { Public } from '../auth/principal';
 import {
   dispatchRefused,
+  enqueueFailures,
   executionsByStatus,
   operationsByStatus,
   overdueObligations,
@@ -32,7 +33,10 @@ export class MetricsController {
     private readonly keys: ApiKeyService,
     @Inject(PRODUCER_REDIS) private readonly redis: Redis,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
+    private readonly producer: JobProducer,
   ) {}
+
+  private enqueueFailuresSeen = 0;
 
   @Get()
   @Public()
@@ -64,6 +68,8 @@ export class MetricsController {
     for (const [field, n] of Object.entries(counters ?? {})) {
       if (field.startsWith('dispatch_refused:')) dispatchRefused.set({ reason: field.slice(17) }, Number(n));
     }
+    enqueueFailures.inc(this.producer.enqueueFailures - this.enqueueFailuresSeen);
+    this.enqueueFailuresSeen = this.producer.enqueueFailures;
     res.setHeader('content-type', registry.contentType);
     res.send(await registry.metrics());
   }

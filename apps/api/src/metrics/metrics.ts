@@ -50,3 +50,9 @@ export const dispatchRefused = new Gauge({
   labelNames: ['reason'] as const,
   registers: [registry],
 });
+
+export const enqueueFailures = new Counter({
+  name: 'verity_enqueue_failures_total',
+  help: 'Jobs this API process could not enqueue after a commit (Redis away); the sweeper re-enqueues them',
+  registers: [registry],
+});

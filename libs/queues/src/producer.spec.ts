@@ -1,0 +1,32 @@
+import { createRedis } from '@verity/platform';
+import { TEST_REDIS_URL, clearRedisPrefix, testQueuePrefix } from '../../../test/support/services';
+import { JobName } from './names';
+import { JobProducer } from './producer';
+
+describe('JobProducer.tryEnqueue when Redis goes away', () => {
+  it('answers false, counts the failure and tells the hook which job was not enqueued', async () => {
+    const prefix = testQueuePrefix('producer');
+    const redis = createRedis(TEST_REDIS_URL, 'producer', 'producer-spec');
+    const heard: { job: JobName; failures: number }[] = [];
+    const producer = new JobProducer(redis, prefix, (job, _error, failures) => heard.push({ job, failures }));
+    try {
+      expect(await producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: 'exe_1' })).toBe(true);
+      expect(producer.enqueueFailures).toBe(0);
+      // The connection is gone (and, as a producer's, has no offline queue): every enqueue fails at once.
+      redis.disconnect();
+      expect(await producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: 'exe_2' })).toBe(false);
+      expect(await producer.tryEnqueue(JobName.VERIFY_OPERATION, { operationId: 'op_1' })).toBe(false);
+      expect(producer.enqueueFailures).toBe(2);
+      expect(heard).toEqual([
+        { job: JobName.ADVANCE_EXECUTION, failures: 1 },
+        { job: JobName.VERIFY_OPERATION, failures: 2 },
+      ]);
+      // enqueue (for callers that must know) still throws.
+      await expect(producer.enqueue(JobName.ADVANCE_EXECUTION, { executionId: 'exe_3' })).rejects.toThrow();
+    } finally {
+      await producer.close();
+      redis.disconnect();
+      await clearRedisPrefix(prefix);
+    }
+  }, 15_000);
+});
