@@ -1,6 +1,7 @@
 /** Every test talks to the real Postgres and Redis; see test/support for per-file databases and key prefixes. */
 const moduleNameMapper = {
   '^@verity/(status-model|persistence|queues|connectors|sdk|platform)$': '<rootDir>/libs/$1/src',
+  '^@verity/sdk/mcp$': '<rootDir>/libs/sdk/src/mcp',
 };
 const transform = { '^.+\\.ts$': ['ts-jest', { diagnostics: false }] };
 module.exports = {

@@ -16,6 +16,7 @@ import { ExecutionsController } from './executions/executions.controller';
 import { ExecutionsService } from './executions/executions.service';
 import { HealthController } from './health/health.controller';
 import { IndexController, MetaController } from './meta/meta.controller';
+import { McpModule } from './mcp/mcp.module';
 import { MetricsController } from './metrics/metrics.controller';
 import { OperationsController } from './operations/operations.controller';
 import { OperationsService } from './operations/operations.service';
@@ -28,7 +29,7 @@ export class ApiModule {
   static forRoot(config: VerityConfig) {
     return {
       module: ApiModule,
-      imports: [PlatformModule.forRoot('api', config), PersistenceModule, QueuesModule],
+      imports: [PlatformModule.forRoot('api', config), PersistenceModule, QueuesModule, McpModule],
       controllers: [
         ExecutionsController,
         OperationsController,

@@ -1,0 +1,83 @@
+import { OperationStatus, VerificationMethod } from '@verity/status-model';
+import { z } from 'zod';
+import type { SubmissionRequest } from '../types';
+
+/**
+ * The submission (`POST /v1/executions`) as the MCP tools' input schema. The API's own schema (with every limit and
+ * text rule) stays the authority and answers any violation with the field and the rule; this one tells the agent the
+ * shape, refuses unknown fields instead of dropping them, and is kept to the same fields as the API's by a test
+ * (apps/api/src/mcp/mcp-schema.spec.ts). The compile-time check below keeps it to the SDK's `SubmissionRequest`.
+ */
+const Key = z
+  .string()
+  .min(1)
+  .max(64)
+  .regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, "_", "." and "-" only');
+const JsonObject = z.record(z.string(), z.unknown());
+
+export const OperationInput = z.strictObject({
+  key: Key.describe('unique within the submission; other operations name it in depends_on'),
+  connector: z.string().min(1).max(100).describe('a connector name from list_connectors'),
+  action: z.string().min(1).max(100).describe('an action of that connector'),
+  params: JsonObject.describe('the action’s params, per its params_schema in list_connectors'),
+  irreversible: z.boolean().optional().describe('defaults to the connector’s declaration'),
+  requires_approval: z.boolean().optional().describe('hold it for a human reviewer’s approval before sending'),
+  verification_method: z
+    .enum([VerificationMethod.READ_AFTER_WRITE, ''])
+    .optional()
+    .describe('read_after_write when the connector can read back (the default), else ""'),
+  expected_state: JsonObject.nullable()
+    .optional()
+    .describe('what you believe the target holds now; a mismatch is a KNOWLEDGE_CONFLICT'),
+  depends_on: z.array(Key).max(100).optional().describe('keys of operations that must settle first'),
+});
+
+const CriterionInput = z.union([
+  z.strictObject({
+    key: Key,
+    operation: Key.describe('the key of an operation of this submission'),
+    expect_status: z.enum(Object.values(OperationStatus) as [OperationStatus, ...OperationStatus[]]),
+  }),
+  z.strictObject({
+    key: Key,
+    operation: Key.describe('the key of an operation of this submission'),
+    expect_evidence: z.strictObject({
+      path: z.string().max(500).describe('a JSON path into the verified evidence, e.g. record.amount'),
+      equals: z.unknown().describe('the JSON value it must hold'),
+    }),
+  }),
+]);
+
+export const SubmissionInput = z.strictObject({
+  agent_id: z.string().min(1).max(200).describe('who is acting (your agent’s name)'),
+  intent: z.string().min(1).max(4000).describe('what the operations are for, in words'),
+  deadline_seconds: z.number().int().min(1).max(604_800).optional().describe('600 by default'),
+  operations: z.array(OperationInput).min(1).max(100),
+  criteria: z.array(CriterionInput).max(100).optional(),
+});
+
+/** The submit_execution tool's input: the submission, plus the Idempotency-Key (generated when omitted). */
+export const SubmitExecutionInput = SubmissionInput.extend({
+  idempotency_key: z
+    .string()
+    .min(1)
+    .max(255)
+    .regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces')
+    .optional()
+    .describe(
+      'Pass your own to make this call safe to repeat: the same key and body return the same execution instead of a ' +
+        'second one. When omitted one is generated and returned; reuse it if you must repeat the call.',
+    ),
+});
+
+// The MCP input and the SDK's request type must describe the same body: a field added to one and not the other
+// fails the build here.
+type SameKeys<A, B> = [Exclude<keyof A, keyof B>, Exclude<keyof B, keyof A>] extends [never, never] ? true : false;
+const submissionMatches: SameKeys<z.infer<typeof SubmissionInput>, SubmissionRequest> = true;
+const operationMatches: SameKeys<z.infer<typeof OperationInput>, SubmissionRequest['operations'][number]> = true;
+void submissionMatches;
+void operationMatches;
+
+export function toSubmissionRequest(input: z.infer<typeof SubmissionInput>): SubmissionRequest {
+  return input as SubmissionRequest;
+}

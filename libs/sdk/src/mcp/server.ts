@@ -1,0 +1,389 @@
+import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js';
+import {
+  type CallToolResult,
+  type ServerNotification,
+  SubscribeRequestSchema,
+  UnsubscribeRequestSchema,
+} from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import type { Verity } from '../client';
+import { VerityError, VerityNetworkError, VerityTimeoutError } from '../errors';
+import type { Execution } from '../types';
+import { SubmitExecutionInput } from './schema';
+import {
+  RULES,
+  connectorLimitations,
+  describeExecution,
+  describeOperation,
+  executionReport,
+  operationHistories,
+  operationVerdict,
+} from './words';
+
+export const MCP_SERVER_NAME = 'verity';
+export const MCP_SERVER_VERSION = '0.1.0';
+export const EXECUTION_URI_TEMPLATE = 'verity://executions/{id}';
+/** Below the MCP clients' usual 60 s request timeout, so a wait answers before the client gives up on it. */
+export const MAX_WAIT_SECONDS = 50;
+const DEFAULT_WAIT_SECONDS = 25;
+
+export function executionUri(id: string): string {
+  return `verity://executions/${encodeURIComponent(id)}`;
+}
+
+export interface VerityMcpOptions {
+  /** The client every tool calls; it carries the caller's key, so the key's tenant and role apply. */
+  client: Verity;
+  /**
+   * Offer `resources/subscribe` (update notifications for `verity://executions/{id}`). Only where the session
+   * outlives one request: the stdio entry point. Stateless Streamable HTTP has no channel to send them on.
+   */
+  subscriptions?: boolean;
+}
+
+export interface VerityMcp {
+  server: McpServer;
+  /** Stops following subscribed executions. */
+  close(): void;
+}
+
+type ToolExtra = {
+  signal: AbortSignal;
+  _meta?: { progressToken?: string | number };
+  sendNotification: (notification: ServerNotification) => Promise<void>;
+};
+
+/**
+ * The Verity MCP server: the tools, the execution resources and (optionally) their update notifications. The one
+ * implementation behind both the API's `/mcp` endpoint and the `verity-mcp` stdio entry point; every call goes
+ * through the typed SDK client, so MCP callers meet exactly the REST API's rules.
+ */
+export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
+  const dx = options.client;
+  const server = new McpServer(
+    { name: MCP_SERVER_NAME, version: MCP_SERVER_VERSION, title: 'Verity' },
+    {
+      instructions:
+        'Verity carries out operations in the outside world (charges, messages, HTTP calls) and reports honestly ' +
+        `whether each effect happened. ${RULES}`,
+      capabilities: { logging: {} },
+    },
+  );
+
+  server.registerTool(
+    'list_connectors',
+    {
+      title: 'List connectors and their limitations',
+      description:
+        'Every connector you can submit operations to: its actions with their params schema, and its limitations ' +
+        '(can it read back — without read-back an operation ends ACKNOWLEDGED, which is not proof; does the ' +
+        'provider honour an idempotency key; is the effect reversible). Read this before submitting. ' +
+        RULES,
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    async () =>
+      guarded(async () => {
+        const connectors = await dx.connectors();
+        const described = connectors.map((c) => ({ ...c, limitations: connectorLimitations(c) }));
+        const text = described
+          .map(
+            (c) =>
+              `${c.name}: ${c.description}\n  actions: ${c.actions.map((a) => a.name).join(', ')}\n` +
+              c.limitations.map((l) => `  - ${l}`).join('\n'),
+          )
+          .join('\n');
+        return result(text, { connectors: described });
+      }),
+  );
+
+  server.registerTool(
+    'submit_execution',
+    {
+      title: 'Submit an execution',
+      description:
+        'Submits operations for Verity to carry out (the body of POST /v1/executions). An Idempotency-Key is always ' +
+        'sent: yours (idempotency_key) or a generated one, returned in the result; repeating the call with the same ' +
+        'key and body returns the same execution, never a second one. The answer is the accepted execution: its ' +
+        'operations have not happened yet — follow them with wait_for_execution. ' +
+        RULES,
+      inputSchema: SubmitExecutionInput,
+      annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+    },
+    async (input) =>
+      guarded(async () => {
+        const { idempotency_key, ...submission } = input;
+        const created = await dx.executions.createWithMeta(submission, {
+          idempotencyKey: idempotency_key ?? globalThis.crypto.randomUUID(),
+        });
+        const head =
+          `Accepted (idempotency key ${created.idempotencyKey}${created.replayed ? '; a replay: this key was used before, this is the execution it created' : ''}). ` +
+          'Nothing below has necessarily happened yet; use wait_for_execution to follow it.';
+        return executionResult(created.execution, undefined, head, {
+          idempotency_key: created.idempotencyKey,
+          replayed: created.replayed,
+        });
+      }),
+  );
+
+  server.registerTool(
+    'get_execution',
+    {
+      title: 'Read an execution',
+      description:
+        'The execution’s status and, separately, each operation’s effect in the world with its history. ' + RULES,
+      inputSchema: { execution_id: z.string().min(1).max(200).describe('exe_…') },
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    async ({ execution_id }) =>
+      guarded(async () => {
+        const execution = await dx.get(execution_id);
+        return executionResult(execution, await histories(dx, execution_id));
+      }),
+  );
+
+  server.registerTool(
+    'wait_for_execution',
+    {
+      title: 'Wait for an execution to settle',
+      description:
+        `Waits up to timeout_seconds (default ${DEFAULT_WAIT_SECONDS}, at most ${MAX_WAIT_SECONDS}) until the ` +
+        'execution and every operation have settled, then returns the state — or returns the current state when ' +
+        'time runs out (settled: false): call it again to keep waiting. Never resubmit while you wait. Sends ' +
+        'progress notifications (each status change) when the request carries a progress token. ' +
+        RULES,
+      inputSchema: {
+        execution_id: z.string().min(1).max(200).describe('exe_…'),
+        timeout_seconds: z.number().int().min(1).max(MAX_WAIT_SECONDS).optional(),
+      },
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    async ({ execution_id, timeout_seconds }, extra) =>
+      guarded(async () => {
+        const timeoutMs = (timeout_seconds ?? DEFAULT_WAIT_SECONDS) * 1000;
+        const progress = progressReporter(extra as ToolExtra);
+        let execution: Execution;
+        let timedOut = false;
+        try {
+          execution = await dx.waitForSettled(execution_id, {
+            timeoutMs,
+            signal: extra.signal,
+            onEvent: (event) => {
+              if (event.type !== 'operation.status_changed' && event.type !== 'execution.status_changed') return;
+              const subject = event.operation_id ? `operation ${event.operation_id}` : 'execution';
+              progress(`${subject}: ${event.from_status ?? '—'} → ${event.to_status}`);
+            },
+          });
+        } catch (error) {
+          if (!(error instanceof VerityTimeoutError)) throw error;
+          timedOut = true;
+          execution = await dx.get(execution_id);
+        }
+        const head = timedOut
+          ? `Not settled after ${timeoutMs / 1000} s; this is the current state. Call wait_for_execution again to keep waiting; do not resubmit.`
+          : undefined;
+        return executionResult(execution, await histories(dx, execution_id), head, { timed_out: timedOut });
+      }),
+  );
+
+  server.registerTool(
+    'cancel_execution',
+    {
+      title: 'Cancel an execution',
+      description:
+        'Cancels the execution: operations not yet sent (PREPARED) become CANCELLED; anything already sent keeps ' +
+        'being reconciled, because cancelling cannot undo an effect that may have happened. Read the result: an ' +
+        'operation that is UNKNOWN or ACKNOWLEDGED after a cancel may still have happened. ' +
+        RULES,
+      inputSchema: {
+        execution_id: z.string().min(1).max(200).describe('exe_…'),
+        reason: z.string().max(1000).optional(),
+      },
+      annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+    },
+    async ({ execution_id, reason }) =>
+      guarded(async () => {
+        const execution = await dx.executions.cancel(execution_id, reason !== undefined ? { reason } : {});
+        return executionResult(execution, await histories(dx, execution_id), 'Cancel accepted.');
+      }),
+  );
+
+  server.registerTool(
+    'get_operation',
+    {
+      title: 'Read one operation',
+      description:
+        'One operation with its effect in words, its evidence, its retry rule and any recovery obligation ' +
+        '(who must act, by when, with what evidence). ' +
+        RULES,
+      inputSchema: { operation_id: z.string().min(1).max(200).describe('op_…') },
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    async ({ operation_id }) =>
+      guarded(async () => {
+        const operation = await dx.operations.get(operation_id);
+        const history = (await histories(dx, operation.execution_id)).get(operation.id);
+        return result(describeOperation(operation, history), {
+          report: operationVerdict(operation, history),
+          operation,
+        });
+      }),
+  );
+
+  server.registerResource(
+    'execution',
+    new ResourceTemplate(EXECUTION_URI_TEMPLATE, {
+      list: async () => {
+        const page = await dx.executions.list({ limit: 50 });
+        return {
+          resources: page.data.map((e) => ({
+            uri: executionUri(e.id),
+            name: e.id,
+            title: e.intent.slice(0, 200),
+            mimeType: 'application/json',
+          })),
+        };
+      },
+    }),
+    {
+      title: 'Execution state',
+      description:
+        'An execution with its operations as JSON: `report` states the execution status and each operation’s ' +
+        'effect separately, in words; `execution` is the API’s JSON. ' +
+        (options.subscriptions
+          ? 'Subscribe to be notified of every change.'
+          : 'Re-read it (or call wait_for_execution) to see changes.'),
+      mimeType: 'application/json',
+    },
+    async (uri, variables) => {
+      const id = decodeURIComponent(String(variables.id));
+      const execution = await dx.get(id);
+      const history = await histories(dx, id);
+      const body = {
+        summary: describeExecution(execution, history),
+        report: executionReport(execution, history),
+        execution,
+      };
+      return { contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify(body, null, 2) }] };
+    },
+  );
+
+  const followers = new Map<string, AbortController>();
+  if (options.subscriptions) {
+    server.server.registerCapabilities({ resources: { subscribe: true } });
+    server.server.setRequestHandler(SubscribeRequestSchema, async (request) => {
+      const uri = request.params.uri;
+      const id = executionIdOf(uri);
+      await dx.get(id); // a 404 (another tenant's or no such execution) refuses the subscription
+      if (!followers.has(uri)) {
+        const controller = new AbortController();
+        followers.set(uri, controller);
+        void follow(dx, server, id, uri, controller.signal).finally(() => {
+          if (followers.get(uri) === controller) followers.delete(uri);
+        });
+      }
+      return {};
+    });
+    server.server.setRequestHandler(UnsubscribeRequestSchema, async (request) => {
+      followers.get(request.params.uri)?.abort();
+      followers.delete(request.params.uri);
+      return {};
+    });
+  }
+
+  return {
+    server,
+    close() {
+      for (const controller of followers.values()) controller.abort();
+      followers.clear();
+    },
+  };
+}
+
+/** Follows the execution's event stream and tells the client after each event; ends once it has settled. */
+async function follow(dx: Verity, server: McpServer, id: string, uri: string, signal: AbortSignal): Promise<void> {
+  try {
+    for await (const event of dx.stream(id, { signal })) {
+      void event;
+      await server.server.sendResourceUpdated({ uri });
+    }
+  } catch (error) {
+    if (signal.aborted) return;
+    await server
+      .sendLoggingMessage({
+        level: 'warning',
+        logger: 'verity',
+        data: `updates of ${uri} stopped (${(error as Error).message}); re-read the resource or call wait_for_execution`,
+      })
+      .catch(() => undefined);
+  }
+}
+
+function executionIdOf(uri: string): string {
+  const match = /^verity:\/\/executions\/([^/?#]+)$/.exec(uri);
+  if (!match) throw new Error(`not an execution resource: ${uri} (expected ${EXECUTION_URI_TEMPLATE})`);
+  return decodeURIComponent(match[1]);
+}
+
+async function histories(dx: Verity, executionId: string): Promise<Map<string, string[]>> {
+  const page = await dx.executions.events(executionId, { limit: 1000 });
+  return operationHistories(page.data);
+}
+
+function executionResult(
+  execution: Execution,
+  history: Map<string, string[]> | undefined,
+  head?: string,
+  extra: Record<string, unknown> = {},
+): CallToolResult {
+  const text = [head, describeExecution(execution, history)].filter(Boolean).join('\n');
+  return result(text, { ...extra, report: executionReport(execution, history), execution });
+}
+
+function result(text: string, structured: Record<string, unknown>): CallToolResult {
+  return {
+    content: [
+      { type: 'text', text },
+      { type: 'text', text: JSON.stringify(structured) },
+    ],
+    structuredContent: structured,
+  };
+}
+
+function progressReporter(extra: ToolExtra): (message: string) => void {
+  const token = extra._meta?.progressToken;
+  let progress = 0;
+  return (message) => {
+    if (token === undefined) return;
+    progress += 1;
+    void extra
+      .sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress, message } })
+      .catch(() => undefined);
+  };
+}
+
+/** The API's refusals become tool errors the agent can read (problem code, detail, field errors), not crashes. */
+async function guarded(run: () => Promise<CallToolResult>): Promise<CallToolResult> {
+  try {
+    return await run();
+  } catch (error) {
+    if (error instanceof VerityError) {
+      const fields = error.errors.map((e) => `${e.field}: ${e.message} (${e.rule})`);
+      const text = [`Refused: ${error.status} ${error.code}: ${error.detail ?? error.title}`, ...fields].join('\n');
+      return { isError: true, content: [{ type: 'text', text }], structuredContent: { error: error.body } };
+    }
+    if (error instanceof VerityNetworkError) {
+      const text = error.idempotencyKey
+        ? `No answer from Verity (${error.message}). The submission may have been accepted: repeat submit_execution ` +
+          `with idempotency_key "${error.idempotencyKey}" and the same body to learn its outcome; never with a new key.`
+        : `No answer from Verity (${error.message}).`;
+      return {
+        isError: true,
+        content: [{ type: 'text', text }],
+        structuredContent: {
+          error: { code: 'network', message: error.message, idempotency_key: error.idempotencyKey ?? null },
+        },
+      };
+    }
+    throw error;
+  }
+}
