@@ -1,0 +1,302 @@
+import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport, getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import {
+  CallToolResultSchema,
+  type CallToolResult,
+  ResourceUpdatedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
+import type { Execution, OperationDetail } from '@verity/sdk';
+import type { ExecutionReport, OperationVerdict } from '@verity/sdk/mcp';
+import { DEMO, DIST, Stack } from '../support/stack';
+
+/**
+ * The MCP server, driven by the MCP SDK's own client: over Streamable HTTP at the API's /mcp, and through the
+ * `verity-mcp` stdio entry point (the compiled bin) talking to the same stack over REST.
+ */
+const TOOLS = [
+  'cancel_execution',
+  'get_execution',
+  'get_operation',
+  'list_connectors',
+  'submit_execution',
+  'wait_for_execution',
+];
+const STDIO_BIN = join(DIST, 'libs', 'sdk', 'src', 'mcp', 'stdio.js');
+
+const unique = (prefix: string) => `${prefix}-${randomUUID()}`;
+
+function chargeSubmission(reference: string) {
+  return {
+    agent_id: 'mcp-e2e',
+    intent: `charge ${reference}`,
+    operations: [
+      {
+        key: 'charge',
+        connector: 'sandbox.payments',
+        action: 'charge',
+        params: { amount: 1250, currency: 'EUR', reference },
+      },
+    ],
+  };
+}
+
+interface ExecutionResult {
+  idempotency_key?: string;
+  replayed?: boolean;
+  timed_out?: boolean;
+  report: ExecutionReport;
+  execution: Execution;
+}
+
+function textOf(result: CallToolResult): string {
+  return result.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
+}
+
+async function call<T = ExecutionResult>(
+  client: Client,
+  name: string,
+  args: Record<string, unknown>,
+  onprogress?: (message: string) => void,
+): Promise<{ result: CallToolResult; text: string; data: T }> {
+  const result = (await client.callTool({ name, arguments: args }, CallToolResultSchema, {
+    onprogress: onprogress ? (p) => onprogress(p.message ?? '') : undefined,
+    timeout: 58_000,
+  })) as CallToolResult;
+  return { result, text: textOf(result), data: result.structuredContent as T };
+}
+
+let stack: Stack;
+const clients: Client[] = [];
+
+async function httpClient(key: string): Promise<Client> {
+  const client = new Client({ name: 'verity-mcp-e2e', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(new URL(`${stack.apiUrl}/mcp`), {
+    requestInit: { headers: { authorization: `Bearer ${key}` } },
+  });
+  await client.connect(transport);
+  clients.push(client);
+  return client;
+}
+
+async function stdioClient(key: string): Promise<Client> {
+  const client = new Client({ name: 'verity-mcp-e2e-stdio', version: '1.0.0' });
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [STDIO_BIN, '--url', stack.apiUrl],
+    env: { ...getDefaultEnvironment(), VERITY_API_KEY: key },
+    stderr: 'pipe',
+  });
+  await client.connect(transport);
+  clients.push(client);
+  return client;
+}
+
+beforeAll(async () => {
+  stack = await Stack.start({ label: 'mcp' });
+}, 120_000);
+
+afterAll(async () => {
+  await Promise.all(clients.map((c) => c.close().catch(() => undefined)));
+  await stack?.stop();
+});
+
+describe('MCP over Streamable HTTP at /mcp', () => {
+  it('lists the six tools, each description carrying the rules, and the execution resource template', async () => {
+    const client = await httpClient(DEMO.agent);
+    const { tools } = await client.listTools();
+    expect(tools.map((t) => t.name).sort()).toEqual(TOOLS);
+    for (const tool of tools) {
+      expect(tool.description).toContain('never retry them');
+      expect(tool.description).toContain('ACKNOWLEDGED means the provider accepted the request; it is not proof');
+      expect(tool.description).toContain('Only FAILED and CANCELLED operations may be retried');
+    }
+    // The input schema is the submission's, plus the idempotency key.
+    const submit = tools.find((t) => t.name === 'submit_execution')!;
+    expect(Object.keys(submit.inputSchema.properties ?? {}).sort()).toEqual(
+      ['agent_id', 'criteria', 'deadline_seconds', 'idempotency_key', 'intent', 'operations'].sort(),
+    );
+    expect(submit.inputSchema.required).toEqual(expect.arrayContaining(['agent_id', 'intent', 'operations']));
+    const { resourceTemplates } = await client.listResourceTemplates();
+    expect(resourceTemplates.map((t) => t.uriTemplate)).toContain('verity://executions/{id}');
+    // Stateless HTTP offers no subscriptions (nothing would carry the notifications).
+    expect(client.getServerCapabilities()?.resources?.subscribe).toBeFalsy();
+  });
+
+  it('lists each connector with its limitations in words and as JSON', async () => {
+    const client = await httpClient(DEMO.agent);
+    const { text, data } = await call<{ connectors: { name: string; limitations: string[] }[] }>(
+      client,
+      'list_connectors',
+      {},
+    );
+    const sms = data.connectors.find((c) => c.name === 'sandbox.sms')!;
+    expect(sms.limitations.join('\n')).toContain('cannot read back');
+    expect(sms.limitations.join('\n')).toContain('no provider idempotency');
+    expect(text).toContain('sandbox.payments');
+    expect(text).toContain('cannot read back: its operations end ACKNOWLEDGED at best');
+  });
+
+  it('tells the UNKNOWN → VERIFIED story of a charge whose answer was lost, charged once', async () => {
+    const client = await httpClient(DEMO.agent);
+    const reference = unique('mcp-order');
+    // The provider commits the charge, then the answer never arrives: UNKNOWN, reconciled from the source.
+    await stack.setFaults({
+      rules: [{ method: 'POST', path: '/v1/charges', fault: 'timeout_after_commit', count: 1 }],
+    });
+    const submitted = await call(client, 'submit_execution', chargeSubmission(reference));
+    expect(submitted.result.isError).toBeFalsy();
+    const key = submitted.data.idempotency_key!;
+    expect(key).toMatch(/^[0-9a-f-]{36}$/); // none given: one was generated and sent
+    expect(submitted.text).toContain(`idempotency key ${key}`);
+    const id = submitted.data.execution.id;
+
+    const progress: string[] = [];
+    const waited = await call(client, 'wait_for_execution', { execution_id: id, timeout_seconds: 45 }, (m) =>
+      progress.push(m),
+    );
+    expect(waited.data.timed_out).toBe(false);
+    expect(waited.data.report).toMatchObject({ execution_id: id, execution_status: 'completed', settled: true });
+    const charge = waited.data.report.operations[0];
+    expect(charge.status).toBe('VERIFIED');
+    expect(charge.history).toEqual(['PREPARED', 'SENT', 'UNKNOWN', 'RECONCILING', 'VERIFIED']);
+    // The words: the execution status apart from the effect, the effect confirmed from the source.
+    expect(waited.text).toContain(`Execution ${id} status: completed (where the agent’s work stands`);
+    expect(waited.text).toContain('is VERIFIED: confirmed by reading it back from the source');
+    expect(waited.text).toContain('history: PREPARED → SENT → UNKNOWN → RECONCILING → VERIFIED');
+    // Progress notifications told the same story as it unfolded (the stream replays from the first event).
+    expect(progress.some((m) => m.endsWith('SENT → UNKNOWN'))).toBe(true);
+    expect(progress.some((m) => m.endsWith('RECONCILING → VERIFIED'))).toBe(true);
+
+    const op = await call<{ report: OperationVerdict; operation: OperationDetail }>(client, 'get_operation', {
+      operation_id: charge.id,
+    });
+    expect(op.data.operation.evidence).not.toBeNull();
+    expect(op.text).toContain('History: PREPARED → SENT → UNKNOWN → RECONCILING → VERIFIED');
+    expect(op.text).toContain('Retry rule: not_needed');
+
+    // The same key and body: the same execution, no second charge.
+    const again = await call(client, 'submit_execution', { ...chargeSubmission(reference), idempotency_key: key });
+    expect(again.data).toMatchObject({ replayed: true, idempotency_key: key });
+    expect(again.data.execution.id).toBe(id);
+    expect((await stack.effects()).charges[reference].count).toBe(1);
+
+    // The resource holds the same state.
+    const read = await client.readResource({ uri: `verity://executions/${id}` });
+    const body = JSON.parse((read.contents[0] as { text: string }).text) as { report: ExecutionReport };
+    expect(body.report.operations[0]).toMatchObject({ status: 'VERIFIED', history: charge.history });
+  });
+
+  it('states an UNKNOWN operation in words that forbid a retry, and cancel does not claim it did not happen', async () => {
+    const client = await httpClient(DEMO.agent);
+    const reference = unique('mcp-unknown');
+    // The answer is lost and the source cannot be read: the charge stays UNKNOWN / RECONCILING for a while.
+    await stack.setFaults({
+      rules: [{ method: 'POST', path: '/v1/charges', fault: 'timeout_after_commit', count: 1 }],
+      read_fault: 'unavailable',
+    });
+    try {
+      const { data } = await call(client, 'submit_execution', chargeSubmission(reference));
+      const id = data.execution.id;
+      let seen: { text: string; data: ExecutionResult };
+      do {
+        seen = await call(client, 'get_execution', { execution_id: id });
+      } while (!['UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW'].includes(seen.data.report.operations[0].status));
+      // UNKNOWN, or mid-check RECONCILING, or (budget spent) MANUAL_REVIEW: each says it may have happened.
+      expect(seen.text).toMatch(/is (UNKNOWN|RECONCILING|MANUAL_REVIEW): .*may have happened[.;] do not retry it/i);
+      expect(seen.data.report.operations[0].retry).toMatch(/forbidden|wait|console/);
+
+      const cancelled = await call(client, 'cancel_execution', { execution_id: id, reason: 'mcp e2e' });
+      expect(cancelled.data.execution.status).toBe('cancelled');
+      const after = cancelled.data.report.operations[0];
+      expect(['UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW']).toContain(after.status);
+      expect(after.effect).toMatch(/may have happened/);
+    } finally {
+      await stack.setFaults({ rules: [], read_fault: null });
+    }
+  });
+
+  it('passes the API’s refusals through as tool errors naming the field and the rule', async () => {
+    const client = await httpClient(DEMO.agent);
+    const submission = chargeSubmission(unique('bad'));
+    submission.operations[0].connector = 'no.such.connector';
+    const { result, text } = await call(client, 'submit_execution', submission);
+    expect(result.isError).toBe(true);
+    expect(text).toContain('400 validation-error');
+    expect(text).toContain('operations[0].connector');
+  });
+
+  it('refuses a wrong key and an operator key, exactly as /v1 does', async () => {
+    await expect(httpClient('not-a-real-key')).rejects.toThrow(/401/);
+    await expect(httpClient(DEMO.operator)).rejects.toThrow(/403/);
+    const res = await fetch(`${stack.apiUrl}/mcp`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+    });
+    expect(res.status).toBe(401);
+    expect(res.headers.get('content-type')).toContain('application/problem+json');
+  });
+
+  it('shows no execution of another tenant, as a tool or as a resource', async () => {
+    const mine = await httpClient(DEMO.agent);
+    const { data } = await call(mine, 'submit_execution', chargeSubmission(unique('mine')));
+    const id = data.execution.id;
+    const theirs = await httpClient(DEMO.otherAgent);
+    for (const tool of ['get_execution', 'wait_for_execution', 'cancel_execution']) {
+      const { result, text } = await call(theirs, tool, { execution_id: id });
+      expect(result.isError).toBe(true);
+      expect(text).toContain('404 not-found');
+    }
+    const op = await call(theirs, 'get_operation', { operation_id: data.execution.operations[0].id });
+    expect(op.text).toContain('404 not-found');
+    await expect(theirs.readResource({ uri: `verity://executions/${id}` })).rejects.toThrow();
+    const { resources } = await theirs.listResources();
+    expect(resources.map((r) => r.uri)).not.toContain(`verity://executions/${id}`);
+  });
+});
+
+describe('MCP through the verity-mcp stdio entry point', () => {
+  it('lists the tools and notifies updates of a subscribed execution; an SMS ends ACKNOWLEDGED, not proof', async () => {
+    const client = await stdioClient(DEMO.agent);
+    const { tools } = await client.listTools();
+    expect(tools.map((t) => t.name).sort()).toEqual(TOOLS);
+    expect(client.getServerCapabilities()?.resources?.subscribe).toBe(true);
+
+    const { data } = await call(client, 'submit_execution', {
+      agent_id: 'mcp-e2e',
+      intent: 'notify',
+      operations: [
+        {
+          key: 'notify',
+          connector: 'sandbox.sms',
+          action: 'send',
+          params: { to: '+15550100', body: 'hi', client_ref: unique('sms') },
+        },
+      ],
+    });
+    const uri = `verity://executions/${data.execution.id}`;
+    const updated = new Promise<string>((resolve) =>
+      client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => resolve(n.params.uri)),
+    );
+    await client.subscribeResource({ uri });
+    expect(await updated).toBe(uri);
+
+    const waited = await call(client, 'wait_for_execution', { execution_id: data.execution.id, timeout_seconds: 45 });
+    expect(waited.data.report.settled).toBe(true);
+    expect(waited.data.report.operations[0].status).toBe('ACKNOWLEDGED');
+    expect(waited.text).toContain(
+      'ACKNOWLEDGED: the provider accepted the request, nothing confirms the effect, and nothing ever will',
+    );
+    expect(waited.text).toContain('ACKNOWLEDGED is not proof');
+  });
+
+  it('answers with the API’s refusal when the key is wrong', async () => {
+    const client = await stdioClient('not-a-real-key');
+    const { result, text } = await call(client, 'list_connectors', {});
+    expect(result.isError).toBe(true);
+    expect(text).toContain('401 unauthorized');
+  });
+});
