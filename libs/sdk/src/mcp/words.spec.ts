@@ -1,0 +1,68 @@
+import { OPERATION_STATUSES, OperationStatus } from '@verity/status-model';
+import { RULES, operationEffect, operationHistories } from './words';
+import type { ExecutionEvent } from '../types';
+
+const op = (status: OperationStatus, extra: Partial<Parameters<typeof operationEffect>[0]> = {}) =>
+  operationEffect({
+    status,
+    verification_method: 'read_after_write',
+    no_change_required: false,
+    commit: 'unknown',
+    ...extra,
+  });
+
+describe('what the MCP tools say about an operation', () => {
+  it('names the status first for every operation status', () => {
+    for (const status of OPERATION_STATUSES) expect(op(status)).toMatch(new RegExp(`^${status}[ :(]`));
+  });
+
+  it('says an UNKNOWN, SENT or RECONCILING operation may have happened and must not be retried', () => {
+    expect(op(OperationStatus.UNKNOWN)).toContain('UNKNOWN: it may have happened; do not retry it');
+    for (const status of [OperationStatus.SENT, OperationStatus.RECONCILING]) {
+      expect(op(status)).toContain('It may have happened; do not retry it');
+    }
+  });
+
+  it('never lets ACKNOWLEDGED read as proof, and says when it is final', () => {
+    expect(op(OperationStatus.ACKNOWLEDGED)).toContain('ACKNOWLEDGED is not proof');
+    const final = op(OperationStatus.ACKNOWLEDGED, { verification_method: '' });
+    expect(final).toContain('nothing confirms the effect, and nothing ever will');
+  });
+
+  it('says VERIFIED is a read-back, a human resolution, or no change at all', () => {
+    expect(op(OperationStatus.VERIFIED)).toContain('confirmed by reading it back from the source');
+    expect(op(OperationStatus.VERIFIED, { evidence: { resolution: {} } })).toContain('human reviewer');
+    expect(op(OperationStatus.VERIFIED, { no_change_required: true })).toContain('Verity did not cause it');
+  });
+
+  it('allows a retry, as a new operation, only for FAILED and CANCELLED', () => {
+    for (const status of OPERATION_STATUSES) {
+      const allowed = op(status).includes('A retry is allowed and would be a new operation');
+      expect([status, allowed]).toEqual([
+        status,
+        status === OperationStatus.FAILED || status === OperationStatus.CANCELLED,
+      ]);
+    }
+    expect(RULES).toContain('Only FAILED and CANCELLED operations may be retried, and a retry is a new operation');
+  });
+
+  it('distinguishes a MANUAL_REVIEW held before sending from one that may have happened', () => {
+    expect(op(OperationStatus.MANUAL_REVIEW, { commit: 'not_dispatched' })).toContain('before it was ever sent');
+    expect(op(OperationStatus.MANUAL_REVIEW)).toContain('it may have happened. Do not retry it');
+  });
+
+  it('reads each operation’s path from the event log', () => {
+    const event = (operation_id: string | null, from: string | null, to: string, type = 'operation.status_changed') =>
+      ({ operation_id, from_status: from, to_status: to, type }) as ExecutionEvent;
+    const paths = operationHistories([
+      event(null, null, 'created', 'execution.created'),
+      event('op_1', 'PREPARED', 'SENT'),
+      event('op_1', 'SENT', 'UNKNOWN'),
+      event('op_2', 'PREPARED', 'CANCELLED'),
+      event('op_1', 'UNKNOWN', 'RECONCILING'),
+      event('op_1', 'RECONCILING', 'VERIFIED'),
+    ]);
+    expect(paths.get('op_1')).toEqual(['PREPARED', 'SENT', 'UNKNOWN', 'RECONCILING', 'VERIFIED']);
+    expect(paths.get('op_2')).toEqual(['PREPARED', 'CANCELLED']);
+  });
+});
