@@ -1,11 +1,11 @@
-import { OPERATION_STATUSES, OperationStatus } from '@verity/status-model';
+import { OPERATION_STATUSES, OperationStatus, VerificationMethod } from '@verity/status-model';
 import { RULES, operationEffect, operationHistories } from './words';
 import type { ExecutionEvent } from '../types';
 
 const op = (status: OperationStatus, extra: Partial<Parameters<typeof operationEffect>[0]> = {}) =>
   operationEffect({
     status,
-    verification_method: 'read_after_write',
+    verification_method: VerificationMethod.READ_AFTER_WRITE,
     no_change_required: false,
     commit: 'unknown',
     ...extra,
