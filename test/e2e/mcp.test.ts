@@ -218,6 +218,21 @@ describe('MCP over Streamable HTTP at /mcp', () => {
     }
   });
 
+  it('returns the current state, not an error, when the wait runs out before the execution settles', async () => {
+    const client = await httpClient(DEMO.agent);
+    const submission = chargeSubmission(unique('held'));
+    // Held for a reviewer's approval that never comes: it cannot settle within the wait.
+    Object.assign(submission.operations[0], { requires_approval: true });
+    const { data } = await call(client, 'submit_execution', submission);
+    const waited = await call(client, 'wait_for_execution', { execution_id: data.execution.id, timeout_seconds: 1 });
+    expect(waited.result.isError).toBeFalsy();
+    expect(waited.data.timed_out).toBe(true);
+    expect(waited.data.report).toMatchObject({ settled: false });
+    expect(waited.data.report.operations[0].status).toBe('PREPARED');
+    expect(waited.text).toContain('Not settled after 1 s; this is the current state');
+    expect(waited.text).toContain('PREPARED: recorded, not sent yet');
+  });
+
   it('passes the API’s refusals through as tool errors naming the field and the rule', async () => {
     const client = await httpClient(DEMO.agent);
     const submission = chargeSubmission(unique('bad'));
