@@ -1,7 +1,14 @@
 import { InjectQueue } from '@nestjs/bullmq';
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { OperationEntity, TransitionService, pruneSpendLedger, rows, snapshotOf } from '@verity/persistence';
+import {
+  OperationEntity,
+  TransitionService,
+  pruneExpired,
+  pruneSpendLedger,
+  rows,
+  snapshotOf,
+} from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { JobName, JobProducer, PRODUCER_REDIS, QueueName, jobId } from '@verity/queues';
 import { OperationStatus, TerminalReason } from '@verity/status-model';
@@ -22,6 +29,8 @@ export interface SweepReport {
   escalated: number;
   observations: number;
   prunedSpend: number;
+  prunedIdempotency: number;
+  prunedSweepLog: number;
 }
 
 /**
@@ -50,6 +59,8 @@ export class SweeperService {
       escalated: 0,
       observations: 0,
       prunedSpend: 0,
+      prunedIdempotency: 0,
+      prunedSweepLog: 0,
     };
     const runner = this.db.createQueryRunner();
     await runner.connect();
@@ -70,6 +81,9 @@ export class SweeperService {
         report.escalated = await this.escalate();
         report.observations = await this.observations();
         report.prunedSpend = await pruneSpendLedger(this.db.manager, BATCH);
+        const pruned = await pruneExpired(this.db.manager, BATCH);
+        report.prunedIdempotency = pruned.idempotency;
+        report.prunedSweepLog = pruned.sweepLog;
         await runner.query(`UPDATE sweep_log SET finished_at = clock_timestamp(), report = $2 WHERE id = $1`, [
           logId,
           JSON.stringify(report),

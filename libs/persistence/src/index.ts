@@ -11,3 +11,4 @@ export * from './event-signal';
 export * from './secrets-cipher';
 export * from './send-guard';
 export * from './tenant-policy';
+export * from './maintenance';

@@ -6,6 +6,7 @@ import { EventsSignalAfterCommit1764470000000 } from './1764470000000-events-sig
 import { IdempotencyClaimToken1764470100000 } from './1764470100000-idempotency-claim-token';
 import { OperatorKeys1764480000000 } from './1764480000000-operator-keys';
 import { ExecutionOutcome1764490000000 } from './1764490000000-execution-outcome';
+import { IdempotencyExpiryIndex1764500000000 } from './1764500000000-idempotency-expiry-index';
 
 /** In order. Add a new timestamped class for every schema change; never edit one that has shipped. */
 export const MIGRATIONS = [
@@ -17,4 +18,5 @@ export const MIGRATIONS = [
   IdempotencyClaimToken1764470100000,
   OperatorKeys1764480000000,
   ExecutionOutcome1764490000000,
+  IdempotencyExpiryIndex1764500000000,
 ];

@@ -1,0 +1,33 @@
+import { createTestDatabase, TestDatabase } from '../../../test/support/services';
+import { ensureTenant } from './api-keys';
+import { pruneExpired } from './maintenance';
+
+describe('pruneExpired (real Postgres)', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase('maintenance');
+    await ensureTenant(db.dataSource.manager, 'acme');
+  });
+  afterAll(async () => db.drop());
+
+  const count = async (sql: string) => Number(((await db.dataSource.query(sql)) as { n: string }[])[0].n);
+
+  it('deletes expired idempotency records and old sweep log rows, a batch at a time, and keeps the rest', async () => {
+    for (let i = 0; i < 5; i += 1) {
+      await db.dataSource.query(
+        `INSERT INTO idempotency_keys (tenant_id, key, request_hash, state, expires_at)
+         VALUES ('acme', $1, 'h', 'completed', now() - interval '1 hour'), ('acme', $2, 'h', 'completed', now() + interval '1 hour')`,
+        [`old-${i}`, `live-${i}`],
+      );
+      await db.dataSource.query(
+        `INSERT INTO sweep_log (worker, started_at) VALUES ('w', now() - interval '2 days'), ('w', now())`,
+      );
+    }
+    expect(await pruneExpired(db.dataSource.manager, 3)).toEqual({ idempotency: 3, sweepLog: 3 });
+    expect(await pruneExpired(db.dataSource.manager, 3)).toEqual({ idempotency: 2, sweepLog: 2 });
+    expect(await pruneExpired(db.dataSource.manager, 3)).toEqual({ idempotency: 0, sweepLog: 0 });
+    expect(await count(`SELECT count(*) AS n FROM idempotency_keys WHERE key LIKE 'live-%'`)).toBe(5);
+    expect(await count(`SELECT count(*) AS n FROM idempotency_keys WHERE key LIKE 'old-%'`)).toBe(0);
+    expect(await count(`SELECT count(*) AS n FROM sweep_log`)).toBe(5);
+  });
+});
