@@ -1,20 +1,43 @@
-import { InjectQueue } from '@nestjs/bullmq';
-import { Inject, Module, OnApplicationBootstrap } from '@nestjs/common';
+import { Inject, Module, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { ConnectorRegistry } from '@verity/connectors';
 import { PersistenceModule } from '@verity/persistence';
-import { PlatformModule, VERITY_CONFIG, VerityConfig } from '@verity/platform';
-import { JobName, QueueName, QueuesModule, WorkerQueuesModule } from '@verity/queues';
-import type { Queue } from 'bullmq';
+import { LOGGER, Logger, PlatformModule, VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import {
+  JobProducer,
+  PRODUCER_REDIS,
+  QueueName,
+  QueuesModule,
+  SweepSchedule,
+  WorkerQueuesModule,
+} from '@verity/queues';
+import type { Redis } from 'ioredis';
 import { ReconcileProcessor, SweepProcessor, VerifyProcessor } from './reconciler.processors';
 import { SweeperService } from './sweeper.service';
 import { VerificationService } from './verification.service';
 
 @Module({})
-export class ReconcilerModule implements OnApplicationBootstrap {
+export class ReconcilerModule implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly sweepSchedule: SweepSchedule;
+
   constructor(
-    @InjectQueue(QueueName.SWEEP) private readonly sweepQueue: Queue,
-    @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
-  ) {}
+    producer: JobProducer,
+    @Inject(PRODUCER_REDIS) redis: Redis,
+    @Inject(VERITY_CONFIG) config: VerityConfig,
+    @Inject(LOGGER) logger: Logger,
+  ) {
+    // Checked every few sweeps: cheap (two reads), and a lost schedule is found within seconds even if no reconnect
+    // was seen (Redis restarted between two reconnect attempts, or a FLUSHALL).
+    this.sweepSchedule = new SweepSchedule(
+      producer,
+      redis,
+      {
+        prefix: config.QUEUE_PREFIX,
+        everyMs: config.SWEEP_INTERVAL_MS,
+        checkEveryMs: Math.max(1_000, 5 * config.SWEEP_INTERVAL_MS),
+      },
+      logger,
+    );
+  }
 
   static forRoot(config: VerityConfig) {
     return {
@@ -36,11 +59,12 @@ export class ReconcilerModule implements OnApplicationBootstrap {
     };
   }
 
+  /** The sweep schedule lives in Redis, which may forget it: asserted at boot, after every reconnect, periodically. */
   async onApplicationBootstrap(): Promise<void> {
-    await this.sweepQueue.upsertJobScheduler(
-      'sweep',
-      { every: this.config.SWEEP_INTERVAL_MS },
-      { name: JobName.SWEEP, data: {}, opts: { removeOnComplete: true, removeOnFail: { count: 100 } } },
-    );
+    await this.sweepSchedule.start();
+  }
+
+  onApplicationShutdown(): void {
+    this.sweepSchedule.stop();
   }
 }

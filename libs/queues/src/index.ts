@@ -3,3 +3,4 @@ export * from './producer';
 export * from './queues.module';
 export * from './worker.module';
 export * from './watchdog';
+export * from './sweep-schedule';
