@@ -1,7 +1,7 @@
 /**
  * `npm start`: everything on one machine. Finds (or starts) Postgres and Redis, runs the migrations once, then runs
- * the api, dispatcher, reconciler and sandbox provider as child processes with prefixed output, and stops them all
- * on Ctrl-C. Runs from the build output (dist/scripts/start.js).
+ * the api, dispatcher, reconciler and sandbox provider as child processes with prefixed output, restarts any of them
+ * that dies unasked (with backoff), and stops them all on Ctrl-C. Runs from the build output (dist/scripts/start.js).
  */
 import { ChildProcess, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -24,6 +24,11 @@ import {
 const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/verity';
 const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
 const CHILD_STOP_TIMEOUT_MS = 10_000;
+/** Waits before restarting a crashed app: doubling per crash in a row, from the first to the cap. */
+const RESTART_BACKOFF_FIRST_MS = 1_000;
+const RESTART_BACKOFF_MAX_MS = 30_000;
+/** An app that ran this long before crashing starts again from the first wait: it was not crash-looping. */
+const RESTART_STABLE_AFTER_MS = 60_000;
 
 const color = process.stdout.isTTY && !process.env.NO_COLOR;
 const paint = (code: number, text: string): string => (color ? `\x1b[${code}m${text}\x1b[0m` : text);
@@ -232,6 +237,7 @@ interface AppSpec {
 interface RunningApp {
   spec: AppSpec;
   child: ChildProcess;
+  startedAt: number;
   /** Resolves with a description of how the process ended, e.g. "exit code 1" or "signal SIGKILL". */
   exited: Promise<string>;
   exitCode: number | null;
@@ -260,6 +266,7 @@ function launch(spec: AppSpec, env: NodeJS.ProcessEnv): RunningApp {
   const app: RunningApp = {
     spec,
     child,
+    startedAt: Date.now(),
     done: false,
     exitCode: null,
     exited: new Promise((resolve) => {
@@ -293,6 +300,63 @@ async function stopApp(app: RunningApp): Promise<void> {
       // already gone
     }
     await app.exited;
+  }
+}
+
+/** The wait before restarting an app after its `crashes`-th crash in a row: 1 s, 2 s, 4 s … capped at 30 s. */
+function restartDelayMs(crashes: number): number {
+  return Math.min(RESTART_BACKOFF_MAX_MS, RESTART_BACKOFF_FIRST_MS * 2 ** Math.max(0, crashes - 1));
+}
+
+/**
+ * Keeps one app running: when it exits without being asked to, it is started again after a backoff, and every other
+ * app (the sandbox provider and its record of effects among them) carries on. Only `stop()` ends it for good.
+ */
+class Supervised {
+  current: RunningApp;
+  private crashes = 0;
+  private restartTimer: NodeJS.Timeout | null = null;
+  private stopping = false;
+
+  constructor(
+    readonly spec: AppSpec,
+    private readonly env: NodeJS.ProcessEnv,
+  ) {
+    this.current = this.start();
+  }
+
+  private start(): RunningApp {
+    const app = launch(this.spec, this.env);
+    if (app.child.pid) say(`started ${this.spec.name} (pid ${app.child.pid})`);
+    void app.exited.then((how) => this.onExit(app, how));
+    return app;
+  }
+
+  private onExit(app: RunningApp, how: string): void {
+    if (this.stopping || app !== this.current) return;
+    const ranMs = Date.now() - app.startedAt;
+    this.crashes = ranMs >= RESTART_STABLE_AFTER_MS ? 1 : this.crashes + 1;
+    const delay = restartDelayMs(this.crashes);
+    const inARow = this.crashes > 1 ? ` (crash ${this.crashes} in a row: backing off)` : '';
+    complain(`${this.spec.name} stopped unexpectedly (${how}); restarting it in ${delay / 1000} s${inARow}`);
+    this.restartTimer = setTimeout(() => {
+      this.restartTimer = null;
+      if (this.stopping) return;
+      this.current = this.start();
+      say(`${this.spec.name} restarted (pid ${this.current.child.pid ?? 'none'}); the other apps kept running`);
+    }, delay);
+  }
+
+  /** No more restarts; SIGTERM (then SIGKILL) the process if it runs. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    if (this.restartTimer) clearTimeout(this.restartTimer);
+    this.restartTimer = null;
+    await stopApp(this.current);
+  }
+
+  get alive(): boolean {
+    return !this.current.done || this.restartTimer !== null;
   }
 }
 
@@ -334,7 +398,7 @@ function banner(apiPort: number, sandboxPort: number, postgres: Service, redis: 
       '  platform           operator  demo-operator-key   (Bull Board, /metrics; no tenant data)',
     );
   }
-  lines.push('Press Ctrl-C to stop.');
+  lines.push('An app that crashes is restarted (1 s, 2 s, 4 s … up to 30 s apart). Press Ctrl-C to stop.');
   return lines.join('\n');
 }
 
@@ -356,7 +420,7 @@ async function main(): Promise<void> {
   }
 
   const privates: PrivateService[] = [];
-  const running: RunningApp[] = [];
+  const running: Supervised[] = [];
   let migration: RunningApp | null = null;
   let shuttingDown: Promise<never> | null = null;
 
@@ -364,9 +428,10 @@ async function main(): Promise<void> {
     if (shuttingDown) return shuttingDown;
     shuttingDown = (async () => {
       say(reason);
-      const children = [...running, ...(migration ? [migration] : [])].filter((app) => !app.done);
-      if (children.length) say(`stopping ${children.map((app) => app.spec.name).join(', ')} ...`);
-      await Promise.all(children.map(stopApp));
+      const apps = running.filter((app) => app.alive);
+      const children = [...apps.map((app) => app.spec.name), ...(migration && !migration.done ? ['migrate'] : [])];
+      if (children.length) say(`stopping ${children.join(', ')} ...`);
+      await Promise.all([...running.map((app) => app.stop()), ...(migration ? [stopApp(migration)] : [])]);
       // The databases go last: the apps need them to finish in-flight work and close cleanly.
       if (privates.length) say('stopping the private Postgres/Redis ...');
       await Promise.all(privates.map((service) => service.stop()));
@@ -439,13 +504,7 @@ async function main(): Promise<void> {
       return;
     }
 
-    for (const spec of apps) {
-      const app = launch(spec, env);
-      running.push(app);
-      void app.exited.then((how) => {
-        if (!shuttingDown) void shutdown(1, `${spec.name} stopped unexpectedly (${how}): stopping everything`);
-      });
-    }
+    for (const spec of apps) running.push(new Supervised(spec, env));
 
     if (await waitForPort(apiPort, 60_000, () => !shuttingDown)) {
       say(banner(apiPort, sandboxPort, postgres, redis, demo));
