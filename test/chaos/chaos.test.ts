@@ -1,7 +1,7 @@
 import { runChaos } from './chaos';
 
 /**
- * The reduced chaos run of `npm test` (issue 8): ~200 operations through a private Postgres, Redis, sandbox, API,
+ * The reduced chaos run of `npm test`: ~200 operations through a private Postgres, Redis, sandbox, API,
  * two dispatchers and two reconcilers, with send faults at probability 0.2, 3 worker SIGKILLs, a dispatcher paused
  * past its lock, and one crash each of Redis and Postgres. `npm run chaos` is the full run (2,000 operations, 20 kills).
  */

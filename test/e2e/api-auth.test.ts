@@ -6,7 +6,7 @@ import { DEMO, DIST, Stack, freePort } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 import { openStream } from './api-sse';
 
-/** Issue 3 / I9: keys (hashed, CLI-managed, revocable at once), roles, tenant isolation, rate limits, Bull Board. */
+/** I9: keys (hashed, CLI-managed, revocable at once), roles, tenant isolation, rate limits, Bull Board. */
 
 const run = promisify(execFile);
 

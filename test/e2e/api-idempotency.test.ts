@@ -2,7 +2,7 @@ import { requestHash } from '../../apps/api/src/executions/idempotency';
 import { DEMO, Stack } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 
-/** Issue 3 / I8: Idempotency-Key per tenant, kept for IDEMPOTENCY_TTL_MS, safe under concurrency. */
+/** I8: Idempotency-Key per tenant, kept for IDEMPOTENCY_TTL_MS, safe under concurrency. */
 
 interface Execution {
   id: string;

@@ -7,7 +7,7 @@ import { DEMO, METRICS_TOKEN, Stack, waitFor } from '../support/stack';
 import { charge, http, sms, submission, unique } from '../support/http';
 
 /**
- * Issue 3: the read endpoints, cancel and retry through all processes, and the OpenAPI contract: every response is
+ * The read endpoints, cancel and retry through all processes, and the OpenAPI contract: every response is
  * checked against the (strict) schemas that /docs-json serves, so an undocumented or internal field fails here.
  */
 
@@ -78,7 +78,7 @@ describe('reads, cancel, retry and the OpenAPI contract', () => {
     expect(done.effects).toEqual({
       summary: 'unverified',
       counts: expect.objectContaining({ VERIFIED: 1, ACKNOWLEDGED: 1, PREPARED: 0 }),
-      // Added fields (reference 002): the SMS was accepted, not proven committed.
+      // Added fields (docs/semantics.md): the SMS was accepted, not proven committed.
       commit: { not_dispatched: 0, committed: 1, rejected: 0, unknown: 1 },
       no_change_required: 0,
       not_sent: 0,
@@ -437,7 +437,7 @@ describe('reads, cancel, retry and the OpenAPI contract', () => {
     expect(metrics.text).not.toMatch(/exe_[0-9a-z]{10}/);
   });
 
-  it('serves a valid OpenAPI 3 document with every DESIGN §5 path, built from the same schemas', async () => {
+  it('serves a valid OpenAPI 3 document with every docs/contract.md §5 path, built from the same schemas', async () => {
     const res = await http<Record<string, unknown>>(stack.apiUrl, 'GET', '/docs-json');
     expect(res.status).toBe(200);
     const doc = res.body as {

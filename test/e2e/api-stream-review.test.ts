@@ -5,7 +5,7 @@ import { Event, Execution, events, getExecution, resetSandbox, submit, waitForOp
 import { SseFrame, SseStream, openStream } from './api-sse';
 
 /**
- * Streams that last as long as something can still change (DESIGN §10, "Streams and review"): a stream stays open
+ * Streams that last as long as something can still change (docs/api.md, the live stream): a stream stays open
  * through a pending approval and through manual review — after the execution completed — pushes the decision and the
  * resolution, and ends with why: `settled`, `deadline` or `key_revoked`. A raw SSE client (fetch + eventsource-parser);
  * the SDK's iterator is exercised in sdk.test.ts. "Stays open" is shown by heartbeats and later events on the same

@@ -8,7 +8,7 @@ import { charge, http, sms, submission, unique } from '../support/http';
 import { SseFrame, openStream } from './api-sse';
 
 /**
- * Issue 3 / I11: GET /v1/executions/{id}/stream. Two API processes: executions are submitted through one and
+ * I11: GET /v1/executions/{id}/stream. Two API processes: executions are submitted through one and
  * streamed through the other, while the dispatcher and reconciler (separate processes) write the events.
  */
 

@@ -2,7 +2,7 @@ import { DEMO, Stack } from '../support/stack';
 import { charge, http, sms, submission } from '../support/http';
 
 /**
- * Issue 3 / I10: bad input gets a 4xx application/problem+json naming the field and the rule, and nothing is
+ * I10: bad input gets a 4xx application/problem+json naming the field and the rule, and nothing is
  * written. No workers run in this file and no valid request is sent, so every table must stay exactly as it was.
  */
 

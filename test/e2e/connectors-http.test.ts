@@ -21,7 +21,7 @@ interface SettingsView {
 }
 
 /**
- * Issue 6: the generic http connector against a real HTTP server on loopback (allowlisted explicitly by the tenant's
+ * The generic http connector against a real HTTP server on loopback (allowlisted explicitly by the tenant's
  * admin, since loopback is private): VERIFIED through a read-back, ACKNOWLEDGED without one, a declared rejection
  * FAILED, a timeout UNKNOWN then reconciled through its read-back; and a stored secret never shows anywhere.
  */

@@ -19,7 +19,7 @@ interface Event {
 }
 
 /**
- * Issue 6: a spending cap per tenant and connector. "At most 3 SMS per day": with four submitted at once (two
+ * A spending cap per tenant and connector. "At most 3 SMS per day": with four submitted at once (two
  * dispatcher processes racing), exactly three are sent and one is refused before dispatch — CANCELLED, never sent, with
  * a spending_cap.exceeded event carrying the cap, its period and the usage — and the provider saw three messages.
  */

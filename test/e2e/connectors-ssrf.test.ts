@@ -12,7 +12,7 @@ import {
 } from './connectors-support';
 
 /**
- * Issue 6: SSRF vectors against the http connector. A canary listens on loopback (every address family) and must
+ * SSRF vectors against the http connector. A canary listens on loopback (every address family) and must
  * receive nothing, whether a vector is refused at intake (400 naming the field) or when sending (FAILED,
  * SOURCE_UNREACHABLE, "not sent: egress refused"). The tenant allowlists several internal hosts *without*
  * allow_private, so the resolved-address check — not just the allowlist — is what refuses them.

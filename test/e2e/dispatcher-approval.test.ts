@@ -14,7 +14,7 @@ import {
 } from './dispatcher-helpers';
 
 /**
- * Issue 4, approvals: the operation waits (execution waiting_for_approval), a reviewer decides, and the grant is
+ * Approvals: the operation waits (execution waiting_for_approval), a reviewer decides, and the grant is
  * re-validated at dispatch — an expired grant (stale authority) or a source that changed since (stale native
  * baseline) sends it back for approval. A decision that arrives before the operation starts waiting is kept.
  */

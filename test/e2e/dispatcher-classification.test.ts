@@ -3,7 +3,7 @@ import { charge, sms, unique } from '../support/http';
 import { events, expectLegalHistory, resetSandbox, settle, statusPath, submit } from './dispatcher-helpers';
 
 /**
- * Issue 4, DESIGN §2's outcome classification, row by row, driven by the sandbox's faults against the real processes.
+ * The contract's §2 outcome classification, row by row, driven by the sandbox's faults against the real processes.
  * Ambiguity after the request was written is UNKNOWN (never FAILED) and the reconciler settles it from the source.
  */
 describe('dispatcher: outcome classification of one send', () => {

@@ -15,7 +15,7 @@ import {
 } from './dispatcher-helpers';
 
 /**
- * Issue 4, I3 and I12: a dispatcher killed or frozen at the worst moments never causes a second effect. The kill points
+ * I3 and I12: a dispatcher killed or frozen at the worst moments never causes a second effect. The kill points
  * are the test-only hooks TEST_PAUSE_AFTER_SENT_MS / TEST_PAUSE_AFTER_CALL_MS (docs/operations.md): the dispatcher logs
  * a marker and sleeps exactly there, and the test SIGKILLs or SIGSTOPs it on the marker.
  */

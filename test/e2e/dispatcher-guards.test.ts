@@ -18,7 +18,7 @@ import {
 } from './dispatcher-helpers';
 
 /**
- * No blind or early sends (DESIGN §10, I15), end to end with real processes:
+ * No blind or early sends (I15 in docs/contract.md), end to end with real processes:
  * - an irreversible charge whose expected_state cannot be read (the provider's reads fail) is not sent while the read
  *   fails; it is sent once the read succeeds and agrees, or held PREPARED → MANUAL_REVIEW (SOURCE_UNREACHABLE) when the
  *   retry budget runs out. The same for an approved charge whose baseline cannot be re-read at dispatch.

@@ -17,7 +17,7 @@ import {
 } from './dispatcher-helpers';
 
 /**
- * Issue 4, the execution lifecycle of DESIGN §3 end to end: every execution status is reached by some execution in
+ * The execution lifecycle of docs/contract.md §3 end to end: every execution status is reached by some execution in
  * this file, and every history is a chain of legal moves (checked against libs/status-model). Also the context read
  * (knowledge conflicts, no change required), depends_on, and criteria verdicts.
  */

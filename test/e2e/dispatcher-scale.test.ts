@@ -3,7 +3,7 @@ import { charge, sms, unique } from '../support/http';
 import { Event, expectLegalHistory, submit } from './dispatcher-helpers';
 
 /**
- * Issue 4, I3 and I12 under scale-out: three dispatcher processes share 500 operations (with a sprinkle of ambiguous
+ * I3 and I12 under scale-out: three dispatcher processes share 500 operations (with a sprinkle of ambiguous
  * provider answers); every operation is processed, none is sent twice, and no effect exists twice at the provider.
  */
 describe('dispatcher: three processes, 500 operations', () => {

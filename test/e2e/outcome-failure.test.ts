@@ -46,7 +46,7 @@ interface ExecutionView {
 }
 
 /**
- * Outcome and failure (DESIGN §10, reference 002 and 004): criteria judged again whenever their operation changes —
+ * Outcome and failure (docs/semantics.md): criteria judged again whenever their operation changes —
  * also after completion, when a reviewer resolves a hold — with `outcome.evaluated` events; a failure object wherever
  * something did not go as asked; `commit` on every operation. docs/semantics.md cites these cases by name.
  */

@@ -11,7 +11,7 @@ import {
 } from './dispatcher-helpers';
 
 /**
- * Issue 5, I12: a reconciler SIGKILLed in the middle of a read-back (test-only hook TEST_PAUSE_BEFORE_READ_MS: it
+ * I12: a reconciler SIGKILLed in the middle of a read-back (test-only hook TEST_PAUSE_BEFORE_READ_MS: it
  * logs "paused before read-back" and sleeps there) leaves its operation RECONCILING or ACKNOWLEDGED; the sweeper
  * re-enqueues the owed check and another reconciler settles it.
  */

@@ -3,7 +3,7 @@ import { charge, unique } from '../support/http';
 import { Event, Op, events, getOperation, resetSandbox, settle, statusPath, submit } from './dispatcher-helpers';
 
 /**
- * Issue 5, observation after VERIFIED (reference 002: observation is its own dimension). The sweeper hands recently
+ * Observation after VERIFIED (observation is its own dimension; docs/semantics.md). The sweeper hands recently
  * VERIFIED operations back to the reconciler every OBSERVE_INTERVAL_MS (short here); each read sets `observation` to
  * converged, superseded, degraded or unavailable — with an `operation.observed` event when it changes — and never
  * rewrites how the operation ended (status, terminal_reason, evidence).

@@ -3,7 +3,7 @@ import { charge, sms, unique } from '../support/http';
 import { Op, events, expectLegalHistory, resetSandbox, settle, statusPath, submit } from './dispatcher-helpers';
 
 /**
- * Issue 5: each verification and reconciliation path, driven by the sandbox's faults against the real processes.
+ * Each verification and reconciliation path, driven by the sandbox's faults against the real processes.
  * "Did not happen" (FAILED) only from an authoritative read once the settle window has passed; everything that cannot
  * conclude is retried, then held in MANUAL_REVIEW with the matching terminal reason and a recovery obligation.
  */

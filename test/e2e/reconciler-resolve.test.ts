@@ -17,7 +17,7 @@ import {
 const OTHER_REVIEWER = 'test-other-tenant-reviewer-key';
 
 /**
- * Issue 5, recovery obligations: every MANUAL_REVIEW operation carries one; POST /v1/operations/{id}/resolve accepts
+ * Recovery obligations: every MANUAL_REVIEW operation carries one; POST /v1/operations/{id}/resolve accepts
  * only an action the status model permits, records who and when, and the execution continues. Obligations past their
  * due time are escalated by the sweeper (OBLIGATION_DUE_MS is short here).
  */

@@ -3,7 +3,7 @@ import { charge, unique } from '../support/http';
 import { Event, expectLegalHistory, submit } from './dispatcher-helpers';
 
 /**
- * Issue 5 under load, with two reconciler processes: a replica lag shorter than the settle window never yields a
+ * Verification and reconciliation under load, with two reconciler processes: a replica lag shorter than the settle window never yields a
  * false "did not happen" (0 FAILED over 200 operations, half of them UNKNOWN after a timeout); no operation is
  * processed twice at once (every history is one legal chain); and one sweeper runs at a time (sweep_log intervals
  * never overlap, whichever process ran them).

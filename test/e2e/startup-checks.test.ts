@@ -23,7 +23,7 @@ function run(entry: string, env: Record<string, string>): Promise<{ code: number
   });
 }
 
-/** Issue 2: every app refuses to start unless Redis has maxmemory-policy noeviction, and says so. */
+/** Every app refuses to start unless Redis has maxmemory-policy noeviction, and says so. */
 describe('start-up checks', () => {
   let redis: ReturnType<typeof spawn>;
   let redisUrl = '';
@@ -82,7 +82,7 @@ describe('start-up checks', () => {
   });
 });
 
-/** Issue 2: `docker compose config` accepts docker-compose.yml (validated without an engine). */
+/** `docker compose config` accepts docker-compose.yml (validated without an engine). */
 describe('docker-compose.yml', () => {
   it('is accepted by docker compose config', () => {
     const plugin = spawnSync('docker', ['compose', 'version'], { encoding: 'utf8' });

@@ -16,7 +16,7 @@ interface Execution {
   operations: Op[];
 }
 
-/** Issue 2: one payment from intake to VERIFIED through all three apps, each a separate process. */
+/** One payment from intake to VERIFIED through all three apps, each a separate process. */
 describe('walking skeleton (api, dispatcher, reconciler, sandbox as separate processes)', () => {
   let stack: Stack;
   beforeAll(async () => {

@@ -62,7 +62,7 @@ function send(res: Response, status: number, type: string, body: string, cache =
 }
 
 /**
- * The review console (issue 7): a static shell, one stylesheet and one script under /console. The pages are public;
+ * The review console: a static shell, one stylesheet and one script under /console. The pages are public;
  * every data call the script makes carries the reviewer's key as a Bearer header and goes through the API's guard.
  */
 export function mountConsole(app: INestApplication): void {

@@ -93,7 +93,7 @@ const E = ExecutionStatus;
 const S = OperationStatus;
 
 /**
- * Drives one execution through DESIGN §3. Only the dispatcher moves executions (a caller's cancel aside).
+ * Drives one execution through docs/contract.md §3. Only the dispatcher moves executions (a caller's cancel aside).
  * Every step re-reads the rows and moves by CAS, so duplicate or concurrent advance jobs are harmless.
  */
 @Injectable()

@@ -283,7 +283,7 @@ export class VerificationService {
   }
 
   /**
-   * Observation after VERIFIED (reference 002): read the effect again and record what is observable now —
+   * Observation after VERIFIED (docs/semantics.md): read the effect again and record what is observable now —
    * converged, superseded, degraded or unavailable — as `observation`, with an `operation.observed` event when it
    * changes. Only while the operation is VERIFIED; its status, terminal reason and evidence stay as they ended.
    */

@@ -1,7 +1,7 @@
 /**
- * A stand-in third-party provider (payments + SMS) with exact fault injection (DESIGN §8).
+ * A stand-in third-party provider (payments + SMS) with exact fault injection (docs/contract.md §8).
  *
- * It exists so that every row of the outcome classification (DESIGN §2) can be produced on demand: an effect that
+ * It exists so that every row of the outcome classification (docs/contract.md §2) can be produced on demand: an effect that
  * happened but was never answered (timeout, reset, 5xx), a request that never took effect (drop, reject), and a
  * read-back that lies by omission (lagging replica, missing field, wrong amount). `/__effects` is the ground truth
  * the tests and chaos runs compare Verity's claims against, so it always reads the primary.

@@ -26,7 +26,7 @@ export interface ClassifyRules {
 export const DEFAULT_REJECTION_STATUSES: readonly number[] = [400, 402, 409, 422];
 
 /**
- * DESIGN §2's outcome classification, implemented once for every connector:
+ * the contract's §2 outcome classification, implemented once for every connector:
  * 2xx → ACKNOWLEDGED; a declared rejection with an error body → FAILED/CONNECTOR_REJECTED;
  * never delivered → FAILED/SOURCE_UNREACHABLE; everything else (timeout, reset, 5xx, 408, 429, an undeclared
  * status, a rejection without an error body) → UNKNOWN/CONNECTOR_ERROR. Ambiguity never becomes FAILED.

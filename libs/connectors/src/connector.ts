@@ -95,7 +95,7 @@ export interface ConnectorSettingsUse {
 }
 
 /**
- * What a later read shows of an effect that was VERIFIED (reference 002: observation is its own dimension). It never
+ * What a later read shows of an effect that was VERIFIED (observation is its own dimension; docs/semantics.md). It never
  * changes how the operation ended. converged: the verified record is there as verified; superseded: a newer version
  * was written since (by someone else); degraded: the read is inconclusive (lagging, incomplete, different);
  * unavailable: the source cannot be read.

@@ -19,7 +19,7 @@ const EVIDENCE_REQUIRED: Record<string, string> = {
 };
 
 /**
- * A MANUAL_REVIEW operation always carries a recovery obligation (reference 002): who owns it, what evidence closes
+ * A MANUAL_REVIEW operation always carries a recovery obligation (docs/semantics.md): who owns it, what evidence closes
  * it, which actions the status model permits, by when, and who is told if it is overdue.
  */
 export function recoveryObligation(input: {

@@ -3,7 +3,7 @@ import { OPERATION_STATUSES, OperationStatus, TerminalReason } from './operation
 
 const S = OperationStatus;
 
-describe('commitOf (reference 002: not_dispatched | committed | rejected | unknown)', () => {
+describe('commitOf (not_dispatched | committed | rejected | unknown; docs/semantics.md)', () => {
   it.each<[OperationStatus, boolean, Commit]>([
     [S.PREPARED, false, 'not_dispatched'],
     [S.CANCELLED, false, 'not_dispatched'],

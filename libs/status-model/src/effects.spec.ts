@@ -26,7 +26,7 @@ const heldBeforeSend = () =>
   op(S.MANUAL_REVIEW, RAW, { attempt: 0, terminalReason: TerminalReason.KNOWLEDGE_CONFLICT });
 const noChange = () => op(S.VERIFIED, RAW, { attempt: 0, noChangeRequired: true });
 
-describe('summarizeEffects (DESIGN §3 effects summary)', () => {
+describe('summarizeEffects (docs/contract.md §3 effects summary)', () => {
   describe('all_verified', () => {
     it.each([[[op(S.VERIFIED)]], [[op(S.VERIFIED), op(S.VERIFIED, ''), op(S.VERIFIED)]]])(
       'when every operation is VERIFIED (%#)',
@@ -137,7 +137,7 @@ describe('summarizeEffects (DESIGN §3 effects summary)', () => {
     });
   });
 
-  describe('holds and changes Verity did not cause (reference 002)', () => {
+  describe('holds and changes Verity did not cause (docs/semantics.md)', () => {
     it('a MANUAL_REVIEW held before sending is not an uncertain effect: none on its own, partial beside a verified one', () => {
       expect(summarizeEffects([heldBeforeSend()]).summary).toBe('none');
       expect(summarizeEffects([op(S.VERIFIED), heldBeforeSend()]).summary).toBe('partial');

@@ -1,13 +1,13 @@
 import { Commit, commitOf } from './commit';
 import { OperationStatus, TerminalReason, VerificationMethodValue, isSettledOperation } from './operation';
 
-/** DESIGN §3's five values; kept as they were for existing clients (the finer split is in the added fields). */
+/** The contract's §3 five values; kept as they were for existing clients (the finer split is in the added fields). */
 export type EffectsSummary = 'all_verified' | 'partial' | 'none' | 'unverified' | 'unknown';
 
 export interface Effects {
   counts: Record<OperationStatus, number>;
   summary: EffectsSummary;
-  /** Operations per commit value (reference 002): what Verity's own requests committed. */
+  /** Operations per commit value (docs/semantics.md): what Verity's own requests committed. */
   commit: Record<Commit, number>;
   /** VERIFIED without sending: the source already held the requested state; Verity caused nothing. */
   no_change_required: number;
@@ -39,7 +39,7 @@ const NO_EFFECT: readonly OperationStatus[] = [
 ];
 
 /**
- * The effects summary of DESIGN §3, separate from the execution status:
+ * The effects summary of docs/contract.md §3, separate from the execution status:
  * unknown — some effect may or may not exist; all_verified — every operation VERIFIED;
  * none — no effect exists; partial — some verified, some never happened; unverified — effects acknowledged
  * but not (all) read back. A MANUAL_REVIEW operation that was never sent is a hold, not an uncertain effect: it

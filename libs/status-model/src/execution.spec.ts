@@ -12,7 +12,7 @@ import { assertExecutionTransition } from './validate';
 const E = ExecutionStatus;
 const key = (from: string, to: string) => `${from}>${to}`;
 
-/** DESIGN §3's forward path, written out by hand. */
+/** The contract's §3 forward path, written out by hand. */
 const PATH: ReadonlyArray<[ExecutionStatus, ExecutionStatus]> = [
   [E.CREATED, E.VALIDATING],
   [E.VALIDATING, E.RESOLVING_CONTEXT],
@@ -47,7 +47,7 @@ function refusal(from: ExecutionStatus, to: ExecutionStatus): IllegalTransitionE
   throw new Error(`expected ${from} -> ${to} to be refused`);
 }
 
-describe('execution statuses (DESIGN §3)', () => {
+describe('execution statuses (docs/contract.md §3)', () => {
   it('has the twelve statuses of the design', () => {
     expect(EXECUTION_STATUSES).toEqual([
       'created',

@@ -1,4 +1,4 @@
-/** The execution state machine of DESIGN §3: where the agent's own work stands. */
+/** The execution state machine of docs/contract.md §3: where the agent's own work stands. */
 
 export enum ExecutionStatus {
   CREATED = 'created',

@@ -12,7 +12,7 @@ const change = (from: OperationStatus | null, extra: Partial<LastStatusChange> =
   ...extra,
 });
 
-describe('operationFailure (reference 004 failure object, derived from status, reason and the last move)', () => {
+describe('operationFailure (the failure object, derived from status, reason and the last move)', () => {
   it.each<[string, OperationStatus, TerminalReason | null, LastStatusChange, string, string, string, boolean]>([
     [
       'explicit rejection',

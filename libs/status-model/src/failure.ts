@@ -1,5 +1,5 @@
 /**
- * The structured failure of reference 004 (`code`, `phase`, `category`, `retryable`, `message`, `at`), carried wherever
+ * The structured failure (docs/semantics.md) (`code`, `phase`, `category`, `retryable`, `message`, `at`), carried wherever
  * something did not go as asked: a failed, expired or cancelled execution, and an operation that ended FAILED or
  * CANCELLED or is held in MANUAL_REVIEW. Operation failures are derived, never stored: from the status, the
  * terminal reason and the cause recorded in the event that made the last move — so they cannot disagree with the log.

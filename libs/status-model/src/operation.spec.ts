@@ -27,7 +27,7 @@ const S = OperationStatus;
 const R = TerminalReason;
 const RAW = VerificationMethod.READ_AFTER_WRITE;
 
-/** DESIGN §2, written out by hand so that the library's data is checked against the document, not against itself. */
+/** docs/contract.md §2, written out by hand so that the library's data is checked against the document, not against itself. */
 const REFERENCE_BLOCK: ReadonlyArray<[OperationStatus, OperationStatus]> = [
   [S.PREPARED, S.SENT],
   [S.PREPARED, S.MANUAL_REVIEW],
@@ -52,9 +52,9 @@ const EXTENSION_BLOCK: ReadonlyArray<[OperationStatus, OperationStatus]> = [
   [S.MANUAL_REVIEW, S.SENT],
   [S.MANUAL_REVIEW, S.CANCELLED],
 ];
-const DESIGN_TRANSITIONS = [...REFERENCE_BLOCK, ...EXTENSION_BLOCK];
+const CONTRACT_TRANSITIONS = [...REFERENCE_BLOCK, ...EXTENSION_BLOCK];
 const key = (from: string, to: string) => `${from}>${to}`;
-const DESIGN_KEYS = new Set(DESIGN_TRANSITIONS.map(([from, to]) => key(from, to)));
+const CONTRACT_KEYS = new Set(CONTRACT_TRANSITIONS.map(([from, to]) => key(from, to)));
 
 interface AllowedCase {
   from: OperationStatus;
@@ -151,11 +151,11 @@ function expectRefused(
   expect(isOperationTransitionAllowed(from, to, context)).toBe(false);
 }
 
-describe('operation transition table (DESIGN §2)', () => {
+describe('operation transition table (docs/contract.md §2)', () => {
   it('holds exactly the 20 transitions of the design, 11 reference and 9 extension', () => {
-    expect(DESIGN_TRANSITIONS).toHaveLength(20);
+    expect(CONTRACT_TRANSITIONS).toHaveLength(20);
     expect(OPERATION_TRANSITIONS).toHaveLength(20);
-    expect(new Set(OPERATION_TRANSITIONS.map((r) => key(r.from, r.to)))).toEqual(DESIGN_KEYS);
+    expect(new Set(OPERATION_TRANSITIONS.map((r) => key(r.from, r.to)))).toEqual(CONTRACT_KEYS);
     expect(OPERATION_TRANSITIONS.filter((r) => !r.extension).map((r) => [r.from, r.to])).toEqual(REFERENCE_BLOCK);
     expect(OPERATION_TRANSITIONS.filter((r) => r.extension).map((r) => [r.from, r.to])).toEqual(EXTENSION_BLOCK);
   });
@@ -188,7 +188,7 @@ describe('operation transition table (DESIGN §2)', () => {
   });
 
   it('covers every design transition in the allowed-case table below', () => {
-    expect(new Set(ALLOWED.map((c) => key(c.from, c.to)))).toEqual(DESIGN_KEYS);
+    expect(new Set(ALLOWED.map((c) => key(c.from, c.to)))).toEqual(CONTRACT_KEYS);
   });
 
   describe.each(ALLOWED)('allows $from -> $to', ({ from, to, context }) => {
@@ -245,7 +245,7 @@ describe('operation transition table (DESIGN §2)', () => {
 
     it('the named sample is large enough and truly outside the design table', () => {
       expect(sample.length).toBeGreaterThanOrEqual(25);
-      for (const [from, to] of sample) expect(DESIGN_KEYS.has(key(from, to))).toBe(false);
+      for (const [from, to] of sample) expect(CONTRACT_KEYS.has(key(from, to))).toBe(false);
     });
 
     it.each(sample)('%s -> %s', (from, to) => {
@@ -263,7 +263,7 @@ describe('operation transition table (DESIGN §2)', () => {
       let refused = 0;
       for (const from of OPERATION_STATUSES) {
         for (const to of OPERATION_STATUSES) {
-          if (DESIGN_KEYS.has(key(from, to))) continue;
+          if (CONTRACT_KEYS.has(key(from, to))) continue;
           expectRefused(from, to, PERMISSIVE, StatusModelErrorCode.ILLEGAL_TRANSITION);
           refused += 1;
         }
@@ -569,7 +569,7 @@ describe('operationTransitionRule and allowedOperationTargets', () => {
   });
 
   it.each(OPERATION_STATUSES)('lists the design targets of %s', (from) => {
-    const expected = DESIGN_TRANSITIONS.filter(([f]) => f === from).map(([, to]) => to);
+    const expected = CONTRACT_TRANSITIONS.filter(([f]) => f === from).map(([, to]) => to);
     expect([...allowedOperationTargets(from)].sort()).toEqual([...expected].sort());
   });
 
@@ -581,7 +581,7 @@ describe('operationTransitionRule and allowedOperationTargets', () => {
 });
 
 describe('operation statuses, terminality and retry rules', () => {
-  const DESIGN_STATUS_TABLE: ReadonlyArray<[OperationStatus, boolean, RetryRule]> = [
+  const CONTRACT_STATUS_TABLE: ReadonlyArray<[OperationStatus, boolean, RetryRule]> = [
     [S.PREPARED, false, RetryRule.NONE],
     [S.SENT, false, RetryRule.WAIT],
     [S.ACKNOWLEDGED, false, RetryRule.WAIT],
@@ -594,7 +594,7 @@ describe('operation statuses, terminality and retry rules', () => {
   ];
 
   it('has exactly the nine statuses of the design, in its order', () => {
-    expect(OPERATION_STATUSES).toEqual(DESIGN_STATUS_TABLE.map(([s]) => s));
+    expect(OPERATION_STATUSES).toEqual(CONTRACT_STATUS_TABLE.map(([s]) => s));
     expect(Object.keys(OPERATION_STATUS_INFO).sort()).toEqual([...OPERATION_STATUSES].sort());
   });
 
@@ -618,7 +618,7 @@ describe('operation statuses, terminality and retry rules', () => {
     );
   });
 
-  describe.each(DESIGN_STATUS_TABLE)('%s', (status, terminal, retry) => {
+  describe.each(CONTRACT_STATUS_TABLE)('%s', (status, terminal, retry) => {
     it(`is ${terminal ? '' : 'not '}terminal`, () => {
       expect(isTerminalOperation(status)).toBe(terminal);
       expect(OPERATION_STATUS_INFO[status].terminal).toBe(terminal);

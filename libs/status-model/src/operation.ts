@@ -1,5 +1,5 @@
 /**
- * The operation state machine of DESIGN §2: whether an effect occurred in the world.
+ * The operation state machine of docs/contract.md §2: whether an effect occurred in the world.
  * This file is data plus small functions; it imports nothing so that every other part can depend on it.
  */
 
@@ -129,7 +129,7 @@ function rule(
 const S = OperationStatus;
 const R = TerminalReason;
 
-/** Exactly the table of DESIGN §2: the reference diagram first, then this project's extension. */
+/** Exactly the table of docs/contract.md §2: the reference diagram first, then this project's extension. */
 export const OPERATION_TRANSITIONS: readonly OperationTransitionRule[] = [
   rule(S.PREPARED, S.SENT, 'committed before the connector is called'),
   rule(S.PREPARED, S.MANUAL_REVIEW, 'held before sending (e.g. a knowledge conflict on an irreversible operation)', {

@@ -1,5 +1,5 @@
 /**
- * Outcome evaluation (reference 004): the criteria an agent declared, judged against the operations' current state.
+ * Outcome evaluation (docs/semantics.md): the criteria an agent declared, judged against the operations' current state.
  * Pure: the caller supplies each referenced operation and the event that made its last move; evaluation runs again
  * whenever a referenced operation changes, also after the execution completed (a reviewer's later resolution).
  */

@@ -19,7 +19,7 @@ function errorsOf(body: unknown) {
 }
 
 describe('validateSubmission', () => {
-  it('accepts the DESIGN §5 example shape', () => {
+  it('accepts the docs/contract.md §5 example shape', () => {
     const result = validateSubmission(
       {
         agent_id: 'billing-bot',

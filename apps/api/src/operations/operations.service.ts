@@ -249,7 +249,7 @@ export class OperationsService {
   }
 
   /**
-   * "Still unknown after investigation" (reference 002: recovery may be continued uncertainty). The hold stays, the
+   * "Still unknown after investigation" (recovery may be continued uncertainty; docs/semantics.md). The hold stays, the
    * obligation is re-dated (escalation cleared), the history shows who said so and why, and automatic re-checks of an
    * unreachable or lagging source start again. It is not a resolution: `obligation.resolution` stays unset, so a
    * later VERIFIED or FAILED is still possible. One compare-and-set that includes "not resolved yet" and "no other
