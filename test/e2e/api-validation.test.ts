@@ -531,10 +531,19 @@ const CASES: Case[] = [
     field: '(body)',
     rule: 'utf8',
   },
-  {
-    name: 'a plain body sent as gzip',
+  // br found by the fuzz (test/fuzz): Brotli's errors have codes of their own (ERR__ERROR_FORMAT_PADDING_2), a 500.
+  ...['gzip', 'deflate', 'br'].map((encoding): Case => ({
+    name: `a plain body sent as ${encoding}`,
     rawBody: JSON.stringify(base()),
-    headers: { ...JSON_HEADERS, 'content-encoding': 'gzip' },
+    headers: { ...JSON_HEADERS, 'content-encoding': encoding },
+    status: 400,
+    field: '(body)',
+    rule: 'content_encoding',
+  })),
+  {
+    name: 'an empty JSON object sent as br',
+    rawBody: '{}',
+    headers: { ...JSON_HEADERS, 'content-encoding': 'br' },
     status: 400,
     field: '(body)',
     rule: 'content_encoding',

@@ -1,3 +1,4 @@
+import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib';
 import { bodyParserProblem } from './body-errors';
 
 describe('bodyParserProblem', () => {
@@ -23,6 +24,24 @@ describe('bodyParserProblem', () => {
       status: 400,
       extras: { errors: [{ field: '(body)', rule: 'content_encoding' }] },
     });
+  });
+
+  it('recognises what zlib throws for a plain body, Brotli included (its codes are not Z_*)', () => {
+    for (const decompress of [gunzipSync, inflateSync, brotliDecompressSync]) {
+      for (const plain of ['{}', '{"agent_id":"a"}', 'x']) {
+        let thrown: unknown;
+        try {
+          decompress(Buffer.from(plain));
+        } catch (error) {
+          thrown = error;
+        }
+        // body-parser passes zlib's error on with status 400 (http-errors keeps code and errno).
+        expect(bodyParserProblem(Object.assign(thrown as Error, { status: 400 }))).toMatchObject({
+          status: 400,
+          extras: { errors: [{ field: '(body)', rule: 'content_encoding' }] },
+        });
+      }
+    }
   });
 
   it('leaves other errors alone', () => {

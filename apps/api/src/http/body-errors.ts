@@ -7,7 +7,10 @@ interface BodyParserError {
   type?: unknown;
   status?: unknown;
   code?: unknown;
+  errno?: unknown;
 }
+
+const ZLIB_CODE = /^(Z_|ERR_(ZLIB|BROTLI)|ERR__ERROR_)/;
 
 /**
  * body-parser's refusals (bad JSON, too large, unsupported charset...) as problems. They happen before Nest routes
@@ -16,8 +19,9 @@ interface BodyParserError {
 export function bodyParserProblem(error: unknown): Problem | null {
   const e = error as BodyParserError | null;
   if (!e || typeof e.status !== 'number') return null;
-  // A body that says it is gzip (or deflate, br) but is not: zlib's error, passed on by body-parser as a 400.
-  if (e.type === undefined && typeof e.code === 'string' && /^(Z_|ERR_(ZLIB|BROTLI))/.test(e.code)) {
+  // A body that says it is gzip (or deflate, br) but is not: zlib's error, passed on by body-parser as a 400. Every
+  // zlib error carries a numeric errno; Brotli's codes are its own (ERR__ERROR_FORMAT_PADDING_2, ...), not Z_*.
+  if (e.type === undefined && typeof e.code === 'string' && (typeof e.errno === 'number' || ZLIB_CODE.test(e.code))) {
     return Problem.validation([
       {
         field: '(body)',
