@@ -1,3 +1,4 @@
+import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { DEMO, Stack } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
@@ -140,4 +141,43 @@ describe('SSE stream slots are released whenever the client goes away', () => {
     await Promise.all(open.map((s) => s.closed));
     await http(stack.apiUrl, 'POST', `/v1/executions/${created.body.id}/cancel`, { key: DEMO.agent });
   });
+
+  // Found by the fuzz (test/fuzz): the JSON parser reads such a body to its end, after which Node marks the request
+  // destroyed and emits its 'close'; taken for a departure, the stream returned without a word and the client hung.
+  it('answers a stream request that carries a JSON body: a body read to its end is not a client leaving', async () => {
+    const created = await http<{ id: string }>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([charge(unique('with-body'), { requires_approval: true })]),
+    });
+    expect(created.status).toBe(201);
+    const url = new URL(stack.apiUrl);
+    for (const body of ['{}', '{"after":"x"}']) {
+      const answer = await new Promise<{ status: number; type: string; first: string }>((resolve, reject) => {
+        const req = httpRequest(
+          {
+            host: url.hostname,
+            port: url.port,
+            method: 'GET',
+            path: `/v1/executions/${created.body.id}/stream`,
+            headers: {
+              authorization: `Bearer ${DEMO.agent}`,
+              'content-type': 'application/json',
+              'content-length': String(Buffer.byteLength(body)),
+            },
+          },
+          (res) => {
+            res.once('data', (chunk: Buffer) => {
+              resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type']), first: String(chunk) });
+              req.destroy();
+            });
+          },
+        );
+        req.on('error', reject);
+        req.end(body);
+      });
+      expect(answer).toMatchObject({ status: 200, type: expect.stringMatching(/^text\/event-stream/) });
+      expect(answer.first).toMatch(/^retry: /);
+    }
+    await http(stack.apiUrl, 'POST', `/v1/executions/${created.body.id}/cancel`, { key: DEMO.agent });
+  }, 20_000);
 });

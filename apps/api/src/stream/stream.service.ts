@@ -214,22 +214,28 @@ interface Departure {
   dispose(): void;
 }
 
-/** Watches one request's client from the moment the handler starts, so no departure goes unseen. */
+/**
+ * Watches one request's client from the moment the handler starts, so no departure goes unseen. The socket and the
+ * response say when the client leaves; the request does not: once a body has been read to its end (a GET may carry
+ * one, and the JSON parser reads it), Node marks the request destroyed and emits its 'close' with the client still
+ * there, and taking that for a departure would leave the client waiting for an answer that never comes.
+ */
 function watchDeparture(req: Request, res: Response): Departure {
   let gone = false;
   let callback: (() => void) | null = null;
+  const socket = req.socket;
   const leave = () => {
     if (gone) return;
     gone = true;
     callback?.();
   };
-  req.on('close', leave);
+  socket.on('close', leave);
   res.on('close', leave);
   // Closed before the handler ran (during authentication): the 'close' events have already been emitted.
-  if (req.destroyed || res.destroyed || res.closed || req.socket.destroyed) leave();
+  if (socket.destroyed || res.destroyed || res.closed) leave();
   return {
     get gone() {
-      return gone || res.destroyed || res.closed || req.socket.destroyed;
+      return gone || res.destroyed || res.closed || socket.destroyed;
     },
     onDeparture(fn) {
       callback = fn;
@@ -239,7 +245,7 @@ function watchDeparture(req: Request, res: Response): Departure {
       }
     },
     dispose() {
-      req.off('close', leave);
+      socket.off('close', leave);
       res.off('close', leave);
     },
   };
