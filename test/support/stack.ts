@@ -1,10 +1,19 @@
 import { ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { clearRedisPrefix, createTestDatabase, TEST_REDIS_URL, TestDatabase, testQueuePrefix } from './services';
 import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
 
-const ROOT = join(__dirname, '..', '..');
+/** The repository root, from test/support (ts-jest) or dist/test/support (the built fuzz runner). */
+const ROOT = findRoot(__dirname);
+
+function findRoot(from: string): string {
+  for (let dir = from; dir !== dirname(dir); dir = dirname(dir)) {
+    if (existsSync(join(dir, 'package.json')) && existsSync(join(dir, 'nest-cli.json'))) return dir;
+  }
+  throw new Error(`cannot find the repository root above ${from}`);
+}
 export const DIST = join(ROOT, 'dist');
 
 export type AppName = 'api' | 'dispatcher' | 'reconciler' | 'sandbox-provider';
