@@ -131,6 +131,20 @@ export function send(base: URL, req: FuzzRequest, timeoutMs: number): Promise<An
   });
 }
 
+/**
+ * /mcp speaks JSON-RPC 2.0: the MCP transport's own refusals (a missing Accept, a batch it cannot take) are JSON-RPC
+ * error objects, the format MCP clients read, not problem+json.
+ */
+function isJsonRpcError(req: FuzzRequest, answer: Answer): boolean {
+  if (!req.operation.endsWith(' /mcp') || !answer.contentType.startsWith('application/json')) return false;
+  try {
+    const body = JSON.parse(answer.body) as { jsonrpc?: unknown; error?: unknown };
+    return body.jsonrpc === '2.0' && typeof body.error === 'object' && body.error !== null;
+  } catch {
+    return false;
+  }
+}
+
 /** Row count and newest row version of every table but the migrations log. */
 async function tableSignature(stack: Stack, tables: string[]): Promise<Record<string, string>> {
   const sql = tables
@@ -257,6 +271,17 @@ async function buildFixtures(stack: Stack): Promise<Fixtures> {
           },
         ]),
       ],
+      'POST /mcp': [
+        { jsonrpc: '2.0', id: 1, method: 'tools/list' },
+        { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'list_connectors', arguments: {} } },
+        {
+          jsonrpc: '2.0',
+          id: 3,
+          method: 'tools/call',
+          params: { name: 'get_execution', arguments: { execution_id: verified.id } },
+        },
+        { jsonrpc: '2.0', id: 4, method: 'resources/read', params: { uri: `verity://executions/${verified.id}` } },
+      ],
       'PUT /v1/admin/connector-settings/{connector}': [
         { allow_hosts: [{ host: 'api.example.com', ports: [443] }] },
         { spending_caps: [{ period: 'day', max_operations: 1000, max_amount: 100000, amount_field: 'amount' }] },
@@ -327,7 +352,11 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
       if (answer.status >= 500) throw new Error(`5xx: ${said}`);
       if (answer.status >= 400) {
         // 431 comes from Node's HTTP parser (headers too large), before any code of ours runs.
-        if (answer.status !== 431 && !answer.contentType.startsWith('application/problem+json')) {
+        if (
+          answer.status !== 431 &&
+          !answer.contentType.startsWith('application/problem+json') &&
+          !isJsonRpcError(req, answer)
+        ) {
           throw new Error(`4xx that is not problem+json: ${said}`);
         }
         const changed = tables.filter((t) => previous[t] !== after[t]);

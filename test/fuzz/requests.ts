@@ -669,8 +669,15 @@ export class RequestFactory {
         { freq: 2, nil: null },
       ),
     );
+    // Accept matters to content negotiation (and /mcp requires both JSON and event-stream).
+    const accept = fc.option(
+      fc
+        .constantFrom('application/json, text/event-stream', 'text/event-stream', 'application/json', '*/*', 'x/y')
+        .map((v) => ['accept', v] as const),
+      { freq: 2, nil: null },
+    );
     return fc
-      .tuple(...documented)
+      .tuple(accept, ...documented)
       .map((pairs) => Object.fromEntries(pairs.filter((p): p is readonly [string, string] => p !== null)));
   }
 
