@@ -1,21 +1,33 @@
 import { applyDecorators, type INestApplication } from '@nestjs/common';
 import { ApiResponse, DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
+import type {
+  OperationObject,
+  ResponseObject,
+  SchemaObject,
+} from '@nestjs/swagger/dist/interfaces/open-api-spec.interface';
 import { z } from 'zod';
+import { PROBLEMS, ProblemCode, problemBody } from './openapi-examples';
 import { API_SCHEMAS, SchemaName } from './schemas';
 
 export { API_SCHEMAS } from './schemas';
 export type { SchemaName } from './schemas';
+export type { ProblemCode } from './openapi-examples';
 
 export function schemaRef(name: SchemaName) {
   return { $ref: `#/components/schemas/${name}` };
 }
 
+/** A request or response body with one named example (Swagger UI pre-fills "Try it out" with it). */
+export function jsonExample(summary: string, value: unknown) {
+  return { examples: { [summary.toLowerCase().replace(/[^a-z0-9]+/g, '_')]: { summary, value } } };
+}
+
 const PROBLEM_DESCRIPTIONS: Record<number, string> = {
-  400: 'Invalid input: `errors[]` names each field and the rule it breaks; nothing was written',
+  400: 'Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written',
   401: 'No API key, or an unknown or revoked one',
   403: 'The key’s role may not do this (an operator key reads no tenant’s data)',
-  408: 'The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default)',
   404: 'No such resource visible to this key (other tenants’ resources are never visible)',
+  408: 'The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default)',
   409: 'Conflict with the current state; the problem names the rule',
   413: 'The body is larger than 256 KiB',
   415: 'The body is not JSON',
@@ -24,73 +36,234 @@ const PROBLEM_DESCRIPTIONS: Record<number, string> = {
   503: 'Postgres is unreachable; nothing was written; see Retry-After',
 };
 
-/** Documents the problem+json answers an endpoint can give (401, 429 and 503 apply to every authenticated one). */
-export function ApiProblems(...statuses: number[]) {
-  return applyDecorators(
-    ...statuses.map((status) =>
-      ApiResponse({
-        status,
-        description: PROBLEM_DESCRIPTIONS[status] ?? 'Problem',
-        content: { 'application/problem+json': { schema: schemaRef('Problem') } },
-      }),
-    ),
-  );
-}
+/** The problems each status stands for when a route names only the status. */
+const PROBLEMS_BY_STATUS: Record<number, ProblemCode[]> = {
+  400: ['validation-error'],
+  401: ['unauthorized'],
+  403: ['forbidden', 'operator-not-tenant'],
+  404: ['not-found'],
+  408: ['request-timeout'],
+  409: [],
+  413: ['payload-too-large'],
+  415: ['unsupported-media-type'],
+  422: ['idempotency-key-reused'],
+  429: ['rate-limited', 'too-many-failed-authentications'],
+  503: ['database-unavailable'],
+};
 
-function problem(status: number) {
+const RETRY_AFTER = { description: 'seconds to wait before trying again', schema: { type: 'integer' as const } };
+const RESPONSE_HEADERS: Record<number, ResponseObject['headers']> = {
+  401: { 'WWW-Authenticate': { description: '`Bearer` (or `Basic` on Bull Board)', schema: { type: 'string' } } },
+  429: { 'Retry-After': RETRY_AFTER },
+  503: { 'Retry-After': RETRY_AFTER },
+};
+
+function problemResponse(status: number, codes: ProblemCode[], path: string): ResponseObject {
+  const examples = Object.fromEntries(
+    codes.map((code) => [code, { summary: PROBLEMS[code].summary, value: problemBody(code, path) }]),
+  );
   return {
-    description: PROBLEM_DESCRIPTIONS[status],
-    content: { 'application/problem+json': { schema: schemaRef('Problem') } },
+    description: PROBLEM_DESCRIPTIONS[status] ?? 'Problem',
+    ...(RESPONSE_HEADERS[status] ? { headers: RESPONSE_HEADERS[status] } : {}),
+    content: { 'application/problem+json': { schema: schemaRef('Problem'), ...(codes.length ? { examples } : {}) } },
   };
 }
 
+/**
+ * The problems an endpoint answers beyond the ones every endpoint of its kind answers (buildOpenApi adds those: 400
+ * for a query value no route accepts, 401/403/429/503 wherever a key is checked, 404 wherever the path has an id,
+ * 408/413/415 wherever a body is read). Name a problem (`'retry-not-allowed'`) to show its example, or a status for
+ * its usual problems.
+ */
+export function ApiProblems(...answers: (number | ProblemCode)[]) {
+  const byStatus = new Map<number, ProblemCode[]>();
+  for (const answer of answers) {
+    const status = typeof answer === 'number' ? answer : PROBLEMS[answer].status;
+    const codes = typeof answer === 'number' ? (PROBLEMS_BY_STATUS[answer] ?? []) : [answer];
+    byStatus.set(status, [...(byStatus.get(status) ?? []), ...codes]);
+  }
+  return applyDecorators(
+    ...[...byStatus].map(([status, codes]) => {
+      const { description, headers, content } = problemResponse(status, [...new Set(codes)], '');
+      return ApiResponse({ status, description, headers: headers as never, content: content as never });
+    }),
+  );
+}
+
+const HTML = { 'text/html': { schema: { type: 'string' as const } } };
+
 /** Paths served outside Nest's controllers (express routers), documented here so /docs lists every endpoint. */
 function extraPaths(): OpenAPIObject['paths'] {
-  const html = { 'text/html': { schema: { type: 'string' as const } } };
   return {
     '/metrics': {
       get: {
         tags: ['operability'],
-        summary:
-          'Prometheus metrics (status counts from Postgres, request latency): operator key or METRICS_TOKEN as ' +
-          'bearer token, unless METRICS_PUBLIC=true',
+        operationId: 'getMetrics',
+        summary: 'Prometheus metrics',
+        description:
+          'Status counts from Postgres and request latency. Send an operator key or METRICS_TOKEN as the bearer ' +
+          'token (Prometheus’ `bearer_token`); with METRICS_PUBLIC=true no key is needed.',
         security: [{ bearer: [] }],
         responses: {
-          '200': { description: 'Prometheus text format', content: { 'text/plain': { schema: { type: 'string' } } } },
-          '401': problem(401),
-          '403': problem(403),
+          '200': {
+            description: 'Prometheus text format',
+            content: {
+              'text/plain': { schema: { type: 'string' }, example: 'verity_executions{status="completed"} 1\n' },
+            },
+          },
         },
       },
     },
     '/admin/queues': {
       get: {
         tags: ['operability'],
-        summary:
-          'Bull Board (operator role only; Bearer, or Basic with the key as password); read-only unless ' +
-          'BULL_BOARD_WRITABLE=true',
-        security: [{ bearer: [] }],
-        responses: {
-          '200': { description: 'The Bull Board UI', content: html },
-          '401': problem(401),
-          '403': problem(403),
-        },
+        operationId: 'getBullBoard',
+        summary: 'Bull Board (operator role only)',
+        description:
+          'The queues’ dashboard. Bearer, or HTTP Basic with the operator key as the password (so a browser can ' +
+          'open it). Read-only unless BULL_BOARD_WRITABLE=true.',
+        security: [{ bearer: [] }, { basic: [] }],
+        responses: { '200': { description: 'The Bull Board UI', content: HTML } },
       },
     },
     '/console': {
       get: {
         tags: ['operability'],
-        summary: 'Review console: pending approvals and manual reviews (reviewer key entered in the page)',
-        responses: { '200': { description: 'The console page', content: html } },
+        operationId: 'getConsole',
+        summary: 'Review console: pending approvals and manual reviews',
+        description: 'The page needs no key; the reviewer key is entered in the page and sent as a Bearer header.',
+        security: [],
+        responses: { '200': { description: 'The console page', content: HTML } },
       },
     },
     '/docs': {
       get: {
         tags: ['operability'],
+        operationId: 'getApiDocs',
         summary: 'This document as Swagger UI (JSON at /docs-json)',
-        responses: { '200': { description: 'Swagger UI', content: html } },
+        security: [],
+        responses: { '200': { description: 'Swagger UI', content: HTML } },
       },
     },
   };
+}
+
+const METHODS = ['get', 'put', 'post', 'delete', 'patch'] as const;
+
+/** The path of the examples: the README's execution, its charge, the http connector. */
+function examplePath(path: string): string {
+  const id = path.startsWith('/v1/operations') ? 'op_01m8pvhh2eyfvxnkaq1cqt2qvy' : 'exe_01m8pvhh2er6qkdabxc471q72t';
+  return path.replace('{id}', id).replace('{connector}', 'http').replace('{name}', 'API_TOKEN');
+}
+
+/** Every problem example of an operation names its own path, and a 404 the kind of thing the path names. */
+function setInstances(operation: OperationObject, path: string): void {
+  const instance = examplePath(path);
+  const what = path.startsWith('/v1/operations')
+    ? ['Operation', 'op_01m8pvhh2eyfvxnkaq1cqt2qvy']
+    : path.startsWith('/v1/admin/connector-settings')
+      ? path.endsWith('{name}')
+        ? ['Secret', 'API_TOKEN']
+        : ['Connector', 'http']
+      : ['Execution', 'exe_01m8pvhh2er6qkdabxc471q72t'];
+  for (const [status, response] of Object.entries(operation.responses) as [string, ResponseObject][]) {
+    const examples = response.content?.['application/problem+json']?.examples ?? {};
+    for (const example of Object.values(examples) as { value: Record<string, unknown> }[]) {
+      example.value.instance = instance;
+      if (status === '404') {
+        example.value.title = `${what[0]} not found`;
+        example.value.detail = `no ${what[0].toLowerCase()} ${what[1]} is visible to this key`;
+      }
+    }
+  }
+}
+
+/** Adds a problem response, or the examples of these problems to the response the route already declares. */
+function addProblems(operation: OperationObject, status: number, codes: ProblemCode[], path: string): void {
+  const key = String(status);
+  const existing = operation.responses[key] as ResponseObject | undefined;
+  const media = existing?.content?.['application/problem+json'];
+  if (existing && !media) return; // a non-problem answer on purpose (readiness' 503 is a Readiness body)
+  const fresh = problemResponse(status, codes, path);
+  if (!existing || !media) {
+    operation.responses[key] = fresh;
+    return;
+  }
+  // Examples declared by the route keep their order; the cross-cutting ones follow.
+  const examples = { ...(media.examples ?? {}), ...(fresh.content?.['application/problem+json']?.examples ?? {}) };
+  existing.content = { 'application/problem+json': { schema: schemaRef('Problem'), examples } };
+  existing.headers ??= fresh.headers;
+}
+
+/**
+ * What every route of a kind can answer, from the layers in front of the controllers (main.ts): the URL check (400
+ * for a query value with a control character), the body parser and its limits (408, 413, 415, 400) on every method
+ * that reads a body, the key check (401, 403 for an operator key on tenant data, 429, 503 when Postgres cannot look
+ * the key up) wherever a key is required, and 404 wherever the path names something. Public routes get
+ * `security: []`. Keeping this here, not on each controller, is what makes it hold for routes added later.
+ */
+function addCrossCuttingAnswers(document: OpenAPIObject): void {
+  for (const [path, item] of Object.entries(document.paths)) {
+    const instance = examplePath(path);
+    for (const method of METHODS) {
+      const operation = item[method];
+      if (!operation) continue;
+      if (!operation.security || operation.security.length === 0) operation.security = [];
+      const authenticated = operation.security.length > 0;
+      addProblems(operation, 400, ['validation-error'], instance);
+      if (path.includes('{')) addProblems(operation, 404, ['not-found'], instance);
+      if (method !== 'get') {
+        addProblems(operation, 408, ['request-timeout'], instance);
+        addProblems(operation, 413, ['payload-too-large'], instance);
+        addProblems(operation, 415, ['unsupported-media-type'], instance);
+      }
+      if (authenticated) {
+        addProblems(operation, 401, ['unauthorized'], instance);
+        addProblems(operation, 403, ['operator-not-tenant'], instance);
+        addProblems(operation, 429, ['rate-limited', 'too-many-failed-authentications'], instance);
+        addProblems(operation, 503, ['database-unavailable'], instance);
+      }
+      setInstances(operation, path);
+      operation.responses = Object.fromEntries(
+        Object.entries(operation.responses).sort(([a], [b]) => a.localeCompare(b)),
+      ) as OperationObject['responses'];
+    }
+  }
+}
+
+/**
+ * The component schemas, generated from API_SCHEMAS in one pass so that a schema used inside another (an Operation in
+ * an Execution, an Event in an EventList) is a $ref to its component.
+ */
+export function componentSchemas(): Record<string, SchemaObject> {
+  const registry = z.registry<{ id: string }>();
+  for (const [name, schema] of Object.entries(API_SCHEMAS)) registry.add(schema, { id: name });
+  const { schemas } = z.toJSONSchema(registry, {
+    target: 'openapi-3.0',
+    io: 'output',
+    uri: (id) => `#/components/schemas/${id}`,
+  });
+  return Object.fromEntries(
+    Object.entries(schemas).map(([name, schema]) => {
+      const { $id: _id, ...rest } = schema;
+      return [name, nullableEnums(rest) as SchemaObject];
+    }),
+  );
+}
+
+/**
+ * OpenAPI 3.0 reads `enum` before `nullable`: a nullable enum must list null itself, or validators (Redocly,
+ * Prism) reject the `null` the API sends (`terminal_reason: null`).
+ */
+function nullableEnums(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(nullableEnums);
+  if (node === null || typeof node !== 'object') return node;
+  const out = Object.fromEntries(Object.entries(node).map(([k, v]) => [k, nullableEnums(v)])) as Record<
+    string,
+    unknown
+  >;
+  if (out.nullable === true && Array.isArray(out.enum) && !out.enum.includes(null)) out.enum = [...out.enum, null];
+  return out;
 }
 
 export function buildOpenApi(app: INestApplication): OpenAPIObject {
@@ -102,14 +275,22 @@ export function buildOpenApi(app: INestApplication): OpenAPIObject {
         '`Authorization: Bearer <api key>`. Errors are application/problem+json (RFC 9457). See docs/api.md.',
     )
     .setVersion('1')
-    .addBearerAuth(undefined, 'bearer')
+    .setLicense('UNLICENSED (proprietary)', 'https://docs.npmjs.com/cli/configuring-npm/package-json#license')
+    // Relative: the API answers where this document is served (http://localhost:3000 under `npm start`).
+    .addServer('/', 'The server that serves this document')
+    // The key is an opaque random string, looked up hashed: no bearerFormat (it is no JWT).
+    .addSecurity('bearer', { type: 'http', scheme: 'bearer', description: 'An API key: `Authorization: Bearer <key>`' })
+    .addSecurity('basic', {
+      type: 'http',
+      scheme: 'basic',
+      description: 'Bull Board only: any user name, the operator key as the password',
+    })
     .build();
   const document = SwaggerModule.createDocument(app, config);
   document.components = document.components ?? {};
   document.components.schemas = document.components.schemas ?? {};
-  for (const [name, schema] of Object.entries(API_SCHEMAS)) {
-    document.components.schemas[name] = z.toJSONSchema(schema, { target: 'openapi-3.0', io: 'output' }) as never;
-  }
+  Object.assign(document.components.schemas, componentSchemas());
   document.paths = { ...document.paths, ...extraPaths() };
+  addCrossCuttingAnswers(document);
   return document;
 }

@@ -1,11 +1,20 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Put, Req } from '@nestjs/common';
-import { ApiBearerAuth, ApiBody, ApiOkResponse, ApiOperation, ApiParam, ApiTags } from '@nestjs/swagger';
+import {
+  ApiBearerAuth,
+  ApiBody,
+  ApiNoContentResponse,
+  ApiOkResponse,
+  ApiOperation,
+  ApiParam,
+  ApiTags,
+} from '@nestjs/swagger';
 import { ConnectorSettingsInputSchema } from '@verity/connectors';
 import type { Request } from 'express';
 import { z } from 'zod';
 import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
 import { parseBody, requireJson } from '../http/parse';
-import { ApiProblems } from '../openapi';
+import { CONNECTOR_SETTINGS_EXAMPLE } from '../openapi-examples';
+import { ApiProblems, jsonExample } from '../openapi';
 import { ConnectorSettingsService } from './connector-settings.service';
 
 const CONNECTOR = { name: 'connector', description: 'connector name, e.g. http or sandbox.sms' };
@@ -43,34 +52,42 @@ export class ConnectorSettingsController {
 
   @Get()
   @ApiOperation({
+    operationId: 'listConnectorSettings',
     summary: 'Every connector’s settings for this tenant: allowlist, spending caps and usage, secret names',
   })
   @ApiOkResponse({ schema: schema(z.object({ data: z.array(SettingsView) })) })
-  @ApiProblems(401, 403, 429, 503)
+  @ApiProblems('forbidden')
   list(@CurrentPrincipal() principal: Principal) {
     return this.settings.list(principal);
   }
 
   @Get(':connector')
-  @ApiOperation({ summary: 'One connector’s settings for this tenant (secret names only)' })
+  @ApiOperation({
+    operationId: 'getConnectorSettings',
+    summary: 'One connector’s settings for this tenant (secret names only)',
+  })
   @ApiParam(CONNECTOR)
   @ApiOkResponse({ schema: schema(SettingsView) })
-  @ApiProblems(401, 403, 404, 429, 503)
+  @ApiProblems('forbidden')
   get(@CurrentPrincipal() principal: Principal, @Param('connector') connector: string) {
     return this.settings.get(principal, connector);
   }
 
   @Put(':connector')
   @ApiOperation({
+    operationId: 'setConnectorSettings',
     summary: 'Set a connector’s settings',
     description:
       'Each field given replaces that setting and a field left out is kept. `secrets` merge by name: a value sets ' +
       'the secret, null deletes it. Secret values are never returned by any endpoint.',
   })
   @ApiParam(CONNECTOR)
-  @ApiBody({ schema: schema(ConnectorSettingsInputSchema) })
+  @ApiBody({
+    schema: schema(ConnectorSettingsInputSchema),
+    ...jsonExample('Allow one host, cap a day, set a secret', CONNECTOR_SETTINGS_EXAMPLE),
+  })
   @ApiOkResponse({ schema: schema(SettingsView) })
-  @ApiProblems(400, 401, 403, 404, 415, 429, 503)
+  @ApiProblems('validation-error', 'forbidden')
   put(
     @CurrentPrincipal() principal: Principal,
     @Param('connector') connector: string,
@@ -83,19 +100,24 @@ export class ConnectorSettingsController {
 
   @Delete(':connector')
   @HttpCode(204)
-  @ApiOperation({ summary: 'Remove every setting and secret of this connector for this tenant' })
+  @ApiOperation({
+    operationId: 'clearConnectorSettings',
+    summary: 'Remove every setting and secret of this connector for this tenant',
+  })
   @ApiParam(CONNECTOR)
-  @ApiProblems(401, 403, 404, 429, 503)
+  @ApiNoContentResponse({ description: 'Removed (or there was nothing to remove)' })
+  @ApiProblems('forbidden')
   async clear(@CurrentPrincipal() principal: Principal, @Param('connector') connector: string) {
     await this.settings.clear(principal, connector);
   }
 
   @Delete(':connector/secrets/:name')
   @HttpCode(204)
-  @ApiOperation({ summary: 'Delete one secret' })
+  @ApiOperation({ operationId: 'deleteConnectorSecret', summary: 'Delete one secret' })
   @ApiParam(CONNECTOR)
   @ApiParam({ name: 'name', description: 'secret name' })
-  @ApiProblems(401, 403, 404, 429, 503)
+  @ApiNoContentResponse({ description: 'Deleted' })
+  @ApiProblems('forbidden')
   async deleteSecret(
     @CurrentPrincipal() principal: Principal,
     @Param('connector') connector: string,

@@ -4,7 +4,8 @@ import type { Request } from 'express';
 import { z } from 'zod';
 import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
 import { parseBody, requireJson } from '../http/parse';
-import { ApiProblems } from '../openapi';
+import { POLICY_EXAMPLE } from '../openapi-examples';
+import { ApiProblems, jsonExample } from '../openapi';
 import { PolicyInputSchema, PolicyView } from './policy.schema';
 import { PolicyService } from './policy.service';
 
@@ -20,23 +21,30 @@ export class PolicyController {
   constructor(private readonly policy: PolicyService) {}
 
   @Get()
-  @ApiOperation({ summary: 'The policy in force for this tenant (its values, and the defaults where it set none)' })
+  @ApiOperation({
+    operationId: 'getPolicy',
+    summary: 'The policy in force for this tenant (its values, and the defaults where it set none)',
+  })
   @ApiOkResponse({ schema: schema(PolicyView) })
-  @ApiProblems(401, 403, 429, 503)
+  @ApiProblems('forbidden', 'not-found')
   get(@CurrentPrincipal() principal: Principal) {
     return this.policy.get(principal);
   }
 
   @Put()
   @ApiOperation({
+    operationId: 'setPolicy',
     summary: 'Set the tenant policy',
     description:
       'Each field given replaces that setting, a field left out is kept, null resets it to the default. ' +
       'Applies to obligations created and approvals planned from now on.',
   })
-  @ApiBody({ schema: schema(PolicyInputSchema) })
+  @ApiBody({
+    schema: schema(PolicyInputSchema),
+    ...jsonExample('Owner, escalation, due times, a rule', POLICY_EXAMPLE),
+  })
   @ApiOkResponse({ schema: schema(PolicyView) })
-  @ApiProblems(400, 401, 403, 415, 429, 503)
+  @ApiProblems('validation-error', 'forbidden', 'not-found')
   put(@CurrentPrincipal() principal: Principal, @Req() req: Request, @Body() body: unknown) {
     requireJson(req);
     return this.policy.put(principal, parseBody(PolicyInputSchema, body));

@@ -4,7 +4,7 @@ import { TERMINAL_REASONS, TerminalReason } from '@verity/status-model';
 import { z } from 'zod';
 import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
 import { parseQuery } from '../executions/executions.controller';
-import { schemaRef } from '../openapi';
+import { ApiProblems, schemaRef } from '../openapi';
 import { ReviewService } from './review.service';
 
 const QueueQuery = z.strictObject({
@@ -66,7 +66,11 @@ export class ReviewController {
   constructor(private readonly review: ReviewService) {}
 
   @Get('summary')
-  @ApiOperation({ summary: 'How many operations await approval or a manual review (reviewer)' })
+  @ApiOperation({
+    operationId: 'getReviewSummary',
+    summary: 'How many operations await approval or a manual review (reviewer)',
+  })
+  @ApiProblems('forbidden')
   @ApiOkResponse({
     schema: {
       type: 'object',
@@ -84,15 +88,23 @@ export class ReviewController {
   }
 
   @Get('approvals')
-  @ApiOperation({ summary: 'PREPARED operations whose approval is requested, newest first (reviewer)' })
+  @ApiOperation({
+    operationId: 'listPendingApprovals',
+    summary: 'PREPARED operations whose approval is requested, newest first (reviewer)',
+  })
   @QueueQueries()
+  @ApiProblems('validation-error', 'forbidden')
   approvals(@CurrentPrincipal() principal: Principal, @Query() query: unknown) {
     return this.review.list(principal, 'approvals', parseQuery(QueueQuery, query));
   }
 
   @Get('manual-reviews')
-  @ApiOperation({ summary: 'MANUAL_REVIEW operations with their recovery obligation, newest first (reviewer)' })
+  @ApiOperation({
+    operationId: 'listManualReviews',
+    summary: 'MANUAL_REVIEW operations with their recovery obligation, newest first (reviewer)',
+  })
   @QueueQueries()
+  @ApiProblems('validation-error', 'forbidden')
   @ApiQuery({ name: 'reason', required: false, enum: TERMINAL_REASONS })
   @ApiQuery({ name: 'escalated', required: false, enum: ['true', 'false'] })
   manualReviews(@CurrentPrincipal() principal: Principal, @Query() query: unknown) {

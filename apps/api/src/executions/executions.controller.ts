@@ -1,4 +1,4 @@
-import { Body, Controller, Get, Headers, HttpCode, Param, Post, Query, Req, Res } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Param, Post, Query, Req, Res } from '@nestjs/common';
 import {
   ApiBearerAuth,
   ApiBody,
@@ -16,7 +16,14 @@ import type { Request, Response } from 'express';
 import { z } from 'zod';
 import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
 import { hasBody, parseBody, parseQuery, requireJson } from '../http/parse';
-import { ApiProblems, schemaRef } from '../openapi';
+import {
+  CANCEL_EXAMPLE,
+  CREATED_EXECUTION_EXAMPLE,
+  EVENT_LIST_EXAMPLE,
+  SUBMISSION_EXAMPLE,
+  VERIFIED_EXECUTION_EXAMPLE,
+} from '../openapi-examples';
+import { ApiProblems, jsonExample, schemaRef } from '../openapi';
 import { Problem } from '../problem/problem';
 import { CancelBody } from '../schemas';
 import { StreamService } from '../stream/stream.service';
@@ -56,6 +63,7 @@ export class ExecutionsController {
   @Post()
   @Roles('agent')
   @ApiOperation({
+    operationId: 'submitExecution',
     summary: 'Submit an execution',
     description:
       '201 means the execution and its operations are committed (I7), even when the queue is down. With an ' +
@@ -66,9 +74,11 @@ export class ExecutionsController {
     required: false,
     description: '1–255 printable ASCII characters; scoped to the tenant, kept 24 h',
   })
-  @ApiBody({ schema: schemaRef('Submission') })
+  @ApiBody({ schema: schemaRef('Submission'), ...jsonExample('The README’s order 1234', SUBMISSION_EXAMPLE) })
   @ApiCreatedResponse({
+    description: 'The execution, committed (or the earlier one, replayed)',
     schema: schemaRef('Execution'),
+    ...jsonExample('Committed, nothing sent yet', CREATED_EXECUTION_EXAMPLE),
     headers: {
       Location: { description: 'the execution’s URL', schema: { type: 'string' } },
       'Idempotent-Replayed': {
@@ -77,15 +87,17 @@ export class ExecutionsController {
       },
     },
   })
-  @ApiProblems(400, 401, 403, 409, 413, 415, 422, 429, 503)
+  @ApiProblems('validation-error', 'forbidden', 'idempotency-key-in-flight', 'idempotency-key-reused')
   async submit(
     @CurrentPrincipal() principal: Principal,
     @Req() req: Request,
     @Res({ passthrough: true }) res: Response,
     @Body() body: unknown,
-    @Headers('idempotency-key') idempotencyKey?: string,
   ) {
     requireJson(req);
+    // Read from the request, not with @Headers(): that decorator would document a second, required header.
+    const header = req.headers['idempotency-key'];
+    const idempotencyKey = Array.isArray(header) ? header.join(', ') : header;
     if (idempotencyKey !== undefined && !IDEMPOTENCY_KEY.test(idempotencyKey)) {
       throw Problem.validation([
         { field: 'Idempotency-Key', rule: 'format', message: '1 to 255 printable ASCII characters without spaces' },
@@ -100,32 +112,44 @@ export class ExecutionsController {
   }
 
   @Get()
-  @ApiOperation({ summary: 'List this tenant’s executions, newest first (cursor pagination)' })
+  @ApiOperation({
+    operationId: 'listExecutions',
+    summary: 'List this tenant’s executions, newest first (cursor pagination)',
+  })
   @ApiQuery({ name: 'status', required: false, enum: EXECUTION_STATUSES })
   @ApiQuery({ name: 'cursor', required: false, description: '`next_cursor` of the previous page' })
   @ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 200, default: 50 } })
-  @ApiOkResponse({ schema: schemaRef('ExecutionList') })
-  @ApiProblems(400, 401, 429, 503)
+  @ApiOkResponse({
+    schema: schemaRef('ExecutionList'),
+    ...jsonExample('One page', { data: [VERIFIED_EXECUTION_EXAMPLE], next_cursor: null }),
+  })
   list(@CurrentPrincipal() principal: Principal, @Query() query: unknown) {
     return this.executions.list(principal, parseQuery(ListQuery, query));
   }
 
   @Get(':id')
-  @ApiOperation({ summary: 'One execution with its operations, effects and failure' })
+  @ApiOperation({ operationId: 'getExecution', summary: 'One execution with its operations, effects and failure' })
   @ApiParam(ID)
-  @ApiOkResponse({ schema: schemaRef('Execution') })
-  @ApiProblems(401, 404, 429, 503)
+  @ApiOkResponse({
+    schema: schemaRef('Execution'),
+    ...jsonExample('Completed: the charge VERIFIED, the SMS ACKNOWLEDGED', VERIFIED_EXECUTION_EXAMPLE),
+  })
   get(@CurrentPrincipal() principal: Principal, @Param('id') id: string) {
     return this.executions.get(principal, id);
   }
 
   @Get(':id/events')
-  @ApiOperation({ summary: 'The append-only event log, in order, after an event id (or seq)' })
+  @ApiOperation({
+    operationId: 'listExecutionEvents',
+    summary: 'The append-only event log, in order, after an event id (or seq)',
+  })
   @ApiParam(ID)
   @ApiQuery({ name: 'after', required: false, description: 'an event id (or seq): only later events' })
   @ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 1000, default: 500 } })
-  @ApiOkResponse({ schema: schemaRef('EventList') })
-  @ApiProblems(400, 401, 404, 429, 503)
+  @ApiOkResponse({
+    schema: schemaRef('EventList'),
+    ...jsonExample('The first event and the charge’s VERIFIED', EVENT_LIST_EXAMPLE),
+  })
   events(@CurrentPrincipal() principal: Principal, @Param('id') id: string, @Query() query: unknown) {
     const q = parseQuery(EventsQuery, query);
     return this.executions.events(principal, id, q.after, q.limit);
@@ -135,14 +159,15 @@ export class ExecutionsController {
   @HttpCode(200)
   @Roles('agent', 'reviewer')
   @ApiOperation({
+    operationId: 'cancelExecution',
     summary: 'Cancel an execution',
     description:
       'PREPARED operations become CANCELLED; anything already SENT keeps being reconciled (I11). The body is optional.',
   })
   @ApiParam(ID)
-  @ApiBody({ schema: schemaRef('CancelRequest'), required: false })
-  @ApiOkResponse({ schema: schemaRef('Execution') })
-  @ApiProblems(400, 401, 403, 404, 409, 415, 429, 503)
+  @ApiBody({ schema: schemaRef('CancelRequest'), required: false, ...jsonExample('With a reason', CANCEL_EXAMPLE) })
+  @ApiOkResponse({ description: 'The execution, cancelled', schema: schemaRef('Execution') })
+  @ApiProblems('validation-error', 'forbidden', 'execution-terminal', 'already-decided')
   cancel(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,
@@ -159,6 +184,7 @@ export class ExecutionsController {
 
   @Get(':id/stream')
   @ApiOperation({
+    operationId: 'streamExecutionEvents',
     summary: 'Live events (server-sent events)',
     description:
       'Every event of the execution: `id:` is the event id, `event:` its type, `data:` the event as JSON. ' +
@@ -172,8 +198,17 @@ export class ExecutionsController {
   @ApiHeader({ name: 'Last-Event-ID', required: false, description: 'resume after this event id' })
   @ApiQuery({ name: 'after', required: false, description: 'like Last-Event-ID, for clients that cannot set headers' })
   @ApiProduces('text/event-stream')
-  @ApiOkResponse({ description: 'text/event-stream', content: { 'text/event-stream': { schema: { type: 'string' } } } })
-  @ApiProblems(400, 401, 404, 429, 503)
+  @ApiOkResponse({
+    description: 'The events as server-sent events, then `event: end`',
+    content: {
+      'text/event-stream': {
+        schema: { type: 'string' },
+        example:
+          'id: evt_01m8pvhh9gtx1v9h3cbv1qxxrf\nevent: operation.status_changed\ndata: {"id":"evt_01m8pvhh9gtx1v9h3cbv1qxxrf","seq":11,"type":"operation.status_changed","to_status":"VERIFIED"}\n\n: heartbeat\n\nevent: end\ndata: {"reason":"settled"}\n\n',
+      },
+    },
+  })
+  @ApiProblems('too-many-streams')
   async stream(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,

@@ -19,7 +19,7 @@ export class HealthController {
 
   @Get('live')
   @Public()
-  @ApiOperation({ summary: 'Liveness: the process runs' })
+  @ApiOperation({ operationId: 'getLiveness', summary: 'Liveness: the process runs' })
   @ApiOkResponse({ schema: schemaRef('Liveness') })
   live() {
     return { status: 'ok' };
@@ -27,9 +27,20 @@ export class HealthController {
 
   @Get('ready')
   @Public()
-  @ApiOperation({ summary: 'Readiness: Postgres and Redis answer (503 when either does not)' })
-  @ApiOkResponse({ schema: schemaRef('Readiness') })
-  @ApiResponse({ status: 503, description: 'a dependency is down', schema: schemaRef('Readiness') })
+  @ApiOperation({
+    operationId: 'getReadiness',
+    summary: 'Readiness: Postgres and Redis answer (503 when either does not)',
+  })
+  @ApiOkResponse({
+    schema: schemaRef('Readiness'),
+    example: { status: 'ok', checks: { postgres: 'up', redis: 'up' } },
+  })
+  @ApiResponse({
+    status: 503,
+    description: 'A dependency is down',
+    schema: schemaRef('Readiness'),
+    example: { status: 'error', checks: { postgres: 'up', redis: 'down' } },
+  })
   async ready(@Res() res: Response) {
     const check = async (probe: () => Promise<unknown>) => {
       try {

@@ -3,7 +3,7 @@ import { ApiBearerAuth, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swa
 import { ConnectorRegistry } from '@verity/connectors';
 import { statusModelDocument } from '@verity/status-model';
 import { Public } from '../auth/principal';
-import { ApiProblems, schemaRef } from '../openapi';
+import { schemaRef } from '../openapi';
 
 /** Where to go from the root: a first request to `/` or `/v1` answers with links instead of a 404. */
 const INDEX = {
@@ -27,7 +27,10 @@ const INDEX = {
 export class IndexController {
   @Get()
   @Public()
-  @ApiOperation({ summary: 'Links to the documentation, the console, health and the API (no key needed)' })
+  @ApiOperation({
+    operationId: 'getIndex',
+    summary: 'Links to the documentation, the console, health and the API (no key needed)',
+  })
   @ApiOkResponse({ schema: schemaRef('Index') })
   root() {
     return INDEX;
@@ -35,7 +38,10 @@ export class IndexController {
 
   @Get('v1')
   @Public()
-  @ApiOperation({ summary: 'Links to the documentation, the console, health and the API (no key needed)' })
+  @ApiOperation({
+    operationId: 'getApiIndex',
+    summary: 'Links to the documentation, the console, health and the API (no key needed)',
+  })
   @ApiOkResponse({ schema: schemaRef('Index') })
   v1() {
     return INDEX;
@@ -49,16 +55,21 @@ export class MetaController {
 
   @Get('connectors')
   @ApiBearerAuth()
-  @ApiOperation({ summary: 'Each connector: actions, params schema, read-back, idempotency, reversible' })
+  @ApiOperation({
+    operationId: 'listConnectors',
+    summary: 'Each connector: actions, params schema, read-back, idempotency, reversible',
+  })
   @ApiOkResponse({ schema: schemaRef('ConnectorList') })
-  @ApiProblems(401, 429)
   list() {
     return { data: this.connectors.describe() };
   }
 
   @Get('status-model')
   @Public()
-  @ApiOperation({ summary: 'The state tables and retry rules, generated from libs/status-model (no key needed)' })
+  @ApiOperation({
+    operationId: 'getStatusModel',
+    summary: 'The state tables and retry rules, generated from libs/status-model (no key needed)',
+  })
   @ApiOkResponse({ schema: schemaRef('StatusModel') })
   statusModel() {
     return statusModelDocument();

@@ -12,7 +12,8 @@ import {
 import type { Request, Response } from 'express';
 import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
 import { hasBody, parseBody, requireJson } from '../http/parse';
-import { ApiProblems, schemaRef } from '../openapi';
+import { APPROVAL_EXAMPLE, OPERATION_DETAIL_EXAMPLE, RESOLVE_EXAMPLE } from '../openapi-examples';
+import { ApiProblems, jsonExample, schemaRef } from '../openapi';
 import { Problem } from '../problem/problem';
 import { OperationStatus } from '@verity/status-model';
 import { ApprovalBody, ResolveBody } from '../schemas';
@@ -27,10 +28,15 @@ export class OperationsController {
   constructor(private readonly operations: OperationsService) {}
 
   @Get(':id')
-  @ApiOperation({ summary: 'One operation with evidence, retry rule and recovery obligation' })
+  @ApiOperation({
+    operationId: 'getOperation',
+    summary: 'One operation with evidence, retry rule and recovery obligation',
+  })
   @ApiParam(ID)
-  @ApiOkResponse({ schema: schemaRef('OperationDetail') })
-  @ApiProblems(401, 404, 429, 503)
+  @ApiOkResponse({
+    schema: schemaRef('OperationDetail'),
+    ...jsonExample('The charge, VERIFIED with its read-back', OPERATION_DETAIL_EXAMPLE),
+  })
   get(@CurrentPrincipal() principal: Principal, @Param('id') id: string) {
     return this.operations.get(principal, id);
   }
@@ -38,11 +44,14 @@ export class OperationsController {
   @Post(':id/approval')
   @HttpCode(200)
   @Roles('reviewer')
-  @ApiOperation({ summary: 'Approve or deny an operation that needs approval (reviewer)' })
+  @ApiOperation({
+    operationId: 'decideApproval',
+    summary: 'Approve or deny an operation that needs approval (reviewer)',
+  })
   @ApiParam(ID)
-  @ApiBody({ schema: schemaRef('ApprovalRequest') })
-  @ApiOkResponse({ schema: schemaRef('OperationDetail') })
-  @ApiProblems(400, 401, 403, 404, 409, 415, 429, 503)
+  @ApiBody({ schema: schemaRef('ApprovalRequest'), ...jsonExample('Approve', APPROVAL_EXAMPLE) })
+  @ApiOkResponse({ description: 'The operation after the decision', schema: schemaRef('OperationDetail') })
+  @ApiProblems('validation-error', 'forbidden', 'already-decided', 'not-awaiting-approval', 'operation-moved')
   approval(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,
@@ -58,6 +67,7 @@ export class OperationsController {
   @HttpCode(200)
   @Roles('reviewer')
   @ApiOperation({
+    operationId: 'resolveOperation',
     summary: 'Resolve a MANUAL_REVIEW operation with evidence (reviewer)',
     description:
       'VERIFIED / FAILED / SENT / CANCELLED end the hold. MANUAL_REVIEW records "still unknown after investigation": ' +
@@ -65,9 +75,16 @@ export class OperationsController {
       'history shows it (`operation.still_unknown`); a later resolution is still possible.',
   })
   @ApiParam(ID)
-  @ApiBody({ schema: schemaRef('ResolveRequest') })
-  @ApiOkResponse({ schema: schemaRef('OperationDetail') })
-  @ApiProblems(400, 401, 403, 404, 409, 415, 429, 503)
+  @ApiBody({ schema: schemaRef('ResolveRequest'), ...jsonExample('Found at the provider', RESOLVE_EXAMPLE) })
+  @ApiOkResponse({ description: 'The operation after the resolution', schema: schemaRef('OperationDetail') })
+  @ApiProblems(
+    'validation-error',
+    'forbidden',
+    'resolution-not-permitted',
+    'effect-exists',
+    'already-decided',
+    'operation-moved',
+  )
   resolve(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,
@@ -86,6 +103,7 @@ export class OperationsController {
   @HttpCode(202)
   @Roles('reviewer')
   @ApiOperation({
+    operationId: 'recheckOperation',
     summary: 'Read the source of a MANUAL_REVIEW operation now (reviewer)',
     description:
       'Asks the reconciler to read the effect back now (never a send). A hold for SOURCE_UNREACHABLE or ' +
@@ -95,7 +113,7 @@ export class OperationsController {
   })
   @ApiParam(ID)
   @ApiResponse({ status: 202, description: 'The re-check is queued', schema: schemaRef('OperationDetail') })
-  @ApiProblems(400, 401, 403, 404, 409, 429, 503)
+  @ApiProblems('validation-error', 'forbidden', 'not-in-review', 'cannot-read-back', 'already-decided')
   recheck(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,
@@ -112,6 +130,7 @@ export class OperationsController {
   @HttpCode(201)
   @Roles('agent')
   @ApiOperation({
+    operationId: 'retryOperation',
     summary: 'Retry a FAILED or CANCELLED operation',
     description:
       'Creates a new operation (`retry_of` = this one) in a new execution; the original history stays as it ' +
@@ -119,8 +138,12 @@ export class OperationsController {
       'could charge twice). Takes no body.',
   })
   @ApiParam(ID)
-  @ApiCreatedResponse({ schema: schemaRef('RetryResult') })
-  @ApiProblems(400, 401, 403, 404, 409, 429, 503)
+  @ApiCreatedResponse({
+    description: 'The new operation and its new execution',
+    schema: schemaRef('RetryResult'),
+    headers: { Location: { description: 'the new operation’s URL', schema: { type: 'string' } } },
+  })
+  @ApiProblems('validation-error', 'forbidden', 'retry-not-allowed', 'already-retried')
   async retry(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,

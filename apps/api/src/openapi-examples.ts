@@ -1,0 +1,427 @@
+import { PROBLEM_BASE } from './problem/problem';
+
+/**
+ * The examples of the OpenAPI document: the README's submission, what the API answered for it in a real run, and
+ * one body per problem the API sends. Swagger UI pre-fills "Try it out" from these, so they must be requests the API
+ * accepts; openapi.spec.ts checks every one against the zod schema it illustrates, and the Redocly lint in
+ * test/e2e/openapi.test.ts against the served document.
+ */
+
+/** The README's "Try it" submission: a charge that can be read back and an SMS that cannot. */
+export const SUBMISSION_EXAMPLE = {
+  agent_id: 'billing-bot',
+  intent: 'Charge order 1234',
+  operations: [
+    {
+      key: 'charge',
+      connector: 'sandbox.payments',
+      action: 'charge',
+      params: { amount: 1250, currency: 'EUR', reference: 'order-1234' },
+    },
+    {
+      key: 'notify',
+      connector: 'sandbox.sms',
+      action: 'send',
+      params: { to: '+15550100', body: 'Paid', client_ref: 'order-1234-sms' },
+      depends_on: ['charge'],
+    },
+  ],
+  criteria: [{ key: 'paid', operation: 'charge', expect_status: 'VERIFIED' }],
+};
+
+const EXECUTION_ID = 'exe_01m8pvhh2er6qkdabxc471q72t';
+const CHARGE_ID = 'op_01m8pvhh2eyfvxnkaq1cqt2qvy';
+const SMS_ID = 'op_01m8pvhh2edzc62e9xzfmmgt76';
+const CREATED_AT = '2026-05-04T09:30:13.327Z';
+const ZERO_COUNTS = {
+  PREPARED: 0,
+  SENT: 0,
+  ACKNOWLEDGED: 0,
+  VERIFIED: 0,
+  UNKNOWN: 0,
+  RECONCILING: 0,
+  FAILED: 0,
+  MANUAL_REVIEW: 0,
+  CANCELLED: 0,
+};
+
+const OPERATION_DEFAULTS = {
+  execution_id: EXECUTION_ID,
+  irreversible: true,
+  requires_approval: false,
+  expected_state: null,
+  terminal_reason: null,
+  failure: null,
+  no_change_required: false,
+  approval: null,
+  recovery_obligation: null,
+  retry_of: null,
+  created_at: CREATED_AT,
+};
+
+/** The charge once read back from the provider: VERIFIED, with the record it read stored as evidence. */
+export const VERIFIED_OPERATION_EXAMPLE = {
+  ...OPERATION_DEFAULTS,
+  id: CHARGE_ID,
+  key: 'charge',
+  connector: 'sandbox.payments',
+  action: 'charge',
+  params: { amount: 1250, currency: 'EUR', reference: 'order-1234' },
+  verification_method: 'read_after_write' as const,
+  depends_on: [],
+  status: 'VERIFIED' as const,
+  commit: 'committed',
+  retry: 'not_needed' as const,
+  attempt: 1,
+  evidence: {
+    method: 'read_after_write',
+    record: {
+      id: 'ch_161bcc77f069fd9a8e914dc9',
+      amount: 1250,
+      status: 'succeeded',
+      version: 1,
+      currency: 'EUR',
+      reference: 'order-1234',
+    },
+    source: 'http://localhost:4010/v1/charges?reference=order-1234',
+    read_at: '2026-05-04T09:30:13.552Z',
+    as_of_version: 1,
+  },
+  observation: 'converged' as const,
+  sent_at: '2026-05-04T09:30:13.482Z',
+  acknowledged_at: '2026-05-04T09:30:13.505Z',
+  updated_at: '2026-05-04T09:30:13.555Z',
+};
+
+/** The SMS: sent and acknowledged by the provider, which offers no way to read it back, so ACKNOWLEDGED is its end. */
+const ACKNOWLEDGED_SMS = {
+  ...OPERATION_DEFAULTS,
+  id: SMS_ID,
+  key: 'notify',
+  connector: 'sandbox.sms',
+  action: 'send',
+  params: { to: '+15550100', body: 'Paid', client_ref: 'order-1234-sms' },
+  verification_method: '' as const,
+  depends_on: ['charge'],
+  status: 'ACKNOWLEDGED' as const,
+  commit: 'unknown',
+  retry: 'wait' as const,
+  attempt: 1,
+  evidence: null,
+  observation: null,
+  sent_at: '2026-05-04T09:30:13.657Z',
+  acknowledged_at: '2026-05-04T09:30:13.675Z',
+  updated_at: '2026-05-04T09:30:13.675Z',
+};
+
+/** The README's submission once done: the charge VERIFIED, the SMS ACKNOWLEDGED, the criterion met. */
+export const VERIFIED_EXECUTION_EXAMPLE = {
+  id: EXECUTION_ID,
+  agent_id: 'billing-bot',
+  intent: 'Charge order 1234',
+  status: 'completed',
+  effects: {
+    counts: { ...ZERO_COUNTS, ACKNOWLEDGED: 1, VERIFIED: 1 },
+    summary: 'unverified' as const,
+    commit: { not_dispatched: 0, committed: 1, rejected: 0, unknown: 1 },
+    no_change_required: 0,
+    not_sent: 0,
+    held_not_sent: 0,
+  },
+  failure: null,
+  criteria: [{ key: 'paid', operation: 'charge', expect_status: 'VERIFIED' as const }],
+  criteria_results: [
+    {
+      key: 'paid',
+      verdict: 'pass',
+      operation: 'charge',
+      rationale: '"charge" is VERIFIED',
+      expect_status: 'VERIFIED',
+      evidence_event_ids: ['evt_01m8pvhh9gtx1v9h3cbv1qxxrf'],
+    },
+  ],
+  outcome: { result: 'satisfied', evaluated_at: '2026-05-04T09:30:13.588Z' },
+  deadline_at: '2026-05-04T09:40:13.327Z',
+  created_at: CREATED_AT,
+  updated_at: '2026-05-04T09:30:13.687Z',
+  operations: [VERIFIED_OPERATION_EXAMPLE, ACKNOWLEDGED_SMS],
+};
+
+/** What POST /v1/executions answers for the README's submission: committed, nothing sent yet. */
+export const CREATED_EXECUTION_EXAMPLE = {
+  ...VERIFIED_EXECUTION_EXAMPLE,
+  status: 'created',
+  effects: {
+    counts: { ...ZERO_COUNTS, PREPARED: 2 },
+    summary: 'none' as const,
+    commit: { not_dispatched: 2, committed: 0, rejected: 0, unknown: 0 },
+    no_change_required: 0,
+    not_sent: 2,
+    held_not_sent: 0,
+  },
+  criteria_results: null,
+  outcome: null,
+  updated_at: CREATED_AT,
+  operations: [VERIFIED_OPERATION_EXAMPLE, ACKNOWLEDGED_SMS].map((op) => ({
+    ...op,
+    status: 'PREPARED' as const,
+    commit: 'not_dispatched',
+    retry: 'none' as const,
+    attempt: 0,
+    evidence: null,
+    observation: null,
+    sent_at: null,
+    acknowledged_at: null,
+    updated_at: CREATED_AT,
+  })),
+};
+
+export const OPERATION_DETAIL_EXAMPLE = {
+  ...VERIFIED_OPERATION_EXAMPLE,
+  permitted_resolutions: [],
+  resolution_options: [],
+};
+
+export const EVENT_LIST_EXAMPLE = {
+  data: [
+    {
+      id: 'evt_01m8pvhh2fq4m3a0jv9mrc2x1d',
+      execution_id: EXECUTION_ID,
+      operation_id: null,
+      seq: 1,
+      type: 'execution.created',
+      from_status: null,
+      to_status: 'created',
+      data: { agent_id: 'billing-bot', operations: 2 },
+      created_at: CREATED_AT,
+    },
+    {
+      id: 'evt_01m8pvhh9gtx1v9h3cbv1qxxrf',
+      execution_id: EXECUTION_ID,
+      operation_id: CHARGE_ID,
+      seq: 11,
+      type: 'operation.status_changed',
+      from_status: 'ACKNOWLEDGED',
+      to_status: 'VERIFIED',
+      data: { method: 'read_after_write' },
+      created_at: '2026-05-04T09:30:13.555Z',
+    },
+  ],
+  next_cursor: null,
+};
+
+export const CANCEL_EXAMPLE = { reason: 'the customer withdrew the order' };
+export const APPROVAL_EXAMPLE = { decision: 'approve', reason: 'amount within the order total' };
+export const RESOLVE_EXAMPLE = {
+  status: 'VERIFIED',
+  evidence: 'charge ch_161bcc77f069fd9a8e914dc9 found in the provider dashboard, 12.50 EUR, order-1234',
+};
+
+export const POLICY_EXAMPLE = {
+  obligation_owner: 'payments-oncall',
+  escalation_target: 'finance-lead',
+  obligation_due_seconds: { default: 14400, SOURCE_UNREACHABLE: 3600 },
+  approval_rules: [{ connector: 'sandbox.payments', amount_above: 50000, amount_field: 'amount' }],
+};
+
+export const CONNECTOR_SETTINGS_EXAMPLE = {
+  allow_hosts: [{ host: 'api.example.org', ports: [443] }],
+  spending_caps: [{ period: 'day', max_operations: 1000 }],
+  secrets: { API_TOKEN: 'tok_live_a1b2c3' },
+};
+
+interface ProblemExample {
+  status: number;
+  title: string;
+  detail: string;
+  extras?: Record<string, unknown>;
+  /** What the example shows, when one status has several problems. */
+  summary: string;
+}
+
+/**
+ * Every problem the API sends, by its type's last segment, with a real detail. The type URL is PROBLEM_BASE + code;
+ * `instance` is the request path.
+ */
+export const PROBLEMS = {
+  'validation-error': {
+    status: 400,
+    title: 'The request is invalid',
+    detail: 'operations[0].params.amount: Too small: expected number to be >0',
+    extras: {
+      errors: [
+        { field: 'operations[0].params.amount', rule: 'too_small', message: 'Too small: expected number to be >0' },
+      ],
+    },
+    summary: 'A field breaks a rule: `errors[]` names each field and rule',
+  },
+  'bad-request': {
+    status: 400,
+    title: 'Bad Request',
+    detail: 'Failed to decode param',
+    summary: 'The URL could not be decoded',
+  },
+  unauthorized: {
+    status: 401,
+    title: 'Unauthorized',
+    detail: 'send Authorization: Bearer <api key>',
+    summary: 'No key, or an unknown or revoked one',
+  },
+  forbidden: {
+    status: 403,
+    title: 'Forbidden',
+    detail: 'this endpoint needs the reviewer role',
+    summary: 'The key’s role may not do this',
+  },
+  'operator-not-tenant': {
+    status: 403,
+    title: 'Forbidden',
+    detail: 'an operator key belongs to no tenant and reads no tenant’s data; use a key of the tenant',
+    summary: 'An operator key on a tenant’s route',
+  },
+  'not-found': {
+    status: 404,
+    title: 'Execution not found',
+    detail: 'no execution exe_01m8pvhh2er6qkdabxc471q72t is visible to this key',
+    summary: 'Nothing with this id is visible to this key (other tenants’ resources never are)',
+  },
+  'request-timeout': {
+    status: 408,
+    title: 'Request timeout',
+    detail: 'the request body did not arrive within 30 s',
+    summary: 'The body did not arrive in time',
+  },
+  'idempotency-key-in-flight': {
+    status: 409,
+    title: 'Conflict with the current state',
+    detail: 'a request with this Idempotency-Key is still being processed; retry shortly',
+    summary: 'The same key is still in flight',
+  },
+  'execution-terminal': {
+    status: 409,
+    title: 'Conflict with the current state',
+    detail: 'the execution is already completed',
+    extras: { current_status: 'completed' },
+    summary: 'The execution already ended',
+  },
+  'already-decided': {
+    status: 409,
+    title: 'Conflict with the current state',
+    detail: 'the operation was already granted',
+    extras: { decision: 'approve', current_status: 'PREPARED' },
+    summary: 'Someone decided first (`decision` is the winner’s)',
+  },
+  'not-awaiting-approval': {
+    status: 409,
+    title: 'Conflict with the current state',
+    detail: 'the operation is SENT; only a PREPARED operation can be approved',
+    extras: { current_status: 'SENT' },
+    summary: 'The operation does not wait for approval',
+  },
+  'operation-moved': {
+    status: 409,
+    title: 'Conflict with the current state',
+    detail: 'the operation moved on to VERIFIED; reload it',
+    extras: { current_status: 'VERIFIED' },
+    summary: 'The operation changed while the request was decided',
+  },
+  'resolution-not-permitted': {
+    status: 409,
+    title: 'Conflict with the current state',
+    detail: 'the operation is VERIFIED, not MANUAL_REVIEW',
+    extras: { current_status: 'VERIFIED', permitted_resolutions: [], resolution_options: [] },
+    summary: 'The status model does not permit this resolution',
+  },
+  'effect-exists': {
+    status: 409,
+    title: 'Conflict with the current state',
+    detail: 'the source shows this effect now: it cannot be marked as not having happened',
+    extras: { read_back: { kind: 'found', evidence: { reference: 'order-1234', status: 'succeeded' } } },
+    summary: 'FAILED refused: reading the source found the effect',
+  },
+  'not-in-review': {
+    status: 409,
+    title: 'Conflict with the current state',
+    detail: 'the operation is VERIFIED; only a MANUAL_REVIEW operation is re-checked',
+    extras: { current_status: 'VERIFIED' },
+    summary: 'Only a held operation is re-checked',
+  },
+  'cannot-read-back': {
+    status: 409,
+    title: 'Conflict with the current state',
+    detail: 'sandbox.sms cannot read this operation back; its outcome can only be established outside Verity',
+    extras: { current_status: 'MANUAL_REVIEW' },
+    summary: 'Nothing can read this operation back',
+  },
+  'retry-not-allowed': {
+    status: 409,
+    title: 'Conflict with the current state',
+    detail: 'retry is forbidden for an operation in UNKNOWN',
+    extras: { retry: 'forbidden', current_status: 'UNKNOWN' },
+    summary: 'The retry rule of its status forbids a new attempt',
+  },
+  'already-retried': {
+    status: 409,
+    title: 'Conflict with the current state',
+    detail: 'operation op_01m8pvhh2eyfvxnkaq1cqt2qvy was already retried',
+    summary: 'A retry of this operation exists',
+  },
+  'payload-too-large': {
+    status: 413,
+    title: 'The request body is too large',
+    detail: 'the body limit is 256 KiB',
+    extras: { errors: [{ field: '(body)', rule: 'max_bytes', message: 'at most 262144 bytes' }] },
+    summary: 'The body is larger than 256 KiB',
+  },
+  'unsupported-media-type': {
+    status: 415,
+    title: 'Unsupported media type',
+    detail: 'send Content-Type: application/json',
+    summary: 'The body is not JSON (or not UTF-8, or compressed)',
+  },
+  'idempotency-key-reused': {
+    status: 422,
+    title: 'Idempotency-Key reused with a different body',
+    detail: 'this Idempotency-Key was first used with a different request body; use a new key for a new request',
+    summary: 'Same key, different body',
+  },
+  'rate-limited': {
+    status: 429,
+    title: 'Too many requests',
+    detail: 'retry in 12 s',
+    summary: 'The key’s rate limit is used up (see Retry-After)',
+  },
+  'too-many-failed-authentications': {
+    status: 429,
+    title: 'Too many failed authentications',
+    detail: 'retry in 41 s',
+    summary: 'This address presented too many unknown keys (see Retry-After)',
+  },
+  'too-many-streams': {
+    status: 429,
+    title: 'Too many open streams',
+    detail: 'at most 20 per key, across all API processes',
+    summary: 'The key holds its limit of open streams',
+  },
+  'database-unavailable': {
+    status: 503,
+    title: 'Service unavailable',
+    detail: 'the database cannot be reached; nothing was written',
+    summary: 'Postgres cannot be reached; nothing was written (see Retry-After)',
+  },
+} satisfies Record<string, ProblemExample>;
+
+export type ProblemCode = keyof typeof PROBLEMS;
+
+/** The problem as the API renders it (see sendProblem): extensions, then the RFC 9457 members. */
+export function problemBody(code: ProblemCode, instance = '/v1/executions/exe_01m8pvhh2er6qkdabxc471q72t') {
+  const p: ProblemExample = PROBLEMS[code];
+  return {
+    ...p.extras,
+    type: `${PROBLEM_BASE}${code}`,
+    title: p.title,
+    status: p.status,
+    detail: p.detail,
+    instance,
+  };
+}

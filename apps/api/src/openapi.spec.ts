@@ -1,0 +1,46 @@
+import { ConnectorSettingsInputSchema } from '@verity/connectors';
+import { PolicyInputSchema } from './admin/policy.schema';
+import {
+  APPROVAL_EXAMPLE,
+  CANCEL_EXAMPLE,
+  CONNECTOR_SETTINGS_EXAMPLE,
+  CREATED_EXECUTION_EXAMPLE,
+  EVENT_LIST_EXAMPLE,
+  OPERATION_DETAIL_EXAMPLE,
+  POLICY_EXAMPLE,
+  PROBLEMS,
+  ProblemCode,
+  RESOLVE_EXAMPLE,
+  SUBMISSION_EXAMPLE,
+  VERIFIED_EXECUTION_EXAMPLE,
+  problemBody,
+} from './openapi-examples';
+import { API_SCHEMAS } from './schemas';
+
+describe('the OpenAPI examples', () => {
+  it('are requests the API accepts', () => {
+    expect(API_SCHEMAS.Submission.safeParse(SUBMISSION_EXAMPLE).error).toBeUndefined();
+    expect(API_SCHEMAS.CancelRequest.safeParse(CANCEL_EXAMPLE).error).toBeUndefined();
+    expect(API_SCHEMAS.ApprovalRequest.safeParse(APPROVAL_EXAMPLE).error).toBeUndefined();
+    expect(API_SCHEMAS.ResolveRequest.safeParse(RESOLVE_EXAMPLE).error).toBeUndefined();
+    expect(PolicyInputSchema.safeParse(POLICY_EXAMPLE).error).toBeUndefined();
+    expect(ConnectorSettingsInputSchema.safeParse(CONNECTOR_SETTINGS_EXAMPLE).error).toBeUndefined();
+  });
+
+  it('are answers the response schemas accept (strict: no field the API does not send)', () => {
+    expect(API_SCHEMAS.Execution.safeParse(VERIFIED_EXECUTION_EXAMPLE).error).toBeUndefined();
+    expect(API_SCHEMAS.Execution.safeParse(CREATED_EXECUTION_EXAMPLE).error).toBeUndefined();
+    expect(API_SCHEMAS.OperationDetail.safeParse(OPERATION_DETAIL_EXAMPLE).error).toBeUndefined();
+    expect(API_SCHEMAS.EventList.safeParse(EVENT_LIST_EXAMPLE).error).toBeUndefined();
+    expect(VERIFIED_EXECUTION_EXAMPLE.operations[0].status).toBe('VERIFIED');
+  });
+
+  it('give every problem a body the Problem schema accepts, with its status and type', () => {
+    for (const code of Object.keys(PROBLEMS) as ProblemCode[]) {
+      const body = problemBody(code);
+      expect(API_SCHEMAS.Problem.safeParse(body).error).toBeUndefined();
+      expect(body.type).toBe(`https://verity.dev/problems/${code}`);
+      expect(body.status).toBe(PROBLEMS[code].status);
+    }
+  });
+});

@@ -1,0 +1,205 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { http, unique } from '../support/http';
+import { Stack } from '../support/stack';
+
+const ROOT = join(__dirname, '..', '..');
+const REDOCLY = join(ROOT, 'node_modules', '@redocly', 'cli', 'bin', 'cli.js');
+const DEMO = { agent: 'demo-agent-key', operator: 'demo-operator-key' };
+
+interface Example {
+  summary?: string;
+  value: Record<string, unknown>;
+}
+interface Operation {
+  operationId?: string;
+  security?: Record<string, string[]>[];
+  parameters?: { name: string; in: string; required?: boolean }[];
+  requestBody?: { content: Record<string, { examples?: Record<string, Example> }> };
+  responses: Record<string, { content?: Record<string, { examples?: Record<string, Example> }> }>;
+}
+interface Document {
+  servers: { url: string }[];
+  paths: Record<string, Record<string, Operation>>;
+  components: { securitySchemes: Record<string, Record<string, unknown>> };
+}
+
+/**
+ * The served OpenAPI document is what tools see: Redocly's recommended rules pass with nothing to report, and what
+ * it says about headers, security and problems is what the API does (checked by asking the API).
+ */
+describe('the OpenAPI document (/docs-json)', () => {
+  let stack: Stack;
+  let doc: Document;
+  let dir: string;
+
+  beforeAll(async () => {
+    // Only the API and the sandbox: nothing here needs an operation to be sent.
+    stack = await Stack.start({ label: 'openapi', dispatchers: 0, reconcilers: 0 });
+    const res = await http<Document>(stack.apiUrl, 'GET', '/docs-json');
+    expect(res.status).toBe(200);
+    doc = res.body;
+    dir = mkdtempSync(join(tmpdir(), 'verity-openapi-'));
+  });
+  afterAll(async () => {
+    if (dir) rmSync(dir, { recursive: true, force: true });
+    await stack?.stop();
+  });
+
+  const operations = () =>
+    Object.entries(doc.paths).flatMap(([path, item]) =>
+      Object.entries(item).map(([method, operation]) => ({ path, method, operation })),
+    );
+  const example = (path: string, method: string, status: number, code: string) =>
+    doc.paths[path][method].responses[String(status)]?.content?.['application/problem+json']?.examples?.[code]?.value;
+
+  it('passes `redocly lint` (recommended rules) with no error and no warning', async () => {
+    const file = join(dir, 'openapi.json');
+    writeFileSync(file, JSON.stringify(doc));
+    // Run in an empty directory with the rule set named, so no configuration file can soften the rules.
+    const lint = await promisify(execFile)(
+      process.execPath,
+      [REDOCLY, 'lint', '--extends=recommended', '--format=json', '--max-problems=1000', file],
+      {
+        cwd: dir,
+        timeout: 60_000,
+        maxBuffer: 16 * 1024 * 1024,
+        env: { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true', NO_COLOR: '1' },
+      },
+    ).catch((error: { stdout?: string; stderr?: string }) => ({ stdout: error.stdout ?? '', stderr: error.stderr }));
+    const report = JSON.parse(lint.stdout) as {
+      totals: { errors: number; warnings: number };
+      problems: { ruleId: string; message: string; location: { pointer: string }[] }[];
+    };
+    const problems = report.problems.map((p) => `${p.ruleId} ${p.location[0]?.pointer}: ${p.message}`);
+    expect(problems).toEqual([]);
+    expect(report.totals).toMatchObject({ errors: 0, warnings: 0 });
+  });
+
+  it('declares the Idempotency-Key header once, optional', () => {
+    const headers = (doc.paths['/v1/executions'].post.parameters ?? []).filter((p) => p.in === 'header');
+    expect(headers).toEqual([expect.objectContaining({ name: 'Idempotency-Key', required: false })]);
+  });
+
+  it('names opaque Bearer keys (no JWT) and Basic for Bull Board, and has servers and unique operationIds', () => {
+    expect(doc.components.securitySchemes.bearer).toMatchObject({ type: 'http', scheme: 'bearer' });
+    expect(doc.components.securitySchemes.bearer.bearerFormat).toBeUndefined();
+    expect(doc.components.securitySchemes.basic).toMatchObject({ type: 'http', scheme: 'basic' });
+    expect(doc.paths['/admin/queues'].get.security).toEqual([{ bearer: [] }, { basic: [] }]);
+    expect(doc.servers.length).toBeGreaterThan(0);
+    const ids = operations().map(({ operation }) => operation.operationId);
+    expect(ids.filter((id) => !id)).toEqual([]);
+    expect(new Set(ids).size).toBe(ids.length);
+  });
+
+  it('says which routes need a key as the API does: a request without one gets 401 exactly where security is set', async () => {
+    const wrong: string[] = [];
+    for (const { path, method, operation } of operations()) {
+      const url = path
+        .replace('{id}', path.startsWith('/v1/operations') ? 'op_01nothere' : 'exe_01nothere')
+        .replace('{connector}', 'http')
+        .replace('{name}', 'NOTHERE');
+      const res = await fetch(`${stack.apiUrl}${url}`, { method: method.toUpperCase() });
+      await res.body?.cancel();
+      const secured = (operation.security ?? []).length > 0;
+      if ((res.status === 401) !== secured) wrong.push(`${method} ${path}: ${res.status}, security ${secured}`);
+      if (!operation.responses[String(res.status)]) wrong.push(`${method} ${path}: ${res.status} is not documented`);
+    }
+    expect(wrong).toEqual([]);
+  });
+
+  it('pre-fills "Try it out" with the README’s submission, which the API accepts', async () => {
+    const media = doc.paths['/v1/executions'].post.requestBody!.content['application/json'];
+    const submission = structuredClone(Object.values(media.examples!)[0].value) as {
+      operations: { params: Record<string, string> }[];
+    };
+    // A fresh reference, so that this run and the README's own never meet at the provider.
+    submission.operations[0].params.reference = unique('order');
+    const res = await http<{ status: string; operations: { status: string }[] }>(
+      stack.apiUrl,
+      'POST',
+      '/v1/executions',
+      { key: DEMO.agent, body: submission },
+    );
+    expect(res.status).toBe(201);
+    const created = Object.values(
+      doc.paths['/v1/executions'].post.responses['201'].content!['application/json'].examples!,
+    )[0].value;
+    expect(Object.keys(res.body).sort()).toEqual(Object.keys(created).sort());
+    expect(res.body.operations.map((o) => o.status)).toEqual(['PREPARED', 'PREPARED']);
+  });
+
+  it('shows as examples the problems the API really answers', async () => {
+    const body = (res: { body: unknown }) => {
+      const { instance: _instance, ...rest } = res.body as Record<string, unknown>;
+      return rest;
+    };
+    const documented = (path: string, method: string, status: number, code: string) => {
+      const value = example(path, method, status, code);
+      expect([path, method, status, code, value !== undefined]).toEqual([path, method, status, code, true]);
+      const { instance: _instance, ...rest } = value!;
+      return rest;
+    };
+    const exe = '/v1/executions/exe_01m8pvhh2er6qkdabxc471q72t';
+
+    expect(body(await http(stack.apiUrl, 'GET', exe))).toEqual(
+      documented('/v1/executions/{id}', 'get', 401, 'unauthorized'),
+    );
+    expect(body(await http(stack.apiUrl, 'GET', exe, { key: DEMO.operator }))).toEqual(
+      documented('/v1/executions/{id}', 'get', 403, 'operator-not-tenant'),
+    );
+    expect(body(await http(stack.apiUrl, 'GET', exe, { key: DEMO.agent }))).toEqual(
+      documented('/v1/executions/{id}', 'get', 404, 'not-found'),
+    );
+    expect(body(await http(stack.apiUrl, 'GET', '/v1/review/summary', { key: DEMO.agent }))).toEqual(
+      documented('/v1/review/summary', 'get', 403, 'forbidden'),
+    );
+    expect(
+      body(
+        await http(stack.apiUrl, 'POST', '/v1/executions', {
+          key: DEMO.agent,
+          rawBody: 'hello',
+          headers: { 'content-type': 'text/plain' },
+        }),
+      ),
+    ).toEqual(documented('/v1/executions', 'post', 415, 'unsupported-media-type'));
+    expect(
+      body(
+        await http(stack.apiUrl, 'POST', '/v1/executions', {
+          key: DEMO.agent,
+          rawBody: JSON.stringify({ padding: 'x'.repeat(300 * 1024) }),
+          headers: { 'content-type': 'application/json' },
+        }),
+      ),
+    ).toEqual(documented('/v1/executions', 'post', 413, 'payload-too-large'));
+
+    const submission = {
+      agent_id: 'billing-bot',
+      intent: 'Charge order 1234',
+      operations: [
+        {
+          key: 'charge',
+          connector: 'sandbox.payments',
+          action: 'charge',
+          params: { amount: -5, currency: 'EUR', reference: 'order-1234' },
+        },
+      ],
+    };
+    expect(body(await http(stack.apiUrl, 'POST', '/v1/executions', { key: DEMO.agent, body: submission }))).toEqual(
+      documented('/v1/executions', 'post', 400, 'validation-error'),
+    );
+    const key = unique('key');
+    submission.operations[0].params = { amount: 1250, currency: 'EUR', reference: unique('order') };
+    const headers = { 'idempotency-key': key };
+    expect(
+      (await http(stack.apiUrl, 'POST', '/v1/executions', { key: DEMO.agent, body: submission, headers })).status,
+    ).toBe(201);
+    submission.intent = 'Something else';
+    expect(
+      body(await http(stack.apiUrl, 'POST', '/v1/executions', { key: DEMO.agent, body: submission, headers })),
+    ).toEqual(documented('/v1/executions', 'post', 422, 'idempotency-key-reused'));
+  });
+});
