@@ -11,6 +11,7 @@ export default tseslint.config(
       '.verity/**',
       'test-artifacts/**',
       '**/*.mjs',
+      '**/*.cjs',
       '**/*.js',
     ],
   },

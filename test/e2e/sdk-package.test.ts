@@ -1,0 +1,169 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { unique } from '../support/http';
+import { Stack } from '../support/stack';
+
+const ROOT = join(__dirname, '..', '..');
+const SDK = join(ROOT, 'libs', 'sdk');
+const TSC = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+const NPM = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+const run = promisify(execFile);
+
+/** The script a user would write: create, stream to the end, waitForSettled, and a typed refusal. */
+function script(kind: 'cjs' | 'esm'): string {
+  const imports =
+    kind === 'esm'
+      ? `import { Verity, VerityNotFoundError, type Execution, type ExecutionEvent, type OperationStatus } from '@verity/sdk';`
+      : `import { Verity, VerityNotFoundError } from '@verity/sdk';\nimport type { Execution, ExecutionEvent, OperationStatus } from '@verity/sdk';`;
+  return `${imports}
+
+async function main(): Promise<void> {
+  const dx = new Verity({ baseUrl: process.env.VERITY_URL!, apiKey: 'demo-agent-key' });
+  const created: Execution = await dx.executions.create({
+    agent_id: 'billing-bot',
+    intent: 'Charge an order (${kind})',
+    operations: [
+      {
+        key: 'charge',
+        connector: 'sandbox.payments',
+        action: 'charge',
+        params: { amount: 1250, currency: 'EUR', reference: process.env.REFERENCE! },
+      },
+    ],
+  });
+  const types: string[] = [];
+  const stream = dx.stream(created.id);
+  for await (const event of stream) {
+    const typed: ExecutionEvent = event;
+    types.push(typed.type);
+  }
+  const settled = await dx.waitForSettled(created.id, { timeoutMs: 30_000 });
+  const status: OperationStatus = settled.operations[0].status;
+  // @ts-expect-error the SDK's types are real: an execution status is no number
+  const notANumber: number = settled.status;
+  let refusal = '';
+  try {
+    await dx.get('exe_01nothere');
+  } catch (error) {
+    if (error instanceof VerityNotFoundError) refusal = error.code;
+  }
+  console.log(JSON.stringify({ status: settled.status, operation: status, types, end: stream.endReason, refusal, notANumber: typeof notANumber }));
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});
+`;
+}
+
+/**
+ * The SDK as a user gets it: `npm pack` (which builds it: prepack), installed from the tarball into an empty project,
+ * a strict TypeScript script compiled against what the package ships, run against a real stack as CommonJS and as
+ * an ES module.
+ */
+describe('the SDK package (libs/sdk)', () => {
+  let stack: Stack;
+  let dir: string;
+  let tarball: string;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'verity-sdk-package-'));
+    const packed = run(NPM, ['pack', '--pack-destination', dir, '--json'], { cwd: SDK, timeout: 120_000 });
+    [stack] = await Promise.all([Stack.start({ label: 'sdkpackage' }), packed]);
+    tarball = join(
+      dir,
+      readdirSync(dir).find((f) => f.endsWith('.tgz'))!,
+    );
+  }, 120_000);
+  afterAll(async () => {
+    if (dir) rmSync(dir, { recursive: true, force: true });
+    await stack?.stop();
+  });
+
+  it('ships its build, ESM and CJS entries with types, a README and a version', async () => {
+    const { stdout } = await run('tar', ['-tzf', tarball]);
+    const files = stdout.split('\n').filter(Boolean);
+    expect(files).toEqual(
+      expect.arrayContaining([
+        'package/package.json',
+        'package/README.md',
+        'package/dist/index.mjs',
+        'package/dist/index.d.mts',
+        'package/dist/sdk/src/index.js',
+        'package/dist/sdk/src/index.d.ts',
+      ]),
+    );
+    expect(files.filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts') && !f.endsWith('.d.mts'))).toEqual([]);
+    const manifest = JSON.parse(readFileSync(join(SDK, 'package.json'), 'utf8')) as {
+      version: string;
+      exports: Record<string, unknown>;
+    };
+    expect(manifest.version).toMatch(/^\d+\.\d+\.\d+/);
+    expect(manifest.exports['.']).toEqual({
+      import: { types: './dist/index.d.mts', default: './dist/index.mjs' },
+      require: { types: './dist/sdk/src/index.d.ts', default: './dist/sdk/src/index.js' },
+    });
+  });
+
+  it('installs from the tarball and runs a strict TypeScript script as CommonJS and as an ES module', async () => {
+    const project = join(dir, 'project');
+    await run('mkdir', ['-p', project]);
+    writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'scratch', private: true, version: '1.0.0' }));
+    // Offline when the one dependency (eventsource-parser) is in the npm cache, as it is after the repo's npm ci.
+    await run(NPM, ['install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts', tarball], {
+      cwd: project,
+      timeout: 120_000,
+    });
+    writeFileSync(join(project, 'check.cts'), script('cjs'));
+    writeFileSync(join(project, 'check.mts'), script('esm'));
+    writeFileSync(
+      join(project, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: {
+          strict: true,
+          module: 'node16',
+          moduleResolution: 'node16',
+          target: 'es2022',
+          lib: ['es2023'],
+          outDir: 'out',
+          // The package's own declarations are checked too, not skipped.
+          skipLibCheck: false,
+          typeRoots: [join(ROOT, 'node_modules', '@types')],
+          types: ['node'],
+        },
+        files: ['check.cts', 'check.mts'],
+      }),
+    );
+    const compiled = await run(process.execPath, [TSC, '-p', project], { cwd: project, timeout: 60_000 }).catch(
+      (error: { stdout?: string }) => ({ stdout: `tsc failed:\n${error.stdout}` }),
+    );
+    expect(compiled.stdout).toBe('');
+
+    for (const entry of ['check.cjs', 'check.mjs']) {
+      const { stdout } = await run(process.execPath, [join(project, 'out', entry)], {
+        cwd: project,
+        timeout: 45_000,
+        env: { ...process.env, VERITY_URL: stack.apiUrl, REFERENCE: unique(`pkg-${entry}`) },
+      });
+      const result = JSON.parse(stdout.trim().split('\n').pop()!) as {
+        status: string;
+        operation: string;
+        types: string[];
+        end: string;
+        refusal: string;
+      };
+      expect([entry, result.status, result.operation, result.end, result.refusal]).toEqual([
+        entry,
+        'completed',
+        'VERIFIED',
+        'settled',
+        'not-found',
+      ]);
+      expect(result.types).toEqual(expect.arrayContaining(['execution.created', 'operation.status_changed']));
+    }
+  });
+});
