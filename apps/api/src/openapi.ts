@@ -183,10 +183,16 @@ function addProblems(operation: OperationObject, status: number, codes: ProblemC
   const key = String(status);
   const existing = operation.responses[key] as ResponseObject | undefined;
   const media = existing?.content?.['application/problem+json'];
-  if (existing && !media) return; // a non-problem answer on purpose (readiness' 503 is a Readiness body)
   const fresh = problemResponse(status, codes, path);
-  if (!existing || !media) {
+  if (!existing) {
     operation.responses[key] = fresh;
+    return;
+  }
+  if (!media) {
+    // The route answers this status in its own format too (/mcp's JSON-RPC errors): the layers in front still
+    // answer problem+json.
+    existing.content = { ...existing.content, ...fresh.content };
+    existing.headers ??= fresh.headers;
     return;
   }
   // Examples declared by the route keep their order; the cross-cutting ones follow.

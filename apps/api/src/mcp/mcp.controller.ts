@@ -1,6 +1,6 @@
 import { Controller, Delete, Get, Post, Req, Res } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
-import { ApiBearerAuth, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { ApiBearerAuth, ApiExcludeEndpoint, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { Verity } from '@verity/sdk';
 import { createVerityMcpServer } from '@verity/sdk/mcp';
@@ -9,6 +9,35 @@ import type { AddressInfo } from 'node:net';
 import { bearerToken } from '../auth/auth.guard';
 import { ApiProblems } from '../openapi';
 import { Problem } from '../problem/problem';
+
+/** A JSON-RPC 2.0 message: MCP's own format, also for the transport's refusals. */
+const JSON_RPC_MESSAGE = {
+  type: 'object' as const,
+  required: ['jsonrpc'],
+  properties: {
+    jsonrpc: { type: 'string' as const, enum: ['2.0'] },
+    id: { description: 'the request’s id (a string or an integer), null when it could not be read' },
+    result: { type: 'object' as const },
+    error: {
+      type: 'object' as const,
+      required: ['code', 'message'],
+      properties: { code: { type: 'integer' as const }, message: { type: 'string' as const }, data: {} },
+    },
+  },
+};
+const JSON_RPC_ERROR = {
+  'application/json': {
+    schema: JSON_RPC_MESSAGE,
+    example: {
+      jsonrpc: '2.0',
+      id: null,
+      error: {
+        code: -32000,
+        message: 'Not Acceptable: Client must accept both application/json and text/event-stream',
+      },
+    },
+  },
+};
 
 /**
  * The MCP server over Streamable HTTP, stateless: every POST is one JSON-RPC exchange with a fresh server, so any
@@ -24,12 +53,29 @@ export class McpController {
 
   @Post()
   @ApiOperation({
+    operationId: 'postMcpMessage',
     summary: 'MCP (Streamable HTTP, stateless): tools and execution resources for agents',
     description:
       'JSON-RPC 2.0 per the Model Context Protocol. Tools: list_connectors, submit_execution, get_execution, ' +
       'wait_for_execution, cancel_execution, get_operation; resources verity://executions/{id}. The key’s tenant ' +
       'and role apply as on /v1.',
   })
+  @ApiResponse({
+    status: 200,
+    description: 'The JSON-RPC response, as JSON or as a server-sent event stream (per the request’s Accept)',
+    content: {
+      'application/json': { schema: JSON_RPC_MESSAGE },
+      'text/event-stream': { schema: { type: 'string' } },
+    },
+  })
+  @ApiResponse({ status: 202, description: 'A notification or response was accepted; no body' })
+  @ApiResponse({ status: 400, description: 'Not a JSON-RPC message', content: JSON_RPC_ERROR })
+  @ApiResponse({
+    status: 406,
+    description: 'Accept must list application/json and text/event-stream',
+    content: JSON_RPC_ERROR,
+  })
+  @ApiResponse({ status: 415, description: 'The body must be application/json', content: JSON_RPC_ERROR })
   @ApiProblems(401, 403, 429)
   async post(@Req() req: Request, @Res() res: Response): Promise<void> {
     const client = new Verity({
@@ -51,14 +97,15 @@ export class McpController {
     await transport.handleRequest(req, res, req.body);
   }
 
+  // GET and DELETE only ever answer 405 (the transport's spec asks for that answer): not documented as operations.
   @Get()
-  @ApiOperation({ summary: 'Not offered: a stateless server has no stream of its own to push on (405)' })
+  @ApiExcludeEndpoint()
   get(): never {
     throw notAllowed();
   }
 
   @Delete()
-  @ApiOperation({ summary: 'Not offered: there are no sessions to end (405)' })
+  @ApiExcludeEndpoint()
   delete(): never {
     throw notAllowed();
   }
