@@ -9,6 +9,7 @@ import * as path from 'node:path';
 import * as readline from 'node:readline';
 import { Client } from 'pg';
 import { APP_NODE_ARGS } from '../libs/platform/src/runtime';
+import { humanLine, wantsHumanLogs } from './log-format';
 import {
   findBinaries,
   isPortOpen,
@@ -246,10 +247,12 @@ interface RunningApp {
 
 const PREFIX_WIDTH = 'sandbox-provider'.length;
 
+const humanLogs = wantsHumanLogs(Boolean(process.stdout.isTTY), process.env);
+
 function pipeLines(stream: NodeJS.ReadableStream | null, out: NodeJS.WriteStream, prefix: string): void {
   if (!stream) return;
   const lines = readline.createInterface({ input: stream, crlfDelay: Infinity });
-  lines.on('line', (line) => out.write(`${prefix} ${line}\n`));
+  lines.on('line', (line) => out.write(`${prefix} ${humanLogs ? humanLine(line) : line}\n`));
 }
 
 function launch(spec: AppSpec, env: NodeJS.ProcessEnv): RunningApp {

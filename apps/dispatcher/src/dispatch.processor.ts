@@ -41,8 +41,12 @@ export class DispatchProcessor extends WorkerHost implements OnApplicationBootst
   async process(job: Job, token?: string): Promise<string> {
     const handler = this.handlers[job.name as JobName.DISPATCH_OPERATION];
     if (!handler) throw new UnrecoverableError(`no handler for job ${job.name} on ${QueueName.DISPATCH}`);
+    const { operationId } = job.data as JobPayloads[JobName.DISPATCH_OPERATION];
     try {
-      return await handler(job.data as JobPayloads[JobName.DISPATCH_OPERATION], () => this.stillOwned(job, token));
+      const outcome = await handler({ operationId }, () => this.stillOwned(job, token));
+      // One line per operation and send: what an operator follows in the log ("sent", "skipped: …", "unknown: …").
+      this.logger.info({ operationId, outcome }, 'dispatch');
+      return outcome;
     } catch (error) {
       throw new UnrecoverableError(`dispatch failed: ${(error as Error).message}`);
     }

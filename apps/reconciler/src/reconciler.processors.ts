@@ -36,7 +36,12 @@ export class VerifyProcessor extends WorkerHost implements OnApplicationBootstra
   async process(job: Job): Promise<string> {
     const handler = this.handlers[job.name as JobName.VERIFY_OPERATION | JobName.OBSERVE_OPERATION];
     if (!handler) throw new Error(`no handler for job ${job.name} on ${QueueName.VERIFY}`);
-    return handler(job.data as JobPayloads[JobName.VERIFY_OPERATION]);
+    const data = job.data as JobPayloads[JobName.VERIFY_OPERATION];
+    const outcome = await handler(data);
+    // Verification moves an operation (info); a repeated observation that found nothing new does not (debug).
+    const level = outcome === 'observed: unchanged' || outcome.startsWith('skipped') ? 'debug' : 'info';
+    this.logger[level]({ operationId: data.operationId, job: job.name, outcome }, 'verify');
+    return outcome;
   }
 }
 
@@ -68,7 +73,10 @@ export class ReconcileProcessor extends WorkerHost implements OnApplicationBoots
   async process(job: Job): Promise<string> {
     const handler = this.handlers[job.name as JobName.RECONCILE_OPERATION | JobName.RECHECK_OPERATION];
     if (!handler) throw new Error(`no handler for job ${job.name} on ${QueueName.RECONCILE}`);
-    return handler(job.data as JobPayloads[JobName.RECHECK_OPERATION]);
+    const data = job.data as JobPayloads[JobName.RECHECK_OPERATION];
+    const outcome = await handler(data);
+    this.logger.info({ operationId: data.operationId, job: job.name, outcome }, 'reconcile');
+    return outcome;
   }
 }
 

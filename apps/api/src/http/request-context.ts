@@ -4,8 +4,12 @@ import { randomUUID } from 'node:crypto';
 import type { Principal } from '../auth/principal';
 import { httpDuration } from '../metrics/metrics';
 
-/** Probes and static assets (Swagger UI, Bull Board) log at debug: they would drown the requests that matter. */
-const QUIET = /^\/(health|metrics)(\/|$)|^\/admin\/queues\/static\/|^\/docs\/./;
+/**
+ * Probes, static assets (Swagger UI, Bull Board, the console) and the console's polling of its queues log at debug:
+ * they would drown the requests that matter.
+ */
+const QUIET = /^\/(health|metrics)(\/|$)|^\/admin\/queues\/static\/|^\/docs\/.|^\/console(\/|$)/;
+const QUIET_READS = /^\/v1\/review\//;
 
 /**
  * The first express layer: a request id on every request and response (also those the body parser refuses, which
@@ -40,7 +44,7 @@ export function requestContext(logger: Logger) {
         problem: locals.problem,
       };
       if (res.statusCode >= 500) logger.warn(line, 'request');
-      else if (QUIET.test(path)) logger.debug(line, 'request');
+      else if (QUIET.test(path) || (req.method === 'GET' && QUIET_READS.test(path))) logger.debug(line, 'request');
       else logger.info(line, 'request');
     });
     next();
