@@ -8,6 +8,8 @@ import { ConnectorSettingsController } from './admin/connector-settings.controll
 import { ConnectorSettingsService } from './admin/connector-settings.service';
 import { PolicyController } from './admin/policy.controller';
 import { PolicyService } from './admin/policy.service';
+import { WebhooksController } from './admin/webhooks.controller';
+import { WebhooksService } from './admin/webhooks.service';
 import { ApiKeyService } from './auth/api-key.service';
 import { AuthGuard } from './auth/auth.guard';
 import { ReviewController } from './console/review.controller';
@@ -40,6 +42,7 @@ export class ApiModule {
         MetricsController,
         ConnectorSettingsController,
         PolicyController,
+        WebhooksController,
       ],
       providers: [
         { provide: ConnectorRegistry, useValue: new ConnectorRegistry() },
@@ -49,6 +52,7 @@ export class ApiModule {
         ReviewService,
         ConnectorSettingsService,
         PolicyService,
+        WebhooksService,
         EventNotifier,
         StreamService,
         { provide: APP_GUARD, useClass: AuthGuard },

@@ -11,9 +11,10 @@ import {
   WorkerQueuesModule,
 } from '@verity/queues';
 import type { Redis } from 'ioredis';
-import { ReconcileProcessor, SweepProcessor, VerifyProcessor } from './reconciler.processors';
+import { ReconcileProcessor, SweepProcessor, VerifyProcessor, WebhooksProcessor } from './reconciler.processors';
 import { SweeperService } from './sweeper.service';
 import { VerificationService } from './verification.service';
+import { WebhooksService } from './webhooks.service';
 
 @Module({})
 export class ReconcilerModule implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -46,7 +47,13 @@ export class ReconcilerModule implements OnApplicationBootstrap, OnApplicationSh
         PlatformModule.forRoot('reconciler', config),
         PersistenceModule,
         QueuesModule,
-        WorkerQueuesModule.forRoot([QueueName.VERIFY, QueueName.RECONCILE, QueueName.SWEEP, QueueName.DISPATCH]),
+        WorkerQueuesModule.forRoot([
+          QueueName.VERIFY,
+          QueueName.RECONCILE,
+          QueueName.SWEEP,
+          QueueName.DISPATCH,
+          QueueName.WEBHOOKS,
+        ]),
       ],
       providers: [
         { provide: ConnectorRegistry, useValue: new ConnectorRegistry() },
@@ -55,6 +62,8 @@ export class ReconcilerModule implements OnApplicationBootstrap, OnApplicationSh
         VerifyProcessor,
         ReconcileProcessor,
         SweepProcessor,
+        WebhooksService,
+        WebhooksProcessor,
       ],
     };
   }

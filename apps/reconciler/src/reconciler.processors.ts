@@ -5,6 +5,7 @@ import { JobName, JobPayloads, QueueName, closeWorker, watchWorker, workerSettin
 import type { Job } from 'bullmq';
 import { SweeperService } from './sweeper.service';
 import { VerificationService } from './verification.service';
+import { WebhooksService } from './webhooks.service';
 
 const config = loadConfig();
 
@@ -102,5 +103,31 @@ export class SweepProcessor extends WorkerHost implements OnApplicationBootstrap
   async process(job: Job): Promise<string> {
     if (job.name !== JobName.SWEEP) throw new Error(`no handler for job ${job.name} on ${QueueName.SWEEP}`);
     return JSON.stringify(await this.sweeper.sweep());
+  }
+}
+
+@Processor(QueueName.WEBHOOKS, workerSettings(QueueName.WEBHOOKS, config))
+export class WebhooksProcessor extends WorkerHost implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  constructor(
+    private readonly webhooks: WebhooksService,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {
+    super();
+  }
+
+  onApplicationBootstrap(): void {
+    watchWorker(this.worker, this.logger);
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    await closeWorker(this.worker, this.logger);
+  }
+
+  async process(job: Job): Promise<string> {
+    if (job.name !== JobName.DELIVER_WEBHOOK) {
+      throw new Error(`no handler for job ${job.name} on ${QueueName.WEBHOOKS}`);
+    }
+    const data = job.data as JobPayloads[JobName.DELIVER_WEBHOOK];
+    return this.webhooks.deliver(data.deliveryId, data.round, job.attemptsMade, job.opts.attempts ?? 1);
   }
 }

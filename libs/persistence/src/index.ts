@@ -12,3 +12,4 @@ export * from './secrets-cipher';
 export * from './send-guard';
 export * from './tenant-policy';
 export * from './maintenance';
+export * from './webhooks';

@@ -94,6 +94,16 @@ const ConfigSchema = z.object({
   OBSERVE_WINDOW_MS: ms(3600_000),
   OBSERVE_BATCH: z.coerce.number().int().min(0).max(10_000).default(100),
   /**
+   * Webhooks: a delivery is tried up to WEBHOOK_MAX_ATTEMPTS times, WEBHOOK_BACKOFF_MS apart doubling each time; an
+   * endpoint whose last WEBHOOK_DISABLE_AFTER deliveries all failed (every attempt) is disabled. The reconciler looks
+   * for new events to announce every WEBHOOK_SCAN_INTERVAL_MS; each call to a receiver has WEBHOOK_TIMEOUT_MS.
+   */
+  WEBHOOK_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(50).default(8),
+  WEBHOOK_BACKOFF_MS: ms(5_000),
+  WEBHOOK_DISABLE_AFTER: z.coerce.number().int().min(1).default(5),
+  WEBHOOK_SCAN_INTERVAL_MS: z.coerce.number().int().min(50).default(1_000),
+  WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).default(10_000),
+  /**
    * Test-only kill points (docs/operations.md): the dispatcher logs a marker and sleeps after committing SENT, or after
    * the connector answered and before the outcome is written; the reconciler before a read-back. 0 = off. Refused in
    * production, so they can never slow down or widen a real crash window.

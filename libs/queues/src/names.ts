@@ -11,6 +11,8 @@ export enum QueueName {
   VERIFY = 'verify',
   RECONCILE = 'reconcile',
   SWEEP = 'sweep',
+  /** Signed webhook deliveries (reconciler). */
+  WEBHOOKS = 'webhooks',
 }
 
 export enum JobName {
@@ -23,6 +25,8 @@ export enum JobName {
   OBSERVE_OPERATION = 'observe-operation',
   /** Read the source of a MANUAL_REVIEW operation again (never a send); runs on the reconcile queue. */
   RECHECK_OPERATION = 'recheck-operation',
+  /** POST one webhook delivery to its endpoint; runs on the webhooks queue. */
+  DELIVER_WEBHOOK = 'deliver-webhook',
 }
 
 /** Jobs carry ids, never state: a worker reads the row, checks the transition, acts. */
@@ -35,6 +39,8 @@ export interface JobPayloads {
   [JobName.OBSERVE_OPERATION]: { operationId: string };
   /** `requestedBy`: the key id of the reviewer who asked for it; absent for a scheduled re-check. */
   [JobName.RECHECK_OPERATION]: { operationId: string; requestedBy?: string };
+  /** `round`: 0 for the first delivery, n for the n-th manual redelivery; a job of an older round is skipped. */
+  [JobName.DELIVER_WEBHOOK]: { deliveryId: string; round: number };
 }
 
 /**
@@ -63,6 +69,7 @@ export const QUEUE_OF_JOB: Readonly<Record<JobName, QueueName>> = {
   [JobName.SWEEP]: QueueName.SWEEP,
   [JobName.OBSERVE_OPERATION]: QueueName.VERIFY,
   [JobName.RECHECK_OPERATION]: QueueName.RECONCILE,
+  [JobName.DELIVER_WEBHOOK]: QueueName.WEBHOOKS,
 };
 
 const KEEP = { removeOnComplete: { age: 3600, count: 10_000 }, removeOnFail: { age: 24 * 3600, count: 10_000 } };
@@ -91,6 +98,8 @@ export const JOB_DEFAULTS: Readonly<Record<QueueName, DefaultJobOptions>> = {
     removeOnFail: KEEP.removeOnFail,
   },
   [QueueName.SWEEP]: { attempts: 1, removeOnComplete: true, removeOnFail: { count: 100 } },
+  // Attempts and backoff are configured (WEBHOOK_MAX_ATTEMPTS, WEBHOOK_BACKOFF_MS): see webhookDeliveryJob.
+  [QueueName.WEBHOOKS]: { attempts: 1, removeOnComplete: true, removeOnFail: KEEP.removeOnFail },
 };
 
 export function queueOptions(queue: QueueName, connection: Redis, prefix: string): QueueOptions {
@@ -115,4 +124,23 @@ export function preconditionReadJobId(executionId: string, dueAt: Date): string 
 
 export function jobOptions(name: JobName, id: string, extra: JobsOptions = {}): JobsOptions {
   return { jobId: jobId(name, id), ...extra };
+}
+
+/**
+ * One delivery round of one webhook message: retried by BullMQ with exponential backoff. The id names the round, so
+ * a manual redelivery is a new job while an enqueue repeated by the outbox's recovery pass is harmless.
+ */
+export function webhookDeliveryJob(
+  deliveryId: string,
+  round: number,
+  retry: { attempts: number; backoffMs: number },
+): { data: JobPayloads[JobName.DELIVER_WEBHOOK]; options: JobsOptions } {
+  return {
+    data: { deliveryId, round },
+    options: {
+      jobId: jobId(JobName.DELIVER_WEBHOOK, deliveryId, round),
+      attempts: retry.attempts,
+      backoff: { type: 'exponential', delay: retry.backoffMs },
+    },
+  };
 }

@@ -11,3 +11,4 @@ export * from './outcome';
 export * from './json-path';
 export * from './dispatch';
 export * from './policy';
+export * from './webhooks';

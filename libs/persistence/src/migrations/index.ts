@@ -7,6 +7,7 @@ import { IdempotencyClaimToken1764470100000 } from './1764470100000-idempotency-
 import { OperatorKeys1764480000000 } from './1764480000000-operator-keys';
 import { ExecutionOutcome1764490000000 } from './1764490000000-execution-outcome';
 import { IdempotencyExpiryIndex1764500000000 } from './1764500000000-idempotency-expiry-index';
+import { Webhooks1764510000000 } from './1764510000000-webhooks';
 
 /** In order. Add a new timestamped class for every schema change; never edit one that has shipped. */
 export const MIGRATIONS = [
@@ -19,4 +20,5 @@ export const MIGRATIONS = [
   OperatorKeys1764480000000,
   ExecutionOutcome1764490000000,
   IdempotencyExpiryIndex1764500000000,
+  Webhooks1764510000000,
 ];

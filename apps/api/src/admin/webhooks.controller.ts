@@ -1,0 +1,114 @@
+import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query, Req } from '@nestjs/common';
+import {
+  ApiBearerAuth,
+  ApiBody,
+  ApiCreatedResponse,
+  ApiOkResponse,
+  ApiOperation,
+  ApiParam,
+  ApiTags,
+} from '@nestjs/swagger';
+import type { Request } from 'express';
+import { z } from 'zod';
+import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
+import { parseBody, parseQuery, requireJson } from '../http/parse';
+import { ApiProblems } from '../openapi';
+import { DeliveriesQuery, DeliveryView, WebhookCreatedView, WebhookInputSchema, WebhookView } from './webhooks.schema';
+import { WebhooksService } from './webhooks.service';
+
+const ID = { name: 'id', description: 'webhook endpoint id (whk_…)' };
+const schema = (s: z.ZodType) =>
+  z.toJSONSchema(s, { target: 'openapi-3.0', io: 'input', unrepresentable: 'any' }) as never;
+
+/**
+ * The tenant's webhook endpoints (admin role). Deliveries are signed per Standard Webhooks with the endpoint's secret,
+ * which is shown once, when the endpoint is created.
+ */
+@ApiTags('admin')
+@ApiBearerAuth()
+@Roles('admin')
+@Controller('v1/admin/webhooks')
+export class WebhooksController {
+  constructor(private readonly webhooks: WebhooksService) {}
+
+  @Get()
+  @ApiOperation({ summary: 'This tenant’s webhook endpoints (secrets are never returned)' })
+  @ApiOkResponse({ schema: schema(z.object({ data: z.array(WebhookView) })) })
+  @ApiProblems(401, 403, 429, 503)
+  list(@CurrentPrincipal() principal: Principal) {
+    return this.webhooks.list(principal);
+  }
+
+  @Post()
+  @ApiOperation({
+    summary: 'Create a webhook endpoint',
+    description:
+      'The URL must pass the tenant’s http connector allowlist and the SSRF rules (400 `egress_blocked` otherwise). ' +
+      'The answer carries the signing secret (`whsec_…`), shown this once.',
+  })
+  @ApiBody({ schema: schema(WebhookInputSchema) })
+  @ApiCreatedResponse({ schema: schema(WebhookCreatedView) })
+  @ApiProblems(400, 401, 403, 415, 429, 503)
+  create(@CurrentPrincipal() principal: Principal, @Req() req: Request, @Body() body: unknown) {
+    requireJson(req);
+    return this.webhooks.create(principal, parseBody(WebhookInputSchema, body));
+  }
+
+  @Get(':id')
+  @ApiOperation({ summary: 'One webhook endpoint, with `disabled` and its reason' })
+  @ApiParam(ID)
+  @ApiOkResponse({ schema: schema(WebhookView) })
+  @ApiProblems(401, 403, 404, 429, 503)
+  get(@CurrentPrincipal() principal: Principal, @Param('id') id: string) {
+    return this.webhooks.get(principal, id);
+  }
+
+  @Delete(':id')
+  @HttpCode(204)
+  @ApiOperation({ summary: 'Delete a webhook endpoint and its delivery log' })
+  @ApiParam(ID)
+  @ApiProblems(401, 403, 404, 429, 503)
+  async remove(@CurrentPrincipal() principal: Principal, @Param('id') id: string) {
+    await this.webhooks.remove(principal, id);
+  }
+
+  @Post(':id/enable')
+  @HttpCode(200)
+  @ApiOperation({
+    summary: 'Re-enable an endpoint disabled after repeated failures',
+    description: 'Clears the failure count. Events from now on are delivered; those while it was disabled are not.',
+  })
+  @ApiParam(ID)
+  @ApiOkResponse({ schema: schema(WebhookView) })
+  @ApiProblems(401, 403, 404, 429, 503)
+  enable(@CurrentPrincipal() principal: Principal, @Param('id') id: string) {
+    return this.webhooks.enable(principal, id);
+  }
+
+  @Get(':id/deliveries')
+  @ApiOperation({ summary: 'The endpoint’s delivery log, newest first, cursor pagination' })
+  @ApiParam(ID)
+  @ApiOkResponse({ schema: schema(z.object({ data: z.array(DeliveryView), next_cursor: z.string().nullable() })) })
+  @ApiProblems(400, 401, 403, 404, 429, 503)
+  deliveries(@CurrentPrincipal() principal: Principal, @Param('id') id: string, @Query() query: unknown) {
+    return this.webhooks.deliveries(principal, id, parseQuery(DeliveriesQuery, query));
+  }
+
+  @Post(':id/deliveries/:delivery_id/redeliver')
+  @HttpCode(202)
+  @ApiOperation({
+    summary: 'Send one message again (same webhook-id, a new round of attempts)',
+    description: '409 `endpoint-disabled` while the endpoint is disabled.',
+  })
+  @ApiParam(ID)
+  @ApiParam({ name: 'delivery_id', description: 'delivery id (msg_…), the webhook-id receivers saw' })
+  @ApiOkResponse({ schema: schema(DeliveryView) })
+  @ApiProblems(401, 403, 404, 409, 429, 503)
+  redeliver(
+    @CurrentPrincipal() principal: Principal,
+    @Param('id') id: string,
+    @Param('delivery_id') deliveryId: string,
+  ) {
+    return this.webhooks.redeliver(principal, id, deliveryId);
+  }
+}

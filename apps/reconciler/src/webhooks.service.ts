@@ -1,0 +1,161 @@
+import { Inject, Injectable, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { checkTarget, httpExchange, lookupFor } from '@verity/connectors';
+import {
+  AttemptOutcome,
+  DeliveryToSend,
+  OwedDelivery,
+  loadConnectorSettings,
+  loadDeliveryToSend,
+  owedWebhookDeliveries,
+  recordWebhookAttempt,
+  scanWebhookOutbox,
+  skipWebhookDelivery,
+} from '@verity/persistence';
+import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import { JobName, JobProducer, webhookDeliveryJob } from '@verity/queues';
+import { Webhook } from 'standardwebhooks';
+import { DataSource } from 'typeorm';
+
+const SCAN_BATCH = 500;
+/** Passes per tick at most, so a backlog drains quickly without one tick holding the loop for long. */
+const SCAN_PASSES = 10;
+
+/**
+ * Webhook deliveries. The outbox pass turns new events into delivery rows (Postgres) and enqueues a job per row
+ * (Redis: only a trigger); a delivery job signs and POSTs one message and records the attempt. Pending rows whose job
+ * was lost are enqueued again, so a Redis that forgets delays a delivery, never loses it.
+ */
+@Injectable()
+export class WebhooksService implements OnApplicationBootstrap, OnApplicationShutdown {
+  private timer: NodeJS.Timeout | null = null;
+  private stopped = false;
+  private lastOwedPass = 0;
+
+  constructor(
+    @InjectDataSource() private readonly db: DataSource,
+    private readonly producer: JobProducer,
+    @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    this.schedule();
+  }
+
+  onApplicationShutdown(): void {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+  }
+
+  private schedule(): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.tick().then(
+        () => this.schedule(),
+        (error: unknown) => {
+          this.logger.warn({ err: error }, 'webhook outbox pass failed; retried on the next tick');
+          this.schedule();
+        },
+      );
+    }, this.config.WEBHOOK_SCAN_INTERVAL_MS);
+    this.timer.unref();
+  }
+
+  /** One tick: drain new events into deliveries, then (every few seconds) re-enqueue deliveries whose job was lost. */
+  async tick(): Promise<void> {
+    for (let pass = 0; pass < SCAN_PASSES && !this.stopped; pass += 1) {
+      const result = await scanWebhookOutbox(this.db, SCAN_BATCH);
+      if (!result) break;
+      await this.enqueue(result.created);
+      if (result.scanned < SCAN_BATCH) break;
+    }
+    const owedAfterMs = Math.max(30_000, 3 * this.config.WEBHOOK_TIMEOUT_MS);
+    if (Date.now() - this.lastOwedPass < Math.min(owedAfterMs, 10_000)) return;
+    this.lastOwedPass = Date.now();
+    await this.enqueue(await owedWebhookDeliveries(this.db.manager, owedAfterMs, SCAN_BATCH));
+  }
+
+  private async enqueue(deliveries: OwedDelivery[]): Promise<void> {
+    for (const d of deliveries) {
+      const job = webhookDeliveryJob(d.id, d.round, {
+        attempts: this.config.WEBHOOK_MAX_ATTEMPTS,
+        backoffMs: this.config.WEBHOOK_BACKOFF_MS,
+      });
+      await this.producer.tryEnqueue(JobName.DELIVER_WEBHOOK, job.data, job.options);
+    }
+  }
+
+  /**
+   * One attempt of one delivery. A failed attempt that is not the last throws, so BullMQ retries it with backoff; the
+   * last one fails the delivery (and may disable the endpoint). Receivers see at-least-once delivery: the same
+   * `webhook-id` again after a crash mid-attempt or a manual redelivery.
+   */
+  async deliver(deliveryId: string, round: number, attemptsMade: number, maxAttempts: number): Promise<string> {
+    const delivery = await loadDeliveryToSend(this.db.manager, deliveryId, round);
+    if (!delivery) return 'skipped: delivery or endpoint deleted';
+    if (delivery.skip === 'endpoint_disabled') {
+      await skipWebhookDelivery(this.db.manager, deliveryId, round, 'endpoint disabled before this delivery');
+      return 'skipped: endpoint disabled';
+    }
+    if (delivery.skip) return `skipped: ${delivery.skip}`;
+    const { outcome, retryable } = await this.post(delivery);
+    const final = outcome.ok || !retryable || attemptsMade + 1 >= maxAttempts;
+    const recorded = await recordWebhookAttempt(this.db, {
+      deliveryId,
+      round,
+      outcome,
+      final,
+      disableAfter: this.config.WEBHOOK_DISABLE_AFTER,
+    });
+    if (recorded.disabled) {
+      this.logger.warn(
+        { tenantId: delivery.tenantId, endpointId: delivery.endpointId, reason: recorded.disabled.reason },
+        'webhook endpoint disabled after repeated failures',
+      );
+      await this.enqueue(recorded.disabled.notices);
+    }
+    if (recorded.state === 'retrying' && !outcome.ok) {
+      throw new Error(`webhook delivery ${deliveryId} failed (${outcome.error}); retried with backoff`);
+    }
+    return recorded.state;
+  }
+
+  private async post(delivery: DeliveryToSend): Promise<{ outcome: AttemptOutcome; retryable: boolean }> {
+    // The tenant's http allowlist and the SSRF rules apply to every send, not only when the endpoint was created: an
+    // allowlist entry removed since then, or a host now resolving to a private address, stops the delivery.
+    const settings = await loadConnectorSettings(this.db.manager, delivery.tenantId, 'http', { withSecrets: false });
+    const target = checkTarget(delivery.url, settings.allowHosts);
+    if ('code' in target) return { outcome: { ok: false, status: null, error: target.message }, retryable: false };
+    let refused: string | null = null;
+    const body = delivery.body;
+    const sentAt = new Date();
+    // httpExchange sends JSON.stringify(body): the signature is over exactly those bytes.
+    const signature = new Webhook(delivery.secret).sign(delivery.id, sentAt, JSON.stringify(body));
+    const exchange = await httpExchange({
+      method: 'POST',
+      url: delivery.url,
+      headers: {
+        'webhook-id': delivery.id,
+        'webhook-timestamp': String(Math.floor(sentAt.getTime() / 1000)),
+        'webhook-signature': signature,
+        'user-agent': 'Verity-Webhooks/1',
+      },
+      body,
+      timeoutMs: this.config.WEBHOOK_TIMEOUT_MS,
+      maxResponseBytes: 4096,
+      lookup: lookupFor(target, (message) => (refused = message)),
+    });
+    if (refused !== null) return { outcome: { ok: false, status: null, error: refused }, retryable: false };
+    if (exchange.kind !== 'response') {
+      return { outcome: { ok: false, status: null, error: `${exchange.code}: ${exchange.message}` }, retryable: true };
+    }
+    if (exchange.status >= 200 && exchange.status < 300) {
+      return { outcome: { ok: true, status: exchange.status }, retryable: false };
+    }
+    return {
+      outcome: { ok: false, status: exchange.status, error: `the endpoint answered ${exchange.status}` },
+      retryable: true,
+    };
+  }
+}

@@ -1,0 +1,464 @@
+import { randomBytes } from 'node:crypto';
+import { newId } from '@verity/platform';
+import { VerificationMethodValue, WebhookEventType, webhookEventFor } from '@verity/status-model';
+import type { DataSource } from 'typeorm';
+import { openSecret, sealSecret, secretBinding } from './secrets-cipher';
+import { Queryable, rows, transaction } from './sql';
+
+/**
+ * Webhook endpoints, their delivery log and the outbox that fills it. Every statement of the aggregate is here.
+ *
+ * The outbox is the events table itself: a scan takes the candidate events (a partial index, see the migration) of
+ * transactions older than the oldest one still running, in (txid, id) order from a cursor, and writes one delivery
+ * row per subscribed endpoint in the same transaction that advances the cursor. Postgres holds every delivery owed;
+ * BullMQ jobs only trigger the sends.
+ */
+
+/** Keep identical to the partial index predicate of events_webhook_outbox (1764510000000-webhooks.ts). */
+const WEBHOOK_CANDIDATES = `(e.type IN ('obligation.escalated', 'outcome.evaluated')
+        OR (e.type = 'operation.status_changed' AND e.to_status IN ('VERIFIED', 'FAILED', 'CANCELLED', 'ACKNOWLEDGED', 'MANUAL_REVIEW'))
+        OR (e.type = 'execution.status_changed' AND e.to_status IN ('completed', 'failed', 'cancelled', 'expired')))`;
+
+export interface WebhookEndpointRow {
+  id: string;
+  tenant_id: string;
+  url: string;
+  events: string[];
+  disabled_at: Date | null;
+  disabled_reason: string | null;
+  consecutive_failures: number;
+  created_by: string | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const ENDPOINT_COLUMNS = `id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_failures, created_by,
+  created_at, updated_at`;
+
+export interface WebhookDeliveryRow {
+  id: string;
+  endpoint_id: string;
+  event_id: string | null;
+  type: string;
+  payload: WebhookBody;
+  status: 'pending' | 'delivered' | 'failed' | 'skipped';
+  round: number;
+  attempts: number;
+  last_attempt_at: Date | null;
+  last_response_status: number | null;
+  last_error: string | null;
+  delivered_at: Date | null;
+  created_at: Date;
+}
+
+/** The body of every delivery (Standard Webhooks): what happened, when, and the facts. */
+export interface WebhookBody {
+  type: WebhookEventType;
+  timestamp: string;
+  data: Record<string, unknown>;
+}
+
+/** A delivery round to enqueue. */
+export interface OwedDelivery {
+  id: string;
+  round: number;
+}
+
+/** A signing secret opens only in its own endpoint's row. */
+function webhookSecretBinding(tenantId: string, endpointId: string): string {
+  return secretBinding(tenantId, 'webhooks', endpointId);
+}
+
+/** `whsec_` and 32 random bytes, base64: the form the `standardwebhooks` libraries accept as they are. */
+function newSigningSecret(): string {
+  return `whsec_${randomBytes(32).toString('base64')}`;
+}
+
+/** Creates an endpoint; the signing secret is returned here, once, and stored sealed (SECRETS_KEY). */
+export async function createWebhookEndpoint(
+  db: Queryable,
+  input: { tenantId: string; url: string; events: string[]; createdBy: string },
+): Promise<{ endpoint: WebhookEndpointRow; secret: string }> {
+  const id = newId('whk');
+  const secret = newSigningSecret();
+  const [endpoint] = await rows<WebhookEndpointRow>(
+    db,
+    `INSERT INTO webhook_endpoints (id, tenant_id, url, events, secret, created_by) VALUES ($1, $2, $3, $4, $5, $6)
+     RETURNING ${ENDPOINT_COLUMNS}`,
+    [
+      id,
+      input.tenantId,
+      input.url,
+      input.events,
+      sealSecret(secret, webhookSecretBinding(input.tenantId, id)),
+      input.createdBy,
+    ],
+  );
+  return { endpoint, secret };
+}
+
+export function listWebhookEndpoints(db: Queryable, tenantId: string): Promise<WebhookEndpointRow[]> {
+  return rows<WebhookEndpointRow>(
+    db,
+    `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE tenant_id = $1 ORDER BY created_at, id`,
+    [tenantId],
+  );
+}
+
+export async function findWebhookEndpoint(
+  db: Queryable,
+  tenantId: string,
+  id: string,
+): Promise<WebhookEndpointRow | null> {
+  const [endpoint] = await rows<WebhookEndpointRow>(
+    db,
+    `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2`,
+    [tenantId, id],
+  );
+  return endpoint ?? null;
+}
+
+/** Deletes the endpoint and its delivery log; false when the tenant has no such endpoint. */
+export async function deleteWebhookEndpoint(db: Queryable, tenantId: string, id: string): Promise<boolean> {
+  const deleted = await rows<{ id: string }>(
+    db,
+    `DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2 RETURNING id`,
+    [tenantId, id],
+  );
+  return deleted.length > 0;
+}
+
+/** Re-enables a disabled endpoint with a clean failure count; events from now on are delivered to it again. */
+export async function enableWebhookEndpoint(
+  db: Queryable,
+  tenantId: string,
+  id: string,
+): Promise<WebhookEndpointRow | null> {
+  const [endpoint] = await rows<WebhookEndpointRow>(
+    db,
+    `UPDATE webhook_endpoints
+     SET disabled_at = NULL, disabled_reason = NULL, consecutive_failures = 0, updated_at = now()
+     WHERE tenant_id = $1 AND id = $2 RETURNING ${ENDPOINT_COLUMNS}`,
+    [tenantId, id],
+  );
+  return endpoint ?? null;
+}
+
+const DELIVERY_COLUMNS = `id, endpoint_id, event_id, type, payload, status, round, attempts, last_attempt_at,
+  last_response_status, last_error, delivered_at, created_at`;
+
+/** An endpoint's delivery log, newest first; `before` is the last id of the previous page. */
+export function listWebhookDeliveries(
+  db: Queryable,
+  input: { tenantId: string; endpointId: string; before?: string; limit: number },
+): Promise<WebhookDeliveryRow[]> {
+  return rows<WebhookDeliveryRow>(
+    db,
+    `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries
+     WHERE tenant_id = $1 AND endpoint_id = $2 AND ($3::text IS NULL OR id < $3)
+     ORDER BY id DESC LIMIT $4`,
+    [input.tenantId, input.endpointId, input.before ?? null, input.limit],
+  );
+}
+
+/**
+ * A manual redelivery: the message goes back to pending in a new round (a job of an older round is then skipped).
+ * Refused (null, with the reason) when the tenant has no such delivery or its endpoint is disabled.
+ */
+export async function redeliverWebhook(
+  db: Queryable,
+  input: { tenantId: string; endpointId: string; deliveryId: string },
+): Promise<{ delivery: WebhookDeliveryRow } | { refused: 'not_found' | 'endpoint_disabled' }> {
+  const [delivery] = await rows<WebhookDeliveryRow>(
+    db,
+    `UPDATE webhook_deliveries d SET status = 'pending', round = d.round + 1, updated_at = clock_timestamp()
+     WHERE d.id = $3 AND d.endpoint_id = $2 AND d.tenant_id = $1
+       AND EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.id = d.endpoint_id AND w.disabled_at IS NULL)
+     RETURNING ${DELIVERY_COLUMNS}`,
+    [input.tenantId, input.endpointId, input.deliveryId],
+  );
+  if (delivery) return { delivery };
+  const [exists] = await rows<{ id: string }>(
+    db,
+    `SELECT d.id FROM webhook_deliveries d WHERE d.id = $1 AND d.endpoint_id = $2 AND d.tenant_id = $3`,
+    [input.deliveryId, input.endpointId, input.tenantId],
+  );
+  return { refused: exists ? 'endpoint_disabled' : 'not_found' };
+}
+
+/** A delivery that will not be sent (its endpoint was disabled before its turn): recorded, so nothing owes it. */
+export async function skipWebhookDelivery(db: Queryable, deliveryId: string, round: number, why: string) {
+  await db.query(
+    `UPDATE webhook_deliveries SET status = 'skipped', last_error = $3, updated_at = clock_timestamp()
+     WHERE id = $1 AND round = $2 AND status = 'pending'`,
+    [deliveryId, round, why],
+  );
+}
+
+interface CandidateEvent {
+  id: string;
+  txid: string;
+  tenant_id: string;
+  execution_id: string;
+  operation_id: string | null;
+  type: string;
+  from_status: string | null;
+  to_status: string | null;
+  data: Record<string, unknown>;
+  seq: string;
+  created_at: Date;
+  agent_id: string;
+  operation_key: string | null;
+  connector: string | null;
+  action: string | null;
+  verification_method: VerificationMethodValue | null;
+}
+
+/** What a receiver is told about one event (snake_case, like the REST API). */
+export function webhookBodyOf(type: WebhookEventType, e: CandidateEvent): WebhookBody {
+  const data: Record<string, unknown> = {
+    event_id: e.id,
+    execution_id: e.execution_id,
+    agent_id: e.agent_id,
+    seq: Number(e.seq),
+  };
+  if (e.operation_id) {
+    Object.assign(data, {
+      operation_id: e.operation_id,
+      operation_key: e.operation_key,
+      connector: e.connector,
+      action: e.action,
+      verification_method: e.verification_method,
+    });
+  }
+  if (e.to_status) Object.assign(data, { status: e.to_status, previous_status: e.from_status });
+  if (e.type === 'operation.status_changed') data.terminal_reason = e.data.reason ?? null;
+  // The event's own record, as GET /v1/executions/{id}/events shows it (outcome verdicts, escalation target...).
+  data.detail = e.data;
+  return { type, timestamp: new Date(e.created_at).toISOString(), data };
+}
+
+/**
+ * One outbox pass: up to `limit` new candidate events become delivery rows, and the cursor moves past them, in one
+ * transaction. Null when another reconciler holds the cursor (its pass covers the same events).
+ */
+export async function scanWebhookOutbox(
+  dataSource: DataSource,
+  limit: number,
+): Promise<{ scanned: number; created: OwedDelivery[] } | null> {
+  return transaction(dataSource, async (tx) => {
+    const [cursor] = await rows<{ last_txid: string; last_event_id: string }>(
+      tx,
+      `SELECT last_txid::text, last_event_id FROM webhook_outbox_cursor WHERE id = 1 FOR UPDATE SKIP LOCKED`,
+    );
+    if (!cursor) return null;
+    // Every transaction older than the oldest one still running has committed or rolled back: its events are final.
+    // A younger one's events wait for a later pass, so an event committed late is never jumped over.
+    const events = await rows<CandidateEvent>(
+      tx,
+      `SELECT e.id, e.txid::text, e.tenant_id, e.execution_id, e.operation_id, e.type, e.from_status, e.to_status,
+              e.data, e.seq, e.created_at, x.agent_id, o.key AS operation_key, o.connector, o.action,
+              o.verification_method
+       FROM events e
+       JOIN executions x ON x.id = e.execution_id
+       LEFT JOIN operations o ON o.id = e.operation_id
+       WHERE ${WEBHOOK_CANDIDATES}
+         AND (e.txid, e.id) > ($1::xid8, $2::text)
+         AND e.txid < pg_snapshot_xmin(pg_current_snapshot())
+       ORDER BY e.txid, e.id
+       LIMIT $3`,
+      [cursor.last_txid, cursor.last_event_id, limit],
+    );
+    if (events.length === 0) return { scanned: 0, created: [] };
+    const tenants = [...new Set(events.map((e) => e.tenant_id))];
+    const endpoints = await rows<{ id: string; tenant_id: string; events: string[] }>(
+      tx,
+      `SELECT id, tenant_id, events FROM webhook_endpoints WHERE tenant_id = ANY($1::text[]) AND disabled_at IS NULL`,
+      [tenants],
+    );
+    const deliveries: { id: string; endpointId: string; tenantId: string; eventId: string; body: WebhookBody }[] = [];
+    for (const event of events) {
+      const type = webhookEventFor({
+        type: event.type,
+        toStatus: event.to_status,
+        verificationMethod: event.verification_method,
+      });
+      if (!type) continue;
+      for (const endpoint of endpoints) {
+        if (endpoint.tenant_id !== event.tenant_id || !endpoint.events.includes(type)) continue;
+        const body = webhookBodyOf(type, event);
+        deliveries.push({
+          id: newId('msg'),
+          endpointId: endpoint.id,
+          tenantId: event.tenant_id,
+          eventId: event.id,
+          body,
+        });
+      }
+    }
+    const created = deliveries.length === 0 ? [] : await insertDeliveries(tx, deliveries);
+    const last = events[events.length - 1];
+    await tx.query(
+      `UPDATE webhook_outbox_cursor SET last_txid = $1::xid8, last_event_id = $2, updated_at = now() WHERE id = 1`,
+      [last.txid, last.id],
+    );
+    return { scanned: events.length, created };
+  });
+}
+
+async function insertDeliveries(
+  db: Queryable,
+  deliveries: { id: string; endpointId: string; tenantId: string; eventId: string | null; body: WebhookBody }[],
+): Promise<OwedDelivery[]> {
+  const inserted = await rows<{ id: string; round: number }>(
+    db,
+    `INSERT INTO webhook_deliveries (id, endpoint_id, tenant_id, event_id, type, payload)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[])
+     ON CONFLICT (endpoint_id, event_id) DO NOTHING
+     RETURNING id, round`,
+    [
+      deliveries.map((d) => d.id),
+      deliveries.map((d) => d.endpointId),
+      deliveries.map((d) => d.tenantId),
+      deliveries.map((d) => d.eventId),
+      deliveries.map((d) => d.body.type),
+      deliveries.map((d) => JSON.stringify(d.body)),
+    ],
+  );
+  return inserted;
+}
+
+/**
+ * Pending deliveries untouched for `olderThanMs` (their job was lost with Redis, or never made): to enqueue again.
+ * The job id names the round, so a job still waiting in Redis is not duplicated.
+ */
+export function owedWebhookDeliveries(db: Queryable, olderThanMs: number, limit: number): Promise<OwedDelivery[]> {
+  return rows<OwedDelivery>(
+    db,
+    `SELECT id, round FROM webhook_deliveries
+     WHERE status = 'pending' AND updated_at < clock_timestamp() - make_interval(secs => $1 / 1000.0)
+     ORDER BY updated_at LIMIT $2`,
+    [olderThanMs, limit],
+  );
+}
+
+export interface DeliveryToSend {
+  id: string;
+  tenantId: string;
+  endpointId: string;
+  url: string;
+  secret: string;
+  body: WebhookBody;
+  /** Why nothing is to be sent: the delivery moved on (another round, already settled) or its endpoint is disabled. */
+  skip: 'settled' | 'older_round' | 'endpoint_disabled' | null;
+}
+
+/** What a delivery job needs, with the signing secret opened; null when the delivery (or its endpoint) is gone. */
+export async function loadDeliveryToSend(
+  db: Queryable,
+  deliveryId: string,
+  round: number,
+): Promise<DeliveryToSend | null> {
+  const [row] = await rows<{
+    id: string;
+    tenant_id: string;
+    endpoint_id: string;
+    url: string;
+    secret: string;
+    payload: WebhookBody;
+    status: string;
+    round: number;
+    disabled_at: Date | null;
+  }>(
+    db,
+    `SELECT d.id, d.tenant_id, d.endpoint_id, w.url, w.secret, d.payload, d.status, d.round, w.disabled_at
+     FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id WHERE d.id = $1`,
+    [deliveryId],
+  );
+  if (!row) return null;
+  return {
+    id: row.id,
+    tenantId: row.tenant_id,
+    endpointId: row.endpoint_id,
+    url: row.url,
+    secret: openSecret(row.secret, webhookSecretBinding(row.tenant_id, row.endpoint_id)),
+    body: row.payload,
+    skip:
+      row.round !== round
+        ? 'older_round'
+        : row.status !== 'pending'
+          ? 'settled'
+          : row.disabled_at
+            ? 'endpoint_disabled'
+            : null,
+  };
+}
+
+export type AttemptOutcome = { ok: true; status: number } | { ok: false; status: number | null; error: string };
+
+export interface AttemptRecorded {
+  /** `stale`: the delivery moved on meanwhile (a redelivery, or another worker), nothing was written. */
+  state: 'delivered' | 'retrying' | 'failed' | 'stale';
+  /** Set when this failure disabled the endpoint: the `webhook.disabled` deliveries to enqueue. */
+  disabled?: { reason: string; notices: OwedDelivery[] };
+}
+
+/**
+ * Records one attempt. A success resets the endpoint's failure count; the last failed attempt of a delivery fails
+ * it and counts against the endpoint, which is disabled (once: compare-and-set on `disabled_at IS NULL`) when that
+ * makes `disableAfter` failed deliveries in a row. The tenant's other endpoints subscribed to `webhook.disabled` are
+ * told, in the same transaction.
+ */
+export async function recordWebhookAttempt(
+  dataSource: DataSource,
+  input: { deliveryId: string; round: number; outcome: AttemptOutcome; final: boolean; disableAfter: number },
+): Promise<AttemptRecorded> {
+  const { outcome } = input;
+  return transaction(dataSource, async (tx) => {
+    const status = outcome.ok ? 'delivered' : input.final ? 'failed' : 'pending';
+    const [delivery] = await rows<{ endpoint_id: string; tenant_id: string }>(
+      tx,
+      `UPDATE webhook_deliveries SET status = $3, attempts = attempts + 1, last_attempt_at = clock_timestamp(),
+         last_response_status = $4, last_error = $5, updated_at = clock_timestamp(),
+         delivered_at = CASE WHEN $3 = 'delivered' THEN clock_timestamp() END
+       WHERE id = $1 AND round = $2 AND status = 'pending'
+       RETURNING endpoint_id, tenant_id`,
+      [input.deliveryId, input.round, status, outcome.status, outcome.ok ? null : outcome.error.slice(0, 500)],
+    );
+    if (!delivery) return { state: 'stale' };
+    if (outcome.ok) {
+      await tx.query(
+        `UPDATE webhook_endpoints SET consecutive_failures = 0 WHERE id = $1 AND consecutive_failures <> 0`,
+        [delivery.endpoint_id],
+      );
+      return { state: 'delivered' };
+    }
+    if (!input.final) return { state: 'retrying' };
+    const reason = `${input.disableAfter} consecutive deliveries failed (last: ${outcome.error.slice(0, 200)})`;
+    const [disabled] = await rows<WebhookEndpointRow>(
+      tx,
+      `UPDATE webhook_endpoints SET consecutive_failures = consecutive_failures + 1,
+         disabled_at = CASE WHEN consecutive_failures + 1 >= $2 THEN now() END,
+         disabled_reason = CASE WHEN consecutive_failures + 1 >= $2 THEN $3 END, updated_at = now()
+       WHERE id = $1 AND disabled_at IS NULL RETURNING ${ENDPOINT_COLUMNS}`,
+      [delivery.endpoint_id, input.disableAfter, reason],
+    );
+    if (!disabled?.disabled_at) return { state: 'failed' };
+    const others = await rows<{ id: string }>(
+      tx,
+      `SELECT id FROM webhook_endpoints
+       WHERE tenant_id = $1 AND id <> $2 AND disabled_at IS NULL AND 'webhook.disabled' = ANY(events)`,
+      [delivery.tenant_id, delivery.endpoint_id],
+    );
+    const body: WebhookBody = {
+      type: 'webhook.disabled',
+      timestamp: new Date(disabled.disabled_at).toISOString(),
+      data: { endpoint_id: disabled.id, url: disabled.url, reason, disabled_at: disabled.disabled_at },
+    };
+    const notices = await insertDeliveries(
+      tx,
+      others.map((o) => ({ id: newId('msg'), endpointId: o.id, tenantId: delivery.tenant_id, eventId: null, body })),
+    );
+    return { state: 'failed', disabled: { reason, notices } };
+  });
+}

@@ -1,0 +1,46 @@
+import { ExecutionStatus, isTerminalExecution } from './execution';
+import { OperationStatus, VerificationMethodValue, isSettledOperation } from './operation';
+
+/**
+ * What a webhook endpoint can subscribe to. Each is derived from rows of the append-only events table (the one place
+ * every change is recorded), except `webhook.disabled`, which concerns an endpoint and not an execution.
+ */
+export const WEBHOOK_EVENT_TYPES = [
+  'operation.settled',
+  'operation.needs_review',
+  'obligation.escalated',
+  'execution.finished',
+  'outcome.evaluated',
+  'webhook.disabled',
+] as const;
+export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
+
+/** The part of an event row that decides whether it is announced, and as what. */
+export interface RecordedEvent {
+  type: string;
+  toStatus: string | null;
+  /** The operation's verification method (for operation events): ACKNOWLEDGED is final only without read-back. */
+  verificationMethod?: VerificationMethodValue | null;
+}
+
+/**
+ * The webhook an event is announced as, or null. An operation is settled when no automatic step will move it again
+ * (VERIFIED, FAILED, CANCELLED, or ACKNOWLEDGED with no way to read it back); MANUAL_REVIEW is announced as needing a
+ * person instead, and a later resolution arrives as a settlement.
+ */
+export function webhookEventFor(event: RecordedEvent): WebhookEventType | null {
+  switch (event.type) {
+    case 'operation.status_changed': {
+      const to = event.toStatus as OperationStatus;
+      if (to === OperationStatus.MANUAL_REVIEW) return 'operation.needs_review';
+      return isSettledOperation(to, event.verificationMethod ?? '') ? 'operation.settled' : null;
+    }
+    case 'execution.status_changed':
+      return isTerminalExecution(event.toStatus as ExecutionStatus) ? 'execution.finished' : null;
+    case 'obligation.escalated':
+    case 'outcome.evaluated':
+      return event.type;
+    default:
+      return null;
+  }
+}
