@@ -15,7 +15,7 @@ import { Queryable, rows, transaction } from './sql';
  */
 
 /** Keep identical to the partial index predicate of events_webhook_outbox (1764510000000-webhooks.ts). */
-const WEBHOOK_CANDIDATES = `(e.type IN ('obligation.escalated', 'outcome.evaluated')
+export const WEBHOOK_CANDIDATES_SQL = `(e.type IN ('obligation.escalated', 'outcome.evaluated')
         OR (e.type = 'operation.status_changed' AND e.to_status IN ('VERIFIED', 'FAILED', 'CANCELLED', 'ACKNOWLEDGED', 'MANUAL_REVIEW'))
         OR (e.type = 'execution.status_changed' AND e.to_status IN ('completed', 'failed', 'cancelled', 'expired')))`;
 
@@ -262,7 +262,7 @@ export async function scanWebhookOutbox(
        FROM events e
        JOIN executions x ON x.id = e.execution_id
        LEFT JOIN operations o ON o.id = e.operation_id
-       WHERE ${WEBHOOK_CANDIDATES}
+       WHERE ${WEBHOOK_CANDIDATES_SQL}
          AND (e.txid, e.id) > ($1::xid8, $2::text)
          AND e.txid < pg_snapshot_xmin(pg_current_snapshot())
        ORDER BY e.txid, e.id

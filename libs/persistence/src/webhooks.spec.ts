@@ -1,0 +1,113 @@
+import { newId } from '@verity/platform';
+import { ExecutionStatus } from '@verity/status-model';
+import { createTestDatabase, TestDatabase } from '../../../test/support/services';
+import { ensureTenant } from './api-keys';
+import { insertExecution } from './store';
+import { TransitionService } from './transition.service';
+import { WEBHOOK_CANDIDATES_SQL, createWebhookEndpoint, listWebhookDeliveries, scanWebhookOutbox } from './webhooks';
+
+/** The webhook outbox reads the events table from a cursor: nothing committed is skipped, nothing is announced twice. */
+describe('webhook outbox (real Postgres)', () => {
+  let db: TestDatabase;
+  const transitions = new TransitionService();
+  let endpointId: string;
+
+  beforeAll(async () => {
+    db = await createTestDatabase('whoutbox');
+    await ensureTenant(db.dataSource.manager, 'acme');
+    await ensureTenant(db.dataSource.manager, 'other');
+    ({
+      endpoint: { id: endpointId },
+    } = await createWebhookEndpoint(db.dataSource.manager, {
+      tenantId: 'acme',
+      url: 'http://127.0.0.1:9/hook',
+      events: ['execution.finished'],
+      createdBy: 'test',
+    }));
+  });
+  afterAll(async () => {
+    await db.drop();
+  });
+
+  async function newExecution(tenantId = 'acme'): Promise<string> {
+    const id = newId('exe');
+    await insertExecution(db.dataSource.manager, {
+      id,
+      tenantId,
+      agentId: 'agent',
+      intent: 'test',
+      deadlineSeconds: 600,
+      criteria: [],
+      idempotencyKey: null,
+      createdEventId: newId('evt'),
+      operations: [],
+    });
+    return id;
+  }
+
+  const fail = (runner: Parameters<TransitionService['execution']>[0], id: string) =>
+    transitions.execution(runner, { executionId: id, from: ExecutionStatus.CREATED, to: ExecutionStatus.FAILED });
+
+  async function announced(): Promise<string[]> {
+    const log = await listWebhookDeliveries(db.dataSource.manager, { tenantId: 'acme', endpointId, limit: 100 });
+    return log.map((d) => String(d.payload.data.execution_id)).sort();
+  }
+
+  /** Scans until `until` holds: transactions elsewhere on the cluster may hold the horizon back for a moment. */
+  async function scanUntil(until: (ids: string[]) => boolean): Promise<string[]> {
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      await scanWebhookOutbox(db.dataSource, 100);
+      const ids = await announced();
+      if (until(ids) || Date.now() > deadline) return ids;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  it('never jumps over an event whose transaction commits after a younger one', async () => {
+    const [slow, fast, foreign, running] = [
+      await newExecution(),
+      await newExecution(),
+      await newExecution('other'),
+      await newExecution(),
+    ];
+    const runner = db.dataSource.createQueryRunner();
+    await runner.connect();
+    await runner.startTransaction();
+    try {
+      // The slow transaction writes its event first (the older transaction id) and commits last.
+      expect((await fail(runner.manager, slow)).won).toBe(true);
+      expect((await fail(db.dataSource.manager, fast)).won).toBe(true);
+      expect((await fail(db.dataSource.manager, foreign)).won).toBe(true);
+      // Not a terminal status: no webhook.
+      await transitions.execution(db.dataSource.manager, {
+        executionId: running,
+        from: ExecutionStatus.CREATED,
+        to: ExecutionStatus.VALIDATING,
+      });
+      // While the slow one is open, the younger committed event waits behind it (the cursor must not pass it).
+      for (let i = 0; i < 3; i += 1) await scanWebhookOutbox(db.dataSource, 100);
+      expect(await announced()).toEqual([]);
+      await runner.commitTransaction();
+    } finally {
+      await runner.release();
+    }
+    const ids = await scanUntil((found) => found.length >= 2);
+    expect(ids).toEqual([fast, slow].sort());
+    // Scanning again announces nothing twice; the other tenant's event went to no endpoint of this tenant.
+    await scanWebhookOutbox(db.dataSource, 100);
+    expect(await announced()).toEqual([fast, slow].sort());
+  });
+
+  it('reads the candidate events through the partial index', async () => {
+    const plan = await db.dataSource.transaction(async (tx) => {
+      await tx.query(`SET LOCAL enable_seqscan = off`);
+      return (await tx.query(
+        `EXPLAIN SELECT e.id FROM events e
+         WHERE ${WEBHOOK_CANDIDATES_SQL}
+           AND (e.txid, e.id) > ('0'::xid8, '') ORDER BY e.txid, e.id LIMIT 10`,
+      )) as { 'QUERY PLAN': string }[];
+    });
+    expect(plan.map((p) => p['QUERY PLAN']).join('\n')).toContain('events_webhook_outbox');
+  });
+});
