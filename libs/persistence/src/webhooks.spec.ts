@@ -4,7 +4,13 @@ import { createTestDatabase, TestDatabase } from '../../../test/support/services
 import { ensureTenant } from './api-keys';
 import { insertExecution } from './store';
 import { TransitionService } from './transition.service';
-import { WEBHOOK_CANDIDATES_SQL, createWebhookEndpoint, listWebhookDeliveries, scanWebhookOutbox } from './webhooks';
+import {
+  MAX_WEBHOOK_ENDPOINTS,
+  WEBHOOK_CANDIDATES_SQL,
+  createWebhookEndpoint,
+  listWebhookDeliveries,
+  scanWebhookOutbox,
+} from './webhooks';
 
 /** The webhook outbox reads the events table from a cursor: nothing committed is skipped, nothing is announced twice. */
 describe('webhook outbox (real Postgres)', () => {
@@ -18,12 +24,12 @@ describe('webhook outbox (real Postgres)', () => {
     await ensureTenant(db.dataSource.manager, 'other');
     ({
       endpoint: { id: endpointId },
-    } = await createWebhookEndpoint(db.dataSource.manager, {
+    } = (await createWebhookEndpoint(db.dataSource.manager, {
       tenantId: 'acme',
       url: 'http://127.0.0.1:9/hook',
       events: ['execution.finished'],
       createdBy: 'test',
-    }));
+    }))!);
   });
   afterAll(async () => {
     await db.drop();
@@ -109,5 +115,17 @@ describe('webhook outbox (real Postgres)', () => {
       )) as { 'QUERY PLAN': string }[];
     });
     expect(plan.map((p) => p['QUERY PLAN']).join('\n')).toContain('events_webhook_outbox');
+  });
+
+  it('refuses an endpoint beyond the per-tenant limit', async () => {
+    const add = () =>
+      createWebhookEndpoint(db.dataSource.manager, {
+        tenantId: 'other',
+        url: 'http://127.0.0.1:9/hook',
+        events: ['webhook.disabled'],
+        createdBy: 'test',
+      });
+    for (let i = 0; i < MAX_WEBHOOK_ENDPOINTS; i += 1) expect(await add()).not.toBeNull();
+    expect(await add()).toBeNull();
   });
 });

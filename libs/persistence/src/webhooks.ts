@@ -74,16 +74,24 @@ function newSigningSecret(): string {
   return `whsec_${randomBytes(32).toString('base64')}`;
 }
 
-/** Creates an endpoint; the signing secret is returned here, once, and stored sealed (SECRETS_KEY). */
+/** Each endpoint multiplies every event's deliveries: a tenant has at most this many. */
+export const MAX_WEBHOOK_ENDPOINTS = 20;
+
+/**
+ * Creates an endpoint; the signing secret is returned here, once, and stored sealed (SECRETS_KEY). Null when the
+ * tenant already has MAX_WEBHOOK_ENDPOINTS (counted in the INSERT itself).
+ */
 export async function createWebhookEndpoint(
   db: Queryable,
   input: { tenantId: string; url: string; events: string[]; createdBy: string },
-): Promise<{ endpoint: WebhookEndpointRow; secret: string }> {
+): Promise<{ endpoint: WebhookEndpointRow; secret: string } | null> {
   const id = newId('whk');
   const secret = newSigningSecret();
   const [endpoint] = await rows<WebhookEndpointRow>(
     db,
-    `INSERT INTO webhook_endpoints (id, tenant_id, url, events, secret, created_by) VALUES ($1, $2, $3, $4, $5, $6)
+    `INSERT INTO webhook_endpoints (id, tenant_id, url, events, secret, created_by)
+     SELECT $1, $2, $3, $4, $5, $6
+     WHERE (SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $2) < $7
      RETURNING ${ENDPOINT_COLUMNS}`,
     [
       id,
@@ -92,9 +100,10 @@ export async function createWebhookEndpoint(
       input.events,
       sealSecret(secret, webhookSecretBinding(input.tenantId, id)),
       input.createdBy,
+      MAX_WEBHOOK_ENDPOINTS,
     ],
   );
-  return { endpoint, secret };
+  return endpoint ? { endpoint, secret } : null;
 }
 
 export function listWebhookEndpoints(db: Queryable, tenantId: string): Promise<WebhookEndpointRow[]> {

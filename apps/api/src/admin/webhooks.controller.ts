@@ -44,11 +44,12 @@ export class WebhooksController {
     summary: 'Create a webhook endpoint',
     description:
       'The URL must pass the tenant’s http connector allowlist and the SSRF rules (400 `egress_blocked` otherwise). ' +
-      'The answer carries the signing secret (`whsec_…`), shown this once.',
+      'The answer carries the signing secret (`whsec_…`), shown this once. At most 20 endpoints per tenant ' +
+      '(409 `webhook-limit`).',
   })
   @ApiBody({ schema: schema(WebhookInputSchema) })
   @ApiCreatedResponse({ schema: schema(WebhookCreatedView) })
-  @ApiProblems(400, 401, 403, 415, 429, 503)
+  @ApiProblems(400, 401, 403, 409, 415, 429, 503)
   create(@CurrentPrincipal() principal: Principal, @Req() req: Request, @Body() body: unknown) {
     requireJson(req);
     return this.webhooks.create(principal, parseBody(WebhookInputSchema, body));

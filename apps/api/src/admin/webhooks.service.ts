@@ -6,6 +6,7 @@ import {
   WebhookEndpointRow,
   createWebhookEndpoint,
   deleteWebhookEndpoint,
+  MAX_WEBHOOK_ENDPOINTS,
   enableWebhookEndpoint,
   findWebhookEndpoint,
   listWebhookDeliveries,
@@ -85,12 +86,19 @@ export class WebhooksService {
         },
       ]);
     }
-    const { endpoint, secret } = await createWebhookEndpoint(this.db.manager, {
+    const created = await createWebhookEndpoint(this.db.manager, {
       tenantId: principal.tenantId,
       url: input.url,
       events: input.events,
       createdBy: principal.keyId,
     });
+    if (!created) {
+      throw Problem.conflict(
+        'webhook-limit',
+        `this tenant already has ${MAX_WEBHOOK_ENDPOINTS} webhook endpoints; delete one first`,
+      );
+    }
+    const { endpoint, secret } = created;
     this.logger.info(
       { tenantId: principal.tenantId, endpointId: endpoint.id, host: target.host, events: input.events },
       'webhook endpoint created',
