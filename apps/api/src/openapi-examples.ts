@@ -366,6 +366,18 @@ export const PROBLEMS = {
     detail: 'operation op_01m8pvhh2eyfvxnkaq1cqt2qvy was already retried',
     summary: 'A retry of this operation exists',
   },
+  'webhook-limit': {
+    status: 409,
+    title: 'Conflict with the current state',
+    detail: 'this tenant already has 20 webhook endpoints; delete one first',
+    summary: 'The tenant has as many webhook endpoints as it may',
+  },
+  'endpoint-disabled': {
+    status: 409,
+    title: 'Conflict with the current state',
+    detail: 'webhook whk_01m8pvhh2eyfvxnkaq1cqt2qvy is disabled; enable it first (POST …/enable)',
+    summary: 'The endpoint is disabled: nothing is sent to it',
+  },
   'payload-too-large': {
     status: 413,
     title: 'The request body is too large',

@@ -1,8 +1,10 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query, Req } from '@nestjs/common';
 import {
   ApiBearerAuth,
+  ApiAcceptedResponse,
   ApiBody,
   ApiCreatedResponse,
+  ApiNoContentResponse,
   ApiOkResponse,
   ApiOperation,
   ApiParam,
@@ -32,15 +34,19 @@ export class WebhooksController {
   constructor(private readonly webhooks: WebhooksService) {}
 
   @Get()
-  @ApiOperation({ summary: 'This tenant’s webhook endpoints (secrets are never returned)' })
+  @ApiOperation({
+    operationId: 'listWebhooks',
+    summary: 'This tenant’s webhook endpoints (secrets are never returned)',
+  })
   @ApiOkResponse({ schema: schema(z.object({ data: z.array(WebhookView) })) })
-  @ApiProblems(401, 403, 429, 503)
+  @ApiProblems('forbidden')
   list(@CurrentPrincipal() principal: Principal) {
     return this.webhooks.list(principal);
   }
 
   @Post()
   @ApiOperation({
+    operationId: 'createWebhook',
     summary: 'Create a webhook endpoint',
     description:
       'The URL must pass the tenant’s http connector allowlist and the SSRF rules (400 `egress_blocked` otherwise). ' +
@@ -49,26 +55,27 @@ export class WebhooksController {
   })
   @ApiBody({ schema: schema(WebhookInputSchema) })
   @ApiCreatedResponse({ schema: schema(WebhookCreatedView) })
-  @ApiProblems(400, 401, 403, 409, 415, 429, 503)
+  @ApiProblems('validation-error', 'forbidden', 'webhook-limit')
   create(@CurrentPrincipal() principal: Principal, @Req() req: Request, @Body() body: unknown) {
     requireJson(req);
     return this.webhooks.create(principal, parseBody(WebhookInputSchema, body));
   }
 
   @Get(':id')
-  @ApiOperation({ summary: 'One webhook endpoint, with `disabled` and its reason' })
+  @ApiOperation({ operationId: 'getWebhook', summary: 'One webhook endpoint, with `disabled` and its reason' })
   @ApiParam(ID)
   @ApiOkResponse({ schema: schema(WebhookView) })
-  @ApiProblems(401, 403, 404, 429, 503)
+  @ApiProblems('forbidden')
   get(@CurrentPrincipal() principal: Principal, @Param('id') id: string) {
     return this.webhooks.get(principal, id);
   }
 
   @Delete(':id')
   @HttpCode(204)
-  @ApiOperation({ summary: 'Delete a webhook endpoint and its delivery log' })
+  @ApiOperation({ operationId: 'deleteWebhook', summary: 'Delete a webhook endpoint and its delivery log' })
   @ApiParam(ID)
-  @ApiProblems(401, 403, 404, 429, 503)
+  @ApiNoContentResponse({ description: 'Deleted' })
+  @ApiProblems('forbidden')
   async remove(@CurrentPrincipal() principal: Principal, @Param('id') id: string) {
     await this.webhooks.remove(principal, id);
   }
@@ -76,21 +83,25 @@ export class WebhooksController {
   @Post(':id/enable')
   @HttpCode(200)
   @ApiOperation({
+    operationId: 'enableWebhook',
     summary: 'Re-enable an endpoint disabled after repeated failures',
     description: 'Clears the failure count. Events from now on are delivered; those while it was disabled are not.',
   })
   @ApiParam(ID)
   @ApiOkResponse({ schema: schema(WebhookView) })
-  @ApiProblems(401, 403, 404, 429, 503)
+  @ApiProblems('forbidden')
   enable(@CurrentPrincipal() principal: Principal, @Param('id') id: string) {
     return this.webhooks.enable(principal, id);
   }
 
   @Get(':id/deliveries')
-  @ApiOperation({ summary: 'The endpoint’s delivery log, newest first, cursor pagination' })
+  @ApiOperation({
+    operationId: 'listWebhookDeliveries',
+    summary: 'The endpoint’s delivery log, newest first, cursor pagination',
+  })
   @ApiParam(ID)
   @ApiOkResponse({ schema: schema(z.object({ data: z.array(DeliveryView), next_cursor: z.string().nullable() })) })
-  @ApiProblems(400, 401, 403, 404, 429, 503)
+  @ApiProblems('validation-error', 'forbidden')
   deliveries(@CurrentPrincipal() principal: Principal, @Param('id') id: string, @Query() query: unknown) {
     return this.webhooks.deliveries(principal, id, parseQuery(DeliveriesQuery, query));
   }
@@ -98,13 +109,14 @@ export class WebhooksController {
   @Post(':id/deliveries/:delivery_id/redeliver')
   @HttpCode(202)
   @ApiOperation({
+    operationId: 'redeliverWebhook',
     summary: 'Send one message again (same webhook-id, a new round of attempts)',
     description: '409 `endpoint-disabled` while the endpoint is disabled.',
   })
   @ApiParam(ID)
   @ApiParam({ name: 'delivery_id', description: 'delivery id (msg_…), the webhook-id receivers saw' })
-  @ApiOkResponse({ schema: schema(DeliveryView) })
-  @ApiProblems(401, 403, 404, 409, 429, 503)
+  @ApiAcceptedResponse({ schema: schema(DeliveryView) })
+  @ApiProblems('forbidden', 'endpoint-disabled')
   redeliver(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,
