@@ -9,6 +9,8 @@ import {
   type ErrorBody,
   type FaultConfig,
   type SandboxProvider,
+  type WireLog,
+  type WireRequest,
 } from './sandbox-provider';
 
 interface Result<T = unknown> {
@@ -668,6 +670,135 @@ describe('sandbox provider', () => {
     });
   });
 
+  describe('GET /__requests (the wire log)', () => {
+    const wire = async () => (await api<WireLog>('GET', '/__requests')).body;
+    const sends = async () => (await wire()).requests.filter((r) => r.method === 'POST');
+
+    it('records every request with its key, reference and what became of it, replays and declines included', async () => {
+      const first = await api<Charge>('POST', '/v1/charges', charge('w-1'), { 'Idempotency-Key': 'key-1' });
+      const replay = await api<Charge>('POST', '/v1/charges', charge('w-1'), { 'Idempotency-Key': 'key-1' });
+      await api('POST', '/v1/charges', charge('decline-w'), { 'Idempotency-Key': 'key-2' });
+      const message = await api<{ id: string }>('POST', '/v1/messages', { to: '+1', body: 'x', client_ref: 'c-1' });
+      await api('POST', '/v1/charges', { amount: -1 });
+      await api('GET', '/v1/charges?reference=w-1');
+
+      const log = await wire();
+      expect(log).toMatchObject({ total: 6, dropped: 0 });
+      const rows = log.requests.map(({ seq: _seq, at: _at, ...rest }) => rest);
+      expect(rows).toEqual([
+        {
+          method: 'POST',
+          path: '/v1/charges',
+          query: null,
+          idempotency_key: 'key-1',
+          reference: 'w-1',
+          client_ref: null,
+          outcome: 'applied',
+          fault: null,
+          status: 201,
+          effect_id: first.body.id,
+          returned_ids: null,
+        },
+        expect.objectContaining({ idempotency_key: 'key-1', outcome: 'replayed', effect_id: first.body.id }),
+        expect.objectContaining({ reference: 'decline-w', outcome: 'rejected', status: 402, effect_id: null }),
+        expect.objectContaining({
+          path: '/v1/messages',
+          client_ref: 'c-1',
+          idempotency_key: null,
+          outcome: 'applied',
+          status: 202,
+          effect_id: message.body.id,
+        }),
+        expect.objectContaining({ path: '/v1/charges', outcome: 'invalid', status: 400, reference: null }),
+        expect.objectContaining({
+          method: 'GET',
+          query: 'reference=w-1',
+          reference: 'w-1',
+          outcome: 'read',
+          returned_ids: [first.body.id],
+        }),
+      ]);
+      expect(replay.body.id).toBe(first.body.id);
+      // Arrival order and time.
+      expect(log.requests.map((r) => r.seq)).toEqual([...log.requests.map((r) => r.seq)].sort((a, b) => a - b));
+      for (const r of log.requests) expect(Number.isNaN(Date.parse(r.at))).toBe(false);
+      // The control plane (/__faults, /__effects, /__requests) is not the wire.
+      expect(log.requests.some((r) => r.path.startsWith('/__'))).toBe(false);
+    });
+
+    it('records faults before and after commit: dropped and rejected did nothing, the others applied', async () => {
+      for (const fault of ['drop_before_commit', 'reject', 'error_after_commit', 'reset_after_commit']) {
+        await setFaults({ rules: [{ method: 'POST', path: '/v1/charges', fault, count: 1 }] });
+        await fetch(`${base}/v1/charges`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'idempotency-key': `k-${fault}` },
+          body: JSON.stringify(charge(`f-${fault}`)),
+        }).catch(() => undefined);
+      }
+      await setFaults({ rules: [{ method: 'POST', path: '/v1/charges', fault: 'timeout_after_commit', count: 1 }] });
+      await expect(
+        fetch(`${base}/v1/charges`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(charge('f-timeout')),
+          signal: AbortSignal.timeout(300),
+        }),
+      ).rejects.toMatchObject({ name: 'TimeoutError' });
+
+      const byRef = new Map((await sends()).map((r): [string | null, WireRequest] => [r.reference, r]));
+      expect(byRef.get('f-drop_before_commit')).toMatchObject({
+        outcome: 'dropped',
+        fault: 'drop_before_commit',
+        status: null,
+        effect_id: null,
+      });
+      expect(byRef.get('f-reject')).toMatchObject({ outcome: 'rejected', fault: 'reject', status: 422 });
+      expect(byRef.get('f-error_after_commit')).toMatchObject({
+        outcome: 'applied',
+        fault: 'error_after_commit',
+        status: 500,
+      });
+      expect(byRef.get('f-reset_after_commit')).toMatchObject({
+        outcome: 'applied',
+        fault: 'reset_after_commit',
+        status: null,
+      });
+      expect(byRef.get('f-timeout')).toMatchObject({ outcome: 'applied', fault: 'timeout_after_commit', status: null });
+      const report = await effects();
+      for (const ref of ['f-error_after_commit', 'f-reset_after_commit', 'f-timeout']) {
+        expect(byRef.get(ref)!.effect_id).toBe(report.charges[ref].ids[0]);
+      }
+    });
+
+    it('shows a re-send that the Idempotency-Key absorbed: one effect, two requests', async () => {
+      await setFaults({ rules: [{ method: 'POST', path: '/v1/charges', fault: 'error_after_commit', count: 1 }] });
+      expect((await api('POST', '/v1/charges', charge('again'), { 'Idempotency-Key': 'same' })).status).toBe(500);
+      expect((await api('POST', '/v1/charges', charge('again'), { 'Idempotency-Key': 'same' })).status).toBe(201);
+      expect((await effects()).charges.again.count).toBe(1);
+      expect((await sends()).map((r) => [r.reference, r.outcome])).toEqual([
+        ['again', 'applied'],
+        ['again', 'replayed'],
+      ]);
+    });
+
+    it('records a read the replica could not serve as a read', async () => {
+      await setFaults({ read_fault: 'unavailable' });
+      await api('GET', '/v1/charges?reference=x');
+      expect((await wire()).requests).toEqual([
+        expect.objectContaining({ method: 'GET', reference: 'x', outcome: 'read', status: 503, returned_ids: null }),
+      ]);
+    });
+
+    it('is cleared by POST /__reset, and its seq keeps counting', async () => {
+      await api('POST', '/v1/messages', { to: '+1', body: 'x' });
+      const before = (await wire()).requests[0].seq;
+      await api('POST', '/__reset');
+      expect(await wire()).toEqual({ total: 0, dropped: 0, requests: [] });
+      await api('POST', '/v1/messages', { to: '+1', body: 'y' });
+      expect((await wire()).requests[0].seq).toBeGreaterThan(before);
+    });
+  });
+
   describe('POST /__reset', () => {
     it('clears effects, idempotency keys, faults and the version counter', async () => {
       await api('POST', '/v1/charges', charge('r-1'), { 'Idempotency-Key': 'k' });
@@ -690,6 +821,25 @@ describe('sandbox provider', () => {
 });
 
 describe('sandbox provider lifecycle', () => {
+  it('keeps the newest requests within its bound and says how many it dropped', async () => {
+    const small = await startSandboxProvider({ port: 0, maxWireRequests: 3 });
+    try {
+      for (let i = 0; i < 5; i += 1) {
+        await fetch(`${small.url}/v1/messages`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ to: '+1', body: 'x', client_ref: `m-${i}` }),
+        });
+      }
+      const log = (await (await fetch(`${small.url}/__requests`)).json()) as WireLog;
+      expect(log.total).toBe(5);
+      expect(log.dropped).toBe(2);
+      expect(log.requests.map((r) => r.client_ref)).toEqual(['m-2', 'm-3', 'm-4']);
+    } finally {
+      await small.close();
+    }
+  });
+
   it('uses the injected random source for probability draws', async () => {
     const provider = await startSandboxProvider({ port: 0, random: () => 0.5 });
     try {

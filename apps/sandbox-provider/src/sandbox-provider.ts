@@ -76,6 +76,53 @@ export interface EffectsReport {
   duplicates: { kind: 'charge' | 'message'; key: string; count: number }[];
 }
 
+/**
+ * What became of one request, as the provider saw it: `applied` committed a new effect, `replayed` answered with an
+ * earlier effect stored under the same Idempotency-Key (no new effect), `rejected` was refused with no effect (a
+ * decline or an injected `reject`), `dropped` arrived and was closed unanswered before anything happened
+ * (`drop_before_commit`), `invalid` was malformed or unrouted, `read` changed nothing. An after-commit fault shows as
+ * `fault` next to the outcome of what did commit.
+ */
+export const WIRE_OUTCOMES = ['applied', 'replayed', 'rejected', 'dropped', 'invalid', 'read'] as const;
+export type WireOutcome = (typeof WIRE_OUTCOMES)[number];
+
+/** One request as it reached the provider (GET /__requests): every request, including the ones it deduplicated. */
+export interface WireRequest {
+  /** Arrival order, from 1; not reset by /__reset, so a request is never confused with one from before a reset. */
+  seq: number;
+  /** Arrival time (ISO 8601, the provider's clock). */
+  at: string;
+  method: string;
+  path: string;
+  /** The raw query string without `?`, or null. */
+  query: string | null;
+  idempotency_key: string | null;
+  /** The charge reference: from the body of a POST, from `?reference=` of a list read. */
+  reference: string | null;
+  /** A message's client_ref, from the body of a POST /v1/messages. */
+  client_ref: string | null;
+  outcome: WireOutcome;
+  /** The injected fault that hit this request, if any. */
+  fault: FaultKind | null;
+  /** The status answered, or null when nothing was (timeout, reset, drop). */
+  status: number | null;
+  /** The effect created (applied) or answered again (replayed). */
+  effect_id: string | null;
+  /** For reads: the ids of the charges the read returned (what a client can have seen). */
+  returned_ids: string[] | null;
+}
+
+export interface WireLog {
+  /** Requests recorded since the last reset, including any no longer kept. */
+  total: number;
+  /** Oldest requests no longer kept because the log reached its bound: a log with `dropped > 0` is incomplete. */
+  dropped: number;
+  requests: WireRequest[];
+}
+
+/** The default bound on the wire log; the oldest entries go first. */
+export const DEFAULT_MAX_WIRE_REQUESTS = 200_000;
+
 export interface ErrorBody {
   error: { code: string; message: string };
 }
@@ -88,6 +135,8 @@ export interface SandboxProviderOptions {
   log?: boolean;
   /** Source of the probability draws, in [0, 1). Injectable so tests can pin a draw. */
   random?: () => number;
+  /** Bound on the requests kept for GET /__requests. Defaults to DEFAULT_MAX_WIRE_REQUESTS. */
+  maxWireRequests?: number;
 }
 
 export interface SandboxProvider {
@@ -103,6 +152,10 @@ interface Reply {
   status: number;
   body?: unknown;
   headers?: Record<string, string>;
+  /** For the wire log: what this reply did (default `invalid`) and the effect it created or replayed. */
+  outcome?: WireOutcome;
+  effectId?: string;
+  returnedIds?: string[];
 }
 
 /**
@@ -134,6 +187,73 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 
 function unknownKeys(value: Record<string, unknown>, allowed: readonly string[]): string[] {
   return Object.keys(value).filter((key) => !allowed.includes(key));
+}
+
+function idsOf(charges: Partial<Charge>[]): string[] {
+  return charges.flatMap((c) => (typeof c.id === 'string' ? [c.id] : []));
+}
+
+/** The reference / client_ref a request names, read leniently: a malformed request is logged with what it has. */
+function namedRefs(
+  method: string,
+  path: string,
+  query: URLSearchParams,
+  text: string | null,
+): { reference: string | null; client_ref: string | null } {
+  const refs = { reference: null as string | null, client_ref: null as string | null };
+  if (method === 'GET' && path === '/v1/charges') refs.reference = query.get('reference');
+  if (method !== 'POST' || text === null || (path !== '/v1/charges' && path !== '/v1/messages')) return refs;
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return refs;
+  }
+  if (!isRecord(body)) return refs;
+  if (path === '/v1/charges' && typeof body.reference === 'string') refs.reference = body.reference;
+  if (path === '/v1/messages' && typeof body.client_ref === 'string') refs.client_ref = body.client_ref;
+  return refs;
+}
+
+/**
+ * Every request the provider received, in arrival order, bounded (oldest dropped first, and counted). It is what the
+ * wire saw, which is more than the effects show: a re-send absorbed by an Idempotency-Key leaves no second effect
+ * but does leave a second request here.
+ */
+class WireRecorder {
+  private entries: WireRequest[] = [];
+  private head = 0;
+  private seq = 0;
+  private total = 0;
+  private dropped = 0;
+
+  constructor(private readonly max: number) {}
+
+  record(entry: Omit<WireRequest, 'seq'>): void {
+    this.seq += 1;
+    this.total += 1;
+    this.entries.push({ seq: this.seq, ...entry });
+    if (this.entries.length - this.head > this.max) {
+      this.head += 1;
+      this.dropped += 1;
+      // Compact now and then rather than shift() on every request (O(n) each).
+      if (this.head > 1024 && this.head * 2 > this.entries.length) {
+        this.entries = this.entries.slice(this.head);
+        this.head = 0;
+      }
+    }
+  }
+
+  snapshot(): WireLog {
+    return { total: this.total, dropped: this.dropped, requests: this.entries.slice(this.head) };
+  }
+
+  reset(): void {
+    this.entries = [];
+    this.head = 0;
+    this.total = 0;
+    this.dropped = 0;
+  }
 }
 
 function newId(prefix: string): string {
@@ -458,11 +578,14 @@ export async function startSandboxProvider(options: SandboxProviderOptions = {})
       }
     : undefined;
   const state = new ProviderState();
+  const wire = new WireRecorder(options.maxWireRequests ?? DEFAULT_MAX_WIRE_REQUESTS);
   const sockets = new Set<Socket>();
 
   function route(method: string, path: string, query: URLSearchParams, body: string, req: IncomingMessage): Routed {
     if (path.startsWith('/__')) return { reply: control(method, path, body) };
-    if (path === '/health' && method === 'GET') return { act: () => ({ status: 200, body: { status: 'ok' } }) };
+    if (path === '/health' && method === 'GET') {
+      return { act: () => ({ status: 200, body: { status: 'ok' }, outcome: 'read' }) };
+    }
     if (path === '/v1/charges' && method === 'POST') {
       const result = validateCharge(parseJson(body));
       if (!result.ok) return { reply: invalid(result.message) };
@@ -474,14 +597,30 @@ export async function startSandboxProvider(options: SandboxProviderOptions = {})
           // The key alone decides, not the body: this provider models the lenient kind, so a client that changes
           // the body on retry still gets exactly one effect. Declines are not stored: a retry is judged afresh.
           const replay = key === undefined ? undefined : state.idempotency.get(key);
-          if (replay) return { status: 201, body: replay, headers: { 'Idempotent-Replayed': 'true' } };
-          if (input.reference.startsWith('decline-')) return errorReply(402, 'card_declined', 'The card was declined.');
-          return { status: 201, body: state.createCharge(input, key) };
+          if (replay) {
+            return {
+              status: 201,
+              body: replay,
+              headers: { 'Idempotent-Replayed': 'true' },
+              outcome: 'replayed',
+              effectId: replay.id,
+            };
+          }
+          if (input.reference.startsWith('decline-')) {
+            return { ...errorReply(402, 'card_declined', 'The card was declined.'), outcome: 'rejected' };
+          }
+          const created = state.createCharge(input, key);
+          return { status: 201, body: created, outcome: 'applied', effectId: created.id };
         },
       };
     }
     if (path === '/v1/charges' && method === 'GET') {
-      return { act: () => ({ status: 200, body: state.listCharges(query.get('reference')) }) };
+      return {
+        act: () => {
+          const list = state.listCharges(query.get('reference'));
+          return { status: 200, body: list, outcome: 'read', returnedIds: idsOf(list.data) };
+        },
+      };
     }
     const byId = /^\/v1\/charges\/([^/]+)$/.exec(path);
     if (byId && method === 'GET') {
@@ -494,7 +633,9 @@ export async function startSandboxProvider(options: SandboxProviderOptions = {})
       return {
         act: () => {
           const charge = state.getCharge(id);
-          return charge ? { status: 200, body: charge } : errorReply(404, 'not_found', `No such charge: ${id}`);
+          return charge
+            ? { status: 200, body: charge, outcome: 'read', returnedIds: idsOf([charge]) }
+            : { ...errorReply(404, 'not_found', `No such charge: ${id}`), outcome: 'read', returnedIds: [] };
         },
       };
     }
@@ -505,7 +646,12 @@ export async function startSandboxProvider(options: SandboxProviderOptions = {})
       return {
         act: () => {
           const message = state.createMessage(input);
-          return { status: 202, body: { id: message.id, status: message.status } };
+          return {
+            status: 202,
+            body: { id: message.id, status: message.status },
+            outcome: 'applied',
+            effectId: message.id,
+          };
         },
       };
     }
@@ -521,8 +667,10 @@ export async function startSandboxProvider(options: SandboxProviderOptions = {})
       return { status: 200, body: state.faultSnapshot() };
     }
     if (path === '/__effects' && method === 'GET') return { status: 200, body: state.effects() };
+    if (path === '/__requests' && method === 'GET') return { status: 200, body: wire.snapshot() };
     if (path === '/__reset' && method === 'POST') {
       state.reset();
+      wire.reset();
       return { status: 204 };
     }
     return errorReply(404, 'not_found', `No route for ${method} ${path}`);
@@ -535,8 +683,30 @@ export async function startSandboxProvider(options: SandboxProviderOptions = {})
     const path = queryAt === -1 ? rawUrl : rawUrl.slice(0, queryAt);
     const query = new URLSearchParams(queryAt === -1 ? '' : rawUrl.slice(queryAt + 1));
     const started = performance.now();
-    const done = (outcome: { status?: number; fault?: FaultKind }) =>
-      log?.({ msg: 'request', method, path, ...outcome, ms: Math.round((performance.now() - started) * 10) / 10 });
+    const arrivedAt = new Date().toISOString();
+    const header = req.headers['idempotency-key'];
+    const done = (outcome: { status?: number; fault?: FaultKind; reply?: Reply; dropped?: boolean }) => {
+      const { reply, dropped: _dropped, ...logged } = outcome;
+      log?.({ msg: 'request', method, path, ...logged, ms: Math.round((performance.now() - started) * 10) / 10 });
+      // The control plane is the test's, not the wire's.
+      if (path.startsWith('/__')) return;
+      let kind: WireOutcome = reply?.outcome ?? 'invalid';
+      if (outcome.dropped) kind = 'dropped';
+      else if (outcome.fault === 'reject') kind = 'rejected';
+      wire.record({
+        at: arrivedAt,
+        method,
+        path,
+        query: queryAt === -1 ? null : rawUrl.slice(queryAt + 1),
+        idempotency_key: typeof header === 'string' && header.length > 0 ? header : null,
+        ...namedRefs(method, path, query, body.kind === 'ok' ? body.text : null),
+        outcome: kind,
+        fault: outcome.fault ?? null,
+        status: outcome.status ?? null,
+        effect_id: reply?.effectId ?? null,
+        returned_ids: reply?.returnedIds ?? null,
+      });
+    };
 
     if (body.kind === 'too_large') {
       send(res, {
@@ -564,7 +734,8 @@ export async function startSandboxProvider(options: SandboxProviderOptions = {})
         return routed.act();
       } catch (error) {
         if (!(error instanceof HttpError)) throw error;
-        return errorReply(error.status, error.code, error.message);
+        // Only reads throw here (the replica is unavailable): a read that answered an error.
+        return { ...errorReply(error.status, error.code, error.message), outcome: 'read' };
       }
     };
     const fault = state.drawFault(method, path, random);
@@ -572,30 +743,33 @@ export async function startSandboxProvider(options: SandboxProviderOptions = {})
       case undefined: {
         const reply = act();
         send(res, reply);
-        return done({ status: reply.status });
+        return done({ status: reply.status, reply });
       }
       case 'drop_before_commit':
         // A FIN with no response: the request arrived and nothing happened, which the client cannot tell apart
         // from a lost response.
         req.socket.destroy();
-        return done({ fault });
+        return done({ fault, dropped: true });
       case 'reject':
         send(res, errorReply(422, 'rejected', 'The provider rejected the request (injected fault).'));
         return done({ status: 422, fault });
-      case 'timeout_after_commit':
-        act();
+      case 'timeout_after_commit': {
+        const reply = act();
         // Never answered: the socket stays open (it is in `sockets`, so close() still ends it) until the client
         // gives up.
-        return done({ fault });
-      case 'reset_after_commit':
-        act();
+        return done({ fault, reply });
+      }
+      case 'reset_after_commit': {
+        const reply = act();
         // A real RST rather than a FIN, so the client sees ECONNRESET exactly as with a provider that crashed.
         req.socket.resetAndDestroy();
-        return done({ fault });
-      case 'error_after_commit':
-        act();
+        return done({ fault, reply });
+      }
+      case 'error_after_commit': {
+        const reply = act();
         send(res, errorReply(500, 'internal_error', 'Internal provider error (injected fault).'));
-        return done({ status: 500, fault });
+        return done({ status: 500, fault, reply });
+      }
     }
   }
 
