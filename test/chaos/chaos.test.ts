@@ -1,9 +1,11 @@
 import { runChaos } from './chaos';
 
 /**
- * The reduced chaos run of `npm test`: ~200 operations through a private Postgres, Redis, sandbox, API,
- * two dispatchers and two reconcilers, with send faults at probability 0.2, 3 worker SIGKILLs, a dispatcher paused
- * past its lock, and one crash each of Redis and Postgres. `npm run chaos` is the full run (2,000 operations, 20 kills).
+ * The reduced chaos run of `npm test`: ~200 operations through a private Postgres, Redis, sandbox, API, two
+ * dispatchers and two reconcilers, with send faults at probability 0.2, 3 worker SIGKILLs, a dispatcher paused past
+ * its lock, one crash each of Redis and Postgres, Redis crashed once more and brought back empty, and stray dispatch
+ * jobs for operations already SENT. Checked against the provider's effects and its wire log. `npm run chaos` is the
+ * full run (2,000 operations, 20 kills).
  */
 describe('chaos (reduced run)', () => {
   it('loses nothing, duplicates nothing and never claims VERIFIED or FAILED against the provider', async () => {
@@ -28,7 +30,15 @@ describe('chaos (reduced run)', () => {
     const counts = result.report.counts;
     expect(counts.operations).toBeGreaterThanOrEqual(190);
     expect(counts.passedUnknown).toBeGreaterThan(0);
-    expect(result.actions).toMatchObject({ workerKills: 3, workerRestarts: 3, redisRestarts: 1, postgresRestarts: 1 });
+    expect(result.actions).toMatchObject({
+      workerKills: 3,
+      workerRestarts: 3,
+      redisRestarts: 1,
+      redisEmptied: 1,
+      postgresRestarts: 1,
+    });
+    // Duplicated jobs met operations already SENT (the dispatcher must mark them UNKNOWN, never send again).
+    expect(result.actions.strayDispatches).toBeGreaterThan(0);
     expect(result.actions.pauses).toHaveLength(1);
     // Reviewers raced each other and the workers on approvals and on manual reviews.
     expect(result.actions.reviewers.approvalRaces).toBeGreaterThan(0);

@@ -1,12 +1,15 @@
 /**
  * The chaos run: a private deployment (cluster.ts), a seeded workload (workload.ts) submitted through the SDK while
- * the sandbox injects send faults and the harness SIGKILLs workers, pauses one past its lock, and crashes Redis and
- * Postgres once each. Then it drains and checks every promise against the provider's ground truth and the database
- * (invariants.ts). Reported, never asserted on time: a slow machine makes a slow run, not a failed one.
+ * the sandbox injects send faults and the harness SIGKILLs workers, pauses one past its lock, crashes Redis and
+ * Postgres once each, crashes Redis once more and brings it back EMPTY, and enqueues stray dispatch jobs for operations
+ * already SENT. Then it drains and checks every promise against the provider's ground truth (its effects and its wire
+ * log) and the database (invariants.ts). Reported, never asserted on time: a slow machine makes a slow run, not a failed one.
  */
 import * as fs from 'node:fs';
 import { Pool } from 'pg';
+import { Redis } from 'ioredis';
 import { Verity, VerityError } from '@verity/sdk';
+import { JobName, JobProducer } from '@verity/queues';
 import { AppProcess, Cluster, sleep } from './cluster';
 import { ChaosActions, InvariantReport, checkInvariants, drain } from './invariants';
 import { PlannedExecution, faultRules, planWorkload, seededRandom } from './workload';
@@ -30,7 +33,11 @@ export interface ChaosOptions {
   /** How long Redis and Postgres stay down when crashed. */
   outageMs: number;
   restartRedis: boolean;
+  /** Crash Redis once more and start it with its data removed (every job, schedule and marker lost). */
+  emptyRedis: boolean;
   restartPostgres: boolean;
+  /** Enqueue duplicate dispatch jobs for operations seen SENT, as a replayed or hand-made job would be. */
+  strayJobs: boolean;
   pause: boolean;
   drainTimeoutMs: number;
   /** The drain gives up early when nothing settles for this long. */
@@ -53,7 +60,9 @@ export const DEFAULT_OPTIONS: ChaosOptions = {
   replicaLagMs: 300,
   outageMs: 2000,
   restartRedis: true,
+  emptyRedis: true,
   restartPostgres: true,
+  strayJobs: true,
   pause: true,
   drainTimeoutMs: 600_000,
   stallMs: 120_000,
@@ -102,6 +111,8 @@ export async function runChaos(partial: Partial<ChaosOptions> = {}): Promise<Cha
     submitRetries: 0,
     approvals: 0,
     refusedStarts: 0,
+    redisEmptied: 0,
+    strayDispatches: 0,
     reviewers: { approvalRaces: 0, resolutionRaces: 0, refusals: {}, wonTwice: [] },
   };
   const pool = new Pool({ connectionString: cluster.postgres.url, max: 4 });
@@ -123,12 +134,14 @@ export async function runChaos(partial: Partial<ChaosOptions> = {}): Promise<Cha
         `fault probability ${options.faultProbability}, ${options.kills} kills`,
     );
     const chaos = runSchedule(cluster, options, windowMs, random, actions, note);
+    const stray = options.strayJobs ? runStrayDispatches(pool, cluster, windowMs, actions) : Promise.resolve();
     const accepted: Accepted[] = [];
     const notAccepted: { planned: PlannedExecution; error: string }[] = [];
     await submitAll(agent, planned, options, accepted, notAccepted, actions);
     note(`submitted: ${accepted.length} accepted, ${notAccepted.length} not accepted`);
     await chaos;
-    note('chaos schedule done; every worker running again');
+    await stray;
+    note(`chaos schedule done (${actions.strayDispatches} stray dispatch jobs); every worker running again`);
     await reviewers.stopResolving();
 
     const drained = await drain(
@@ -146,6 +159,8 @@ export async function runChaos(partial: Partial<ChaosOptions> = {}): Promise<Cha
     report = await checkInvariants({
       pool,
       effects: await cluster.effects(),
+      requests: await cluster.requests(),
+      statusModel: await cluster.statusModel(),
       planned,
       accepted: accepted.map((a) => ({ executionId: a.executionId, planned: a.planned })),
       notAccepted,
@@ -401,6 +416,15 @@ async function runSchedule(
       note('Redis restarted (append-only file replayed)');
     });
   }
+  if (options.emptyRedis) {
+    // Late in the window, clear of the other outages, so work is in flight and still arriving when Redis forgets it.
+    at(0.85, async () => {
+      note(`Redis crashed (SIGKILL) and its data removed; down for ${options.outageMs} ms`);
+      await cluster.restartRedisEmpty(options.outageMs);
+      actions.redisEmptied += 1;
+      note('Redis restarted EMPTY (no jobs, no sweep schedule, no marker)');
+    });
+  }
   if (options.restartPostgres) {
     at(0.7, async () => {
       await cluster.postgres.kill('SIGKILL');
@@ -412,6 +436,39 @@ async function runSchedule(
     });
   }
   await Promise.all(tasks);
+}
+
+/**
+ * A duplicated job (a replay from a dashboard, a retry of a lost acknowledgement, another process's bug) for an
+ * operation that is already SENT: the dispatcher must mark it UNKNOWN and never call the connector again (I3). Every
+ * few hundred milliseconds of the window the harness enqueues one for each operation it sees SENT (a send meeting
+ * timeout_after_commit stays SENT for the connector timeout).
+ */
+async function runStrayDispatches(pool: Pool, cluster: Cluster, windowMs: number, actions: ChaosActions) {
+  // Fail-fast, as the apps' producers are: while Redis is down an enqueue throws and the harness moves on.
+  const redis = new Redis(cluster.redis.url, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+  redis.on('error', () => undefined);
+  const producer = new JobProducer(redis, cluster.env.QUEUE_PREFIX);
+  const until = Date.now() + windowMs;
+  try {
+    while (Date.now() < until) {
+      try {
+        const { rows } = await pool.query<{ id: string }>(
+          `SELECT id FROM operations WHERE status = 'SENT' ORDER BY sent_at DESC LIMIT 5`,
+        );
+        for (const { id } of rows) {
+          await producer.enqueue(JobName.DISPATCH_OPERATION, { operationId: id });
+          actions.strayDispatches += 1;
+        }
+      } catch {
+        // Postgres or Redis is down: look again shortly.
+      }
+      await sleep(300);
+    }
+  } finally {
+    await producer.close();
+    redis.disconnect();
+  }
 }
 
 async function restart(victim: AppProcess, note: (line: string) => void): Promise<void> {

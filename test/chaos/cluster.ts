@@ -10,6 +10,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { PrivateService, freePort, startPrivatePostgres, startPrivateRedis } from '../../scripts/local-services';
 import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
+import type { WireLog } from '../../apps/sandbox-provider/src/sandbox-provider';
 
 export type AppName = 'api' | 'dispatcher' | 'reconciler' | 'sandbox-provider';
 
@@ -348,6 +349,35 @@ export class Cluster {
     return (await res.json()) as SandboxEffects;
   }
 
+  /** Every request the sandbox received (its wire log). */
+  async requests(): Promise<SandboxRequests> {
+    const res = await this.sandbox('/__requests');
+    if (!res.ok) throw new Error(`GET /__requests: ${res.status}`);
+    return (await res.json()) as SandboxRequests;
+  }
+
+  /** The status model as the API serves it. */
+  async statusModel(): Promise<ServedStatusModel> {
+    const res = await fetch(`${this.apiUrl}/v1/status-model`);
+    if (!res.ok) throw new Error(`GET /v1/status-model: ${res.status}`);
+    return (await res.json()) as ServedStatusModel;
+  }
+
+  /**
+   * Kills Redis, removes everything it persisted (the append-only files), and starts it again after `downMs`: a
+   * Redis that comes back EMPTY, as one without persistence (or with a lost disk) does. Jobs, schedules and the
+   * marker key are gone; Postgres still holds every accepted execution.
+   */
+  async restartRedisEmpty(downMs: number): Promise<void> {
+    await this.redis.kill('SIGKILL');
+    for (const entry of fs.readdirSync(this.redis.dir)) {
+      if (entry === path.basename(this.redis.logFile)) continue;
+      fs.rmSync(path.join(this.redis.dir, entry), { recursive: true, force: true });
+    }
+    await sleep(downMs);
+    await this.redis.restart();
+  }
+
   /** Apps first (they drain in-flight work on SIGTERM), then Redis and Postgres. */
   async stop(): Promise<void> {
     await Promise.all(this.apps.map((a) => a.stop().catch(() => undefined)));
@@ -374,6 +404,26 @@ export interface SandboxEffects {
   charges: Record<string, { count: number; ids: string[]; amounts: number[] }>;
   messages: Record<string, { count: number; ids: string[]; to: string[] }>;
   duplicates: { kind: 'charge' | 'message'; key: string; count: number }[];
+}
+
+export type SandboxRequests = WireLog;
+
+/** What the checker reads of GET /v1/status-model (the rest of the document is not compared). */
+export interface ServedStatusModel {
+  operation: {
+    transitions: {
+      from: string;
+      to: string;
+      reasons: string[];
+      reason_required: boolean;
+      human_only: boolean;
+      never_sent_only: boolean;
+      sent_only: boolean;
+      refused_when_held_for: string[];
+      system_when_held_for: string[];
+    }[];
+  };
+  execution: { transitions: { from: string; to: string[] }[] };
 }
 
 /** Whether `promise` settles within `ms`; the timer is cleared either way, so it never holds the process open. */

@@ -1,7 +1,40 @@
 import { Pool } from 'pg';
+import { statusModelDocument } from '@verity/status-model';
 import { TestDatabase, createTestDatabase } from '../support/services';
-import type { SandboxEffects } from './cluster';
-import { ChaosActions, InvariantReport, checkInvariants } from './invariants';
+import type { SandboxEffects, SandboxRequests, ServedStatusModel } from './cluster';
+import { ChaosActions, InvariantReport, checkInvariants, compareStatusModel } from './invariants';
+
+/** The model as the API serves it (GET /v1/status-model is this document). */
+const servedModel = (): ServedStatusModel => JSON.parse(JSON.stringify(statusModelDocument())) as ServedStatusModel;
+
+type WireEntry = SandboxRequests['requests'][number];
+let wireSeq = 0;
+/** One request as the provider logs it; `ref` is the reference (charges) or client_ref (messages). */
+function request(kind: 'charge' | 'message' | 'read', ref: string, extra: Partial<WireEntry> = {}): WireEntry {
+  wireSeq += 1;
+  return {
+    seq: wireSeq,
+    at: new Date().toISOString(),
+    method: kind === 'read' ? 'GET' : 'POST',
+    path: kind === 'message' ? '/v1/messages' : '/v1/charges',
+    query: kind === 'read' ? `reference=${ref}` : null,
+    idempotency_key: kind === 'charge' ? `verity-t-${ref}` : null,
+    reference: kind === 'message' ? null : ref,
+    client_ref: kind === 'message' ? ref : null,
+    outcome: kind === 'read' ? 'read' : 'applied',
+    fault: null,
+    status: kind === 'read' ? 200 : 201,
+    effect_id: null,
+    returned_ids: null,
+    ...extra,
+  };
+}
+
+const wireLog = (requests: WireEntry[], dropped = 0): SandboxRequests => ({
+  total: requests.length + dropped,
+  dropped,
+  requests,
+});
 
 /**
  * The chaos run is only as good as its checker: a checker that cannot see a broken promise would report a clean run
@@ -31,6 +64,8 @@ describe('chaos invariant checker', () => {
     submitRetries: 0,
     approvals: 0,
     refusedStarts: 0,
+    redisEmptied: 0,
+    strayDispatches: 0,
     reviewers: { approvalRaces: 0, resolutionRaces: 0, refusals: {}, wonTwice: [] },
   };
 
@@ -102,9 +137,10 @@ describe('chaos invariant checker', () => {
   let report: InvariantReport;
   beforeAll(async () => {
     const evidence = { method: 'read_after_write' };
+    const okEvidence = { method: 'read_after_write', record: { id: 'ch_1', amount: 1, reference: 'ref-ok' } };
     // ok: a verified charge that exists, an acknowledged SMS that exists.
     await execution('exe_ok', 'failed');
-    await operation('op_ok', 'exe_ok', 'sandbox.payments', 'ref-ok', 'VERIFIED', { evidence });
+    await operation('op_ok', 'exe_ok', 'sandbox.payments', 'ref-ok', 'VERIFIED', { evidence: okEvidence });
     await operation('op_sms_ok', 'exe_ok', 'sandbox.sms', 'sms-ok', 'ACKNOWLEDGED');
     await events('exe_ok', [
       ...lifecycle,
@@ -141,9 +177,20 @@ describe('chaos invariant checker', () => {
       },
       duplicates: [{ kind: 'message', key: 'sms-twice', count: 2 }],
     };
+    // What the wire saw: one request per sent operation, except the SMS sent twice; the verified charge was read back.
+    const requests = wireLog([
+      request('charge', 'ref-ok', { effect_id: 'ch_1' }),
+      request('read', 'ref-ok', { returned_ids: ['ch_1'] }),
+      request('charge', 'ref-failed', { effect_id: 'ch_2' }),
+      request('message', 'sms-ok', { effect_id: 'm1' }),
+      request('message', 'sms-twice', { effect_id: 'm2' }),
+      request('message', 'sms-twice', { effect_id: 'm3' }),
+    ]);
     report = await checkInvariants({
       pool,
       effects,
+      requests,
+      statusModel: servedModel(),
       planned: [],
       // exe_lost was answered 201 and does not exist.
       accepted: ['exe_ok', 'exe_bad', 'exe_lost'].map((executionId) => ({
@@ -165,7 +212,10 @@ describe('chaos invariant checker', () => {
     expect(row('FAILED with an effect')).toBe(1);
     expect(row('I2 event seq')).toBe(1);
     expect(row('I1 illegal transitions')).toBe(1);
-    expect(report.violations).toBe(6);
+    // The wire shows the SMS sent twice too; the ghost's "read-back evidence" names no record of the provider.
+    expect(row('I3 more than one request at the wire')).toBe(1);
+    expect(row("VERIFIED evidence not the provider's record")).toBe(1);
+    expect(report.violations).toBe(8);
   });
 
   it('finds nothing wrong with the operations that kept their promises', () => {
@@ -174,7 +224,10 @@ describe('chaos invariant checker', () => {
     expect(row('I3 sent more than once')).toBe(0);
     expect(row('I2 status without its event')).toBe(0);
     expect(row('effects never SENT by Verity')).toBe(0);
-    expect(report.table).toContain('6 invariant violation(s)');
+    expect(row("status model served ≠ the contract's table")).toBe(0);
+    expect(row("idempotency key not the operation's own")).toBe(0);
+    expect(row('requests at the wire with no SENT operation')).toBe(0);
+    expect(report.table).toContain('8 invariant violation(s)');
   });
 });
 
@@ -218,16 +271,16 @@ describe('chaos invariant checker: decisions by people', () => {
       ['op_denied_sent', 'operation.status_changed', 'PREPARED', 'SENT', {}],
       ['op_denied_sent', 'operation.status_changed', 'SENT', 'ACKNOWLEDGED', {}],
       ['op_resolved_twice', 'operation.status_changed', 'PREPARED', 'SENT', {}],
-      ['op_resolved_twice', 'operation.status_changed', 'SENT', 'UNKNOWN', {}],
-      ['op_resolved_twice', 'operation.status_changed', 'UNKNOWN', 'MANUAL_REVIEW', {}],
+      ['op_resolved_twice', 'operation.status_changed', 'SENT', 'UNKNOWN', { reason: 'CONNECTOR_ERROR' }],
+      ['op_resolved_twice', 'operation.status_changed', 'UNKNOWN', 'MANUAL_REVIEW', { reason: 'CONNECTOR_ERROR' }],
       ['op_resolved_twice', 'operation.resolved', null, null, { status: 'FAILED' }],
       ['op_resolved_twice', 'operation.resolved', null, null, { status: 'VERIFIED' }],
       ['op_resolved_twice', 'operation.status_changed', 'MANUAL_REVIEW', 'VERIFIED', { actor: 'human' }],
       ['op_fine', 'approval.requested', null, null, {}],
       ['op_fine', 'approval.decided', null, null, { decision: 'approve' }],
       ['op_fine', 'operation.status_changed', 'PREPARED', 'SENT', {}],
-      ['op_fine', 'operation.status_changed', 'SENT', 'UNKNOWN', {}],
-      ['op_fine', 'operation.status_changed', 'UNKNOWN', 'MANUAL_REVIEW', {}],
+      ['op_fine', 'operation.status_changed', 'SENT', 'UNKNOWN', { reason: 'CONNECTOR_ERROR' }],
+      ['op_fine', 'operation.status_changed', 'UNKNOWN', 'MANUAL_REVIEW', { reason: 'CONNECTOR_ERROR' }],
       ['op_fine', 'operation.resolved', null, null, { status: 'VERIFIED' }],
       ['op_fine', 'operation.status_changed', 'MANUAL_REVIEW', 'VERIFIED', { actor: 'human' }],
     ];
@@ -248,6 +301,12 @@ describe('chaos invariant checker: decisions by people', () => {
     report = await checkInvariants({
       pool,
       effects: { total: 3, charges: {}, messages, duplicates: [] },
+      requests: wireLog(
+        ['op_denied_sent', 'op_resolved_twice', 'op_fine'].map((id) =>
+          request('message', `ref-${id}`, { effect_id: id }),
+        ),
+      ),
+      statusModel: servedModel(),
       planned: [],
       accepted: [],
       notAccepted: [],
@@ -261,6 +320,8 @@ describe('chaos invariant checker: decisions by people', () => {
         submitRetries: 0,
         approvals: 0,
         refusedStarts: 0,
+        redisEmptied: 0,
+        strayDispatches: 0,
         reviewers: {
           approvalRaces: 2,
           resolutionRaces: 2,
@@ -288,5 +349,292 @@ describe('chaos invariant checker: decisions by people', () => {
   it('accepts a human resolution with evidence as I6 evidence, and one decision per request or hold', () => {
     expect(row('I6 VERIFIED without read-after-write evidence')).toMatchObject({ violations: 0 });
     expect(report.violations).toBe(4);
+  });
+});
+
+/**
+ * The rows that read the wire and the contract: each planted bug below leaves the effects looking right (one charge
+ * per reference, VERIFIED where a charge exists), so only the wire log, the contract's own table or the provider's
+ * record can show it.
+ */
+describe('chaos invariant checker: the wire, the contract and the evidence', () => {
+  let db: TestDatabase;
+  let pool: Pool;
+  let report: InvariantReport;
+  const actions: ChaosActions = {
+    workerKills: 0,
+    workerRestarts: 0,
+    pauses: [],
+    redisRestarts: 0,
+    postgresRestarts: 0,
+    unexpectedExits: [],
+    submitRetries: 0,
+    approvals: 0,
+    refusedStarts: 0,
+    redisEmptied: 0,
+    strayDispatches: 0,
+    reviewers: { approvalRaces: 0, resolutionRaces: 0, refusals: {}, wonTwice: [] },
+  };
+  const evidence = (id: string, reference: string, amount = 100) => ({
+    method: 'read_after_write',
+    record: { id, reference, amount, currency: 'EUR', status: 'succeeded' },
+  });
+
+  beforeAll(async () => {
+    db = await createTestDatabase('invwire');
+    pool = new Pool({ connectionString: db.url, max: 2 });
+    await pool.query(`INSERT INTO tenants (id, name) VALUES ('t', 'test') ON CONFLICT DO NOTHING`);
+    await pool.query(
+      `INSERT INTO executions (id, tenant_id, agent_id, intent, status, deadline_at, event_seq)
+       VALUES ('exe_w', 't', 'a', 'i', 'completed', now() + interval '1 hour', 0)`,
+    );
+    const ops: [id: string, status: string, ev: unknown, reason: string | null][] = [
+      ['op_good', 'VERIFIED', evidence('ch_good', 'ref-good'), null], // sent once, read back: fine
+      ['op_resent', 'VERIFIED', evidence('ch_resent', 'ref-resent'), null], // re-sent UNKNOWN, key absorbed it
+      ['op_newkey', 'VERIFIED', evidence('ch_newkey', 'ref-newkey'), null], // a key of its own per attempt
+      ['op_madeup', 'VERIFIED', evidence('ch_madeup', 'ref-madeup'), null], // "read back", never read
+      ['op_amount', 'VERIFIED', evidence('ch_amount', 'ref-amount', 999), null], // evidence of another amount
+      ['op_invented', 'VERIFIED', evidence('ch_invented', 'ref-invented'), null], // an id the provider never made
+      ['op_cancelled', 'CANCELLED', null, null], // never SENT, yet a request reached the wire
+      ['op_unknown_sent', 'ACKNOWLEDGED', null, null], // UNKNOWN → SENT in the log
+      ['op_held_unreach', 'VERIFIED', evidence('ch_held', 'ref-held'), 'SOURCE_UNREACHABLE'], // system re-check: legal
+      ['op_held_mismatch', 'FAILED', null, 'INTEGRITY_MISMATCH'], // system FAILED of a mismatch hold: illegal twice
+    ];
+    for (const [id, status, ev, reason] of ops) {
+      await pool.query(
+        `INSERT INTO operations (id, execution_id, tenant_id, key, position, connector, action, params, status,
+                                 terminal_reason, verification_method, attempt, evidence)
+         VALUES ($1, 'exe_w', 't', $1, 0, 'sandbox.payments', 'charge', $2, $3, $4, 'read_after_write', 1, $5)`,
+        [
+          id,
+          JSON.stringify({ reference: id.replace('op_', 'ref-'), amount: 100, currency: 'EUR' }),
+          status,
+          status === 'FAILED' ? reason : null,
+          ev === null ? null : JSON.stringify(ev),
+        ],
+      );
+    }
+    // Fix the one whose reference differs from its id pattern.
+    await pool.query(`UPDATE operations SET params = jsonb_set(params, '{reference}', '"ref-held"') WHERE id = $1`, [
+      'op_held_unreach',
+    ]);
+    type Move = [op: string, from: string, to: string, data?: Record<string, unknown>];
+    const verified = (op: string): Move[] => [
+      [op, 'PREPARED', 'SENT'],
+      [op, 'SENT', 'ACKNOWLEDGED'],
+      [op, 'ACKNOWLEDGED', 'VERIFIED'],
+    ];
+    const moves: Move[] = [
+      ...verified('op_good'),
+      ['op_resent', 'PREPARED', 'SENT'],
+      ['op_resent', 'SENT', 'UNKNOWN', { reason: 'CONNECTOR_ERROR' }],
+      ['op_resent', 'UNKNOWN', 'RECONCILING'],
+      ['op_resent', 'RECONCILING', 'VERIFIED'],
+      ...verified('op_newkey'),
+      ...verified('op_madeup'),
+      ...verified('op_amount'),
+      ...verified('op_invented'),
+      ['op_cancelled', 'PREPARED', 'CANCELLED'],
+      ['op_unknown_sent', 'PREPARED', 'SENT'],
+      ['op_unknown_sent', 'SENT', 'UNKNOWN', { reason: 'CONNECTOR_ERROR' }],
+      ['op_unknown_sent', 'UNKNOWN', 'SENT'],
+      ['op_unknown_sent', 'SENT', 'ACKNOWLEDGED'],
+      ['op_held_unreach', 'PREPARED', 'SENT'],
+      ['op_held_unreach', 'SENT', 'ACKNOWLEDGED'],
+      ['op_held_unreach', 'ACKNOWLEDGED', 'MANUAL_REVIEW', { reason: 'SOURCE_UNREACHABLE' }],
+      ['op_held_unreach', 'MANUAL_REVIEW', 'VERIFIED', { actor: 'system' }],
+      ['op_held_mismatch', 'PREPARED', 'SENT'],
+      ['op_held_mismatch', 'SENT', 'ACKNOWLEDGED'],
+      ['op_held_mismatch', 'ACKNOWLEDGED', 'MANUAL_REVIEW', { reason: 'INTEGRITY_MISMATCH' }],
+      ['op_held_mismatch', 'MANUAL_REVIEW', 'FAILED', { actor: 'system' }],
+    ];
+    const log: [string | null, string, string | null, string | null, Record<string, unknown>][] = [
+      [null, 'execution.created', null, 'created', {}],
+      [null, 'execution.status_changed', 'created', 'validating', {}],
+      [null, 'execution.status_changed', 'validating', 'resolving_context', {}],
+      [null, 'execution.status_changed', 'resolving_context', 'planning', {}],
+      [null, 'execution.status_changed', 'planning', 'running', {}],
+      ...moves.map(([op, from, to, data]): [string, string, string, string, Record<string, unknown>] => [
+        op,
+        'operation.status_changed',
+        from,
+        to,
+        { actor: 'system', ...data },
+      ]),
+      [null, 'execution.status_changed', 'running', 'validating_output', {}],
+      [null, 'execution.status_changed', 'validating_output', 'completed', {}],
+    ];
+    for (const [i, [operationId, type, from, to, data]] of log.entries()) {
+      await pool.query(
+        `INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
+         VALUES ($1, 'exe_w', 't', $2, $3, $4, $5, $6, $7)`,
+        [`evt_w_${i}`, i + 1, operationId, type, from, to, JSON.stringify(data)],
+      );
+    }
+    await pool.query(`UPDATE executions SET event_seq = $1 WHERE id = 'exe_w'`, [log.length]);
+
+    const charges: SandboxEffects['charges'] = {};
+    for (const ref of [
+      'ref-good',
+      'ref-resent',
+      'ref-newkey',
+      'ref-madeup',
+      'ref-amount',
+      'ref-invented',
+      'ref-held',
+    ]) {
+      charges[ref] = { count: 1, ids: [`ch_${ref.slice(4)}`], amounts: [100] };
+    }
+    charges['ref-invented'].ids = ['ch_real_one'];
+    charges['ref-unknown_sent'] = { count: 1, ids: ['ch_unknown_sent'], amounts: [100] };
+    const requests = wireLog([
+      request('charge', 'ref-good', { effect_id: 'ch_good' }),
+      request('read', 'ref-good', { returned_ids: ['ch_good'] }),
+      request('charge', 'ref-resent', { fault: 'timeout_after_commit', status: null, effect_id: 'ch_resent' }),
+      request('charge', 'ref-resent', { outcome: 'replayed', effect_id: 'ch_resent' }),
+      request('read', 'ref-resent', { returned_ids: ['ch_resent'] }),
+      request('charge', 'ref-newkey', { idempotency_key: 'verity-t-ref-newkey-1700000000000' }),
+      request('read', 'ref-newkey', { returned_ids: ['ch_newkey'] }),
+      request('charge', 'ref-madeup', { effect_id: 'ch_madeup' }),
+      request('read', 'ref-madeup', { returned_ids: [] }), // the replica lagged; the "evidence" was made up
+      request('charge', 'ref-amount'),
+      request('read', 'ref-amount', { returned_ids: ['ch_amount'] }),
+      request('charge', 'ref-invented'),
+      request('read', 'ref-invented', { returned_ids: ['ch_real_one'] }),
+      request('charge', 'ref-cancelled', { outcome: 'dropped', fault: 'drop_before_commit', status: null }),
+      request('charge', 'ref-unknown_sent'),
+      request('charge', 'ref-unknown_sent', { outcome: 'replayed' }),
+      request('charge', 'ref-held'),
+      request('read', 'ref-held', { returned_ids: ['ch_held'] }),
+      request('charge', 'ref-held_mismatch', { outcome: 'applied' }),
+    ]);
+    charges['ref-held_mismatch'] = { count: 1, ids: ['ch_hm'], amounts: [100] };
+    report = await checkInvariants({
+      pool,
+      effects: { total: Object.keys(charges).length, charges, messages: {}, duplicates: [] },
+      requests,
+      statusModel: servedModel(),
+      planned: [],
+      accepted: [],
+      notAccepted: [],
+      actions,
+      options: { operations: 0, faultProbability: 0, seed: 0 },
+    });
+  });
+  afterAll(async () => {
+    await pool?.end();
+    await db?.drop();
+  });
+
+  const row = (prefix: string) => report.rows.find((r) => r.label.startsWith(prefix))!;
+  const examples = (prefix: string) => (row(prefix).examples ?? []).join(' | ');
+
+  it('counts a re-send the Idempotency-Key absorbed: one effect, two requests at the wire', () => {
+    expect(row('duplicate effects').violations).toBe(0);
+    expect(row('I3 sent more than once').violations).toBe(1); // the UNKNOWN → SENT one, from the log
+    expect(row('I3 more than one request at the wire').violations).toBe(2);
+    expect(examples('I3 more than one request at the wire')).toMatch(/op_resent.*applied, replayed.*op_unknown_sent/);
+  });
+
+  it('counts a key that is not the operation’s own (a new key per attempt)', () => {
+    expect(row("idempotency key not the operation's own").violations).toBe(1);
+    expect(examples("idempotency key not the operation's own")).toContain('op_newkey');
+  });
+
+  it('counts a request at the wire for an operation that was never SENT', () => {
+    expect(row('requests at the wire with no SENT operation').violations).toBe(1);
+    expect(examples('requests at the wire with no SENT operation')).toContain('ref-cancelled');
+  });
+
+  it('counts VERIFIED evidence that was never read, names another amount, or an id the provider never made', () => {
+    expect(row("VERIFIED evidence not the provider's record").violations).toBe(3);
+    const found = examples("VERIFIED evidence not the provider's record");
+    expect(found).toMatch(/op_madeup: no read at the wire ever returned ch_madeup/);
+    expect(found).toMatch(/op_amount: amount 999, provider 100, requested 100/);
+    expect(found).toMatch(/op_invented: id ch_invented is not a charge of ref-invented/);
+  });
+
+  it('checks I1 against the contract: UNKNOWN → SENT and a system FAILED of a mismatch hold are refused', () => {
+    expect(row('I1 illegal transitions').violations).toBe(3);
+    const found = examples('I1 illegal transitions');
+    expect(found).toContain('op_unknown_sent: UNKNOWN → SENT is not a move of the contract');
+    expect(found).toContain('op_held_mismatch: MANUAL_REVIEW → FAILED by system (held for INTEGRITY_MISMATCH)');
+    expect(found).toContain('op_held_mismatch: MANUAL_REVIEW → FAILED while held for INTEGRITY_MISMATCH');
+    // The system's re-check of a hold for an unreachable source (docs/decisions.md) is legal.
+    expect(found).not.toContain('op_held_unreach');
+  });
+
+  it('finds the served status model equal to the contract, and this run otherwise clean', () => {
+    expect(row("status model served ≠ the contract's table").violations).toBe(0);
+    expect(row('wire log incomplete').violations).toBe(0);
+    // The system FAILED of a mismatch hold also names a charge that exists: FAILED with an effect.
+    expect(row('FAILED with an effect').violations).toBe(1);
+    expect(report.violations).toBe(1 + 2 + 1 + 1 + 3 + 3 + 1);
+  });
+});
+
+describe('the status model compared with the contract', () => {
+  it('agrees with the model as it is', () => {
+    expect(compareStatusModel(servedModel())).toEqual([]);
+  });
+
+  it('finds a planted row (UNKNOWN → SENT), a row gone, a human-only move opened to the system, an execution move', () => {
+    const planted = servedModel();
+    const rows = planted.operation.transitions;
+    rows.push({ ...rows.find((r) => r.from === 'PREPARED' && r.to === 'SENT')!, from: 'UNKNOWN' });
+    planted.operation.transitions = rows.filter((r) => !(r.from === 'RECONCILING' && r.to === 'FAILED'));
+    planted.operation.transitions.find((r) => r.from === 'MANUAL_REVIEW' && r.to === 'FAILED')!.human_only = false;
+    planted.execution.transitions.find((t) => t.from === 'created')!.to.push('running');
+    expect(compareStatusModel(planted)).toEqual([
+      'operation MANUAL_REVIEW → FAILED: human_only false',
+      'operation UNKNOWN → SENT: allowed by the model, not by the contract',
+      'operation RECONCILING → FAILED: missing from the model',
+      'execution created → running: not in the contract',
+    ]);
+  });
+
+  it('a run checked against a served model with UNKNOWN → SENT fails, and says so on its own row', async () => {
+    const planted = servedModel();
+    const rows = planted.operation.transitions;
+    rows.push({ ...rows.find((r) => r.from === 'PREPARED' && r.to === 'SENT')!, from: 'UNKNOWN' });
+    const db = await createTestDatabase('invmodel');
+    const pool = new Pool({ connectionString: db.url, max: 2 });
+    try {
+      const report = await checkInvariants({
+        pool,
+        effects: { total: 0, charges: {}, messages: {}, duplicates: [] },
+        requests: wireLog([], 3),
+        statusModel: planted,
+        planned: [],
+        accepted: [],
+        notAccepted: [],
+        actions: {
+          workerKills: 0,
+          workerRestarts: 0,
+          pauses: [],
+          redisRestarts: 0,
+          postgresRestarts: 0,
+          unexpectedExits: [],
+          submitRetries: 0,
+          approvals: 0,
+          refusedStarts: 0,
+          redisEmptied: 0,
+          strayDispatches: 0,
+          reviewers: { approvalRaces: 0, resolutionRaces: 0, refusals: {}, wonTwice: [] },
+        },
+        options: { operations: 0, faultProbability: 0, seed: 0 },
+      });
+      const row = (prefix: string) => report.rows.find((r) => r.label.startsWith(prefix))!;
+      expect(row("status model served ≠ the contract's table")).toMatchObject({
+        violations: 1,
+        examples: ['operation UNKNOWN → SENT: allowed by the model, not by the contract'],
+      });
+      // A wire log the provider had to cut short cannot vouch for "one request per operation".
+      expect(row('wire log incomplete').violations).toBe(1);
+      expect(report.violations).toBe(2);
+    } finally {
+      await pool.end();
+      await db.drop();
+    }
   });
 });

@@ -6,13 +6,11 @@ import type { Pool } from 'pg';
 import {
   ExecutionStatus,
   OperationStatus,
-  canMoveExecution,
   isSettledOperation,
   isTerminalExecution,
-  operationTransitionRule,
   type VerificationMethodValue,
 } from '@verity/status-model';
-import type { SandboxEffects } from './cluster';
+import type { SandboxEffects, SandboxRequests, ServedStatusModel } from './cluster';
 import { sleep } from './cluster';
 import type { PlannedExecution } from './workload';
 
@@ -27,6 +25,10 @@ export interface ChaosActions {
   approvals: number;
   /** Restarts the app itself refused (it exits at boot while Postgres or Redis is down); the harness tried again. */
   refusedStarts: number;
+  /** Redis killed and started again with its data removed (no persistence): every job and schedule gone. */
+  redisEmptied: number;
+  /** Stray dispatch jobs the harness enqueued for operations it saw SENT (a duplicated or replayed job). */
+  strayDispatches: number;
   /** Concurrent reviewers (I13): races run, refusals by problem code, and races where more than one caller won. */
   reviewers: {
     approvalRaces: number;
@@ -39,6 +41,150 @@ export interface ChaosActions {
 const SETTLED_SQL = `(o.status IN ('VERIFIED','FAILED','CANCELLED','MANUAL_REVIEW')
   OR (o.status = 'ACKNOWLEDGED' AND o.verification_method <> 'read_after_write'))`;
 const TERMINAL_SQL = `('completed','failed','cancelled','expired')`;
+
+/**
+ * The operation moves of the contract (docs/contract.md §2), written out again here on purpose and never imported from
+ * libs/status-model: I1 is checked against this table, and the model's served table is compared with it, so a wrong
+ * row in the model cannot make the checker agree. Beyond the contract's text it holds what docs/decisions.md records:
+ * the reasons each move needs ("Status model", "Two terminal reasons added") and the one system move out of
+ * MANUAL_REVIEW (→ VERIFIED while held for SOURCE_UNREACHABLE or STALE_REPLICA, with read-after-write evidence).
+ */
+export interface ContractMove {
+  from: string;
+  to: string;
+  /** Only a human resolution may take it (the system too while held for `systemWhenHeldFor`). */
+  humanOnly?: boolean;
+  systemWhenHeldFor?: string[];
+  /** Refused while held for one of these reasons. */
+  refusedWhenHeldFor?: string[];
+  /** Only for an operation that was (`sent`) / was never (`never_sent`) handed to a connector. */
+  only?: 'sent' | 'never_sent';
+  /** The move must carry a terminal_reason; when listed, one of these. */
+  reasonRequired?: boolean;
+  reasons?: string[];
+}
+
+const INTO_REVIEW = { reasonRequired: true };
+export const CONTRACT_OPERATION_MOVES: readonly ContractMove[] = [
+  { from: 'PREPARED', to: 'SENT' },
+  { from: 'PREPARED', to: 'MANUAL_REVIEW', ...INTO_REVIEW },
+  { from: 'PREPARED', to: 'CANCELLED' },
+  { from: 'PREPARED', to: 'VERIFIED' },
+  { from: 'SENT', to: 'ACKNOWLEDGED' },
+  { from: 'SENT', to: 'UNKNOWN', reasonRequired: true, reasons: ['CONNECTOR_ERROR'] },
+  { from: 'SENT', to: 'FAILED', reasonRequired: true, reasons: ['CONNECTOR_REJECTED', 'SOURCE_UNREACHABLE'] },
+  { from: 'ACKNOWLEDGED', to: 'VERIFIED' },
+  { from: 'ACKNOWLEDGED', to: 'UNKNOWN' },
+  { from: 'ACKNOWLEDGED', to: 'MANUAL_REVIEW', ...INTO_REVIEW },
+  { from: 'UNKNOWN', to: 'RECONCILING' },
+  { from: 'UNKNOWN', to: 'MANUAL_REVIEW', ...INTO_REVIEW },
+  { from: 'RECONCILING', to: 'VERIFIED' },
+  { from: 'RECONCILING', to: 'FAILED', reasonRequired: true, reasons: ['PROVEN_ABSENT'] },
+  { from: 'RECONCILING', to: 'UNKNOWN' },
+  { from: 'RECONCILING', to: 'MANUAL_REVIEW', ...INTO_REVIEW },
+  {
+    from: 'MANUAL_REVIEW',
+    to: 'VERIFIED',
+    humanOnly: true,
+    only: 'sent',
+    systemWhenHeldFor: ['SOURCE_UNREACHABLE', 'STALE_REPLICA'],
+  },
+  { from: 'MANUAL_REVIEW', to: 'FAILED', humanOnly: true, only: 'sent', refusedWhenHeldFor: ['INTEGRITY_MISMATCH'] },
+  { from: 'MANUAL_REVIEW', to: 'SENT', humanOnly: true, only: 'never_sent' },
+  { from: 'MANUAL_REVIEW', to: 'CANCELLED', humanOnly: true, only: 'never_sent' },
+];
+
+/**
+ * The execution moves of docs/contract.md §3, also written out here: the forward path, the three running states moving
+ * freely among themselves and on to validating_output (its "running ⇄ waiting_for_tool ⇄ waiting_for_approval"), and
+ * failed / cancelled / expired from every status that is not terminal.
+ */
+const EXECUTION_FORWARD: Record<string, string[]> = {
+  created: ['validating'],
+  validating: ['resolving_context'],
+  resolving_context: ['planning'],
+  planning: ['running'],
+  running: ['waiting_for_tool', 'waiting_for_approval', 'validating_output'],
+  waiting_for_tool: ['running', 'waiting_for_approval', 'validating_output'],
+  waiting_for_approval: ['running', 'waiting_for_tool', 'validating_output'],
+  validating_output: ['completed'],
+};
+export const CONTRACT_EXECUTION_MOVES: ReadonlySet<string> = new Set(
+  Object.entries(EXECUTION_FORWARD).flatMap(([from, tos]) =>
+    [...tos, 'failed', 'cancelled', 'expired'].map((to) => `${from}>${to}`),
+  ),
+);
+
+const contractMove = new Map(CONTRACT_OPERATION_MOVES.map((m) => [`${m.from}>${m.to}`, m]));
+
+/** Every way the served status model (GET /v1/status-model) differs from the contract's tables above. */
+export function compareStatusModel(served: ServedStatusModel): string[] {
+  const found: string[] = [];
+  const sorted = (list: readonly string[] | undefined) => [...(list ?? [])].sort().join(',');
+  const seen = new Set<string>();
+  for (const row of served.operation.transitions) {
+    const key = `${row.from}>${row.to}`;
+    seen.add(key);
+    const move = contractMove.get(key);
+    if (!move) {
+      found.push(`operation ${row.from} → ${row.to}: allowed by the model, not by the contract`);
+      continue;
+    }
+    const differs: string[] = [];
+    if (row.human_only !== (move.humanOnly ?? false)) differs.push(`human_only ${row.human_only}`);
+    if (sorted(row.system_when_held_for) !== sorted(move.systemWhenHeldFor)) {
+      differs.push(`system_when_held_for [${sorted(row.system_when_held_for)}]`);
+    }
+    if (sorted(row.refused_when_held_for) !== sorted(move.refusedWhenHeldFor)) {
+      differs.push(`refused_when_held_for [${sorted(row.refused_when_held_for)}]`);
+    }
+    if (row.sent_only !== (move.only === 'sent')) differs.push(`sent_only ${row.sent_only}`);
+    if (row.never_sent_only !== (move.only === 'never_sent')) differs.push(`never_sent_only ${row.never_sent_only}`);
+    if (row.reason_required !== (move.reasonRequired ?? false)) differs.push(`reason_required ${row.reason_required}`);
+    if (move.reasons && sorted(row.reasons) !== sorted(move.reasons)) differs.push(`reasons [${sorted(row.reasons)}]`);
+    if (differs.length) found.push(`operation ${row.from} → ${row.to}: ${differs.join('; ')}`);
+  }
+  for (const move of CONTRACT_OPERATION_MOVES) {
+    if (!seen.has(`${move.from}>${move.to}`)) found.push(`operation ${move.from} → ${move.to}: missing from the model`);
+  }
+  const servedExecution = new Set(served.execution.transitions.flatMap((t) => t.to.map((to) => `${t.from}>${to}`)));
+  for (const key of servedExecution) {
+    if (!CONTRACT_EXECUTION_MOVES.has(key)) found.push(`execution ${key.replace('>', ' → ')}: not in the contract`);
+  }
+  for (const key of CONTRACT_EXECUTION_MOVES) {
+    if (!servedExecution.has(key)) found.push(`execution ${key.replace('>', ' → ')}: missing from the model`);
+  }
+  return found;
+}
+
+/**
+ * I1 over one operation's status events, in order, against the contract's table: the move exists, carries the reason
+ * it needs, was taken by a human where only a human may take it, and respects sent / never-sent and the hold's reason.
+ */
+function illegalOperationMoves(opId: string, log: EventRow[]): string[] {
+  const found: string[] = [];
+  let everSent = false;
+  let heldFor: string | null = null;
+  for (const e of log) {
+    if (e.type !== 'operation.status_changed') continue;
+    const what = `${opId}: ${e.from_status} → ${e.to_status}`;
+    const move = contractMove.get(`${e.from_status}>${e.to_status}`);
+    if (!move) found.push(`${what} is not a move of the contract`);
+    else {
+      if (move.reasonRequired && !e.reason) found.push(`${what} without a terminal_reason`);
+      if (move.reasons && e.reason && !move.reasons.includes(e.reason)) found.push(`${what} with reason ${e.reason}`);
+      if (move.humanOnly && e.actor !== 'human' && !(heldFor && move.systemWhenHeldFor?.includes(heldFor))) {
+        found.push(`${what} by ${e.actor ?? 'system'} (held for ${heldFor}): only a human may`);
+      }
+      if (heldFor && move.refusedWhenHeldFor?.includes(heldFor)) found.push(`${what} while held for ${heldFor}`);
+      if (move.only === 'sent' && !everSent) found.push(`${what} of an operation never sent`);
+      if (move.only === 'never_sent' && everSent) found.push(`${what} of an operation already sent`);
+    }
+    if (e.to_status === 'SENT') everSent = true;
+    heldFor = e.to_status === 'MANUAL_REVIEW' ? e.reason : null;
+  }
+  return found;
+}
 
 /** True once every accepted execution is terminal and each of its operations settled; false at the bound. */
 export async function drain(
@@ -98,6 +244,7 @@ interface ExecutionRow {
 interface OperationRow {
   id: string;
   execution_id: string;
+  tenant_id: string;
   connector: string;
   status: OperationStatus;
   terminal_reason: string | null;
@@ -107,6 +254,8 @@ interface OperationRow {
   obligation: Record<string, unknown> | null;
   reference: string | null;
   client_ref: string | null;
+  amount: number | null;
+  recipient: string | null;
 }
 
 interface EventRow {
@@ -119,6 +268,7 @@ interface EventRow {
   actor: string | null;
   /** approval.decided: approve | deny; operation.resolved: the status chosen. */
   decision: string | null;
+  reason: string | null;
   created_at: Date;
 }
 
@@ -141,6 +291,10 @@ export interface InvariantReport {
 export async function checkInvariants(input: {
   pool: Pool;
   effects: SandboxEffects;
+  /** Every request the provider received (GET /__requests). */
+  requests: SandboxRequests;
+  /** The status model as the API serves it (GET /v1/status-model). */
+  statusModel: ServedStatusModel;
   planned: PlannedExecution[];
   accepted: { executionId: string; planned: PlannedExecution }[];
   notAccepted: { planned: PlannedExecution; error: string }[];
@@ -153,15 +307,16 @@ export async function checkInvariants(input: {
   ).rows;
   const operations = (
     await pool.query<OperationRow>(
-      `SELECT id, execution_id, connector, status, terminal_reason, verification_method, attempt, evidence, obligation,
-              params->>'reference' AS reference, params->>'client_ref' AS client_ref
+      `SELECT id, execution_id, tenant_id, connector, status, terminal_reason, verification_method, attempt, evidence,
+              obligation, params->>'reference' AS reference, params->>'client_ref' AS client_ref,
+              (params->>'amount')::bigint AS amount, params->>'to' AS recipient
          FROM operations`,
     )
   ).rows;
   const events = (
     await pool.query<EventRow>(
       `SELECT execution_id, seq::int AS seq, operation_id, type, from_status, to_status, data->>'actor' AS actor,
-              coalesce(data->>'decision', data->>'status') AS decision, created_at
+              coalesce(data->>'decision', data->>'status') AS decision, data->>'reason' AS reason, created_at
          FROM events ORDER BY execution_id, seq`,
     )
   ).rows;
@@ -273,18 +428,78 @@ export async function checkInvariants(input: {
     }
   }
 
-  // I1: every move in the log is one the status model allows.
+  // I1: every move in the log is one the contract allows (the checker's own table, not the model's).
   const illegal: string[] = [];
+  for (const [opId, log] of eventsByOperation) illegal.push(...illegalOperationMoves(opId, log));
   for (const e of events) {
-    if (e.type === 'operation.status_changed') {
-      if (!operationTransitionRule(e.from_status as OperationStatus, e.to_status as OperationStatus)) {
-        illegal.push(`${e.operation_id}: ${e.from_status} → ${e.to_status}`);
+    if (e.type !== 'execution.status_changed') continue;
+    if (!CONTRACT_EXECUTION_MOVES.has(`${e.from_status}>${e.to_status}`)) {
+      illegal.push(`${e.execution_id}: ${e.from_status} → ${e.to_status}`);
+    }
+  }
+  const modelDiffers = compareStatusModel(input.statusModel);
+
+  // What the wire saw (GET /__requests): sends are POSTs, keyed as the provider keys them.
+  const wire = input.requests;
+  const sendsByKey = group(
+    wire.requests.filter((r) => r.method === 'POST' && (r.path === '/v1/charges' || r.path === '/v1/messages')),
+    (r) => (r.path === '/v1/charges' ? `charge:${r.reference}` : `message:${r.client_ref}`),
+  );
+  const effectKeyOf = (o: OperationRow) =>
+    o.connector === 'sandbox.payments' ? `charge:${o.reference}` : `message:${o.client_ref}`;
+  const wireIncomplete =
+    wire.dropped > 0 ? [`the provider kept ${wire.requests.length} of ${wire.total} requests`] : [];
+  // I3 at the wire: a re-send counts even when the provider's Idempotency-Key turned it into a replay.
+  const sentAtWireTwice: string[] = [];
+  const keyNotOwn: string[] = [];
+  for (const o of operations) {
+    const sends = sendsByKey.get(effectKeyOf(o)) ?? [];
+    if (sends.length > 1) {
+      sentAtWireTwice.push(`${describe(o)}: ${sends.length} requests (${sends.map((r) => r.outcome).join(', ')})`);
+    }
+    if (o.connector !== 'sandbox.payments' || sends.length === 0) continue;
+    // One key for every request of the operation, and the one the contract derives from it (docs/decisions.md:
+    // verity-<tenant>-<reference>): a key that changes per attempt would let a re-send charge twice.
+    const own = `verity-${o.tenant_id}-${o.reference}`;
+    const keys = [...new Set(sends.map((r) => r.idempotency_key ?? '(none)'))];
+    if (keys.length > 1 || keys[0] !== own) keyNotOwn.push(`${o.id}: key(s) ${keys.join(', ')}; expected ${own}`);
+  }
+  const sentOps = new Set(
+    operations.filter((o) => statusChanges(o.id).some((e) => e.to_status === 'SENT')).map(effectKeyOf),
+  );
+  const requestsWithoutSent: string[] = [];
+  for (const [key, sends] of sendsByKey) {
+    if (!sentOps.has(key)) requestsWithoutSent.push(`${key}: ${sends.length} request(s), no operation SENT for it`);
+  }
+
+  // I6 against the provider: read-after-write evidence names the provider's own record of this operation's effect
+  // (id, amount / recipient, reference), and a read at the wire returned that record — evidence that was never read
+  // cannot be.
+  const readIds = new Set(wire.requests.flatMap((r) => (r.method === 'GET' ? (r.returned_ids ?? []) : [])));
+  const evidenceNotProviders: string[] = [];
+  for (const o of operations) {
+    if (o.status !== 'VERIFIED' || o.evidence?.resolution) continue;
+    const record = (o.evidence?.record ?? null) as Record<string, unknown> | null;
+    const id = typeof record?.id === 'string' ? record.id : null;
+    const wrong: string[] = [];
+    if (o.connector === 'sandbox.payments') {
+      const provider = effects.charges[o.reference ?? ''];
+      const at = id === null || !provider ? -1 : provider.ids.indexOf(id);
+      if (at === -1) wrong.push(`id ${id} is not a charge of ${o.reference} at the provider`);
+      else if (record?.amount !== provider.amounts[at] || record?.amount !== Number(o.amount)) {
+        wrong.push(`amount ${String(record?.amount)}, provider ${provider.amounts[at]}, requested ${o.amount}`);
       }
-    } else if (e.type === 'execution.status_changed') {
-      if (!canMoveExecution(e.from_status as ExecutionStatus, e.to_status as ExecutionStatus)) {
-        illegal.push(`${e.execution_id}: ${e.from_status} → ${e.to_status}`);
+      if (record?.reference !== o.reference) wrong.push(`reference ${String(record?.reference)}`);
+    } else {
+      const provider = effects.messages[o.client_ref ?? ''];
+      const at = id === null || !provider ? -1 : provider.ids.indexOf(id);
+      if (at === -1) wrong.push(`id ${id} is not a message of ${o.client_ref} at the provider`);
+      else if (provider.to[at] !== o.recipient || (record?.to !== undefined && record.to !== o.recipient)) {
+        wrong.push(`recipient ${String(record?.to)}, provider ${provider.to[at]}`);
       }
     }
+    if (id !== null && !readIds.has(id)) wrong.push(`no read at the wire ever returned ${id}`);
+    if (wrong.length) evidenceNotProviders.push(`${o.id}: ${wrong.join('; ')}`);
   }
 
   const passedUnknown = operations.filter((o) => statusChanges(o.id).some((e) => e.to_status === 'UNKNOWN'));
@@ -330,7 +545,13 @@ export async function checkInvariants(input: {
     promise('sent after its approval was denied', sentAfterDeny),
     promise('I2 status without its event', statusWithoutEvent),
     promise('I2 event seq not contiguous 1..n', seqGaps),
-    promise('I1 illegal transitions in the event log', illegal),
+    promise("I1 illegal transitions (the contract's table)", illegal),
+    promise("status model served ≠ the contract's table", modelDiffers),
+    promise('wire log incomplete (GET /__requests)', wireIncomplete),
+    promise('I3 more than one request at the wire', sentAtWireTwice),
+    promise('requests at the wire with no SENT operation', requestsWithoutSent),
+    promise("idempotency key not the operation's own", keyNotOwn),
+    promise("VERIFIED evidence not the provider's record", evidenceNotProviders),
     {
       label: 'UNKNOWN resolved automatically',
       value: `${resolvedAutomatically.length} of ${passedUnknown.length} that passed through UNKNOWN`,
@@ -352,7 +573,14 @@ export async function checkInvariants(input: {
       label: 'SIGSTOP past the dispatch lock',
       value: actions.pauses.length ? actions.pauses.map((p) => `${p.app} ${seconds(p.ms)}`).join(', ') : '0',
     },
-    { label: 'Redis crashes+restarts / Postgres', value: `${actions.redisRestarts} / ${actions.postgresRestarts}` },
+    {
+      label: 'Redis crashes (kept / emptied) / Postgres',
+      value: `${actions.redisRestarts} / ${actions.redisEmptied} / ${actions.postgresRestarts}`,
+    },
+    {
+      label: 'requests at the wire / stray dispatch jobs',
+      value: `${wire.total} / ${actions.strayDispatches}`,
+    },
     promise('processes that died unasked', actions.unexpectedExits),
     { label: 'approvals decided / submit retries', value: `${actions.approvals} / ${actions.submitRetries}` },
     {

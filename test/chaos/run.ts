@@ -17,6 +17,8 @@ const FLAGS: Record<string, { key: keyof ChaosOptions; kind: 'int' | 'float' | '
   'replica-lag-ms': { key: 'replicaLagMs', kind: 'int', help: 'sandbox replica lag' },
   'outage-ms': { key: 'outageMs', kind: 'int', help: 'how long Redis / Postgres stay down' },
   'restart-redis': { key: 'restartRedis', kind: 'bool', help: 'crash and restart Redis once' },
+  'empty-redis': { key: 'emptyRedis', kind: 'bool', help: 'crash Redis once more and restart it with no data' },
+  'stray-jobs': { key: 'strayJobs', kind: 'bool', help: 'enqueue duplicate dispatch jobs for SENT operations' },
   'restart-postgres': { key: 'restartPostgres', kind: 'bool', help: 'crash and restart Postgres once' },
   pause: { key: 'pause', kind: 'bool', help: 'SIGSTOP a dispatcher past its lock, then SIGCONT' },
   'drain-timeout-s': { key: 'drainTimeoutMs', kind: 'int', help: 'bound on the drain (seconds)' },
