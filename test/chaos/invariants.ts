@@ -473,9 +473,16 @@ export async function checkInvariants(input: {
   }
 
   // I6 against the provider: read-after-write evidence names the provider's own record of this operation's effect
-  // (id, amount / recipient, reference), and a read at the wire returned that record — evidence that was never read
-  // cannot be.
-  const readIds = new Set(wire.requests.flatMap((r) => (r.method === 'GET' ? (r.returned_ids ?? []) : [])));
+  // (id, amount / recipient, reference), and a read at the wire returned that record before the VERIFIED was written
+  // (a later read — observation re-reads verified effects — cannot have been its evidence). Made-up evidence fails.
+  const firstReadOf = new Map<string, number>();
+  for (const r of wire.requests) {
+    if (r.method !== 'GET') continue;
+    for (const id of r.returned_ids ?? []) {
+      const at = Date.parse(r.at);
+      if (!(firstReadOf.get(id)! <= at)) firstReadOf.set(id, at);
+    }
+  }
   const evidenceNotProviders: string[] = [];
   for (const o of operations) {
     if (o.status !== 'VERIFIED' || o.evidence?.resolution) continue;
@@ -498,7 +505,14 @@ export async function checkInvariants(input: {
         wrong.push(`recipient ${String(record?.to)}, provider ${provider.to[at]}`);
       }
     }
-    if (id !== null && !readIds.has(id)) wrong.push(`no read at the wire ever returned ${id}`);
+    const verifiedAt = statusChanges(o.id)
+      .filter((e) => e.to_status === 'VERIFIED')
+      .map((e) => e.created_at.getTime())
+      .pop();
+    const readAt = id === null ? undefined : firstReadOf.get(id);
+    if (id !== null && (readAt === undefined || (verifiedAt !== undefined && readAt > verifiedAt))) {
+      wrong.push(`no read at the wire returned ${id} before it was VERIFIED`);
+    }
     if (wrong.length) evidenceNotProviders.push(`${o.id}: ${wrong.join('; ')}`);
   }
 
