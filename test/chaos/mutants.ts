@@ -61,16 +61,41 @@ export const MUTANTS: Mutant[] = [
   },
   {
     name: 'made-up-evidence',
-    bug: 'verification writes VERIFIED with read-back evidence made up from the send reply when the read finds nothing',
+    bug: 'verification writes VERIFIED with read-back evidence made up from the send reply when the read does not find it',
     file: 'apps/reconciler/src/verification.service.ts',
-    find: `      case 'absent': {
-        // Never a "did not happen" verdict inside the settle window: the provider may simply not show it yet.`,
-    replace: `      case 'absent': {
-        if (op.providerRef) {
-          const record = { ...op.providerRef, amount: op.params.amount, currency: op.params.currency, status: 'succeeded' };
-          return this.settle(op, S.VERIFIED, null, { method: 'read_after_write', ...read.evidence, record }, 'verified');
-        }
-        // Never a "did not happen" verdict inside the settle window: the provider may simply not show it yet.`,
+    // Both "not found" verdicts: a charge whose write version the replica has not reached reads as stale, not absent.
+    find: `      return 'skipped: already settled';
+    }
+    const read = await this.readBack(op);
+    switch (read.kind) {
+      case 'found':
+        return this.settle(op, S.VERIFIED, null, { method: 'read_after_write', ...read.evidence }, 'verified');
+      case 'mismatch':
+        return this.hold(op, R.INTEGRITY_MISMATCH, {
+          method: 'read_after_write',
+          mismatched: read.fields,
+          ...read.evidence,
+        });
+      case 'absent': {
+        // Never a`,
+    replace: `      return 'skipped: already settled';
+    }
+    const read = await this.readBack(op);
+    if ((read.kind === 'absent' || read.kind === 'stale') && op.providerRef) {
+      const record = { ...op.providerRef, amount: op.params.amount, currency: op.params.currency, status: 'succeeded' };
+      return this.settle(op, S.VERIFIED, null, { method: 'read_after_write', ...read.evidence, record }, 'verified');
+    }
+    switch (read.kind) {
+      case 'found':
+        return this.settle(op, S.VERIFIED, null, { method: 'read_after_write', ...read.evidence }, 'verified');
+      case 'mismatch':
+        return this.hold(op, R.INTEGRITY_MISMATCH, {
+          method: 'read_after_write',
+          mismatched: read.fields,
+          ...read.evidence,
+        });
+      case 'absent': {
+        // Never a`,
   },
   {
     name: 'model-unknown-to-sent',
