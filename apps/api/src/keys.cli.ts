@@ -1,14 +1,16 @@
 import 'reflect-metadata';
 import { parseArgs } from 'node:util';
 import {
+  ApiKeyListing,
   KEY_ROLES,
   KeyRole,
   Role,
   createApiKey,
   createDataSource,
   ensureTenant,
+  findActiveKeysByIdOrPrefix,
+  listApiKeys,
   revokeApiKey,
-  rows,
 } from '@verity/persistence';
 import { loadConfig } from '@verity/platform';
 import type { DataSource } from 'typeorm';
@@ -28,15 +30,7 @@ A revoked key stops working at once in every API process, open streams included.
 
 class UsageError extends Error {}
 
-interface KeyRow {
-  id: string;
-  tenant_id: string | null;
-  role: KeyRole;
-  key_prefix: string;
-  label: string | null;
-  created_at: Date;
-  revoked_at: Date | null;
-}
+type KeyRow = ApiKeyListing;
 
 type Out = (line: string) => void;
 
@@ -86,13 +80,8 @@ async function list(db: DataSource, args: string[], out: Out): Promise<void> {
     options: { tenant: { type: 'string' }, json: { type: 'boolean', default: false } },
     strict: true,
   });
-  // The hash column is never selected: nothing here can print it.
-  const keys = await rows<KeyRow>(
-    db.manager,
-    `SELECT id, tenant_id, role, key_prefix, label, created_at, revoked_at FROM api_keys
-     WHERE ($1::text IS NULL OR tenant_id = $1) ORDER BY tenant_id NULLS FIRST, created_at, id`,
-    [values.tenant ?? null],
-  );
+  // The listing never carries the hash: nothing here can print it.
+  const keys = await listApiKeys(db.manager, values.tenant ?? null);
   if (values.json) {
     out(JSON.stringify(keys.map(present)));
     return;
@@ -133,12 +122,7 @@ async function revoke(db: DataSource, args: string[], out: Out): Promise<void> {
   const target = positionals[0];
   if (!target || positionals.length > 1) throw new UsageError('revoke takes exactly one key id or key prefix');
   // A prefix is short and may be shared; revoking by it is only allowed when it names exactly one active key.
-  const matches = await rows<KeyRow>(
-    db.manager,
-    `SELECT id, tenant_id, role, key_prefix, label, created_at, revoked_at FROM api_keys
-     WHERE (id = $1 OR key_prefix = $1) AND revoked_at IS NULL ORDER BY id`,
-    [target],
-  );
+  const matches = await findActiveKeysByIdOrPrefix(db.manager, target);
   if (matches.length === 0) throw new UsageError(`no active key has id or prefix "${target}"`);
   if (matches.length > 1) {
     throw new UsageError(

@@ -10,12 +10,12 @@ import {
   TransitionService,
   connectorEnvironment,
   connectorOperation,
-  findExecutionWithOperations,
-  findOperations,
+  findExecutionWithOperationsForWorker,
+  findOperationsForWorker,
   findTenant,
-  lockExecution,
+  lockExecutionForWorker,
+  recordApprovalBaseline,
   recoveryObligation,
-  rows,
   snapshotOf,
   transaction,
 } from '@verity/persistence';
@@ -27,6 +27,8 @@ import {
   OperationStatus,
   TerminalReason,
   VerificationMethod,
+  DENIAL,
+  dependencyBroken,
   dependencySatisfied,
   isSettledOperation,
   isTerminalExecution,
@@ -119,11 +121,11 @@ export class LifecycleService {
       // The execution row follows this job's own moves in memory and is read again only after a lost race; the
       // operations are read again after every step that changed something.
       if (!execution) {
-        const found = await findExecutionWithOperations(this.db.manager, executionId);
+        const found = await findExecutionWithOperationsForWorker(this.db.manager, executionId);
         if (!found) return 'skipped: not found';
         ({ execution, operations } = found);
       }
-      operations ??= await findOperations(this.db.manager, executionId);
+      operations ??= await findOperationsForWorker(this.db.manager, executionId);
       // Criteria are judged before every step, so the verdicts are current before the execution completes, and
       // again after it finished: a terminal execution's operations can still change (a reviewer's resolution).
       await this.outcomes.evaluate(execution, operations);
@@ -222,7 +224,7 @@ export class LifecycleService {
     const contexts = from === E.PLANNING ? new Map<string, ContextResult>() : await this.readContexts(operations);
     return this.inTransaction(execution, async (tx) => {
       // Rows are locked in the order every transition statement takes them (operations, then the execution).
-      const locked = await lockExecution(tx, execution.id);
+      const locked = await lockExecutionForWorker(tx, execution.id);
       if (locked?.status !== from) throw new LostRace();
       // The moves are written together, as one statement, just before any other event of this transaction.
       const chain = new MoveChain(this.transitions, tx, execution.id, from);
@@ -234,7 +236,7 @@ export class LifecycleService {
         });
         chain.add(E.PLANNING);
       }
-      if (locked.operations.some((op) => needsApproval(op, tenant?.settings))) {
+      if (locked.operations.some((op) => needsApproval(op, tenant?.settings, this.connectors))) {
         await chain.flush();
         await this.plan(tx, execution, tenant);
       }
@@ -261,7 +263,7 @@ export class LifecycleService {
   private reject(execution: ExecutionEntity, problems: string[]): Promise<boolean | 'lost'> {
     const failure = executionFailure('invalid_request', E.VALIDATING, new Date(), problems.join('; ').slice(0, 2000));
     return this.inTransaction(execution, async (tx) => {
-      const locked = await lockExecution(tx, execution.id);
+      const locked = await lockExecutionForWorker(tx, execution.id);
       if (locked?.status !== execution.status) throw new LostRace();
       const chain = new MoveChain(this.transitions, tx, execution.id, execution.status);
       if (chain.status === E.CREATED) chain.add(E.VALIDATING);
@@ -310,11 +312,9 @@ export class LifecycleService {
       if (outcome !== 'agrees') continue;
       // Remember what the source looked like: an approval given now is stale if this changes before dispatch.
       // (A decision that arrived early is kept: the baseline is merged into it.)
-      if (context.kind !== 'state' || (!needsApproval(op, tenant?.settings) && op.approval === null)) continue;
-      await rows(tx, `UPDATE operations SET approval = coalesce(approval, '{}'::jsonb) || $2 WHERE id = $1`, [
-        op.id,
-        JSON.stringify({ baseline: context.state }),
-      ]);
+      if (context.kind !== 'state' || (!needsApproval(op, tenant?.settings, this.connectors) && op.approval === null))
+        continue;
+      await recordApprovalBaseline(tx, op.id, context.state);
     }
   }
 
@@ -530,8 +530,8 @@ export class LifecycleService {
 
   /** Decide which operations need approval; a decision that arrived early is kept, not asked again. */
   private async plan(db: EntityManager, execution: ExecutionEntity, tenant: TenantEntity | null): Promise<void> {
-    for (const op of await findOperations(db, execution.id)) {
-      if (op.status !== S.PREPARED || !needsApproval(op, tenant?.settings)) continue;
+    for (const op of await findOperationsForWorker(db, execution.id)) {
+      if (op.status !== S.PREPARED || !needsApproval(op, tenant?.settings, this.connectors)) continue;
       if (op.approval?.state === 'granted' || op.approval?.state === 'denied' || op.approval?.state === 'requested') {
         continue;
       }
@@ -564,8 +564,8 @@ export class LifecycleService {
     for (const op of operations) {
       if (op.status !== S.PREPARED) continue;
       const deps = op.dependsOn.map((key) => latestByKey.get(key));
-      const broken = deps.find((d) => !d || d.status === S.FAILED || d.status === S.CANCELLED);
-      if (broken !== undefined || deps.some((d) => d === undefined)) {
+      const broken = deps.find((d) => dependencyBroken(d));
+      if (broken !== undefined || deps.some((d) => dependencyBroken(d))) {
         const moved = await this.transitions.operation(this.db.manager, {
           operation: snapshotOf(op),
           to: S.CANCELLED,
@@ -575,12 +575,11 @@ export class LifecycleService {
         continue;
       }
       if (!deps.every((d) => d && dependencySatisfied(d))) continue;
-      if (needsApproval(op, tenant?.settings)) {
+      if (needsApproval(op, tenant?.settings, this.connectors)) {
         if (op.approval?.state === 'denied') {
           const moved = await this.transitions.operation(this.db.manager, {
             operation: snapshotOf(op),
-            to: S.CANCELLED,
-            reason: TerminalReason.DENIED,
+            ...DENIAL,
             eventData: { cause: 'approval_denied' },
           });
           changed ||= moved.won;

@@ -1,10 +1,17 @@
-import { OperationEntity, TenantSettings, tenantApprovalRules } from '@verity/persistence';
-import { approvalRuleFor } from '@verity/status-model';
+import type { ConnectorRegistry } from '@verity/connectors';
+import type { OperationEntity, TenantSettings } from '@verity/persistence';
+import { needsApproval as policyNeedsApproval, tenantApprovalRules } from '@verity/status-model';
 
-/** An operation needs approval when the agent asked for it, or one of the tenant's approval rules says so. */
-export function needsApproval(op: OperationEntity, settings: TenantSettings | null | undefined): boolean {
-  if (op.requiresApproval) return true;
-  return approvalRuleFor(op, tenantApprovalRules(settings)) !== null;
+/**
+ * The status model's approval rule, applied with the tenant's policy and the connectors' declarations (where an
+ * operation's amount is, for a tenant's plain threshold).
+ */
+export function needsApproval(
+  op: OperationEntity,
+  settings: TenantSettings | null | undefined,
+  connectors: ConnectorRegistry,
+): boolean {
+  return policyNeedsApproval(op, tenantApprovalRules(settings, connectors.approvalAmountDeclarations()));
 }
 
 /**

@@ -5,8 +5,8 @@ import {
   ExecutionEntity,
   OperationEntity,
   TransitionService,
-  findExecution,
-  findLastStatusChanges,
+  findExecutionForWorker,
+  findLastStatusChangesForWorker,
 } from '@verity/persistence';
 import { evaluateCriterion, outcomeResult } from '@verity/status-model';
 import { DataSource } from 'typeorm';
@@ -29,7 +29,7 @@ export class OutcomeService {
     const latestByKey = new Map<string, OperationEntity>();
     for (const op of operations) latestByKey.set(op.key, op);
     const referenced = execution.criteria.flatMap((c) => latestByKey.get(c.operation)?.id ?? []);
-    const changes = await findLastStatusChanges(this.db.manager, referenced);
+    const changes = await findLastStatusChangesForWorker(this.db.manager, referenced);
     const results: CriterionResult[] = execution.criteria.map((criterion) => {
       const op = latestByKey.get(criterion.operation);
       const change = op ? (changes.get(op.id) ?? null) : null;
@@ -69,7 +69,7 @@ export class OutcomeService {
         execution.outcome = outcome;
         return true;
       }
-      const fresh = await findExecution(this.db.manager, execution.id);
+      const fresh = await findExecutionForWorker(this.db.manager, execution.id);
       if (!fresh) return false;
       execution.criteriaResults = fresh.criteriaResults;
     }

@@ -25,7 +25,7 @@ import {
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { JobName, JobProducer, PRODUCER_REDIS, workerCountersKey } from '@verity/queues';
-import { OperationStatus, TerminalReason, VerificationMethod } from '@verity/status-model';
+import { OperationStatus, TerminalReason, VerificationMethod, everSent } from '@verity/status-model';
 import type { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
 import { LifecycleService } from './lifecycle.service';
@@ -72,12 +72,12 @@ export class SenderService {
     if (!found) return 'skipped: not found';
     const { operation: op, executionDeadline, tenant } = found;
     if (op.status === S.SENT) return this.markOrphan(op);
-    const release = op.status === S.MANUAL_REVIEW && op.attempt === 0 && hasReleaseResolution(op);
+    const release = op.status === S.MANUAL_REVIEW && !everSent(op) && hasReleaseResolution(op);
     // What a send needs is checked by the SENT statement itself (I15), so a stray, duplicated, replayed or hand-made
     // job cannot send early or twice: the reads here only decide what to try, never whether it is safe.
     const guard: SendGuard = release
       ? { kind: 'release' }
-      : { kind: 'dispatch', approvalRequired: needsApproval(op, tenant?.settings) };
+      : { kind: 'dispatch', approvalRequired: needsApproval(op, tenant?.settings, this.connectors) };
     if (op.status !== S.PREPARED && !release) return this.refused(op, ['status_moved']);
     const connector = this.connectors.require(op.connector);
     // The tenant's settings for this connector (allowlist, secrets, spending caps), read fresh for every send.

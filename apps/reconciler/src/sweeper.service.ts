@@ -2,23 +2,35 @@ import { InjectQueue } from '@nestjs/bullmq';
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import {
-  OperationEntity,
   TransitionService,
+  claimDueObservations,
+  executionsPastDeadline,
+  operationsOwedChecks,
+  operationsSentBefore,
+  overdueUnescalatedObligations,
   pruneExpired,
   pruneSpendLedger,
-  rows,
   snapshotOf,
+  staleExecutions,
+  withSweepLock,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { JobName, JobProducer, PRODUCER_REDIS, QueueName, jobId } from '@verity/queues';
-import { OperationStatus, TerminalReason } from '@verity/status-model';
+import { OperationStatus, OwedCheck, TerminalReason, VerificationMethodValue, owedCheck } from '@verity/status-model';
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
 import { hostname } from 'node:os';
 
-const SWEEP_LOCK = 727_002;
 const BATCH = 500;
+
+/** The job that carries out each kind of owed check. */
+const CHECK_JOB: Record<OwedCheck, JobName.VERIFY_OPERATION | JobName.RECONCILE_OPERATION | JobName.RECHECK_OPERATION> =
+  {
+    verify: JobName.VERIFY_OPERATION,
+    reconcile: JobName.RECONCILE_OPERATION,
+    recheck: JobName.RECHECK_OPERATION,
+  };
 
 export interface SweepReport {
   ran: boolean;
@@ -62,50 +74,29 @@ export class SweeperService {
       prunedIdempotency: 0,
       prunedSweepLog: 0,
     };
-    const runner = this.db.createQueryRunner();
-    await runner.connect();
-    try {
-      const [{ locked }] = (await runner.query(`SELECT pg_try_advisory_lock($1) AS locked`, [SWEEP_LOCK])) as {
-        locked: boolean;
-      }[];
-      if (!locked) return report;
-      try {
-        report.ran = true;
-        const [{ id: logId }] = (await runner.query(`INSERT INTO sweep_log (worker) VALUES ($1) RETURNING id`, [
-          `${hostname()}:${process.pid}`,
-        ])) as { id: string }[];
-        report.expired = await this.expire();
-        report.orphanedSent = await this.orphanedSent();
-        report.reenqueuedExecutions = await this.staleExecutions();
-        report.reenqueuedChecks = await this.owedChecks();
-        report.escalated = await this.escalate();
-        report.observations = await this.observations();
-        report.prunedSpend = await pruneSpendLedger(this.db.manager, BATCH);
-        const pruned = await pruneExpired(this.db.manager, BATCH);
-        report.prunedIdempotency = pruned.idempotency;
-        report.prunedSweepLog = pruned.sweepLog;
-        await runner.query(`UPDATE sweep_log SET finished_at = clock_timestamp(), report = $2 WHERE id = $1`, [
-          logId,
-          JSON.stringify(report),
-        ]);
-      } finally {
-        await runner.query(`SELECT pg_advisory_unlock($1)`, [SWEEP_LOCK]);
-      }
-    } finally {
-      await runner.release();
-    }
+    const ran = await withSweepLock(this.db, `${hostname()}:${process.pid}`, async () => {
+      report.ran = true;
+      report.expired = await this.expire();
+      report.orphanedSent = await this.orphanedSent();
+      report.reenqueuedExecutions = await this.staleExecutions();
+      report.reenqueuedChecks = await this.owedChecks();
+      report.escalated = await this.escalate();
+      report.observations = await this.observations();
+      report.prunedSpend = await pruneSpendLedger(this.db.manager, BATCH);
+      const pruned = await pruneExpired(this.db.manager, BATCH);
+      report.prunedIdempotency = pruned.idempotency;
+      report.prunedSweepLog = pruned.sweepLog;
+      return report;
+    });
+    if (!ran) return report;
     if (report.expired + report.orphanedSent + report.escalated > 0) this.logger.info({ report }, 'sweep');
     return report;
   }
 
   /** Executions past their deadline: the dispatcher (owner of the lifecycle) expires them on this advance. */
   private async expire(): Promise<number> {
-    const due = await rows<{ id: string }>(
-      this.db.manager,
-      `SELECT id FROM executions WHERE status NOT IN ('completed','failed','cancelled','expired') AND deadline_at <= now()
-       ORDER BY deadline_at LIMIT ${BATCH}`,
-    );
-    for (const { id } of due) await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: id });
+    const due = await executionsPastDeadline(this.db.manager, BATCH);
+    for (const id of due) await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: id });
     return due.length;
   }
 
@@ -115,14 +106,11 @@ export class SweeperService {
    * BullMQ keeps listing the job as active until some worker's stalled check runs (every 30 s by default).
    */
   private async orphanedSent(): Promise<number> {
-    const candidates = await this.db
-      .getRepository(OperationEntity)
-      .createQueryBuilder('o')
-      .where(`o.status = 'SENT' AND o.sent_at < now() - make_interval(secs => :ms / 1000.0)`, {
-        ms: this.config.DISPATCH_LOCK_MS + this.config.SEND_GRACE_MS,
-      })
-      .limit(BATCH)
-      .getMany();
+    const candidates = await operationsSentBefore(
+      this.db.manager,
+      this.config.DISPATCH_LOCK_MS + this.config.SEND_GRACE_MS,
+      BATCH,
+    );
     if (candidates.length === 0) return 0;
     const live = await this.liveDispatches();
     // Without Redis nothing can tell a slow worker from a dead one; SENT is an honest "wait" until it is back.
@@ -173,15 +161,8 @@ export class SweeperService {
 
   /** I7: accepted work whose job was lost (Redis down at intake, a crash between commit and enqueue...). */
   private async staleExecutions(): Promise<number> {
-    const stale = await rows<{ id: string }>(
-      this.db.manager,
-      `SELECT id FROM executions
-       WHERE status NOT IN ('completed','failed','cancelled','expired')
-         AND updated_at < now() - make_interval(secs => $1 / 1000.0)
-       ORDER BY updated_at LIMIT ${BATCH}`,
-      [this.config.STALE_EXECUTION_MS],
-    );
-    for (const { id } of stale) await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: id });
+    const stale = await staleExecutions(this.db.manager, this.config.STALE_EXECUTION_MS, BATCH);
+    for (const id of stale) await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: id });
     return stale.length;
   }
 
@@ -190,23 +171,16 @@ export class SweeperService {
    * enqueue them again. A hold is re-checked only while its next_check_at is set: the row, not Redis, says it is owed.
    */
   private async owedChecks(): Promise<number> {
-    const owed = await rows<{ id: string; status: string; check_count: number }>(
-      this.db.manager,
-      `SELECT id, status, check_count FROM operations
-       WHERE ((status = 'ACKNOWLEDGED' AND verification_method = 'read_after_write') OR status IN ('UNKNOWN', 'RECONCILING')
-              OR (status = 'MANUAL_REVIEW' AND next_check_at IS NOT NULL))
-         AND coalesce(next_check_at, updated_at) < now() - make_interval(secs => $1 / 1000.0)
-       ORDER BY updated_at LIMIT ${BATCH}`,
-      [this.config.STALE_EXECUTION_MS],
-    );
+    const owed = await operationsOwedChecks(this.db.manager, this.config.STALE_EXECUTION_MS, BATCH);
     const sweepStamp = Math.floor(Date.now() / Math.max(1000, this.config.STALE_EXECUTION_MS));
     for (const op of owed) {
-      const name =
-        op.status === 'ACKNOWLEDGED'
-          ? JobName.VERIFY_OPERATION
-          : op.status === 'MANUAL_REVIEW'
-            ? JobName.RECHECK_OPERATION
-            : JobName.RECONCILE_OPERATION;
+      const check = owedCheck({
+        status: op.status,
+        verificationMethod: op.verification_method as VerificationMethodValue,
+        recheckScheduled: op.recheck_scheduled,
+      });
+      if (!check) continue;
+      const name = CHECK_JOB[check];
       await this.producer.tryEnqueue(name, { operationId: op.id }, { jobId: jobId(name, op.id, `sweep${sweepStamp}`) });
     }
     return owed.length;
@@ -218,28 +192,14 @@ export class SweeperService {
    */
   private async observations(): Promise<number> {
     if (this.config.OBSERVE_BATCH === 0) return 0;
-    await this.db.query(
-      `UPDATE operations SET next_check_at = NULL WHERE id IN (
-         SELECT id FROM operations
-         WHERE status = 'VERIFIED' AND next_check_at IS NOT NULL
-           AND created_at <= now() - make_interval(secs => $1 / 1000.0)
-         LIMIT ${BATCH})`,
-      [this.config.OBSERVE_WINDOW_MS],
-    );
-    const due = await rows<{ id: string }>(
-      this.db.manager,
-      `WITH due AS (
-         SELECT id FROM operations
-         WHERE status = 'VERIFIED' AND next_check_at IS NOT NULL AND next_check_at <= now()
-           AND created_at > now() - make_interval(secs => $1 / 1000.0)
-         ORDER BY next_check_at LIMIT $2 FOR UPDATE SKIP LOCKED
-       )
-       UPDATE operations o SET next_check_at = now() + make_interval(secs => $3 / 1000.0)
-       FROM due WHERE o.id = due.id RETURNING o.id`,
-      [this.config.OBSERVE_WINDOW_MS, this.config.OBSERVE_BATCH, this.config.OBSERVE_INTERVAL_MS],
-    );
+    const due = await claimDueObservations(this.db.manager, {
+      windowMs: this.config.OBSERVE_WINDOW_MS,
+      limit: this.config.OBSERVE_BATCH,
+      intervalMs: this.config.OBSERVE_INTERVAL_MS,
+      retireBatch: BATCH,
+    });
     const stamp = Date.now();
-    for (const { id } of due) {
+    for (const id of due) {
       await this.producer.tryEnqueue(
         JobName.OBSERVE_OPERATION,
         { operationId: id },
@@ -251,13 +211,7 @@ export class SweeperService {
 
   /** Overdue recovery obligations: an event, once, and a metric (verity_overdue_obligations). */
   private async escalate(): Promise<number> {
-    const overdue = await this.db
-      .getRepository(OperationEntity)
-      .createQueryBuilder('o')
-      .where(`o.status = 'MANUAL_REVIEW' AND (o.obligation->>'due_at')::timestamptz < now()`)
-      .andWhere(`o.obligation->>'escalated_at' IS NULL`)
-      .limit(BATCH)
-      .getMany();
+    const overdue = await overdueUnescalatedObligations(this.db.manager, BATCH);
     let escalated = 0;
     for (const op of overdue) {
       if (!op.obligation) continue;

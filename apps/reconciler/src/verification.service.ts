@@ -14,14 +14,21 @@ import {
   findTenant,
   connectorEnvironment,
   connectorOperation,
-  findOperation,
+  findOperationForWorker,
   recoveryObligation,
-  rows,
+  lastUnknownAfterSend,
+  scheduleNextCheck,
   snapshotOf,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { JobName, JobProducer, jobId } from '@verity/queues';
-import { OperationStatus, TerminalReason, VerificationMethod, operationTransitionRule } from '@verity/status-model';
+import {
+  OperationStatus,
+  TerminalReason,
+  VerificationMethod,
+  everSent,
+  operationTransitionRule,
+} from '@verity/status-model';
 import { DataSource } from 'typeorm';
 
 export type VerifyOutcome =
@@ -69,19 +76,14 @@ export class VerificationService {
    * a committed write may take SETTLE_WINDOW_MS more to appear on the replica. Any less yields false "did not happen".
    */
   private async absenceProvenAfter(op: OperationEntity): Promise<number> {
-    const [row] = await rows<{ at: Date | null }>(
-      this.db.manager,
-      `SELECT max(created_at) AS at FROM events
-       WHERE operation_id = $1 AND to_status = 'UNKNOWN' AND from_status IN ('SENT', 'ACKNOWLEDGED')`,
-      [op.id],
-    );
+    const unknownAt = await lastUnknownAfterSend(this.db.manager, op.id);
     const sentAt = (op.sentAt ?? op.createdAt).getTime();
-    const start = Math.max(sentAt + this.config.SEND_GRACE_MS, row?.at ? new Date(row.at).getTime() : sentAt);
+    const start = Math.max(sentAt + this.config.SEND_GRACE_MS, unknownAt ? unknownAt.getTime() : sentAt);
     return start + this.config.CONNECTOR_TIMEOUT_MS + this.config.SETTLE_WINDOW_MS;
   }
 
   async verify(operationId: string): Promise<VerifyOutcome> {
-    const op = await findOperation(this.db.manager, operationId);
+    const op = await findOperationForWorker(this.db.manager, operationId);
     if (!op || op.status !== S.ACKNOWLEDGED || op.verificationMethod !== VerificationMethod.READ_AFTER_WRITE) {
       return 'skipped: already settled';
     }
@@ -120,12 +122,12 @@ export class VerificationService {
   }
 
   async reconcile(operationId: string): Promise<VerifyOutcome> {
-    let op = await findOperation(this.db.manager, operationId);
+    let op = await findOperationForWorker(this.db.manager, operationId);
     if (!op || (op.status !== S.UNKNOWN && op.status !== S.RECONCILING)) return 'skipped: already settled';
     const connector = this.connectors.require(op.connector);
     if (op.status === S.UNKNOWN) {
       if (!connector.readBack || !operationCapabilities(connector, op.action, op.params).read_back) {
-        // Nothing can be read back (sandbox.sms): a human decides. Re-sending could deliver a second message.
+        // Nothing can be read back (a connector without read_back): a human decides. Re-sending could deliver a second message.
         return this.hold(op, R.CONNECTOR_ERROR, {
           method: 'none',
           detail: `${op.connector} cannot read back; the outcome can only be established outside Verity`,
@@ -235,10 +237,7 @@ export class VerificationService {
 
   private async reschedule(op: OperationEntity, job: JobName.VERIFY_OPERATION | JobName.RECONCILE_OPERATION) {
     const checks = op.checkCount + 1;
-    await this.db.query(
-      `UPDATE operations SET check_count = $3, next_check_at = $4 WHERE id = $1 AND status = $2 AND check_count = $5`,
-      [op.id, op.status, checks, this.nextCheckAt(checks), op.checkCount],
-    );
+    await scheduleNextCheck(this.db.manager, op, this.nextCheckAt(checks));
     const kind = job === JobName.VERIFY_OPERATION ? 'verify' : 'reconcile';
     await this.producer.tryEnqueue(
       job,
@@ -288,7 +287,7 @@ export class VerificationService {
    * changes. Only while the operation is VERIFIED; its status, terminal reason and evidence stay as they ended.
    */
   async observe(operationId: string): Promise<ObserveOutcome> {
-    const op = await findOperation(this.db.manager, operationId);
+    const op = await findOperationForWorker(this.db.manager, operationId);
     if (!op || op.status !== S.VERIFIED) return 'skipped: not VERIFIED';
     const connector = this.connectors.require(op.connector);
     const result = await this.observeThrough(connector, connectorOperation(op), op);
@@ -349,11 +348,11 @@ export class VerificationService {
    * automatic read is scheduled while the source may still answer and the obligation is not yet due.
    */
   async recheck(operationId: string, requestedBy?: string): Promise<RecheckOutcome> {
-    const op = await findOperation(this.db.manager, operationId);
+    const op = await findOperationForWorker(this.db.manager, operationId);
     if (!op || op.status !== S.MANUAL_REVIEW || (op.obligation as { resolution?: unknown } | null)?.resolution) {
       return 'skipped: not held';
     }
-    if (op.attempt === 0 || !this.canReadBack(op)) return 'skipped: cannot read back';
+    if (!everSent(op) || !this.canReadBack(op)) return 'skipped: cannot read back';
     const read = await this.readBack(op);
     const trigger = requestedBy ? { trigger: 'reviewer', requested_by: requestedBy } : { trigger: 'scheduled' };
     if (read.kind === 'found' && systemMayRelease(op.terminalReason)) {
@@ -424,14 +423,14 @@ export class VerificationService {
     const tenant = await findTenant(this.db.manager, op.tenantId);
     const obligation = recoveryObligation({
       reason,
-      everSent: op.attempt > 0,
+      everSent: everSent(op),
       settings: tenant?.settings,
       now: new Date(),
       dueInMs: this.config.OBLIGATION_DUE_MS,
     });
     // A source that could not be read may answer later: the hold is read again until its obligation is due.
     const recheckAt =
-      systemMayRelease(reason) && op.attempt > 0 && this.canReadBack(op) ? this.nextRecheckAt({ obligation }, 0) : null;
+      systemMayRelease(reason) && everSent(op) && this.canReadBack(op) ? this.nextRecheckAt({ obligation }, 0) : null;
     const moved = await this.transitions.operation(this.db.manager, {
       operation: snapshotOf(op),
       to: S.MANUAL_REVIEW,

@@ -113,6 +113,11 @@ export interface Connector {
   readonly description: string;
   readonly capabilities: ConnectorCapabilities;
   readonly actions: Readonly<Record<string, ActionSpec>>;
+  /**
+   * Where this connector's operations carry an amount (a params path), if they do: a tenant's plain approval
+   * threshold (`approvalAmountAbove`, from before approval rules) applies to them there. Absent: it does not apply.
+   */
+  readonly approvalAmountField?: string;
   /** Tenant settings this connector reads besides the spending cap (which applies to every connector). */
   readonly settings?: ConnectorSettingsUse;
   /**

@@ -34,6 +34,13 @@ export class ConnectorRegistry {
     return [...this.byName.values()];
   }
 
+  /** The connectors that declare where their operations carry an amount (a tenant's approval threshold applies). */
+  approvalAmountDeclarations(): { connector: string; amountField: string }[] {
+    return this.list().flatMap((c) =>
+      c.approvalAmountField ? [{ connector: c.name, amountField: c.approvalAmountField }] : [],
+    );
+  }
+
   /**
    * The limitations table (GET /v1/connectors), generated from the declarations: per connector, and per action
    * (an action may differ from its connector, and a capability that holds only for some operations says when).

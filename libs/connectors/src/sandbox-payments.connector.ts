@@ -35,6 +35,7 @@ export class SandboxPaymentsConnector implements Connector {
   readonly name = 'sandbox.payments';
   readonly description = 'Card charges at the sandbox provider (POST /v1/charges, read back by reference)';
   readonly capabilities = { read_back: true, context_read: true, provider_idempotency: true, reversible: false };
+  readonly approvalAmountField = 'amount';
   readonly actions = {
     charge: { description: 'Charge an amount (minor units) against an order reference', params: ChargeParams },
   };

@@ -114,6 +114,7 @@ export function redactingSecrets(connector: Connector): Connector {
     capabilities: connector.capabilities,
     actions: connector.actions,
     settings: connector.settings,
+    approvalAmountField: connector.approvalAmountField,
     operationCapabilities: connector.operationCapabilities?.bind(connector),
     send: (op: ConnectorOperation, env: ConnectorEnvironment) =>
       guarded<SendOutcome>(env, () => connector.send(op, env)),

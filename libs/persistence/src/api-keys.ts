@@ -2,6 +2,36 @@ import { createHash, randomBytes } from 'node:crypto';
 import { newId } from '@verity/platform';
 import { EntityManager } from 'typeorm';
 import { ApiKeyEntity, KeyRole, Role, TenantEntity } from './entities';
+import { Queryable, rows } from './sql';
+
+/** The Postgres channel a revocation is announced on: every API process listens, and drops its cached keys. */
+export const KEY_REVOCATION_CHANNEL = 'verity_keys';
+
+export const API_KEY_SQL = {
+  ensureTenant: `INSERT INTO tenants (id, name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`,
+  createKey: `INSERT INTO api_keys (id, tenant_id, role, key_hash, key_prefix, label) VALUES ($1, $2, $3, $4, $5, $6)
+     ON CONFLICT (key_hash) DO NOTHING`,
+  revokeKey: `UPDATE api_keys SET revoked_at = now() WHERE (id = $1 OR key_prefix = $1) AND revoked_at IS NULL RETURNING id`,
+  announceRevocation: `SELECT pg_notify('${KEY_REVOCATION_CHANNEL}', $1)`,
+  listenForRevocations: `LISTEN ${KEY_REVOCATION_CHANNEL}`,
+  keyActive: `SELECT 1 FROM api_keys WHERE id = $1 AND revoked_at IS NULL`,
+  // The hash column is never selected by the listings: nothing that prints them can print it.
+  listKeys: `SELECT id, tenant_id, role, key_prefix, label, created_at, revoked_at FROM api_keys
+     WHERE ($1::text IS NULL OR tenant_id = $1) ORDER BY tenant_id NULLS FIRST, created_at, id`,
+  activeKeysByIdOrPrefix: `SELECT id, tenant_id, role, key_prefix, label, created_at, revoked_at FROM api_keys
+     WHERE (id = $1 OR key_prefix = $1) AND revoked_at IS NULL ORDER BY id`,
+} as const;
+
+/** A key as the operator's tools list it: never its hash. */
+export interface ApiKeyListing {
+  id: string;
+  tenant_id: string | null;
+  role: KeyRole;
+  key_prefix: string;
+  label: string | null;
+  created_at: Date;
+  revoked_at: Date | null;
+}
 
 export function hashApiKey(key: string): string {
   return createHash('sha256').update(key).digest('hex');
@@ -12,7 +42,7 @@ export function generateApiKey(role: KeyRole): string {
 }
 
 export async function ensureTenant(db: EntityManager, id: string, name = id): Promise<TenantEntity> {
-  await db.query(`INSERT INTO tenants (id, name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`, [id, name]);
+  await db.query(API_KEY_SQL.ensureTenant, [id, name]);
   return db.getRepository(TenantEntity).findOneByOrFail({ id });
 }
 
@@ -26,28 +56,52 @@ export async function createApiKey(
 ): Promise<{ id: string; key: string }> {
   const key = input.key ?? generateApiKey(input.role);
   const id = newId('key');
-  await db.query(
-    `INSERT INTO api_keys (id, tenant_id, role, key_hash, key_prefix, label) VALUES ($1, $2, $3, $4, $5, $6)
-     ON CONFLICT (key_hash) DO NOTHING`,
-    [id, input.tenantId, input.role, hashApiKey(key), key.slice(0, 12), input.label ?? null],
-  );
+  await db.query(API_KEY_SQL.createKey, [
+    id,
+    input.tenantId,
+    input.role,
+    hashApiKey(key),
+    key.slice(0, 12),
+    input.label ?? null,
+  ]);
   return { id, key };
 }
 
 export async function revokeApiKey(db: EntityManager, id: string): Promise<boolean> {
-  const result: unknown = await db.query(
-    `UPDATE api_keys SET revoked_at = now() WHERE (id = $1 OR key_prefix = $1) AND revoked_at IS NULL RETURNING id`,
-    [id],
-  );
+  const result: unknown = await db.query(API_KEY_SQL.revokeKey, [id]);
   const revoked = Array.isArray(result) && Array.isArray(result[0]) ? result[0].length : 0;
   // Every API process drops its cached copy of the key at once.
-  if (revoked > 0) await db.query(`SELECT pg_notify('verity_keys', $1)`, [id]);
+  if (revoked > 0) await db.query(API_KEY_SQL.announceRevocation, [id]);
   return revoked > 0;
 }
 
 export async function findActiveKey(db: EntityManager, key: string): Promise<ApiKeyEntity | null> {
   const found = await db.getRepository(ApiKeyEntity).findOneBy({ keyHash: hashApiKey(key) });
   return found && !found.revokedAt ? found : null;
+}
+
+/** Whether the key (by id) is still unrevoked: an open stream asks this now and then. */
+export async function isKeyActive(db: Queryable, keyId: string): Promise<boolean> {
+  const found = await rows(db, API_KEY_SQL.keyActive, [keyId]);
+  return found.length === 1;
+}
+
+/** The operator's listing (keys CLI), of one tenant or of all. */
+export function listApiKeys(db: Queryable, tenantId: string | null): Promise<ApiKeyListing[]> {
+  return rows<ApiKeyListing>(db, API_KEY_SQL.listKeys, [tenantId]);
+}
+
+/** Unrevoked keys with this id or key prefix (a prefix may be shared). For the operator's CLI. */
+export function findActiveKeysByIdOrPrefix(db: Queryable, target: string): Promise<ApiKeyListing[]> {
+  return rows<ApiKeyListing>(db, API_KEY_SQL.activeKeysByIdOrPrefix, [target]);
+}
+
+/**
+ * Subscribes a dedicated connection (not one of the pool's) to key revocations; its `notification` events on
+ * KEY_REVOCATION_CHANNEL then say "drop cached keys".
+ */
+export async function listenForKeyRevocations(connection: { query(sql: string): Promise<unknown> }): Promise<void> {
+  await connection.query(API_KEY_SQL.listenForRevocations);
 }
 
 /**

@@ -1,4 +1,4 @@
-import { ApprovalRule, OperationStatus, TerminalReason, permittedResolutions } from '@verity/status-model';
+import { OperationStatus, TerminalReason, permittedResolutions } from '@verity/status-model';
 import type { RecoveryObligation } from './entities';
 import type { TenantSettings } from './entities';
 
@@ -49,16 +49,4 @@ export function obligationDueMs(
 ): number {
   const seconds = settings?.obligationDueSeconds?.[reason] ?? settings?.obligationDueSeconds?.default;
   return typeof seconds === 'number' ? seconds * 1000 : fallbackMs;
-}
-
-/**
- * The tenant's approval rules. A tenant that never set rules keeps its older threshold: payments above
- * `approvalAmountAbove` need approval.
- */
-export function tenantApprovalRules(settings: TenantSettings | null | undefined): ApprovalRule[] {
-  if (settings?.approvalRules) return settings.approvalRules;
-  const above = settings?.approvalAmountAbove;
-  return typeof above === 'number'
-    ? [{ connector: 'sandbox.payments', amount_above: above, amount_field: 'amount' }]
-    : [];
 }

@@ -4,7 +4,7 @@ import {
   SENDABLE_EXECUTION_STATUSES,
   VerificationMethod,
 } from '@verity/status-model';
-import { Queryable, rows } from './sql';
+import { Queryable, rows, sqlLiterals } from './sql';
 
 /**
  * What the statement that commits SENT checks in the database besides the status compare-and-set (I15), so a stray,
@@ -24,11 +24,6 @@ export type SendRefusal =
   | 'release_not_resolved'
   | 'status_moved';
 
-/** Status lists come from libs/status-model (enum strings, never user input), so they are written as literals. */
-function literals(values: readonly string[]): string {
-  return values.map((v) => `'${v.replace(/'/g, "''")}'`).join(', ');
-}
-
 /**
  * The guard as named SQL conditions on the operation row aliased `op`; `params` receives their parameters. One
  * definition serves the SENT statement (all of them, ANDed) and the diagnosis of a refusal (each one by name).
@@ -45,7 +40,7 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
     {
       name: 'execution_not_running',
       sql: `EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id
-                    AND ge.status IN (${literals(SENDABLE_EXECUTION_STATUSES)}))`,
+                    AND ge.status IN (${sqlLiterals(SENDABLE_EXECUTION_STATUSES)}))`,
     },
     // A precondition read is owed (the source could not be read): nothing is sent until it has been read and agrees.
     { name: 'precondition_unread', sql: `op.next_check_at IS NULL` },
@@ -55,8 +50,8 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
       sql: `NOT EXISTS (
               SELECT 1 FROM unnest(op.depends_on) AS dep(key)
               WHERE NOT coalesce((
-                SELECT d.status IN (${literals(DEPENDENCY_DONE_STATUSES)})
-                       OR (d.status IN (${literals(DEPENDENCY_DONE_WITHOUT_READ_BACK_STATUSES)})
+                SELECT d.status IN (${sqlLiterals(DEPENDENCY_DONE_STATUSES)})
+                       OR (d.status IN (${sqlLiterals(DEPENDENCY_DONE_WITHOUT_READ_BACK_STATUSES)})
                            AND d.verification_method <> '${VerificationMethod.READ_AFTER_WRITE}')
                 FROM operations d WHERE d.execution_id = op.execution_id AND d.key = dep.key
                 ORDER BY d.generation DESC LIMIT 1), false))`,

@@ -82,6 +82,21 @@ export async function transaction<T>(dataSource: DataSource, work: (tx: EntityMa
   }
 }
 
+/**
+ * A status list written into a statement, from libs/status-model's constants (enum strings, never user input), so
+ * the statement and the model cannot disagree on which statuses count and the list is part of the statement's text.
+ */
+export function sqlLiterals(values: readonly string[]): string {
+  return values.map((v) => `'${v.replace(/'/g, "''")}'`).join(', ');
+}
+
+/** The readiness probe: Postgres answers a trivial statement. */
+export const PING_SQL = 'SELECT 1';
+
+export async function ping(db: Queryable): Promise<void> {
+  await db.query(PING_SQL);
+}
+
 export function isUniqueViolation(error: unknown): boolean {
   return sqlState(error) === '23505';
 }

@@ -39,19 +39,8 @@ export interface NewExecution {
   createdEventId: string;
 }
 
-/**
- * I7: one statement writes the execution, its operations and its first event, so a 201 means all of it is
- * committed (and it costs one round trip, since commits are the scarce resource). I8: with an Idempotency-Key, the
- * same statement completes the key's record, and writes anything only while this request's claim still holds the
- * key (`claimToken`); null when a later request took the claim over — nothing was written.
- */
-export async function insertExecution(
-  db: Queryable,
-  input: NewExecution,
-): Promise<{ createdAt: Date; deadlineAt: Date; updatedAt: Date } | null> {
-  const result = await rows<{ created_at: Date; deadline_at: Date; updated_at: Date }>(
-    db,
-    `WITH claim AS (
+export const INTAKE_SQL = {
+  insertExecution: `WITH claim AS (
        UPDATE idempotency_keys SET state = 'completed', execution_id = $1
        WHERE tenant_id = $2 AND key = $7 AND claim_token = $11 AND state = 'in_flight'
        RETURNING key
@@ -75,46 +64,129 @@ export async function insertExecution(
        SELECT $9, e.id, e.tenant_id, 1, 'execution.created', 'created', $10 FROM e
      )
      SELECT e.created_at, e.deadline_at, e.updated_at, (SELECT count(*) FROM o) AS n FROM e`,
-    [
-      input.id,
-      input.tenantId,
-      input.agentId,
-      input.intent,
-      input.deadlineSeconds,
-      JSON.stringify(input.criteria),
-      input.idempotencyKey,
-      JSON.stringify(input.operations),
-      input.createdEventId,
-      JSON.stringify({ operations: input.operations.length }),
-      input.claimToken ?? null,
-    ],
-  );
+  // A retry is a new operation that remembers what it retries (I5); the unique index allows one retry per original.
+  setRetryOf: `UPDATE operations SET retry_of = $2 WHERE id = $1 AND tenant_id = $3`,
+} as const;
+
+/**
+ * I7: one statement writes the execution, its operations and its first event, so a 201 means all of it is
+ * committed (and it costs one round trip, since commits are the scarce resource). I8: with an Idempotency-Key, the
+ * same statement completes the key's record, and writes anything only while this request's claim still holds the
+ * key (`claimToken`); null when a later request took the claim over — nothing was written.
+ */
+export async function insertExecution(
+  db: Queryable,
+  input: NewExecution,
+): Promise<{ createdAt: Date; deadlineAt: Date; updatedAt: Date } | null> {
+  const result = await rows<{ created_at: Date; deadline_at: Date; updated_at: Date }>(db, INTAKE_SQL.insertExecution, [
+    input.id,
+    input.tenantId,
+    input.agentId,
+    input.intent,
+    input.deadlineSeconds,
+    JSON.stringify(input.criteria),
+    input.idempotencyKey,
+    JSON.stringify(input.operations),
+    input.createdEventId,
+    JSON.stringify({ operations: input.operations.length }),
+    input.claimToken ?? null,
+  ]);
   if (result.length === 0) return null;
   return { createdAt: result[0].created_at, deadlineAt: result[0].deadline_at, updatedAt: result[0].updated_at };
+}
+
+/** Marks a new operation as the retry of `retryOf` (same tenant). */
+export async function setRetryOf(db: Queryable, tenantId: string, operationId: string, retryOf: string): Promise<void> {
+  await rows(db, INTAKE_SQL.setRetryOf, [operationId, retryOf, tenantId]);
 }
 
 /**
  * Reads of whole rows on the hot paths skip TypeORM's query builder (a quarter of the dispatcher's CPU went there):
  * one prepared SELECT of every mapped column, turned into the entity by TypeORM's own per-column hydration, so
- * column types and transformers apply exactly as they do for `find`.
+ * column types and transformers apply exactly as they do for `find`. A statement names the columns it reads as
+ * `{columns:<Entity> <alias>[ <prefix>]}`, expanded once per statement from the entity's mapping.
+ *
+ * Tenant in the signature: every read reachable from the API takes the tenant and matches it in the statement (I9).
+ * The workers, which act on ids the system handed them across every tenant, use the `…ForWorker` variants.
  */
-const selectLists = new Map<string, string>();
+export const READ_SQL = {
+  executionById: `SELECT {columns:Execution t} FROM executions t WHERE t.id = $1 AND t.tenant_id = $2`,
+  executionByIdForWorker: `SELECT {columns:Execution t} FROM executions t WHERE t.id = $1`,
+  executionWithOperations: `SELECT {columns:Execution e e__}, {columns:Operation o o__}
+     FROM executions e LEFT JOIN operations o ON o.execution_id = e.id
+     WHERE e.id = $1 AND e.tenant_id = $2 ORDER BY o.position, o.generation`,
+  executionWithOperationsForWorker: `SELECT {columns:Execution e e__}, {columns:Operation o o__}
+     FROM executions e LEFT JOIN operations o ON o.execution_id = e.id
+     WHERE e.id = $1 ORDER BY o.position, o.generation`,
+  operationToSendForWorker: `SELECT {columns:Operation o o__}, e.status AS e__status, e.deadline_at AS e__deadline_at,
+            {columns:Tenant t t__}
+     FROM operations o JOIN executions e ON e.id = o.execution_id LEFT JOIN tenants t ON t.id = o.tenant_id
+     WHERE o.id = $1`,
+  operationsOfExecution: `SELECT {columns:Operation t} FROM operations t
+     WHERE t.execution_id = $1 AND t.tenant_id = $2 ORDER BY t.position, t.generation`,
+  operationsOfExecutionForWorker: `SELECT {columns:Operation t} FROM operations t
+     WHERE t.execution_id = $1 ORDER BY t.position, t.generation`,
+  operationById: `SELECT {columns:Operation t} FROM operations t WHERE t.id = $1 AND t.tenant_id = $2`,
+  operationByIdForWorker: `SELECT {columns:Operation t} FROM operations t WHERE t.id = $1`,
+  operationsOfExecutions: `SELECT {columns:Operation t} FROM operations t
+     WHERE t.execution_id = ANY($1) AND t.tenant_id = $2 ORDER BY t.position, t.generation`,
+  // Newest first by id (ids are time-ordered); one statement per filter combination, so each keeps its own plan.
+  listExecutions: `SELECT {columns:Execution e} FROM executions e WHERE e.tenant_id = $1 ORDER BY e.id DESC LIMIT $2`,
+  listExecutionsByStatus: `SELECT {columns:Execution e} FROM executions e
+     WHERE e.tenant_id = $1 AND e.status = $3 ORDER BY e.id DESC LIMIT $2`,
+  listExecutionsBefore: `SELECT {columns:Execution e} FROM executions e
+     WHERE e.tenant_id = $1 AND e.id < $3 ORDER BY e.id DESC LIMIT $2`,
+  listExecutionsByStatusBefore: `SELECT {columns:Execution e} FROM executions e
+     WHERE e.tenant_id = $1 AND e.status = $3 AND e.id < $4 ORDER BY e.id DESC LIMIT $2`,
+  // The order every transition statement takes the locks in: the operations, then the execution.
+  lockOperations: `SELECT {columns:Operation t} FROM operations t WHERE t.execution_id = $1 ORDER BY t.id FOR UPDATE`,
+  lockExecution: `SELECT status FROM executions WHERE id = $1 AND tenant_id = $2 FOR UPDATE`,
+  lockExecutionForWorker: `SELECT status FROM executions WHERE id = $1 FOR UPDATE`,
+  tenantById: `SELECT {columns:Tenant t} FROM tenants t WHERE t.id = $1`,
+  listEvents: `SELECT {columns:Event t} FROM events t
+     WHERE t.execution_id = $1 AND t.tenant_id = $4 AND t.seq > $2 ORDER BY t.seq LIMIT $3`,
+  eventSeq: `SELECT seq FROM events WHERE id = $1 AND execution_id = $2 AND tenant_id = $3`,
+  lastStatusChanges: `SELECT DISTINCT ON (operation_id) operation_id, id, from_status, data->>'cause' AS cause,
+            data->>'actor' AS actor, created_at
+     FROM events WHERE operation_id = ANY($1) AND tenant_id = $2 AND type = 'operation.status_changed'
+     ORDER BY operation_id, seq DESC`,
+  lastStatusChangesForWorker: `SELECT DISTINCT ON (operation_id) operation_id, id, from_status, data->>'cause' AS cause,
+            data->>'actor' AS actor, created_at
+     FROM events WHERE operation_id = ANY($1) AND type = 'operation.status_changed'
+     ORDER BY operation_id, seq DESC`,
+} as const;
+
+const ENTITIES: Record<string, EntityTarget<ObjectLiteral>> = {
+  Execution: ExecutionEntity,
+  Operation: OperationEntity,
+  Tenant: TenantEntity,
+  Event: EventEntity,
+};
+
+const expanded = new Map<string, string>();
+
+/** A statement with its `{columns:…}` placeholders replaced by the entities' mapped columns (cached per statement). */
+export function withColumns(db: EntityManager, sql: string): string {
+  let text = expanded.get(sql);
+  if (!text) {
+    text = sql.replace(/\{columns:(\w+) (\w+)(?: (\w+))?\}/g, (_, entity: string, alias: string, prefix?: string) =>
+      columnsOf(db, ENTITIES[entity], alias, prefix ?? ''),
+    );
+    expanded.set(sql, text);
+  }
+  return text;
+}
 
 /** Every mapped column of an entity as `alias."column"`, or `alias."column" AS "<prefix>column"` for joins. */
 function columnsOf(db: EntityManager, target: EntityTarget<ObjectLiteral>, alias: string, prefix = ''): string {
   const metadata = db.connection.getMetadata(target);
-  const key = `${metadata.name}/${alias}/${prefix}`;
-  let list = selectLists.get(key);
-  if (!list) {
-    list = metadata.columns
-      .map((c) => `${alias}."${c.databaseName}"${prefix ? ` AS "${prefix}${c.databaseName}"` : ''}`)
-      .join(', ');
-    selectLists.set(key, list);
-  }
-  return list;
+  return metadata.columns
+    .map((c) => `${alias}."${c.databaseName}"${prefix ? ` AS "${prefix}${c.databaseName}"` : ''}`)
+    .join(', ');
 }
 
-function hydrate<T extends ObjectLiteral>(
+/** One raw row (as read by a `{columns:…}` statement) as the entity, through TypeORM's own hydration. */
+export function hydrate<T extends ObjectLiteral>(
   db: EntityManager,
   target: EntityTarget<T>,
   raw: Record<string, unknown>,
@@ -129,45 +201,56 @@ function hydrate<T extends ObjectLiteral>(
   return entity;
 }
 
-async function selectEntities<T extends ObjectLiteral>(
+/** Runs a `{columns:…}` statement of one entity (alias without prefix) and hydrates its rows. */
+export async function selectEntities<T extends ObjectLiteral>(
   db: EntityManager,
   target: EntityTarget<T>,
-  table: string,
-  where: string,
+  sql: string,
   params: unknown[],
 ): Promise<T[]> {
-  const found = await rows<Record<string, unknown>>(
-    db,
-    `SELECT ${columnsOf(db, target, 't')} FROM ${table} t WHERE ${where}`,
-    params,
-  );
+  const found = await rows<Record<string, unknown>>(db, withColumns(db, sql), params);
   return found.map((raw) => hydrate(db, target, raw));
 }
 
-export async function findExecution(db: EntityManager, id: string, tenantId?: string): Promise<ExecutionEntity | null> {
-  const [found] = tenantId
-    ? await selectEntities(db, ExecutionEntity, 'executions', 't.id = $1 AND t.tenant_id = $2', [id, tenantId])
-    : await selectEntities(db, ExecutionEntity, 'executions', 't.id = $1', [id]);
+async function first<T extends ObjectLiteral>(
+  db: EntityManager,
+  target: EntityTarget<T>,
+  sql: string,
+  params: unknown[],
+): Promise<T | null> {
+  const [found] = await selectEntities(db, target, sql, params);
   return found ?? null;
 }
 
-/** An execution and its operations (position order) in one round trip: what every advance of the lifecycle reads. */
-export async function findExecutionWithOperations(
+export function findExecution(db: EntityManager, id: string, tenantId: string): Promise<ExecutionEntity | null> {
+  return first(db, ExecutionEntity, READ_SQL.executionById, [id, tenantId]);
+}
+
+export function findExecutionForWorker(db: EntityManager, id: string): Promise<ExecutionEntity | null> {
+  return first(db, ExecutionEntity, READ_SQL.executionByIdForWorker, [id]);
+}
+
+async function executionWithOperations(
   db: EntityManager,
-  id: string,
+  sql: string,
+  params: unknown[],
 ): Promise<{ execution: ExecutionEntity; operations: OperationEntity[] } | null> {
-  const found = await rows<Record<string, unknown>>(
-    db,
-    `SELECT ${columnsOf(db, ExecutionEntity, 'e', 'e__')}, ${columnsOf(db, OperationEntity, 'o', 'o__')}
-     FROM executions e LEFT JOIN operations o ON o.execution_id = e.id
-     WHERE e.id = $1 ORDER BY o.position, o.generation`,
-    [id],
-  );
+  const found = await rows<Record<string, unknown>>(db, withColumns(db, sql), params);
   if (found.length === 0) return null;
   return {
     execution: hydrate(db, ExecutionEntity, found[0], 'e__'),
     operations: found.filter((raw) => raw.o__id !== null).map((raw) => hydrate(db, OperationEntity, raw, 'o__')),
   };
+}
+
+/** An execution and its operations (position order) in one round trip. */
+export function findExecutionWithOperations(db: EntityManager, id: string, tenantId: string) {
+  return executionWithOperations(db, READ_SQL.executionWithOperations, [id, tenantId]);
+}
+
+/** The same for the lifecycle: what every advance of an execution reads. */
+export function findExecutionWithOperationsForWorker(db: EntityManager, id: string) {
+  return executionWithOperations(db, READ_SQL.executionWithOperationsForWorker, [id]);
 }
 
 /** An operation with its execution's status and its tenant, in one round trip: what a send starts from. */
@@ -180,14 +263,7 @@ export async function findOperationToSend(
   executionDeadline: Date;
   tenant: TenantEntity | null;
 } | null> {
-  const [found] = await rows<Record<string, unknown>>(
-    db,
-    `SELECT ${columnsOf(db, OperationEntity, 'o', 'o__')}, e.status AS e__status, e.deadline_at AS e__deadline_at,
-            ${columnsOf(db, TenantEntity, 't', 't__')}
-     FROM operations o JOIN executions e ON e.id = o.execution_id LEFT JOIN tenants t ON t.id = o.tenant_id
-     WHERE o.id = $1`,
-    [id],
-  );
+  const [found] = await rows<Record<string, unknown>>(db, withColumns(db, READ_SQL.operationToSendForWorker), [id]);
   if (!found) return null;
   return {
     operation: hydrate(db, OperationEntity, found, 'o__'),
@@ -197,33 +273,38 @@ export async function findOperationToSend(
   };
 }
 
-export async function findOperations(db: EntityManager, executionId: string): Promise<OperationEntity[]> {
-  return selectEntities(db, OperationEntity, 'operations', 't.execution_id = $1 ORDER BY t.position, t.generation', [
-    executionId,
-  ]);
+export function findOperations(db: EntityManager, executionId: string, tenantId: string): Promise<OperationEntity[]> {
+  return selectEntities(db, OperationEntity, READ_SQL.operationsOfExecution, [executionId, tenantId]);
 }
 
-export async function findOperation(db: EntityManager, id: string, tenantId?: string): Promise<OperationEntity | null> {
-  const [found] = tenantId
-    ? await selectEntities(db, OperationEntity, 'operations', 't.id = $1 AND t.tenant_id = $2', [id, tenantId])
-    : await selectEntities(db, OperationEntity, 'operations', 't.id = $1', [id]);
-  return found ?? null;
+export function findOperationsForWorker(db: EntityManager, executionId: string): Promise<OperationEntity[]> {
+  return selectEntities(db, OperationEntity, READ_SQL.operationsOfExecutionForWorker, [executionId]);
 }
 
-export async function listExecutions(
+export function findOperation(db: EntityManager, id: string, tenantId: string): Promise<OperationEntity | null> {
+  return first(db, OperationEntity, READ_SQL.operationById, [id, tenantId]);
+}
+
+export function findOperationForWorker(db: EntityManager, id: string): Promise<OperationEntity | null> {
+  return first(db, OperationEntity, READ_SQL.operationByIdForWorker, [id]);
+}
+
+export function listExecutions(
   db: EntityManager,
   tenantId: string,
   options: { status?: ExecutionStatus; before?: string; limit: number },
 ): Promise<ExecutionEntity[]> {
-  const qb = db
-    .getRepository(ExecutionEntity)
-    .createQueryBuilder('e')
-    .where('e.tenant_id = :tenantId', { tenantId })
-    .orderBy('e.id', 'DESC')
-    .limit(options.limit);
-  if (options.status) qb.andWhere('e.status = :status', { status: options.status });
-  if (options.before) qb.andWhere('e.id < :before', { before: options.before });
-  return qb.getMany();
+  const sql = options.status
+    ? options.before
+      ? READ_SQL.listExecutionsByStatusBefore
+      : READ_SQL.listExecutionsByStatus
+    : options.before
+      ? READ_SQL.listExecutionsBefore
+      : READ_SQL.listExecutions;
+  const params: unknown[] = [tenantId, options.limit];
+  if (options.status) params.push(options.status);
+  if (options.before) params.push(options.before);
+  return selectEntities(db, ExecutionEntity, sql, params);
 }
 
 /**
@@ -231,65 +312,60 @@ export async function listExecutions(
  * (its operations, then the execution), so a racing writer waits and then loses its compare-and-set instead of
  * deadlocking. Returns the rows as locked (operations in position order), or null when there is no such execution.
  */
-export async function lockExecution(
+async function lockRows(
   tx: EntityManager,
   executionId: string,
+  tenantId: string | null,
 ): Promise<{ status: ExecutionStatus; operations: OperationEntity[] } | null> {
-  const operations = await selectEntities(
-    tx,
-    OperationEntity,
-    'operations',
-    't.execution_id = $1 ORDER BY t.id FOR UPDATE',
-    [executionId],
-  );
-  const [execution] = await rows<{ status: ExecutionStatus }>(
-    tx,
-    `SELECT status FROM executions WHERE id = $1 FOR UPDATE`,
-    [executionId],
-  );
+  const operations = await selectEntities(tx, OperationEntity, READ_SQL.lockOperations, [executionId]);
+  const [execution] =
+    tenantId === null
+      ? await rows<{ status: ExecutionStatus }>(tx, READ_SQL.lockExecutionForWorker, [executionId])
+      : await rows<{ status: ExecutionStatus }>(tx, READ_SQL.lockExecution, [executionId, tenantId]);
   if (!execution) return null;
   operations.sort((a, b) => a.position - b.position || a.generation - b.generation);
   return { status: execution.status, operations };
 }
 
-export async function findTenant(db: EntityManager, id: string): Promise<TenantEntity | null> {
-  const [found] = await selectEntities(db, TenantEntity, 'tenants', 't.id = $1', [id]);
-  return found ?? null;
+export function lockExecution(tx: EntityManager, executionId: string, tenantId: string) {
+  return lockRows(tx, executionId, tenantId);
 }
 
-export async function findOperationsOf(db: EntityManager, executionIds: string[]): Promise<OperationEntity[]> {
+export function lockExecutionForWorker(tx: EntityManager, executionId: string) {
+  return lockRows(tx, executionId, null);
+}
+
+export function findTenant(db: EntityManager, id: string): Promise<TenantEntity | null> {
+  return first(db, TenantEntity, READ_SQL.tenantById, [id]);
+}
+
+export async function findOperationsOf(
+  db: EntityManager,
+  executionIds: string[],
+  tenantId: string,
+): Promise<OperationEntity[]> {
   if (executionIds.length === 0) return [];
-  return selectEntities(
-    db,
-    OperationEntity,
-    'operations',
-    't.execution_id = ANY($1) ORDER BY t.position, t.generation',
-    [executionIds],
-  );
+  return selectEntities(db, OperationEntity, READ_SQL.operationsOfExecutions, [executionIds, tenantId]);
 }
 
-export async function listEvents(
+export function listEvents(
   db: EntityManager,
   executionId: string,
+  tenantId: string,
   afterSeq: number,
   limit: number,
 ): Promise<EventEntity[]> {
-  return selectEntities(db, EventEntity, 'events', 't.execution_id = $1 AND t.seq > $2 ORDER BY t.seq LIMIT $3', [
-    executionId,
-    afterSeq,
-    limit,
-  ]);
+  return selectEntities(db, EventEntity, READ_SQL.listEvents, [executionId, afterSeq, limit, tenantId]);
 }
 
-export async function eventSeqOf(db: EntityManager, executionId: string, eventId: string): Promise<number | null> {
-  const found = await db
-    .getRepository(EventEntity)
-    .findOne({ where: { id: eventId, executionId }, select: { seq: true } });
+export async function eventSeqOf(
+  db: EntityManager,
+  executionId: string,
+  tenantId: string,
+  eventId: string,
+): Promise<number | null> {
+  const [found] = await rows<{ seq: string | number }>(db, READ_SQL.eventSeq, [eventId, executionId, tenantId]);
   return found ? Number(found.seq) : null;
-}
-
-export function everSent(op: Pick<OperationEntity, 'attempt'>): boolean {
-  return op.attempt > 0;
 }
 
 export function snapshotOf(op: OperationEntity): {
@@ -353,15 +429,11 @@ export interface StatusChangeRecord extends LastStatusChange {
   eventId: string;
 }
 
-/**
- * For each operation, the last status-change event: its from-status, the cause and actor it recorded and when. The
- * operation's failure and its criteria's evidence are derived from it, so they always agree with the log.
- */
-export async function findLastStatusChanges(
+async function lastStatusChanges(
   db: EntityManager,
-  operationIds: string[],
+  sql: string,
+  params: unknown[],
 ): Promise<Map<string, StatusChangeRecord>> {
-  if (operationIds.length === 0) return new Map();
   const found = await rows<{
     operation_id: string;
     id: string;
@@ -369,18 +441,32 @@ export async function findLastStatusChanges(
     cause: string | null;
     actor: string | null;
     created_at: Date;
-  }>(
-    db,
-    `SELECT DISTINCT ON (operation_id) operation_id, id, from_status, data->>'cause' AS cause, data->>'actor' AS actor,
-            created_at
-     FROM events WHERE operation_id = ANY($1) AND type = 'operation.status_changed'
-     ORDER BY operation_id, seq DESC`,
-    [operationIds],
-  );
+  }>(db, sql, params);
   return new Map(
     found.map((r) => [
       r.operation_id,
       { eventId: r.id, from: r.from_status, cause: r.cause, actor: r.actor, at: new Date(r.created_at) },
     ]),
   );
+}
+
+/**
+ * For each operation, the last status-change event: its from-status, the cause and actor it recorded and when. The
+ * operation's failure and its criteria's evidence are derived from it, so they always agree with the log.
+ */
+export async function findLastStatusChanges(
+  db: EntityManager,
+  operationIds: string[],
+  tenantId: string,
+): Promise<Map<string, StatusChangeRecord>> {
+  if (operationIds.length === 0) return new Map();
+  return lastStatusChanges(db, READ_SQL.lastStatusChanges, [operationIds, tenantId]);
+}
+
+export async function findLastStatusChangesForWorker(
+  db: EntityManager,
+  operationIds: string[],
+): Promise<Map<string, StatusChangeRecord>> {
+  if (operationIds.length === 0) return new Map();
+  return lastStatusChanges(db, READ_SQL.lastStatusChangesForWorker, [operationIds]);
 }

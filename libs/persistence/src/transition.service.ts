@@ -6,6 +6,7 @@ import {
   VerificationMethodValue,
   assertExecutionTransition,
   assertOperationTransition,
+  everSent,
 } from '@verity/status-model';
 import { newId } from '@verity/platform';
 import { eventsWritten } from './event-signal';
@@ -148,7 +149,7 @@ export class TransitionService {
       actor: input.actor ?? 'system',
       terminalReason: reason,
       verificationMethod: operation.verificationMethod,
-      everSent: operation.attempt > 0,
+      everSent: everSent(operation),
       noChangeRequired: input.patch?.no_change_required,
       heldFor: operation.terminalReason ?? null,
     });
@@ -209,7 +210,7 @@ export class TransitionService {
         actor: 'human',
         terminalReason: move.reason ?? null,
         verificationMethod: operation.verificationMethod,
-        everSent: operation.attempt > 0,
+        everSent: everSent(operation),
         heldFor: operation.terminalReason ?? null,
       });
     }

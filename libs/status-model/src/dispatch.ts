@@ -30,6 +30,17 @@ export function dependencySatisfied(dep: {
   );
 }
 
+/** A dependency in one of these can never be done any more: its dependants are cancelled, never sent. */
+export const DEPENDENCY_BROKEN_STATUSES: readonly OperationStatus[] = [
+  OperationStatus.FAILED,
+  OperationStatus.CANCELLED,
+];
+
+/** Will this dependency never be satisfied? (A dependency that does not exist is broken too: pass undefined.) */
+export function dependencyBroken(dep: { status: OperationStatus } | undefined): boolean {
+  return dep === undefined || DEPENDENCY_BROKEN_STATUSES.includes(dep.status);
+}
+
 export interface PreconditionReadBudget {
   /** How many failed reads in total before the operation is held for a human. */
   budget: number;

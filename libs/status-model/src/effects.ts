@@ -1,3 +1,4 @@
+import { everSent } from './checks';
 import { Commit, commitOf } from './commit';
 import { OperationStatus, TerminalReason, VerificationMethodValue, isSettledOperation } from './operation';
 
@@ -57,14 +58,14 @@ export function summarizeEffects(operations: readonly OperationForEffects[]): Ef
   let noChangeRequired = 0;
   let notSent = 0;
   for (const op of operations) {
-    const everSent = op.attempt > 0;
+    const sent = everSent(op);
     counts[op.status] += 1;
-    commit[commitOf({ status: op.status, everSent, terminalReason: op.terminalReason })] += 1;
-    if (op.status === OperationStatus.MANUAL_REVIEW && !everSent) heldNotSent += 1;
+    commit[commitOf({ status: op.status, everSent: sent, terminalReason: op.terminalReason })] += 1;
+    if (op.status === OperationStatus.MANUAL_REVIEW && !sent) heldNotSent += 1;
     else if (UNCERTAIN.includes(op.status) || !isSettledOrQuiet(op)) uncertain += 1;
-    if (NO_EFFECT.includes(op.status) || (op.status === OperationStatus.MANUAL_REVIEW && !everSent)) noEffect += 1;
+    if (NO_EFFECT.includes(op.status) || (op.status === OperationStatus.MANUAL_REVIEW && !sent)) noEffect += 1;
     if (op.status === OperationStatus.VERIFIED && (op.noChangeRequired ?? false)) noChangeRequired += 1;
-    if (!everSent && op.status !== OperationStatus.VERIFIED) notSent += 1;
+    if (!sent && op.status !== OperationStatus.VERIFIED) notSent += 1;
   }
   const total = operations.length;
   let summary: EffectsSummary;

@@ -12,3 +12,4 @@ export * from './json-path';
 export * from './dispatch';
 export * from './policy';
 export * from './webhooks';
+export * from './checks';

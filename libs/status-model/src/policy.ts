@@ -16,10 +16,54 @@ export interface ApprovalRule {
 
 export const DEFAULT_AMOUNT_FIELD = 'amount';
 
+/**
+ * What a denied approval does to its operation, wherever the denial is applied (the API's decision or the lifecycle
+ * finding it): CANCELLED, never sent. DENIED is its own reason: a local denial is never proof that nothing changed
+ * elsewhere.
+ */
+export const DENIAL = { to: OperationStatus.CANCELLED, reason: TerminalReason.DENIED } as const;
+
 /** Reasons an operation can be held in MANUAL_REVIEW for: the keys a per-reason obligation due time may use. */
 export const HOLD_REASONS: readonly TerminalReason[] = [
   ...new Set(OPERATION_TRANSITIONS.filter((r) => r.to === OperationStatus.MANUAL_REVIEW).flatMap((r) => r.reasons)),
 ];
+
+/** A connector's declaration of where its operations carry an amount (libs/connectors: `approvalAmountField`). */
+export interface ApprovalAmountDeclaration {
+  connector: string;
+  amountField: string;
+}
+
+/** The approval keys of a tenant's settings. */
+export interface TenantApprovalSettings {
+  /** When set, it replaces `approvalAmountAbove`. */
+  approvalRules?: readonly ApprovalRule[];
+  /** From before approval rules: operations above this amount need approval, on every connector declaring one. */
+  approvalAmountAbove?: number;
+}
+
+/**
+ * The tenant's approval rules. A tenant that never set rules keeps its older threshold, which applies to the
+ * operations of every connector that declares where its amount is (none is named here: the connectors say).
+ */
+export function tenantApprovalRules(
+  settings: TenantApprovalSettings | null | undefined,
+  amountDeclarations: readonly ApprovalAmountDeclaration[],
+): ApprovalRule[] {
+  if (settings?.approvalRules) return [...settings.approvalRules];
+  const above = settings?.approvalAmountAbove;
+  return typeof above === 'number'
+    ? amountDeclarations.map((d) => ({ connector: d.connector, amount_above: above, amount_field: d.amountField }))
+    : [];
+}
+
+/** An operation needs approval when the agent asked for it, or one of the tenant's approval rules says so. */
+export function needsApproval(
+  op: { requiresApproval: boolean; connector: string; params: Record<string, unknown> },
+  rules: readonly ApprovalRule[],
+): boolean {
+  return op.requiresApproval || approvalRuleFor(op, rules) !== null;
+}
 
 /** The value at a dot path of the params, or undefined. */
 export function paramAt(params: Record<string, unknown>, path: string): unknown {

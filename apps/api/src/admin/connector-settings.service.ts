@@ -4,14 +4,16 @@ import { ConnectorRegistry, ConnectorSettingsInput, fieldSegments } from '@verit
 import {
   CapUsage,
   SPENDING_PERIOD_SECONDS,
-  TenantConnectorSecretEntity,
   backfillSpend,
+  clearConnectorSettings,
+  connectorSettingsMeta,
+  deleteConnectorSecret,
   loadConnectorSettings,
-  sealSecret,
-  secretBinding,
   spendingUsage,
   sqlState,
   transaction,
+  upsertConnectorSettings,
+  writeConnectorSecret,
 } from '@verity/persistence';
 import { LOGGER, Logger } from '@verity/platform';
 import { DataSource, EntityManager } from 'typeorm';
@@ -74,21 +76,11 @@ export class ConnectorSettingsService {
     if (errors.length > 0) throw Problem.validation(errors);
 
     const view = await transaction(this.db, async (tx) => {
-      await tx.query(
-        `INSERT INTO tenant_connector_settings (tenant_id, connector, allow_hosts, spending_caps, updated_by)
-         VALUES ($1, $2, coalesce($3::jsonb, '[]'), coalesce($4::jsonb, '[]'), $5)
-         ON CONFLICT (tenant_id, connector) DO UPDATE SET
-           allow_hosts = coalesce($3::jsonb, tenant_connector_settings.allow_hosts),
-           spending_caps = coalesce($4::jsonb, tenant_connector_settings.spending_caps),
-           updated_by = $5, updated_at = now()`,
-        [
-          principal.tenantId,
-          connectorName,
-          input.allow_hosts === undefined ? null : JSON.stringify(input.allow_hosts),
-          input.spending_caps === undefined ? null : JSON.stringify(input.spending_caps),
-          principal.keyId,
-        ],
-      );
+      await upsertConnectorSettings(tx, principal.tenantId, connectorName, {
+        allowHosts: input.allow_hosts,
+        spendingCaps: input.spending_caps,
+        by: principal.keyId,
+      });
       await this.writeSecrets(tx, principal, connectorName, input.secrets ?? {});
       const longest = Math.max(0, ...(input.spending_caps ?? []).map((c) => SPENDING_PERIOD_SECONDS[c.period]));
       if (longest > 0) await backfillSpend(tx, principal.tenantId, connectorName, longest);
@@ -110,26 +102,15 @@ export class ConnectorSettingsService {
 
   async deleteSecret(principal: Principal, connectorName: string, name: string): Promise<void> {
     this.connector(connectorName);
-    const result = await this.db
-      .getRepository(TenantConnectorSecretEntity)
-      .delete({ tenantId: principal.tenantId, connector: connectorName, name });
-    if (!result.affected) throw Problem.notFound('Secret', name);
+    const deleted = await deleteConnectorSecret(this.db.manager, principal.tenantId, connectorName, name);
+    if (!deleted) throw Problem.notFound('Secret', name);
     this.logger.info({ tenantId: principal.tenantId, connector: connectorName, secretName: name }, 'secret deleted');
   }
 
   /** Everything for this connector goes: allowlist, caps and secrets (the spending ledger stays: it is history). */
   async clear(principal: Principal, connectorName: string): Promise<void> {
     this.connector(connectorName);
-    await transaction(this.db, async (tx) => {
-      await tx.query(`DELETE FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2`, [
-        principal.tenantId,
-        connectorName,
-      ]);
-      await tx.query(`DELETE FROM tenant_connector_settings WHERE tenant_id = $1 AND connector = $2`, [
-        principal.tenantId,
-        connectorName,
-      ]);
-    });
+    await transaction(this.db, (tx) => clearConnectorSettings(tx, principal.tenantId, connectorName));
     this.logger.info({ tenantId: principal.tenantId, connector: connectorName }, 'connector settings cleared');
   }
 
@@ -151,25 +132,7 @@ export class ConnectorSettingsService {
   ): Promise<void> {
     for (const [name, value] of Object.entries(secrets)) {
       try {
-        if (value === null) {
-          await tx.query(`DELETE FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2 AND name = $3`, [
-            principal.tenantId,
-            connector,
-            name,
-          ]);
-        } else {
-          await tx.query(
-            `INSERT INTO tenant_connector_secrets (tenant_id, connector, name, value, updated_by) VALUES ($1, $2, $3, $4, $5)
-             ON CONFLICT (tenant_id, connector, name) DO UPDATE SET value = $4, updated_by = $5, updated_at = now()`,
-            [
-              principal.tenantId,
-              connector,
-              name,
-              sealSecret(value, secretBinding(principal.tenantId, connector, name)),
-              principal.keyId,
-            ],
-          );
-        }
+        await writeConnectorSecret(tx, principal.tenantId, connector, name, value, principal.keyId);
       } catch (error) {
         const code = sqlState(error);
         throw Object.assign(new Error(`writing secret ${name} failed`), { code, driverError: { code } });
@@ -179,14 +142,7 @@ export class ConnectorSettingsService {
 
   private async view(db: EntityManager, principal: Principal, connector: string): Promise<ConnectorSettingsView> {
     const settings = await loadConnectorSettings(db, principal.tenantId, connector, { withSecrets: false });
-    const [meta] = (await db.query(
-      `SELECT updated_at, updated_by FROM tenant_connector_settings WHERE tenant_id = $1 AND connector = $2`,
-      [principal.tenantId, connector],
-    )) as { updated_at: Date; updated_by: string | null }[];
-    const names = (await db.query(
-      `SELECT name FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2 ORDER BY name`,
-      [principal.tenantId, connector],
-    )) as { name: string }[];
+    const meta = await connectorSettingsMeta(db, principal.tenantId, connector);
     const usage: CapUsage[] = [];
     for (const cap of settings.spendingCaps) {
       const path = cap.max_amount !== undefined && cap.amount_field ? fieldSegments(cap.amount_field) : null;
@@ -196,10 +152,10 @@ export class ConnectorSettingsService {
       connector,
       allow_hosts: settings.allowHosts,
       spending_caps: settings.spendingCaps,
-      secrets: names.map((n) => n.name),
+      secrets: meta.secretNames,
       usage,
-      updated_at: meta ? new Date(meta.updated_at).toISOString() : null,
-      updated_by: meta?.updated_by ?? null,
+      updated_at: meta.updatedAt ? meta.updatedAt.toISOString() : null,
+      updated_by: meta.updatedBy,
     };
   }
 }

@@ -7,11 +7,10 @@ import {
   TenantPolicySettings,
   TenantSettings,
   loadTenantSettings,
-  tenantApprovalRules,
   updateTenantPolicy,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
-import { ApprovalRule } from '@verity/status-model';
+import { ApprovalRule, tenantApprovalRules } from '@verity/status-model';
 import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { FieldError, Problem } from '../problem/problem';
@@ -88,7 +87,7 @@ export class PolicyService {
         default: Math.ceil(this.config.OBLIGATION_DUE_MS / 1000),
         ...settings.obligationDueSeconds,
       },
-      approval_rules: tenantApprovalRules(settings),
+      approval_rules: tenantApprovalRules(settings, this.connectors.approvalAmountDeclarations()),
       updated_at: settings.policyUpdatedAt ?? null,
       updated_by: settings.policyUpdatedBy ?? null,
     };

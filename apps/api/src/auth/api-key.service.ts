@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { findActiveKey, hashApiKey } from '@verity/persistence';
+import { findActiveKey, hashApiKey, isKeyActive } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { PRODUCER_REDIS } from '@verity/queues';
 import type { Redis } from 'ioredis';
@@ -76,10 +76,7 @@ export class ApiKeyService {
   }
 
   async isStillValid(principal: { keyId: string }): Promise<boolean> {
-    const rows: unknown[] = await this.db.query(`SELECT 1 FROM api_keys WHERE id = $1 AND revoked_at IS NULL`, [
-      principal.keyId,
-    ]);
-    return rows.length === 1;
+    return isKeyActive(this.db.manager, principal.keyId);
   }
 
   /** Called by the EventNotifier: whether revocation notifications can currently reach this process. */

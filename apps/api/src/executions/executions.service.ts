@@ -4,6 +4,7 @@ import { ConnectorRegistry, operationCapabilities } from '@verity/connectors';
 import {
   TransitionService,
   amountCapsOf,
+  claimIdempotencyKey,
   findExecution,
   findLastStatusChanges,
   findOperations,
@@ -14,6 +15,7 @@ import {
   listExecutions,
   NewOperation,
   lockExecution,
+  releaseIdempotencyKey,
   snapshotOf,
   transaction,
 } from '@verity/persistence';
@@ -30,7 +32,7 @@ import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { submissions } from '../metrics/metrics';
 import { Problem } from '../problem/problem';
-import { claimIdempotencyKey, releaseIdempotencyKey, requestHash } from './idempotency';
+import { requestHash } from './idempotency';
 import { ExecutionView, presentEvent, presentExecution } from './presenter';
 import { Submission, capAmountErrors, toCriterion, validateSubmission } from './submission';
 
@@ -218,10 +220,11 @@ export class ExecutionsService {
   async get(principal: Principal, id: string): Promise<ExecutionView> {
     const execution = await findExecution(this.db.manager, id, principal.tenantId);
     if (!execution) throw Problem.notFound('Execution', id);
-    const operations = await findOperations(this.db.manager, id);
+    const operations = await findOperations(this.db.manager, id, principal.tenantId);
     const changes = await findLastStatusChanges(
       this.db.manager,
       operations.map((op) => op.id),
+      principal.tenantId,
     );
     return presentExecution(execution, operations, changes);
   }
@@ -236,12 +239,14 @@ export class ExecutionsService {
     const operations = await findOperationsOf(
       this.db.manager,
       page.map((e) => e.id),
+      principal.tenantId,
     );
     const byExecution = new Map<string, typeof operations>();
     for (const op of operations) byExecution.set(op.executionId, [...(byExecution.get(op.executionId) ?? []), op]);
     const changes = await findLastStatusChanges(
       this.db.manager,
       operations.map((op) => op.id),
+      principal.tenantId,
     );
     return {
       data: page.map((e) => presentExecution(e, byExecution.get(e.id) ?? [], changes)),
@@ -252,8 +257,8 @@ export class ExecutionsService {
   async events(principal: Principal, id: string, after: string | undefined, limit: number) {
     const execution = await findExecution(this.db.manager, id, principal.tenantId);
     if (!execution) throw Problem.notFound('Execution', id);
-    const afterSeq = await this.resolveCursor(id, after);
-    const events = await listEvents(this.db.manager, id, afterSeq, limit);
+    const afterSeq = await this.resolveCursor(principal.tenantId, id, after);
+    const events = await listEvents(this.db.manager, id, principal.tenantId, afterSeq, limit);
     return {
       data: events.map(presentEvent),
       next_cursor: events.length === limit ? events[events.length - 1].id : null,
@@ -261,10 +266,12 @@ export class ExecutionsService {
   }
 
   /** An event id (or a seq number) → the seq to continue after. An unknown id is a client error, not "from 0". */
-  async resolveCursor(executionId: string, after: string | undefined): Promise<number> {
+  async resolveCursor(tenantId: string, executionId: string, after: string | undefined): Promise<number> {
     if (after === undefined || after === '') return 0;
     if (/^\d{1,15}$/.test(after)) return Number(after);
-    const seq = /^evt_[0-9a-z]{1,40}$/.test(after) ? await eventSeqOf(this.db.manager, executionId, after) : null;
+    const seq = /^evt_[0-9a-z]{1,40}$/.test(after)
+      ? await eventSeqOf(this.db.manager, executionId, tenantId, after)
+      : null;
     if (seq === null) {
       throw Problem.validation([
         { field: 'after', rule: 'known_event', message: `no event ${after.slice(0, 100)} in this execution` },
@@ -283,7 +290,7 @@ export class ExecutionsService {
     await transaction(this.db, async (tx) => {
       const execution = await findExecution(tx, id, principal.tenantId);
       if (!execution) throw Problem.notFound('Execution', id);
-      const locked = await lockExecution(tx, id);
+      const locked = await lockExecution(tx, id, principal.tenantId);
       if (!locked) throw Problem.notFound('Execution', id);
       if (locked.status === ExecutionStatus.CANCELLED) {
         // I13: a cancel is a decision too; of concurrent cancels one is written, the others learn it was made.

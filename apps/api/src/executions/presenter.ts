@@ -1,5 +1,12 @@
 import type { EventEntity, ExecutionEntity, OperationEntity } from '@verity/persistence';
-import { LastStatusChange, commitOf, operationFailure, retryRuleOf, summarizeEffects } from '@verity/status-model';
+import {
+  LastStatusChange,
+  commitOf,
+  everSent,
+  operationFailure,
+  retryRuleOf,
+  summarizeEffects,
+} from '@verity/status-model';
 
 /** The last status-change event of each operation, by operation id (`findLastStatusChanges`). */
 export type StatusChanges = ReadonlyMap<string, LastStatusChange>;
@@ -26,7 +33,7 @@ export function presentOperation(op: OperationEntity, lastChange: LastStatusChan
     depends_on: op.dependsOn,
     status: op.status,
     terminal_reason: op.terminalReason,
-    commit: commitOf({ status: op.status, everSent: op.attempt > 0, terminalReason: op.terminalReason }),
+    commit: commitOf({ status: op.status, everSent: everSent(op), terminalReason: op.terminalReason }),
     failure: operationFailure(op, lastChange),
     retry: retryRuleOf(op.status),
     attempt: op.attempt,

@@ -1,6 +1,7 @@
 import { Controller, Get, Inject, Res } from '@nestjs/common';
 import { ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { InjectDataSource } from '@nestjs/typeorm';
+import { ping } from '@verity/persistence';
 import { PRODUCER_REDIS } from '@verity/queues';
 import type { Response } from 'express';
 import type { Redis } from 'ioredis';
@@ -50,10 +51,7 @@ export class HealthController {
         return 'down';
       }
     };
-    const [postgres, redis] = await Promise.all([
-      check(() => this.db.query('SELECT 1')),
-      check(() => this.redis.ping()),
-    ]);
+    const [postgres, redis] = await Promise.all([check(() => ping(this.db.manager)), check(() => this.redis.ping())]);
     const ok = postgres === 'up' && redis === 'up';
     res.status(ok ? 200 : 503).json({ status: ok ? 'ok' : 'error', checks: { postgres, redis } });
   }

@@ -1,6 +1,7 @@
 import { Controller, Get, Inject, Req, Res } from '@nestjs/common';
 import { ApiExcludeController } from '@nestjs/swagger';
 import { InjectDataSource } from '@nestjs/typeorm';
+import { platformCounts } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { JobProducer, PRODUCER_REDIS, workerCountersKey } from '@verity/queues';
 import type { Request, Response } from 'express';
@@ -44,24 +45,16 @@ export class MetricsController {
     if (this.config.METRICS_PUBLIC !== true && !this.isMetricsToken(bearerToken(req))) {
       await authenticateOperator(req, this.keys, '/metrics');
     }
-    const [executions, operations, transitions, overdue] = await Promise.all([
-      this.db.query(`SELECT status, count(*)::int AS n FROM executions GROUP BY status`),
-      this.db.query(`SELECT status, count(*)::int AS n FROM operations GROUP BY status`),
-      this.db.query(`SELECT type, coalesce(to_status, '') AS to_status, count(*)::int AS n FROM events GROUP BY 1, 2`),
-      this.db.query(
-        `SELECT count(*)::int AS n FROM operations
-         WHERE status = 'MANUAL_REVIEW' AND (obligation->>'due_at')::timestamptz < now()`,
-      ),
-    ]);
+    const counts = await platformCounts(this.db.manager);
     executionsByStatus.reset();
-    for (const r of executions as { status: string; n: number }[]) executionsByStatus.set({ status: r.status }, r.n);
+    for (const r of counts.executions) executionsByStatus.set({ status: r.status }, r.n);
     operationsByStatus.reset();
-    for (const r of operations as { status: string; n: number }[]) operationsByStatus.set({ status: r.status }, r.n);
+    for (const r of counts.operations) operationsByStatus.set({ status: r.status }, r.n);
     transitionsTotal.reset();
-    for (const r of transitions as { type: string; to_status: string; n: number }[]) {
+    for (const r of counts.transitions) {
       transitionsTotal.set({ type: r.type, to_status: r.to_status }, r.n);
     }
-    overdueObligations.set((overdue as { n: number }[])[0]?.n ?? 0);
+    overdueObligations.set(counts.overdueObligations);
     // The dispatchers' counters live in Redis (they serve no HTTP); without Redis the scrape omits them.
     const counters = await this.redis.hgetall(workerCountersKey(this.config.QUEUE_PREFIX)).catch(() => null);
     dispatchRefused.reset();

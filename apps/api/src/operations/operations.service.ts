@@ -14,6 +14,7 @@ import {
   isUniqueViolation,
   loadTenantSettings,
   obligationDueMs,
+  setRetryOf,
   snapshotOf,
   transaction,
 } from '@verity/persistence';
@@ -24,11 +25,12 @@ import {
   LastStatusChange,
   OperationStatus,
   ResolutionStatus,
-  TerminalReason,
   canRetry,
   operationTransitionRule,
   resolutionOptions,
   retryRuleOf,
+  DENIAL,
+  everSent,
 } from '@verity/status-model';
 import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
@@ -53,7 +55,7 @@ export class OperationsService {
 
   async get(principal: Principal, id: string) {
     const op = await this.load(principal, id);
-    const changes = await findLastStatusChanges(this.db.manager, [op.id]);
+    const changes = await findLastStatusChanges(this.db.manager, [op.id], principal.tenantId);
     return this.detail(op, changes.get(op.id) ?? null);
   }
 
@@ -67,7 +69,7 @@ export class OperationsService {
       ? []
       : resolutionOptions({
           status: op.status,
-          everSent: op.attempt > 0,
+          everSent: everSent(op),
           heldFor: op.terminalReason,
           canReadBack: this.canReadBack(op),
         });
@@ -113,9 +115,7 @@ export class OperationsService {
       move:
         decision === 'deny'
           ? {
-              to: OperationStatus.CANCELLED,
-              // A local denial is its own reason, never proof that nothing changed elsewhere.
-              reason: TerminalReason.DENIED,
+              ...DENIAL,
               eventData: { cause: 'approval_denied', by: principal.keyId, reason },
             }
           : undefined,
@@ -164,7 +164,7 @@ export class OperationsService {
     if (recordedResolution(op)) throw this.resolutionRefusal(op);
     const options = resolutionOptions({
       status: op.status,
-      everSent: op.attempt > 0,
+      everSent: everSent(op),
       heldFor: op.terminalReason,
       canReadBack: this.canReadBack(op),
     });
@@ -229,10 +229,10 @@ export class OperationsService {
         },
       );
     }
-    if (op.attempt === 0 || !this.canReadBack(op)) {
+    if (!everSent(op) || !this.canReadBack(op)) {
       throw Problem.conflict(
         'cannot-read-back',
-        op.attempt === 0
+        !everSent(op)
           ? 'the operation was never sent: there is no effect to read back'
           : `${op.connector} cannot read this operation back; its outcome can only be established outside Verity`,
         { current_status: op.status },
@@ -320,7 +320,7 @@ export class OperationsService {
       OperationStatus.VERIFIED,
     )?.systemWhenHeldFor;
     return (
-      op.attempt > 0 &&
+      everSent(op) &&
       op.terminalReason !== null &&
       Boolean(releasable?.includes(op.terminalReason)) &&
       this.canReadBack(op)
@@ -412,15 +412,15 @@ export class OperationsService {
             },
           ],
         });
-        await tx.query(`UPDATE operations SET retry_of = $2 WHERE id = $1`, [operationId, op.id]);
+        await setRetryOf(tx, principal.tenantId, operationId, op.id);
       });
     } catch (error) {
       if (isUniqueViolation(error)) throw Problem.conflict('already-retried', `operation ${op.id} was already retried`);
       throw error;
     }
     await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId });
-    const execution = await findExecution(this.db.manager, executionId);
-    const created = await findOperation(this.db.manager, operationId);
+    const execution = await findExecution(this.db.manager, executionId, principal.tenantId);
+    const created = await findOperation(this.db.manager, operationId, principal.tenantId);
     return {
       // A new PREPARED operation: it has made no move yet.
       operation: presentOperation(created!, null),

@@ -1,4 +1,5 @@
 import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import { KEY_REVOCATION_CHANNEL, listenForKeyRevocations } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, createRedis } from '@verity/platform';
 import { eventsChannel } from '@verity/queues';
 import type { Redis } from 'ioredis';
@@ -78,10 +79,10 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
     client.on('error', lost);
     client.on('end', lost);
     client.on('notification', (message) => {
-      if (message.channel === 'verity_keys') this.keys.invalidateAll();
+      if (message.channel === KEY_REVOCATION_CHANNEL) this.keys.invalidateAll();
     });
     await client.connect();
-    await client.query('LISTEN verity_keys');
+    await listenForKeyRevocations(client);
     this.client = client;
     this.keys.invalidateAll();
     this.keys.setRevocationsLive(true);

@@ -67,7 +67,7 @@ export class StreamService {
   ) {
     const execution = await findExecution(this.db.manager, executionId, principal.tenantId);
     if (!execution) throw Problem.notFound('Execution', executionId);
-    let cursor = await this.executions.resolveCursor(executionId, lastEventId);
+    let cursor = await this.executions.resolveCursor(principal.tenantId, executionId, lastEventId);
     // Gone already: nothing to take, nobody to answer.
     if (client.gone) return;
     const lease = await this.cap.acquire(principal.keyId);
@@ -126,17 +126,17 @@ export class StreamService {
         wake = () => {
           pending = true;
         };
-        const events = await listEvents(this.db.manager, executionId, cursor, 500);
+        const events = await listEvents(this.db.manager, executionId, principal.tenantId, cursor, 500);
         for (const event of events) {
           const view = presentEvent(event);
           res.write(`id: ${view.id}\nevent: ${view.type}\ndata: ${JSON.stringify(view)}\n\n`);
           cursor = view.seq;
         }
         if (events.length === 500) continue;
-        const verdict = await this.verdict(executionId);
+        const verdict = await this.verdict(principal.tenantId, executionId);
         if (verdict.end) {
           // Events written in the same commit as the last change were read above or will be on this pass.
-          const tail = await listEvents(this.db.manager, executionId, cursor, 500);
+          const tail = await listEvents(this.db.manager, executionId, principal.tenantId, cursor, 500);
           if (tail.length > 0) continue;
           writeEnd(res, verdict.end);
           break;
@@ -164,16 +164,20 @@ export class StreamService {
     }
   }
 
-  private async verdict(executionId: string): Promise<StreamVerdict> {
+  private async verdict(tenantId: string, executionId: string): Promise<StreamVerdict> {
     // One statement: the execution's status and its operations' as of the same snapshot.
-    const found = await findExecutionWithOperations(this.db.manager, executionId);
+    const found = await findExecutionWithOperations(this.db.manager, executionId, tenantId);
     if (!found) return { end: null, wakeAt: null };
     const { execution, operations } = found;
     // The outcome is asked about only once nothing else can change: the one extra read, at the end.
     const outcomeCurrent =
       canStillChange(execution.status, operations) ||
       execution.criteria.length === 0 ||
-      isOutcomeCurrent(execution.criteria, execution.criteriaResults, await this.criterionOperations(operations));
+      isOutcomeCurrent(
+        execution.criteria,
+        execution.criteriaResults,
+        await this.criterionOperations(tenantId, operations),
+      );
     return streamVerdict(
       { executionStatus: execution.status, deadlineAt: execution.deadlineAt, operations, outcomeCurrent },
       new Date(),
@@ -181,12 +185,13 @@ export class StreamService {
   }
 
   /** Each operation key's latest generation (a retry's), as the criteria see it, with the move that put it there. */
-  private async criterionOperations(operations: OperationEntity[]) {
+  private async criterionOperations(tenantId: string, operations: OperationEntity[]) {
     const latestByKey = new Map<string, OperationEntity>();
     for (const op of operations) latestByKey.set(op.key, op);
     const changes = await findLastStatusChanges(
       this.db.manager,
       [...latestByKey.values()].map((op) => op.id),
+      tenantId,
     );
     return (key: string) => {
       const op = latestByKey.get(key);

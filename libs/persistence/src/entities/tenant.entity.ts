@@ -10,7 +10,10 @@ export interface TenantSettings {
   obligationDueSeconds?: Record<string, number>;
   /** Which operations need approval. When set, it replaces `approvalAmountAbove`. */
   approvalRules?: ApprovalRule[];
-  /** Before approval rules: payments (sandbox.payments) above this amount (minor units) need approval. */
+  /**
+   * Before approval rules: operations above this amount need approval, on every connector that declares where its
+   * amount is (`approvalAmountField` in libs/connectors).
+   */
   approvalAmountAbove?: number;
   policyUpdatedAt?: string;
   policyUpdatedBy?: string;

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { ensureTenant, insertExecution } from '@verity/persistence';
+import { ensureTenant } from './api-keys';
+import { insertExecution } from './store';
 import { newId } from '@verity/platform';
-import { createTestDatabase, TestDatabase } from '../../../../test/support/services';
+import { createTestDatabase, TestDatabase } from '../../../test/support/services';
 import { claimIdempotencyKey, releaseIdempotencyKey } from './idempotency';
 
 /**

@@ -1,0 +1,109 @@
+import { OperationStatus, TerminalReason } from '@verity/status-model';
+import { EntityManager } from 'typeorm';
+import { ExecutionEntity, OperationEntity } from './entities';
+import { Queryable, rows, sqlLiterals } from './sql';
+import { selectEntities } from './store';
+
+export type ReviewQueue = 'approvals' | 'manual_reviews';
+
+export interface ReviewQueueFilter {
+  connector?: string;
+  q?: string;
+  /** Held operations only (the manual_reviews queue). */
+  reason?: TerminalReason;
+  escalated?: boolean;
+}
+
+const PREPARED = sqlLiterals([OperationStatus.PREPARED]);
+const MANUAL_REVIEW = sqlLiterals([OperationStatus.MANUAL_REVIEW]);
+
+/**
+ * The review console's two work queues, over `operations`, tenant-scoped (I9). One statement per queue: a filter the
+ * reviewer did not set is a null parameter. Params are not searched: a substring search over them would let anyone
+ * probe for a secret's value. `%` and `_` typed by a reviewer are literal (see likePattern).
+ */
+const QUEUE_FILTER = `FROM operations o JOIN executions e ON e.id = o.execution_id AND e.tenant_id = o.tenant_id
+     WHERE o.tenant_id = $1
+       AND (($2::text = 'approvals' AND o.status = ${PREPARED} AND o.approval->>'state' = 'requested')
+         OR ($2::text = 'manual_reviews' AND o.status = ${MANUAL_REVIEW}
+             AND ($3::text IS NULL OR o.obligation->>'reason' = $3)
+             AND ($4::boolean IS NULL OR (o.obligation->>'escalated_at' IS NOT NULL) = $4)))
+       AND ($5::text IS NULL OR o.connector = $5)
+       AND ($6::text IS NULL OR o.id = $6 OR o.execution_id = $6 OR o.key ILIKE $7 OR o.action ILIKE $7
+            OR e.intent ILIKE $7 OR e.agent_id ILIKE $7)`;
+
+export const REVIEW_QUEUE_SQL = {
+  count: `SELECT count(*)::int AS n ${QUEUE_FILTER}`,
+  page: `SELECT {columns:Operation o} ${QUEUE_FILTER}
+       AND ($8::text IS NULL OR o.id < $8)
+     ORDER BY o.id DESC LIMIT $9`,
+  executions: `SELECT {columns:Execution t} FROM executions t WHERE t.id = ANY($1) AND t.tenant_id = $2`,
+  counts: `SELECT count(*) FILTER (WHERE status = ${PREPARED} AND approval->>'state' = 'requested') AS approvals,
+            count(*) FILTER (WHERE status = ${MANUAL_REVIEW}) AS manual_reviews,
+            count(*) FILTER (WHERE status = ${MANUAL_REVIEW} AND obligation->>'escalated_at' IS NOT NULL) AS escalated,
+            count(*) FILTER (WHERE status = ${MANUAL_REVIEW} AND (obligation->>'due_at')::timestamptz < now()) AS overdue
+       FROM operations
+      WHERE tenant_id = $1 AND status IN (${PREPARED}, ${MANUAL_REVIEW})`,
+} as const;
+
+/** `%` and `_` typed by a reviewer are literal characters, not wildcards. */
+function likePattern(text: string): string {
+  return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
+
+function filterParams(tenantId: string, queue: ReviewQueue, filter: ReviewQueueFilter): unknown[] {
+  const held = queue === 'manual_reviews';
+  return [
+    tenantId,
+    queue,
+    held ? (filter.reason ?? null) : null,
+    held ? (filter.escalated ?? null) : null,
+    filter.connector ?? null,
+    filter.q ?? null,
+    filter.q ? likePattern(filter.q) : null,
+  ];
+}
+
+/**
+ * One page of a queue, newest first by id (ids are time-ordered, so the id is also a stable cursor): up to `limit`
+ * operations after `cursor`, whether more follow, the queue's total, and the page's executions.
+ */
+export async function reviewQueuePage(
+  db: EntityManager,
+  tenantId: string,
+  queue: ReviewQueue,
+  filter: ReviewQueueFilter & { cursor?: string; limit: number },
+): Promise<{ operations: OperationEntity[]; more: boolean; total: number; executions: ExecutionEntity[] }> {
+  const params = filterParams(tenantId, queue, filter);
+  const [{ n: total }] = await rows<{ n: number }>(db, REVIEW_QUEUE_SQL.count, params);
+  const found = await selectEntities(db, OperationEntity, REVIEW_QUEUE_SQL.page, [
+    ...params,
+    filter.cursor ?? null,
+    filter.limit + 1,
+  ]);
+  const operations = found.slice(0, filter.limit);
+  const executions = operations.length
+    ? await selectEntities(db, ExecutionEntity, REVIEW_QUEUE_SQL.executions, [
+        [...new Set(operations.map((op) => op.executionId))],
+        tenantId,
+      ])
+    : [];
+  return { operations, more: found.length > filter.limit, total, executions };
+}
+
+export async function reviewQueueCounts(
+  db: Queryable,
+  tenantId: string,
+): Promise<{ approvals: number; manual_reviews: number; escalated: number; overdue: number }> {
+  const [row] = await rows<Record<'approvals' | 'manual_reviews' | 'escalated' | 'overdue', string>>(
+    db,
+    REVIEW_QUEUE_SQL.counts,
+    [tenantId],
+  );
+  return {
+    approvals: Number(row.approvals),
+    manual_reviews: Number(row.manual_reviews),
+    escalated: Number(row.escalated),
+    overdue: Number(row.overdue),
+  };
+}

@@ -1,0 +1,141 @@
+import {
+  OperationStatus,
+  RECHECK_OWED_STATUSES,
+  RECONCILE_OWED_STATUSES,
+  TERMINAL_EXECUTION_STATUSES,
+  VERIFY_OWED_STATUSES,
+  VerificationMethod,
+} from '@verity/status-model';
+import { DataSource, EntityManager } from 'typeorm';
+import { OperationEntity } from './entities';
+import { Queryable, rows, sqlLiterals } from './sql';
+import { selectEntities } from './store';
+
+const S = OperationStatus;
+const TERMINAL = sqlLiterals(TERMINAL_EXECUTION_STATUSES);
+
+/** The sweeper's Postgres advisory lock: exactly one sweep runs at a time however many reconcilers run. */
+export const SWEEP_LOCK = 727_002;
+
+/**
+ * The sweep's statements. The sweep works across every tenant: it re-derives, from rows, every job the system owes.
+ * Each read is a bounded batch ($n: the batch size), oldest first.
+ */
+export const SWEEP_SQL = {
+  tryLock: `SELECT pg_try_advisory_lock($1) AS locked`,
+  unlock: `SELECT pg_advisory_unlock($1)`,
+  startLog: `INSERT INTO sweep_log (worker) VALUES ($1) RETURNING id`,
+  finishLog: `UPDATE sweep_log SET finished_at = clock_timestamp(), report = $2 WHERE id = $1`,
+  executionsPastDeadline: `SELECT id FROM executions WHERE status NOT IN (${TERMINAL}) AND deadline_at <= now()
+     ORDER BY deadline_at LIMIT $1`,
+  staleExecutions: `SELECT id FROM executions
+     WHERE status NOT IN (${TERMINAL})
+       AND updated_at < now() - make_interval(secs => $1 / 1000.0)
+     ORDER BY updated_at LIMIT $2`,
+  sentBefore: `SELECT {columns:Operation o} FROM operations o
+     WHERE o.status = ${sqlLiterals([S.SENT])} AND o.sent_at < now() - make_interval(secs => $1 / 1000.0)
+     LIMIT $2`,
+  // A held operation is owed a re-check only while its next_check_at is set: the row, not Redis, says it is owed.
+  owedChecks: `SELECT id, status, verification_method, next_check_at IS NOT NULL AS recheck_scheduled FROM operations
+     WHERE ((status IN (${sqlLiterals(VERIFY_OWED_STATUSES)})
+               AND verification_method = ${sqlLiterals([VerificationMethod.READ_AFTER_WRITE])})
+            OR status IN (${sqlLiterals(RECONCILE_OWED_STATUSES)})
+            OR (status IN (${sqlLiterals(RECHECK_OWED_STATUSES)}) AND next_check_at IS NOT NULL))
+       AND coalesce(next_check_at, updated_at) < now() - make_interval(secs => $1 / 1000.0)
+     ORDER BY updated_at LIMIT $2`,
+  // Operations older than the observation window stop being observed.
+  retireObservations: `UPDATE operations SET next_check_at = NULL WHERE id IN (
+       SELECT id FROM operations
+       WHERE status = ${sqlLiterals([S.VERIFIED])} AND next_check_at IS NOT NULL
+         AND created_at <= now() - make_interval(secs => $1 / 1000.0)
+       LIMIT $2)`,
+  // Claimed by moving next_check_at on, so a second sweep (or a slow one) does not hand the same read out twice.
+  claimDueObservations: `WITH due AS (
+       SELECT id FROM operations
+       WHERE status = ${sqlLiterals([S.VERIFIED])} AND next_check_at IS NOT NULL AND next_check_at <= now()
+         AND created_at > now() - make_interval(secs => $1 / 1000.0)
+       ORDER BY next_check_at LIMIT $2 FOR UPDATE SKIP LOCKED
+     )
+     UPDATE operations o SET next_check_at = now() + make_interval(secs => $3 / 1000.0)
+     FROM due WHERE o.id = due.id RETURNING o.id`,
+  overdueObligations: `SELECT {columns:Operation o} FROM operations o
+     WHERE o.status = ${sqlLiterals([S.MANUAL_REVIEW])} AND (o.obligation->>'due_at')::timestamptz < now()
+       AND o.obligation->>'escalated_at' IS NULL
+     LIMIT $1`,
+} as const;
+
+/**
+ * Runs `sweep` only if no other sweep is running anywhere: a session-level advisory lock on a connection of its own,
+ * held for the whole sweep (null when another holds it). The run is logged in sweep_log with what `sweep` returns.
+ */
+export async function withSweepLock<R>(
+  dataSource: DataSource,
+  worker: string,
+  sweep: () => Promise<R>,
+): Promise<R | null> {
+  const runner = dataSource.createQueryRunner();
+  await runner.connect();
+  try {
+    const [{ locked }] = (await runner.query(SWEEP_SQL.tryLock, [SWEEP_LOCK])) as { locked: boolean }[];
+    if (!locked) return null;
+    try {
+      const [{ id: logId }] = (await runner.query(SWEEP_SQL.startLog, [worker])) as { id: string }[];
+      const report = await sweep();
+      await runner.query(SWEEP_SQL.finishLog, [logId, JSON.stringify(report)]);
+      return report;
+    } finally {
+      await runner.query(SWEEP_SQL.unlock, [SWEEP_LOCK]);
+    }
+  } finally {
+    await runner.release();
+  }
+}
+
+async function ids(db: Queryable, sql: string, params: unknown[]): Promise<string[]> {
+  return (await rows<{ id: string }>(db, sql, params)).map((r) => r.id);
+}
+
+/** Executions past their deadline that are not terminal yet. */
+export function executionsPastDeadline(db: Queryable, limit: number): Promise<string[]> {
+  return ids(db, SWEEP_SQL.executionsPastDeadline, [limit]);
+}
+
+/** Executions that are not terminal and have not moved for `olderThanMs`. */
+export function staleExecutions(db: Queryable, olderThanMs: number, limit: number): Promise<string[]> {
+  return ids(db, SWEEP_SQL.staleExecutions, [olderThanMs, limit]);
+}
+
+/** Operations SENT more than `olderThanMs` ago. */
+export function operationsSentBefore(
+  db: EntityManager,
+  olderThanMs: number,
+  limit: number,
+): Promise<OperationEntity[]> {
+  return selectEntities(db, OperationEntity, SWEEP_SQL.sentBefore, [olderThanMs, limit]);
+}
+
+/** Operations owed a check (see owedCheck in libs/status-model) whose check is overdue by `olderThanMs`. */
+export function operationsOwedChecks(
+  db: Queryable,
+  olderThanMs: number,
+  limit: number,
+): Promise<{ id: string; status: OperationStatus; verification_method: string; recheck_scheduled: boolean }[]> {
+  return rows(db, SWEEP_SQL.owedChecks, [olderThanMs, limit]);
+}
+
+/**
+ * Observation after VERIFIED: stops observing operations older than `windowMs`, then claims up to `limit` whose next
+ * read is due, moving their next read `intervalMs` on. Returns the claimed operation ids.
+ */
+export async function claimDueObservations(
+  db: Queryable,
+  input: { windowMs: number; limit: number; intervalMs: number; retireBatch: number },
+): Promise<string[]> {
+  await rows(db, SWEEP_SQL.retireObservations, [input.windowMs, input.retireBatch]);
+  return ids(db, SWEEP_SQL.claimDueObservations, [input.windowMs, input.limit, input.intervalMs]);
+}
+
+/** Held operations whose recovery obligation is overdue and not escalated yet. */
+export function overdueUnescalatedObligations(db: EntityManager, limit: number): Promise<OperationEntity[]> {
+  return selectEntities(db, OperationEntity, SWEEP_SQL.overdueObligations, [limit]);
+}
