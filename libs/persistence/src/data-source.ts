@@ -37,16 +37,21 @@ export function createDataSource(url: string, poolSize = 10): DataSource {
 
 const MIGRATION_LOCK = 727_001;
 
+export const MIGRATION_SQL = {
+  lock: 'SELECT pg_advisory_lock($1)',
+  unlock: 'SELECT pg_advisory_unlock($1)',
+} as const;
+
 /** Two replicas starting at once must not both migrate: the first takes the advisory lock, the other waits. */
 export async function runMigrationsLocked(dataSource: DataSource): Promise<string[]> {
   const runner = dataSource.createQueryRunner();
   await runner.connect();
   try {
-    await runner.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
+    await runner.query(MIGRATION_SQL.lock, [MIGRATION_LOCK]);
     const applied = await dataSource.runMigrations({ transaction: 'each' });
     return applied.map((m) => m.name);
   } finally {
-    await runner.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => undefined);
+    await runner.query(MIGRATION_SQL.unlock, [MIGRATION_LOCK]).catch(() => undefined);
     await runner.release();
   }
 }

@@ -7,10 +7,15 @@ export type TenantPolicySettings = Pick<
   'obligationOwner' | 'escalationTarget' | 'obligationDueSeconds' | 'approvalRules' | 'approvalAmountAbove'
 >;
 
+export const TENANT_POLICY_SQL = {
+  settings: `SELECT settings FROM tenants WHERE id = $1`,
+  // The keys given are set, the keys in $2 dropped, every other setting stays.
+  updatePolicy: `UPDATE tenants SET settings = (coalesce(settings, '{}'::jsonb) - $2::text[]) || $3::jsonb
+     WHERE id = $1 RETURNING settings`,
+} as const;
+
 export async function loadTenantSettings(db: Queryable, tenantId: string): Promise<TenantSettings | null> {
-  const [row] = await rows<{ settings: TenantSettings | null }>(db, `SELECT settings FROM tenants WHERE id = $1`, [
-    tenantId,
-  ]);
+  const [row] = await rows<{ settings: TenantSettings | null }>(db, TENANT_POLICY_SQL.settings, [tenantId]);
   return row ? (row.settings ?? {}) : null;
 }
 
@@ -24,11 +29,10 @@ export async function updateTenantPolicy(
   input: { set: TenantPolicySettings; remove: (keyof TenantPolicySettings)[]; by: string },
 ): Promise<TenantSettings | null> {
   const set = { ...input.set, policyUpdatedAt: new Date().toISOString(), policyUpdatedBy: input.by };
-  const [row] = await rows<{ settings: TenantSettings }>(
-    db,
-    `UPDATE tenants SET settings = (coalesce(settings, '{}'::jsonb) - $2::text[]) || $3::jsonb
-     WHERE id = $1 RETURNING settings`,
-    [tenantId, input.remove, JSON.stringify(set)],
-  );
+  const [row] = await rows<{ settings: TenantSettings }>(db, TENANT_POLICY_SQL.updatePolicy, [
+    tenantId,
+    input.remove,
+    JSON.stringify(set),
+  ]);
   return row?.settings ?? null;
 }

@@ -1,4 +1,4 @@
-import { SENDABLE_EXECUTION_STATUSES, dependencySatisfied, nextPreconditionRead } from './dispatch';
+import { SENDABLE_EXECUTION_STATUSES, dependencyBroken, dependencySatisfied, nextPreconditionRead } from './dispatch';
 import { ExecutionStatus } from './execution';
 import { OperationStatus, VerificationMethod } from './operation';
 
@@ -52,5 +52,16 @@ describe('nextPreconditionRead', () => {
       failedReads: 1,
       why: 'deadline',
     });
+  });
+});
+
+describe('dependencyBroken', () => {
+  it.each(Object.values(OperationStatus))('%s', (status) => {
+    const broken = status === OperationStatus.FAILED || status === OperationStatus.CANCELLED;
+    expect(dependencyBroken({ status })).toBe(broken);
+  });
+
+  it('a dependency that does not exist is broken', () => {
+    expect(dependencyBroken(undefined)).toBe(true);
   });
 });

@@ -1,5 +1,5 @@
-import { TerminalReason } from './operation';
-import { HOLD_REASONS, approvalRuleFor, paramAt } from './policy';
+import { OperationStatus, TerminalReason } from './operation';
+import { DENIAL, HOLD_REASONS, approvalRuleFor, needsApproval, paramAt, tenantApprovalRules } from './policy';
 
 describe('approval rules', () => {
   const payments = { connector: 'sandbox.payments', amount_above: 5000 };
@@ -49,5 +49,38 @@ describe('hold reasons', () => {
         TerminalReason.STALE_REPLICA,
       ].sort(),
     );
+  });
+});
+
+describe('a tenant approval policy', () => {
+  const declarations = [{ connector: 'pay', amountField: 'total' }];
+
+  it('uses the tenant rules when it has any, and ignores the older threshold then', () => {
+    const rules = [{ connector: 'sms' }];
+    expect(tenantApprovalRules({ approvalRules: rules, approvalAmountAbove: 10 }, declarations)).toEqual(rules);
+  });
+
+  it('applies the older threshold to every connector that declares where its amount is', () => {
+    expect(tenantApprovalRules({ approvalAmountAbove: 10 }, declarations)).toEqual([
+      { connector: 'pay', amount_above: 10, amount_field: 'total' },
+    ]);
+    expect(tenantApprovalRules({ approvalAmountAbove: 10 }, [])).toEqual([]);
+  });
+
+  it('has no rules without settings', () => {
+    expect(tenantApprovalRules(null, declarations)).toEqual([]);
+    expect(tenantApprovalRules({}, declarations)).toEqual([]);
+  });
+
+  it('needs approval when the agent asked for it or a rule says so', () => {
+    const rules = tenantApprovalRules({ approvalAmountAbove: 10 }, declarations);
+    expect(needsApproval({ requiresApproval: true, connector: 'sms', params: {} }, rules)).toBe(true);
+    expect(needsApproval({ requiresApproval: false, connector: 'pay', params: { total: 11 } }, rules)).toBe(true);
+    expect(needsApproval({ requiresApproval: false, connector: 'pay', params: { total: 10 } }, rules)).toBe(false);
+    expect(needsApproval({ requiresApproval: false, connector: 'sms', params: { total: 99 } }, rules)).toBe(false);
+  });
+
+  it('cancels a denied operation for its own reason', () => {
+    expect(DENIAL).toEqual({ to: OperationStatus.CANCELLED, reason: TerminalReason.DENIED });
   });
 });

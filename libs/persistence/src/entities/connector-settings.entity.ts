@@ -56,6 +56,35 @@ export class ConnectorSpendEntity {
   @Column('timestamptz', { name: 'spent_at' }) spentAt!: Date;
 }
 
+/** The connector settings workers read, and the spending ledger (caps are counted from it). */
+export const CONNECTOR_SPEND_SQL = {
+  settingsOf: `SELECT s.allow_hosts, s.spending_caps,
+            CASE WHEN $3 THEN (SELECT jsonb_object_agg(x.name, x.value) FROM tenant_connector_secrets x
+                               WHERE x.tenant_id = $1 AND x.connector = $2) END AS secrets
+     FROM (SELECT 1) one
+     LEFT JOIN tenant_connector_settings s ON s.tenant_id = $1 AND s.connector = $2`,
+  amountCaps: `SELECT connector, spending_caps FROM tenant_connector_settings
+     WHERE tenant_id = $1 AND connector = ANY($2::text[]) AND spending_caps <> '[]'::jsonb`,
+  usage: `SELECT count(*) AS operations,
+            sum(CASE WHEN jsonb_typeof(o.params #> $4::text[]) = 'number'
+                     THEN greatest((o.params #>> $4::text[])::numeric, 0) END) AS amount,
+            now() - make_interval(secs => $3) AS since
+     FROM connector_spend s JOIN operations o ON o.id = s.operation_id
+     WHERE s.tenant_id = $1 AND s.connector = $2 AND s.spent_at >= now() - make_interval(secs => $3)`,
+  capLock: `SELECT pg_advisory_xact_lock(727002, hashtext($1))`,
+  recordSpend: `INSERT INTO connector_spend (operation_id, tenant_id, connector) VALUES ($1, $2, $3)
+         ON CONFLICT (operation_id) DO NOTHING`,
+  // `attempt > 0` is "ever sent" (everSent in libs/status-model): every operation handed to its connector counts.
+  backfill: `INSERT INTO connector_spend (operation_id, tenant_id, connector, spent_at)
+     SELECT id, tenant_id, connector, sent_at FROM operations
+     WHERE tenant_id = $1 AND connector = $2 AND attempt > 0 AND sent_at >= now() - make_interval(secs => $3)
+     ON CONFLICT (operation_id) DO NOTHING`,
+  prune: `DELETE FROM connector_spend WHERE operation_id IN (
+       SELECT operation_id FROM connector_spend WHERE spent_at < now() - make_interval(secs => $1)
+       ORDER BY spent_at LIMIT $2
+     ) RETURNING operation_id`,
+} as const;
+
 export interface ConnectorSettingsRecord {
   allowHosts: AllowedHostRow[];
   spendingCaps: SpendingCapRow[];
@@ -74,15 +103,7 @@ export async function loadConnectorSettings(
     allow_hosts: AllowedHostRow[] | null;
     spending_caps: SpendingCapRow[] | null;
     secrets: Record<string, string> | null;
-  }>(
-    db,
-    `SELECT s.allow_hosts, s.spending_caps,
-            CASE WHEN $3 THEN (SELECT jsonb_object_agg(x.name, x.value) FROM tenant_connector_secrets x
-                               WHERE x.tenant_id = $1 AND x.connector = $2) END AS secrets
-     FROM (SELECT 1) one
-     LEFT JOIN tenant_connector_settings s ON s.tenant_id = $1 AND s.connector = $2`,
-    [tenantId, connector, options.withSecrets],
-  );
+  }>(db, CONNECTOR_SPEND_SQL.settingsOf, [tenantId, connector, options.withSecrets]);
   const secrets: Record<string, string> = {};
   for (const [name, stored] of Object.entries(row?.secrets ?? {})) {
     secrets[name] = openSecret(stored, secretBinding(tenantId, connector, name));
@@ -99,12 +120,10 @@ export async function amountCapsOf(
   tenantId: string,
   connectors: string[],
 ): Promise<Map<string, SpendingCapRow[]>> {
-  const found = await rows<{ connector: string; spending_caps: SpendingCapRow[] }>(
-    db,
-    `SELECT connector, spending_caps FROM tenant_connector_settings
-     WHERE tenant_id = $1 AND connector = ANY($2::text[]) AND spending_caps <> '[]'::jsonb`,
-    [tenantId, connectors],
-  );
+  const found = await rows<{ connector: string; spending_caps: SpendingCapRow[] }>(db, CONNECTOR_SPEND_SQL.amountCaps, [
+    tenantId,
+    connectors,
+  ]);
   const caps = new Map<string, SpendingCapRow[]>();
   for (const row of found) {
     const withAmount = row.spending_caps.filter((cap) => cap.max_amount !== undefined);
@@ -132,16 +151,12 @@ export async function spendingUsage(
   cap: SpendingCapRow,
   amountPath: string[] | null,
 ): Promise<CapUsage> {
-  const [row] = await rows<{ operations: string; amount: string | null; since: Date }>(
-    db,
-    `SELECT count(*) AS operations,
-            sum(CASE WHEN jsonb_typeof(o.params #> $4::text[]) = 'number'
-                     THEN greatest((o.params #>> $4::text[])::numeric, 0) END) AS amount,
-            now() - make_interval(secs => $3) AS since
-     FROM connector_spend s JOIN operations o ON o.id = s.operation_id
-     WHERE s.tenant_id = $1 AND s.connector = $2 AND s.spent_at >= now() - make_interval(secs => $3)`,
-    [tenantId, connector, SPENDING_PERIOD_SECONDS[cap.period], amountPath ?? []],
-  );
+  const [row] = await rows<{ operations: string; amount: string | null; since: Date }>(db, CONNECTOR_SPEND_SQL.usage, [
+    tenantId,
+    connector,
+    SPENDING_PERIOD_SECONDS[cap.period],
+    amountPath ?? [],
+  ]);
   return {
     period: cap.period,
     since: new Date(row.since).toISOString(),
@@ -178,7 +193,7 @@ export async function commitWithinSpendingCaps(
   if (input.caps.length === 0) return { sent: await commit(dataSource.manager) };
   return transaction(dataSource, async (tx) => {
     // Two dispatchers sending for the same tenant and connector take turns here, so neither can overshoot the cap.
-    await tx.query(`SELECT pg_advisory_xact_lock(727002, hashtext($1))`, [`${input.tenantId}/${input.connector}`]);
+    await tx.query(CONNECTOR_SPEND_SQL.capLock, [`${input.tenantId}/${input.connector}`]);
     for (const cap of input.caps) {
       const amount = cap.max_amount !== undefined ? input.amountOf(cap) : null;
       const usage = await spendingUsage(tx, input.tenantId, input.connector, cap, amount?.path ?? null);
@@ -196,11 +211,7 @@ export async function commitWithinSpendingCaps(
     }
     const sent = await commit(tx);
     if (sent.won) {
-      await tx.query(
-        `INSERT INTO connector_spend (operation_id, tenant_id, connector) VALUES ($1, $2, $3)
-         ON CONFLICT (operation_id) DO NOTHING`,
-        [input.operationId, input.tenantId, input.connector],
-      );
+      await tx.query(CONNECTOR_SPEND_SQL.recordSpend, [input.operationId, input.tenantId, input.connector]);
     }
     return { sent };
   });
@@ -211,13 +222,7 @@ export async function commitWithinSpendingCaps(
  * operations table (an admin action, so the scan is acceptable).
  */
 export async function backfillSpend(db: Queryable, tenantId: string, connector: string, seconds: number) {
-  await db.query(
-    `INSERT INTO connector_spend (operation_id, tenant_id, connector, spent_at)
-     SELECT id, tenant_id, connector, sent_at FROM operations
-     WHERE tenant_id = $1 AND connector = $2 AND attempt > 0 AND sent_at >= now() - make_interval(secs => $3)
-     ON CONFLICT (operation_id) DO NOTHING`,
-    [tenantId, connector, seconds],
-  );
+  await db.query(CONNECTOR_SPEND_SQL.backfill, [tenantId, connector, seconds]);
 }
 
 /**
@@ -226,14 +231,7 @@ export async function backfillSpend(db: Queryable, tenantId: string, connector: 
  */
 export async function pruneSpendLedger(db: Queryable, limit: number): Promise<number> {
   const longest = Math.max(...Object.values(SPENDING_PERIOD_SECONDS));
-  const pruned = await rows<{ operation_id: string }>(
-    db,
-    `DELETE FROM connector_spend WHERE operation_id IN (
-       SELECT operation_id FROM connector_spend WHERE spent_at < now() - make_interval(secs => $1)
-       ORDER BY spent_at LIMIT $2
-     ) RETURNING operation_id`,
-    [longest, limit],
-  );
+  const pruned = await rows<{ operation_id: string }>(db, CONNECTOR_SPEND_SQL.prune, [longest, limit]);
   return pruned.length;
 }
 

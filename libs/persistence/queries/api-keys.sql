@@ -1,0 +1,26 @@
+-- ensureTenant
+INSERT INTO tenants (id, name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING;
+
+-- createKey
+INSERT INTO api_keys (id, tenant_id, role, key_hash, key_prefix, label) VALUES ($1, $2, $3, $4, $5, $6)
+     ON CONFLICT (key_hash) DO NOTHING;
+
+-- revokeKey
+UPDATE api_keys SET revoked_at = now() WHERE (id = $1 OR key_prefix = $1) AND revoked_at IS NULL RETURNING id;
+
+-- announceRevocation
+SELECT pg_notify('verity_keys', $1);
+
+-- listenForRevocations
+LISTEN verity_keys;
+
+-- keyActive
+SELECT 1 FROM api_keys WHERE id = $1 AND revoked_at IS NULL;
+
+-- listKeys
+SELECT id, tenant_id, role, key_prefix, label, created_at, revoked_at FROM api_keys
+     WHERE ($1::text IS NULL OR tenant_id = $1) ORDER BY tenant_id NULLS FIRST, created_at, id;
+
+-- activeKeysByIdOrPrefix
+SELECT id, tenant_id, role, key_prefix, label, created_at, revoked_at FROM api_keys
+     WHERE (id = $1 OR key_prefix = $1) AND revoked_at IS NULL ORDER BY id;

@@ -1,0 +1,11 @@
+-- mergeApprovalBaseline
+UPDATE operations SET approval = coalesce(approval, '{}'::jsonb) || $2 WHERE id = $1;
+
+-- scheduleNextCheck
+UPDATE operations SET check_count = $3, next_check_at = $4
+     WHERE id = $1 AND status = $2 AND check_count = $5;
+
+-- lastUnknownAfterSend
+SELECT max(created_at) AS at FROM events
+     WHERE operation_id = $1 AND to_status = 'UNKNOWN'
+       AND from_status IN ('SENT', 'ACKNOWLEDGED');

@@ -1,0 +1,26 @@
+-- upsertSettings
+INSERT INTO tenant_connector_settings (tenant_id, connector, allow_hosts, spending_caps, updated_by)
+     VALUES ($1, $2, coalesce($3::jsonb, '[]'), coalesce($4::jsonb, '[]'), $5)
+     ON CONFLICT (tenant_id, connector) DO UPDATE SET
+       allow_hosts = coalesce($3::jsonb, tenant_connector_settings.allow_hosts),
+       spending_caps = coalesce($4::jsonb, tenant_connector_settings.spending_caps),
+       updated_by = $5, updated_at = now();
+
+-- upsertSecret
+INSERT INTO tenant_connector_secrets (tenant_id, connector, name, value, updated_by) VALUES ($1, $2, $3, $4, $5)
+     ON CONFLICT (tenant_id, connector, name) DO UPDATE SET value = $4, updated_by = $5, updated_at = now();
+
+-- deleteSecret
+DELETE FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2 AND name = $3 RETURNING name;
+
+-- deleteSecrets
+DELETE FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2;
+
+-- deleteSettings
+DELETE FROM tenant_connector_settings WHERE tenant_id = $1 AND connector = $2;
+
+-- settingsMeta
+SELECT updated_at, updated_by FROM tenant_connector_settings WHERE tenant_id = $1 AND connector = $2;
+
+-- secretNames
+SELECT name FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2 ORDER BY name;

@@ -1,0 +1,37 @@
+-- settingsOf
+SELECT s.allow_hosts, s.spending_caps,
+            CASE WHEN $3 THEN (SELECT jsonb_object_agg(x.name, x.value) FROM tenant_connector_secrets x
+                               WHERE x.tenant_id = $1 AND x.connector = $2) END AS secrets
+     FROM (SELECT 1) one
+     LEFT JOIN tenant_connector_settings s ON s.tenant_id = $1 AND s.connector = $2;
+
+-- amountCaps
+SELECT connector, spending_caps FROM tenant_connector_settings
+     WHERE tenant_id = $1 AND connector = ANY($2::text[]) AND spending_caps <> '[]'::jsonb;
+
+-- usage
+SELECT count(*) AS operations,
+            sum(CASE WHEN jsonb_typeof(o.params #> $4::text[]) = 'number'
+                     THEN greatest((o.params #>> $4::text[])::numeric, 0) END) AS amount,
+            now() - make_interval(secs => $3) AS since
+     FROM connector_spend s JOIN operations o ON o.id = s.operation_id
+     WHERE s.tenant_id = $1 AND s.connector = $2 AND s.spent_at >= now() - make_interval(secs => $3);
+
+-- capLock
+SELECT pg_advisory_xact_lock(727002, hashtext($1));
+
+-- recordSpend
+INSERT INTO connector_spend (operation_id, tenant_id, connector) VALUES ($1, $2, $3)
+         ON CONFLICT (operation_id) DO NOTHING;
+
+-- backfill
+INSERT INTO connector_spend (operation_id, tenant_id, connector, spent_at)
+     SELECT id, tenant_id, connector, sent_at FROM operations
+     WHERE tenant_id = $1 AND connector = $2 AND attempt > 0 AND sent_at >= now() - make_interval(secs => $3)
+     ON CONFLICT (operation_id) DO NOTHING;
+
+-- prune
+DELETE FROM connector_spend WHERE operation_id IN (
+       SELECT operation_id FROM connector_spend WHERE spent_at < now() - make_interval(secs => $1)
+       ORDER BY spent_at LIMIT $2
+     ) RETURNING operation_id;

@@ -1,0 +1,28 @@
+-- insertExecution
+WITH claim AS (
+       UPDATE idempotency_keys SET state = 'completed', execution_id = $1
+       WHERE tenant_id = $2 AND key = $7 AND claim_token = $11 AND state = 'in_flight'
+       RETURNING key
+     ), e AS (
+       INSERT INTO executions (id, tenant_id, agent_id, intent, status, deadline_at, criteria, idempotency_key, event_seq)
+       SELECT $1::text, $2::text, $3::text, $4::text, 'created', now() + make_interval(secs => $5::double precision),
+              $6::jsonb, $7::text, 1
+       WHERE $7::text IS NULL OR EXISTS (SELECT 1 FROM claim)
+       RETURNING id, tenant_id, created_at, deadline_at, updated_at
+     ), o AS (
+       INSERT INTO operations (id, execution_id, tenant_id, key, position, connector, action, params, irreversible,
+                               requires_approval, verification_method, expected_state, depends_on, approval, status)
+       SELECT r.id, e.id, e.tenant_id, r.key, r.position, r.connector, r.action, r.params, r.irreversible,
+              r.requires_approval, r.verification_method, r.expected_state, r.depends_on, r.approval, 'PREPARED'
+       FROM e, jsonb_to_recordset($8::jsonb) AS r(id text, key text, position int, connector text, action text,
+            params jsonb, irreversible boolean, requires_approval boolean, verification_method text,
+            expected_state jsonb, depends_on text[], approval jsonb)
+       RETURNING id
+     ), ev AS (
+       INSERT INTO events (id, execution_id, tenant_id, seq, type, to_status, data)
+       SELECT $9, e.id, e.tenant_id, 1, 'execution.created', 'created', $10 FROM e
+     )
+     SELECT e.created_at, e.deadline_at, e.updated_at, (SELECT count(*) FROM o) AS n FROM e;
+
+-- setRetryOf
+UPDATE operations SET retry_of = $2 WHERE id = $1 AND tenant_id = $3;

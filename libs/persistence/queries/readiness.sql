@@ -1,0 +1,2 @@
+-- ping
+SELECT 1;

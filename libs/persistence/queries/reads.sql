@@ -1,0 +1,85 @@
+-- executionById
+SELECT {columns:Execution t} FROM executions t WHERE t.id = $1 AND t.tenant_id = $2;
+
+-- executionByIdForWorker
+SELECT {columns:Execution t} FROM executions t WHERE t.id = $1;
+
+-- executionWithOperations
+SELECT {columns:Execution e e__}, {columns:Operation o o__}
+     FROM executions e LEFT JOIN operations o ON o.execution_id = e.id
+     WHERE e.id = $1 AND e.tenant_id = $2 ORDER BY o.position, o.generation;
+
+-- executionWithOperationsForWorker
+SELECT {columns:Execution e e__}, {columns:Operation o o__}
+     FROM executions e LEFT JOIN operations o ON o.execution_id = e.id
+     WHERE e.id = $1 ORDER BY o.position, o.generation;
+
+-- operationToSendForWorker
+SELECT {columns:Operation o o__}, e.status AS e__status, e.deadline_at AS e__deadline_at,
+            {columns:Tenant t t__}
+     FROM operations o JOIN executions e ON e.id = o.execution_id LEFT JOIN tenants t ON t.id = o.tenant_id
+     WHERE o.id = $1;
+
+-- operationsOfExecution
+SELECT {columns:Operation t} FROM operations t
+     WHERE t.execution_id = $1 AND t.tenant_id = $2 ORDER BY t.position, t.generation;
+
+-- operationsOfExecutionForWorker
+SELECT {columns:Operation t} FROM operations t
+     WHERE t.execution_id = $1 ORDER BY t.position, t.generation;
+
+-- operationById
+SELECT {columns:Operation t} FROM operations t WHERE t.id = $1 AND t.tenant_id = $2;
+
+-- operationByIdForWorker
+SELECT {columns:Operation t} FROM operations t WHERE t.id = $1;
+
+-- operationsOfExecutions
+SELECT {columns:Operation t} FROM operations t
+     WHERE t.execution_id = ANY($1) AND t.tenant_id = $2 ORDER BY t.position, t.generation;
+
+-- listExecutions
+SELECT {columns:Execution e} FROM executions e WHERE e.tenant_id = $1 ORDER BY e.id DESC LIMIT $2;
+
+-- listExecutionsByStatus
+SELECT {columns:Execution e} FROM executions e
+     WHERE e.tenant_id = $1 AND e.status = $3 ORDER BY e.id DESC LIMIT $2;
+
+-- listExecutionsBefore
+SELECT {columns:Execution e} FROM executions e
+     WHERE e.tenant_id = $1 AND e.id < $3 ORDER BY e.id DESC LIMIT $2;
+
+-- listExecutionsByStatusBefore
+SELECT {columns:Execution e} FROM executions e
+     WHERE e.tenant_id = $1 AND e.status = $3 AND e.id < $4 ORDER BY e.id DESC LIMIT $2;
+
+-- lockOperations
+SELECT {columns:Operation t} FROM operations t WHERE t.execution_id = $1 ORDER BY t.id FOR UPDATE;
+
+-- lockExecution
+SELECT status FROM executions WHERE id = $1 AND tenant_id = $2 FOR UPDATE;
+
+-- lockExecutionForWorker
+SELECT status FROM executions WHERE id = $1 FOR UPDATE;
+
+-- tenantById
+SELECT {columns:Tenant t} FROM tenants t WHERE t.id = $1;
+
+-- listEvents
+SELECT {columns:Event t} FROM events t
+     WHERE t.execution_id = $1 AND t.tenant_id = $4 AND t.seq > $2 ORDER BY t.seq LIMIT $3;
+
+-- eventSeq
+SELECT seq FROM events WHERE id = $1 AND execution_id = $2 AND tenant_id = $3;
+
+-- lastStatusChanges
+SELECT DISTINCT ON (operation_id) operation_id, id, from_status, data->>'cause' AS cause,
+            data->>'actor' AS actor, created_at
+     FROM events WHERE operation_id = ANY($1) AND tenant_id = $2 AND type = 'operation.status_changed'
+     ORDER BY operation_id, seq DESC;
+
+-- lastStatusChangesForWorker
+SELECT DISTINCT ON (operation_id) operation_id, id, from_status, data->>'cause' AS cause,
+            data->>'actor' AS actor, created_at
+     FROM events WHERE operation_id = ANY($1) AND type = 'operation.status_changed'
+     ORDER BY operation_id, seq DESC;

@@ -1,0 +1,34 @@
+-- count
+SELECT count(*)::int AS n FROM operations o JOIN executions e ON e.id = o.execution_id AND e.tenant_id = o.tenant_id
+     WHERE o.tenant_id = $1
+       AND (($2::text = 'approvals' AND o.status = 'PREPARED' AND o.approval->>'state' = 'requested')
+         OR ($2::text = 'manual_reviews' AND o.status = 'MANUAL_REVIEW'
+             AND ($3::text IS NULL OR o.obligation->>'reason' = $3)
+             AND ($4::boolean IS NULL OR (o.obligation->>'escalated_at' IS NOT NULL) = $4)))
+       AND ($5::text IS NULL OR o.connector = $5)
+       AND ($6::text IS NULL OR o.id = $6 OR o.execution_id = $6 OR o.key ILIKE $7 OR o.action ILIKE $7
+            OR e.intent ILIKE $7 OR e.agent_id ILIKE $7);
+
+-- page
+SELECT {columns:Operation o} FROM operations o JOIN executions e ON e.id = o.execution_id AND e.tenant_id = o.tenant_id
+     WHERE o.tenant_id = $1
+       AND (($2::text = 'approvals' AND o.status = 'PREPARED' AND o.approval->>'state' = 'requested')
+         OR ($2::text = 'manual_reviews' AND o.status = 'MANUAL_REVIEW'
+             AND ($3::text IS NULL OR o.obligation->>'reason' = $3)
+             AND ($4::boolean IS NULL OR (o.obligation->>'escalated_at' IS NOT NULL) = $4)))
+       AND ($5::text IS NULL OR o.connector = $5)
+       AND ($6::text IS NULL OR o.id = $6 OR o.execution_id = $6 OR o.key ILIKE $7 OR o.action ILIKE $7
+            OR e.intent ILIKE $7 OR e.agent_id ILIKE $7)
+       AND ($8::text IS NULL OR o.id < $8)
+     ORDER BY o.id DESC LIMIT $9;
+
+-- executions
+SELECT {columns:Execution t} FROM executions t WHERE t.id = ANY($1) AND t.tenant_id = $2;
+
+-- counts
+SELECT count(*) FILTER (WHERE status = 'PREPARED' AND approval->>'state' = 'requested') AS approvals,
+            count(*) FILTER (WHERE status = 'MANUAL_REVIEW') AS manual_reviews,
+            count(*) FILTER (WHERE status = 'MANUAL_REVIEW' AND obligation->>'escalated_at' IS NOT NULL) AS escalated,
+            count(*) FILTER (WHERE status = 'MANUAL_REVIEW' AND (obligation->>'due_at')::timestamptz < now()) AS overdue
+       FROM operations
+      WHERE tenant_id = $1 AND status IN ('PREPARED', 'MANUAL_REVIEW');

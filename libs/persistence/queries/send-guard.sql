@@ -1,0 +1,25 @@
+-- execution_not_running
+SELECT EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id
+                    AND ge.status IN ('running'));
+
+-- precondition_unread
+SELECT op.next_check_at IS NULL;
+
+-- dependency_not_done
+SELECT NOT EXISTS (
+              SELECT 1 FROM unnest(op.depends_on) AS dep(key)
+              WHERE NOT coalesce((
+                SELECT d.status IN ('VERIFIED')
+                       OR (d.status IN ('ACKNOWLEDGED')
+                           AND d.verification_method <> 'read_after_write')
+                FROM operations d WHERE d.execution_id = op.execution_id AND d.key = dep.key
+                ORDER BY d.generation DESC LIMIT 1), false));
+
+-- approval_not_granted
+SELECT CASE WHEN op.approval->>'state' IS NULL THEN NOT ($1::boolean OR op.requires_approval)
+                 ELSE op.approval->>'state' = 'granted'
+                      AND (op.approval->>'expires_at' IS NULL
+                           OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END;
+
+-- release_not_resolved
+SELECT (op.obligation->'resolution'->>'status') IS NOT DISTINCT FROM 'SENT';

@@ -1,0 +1,58 @@
+-- tryLock
+SELECT pg_try_advisory_lock($1) AS locked;
+
+-- unlock
+SELECT pg_advisory_unlock($1);
+
+-- startLog
+INSERT INTO sweep_log (worker) VALUES ($1) RETURNING id;
+
+-- finishLog
+UPDATE sweep_log SET finished_at = clock_timestamp(), report = $2 WHERE id = $1;
+
+-- executionsPastDeadline
+SELECT id FROM executions WHERE status NOT IN ('completed', 'failed', 'cancelled', 'expired') AND deadline_at <= now()
+     ORDER BY deadline_at LIMIT $1;
+
+-- staleExecutions
+SELECT id FROM executions
+     WHERE status NOT IN ('completed', 'failed', 'cancelled', 'expired')
+       AND updated_at < now() - make_interval(secs => $1 / 1000.0)
+     ORDER BY updated_at LIMIT $2;
+
+-- sentBefore
+SELECT {columns:Operation o} FROM operations o
+     WHERE o.status = 'SENT' AND o.sent_at < now() - make_interval(secs => $1 / 1000.0)
+     LIMIT $2;
+
+-- owedChecks
+SELECT id, status, verification_method, next_check_at IS NOT NULL AS recheck_scheduled FROM operations
+     WHERE ((status IN ('ACKNOWLEDGED')
+               AND verification_method = 'read_after_write')
+            OR status IN ('UNKNOWN', 'RECONCILING')
+            OR (status IN ('MANUAL_REVIEW') AND next_check_at IS NOT NULL))
+       AND coalesce(next_check_at, updated_at) < now() - make_interval(secs => $1 / 1000.0)
+     ORDER BY updated_at LIMIT $2;
+
+-- retireObservations
+UPDATE operations SET next_check_at = NULL WHERE id IN (
+       SELECT id FROM operations
+       WHERE status = 'VERIFIED' AND next_check_at IS NOT NULL
+         AND created_at <= now() - make_interval(secs => $1 / 1000.0)
+       LIMIT $2);
+
+-- claimDueObservations
+WITH due AS (
+       SELECT id FROM operations
+       WHERE status = 'VERIFIED' AND next_check_at IS NOT NULL AND next_check_at <= now()
+         AND created_at > now() - make_interval(secs => $1 / 1000.0)
+       ORDER BY next_check_at LIMIT $2 FOR UPDATE SKIP LOCKED
+     )
+     UPDATE operations o SET next_check_at = now() + make_interval(secs => $3 / 1000.0)
+     FROM due WHERE o.id = due.id RETURNING o.id;
+
+-- overdueObligations
+SELECT {columns:Operation o} FROM operations o
+     WHERE o.status = 'MANUAL_REVIEW' AND (o.obligation->>'due_at')::timestamptz < now()
+       AND o.obligation->>'escalated_at' IS NULL
+     LIMIT $1;

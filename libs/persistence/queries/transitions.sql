@@ -1,0 +1,95 @@
+-- operationMove
+WITH moved AS (
+         UPDATE operations op SET status = $3, updated_at = clock_timestamp(), evidence = $5
+         WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4
+         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt
+       ), seq AS (
+         UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
+         FROM moved WHERE e.id = moved.execution_id
+         RETURNING e.id, e.event_seq
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
+       SELECT $6, seq.id, moved.tenant_id, seq.event_seq, moved.id, $7, $2, $3, $8
+       FROM moved JOIN seq ON seq.id = moved.execution_id
+       RETURNING id, seq, execution_id, (SELECT attempt FROM moved) AS attempt;
+
+-- operationSendGuarded
+WITH moved AS (
+         UPDATE operations op SET status = $3, updated_at = clock_timestamp(), attempt = attempt + 1
+         WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4 AND (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id
+                    AND ge.status IN ('running'))) AND (op.next_check_at IS NULL) AND (NOT EXISTS (
+              SELECT 1 FROM unnest(op.depends_on) AS dep(key)
+              WHERE NOT coalesce((
+                SELECT d.status IN ('VERIFIED')
+                       OR (d.status IN ('ACKNOWLEDGED')
+                           AND d.verification_method <> 'read_after_write')
+                FROM operations d WHERE d.execution_id = op.execution_id AND d.key = dep.key
+                ORDER BY d.generation DESC LIMIT 1), false))) AND (CASE WHEN op.approval->>'state' IS NULL THEN NOT ($5::boolean OR op.requires_approval)
+                 ELSE op.approval->>'state' = 'granted'
+                      AND (op.approval->>'expires_at' IS NULL
+                           OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END)
+         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt
+       ), seq AS (
+         UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
+         FROM moved WHERE e.id = moved.execution_id
+         RETURNING e.id, e.event_seq
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
+       SELECT $6, seq.id, moved.tenant_id, seq.event_seq, moved.id, $7, $2, $3, $8
+       FROM moved JOIN seq ON seq.id = moved.execution_id
+       RETURNING id, seq, execution_id, (SELECT attempt FROM moved) AS attempt;
+
+-- decisionWithMove
+WITH moved AS (
+         UPDATE operations SET updated_at = clock_timestamp(), approval = coalesce(approval, '{}'::jsonb) || $5::jsonb, status = $6, terminal_reason = $7
+         WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND coalesce(approval->>'state', '') NOT IN ('granted', 'denied')
+         RETURNING id, execution_id, tenant_id
+       ), seq AS (
+         UPDATE executions e SET event_seq = e.event_seq + $13::int, updated_at = clock_timestamp()
+         FROM moved WHERE e.id = moved.execution_id
+         RETURNING e.id, e.event_seq
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
+       SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - $13::int + m.ord, moved.id, m.type,
+              m.from_status, m.to_status, m.data
+       FROM moved JOIN seq ON seq.id = moved.execution_id,
+            unnest($8::text[], $9::text[], $10::text[], $11::text[],
+                   $12::jsonb[]) WITH ORDINALITY AS m(event_id, type, from_status, to_status, data, ord)
+       ORDER BY m.ord
+       RETURNING id, seq, execution_id;
+
+-- annotate
+WITH moved AS (
+         UPDATE operations SET updated_at = clock_timestamp(), obligation = coalesce(obligation, '{}'::jsonb) || $3::jsonb WHERE id = $1 AND status = $2 AND obligation->>'due_at' = $4
+         RETURNING id, execution_id, tenant_id
+       ), seq AS (
+         UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
+         FROM moved WHERE e.id = moved.execution_id RETURNING e.id, e.event_seq
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, data)
+       SELECT $5, seq.id, moved.tenant_id, seq.event_seq, moved.id, $6, $7
+       FROM moved JOIN seq ON seq.id = moved.execution_id
+       RETURNING id, seq;
+
+-- executionMove
+WITH moved AS (
+         UPDATE executions SET status = $3, event_seq = event_seq + $4, updated_at = clock_timestamp() WHERE id = $1 AND status = $2
+         RETURNING id, tenant_id, event_seq
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
+       SELECT m.event_id, moved.id, moved.tenant_id, moved.event_seq - $4 + m.ord, NULL, 'execution.status_changed',
+              m.from_status, m.to_status, m.data
+       FROM moved, unnest($5::text[], $6::text[], $7::text[], $8::jsonb[])
+            WITH ORDINALITY AS m(event_id, from_status, to_status, data, ord)
+       ORDER BY m.ord
+       RETURNING id, seq;
+
+-- recordOutcome
+WITH moved AS (
+         UPDATE executions SET criteria_results = $3, outcome = $4, event_seq = event_seq + 1,
+                updated_at = clock_timestamp()
+         WHERE id = $1 AND criteria_results IS NOT DISTINCT FROM $2::jsonb
+         RETURNING id, tenant_id, event_seq
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, data)
+       SELECT $5, id, tenant_id, event_seq, NULL, 'outcome.evaluated', $6 FROM moved RETURNING id, seq;

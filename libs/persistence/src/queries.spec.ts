@@ -1,0 +1,134 @@
+import { ExecutionStatus, OperationStatus, TerminalReason, VerificationMethod } from '@verity/status-model';
+import { existsSync, mkdirSync, readFileSync, readdirSync, unlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { NAMED_STATEMENTS } from './queries';
+import { sendGuardConditions } from './send-guard';
+import { Queryable } from './sql';
+import { TransitionService } from './transition.service';
+
+/**
+ * The statement snapshot: every statement libs/persistence sends, checked in under libs/persistence/queries, so a
+ * change of SQL is reviewed as SQL. After a deliberate change: UPDATE_SQL_SNAPSHOTS=1 npx jest queries.spec
+ */
+const DIR = join(__dirname, '..', 'queries');
+const UPDATE = process.env.UPDATE_SQL_SNAPSHOTS === '1';
+
+function render(statements: Readonly<Record<string, string>>): string {
+  return Object.entries(statements)
+    .map(([name, sql]) => `-- ${name}\n${sql.trim()};\n`)
+    .join('\n');
+}
+
+/** The statements a call sends, recorded instead of run: the recorder answers every statement with no rows. */
+async function recorded(call: (db: Queryable) => Promise<unknown>): Promise<string> {
+  const sent: string[] = [];
+  const recorder = {
+    query: (sql: string) => {
+      sent.push(sql);
+      return Promise.resolve([]);
+    },
+  } as unknown as Queryable;
+  await call(recorder);
+  if (sent.length !== 1) throw new Error(`expected one statement, recorded ${sent.length}`);
+  return sent[0];
+}
+
+/** The statements assembled per call, for representative calls (the shape of each kind of move). */
+async function assembledStatements(): Promise<Record<string, Record<string, string>>> {
+  const transitions = new TransitionService();
+  const op = (status: OperationStatus, attempt: number) => ({
+    id: 'op_1',
+    status,
+    attempt,
+    verificationMethod: VerificationMethod.READ_AFTER_WRITE,
+  });
+  return {
+    transitions: {
+      operationMove: await recorded((db) =>
+        transitions.operation(db, {
+          operation: op(OperationStatus.SENT, 1),
+          to: OperationStatus.ACKNOWLEDGED,
+          patch: { evidence: { status: 200 } },
+        }),
+      ),
+      operationSendGuarded: await recorded((db) =>
+        transitions.operation(db, {
+          operation: op(OperationStatus.PREPARED, 0),
+          to: OperationStatus.SENT,
+          bumpAttempt: true,
+          sendGuard: { kind: 'dispatch', approvalRequired: true },
+        }),
+      ),
+      decisionWithMove: await recorded((db) =>
+        transitions.decide(db, {
+          operation: op(OperationStatus.PREPARED, 0),
+          tenantId: 'tenant',
+          open: 'approval',
+          event: { type: 'approval.decided', data: {} },
+          merge: { approval: { state: 'denied' } },
+          move: { to: OperationStatus.CANCELLED, reason: TerminalReason.DENIED },
+        }),
+      ),
+      annotate: await recorded((db) =>
+        transitions.annotate(db, {
+          executionId: 'exe_1',
+          operationId: 'op_1',
+          whileStatus: OperationStatus.MANUAL_REVIEW,
+          merge: { obligation: { escalated_at: 'now' } },
+          whileObligationDueAt: '2026-01-01T00:00:00.000Z',
+          type: 'obligation.escalated',
+        }),
+      ),
+      executionMove: await recorded((db) =>
+        transitions.execution(db, {
+          executionId: 'exe_1',
+          from: ExecutionStatus.RUNNING,
+          to: ExecutionStatus.VALIDATING_OUTPUT,
+        }),
+      ),
+      recordOutcome: await recorded((db) =>
+        transitions.recordOutcome(db, { executionId: 'exe_1', previous: null, results: [], outcome: {}, data: {} }),
+      ),
+    },
+    'send-guard': Object.fromEntries(
+      [
+        ...sendGuardConditions({ kind: 'dispatch', approvalRequired: true }, []),
+        ...sendGuardConditions({ kind: 'release' }, []),
+      ].map((c) => [c.name, `SELECT ${c.sql.trim()}`]),
+    ),
+  };
+}
+
+describe('statement snapshots (libs/persistence/queries/*.sql)', () => {
+  let files: Record<string, string>;
+
+  beforeAll(async () => {
+    const groups = { ...NAMED_STATEMENTS, ...(await assembledStatements()) };
+    files = Object.fromEntries(
+      Object.entries(groups).map(([group, statements]) => [`${group}.sql`, render(statements)]),
+    );
+    if (UPDATE) {
+      mkdirSync(DIR, { recursive: true });
+      for (const stale of readdirSync(DIR)) if (!(stale in files)) unlinkSync(join(DIR, stale));
+      for (const [file, text] of Object.entries(files)) writeFileSync(join(DIR, file), text);
+    }
+  });
+
+  it('has a checked-in file for every group of statements, and none for a group that is gone', () => {
+    const present = existsSync(DIR) ? readdirSync(DIR).filter((f) => f.endsWith('.sql')) : [];
+    expect(present.sort()).toEqual(Object.keys(files).sort());
+  });
+
+  it('matches every checked-in statement (UPDATE_SQL_SNAPSHOTS=1 rewrites them after a deliberate change)', () => {
+    for (const [file, text] of Object.entries(files)) {
+      const path = join(DIR, file);
+      const stored = existsSync(path) ? readFileSync(path, 'utf8') : '';
+      expect({ file, text: stored }).toEqual({ file, text });
+    }
+  });
+
+  it('writes status lists from the status model, not by hand', () => {
+    expect(files['sweep.sql']).toContain(`NOT IN ('completed', 'failed', 'cancelled', 'expired')`);
+    expect(files['sweep.sql']).toContain(`status IN ('UNKNOWN', 'RECONCILING')`);
+  });
+});
