@@ -1,0 +1,96 @@
+import { newId } from '@verity/platform';
+import { VerificationMethod } from '@verity/status-model';
+import { createTestDatabase, TestDatabase } from '../../../test/support/services';
+import { ensureTenant } from './api-keys';
+import {
+  eventSeqOf,
+  findExecution,
+  findExecutionForWorker,
+  findExecutionWithOperations,
+  findLastStatusChanges,
+  findOperation,
+  findOperationForWorker,
+  findOperations,
+  findOperationsOf,
+  insertExecution,
+  listEvents,
+  listExecutions,
+} from './store';
+
+describe('reads reachable from the API are scoped to the tenant (real Postgres)', () => {
+  let db: TestDatabase;
+  const executionId = newId('exe');
+  const operationId = newId('op');
+  const eventId = newId('evt');
+
+  beforeAll(async () => {
+    db = await createTestDatabase('tenantreads');
+    await ensureTenant(db.dataSource.manager, 'acme');
+    await ensureTenant(db.dataSource.manager, 'other');
+    await insertExecution(db.dataSource.manager, {
+      id: executionId,
+      tenantId: 'acme',
+      agentId: 'agent',
+      intent: 'pay',
+      deadlineSeconds: 600,
+      criteria: [],
+      idempotencyKey: null,
+      createdEventId: eventId,
+      operations: [
+        {
+          id: operationId,
+          key: 'charge',
+          position: 0,
+          connector: 'sandbox.payments',
+          action: 'charge',
+          params: {},
+          irreversible: true,
+          requires_approval: false,
+          verification_method: VerificationMethod.READ_AFTER_WRITE,
+          expected_state: null,
+          depends_on: [],
+          approval: null,
+        },
+      ],
+    });
+  });
+  afterAll(async () => db.drop());
+
+  it("finds the tenant's own rows", async () => {
+    const m = db.dataSource.manager;
+    expect((await findExecution(m, executionId, 'acme'))?.id).toBe(executionId);
+    expect((await findOperation(m, operationId, 'acme'))?.id).toBe(operationId);
+    expect((await findOperations(m, executionId, 'acme')).map((o) => o.id)).toEqual([operationId]);
+    expect((await findOperationsOf(m, [executionId], 'acme')).map((o) => o.id)).toEqual([operationId]);
+    expect((await findExecutionWithOperations(m, executionId, 'acme'))?.operations.map((o) => o.id)).toEqual([
+      operationId,
+    ]);
+    expect((await listEvents(m, executionId, 'acme', 0, 10)).map((e) => e.id)).toEqual([eventId]);
+    expect(await eventSeqOf(m, executionId, 'acme', eventId)).toBe(1);
+    expect((await listExecutions(m, 'acme', { limit: 10 })).map((e) => e.id)).toEqual([executionId]);
+    expect((await listExecutions(m, 'acme', { limit: 10, status: 'created' as never })).length).toBe(1);
+    expect((await listExecutions(m, 'acme', { limit: 10, before: executionId })).length).toBe(0);
+    expect((await listExecutions(m, 'acme', { limit: 10, status: 'running' as never, before: 'exe_~' })).length).toBe(
+      0,
+    );
+  });
+
+  it("finds nothing of another tenant's", async () => {
+    const m = db.dataSource.manager;
+    expect(await findExecution(m, executionId, 'other')).toBeNull();
+    expect(await findOperation(m, operationId, 'other')).toBeNull();
+    expect(await findOperations(m, executionId, 'other')).toEqual([]);
+    expect(await findOperationsOf(m, [executionId], 'other')).toEqual([]);
+    expect(await findExecutionWithOperations(m, executionId, 'other')).toBeNull();
+    expect(await listEvents(m, executionId, 'other', 0, 10)).toEqual([]);
+    expect(await eventSeqOf(m, executionId, 'other', eventId)).toBeNull();
+    expect((await findLastStatusChanges(m, [operationId], 'other')).size).toBe(0);
+    expect(await listExecutions(m, 'other', { limit: 10 })).toEqual([]);
+  });
+
+  it('lets the workers read across tenants through the …ForWorker functions', async () => {
+    const m = db.dataSource.manager;
+    expect((await findExecutionForWorker(m, executionId))?.tenantId).toBe('acme');
+    expect((await findOperationForWorker(m, operationId))?.tenantId).toBe('acme');
+  });
+});
