@@ -106,6 +106,14 @@ export function assertExecutionTransition(from: ExecutionStatus, to: ExecutionSt
 export type ResolutionStatus =
   OperationStatus.VERIFIED | OperationStatus.FAILED | OperationStatus.SENT | OperationStatus.CANCELLED;
 
+/** Every resolution a reviewer can record for a held operation (which ones are permitted depends on the operation). */
+export const RESOLUTION_STATUSES: readonly ResolutionStatus[] = [
+  OperationStatus.VERIFIED,
+  OperationStatus.FAILED,
+  OperationStatus.SENT,
+  OperationStatus.CANCELLED,
+];
+
 /** The permitted actions of a recovery obligation: never sent → SENT or CANCELLED; sent → VERIFIED or FAILED. */
 export function permittedResolutions(
   status: OperationStatus,
@@ -113,13 +121,7 @@ export function permittedResolutions(
   heldFor: TerminalReason | null = null,
 ): ResolutionStatus[] {
   if (status !== OperationStatus.MANUAL_REVIEW) return [];
-  const candidates: ResolutionStatus[] = [
-    OperationStatus.VERIFIED,
-    OperationStatus.FAILED,
-    OperationStatus.SENT,
-    OperationStatus.CANCELLED,
-  ];
-  return candidates.filter((to) => {
+  return RESOLUTION_STATUSES.filter((to) => {
     return isOperationTransitionAllowed(status, to, { actor: 'human', verificationMethod: '', everSent, heldFor });
   });
 }
@@ -132,13 +134,6 @@ export interface ResolutionOption {
   /** What Verity checks at the moment the action is taken: `read_back` = the source is read first (FAILED). */
   check: 'read_back' | null;
 }
-
-const RESOLUTION_CANDIDATES: readonly ResolutionStatus[] = [
-  OperationStatus.VERIFIED,
-  OperationStatus.FAILED,
-  OperationStatus.SENT,
-  OperationStatus.CANCELLED,
-];
 
 const PERMITTED_WHY: Record<ResolutionStatus, string> = {
   VERIFIED: 'the effect happened, shown by the evidence you give',
@@ -167,7 +162,7 @@ export function resolutionOptions(input: {
   canReadBack: boolean;
 }): ResolutionOption[] {
   if (input.status !== OperationStatus.MANUAL_REVIEW) return [];
-  return RESOLUTION_CANDIDATES.map((to) => {
+  return RESOLUTION_STATUSES.map((to) => {
     try {
       assertOperationTransition(input.status, to, {
         actor: 'human',
