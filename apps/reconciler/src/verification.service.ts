@@ -24,6 +24,7 @@ import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { JobName, JobProducer, jobId } from '@verity/queues';
 import {
   OperationStatus,
+  RECONCILE_OWED_STATUSES,
   TerminalReason,
   VerificationMethod,
   everSent,
@@ -123,7 +124,7 @@ export class VerificationService {
 
   async reconcile(operationId: string): Promise<VerifyOutcome> {
     let op = await findOperationForWorker(this.db.manager, operationId);
-    if (!op || (op.status !== S.UNKNOWN && op.status !== S.RECONCILING)) return 'skipped: already settled';
+    if (!op || !RECONCILE_OWED_STATUSES.includes(op.status)) return 'skipped: already settled';
     const connector = this.connectors.require(op.connector);
     if (op.status === S.UNKNOWN) {
       if (!connector.readBack || !operationCapabilities(connector, op.action, op.params).read_back) {
