@@ -26,6 +26,28 @@ export default tseslint.config(
     },
   },
   {
+    // SQL has one home, libs/persistence: an app calls its repositories and never sends a statement itself.
+    files: ['apps/**/*.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: 'CallExpression[callee.property.name=/^(query|createQueryBuilder|getRepository)$/]',
+          message: 'SQL lives in libs/persistence: call (or add) a repository function there.',
+        },
+      ],
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: [
+            { name: '@verity/persistence', importNames: ['rows'], message: 'SQL lives in libs/persistence.' },
+            { name: 'typeorm', importNames: ['In', 'SelectQueryBuilder'], message: 'SQL lives in libs/persistence.' },
+          ],
+        },
+      ],
+    },
+  },
+  {
     files: ['libs/status-model/**/*.ts'],
     rules: {
       'no-restricted-imports': [
