@@ -11,7 +11,7 @@ import { Redis } from 'ioredis';
 import { Verity, VerityError } from '@verity/sdk';
 import { JobName, JobProducer } from '@verity/queues';
 import { AppProcess, Cluster, sleep } from './cluster';
-import { ChaosActions, InvariantReport, checkInvariants, drain } from './invariants';
+import { ChaosActions, InvariantReport, checkInvariants, drain, noChaosActions } from './invariants';
 import { PlannedExecution, faultRules, planWorkload, seededRandom } from './workload';
 
 export interface ChaosOptions {
@@ -101,20 +101,7 @@ export async function runChaos(partial: Partial<ChaosOptions> = {}): Promise<Cha
     reconcilers: options.reconcilers,
     log: note,
   });
-  const actions: ChaosActions = {
-    workerKills: 0,
-    workerRestarts: 0,
-    pauses: [],
-    redisRestarts: 0,
-    postgresRestarts: 0,
-    unexpectedExits: [],
-    submitRetries: 0,
-    approvals: 0,
-    refusedStarts: 0,
-    redisEmptied: 0,
-    strayDispatches: 0,
-    reviewers: { approvalRaces: 0, resolutionRaces: 0, refusals: {}, wonTwice: [] },
-  };
+  const actions: ChaosActions = noChaosActions();
   const pool = new Pool({ connectionString: cluster.postgres.url, max: 4 });
   // Postgres is crashed on purpose: an idle client's error must not take the harness down.
   pool.on('error', () => undefined);

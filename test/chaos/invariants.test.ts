@@ -2,7 +2,7 @@ import { Pool } from 'pg';
 import { statusModelDocument } from '@verity/status-model';
 import { TestDatabase, createTestDatabase } from '../support/services';
 import type { SandboxEffects, SandboxRequests, ServedStatusModel } from './cluster';
-import { ChaosActions, InvariantReport, checkInvariants, compareStatusModel } from './invariants';
+import { ChaosActions, InvariantReport, checkInvariants, compareStatusModel, noChaosActions } from './invariants';
 
 /** The model as the API serves it (GET /v1/status-model is this document). */
 const servedModel = (): ServedStatusModel => JSON.parse(JSON.stringify(statusModelDocument())) as ServedStatusModel;
@@ -55,20 +55,7 @@ describe('chaos invariant checker', () => {
     await db?.drop();
   });
 
-  const actions: ChaosActions = {
-    workerKills: 0,
-    workerRestarts: 0,
-    pauses: [],
-    redisRestarts: 0,
-    postgresRestarts: 0,
-    unexpectedExits: [],
-    submitRetries: 0,
-    approvals: 0,
-    refusedStarts: 0,
-    redisEmptied: 0,
-    strayDispatches: 0,
-    reviewers: { approvalRaces: 0, resolutionRaces: 0, refusals: {}, wonTwice: [] },
-  };
+  const actions: ChaosActions = noChaosActions();
 
   async function execution(id: string, status: string) {
     await pool.query(
@@ -312,17 +299,7 @@ describe('chaos invariant checker: decisions by people', () => {
       accepted: [],
       notAccepted: [],
       actions: {
-        workerKills: 0,
-        workerRestarts: 0,
-        pauses: [],
-        redisRestarts: 0,
-        postgresRestarts: 0,
-        unexpectedExits: [],
-        submitRetries: 0,
-        approvals: 0,
-        refusedStarts: 0,
-        redisEmptied: 0,
-        strayDispatches: 0,
+        ...noChaosActions(),
         reviewers: {
           approvalRaces: 2,
           resolutionRaces: 2,
@@ -362,20 +339,7 @@ describe('chaos invariant checker: the wire, the contract and the evidence', () 
   let db: TestDatabase;
   let pool: Pool;
   let report: InvariantReport;
-  const actions: ChaosActions = {
-    workerKills: 0,
-    workerRestarts: 0,
-    pauses: [],
-    redisRestarts: 0,
-    postgresRestarts: 0,
-    unexpectedExits: [],
-    submitRetries: 0,
-    approvals: 0,
-    refusedStarts: 0,
-    redisEmptied: 0,
-    strayDispatches: 0,
-    reviewers: { approvalRaces: 0, resolutionRaces: 0, refusals: {}, wonTwice: [] },
-  };
+  const actions: ChaosActions = noChaosActions();
   const evidence = (id: string, reference: string, amount = 100) => ({
     method: 'read_after_write',
     record: { id, reference, amount, currency: 'EUR', status: 'succeeded' },
@@ -611,20 +575,7 @@ describe('the status model compared with the contract', () => {
         planned: [],
         accepted: [],
         notAccepted: [],
-        actions: {
-          workerKills: 0,
-          workerRestarts: 0,
-          pauses: [],
-          redisRestarts: 0,
-          postgresRestarts: 0,
-          unexpectedExits: [],
-          submitRetries: 0,
-          approvals: 0,
-          refusedStarts: 0,
-          redisEmptied: 0,
-          strayDispatches: 0,
-          reviewers: { approvalRaces: 0, resolutionRaces: 0, refusals: {}, wonTwice: [] },
-        },
+        actions: noChaosActions(),
         options: { operations: 0, faultProbability: 0, seed: 0 },
       });
       const row = (prefix: string) => report.rows.find((r) => r.label.startsWith(prefix))!;

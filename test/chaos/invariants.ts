@@ -38,6 +38,24 @@ export interface ChaosActions {
   };
 }
 
+/** Nothing done yet: where a run (or a checker test) starts counting. */
+export function noChaosActions(): ChaosActions {
+  return {
+    workerKills: 0,
+    workerRestarts: 0,
+    pauses: [],
+    redisRestarts: 0,
+    postgresRestarts: 0,
+    unexpectedExits: [],
+    submitRetries: 0,
+    approvals: 0,
+    refusedStarts: 0,
+    redisEmptied: 0,
+    strayDispatches: 0,
+    reviewers: { approvalRaces: 0, resolutionRaces: 0, refusals: {}, wonTwice: [] },
+  };
+}
+
 const SETTLED_SQL = `(o.status IN ('VERIFIED','FAILED','CANCELLED','MANUAL_REVIEW')
   OR (o.status = 'ACKNOWLEDGED' AND o.verification_method <> 'read_after_write'))`;
 const TERMINAL_SQL = `('completed','failed','cancelled','expired')`;
