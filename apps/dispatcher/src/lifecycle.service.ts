@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { Connector, ConnectorRegistry } from '@verity/connectors';
+import { Connector, ConnectorRegistry, unreachableRead } from '@verity/connectors';
 import {
   Approval,
   ExecutionEntity,
@@ -500,10 +500,7 @@ export class LifecycleService {
           connectorOperation(op),
           await connectorEnvironment(this.db.manager, op, this.config, connector),
         )
-      : {
-          kind: 'unreachable',
-          evidence: { source: op.connector, read_at: new Date().toISOString(), error: 'no context read' },
-        };
+      : unreachableRead(op.connector, 'no context read');
     if (context.kind === 'unreachable') {
       // Whichever precondition put it here (the agent's expected_state, or the approval's baseline the sender could
       // not re-read), it is still unread: another failed read, counted against the same budget.

@@ -7,6 +7,7 @@ import {
   ObservationResult,
   ReadBackResult,
   operationCapabilities,
+  unreachableRead,
 } from '@verity/connectors';
 import {
   OperationEntity,
@@ -184,10 +185,7 @@ export class VerificationService {
       await new Promise((resolve) => setTimeout(resolve, this.config.TEST_PAUSE_BEFORE_READ_MS));
     }
     if (!connector.readBack) {
-      return {
-        kind: 'unreachable',
-        evidence: { source: op.connector, read_at: new Date().toISOString(), error: 'no read-back' },
-      };
+      return unreachableRead(op.connector, 'no read-back');
     }
     try {
       return await connector.readBack(
@@ -196,10 +194,7 @@ export class VerificationService {
       );
     } catch (error) {
       this.logger.error({ err: error, operationId: op.id }, 'read-back threw');
-      return {
-        kind: 'unreachable',
-        evidence: { source: op.connector, read_at: new Date().toISOString(), error: 'read-back error' },
-      };
+      return unreachableRead(op.connector, 'read-back error');
     }
   }
 

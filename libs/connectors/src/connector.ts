@@ -74,6 +74,14 @@ export type ReadBackResult =
   | { kind: 'field_missing'; evidence: ReadEvidence; field: string }
   | { kind: 'unreachable'; evidence: ReadEvidence };
 
+/**
+ * A read that reached no answer (no read declared, or the connector threw): the source's state is unknown, never
+ * "absent". Shared by every caller that reads outside a connector's own classification.
+ */
+export function unreachableRead(source: string, error: string): { kind: 'unreachable'; evidence: ReadEvidence } {
+  return { kind: 'unreachable', evidence: { source, read_at: new Date().toISOString(), error } };
+}
+
 export type ContextResult =
   | {
       kind: 'state';

@@ -1,4 +1,5 @@
-import { canStillChange, isFinalOperation, isOutcomeCurrent } from './change';
+import { canStillChange, isOutcomeCurrent } from './change';
+import { isFinalOperation } from './operation';
 import { Criterion, OperationForCriterion, evaluateCriterion } from './outcome';
 import { EXECUTION_STATUSES, ExecutionStatus, isTerminalExecution } from './execution';
 import { OPERATION_STATUSES, OperationStatus, VerificationMethod } from './operation';

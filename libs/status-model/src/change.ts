@@ -4,20 +4,12 @@
  * still open, because a reviewer's resolution will move it.
  */
 import { ExecutionStatus, isTerminalExecution } from './execution';
-import { OperationStatus, VerificationMethodValue, isSettledOperation } from './operation';
+import { OperationStatus, VerificationMethodValue, isFinalOperation } from './operation';
 import { Criterion, CriterionVerdict, OperationForCriterion, evaluateCriterion } from './outcome';
 
 export interface OperationForChange {
   status: OperationStatus;
   verificationMethod: VerificationMethodValue;
-}
-
-/**
- * Nothing, automatic or human, will move the operation again: a terminal status, or ACKNOWLEDGED with no way to read
- * it back (its honest end). A VERIFIED effect may still be observed later, but observation never changes a status.
- */
-export function isFinalOperation(status: OperationStatus, verificationMethod: VerificationMethodValue): boolean {
-  return status !== OperationStatus.MANUAL_REVIEW && isSettledOperation(status, verificationMethod);
 }
 
 /**

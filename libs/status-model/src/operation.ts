@@ -238,3 +238,12 @@ export function isSettledOperation(status: OperationStatus, verificationMethod: 
   if (isTerminalOperation(status) || status === S.MANUAL_REVIEW) return true;
   return status === S.ACKNOWLEDGED && verificationMethod !== VerificationMethod.READ_AFTER_WRITE;
 }
+
+/**
+ * Nothing, automatic or human, will move the operation again: a terminal status, or ACKNOWLEDGED with no way to read
+ * it back (its honest end). Narrower than settled: a MANUAL_REVIEW still awaits a person. A VERIFIED effect may still
+ * be observed later, but observation never changes a status.
+ */
+export function isFinalOperation(status: OperationStatus, verificationMethod: VerificationMethodValue): boolean {
+  return status !== S.MANUAL_REVIEW && isSettledOperation(status, verificationMethod);
+}

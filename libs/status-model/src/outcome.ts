@@ -5,7 +5,7 @@
  */
 import { LastStatusChange } from './failure';
 import { readField, sameJson } from './json-path';
-import { OperationStatus, VerificationMethodValue, isSettledOperation, isTerminalOperation } from './operation';
+import { OperationStatus, VerificationMethodValue, isFinalOperation } from './operation';
 
 export interface StatusCriterion {
   key: string;
@@ -48,10 +48,7 @@ export interface CriterionEvaluation {
 
 /** Nothing automatic or human can move it any more (a MANUAL_REVIEW still awaits a person). */
 function isFinal(op: OperationForCriterion): boolean {
-  return (
-    isTerminalOperation(op.status) ||
-    (op.status !== OperationStatus.MANUAL_REVIEW && isSettledOperation(op.status, op.verificationMethod))
-  );
+  return isFinalOperation(op.status, op.verificationMethod);
 }
 
 /**

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { ConnectorRegistry, ReadBackResult, operationCapabilities } from '@verity/connectors';
+import { ConnectorRegistry, ReadBackResult, operationCapabilities, unreachableRead } from '@verity/connectors';
 import {
   Approval,
   OperationEntity,
@@ -360,10 +360,7 @@ export class OperationsService {
       const env = await connectorEnvironment(this.db.manager, op, this.config, connector);
       return await connector.readBack!(connectorOperation(op), env);
     } catch {
-      return {
-        kind: 'unreachable',
-        evidence: { source: op.connector, read_at: new Date().toISOString(), error: 'read-back error' },
-      };
+      return unreachableRead(op.connector, 'read-back error');
     }
   }
 
