@@ -18,18 +18,12 @@ interface Execution {
   operations: { status: string }[];
 }
 
-// KNOWN FLAKE, kept visible: on a loaded machine (about 1 run in 5 with five copies of this file at once), a dispatcher
-// whose Redis restarted empty sometimes never takes a dispatch job again, although the sweep schedule comes back and
-// the executions worker runs (BullMQ worker recovery after the restart; not yet explained). A failed attempt is logged
-// and retried on a fresh stack, so a consistent break still fails the run. See docs/operations.md.
-jest.retryTimes(2, { logErrorsBeforeRetry: true });
-
 describe('Redis restarted empty', () => {
   let stack: Stack;
   let redis: PrivateService;
   let dir = '';
 
-  // A stack of its own for every test (and every retry): one test's broken worker cannot fail the next.
+  // A stack of its own for every test: one test's broken worker cannot fail the next.
   beforeEach(async () => {
     dir = mkdtempSync(join(tmpdir(), 'verity-empty-redis-'));
     redis = await startPrivateRedis({ dir, port: await freePort(), appendonly: false });

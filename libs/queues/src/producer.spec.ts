@@ -1,6 +1,6 @@
 import { createRedis } from '@verity/platform';
 import { TEST_REDIS_URL, clearRedisPrefix, testQueuePrefix } from '../../../test/support/services';
-import { JobName } from './names';
+import { JobName, QueueName } from './names';
 import { JobProducer } from './producer';
 
 describe('JobProducer.tryEnqueue when Redis goes away', () => {
@@ -30,3 +30,33 @@ describe('JobProducer.tryEnqueue when Redis goes away', () => {
     }
   }, 15_000);
 });
+
+describe('JobProducer after a queue was first used while Redis was going away', () => {
+  it('builds the queue again once the connection is back, instead of failing every enqueue for good', async () => {
+    const prefix = testQueuePrefix('producer-rebuild');
+    const redis = createRedis(TEST_REDIS_URL, 'producer', 'producer-spec-rebuild');
+    const producer = new JobProducer(redis, prefix);
+    try {
+      await waitUntilReady(redis);
+      // The dispatch queue is first touched in the same tick as the connection drops (and reconnects by itself):
+      // BullMQ's one-time connection check, sent a moment later, fails.
+      const reconnected = new Promise<void>((resolve) => redis.once('close', () => redis.once('ready', resolve)));
+      const first = producer.enqueue(JobName.DISPATCH_OPERATION, { operationId: 'op_down' });
+      redis.disconnect(true);
+      await expect(first).rejects.toThrow("Stream isn't writeable");
+      await reconnected;
+      // The same producer, the same (reconnected) connection: the enqueue goes through and the job is in Redis.
+      await producer.enqueue(JobName.DISPATCH_OPERATION, { operationId: 'op_up' }, { jobId: 'op_up.dispatch' });
+      const job = await producer.queue(QueueName.DISPATCH).getJob('op_up.dispatch');
+      expect(job?.data).toEqual({ operationId: 'op_up' });
+    } finally {
+      await producer.close();
+      redis.disconnect();
+      await clearRedisPrefix(prefix);
+    }
+  }, 15_000);
+});
+
+function waitUntilReady(redis: ReturnType<typeof createRedis>): Promise<void> {
+  return redis.status === 'ready' ? Promise.resolve() : new Promise((resolve) => redis.once('ready', () => resolve()));
+}

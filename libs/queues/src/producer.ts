@@ -29,9 +29,18 @@ export class JobProducer {
   queue(name: QueueName): Queue {
     let queue = this.queues.get(name);
     if (!queue) {
-      queue = new Queue(name, queueOptions(name, this.connection, this.prefix));
-      queue.on('error', () => undefined);
-      this.queues.set(name, queue);
+      const created = new Queue(name, queueOptions(name, this.connection, this.prefix));
+      created.on('error', () => undefined);
+      this.queues.set(name, created);
+      // BullMQ checks the connection once, when a Queue is built, and keeps the answer: a Queue first used while Redis
+      // was going away (or away) rejects every later call for good, although the shared connection comes back. Such
+      // a Queue is forgotten, so the next call builds a new one on the reconnected connection. (Seen as a dispatcher
+      // that never enqueued a dispatch job again after Redis restarted empty.)
+      created.waitUntilReady().catch(() => {
+        if (this.queues.get(name) === created) this.queues.delete(name);
+        void created.close().catch(() => undefined);
+      });
+      queue = created;
     }
     return queue;
   }
