@@ -20,7 +20,7 @@ import {
   transaction,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
-import { JobName, JobProducer, QueueName, preconditionReadJobId } from '@verity/queues';
+import { JobName, JobProducer, QueueName, jobId, preconditionReadJobId } from '@verity/queues';
 import {
   ExecutionStatus,
   executionFailure,
@@ -627,14 +627,14 @@ export class LifecycleService {
    * re-armed; the PREPARED → SENT compare-and-set, not the job id, is what guarantees a single send.
    */
   private async enqueueDispatch(op: OperationEntity): Promise<void> {
-    const jobId = `${op.id}.dispatch`;
-    const existing = await this.producer.queue(QueueName.DISPATCH).getJob(jobId);
+    const id = jobId(JobName.DISPATCH_OPERATION, op.id);
+    const existing = await this.producer.queue(QueueName.DISPATCH).getJob(id);
     if (existing) {
       const state = await existing.getState();
       if (state === 'completed' || state === 'failed') await existing.remove().catch(() => undefined);
       else if (state !== 'unknown') return; // waiting, delayed or active: it will run
     }
-    await this.producer.enqueue(JobName.DISPATCH_OPERATION, { operationId: op.id }, { jobId });
+    await this.producer.enqueue(JobName.DISPATCH_OPERATION, { operationId: op.id }, { jobId: id });
   }
 
   /**

@@ -24,7 +24,7 @@ import {
   snapshotOf,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
-import { JobName, JobProducer, PRODUCER_REDIS, workerCountersKey } from '@verity/queues';
+import { JobName, JobProducer, PRODUCER_REDIS, jobId, workerCountersKey } from '@verity/queues';
 import { OperationStatus, TerminalReason, VerificationMethod, everSent } from '@verity/status-model';
 import type { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
@@ -195,13 +195,13 @@ export class SenderService {
       await this.producer.tryEnqueue(
         JobName.VERIFY_OPERATION,
         { operationId: op.id },
-        { jobId: `${op.id}.verify.0`, delay: this.config.VERIFY_FIRST_DELAY_MS },
+        { jobId: jobId(JobName.VERIFY_OPERATION, op.id, 0), delay: this.config.VERIFY_FIRST_DELAY_MS },
       );
     } else if (outcome.status === S.UNKNOWN) {
       await this.producer.tryEnqueue(
         JobName.RECONCILE_OPERATION,
         { operationId: op.id },
-        { jobId: `${op.id}.reconcile.0` },
+        { jobId: jobId(JobName.RECONCILE_OPERATION, op.id, 0) },
       );
     }
     await this.advanceExecution(op.executionId);
@@ -256,7 +256,7 @@ export class SenderService {
       await this.producer.tryEnqueue(
         JobName.RECONCILE_OPERATION,
         { operationId: operation.id },
-        { jobId: `${operation.id}.reconcile.0` },
+        { jobId: jobId(JobName.RECONCILE_OPERATION, operation.id, 0) },
       );
       await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId });
     }

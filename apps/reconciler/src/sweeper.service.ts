@@ -132,7 +132,7 @@ export class SweeperService {
       await this.producer.tryEnqueue(
         JobName.RECONCILE_OPERATION,
         { operationId: op.id },
-        { jobId: `${op.id}.reconcile.0` },
+        { jobId: jobId(JobName.RECONCILE_OPERATION, op.id, 0) },
       );
       await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
     }
@@ -203,7 +203,7 @@ export class SweeperService {
       await this.producer.tryEnqueue(
         JobName.OBSERVE_OPERATION,
         { operationId: id },
-        { jobId: `${id}.observe.${stamp}` },
+        { jobId: jobId(JobName.OBSERVE_OPERATION, id, stamp) },
       );
     }
     return due.length;

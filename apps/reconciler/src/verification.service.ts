@@ -114,7 +114,7 @@ export class VerificationService {
         await this.producer.tryEnqueue(
           JobName.RECONCILE_OPERATION,
           { operationId: op.id },
-          { jobId: `${op.id}.reconcile.0` },
+          { jobId: jobId(JobName.RECONCILE_OPERATION, op.id, 0) },
         );
         return 'unknown';
       }
@@ -226,7 +226,7 @@ export class VerificationService {
     await this.producer.tryEnqueue(
       JobName.RECONCILE_OPERATION,
       { operationId: op.id },
-      { jobId: `${op.id}.reconcile.${op.checkCount + 1}`, delay: this.backoff(op.checkCount + 1) },
+      { jobId: jobId(JobName.RECONCILE_OPERATION, op.id, op.checkCount + 1), delay: this.backoff(op.checkCount + 1) },
     );
     return 'rescheduled';
   }
@@ -234,11 +234,10 @@ export class VerificationService {
   private async reschedule(op: OperationEntity, job: JobName.VERIFY_OPERATION | JobName.RECONCILE_OPERATION) {
     const checks = op.checkCount + 1;
     await scheduleNextCheck(this.db.manager, op, this.nextCheckAt(checks));
-    const kind = job === JobName.VERIFY_OPERATION ? 'verify' : 'reconcile';
     await this.producer.tryEnqueue(
       job,
       { operationId: op.id },
-      { jobId: `${op.id}.${kind}.${checks}`, delay: this.backoff(checks) },
+      { jobId: jobId(job, op.id, checks), delay: this.backoff(checks) },
     );
     return 'rescheduled' as const;
   }

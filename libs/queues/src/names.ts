@@ -107,11 +107,28 @@ export function queueOptions(queue: QueueName, connection: Redis, prefix: string
 }
 
 /**
- * Deterministic job ids (`${id}.${job}`) make a second enqueue of the same intent harmless while the first job
- * exists. (BullMQ reserves ':' in custom ids.)
+ * The tag each job kind's ids carry. Ids already in Redis use these strings (`<op>.dispatch`, `<op>.verify.0`, …):
+ * changing a tag lets a job enqueued before the change and one enqueued after it exist side by side.
+ */
+const JOB_ID_TAG: Record<JobName, string> = {
+  [JobName.ADVANCE_EXECUTION]: 'advance-execution',
+  [JobName.DISPATCH_OPERATION]: 'dispatch',
+  [JobName.VERIFY_OPERATION]: 'verify',
+  [JobName.RECONCILE_OPERATION]: 'reconcile',
+  [JobName.SWEEP]: 'sweep',
+  [JobName.OBSERVE_OPERATION]: 'observe',
+  [JobName.RECHECK_OPERATION]: 'recheck-operation',
+  [JobName.DELIVER_WEBHOOK]: 'deliver-webhook',
+};
+
+/**
+ * Every custom job id is made here. Deterministic ids (`${id}.${tag}[.${discriminator}]`) make a second enqueue of
+ * the same intent harmless while the first job exists; the discriminator names the intent (a check number, a sweep,
+ * a reviewer's request). (BullMQ reserves ':' in custom ids.)
  */
 export function jobId(name: JobName, id: string, discriminator?: string | number): string {
-  return discriminator === undefined ? `${id}.${name}` : `${id}.${name}.${discriminator}`;
+  const tag = JOB_ID_TAG[name];
+  return discriminator === undefined ? `${id}.${tag}` : `${id}.${tag}.${discriminator}`;
 }
 
 /**
@@ -120,10 +137,6 @@ export function jobId(name: JobName, id: string, discriminator?: string | number
  */
 export function preconditionReadJobId(executionId: string, dueAt: Date): string {
   return jobId(JobName.ADVANCE_EXECUTION, executionId, `precondition-${dueAt.getTime()}`);
-}
-
-export function jobOptions(name: JobName, id: string, extra: JobsOptions = {}): JobsOptions {
-  return { jobId: jobId(name, id), ...extra };
 }
 
 /**

@@ -205,7 +205,11 @@ export class OperationsService {
     });
     if (!decided.won) throw this.resolutionRefusal(await this.load(principal, id));
     if (status === OperationStatus.SENT) {
-      await this.producer.tryEnqueue(JobName.DISPATCH_OPERATION, { operationId: op.id }, { jobId: `${op.id}.release` });
+      await this.producer.tryEnqueue(
+        JobName.DISPATCH_OPERATION,
+        { operationId: op.id },
+        { jobId: jobId(JobName.DISPATCH_OPERATION, op.id, 'release') },
+      );
     } else {
       await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
     }
