@@ -136,7 +136,8 @@ describe('reconciler: observation after VERIFIED', () => {
       200,
     );
     await stack.setFaults({ read_fault: 'unavailable' });
-    await new Promise((r) => setTimeout(r, 1500));
+    // Sweeps that would hand it to the reconciler again have run: it was not read (the failing read would show).
+    await stack.sweepsPassed(3);
     expect((await getOperation(stack, op.id)).observation).toBe('converged');
   });
 });

@@ -90,8 +90,8 @@ describe('reconciler: verification and reconciliation paths', () => {
       'UNKNOWN',
       'MANUAL_REVIEW',
     ]);
-    // Wait past a few sweeps: nothing re-sends it.
-    await new Promise((r) => setTimeout(r, 2000));
+    // Sweeps that would re-send it have run: nothing re-sent it.
+    await stack.sweepsPassed(3);
     expect((await stack.effects()).messages[clientRef].count).toBe(1);
   });
 

@@ -168,8 +168,8 @@ describe('reconciler: resolution of MANUAL_REVIEW and escalation', () => {
         (o) => typeof o.recovery_obligation?.escalated_at === 'string',
       );
       expect(escalated.status).toBe('MANUAL_REVIEW');
-      // A few more sweeps: still exactly one escalation.
-      await new Promise((r) => setTimeout(r, 1500));
+      // Sweeps that could escalate again have run: still exactly one escalation.
+      await stack.sweepsPassed(3);
       const log = await events(stack, created.id);
       const escalations = log.filter((e) => e.type === 'obligation.escalated');
       expect(escalations).toHaveLength(1);

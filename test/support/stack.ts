@@ -186,6 +186,26 @@ export class Stack {
     if (!res.ok) throw new Error(`faults refused: ${res.status} ${await res.text()}`);
   }
 
+  /**
+   * Waits until `count` whole sweeps have run from start to finish after this call: how a test proves that something
+   * did NOT happen (a re-send, a second escalation, a read) — the sweep that would have done it ran, and did not.
+   */
+  async sweepsPassed(count = 2, timeoutMs = 30_000): Promise<void> {
+    const [{ now }] = (await this.db.dataSource.query(`SELECT now()`)) as { now: Date }[];
+    await waitFor(
+      async () =>
+        (
+          (await this.db.dataSource.query(
+            `SELECT count(*)::int AS n FROM sweep_log WHERE started_at > $1 AND finished_at IS NOT NULL`,
+            [now],
+          )) as { n: number }[]
+        )[0].n,
+      (n) => n >= count,
+      timeoutMs,
+      100,
+    );
+  }
+
   async effects(): Promise<{
     total: number;
     charges: Record<string, { count: number; ids: string[]; amounts: number[] }>;
