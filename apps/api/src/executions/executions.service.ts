@@ -19,7 +19,7 @@ import {
   snapshotOf,
   transaction,
 } from '@verity/persistence';
-import { VERITY_CONFIG, VerityConfig, newId } from '@verity/platform';
+import { VERITY_CONFIG, VerityConfig, currentTraceparent, newId } from '@verity/platform';
 import { JobName, JobProducer } from '@verity/queues';
 import {
   ExecutionStatus,
@@ -137,6 +137,8 @@ export class ExecutionsService {
       };
     });
     const deadlineSeconds = submission.deadline_seconds ?? DEFAULT_DEADLINE_SECONDS;
+    // The intake request's span is the root of the execution's trace (null with traces off).
+    const traceParent = currentTraceparent();
     const written = await insertExecution(this.db.manager, {
       id: executionId,
       tenantId: principal.tenantId,
@@ -148,6 +150,7 @@ export class ExecutionsService {
       claimToken: idempotency?.token ?? null,
       operations,
       createdEventId: newId('evt'),
+      traceParent,
     });
     if (!written) {
       // Our claim on the key was taken over by a later request with the same key: it, not we, creates the execution.
@@ -180,6 +183,7 @@ export class ExecutionsService {
         idempotencyKey: idempotency?.key ?? null,
         createdAt: at,
         updatedAt: written.updatedAt,
+        traceParent,
       },
       operations.map((op) => ({
         id: op.id,

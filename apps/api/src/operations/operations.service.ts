@@ -18,7 +18,7 @@ import {
   snapshotOf,
   transaction,
 } from '@verity/persistence';
-import { VERITY_CONFIG, VerityConfig, newId } from '@verity/platform';
+import { VERITY_CONFIG, VerityConfig, currentTraceparent, newId } from '@verity/platform';
 import { JobName, JobProducer, jobId } from '@verity/queues';
 import {
   ExecutionStatus,
@@ -392,6 +392,7 @@ export class OperationsService {
           criteria: [],
           idempotencyKey: null,
           createdEventId: newId('evt'),
+          traceParent: currentTraceparent(),
           operations: [
             {
               id: operationId,
