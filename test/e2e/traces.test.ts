@@ -1,7 +1,7 @@
 import { createServer, IncomingMessage, Server } from 'node:http';
 import { AddressInfo } from 'node:net';
-import { charge, unique } from '../support/http';
-import { Stack, waitFor } from '../support/stack';
+import { charge, http, unique } from '../support/http';
+import { DEMO, Stack, waitFor } from '../support/stack';
 import { events, getExecution, settle, statusPath, submit } from './dispatcher-helpers';
 
 /** One span as the OTLP/HTTP JSON exporter sends it, with the service and instrumentation scope it came from. */
@@ -205,5 +205,67 @@ describe('traces (OpenTelemetry, OTLP/HTTP)', () => {
 
     // A read of the execution answers with the same trace id.
     expect((await getExecution(stack, created.id)).trace_id).toBe(traceId);
+  });
+
+  it("a reviewer's approval is its own request, but the send it releases joins the execution's trace", async () => {
+    const reference = unique('trace-approval');
+    const created = await submit(stack, [charge(reference, { requires_approval: true })]);
+    const waiting = await waitFor(
+      () => getExecution(stack, created.id),
+      (e) => e.status === 'waiting_for_approval',
+      30_000,
+      150,
+    );
+    const approved = await http(stack.apiUrl, 'POST', `/v1/operations/${waiting.operations[0].id}/approval`, {
+      key: DEMO.reviewer,
+      body: { decision: 'approve', reason: 'traced' },
+    });
+    expect(approved.status).toBe(200);
+    expect((await settle(stack, created.id)).operations[0].status).toBe('VERIFIED');
+    const traceId = created.trace_id!;
+    const sends = await waitFor(
+      async () => collector.trace(traceId).filter((s) => s.service === 'verity-dispatcher' && s.name === 'POST'),
+      (found) => found.length > 0,
+      30_000,
+      200,
+    );
+    expect(sends).toHaveLength(1);
+    // The approval request itself is a trace of its own.
+    const approvalRequests = await waitFor(
+      async () =>
+        collector.spans.filter(
+          (s) =>
+            s.service === 'verity-api' &&
+            s.parentSpanId === '' &&
+            Object.values(s.attributes).some((v) => String(v).endsWith('/approval')),
+        ),
+      (found) => found.length > 0,
+      30_000,
+      200,
+    );
+    expect(approvalRequests).toHaveLength(1);
+    expect(approvalRequests[0].traceId).not.toBe(traceId);
+  });
+
+  it("work the sweeper re-enqueues from Postgres joins the execution's trace", async () => {
+    // No dispatcher: the advance the API enqueued waits, the execution goes stale, and the sweeper enqueues it again.
+    for (const dispatcher of stack.running('dispatcher')) await stack.kill(dispatcher, 'SIGTERM');
+    const created = await submit(stack, [charge(unique('trace-sweep'))]);
+    const traceId = created.trace_id!;
+    const reEnqueued = await waitFor(
+      async () =>
+        collector
+          .trace(traceId)
+          .filter((s) => s.service === 'verity-reconciler' && s.name === 'add executions.advance-execution'),
+      (found) => found.length > 0,
+      30_000,
+      200,
+    );
+    // A child of the intake request (the stored traceparent), not of the sweep's own job.
+    const root = collector.trace(traceId).find((s) => s.parentSpanId === '')!;
+    expect(root.service).toBe('verity-api');
+    expect(reEnqueued[0].parentSpanId).toBe(root.spanId);
+    await stack.startApp('dispatcher');
+    expect((await settle(stack, created.id)).operations[0].status).toBe('VERIFIED');
   });
 });

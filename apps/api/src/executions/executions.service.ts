@@ -19,7 +19,7 @@ import {
   snapshotOf,
   transaction,
 } from '@verity/persistence';
-import { VERITY_CONFIG, VerityConfig, currentTraceparent, newId } from '@verity/platform';
+import { VERITY_CONFIG, VerityConfig, currentTraceparent, inTraceOf, newId } from '@verity/platform';
 import { JobName, JobProducer } from '@verity/queues';
 import {
   ExecutionStatus,
@@ -291,9 +291,11 @@ export class ExecutionsService {
    * locked first (lockExecution), so a racing sender or dispatcher waits for us and then loses its compare-and-set.
    */
   async cancel(principal: Principal, id: string, reason: string | undefined): Promise<ExecutionView> {
+    let traceParent: string | null = null;
     await transaction(this.db, async (tx) => {
       const execution = await findExecution(tx, id, principal.tenantId);
       if (!execution) throw Problem.notFound('Execution', id);
+      traceParent = execution.traceParent;
       const locked = await lockExecution(tx, id, principal.tenantId);
       if (!locked) throw Problem.notFound('Execution', id);
       if (locked.status === ExecutionStatus.CANCELLED) {
@@ -325,7 +327,8 @@ export class ExecutionsService {
         eventData: { by: principal.keyId, reason, failure },
       });
     });
-    await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: id });
+    // The advance joins the execution's trace (with traces on), not the cancel request's.
+    await inTraceOf(traceParent, () => this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: id }));
     return this.get(principal, id);
   }
 }
