@@ -2,6 +2,7 @@
 const moduleNameMapper = {
   '^@verity/(status-model|persistence|queues|connectors|sdk|platform)$': '<rootDir>/libs/$1/src',
   '^@verity/sdk/mcp$': '<rootDir>/libs/sdk/src/mcp',
+  '^@verity/platform/tracing$': '<rootDir>/libs/platform/src/tracing',
 };
 const transform = { '^.+\\.ts$': ['ts-jest', { diagnostics: false }] };
 module.exports = {

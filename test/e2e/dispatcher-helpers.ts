@@ -38,6 +38,7 @@ export interface Execution {
   effects: { summary: string; counts: Record<string, number> };
   failure: Record<string, unknown> | null;
   criteria_results: { key: string; verdict: string; evidence_event_ids: string[] }[] | null;
+  trace_id: string | null;
   operations: Op[];
 }
 

@@ -93,6 +93,7 @@ const EXECUTION_KEYS: Record<keyof Execution, true> = {
   deadline_at: true,
   created_at: true,
   updated_at: true,
+  trace_id: true,
   operations: true,
 };
 const EVENT_KEYS: Record<keyof ExecutionEvent, true> = {

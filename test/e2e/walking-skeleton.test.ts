@@ -13,6 +13,7 @@ interface Execution {
   id: string;
   status: string;
   effects: { summary: string; counts: Record<string, number> };
+  trace_id: string | null;
   operations: Op[];
 }
 
@@ -31,6 +32,8 @@ describe('walking skeleton (api, dispatcher, reconciler, sandbox as separate pro
     });
     expect(created.status).toBe(201);
     expect(created.body.status).toBe('created');
+    // No OTEL_* variable is set here: traces are off, and the execution names no trace.
+    expect(created.body.trace_id).toBeNull();
     return waitFor(
       async () =>
         (await http<Execution>(stack.apiUrl, 'GET', `/v1/executions/${created.body.id}`, { key: DEMO.agent })).body,
@@ -43,6 +46,7 @@ describe('walking skeleton (api, dispatcher, reconciler, sandbox as separate pro
     const execution = await submitAndSettle([charge(reference)]);
     expect(execution.status).toBe('completed');
     expect(execution.effects.summary).toBe('all_verified');
+    expect(execution.trace_id).toBeNull();
     const [op] = execution.operations;
     expect(op.status).toBe('VERIFIED');
     expect(op.verification_method).toBe('read_after_write');

@@ -1,9 +1,20 @@
+// First: tracing patches pg, ioredis and http as they are first required (see ./tracing).
+import { tracing } from './tracing';
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import { SwaggerModule } from '@nestjs/swagger';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { createDataSource, runMigrationsLocked, seedDemo } from '@verity/persistence';
-import { LOGGER, Logger, assertNoEviction, createLogger, loadConfig, logCrashes, onShutdown } from '@verity/platform';
+import {
+  LOGGER,
+  Logger,
+  assertNoEviction,
+  createLogger,
+  loadConfig,
+  logCrashes,
+  onShutdown,
+  tracingOn,
+} from '@verity/platform';
 import { ApiModule } from './api.module';
 import { mountBullBoard } from './bull-board';
 import { BODY_LIMIT_BYTES, bodyErrorHandler } from './http/body-errors';
@@ -16,7 +27,7 @@ import { mountConsole } from './console';
 
 async function bootstrap(): Promise<void> {
   const config = loadConfig();
-  const logger = createLogger('api', config.LOG_LEVEL);
+  const logger = createLogger('api', config.LOG_LEVEL, tracingOn(config));
   logCrashes(logger);
   await assertNoEviction(config.REDIS_URL);
   if (config.RUN_MIGRATIONS || config.SEED_DEMO) {
@@ -58,6 +69,7 @@ async function bootstrap(): Promise<void> {
   onShutdown(logger, async () => {
     app.get(StreamService).closeAll();
     await app.close();
+    await tracing?.shutdown();
   });
 }
 

@@ -144,6 +144,7 @@ export const VERIFIED_EXECUTION_EXAMPLE = {
   deadline_at: '2026-05-04T09:40:13.327Z',
   created_at: CREATED_AT,
   updated_at: '2026-05-04T09:30:13.687Z',
+  trace_id: '4bf92f3577b34da6a3ce929d0e0e4736',
   operations: [VERIFIED_OPERATION_EXAMPLE, ACKNOWLEDGED_SMS],
 };
 

@@ -175,6 +175,11 @@ const Execution = z.strictObject({
   deadline_at: DateTime,
   created_at: DateTime,
   updated_at: DateTime,
+  trace_id: z
+    .string()
+    .regex(/^[0-9a-f]{32}$/)
+    .nullable()
+    .meta({ description: 'The OpenTelemetry trace of this execution; null when the server runs without traces.' }),
   operations: z.array(Operation),
 });
 

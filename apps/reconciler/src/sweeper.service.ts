@@ -12,9 +12,10 @@ import {
   pruneSpendLedger,
   snapshotOf,
   staleExecutions,
+  traceParentsOf,
   withSweepLock,
 } from '@verity/persistence';
-import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, inTraceOf, tracingOn } from '@verity/platform';
 import { JobName, JobProducer, PRODUCER_REDIS, QueueName, jobId } from '@verity/queues';
 import { OperationStatus, OwedCheck, TerminalReason, VerificationMethodValue, owedCheck } from '@verity/status-model';
 import type { Queue } from 'bullmq';
@@ -59,7 +60,16 @@ export class SweeperService {
     @Inject(PRODUCER_REDIS) private readonly redis: Redis,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
     @Inject(LOGGER) private readonly logger: Logger,
-  ) {}
+  ) {
+    this.traced = tracingOn(config);
+  }
+
+  /** With traces on, each job the sweep enqueues joins its execution's trace (not the sweep's); off, no lookup. */
+  private readonly traced: boolean;
+
+  private traceParents(of: 'executions' | 'operations', ids: readonly string[]): Promise<Map<string, string>> {
+    return this.traced ? traceParentsOf(this.db.manager, of, ids) : Promise.resolve(new Map());
+  }
 
   async sweep(): Promise<SweepReport> {
     const report: SweepReport = {
@@ -96,7 +106,10 @@ export class SweeperService {
   /** Executions past their deadline: the dispatcher (owner of the lifecycle) expires them on this advance. */
   private async expire(): Promise<number> {
     const due = await executionsPastDeadline(this.db.manager, BATCH);
-    for (const id of due) await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: id });
+    const traces = await this.traceParents('executions', due);
+    for (const id of due) {
+      await inTraceOf(traces.get(id), () => this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: id }));
+    }
     return due.length;
   }
 
@@ -116,6 +129,10 @@ export class SweeperService {
     // Without Redis nothing can tell a slow worker from a dead one; SENT is an honest "wait" until it is back.
     if (!live) return 0;
     let moved = 0;
+    const traces = await this.traceParents(
+      'executions',
+      candidates.map((op) => op.executionId),
+    );
     for (const op of candidates) {
       if (live.has(op.id)) continue;
       const result = await this.transitions.operation(this.db.manager, {
@@ -129,12 +146,14 @@ export class SweeperService {
       });
       if (!result.won) continue;
       moved += 1;
-      await this.producer.tryEnqueue(
-        JobName.RECONCILE_OPERATION,
-        { operationId: op.id },
-        { jobId: jobId(JobName.RECONCILE_OPERATION, op.id, 0) },
-      );
-      await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
+      await inTraceOf(traces.get(op.executionId), async () => {
+        await this.producer.tryEnqueue(
+          JobName.RECONCILE_OPERATION,
+          { operationId: op.id },
+          { jobId: jobId(JobName.RECONCILE_OPERATION, op.id, 0) },
+        );
+        await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
+      });
     }
     return moved;
   }
@@ -162,7 +181,10 @@ export class SweeperService {
   /** I7: accepted work whose job was lost (Redis down at intake, a crash between commit and enqueue...). */
   private async staleExecutions(): Promise<number> {
     const stale = await staleExecutions(this.db.manager, this.config.STALE_EXECUTION_MS, BATCH);
-    for (const id of stale) await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: id });
+    const traces = await this.traceParents('executions', stale);
+    for (const id of stale) {
+      await inTraceOf(traces.get(id), () => this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: id }));
+    }
     return stale.length;
   }
 
@@ -173,6 +195,10 @@ export class SweeperService {
   private async owedChecks(): Promise<number> {
     const owed = await operationsOwedChecks(this.db.manager, this.config.STALE_EXECUTION_MS, BATCH);
     const sweepStamp = Math.floor(Date.now() / Math.max(1000, this.config.STALE_EXECUTION_MS));
+    const traces = await this.traceParents(
+      'operations',
+      owed.map((op) => op.id),
+    );
     for (const op of owed) {
       const check = owedCheck({
         status: op.status,
@@ -181,7 +207,9 @@ export class SweeperService {
       });
       if (!check) continue;
       const name = CHECK_JOB[check];
-      await this.producer.tryEnqueue(name, { operationId: op.id }, { jobId: jobId(name, op.id, `sweep${sweepStamp}`) });
+      await inTraceOf(traces.get(op.id), () =>
+        this.producer.tryEnqueue(name, { operationId: op.id }, { jobId: jobId(name, op.id, `sweep${sweepStamp}`) }),
+      );
     }
     return owed.length;
   }
@@ -199,11 +227,14 @@ export class SweeperService {
       retireBatch: BATCH,
     });
     const stamp = Date.now();
+    const traces = await this.traceParents('operations', due);
     for (const id of due) {
-      await this.producer.tryEnqueue(
-        JobName.OBSERVE_OPERATION,
-        { operationId: id },
-        { jobId: jobId(JobName.OBSERVE_OPERATION, id, stamp) },
+      await inTraceOf(traces.get(id), () =>
+        this.producer.tryEnqueue(
+          JobName.OBSERVE_OPERATION,
+          { operationId: id },
+          { jobId: jobId(JobName.OBSERVE_OPERATION, id, stamp) },
+        ),
       );
     }
     return due.length;

@@ -4,9 +4,10 @@ WITH claim AS (
        WHERE tenant_id = $2 AND key = $7 AND claim_token = $11 AND state = 'in_flight'
        RETURNING key
      ), e AS (
-       INSERT INTO executions (id, tenant_id, agent_id, intent, status, deadline_at, criteria, idempotency_key, event_seq)
+       INSERT INTO executions (id, tenant_id, agent_id, intent, status, deadline_at, criteria, idempotency_key, event_seq,
+                               trace_parent)
        SELECT $1::text, $2::text, $3::text, $4::text, 'created', now() + make_interval(secs => $5::double precision),
-              $6::jsonb, $7::text, 1
+              $6::jsonb, $7::text, 1, $12::text
        WHERE $7::text IS NULL OR EXISTS (SELECT 1 FROM claim)
        RETURNING id, tenant_id, created_at, deadline_at, updated_at
      ), o AS (

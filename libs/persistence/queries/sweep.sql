@@ -56,3 +56,11 @@ SELECT {columns:Operation o} FROM operations o
      WHERE o.status = 'MANUAL_REVIEW' AND (o.obligation->>'due_at')::timestamptz < now()
        AND o.obligation->>'escalated_at' IS NULL
      LIMIT $1;
+
+-- executionTraceParents
+SELECT id, trace_parent FROM executions
+     WHERE id = ANY($1::text[]) AND trace_parent IS NOT NULL;
+
+-- operationTraceParents
+SELECT o.id, e.trace_parent FROM operations o JOIN executions e ON e.id = o.execution_id
+     WHERE o.id = ANY($1::text[]) AND e.trace_parent IS NOT NULL;

@@ -37,6 +37,8 @@ export interface NewExecution {
   claimToken?: string | null;
   operations: NewOperation[];
   createdEventId: string;
+  /** The W3C traceparent of the request (null with traces off). */
+  traceParent?: string | null;
 }
 
 export const INTAKE_SQL = {
@@ -45,9 +47,10 @@ export const INTAKE_SQL = {
        WHERE tenant_id = $2 AND key = $7 AND claim_token = $11 AND state = 'in_flight'
        RETURNING key
      ), e AS (
-       INSERT INTO executions (id, tenant_id, agent_id, intent, status, deadline_at, criteria, idempotency_key, event_seq)
+       INSERT INTO executions (id, tenant_id, agent_id, intent, status, deadline_at, criteria, idempotency_key, event_seq,
+                               trace_parent)
        SELECT $1::text, $2::text, $3::text, $4::text, 'created', now() + make_interval(secs => $5::double precision),
-              $6::jsonb, $7::text, 1
+              $6::jsonb, $7::text, 1, $12::text
        WHERE $7::text IS NULL OR EXISTS (SELECT 1 FROM claim)
        RETURNING id, tenant_id, created_at, deadline_at, updated_at
      ), o AS (
@@ -90,6 +93,7 @@ export async function insertExecution(
     input.createdEventId,
     JSON.stringify({ operations: input.operations.length }),
     input.claimToken ?? null,
+    input.traceParent ?? null,
   ]);
   if (result.length === 0) return null;
   return { createdAt: result[0].created_at, deadlineAt: result[0].deadline_at, updatedAt: result[0].updated_at };

@@ -1,5 +1,9 @@
+import { newId } from '@verity/platform';
+import { VerificationMethod } from '@verity/status-model';
 import { createTestDatabase, TestDatabase } from '../../../test/support/services';
-import { withSweepLock } from './sweep.repository';
+import { ensureTenant } from './api-keys';
+import { findExecutionForWorker, insertExecution } from './store';
+import { traceParentsOf, withSweepLock } from './sweep.repository';
 
 describe('withSweepLock (real Postgres)', () => {
   let db: TestDatabase;
@@ -45,5 +49,62 @@ describe('withSweepLock (real Postgres)', () => {
       'boom',
     );
     expect(await withSweepLock(db.dataSource, 'after', () => Promise.resolve({ ok: true }))).toEqual({ ok: true });
+  });
+});
+
+describe('traceParentsOf (real Postgres)', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase('sweeptrace');
+    await ensureTenant(db.dataSource.manager, 'acme');
+  });
+  afterAll(async () => db.drop());
+
+  async function execution(traceParent: string | null) {
+    const executionId = newId('exe');
+    const operationId = newId('op');
+    await insertExecution(db.dataSource.manager, {
+      id: executionId,
+      tenantId: 'acme',
+      agentId: 'test-agent',
+      intent: 'test',
+      deadlineSeconds: 600,
+      criteria: [],
+      idempotencyKey: null,
+      createdEventId: newId('evt'),
+      traceParent,
+      operations: [
+        {
+          id: operationId,
+          key: 'charge',
+          position: 0,
+          connector: 'sandbox.payments',
+          action: 'charge',
+          params: { amount: 100, currency: 'EUR', reference: 'r-1' },
+          irreversible: true,
+          requires_approval: false,
+          verification_method: VerificationMethod.READ_AFTER_WRITE,
+          expected_state: null,
+          depends_on: [],
+          approval: null,
+        },
+      ],
+    });
+    return { executionId, operationId };
+  }
+
+  it('finds the traceparent stored with each execution, by execution or by operation; none for one made untraced', async () => {
+    const traced = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const a = await execution(traced);
+    const b = await execution(null);
+    expect((await findExecutionForWorker(db.dataSource.manager, a.executionId))?.traceParent).toBe(traced);
+    expect((await findExecutionForWorker(db.dataSource.manager, b.executionId))?.traceParent).toBeNull();
+    expect(await traceParentsOf(db.dataSource.manager, 'executions', [a.executionId, b.executionId])).toEqual(
+      new Map([[a.executionId, traced]]),
+    );
+    expect(await traceParentsOf(db.dataSource.manager, 'operations', [a.operationId, b.operationId])).toEqual(
+      new Map([[a.operationId, traced]]),
+    );
+    expect(await traceParentsOf(db.dataSource.manager, 'executions', [])).toEqual(new Map());
   });
 });

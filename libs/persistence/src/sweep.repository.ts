@@ -62,6 +62,11 @@ export const SWEEP_SQL = {
      WHERE o.status = ${sqlLiterals([S.MANUAL_REVIEW])} AND (o.obligation->>'due_at')::timestamptz < now()
        AND o.obligation->>'escalated_at' IS NULL
      LIMIT $1`,
+  // Traces on only: the trace each re-enqueued job joins (its execution's).
+  executionTraceParents: `SELECT id, trace_parent FROM executions
+     WHERE id = ANY($1::text[]) AND trace_parent IS NOT NULL`,
+  operationTraceParents: `SELECT o.id, e.trace_parent FROM operations o JOIN executions e ON e.id = o.execution_id
+     WHERE o.id = ANY($1::text[]) AND e.trace_parent IS NOT NULL`,
 } as const;
 
 /**
@@ -138,4 +143,19 @@ export async function claimDueObservations(
 /** Held operations whose recovery obligation is overdue and not escalated yet. */
 export function overdueUnescalatedObligations(db: EntityManager, limit: number): Promise<OperationEntity[]> {
   return selectEntities(db, OperationEntity, SWEEP_SQL.overdueObligations, [limit]);
+}
+
+/**
+ * The stored `traceparent` of each execution (`of: 'executions'`) or of each operation's execution (`of:
+ * 'operations'`), by the id asked for; ids without one are absent. Read only with traces on.
+ */
+export async function traceParentsOf(
+  db: Queryable,
+  of: 'executions' | 'operations',
+  idList: readonly string[],
+): Promise<Map<string, string>> {
+  if (idList.length === 0) return new Map();
+  const sql = of === 'executions' ? SWEEP_SQL.executionTraceParents : SWEEP_SQL.operationTraceParents;
+  const found = await rows<{ id: string; trace_parent: string }>(db, sql, [idList]);
+  return new Map(found.map((r) => [r.id, r.trace_parent]));
 }

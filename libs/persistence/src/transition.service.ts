@@ -8,6 +8,7 @@ import {
   assertOperationTransition,
   everSent,
 } from '@verity/status-model';
+import { trace } from '@opentelemetry/api';
 import { newId } from '@verity/platform';
 import { eventsWritten } from './event-signal';
 import { SendGuard, sendGuardConditions } from './send-guard';
@@ -136,6 +137,20 @@ function json(value: unknown): string | null {
 }
 
 /**
+ * Each transition won is an event on the active span (the request or job that made it), so a trace shows the moves it
+ * caused, in order. Nothing happens with traces off (there is no active span).
+ */
+function traceTransition(kind: 'operation' | 'execution', id: string, from: string, to: string, eventId: string): void {
+  trace.getActiveSpan()?.addEvent('verity.transition', {
+    'verity.kind': kind,
+    [kind === 'operation' ? 'verity.operation_id' : 'verity.execution_id']: id,
+    'verity.from': from,
+    'verity.to': to,
+    'verity.event_id': eventId,
+  });
+}
+
+/**
  * The one writer of statuses (I1, I2). Each move is checked by libs/status-model, then written as ONE statement:
  * a compare-and-set UPDATE of the row, a bump of the execution's event sequence, and the event INSERT.
  * No event without a change, no change without an event; the loser of a race changes nothing and learns it lost.
@@ -193,6 +208,7 @@ export class TransitionService {
     );
     if (result.length === 0) return { won: false };
     eventsWritten(db, result[0].execution_id);
+    traceTransition('operation', operation.id, operation.status, to, result[0].id);
     return { won: true, eventId: result[0].id, seq: Number(result[0].seq), attempt: result[0].attempt };
   }
 
@@ -351,6 +367,10 @@ export class TransitionService {
     );
     if (result.length === 0) return { won: false };
     eventsWritten(db, input.executionId);
+    const ordered = [...result].sort((a, b) => Number(a.seq) - Number(b.seq));
+    ordered.forEach((event, i) =>
+      traceTransition('execution', input.executionId, froms[i], input.moves[i].to, event.id),
+    );
     const last = result.reduce((a, b) => (Number(b.seq) > Number(a.seq) ? b : a));
     return { won: true, eventId: last.id, seq: Number(last.seq) };
   }

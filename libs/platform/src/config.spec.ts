@@ -1,4 +1,4 @@
-import { ConfigError, loadConfig } from './config';
+import { ConfigError, loadConfig, tracingOn, tracingVariables } from './config';
 
 describe('loadConfig: test-only kill points', () => {
   it('are off by default', () => {
@@ -56,5 +56,29 @@ describe('safe defaults', () => {
   it('wants a metrics token long enough not to be guessed', () => {
     expect(() => loadConfig({ METRICS_TOKEN: 'short' })).toThrow(/METRICS_TOKEN/);
     expect(loadConfig({ METRICS_TOKEN: '' }).METRICS_TOKEN).toBeUndefined();
+  });
+});
+
+describe('tracingOn: the standard OTEL_* variables turn traces on', () => {
+  it('is off when none is set', () => {
+    expect(tracingOn(loadConfig({}))).toBe(false);
+    expect(tracingOn(tracingVariables({}))).toBe(false);
+    expect(tracingOn({ OTEL_SERVICE_NAME: 'verity-api' })).toBe(false);
+  });
+
+  it('is on with an OTLP endpoint (all signals or traces only) or a traces exporter', () => {
+    expect(tracingOn({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })).toBe(true);
+    expect(tracingOn({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://collector:4318/v1/traces' })).toBe(true);
+    expect(tracingOn({ OTEL_TRACES_EXPORTER: 'console' })).toBe(true);
+    expect(tracingOn(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }))).toBe(true);
+  });
+
+  it('is off when the exporter is none, or the SDK is disabled, whatever else is set', () => {
+    expect(tracingOn({ OTEL_TRACES_EXPORTER: 'none', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })).toBe(
+      false,
+    );
+    expect(tracingOn({ OTEL_SDK_DISABLED: 'TRUE', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })).toBe(false);
+    expect(tracingOn({ OTEL_SDK_DISABLED: 'false', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })).toBe(true);
+    expect(tracingOn({ OTEL_EXPORTER_OTLP_ENDPOINT: '' })).toBe(false);
   });
 });

@@ -6,6 +6,45 @@ const bool = z
   .optional();
 const ms = (fallback: number) => z.coerce.number().int().nonnegative().default(fallback);
 
+const optionalText = z.preprocess((v) => (v === '' ? undefined : v), z.string().optional());
+
+const TRACING_VARIABLES = {
+  OTEL_SDK_DISABLED: optionalText,
+  OTEL_EXPORTER_OTLP_ENDPOINT: optionalText,
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: optionalText,
+  OTEL_TRACES_EXPORTER: optionalText,
+  OTEL_SERVICE_NAME: optionalText,
+};
+
+export type TracingVariables = { [K in keyof typeof TRACING_VARIABLES]?: string | undefined };
+
+/**
+ * Traces are on when an OTLP endpoint or a traces exporter (other than `none`) is set, and OTEL_SDK_DISABLED is not
+ * `true`. Off, nothing is started: no SDK, no instrumentation, no propagation.
+ */
+export function tracingOn(variables: TracingVariables): boolean {
+  const blank = (v: string | undefined) => v === undefined || v.trim() === '';
+  if (variables.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true') return false;
+  const exporters = (variables.OTEL_TRACES_EXPORTER ?? '')
+    .split(',')
+    .map((e) => e.trim().toLowerCase())
+    .filter((e) => e !== '');
+  if (exporters[0] === 'none') return false;
+  return (
+    exporters.length > 0 ||
+    !blank(variables.OTEL_EXPORTER_OTLP_ENDPOINT) ||
+    !blank(variables.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
+  );
+}
+
+/**
+ * The tracing variables of the environment, for the tracing bootstrap, which runs before the configuration is loaded
+ * (it must start before Postgres, Redis and HTTP are first required).
+ */
+export function tracingVariables(env: NodeJS.ProcessEnv = process.env): TracingVariables {
+  return Object.fromEntries(Object.keys(TRACING_VARIABLES).map((name) => [name, env[name]])) as TracingVariables;
+}
+
 /**
  * The one place that reads process.env. Validated once at boot: a bad value stops the process with a
  * message naming the variable, instead of failing later in a hot path.
@@ -111,6 +150,11 @@ const ConfigSchema = z.object({
   TEST_PAUSE_AFTER_SENT_MS: ms(0),
   TEST_PAUSE_AFTER_CALL_MS: ms(0),
   TEST_PAUSE_BEFORE_READ_MS: ms(0),
+  /**
+   * Traces (OpenTelemetry): the standard variables, read here only to decide whether tracing is on (`tracingOn`);
+   * the SDK reads the rest of `OTEL_*` itself (protocol, headers, sampler, batch delay...).
+   */
+  ...TRACING_VARIABLES,
 });
 
 const TEST_HOOKS = ['TEST_PAUSE_AFTER_SENT_MS', 'TEST_PAUSE_AFTER_CALL_MS', 'TEST_PAUSE_BEFORE_READ_MS'] as const;

@@ -5,3 +5,4 @@ export * from './ids';
 export * from './shutdown';
 export * from './platform.module';
 export * from './runtime';
+export * from './tracing';

@@ -1,5 +1,5 @@
 import { DynamicModule, Global, Module } from '@nestjs/common';
-import { VERITY_CONFIG, VerityConfig } from './config';
+import { VERITY_CONFIG, VerityConfig, tracingOn } from './config';
 import { createLogger } from './logger';
 
 export const LOGGER = Symbol('LOGGER');
@@ -13,7 +13,7 @@ export class PlatformModule {
       module: PlatformModule,
       providers: [
         { provide: VERITY_CONFIG, useValue: config },
-        { provide: LOGGER, useValue: createLogger(app, config.LOG_LEVEL) },
+        { provide: LOGGER, useValue: createLogger(app, config.LOG_LEVEL, tracingOn(config)) },
       ],
       exports: [VERITY_CONFIG, LOGGER],
     };

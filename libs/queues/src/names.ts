@@ -1,4 +1,4 @@
-import type { DefaultJobOptions, JobsOptions, QueueOptions } from 'bullmq';
+import type { DefaultJobOptions, JobsOptions, QueueOptions, Telemetry } from 'bullmq';
 import type { Redis } from 'ioredis';
 
 /**
@@ -102,8 +102,8 @@ export const JOB_DEFAULTS: Readonly<Record<QueueName, DefaultJobOptions>> = {
   [QueueName.WEBHOOKS]: { attempts: 1, removeOnComplete: true, removeOnFail: KEEP.removeOnFail },
 };
 
-export function queueOptions(queue: QueueName, connection: Redis, prefix: string): QueueOptions {
-  return { connection, prefix, defaultJobOptions: JOB_DEFAULTS[queue] };
+export function queueOptions(queue: QueueName, connection: Redis, prefix: string, telemetry?: Telemetry): QueueOptions {
+  return { connection, prefix, defaultJobOptions: JOB_DEFAULTS[queue], ...(telemetry ? { telemetry } : {}) };
 }
 
 /**

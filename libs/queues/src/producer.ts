@@ -1,5 +1,5 @@
 import { Queue } from 'bullmq';
-import type { JobsOptions } from 'bullmq';
+import type { JobsOptions, Telemetry } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { JobName, JobPayloads, QUEUE_OF_JOB, QueueName, queueOptions } from './names';
 
@@ -19,6 +19,8 @@ export class JobProducer {
     private readonly connection: Redis,
     private readonly prefix: string,
     private readonly onEnqueueFailure?: (job: JobName, error: unknown, failuresSoFar: number) => void,
+    /** With traces on (`queueTelemetry`), each job carries the trace context it was enqueued in. */
+    private readonly telemetry?: Telemetry,
   ) {}
 
   /** Enqueues `tryEnqueue` could not make since this process started (exported as verity_enqueue_failures_total). */
@@ -29,7 +31,7 @@ export class JobProducer {
   queue(name: QueueName): Queue {
     let queue = this.queues.get(name);
     if (!queue) {
-      const created = new Queue(name, queueOptions(name, this.connection, this.prefix));
+      const created = new Queue(name, queueOptions(name, this.connection, this.prefix, this.telemetry));
       created.on('error', () => undefined);
       this.queues.set(name, created);
       // BullMQ checks the connection once, when a Queue is built, and keeps the answer: a Queue first used while Redis

@@ -4,6 +4,7 @@ import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, createRedis } from '@verit
 import type { Redis } from 'ioredis';
 import { eventsChannel } from './names';
 import { JobProducer } from './producer';
+import { queueTelemetry } from './telemetry';
 
 export const PRODUCER_REDIS = Symbol('PRODUCER_REDIS');
 
@@ -23,14 +24,19 @@ const ANNOUNCE_COALESCE_MS = 2;
       useFactory: (redis: Redis, config: VerityConfig, logger: Logger) => {
         // At most one line a second while Redis is away, with the count, so an outage does not flood the log.
         let lastLogged = 0;
-        return new JobProducer(redis, config.QUEUE_PREFIX, (job, error, failures) => {
-          if (Date.now() - lastLogged < 1000) return;
-          lastLogged = Date.now();
-          logger.warn(
-            { job, failures, err: error instanceof Error ? error.message : String(error) },
-            'enqueue failed: the sweeper re-enqueues this work from Postgres',
-          );
-        });
+        return new JobProducer(
+          redis,
+          config.QUEUE_PREFIX,
+          (job, error, failures) => {
+            if (Date.now() - lastLogged < 1000) return;
+            lastLogged = Date.now();
+            logger.warn(
+              { job, failures, err: error instanceof Error ? error.message : String(error) },
+              'enqueue failed: the sweeper re-enqueues this work from Postgres',
+            );
+          },
+          queueTelemetry(config),
+        );
       },
     },
   ],

@@ -3,6 +3,7 @@ import { DynamicModule, Module } from '@nestjs/common';
 import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import type { WorkerOptions } from 'bullmq';
 import { JOB_DEFAULTS, QueueName } from './names';
+import { queueTelemetry } from './telemetry';
 
 /** Connection and prefix for @nestjs/bullmq workers; the queues a worker app consumes are registered here. */
 @Module({})
@@ -16,6 +17,7 @@ export class WorkerQueuesModule {
           useFactory: (config: VerityConfig) => ({
             connection: { url: config.REDIS_URL, maxRetriesPerRequest: null },
             prefix: config.QUEUE_PREFIX,
+            telemetry: queueTelemetry(config),
           }),
         }),
         ...queues.map((name) => BullModule.registerQueue({ name, defaultJobOptions: JOB_DEFAULTS[name] })),

@@ -245,6 +245,8 @@ export interface Execution {
   deadline_at: IsoDateTime;
   created_at: IsoDateTime;
   updated_at: IsoDateTime;
+  /** The OpenTelemetry trace of this execution (32 hex digits); null when the server runs without traces. */
+  trace_id: string | null;
   operations: Operation[];
 }
 

@@ -19,7 +19,7 @@ import {
   snapshotOf,
   transaction,
 } from '@verity/persistence';
-import { VERITY_CONFIG, VerityConfig, newId } from '@verity/platform';
+import { VERITY_CONFIG, VerityConfig, currentTraceparent, inTraceOf, newId } from '@verity/platform';
 import { JobName, JobProducer } from '@verity/queues';
 import {
   ExecutionStatus,
@@ -137,6 +137,8 @@ export class ExecutionsService {
       };
     });
     const deadlineSeconds = submission.deadline_seconds ?? DEFAULT_DEADLINE_SECONDS;
+    // The intake request's span is the root of the execution's trace (null with traces off).
+    const traceParent = currentTraceparent();
     const written = await insertExecution(this.db.manager, {
       id: executionId,
       tenantId: principal.tenantId,
@@ -148,6 +150,7 @@ export class ExecutionsService {
       claimToken: idempotency?.token ?? null,
       operations,
       createdEventId: newId('evt'),
+      traceParent,
     });
     if (!written) {
       // Our claim on the key was taken over by a later request with the same key: it, not we, creates the execution.
@@ -180,6 +183,7 @@ export class ExecutionsService {
         idempotencyKey: idempotency?.key ?? null,
         createdAt: at,
         updatedAt: written.updatedAt,
+        traceParent,
       },
       operations.map((op) => ({
         id: op.id,
@@ -287,9 +291,11 @@ export class ExecutionsService {
    * locked first (lockExecution), so a racing sender or dispatcher waits for us and then loses its compare-and-set.
    */
   async cancel(principal: Principal, id: string, reason: string | undefined): Promise<ExecutionView> {
+    let traceParent: string | null = null;
     await transaction(this.db, async (tx) => {
       const execution = await findExecution(tx, id, principal.tenantId);
       if (!execution) throw Problem.notFound('Execution', id);
+      traceParent = execution.traceParent;
       const locked = await lockExecution(tx, id, principal.tenantId);
       if (!locked) throw Problem.notFound('Execution', id);
       if (locked.status === ExecutionStatus.CANCELLED) {
@@ -321,7 +327,8 @@ export class ExecutionsService {
         eventData: { by: principal.keyId, reason, failure },
       });
     });
-    await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: id });
+    // The advance joins the execution's trace (with traces on), not the cancel request's.
+    await inTraceOf(traceParent, () => this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: id }));
     return this.get(principal, id);
   }
 }

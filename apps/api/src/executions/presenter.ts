@@ -1,4 +1,5 @@
 import type { EventEntity, ExecutionEntity, OperationEntity } from '@verity/persistence';
+import { traceIdOf } from '@verity/platform';
 import {
   LastStatusChange,
   commitOf,
@@ -65,6 +66,7 @@ export function presentExecution(execution: ExecutionEntity, operations: Operati
     deadline_at: iso(execution.deadlineAt),
     created_at: iso(execution.createdAt),
     updated_at: iso(execution.updatedAt),
+    trace_id: traceIdOf(execution.traceParent),
     operations: operations.map((op) => presentOperation(op, changes.get(op.id) ?? null)),
   };
 }

@@ -16,9 +16,10 @@ import {
   obligationDueMs,
   setRetryOf,
   snapshotOf,
+  traceParentsOf,
   transaction,
 } from '@verity/persistence';
-import { VERITY_CONFIG, VerityConfig, newId } from '@verity/platform';
+import { VERITY_CONFIG, VerityConfig, currentTraceparent, inTraceOf, newId, tracingOn } from '@verity/platform';
 import { JobName, JobProducer, jobId } from '@verity/queues';
 import {
   ExecutionStatus,
@@ -45,7 +46,24 @@ export class OperationsService {
     private readonly producer: JobProducer,
     private readonly connectors: ConnectorRegistry,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
-  ) {}
+  ) {
+    this.traced = tracingOn(config);
+  }
+
+  private readonly traced: boolean;
+
+  /**
+   * With traces on, the work a decision sets off (the jobs it enqueues) joins the execution's trace, not the request's:
+   * one trace per execution. Off, no lookup.
+   */
+  private async inExecutionTrace(executionId: string, enqueue: () => Promise<unknown>): Promise<void> {
+    if (!this.traced) {
+      await enqueue();
+      return;
+    }
+    const traces = await traceParentsOf(this.db.manager, 'executions', [executionId]);
+    await inTraceOf(traces.get(executionId), enqueue);
+  }
 
   private async load(principal: Principal, id: string): Promise<OperationEntity> {
     const op = await findOperation(this.db.manager, id, principal.tenantId);
@@ -121,7 +139,9 @@ export class OperationsService {
           : undefined,
     });
     if (!decided.won) throw await this.approvalRefusal(principal, await this.load(principal, id));
-    await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
+    await this.inExecutionTrace(op.executionId, () =>
+      this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId }),
+    );
     return this.get(principal, id);
   }
 
@@ -204,15 +224,15 @@ export class OperationsService {
       move: status === OperationStatus.SENT ? undefined : { to: status, eventData: { resolution } },
     });
     if (!decided.won) throw this.resolutionRefusal(await this.load(principal, id));
-    if (status === OperationStatus.SENT) {
-      await this.producer.tryEnqueue(
-        JobName.DISPATCH_OPERATION,
-        { operationId: op.id },
-        { jobId: jobId(JobName.DISPATCH_OPERATION, op.id, 'release') },
-      );
-    } else {
-      await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
-    }
+    await this.inExecutionTrace(op.executionId, () =>
+      status === OperationStatus.SENT
+        ? this.producer.tryEnqueue(
+            JobName.DISPATCH_OPERATION,
+            { operationId: op.id },
+            { jobId: jobId(JobName.DISPATCH_OPERATION, op.id, 'release') },
+          )
+        : this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId }),
+    );
     return this.get(principal, id);
   }
 
@@ -244,10 +264,12 @@ export class OperationsService {
     }
     // One read per second at most, however often the button is pressed: the job id deduplicates.
     const second = Math.floor(Date.now() / 1000);
-    await this.producer.enqueue(
-      JobName.RECHECK_OPERATION,
-      { operationId: op.id, requestedBy: principal.keyId },
-      { jobId: jobId(JobName.RECHECK_OPERATION, op.id, `reviewer${second}`) },
+    await this.inExecutionTrace(op.executionId, () =>
+      this.producer.enqueue(
+        JobName.RECHECK_OPERATION,
+        { operationId: op.id, requestedBy: principal.keyId },
+        { jobId: jobId(JobName.RECHECK_OPERATION, op.id, `reviewer${second}`) },
+      ),
     );
     return this.get(principal, id);
   }
@@ -305,13 +327,15 @@ export class OperationsService {
     });
     if (!decided.won) throw this.resolutionRefusal(await this.load(principal, id), seen.length);
     if (nextCheckAt) {
-      await this.producer.tryEnqueue(
-        JobName.RECHECK_OPERATION,
-        { operationId: op.id },
-        {
-          jobId: jobId(JobName.RECHECK_OPERATION, op.id, `investigated${seen.length + 1}`),
-          delay: nextCheckAt.getTime() - Date.now(),
-        },
+      await this.inExecutionTrace(op.executionId, () =>
+        this.producer.tryEnqueue(
+          JobName.RECHECK_OPERATION,
+          { operationId: op.id },
+          {
+            jobId: jobId(JobName.RECHECK_OPERATION, op.id, `investigated${seen.length + 1}`),
+            delay: nextCheckAt.getTime() - Date.now(),
+          },
+        ),
       );
     }
     return this.get(principal, id);
@@ -396,6 +420,7 @@ export class OperationsService {
           criteria: [],
           idempotencyKey: null,
           createdEventId: newId('evt'),
+          traceParent: currentTraceparent(),
           operations: [
             {
               id: operationId,

@@ -26,4 +26,6 @@ export class ExecutionEntity {
   @Column('text', { name: 'idempotency_key', nullable: true }) idempotencyKey!: string | null;
   @Column('timestamptz', { name: 'created_at' }) createdAt!: Date;
   @Column('timestamptz', { name: 'updated_at' }) updatedAt!: Date;
+  /** The W3C traceparent of the request that created it; null with traces off. */
+  @Column('text', { name: 'trace_parent', nullable: true }) traceParent!: string | null;
 }

@@ -8,6 +8,7 @@ import { OperatorKeys1764480000000 } from './1764480000000-operator-keys';
 import { ExecutionOutcome1764490000000 } from './1764490000000-execution-outcome';
 import { IdempotencyExpiryIndex1764500000000 } from './1764500000000-idempotency-expiry-index';
 import { Webhooks1764510000000 } from './1764510000000-webhooks';
+import { ExecutionTrace1764520300000 } from './1764520300000-execution-trace';
 
 /** In order. Add a new timestamped class for every schema change; never edit one that has shipped. */
 export const MIGRATIONS = [
@@ -21,4 +22,5 @@ export const MIGRATIONS = [
   ExecutionOutcome1764490000000,
   IdempotencyExpiryIndex1764500000000,
   Webhooks1764510000000,
+  ExecutionTrace1764520300000,
 ];

@@ -1,0 +1,22 @@
+import { currentTraceparent, inTraceOf, startTracing, traceFields, traceIdOf } from './tracing';
+
+describe('tracing helpers', () => {
+  it('read the trace id of a W3C traceparent, and nothing else', () => {
+    expect(traceIdOf('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01')).toBe(
+      '4bf92f3577b34da6a3ce929d0e0e4736',
+    );
+    expect(traceIdOf(null)).toBeNull();
+    expect(traceIdOf('')).toBeNull();
+    expect(traceIdOf('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7')).toBeNull();
+    expect(traceIdOf('00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01')).toBeNull();
+  });
+
+  it('do nothing with traces off: no SDK, no traceparent to store, no ids in log lines', () => {
+    expect(startTracing('verity-test', {})).toBeNull();
+    expect(startTracing('verity-test', { OTEL_TRACES_EXPORTER: 'none' })).toBeNull();
+    expect(currentTraceparent()).toBeNull();
+    expect(traceFields()).toEqual({});
+    expect(inTraceOf('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', () => currentTraceparent())).toBeNull();
+    expect(inTraceOf(null, () => 42)).toBe(42);
+  });
+});

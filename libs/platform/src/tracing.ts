@@ -1,0 +1,78 @@
+import { ROOT_CONTEXT, context, propagation, trace } from '@opentelemetry/api';
+import type { NodeSDK } from '@opentelemetry/sdk-node';
+import { tracingOn, tracingVariables } from './config';
+
+/**
+ * Traces (OpenTelemetry), one per execution. This module imports nothing but `@opentelemetry/api` and the config
+ * schema, so an app can import it first (`@verity/platform/tracing`) and start the SDK before Nest, pg and ioredis
+ * are required: the instrumentations patch a module when it is first required, never after.
+ */
+export interface Tracing {
+  /** Ends the batch: spans still buffered are exported (called on SIGTERM, after the app has closed). */
+  shutdown(): Promise<void>;
+}
+
+/**
+ * Starts the OpenTelemetry SDK when the standard variables ask for it (`tracingOn`), else does nothing and loads
+ * nothing. Exporter, protocol, headers, sampler and batching come from `OTEL_*` as the SDK reads them; service.name
+ * is OTEL_SERVICE_NAME, else `defaultServiceName`. Traces only: Verity's metrics are Prometheus (/metrics), its
+ * logs pino on stdout.
+ */
+export function startTracing(defaultServiceName: string, env: NodeJS.ProcessEnv = process.env): Tracing | null {
+  const variables = tracingVariables(env);
+  if (!tracingOn(variables)) return null;
+  // Required here, not imported at the top: with tracing off none of this is loaded.
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  const sdkNode = require('@opentelemetry/sdk-node') as typeof import('@opentelemetry/sdk-node');
+  const http = require('@opentelemetry/instrumentation-http') as typeof import('@opentelemetry/instrumentation-http');
+  const pg = require('@opentelemetry/instrumentation-pg') as typeof import('@opentelemetry/instrumentation-pg');
+  const ioredis =
+    require('@opentelemetry/instrumentation-ioredis') as typeof import('@opentelemetry/instrumentation-ioredis');
+  /* eslint-enable @typescript-eslint/no-require-imports */
+  const sdk: NodeSDK = new sdkNode.NodeSDK({
+    serviceName: variables.OTEL_SERVICE_NAME ? undefined : defaultServiceName,
+    metricReaders: [],
+    logRecordProcessors: [],
+    instrumentations: [
+      new http.HttpInstrumentation({
+        // Probes and scrapes are not executions: they would only bury the traces that are.
+        ignoreIncomingRequestHook: (request) => /^\/(health|metrics)(\/|\?|$)/.test(request.url ?? ''),
+      }),
+      // Statements and commands are recorded inside a trace only: a worker's idle polling is not one.
+      new pg.PgInstrumentation({ requireParentSpan: true }),
+      new ioredis.IORedisInstrumentation({ requireParentSpan: true }),
+    ],
+  });
+  sdk.start();
+  return { shutdown: () => sdk.shutdown() };
+}
+
+/** The W3C `traceparent` of the active span, or null (tracing off, or no span). Stored with each execution. */
+export function currentTraceparent(): string | null {
+  const carrier: { traceparent?: string } = {};
+  propagation.inject(context.active(), carrier);
+  return carrier.traceparent ?? null;
+}
+
+/** The trace id in a W3C `traceparent` (`00-<trace id>-<span id>-<flags>`), or null. */
+export function traceIdOf(traceparent: string | null | undefined): string | null {
+  const match = /^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$/.exec(traceparent ?? '');
+  return match ? match[1] : null;
+}
+
+/**
+ * Runs `fn` in the trace a stored `traceparent` names (work the sweeper re-enqueues for an execution joins the
+ * execution's trace, not the sweep's); as is when there is none or tracing is off.
+ */
+export function inTraceOf<T>(traceparent: string | null | undefined, fn: () => T): T {
+  if (!traceparent) return fn();
+  return context.with(propagation.extract(ROOT_CONTEXT, { traceparent }), fn);
+}
+
+/** `trace_id` and `span_id` of the active span, for every log line written inside one (a pino mixin). */
+export function traceFields(): { trace_id?: string; span_id?: string } {
+  const span = trace.getActiveSpan();
+  if (!span) return {};
+  const { traceId, spanId } = span.spanContext();
+  return { trace_id: traceId, span_id: spanId };
+}

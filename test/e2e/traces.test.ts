@@ -1,0 +1,271 @@
+import { createServer, IncomingMessage, Server } from 'node:http';
+import { AddressInfo } from 'node:net';
+import { charge, http, unique } from '../support/http';
+import { DEMO, Stack, waitFor } from '../support/stack';
+import { events, getExecution, settle, statusPath, submit } from './dispatcher-helpers';
+
+/** One span as the OTLP/HTTP JSON exporter sends it, with the service and instrumentation scope it came from. */
+interface ReceivedSpan {
+  service: string;
+  scope: string;
+  traceId: string;
+  spanId: string;
+  parentSpanId: string;
+  name: string;
+  kind: number;
+  attributes: Record<string, unknown>;
+  events: { name: string; attributes: Record<string, unknown> }[];
+}
+
+type OtlpValue = { stringValue?: string; intValue?: string | number; boolValue?: boolean; doubleValue?: number };
+type OtlpAttribute = { key: string; value: OtlpValue };
+interface OtlpSpan {
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  name: string;
+  kind: number;
+  attributes?: OtlpAttribute[];
+  events?: { name: string; attributes?: OtlpAttribute[] }[];
+}
+interface OtlpTraces {
+  resourceSpans?: {
+    resource?: { attributes?: OtlpAttribute[] };
+    scopeSpans?: { scope?: { name?: string }; spans?: OtlpSpan[] }[];
+  }[];
+}
+
+const SPAN_KIND_CLIENT = 3;
+
+/** Ids arrive as hex in OTLP/JSON; base64 (protobuf-style JSON) is accepted too. */
+function hexId(id: string | undefined): string {
+  if (!id) return '';
+  return /^[0-9a-f]+$/.test(id) ? id : Buffer.from(id, 'base64').toString('hex');
+}
+
+function attributes(list: OtlpAttribute[] | undefined): Record<string, unknown> {
+  return Object.fromEntries(
+    (list ?? []).map((a) => [
+      a.key,
+      a.value.stringValue ?? a.value.intValue ?? a.value.boolValue ?? a.value.doubleValue,
+    ]),
+  );
+}
+
+/** A local OTLP/HTTP collector (JSON): keeps every span it is sent. */
+class Collector {
+  readonly spans: ReceivedSpan[] = [];
+  private server!: Server;
+  url = '';
+
+  async start(): Promise<void> {
+    this.server = createServer((req, res) => {
+      void this.receive(req).then(
+        () => res.writeHead(200, { 'content-type': 'application/json' }).end('{}'),
+        () => res.writeHead(400).end(),
+      );
+    });
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  private async receive(req: IncomingMessage): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    if (req.url !== '/v1/traces') return;
+    const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as OtlpTraces;
+    for (const resourceSpans of body.resourceSpans ?? []) {
+      const service = String(attributes(resourceSpans.resource?.attributes)['service.name'] ?? '');
+      for (const scopeSpans of resourceSpans.scopeSpans ?? []) {
+        for (const span of scopeSpans.spans ?? []) {
+          this.spans.push({
+            service,
+            scope: scopeSpans.scope?.name ?? '',
+            traceId: hexId(span.traceId),
+            spanId: hexId(span.spanId),
+            parentSpanId: hexId(span.parentSpanId),
+            name: span.name,
+            kind: span.kind,
+            attributes: attributes(span.attributes),
+            events: (span.events ?? []).map((e) => ({ name: e.name, attributes: attributes(e.attributes) })),
+          });
+        }
+      }
+    }
+  }
+
+  trace(traceId: string): ReceivedSpan[] {
+    return this.spans.filter((s) => s.traceId === traceId);
+  }
+
+  async stop(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise((resolve) => this.server.close(resolve));
+  }
+}
+
+/**
+ * Traces: with an OTLP endpoint set (the standard variables only), one execution is one trace, from the intake request
+ * through the dispatcher's job and its connector call to the reconciler's read-back, with the Postgres and Redis calls
+ * made along the way; the API answers with its trace id and the logs carry it.
+ */
+describe('traces (OpenTelemetry, OTLP/HTTP)', () => {
+  const collector = new Collector();
+  let stack: Stack;
+  beforeAll(async () => {
+    await collector.start();
+    stack = await Stack.start({
+      label: 'traces',
+      env: {
+        OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        OTEL_BSP_SCHEDULE_DELAY: '200',
+      },
+    });
+  });
+  afterAll(async () => {
+    await stack?.stop();
+    await collector.stop();
+  });
+
+  it('one execution yields one trace: API, dispatcher, connector call, reconciler, Postgres and Redis', async () => {
+    // The charge times out after the provider committed it: UNKNOWN, and the reconciler's read-back settles it.
+    await stack.setFaults({
+      rules: [{ method: 'POST', path: '/v1/charges', fault: 'timeout_after_commit', count: 1 }],
+    });
+    const reference = unique('trace');
+    const created = await submit(stack, [charge(reference)]);
+    const traceId = created.trace_id;
+    expect(traceId).toMatch(/^[0-9a-f]{32}$/);
+
+    const execution = await settle(stack, created.id);
+    expect(execution.trace_id).toBe(traceId);
+    const [op] = execution.operations;
+    expect(op.status).toBe('VERIFIED');
+    expect(statusPath(await events(stack, created.id), op.id)).toEqual([
+      'PREPARED',
+      'SENT',
+      'UNKNOWN',
+      'RECONCILING',
+      'VERIFIED',
+    ]);
+
+    const sandboxPort = String(stack.sandboxPort);
+    const toSandbox = (s: ReceivedSpan) =>
+      s.kind === SPAN_KIND_CLIENT &&
+      s.scope === '@opentelemetry/instrumentation-http' &&
+      Object.values(s.attributes).some((v) => String(v).includes(sandboxPort));
+    const spans = await waitFor(
+      async () => collector.trace(traceId!),
+      (found) =>
+        ['verity-api', 'verity-dispatcher', 'verity-reconciler'].every((service) =>
+          found.some((s) => s.service === service),
+        ) &&
+        found.some((s) => s.service === 'verity-dispatcher' && toSandbox(s)) &&
+        found.some((s) => s.service === 'verity-reconciler' && toSandbox(s)) &&
+        found.some((s) => s.events.some((e) => e.attributes['verity.to'] === 'VERIFIED')) &&
+        // Spans are exported as they end: wait for the parents of those already here.
+        found.every((s) => s.parentSpanId === '' || found.some((p) => p.spanId === s.parentSpanId)),
+      30_000,
+      200,
+    );
+
+    // The intake request is the root: the only span of the trace without a parent.
+    const roots = spans.filter((s) => s.parentSpanId === '');
+    expect(roots).toHaveLength(1);
+    expect(roots[0]).toMatchObject({ service: 'verity-api', scope: '@opentelemetry/instrumentation-http' });
+    // The connector's call is a child of the dispatcher's job span; the read-back of the reconciler's.
+    const byId = new Map(spans.map((s) => [s.spanId, s]));
+    const send = spans.find((s) => s.service === 'verity-dispatcher' && toSandbox(s))!;
+    expect(byId.get(send.parentSpanId)?.service).toBe('verity-dispatcher');
+    const readBack = spans.find((s) => s.service === 'verity-reconciler' && toSandbox(s))!;
+    expect(byId.get(readBack.parentSpanId)?.service).toBe('verity-reconciler');
+
+    // Postgres and Redis from the standard instrumentations.
+    expect(spans.some((s) => s.scope === '@opentelemetry/instrumentation-pg')).toBe(true);
+    expect(spans.some((s) => s.scope === '@opentelemetry/instrumentation-ioredis')).toBe(true);
+    // Each transition is an event on the span that made it.
+    const moves = spans.flatMap((s) => s.events.filter((e) => e.name === 'verity.transition'));
+    expect(moves.map((e) => e.attributes['verity.to'])).toEqual(
+      expect.arrayContaining(['SENT', 'UNKNOWN', 'RECONCILING', 'VERIFIED', 'running']),
+    );
+
+    // The logs carry the trace id.
+    const traced = (app: 'api' | 'dispatcher') =>
+      stack
+        .logs(app)
+        .split('\n')
+        .filter((line) => line.startsWith('{'))
+        .map((line) => JSON.parse(line) as { trace_id?: string; span_id?: string; msg?: string })
+        .filter((line) => line.trace_id === traceId);
+    expect(traced('dispatcher').some((line) => line.msg === 'dispatch' && /^[0-9a-f]{16}$/.test(line.span_id!))).toBe(
+      true,
+    );
+    expect(traced('api').some((line) => line.msg === 'request')).toBe(true);
+
+    // A read of the execution answers with the same trace id.
+    expect((await getExecution(stack, created.id)).trace_id).toBe(traceId);
+  });
+
+  it("a reviewer's approval is its own request, but the send it releases joins the execution's trace", async () => {
+    const reference = unique('trace-approval');
+    const created = await submit(stack, [charge(reference, { requires_approval: true })]);
+    const waiting = await waitFor(
+      () => getExecution(stack, created.id),
+      (e) => e.status === 'waiting_for_approval',
+      30_000,
+      150,
+    );
+    const approved = await http(stack.apiUrl, 'POST', `/v1/operations/${waiting.operations[0].id}/approval`, {
+      key: DEMO.reviewer,
+      body: { decision: 'approve', reason: 'traced' },
+    });
+    expect(approved.status).toBe(200);
+    expect((await settle(stack, created.id)).operations[0].status).toBe('VERIFIED');
+    const traceId = created.trace_id!;
+    const sends = await waitFor(
+      async () => collector.trace(traceId).filter((s) => s.service === 'verity-dispatcher' && s.name === 'POST'),
+      (found) => found.length > 0,
+      30_000,
+      200,
+    );
+    expect(sends).toHaveLength(1);
+    // The approval request itself is a trace of its own.
+    const approvalRequests = await waitFor(
+      async () =>
+        collector.spans.filter(
+          (s) =>
+            s.service === 'verity-api' &&
+            s.parentSpanId === '' &&
+            Object.values(s.attributes).some((v) => String(v).endsWith('/approval')),
+        ),
+      (found) => found.length > 0,
+      30_000,
+      200,
+    );
+    expect(approvalRequests).toHaveLength(1);
+    expect(approvalRequests[0].traceId).not.toBe(traceId);
+  });
+
+  it("work the sweeper re-enqueues from Postgres joins the execution's trace", async () => {
+    // No dispatcher: the advance the API enqueued waits, the execution goes stale, and the sweeper enqueues it again.
+    for (const dispatcher of stack.running('dispatcher')) await stack.kill(dispatcher, 'SIGTERM');
+    const created = await submit(stack, [charge(unique('trace-sweep'))]);
+    const traceId = created.trace_id!;
+    const reEnqueued = await waitFor(
+      async () =>
+        collector
+          .trace(traceId)
+          .filter((s) => s.service === 'verity-reconciler' && s.name === 'add executions.advance-execution'),
+      (found) => found.length > 0,
+      30_000,
+      200,
+    );
+    // A child of the intake request (the stored traceparent), not of the sweep's own job.
+    const root = collector.trace(traceId).find((s) => s.parentSpanId === '')!;
+    expect(root.service).toBe('verity-api');
+    expect(reEnqueued[0].parentSpanId).toBe(root.spanId);
+    await stack.startApp('dispatcher');
+    expect((await settle(stack, created.id)).operations[0].status).toBe('VERIFIED');
+  });
+});
