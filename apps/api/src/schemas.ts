@@ -13,6 +13,7 @@ import {
 import { z } from 'zod';
 import { CriterionSchema, SubmissionSchema } from './executions/submission';
 import { text } from './http/text';
+import { PROBLEM_CODES, problemType } from './problem/problem';
 
 /**
  * Every request and response body of the API as zod: the validators the controllers run, the component schemas of
@@ -193,8 +194,10 @@ const Event = z.strictObject({
 const FieldError = z.strictObject({ field: z.string(), rule: z.string(), message: z.string() });
 
 /** RFC 9457. `errors` on validation problems; a few problems carry their own extras (status, retry, permitted...). */
+const ProblemTypes = PROBLEM_CODES.map(problemType);
 const Problem = z.looseObject({
-  type: z.url(),
+  /** One URL per code of PROBLEM_CODES (`https://verity.dev/problems/not-found`): the SDK's problem codes come from here. */
+  type: z.enum(ProblemTypes as [(typeof ProblemTypes)[number], ...typeof ProblemTypes]),
   title: z.string(),
   status: z.number().int().min(400).max(599),
   detail: z.string().optional(),
