@@ -50,9 +50,14 @@ const QUEUE_PAGE = {
 };
 const QueueQueries = () =>
   applyDecorators(
-    ApiQuery({ name: 'connector', required: false }),
-    ApiQuery({ name: 'q', required: false, description: 'operation or execution id, key, action, intent or agent' }),
-    ApiQuery({ name: 'cursor', required: false }),
+    ApiQuery({ name: 'connector', required: false, type: String }),
+    ApiQuery({
+      name: 'q',
+      required: false,
+      type: String,
+      description: 'operation or execution id, key, action, intent or agent',
+    }),
+    ApiQuery({ name: 'cursor', required: false, type: String }),
     ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 200 } }),
     ApiOkResponse(QUEUE_PAGE),
   );

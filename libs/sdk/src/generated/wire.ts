@@ -1255,7 +1255,7 @@ export interface operations {
       query?: {
         limit?: number;
         /** @description `next_cursor` of the previous page */
-        cursor?: unknown;
+        cursor?: string;
         status?:
           | 'created'
           | 'validating'
@@ -1551,7 +1551,7 @@ export interface operations {
       query?: {
         limit?: number;
         /** @description an event id (or seq): only later events */
-        after?: unknown;
+        after?: string;
       };
       header?: never;
       path: {
@@ -1759,7 +1759,7 @@ export interface operations {
     parameters: {
       query?: {
         /** @description like Last-Event-ID, for clients that cannot set headers */
-        after?: unknown;
+        after?: string;
       };
       header?: {
         /** @description resume after this event id */
@@ -2501,10 +2501,10 @@ export interface operations {
   listPendingApprovals: {
     parameters: {
       query?: {
-        connector?: unknown;
+        connector?: string;
         /** @description operation or execution id, key, action, intent or agent */
-        q?: unknown;
-        cursor?: unknown;
+        q?: string;
+        cursor?: string;
         limit?: number;
       };
       header?: never;
@@ -2602,10 +2602,10 @@ export interface operations {
           | 'INTEGRITY_MISMATCH'
           | 'DENIED'
           | 'PROVEN_ABSENT';
-        connector?: unknown;
+        connector?: string;
         /** @description operation or execution id, key, action, intent or agent */
-        q?: unknown;
-        cursor?: unknown;
+        q?: string;
+        cursor?: string;
         limit?: number;
       };
       header?: never;
