@@ -295,6 +295,17 @@ const StatusModel = z.strictObject({
 
 const Check = z.enum(['up', 'down']);
 
+const Count = z.number().int().min(0);
+
+/** An execution as the review queues show it beside each operation. */
+const ExecutionSummary = z.strictObject({
+  id: z.string().startsWith('exe_'),
+  status: z.enum(EXECUTION_STATUSES as [string, ...string[]]),
+  agent_id: z.string(),
+  intent: z.string(),
+  created_at: DateTime,
+});
+
 /** Component schemas of the OpenAPI document, by name. */
 export const API_SCHEMAS = {
   Submission: SubmissionSchema,
@@ -337,6 +348,18 @@ export const API_SCHEMAS = {
   Readiness: z.strictObject({
     status: z.enum(['ok', 'error']),
     checks: z.strictObject({ postgres: Check, redis: Check }),
+  }),
+  ReviewSummary: z.strictObject({
+    approvals: Count,
+    manual_reviews: Count,
+    escalated: Count,
+    overdue: Count,
+    as_of: DateTime,
+  }),
+  ReviewQueue: z.strictObject({
+    data: z.array(z.strictObject({ operation: Operation, execution: ExecutionSummary.nullable() })),
+    total: Count.describe('every match of the filter, not just this page'),
+    next_cursor: z.string().nullable(),
   }),
   Problem,
 } as const;

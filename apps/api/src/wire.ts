@@ -10,7 +10,7 @@ import { buildOpenApi } from './openapi';
 
 /**
  * The wire contract, generated: the OpenAPI document the API serves at /docs-json and the SDK's types made from it,
- * both checked in under libs/sdk/src/generated/. `npm run generate:wire` writes them; wire.spec.ts fails when the
+ * both checked in under libs/sdk/src/generated/. `npm run generate:wire` writes them (wire.spec.ts with WIRE_WRITE=1); wire.spec.ts fails when the
  * checked-in files differ from what the schemas give now, so a schema change cannot reach the SDK unnoticed.
  */
 

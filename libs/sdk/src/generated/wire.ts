@@ -1196,6 +1196,44 @@ export interface components {
         redis: 'up' | 'down';
       };
     };
+    ReviewSummary: {
+      approvals: number;
+      manual_reviews: number;
+      escalated: number;
+      overdue: number;
+      /** Format: date-time */
+      as_of: string;
+    };
+    ReviewQueue: {
+      data: {
+        operation: components['schemas']['Operation'];
+        execution: {
+          /** Format: starts_with */
+          id: string;
+          /** @enum {string} */
+          status:
+            | 'created'
+            | 'validating'
+            | 'resolving_context'
+            | 'planning'
+            | 'running'
+            | 'waiting_for_tool'
+            | 'waiting_for_approval'
+            | 'validating_output'
+            | 'completed'
+            | 'failed'
+            | 'cancelled'
+            | 'expired';
+          agent_id: string;
+          intent: string;
+          /** Format: date-time */
+          created_at: string;
+        } | null;
+      }[];
+      /** @description every match of the filter, not just this page */
+      total: number;
+      next_cursor: string | null;
+    };
     Problem: {
       /** @enum {string} */
       type:
@@ -2436,13 +2474,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          'application/json': {
-            approvals?: number;
-            manual_reviews?: number;
-            escalated?: number;
-            overdue?: number;
-            as_of?: string;
-          };
+          'application/json': components['schemas']['ReviewSummary'];
         };
       };
       /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
@@ -2518,21 +2550,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          'application/json': {
-            data?: {
-              operation?: components['schemas']['Operation'];
-              execution?: {
-                id?: string;
-                status?: string;
-                agent_id?: string;
-                intent?: string;
-                created_at?: string;
-              } | null;
-            }[];
-            /** @description every match of the filter, not just this page */
-            total?: number;
-            next_cursor?: string | null;
-          };
+          'application/json': components['schemas']['ReviewQueue'];
         };
       };
       /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
@@ -2619,21 +2637,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          'application/json': {
-            data?: {
-              operation?: components['schemas']['Operation'];
-              execution?: {
-                id?: string;
-                status?: string;
-                agent_id?: string;
-                intent?: string;
-                created_at?: string;
-              } | null;
-            }[];
-            /** @description every match of the filter, not just this page */
-            total?: number;
-            next_cursor?: string | null;
-          };
+          'application/json': components['schemas']['ReviewQueue'];
         };
       };
       /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
