@@ -211,7 +211,7 @@ function criteriaSection(execution: Execution): Elem {
             { 'data-criterion': criterion.key },
             h('td', { 'data-label': 'Criterion' }, code(criterion.key)),
             h('td', { 'data-label': 'Operation' }, criterion.operation),
-            h('td', { 'data-label': 'Expected' }, code(criterion.expect_status)),
+            h('td', { 'data-label': 'Expected' }, code(expected(criterion))),
             h(
               'td',
               { 'data-label': 'Verdict' },
@@ -248,4 +248,11 @@ function failureSection(execution: Execution): Elem {
       ['At', time(f.at)],
     ]),
   );
+}
+
+/** What a criterion expects: a status, or a value at a path of the verified evidence. */
+function expected(criterion: Execution['criteria'][number]): string {
+  if (criterion.expect_status) return criterion.expect_status;
+  const evidence = criterion.expect_evidence;
+  return evidence ? `${evidence.path} = ${JSON.stringify(evidence.equals)}` : '';
 }
