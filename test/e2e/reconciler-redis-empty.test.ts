@@ -13,7 +13,6 @@ import type { Execution } from '@verity/sdk';
  * sweep re-derives every lost job from Postgres. A private Redis, so the shared one is never touched.
  */
 
-
 describe('Redis restarted empty', () => {
   let stack: Stack;
   let redis: PrivateService;
