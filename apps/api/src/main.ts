@@ -3,7 +3,16 @@ import { NestFactory } from '@nestjs/core';
 import { SwaggerModule } from '@nestjs/swagger';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { createDataSource, runMigrationsLocked, seedDemo } from '@verity/persistence';
-import { LOGGER, Logger, assertNoEviction, createLogger, loadConfig, logCrashes, onShutdown } from '@verity/platform';
+import {
+  LOGGER,
+  Logger,
+  assertNoEviction,
+  collectProcessMetrics,
+  createLogger,
+  loadConfig,
+  logCrashes,
+  onShutdown,
+} from '@verity/platform';
 import { ApiModule } from './api.module';
 import { mountBullBoard } from './bull-board';
 import { BODY_LIMIT_BYTES, bodyErrorHandler } from './http/body-errors';
@@ -18,6 +27,7 @@ async function bootstrap(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger('api', config.LOG_LEVEL);
   logCrashes(logger);
+  collectProcessMetrics();
   await assertNoEviction(config.REDIS_URL);
   if (config.RUN_MIGRATIONS || config.SEED_DEMO) {
     const ds = createDataSource(config.DATABASE_URL, 2);

@@ -5,3 +5,5 @@ export * from './ids';
 export * from './shutdown';
 export * from './platform.module';
 export * from './runtime';
+export * from './metrics';
+export * from './ops-server';

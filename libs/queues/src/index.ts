@@ -4,3 +4,4 @@ export * from './queues.module';
 export * from './worker.module';
 export * from './watchdog';
 export * from './sweep-schedule';
+export * from './worker-ops';

@@ -1,6 +1,6 @@
 import { Global, Inject, Module, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { announceEventsWith } from '@verity/persistence';
-import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, createRedis } from '@verity/platform';
+import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, createRedis, enqueueFailures } from '@verity/platform';
 import type { Redis } from 'ioredis';
 import { eventsChannel } from './names';
 import { JobProducer } from './producer';
@@ -24,6 +24,7 @@ const ANNOUNCE_COALESCE_MS = 2;
         // At most one line a second while Redis is away, with the count, so an outage does not flood the log.
         let lastLogged = 0;
         return new JobProducer(redis, config.QUEUE_PREFIX, (job, error, failures) => {
+          enqueueFailures.inc({ job });
           if (Date.now() - lastLogged < 1000) return;
           lastLogged = Date.now();
           logger.warn(
