@@ -123,3 +123,20 @@ export function promtoolCheck(promtool: string, text: string): string[] {
   if (result.status === 0) return [];
   return `${result.stdout}${result.stderr}`.split('\n').filter((l) => l.trim() !== '');
 }
+
+/**
+ * The sum of the samples named `name` whose labels include `labels` (0 when none: a counter not yet incremented has no
+ * labelled sample).
+ */
+export function metricValue(text: string, name: string, labels: Record<string, string> = {}): number {
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const found = Object.fromEntries(
+      [...(m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)].map((l) => [l[1], l[2]]),
+    );
+    if (Object.entries(labels).every(([k, v]) => found[k] === v)) sum += Number(m[3]);
+  }
+  return sum;
+}
