@@ -18,7 +18,14 @@ import {
 } from '../../apps/api/src/metrics/metrics';
 import { dispatchRefused } from '../../apps/dispatcher/src/metrics';
 import { reconcileAttempts, webhookDeliveries } from '../../apps/reconciler/src/metrics';
+import { loadConfig } from '@verity/platform';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { findPromtool, lintExposition, promtoolCheck } from '../support/exposition';
+
+const ROOT = join(__dirname, '..', '..');
 
 /**
  * Every metric any Verity process serves, in the exposition format, checked by the same rules as
@@ -77,5 +84,43 @@ describe('metric names and format', () => {
     // Not a failure without it: the rules above stand in. Visible in the output, so CI logs show which ran.
     process.stdout.write(promtool ? `promtool: ${promtool}\n` : 'promtool not installed: the format check ran alone\n');
     expect(true).toBe(true);
+  });
+});
+
+describe('deploy/', () => {
+  const promtool = findPromtool();
+
+  it('the Grafana dashboard queries only metrics that some process serves', async () => {
+    const dashboard = readFileSync(join(ROOT, 'deploy/grafana/dashboards/verity.json'), 'utf8');
+    const served = new Set((await metricsRegistry.getMetricsAsJSON()).map((m) => m.name));
+    const queried = [...dashboard.matchAll(/\bverity_[a-z_]+/g)].map((m) => m[0].replace(/_(bucket|sum|count)$/, ''));
+    expect(queried.length).toBeGreaterThan(10);
+    expect([...new Set(queried)].filter((name) => !served.has(name))).toEqual([]);
+    for (const name of ['verity_queue_jobs', 'verity_open_obligations', 'verity_webhook_deliveries_total']) {
+      expect(queried).toContain(name);
+    }
+  });
+
+  it('the Prometheus scrape config reaches each process on its default port (and promtool accepts it)', () => {
+    const text = readFileSync(join(ROOT, 'deploy/prometheus.yml'), 'utf8');
+    const defaults = loadConfig({});
+    for (const [job, port] of [
+      ['verity-api', defaults.PORT],
+      ['verity-dispatcher', defaults.DISPATCHER_METRICS_PORT],
+      ['verity-reconciler', defaults.RECONCILER_METRICS_PORT],
+    ] as const) {
+      expect(text).toMatch(new RegExp(`job_name: ${job}\\n(?:(?!.*job_name).*\\n)*?\\s+port: ${port}\\n`));
+    }
+    if (!promtool) return;
+    // promtool wants the token file to exist: check a copy that points at a scratch one.
+    const dir = mkdtempSync(join(tmpdir(), 'verity-prom-'));
+    try {
+      writeFileSync(join(dir, 'token'), 'x'.repeat(16));
+      writeFileSync(join(dir, 'prometheus.yml'), text.replaceAll('/tmp/metrics-token', join(dir, 'token')));
+      const result = spawnSync(promtool, ['check', 'config', join(dir, 'prometheus.yml')], { encoding: 'utf8' });
+      expect([result.status, result.stderr]).toEqual([0, '']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
