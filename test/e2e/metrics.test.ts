@@ -119,6 +119,14 @@ describe('metrics and health of every process', () => {
     expect(metricValue(await scrape(stack.apiUrl), 'verity_submissions_total')).toBeGreaterThanOrEqual(n);
   });
 
+  it('a worker whose metrics port is taken stops at start, naming the variable', async () => {
+    const taken = new URL(worker('dispatcher').opsUrl!).port;
+    await expect(stack.startApp('dispatcher', { DISPATCHER_METRICS_PORT: taken })).rejects.toThrow(
+      /cannot serve \/metrics on 127\.0\.0\.1:\d+ \(DISPATCHER_METRICS_PORT; 0 turns it off\)/,
+    );
+    expect(stack.running('dispatcher')).toHaveLength(1);
+  });
+
   it('a worker closes its HTTP port on SIGTERM and exits 0', async () => {
     const app = worker('reconciler');
     await stack.kill(app, 'SIGTERM');

@@ -21,7 +21,11 @@ async function bootstrap(): Promise<void> {
     logger: ['error', 'warn'],
   });
   await app.init();
-  const ops = await serveWorkerOps(app, config.DISPATCHER_METRICS_PORT, DISPATCHER_QUEUES);
+  // A port that cannot be had stops the process (the message names the variable), after its workers stop cleanly.
+  const ops = await serveWorkerOps(app, 'DISPATCHER_METRICS_PORT', DISPATCHER_QUEUES).catch(async (error: unknown) => {
+    await app.close();
+    throw error;
+  });
   logger.info({ concurrency: config.WORKER_CONCURRENCY, metricsPort: ops?.port ?? null }, 'dispatcher ready');
   // The HTTP face closes first (no new scrapes or probes), then the workers finish their jobs.
   onShutdown(logger, async () => {

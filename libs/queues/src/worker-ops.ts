@@ -33,20 +33,26 @@ export async function refreshQueueDepth(producer: JobProducer, queues: readonly 
  */
 export async function serveWorkerOps(
   app: INestApplicationContext,
-  port: number,
+  portVariable: 'DISPATCHER_METRICS_PORT' | 'RECONCILER_METRICS_PORT',
   queues: readonly QueueName[],
 ): Promise<OpsServer | null> {
-  if (port === 0) return null;
   const config = app.get<VerityConfig>(VERITY_CONFIG);
+  const port = config[portVariable];
+  if (port === 0) return null;
   const db = app.get(DataSource);
   const redis = app.get<Redis>(PRODUCER_REDIS);
   const producer = app.get(JobProducer);
-  return startOpsServer({
-    port,
-    host: config.HOST,
-    config,
-    logger: app.get<Logger>(LOGGER),
-    probes: { postgres: () => ping(db.manager), redis: () => redis.ping() },
-    beforeScrape: () => refreshQueueDepth(producer, queues),
-  });
+  try {
+    return await startOpsServer({
+      port,
+      host: config.HOST,
+      config,
+      logger: app.get<Logger>(LOGGER),
+      probes: { postgres: () => ping(db.manager), redis: () => redis.ping() },
+      beforeScrape: () => refreshQueueDepth(producer, queues),
+    });
+  } catch (error) {
+    const why = error instanceof Error ? error.message : String(error);
+    throw new Error(`cannot serve /metrics on ${config.HOST}:${port} (${portVariable}; 0 turns it off): ${why}`);
+  }
 }
