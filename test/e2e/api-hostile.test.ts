@@ -119,7 +119,7 @@ describe('operator role, safe defaults and hostile clients', () => {
       expect((await http(stack.apiUrl, 'GET', '/metrics', { key: `${METRICS_TOKEN}x` })).status).toBe(401);
       const byToken = await http<string>(stack.apiUrl, 'GET', '/metrics', { key: METRICS_TOKEN });
       expect(byToken.status).toBe(200);
-      expect(byToken.text).toMatch(/^verity_executions\{/m);
+      expect(byToken.text).toMatch(/^verity_executions_in_flight\{/m);
       expect((await http(stack.apiUrl, 'GET', '/metrics', { key: DEMO.operator })).status).toBe(200);
     });
 
@@ -127,7 +127,7 @@ describe('operator role, safe defaults and hostile clients', () => {
       const url = await startApi({ METRICS_PUBLIC: 'true' });
       const open = await http<string>(url, 'GET', '/metrics');
       expect(open.status).toBe(200);
-      expect(open.text).toMatch(/^verity_executions\{/m);
+      expect(open.text).toMatch(/^verity_executions_in_flight\{/m);
     });
   });
 

@@ -60,6 +60,8 @@ describe('npm start supervises its apps', () => {
       QUEUE_PREFIX: prefix,
       PORT: String(port),
       SANDBOX_PORT: String(await freePort()),
+      DISPATCHER_METRICS_PORT: String(await freePort()),
+      RECONCILER_METRICS_PORT: String(await freePort()),
     };
     delete env.SANDBOX_URL;
     start = spawn(process.execPath, [join(DIST, 'scripts', 'start.js')], { env, stdio: ['ignore', 'pipe', 'pipe'] });

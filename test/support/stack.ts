@@ -45,7 +45,15 @@ export interface RunningApp {
   child: ChildProcess;
   output: string[];
   exited: Promise<number | null>;
+  /** A worker's own /metrics and /health (dispatcher, reconciler): `http://127.0.0.1:<port>`. */
+  opsUrl?: string;
 }
+
+/** The variable that sets a worker's metrics port. */
+const OPS_PORT_VARIABLE: Partial<Record<AppName, string>> = {
+  dispatcher: 'DISPATCHER_METRICS_PORT',
+  reconciler: 'RECONCILER_METRICS_PORT',
+};
 
 /** Fast timings for tests: what production tunes in minutes, tests see in a second or two. */
 export const TEST_TIMINGS: Record<string, string> = {
@@ -121,8 +129,11 @@ export class Stack {
 
   async startApp(name: AppName, extraEnv: Record<string, string> = {}): Promise<RunningApp> {
     const entry = join(DIST, 'apps', name, 'src', 'main.js');
+    // Each worker on a spare port of its own (several dispatchers may run side by side).
+    const opsVariable = OPS_PORT_VARIABLE[name];
+    const opsPort = opsVariable ? (extraEnv[opsVariable] ?? String(await freePort())) : undefined;
     const child = spawn(process.execPath, [...APP_NODE_ARGS, entry], {
-      env: { ...process.env, ...this.env, ...extraEnv },
+      env: { ...process.env, ...this.env, ...(opsVariable ? { [opsVariable]: opsPort } : {}), ...extraEnv },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const output: string[] = [];
@@ -134,6 +145,7 @@ export class Stack {
     child.stderr?.on('data', collect);
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
     const app: RunningApp = { name, index: this.apps.filter((a) => a.name === name).length, child, output, exited };
+    if (opsPort && opsPort !== '0') app.opsUrl = `http://127.0.0.1:${opsPort}`;
     this.apps.push(app);
     await waitForReady(app, name === 'api' ? extraEnv.PORT : undefined);
     return app;

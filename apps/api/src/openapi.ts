@@ -108,7 +108,10 @@ function extraPaths(): OpenAPIObject['paths'] {
           '200': {
             description: 'Prometheus text format',
             content: {
-              'text/plain': { schema: { type: 'string' }, example: 'verity_executions{status="completed"} 1\n' },
+              'text/plain': {
+                schema: { type: 'string' },
+                example: 'verity_executions_in_flight{status="running"} 1\n',
+              },
             },
           },
         },

@@ -4766,7 +4766,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          /** @example verity_executions{status="completed"} 1 */
+          /** @example verity_executions_in_flight{status="running"} 1 */
           'text/plain': string;
         };
       };
