@@ -4,6 +4,7 @@ import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { clearRedisPrefix, createTestDatabase, TEST_REDIS_URL, TestDatabase, testQueuePrefix } from './services';
 import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
+import { unwatchApi, watchApi } from './openapi-validator';
 
 /** The repository root, from test/support (ts-jest) or dist/test/support (the built fuzz runner). */
 const ROOT = findRoot(__dirname);
@@ -77,6 +78,7 @@ export class Stack {
   db!: TestDatabase;
   prefix = '';
   env: Record<string, string> = {};
+  private readonly watched: string[] = [];
 
   static async start(options: StackOptions): Promise<Stack> {
     const stack = new Stack();
@@ -136,6 +138,12 @@ export class Stack {
     const app: RunningApp = { name, index: this.apps.filter((a) => a.name === name).length, child, output, exited };
     this.apps.push(app);
     await waitForReady(app, name === 'api' ? extraEnv.PORT : undefined);
+    // Every later response of this API is checked against the document it serves (test/support/openapi-validator.ts).
+    if (name === 'api' && extraEnv.PORT) {
+      const origin = `http://${extraEnv.HOST ?? '127.0.0.1'}:${extraEnv.PORT}`;
+      watchApi(origin);
+      this.watched.push(origin);
+    }
     return app;
   }
 
@@ -162,6 +170,7 @@ export class Stack {
         }),
       ),
     );
+    for (const origin of this.watched) unwatchApi(origin);
     await this.db?.drop().catch(() => undefined);
     await clearRedisPrefix(this.prefix).catch(() => undefined);
   }
