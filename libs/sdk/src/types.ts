@@ -149,6 +149,13 @@ export interface ResolutionRecord {
   evidence: string;
   by: string;
   at: IsoDateTime;
+  /** A FAILED resolution re-reads the source first: what that read found (absent, or it could not say). */
+  read_back?: {
+    kind: 'absent' | 'stale' | 'field_missing' | 'unreachable';
+    source: string;
+    read_at: IsoDateTime;
+    [extra: string]: unknown;
+  };
 }
 
 /** The recovery obligation that a MANUAL_REVIEW operation carries: who owns it, what evidence closes it. */
