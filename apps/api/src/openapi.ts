@@ -51,9 +51,20 @@ const PROBLEMS_BY_STATUS: Record<number, ProblemCode[]> = {
   503: ['database-unavailable'],
 };
 
-const RETRY_AFTER = { description: 'seconds to wait before trying again', schema: { type: 'integer' as const } };
+// Required: every 401 names its scheme (RFC 9110), every 429 and 503 problem says when to come back.
+const RETRY_AFTER = {
+  description: 'seconds to wait before trying again',
+  required: true,
+  schema: { type: 'integer' as const },
+};
 const RESPONSE_HEADERS: Record<number, ResponseObject['headers']> = {
-  401: { 'WWW-Authenticate': { description: '`Bearer` (or `Basic` on Bull Board)', schema: { type: 'string' } } },
+  401: {
+    'WWW-Authenticate': {
+      description: '`Bearer` (or `Basic` on Bull Board)',
+      required: true,
+      schema: { type: 'string' },
+    },
+  },
   429: { 'Retry-After': RETRY_AFTER },
   503: { 'Retry-After': RETRY_AFTER },
 };
