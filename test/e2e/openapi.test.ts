@@ -242,6 +242,11 @@ describe('the OpenAPI document (/docs-json)', () => {
       expect(validator.check('GET', '/v1/nothing-here', 404, json('application/problem+json'), problem(404))).toEqual(
         [],
       );
+      // A method a documented path does not have (MCP clients try GET /mcp): 405 with Allow, as HTTP says.
+      const refused = new Headers({ 'content-type': 'application/problem+json', allow: 'POST' });
+      expect(validator.check('GET', '/mcp', 405, refused, problem(405))).toEqual([]);
+      refused.delete('allow');
+      expect(validator.check('GET', '/mcp', 405, refused, problem(405))).toEqual(['a 405 without an Allow header']);
     });
 
     it('fails the request when a real response is not what the document says (a status and a shape removed)', async () => {

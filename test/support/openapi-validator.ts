@@ -20,7 +20,8 @@ import addFormats from 'ajv-formats';
  *   the console's assets and client-side routes under /console/, and Bull Board's own pages and API under
  *   /admin/queues/ (third-party; /docs, /console and /admin/queues themselves are documented and checked).
  * Any other path the document does not name (under /v1, /health, / or anywhere else) must be answered like an
- * unknown route: 404 application/problem+json valid against the Problem schema.
+ * unknown route: 404 application/problem+json valid against the Problem schema; a method a documented path does not
+ * have may also get 405 with an Allow header (GET /mcp, which MCP clients try, is refused that way).
  */
 
 export interface Violation {
@@ -53,6 +54,8 @@ export interface OpenApiDocument {
 /** Paths under these prefixes are served by others (Swagger UI, the console's static files, Bull Board). */
 const UNDOCUMENTED_BY_DESIGN = ['/docs/', '/docs-json', '/console/', '/admin/queues/'];
 
+const PROBLEM = '#/components/schemas/Problem';
+
 const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options', 'trace'];
 
 interface Route {
@@ -74,7 +77,7 @@ export class ResponseValidator {
     addFormats(this.ajv);
     // zod writes `format: starts_with` beside the `pattern` that does the checking.
     this.ajv.addFormat('starts_with', true);
-    this.ajv.addSchema(doc as object, 'openapi.json');
+    this.ajv.addSchema(draft04Bounds(doc) as object, 'openapi.json');
     this.routes = Object.keys(doc.paths)
       .map((template) => ({
         template,
@@ -101,15 +104,27 @@ export class ResponseValidator {
    */
   check(method: string, path: string, status: number, headers: Headers, body: string | undefined): string[] {
     const template = this.route(path);
-    const verb = method.toLowerCase();
+    // HEAD is GET without the body (express answers it on every GET route).
+    const head = method.toUpperCase() === 'HEAD' && template !== undefined && !this.doc.paths[template].head;
+    const verb = head ? 'get' : method.toLowerCase();
     const operation = template ? this.doc.paths[template][verb] : undefined;
+    if (head) body = undefined;
     if (!template || !operation || !HTTP_METHODS.includes(verb)) {
       if (UNDOCUMENTED_BY_DESIGN.some((prefix) => path === prefix || path.startsWith(prefix))) return [];
-      // A route the API does not have: the answer must be its documented "not found" problem.
-      if (status !== 404) {
-        return [`${method} ${path} is not in the document, and the answer is ${status}, not a 404 problem`];
+      // A route the API does not have: the answer must be a "not found" problem. A method a documented path does
+      // not have may also be refused as HTTP says, 405 with Allow (OpenAPI cannot describe a method's absence; an
+      // operation answering only 405 would be an operation without a success).
+      if (status === 405 && template) {
+        const problems = headers.get('allow') ? [] : ['a 405 without an Allow header'];
+        return [...problems, ...this.checkBody(PROBLEM, 'application/problem+json', status, headers, body)];
       }
-      return this.checkBody('#/components/schemas/Problem', 'application/problem+json', status, headers, body);
+      if (status !== 404) {
+        const what = template
+          ? `${method} is not documented for ${template}`
+          : `${method} ${path} is not in the document`;
+        return [`${what}, and the answer is ${status}, not a 404 problem${template ? ' or a 405 with Allow' : ''}`];
+      }
+      return this.checkBody(PROBLEM, 'application/problem+json', status, headers, body);
     }
     const key = [String(status), `${String(status)[0]}XX`, 'default'].find((k) => operation.responses[k]);
     if (!key) {
@@ -121,7 +136,7 @@ export class ResponseValidator {
     const problems = this.checkHeaders(response, headers);
     const contentType = mediaType(headers);
     const content = response.content ?? {};
-    if (Object.keys(content).length === 0) {
+    if (Object.keys(content).length === 0 || (head && status < 300)) {
       if (body !== undefined && body !== '') problems.push(`${status} is documented without a body, but one came`);
       return problems;
     }
@@ -206,6 +221,30 @@ export class ResponseValidator {
     }
     return validate;
   }
+}
+
+/**
+ * OpenAPI 3.0 keeps JSON Schema draft 4's boolean `exclusiveMinimum`/`exclusiveMaximum` beside `minimum`/`maximum`;
+ * ajv (draft 7 and later) wants the bound itself as the exclusive value.
+ */
+function draft04Bounds(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(draft04Bounds);
+  if (node === null || typeof node !== 'object') return node;
+  const out = Object.fromEntries(Object.entries(node).map(([k, v]) => [k, draft04Bounds(v)])) as Record<
+    string,
+    unknown
+  >;
+  for (const [exclusive, bound] of [
+    ['exclusiveMinimum', 'minimum'],
+    ['exclusiveMaximum', 'maximum'],
+  ] as const) {
+    if (typeof out[exclusive] !== 'boolean') continue;
+    if (out[exclusive] === true && typeof out[bound] === 'number') {
+      out[exclusive] = out[bound];
+      delete out[bound];
+    } else delete out[exclusive];
+  }
+  return out;
 }
 
 function escape(segment: string): string {
@@ -350,6 +389,23 @@ export async function checkResponse(method: string, url: string, response: Respo
   };
   s.violations.push(violation);
   return violation;
+}
+
+/**
+ * For the few tests that must speak raw HTTP (a body cut short, a GET with a body), where the fetch wrapper cannot
+ * see the answer: checks what they received, and throws as the wrapper would.
+ */
+export async function expectDescribed(
+  method: string,
+  url: string,
+  answer: { status: number; headers: Record<string, string | string[] | undefined>; body?: string },
+): Promise<void> {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(answer.headers)) {
+    if (value !== undefined) headers.set(name, Array.isArray(value) ? value.join(', ') : value);
+  }
+  const violation = await checkResponse(method, url, new Response(answer.body ?? null, { ...answer, headers }));
+  if (violation) throw new UndocumentedResponseError(violation);
 }
 
 export class UndocumentedResponseError extends Error {
