@@ -229,6 +229,9 @@ describe('the OpenAPI document (/docs-json)', () => {
       expect(validator.check('GET', exe, 404, json('application/problem+json'), problem(410))).toEqual([
         "the problem's status 410 is not 404",
       ]);
+      expect(validator.check('DELETE', '/v1/admin/webhooks/whk_01nothere', 204, json(), '{}')).toEqual([
+        '204 is documented without a body, but one came (application/json)',
+      ]);
       expect(validator.check('GET', '/v1/nothing-here', 200, json(), '{}')).toEqual([
         'GET /v1/nothing-here is not in the document, and the answer is 200, not a 404 problem',
       ]);
