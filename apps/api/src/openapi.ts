@@ -69,13 +69,25 @@ const RESPONSE_HEADERS: Record<number, ResponseObject['headers']> = {
   503: { 'Retry-After': RETRY_AFTER },
 };
 
+/** Headers only some problems of a status carry (a 409 "retry shortly" says when). */
+const PROBLEM_HEADERS: Partial<Record<ProblemCode, ResponseObject['headers']>> = {
+  'idempotency-key-in-flight': {
+    'Retry-After': {
+      ...RETRY_AFTER,
+      required: false,
+      description: 'with idempotency-key-in-flight: ' + RETRY_AFTER.description,
+    },
+  },
+};
+
 function problemResponse(status: number, codes: ProblemCode[], path: string): ResponseObject {
   const examples = Object.fromEntries(
     codes.map((code) => [code, { summary: PROBLEMS[code].summary, value: problemBody(code, path) }]),
   );
+  const headers = Object.assign({}, RESPONSE_HEADERS[status], ...codes.map((code) => PROBLEM_HEADERS[code] ?? {}));
   return {
     description: PROBLEM_DESCRIPTIONS[status] ?? 'Problem',
-    ...(RESPONSE_HEADERS[status] ? { headers: RESPONSE_HEADERS[status] } : {}),
+    ...(Object.keys(headers).length ? { headers } : {}),
     content: { 'application/problem+json': { schema: schemaRef('Problem'), ...(codes.length ? { examples } : {}) } },
   };
 }
