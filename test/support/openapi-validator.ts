@@ -408,7 +408,11 @@ export async function expectDescribed(
   for (const [name, value] of Object.entries(answer.headers)) {
     if (value !== undefined) headers.set(name, Array.isArray(value) ? value.join(', ') : value);
   }
-  const violation = await checkResponse(method, url, new Response(answer.body ?? null, { ...answer, headers }));
+  const violation = await checkResponse(
+    method,
+    url,
+    new Response(answer.body ?? null, { status: answer.status, headers }),
+  );
   if (violation) throw new UndocumentedResponseError(violation);
 }
 
