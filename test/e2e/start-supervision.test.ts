@@ -1,6 +1,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { charge, http, submission, unique } from '../support/http';
+import { watchApi } from '../support/openapi-validator';
 import {
   clearRedisPrefix,
   createTestDatabase,
@@ -75,6 +76,8 @@ describe('npm start supervises its apps', () => {
       100,
     );
     if (!output.includes('Verity is running')) throw new Error(`npm start did not come up:\n${output}`);
+    // Not started by a Stack: its responses are checked against /docs-json all the same.
+    watchApi(apiUrl);
   }, 120_000);
 
   afterAll(async () => {

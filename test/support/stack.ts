@@ -4,6 +4,7 @@ import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { clearRedisPrefix, createTestDatabase, TEST_REDIS_URL, TestDatabase, testQueuePrefix } from './services';
 import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
+import { unwatchApi, watchApi } from './openapi-validator';
 
 /** The repository root, from test/support (ts-jest) or dist/test/support (the built fuzz runner). */
 const ROOT = findRoot(__dirname);
@@ -85,6 +86,7 @@ export class Stack {
   db!: TestDatabase;
   prefix = '';
   env: Record<string, string> = {};
+  private readonly watched: string[] = [];
 
   static async start(options: StackOptions): Promise<Stack> {
     const stack = new Stack();
@@ -148,6 +150,12 @@ export class Stack {
     if (opsPort && opsPort !== '0') app.opsUrl = `http://127.0.0.1:${opsPort}`;
     this.apps.push(app);
     await waitForReady(app, name === 'api' ? extraEnv.PORT : undefined);
+    // Every later response of this API is checked against the document it serves (test/support/openapi-validator.ts).
+    if (name === 'api' && extraEnv.PORT) {
+      const origin = `http://${extraEnv.HOST ?? '127.0.0.1'}:${extraEnv.PORT}`;
+      watchApi(origin);
+      this.watched.push(origin);
+    }
     return app;
   }
 
@@ -174,6 +182,7 @@ export class Stack {
         }),
       ),
     );
+    for (const origin of this.watched) unwatchApi(origin);
     await this.db?.drop().catch(() => undefined);
     await clearRedisPrefix(this.prefix).catch(() => undefined);
   }
