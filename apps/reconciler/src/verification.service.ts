@@ -26,8 +26,11 @@ import { JobName, JobProducer, jobId } from '@verity/queues';
 import {
   OperationStatus,
   RECONCILE_OWED_STATUSES,
+  ReadBackDecision,
   TerminalReason,
   VerificationMethod,
+  decideReadBack,
+  decideReconcileStart,
   everSent,
   operationTransitionRule,
 } from '@verity/status-model';
@@ -48,12 +51,6 @@ export type ObserveOutcome =
 
 const S = OperationStatus;
 const R = TerminalReason;
-
-const INCONCLUSIVE_REASON: Record<'stale' | 'field_missing' | 'unreachable', TerminalReason> = {
-  stale: R.STALE_REPLICA,
-  field_missing: R.FIELD_MISSING,
-  unreachable: R.SOURCE_UNREACHABLE,
-};
 
 /**
  * Turns "we sent it" into "we know". Verification reads back ACKNOWLEDGED operations; reconciliation settles
@@ -90,37 +87,17 @@ export class VerificationService {
       return 'skipped: already settled';
     }
     const read = await this.readBack(op);
-    switch (read.kind) {
-      case 'found':
-        return this.settle(op, S.VERIFIED, null, { method: 'read_after_write', ...read.evidence }, 'verified');
-      case 'mismatch':
-        return this.hold(op, R.INTEGRITY_MISMATCH, {
-          method: 'read_after_write',
-          mismatched: read.fields,
-          ...read.evidence,
-        });
-      case 'absent': {
-        // Never a "did not happen" verdict inside the settle window: the provider may simply not show it yet.
-        const since = Date.now() - (op.acknowledgedAt ?? op.updatedAt).getTime();
-        if (since < this.config.SETTLE_WINDOW_MS) return this.reschedule(op, JobName.VERIFY_OPERATION);
-        const moved = await this.transitions.operation(this.db.manager, {
-          operation: snapshotOf(op),
-          to: S.UNKNOWN,
-          reason: R.CONNECTOR_ERROR,
-          patch: { evidence: { method: 'read_after_write', ...read.evidence, found: false } },
-          eventData: { detail: 'acknowledged, but not found at the source after the settle window' },
-        });
-        if (!moved.won) return 'skipped: lost race';
-        await this.producer.tryEnqueue(
-          JobName.RECONCILE_OPERATION,
-          { operationId: op.id },
-          { jobId: jobId(JobName.RECONCILE_OPERATION, op.id, 0) },
-        );
-        return 'unknown';
-      }
-      default:
-        return this.inconclusive(op, read, JobName.VERIFY_OPERATION);
-    }
+    const decision = decideReadBack({
+      status: S.ACKNOWLEDGED,
+      read: read.kind,
+      // Never a "did not happen" verdict inside the settle window: the provider may simply not show it yet.
+      absenceIsProof:
+        read.kind === 'absent' &&
+        Date.now() - (op.acknowledgedAt ?? op.updatedAt).getTime() >= this.config.SETTLE_WINDOW_MS,
+      checksBefore: op.checkCount,
+      budget: this.config.RECONCILE_BUDGET,
+    });
+    return this.carryOut(op, read, decision, JobName.VERIFY_OPERATION);
   }
 
   async reconcile(operationId: string): Promise<VerifyOutcome> {
@@ -128,50 +105,95 @@ export class VerificationService {
     if (!op || !RECONCILE_OWED_STATUSES.includes(op.status)) return 'skipped: already settled';
     const connector = this.connectors.require(op.connector);
     if (op.status === S.UNKNOWN) {
-      if (!connector.readBack || !operationCapabilities(connector, op.action, op.params).read_back) {
-        // Nothing can be read back (a connector without read_back): a human decides. Re-sending could deliver a second message.
-        return this.hold(op, R.CONNECTOR_ERROR, {
-          method: 'none',
-          detail: `${op.connector} cannot read back; the outcome can only be established outside Verity`,
-        });
-      }
-      if (op.sentAt && Date.now() - op.sentAt.getTime() > this.config.RECONCILE_DEADLINE_MS) {
-        return this.hold(op, R.CONNECTOR_ERROR, {
-          method: 'read_after_write',
-          detail: 'reconciliation deadline passed',
-        });
+      const start = decideReconcileStart({
+        canReadBack: !!connector.readBack && operationCapabilities(connector, op.action, op.params).read_back,
+        deadlinePassed: !!op.sentAt && Date.now() - op.sentAt.getTime() > this.config.RECONCILE_DEADLINE_MS,
+      });
+      if (start.kind === 'hold') {
+        // Nothing can be read back (a connector without read_back): a human decides. Re-sending could deliver a
+        // second message.
+        return this.hold(
+          op,
+          start.reason,
+          start.why === 'no read-back'
+            ? {
+                method: 'none',
+                detail: `${op.connector} cannot read back; the outcome can only be established outside Verity`,
+              }
+            : { method: 'read_after_write', detail: 'reconciliation deadline passed' },
+        );
       }
       const moved = await this.transitions.operation(this.db.manager, { operation: snapshotOf(op), to: S.RECONCILING });
       if (!moved.won) return 'skipped: lost race';
       op = { ...op, status: S.RECONCILING } as OperationEntity;
     }
     const read = await this.readBack(op);
-    switch (read.kind) {
-      case 'found':
+    const decision = decideReadBack({
+      status: S.RECONCILING,
+      read: read.kind,
+      absenceIsProof: read.kind === 'absent' && Date.now() >= (await this.absenceProvenAfter(op)),
+      checksBefore: op.checkCount,
+      budget: this.config.RECONCILE_BUDGET,
+    });
+    return this.carryOut(op, read, decision, JobName.RECONCILE_OPERATION);
+  }
+
+  /** Carries out what the status model decided of a read (decideReadBack): the moves, the evidence, the next job. */
+  private async carryOut(
+    op: OperationEntity,
+    read: ReadBackResult,
+    decision: ReadBackDecision,
+    job: JobName.VERIFY_OPERATION | JobName.RECONCILE_OPERATION,
+  ): Promise<VerifyOutcome> {
+    switch (decision.kind) {
+      case 'verified':
         return this.settle(op, S.VERIFIED, null, { method: 'read_after_write', ...read.evidence }, 'verified');
-      case 'mismatch':
-        return this.hold(op, R.INTEGRITY_MISMATCH, {
-          method: 'read_after_write',
-          mismatched: read.fields,
-          ...read.evidence,
-        });
-      case 'absent': {
-        const provenAfter = await this.absenceProvenAfter(op);
-        if (Date.now() >= provenAfter) {
-          const since = Date.now() - (op.sentAt ?? op.createdAt).getTime();
-          return this.settle(
-            op,
-            S.FAILED,
-            R.PROVEN_ABSENT,
-            { method: 'read_after_write', ...read.evidence, found: false, proven_absent_after_ms: since },
-            'failed',
-          );
-        }
-        return this.backToUnknown(op, { ...read.evidence, found: false });
+      case 'failed': {
+        const since = Date.now() - (op.sentAt ?? op.createdAt).getTime();
+        return this.settle(
+          op,
+          S.FAILED,
+          decision.reason,
+          { method: 'read_after_write', ...read.evidence, found: false, proven_absent_after_ms: since },
+          'failed',
+        );
       }
-      default:
-        return this.inconclusive(op, read, JobName.RECONCILE_OPERATION);
+      case 'hold':
+        return this.hold(
+          op,
+          decision.reason,
+          read.kind === 'mismatch'
+            ? { method: 'read_after_write', mismatched: read.fields, ...read.evidence }
+            : { method: 'read_after_write', ...read.evidence, checks: op.checkCount + 1 },
+        );
+      case 'unknown':
+        return this.acknowledgedButAbsent(op, read);
+      case 'unknown-again':
+        return this.backToUnknown(
+          op,
+          read.kind === 'absent' ? { ...read.evidence, found: false } : { ...read.evidence, inconclusive: read.kind },
+        );
+      case 'read-again':
+        return this.reschedule(op, job);
     }
+  }
+
+  /** Acknowledged, but not at the source after the settle window: UNKNOWN, and reconciliation takes it from there. */
+  private async acknowledgedButAbsent(op: OperationEntity, read: ReadBackResult): Promise<VerifyOutcome> {
+    const moved = await this.transitions.operation(this.db.manager, {
+      operation: snapshotOf(op),
+      to: S.UNKNOWN,
+      reason: R.CONNECTOR_ERROR,
+      patch: { evidence: { method: 'read_after_write', ...read.evidence, found: false } },
+      eventData: { detail: 'acknowledged, but not found at the source after the settle window' },
+    });
+    if (!moved.won) return 'skipped: lost race';
+    await this.producer.tryEnqueue(
+      JobName.RECONCILE_OPERATION,
+      { operationId: op.id },
+      { jobId: jobId(JobName.RECONCILE_OPERATION, op.id, 0) },
+    );
+    return 'unknown';
   }
 
   private async readBack(op: OperationEntity): Promise<ReadBackResult> {
@@ -196,23 +218,6 @@ export class VerificationService {
       this.logger.error({ err: error, operationId: op.id }, 'read-back threw');
       return unreachableRead(op.connector, 'read-back error');
     }
-  }
-
-  /** Stale replica, missing field, unreachable source: retried with backoff, then held with the matching reason. */
-  private async inconclusive(
-    op: OperationEntity,
-    read: Extract<ReadBackResult, { kind: 'stale' | 'field_missing' | 'unreachable' }>,
-    job: JobName.VERIFY_OPERATION | JobName.RECONCILE_OPERATION,
-  ): Promise<VerifyOutcome> {
-    if (op.checkCount + 1 >= this.config.RECONCILE_BUDGET) {
-      return this.hold(op, INCONCLUSIVE_REASON[read.kind], {
-        method: 'read_after_write',
-        ...read.evidence,
-        checks: op.checkCount + 1,
-      });
-    }
-    if (op.status === S.RECONCILING) return this.backToUnknown(op, { ...read.evidence, inconclusive: read.kind });
-    return this.reschedule(op, job);
   }
 
   private async backToUnknown(op: OperationEntity, evidence: Record<string, unknown>): Promise<VerifyOutcome> {

@@ -13,3 +13,4 @@ export * from './dispatch';
 export * from './policy';
 export * from './webhooks';
 export * from './checks';
+export * from './read-back';

@@ -1,0 +1,80 @@
+/**
+ * What a read-back of a sent operation decides, as a pure function of what is known at that moment: the reconciler
+ * (verification of ACKNOWLEDGED, reconciliation of UNKNOWN) only carries the decision out. "Did not happen" is
+ * concluded only from an authoritative absent read once absence is proof; everything inconclusive is read again with
+ * backoff, then held for a human; nothing here ever sends.
+ */
+import { OperationStatus, TerminalReason } from './operation';
+
+/** What the connector's read found, by kind (the connector's ReadBackResult). */
+export type ReadBackKind = 'found' | 'mismatch' | 'absent' | 'stale' | 'field_missing' | 'unreachable';
+export type InconclusiveReadKind = Extract<ReadBackKind, 'stale' | 'field_missing' | 'unreachable'>;
+
+/** The hold an inconclusive read ends in once the read budget is spent. */
+export const INCONCLUSIVE_READ_REASON: Record<InconclusiveReadKind, TerminalReason> = {
+  stale: TerminalReason.STALE_REPLICA,
+  field_missing: TerminalReason.FIELD_MISSING,
+  unreachable: TerminalReason.SOURCE_UNREACHABLE,
+};
+
+export interface ReadBackSituation {
+  /** ACKNOWLEDGED (verification) or RECONCILING (reconciliation of an UNKNOWN). */
+  status: OperationStatus.ACKNOWLEDGED | OperationStatus.RECONCILING;
+  read: ReadBackKind;
+  /**
+   * Whether an absent read is proof now. Verification: the settle window since the acknowledgement has passed.
+   * Reconciliation: every call that could have been made has landed and the replica shows it. (Only asked of an
+   * absent read.)
+   */
+  absenceIsProof: boolean;
+  /** Checks made before this read, and how many inconclusive reads are allowed before a hold. */
+  checksBefore: number;
+  budget: number;
+}
+
+export type ReadBackDecision =
+  /** The source shows the effect as sent: VERIFIED. */
+  | { kind: 'verified' }
+  /** Reconciliation proved the effect absent: FAILED (PROVEN_ABSENT). */
+  | { kind: 'failed'; reason: TerminalReason.PROVEN_ABSENT }
+  /** A human decides: MANUAL_REVIEW with this reason. */
+  | { kind: 'hold'; reason: TerminalReason }
+  /** Verification: acknowledged but not at the source after the settle window: UNKNOWN, handed to reconciliation. */
+  | { kind: 'unknown' }
+  /** Reconciliation not concluded: back to UNKNOWN, read again later. */
+  | { kind: 'unknown-again' }
+  /** Verification not concluded: stays ACKNOWLEDGED, read again later. */
+  | { kind: 'read-again' };
+
+export function decideReadBack(situation: ReadBackSituation): ReadBackDecision {
+  const reconciling = situation.status === OperationStatus.RECONCILING;
+  const later: ReadBackDecision = reconciling ? { kind: 'unknown-again' } : { kind: 'read-again' };
+  switch (situation.read) {
+    case 'found':
+      return { kind: 'verified' };
+    case 'mismatch':
+      return { kind: 'hold', reason: TerminalReason.INTEGRITY_MISMATCH };
+    case 'absent':
+      // Never "did not happen" before absence is proof: the provider may simply not show it yet.
+      if (!situation.absenceIsProof) return later;
+      return reconciling ? { kind: 'failed', reason: TerminalReason.PROVEN_ABSENT } : { kind: 'unknown' };
+    default:
+      if (situation.checksBefore + 1 >= situation.budget) {
+        return { kind: 'hold', reason: INCONCLUSIVE_READ_REASON[situation.read] };
+      }
+      return later;
+  }
+}
+
+export type ReconcileStart =
+  { kind: 'read' } | { kind: 'hold'; reason: TerminalReason.CONNECTOR_ERROR; why: 'no read-back' | 'deadline' };
+
+/**
+ * Before an UNKNOWN is read: an effect nothing can read back is a human's to settle (re-sending could deliver it a
+ * second time), and so is one past the reconciliation deadline; otherwise it is read (UNKNOWN → RECONCILING).
+ */
+export function decideReconcileStart(situation: { canReadBack: boolean; deadlinePassed: boolean }): ReconcileStart {
+  if (!situation.canReadBack) return { kind: 'hold', reason: TerminalReason.CONNECTOR_ERROR, why: 'no read-back' };
+  if (situation.deadlinePassed) return { kind: 'hold', reason: TerminalReason.CONNECTOR_ERROR, why: 'deadline' };
+  return { kind: 'read' };
+}
