@@ -26,9 +26,18 @@ function findRoot(from: string): string {
   throw new Error(`cannot find the repository root above ${from}`);
 }
 
-export async function buildConsole(root = findRoot(__dirname)): Promise<string[]> {
+export interface ConsoleBuild {
+  /** The files written: console.js and console.css. */
+  files: string[];
+  /** Every source file in the bundle, relative to the repository root. */
+  inputs: string[];
+}
+
+export async function buildConsole(
+  root = findRoot(__dirname),
+  outdir = path.join(root, 'dist', 'apps', 'api', 'src', 'console', 'assets'),
+): Promise<ConsoleBuild> {
   const client = path.join(root, 'apps', 'api', 'src', 'console', 'client');
-  const outdir = path.join(root, 'dist', 'apps', 'api', 'src', 'console', 'assets');
   const result = await build({
     absWorkingDir: root,
     entryPoints: [
@@ -50,13 +59,14 @@ export async function buildConsole(root = findRoot(__dirname)): Promise<string[]
     // Checked before anything is written: a stray import must not leave a bundle behind.
     write: false,
   });
-  const stray = Object.keys(result.metafile.inputs).filter((input) => !ALLOWED_INPUTS.some((re) => re.test(input)));
+  const inputs = Object.keys(result.metafile.inputs);
+  const stray = inputs.filter((input) => !ALLOWED_INPUTS.some((re) => re.test(input)));
   if (stray.length > 0) {
     throw new Error(`the console bundle must not contain ${stray.join(', ')}: browser code imports only the SDK`);
   }
   mkdirSync(outdir, { recursive: true });
   for (const file of result.outputFiles) writeFileSync(file.path, file.contents);
-  return result.outputFiles.map((file) => file.path);
+  return { files: result.outputFiles.map((file) => file.path), inputs };
 }
 
 if (require.main === module) {
