@@ -4,6 +4,7 @@ import { Browser, Page, chromium } from 'playwright-core';
 import { createApiKey, revokeApiKey } from '@verity/persistence';
 import { charge, http, sms, submission, unique } from '../support/http';
 import { DEMO, Stack, waitFor } from '../support/stack';
+import type { Execution } from '@verity/sdk';
 
 const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = join(__dirname, '..', '..', 'test-artifacts', 'screenshots');
@@ -22,11 +23,6 @@ interface Op {
   approval: { state: string; reason?: string } | null;
   evidence: Record<string, unknown> | null;
   permitted_resolutions?: string[];
-}
-interface Execution {
-  id: string;
-  status: string;
-  operations: Op[];
 }
 
 const chromiumMissing = !existsSync(CHROMIUM);

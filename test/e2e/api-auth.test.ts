@@ -5,22 +5,11 @@ import { createApiKey } from '@verity/persistence';
 import { DEMO, DIST, Stack, freePort } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 import { openStream } from './api-sse';
+import type { Execution, ProblemDetails as Problem } from '@verity/sdk';
 
 /** I9: keys (hashed, CLI-managed, revocable at once), roles, tenant isolation, rate limits, Bull Board. */
 
 const run = promisify(execFile);
-
-interface Execution {
-  id: string;
-  status: string;
-  operations: { id: string; status: string }[];
-}
-interface Problem {
-  type: string;
-  title: string;
-  status: number;
-  detail?: string;
-}
 
 describe('auth, keys and tenant isolation (I9)', () => {
   let stack: Stack;

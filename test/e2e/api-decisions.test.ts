@@ -14,14 +14,7 @@ import {
   submit,
   waitForOp,
 } from './dispatcher-helpers';
-
-interface Problem {
-  type: string;
-  status: number;
-  decision?: string;
-  read_back?: { kind: string; evidence: Record<string, unknown> | null };
-  current_status?: string;
-}
+import type { ProblemDetails as Problem } from '@verity/sdk';
 
 const TRIALS = 20;
 const RACERS = 20;

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { DEMO, DIST, METRICS_TOKEN, Stack, freePort } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
+import type { ProblemDetails as Problem } from '@verity/sdk';
 
 /**
  * Hostile callers and safe defaults: the platform operator (no tenant) is the only one who sees Bull Board and
@@ -12,13 +13,6 @@ import { charge, http, submission, unique } from '../support/http';
  */
 
 const run = promisify(execFile);
-
-interface Problem {
-  type: string;
-  title: string;
-  status: number;
-  detail?: string;
-}
 
 describe('operator role, safe defaults and hostile clients', () => {
   let stack: Stack;

@@ -4,18 +4,13 @@ import { join } from 'node:path';
 import { PrivateService, freePort, startPrivatePostgres, startPrivateRedis } from '../../scripts/local-services';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
+import type { Execution } from '@verity/sdk';
 
 /**
  * I7: accepted means durable. When only Redis is down the API still answers 201 (the commit is what
  * counts; the sweeper owes the enqueue); when Postgres is down it answers 503 problem+json and writes nothing.
  * Each outage uses a private server of its own, so the shared Postgres and Redis are never touched.
  */
-
-interface Execution {
-  id: string;
-  status: string;
-  operations: { status: string }[];
-}
 
 describe('outages', () => {
   let stack: Stack;

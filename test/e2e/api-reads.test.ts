@@ -345,6 +345,14 @@ describe('reads, cancel, retry and the OpenAPI contract', () => {
     ]);
     await settled(created.id, (e) => e.status === 'waiting_for_approval');
     const [first, second] = created.operations;
+    // The review queues, as the console reads them: documented by the ReviewQueue and ReviewSummary schemas.
+    const queue = await get<{ data: { operation: { id: string } }[] }>(
+      `/v1/review/approvals?q=${created.id}`,
+      'ReviewQueue',
+      DEMO.reviewer,
+    );
+    expect(queue.data.map((item) => item.operation.id).sort()).toEqual([first.id, second.id].sort());
+    await get('/v1/review/summary', 'ReviewSummary', DEMO.reviewer);
     const approved = await http(stack.apiUrl, 'POST', `/v1/operations/${first.id}/approval`, {
       key: DEMO.reviewer,
       body: { decision: 'approve', reason: 'looks right' },
@@ -375,6 +383,12 @@ describe('reads, cancel, retry and the OpenAPI contract', () => {
     expect(op.recovery_obligation?.permitted_actions).toBeDefined();
     const detail = await get<{ permitted_resolutions: string[] }>(`/v1/operations/${op.id}`, 'OperationDetail');
     expect(detail.permitted_resolutions.sort()).toEqual(['CANCELLED', 'SENT']);
+    const reviews = await get<{ data: unknown[] }>(
+      `/v1/review/manual-reviews?q=${op.id}`,
+      'ReviewQueue',
+      DEMO.reviewer,
+    );
+    expect(reviews.data).toHaveLength(1);
 
     const notPermitted = await http<Problem>(stack.apiUrl, 'POST', `/v1/operations/${op.id}/resolve`, {
       key: DEMO.reviewer,
@@ -464,6 +478,9 @@ describe('reads, cancel, retry and the OpenAPI contract', () => {
       ['post', '/v1/operations/{id}/retry'],
       ['get', '/v1/connectors'],
       ['get', '/v1/status-model'],
+      ['get', '/v1/review/summary'],
+      ['get', '/v1/review/approvals'],
+      ['get', '/v1/review/manual-reviews'],
       ['get', '/docs'],
       ['get', '/console'],
       ['get', '/admin/queues'],

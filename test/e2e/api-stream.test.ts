@@ -6,6 +6,7 @@ import { API_SCHEMAS } from '../../apps/api/src/openapi';
 import { DEMO, Stack, freePort, waitFor } from '../support/stack';
 import { charge, http, sms, submission, unique } from '../support/http';
 import { SseFrame, openStream } from './api-sse';
+import type { Execution } from '@verity/sdk';
 
 /**
  * I11: GET /v1/executions/{id}/stream. Two API processes: executions are submitted through one and
@@ -13,11 +14,6 @@ import { SseFrame, openStream } from './api-sse';
  */
 
 type Event = z.infer<typeof API_SCHEMAS.Event>;
-interface Execution {
-  id: string;
-  status: string;
-  operations: { id: string; status: string }[];
-}
 
 describe('SSE stream', () => {
   let stack: Stack;

@@ -10,13 +10,7 @@ import {
   startTarget,
   submitOps,
 } from './connectors-support';
-
-interface Event {
-  operation_id: string | null;
-  type: string;
-  to_status: string | null;
-  data: Record<string, unknown>;
-}
+import type { ExecutionEvent as Event } from '@verity/sdk';
 
 /**
  * A spending cap per tenant and connector. "At most 3 SMS per day": with four submitted at once (two

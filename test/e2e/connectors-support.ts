@@ -7,24 +7,8 @@ import { createServer, IncomingMessage, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { http, HttpResult, submission } from '../support/http';
-
-export interface Op {
-  id: string;
-  key: string;
-  status: string;
-  terminal_reason: string | null;
-  verification_method: string;
-  evidence: Record<string, unknown> | null;
-  provider_ref?: Record<string, unknown> | null;
-  attempt: number;
-  sent_at: string | null;
-}
-
-export interface Execution {
-  id: string;
-  status: string;
-  operations: Op[];
-}
+import type { Execution } from '@verity/sdk';
+export type { Operation as Op, Execution } from '@verity/sdk';
 
 export interface Seen {
   method: string;

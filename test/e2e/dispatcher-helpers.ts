@@ -9,48 +9,15 @@ import {
   OPERATION_TRANSITIONS,
   isSettledOperation,
 } from '@verity/status-model';
-import type { OperationStatus, VerificationMethodValue } from '@verity/status-model';
 import { Queue } from 'bullmq';
 import { DEMO, RunningApp, Stack, waitFor } from '../support/stack';
 import { TEST_REDIS_URL } from '../support/services';
 import { http, submission } from '../support/http';
+import type { Execution, ExecutionEvent as Event, Operation, OperationDetail } from '@verity/sdk';
+export type { Execution, ExecutionEvent as Event } from '@verity/sdk';
 
-export interface Op {
-  id: string;
-  execution_id: string;
-  key: string;
-  status: OperationStatus;
-  terminal_reason: string | null;
-  verification_method: VerificationMethodValue;
-  evidence: Record<string, unknown> | null;
-  observation: string | null;
-  no_change_required: boolean;
-  attempt: number;
-  approval: Record<string, unknown> | null;
-  recovery_obligation: Record<string, unknown> | null;
-  permitted_resolutions?: string[];
-  provider_ref?: Record<string, unknown> | null;
-}
-
-export interface Execution {
-  id: string;
-  status: ExecutionStatus;
-  effects: { summary: string; counts: Record<string, number> };
-  failure: Record<string, unknown> | null;
-  criteria_results: { key: string; verdict: string; evidence_event_ids: string[] }[] | null;
-  trace_id: string | null;
-  operations: Op[];
-}
-
-export interface Event {
-  id: string;
-  seq: number;
-  type: string;
-  operation_id: string | null;
-  from_status: string | null;
-  to_status: string | null;
-  data: Record<string, unknown>;
-}
+/** An operation, inside an execution or from GET /v1/operations/{id} (which adds the permitted resolutions). */
+export type Op = Operation & Partial<Pick<OperationDetail, 'permitted_resolutions' | 'resolution_options'>>;
 
 export const TERMINAL_EXECUTION = ['completed', 'failed', 'cancelled', 'expired'];
 

@@ -238,7 +238,9 @@ describe('reconciler: re-checks of held operations, and "still unknown"', () => 
     });
     expect(kept.status).toBe(200);
     expect(kept.body).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'FIELD_MISSING' });
-    const obligation = kept.body.recovery_obligation as Record<string, unknown> & { investigations: Investigation[] };
+    const obligation = kept.body.recovery_obligation as NonNullable<Op['recovery_obligation']> & {
+      investigations: Investigation[];
+    };
     expect(obligation.escalated_at).toBeNull();
     expect(obligation.resolution).toBeUndefined();
     expect(obligation.investigations).toEqual([

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { PrivateService, freePort, redisCommands, startPrivateRedis } from '../../scripts/local-services';
 import { charge, http, submission, unique } from '../support/http';
 import { DEMO, Stack, waitFor } from '../support/stack';
+import type { Execution } from '@verity/sdk';
 
 /**
  * Liveness without Redis' memory: Redis is killed and started again EMPTY (no persistence) on the same port, under
@@ -11,12 +12,6 @@ import { DEMO, Stack, waitFor } from '../support/stack';
  * restart all settles, with no app restarted: the reconcilers put the sweep schedule back on the reconnect, and the
  * sweep re-derives every lost job from Postgres. A private Redis, so the shared one is never touched.
  */
-
-interface Execution {
-  id: string;
-  status: string;
-  operations: { status: string }[];
-}
 
 describe('Redis restarted empty', () => {
   let stack: Stack;

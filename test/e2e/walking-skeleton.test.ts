@@ -1,21 +1,6 @@
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, sms, submission, unique } from '../support/http';
-
-interface Op {
-  id: string;
-  key: string;
-  status: string;
-  terminal_reason: string | null;
-  verification_method: string;
-  evidence: Record<string, unknown> | null;
-}
-interface Execution {
-  id: string;
-  status: string;
-  effects: { summary: string; counts: Record<string, number> };
-  trace_id: string | null;
-  operations: Op[];
-}
+import type { Execution } from '@verity/sdk';
 
 /** One payment from intake to VERIFIED through all three apps, each a separate process. */
 describe('walking skeleton (api, dispatcher, reconciler, sandbox as separate processes)', () => {

@@ -14,6 +14,7 @@ import { createApiKey, revokeApiKey } from '@verity/persistence';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, sms, submission, unique } from '../support/http';
 import { Fixtures, FuzzRequest, OpenApiDocument, RequestFactory, operationsOf } from './requests';
+import type { Execution } from '@verity/sdk';
 
 export interface FuzzOptions {
   runs: number;
@@ -159,10 +160,6 @@ async function tableSignature(stack: Stack, tables: string[]): Promise<Record<st
 interface Op {
   id: string;
   status: string;
-}
-interface Execution {
-  id: string;
-  operations: Op[];
 }
 
 async function submitAs(stack: Stack, key: string, operations: unknown[]): Promise<Execution> {

@@ -1,4 +1,4 @@
-import { PROBLEM_BASE } from './problem/problem';
+import { ProblemCode, problemType } from './problem/problem';
 
 /**
  * The examples of the OpenAPI document: the README's submission, what the API answered for it in a real run, and
@@ -286,6 +286,13 @@ export const PROBLEMS = {
     detail: 'no execution exe_01m8pvhh2er6qkdabxc471q72t is visible to this key',
     summary: 'Nothing with this id is visible to this key (other tenants’ resources never are)',
   },
+  'method-not-allowed': {
+    status: 405,
+    title: 'Method not allowed',
+    detail:
+      'this MCP server is stateless: send each JSON-RPC message as a POST; there is no server-initiated stream or session',
+    summary: 'Only POST reaches the MCP endpoint (see Allow)',
+  },
   'request-timeout': {
     status: 408,
     title: 'Request timeout',
@@ -367,6 +374,13 @@ export const PROBLEMS = {
     detail: 'operation op_01m8pvhh2eyfvxnkaq1cqt2qvy was already retried',
     summary: 'A retry of this operation exists',
   },
+  'illegal-transition': {
+    status: 409,
+    title: 'Conflict with the current state',
+    detail: 'operation VERIFIED -> FAILED refused: no such transition',
+    extras: { rule: 'ILLEGAL_TRANSITION', from: 'VERIFIED', to: 'FAILED' },
+    summary: 'The status model forbids this move',
+  },
   'webhook-limit': {
     status: 409,
     title: 'Conflict with the current state',
@@ -416,22 +430,28 @@ export const PROBLEMS = {
     detail: 'at most 20 per key, across all API processes',
     summary: 'The key holds its limit of open streams',
   },
+  internal: {
+    status: 500,
+    title: 'Internal error',
+    detail: 'an unexpected error occurred; it has been logged',
+    summary: 'A fault of the API; quote x-request-id',
+  },
   'database-unavailable': {
     status: 503,
     title: 'Service unavailable',
     detail: 'the database cannot be reached; nothing was written',
     summary: 'Postgres cannot be reached; nothing was written (see Retry-After)',
   },
-} satisfies Record<string, ProblemExample>;
+} satisfies Record<ProblemCode, ProblemExample>;
 
-export type ProblemCode = keyof typeof PROBLEMS;
+export type { ProblemCode } from './problem/problem';
 
 /** The problem as the API renders it (see sendProblem): extensions, then the RFC 9457 members. */
 export function problemBody(code: ProblemCode, instance = '/v1/executions/exe_01m8pvhh2er6qkdabxc471q72t') {
   const p: ProblemExample = PROBLEMS[code];
   return {
     ...p.extras,
-    type: `${PROBLEM_BASE}${code}`,
+    type: problemType(code),
     title: p.title,
     status: p.status,
     detail: p.detail,

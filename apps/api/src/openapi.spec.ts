@@ -15,6 +15,9 @@ import {
   VERIFIED_EXECUTION_EXAMPLE,
   problemBody,
 } from './openapi-examples';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { PROBLEM_CODES } from './problem/problem';
 import { API_SCHEMAS } from './schemas';
 
 describe('the OpenAPI examples', () => {
@@ -42,5 +45,24 @@ describe('the OpenAPI examples', () => {
       expect(body.type).toBe(`https://verity.dev/problems/${code}`);
       expect(body.status).toBe(PROBLEMS[code].status);
     }
+  });
+});
+
+describe('the problem codes', () => {
+  it('are the codes docs/api.md lists, each with the status the API sends it with', () => {
+    const doc = readFileSync(join(__dirname, '../../../docs/api.md'), 'utf8');
+    const table = doc.split('<!-- problem-codes -->')[1]?.split('\n\n')[1] ?? '';
+    const rows = [...table.matchAll(/^\| `([a-z-]+)` +\| (\d{3}) /gm)].map(([, code, status]) => [
+      code,
+      Number(status),
+    ]);
+    expect(rows).toEqual(PROBLEM_CODES.map((code) => [code, PROBLEMS[code].status]));
+  });
+
+  it('are the enum of the Problem schema’s type, one URL per code', () => {
+    const types = PROBLEM_CODES.map((code) => problemBody(code).type);
+    for (const type of types) expect(API_SCHEMAS.Problem.shape.type.safeParse(type).success).toBe(true);
+    expect(API_SCHEMAS.Problem.shape.type.options).toEqual(types);
+    expect(API_SCHEMAS.Problem.shape.type.safeParse('https://verity.dev/problems/execution-busy').success).toBe(false);
   });
 });

@@ -13,6 +13,7 @@ import {
 import { z } from 'zod';
 import { CriterionSchema, SubmissionSchema } from './executions/submission';
 import { text } from './http/text';
+import { PROBLEM_CODES, problemType } from './problem/problem';
 
 /**
  * Every request and response body of the API as zod: the validators the controllers run, the component schemas of
@@ -198,8 +199,10 @@ const Event = z.strictObject({
 const FieldError = z.strictObject({ field: z.string(), rule: z.string(), message: z.string() });
 
 /** RFC 9457. `errors` on validation problems; a few problems carry their own extras (status, retry, permitted...). */
+const ProblemTypes = PROBLEM_CODES.map(problemType);
 const Problem = z.looseObject({
-  type: z.url(),
+  /** One URL per code of PROBLEM_CODES (`https://verity.dev/problems/not-found`): the SDK's problem codes come from here. */
+  type: z.enum(ProblemTypes as [(typeof ProblemTypes)[number], ...typeof ProblemTypes]),
   title: z.string(),
   status: z.number().int().min(400).max(599),
   detail: z.string().optional(),
@@ -297,6 +300,17 @@ const StatusModel = z.strictObject({
 
 const Check = z.enum(['up', 'down']);
 
+const Count = z.number().int().min(0);
+
+/** An execution as the review queues show it beside each operation. */
+const ExecutionSummary = z.strictObject({
+  id: z.string().startsWith('exe_'),
+  status: z.enum(EXECUTION_STATUSES as [string, ...string[]]),
+  agent_id: z.string(),
+  intent: z.string(),
+  created_at: DateTime,
+});
+
 /** Component schemas of the OpenAPI document, by name. */
 export const API_SCHEMAS = {
   Submission: SubmissionSchema,
@@ -339,6 +353,18 @@ export const API_SCHEMAS = {
   Readiness: z.strictObject({
     status: z.enum(['ok', 'error']),
     checks: z.strictObject({ postgres: Check, redis: Check }),
+  }),
+  ReviewSummary: z.strictObject({
+    approvals: Count,
+    manual_reviews: Count,
+    escalated: Count,
+    overdue: Count,
+    as_of: DateTime,
+  }),
+  ReviewQueue: z.strictObject({
+    data: z.array(z.strictObject({ operation: Operation, execution: ExecutionSummary.nullable() })),
+    total: Count.describe('every match of the filter, not just this page'),
+    next_cursor: z.string().nullable(),
   }),
   Problem,
 } as const;

@@ -1,7 +1,6 @@
-import { Processor, WorkerHost } from '@nestjs/bullmq';
-import { BeforeApplicationShutdown, Inject, OnApplicationBootstrap } from '@nestjs/common';
-import { LOGGER, Logger, loadConfig } from '@verity/platform';
-import { JobName, JobPayloads, QueueName, closeWorker, watchWorker, workerSettings } from '@verity/queues';
+import { Inject, Injectable } from '@nestjs/common';
+import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import { JobName, JobPayloads, QueueName, QueueWorker } from '@verity/queues';
 import { Job, UnrecoverableError } from 'bullmq';
 import { SenderService } from './sender.service';
 
@@ -16,26 +15,19 @@ type Handlers = {
  * One send per job, attempts 1 and maxStalledCount 0: BullMQ never re-runs a send. A failure here is final for
  * the job; the operation's fate is decided by the CAS rows, the sweeper and the reconciler.
  */
-@Processor(QueueName.DISPATCH, workerSettings(QueueName.DISPATCH, loadConfig()))
-export class DispatchProcessor extends WorkerHost implements OnApplicationBootstrap, BeforeApplicationShutdown {
+@Injectable()
+export class DispatchProcessor extends QueueWorker {
   private readonly handlers: Handlers;
 
   constructor(
     private readonly sender: SenderService,
-    @Inject(LOGGER) private readonly logger: Logger,
+    @Inject(LOGGER) logger: Logger,
+    @Inject(VERITY_CONFIG) config: VerityConfig,
   ) {
-    super();
+    super(QueueName.DISPATCH, config, logger);
     this.handlers = {
       [JobName.DISPATCH_OPERATION]: (data, stillOwned) => sender.dispatch(data.operationId, stillOwned),
     };
-  }
-
-  onApplicationBootstrap(): void {
-    watchWorker(this.worker, this.logger);
-  }
-
-  async beforeApplicationShutdown(): Promise<void> {
-    await closeWorker(this.worker, this.logger);
   }
 
   async process(job: Job, token?: string): Promise<string> {

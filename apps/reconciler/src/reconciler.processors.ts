@@ -1,37 +1,27 @@
-import { Processor, WorkerHost } from '@nestjs/bullmq';
-import { BeforeApplicationShutdown, Inject, OnApplicationBootstrap } from '@nestjs/common';
-import { LOGGER, Logger, loadConfig } from '@verity/platform';
-import { JobName, JobPayloads, QueueName, closeWorker, watchWorker, workerSettings } from '@verity/queues';
+import { Inject, Injectable } from '@nestjs/common';
+import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import { JobName, JobPayloads, QueueName, QueueWorker } from '@verity/queues';
 import type { Job } from 'bullmq';
 import { SweeperService } from './sweeper.service';
 import { VerificationService } from './verification.service';
 import { WebhooksService } from './webhooks.service';
 
-const config = loadConfig();
-
-@Processor(QueueName.VERIFY, workerSettings(QueueName.VERIFY, config))
-export class VerifyProcessor extends WorkerHost implements OnApplicationBootstrap, BeforeApplicationShutdown {
+@Injectable()
+export class VerifyProcessor extends QueueWorker {
   private readonly handlers: {
     [N in JobName.VERIFY_OPERATION | JobName.OBSERVE_OPERATION]: (data: JobPayloads[N]) => Promise<string>;
   };
 
   constructor(
     verification: VerificationService,
-    @Inject(LOGGER) private readonly logger: Logger,
+    @Inject(LOGGER) logger: Logger,
+    @Inject(VERITY_CONFIG) config: VerityConfig,
   ) {
-    super();
+    super(QueueName.VERIFY, config, logger);
     this.handlers = {
       [JobName.VERIFY_OPERATION]: (data) => verification.verify(data.operationId),
       [JobName.OBSERVE_OPERATION]: (data) => verification.observe(data.operationId),
     };
-  }
-
-  onApplicationBootstrap(): void {
-    watchWorker(this.worker, this.logger);
-  }
-
-  async beforeApplicationShutdown(): Promise<void> {
-    await closeWorker(this.worker, this.logger);
   }
 
   async process(job: Job): Promise<string> {
@@ -46,29 +36,22 @@ export class VerifyProcessor extends WorkerHost implements OnApplicationBootstra
   }
 }
 
-@Processor(QueueName.RECONCILE, workerSettings(QueueName.RECONCILE, config))
-export class ReconcileProcessor extends WorkerHost implements OnApplicationBootstrap, BeforeApplicationShutdown {
+@Injectable()
+export class ReconcileProcessor extends QueueWorker {
   private readonly handlers: {
     [N in JobName.RECONCILE_OPERATION | JobName.RECHECK_OPERATION]: (data: JobPayloads[N]) => Promise<string>;
   };
 
   constructor(
     verification: VerificationService,
-    @Inject(LOGGER) private readonly logger: Logger,
+    @Inject(LOGGER) logger: Logger,
+    @Inject(VERITY_CONFIG) config: VerityConfig,
   ) {
-    super();
+    super(QueueName.RECONCILE, config, logger);
     this.handlers = {
       [JobName.RECONCILE_OPERATION]: (data) => verification.reconcile(data.operationId),
       [JobName.RECHECK_OPERATION]: (data) => verification.recheck(data.operationId, data.requestedBy),
     };
-  }
-
-  onApplicationBootstrap(): void {
-    watchWorker(this.worker, this.logger);
-  }
-
-  async beforeApplicationShutdown(): Promise<void> {
-    await closeWorker(this.worker, this.logger);
   }
 
   async process(job: Job): Promise<string> {
@@ -81,23 +64,20 @@ export class ReconcileProcessor extends WorkerHost implements OnApplicationBoots
   }
 }
 
-@Processor(QueueName.SWEEP, workerSettings(QueueName.SWEEP, config))
-export class SweepProcessor extends WorkerHost implements OnApplicationBootstrap, BeforeApplicationShutdown {
+@Injectable()
+export class SweepProcessor extends QueueWorker {
   constructor(
     private readonly sweeper: SweeperService,
-    @Inject(LOGGER) private readonly logger: Logger,
+    @Inject(LOGGER) logger: Logger,
+    @Inject(VERITY_CONFIG) config: VerityConfig,
   ) {
-    super();
+    super(QueueName.SWEEP, config, logger);
   }
 
-  async onApplicationBootstrap(): Promise<void> {
-    watchWorker(this.worker, this.logger);
+  override async onApplicationBootstrap(): Promise<void> {
+    super.onApplicationBootstrap();
     // One scheduler entry however many reconcilers start: upsert is idempotent.
     await this.worker.waitUntilReady();
-  }
-
-  async beforeApplicationShutdown(): Promise<void> {
-    await closeWorker(this.worker, this.logger);
   }
 
   async process(job: Job): Promise<string> {
@@ -106,21 +86,14 @@ export class SweepProcessor extends WorkerHost implements OnApplicationBootstrap
   }
 }
 
-@Processor(QueueName.WEBHOOKS, workerSettings(QueueName.WEBHOOKS, config))
-export class WebhooksProcessor extends WorkerHost implements OnApplicationBootstrap, BeforeApplicationShutdown {
+@Injectable()
+export class WebhooksProcessor extends QueueWorker {
   constructor(
     private readonly webhooks: WebhooksService,
-    @Inject(LOGGER) private readonly logger: Logger,
+    @Inject(LOGGER) logger: Logger,
+    @Inject(VERITY_CONFIG) config: VerityConfig,
   ) {
-    super();
-  }
-
-  onApplicationBootstrap(): void {
-    watchWorker(this.worker, this.logger);
-  }
-
-  async beforeApplicationShutdown(): Promise<void> {
-    await closeWorker(this.worker, this.logger);
+    super(QueueName.WEBHOOKS, config, logger);
   }
 
   async process(job: Job): Promise<string> {

@@ -5,3 +5,4 @@ export * from './worker.module';
 export * from './watchdog';
 export * from './sweep-schedule';
 export * from './telemetry';
+export * from './queue-worker';

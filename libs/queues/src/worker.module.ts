@@ -5,7 +5,10 @@ import type { WorkerOptions } from 'bullmq';
 import { JOB_DEFAULTS, QueueName } from './names';
 import { queueTelemetry } from './telemetry';
 
-/** Connection and prefix for @nestjs/bullmq workers; the queues a worker app consumes are registered here. */
+/**
+ * The queues a worker app injects (`@InjectQueue`), on the worker connection. The workers themselves are QueueWorker
+ * providers (queue-worker.ts), built at bootstrap from the injected config.
+ */
 @Module({})
 export class WorkerQueuesModule {
   static forRoot(queues: QueueName[]): DynamicModule {
@@ -29,7 +32,7 @@ export class WorkerQueuesModule {
 
 /**
  * Worker options per queue. Dispatch: a stalled send is never re-run (maxStalledCount 0) — the sweeper turns its
- * SENT operation into UNKNOWN instead. Read from the validated config (decorators are evaluated at import time).
+ * SENT operation into UNKNOWN instead.
  */
 export function workerSettings(queue: QueueName, config: VerityConfig): Omit<WorkerOptions, 'connection'> {
   // Stalled jobs are looked for once per lock window (BullMQ's default is every 30 s whatever the lock), so a job whose

@@ -1,30 +1,9 @@
-import type { Execution, FieldError, ProblemDetails } from './types';
+import type { Execution, FieldError, KnownProblemCode, ProblemDetails } from './types';
 
-/** Problem codes the API uses today: the last segment of the problem `type` URL. The set is open. */
-export type KnownProblemCode =
-  | 'validation-error'
-  | 'unauthorized'
-  | 'forbidden'
-  | 'not-found'
-  | 'idempotency-key-reused'
-  | 'idempotency-key-in-flight'
-  | 'retry-not-allowed'
-  | 'already-retried'
-  | 'resolution-not-permitted'
-  | 'not-awaiting-approval'
-  | 'already-decided'
-  | 'effect-exists'
-  | 'operation-moved'
-  | 'execution-terminal'
-  | 'execution-busy'
-  | 'illegal-transition'
-  | 'rate-limited'
-  | 'too-many-streams'
-  | 'payload-too-large'
-  | 'unsupported-media-type'
-  | 'database-unavailable'
-  | 'internal';
-
+/**
+ * A problem code: the last segment of the problem `type` URL. The codes the API sends today are KnownProblemCode
+ * (generated from the API's document); the set is open, and an answer without a problem type gets `http-<status>`.
+ */
 export type ProblemCode = KnownProblemCode | (string & NonNullable<unknown>);
 
 /**

@@ -1,4 +1,5 @@
 import { VerityError, VerityNetworkError, VerityServerError, errorFromResponse } from './errors';
+import type { KnownProblemCode } from './types';
 
 export type FetchLike = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
 
@@ -146,8 +147,11 @@ export class Transport {
 function isRetryableAnswer(error: VerityError): boolean {
   if (error.retryAfterMs !== undefined && error.retryAfterMs > MAX_RETRY_AFTER_MS) return false;
   // The first attempt of the same Idempotency-Key is still being processed: the replay will follow.
-  return RETRYABLE_STATUSES.has(error.status) || error.code === 'idempotency-key-in-flight';
+  return RETRYABLE_STATUSES.has(error.status) || error.code === IN_FLIGHT;
 }
+
+/** Typed as a known code, so a code the API renames or drops fails to compile here. */
+const IN_FLIGHT: KnownProblemCode = 'idempotency-key-in-flight';
 
 function parseJson<T>(text: string, status: number): T {
   if (!text) return undefined as T;

@@ -1,55 +1,33 @@
-import type { ExecutionStatus, TerminalReason } from '@verity/status-model';
+import type { ExecutionStatus } from '@verity/status-model';
+import type { operations } from './generated/wire';
 import type { Transport } from './http';
-import type { EnumInput, IsoDateTime, Operation } from './types';
+import type { Narrow, Operation, WireSchemas } from './types';
 
 /** GET /v1/review/summary: how many operations wait for a reviewer. */
-export interface ReviewSummary {
-  approvals: number;
-  manual_reviews: number;
-  escalated: number;
-  overdue: number;
-  as_of: IsoDateTime;
-}
+export type ReviewSummary = WireSchemas['ReviewSummary'];
+
+type GeneratedQueueItem = WireSchemas['ReviewQueue']['data'][number];
 
 /** The execution beside a queued operation: its status is the agent's work, never the operation's effect. */
-export interface ReviewExecutionSummary {
-  id: string;
-  status: ExecutionStatus;
-  agent_id: string;
-  intent: string;
-  created_at: IsoDateTime;
-}
+export type ReviewExecutionSummary = Narrow<NonNullable<GeneratedQueueItem['execution']>, { status: ExecutionStatus }>;
 
 /** One entry of a review queue: the operation (params masked) and its execution. */
-export interface ReviewQueueItem {
-  operation: Operation;
-  execution: ReviewExecutionSummary | null;
-}
+export type ReviewQueueItem = Narrow<
+  GeneratedQueueItem,
+  { operation: Operation; execution: ReviewExecutionSummary | null }
+>;
 
 /** One page of a review queue, newest first; `total` counts every match of the filter. */
-export interface ReviewQueuePage {
-  data: ReviewQueueItem[];
-  total: number;
-  next_cursor: string | null;
-}
+export type ReviewQueuePage = Narrow<WireSchemas['ReviewQueue'], { data: ReviewQueueItem[] }>;
 
-/** Query of GET /v1/review/approvals. */
-export interface ReviewQueueQuery {
-  connector?: string;
-  /** An operation or execution id, key, action, intent or agent. */
-  q?: string;
-  /** `next_cursor` of the previous page. */
-  cursor?: string;
-  /** 1–200, 50 by default. */
-  limit?: number;
-}
+/** Query of GET /v1/review/approvals: `connector`, `q` (an id, key, action, intent or agent), `cursor`, `limit`. */
+export type ReviewQueueQuery = NonNullable<operations['listPendingApprovals']['parameters']['query']>;
 
-/** Query of GET /v1/review/manual-reviews. */
-export interface ManualReviewQuery extends ReviewQueueQuery {
-  reason?: EnumInput<TerminalReason>;
-  /** Only obligations escalated (true) or not yet escalated (false). */
-  escalated?: boolean;
-}
+/** Query of GET /v1/review/manual-reviews: also `reason`, and `escalated` as a boolean. */
+export type ManualReviewQuery = Omit<
+  NonNullable<operations['listManualReviews']['parameters']['query']>,
+  'escalated'
+> & { escalated?: boolean };
 
 /** The review queues (reviewer role): what waits for a human's approval or a manual-review resolution. */
 export class ReviewApi {

@@ -1,7 +1,10 @@
 /**
- * Wire types of the Verity REST API (`/v1`, snake_case), mirroring exactly what the API returns: see
- * apps/api/src/executions/presenter.ts (views), apps/api/src/openapi.ts (schemas), apps/api/src/executions/submission.ts
- * (the request schema) and the controllers. Status enums come from the status model, never from copies.
+ * Wire types of the Verity REST API (`/v1`, snake_case), derived from the types generated from the API's own OpenAPI
+ * document (./generated/wire.ts, written by `npm run generate:wire` from the API's zod schemas; a test fails when it is
+ * out of date). Nothing here restates a field: each type is a generated one, at most narrowed where the document says
+ * less than the API guarantees — a status field typed as the status model's enum (so `op.status` can be passed to
+ * `isSettledOperation`), a criterion as the union of its two forms. A narrowing must fit the generated field
+ * (`Narrow` checks it), so a field the API drops or retypes is a compile error here, not a surprise for a user.
  */
 import type {
   Commit,
@@ -19,8 +22,8 @@ import type {
   RetryRule,
   TerminalReason,
   VerificationMethodValue,
-  statusModelDocument,
 } from '@verity/status-model';
+import type { components, operations } from './generated/wire';
 
 export type {
   Commit,
@@ -36,6 +39,18 @@ export type {
   VerificationMethodValue,
 };
 
+/** The component schemas of the API's OpenAPI document, as generated. */
+export type WireSchemas = components['schemas'];
+export type { components as WireComponents, operations as WireOperations, paths as WirePaths } from './generated/wire';
+
+/**
+ * `T` with the fields of `N` replaced by narrower types: each must be assignable to the generated field it replaces
+ * (index signatures of open objects are kept).
+ */
+export type Narrow<T, N extends { [K in keyof N]: K extends keyof T ? T[K] : never }> = {
+  [K in keyof T as K extends keyof N ? never : K]: T[K];
+} & N;
+
 /** Any JSON object. */
 export type JsonObject = Record<string, unknown>;
 
@@ -50,211 +65,127 @@ export type EnumInput<E extends string> = E | `${E}`;
 // ---------------------------------------------------------------------------------------------------------------
 
 /** One operation of a submission (`OperationRequestSchema`). Unknown fields are rejected by the API (400). */
-export interface OperationRequest {
-  /** Unique within the execution: 1–64 of letters, digits, `_`, `.`, `-`. */
-  key: string;
-  connector: string;
-  action: string;
-  params: JsonObject;
-  /** Defaults to the connector's declaration (not reversible → irreversible). */
-  irreversible?: boolean;
-  requires_approval?: boolean;
-  /** Defaults to `read_after_write` when the connector can read back, else `""`. */
-  verification_method?: EnumInput<Exclude<VerificationMethodValue, ''>> | '';
-  /** What the agent believes the target holds; a mismatch is a KNOWLEDGE_CONFLICT (at most 50 keys). */
-  expected_state?: JsonObject | null;
-  depends_on?: string[];
-}
+export type OperationRequest = WireSchemas['Submission']['operations'][number];
+
+type GeneratedCriterion = NonNullable<WireSchemas['Submission']['criteria']>[number];
 
 /**
  * A success criterion (`CriterionSchema`), judged whenever its operation changes: exactly one of `expect_status` or
- * `expect_evidence` (a JSON path into the operation's verified evidence, e.g. `record.amount`, and the value it must hold).
+ * `expect_evidence` (a JSON path into the operation's verified evidence, e.g. `record.amount`, and the value it must
+ * hold). The document has both optional (the "exactly one" is a rule of the schema); this union says it.
  */
-export type CriterionRequest =
-  | {
-      key: string;
-      /** The key of an operation of the same submission. */
-      operation: string;
-      expect_status: EnumInput<OperationStatus>;
-    }
-  | { key: string; operation: string; expect_evidence: { path: string; equals: unknown } };
+export type CriterionRequest = Fits<
+  GeneratedCriterion,
+  | { key: string; operation: string; expect_status: EnumInput<OperationStatus> }
+  | { key: string; operation: string; expect_evidence: { path: string; equals: unknown } }
+>;
 
 /** The body of POST /v1/executions (`SubmissionSchema`). */
-export interface SubmissionRequest {
-  agent_id: string;
-  intent: string;
-  /** 1 s to 7 days; 600 by default. */
-  deadline_seconds?: number;
-  /** 1 to 100 operations. */
-  operations: OperationRequest[];
-  criteria?: CriterionRequest[];
-}
+export type SubmissionRequest = Narrow<WireSchemas['Submission'], { criteria?: CriterionRequest[] }>;
 
 /** Query of GET /v1/executions. */
-export interface ListExecutionsQuery {
-  status?: EnumInput<ExecutionStatus>;
-  /** `next_cursor` of the previous page. */
-  cursor?: string;
-  /** 1–200, 50 by default. */
-  limit?: number;
-}
+export type ListExecutionsQuery = NonNullable<operations['listExecutions']['parameters']['query']>;
 
 /** Query of GET /v1/executions/{id}/events. */
-export interface ListEventsQuery {
-  /** An event id (or a `seq` number): events strictly after it. */
-  after?: string;
-  /** 1–1000, 500 by default. */
-  limit?: number;
-}
+export type ListEventsQuery = NonNullable<operations['listExecutionEvents']['parameters']['query']>;
 
 /** Body of POST /v1/operations/{id}/approval. */
-export interface ApprovalRequest {
-  decision: 'approve' | 'deny';
-  reason?: string;
-}
+export type ApprovalRequest = WireSchemas['ApprovalRequest'];
 
-/** Body of POST /v1/operations/{id}/resolve (a MANUAL_REVIEW resolution by a reviewer). */
-export interface ResolveRequest {
-  /**
-   * A resolution of the hold, or `MANUAL_REVIEW`: "still unknown after investigation" — the operation stays held, its
-   * obligation is re-dated (`due_in_seconds`, else the tenant's due time) and the statement is kept in its history.
-   */
-  status: EnumInput<ResolutionStatus> | 'MANUAL_REVIEW';
-  /** Required, non-blank, up to 10 000 characters. */
-  evidence: string;
-  /** Only with `MANUAL_REVIEW`: when the re-dated obligation is due. */
-  due_in_seconds?: number;
-}
+/**
+ * Body of POST /v1/operations/{id}/resolve: a resolution of the hold, or `MANUAL_REVIEW` — "still unknown after
+ * investigation": the operation stays held, its obligation is re-dated (`due_in_seconds`, else the tenant's due time).
+ */
+export type ResolveRequest = WireSchemas['ResolveRequest'];
 
 // ---------------------------------------------------------------------------------------------------------------
 // Responses
 // ---------------------------------------------------------------------------------------------------------------
 
-export type ApprovalState = 'requested' | 'granted' | 'denied';
+type GeneratedOperation = WireSchemas['Operation'];
 
 /** `operations[].approval` (the internal baseline is never on the wire). */
-export interface ApprovalView {
-  state: ApprovalState;
-  requested_at?: IsoDateTime;
-  decided_at?: IsoDateTime;
-  decided_by?: string;
-  reason?: string;
-  expires_at?: IsoDateTime;
-  [extra: string]: unknown;
-}
-
-/** A human resolution recorded on an operation (in `evidence.resolution` and `recovery_obligation.resolution`). */
-export interface ResolutionRecord {
-  status: ResolutionStatus;
-  evidence: string;
-  by: string;
-  at: IsoDateTime;
-}
+export type ApprovalView = NonNullable<GeneratedOperation['approval']>;
+export type ApprovalState = ApprovalView['state'];
 
 /** The recovery obligation that a MANUAL_REVIEW operation carries: who owns it, what evidence closes it. */
-export interface RecoveryObligationView {
-  reason: string;
-  owner: string;
-  evidence_required: string;
-  permitted_actions: string[];
-  due_at: IsoDateTime;
-  escalation_target: string;
-  escalated_at: IsoDateTime | null;
-  resolution?: ResolutionRecord;
-  [extra: string]: unknown;
-}
+export type RecoveryObligationView = Narrow<
+  NonNullable<GeneratedOperation['recovery_obligation']>,
+  { resolution?: ResolutionRecord }
+>;
 
-export type Observation = 'converged' | 'superseded' | 'degraded' | 'unavailable';
+/** A human resolution recorded on an operation (in `evidence.resolution` and `recovery_obligation.resolution`). */
+export type ResolutionRecord = Narrow<
+  NonNullable<NonNullable<GeneratedOperation['recovery_obligation']>['resolution']>,
+  { status: ResolutionStatus }
+>;
 
-/** One operation as the API presents it (`presentOperation`). */
-export interface Operation {
-  id: string;
-  execution_id: string;
-  key: string;
-  connector: string;
-  action: string;
-  params: JsonObject;
-  irreversible: boolean;
-  requires_approval: boolean;
+export type Observation = NonNullable<GeneratedOperation['observation']>;
+
+/** The fields of an operation typed as the status model's own types. */
+type OperationNarrowing = {
   verification_method: VerificationMethodValue;
-  expected_state: JsonObject | null;
-  depends_on: string[];
   /** Whether an effect occurred in the world. */
   status: OperationStatus;
   terminal_reason: TerminalReason | null;
-  /** Reference 002: did this operation's own request commit an effect (`not_dispatched` says only: never sent). */
+  /** Did this operation's own request commit an effect (`not_dispatched` says only: never sent). */
   commit: Commit;
   /** Set on FAILED, CANCELLED and MANUAL_REVIEW: what went differently, who can act, whether a retry could help. */
   failure: OperationFailure | null;
   /** The retry rule of the current status: `safe` only for FAILED and CANCELLED. */
   retry: RetryRule;
-  attempt: number;
-  no_change_required: boolean;
-  /** Read-after-write evidence, or a human resolution. */
-  evidence: JsonObject | null;
-  observation: Observation | null;
-  approval: ApprovalView | null;
   recovery_obligation: RecoveryObligationView | null;
-  retry_of: string | null;
-  sent_at: IsoDateTime | null;
-  acknowledged_at: IsoDateTime | null;
-  created_at: IsoDateTime;
-  updated_at: IsoDateTime;
-}
-
-/** GET /v1/operations/{id}: the operation plus the resolutions a reviewer may choose now. */
-export interface OperationDetail extends Operation {
-  permitted_resolutions: ResolutionStatus[];
-  /** Every resolution, permitted or not, with why; `check: "read_back"`: the source is read first (FAILED). */
-  resolution_options: ResolutionOption[];
-}
-
-export interface ResolutionOption {
-  status: ResolutionStatus;
-  permitted: boolean;
-  why: string;
-  check: 'read_back' | null;
-}
-
-export type Criterion =
-  | { key: string; operation: string; expect_status: OperationStatus }
-  | { key: string; operation: string; expect_evidence: { path: string; equals: unknown } };
-
-/** A criterion as last judged (`outcome.evaluated`): the verdict, why, and the events behind it. */
-export type CriterionResult = Criterion & {
-  verdict: CriterionVerdict;
-  /** Absent only on results written before rationales existed. */
-  rationale?: string;
-  evidence_event_ids: string[];
 };
 
+/** One operation as the API presents it (`presentOperation`). */
+export type Operation = Narrow<GeneratedOperation, OperationNarrowing>;
+
+export type ResolutionOption = Narrow<
+  WireSchemas['OperationDetail']['resolution_options'][number],
+  { status: ResolutionStatus }
+>;
+
+/** GET /v1/operations/{id}: the operation plus the resolutions a reviewer may choose now. */
+export type OperationDetail = Narrow<
+  WireSchemas['OperationDetail'],
+  OperationNarrowing & {
+    permitted_resolutions: ResolutionStatus[];
+    /** Every resolution, permitted or not, with why; `check: "read_back"`: the source is read first (FAILED). */
+    resolution_options: ResolutionOption[];
+  }
+>;
+
+type GeneratedExecution = WireSchemas['Execution'];
+
+export type Criterion = Fits<
+  GeneratedExecution['criteria'][number],
+  | { key: string; operation: string; expect_status: OperationStatus }
+  | { key: string; operation: string; expect_evidence: { path: string; equals: unknown } }
+>;
+
+/** A criterion as last judged (`outcome.evaluated`): the verdict, why, and the events behind it. */
+export type CriterionResult = Criterion &
+  Narrow<NonNullable<GeneratedExecution['criteria_results']>[number], { verdict: CriterionVerdict }>;
+
 /** One execution with its operations (`presentExecution`). */
-export interface Execution {
-  id: string;
-  agent_id: string;
-  intent: string;
-  /** Where the agent's own work stands (`completed` does not mean that effects happened). */
-  status: ExecutionStatus;
-  /** Counts per operation status and a summary, separate from the execution status. */
-  effects: Effects;
-  failure: ExecutionFailure | null;
-  criteria: Criterion[];
-  criteria_results: CriterionResult[] | null;
-  /** The overall result of the criteria, kept current as operations change; null without criteria. */
-  outcome: Outcome | null;
-  deadline_at: IsoDateTime;
-  created_at: IsoDateTime;
-  updated_at: IsoDateTime;
-  /** The OpenTelemetry trace of this execution (32 hex digits); null when the server runs without traces. */
-  trace_id: string | null;
-  operations: Operation[];
-}
+export type Execution = Narrow<
+  GeneratedExecution,
+  {
+    /** Where the agent's own work stands (`completed` does not mean that effects happened). */
+    status: ExecutionStatus;
+    /** Counts per operation status and a summary, separate from the execution status. */
+    effects: Effects;
+    failure: ExecutionFailure | null;
+    criteria: Criterion[];
+    criteria_results: CriterionResult[] | null;
+    /** The overall result of the criteria, kept current as operations change; null without criteria. */
+    outcome: Outcome | null;
+    operations: Operation[];
+  }
+>;
 
 /** GET /v1/executions: newest first. */
-export interface ExecutionList {
-  data: Execution[];
-  next_cursor: string | null;
-}
+export type ExecutionList = Narrow<WireSchemas['ExecutionList'], { data: Execution[] }>;
 
 /** Event types the system writes today; the set is open (new types may appear), so `type` is any string. */
 export type KnownEventType =
@@ -274,35 +205,31 @@ export type KnownEventType =
   | 'outcome.evaluated';
 
 /** One entry of the append-only event log (`presentEvent`), also the `data` of each SSE frame. */
-export interface ExecutionEvent {
-  id: string;
-  execution_id: string;
-  operation_id: string | null;
-  /** 1, 2, 3 … per execution, no gaps, in commit order. */
-  seq: number;
-  type: KnownEventType | (string & NonNullable<unknown>);
-  /** An ExecutionStatus for execution events, an OperationStatus for operation events, else null. */
-  from_status: ExecutionStatus | OperationStatus | null;
-  to_status: ExecutionStatus | OperationStatus | null;
-  data: JsonObject;
-  created_at: IsoDateTime;
-}
+export type ExecutionEvent = Narrow<
+  WireSchemas['Event'],
+  {
+    type: KnownEventType | (string & NonNullable<unknown>);
+    /** An ExecutionStatus for execution events, an OperationStatus for operation events, else null. */
+    from_status: ExecutionStatus | OperationStatus | null;
+    to_status: ExecutionStatus | OperationStatus | null;
+  }
+>;
 
 /** `operation.status_changed`: an operation moved (narrow with `isOperationStatusEvent`). */
-export interface OperationStatusEvent extends ExecutionEvent {
+export type OperationStatusEvent = ExecutionEvent & {
   type: 'operation.status_changed';
   operation_id: string;
   from_status: OperationStatus;
   to_status: OperationStatus;
-}
+};
 
 /** `execution.created` / `execution.status_changed` (narrow with `isExecutionStatusEvent`). */
-export interface ExecutionStatusEvent extends ExecutionEvent {
+export type ExecutionStatusEvent = ExecutionEvent & {
   type: 'execution.created' | 'execution.status_changed';
   operation_id: null;
   from_status: ExecutionStatus | null;
   to_status: ExecutionStatus;
-}
+};
 
 export function isOperationStatusEvent(event: ExecutionEvent): event is OperationStatusEvent {
   return event.type === 'operation.status_changed';
@@ -313,10 +240,7 @@ export function isExecutionStatusEvent(event: ExecutionEvent): event is Executio
 }
 
 /** GET /v1/executions/{id}/events. */
-export interface EventList {
-  data: ExecutionEvent[];
-  next_cursor: string | null;
-}
+export type EventList = Narrow<WireSchemas['EventList'], { data: ExecutionEvent[] }>;
 
 /**
  * Why the server ended a stream (`event: end`): `settled` — nothing can change any more; `deadline` — the execution's
@@ -326,65 +250,54 @@ export interface EventList {
 export type StreamEndReason = 'settled' | 'deadline' | 'key_revoked';
 
 /** POST /v1/operations/{id}/retry: the new operation (`retry_of` set) and the new execution that runs it. */
-export interface RetryResult {
-  operation: Operation;
-  execution: Execution;
-}
+export type RetryResult = Narrow<WireSchemas['RetryResult'], { operation: Operation; execution: Execution }>;
 
 export type CapabilityName = 'read_back' | 'context_read' | 'provider_idempotency' | 'reversible';
 
-/** One action of a connector: an action may differ from its connector's declaration. */
-export interface ConnectorAction {
-  name: string;
-  description: string;
-  read_back: boolean;
-  context_read: boolean;
-  provider_idempotency: boolean;
-  reversible: boolean;
-  can_reach_verified: boolean;
-  /** A capability that holds only for some operations of the action, and when (in words). */
-  conditions: Partial<Record<CapabilityName, string>>;
-  /** JSON Schema of the action's params. */
-  params_schema: JsonObject;
-}
+/** GET /v1/connectors. */
+export type ConnectorList = WireSchemas['ConnectorList'];
 
 /** One entry of GET /v1/connectors: the declarations users read as the connector's limitations. */
-export interface ConnectorInfo {
-  name: string;
-  description: string;
-  read_back: boolean;
-  context_read: boolean;
-  provider_idempotency: boolean;
-  reversible: boolean;
-  can_reach_verified: boolean;
-  actions: ConnectorAction[];
-}
+export type ConnectorInfo = ConnectorList['data'][number];
 
-/** GET /v1/connectors. */
-export interface ConnectorList {
-  data: ConnectorInfo[];
-}
+/**
+ * One action of a connector (an action may differ from its connector's declaration). `conditions`: a capability that
+ * holds only for some operations of the action, and when (in words), by CapabilityName.
+ */
+export type ConnectorAction = ConnectorInfo['actions'][number];
 
-/** GET /v1/status-model: generated from libs/status-model, so its type is the generator's. */
-export type StatusModelDocument = ReturnType<typeof statusModelDocument>;
+/** GET /v1/status-model. */
+export type StatusModelDocument = WireSchemas['StatusModel'];
 
-/** One field error of a 400 validation problem. */
-export interface FieldError {
-  /** A path such as `operations[0].params.amount`, `Idempotency-Key` or `(body)`. */
-  field: string;
-  /** The rule that failed, e.g. `too_small`, `known_connector`, `unique`. */
-  rule: string;
-  message: string;
-}
+type GeneratedProblem = WireSchemas['Problem'];
 
-/** An RFC 9457 problem (application/problem+json), with this API's extension members. */
-export interface ProblemDetails {
-  /** `https://verity.dev/problems/<code>`. */
-  type: string;
-  title: string;
-  status: number;
-  detail?: string;
-  instance?: string;
-  errors?: FieldError[];
-  [extra: string]: unknown;
-}
+/** One field error of a 400 validation problem: `field` is a path such as `operations[0].params.amount`. */
+export type FieldError = NonNullable<GeneratedProblem['errors']>[number];
+
+/** The `type` URL of each problem the API sends (`https://verity.dev/problems/not-found`). */
+export type ProblemType = GeneratedProblem['type'];
+
+/** The code of each problem the API sends: the last segment of its `type` URL (the list is in docs/api.md). */
+export type KnownProblemCode = ProblemType extends `https://verity.dev/problems/${infer Code}` ? Code : never;
+
+/**
+ * An RFC 9457 problem (application/problem+json), with this API's extension members. `type` is any string here: an
+ * answer from something in front of the API (a proxy's 502) gets a problem synthesized with `about:blank`, and a newer
+ * server may send a code this SDK does not know yet.
+ */
+export type ProblemDetails = Fits<
+  Record<string, unknown>,
+  {
+    /** `https://verity.dev/problems/<code>` (a ProblemType), or `about:blank`. */
+    type: ProblemType | (string & NonNullable<unknown>);
+    title: GeneratedProblem['title'];
+    status: GeneratedProblem['status'];
+    detail?: GeneratedProblem['detail'];
+    instance?: GeneratedProblem['instance'];
+    errors?: GeneratedProblem['errors'];
+    [extra: string]: unknown;
+  }
+>;
+
+/** `U`, which must be assignable to `T` (a narrower statement of a generated type). */
+type Fits<T, U extends T> = U;

@@ -21,40 +21,18 @@ const ManualReviewQuery = QueueQuery.extend({
     .optional(),
 });
 
-const QUEUE_ITEM = {
-  type: 'object',
-  properties: {
-    operation: schemaRef('Operation'),
-    execution: {
-      type: 'object',
-      nullable: true,
-      properties: {
-        id: { type: 'string' },
-        status: { type: 'string' },
-        agent_id: { type: 'string' },
-        intent: { type: 'string' },
-        created_at: { type: 'string' },
-      },
-    },
-  },
-};
-const QUEUE_PAGE = {
-  schema: {
-    type: 'object',
-    properties: {
-      data: { type: 'array', items: QUEUE_ITEM },
-      total: { type: 'integer', description: 'every match of the filter, not just this page' },
-      next_cursor: { type: 'string', nullable: true },
-    },
-  },
-};
 const QueueQueries = () =>
   applyDecorators(
-    ApiQuery({ name: 'connector', required: false }),
-    ApiQuery({ name: 'q', required: false, description: 'operation or execution id, key, action, intent or agent' }),
-    ApiQuery({ name: 'cursor', required: false }),
+    ApiQuery({ name: 'connector', required: false, type: String }),
+    ApiQuery({
+      name: 'q',
+      required: false,
+      type: String,
+      description: 'operation or execution id, key, action, intent or agent',
+    }),
+    ApiQuery({ name: 'cursor', required: false, type: String }),
     ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 200 } }),
-    ApiOkResponse(QUEUE_PAGE),
+    ApiOkResponse({ schema: schemaRef('ReviewQueue') }),
   );
 
 /** The review console's work queues (reviewer role). Params in these views are masked: reviewers need no secrets. */
@@ -71,18 +49,7 @@ export class ReviewController {
     summary: 'How many operations await approval or a manual review (reviewer)',
   })
   @ApiProblems('forbidden')
-  @ApiOkResponse({
-    schema: {
-      type: 'object',
-      properties: {
-        approvals: { type: 'integer' },
-        manual_reviews: { type: 'integer' },
-        escalated: { type: 'integer' },
-        overdue: { type: 'integer' },
-        as_of: { type: 'string' },
-      },
-    },
-  })
+  @ApiOkResponse({ schema: schemaRef('ReviewSummary') })
   summary(@CurrentPrincipal() principal: Principal) {
     return this.review.counts(principal);
   }

@@ -117,7 +117,7 @@ export class ExecutionsController {
     summary: 'List this tenant’s executions, newest first (cursor pagination)',
   })
   @ApiQuery({ name: 'status', required: false, enum: EXECUTION_STATUSES })
-  @ApiQuery({ name: 'cursor', required: false, description: '`next_cursor` of the previous page' })
+  @ApiQuery({ name: 'cursor', required: false, type: String, description: '`next_cursor` of the previous page' })
   @ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 200, default: 50 } })
   @ApiOkResponse({
     schema: schemaRef('ExecutionList'),
@@ -144,7 +144,7 @@ export class ExecutionsController {
     summary: 'The append-only event log, in order, after an event id (or seq)',
   })
   @ApiParam(ID)
-  @ApiQuery({ name: 'after', required: false, description: 'an event id (or seq): only later events' })
+  @ApiQuery({ name: 'after', required: false, type: String, description: 'an event id (or seq): only later events' })
   @ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 1000, default: 500 } })
   @ApiOkResponse({
     schema: schemaRef('EventList'),
@@ -196,7 +196,12 @@ export class ExecutionsController {
   })
   @ApiParam(ID)
   @ApiHeader({ name: 'Last-Event-ID', required: false, description: 'resume after this event id' })
-  @ApiQuery({ name: 'after', required: false, description: 'like Last-Event-ID, for clients that cannot set headers' })
+  @ApiQuery({
+    name: 'after',
+    required: false,
+    type: String,
+    description: 'like Last-Event-ID, for clients that cannot set headers',
+  })
   @ApiProduces('text/event-stream')
   @ApiOkResponse({
     description: 'The events as server-sent events, then `event: end`',

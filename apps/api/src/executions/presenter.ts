@@ -8,18 +8,22 @@ import {
   retryRuleOf,
   summarizeEffects,
 } from '@verity/status-model';
+import type { z } from 'zod';
+import type { API_SCHEMAS } from '../schemas';
 
 /** The last status-change event of each operation, by operation id (`findLastStatusChanges`). */
 export type StatusChanges = ReadonlyMap<string, LastStatusChange>;
 
 const iso = (d: Date | null | undefined) => (d ? new Date(d).toISOString() : null);
+/** A timestamp column that is never null. */
+const isoAt = (d: Date) => new Date(d).toISOString();
 
 /**
  * The wire format (snake_case). Internal columns (attempt fencing aside, check counters...) stay inside. `commit` and
  * `failure` are derived by libs/status-model; `lastChange` is the event that made the operation's last move (null only
  * for an operation that has not moved yet).
  */
-export function presentOperation(op: OperationEntity, lastChange: LastStatusChange | null) {
+export function presentOperation(op: OperationEntity, lastChange: LastStatusChange | null): OperationView {
   return {
     id: op.id,
     execution_id: op.executionId,
@@ -43,16 +47,21 @@ export function presentOperation(op: OperationEntity, lastChange: LastStatusChan
     observation: op.observation,
     // The baseline is internal; an approval record without a state (only the baseline so far) is not yet on the wire.
     approval: op.approval?.state ? { ...op.approval, baseline: undefined } : null,
-    recovery_obligation: op.obligation,
+    // Copies: the stored interfaces become the open objects the schema describes (its extra members stay on the wire).
+    recovery_obligation: op.obligation ? { ...op.obligation } : null,
     retry_of: op.retryOf,
     sent_at: iso(op.sentAt),
     acknowledged_at: iso(op.acknowledgedAt),
-    created_at: iso(op.createdAt),
-    updated_at: iso(op.updatedAt),
+    created_at: isoAt(op.createdAt),
+    updated_at: isoAt(op.updatedAt),
   };
 }
 
-export function presentExecution(execution: ExecutionEntity, operations: OperationEntity[], changes: StatusChanges) {
+export function presentExecution(
+  execution: ExecutionEntity,
+  operations: OperationEntity[],
+  changes: StatusChanges,
+): ExecutionView {
   return {
     id: execution.id,
     agent_id: execution.agentId,
@@ -61,17 +70,17 @@ export function presentExecution(execution: ExecutionEntity, operations: Operati
     effects: summarizeEffects(operations),
     failure: execution.failure,
     criteria: execution.criteria,
-    criteria_results: execution.criteriaResults,
+    criteria_results: execution.criteriaResults?.map((result) => ({ ...result })) ?? null,
     outcome: execution.outcome,
-    deadline_at: iso(execution.deadlineAt),
-    created_at: iso(execution.createdAt),
-    updated_at: iso(execution.updatedAt),
+    deadline_at: isoAt(execution.deadlineAt),
+    created_at: isoAt(execution.createdAt),
+    updated_at: isoAt(execution.updatedAt),
     trace_id: traceIdOf(execution.traceParent),
     operations: operations.map((op) => presentOperation(op, changes.get(op.id) ?? null)),
   };
 }
 
-export function presentEvent(event: EventEntity) {
+export function presentEvent(event: EventEntity): EventView {
   return {
     id: event.id,
     execution_id: event.executionId,
@@ -81,10 +90,11 @@ export function presentEvent(event: EventEntity) {
     from_status: event.fromStatus,
     to_status: event.toStatus,
     data: event.data,
-    created_at: iso(event.createdAt),
+    created_at: isoAt(event.createdAt),
   };
 }
 
-export type ExecutionView = ReturnType<typeof presentExecution>;
-export type OperationView = ReturnType<typeof presentOperation>;
-export type EventView = ReturnType<typeof presentEvent>;
+/** What the presenters return is what the response schemas say (the OpenAPI document's components). */
+export type ExecutionView = z.output<typeof API_SCHEMAS.Execution>;
+export type OperationView = z.output<typeof API_SCHEMAS.Operation>;
+export type EventView = z.output<typeof API_SCHEMAS.Event>;

@@ -9,10 +9,51 @@ export interface FieldError {
 
 const MAX_FIELD_ERRORS = 50;
 
+/**
+ * Every problem code the API sends: the last segment of a problem's `type` URL. The one list: the Problem class takes
+ * only these (a new code is a compile error until it is added here), the OpenAPI document's Problem schema lists their
+ * URLs as the enum of `type` (so the SDK's generated types carry them), every code has an example in
+ * openapi-examples.ts, and docs/api.md lists them (openapi.spec.ts checks both).
+ */
+export const PROBLEM_CODES = [
+  'validation-error',
+  'bad-request',
+  'unauthorized',
+  'forbidden',
+  'operator-not-tenant',
+  'not-found',
+  'method-not-allowed',
+  'request-timeout',
+  'idempotency-key-in-flight',
+  'execution-terminal',
+  'already-decided',
+  'not-awaiting-approval',
+  'operation-moved',
+  'resolution-not-permitted',
+  'effect-exists',
+  'not-in-review',
+  'cannot-read-back',
+  'retry-not-allowed',
+  'already-retried',
+  'illegal-transition',
+  'webhook-limit',
+  'endpoint-disabled',
+  'payload-too-large',
+  'unsupported-media-type',
+  'idempotency-key-reused',
+  'rate-limited',
+  'too-many-failed-authentications',
+  'too-many-streams',
+  'internal',
+  'database-unavailable',
+] as const;
+
+export type ProblemCode = (typeof PROBLEM_CODES)[number];
+
 export class Problem extends Error {
   constructor(
     readonly status: number,
-    readonly code: string,
+    readonly code: ProblemCode,
     readonly title: string,
     readonly detail?: string,
     readonly extras: Record<string, unknown> = {},
@@ -32,7 +73,7 @@ export class Problem extends Error {
     return new Problem(404, 'not-found', `${what} not found`, `no ${what.toLowerCase()} ${id} is visible to this key`);
   }
 
-  static conflict(code: string, detail: string, extras: Record<string, unknown> = {}): Problem {
+  static conflict(code: ProblemCode, detail: string, extras: Record<string, unknown> = {}): Problem {
     return new Problem(409, code, 'Conflict with the current state', detail, extras);
   }
 
@@ -57,6 +98,11 @@ function describe(errors: FieldError[]): string {
 
 export const PROBLEM_BASE = 'https://verity.dev/problems/';
 
+/** `https://verity.dev/problems/<code>`: a problem's `type`. */
+export function problemType(code: ProblemCode): `${typeof PROBLEM_BASE}${ProblemCode}` {
+  return `${PROBLEM_BASE}${code}`;
+}
+
 /** The one renderer of problem+json, shared by the Nest filter and the plain express layers (body parser, Bull Board). */
 export function sendProblem(req: Pick<Request, 'originalUrl'>, res: Response, problem: Problem): void {
   if (res.headersSent) {
@@ -72,7 +118,7 @@ export function sendProblem(req: Pick<Request, 'originalUrl'>, res: Response, pr
       // Extensions first: they can never overwrite the RFC 9457 members (`status` is the HTTP status).
       JSON.stringify({
         ...problem.extras,
-        type: `${PROBLEM_BASE}${problem.code}`,
+        type: problemType(problem.code),
         title: problem.title,
         status: problem.status,
         detail: problem.detail,

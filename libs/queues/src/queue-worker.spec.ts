@@ -1,0 +1,44 @@
+import { createLogger, createRedis, loadConfig } from '@verity/platform';
+import type { Job } from 'bullmq';
+import { TEST_REDIS_URL, clearRedisPrefix, testQueuePrefix } from '../../../test/support/services';
+import { JobName, QueueName } from './names';
+import { JobProducer } from './producer';
+import { QueueWorker } from './queue-worker';
+
+class RecordingWorker extends QueueWorker {
+  readonly seen: string[] = [];
+  constructor(config: ReturnType<typeof loadConfig>) {
+    super(QueueName.EXECUTIONS, config, createLogger('queue-worker-spec', 'silent'));
+  }
+  async process(job: Job): Promise<string> {
+    this.seen.push((job.data as { executionId: string }).executionId);
+    return 'done';
+  }
+}
+
+describe('QueueWorker', () => {
+  it('is built at bootstrap from the config it is given, processes jobs, and is closed on shutdown', async () => {
+    const prefix = testQueuePrefix('queue-worker');
+    const config = loadConfig({ REDIS_URL: TEST_REDIS_URL, QUEUE_PREFIX: prefix, WORKER_CONCURRENCY: '3' });
+    const worker = new RecordingWorker(config);
+    // Nothing is built (or read from the environment) before bootstrap.
+    expect(() => worker.worker).toThrow('not built before bootstrap');
+    const redis = createRedis(TEST_REDIS_URL, 'producer', 'queue-worker-spec');
+    const producer = new JobProducer(redis, prefix);
+    try {
+      worker.onApplicationBootstrap();
+      expect(worker.worker.opts).toMatchObject({ prefix, concurrency: 3, lockDuration: config.DISPATCH_LOCK_MS });
+      await producer.enqueue(JobName.ADVANCE_EXECUTION, { executionId: 'exe_1' });
+      await new Promise<void>((resolve) => worker.worker.once('completed', () => resolve()));
+      expect(worker.seen).toEqual(['exe_1']);
+      await worker.beforeApplicationShutdown();
+      expect(worker.worker.closing).toBeTruthy();
+      expect(worker.worker.isRunning()).toBe(false);
+    } finally {
+      await worker.beforeApplicationShutdown();
+      await producer.close();
+      redis.disconnect();
+      await clearRedisPrefix(prefix);
+    }
+  }, 20_000);
+});
