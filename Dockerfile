@@ -26,5 +26,5 @@ RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
 # Code and dependencies stay owned by root and read-only to the process: it runs as the image's unprivileged user.
 USER node
-EXPOSE 3000 4010
+EXPOSE 3000 4010 9101 9102
 CMD ["node", "dist/apps/api/src/main.js"]

@@ -16,4 +16,6 @@ module.exports = {
   collectCoverageFrom: ['libs/status-model/src/**/*.ts'],
   coverageThreshold: { 'libs/status-model/src/': { lines: 100 } },
   maxWorkers: 2,
+  // Every response from a test stack's API is checked against its /docs-json (a no-op where no Stack runs).
+  setupFilesAfterEnv: ['<rootDir>/test/support/validate-responses.ts'],
 };

@@ -455,9 +455,19 @@ async function main(): Promise<void> {
     const stateDir = path.join(root, '.verity');
     const apiPort = parsePort('PORT', 3000);
     const sandboxPort = parsePort('SANDBOX_PORT', 4010);
+    // The workers' /metrics and /health ports (0 turns one off: nothing to check).
+    const workerPorts = (
+      [
+        ['dispatcher metrics', 'DISPATCHER_METRICS_PORT', 9101],
+        ['reconciler metrics', 'RECONCILER_METRICS_PORT', 9102],
+      ] as const
+    )
+      .filter(([, variable]) => process.env[variable] !== '0')
+      .map(([name, variable, fallback]) => [name, parsePort(variable, fallback), variable] as const);
     for (const [name, port, variable] of [
       ['api', apiPort, 'PORT'],
       ['sandbox provider', sandboxPort, 'SANDBOX_PORT'],
+      ...workerPorts,
     ] as const) {
       if (await isPortOpen('127.0.0.1', port)) {
         throw new StartupError(

@@ -272,6 +272,9 @@ export class Cluster {
       SANDBOX_URL: this.sandboxUrl,
       SANDBOX_PORT: String(sandboxPort),
       HOST: '127.0.0.1',
+      // Several workers of a kind on one machine: their metrics ports would collide, and nothing here scrapes them.
+      DISPATCHER_METRICS_PORT: '0',
+      RECONCILER_METRICS_PORT: '0',
       ...options.env,
     };
     await this.migrate();

@@ -1,10 +1,11 @@
 import { execFile } from 'node:child_process';
-import { request as rawRequest } from 'node:http';
+import { IncomingHttpHeaders, request as rawRequest } from 'node:http';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { DEMO, DIST, METRICS_TOKEN, Stack, freePort } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 import type { ProblemDetails as Problem } from '@verity/sdk';
+import { expectDescribed } from '../support/openapi-validator';
 
 /**
  * Hostile callers and safe defaults: the platform operator (no tenant) is the only one who sees Bull Board and
@@ -119,7 +120,7 @@ describe('operator role, safe defaults and hostile clients', () => {
       expect((await http(stack.apiUrl, 'GET', '/metrics', { key: `${METRICS_TOKEN}x` })).status).toBe(401);
       const byToken = await http<string>(stack.apiUrl, 'GET', '/metrics', { key: METRICS_TOKEN });
       expect(byToken.status).toBe(200);
-      expect(byToken.text).toMatch(/^verity_executions\{/m);
+      expect(byToken.text).toMatch(/^verity_executions_in_flight\{/m);
       expect((await http(stack.apiUrl, 'GET', '/metrics', { key: DEMO.operator })).status).toBe(200);
     });
 
@@ -127,7 +128,7 @@ describe('operator role, safe defaults and hostile clients', () => {
       const url = await startApi({ METRICS_PUBLIC: 'true' });
       const open = await http<string>(url, 'GET', '/metrics');
       expect(open.status).toBe(200);
-      expect(open.text).toMatch(/^verity_executions\{/m);
+      expect(open.text).toMatch(/^verity_executions_in_flight\{/m);
     });
   });
 
@@ -162,33 +163,44 @@ describe('operator role, safe defaults and hostile clients', () => {
     it('gets a problem+json 408 once BODY_TIMEOUT_MS has passed, and nothing is written', async () => {
       const url = new URL(await startApi({ BODY_TIMEOUT_MS: '500' }));
       const before = await count('executions');
-      const answer = await new Promise<{ status: number; type: string | undefined; body: string }>(
-        (resolve, reject) => {
-          const req = rawRequest(
-            {
-              host: url.hostname,
-              port: url.port,
-              method: 'POST',
-              path: '/v1/executions',
-              headers: {
-                authorization: `Bearer ${DEMO.agent}`,
-                'content-type': 'application/json',
-                'content-length': '1000',
-              },
+      const answer = await new Promise<{
+        status: number;
+        type: string | undefined;
+        body: string;
+        headers: IncomingHttpHeaders;
+      }>((resolve, reject) => {
+        const req = rawRequest(
+          {
+            host: url.hostname,
+            port: url.port,
+            method: 'POST',
+            path: '/v1/executions',
+            headers: {
+              authorization: `Bearer ${DEMO.agent}`,
+              'content-type': 'application/json',
+              'content-length': '1000',
             },
-            (res) => {
-              let body = '';
-              res.on('data', (chunk: Buffer) => (body += chunk.toString()));
-              res.on('end', () => resolve({ status: res.statusCode ?? 0, type: res.headers['content-type'], body }));
-            },
-          );
-          req.on('error', reject);
-          // One byte, then nothing: the server must not wait for the other 999.
-          req.write('{');
-        },
-      );
+          },
+          (res) => {
+            let body = '';
+            res.on('data', (chunk: Buffer) => (body += chunk.toString()));
+            res.on('end', () =>
+              resolve({
+                status: res.statusCode ?? 0,
+                type: res.headers['content-type'],
+                body,
+                headers: res.headers,
+              }),
+            );
+          },
+        );
+        req.on('error', reject);
+        // One byte, then nothing: the server must not wait for the other 999.
+        req.write('{');
+      });
       expect(answer.status).toBe(408);
       expect(answer.type).toMatch(/^application\/problem\+json/);
+      await expectDescribed('POST', `${url.origin}/v1/executions`, answer);
       expect(JSON.parse(answer.body)).toMatchObject({
         status: 408,
         type: 'https://verity.dev/problems/request-timeout',

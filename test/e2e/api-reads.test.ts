@@ -446,7 +446,8 @@ describe('reads, cancel, retry and the OpenAPI contract', () => {
     // Closed by default (it counts every tenant): the scraper sends METRICS_TOKEN as its bearer token.
     const metrics = await http<string>(stack.apiUrl, 'GET', '/metrics', { key: METRICS_TOKEN });
     expect(metrics.status).toBe(200);
-    expect(metrics.text).toMatch(/^verity_executions\{status="completed"\} \d+$/m);
+    expect(metrics.text).toMatch(/^verity_executions_in_flight\{status="running"\} \d+$/m);
+    expect(metrics.text).toMatch(/^verity_open_obligations\{age="overdue_gt_24h"\} \d+$/m);
     expect(metrics.text).toMatch(/verity_http_request_duration_seconds_count\{[^}]*route="\/v1\/executions\/:id"/);
     expect(metrics.text).not.toMatch(/exe_[0-9a-z]{10}/);
   });

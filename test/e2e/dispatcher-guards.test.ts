@@ -1,6 +1,6 @@
 import { JobName, JobProducer, QueueName } from '@verity/queues';
 import IORedis from 'ioredis';
-import { DEMO, Stack, waitFor } from '../support/stack';
+import { DEMO, METRICS_TOKEN, Stack, waitFor } from '../support/stack';
 import { TEST_REDIS_URL } from '../support/services';
 import { charge, http, sms, unique } from '../support/http';
 import {
@@ -251,8 +251,10 @@ describe('dispatcher: no blind or early sends', () => {
       expect(await snapshot(created.id, chargeOp.id)).toEqual(before.charge);
       expect(await snapshot(created.id, smsOp.id)).toEqual(before.sms);
 
-      // Counted where the API's /metrics reads it.
-      const metrics = await http<string>(stack.apiUrl, 'GET', '/metrics', { key: DEMO.operator });
+      // Counted by the dispatcher that refused them, on its own /metrics.
+      const metrics = await http<string>(stack.running('dispatcher')[0].opsUrl!, 'GET', '/metrics', {
+        key: METRICS_TOKEN,
+      });
       expect(metrics.status).toBe(200);
       expect(metrics.text).toMatch(/verity_dispatch_refused_total\{reason="dependency_not_done"\} [1-9]/);
       expect(metrics.text).toMatch(/verity_dispatch_refused_total\{reason="approval_not_granted"\} [1-9]/);

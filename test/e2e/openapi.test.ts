@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { http, unique } from '../support/http';
+import { OpenApiDocument, takeViolations, useDocument, validatorFor } from '../support/openapi-validator';
 import { Stack } from '../support/stack';
 
 const ROOT = join(__dirname, '..', '..');
@@ -207,5 +208,78 @@ describe('the OpenAPI document (/docs-json)', () => {
     expect(
       body(await http(stack.apiUrl, 'POST', '/v1/executions', { key: DEMO.agent, body: submission, headers })),
     ).toEqual(documented('/v1/executions', 'post', 422, 'idempotency-key-reused'));
+  });
+
+  describe('the response check every e2e test runs (test/support/openapi-validator.ts)', () => {
+    const exe = '/v1/executions/exe_01m8pvhh2er6qkdabxc471q72t';
+    const problem = (status: number) =>
+      JSON.stringify({ type: 'https://verity.dev/problems/teapot', title: 'Teapot', status });
+    const json = (type = 'application/json') => new Headers({ 'content-type': type });
+
+    it('is installed: the fetch every test uses is the checking one', () => {
+      expect(globalThis.fetch.name).toBe('validatingFetch');
+    });
+
+    it('names an undocumented status, a wrong content type and a wrong shape in a synthetic response', async () => {
+      const validator = await validatorFor(stack.apiUrl);
+      expect(validator.route(exe)).toBe('/v1/executions/{id}');
+      expect(validator.check('GET', exe, 418, json('application/problem+json'), problem(418))).toEqual([
+        expect.stringMatching(/^status 418 is not documented for get \/v1\/executions\/\{id\} \(documented: 200, /),
+      ]);
+      expect(validator.check('GET', exe, 200, json('text/plain'), undefined)).toEqual([
+        'content type text/plain is not documented for 200 (documented: application/json)',
+      ]);
+      expect(validator.check('GET', exe, 200, json(), JSON.stringify({ id: 5 }))).toEqual(
+        expect.arrayContaining(['/id must be string', "(body) must have required property 'agent_id'"]),
+      );
+      expect(validator.check('GET', exe, 404, json('application/problem+json'), problem(410))).toEqual([
+        "the problem's status 410 is not 404",
+      ]);
+      expect(validator.check('DELETE', '/v1/admin/webhooks/whk_01nothere', 204, json(), '{}')).toEqual([
+        '204 is documented without a body, but one came (application/json)',
+      ]);
+      expect(validator.check('GET', '/v1/nothing-here', 200, json(), '{}')).toEqual([
+        'GET /v1/nothing-here is not in the document, and the answer is 200, not a 404 problem',
+      ]);
+      // The documented answers pass: a problem with its documented header, a route the API does not have.
+      const limited = new Headers({ 'content-type': 'application/problem+json', 'retry-after': '12' });
+      expect(validator.check('GET', exe, 429, limited, problem(429))).toEqual([]);
+      limited.set('retry-after', 'soon');
+      expect(validator.check('GET', exe, 429, limited, problem(429))).toEqual([
+        'header Retry-After: "soon" is not an integer',
+      ]);
+      expect(validator.check('GET', '/v1/nothing-here', 404, json('application/problem+json'), problem(404))).toEqual(
+        [],
+      );
+      // A method a documented path does not have (MCP clients try GET /mcp): 405 with Allow, as HTTP says.
+      const refused = new Headers({ 'content-type': 'application/problem+json', allow: 'POST' });
+      expect(validator.check('GET', '/mcp', 405, refused, problem(405))).toEqual([]);
+      refused.delete('allow');
+      expect(validator.check('GET', '/mcp', 405, refused, problem(405))).toEqual(['a 405 without an Allow header']);
+    });
+
+    it('fails the request when a real response is not what the document says (a status and a shape removed)', async () => {
+      const altered = structuredClone(doc) as unknown as OpenApiDocument;
+      delete altered.paths['/v1/executions/{id}'].get.responses['404'];
+      const problemSchema = altered.components!.schemas!.Problem as { required: string[] };
+      problemSchema.required = [...problemSchema.required, 'remedy'];
+      const restore = useDocument(stack.apiUrl, altered);
+      try {
+        // The API answers 404, which the altered document no longer describes: the request itself fails.
+        await expect(http(stack.apiUrl, 'GET', exe, { key: DEMO.agent })).rejects.toThrow(
+          /the response to GET \/v1\/executions\/exe_01m8pvhh2er6qkdabxc471q72t \(404\)[^]*status 404 is not documented/,
+        );
+        // A 401 problem is still documented, but no longer its shape: every problem now lacks `remedy`.
+        await expect(fetch(`${stack.apiUrl}${exe}`)).rejects.toThrow(
+          /\(401\)[^]*\(body\) must have required property 'remedy'/,
+        );
+        expect(takeViolations().map((v) => `${v.method} ${v.status}`)).toEqual(['GET 404', 'GET 401']);
+      } finally {
+        restore();
+      }
+      // The served document describes both again.
+      expect((await http(stack.apiUrl, 'GET', exe, { key: DEMO.agent })).status).toBe(404);
+      expect((await http(stack.apiUrl, 'GET', exe)).status).toBe(401);
+    });
   });
 });

@@ -1,6 +1,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { charge, http, submission, unique } from '../support/http';
+import { watchApi } from '../support/openapi-validator';
 import {
   clearRedisPrefix,
   createTestDatabase,
@@ -60,6 +61,8 @@ describe('npm start supervises its apps', () => {
       QUEUE_PREFIX: prefix,
       PORT: String(port),
       SANDBOX_PORT: String(await freePort()),
+      DISPATCHER_METRICS_PORT: String(await freePort()),
+      RECONCILER_METRICS_PORT: String(await freePort()),
     };
     delete env.SANDBOX_URL;
     start = spawn(process.execPath, [join(DIST, 'scripts', 'start.js')], { env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -73,6 +76,8 @@ describe('npm start supervises its apps', () => {
       100,
     );
     if (!output.includes('Verity is running')) throw new Error(`npm start did not come up:\n${output}`);
+    // Not started by a Stack: its responses are checked against /docs-json all the same.
+    watchApi(apiUrl);
   }, 120_000);
 
   afterAll(async () => {

@@ -4,6 +4,7 @@ import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { clearRedisPrefix, createTestDatabase, TEST_REDIS_URL, TestDatabase, testQueuePrefix } from './services';
 import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
+import { unwatchApi, watchApi } from './openapi-validator';
 
 /** The repository root, from test/support (ts-jest) or dist/test/support (the built fuzz runner). */
 const ROOT = findRoot(__dirname);
@@ -45,7 +46,15 @@ export interface RunningApp {
   child: ChildProcess;
   output: string[];
   exited: Promise<number | null>;
+  /** A worker's own /metrics and /health (dispatcher, reconciler): `http://127.0.0.1:<port>`. */
+  opsUrl?: string;
 }
+
+/** The variable that sets a worker's metrics port. */
+const OPS_PORT_VARIABLE: Partial<Record<AppName, string>> = {
+  dispatcher: 'DISPATCHER_METRICS_PORT',
+  reconciler: 'RECONCILER_METRICS_PORT',
+};
 
 /** Fast timings for tests: what production tunes in minutes, tests see in a second or two. */
 export const TEST_TIMINGS: Record<string, string> = {
@@ -77,6 +86,7 @@ export class Stack {
   db!: TestDatabase;
   prefix = '';
   env: Record<string, string> = {};
+  private readonly watched: string[] = [];
 
   static async start(options: StackOptions): Promise<Stack> {
     const stack = new Stack();
@@ -121,8 +131,11 @@ export class Stack {
 
   async startApp(name: AppName, extraEnv: Record<string, string> = {}): Promise<RunningApp> {
     const entry = join(DIST, 'apps', name, 'src', 'main.js');
+    // Each worker on a spare port of its own (several dispatchers may run side by side).
+    const opsVariable = OPS_PORT_VARIABLE[name];
+    const opsPort = opsVariable ? (extraEnv[opsVariable] ?? String(await freePort())) : undefined;
     const child = spawn(process.execPath, [...APP_NODE_ARGS, entry], {
-      env: { ...process.env, ...this.env, ...extraEnv },
+      env: { ...process.env, ...this.env, ...(opsVariable ? { [opsVariable]: opsPort } : {}), ...extraEnv },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const output: string[] = [];
@@ -134,8 +147,15 @@ export class Stack {
     child.stderr?.on('data', collect);
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
     const app: RunningApp = { name, index: this.apps.filter((a) => a.name === name).length, child, output, exited };
+    if (opsPort && opsPort !== '0') app.opsUrl = `http://127.0.0.1:${opsPort}`;
     this.apps.push(app);
     await waitForReady(app, name === 'api' ? extraEnv.PORT : undefined);
+    // Every later response of this API is checked against the document it serves (test/support/openapi-validator.ts).
+    if (name === 'api' && extraEnv.PORT) {
+      const origin = `http://${extraEnv.HOST ?? '127.0.0.1'}:${extraEnv.PORT}`;
+      watchApi(origin);
+      this.watched.push(origin);
+    }
     return app;
   }
 
@@ -162,6 +182,7 @@ export class Stack {
         }),
       ),
     );
+    for (const origin of this.watched) unwatchApi(origin);
     await this.db?.drop().catch(() => undefined);
     await clearRedisPrefix(this.prefix).catch(() => undefined);
   }

@@ -9,6 +9,7 @@ import {
   LOGGER,
   Logger,
   assertNoEviction,
+  collectProcessMetrics,
   createLogger,
   loadConfig,
   logCrashes,
@@ -29,6 +30,7 @@ async function bootstrap(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger('api', config.LOG_LEVEL, tracingOn(config));
   logCrashes(logger);
+  collectProcessMetrics();
   await assertNoEviction(config.REDIS_URL);
   if (config.RUN_MIGRATIONS || config.SEED_DEMO) {
     const ds = createDataSource(config.DATABASE_URL, 2);

@@ -51,20 +51,43 @@ const PROBLEMS_BY_STATUS: Record<number, ProblemCode[]> = {
   503: ['database-unavailable'],
 };
 
-const RETRY_AFTER = { description: 'seconds to wait before trying again', schema: { type: 'integer' as const } };
+// Required: every 401 names its scheme (RFC 9110), every 429 and 503 problem says when to come back.
+const RETRY_AFTER = {
+  description: 'seconds to wait before trying again',
+  required: true,
+  schema: { type: 'integer' as const },
+};
 const RESPONSE_HEADERS: Record<number, ResponseObject['headers']> = {
-  401: { 'WWW-Authenticate': { description: '`Bearer` (or `Basic` on Bull Board)', schema: { type: 'string' } } },
+  401: {
+    'WWW-Authenticate': {
+      description: '`Bearer` (or `Basic` on Bull Board)',
+      required: true,
+      schema: { type: 'string' },
+    },
+  },
   429: { 'Retry-After': RETRY_AFTER },
   503: { 'Retry-After': RETRY_AFTER },
+};
+
+/** Headers only some problems of a status carry (a 409 "retry shortly" says when). */
+const PROBLEM_HEADERS: Partial<Record<ProblemCode, ResponseObject['headers']>> = {
+  'idempotency-key-in-flight': {
+    'Retry-After': {
+      ...RETRY_AFTER,
+      required: false,
+      description: 'with idempotency-key-in-flight: ' + RETRY_AFTER.description,
+    },
+  },
 };
 
 function problemResponse(status: number, codes: ProblemCode[], path: string): ResponseObject {
   const examples = Object.fromEntries(
     codes.map((code) => [code, { summary: PROBLEMS[code].summary, value: problemBody(code, path) }]),
   );
+  const headers = Object.assign({}, RESPONSE_HEADERS[status], ...codes.map((code) => PROBLEM_HEADERS[code] ?? {}));
   return {
     description: PROBLEM_DESCRIPTIONS[status] ?? 'Problem',
-    ...(RESPONSE_HEADERS[status] ? { headers: RESPONSE_HEADERS[status] } : {}),
+    ...(Object.keys(headers).length ? { headers } : {}),
     content: { 'application/problem+json': { schema: schemaRef('Problem'), ...(codes.length ? { examples } : {}) } },
   };
 }
@@ -108,7 +131,10 @@ function extraPaths(): OpenAPIObject['paths'] {
           '200': {
             description: 'Prometheus text format',
             content: {
-              'text/plain': { schema: { type: 'string' }, example: 'verity_executions{status="completed"} 1\n' },
+              'text/plain': {
+                schema: { type: 'string' },
+                example: 'verity_executions_in_flight{status="running"} 1\n',
+              },
             },
           },
         },

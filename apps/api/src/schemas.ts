@@ -72,7 +72,20 @@ const ResolutionEnum = z.enum([
   OperationStatus.SENT,
 ]);
 
-const Resolution = z.object({ status: ResolutionEnum, evidence: z.string(), by: z.string(), at: DateTime });
+/** A FAILED resolution re-reads the source first; what the read found (absent, or it could not say) is kept. */
+const ResolutionReadBack = z.looseObject({
+  kind: z.enum(['absent', 'stale', 'field_missing', 'unreachable']),
+  source: z.string(),
+  read_at: DateTime,
+});
+
+const Resolution = z.object({
+  status: ResolutionEnum,
+  evidence: z.string(),
+  by: z.string(),
+  at: DateTime,
+  read_back: ResolutionReadBack.optional(),
+});
 
 const Approval = z.looseObject({
   state: z.enum(['requested', 'granted', 'denied']),

@@ -9,6 +9,9 @@ import { LifecycleService } from './lifecycle.service';
 import { OutcomeService } from './outcome.service';
 import { SenderService } from './sender.service';
 
+/** The queues the dispatcher consumes (and reports the depth of on its /metrics). */
+export const DISPATCHER_QUEUES = [QueueName.EXECUTIONS, QueueName.DISPATCH] as const;
+
 @Module({})
 export class DispatcherModule implements OnApplicationShutdown {
   constructor(
@@ -23,7 +26,7 @@ export class DispatcherModule implements OnApplicationShutdown {
         PlatformModule.forRoot('dispatcher', config),
         PersistenceModule,
         QueuesModule,
-        WorkerQueuesModule.forRoot([QueueName.EXECUTIONS, QueueName.DISPATCH]),
+        WorkerQueuesModule.forRoot([...DISPATCHER_QUEUES]),
       ],
       providers: [
         { provide: ConnectorRegistry, useValue: new ConnectorRegistry() },

@@ -2,20 +2,38 @@
 import { tracing } from './tracing';
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
-import { assertNoEviction, createLogger, loadConfig, logCrashes, onShutdown, tracingOn } from '@verity/platform';
-import { DispatcherModule } from './dispatcher.module';
+import {
+  assertNoEviction,
+  collectProcessMetrics,
+  createLogger,
+  loadConfig,
+  logCrashes,
+  onShutdown,
+  tracingOn,
+} from '@verity/platform';
+import { serveWorkerOps } from '@verity/queues';
+import { DISPATCHER_QUEUES, DispatcherModule } from './dispatcher.module';
 
 async function bootstrap(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger('dispatcher', config.LOG_LEVEL, tracingOn(config));
   logCrashes(logger);
+  collectProcessMetrics();
   await assertNoEviction(config.REDIS_URL);
   const app = await NestFactory.createApplicationContext(DispatcherModule.forRoot(config), {
     logger: ['error', 'warn'],
   });
   await app.init();
-  logger.info({ concurrency: config.WORKER_CONCURRENCY }, 'dispatcher ready');
+  // A port that cannot be had stops the process (the message names the variable), after its workers stop cleanly.
+  const ops = await serveWorkerOps(app, 'DISPATCHER_METRICS_PORT', DISPATCHER_QUEUES).catch(async (error: unknown) => {
+    await app.close();
+    await tracing?.shutdown();
+    throw error;
+  });
+  logger.info({ concurrency: config.WORKER_CONCURRENCY, metricsPort: ops?.port ?? null }, 'dispatcher ready');
+  // The HTTP face closes first (no new scrapes or probes), then the workers finish their jobs.
   onShutdown(logger, async () => {
+    await ops?.close();
     await app.close();
     await tracing?.shutdown();
   });

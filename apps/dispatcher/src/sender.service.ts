@@ -24,11 +24,11 @@ import {
   snapshotOf,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
-import { JobName, JobProducer, PRODUCER_REDIS, jobId, workerCountersKey } from '@verity/queues';
+import { JobName, JobProducer, jobId } from '@verity/queues';
 import { OperationStatus, TerminalReason, VerificationMethod, everSent } from '@verity/status-model';
-import type { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
 import { LifecycleService } from './lifecycle.service';
+import { dispatchRefused } from './metrics';
 import { needsApproval } from './operation-rules';
 
 export type DispatchOutcome =
@@ -58,7 +58,6 @@ export class SenderService {
     private readonly producer: JobProducer,
     private readonly connectors: ConnectorRegistry,
     private readonly lifecycle: LifecycleService,
-    @Inject(PRODUCER_REDIS) private readonly redis: Redis,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -363,20 +362,15 @@ export class SenderService {
 
   /**
    * A dispatch the send guard refused (or that found its operation moved on): nothing was sent and nothing changed.
-   * A stable log line and a counter per reason (`dispatch_refused:<reason>` in the workers' counters hash, exported by
-   * the API's /metrics as verity_dispatch_refused_total), so stray or hand-made jobs are visible.
+   * A stable log line and a counter per reason (verity_dispatch_refused_total on this dispatcher's /metrics), so stray
+   * or hand-made jobs are visible.
    */
-  private async refused(op: OperationEntity, reasons: SendRefusal[]): Promise<DispatchOutcome> {
+  private refused(op: OperationEntity, reasons: SendRefusal[]): DispatchOutcome {
     this.logger.warn(
       { operationId: op.id, executionId: op.executionId, status: op.status, reasons },
       'dispatch refused by the send guard',
     );
-    try {
-      const key = workerCountersKey(this.config.QUEUE_PREFIX);
-      await Promise.all(reasons.map((reason) => this.redis.hincrby(key, `dispatch_refused:${reason}`, 1)));
-    } catch {
-      // A counter is not worth failing the job for: the log line stands.
-    }
+    for (const reason of reasons) dispatchRefused.inc({ reason });
     return `skipped: refused by the send guard (${reasons.join(', ')})`;
   }
 

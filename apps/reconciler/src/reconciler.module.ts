@@ -16,6 +16,9 @@ import { SweeperService } from './sweeper.service';
 import { VerificationService } from './verification.service';
 import { WebhooksService } from './webhooks.service';
 
+/** The queues the reconciler consumes (and reports the depth of on its /metrics). */
+export const RECONCILER_QUEUES = [QueueName.VERIFY, QueueName.RECONCILE, QueueName.SWEEP, QueueName.WEBHOOKS] as const;
+
 @Module({})
 export class ReconcilerModule implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly sweepSchedule: SweepSchedule;
@@ -47,13 +50,8 @@ export class ReconcilerModule implements OnApplicationBootstrap, OnApplicationSh
         PlatformModule.forRoot('reconciler', config),
         PersistenceModule,
         QueuesModule,
-        WorkerQueuesModule.forRoot([
-          QueueName.VERIFY,
-          QueueName.RECONCILE,
-          QueueName.SWEEP,
-          QueueName.DISPATCH,
-          QueueName.WEBHOOKS,
-        ]),
+        // DISPATCH too: the sweeper looks at dispatch jobs (it does not consume them).
+        WorkerQueuesModule.forRoot([...RECONCILER_QUEUES, QueueName.DISPATCH]),
       ],
       providers: [
         { provide: ConnectorRegistry, useValue: new ConnectorRegistry() },

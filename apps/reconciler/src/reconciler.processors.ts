@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { JobName, JobPayloads, QueueName, QueueWorker } from '@verity/queues';
 import type { Job } from 'bullmq';
+import { reconcileAttempts } from './metrics';
 import { SweeperService } from './sweeper.service';
 import { VerificationService } from './verification.service';
 import { WebhooksService } from './webhooks.service';
@@ -58,7 +59,15 @@ export class ReconcileProcessor extends QueueWorker {
     const handler = this.handlers[job.name as JobName.RECONCILE_OPERATION | JobName.RECHECK_OPERATION];
     if (!handler) throw new Error(`no handler for job ${job.name} on ${QueueName.RECONCILE}`);
     const data = job.data as JobPayloads[JobName.RECHECK_OPERATION];
-    const outcome = await handler(data);
+    let outcome: string;
+    try {
+      outcome = await handler(data);
+    } catch (error) {
+      reconcileAttempts.inc({ job: job.name, outcome: 'error' });
+      throw error;
+    }
+    // Outcomes are a closed set of phrases (VerifyOutcome, RecheckOutcome): fit for a label.
+    reconcileAttempts.inc({ job: job.name, outcome });
     this.logger.info({ operationId: data.operationId, job: job.name, outcome }, 'reconcile');
     return outcome;
   }

@@ -16,6 +16,7 @@ import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { JobName, JobProducer, webhookDeliveryJob } from '@verity/queues';
 import { Webhook } from 'standardwebhooks';
 import { DataSource } from 'typeorm';
+import { webhookDeliveries } from './metrics';
 
 const SCAN_BATCH = 500;
 /** Passes per tick at most, so a backlog drains quickly without one tick holding the loop for long. */
@@ -26,6 +27,11 @@ const SCAN_PASSES = 10;
  * (Redis: only a trigger); a delivery job signs and POSTs one message and records the attempt. Pending rows whose job
  * was lost are enqueued again, so a Redis that forgets delays a delivery, never loses it.
  */
+/** A failed attempt that BullMQ retries with backoff (thrown so that it does). */
+class WebhookRetry extends Error {
+  override readonly name = 'WebhookRetry';
+}
+
 @Injectable()
 export class WebhooksService implements OnApplicationBootstrap, OnApplicationShutdown {
   private timer: NodeJS.Timeout | null = null;
@@ -92,6 +98,15 @@ export class WebhooksService implements OnApplicationBootstrap, OnApplicationShu
    * `webhook-id` again after a crash mid-attempt or a manual redelivery.
    */
   async deliver(deliveryId: string, round: number, attemptsMade: number, maxAttempts: number): Promise<string> {
+    const result = await this.attempt(deliveryId, round, attemptsMade, maxAttempts).catch((error: unknown) => {
+      webhookDeliveries.inc({ result: error instanceof WebhookRetry ? 'retrying' : 'error' });
+      throw error;
+    });
+    webhookDeliveries.inc({ result: result.startsWith('skipped') ? 'skipped' : result });
+    return result;
+  }
+
+  private async attempt(deliveryId: string, round: number, attemptsMade: number, maxAttempts: number): Promise<string> {
     const delivery = await loadDeliveryToSend(this.db.manager, deliveryId, round);
     if (!delivery) return 'skipped: delivery or endpoint deleted';
     if (delivery.skip === 'endpoint_disabled') {
@@ -116,7 +131,7 @@ export class WebhooksService implements OnApplicationBootstrap, OnApplicationShu
       await this.enqueue(recorded.disabled.notices);
     }
     if (recorded.state === 'retrying' && !outcome.ok) {
-      throw new Error(`webhook delivery ${deliveryId} failed (${outcome.error}); retried with backoff`);
+      throw new WebhookRetry(`webhook delivery ${deliveryId} failed (${outcome.error}); retried with backoff`);
     }
     return recorded.state;
   }

@@ -10,3 +10,4 @@ export * from './sandbox-payments.connector';
 export * from './sandbox-sms.connector';
 export * from './secret-redaction';
 export * from './tenant-settings';
+export * from './call-metrics';

@@ -1,3 +1,4 @@
+import { timingCalls } from './call-metrics';
 import { actionCapabilities, type Connector } from './connector';
 import { HttpConnector } from './http.connector';
 import { redactingSecrets } from './secret-redaction';
@@ -15,8 +16,9 @@ export class ConnectorRegistry {
 
   constructor(connectors: Connector[] = builtInConnectors()) {
     // Every caller (dispatcher, lifecycle, reconciler) reaches a connector through here, so every result it returns
-    // has the tenant's secret values replaced before anything can store, show or log it.
-    this.byName = new Map(connectors.map((c) => [c.name, redactingSecrets(c)]));
+    // has the tenant's secret values replaced before anything can store, show or log it, and every call is timed
+    // (verity_connector_call_duration_seconds).
+    this.byName = new Map(connectors.map((c) => [c.name, timingCalls(redactingSecrets(c))]));
   }
 
   /** A Map, not an object: `__proto__` or `toString` name no connector. */

@@ -2,7 +2,7 @@
 WITH moved AS (
          UPDATE operations op SET status = $3, updated_at = clock_timestamp(), evidence = $5
          WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4
-         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt
+         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
          FROM moved WHERE e.id = moved.execution_id
@@ -11,7 +11,8 @@ WITH moved AS (
        INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
        SELECT $6, seq.id, moved.tenant_id, seq.event_seq, moved.id, $7, $2, $3, $8
        FROM moved JOIN seq ON seq.id = moved.execution_id
-       RETURNING id, seq, execution_id, (SELECT attempt FROM moved) AS attempt;
+       RETURNING id, seq, execution_id, (SELECT attempt FROM moved) AS attempt,
+                 (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
 
 -- operationSendGuarded
 WITH moved AS (
@@ -28,7 +29,7 @@ WITH moved AS (
                  ELSE op.approval->>'state' = 'granted'
                       AND (op.approval->>'expires_at' IS NULL
                            OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END)
-         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt
+         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
          FROM moved WHERE e.id = moved.execution_id
@@ -37,13 +38,14 @@ WITH moved AS (
        INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
        SELECT $6, seq.id, moved.tenant_id, seq.event_seq, moved.id, $7, $2, $3, $8
        FROM moved JOIN seq ON seq.id = moved.execution_id
-       RETURNING id, seq, execution_id, (SELECT attempt FROM moved) AS attempt;
+       RETURNING id, seq, execution_id, (SELECT attempt FROM moved) AS attempt,
+                 (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
 
 -- decisionWithMove
 WITH moved AS (
          UPDATE operations SET updated_at = clock_timestamp(), approval = coalesce(approval, '{}'::jsonb) || $5::jsonb, status = $6, terminal_reason = $7
          WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND coalesce(approval->>'state', '') NOT IN ('granted', 'denied')
-         RETURNING id, execution_id, tenant_id
+         RETURNING id, execution_id, tenant_id, created_at
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + $13::int, updated_at = clock_timestamp()
          FROM moved WHERE e.id = moved.execution_id
@@ -56,7 +58,8 @@ WITH moved AS (
             unnest($8::text[], $9::text[], $10::text[], $11::text[],
                    $12::jsonb[]) WITH ORDINALITY AS m(event_id, type, from_status, to_status, data, ord)
        ORDER BY m.ord
-       RETURNING id, seq, execution_id;
+       RETURNING id, seq, execution_id,
+                 (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
 
 -- annotate
 WITH moved AS (

@@ -15,6 +15,21 @@ export function announceEventsWith(next: EventSignal | null): void {
 }
 
 const PENDING = 'verityEventsCommitted';
+const AFTER_COMMIT = 'verityAfterCommit';
+
+/**
+ * Runs `effect` once what `db` wrote is committed: now outside a transaction, at the commit inside one (see
+ * `transaction` in sql.ts), never after a rollback. For what counts committed work (metrics), not for the work itself.
+ */
+export function afterCommit(db: Queryable, effect: () => void): void {
+  const runner = (db as Partial<EntityManager>).queryRunner;
+  if (runner?.isTransactionActive) {
+    const data = runner.data as { [AFTER_COMMIT]?: (() => void)[] };
+    (data[AFTER_COMMIT] ??= []).push(effect);
+    return;
+  }
+  effect();
+}
 
 /**
  * Called by every event writer. Outside a transaction the event is already committed: announce it now. Inside one,
@@ -33,7 +48,12 @@ export function eventsWritten(db: Queryable, executionId: string): void {
 
 /** After a commit: announce what the transaction wrote. */
 export function announceCommitted(runner: QueryRunner | undefined): void {
-  const data = runner?.data as { [PENDING]?: Set<string> } | undefined;
+  const data = runner?.data as { [PENDING]?: Set<string>; [AFTER_COMMIT]?: (() => void)[] } | undefined;
+  const effects = data?.[AFTER_COMMIT];
+  if (data && effects) {
+    delete data[AFTER_COMMIT];
+    for (const effect of effects) effect();
+  }
   const pending = data?.[PENDING];
   if (!pending) return;
   delete data[PENDING];
@@ -42,6 +62,9 @@ export function announceCommitted(runner: QueryRunner | undefined): void {
 
 /** After a rollback: what the transaction wrote is gone, and so is the announcement. */
 export function forgetUncommitted(runner: QueryRunner | undefined): void {
-  const data = runner?.data as { [PENDING]?: Set<string> } | undefined;
-  if (data) delete data[PENDING];
+  const data = runner?.data as { [PENDING]?: Set<string>; [AFTER_COMMIT]?: unknown } | undefined;
+  if (data) {
+    delete data[PENDING];
+    delete data[AFTER_COMMIT];
+  }
 }

@@ -7,10 +7,11 @@ import {
   assertExecutionTransition,
   assertOperationTransition,
   everSent,
+  isSettledOperation,
 } from '@verity/status-model';
 import { trace } from '@opentelemetry/api';
-import { newId } from '@verity/platform';
-import { eventsWritten } from './event-signal';
+import { intakeToSettled, intakeToVerified, newId, transitionsCounter } from '@verity/platform';
+import { afterCommit, eventsWritten } from './event-signal';
 import { SendGuard, sendGuardConditions } from './send-guard';
 import { Queryable, rows } from './sql';
 
@@ -151,6 +152,34 @@ function traceTransition(kind: 'operation' | 'execution', id: string, from: stri
 }
 
 /**
+ * Counts committed status changes for /metrics (verity_transitions_total), and an operation's intake latency when it
+ * reaches VERIFIED or first settles (`ageSeconds`: since the operation was created, measured by the statement).
+ * Process-local counters, summed by Prometheus: the scrape never counts the events table.
+ */
+function countTransition(
+  db: Queryable,
+  type: string,
+  moves: { from: string; to: string }[],
+  operation?: { verificationMethod: VerificationMethodValue; ageSeconds: number },
+): void {
+  afterCommit(db, () => {
+    for (const move of moves) {
+      transitionsCounter.inc({ type, to_status: move.to });
+      if (!operation) continue;
+      const from = move.from as OperationStatus;
+      const to = move.to as OperationStatus;
+      if (to === OperationStatus.VERIFIED) intakeToVerified.observe(operation.ageSeconds);
+      if (
+        isSettledOperation(to, operation.verificationMethod) &&
+        !isSettledOperation(from, operation.verificationMethod)
+      ) {
+        intakeToSettled.observe({ status: to }, operation.ageSeconds);
+      }
+    }
+  });
+}
+
+/**
  * The one writer of statuses (I1, I2). Each move is checked by libs/status-model, then written as ONE statement:
  * a compare-and-set UPDATE of the row, a bump of the execution's event sequence, and the event INSERT.
  * No event without a change, no change without an event; the loser of a race changes nothing and learns it lost.
@@ -189,12 +218,12 @@ export class TransitionService {
       json({ ...input.eventData, reason, actor: input.actor ?? 'system' }),
     );
     const n = params.length;
-    const result = await rows<{ id: string; seq: string; attempt: number; execution_id: string }>(
+    const result = await rows<{ id: string; seq: string; attempt: number; execution_id: string; age_s: number }>(
       db,
       `WITH moved AS (
          UPDATE operations op SET ${sets.join(', ')}
          WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4${guard}
-         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt
+         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
          FROM moved WHERE e.id = moved.execution_id
@@ -203,12 +232,17 @@ export class TransitionService {
        INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
        SELECT $${n - 2}, seq.id, moved.tenant_id, seq.event_seq, moved.id, $${n - 1}, $2, $3, $${n}
        FROM moved JOIN seq ON seq.id = moved.execution_id
-       RETURNING id, seq, execution_id, (SELECT attempt FROM moved) AS attempt`,
+       RETURNING id, seq, execution_id, (SELECT attempt FROM moved) AS attempt,
+                 (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s`,
       params,
     );
     if (result.length === 0) return { won: false };
     eventsWritten(db, result[0].execution_id);
     traceTransition('operation', operation.id, operation.status, to, result[0].id);
+    countTransition(db, 'operation.status_changed', [{ from: operation.status, to }], {
+      verificationMethod: operation.verificationMethod,
+      ageSeconds: result[0].age_s,
+    });
     return { won: true, eventId: result[0].id, seq: Number(result[0].seq), attempt: result[0].attempt };
   }
 
@@ -271,12 +305,12 @@ export class TransitionService {
       events.length,
     );
     const count = `$${first + 5}::int`;
-    const result = await rows<{ id: string; seq: string; execution_id: string }>(
+    const result = await rows<{ id: string; seq: string; execution_id: string; age_s: number }>(
       db,
       `WITH moved AS (
          UPDATE operations SET ${sets.join(', ')}
          WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND ${STILL_OPEN[input.open]}${unchanged}
-         RETURNING id, execution_id, tenant_id
+         RETURNING id, execution_id, tenant_id, created_at
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + ${count}, updated_at = clock_timestamp()
          FROM moved WHERE e.id = moved.execution_id
@@ -289,11 +323,18 @@ export class TransitionService {
             unnest($${first}::text[], $${first + 1}::text[], $${first + 2}::text[], $${first + 3}::text[],
                    $${first + 4}::jsonb[]) WITH ORDINALITY AS m(event_id, type, from_status, to_status, data, ord)
        ORDER BY m.ord
-       RETURNING id, seq, execution_id`,
+       RETURNING id, seq, execution_id,
+                 (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s`,
       params,
     );
     if (result.length === 0) return { won: false };
     eventsWritten(db, result[0].execution_id);
+    if (move) {
+      countTransition(db, 'operation.status_changed', [{ from: operation.status, to: move.to }], {
+        verificationMethod: operation.verificationMethod,
+        ageSeconds: result[0].age_s,
+      });
+    }
     const decided = result.reduce((a, b) => (Number(b.seq) < Number(a.seq) ? b : a));
     return { won: true, eventId: decided.id, seq: Number(decided.seq) };
   }
@@ -370,6 +411,11 @@ export class TransitionService {
     const ordered = [...result].sort((a, b) => Number(a.seq) - Number(b.seq));
     ordered.forEach((event, i) =>
       traceTransition('execution', input.executionId, froms[i], input.moves[i].to, event.id),
+    );
+    countTransition(
+      db,
+      'execution.status_changed',
+      input.moves.map((move, i) => ({ from: froms[i], to: move.to })),
     );
     const last = result.reduce((a, b) => (Number(b.seq) > Number(a.seq) ? b : a));
     return { won: true, eventId: last.id, seq: Number(last.seq) };

@@ -82,3 +82,12 @@ describe('tracingOn: the standard OTEL_* variables turn traces on', () => {
     expect(tracingOn({ OTEL_EXPORTER_OTLP_ENDPOINT: '' })).toBe(false);
   });
 });
+
+describe('the workers’ metrics ports', () => {
+  it('differ by default (both workers on one machine), may be 0 (off), and must be ports', () => {
+    const defaults = loadConfig({});
+    expect([defaults.DISPATCHER_METRICS_PORT, defaults.RECONCILER_METRICS_PORT]).toEqual([9101, 9102]);
+    expect(loadConfig({ DISPATCHER_METRICS_PORT: '0' }).DISPATCHER_METRICS_PORT).toBe(0);
+    expect(() => loadConfig({ RECONCILER_METRICS_PORT: '70000' })).toThrow('RECONCILER_METRICS_PORT');
+  });
+});

@@ -110,6 +110,12 @@ const ConfigSchema = z.object({
   METRICS_TOKEN: z.preprocess((v) => (v === '' ? undefined : v), z.string().min(16).optional()),
   /** ...unless this is set: then /metrics is open to anyone who can reach the port. */
   METRICS_PUBLIC: bool,
+  /**
+   * The workers serve /metrics and /health/live, /health/ready on a port of their own (on HOST, like the API), each
+   * with its own default so both can run on one machine. 0 = no HTTP at all.
+   */
+  DISPATCHER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9101),
+  RECONCILER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9102),
   /** A request body must arrive within this long; a slower one gets 408 and the connection is closed. */
   BODY_TIMEOUT_MS: z.coerce.number().int().min(1).default(30_000),
   /** Failed authentications (unknown or revoked key) allowed per client address per minute before 429. */

@@ -6,3 +6,5 @@ export * from './shutdown';
 export * from './platform.module';
 export * from './runtime';
 export * from './tracing';
+export * from './metrics';
+export * from './ops-server';

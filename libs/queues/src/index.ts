@@ -6,3 +6,4 @@ export * from './watchdog';
 export * from './sweep-schedule';
 export * from './telemetry';
 export * from './queue-worker';
+export * from './worker-ops';

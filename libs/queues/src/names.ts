@@ -51,14 +51,6 @@ export function eventsChannel(prefix: string): string {
   return `${prefix}:events`;
 }
 
-/**
- * A Redis hash of counters the dispatchers keep (field = counter name, e.g. `dispatch_refused:dependency_not_done`);
- * the API's /metrics reads it, so every dispatcher process counts into one place.
- */
-export function workerCountersKey(prefix: string): string {
-  return `${prefix}:counters`;
-}
-
 export type JobOf<N extends JobName> = { name: N; data: JobPayloads[N] };
 
 export const QUEUE_OF_JOB: Readonly<Record<JobName, QueueName>> = {

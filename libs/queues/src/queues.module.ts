@@ -1,6 +1,6 @@
 import { Global, Inject, Module, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { announceEventsWith } from '@verity/persistence';
-import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, createRedis } from '@verity/platform';
+import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, createRedis, enqueueFailures } from '@verity/platform';
 import type { Redis } from 'ioredis';
 import { eventsChannel } from './names';
 import { JobProducer } from './producer';
@@ -28,6 +28,7 @@ const ANNOUNCE_COALESCE_MS = 2;
           redis,
           config.QUEUE_PREFIX,
           (job, error, failures) => {
+            enqueueFailures.inc({ job });
             if (Date.now() - lastLogged < 1000) return;
             lastLogged = Date.now();
             logger.warn(

@@ -80,7 +80,7 @@ export class ExecutionsController {
     schema: schemaRef('Execution'),
     ...jsonExample('Committed, nothing sent yet', CREATED_EXECUTION_EXAMPLE),
     headers: {
-      Location: { description: 'the execution’s URL', schema: { type: 'string' } },
+      Location: { description: 'the execution’s URL', required: true, schema: { type: 'string' } },
       'Idempotent-Replayed': {
         description: '`true` when this is a replay of an earlier request',
         schema: { type: 'string' },

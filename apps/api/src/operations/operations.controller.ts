@@ -141,7 +141,7 @@ export class OperationsController {
   @ApiCreatedResponse({
     description: 'The new operation and its new execution',
     schema: schemaRef('RetryResult'),
-    headers: { Location: { description: 'the new operation’s URL', schema: { type: 'string' } } },
+    headers: { Location: { description: 'the new operation’s URL', required: true, schema: { type: 'string' } } },
   })
   @ApiProblems('validation-error', 'forbidden', 'retry-not-allowed', 'already-retried')
   async retry(

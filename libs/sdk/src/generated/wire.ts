@@ -769,6 +769,15 @@ export interface components {
               by: string;
               /** Format: date-time */
               at: string;
+              read_back?: {
+                /** @enum {string} */
+                kind: 'absent' | 'stale' | 'field_missing' | 'unreachable';
+                source: string;
+                /** Format: date-time */
+                read_at: string;
+              } & {
+                [key: string]: unknown;
+              };
             };
           } & {
             [key: string]: unknown;
@@ -882,6 +891,15 @@ export interface components {
               by: string;
               /** Format: date-time */
               at: string;
+              read_back?: {
+                /** @enum {string} */
+                kind: 'absent' | 'stale' | 'field_missing' | 'unreachable';
+                source: string;
+                /** Format: date-time */
+                read_at: string;
+              } & {
+                [key: string]: unknown;
+              };
             };
           } & {
             [key: string]: unknown;
@@ -1337,7 +1355,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -1357,7 +1375,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -1368,7 +1386,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -1397,7 +1415,7 @@ export interface operations {
       201: {
         headers: {
           /** @description the execution’s URL */
-          Location?: string;
+          Location: string;
           /** @description `true` when this is a replay of an earlier request */
           'Idempotent-Replayed'?: string;
           [name: string]: unknown;
@@ -1419,7 +1437,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -1447,6 +1465,8 @@ export interface operations {
       /** @description Conflict with the current state; the problem names the rule */
       409: {
         headers: {
+          /** @description with idempotency-key-in-flight: seconds to wait before trying again */
+          'Retry-After'?: number;
           [name: string]: unknown;
         };
         content: {
@@ -1484,7 +1504,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -1495,7 +1515,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -1537,7 +1557,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -1566,7 +1586,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -1577,7 +1597,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -1623,7 +1643,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -1652,7 +1672,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -1663,7 +1683,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -1710,7 +1730,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -1775,7 +1795,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -1786,7 +1806,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -1845,7 +1865,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -1874,7 +1894,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -1885,7 +1905,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -1927,7 +1947,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -1956,7 +1976,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -1967,7 +1987,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -2014,7 +2034,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -2079,7 +2099,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -2090,7 +2110,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -2137,7 +2157,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -2202,7 +2222,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -2213,7 +2233,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -2256,7 +2276,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -2321,7 +2341,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -2332,7 +2352,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -2357,7 +2377,7 @@ export interface operations {
       201: {
         headers: {
           /** @description the new operation’s URL */
-          Location?: string;
+          Location: string;
           [name: string]: unknown;
         };
         content: {
@@ -2377,7 +2397,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -2442,7 +2462,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -2453,7 +2473,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -2492,7 +2512,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -2512,7 +2532,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -2523,7 +2543,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -2568,7 +2588,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -2588,7 +2608,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -2599,7 +2619,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -2655,7 +2675,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -2675,7 +2695,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -2686,7 +2706,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -2781,7 +2801,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -2801,7 +2821,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -2812,7 +2832,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -2988,7 +3008,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -3008,7 +3028,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -3019,7 +3039,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -3085,7 +3105,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -3114,7 +3134,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -3125,7 +3145,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -3211,7 +3231,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -3267,7 +3287,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -3278,7 +3298,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -3319,7 +3339,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -3375,7 +3395,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -3386,7 +3406,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -3429,7 +3449,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -3485,7 +3505,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -3496,7 +3516,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -3549,7 +3569,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -3578,7 +3598,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -3589,7 +3609,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -3665,7 +3685,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -3721,7 +3741,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -3732,7 +3752,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -3789,7 +3809,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -3809,7 +3829,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -3820,7 +3840,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -3892,7 +3912,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -3948,7 +3968,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -3959,7 +3979,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -4017,7 +4037,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -4046,7 +4066,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -4057,7 +4077,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -4098,7 +4118,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -4154,7 +4174,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -4165,7 +4185,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -4223,7 +4243,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -4279,7 +4299,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -4290,7 +4310,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -4363,7 +4383,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -4392,7 +4412,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -4403,7 +4423,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -4475,7 +4495,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -4540,7 +4560,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -4551,7 +4571,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -4632,7 +4652,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -4731,7 +4751,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -4742,7 +4762,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -4766,7 +4786,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          /** @example verity_executions{status="completed"} 1 */
+          /** @example verity_executions_in_flight{status="running"} 1 */
           'text/plain': string;
         };
       };
@@ -4783,7 +4803,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -4803,7 +4823,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -4814,7 +4834,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -4854,7 +4874,7 @@ export interface operations {
       401: {
         headers: {
           /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate'?: string;
+          'WWW-Authenticate': string;
           [name: string]: unknown;
         };
         content: {
@@ -4874,7 +4894,7 @@ export interface operations {
       429: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -4885,7 +4905,7 @@ export interface operations {
       503: {
         headers: {
           /** @description seconds to wait before trying again */
-          'Retry-After'?: number;
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {

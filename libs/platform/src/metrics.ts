@@ -1,0 +1,78 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/**
+ * One Prometheus registry per process. Every process (API, dispatcher, reconciler) serves it on `/metrics`, and each
+ * counts what it does itself: Prometheus sums over processes. Nothing here is read from the event log, so a scrape
+ * costs the same with a million events as with ten.
+ *
+ * Names follow Prometheus' conventions (checked by `promtool check metrics` and metrics.spec.ts): counters end in
+ * `_total`, nothing else does; durations are in seconds and say so (`_seconds`).
+ */
+export const metricsRegistry = new Registry();
+
+let processMetrics = false;
+
+/** Node's own metrics (CPU, memory, event loop lag, GC), once per process; called by each app's main. */
+export function collectProcessMetrics(): void {
+  if (processMetrics) return;
+  processMetrics = true;
+  collectDefaultMetrics({ register: metricsRegistry });
+  // prom-client names these sums gauges `_total`, which only a counter may end in (promtool rejects them). Each is the
+  // sum of its labelled twin (`nodejs_active_handles{type}`, ...), which stays.
+  for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) {
+    metricsRegistry.removeSingleMetric(name);
+  }
+}
+
+/** From seconds to an hour: an intake is verified within a second or two, a held operation after hours. */
+const INTAKE_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 24 * 3600];
+
+/** Status changes this process committed (counted on commit, never read back from the events table). */
+export const transitionsCounter = new Counter({
+  name: 'verity_transitions_total',
+  help: 'Status changes committed by this process, by event type and target status',
+  labelNames: ['type', 'to_status'] as const,
+  registers: [metricsRegistry],
+});
+
+export const intakeToVerified = new Histogram({
+  name: 'verity_operation_intake_to_verified_seconds',
+  help: 'Time from an operation’s intake to its VERIFIED status (observed by the process that committed VERIFIED)',
+  buckets: INTAKE_BUCKETS,
+  registers: [metricsRegistry],
+});
+
+export const intakeToSettled = new Histogram({
+  name: 'verity_operation_intake_to_settled_seconds',
+  help: 'Time from an operation’s intake to the status it first settled in (a final status or MANUAL_REVIEW)',
+  labelNames: ['status'] as const,
+  buckets: INTAKE_BUCKETS,
+  registers: [metricsRegistry],
+});
+
+/**
+ * Every call to a connector (send, read-back, context read, observation), timed where it leaves Verity. `outcome` is
+ * what the call answered (a send's status, a read's kind), or `error` when it threw.
+ */
+export const connectorCalls = new Histogram({
+  name: 'verity_connector_call_duration_seconds',
+  help: 'Connector call latency by connector, action, call (send, read_back, read_context, observe) and outcome',
+  labelNames: ['connector', 'action', 'call', 'outcome'] as const,
+  buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+  registers: [metricsRegistry],
+});
+
+/** Jobs per queue and state, read from BullMQ when scraped (each worker reports the queues it consumes). */
+export const queueJobs = new Gauge({
+  name: 'verity_queue_jobs',
+  help: 'Jobs in each queue by state (waiting, active, delayed, prioritized, failed), read at scrape time',
+  labelNames: ['queue', 'state'] as const,
+  registers: [metricsRegistry],
+});
+
+export const enqueueFailures = new Counter({
+  name: 'verity_enqueue_failures_total',
+  help: 'Jobs this process could not enqueue after a commit (Redis away); the sweeper re-enqueues them',
+  labelNames: ['job'] as const,
+  registers: [metricsRegistry],
+});

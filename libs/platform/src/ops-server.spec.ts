@@ -1,0 +1,73 @@
+import pino from 'pino';
+import { queueJobs } from './metrics';
+import { isMetricsToken, OpsServer, startOpsServer } from './ops-server';
+
+const TOKEN = 'a-metrics-token-of-some-length';
+
+describe('the workers’ ops server', () => {
+  let server: OpsServer;
+  let base = '';
+  let postgresUp = true;
+  let refreshes = 0;
+
+  beforeAll(async () => {
+    server = await startOpsServer({
+      port: 0,
+      host: '127.0.0.1',
+      config: { METRICS_TOKEN: TOKEN, METRICS_PUBLIC: undefined },
+      logger: pino({ level: 'silent' }),
+      probes: {
+        postgres: () => (postgresUp ? Promise.resolve() : Promise.reject(new Error('down'))),
+        redis: () => Promise.resolve('PONG'),
+      },
+      beforeScrape: () => {
+        refreshes += 1;
+        queueJobs.set({ queue: 'dispatch', state: 'waiting' }, refreshes);
+        return refreshes === 2 ? Promise.reject(new Error('redis away')) : Promise.resolve();
+      },
+    });
+    base = `http://127.0.0.1:${server.port}`;
+  });
+  afterAll(async () => server.close());
+
+  const get = (path: string, token?: string) =>
+    fetch(`${base}${path}`, { headers: token ? { authorization: `Bearer ${token}` } : {} });
+
+  it('answers readiness with each dependency, 503 while one is down', async () => {
+    expect(await (await get('/health/live')).json()).toEqual({ status: 'ok' });
+    const ready = await get('/health/ready');
+    expect([ready.status, await ready.json()]).toEqual([
+      200,
+      { status: 'ok', checks: { postgres: 'up', redis: 'up' } },
+    ]);
+    postgresUp = false;
+    const down = await get('/health/ready');
+    expect([down.status, await down.json()]).toEqual([
+      503,
+      { status: 'error', checks: { postgres: 'down', redis: 'up' } },
+    ]);
+    postgresUp = true;
+  });
+
+  it('serves /metrics only to METRICS_TOKEN, refreshing the scrape-time gauges first (a failed refresh still answers)', async () => {
+    expect((await get('/metrics')).status).toBe(401);
+    expect((await get('/metrics', `${TOKEN}x`)).status).toBe(401);
+    const first = await get('/metrics', TOKEN);
+    expect(first.headers.get('content-type')).toMatch(/^text\/plain/);
+    expect(await first.text()).toMatch(/^verity_queue_jobs\{queue="dispatch",state="waiting"\} 1$/m);
+    const second = await get('/metrics', TOKEN);
+    expect(second.status).toBe(200);
+    expect(refreshes).toBe(2);
+  });
+
+  it('serves nothing else', async () => {
+    expect((await get('/')).status).toBe(404);
+    expect((await fetch(`${base}/metrics`, { method: 'POST' })).status).toBe(405);
+  });
+
+  it('compares tokens only when one is configured', () => {
+    expect(isMetricsToken({ METRICS_TOKEN: undefined }, 'anything')).toBe(false);
+    expect(isMetricsToken({ METRICS_TOKEN: TOKEN }, null)).toBe(false);
+    expect(isMetricsToken({ METRICS_TOKEN: TOKEN }, TOKEN)).toBe(true);
+  });
+});

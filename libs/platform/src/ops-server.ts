@@ -1,0 +1,126 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { IncomingMessage, Server, ServerResponse, createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import type { VerityConfig } from './config';
+import { metricsRegistry } from './metrics';
+
+/**
+ * Does this bearer token open /metrics? Compared as digests in constant time: the answer's timing says nothing about
+ * how much of the token matched. (The API also lets an operator key in; the workers know only METRICS_TOKEN.)
+ */
+export function isMetricsToken(config: Pick<VerityConfig, 'METRICS_TOKEN'>, token: string | null): boolean {
+  const expected = config.METRICS_TOKEN;
+  if (!expected || !token) return false;
+  const digest = (v: string) => createHash('sha256').update(v).digest();
+  return timingSafeEqual(digest(token), digest(expected));
+}
+
+export interface OpsServerOptions {
+  port: number;
+  host: string;
+  config: Pick<VerityConfig, 'METRICS_TOKEN' | 'METRICS_PUBLIC'>;
+  logger: Logger;
+  /** Readiness: each dependency's probe (resolves when it answers). */
+  probes: Record<string, () => Promise<unknown>>;
+  /** Refreshes what is read at scrape time (queue depth); a failure leaves those gauges as they were. */
+  beforeScrape?: () => Promise<void>;
+}
+
+export interface OpsServer {
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+const PROBE_TIMEOUT_MS = 1500;
+
+/**
+ * The HTTP face of a worker (dispatcher, reconciler), on a port of its own: `/health/live`, `/health/ready` (the same
+ * answers as the API's) and `/metrics` (the same protection: METRICS_TOKEN as a bearer token, unless METRICS_PUBLIC).
+ * Nothing else is served.
+ */
+export async function startOpsServer(options: OpsServerOptions): Promise<OpsServer> {
+  const server = createServer((req, res) => {
+    handle(options, req, res).catch((error: unknown) => {
+      options.logger.warn({ err: error }, 'ops endpoint failed');
+      if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
+      res.end('internal error\n');
+    });
+  });
+  server.keepAliveTimeout = 65_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  return { port, close: () => closeServer(server) };
+}
+
+async function handle(options: OpsServerOptions, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const path = (req.url ?? '/').split('?')[0];
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain' }).end('method not allowed\n');
+    return;
+  }
+  if (path === '/health/live') {
+    json(res, 200, { status: 'ok' });
+    return;
+  }
+  if (path === '/health/ready') {
+    const names = Object.keys(options.probes);
+    const results = await Promise.all(names.map((name) => probe(options.probes[name])));
+    const checks = Object.fromEntries(names.map((name, i) => [name, results[i]]));
+    const ok = results.every((r) => r === 'up');
+    json(res, ok ? 200 : 503, { status: ok ? 'ok' : 'error', checks });
+    return;
+  }
+  if (path === '/metrics') {
+    const header = req.headers.authorization ?? '';
+    const token = /^Bearer\s+(\S+)$/i.exec(header)?.[1] ?? null;
+    if (options.config.METRICS_PUBLIC !== true && !isMetricsToken(options.config, token)) {
+      res
+        .writeHead(401, { 'www-authenticate': 'Bearer', 'content-type': 'text/plain' })
+        .end('send METRICS_TOKEN as a bearer token\n');
+      return;
+    }
+    await options.beforeScrape?.().catch((error: unknown) => {
+      options.logger.warn({ err: error }, 'scrape: could not refresh queue gauges');
+    });
+    const body = await metricsRegistry.metrics();
+    res.writeHead(200, { 'content-type': metricsRegistry.contentType }).end(body);
+    return;
+  }
+  res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+}
+
+async function probe(check: () => Promise<unknown>): Promise<'up' | 'down'> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      check(),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error('timeout')), PROBE_TIMEOUT_MS);
+      }),
+    ]);
+    return 'up';
+  } catch {
+    return 'down';
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function json(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(body));
+}
+
+/** Stops listening and ends idle keep-alive connections (a scraper's), so SIGTERM is not held up by them. */
+function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    server.closeIdleConnections();
+  });
+}

@@ -1,0 +1,58 @@
+import type { INestApplicationContext } from '@nestjs/common';
+import { ping } from '@verity/persistence';
+import { LOGGER, Logger, OpsServer, VERITY_CONFIG, VerityConfig, queueJobs, startOpsServer } from '@verity/platform';
+import type { Redis } from 'ioredis';
+import { DataSource } from 'typeorm';
+import { QueueName } from './names';
+import { JobProducer } from './producer';
+import { PRODUCER_REDIS } from './queues.module';
+
+/** The states that make a queue's depth (completed jobs are history, kept only to deduplicate). */
+export const QUEUE_DEPTH_STATES = ['waiting', 'prioritized', 'delayed', 'active', 'failed'] as const;
+
+/**
+ * Sets `verity_queue_jobs{queue,state}` from BullMQ's counters (a few Redis reads per queue, nothing in Postgres). When
+ * Redis does not answer, the series are dropped rather than left at their last value: no number beats a stale one.
+ */
+export async function refreshQueueDepth(producer: JobProducer, queues: readonly QueueName[]): Promise<void> {
+  try {
+    const counts = await Promise.all(queues.map((name) => producer.queue(name).getJobCounts(...QUEUE_DEPTH_STATES)));
+    queueJobs.reset();
+    queues.forEach((queue, i) => {
+      for (const state of QUEUE_DEPTH_STATES) queueJobs.set({ queue, state }, counts[i][state] ?? 0);
+    });
+  } catch (error) {
+    queueJobs.reset();
+    throw error;
+  }
+}
+
+/**
+ * A worker's /metrics and /health on its own port (0 = none): readiness asks Postgres and Redis, and a scrape first
+ * reads the depth of the queues this worker consumes.
+ */
+export async function serveWorkerOps(
+  app: INestApplicationContext,
+  portVariable: 'DISPATCHER_METRICS_PORT' | 'RECONCILER_METRICS_PORT',
+  queues: readonly QueueName[],
+): Promise<OpsServer | null> {
+  const config = app.get<VerityConfig>(VERITY_CONFIG);
+  const port = config[portVariable];
+  if (port === 0) return null;
+  const db = app.get(DataSource);
+  const redis = app.get<Redis>(PRODUCER_REDIS);
+  const producer = app.get(JobProducer);
+  try {
+    return await startOpsServer({
+      port,
+      host: config.HOST,
+      config,
+      logger: app.get<Logger>(LOGGER),
+      probes: { postgres: () => ping(db.manager), redis: () => redis.ping() },
+      beforeScrape: () => refreshQueueDepth(producer, queues),
+    });
+  } catch (error) {
+    const why = error instanceof Error ? error.message : String(error);
+    throw new Error(`cannot serve /metrics on ${config.HOST}:${port} (${portVariable}; 0 turns it off): ${why}`);
+  }
+}
