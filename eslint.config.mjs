@@ -43,6 +43,12 @@ export default tseslint.config(
             { name: '@verity/persistence', importNames: ['rows'], message: 'SQL lives in libs/persistence.' },
             { name: 'typeorm', importNames: ['In', 'SelectQueryBuilder'], message: 'SQL lives in libs/persistence.' },
           ],
+          patterns: [
+            {
+              regex: '^\\.{1,2}/(.*/)?client/',
+              message: 'console/client is browser code, bundled by esbuild: the server never imports it.',
+            },
+          ],
         },
       ],
     },

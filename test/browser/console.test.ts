@@ -127,6 +127,10 @@ if (chromiumMissing) {
     const script = await fetch(consoleUrl('/app.js'));
     expect(script.status).toBe(200);
     expect(script.headers.get('content-type')).toContain('javascript');
+    const stylesheet = await fetch(consoleUrl('/app.css'));
+    expect(stylesheet.status).toBe(200);
+    expect(stylesheet.headers.get('content-type')).toContain('text/css');
+    expect(csp).toContain("style-src 'self'");
     expect((await fetch(consoleUrl('/operations/op_abc'))).status).toBe(200);
     expect((await fetch(consoleUrl('/executions/exe_abc'))).status).toBe(200);
     expect((await fetch(consoleUrl('/nothing/here'))).status).toBe(404);

@@ -1,12 +1,12 @@
 import type { INestApplication } from '@nestjs/common';
 import type { NextFunction, Request, Response } from 'express';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PAGE_SECURITY_HEADERS } from './http/security-headers';
-import { CONSOLE_CSP, CONSOLE_CSS, CONSOLE_FAVICON, CONSOLE_HTML } from './console/page';
+import { CONSOLE_CSP, CONSOLE_FAVICON, CONSOLE_HTML } from './console/page';
 
 export const CONSOLE_ROUTE = '/console';
-const CLIENT_DIR = join(__dirname, 'console', 'client');
+const ASSETS_DIR = join(__dirname, 'console', 'assets');
 const CLIENT_ROUTE = /^\/(?:|(?:operations|executions)\/[A-Za-z0-9_-]{1,100}\/?)$/;
 
 const SECURITY_HEADERS: Record<string, string> = {
@@ -14,43 +14,19 @@ const SECURITY_HEADERS: Record<string, string> = {
   'content-security-policy': CONSOLE_CSP,
 };
 
-let bundle: string | null = null;
+/** The script and stylesheet esbuild wrote at build time (scripts/build-console.ts), read once when the API boots. */
+interface Assets {
+  script: string;
+  stylesheet: string;
+}
 
-/**
- * One script for the browser from the CommonJS files `tsc` already emitted for console/client/ (the project's own
- * build, no bundler dependency): each file becomes a module factory, and `require` resolves only siblings in that
- * directory, so browser code cannot silently pull in server code.
- */
-export function consoleBundle(dir = CLIENT_DIR): string {
-  const files = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.js')) : [];
-  if (!files.includes('main.js')) throw new Error(`the console client is not built in ${dir}; run npm run build`);
-  const factories = files.map((file) => {
-    const source = readFileSync(join(dir, file), 'utf8').replace(/^\/\/# sourceMappingURL=.*$/gm, '');
-    return `${JSON.stringify(file.slice(0, -3))}: function (module, exports, require) {\n${source}\n}`;
-  });
-  return `(() => {
-'use strict';
-const factories = {
-${factories.join(',\n')}
-};
-const cache = {};
-function load(name) {
-  if (cache[name]) return cache[name].exports;
-  const module = { exports: {} };
-  cache[name] = module;
-  factories[name](module, module.exports, requireSibling);
-  return module.exports;
-}
-function requireSibling(spec) {
-  const match = /^\\.\\/([A-Za-z0-9_-]+)$/.exec(spec);
-  if (!match || !Object.prototype.hasOwnProperty.call(factories, match[1])) {
-    throw new Error('console bundle: ' + spec + ' is not part of the client');
+function readAssets(dir: string): Assets | Error {
+  const script = join(dir, 'console.js');
+  const stylesheet = join(dir, 'console.css');
+  if (!existsSync(script) || !existsSync(stylesheet)) {
+    return new Error(`the review console is not built (no ${script}): run npm run build`);
   }
-  return load(match[1]);
-}
-load('main');
-})();
-`;
+  return { script: readFileSync(script, 'utf8'), stylesheet: readFileSync(stylesheet, 'utf8') };
 }
 
 function send(res: Response, status: number, type: string, body: string, cache = 'no-cache'): void {
@@ -64,8 +40,15 @@ function send(res: Response, status: number, type: string, body: string, cache =
 /**
  * The review console: a static shell, one stylesheet and one script under /console. The pages are public;
  * every data call the script makes carries the reviewer's key as a Bearer header and goes through the API's guard.
+ * Without a build the API still starts: the script and stylesheet answer 503 saying how to build them, and the error
+ * is returned for the boot log.
  */
-export function mountConsole(app: INestApplication): void {
+export function mountConsole(app: INestApplication, assetsDir = ASSETS_DIR): Error | undefined {
+  const assets = readAssets(assetsDir);
+  const asset = (res: Response, type: string, pick: (built: Assets) => string) => {
+    if (assets instanceof Error) send(res, 503, 'text/plain; charset=utf-8', assets.message);
+    else send(res, 200, type, pick(assets));
+  };
   app.use(CONSOLE_ROUTE, (req: Request, res: Response, next: NextFunction) => {
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       next();
@@ -73,15 +56,10 @@ export function mountConsole(app: INestApplication): void {
     }
     switch (req.path) {
       case '/app.js':
-        try {
-          bundle ??= consoleBundle();
-          send(res, 200, 'text/javascript; charset=utf-8', bundle);
-        } catch (error) {
-          send(res, 503, 'text/plain; charset=utf-8', (error as Error).message);
-        }
+        asset(res, 'text/javascript; charset=utf-8', (built) => built.script);
         return;
       case '/app.css':
-        send(res, 200, 'text/css; charset=utf-8', CONSOLE_CSS);
+        asset(res, 'text/css; charset=utf-8', (built) => built.stylesheet);
         return;
       case '/favicon.svg':
         send(res, 200, 'image/svg+xml', CONSOLE_FAVICON, 'max-age=86400');
@@ -90,4 +68,5 @@ export function mountConsole(app: INestApplication): void {
         send(res, CLIENT_ROUTE.test(req.path) ? 200 : 404, 'text/html; charset=utf-8', CONSOLE_HTML, 'no-store');
     }
   });
+  return assets instanceof Error ? assets : undefined;
 }

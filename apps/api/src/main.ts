@@ -58,7 +58,8 @@ async function bootstrap(): Promise<void> {
   app.use(bodyErrorHandler);
   app.use(rejectUnsafeJson);
   mountBullBoard(app, config);
-  mountConsole(app);
+  const consoleMissing = mountConsole(app);
+  if (consoleMissing) logger.warn(consoleMissing.message);
   app.use(['/docs', '/docs-json'], pageSecurityHeaders);
   const document = buildOpenApi(app);
   SwaggerModule.setup('docs', app, document, { jsonDocumentUrl: 'docs-json' });

@@ -1,5 +1,6 @@
 import { VerityConditionError, VerityError, VerityTimeoutError } from './errors';
 import { Transport, TransportOptions, sleep } from './http';
+import { ReviewApi } from './review';
 import { isExecutionSettled } from './settled';
 import { ExecutionStream, StreamOptions } from './stream';
 import type {
@@ -340,12 +341,15 @@ export class OperationsApi {
 export class Verity {
   readonly executions: ExecutionsApi;
   readonly operations: OperationsApi;
+  /** The review queues (reviewer role). */
+  readonly review: ReviewApi;
   private readonly transport: Transport;
 
   constructor(options: VerityOptions) {
     this.transport = new Transport(options);
     this.executions = new ExecutionsApi(this.transport);
     this.operations = new OperationsApi(this.transport);
+    this.review = new ReviewApi(this.transport);
   }
 
   get baseUrl(): string {

@@ -5,6 +5,7 @@ export type { FetchLike, HttpResult, RequestSpec, RetryPolicy, TransportOptions 
 export * from './settled';
 export * from './stream';
 export * from './client';
+export * from './review';
 export {
   ExecutionStatus,
   OperationStatus,

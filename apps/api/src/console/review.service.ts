@@ -11,7 +11,7 @@ import { TerminalReason } from '@verity/status-model';
 import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { presentOperation } from '../executions/presenter';
-import { maskSecrets } from './client/mask';
+import { maskSecrets } from './mask';
 
 export type { ReviewQueue };
 

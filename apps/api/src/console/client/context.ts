@@ -1,5 +1,4 @@
-import type { Elem } from './browser';
-import type { StatusModel } from './types';
+import type { StatusModelDocument } from '@verity/sdk';
 
 /** What every page gets from the shell. */
 export interface AppContext {
@@ -8,10 +7,10 @@ export interface AppContext {
   announce(message: string): void;
   meaning(operationStatus: string): string | undefined;
   refreshCounts(): Promise<void>;
-  statusModel(): StatusModel | null;
+  statusModel(): StatusModelDocument | null;
 }
 
 /** A page renders into `main` and returns what stops its timers and streams when the reviewer leaves it. */
-export type Page = (main: Elem, ctx: AppContext) => () => void;
+export type Page = (main: HTMLElement, ctx: AppContext) => () => void;
 
 export const POLL_MS = 2_000;

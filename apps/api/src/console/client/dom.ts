@@ -1,15 +1,18 @@
-import { doc, Elem, Listener } from './browser';
-import { maskSecrets } from './mask';
+import { maskSecrets } from '../mask';
 
-export type Child = Elem | string | number | null | undefined | false | Child[];
-type AttrValue = string | number | boolean | null | undefined | Listener;
+export type Child = Node | string | number | null | undefined | false | Child[];
+type AttrValue = string | number | boolean | null | undefined | ((event: Event) => void);
 
 /**
  * Builds elements without ever parsing HTML: text goes in as text, so nothing an agent wrote (intent, params,
  * evidence) can become markup or script in a reviewer's browser.
  */
-export function h(tag: string, attrs: Record<string, AttrValue> = {}, ...children: Child[]): Elem {
-  const el = doc.createElement(tag);
+export function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attrs: Record<string, AttrValue> = {},
+  ...children: Child[]
+): HTMLElementTagNameMap[K] {
+  const el = document.createElement(tag);
   for (const [name, value] of Object.entries(attrs)) {
     if (value === null || value === undefined || value === false) continue;
     if (typeof value === 'function') el.addEventListener(name.replace(/^on/, ''), value);
@@ -20,7 +23,7 @@ export function h(tag: string, attrs: Record<string, AttrValue> = {}, ...childre
   return el;
 }
 
-function append(el: Elem, children: Child[]): void {
+function append(el: Element, children: Child[]): void {
   for (const child of children) {
     if (child === null || child === undefined || child === false) continue;
     if (Array.isArray(child)) append(el, child);
@@ -55,7 +58,10 @@ export function relative(iso: string | null | undefined, now = Date.now()): stri
   return ms >= 0 ? `in ${unit}` : `${unit} ago`;
 }
 
-export function time(iso: string | null | undefined, options: { relative?: boolean; millis?: boolean } = {}): Elem {
+export function time(
+  iso: string | null | undefined,
+  options: { relative?: boolean; millis?: boolean } = {},
+): HTMLElement {
   if (!iso) return h('span', { class: 'muted' }, '—');
   return h(
     'time',
@@ -66,11 +72,11 @@ export function time(iso: string | null | undefined, options: { relative?: boole
 }
 
 /** Masked, pretty JSON in a scrollable, keyboard-focusable block. */
-export function json(value: unknown, label: string): Elem {
+export function json(value: unknown, label: string): HTMLElement {
   return h('pre', { class: 'json', tabindex: 0, 'aria-label': label }, JSON.stringify(maskSecrets(value), null, 2));
 }
 
-export function definitions(rows: Array<[string, Child] | null | false>): Elem {
+export function definitions(rows: Array<[string, Child] | null | false>): HTMLElement {
   return h(
     'dl',
     { class: 'facts' },
@@ -80,7 +86,7 @@ export function definitions(rows: Array<[string, Child] | null | false>): Elem {
   );
 }
 
-export function section(id: string, title: string, ...children: Child[]): Elem {
+export function section(id: string, title: string, ...children: Child[]): HTMLElement {
   return h(
     'section',
     { id, class: 'panel', 'aria-labelledby': `${id}-title` },
@@ -113,7 +119,7 @@ const EFFECT_TONE: Record<string, string> = {
  * The execution status (where the agent's work stands): a rounded, outlined pill with a lowercase value.
  * Never to be read as "the effect happened".
  */
-export function executionBadge(status: string): Elem {
+export function executionBadge(status: string): HTMLElement {
   return h(
     'span',
     {
@@ -127,7 +133,7 @@ export function executionBadge(status: string): Elem {
 }
 
 /** The operation status (whether the effect occurred in the world): a square, filled tag with an uppercase value. */
-export function effectBadge(status: string, meaning?: string): Elem {
+export function effectBadge(status: string, meaning?: string): HTMLElement {
   return h(
     'span',
     {
@@ -141,7 +147,7 @@ export function effectBadge(status: string, meaning?: string): Elem {
   );
 }
 
-export function effectsBadge(summary: string): Elem {
+export function effectsBadge(summary: string): HTMLElement {
   return h(
     'span',
     { class: `badge badge-summary tone-${summary}`, 'data-kind': 'effects', 'data-status': summary },
@@ -150,20 +156,20 @@ export function effectsBadge(summary: string): Elem {
   );
 }
 
-export function verdictBadge(verdict: string): Elem {
+export function verdictBadge(verdict: string): HTMLElement {
   return h('span', { class: `verdict verdict-${verdict}`, 'data-verdict': verdict }, verdict.replace(/_/g, ' '));
 }
 
-export function link(href: string, ...children: Child[]): Elem {
+export function link(href: string, ...children: Child[]): HTMLElement {
   return h('a', { href }, children);
 }
 
-export function code(text: string): Elem {
+export function code(text: string): HTMLElement {
   return h('code', {}, text);
 }
 
 /** replaceChildren that accepts the same children as h() (nulls skipped, arrays flattened). */
-export function fill(el: Elem, ...children: Child[]): void {
+export function fill(el: Element, ...children: Child[]): void {
   el.replaceChildren();
   append(el, children);
 }

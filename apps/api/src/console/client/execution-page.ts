@@ -1,5 +1,4 @@
-import { ApiError, api } from './api';
-import { doc, Elem } from './browser';
+import { type Criterion, type Execution, VerityNotFoundError, isTerminalExecution } from '@verity/sdk';
 import type { AppContext, Page } from './context';
 import {
   code,
@@ -13,17 +12,17 @@ import {
   verdictBadge,
   fill,
 } from './dom';
-import { maskString } from './mask';
-import { EFFECTS_TEXT, TERMINAL_EXECUTION } from './status-text';
+import { maskString } from '../mask';
+import { EFFECTS_TEXT } from './status-text';
+import { api, problemText } from './session';
 import { Timeline, timeline } from './timeline';
-import type { Execution } from './types';
 
 export function executionPage(id: string): Page {
   return (main, ctx) => executionView(id, main, ctx);
 }
 
-function executionView(id: string, main: Elem, ctx: AppContext): () => void {
-  doc.title = `Execution ${id} · Verity review`;
+function executionView(id: string, main: HTMLElement, ctx: AppContext): () => void {
+  document.title = `Execution ${id} · Verity review`;
   let disposed = false;
   let tl: Timeline | null = null;
   let refreshTimer: ReturnType<typeof setTimeout> | null = null;
@@ -56,7 +55,7 @@ function executionView(id: string, main: Elem, ctx: AppContext): () => void {
     // Loads overlap (an action's reload, a burst of events); only the latest one may render.
     const mine = ++loads;
     try {
-      const execution = await api<Execution>('GET', `/v1/executions/${encodeURIComponent(id)}`);
+      const execution = await api((dx) => dx.executions.get(id));
       if (disposed || mine !== loads) return;
       for (const op of execution.operations) keys.set(op.id, op.key);
       render(execution);
@@ -67,9 +66,9 @@ function executionView(id: string, main: Elem, ctx: AppContext): () => void {
     } catch (error) {
       if (disposed) return;
       lede.textContent =
-        error instanceof ApiError && error.status === 404
+        error instanceof VerityNotFoundError
           ? 'No execution with this id is visible to your key.'
-          : `Could not load the execution: ${error instanceof ApiError ? error.detail || error.title : 'the API could not be reached'}.`;
+          : `Could not load the execution: ${problemText(error)}.`;
     }
   };
 
@@ -79,7 +78,7 @@ function executionView(id: string, main: Elem, ctx: AppContext): () => void {
   };
 
   function render(execution: Execution): void {
-    doc.title = `Execution ${execution.status} · ${execution.effects.summary} · Verity review`;
+    document.title = `Execution ${execution.status} · ${execution.effects.summary} · Verity review`;
     fill(
       lede,
       h('span', {}, 'Intent: ', h('q', {}, maskString(execution.intent))),
@@ -101,7 +100,7 @@ function executionView(id: string, main: Elem, ctx: AppContext): () => void {
         h('p', {}, EFFECTS_TEXT[execution.effects.summary] ?? ''),
       ),
     );
-    const uncertain = TERMINAL_EXECUTION.includes(execution.status) && execution.effects.summary !== 'all_verified';
+    const uncertain = isTerminalExecution(execution.status) && execution.effects.summary !== 'all_verified';
     callout.hidden = !uncertain;
     callout.className = `callout callout-${execution.effects.summary === 'unknown' ? 'warn' : 'info'}`;
     callout.textContent = uncertain
@@ -124,7 +123,7 @@ function executionView(id: string, main: Elem, ctx: AppContext): () => void {
   };
 }
 
-function operationsSection(execution: Execution, ctx: AppContext): Elem {
+function operationsSection(execution: Execution, ctx: AppContext): HTMLElement {
   return section(
     'operations',
     `Operations (${execution.operations.length})`,
@@ -170,7 +169,7 @@ function operationsSection(execution: Execution, ctx: AppContext): Elem {
   );
 }
 
-function effectsSection(execution: Execution): Elem {
+function effectsSection(execution: Execution): HTMLElement {
   const counts = Object.entries(execution.effects.counts).filter(([, n]) => n > 0);
   return section(
     'effects',
@@ -180,7 +179,7 @@ function effectsSection(execution: Execution): Elem {
   );
 }
 
-function criteriaSection(execution: Execution): Elem {
+function criteriaSection(execution: Execution): HTMLElement {
   if (execution.criteria.length === 0) {
     return section('criteria', 'Criteria', h('p', { class: 'muted' }, 'The agent declared no criteria.'));
   }
@@ -211,7 +210,7 @@ function criteriaSection(execution: Execution): Elem {
             { 'data-criterion': criterion.key },
             h('td', { 'data-label': 'Criterion' }, code(criterion.key)),
             h('td', { 'data-label': 'Operation' }, criterion.operation),
-            h('td', { 'data-label': 'Expected' }, code(expected(criterion))),
+            h('td', { 'data-label': 'Expected' }, code(expectation(criterion))),
             h(
               'td',
               { 'data-label': 'Verdict' },
@@ -234,7 +233,13 @@ function criteriaSection(execution: Execution): Elem {
   );
 }
 
-function failureSection(execution: Execution): Elem {
+/** What a criterion expects: a status, or a value at a path of the verified evidence. */
+function expectation(criterion: Criterion): string {
+  if ('expect_status' in criterion) return criterion.expect_status;
+  return `${criterion.expect_evidence.path} = ${JSON.stringify(criterion.expect_evidence.equals)}`;
+}
+
+function failureSection(execution: Execution): HTMLElement {
   const f = execution.failure!;
   return section(
     'failure',
@@ -248,11 +253,4 @@ function failureSection(execution: Execution): Elem {
       ['At', time(f.at)],
     ]),
   );
-}
-
-/** What a criterion expects: a status, or a value at a path of the verified evidence. */
-function expected(criterion: Execution['criteria'][number]): string {
-  if (criterion.expect_status) return criterion.expect_status;
-  const evidence = criterion.expect_evidence;
-  return evidence ? `${evidence.path} = ${JSON.stringify(evidence.equals)}` : '';
 }

@@ -1,22 +1,21 @@
-import { ApiError, api, session, whenUnauthorized } from './api';
-import { BrowserEvent, doc, Elem, win } from './browser';
+import { StatusModelDocument, VerityError } from '@verity/sdk';
 import { AppContext, POLL_MS, Page } from './context';
 import { h, fill } from './dom';
 import { executionPage } from './execution-page';
 import { operationPage } from './operation-page';
 import { queuesPage } from './queues-page';
-import type { ReviewCounts, StatusModel } from './types';
+import { api, clientFor, session, whenUnauthorized } from './session';
 
 const BASE = '/console';
-const app = doc.getElementById('app') as Elem;
+const app = document.getElementById('app')!;
 let disposePage: () => void = () => undefined;
 let countsTimer: ReturnType<typeof setInterval> | null = null;
-let statusModel: StatusModel | null = null;
+let statusModel: StatusModelDocument | null = null;
 const live = h('div', { id: 'live', class: 'visually-hidden', role: 'status', 'aria-live': 'polite' });
 
 const ctx: AppContext = {
   navigate(path) {
-    win.history.pushState(null, '', path);
+    window.history.pushState(null, '', path);
     route(true);
   },
   announce(message) {
@@ -40,7 +39,7 @@ function pageAt(pathname: string): Page | null {
 let routed = '';
 
 function route(userNavigated = false): void {
-  routed = win.location.pathname + win.location.search;
+  routed = window.location.pathname + window.location.search;
   disposePage();
   disposePage = () => undefined;
   if (!session.key()) {
@@ -49,10 +48,10 @@ function route(userNavigated = false): void {
     return;
   }
   const main = shell();
-  const page = pageAt(win.location.pathname);
+  const page = pageAt(window.location.pathname);
   if (page) disposePage = page(main, ctx);
   else {
-    doc.title = 'Not found · Verity review';
+    document.title = 'Not found · Verity review';
     fill(
       main,
       h('h1', { tabindex: -1 }, 'Page not found'),
@@ -66,14 +65,14 @@ function route(userNavigated = false): void {
     );
   }
   if (userNavigated) {
-    win.scrollTo(0, 0);
+    window.scrollTo(0, 0);
     main.querySelector('h1')?.focus({ preventScroll: true });
   }
 }
 
 /** Header and main landmark, built once per sign-in. */
-function shell(): Elem {
-  const existing = doc.getElementById('main');
+function shell(): HTMLElement {
+  const existing = document.getElementById('main');
   if (existing?.dataset.shell) return existing;
   const findInput = h('input', {
     id: 'find-id',
@@ -132,7 +131,7 @@ function shell(): Elem {
         class: 'quiet',
         onclick: () => {
           session.signOut();
-          win.history.pushState(null, '', BASE);
+          window.history.pushState(null, '', BASE);
           route();
         },
       },
@@ -152,21 +151,21 @@ async function refreshCounts(): Promise<void> {
   if (!session.key()) return;
   countsAt = Date.now();
   try {
-    const counts = await api<ReviewCounts>('GET', '/v1/review/summary');
+    const counts = await api((dx) => dx.review.summary());
     const set = (id: string, text: string) => {
-      const el = doc.getElementById(id);
+      const el = document.getElementById(id);
       if (el && el.textContent !== text) el.textContent = text;
     };
     set('nav-count-approvals', String(counts.approvals));
     set('nav-count-manual', String(counts.manual_reviews));
-    const escalated = doc.getElementById('nav-count-escalated');
+    const escalated = document.getElementById('nav-count-escalated');
     if (escalated) {
       escalated.hidden = counts.escalated === 0;
       escalated.textContent = `${counts.escalated} escalated`;
     }
     const pending = counts.approvals + counts.manual_reviews;
-    const base = doc.title.replace(/^\(\d+\) /, '');
-    doc.title = pending ? `(${pending}) ${base}` : base;
+    const base = document.title.replace(/^\(\d+\) /, '');
+    document.title = pending ? `(${pending}) ${base}` : base;
   } catch {
     // The page's own refresh reports trouble; the header just keeps its last counts.
   }
@@ -176,7 +175,7 @@ function startCounts(): void {
   stopCounts();
   void refreshCounts();
   countsTimer = setInterval(() => {
-    if (!doc.hidden && Date.now() - countsAt >= POLL_MS / 2) void refreshCounts();
+    if (!document.hidden && Date.now() - countsAt >= POLL_MS / 2) void refreshCounts();
   }, POLL_MS);
 }
 
@@ -186,7 +185,7 @@ function stopCounts(): void {
 }
 
 function signInPage(message?: string): void {
-  doc.title = 'Sign in · Verity review';
+  document.title = 'Sign in · Verity review';
   const input = h('input', {
     id: 'api-key',
     type: 'password',
@@ -212,9 +211,12 @@ function signInPage(message?: string): void {
         }
         submit.disabled = true;
         error.textContent = '';
-        api<ReviewCounts>('GET', '/v1/review/summary', { key })
-          .then(() => {
+        // Inside the chain: a key the SDK refuses to send (a line break) is reported like any other failure.
+        Promise.resolve()
+          .then(() => clientFor(key).review.summary())
+          .then(async () => {
             session.signIn(key);
+            await loadStatusModel();
             route(true);
           })
           .catch((e: unknown) => {
@@ -253,7 +255,7 @@ function signInPage(message?: string): void {
 }
 
 function signInFailure(error: unknown): string {
-  if (error instanceof ApiError) {
+  if (error instanceof VerityError) {
     if (error.status === 401) return 'This key was refused: it is unknown or has been revoked.';
     if (error.status === 403) return 'This key is valid but does not have the reviewer role.';
     if (error.status === 429) return 'Too many attempts; wait a moment and try again.';
@@ -263,7 +265,7 @@ function signInFailure(error: unknown): string {
 }
 
 /** Plain clicks on console links change the page without a reload; modified clicks keep the browser's behaviour. */
-function interceptLinks(event: BrowserEvent): void {
+function interceptLinks(event: MouseEvent): void {
   if (
     event.defaultPrevented ||
     event.button !== 0 ||
@@ -274,19 +276,19 @@ function interceptLinks(event: BrowserEvent): void {
   ) {
     return;
   }
-  const anchor = (event.target as Elem | null)?.closest?.('a[href]');
+  const anchor = (event.target as HTMLElement | null)?.closest?.('a[href]');
   if (!anchor || anchor.getAttribute('target')) return;
   const href = anchor.getAttribute('href') ?? '';
   if (!href.startsWith(`${BASE}`) || href.startsWith('//')) return;
   const [path, hash] = href.split('#');
   event.preventDefault();
-  if (path === win.location.pathname || (path === BASE && win.location.pathname === `${BASE}/`)) {
-    if (hash) doc.getElementById(hash)?.focus();
+  if (path === window.location.pathname || (path === BASE && window.location.pathname === `${BASE}/`)) {
+    if (hash) document.getElementById(hash)?.focus();
     return;
   }
-  win.history.pushState(null, '', href);
+  window.history.pushState(null, '', href);
   route(true);
-  if (hash) doc.getElementById(hash)?.focus();
+  if (hash) document.getElementById(hash)?.focus();
 }
 
 async function boot(): Promise<void> {
@@ -298,12 +300,24 @@ async function boot(): Promise<void> {
     signInPage('The API refused the stored key (revoked or unknown). Sign in again.');
   });
   // A fragment link (#evt_…) fires popstate too; it scrolls within the page and must not rebuild it.
-  win.addEventListener('popstate', () => {
-    if (win.location.pathname + win.location.search !== routed) route();
+  window.addEventListener('popstate', () => {
+    if (window.location.pathname + window.location.search !== routed) route();
   });
-  doc.addEventListener('click', interceptLinks);
-  statusModel = await api<StatusModel>('GET', '/v1/status-model', { key: '' }).catch(() => null);
+  document.addEventListener('click', interceptLinks);
+  await loadStatusModel();
   route();
+}
+
+/**
+ * The status model's meanings and reasons (a public document, read with the SDK once a key is at hand). Without it
+ * the console still works: badges lose their tooltips and the reason filter its choices.
+ */
+async function loadStatusModel(): Promise<void> {
+  const key = session.key();
+  if (statusModel || !key) return;
+  statusModel = await clientFor(key)
+    .statusModel()
+    .catch(() => null);
 }
 
 void boot();

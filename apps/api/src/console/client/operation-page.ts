@@ -1,12 +1,18 @@
-import { ApiError, api } from './api';
-import { doc, Elem } from './browser';
+import {
+  type Execution,
+  type ExecutionEvent,
+  type OperationDetail,
+  type Verity,
+  VerityError,
+  VerityNotFoundError,
+} from '@verity/sdk';
 import type { AppContext, Page } from './context';
 import { code, definitions, effectBadge, executionBadge, h, json, link, relative, section, time, fill } from './dom';
-import { maskString } from './mask';
+import { maskString } from '../mask';
 import { escalationText } from './queues-page';
 import { divergence } from './status-text';
+import { api, problemText } from './session';
 import { Timeline, timeline } from './timeline';
-import type { Execution, OperationDetail, TimelineEvent } from './types';
 
 const RESOLUTION_TEXT: Record<string, string> = {
   VERIFIED: 'the effect happened (confirmed outside Verity)',
@@ -24,8 +30,8 @@ export function operationPage(id: string): Page {
   return (main, ctx) => operationView(id, main, ctx);
 }
 
-function operationView(id: string, main: Elem, ctx: AppContext): () => void {
-  doc.title = `Operation ${id} · Verity review`;
+function operationView(id: string, main: HTMLElement, ctx: AppContext): () => void {
+  document.title = `Operation ${id} · Verity review`;
   let disposed = false;
   let tl: Timeline | null = null;
   let refreshTimer: ReturnType<typeof setTimeout> | null = null;
@@ -57,8 +63,8 @@ function operationView(id: string, main: Elem, ctx: AppContext): () => void {
     // Loads overlap (an action's reload, a burst of events); only the latest one may render.
     const mine = ++loads;
     try {
-      const op = await api<OperationDetail>('GET', `/v1/operations/${encodeURIComponent(id)}`);
-      const execution = await api<Execution>('GET', `/v1/executions/${encodeURIComponent(op.execution_id)}`);
+      const op = await api((dx) => dx.operations.get(id));
+      const execution = await api((dx) => dx.executions.get(op.execution_id));
       if (disposed || mine !== loads) return;
       for (const sibling of execution.operations) keys.set(sibling.id, sibling.key);
       render(op, execution);
@@ -68,17 +74,17 @@ function operationView(id: string, main: Elem, ctx: AppContext): () => void {
       }
     } catch (error) {
       if (disposed) return;
-      if (error instanceof ApiError && error.status === 404) {
+      if (error instanceof VerityNotFoundError) {
         lede.textContent = 'No operation with this id is visible to your key.';
         fill(statusPair);
         actions.hidden = true;
         return;
       }
-      result.textContent = `Could not load the operation: ${error instanceof ApiError ? error.detail || error.title : 'the API could not be reached'}.`;
+      result.textContent = `Could not load the operation: ${problemText(error)}.`;
     }
   };
 
-  const schedule = (event?: TimelineEvent) => {
+  const schedule = (event?: ExecutionEvent) => {
     if (event && event.operation_id && event.operation_id !== id && !event.type.startsWith('execution')) {
       if (keys.has(event.operation_id)) return;
     }
@@ -87,7 +93,7 @@ function operationView(id: string, main: Elem, ctx: AppContext): () => void {
   };
 
   function render(op: OperationDetail, execution: Execution): void {
-    doc.title = `${op.key} · ${op.status} · Verity review`;
+    document.title = `${op.key} · ${op.status} · Verity review`;
     fill(
       crumbs,
       h('a', { href: '/console' }, 'Queues'),
@@ -153,7 +159,7 @@ function operationView(id: string, main: Elem, ctx: AppContext): () => void {
         maxlength: 2000,
         'aria-describedby': 'decision-reason-hint',
       });
-      const buttons: Elem[] = [];
+      const buttons: HTMLButtonElement[] = [];
       const decide = async (decision: 'approve' | 'deny') => {
         const text = reason.value.trim();
         if (decision === 'deny' && !text) {
@@ -164,8 +170,10 @@ function operationView(id: string, main: Elem, ctx: AppContext): () => void {
         await act(
           buttons,
           error,
-          `/v1/operations/${encodeURIComponent(op.id)}/approval`,
-          { decision, reason: text || undefined },
+          (dx) =>
+            decision === 'approve'
+              ? dx.operations.approve(op.id, { reason: text || undefined })
+              : dx.operations.deny(op.id, { reason: text }),
           decision === 'approve'
             ? 'Approved. The operation is dispatched next; its effect status updates below.'
             : 'Denied. The operation is cancelled and will never be sent.',
@@ -208,7 +216,7 @@ function operationView(id: string, main: Elem, ctx: AppContext): () => void {
         required: true,
         'aria-describedby': 'resolution-evidence-hint',
       });
-      const buttons: Elem[] = op.permitted_resolutions.map((status) =>
+      const buttons: HTMLButtonElement[] = op.permitted_resolutions.map((status) =>
         h(
           'button',
           {
@@ -225,8 +233,7 @@ function operationView(id: string, main: Elem, ctx: AppContext): () => void {
               await act(
                 buttons,
                 error,
-                `/v1/operations/${encodeURIComponent(op.id)}/resolve`,
-                { status, evidence: text },
+                (dx) => dx.operations.resolve(op.id, { status, evidence: text }),
                 status === 'SENT'
                   ? 'Release recorded. The dispatcher sends the operation next.'
                   : `Resolved as ${status}. The evidence is stored with the operation.`,
@@ -295,12 +302,17 @@ function operationView(id: string, main: Elem, ctx: AppContext): () => void {
     );
   }
 
-  async function act(buttons: Elem[], error: Elem, path: string, body: unknown, success: string): Promise<void> {
+  async function act(
+    buttons: HTMLButtonElement[],
+    error: HTMLElement,
+    call: (dx: Verity) => Promise<unknown>,
+    success: string,
+  ): Promise<void> {
     busy = true;
     for (const b of buttons) b.disabled = true;
     error.textContent = '';
     try {
-      await api('POST', path, { body });
+      await api(call);
       result.textContent = success;
       ctx.announce(success);
       busy = false;
@@ -311,10 +323,10 @@ function operationView(id: string, main: Elem, ctx: AppContext): () => void {
       busy = false;
       for (const b of buttons) b.disabled = false;
       error.textContent =
-        e instanceof ApiError
+        e instanceof VerityError
           ? `Refused (${e.status}): ${e.detail || e.title}`
           : 'The API could not be reached; nothing was changed.';
-      if (e instanceof ApiError && e.status === 409) await load();
+      if (e instanceof VerityError && e.status === 409) await load();
     }
   }
 
@@ -326,7 +338,7 @@ function operationView(id: string, main: Elem, ctx: AppContext): () => void {
   };
 }
 
-function requestSection(op: OperationDetail): Elem {
+function requestSection(op: OperationDetail): HTMLElement {
   return section(
     'request',
     'Request',
@@ -357,7 +369,7 @@ function requestSection(op: OperationDetail): Elem {
   );
 }
 
-function evidenceSection(op: OperationDetail): Elem {
+function evidenceSection(op: OperationDetail): HTMLElement {
   const evidence = op.evidence;
   if (!evidence) return section('evidence', 'Evidence', h('p', { class: 'muted' }, 'Nothing has been read back yet.'));
   const { method, source, read_at, record, found, resolution, ...rest } = evidence as Record<string, unknown> & {
@@ -388,7 +400,7 @@ function evidenceSection(op: OperationDetail): Elem {
   );
 }
 
-function obligationSection(op: OperationDetail): Elem {
+function obligationSection(op: OperationDetail): HTMLElement {
   const o = op.recovery_obligation!;
   const open = op.status === 'MANUAL_REVIEW';
   const overdue = open && new Date(o.due_at).getTime() < Date.now();
@@ -422,7 +434,7 @@ function obligationSection(op: OperationDetail): Elem {
   );
 }
 
-function approvalSection(op: OperationDetail): Elem {
+function approvalSection(op: OperationDetail): HTMLElement {
   const a = op.approval!;
   return section(
     'approval',

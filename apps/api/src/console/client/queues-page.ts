@@ -1,8 +1,14 @@
-import { ApiError, api } from './api';
-import { doc, Elem, win } from './browser';
+import {
+  type ConnectorInfo,
+  type ReviewQueueItem,
+  type ReviewQueuePage,
+  type ReviewQueueQuery,
+  type TerminalReason,
+  VerityError,
+} from '@verity/sdk';
 import { POLL_MS, Page } from './context';
 import { definitions, effectBadge, executionBadge, formatTime, h, relative, time, fill } from './dom';
-import type { ConnectorInfo, QueueItem, QueuePage } from './types';
+import { api, problemText } from './session';
 
 interface Filters {
   connector: string;
@@ -15,12 +21,11 @@ interface Queue {
   id: 'approvals' | 'manual-reviews';
   title: string;
   empty: string;
-  path: string;
   limit: number;
   signature: string;
-  list: Elem;
-  count: Elem;
-  more: Elem;
+  list: HTMLElement;
+  count: HTMLElement;
+  more: HTMLElement;
   shown: number;
   total: number;
 }
@@ -29,7 +34,7 @@ const PAGE = 50;
 let connectorCache: ConnectorInfo[] | null = null;
 
 function filtersFromUrl(): Filters {
-  const params = new URLSearchParams(win.location.search);
+  const params = new URLSearchParams(window.location.search);
   return {
     connector: params.get('connector') ?? '',
     q: params.get('q') ?? '',
@@ -46,11 +51,11 @@ function filtersToUrl(filters: Filters): void {
   if (filters.reason) params.set('reason', filters.reason);
   if (filters.escalated) params.set('escalated', 'true');
   const search = params.toString();
-  win.history.replaceState(null, '', `/console${search ? `?${search}` : ''}${win.location.hash}`);
+  window.history.replaceState(null, '', `/console${search ? `?${search}` : ''}${window.location.hash}`);
 }
 
 export const queuesPage: Page = (main, ctx) => {
-  doc.title = 'Queues · Verity review';
+  document.title = 'Queues · Verity review';
   const filters = filtersFromUrl();
   let disposed = false;
   let timer: ReturnType<typeof setTimeout> | null = null;
@@ -67,10 +72,10 @@ export const queuesPage: Page = (main, ctx) => {
   };
   if (connectorCache) fillConnectors(connectorCache);
   else {
-    api<{ data: ConnectorInfo[] }>('GET', '/v1/connectors')
-      .then((r) => {
-        connectorCache = r.data;
-        if (!disposed) fillConnectors(r.data);
+    api((dx) => dx.connectors())
+      .then((list) => {
+        connectorCache = list;
+        if (!disposed) fillConnectors(list);
       })
       .catch(() => undefined);
   }
@@ -97,13 +102,8 @@ export const queuesPage: Page = (main, ctx) => {
   const trouble = h('p', { class: 'error', role: 'alert' });
 
   const queues: Queue[] = [
-    makeQueue('approvals', 'Awaiting approval', 'Nothing awaits approval.', '/v1/review/approvals'),
-    makeQueue(
-      'manual-reviews',
-      'Manual review',
-      'No operation is held for manual review.',
-      '/v1/review/manual-reviews',
-    ),
+    makeQueue('approvals', 'Awaiting approval', 'Nothing awaits approval.'),
+    makeQueue('manual-reviews', 'Manual review', 'No operation is held for manual review.'),
   ];
 
   const apply = () => {
@@ -202,21 +202,27 @@ export const queuesPage: Page = (main, ctx) => {
 
   async function refresh(force = false): Promise<void> {
     if (disposed || (inFlight && !force)) return;
-    if (doc.hidden && !force) return;
+    if (document.hidden && !force) return;
     inFlight = true;
     try {
-      const params = (queue: Queue) => {
-        const p = new URLSearchParams({ limit: String(queue.limit) });
-        if (filters.connector) p.set('connector', filters.connector);
-        if (filters.q) p.set('q', filters.q);
-        if (queue.id === 'manual-reviews') {
-          if (filters.reason) p.set('reason', filters.reason);
-          if (filters.escalated) p.set('escalated', 'true');
-        }
-        return p.toString();
+      const read = (queue: Queue) => {
+        const query: ReviewQueueQuery = {
+          limit: queue.limit,
+          connector: filters.connector || undefined,
+          q: filters.q || undefined,
+        };
+        return api((dx) =>
+          queue.id === 'approvals'
+            ? dx.review.approvals(query)
+            : dx.review.manualReviews({
+                ...query,
+                reason: (filters.reason || undefined) as TerminalReason | undefined,
+                escalated: filters.escalated || undefined,
+              }),
+        );
       };
       const counts = ctx.refreshCounts();
-      const pages = await Promise.all(queues.map((q) => api<QueuePage>('GET', `${q.path}?${params(q)}`)));
+      const pages = await Promise.all(queues.map(read));
       await counts;
       if (disposed) return;
       pages.forEach((page, i) => render(queues[i], page));
@@ -225,8 +231,8 @@ export const queuesPage: Page = (main, ctx) => {
     } catch (error) {
       if (disposed) return;
       trouble.textContent =
-        error instanceof ApiError
-          ? `Could not refresh the queues: ${error.detail || error.title}. Retrying.`
+        error instanceof VerityError
+          ? `Could not refresh the queues: ${problemText(error)}. Retrying.`
           : 'Could not reach the API. Retrying.';
     } finally {
       inFlight = false;
@@ -238,7 +244,7 @@ export const queuesPage: Page = (main, ctx) => {
     if (!disposed) timer = setTimeout(() => void loop(), POLL_MS);
   };
   void loop();
-  if (win.location.hash) doc.getElementById(win.location.hash.slice(1))?.focus();
+  if (window.location.hash) document.getElementById(window.location.hash.slice(1))?.focus();
 
   return () => {
     disposed = true;
@@ -247,12 +253,11 @@ export const queuesPage: Page = (main, ctx) => {
   };
 };
 
-function makeQueue(id: Queue['id'], title: string, empty: string, path: string): Queue {
+function makeQueue(id: Queue['id'], title: string, empty: string): Queue {
   return {
     id,
     title,
     empty,
-    path,
     limit: PAGE,
     signature: '',
     list: h('ul', { class: 'cards', 'aria-label': title }),
@@ -264,7 +269,7 @@ function makeQueue(id: Queue['id'], title: string, empty: string, path: string):
 }
 
 /** Re-rendered only when something changed (or a minute passed, for relative times), keeping keyboard focus. */
-function render(queue: Queue, page: QueuePage): void {
+function render(queue: Queue, page: ReviewQueuePage): void {
   const signature = `${Math.floor(Date.now() / 60_000)}|${page.total}|${page.data
     .map((i) => `${i.operation.id}:${i.operation.status}:${i.operation.updated_at}:${i.execution?.status}`)
     .join(',')}`;
@@ -272,8 +277,8 @@ function render(queue: Queue, page: QueuePage): void {
   queue.signature = signature;
   queue.count.textContent = String(page.total);
   const focusedKey =
-    doc.activeElement && queue.list.contains(doc.activeElement)
-      ? doc.activeElement.getAttribute('data-focus-key')
+    document.activeElement && queue.list.contains(document.activeElement)
+      ? document.activeElement.getAttribute('data-focus-key')
       : null;
   fill(
     queue.list,
@@ -281,14 +286,14 @@ function render(queue: Queue, page: QueuePage): void {
       ? page.data.map((item) => (queue.id === 'approvals' ? approvalCard(item) : reviewCard(item)))
       : [h('li', { class: 'empty' }, queue.empty)]),
   );
-  if (focusedKey) queue.list.querySelector(`[data-focus-key="${focusedKey}"]`)?.focus();
+  if (focusedKey) queue.list.querySelector<HTMLElement>(`[data-focus-key="${focusedKey}"]`)?.focus();
   queue.shown = page.data.length;
   queue.total = page.total;
   queue.more.hidden = page.total <= page.data.length || queue.limit >= 200;
   queue.more.textContent = `Show more (${page.total - page.data.length} not shown)`;
 }
 
-function cardHead(item: QueueItem): Elem {
+function cardHead(item: ReviewQueueItem): HTMLElement {
   const op = item.operation;
   return h(
     'div',
@@ -308,7 +313,7 @@ function cardHead(item: QueueItem): Elem {
   );
 }
 
-function approvalCard(item: QueueItem): Elem {
+function approvalCard(item: ReviewQueueItem): HTMLElement {
   const op = item.operation;
   return h(
     'li',
@@ -323,7 +328,7 @@ function approvalCard(item: QueueItem): Elem {
   );
 }
 
-function reviewCard(item: QueueItem): Elem {
+function reviewCard(item: ReviewQueueItem): HTMLElement {
   const op = item.operation;
   const obligation = op.recovery_obligation;
   const overdue = obligation ? new Date(obligation.due_at).getTime() < Date.now() : false;
@@ -356,7 +361,7 @@ function reviewCard(item: QueueItem): Elem {
   );
 }
 
-export function escalationText(escalatedAt: string | null, target: string | undefined): Elem {
+export function escalationText(escalatedAt: string | null, target: string | undefined): HTMLElement {
   return escalatedAt
     ? h('span', { class: 'tag tag-bad' }, `escalated to ${target ?? 'on-call'} ${relative(escalatedAt)}`)
     : h('span', { class: 'muted' }, `not escalated (goes to ${target ?? 'on-call'} when overdue)`);

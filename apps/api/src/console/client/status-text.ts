@@ -1,6 +1,4 @@
-import type { Execution, Operation } from './types';
-
-export const TERMINAL_EXECUTION = ['completed', 'failed', 'cancelled', 'expired'];
+import { type Execution, type Operation, isTerminalExecution } from '@verity/sdk';
 
 const UNCERTAIN_EFFECT = ['SENT', 'ACKNOWLEDGED', 'UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW'];
 
@@ -20,7 +18,7 @@ export function divergence(
   execution: Pick<Execution, 'status'>,
   op: Pick<Operation, 'status' | 'verification_method' | 'attempt'>,
 ): { tone: 'warn' | 'info'; text: string } | null {
-  if (!TERMINAL_EXECUTION.includes(execution.status) || op.status === 'VERIFIED') return null;
+  if (!isTerminalExecution(execution.status) || op.status === 'VERIFIED') return null;
   const head = `The execution is ${execution.status} (the agent’s work is over), but this operation’s effect is ${op.status}: `;
   if (op.status === 'ACKNOWLEDGED' && op.verification_method !== 'read_after_write') {
     return {

@@ -1,11 +1,10 @@
-import { ApiError, readEventStream } from './api';
-import type { Elem } from './browser';
+import { type ExecutionEvent, VerityError } from '@verity/sdk';
+import { maskString } from '../mask';
 import { h, json, time } from './dom';
-import { maskString } from './mask';
-import type { TimelineEvent } from './types';
+import { checkUnauthorized, clientFor, session } from './session';
 
 export interface Timeline {
-  readonly element: Elem;
+  readonly element: HTMLElement;
   /** Re-opens the stream after it ended (a reviewer's action appends events to a settled execution). */
   resume(): void;
   dispose(): void;
@@ -21,7 +20,7 @@ const STATE_TEXT: Record<StreamState, string> = {
   error: 'The stream could not be opened.',
 };
 
-/** Why the server ended the stream (`event: end`, data `{ "reason" }`). */
+/** Why the server ended the stream (the SDK's `endReason`). */
 const END_TEXT: Record<string, string> = {
   settled: 'Nothing can change any more.',
   deadline: "The execution's deadline has passed; what is still open is not followed live.",
@@ -31,15 +30,16 @@ const END_TEXT: Record<string, string> = {
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
- * The execution's event log, kept live over SSE (fetch + Bearer header), resuming with Last-Event-ID after a drop
- * so nothing is missed or shown twice.
+ * The execution's event log, kept live by the SDK's stream (fetch + Bearer header, resuming with Last-Event-ID so
+ * nothing is missed or shown twice). A dropped connection is not retried inside the SDK (`maxReconnects: 0`) but
+ * here, so the reviewer sees that the timeline is reconnecting; the new stream resumes after the last event shown.
  */
 export function timeline(
   executionId: string,
   options: {
     focusOperationId?: string;
     keyOf: (operationId: string) => string | undefined;
-    onEvent: (event: TimelineEvent) => void;
+    onEvent: (event: ExecutionEvent) => void;
   },
 ): Timeline {
   const list = h('ol', { class: 'events', 'aria-label': 'Events, oldest first' });
@@ -53,7 +53,7 @@ export function timeline(
     list,
   );
   const seen = new Set<string>();
-  let lastEventId: string | null = null;
+  let lastEventId: string | undefined;
   let disposed = false;
   let running = false;
   let current: AbortController | null = null;
@@ -63,7 +63,7 @@ export function timeline(
     state.textContent = detail ? `${STATE_TEXT[next]} ${detail}` : STATE_TEXT[next];
   };
 
-  const add = (event: TimelineEvent) => {
+  const add = (event: ExecutionEvent) => {
     if (seen.has(event.id)) return;
     seen.add(event.id);
     list.append(renderEvent(event, options.focusOperationId, options.keyOf));
@@ -77,37 +77,35 @@ export function timeline(
     let delay = 1000;
     try {
       while (!disposed) {
+        const key = session.key();
+        if (!key) return;
         const controller = new AbortController();
         current = controller;
-        let ended: string | null = null;
         setState(seen.size ? 'live' : 'connecting');
+        const stream = clientFor(key).executions.stream(executionId, {
+          lastEventId,
+          signal: controller.signal,
+          maxReconnects: 0,
+          retryOnBusy: false,
+        });
         try {
-          await readEventStream(
-            `/v1/executions/${encodeURIComponent(executionId)}/stream`,
-            lastEventId,
-            controller.signal,
-            (frame) => {
-              if (frame.event === 'end') {
-                ended = endText(frame.data);
-                return;
-              }
-              setState('live');
-              const event = JSON.parse(frame.data) as TimelineEvent;
-              lastEventId = frame.id ?? event.id;
-              delay = 1000;
-              add(event);
-            },
-          );
+          for await (const event of stream) {
+            setState('live');
+            lastEventId = event.id;
+            delay = 1000;
+            add(event);
+          }
         } catch (error) {
+          checkUnauthorized(error);
           if (disposed) return;
-          if (error instanceof ApiError && error.status !== 429 && error.status < 500) {
-            setState('error', `${error.title}: ${error.detail}`);
+          if (error instanceof VerityError && error.status !== 429 && error.status < 500) {
+            setState('error', `${error.title}: ${error.detail ?? ''}`);
             return;
           }
         }
         if (disposed) return;
-        if (ended !== null) {
-          setState('ended', ended);
+        if (stream.endReason) {
+          setState('ended', END_TEXT[stream.endReason] ?? '');
           return;
         }
         setState('reconnecting');
@@ -130,16 +128,11 @@ export function timeline(
   };
 }
 
-function endText(data: string): string {
-  try {
-    const reason = (JSON.parse(data) as { reason?: unknown }).reason;
-    return typeof reason === 'string' ? (END_TEXT[reason] ?? '') : '';
-  } catch {
-    return '';
-  }
-}
-
-function renderEvent(event: TimelineEvent, focus: string | undefined, keyOf: (id: string) => string | undefined): Elem {
+function renderEvent(
+  event: ExecutionEvent,
+  focus: string | undefined,
+  keyOf: (id: string) => string | undefined,
+): HTMLElement {
   const subject = event.operation_id ? (keyOf(event.operation_id) ?? event.operation_id) : 'execution';
   const { reason, actor, ...rest } = event.data ?? {};
   const mine = !focus || !event.operation_id || event.operation_id === focus;

@@ -1,8 +1,8 @@
 /**
- * Secret masking shared by the review API and the browser console (this file is shipped to the browser as is,
- * so it must stay free of imports). Reviewers judge whether an effect happened; they never need a credential
- * to do it, so values under secret-looking keys, `{{secret:…}}` references, bearer tokens and secret-looking
- * query parameters are replaced before anything is shown.
+ * Secret masking shared by the review API and the browser console (esbuild bundles it into the console's script, so
+ * it stays free of imports: nothing of the server may follow it into the browser). Reviewers judge whether an effect
+ * happened; they never need a credential to do it, so values under secret-looking keys, `{{secret:…}}` references,
+ * bearer tokens and secret-looking query parameters are replaced before anything is shown.
  */
 export const MASK = '••••••';
 
