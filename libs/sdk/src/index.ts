@@ -11,6 +11,7 @@ export {
   OperationStatus,
   RetryRule,
   TerminalReason,
+  UNCERTAIN_EFFECT_STATUSES,
   VerificationMethod,
   isSettledOperation,
   isTerminalExecution,

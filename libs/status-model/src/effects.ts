@@ -27,7 +27,8 @@ export interface OperationForEffects {
   terminalReason?: TerminalReason | null;
 }
 
-const UNCERTAIN: readonly OperationStatus[] = [
+/** An effect in one of these may or may not exist in the world (never retry it blindly). */
+export const UNCERTAIN_EFFECT_STATUSES: readonly OperationStatus[] = [
   OperationStatus.SENT,
   OperationStatus.UNKNOWN,
   OperationStatus.RECONCILING,
@@ -62,7 +63,7 @@ export function summarizeEffects(operations: readonly OperationForEffects[]): Ef
     counts[op.status] += 1;
     commit[commitOf({ status: op.status, everSent: sent, terminalReason: op.terminalReason })] += 1;
     if (op.status === OperationStatus.MANUAL_REVIEW && !sent) heldNotSent += 1;
-    else if (UNCERTAIN.includes(op.status) || !isSettledOrQuiet(op)) uncertain += 1;
+    else if (UNCERTAIN_EFFECT_STATUSES.includes(op.status) || !isSettledOrQuiet(op)) uncertain += 1;
     if (NO_EFFECT.includes(op.status) || (op.status === OperationStatus.MANUAL_REVIEW && !sent)) noEffect += 1;
     if (op.status === OperationStatus.VERIFIED && (op.noChangeRequired ?? false)) noChangeRequired += 1;
     if (!sent && op.status !== OperationStatus.VERIFIED) notSent += 1;

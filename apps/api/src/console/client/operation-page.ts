@@ -2,6 +2,7 @@ import {
   type Execution,
   type ExecutionEvent,
   type OperationDetail,
+  OperationStatus,
   type Verity,
   VerityError,
   VerityNotFoundError,
@@ -221,7 +222,8 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
           'button',
           {
             type: 'button',
-            class: status === 'VERIFIED' ? 'primary' : status === 'SENT' ? 'warning' : 'danger',
+            class:
+              status === OperationStatus.VERIFIED ? 'primary' : status === OperationStatus.SENT ? 'warning' : 'danger',
             'data-resolution': status,
             onclick: async () => {
               const text = evidence.value.trim();
@@ -234,7 +236,7 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
                 buttons,
                 error,
                 (dx) => dx.operations.resolve(op.id, { status, evidence: text }),
-                status === 'SENT'
+                status === OperationStatus.SENT
                   ? 'Release recorded. The dispatcher sends the operation next.'
                   : `Resolved as ${status}. The evidence is stored with the operation.`,
               );
@@ -246,7 +248,7 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
       );
       // Exactly what the API refuses, each with the API's own reason (never a button the API would answer 409 to).
       const forbidden = op.resolution_options.filter((o) => !o.permitted);
-      const releasing = op.recovery_obligation?.resolution?.status === 'SENT';
+      const releasing = op.recovery_obligation?.resolution?.status === OperationStatus.SENT;
       fill(
         actions,
         title,
@@ -402,7 +404,7 @@ function evidenceSection(op: OperationDetail): HTMLElement {
 
 function obligationSection(op: OperationDetail): HTMLElement {
   const o = op.recovery_obligation!;
-  const open = op.status === 'MANUAL_REVIEW';
+  const open = op.status === OperationStatus.MANUAL_REVIEW;
   const overdue = open && new Date(o.due_at).getTime() < Date.now();
   return section(
     'obligation',

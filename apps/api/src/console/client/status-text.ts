@@ -1,6 +1,11 @@
-import { type Execution, type Operation, isTerminalExecution } from '@verity/sdk';
-
-const UNCERTAIN_EFFECT = ['SENT', 'ACKNOWLEDGED', 'UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW'];
+import {
+  type Execution,
+  type Operation,
+  OperationStatus,
+  UNCERTAIN_EFFECT_STATUSES,
+  VerificationMethod,
+  isTerminalExecution,
+} from '@verity/sdk';
 
 export const EFFECTS_TEXT: Record<string, string> = {
   all_verified: 'Every operation is VERIFIED: each effect was confirmed against its source.',
@@ -18,18 +23,19 @@ export function divergence(
   execution: Pick<Execution, 'status'>,
   op: Pick<Operation, 'status' | 'verification_method' | 'attempt'>,
 ): { tone: 'warn' | 'info'; text: string } | null {
-  if (!isTerminalExecution(execution.status) || op.status === 'VERIFIED') return null;
+  if (!isTerminalExecution(execution.status) || op.status === OperationStatus.VERIFIED) return null;
   const head = `The execution is ${execution.status} (the agent’s work is over), but this operation’s effect is ${op.status}: `;
-  if (op.status === 'ACKNOWLEDGED' && op.verification_method !== 'read_after_write') {
+  if (op.status === OperationStatus.ACKNOWLEDGED && op.verification_method !== VerificationMethod.READ_AFTER_WRITE) {
     return {
       tone: 'info',
       text: `${head}the provider accepted it, and nothing can be read back to confirm it happened.`,
     };
   }
-  if (op.status === 'MANUAL_REVIEW' && op.attempt === 0) {
+  if (op.status === OperationStatus.MANUAL_REVIEW && op.attempt === 0) {
     return { tone: 'warn', text: `${head}it was never sent and is held for a reviewer’s decision.` };
   }
-  if (UNCERTAIN_EFFECT.includes(op.status)) {
+  // Acknowledged but not yet read back is as uncertain as sent: the read-back may still find nothing.
+  if (op.status === OperationStatus.ACKNOWLEDGED || UNCERTAIN_EFFECT_STATUSES.includes(op.status)) {
     return { tone: 'warn', text: `${head}it may or may not have happened in the world. Never retry it blindly.` };
   }
   return { tone: 'info', text: `${head}no effect exists.` };
