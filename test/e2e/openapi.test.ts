@@ -213,7 +213,7 @@ describe('the OpenAPI document (/docs-json)', () => {
   describe('the response check every e2e test runs (test/support/openapi-validator.ts)', () => {
     const exe = '/v1/executions/exe_01m8pvhh2er6qkdabxc471q72t';
     const problem = (status: number) =>
-      JSON.stringify({ type: 'https://verity.dev/problems/teapot', title: 'Teapot', status });
+      JSON.stringify({ type: 'https://verity.dev/problems/not-found', title: 'Not found', status });
     const json = (type = 'application/json') => new Headers({ 'content-type': type });
 
     it('is installed: the fetch every test uses is the checking one', () => {
@@ -234,6 +234,11 @@ describe('the OpenAPI document (/docs-json)', () => {
       );
       expect(validator.check('GET', exe, 404, json('application/problem+json'), problem(410))).toEqual([
         "the problem's status 410 is not 404",
+      ]);
+      // A problem code the API does not list (problem codes are one enum).
+      const teapot = JSON.stringify({ type: 'https://verity.dev/problems/teapot', title: 'Teapot', status: 404 });
+      expect(validator.check('GET', exe, 404, json('application/problem+json'), teapot)).toEqual([
+        expect.stringContaining('/type must be equal to one of the allowed values'),
       ]);
       expect(validator.check('DELETE', '/v1/admin/webhooks/whk_01nothere', 204, json(), '{}')).toEqual([
         '204 is documented without a body, but one came (application/json)',
