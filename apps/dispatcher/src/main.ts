@@ -1,47 +1,14 @@
 // First: tracing patches pg, ioredis and http as they are first required (see ./tracing).
 import { tracing } from './tracing';
 import 'reflect-metadata';
-import { NestFactory } from '@nestjs/core';
-import {
-  assertNoEviction,
-  collectProcessMetrics,
-  createLogger,
-  loadConfig,
-  logCrashes,
-  onShutdown,
-  tracingOn,
-} from '@verity/platform';
-import { serveWorkerOps } from '@verity/queues';
+import { runWorkerApp } from '@verity/queues';
 import { DISPATCHER_QUEUES, DispatcherModule } from './dispatcher.module';
 
-async function bootstrap(): Promise<void> {
-  const config = loadConfig();
-  const logger = createLogger('dispatcher', config.LOG_LEVEL, tracingOn(config));
-  logCrashes(logger);
-  collectProcessMetrics();
-  await assertNoEviction(config.REDIS_URL);
-  const app = await NestFactory.createApplicationContext(DispatcherModule.forRoot(config), {
-    logger: ['error', 'warn'],
-  });
-  await app.init();
-  // A port that cannot be had stops the process (the message names the variable), after its workers stop cleanly.
-  const ops = await serveWorkerOps(app, 'DISPATCHER_METRICS_PORT', DISPATCHER_QUEUES).catch(async (error: unknown) => {
-    await app.close();
-    await tracing?.shutdown();
-    throw error;
-  });
-  logger.info({ concurrency: config.WORKER_CONCURRENCY, metricsPort: ops?.port ?? null }, 'dispatcher ready');
-  // The HTTP face closes first (no new scrapes or probes), then the workers finish their jobs.
-  onShutdown(logger, async () => {
-    await ops?.close();
-    await app.close();
-    await tracing?.shutdown();
-  });
-}
-
-bootstrap().catch((error: unknown) => {
-  process.stderr.write(
-    `${JSON.stringify({ level: 'fatal', app: 'dispatcher', msg: String((error as Error)?.message ?? error) })}\n`,
-  );
-  process.exit(1);
+runWorkerApp({
+  name: 'dispatcher',
+  tracing,
+  module: (config) => DispatcherModule.forRoot(config),
+  metricsPort: 'DISPATCHER_METRICS_PORT',
+  queues: DISPATCHER_QUEUES,
+  ready: (config) => ({ concurrency: config.WORKER_CONCURRENCY }),
 });

@@ -7,3 +7,4 @@ export * from './sweep-schedule';
 export * from './telemetry';
 export * from './queue-worker';
 export * from './worker-ops';
+export * from './worker-app';
