@@ -21,6 +21,11 @@ function statementName(sql: string): string {
 /**
  * Where a statement can go as a prepared statement: the transaction's own connection, or the pool. Anything else
  * (an object that only has `query`) goes through TypeORM's unprepared path.
+ *
+ * The ONE place in Verity that reaches into TypeORM internals (`queryRunner.databaseConnection`, `driver.master`):
+ * TypeORM has no public way to hand a named (prepared) statement to pg. Were these to move in a TypeORM release,
+ * statements would run unprepared (slower, still correct); sql.spec.ts looks in Postgres' `pg_prepared_statements`
+ * and fails then.
  */
 function preparedTarget(db: Queryable): Pick<Pool, 'query'> | Pick<PoolClient, 'query'> | null {
   const manager = db as Partial<EntityManager>;

@@ -1,0 +1,43 @@
+import { createTestDatabase, TestDatabase } from '../../../test/support/services';
+import { createDataSource } from './data-source';
+import { rows, transaction } from './sql';
+
+/**
+ * `rows()` prepares every statement (Postgres parses and plans it once per connection). It reaches the pg connection
+ * through TypeORM internals (the one place that does): were they to move, statements would silently run unprepared,
+ * so these tests look in Postgres' own list of the session's prepared statements.
+ */
+describe('rows(): statements are really prepared', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase('sqlprepared');
+  });
+  afterAll(async () => db.drop());
+
+  const preparedIn = async (run: (sql: string) => Promise<unknown[]>, marker: string) =>
+    (await run(`SELECT name, statement FROM pg_prepared_statements WHERE statement LIKE '%${marker}%'`)) as {
+      name: string;
+    }[];
+
+  it('inside a transaction: on the transaction’s own connection', async () => {
+    const marker = 'prepared_in_tx_7f3a';
+    const found = await transaction(db.dataSource, async (tx) => {
+      expect(await rows<{ v: number }>(tx, `SELECT 1 AS v /* ${marker} */`)).toEqual([{ v: 1 }]);
+      return preparedIn((sql) => tx.query(sql), marker);
+    });
+    expect(found).toEqual([expect.objectContaining({ name: expect.stringMatching(/^v_[0-9a-f]{20}$/) })]);
+  });
+
+  it('outside a transaction: on the pool’s connection', async () => {
+    // A pool of one, so the statement and the look at pg_prepared_statements share the connection.
+    const single = createDataSource(db.url, 1);
+    await single.initialize();
+    try {
+      const marker = 'prepared_on_pool_9c1d';
+      expect(await rows<{ v: number }>(single.manager, `SELECT $1::int AS v /* ${marker} */`, [2])).toEqual([{ v: 2 }]);
+      expect(await preparedIn((sql) => single.query(sql), marker)).toHaveLength(1);
+    } finally {
+      await single.destroy();
+    }
+  });
+});
