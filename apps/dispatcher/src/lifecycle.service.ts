@@ -28,9 +28,8 @@ import {
   TerminalReason,
   VerificationMethod,
   DENIAL,
-  dependencyBroken,
-  dependencySatisfied,
-  isSettledOperation,
+  preparedStep,
+  startedExecutionTarget,
   isTerminalExecution,
   nextPreconditionRead,
 } from '@verity/status-model';
@@ -560,43 +559,51 @@ export class LifecycleService {
     const ready: OperationEntity[] = [];
     for (const op of operations) {
       if (op.status !== S.PREPARED) continue;
-      const deps = op.dependsOn.map((key) => latestByKey.get(key));
-      const broken = deps.find((d) => dependencyBroken(d));
-      if (broken !== undefined || deps.some((d) => dependencyBroken(d))) {
-        const moved = await this.transitions.operation(this.db.manager, {
-          operation: snapshotOf(op),
-          to: S.CANCELLED,
-          eventData: { cause: 'dependency_not_done', dependency: broken?.key, dependency_status: broken?.status },
-        });
-        changed ||= moved.won;
-        continue;
-      }
-      if (!deps.every((d) => d && dependencySatisfied(d))) continue;
-      if (needsApproval(op, tenant?.settings, this.connectors)) {
-        if (op.approval?.state === 'denied') {
+      const next = preparedStep({
+        dependencies: op.dependsOn.map((key) => latestByKey.get(key)),
+        approvalRequired: needsApproval(op, tenant?.settings, this.connectors),
+        approvalState: op.approval?.state,
+        preconditionOwed: op.nextCheckAt !== null,
+      });
+      switch (next.kind) {
+        case 'cancel': {
+          const moved = await this.transitions.operation(this.db.manager, {
+            operation: snapshotOf(op),
+            to: S.CANCELLED,
+            eventData: {
+              cause: 'dependency_not_done',
+              dependency: next.dependency?.key,
+              dependency_status: next.dependency?.status,
+            },
+          });
+          changed ||= moved.won;
+          break;
+        }
+        case 'deny': {
           const moved = await this.transitions.operation(this.db.manager, {
             operation: snapshotOf(op),
             ...DENIAL,
             eventData: { cause: 'approval_denied' },
           });
           changed ||= moved.won;
-          continue;
+          break;
         }
-        if (op.approval?.state !== 'granted') {
+        case 'await-approval':
           awaitingApproval += 1;
-          if (op.approval?.state !== 'requested') await this.plan(this.db.manager, execution, tenant);
-          continue;
+          if (next.request) await this.plan(this.db.manager, execution, tenant);
+          break;
+        case 'read-precondition': {
+          const read = await this.readOwedPrecondition(execution, op, tenant);
+          if (read === 'moved' || read === 'lost') changed = true;
+          else if (read !== 'unread') ready.push(op);
+          break;
         }
+        case 'ready':
+          ready.push(op);
+          break;
+        case 'wait':
+          break;
       }
-      if (op.nextCheckAt !== null) {
-        const read = await this.readOwedPrecondition(execution, op, tenant);
-        if (read === 'moved' || read === 'lost') {
-          changed = true;
-          continue;
-        }
-        if (read === 'unread') continue;
-      }
-      ready.push(op);
     }
     if (ready.length > 0) {
       // The SENT statement sends only while the execution is running (I15): move it there before handing out jobs.
@@ -604,15 +611,8 @@ export class LifecycleService {
       for (const op of ready) await this.enqueueDispatch(op);
     }
     if (changed) return true;
-    const allSettled = operations.every((op) => isSettledOperation(op.status, op.verificationMethod));
-    if (allSettled) return this.complete(execution);
-    const inFlight = operations.some(
-      (op) => op.status !== S.PREPARED && !isSettledOperation(op.status, op.verificationMethod),
-    );
-    let target: ExecutionStatus;
-    if (ready.length > 0) target = E.RUNNING;
-    else if (awaitingApproval > 0 && !inFlight) target = E.WAITING_FOR_APPROVAL;
-    else target = E.WAITING_FOR_TOOL;
+    const target = startedExecutionTarget({ operations, dispatched: ready.length, awaitingApproval });
+    if (target === 'complete') return this.complete(execution);
     if (target === execution.status) return false;
     const moved = await this.move(execution, target);
     // A status change of the execution alone needs no second look: operations have not moved.

@@ -1,4 +1,13 @@
-import { SENDABLE_EXECUTION_STATUSES, dependencyBroken, dependencySatisfied, nextPreconditionRead } from './dispatch';
+import {
+  DependencyView,
+  PreparedStep,
+  SENDABLE_EXECUTION_STATUSES,
+  dependencyBroken,
+  dependencySatisfied,
+  nextPreconditionRead,
+  preparedStep,
+  startedExecutionTarget,
+} from './dispatch';
 import { ExecutionStatus } from './execution';
 import { OperationStatus, VerificationMethod } from './operation';
 
@@ -63,5 +72,114 @@ describe('dependencyBroken', () => {
 
   it('a dependency that does not exist is broken', () => {
     expect(dependencyBroken(undefined)).toBe(true);
+  });
+});
+
+describe('preparedStep: a table of PREPARED operations and what the lifecycle does next', () => {
+  const RAW = VerificationMethod.READ_AFTER_WRITE;
+  const NONE = '' as const;
+  const dep = (
+    status: OperationStatus,
+    verificationMethod: DependencyView['verificationMethod'] = RAW,
+  ): DependencyView => ({
+    key: 'charge',
+    status,
+    verificationMethod,
+  });
+  const base = { dependencies: [], approvalRequired: false, approvalState: undefined, preconditionOwed: false };
+  const table: [string, Parameters<typeof preparedStep>[0], PreparedStep][] = [
+    ['no dependencies, nothing owed', base, { kind: 'ready' }],
+    ['its dependency is VERIFIED', { ...base, dependencies: [dep(OperationStatus.VERIFIED)] }, { kind: 'ready' }],
+    [
+      'its dependency is ACKNOWLEDGED and cannot be read back',
+      { ...base, dependencies: [dep(OperationStatus.ACKNOWLEDGED, NONE)] },
+      { kind: 'ready' },
+    ],
+    [
+      'its dependency is ACKNOWLEDGED, awaiting its read-back',
+      { ...base, dependencies: [dep(OperationStatus.ACKNOWLEDGED)] },
+      { kind: 'wait' },
+    ],
+    ['its dependency is UNKNOWN', { ...base, dependencies: [dep(OperationStatus.UNKNOWN)] }, { kind: 'wait' }],
+    [
+      'its dependency FAILED',
+      { ...base, dependencies: [dep(OperationStatus.VERIFIED), dep(OperationStatus.FAILED)] },
+      { kind: 'cancel', dependency: dep(OperationStatus.FAILED) },
+    ],
+    [
+      'its dependency does not exist',
+      { ...base, dependencies: [dep(OperationStatus.VERIFIED), undefined] },
+      { kind: 'cancel', dependency: undefined },
+    ],
+    [
+      'a broken dependency wins over a denied approval',
+      { ...base, dependencies: [dep(OperationStatus.CANCELLED)], approvalRequired: true, approvalState: 'denied' },
+      { kind: 'cancel', dependency: dep(OperationStatus.CANCELLED) },
+    ],
+    [
+      'an approval needed and never asked for',
+      { ...base, approvalRequired: true },
+      { kind: 'await-approval', request: true },
+    ],
+    [
+      'an approval asked for, not decided',
+      { ...base, approvalRequired: true, approvalState: 'requested' },
+      { kind: 'await-approval', request: false },
+    ],
+    ['an approval denied', { ...base, approvalRequired: true, approvalState: 'denied' }, { kind: 'deny' }],
+    ['an approval granted', { ...base, approvalRequired: true, approvalState: 'granted' }, { kind: 'ready' }],
+    [
+      'an approval granted, its precondition owed a read',
+      { ...base, approvalRequired: true, approvalState: 'granted', preconditionOwed: true },
+      { kind: 'read-precondition' },
+    ],
+    ['no approval needed: a stale denial does not matter', { ...base, approvalState: 'denied' }, { kind: 'ready' }],
+    [
+      'waiting dependencies come before an owed read',
+      { ...base, dependencies: [dep(OperationStatus.SENT)], preconditionOwed: true },
+      { kind: 'wait' },
+    ],
+  ];
+  it.each(table)('%s', (_name, given, expected) => {
+    expect(preparedStep(given)).toEqual(expected);
+  });
+});
+
+describe('startedExecutionTarget', () => {
+  const op = (
+    status: OperationStatus,
+    verificationMethod: VerificationMethod | '' = VerificationMethod.READ_AFTER_WRITE,
+  ) => ({
+    status,
+    verificationMethod,
+  });
+  it.each([
+    ['every operation settled', [op(OperationStatus.VERIFIED), op(OperationStatus.FAILED)], 0, 0, 'complete'],
+    [
+      'dispatches handed out',
+      [op(OperationStatus.PREPARED), op(OperationStatus.VERIFIED)],
+      1,
+      0,
+      ExecutionStatus.RUNNING,
+    ],
+    [
+      'only approvals hold it',
+      [op(OperationStatus.PREPARED), op(OperationStatus.VERIFIED)],
+      0,
+      1,
+      ExecutionStatus.WAITING_FOR_APPROVAL,
+    ],
+    [
+      'approvals and an effect in flight',
+      [op(OperationStatus.PREPARED), op(OperationStatus.UNKNOWN)],
+      0,
+      1,
+      ExecutionStatus.WAITING_FOR_TOOL,
+    ],
+    ['an effect awaiting its read-back', [op(OperationStatus.ACKNOWLEDGED)], 0, 0, ExecutionStatus.WAITING_FOR_TOOL],
+    ['an ACKNOWLEDGED that cannot be read back is settled', [op(OperationStatus.ACKNOWLEDGED, '')], 0, 0, 'complete'],
+    ['a held operation is settled (the hold awaits a person)', [op(OperationStatus.MANUAL_REVIEW)], 0, 0, 'complete'],
+  ] as const)('%s → %s', (_name, operations, dispatched, awaitingApproval, expected) => {
+    expect(startedExecutionTarget({ operations: [...operations], dispatched, awaitingApproval })).toBe(expected);
   });
 });

@@ -3,7 +3,7 @@
  * the two can never disagree on which statuses count. Imports nothing but the status tables.
  */
 import { ExecutionStatus } from './execution';
-import { OperationStatus, VerificationMethod, VerificationMethodValue } from './operation';
+import { OperationStatus, VerificationMethod, VerificationMethodValue, isSettledOperation } from './operation';
 
 /**
  * The execution statuses in which an operation may be committed SENT by the lifecycle. The lifecycle moves the
@@ -69,4 +69,66 @@ export function nextPreconditionRead(
   const at = new Date(now.getTime() + delay);
   if (at.getTime() >= deadline.getTime()) return { kind: 'hold', failedReads, why: 'deadline' };
   return { kind: 'retry', at, failedReads };
+}
+
+/** A dependency as the lifecycle sees it: the operation with that key, or undefined when there is none. */
+export type DependencyView = { key: string; status: OperationStatus; verificationMethod: VerificationMethodValue };
+
+/** The approval a PREPARED operation carries, if any. */
+export type ApprovalStateValue = 'requested' | 'granted' | 'denied';
+
+export type PreparedStep =
+  /** A dependency can never be done (failed, cancelled, or missing): cancelled, never sent. */
+  | { kind: 'cancel'; dependency: DependencyView | undefined }
+  /** A dependency is not done yet: nothing to do now. */
+  | { kind: 'wait' }
+  /** Its approval was denied: cancelled (DENIAL). */
+  | { kind: 'deny' }
+  /** It needs an approval not granted yet; `request` when none was asked for. */
+  | { kind: 'await-approval'; request: boolean }
+  /** An irreversible operation's precondition is owed a read before it may be sent. */
+  | { kind: 'read-precondition' }
+  /** It may be handed to the dispatcher. */
+  | { kind: 'ready' };
+
+/**
+ * What the lifecycle does next with one PREPARED operation, in the order the contract sets: a broken dependency
+ * cancels it; an unfinished one makes it wait; an approval it needs must be granted (a deny cancels it); an owed
+ * precondition read comes before the send (I15); then it is ready.
+ */
+export function preparedStep(op: {
+  dependencies: (DependencyView | undefined)[];
+  approvalRequired: boolean;
+  approvalState: ApprovalStateValue | null | undefined;
+  preconditionOwed: boolean;
+}): PreparedStep {
+  if (op.dependencies.some((d) => dependencyBroken(d))) {
+    return { kind: 'cancel', dependency: op.dependencies.find((d) => dependencyBroken(d)) };
+  }
+  if (!op.dependencies.every((d) => d !== undefined && dependencySatisfied(d))) return { kind: 'wait' };
+  if (op.approvalRequired) {
+    if (op.approvalState === 'denied') return { kind: 'deny' };
+    if (op.approvalState !== 'granted') return { kind: 'await-approval', request: op.approvalState !== 'requested' };
+  }
+  if (op.preconditionOwed) return { kind: 'read-precondition' };
+  return { kind: 'ready' };
+}
+
+/**
+ * Where a started execution stands once this look at its operations changed none of them: complete when every
+ * operation is settled; running while dispatches are handed out; waiting for approval when only approvals hold it
+ * (nothing in flight); otherwise waiting for its tools (effects in flight, or operations waiting on them).
+ */
+export function startedExecutionTarget(state: {
+  operations: { status: OperationStatus; verificationMethod: VerificationMethodValue }[];
+  dispatched: number;
+  awaitingApproval: number;
+}): 'complete' | ExecutionStatus.RUNNING | ExecutionStatus.WAITING_FOR_APPROVAL | ExecutionStatus.WAITING_FOR_TOOL {
+  const settled = (op: { status: OperationStatus; verificationMethod: VerificationMethodValue }) =>
+    isSettledOperation(op.status, op.verificationMethod);
+  if (state.operations.every(settled)) return 'complete';
+  if (state.dispatched > 0) return ExecutionStatus.RUNNING;
+  const inFlight = state.operations.some((op) => op.status !== OperationStatus.PREPARED && !settled(op));
+  if (state.awaitingApproval > 0 && !inFlight) return ExecutionStatus.WAITING_FOR_APPROVAL;
+  return ExecutionStatus.WAITING_FOR_TOOL;
 }
