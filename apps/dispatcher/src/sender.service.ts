@@ -25,7 +25,7 @@ import {
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { JobName, JobProducer, jobId } from '@verity/queues';
-import { OperationStatus, TerminalReason, VerificationMethod, everSent } from '@verity/status-model';
+import { OperationStatus, TerminalReason, checkAfterSend, mayStillCall, sendStart } from '@verity/status-model';
 import { DataSource } from 'typeorm';
 import { LifecycleService } from './lifecycle.service';
 import { dispatchRefused } from './metrics';
@@ -70,14 +70,19 @@ export class SenderService {
     const found = await findOperationToSend(this.db.manager, operationId);
     if (!found) return 'skipped: not found';
     const { operation: op, executionDeadline, tenant } = found;
-    if (op.status === S.SENT) return this.markOrphan(op);
-    const release = op.status === S.MANUAL_REVIEW && !everSent(op) && hasReleaseResolution(op);
+    const start = sendStart({
+      status: op.status,
+      attempt: op.attempt,
+      resolutionStatus: (op.obligation as { resolution?: { status?: string } } | null)?.resolution?.status,
+    });
+    if (start.kind === 'orphan') return this.markOrphan(op);
+    const release = start.kind === 'release';
     // What a send needs is checked by the SENT statement itself (I15), so a stray, duplicated, replayed or hand-made
     // job cannot send early or twice: the reads here only decide what to try, never whether it is safe.
     const guard: SendGuard = release
       ? { kind: 'release' }
       : { kind: 'dispatch', approvalRequired: needsApproval(op, tenant?.settings, this.connectors) };
-    if (op.status !== S.PREPARED && !release) return this.refused(op, ['status_moved']);
+    if (start.kind === 'moved') return this.refused(op, ['status_moved']);
     const connector = this.connectors.require(op.connector);
     // The tenant's settings for this connector (allowlist, secrets, spending caps), read fresh for every send.
     const settings = await loadConnectorSettings(this.db.manager, op.tenantId, op.connector, {
@@ -190,13 +195,14 @@ export class SenderService {
       this.logger.warn({ operationId: op.id, outcome: outcome.status }, 'late send outcome rejected by CAS');
       return;
     }
-    if (outcome.status === S.ACKNOWLEDGED && op.verificationMethod === VerificationMethod.READ_AFTER_WRITE) {
+    const check = checkAfterSend({ status: outcome.status, verificationMethod: op.verificationMethod });
+    if (check === 'verify') {
       await this.producer.tryEnqueue(
         JobName.VERIFY_OPERATION,
         { operationId: op.id },
         { jobId: jobId(JobName.VERIFY_OPERATION, op.id, 0), delay: this.config.VERIFY_FIRST_DELAY_MS },
       );
-    } else if (outcome.status === S.UNKNOWN) {
+    } else if (check === 'reconcile') {
       await this.producer.tryEnqueue(
         JobName.RECONCILE_OPERATION,
         { operationId: op.id },
@@ -227,11 +233,12 @@ export class SenderService {
    * out, does not call: its operation may already be UNKNOWN and on its way to a "proven absent" verdict.
    */
   private async tooLate(committingAt: number, stillOwned?: () => Promise<boolean | null>): Promise<string | null> {
-    const since = Date.now() - committingAt;
-    if (since <= this.config.SEND_GRACE_MS) return null;
-    const owned = stillOwned ? await stillOwned() : null;
-    if (owned === true) return null;
-    return `${since} ms since SENT and ${owned === false ? 'the dispatch job lock was lost' : 'the job lock cannot be checked'}`;
+    const sinceCommitStartMs = Date.now() - committingAt;
+    const graceMs = this.config.SEND_GRACE_MS;
+    // The lock is asked only once the grace is over (a Redis round trip the common case does without).
+    const lockOwned = sinceCommitStartMs <= graceMs || !stillOwned ? null : await stillOwned();
+    const may = mayStillCall({ sinceCommitStartMs, graceMs, lockOwned });
+    return may.call ? null : may.why;
   }
 
   /** I3: found already SENT (a crash, a stalled or duplicate job): never call again, mark UNKNOWN. */
@@ -388,9 +395,4 @@ async function testPause(logger: Logger, ms: number, marker: string, operationId
   if (ms <= 0) return;
   logger.warn({ operationId, pauseMs: ms }, marker);
   await new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-function hasReleaseResolution(op: OperationEntity): boolean {
-  const resolution = (op.obligation as { resolution?: { status?: string } } | null)?.resolution;
-  return resolution?.status === S.SENT;
 }

@@ -2,6 +2,9 @@ import {
   DependencyView,
   PreparedStep,
   SENDABLE_EXECUTION_STATUSES,
+  checkAfterSend,
+  mayStillCall,
+  sendStart,
   dependencyBroken,
   dependencySatisfied,
   nextPreconditionRead,
@@ -181,5 +184,51 @@ describe('startedExecutionTarget', () => {
     ['a held operation is settled (the hold awaits a person)', [op(OperationStatus.MANUAL_REVIEW)], 0, 0, 'complete'],
   ] as const)('%s → %s', (_name, operations, dispatched, awaitingApproval, expected) => {
     expect(startedExecutionTarget({ operations: [...operations], dispatched, awaitingApproval })).toBe(expected);
+  });
+});
+
+describe('sendStart: what a dispatch job found', () => {
+  it.each([
+    ['PREPARED', OperationStatus.PREPARED, 0, null, 'dispatch'],
+    ['already SENT (a crash, a duplicate job): never called again', OperationStatus.SENT, 1, null, 'orphan'],
+    ['held, never sent, released by a reviewer', OperationStatus.MANUAL_REVIEW, 0, OperationStatus.SENT, 'release'],
+    ['held, never sent, no release', OperationStatus.MANUAL_REVIEW, 0, null, 'moved'],
+    ['held after a send: a release never re-sends it', OperationStatus.MANUAL_REVIEW, 1, OperationStatus.SENT, 'moved'],
+    ['held, never sent, resolved otherwise', OperationStatus.MANUAL_REVIEW, 0, OperationStatus.CANCELLED, 'moved'],
+    ['cancelled meanwhile', OperationStatus.CANCELLED, 0, null, 'moved'],
+    ['already acknowledged', OperationStatus.ACKNOWLEDGED, 1, null, 'moved'],
+  ] as const)('%s', (_name, status, attempt, resolutionStatus, kind) => {
+    expect(sendStart({ status, attempt, resolutionStatus })).toEqual({ kind });
+  });
+});
+
+describe('mayStillCall: after SENT, may the connector still be called?', () => {
+  it.each([
+    ['within the grace, the lock not asked', 200, null, true],
+    ['at the end of the grace', 500, null, true],
+    ['past the grace, the lock still held', 5_000, true, true],
+    ['past the grace, the lock lost', 5_000, false, false],
+    ['past the grace, the lock cannot be checked', 5_000, null, false],
+  ] as const)('%s', (_name, sinceCommitStartMs, lockOwned, call) => {
+    expect(mayStillCall({ sinceCommitStartMs, graceMs: 500, lockOwned }).call).toBe(call);
+  });
+
+  it('says why it does not call', () => {
+    expect(mayStillCall({ sinceCommitStartMs: 5_000, graceMs: 500, lockOwned: false })).toEqual({
+      call: false,
+      why: '5000 ms since SENT and the dispatch job lock was lost',
+    });
+  });
+});
+
+describe('checkAfterSend', () => {
+  it.each([
+    [OperationStatus.ACKNOWLEDGED, VerificationMethod.READ_AFTER_WRITE, 'verify'],
+    [OperationStatus.ACKNOWLEDGED, '', null],
+    [OperationStatus.UNKNOWN, VerificationMethod.READ_AFTER_WRITE, 'reconcile'],
+    [OperationStatus.UNKNOWN, '', 'reconcile'],
+    [OperationStatus.FAILED, VerificationMethod.READ_AFTER_WRITE, null],
+  ] as const)('%s (%p) → %p', (status, verificationMethod, check) => {
+    expect(checkAfterSend({ status, verificationMethod })).toBe(check);
   });
 });

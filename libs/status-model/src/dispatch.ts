@@ -4,6 +4,7 @@
  */
 import { ExecutionStatus } from './execution';
 import { OperationStatus, VerificationMethod, VerificationMethodValue, isSettledOperation } from './operation';
+import { everSent } from './checks';
 
 /**
  * The execution statuses in which an operation may be committed SENT by the lifecycle. The lifecycle moves the
@@ -131,4 +132,61 @@ export function startedExecutionTarget(state: {
   const inFlight = state.operations.some((op) => op.status !== OperationStatus.PREPARED && !settled(op));
   if (state.awaitingApproval > 0 && !inFlight) return ExecutionStatus.WAITING_FOR_APPROVAL;
   return ExecutionStatus.WAITING_FOR_TOOL;
+}
+
+export type SendStart =
+  /** Already SENT (a crash, a stalled or duplicate job): never called again (I3); UNKNOWN, and reconciled. */
+  | { kind: 'orphan' }
+  /** A reviewer released a never-sent held operation (resolution SENT): sent under the release guard. */
+  | { kind: 'release' }
+  /** PREPARED: sent under the dispatch guard (the SENT statement checks what a send needs). */
+  | { kind: 'dispatch' }
+  /** Anything else: it moved since the job was made; nothing is sent. */
+  | { kind: 'moved' };
+
+/** What a dispatch job found, before anything is tried. */
+export function sendStart(op: {
+  status: OperationStatus;
+  attempt: number;
+  /** The status of the resolution recorded on its obligation, if any. */
+  resolutionStatus: string | null | undefined;
+}): SendStart {
+  if (op.status === OperationStatus.SENT) return { kind: 'orphan' };
+  if (op.status === OperationStatus.MANUAL_REVIEW && !everSent(op) && op.resolutionStatus === OperationStatus.SENT) {
+    return { kind: 'release' };
+  }
+  if (op.status === OperationStatus.PREPARED) return { kind: 'dispatch' };
+  return { kind: 'moved' };
+}
+
+/**
+ * May the connector still be called after SENT was committed? The sweeper declares a SENT operation orphaned (UNKNOWN,
+ * then reconciled) only when no worker holds its job's lock AND the lock window plus the send grace have passed since
+ * SENT. So calling is safe within the grace of starting the SENT commit, or while the worker still holds the lock
+ * (`lockOwned` true); a worker frozen longer whose lock ran out (false) or cannot tell (null) does not call: its
+ * operation may already be on its way to a "proven absent" verdict.
+ */
+export function mayStillCall(state: {
+  sinceCommitStartMs: number;
+  graceMs: number;
+  lockOwned: boolean | null;
+}): { call: true } | { call: false; why: string } {
+  if (state.sinceCommitStartMs <= state.graceMs || state.lockOwned === true) return { call: true };
+  return {
+    call: false,
+    why: `${state.sinceCommitStartMs} ms since SENT and ${
+      state.lockOwned === false ? 'the dispatch job lock was lost' : 'the job lock cannot be checked'
+    }`,
+  };
+}
+
+/** The check a send's outcome is owed: a read-back of an acknowledged effect, a reconciliation of an unknown one. */
+export function checkAfterSend(outcome: {
+  status: OperationStatus;
+  verificationMethod: VerificationMethodValue;
+}): 'verify' | 'reconcile' | null {
+  if (outcome.status === OperationStatus.ACKNOWLEDGED) {
+    return outcome.verificationMethod === VerificationMethod.READ_AFTER_WRITE ? 'verify' : null;
+  }
+  return outcome.status === OperationStatus.UNKNOWN ? 'reconcile' : null;
 }
