@@ -1,10 +1,10 @@
 import { ExecutionStatus, OperationStatus, VerificationMethod } from '@verity/status-model';
-import { intakeToSettled, intakeToVerified, newId, transitionsCounter } from '@verity/platform';
+import { intakeToSettled, intakeToVerified, transitionsCounter } from '@verity/platform';
+import { insertChargeExecution } from '../../../test/support/fixtures';
 import { createTestDatabase, TestDatabase } from '../../../test/support/services';
 import { ensureTenant } from './api-keys';
 import { IN_FLIGHT_OPERATION_STATUSES, METRICS_SQL, platformCounts } from './metrics.repository';
 import { Queryable, transaction } from './sql';
-import { insertExecution } from './store';
 import { TransitionService } from './transition.service';
 
 interface PlanNode {
@@ -54,36 +54,9 @@ describe('metrics (real Postgres)', () => {
   afterAll(async () => db.drop());
 
   async function newOperation(): Promise<{ executionId: string; operationId: string }> {
-    const executionId = newId('exe');
-    const operationId = newId('op');
-    await insertExecution(db.dataSource.manager, {
-      id: executionId,
-      tenantId: 'acme',
-      agentId: 'test-agent',
-      intent: 'test',
-      deadlineSeconds: 600,
-      criteria: [],
-      idempotencyKey: null,
-      createdEventId: newId('evt'),
-      operations: [
-        {
-          id: operationId,
-          key: 'charge',
-          position: 0,
-          connector: 'sandbox.payments',
-          action: 'charge',
-          params: { amount: 100, currency: 'EUR', reference: newId('op') },
-          irreversible: true,
-          requires_approval: false,
-          verification_method: VerificationMethod.READ_AFTER_WRITE,
-          expected_state: null,
-          depends_on: [],
-          approval: null,
-        },
-      ],
-    });
-    await db.dataSource.query(`UPDATE executions SET status = 'running' WHERE id = $1`, [executionId]);
-    return { executionId, operationId };
+    const created = await insertChargeExecution(db.dataSource.manager, 'acme');
+    await db.dataSource.query(`UPDATE executions SET status = 'running' WHERE id = $1`, [created.executionId]);
+    return created;
   }
 
   const op = (id: string, status: OperationStatus, attempt: number) => ({

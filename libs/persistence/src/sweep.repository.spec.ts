@@ -1,8 +1,7 @@
-import { newId } from '@verity/platform';
-import { VerificationMethod } from '@verity/status-model';
+import { insertChargeExecution } from '../../../test/support/fixtures';
 import { createTestDatabase, TestDatabase } from '../../../test/support/services';
 import { ensureTenant } from './api-keys';
-import { findExecutionForWorker, insertExecution } from './store';
+import { findExecutionForWorker } from './store';
 import { traceParentsOf, withSweepLock } from './sweep.repository';
 
 describe('withSweepLock (real Postgres)', () => {
@@ -61,36 +60,7 @@ describe('traceParentsOf (real Postgres)', () => {
   afterAll(async () => db.drop());
 
   async function execution(traceParent: string | null) {
-    const executionId = newId('exe');
-    const operationId = newId('op');
-    await insertExecution(db.dataSource.manager, {
-      id: executionId,
-      tenantId: 'acme',
-      agentId: 'test-agent',
-      intent: 'test',
-      deadlineSeconds: 600,
-      criteria: [],
-      idempotencyKey: null,
-      createdEventId: newId('evt'),
-      traceParent,
-      operations: [
-        {
-          id: operationId,
-          key: 'charge',
-          position: 0,
-          connector: 'sandbox.payments',
-          action: 'charge',
-          params: { amount: 100, currency: 'EUR', reference: 'r-1' },
-          irreversible: true,
-          requires_approval: false,
-          verification_method: VerificationMethod.READ_AFTER_WRITE,
-          expected_state: null,
-          depends_on: [],
-          approval: null,
-        },
-      ],
-    });
-    return { executionId, operationId };
+    return insertChargeExecution(db.dataSource.manager, 'acme', { execution: { traceParent } });
   }
 
   it('finds the traceparent stored with each execution, by execution or by operation; none for one made untraced', async () => {

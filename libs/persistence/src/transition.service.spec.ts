@@ -5,11 +5,10 @@ import {
   TerminalReason,
   VerificationMethod,
 } from '@verity/status-model';
-import { newId } from '@verity/platform';
+import { insertChargeExecution } from '../../../test/support/fixtures';
 import { createTestDatabase, TestDatabase } from '../../../test/support/services';
 import { ensureTenant } from './api-keys';
 import { EventEntity, OperationEntity } from './entities';
-import { insertExecution } from './store';
 import { TransitionService } from './transition.service';
 
 describe('TransitionService (real Postgres)', () => {
@@ -23,35 +22,9 @@ describe('TransitionService (real Postgres)', () => {
   afterAll(async () => db.drop());
 
   async function newExecutionWithOneOperation() {
-    const executionId = newId('exe');
-    const operationId = newId('op');
-    await insertExecution(db.dataSource.manager, {
-      id: executionId,
-      tenantId: 'acme',
-      agentId: 'test-agent',
-      intent: 'test',
-      deadlineSeconds: 600,
-      criteria: [],
-      idempotencyKey: null,
-      createdEventId: newId('evt'),
-      operations: [
-        {
-          id: operationId,
-          key: 'charge',
-          position: 0,
-          connector: 'sandbox.payments',
-          action: 'charge',
-          params: { amount: 100, currency: 'EUR', reference: 'r-1' },
-          irreversible: true,
-          requires_approval: false,
-          verification_method: VerificationMethod.READ_AFTER_WRITE,
-          expected_state: null,
-          depends_on: [],
-          approval: null,
-        },
-      ],
+    return insertChargeExecution(db.dataSource.manager, 'acme', {
+      operation: { params: { amount: 100, currency: 'EUR', reference: 'r-1' } },
     });
-    return { executionId, operationId };
   }
 
   const snapshot = (id: string) => ({

@@ -1,0 +1,48 @@
+import { newId } from '@verity/platform';
+import { NewExecution, NewOperation, Queryable, insertExecution } from '@verity/persistence';
+import { VerificationMethod } from '@verity/status-model';
+
+/** A charge as intake would store it (sandbox.payments, read back after write); `overrides` change any field. */
+export function chargeOperation(overrides: Partial<NewOperation> = {}): NewOperation {
+  return {
+    id: newId('op'),
+    key: 'charge',
+    position: 0,
+    connector: 'sandbox.payments',
+    action: 'charge',
+    params: { amount: 100, currency: 'EUR', reference: newId('op') },
+    irreversible: true,
+    requires_approval: false,
+    verification_method: VerificationMethod.READ_AFTER_WRITE,
+    expected_state: null,
+    depends_on: [],
+    approval: null,
+    ...overrides,
+  };
+}
+
+/**
+ * Inserts an execution of one charge, as intake would, for tests that need rows to move (the statements under test,
+ * not intake, are what such a test is about).
+ */
+export async function insertChargeExecution(
+  db: Queryable,
+  tenantId: string,
+  overrides: { execution?: Partial<NewExecution>; operation?: Partial<NewOperation> } = {},
+): Promise<{ executionId: string; operationId: string }> {
+  const operation = chargeOperation(overrides.operation);
+  const executionId = newId('exe');
+  await insertExecution(db, {
+    id: executionId,
+    tenantId,
+    agentId: 'test-agent',
+    intent: 'test',
+    deadlineSeconds: 600,
+    criteria: [],
+    idempotencyKey: null,
+    createdEventId: newId('evt'),
+    operations: [operation],
+    ...overrides.execution,
+  });
+  return { executionId, operationId: operation.id };
+}
