@@ -229,6 +229,7 @@ export class Stack {
 
   async effects(): Promise<{
     total: number;
+    dropped: number;
     charges: Record<string, { count: number; ids: string[]; amounts: number[] }>;
     messages: Record<string, { count: number; ids: string[] }>;
     duplicates: { kind: string; key: string; count: number }[];
