@@ -59,13 +59,15 @@ async function main(): Promise<void> {
   });
   const sample = () =>
     new Promise<MemorySample>((resolve, reject) => {
+      const onExit = () => reject(new Error(`the provider died (${exited})`));
       const onMessage = (message: { sample?: MemorySample }) => {
         if (!message.sample) return;
         child.off('message', onMessage);
+        child.off('exit', onExit);
         resolve(message.sample);
       };
       child.on('message', onMessage);
-      child.once('exit', () => reject(new Error(`the provider died (${exited})`)));
+      child.once('exit', onExit);
       child.send('sample');
     });
   const readBack = async (pathname: string) => {

@@ -127,7 +127,7 @@ export interface WireLog {
 }
 
 /** The default bound on the wire log; the oldest entries go first. */
-export const DEFAULT_MAX_WIRE_REQUESTS = 100_000;
+export const DEFAULT_MAX_WIRE_REQUESTS = 50_000;
 
 export interface ErrorBody {
   error: { code: string; message: string };
@@ -226,48 +226,77 @@ function namedRefs(
 }
 
 /**
+ * The newest `capacity` items, oldest first. A slot is overwritten when its item leaves, so nothing older than the
+ * bound stays reachable (an array with a moving head keeps the items behind it alive until it is compacted).
+ */
+class Ring<T> {
+  private items: T[] = [];
+  private start = 0;
+
+  constructor(readonly capacity: number) {}
+
+  get size(): number {
+    return this.items.length;
+  }
+
+  /** The i-th oldest item kept, from 0. */
+  at(i: number): T {
+    return this.items[(this.start + i) % this.items.length];
+  }
+
+  /** Adds an item; returns the one it pushed out (the oldest) when the ring was full. */
+  push(item: T): T | undefined {
+    if (this.capacity === 0) return item;
+    if (this.items.length < this.capacity) {
+      this.items.push(item);
+      return undefined;
+    }
+    const oldest = this.items[this.start];
+    this.items[this.start] = item;
+    this.start = (this.start + 1) % this.capacity;
+    return oldest;
+  }
+
+  clear(): void {
+    this.items = [];
+    this.start = 0;
+  }
+}
+
+/**
  * Every request the provider received, in arrival order, bounded (oldest dropped first, and counted). It is what the
  * wire saw, which is more than the effects show: a re-send absorbed by an Idempotency-Key leaves no second effect
  * but does leave a second request here.
  */
 class WireRecorder {
-  private entries: StoredWireRequest[] = [];
-  private head = 0;
+  private readonly entries: Ring<StoredWireRequest>;
   private seq = 0;
   private total = 0;
   private dropped = 0;
 
-  constructor(private readonly max: number) {}
+  constructor(max: number) {
+    this.entries = new Ring(max);
+  }
 
   record(entry: Omit<StoredWireRequest, 'seq'>): void {
     this.seq += 1;
     this.total += 1;
-    this.entries.push({ seq: this.seq, ...entry });
-    if (this.entries.length - this.head > this.max) {
-      this.head += 1;
-      this.dropped += 1;
-      // Compact now and then rather than shift() on every request (O(n) each).
-      if (this.head > 1024 && this.head * 2 > this.entries.length) {
-        this.entries = this.entries.slice(this.head);
-        this.head = 0;
-      }
-    }
+    if (this.entries.push({ seq: this.seq, ...entry }) !== undefined) this.dropped += 1;
   }
 
   /** GET /__requests, written piece by piece (see ProviderState.writeEffects). */
   write(out: JsonChunks): void {
     out.push(`{"total":${this.total},"dropped":${this.dropped},"requests":[`);
-    for (let i = this.head; i < this.entries.length; i += 1) {
-      const { seq, at, ...rest } = this.entries[i];
+    for (let i = 0; i < this.entries.size; i += 1) {
+      const { seq, at, ...rest } = this.entries.at(i);
       const request: WireRequest = { seq, at: new Date(at).toISOString(), ...rest };
-      out.push(`${i === this.head ? '' : ','}${JSON.stringify(request)}`);
+      out.push(`${i === 0 ? '' : ','}${JSON.stringify(request)}`);
     }
     out.push(']}');
   }
 
   reset(): void {
-    this.entries = [];
-    this.head = 0;
+    this.entries.clear();
     this.total = 0;
     this.dropped = 0;
   }
@@ -455,7 +484,7 @@ function bucketShift<T>(map: Map<string, Bucket<T>>, key: string, item: T): void
 }
 
 /** The default bound on the effects kept for reads and /__effects; the oldest are forgotten first. */
-export const DEFAULT_MAX_EFFECTS = 100_000;
+export const DEFAULT_MAX_EFFECTS = 50_000;
 
 function toCharge(stored: StoredCharge): Charge {
   const { id, reference, amount, currency, version } = stored;
@@ -472,8 +501,7 @@ function toCharge(stored: StoredCharge): Charge {
 class ProviderState {
   version = 0;
   /** Effects in commit order from version `forgotten + 1`; versions are dense, so replica cut-offs are a search. */
-  private effectLog: StoredEffect[] = [];
-  private head = 0;
+  private readonly effectLog: Ring<StoredEffect>;
   /** Effects forgotten since the last reset (they held versions 1..forgotten). */
   forgotten = 0;
   chargesById = new Map<string, StoredCharge>();
@@ -482,12 +510,13 @@ class ProviderState {
   idempotency = new Map<string, StoredCharge>();
   faults: FaultConfig = defaultFaults();
 
-  constructor(private readonly maxEffects: number) {}
+  constructor(maxEffects: number) {
+    this.effectLog = new Ring(maxEffects);
+  }
 
   reset(): void {
     this.version = 0;
-    this.effectLog = [];
-    this.head = 0;
+    this.effectLog.clear();
     this.forgotten = 0;
     this.chargesById.clear();
     this.chargesByReference.clear();
@@ -497,19 +526,12 @@ class ProviderState {
   }
 
   private commit(effect: StoredEffect): void {
-    this.effectLog.push(effect);
-    if (this.effectLog.length - this.head > this.maxEffects) this.forgetOldest();
+    const oldest = this.effectLog.push(effect);
+    if (oldest !== undefined) this.forget(oldest);
   }
 
-  private forgetOldest(): void {
-    const oldest = this.effectLog[this.head];
-    this.head += 1;
+  private forget(oldest: StoredEffect): void {
     this.forgotten += 1;
-    // Compact now and then rather than shift() on every commit (O(n) each).
-    if (this.head > 1024 && this.head * 2 > this.effectLog.length) {
-      this.effectLog = this.effectLog.slice(this.head);
-      this.head = 0;
-    }
     if (oldest.kind === 'charge') {
       this.chargesById.delete(oldest.id);
       bucketShift(this.chargesByReference, oldest.reference, oldest);
@@ -570,14 +592,14 @@ class ProviderState {
 
   /** Forgotten effects are older than any kept one, so they count as replicated. */
   private replicaVersion(cutoff: number): number {
-    let low = this.head;
-    let high = this.effectLog.length;
+    let low = 0;
+    let high = this.effectLog.size;
     while (low < high) {
       const mid = (low + high) >>> 1;
-      if (this.effectLog[mid].committedAt <= cutoff) low = mid + 1;
+      if (this.effectLog.at(mid).committedAt <= cutoff) low = mid + 1;
       else high = mid;
     }
-    return this.forgotten + (low - this.head);
+    return this.forgotten + low;
   }
 
   private present(stored: StoredCharge): Partial<Charge> {
