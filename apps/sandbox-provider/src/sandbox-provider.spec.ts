@@ -868,6 +868,15 @@ describe('sandbox provider lifecycle', () => {
       expect(replay.headers.get('idempotent-replayed')).toBe('true');
       expect(replay.body).toEqual(created[3]);
       expect((await call<EffectsReport>(small.url, 'GET', '/__effects')).body).toMatchObject({ total: 6, dropped: 3 });
+      expect((await call<ChargeList>(small.url, 'GET', '/v1/charges?reference=r-3')).body).toEqual({
+        data: [created[3]],
+        as_of_version: 6,
+      });
+      // Behind a lagging replica the kept effects are hidden; forgotten ones are older than any lag, so replicated.
+      await call(small.url, 'PUT', '/__faults', { replica_lag_ms: 60_000 });
+      expect((await call<ChargeList>(small.url, 'GET', '/v1/charges')).body).toEqual({ data: [], as_of_version: 3 });
+      await call(small.url, 'POST', '/v1/messages', { to: '+1', body: 'x' });
+      expect((await call<ChargeList>(small.url, 'GET', '/v1/charges')).body).toEqual({ data: [], as_of_version: 4 });
     } finally {
       await small.close();
     }
