@@ -147,7 +147,12 @@ async function main(): Promise<void> {
       if (done % every === 0 || done === options.operations) {
         const at = done;
         pendingCheckpoint = pendingCheckpoint.then(() => checkpoint(at));
-        await pendingCheckpoint;
+        try {
+          await pendingCheckpoint;
+        } catch (error) {
+          failure ??= error;
+          return;
+        }
       }
     }
   };
