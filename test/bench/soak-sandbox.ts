@@ -170,7 +170,9 @@ async function main(): Promise<void> {
   }
   // Flat: from the first sample where the store has been replaced once over (as many effects forgotten as kept, so
   // its maps have reached their size) to the last, the live heap moves by less than 8 MB.
-  const full = rows.filter((row) => row.effects.dropped >= row.effects.total - row.effects.dropped);
+  const full = rows.filter(
+    (row) => row.effects.dropped > 0 && row.effects.dropped >= row.effects.total - row.effects.dropped,
+  );
   const base = full[0] ?? rows[0];
   const last = rows[rows.length - 1];
   const growth = last.memory.heapUsed - base.memory.heapUsed;
