@@ -404,6 +404,8 @@ export class Cluster {
 
 export interface SandboxEffects {
   total: number;
+  /** Effects the provider no longer keeps (its bound was reached): the report is then incomplete. */
+  dropped: number;
   charges: Record<string, { count: number; ids: string[]; amounts: number[] }>;
   messages: Record<string, { count: number; ids: string[]; to: string[] }>;
   duplicates: { kind: 'charge' | 'message'; key: string; count: number }[];

@@ -155,6 +155,7 @@ describe('chaos invariant checker', () => {
 
     const effects: SandboxEffects = {
       total: 5,
+      dropped: 0,
       charges: {
         'ref-ok': { count: 1, ids: ['ch_1'], amounts: [1] },
         'ref-failed': { count: 1, ids: ['ch_2'], amounts: [1] },
@@ -288,7 +289,7 @@ describe('chaos invariant checker: decisions by people', () => {
     );
     report = await checkInvariants({
       pool,
-      effects: { total: 3, charges: {}, messages, duplicates: [] },
+      effects: { total: 3, dropped: 0, charges: {}, messages, duplicates: [] },
       requests: wireLog(
         ['op_denied_sent', 'op_resolved_twice', 'op_fine'].map((id) =>
           request('message', `ref-${id}`, { effect_id: id }),
@@ -478,7 +479,7 @@ describe('chaos invariant checker: the wire, the contract and the evidence', () 
     charges['ref-held_mismatch'] = { count: 1, ids: ['ch_hm'], amounts: [100] };
     report = await checkInvariants({
       pool,
-      effects: { total: Object.keys(charges).length, charges, messages: {}, duplicates: [] },
+      effects: { total: Object.keys(charges).length, dropped: 0, charges, messages: {}, duplicates: [] },
       requests,
       statusModel: servedModel(),
       planned: [],
@@ -569,7 +570,7 @@ describe('the status model compared with the contract', () => {
     try {
       const report = await checkInvariants({
         pool,
-        effects: { total: 0, charges: {}, messages: {}, duplicates: [] },
+        effects: { total: 2, dropped: 2, charges: {}, messages: {}, duplicates: [] },
         requests: wireLog([], 3),
         statusModel: planted,
         planned: [],
@@ -585,7 +586,12 @@ describe('the status model compared with the contract', () => {
       });
       // A wire log the provider had to cut short cannot vouch for "one request per operation".
       expect(row('wire log incomplete').violations).toBe(1);
-      expect(report.violations).toBe(2);
+      // Nor can effects it had to forget vouch for "no duplicates".
+      expect(row('effects incomplete')).toMatchObject({
+        violations: 1,
+        examples: ['the provider kept 0 of 2 effects'],
+      });
+      expect(report.violations).toBe(3);
     } finally {
       await pool.end();
       await db.drop();

@@ -467,6 +467,9 @@ export async function checkInvariants(input: {
     o.connector === 'sandbox.payments' ? `charge:${o.reference}` : `message:${o.client_ref}`;
   const wireIncomplete =
     wire.dropped > 0 ? [`the provider kept ${wire.requests.length} of ${wire.total} requests`] : [];
+  // Effects the provider forgot cannot show a duplicate or vouch for an effect, whatever the other rows say.
+  const effectsIncomplete =
+    effects.dropped > 0 ? [`the provider kept ${effects.total - effects.dropped} of ${effects.total} effects`] : [];
   // I3 at the wire: a re-send counts even when the provider's Idempotency-Key turned it into a replay.
   const sentAtWireTwice: string[] = [];
   const keyNotOwn: string[] = [];
@@ -563,6 +566,7 @@ export async function checkInvariants(input: {
         ]
       : []),
     promise('lost (accepted, then missing or unsettled)', lost),
+    promise('effects incomplete (GET /__effects)', effectsIncomplete),
     promise('duplicate effects (GET /__effects)', duplicates),
     promise('VERIFIED without an effect', verifiedWithoutEffect.map(describe)),
     promise('FAILED with an effect', failedWithEffect.map(describe)),

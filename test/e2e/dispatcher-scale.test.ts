@@ -106,5 +106,7 @@ describe('dispatcher: three processes, 500 operations', () => {
     expect(byExecution.size).toBe(executions);
     for (const history of byExecution.values()) expectLegalHistory(history);
     expect(stack.running('dispatcher').length).toBe(3);
+    // Thousands of provider calls over pooled keep-alive sockets: no listener piles up on a socket.
+    expect(stack.warnings().filter((w) => w.includes('MaxListenersExceededWarning'))).toEqual([]);
   });
 });

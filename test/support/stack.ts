@@ -45,6 +45,8 @@ export interface RunningApp {
   index: number;
   child: ChildProcess;
   output: string[];
+  /** Every process warning it printed (`(node:PID) …Warning: …`), kept apart from `output`, which is cut short. */
+  warnings: string[];
   exited: Promise<number | null>;
   /** A worker's own /metrics and /health (dispatcher, reconciler): `http://127.0.0.1:<port>`. */
   opsUrl?: string;
@@ -139,14 +141,18 @@ export class Stack {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const output: string[] = [];
+    const warnings: string[] = [];
     const collect = (chunk: Buffer) => {
-      output.push(chunk.toString());
+      const text = chunk.toString();
+      output.push(text);
       if (output.length > 500) output.shift();
+      for (const line of text.split('\n')) if (/^\(node:\d+\) \w*Warning:/.test(line)) warnings.push(line);
     };
     child.stdout?.on('data', collect);
     child.stderr?.on('data', collect);
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-    const app: RunningApp = { name, index: this.apps.filter((a) => a.name === name).length, child, output, exited };
+    const index = this.apps.filter((a) => a.name === name).length;
+    const app: RunningApp = { name, index, child, output, warnings, exited };
     if (opsPort && opsPort !== '0') app.opsUrl = `http://127.0.0.1:${opsPort}`;
     this.apps.push(app);
     await waitForReady(app, name === 'api' ? extraEnv.PORT : undefined);
@@ -185,6 +191,11 @@ export class Stack {
     for (const origin of this.watched) unwatchApi(origin);
     await this.db?.drop().catch(() => undefined);
     await clearRedisPrefix(this.prefix).catch(() => undefined);
+  }
+
+  /** The process warnings every app printed, each prefixed with the app's name. */
+  warnings(): string[] {
+    return this.apps.flatMap((a) => a.warnings.map((w) => `${a.name}#${a.index}: ${w}`));
   }
 
   logs(name?: AppName): string {
@@ -229,6 +240,7 @@ export class Stack {
 
   async effects(): Promise<{
     total: number;
+    dropped: number;
     charges: Record<string, { count: number; ids: string[]; amounts: number[] }>;
     messages: Record<string, { count: number; ids: string[] }>;
     duplicates: { kind: string; key: string; count: number }[];

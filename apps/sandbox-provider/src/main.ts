@@ -2,7 +2,13 @@
  * Entry point of the sandbox provider process. The only place that reads the environment, so the server itself
  * can be started in-process by tests with explicit options.
  */
-import { DEFAULT_SANDBOX_HOST, DEFAULT_SANDBOX_PORT, startSandboxProvider } from './sandbox-provider';
+import {
+  DEFAULT_MAX_EFFECTS,
+  DEFAULT_MAX_WIRE_REQUESTS,
+  DEFAULT_SANDBOX_HOST,
+  DEFAULT_SANDBOX_PORT,
+  startSandboxProvider,
+} from './sandbox-provider';
 
 function logLine(level: 'info' | 'error', msg: string, fields: Record<string, unknown> = {}): void {
   const stream = level === 'error' ? process.stderr : process.stdout;
@@ -16,11 +22,21 @@ function parsePort(raw: string | undefined): number {
   return port;
 }
 
+function parseBound(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const bound = Number(raw);
+  if (!Number.isSafeInteger(bound) || bound < 0) throw new Error(`${name} is not a non-negative integer: ${raw}`);
+  return bound;
+}
+
 async function main(): Promise<void> {
   const provider = await startSandboxProvider({
     port: parsePort(process.env.SANDBOX_PORT),
     host: process.env.SANDBOX_HOST || DEFAULT_SANDBOX_HOST,
     log: process.env.SANDBOX_LOG === '1',
+    maxEffects: parseBound('SANDBOX_MAX_EFFECTS', DEFAULT_MAX_EFFECTS),
+    maxWireRequests: parseBound('SANDBOX_MAX_REQUESTS', DEFAULT_MAX_WIRE_REQUESTS),
   });
   logLine('info', 'sandbox provider listening', { url: provider.url });
 

@@ -202,7 +202,7 @@ describe('sandbox provider', () => {
       const result = await api<ErrorBody>('POST', '/v1/charges', charge('decline-order-9'));
       expect(result.status).toBe(402);
       expect(result.body.error.code).toBe('card_declined');
-      expect(await effects()).toEqual({ total: 0, charges: {}, messages: {}, duplicates: [] });
+      expect(await effects()).toEqual({ total: 0, dropped: 0, charges: {}, messages: {}, duplicates: [] });
       // Nothing was committed, so the version did not move.
       expect((await api<Charge>('POST', '/v1/charges', charge('ok'))).body.version).toBe(1);
     });
@@ -809,7 +809,7 @@ describe('sandbox provider', () => {
       expect(reset.status).toBe(204);
       expect(reset.body).toBeUndefined();
 
-      expect(await effects()).toEqual({ total: 0, charges: {}, messages: {}, duplicates: [] });
+      expect(await effects()).toEqual({ total: 0, dropped: 0, charges: {}, messages: {}, duplicates: [] });
       expect((await api('GET', '/__faults')).body).toEqual({ rules: [], replica_lag_ms: 0, read_fault: null });
       const again = await api<Charge>('POST', '/v1/charges', charge('r-1'), { 'Idempotency-Key': 'k' });
       expect(again.headers.get('idempotent-replayed')).toBeNull();
@@ -837,6 +837,100 @@ describe('sandbox provider lifecycle', () => {
       expect(log.requests.map((r) => r.client_ref)).toEqual(['m-2', 'm-3', 'm-4']);
     } finally {
       await small.close();
+    }
+  });
+
+  it('keeps the newest effects within its bound: older ones are forgotten, counted, unreadable and unreplayable', async () => {
+    const small = await startSandboxProvider({ port: 0, maxEffects: 3 });
+    try {
+      const key = (i: number) => ({ 'Idempotency-Key': `k-${i}` });
+      const created: Charge[] = [];
+      for (let i = 0; i < 4; i += 1) {
+        created.push((await call<Charge>(small.url, 'POST', '/v1/charges', charge(`r-${i}`), key(i))).body);
+      }
+      await call(small.url, 'POST', '/v1/messages', { to: '+1', body: 'x', client_ref: 'm' });
+      // Five effects committed, three kept: the two oldest charges are gone.
+      const report = (await call<EffectsReport>(small.url, 'GET', '/__effects')).body;
+      expect(report).toMatchObject({ total: 5, dropped: 2, duplicates: [] });
+      expect(Object.keys(report.charges)).toEqual(['r-2', 'r-3']);
+      expect(Object.keys(report.messages)).toEqual(['m']);
+      expect((await call(small.url, 'GET', `/v1/charges/${created[0].id}`)).status).toBe(404);
+      expect((await call<ChargeList>(small.url, 'GET', '/v1/charges?reference=r-0')).body).toEqual({
+        data: [],
+        as_of_version: 5,
+      });
+      expect((await call(small.url, 'GET', `/v1/charges/${created[3].id}`)).body).toEqual(created[3]);
+      // A forgotten key no longer replays (a new charge, which forgets the next oldest); a kept one still does.
+      const again = await call<Charge>(small.url, 'POST', '/v1/charges', charge('r-0'), key(0));
+      expect(again.headers.get('idempotent-replayed')).toBeNull();
+      expect(again.body.version).toBe(6);
+      const replay = await call<Charge>(small.url, 'POST', '/v1/charges', charge('r-3'), key(3));
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(replay.body).toEqual(created[3]);
+      expect((await call<EffectsReport>(small.url, 'GET', '/__effects')).body).toMatchObject({ total: 6, dropped: 3 });
+      expect((await call<ChargeList>(small.url, 'GET', '/v1/charges?reference=r-3')).body).toEqual({
+        data: [created[3]],
+        as_of_version: 6,
+      });
+      // Behind a lagging replica the kept effects are hidden; forgotten ones are older than any lag, so replicated.
+      await call(small.url, 'PUT', '/__faults', { replica_lag_ms: 60_000 });
+      expect((await call<ChargeList>(small.url, 'GET', '/v1/charges')).body).toEqual({ data: [], as_of_version: 3 });
+      await call(small.url, 'POST', '/v1/messages', { to: '+1', body: 'x' });
+      expect((await call<ChargeList>(small.url, 'GET', '/v1/charges')).body).toEqual({ data: [], as_of_version: 4 });
+    } finally {
+      await small.close();
+    }
+  });
+
+  it('reports duplicates among the kept effects, and a forgotten charge no longer counts', async () => {
+    const small = await startSandboxProvider({ port: 0, maxEffects: 2 });
+    try {
+      for (let i = 0; i < 2; i += 1) await call(small.url, 'POST', '/v1/charges', charge('twice'));
+      expect((await call<EffectsReport>(small.url, 'GET', '/__effects')).body).toMatchObject({
+        total: 2,
+        dropped: 0,
+        charges: { twice: { count: 2 } },
+        duplicates: [{ kind: 'charge', key: 'twice', count: 2 }],
+      });
+      await call(small.url, 'POST', '/v1/charges', charge('other'));
+      expect((await call<EffectsReport>(small.url, 'GET', '/__effects')).body).toMatchObject({
+        total: 3,
+        dropped: 1,
+        charges: { twice: { count: 1 }, other: { count: 1 } },
+        duplicates: [],
+      });
+    } finally {
+      await small.close();
+    }
+  });
+
+  it('answers /__effects and /__requests larger than one write chunk as one valid JSON document', async () => {
+    const big = await startSandboxProvider({ port: 0 });
+    try {
+      const reference = (i: number) => `order-${String(i).padStart(6, '0')}-${'x'.repeat(60)}`;
+      const n = 3_000;
+      for (let i = 0; i < n; i += 100) {
+        await Promise.all(
+          Array.from({ length: 100 }, (_, j) =>
+            call(big.url, 'POST', '/v1/charges', charge(reference(i + j), i + j + 1)),
+          ),
+        );
+      }
+      const effects = await fetch(`${big.url}/__effects`);
+      const text = await effects.text();
+      expect(Buffer.byteLength(text)).toBe(Number(effects.headers.get('content-length')));
+      expect(Buffer.byteLength(text)).toBeGreaterThan(3 * 64 * 1024);
+      const report = JSON.parse(text) as EffectsReport;
+      expect(report).toMatchObject({ total: n, dropped: 0, duplicates: [] });
+      expect(Object.keys(report.charges)).toHaveLength(n);
+      expect(report.charges[reference(1234)]).toEqual({ count: 1, ids: [expect.any(String)], amounts: [1235] });
+      const log = (await (await fetch(`${big.url}/__requests`)).json()) as WireLog;
+      expect(log).toMatchObject({ total: n, dropped: 0 });
+      expect(log.requests).toHaveLength(n);
+      expect(new Set(log.requests.map((r) => r.reference)).size).toBe(n);
+      expect(log.requests[0].at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    } finally {
+      await big.close();
     }
   });
 

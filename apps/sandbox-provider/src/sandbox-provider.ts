@@ -70,7 +70,13 @@ export interface ChargeList {
 }
 
 export interface EffectsReport {
+  /** Effects committed since the last reset, including any no longer kept. */
   total: number;
+  /**
+   * Oldest effects no longer kept because the store reached its bound (`maxEffects`): they are missing from
+   * `charges`, `messages` and `duplicates`, so a report with `dropped > 0` is incomplete.
+   */
+  dropped: number;
   charges: Record<string, { count: number; ids: string[]; amounts: number[] }>;
   messages: Record<string, { count: number; ids: string[]; to: string[] }>;
   duplicates: { kind: 'charge' | 'message'; key: string; count: number }[];
@@ -121,7 +127,7 @@ export interface WireLog {
 }
 
 /** The default bound on the wire log; the oldest entries go first. */
-export const DEFAULT_MAX_WIRE_REQUESTS = 200_000;
+export const DEFAULT_MAX_WIRE_REQUESTS = 50_000;
 
 export interface ErrorBody {
   error: { code: string; message: string };
@@ -137,6 +143,8 @@ export interface SandboxProviderOptions {
   random?: () => number;
   /** Bound on the requests kept for GET /__requests. Defaults to DEFAULT_MAX_WIRE_REQUESTS. */
   maxWireRequests?: number;
+  /** Bound on the effects (charges and messages) kept for reads and GET /__effects. Defaults to DEFAULT_MAX_EFFECTS. */
+  maxEffects?: number;
 }
 
 export interface SandboxProvider {
@@ -156,6 +164,8 @@ interface Reply {
   outcome?: WireOutcome;
   effectId?: string;
   returnedIds?: string[];
+  /** A large JSON body already written out (control plane only); sent as is instead of `body`. */
+  json?: JsonChunks;
 }
 
 /**
@@ -216,43 +226,108 @@ function namedRefs(
 }
 
 /**
+ * The newest `capacity` items, oldest first. A slot is overwritten when its item leaves, so nothing older than the
+ * bound stays reachable (an array with a moving head keeps the items behind it alive until it is compacted).
+ */
+class Ring<T> {
+  private items: T[] = [];
+  private start = 0;
+
+  constructor(readonly capacity: number) {}
+
+  get size(): number {
+    return this.items.length;
+  }
+
+  /** The i-th oldest item kept, from 0. */
+  at(i: number): T {
+    return this.items[(this.start + i) % this.items.length];
+  }
+
+  /** Adds an item; returns the one it pushed out (the oldest) when the ring was full. */
+  push(item: T): T | undefined {
+    if (this.capacity === 0) return item;
+    if (this.items.length < this.capacity) {
+      this.items.push(item);
+      return undefined;
+    }
+    const oldest = this.items[this.start];
+    this.items[this.start] = item;
+    this.start = (this.start + 1) % this.capacity;
+    return oldest;
+  }
+
+  clear(): void {
+    this.items = [];
+    this.start = 0;
+  }
+}
+
+/**
  * Every request the provider received, in arrival order, bounded (oldest dropped first, and counted). It is what the
  * wire saw, which is more than the effects show: a re-send absorbed by an Idempotency-Key leaves no second effect
  * but does leave a second request here.
  */
 class WireRecorder {
-  private entries: WireRequest[] = [];
-  private head = 0;
+  private readonly entries: Ring<StoredWireRequest>;
   private seq = 0;
   private total = 0;
   private dropped = 0;
 
-  constructor(private readonly max: number) {}
-
-  record(entry: Omit<WireRequest, 'seq'>): void {
-    this.seq += 1;
-    this.total += 1;
-    this.entries.push({ seq: this.seq, ...entry });
-    if (this.entries.length - this.head > this.max) {
-      this.head += 1;
-      this.dropped += 1;
-      // Compact now and then rather than shift() on every request (O(n) each).
-      if (this.head > 1024 && this.head * 2 > this.entries.length) {
-        this.entries = this.entries.slice(this.head);
-        this.head = 0;
-      }
-    }
+  constructor(max: number) {
+    this.entries = new Ring(max);
   }
 
-  snapshot(): WireLog {
-    return { total: this.total, dropped: this.dropped, requests: this.entries.slice(this.head) };
+  record(entry: Omit<StoredWireRequest, 'seq'>): void {
+    this.seq += 1;
+    this.total += 1;
+    if (this.entries.push({ seq: this.seq, ...entry }) !== undefined) this.dropped += 1;
+  }
+
+  /** GET /__requests, written piece by piece (see ProviderState.writeEffects). */
+  write(out: JsonChunks): void {
+    out.push(`{"total":${this.total},"dropped":${this.dropped},"requests":[`);
+    for (let i = 0; i < this.entries.size; i += 1) {
+      const { seq, at, ...rest } = this.entries.at(i);
+      const request: WireRequest = { seq, at: new Date(at).toISOString(), ...rest };
+      out.push(`${i === 0 ? '' : ','}${JSON.stringify(request)}`);
+    }
+    out.push(']}');
   }
 
   reset(): void {
-    this.entries = [];
-    this.head = 0;
+    this.entries.clear();
     this.total = 0;
     this.dropped = 0;
+  }
+}
+
+/** A wire log entry as kept: the arrival time as a number, formatted only when the log is read. */
+type StoredWireRequest = Omit<WireRequest, 'at'> & { at: number };
+
+/**
+ * JSON text gathered into Buffers of about 64 KiB. Buffers live outside the V8 heap and go to the socket one by
+ * one, so a large report never exists as one string (or one object graph) on the heap.
+ */
+class JsonChunks {
+  readonly buffers: Buffer[] = [];
+  bytes = 0;
+  private parts: string[] = [];
+  private pending = 0;
+
+  push(text: string): void {
+    this.parts.push(text);
+    this.pending += text.length;
+    if (this.pending >= 64 * 1024) this.flush();
+  }
+
+  flush(): void {
+    if (this.parts.length === 0) return;
+    const buffer = Buffer.from(this.parts.join(''), 'utf8');
+    this.buffers.push(buffer);
+    this.bytes += buffer.length;
+    this.parts = [];
+    this.pending = 0;
   }
 }
 
@@ -354,25 +429,95 @@ export function validateFaultConfig(input: unknown): Validation<FaultConfig> {
   return { ok: true, value: { rules: parsed, replica_lag_ms: lag, read_fault: readFault as ReadFault | null } };
 }
 
+/**
+ * One committed charge, kept flat (one object, no wrapper, no copy of the request) because the store holds up to
+ * `maxEffects` of them. `Charge` objects are built from it only when answering.
+ */
 interface StoredCharge {
-  charge: Charge;
+  kind: 'charge';
+  id: string;
+  reference: string;
+  amount: number;
+  currency: string;
+  version: number;
+  committedAt: number;
+  /** The Idempotency-Key it was created under, so forgetting the charge also forgets the key. */
+  idempotencyKey: string | undefined;
+}
+
+/** One accepted message: what /__effects reports of it (its text is never read back, so it is not kept). */
+interface StoredMessage {
+  kind: 'message';
+  id: string;
+  to: string;
+  key: string;
+  version: number;
   committedAt: number;
 }
 
-/** Everything the provider knows. One instance per server; `reset()` is `POST /__reset`. */
+type StoredEffect = StoredCharge | StoredMessage;
+
+/** A reference usually has one charge: keep it bare, and only make a list for the second one. */
+type Bucket<T> = T | T[];
+
+function bucketList<T>(bucket: Bucket<T> | undefined): readonly T[] {
+  if (bucket === undefined) return [];
+  return Array.isArray(bucket) ? bucket : [bucket];
+}
+
+function bucketAdd<T>(map: Map<string, Bucket<T>>, key: string, item: T): void {
+  const bucket = map.get(key);
+  if (bucket === undefined) map.set(key, item);
+  else if (Array.isArray(bucket)) bucket.push(item);
+  else map.set(key, [bucket, item]);
+}
+
+/** Removes the oldest item of a bucket (items are added in commit order, and forgotten in commit order). */
+function bucketShift<T>(map: Map<string, Bucket<T>>, key: string, item: T): void {
+  const bucket = map.get(key);
+  if (bucket === item) map.delete(key);
+  else if (Array.isArray(bucket)) {
+    const at = bucket.indexOf(item);
+    if (at !== -1) bucket.splice(at, 1);
+    if (bucket.length === 1) map.set(key, bucket[0]);
+  }
+}
+
+/** The default bound on the effects kept for reads and /__effects; the oldest are forgotten first. */
+export const DEFAULT_MAX_EFFECTS = 50_000;
+
+function toCharge(stored: StoredCharge): Charge {
+  const { id, reference, amount, currency, version } = stored;
+  return { id, reference, amount, currency, status: 'succeeded', version };
+}
+
+/**
+ * Everything the provider knows. One instance per server; `reset()` is `POST /__reset`.
+ *
+ * Bounded: it keeps the newest `maxEffects` effects (charges and messages, in commit order) and forgets older ones,
+ * counting them, so a long `npm start` session or a soak cannot grow the heap without limit. A forgotten charge is
+ * no longer readable and its Idempotency-Key no longer replays; /__effects says how many were forgotten (`dropped`).
+ */
 class ProviderState {
   version = 0;
-  /** commitTimes[v - 1] is when version v was committed; versions are dense, so replica cut-offs are a search. */
-  commitTimes: number[] = [];
+  /** Effects in commit order from version `forgotten + 1`; versions are dense, so replica cut-offs are a search. */
+  private readonly effectLog: Ring<StoredEffect>;
+  /** Effects forgotten since the last reset (they held versions 1..forgotten). */
+  forgotten = 0;
   chargesById = new Map<string, StoredCharge>();
-  chargesByReference = new Map<string, StoredCharge[]>();
-  messagesByKey = new Map<string, Message[]>();
-  idempotency = new Map<string, Charge>();
+  chargesByReference = new Map<string, Bucket<StoredCharge>>();
+  messagesByKey = new Map<string, Bucket<StoredMessage>>();
+  idempotency = new Map<string, StoredCharge>();
   faults: FaultConfig = defaultFaults();
+
+  constructor(maxEffects: number) {
+    this.effectLog = new Ring(maxEffects);
+  }
 
   reset(): void {
     this.version = 0;
-    this.commitTimes = [];
+    this.effectLog.clear();
+    this.forgotten = 0;
     this.chargesById.clear();
     this.chargesByReference.clear();
     this.messagesByKey.clear();
@@ -380,38 +525,63 @@ class ProviderState {
     this.faults = defaultFaults();
   }
 
-  private commit(): number {
-    this.version += 1;
-    this.commitTimes.push(performance.now());
-    return this.version;
+  private commit(effect: StoredEffect): void {
+    const oldest = this.effectLog.push(effect);
+    if (oldest !== undefined) this.forget(oldest);
+  }
+
+  private forget(oldest: StoredEffect): void {
+    this.forgotten += 1;
+    if (oldest.kind === 'charge') {
+      this.chargesById.delete(oldest.id);
+      bucketShift(this.chargesByReference, oldest.reference, oldest);
+      if (oldest.idempotencyKey !== undefined && this.idempotency.get(oldest.idempotencyKey) === oldest) {
+        this.idempotency.delete(oldest.idempotencyKey);
+      }
+    } else {
+      bucketShift(this.messagesByKey, oldest.key, oldest);
+    }
   }
 
   createCharge(input: ChargeInput, idempotencyKey: string | undefined): Charge {
-    const version = this.commit();
-    const charge: Charge = {
+    this.version += 1;
+    const stored: StoredCharge = {
+      kind: 'charge',
       id: newId('ch'),
       reference: input.reference,
       amount: input.amount,
       currency: input.currency,
-      status: 'succeeded',
-      version,
+      version: this.version,
+      committedAt: performance.now(),
+      idempotencyKey,
     };
-    const stored: StoredCharge = { charge, committedAt: this.commitTimes[version - 1] };
-    this.chargesById.set(charge.id, stored);
-    const sameReference = this.chargesByReference.get(charge.reference);
-    if (sameReference) sameReference.push(stored);
-    else this.chargesByReference.set(charge.reference, [stored]);
-    if (idempotencyKey !== undefined) this.idempotency.set(idempotencyKey, charge);
-    return charge;
+    this.chargesById.set(stored.id, stored);
+    bucketAdd(this.chargesByReference, stored.reference, stored);
+    if (idempotencyKey !== undefined) this.idempotency.set(idempotencyKey, stored);
+    this.commit(stored);
+    return toCharge(stored);
+  }
+
+  /** The charge an earlier request stored under this Idempotency-Key, as it was answered then. */
+  replay(idempotencyKey: string): Charge | undefined {
+    const stored = this.idempotency.get(idempotencyKey);
+    return stored && toCharge(stored);
   }
 
   createMessage(input: MessageInput): Message {
-    const message: Message = { id: newId('msg'), ...input, status: 'queued', version: this.commit() };
+    this.version += 1;
     const key = input.client_ref ?? NO_CLIENT_REF;
-    const sameKey = this.messagesByKey.get(key);
-    if (sameKey) sameKey.push(message);
-    else this.messagesByKey.set(key, [message]);
-    return message;
+    const stored: StoredMessage = {
+      kind: 'message',
+      id: newId('msg'),
+      to: input.to,
+      key,
+      version: this.version,
+      committedAt: performance.now(),
+    };
+    bucketAdd(this.messagesByKey, key, stored);
+    this.commit(stored);
+    return { id: stored.id, ...input, status: 'queued', version: stored.version };
   }
 
   /** The replica shows a write once it is at least `replica_lag_ms` old; with no lag it is the primary. */
@@ -420,18 +590,20 @@ class ProviderState {
     return lag > 0 ? performance.now() - lag : Number.POSITIVE_INFINITY;
   }
 
+  /** Forgotten effects are older than any kept one, so they count as replicated. */
   private replicaVersion(cutoff: number): number {
     let low = 0;
-    let high = this.commitTimes.length;
+    let high = this.effectLog.size;
     while (low < high) {
       const mid = (low + high) >>> 1;
-      if (this.commitTimes[mid] <= cutoff) low = mid + 1;
+      if (this.effectLog.at(mid).committedAt <= cutoff) low = mid + 1;
       else high = mid;
     }
-    return low;
+    return this.forgotten + low;
   }
 
-  private present(charge: Charge): Partial<Charge> {
+  private present(stored: StoredCharge): Partial<Charge> {
+    const charge = toCharge(stored);
     switch (this.faults.read_fault) {
       case 'field_missing': {
         const { status: _status, ...rest } = charge;
@@ -440,7 +612,7 @@ class ProviderState {
       case 'amount_mismatch':
         return { ...charge, amount: charge.amount + 1 };
       default:
-        return { ...charge };
+        return charge;
     }
   }
 
@@ -454,8 +626,8 @@ class ProviderState {
     this.assertReadable();
     const cutoff = this.replicaCutoff();
     const candidates =
-      reference === null ? [...this.chargesById.values()] : (this.chargesByReference.get(reference) ?? []);
-    const data = candidates.filter((stored) => stored.committedAt <= cutoff).map((s) => this.present(s.charge));
+      reference === null ? [...this.chargesById.values()] : bucketList(this.chargesByReference.get(reference));
+    const data = candidates.filter((stored) => stored.committedAt <= cutoff).map((s) => this.present(s));
     return { data, as_of_version: this.replicaVersion(cutoff) };
   }
 
@@ -463,7 +635,7 @@ class ProviderState {
     this.assertReadable();
     const stored = this.chargesById.get(id);
     if (!stored || stored.committedAt > this.replicaCutoff()) return undefined;
-    return this.present(stored.charge);
+    return this.present(stored);
   }
 
   /** Picks the fault for one request and spends its count. Rules are tried in order; a failed draw moves on. */
@@ -478,30 +650,39 @@ class ProviderState {
     return undefined;
   }
 
-  effects(): EffectsReport {
-    const report: EffectsReport = { total: 0, charges: {}, messages: {}, duplicates: [] };
-    const charges: [string, EffectsReport['charges'][string]][] = [];
-    for (const [reference, list] of this.chargesByReference) {
-      charges.push([
-        reference,
-        { count: list.length, ids: list.map((s) => s.charge.id), amounts: list.map((s) => s.charge.amount) },
-      ]);
-      report.total += list.length;
-      if (list.length > 1) report.duplicates.push({ kind: 'charge', key: reference, count: list.length });
+  /**
+   * GET /__effects, written as JSON text piece by piece rather than built as one object graph and one string: with
+   * a hundred thousand effects those two alone outgrew the provider's heap. Synchronous, so the report is one
+   * consistent moment of the store.
+   */
+  writeEffects(out: JsonChunks): void {
+    const duplicates: EffectsReport['duplicates'] = [];
+    out.push(`{"total":${this.version},"dropped":${this.forgotten},"charges":{`);
+    let first = true;
+    for (const [reference, bucket] of this.chargesByReference) {
+      const list = bucketList(bucket);
+      if (list.length > 1) duplicates.push({ kind: 'charge', key: reference, count: list.length });
+      out.push(
+        `${first ? '' : ','}${JSON.stringify(reference)}:{"count":${list.length},"ids":${JSON.stringify(
+          list.map((s) => s.id),
+        )},"amounts":${JSON.stringify(list.map((s) => s.amount))}}`,
+      );
+      first = false;
     }
-    const messages: [string, EffectsReport['messages'][string]][] = [];
-    for (const [key, list] of this.messagesByKey) {
-      messages.push([key, { count: list.length, ids: list.map((m) => m.id), to: list.map((m) => m.to) }]);
-      report.total += list.length;
+    out.push('},"messages":{');
+    first = true;
+    for (const [key, bucket] of this.messagesByKey) {
+      const list = bucketList(bucket);
       // Messages sent without a client_ref share a bucket but are not the same intent, so not duplicates.
-      if (key !== NO_CLIENT_REF && list.length > 1) {
-        report.duplicates.push({ kind: 'message', key, count: list.length });
-      }
+      if (key !== NO_CLIENT_REF && list.length > 1) duplicates.push({ kind: 'message', key, count: list.length });
+      out.push(
+        `${first ? '' : ','}${JSON.stringify(key)}:{"count":${list.length},"ids":${JSON.stringify(
+          list.map((m) => m.id),
+        )},"to":${JSON.stringify(list.map((m) => m.to))}}`,
+      );
+      first = false;
     }
-    // fromEntries defines own properties, so a reference such as "__proto__" cannot reach the prototype.
-    report.charges = Object.fromEntries(charges);
-    report.messages = Object.fromEntries(messages);
-    return report;
+    out.push(`},"duplicates":${JSON.stringify(duplicates)}}`);
   }
 
   faultSnapshot(): FaultConfig {
@@ -553,6 +734,7 @@ function invalid(message: string): Reply {
 
 function send(res: ServerResponse, reply: Reply): void {
   const headers: Record<string, string | number> = { ...reply.headers };
+  if (reply.json) return sendChunks(res, reply.status, headers, reply.json);
   if (reply.body === undefined) {
     res.writeHead(reply.status, headers);
     res.end();
@@ -563,6 +745,32 @@ function send(res: ServerResponse, reply: Reply): void {
   headers['Content-Length'] = payload.length;
   res.writeHead(reply.status, headers);
   res.end(payload);
+}
+
+/** Writes pre-serialised JSON with backpressure, letting go of each Buffer once the socket has it. */
+function sendChunks(res: ServerResponse, status: number, headers: Record<string, string | number>, json: JsonChunks) {
+  json.flush();
+  headers['Content-Type'] = 'application/json; charset=utf-8';
+  headers['Content-Length'] = json.bytes;
+  res.writeHead(status, headers);
+  const buffers = json.buffers;
+  let next = 0;
+  const pump = (): void => {
+    while (next < buffers.length) {
+      const buffer = buffers[next];
+      buffers[next] = Buffer.alloc(0);
+      next += 1;
+      if (!res.write(buffer)) {
+        res.once('drain', pump);
+        return;
+      }
+    }
+    res.end();
+  };
+  res.on('close', () => {
+    buffers.length = 0;
+  });
+  pump();
 }
 
 function formatUrl(host: string, port: number): string {
@@ -577,7 +785,7 @@ export async function startSandboxProvider(options: SandboxProviderOptions = {})
         process.stdout.write(`${JSON.stringify({ level: 'info', ...fields })}\n`);
       }
     : undefined;
-  const state = new ProviderState();
+  const state = new ProviderState(options.maxEffects ?? DEFAULT_MAX_EFFECTS);
   const wire = new WireRecorder(options.maxWireRequests ?? DEFAULT_MAX_WIRE_REQUESTS);
   const sockets = new Set<Socket>();
 
@@ -596,7 +804,7 @@ export async function startSandboxProvider(options: SandboxProviderOptions = {})
         act: () => {
           // The key alone decides, not the body: this provider models the lenient kind, so a client that changes
           // the body on retry still gets exactly one effect. Declines are not stored: a retry is judged afresh.
-          const replay = key === undefined ? undefined : state.idempotency.get(key);
+          const replay = key === undefined ? undefined : state.replay(key);
           if (replay) {
             return {
               status: 201,
@@ -666,8 +874,16 @@ export async function startSandboxProvider(options: SandboxProviderOptions = {})
       state.faults = result.value;
       return { status: 200, body: state.faultSnapshot() };
     }
-    if (path === '/__effects' && method === 'GET') return { status: 200, body: state.effects() };
-    if (path === '/__requests' && method === 'GET') return { status: 200, body: wire.snapshot() };
+    if (path === '/__effects' && method === 'GET') {
+      const json = new JsonChunks();
+      state.writeEffects(json);
+      return { status: 200, json };
+    }
+    if (path === '/__requests' && method === 'GET') {
+      const json = new JsonChunks();
+      wire.write(json);
+      return { status: 200, json };
+    }
     if (path === '/__reset' && method === 'POST') {
       state.reset();
       wire.reset();
@@ -683,7 +899,7 @@ export async function startSandboxProvider(options: SandboxProviderOptions = {})
     const path = queryAt === -1 ? rawUrl : rawUrl.slice(0, queryAt);
     const query = new URLSearchParams(queryAt === -1 ? '' : rawUrl.slice(queryAt + 1));
     const started = performance.now();
-    const arrivedAt = new Date().toISOString();
+    const arrivedAt = Date.now();
     const header = req.headers['idempotency-key'];
     const done = (outcome: { status?: number; fault?: FaultKind; reply?: Reply; dropped?: boolean }) => {
       const { reply, dropped: _dropped, ...logged } = outcome;

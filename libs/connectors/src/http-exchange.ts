@@ -44,6 +44,7 @@ export function httpExchange(request: HttpExchangeRequest): Promise<HttpExchange
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      stopListening();
       request.signal?.removeEventListener('abort', onAbort);
       resolve(result);
     };
@@ -92,14 +93,28 @@ export function httpExchange(request: HttpExchangeRequest): Promise<HttpExchange
         );
       },
     );
+    // A pooled keep-alive socket serves many requests: a listener added per request would pile up on it (and never
+    // fire, since a reused socket is connected already). So listen only while the socket is still connecting, and
+    // stop listening when this exchange ends, whichever comes first.
+    let pending: { socket: import('node:net').Socket; event: string; listener: () => void } | undefined;
+    const stopListening = () => {
+      pending?.socket.off(pending.event, pending.listener);
+      pending = undefined;
+    };
     req.on('socket', (socket) => {
       const markConnected = () => {
         connected = true;
+        pending = undefined;
       };
       if (!socket.connecting && !isHttps) markConnected();
       else if (isHttps && (socket as import('node:tls').TLSSocket).encrypted && !socket.connecting) markConnected();
-      socket.once(isHttps ? 'secureConnect' : 'connect', markConnected);
+      else {
+        const event = isHttps ? 'secureConnect' : 'connect';
+        socket.once(event, markConnected);
+        pending = { socket, event, listener: markConnected };
+      }
     });
+    req.on('close', stopListening);
     req.on('error', (error: NodeJS.ErrnoException) => finish(failure(error.code ?? 'EREQUEST', error.message)));
     const timer = setTimeout(() => {
       finish(failure('ETIMEDOUT', `no answer within ${request.timeoutMs} ms`));

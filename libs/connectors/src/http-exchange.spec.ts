@@ -1,0 +1,90 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { ClientRequest, createServer, type Server } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { httpExchange } from './http-exchange';
+
+/** The client sockets httpExchange's requests ran on, seen through Node's public HTTP client diagnostics channel. */
+function watchClientSockets(): { sockets: Set<Socket>; stop: () => void } {
+  const sockets = new Set<Socket>();
+  const onStart = (message: unknown) => {
+    const { request } = message as { request: ClientRequest };
+    // Published when the request is ended, by which time a reused socket may already be assigned.
+    if (request.socket) sockets.add(request.socket);
+    else request.once('socket', (socket: Socket) => sockets.add(socket));
+  };
+  subscribe('http.client.request.start', onStart);
+  return { sockets, stop: () => unsubscribe('http.client.request.start', onStart) };
+}
+
+describe('httpExchange on a reused keep-alive socket', () => {
+  let server: Server;
+  let url: string;
+  let connections = 0;
+
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end('{"ok":true}');
+      });
+    });
+    server.keepAliveTimeout = 30_000;
+    server.on('connection', () => (connections += 1));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/x`;
+  });
+
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+
+  it('adds no connect listener per request: 50 sequential requests leave at most one, and no warning', async () => {
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on('warning', onWarning);
+    const watch = watchClientSockets();
+    try {
+      for (let i = 0; i < 50; i += 1) {
+        const result = await httpExchange({ method: 'POST', url, body: { i }, timeoutMs: 5_000 });
+        expect(result).toMatchObject({ kind: 'response', status: 200, body: { ok: true } });
+      }
+      // One socket carried every request, so the test is about reuse and not about fresh connections.
+      expect(connections).toBe(1);
+      expect(watch.sockets.size).toBe(1);
+      const [socket] = [...watch.sockets];
+      expect(socket.listenerCount('connect')).toBeLessThanOrEqual(1);
+      expect(socket.listenerCount('secureConnect')).toBe(0);
+      // A warning is emitted asynchronously; one more exchange gives it a turn of the event loop to arrive.
+      await httpExchange({ method: 'GET', url, timeoutMs: 5_000 });
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning')).toEqual([]);
+    } finally {
+      watch.stop();
+      process.off('warning', onWarning);
+    }
+  });
+
+  it('still tells a request never written (refused) from one that may have been (timeout after connecting)', async () => {
+    // A closed port: the connection is refused, so the request was provably never written.
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const port = (probe.address() as AddressInfo).port;
+    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    const refused = await httpExchange({ method: 'POST', url: `http://127.0.0.1:${port}/x`, timeoutMs: 5_000 });
+    expect(refused).toMatchObject({ kind: 'not_delivered', code: 'ECONNREFUSED' });
+
+    // A server that accepts and never answers: the request went out, so the timeout is ambiguous.
+    const silent = createServer(() => undefined);
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      const silentUrl = `http://127.0.0.1:${(silent.address() as AddressInfo).port}/x`;
+      const timedOut = await httpExchange({ method: 'POST', url: silentUrl, body: {}, timeoutMs: 200 });
+      expect(timedOut).toMatchObject({ kind: 'ambiguous', code: 'ETIMEDOUT' });
+    } finally {
+      silent.closeAllConnections();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+    }
+  });
+});
