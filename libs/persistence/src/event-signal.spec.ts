@@ -16,10 +16,10 @@ describe('event announcements (real Postgres)', () => {
   beforeAll(async () => {
     db = await createTestDatabase('eventsignal');
     await ensureTenant(db.dataSource.manager, 'acme');
-    announceEventsWith((executionId) => announced.push(executionId));
+    announceEventsWith(db.dataSource, (executionId) => announced.push(executionId));
   });
   afterAll(async () => {
-    announceEventsWith(null);
+    announceEventsWith(db.dataSource, null);
     await db.drop();
   });
   beforeEach(() => announced.splice(0));
