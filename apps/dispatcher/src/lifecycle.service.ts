@@ -6,6 +6,7 @@ import {
   ExecutionEntity,
   ExecutionPatch,
   OperationEntity,
+  SecretsCipher,
   TenantEntity,
   TransitionService,
   connectorEnvironment,
@@ -102,6 +103,7 @@ const S = OperationStatus;
 export class LifecycleService {
   constructor(
     @InjectDataSource() private readonly db: DataSource,
+    private readonly cipher: SecretsCipher,
     private readonly transitions: TransitionService,
     private readonly producer: JobProducer,
     private readonly connectors: ConnectorRegistry,
@@ -285,7 +287,7 @@ export class LifecycleService {
         op.id,
         await connector.readContext(
           connectorOperation(op),
-          await connectorEnvironment(this.db.manager, op, this.config, this.connectors.get(op.connector)),
+          await connectorEnvironment(this.db.manager, op, this.config, this.connectors.get(op.connector), this.cipher),
         ),
       );
     }
@@ -498,7 +500,7 @@ export class LifecycleService {
     const context: ContextResult = connector?.readContext
       ? await connector.readContext(
           connectorOperation(op),
-          await connectorEnvironment(this.db.manager, op, this.config, connector),
+          await connectorEnvironment(this.db.manager, op, this.config, connector, this.cipher),
         )
       : unreachableRead(op.connector, 'no context read');
     if (context.kind === 'unreachable') {

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { newId } from '@verity/platform';
 import { VerificationMethodValue, WebhookEventType, webhookEventFor } from '@verity/status-model';
 import type { DataSource } from 'typeorm';
-import { openSecret, sealSecret, secretBinding } from './secrets-cipher';
+import { SecretsCipher, secretBinding } from './secrets-cipher';
 import { Queryable, rows, transaction } from './sql';
 
 /**
@@ -149,6 +149,7 @@ export const MAX_WEBHOOK_ENDPOINTS = 20;
  */
 export async function createWebhookEndpoint(
   db: Queryable,
+  secrets: SecretsCipher,
   input: { tenantId: string; url: string; events: string[]; createdBy: string },
 ): Promise<{ endpoint: WebhookEndpointRow; secret: string } | null> {
   const id = newId('whk');
@@ -158,7 +159,7 @@ export async function createWebhookEndpoint(
     input.tenantId,
     input.url,
     input.events,
-    sealSecret(secret, webhookSecretBinding(input.tenantId, id)),
+    secrets.seal(secret, webhookSecretBinding(input.tenantId, id)),
     input.createdBy,
     MAX_WEBHOOK_ENDPOINTS,
   ]);
@@ -364,6 +365,7 @@ export interface DeliveryToSend {
 /** What a delivery job needs, with the signing secret opened; null when the delivery (or its endpoint) is gone. */
 export async function loadDeliveryToSend(
   db: Queryable,
+  secrets: SecretsCipher,
   deliveryId: string,
   round: number,
 ): Promise<DeliveryToSend | null> {
@@ -384,7 +386,7 @@ export async function loadDeliveryToSend(
     tenantId: row.tenant_id,
     endpointId: row.endpoint_id,
     url: row.url,
-    secret: openSecret(row.secret, webhookSecretBinding(row.tenant_id, row.endpoint_id)),
+    secret: secrets.open(row.secret, webhookSecretBinding(row.tenant_id, row.endpoint_id)),
     body: row.payload,
     skip:
       row.round !== round
