@@ -36,7 +36,13 @@ export const MUTANTS: Mutant[] = [
         if (op.connector === 'sandbox.payments') {
           await connector.send(
             connectorOperation(op),
-            await connectorEnvironment(this.db.manager, op, this.config, this.connectors.get(op.connector)),
+            await connectorEnvironment(
+              this.db.manager,
+              op,
+              this.config,
+              this.connectors.get(op.connector),
+              this.cipher,
+            ),
           );
         }
         const provenAfter = await this.absenceProvenAfter(op);`,

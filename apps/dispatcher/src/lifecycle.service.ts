@@ -6,6 +6,7 @@ import {
   ExecutionEntity,
   ExecutionPatch,
   OperationEntity,
+  SecretsCipher,
   TenantEntity,
   TransitionService,
   connectorEnvironment,
@@ -101,6 +102,7 @@ const S = OperationStatus;
 export class LifecycleService {
   constructor(
     @InjectDataSource() private readonly db: DataSource,
+    private readonly cipher: SecretsCipher,
     private readonly transitions: TransitionService,
     private readonly producer: JobProducer,
     private readonly connectors: ConnectorRegistry,
@@ -284,7 +286,7 @@ export class LifecycleService {
         op.id,
         await connector.readContext(
           connectorOperation(op),
-          await connectorEnvironment(this.db.manager, op, this.config, this.connectors.get(op.connector)),
+          await connectorEnvironment(this.db.manager, op, this.config, this.connectors.get(op.connector), this.cipher),
         ),
       );
     }
@@ -497,7 +499,7 @@ export class LifecycleService {
     const context: ContextResult = connector?.readContext
       ? await connector.readContext(
           connectorOperation(op),
-          await connectorEnvironment(this.db.manager, op, this.config, connector),
+          await connectorEnvironment(this.db.manager, op, this.config, connector, this.cipher),
         )
       : unreachableRead(op.connector, 'no context read');
     if (context.kind === 'unreachable') {

@@ -11,6 +11,7 @@ import {
   Approval,
   CapExceeded,
   OperationEntity,
+  SecretsCipher,
   SendGuard,
   SendRefusal,
   TransitionService,
@@ -54,6 +55,7 @@ export class SenderService {
 
   constructor(
     @InjectDataSource() private readonly db: DataSource,
+    private readonly cipher: SecretsCipher,
     private readonly transitions: TransitionService,
     private readonly producer: JobProducer,
     private readonly connectors: ConnectorRegistry,
@@ -86,7 +88,7 @@ export class SenderService {
     const connector = this.connectors.require(op.connector);
     // The tenant's settings for this connector (allowlist, secrets, spending caps), read fresh for every send.
     const settings = await loadConnectorSettings(this.db.manager, op.tenantId, op.connector, {
-      withSecrets: connector.settings?.secrets === true,
+      withSecrets: connector.settings?.secrets === true && this.cipher,
     });
     const tenantEnv: TenantConnectorSettings = { allowHosts: settings.allowHosts, secrets: settings.secrets };
 

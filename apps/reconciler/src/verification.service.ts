@@ -11,6 +11,7 @@ import {
 } from '@verity/connectors';
 import {
   OperationEntity,
+  SecretsCipher,
   TransitionService,
   findTenant,
   connectorEnvironment,
@@ -61,6 +62,7 @@ const R = TerminalReason;
 export class VerificationService {
   constructor(
     @InjectDataSource() private readonly db: DataSource,
+    private readonly cipher: SecretsCipher,
     private readonly transitions: TransitionService,
     private readonly producer: JobProducer,
     private readonly connectors: ConnectorRegistry,
@@ -212,7 +214,7 @@ export class VerificationService {
     try {
       return await connector.readBack(
         connectorOperation(op),
-        await connectorEnvironment(this.db.manager, op, this.config, this.connectors.get(op.connector)),
+        await connectorEnvironment(this.db.manager, op, this.config, this.connectors.get(op.connector), this.cipher),
       );
     } catch (error) {
       this.logger.error({ err: error, operationId: op.id }, 'read-back threw');
@@ -315,7 +317,13 @@ export class VerificationService {
   ): Promise<ObservationResult> {
     const verified = (op.evidence?.record ?? null) as Record<string, unknown> | null;
     try {
-      const env = await connectorEnvironment(this.db.manager, op, this.config, this.connectors.get(op.connector));
+      const env = await connectorEnvironment(
+        this.db.manager,
+        op,
+        this.config,
+        this.connectors.get(op.connector),
+        this.cipher,
+      );
       if (connector.observe) return await connector.observe(operation, verified, env);
       if (connector.readBack) {
         const read = await connector.readBack(operation, env);

@@ -5,6 +5,7 @@ import {
   AttemptOutcome,
   DeliveryToSend,
   OwedDelivery,
+  SecretsCipher,
   loadConnectorSettings,
   loadDeliveryToSend,
   owedWebhookDeliveries,
@@ -40,6 +41,7 @@ export class WebhooksService implements OnApplicationBootstrap, OnApplicationShu
 
   constructor(
     @InjectDataSource() private readonly db: DataSource,
+    private readonly cipher: SecretsCipher,
     private readonly producer: JobProducer,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
     @Inject(LOGGER) private readonly logger: Logger,
@@ -107,7 +109,7 @@ export class WebhooksService implements OnApplicationBootstrap, OnApplicationShu
   }
 
   private async attempt(deliveryId: string, round: number, attemptsMade: number, maxAttempts: number): Promise<string> {
-    const delivery = await loadDeliveryToSend(this.db.manager, deliveryId, round);
+    const delivery = await loadDeliveryToSend(this.db.manager, this.cipher, deliveryId, round);
     if (!delivery) return 'skipped: delivery or endpoint deleted';
     if (delivery.skip === 'endpoint_disabled') {
       await skipWebhookDelivery(this.db.manager, deliveryId, round, 'endpoint disabled before this delivery');

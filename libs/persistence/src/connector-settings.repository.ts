@@ -1,5 +1,5 @@
 import type { AllowedHostRow, SpendingCapRow } from './entities/connector-settings.entity';
-import { sealSecret, secretBinding } from './secrets-cipher';
+import { SecretsCipher, secretBinding } from './secrets-cipher';
 import { Queryable, rows } from './sql';
 
 /** A tenant admin's writes and reads of its connector settings (allowlist, caps, secret names). Tenant-scoped. */
@@ -39,6 +39,7 @@ export async function upsertConnectorSettings(
 /** Stores a secret sealed to its (tenant, connector, name), or deletes it when `value` is null. */
 export async function writeConnectorSecret(
   db: Queryable,
+  secrets: SecretsCipher,
   tenantId: string,
   connector: string,
   name: string,
@@ -53,7 +54,7 @@ export async function writeConnectorSecret(
     tenantId,
     connector,
     name,
-    sealSecret(value, secretBinding(tenantId, connector, name)),
+    secrets.seal(value, secretBinding(tenantId, connector, name)),
     by,
   ]);
 }

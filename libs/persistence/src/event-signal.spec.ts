@@ -2,6 +2,7 @@ import { ExecutionStatus } from '@verity/status-model';
 import { newId } from '@verity/platform';
 import { createTestDatabase, TestDatabase } from '../../../test/support/services';
 import { ensureTenant } from './api-keys';
+import { createDataSource } from './data-source';
 import { announceEventsWith } from './event-signal';
 import { transaction } from './sql';
 import { insertExecution } from './store';
@@ -16,10 +17,10 @@ describe('event announcements (real Postgres)', () => {
   beforeAll(async () => {
     db = await createTestDatabase('eventsignal');
     await ensureTenant(db.dataSource.manager, 'acme');
-    announceEventsWith((executionId) => announced.push(executionId));
+    announceEventsWith(db.dataSource, (executionId) => announced.push(executionId));
   });
   afterAll(async () => {
-    announceEventsWith(null);
+    announceEventsWith(db.dataSource, null);
     await db.drop();
   });
   beforeEach(() => announced.splice(0));
@@ -71,6 +72,21 @@ describe('event announcements (real Postgres)', () => {
     });
     expect(seenInside).toEqual([[]]);
     expect(announced).toEqual([id]);
+  });
+
+  it('announces through the data source that wrote, and not at all for one nobody registered a signal for', async () => {
+    const other = createDataSource(db.url, 2);
+    await other.initialize();
+    try {
+      const id = await newExecution();
+      await move(other.manager, id, ExecutionStatus.CREATED, ExecutionStatus.VALIDATING);
+      await transaction(other, (tx) => move(tx, id, ExecutionStatus.VALIDATING, ExecutionStatus.RESOLVING_CONTEXT));
+      expect(announced).toEqual([]);
+      await move(db.dataSource.manager, id, ExecutionStatus.RESOLVING_CONTEXT, ExecutionStatus.PLANNING);
+      expect(announced).toEqual([id]);
+    } finally {
+      await other.destroy();
+    }
   });
 
   it('announces nothing for a transaction that rolls back', async () => {

@@ -1,17 +1,28 @@
-import type { EntityManager, QueryRunner } from 'typeorm';
+import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import type { Queryable } from './sql';
 
 /** Told the ids of executions that have new committed events (the API's streams wake up and read the table). */
 export type EventSignal = (executionId: string) => void;
 
-let signal: EventSignal | null = null;
+/**
+ * The signal belongs to the data source the events are written through, not to the process: whoever owns a data
+ * source says how its commits are announced, and a data source nobody registered for announces nothing.
+ */
+const signals = new WeakMap<DataSource, EventSignal>();
 
 /**
- * Each process registers how it announces new events (a Redis PUBLISH, libs/queues). The announcement only says
- * "look": streams read the events table, and poll it anyway, so a lost announcement delays an event, never loses it.
+ * Each app registers how it announces new events written through its data source (a Redis PUBLISH, libs/queues).
+ * The announcement only says "look": streams read the events table, and poll it anyway, so a lost announcement
+ * delays an event, never loses it. `null` stops the announcements (at shutdown).
  */
-export function announceEventsWith(next: EventSignal | null): void {
-  signal = next;
+export function announceEventsWith(dataSource: DataSource, signal: EventSignal | null): void {
+  if (signal) signals.set(dataSource, signal);
+  else signals.delete(dataSource);
+}
+
+/** The signal of a data source; what `db` writes through is its `connection` (a transaction's manager has it too). */
+function signalOf(dataSource: DataSource | undefined): EventSignal | undefined {
+  return dataSource ? signals.get(dataSource) : undefined;
 }
 
 const PENDING = 'verityEventsCommitted';
@@ -43,7 +54,7 @@ export function eventsWritten(db: Queryable, executionId: string): void {
     (data[PENDING] ??= new Set()).add(executionId);
     return;
   }
-  signal?.(executionId);
+  signalOf((db as Partial<EntityManager>).connection)?.(executionId);
 }
 
 /** After a commit: announce what the transaction wrote. */
@@ -57,6 +68,7 @@ export function announceCommitted(runner: QueryRunner | undefined): void {
   const pending = data?.[PENDING];
   if (!pending) return;
   delete data[PENDING];
+  const signal = signalOf(runner?.connection);
   for (const executionId of pending) signal?.(executionId);
 }
 

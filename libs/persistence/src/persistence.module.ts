@@ -2,7 +2,7 @@ import { Global, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { dataSourceOptions } from './data-source';
-import { useSecretsKey } from './secrets-cipher';
+import { SecretsCipher } from './secrets-cipher';
 import { TransitionService } from './transition.service';
 
 @Global()
@@ -11,7 +11,6 @@ import { TransitionService } from './transition.service';
     TypeOrmModule.forRootAsync({
       inject: [VERITY_CONFIG],
       useFactory: (config: VerityConfig) => {
-        useSecretsKey(config.SECRETS_KEY);
         return {
           ...dataSourceOptions(config.DATABASE_URL, config.DATABASE_POOL_SIZE),
           // Fail fast at boot; the caller reports which service is missing.
@@ -20,7 +19,14 @@ import { TransitionService } from './transition.service';
       },
     }),
   ],
-  providers: [TransitionService],
-  exports: [TransitionService],
+  providers: [
+    TransitionService,
+    {
+      provide: SecretsCipher,
+      inject: [VERITY_CONFIG],
+      useFactory: (config: VerityConfig) => new SecretsCipher(config.SECRETS_KEY),
+    },
+  ],
+  exports: [TransitionService, SecretsCipher],
 })
 export class PersistenceModule {}

@@ -11,6 +11,7 @@ import { PING_SQL } from './sql';
 import { INTAKE_SQL, READ_SQL } from './store';
 import { SWEEP_SQL } from './sweep.repository';
 import { TENANT_POLICY_SQL } from './tenant-policy';
+import { WEBHOOKS_SQL } from './webhooks';
 
 /**
  * Every fixed statement of libs/persistence by repository, as written to `libs/persistence/queries/<name>.sql` by
@@ -32,4 +33,5 @@ export const NAMED_STATEMENTS: Readonly<Record<string, Readonly<Record<string, s
   'review-queue': REVIEW_QUEUE_SQL,
   sweep: SWEEP_SQL,
   'tenant-policy': TENANT_POLICY_SQL,
+  webhooks: WEBHOOKS_SQL,
 };

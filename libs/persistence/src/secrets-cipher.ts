@@ -1,43 +1,48 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 
-/**
- * Connector secrets at rest. With SECRETS_KEY set (32 bytes, base64), every secret is stored sealed with AES-256-GCM
- * (`v1:<iv>:<tag>:<ciphertext>`, base64 parts, the tenant/connector/name bound in as associated data, so a sealed
- * value copied to another row does not open). Without it they are stored as given, as before; values stored before
- * the key was set keep working and are sealed when next written. One key per process, registered at start-up.
- */
-let key: Buffer | null = null;
-
-export function useSecretsKey(base64: string | undefined): void {
-  key = base64 ? Buffer.from(base64, 'base64') : null;
-}
-
 const PREFIX = 'v1:';
-
-export function sealSecret(value: string, boundTo: string): string {
-  if (!key) return value;
-  const iv = randomBytes(12);
-  const cipher = createCipheriv('aes-256-gcm', key, iv);
-  cipher.setAAD(Buffer.from(boundTo));
-  const sealed = Buffer.concat([cipher.update(value, 'utf8'), cipher.final()]);
-  return `${PREFIX}${iv.toString('base64')}:${cipher.getAuthTag().toString('base64')}:${sealed.toString('base64')}`;
-}
 
 export class SecretUnreadableError extends Error {
   override readonly name = 'SecretUnreadableError';
 }
 
-export function openSecret(stored: string, boundTo: string): string {
-  if (!stored.startsWith(PREFIX)) return stored;
-  if (!key) throw new SecretUnreadableError('a connector secret is sealed but SECRETS_KEY is not set');
-  const [iv, tag, sealed] = stored.slice(PREFIX.length).split(':');
-  try {
-    const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(iv, 'base64'));
-    decipher.setAAD(Buffer.from(boundTo));
-    decipher.setAuthTag(Buffer.from(tag, 'base64'));
-    return Buffer.concat([decipher.update(Buffer.from(sealed, 'base64')), decipher.final()]).toString('utf8');
-  } catch {
-    throw new SecretUnreadableError('a connector secret does not open with this SECRETS_KEY');
+/**
+ * Connector secrets at rest. With SECRETS_KEY set (32 bytes, base64), every secret is stored sealed with AES-256-GCM
+ * (`v1:<iv>:<tag>:<ciphertext>`, base64 parts, the tenant/connector/name bound in as associated data, so a sealed
+ * value copied to another row does not open). Without it they are stored as given, as before; values stored before
+ * the key was set keep working and are sealed when next written.
+ *
+ * One instance per app, made from the config by PersistenceModule and injected; the repositories that store or read a
+ * secret are handed it, so which key a call uses is visible at the call.
+ */
+export class SecretsCipher {
+  private readonly key: Buffer | null;
+
+  constructor(base64Key: string | undefined) {
+    this.key = base64Key ? Buffer.from(base64Key, 'base64') : null;
+  }
+
+  seal(value: string, boundTo: string): string {
+    if (!this.key) return value;
+    const iv = randomBytes(12);
+    const cipher = createCipheriv('aes-256-gcm', this.key, iv);
+    cipher.setAAD(Buffer.from(boundTo));
+    const sealed = Buffer.concat([cipher.update(value, 'utf8'), cipher.final()]);
+    return `${PREFIX}${iv.toString('base64')}:${cipher.getAuthTag().toString('base64')}:${sealed.toString('base64')}`;
+  }
+
+  open(stored: string, boundTo: string): string {
+    if (!stored.startsWith(PREFIX)) return stored;
+    if (!this.key) throw new SecretUnreadableError('a connector secret is sealed but SECRETS_KEY is not set');
+    const [iv, tag, sealed] = stored.slice(PREFIX.length).split(':');
+    try {
+      const decipher = createDecipheriv('aes-256-gcm', this.key, Buffer.from(iv, 'base64'));
+      decipher.setAAD(Buffer.from(boundTo));
+      decipher.setAuthTag(Buffer.from(tag, 'base64'));
+      return Buffer.concat([decipher.update(Buffer.from(sealed, 'base64')), decipher.final()]).toString('utf8');
+    } catch {
+      throw new SecretUnreadableError('a connector secret does not open with this SECRETS_KEY');
+    }
   }
 }
 

@@ -9,6 +9,7 @@ import { EntityManager, EntityTarget, ObjectLiteral } from 'typeorm';
 import { Criterion, EventEntity, ExecutionEntity, OperationEntity, TenantEntity } from './entities';
 import { Queryable, rows } from './sql';
 import { loadConnectorSettings } from './entities/connector-settings.entity';
+import type { SecretsCipher } from './secrets-cipher';
 
 export interface NewOperation {
   id: string;
@@ -421,9 +422,10 @@ export async function connectorEnvironment(
   op: Pick<OperationEntity, 'tenantId' | 'connector'>,
   config: ConnectorCallConfig,
   connector: { settings?: { secrets?: boolean } } | undefined,
+  secrets: SecretsCipher,
 ) {
   const settings = await loadConnectorSettings(db, op.tenantId, op.connector, {
-    withSecrets: connector?.settings?.secrets === true,
+    withSecrets: connector?.settings?.secrets === true && secrets,
   });
   return callEnvironment(config, { allowHosts: settings.allowHosts, secrets: settings.secrets });
 }

@@ -3,6 +3,7 @@ import { ExecutionStatus } from '@verity/status-model';
 import { createTestDatabase, TestDatabase } from '../../../test/support/services';
 import { ensureTenant } from './api-keys';
 import { insertExecution } from './store';
+import { SecretsCipher } from './secrets-cipher';
 import { TransitionService } from './transition.service';
 import {
   MAX_WEBHOOK_ENDPOINTS,
@@ -24,7 +25,7 @@ describe('webhook outbox (real Postgres)', () => {
     await ensureTenant(db.dataSource.manager, 'other');
     ({
       endpoint: { id: endpointId },
-    } = (await createWebhookEndpoint(db.dataSource.manager, {
+    } = (await createWebhookEndpoint(db.dataSource.manager, new SecretsCipher(undefined), {
       tenantId: 'acme',
       url: 'http://127.0.0.1:9/hook',
       events: ['execution.finished'],
@@ -119,7 +120,7 @@ describe('webhook outbox (real Postgres)', () => {
 
   it('refuses an endpoint beyond the per-tenant limit', async () => {
     const add = () =>
-      createWebhookEndpoint(db.dataSource.manager, {
+      createWebhookEndpoint(db.dataSource.manager, new SecretsCipher(undefined), {
         tenantId: 'other',
         url: 'http://127.0.0.1:9/hook',
         events: ['webhook.disabled'],

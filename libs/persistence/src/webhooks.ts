@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { newId } from '@verity/platform';
 import { VerificationMethodValue, WebhookEventType, webhookEventFor } from '@verity/status-model';
 import type { DataSource } from 'typeorm';
-import { openSecret, sealSecret, secretBinding } from './secrets-cipher';
+import { SecretsCipher, secretBinding } from './secrets-cipher';
 import { Queryable, rows, transaction } from './sql';
 
 /**
@@ -19,6 +19,75 @@ export const WEBHOOK_CANDIDATES_SQL = `(e.type IN ('obligation.escalated', 'outc
         OR (e.type = 'operation.status_changed' AND e.to_status IN ('VERIFIED', 'FAILED', 'CANCELLED', 'ACKNOWLEDGED', 'MANUAL_REVIEW'))
         OR (e.type = 'execution.status_changed' AND e.to_status IN ('completed', 'failed', 'cancelled', 'expired')))`;
 
+const ENDPOINT_COLUMNS = `id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_failures, created_by,
+  created_at, updated_at`;
+
+const DELIVERY_COLUMNS = `id, endpoint_id, event_id, type, payload, status, round, attempts, last_attempt_at,
+  last_response_status, last_error, delivered_at, created_at`;
+
+/** Every statement of the webhook aggregate (endpoints, the delivery log, the outbox cursor). */
+export const WEBHOOKS_SQL = {
+  // The tenant's endpoint count is checked in the INSERT itself, so two concurrent creates cannot both pass it.
+  createEndpoint: `INSERT INTO webhook_endpoints (id, tenant_id, url, events, secret, created_by)
+     SELECT $1, $2, $3, $4, $5, $6
+     WHERE (SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $2) < $7
+     RETURNING ${ENDPOINT_COLUMNS}`,
+  listEndpoints: `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE tenant_id = $1 ORDER BY created_at, id`,
+  findEndpoint: `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2`,
+  deleteEndpoint: `DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2 RETURNING id`,
+  enableEndpoint: `UPDATE webhook_endpoints
+     SET disabled_at = NULL, disabled_reason = NULL, consecutive_failures = 0, updated_at = now()
+     WHERE tenant_id = $1 AND id = $2 RETURNING ${ENDPOINT_COLUMNS}`,
+  listDeliveries: `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries
+     WHERE tenant_id = $1 AND endpoint_id = $2 AND ($3::text IS NULL OR id < $3)
+     ORDER BY id DESC LIMIT $4`,
+  redeliver: `UPDATE webhook_deliveries d SET status = 'pending', round = d.round + 1, updated_at = clock_timestamp()
+     WHERE d.id = $3 AND d.endpoint_id = $2 AND d.tenant_id = $1
+       AND EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.id = d.endpoint_id AND w.disabled_at IS NULL)
+     RETURNING ${DELIVERY_COLUMNS}`,
+  deliveryExists: `SELECT d.id FROM webhook_deliveries d WHERE d.id = $1 AND d.endpoint_id = $2 AND d.tenant_id = $3`,
+  skipDelivery: `UPDATE webhook_deliveries SET status = 'skipped', last_error = $3, updated_at = clock_timestamp()
+     WHERE id = $1 AND round = $2 AND status = 'pending'`,
+  lockCursor: `SELECT last_txid::text, last_event_id FROM webhook_outbox_cursor WHERE id = 1 FOR UPDATE SKIP LOCKED`,
+  // Every transaction older than the oldest one still running has committed or rolled back: its events are final.
+  // A younger one's events wait for a later pass, so an event committed late is never jumped over.
+  candidateEvents: `SELECT e.id, e.txid::text, e.tenant_id, e.execution_id, e.operation_id, e.type, e.from_status, e.to_status,
+              e.data, e.seq, e.created_at, x.agent_id, o.key AS operation_key, o.connector, o.action,
+              o.verification_method
+       FROM events e
+       JOIN executions x ON x.id = e.execution_id
+       LEFT JOIN operations o ON o.id = e.operation_id
+       WHERE ${WEBHOOK_CANDIDATES_SQL}
+         AND (e.txid, e.id) > ($1::xid8, $2::text)
+         AND e.txid < pg_snapshot_xmin(pg_current_snapshot())
+       ORDER BY e.txid, e.id
+       LIMIT $3`,
+  subscribedEndpoints: `SELECT id, tenant_id, events FROM webhook_endpoints WHERE tenant_id = ANY($1::text[]) AND disabled_at IS NULL`,
+  advanceCursor: `UPDATE webhook_outbox_cursor SET last_txid = $1::xid8, last_event_id = $2, updated_at = now() WHERE id = 1`,
+  insertDeliveries: `INSERT INTO webhook_deliveries (id, endpoint_id, tenant_id, event_id, type, payload)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[])
+     ON CONFLICT (endpoint_id, event_id) DO NOTHING
+     RETURNING id, round`,
+  owedDeliveries: `SELECT id, round FROM webhook_deliveries
+     WHERE status = 'pending' AND updated_at < clock_timestamp() - make_interval(secs => $1 / 1000.0)
+     ORDER BY updated_at LIMIT $2`,
+  deliveryToSend: `SELECT d.id, d.tenant_id, d.endpoint_id, w.url, w.secret, d.payload, d.status, d.round, w.disabled_at
+     FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id WHERE d.id = $1`,
+  recordAttempt: `UPDATE webhook_deliveries SET status = $3, attempts = attempts + 1, last_attempt_at = clock_timestamp(),
+         last_response_status = $4, last_error = $5, updated_at = clock_timestamp(),
+         delivered_at = CASE WHEN $3 = 'delivered' THEN clock_timestamp() END
+       WHERE id = $1 AND round = $2 AND status = 'pending'
+       RETURNING endpoint_id, tenant_id`,
+  resetFailures: `UPDATE webhook_endpoints SET consecutive_failures = 0 WHERE id = $1 AND consecutive_failures <> 0`,
+  // Disabled once: compare-and-set on `disabled_at IS NULL`.
+  countFailure: `UPDATE webhook_endpoints SET consecutive_failures = consecutive_failures + 1,
+         disabled_at = CASE WHEN consecutive_failures + 1 >= $2 THEN now() END,
+         disabled_reason = CASE WHEN consecutive_failures + 1 >= $2 THEN $3 END, updated_at = now()
+       WHERE id = $1 AND disabled_at IS NULL RETURNING ${ENDPOINT_COLUMNS}`,
+  disabledSubscribers: `SELECT id FROM webhook_endpoints
+       WHERE tenant_id = $1 AND id <> $2 AND disabled_at IS NULL AND 'webhook.disabled' = ANY(events)`,
+} as const;
+
 export interface WebhookEndpointRow {
   id: string;
   tenant_id: string;
@@ -31,9 +100,6 @@ export interface WebhookEndpointRow {
   created_at: Date;
   updated_at: Date;
 }
-
-const ENDPOINT_COLUMNS = `id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_failures, created_by,
-  created_at, updated_at`;
 
 export interface WebhookDeliveryRow {
   id: string;
@@ -83,35 +149,25 @@ export const MAX_WEBHOOK_ENDPOINTS = 20;
  */
 export async function createWebhookEndpoint(
   db: Queryable,
+  secrets: SecretsCipher,
   input: { tenantId: string; url: string; events: string[]; createdBy: string },
 ): Promise<{ endpoint: WebhookEndpointRow; secret: string } | null> {
   const id = newId('whk');
   const secret = newSigningSecret();
-  const [endpoint] = await rows<WebhookEndpointRow>(
-    db,
-    `INSERT INTO webhook_endpoints (id, tenant_id, url, events, secret, created_by)
-     SELECT $1, $2, $3, $4, $5, $6
-     WHERE (SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $2) < $7
-     RETURNING ${ENDPOINT_COLUMNS}`,
-    [
-      id,
-      input.tenantId,
-      input.url,
-      input.events,
-      sealSecret(secret, webhookSecretBinding(input.tenantId, id)),
-      input.createdBy,
-      MAX_WEBHOOK_ENDPOINTS,
-    ],
-  );
+  const [endpoint] = await rows<WebhookEndpointRow>(db, WEBHOOKS_SQL.createEndpoint, [
+    id,
+    input.tenantId,
+    input.url,
+    input.events,
+    secrets.seal(secret, webhookSecretBinding(input.tenantId, id)),
+    input.createdBy,
+    MAX_WEBHOOK_ENDPOINTS,
+  ]);
   return endpoint ? { endpoint, secret } : null;
 }
 
 export function listWebhookEndpoints(db: Queryable, tenantId: string): Promise<WebhookEndpointRow[]> {
-  return rows<WebhookEndpointRow>(
-    db,
-    `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE tenant_id = $1 ORDER BY created_at, id`,
-    [tenantId],
-  );
+  return rows<WebhookEndpointRow>(db, WEBHOOKS_SQL.listEndpoints, [tenantId]);
 }
 
 export async function findWebhookEndpoint(
@@ -119,21 +175,13 @@ export async function findWebhookEndpoint(
   tenantId: string,
   id: string,
 ): Promise<WebhookEndpointRow | null> {
-  const [endpoint] = await rows<WebhookEndpointRow>(
-    db,
-    `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2`,
-    [tenantId, id],
-  );
+  const [endpoint] = await rows<WebhookEndpointRow>(db, WEBHOOKS_SQL.findEndpoint, [tenantId, id]);
   return endpoint ?? null;
 }
 
 /** Deletes the endpoint and its delivery log; false when the tenant has no such endpoint. */
 export async function deleteWebhookEndpoint(db: Queryable, tenantId: string, id: string): Promise<boolean> {
-  const deleted = await rows<{ id: string }>(
-    db,
-    `DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2 RETURNING id`,
-    [tenantId, id],
-  );
+  const deleted = await rows<{ id: string }>(db, WEBHOOKS_SQL.deleteEndpoint, [tenantId, id]);
   return deleted.length > 0;
 }
 
@@ -143,31 +191,21 @@ export async function enableWebhookEndpoint(
   tenantId: string,
   id: string,
 ): Promise<WebhookEndpointRow | null> {
-  const [endpoint] = await rows<WebhookEndpointRow>(
-    db,
-    `UPDATE webhook_endpoints
-     SET disabled_at = NULL, disabled_reason = NULL, consecutive_failures = 0, updated_at = now()
-     WHERE tenant_id = $1 AND id = $2 RETURNING ${ENDPOINT_COLUMNS}`,
-    [tenantId, id],
-  );
+  const [endpoint] = await rows<WebhookEndpointRow>(db, WEBHOOKS_SQL.enableEndpoint, [tenantId, id]);
   return endpoint ?? null;
 }
-
-const DELIVERY_COLUMNS = `id, endpoint_id, event_id, type, payload, status, round, attempts, last_attempt_at,
-  last_response_status, last_error, delivered_at, created_at`;
 
 /** An endpoint's delivery log, newest first; `before` is the last id of the previous page. */
 export function listWebhookDeliveries(
   db: Queryable,
   input: { tenantId: string; endpointId: string; before?: string; limit: number },
 ): Promise<WebhookDeliveryRow[]> {
-  return rows<WebhookDeliveryRow>(
-    db,
-    `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries
-     WHERE tenant_id = $1 AND endpoint_id = $2 AND ($3::text IS NULL OR id < $3)
-     ORDER BY id DESC LIMIT $4`,
-    [input.tenantId, input.endpointId, input.before ?? null, input.limit],
-  );
+  return rows<WebhookDeliveryRow>(db, WEBHOOKS_SQL.listDeliveries, [
+    input.tenantId,
+    input.endpointId,
+    input.before ?? null,
+    input.limit,
+  ]);
 }
 
 /**
@@ -178,30 +216,23 @@ export async function redeliverWebhook(
   db: Queryable,
   input: { tenantId: string; endpointId: string; deliveryId: string },
 ): Promise<{ delivery: WebhookDeliveryRow } | { refused: 'not_found' | 'endpoint_disabled' }> {
-  const [delivery] = await rows<WebhookDeliveryRow>(
-    db,
-    `UPDATE webhook_deliveries d SET status = 'pending', round = d.round + 1, updated_at = clock_timestamp()
-     WHERE d.id = $3 AND d.endpoint_id = $2 AND d.tenant_id = $1
-       AND EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.id = d.endpoint_id AND w.disabled_at IS NULL)
-     RETURNING ${DELIVERY_COLUMNS}`,
-    [input.tenantId, input.endpointId, input.deliveryId],
-  );
+  const [delivery] = await rows<WebhookDeliveryRow>(db, WEBHOOKS_SQL.redeliver, [
+    input.tenantId,
+    input.endpointId,
+    input.deliveryId,
+  ]);
   if (delivery) return { delivery };
-  const [exists] = await rows<{ id: string }>(
-    db,
-    `SELECT d.id FROM webhook_deliveries d WHERE d.id = $1 AND d.endpoint_id = $2 AND d.tenant_id = $3`,
-    [input.deliveryId, input.endpointId, input.tenantId],
-  );
+  const [exists] = await rows<{ id: string }>(db, WEBHOOKS_SQL.deliveryExists, [
+    input.deliveryId,
+    input.endpointId,
+    input.tenantId,
+  ]);
   return { refused: exists ? 'endpoint_disabled' : 'not_found' };
 }
 
 /** A delivery that will not be sent (its endpoint was disabled before its turn): recorded, so nothing owes it. */
 export async function skipWebhookDelivery(db: Queryable, deliveryId: string, round: number, why: string) {
-  await db.query(
-    `UPDATE webhook_deliveries SET status = 'skipped', last_error = $3, updated_at = clock_timestamp()
-     WHERE id = $1 AND round = $2 AND status = 'pending'`,
-    [deliveryId, round, why],
-  );
+  await rows(db, WEBHOOKS_SQL.skipDelivery, [deliveryId, round, why]);
 }
 
 interface CandidateEvent {
@@ -256,33 +287,18 @@ export async function scanWebhookOutbox(
   limit: number,
 ): Promise<{ scanned: number; created: OwedDelivery[] } | null> {
   return transaction(dataSource, async (tx) => {
-    const [cursor] = await rows<{ last_txid: string; last_event_id: string }>(
-      tx,
-      `SELECT last_txid::text, last_event_id FROM webhook_outbox_cursor WHERE id = 1 FOR UPDATE SKIP LOCKED`,
-    );
+    const [cursor] = await rows<{ last_txid: string; last_event_id: string }>(tx, WEBHOOKS_SQL.lockCursor);
     if (!cursor) return null;
-    // Every transaction older than the oldest one still running has committed or rolled back: its events are final.
-    // A younger one's events wait for a later pass, so an event committed late is never jumped over.
-    const events = await rows<CandidateEvent>(
-      tx,
-      `SELECT e.id, e.txid::text, e.tenant_id, e.execution_id, e.operation_id, e.type, e.from_status, e.to_status,
-              e.data, e.seq, e.created_at, x.agent_id, o.key AS operation_key, o.connector, o.action,
-              o.verification_method
-       FROM events e
-       JOIN executions x ON x.id = e.execution_id
-       LEFT JOIN operations o ON o.id = e.operation_id
-       WHERE ${WEBHOOK_CANDIDATES_SQL}
-         AND (e.txid, e.id) > ($1::xid8, $2::text)
-         AND e.txid < pg_snapshot_xmin(pg_current_snapshot())
-       ORDER BY e.txid, e.id
-       LIMIT $3`,
-      [cursor.last_txid, cursor.last_event_id, limit],
-    );
+    const events = await rows<CandidateEvent>(tx, WEBHOOKS_SQL.candidateEvents, [
+      cursor.last_txid,
+      cursor.last_event_id,
+      limit,
+    ]);
     if (events.length === 0) return { scanned: 0, created: [] };
     const tenants = [...new Set(events.map((e) => e.tenant_id))];
     const endpoints = await rows<{ id: string; tenant_id: string; events: string[] }>(
       tx,
-      `SELECT id, tenant_id, events FROM webhook_endpoints WHERE tenant_id = ANY($1::text[]) AND disabled_at IS NULL`,
+      WEBHOOKS_SQL.subscribedEndpoints,
       [tenants],
     );
     const deliveries: { id: string; endpointId: string; tenantId: string; eventId: string; body: WebhookBody }[] = [];
@@ -307,10 +323,7 @@ export async function scanWebhookOutbox(
     }
     const created = deliveries.length === 0 ? [] : await insertDeliveries(tx, deliveries);
     const last = events[events.length - 1];
-    await tx.query(
-      `UPDATE webhook_outbox_cursor SET last_txid = $1::xid8, last_event_id = $2, updated_at = now() WHERE id = 1`,
-      [last.txid, last.id],
-    );
+    await rows(tx, WEBHOOKS_SQL.advanceCursor, [last.txid, last.id]);
     return { scanned: events.length, created };
   });
 }
@@ -319,21 +332,14 @@ async function insertDeliveries(
   db: Queryable,
   deliveries: { id: string; endpointId: string; tenantId: string; eventId: string | null; body: WebhookBody }[],
 ): Promise<OwedDelivery[]> {
-  const inserted = await rows<{ id: string; round: number }>(
-    db,
-    `INSERT INTO webhook_deliveries (id, endpoint_id, tenant_id, event_id, type, payload)
-     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[])
-     ON CONFLICT (endpoint_id, event_id) DO NOTHING
-     RETURNING id, round`,
-    [
-      deliveries.map((d) => d.id),
-      deliveries.map((d) => d.endpointId),
-      deliveries.map((d) => d.tenantId),
-      deliveries.map((d) => d.eventId),
-      deliveries.map((d) => d.body.type),
-      deliveries.map((d) => JSON.stringify(d.body)),
-    ],
-  );
+  const inserted = await rows<{ id: string; round: number }>(db, WEBHOOKS_SQL.insertDeliveries, [
+    deliveries.map((d) => d.id),
+    deliveries.map((d) => d.endpointId),
+    deliveries.map((d) => d.tenantId),
+    deliveries.map((d) => d.eventId),
+    deliveries.map((d) => d.body.type),
+    deliveries.map((d) => JSON.stringify(d.body)),
+  ]);
   return inserted;
 }
 
@@ -342,13 +348,7 @@ async function insertDeliveries(
  * The job id names the round, so a job still waiting in Redis is not duplicated.
  */
 export function owedWebhookDeliveries(db: Queryable, olderThanMs: number, limit: number): Promise<OwedDelivery[]> {
-  return rows<OwedDelivery>(
-    db,
-    `SELECT id, round FROM webhook_deliveries
-     WHERE status = 'pending' AND updated_at < clock_timestamp() - make_interval(secs => $1 / 1000.0)
-     ORDER BY updated_at LIMIT $2`,
-    [olderThanMs, limit],
-  );
+  return rows<OwedDelivery>(db, WEBHOOKS_SQL.owedDeliveries, [olderThanMs, limit]);
 }
 
 export interface DeliveryToSend {
@@ -365,6 +365,7 @@ export interface DeliveryToSend {
 /** What a delivery job needs, with the signing secret opened; null when the delivery (or its endpoint) is gone. */
 export async function loadDeliveryToSend(
   db: Queryable,
+  secrets: SecretsCipher,
   deliveryId: string,
   round: number,
 ): Promise<DeliveryToSend | null> {
@@ -378,19 +379,14 @@ export async function loadDeliveryToSend(
     status: string;
     round: number;
     disabled_at: Date | null;
-  }>(
-    db,
-    `SELECT d.id, d.tenant_id, d.endpoint_id, w.url, w.secret, d.payload, d.status, d.round, w.disabled_at
-     FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id WHERE d.id = $1`,
-    [deliveryId],
-  );
+  }>(db, WEBHOOKS_SQL.deliveryToSend, [deliveryId]);
   if (!row) return null;
   return {
     id: row.id,
     tenantId: row.tenant_id,
     endpointId: row.endpoint_id,
     url: row.url,
-    secret: openSecret(row.secret, webhookSecretBinding(row.tenant_id, row.endpoint_id)),
+    secret: secrets.open(row.secret, webhookSecretBinding(row.tenant_id, row.endpoint_id)),
     body: row.payload,
     skip:
       row.round !== round
@@ -425,40 +421,30 @@ export async function recordWebhookAttempt(
   const { outcome } = input;
   return transaction(dataSource, async (tx) => {
     const status = outcome.ok ? 'delivered' : input.final ? 'failed' : 'pending';
-    const [delivery] = await rows<{ endpoint_id: string; tenant_id: string }>(
-      tx,
-      `UPDATE webhook_deliveries SET status = $3, attempts = attempts + 1, last_attempt_at = clock_timestamp(),
-         last_response_status = $4, last_error = $5, updated_at = clock_timestamp(),
-         delivered_at = CASE WHEN $3 = 'delivered' THEN clock_timestamp() END
-       WHERE id = $1 AND round = $2 AND status = 'pending'
-       RETURNING endpoint_id, tenant_id`,
-      [input.deliveryId, input.round, status, outcome.status, outcome.ok ? null : outcome.error.slice(0, 500)],
-    );
+    const [delivery] = await rows<{ endpoint_id: string; tenant_id: string }>(tx, WEBHOOKS_SQL.recordAttempt, [
+      input.deliveryId,
+      input.round,
+      status,
+      outcome.status,
+      outcome.ok ? null : outcome.error.slice(0, 500),
+    ]);
     if (!delivery) return { state: 'stale' };
     if (outcome.ok) {
-      await tx.query(
-        `UPDATE webhook_endpoints SET consecutive_failures = 0 WHERE id = $1 AND consecutive_failures <> 0`,
-        [delivery.endpoint_id],
-      );
+      await rows(tx, WEBHOOKS_SQL.resetFailures, [delivery.endpoint_id]);
       return { state: 'delivered' };
     }
     if (!input.final) return { state: 'retrying' };
     const reason = `${input.disableAfter} consecutive deliveries failed (last: ${outcome.error.slice(0, 200)})`;
-    const [disabled] = await rows<WebhookEndpointRow>(
-      tx,
-      `UPDATE webhook_endpoints SET consecutive_failures = consecutive_failures + 1,
-         disabled_at = CASE WHEN consecutive_failures + 1 >= $2 THEN now() END,
-         disabled_reason = CASE WHEN consecutive_failures + 1 >= $2 THEN $3 END, updated_at = now()
-       WHERE id = $1 AND disabled_at IS NULL RETURNING ${ENDPOINT_COLUMNS}`,
-      [delivery.endpoint_id, input.disableAfter, reason],
-    );
+    const [disabled] = await rows<WebhookEndpointRow>(tx, WEBHOOKS_SQL.countFailure, [
+      delivery.endpoint_id,
+      input.disableAfter,
+      reason,
+    ]);
     if (!disabled?.disabled_at) return { state: 'failed' };
-    const others = await rows<{ id: string }>(
-      tx,
-      `SELECT id FROM webhook_endpoints
-       WHERE tenant_id = $1 AND id <> $2 AND disabled_at IS NULL AND 'webhook.disabled' = ANY(events)`,
-      [delivery.tenant_id, delivery.endpoint_id],
-    );
+    const others = await rows<{ id: string }>(tx, WEBHOOKS_SQL.disabledSubscribers, [
+      delivery.tenant_id,
+      delivery.endpoint_id,
+    ]);
     const body: WebhookBody = {
       type: 'webhook.disabled',
       timestamp: new Date(disabled.disabled_at).toISOString(),

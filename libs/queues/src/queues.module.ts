@@ -1,7 +1,9 @@
 import { Global, Inject, Module, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
 import { announceEventsWith } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, createRedis, enqueueFailures } from '@verity/platform';
 import type { Redis } from 'ioredis';
+import { DataSource } from 'typeorm';
 import { eventsChannel } from './names';
 import { JobProducer } from './producer';
 import { queueTelemetry } from './telemetry';
@@ -48,6 +50,7 @@ export class QueuesModule implements OnModuleInit, OnApplicationShutdown {
     private readonly producer: JobProducer,
     @Inject(PRODUCER_REDIS) private readonly redis: Redis,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
+    @InjectDataSource() private readonly dataSource: DataSource,
   ) {}
 
   private pending = new Set<string>();
@@ -66,14 +69,14 @@ export class QueuesModule implements OnModuleInit, OnApplicationShutdown {
       this.pending.clear();
       if (ids) this.redis.publish(channel, ids).catch(() => undefined);
     };
-    announceEventsWith((executionId) => {
+    announceEventsWith(this.dataSource, (executionId) => {
       this.pending.add(executionId);
       this.flushTimer ??= setTimeout(flush, ANNOUNCE_COALESCE_MS);
     });
   }
 
   async onApplicationShutdown(): Promise<void> {
-    announceEventsWith(null);
+    announceEventsWith(this.dataSource, null);
     if (this.flushTimer) clearTimeout(this.flushTimer);
     await this.producer.close();
     this.redis.disconnect();

@@ -4,6 +4,7 @@ import { ConnectorRegistry, ConnectorSettingsInput, fieldSegments } from '@verit
 import {
   CapUsage,
   SPENDING_PERIOD_SECONDS,
+  SecretsCipher,
   backfillSpend,
   clearConnectorSettings,
   connectorSettingsMeta,
@@ -36,6 +37,7 @@ export interface ConnectorSettingsView {
 export class ConnectorSettingsService {
   constructor(
     @InjectDataSource() private readonly db: DataSource,
+    private readonly cipher: SecretsCipher,
     private readonly connectors: ConnectorRegistry,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -132,7 +134,7 @@ export class ConnectorSettingsService {
   ): Promise<void> {
     for (const [name, value] of Object.entries(secrets)) {
       try {
-        await writeConnectorSecret(tx, principal.tenantId, connector, name, value, principal.keyId);
+        await writeConnectorSecret(tx, this.cipher, principal.tenantId, connector, name, value, principal.keyId);
       } catch (error) {
         const code = sqlState(error);
         throw Object.assign(new Error(`writing secret ${name} failed`), { code, driverError: { code } });

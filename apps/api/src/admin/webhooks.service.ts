@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { checkTarget } from '@verity/connectors';
 import {
+  SecretsCipher,
   WebhookDeliveryRow,
   WebhookEndpointRow,
   createWebhookEndpoint,
@@ -59,6 +60,7 @@ function deliveryView(row: WebhookDeliveryRow): z.infer<typeof DeliveryView> {
 export class WebhooksService {
   constructor(
     @InjectDataSource() private readonly db: DataSource,
+    private readonly cipher: SecretsCipher,
     private readonly producer: JobProducer,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
     @Inject(LOGGER) private readonly logger: Logger,
@@ -86,7 +88,7 @@ export class WebhooksService {
         },
       ]);
     }
-    const created = await createWebhookEndpoint(this.db.manager, {
+    const created = await createWebhookEndpoint(this.db.manager, this.cipher, {
       tenantId: principal.tenantId,
       url: input.url,
       events: input.events,

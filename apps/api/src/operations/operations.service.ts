@@ -4,6 +4,7 @@ import { ConnectorRegistry, ReadBackResult, operationCapabilities, unreachableRe
 import {
   Approval,
   OperationEntity,
+  SecretsCipher,
   TransitionService,
   connectorEnvironment,
   connectorOperation,
@@ -42,6 +43,7 @@ import { presentExecution, presentOperation } from '../executions/presenter';
 export class OperationsService {
   constructor(
     @InjectDataSource() private readonly db: DataSource,
+    private readonly cipher: SecretsCipher,
     private readonly transitions: TransitionService,
     private readonly producer: JobProducer,
     private readonly connectors: ConnectorRegistry,
@@ -385,7 +387,7 @@ export class OperationsService {
   private async readSourceNow(op: OperationEntity): Promise<ReadBackResult> {
     const connector = this.connectors.require(op.connector);
     try {
-      const env = await connectorEnvironment(this.db.manager, op, this.config, connector);
+      const env = await connectorEnvironment(this.db.manager, op, this.config, connector, this.cipher);
       return await connector.readBack!(connectorOperation(op), env);
     } catch {
       return unreachableRead(op.connector, 'read-back error');

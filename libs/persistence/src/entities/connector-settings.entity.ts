@@ -1,6 +1,6 @@
 import { Column, Entity, PrimaryColumn } from 'typeorm';
 import type { DataSource, EntityManager } from 'typeorm';
-import { openSecret, secretBinding } from '../secrets-cipher';
+import { SecretsCipher, secretBinding } from '../secrets-cipher';
 import { Queryable, rows, transaction } from '../sql';
 import type { TransitionResult } from '../transition.service';
 
@@ -92,21 +92,27 @@ export interface ConnectorSettingsRecord {
   secrets: Record<string, string>;
 }
 
-/** A tenant's settings for one connector in one round trip; no row means no allowlist, no caps, no secrets. */
+/**
+ * A tenant's settings for one connector in one round trip; no row means no allowlist, no caps, no secrets. Secrets are
+ * read only when `withSecrets` is the cipher that opens them.
+ */
 export async function loadConnectorSettings(
   db: Queryable,
   tenantId: string,
   connector: string,
-  options: { withSecrets: boolean },
+  options: { withSecrets: SecretsCipher | false },
 ): Promise<ConnectorSettingsRecord> {
   const [row] = await rows<{
     allow_hosts: AllowedHostRow[] | null;
     spending_caps: SpendingCapRow[] | null;
     secrets: Record<string, string> | null;
-  }>(db, CONNECTOR_SPEND_SQL.settingsOf, [tenantId, connector, options.withSecrets]);
+  }>(db, CONNECTOR_SPEND_SQL.settingsOf, [tenantId, connector, options.withSecrets !== false]);
   const secrets: Record<string, string> = {};
-  for (const [name, stored] of Object.entries(row?.secrets ?? {})) {
-    secrets[name] = openSecret(stored, secretBinding(tenantId, connector, name));
+  const cipher = options.withSecrets;
+  if (cipher) {
+    for (const [name, stored] of Object.entries(row?.secrets ?? {})) {
+      secrets[name] = cipher.open(stored, secretBinding(tenantId, connector, name));
+    }
   }
   return { allowHosts: row?.allow_hosts ?? [], spendingCaps: row?.spending_caps ?? [], secrets };
 }

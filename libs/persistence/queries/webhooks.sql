@@ -1,0 +1,103 @@
+-- createEndpoint
+INSERT INTO webhook_endpoints (id, tenant_id, url, events, secret, created_by)
+     SELECT $1, $2, $3, $4, $5, $6
+     WHERE (SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $2) < $7
+     RETURNING id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_failures, created_by,
+  created_at, updated_at;
+
+-- listEndpoints
+SELECT id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_failures, created_by,
+  created_at, updated_at FROM webhook_endpoints WHERE tenant_id = $1 ORDER BY created_at, id;
+
+-- findEndpoint
+SELECT id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_failures, created_by,
+  created_at, updated_at FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2;
+
+-- deleteEndpoint
+DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2 RETURNING id;
+
+-- enableEndpoint
+UPDATE webhook_endpoints
+     SET disabled_at = NULL, disabled_reason = NULL, consecutive_failures = 0, updated_at = now()
+     WHERE tenant_id = $1 AND id = $2 RETURNING id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_failures, created_by,
+  created_at, updated_at;
+
+-- listDeliveries
+SELECT id, endpoint_id, event_id, type, payload, status, round, attempts, last_attempt_at,
+  last_response_status, last_error, delivered_at, created_at FROM webhook_deliveries
+     WHERE tenant_id = $1 AND endpoint_id = $2 AND ($3::text IS NULL OR id < $3)
+     ORDER BY id DESC LIMIT $4;
+
+-- redeliver
+UPDATE webhook_deliveries d SET status = 'pending', round = d.round + 1, updated_at = clock_timestamp()
+     WHERE d.id = $3 AND d.endpoint_id = $2 AND d.tenant_id = $1
+       AND EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.id = d.endpoint_id AND w.disabled_at IS NULL)
+     RETURNING id, endpoint_id, event_id, type, payload, status, round, attempts, last_attempt_at,
+  last_response_status, last_error, delivered_at, created_at;
+
+-- deliveryExists
+SELECT d.id FROM webhook_deliveries d WHERE d.id = $1 AND d.endpoint_id = $2 AND d.tenant_id = $3;
+
+-- skipDelivery
+UPDATE webhook_deliveries SET status = 'skipped', last_error = $3, updated_at = clock_timestamp()
+     WHERE id = $1 AND round = $2 AND status = 'pending';
+
+-- lockCursor
+SELECT last_txid::text, last_event_id FROM webhook_outbox_cursor WHERE id = 1 FOR UPDATE SKIP LOCKED;
+
+-- candidateEvents
+SELECT e.id, e.txid::text, e.tenant_id, e.execution_id, e.operation_id, e.type, e.from_status, e.to_status,
+              e.data, e.seq, e.created_at, x.agent_id, o.key AS operation_key, o.connector, o.action,
+              o.verification_method
+       FROM events e
+       JOIN executions x ON x.id = e.execution_id
+       LEFT JOIN operations o ON o.id = e.operation_id
+       WHERE (e.type IN ('obligation.escalated', 'outcome.evaluated')
+        OR (e.type = 'operation.status_changed' AND e.to_status IN ('VERIFIED', 'FAILED', 'CANCELLED', 'ACKNOWLEDGED', 'MANUAL_REVIEW'))
+        OR (e.type = 'execution.status_changed' AND e.to_status IN ('completed', 'failed', 'cancelled', 'expired')))
+         AND (e.txid, e.id) > ($1::xid8, $2::text)
+         AND e.txid < pg_snapshot_xmin(pg_current_snapshot())
+       ORDER BY e.txid, e.id
+       LIMIT $3;
+
+-- subscribedEndpoints
+SELECT id, tenant_id, events FROM webhook_endpoints WHERE tenant_id = ANY($1::text[]) AND disabled_at IS NULL;
+
+-- advanceCursor
+UPDATE webhook_outbox_cursor SET last_txid = $1::xid8, last_event_id = $2, updated_at = now() WHERE id = 1;
+
+-- insertDeliveries
+INSERT INTO webhook_deliveries (id, endpoint_id, tenant_id, event_id, type, payload)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[])
+     ON CONFLICT (endpoint_id, event_id) DO NOTHING
+     RETURNING id, round;
+
+-- owedDeliveries
+SELECT id, round FROM webhook_deliveries
+     WHERE status = 'pending' AND updated_at < clock_timestamp() - make_interval(secs => $1 / 1000.0)
+     ORDER BY updated_at LIMIT $2;
+
+-- deliveryToSend
+SELECT d.id, d.tenant_id, d.endpoint_id, w.url, w.secret, d.payload, d.status, d.round, w.disabled_at
+     FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id WHERE d.id = $1;
+
+-- recordAttempt
+UPDATE webhook_deliveries SET status = $3, attempts = attempts + 1, last_attempt_at = clock_timestamp(),
+         last_response_status = $4, last_error = $5, updated_at = clock_timestamp(),
+         delivered_at = CASE WHEN $3 = 'delivered' THEN clock_timestamp() END
+       WHERE id = $1 AND round = $2 AND status = 'pending'
+       RETURNING endpoint_id, tenant_id;
+
+-- resetFailures
+UPDATE webhook_endpoints SET consecutive_failures = 0 WHERE id = $1 AND consecutive_failures <> 0;
+
+-- countFailure
+UPDATE webhook_endpoints SET consecutive_failures = consecutive_failures + 1,
+         disabled_at = CASE WHEN consecutive_failures + 1 >= $2 THEN now() END,
+         disabled_reason = CASE WHEN consecutive_failures + 1 >= $2 THEN $3 END, updated_at = now()
+       WHERE id = $1 AND disabled_at IS NULL RETURNING id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_failures, created_by,
+  created_at, updated_at;
+
+-- disabledSubscribers
+SELECT id FROM webhook_endpoints
+       WHERE tenant_id = $1 AND id <> $2 AND disabled_at IS NULL AND 'webhook.disabled' = ANY(events);
