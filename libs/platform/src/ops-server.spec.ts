@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import pino from 'pino';
 import { queueJobs } from './metrics';
 import { isMetricsToken, OpsServer, startOpsServer } from './ops-server';
@@ -69,5 +70,24 @@ describe('the workers’ ops server', () => {
     expect(isMetricsToken({ METRICS_TOKEN: undefined }, 'anything')).toBe(false);
     expect(isMetricsToken({ METRICS_TOKEN: TOKEN }, null)).toBe(false);
     expect(isMetricsToken({ METRICS_TOKEN: TOKEN }, TOKEN)).toBe(true);
+  });
+
+  it('closes on SIGTERM although a client holds a request half-sent (a slow-headers client cannot stall the drain)', async () => {
+    const own = await startOpsServer({
+      port: 0,
+      host: '127.0.0.1',
+      config: { METRICS_TOKEN: TOKEN, METRICS_PUBLIC: undefined },
+      logger: pino({ level: 'silent' }),
+      probes: {},
+    });
+    const socket = connect(own.port, '127.0.0.1');
+    const cut = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    socket.on('error', () => undefined);
+    // Headers begun and never finished: the server holds this request open until its headers timeout (a minute).
+    await new Promise<void>((resolve) => socket.write('GET /health/live HTTP/1.1\r\nHost: x\r\n', () => resolve()));
+    // The server has the request once it answers another one after it on a second connection.
+    expect((await fetch(`http://127.0.0.1:${own.port}/health/live`)).status).toBe(200);
+    await own.close();
+    await cut;
   });
 });

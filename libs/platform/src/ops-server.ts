@@ -117,10 +117,15 @@ function json(res: ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(body));
 }
 
-/** Stops listening and ends idle keep-alive connections (a scraper's), so SIGTERM is not held up by them. */
+/**
+ * Stops listening and ends every connection: idle keep-alive ones (a scraper's) and those in the middle of a request.
+ * A probe or a scrape cut short is simply retried; a client that sends its headers slowly (or never finishes them)
+ * would otherwise hold `close()` until Node's headers timeout, past the shutdown deadline, and the workers, which
+ * close after this server, would never drain their active jobs.
+ */
 function closeServer(server: Server): Promise<void> {
   return new Promise((resolve) => {
     server.close(() => resolve());
-    server.closeIdleConnections();
+    server.closeAllConnections();
   });
 }
