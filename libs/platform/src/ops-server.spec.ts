@@ -1,7 +1,7 @@
 import { connect } from 'node:net';
 import pino from 'pino';
 import { queueJobs } from './metrics';
-import { isMetricsToken, OpsServer, startOpsServer } from './ops-server';
+import { isMetricsToken, OpsServer, shared, startOpsServer } from './ops-server';
 
 const TOKEN = 'a-metrics-token-of-some-length';
 
@@ -89,5 +89,23 @@ describe('the workers’ ops server', () => {
     expect((await fetch(`http://127.0.0.1:${own.port}/health/live`)).status).toBe(200);
     await own.close();
     await cut;
+  });
+
+  it('runs one readiness check at a time however many probes arrive (a flood cannot drain the worker’s pool)', async () => {
+    let calls = 0;
+    const pending: (() => void)[] = [];
+    const check = shared(() => {
+      calls += 1;
+      return new Promise<string>((resolve) => pending.push(() => resolve(`answer ${calls}`)));
+    });
+    const flood = Array.from({ length: 50 }, () => check());
+    expect(calls).toBe(1);
+    pending.shift()!();
+    expect(await Promise.all(flood)).toEqual(Array(50).fill('answer 1'));
+    // The next probe after an answer asks again.
+    const later = check();
+    expect(calls).toBe(2);
+    pending.shift()!();
+    expect(await later).toBe('answer 2');
   });
 });

@@ -40,8 +40,9 @@ const PROBE_TIMEOUT_MS = 1500;
  * Nothing else is served.
  */
 export async function startOpsServer(options: OpsServerOptions): Promise<OpsServer> {
+  const readiness = shared(() => checkReadiness(options.probes));
   const server = createServer((req, res) => {
-    handle(options, req, res).catch((error: unknown) => {
+    handle(options, readiness, req, res).catch((error: unknown) => {
       options.logger.warn({ err: error }, 'ops endpoint failed');
       if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
       res.end('internal error\n');
@@ -59,7 +60,41 @@ export async function startOpsServer(options: OpsServerOptions): Promise<OpsServ
   return { port, close: () => closeServer(server) };
 }
 
-async function handle(options: OpsServerOptions, req: IncomingMessage, res: ServerResponse): Promise<void> {
+interface Readiness {
+  ok: boolean;
+  checks: Record<string, 'up' | 'down'>;
+}
+
+/**
+ * `fn`, run once for any number of concurrent callers: while a call is in flight, callers get its answer. Readiness
+ * is unauthenticated, and each check takes a connection from the worker's Postgres pool: a flood of probes must not
+ * queue ahead of the jobs' statements (which give up after the pool's connection timeout).
+ */
+export function shared<T>(fn: () => Promise<T>): () => Promise<T> {
+  let inFlight: Promise<T> | null = null;
+  return () => {
+    inFlight ??= fn().finally(() => {
+      inFlight = null;
+    });
+    return inFlight;
+  };
+}
+
+async function checkReadiness(probes: OpsServerOptions['probes']): Promise<Readiness> {
+  const names = Object.keys(probes);
+  const results = await Promise.all(names.map((name) => probe(probes[name])));
+  return {
+    ok: results.every((r) => r === 'up'),
+    checks: Object.fromEntries(names.map((name, i) => [name, results[i]])),
+  };
+}
+
+async function handle(
+  options: OpsServerOptions,
+  readiness: () => Promise<Readiness>,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
   const path = (req.url ?? '/').split('?')[0];
   if (req.method !== 'GET' && req.method !== 'HEAD') {
     res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain' }).end('method not allowed\n');
@@ -70,10 +105,7 @@ async function handle(options: OpsServerOptions, req: IncomingMessage, res: Serv
     return;
   }
   if (path === '/health/ready') {
-    const names = Object.keys(options.probes);
-    const results = await Promise.all(names.map((name) => probe(options.probes[name])));
-    const checks = Object.fromEntries(names.map((name, i) => [name, results[i]]));
-    const ok = results.every((r) => r === 'up');
+    const { ok, checks } = await readiness();
     json(res, ok ? 200 : 503, { status: ok ? 'ok' : 'error', checks });
     return;
   }
