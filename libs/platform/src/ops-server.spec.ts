@@ -1,7 +1,7 @@
 import { connect } from 'node:net';
 import pino from 'pino';
 import { queueJobs } from './metrics';
-import { isMetricsToken, OpsServer, shared, startOpsServer } from './ops-server';
+import { isMetricsToken, OPS_HEADERS_TIMEOUT_MS, OpsServer, shared, startOpsServer } from './ops-server';
 
 const TOKEN = 'a-metrics-token-of-some-length';
 
@@ -108,4 +108,19 @@ describe('the workers’ ops server', () => {
     pending.shift()!();
     expect(await later).toBe('answer 2');
   });
+
+  it(
+    'hangs up on a client that does not finish its headers within OPS_HEADERS_TIMEOUT_MS (no slow-headers pile-up)',
+    async () => {
+      const socket = connect(server.port, '127.0.0.1');
+      socket.on('error', () => undefined);
+      const answer: Buffer[] = [];
+      socket.on('data', (chunk: Buffer) => answer.push(chunk));
+      const cut = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+      socket.write('GET /health/live HTTP/1.1\r\nHost: x\r\n');
+      await cut;
+      expect(Buffer.concat(answer).toString()).toMatch(/^HTTP\/1\.1 408/);
+    },
+    OPS_HEADERS_TIMEOUT_MS + 10_000,
+  );
 });

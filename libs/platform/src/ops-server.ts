@@ -35,19 +35,34 @@ export interface OpsServer {
 const PROBE_TIMEOUT_MS = 1500;
 
 /**
+ * A probe or a scrape sends its headers at once. A client that holds them back is hung up on after this long (408),
+ * not Node's default minute: slow-headers connections cannot pile up on a worker's port (file descriptors it needs for
+ * Postgres, Redis and the providers).
+ */
+export const OPS_HEADERS_TIMEOUT_MS = 5_000;
+
+/**
  * The HTTP face of a worker (dispatcher, reconciler), on a port of its own: `/health/live`, `/health/ready` (the same
  * answers as the API's) and `/metrics` (the same protection: METRICS_TOKEN as a bearer token, unless METRICS_PUBLIC).
  * Nothing else is served.
  */
 export async function startOpsServer(options: OpsServerOptions): Promise<OpsServer> {
   const readiness = shared(() => checkReadiness(options.probes));
-  const server = createServer((req, res) => {
-    handle(options, readiness, req, res).catch((error: unknown) => {
-      options.logger.warn({ err: error }, 'ops endpoint failed');
-      if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
-      res.end('internal error\n');
-    });
-  });
+  const server = createServer(
+    // Node checks the timeouts every connectionsCheckingInterval (30 s by default): once a second here.
+    {
+      headersTimeout: OPS_HEADERS_TIMEOUT_MS,
+      requestTimeout: 2 * OPS_HEADERS_TIMEOUT_MS,
+      connectionsCheckingInterval: 1000,
+    },
+    (req, res) => {
+      handle(options, readiness, req, res).catch((error: unknown) => {
+        options.logger.warn({ err: error }, 'ops endpoint failed');
+        if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
+        res.end('internal error\n');
+      });
+    },
+  );
   server.keepAliveTimeout = 65_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
