@@ -1,7 +1,7 @@
 import { connect } from 'node:net';
 import pino from 'pino';
 import { queueJobs } from './metrics';
-import { isMetricsToken, OPS_HEADERS_TIMEOUT_MS, OpsServer, shared, startOpsServer } from './ops-server';
+import { isMetricsToken, OPS_HEADERS_TIMEOUT_MS, OpsServer, singleFlight, startOpsServer } from './ops-server';
 
 const TOKEN = 'a-metrics-token-of-some-length';
 
@@ -94,7 +94,7 @@ describe('the workers’ ops server', () => {
   it('runs one readiness check at a time however many probes arrive (a flood cannot drain the worker’s pool)', async () => {
     let calls = 0;
     const pending: (() => void)[] = [];
-    const check = shared(() => {
+    const check = singleFlight(() => {
       calls += 1;
       return new Promise<string>((resolve) => pending.push(() => resolve(`answer ${calls}`)));
     });

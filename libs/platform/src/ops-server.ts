@@ -47,7 +47,7 @@ export const OPS_HEADERS_TIMEOUT_MS = 5_000;
  * Nothing else is served.
  */
 export async function startOpsServer(options: OpsServerOptions): Promise<OpsServer> {
-  const readiness = shared(() => checkReadiness(options.probes));
+  const readiness = singleFlight(() => checkReadiness(options.probes));
   const server = createServer(
     // Node checks the timeouts every connectionsCheckingInterval (30 s by default): once a second here.
     {
@@ -85,7 +85,7 @@ interface Readiness {
  * is unauthenticated, and each check takes a connection from the worker's Postgres pool: a flood of probes must not
  * queue ahead of the jobs' statements (which give up after the pool's connection timeout).
  */
-export function shared<T>(fn: () => Promise<T>): () => Promise<T> {
+export function singleFlight<T>(fn: () => Promise<T>): () => Promise<T> {
   let inFlight: Promise<T> | null = null;
   return () => {
     inFlight ??= fn().finally(() => {
