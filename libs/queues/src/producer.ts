@@ -10,6 +10,7 @@ import { JobName, JobPayloads, QUEUE_OF_JOB, QueueName, queueOptions } from './n
 export class JobProducer {
   private readonly queues = new Map<QueueName, Queue>();
   private failures = 0;
+  private attempt: Promise<void> | null = null;
 
   /**
    * `onEnqueueFailure` hears of every enqueue that `tryEnqueue` could not make (logged by the apps): the sweeper
@@ -56,22 +57,29 @@ export class JobProducer {
    */
   async connectedQueue(name: QueueName): Promise<Queue> {
     const redis = this.connection;
-    if (redis.status === 'connecting' || redis.status === 'connect') {
-      await new Promise<void>((resolve, reject) => {
-        const ready = () => {
-          redis.off('close', closed);
-          resolve();
-        };
-        const closed = () => {
-          redis.off('ready', ready);
-          reject(new Error('Redis is not connected (the connection attempt failed)'));
-        };
-        redis.once('ready', ready);
-        redis.once('close', closed);
-      });
-    }
+    if (redis.status === 'connecting' || redis.status === 'connect') await this.connectAttempt();
     if (redis.status !== 'ready') throw new Error(`Redis is not connected (${redis.status})`);
     return this.queue(name);
+  }
+
+  /** The connection attempt under way, awaited by every caller at once (one pair of listeners, not one per call). */
+  private connectAttempt(): Promise<void> {
+    const redis = this.connection;
+    this.attempt ??= new Promise<void>((resolve, reject) => {
+      const ready = () => {
+        redis.off('close', closed);
+        resolve();
+      };
+      const closed = () => {
+        redis.off('ready', ready);
+        reject(new Error('Redis is not connected (the connection attempt failed)'));
+      };
+      redis.once('ready', ready);
+      redis.once('close', closed);
+    }).finally(() => {
+      this.attempt = null;
+    });
+    return this.attempt;
   }
 
   async enqueue<N extends JobName>(name: N, data: JobPayloads[N], options: JobsOptions = {}): Promise<void> {
