@@ -1,7 +1,14 @@
-import { connect } from 'node:net';
+import { Socket, connect } from 'node:net';
 import pino from 'pino';
 import { queueJobs } from './metrics';
-import { isMetricsToken, OPS_HEADERS_TIMEOUT_MS, OpsServer, singleFlight, startOpsServer } from './ops-server';
+import {
+  OPS_HEADERS_TIMEOUT_MS,
+  OPS_MAX_CONNECTIONS,
+  OpsServer,
+  isMetricsToken,
+  singleFlight,
+  startOpsServer,
+} from './ops-server';
 
 const TOKEN = 'a-metrics-token-of-some-length';
 
@@ -123,4 +130,37 @@ describe('the workers’ ops server', () => {
     },
     OPS_HEADERS_TIMEOUT_MS + 10_000,
   );
+
+  it('holds at most OPS_MAX_CONNECTIONS connections: more are refused, the process keeps its file descriptors', async () => {
+    const own = await startOpsServer({
+      port: 0,
+      host: '127.0.0.1',
+      config: { METRICS_TOKEN: TOKEN, METRICS_PUBLIC: undefined },
+      logger: pino({ level: 'silent' }),
+      probes: {},
+    });
+    const held: Socket[] = [];
+    const answered = (socket: Socket) =>
+      new Promise<boolean>((resolve) => {
+        socket.once('data', () => resolve(true));
+        socket.once('close', () => resolve(false));
+        socket.write('GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n');
+      });
+    try {
+      // Each connection answered once, then left open (keep-alive): the server holds every one of them.
+      for (let i = 0; i < OPS_MAX_CONNECTIONS; i += 1) {
+        const socket = connect(own.port, '127.0.0.1');
+        socket.on('error', () => undefined);
+        held.push(socket);
+        expect(await answered(socket)).toBe(true);
+      }
+      const extra = connect(own.port, '127.0.0.1');
+      extra.on('error', () => undefined);
+      held.push(extra);
+      expect(await answered(extra)).toBe(false);
+    } finally {
+      for (const socket of held) socket.destroy();
+      await own.close();
+    }
+  });
 });

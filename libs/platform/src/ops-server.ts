@@ -42,6 +42,12 @@ const PROBE_TIMEOUT_MS = 1500;
 export const OPS_HEADERS_TIMEOUT_MS = 5_000;
 
 /**
+ * Connections held at once: Prometheus and a probe or two need a handful. Beyond this a connection is closed as it
+ * arrives, so a client that opens many (and keeps them alive) cannot take the descriptors the worker's jobs need.
+ */
+export const OPS_MAX_CONNECTIONS = 64;
+
+/**
  * The HTTP face of a worker (dispatcher, reconciler), on a port of its own: `/health/live`, `/health/ready` (the same
  * answers as the API's) and `/metrics` (the same protection: METRICS_TOKEN as a bearer token, unless METRICS_PUBLIC).
  * Nothing else is served.
@@ -64,6 +70,7 @@ export async function startOpsServer(options: OpsServerOptions): Promise<OpsServ
     },
   );
   server.keepAliveTimeout = 65_000;
+  server.maxConnections = OPS_MAX_CONNECTIONS;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, options.host, () => {
