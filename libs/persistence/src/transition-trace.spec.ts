@@ -1,6 +1,6 @@
 import { trace } from '@opentelemetry/api';
 import { NodeSDK } from '@opentelemetry/sdk-node';
-import { ExecutionStatus } from '@verity/status-model';
+import { ExecutionStatus, OperationStatus, TerminalReason, VerificationMethod } from '@verity/status-model';
 import { newId } from '@verity/platform';
 import { createTestDatabase, TestDatabase } from '../../../test/support/services';
 import { ensureTenant } from './api-keys';
@@ -38,7 +38,7 @@ describe('transitions as span events (real Postgres, a recording tracer)', () =>
     await sdk.shutdown();
   });
 
-  async function runningExecution(): Promise<string> {
+  async function runningExecution(operationId?: string): Promise<string> {
     const id = newId('exe');
     await insertExecution(db.dataSource.manager, {
       id,
@@ -49,7 +49,24 @@ describe('transitions as span events (real Postgres, a recording tracer)', () =>
       criteria: [],
       idempotencyKey: null,
       createdEventId: newId('evt'),
-      operations: [],
+      operations: operationId
+        ? [
+            {
+              id: operationId,
+              key: 'charge',
+              position: 0,
+              connector: 'sandbox.payments',
+              action: 'charge',
+              params: { amount: 100, currency: 'EUR', reference: operationId },
+              irreversible: true,
+              requires_approval: true,
+              verification_method: VerificationMethod.READ_AFTER_WRITE,
+              expected_state: null,
+              depends_on: [],
+              approval: null,
+            },
+          ]
+        : [],
     });
     await db.dataSource.query(`UPDATE executions SET status = 'running' WHERE id = $1`, [id]);
     return id;
@@ -94,5 +111,26 @@ describe('transitions as span events (real Postgres, a recording tracer)', () =>
     );
     expect(attempts).toBe(2);
     expect(moves).toEqual(['validating_output']);
+  });
+
+  it("a person's decision that moves the operation is an event like any other move", async () => {
+    const operationId = newId('op');
+    await runningExecution(operationId);
+    const moves = await inSpan(() =>
+      transitions.decide(db.dataSource.manager, {
+        operation: {
+          id: operationId,
+          status: OperationStatus.PREPARED,
+          attempt: 0,
+          verificationMethod: VerificationMethod.READ_AFTER_WRITE,
+        },
+        tenantId: 'acme',
+        open: 'approval',
+        event: { type: 'approval.decided', data: { decision: 'deny' } },
+        merge: { approval: { state: 'denied', decided_by: 'key_1' } },
+        move: { to: OperationStatus.CANCELLED, reason: TerminalReason.DENIED },
+      }),
+    );
+    expect(moves).toEqual(['CANCELLED']);
   });
 });

@@ -343,6 +343,9 @@ export class TransitionService {
     if (result.length === 0) return { won: false };
     eventsWritten(db, result[0].execution_id);
     if (move) {
+      // The move's event is the later of the two.
+      const moved = result.reduce((a, b) => (Number(b.seq) > Number(a.seq) ? b : a));
+      traceTransition(db, 'operation', operation.id, operation.status, move.to, moved.id);
       countTransition(db, 'operation.status_changed', [{ from: operation.status, to: move.to }], {
         verificationMethod: operation.verificationMethod,
         ageSeconds: result[0].age_s,
