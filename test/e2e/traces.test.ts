@@ -1,7 +1,8 @@
 import { createServer, IncomingMessage, Server } from 'node:http';
 import { AddressInfo } from 'node:net';
-import { charge, http, unique } from '../support/http';
+import { charge, http, submission, unique } from '../support/http';
 import { DEMO, Stack, waitFor } from '../support/stack';
+import type { Execution } from '@verity/sdk';
 import { events, getExecution, settle, statusPath, submit } from './dispatcher-helpers';
 
 /** One span as the OTLP/HTTP JSON exporter sends it, with the service and instrumentation scope it came from. */
@@ -267,5 +268,33 @@ describe('traces (OpenTelemetry, OTLP/HTTP)', () => {
     expect(reEnqueued[0].parentSpanId).toBe(root.spanId);
     await stack.startApp('dispatcher');
     expect((await settle(stack, created.id)).operations[0].status).toBe('VERIFIED');
+  });
+
+  it("a caller's traceparent is not continued: it cannot choose its execution's trace, join another's or unsample it", async () => {
+    // A trace id the caller took from elsewhere (another tenant's execution, say), unsampled, with baggage to smuggle.
+    const chosen = '0af7651916cd43dd8448eb211c80319c';
+    const created = await http<Execution>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([charge(unique('trace-hostile'))]),
+      headers: {
+        traceparent: `00-${chosen}-b7ad6b7169203331-00`,
+        tracestate: 'evil=1',
+        baggage: 'tenant=someone-else',
+      },
+    });
+    expect(created.status).toBe(201);
+    const traceId = created.body.trace_id!;
+    expect(traceId).toMatch(/^[0-9a-f]{32}$/);
+    expect(traceId).not.toBe(chosen);
+    expect((await settle(stack, created.body.id)).operations[0].status).toBe('VERIFIED');
+    // Recorded (the caller's "not sampled" flag is ignored) and rooted at the intake request; nothing in its trace.
+    const spans = await waitFor(
+      async () => collector.trace(traceId),
+      (found) => found.some((s) => s.parentSpanId === '') && found.some((s) => s.service === 'verity-dispatcher'),
+      30_000,
+      200,
+    );
+    expect(spans.find((s) => s.parentSpanId === '')).toMatchObject({ service: 'verity-api' });
+    expect(collector.trace(chosen)).toEqual([]);
   });
 });

@@ -369,11 +369,19 @@ export async function validatorFor(origin: string): Promise<ResponseValidator> {
   return found ?? loadValidator(new URL(origin).origin);
 }
 
-/** Checks one response of a watched API; returns the violation (also recorded) or undefined. */
-export async function checkResponse(method: string, url: string, response: Response): Promise<Violation | undefined> {
+/**
+ * Checks one response of a watched API (or against `validator`, given); returns the violation (also recorded) or
+ * undefined. A response from an origin that is not watched is not checked.
+ */
+export async function checkResponse(
+  method: string,
+  url: string,
+  response: Response,
+  given?: ResponseValidator,
+): Promise<Violation | undefined> {
   const s = state();
   const parsed = new URL(url);
-  const loading = s.apis.get(parsed.origin);
+  const loading = given ? Promise.resolve(given) : s.apis.get(parsed.origin);
   if (!loading) return undefined;
   const validator = await loading;
   // Never consume the caller's body: read a clone, and only for JSON (a stream may never end).
@@ -397,7 +405,8 @@ export async function checkResponse(method: string, url: string, response: Respo
 
 /**
  * For the few tests that must speak raw HTTP (a body cut short, a GET with a body), where the fetch wrapper cannot
- * see the answer: checks what they received, and throws as the wrapper would.
+ * see the answer: checks what they received, and throws as the wrapper would. The answer is always checked, against
+ * the document `url`'s API serves, also when that API is not watched: a check asked for never passes unseen.
  */
 export async function expectDescribed(
   method: string,
@@ -412,6 +421,7 @@ export async function expectDescribed(
     method,
     url,
     new Response(answer.body ?? null, { status: answer.status, headers }),
+    await validatorFor(url),
   );
   if (violation) throw new UndocumentedResponseError(violation);
 }

@@ -630,7 +630,7 @@ export class LifecycleService {
    */
   private async enqueueDispatch(op: OperationEntity): Promise<void> {
     const id = jobId(JobName.DISPATCH_OPERATION, op.id);
-    const existing = await this.producer.queue(QueueName.DISPATCH).getJob(id);
+    const existing = await (await this.producer.connectedQueue(QueueName.DISPATCH)).getJob(id);
     if (existing) {
       const state = await existing.getState();
       if (state === 'completed' || state === 'failed') await existing.remove().catch(() => undefined);

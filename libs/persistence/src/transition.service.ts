@@ -139,16 +139,29 @@ function json(value: unknown): string | null {
 
 /**
  * Each transition won is an event on the active span (the request or job that made it), so a trace shows the moves it
- * caused, in order. Nothing happens with traces off (there is no active span).
+ * caused, in order. Added once committed, like the counters: a rolled-back move is no event, and a transaction retried
+ * after a serialization failure shows its moves once, not once per attempt. Nothing happens with traces off (there is
+ * no active span).
  */
-function traceTransition(kind: 'operation' | 'execution', id: string, from: string, to: string, eventId: string): void {
-  trace.getActiveSpan()?.addEvent('verity.transition', {
-    'verity.kind': kind,
-    [kind === 'operation' ? 'verity.operation_id' : 'verity.execution_id']: id,
-    'verity.from': from,
-    'verity.to': to,
-    'verity.event_id': eventId,
-  });
+function traceTransition(
+  db: Queryable,
+  kind: 'operation' | 'execution',
+  id: string,
+  from: string,
+  to: string,
+  eventId: string,
+): void {
+  const span = trace.getActiveSpan();
+  if (!span) return;
+  afterCommit(db, () =>
+    span.addEvent('verity.transition', {
+      'verity.kind': kind,
+      [kind === 'operation' ? 'verity.operation_id' : 'verity.execution_id']: id,
+      'verity.from': from,
+      'verity.to': to,
+      'verity.event_id': eventId,
+    }),
+  );
 }
 
 /**
@@ -238,7 +251,7 @@ export class TransitionService {
     );
     if (result.length === 0) return { won: false };
     eventsWritten(db, result[0].execution_id);
-    traceTransition('operation', operation.id, operation.status, to, result[0].id);
+    traceTransition(db, 'operation', operation.id, operation.status, to, result[0].id);
     countTransition(db, 'operation.status_changed', [{ from: operation.status, to }], {
       verificationMethod: operation.verificationMethod,
       ageSeconds: result[0].age_s,
@@ -330,6 +343,9 @@ export class TransitionService {
     if (result.length === 0) return { won: false };
     eventsWritten(db, result[0].execution_id);
     if (move) {
+      // The move's event is the later of the two.
+      const moved = result.reduce((a, b) => (Number(b.seq) > Number(a.seq) ? b : a));
+      traceTransition(db, 'operation', operation.id, operation.status, move.to, moved.id);
       countTransition(db, 'operation.status_changed', [{ from: operation.status, to: move.to }], {
         verificationMethod: operation.verificationMethod,
         ageSeconds: result[0].age_s,
@@ -410,7 +426,7 @@ export class TransitionService {
     eventsWritten(db, input.executionId);
     const ordered = [...result].sort((a, b) => Number(a.seq) - Number(b.seq));
     ordered.forEach((event, i) =>
-      traceTransition('execution', input.executionId, froms[i], input.moves[i].to, event.id),
+      traceTransition(db, 'execution', input.executionId, froms[i], input.moves[i].to, event.id),
     );
     countTransition(
       db,

@@ -1,6 +1,14 @@
+import { Socket, connect } from 'node:net';
 import pino from 'pino';
 import { queueJobs } from './metrics';
-import { isMetricsToken, OpsServer, startOpsServer } from './ops-server';
+import {
+  OPS_HEADERS_TIMEOUT_MS,
+  OPS_MAX_CONNECTIONS,
+  OpsServer,
+  isMetricsToken,
+  singleFlight,
+  startOpsServer,
+} from './ops-server';
 
 const TOKEN = 'a-metrics-token-of-some-length';
 
@@ -69,5 +77,90 @@ describe('the workers’ ops server', () => {
     expect(isMetricsToken({ METRICS_TOKEN: undefined }, 'anything')).toBe(false);
     expect(isMetricsToken({ METRICS_TOKEN: TOKEN }, null)).toBe(false);
     expect(isMetricsToken({ METRICS_TOKEN: TOKEN }, TOKEN)).toBe(true);
+  });
+
+  it('closes on SIGTERM although a client holds a request half-sent (a slow-headers client cannot stall the drain)', async () => {
+    const own = await startOpsServer({
+      port: 0,
+      host: '127.0.0.1',
+      config: { METRICS_TOKEN: TOKEN, METRICS_PUBLIC: undefined },
+      logger: pino({ level: 'silent' }),
+      probes: {},
+    });
+    const socket = connect(own.port, '127.0.0.1');
+    const cut = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    socket.on('error', () => undefined);
+    // Headers begun and never finished: the server holds this request open until its headers timeout (a minute).
+    await new Promise<void>((resolve) => socket.write('GET /health/live HTTP/1.1\r\nHost: x\r\n', () => resolve()));
+    // The server has the request once it answers another one after it on a second connection.
+    expect((await fetch(`http://127.0.0.1:${own.port}/health/live`)).status).toBe(200);
+    await own.close();
+    await cut;
+  });
+
+  it('runs one readiness check at a time however many probes arrive (a flood cannot drain the worker’s pool)', async () => {
+    let calls = 0;
+    const pending: (() => void)[] = [];
+    const check = singleFlight(() => {
+      calls += 1;
+      return new Promise<string>((resolve) => pending.push(() => resolve(`answer ${calls}`)));
+    });
+    const flood = Array.from({ length: 50 }, () => check());
+    expect(calls).toBe(1);
+    pending.shift()!();
+    expect(await Promise.all(flood)).toEqual(Array(50).fill('answer 1'));
+    // The next probe after an answer asks again.
+    const later = check();
+    expect(calls).toBe(2);
+    pending.shift()!();
+    expect(await later).toBe('answer 2');
+  });
+
+  it(
+    'hangs up on a client that does not finish its headers within OPS_HEADERS_TIMEOUT_MS (no slow-headers pile-up)',
+    async () => {
+      const socket = connect(server.port, '127.0.0.1');
+      socket.on('error', () => undefined);
+      const answer: Buffer[] = [];
+      socket.on('data', (chunk: Buffer) => answer.push(chunk));
+      const cut = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+      socket.write('GET /health/live HTTP/1.1\r\nHost: x\r\n');
+      await cut;
+      expect(Buffer.concat(answer).toString()).toMatch(/^HTTP\/1\.1 408/);
+    },
+    OPS_HEADERS_TIMEOUT_MS + 10_000,
+  );
+
+  it('holds at most OPS_MAX_CONNECTIONS connections: more are refused, the process keeps its file descriptors', async () => {
+    const own = await startOpsServer({
+      port: 0,
+      host: '127.0.0.1',
+      config: { METRICS_TOKEN: TOKEN, METRICS_PUBLIC: undefined },
+      logger: pino({ level: 'silent' }),
+      probes: {},
+    });
+    const held: Socket[] = [];
+    const answered = (socket: Socket) =>
+      new Promise<boolean>((resolve) => {
+        socket.once('data', () => resolve(true));
+        socket.once('close', () => resolve(false));
+        socket.write('GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n');
+      });
+    try {
+      // Each connection answered once, then left open (keep-alive): the server holds every one of them.
+      for (let i = 0; i < OPS_MAX_CONNECTIONS; i += 1) {
+        const socket = connect(own.port, '127.0.0.1');
+        socket.on('error', () => undefined);
+        held.push(socket);
+        expect(await answered(socket)).toBe(true);
+      }
+      const extra = connect(own.port, '127.0.0.1');
+      extra.on('error', () => undefined);
+      held.push(extra);
+      expect(await answered(extra)).toBe(false);
+    } finally {
+      for (const socket of held) socket.destroy();
+      await own.close();
+    }
   });
 });

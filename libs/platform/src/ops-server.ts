@@ -35,19 +35,42 @@ export interface OpsServer {
 const PROBE_TIMEOUT_MS = 1500;
 
 /**
+ * A probe or a scrape sends its headers at once. A client that holds them back is hung up on after this long (408),
+ * not Node's default minute: slow-headers connections cannot pile up on a worker's port (file descriptors it needs for
+ * Postgres, Redis and the providers).
+ */
+export const OPS_HEADERS_TIMEOUT_MS = 5_000;
+
+/**
+ * Connections held at once: Prometheus and a probe or two need a handful. Beyond this a connection is closed as it
+ * arrives, so a client that opens many (and keeps them alive) cannot take the descriptors the worker's jobs need.
+ */
+export const OPS_MAX_CONNECTIONS = 64;
+
+/**
  * The HTTP face of a worker (dispatcher, reconciler), on a port of its own: `/health/live`, `/health/ready` (the same
  * answers as the API's) and `/metrics` (the same protection: METRICS_TOKEN as a bearer token, unless METRICS_PUBLIC).
  * Nothing else is served.
  */
 export async function startOpsServer(options: OpsServerOptions): Promise<OpsServer> {
-  const server = createServer((req, res) => {
-    handle(options, req, res).catch((error: unknown) => {
-      options.logger.warn({ err: error }, 'ops endpoint failed');
-      if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
-      res.end('internal error\n');
-    });
-  });
+  const readiness = singleFlight(() => checkReadiness(options.probes));
+  const server = createServer(
+    // Node checks the timeouts every connectionsCheckingInterval (30 s by default): once a second here.
+    {
+      headersTimeout: OPS_HEADERS_TIMEOUT_MS,
+      requestTimeout: 2 * OPS_HEADERS_TIMEOUT_MS,
+      connectionsCheckingInterval: 1000,
+    },
+    (req, res) => {
+      handle(options, readiness, req, res).catch((error: unknown) => {
+        options.logger.warn({ err: error }, 'ops endpoint failed');
+        if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
+        res.end('internal error\n');
+      });
+    },
+  );
   server.keepAliveTimeout = 65_000;
+  server.maxConnections = OPS_MAX_CONNECTIONS;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, options.host, () => {
@@ -59,7 +82,41 @@ export async function startOpsServer(options: OpsServerOptions): Promise<OpsServ
   return { port, close: () => closeServer(server) };
 }
 
-async function handle(options: OpsServerOptions, req: IncomingMessage, res: ServerResponse): Promise<void> {
+interface Readiness {
+  ok: boolean;
+  checks: Record<string, 'up' | 'down'>;
+}
+
+/**
+ * `fn`, run once for any number of concurrent callers: while a call is in flight, callers get its answer. Readiness
+ * is unauthenticated, and each check takes a connection from the worker's Postgres pool: a flood of probes must not
+ * queue ahead of the jobs' statements (which give up after the pool's connection timeout).
+ */
+export function singleFlight<T>(fn: () => Promise<T>): () => Promise<T> {
+  let inFlight: Promise<T> | null = null;
+  return () => {
+    inFlight ??= fn().finally(() => {
+      inFlight = null;
+    });
+    return inFlight;
+  };
+}
+
+async function checkReadiness(probes: OpsServerOptions['probes']): Promise<Readiness> {
+  const names = Object.keys(probes);
+  const results = await Promise.all(names.map((name) => probe(probes[name])));
+  return {
+    ok: results.every((r) => r === 'up'),
+    checks: Object.fromEntries(names.map((name, i) => [name, results[i]])),
+  };
+}
+
+async function handle(
+  options: OpsServerOptions,
+  readiness: () => Promise<Readiness>,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
   const path = (req.url ?? '/').split('?')[0];
   if (req.method !== 'GET' && req.method !== 'HEAD') {
     res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain' }).end('method not allowed\n');
@@ -70,10 +127,7 @@ async function handle(options: OpsServerOptions, req: IncomingMessage, res: Serv
     return;
   }
   if (path === '/health/ready') {
-    const names = Object.keys(options.probes);
-    const results = await Promise.all(names.map((name) => probe(options.probes[name])));
-    const checks = Object.fromEntries(names.map((name, i) => [name, results[i]]));
-    const ok = results.every((r) => r === 'up');
+    const { ok, checks } = await readiness();
     json(res, ok ? 200 : 503, { status: ok ? 'ok' : 'error', checks });
     return;
   }
@@ -117,10 +171,15 @@ function json(res: ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(body));
 }
 
-/** Stops listening and ends idle keep-alive connections (a scraper's), so SIGTERM is not held up by them. */
+/**
+ * Stops listening and ends every connection: idle keep-alive ones (a scraper's) and those in the middle of a request.
+ * A probe or a scrape cut short is simply retried; a client that sends its headers slowly (or never finishes them)
+ * would otherwise hold `close()` until Node's headers timeout, past the shutdown deadline, and the workers, which
+ * close after this server, would never drain their active jobs.
+ */
 function closeServer(server: Server): Promise<void> {
   return new Promise((resolve) => {
     server.close(() => resolve());
-    server.closeIdleConnections();
+    server.closeAllConnections();
   });
 }

@@ -1,4 +1,5 @@
 import { ROOT_CONTEXT, context, propagation, trace } from '@opentelemetry/api';
+import type { IncomingMessage } from 'node:http';
 import type { NodeSDK } from '@opentelemetry/sdk-node';
 import { tracingOn, tracingVariables } from './config';
 
@@ -35,8 +36,12 @@ export function startTracing(defaultServiceName: string, env: NodeJS.ProcessEnv 
     logRecordProcessors: [],
     instrumentations: [
       new http.HttpInstrumentation({
-        // Probes and scrapes are not executions: they would only bury the traces that are.
-        ignoreIncomingRequestHook: (request) => /^\/(health|metrics)(\/|\?|$)/.test(request.url ?? ''),
+        // Called before the request's context is read from its headers: the one place to drop a caller's context.
+        ignoreIncomingRequestHook: (request) => {
+          forgetCallerContext(request);
+          // Probes and scrapes are not executions: they would only bury the traces that are.
+          return /^\/(health|metrics)(\/|\?|$)/.test(request.url ?? '');
+        },
       }),
       // Statements and commands are recorded inside a trace only: a worker's idle polling is not one.
       new pg.PgInstrumentation({ requireParentSpan: true }),
@@ -45,6 +50,20 @@ export function startTracing(defaultServiceName: string, env: NodeJS.ProcessEnv 
   });
   sdk.start();
   return { shutdown: () => sdk.shutdown() };
+}
+
+/** The headers through which a caller could put a request into a trace of its choosing, or hand it baggage. */
+const CALLER_CONTEXT_HEADERS = ['traceparent', 'tracestate', 'baggage'] as const;
+
+/**
+ * Every request Verity serves roots a trace of its own; a caller's trace context is not continued. Callers are
+ * tenants: continuing theirs would let one choose its execution's `trace_id` (another tenant's, to mix its spans into
+ * that trace), mark the whole execution "not sampled" and so hide it from the operator's traces (the stored
+ * traceparent carries the flag to every later job), or force sampling, and would carry its `baggage` on to the
+ * providers Verity calls.
+ */
+export function forgetCallerContext(request: IncomingMessage): void {
+  for (const name of CALLER_CONTEXT_HEADERS) delete request.headers[name];
 }
 
 /** The W3C `traceparent` of the active span, or null (tracing off, or no span). Stored with each execution. */

@@ -1,7 +1,9 @@
+import { AddressInfo, Socket, connect, createServer } from 'node:net';
 import { createRedis } from '@verity/platform';
 import { TEST_REDIS_URL, clearRedisPrefix, testQueuePrefix } from '../../../test/support/services';
 import { JobName, QueueName } from './names';
 import { JobProducer } from './producer';
+import { refreshQueueDepth } from './worker-ops';
 
 describe('JobProducer.tryEnqueue when Redis goes away', () => {
   it('answers false, counts the failure and tells the hook which job was not enqueued', async () => {
@@ -59,4 +61,56 @@ describe('JobProducer after a queue was first used while Redis was going away', 
 
 function waitUntilReady(redis: ReturnType<typeof createRedis>): Promise<void> {
   return redis.status === 'ready' ? Promise.resolve() : new Promise((resolve) => redis.once('ready', () => resolve()));
+}
+
+describe('JobProducer while Redis is away and being reconnected to', () => {
+  it('fails at once on a queue it has not used yet (BullMQ would wait for the connection to come back)', async () => {
+    const prefix = testQueuePrefix('producer-away');
+    const cut = await redisLink();
+    const redis = createRedis(cut.url, 'producer', 'producer-spec-away');
+    const producer = new JobProducer(redis, prefix);
+    try {
+      await waitUntilReady(redis);
+      const reconnecting = new Promise<void>((resolve) => redis.once('reconnecting', () => resolve()));
+      await cut.sever();
+      await reconnecting;
+      // Intake awaits this after its commit: it must answer (the sweeper owes the job), not hang for the outage.
+      expect(await producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: 'exe_away' })).toBe(false);
+      expect(producer.enqueueFailures).toBe(1);
+      // A worker's scrape reads queue depth the same way: it gives up, and the series are dropped.
+      await expect(refreshQueueDepth(producer, [QueueName.DISPATCH])).rejects.toThrow();
+    } finally {
+      await producer.close();
+      redis.disconnect();
+      await clearRedisPrefix(prefix);
+    }
+  }, 15_000);
+});
+
+/** A TCP link to the test Redis that the test can cut (and keep cut): the client sees Redis go away. */
+async function redisLink(): Promise<{ url: string; sever(): Promise<void> }> {
+  const target = new URL(TEST_REDIS_URL);
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = connect(Number(target.port || 6379), target.hostname);
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('error', () => undefined);
+      s.on('close', () => sockets.delete(s));
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  const url = new URL(TEST_REDIS_URL);
+  url.hostname = '127.0.0.1';
+  url.port = String(port);
+  return {
+    url: url.toString(),
+    sever: async () => {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const s of sockets) s.destroy();
+      await closed;
+    },
+  };
 }

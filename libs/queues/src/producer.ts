@@ -10,6 +10,7 @@ import { JobName, JobPayloads, QUEUE_OF_JOB, QueueName, queueOptions } from './n
 export class JobProducer {
   private readonly queues = new Map<QueueName, Queue>();
   private failures = 0;
+  private attempt: Promise<void> | null = null;
 
   /**
    * `onEnqueueFailure` hears of every enqueue that `tryEnqueue` could not make (logged by the apps): the sweeper
@@ -47,8 +48,42 @@ export class JobProducer {
     return queue;
   }
 
+  /**
+   * The queue, for a call that must fail at once while Redis is away, as the producer's connection promises. A Queue
+   * this producer has not used yet (or has just rebuilt) waits, in BullMQ, for the connection to come back before its
+   * first command, however long the outage: an intake request would hang on its enqueue, and a scrape on the queue
+   * depth, instead of leaving the job to the sweeper. A connection attempt under way (the first one, at start) is
+   * waited for: it ends within the connection's connect timeout, ready or not.
+   */
+  async connectedQueue(name: QueueName): Promise<Queue> {
+    const redis = this.connection;
+    if (redis.status === 'connecting' || redis.status === 'connect') await this.connectAttempt();
+    if (redis.status !== 'ready') throw new Error(`Redis is not connected (${redis.status})`);
+    return this.queue(name);
+  }
+
+  /** The connection attempt under way, awaited by every caller at once (one pair of listeners, not one per call). */
+  private connectAttempt(): Promise<void> {
+    const redis = this.connection;
+    this.attempt ??= new Promise<void>((resolve, reject) => {
+      const ready = () => {
+        redis.off('close', closed);
+        resolve();
+      };
+      const closed = () => {
+        redis.off('ready', ready);
+        reject(new Error('Redis is not connected (the connection attempt failed)'));
+      };
+      redis.once('ready', ready);
+      redis.once('close', closed);
+    }).finally(() => {
+      this.attempt = null;
+    });
+    return this.attempt;
+  }
+
   async enqueue<N extends JobName>(name: N, data: JobPayloads[N], options: JobsOptions = {}): Promise<void> {
-    await this.queue(QUEUE_OF_JOB[name]).add(name, data, options);
+    await (await this.connectedQueue(QUEUE_OF_JOB[name])).add(name, data, options);
   }
 
   /** For callers that must not fail after a commit: the sweeper repairs a missed enqueue. */

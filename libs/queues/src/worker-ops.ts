@@ -16,7 +16,9 @@ export const QUEUE_DEPTH_STATES = ['waiting', 'prioritized', 'delayed', 'active'
  */
 export async function refreshQueueDepth(producer: JobProducer, queues: readonly QueueName[]): Promise<void> {
   try {
-    const counts = await Promise.all(queues.map((name) => producer.queue(name).getJobCounts(...QUEUE_DEPTH_STATES)));
+    const counts = await Promise.all(
+      queues.map(async (name) => (await producer.connectedQueue(name)).getJobCounts(...QUEUE_DEPTH_STATES)),
+    );
     queueJobs.reset();
     queues.forEach((queue, i) => {
       for (const state of QUEUE_DEPTH_STATES) queueJobs.set({ queue, state }, counts[i][state] ?? 0);

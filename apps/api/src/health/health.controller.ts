@@ -2,6 +2,7 @@ import { Controller, Get, Inject, Res } from '@nestjs/common';
 import { ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { ping } from '@verity/persistence';
+import { singleFlight } from '@verity/platform';
 import { PRODUCER_REDIS } from '@verity/queues';
 import type { Response } from 'express';
 import type { Redis } from 'ioredis';
@@ -13,6 +14,24 @@ import { schemaRef } from '../openapi';
 @ApiTags('health')
 @Controller('health')
 export class HealthController {
+  /**
+   * One check at a time, shared by every probe that arrives meanwhile: readiness is public, and each check takes a
+   * connection from the pool that intake uses; a flood of probes must not queue ahead of intake's statements (which
+   * give up after the pool's connection timeout).
+   */
+  private readonly readiness = singleFlight(async () => {
+    const check = async (probe: () => Promise<unknown>) => {
+      try {
+        await Promise.race([probe(), new Promise((_, reject) => setTimeout(() => reject(new Error('timeout')), 1500))]);
+        return 'up';
+      } catch {
+        return 'down';
+      }
+    };
+    const [postgres, redis] = await Promise.all([check(() => ping(this.db.manager)), check(() => this.redis.ping())]);
+    return { postgres, redis };
+  });
+
   constructor(
     @InjectDataSource() private readonly db: DataSource,
     @Inject(PRODUCER_REDIS) private readonly redis: Redis,
@@ -43,15 +62,7 @@ export class HealthController {
     example: { status: 'error', checks: { postgres: 'up', redis: 'down' } },
   })
   async ready(@Res() res: Response) {
-    const check = async (probe: () => Promise<unknown>) => {
-      try {
-        await Promise.race([probe(), new Promise((_, reject) => setTimeout(() => reject(new Error('timeout')), 1500))]);
-        return 'up';
-      } catch {
-        return 'down';
-      }
-    };
-    const [postgres, redis] = await Promise.all([check(() => ping(this.db.manager)), check(() => this.redis.ping())]);
+    const { postgres, redis } = await this.readiness();
     const ok = postgres === 'up' && redis === 'up';
     res.status(ok ? 200 : 503).json({ status: ok ? 'ok' : 'error', checks: { postgres, redis } });
   }
