@@ -30,22 +30,18 @@ export const MUTANTS: Mutant[] = [
     name: 'resend-unknown',
     bug: 'the reconciler re-sends an UNKNOWN payment whose read-back did not find it',
     file: 'apps/reconciler/src/verification.service.ts',
-    find: `      case 'absent': {
-        const provenAfter = await this.absenceProvenAfter(op);`,
-    replace: `      case 'absent': {
-        if (op.connector === 'sandbox.payments') {
-          await connector.send(
-            connectorOperation(op),
-            await connectorEnvironment(
-              this.db.manager,
-              op,
-              this.config,
-              this.connectors.get(op.connector),
-              this.cipher,
-            ),
-          );
-        }
-        const provenAfter = await this.absenceProvenAfter(op);`,
+    find: `    const read = await this.readBack(op);
+    const decision = decideReadBack({
+      status: S.RECONCILING,`,
+    replace: `    const read = await this.readBack(op);
+    if (read.kind === 'absent' && op.connector === 'sandbox.payments') {
+      await connector.send(
+        connectorOperation(op),
+        await connectorEnvironment(this.db.manager, op, this.config, this.connectors.get(op.connector), this.cipher),
+      );
+    }
+    const decision = decideReadBack({
+      status: S.RECONCILING,`,
   },
   {
     name: 'new-key-per-attempt',
@@ -58,8 +54,8 @@ export const MUTANTS: Mutant[] = [
     name: 'resend-found-sent',
     bug: 'a dispatcher that finds its operation already SENT calls the connector again',
     file: 'apps/dispatcher/src/sender.service.ts',
-    find: `    if (op.status === S.SENT) return this.markOrphan(op);`,
-    replace: `    if (op.status === S.SENT) {
+    find: `    if (start.kind === 'orphan') return this.markOrphan(op);`,
+    replace: `    if (start.kind === 'orphan') {
       const again = this.connectors.require(op.connector);
       await this.send(op, op.attempt, again.send.bind(again), {});
       return 'sent';
@@ -70,38 +66,16 @@ export const MUTANTS: Mutant[] = [
     bug: 'verification writes VERIFIED with read-back evidence made up from the send reply when the read does not find it',
     file: 'apps/reconciler/src/verification.service.ts',
     // Both "not found" verdicts: a charge whose write version the replica has not reached reads as stale, not absent.
-    find: `      return 'skipped: already settled';
-    }
-    const read = await this.readBack(op);
-    switch (read.kind) {
-      case 'found':
-        return this.settle(op, S.VERIFIED, null, { method: 'read_after_write', ...read.evidence }, 'verified');
-      case 'mismatch':
-        return this.hold(op, R.INTEGRITY_MISMATCH, {
-          method: 'read_after_write',
-          mismatched: read.fields,
-          ...read.evidence,
-        });
-      case 'absent': {
-        // Never a`,
-    replace: `      return 'skipped: already settled';
-    }
-    const read = await this.readBack(op);
+    find: `    const read = await this.readBack(op);
+    const decision = decideReadBack({
+      status: S.ACKNOWLEDGED,`,
+    replace: `    const read = await this.readBack(op);
     if ((read.kind === 'absent' || read.kind === 'stale') && op.providerRef) {
       const record = { ...op.providerRef, amount: op.params.amount, currency: op.params.currency, status: 'succeeded' };
       return this.settle(op, S.VERIFIED, null, { method: 'read_after_write', ...read.evidence, record }, 'verified');
     }
-    switch (read.kind) {
-      case 'found':
-        return this.settle(op, S.VERIFIED, null, { method: 'read_after_write', ...read.evidence }, 'verified');
-      case 'mismatch':
-        return this.hold(op, R.INTEGRITY_MISMATCH, {
-          method: 'read_after_write',
-          mismatched: read.fields,
-          ...read.evidence,
-        });
-      case 'absent': {
-        // Never a`,
+    const decision = decideReadBack({
+      status: S.ACKNOWLEDGED,`,
   },
   {
     name: 'model-unknown-to-sent',
