@@ -89,7 +89,7 @@ export class SweepSchedule {
         );
       }
       this.markerKnown = true;
-      const queue = this.producer.queue(QueueName.SWEEP);
+      const queue = await this.producer.connectedQueue(QueueName.SWEEP);
       // A periodic check with the marker in place only looks; boot, a reconnect or an emptied Redis always upsert.
       if (trigger === 'periodic' && written !== 'OK' && (await queue.getJobScheduler(SWEEP_SCHEDULER_ID))) {
         this.unavailable = false;
