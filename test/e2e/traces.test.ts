@@ -16,6 +16,7 @@ interface ReceivedSpan {
   kind: number;
   attributes: Record<string, unknown>;
   events: { name: string; attributes: Record<string, unknown> }[];
+  links: { traceId: string; spanId: string; attributes: Record<string, unknown> }[];
 }
 
 type OtlpValue = { stringValue?: string; intValue?: string | number; boolValue?: boolean; doubleValue?: number };
@@ -28,6 +29,7 @@ interface OtlpSpan {
   kind: number;
   attributes?: OtlpAttribute[];
   events?: { name: string; attributes?: OtlpAttribute[] }[];
+  links?: { traceId: string; spanId: string; attributes?: OtlpAttribute[] }[];
 }
 interface OtlpTraces {
   resourceSpans?: {
@@ -89,6 +91,11 @@ class Collector {
             kind: span.kind,
             attributes: attributes(span.attributes),
             events: (span.events ?? []).map((e) => ({ name: e.name, attributes: attributes(e.attributes) })),
+            links: (span.links ?? []).map((l) => ({
+              traceId: hexId(l.traceId),
+              spanId: hexId(l.spanId),
+              attributes: attributes(l.attributes),
+            })),
           });
         }
       }
@@ -294,7 +301,34 @@ describe('traces (OpenTelemetry, OTLP/HTTP)', () => {
       30_000,
       200,
     );
-    expect(spans.find((s) => s.parentSpanId === '')).toMatchObject({ service: 'verity-api' });
+    const root = spans.find((s) => s.parentSpanId === '')!;
+    expect(root).toMatchObject({ service: 'verity-api' });
     expect(collector.trace(chosen)).toEqual([]);
+    // Not lost either: the intake request's span links to the caller's trace, so the agent can find this one from it.
+    expect(root.links).toEqual([
+      { traceId: chosen, spanId: 'b7ad6b7169203331', attributes: { 'verity.link': 'caller' } },
+    ]);
+  });
+
+  it('links no caller trace when the request carries none, or a malformed one', async () => {
+    const cases: Record<string, string>[] = [{}, { traceparent: '00-zzzz-b7ad6b7169203331-01' }];
+    for (const headers of cases) {
+      const created = await http<Execution>(stack.apiUrl, 'POST', '/v1/executions', {
+        key: DEMO.agent,
+        body: submission([charge(unique('trace-nolink'))]),
+        headers,
+      });
+      expect(created.status).toBe(201);
+      const traceId = created.body.trace_id!;
+      const root = (
+        await waitFor(
+          async () => collector.trace(traceId).filter((s) => s.parentSpanId === ''),
+          (found) => found.length > 0,
+          30_000,
+          200,
+        )
+      )[0];
+      expect(root.links).toEqual([]);
+    }
   });
 });

@@ -1,6 +1,7 @@
 // First: tracing patches pg, ioredis and http as they are first required (see ./tracing).
 import { tracing } from './tracing';
 import 'reflect-metadata';
+import type { IncomingMessage } from 'node:http';
 import { NestFactory } from '@nestjs/core';
 import { SwaggerModule } from '@nestjs/swagger';
 import { NestExpressApplication } from '@nestjs/platform-express';
@@ -14,6 +15,7 @@ import {
   loadConfig,
   logCrashes,
   onShutdown,
+  linkCallerTrace,
   tracingOn,
 } from '@verity/platform';
 import { ApiModule } from './api.module';
@@ -48,6 +50,13 @@ async function bootstrap(): Promise<void> {
   // Order matters: the request id first (so every refusal carries one), then what no route may receive (see
   // http/hostile-input.ts), then the parser, its problem mapping and the check of what it parsed.
   app.use(requestContext(app.get<Logger>(LOGGER)));
+  // The caller's own trace (its traceparent, never continued) becomes a link on the request's span.
+  if (tracing) {
+    app.use((req: IncomingMessage, _res: unknown, next: () => void) => {
+      linkCallerTrace(req);
+      next();
+    });
+  }
   app.use(rejectUnsafeUrl);
   app.use(bodyReadTimeout(config.BODY_TIMEOUT_MS));
   app.useBodyParser('json', {

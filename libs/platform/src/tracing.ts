@@ -1,4 +1,4 @@
-import { ROOT_CONTEXT, context, propagation, trace } from '@opentelemetry/api';
+import { ROOT_CONTEXT, TraceFlags, context, propagation, trace } from '@opentelemetry/api';
 import type { IncomingMessage } from 'node:http';
 import type { NodeSDK } from '@opentelemetry/sdk-node';
 import { tracingOn, tracingVariables } from './config';
@@ -63,7 +63,31 @@ const CALLER_CONTEXT_HEADERS = ['traceparent', 'tracestate', 'baggage'] as const
  * providers Verity calls.
  */
 export function forgetCallerContext(request: IncomingMessage): void {
+  const traceparent = request.headers.traceparent;
+  if (typeof traceparent === 'string' && TRACEPARENT.test(traceparent)) {
+    (request as CallerTraced)[CALLER_TRACEPARENT] = traceparent;
+  }
   for (const name of CALLER_CONTEXT_HEADERS) delete request.headers[name];
+}
+
+const TRACEPARENT = /^00-(?!0{32})([0-9a-f]{32})-(?!0{16})([0-9a-f]{16})-[0-9a-f]{2}$/;
+const CALLER_TRACEPARENT = Symbol('verity.callerTraceparent');
+type CallerTraced = IncomingMessage & { [CALLER_TRACEPARENT]?: string };
+
+/**
+ * The caller's own trace is not continued, but it is not lost either: the request's span links to it (a link, unlike a
+ * parent, cannot choose the trace, its sampling or its baggage), so an agent can still find Verity's trace from its own.
+ * Called by the API for every request, inside the request's span; nothing happens with traces off or no traceparent.
+ */
+export function linkCallerTrace(request: IncomingMessage): void {
+  const traceparent = (request as CallerTraced)[CALLER_TRACEPARENT];
+  const span = trace.getActiveSpan();
+  if (!traceparent || !span) return;
+  const [, traceId, spanId] = TRACEPARENT.exec(traceparent) ?? [];
+  span.addLink({
+    context: { traceId, spanId, traceFlags: TraceFlags.NONE, isRemote: true },
+    attributes: { 'verity.link': 'caller' },
+  });
 }
 
 /** The W3C `traceparent` of the active span, or null (tracing off, or no span). Stored with each execution. */
