@@ -22,15 +22,14 @@ export function chargeOperation(overrides: Partial<NewOperation> = {}): NewOpera
 }
 
 /**
- * Inserts an execution of one charge, as intake would, for tests that need rows to move (the statements under test,
- * not intake, are what such a test is about).
+ * Inserts an execution as intake would (by default of one charge), for tests that need rows to move: the statements
+ * under test, not intake, are what such a test is about.
  */
-export async function insertChargeExecution(
+export async function insertTestExecution(
   db: Queryable,
   tenantId: string,
-  overrides: { execution?: Partial<NewExecution>; operation?: Partial<NewOperation> } = {},
-): Promise<{ executionId: string; operationId: string }> {
-  const operation = chargeOperation(overrides.operation);
+  options: { execution?: Partial<NewExecution>; operations?: NewOperation[] } = {},
+): Promise<string> {
   const executionId = newId('exe');
   await insertExecution(db, {
     id: executionId,
@@ -41,8 +40,22 @@ export async function insertChargeExecution(
     criteria: [],
     idempotencyKey: null,
     createdEventId: newId('evt'),
+    operations: options.operations ?? [chargeOperation()],
+    ...options.execution,
+  });
+  return executionId;
+}
+
+/** An execution of one charge (see insertTestExecution), with its operation's id. */
+export async function insertChargeExecution(
+  db: Queryable,
+  tenantId: string,
+  overrides: { execution?: Partial<NewExecution>; operation?: Partial<NewOperation> } = {},
+): Promise<{ executionId: string; operationId: string }> {
+  const operation = chargeOperation(overrides.operation);
+  const executionId = await insertTestExecution(db, tenantId, {
+    execution: overrides.execution,
     operations: [operation],
-    ...overrides.execution,
   });
   return { executionId, operationId: operation.id };
 }

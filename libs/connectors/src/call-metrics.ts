@@ -1,7 +1,7 @@
 import { connectorCalls } from '@verity/platform';
 import { OperationStatus, TerminalReason } from '@verity/status-model';
 import type { SendOutcome } from './classify';
-import type { Connector, ConnectorOperation } from './connector';
+import { type Connector, type ConnectorOperation, connectorDeclarations } from './connector';
 
 /** A send's outcome as a metric label: what the provider's answer was taken to mean. */
 export function sendOutcomeLabel(outcome: SendOutcome): string {
@@ -33,7 +33,7 @@ export function timingCalls(connector: Connector): Connector {
     }
   };
   const wrapped: Connector = {
-    ...pickDeclarations(connector),
+    ...connectorDeclarations(connector),
     send: (op, env) => timed('send', op, () => connector.send(op, env), sendOutcomeLabel),
   };
   const { readBack, readContext, observe } = connector;
@@ -65,16 +65,4 @@ export function timingCalls(connector: Connector): Connector {
       );
   }
   return wrapped;
-}
-
-function pickDeclarations(connector: Connector): Omit<Connector, 'send' | 'readBack' | 'readContext' | 'observe'> {
-  return {
-    name: connector.name,
-    description: connector.description,
-    capabilities: connector.capabilities,
-    actions: connector.actions,
-    settings: connector.settings,
-    approvalAmountField: connector.approvalAmountField,
-    operationCapabilities: connector.operationCapabilities?.bind(connector),
-  };
 }

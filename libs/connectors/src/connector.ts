@@ -186,3 +186,21 @@ export function operationCapabilities(
     reversible: declared.reversible && specific.reversible !== false,
   };
 }
+
+/**
+ * What a connector declares (everything but its calls), for wrappers that replace the calls (secret redaction, call
+ * metrics) and must keep the rest as the connector has it.
+ */
+export function connectorDeclarations(
+  connector: Connector,
+): Omit<Connector, 'send' | 'readBack' | 'readContext' | 'observe'> {
+  return {
+    name: connector.name,
+    description: connector.description,
+    capabilities: connector.capabilities,
+    actions: connector.actions,
+    settings: connector.settings,
+    approvalAmountField: connector.approvalAmountField,
+    operationCapabilities: connector.operationCapabilities?.bind(connector),
+  };
+}

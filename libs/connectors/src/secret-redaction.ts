@@ -1,10 +1,11 @@
-import type {
-  Connector,
-  ConnectorEnvironment,
-  ConnectorOperation,
-  ContextResult,
-  ObservationResult,
-  ReadBackResult,
+import {
+  type Connector,
+  type ConnectorEnvironment,
+  type ConnectorOperation,
+  type ContextResult,
+  type ObservationResult,
+  type ReadBackResult,
+  connectorDeclarations,
 } from './connector';
 import type { SendOutcome } from './classify';
 
@@ -109,13 +110,7 @@ export function redactingSecrets(connector: Connector): Connector {
     }
   };
   const wrapped: Connector = {
-    name: connector.name,
-    description: connector.description,
-    capabilities: connector.capabilities,
-    actions: connector.actions,
-    settings: connector.settings,
-    approvalAmountField: connector.approvalAmountField,
-    operationCapabilities: connector.operationCapabilities?.bind(connector),
+    ...connectorDeclarations(connector),
     send: (op: ConnectorOperation, env: ConnectorEnvironment) =>
       guarded<SendOutcome>(env, () => connector.send(op, env)),
   };

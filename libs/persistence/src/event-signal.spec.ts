@@ -1,11 +1,10 @@
 import { ExecutionStatus } from '@verity/status-model';
-import { newId } from '@verity/platform';
+import { insertTestExecution } from '../../../test/support/fixtures';
 import { createTestDatabase, TestDatabase } from '../../../test/support/services';
 import { ensureTenant } from './api-keys';
 import { createDataSource } from './data-source';
 import { announceEventsWith } from './event-signal';
 import { transaction } from './sql';
-import { insertExecution } from './store';
 import { TransitionService } from './transition.service';
 
 /** Streams are woken by an announcement after each commit that wrote events — never before it, never for a rollback. */
@@ -25,20 +24,8 @@ describe('event announcements (real Postgres)', () => {
   });
   beforeEach(() => announced.splice(0));
 
-  async function newExecution(): Promise<string> {
-    const id = newId('exe');
-    await insertExecution(db.dataSource.manager, {
-      id,
-      tenantId: 'acme',
-      agentId: 'agent',
-      intent: 'test',
-      deadlineSeconds: 600,
-      criteria: [],
-      idempotencyKey: null,
-      createdEventId: newId('evt'),
-      operations: [],
-    });
-    return id;
+  function newExecution(): Promise<string> {
+    return insertTestExecution(db.dataSource.manager, 'acme', { operations: [] });
   }
 
   const move = (

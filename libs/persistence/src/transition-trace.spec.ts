@@ -2,10 +2,10 @@ import { trace } from '@opentelemetry/api';
 import { NodeSDK } from '@opentelemetry/sdk-node';
 import { ExecutionStatus, OperationStatus, TerminalReason, VerificationMethod } from '@verity/status-model';
 import { newId } from '@verity/platform';
+import { chargeOperation, insertTestExecution } from '../../../test/support/fixtures';
 import { createTestDatabase, TestDatabase } from '../../../test/support/services';
 import { ensureTenant } from './api-keys';
 import { transaction } from './sql';
-import { insertExecution } from './store';
 import { TransitionService } from './transition.service';
 
 /** What a recording span of the SDK keeps of its events. */
@@ -39,32 +39,14 @@ describe('transitions as span events (real Postgres, a recording tracer)', () =>
   });
 
   async function runningExecution(operationId?: string): Promise<string> {
-    const id = newId('exe');
-    await insertExecution(db.dataSource.manager, {
-      id,
-      tenantId: 'acme',
-      agentId: 'test-agent',
-      intent: 'test',
-      deadlineSeconds: 600,
-      criteria: [],
-      idempotencyKey: null,
-      createdEventId: newId('evt'),
+    const id = await insertTestExecution(db.dataSource.manager, 'acme', {
       operations: operationId
         ? [
-            {
+            chargeOperation({
               id: operationId,
-              key: 'charge',
-              position: 0,
-              connector: 'sandbox.payments',
-              action: 'charge',
-              params: { amount: 100, currency: 'EUR', reference: operationId },
-              irreversible: true,
               requires_approval: true,
-              verification_method: VerificationMethod.READ_AFTER_WRITE,
-              expected_state: null,
-              depends_on: [],
-              approval: null,
-            },
+              params: { amount: 100, currency: 'EUR', reference: operationId },
+            }),
           ]
         : [],
     });

@@ -1,8 +1,7 @@
-import { newId } from '@verity/platform';
 import { ExecutionStatus } from '@verity/status-model';
+import { insertTestExecution } from '../../../test/support/fixtures';
 import { createTestDatabase, TestDatabase } from '../../../test/support/services';
 import { ensureTenant } from './api-keys';
-import { insertExecution } from './store';
 import { SecretsCipher } from './secrets-cipher';
 import { TransitionService } from './transition.service';
 import {
@@ -36,20 +35,8 @@ describe('webhook outbox (real Postgres)', () => {
     await db.drop();
   });
 
-  async function newExecution(tenantId = 'acme'): Promise<string> {
-    const id = newId('exe');
-    await insertExecution(db.dataSource.manager, {
-      id,
-      tenantId,
-      agentId: 'agent',
-      intent: 'test',
-      deadlineSeconds: 600,
-      criteria: [],
-      idempotencyKey: null,
-      createdEventId: newId('evt'),
-      operations: [],
-    });
-    return id;
+  function newExecution(tenantId = 'acme'): Promise<string> {
+    return insertTestExecution(db.dataSource.manager, tenantId, { operations: [] });
   }
 
   const fail = (runner: Parameters<TransitionService['execution']>[0], id: string) =>

@@ -70,6 +70,17 @@ describe('the workers’ ops server', () => {
 
   it('serves nothing else', async () => {
     expect((await get('/')).status).toBe(404);
+    // Hostile paths answer 404, never a 500 or another route: NUL, a lone surrogate, prototype keys, traversal.
+    for (const path of [
+      '/metrics%00',
+      '/health/live%00',
+      '/%ED%A0%80',
+      '/__proto__',
+      '/constructor',
+      '/metrics/../metrics/x',
+    ]) {
+      expect({ path, status: (await get(path, TOKEN)).status }).toEqual({ path, status: 404 });
+    }
     expect((await fetch(`${base}/metrics`, { method: 'POST' })).status).toBe(405);
   });
 
