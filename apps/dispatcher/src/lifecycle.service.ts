@@ -27,15 +27,17 @@ import {
   executionFailure,
   OperationStatus,
   TerminalReason,
-  VerificationMethod,
   DENIAL,
+  judgeContext,
+  mustReadPrecondition,
+  preparePhases,
   preparedStep,
   startedExecutionTarget,
   isTerminalExecution,
   nextPreconditionRead,
 } from '@verity/status-model';
 import { DataSource, EntityManager } from 'typeorm';
-import { mustReadPrecondition, needsApproval } from './operation-rules';
+import { needsApproval } from './operation-rules';
 import { OutcomeService } from './outcome.service';
 
 type TenantLoader = (tenantId: string) => Promise<TenantEntity | null>;
@@ -219,29 +221,29 @@ export class LifecycleService {
     loadTenant: TenantLoader,
   ): Promise<boolean | 'lost'> {
     const from = execution.status;
-    const problems = from === E.CREATED || from === E.VALIDATING ? this.problemsOf(operations) : [];
+    const phases = preparePhases(from);
+    const problems = phases.validate ? this.problemsOf(operations) : [];
     if (problems.length > 0) return this.reject(execution, problems);
     const tenant = await loadTenant(execution.tenantId);
-    const contexts = from === E.PLANNING ? new Map<string, ContextResult>() : await this.readContexts(operations);
+    const contexts = phases.readContexts ? await this.readContexts(operations) : new Map<string, ContextResult>();
     return this.inTransaction(execution, async (tx) => {
       // Rows are locked in the order every transition statement takes them (operations, then the execution).
       const locked = await lockExecutionForWorker(tx, execution.id);
       if (locked?.status !== from) throw new LostRace();
       // The moves are written together, as one statement, just before any other event of this transaction.
       const chain = new MoveChain(this.transitions, tx, execution.id, from);
-      if (chain.status === E.CREATED) chain.add(E.VALIDATING);
-      if (chain.status === E.VALIDATING) chain.add(E.RESOLVING_CONTEXT);
-      if (chain.status === E.RESOLVING_CONTEXT) {
-        await this.applyContexts(tx, execution, locked.operations, contexts, tenant, async () => {
+      for (const to of phases.moves) {
+        if (chain.status === E.RESOLVING_CONTEXT) {
+          await this.applyContexts(tx, execution, locked.operations, contexts, tenant, async () => {
+            await chain.flush();
+          });
+        }
+        if (to === E.RUNNING && locked.operations.some((op) => needsApproval(op, tenant?.settings, this.connectors))) {
           await chain.flush();
-        });
-        chain.add(E.PLANNING);
+          await this.plan(tx, execution, tenant);
+        }
+        chain.add(to);
       }
-      if (locked.operations.some((op) => needsApproval(op, tenant?.settings, this.connectors))) {
-        await chain.flush();
-        await this.plan(tx, execution, tenant);
-      }
-      chain.add(E.RUNNING);
       return chain.flush();
     });
   }
@@ -332,9 +334,11 @@ export class LifecycleService {
     tenant: TenantEntity | null,
     beforeEvent: () => Promise<void> = async () => undefined,
   ): Promise<ContextOutcome> {
-    if (context.kind === 'unreachable') {
-      await beforeEvent();
-      if (mustReadPrecondition(op)) {
+    const verdict = judgeContext(op, context);
+    if (verdict.kind === 'agrees') return 'agrees';
+    await beforeEvent();
+    switch (verdict.kind) {
+      case 'read-again':
         return this.preconditionUnread(db, {
           operation: op,
           deadline: execution.deadlineAt,
@@ -342,52 +346,58 @@ export class LifecycleService {
           precondition: 'expected_state',
           tenant,
         });
+      case 'proceed-unread':
+        await this.transitions.annotate(db, {
+          executionId: execution.id,
+          operationId: op.id,
+          type: 'context.unavailable',
+          data: { evidence: context.evidence, irreversible: op.irreversible, proceeds: true },
+        });
+        return 'agrees';
+      case 'no-change-required': {
+        const state = context.kind === 'state' ? context.state : {};
+        const moved = await this.transitions.operation(db, {
+          operation: snapshotOf(op),
+          to: S.VERIFIED,
+          patch: {
+            no_change_required: true,
+            next_check_at: null,
+            evidence: { method: 'context_read', no_change_required: true, ...context.evidence, state },
+          },
+          eventData: { no_change_required: true },
+        });
+        return moved.won ? 'moved' : 'lost';
       }
-      await this.transitions.annotate(db, {
-        executionId: execution.id,
-        operationId: op.id,
-        type: 'context.unavailable',
-        data: { evidence: context.evidence, irreversible: op.irreversible, proceeds: true },
-      });
-      return 'agrees';
+      case 'conflict':
+        return this.recordConflict(db, execution, op, context, verdict.conflicts, verdict.hold, tenant);
     }
-    if (context.requestedStatePresent && op.verificationMethod === VerificationMethod.READ_AFTER_WRITE) {
-      await beforeEvent();
-      const moved = await this.transitions.operation(db, {
-        operation: snapshotOf(op),
-        to: S.VERIFIED,
-        patch: {
-          no_change_required: true,
-          next_check_at: null,
-          evidence: { method: 'context_read', no_change_required: true, ...context.evidence, state: context.state },
-        },
-        eventData: { no_change_required: true },
-      });
-      return moved.won ? 'moved' : 'lost';
-    }
-    const expectedMismatches = Object.entries(op.expectedState ?? {})
-      .filter(([key, expected]) => JSON.stringify(context.state[key]) !== JSON.stringify(expected))
-      .map(
-        ([key, expected]) =>
-          `${key}: expected ${JSON.stringify(expected)}, source has ${JSON.stringify(context.state[key])}`,
-      );
-    const conflicts = [...context.conflicts, ...expectedMismatches];
-    if (conflicts.length === 0) return 'agrees';
-    await beforeEvent();
+  }
+
+  /** A KNOWLEDGE_CONFLICT: always recorded; an irreversible operation is held for a human (MANUAL_REVIEW). */
+  private async recordConflict(
+    db: EntityManager,
+    execution: ExecutionEntity,
+    op: OperationEntity,
+    context: ContextResult,
+    conflicts: string[],
+    hold: boolean,
+    tenant: TenantEntity | null,
+  ): Promise<ContextOutcome> {
+    const state = context.kind === 'state' ? context.state : {};
     const recorded = await this.transitions.annotate(db, {
       executionId: execution.id,
       operationId: op.id,
       type: 'knowledge.conflict',
-      data: { conflicts, state: context.state, expected_state: op.expectedState, irreversible: op.irreversible },
+      data: { conflicts, state, expected_state: op.expectedState, irreversible: op.irreversible },
     });
-    if (!op.irreversible) return 'agrees';
+    if (!hold) return 'agrees';
     const moved = await this.transitions.operation(db, {
       operation: snapshotOf(op),
       to: S.MANUAL_REVIEW,
       reason: TerminalReason.KNOWLEDGE_CONFLICT,
       patch: {
         next_check_at: null,
-        evidence: { method: 'context_read', conflicts, ...context.evidence, state: context.state },
+        evidence: { method: 'context_read', conflicts, ...context.evidence, state },
         obligation: this.obligation(TerminalReason.KNOWLEDGE_CONFLICT, false, tenant) as unknown as Record<
           string,
           unknown

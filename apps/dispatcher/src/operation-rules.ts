@@ -13,11 +13,3 @@ export function needsApproval(
 ): boolean {
   return policyNeedsApproval(op, tenantApprovalRules(settings, connectors.approvalAmountDeclarations()));
 }
-
-/**
- * I15: an irreversible operation whose agent stated what the source must hold (expected_state) is never sent without
- * that state having been read. (No built-in connector declares a context read that is required by itself.)
- */
-export function mustReadPrecondition(op: Pick<OperationEntity, 'irreversible' | 'expectedState'>): boolean {
-  return op.irreversible && op.expectedState !== null && Object.keys(op.expectedState).length > 0;
-}

@@ -26,7 +26,16 @@ import {
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { JobName, JobProducer, jobId } from '@verity/queues';
-import { OperationStatus, TerminalReason, checkAfterSend, mayStillCall, sendStart } from '@verity/status-model';
+import {
+  OperationStatus,
+  Staleness,
+  TerminalReason,
+  baselineStaleness,
+  checkAfterSend,
+  grantAtDispatch,
+  mayStillCall,
+  sendStart,
+} from '@verity/status-model';
 import { DataSource } from 'typeorm';
 import { LifecycleService } from './lifecycle.service';
 import { dispatchRefused } from './metrics';
@@ -281,33 +290,31 @@ export class SenderService {
     tenantRow: Parameters<LifecycleService['preconditionUnread']>[1]['tenant'],
   ): Promise<DispatchOutcome | null> {
     const approval = op.approval;
-    if (approval?.state !== 'granted') return 'skipped: approval no longer valid';
-    let staleness: 'approval.stale_authority' | 'approval.stale_baseline' | null = null;
+    const connector = this.connectors.require(op.connector);
+    const grant = grantAtDispatch(approval, new Date(), connector.readContext !== undefined);
+    if (grant.kind === 'not-granted' || !approval) return 'skipped: approval no longer valid';
+    if (grant.kind === 'valid') return null;
+    let staleness: Staleness | null = grant.kind === 'stale' ? grant.staleness : null;
     let currentBaseline: unknown = approval.baseline;
-    if (approval.expires_at && new Date(approval.expires_at).getTime() <= Date.now()) {
-      staleness = 'approval.stale_authority';
-    } else {
-      const connector = this.connectors.require(op.connector);
-      if (connector.readContext && approval.baseline !== undefined) {
-        const context = await connector.readContext(connectorOperation(op), callEnvironment(this.config, tenant));
-        if (context.kind === 'unreachable') {
-          // I15: the grant holds only for the source as the reviewer saw it; unread, it is not sent blind. The
-          // lifecycle reads it again with backoff (then this check runs again), or holds it for a human.
-          const outcome = await this.lifecycle.preconditionUnread(this.db.manager, {
-            operation: op,
-            deadline: executionDeadline,
-            evidence: context.evidence,
-            precondition: 'approval_baseline',
-            tenant: tenantRow,
-          });
-          this.logger.warn({ operationId: op.id, outcome }, 'approval baseline unreadable at dispatch; not sent');
-          if (outcome === 'moved')
-            await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
-          return 'skipped: precondition unread';
-        }
-        currentBaseline = context.state;
-        if (JSON.stringify(context.state) !== JSON.stringify(approval.baseline)) staleness = 'approval.stale_baseline';
+    if (grant.kind === 'read-baseline' && connector.readContext) {
+      const context = await connector.readContext(connectorOperation(op), callEnvironment(this.config, tenant));
+      if (context.kind === 'unreachable') {
+        // I15: the grant holds only for the source as the reviewer saw it; unread, it is not sent blind. The
+        // lifecycle reads it again with backoff (then this check runs again), or holds it for a human.
+        const outcome = await this.lifecycle.preconditionUnread(this.db.manager, {
+          operation: op,
+          deadline: executionDeadline,
+          evidence: context.evidence,
+          precondition: 'approval_baseline',
+          tenant: tenantRow,
+        });
+        this.logger.warn({ operationId: op.id, outcome }, 'approval baseline unreadable at dispatch; not sent');
+        if (outcome === 'moved')
+          await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
+        return 'skipped: precondition unread';
       }
+      currentBaseline = context.state;
+      staleness = baselineStaleness(approval.baseline, context.state);
     }
     if (!staleness) return null;
     const next: Approval = { state: 'requested', requested_at: new Date().toISOString(), baseline: currentBaseline };

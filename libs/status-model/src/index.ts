@@ -14,3 +14,4 @@ export * from './policy';
 export * from './webhooks';
 export * from './checks';
 export * from './read-back';
+export * from './preconditions';

@@ -1,0 +1,134 @@
+import { ExecutionStatus as E } from './execution';
+import { VerificationMethod, VerificationMethodValue } from './operation';
+import {
+  ContextRead,
+  ContextVerdict,
+  baselineStaleness,
+  grantAtDispatch,
+  judgeContext,
+  mustReadPrecondition,
+  preparePhases,
+} from './preconditions';
+
+describe('preparePhases: what preparing an execution still involves, from wherever it stands', () => {
+  it.each([
+    [E.CREATED, true, true, [E.VALIDATING, E.RESOLVING_CONTEXT, E.PLANNING, E.RUNNING]],
+    [E.VALIDATING, true, true, [E.RESOLVING_CONTEXT, E.PLANNING, E.RUNNING]],
+    [E.RESOLVING_CONTEXT, false, true, [E.PLANNING, E.RUNNING]],
+    [E.PLANNING, false, false, [E.RUNNING]],
+  ])('from %s: validate %s, read contexts %s, moves %j', (from, validate, readContexts, moves) => {
+    expect(preparePhases(from)).toEqual({ validate, readContexts, moves });
+  });
+
+  it.each([E.RUNNING, E.WAITING_FOR_TOOL, E.COMPLETED, E.FAILED])('refuses %s, which is past preparation', (from) => {
+    expect(() => preparePhases(from)).toThrow('not a preparing execution status');
+  });
+});
+
+describe('mustReadPrecondition (I15)', () => {
+  it.each([
+    [true, { balance: 10 }, true],
+    [true, {}, false],
+    [true, null, false],
+    [false, { balance: 10 }, false],
+  ])('irreversible %s, expected_state %j → %s', (irreversible, expectedState, must) => {
+    expect(mustReadPrecondition({ irreversible, expectedState })).toBe(must);
+  });
+});
+
+describe('judgeContext: a context read → what happens to the PREPARED operation', () => {
+  const RAW = VerificationMethod.READ_AFTER_WRITE;
+  const NONE: VerificationMethodValue = '';
+  const state = (s: Record<string, unknown>, extra: Partial<Extract<ContextRead, { kind: 'state' }>> = {}) =>
+    ({ kind: 'state', state: s, requestedStatePresent: false, conflicts: [], ...extra }) as ContextRead;
+  const cases: [string, Parameters<typeof judgeContext>[0], ContextRead, ContextVerdict][] = [
+    [
+      'unreadable, irreversible with an expected_state: never sent blind',
+      { irreversible: true, expectedState: { status: 'open' }, verificationMethod: RAW },
+      { kind: 'unreachable' },
+      { kind: 'read-again' },
+    ],
+    [
+      'unreadable, nothing requires the read: proceeds',
+      { irreversible: true, expectedState: null, verificationMethod: RAW },
+      { kind: 'unreachable' },
+      { kind: 'proceed-unread' },
+    ],
+    [
+      'unreadable, reversible with an expected_state: proceeds',
+      { irreversible: false, expectedState: { status: 'open' }, verificationMethod: RAW },
+      { kind: 'unreachable' },
+      { kind: 'proceed-unread' },
+    ],
+    [
+      'requested state already there and readable back: no change required',
+      { irreversible: true, expectedState: null, verificationMethod: RAW },
+      state({}, { requestedStatePresent: true }),
+      { kind: 'no-change-required' },
+    ],
+    [
+      'requested state there but nothing can read it back: not claimed, it agrees',
+      { irreversible: true, expectedState: null, verificationMethod: NONE },
+      state({}, { requestedStatePresent: true }),
+      { kind: 'agrees' },
+    ],
+    [
+      'the expected_state holds: agrees',
+      { irreversible: true, expectedState: { status: 'open', n: 1 }, verificationMethod: RAW },
+      state({ status: 'open', n: 1, other: true }),
+      { kind: 'agrees' },
+    ],
+    [
+      'the expected_state differs, irreversible: held',
+      { irreversible: true, expectedState: { status: 'open' }, verificationMethod: RAW },
+      state({ status: 'closed' }),
+      { kind: 'conflict', conflicts: ['status: expected "open", source has "closed"'], hold: true },
+    ],
+    [
+      'a missing key counts as a difference',
+      { irreversible: true, expectedState: { status: 'open' }, verificationMethod: RAW },
+      state({}),
+      { kind: 'conflict', conflicts: ['status: expected "open", source has undefined'], hold: true },
+    ],
+    [
+      'a connector conflict and an expected_state difference, reversible: recorded, proceeds',
+      { irreversible: false, expectedState: { n: 1 }, verificationMethod: RAW },
+      state({ n: 2 }, { conflicts: ['currency differs'] }),
+      { kind: 'conflict', conflicts: ['currency differs', 'n: expected 1, source has 2'], hold: false },
+    ],
+  ];
+  it.each(cases)('%s', (_situation, op, read, verdict) => {
+    expect(judgeContext(op, read)).toEqual(verdict);
+  });
+});
+
+describe('grantAtDispatch and baselineStaleness: does an approval still hold when the send comes?', () => {
+  const now = new Date('2026-12-01T12:00:00Z');
+  it.each([
+    ['no approval', null, true, { kind: 'not-granted' }],
+    ['requested, not granted', { state: 'requested' }, true, { kind: 'not-granted' }],
+    ['denied', { state: 'denied' }, true, { kind: 'not-granted' }],
+    [
+      'granted, expired at this very moment',
+      { state: 'granted', expires_at: '2026-12-01T12:00:00Z', baseline: { b: 1 } },
+      true,
+      { kind: 'stale', staleness: 'approval.stale_authority' },
+    ],
+    [
+      'granted on a baseline the connector can read',
+      { state: 'granted', expires_at: '2026-12-01T12:00:01Z', baseline: { b: 1 } },
+      true,
+      { kind: 'read-baseline' },
+    ],
+    ['granted on a baseline nothing can read', { state: 'granted', baseline: { b: 1 } }, false, { kind: 'valid' }],
+    ['granted without a baseline', { state: 'granted' }, true, { kind: 'valid' }],
+  ])('%s', (_situation, approval, readable, expected) => {
+    expect(grantAtDispatch(approval, now, readable)).toEqual(expected);
+  });
+
+  it('a source that changed since the grant makes it stale; the same source does not', () => {
+    expect(baselineStaleness({ balance: 10, status: 'open' }, { balance: 10, status: 'open' })).toBeNull();
+    expect(baselineStaleness({ balance: 10 }, { balance: 9 })).toBe('approval.stale_baseline');
+    expect(baselineStaleness(undefined, {})).toBe('approval.stale_baseline');
+  });
+});
