@@ -4,7 +4,8 @@ import { createTestDatabase, TestDatabase } from '../../../test/support/services
 import { ensureTenant } from './api-keys';
 import { EventEntity, OperationEntity } from './entities';
 import { SendGuard, sendRefusals } from './send-guard';
-import { NewOperation, insertExecution } from './store';
+import { NewOperation } from './store';
+import { chargeOperation, insertTestExecution } from '../../../test/support/fixtures';
 import { TransitionService } from './transition.service';
 
 /**
@@ -24,34 +25,11 @@ describe('the guarded SENT statement (real Postgres)', () => {
   afterAll(async () => db.drop());
 
   function op(key: string, extra: Partial<NewOperation> = {}): NewOperation {
-    return {
-      id: newId('op'),
-      key,
-      position: 0,
-      connector: 'sandbox.payments',
-      action: 'charge',
-      params: { amount: 100, currency: 'EUR', reference: `r-${key}` },
-      irreversible: true,
-      requires_approval: false,
-      verification_method: VerificationMethod.READ_AFTER_WRITE,
-      expected_state: null,
-      depends_on: [],
-      approval: null,
-      ...extra,
-    };
+    return chargeOperation({ key, ...extra });
   }
 
   async function execution(operations: NewOperation[], status = 'running') {
-    const executionId = newId('exe');
-    await insertExecution(db.dataSource.manager, {
-      id: executionId,
-      tenantId: 'acme',
-      agentId: 'test-agent',
-      intent: 'send guard',
-      deadlineSeconds: 600,
-      criteria: [],
-      idempotencyKey: null,
-      createdEventId: newId('evt'),
+    const executionId = await insertTestExecution(db.dataSource.manager, 'acme', {
       operations: operations.map((o, position) => ({ ...o, position })),
     });
     await db.dataSource.query(`UPDATE executions SET status = $2 WHERE id = $1`, [executionId, status]);

@@ -1,5 +1,4 @@
 import { newId } from '@verity/platform';
-import { VerificationMethod } from '@verity/status-model';
 import { createTestDatabase, TestDatabase } from '../../../test/support/services';
 import { ensureTenant } from './api-keys';
 import {
@@ -12,10 +11,10 @@ import {
   findOperationForWorker,
   findOperations,
   findOperationsOf,
-  insertExecution,
   listEvents,
   listExecutions,
 } from './store';
+import { chargeOperation, insertTestExecution } from '../../../test/support/fixtures';
 
 describe('reads reachable from the API are scoped to the tenant (real Postgres)', () => {
   let db: TestDatabase;
@@ -27,31 +26,9 @@ describe('reads reachable from the API are scoped to the tenant (real Postgres)'
     db = await createTestDatabase('tenantreads');
     await ensureTenant(db.dataSource.manager, 'acme');
     await ensureTenant(db.dataSource.manager, 'other');
-    await insertExecution(db.dataSource.manager, {
-      id: executionId,
-      tenantId: 'acme',
-      agentId: 'agent',
-      intent: 'pay',
-      deadlineSeconds: 600,
-      criteria: [],
-      idempotencyKey: null,
-      createdEventId: eventId,
-      operations: [
-        {
-          id: operationId,
-          key: 'charge',
-          position: 0,
-          connector: 'sandbox.payments',
-          action: 'charge',
-          params: {},
-          irreversible: true,
-          requires_approval: false,
-          verification_method: VerificationMethod.READ_AFTER_WRITE,
-          expected_state: null,
-          depends_on: [],
-          approval: null,
-        },
-      ],
+    await insertTestExecution(db.dataSource.manager, 'acme', {
+      execution: { id: executionId, createdEventId: eventId },
+      operations: [chargeOperation({ id: operationId })],
     });
   });
   afterAll(async () => db.drop());

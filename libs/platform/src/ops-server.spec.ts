@@ -12,6 +12,18 @@ import {
 
 const TOKEN = 'a-metrics-token-of-some-length';
 
+/** An ops server on a free port, metrics behind TOKEN, silent, with no probes unless given. */
+function startOwnServer(options: Partial<Parameters<typeof startOpsServer>[0]> = {}): Promise<OpsServer> {
+  return startOpsServer({
+    port: 0,
+    host: '127.0.0.1',
+    config: { METRICS_TOKEN: TOKEN, METRICS_PUBLIC: undefined },
+    logger: pino({ level: 'silent' }),
+    probes: {},
+    ...options,
+  });
+}
+
 describe('the workers’ ops server', () => {
   let server: OpsServer;
   let base = '';
@@ -19,11 +31,7 @@ describe('the workers’ ops server', () => {
   let refreshes = 0;
 
   beforeAll(async () => {
-    server = await startOpsServer({
-      port: 0,
-      host: '127.0.0.1',
-      config: { METRICS_TOKEN: TOKEN, METRICS_PUBLIC: undefined },
-      logger: pino({ level: 'silent' }),
+    server = await startOwnServer({
       probes: {
         postgres: () => (postgresUp ? Promise.resolve() : Promise.reject(new Error('down'))),
         redis: () => Promise.resolve('PONG'),
@@ -91,13 +99,7 @@ describe('the workers’ ops server', () => {
   });
 
   it('closes on SIGTERM although a client holds a request half-sent (a slow-headers client cannot stall the drain)', async () => {
-    const own = await startOpsServer({
-      port: 0,
-      host: '127.0.0.1',
-      config: { METRICS_TOKEN: TOKEN, METRICS_PUBLIC: undefined },
-      logger: pino({ level: 'silent' }),
-      probes: {},
-    });
+    const own = await startOwnServer();
     const socket = connect(own.port, '127.0.0.1');
     const cut = new Promise<void>((resolve) => socket.once('close', () => resolve()));
     socket.on('error', () => undefined);
@@ -143,13 +145,7 @@ describe('the workers’ ops server', () => {
   );
 
   it('holds at most OPS_MAX_CONNECTIONS connections: more are refused, the process keeps its file descriptors', async () => {
-    const own = await startOpsServer({
-      port: 0,
-      host: '127.0.0.1',
-      config: { METRICS_TOKEN: TOKEN, METRICS_PUBLIC: undefined },
-      logger: pino({ level: 'silent' }),
-      probes: {},
-    });
+    const own = await startOwnServer();
     const held: Socket[] = [];
     const answered = (socket: Socket) =>
       new Promise<boolean>((resolve) => {

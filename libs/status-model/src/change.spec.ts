@@ -1,36 +1,11 @@
 import { canStillChange, isOutcomeCurrent } from './change';
-import { isFinalOperation } from './operation';
 import { Criterion, OperationForCriterion, evaluateCriterion } from './outcome';
 import { EXECUTION_STATUSES, ExecutionStatus, isTerminalExecution } from './execution';
-import { OPERATION_STATUSES, OperationStatus, VerificationMethod } from './operation';
+import { OperationStatus, VerificationMethod } from './operation';
 
 const S = OperationStatus;
 const E = ExecutionStatus;
 const RAW = VerificationMethod.READ_AFTER_WRITE;
-
-describe('isFinalOperation', () => {
-  const table: ReadonlyArray<[OperationStatus, boolean, boolean]> = [
-    // status, final with read_after_write, final without
-    [S.PREPARED, false, false],
-    [S.SENT, false, false],
-    [S.ACKNOWLEDGED, false, true],
-    [S.VERIFIED, true, true],
-    [S.UNKNOWN, false, false],
-    [S.RECONCILING, false, false],
-    [S.FAILED, true, true],
-    [S.MANUAL_REVIEW, false, false],
-    [S.CANCELLED, true, true],
-  ];
-
-  it('covers every status', () => {
-    expect(table.map(([s]) => s)).toEqual(OPERATION_STATUSES);
-  });
-
-  it.each(table)('%s: final with read_after_write %s, without %s', (status, withReadBack, withoutReadBack) => {
-    expect(isFinalOperation(status, RAW)).toBe(withReadBack);
-    expect(isFinalOperation(status, '')).toBe(withoutReadBack);
-  });
-});
 
 describe('canStillChange', () => {
   const verified = { status: S.VERIFIED, verificationMethod: RAW } as const;

@@ -10,6 +10,7 @@ import {
   VerificationMethod,
   allowedOperationTargets,
   canRetry,
+  isFinalOperation,
   isSettledOperation,
   isTerminalOperation,
   operationTransitionRule,
@@ -648,28 +649,34 @@ describe('operation statuses, terminality and retry rules', () => {
   });
 });
 
-describe('isSettledOperation', () => {
-  const table: ReadonlyArray<[OperationStatus, boolean, boolean]> = [
-    // status, settled with read_after_write, settled without
-    [S.PREPARED, false, false],
-    [S.SENT, false, false],
-    [S.ACKNOWLEDGED, false, true],
-    [S.VERIFIED, true, true],
-    [S.UNKNOWN, false, false],
-    [S.RECONCILING, false, false],
-    [S.FAILED, true, true],
-    [S.MANUAL_REVIEW, true, true],
-    [S.CANCELLED, true, true],
+describe('isFinalOperation and isSettledOperation', () => {
+  // A held operation (MANUAL_REVIEW) is settled (nothing runs until a human acts) but not final (a human still will).
+  const table: ReadonlyArray<[OperationStatus, boolean, boolean, boolean, boolean]> = [
+    // status, final with read_after_write, final without, settled with read_after_write, settled without
+    [S.PREPARED, false, false, false, false],
+    [S.SENT, false, false, false, false],
+    [S.ACKNOWLEDGED, false, true, false, true],
+    [S.VERIFIED, true, true, true, true],
+    [S.UNKNOWN, false, false, false, false],
+    [S.RECONCILING, false, false, false, false],
+    [S.FAILED, true, true, true, true],
+    [S.MANUAL_REVIEW, false, false, true, true],
+    [S.CANCELLED, true, true, true, true],
   ];
 
   it('covers every status', () => {
     expect(table.map(([s]) => s)).toEqual(OPERATION_STATUSES);
   });
 
-  it.each(table)('%s: settled with read_after_write %s, without %s', (status, withReadBack, withoutReadBack) => {
-    expect(isSettledOperation(status, RAW)).toBe(withReadBack);
-    expect(isSettledOperation(status, '')).toBe(withoutReadBack);
-  });
+  it.each(table)(
+    '%s: final with read_after_write %s, without %s; settled with %s, without %s',
+    (status, finalWithReadBack, finalWithout, settledWithReadBack, settledWithout) => {
+      expect(isFinalOperation(status, RAW)).toBe(finalWithReadBack);
+      expect(isFinalOperation(status, '')).toBe(finalWithout);
+      expect(isSettledOperation(status, RAW)).toBe(settledWithReadBack);
+      expect(isSettledOperation(status, '')).toBe(settledWithout);
+    },
+  );
 });
 
 describe('permittedResolutions (recovery obligation)', () => {
