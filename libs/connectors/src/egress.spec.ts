@@ -1,7 +1,7 @@
 import { createServer, Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { checkTarget, classifyAddress, isAddressAllowed, lookupFor, nonCanonicalIpv4, parseIpv6 } from './egress';
 import { guardedExchange } from './http.connector';
+import { LocalServer, listenLocally } from '../../../test/support/local-server';
 
 describe('classifyAddress', () => {
   it.each([
@@ -114,6 +114,7 @@ describe('checkTarget', () => {
 
 describe('guarded requests against real loopback servers', () => {
   let server: Server;
+  let local: LocalServer;
   let port: number;
   let hits = 0;
   beforeAll(async () => {
@@ -122,13 +123,10 @@ describe('guarded requests against real loopback servers', () => {
       res.setHeader('content-type', 'application/json');
       res.end(JSON.stringify({ host: req.headers.host }));
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    port = (server.address() as AddressInfo).port;
+    local = await listenLocally(server);
+    port = local.port;
   });
-  afterAll(async () => {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  });
+  afterAll(async () => local.close());
 
   it('connects to the address the vetted lookup returned, whatever the name (no second resolution)', async () => {
     const resolver = jest.fn(async () => [{ address: '127.0.0.1', family: 4 }]);

@@ -2,6 +2,7 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { ClientRequest, createServer, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { httpExchange } from './http-exchange';
+import { LocalServer, listenLocally } from '../../../test/support/local-server';
 
 /** The client sockets httpExchange's requests ran on, seen through Node's public HTTP client diagnostics channel. */
 function watchClientSockets(): { sockets: Set<Socket>; stop: () => void } {
@@ -18,6 +19,7 @@ function watchClientSockets(): { sockets: Set<Socket>; stop: () => void } {
 
 describe('httpExchange on a reused keep-alive socket', () => {
   let server: Server;
+  let local: LocalServer;
   let url: string;
   let connections = 0;
 
@@ -31,14 +33,11 @@ describe('httpExchange on a reused keep-alive socket', () => {
     });
     server.keepAliveTimeout = 30_000;
     server.on('connection', () => (connections += 1));
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/x`;
+    local = await listenLocally(server);
+    url = `${local.url}/x`;
   });
 
-  afterAll(async () => {
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-  });
+  afterAll(async () => local.close());
 
   it('adds no connect listener per request: 50 sequential requests leave at most one, and no warning', async () => {
     const warnings: Error[] = [];

@@ -1,8 +1,8 @@
 import { createServer, IncomingMessage, ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { Verity } from './client';
 import { VerityConditionError, VerityConflictError, VerityNetworkError, VerityTimeoutError } from './errors';
 import type { Execution, SubmissionRequest } from './types';
+import { listenLocally } from '../../../test/support/local-server';
 
 const KEY = 'sk-test-secret-key-456';
 
@@ -32,17 +32,8 @@ async function listen(handler: Handler) {
       handler(req, res, body, seen.length);
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    seen,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
+  const local = await listenLocally(server);
+  return { ...local, seen };
 }
 
 /** The connection is cut after the request arrived: the client cannot know whether it was carried out. */

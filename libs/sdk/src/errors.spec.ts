@@ -1,5 +1,4 @@
 import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { inspect } from 'node:util';
 import { Verity } from './client';
 import {
@@ -17,6 +16,7 @@ import {
   parseProblem,
   parseRetryAfter,
 } from './errors';
+import { listenLocally } from '../../../test/support/local-server';
 
 const KEY = 'sk-test-secret-key-123';
 
@@ -29,17 +29,8 @@ async function listen(handler: Handler): Promise<{ url: string; server: Server; 
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => handler(req, res, Buffer.concat(chunks).toString()));
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    server,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
+  const local = await listenLocally(server);
+  return { ...local, server };
 }
 
 function problem(

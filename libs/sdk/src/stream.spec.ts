@@ -1,8 +1,8 @@
 import { createServer, IncomingMessage, ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { Verity } from './client';
 import { VerityNetworkError, VerityNotFoundError } from './errors';
 import type { ExecutionEvent } from './types';
+import { listenLocally } from '../../../test/support/local-server';
 
 const KEY = 'sk-test-secret-key-789';
 const TOTAL = 8;
@@ -66,17 +66,8 @@ async function sseServer(cut: (connection: number) => number | undefined, endDat
     }
     res.end(`event: end\ndata: ${endData}\n\n`);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    connections,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
+  const local = await listenLocally(server);
+  return { ...local, connections };
 }
 
 describe('ExecutionStream over a real SSE server', () => {
