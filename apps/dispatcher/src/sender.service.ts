@@ -1,8 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import {
-  ConnectorEnvironment,
+  Connector,
   ConnectorRegistry,
+  ReadBackResult,
   SendOutcome,
   TenantConnectorSettings,
   capAmount,
@@ -22,6 +23,7 @@ import {
   findOperationToSend,
   loadConnectorSettings,
   sendRefusals,
+  settledByReadBack,
   snapshotOf,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
@@ -32,6 +34,7 @@ import {
   TerminalReason,
   baselineStaleness,
   checkAfterSend,
+  decideReadBack,
   grantAtDispatch,
   mayStillCall,
   sendStart,
@@ -163,7 +166,7 @@ export class SenderService {
       return 'not called: woke up too late';
     }
 
-    const work = this.send(op, attempt, connector.send.bind(connector), tenantEnv);
+    const work = this.send(op, attempt, connector, tenantEnv);
     this.inFlight.add(work);
     try {
       await work;
@@ -176,12 +179,12 @@ export class SenderService {
   private async send(
     op: OperationEntity,
     attempt: number,
-    call: (o: ReturnType<typeof connectorOperation>, env: ConnectorEnvironment) => Promise<SendOutcome>,
+    connector: Connector,
     tenant: TenantConnectorSettings,
   ): Promise<void> {
     let outcome: SendOutcome;
     try {
-      outcome = await call(connectorOperation(op), callEnvironment(this.config, tenant));
+      outcome = await connector.send(connectorOperation(op), callEnvironment(this.config, tenant));
     } catch (error) {
       // A connector bug is not proof of anything: the request may have left. UNKNOWN, never FAILED (I4).
       this.logger.error({ err: error, operationId: op.id }, 'connector threw');
@@ -207,7 +210,13 @@ export class SenderService {
       return;
     }
     const check = checkAfterSend({ status: outcome.status, verificationMethod: op.verificationMethod });
-    if (check === 'verify') {
+    const verifiedNow =
+      check === 'verify' &&
+      outcome.status === S.ACKNOWLEDGED &&
+      this.config.VERIFY_AT_SEND &&
+      this.config.VERIFY_FIRST_DELAY_MS === 0 &&
+      (await this.verifyAtOnce(op, attempt, outcome.providerRef, connector, tenant));
+    if (check === 'verify' && !verifiedNow) {
       await this.producer.tryEnqueue(
         JobName.VERIFY_OPERATION,
         { operationId: op.id },
@@ -221,6 +230,50 @@ export class SenderService {
       );
     }
     await this.advanceExecution(op.executionId);
+  }
+
+  /**
+   * The happy path in one job: the first read-back is made here, right after the acknowledgement, when nothing asks
+   * it to wait (VERIFY_FIRST_DELAY_MS 0). Only a read that finds the effect as sent concludes here (ACKNOWLEDGED →
+   * VERIFIED, exactly as the verify job would write it); anything else — absent, lagging, unreadable, different — is
+   * left to the verify job as if this read had not been made, so the settle window and the check budget keep their
+   * meaning. A read never sends. Returns whether the verify job is no longer needed.
+   */
+  private async verifyAtOnce(
+    op: OperationEntity,
+    attempt: number,
+    providerRef: Record<string, unknown> | null,
+    connector: Connector,
+    tenant: TenantConnectorSettings,
+  ): Promise<boolean> {
+    if (!connector.readBack) return false;
+    let read: ReadBackResult;
+    try {
+      read = await connector.readBack({ ...connectorOperation(op), providerRef }, callEnvironment(this.config, tenant));
+    } catch (error) {
+      this.logger.warn({ err: error, operationId: op.id }, 'read-back at send threw; leaving it to the verify job');
+      return false;
+    }
+    const decision = decideReadBack({
+      status: S.ACKNOWLEDGED,
+      read: read.kind,
+      absenceIsProof: false,
+      checksBefore: 0,
+      budget: this.config.RECONCILE_BUDGET,
+    });
+    if (decision.kind !== 'verified') return false;
+    const evidence = { method: 'read_after_write', ...read.evidence };
+    const observeAt = this.config.OBSERVE_BATCH > 0 ? new Date(Date.now() + this.config.OBSERVE_INTERVAL_MS) : null;
+    // A lost compare-and-set means the operation moved on (a verify job the sweeper owed it got there first): whoever
+    // moved it owns what comes next, and a verify job would find nothing to do.
+    await this.transitions.operation(this.db.manager, {
+      operation: { ...snapshotOf(op), status: S.ACKNOWLEDGED, attempt },
+      to: S.VERIFIED,
+      reason: null,
+      patch: settledByReadBack(S.VERIFIED, null, evidence, observeAt),
+      eventData: { evidence_source: evidence.source },
+    });
+    return true;
   }
 
   /**

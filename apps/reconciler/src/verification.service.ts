@@ -21,6 +21,7 @@ import {
   lastUnknownAfterSend,
   scheduleNextCheck,
   snapshotOf,
+  settledByReadBack,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { JobName, JobProducer, jobId } from '@verity/queues';
@@ -268,14 +269,7 @@ export class VerificationService {
       operation: snapshotOf(op),
       to,
       reason,
-      // The source settled it: a CONNECTOR_ERROR left from the UNKNOWN on the way no longer explains the outcome.
-      // A VERIFIED effect is read again later (observation): next_check_at is when.
-      patch: {
-        terminal_reason: reason,
-        evidence,
-        observation: to === S.VERIFIED ? 'converged' : null,
-        next_check_at: to === S.VERIFIED && this.config.OBSERVE_BATCH > 0 ? this.observeAt() : null,
-      },
+      patch: settledByReadBack(to, reason, evidence, this.config.OBSERVE_BATCH > 0 ? this.observeAt() : null),
       eventData: { evidence_source: evidence.source },
     });
     if (!moved.won) return 'skipped: lost race';

@@ -30,6 +30,27 @@ export interface OperationPatch {
   next_check_at?: Date | null;
 }
 
+/**
+ * What a read-back that settles an operation writes, whoever made the read (the reconciler's verify job, or the
+ * dispatcher's read right after the send): the evidence; the terminal reason (null for VERIFIED: a CONNECTOR_ERROR
+ * left from an UNKNOWN on the way no longer explains the outcome); for a VERIFIED effect its first observation
+ * (converged) and when it is read again (`observeAt`, null when observation is off).
+ */
+export function settledByReadBack(
+  to: OperationStatus.VERIFIED | OperationStatus.FAILED,
+  reason: TerminalReason | null,
+  evidence: Record<string, unknown>,
+  observeAt: Date | null,
+): OperationPatch {
+  const verified = to === OperationStatus.VERIFIED;
+  return {
+    terminal_reason: reason,
+    evidence,
+    observation: verified ? 'converged' : null,
+    next_check_at: verified ? observeAt : null,
+  };
+}
+
 const JSON_COLUMNS = new Set(['evidence', 'approval', 'obligation', 'provider_ref']);
 const EXECUTION_JSON_COLUMNS = new Set(['failure', 'criteria_results', 'outcome']);
 

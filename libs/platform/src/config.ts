@@ -77,6 +77,14 @@ const ConfigSchema = z.object({
    */
   SETTLE_WINDOW_MS: ms(2_000),
   VERIFY_FIRST_DELAY_MS: ms(0),
+  /**
+   * The dispatcher reads an acknowledged effect back at once, in the send's own job, and settles it VERIFIED when the
+   * read finds it (the happy path in one job); any other read is left to the verify job. Needs VERIFY_FIRST_DELAY_MS 0.
+   */
+  VERIFY_AT_SEND: z
+    .enum(['true', 'false', '1', '0'])
+    .default('true')
+    .transform((v) => v === 'true' || v === '1'),
   READ_BACKOFF_MS: ms(250),
   READ_BACKOFF_MAX_MS: ms(5_000),
   RECONCILE_BUDGET: z.coerce.number().int().min(1).default(8),
