@@ -1,7 +1,8 @@
 import type { Pool } from 'pg';
 import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver';
 import { createTestDatabase, TestDatabase } from '../../../test/support/services';
-import { ResilientPgClient } from './data-source';
+import { loadConfig } from '@verity/platform';
+import { createDataSource, ResilientPgClient } from './data-source';
 
 /** What a Postgres crash or restart does to the sessions of a running app, against the real server. */
 describe('data source under a Postgres that drops its sessions', () => {
@@ -70,5 +71,37 @@ describe('data source under a Postgres that drops its sessions', () => {
     expect(done.every((count) => count > 0)).toBe(true);
     const [{ ok }] = (await db.dataSource.query('SELECT 1 AS ok')) as { ok: number }[];
     expect(ok).toBe(1);
+  });
+});
+
+/** Postgres on the same host, over its Unix socket: DATABASE_URL names the socket directory as `host`. */
+describe('data source over a Unix socket', () => {
+  let db: TestDatabase;
+  const socketDir = process.env.TEST_PG_SOCKET_DIR ?? '/var/run/postgresql';
+
+  beforeAll(async () => {
+    db = await createTestDatabase('pgsocket');
+  });
+  afterAll(async () => db.drop());
+
+  it('DATABASE_URL with ?host=<socket directory> passes the config and connects through the socket', async () => {
+    const url = new URL(db.url);
+    url.searchParams.set('host', socketDir);
+    expect(loadConfig({ DATABASE_URL: url.toString() }).DATABASE_URL).toBe(url.toString());
+    const overSocket = createDataSource(loadConfig({ DATABASE_URL: url.toString() }).DATABASE_URL, 1);
+    await overSocket.initialize();
+    try {
+      // inet_server_addr() is NULL exactly when the session came through a Unix socket.
+      const [row] = (await overSocket.query(`SELECT inet_server_addr() AS addr, current_database() AS name`)) as {
+        addr: string | null;
+        name: string;
+      }[];
+      expect(row).toEqual({ addr: null, name: db.name });
+    } finally {
+      await overSocket.destroy();
+    }
+    // The test's own (TCP) connection, for contrast.
+    const [tcp] = (await db.dataSource.query(`SELECT inet_server_addr() AS addr`)) as { addr: string | null }[];
+    expect(tcp.addr).not.toBeNull();
   });
 });

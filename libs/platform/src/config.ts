@@ -54,9 +54,15 @@ const ConfigSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   /** Loopback unless set: exposing the API is a decision (docker-compose sets 0.0.0.0 inside its network). */
   HOST: z.string().min(1).default('127.0.0.1'),
+  /** A Unix socket when Postgres is local: `postgres://user@localhost/verity?host=/var/run/postgresql` (operations.md). */
   DATABASE_URL: z.string().url().default('postgres://postgres@127.0.0.1:5432/verity'),
   DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
-  REDIS_URL: z.string().url().default('redis://127.0.0.1:6379'),
+  /** `redis://`, `rediss://`, or a local Unix socket: `unix:///run/redis/redis.sock?db=0` (operations.md). */
+  REDIS_URL: z
+    .string()
+    .url()
+    .refine((url) => /^(rediss?:\/\/|unix:\/\/\/)/.test(url), 'must be redis://, rediss:// or unix:///<socket path>')
+    .default('redis://127.0.0.1:6379'),
   QUEUE_PREFIX: z.string().min(1).default('{verity}'),
   SANDBOX_URL: z.string().url().default('http://127.0.0.1:4010'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

@@ -1,5 +1,5 @@
 import { BeforeApplicationShutdown, OnApplicationBootstrap } from '@nestjs/common';
-import type { Logger, VerityConfig } from '@verity/platform';
+import { redisTarget, type Logger, type VerityConfig } from '@verity/platform';
 import { Job, Worker } from 'bullmq';
 import { QueueName } from './names';
 import { queueTelemetry } from './telemetry';
@@ -31,7 +31,7 @@ export abstract class QueueWorker implements OnApplicationBootstrap, BeforeAppli
   onApplicationBootstrap(): void {
     const config = this.workerConfig;
     this.built = new Worker(this.queueName, (job, token) => this.process(job, token), {
-      connection: { url: config.REDIS_URL, maxRetriesPerRequest: null },
+      connection: { url: redisTarget(config.REDIS_URL), maxRetriesPerRequest: null },
       prefix: config.QUEUE_PREFIX,
       telemetry: queueTelemetry(config),
       ...workerSettings(this.queueName, config),

@@ -1,6 +1,6 @@
 import { BullModule } from '@nestjs/bullmq';
 import { DynamicModule, Module } from '@nestjs/common';
-import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import { VERITY_CONFIG, VerityConfig, redisTarget } from '@verity/platform';
 import type { WorkerOptions } from 'bullmq';
 import { JOB_DEFAULTS, QueueName } from './names';
 import { queueTelemetry } from './telemetry';
@@ -18,7 +18,7 @@ export class WorkerQueuesModule {
         BullModule.forRootAsync({
           inject: [VERITY_CONFIG],
           useFactory: (config: VerityConfig) => ({
-            connection: { url: config.REDIS_URL, maxRetriesPerRequest: null },
+            connection: { url: redisTarget(config.REDIS_URL), maxRetriesPerRequest: null },
             prefix: config.QUEUE_PREFIX,
             telemetry: queueTelemetry(config),
           }),

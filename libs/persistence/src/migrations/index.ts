@@ -9,6 +9,7 @@ import { ExecutionOutcome1764490000000 } from './1764490000000-execution-outcome
 import { IdempotencyExpiryIndex1764500000000 } from './1764500000000-idempotency-expiry-index';
 import { Webhooks1764510000000 } from './1764510000000-webhooks';
 import { ExecutionTrace1764520300000 } from './1764520300000-execution-trace';
+import { HotUpdates1764530000000 } from './1764530000000-hot-updates';
 
 /** In order. Add a new timestamped class for every schema change; never edit one that has shipped. */
 export const MIGRATIONS = [
@@ -23,4 +24,5 @@ export const MIGRATIONS = [
   IdempotencyExpiryIndex1764500000000,
   Webhooks1764510000000,
   ExecutionTrace1764520300000,
+  HotUpdates1764530000000,
 ];

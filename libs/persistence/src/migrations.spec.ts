@@ -1,0 +1,72 @@
+import { createTestDatabase, TestDatabase } from '../../../test/support/services';
+import { DataSource } from 'typeorm';
+import { dataSourceOptions, runMigrationsLocked } from './data-source';
+import { MIGRATIONS } from './migrations';
+
+/** The schema as Postgres reports it: tables with their columns and storage options, indexes, constraints, triggers. */
+async function schema(db: TestDatabase): Promise<string[]> {
+  const found = (await db.dataSource.query(`
+    SELECT 'table ' || c.relname || ' ' || coalesce(array_to_string(c.reloptions, ','), '') || ' (' ||
+           string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod) || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END ||
+                      coalesce(' default ' || pg_get_expr(d.adbin, d.adrelid), ''), ', ' ORDER BY a.attnum) || ')' AS item
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+      JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+      LEFT JOIN pg_attrdef d ON d.adrelid = c.oid AND d.adnum = a.attnum
+     WHERE n.nspname = 'public' AND c.relkind = 'r' AND c.relname <> 'migrations'
+     GROUP BY c.relname, c.reloptions
+    UNION ALL
+    SELECT 'index ' || indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename <> 'migrations'
+    UNION ALL
+    SELECT 'constraint ' || conrelid::regclass || ' ' || conname || ' ' || pg_get_constraintdef(oid)
+      FROM pg_constraint WHERE connamespace = 'public'::regnamespace AND conrelid <> 'migrations'::regclass
+    UNION ALL
+    SELECT 'trigger ' || pg_get_triggerdef(oid) FROM pg_trigger WHERE NOT tgisinternal
+    ORDER BY 1`)) as { item: string }[];
+  return found.map((r) => r.item);
+}
+
+/**
+ * Every migration can be reverted (its down() undoes exactly its up()), so a bad release can be rolled back: stepping
+ * down one migration at a time passes through the very schemas that stepping up passed through.
+ */
+describe('migrations (real Postgres)', () => {
+  let db: TestDatabase;
+
+  beforeAll(async () => {
+    db = await createTestDatabase('migrations');
+  });
+  afterAll(async () => db.drop());
+
+  const down = () => db.dataSource.undoLastMigration({ transaction: 'each' });
+
+  it('each down() restores the schema its up() found, down to an empty database and back', async () => {
+    const migrated = await schema(db);
+    expect(migrated).toContain(
+      "index CREATE INDEX executions_active ON public.executions USING btree (deadline_at) WHERE (status <> ALL (ARRAY['completed'::text, 'failed'::text, 'cancelled'::text, 'expired'::text]))",
+    );
+    for (let i = 0; i < MIGRATIONS.length; i += 1) await down();
+    expect(await schema(db)).toEqual([]);
+
+    // Up one migration at a time: the schema after each.
+    const after: string[][] = [[]];
+    for (let k = 1; k <= MIGRATIONS.length; k += 1) {
+      const stepper = new DataSource({ ...dataSourceOptions(db.url, 1), migrations: MIGRATIONS.slice(0, k) });
+      await stepper.initialize();
+      try {
+        expect(await stepper.runMigrations({ transaction: 'each' })).toHaveLength(1);
+      } finally {
+        await stepper.destroy();
+      }
+      after.push(await schema(db));
+    }
+    expect(after[MIGRATIONS.length]).toEqual(migrated);
+
+    // Down one at a time: each step lands on the schema the same step up started from.
+    for (let k = MIGRATIONS.length - 1; k >= 0; k -= 1) {
+      await down();
+      expect([MIGRATIONS[k].name, await schema(db)]).toEqual([MIGRATIONS[k].name, after[k]]);
+    }
+    await runMigrationsLocked(db.dataSource);
+    expect(await schema(db)).toEqual(migrated);
+  });
+});
