@@ -440,11 +440,11 @@ async function runStrayDispatches(pool: Pool, cluster: Cluster, windowMs: number
   try {
     while (Date.now() < until) {
       try {
-        const { rows } = await pool.query<{ id: string }>(
-          `SELECT id FROM operations WHERE status = 'SENT' ORDER BY sent_at DESC LIMIT 5`,
+        const { rows } = await pool.query<{ id: string; execution_id: string }>(
+          `SELECT id, execution_id FROM operations WHERE status = 'SENT' ORDER BY sent_at DESC LIMIT 5`,
         );
-        for (const { id } of rows) {
-          await producer.enqueue(JobName.DISPATCH_OPERATION, { operationId: id });
+        for (const { id, execution_id: executionId } of rows) {
+          await producer.enqueue(JobName.DISPATCH_OPERATION, { operationId: id, executionId });
           actions.strayDispatches += 1;
         }
       } catch {
