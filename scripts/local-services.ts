@@ -684,6 +684,8 @@ export interface PrivateRedisOptions {
   /** Persist with an append-only file (fsync every second); default false. */
   appendonly?: boolean;
   readyTimeoutMs?: number;
+  /** More server arguments (a Redis Cluster node: `--cluster-enabled yes` …). */
+  extraArgs?: string[];
 }
 
 /** Starts redis-server as a child process on 127.0.0.1:port with `maxmemory-policy noeviction` and no RDB saves. */
@@ -711,6 +713,7 @@ export async function startPrivateRedis(options: PrivateRedisOptions): Promise<P
     dir,
     '--daemonize',
     'no',
+    ...(options.extraArgs ?? []),
   ];
   const managed = new ManagedProcess({
     name: `redis-server (${dir}, port ${options.port})`,

@@ -7,9 +7,9 @@
  */
 import * as fs from 'node:fs';
 import { Pool } from 'pg';
-import { Redis } from 'ioredis';
 import { Verity, VerityError } from '@verity/sdk';
-import { JobName, JobProducer } from '@verity/queues';
+import { createRedisClient, loadConfig } from '@verity/platform';
+import { JobName, JobProducer, QueueShards } from '@verity/queues';
 import { AppProcess, Cluster, sleep } from './cluster';
 import { ChaosActions, InvariantReport, checkInvariants, drain, noChaosActions } from './invariants';
 import { PlannedExecution, faultRules, planWorkload, seededRandom } from './workload';
@@ -36,6 +36,11 @@ export interface ChaosOptions {
   /** Crash Redis once more and start it with its data removed (every job, schedule and marker lost). */
   emptyRedis: boolean;
   restartPostgres: boolean;
+  /**
+   * Queues on a local three-node Redis Cluster with QUEUE_SHARDS=3 instead of one Redis server. The Redis crashes then
+   * crash the node serving the home shard (the sweep schedule's): the other shards stay up, as on a real cluster.
+   */
+  redisCluster: boolean;
   /** Enqueue duplicate dispatch jobs for operations seen SENT, as a replayed or hand-made job would be. */
   strayJobs: boolean;
   pause: boolean;
@@ -62,6 +67,7 @@ export const DEFAULT_OPTIONS: ChaosOptions = {
   restartRedis: true,
   emptyRedis: true,
   restartPostgres: true,
+  redisCluster: false,
   strayJobs: true,
   pause: true,
   drainTimeoutMs: 600_000,
@@ -99,6 +105,7 @@ export async function runChaos(partial: Partial<ChaosOptions> = {}): Promise<Cha
     dir: options.dir,
     dispatchers: options.dispatchers,
     reconcilers: options.reconcilers,
+    redisCluster: options.redisCluster,
     log: note,
   });
   const actions: ChaosActions = noChaosActions();
@@ -433,18 +440,19 @@ async function runSchedule(
  */
 async function runStrayDispatches(pool: Pool, cluster: Cluster, windowMs: number, actions: ChaosActions) {
   // Fail-fast, as the apps' producers are: while Redis is down an enqueue throws and the harness moves on.
-  const redis = new Redis(cluster.redis.url, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
-  redis.on('error', () => undefined);
-  const producer = new JobProducer(redis, cluster.env.QUEUE_PREFIX);
+  // On one Redis or on the cluster, with the apps' shards: the same client the apps' producers use.
+  const config = loadConfig(cluster.env);
+  const redis = createRedisClient(config, 'producer', 'chaos-stray-jobs');
+  const producer = new JobProducer(redis, QueueShards.of(config));
   const until = Date.now() + windowMs;
   try {
     while (Date.now() < until) {
       try {
-        const { rows } = await pool.query<{ id: string }>(
-          `SELECT id FROM operations WHERE status = 'SENT' ORDER BY sent_at DESC LIMIT 5`,
+        const { rows } = await pool.query<{ id: string; execution_id: string }>(
+          `SELECT id, execution_id FROM operations WHERE status = 'SENT' ORDER BY sent_at DESC LIMIT 5`,
         );
-        for (const { id } of rows) {
-          await producer.enqueue(JobName.DISPATCH_OPERATION, { operationId: id });
+        for (const { id, execution_id: executionId } of rows) {
+          await producer.enqueue(JobName.DISPATCH_OPERATION, { operationId: id, executionId });
           actions.strayDispatches += 1;
         }
       } catch {

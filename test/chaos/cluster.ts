@@ -11,6 +11,8 @@ import * as path from 'node:path';
 import { PrivateService, freePort, startPrivatePostgres, startPrivateRedis } from '../../scripts/local-services';
 import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
 import type { WireLog } from '../../apps/sandbox-provider/src/sandbox-provider';
+import { HOME_SHARD, shardPrefix } from '../../libs/queues/src/shards';
+import { LocalRedisCluster } from '../support/redis-cluster';
 
 export type AppName = 'api' | 'dispatcher' | 'reconciler' | 'sandbox-provider';
 
@@ -209,6 +211,11 @@ export interface ClusterOptions {
   nodeArgs?: string[];
   /** Redis append-only file (as docker-compose runs it), so a Redis crash loses at most ~1 s of jobs. */
   redisAppendOnly?: boolean;
+  /**
+   * Queues on a three-node Redis Cluster (QUEUE_SHARDS=3, REDIS_CLUSTER_NODES) instead of one server. `redis` is then
+   * the node serving the home shard (the sweep schedule, shard 0's jobs): a "Redis crash" is that node's crash.
+   */
+  redisCluster?: boolean;
   postgresSettings?: Record<string, string>;
   log?: (line: string) => void;
 }
@@ -216,6 +223,8 @@ export interface ClusterOptions {
 export class Cluster {
   postgres!: PrivateService;
   redis!: PrivateService;
+  /** With `redisCluster`: the whole Redis Cluster (`redis` is one of its nodes). */
+  redisCluster: LocalRedisCluster | null = null;
   readonly apps: AppProcess[] = [];
   /** Every process ever started, for matching pids to apps afterwards (CPU profiles are named by pid). */
   readonly started: { pid: number; app: AppName; label: string }[] = [];
@@ -255,11 +264,28 @@ export class Cluster {
       port: pgPort,
       settings: { max_connections: '300', ...options.postgresSettings },
     });
-    this.redis = await startPrivateRedis({
-      dir: path.join(this.dir, 'redis'),
-      port: redisPort,
-      appendonly: options.redisAppendOnly ?? true,
-    });
+    let redisEnv: Record<string, string> = { REDIS_URL: `redis://127.0.0.1:${redisPort}`, QUEUE_PREFIX: '{verity}' };
+    if (options.redisCluster) {
+      this.redisCluster = await LocalRedisCluster.start({
+        dir: path.join(this.dir, 'redis-cluster'),
+        appendonly: options.redisAppendOnly ?? true,
+      });
+      const home = await this.redisCluster.nodeOf(shardPrefix('{verity}', HOME_SHARD, 3));
+      this.redis = home.service;
+      redisEnv = {
+        REDIS_URL: home.service.url,
+        REDIS_CLUSTER_NODES: this.redisCluster.nodeList,
+        QUEUE_SHARDS: '3',
+        QUEUE_PREFIX: '{verity}',
+      };
+      this.log(`redis cluster ${this.redisCluster.nodeList}; "Redis" crashes hit ${home.host}:${home.port}`);
+    } else {
+      this.redis = await startPrivateRedis({
+        dir: path.join(this.dir, 'redis'),
+        port: redisPort,
+        appendonly: options.redisAppendOnly ?? true,
+      });
+    }
     this.sandboxUrl = `http://127.0.0.1:${sandboxPort}`;
     this.apiUrl = `http://127.0.0.1:${this.apiPort}`;
     this.env = {
@@ -267,8 +293,7 @@ export class Cluster {
       NODE_ENV: 'test',
       SEED_DEMO: 'true',
       DATABASE_URL: this.postgres.url,
-      REDIS_URL: this.redis.url,
-      QUEUE_PREFIX: '{verity}',
+      ...redisEnv,
       SANDBOX_URL: this.sandboxUrl,
       SANDBOX_PORT: String(sandboxPort),
       HOST: '127.0.0.1',
@@ -374,7 +399,9 @@ export class Cluster {
   async restartRedisEmpty(downMs: number): Promise<void> {
     await this.redis.kill('SIGKILL');
     for (const entry of fs.readdirSync(this.redis.dir)) {
-      if (entry === path.basename(this.redis.logFile)) continue;
+      // A cluster node keeps its nodes.conf (its identity and slots), as a replaced disk's node would be re-added with
+      // them: it comes back empty, serving the same slots.
+      if (entry === path.basename(this.redis.logFile) || entry === 'nodes.conf') continue;
       fs.rmSync(path.join(this.redis.dir, entry), { recursive: true, force: true });
     }
     await sleep(downMs);
@@ -394,6 +421,7 @@ export class Cluster {
       await server.kill('SIGCONT');
       if (!(await within(server.kill(signal), 30_000))) await server.kill('SIGKILL');
     }
+    await this.redisCluster?.stop();
   }
 
   /** Removes the working directory (servers must be stopped). */

@@ -20,6 +20,11 @@ const FLAGS: Record<string, { key: keyof ChaosOptions; kind: 'int' | 'float' | '
   'empty-redis': { key: 'emptyRedis', kind: 'bool', help: 'crash Redis once more and restart it with no data' },
   'stray-jobs': { key: 'strayJobs', kind: 'bool', help: 'enqueue duplicate dispatch jobs for SENT operations' },
   'restart-postgres': { key: 'restartPostgres', kind: 'bool', help: 'crash and restart Postgres once' },
+  'redis-cluster': {
+    key: 'redisCluster',
+    kind: 'bool',
+    help: 'queues on a local 3-node Redis Cluster, QUEUE_SHARDS=3 (Redis crashes hit the home shard node)',
+  },
   pause: { key: 'pause', kind: 'bool', help: 'SIGSTOP a dispatcher past its lock, then SIGCONT' },
   'drain-timeout-s': { key: 'drainTimeoutMs', kind: 'int', help: 'bound on the drain (seconds)' },
   'stall-s': { key: 'stallMs', kind: 'int', help: 'give up draining after this long without progress (seconds)' },

@@ -194,7 +194,11 @@ describe('dispatcher: no blind or early sends', () => {
     /** Adds a `dispatch-operation` job the way a hand (Bull Board) or a replay would, and waits for it to finish. */
     async function strayDispatch(operationId: string): Promise<string> {
       const jobId = unique('stray');
-      await producer.enqueue(JobName.DISPATCH_OPERATION, { operationId }, { jobId });
+      const [{ execution_id: executionId }] = (await stack.db.dataSource.query(
+        `SELECT execution_id FROM operations WHERE id = $1`,
+        [operationId],
+      )) as { execution_id: string }[];
+      await producer.enqueue(JobName.DISPATCH_OPERATION, { operationId, executionId }, { jobId });
       const queue = producer.queue(QueueName.DISPATCH);
       const job = await waitFor(
         async () => {

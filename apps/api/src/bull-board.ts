@@ -3,7 +3,7 @@ import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { ExpressAdapter } from '@bull-board/express';
 import type { INestApplication } from '@nestjs/common';
 import { VerityConfig } from '@verity/platform';
-import { JobProducer, QueueName } from '@verity/queues';
+import { JobProducer } from '@verity/queues';
 import type { NextFunction, Request, Response } from 'express';
 import { ApiKeyService } from './auth/api-key.service';
 import { authenticateOperator, basicPassword, bearerToken } from './auth/auth.guard';
@@ -26,7 +26,10 @@ export function mountBullBoard(app: INestApplication, config: VerityConfig): voi
   const serverAdapter = new ExpressAdapter();
   serverAdapter.setBasePath(BULL_BOARD_ROUTE);
   createBullBoard({
-    queues: Object.values(QueueName).map((name) => new BullMQAdapter(producer.queue(name), { readOnlyMode })),
+    // Every queue on every shard (named `<shard>.<queue>` when there are several).
+    queues: producer
+      .everyQueue()
+      .map(({ queue, namePrefix }) => new BullMQAdapter(queue, { readOnlyMode, prefix: namePrefix })),
     serverAdapter,
   });
   const guard = async (req: Request, res: Response, next: NextFunction) => {

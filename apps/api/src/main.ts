@@ -33,7 +33,7 @@ async function bootstrap(): Promise<void> {
   const logger = createLogger('api', config.LOG_LEVEL, tracingOn(config));
   logCrashes(logger);
   collectProcessMetrics();
-  await assertNoEviction(config.REDIS_URL);
+  await assertNoEviction(config);
   if (config.RUN_MIGRATIONS || config.SEED_DEMO) {
     const ds = createDataSource(config.DATABASE_URL, 2);
     await ds.initialize();

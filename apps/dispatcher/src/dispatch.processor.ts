@@ -33,25 +33,15 @@ export class DispatchProcessor extends QueueWorker {
   async process(job: Job, token?: string): Promise<string> {
     const handler = this.handlers[job.name as JobName.DISPATCH_OPERATION];
     if (!handler) throw new UnrecoverableError(`no handler for job ${job.name} on ${QueueName.DISPATCH}`);
-    const { operationId } = job.data as JobPayloads[JobName.DISPATCH_OPERATION];
+    const data = job.data as JobPayloads[JobName.DISPATCH_OPERATION];
+    const { operationId } = data;
     try {
-      const outcome = await handler({ operationId }, () => this.stillOwned(job, token));
+      const outcome = await handler(data, () => this.holdsLock(job, token));
       // One line per operation and send: what an operator follows in the log ("sent", "skipped: …", "unknown: …").
       this.logger.info({ operationId, outcome }, 'dispatch');
       return outcome;
     } catch (error) {
       throw new UnrecoverableError(`dispatch failed: ${(error as Error).message}`);
-    }
-  }
-
-  /** Whether this worker still holds the job's lock (BullMQ keeps it at `<job key>:lock`, valued with the token). */
-  private async stillOwned(job: Job, token: string | undefined): Promise<boolean | null> {
-    if (!job.id || !token) return null;
-    try {
-      const client = await this.worker.getBackend().client;
-      return (await client.get(`${this.worker.toKey(job.id)}:lock`)) === token;
-    } catch {
-      return null;
     }
   }
 }

@@ -2,7 +2,7 @@ import { Inject, Module, OnApplicationShutdown } from '@nestjs/common';
 import { ConnectorRegistry } from '@verity/connectors';
 import { PersistenceModule } from '@verity/persistence';
 import { LOGGER, Logger, PlatformModule, VerityConfig } from '@verity/platform';
-import { QueueName, QueuesModule, WorkerQueuesModule } from '@verity/queues';
+import { QueueName, QueuesModule } from '@verity/queues';
 import { DispatchProcessor } from './dispatch.processor';
 import { ExecutionsProcessor } from './executions.processor';
 import { LifecycleService } from './lifecycle.service';
@@ -22,12 +22,7 @@ export class DispatcherModule implements OnApplicationShutdown {
   static forRoot(config: VerityConfig) {
     return {
       module: DispatcherModule,
-      imports: [
-        PlatformModule.forRoot('dispatcher', config),
-        PersistenceModule,
-        QueuesModule,
-        WorkerQueuesModule.forRoot([...DISPATCHER_QUEUES]),
-      ],
+      imports: [PlatformModule.forRoot('dispatcher', config), PersistenceModule, QueuesModule],
       providers: [
         { provide: ConnectorRegistry, useValue: new ConnectorRegistry() },
         LifecycleService,

@@ -21,7 +21,7 @@ import {
   transaction,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
-import { JobName, JobProducer, QueueName, jobId, preconditionReadJobId } from '@verity/queues';
+import { JobName, JobProducer, jobId, preconditionReadJobId } from '@verity/queues';
 import {
   ExecutionStatus,
   executionFailure,
@@ -640,13 +640,14 @@ export class LifecycleService {
    */
   private async enqueueDispatch(op: OperationEntity): Promise<void> {
     const id = jobId(JobName.DISPATCH_OPERATION, op.id);
-    const existing = await (await this.producer.connectedQueue(QueueName.DISPATCH)).getJob(id);
+    const data = { operationId: op.id, executionId: op.executionId };
+    const existing = await (await this.producer.queueOf(JobName.DISPATCH_OPERATION, data)).getJob(id);
     if (existing) {
       const state = await existing.getState();
       if (state === 'completed' || state === 'failed') await existing.remove().catch(() => undefined);
       else if (state !== 'unknown') return; // waiting, delayed or active: it will run
     }
-    await this.producer.enqueue(JobName.DISPATCH_OPERATION, { operationId: op.id }, { jobId: id });
+    await this.producer.enqueue(JobName.DISPATCH_OPERATION, data, { jobId: id });
   }
 
   /**

@@ -219,13 +219,13 @@ export class SenderService {
     if (check === 'verify' && !verifiedNow) {
       await this.producer.tryEnqueue(
         JobName.VERIFY_OPERATION,
-        { operationId: op.id },
+        { operationId: op.id, executionId: op.executionId },
         { jobId: jobId(JobName.VERIFY_OPERATION, op.id, 0), delay: this.config.VERIFY_FIRST_DELAY_MS },
       );
     } else if (check === 'reconcile') {
       await this.producer.tryEnqueue(
         JobName.RECONCILE_OPERATION,
-        { operationId: op.id },
+        { operationId: op.id, executionId: op.executionId },
         { jobId: jobId(JobName.RECONCILE_OPERATION, op.id, 0) },
       );
     }
@@ -325,7 +325,7 @@ export class SenderService {
     if (moved.won) {
       await this.producer.tryEnqueue(
         JobName.RECONCILE_OPERATION,
-        { operationId: operation.id },
+        { operationId: operation.id, executionId },
         { jobId: jobId(JobName.RECONCILE_OPERATION, operation.id, 0) },
       );
       await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId });

@@ -1,16 +1,8 @@
 import { Inject, Module, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { ConnectorRegistry } from '@verity/connectors';
 import { PersistenceModule } from '@verity/persistence';
-import { LOGGER, Logger, PlatformModule, VERITY_CONFIG, VerityConfig } from '@verity/platform';
-import {
-  JobProducer,
-  PRODUCER_REDIS,
-  QueueName,
-  QueuesModule,
-  SweepSchedule,
-  WorkerQueuesModule,
-} from '@verity/queues';
-import type { Redis } from 'ioredis';
+import { LOGGER, Logger, PlatformModule, RedisClient, VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import { JobProducer, PRODUCER_REDIS, QueueName, QueuesModule, SweepSchedule } from '@verity/queues';
 import { ReconcileProcessor, SweepProcessor, VerifyProcessor, WebhooksProcessor } from './reconciler.processors';
 import { SweeperService } from './sweeper.service';
 import { VerificationService } from './verification.service';
@@ -25,7 +17,7 @@ export class ReconcilerModule implements OnApplicationBootstrap, OnApplicationSh
 
   constructor(
     producer: JobProducer,
-    @Inject(PRODUCER_REDIS) redis: Redis,
+    @Inject(PRODUCER_REDIS) redis: RedisClient,
     @Inject(VERITY_CONFIG) config: VerityConfig,
     @Inject(LOGGER) logger: Logger,
   ) {
@@ -35,7 +27,6 @@ export class ReconcilerModule implements OnApplicationBootstrap, OnApplicationSh
       producer,
       redis,
       {
-        prefix: config.QUEUE_PREFIX,
         everyMs: config.SWEEP_INTERVAL_MS,
         checkEveryMs: Math.max(1_000, 5 * config.SWEEP_INTERVAL_MS),
       },
@@ -46,13 +37,7 @@ export class ReconcilerModule implements OnApplicationBootstrap, OnApplicationSh
   static forRoot(config: VerityConfig) {
     return {
       module: ReconcilerModule,
-      imports: [
-        PlatformModule.forRoot('reconciler', config),
-        PersistenceModule,
-        QueuesModule,
-        // DISPATCH too: the sweeper looks at dispatch jobs (it does not consume them).
-        WorkerQueuesModule.forRoot([...RECONCILER_QUEUES, QueueName.DISPATCH]),
-      ],
+      imports: [PlatformModule.forRoot('reconciler', config), PersistenceModule, QueuesModule],
       providers: [
         { provide: ConnectorRegistry, useValue: new ConnectorRegistry() },
         VerificationService,

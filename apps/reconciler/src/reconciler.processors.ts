@@ -86,7 +86,7 @@ export class SweepProcessor extends QueueWorker {
   override async onApplicationBootstrap(): Promise<void> {
     super.onApplicationBootstrap();
     // One scheduler entry however many reconcilers start: upsert is idempotent.
-    await this.worker.waitUntilReady();
+    await this.ready();
   }
 
   async process(job: Job): Promise<string> {

@@ -1,4 +1,3 @@
-import { InjectQueue } from '@nestjs/bullmq';
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import {
@@ -15,11 +14,9 @@ import {
   traceParentsOf,
   withSweepLock,
 } from '@verity/persistence';
-import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, inTraceOf, tracingOn } from '@verity/platform';
+import { LOGGER, Logger, RedisClient, VERITY_CONFIG, VerityConfig, inTraceOf, tracingOn } from '@verity/platform';
 import { JobName, JobProducer, PRODUCER_REDIS, QueueName, jobId } from '@verity/queues';
 import { OperationStatus, OwedCheck, TerminalReason, VerificationMethodValue, owedCheck } from '@verity/status-model';
-import type { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
 import { hostname } from 'node:os';
 
@@ -56,8 +53,7 @@ export class SweeperService {
     @InjectDataSource() private readonly db: DataSource,
     private readonly transitions: TransitionService,
     private readonly producer: JobProducer,
-    @InjectQueue(QueueName.DISPATCH) private readonly dispatchQueue: Queue,
-    @Inject(PRODUCER_REDIS) private readonly redis: Redis,
+    @Inject(PRODUCER_REDIS) private readonly redis: RedisClient,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {
@@ -149,7 +145,7 @@ export class SweeperService {
       await inTraceOf(traces.get(op.executionId), async () => {
         await this.producer.tryEnqueue(
           JobName.RECONCILE_OPERATION,
-          { operationId: op.id },
+          { operationId: op.id, executionId: op.executionId },
           { jobId: jobId(JobName.RECONCILE_OPERATION, op.id, 0) },
         );
         await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
@@ -162,11 +158,14 @@ export class SweeperService {
   private async liveDispatches(): Promise<Set<string> | null> {
     try {
       const live = new Set<string>();
-      const active = await this.dispatchQueue.getActive(0, 4 * BATCH);
-      for (const job of active) {
-        const operationId = (job?.data as { operationId?: unknown } | undefined)?.operationId;
-        if (!job?.id || typeof operationId !== 'string') continue;
-        if (await this.redis.exists(`${this.dispatchQueue.toKey(job.id)}:lock`)) live.add(operationId);
+      // On every shard: an operation's dispatch job is on its execution's.
+      for (const queue of await this.producer.connectedQueues(QueueName.DISPATCH)) {
+        const active = await queue.getActive(0, 4 * BATCH);
+        for (const job of active) {
+          const operationId = (job?.data as { operationId?: unknown } | undefined)?.operationId;
+          if (!job?.id || typeof operationId !== 'string') continue;
+          if (await this.redis.exists(`${queue.toKey(job.id)}:lock`)) live.add(operationId);
+        }
       }
       return live;
     } catch (error) {
@@ -208,7 +207,11 @@ export class SweeperService {
       if (!check) continue;
       const name = CHECK_JOB[check];
       await inTraceOf(traces.get(op.id), () =>
-        this.producer.tryEnqueue(name, { operationId: op.id }, { jobId: jobId(name, op.id, `sweep${sweepStamp}`) }),
+        this.producer.tryEnqueue(
+          name,
+          { operationId: op.id, executionId: op.execution_id },
+          { jobId: jobId(name, op.id, `sweep${sweepStamp}`) },
+        ),
       );
     }
     return owed.length;
@@ -227,12 +230,15 @@ export class SweeperService {
       retireBatch: BATCH,
     });
     const stamp = Date.now();
-    const traces = await this.traceParents('operations', due);
-    for (const id of due) {
+    const traces = await this.traceParents(
+      'operations',
+      due.map((op) => op.id),
+    );
+    for (const { id, execution_id: executionId } of due) {
       await inTraceOf(traces.get(id), () =>
         this.producer.tryEnqueue(
           JobName.OBSERVE_OPERATION,
-          { operationId: id },
+          { operationId: id, executionId },
           { jobId: jobId(JobName.OBSERVE_OPERATION, id, stamp) },
         ),
       );

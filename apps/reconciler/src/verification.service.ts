@@ -193,7 +193,7 @@ export class VerificationService {
     if (!moved.won) return 'skipped: lost race';
     await this.producer.tryEnqueue(
       JobName.RECONCILE_OPERATION,
-      { operationId: op.id },
+      { operationId: op.id, executionId: op.executionId },
       { jobId: jobId(JobName.RECONCILE_OPERATION, op.id, 0) },
     );
     return 'unknown';
@@ -233,7 +233,7 @@ export class VerificationService {
     if (!moved.won) return 'skipped: lost race';
     await this.producer.tryEnqueue(
       JobName.RECONCILE_OPERATION,
-      { operationId: op.id },
+      { operationId: op.id, executionId: op.executionId },
       { jobId: jobId(JobName.RECONCILE_OPERATION, op.id, op.checkCount + 1), delay: this.backoff(op.checkCount + 1) },
     );
     return 'rescheduled';
@@ -244,7 +244,7 @@ export class VerificationService {
     await scheduleNextCheck(this.db.manager, op, this.nextCheckAt(checks));
     await this.producer.tryEnqueue(
       job,
-      { operationId: op.id },
+      { operationId: op.id, executionId: op.executionId },
       { jobId: jobId(job, op.id, checks), delay: this.backoff(checks) },
     );
     return 'rescheduled' as const;
@@ -388,7 +388,7 @@ export class VerificationService {
       },
     });
     if (!annotated.won) return 'skipped: lost race';
-    if (next) await this.scheduleRecheck(op.id, rechecks + 1, next);
+    if (next) await this.scheduleRecheck(op, rechecks + 1, next);
     return `still held: ${read.kind}`;
   }
 
@@ -408,11 +408,11 @@ export class VerificationService {
     return Number.isFinite(due) && at.getTime() > due ? null : at;
   }
 
-  private async scheduleRecheck(operationId: string, n: number, at: Date): Promise<void> {
+  private async scheduleRecheck(op: OperationEntity, n: number, at: Date): Promise<void> {
     await this.producer.tryEnqueue(
       JobName.RECHECK_OPERATION,
-      { operationId },
-      { jobId: jobId(JobName.RECHECK_OPERATION, operationId, n), delay: Math.max(0, at.getTime() - Date.now()) },
+      { operationId: op.id, executionId: op.executionId },
+      { jobId: jobId(JobName.RECHECK_OPERATION, op.id, n), delay: Math.max(0, at.getTime() - Date.now()) },
     );
   }
 
@@ -445,7 +445,7 @@ export class VerificationService {
     });
     if (!moved.won) return 'skipped: lost race';
     await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
-    if (recheckAt) await this.scheduleRecheck(op.id, 1, recheckAt);
+    if (recheckAt) await this.scheduleRecheck(op, 1, recheckAt);
     return 'held';
   }
 }

@@ -26,7 +26,8 @@ SELECT {columns:Operation o} FROM operations o
      LIMIT $2;
 
 -- owedChecks
-SELECT id, status, verification_method, next_check_at IS NOT NULL AS recheck_scheduled FROM operations
+SELECT id, execution_id, status, verification_method, next_check_at IS NOT NULL AS recheck_scheduled
+     FROM operations
      WHERE ((status IN ('ACKNOWLEDGED')
                AND verification_method = 'read_after_write')
             OR status IN ('UNKNOWN', 'RECONCILING')
@@ -49,7 +50,7 @@ WITH due AS (
        ORDER BY next_check_at LIMIT $2 FOR UPDATE SKIP LOCKED
      )
      UPDATE operations o SET next_check_at = now() + make_interval(secs => $3 / 1000.0)
-     FROM due WHERE o.id = due.id RETURNING o.id;
+     FROM due WHERE o.id = due.id RETURNING o.id, o.execution_id;
 
 -- overdueObligations
 SELECT {columns:Operation o} FROM operations o

@@ -36,7 +36,8 @@ export const SWEEP_SQL = {
      WHERE o.status = ${sqlLiterals([S.SENT])} AND o.sent_at < now() - make_interval(secs => $1 / 1000.0)
      LIMIT $2`,
   // A held operation is owed a re-check only while its next_check_at is set: the row, not Redis, says it is owed.
-  owedChecks: `SELECT id, status, verification_method, next_check_at IS NOT NULL AS recheck_scheduled FROM operations
+  owedChecks: `SELECT id, execution_id, status, verification_method, next_check_at IS NOT NULL AS recheck_scheduled
+     FROM operations
      WHERE ((status IN (${sqlLiterals(VERIFY_OWED_STATUSES)})
                AND verification_method = ${sqlLiterals([VerificationMethod.READ_AFTER_WRITE])})
             OR status IN (${sqlLiterals(RECONCILE_OWED_STATUSES)})
@@ -57,7 +58,7 @@ export const SWEEP_SQL = {
        ORDER BY next_check_at LIMIT $2 FOR UPDATE SKIP LOCKED
      )
      UPDATE operations o SET next_check_at = now() + make_interval(secs => $3 / 1000.0)
-     FROM due WHERE o.id = due.id RETURNING o.id`,
+     FROM due WHERE o.id = due.id RETURNING o.id, o.execution_id`,
   overdueObligations: `SELECT {columns:Operation o} FROM operations o
      WHERE o.status = ${sqlLiterals([S.MANUAL_REVIEW])} AND (o.obligation->>'due_at')::timestamptz < now()
        AND o.obligation->>'escalated_at' IS NULL
@@ -124,20 +125,28 @@ export function operationsOwedChecks(
   db: Queryable,
   olderThanMs: number,
   limit: number,
-): Promise<{ id: string; status: OperationStatus; verification_method: string; recheck_scheduled: boolean }[]> {
+): Promise<
+  {
+    id: string;
+    execution_id: string;
+    status: OperationStatus;
+    verification_method: string;
+    recheck_scheduled: boolean;
+  }[]
+> {
   return rows(db, SWEEP_SQL.owedChecks, [olderThanMs, limit]);
 }
 
 /**
  * Observation after VERIFIED: stops observing operations older than `windowMs`, then claims up to `limit` whose next
- * read is due, moving their next read `intervalMs` on. Returns the claimed operation ids.
+ * read is due, moving their next read `intervalMs` on. Returns the claimed operations (with their execution's id).
  */
 export async function claimDueObservations(
   db: Queryable,
   input: { windowMs: number; limit: number; intervalMs: number; retireBatch: number },
-): Promise<string[]> {
+): Promise<{ id: string; execution_id: string }[]> {
   await rows(db, SWEEP_SQL.retireObservations, [input.windowMs, input.retireBatch]);
-  return ids(db, SWEEP_SQL.claimDueObservations, [input.windowMs, input.limit, input.intervalMs]);
+  return rows(db, SWEEP_SQL.claimDueObservations, [input.windowMs, input.limit, input.intervalMs]);
 }
 
 /** Held operations whose recovery obligation is overdue and not escalated yet. */

@@ -91,3 +91,34 @@ describe('the workers’ metrics ports', () => {
     expect(() => loadConfig({ RECONCILER_METRICS_PORT: '70000' })).toThrow('RECONCILER_METRICS_PORT');
   });
 });
+
+describe('queue shards and Redis Cluster', () => {
+  it('default to one shard on one Redis, with the prefix unchanged', () => {
+    const config = loadConfig({});
+    expect([
+      config.QUEUE_SHARDS,
+      config.QUEUE_PREFIX,
+      config.REDIS_CLUSTER_NODES,
+      config.QUEUE_SHARDS_CONSUMED,
+    ]).toEqual([1, '{verity}', undefined, undefined]);
+  });
+
+  it('read the cluster nodes and the consumed shards as lists', () => {
+    const config = loadConfig({
+      REDIS_CLUSTER_NODES: '10.0.0.1:7000, redis://:secret@10.0.0.2:7001',
+      QUEUE_SHARDS: '4',
+      QUEUE_SHARDS_CONSUMED: '0, 3',
+    });
+    expect(config.REDIS_CLUSTER_NODES).toEqual(['10.0.0.1:7000', 'redis://:secret@10.0.0.2:7001']);
+    expect(config.QUEUE_SHARDS_CONSUMED).toEqual([0, 3]);
+  });
+
+  it('refuse a shard that does not exist, a prefix without a hash tag, and a node that is not host:port', () => {
+    expect(() => loadConfig({ QUEUE_SHARDS: '3', QUEUE_SHARDS_CONSUMED: '0,3' })).toThrow('QUEUE_SHARDS_CONSUMED');
+    expect(() => loadConfig({ QUEUE_SHARDS_CONSUMED: 'one' })).toThrow('QUEUE_SHARDS_CONSUMED');
+    expect(() => loadConfig({ QUEUE_SHARDS: '2', QUEUE_PREFIX: 'verity' })).toThrow('QUEUE_PREFIX');
+    expect(() => loadConfig({ REDIS_CLUSTER_NODES: '10.0.0.1:7000', QUEUE_PREFIX: 'verity' })).toThrow('QUEUE_PREFIX');
+    expect(() => loadConfig({ REDIS_CLUSTER_NODES: 'nohost' })).toThrow('REDIS_CLUSTER_NODES');
+    expect(() => loadConfig({ QUEUE_SHARDS: '0' })).toThrow('QUEUE_SHARDS');
+  });
+});

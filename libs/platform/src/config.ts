@@ -49,133 +49,185 @@ export function tracingVariables(env: NodeJS.ProcessEnv = process.env): TracingV
  * The one place that reads process.env. Validated once at boot: a bad value stops the process with a
  * message naming the variable, instead of failing later in a hot path.
  */
-const ConfigSchema = z.object({
-  NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
-  PORT: z.coerce.number().int().min(0).max(65535).default(3000),
-  /** Loopback unless set: exposing the API is a decision (docker-compose sets 0.0.0.0 inside its network). */
-  HOST: z.string().min(1).default('127.0.0.1'),
-  /** A Unix socket when Postgres is local: `postgres://user@localhost/verity?host=/var/run/postgresql` (operations.md). */
-  DATABASE_URL: z.string().url().default('postgres://postgres@127.0.0.1:5432/verity'),
-  DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
-  /** `redis://`, `rediss://`, or a local Unix socket: `unix:///run/redis/redis.sock?db=0` (operations.md). */
-  REDIS_URL: z
-    .string()
-    .url()
-    .refine((url) => /^(rediss?:\/\/|unix:\/\/\/)/.test(url), 'must be redis://, rediss:// or unix:///<socket path>')
-    .default('redis://127.0.0.1:6379'),
-  QUEUE_PREFIX: z.string().min(1).default('{verity}'),
-  SANDBOX_URL: z.string().url().default('http://127.0.0.1:4010'),
-  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  RUN_MIGRATIONS: bool,
-  /** The demo tenant and its published keys: only the local demo (`npm start`) sets this; refused in production. */
-  SEED_DEMO: bool,
-  /** How long a dispatch job's lock lives; a SENT operation older than this with no live job is orphaned. */
-  DISPATCH_LOCK_MS: ms(30_000),
-  /**
-   * A worker that wakes up this long after starting the SENT commit calls the connector only if it still holds the
-   * dispatch job's lock (docs/operations.md).
-   */
-  SEND_GRACE_MS: ms(5_000),
-  CONNECTOR_TIMEOUT_MS: ms(5_000),
-  /**
-   * How long a committed write may take to show on the provider's read side (replica lag budget). "Absent" is
-   * concluded only SEND_GRACE_MS + CONNECTOR_TIMEOUT_MS + SETTLE_WINDOW_MS after the send could last have started.
-   */
-  SETTLE_WINDOW_MS: ms(2_000),
-  VERIFY_FIRST_DELAY_MS: ms(0),
-  /**
-   * The dispatcher reads an acknowledged effect back at once, in the send's own job, and settles it VERIFIED when the
-   * read finds it (the happy path in one job); any other read is left to the verify job. Needs VERIFY_FIRST_DELAY_MS 0.
-   */
-  VERIFY_AT_SEND: z
-    .enum(['true', 'false', '1', '0'])
-    .default('true')
-    .transform((v) => v === 'true' || v === '1'),
-  READ_BACKOFF_MS: ms(250),
-  READ_BACKOFF_MAX_MS: ms(5_000),
-  RECONCILE_BUDGET: z.coerce.number().int().min(1).default(8),
-  /**
-   * I15, no blind send: an irreversible operation whose precondition (expected_state, or an approval's baseline) cannot
-   * be read waits in PREPARED and is read again with this backoff; after this many failed reads (or when the next one
-   * could only come after the execution's deadline) it is held in MANUAL_REVIEW with SOURCE_UNREACHABLE.
-   */
-  PRECONDITION_READ_BUDGET: z.coerce.number().int().min(1).default(8),
-  PRECONDITION_READ_BACKOFF_MS: ms(1_000),
-  PRECONDITION_READ_BACKOFF_MAX_MS: ms(30_000),
-  RECONCILE_DEADLINE_MS: ms(600_000),
-  SWEEP_INTERVAL_MS: ms(2_000),
-  STALE_EXECUTION_MS: ms(5_000),
-  APPROVAL_TTL_MS: ms(15 * 60_000),
-  OBLIGATION_DUE_MS: ms(4 * 3600_000),
-  /**
-   * A hold for an unreachable or lagging source is read again after RECHECK_BACKOFF_MS, doubling up to
-   * RECHECK_BACKOFF_MAX_MS, until its obligation is due.
-   */
-  RECHECK_BACKOFF_MS: ms(30_000),
-  RECHECK_BACKOFF_MAX_MS: ms(600_000),
-  IDEMPOTENCY_TTL_MS: ms(24 * 3600_000),
-  WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(500).default(16),
-  RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(6000),
-  MAX_STREAMS_PER_KEY: z.coerce.number().int().min(1).default(20),
-  SSE_HEARTBEAT_MS: ms(15_000),
-  /** Bull Board is read-only in every mode; only this, set explicitly, lets an operator retry or pause jobs there. */
-  BULL_BOARD_WRITABLE: bool,
-  /** /metrics answers only to an operator key or this bearer token (Prometheus `bearer_token`)... */
-  METRICS_TOKEN: z.preprocess((v) => (v === '' ? undefined : v), z.string().min(16).optional()),
-  /** ...unless this is set: then /metrics is open to anyone who can reach the port. */
-  METRICS_PUBLIC: bool,
-  /**
-   * The workers serve /metrics and /health/live, /health/ready on a port of their own (on HOST, like the API), each
-   * with its own default so both can run on one machine. 0 = no HTTP at all.
-   */
-  DISPATCHER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9101),
-  RECONCILER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9102),
-  /** A request body must arrive within this long; a slower one gets 408 and the connection is closed. */
-  BODY_TIMEOUT_MS: z.coerce.number().int().min(1).default(30_000),
-  /** Failed authentications (unknown or revoked key) allowed per client address per minute before 429. */
-  AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().min(1).default(30),
-  /** 32 random bytes, base64 (`openssl rand -base64 32`): connector secrets are then stored sealed (AES-256-GCM). */
-  SECRETS_KEY: z
-    .preprocess((v) => (v === '' ? undefined : v), z.string().optional())
-    .pipe(
+const ConfigSchema = z
+  .object({
+    NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
+    PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+    /** Loopback unless set: exposing the API is a decision (docker-compose sets 0.0.0.0 inside its network). */
+    HOST: z.string().min(1).default('127.0.0.1'),
+    /** A Unix socket when Postgres is local: `postgres://user@localhost/verity?host=/var/run/postgresql` (operations.md). */
+    DATABASE_URL: z.string().url().default('postgres://postgres@127.0.0.1:5432/verity'),
+    DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
+    /** `redis://`, `rediss://`, or a local Unix socket: `unix:///run/redis/redis.sock?db=0` (operations.md). */
+    REDIS_URL: z
+      .string()
+      .url()
+      .refine((url) => /^(rediss?:\/\/|unix:\/\/\/)/.test(url), 'must be redis://, rediss:// or unix:///<socket path>')
+      .default('redis://127.0.0.1:6379'),
+    QUEUE_PREFIX: z.string().min(1).default('{verity}'),
+    /**
+     * Redis Cluster: its nodes (`host:port` or `redis[s]://[user:password@]host:port`, comma-separated; a few are enough,
+     * the rest are discovered). Set, every Redis connection is a cluster client and REDIS_URL is not used.
+     */
+    REDIS_CLUSTER_NODES: z.preprocess(
+      (v) => (v === '' ? undefined : v),
       z
         .string()
-        .refine((v) => Buffer.from(v, 'base64').length === 32 && /^[A-Za-z0-9+/]+=*$/.test(v), {
-          message: 'must be 32 bytes, base64-encoded (openssl rand -base64 32)',
-        })
+        .transform((v) =>
+          v
+            .split(',')
+            .map((n) => n.trim())
+            .filter((n) => n !== ''),
+        )
+        .pipe(z.array(z.string().regex(/^(rediss?:\/\/[^\s,]+|[^\s:/,]+:\d+)$/, 'host:port or a redis:// URL')).min(1))
         .optional(),
     ),
-  /**
-   * Observation after VERIFIED: how often one operation is read again, for how long after it was created, and how
-   * many the sweeper hands out per sweep (0 = off).
-   */
-  OBSERVE_INTERVAL_MS: ms(60_000),
-  OBSERVE_WINDOW_MS: ms(3600_000),
-  OBSERVE_BATCH: z.coerce.number().int().min(0).max(10_000).default(100),
-  /**
-   * Webhooks: a delivery is tried up to WEBHOOK_MAX_ATTEMPTS times, WEBHOOK_BACKOFF_MS apart doubling each time; an
-   * endpoint whose last WEBHOOK_DISABLE_AFTER deliveries all failed (every attempt) is disabled. The reconciler looks
-   * for new events to announce every WEBHOOK_SCAN_INTERVAL_MS; each call to a receiver has WEBHOOK_TIMEOUT_MS.
-   */
-  WEBHOOK_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(50).default(8),
-  WEBHOOK_BACKOFF_MS: ms(5_000),
-  WEBHOOK_DISABLE_AFTER: z.coerce.number().int().min(1).default(5),
-  WEBHOOK_SCAN_INTERVAL_MS: z.coerce.number().int().min(50).default(1_000),
-  WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).default(10_000),
-  /**
-   * Test-only kill points (docs/operations.md): the dispatcher logs a marker and sleeps after committing SENT, or after
-   * the connector answered and before the outcome is written; the reconciler before a read-back. 0 = off. Refused in
-   * production, so they can never slow down or widen a real crash window.
-   */
-  TEST_PAUSE_AFTER_SENT_MS: ms(0),
-  TEST_PAUSE_AFTER_CALL_MS: ms(0),
-  TEST_PAUSE_BEFORE_READ_MS: ms(0),
-  /**
-   * Traces (OpenTelemetry): the standard variables, read here only to decide whether tracing is on (`tracingOn`);
-   * the SDK reads the rest of `OTEL_*` itself (protocol, headers, sampler, batch delay...).
-   */
-  ...TRACING_VARIABLES,
-});
+    /**
+     * Queue shards (docs/operations.md): each has its own hash tag (`{verity:0}`, `{verity:1}`, …), so on a Redis Cluster
+     * the queues spread over the nodes. An execution's jobs all go to its shard. 1 keeps the prefix exactly QUEUE_PREFIX.
+     */
+    QUEUE_SHARDS: z.coerce.number().int().min(1).max(1024).default(1),
+    /** The shards this worker consumes (comma-separated numbers); all of them when unset. */
+    QUEUE_SHARDS_CONSUMED: z.preprocess(
+      (v) => (v === '' ? undefined : v),
+      z
+        .string()
+        .transform((v) => v.split(',').map((n) => (n.trim() === '' ? NaN : Number(n))))
+        .pipe(z.array(z.number().int().min(0)).min(1))
+        .optional(),
+    ),
+    SANDBOX_URL: z.string().url().default('http://127.0.0.1:4010'),
+    LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    RUN_MIGRATIONS: bool,
+    /** The demo tenant and its published keys: only the local demo (`npm start`) sets this; refused in production. */
+    SEED_DEMO: bool,
+    /** How long a dispatch job's lock lives; a SENT operation older than this with no live job is orphaned. */
+    DISPATCH_LOCK_MS: ms(30_000),
+    /**
+     * A worker that wakes up this long after starting the SENT commit calls the connector only if it still holds the
+     * dispatch job's lock (docs/operations.md).
+     */
+    SEND_GRACE_MS: ms(5_000),
+    CONNECTOR_TIMEOUT_MS: ms(5_000),
+    /**
+     * How long a committed write may take to show on the provider's read side (replica lag budget). "Absent" is
+     * concluded only SEND_GRACE_MS + CONNECTOR_TIMEOUT_MS + SETTLE_WINDOW_MS after the send could last have started.
+     */
+    SETTLE_WINDOW_MS: ms(2_000),
+    VERIFY_FIRST_DELAY_MS: ms(0),
+    /**
+     * The dispatcher reads an acknowledged effect back at once, in the send's own job, and settles it VERIFIED when the
+     * read finds it (the happy path in one job); any other read is left to the verify job. Needs VERIFY_FIRST_DELAY_MS 0.
+     */
+    VERIFY_AT_SEND: z
+      .enum(['true', 'false', '1', '0'])
+      .default('true')
+      .transform((v) => v === 'true' || v === '1'),
+    READ_BACKOFF_MS: ms(250),
+    READ_BACKOFF_MAX_MS: ms(5_000),
+    RECONCILE_BUDGET: z.coerce.number().int().min(1).default(8),
+    /**
+     * I15, no blind send: an irreversible operation whose precondition (expected_state, or an approval's baseline) cannot
+     * be read waits in PREPARED and is read again with this backoff; after this many failed reads (or when the next one
+     * could only come after the execution's deadline) it is held in MANUAL_REVIEW with SOURCE_UNREACHABLE.
+     */
+    PRECONDITION_READ_BUDGET: z.coerce.number().int().min(1).default(8),
+    PRECONDITION_READ_BACKOFF_MS: ms(1_000),
+    PRECONDITION_READ_BACKOFF_MAX_MS: ms(30_000),
+    RECONCILE_DEADLINE_MS: ms(600_000),
+    SWEEP_INTERVAL_MS: ms(2_000),
+    STALE_EXECUTION_MS: ms(5_000),
+    APPROVAL_TTL_MS: ms(15 * 60_000),
+    OBLIGATION_DUE_MS: ms(4 * 3600_000),
+    /**
+     * A hold for an unreachable or lagging source is read again after RECHECK_BACKOFF_MS, doubling up to
+     * RECHECK_BACKOFF_MAX_MS, until its obligation is due.
+     */
+    RECHECK_BACKOFF_MS: ms(30_000),
+    RECHECK_BACKOFF_MAX_MS: ms(600_000),
+    IDEMPOTENCY_TTL_MS: ms(24 * 3600_000),
+    WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(500).default(16),
+    RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(6000),
+    MAX_STREAMS_PER_KEY: z.coerce.number().int().min(1).default(20),
+    SSE_HEARTBEAT_MS: ms(15_000),
+    /** Bull Board is read-only in every mode; only this, set explicitly, lets an operator retry or pause jobs there. */
+    BULL_BOARD_WRITABLE: bool,
+    /** /metrics answers only to an operator key or this bearer token (Prometheus `bearer_token`)... */
+    METRICS_TOKEN: z.preprocess((v) => (v === '' ? undefined : v), z.string().min(16).optional()),
+    /** ...unless this is set: then /metrics is open to anyone who can reach the port. */
+    METRICS_PUBLIC: bool,
+    /**
+     * The workers serve /metrics and /health/live, /health/ready on a port of their own (on HOST, like the API), each
+     * with its own default so both can run on one machine. 0 = no HTTP at all.
+     */
+    DISPATCHER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9101),
+    RECONCILER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9102),
+    /** A request body must arrive within this long; a slower one gets 408 and the connection is closed. */
+    BODY_TIMEOUT_MS: z.coerce.number().int().min(1).default(30_000),
+    /** Failed authentications (unknown or revoked key) allowed per client address per minute before 429. */
+    AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().min(1).default(30),
+    /** 32 random bytes, base64 (`openssl rand -base64 32`): connector secrets are then stored sealed (AES-256-GCM). */
+    SECRETS_KEY: z
+      .preprocess((v) => (v === '' ? undefined : v), z.string().optional())
+      .pipe(
+        z
+          .string()
+          .refine((v) => Buffer.from(v, 'base64').length === 32 && /^[A-Za-z0-9+/]+=*$/.test(v), {
+            message: 'must be 32 bytes, base64-encoded (openssl rand -base64 32)',
+          })
+          .optional(),
+      ),
+    /**
+     * Observation after VERIFIED: how often one operation is read again, for how long after it was created, and how
+     * many the sweeper hands out per sweep (0 = off).
+     */
+    OBSERVE_INTERVAL_MS: ms(60_000),
+    OBSERVE_WINDOW_MS: ms(3600_000),
+    OBSERVE_BATCH: z.coerce.number().int().min(0).max(10_000).default(100),
+    /**
+     * Webhooks: a delivery is tried up to WEBHOOK_MAX_ATTEMPTS times, WEBHOOK_BACKOFF_MS apart doubling each time; an
+     * endpoint whose last WEBHOOK_DISABLE_AFTER deliveries all failed (every attempt) is disabled. The reconciler looks
+     * for new events to announce every WEBHOOK_SCAN_INTERVAL_MS; each call to a receiver has WEBHOOK_TIMEOUT_MS.
+     */
+    WEBHOOK_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(50).default(8),
+    WEBHOOK_BACKOFF_MS: ms(5_000),
+    WEBHOOK_DISABLE_AFTER: z.coerce.number().int().min(1).default(5),
+    WEBHOOK_SCAN_INTERVAL_MS: z.coerce.number().int().min(50).default(1_000),
+    WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).default(10_000),
+    /**
+     * Test-only kill points (docs/operations.md): the dispatcher logs a marker and sleeps after committing SENT, or after
+     * the connector answered and before the outcome is written; the reconciler before a read-back. 0 = off. Refused in
+     * production, so they can never slow down or widen a real crash window.
+     */
+    TEST_PAUSE_AFTER_SENT_MS: ms(0),
+    TEST_PAUSE_AFTER_CALL_MS: ms(0),
+    TEST_PAUSE_BEFORE_READ_MS: ms(0),
+    /**
+     * Traces (OpenTelemetry): the standard variables, read here only to decide whether tracing is on (`tracingOn`);
+     * the SDK reads the rest of `OTEL_*` itself (protocol, headers, sampler, batch delay...).
+     */
+    ...TRACING_VARIABLES,
+  })
+  .superRefine((config, ctx) => {
+    const sharded = config.QUEUE_SHARDS > 1 || config.REDIS_CLUSTER_NODES !== undefined;
+    // A cluster runs a multi-key script only when all its keys hash to one slot: the prefix must be a hash tag.
+    if (sharded && !/\{[^{}]+\}/.test(config.QUEUE_PREFIX)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['QUEUE_PREFIX'],
+        message: 'must contain a hash tag such as {verity} with QUEUE_SHARDS > 1 or REDIS_CLUSTER_NODES',
+      });
+    }
+    for (const shard of config.QUEUE_SHARDS_CONSUMED ?? []) {
+      if (shard >= config.QUEUE_SHARDS) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['QUEUE_SHARDS_CONSUMED'],
+          message: `shard ${shard} does not exist (QUEUE_SHARDS is ${config.QUEUE_SHARDS}: shards 0 to ${config.QUEUE_SHARDS - 1})`,
+        });
+      }
+    }
+  });
 
 const TEST_HOOKS = ['TEST_PAUSE_AFTER_SENT_MS', 'TEST_PAUSE_AFTER_CALL_MS', 'TEST_PAUSE_BEFORE_READ_MS'] as const;
 

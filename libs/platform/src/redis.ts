@@ -1,4 +1,13 @@
-import IORedis, { Redis, RedisOptions } from 'ioredis';
+import IORedis, { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis';
+
+/** A connection to Redis: one server (REDIS_URL) or a Redis Cluster (REDIS_CLUSTER_NODES). */
+export type RedisClient = Redis | Cluster;
+
+/** Where Redis is: the two variables of the config that say it. */
+export interface RedisTarget {
+  REDIS_URL: string;
+  REDIS_CLUSTER_NODES?: string[] | undefined;
+}
 
 export class RedisPolicyError extends Error {
   override readonly name = 'RedisPolicyError';
@@ -23,32 +32,116 @@ export function redisTarget(url: string): string {
  * queueing commands while Redis is away, because the enqueue is owed by Postgres (the sweeper), not by memory.
  */
 export function createRedis(url: string, role: 'producer' | 'worker', name: string): Redis {
-  const options: RedisOptions =
-    role === 'worker'
-      ? { maxRetriesPerRequest: null, enableReadyCheck: true, connectionName: name }
-      : { maxRetriesPerRequest: 1, enableOfflineQueue: false, connectionName: name, connectTimeout: 2000 };
-  const redis = new IORedis(redisTarget(url), options);
+  const redis = new IORedis(redisTarget(url), roleOptions(role, name));
   // An unhandled 'error' event would crash the process on every reconnect attempt.
   redis.on('error', () => undefined);
   return redis;
 }
 
-/** BullMQ loses jobs silently when Redis evicts keys: refuse to run unless eviction is off. */
-export async function assertNoEviction(url: string): Promise<void> {
+/**
+ * The same connection roles on whichever Redis the config names. A cluster client keeps the role's rules: a producer's
+ * has no offline queue (an enqueue fails at once while the cluster is away), a worker's retries forever. `lazy`: no
+ * connection until the first command or connect() (a template BullMQ duplicates for each worker).
+ */
+export function createRedisClient(
+  target: RedisTarget,
+  role: 'producer' | 'worker',
+  name: string,
+  lazy = false,
+): RedisClient {
+  if (!target.REDIS_CLUSTER_NODES) {
+    if (!lazy) return createRedis(target.REDIS_URL, role, name);
+    const redis = new IORedis(redisTarget(target.REDIS_URL), { ...roleOptions(role, name), lazyConnect: true });
+    redis.on('error', () => undefined);
+    return redis;
+  }
+  const { nodes, credentials } = clusterNodes(target.REDIS_CLUSTER_NODES);
+  const options: ClusterOptions = {
+    lazyConnect: lazy,
+    enableReadyCheck: true,
+    redisOptions: { ...roleOptions(role, name), ...credentials },
+    ...(role === 'producer' ? { enableOfflineQueue: false } : {}),
+  };
+  const cluster = new Cluster(nodes, options);
+  cluster.on('error', () => undefined);
+  return cluster;
+}
+
+function roleOptions(role: 'producer' | 'worker', name: string): RedisOptions {
+  return role === 'worker'
+    ? { maxRetriesPerRequest: null, enableReadyCheck: true, connectionName: name }
+    : { maxRetriesPerRequest: 1, enableOfflineQueue: false, connectionName: name, connectTimeout: 2000 };
+}
+
+/** REDIS_CLUSTER_NODES as ioredis wants it; credentials and TLS come from the first entry that is a URL. */
+export function clusterNodes(entries: readonly string[]): {
+  nodes: { host: string; port: number }[];
+  credentials: Pick<RedisOptions, 'username' | 'password' | 'tls'>;
+} {
+  let credentials: Pick<RedisOptions, 'username' | 'password' | 'tls'> | null = null;
+  const nodes = entries.map((entry) => {
+    const url = new URL(entry.includes('://') ? entry : `redis://${entry}`);
+    if (!credentials && entry.includes('://')) {
+      credentials = {
+        ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
+        ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
+        ...(url.protocol === 'rediss:' ? { tls: {} } : {}),
+      };
+    }
+    return { host: url.hostname, port: Number(url.port || 6379) };
+  });
+  return { nodes, credentials: credentials ?? {} };
+}
+
+/**
+ * BullMQ loses jobs silently when Redis evicts keys: refuse to run unless eviction is off (on every master of a
+ * cluster: each holds a share of the queues).
+ */
+export async function assertNoEviction(target: RedisTarget | string): Promise<void> {
+  const resolved = typeof target === 'string' ? { REDIS_URL: target } : target;
+  if (!resolved.REDIS_CLUSTER_NODES) return assertServerNoEviction(resolved.REDIS_URL);
+  const cluster = createRedisClient(resolved, 'worker', 'verity-policy-check', true) as Cluster;
+  try {
+    await withTimeout(cluster.connect(), 10_000, 'the Redis Cluster (REDIS_CLUSTER_NODES) did not become ready');
+    for (const node of cluster.nodes('master')) {
+      await checkPolicy(node, `Redis Cluster node ${node.options.host}:${node.options.port}`);
+    }
+  } finally {
+    cluster.disconnect();
+  }
+}
+
+async function assertServerNoEviction(url: string): Promise<void> {
   const redis = new IORedis(redisTarget(url), { maxRetriesPerRequest: 1, lazyConnect: true, connectTimeout: 3000 });
   redis.on('error', () => undefined);
   try {
     await redis.connect();
-    const reply = (await redis.config('GET', 'maxmemory-policy')) as string[];
-    const policy = reply[1];
-    if (policy !== 'noeviction') {
-      throw new RedisPolicyError(
-        `Redis at ${redactUrl(url)} has maxmemory-policy "${policy}"; Verity requires "noeviction" ` +
-          `(run: redis-cli config set maxmemory-policy noeviction, or set it in redis.conf)`,
-      );
-    }
+    await checkPolicy(redis, `Redis at ${redactUrl(url)}`);
   } finally {
     redis.disconnect();
+  }
+}
+
+async function checkPolicy(redis: Redis, where: string): Promise<void> {
+  const reply = (await redis.config('GET', 'maxmemory-policy')) as string[];
+  const policy = reply[1];
+  if (policy !== 'noeviction') {
+    throw new RedisPolicyError(
+      `${where} has maxmemory-policy "${policy}"; Verity requires "noeviction" ` +
+        `(run: redis-cli config set maxmemory-policy noeviction, or set it in redis.conf)`,
+    );
+  }
+}
+
+async function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(message)), ms))),
+    ]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

@@ -1,4 +1,5 @@
 export * from './names';
+export * from './shards';
 export * from './producer';
 export * from './queues.module';
 export * from './worker.module';

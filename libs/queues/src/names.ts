@@ -1,5 +1,5 @@
 import type { DefaultJobOptions, JobsOptions, QueueOptions, Telemetry } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '@verity/platform';
 
 /**
  * Queue and job names. WARNING: these strings are stored in Redis with every job; renaming one strands the jobs
@@ -29,18 +29,28 @@ export enum JobName {
   DELIVER_WEBHOOK = 'deliver-webhook',
 }
 
-/** Jobs carry ids, never state: a worker reads the row, checks the transition, acts. */
+/**
+ * Jobs carry ids, never state: a worker reads the row, checks the transition, acts. An operation's job also carries its
+ * execution's id, which picks the queue shard (shards.ts): every job of an execution lands on one shard. (Jobs queued
+ * before it was added lack it; workers read only `operationId`.)
+ */
 export interface JobPayloads {
   [JobName.ADVANCE_EXECUTION]: { executionId: string };
-  [JobName.DISPATCH_OPERATION]: { operationId: string };
-  [JobName.VERIFY_OPERATION]: { operationId: string };
-  [JobName.RECONCILE_OPERATION]: { operationId: string };
+  [JobName.DISPATCH_OPERATION]: OperationJob;
+  [JobName.VERIFY_OPERATION]: OperationJob;
+  [JobName.RECONCILE_OPERATION]: OperationJob;
   [JobName.SWEEP]: Record<string, never>;
-  [JobName.OBSERVE_OPERATION]: { operationId: string };
+  [JobName.OBSERVE_OPERATION]: OperationJob;
   /** `requestedBy`: the key id of the reviewer who asked for it; absent for a scheduled re-check. */
-  [JobName.RECHECK_OPERATION]: { operationId: string; requestedBy?: string };
+  [JobName.RECHECK_OPERATION]: OperationJob & { requestedBy?: string };
   /** `round`: 0 for the first delivery, n for the n-th manual redelivery; a job of an older round is skipped. */
   [JobName.DELIVER_WEBHOOK]: { deliveryId: string; round: number };
+}
+
+export interface OperationJob {
+  operationId: string;
+  /** The operation's execution: the shard's routing key. */
+  executionId: string;
 }
 
 /**
@@ -94,7 +104,12 @@ export const JOB_DEFAULTS: Readonly<Record<QueueName, DefaultJobOptions>> = {
   [QueueName.WEBHOOKS]: { attempts: 1, removeOnComplete: true, removeOnFail: KEEP.removeOnFail },
 };
 
-export function queueOptions(queue: QueueName, connection: Redis, prefix: string, telemetry?: Telemetry): QueueOptions {
+export function queueOptions(
+  queue: QueueName,
+  connection: RedisClient,
+  prefix: string,
+  telemetry?: Telemetry,
+): QueueOptions {
   return { connection, prefix, defaultJobOptions: JOB_DEFAULTS[queue], ...(telemetry ? { telemetry } : {}) };
 }
 

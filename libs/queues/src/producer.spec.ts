@@ -17,7 +17,9 @@ describe('JobProducer.tryEnqueue when Redis goes away', () => {
       // The connection is gone (and, as a producer's, has no offline queue): every enqueue fails at once.
       redis.disconnect();
       expect(await producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: 'exe_2' })).toBe(false);
-      expect(await producer.tryEnqueue(JobName.VERIFY_OPERATION, { operationId: 'op_1' })).toBe(false);
+      expect(await producer.tryEnqueue(JobName.VERIFY_OPERATION, { operationId: 'op_1', executionId: 'exe_1' })).toBe(
+        false,
+      );
       expect(producer.enqueueFailures).toBe(2);
       expect(heard).toEqual([
         { job: JobName.ADVANCE_EXECUTION, failures: 1 },
@@ -43,14 +45,18 @@ describe('JobProducer after a queue was first used while Redis was going away', 
       // The dispatch queue is first touched in the same tick as the connection drops (and reconnects by itself):
       // BullMQ's one-time connection check, sent a moment later, fails.
       const reconnected = new Promise<void>((resolve) => redis.once('close', () => redis.once('ready', resolve)));
-      const first = producer.enqueue(JobName.DISPATCH_OPERATION, { operationId: 'op_down' });
+      const first = producer.enqueue(JobName.DISPATCH_OPERATION, { operationId: 'op_down', executionId: 'exe_down' });
       redis.disconnect(true);
       await expect(first).rejects.toThrow("Stream isn't writeable");
       await reconnected;
       // The same producer, the same (reconnected) connection: the enqueue goes through and the job is in Redis.
-      await producer.enqueue(JobName.DISPATCH_OPERATION, { operationId: 'op_up' }, { jobId: 'op_up.dispatch' });
+      await producer.enqueue(
+        JobName.DISPATCH_OPERATION,
+        { operationId: 'op_up', executionId: 'exe_up' },
+        { jobId: 'op_up.dispatch' },
+      );
       const job = await producer.queue(QueueName.DISPATCH).getJob('op_up.dispatch');
-      expect(job?.data).toEqual({ operationId: 'op_up' });
+      expect(job?.data).toEqual({ operationId: 'op_up', executionId: 'exe_up' });
     } finally {
       await producer.close();
       redis.disconnect();

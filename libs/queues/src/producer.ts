@@ -1,46 +1,53 @@
 import { Queue } from 'bullmq';
 import type { JobsOptions, Telemetry } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '@verity/platform';
 import { JobName, JobPayloads, QUEUE_OF_JOB, QueueName, queueOptions } from './names';
+import { HOME_SHARD, QueueShards } from './shards';
 
 /**
- * Enqueues jobs. Producers share one fail-fast connection (no offline queue): when Redis is away an enqueue
- * throws at once, and the sweeper, reading Postgres, owes the job instead.
+ * Enqueues jobs, each on its shard (shards.ts). Producers share one fail-fast connection (no offline queue): when Redis
+ * is away an enqueue throws at once, and the sweeper, reading Postgres, owes the job instead.
  */
 export class JobProducer {
-  private readonly queues = new Map<QueueName, Queue>();
+  private readonly queues = new Map<string, Queue>();
   private failures = 0;
   private attempt: Promise<void> | null = null;
+  readonly shards: QueueShards;
 
   /**
    * `onEnqueueFailure` hears of every enqueue that `tryEnqueue` could not make (logged by the apps): the sweeper
-   * repairs it, but an operator must be able to see that it is repairing.
+   * repairs it, but an operator must be able to see that it is repairing. A bare prefix means one shard.
    */
   constructor(
-    private readonly connection: Redis,
-    private readonly prefix: string,
+    private readonly connection: RedisClient,
+    shards: QueueShards | string,
     private readonly onEnqueueFailure?: (job: JobName, error: unknown, failuresSoFar: number) => void,
     /** With traces on (`queueTelemetry`), each job carries the trace context it was enqueued in. */
     private readonly telemetry?: Telemetry,
-  ) {}
+  ) {
+    this.shards = typeof shards === 'string' ? new QueueShards(shards) : shards;
+  }
 
   /** Enqueues `tryEnqueue` could not make since this process started (exported as verity_enqueue_failures_total). */
   get enqueueFailures(): number {
     return this.failures;
   }
 
-  queue(name: QueueName): Queue {
-    let queue = this.queues.get(name);
+  /** One shard's queue (the home shard's by default: the only one with a single shard). */
+  queue(name: QueueName, shard = HOME_SHARD): Queue {
+    const key = `${name}#${shard}`;
+    let queue = this.queues.get(key);
     if (!queue) {
-      const created = new Queue(name, queueOptions(name, this.connection, this.prefix, this.telemetry));
+      const prefix = this.shards.prefixOf(shard);
+      const created = new Queue(name, queueOptions(name, this.connection, prefix, this.telemetry));
       created.on('error', () => undefined);
-      this.queues.set(name, created);
+      this.queues.set(key, created);
       // BullMQ checks the connection once, when a Queue is built, and keeps the answer: a Queue first used while Redis
       // was going away (or away) rejects every later call for good, although the shared connection comes back. Such
       // a Queue is forgotten, so the next call builds a new one on the reconnected connection. (Seen as a dispatcher
       // that never enqueued a dispatch job again after Redis restarted empty.)
       created.waitUntilReady().catch(() => {
-        if (this.queues.get(name) === created) this.queues.delete(name);
+        if (this.queues.get(key) === created) this.queues.delete(key);
         void created.close().catch(() => undefined);
       });
       queue = created;
@@ -55,11 +62,31 @@ export class JobProducer {
    * depth, instead of leaving the job to the sweeper. A connection attempt under way (the first one, at start) is
    * waited for: it ends within the connection's connect timeout, ready or not.
    */
-  async connectedQueue(name: QueueName): Promise<Queue> {
+  async connectedQueue(name: QueueName, shard = HOME_SHARD): Promise<Queue> {
     const redis = this.connection;
     if (redis.status === 'connecting' || redis.status === 'connect') await this.connectAttempt();
     if (redis.status !== 'ready') throw new Error(`Redis is not connected (${redis.status})`);
-    return this.queue(name);
+    return this.queue(name, shard);
+  }
+
+  /** The queue on every shard it exists on (depth, the sweeper's look at live dispatches), failing fast likewise. */
+  async connectedQueues(name: QueueName): Promise<Queue[]> {
+    const queues: Queue[] = [];
+    for (const shard of this.shards.shardsOf(name)) queues.push(await this.connectedQueue(name, shard));
+    return queues;
+  }
+
+  /**
+   * Every queue on every shard, each with what to put before its name where an operator sees it (Bull Board, whose
+   * queues must have distinct names): nothing with one shard, `<shard>.` with more (`0.dispatch`, `1.dispatch`, …).
+   */
+  everyQueue(): { queue: Queue; namePrefix: string }[] {
+    return Object.values(QueueName).flatMap((name) =>
+      this.shards.shardsOf(name).map((shard) => ({
+        queue: this.queue(name, shard),
+        namePrefix: this.shards.count === 1 ? '' : `${shard}.`,
+      })),
+    );
   }
 
   /** The connection attempt under way, awaited by every caller at once (one pair of listeners, not one per call). */
@@ -83,7 +110,12 @@ export class JobProducer {
   }
 
   async enqueue<N extends JobName>(name: N, data: JobPayloads[N], options: JobsOptions = {}): Promise<void> {
-    await (await this.connectedQueue(QUEUE_OF_JOB[name])).add(name, data, options);
+    await (await this.queueOf(name, data)).add(name, data, options);
+  }
+
+  /** The queue (of its shard) a job with this name and data goes to, failing fast like connectedQueue. */
+  queueOf<N extends JobName>(name: N, data: JobPayloads[N]): Promise<Queue> {
+    return this.connectedQueue(QUEUE_OF_JOB[name], this.shards.shardOf(name, data));
   }
 
   /** For callers that must not fail after a commit: the sweeper repairs a missed enqueue. */

@@ -1,11 +1,19 @@
 import { Global, Inject, Module, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { announceEventsWith } from '@verity/persistence';
-import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, createRedis, enqueueFailures } from '@verity/platform';
-import type { Redis } from 'ioredis';
+import {
+  LOGGER,
+  Logger,
+  RedisClient,
+  VERITY_CONFIG,
+  VerityConfig,
+  createRedisClient,
+  enqueueFailures,
+} from '@verity/platform';
 import { DataSource } from 'typeorm';
 import { eventsChannel } from './names';
 import { JobProducer } from './producer';
+import { QueueShards } from './shards';
 import { queueTelemetry } from './telemetry';
 
 export const PRODUCER_REDIS = Symbol('PRODUCER_REDIS');
@@ -18,17 +26,18 @@ const ANNOUNCE_COALESCE_MS = 2;
     {
       provide: PRODUCER_REDIS,
       inject: [VERITY_CONFIG],
-      useFactory: (config: VerityConfig) => createRedis(config.REDIS_URL, 'producer', 'verity-producer'),
+      // One server (REDIS_URL) or a Redis Cluster (REDIS_CLUSTER_NODES): the same fail-fast producer either way.
+      useFactory: (config: VerityConfig) => createRedisClient(config, 'producer', 'verity-producer'),
     },
     {
       provide: JobProducer,
       inject: [PRODUCER_REDIS, VERITY_CONFIG, LOGGER],
-      useFactory: (redis: Redis, config: VerityConfig, logger: Logger) => {
+      useFactory: (redis: RedisClient, config: VerityConfig, logger: Logger) => {
         // At most one line a second while Redis is away, with the count, so an outage does not flood the log.
         let lastLogged = 0;
         return new JobProducer(
           redis,
-          config.QUEUE_PREFIX,
+          QueueShards.of(config),
           (job, error, failures) => {
             enqueueFailures.inc({ job });
             if (Date.now() - lastLogged < 1000) return;
@@ -48,7 +57,7 @@ const ANNOUNCE_COALESCE_MS = 2;
 export class QueuesModule implements OnModuleInit, OnApplicationShutdown {
   constructor(
     private readonly producer: JobProducer,
-    @Inject(PRODUCER_REDIS) private readonly redis: Redis,
+    @Inject(PRODUCER_REDIS) private readonly redis: RedisClient,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
     @InjectDataSource() private readonly dataSource: DataSource,
   ) {}
@@ -59,7 +68,8 @@ export class QueuesModule implements OnModuleInit, OnApplicationShutdown {
   /**
    * Committed events are announced on Redis, where the API's streams listen. Fire and forget: with Redis away the
    * streams poll the events table instead, so nothing is lost, only later. Announcements made within a couple of
-   * milliseconds go out as one message (ids joined by commas): under load that is one PUBLISH instead of dozens.
+   * milliseconds go out as one message (ids joined by commas): under load that is one PUBLISH instead of dozens. The
+   * channel is QUEUE_PREFIX's, not a shard's: on a Redis Cluster a PUBLISH reaches subscribers on every node.
    */
   onModuleInit(): void {
     const channel = eventsChannel(this.config.QUEUE_PREFIX);

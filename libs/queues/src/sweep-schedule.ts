@@ -1,22 +1,23 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '@verity/platform';
 import type { Logger } from 'pino';
 import { hostname } from 'node:os';
 import { JobName, QueueName } from './names';
 import type { JobProducer } from './producer';
+import { HOME_SHARD } from './shards';
 
 /** The one job scheduler that drives the sweep. Upserting it under the same id keeps a single entry in Redis. */
 export const SWEEP_SCHEDULER_ID = 'sweep';
 
 /**
- * A key written when a reconciler starts and kept in Redis for good. Found missing after a reconnect (or by a periodic
- * check), it means Redis came back without its data: every queued job and the sweep schedule went with it.
+ * A key written when a reconciler starts and kept in Redis for good, one per queue shard (pass the shard's prefix).
+ * Found missing after a reconnect (or by a periodic check), it means Redis — or, on a cluster, the node holding that
+ * shard — came back without its data: every job queued there (and, on the home shard, the sweep schedule) went with it.
  */
 export function redisMarkerKey(prefix: string): string {
   return `${prefix}:marker`;
 }
 
 export interface SweepScheduleOptions {
-  prefix: string;
   /** How often the sweep runs (SWEEP_INTERVAL_MS). */
   everyMs: number;
   /** How often this process checks that the marker and the schedule are still in Redis. */
@@ -38,14 +39,14 @@ export type ScheduleCheck = 'boot' | 'reconnect' | 'periodic';
 export class SweepSchedule {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
-  /** This process has seen the marker in Redis (written it or found it): its absence later is news. */
-  private markerKnown = false;
+  /** The shards whose marker this process has seen in Redis (written or found): its absence later is news. */
+  private readonly markersKnown = new Set<number>();
   private unavailable = false;
   private readonly onReady = (): void => void this.check('reconnect');
 
   constructor(
     private readonly producer: JobProducer,
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly options: SweepScheduleOptions,
     private readonly logger: Logger,
   ) {}
@@ -76,20 +77,29 @@ export class SweepSchedule {
   }
 
   private async checkOnce(trigger: ScheduleCheck): Promise<void> {
-    const key = redisMarkerKey(this.options.prefix);
     try {
-      const written = await this.redis.set(key, `${hostname()}:${process.pid} ${new Date().toISOString()}`, 'NX');
-      // An absent marker is news only to a process that saw it before: at boot it is a Redis never used (or the
-      // first reconciler to start).
-      if (written === 'OK' && this.markerKnown) {
-        this.logger.warn(
-          { marker: key, trigger },
-          'Redis came back EMPTY (its marker key was gone): every queued job and the sweep schedule were lost. ' +
-            'Re-adding the sweep schedule; the sweep re-derives the owed work from Postgres, nothing accepted is lost',
-        );
+      // Every shard's marker: on a cluster each shard may sit on a node of its own, which may come back empty alone.
+      let written: 'OK' | null = null;
+      const { shards } = this.producer;
+      for (const shard of shards.all()) {
+        const key = redisMarkerKey(shards.prefixOf(shard));
+        const set = await this.redis.set(key, `${hostname()}:${process.pid} ${new Date().toISOString()}`, 'NX');
+        // An absent marker is news only to a process that saw it before: at boot it is a Redis never used (or the
+        // first reconciler to start).
+        if (set === 'OK' && this.markersKnown.has(shard)) {
+          this.logger.warn(
+            { marker: key, shard, trigger },
+            shard === HOME_SHARD
+              ? 'Redis came back EMPTY (its marker key was gone): every queued job and the sweep schedule were lost. ' +
+                  'Re-adding the sweep schedule; the sweep re-derives the owed work from Postgres, nothing accepted is lost'
+              : 'a queue shard came back EMPTY (its marker key was gone): its queued jobs were lost. The sweep ' +
+                  're-derives the owed work from Postgres, nothing accepted is lost',
+          );
+        }
+        this.markersKnown.add(shard);
+        if (shard === HOME_SHARD) written = set;
       }
-      this.markerKnown = true;
-      const queue = await this.producer.connectedQueue(QueueName.SWEEP);
+      const queue = await this.producer.connectedQueue(QueueName.SWEEP, HOME_SHARD);
       // A periodic check with the marker in place only looks; boot, a reconnect or an emptied Redis always upsert.
       if (trigger === 'periodic' && written !== 'OK' && (await queue.getJobScheduler(SWEEP_SCHEDULER_ID))) {
         this.unavailable = false;
@@ -119,7 +129,7 @@ export class SweepSchedule {
 const BOOT_WAIT_MS = 10_000;
 
 /** Resolves when the connection is ready or after timeoutMs (the check then fails, is logged and retried). */
-function waitForReady(redis: Redis, timeoutMs: number): Promise<void> {
+function waitForReady(redis: RedisClient, timeoutMs: number): Promise<void> {
   return new Promise((resolve) => {
     const done = (): void => {
       clearTimeout(timer);

@@ -46,7 +46,7 @@ async function start(spec: WorkerApp): Promise<void> {
   const logger = createLogger(spec.name, config.LOG_LEVEL, tracingOn(config));
   logCrashes(logger);
   collectProcessMetrics();
-  await assertNoEviction(config.REDIS_URL);
+  await assertNoEviction(config);
   const app = await NestFactory.createApplicationContext(spec.module(config), { logger: ['error', 'warn'] });
   await app.init();
   // A port that cannot be had stops the process (the message names the variable), after its workers stop cleanly.

@@ -1,7 +1,15 @@
 import type { INestApplicationContext } from '@nestjs/common';
 import { ping } from '@verity/persistence';
-import { LOGGER, Logger, OpsServer, VERITY_CONFIG, VerityConfig, queueJobs, startOpsServer } from '@verity/platform';
-import type { Redis } from 'ioredis';
+import {
+  LOGGER,
+  Logger,
+  OpsServer,
+  RedisClient,
+  VERITY_CONFIG,
+  VerityConfig,
+  queueJobs,
+  startOpsServer,
+} from '@verity/platform';
 import { DataSource } from 'typeorm';
 import { QueueName } from './names';
 import { JobProducer } from './producer';
@@ -11,17 +19,25 @@ import { PRODUCER_REDIS } from './queues.module';
 export const QUEUE_DEPTH_STATES = ['waiting', 'prioritized', 'delayed', 'active', 'failed'] as const;
 
 /**
- * Sets `verity_queue_jobs{queue,state}` from BullMQ's counters (a few Redis reads per queue, nothing in Postgres). When
- * Redis does not answer, the series are dropped rather than left at their last value: no number beats a stale one.
+ * Sets `verity_queue_jobs{queue,state}` from BullMQ's counters (a few Redis reads per queue and shard, nothing in
+ * Postgres), summed over the queue's shards: a queue is one thing to an operator however it is spread. When Redis does
+ * not answer, the series are dropped rather than left at their last value: no number beats a stale one.
  */
 export async function refreshQueueDepth(producer: JobProducer, queues: readonly QueueName[]): Promise<void> {
   try {
     const counts = await Promise.all(
-      queues.map(async (name) => (await producer.connectedQueue(name)).getJobCounts(...QUEUE_DEPTH_STATES)),
+      queues.map(async (name) => {
+        const perShard = await Promise.all(
+          (await producer.connectedQueues(name)).map((queue) => queue.getJobCounts(...QUEUE_DEPTH_STATES)),
+        );
+        const sum: Record<string, number> = {};
+        for (const state of QUEUE_DEPTH_STATES) sum[state] = perShard.reduce((n, c) => n + (c[state] ?? 0), 0);
+        return sum;
+      }),
     );
     queueJobs.reset();
     queues.forEach((queue, i) => {
-      for (const state of QUEUE_DEPTH_STATES) queueJobs.set({ queue, state }, counts[i][state] ?? 0);
+      for (const state of QUEUE_DEPTH_STATES) queueJobs.set({ queue, state }, counts[i][state]);
     });
   } catch (error) {
     queueJobs.reset();
@@ -42,7 +58,7 @@ export async function serveWorkerOps(
   const port = config[portVariable];
   if (port === 0) return null;
   const db = app.get(DataSource);
-  const redis = app.get<Redis>(PRODUCER_REDIS);
+  const redis = app.get<RedisClient>(PRODUCER_REDIS);
   const producer = app.get(JobProducer);
   try {
     return await startOpsServer({

@@ -3,7 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { findActiveKey, hashApiKey, isKeyActive } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { PRODUCER_REDIS } from '@verity/queues';
-import type { Redis } from 'ioredis';
+import type { RedisClient as Redis } from '@verity/platform';
 import { DataSource } from 'typeorm';
 import { Problem } from '../problem/problem';
 import { AuthFailureLimiter } from './auth-failures';

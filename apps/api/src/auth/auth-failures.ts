@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient as Redis } from '@verity/platform';
 import { redisAnswerWithin } from '../redis-limits';
 
 const WINDOW_MS = 60_000;

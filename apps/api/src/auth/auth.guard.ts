@@ -3,7 +3,7 @@ import { Reflector } from '@nestjs/core';
 import type { Role } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { PRODUCER_REDIS } from '@verity/queues';
-import type { Redis } from 'ioredis';
+import type { RedisClient as Redis } from '@verity/platform';
 import type { Request } from 'express';
 import { Problem } from '../problem/problem';
 import { ApiKeyService } from './api-key.service';

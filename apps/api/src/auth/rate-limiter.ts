@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient as Redis } from '@verity/platform';
 import { LUA_NOW_MS, redisAnswerWithin } from '../redis-limits';
 
 /** A token bucket per API key (per process): bursts are fine, sustained overload gets 429 with Retry-After. */

@@ -5,7 +5,7 @@ import { ping } from '@verity/persistence';
 import { singleFlight } from '@verity/platform';
 import { PRODUCER_REDIS } from '@verity/queues';
 import type { Response } from 'express';
-import type { Redis } from 'ioredis';
+import type { RedisClient as Redis } from '@verity/platform';
 import { DataSource } from 'typeorm';
 import { Public } from '../auth/principal';
 import { schemaRef } from '../openapi';

@@ -230,7 +230,7 @@ export class OperationsService {
       status === OperationStatus.SENT
         ? this.producer.tryEnqueue(
             JobName.DISPATCH_OPERATION,
-            { operationId: op.id },
+            { operationId: op.id, executionId: op.executionId },
             { jobId: jobId(JobName.DISPATCH_OPERATION, op.id, 'release') },
           )
         : this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId }),
@@ -269,7 +269,7 @@ export class OperationsService {
     await this.inExecutionTrace(op.executionId, () =>
       this.producer.enqueue(
         JobName.RECHECK_OPERATION,
-        { operationId: op.id, requestedBy: principal.keyId },
+        { operationId: op.id, executionId: op.executionId, requestedBy: principal.keyId },
         { jobId: jobId(JobName.RECHECK_OPERATION, op.id, `reviewer${second}`) },
       ),
     );
@@ -332,7 +332,7 @@ export class OperationsService {
       await this.inExecutionTrace(op.executionId, () =>
         this.producer.tryEnqueue(
           JobName.RECHECK_OPERATION,
-          { operationId: op.id },
+          { operationId: op.id, executionId: op.executionId },
           {
             jobId: jobId(JobName.RECHECK_OPERATION, op.id, `investigated${seen.length + 1}`),
             delay: nextCheckAt.getTime() - Date.now(),

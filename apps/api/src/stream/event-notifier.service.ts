@@ -1,8 +1,7 @@
 import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { KEY_REVOCATION_CHANNEL, listenForKeyRevocations } from '@verity/persistence';
-import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, createRedis } from '@verity/platform';
+import { LOGGER, Logger, RedisClient, VERITY_CONFIG, VerityConfig, createRedisClient } from '@verity/platform';
 import { eventsChannel } from '@verity/queues';
-import type { Redis } from 'ioredis';
 import { Client } from 'pg';
 import { ApiKeyService } from '../auth/api-key.service';
 
@@ -17,7 +16,7 @@ type Listener = () => void;
 @Injectable()
 export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
   private client: Client | null = null;
-  private subscriber: Redis | null = null;
+  private subscriber: RedisClient | null = null;
   private subscribed = false;
   private readonly listeners = new Map<string, Set<Listener>>();
   private closing = false;
@@ -39,8 +38,9 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
 
   private subscribeToEvents(): void {
     const channel = eventsChannel(this.config.QUEUE_PREFIX);
-    // A connection of its own (a subscribed connection can do nothing else), reconnecting and resubscribing forever.
-    const subscriber = createRedis(this.config.REDIS_URL, 'worker', 'verity-api-events');
+    // A connection of its own (a subscribed connection can do nothing else), reconnecting and resubscribing forever. On
+    // a Redis Cluster it subscribes on one node; a PUBLISH on any node reaches it.
+    const subscriber = createRedisClient(this.config, 'worker', 'verity-api-events');
     // One message may announce several executions (ids joined by commas; see QueuesModule).
     subscriber.on('message', (_channel: string, ids: string) => {
       for (const executionId of ids.split(',')) this.wake(executionId);

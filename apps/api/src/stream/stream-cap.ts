@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient as Redis } from '@verity/platform';
 import { LUA_NOW_MS, redisAnswerWithin } from '../redis-limits';
 
 /**

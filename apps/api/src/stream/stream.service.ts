@@ -10,7 +10,7 @@ import {
 import { canStillChange, isOutcomeCurrent } from '@verity/status-model';
 import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { PRODUCER_REDIS } from '@verity/queues';
-import type { Redis } from 'ioredis';
+import type { RedisClient as Redis } from '@verity/platform';
 import type { Request, Response } from 'express';
 import { DataSource } from 'typeorm';
 import { ApiKeyService } from '../auth/api-key.service';
