@@ -1,10 +1,10 @@
 import { Controller, Get, Query, applyDecorators } from '@nestjs/common';
-import { ApiBearerAuth, ApiOkResponse, ApiOperation, ApiQuery, ApiTags } from '@nestjs/swagger';
+import { ApiBearerAuth, ApiQuery, ApiTags } from '@nestjs/swagger';
 import { TERMINAL_REASONS, TerminalReason } from '@verity/status-model';
 import { z } from 'zod';
 import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
 import { parseQuery } from '../executions/executions.controller';
-import { ApiProblems, schemaRef } from '../openapi';
+import { ApiEndpoint } from '../openapi';
 import { ReviewService } from './review.service';
 
 const QueueQuery = z.strictObject({
@@ -32,7 +32,6 @@ const QueueQueries = () =>
     }),
     ApiQuery({ name: 'cursor', required: false, type: String }),
     ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 200 } }),
-    ApiOkResponse({ schema: schemaRef('ReviewQueue') }),
   );
 
 /** The review console's work queues (reviewer role). Params in these views are masked: reviewers need no secrets. */
@@ -44,34 +43,36 @@ export class ReviewController {
   constructor(private readonly review: ReviewService) {}
 
   @Get('summary')
-  @ApiOperation({
-    operationId: 'getReviewSummary',
+  @ApiEndpoint({
+    id: 'getReviewSummary',
     summary: 'How many operations await approval or a manual review (reviewer)',
+    response: { schema: 'ReviewSummary' },
+    problems: ['forbidden'],
   })
-  @ApiProblems('forbidden')
-  @ApiOkResponse({ schema: schemaRef('ReviewSummary') })
   summary(@CurrentPrincipal() principal: Principal) {
     return this.review.counts(principal);
   }
 
   @Get('approvals')
-  @ApiOperation({
-    operationId: 'listPendingApprovals',
+  @ApiEndpoint({
+    id: 'listPendingApprovals',
     summary: 'PREPARED operations whose approval is requested, newest first (reviewer)',
+    response: { schema: 'ReviewQueue' },
+    problems: ['validation-error', 'forbidden'],
   })
   @QueueQueries()
-  @ApiProblems('validation-error', 'forbidden')
   approvals(@CurrentPrincipal() principal: Principal, @Query() query: unknown) {
     return this.review.list(principal, 'approvals', parseQuery(QueueQuery, query));
   }
 
   @Get('manual-reviews')
-  @ApiOperation({
-    operationId: 'listManualReviews',
+  @ApiEndpoint({
+    id: 'listManualReviews',
     summary: 'MANUAL_REVIEW operations with their recovery obligation, newest first (reviewer)',
+    response: { schema: 'ReviewQueue' },
+    problems: ['validation-error', 'forbidden'],
   })
   @QueueQueries()
-  @ApiProblems('validation-error', 'forbidden')
   @ApiQuery({ name: 'reason', required: false, enum: TERMINAL_REASONS })
   @ApiQuery({ name: 'escalated', required: false, enum: ['true', 'false'] })
   manualReviews(@CurrentPrincipal() principal: Principal, @Query() query: unknown) {
