@@ -2,10 +2,9 @@ import { Body, Controller, Get, HttpCode, Param, Post, Req, Res } from '@nestjs/
 import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
-import { hasBody, parseBody, requireJson } from '../http/parse';
+import { parseBody, refuseBody, requireJson } from '../http/parse';
 import { APPROVAL_EXAMPLE, OPERATION_DETAIL_EXAMPLE, RESOLVE_EXAMPLE } from '../openapi-examples';
 import { ApiEndpoint } from '../openapi';
-import { Problem } from '../problem/problem';
 import { OperationStatus } from '@verity/status-model';
 import { ApprovalBody, ResolveBody } from '../schemas';
 import { OperationsService } from './operations.service';
@@ -111,9 +110,7 @@ export class OperationsController {
     @Req() req: Request,
     @Body() body: unknown,
   ) {
-    if (hasBody(req) && body !== undefined && !(typeof body === 'object' && body && Object.keys(body).length === 0)) {
-      throw Problem.validation([{ field: '(body)', rule: 'no_body', message: 'recheck takes no body' }]);
-    }
+    refuseBody(req, body, 'recheck');
     return this.operations.recheck(principal, id);
   }
 
@@ -143,9 +140,7 @@ export class OperationsController {
     @Res({ passthrough: true }) res: Response,
     @Body() body: unknown,
   ) {
-    if (hasBody(req) && body !== undefined && !(typeof body === 'object' && body && Object.keys(body).length === 0)) {
-      throw Problem.validation([{ field: '(body)', rule: 'no_body', message: 'retry takes no body' }]);
-    }
+    refuseBody(req, body, 'retry');
     const result = await this.operations.retry(principal, id);
     res.setHeader('location', `/v1/operations/${result.operation.id}`);
     res.locals.executionId = result.execution.id;
