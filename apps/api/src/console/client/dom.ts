@@ -161,6 +161,16 @@ export function statusPair(): HTMLElement {
   return h('div', { class: 'status-pair', role: 'group', 'aria-label': 'Status, two separate kinds' });
 }
 
+/** The top of an execution's or an operation's page: heading, lede, the two status cards and the callout below them. */
+export function pageTop(kind: 'Execution' | 'Operation', id: string) {
+  return {
+    heading: h('h1', { tabindex: -1 }, `${kind} `, code(id)),
+    lede: h('p', { class: 'lede' }, 'Loading…'),
+    statusCards: statusPair(),
+    callout: h('p', { class: 'callout', hidden: true }),
+  };
+}
+
 /** One card of the pair: `execution`, where the agent's work stands, or `effect`, whether it happened. */
 export function statusCard(kind: 'execution' | 'effect', badge: HTMLElement, ...text: Child[]): HTMLElement {
   return h('div', { class: `status-card status-card-${kind}` }, badge, h('p', {}, ...text));

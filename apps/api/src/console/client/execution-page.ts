@@ -9,8 +9,8 @@ import {
   h,
   intentAndAgent,
   section,
+  pageTop,
   statusCard,
-  statusPair,
   time,
   verdictBadge,
   fill,
@@ -30,10 +30,7 @@ function executionView(id: string, main: HTMLElement, ctx: AppContext): () => vo
   let refreshTimer: ReturnType<typeof setTimeout> | null = null;
   const keys = new Map<string, string>();
 
-  const heading = h('h1', { tabindex: -1 }, 'Execution ', code(id));
-  const lede = h('p', { class: 'lede' }, 'Loading…');
-  const statusCards = statusPair();
-  const callout = h('p', { class: 'callout', hidden: true });
+  const { heading, lede, statusCards, callout } = pageTop('Execution', id);
   const body = h('div', { class: 'col-main' });
   const side = h('div', { class: 'col-side' });
   fill(

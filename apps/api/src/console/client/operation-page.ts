@@ -20,8 +20,8 @@ import {
   link,
   relative,
   section,
+  pageTop,
   statusCard,
-  statusPair,
   time,
 } from './dom';
 import { maskString } from '../mask';
@@ -56,10 +56,7 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
   const keys = new Map<string, string>();
 
   const crumbs = h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '/console' }, 'Queues'));
-  const heading = h('h1', { tabindex: -1 }, 'Operation ', code(id));
-  const lede = h('p', { class: 'lede' }, 'Loading…');
-  const statusCards = statusPair();
-  const callout = h('p', { class: 'callout', hidden: true });
+  const { heading, lede, statusCards, callout } = pageTop('Operation', id);
   const result = h('p', { class: 'result', role: 'status' });
   const actions = h('section', { id: 'actions', class: 'panel actions', 'aria-labelledby': 'actions-title' });
   const details = h('div', { class: 'details' });
