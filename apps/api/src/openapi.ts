@@ -332,6 +332,9 @@ function addCrossCuttingAnswers(document: OpenAPIObject): void {
     for (const method of METHODS) {
       const operation = item[method];
       if (!operation) continue;
+      // A class-level decorator (Roles' 403) gives every route of its controller the same response objects: each
+      // route gets its own copy before its path is written into the examples.
+      operation.responses = structuredClone(operation.responses);
       if (!operation.security || operation.security.length === 0) operation.security = [];
       const authenticated = operation.security.length > 0;
       addProblems(operation, 400, ['validation-error'], instance);

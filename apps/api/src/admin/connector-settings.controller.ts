@@ -44,7 +44,6 @@ export class ConnectorSettingsController {
     id: 'listConnectorSettings',
     summary: 'Every connector’s settings for this tenant: allowlist, spending caps and usage, secret names',
     response: { schema: z.object({ data: z.array(SettingsView) }) },
-    problems: ['forbidden'],
   })
   list(@CurrentPrincipal() principal: Principal) {
     return this.settings.list(principal);
@@ -56,7 +55,6 @@ export class ConnectorSettingsController {
     summary: 'One connector’s settings for this tenant (secret names only)',
     params: [CONNECTOR],
     response: { schema: SettingsView },
-    problems: ['forbidden'],
   })
   get(@CurrentPrincipal() principal: Principal, @Param('connector') connector: string) {
     return this.settings.get(principal, connector);
@@ -75,7 +73,7 @@ export class ConnectorSettingsController {
       example: { summary: 'Allow one host, cap a day, set a secret', value: CONNECTOR_SETTINGS_EXAMPLE },
     },
     response: { schema: SettingsView },
-    problems: ['validation-error', 'forbidden'],
+    problems: ['validation-error'],
   })
   put(
     @CurrentPrincipal() principal: Principal,
@@ -94,7 +92,6 @@ export class ConnectorSettingsController {
     summary: 'Remove every setting and secret of this connector for this tenant',
     params: [CONNECTOR],
     response: { status: 204, description: 'Removed (or there was nothing to remove)' },
-    problems: ['forbidden'],
   })
   async clear(@CurrentPrincipal() principal: Principal, @Param('connector') connector: string) {
     await this.settings.clear(principal, connector);
@@ -107,7 +104,6 @@ export class ConnectorSettingsController {
     summary: 'Delete one secret',
     params: [CONNECTOR, { name: 'name', description: 'secret name' }],
     response: { status: 204, description: 'Deleted' },
-    problems: ['forbidden'],
   })
   async deleteSecret(
     @CurrentPrincipal() principal: Principal,

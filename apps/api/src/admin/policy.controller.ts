@@ -21,7 +21,7 @@ export class PolicyController {
     id: 'getPolicy',
     summary: 'The policy in force for this tenant (its values, and the defaults where it set none)',
     response: { schema: PolicyView },
-    problems: ['forbidden', 'not-found'],
+    problems: ['not-found'],
   })
   get(@CurrentPrincipal() principal: Principal) {
     return this.policy.get(principal);
@@ -39,7 +39,7 @@ export class PolicyController {
       example: { summary: 'Owner, escalation, due times, a rule', value: POLICY_EXAMPLE },
     },
     response: { schema: PolicyView },
-    problems: ['validation-error', 'forbidden', 'not-found'],
+    problems: ['validation-error', 'not-found'],
   })
   put(@CurrentPrincipal() principal: Principal, @Req() req: Request, @Body() body: unknown) {
     requireJson(req);

@@ -26,7 +26,6 @@ export class WebhooksController {
     id: 'listWebhooks',
     summary: 'This tenant’s webhook endpoints (secrets are never returned)',
     response: { schema: z.object({ data: z.array(WebhookView) }) },
-    problems: ['forbidden'],
   })
   list(@CurrentPrincipal() principal: Principal) {
     return this.webhooks.list(principal);
@@ -42,7 +41,7 @@ export class WebhooksController {
       '(409 `webhook-limit`).',
     body: { schema: WebhookInputSchema },
     response: { status: 201, schema: WebhookCreatedView },
-    problems: ['validation-error', 'forbidden', 'webhook-limit'],
+    problems: ['validation-error', 'webhook-limit'],
   })
   create(@CurrentPrincipal() principal: Principal, @Req() req: Request, @Body() body: unknown) {
     requireJson(req);
@@ -55,7 +54,6 @@ export class WebhooksController {
     summary: 'One webhook endpoint, with `disabled` and its reason',
     params: [ID],
     response: { schema: WebhookView },
-    problems: ['forbidden'],
   })
   get(@CurrentPrincipal() principal: Principal, @Param('id') id: string) {
     return this.webhooks.get(principal, id);
@@ -68,7 +66,6 @@ export class WebhooksController {
     summary: 'Delete a webhook endpoint and its delivery log',
     params: [ID],
     response: { status: 204, description: 'Deleted' },
-    problems: ['forbidden'],
   })
   async remove(@CurrentPrincipal() principal: Principal, @Param('id') id: string) {
     await this.webhooks.remove(principal, id);
@@ -82,7 +79,6 @@ export class WebhooksController {
     description: 'Clears the failure count. Events from now on are delivered; those while it was disabled are not.',
     params: [ID],
     response: { schema: WebhookView },
-    problems: ['forbidden'],
   })
   enable(@CurrentPrincipal() principal: Principal, @Param('id') id: string) {
     return this.webhooks.enable(principal, id);
@@ -94,7 +90,7 @@ export class WebhooksController {
     summary: 'The endpoint’s delivery log, newest first, cursor pagination',
     params: [ID],
     response: { schema: z.object({ data: z.array(DeliveryView), next_cursor: z.string().nullable() }) },
-    problems: ['validation-error', 'forbidden'],
+    problems: ['validation-error'],
   })
   deliveries(@CurrentPrincipal() principal: Principal, @Param('id') id: string, @Query() query: unknown) {
     return this.webhooks.deliveries(principal, id, parseQuery(DeliveriesQuery, query));
@@ -108,7 +104,7 @@ export class WebhooksController {
     description: '409 `endpoint-disabled` while the endpoint is disabled.',
     params: [ID, { name: 'delivery_id', description: 'delivery id (msg_…), the webhook-id receivers saw' }],
     response: { status: 202, schema: DeliveryView },
-    problems: ['forbidden', 'endpoint-disabled'],
+    problems: ['endpoint-disabled'],
   })
   redeliver(
     @CurrentPrincipal() principal: Principal,

@@ -47,7 +47,6 @@ export class ReviewController {
     id: 'getReviewSummary',
     summary: 'How many operations await approval or a manual review (reviewer)',
     response: { schema: 'ReviewSummary' },
-    problems: ['forbidden'],
   })
   summary(@CurrentPrincipal() principal: Principal) {
     return this.review.counts(principal);
@@ -58,7 +57,7 @@ export class ReviewController {
     id: 'listPendingApprovals',
     summary: 'PREPARED operations whose approval is requested, newest first (reviewer)',
     response: { schema: 'ReviewQueue' },
-    problems: ['validation-error', 'forbidden'],
+    problems: ['validation-error'],
   })
   @QueueQueries()
   approvals(@CurrentPrincipal() principal: Principal, @Query() query: unknown) {
@@ -70,7 +69,7 @@ export class ReviewController {
     id: 'listManualReviews',
     summary: 'MANUAL_REVIEW operations with their recovery obligation, newest first (reviewer)',
     response: { schema: 'ReviewQueue' },
-    problems: ['validation-error', 'forbidden'],
+    problems: ['validation-error'],
   })
   @QueueQueries()
   @ApiQuery({ name: 'reason', required: false, enum: TERMINAL_REASONS })

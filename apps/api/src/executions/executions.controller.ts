@@ -71,7 +71,7 @@ export class ExecutionsController {
         },
       },
     },
-    problems: ['validation-error', 'forbidden', 'idempotency-key-in-flight', 'idempotency-key-reused'],
+    problems: ['validation-error', 'idempotency-key-in-flight', 'idempotency-key-reused'],
   })
   @ApiHeader({
     name: 'Idempotency-Key',
@@ -159,7 +159,7 @@ export class ExecutionsController {
     params: [ID],
     body: { schema: 'CancelRequest', required: false, example: { summary: 'With a reason', value: CANCEL_EXAMPLE } },
     response: { description: 'The execution, cancelled', schema: 'Execution' },
-    problems: ['validation-error', 'forbidden', 'execution-terminal', 'already-decided'],
+    problems: ['validation-error', 'execution-terminal', 'already-decided'],
   })
   cancel(
     @CurrentPrincipal() principal: Principal,

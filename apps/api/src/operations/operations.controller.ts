@@ -40,7 +40,7 @@ export class OperationsController {
     params: [ID],
     body: { schema: 'ApprovalRequest', example: { summary: 'Approve', value: APPROVAL_EXAMPLE } },
     response: { description: 'The operation after the decision', schema: 'OperationDetail' },
-    problems: ['validation-error', 'forbidden', 'already-decided', 'not-awaiting-approval', 'operation-moved'],
+    problems: ['validation-error', 'already-decided', 'not-awaiting-approval', 'operation-moved'],
   })
   approval(
     @CurrentPrincipal() principal: Principal,
@@ -66,14 +66,7 @@ export class OperationsController {
     params: [ID],
     body: { schema: 'ResolveRequest', example: { summary: 'Found at the provider', value: RESOLVE_EXAMPLE } },
     response: { description: 'The operation after the resolution', schema: 'OperationDetail' },
-    problems: [
-      'validation-error',
-      'forbidden',
-      'resolution-not-permitted',
-      'effect-exists',
-      'already-decided',
-      'operation-moved',
-    ],
+    problems: ['validation-error', 'resolution-not-permitted', 'effect-exists', 'already-decided', 'operation-moved'],
   })
   resolve(
     @CurrentPrincipal() principal: Principal,
@@ -102,7 +95,7 @@ export class OperationsController {
       'it was never sent or its connector cannot read it back. Takes no body.',
     params: [ID],
     response: { status: 202, description: 'The re-check is queued', schema: 'OperationDetail' },
-    problems: ['validation-error', 'forbidden', 'not-in-review', 'cannot-read-back', 'already-decided'],
+    problems: ['validation-error', 'not-in-review', 'cannot-read-back', 'already-decided'],
   })
   recheck(
     @CurrentPrincipal() principal: Principal,
@@ -131,7 +124,7 @@ export class OperationsController {
       schema: 'RetryResult',
       headers: { Location: { description: 'the new operation’s URL', required: true, schema: { type: 'string' } } },
     },
-    problems: ['validation-error', 'forbidden', 'retry-not-allowed', 'already-retried'],
+    problems: ['validation-error', 'retry-not-allowed', 'already-retried'],
   })
   async retry(
     @CurrentPrincipal() principal: Principal,
