@@ -21,8 +21,10 @@ const ManualReviewQuery = QueueQuery.extend({
     .optional(),
 });
 
-const QueueQueries = () =>
+/** A work queue: a page of operations as a ReviewQueue, filtered and paged by query parameters. */
+const QueueEndpoint = (id: string, summary: string) =>
   applyDecorators(
+    ApiEndpoint({ id, summary, response: { schema: 'ReviewQueue' }, problems: ['validation-error'] }),
     ApiQuery({ name: 'connector', required: false, type: String }),
     ApiQuery({
       name: 'q',
@@ -53,25 +55,16 @@ export class ReviewController {
   }
 
   @Get('approvals')
-  @ApiEndpoint({
-    id: 'listPendingApprovals',
-    summary: 'PREPARED operations whose approval is requested, newest first (reviewer)',
-    response: { schema: 'ReviewQueue' },
-    problems: ['validation-error'],
-  })
-  @QueueQueries()
+  @QueueEndpoint('listPendingApprovals', 'PREPARED operations whose approval is requested, newest first (reviewer)')
   approvals(@CurrentPrincipal() principal: Principal, @Query() query: unknown) {
     return this.review.list(principal, 'approvals', parseQuery(QueueQuery, query));
   }
 
   @Get('manual-reviews')
-  @ApiEndpoint({
-    id: 'listManualReviews',
-    summary: 'MANUAL_REVIEW operations with their recovery obligation, newest first (reviewer)',
-    response: { schema: 'ReviewQueue' },
-    problems: ['validation-error'],
-  })
-  @QueueQueries()
+  @QueueEndpoint(
+    'listManualReviews',
+    'MANUAL_REVIEW operations with their recovery obligation, newest first (reviewer)',
+  )
   @ApiQuery({ name: 'reason', required: false, enum: TERMINAL_REASONS })
   @ApiQuery({ name: 'escalated', required: false, enum: ['true', 'false'] })
   manualReviews(@CurrentPrincipal() principal: Principal, @Query() query: unknown) {
