@@ -1,5 +1,14 @@
 import { applyDecorators, type INestApplication } from '@nestjs/common';
-import { ApiResponse, DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
+import {
+  ApiBody,
+  ApiOperation,
+  ApiParam,
+  type ApiParamOptions,
+  ApiResponse,
+  DocumentBuilder,
+  OpenAPIObject,
+  SwaggerModule,
+} from '@nestjs/swagger';
 import type {
   OperationObject,
   ResponseObject,
@@ -20,6 +29,89 @@ export function schemaRef(name: SchemaName) {
 /** A request or response body with one named example (Swagger UI pre-fills "Try it out" with it). */
 export function jsonExample(summary: string, value: unknown) {
   return { examples: { [summary.toLowerCase().replace(/[^a-z0-9]+/g, '_')]: { summary, value } } };
+}
+
+/** A zod schema written out in the document where it is used (bodies that are no component of API_SCHEMAS). */
+export function inlineSchema(schema: z.ZodType) {
+  return z.toJSONSchema(schema, { target: 'openapi-3.0', io: 'input', unrepresentable: 'any' }) as never;
+}
+
+/** A body's schema: a component's name (written as a $ref) or a zod schema (written inline). */
+type BodySchema = SchemaName | z.ZodType;
+
+function bodySchema(schema: BodySchema) {
+  return typeof schema === 'string' ? schemaRef(schema) : inlineSchema(schema);
+}
+
+/** One named example of a body. */
+interface Example {
+  summary: string;
+  value: unknown;
+}
+
+/** What the document says about one route (the layers in front add their answers: see addCrossCuttingAnswers). */
+export interface EndpointDoc {
+  /** The operationId: the SDK's method name. */
+  id: string;
+  summary: string;
+  description?: string;
+  /** Path parameters, in the order of the path. */
+  params?: ApiParamOptions[];
+  body?: { schema: BodySchema; example?: Example; required?: boolean };
+  /** The success answer; 200 unless `status` says otherwise. */
+  response?: {
+    status?: number;
+    description?: string;
+    schema?: BodySchema;
+    example?: Example;
+    headers?: ResponseObject['headers'];
+    content?: ResponseObject['content'];
+  };
+  /** As for ApiProblems. */
+  problems?: (number | ProblemCode)[];
+}
+
+/** Drops the keys left undefined, so that a field not given is absent, as with a decorator not written. */
+function defined<T extends object>(value: T): T {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
+}
+
+/** A route's operation, path parameters, body, success answer and problems, in one decorator. */
+export function ApiEndpoint(doc: EndpointDoc) {
+  const { body, response } = doc;
+  const decorators = [
+    ApiOperation(defined({ operationId: doc.id, summary: doc.summary, description: doc.description })),
+    ...(doc.params ?? []).map((param) => ApiParam(param)),
+    ...(body
+      ? [
+          ApiBody(
+            defined({
+              schema: bodySchema(body.schema),
+              required: body.required,
+              ...(body.example ? jsonExample(body.example.summary, body.example.value) : {}),
+            }),
+          ),
+        ]
+      : []),
+    ...(response
+      ? [
+          ApiResponse(
+            defined({
+              status: response.status ?? 200,
+              description: response.description,
+              schema: response.schema === undefined ? undefined : bodySchema(response.schema),
+              ...(response.example ? jsonExample(response.example.summary, response.example.value) : {}),
+              headers: response.headers as never,
+              content: response.content as never,
+            }),
+          ),
+        ]
+      : []),
+    ...(doc.problems ? [ApiProblems(...doc.problems)] : []),
+  ];
+  // Applied last first, as a stack of decorators written in this order would be: the document lists parameters in
+  // the order they were applied.
+  return applyDecorators(...decorators.reverse());
 }
 
 const PROBLEM_DESCRIPTIONS: Record<number, string> = {
@@ -240,6 +332,9 @@ function addCrossCuttingAnswers(document: OpenAPIObject): void {
     for (const method of METHODS) {
       const operation = item[method];
       if (!operation) continue;
+      // A class-level decorator (Roles' 403) gives every route of its controller the same response objects: each
+      // route gets its own copy before its path is written into the examples.
+      operation.responses = structuredClone(operation.responses);
       if (!operation.security || operation.security.length === 0) operation.security = [];
       const authenticated = operation.security.length > 0;
       addProblems(operation, 400, ['validation-error'], instance);

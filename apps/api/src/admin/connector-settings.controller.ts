@@ -1,20 +1,12 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Put, Req } from '@nestjs/common';
-import {
-  ApiBearerAuth,
-  ApiBody,
-  ApiNoContentResponse,
-  ApiOkResponse,
-  ApiOperation,
-  ApiParam,
-  ApiTags,
-} from '@nestjs/swagger';
+import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import { ConnectorSettingsInputSchema } from '@verity/connectors';
 import type { Request } from 'express';
 import { z } from 'zod';
 import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
 import { parseBody, requireJson } from '../http/parse';
 import { CONNECTOR_SETTINGS_EXAMPLE } from '../openapi-examples';
-import { ApiProblems, jsonExample } from '../openapi';
+import { ApiEndpoint } from '../openapi';
 import { ConnectorSettingsService } from './connector-settings.service';
 
 const CONNECTOR = { name: 'connector', description: 'connector name, e.g. http or sandbox.sms' };
@@ -39,9 +31,6 @@ const SettingsView = z.object({
   updated_at: z.string().nullable(),
   updated_by: z.string().nullable(),
 });
-const schema = (s: z.ZodType) =>
-  z.toJSONSchema(s, { target: 'openapi-3.0', io: 'input', unrepresentable: 'any' }) as never;
-
 /** The tenant's connector settings (admin role). Secrets go in; only their names ever come out. */
 @ApiTags('admin')
 @ApiBearerAuth()
@@ -51,43 +40,41 @@ export class ConnectorSettingsController {
   constructor(private readonly settings: ConnectorSettingsService) {}
 
   @Get()
-  @ApiOperation({
-    operationId: 'listConnectorSettings',
+  @ApiEndpoint({
+    id: 'listConnectorSettings',
     summary: 'Every connector’s settings for this tenant: allowlist, spending caps and usage, secret names',
+    response: { schema: z.object({ data: z.array(SettingsView) }) },
   })
-  @ApiOkResponse({ schema: schema(z.object({ data: z.array(SettingsView) })) })
-  @ApiProblems('forbidden')
   list(@CurrentPrincipal() principal: Principal) {
     return this.settings.list(principal);
   }
 
   @Get(':connector')
-  @ApiOperation({
-    operationId: 'getConnectorSettings',
+  @ApiEndpoint({
+    id: 'getConnectorSettings',
     summary: 'One connector’s settings for this tenant (secret names only)',
+    params: [CONNECTOR],
+    response: { schema: SettingsView },
   })
-  @ApiParam(CONNECTOR)
-  @ApiOkResponse({ schema: schema(SettingsView) })
-  @ApiProblems('forbidden')
   get(@CurrentPrincipal() principal: Principal, @Param('connector') connector: string) {
     return this.settings.get(principal, connector);
   }
 
   @Put(':connector')
-  @ApiOperation({
-    operationId: 'setConnectorSettings',
+  @ApiEndpoint({
+    id: 'setConnectorSettings',
     summary: 'Set a connector’s settings',
     description:
       'Each field given replaces that setting and a field left out is kept. `secrets` merge by name: a value sets ' +
       'the secret, null deletes it. Secret values are never returned by any endpoint.',
+    params: [CONNECTOR],
+    body: {
+      schema: ConnectorSettingsInputSchema,
+      example: { summary: 'Allow one host, cap a day, set a secret', value: CONNECTOR_SETTINGS_EXAMPLE },
+    },
+    response: { schema: SettingsView },
+    problems: ['validation-error'],
   })
-  @ApiParam(CONNECTOR)
-  @ApiBody({
-    schema: schema(ConnectorSettingsInputSchema),
-    ...jsonExample('Allow one host, cap a day, set a secret', CONNECTOR_SETTINGS_EXAMPLE),
-  })
-  @ApiOkResponse({ schema: schema(SettingsView) })
-  @ApiProblems('validation-error', 'forbidden')
   put(
     @CurrentPrincipal() principal: Principal,
     @Param('connector') connector: string,
@@ -100,24 +87,24 @@ export class ConnectorSettingsController {
 
   @Delete(':connector')
   @HttpCode(204)
-  @ApiOperation({
-    operationId: 'clearConnectorSettings',
+  @ApiEndpoint({
+    id: 'clearConnectorSettings',
     summary: 'Remove every setting and secret of this connector for this tenant',
+    params: [CONNECTOR],
+    response: { status: 204, description: 'Removed (or there was nothing to remove)' },
   })
-  @ApiParam(CONNECTOR)
-  @ApiNoContentResponse({ description: 'Removed (or there was nothing to remove)' })
-  @ApiProblems('forbidden')
   async clear(@CurrentPrincipal() principal: Principal, @Param('connector') connector: string) {
     await this.settings.clear(principal, connector);
   }
 
   @Delete(':connector/secrets/:name')
   @HttpCode(204)
-  @ApiOperation({ operationId: 'deleteConnectorSecret', summary: 'Delete one secret' })
-  @ApiParam(CONNECTOR)
-  @ApiParam({ name: 'name', description: 'secret name' })
-  @ApiNoContentResponse({ description: 'Deleted' })
-  @ApiProblems('forbidden')
+  @ApiEndpoint({
+    id: 'deleteConnectorSecret',
+    summary: 'Delete one secret',
+    params: [CONNECTOR, { name: 'name', description: 'secret name' }],
+    response: { status: 204, description: 'Deleted' },
+  })
   async deleteSecret(
     @CurrentPrincipal() principal: Principal,
     @Param('connector') connector: string,

@@ -1,16 +1,12 @@
 import { Body, Controller, Get, Put, Req } from '@nestjs/common';
-import { ApiBearerAuth, ApiBody, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import type { Request } from 'express';
-import { z } from 'zod';
 import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
 import { parseBody, requireJson } from '../http/parse';
 import { POLICY_EXAMPLE } from '../openapi-examples';
-import { ApiProblems, jsonExample } from '../openapi';
+import { ApiEndpoint } from '../openapi';
 import { PolicyInputSchema, PolicyView } from './policy.schema';
 import { PolicyService } from './policy.service';
-
-const schema = (s: z.ZodType) =>
-  z.toJSONSchema(s, { target: 'openapi-3.0', io: 'input', unrepresentable: 'any' }) as never;
 
 /** The tenant's policy (admin role): obligation owner, escalation target, due times per hold reason, approval rules. */
 @ApiTags('admin')
@@ -21,30 +17,30 @@ export class PolicyController {
   constructor(private readonly policy: PolicyService) {}
 
   @Get()
-  @ApiOperation({
-    operationId: 'getPolicy',
+  @ApiEndpoint({
+    id: 'getPolicy',
     summary: 'The policy in force for this tenant (its values, and the defaults where it set none)',
+    response: { schema: PolicyView },
+    problems: ['not-found'],
   })
-  @ApiOkResponse({ schema: schema(PolicyView) })
-  @ApiProblems('forbidden', 'not-found')
   get(@CurrentPrincipal() principal: Principal) {
     return this.policy.get(principal);
   }
 
   @Put()
-  @ApiOperation({
-    operationId: 'setPolicy',
+  @ApiEndpoint({
+    id: 'setPolicy',
     summary: 'Set the tenant policy',
     description:
       'Each field given replaces that setting, a field left out is kept, null resets it to the default. ' +
       'Applies to obligations created and approvals planned from now on.',
+    body: {
+      schema: PolicyInputSchema,
+      example: { summary: 'Owner, escalation, due times, a rule', value: POLICY_EXAMPLE },
+    },
+    response: { schema: PolicyView },
+    problems: ['validation-error', 'not-found'],
   })
-  @ApiBody({
-    schema: schema(PolicyInputSchema),
-    ...jsonExample('Owner, escalation, due times, a rule', POLICY_EXAMPLE),
-  })
-  @ApiOkResponse({ schema: schema(PolicyView) })
-  @ApiProblems('validation-error', 'forbidden', 'not-found')
   put(@CurrentPrincipal() principal: Principal, @Req() req: Request, @Body() body: unknown) {
     requireJson(req);
     return this.policy.put(principal, parseBody(PolicyInputSchema, body));

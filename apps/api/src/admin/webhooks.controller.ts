@@ -1,26 +1,14 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query, Req } from '@nestjs/common';
-import {
-  ApiBearerAuth,
-  ApiAcceptedResponse,
-  ApiBody,
-  ApiCreatedResponse,
-  ApiNoContentResponse,
-  ApiOkResponse,
-  ApiOperation,
-  ApiParam,
-  ApiTags,
-} from '@nestjs/swagger';
+import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import type { Request } from 'express';
 import { z } from 'zod';
 import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
 import { parseBody, parseQuery, requireJson } from '../http/parse';
-import { ApiProblems } from '../openapi';
+import { ApiEndpoint } from '../openapi';
 import { DeliveriesQuery, DeliveryView, WebhookCreatedView, WebhookInputSchema, WebhookView } from './webhooks.schema';
 import { WebhooksService } from './webhooks.service';
 
 const ID = { name: 'id', description: 'webhook endpoint id (whk_…)' };
-const schema = (s: z.ZodType) =>
-  z.toJSONSchema(s, { target: 'openapi-3.0', io: 'input', unrepresentable: 'any' }) as never;
 
 /**
  * The tenant's webhook endpoints (admin role). Deliveries are signed per Standard Webhooks with the endpoint's secret,
@@ -34,89 +22,90 @@ export class WebhooksController {
   constructor(private readonly webhooks: WebhooksService) {}
 
   @Get()
-  @ApiOperation({
-    operationId: 'listWebhooks',
+  @ApiEndpoint({
+    id: 'listWebhooks',
     summary: 'This tenant’s webhook endpoints (secrets are never returned)',
+    response: { schema: z.object({ data: z.array(WebhookView) }) },
   })
-  @ApiOkResponse({ schema: schema(z.object({ data: z.array(WebhookView) })) })
-  @ApiProblems('forbidden')
   list(@CurrentPrincipal() principal: Principal) {
     return this.webhooks.list(principal);
   }
 
   @Post()
-  @ApiOperation({
-    operationId: 'createWebhook',
+  @ApiEndpoint({
+    id: 'createWebhook',
     summary: 'Create a webhook endpoint',
     description:
       'The URL must pass the tenant’s http connector allowlist and the SSRF rules (400 `egress_blocked` otherwise). ' +
       'The answer carries the signing secret (`whsec_…`), shown this once. At most 20 endpoints per tenant ' +
       '(409 `webhook-limit`).',
+    body: { schema: WebhookInputSchema },
+    response: { status: 201, schema: WebhookCreatedView },
+    problems: ['validation-error', 'webhook-limit'],
   })
-  @ApiBody({ schema: schema(WebhookInputSchema) })
-  @ApiCreatedResponse({ schema: schema(WebhookCreatedView) })
-  @ApiProblems('validation-error', 'forbidden', 'webhook-limit')
   create(@CurrentPrincipal() principal: Principal, @Req() req: Request, @Body() body: unknown) {
     requireJson(req);
     return this.webhooks.create(principal, parseBody(WebhookInputSchema, body));
   }
 
   @Get(':id')
-  @ApiOperation({ operationId: 'getWebhook', summary: 'One webhook endpoint, with `disabled` and its reason' })
-  @ApiParam(ID)
-  @ApiOkResponse({ schema: schema(WebhookView) })
-  @ApiProblems('forbidden')
+  @ApiEndpoint({
+    id: 'getWebhook',
+    summary: 'One webhook endpoint, with `disabled` and its reason',
+    params: [ID],
+    response: { schema: WebhookView },
+  })
   get(@CurrentPrincipal() principal: Principal, @Param('id') id: string) {
     return this.webhooks.get(principal, id);
   }
 
   @Delete(':id')
   @HttpCode(204)
-  @ApiOperation({ operationId: 'deleteWebhook', summary: 'Delete a webhook endpoint and its delivery log' })
-  @ApiParam(ID)
-  @ApiNoContentResponse({ description: 'Deleted' })
-  @ApiProblems('forbidden')
+  @ApiEndpoint({
+    id: 'deleteWebhook',
+    summary: 'Delete a webhook endpoint and its delivery log',
+    params: [ID],
+    response: { status: 204, description: 'Deleted' },
+  })
   async remove(@CurrentPrincipal() principal: Principal, @Param('id') id: string) {
     await this.webhooks.remove(principal, id);
   }
 
   @Post(':id/enable')
   @HttpCode(200)
-  @ApiOperation({
-    operationId: 'enableWebhook',
+  @ApiEndpoint({
+    id: 'enableWebhook',
     summary: 'Re-enable an endpoint disabled after repeated failures',
     description: 'Clears the failure count. Events from now on are delivered; those while it was disabled are not.',
+    params: [ID],
+    response: { schema: WebhookView },
   })
-  @ApiParam(ID)
-  @ApiOkResponse({ schema: schema(WebhookView) })
-  @ApiProblems('forbidden')
   enable(@CurrentPrincipal() principal: Principal, @Param('id') id: string) {
     return this.webhooks.enable(principal, id);
   }
 
   @Get(':id/deliveries')
-  @ApiOperation({
-    operationId: 'listWebhookDeliveries',
+  @ApiEndpoint({
+    id: 'listWebhookDeliveries',
     summary: 'The endpoint’s delivery log, newest first, cursor pagination',
+    params: [ID],
+    response: { schema: z.object({ data: z.array(DeliveryView), next_cursor: z.string().nullable() }) },
+    problems: ['validation-error'],
   })
-  @ApiParam(ID)
-  @ApiOkResponse({ schema: schema(z.object({ data: z.array(DeliveryView), next_cursor: z.string().nullable() })) })
-  @ApiProblems('validation-error', 'forbidden')
   deliveries(@CurrentPrincipal() principal: Principal, @Param('id') id: string, @Query() query: unknown) {
     return this.webhooks.deliveries(principal, id, parseQuery(DeliveriesQuery, query));
   }
 
   @Post(':id/deliveries/:delivery_id/redeliver')
   @HttpCode(202)
-  @ApiOperation({
-    operationId: 'redeliverWebhook',
+  @ApiEndpoint({
+    id: 'redeliverWebhook',
     summary: 'Send one message again (same webhook-id, a new round of attempts)',
     description: '409 `endpoint-disabled` while the endpoint is disabled.',
+    params: [ID, { name: 'delivery_id', description: 'delivery id (msg_…), the webhook-id receivers saw' }],
+    response: { status: 202, schema: DeliveryView },
+    problems: ['endpoint-disabled'],
   })
-  @ApiParam(ID)
-  @ApiParam({ name: 'delivery_id', description: 'delivery id (msg_…), the webhook-id receivers saw' })
-  @ApiAcceptedResponse({ schema: schema(DeliveryView) })
-  @ApiProblems('forbidden', 'endpoint-disabled')
   redeliver(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,

@@ -1,5 +1,6 @@
-import { SetMetadata, createParamDecorator, ExecutionContext } from '@nestjs/common';
+import { SetMetadata, applyDecorators, createParamDecorator, ExecutionContext } from '@nestjs/common';
 import type { Role } from '@verity/persistence';
+import { ApiProblems } from '../openapi';
 
 /** A tenant's key: everything under /v1 works on this tenant's data only. */
 export interface Principal {
@@ -20,8 +21,11 @@ export type AnyPrincipal = Principal | OperatorPrincipal;
 export const ROLES_KEY = 'verity:roles';
 export const PUBLIC_KEY = 'verity:public';
 
-/** Which roles may call an endpoint (admin may always). */
-export const Roles = (...roles: Role[]) => SetMetadata(ROLES_KEY, roles);
+/**
+ * Which roles may call an endpoint (admin may always). The document says so too: a key of another role gets 403
+ * `forbidden`.
+ */
+export const Roles = (...roles: Role[]) => applyDecorators(SetMetadata(ROLES_KEY, roles), ApiProblems('forbidden'));
 export const Public = () => SetMetadata(PUBLIC_KEY, true);
 
 export const CurrentPrincipal = createParamDecorator((_: unknown, ctx: ExecutionContext): Principal => {

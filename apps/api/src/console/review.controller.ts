@@ -1,10 +1,10 @@
 import { Controller, Get, Query, applyDecorators } from '@nestjs/common';
-import { ApiBearerAuth, ApiOkResponse, ApiOperation, ApiQuery, ApiTags } from '@nestjs/swagger';
+import { ApiBearerAuth, ApiQuery, ApiTags } from '@nestjs/swagger';
 import { TERMINAL_REASONS, TerminalReason } from '@verity/status-model';
 import { z } from 'zod';
 import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
 import { parseQuery } from '../executions/executions.controller';
-import { ApiProblems, schemaRef } from '../openapi';
+import { ApiEndpoint } from '../openapi';
 import { ReviewService } from './review.service';
 
 const QueueQuery = z.strictObject({
@@ -21,8 +21,10 @@ const ManualReviewQuery = QueueQuery.extend({
     .optional(),
 });
 
-const QueueQueries = () =>
+/** A work queue: a page of operations as a ReviewQueue, filtered and paged by query parameters. */
+const QueueEndpoint = (id: string, summary: string) =>
   applyDecorators(
+    ApiEndpoint({ id, summary, response: { schema: 'ReviewQueue' }, problems: ['validation-error'] }),
     ApiQuery({ name: 'connector', required: false, type: String }),
     ApiQuery({
       name: 'q',
@@ -32,7 +34,6 @@ const QueueQueries = () =>
     }),
     ApiQuery({ name: 'cursor', required: false, type: String }),
     ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 200 } }),
-    ApiOkResponse({ schema: schemaRef('ReviewQueue') }),
   );
 
 /** The review console's work queues (reviewer role). Params in these views are masked: reviewers need no secrets. */
@@ -44,34 +45,26 @@ export class ReviewController {
   constructor(private readonly review: ReviewService) {}
 
   @Get('summary')
-  @ApiOperation({
-    operationId: 'getReviewSummary',
+  @ApiEndpoint({
+    id: 'getReviewSummary',
     summary: 'How many operations await approval or a manual review (reviewer)',
+    response: { schema: 'ReviewSummary' },
   })
-  @ApiProblems('forbidden')
-  @ApiOkResponse({ schema: schemaRef('ReviewSummary') })
   summary(@CurrentPrincipal() principal: Principal) {
     return this.review.counts(principal);
   }
 
   @Get('approvals')
-  @ApiOperation({
-    operationId: 'listPendingApprovals',
-    summary: 'PREPARED operations whose approval is requested, newest first (reviewer)',
-  })
-  @QueueQueries()
-  @ApiProblems('validation-error', 'forbidden')
+  @QueueEndpoint('listPendingApprovals', 'PREPARED operations whose approval is requested, newest first (reviewer)')
   approvals(@CurrentPrincipal() principal: Principal, @Query() query: unknown) {
     return this.review.list(principal, 'approvals', parseQuery(QueueQuery, query));
   }
 
   @Get('manual-reviews')
-  @ApiOperation({
-    operationId: 'listManualReviews',
-    summary: 'MANUAL_REVIEW operations with their recovery obligation, newest first (reviewer)',
-  })
-  @QueueQueries()
-  @ApiProblems('validation-error', 'forbidden')
+  @QueueEndpoint(
+    'listManualReviews',
+    'MANUAL_REVIEW operations with their recovery obligation, newest first (reviewer)',
+  )
   @ApiQuery({ name: 'reason', required: false, enum: TERMINAL_REASONS })
   @ApiQuery({ name: 'escalated', required: false, enum: ['true', 'false'] })
   manualReviews(@CurrentPrincipal() principal: Principal, @Query() query: unknown) {

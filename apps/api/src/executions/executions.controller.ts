@@ -1,16 +1,5 @@
 import { Body, Controller, Get, HttpCode, Param, Post, Query, Req, Res } from '@nestjs/common';
-import {
-  ApiBearerAuth,
-  ApiBody,
-  ApiCreatedResponse,
-  ApiHeader,
-  ApiOkResponse,
-  ApiOperation,
-  ApiParam,
-  ApiProduces,
-  ApiQuery,
-  ApiTags,
-} from '@nestjs/swagger';
+import { ApiBearerAuth, ApiHeader, ApiProduces, ApiQuery, ApiTags } from '@nestjs/swagger';
 import { EXECUTION_STATUSES, ExecutionStatus } from '@verity/status-model';
 import type { Request, Response } from 'express';
 import { z } from 'zod';
@@ -23,7 +12,7 @@ import {
   SUBMISSION_EXAMPLE,
   VERIFIED_EXECUTION_EXAMPLE,
 } from '../openapi-examples';
-import { ApiProblems, jsonExample, schemaRef } from '../openapi';
+import { ApiEndpoint } from '../openapi';
 import { Problem } from '../problem/problem';
 import { CancelBody } from '../schemas';
 import { StreamService } from '../stream/stream.service';
@@ -62,32 +51,33 @@ export class ExecutionsController {
 
   @Post()
   @Roles('agent')
-  @ApiOperation({
-    operationId: 'submitExecution',
+  @ApiEndpoint({
+    id: 'submitExecution',
     summary: 'Submit an execution',
     description:
       '201 means the execution and its operations are committed (I7), even when the queue is down. With an ' +
       'Idempotency-Key, the same key and body return the same execution with `Idempotent-Replayed: true`.',
+    body: { schema: 'Submission', example: { summary: 'The README’s order 1234', value: SUBMISSION_EXAMPLE } },
+    response: {
+      status: 201,
+      description: 'The execution, committed (or the earlier one, replayed)',
+      schema: 'Execution',
+      example: { summary: 'Committed, nothing sent yet', value: CREATED_EXECUTION_EXAMPLE },
+      headers: {
+        Location: { description: 'the execution’s URL', required: true, schema: { type: 'string' } },
+        'Idempotent-Replayed': {
+          description: '`true` when this is a replay of an earlier request',
+          schema: { type: 'string' },
+        },
+      },
+    },
+    problems: ['validation-error', 'idempotency-key-in-flight', 'idempotency-key-reused'],
   })
   @ApiHeader({
     name: 'Idempotency-Key',
     required: false,
     description: '1–255 printable ASCII characters; scoped to the tenant, kept 24 h',
   })
-  @ApiBody({ schema: schemaRef('Submission'), ...jsonExample('The README’s order 1234', SUBMISSION_EXAMPLE) })
-  @ApiCreatedResponse({
-    description: 'The execution, committed (or the earlier one, replayed)',
-    schema: schemaRef('Execution'),
-    ...jsonExample('Committed, nothing sent yet', CREATED_EXECUTION_EXAMPLE),
-    headers: {
-      Location: { description: 'the execution’s URL', required: true, schema: { type: 'string' } },
-      'Idempotent-Replayed': {
-        description: '`true` when this is a replay of an earlier request',
-        schema: { type: 'string' },
-      },
-    },
-  })
-  @ApiProblems('validation-error', 'forbidden', 'idempotency-key-in-flight', 'idempotency-key-reused')
   async submit(
     @CurrentPrincipal() principal: Principal,
     @Req() req: Request,
@@ -112,44 +102,47 @@ export class ExecutionsController {
   }
 
   @Get()
-  @ApiOperation({
-    operationId: 'listExecutions',
+  @ApiEndpoint({
+    id: 'listExecutions',
     summary: 'List this tenant’s executions, newest first (cursor pagination)',
+    response: {
+      schema: 'ExecutionList',
+      example: { summary: 'One page', value: { data: [VERIFIED_EXECUTION_EXAMPLE], next_cursor: null } },
+    },
   })
   @ApiQuery({ name: 'status', required: false, enum: EXECUTION_STATUSES })
   @ApiQuery({ name: 'cursor', required: false, type: String, description: '`next_cursor` of the previous page' })
   @ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 200, default: 50 } })
-  @ApiOkResponse({
-    schema: schemaRef('ExecutionList'),
-    ...jsonExample('One page', { data: [VERIFIED_EXECUTION_EXAMPLE], next_cursor: null }),
-  })
   list(@CurrentPrincipal() principal: Principal, @Query() query: unknown) {
     return this.executions.list(principal, parseQuery(ListQuery, query));
   }
 
   @Get(':id')
-  @ApiOperation({ operationId: 'getExecution', summary: 'One execution with its operations, effects and failure' })
-  @ApiParam(ID)
-  @ApiOkResponse({
-    schema: schemaRef('Execution'),
-    ...jsonExample('Completed: the charge VERIFIED, the SMS ACKNOWLEDGED', VERIFIED_EXECUTION_EXAMPLE),
+  @ApiEndpoint({
+    id: 'getExecution',
+    summary: 'One execution with its operations, effects and failure',
+    params: [ID],
+    response: {
+      schema: 'Execution',
+      example: { summary: 'Completed: the charge VERIFIED, the SMS ACKNOWLEDGED', value: VERIFIED_EXECUTION_EXAMPLE },
+    },
   })
   get(@CurrentPrincipal() principal: Principal, @Param('id') id: string) {
     return this.executions.get(principal, id);
   }
 
   @Get(':id/events')
-  @ApiOperation({
-    operationId: 'listExecutionEvents',
+  @ApiEndpoint({
+    id: 'listExecutionEvents',
     summary: 'The append-only event log, in order, after an event id (or seq)',
+    params: [ID],
+    response: {
+      schema: 'EventList',
+      example: { summary: 'The first event and the charge’s VERIFIED', value: EVENT_LIST_EXAMPLE },
+    },
   })
-  @ApiParam(ID)
   @ApiQuery({ name: 'after', required: false, type: String, description: 'an event id (or seq): only later events' })
   @ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 1000, default: 500 } })
-  @ApiOkResponse({
-    schema: schemaRef('EventList'),
-    ...jsonExample('The first event and the charge’s VERIFIED', EVENT_LIST_EXAMPLE),
-  })
   events(@CurrentPrincipal() principal: Principal, @Param('id') id: string, @Query() query: unknown) {
     const q = parseQuery(EventsQuery, query);
     return this.executions.events(principal, id, q.after, q.limit);
@@ -158,16 +151,16 @@ export class ExecutionsController {
   @Post(':id/cancel')
   @HttpCode(200)
   @Roles('agent', 'reviewer')
-  @ApiOperation({
-    operationId: 'cancelExecution',
+  @ApiEndpoint({
+    id: 'cancelExecution',
     summary: 'Cancel an execution',
     description:
       'PREPARED operations become CANCELLED; anything already SENT keeps being reconciled (I11). The body is optional.',
+    params: [ID],
+    body: { schema: 'CancelRequest', required: false, example: { summary: 'With a reason', value: CANCEL_EXAMPLE } },
+    response: { description: 'The execution, cancelled', schema: 'Execution' },
+    problems: ['validation-error', 'execution-terminal', 'already-decided'],
   })
-  @ApiParam(ID)
-  @ApiBody({ schema: schemaRef('CancelRequest'), required: false, ...jsonExample('With a reason', CANCEL_EXAMPLE) })
-  @ApiOkResponse({ description: 'The execution, cancelled', schema: schemaRef('Execution') })
-  @ApiProblems('validation-error', 'forbidden', 'execution-terminal', 'already-decided')
   cancel(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,
@@ -183,8 +176,8 @@ export class ExecutionsController {
   }
 
   @Get(':id/stream')
-  @ApiOperation({
-    operationId: 'streamExecutionEvents',
+  @ApiEndpoint({
+    id: 'streamExecutionEvents',
     summary: 'Live events (server-sent events)',
     description:
       'Every event of the execution: `id:` is the event id, `event:` its type, `data:` the event as JSON. ' +
@@ -193,8 +186,19 @@ export class ExecutionsController {
       'execution completed). Ends with `event: end`, data `{ "reason": "settled" | "deadline" | "key_revoked" }`: ' +
       'nothing can change any more; the deadline of a terminal execution passed with something still open; the key ' +
       'was revoked.',
+    params: [ID],
+    response: {
+      description: 'The events as server-sent events, then `event: end`',
+      content: {
+        'text/event-stream': {
+          schema: { type: 'string' },
+          example:
+            'id: evt_01m8pvhh9gtx1v9h3cbv1qxxrf\nevent: operation.status_changed\ndata: {"id":"evt_01m8pvhh9gtx1v9h3cbv1qxxrf","seq":11,"type":"operation.status_changed","to_status":"VERIFIED"}\n\n: heartbeat\n\nevent: end\ndata: {"reason":"settled"}\n\n',
+        },
+      },
+    },
+    problems: ['too-many-streams'],
   })
-  @ApiParam(ID)
   @ApiHeader({ name: 'Last-Event-ID', required: false, description: 'resume after this event id' })
   @ApiQuery({
     name: 'after',
@@ -203,17 +207,6 @@ export class ExecutionsController {
     description: 'like Last-Event-ID, for clients that cannot set headers',
   })
   @ApiProduces('text/event-stream')
-  @ApiOkResponse({
-    description: 'The events as server-sent events, then `event: end`',
-    content: {
-      'text/event-stream': {
-        schema: { type: 'string' },
-        example:
-          'id: evt_01m8pvhh9gtx1v9h3cbv1qxxrf\nevent: operation.status_changed\ndata: {"id":"evt_01m8pvhh9gtx1v9h3cbv1qxxrf","seq":11,"type":"operation.status_changed","to_status":"VERIFIED"}\n\n: heartbeat\n\nevent: end\ndata: {"reason":"settled"}\n\n',
-      },
-    },
-  })
-  @ApiProblems('too-many-streams')
   async stream(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,

@@ -18,6 +18,20 @@ const iso = (d: Date | null | undefined) => (d ? new Date(d).toISOString() : nul
 /** A timestamp column that is never null. */
 const isoAt = (d: Date) => new Date(d).toISOString();
 
+/** The operation as the agent asked for it, in the wire's names: what a retry submits again. */
+export function requestedOperation(op: OperationEntity) {
+  return {
+    key: op.key,
+    connector: op.connector,
+    action: op.action,
+    params: op.params,
+    irreversible: op.irreversible,
+    requires_approval: op.requiresApproval,
+    verification_method: op.verificationMethod,
+    expected_state: op.expectedState,
+  };
+}
+
 /**
  * The wire format (snake_case). Internal columns (attempt fencing aside, check counters...) stay inside. `commit` and
  * `failure` are derived by libs/status-model; `lastChange` is the event that made the operation's last move (null only
@@ -27,14 +41,7 @@ export function presentOperation(op: OperationEntity, lastChange: LastStatusChan
   return {
     id: op.id,
     execution_id: op.executionId,
-    key: op.key,
-    connector: op.connector,
-    action: op.action,
-    params: op.params,
-    irreversible: op.irreversible,
-    requires_approval: op.requiresApproval,
-    verification_method: op.verificationMethod,
-    expected_state: op.expectedState,
+    ...requestedOperation(op),
     depends_on: op.dependsOn,
     status: op.status,
     terminal_reason: op.terminalReason,

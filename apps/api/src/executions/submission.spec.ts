@@ -1,4 +1,5 @@
 import { ConnectorRegistry } from '@verity/connectors';
+import { SUBMISSION_EXAMPLE } from '../openapi-examples';
 import { LIMITS, validateSubmission } from './submission';
 
 const registry = new ConnectorRegistry();
@@ -20,26 +21,23 @@ function errorsOf(body: unknown) {
 
 describe('validateSubmission', () => {
   it('accepts the docs/contract.md §5 example shape', () => {
+    // The README's submission with the fields §5 spells out that it leaves to their defaults.
+    const [chargeOp, notify] = SUBMISSION_EXAMPLE.operations;
     const result = validateSubmission(
       {
-        agent_id: 'billing-bot',
-        intent: 'Charge order 1234',
+        ...SUBMISSION_EXAMPLE,
         deadline_seconds: 600,
         operations: [
-          charge('charge', {
+          {
+            ...chargeOp,
             irreversible: true,
+            requires_approval: false,
             verification_method: 'read_after_write',
             expected_state: { charged: false },
-          }),
-          {
-            key: 'notify',
-            connector: 'sandbox.sms',
-            action: 'send',
-            params: { to: '+15550100', body: 'Paid', client_ref: 'order-1234-sms' },
-            depends_on: ['charge'],
+            depends_on: [],
           },
+          notify,
         ],
-        criteria: [{ key: 'paid', operation: 'charge', expect_status: 'VERIFIED' }],
       },
       registry,
     );

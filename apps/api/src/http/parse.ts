@@ -26,3 +26,10 @@ export function hasBody(req: Request): boolean {
   const length = Number(req.headers['content-length'] ?? 0);
   return length > 0 || req.headers['transfer-encoding'] !== undefined;
 }
+
+/** For endpoints that take no body: none at all, or an empty object, passes; anything else is refused. */
+export function refuseBody(req: Request, body: unknown, endpoint: string): void {
+  if (hasBody(req) && body !== undefined && !(typeof body === 'object' && body && Object.keys(body).length === 0)) {
+    throw Problem.validation([{ field: '(body)', rule: 'no_body', message: `${endpoint} takes no body` }]);
+  }
+}

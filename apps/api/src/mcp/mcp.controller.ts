@@ -1,13 +1,13 @@
 import { Controller, Delete, Get, Post, Req, Res } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
-import { ApiBearerAuth, ApiExcludeEndpoint, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
+import { ApiBearerAuth, ApiExcludeEndpoint, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { Verity } from '@verity/sdk';
 import { createVerityMcpServer } from '@verity/sdk/mcp';
 import type { Request, Response } from 'express';
 import type { AddressInfo } from 'node:net';
 import { bearerToken } from '../auth/auth.guard';
-import { ApiProblems } from '../openapi';
+import { ApiEndpoint } from '../openapi';
 import { Problem } from '../problem/problem';
 
 /** A JSON-RPC 2.0 message: MCP's own format, also for the transport's refusals. */
@@ -52,21 +52,21 @@ export class McpController {
   constructor(private readonly adapterHost: HttpAdapterHost) {}
 
   @Post()
-  @ApiOperation({
-    operationId: 'postMcpMessage',
+  @ApiEndpoint({
+    id: 'postMcpMessage',
     summary: 'MCP (Streamable HTTP, stateless): tools and execution resources for agents',
     description:
       'JSON-RPC 2.0 per the Model Context Protocol. Tools: list_connectors, submit_execution, get_execution, ' +
       'wait_for_execution, cancel_execution, get_operation; resources verity://executions/{id}. The key’s tenant ' +
       'and role apply as on /v1.',
-  })
-  @ApiResponse({
-    status: 200,
-    description: 'The JSON-RPC response, as JSON or as a server-sent event stream (per the request’s Accept)',
-    content: {
-      'application/json': { schema: JSON_RPC_MESSAGE },
-      'text/event-stream': { schema: { type: 'string' } },
+    response: {
+      description: 'The JSON-RPC response, as JSON or as a server-sent event stream (per the request’s Accept)',
+      content: {
+        'application/json': { schema: JSON_RPC_MESSAGE },
+        'text/event-stream': { schema: { type: 'string' } },
+      },
     },
+    problems: [401, 403, 429],
   })
   @ApiResponse({ status: 202, description: 'A notification or response was accepted; no body' })
   @ApiResponse({ status: 400, description: 'Not a JSON-RPC message', content: JSON_RPC_ERROR })
@@ -76,7 +76,6 @@ export class McpController {
     content: JSON_RPC_ERROR,
   })
   @ApiResponse({ status: 415, description: 'The body must be application/json', content: JSON_RPC_ERROR })
-  @ApiProblems(401, 403, 429)
   async post(@Req() req: Request, @Res() res: Response): Promise<void> {
     const client = new Verity({
       baseUrl: this.selfUrl(),

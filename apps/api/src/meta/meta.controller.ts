@@ -1,9 +1,9 @@
 import { Controller, Get } from '@nestjs/common';
-import { ApiBearerAuth, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import { ConnectorRegistry } from '@verity/connectors';
 import { statusModelDocument } from '@verity/status-model';
 import { Public } from '../auth/principal';
-import { schemaRef } from '../openapi';
+import { ApiEndpoint } from '../openapi';
 
 /** Where to go from the root: a first request to `/` or `/v1` answers with links instead of a 404. */
 const INDEX = {
@@ -21,28 +21,25 @@ const INDEX = {
     executions: '/v1/executions',
   },
 };
+/** `/` and `/v1` answer the same; only the operation id tells them apart. */
+const INDEX_DOC = {
+  summary: 'Links to the documentation, the console, health and the API (no key needed)',
+  response: { schema: 'Index' },
+} as const;
 
 @ApiTags('catalogue')
 @Controller()
 export class IndexController {
   @Get()
   @Public()
-  @ApiOperation({
-    operationId: 'getIndex',
-    summary: 'Links to the documentation, the console, health and the API (no key needed)',
-  })
-  @ApiOkResponse({ schema: schemaRef('Index') })
+  @ApiEndpoint({ id: 'getIndex', ...INDEX_DOC })
   root() {
     return INDEX;
   }
 
   @Get('v1')
   @Public()
-  @ApiOperation({
-    operationId: 'getApiIndex',
-    summary: 'Links to the documentation, the console, health and the API (no key needed)',
-  })
-  @ApiOkResponse({ schema: schemaRef('Index') })
+  @ApiEndpoint({ id: 'getApiIndex', ...INDEX_DOC })
   v1() {
     return INDEX;
   }
@@ -55,22 +52,22 @@ export class MetaController {
 
   @Get('connectors')
   @ApiBearerAuth()
-  @ApiOperation({
-    operationId: 'listConnectors',
+  @ApiEndpoint({
+    id: 'listConnectors',
     summary: 'Each connector: actions, params schema, read-back, idempotency, reversible',
+    response: { schema: 'ConnectorList' },
   })
-  @ApiOkResponse({ schema: schemaRef('ConnectorList') })
   list() {
     return { data: this.connectors.describe() };
   }
 
   @Get('status-model')
   @Public()
-  @ApiOperation({
-    operationId: 'getStatusModel',
+  @ApiEndpoint({
+    id: 'getStatusModel',
     summary: 'The state tables and retry rules, generated from libs/status-model (no key needed)',
+    response: { schema: 'StatusModel' },
   })
-  @ApiOkResponse({ schema: schemaRef('StatusModel') })
   statusModel() {
     return statusModelDocument();
   }

@@ -13,32 +13,34 @@ export const httpDuration = new Histogram({
   registers: [metricsRegistry],
 });
 
-export const executionsInFlight = new Gauge({
-  name: 'verity_executions_in_flight',
-  help: 'Executions not yet in a terminal status, by status (read from Postgres at scrape time)',
-  labelNames: ['status'] as const,
-  registers: [metricsRegistry],
-});
+/** A gauge the scrape sets from Postgres (metrics.controller.ts), in the shared registry. */
+function scrapedGauge<L extends string>(name: string, help: string, labelNames: readonly L[]) {
+  return new Gauge<L>({ name, help, labelNames, registers: [metricsRegistry] });
+}
 
-export const operationsInFlight = new Gauge({
-  name: 'verity_operations_in_flight',
-  help: 'Operations not yet VERIFIED, FAILED or CANCELLED, by status (read from Postgres at scrape time)',
-  labelNames: ['status'] as const,
-  registers: [metricsRegistry],
-});
+export const executionsInFlight = scrapedGauge(
+  'verity_executions_in_flight',
+  'Executions not yet in a terminal status, by status (read from Postgres at scrape time)',
+  ['status'],
+);
 
-export const openObligations = new Gauge({
-  name: 'verity_open_obligations',
-  help: 'Open recovery obligations (MANUAL_REVIEW operations) by how far past their due time they are',
-  labelNames: ['age'] as const,
-  registers: [metricsRegistry],
-});
+export const operationsInFlight = scrapedGauge(
+  'verity_operations_in_flight',
+  'Operations not yet VERIFIED, FAILED or CANCELLED, by status (read from Postgres at scrape time)',
+  ['status'],
+);
 
-export const overdueObligations = new Gauge({
-  name: 'verity_overdue_obligations',
-  help: 'MANUAL_REVIEW operations whose recovery obligation is past due',
-  registers: [metricsRegistry],
-});
+export const openObligations = scrapedGauge(
+  'verity_open_obligations',
+  'Open recovery obligations (MANUAL_REVIEW operations) by how far past their due time they are',
+  ['age'],
+);
+
+export const overdueObligations = scrapedGauge(
+  'verity_overdue_obligations',
+  'MANUAL_REVIEW operations whose recovery obligation is past due',
+  [],
+);
 
 export const submissions = new Counter({
   name: 'verity_submissions_total',

@@ -1,20 +1,10 @@
 import { Body, Controller, Get, HttpCode, Param, Post, Req, Res } from '@nestjs/common';
-import {
-  ApiBearerAuth,
-  ApiBody,
-  ApiCreatedResponse,
-  ApiOkResponse,
-  ApiOperation,
-  ApiParam,
-  ApiResponse,
-  ApiTags,
-} from '@nestjs/swagger';
+import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
-import { hasBody, parseBody, requireJson } from '../http/parse';
+import { parseBody, refuseBody, requireJson } from '../http/parse';
 import { APPROVAL_EXAMPLE, OPERATION_DETAIL_EXAMPLE, RESOLVE_EXAMPLE } from '../openapi-examples';
-import { ApiProblems, jsonExample, schemaRef } from '../openapi';
-import { Problem } from '../problem/problem';
+import { ApiEndpoint } from '../openapi';
 import { OperationStatus } from '@verity/status-model';
 import { ApprovalBody, ResolveBody } from '../schemas';
 import { OperationsService } from './operations.service';
@@ -28,14 +18,14 @@ export class OperationsController {
   constructor(private readonly operations: OperationsService) {}
 
   @Get(':id')
-  @ApiOperation({
-    operationId: 'getOperation',
+  @ApiEndpoint({
+    id: 'getOperation',
     summary: 'One operation with evidence, retry rule and recovery obligation',
-  })
-  @ApiParam(ID)
-  @ApiOkResponse({
-    schema: schemaRef('OperationDetail'),
-    ...jsonExample('The charge, VERIFIED with its read-back', OPERATION_DETAIL_EXAMPLE),
+    params: [ID],
+    response: {
+      schema: 'OperationDetail',
+      example: { summary: 'The charge, VERIFIED with its read-back', value: OPERATION_DETAIL_EXAMPLE },
+    },
   })
   get(@CurrentPrincipal() principal: Principal, @Param('id') id: string) {
     return this.operations.get(principal, id);
@@ -44,14 +34,14 @@ export class OperationsController {
   @Post(':id/approval')
   @HttpCode(200)
   @Roles('reviewer')
-  @ApiOperation({
-    operationId: 'decideApproval',
+  @ApiEndpoint({
+    id: 'decideApproval',
     summary: 'Approve or deny an operation that needs approval (reviewer)',
+    params: [ID],
+    body: { schema: 'ApprovalRequest', example: { summary: 'Approve', value: APPROVAL_EXAMPLE } },
+    response: { description: 'The operation after the decision', schema: 'OperationDetail' },
+    problems: ['validation-error', 'already-decided', 'not-awaiting-approval', 'operation-moved'],
   })
-  @ApiParam(ID)
-  @ApiBody({ schema: schemaRef('ApprovalRequest'), ...jsonExample('Approve', APPROVAL_EXAMPLE) })
-  @ApiOkResponse({ description: 'The operation after the decision', schema: schemaRef('OperationDetail') })
-  @ApiProblems('validation-error', 'forbidden', 'already-decided', 'not-awaiting-approval', 'operation-moved')
   approval(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,
@@ -66,25 +56,18 @@ export class OperationsController {
   @Post(':id/resolve')
   @HttpCode(200)
   @Roles('reviewer')
-  @ApiOperation({
-    operationId: 'resolveOperation',
+  @ApiEndpoint({
+    id: 'resolveOperation',
     summary: 'Resolve a MANUAL_REVIEW operation with evidence (reviewer)',
     description:
       'VERIFIED / FAILED / SENT / CANCELLED end the hold. MANUAL_REVIEW records "still unknown after investigation": ' +
       'the operation stays held, its obligation is re-dated (`due_in_seconds`, default the tenant policy) and the ' +
       'history shows it (`operation.still_unknown`); a later resolution is still possible.',
+    params: [ID],
+    body: { schema: 'ResolveRequest', example: { summary: 'Found at the provider', value: RESOLVE_EXAMPLE } },
+    response: { description: 'The operation after the resolution', schema: 'OperationDetail' },
+    problems: ['validation-error', 'resolution-not-permitted', 'effect-exists', 'already-decided', 'operation-moved'],
   })
-  @ApiParam(ID)
-  @ApiBody({ schema: schemaRef('ResolveRequest'), ...jsonExample('Found at the provider', RESOLVE_EXAMPLE) })
-  @ApiOkResponse({ description: 'The operation after the resolution', schema: schemaRef('OperationDetail') })
-  @ApiProblems(
-    'validation-error',
-    'forbidden',
-    'resolution-not-permitted',
-    'effect-exists',
-    'already-decided',
-    'operation-moved',
-  )
   resolve(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,
@@ -102,48 +85,47 @@ export class OperationsController {
   @Post(':id/recheck')
   @HttpCode(202)
   @Roles('reviewer')
-  @ApiOperation({
-    operationId: 'recheckOperation',
+  @ApiEndpoint({
+    id: 'recheckOperation',
     summary: 'Read the source of a MANUAL_REVIEW operation now (reviewer)',
     description:
       'Asks the reconciler to read the effect back now (never a send). A hold for SOURCE_UNREACHABLE or ' +
       'STALE_REPLICA whose effect is found is released to VERIFIED; any other result stays held and is recorded ' +
       'as an `operation.rechecked` event. 409 `not-in-review` if the operation is not held, `cannot-read-back` if ' +
       'it was never sent or its connector cannot read it back. Takes no body.',
+    params: [ID],
+    response: { status: 202, description: 'The re-check is queued', schema: 'OperationDetail' },
+    problems: ['validation-error', 'not-in-review', 'cannot-read-back', 'already-decided'],
   })
-  @ApiParam(ID)
-  @ApiResponse({ status: 202, description: 'The re-check is queued', schema: schemaRef('OperationDetail') })
-  @ApiProblems('validation-error', 'forbidden', 'not-in-review', 'cannot-read-back', 'already-decided')
   recheck(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,
     @Req() req: Request,
     @Body() body: unknown,
   ) {
-    if (hasBody(req) && body !== undefined && !(typeof body === 'object' && body && Object.keys(body).length === 0)) {
-      throw Problem.validation([{ field: '(body)', rule: 'no_body', message: 'recheck takes no body' }]);
-    }
+    refuseBody(req, body, 'recheck');
     return this.operations.recheck(principal, id);
   }
 
   @Post(':id/retry')
   @HttpCode(201)
   @Roles('agent')
-  @ApiOperation({
-    operationId: 'retryOperation',
+  @ApiEndpoint({
+    id: 'retryOperation',
     summary: 'Retry a FAILED or CANCELLED operation',
     description:
       'Creates a new operation (`retry_of` = this one) in a new execution; the original history stays as it ' +
       'happened. Any other status answers 409 naming its retry rule (`forbidden` for UNKNOWN: a blind re-send ' +
       'could charge twice). Takes no body.',
+    params: [ID],
+    response: {
+      status: 201,
+      description: 'The new operation and its new execution',
+      schema: 'RetryResult',
+      headers: { Location: { description: 'the new operation’s URL', required: true, schema: { type: 'string' } } },
+    },
+    problems: ['validation-error', 'retry-not-allowed', 'already-retried'],
   })
-  @ApiParam(ID)
-  @ApiCreatedResponse({
-    description: 'The new operation and its new execution',
-    schema: schemaRef('RetryResult'),
-    headers: { Location: { description: 'the new operation’s URL', required: true, schema: { type: 'string' } } },
-  })
-  @ApiProblems('validation-error', 'forbidden', 'retry-not-allowed', 'already-retried')
   async retry(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,
@@ -151,9 +133,7 @@ export class OperationsController {
     @Res({ passthrough: true }) res: Response,
     @Body() body: unknown,
   ) {
-    if (hasBody(req) && body !== undefined && !(typeof body === 'object' && body && Object.keys(body).length === 0)) {
-      throw Problem.validation([{ field: '(body)', rule: 'no_body', message: 'retry takes no body' }]);
-    }
+    refuseBody(req, body, 'retry');
     const result = await this.operations.retry(principal, id);
     res.setHeader('location', `/v1/operations/${result.operation.id}`);
     res.locals.executionId = result.execution.id;

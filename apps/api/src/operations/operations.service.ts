@@ -37,7 +37,7 @@ import {
 import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { Problem } from '../problem/problem';
-import { presentExecution, presentOperation } from '../executions/presenter';
+import { presentExecution, presentOperation, requestedOperation } from '../executions/presenter';
 
 @Injectable()
 export class OperationsService {
@@ -423,22 +423,7 @@ export class OperationsService {
           idempotencyKey: null,
           createdEventId: newId('evt'),
           traceParent: currentTraceparent(),
-          operations: [
-            {
-              id: operationId,
-              key: op.key,
-              position: 0,
-              connector: op.connector,
-              action: op.action,
-              params: op.params,
-              irreversible: op.irreversible,
-              requires_approval: op.requiresApproval,
-              verification_method: op.verificationMethod,
-              expected_state: op.expectedState,
-              depends_on: [],
-              approval: null,
-            },
-          ],
+          operations: [{ id: operationId, ...requestedOperation(op), position: 0, depends_on: [], approval: null }],
         });
         await setRetryOf(tx, principal.tenantId, operationId, op.id);
       });

@@ -1,4 +1,4 @@
-import { maskSecrets } from '../mask';
+import { maskSecrets, maskString } from '../mask';
 
 export type Child = Node | string | number | null | undefined | false | Child[];
 type AttrValue = string | number | boolean | null | undefined | ((event: Event) => void);
@@ -154,6 +154,34 @@ export function effectsBadge(summary: string): HTMLElement {
     h('span', { class: 'badge-label' }, 'Effects'),
     h('span', { class: 'badge-value' }, summary.replace(/_/g, ' ')),
   );
+}
+
+/** The group that holds the two status cards, kept apart because they are two separate kinds of status. */
+export function statusPair(): HTMLElement {
+  return h('div', { class: 'status-pair', role: 'group', 'aria-label': 'Status, two separate kinds' });
+}
+
+/** The top of an execution's or an operation's page: heading, lede, the two status cards and the callout below them. */
+export function pageTop(kind: 'Execution' | 'Operation', id: string) {
+  return {
+    heading: h('h1', { tabindex: -1 }, `${kind} `, code(id)),
+    lede: h('p', { class: 'lede' }, 'Loading…'),
+    statusCards: statusPair(),
+    callout: h('p', { class: 'callout', hidden: true }),
+  };
+}
+
+/** One card of the pair: `execution`, where the agent's work stands, or `effect`, whether it happened. */
+export function statusCard(kind: 'execution' | 'effect', badge: HTMLElement, ...text: Child[]): HTMLElement {
+  return h('div', { class: `status-card status-card-${kind}` }, badge, h('p', {}, ...text));
+}
+
+/** The start of a page's lede: the execution's intent (masked) and its agent. */
+export function intentAndAgent(execution: { intent: string; agent_id: string }): Child[] {
+  return [
+    h('span', {}, 'Intent: ', h('q', {}, maskString(execution.intent))),
+    h('span', {}, ' · Agent ', code(execution.agent_id)),
+  ];
 }
 
 export function verdictBadge(verdict: string): HTMLElement {

@@ -7,12 +7,14 @@ import {
   effectsBadge,
   executionBadge,
   h,
+  intentAndAgent,
   section,
+  pageTop,
+  statusCard,
   time,
   verdictBadge,
   fill,
 } from './dom';
-import { maskString } from '../mask';
 import { EFFECTS_TEXT } from './status-text';
 import { api, problemText } from './session';
 import { Timeline, timeline } from './timeline';
@@ -28,10 +30,7 @@ function executionView(id: string, main: HTMLElement, ctx: AppContext): () => vo
   let refreshTimer: ReturnType<typeof setTimeout> | null = null;
   const keys = new Map<string, string>();
 
-  const heading = h('h1', { tabindex: -1 }, 'Execution ', code(id));
-  const lede = h('p', { class: 'lede' }, 'Loading…');
-  const statusPair = h('div', { class: 'status-pair', role: 'group', 'aria-label': 'Status, two separate kinds' });
-  const callout = h('p', { class: 'callout', hidden: true });
+  const { heading, lede, statusCards, callout } = pageTop('Execution', id);
   const body = h('div', { class: 'col-main' });
   const side = h('div', { class: 'col-side' });
   fill(
@@ -45,7 +44,7 @@ function executionView(id: string, main: HTMLElement, ctx: AppContext): () => vo
     ),
     heading,
     lede,
-    statusPair,
+    statusCards,
     callout,
     h('div', { class: 'layout' }, body, side),
   );
@@ -79,26 +78,11 @@ function executionView(id: string, main: HTMLElement, ctx: AppContext): () => vo
 
   function render(execution: Execution): void {
     document.title = `Execution ${execution.status} · ${execution.effects.summary} · Verity review`;
+    fill(lede, intentAndAgent(execution), h('span', {}, ' · Created ', time(execution.created_at)));
     fill(
-      lede,
-      h('span', {}, 'Intent: ', h('q', {}, maskString(execution.intent))),
-      h('span', {}, ' · Agent ', code(execution.agent_id)),
-      h('span', {}, ' · Created ', time(execution.created_at)),
-    );
-    fill(
-      statusPair,
-      h(
-        'div',
-        { class: 'status-card status-card-execution' },
-        executionBadge(execution.status),
-        h('p', {}, 'Where the agent’s work stands.'),
-      ),
-      h(
-        'div',
-        { class: 'status-card status-card-effect' },
-        effectsBadge(execution.effects.summary),
-        h('p', {}, EFFECTS_TEXT[execution.effects.summary] ?? ''),
-      ),
+      statusCards,
+      statusCard('execution', executionBadge(execution.status), 'Where the agent’s work stands.'),
+      statusCard('effect', effectsBadge(execution.effects.summary), EFFECTS_TEXT[execution.effects.summary] ?? ''),
     );
     const uncertain = isTerminalExecution(execution.status) && execution.effects.summary !== 'all_verified';
     callout.hidden = !uncertain;

@@ -8,7 +8,22 @@ import {
   VerityNotFoundError,
 } from '@verity/sdk';
 import type { AppContext, Page } from './context';
-import { code, definitions, effectBadge, executionBadge, h, json, link, relative, section, time, fill } from './dom';
+import {
+  code,
+  definitions,
+  effectBadge,
+  executionBadge,
+  fill,
+  h,
+  intentAndAgent,
+  json,
+  link,
+  relative,
+  section,
+  pageTop,
+  statusCard,
+  time,
+} from './dom';
 import { maskString } from '../mask';
 import { escalationText } from './queues-page';
 import { divergence } from './status-text';
@@ -41,10 +56,7 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
   const keys = new Map<string, string>();
 
   const crumbs = h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '/console' }, 'Queues'));
-  const heading = h('h1', { tabindex: -1 }, 'Operation ', code(id));
-  const lede = h('p', { class: 'lede' }, 'Loading…');
-  const statusPair = h('div', { class: 'status-pair', role: 'group', 'aria-label': 'Status, two separate kinds' });
-  const callout = h('p', { class: 'callout', hidden: true });
+  const { heading, lede, statusCards, callout } = pageTop('Operation', id);
   const result = h('p', { class: 'result', role: 'status' });
   const actions = h('section', { id: 'actions', class: 'panel actions', 'aria-labelledby': 'actions-title' });
   const details = h('div', { class: 'details' });
@@ -54,7 +66,7 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
     crumbs,
     heading,
     lede,
-    statusPair,
+    statusCards,
     callout,
     h('div', { class: 'layout' }, h('div', { class: 'col-main' }, result, actions, details), side),
   );
@@ -77,7 +89,7 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
       if (disposed) return;
       if (error instanceof VerityNotFoundError) {
         lede.textContent = 'No operation with this id is visible to your key.';
-        fill(statusPair);
+        fill(statusCards);
         actions.hidden = true;
         return;
       }
@@ -104,30 +116,21 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
       h('span', { 'aria-current': 'page' }, op.key),
     );
     fill(heading, 'Operation ', h('span', { class: 'op-key' }, op.key));
+    fill(lede, intentAndAgent(execution), h('span', {}, ' · Operation ', code(op.id)));
     fill(
-      lede,
-      h('span', {}, 'Intent: ', h('q', {}, maskString(execution.intent))),
-      h('span', {}, ' · Agent ', code(execution.agent_id)),
-      h('span', {}, ' · Operation ', code(op.id)),
-    );
-    fill(
-      statusPair,
-      h(
-        'div',
-        { class: 'status-card status-card-execution' },
+      statusCards,
+      statusCard(
+        'execution',
         executionBadge(execution.status),
-        h(
-          'p',
-          {},
-          'Where the agent’s work stands. ',
-          h('a', { href: `/console/executions/${execution.id}` }, 'Open the execution'),
-        ),
+        'Where the agent’s work stands. ',
+        h('a', { href: `/console/executions/${execution.id}` }, 'Open the execution'),
       ),
-      h(
-        'div',
-        { class: 'status-card status-card-effect' },
+      statusCard(
+        'effect',
         effectBadge(op.status, ctx.meaning(op.status)),
-        h('p', {}, 'Whether the effect occurred in the world: ', ctx.meaning(op.status) ?? op.status, '.'),
+        'Whether the effect occurred in the world: ',
+        ctx.meaning(op.status) ?? op.status,
+        '.',
       ),
     );
     const note = divergence(execution, op);
