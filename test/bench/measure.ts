@@ -93,6 +93,17 @@ export function cpuBetween(a: CpuSnapshot, b: CpuSnapshot): CpuUse {
   return { elapsedMs: b.at - a.at, byLabel, machineBusyMs, otherMs: Math.max(0, machineBusyMs - ours) };
 }
 
+/** Resident memory of one process from /proc (VmRSS), in bytes; null once it is gone. */
+export function rssOf(pid: number | null | undefined): number | null {
+  if (!pid) return null;
+  try {
+    const match = /^VmRSS:\s+(\d+)\s+kB/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return match ? Number(match[1]) * 1024 : null;
+  } catch {
+    return null;
+  }
+}
+
 /** Samples every app's RSS until stopped; keeps the maximum per app kind. */
 export class RssSampler {
   readonly max: Record<string, number> = {};

@@ -13,8 +13,9 @@ import autocannon from 'autocannon';
 import { Queue } from 'bullmq';
 import { Pool } from 'pg';
 import { Verity } from '@verity/sdk';
+import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
 import { freePort, redisCommands } from '../../scripts/local-services';
-import { Cluster, DIST, sleep, within } from '../chaos/cluster';
+import { Cluster, DIST, SandboxEffects, sleep, within } from '../chaos/cluster';
 import { percentile } from '../chaos/invariants';
 import { summarise } from './profile-summary';
 import {
@@ -26,7 +27,9 @@ import {
   machineDescription,
   pgCommits,
   redisCommandCount,
+  rssOf,
 } from './measure';
+import type { PeerOutcome } from './dbos-peer';
 
 interface BenchOptions {
   intakeSeconds: number;
@@ -37,6 +40,8 @@ interface BenchOptions {
   ceilingJobs: number;
   idleSamples: number;
   moderateSeconds: number;
+  /** Rounds of the DBOS peer (each e2eSeconds long, interleaved with Verity's); 0 leaves the peer out. */
+  peerRounds: number;
   keep: boolean;
   /** Write V8 CPU profiles of every app (node --cpu-prof) into <dir>/profiles and summarise them. */
   profile: boolean;
@@ -51,6 +56,7 @@ const DEFAULTS: BenchOptions = {
   ceilingJobs: 10_000,
   idleSamples: 40,
   moderateSeconds: 20,
+  peerRounds: 2,
   keep: false,
   profile: false,
 };
@@ -353,6 +359,8 @@ async function benchEndToEnd(cluster: Cluster, pool: Pool, agent: Verity, option
     cpuPerOp,
     otherLoad: cpu.otherMs / cpu.elapsedMs,
     failures,
+    /** Executions accepted in this round, each one charge: what the provider is cross-checked against. */
+    created: submitted - failures,
     statements: statements.map((st) => ({ ...st, perOp: perOp(st.calls) })),
   };
   note(
@@ -443,12 +451,191 @@ async function benchModerateLatency(pool: Pool, agent: Verity, rate: number, sec
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// The peer: a DBOS Transact workflow doing the same job (dbos-peer.ts), driven by the same closed loop
+
+/** Its own database in the same private Postgres server; DBOS creates its `dbos` schema there on launch. */
+const PEER_DATABASE = 'dbos_peer';
+const PEER_UNSETTLED = `SELECT count(*) AS n FROM dbos.workflow_status WHERE status IN ('PENDING', 'ENQUEUED')`;
+
+interface Peer {
+  url: string;
+  pid: number | null;
+  /** On the peer's database: the loop's polls and the measurements (pg_stat_database counts per database). */
+  pool: Pool;
+  rssMax: number;
+  stop(): Promise<void>;
+}
+
+async function startPeer(cluster: Cluster, pool: Pool): Promise<Peer> {
+  await pool.query(`CREATE DATABASE ${PEER_DATABASE}`);
+  const url = new URL(cluster.postgres.url);
+  url.pathname = `/${PEER_DATABASE}`;
+  const port = String(await freePort());
+  // Verity's configuration (sandbox URL, connector timeout, settle window, read backoff) and its apps' node flags.
+  const helper = await startHelper(
+    'dbos-peer',
+    'dbos peer listening',
+    { ...cluster.env, DBOS_SYSTEM_DATABASE_URL: url.toString(), PORT: port },
+    [...APP_NODE_ARGS, ...cluster.nodeArgs],
+  );
+  const peerPool = new Pool({ connectionString: url.toString(), max: 4 });
+  peerPool.on('error', () => undefined);
+  let stopped = false;
+  const peer: Peer = {
+    url: `http://127.0.0.1:${port}`,
+    pid: helper.child.pid ?? null,
+    pool: peerPool,
+    rssMax: 0,
+    stop: async () => {
+      if (stopped) return;
+      stopped = true;
+      clearInterval(sampler);
+      await peerPool.end().catch(() => undefined);
+      await helper.stop();
+    },
+  };
+  const sampler = setInterval(() => (peer.rssMax = Math.max(peer.rssMax, rssOf(peer.pid) ?? 0)), 250);
+  return peer;
+}
+
+async function submitToPeer(
+  peer: Peer,
+  reference: string,
+  wait = false,
+): Promise<{ id: string; outcome?: PeerOutcome }> {
+  const { params } = submission(reference).operations[0];
+  const res = await fetch(`${peer.url}/charges`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ ...params, wait }),
+  });
+  if (res.status !== (wait ? 200 : 201)) throw new Error(`peer answered ${res.status}: ${await res.text()}`);
+  return (await res.json()) as { id: string; outcome?: PeerOutcome };
+}
+
+async function peerUnsettled(peer: Peer): Promise<number> {
+  const { rows } = await peer.pool.query<{ n: string }>(PEER_UNSETTLED);
+  return Number(rows[0].n);
+}
+
+/** Workflows that ended SUCCESS, with created → completed from Postgres' clock (both DBOS stamps are `now()`). */
+async function peerLatencies(peer: Peer, window: { from: Date; to: Date } | { workflowIds: string[] }) {
+  const byIds = 'workflowIds' in window;
+  const { rows } = await peer.pool.query<{ ms: string }>(
+    `SELECT completed_at - created_at AS ms FROM dbos.workflow_status
+      WHERE status = 'SUCCESS' AND ${byIds ? 'workflow_uuid = ANY($1)' : 'completed_at >= $1 AND completed_at < $2'}`,
+    byIds ? [window.workflowIds] : [window.from.getTime(), window.to.getTime()],
+  );
+  const ms = rows.map((r) => Number(r.ms)).sort((a, b) => a - b);
+  return { count: ms.length, p50: percentile(ms, 50), p99: percentile(ms, 99) };
+}
+
+/** One round of the same closed loop as benchEndToEnd: `inflight` workflows open, a poll every 100 ms. */
+async function benchPeerRound(cluster: Cluster, peer: Peer, options: BenchOptions, round: number) {
+  let pending = 0;
+  let submitted = 0;
+  let failures = 0;
+  const submit = () => {
+    pending += 1;
+    submitted += 1;
+    submitToPeer(peer, `dbos-r${round}-${submitted}`)
+      .catch(() => (failures += 1))
+      .finally(() => (pending -= 1));
+  };
+  const extra = { 'dbos peer': peer.pid };
+  const measureFrom = Date.now() + options.warmupSeconds * 1000;
+  const end = measureFrom + options.e2eSeconds * 1000;
+  let window: { from: Date; cpu: ReturnType<typeof cpuSnapshot>; commits: number } | null = null;
+  let polls = 0;
+  while (Date.now() < end) {
+    const open = await peerUnsettled(peer);
+    if (window) polls += 1;
+    for (let deficit = options.inflight - open - pending; deficit > 0; deficit -= 1) submit();
+    if (!window && Date.now() >= measureFrom) {
+      window = { from: new Date(), cpu: cpuSnapshot(cluster, extra), commits: await pgCommits(peer.pool) };
+      polls = 0;
+    }
+    await sleep(100);
+  }
+  if (!window) throw new Error('the measurement window never opened');
+  const to = new Date();
+  const cpu = cpuBetween(window.cpu, cpuSnapshot(cluster, extra));
+  // The window's own reads on this database: every poll and the first commit count, each a transaction.
+  const commits = (await pgCommits(peer.pool)) - window.commits - polls - 1;
+  while (pending > 0) await sleep(20);
+  const deadline = Date.now() + 180_000;
+  while ((await peerUnsettled(peer)) > 0) {
+    if (Date.now() > deadline) throw new Error('the peer did not settle its workflows');
+    await sleep(100);
+  }
+  const inWindow = await peerLatencies(peer, { from: window.from, to });
+  const seconds = (to.getTime() - window.from.getTime()) / 1000;
+  const perOp = (n: number) => n / Math.max(1, inWindow.count);
+  const cpuPerOp: Record<string, number> = {};
+  for (const [label, ms] of Object.entries(cpu.byLabel)) cpuPerOp[label] = perOp(ms);
+  const result = {
+    verifiedPerSecond: inWindow.count / seconds,
+    p50: inWindow.p50,
+    p99: inWindow.p99,
+    commitsPerOp: perOp(commits),
+    cpuPerOp,
+    otherLoad: cpu.otherMs / cpu.elapsedMs,
+    submitted: submitted - failures,
+    failures,
+  };
+  note(
+    `DBOS peer round ${round}: ${result.verifiedPerSecond.toFixed(1)} workflows settled/s ` +
+      `(p50 ${result.p50.toFixed(0)} ms), ${result.commitsPerOp.toFixed(1)} transactions/op`,
+  );
+  return result;
+}
+
+/** As benchIdleLatency: one at a time, each waited for (the peer answers once the workflow ended) before the next. */
+async function benchPeerIdle(peer: Peer, samples: number) {
+  const ids: string[] = [];
+  const client: number[] = [];
+  for (let i = 0; i < samples; i += 1) {
+    const t0 = performance.now();
+    const { id } = await submitToPeer(peer, `dbos-idle-${Date.now()}-${i}`, true);
+    client.push(performance.now() - t0);
+    ids.push(id);
+    await sleep(100);
+  }
+  client.sort((a, b) => a - b);
+  const db = await peerLatencies(peer, { workflowIds: ids });
+  note(`DBOS peer idle latency submit → settled: p50 ${db.p50.toFixed(1)} ms, p99 ${db.p99.toFixed(1)} ms`);
+  return { ...db, clientP50: percentile(client, 50), clientP99: percentile(client, 99) };
+}
+
+async function peerOutcomes(peer: Peer): Promise<Record<string, number>> {
+  const res = await fetch(`${peer.url}/stats`);
+  return ((await res.json()) as { outcomes: Record<string, number> }).outcomes;
+}
+
+/**
+ * The provider's ground truth for the operations of one round (their references share a prefix): one charge per
+ * operation, none charged twice.
+ */
+function crossCheck(effects: SandboxEffects, prefix: string, operations: number) {
+  const references = Object.entries(effects.charges).filter(([reference]) => reference.startsWith(prefix));
+  const charges = references.reduce((n, [, c]) => n + c.count, 0);
+  const duplicates = effects.duplicates.filter((d) => d.key.startsWith(prefix)).length;
+  const ok = effects.dropped === 0 && references.length === operations && charges === operations && duplicates === 0;
+  return { prefix, operations, charges, duplicates, ok };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // Helper processes
 
-async function startHelper(name: string, marker: string, env: Record<string, string>) {
+async function startHelper(
+  name: string,
+  marker: string,
+  env: Record<string, string>,
+  nodeArgs: readonly string[] = [],
+) {
   const child: ChildProcess = spawn(
     process.execPath,
-    [`--title=verity-bench-${name}`, path.join(DIST, 'test', 'bench', `${name}.js`)],
+    [`--title=verity-bench-${name}`, ...nodeArgs, path.join(DIST, 'test', 'bench', `${name}.js`)],
     { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let output = '';
@@ -509,11 +696,12 @@ function parseArgs(argv: string[]): BenchOptions {
       process.stdout.write(`${USAGE}\n`);
       process.exit(0);
     }
-    if (arg === '--quick') Object.assign(options, { intakeSeconds: 5, rounds: 1, e2eSeconds: 8, ceilingJobs: 3000 });
-    else if (arg === '--keep') options.keep = true;
+    if (arg === '--quick') {
+      Object.assign(options, { intakeSeconds: 5, rounds: 1, e2eSeconds: 8, ceilingJobs: 3000, peerRounds: 1 });
+    } else if (arg === '--keep') options.keep = true;
     else if (arg === '--profile') Object.assign(options, { profile: true, keep: true });
     else {
-      const match = /^--([a-z-]+)(?:=(.*))?$/.exec(arg);
+      const match = /^--([a-z0-9-]+)(?:=(.*))?$/.exec(arg);
       const key = match?.[1].replace(/-([a-z])/g, (_, c: string) => c.toUpperCase()) as keyof BenchOptions | undefined;
       if (!match || !key || !(key in DEFAULTS) || key === 'keep' || key === 'profile') {
         throw new UsageError(`unknown option ${arg}\n${USAGE}`);
@@ -546,6 +734,7 @@ async function main(): Promise<void> {
   const agent = new Verity({ baseUrl: cluster.apiUrl, apiKey: AGENT_KEY });
   await pool.query(`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`).catch(() => undefined);
   const versions = (await pool.query<{ v: string }>(`SELECT current_setting('server_version') AS v`)).rows[0].v;
+  let peer: Peer | null = null;
   try {
     await sleep(2_000);
     // Idle = booted and not yet loaded: the API and the sandbox now, the workers right after they start (the API has
@@ -570,17 +759,47 @@ async function main(): Promise<void> {
     idleRss.sample();
 
     const e2e1 = await benchEndToEnd(cluster, pool, agent, options, 'd1');
+    // The peer's rounds are interleaved with Verity's, so a neighbour's burst of load does not land on one side only.
+    peer = options.peerRounds > 0 ? await startPeer(cluster, pool) : null;
+    const peerRounds: Awaited<ReturnType<typeof benchPeerRound>>[] = [];
+    if (peer) {
+      note(`DBOS peer: ${options.peerRounds} round(s), between Verity's`);
+      await sleep(2_000);
+      peerRounds.push(await benchPeerRound(cluster, peer, options, 1));
+    }
     await cluster.scaleTo('dispatcher', 3);
     await sleep(2_000);
     const e2e3 = await benchEndToEnd(cluster, pool, agent, options, 'd3');
     await cluster.scaleTo('dispatcher', 1);
     await sleep(2_000);
+    for (let round = 2; peer && round <= options.peerRounds; round += 1) {
+      peerRounds.push(await benchPeerRound(cluster, peer, options, round));
+    }
     const rssUnderLoad = loadRss.stop();
 
     const idle = await benchIdleLatency(pool, agent, options.idleSamples);
+    const peerIdle = peer ? await benchPeerIdle(peer, options.idleSamples) : null;
+    const outcomes = peer ? await peerOutcomes(peer) : null;
+    await peer?.stop();
     const moderateRate = Math.max(2, Math.round(e2e1.verifiedPerSecond * 0.5));
     const moderate = await benchModerateLatency(pool, agent, moderateRate, options.moderateSeconds);
     const idleRssMax = { ...idleRss.max, ...idleRssAtBoot };
+
+    // Every round checked at the provider (its ground truth), like the chaos run does: one charge per operation.
+    const effects = await cluster.effects();
+    const checks = [
+      crossCheck(effects, 'bench-d1-', e2e1.created),
+      crossCheck(effects, 'bench-d3-', e2e3.created),
+      ...peerRounds.map((r, i) => crossCheck(effects, `dbos-r${i + 1}-`, r.submitted)),
+    ];
+    const { rows: statuses } = await pool.query<{ status: string; n: string }>(
+      `SELECT status, count(*) AS n FROM operations GROUP BY status ORDER BY status`,
+    );
+    const peerSettled = peerRounds.reduce((n, r) => n + r.submitted, 0) + (peerIdle ? options.idleSamples : 0);
+    const allVerified =
+      statuses.every((r) => r.status === 'VERIFIED') &&
+      (!outcomes || (outcomes.VERIFIED === peerSettled && Object.keys(outcomes).length === 1));
+    if (!allVerified || checks.some((c) => !c.ok)) process.exitCode = 1;
 
     const intakeRatio = intake.verity.requestsPerSecond / intake.baseline.requestsPerSecond;
     const e2eRatio1 = e2e1.verifiedPerSecond / ceiling1.jobsPerSecond;
@@ -648,6 +867,11 @@ async function main(): Promise<void> {
         `≤ 200 MB: ${verdict((under ?? 0) <= 200 * 1024 ** 2)}`,
       ]);
     }
+    const versus =
+      peerRounds.length > 0 && peerIdle
+        ? peerComparison(e2e1, idle, peerRounds, peerIdle, peer, options.inflight)
+        : null;
+    if (versus) rows.push(['', '', '', '', ''], ...versus.rows);
     const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
     const table = rows
       .map((r) =>
@@ -682,6 +906,17 @@ async function main(): Promise<void> {
       `  other load on the machine (not this benchmark), in cores: intake ${intake.verity.otherLoad.toFixed(2)}, ` +
         `ceiling ${ceiling1.otherLoad.toFixed(2)}/${ceiling3.otherLoad.toFixed(2)}, ` +
         `end-to-end ${e2e1.otherLoad.toFixed(2)}/${e2e3.otherLoad.toFixed(2)}`,
+      `  provider cross-check (charges per round, duplicates): ` +
+        checks.map((c) => `${c.prefix}* ${c.operations} ops → ${c.charges} charges, ${c.duplicates} dup.`).join('; ') +
+        `; effects dropped ${effects.dropped} — ${checks.every((c) => c.ok) ? 'one charge per operation' : 'MISMATCH'}`,
+      `  settled: Verity operations ${statuses.map((r) => `${r.status} ${r.n}`).join(', ')}` +
+        (outcomes
+          ? `; DBOS workflows (${peerSettled}) ${Object.entries(outcomes)
+              .map(([k, n]) => `${k} ${n}`)
+              .join(', ')}`
+          : '') +
+        (allVerified ? '' : ' — NOT ALL VERIFIED'),
+      ...(versus ? versus.lines : []),
       `  intake rounds (req/s): Verity ${intake.verity.rounds.map((n) => n.toFixed(0)).join(', ')}; ` +
         `baseline ${intake.baseline.rounds.map((n) => n.toFixed(0)).join(', ')}; ` +
         `non-2xx/errors: Verity ${intake.verity.non2xx}, baseline ${intake.baseline.non2xx}; ` +
@@ -692,6 +927,7 @@ async function main(): Promise<void> {
       `machine: ${machine}; PostgreSQL ${versions}; load average at start ${loadAtStart}, at end ${loadAverage()}\n`;
     process.stdout.write(`\n${header}\n${table}\n\n${profile}\n\n${statementTable}\n`);
   } finally {
+    await peer?.stop().catch(() => undefined);
     await pool.end().catch(() => undefined);
     await cluster.stop();
     if (!options.keep) cluster.remove();
@@ -703,9 +939,94 @@ async function main(): Promise<void> {
         const mine = files.filter((f) => pids.has(f.split('.')[3])).map((f) => path.join(profileDir, f));
         if (mine.length) process.stdout.write(`\n== CPU profile: ${app}\n${summarise(mine, 20)}\n`);
       }
+      const peerProfile = files
+        .filter((f) => f.split('.')[3] === String(peer?.pid))
+        .map((f) => path.join(profileDir, f));
+      if (peerProfile.length) process.stdout.write(`\n== CPU profile: dbos peer\n${summarise(peerProfile, 20)}\n`);
       process.stdout.write(`\nCPU profiles in ${profileDir}\n`);
     }
   }
+}
+
+/** What a deployment of each system runs, without the load client and the sandbox provider. */
+const VERITY_OWN = ['api', 'dispatcher', 'reconciler', 'postgres', 'redis'];
+const PEER_OWN = ['dbos peer', 'postgres'];
+
+function dbosVersion(): string {
+  const manifest = path.join(path.dirname(require.resolve('@dbos-inc/dbos-sdk')), '..', '..', 'package.json');
+  return (JSON.parse(fs.readFileSync(manifest, 'utf8')) as { version: string }).version;
+}
+
+/** Verity (1 dispatcher) against the DBOS peer, each figure the same measurement of both in the same run. */
+function peerComparison(
+  verity: { verifiedPerSecond: number; cpuPerOp: Record<string, number>; commitsPerOp: number },
+  idle: { p50: number; clientP50: number },
+  rounds: Awaited<ReturnType<typeof benchPeerRound>>[],
+  peerIdle: { p50: number; clientP50: number },
+  peer: Peer | null,
+  inflight: number,
+) {
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
+  const own = (perOp: Record<string, number>, labels: string[]) => labels.reduce((n, l) => n + (perOp[l] ?? 0), 0);
+  const cpuPerOp: Record<string, number> = {};
+  for (const r of rounds) {
+    for (const [label, ms] of Object.entries(r.cpuPerOp)) cpuPerOp[label] = (cpuPerOp[label] ?? 0) + ms / rounds.length;
+  }
+  const dbos = {
+    perSecond: mean(rounds.map((r) => r.verifiedPerSecond)),
+    cpu: own(cpuPerOp, PEER_OWN),
+    commits: mean(rounds.map((r) => r.commitsPerOp)),
+  };
+  const verityCpu = own(verity.cpuPerOp, VERITY_OWN);
+  const times = (a: number, b: number) => (b > 0 ? `${(a / b).toFixed(2)}×` : '–');
+  const verdict = (ok: boolean) => (ok ? 'met' : 'MISSED');
+  const rows: [string, string, string, string, string][] = [
+    ['', 'Verity, 1 dispatcher', `DBOS Transact ${dbosVersion()} peer, same run`, 'Verity / DBOS', 'target'],
+    [
+      `VERIFIED/s, ${inflight} in flight`,
+      `${verity.verifiedPerSecond.toFixed(1)} ops/s`,
+      `${dbos.perSecond.toFixed(1)} workflows/s (rounds ${rounds.map((r) => r.verifiedPerSecond.toFixed(0)).join(', ')})`,
+      times(verity.verifiedPerSecond, dbos.perSecond),
+      `≥ 1.0×: ${verdict(verity.verifiedPerSecond >= dbos.perSecond)}`,
+    ],
+    [
+      'CPU ms per op, own processes + Postgres',
+      `${verityCpu.toFixed(2)}`,
+      `${dbos.cpu.toFixed(2)}`,
+      times(verityCpu, dbos.cpu),
+      '',
+    ],
+    [
+      'Postgres transactions per op',
+      verity.commitsPerOp.toFixed(1),
+      dbos.commits.toFixed(1),
+      times(verity.commitsPerOp, dbos.commits),
+      '',
+    ],
+    [
+      'idle submit → VERIFIED p50 (Postgres clock)',
+      `${idle.p50.toFixed(1)} ms`,
+      `${peerIdle.p50.toFixed(1)} ms`,
+      times(idle.p50, peerIdle.p50),
+      `≤ 1.5×: ${verdict(idle.p50 <= peerIdle.p50 * 1.5)}`,
+    ],
+    [
+      '  client submit → settled p50',
+      `${idle.clientP50.toFixed(0)} ms`,
+      `${peerIdle.clientP50.toFixed(0)} ms`,
+      times(idle.clientP50, peerIdle.clientP50),
+      '',
+    ],
+    ['RSS dbos peer under load', '', mb(peer?.rssMax || undefined), '', ''],
+  ];
+  const lines = [
+    `  DBOS peer, per settled workflow (mean of ${rounds.length} round(s)): ${breakdown(cpuPerOp)}`,
+    `    own processes: Verity ${VERITY_OWN.join(' + ')}; DBOS ${PEER_OWN.join(' + ')}; ` +
+      `closed loop p50 / p99 ${mean(rounds.map((r) => r.p50)).toFixed(0)} / ${mean(rounds.map((r) => r.p99)).toFixed(0)} ms; ` +
+      `other load ${rounds.map((r) => r.otherLoad.toFixed(2)).join('/')} cores; submit failures ` +
+      `${rounds.reduce((n, r) => n + r.failures, 0)}`,
+  ];
+  return { rows, lines };
 }
 
 function perUnit(cpu: CpuUse, units: number): Record<string, number> {
