@@ -19,7 +19,7 @@ export const BULL_BOARD_ROUTE = '/admin/queues';
  * or Basic with the key as password so a browser can open it). Read-only in every mode unless BULL_BOARD_WRITABLE is
  * set explicitly: retries go through the API's rules, never around them.
  */
-export function mountBullBoard(app: INestApplication, config: VerityConfig): void {
+export async function mountBullBoard(app: INestApplication, config: VerityConfig): Promise<void> {
   const producer = app.get(JobProducer);
   const keys = app.get(ApiKeyService);
   const readOnlyMode = config.BULL_BOARD_WRITABLE !== true;
@@ -27,9 +27,9 @@ export function mountBullBoard(app: INestApplication, config: VerityConfig): voi
   serverAdapter.setBasePath(BULL_BOARD_ROUTE);
   createBullBoard({
     // Every queue on every shard (named `<shard>.<queue>` when there are several).
-    queues: producer
-      .everyQueue()
-      .map(({ queue, namePrefix }) => new BullMQAdapter(queue, { readOnlyMode, prefix: namePrefix })),
+    queues: (await producer.everyQueue()).map(
+      ({ queue, namePrefix }) => new BullMQAdapter(queue, { readOnlyMode, prefix: namePrefix }),
+    ),
     serverAdapter,
   });
   const guard = async (req: Request, res: Response, next: NextFunction) => {

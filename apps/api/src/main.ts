@@ -66,7 +66,7 @@ async function bootstrap(): Promise<void> {
   });
   app.use(bodyErrorHandler);
   app.use(rejectUnsafeJson);
-  mountBullBoard(app, config);
+  await mountBullBoard(app, config);
   const consoleMissing = mountConsole(app);
   if (consoleMissing) logger.warn(consoleMissing.message);
   app.use(['/docs', '/docs-json'], pageSecurityHeaders);

@@ -80,7 +80,12 @@ export class JobProducer {
    * Every queue on every shard, each with what to put before its name where an operator sees it (Bull Board, whose
    * queues must have distinct names): nothing with one shard, `<shard>.` with more (`0.dispatch`, `1.dispatch`, …).
    */
-  everyQueue(): { queue: Queue; namePrefix: string }[] {
+  async everyQueue(): Promise<{ queue: Queue; namePrefix: string }[]> {
+    // Bull Board keeps these Queue objects for the life of the process. Built while a Redis Cluster client is still
+    // connecting, a Queue's first command fails at once (no offline queue) and BullMQ keeps that failure: wait for the
+    // connection attempt under way (bounded by its connect timeout; a Redis that is down at boot is not waited for).
+    const redis = this.connection;
+    if (redis.status === 'connecting' || redis.status === 'connect') await this.connectAttempt().catch(() => undefined);
     return Object.values(QueueName).flatMap((name) =>
       this.shards.shardsOf(name).map((shard) => ({
         queue: this.queue(name, shard),
