@@ -62,7 +62,17 @@ const DEFAULTS: BenchOptions = {
 };
 
 /** Production defaults for every window (no test shortcuts), the rate limit lifted: one tenant is the whole load. */
-const BENCH_TIMINGS: Record<string, string> = { RATE_LIMIT_PER_MINUTE: '100000000', LOG_LEVEL: 'info' };
+const BENCH_TIMINGS: Record<string, string> = {
+  RATE_LIMIT_PER_MINUTE: '100000000',
+  LOG_LEVEL: 'info',
+  // `BENCH_APP_<NAME>=value npm run bench` sets <NAME> for every app: a before/after of one setting in the same tree
+  // (e.g. BENCH_APP_VERIFY_AT_SEND=false).
+  ...Object.fromEntries(
+    Object.entries(process.env)
+      .filter(([name, value]) => name.startsWith('BENCH_APP_') && value !== undefined)
+      .map(([name, value]) => [name.slice('BENCH_APP_'.length), value as string]),
+  ),
+};
 const AGENT_KEY = 'demo-agent-key';
 const CONNECTIONS = 50;
 
@@ -676,6 +686,12 @@ function breakdown(perOp: Record<string, number>): string {
     .join(', ');
 }
 
+/** The BENCH_APP_ overrides of this run, if any, for the table's header. */
+function appSettingsLine(): string {
+  const overrides = Object.entries(BENCH_TIMINGS).filter(([name]) => process.env[`BENCH_APP_${name}`] !== undefined);
+  return overrides.length === 0 ? '' : `app settings: ${overrides.map(([k, v]) => `${k}=${v}`).join(', ')}\n`;
+}
+
 class UsageError extends Error {}
 
 const USAGE = [
@@ -924,7 +940,8 @@ async function main(): Promise<void> {
     ].join('\n');
     const header =
       `Verity benchmark, ${new Date().toISOString()}\n` +
-      `machine: ${machine}; PostgreSQL ${versions}; load average at start ${loadAtStart}, at end ${loadAverage()}\n`;
+      `machine: ${machine}; PostgreSQL ${versions}; load average at start ${loadAtStart}, at end ${loadAverage()}\n` +
+      appSettingsLine();
     process.stdout.write(`\n${header}\n${table}\n\n${profile}\n\n${statementTable}\n`);
   } finally {
     await peer?.stop().catch(() => undefined);

@@ -57,7 +57,7 @@ export const MUTANTS: Mutant[] = [
     find: `    if (start.kind === 'orphan') return this.markOrphan(op);`,
     replace: `    if (start.kind === 'orphan') {
       const again = this.connectors.require(op.connector);
-      await this.send(op, op.attempt, again.send.bind(again), {});
+      await this.send(op, op.attempt, again, {});
       return 'sent';
     }`,
   },
