@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import * as ts from 'typescript';
 import { ROOT } from './cluster';
 import { MUTANTS } from './mutants';
 
@@ -13,4 +14,46 @@ describe('the planted bugs of npm run chaos:mutants still find their place', () 
     expect(source.split(mutant.find).length - 1).toBe(1);
     expect(source).not.toContain(mutant.replace);
   });
+});
+
+/**
+ * …and still compile: a mutant that no longer type-checks (the code around it changed shape) fails the mutants run at
+ * its build instead of testing the checker. Each mutated file is type-checked in the project, in memory.
+ */
+describe('the planted bugs of npm run chaos:mutants still compile', () => {
+  const parsed = ts.getParsedCommandLineOfConfigFile(
+    join(ROOT, 'tsconfig.json'),
+    {},
+    {
+      ...ts.sys,
+      onUnRecoverableConfigFileDiagnostic: (d) => {
+        throw new Error(ts.flattenDiagnosticMessageText(d.messageText, '\n'));
+      },
+    },
+  )!;
+  let previous: ts.Program | undefined;
+
+  it.each(MUTANTS.map((m) => [m.name, m] as const))(
+    '%s',
+    (_name, mutant) => {
+      const file = join(ROOT, mutant.file);
+      const mutated = readFileSync(file, 'utf8').replace(mutant.find, mutant.replace);
+      const host = ts.createCompilerHost(parsed.options);
+      const readFile = host.readFile.bind(host);
+      host.readFile = (name) => (name === file ? mutated : readFile(name));
+      const getSourceFile = host.getSourceFile.bind(host);
+      host.getSourceFile = (name, version, onError, create) =>
+        name === file ? ts.createSourceFile(name, mutated, version) : getSourceFile(name, version, onError, create);
+      const program = ts.createProgram({
+        rootNames: parsed.fileNames,
+        options: parsed.options,
+        host,
+        oldProgram: previous,
+      });
+      previous = program;
+      const diagnostics = program.getSemanticDiagnostics(program.getSourceFile(file));
+      expect(diagnostics.map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n'))).toEqual([]);
+    },
+    120_000,
+  );
 });
