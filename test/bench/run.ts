@@ -306,18 +306,37 @@ async function latencies(pool: Pool, window: { from: Date; to: Date } | { execut
   return { count: ms.length, p50: percentile(ms, 50), p99: percentile(ms, 99) };
 }
 
+/**
+ * The closed loop both systems are driven by: `top(open)` starts as many submissions as it takes to have `inflight`
+ * operations open (those the system has not settled plus the submissions still on their way).
+ */
+class ClosedLoop {
+  pending = 0;
+  submitted = 0;
+  failures = 0;
+
+  constructor(
+    private readonly inflight: number,
+    private readonly start: (n: number) => Promise<unknown>,
+  ) {}
+
+  top(open: number): void {
+    for (let deficit = this.inflight - open - this.pending; deficit > 0; deficit -= 1) {
+      this.pending += 1;
+      this.submitted += 1;
+      this.start(this.submitted)
+        .catch(() => (this.failures += 1))
+        .finally(() => (this.pending -= 1));
+    }
+  }
+
+  async drained(): Promise<void> {
+    while (this.pending > 0) await sleep(20);
+  }
+}
+
 async function benchEndToEnd(cluster: Cluster, pool: Pool, agent: Verity, options: BenchOptions, tag: string) {
-  let pending = 0;
-  let submitted = 0;
-  let failures = 0;
-  const submit = () => {
-    pending += 1;
-    submitted += 1;
-    agent.executions
-      .create(submission(`bench-${tag}-${submitted}`))
-      .catch(() => (failures += 1))
-      .finally(() => (pending -= 1));
-  };
+  const loop = new ClosedLoop(options.inflight, (n) => agent.executions.create(submission(`bench-${tag}-${n}`)));
   const measureFrom = Date.now() + options.warmupSeconds * 1000;
   const end = measureFrom + options.e2eSeconds * 1000;
   let window: { from: Date; cpu: ReturnType<typeof cpuSnapshot>; commits: number; redis: number } | null = null;
@@ -325,7 +344,7 @@ async function benchEndToEnd(cluster: Cluster, pool: Pool, agent: Verity, option
   while (Date.now() < end) {
     const open = await unsettled(pool);
     if (window) polls += 1;
-    for (let deficit = options.inflight - open - pending; deficit > 0; deficit -= 1) submit();
+    loop.top(open);
     if (!window && Date.now() >= measureFrom) {
       window = {
         from: new Date(),
@@ -345,7 +364,7 @@ async function benchEndToEnd(cluster: Cluster, pool: Pool, agent: Verity, option
   const commits = (await pgCommits(pool)) - window.commits - polls - 2;
   const statements = await topStatements(pool);
   const redisCommands = (await redisCommandCount(cluster.redis.url)) - window.redis;
-  while (pending > 0) await sleep(20);
+  await loop.drained();
   await waitUntilSettled(pool);
   const inWindow = await latencies(pool, { from: window.from, to });
   const { rows: eventRows } = await pool.query<{ n: string }>(
@@ -368,9 +387,9 @@ async function benchEndToEnd(cluster: Cluster, pool: Pool, agent: Verity, option
     redisCommandsPerOp: perOp(redisCommands),
     cpuPerOp,
     otherLoad: cpu.otherMs / cpu.elapsedMs,
-    failures,
+    failures: loop.failures,
     /** Executions accepted in this round, each one charge: what the provider is cross-checked against. */
-    created: submitted - failures,
+    created: loop.submitted - loop.failures,
     statements: statements.map((st) => ({ ...st, perOp: perOp(st.calls) })),
   };
   note(
@@ -542,16 +561,7 @@ async function peerLatencies(peer: Peer, window: { from: Date; to: Date } | { wo
 
 /** One round of the same closed loop as benchEndToEnd: `inflight` workflows open, a poll every 100 ms. */
 async function benchPeerRound(cluster: Cluster, peer: Peer, options: BenchOptions, round: number) {
-  let pending = 0;
-  let submitted = 0;
-  let failures = 0;
-  const submit = () => {
-    pending += 1;
-    submitted += 1;
-    submitToPeer(peer, `dbos-r${round}-${submitted}`)
-      .catch(() => (failures += 1))
-      .finally(() => (pending -= 1));
-  };
+  const loop = new ClosedLoop(options.inflight, (n) => submitToPeer(peer, `dbos-r${round}-${n}`));
   const extra = { 'dbos peer': peer.pid };
   const measureFrom = Date.now() + options.warmupSeconds * 1000;
   const end = measureFrom + options.e2eSeconds * 1000;
@@ -560,7 +570,7 @@ async function benchPeerRound(cluster: Cluster, peer: Peer, options: BenchOption
   while (Date.now() < end) {
     const open = await peerUnsettled(peer);
     if (window) polls += 1;
-    for (let deficit = options.inflight - open - pending; deficit > 0; deficit -= 1) submit();
+    loop.top(open);
     if (!window && Date.now() >= measureFrom) {
       window = { from: new Date(), cpu: cpuSnapshot(cluster, extra), commits: await pgCommits(peer.pool) };
       polls = 0;
@@ -572,7 +582,7 @@ async function benchPeerRound(cluster: Cluster, peer: Peer, options: BenchOption
   const cpu = cpuBetween(window.cpu, cpuSnapshot(cluster, extra));
   // The window's own reads on this database: every poll and the first commit count, each a transaction.
   const commits = (await pgCommits(peer.pool)) - window.commits - polls - 1;
-  while (pending > 0) await sleep(20);
+  await loop.drained();
   const deadline = Date.now() + 180_000;
   while ((await peerUnsettled(peer)) > 0) {
     if (Date.now() > deadline) throw new Error('the peer did not settle its workflows');
@@ -590,8 +600,8 @@ async function benchPeerRound(cluster: Cluster, peer: Peer, options: BenchOption
     commitsPerOp: perOp(commits),
     cpuPerOp,
     otherLoad: cpu.otherMs / cpu.elapsedMs,
-    submitted: submitted - failures,
-    failures,
+    submitted: loop.submitted - loop.failures,
+    failures: loop.failures,
   };
   note(
     `DBOS peer round ${round}: ${result.verifiedPerSecond.toFixed(1)} workflows settled/s ` +
