@@ -265,14 +265,23 @@ export class SenderService {
     const evidence = { method: 'read_after_write', ...read.evidence };
     const observeAt = this.config.OBSERVE_BATCH > 0 ? new Date(Date.now() + this.config.OBSERVE_INTERVAL_MS) : null;
     // A lost compare-and-set means the operation moved on (a verify job the sweeper owed it got there first): whoever
-    // moved it owns what comes next, and a verify job would find nothing to do.
-    await this.transitions.operation(this.db.manager, {
-      operation: { ...snapshotOf(op), status: S.ACKNOWLEDGED, attempt },
-      to: S.VERIFIED,
-      reason: null,
-      patch: settledByReadBack(S.VERIFIED, null, evidence, observeAt),
-      eventData: { evidence_source: evidence.source },
-    });
+    // moved it owns what comes next, and a verify job would find nothing to do. A write that fails (Postgres away)
+    // leaves it ACKNOWLEDGED: the verify job takes it, as it would have without this read.
+    try {
+      await this.transitions.operation(this.db.manager, {
+        operation: { ...snapshotOf(op), status: S.ACKNOWLEDGED, attempt },
+        to: S.VERIFIED,
+        reason: null,
+        patch: settledByReadBack(S.VERIFIED, null, evidence, observeAt),
+        eventData: { evidence_source: evidence.source },
+      });
+    } catch (error) {
+      this.logger.warn(
+        { err: error, operationId: op.id },
+        'VERIFIED at send not written; leaving it to the verify job',
+      );
+      return false;
+    }
     return true;
   }
 
