@@ -1,7 +1,15 @@
 import type { WireRequest } from '../../apps/sandbox-provider/src/sandbox-provider';
 import { Stack, waitFor } from '../support/stack';
 import { charge, unique } from '../support/http';
-import { events, expectLegalHistory, getExecution, resetSandbox, settle, submit } from './dispatcher-helpers';
+import {
+  events,
+  expectLegalHistory,
+  getExecution,
+  markedOperations,
+  resetSandbox,
+  settle,
+  submit,
+} from './dispatcher-helpers';
 
 /**
  * The happy path in one job (VERIFY_AT_SEND, on by default): the dispatcher reads an acknowledged charge back right
@@ -56,6 +64,45 @@ describe('dispatcher: verified in the send’s own job', () => {
     const done = await settle(stack, created.id);
     expect(done.operations[0].status).toBe('VERIFIED');
     expect(done.status).toBe('completed');
+    expect((await stack.effects()).charges[reference].count).toBe(1);
+  });
+});
+
+/**
+ * A dispatcher that dies between the acknowledgement and its read at send (test-only kill point
+ * TEST_PAUSE_BEFORE_READ_MS, then SIGKILL) leaves the operation ACKNOWLEDGED with its check due: the sweeper owes it a
+ * verify job and the reconciler settles it from the source. Never a second send.
+ */
+describe('dispatcher: killed between the acknowledgement and its read at send', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await Stack.start({ label: 'vsendkill', dispatchers: 0 });
+  });
+  afterAll(async () => stack?.stop());
+
+  it('the sweeper and the reconciler verify it; one charge, one send', async () => {
+    const dispatcher = await stack.startApp('dispatcher', { TEST_PAUSE_BEFORE_READ_MS: '60000' });
+    const reference = unique('vsend-kill');
+    const created = await submit(stack, [charge(reference)]);
+    const [operationId] = await waitFor(
+      async () => markedOperations(dispatcher, 'paused before read-back'),
+      (ids) => ids.length >= 1,
+      30_000,
+      20,
+    );
+    const mid = (await stack.db.dataSource.query(`SELECT status FROM operations WHERE id = $1`, [operationId])) as {
+      status: string;
+    }[];
+    expect(mid[0].status).toBe('ACKNOWLEDGED');
+    await stack.kill(dispatcher, 'SIGKILL');
+    await stack.startApp('dispatcher');
+
+    const done = await settle(stack, created.id);
+    expect(done.operations[0].status).toBe('VERIFIED');
+    expect(done.status).toBe('completed');
+    const log = await events(stack, created.id);
+    expectLegalHistory(log);
+    expect(log.filter((e) => e.type === 'operation.status_changed' && e.to_status === 'SENT')).toHaveLength(1);
     expect((await stack.effects()).charges[reference].count).toBe(1);
   });
 });

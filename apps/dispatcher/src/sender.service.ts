@@ -247,6 +247,7 @@ export class SenderService {
     tenant: TenantConnectorSettings,
   ): Promise<boolean> {
     if (!connector.readBack) return false;
+    await testPause(this.logger, this.config.TEST_PAUSE_BEFORE_READ_MS, 'paused before read-back', op.id);
     let read: ReadBackResult;
     try {
       read = await connector.readBack({ ...connectorOperation(op), providerRef }, callEnvironment(this.config, tenant));
