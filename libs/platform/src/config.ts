@@ -196,8 +196,8 @@ const ConfigSchema = z
     WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).default(10_000),
     /**
      * Test-only kill points (docs/operations.md): the dispatcher logs a marker and sleeps after committing SENT, or after
-     * the connector answered and before the outcome is written; the reconciler (and the dispatcher at send) before a read-back. 0 = off. Refused in
-     * production, so they can never slow down or widen a real crash window.
+     * the connector answered and before the outcome is written; the reconciler (and the dispatcher at send) before a
+     * read-back. 0 = off. Refused in production, so they can never slow down or widen a real crash window.
      */
     TEST_PAUSE_AFTER_SENT_MS: ms(0),
     TEST_PAUSE_AFTER_CALL_MS: ms(0),
