@@ -264,7 +264,6 @@ export class SenderService {
     });
     if (decision.kind !== 'verified') return false;
     const evidence = { method: 'read_after_write', ...read.evidence };
-    const observeAt = this.config.OBSERVE_BATCH > 0 ? new Date(Date.now() + this.config.OBSERVE_INTERVAL_MS) : null;
     // A lost compare-and-set means the operation moved on (a verify job the sweeper owed it got there first): whoever
     // moved it owns what comes next, and a verify job would find nothing to do. A write that fails (Postgres away)
     // leaves it ACKNOWLEDGED: the verify job takes it, as it would have without this read.
@@ -273,7 +272,7 @@ export class SenderService {
         operation: { ...snapshotOf(op), status: S.ACKNOWLEDGED, attempt },
         to: S.VERIFIED,
         reason: null,
-        patch: settledByReadBack(S.VERIFIED, null, evidence, observeAt),
+        patch: settledByReadBack(S.VERIFIED, null, evidence, this.config),
         eventData: { evidence_source: evidence.source },
       });
     } catch (error) {

@@ -269,7 +269,7 @@ export class VerificationService {
       operation: snapshotOf(op),
       to,
       reason,
-      patch: settledByReadBack(to, reason, evidence, this.config.OBSERVE_BATCH > 0 ? this.observeAt() : null),
+      patch: settledByReadBack(to, reason, evidence, this.config),
       eventData: { evidence_source: evidence.source },
     });
     if (!moved.won) return 'skipped: lost race';
@@ -336,10 +336,6 @@ export class VerificationService {
       detail: 'the source cannot be read',
       evidence: { source: op.connector, read_at: new Date().toISOString() },
     };
-  }
-
-  private observeAt(): Date {
-    return new Date(Date.now() + this.config.OBSERVE_INTERVAL_MS);
   }
 
   /**

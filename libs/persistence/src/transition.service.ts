@@ -30,24 +30,31 @@ export interface OperationPatch {
   next_check_at?: Date | null;
 }
 
+/** When a VERIFIED effect is read again: OBSERVE_INTERVAL_MS from now; never when observation is off (OBSERVE_BATCH 0). */
+export interface ObservationTiming {
+  OBSERVE_BATCH: number;
+  OBSERVE_INTERVAL_MS: number;
+}
+
 /**
  * What a read-back that settles an operation writes, whoever made the read (the reconciler's verify job, or the
  * dispatcher's read right after the send): the evidence; the terminal reason (null for VERIFIED: a CONNECTOR_ERROR
  * left from an UNKNOWN on the way no longer explains the outcome); for a VERIFIED effect its first observation
- * (converged) and when it is read again (`observeAt`, null when observation is off).
+ * (converged) and when it is read again.
  */
 export function settledByReadBack(
   to: OperationStatus.VERIFIED | OperationStatus.FAILED,
   reason: TerminalReason | null,
   evidence: Record<string, unknown>,
-  observeAt: Date | null,
+  observation: ObservationTiming,
 ): OperationPatch {
   const verified = to === OperationStatus.VERIFIED;
+  const observed = verified && observation.OBSERVE_BATCH > 0;
   return {
     terminal_reason: reason,
     evidence,
     observation: verified ? 'converged' : null,
-    next_check_at: verified ? observeAt : null,
+    next_check_at: observed ? new Date(Date.now() + observation.OBSERVE_INTERVAL_MS) : null,
   };
 }
 

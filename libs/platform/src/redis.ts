@@ -31,8 +31,8 @@ export function redisTarget(url: string): string {
  * Workers' blocking connections need maxRetriesPerRequest null (BullMQ's rule); producers fail fast instead of
  * queueing commands while Redis is away, because the enqueue is owed by Postgres (the sweeper), not by memory.
  */
-export function createRedis(url: string, role: 'producer' | 'worker', name: string): Redis {
-  const redis = new IORedis(redisTarget(url), roleOptions(role, name));
+export function createRedis(url: string, role: 'producer' | 'worker', name: string, lazy = false): Redis {
+  const redis = new IORedis(redisTarget(url), { ...roleOptions(role, name), ...(lazy ? { lazyConnect: true } : {}) });
   // An unhandled 'error' event would crash the process on every reconnect attempt.
   redis.on('error', () => undefined);
   return redis;
@@ -49,12 +49,7 @@ export function createRedisClient(
   name: string,
   lazy = false,
 ): RedisClient {
-  if (!target.REDIS_CLUSTER_NODES) {
-    if (!lazy) return createRedis(target.REDIS_URL, role, name);
-    const redis = new IORedis(redisTarget(target.REDIS_URL), { ...roleOptions(role, name), lazyConnect: true });
-    redis.on('error', () => undefined);
-    return redis;
-  }
+  if (!target.REDIS_CLUSTER_NODES) return createRedis(target.REDIS_URL, role, name, lazy);
   const { nodes, credentials } = clusterNodes(target.REDIS_CLUSTER_NODES);
   const options: ClusterOptions = {
     lazyConnect: lazy,

@@ -63,9 +63,9 @@ export class JobProducer {
    * waited for: it ends within the connection's connect timeout, ready or not.
    */
   async connectedQueue(name: QueueName, shard = HOME_SHARD): Promise<Queue> {
-    const redis = this.connection;
-    if (redis.status === 'connecting' || redis.status === 'connect') await this.connectAttempt();
-    if (redis.status !== 'ready') throw new Error(`Redis is not connected (${redis.status})`);
+    await this.attemptOver();
+    const status = this.connection.status;
+    if (status !== 'ready') throw new Error(`Redis is not connected (${status})`);
     return this.queue(name, shard);
   }
 
@@ -84,14 +84,19 @@ export class JobProducer {
     // Bull Board keeps these Queue objects for the life of the process. Built while a Redis Cluster client is still
     // connecting, a Queue's first command fails at once (no offline queue) and BullMQ keeps that failure: wait for the
     // connection attempt under way (bounded by its connect timeout; a Redis that is down at boot is not waited for).
-    const redis = this.connection;
-    if (redis.status === 'connecting' || redis.status === 'connect') await this.connectAttempt().catch(() => undefined);
+    await this.attemptOver().catch(() => undefined);
     return Object.values(QueueName).flatMap((name) =>
       this.shards.shardsOf(name).map((shard) => ({
         queue: this.queue(name, shard),
         namePrefix: this.shards.count === 1 ? '' : `${shard}.`,
       })),
     );
+  }
+
+  /** Resolves at once unless a connection attempt is under way; then when it ends (rejects if it failed). */
+  private async attemptOver(): Promise<void> {
+    const status = this.connection.status;
+    if (status === 'connecting' || status === 'connect') await this.connectAttempt();
   }
 
   /** The connection attempt under way, awaited by every caller at once (one pair of listeners, not one per call). */

@@ -41,7 +41,7 @@ export function shardPrefix(prefix: string, shard: number, shards: number): stri
 }
 
 /** The key a job is routed by: its execution (every job of an execution on one shard), else its delivery. */
-export function routingKeyOf<N extends JobName>(name: N, data: JobPayloads[N]): string | null {
+export function routingKeyOf(data: JobPayloads[JobName]): string | null {
   const fields = data as Partial<Record<'executionId' | 'deliveryId', unknown>>;
   if (typeof fields.executionId === 'string') return fields.executionId;
   if (typeof fields.deliveryId === 'string') return fields.deliveryId;
@@ -86,7 +86,7 @@ export class QueueShards {
   /** The shard a job goes to. */
   shardOf<N extends JobName>(name: N, data: JobPayloads[N]): number {
     if (QUEUE_OF_JOB[name] === QueueName.SWEEP) return HOME_SHARD;
-    const key = routingKeyOf(name, data);
+    const key = routingKeyOf(data);
     return key === null ? HOME_SHARD : shardOfKey(key, this.count);
   }
 
