@@ -290,6 +290,13 @@ function runReviewers(
       await sleep(250);
     }
   };
+  // A careful reviewer answers "it did not happen" only once no call of the operation can still reach the provider:
+  // a dispatcher frozen between its "is the call still safe" check and the call (the SIGSTOP below) may send it seconds
+  // after the operation was marked UNKNOWN, as may a send still in flight when a stray job marked it. Before then the
+  // provider's dashboard is no evidence of absence, for a person as for the reconciler (which waits likewise).
+  const lockMs = Number(cluster.env.DISPATCH_LOCK_MS);
+  const graceMs = Number(cluster.env.SEND_GRACE_MS);
+  const absenceEvidentAfterMs = 2 * (lockMs + graceMs) + Number(cluster.env.CONNECTOR_TIMEOUT_MS) + 1_500;
   const resolutions = async () => {
     while (resolving) {
       try {
@@ -299,9 +306,12 @@ function runReviewers(
           connector: string;
           reference: string | null;
           client_ref: string | null;
+          absence_evident: boolean;
         }>(
-          `SELECT id, attempt, connector, params->>'reference' AS reference, params->>'client_ref' AS client_ref
+          `SELECT id, attempt, connector, params->>'reference' AS reference, params->>'client_ref' AS client_ref,
+                  coalesce(sent_at < now() - make_interval(secs => $1::float8 / 1000), true) AS absence_evident
              FROM operations WHERE status = 'MANUAL_REVIEW' AND obligation->'resolution' IS NULL LIMIT 100`,
+          [absenceEvidentAfterMs],
         );
         const effects = rows.length ? await cluster.effects() : null;
         for (const op of rows) {
@@ -313,6 +323,7 @@ function runReviewers(
               op.connector === 'sandbox.payments'
                 ? (effects!.charges[op.reference ?? '']?.count ?? 0) > 0
                 : (effects!.messages[op.client_ref ?? '']?.count ?? 0) > 0;
+            if (!happened && !op.absence_evident) continue;
             if (!happened) choices = ['FAILED', 'FAILED', 'FAILED'];
             else if (op.connector === 'sandbox.payments') choices = ['VERIFIED', 'FAILED', 'VERIFIED'];
             else choices = ['VERIFIED', 'VERIFIED', 'VERIFIED'];
