@@ -13,6 +13,7 @@ import {
   settle,
   submit,
   waitForOp,
+  waitForResolutionPermitted,
 } from './dispatcher-helpers';
 import type { ProblemDetails as Problem } from '@verity/sdk';
 
@@ -170,8 +171,10 @@ describe('api: decide once, never relabel an effect', () => {
       ...heldNeverSent.map((execution) => ({ execution, choices: ['SENT', 'CANCELLED'] })),
       ...heldSent.map((execution) => ({ execution, choices: ['VERIFIED', 'FAILED'] })),
     ];
-    for (const { execution } of trials) {
+    for (const { execution, choices } of trials) {
       await waitForOp(stack, execution.id, execution.operations[0].key, (o) => o.status === 'MANUAL_REVIEW');
+      // A sent one: FAILED is accepted once no call of it can still land (before then it is refused as "not yet").
+      if (choices.includes('FAILED')) await waitForResolutionPermitted(stack, execution.operations[0].id, 'FAILED');
     }
     await resetSandbox(stack);
 
@@ -274,6 +277,7 @@ describe('api: decide once, never relabel an effect', () => {
         const created = await submit(stack, [order(key)]);
         const held = await waitForOp(stack, created.id, key, (o) => o.status === 'MANUAL_REVIEW');
         expect(held.terminal_reason).toBe('SOURCE_UNREACHABLE');
+        await waitForResolutionPermitted(stack, held.id, 'FAILED');
         return held;
       };
       const nothing = await holdOne('never-arrived');
@@ -354,7 +358,7 @@ describe('api: decide once, never relabel an effect', () => {
     const created = await submit(stack, [charge(reference)]);
     const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
     expect(held.terminal_reason).toBe('STALE_REPLICA');
-    const detail = await getOperation(stack, held.id);
+    const detail = await waitForResolutionPermitted(stack, held.id, 'FAILED');
     expect(detail.permitted_resolutions).toEqual(['VERIFIED', 'FAILED']);
     expect(
       (detail as unknown as { resolution_options: { status: string; check: string | null }[] }).resolution_options,

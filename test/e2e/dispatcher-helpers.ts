@@ -80,6 +80,19 @@ export async function waitForOp(
   return execution.operations.find((o) => o.key === key)!;
 }
 
+/**
+ * Waits until a reviewer may resolve the held operation as `status`: a FAILED of a sent operation is accepted only
+ * once no call of it can still reach the provider (the reconciler's own bound for believing an absent read).
+ */
+export async function waitForResolutionPermitted(stack: Stack, operationId: string, status: string): Promise<Op> {
+  return waitFor(
+    () => getOperation(stack, operationId),
+    (op) => Boolean(op.permitted_resolutions?.includes(status as never)),
+    45_000,
+    150,
+  );
+}
+
 /** The status path of one operation as the event log tells it: PREPARED first, then each `to_status`. */
 export function statusPath(log: Event[], operationId: string): string[] {
   return [

@@ -12,6 +12,7 @@ import {
   statusPath,
   submit,
   waitForOp,
+  waitForResolutionPermitted,
 } from './dispatcher-helpers';
 
 const OTHER_REVIEWER = 'test-other-tenant-reviewer-key';
@@ -85,6 +86,7 @@ describe('reconciler: resolution of MANUAL_REVIEW and escalation', () => {
     const reference = unique('rr-failed-charge');
     const created = await submit(stack, [sms(clientRef), charge(reference, { depends_on: ['notify'] })]);
     const held = await waitForOp(stack, created.id, 'notify', (o) => o.status === 'MANUAL_REVIEW');
+    await waitForResolutionPermitted(stack, held.id, 'FAILED');
     const res = await resolve(held.id, 'FAILED');
     expect(res.status).toBe(200);
     const execution = await settle(stack, created.id);
@@ -99,6 +101,7 @@ describe('reconciler: resolution of MANUAL_REVIEW and escalation', () => {
     const created = await submit(stack, [charge(unique('rr-forbidden'))]);
     const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
     expect(held.recovery_obligation!.permitted_actions).toEqual(['VERIFIED', 'FAILED']);
+    await waitForResolutionPermitted(stack, held.id, 'FAILED');
     for (const status of ['SENT', 'CANCELLED']) {
       const res = await resolve(held.id, status);
       expect(res.status).toBe(409);

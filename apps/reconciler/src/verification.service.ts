@@ -23,7 +23,7 @@ import {
   snapshotOf,
   settledByReadBack,
 } from '@verity/persistence';
-import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, callTimings } from '@verity/platform';
 import { JobName, JobProducer, jobId } from '@verity/queues';
 import {
   OperationStatus,
@@ -31,6 +31,7 @@ import {
   ReadBackDecision,
   TerminalReason,
   VerificationMethod,
+  absenceEvidentAt,
   decideReadBack,
   decideReconcileStart,
   everSent,
@@ -71,17 +72,12 @@ export class VerificationService {
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
-  /**
-   * Absence is proof only once any call that could have been made has landed AND the replica shows it. A call starts
-   * before the operation became UNKNOWN (the sender writes UNKNOWN after its call; the sweeper only once no worker
-   * holds the job's lock) and no earlier than SEND_GRACE_MS after SENT allows; it lasts at most CONNECTOR_TIMEOUT_MS;
-   * a committed write may take SETTLE_WINDOW_MS more to appear on the replica. Any less yields false "did not happen".
-   */
+  /** Absence is proof only once any call that could have been made has landed and the source shows it. */
   private async absenceProvenAfter(op: OperationEntity): Promise<number> {
-    const unknownAt = await lastUnknownAfterSend(this.db.manager, op.id);
-    const sentAt = (op.sentAt ?? op.createdAt).getTime();
-    const start = Math.max(sentAt + this.config.SEND_GRACE_MS, unknownAt ? unknownAt.getTime() : sentAt);
-    return start + this.config.CONNECTOR_TIMEOUT_MS + this.config.SETTLE_WINDOW_MS;
+    return absenceEvidentAt(
+      { sentAt: op.sentAt ?? op.createdAt, lastUnknownAt: await lastUnknownAfterSend(this.db.manager, op) },
+      callTimings(this.config),
+    ).getTime();
   }
 
   async verify(operationId: string): Promise<VerifyOutcome> {

@@ -7,5 +7,5 @@ UPDATE operations SET check_count = $3, next_check_at = $4
 
 -- lastUnknownAfterSend
 SELECT max(created_at) AS at FROM events
-     WHERE operation_id = $1 AND to_status = 'UNKNOWN'
+     WHERE operation_id = $1 AND tenant_id = $2 AND to_status = 'UNKNOWN'
        AND from_status IN ('SENT', 'ACKNOWLEDGED');

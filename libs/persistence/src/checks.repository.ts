@@ -14,7 +14,7 @@ export const CHECKS_SQL = {
   scheduleNextCheck: `UPDATE operations SET check_count = $3, next_check_at = $4
      WHERE id = $1 AND status = $2 AND check_count = $5`,
   lastUnknownAfterSend: `SELECT max(created_at) AS at FROM events
-     WHERE operation_id = $1 AND to_status = ${sqlLiterals([S.UNKNOWN])}
+     WHERE operation_id = $1 AND tenant_id = $2 AND to_status = ${sqlLiterals([S.UNKNOWN])}
        AND from_status IN (${sqlLiterals([S.SENT, S.ACKNOWLEDGED])})`,
 } as const;
 
@@ -36,8 +36,11 @@ export async function scheduleNextCheck(
   await rows(db, CHECKS_SQL.scheduleNextCheck, [op.id, op.status, op.checkCount + 1, nextCheckAt, op.checkCount]);
 }
 
-/** When the operation last became UNKNOWN straight after a send (SENT or ACKNOWLEDGED), or null. */
-export async function lastUnknownAfterSend(db: Queryable, operationId: string): Promise<Date | null> {
-  const [row] = await rows<{ at: Date | null }>(db, CHECKS_SQL.lastUnknownAfterSend, [operationId]);
+/**
+ * When the operation last became UNKNOWN straight after a send (SENT or ACKNOWLEDGED), or null. Tenant-scoped: the API
+ * asks it too (a reviewer's FAILED waits for the same bound as the reconciler's).
+ */
+export async function lastUnknownAfterSend(db: Queryable, op: { id: string; tenantId: string }): Promise<Date | null> {
+  const [row] = await rows<{ at: Date | null }>(db, CHECKS_SQL.lastUnknownAfterSend, [op.id, op.tenantId]);
   return row?.at ? new Date(row.at) : null;
 }

@@ -253,4 +253,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): VerityConfig {
   return parsed.data;
 }
 
+/** The timings that bound when a call may still reach a provider (the status model's CallTimings). */
+export function callTimings(config: VerityConfig): {
+  sendGraceMs: number;
+  connectorTimeoutMs: number;
+  settleWindowMs: number;
+} {
+  return {
+    sendGraceMs: config.SEND_GRACE_MS,
+    connectorTimeoutMs: config.CONNECTOR_TIMEOUT_MS,
+    settleWindowMs: config.SETTLE_WINDOW_MS,
+  };
+}
+
 export const VERITY_CONFIG = Symbol('VERITY_CONFIG');

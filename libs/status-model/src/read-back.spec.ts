@@ -1,5 +1,13 @@
 import { OperationStatus as S, TerminalReason as R } from './operation';
-import { ReadBackDecision, ReadBackKind, ReadBackSituation, decideReadBack, decideReconcileStart } from './read-back';
+import {
+  ReadBackDecision,
+  ReadBackKind,
+  ReadBackSituation,
+  absenceEvidentAt,
+  decideReadBack,
+  decideReconcileStart,
+} from './read-back';
+import { absenceNotYetEvident, resolutionOptions } from './validate';
 
 const A = S.ACKNOWLEDGED;
 const RC = S.RECONCILING;
@@ -91,5 +99,55 @@ describe('decideReconcileStart', () => {
     ],
   ])('%p → %p', (given, expected) => {
     expect(decideReconcileStart(given)).toEqual(expected);
+  });
+});
+
+describe('absenceEvidentAt: when an empty source becomes evidence that a sent operation did not happen', () => {
+  const timings = { sendGraceMs: 500, connectorTimeoutMs: 1_000, settleWindowMs: 1_500 };
+  const at = (ms: number) => new Date(Date.UTC(2026, 0, 1) + ms);
+  it.each([
+    ['marked UNKNOWN at once: the grace after SENT bounds the call start', at(0), at(100), at(500 + 2_500)],
+    ['never marked UNKNOWN (held from ACKNOWLEDGED): the grace bounds it', at(0), null, at(500 + 2_500)],
+    ['marked UNKNOWN late (a worker held the lock): the mark bounds it', at(0), at(8_000), at(8_000 + 2_500)],
+  ])('%s', (_, sentAt, lastUnknownAt, expected) => {
+    expect(absenceEvidentAt({ sentAt, lastUnknownAt }, timings)).toEqual(expected);
+  });
+});
+
+describe('a reviewer’s FAILED of a sent operation waits for absenceEvidentAt; nothing else does', () => {
+  const evident = new Date('2026-01-01T00:00:10.000Z');
+  const before = new Date('2026-01-01T00:00:09.999Z');
+  const held = { status: S.MANUAL_REVIEW, everSent: true, heldFor: R.CONNECTOR_ERROR, absenceEvidentAt: evident };
+  it.each([
+    ['sent, before the bound: FAILED waits', held, before, evident],
+    ['sent, at the bound: FAILED is accepted', held, evident, null],
+    [
+      'never sent: there is no call to wait for',
+      { ...held, everSent: false, heldFor: R.KNOWLEDGE_CONFLICT },
+      before,
+      null,
+    ],
+    [
+      'FAILED refused for good (the source showed it): no wait to announce',
+      { ...held, heldFor: R.INTEGRITY_MISMATCH },
+      before,
+      null,
+    ],
+    ['not held: nothing to resolve', { ...held, status: S.UNKNOWN }, before, null],
+  ])('%s', (_, input, now, expected) => {
+    expect(absenceNotYetEvident({ ...input, now })).toEqual(expected);
+  });
+
+  it('resolutionOptions shows FAILED refused until then, with the time, and VERIFIED permitted throughout', () => {
+    const options = resolutionOptions({ ...held, canReadBack: false, now: before });
+    expect(options.map((o) => [o.status, o.permitted])).toEqual([
+      [S.VERIFIED, true],
+      [S.FAILED, false],
+      [S.SENT, false],
+      [S.CANCELLED, false],
+    ]);
+    expect(options[1].why).toContain('until 2026-01-01T00:00:10.000Z');
+    const later = resolutionOptions({ ...held, canReadBack: true, now: evident });
+    expect(later[1]).toMatchObject({ status: S.FAILED, permitted: true, check: 'read_back' });
   });
 });

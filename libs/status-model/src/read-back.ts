@@ -78,3 +78,25 @@ export function decideReconcileStart(situation: { canReadBack: boolean; deadline
   if (situation.deadlinePassed) return { kind: 'hold', reason: TerminalReason.CONNECTOR_ERROR, why: 'deadline' };
   return { kind: 'read' };
 }
+
+/** The timings that bound when a call of a sent operation can still reach the provider (the config of that name). */
+export interface CallTimings {
+  sendGraceMs: number;
+  connectorTimeoutMs: number;
+  settleWindowMs: number;
+}
+
+/**
+ * From when "no effect exists" can be concluded about a sent operation: by the reconciler from an absent read, and by
+ * a reviewer from what the provider shows (I14). A call starts no later than SEND_GRACE_MS after SENT, or — by a
+ * worker that still held the job's lock — before the operation was marked UNKNOWN (the sender writes UNKNOWN after its
+ * call; the sweeper only once no worker holds the lock); it lasts at most CONNECTOR_TIMEOUT_MS; a committed write may
+ * take SETTLE_WINDOW_MS more to show at the source. Before then, an empty source is no evidence of absence.
+ */
+export function absenceEvidentAt(op: { sentAt: Date; lastUnknownAt: Date | null }, timings: CallTimings): Date {
+  const latestCallStart = Math.max(
+    op.sentAt.getTime() + timings.sendGraceMs,
+    op.lastUnknownAt ? op.lastUnknownAt.getTime() : 0,
+  );
+  return new Date(latestCallStart + timings.connectorTimeoutMs + timings.settleWindowMs);
+}

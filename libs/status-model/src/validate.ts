@@ -154,14 +154,19 @@ const REFUSED_WHY: Partial<Record<StatusModelErrorCode, string>> = {
  * Every resolution of a held operation, permitted or not, with the reason: the API and the console show exactly
  * this, so an action a reviewer sees is one the API accepts. `canReadBack`: the source can be read back, so a FAILED
  * is accepted only if a read at that moment does not find the effect (otherwise 409 effect-exists).
+ * `absenceEvidentAt` (see `absenceEvidentAt` in read-back.ts): until then a call of this sent operation may still reach
+ * the provider, so FAILED waits whatever the reviewer or a read sees now (`now` is the moment of the decision).
  */
 export function resolutionOptions(input: {
   status: OperationStatus;
   everSent: boolean;
   heldFor: TerminalReason | null;
   canReadBack: boolean;
+  absenceEvidentAt?: Date | null;
+  now?: Date;
 }): ResolutionOption[] {
   if (input.status !== OperationStatus.MANUAL_REVIEW) return [];
+  const failedWaitsUntil = absenceNotYetEvident(input);
   return RESOLUTION_STATUSES.map((to) => {
     try {
       assertOperationTransition(input.status, to, {
@@ -174,6 +179,16 @@ export function resolutionOptions(input: {
       if (!(error instanceof IllegalTransitionError)) throw error;
       return { status: to, permitted: false, why: REFUSED_WHY[error.code] ?? error.message, check: null };
     }
+    if (to === OperationStatus.FAILED && failedWaitsUntil) {
+      return {
+        status: to,
+        permitted: false,
+        why:
+          `a call made for it may still reach the provider until ${failedWaitsUntil.toISOString()}: ` +
+          'before then, finding nothing at the source is no evidence that it did not happen',
+        check: null,
+      };
+    }
     const readFirst = to === OperationStatus.FAILED && input.canReadBack;
     return {
       status: to,
@@ -184,4 +199,22 @@ export function resolutionOptions(input: {
       check: readFirst ? 'read_back' : null,
     };
   });
+}
+
+/**
+ * When a FAILED of this held operation becomes acceptable, if the status model would accept it but not yet: only a
+ * sent operation can have a call on its way. Null when FAILED need not wait (or is refused for good).
+ */
+export function absenceNotYetEvident(input: {
+  status: OperationStatus;
+  everSent: boolean;
+  heldFor: TerminalReason | null;
+  absenceEvidentAt?: Date | null;
+  now?: Date;
+}): Date | null {
+  if (!input.everSent || !input.absenceEvidentAt) return null;
+  const gate = { actor: 'human', verificationMethod: '', everSent: input.everSent, heldFor: input.heldFor } as const;
+  if (!isOperationTransitionAllowed(input.status, OperationStatus.FAILED, gate)) return null;
+  const now = input.now ?? new Date();
+  return now < input.absenceEvidentAt ? input.absenceEvidentAt : null;
 }

@@ -12,6 +12,7 @@ import {
   findLastStatusChanges,
   findOperation,
   insertExecution,
+  lastUnknownAfterSend,
   isUniqueViolation,
   loadTenantSettings,
   obligationDueMs,
@@ -20,13 +21,23 @@ import {
   traceParentsOf,
   transaction,
 } from '@verity/persistence';
-import { VERITY_CONFIG, VerityConfig, currentTraceparent, inTraceOf, newId, tracingOn } from '@verity/platform';
+import {
+  VERITY_CONFIG,
+  VerityConfig,
+  callTimings,
+  currentTraceparent,
+  inTraceOf,
+  newId,
+  tracingOn,
+} from '@verity/platform';
 import { JobName, JobProducer, jobId } from '@verity/queues';
 import {
   ExecutionStatus,
   LastStatusChange,
   OperationStatus,
   ResolutionStatus,
+  absenceEvidentAt,
+  absenceNotYetEvident,
   canRetry,
   operationTransitionRule,
   resolutionOptions,
@@ -76,7 +87,7 @@ export class OperationsService {
   async get(principal: Principal, id: string) {
     const op = await this.load(principal, id);
     const changes = await findLastStatusChanges(this.db.manager, [op.id], principal.tenantId);
-    return this.detail(op, changes.get(op.id) ?? null);
+    return this.detail(op, changes.get(op.id) ?? null, await this.absenceEvidentAt(op));
   }
 
   /**
@@ -84,7 +95,7 @@ export class OperationsService {
    * this, so it never offers what the API would refuse. Once a resolution is recorded (a release waiting for the
    * dispatcher included), nothing more is permitted: the decision was made.
    */
-  private detail(op: OperationEntity, lastChange: LastStatusChange | null) {
+  private detail(op: OperationEntity, lastChange: LastStatusChange | null, absenceEvidentAt: Date | null) {
     const options = recordedResolution(op)
       ? []
       : resolutionOptions({
@@ -92,12 +103,24 @@ export class OperationsService {
           everSent: everSent(op),
           heldFor: op.terminalReason,
           canReadBack: this.canReadBack(op),
+          absenceEvidentAt,
+          now: new Date(),
         });
     return {
       ...presentOperation(op, lastChange),
       permitted_resolutions: options.filter((o) => o.permitted).map((o) => o.status),
       resolution_options: options,
     };
+  }
+
+  /**
+   * From when "it did not happen" can be believed about a held, sent operation: the bound the reconciler waits for
+   * before it trusts an absent read (a call may still be on its way until then). Null when nothing was sent.
+   */
+  private async absenceEvidentAt(op: OperationEntity): Promise<Date | null> {
+    if (op.status !== OperationStatus.MANUAL_REVIEW || !everSent(op)) return null;
+    const lastUnknownAt = await lastUnknownAfterSend(this.db.manager, op);
+    return absenceEvidentAt({ sentAt: op.sentAt ?? op.createdAt, lastUnknownAt }, callTimings(this.config));
   }
 
   /** The connector can read this operation's effect back from the source. */
@@ -184,13 +207,41 @@ export class OperationsService {
   async resolve(principal: Principal, id: string, status: ResolutionStatus, evidence: string) {
     const op = await this.load(principal, id);
     if (recordedResolution(op)) throw this.resolutionRefusal(op);
+    const now = new Date();
+    const evidentAt = await this.absenceEvidentAt(op);
     const options = resolutionOptions({
       status: op.status,
       everSent: everSent(op),
       heldFor: op.terminalReason,
       canReadBack: this.canReadBack(op),
+      absenceEvidentAt: evidentAt,
+      now,
     });
     const option = options.find((o) => o.status === status);
+    const waitUntil = absenceNotYetEvident({
+      status: op.status,
+      everSent: everSent(op),
+      heldFor: op.terminalReason,
+      absenceEvidentAt: evidentAt,
+      now,
+    });
+    if (status === OperationStatus.FAILED && option && waitUntil) {
+      // Not "no": "not yet". Retry-After says when what the reviewer sees at the source becomes evidence.
+      const permitted = options.filter((o) => o.permitted).map((o) => o.status);
+      throw new Problem(
+        409,
+        'resolution-not-permitted',
+        'Conflict with the current state',
+        `FAILED is not permitted yet: ${option.why}`,
+        {
+          current_status: op.status,
+          permitted_resolutions: permitted,
+          resolution_options: options,
+          absence_evident_at: waitUntil.toISOString(),
+        },
+        { 'retry-after': String(Math.max(1, Math.ceil((waitUntil.getTime() - now.getTime()) / 1000))) },
+      );
+    }
     if (!option?.permitted) {
       if (op.status === OperationStatus.MANUAL_REVIEW && status === OperationStatus.FAILED && option) {
         // Held because the source showed the effect (INTEGRITY_MISMATCH): what it showed is the stored evidence.

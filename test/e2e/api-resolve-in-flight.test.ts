@@ -1,0 +1,91 @@
+import { DEMO, Stack } from '../support/stack';
+import { http, sms, unique } from '../support/http';
+import {
+  events,
+  expectLegalHistory,
+  getOperation,
+  resetSandbox,
+  submit,
+  waitForOp,
+  waitForResolutionPermitted,
+} from './dispatcher-helpers';
+import type { ProblemDetails as Problem } from '@verity/sdk';
+
+/**
+ * I14 in time: a reviewer who finds nothing at the provider cannot mark a sent operation FAILED while a call of it may
+ * still be on its way (a send in flight when the operation was marked UNKNOWN, a worker in its grace period). Until
+ * the bound the reconciler itself waits for before it believes an absent read, FAILED answers 409 with Retry-After and
+ * writes nothing; from then it is accepted. The settle window is long here so that "before" is seconds wide.
+ */
+describe('api: FAILED of a sent operation waits until no call can still land', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await Stack.start({ label: 'inflight', env: { SETTLE_WINDOW_MS: '6000' } });
+  });
+  afterAll(async () => stack?.stop());
+  afterEach(async () => resetSandbox(stack));
+
+  const resolve = (opId: string, status: string) =>
+    http<Problem & { status: string }>(stack.apiUrl, 'POST', `/v1/operations/${opId}/resolve`, {
+      key: DEMO.reviewer,
+      body: { status, evidence: `the provider dashboard shows nothing: ${status}` },
+    });
+
+  it('too early: 409 resolution-not-permitted with Retry-After and nothing written; accepted once the bound passed', async () => {
+    // The send is dropped: the outcome is UNKNOWN, an SMS cannot be read back, so it is held for a human at once.
+    await stack.setFaults({ rules: [{ method: 'POST', path: '/v1/messages', fault: 'drop_before_commit', count: 1 }] });
+    const created = await submit(stack, [sms(unique('inflight-sms'))]);
+    const held = await waitForOp(stack, created.id, 'notify', (o) => o.status === 'MANUAL_REVIEW');
+
+    const detail = await getOperation(stack, held.id);
+    expect(detail.permitted_resolutions).toEqual(['VERIFIED']);
+    expect(detail.resolution_options).toContainEqual({
+      status: 'FAILED',
+      permitted: false,
+      why: expect.stringMatching(/may still reach the provider until \d{4}-\d\d-\d\dT/),
+      check: null,
+    });
+
+    const askedAt = Date.now();
+    const early = await resolve(held.id, 'FAILED');
+    expect(early.status).toBe(409);
+    expect(early.headers.get('content-type')).toContain('application/problem+json');
+    expect(early.body).toMatchObject({
+      type: 'https://verity.dev/problems/resolution-not-permitted',
+      current_status: 'MANUAL_REVIEW',
+      permitted_resolutions: ['VERIFIED'],
+      absence_evident_at: expect.any(String),
+    });
+    const evidentAt = Date.parse((early.body as unknown as { absence_evident_at: string }).absence_evident_at);
+    const retryAfter = Number(early.headers.get('retry-after'));
+    expect(Number.isInteger(retryAfter) && retryAfter >= 1).toBe(true);
+    expect(evidentAt).toBeGreaterThan(askedAt);
+    const unchanged = await getOperation(stack, held.id);
+    expect(unchanged.status).toBe('MANUAL_REVIEW');
+    expect(unchanged.recovery_obligation!.resolution).toBeUndefined();
+    expect((await events(stack, created.id)).filter((e) => e.type === 'operation.resolved')).toHaveLength(0);
+
+    const permitted = await waitForResolutionPermitted(stack, held.id, 'FAILED');
+    expect(Date.now()).toBeGreaterThanOrEqual(evidentAt);
+    expect(permitted.resolution_options).toContainEqual(expect.objectContaining({ status: 'FAILED', permitted: true }));
+    const accepted = await resolve(held.id, 'FAILED');
+    expect(accepted.status).toBe(200);
+    expect(accepted.body.status).toBe('FAILED');
+    const log = await events(stack, created.id);
+    expect(log.filter((e) => e.type === 'operation.resolved')).toHaveLength(1);
+    expectLegalHistory(log);
+  });
+
+  it('VERIFIED is never held back: a reviewer who sees the effect may say so at once', async () => {
+    await stack.setFaults({
+      rules: [{ method: 'POST', path: '/v1/messages', fault: 'timeout_after_commit', count: 1 }],
+    });
+    const created = await submit(stack, [sms(unique('inflight-seen'))]);
+    const held = await waitForOp(stack, created.id, 'notify', (o) => o.status === 'MANUAL_REVIEW');
+    const detail = await getOperation(stack, held.id);
+    expect(detail.permitted_resolutions).toEqual(['VERIFIED']);
+    const accepted = await resolve(held.id, 'VERIFIED');
+    expect(accepted.status).toBe(200);
+    expect(accepted.body.status).toBe('VERIFIED');
+  });
+});
