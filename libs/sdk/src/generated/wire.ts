@@ -1300,7 +1300,104 @@ export interface components {
       [key: string]: unknown;
     };
   };
-  responses: never;
+  responses: {
+    /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
+    Problem400: {
+      headers: {
+        [name: string]: unknown;
+      };
+      content: {
+        'application/problem+json': components['schemas']['Problem'];
+      };
+    };
+    /** @description No API key, or an unknown or revoked one */
+    Problem401: {
+      headers: {
+        /** @description `Bearer` (or `Basic` on Bull Board) */
+        'WWW-Authenticate': string;
+        [name: string]: unknown;
+      };
+      content: {
+        'application/problem+json': components['schemas']['Problem'];
+      };
+    };
+    /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
+    Problem403: {
+      headers: {
+        [name: string]: unknown;
+      };
+      content: {
+        'application/problem+json': components['schemas']['Problem'];
+      };
+    };
+    /** @description No such resource visible to this key (other tenants’ resources are never visible) */
+    Problem404: {
+      headers: {
+        [name: string]: unknown;
+      };
+      content: {
+        'application/problem+json': components['schemas']['Problem'];
+      };
+    };
+    /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
+    Problem408: {
+      headers: {
+        [name: string]: unknown;
+      };
+      content: {
+        'application/problem+json': components['schemas']['Problem'];
+      };
+    };
+    /** @description Conflict with the current state; the problem names the rule */
+    Problem409: {
+      headers: {
+        [name: string]: unknown;
+      };
+      content: {
+        'application/problem+json': components['schemas']['Problem'];
+      };
+    };
+    /** @description The body is larger than 256 KiB */
+    Problem413: {
+      headers: {
+        [name: string]: unknown;
+      };
+      content: {
+        'application/problem+json': components['schemas']['Problem'];
+      };
+    };
+    /** @description The body is not JSON */
+    Problem415: {
+      headers: {
+        [name: string]: unknown;
+      };
+      content: {
+        'application/problem+json': components['schemas']['Problem'];
+      };
+    };
+    /** @description Rate limit (or open-stream limit) reached; see Retry-After */
+    Problem429: {
+      headers: {
+        /** @description seconds to wait before trying again */
+        'Retry-After': number;
+        [name: string]: unknown;
+      };
+      content: {
+        'application/problem+json': components['schemas']['Problem'];
+      };
+    };
+    /** @description Postgres is unreachable; nothing was written; see Retry-After */
+    Problem503: {
+      headers: {
+        /** @description seconds to wait before trying again */
+        'Retry-After': number;
+        [name: string]: unknown;
+      };
+      content: {
+        'application/problem+json': components['schemas']['Problem'];
+      };
+    };
+  };
   parameters: never;
   requestBodies: never;
   headers: never;
@@ -1342,57 +1439,11 @@ export interface operations {
           'application/json': components['schemas']['ExecutionList'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   submitExecution: {
@@ -1424,44 +1475,10 @@ export interface operations {
           'application/json': components['schemas']['Execution'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      408: components['responses']['Problem408'];
       /** @description Conflict with the current state; the problem names the rule */
       409: {
         headers: {
@@ -1473,24 +1490,8 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
       /** @description Idempotency-Key reused with a different body */
       422: {
         headers: {
@@ -1500,28 +1501,8 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   getExecution: {
@@ -1544,66 +1525,12 @@ export interface operations {
           'application/json': components['schemas']['Execution'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   listExecutionEvents: {
@@ -1630,66 +1557,12 @@ export interface operations {
           'application/json': components['schemas']['EventList'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   cancelExecution: {
@@ -1717,102 +1590,16 @@ export interface operations {
           'application/json': components['schemas']['Execution'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Conflict with the current state; the problem names the rule */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      408: components['responses']['Problem408'];
+      409: components['responses']['Problem409'];
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   streamExecutionEvents: {
@@ -1852,66 +1639,12 @@ export interface operations {
           'text/event-stream': string;
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   getOperation: {
@@ -1934,66 +1667,12 @@ export interface operations {
           'application/json': components['schemas']['OperationDetail'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   decideApproval: {
@@ -2021,102 +1700,16 @@ export interface operations {
           'application/json': components['schemas']['OperationDetail'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Conflict with the current state; the problem names the rule */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      408: components['responses']['Problem408'];
+      409: components['responses']['Problem409'];
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   resolveOperation: {
@@ -2144,102 +1737,16 @@ export interface operations {
           'application/json': components['schemas']['OperationDetail'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Conflict with the current state; the problem names the rule */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      408: components['responses']['Problem408'];
+      409: components['responses']['Problem409'];
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   recheckOperation: {
@@ -2263,102 +1770,16 @@ export interface operations {
           'application/json': components['schemas']['OperationDetail'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Conflict with the current state; the problem names the rule */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      408: components['responses']['Problem408'];
+      409: components['responses']['Problem409'];
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   retryOperation: {
@@ -2384,102 +1805,16 @@ export interface operations {
           'application/json': components['schemas']['RetryResult'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Conflict with the current state; the problem names the rule */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      408: components['responses']['Problem408'];
+      409: components['responses']['Problem409'];
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   getReviewSummary: {
@@ -2499,57 +1834,11 @@ export interface operations {
           'application/json': components['schemas']['ReviewSummary'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   listPendingApprovals: {
@@ -2575,57 +1864,11 @@ export interface operations {
           'application/json': components['schemas']['ReviewQueue'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   listManualReviews: {
@@ -2662,57 +1905,11 @@ export interface operations {
           'application/json': components['schemas']['ReviewQueue'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   getIndex: {
@@ -2732,15 +1929,7 @@ export interface operations {
           'application/json': components['schemas']['Index'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
     };
   };
   getApiIndex: {
@@ -2760,15 +1949,7 @@ export interface operations {
           'application/json': components['schemas']['Index'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
     };
   };
   listConnectors: {
@@ -2788,57 +1969,11 @@ export interface operations {
           'application/json': components['schemas']['ConnectorList'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   getStatusModel: {
@@ -2858,15 +1993,7 @@ export interface operations {
           'application/json': components['schemas']['StatusModel'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
     };
   };
   getLiveness: {
@@ -2886,15 +2013,7 @@ export interface operations {
           'application/json': components['schemas']['Liveness'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
     };
   };
   getReadiness: {
@@ -2923,15 +2042,7 @@ export interface operations {
           'application/json': components['schemas']['Readiness'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
       /** @description A dependency is down */
       503: {
         headers: {
@@ -2995,57 +2106,11 @@ export interface operations {
           };
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   getConnectorSettings: {
@@ -3092,66 +2157,12 @@ export interface operations {
           };
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   setConnectorSettings: {
@@ -3218,93 +2229,15 @@ export interface operations {
           };
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      408: components['responses']['Problem408'];
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   clearConnectorSettings: {
@@ -3326,93 +2259,15 @@ export interface operations {
         };
         content?: never;
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      408: components['responses']['Problem408'];
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   deleteConnectorSecret: {
@@ -3436,93 +2291,15 @@ export interface operations {
         };
         content?: never;
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      408: components['responses']['Problem408'];
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   getPolicy: {
@@ -3556,66 +2333,12 @@ export interface operations {
           };
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   setPolicy: {
@@ -3672,93 +2395,15 @@ export interface operations {
           };
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      408: components['responses']['Problem408'];
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   listWebhooks: {
@@ -3796,57 +2441,11 @@ export interface operations {
           };
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   createWebhook: {
@@ -3899,93 +2498,15 @@ export interface operations {
           };
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Conflict with the current state; the problem names the rule */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      408: components['responses']['Problem408'];
+      409: components['responses']['Problem409'];
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   getWebhook: {
@@ -4024,66 +2545,12 @@ export interface operations {
           };
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   deleteWebhook: {
@@ -4105,93 +2572,15 @@ export interface operations {
         };
         content?: never;
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      408: components['responses']['Problem408'];
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   enableWebhook: {
@@ -4230,93 +2619,15 @@ export interface operations {
           };
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      408: components['responses']['Problem408'];
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   listWebhookDeliveries: {
@@ -4370,66 +2681,12 @@ export interface operations {
           };
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   redeliverWebhook: {
@@ -4482,102 +2739,16 @@ export interface operations {
           };
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Conflict with the current state; the problem names the rule */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      408: components['responses']['Problem408'];
+      409: components['responses']['Problem409'];
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   postMcpMessage: {
@@ -4648,26 +2819,8 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
       /** @description Accept must list application/json and text/event-stream */
       406: {
         headers: {
@@ -4698,24 +2851,8 @@ export interface operations {
           };
         };
       };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      408: components['responses']['Problem408'];
+      413: components['responses']['Problem413'];
       /** @description The body must be application/json */
       415: {
         headers: {
@@ -4747,28 +2884,8 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   getMetrics: {
@@ -4790,57 +2907,11 @@ export interface operations {
           'text/plain': string;
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   getBullBoard: {
@@ -4861,57 +2932,11 @@ export interface operations {
           'text/html': string;
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   getConsole: {
@@ -4932,15 +2957,7 @@ export interface operations {
           'text/html': string;
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
     };
   };
   getApiDocs: {
@@ -4961,15 +2978,7 @@ export interface operations {
           'text/html': string;
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
     };
   };
 }
