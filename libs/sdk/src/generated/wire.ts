@@ -638,25 +638,26 @@ export interface components {
         } | null;
         depends_on?: string[];
       }[];
-      criteria?: {
-        key: string;
-        operation: string;
-        /** @enum {string} */
-        expect_status?:
-          | 'PREPARED'
-          | 'SENT'
-          | 'ACKNOWLEDGED'
-          | 'VERIFIED'
-          | 'UNKNOWN'
-          | 'RECONCILING'
-          | 'FAILED'
-          | 'MANUAL_REVIEW'
-          | 'CANCELLED';
-        expect_evidence?: {
-          path: string;
-          equals?: unknown;
-        };
-      }[];
+      criteria?: components['schemas']['Criterion'][];
+    };
+    Criterion: {
+      key: string;
+      operation: string;
+      /** @enum {string} */
+      expect_status?:
+        | 'PREPARED'
+        | 'SENT'
+        | 'ACKNOWLEDGED'
+        | 'VERIFIED'
+        | 'UNKNOWN'
+        | 'RECONCILING'
+        | 'FAILED'
+        | 'MANUAL_REVIEW'
+        | 'CANCELLED';
+      expect_evidence?: {
+        path: string;
+        equals?: unknown;
+      };
     };
     CancelRequest: {
       reason?: string;
@@ -671,6 +672,23 @@ export interface components {
       status: 'VERIFIED' | 'FAILED' | 'CANCELLED' | 'SENT' | 'MANUAL_REVIEW';
       evidence: string;
       due_in_seconds?: number;
+    };
+    Resolution: {
+      /** @enum {string} */
+      status: 'VERIFIED' | 'FAILED' | 'CANCELLED' | 'SENT';
+      evidence: string;
+      by: string;
+      /** Format: date-time */
+      at: string;
+      read_back?: {
+        /** @enum {string} */
+        kind: 'absent' | 'stale' | 'field_missing' | 'unreachable';
+        source: string;
+        /** Format: date-time */
+        read_at: string;
+      } & {
+        [key: string]: unknown;
+      };
     };
     Operation: {
       /** Format: starts_with */
@@ -762,23 +780,7 @@ export interface components {
             escalation_target: string;
             /** Format: date-time */
             escalated_at: string | null;
-            resolution?: {
-              /** @enum {string} */
-              status: 'VERIFIED' | 'FAILED' | 'CANCELLED' | 'SENT';
-              evidence: string;
-              by: string;
-              /** Format: date-time */
-              at: string;
-              read_back?: {
-                /** @enum {string} */
-                kind: 'absent' | 'stale' | 'field_missing' | 'unreachable';
-                source: string;
-                /** Format: date-time */
-                read_at: string;
-              } & {
-                [key: string]: unknown;
-              };
-            };
+            resolution?: components['schemas']['Resolution'];
           } & {
             [key: string]: unknown;
           })
@@ -884,23 +886,7 @@ export interface components {
             escalation_target: string;
             /** Format: date-time */
             escalated_at: string | null;
-            resolution?: {
-              /** @enum {string} */
-              status: 'VERIFIED' | 'FAILED' | 'CANCELLED' | 'SENT';
-              evidence: string;
-              by: string;
-              /** Format: date-time */
-              at: string;
-              read_back?: {
-                /** @enum {string} */
-                kind: 'absent' | 'stale' | 'field_missing' | 'unreachable';
-                source: string;
-                /** Format: date-time */
-                read_at: string;
-              } & {
-                [key: string]: unknown;
-              };
-            };
+            resolution?: components['schemas']['Resolution'];
           } & {
             [key: string]: unknown;
           })
@@ -978,25 +964,7 @@ export interface components {
         /** Format: date-time */
         at: string;
       } | null;
-      criteria: {
-        key: string;
-        operation: string;
-        /** @enum {string} */
-        expect_status?:
-          | 'PREPARED'
-          | 'SENT'
-          | 'ACKNOWLEDGED'
-          | 'VERIFIED'
-          | 'UNKNOWN'
-          | 'RECONCILING'
-          | 'FAILED'
-          | 'MANUAL_REVIEW'
-          | 'CANCELLED';
-        expect_evidence?: {
-          path: string;
-          equals?: unknown;
-        };
-      }[];
+      criteria: components['schemas']['Criterion'][];
       criteria_results:
         | ({
             key: string;
