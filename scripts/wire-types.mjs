@@ -19,9 +19,46 @@ async function read(stream) {
   return Buffer.concat(chunks).toString('utf8');
 }
 
+/**
+ * The document the types are made from: the problem answers that the layers in front give every route of a kind
+ * (apps/api/src/openapi.ts, addCrossCuttingAnswers) are one response each in the types, `components['responses']
+ * ['Problem401']`, instead of a copy under every operation. The served document keeps them inline: there each route's
+ * examples name its own path, which a shared response could not; the types have no examples, so the copies are the
+ * same type. A problem answer given only once stays where it is.
+ */
+function withSharedProblemResponses(source) {
+  const doc = structuredClone(source);
+  const answers = new Map();
+  for (const item of Object.values(doc.paths)) {
+    for (const operation of Object.values(item)) {
+      for (const [status, response] of Object.entries(operation.responses ?? {})) {
+        const { description, headers, content = {} } = response;
+        const problem = content['application/problem+json'];
+        if (!problem || Object.keys(content).length !== 1) continue;
+        const typed = { description, headers, content: { 'application/problem+json': { schema: problem.schema } } };
+        const key = JSON.stringify([status, typed]);
+        if (!answers.has(key)) answers.set(key, { status, typed, uses: [] });
+        answers.get(key).uses.push([operation.responses, status]);
+      }
+    }
+  }
+  const shared = [...answers.values()]
+    .filter(({ uses }) => uses.length > 1)
+    .sort((a, b) => a.status.localeCompare(b.status) || b.uses.length - a.uses.length);
+  const responses = {};
+  for (const { status, typed, uses } of shared) {
+    const taken = Object.keys(responses).filter((name) => name.startsWith(`Problem${status}`)).length;
+    const name = taken === 0 ? `Problem${status}` : `Problem${status}_${taken + 1}`;
+    responses[name] = typed;
+    for (const [owner, key] of uses) owner[key] = { $ref: `#/components/responses/${name}` };
+  }
+  doc.components = { ...doc.components, responses: { ...doc.components?.responses, ...responses } };
+  return doc;
+}
+
 const document = JSON.parse(await read(process.stdin));
 const options = (await resolveConfig(fileURLToPath(import.meta.url))) ?? {};
-const ast = await openapiTS(structuredClone(document), { alphabetize: false, exportType: false });
+const ast = await openapiTS(withSharedProblemResponses(document), { alphabetize: false, exportType: false });
 const [openapi, wire] = await Promise.all([
   format(JSON.stringify(document), { ...options, parser: 'json' }),
   format(BANNER + astToString(ast), { ...options, parser: 'typescript' }),

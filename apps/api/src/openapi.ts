@@ -373,7 +373,7 @@ export function componentSchemas(): Record<string, SchemaObject> {
   return Object.fromEntries(
     Object.entries(schemas).map(([name, schema]) => {
       const { $id: _id, ...rest } = schema;
-      return [name, nullableEnums(rest) as SchemaObject];
+      return [name, bareRefs(nullableEnums(rest)) as SchemaObject];
     }),
   );
 }
@@ -391,6 +391,18 @@ function nullableEnums(node: unknown): unknown {
   >;
   if (out.nullable === true && Array.isArray(out.enum) && !out.enum.includes(null)) out.enum = [...out.enum, null];
   return out;
+}
+
+/**
+ * zod writes an optional use of a component as `allOf: [{ $ref }]`;
+ * alone, that is the $ref itself, and the form linters ask for (Redocly: allOf with one schema is illogical).
+ */
+function bareRefs(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(bareRefs);
+  if (node === null || typeof node !== 'object') return node;
+  const { allOf } = node as { allOf?: unknown[] };
+  if (Object.keys(node).length === 1 && allOf?.length === 1) return bareRefs(allOf[0]);
+  return Object.fromEntries(Object.entries(node).map(([k, v]) => [k, bareRefs(v)]));
 }
 
 export function buildOpenApi(app: INestApplication): OpenAPIObject {

@@ -327,9 +327,11 @@ const ExecutionSummary = z.strictObject({
 /** Component schemas of the OpenAPI document, by name. */
 export const API_SCHEMAS = {
   Submission: SubmissionSchema,
+  Criterion: CriterionSchema,
   CancelRequest: CancelBody,
   ApprovalRequest: ApprovalBody,
   ResolveRequest: ResolveBody,
+  Resolution,
   Operation,
   OperationDetail: Operation.extend({
     permitted_resolutions: z.array(ResolutionEnum),

@@ -55,6 +55,12 @@ export async function rows<T>(db: Queryable, sql: string, params: unknown[] = []
   return result as T[];
 }
 
+/** The one row a statement returns (a lookup by key, an UPDATE … RETURNING of one row), or null when none matched. */
+export async function firstRow<T>(db: Queryable, sql: string, params: unknown[] = []): Promise<T | null> {
+  const [row] = await rows<T>(db, sql, params);
+  return row ?? null;
+}
+
 /** The SQLSTATE of an error from pg (prepared path) or from TypeORM (its QueryFailedError wraps the driver's). */
 export function sqlState(error: unknown): string | undefined {
   const e = error as { code?: unknown; driverError?: { code?: unknown } } | null;

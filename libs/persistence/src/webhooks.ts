@@ -3,7 +3,7 @@ import { newId } from '@verity/platform';
 import { VerificationMethodValue, WebhookEventType, webhookEventFor } from '@verity/status-model';
 import type { DataSource } from 'typeorm';
 import { SecretsCipher, secretBinding } from './secrets-cipher';
-import { Queryable, rows, transaction } from './sql';
+import { Queryable, firstRow, rows, transaction } from './sql';
 
 /**
  * Webhook endpoints, their delivery log and the outbox that fills it. Every statement of the aggregate is here.
@@ -170,13 +170,8 @@ export function listWebhookEndpoints(db: Queryable, tenantId: string): Promise<W
   return rows<WebhookEndpointRow>(db, WEBHOOKS_SQL.listEndpoints, [tenantId]);
 }
 
-export async function findWebhookEndpoint(
-  db: Queryable,
-  tenantId: string,
-  id: string,
-): Promise<WebhookEndpointRow | null> {
-  const [endpoint] = await rows<WebhookEndpointRow>(db, WEBHOOKS_SQL.findEndpoint, [tenantId, id]);
-  return endpoint ?? null;
+export function findWebhookEndpoint(db: Queryable, tenantId: string, id: string): Promise<WebhookEndpointRow | null> {
+  return firstRow<WebhookEndpointRow>(db, WEBHOOKS_SQL.findEndpoint, [tenantId, id]);
 }
 
 /** Deletes the endpoint and its delivery log; false when the tenant has no such endpoint. */
@@ -186,13 +181,8 @@ export async function deleteWebhookEndpoint(db: Queryable, tenantId: string, id:
 }
 
 /** Re-enables a disabled endpoint with a clean failure count; events from now on are delivered to it again. */
-export async function enableWebhookEndpoint(
-  db: Queryable,
-  tenantId: string,
-  id: string,
-): Promise<WebhookEndpointRow | null> {
-  const [endpoint] = await rows<WebhookEndpointRow>(db, WEBHOOKS_SQL.enableEndpoint, [tenantId, id]);
-  return endpoint ?? null;
+export function enableWebhookEndpoint(db: Queryable, tenantId: string, id: string): Promise<WebhookEndpointRow | null> {
+  return firstRow<WebhookEndpointRow>(db, WEBHOOKS_SQL.enableEndpoint, [tenantId, id]);
 }
 
 /** An endpoint's delivery log, newest first; `before` is the last id of the previous page. */

@@ -276,17 +276,14 @@ export class OperationsApi {
 
   /** POST /v1/operations/{id}/resolve: a human resolution of MANUAL_REVIEW, with evidence (reviewer). Never retried. */
   async resolve(id: string, body: ResolveRequest, options: RequestOptions = {}): Promise<OperationDetail> {
-    const result = await this.transport.request<OperationDetail>({
-      method: 'POST',
-      path: `/v1/operations/${encodeURIComponent(id)}/resolve`,
-      body:
-        body.due_in_seconds !== undefined
-          ? { status: body.status, evidence: body.evidence, due_in_seconds: body.due_in_seconds }
-          : { status: body.status, evidence: body.evidence },
-      retry: 'never',
-      signal: options.signal,
-    });
-    return result.data;
+    return this.act<OperationDetail>(
+      id,
+      'resolve',
+      body.due_in_seconds !== undefined
+        ? { status: body.status, evidence: body.evidence, due_in_seconds: body.due_in_seconds }
+        : { status: body.status, evidence: body.evidence },
+      options,
+    );
   }
 
   /**
@@ -294,13 +291,7 @@ export class OperationsApi {
    * (never a send). Answers at once (202) with the operation; a release shows as a later VERIFIED. Never retried.
    */
   async recheck(id: string, options: RequestOptions = {}): Promise<OperationDetail> {
-    const result = await this.transport.request<OperationDetail>({
-      method: 'POST',
-      path: `/v1/operations/${encodeURIComponent(id)}/recheck`,
-      retry: 'never',
-      signal: options.signal,
-    });
-    return result.data;
+    return this.act<OperationDetail>(id, 'recheck', undefined, options);
   }
 
   /**
@@ -308,20 +299,25 @@ export class OperationsApi {
    * otherwise a VerityConflictError with code `retry-not-allowed` (the rule is in `body.retry`). Never retried.
    */
   async retry(id: string, options: RequestOptions = {}): Promise<RetryResult> {
-    const result = await this.transport.request<RetryResult>({
-      method: 'POST',
-      path: `/v1/operations/${encodeURIComponent(id)}/retry`,
-      retry: 'never',
-      signal: options.signal,
-    });
-    return result.data;
+    return this.act<RetryResult>(id, 'retry', undefined, options);
   }
 
   private async decide(id: string, decision: 'approve' | 'deny', options: ReasonOptions): Promise<OperationDetail> {
-    const result = await this.transport.request<OperationDetail>({
+    const body = options.reason !== undefined ? { decision, reason: options.reason } : { decision };
+    return this.act<OperationDetail>(id, 'approval', body, options);
+  }
+
+  /** POST /v1/operations/{id}/{action}: each changes the operation, so none is ever repeated by the SDK. */
+  private async act<T>(
+    id: string,
+    action: 'approval' | 'resolve' | 'recheck' | 'retry',
+    body: unknown,
+    options: RequestOptions,
+  ): Promise<T> {
+    const result = await this.transport.request<T>({
       method: 'POST',
-      path: `/v1/operations/${encodeURIComponent(id)}/approval`,
-      body: options.reason !== undefined ? { decision, reason: options.reason } : { decision },
+      path: `/v1/operations/${encodeURIComponent(id)}/${action}`,
+      body,
       retry: 'never',
       signal: options.signal,
     });

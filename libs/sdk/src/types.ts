@@ -67,7 +67,7 @@ export type EnumInput<E extends string> = E | `${E}`;
 /** One operation of a submission (`OperationRequestSchema`). Unknown fields are rejected by the API (400). */
 export type OperationRequest = WireSchemas['Submission']['operations'][number];
 
-type GeneratedCriterion = NonNullable<WireSchemas['Submission']['criteria']>[number];
+type GeneratedCriterion = WireSchemas['Criterion'];
 
 /**
  * A success criterion (`CriterionSchema`), judged whenever its operation changes: exactly one of `expect_status` or
@@ -115,10 +115,7 @@ export type RecoveryObligationView = Narrow<
 >;
 
 /** A human resolution recorded on an operation (in `evidence.resolution` and `recovery_obligation.resolution`). */
-export type ResolutionRecord = Narrow<
-  NonNullable<NonNullable<GeneratedOperation['recovery_obligation']>['resolution']>,
-  { status: ResolutionStatus }
->;
+export type ResolutionRecord = Narrow<WireSchemas['Resolution'], { status: ResolutionStatus }>;
 
 export type Observation = NonNullable<GeneratedOperation['observation']>;
 
@@ -158,7 +155,7 @@ export type OperationDetail = Narrow<
 type GeneratedExecution = WireSchemas['Execution'];
 
 export type Criterion = Fits<
-  GeneratedExecution['criteria'][number],
+  GeneratedCriterion,
   | { key: string; operation: string; expect_status: OperationStatus }
   | { key: string; operation: string; expect_evidence: { path: string; equals: unknown } }
 >;

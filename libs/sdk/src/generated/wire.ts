@@ -638,25 +638,26 @@ export interface components {
         } | null;
         depends_on?: string[];
       }[];
-      criteria?: {
-        key: string;
-        operation: string;
-        /** @enum {string} */
-        expect_status?:
-          | 'PREPARED'
-          | 'SENT'
-          | 'ACKNOWLEDGED'
-          | 'VERIFIED'
-          | 'UNKNOWN'
-          | 'RECONCILING'
-          | 'FAILED'
-          | 'MANUAL_REVIEW'
-          | 'CANCELLED';
-        expect_evidence?: {
-          path: string;
-          equals?: unknown;
-        };
-      }[];
+      criteria?: components['schemas']['Criterion'][];
+    };
+    Criterion: {
+      key: string;
+      operation: string;
+      /** @enum {string} */
+      expect_status?:
+        | 'PREPARED'
+        | 'SENT'
+        | 'ACKNOWLEDGED'
+        | 'VERIFIED'
+        | 'UNKNOWN'
+        | 'RECONCILING'
+        | 'FAILED'
+        | 'MANUAL_REVIEW'
+        | 'CANCELLED';
+      expect_evidence?: {
+        path: string;
+        equals?: unknown;
+      };
     };
     CancelRequest: {
       reason?: string;
@@ -671,6 +672,23 @@ export interface components {
       status: 'VERIFIED' | 'FAILED' | 'CANCELLED' | 'SENT' | 'MANUAL_REVIEW';
       evidence: string;
       due_in_seconds?: number;
+    };
+    Resolution: {
+      /** @enum {string} */
+      status: 'VERIFIED' | 'FAILED' | 'CANCELLED' | 'SENT';
+      evidence: string;
+      by: string;
+      /** Format: date-time */
+      at: string;
+      read_back?: {
+        /** @enum {string} */
+        kind: 'absent' | 'stale' | 'field_missing' | 'unreachable';
+        source: string;
+        /** Format: date-time */
+        read_at: string;
+      } & {
+        [key: string]: unknown;
+      };
     };
     Operation: {
       /** Format: starts_with */
@@ -762,23 +780,7 @@ export interface components {
             escalation_target: string;
             /** Format: date-time */
             escalated_at: string | null;
-            resolution?: {
-              /** @enum {string} */
-              status: 'VERIFIED' | 'FAILED' | 'CANCELLED' | 'SENT';
-              evidence: string;
-              by: string;
-              /** Format: date-time */
-              at: string;
-              read_back?: {
-                /** @enum {string} */
-                kind: 'absent' | 'stale' | 'field_missing' | 'unreachable';
-                source: string;
-                /** Format: date-time */
-                read_at: string;
-              } & {
-                [key: string]: unknown;
-              };
-            };
+            resolution?: components['schemas']['Resolution'];
           } & {
             [key: string]: unknown;
           })
@@ -884,23 +886,7 @@ export interface components {
             escalation_target: string;
             /** Format: date-time */
             escalated_at: string | null;
-            resolution?: {
-              /** @enum {string} */
-              status: 'VERIFIED' | 'FAILED' | 'CANCELLED' | 'SENT';
-              evidence: string;
-              by: string;
-              /** Format: date-time */
-              at: string;
-              read_back?: {
-                /** @enum {string} */
-                kind: 'absent' | 'stale' | 'field_missing' | 'unreachable';
-                source: string;
-                /** Format: date-time */
-                read_at: string;
-              } & {
-                [key: string]: unknown;
-              };
-            };
+            resolution?: components['schemas']['Resolution'];
           } & {
             [key: string]: unknown;
           })
@@ -978,25 +964,7 @@ export interface components {
         /** Format: date-time */
         at: string;
       } | null;
-      criteria: {
-        key: string;
-        operation: string;
-        /** @enum {string} */
-        expect_status?:
-          | 'PREPARED'
-          | 'SENT'
-          | 'ACKNOWLEDGED'
-          | 'VERIFIED'
-          | 'UNKNOWN'
-          | 'RECONCILING'
-          | 'FAILED'
-          | 'MANUAL_REVIEW'
-          | 'CANCELLED';
-        expect_evidence?: {
-          path: string;
-          equals?: unknown;
-        };
-      }[];
+      criteria: components['schemas']['Criterion'][];
       criteria_results:
         | ({
             key: string;
@@ -1300,7 +1268,104 @@ export interface components {
       [key: string]: unknown;
     };
   };
-  responses: never;
+  responses: {
+    /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
+    Problem400: {
+      headers: {
+        [name: string]: unknown;
+      };
+      content: {
+        'application/problem+json': components['schemas']['Problem'];
+      };
+    };
+    /** @description No API key, or an unknown or revoked one */
+    Problem401: {
+      headers: {
+        /** @description `Bearer` (or `Basic` on Bull Board) */
+        'WWW-Authenticate': string;
+        [name: string]: unknown;
+      };
+      content: {
+        'application/problem+json': components['schemas']['Problem'];
+      };
+    };
+    /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
+    Problem403: {
+      headers: {
+        [name: string]: unknown;
+      };
+      content: {
+        'application/problem+json': components['schemas']['Problem'];
+      };
+    };
+    /** @description No such resource visible to this key (other tenants’ resources are never visible) */
+    Problem404: {
+      headers: {
+        [name: string]: unknown;
+      };
+      content: {
+        'application/problem+json': components['schemas']['Problem'];
+      };
+    };
+    /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
+    Problem408: {
+      headers: {
+        [name: string]: unknown;
+      };
+      content: {
+        'application/problem+json': components['schemas']['Problem'];
+      };
+    };
+    /** @description Conflict with the current state; the problem names the rule */
+    Problem409: {
+      headers: {
+        [name: string]: unknown;
+      };
+      content: {
+        'application/problem+json': components['schemas']['Problem'];
+      };
+    };
+    /** @description The body is larger than 256 KiB */
+    Problem413: {
+      headers: {
+        [name: string]: unknown;
+      };
+      content: {
+        'application/problem+json': components['schemas']['Problem'];
+      };
+    };
+    /** @description The body is not JSON */
+    Problem415: {
+      headers: {
+        [name: string]: unknown;
+      };
+      content: {
+        'application/problem+json': components['schemas']['Problem'];
+      };
+    };
+    /** @description Rate limit (or open-stream limit) reached; see Retry-After */
+    Problem429: {
+      headers: {
+        /** @description seconds to wait before trying again */
+        'Retry-After': number;
+        [name: string]: unknown;
+      };
+      content: {
+        'application/problem+json': components['schemas']['Problem'];
+      };
+    };
+    /** @description Postgres is unreachable; nothing was written; see Retry-After */
+    Problem503: {
+      headers: {
+        /** @description seconds to wait before trying again */
+        'Retry-After': number;
+        [name: string]: unknown;
+      };
+      content: {
+        'application/problem+json': components['schemas']['Problem'];
+      };
+    };
+  };
   parameters: never;
   requestBodies: never;
   headers: never;
@@ -1342,57 +1407,11 @@ export interface operations {
           'application/json': components['schemas']['ExecutionList'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   submitExecution: {
@@ -1424,44 +1443,10 @@ export interface operations {
           'application/json': components['schemas']['Execution'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      408: components['responses']['Problem408'];
       /** @description Conflict with the current state; the problem names the rule */
       409: {
         headers: {
@@ -1473,24 +1458,8 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
       /** @description Idempotency-Key reused with a different body */
       422: {
         headers: {
@@ -1500,28 +1469,8 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   getExecution: {
@@ -1544,66 +1493,12 @@ export interface operations {
           'application/json': components['schemas']['Execution'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   listExecutionEvents: {
@@ -1630,66 +1525,12 @@ export interface operations {
           'application/json': components['schemas']['EventList'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   cancelExecution: {
@@ -1717,102 +1558,16 @@ export interface operations {
           'application/json': components['schemas']['Execution'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Conflict with the current state; the problem names the rule */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      408: components['responses']['Problem408'];
+      409: components['responses']['Problem409'];
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   streamExecutionEvents: {
@@ -1852,66 +1607,12 @@ export interface operations {
           'text/event-stream': string;
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   getOperation: {
@@ -1934,66 +1635,12 @@ export interface operations {
           'application/json': components['schemas']['OperationDetail'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   decideApproval: {
@@ -2021,102 +1668,16 @@ export interface operations {
           'application/json': components['schemas']['OperationDetail'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Conflict with the current state; the problem names the rule */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      408: components['responses']['Problem408'];
+      409: components['responses']['Problem409'];
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   resolveOperation: {
@@ -2144,102 +1705,16 @@ export interface operations {
           'application/json': components['schemas']['OperationDetail'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Conflict with the current state; the problem names the rule */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      408: components['responses']['Problem408'];
+      409: components['responses']['Problem409'];
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   recheckOperation: {
@@ -2263,102 +1738,16 @@ export interface operations {
           'application/json': components['schemas']['OperationDetail'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Conflict with the current state; the problem names the rule */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      408: components['responses']['Problem408'];
+      409: components['responses']['Problem409'];
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   retryOperation: {
@@ -2384,102 +1773,16 @@ export interface operations {
           'application/json': components['schemas']['RetryResult'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Conflict with the current state; the problem names the rule */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      408: components['responses']['Problem408'];
+      409: components['responses']['Problem409'];
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   getReviewSummary: {
@@ -2499,57 +1802,11 @@ export interface operations {
           'application/json': components['schemas']['ReviewSummary'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   listPendingApprovals: {
@@ -2575,57 +1832,11 @@ export interface operations {
           'application/json': components['schemas']['ReviewQueue'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   listManualReviews: {
@@ -2662,57 +1873,11 @@ export interface operations {
           'application/json': components['schemas']['ReviewQueue'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   getIndex: {
@@ -2732,15 +1897,7 @@ export interface operations {
           'application/json': components['schemas']['Index'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
     };
   };
   getApiIndex: {
@@ -2760,15 +1917,7 @@ export interface operations {
           'application/json': components['schemas']['Index'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
     };
   };
   listConnectors: {
@@ -2788,57 +1937,11 @@ export interface operations {
           'application/json': components['schemas']['ConnectorList'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   getStatusModel: {
@@ -2858,15 +1961,7 @@ export interface operations {
           'application/json': components['schemas']['StatusModel'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
     };
   };
   getLiveness: {
@@ -2886,15 +1981,7 @@ export interface operations {
           'application/json': components['schemas']['Liveness'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
     };
   };
   getReadiness: {
@@ -2923,15 +2010,7 @@ export interface operations {
           'application/json': components['schemas']['Readiness'];
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
       /** @description A dependency is down */
       503: {
         headers: {
@@ -2995,57 +2074,11 @@ export interface operations {
           };
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   getConnectorSettings: {
@@ -3092,66 +2125,12 @@ export interface operations {
           };
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   setConnectorSettings: {
@@ -3218,93 +2197,15 @@ export interface operations {
           };
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      408: components['responses']['Problem408'];
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   clearConnectorSettings: {
@@ -3326,93 +2227,15 @@ export interface operations {
         };
         content?: never;
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      408: components['responses']['Problem408'];
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   deleteConnectorSecret: {
@@ -3436,93 +2259,15 @@ export interface operations {
         };
         content?: never;
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      408: components['responses']['Problem408'];
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   getPolicy: {
@@ -3556,66 +2301,12 @@ export interface operations {
           };
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   setPolicy: {
@@ -3672,93 +2363,15 @@ export interface operations {
           };
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      408: components['responses']['Problem408'];
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   listWebhooks: {
@@ -3796,57 +2409,11 @@ export interface operations {
           };
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   createWebhook: {
@@ -3899,93 +2466,15 @@ export interface operations {
           };
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Conflict with the current state; the problem names the rule */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      408: components['responses']['Problem408'];
+      409: components['responses']['Problem409'];
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   getWebhook: {
@@ -4024,66 +2513,12 @@ export interface operations {
           };
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   deleteWebhook: {
@@ -4105,93 +2540,15 @@ export interface operations {
         };
         content?: never;
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      408: components['responses']['Problem408'];
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   enableWebhook: {
@@ -4230,93 +2587,15 @@ export interface operations {
           };
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      408: components['responses']['Problem408'];
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   listWebhookDeliveries: {
@@ -4370,66 +2649,12 @@ export interface operations {
           };
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   redeliverWebhook: {
@@ -4482,102 +2707,16 @@ export interface operations {
           };
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No such resource visible to this key (other tenants’ resources are never visible) */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Conflict with the current state; the problem names the rule */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is not JSON */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      404: components['responses']['Problem404'];
+      408: components['responses']['Problem408'];
+      409: components['responses']['Problem409'];
+      413: components['responses']['Problem413'];
+      415: components['responses']['Problem415'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   postMcpMessage: {
@@ -4648,26 +2787,8 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
       /** @description Accept must list application/json and text/event-stream */
       406: {
         headers: {
@@ -4698,24 +2819,8 @@ export interface operations {
           };
         };
       };
-      /** @description The request body did not arrive in time (BODY_TIMEOUT_MS, 30 s by default) */
-      408: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The body is larger than 256 KiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      408: components['responses']['Problem408'];
+      413: components['responses']['Problem413'];
       /** @description The body must be application/json */
       415: {
         headers: {
@@ -4747,28 +2852,8 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   getMetrics: {
@@ -4790,57 +2875,11 @@ export interface operations {
           'text/plain': string;
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   getBullBoard: {
@@ -4861,57 +2900,11 @@ export interface operations {
           'text/html': string;
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description No API key, or an unknown or revoked one */
-      401: {
-        headers: {
-          /** @description `Bearer` (or `Basic` on Bull Board) */
-          'WWW-Authenticate': string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description The key’s role may not do this (an operator key reads no tenant’s data) */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limit (or open-stream limit) reached; see Retry-After */
-      429: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Postgres is unreachable; nothing was written; see Retry-After */
-      503: {
-        headers: {
-          /** @description seconds to wait before trying again */
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
     };
   };
   getConsole: {
@@ -4932,15 +2925,7 @@ export interface operations {
           'text/html': string;
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
     };
   };
   getApiDocs: {
@@ -4961,15 +2946,7 @@ export interface operations {
           'text/html': string;
         };
       };
-      /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      400: components['responses']['Problem400'];
     };
   };
 }
