@@ -163,6 +163,16 @@ const RESPONSE_HEADERS: Record<number, ResponseObject['headers']> = {
 
 /** Headers only some problems of a status carry (a 409 "retry shortly" says when). */
 const PROBLEM_HEADERS: Partial<Record<ProblemCode, ResponseObject['headers']>> = {
+  'resolution-not-permitted': {
+    'Retry-After': {
+      ...RETRY_AFTER,
+      required: false,
+      description:
+        'with resolution-not-permitted for a FAILED that only waits until no call of the operation can still land ' +
+        '(`absence_evident_at`): ' +
+        RETRY_AFTER.description,
+    },
+  },
   'idempotency-key-in-flight': {
     'Retry-After': {
       ...RETRY_AFTER,

@@ -1710,7 +1710,17 @@ export interface operations {
       403: components['responses']['Problem403'];
       404: components['responses']['Problem404'];
       408: components['responses']['Problem408'];
-      409: components['responses']['Problem409'];
+      /** @description Conflict with the current state; the problem names the rule */
+      409: {
+        headers: {
+          /** @description with resolution-not-permitted for a FAILED that only waits until no call of the operation can still land (`absence_evident_at`): seconds to wait before trying again */
+          'Retry-After'?: number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
