@@ -1,4 +1,4 @@
-import { useTestDatabase } from '../../../test/support/services';
+import { TestDatabase, useTestDatabase } from '../../../test/support/services';
 import { DataSource } from 'typeorm';
 import { dataSourceOptions, runMigrationsLocked } from './data-source';
 import { MIGRATIONS } from './migrations';
