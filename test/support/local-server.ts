@@ -24,3 +24,43 @@ export async function listenLocally(server: Server): Promise<LocalServer> {
       }),
   };
 }
+
+/**
+ * A loopback server for every test of the enclosing describe: `create()` builds it before the first test, and it is
+ * closed after the last. Read its url and port only inside hooks and tests, once it listens.
+ */
+export function serveDuringDescribe(create: () => Server): LocalServer {
+  let local: LocalServer | undefined;
+  beforeAll(async () => {
+    local = await listenLocally(create());
+  });
+  afterAll(async () => local?.close());
+  const listening = (): LocalServer => {
+    if (!local) throw new Error('the local server is used before its beforeAll ran');
+    return local;
+  };
+  return {
+    get url() {
+      return listening().url;
+    },
+    get port() {
+      return listening().port;
+    },
+    close: () => listening().close(),
+  };
+}
+
+/**
+ * Servers that the tests of the enclosing describe (or file) start one each: every server handed to the returned
+ * function is closed after the test, however it ended, so the test needs no try/finally of its own.
+ */
+export function closedAfterEachTest(): <T extends LocalServer>(server: T) => T {
+  const open: LocalServer[] = [];
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((server) => server.close()));
+  });
+  return (server) => {
+    open.push(server);
+    return server;
+  };
+}

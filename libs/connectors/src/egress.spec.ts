@@ -1,7 +1,9 @@
-import { createServer, Server } from 'node:http';
+import { createServer } from 'node:http';
 import { checkTarget, classifyAddress, isAddressAllowed, lookupFor, nonCanonicalIpv4, parseIpv6 } from './egress';
 import { guardedExchange } from './http.connector';
-import { LocalServer, listenLocally } from '../../../test/support/local-server';
+import type { AllowedHost } from './connector';
+import type { Resolver } from './egress';
+import { serveDuringDescribe } from '../../../test/support/local-server';
 
 describe('classifyAddress', () => {
   it.each([
@@ -113,60 +115,50 @@ describe('checkTarget', () => {
 });
 
 describe('guarded requests against real loopback servers', () => {
-  let server: Server;
-  let local: LocalServer;
-  let port: number;
   let hits = 0;
-  beforeAll(async () => {
-    server = createServer((req, res) => {
+  const local = serveDuringDescribe(() =>
+    createServer((req, res) => {
       hits += 1;
       res.setHeader('content-type', 'application/json');
       res.end(JSON.stringify({ host: req.headers.host }));
-    });
-    local = await listenLocally(server);
-    port = local.port;
-  });
-  afterAll(async () => local.close());
+    }),
+  );
+
+  /** A GET of the loopback server by the name service.test, which `resolver` resolves. */
+  const getServiceTest = (allowHosts: AllowedHost[], resolver: Resolver) =>
+    guardedExchange(
+      { method: 'GET', url: `http://service.test:${local.port}/`, timeoutMs: 2000 },
+      allowHosts,
+      resolver,
+    );
 
   it('connects to the address the vetted lookup returned, whatever the name (no second resolution)', async () => {
     const resolver = jest.fn(async () => [{ address: '127.0.0.1', family: 4 }]);
-    const result = await guardedExchange(
-      { method: 'GET', url: `http://service.test:${port}/`, timeoutMs: 2000 },
-      [{ host: 'service.test', allow_private: true }],
-      resolver,
-    );
-    expect(result).toMatchObject({ kind: 'response', status: 200, body: { host: `service.test:${port}` } });
+    const result = await getServiceTest([{ host: 'service.test', allow_private: true }], resolver);
+    expect(result).toMatchObject({ kind: 'response', status: 200, body: { host: `service.test:${local.port}` } });
     expect(resolver).toHaveBeenCalledTimes(1);
   });
 
   it('refuses a name that resolves to loopback unless the tenant allowed private addresses for it', async () => {
     const before = hits;
-    const result = await guardedExchange(
-      { method: 'GET', url: `http://service.test:${port}/`, timeoutMs: 2000 },
-      [{ host: 'service.test' }],
-      async () => [{ address: '127.0.0.1', family: 4 }],
-    );
+    const result = await getServiceTest([{ host: 'service.test' }], async () => [{ address: '127.0.0.1', family: 4 }]);
     expect(result).toEqual({ kind: 'refused', message: expect.stringMatching(/loopback/) });
     expect(hits).toBe(before);
   });
 
   it('refuses the whole answer when any address is private (a rebinding answer mixing public and internal)', async () => {
     const before = hits;
-    const result = await guardedExchange(
-      { method: 'GET', url: `http://service.test:${port}/`, timeoutMs: 2000 },
-      [{ host: 'service.test' }],
-      async () => [
-        { address: '93.184.216.34', family: 4 },
-        { address: '127.0.0.1', family: 4 },
-      ],
-    );
+    const result = await getServiceTest([{ host: 'service.test' }], async () => [
+      { address: '93.184.216.34', family: 4 },
+      { address: '127.0.0.1', family: 4 },
+    ]);
     expect(result).toMatchObject({ kind: 'refused' });
     expect(hits).toBe(before);
   });
 
   it('resolves localhost with the system resolver and refuses it without an explicit allowance', async () => {
     const before = hits;
-    const result = await guardedExchange({ method: 'GET', url: `http://localhost:${port}/`, timeoutMs: 2000 }, [
+    const result = await guardedExchange({ method: 'GET', url: `http://localhost:${local.port}/`, timeoutMs: 2000 }, [
       { host: 'localhost' },
     ]);
     expect(result).toMatchObject({ kind: 'refused', message: expect.stringMatching(/loopback/) });

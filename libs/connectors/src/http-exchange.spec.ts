@@ -1,8 +1,8 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-import { ClientRequest, createServer, type Server } from 'node:http';
+import { ClientRequest, createServer } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { httpExchange } from './http-exchange';
-import { LocalServer, listenLocally } from '../../../test/support/local-server';
+import { serveDuringDescribe } from '../../../test/support/local-server';
 
 /** The client sockets httpExchange's requests ran on, seen through Node's public HTTP client diagnostics channel. */
 function watchClientSockets(): { sockets: Set<Socket>; stop: () => void } {
@@ -18,13 +18,9 @@ function watchClientSockets(): { sockets: Set<Socket>; stop: () => void } {
 }
 
 describe('httpExchange on a reused keep-alive socket', () => {
-  let server: Server;
-  let local: LocalServer;
-  let url: string;
   let connections = 0;
-
-  beforeAll(async () => {
-    server = createServer((req, res) => {
+  const local = serveDuringDescribe(() => {
+    const server = createServer((req, res) => {
       req.resume();
       req.on('end', () => {
         res.writeHead(200, { 'content-type': 'application/json' });
@@ -33,17 +29,15 @@ describe('httpExchange on a reused keep-alive socket', () => {
     });
     server.keepAliveTimeout = 30_000;
     server.on('connection', () => (connections += 1));
-    local = await listenLocally(server);
-    url = `${local.url}/x`;
+    return server;
   });
-
-  afterAll(async () => local.close());
 
   it('adds no connect listener per request: 50 sequential requests leave at most one, and no warning', async () => {
     const warnings: Error[] = [];
     const onWarning = (warning: Error) => warnings.push(warning);
     process.on('warning', onWarning);
     const watch = watchClientSockets();
+    const url = `${local.url}/x`;
     try {
       for (let i = 0; i < 50; i += 1) {
         const result = await httpExchange({ method: 'POST', url, body: { i }, timeoutMs: 5_000 });

@@ -1,17 +1,12 @@
 import type { Pool } from 'pg';
 import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver';
-import { createTestDatabase, TestDatabase } from '../../../test/support/services';
+import { useTestDatabase } from '../../../test/support/services';
 import { loadConfig } from '@verity/platform';
 import { createDataSource, ResilientPgClient } from './data-source';
 
 /** What a Postgres crash or restart does to the sessions of a running app, against the real server. */
 describe('data source under a Postgres that drops its sessions', () => {
-  let db: TestDatabase;
-
-  beforeAll(async () => {
-    db = await createTestDatabase('datasource');
-  });
-  afterAll(async () => db.drop());
+  const db = useTestDatabase('datasource');
 
   const terminateOthers = () =>
     db.dataSource.query(
@@ -76,13 +71,8 @@ describe('data source under a Postgres that drops its sessions', () => {
 
 /** Postgres on the same host, over its Unix socket: DATABASE_URL names the socket directory as `host`. */
 describe('data source over a Unix socket', () => {
-  let db: TestDatabase;
+  const db = useTestDatabase('pgsocket');
   const socketDir = process.env.TEST_PG_SOCKET_DIR ?? '/var/run/postgresql';
-
-  beforeAll(async () => {
-    db = await createTestDatabase('pgsocket');
-  });
-  afterAll(async () => db.drop());
 
   it('DATABASE_URL with ?host=<socket directory> passes the config and connects through the socket', async () => {
     const url = new URL(db.url);

@@ -1,8 +1,7 @@
 import { ExecutionStatus, OperationStatus, VerificationMethod } from '@verity/status-model';
 import { EntityManager } from 'typeorm';
 import { insertChargeExecution } from '../../../test/support/fixtures';
-import { createTestDatabase, TestDatabase } from '../../../test/support/services';
-import { ensureTenant } from './api-keys';
+import { useTestDatabase } from '../../../test/support/services';
 import { TransitionService } from './transition.service';
 
 interface Updates {
@@ -32,14 +31,8 @@ async function updatesSoFar(tx: EntityManager): Promise<Updates> {
  * column is indexed, and must be.
  */
 describe('HOT updates on the happy path (real Postgres)', () => {
-  let db: TestDatabase;
+  const db = useTestDatabase('hotupdates', ['acme']);
   const transitions = new TransitionService();
-
-  beforeAll(async () => {
-    db = await createTestDatabase('hotupdates');
-    await ensureTenant(db.dataSource.manager, 'acme');
-  });
-  afterAll(async () => db.drop());
 
   it("an operation's moves bump its execution in place; only status changes add index entries", async () => {
     const { executionId, operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');

@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { ensureTenant } from './api-keys';
 import { insertExecution } from './store';
 import { newId } from '@verity/platform';
-import { createTestDatabase, TestDatabase } from '../../../test/support/services';
+import { useTestDatabase } from '../../../test/support/services';
 import { claimIdempotencyKey, releaseIdempotencyKey } from './idempotency';
 
 /**
@@ -10,14 +9,8 @@ import { claimIdempotencyKey, releaseIdempotencyKey } from './idempotency';
  * request — if it was only slow — can neither create a second execution nor free the retry's claim.
  */
 describe('Idempotency-Key claims (real Postgres)', () => {
-  let db: TestDatabase;
   const tenantId = 'acme';
-
-  beforeAll(async () => {
-    db = await createTestDatabase('idemclaim');
-    await ensureTenant(db.dataSource.manager, tenantId);
-  });
-  afterAll(async () => db.drop());
+  const db = useTestDatabase('idemclaim', [tenantId]);
 
   const claim = (key: string) =>
     claimIdempotencyKey(db.dataSource.manager, {

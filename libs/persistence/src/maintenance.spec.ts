@@ -1,14 +1,8 @@
-import { createTestDatabase, TestDatabase } from '../../../test/support/services';
-import { ensureTenant } from './api-keys';
+import { useTestDatabase } from '../../../test/support/services';
 import { pruneExpired } from './maintenance';
 
 describe('pruneExpired (real Postgres)', () => {
-  let db: TestDatabase;
-  beforeAll(async () => {
-    db = await createTestDatabase('maintenance');
-    await ensureTenant(db.dataSource.manager, 'acme');
-  });
-  afterAll(async () => db.drop());
+  const db = useTestDatabase('maintenance', ['acme']);
 
   const count = async (sql: string) => Number(((await db.dataSource.query(sql)) as { n: string }[])[0].n);
 

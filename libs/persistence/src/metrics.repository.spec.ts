@@ -1,8 +1,7 @@
 import { ExecutionStatus, OperationStatus, VerificationMethod } from '@verity/status-model';
 import { intakeToSettled, intakeToVerified, transitionsCounter } from '@verity/platform';
 import { insertChargeExecution } from '../../../test/support/fixtures';
-import { createTestDatabase, TestDatabase } from '../../../test/support/services';
-import { ensureTenant } from './api-keys';
+import { useTestDatabase } from '../../../test/support/services';
 import { IN_FLIGHT_OPERATION_STATUSES, METRICS_SQL, platformCounts } from './metrics.repository';
 import { Queryable, transaction } from './sql';
 import { TransitionService } from './transition.service';
@@ -44,14 +43,8 @@ async function histogramCount(
  * statements a scrape runs neither name nor plan a read of the events table (so a million events cost it nothing).
  */
 describe('metrics (real Postgres)', () => {
-  let db: TestDatabase;
+  const db = useTestDatabase('metricsrepo', ['acme']);
   const transitions = new TransitionService();
-
-  beforeAll(async () => {
-    db = await createTestDatabase('metricsrepo');
-    await ensureTenant(db.dataSource.manager, 'acme');
-  });
-  afterAll(async () => db.drop());
 
   async function newOperation(): Promise<{ executionId: string; operationId: string }> {
     const created = await insertChargeExecution(db.dataSource.manager, 'acme');

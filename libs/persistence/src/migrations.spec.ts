@@ -1,4 +1,4 @@
-import { createTestDatabase, TestDatabase } from '../../../test/support/services';
+import { TestDatabase, useTestDatabase } from '../../../test/support/services';
 import { DataSource } from 'typeorm';
 import { dataSourceOptions, runMigrationsLocked } from './data-source';
 import { MIGRATIONS } from './migrations';
@@ -30,12 +30,7 @@ async function schema(db: TestDatabase): Promise<string[]> {
  * down one migration at a time passes through the very schemas that stepping up passed through.
  */
 describe('migrations (real Postgres)', () => {
-  let db: TestDatabase;
-
-  beforeAll(async () => {
-    db = await createTestDatabase('migrations');
-  });
-  afterAll(async () => db.drop());
+  const db = useTestDatabase('migrations');
 
   const down = () => db.dataSource.undoLastMigration({ transaction: 'each' });
 

@@ -1,7 +1,6 @@
 import { OperationStatus, VerificationMethod } from '@verity/status-model';
 import { newId } from '@verity/platform';
-import { createTestDatabase, TestDatabase } from '../../../test/support/services';
-import { ensureTenant } from './api-keys';
+import { useTestDatabase } from '../../../test/support/services';
 import { EventEntity, OperationEntity } from './entities';
 import { SendGuard, sendRefusals } from './send-guard';
 import { NewOperation } from './store';
@@ -14,15 +13,9 @@ import { TransitionService } from './transition.service';
  * precondition read is owed; a human release needs its resolution on the row.
  */
 describe('the guarded SENT statement (real Postgres)', () => {
-  let db: TestDatabase;
+  const db = useTestDatabase('sendguard', ['acme']);
   const transitions = new TransitionService();
   const dispatch: SendGuard = { kind: 'dispatch', approvalRequired: false };
-
-  beforeAll(async () => {
-    db = await createTestDatabase('sendguard');
-    await ensureTenant(db.dataSource.manager, 'acme');
-  });
-  afterAll(async () => db.drop());
 
   function op(key: string, extra: Partial<NewOperation> = {}): NewOperation {
     return chargeOperation({ key, ...extra });

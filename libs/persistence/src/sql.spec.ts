@@ -1,4 +1,4 @@
-import { createTestDatabase, TestDatabase } from '../../../test/support/services';
+import { useTestDatabase } from '../../../test/support/services';
 import { createDataSource } from './data-source';
 import { rows, transaction } from './sql';
 
@@ -8,11 +8,7 @@ import { rows, transaction } from './sql';
  * so these tests look in Postgres' own list of the session's prepared statements.
  */
 describe('rows(): statements are really prepared', () => {
-  let db: TestDatabase;
-  beforeAll(async () => {
-    db = await createTestDatabase('sqlprepared');
-  });
-  afterAll(async () => db.drop());
+  const db = useTestDatabase('sqlprepared');
 
   const preparedIn = async (run: (sql: string) => Promise<unknown[]>, marker: string) =>
     (await run(`SELECT name, statement FROM pg_prepared_statements WHERE statement LIKE '%${marker}%'`)) as {

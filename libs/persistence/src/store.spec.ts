@@ -1,6 +1,5 @@
 import { newId } from '@verity/platform';
-import { createTestDatabase, TestDatabase } from '../../../test/support/services';
-import { ensureTenant } from './api-keys';
+import { useTestDatabase } from '../../../test/support/services';
 import {
   eventSeqOf,
   findExecution,
@@ -17,21 +16,17 @@ import {
 import { chargeOperation, insertTestExecution } from '../../../test/support/fixtures';
 
 describe('reads reachable from the API are scoped to the tenant (real Postgres)', () => {
-  let db: TestDatabase;
+  const db = useTestDatabase('tenantreads', ['acme', 'other']);
   const executionId = newId('exe');
   const operationId = newId('op');
   const eventId = newId('evt');
 
   beforeAll(async () => {
-    db = await createTestDatabase('tenantreads');
-    await ensureTenant(db.dataSource.manager, 'acme');
-    await ensureTenant(db.dataSource.manager, 'other');
     await insertTestExecution(db.dataSource.manager, 'acme', {
       execution: { id: executionId, createdEventId: eventId },
       operations: [chargeOperation({ id: operationId })],
     });
   });
-  afterAll(async () => db.drop());
 
   it("finds the tenant's own rows", async () => {
     const m = db.dataSource.manager;

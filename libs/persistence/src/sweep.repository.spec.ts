@@ -1,15 +1,10 @@
 import { insertChargeExecution } from '../../../test/support/fixtures';
-import { createTestDatabase, TestDatabase } from '../../../test/support/services';
-import { ensureTenant } from './api-keys';
+import { useTestDatabase } from '../../../test/support/services';
 import { findExecutionForWorker } from './store';
 import { traceParentsOf, withSweepLock } from './sweep.repository';
 
 describe('withSweepLock (real Postgres)', () => {
-  let db: TestDatabase;
-  beforeAll(async () => {
-    db = await createTestDatabase('sweeplock');
-  });
-  afterAll(async () => db.drop());
+  const db = useTestDatabase('sweeplock');
 
   it('runs one sweep at a time: a second caller skips while the first holds the lock, and runs once it is released', async () => {
     let release!: () => void;
@@ -52,12 +47,7 @@ describe('withSweepLock (real Postgres)', () => {
 });
 
 describe('traceParentsOf (real Postgres)', () => {
-  let db: TestDatabase;
-  beforeAll(async () => {
-    db = await createTestDatabase('sweeptrace');
-    await ensureTenant(db.dataSource.manager, 'acme');
-  });
-  afterAll(async () => db.drop());
+  const db = useTestDatabase('sweeptrace', ['acme']);
 
   async function execution(traceParent: string | null) {
     return insertChargeExecution(db.dataSource.manager, 'acme', { execution: { traceParent } });

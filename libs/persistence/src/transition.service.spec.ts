@@ -6,20 +6,14 @@ import {
   VerificationMethod,
 } from '@verity/status-model';
 import { insertChargeExecution } from '../../../test/support/fixtures';
-import { createTestDatabase, TestDatabase } from '../../../test/support/services';
-import { ensureTenant } from './api-keys';
+import { useTestDatabase } from '../../../test/support/services';
+import { FindOptionsWhere } from 'typeorm';
 import { EventEntity, OperationEntity } from './entities';
 import { TransitionService } from './transition.service';
 
 describe('TransitionService (real Postgres)', () => {
-  let db: TestDatabase;
+  const db = useTestDatabase('transition', ['acme']);
   const transitions = new TransitionService();
-
-  beforeAll(async () => {
-    db = await createTestDatabase('transition');
-    await ensureTenant(db.dataSource.manager, 'acme');
-  });
-  afterAll(async () => db.drop());
 
   async function newExecutionWithOneOperation() {
     return insertChargeExecution(db.dataSource.manager, 'acme', {
@@ -40,6 +34,14 @@ describe('TransitionService (real Postgres)', () => {
   }
   const dispatchGuard = { kind: 'dispatch', approvalRequired: false } as const;
 
+  /** The event rows that match `where`, in the order they were numbered. */
+  const eventsWhere = (where: FindOptionsWhere<EventEntity>) =>
+    db.dataSource.getRepository(EventEntity).find({ where, order: { seq: 'ASC' } });
+
+  const E = ExecutionStatus;
+  const moveChain = (executionId: string, from: ExecutionStatus, ...moves: ExecutionStatus[]) =>
+    transitions.executionMoves(db.dataSource.manager, { executionId, from, moves: moves.map((to) => ({ to })) });
+
   it('lets exactly one of 20 concurrent PREPARED->SENT moves win, with exactly one event row', async () => {
     const { executionId, operationId } = await newExecutionWithOneOperation();
     await running(executionId);
@@ -55,7 +57,7 @@ describe('TransitionService (real Postgres)', () => {
       ),
     );
     expect(results.filter((r) => r.won)).toHaveLength(1);
-    const events = await db.dataSource.getRepository(EventEntity).findBy({ operationId });
+    const events = await eventsWhere({ operationId });
     expect(events).toHaveLength(1);
     expect(events[0]).toMatchObject({ fromStatus: 'PREPARED', toStatus: 'SENT', type: 'operation.status_changed' });
     const op = await db.dataSource.getRepository(OperationEntity).findOneByOrFail({ id: operationId });
@@ -72,7 +74,7 @@ describe('TransitionService (real Postgres)', () => {
         to: OperationStatus.ACKNOWLEDGED,
       }),
     ).rejects.toBeInstanceOf(IllegalTransitionError);
-    const events = await db.dataSource.getRepository(EventEntity).findBy({ operationId });
+    const events = await eventsWhere({ operationId });
     expect(events).toHaveLength(0);
   });
 
@@ -106,15 +108,12 @@ describe('TransitionService (real Postgres)', () => {
         transitions.annotate(db.dataSource.manager, { executionId, type: 'test.note', data: { i } }),
       ),
     );
-    const events = await db.dataSource
-      .getRepository(EventEntity)
-      .find({ where: { executionId }, order: { seq: 'ASC' } });
+    const events = await eventsWhere({ executionId });
     expect(events.map((e) => Number(e.seq))).toEqual(Array.from({ length: 31 }, (_, i) => i + 1));
   });
 
   it('writes a chain of execution moves as one statement, one event per move, with consecutive seqs', async () => {
     const { executionId } = await newExecutionWithOneOperation();
-    const E = ExecutionStatus;
     const result = await transitions.executionMoves(db.dataSource.manager, {
       executionId,
       from: E.CREATED,
@@ -126,9 +125,7 @@ describe('TransitionService (real Postgres)', () => {
       ],
     });
     expect(result).toMatchObject({ won: true, seq: 5 });
-    const events = await db.dataSource
-      .getRepository(EventEntity)
-      .find({ where: { executionId }, order: { seq: 'ASC' } });
+    const events = await eventsWhere({ executionId });
     expect(events.map((e) => [Number(e.seq), e.fromStatus, e.toStatus])).toEqual([
       [1, null, 'created'],
       [2, 'created', 'validating'],
@@ -146,21 +143,12 @@ describe('TransitionService (real Postgres)', () => {
 
   it('writes nothing of a chain whose starting status is gone, and refuses an illegal chain before any SQL', async () => {
     const { executionId } = await newExecutionWithOneOperation();
-    const E = ExecutionStatus;
-    const lost = await transitions.executionMoves(db.dataSource.manager, {
-      executionId,
-      from: E.VALIDATING,
-      moves: [{ to: E.RESOLVING_CONTEXT }, { to: E.PLANNING }],
-    });
+    const lost = await moveChain(executionId, E.VALIDATING, E.RESOLVING_CONTEXT, E.PLANNING);
     expect(lost).toEqual({ won: false });
-    await expect(
-      transitions.executionMoves(db.dataSource.manager, {
-        executionId,
-        from: E.CREATED,
-        moves: [{ to: E.VALIDATING }, { to: E.RUNNING }],
-      }),
-    ).rejects.toBeInstanceOf(IllegalTransitionError);
-    const events = await db.dataSource.getRepository(EventEntity).find({ where: { executionId } });
+    await expect(moveChain(executionId, E.CREATED, E.VALIDATING, E.RUNNING)).rejects.toBeInstanceOf(
+      IllegalTransitionError,
+    );
+    const events = await eventsWhere({ executionId });
     expect(events).toHaveLength(1);
   });
 
@@ -179,9 +167,7 @@ describe('TransitionService (real Postgres)', () => {
     expect(results.filter((r) => r.won)).toHaveLength(1);
     await db.dataSource.query(`UPDATE operations SET approval = '{"state":"granted"}' WHERE id = $1`, [operationId]);
     expect((await request()).won).toBe(false);
-    const requested = await db.dataSource
-      .getRepository(EventEntity)
-      .find({ where: { executionId, type: 'approval.requested' } });
+    const requested = await eventsWhere({ executionId, type: 'approval.requested' });
     expect(requested).toHaveLength(1);
   });
 
@@ -198,7 +184,7 @@ describe('TransitionService (real Postgres)', () => {
       });
     const results = await Promise.all(Array.from({ length: 12 }, (_, i) => decide(i)));
     expect(results.filter((r) => r.won)).toHaveLength(1);
-    const events = await db.dataSource.getRepository(EventEntity).find({ where: { executionId } });
+    const events = await eventsWhere({ executionId });
     const decided = events.filter((e) => e.type === 'approval.decided');
     expect(decided).toHaveLength(1);
     const [row] = (await db.dataSource.query(`SELECT status, approval FROM operations WHERE id = $1`, [

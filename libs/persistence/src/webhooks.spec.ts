@@ -1,7 +1,6 @@
 import { ExecutionStatus } from '@verity/status-model';
 import { insertTestExecution } from '../../../test/support/fixtures';
-import { createTestDatabase, TestDatabase } from '../../../test/support/services';
-import { ensureTenant } from './api-keys';
+import { useTestDatabase } from '../../../test/support/services';
 import { SecretsCipher } from './secrets-cipher';
 import { TransitionService } from './transition.service';
 import {
@@ -14,14 +13,11 @@ import {
 
 /** The webhook outbox reads the events table from a cursor: nothing committed is skipped, nothing is announced twice. */
 describe('webhook outbox (real Postgres)', () => {
-  let db: TestDatabase;
+  const db = useTestDatabase('whoutbox', ['acme', 'other']);
   const transitions = new TransitionService();
   let endpointId: string;
 
   beforeAll(async () => {
-    db = await createTestDatabase('whoutbox');
-    await ensureTenant(db.dataSource.manager, 'acme');
-    await ensureTenant(db.dataSource.manager, 'other');
     ({
       endpoint: { id: endpointId },
     } = (await createWebhookEndpoint(db.dataSource.manager, new SecretsCipher(undefined), {
@@ -30,9 +26,6 @@ describe('webhook outbox (real Postgres)', () => {
       events: ['execution.finished'],
       createdBy: 'test',
     }))!);
-  });
-  afterAll(async () => {
-    await db.drop();
   });
 
   function newExecution(tenantId = 'acme'): Promise<string> {

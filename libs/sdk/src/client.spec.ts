@@ -2,7 +2,7 @@ import { createServer, IncomingMessage, ServerResponse } from 'node:http';
 import { Verity } from './client';
 import { VerityConditionError, VerityConflictError, VerityNetworkError, VerityTimeoutError } from './errors';
 import type { Execution, SubmissionRequest } from './types';
-import { listenLocally } from '../../../test/support/local-server';
+import { closedAfterEachTest, listenLocally } from '../../../test/support/local-server';
 
 const KEY = 'sk-test-secret-key-456';
 
@@ -15,7 +15,11 @@ interface Seen {
 
 type Handler = (req: IncomingMessage, res: ServerResponse, body: string, n: number) => void;
 
-/** A real HTTP server; the handler decides per request whether to answer or drop the connection. */
+const closeAfterTest = closedAfterEachTest();
+
+/**
+ * A real HTTP server, closed after the test; the handler decides per request whether to answer or drop the connection.
+ */
 async function listen(handler: Handler) {
   const seen: Seen[] = [];
   const server = createServer((req, res) => {
@@ -32,8 +36,7 @@ async function listen(handler: Handler) {
       handler(req, res, body, seen.length);
     });
   });
-  const local = await listenLocally(server);
-  return { ...local, seen };
+  return closeAfterTest({ ...(await listenLocally(server)), seen });
 }
 
 /** The connection is cut after the request arrived: the client cannot know whether it was carried out. */
@@ -101,38 +104,30 @@ describe('create: idempotent retry over a real dropped connection', () => {
   it('retries a dropped create with the same generated key and gets the one execution back', async () => {
     const intake = idempotentIntake(1);
     const server = await listen(intake.handler);
-    try {
-      const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
-      const result = await dx.executions.createWithMeta(SUBMISSION);
-      expect(result.execution.id).toBe('exe_1');
-      expect(result.replayed).toBe(true);
-      expect(result.attempts).toBe(2);
-      expect(result.idempotencyKey).toMatch(/^[0-9a-f-]{36}$/);
-      expect(server.seen).toHaveLength(2);
-      expect(server.seen.map((s) => s.idempotencyKey)).toEqual([result.idempotencyKey, result.idempotencyKey]);
-      expect(server.seen[0].body).toBe(server.seen[1].body);
-      expect(intake.created()).toBe(1);
-    } finally {
-      await server.close();
-    }
+    const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
+    const result = await dx.executions.createWithMeta(SUBMISSION);
+    expect(result.execution.id).toBe('exe_1');
+    expect(result.replayed).toBe(true);
+    expect(result.attempts).toBe(2);
+    expect(result.idempotencyKey).toMatch(/^[0-9a-f-]{36}$/);
+    expect(server.seen).toHaveLength(2);
+    expect(server.seen.map((s) => s.idempotencyKey)).toEqual([result.idempotencyKey, result.idempotencyKey]);
+    expect(server.seen[0].body).toBe(server.seen[1].body);
+    expect(intake.created()).toBe(1);
   });
 
   it("uses the caller's key verbatim, and a fresh key per call otherwise", async () => {
     const intake = idempotentIntake(0);
     const server = await listen(intake.handler);
-    try {
-      const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
-      const first = await dx.executions.createWithMeta(SUBMISSION, { idempotencyKey: 'order-1-charge' });
-      const again = await dx.executions.createWithMeta(SUBMISSION, { idempotencyKey: 'order-1-charge' });
-      expect([first.replayed, again.replayed]).toEqual([false, true]);
-      expect(again.execution.id).toBe(first.execution.id);
-      const plain = await dx.executions.create(SUBMISSION);
-      const other = await dx.executions.create(SUBMISSION);
-      expect(plain.id).not.toBe(other.id);
-      expect(server.seen.map((s) => s.idempotencyKey).slice(0, 2)).toEqual(['order-1-charge', 'order-1-charge']);
-    } finally {
-      await server.close();
-    }
+    const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
+    const first = await dx.executions.createWithMeta(SUBMISSION, { idempotencyKey: 'order-1-charge' });
+    const again = await dx.executions.createWithMeta(SUBMISSION, { idempotencyKey: 'order-1-charge' });
+    expect([first.replayed, again.replayed]).toEqual([false, true]);
+    expect(again.execution.id).toBe(first.execution.id);
+    const plain = await dx.executions.create(SUBMISSION);
+    const other = await dx.executions.create(SUBMISSION);
+    expect(plain.id).not.toBe(other.id);
+    expect(server.seen.map((s) => s.idempotencyKey).slice(0, 2)).toEqual(['order-1-charge', 'order-1-charge']);
   });
 
   it('waits out an in-flight answer for the same key, then takes the replay', async () => {
@@ -146,57 +141,45 @@ describe('create: idempotent retry over a real dropped connection', () => {
         });
       else json(res, 201, fakeExecution('exe_9'), { 'idempotent-replayed': 'true' });
     });
-    try {
-      const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
-      const result = await dx.executions.createWithMeta(SUBMISSION);
-      expect(result).toMatchObject({ replayed: true, attempts: 3 });
-      expect(new Set(server.seen.map((s) => s.idempotencyKey)).size).toBe(1);
-    } finally {
-      await server.close();
-    }
+    const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
+    const result = await dx.executions.createWithMeta(SUBMISSION);
+    expect(result).toMatchObject({ replayed: true, attempts: 3 });
+    expect(new Set(server.seen.map((s) => s.idempotencyKey)).size).toBe(1);
   });
 
   it('gives up after 3 attempts with a network error that names the key to repeat with', async () => {
     const intake = idempotentIntake(Infinity);
     const server = await listen(intake.handler);
-    try {
-      const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
-      const error = (await dx.executions.create(SUBMISSION, { idempotencyKey: 'k-1' }).catch((e: unknown) => e)) as
-        VerityNetworkError | undefined;
-      expect(error).toBeInstanceOf(VerityNetworkError);
-      expect(error).toMatchObject({ attempts: 3, outcomeUnknown: true, idempotencyKey: 'k-1', method: 'POST' });
-      expect(error!.message).toContain('same Idempotency-Key');
-      expect(error!.message).not.toContain(KEY);
-      expect(server.seen).toHaveLength(3);
-      expect(intake.created()).toBe(1);
-    } finally {
-      await server.close();
-    }
+    const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
+    const error = (await dx.executions.create(SUBMISSION, { idempotencyKey: 'k-1' }).catch((e: unknown) => e)) as
+      VerityNetworkError | undefined;
+    expect(error).toBeInstanceOf(VerityNetworkError);
+    expect(error).toMatchObject({ attempts: 3, outcomeUnknown: true, idempotencyKey: 'k-1', method: 'POST' });
+    expect(error!.message).toContain('same Idempotency-Key');
+    expect(error!.message).not.toContain(KEY);
+    expect(server.seen).toHaveLength(3);
+    expect(intake.created()).toBe(1);
   });
 });
 
 describe('requests with an effect are sent once', () => {
   it('never repeats approve, deny, resolve, retry or cancel after a dropped connection', async () => {
     const server = await listen((req) => drop(req));
-    try {
-      const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
-      const calls: [string, () => Promise<unknown>][] = [
-        ['/v1/operations/op_1/approval', () => dx.operations.approve('op_1', { reason: 'ok' })],
-        ['/v1/operations/op_1/approval', () => dx.operations.deny('op_1')],
-        ['/v1/operations/op_1/resolve', () => dx.operations.resolve('op_1', { status: 'FAILED', evidence: 'none' })],
-        ['/v1/operations/op_1/retry', () => dx.operations.retry('op_1')],
-        ['/v1/executions/exe_1/cancel', () => dx.executions.cancel('exe_1')],
-      ];
-      for (const [path, call] of calls) {
-        server.seen.length = 0;
-        const error = await call().catch((e: unknown) => e);
-        expect(error).toBeInstanceOf(VerityNetworkError);
-        expect(error).toMatchObject({ attempts: 1, outcomeUnknown: true, path });
-        expect((error as Error).message).toContain('outcome is unknown');
-        expect(server.seen).toHaveLength(1);
-      }
-    } finally {
-      await server.close();
+    const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
+    const calls: [string, () => Promise<unknown>][] = [
+      ['/v1/operations/op_1/approval', () => dx.operations.approve('op_1', { reason: 'ok' })],
+      ['/v1/operations/op_1/approval', () => dx.operations.deny('op_1')],
+      ['/v1/operations/op_1/resolve', () => dx.operations.resolve('op_1', { status: 'FAILED', evidence: 'none' })],
+      ['/v1/operations/op_1/retry', () => dx.operations.retry('op_1')],
+      ['/v1/executions/exe_1/cancel', () => dx.executions.cancel('exe_1')],
+    ];
+    for (const [path, call] of calls) {
+      server.seen.length = 0;
+      const error = await call().catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(VerityNetworkError);
+      expect(error).toMatchObject({ attempts: 1, outcomeUnknown: true, path });
+      expect((error as Error).message).toContain('outcome is unknown');
+      expect(server.seen).toHaveLength(1);
     }
   });
 
@@ -204,25 +187,17 @@ describe('requests with an effect are sent once', () => {
     const server = await listen((_req, res) =>
       json(res, 409, { type: 'https://verity.dev/problems/already-decided', title: 'Conflict', status: 409 }),
     );
-    try {
-      const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
-      await expect(dx.operations.approve('op_1')).rejects.toBeInstanceOf(VerityConflictError);
-      expect(server.seen).toHaveLength(1);
-      expect(JSON.parse(server.seen[0].body)).toEqual({ decision: 'approve' });
-    } finally {
-      await server.close();
-    }
+    const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
+    await expect(dx.operations.approve('op_1')).rejects.toBeInstanceOf(VerityConflictError);
+    expect(server.seen).toHaveLength(1);
+    expect(JSON.parse(server.seen[0].body)).toEqual({ decision: 'approve' });
   });
 
   it('retries a GET whose connection dropped', async () => {
     const server = await listen((req, res, _body, n) => (n === 1 ? drop(req) : json(res, 200, fakeExecution('exe_1'))));
-    try {
-      const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
-      await expect(dx.get('exe_1')).resolves.toMatchObject({ id: 'exe_1' });
-      expect(server.seen.map((s) => s.url)).toEqual(['/v1/executions/exe_1', '/v1/executions/exe_1']);
-    } finally {
-      await server.close();
-    }
+    const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
+    await expect(dx.get('exe_1')).resolves.toMatchObject({ id: 'exe_1' });
+    expect(server.seen.map((s) => s.url)).toEqual(['/v1/executions/exe_1', '/v1/executions/exe_1']);
   });
 });
 
@@ -241,14 +216,10 @@ describe('waitForSettled without a usable stream', () => {
         gets < 3 ? fakeExecution('exe_1', 'running', 'SENT') : fakeExecution('exe_1', 'completed', 'VERIFIED'),
       );
     });
-    try {
-      const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
-      const settled = await dx.waitForSettled('exe_1', { timeoutMs: 10_000, pollIntervalMs: 20 });
-      expect(settled.status).toBe('completed');
-      expect(gets).toBe(3);
-    } finally {
-      await server.close();
-    }
+    const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
+    const settled = await dx.waitForSettled('exe_1', { timeoutMs: 10_000, pollIntervalMs: 20 });
+    expect(settled.status).toBe('completed');
+    expect(gets).toBe(3);
   }, 20_000);
 
   it('rejects with a typed timeout carrying the last state seen', async () => {
@@ -260,19 +231,13 @@ describe('waitForSettled without a usable stream', () => {
       }
       json(res, 200, fakeExecution('exe_1', 'waiting_for_approval', 'PREPARED'));
     });
-    try {
-      const dx = new Verity({ baseUrl: server.url, apiKey: KEY });
-      const started = Date.now();
-      const error = (await dx
-        .waitForSettled('exe_1', { timeoutMs: 300 })
-        .catch((e: unknown) => e)) as VerityTimeoutError;
-      expect(error).toBeInstanceOf(VerityTimeoutError);
-      expect(error.timeoutMs).toBe(300);
-      expect(error.lastExecution?.status).toBe('waiting_for_approval');
-      expect(Date.now() - started).toBeLessThan(3_000);
-    } finally {
-      await server.close();
-    }
+    const dx = new Verity({ baseUrl: server.url, apiKey: KEY });
+    const started = Date.now();
+    const error = (await dx.waitForSettled('exe_1', { timeoutMs: 300 }).catch((e: unknown) => e)) as VerityTimeoutError;
+    expect(error).toBeInstanceOf(VerityTimeoutError);
+    expect(error.timeoutMs).toBe(300);
+    expect(error.lastExecution?.status).toBe('waiting_for_approval');
+    expect(Date.now() - started).toBeLessThan(3_000);
   });
 });
 
@@ -325,65 +290,49 @@ describe("waitFor and waitForSettled on a stream that outlives the agent's part"
 
   it('waitForSettled resolves on a held operation while the stream stays open, and closes its connection', async () => {
     const api = await liveExecution(fakeExecution('exe_1', 'running', 'ACKNOWLEDGED'));
-    try {
-      const dx = new Verity({ baseUrl: api.url, apiKey: KEY });
-      const waiting = dx.waitForSettled('exe_1', { timeoutMs: 10_000 });
-      await api.connected();
-      api.move(fakeExecution('exe_1', 'completed', 'MANUAL_REVIEW'));
-      const settled = await waiting;
-      expect(settled.operations[0].status).toBe('MANUAL_REVIEW');
-      await waitUntil(() => api.openStreams() === 0);
-    } finally {
-      await api.close();
-    }
+    const dx = new Verity({ baseUrl: api.url, apiKey: KEY });
+    const waiting = dx.waitForSettled('exe_1', { timeoutMs: 10_000 });
+    await api.connected();
+    api.move(fakeExecution('exe_1', 'completed', 'MANUAL_REVIEW'));
+    const settled = await waiting;
+    expect(settled.operations[0].status).toBe('MANUAL_REVIEW');
+    await waitUntil(() => api.openStreams() === 0);
   });
 
   it("waitFor follows the stream past the hold and resolves with the reviewer's resolution", async () => {
     const api = await liveExecution(fakeExecution('exe_1', 'running', 'ACKNOWLEDGED'));
-    try {
-      const dx = new Verity({ baseUrl: api.url, apiKey: KEY });
-      const waiting = dx.waitFor('exe_1', verified, { timeoutMs: 10_000 });
-      await api.connected();
-      api.move(fakeExecution('exe_1', 'completed', 'MANUAL_REVIEW'));
-      await waitUntil(() => api.gets() >= 2);
-      api.move(fakeExecution('exe_1', 'completed', 'VERIFIED'));
-      expect((await waiting).operations[0].status).toBe('VERIFIED');
-      expect(api.streamsOpened()).toBe(1);
-    } finally {
-      await api.close();
-    }
+    const dx = new Verity({ baseUrl: api.url, apiKey: KEY });
+    const waiting = dx.waitFor('exe_1', verified, { timeoutMs: 10_000 });
+    await api.connected();
+    api.move(fakeExecution('exe_1', 'completed', 'MANUAL_REVIEW'));
+    await waitUntil(() => api.gets() >= 2);
+    api.move(fakeExecution('exe_1', 'completed', 'VERIFIED'));
+    expect((await waiting).operations[0].status).toBe('VERIFIED');
+    expect(api.streamsOpened()).toBe(1);
   });
 
   it('waitFor rejects with a VerityConditionError when nothing can change any more and the predicate does not hold', async () => {
     const api = await liveExecution(fakeExecution('exe_1', 'completed', 'MANUAL_REVIEW'));
-    try {
-      const dx = new Verity({ baseUrl: api.url, apiKey: KEY });
-      const waiting = dx.waitFor('exe_1', verified, { timeoutMs: 10_000 }).catch((e: unknown) => e);
-      await api.connected();
-      api.move(fakeExecution('exe_1', 'completed', 'FAILED'));
-      api.end('settled');
-      const error = (await waiting) as VerityConditionError;
-      expect(error).toBeInstanceOf(VerityConditionError);
-      expect(error.execution.operations[0].status).toBe('FAILED');
-    } finally {
-      await api.close();
-    }
+    const dx = new Verity({ baseUrl: api.url, apiKey: KEY });
+    const waiting = dx.waitFor('exe_1', verified, { timeoutMs: 10_000 }).catch((e: unknown) => e);
+    await api.connected();
+    api.move(fakeExecution('exe_1', 'completed', 'FAILED'));
+    api.end('settled');
+    const error = (await waiting) as VerityConditionError;
+    expect(error).toBeInstanceOf(VerityConditionError);
+    expect(error.execution.operations[0].status).toBe('FAILED');
   });
 
   it('waitFor polls once the stream ends at the deadline: a reviewer may still act', async () => {
     const api = await liveExecution(fakeExecution('exe_1', 'completed', 'MANUAL_REVIEW'));
-    try {
-      const dx = new Verity({ baseUrl: api.url, apiKey: KEY });
-      const waiting = dx.waitFor('exe_1', verified, { timeoutMs: 10_000, pollIntervalMs: 20 });
-      await api.connected();
-      api.end('deadline');
-      await waitUntil(() => api.gets() >= 4);
-      api.move(fakeExecution('exe_1', 'completed', 'VERIFIED'));
-      expect((await waiting).operations[0].status).toBe('VERIFIED');
-      expect(api.streamsOpened()).toBe(1);
-    } finally {
-      await api.close();
-    }
+    const dx = new Verity({ baseUrl: api.url, apiKey: KEY });
+    const waiting = dx.waitFor('exe_1', verified, { timeoutMs: 10_000, pollIntervalMs: 20 });
+    await api.connected();
+    api.end('deadline');
+    await waitUntil(() => api.gets() >= 4);
+    api.move(fakeExecution('exe_1', 'completed', 'VERIFIED'));
+    expect((await waiting).operations[0].status).toBe('VERIFIED');
+    expect(api.streamsOpened()).toBe(1);
   });
 });
 

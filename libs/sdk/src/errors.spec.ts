@@ -1,4 +1,4 @@
-import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
+import { createServer, IncomingMessage, ServerResponse } from 'node:http';
 import { inspect } from 'node:util';
 import { Verity } from './client';
 import {
@@ -16,31 +16,33 @@ import {
   parseProblem,
   parseRetryAfter,
 } from './errors';
-import { listenLocally } from '../../../test/support/local-server';
+import { LocalServer, serveDuringDescribe } from '../../../test/support/local-server';
 
 const KEY = 'sk-test-secret-key-123';
 
 type Handler = (req: IncomingMessage, res: ServerResponse, body: string) => void;
 
-/** A real HTTP server on a spare port; each test installs the answers it needs. */
-async function listen(handler: Handler): Promise<{ url: string; server: Server; close: () => Promise<void> }> {
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => handler(req, res, Buffer.concat(chunks).toString()));
-  });
-  const local = await listenLocally(server);
-  return { ...local, server };
+/** A real HTTP server on a spare port, for the tests of the enclosing describe; each installs the answers it needs. */
+function answeringServer(handler: Handler): LocalServer {
+  return serveDuringDescribe(() =>
+    createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => handler(req, res, Buffer.concat(chunks).toString()));
+    }),
+  );
 }
 
+/** Answers with a problem document of the API's: its type names `code`, its status is the answer's. */
 function problem(
   res: ServerResponse,
   status: number,
-  body: Record<string, unknown>,
+  code: string,
+  members: Record<string, unknown>,
   headers: Record<string, string> = {},
 ) {
   res.writeHead(status, { 'content-type': 'application/problem+json', ...headers });
-  res.end(JSON.stringify(body));
+  res.end(JSON.stringify({ type: `https://verity.dev/problems/${code}`, status, ...members }));
 }
 
 describe('problem parsing', () => {
@@ -123,17 +125,12 @@ describe('problem parsing', () => {
 });
 
 describe('errors through a real HTTP server', () => {
-  let server: Awaited<ReturnType<typeof listen>>;
   const seen: { method: string; url: string; auth: string | undefined }[] = [];
   let answer: Handler = (_req, res) => res.end();
-
-  beforeAll(async () => {
-    server = await listen((req, res, body) => {
-      seen.push({ method: req.method!, url: req.url!, auth: req.headers.authorization });
-      answer(req, res, body);
-    });
+  const server = answeringServer((req, res, body) => {
+    seen.push({ method: req.method!, url: req.url!, auth: req.headers.authorization });
+    answer(req, res, body);
   });
-  afterAll(() => server.close());
   beforeEach(() => {
     seen.length = 0;
   });
@@ -142,10 +139,8 @@ describe('errors through a real HTTP server', () => {
 
   it('rejects with a typed 404 and sends the key only in the Authorization header', async () => {
     answer = (req, res) =>
-      problem(res, 404, {
-        type: 'https://verity.dev/problems/not-found',
+      problem(res, 404, 'not-found', {
         title: 'Execution not found',
-        status: 404,
         detail: 'no execution exe_nope is visible to this key',
         instance: req.url,
       });
@@ -161,10 +156,8 @@ describe('errors through a real HTTP server', () => {
 
   it('exposes the conflict rule of a 409 and never retries the POST', async () => {
     answer = (_req, res) =>
-      problem(res, 409, {
-        type: 'https://verity.dev/problems/retry-not-allowed',
+      problem(res, 409, 'retry-not-allowed', {
         title: 'Conflict with the current state',
-        status: 409,
         detail: 'retry is not_needed for an operation in VERIFIED',
         status_of_operation: 'VERIFIED',
         retry: 'not_needed',
@@ -183,14 +176,7 @@ describe('errors through a real HTTP server', () => {
     answer = (_req, res) => {
       calls += 1;
       if (calls === 1) {
-        problem(
-          res,
-          503,
-          { type: 'https://verity.dev/problems/database-unavailable', title: 'x', status: 503 },
-          {
-            'retry-after': '0',
-          },
-        );
+        problem(res, 503, 'database-unavailable', { title: 'x' }, { 'retry-after': '0' });
       } else {
         res.writeHead(200, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ data: [], next_cursor: null }));

@@ -2,7 +2,7 @@ import { createServer, IncomingMessage, ServerResponse } from 'node:http';
 import { Verity } from './client';
 import { VerityNetworkError, VerityNotFoundError } from './errors';
 import type { ExecutionEvent } from './types';
-import { listenLocally } from '../../../test/support/local-server';
+import { closedAfterEachTest, listenLocally } from '../../../test/support/local-server';
 
 const KEY = 'sk-test-secret-key-789';
 const TOTAL = 8;
@@ -26,6 +26,8 @@ function frame(seq: number): string {
   return `id: ${view.id}\nevent: ${view.type}\ndata: ${JSON.stringify(view)}\n\n`;
 }
 
+const closeAfterTest = closedAfterEachTest();
+
 interface Connection {
   lastEventId: string | undefined;
   auth: string | undefined;
@@ -35,7 +37,7 @@ interface Connection {
 /**
  * An SSE server shaped like the API's: `retry:` first, heartbeat comments, frames resumed after Last-Event-ID, and
  * `event: end` at the end. `cut(n)` says how many frames connection n delivers before the socket is destroyed in
- * the middle of the next frame (undefined: deliver everything and end).
+ * the middle of the next frame (undefined: deliver everything and end). It is closed after the test.
  */
 async function sseServer(cut: (connection: number) => number | undefined, endData = '{"reason":"settled"}') {
   const connections: Connection[] = [];
@@ -66,29 +68,24 @@ async function sseServer(cut: (connection: number) => number | undefined, endDat
     }
     res.end(`event: end\ndata: ${endData}\n\n`);
   });
-  const local = await listenLocally(server);
-  return { ...local, connections };
+  return closeAfterTest({ ...(await listenLocally(server)), connections });
 }
 
 describe('ExecutionStream over a real SSE server', () => {
   it('resumes with Last-Event-ID after torn connections: no gap, no duplicate, ends on settle', async () => {
     const server = await sseServer((n) => (n === 1 ? 3 : n === 2 ? 2 : undefined));
-    try {
-      const dx = new Verity({ baseUrl: server.url, apiKey: KEY });
-      const stream = dx.stream('exe_1');
-      const seqs: number[] = [];
-      for await (const e of stream) seqs.push(e.seq);
-      expect(seqs).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
-      expect(stream.endReason).toBe('settled');
-      expect(stream.connections).toBe(3);
-      expect(stream.lastEventId).toBe('evt_8');
-      expect(server.connections.map((c) => c.lastEventId)).toEqual([undefined, 'evt_3', 'evt_5']);
-      for (const c of server.connections) {
-        expect(c.auth).toBe(`Bearer ${KEY}`);
-        expect(c.url).not.toContain(KEY);
-      }
-    } finally {
-      await server.close();
+    const dx = new Verity({ baseUrl: server.url, apiKey: KEY });
+    const stream = dx.stream('exe_1');
+    const seqs: number[] = [];
+    for await (const e of stream) seqs.push(e.seq);
+    expect(seqs).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    expect(stream.endReason).toBe('settled');
+    expect(stream.connections).toBe(3);
+    expect(stream.lastEventId).toBe('evt_8');
+    expect(server.connections.map((c) => c.lastEventId)).toEqual([undefined, 'evt_3', 'evt_5']);
+    for (const c of server.connections) {
+      expect(c.auth).toBe(`Bearer ${KEY}`);
+      expect(c.url).not.toContain(KEY);
     }
   });
 
@@ -99,51 +96,35 @@ describe('ExecutionStream over a real SSE server', () => {
     ['{}', 'settled'],
   ])('exposes the end reason of %s as %s, after every event', async (data, reason) => {
     const server = await sseServer(() => undefined, data);
-    try {
-      const dx = new Verity({ baseUrl: server.url, apiKey: KEY });
-      const stream = dx.stream('exe_1');
-      expect((await stream.toArray()).map((e) => e.seq)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
-      expect(stream.endReason).toBe(reason);
-      expect(server.connections).toHaveLength(1);
-    } finally {
-      await server.close();
-    }
+    const dx = new Verity({ baseUrl: server.url, apiKey: KEY });
+    const stream = dx.stream('exe_1');
+    expect((await stream.toArray()).map((e) => e.seq)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    expect(stream.endReason).toBe(reason);
+    expect(server.connections).toHaveLength(1);
   });
 
   it('starts after a given lastEventId', async () => {
     const server = await sseServer(() => undefined);
-    try {
-      const dx = new Verity({ baseUrl: server.url, apiKey: KEY });
-      const events = await dx.stream('exe_1', { lastEventId: 'evt_5' }).toArray();
-      expect(events.map((e) => e.seq)).toEqual([6, 7, 8]);
-      expect(server.connections[0].lastEventId).toBe('evt_5');
-    } finally {
-      await server.close();
-    }
+    const dx = new Verity({ baseUrl: server.url, apiKey: KEY });
+    const events = await dx.stream('exe_1', { lastEventId: 'evt_5' }).toArray();
+    expect(events.map((e) => e.seq)).toEqual([6, 7, 8]);
+    expect(server.connections[0].lastEventId).toBe('evt_5');
   });
 
   it('closes the connection when the consumer stops early', async () => {
     const server = await sseServer(() => undefined);
-    try {
-      const dx = new Verity({ baseUrl: server.url, apiKey: KEY });
-      const stream = dx.stream('exe_1');
-      for await (const e of stream) if (e.seq === 2) break;
-      expect(stream.lastEventId).toBe('evt_2');
-      expect(stream.endReason).toBeUndefined();
-    } finally {
-      await server.close();
-    }
+    const dx = new Verity({ baseUrl: server.url, apiKey: KEY });
+    const stream = dx.stream('exe_1');
+    for await (const e of stream) if (e.seq === 2) break;
+    expect(stream.lastEventId).toBe('evt_2');
+    expect(stream.endReason).toBeUndefined();
   });
 
   it('throws the API error for a stream it may not open', async () => {
     const server = await sseServer(() => undefined);
-    try {
-      const dx = new Verity({ baseUrl: server.url, apiKey: KEY });
-      await expect(dx.stream('exe_missing').toArray()).rejects.toBeInstanceOf(VerityNotFoundError);
-      expect(server.connections).toHaveLength(1);
-    } finally {
-      await server.close();
-    }
+    const dx = new Verity({ baseUrl: server.url, apiKey: KEY });
+    await expect(dx.stream('exe_missing').toArray()).rejects.toBeInstanceOf(VerityNotFoundError);
+    expect(server.connections).toHaveLength(1);
   });
 
   it('gives up with a network error when no connection can be made', async () => {
@@ -161,20 +142,16 @@ describe('ExecutionStream over a real SSE server', () => {
 
   it('stops with the caller signal', async () => {
     const server = await sseServer((n) => (n === 1 ? 2 : undefined));
-    try {
-      const dx = new Verity({ baseUrl: server.url, apiKey: KEY });
-      const controller = new AbortController();
-      const seen: number[] = [];
-      const run = (async () => {
-        for await (const e of dx.stream('exe_1', { signal: controller.signal, reconnectDelayMs: 10_000 })) {
-          seen.push(e.seq);
-          if (e.seq === 2) setTimeout(() => controller.abort(new Error('enough')), 20);
-        }
-      })();
-      await expect(run).rejects.toThrow('enough');
-      expect(seen).toEqual([1, 2]);
-    } finally {
-      await server.close();
-    }
+    const dx = new Verity({ baseUrl: server.url, apiKey: KEY });
+    const controller = new AbortController();
+    const seen: number[] = [];
+    const run = (async () => {
+      for await (const e of dx.stream('exe_1', { signal: controller.signal, reconnectDelayMs: 10_000 })) {
+        seen.push(e.seq);
+        if (e.seq === 2) setTimeout(() => controller.abort(new Error('enough')), 20);
+      }
+    })();
+    await expect(run).rejects.toThrow('enough');
+    expect(seen).toEqual([1, 2]);
   });
 });

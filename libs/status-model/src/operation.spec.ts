@@ -23,10 +23,15 @@ import {
   permittedResolutions,
   resolutionOptions,
 } from './validate';
+import { moveKey as key, movesOutside, refusalOf as refusal } from '../../../test/support/transitions';
 
 const S = OperationStatus;
 const R = TerminalReason;
+const C = StatusModelErrorCode;
 const RAW = VerificationMethod.READ_AFTER_WRITE;
+/** The contexts of an operation that can be read back, once sent and before it ever was. */
+const SENT_CONTEXT = { verificationMethod: RAW, everSent: true } as const;
+const UNSENT_CONTEXT = { verificationMethod: RAW, everSent: false } as const;
 
 /** docs/contract.md §2, written out by hand so that the library's data is checked against the document, not against itself. */
 const REFERENCE_BLOCK: ReadonlyArray<[OperationStatus, OperationStatus]> = [
@@ -54,7 +59,6 @@ const EXTENSION_BLOCK: ReadonlyArray<[OperationStatus, OperationStatus]> = [
   [S.MANUAL_REVIEW, S.CANCELLED],
 ];
 const CONTRACT_TRANSITIONS = [...REFERENCE_BLOCK, ...EXTENSION_BLOCK];
-const key = (from: string, to: string) => `${from}>${to}`;
 const CONTRACT_KEYS = new Set(CONTRACT_TRANSITIONS.map(([from, to]) => key(from, to)));
 
 interface AllowedCase {
@@ -65,58 +69,26 @@ interface AllowedCase {
 
 /** Every allowed move with a context that satisfies its conditions. */
 const ALLOWED: AllowedCase[] = [
-  { from: S.PREPARED, to: S.SENT, context: { verificationMethod: RAW, everSent: false } },
-  {
-    from: S.PREPARED,
-    to: S.MANUAL_REVIEW,
-    context: { verificationMethod: RAW, everSent: false, terminalReason: R.KNOWLEDGE_CONFLICT },
-  },
-  { from: S.PREPARED, to: S.CANCELLED, context: { verificationMethod: RAW, everSent: false } },
-  { from: S.SENT, to: S.ACKNOWLEDGED, context: { verificationMethod: RAW, everSent: true } },
-  {
-    from: S.SENT,
-    to: S.UNKNOWN,
-    context: { verificationMethod: RAW, everSent: true, terminalReason: R.CONNECTOR_ERROR },
-  },
-  {
-    from: S.SENT,
-    to: S.FAILED,
-    context: { verificationMethod: RAW, everSent: true, terminalReason: R.CONNECTOR_REJECTED },
-  },
-  { from: S.ACKNOWLEDGED, to: S.VERIFIED, context: { verificationMethod: RAW, everSent: true } },
-  { from: S.ACKNOWLEDGED, to: S.UNKNOWN, context: { verificationMethod: RAW, everSent: true } },
-  { from: S.UNKNOWN, to: S.RECONCILING, context: { verificationMethod: RAW, everSent: true } },
-  { from: S.RECONCILING, to: S.VERIFIED, context: { verificationMethod: RAW, everSent: true } },
-  {
-    from: S.RECONCILING,
-    to: S.FAILED,
-    context: { verificationMethod: RAW, everSent: true, terminalReason: R.PROVEN_ABSENT },
-  },
-  {
-    from: S.PREPARED,
-    to: S.VERIFIED,
-    context: { verificationMethod: RAW, everSent: false, noChangeRequired: true },
-  },
-  {
-    from: S.ACKNOWLEDGED,
-    to: S.MANUAL_REVIEW,
-    context: { verificationMethod: RAW, everSent: true, terminalReason: R.INTEGRITY_MISMATCH },
-  },
-  { from: S.RECONCILING, to: S.UNKNOWN, context: { verificationMethod: RAW, everSent: true } },
-  {
-    from: S.RECONCILING,
-    to: S.MANUAL_REVIEW,
-    context: { verificationMethod: RAW, everSent: true, terminalReason: R.CONNECTOR_ERROR },
-  },
-  {
-    from: S.UNKNOWN,
-    to: S.MANUAL_REVIEW,
-    context: { verificationMethod: RAW, everSent: true, terminalReason: R.CONNECTOR_ERROR },
-  },
-  { from: S.MANUAL_REVIEW, to: S.VERIFIED, context: { actor: 'human', verificationMethod: RAW, everSent: true } },
-  { from: S.MANUAL_REVIEW, to: S.FAILED, context: { actor: 'human', verificationMethod: RAW, everSent: true } },
-  { from: S.MANUAL_REVIEW, to: S.SENT, context: { actor: 'human', verificationMethod: RAW, everSent: false } },
-  { from: S.MANUAL_REVIEW, to: S.CANCELLED, context: { actor: 'human', verificationMethod: RAW, everSent: false } },
+  { from: S.PREPARED, to: S.SENT, context: UNSENT_CONTEXT },
+  { from: S.PREPARED, to: S.MANUAL_REVIEW, context: { ...UNSENT_CONTEXT, terminalReason: R.KNOWLEDGE_CONFLICT } },
+  { from: S.PREPARED, to: S.CANCELLED, context: UNSENT_CONTEXT },
+  { from: S.SENT, to: S.ACKNOWLEDGED, context: SENT_CONTEXT },
+  { from: S.SENT, to: S.UNKNOWN, context: { ...SENT_CONTEXT, terminalReason: R.CONNECTOR_ERROR } },
+  { from: S.SENT, to: S.FAILED, context: { ...SENT_CONTEXT, terminalReason: R.CONNECTOR_REJECTED } },
+  { from: S.ACKNOWLEDGED, to: S.VERIFIED, context: SENT_CONTEXT },
+  { from: S.ACKNOWLEDGED, to: S.UNKNOWN, context: SENT_CONTEXT },
+  { from: S.UNKNOWN, to: S.RECONCILING, context: SENT_CONTEXT },
+  { from: S.RECONCILING, to: S.VERIFIED, context: SENT_CONTEXT },
+  { from: S.RECONCILING, to: S.FAILED, context: { ...SENT_CONTEXT, terminalReason: R.PROVEN_ABSENT } },
+  { from: S.PREPARED, to: S.VERIFIED, context: { ...UNSENT_CONTEXT, noChangeRequired: true } },
+  { from: S.ACKNOWLEDGED, to: S.MANUAL_REVIEW, context: { ...SENT_CONTEXT, terminalReason: R.INTEGRITY_MISMATCH } },
+  { from: S.RECONCILING, to: S.UNKNOWN, context: SENT_CONTEXT },
+  { from: S.RECONCILING, to: S.MANUAL_REVIEW, context: { ...SENT_CONTEXT, terminalReason: R.CONNECTOR_ERROR } },
+  { from: S.UNKNOWN, to: S.MANUAL_REVIEW, context: { ...SENT_CONTEXT, terminalReason: R.CONNECTOR_ERROR } },
+  { from: S.MANUAL_REVIEW, to: S.VERIFIED, context: { ...SENT_CONTEXT, actor: 'human' } },
+  { from: S.MANUAL_REVIEW, to: S.FAILED, context: { ...SENT_CONTEXT, actor: 'human' } },
+  { from: S.MANUAL_REVIEW, to: S.SENT, context: { ...UNSENT_CONTEXT, actor: 'human' } },
+  { from: S.MANUAL_REVIEW, to: S.CANCELLED, context: { ...UNSENT_CONTEXT, actor: 'human' } },
 ];
 
 /** A context that satisfies every condition a rule can impose, so only the table itself can refuse. */
@@ -127,16 +99,6 @@ const PERMISSIVE: OperationTransitionContext = {
   everSent: false,
   noChangeRequired: true,
 };
-
-function refusal(fn: () => unknown): IllegalTransitionError {
-  try {
-    fn();
-  } catch (error) {
-    if (error instanceof IllegalTransitionError) return error;
-    throw error;
-  }
-  throw new Error('expected the status model to refuse the move');
-}
 
 function expectRefused(
   from: OperationStatus,
@@ -251,25 +213,15 @@ describe('operation transition table (docs/contract.md §2)', () => {
 
     it.each(sample)('%s -> %s', (from, to) => {
       expect(operationTransitionRule(from, to)).toBeUndefined();
-      expectRefused(from, to, PERMISSIVE, StatusModelErrorCode.ILLEGAL_TRANSITION);
-      expectRefused(
-        from,
-        to,
-        { ...PERMISSIVE, actor: 'system', everSent: true },
-        StatusModelErrorCode.ILLEGAL_TRANSITION,
-      );
+      for (const context of [PERMISSIVE, { ...PERMISSIVE, actor: 'system' as const, everSent: true }]) {
+        expectRefused(from, to, context, C.ILLEGAL_TRANSITION);
+      }
     });
 
     it('every one of the 61 pairs outside the table, even under the most permissive context', () => {
-      let refused = 0;
-      for (const from of OPERATION_STATUSES) {
-        for (const to of OPERATION_STATUSES) {
-          if (CONTRACT_KEYS.has(key(from, to))) continue;
-          expectRefused(from, to, PERMISSIVE, StatusModelErrorCode.ILLEGAL_TRANSITION);
-          refused += 1;
-        }
-      }
-      expect(refused).toBe(81 - 20);
+      const outside = movesOutside(OPERATION_STATUSES, CONTRACT_KEYS);
+      for (const [from, to] of outside) expectRefused(from, to, PERMISSIVE, C.ILLEGAL_TRANSITION);
+      expect(outside).toHaveLength(81 - 20);
     });
   });
 
@@ -290,97 +242,55 @@ describe('operation transition table (docs/contract.md §2)', () => {
 
     it.each(required.map((r) => [r.from, r.to] as const))('%s -> %s without a reason: REASON_REQUIRED', (from, to) => {
       const base = ALLOWED.find((c) => c.from === from && c.to === to)!.context;
-      expectRefused(from, to, { ...base, terminalReason: null }, StatusModelErrorCode.REASON_REQUIRED);
-      expectRefused(from, to, { ...base, terminalReason: undefined }, StatusModelErrorCode.REASON_REQUIRED);
+      expectRefused(from, to, { ...base, terminalReason: null }, C.REASON_REQUIRED);
+      expectRefused(from, to, { ...base, terminalReason: undefined }, C.REASON_REQUIRED);
     });
 
     it('names the acceptable reasons in the refusal message', () => {
-      const error = refusal(() =>
-        assertOperationTransition(S.SENT, S.FAILED, { verificationMethod: RAW, everSent: true }),
-      );
+      const error = refusal(() => assertOperationTransition(S.SENT, S.FAILED, SENT_CONTEXT));
       expect(error.message).toContain('CONNECTOR_REJECTED');
       expect(error.message).toContain('SOURCE_UNREACHABLE');
     });
 
-    it('refuses a reason that does not explain the move: REASON_NOT_ALLOWED', () => {
-      const sent = { verificationMethod: RAW, everSent: true } as const;
+    it.each<[OperationStatus, OperationStatus, OperationTransitionContext]>([
       // I4: an uncertain outcome can never be recorded as FAILED.
-      expectRefused(
-        S.SENT,
-        S.FAILED,
-        { ...sent, terminalReason: R.CONNECTOR_ERROR },
-        StatusModelErrorCode.REASON_NOT_ALLOWED,
-      );
-      expectRefused(
-        S.SENT,
-        S.UNKNOWN,
-        { ...sent, terminalReason: R.CONNECTOR_REJECTED },
-        StatusModelErrorCode.REASON_NOT_ALLOWED,
-      );
-      expectRefused(
-        S.ACKNOWLEDGED,
-        S.MANUAL_REVIEW,
-        { ...sent, terminalReason: R.CONNECTOR_ERROR },
-        StatusModelErrorCode.REASON_NOT_ALLOWED,
-      );
-      expectRefused(
-        S.PREPARED,
-        S.SENT,
-        { verificationMethod: RAW, everSent: false, terminalReason: R.KNOWLEDGE_CONFLICT },
-        StatusModelErrorCode.REASON_NOT_ALLOWED,
-      );
-      expectRefused(
-        S.RECONCILING,
-        S.FAILED,
-        { ...sent, terminalReason: R.CONNECTOR_REJECTED },
-        StatusModelErrorCode.REASON_NOT_ALLOWED,
-      );
+      [S.SENT, S.FAILED, { ...SENT_CONTEXT, terminalReason: R.CONNECTOR_ERROR }],
+      [S.SENT, S.UNKNOWN, { ...SENT_CONTEXT, terminalReason: R.CONNECTOR_REJECTED }],
+      [S.ACKNOWLEDGED, S.MANUAL_REVIEW, { ...SENT_CONTEXT, terminalReason: R.CONNECTOR_ERROR }],
+      [S.PREPARED, S.SENT, { ...UNSENT_CONTEXT, terminalReason: R.KNOWLEDGE_CONFLICT }],
+      [S.RECONCILING, S.FAILED, { ...SENT_CONTEXT, terminalReason: R.CONNECTOR_REJECTED }],
+    ])('refuses on %s -> %s a reason that does not explain the move: REASON_NOT_ALLOWED', (from, to, context) => {
+      expectRefused(from, to, context, C.REASON_NOT_ALLOWED);
     });
 
     it('accepts no reason at all on moves whose reason list is empty', () => {
       for (const r of OPERATION_TRANSITIONS.filter((rule) => rule.reasons.length === 0)) {
         const base = ALLOWED.find((c) => c.from === r.from && c.to === r.to)!.context;
         for (const reason of TERMINAL_REASONS) {
-          expectRefused(r.from, r.to, { ...base, terminalReason: reason }, StatusModelErrorCode.REASON_NOT_ALLOWED);
+          expectRefused(r.from, r.to, { ...base, terminalReason: reason }, C.REASON_NOT_ALLOWED);
         }
       }
     });
 
     it('accepts DENIED, and only DENIED, on a cancel of a never-sent operation', () => {
+      const denied = { ...UNSENT_CONTEXT, terminalReason: R.DENIED };
+      expect(() => assertOperationTransition(S.PREPARED, S.CANCELLED, denied)).not.toThrow();
       expect(() =>
-        assertOperationTransition(S.PREPARED, S.CANCELLED, {
-          verificationMethod: RAW,
-          everSent: false,
-          terminalReason: R.DENIED,
-        }),
-      ).not.toThrow();
-      expect(() =>
-        assertOperationTransition(S.MANUAL_REVIEW, S.CANCELLED, {
-          actor: 'human',
-          verificationMethod: RAW,
-          everSent: false,
-          terminalReason: R.DENIED,
-        }),
+        assertOperationTransition(S.MANUAL_REVIEW, S.CANCELLED, { ...denied, actor: 'human' }),
       ).not.toThrow();
       expectRefused(
         S.PREPARED,
         S.CANCELLED,
-        { verificationMethod: RAW, everSent: false, terminalReason: R.CONNECTOR_REJECTED },
-        StatusModelErrorCode.REASON_NOT_ALLOWED,
+        { ...UNSENT_CONTEXT, terminalReason: R.CONNECTOR_REJECTED },
+        C.REASON_NOT_ALLOWED,
       );
-      expectRefused(
-        S.SENT,
-        S.FAILED,
-        { verificationMethod: RAW, everSent: true, terminalReason: R.DENIED },
-        StatusModelErrorCode.REASON_NOT_ALLOWED,
-      );
+      expectRefused(S.SENT, S.FAILED, { ...SENT_CONTEXT, terminalReason: R.DENIED }, C.REASON_NOT_ALLOWED);
     });
 
     it('accepts an optional reason on ACKNOWLEDGED -> UNKNOWN', () => {
-      const context = { verificationMethod: RAW, everSent: true } as const;
-      expect(() => assertOperationTransition(S.ACKNOWLEDGED, S.UNKNOWN, context)).not.toThrow();
+      expect(() => assertOperationTransition(S.ACKNOWLEDGED, S.UNKNOWN, SENT_CONTEXT)).not.toThrow();
       expect(() =>
-        assertOperationTransition(S.ACKNOWLEDGED, S.UNKNOWN, { ...context, terminalReason: R.CONNECTOR_ERROR }),
+        assertOperationTransition(S.ACKNOWLEDGED, S.UNKNOWN, { ...SENT_CONTEXT, terminalReason: R.CONNECTOR_ERROR }),
       ).not.toThrow();
     });
   });
@@ -389,23 +299,14 @@ describe('operation transition table (docs/contract.md §2)', () => {
     const humanMoves = ALLOWED.filter((c) => c.from === S.MANUAL_REVIEW);
 
     it.each(humanMoves)('$from -> $to refuses the system and an unnamed actor: HUMAN_ONLY', ({ from, to, context }) => {
-      expectRefused(from, to, { ...context, actor: 'system' }, StatusModelErrorCode.HUMAN_ONLY);
-      expectRefused(from, to, { ...context, actor: undefined }, StatusModelErrorCode.HUMAN_ONLY);
+      expectRefused(from, to, { ...context, actor: 'system' }, C.HUMAN_ONLY);
+      expectRefused(from, to, { ...context, actor: undefined }, C.HUMAN_ONLY);
     });
 
     it.each([S.SENT, S.CANCELLED])('MANUAL_REVIEW -> %s of an operation already sent: ALREADY_SENT', (to) => {
-      expectRefused(
-        S.MANUAL_REVIEW,
-        to,
-        { actor: 'human', verificationMethod: RAW, everSent: true },
-        StatusModelErrorCode.ALREADY_SENT,
-      );
-      expectRefused(
-        S.MANUAL_REVIEW,
-        to,
-        { actor: 'human', verificationMethod: '', everSent: true },
-        StatusModelErrorCode.ALREADY_SENT,
-      );
+      for (const verificationMethod of [RAW, ''] as const) {
+        expectRefused(S.MANUAL_REVIEW, to, { actor: 'human', verificationMethod, everSent: true }, C.ALREADY_SENT);
+      }
     });
 
     it('a human may resolve to VERIFIED without read-after-write (the resolution carries the evidence)', () => {
@@ -420,11 +321,7 @@ describe('operation transition table (docs/contract.md §2)', () => {
   });
 
   describe('system re-check of a hold the source could not conclude', () => {
-    const recheck = {
-      actor: 'system',
-      verificationMethod: VerificationMethod.READ_AFTER_WRITE,
-      everSent: true,
-    } as const;
+    const recheck = { ...SENT_CONTEXT, actor: 'system' } as const;
 
     it.each([R.SOURCE_UNREACHABLE, R.STALE_REPLICA])(
       'MANUAL_REVIEW -> VERIFIED by the system while held for %s, with read-after-write',
@@ -433,107 +330,62 @@ describe('operation transition table (docs/contract.md §2)', () => {
       },
     );
 
-    it('without read-after-write evidence: VERIFICATION_UNAVAILABLE', () => {
-      expectRefused(
-        S.MANUAL_REVIEW,
-        S.VERIFIED,
-        { ...recheck, verificationMethod: '', heldFor: R.SOURCE_UNREACHABLE },
-        StatusModelErrorCode.VERIFICATION_UNAVAILABLE,
-      );
+    it.each([
+      ['without read-after-write evidence', { verificationMethod: '' }, C.VERIFICATION_UNAVAILABLE],
+      ['never for an operation that was not sent', { everSent: false }, C.NEVER_SENT],
+    ] as const)('%s: %s', (_situation, unlike, code) => {
+      expectRefused(S.MANUAL_REVIEW, S.VERIFIED, { ...recheck, ...unlike, heldFor: R.SOURCE_UNREACHABLE }, code);
     });
 
     it.each([R.INTEGRITY_MISMATCH, R.FIELD_MISSING, R.CONNECTOR_ERROR, R.KNOWLEDGE_CONFLICT])(
       'held for %s (a judgement, not a lagging read): HUMAN_ONLY',
       (heldFor) => {
-        expectRefused(S.MANUAL_REVIEW, S.VERIFIED, { ...recheck, heldFor }, StatusModelErrorCode.HUMAN_ONLY);
+        expectRefused(S.MANUAL_REVIEW, S.VERIFIED, { ...recheck, heldFor }, C.HUMAN_ONLY);
       },
     );
 
     it('never FAILED, whatever the hold: absence after a hold is for a human to judge', () => {
       for (const heldFor of TERMINAL_REASONS) {
-        expectRefused(S.MANUAL_REVIEW, S.FAILED, { ...recheck, heldFor }, StatusModelErrorCode.HUMAN_ONLY);
+        expectRefused(S.MANUAL_REVIEW, S.FAILED, { ...recheck, heldFor }, C.HUMAN_ONLY);
       }
-    });
-
-    it('never for an operation that was not sent: NEVER_SENT', () => {
-      expectRefused(
-        S.MANUAL_REVIEW,
-        S.VERIFIED,
-        { ...recheck, everSent: false, heldFor: R.SOURCE_UNREACHABLE },
-        StatusModelErrorCode.NEVER_SENT,
-      );
     });
   });
 
   describe('the verification rule (I6)', () => {
+    const sentUnread = { verificationMethod: '', everSent: true } as const;
+    /** Never sent, the source already showing the requested state, and nothing that can read it back. */
+    const unsentUnreadNoChange = { verificationMethod: '', everSent: false, noChangeRequired: true } as const;
+
     it.each([S.ACKNOWLEDGED, S.RECONCILING])(
       '%s -> VERIFIED without read_after_write: VERIFICATION_UNAVAILABLE',
       (from) => {
-        expectRefused(
-          from,
-          S.VERIFIED,
-          { verificationMethod: '', everSent: true },
-          StatusModelErrorCode.VERIFICATION_UNAVAILABLE,
-        );
-        expectRefused(
-          from,
-          S.VERIFIED,
-          { actor: 'system', verificationMethod: '', everSent: true },
-          StatusModelErrorCode.VERIFICATION_UNAVAILABLE,
-        );
+        for (const context of [sentUnread, { ...sentUnread, actor: 'system' as const }]) {
+          expectRefused(from, S.VERIFIED, context, C.VERIFICATION_UNAVAILABLE);
+        }
       },
     );
 
     it('PREPARED -> VERIFIED without read_after_write: VERIFICATION_UNAVAILABLE', () => {
-      expectRefused(
-        S.PREPARED,
-        S.VERIFIED,
-        { verificationMethod: '', everSent: false, noChangeRequired: true },
-        StatusModelErrorCode.VERIFICATION_UNAVAILABLE,
-      );
+      expectRefused(S.PREPARED, S.VERIFIED, unsentUnreadNoChange, C.VERIFICATION_UNAVAILABLE);
     });
 
     it('PREPARED -> VERIFIED only when no change is required', () => {
-      expectRefused(
-        S.PREPARED,
-        S.VERIFIED,
-        { verificationMethod: RAW, everSent: false },
-        StatusModelErrorCode.ILLEGAL_TRANSITION,
-      );
-      expectRefused(
-        S.PREPARED,
-        S.VERIFIED,
-        { verificationMethod: RAW, everSent: false, noChangeRequired: false },
-        StatusModelErrorCode.ILLEGAL_TRANSITION,
-      );
+      for (const context of [UNSENT_CONTEXT, { ...UNSENT_CONTEXT, noChangeRequired: false }]) {
+        expectRefused(S.PREPARED, S.VERIFIED, context, C.ILLEGAL_TRANSITION);
+      }
     });
 
     it.each([S.ACKNOWLEDGED, S.RECONCILING])(
       '%s -> VERIFIED without read_after_write is refused even when the actor says human',
       (from) => {
         // A human resolution is MANUAL_REVIEW -> VERIFIED; anything else bypassing read-back would break I6.
-        expectRefused(
-          from,
-          S.VERIFIED,
-          { actor: 'human', verificationMethod: '', everSent: true },
-          StatusModelErrorCode.VERIFICATION_UNAVAILABLE,
-        );
+        expectRefused(from, S.VERIFIED, { ...sentUnread, actor: 'human' }, C.VERIFICATION_UNAVAILABLE);
       },
     );
 
     it('PREPARED -> VERIFIED needs read_after_write and no change required even when the actor says human', () => {
-      expectRefused(
-        S.PREPARED,
-        S.VERIFIED,
-        { actor: 'human', verificationMethod: '', everSent: false, noChangeRequired: true },
-        StatusModelErrorCode.VERIFICATION_UNAVAILABLE,
-      );
-      expectRefused(
-        S.PREPARED,
-        S.VERIFIED,
-        { actor: 'human', verificationMethod: RAW, everSent: false },
-        StatusModelErrorCode.ILLEGAL_TRANSITION,
-      );
+      expectRefused(S.PREPARED, S.VERIFIED, { ...unsentUnreadNoChange, actor: 'human' }, C.VERIFICATION_UNAVAILABLE);
+      expectRefused(S.PREPARED, S.VERIFIED, { ...UNSENT_CONTEXT, actor: 'human' }, C.ILLEGAL_TRANSITION);
     });
   });
 
@@ -543,7 +395,7 @@ describe('operation transition table (docs/contract.md §2)', () => {
       expect(error).toBeInstanceOf(Error);
       expect(error).toBeInstanceOf(IllegalTransitionError);
       expect(error.name).toBe('IllegalTransitionError');
-      expect(error.code).toBe(StatusModelErrorCode.ILLEGAL_TRANSITION);
+      expect(error.code).toBe(C.ILLEGAL_TRANSITION);
       expect(error.message).toBe('operation UNKNOWN -> SENT refused: not in the transition table');
     });
 
@@ -713,18 +565,18 @@ describe('human resolution of an operation that was never sent', () => {
           verificationMethod: '',
           everSent: false,
         }),
-      ).toThrow(expect.objectContaining({ code: StatusModelErrorCode.NEVER_SENT }));
+      ).toThrow(expect.objectContaining({ code: C.NEVER_SENT }));
     }
   });
 });
 
 describe('no relabelling of what the source showed (I14)', () => {
-  const held = { actor: 'human' as const, verificationMethod: RAW, everSent: true };
+  const held = { ...SENT_CONTEXT, actor: 'human' as const };
 
   it('refuses a human FAILED for an operation held for INTEGRITY_MISMATCH: the source showed the effect', () => {
     expect(() =>
       assertOperationTransition(S.MANUAL_REVIEW, S.FAILED, { ...held, heldFor: TerminalReason.INTEGRITY_MISMATCH }),
-    ).toThrow(expect.objectContaining({ code: StatusModelErrorCode.EFFECT_EXISTS }));
+    ).toThrow(expect.objectContaining({ code: C.EFFECT_EXISTS }));
     expect(
       isOperationTransitionAllowed(S.MANUAL_REVIEW, S.VERIFIED, {
         ...held,
@@ -750,17 +602,16 @@ describe('no relabelling of what the source showed (I14)', () => {
 });
 
 describe('resolutionOptions: every action with its reason, exactly what the gate permits', () => {
+  /** The options a reviewer is offered for an operation in MANUAL_REVIEW. */
+  const inReview = (everSent: boolean, heldFor: TerminalReason | null, canReadBack = true) =>
+    resolutionOptions({ status: S.MANUAL_REVIEW, everSent, heldFor, canReadBack });
+
   it('offers nothing outside MANUAL_REVIEW', () => {
     expect(resolutionOptions({ status: S.UNKNOWN, everSent: true, heldFor: null, canReadBack: true })).toEqual([]);
   });
 
   it('for a sent operation whose source can be read: FAILED is checked against a read of the source', () => {
-    const options = resolutionOptions({
-      status: S.MANUAL_REVIEW,
-      everSent: true,
-      heldFor: TerminalReason.SOURCE_UNREACHABLE,
-      canReadBack: true,
-    });
+    const options = inReview(true, TerminalReason.SOURCE_UNREACHABLE);
     expect(options.map((o) => [o.status, o.permitted, o.check])).toEqual([
       [S.VERIFIED, true, null],
       [S.FAILED, true, 'read_back'],
@@ -771,32 +622,17 @@ describe('resolutionOptions: every action with its reason, exactly what the gate
   });
 
   it('without read-back, FAILED rests on the evidence given', () => {
-    const failed = resolutionOptions({
-      status: S.MANUAL_REVIEW,
-      everSent: true,
-      heldFor: TerminalReason.CONNECTOR_ERROR,
-      canReadBack: false,
-    }).find((o) => o.status === S.FAILED)!;
+    const failed = inReview(true, TerminalReason.CONNECTOR_ERROR, false).find((o) => o.status === S.FAILED)!;
     expect(failed).toMatchObject({ permitted: true, check: null, why: expect.stringMatching(/evidence you give/) });
   });
 
   it('INTEGRITY_MISMATCH: FAILED is refused with the reason a reviewer reads', () => {
-    const failed = resolutionOptions({
-      status: S.MANUAL_REVIEW,
-      everSent: true,
-      heldFor: TerminalReason.INTEGRITY_MISMATCH,
-      canReadBack: true,
-    }).find((o) => o.status === S.FAILED)!;
+    const failed = inReview(true, TerminalReason.INTEGRITY_MISMATCH).find((o) => o.status === S.FAILED)!;
     expect(failed).toMatchObject({ permitted: false, why: expect.stringMatching(/provider shows this effect/) });
   });
 
   it('a never-sent operation: release or cancel; judging an outcome is refused', () => {
-    const options = resolutionOptions({
-      status: S.MANUAL_REVIEW,
-      everSent: false,
-      heldFor: TerminalReason.KNOWLEDGE_CONFLICT,
-      canReadBack: true,
-    });
+    const options = inReview(false, TerminalReason.KNOWLEDGE_CONFLICT);
     expect(options.filter((o) => o.permitted).map((o) => o.status)).toEqual([S.SENT, S.CANCELLED]);
     expect(options.find((o) => o.status === S.VERIFIED)!.why).toMatch(/never sent/);
   });
@@ -804,7 +640,7 @@ describe('resolutionOptions: every action with its reason, exactly what the gate
   it('agrees with permittedResolutions for every reason and sent state', () => {
     for (const everSent of [false, true]) {
       for (const heldFor of [null, ...TERMINAL_REASONS]) {
-        const permitted = resolutionOptions({ status: S.MANUAL_REVIEW, everSent, heldFor, canReadBack: true })
+        const permitted = inReview(everSent, heldFor)
           .filter((o) => o.permitted)
           .map((o) => o.status);
         expect(permitted).toEqual(permittedResolutions(S.MANUAL_REVIEW, everSent, heldFor));
