@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import IORedis from 'ioredis';
 import { DataSource } from 'typeorm';
-import { createDataSource, ensureTenant, runMigrationsLocked } from '@verity/persistence';
+import { createDataSource, runMigrationsLocked } from '@verity/persistence';
 
 export const ADMIN_DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 export const TEST_REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -45,35 +45,6 @@ export async function createTestDatabase(label = 't'): Promise<TestDatabase> {
       await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       await c.end();
     },
-  };
-}
-
-/**
- * The database of a describe block (see createTestDatabase): created before its first test, with `tenants` in place,
- * and dropped after its last. Read it only inside hooks and tests, once it exists.
- */
-export function useTestDatabase(label: string, tenants: readonly string[] = []): TestDatabase {
-  let db: TestDatabase | undefined;
-  beforeAll(async () => {
-    db = await createTestDatabase(label);
-    for (const tenantId of tenants) await ensureTenant(db.dataSource.manager, tenantId);
-  });
-  afterAll(async () => db?.drop());
-  const created = (): TestDatabase => {
-    if (!db) throw new Error(`the test database '${label}' is used before its beforeAll ran`);
-    return db;
-  };
-  return {
-    get url() {
-      return created().url;
-    },
-    get name() {
-      return created().name;
-    },
-    get dataSource() {
-      return created().dataSource;
-    },
-    drop: () => created().drop(),
   };
 }
 

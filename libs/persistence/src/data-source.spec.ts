@@ -1,6 +1,6 @@
 import type { Pool } from 'pg';
 import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver';
-import { useTestDatabase } from '../../../test/support/services';
+import { useTestDatabase } from '../../../test/support/test-database';
 import { loadConfig } from '@verity/platform';
 import { createDataSource, ResilientPgClient } from './data-source';
 

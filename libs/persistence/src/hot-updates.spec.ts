@@ -1,7 +1,7 @@
 import { ExecutionStatus, OperationStatus, VerificationMethod } from '@verity/status-model';
 import { EntityManager } from 'typeorm';
 import { insertChargeExecution } from '../../../test/support/fixtures';
-import { useTestDatabase } from '../../../test/support/services';
+import { useTestDatabase } from '../../../test/support/test-database';
 import { TransitionService } from './transition.service';
 
 interface Updates {

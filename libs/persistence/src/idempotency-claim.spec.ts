@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { insertExecution } from './store';
 import { newId } from '@verity/platform';
-import { useTestDatabase } from '../../../test/support/services';
+import { useTestDatabase } from '../../../test/support/test-database';
 import { claimIdempotencyKey, releaseIdempotencyKey } from './idempotency';
 
 /**

@@ -1,4 +1,4 @@
-import { useTestDatabase } from '../../../test/support/services';
+import { useTestDatabase } from '../../../test/support/test-database';
 import { pruneExpired } from './maintenance';
 
 describe('pruneExpired (real Postgres)', () => {

@@ -1,7 +1,7 @@
 import { ExecutionStatus, OperationStatus, VerificationMethod } from '@verity/status-model';
 import { intakeToSettled, intakeToVerified, transitionsCounter } from '@verity/platform';
 import { insertChargeExecution } from '../../../test/support/fixtures';
-import { useTestDatabase } from '../../../test/support/services';
+import { useTestDatabase } from '../../../test/support/test-database';
 import { IN_FLIGHT_OPERATION_STATUSES, METRICS_SQL, platformCounts } from './metrics.repository';
 import { Queryable, transaction } from './sql';
 import { TransitionService } from './transition.service';

@@ -1,4 +1,5 @@
-import { TestDatabase, useTestDatabase } from '../../../test/support/services';
+import { TestDatabase } from '../../../test/support/services';
+import { useTestDatabase } from '../../../test/support/test-database';
 import { DataSource } from 'typeorm';
 import { dataSourceOptions, runMigrationsLocked } from './data-source';
 import { MIGRATIONS } from './migrations';

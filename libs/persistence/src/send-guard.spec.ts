@@ -1,6 +1,6 @@
 import { OperationStatus, VerificationMethod } from '@verity/status-model';
 import { newId } from '@verity/platform';
-import { useTestDatabase } from '../../../test/support/services';
+import { useTestDatabase } from '../../../test/support/test-database';
 import { EventEntity, OperationEntity } from './entities';
 import { SendGuard, sendRefusals } from './send-guard';
 import { NewOperation } from './store';

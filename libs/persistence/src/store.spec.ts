@@ -1,5 +1,5 @@
 import { newId } from '@verity/platform';
-import { useTestDatabase } from '../../../test/support/services';
+import { useTestDatabase } from '../../../test/support/test-database';
 import {
   eventSeqOf,
   findExecution,

@@ -1,5 +1,5 @@
 import { insertChargeExecution } from '../../../test/support/fixtures';
-import { useTestDatabase } from '../../../test/support/services';
+import { useTestDatabase } from '../../../test/support/test-database';
 import { findExecutionForWorker } from './store';
 import { traceParentsOf, withSweepLock } from './sweep.repository';
 

@@ -6,7 +6,7 @@ import {
   VerificationMethod,
 } from '@verity/status-model';
 import { insertChargeExecution } from '../../../test/support/fixtures';
-import { useTestDatabase } from '../../../test/support/services';
+import { useTestDatabase } from '../../../test/support/test-database';
 import { FindOptionsWhere } from 'typeorm';
 import { EventEntity, OperationEntity } from './entities';
 import { TransitionService } from './transition.service';

@@ -1,6 +1,6 @@
 import { ExecutionStatus } from '@verity/status-model';
 import { insertTestExecution } from '../../../test/support/fixtures';
-import { useTestDatabase } from '../../../test/support/services';
+import { useTestDatabase } from '../../../test/support/test-database';
 import { SecretsCipher } from './secrets-cipher';
 import { TransitionService } from './transition.service';
 import {
