@@ -91,6 +91,17 @@ class MoveChain {
   }
 }
 
+/**
+ * What one step of an advance did: nothing (false), something that calls for a fresh look (true), a lost race, or a
+ * move of the execution alone — with the operations it read, still current as far as this job wrote.
+ */
+type StepResult = boolean | 'lost' | { operations: OperationEntity[] };
+
+/** A won move that wrote only the execution row keeps the operations read for it; anything else is passed on. */
+function executionOnly(moved: boolean | 'lost', operations: OperationEntity[] | null): StepResult {
+  return moved === true && operations ? { operations } : moved;
+}
+
 export type AdvanceOutcome = 'done' | 'skipped: not found' | 'skipped: terminal' | 'skipped: lost race';
 
 const E = ExecutionStatus;
@@ -143,17 +154,21 @@ export class LifecycleService {
         continue;
       }
       if (!progressed) return 'done';
-      operations = null;
+      // Only the execution moved: the operations this step read are still what it wrote (no second read).
+      operations = progressed === true ? null : progressed.operations;
     }
     return lost > 0 ? 'skipped: lost race' : 'done';
   }
 
-  /** One move; returns true when something changed and another look is worthwhile. */
+  /**
+   * One move; returns true when something changed and another look is worthwhile, or — when only the execution moved —
+   * the operations as the step last read them, so the next look needs no second read.
+   */
   private async step(
     execution: ExecutionEntity,
     operations: OperationEntity[],
     tenant: TenantLoader,
-  ): Promise<boolean | 'lost'> {
+  ): Promise<StepResult> {
     if (execution.deadlineAt.getTime() <= Date.now()) {
       await this.cancelPrepared(this.db.manager, operations, 'execution_expired');
       const failure = executionFailure('deadline_exceeded', execution.status, new Date());
@@ -166,7 +181,7 @@ export class LifecycleService {
       case E.PLANNING:
         return this.prepare(execution, operations, tenant);
       case E.VALIDATING_OUTPUT:
-        return this.complete(execution);
+        return executionOnly(await this.complete(execution), operations);
       default:
         return this.run(execution, operations, tenant);
     }
@@ -219,33 +234,39 @@ export class LifecycleService {
     execution: ExecutionEntity,
     operations: OperationEntity[],
     loadTenant: TenantLoader,
-  ): Promise<boolean | 'lost'> {
+  ): Promise<StepResult> {
     const from = execution.status;
     const phases = preparePhases(from);
     const problems = phases.validate ? this.problemsOf(operations) : [];
     if (problems.length > 0) return this.reject(execution, problems);
     const tenant = await loadTenant(execution.tenantId);
     const contexts = phases.readContexts ? await this.readContexts(operations) : new Map<string, ContextResult>();
-    return this.inTransaction(execution, async (tx) => {
+    // The operations as read under the lock, while nothing in this transaction has written to any of them.
+    let untouched: OperationEntity[] | null = null;
+    const moved = await this.inTransaction(execution, async (tx) => {
       // Rows are locked in the order every transition statement takes them (operations, then the execution).
       const locked = await lockExecutionForWorker(tx, execution.id);
       if (locked?.status !== from) throw new LostRace();
+      untouched = locked.operations;
       // The moves are written together, as one statement, just before any other event of this transaction.
       const chain = new MoveChain(this.transitions, tx, execution.id, from);
       for (const to of phases.moves) {
         if (chain.status === E.RESOLVING_CONTEXT) {
-          await this.applyContexts(tx, execution, locked.operations, contexts, tenant, async () => {
+          const touched = await this.applyContexts(tx, execution, locked.operations, contexts, tenant, async () => {
             await chain.flush();
           });
+          if (touched) untouched = null;
         }
         if (to === E.RUNNING && locked.operations.some((op) => needsApproval(op, tenant?.settings, this.connectors))) {
           await chain.flush();
           await this.plan(tx, execution, tenant);
+          untouched = null;
         }
         chain.add(to);
       }
       return chain.flush();
     });
+    return executionOnly(moved, untouched);
   }
 
   /** Re-checks what intake checked: rows can be written by older API versions or by hand. */
@@ -307,18 +328,26 @@ export class LifecycleService {
     contexts: Map<string, ContextResult>,
     tenant: TenantEntity | null,
     beforeEvent: () => Promise<void>,
-  ): Promise<void> {
+  ): Promise<boolean> {
+    // Whether any operation (or its history) was written: a context that agrees writes nothing.
+    let touched = false;
+    const beforeWrite = async () => {
+      touched = true;
+      await beforeEvent();
+    };
     for (const op of operations) {
       const context = contexts.get(op.id);
       if (op.status !== S.PREPARED || !context) continue;
-      const outcome = await this.applyContext(tx, execution, op, context, tenant, beforeEvent);
+      const outcome = await this.applyContext(tx, execution, op, context, tenant, beforeWrite);
       if (outcome !== 'agrees') continue;
       // Remember what the source looked like: an approval given now is stale if this changes before dispatch.
       // (A decision that arrived early is kept: the baseline is merged into it.)
       if (context.kind !== 'state' || (!needsApproval(op, tenant?.settings, this.connectors) && op.approval === null))
         continue;
       await recordApprovalBaseline(tx, op.id, context.state);
+      touched = true;
     }
+    return touched;
   }
 
   /**
@@ -561,7 +590,7 @@ export class LifecycleService {
     execution: ExecutionEntity,
     operations: OperationEntity[],
     loadTenant: TenantLoader,
-  ): Promise<boolean | 'lost'> {
+  ): Promise<StepResult> {
     // The tenant's approval policy matters only while something is still to be dispatched.
     const tenant = operations.some((op) => op.status === S.PREPARED) ? await loadTenant(execution.tenantId) : null;
     const latestByKey = new Map<string, OperationEntity>();
@@ -624,7 +653,7 @@ export class LifecycleService {
     }
     if (changed) return true;
     const target = startedExecutionTarget({ operations, dispatched: ready.length, awaitingApproval });
-    if (target === 'complete') return this.complete(execution);
+    if (target === 'complete') return executionOnly(await this.complete(execution), operations);
     if (target === execution.status) return false;
     const moved = await this.move(execution, target);
     // A status change of the execution alone needs no second look: operations have not moved.
