@@ -1,3 +1,4 @@
+import { createParamDecorator, type ExecutionContext } from '@nestjs/common';
 import type { Request } from 'express';
 import { z } from 'zod';
 import { zodErrors } from '../executions/submission';
@@ -20,6 +21,16 @@ export function requireJson(req: Request): void {
     throw new Problem(415, 'unsupported-media-type', 'Unsupported media type', 'send Content-Type: application/json');
   }
 }
+
+/**
+ * A handler's parameter: the request's body, which must say it is JSON (else 415) and must match `schema` (else 400
+ * naming each field). The route still documents the body itself (ApiEndpoint's `body`).
+ */
+export const JsonBody = createParamDecorator((schema: z.ZodType, ctx: ExecutionContext): unknown => {
+  const req = ctx.switchToHttp().getRequest<Request>();
+  requireJson(req);
+  return parseBody(schema, req.body);
+});
 
 /** For endpoints whose body is optional: no body at all, or an empty object, means "none". */
 export function hasBody(req: Request): boolean {
