@@ -35,10 +35,7 @@ export const MUTANTS: Mutant[] = [
       status: S.RECONCILING,`,
     replace: `    const read = await this.readBack(op);
     if (read.kind === 'absent' && op.connector === 'sandbox.payments') {
-      await connector.send(
-        connectorOperation(op),
-        await connectorEnvironment(this.db.manager, op, this.config, this.connectors.get(op.connector), this.cipher),
-      );
+      await connector.send(connectorOperation(op), await this.connectors.environmentOf(op));
     }
     const decision = decideReadBack({
       status: S.RECONCILING,`,

@@ -1,6 +1,6 @@
 import { Module } from '@nestjs/common';
 import { APP_FILTER, APP_GUARD } from '@nestjs/core';
-import { ConnectorRegistry } from '@verity/connectors';
+import { ConnectorsModule } from '@verity/connectors';
 import { PersistenceModule } from '@verity/persistence';
 import { PlatformModule, VerityConfig } from '@verity/platform';
 import { QueuesModule } from '@verity/queues';
@@ -31,7 +31,7 @@ export class ApiModule {
   static forRoot(config: VerityConfig) {
     return {
       module: ApiModule,
-      imports: [PlatformModule.forRoot('api', config), PersistenceModule, QueuesModule, McpModule],
+      imports: [PlatformModule.forRoot('api', config), PersistenceModule, QueuesModule, ConnectorsModule, McpModule],
       controllers: [
         ExecutionsController,
         OperationsController,
@@ -45,7 +45,6 @@ export class ApiModule {
         WebhooksController,
       ],
       providers: [
-        { provide: ConnectorRegistry, useValue: new ConnectorRegistry() },
         ApiKeyService,
         ExecutionsService,
         OperationsService,

@@ -1,5 +1,5 @@
 import { Inject, Module, OnApplicationShutdown } from '@nestjs/common';
-import { ConnectorRegistry } from '@verity/connectors';
+import { ConnectorsModule } from '@verity/connectors';
 import { PersistenceModule } from '@verity/persistence';
 import { LOGGER, Logger, PlatformModule, VerityConfig } from '@verity/platform';
 import { QueueName, QueuesModule } from '@verity/queues';
@@ -22,15 +22,8 @@ export class DispatcherModule implements OnApplicationShutdown {
   static forRoot(config: VerityConfig) {
     return {
       module: DispatcherModule,
-      imports: [PlatformModule.forRoot('dispatcher', config), PersistenceModule, QueuesModule],
-      providers: [
-        { provide: ConnectorRegistry, useValue: new ConnectorRegistry() },
-        LifecycleService,
-        OutcomeService,
-        SenderService,
-        ExecutionsProcessor,
-        DispatchProcessor,
-      ],
+      imports: [PlatformModule.forRoot('dispatcher', config), PersistenceModule, QueuesModule, ConnectorsModule],
+      providers: [LifecycleService, OutcomeService, SenderService, ExecutionsProcessor, DispatchProcessor],
     };
   }
 

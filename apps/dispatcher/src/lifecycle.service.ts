@@ -1,15 +1,13 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { Connector, ConnectorRegistry, unreachableRead } from '@verity/connectors';
+import { Connector, TenantConnectors, unreachableRead } from '@verity/connectors';
 import {
   Approval,
   ExecutionEntity,
   ExecutionPatch,
   OperationEntity,
-  SecretsCipher,
   TenantEntity,
   TransitionService,
-  connectorEnvironment,
   connectorOperation,
   findExecutionWithOperationsForWorker,
   findOperationsForWorker,
@@ -115,10 +113,9 @@ const S = OperationStatus;
 export class LifecycleService {
   constructor(
     @InjectDataSource() private readonly db: DataSource,
-    private readonly cipher: SecretsCipher,
     private readonly transitions: TransitionService,
     private readonly producer: JobProducer,
-    private readonly connectors: ConnectorRegistry,
+    private readonly connectors: TenantConnectors,
     private readonly outcomes: OutcomeService,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
     @Inject(LOGGER) private readonly logger: Logger,
@@ -305,13 +302,7 @@ export class LifecycleService {
       if (op.status !== S.PREPARED) continue;
       const connector = this.connectors.get(op.connector);
       if (!connector?.readContext) continue;
-      contexts.set(
-        op.id,
-        await connector.readContext(
-          connectorOperation(op),
-          await connectorEnvironment(this.db.manager, op, this.config, this.connectors.get(op.connector), this.cipher),
-        ),
-      );
+      contexts.set(op.id, await connector.readContext(connectorOperation(op), await this.connectors.environmentOf(op)));
     }
     return contexts;
   }
@@ -536,10 +527,7 @@ export class LifecycleService {
     }
     const connector = this.connectors.get(op.connector);
     const context: ContextResult = connector?.readContext
-      ? await connector.readContext(
-          connectorOperation(op),
-          await connectorEnvironment(this.db.manager, op, this.config, connector, this.cipher),
-        )
+      ? await connector.readContext(connectorOperation(op), await this.connectors.environmentOf(op))
       : unreachableRead(op.connector, 'no context read');
     if (context.kind === 'unreachable') {
       // Whichever precondition put it here (the agent's expected_state, or the approval's baseline the sender could

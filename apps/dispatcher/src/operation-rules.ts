@@ -9,7 +9,7 @@ import { needsApproval as policyNeedsApproval, tenantApprovalRules } from '@veri
 export function needsApproval(
   op: OperationEntity,
   settings: TenantSettings | null | undefined,
-  connectors: ConnectorRegistry,
+  connectors: Pick<ConnectorRegistry, 'approvalAmountDeclarations'>,
 ): boolean {
   return policyNeedsApproval(op, tenantApprovalRules(settings, connectors.approvalAmountDeclarations()));
 }

@@ -2,26 +2,23 @@ import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import {
   Connector,
-  ConnectorRegistry,
   ReadBackResult,
   SendOutcome,
   TenantConnectorSettings,
+  TenantConnectors,
   capAmount,
 } from '@verity/connectors';
 import {
   Approval,
   CapExceeded,
   OperationEntity,
-  SecretsCipher,
   SendGuard,
   SendRefusal,
   TransitionService,
-  callEnvironment,
   commitWithinSpendingCaps,
   connectorOperation,
   describeCapExceeded,
   findOperationToSend,
-  loadConnectorSettings,
   sendRefusals,
   settledByReadBack,
   snapshotOf,
@@ -67,10 +64,9 @@ export class SenderService {
 
   constructor(
     @InjectDataSource() private readonly db: DataSource,
-    private readonly cipher: SecretsCipher,
     private readonly transitions: TransitionService,
     private readonly producer: JobProducer,
-    private readonly connectors: ConnectorRegistry,
+    private readonly connectors: TenantConnectors,
     private readonly lifecycle: LifecycleService,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
     @Inject(LOGGER) private readonly logger: Logger,
@@ -99,9 +95,7 @@ export class SenderService {
     if (start.kind === 'moved') return this.refused(op, ['status_moved']);
     const connector = this.connectors.require(op.connector);
     // The tenant's settings for this connector (allowlist, secrets, spending caps), read fresh for every send.
-    const settings = await loadConnectorSettings(this.db.manager, op.tenantId, op.connector, {
-      withSecrets: connector.settings?.secrets === true && this.cipher,
-    });
+    const settings = await this.connectors.settingsOf(op);
     const tenantEnv: TenantConnectorSettings = { allowHosts: settings.allowHosts, secrets: settings.secrets };
 
     if (!release && op.approval?.state === 'granted' && op.nextCheckAt === null) {
@@ -184,7 +178,7 @@ export class SenderService {
   ): Promise<void> {
     let outcome: SendOutcome;
     try {
-      outcome = await connector.send(connectorOperation(op), callEnvironment(this.config, tenant));
+      outcome = await connector.send(connectorOperation(op), this.connectors.callEnvironment(tenant));
     } catch (error) {
       // A connector bug is not proof of anything: the request may have left. UNKNOWN, never FAILED (I4).
       this.logger.error({ err: error, operationId: op.id }, 'connector threw');
@@ -250,7 +244,10 @@ export class SenderService {
     await testPause(this.logger, this.config.TEST_PAUSE_BEFORE_READ_MS, 'paused before read-back', op.id);
     let read: ReadBackResult;
     try {
-      read = await connector.readBack({ ...connectorOperation(op), providerRef }, callEnvironment(this.config, tenant));
+      read = await connector.readBack(
+        { ...connectorOperation(op), providerRef },
+        this.connectors.callEnvironment(tenant),
+      );
     } catch (error) {
       this.logger.warn({ err: error, operationId: op.id }, 'read-back at send threw; leaving it to the verify job');
       return false;
@@ -359,7 +356,7 @@ export class SenderService {
     let staleness: Staleness | null = grant.kind === 'stale' ? grant.staleness : null;
     let currentBaseline: unknown = approval.baseline;
     if (grant.kind === 'read-baseline' && connector.readContext) {
-      const context = await connector.readContext(connectorOperation(op), callEnvironment(this.config, tenant));
+      const context = await connector.readContext(connectorOperation(op), this.connectors.callEnvironment(tenant));
       if (context.kind === 'unreachable') {
         // I15: the grant holds only for the source as the reviewer saw it; unread, it is not sent blind. The
         // lifecycle reads it again with backoff (then this check runs again), or holds it for a human.

@@ -1,5 +1,5 @@
 import { Inject, Module, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
-import { ConnectorRegistry } from '@verity/connectors';
+import { ConnectorsModule } from '@verity/connectors';
 import { PersistenceModule } from '@verity/persistence';
 import { LOGGER, Logger, PlatformModule, RedisClient, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { JobProducer, PRODUCER_REDIS, QueueName, QueuesModule, SweepSchedule } from '@verity/queues';
@@ -37,9 +37,8 @@ export class ReconcilerModule implements OnApplicationBootstrap, OnApplicationSh
   static forRoot(config: VerityConfig) {
     return {
       module: ReconcilerModule,
-      imports: [PlatformModule.forRoot('reconciler', config), PersistenceModule, QueuesModule],
+      imports: [PlatformModule.forRoot('reconciler', config), PersistenceModule, QueuesModule, ConnectorsModule],
       providers: [
-        { provide: ConnectorRegistry, useValue: new ConnectorRegistry() },
         VerificationService,
         SweeperService,
         VerifyProcessor,

@@ -1,77 +1,83 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
-import { JobName, JobPayloads, QueueName, QueueWorker } from '@verity/queues';
+import { JobName, JobPayloads, OperationJob, QueueName, QueueWorker } from '@verity/queues';
 import type { Job } from 'bullmq';
 import { reconcileAttempts } from './metrics';
 import { SweeperService } from './sweeper.service';
 import { VerificationService } from './verification.service';
 import { WebhooksService } from './webhooks.service';
 
-@Injectable()
-export class VerifyProcessor extends QueueWorker {
-  private readonly handlers: {
-    [N in JobName.VERIFY_OPERATION | JobName.OBSERVE_OPERATION]: (data: JobPayloads[N]) => Promise<string>;
-  };
+/** The jobs of the verify and reconcile queues: each names one operation, and verification carries it out. */
+type OperationJobName =
+  JobName.VERIFY_OPERATION | JobName.OBSERVE_OPERATION | JobName.RECONCILE_OPERATION | JobName.RECHECK_OPERATION;
 
-  constructor(
-    verification: VerificationService,
-    @Inject(LOGGER) logger: Logger,
-    @Inject(VERITY_CONFIG) config: VerityConfig,
-  ) {
-    super(QueueName.VERIFY, config, logger);
-    this.handlers = {
-      [JobName.VERIFY_OPERATION]: (data) => verification.verify(data.operationId),
-      [JobName.OBSERVE_OPERATION]: (data) => verification.observe(data.operationId),
-    };
-  }
-
-  async process(job: Job): Promise<string> {
-    const handler = this.handlers[job.name as JobName.VERIFY_OPERATION | JobName.OBSERVE_OPERATION];
-    if (!handler) throw new Error(`no handler for job ${job.name} on ${QueueName.VERIFY}`);
-    const data = job.data as JobPayloads[JobName.VERIFY_OPERATION];
-    const outcome = await handler(data);
-    // Verification moves an operation (info); a repeated observation that found nothing new does not (debug).
-    const level = outcome === 'observed: unchanged' || outcome.startsWith('skipped') ? 'debug' : 'info';
-    this.logger[level]({ operationId: data.operationId, job: job.name, outcome }, 'verify');
-    return outcome;
-  }
+interface OperationJobsQueue<N extends OperationJobName> {
+  queue: QueueName;
+  handlers: (verification: VerificationService) => { [K in N]: (data: JobPayloads[K]) => Promise<string> };
+  /** How the queue counts and logs a job's outcome (`outcome` still pending: a failure is the queue's to count). */
+  report(logger: Logger, job: Job, data: OperationJob, outcome: Promise<string>): Promise<string>;
 }
 
-@Injectable()
-export class ReconcileProcessor extends QueueWorker {
-  private readonly handlers: {
-    [N in JobName.RECONCILE_OPERATION | JobName.RECHECK_OPERATION]: (data: JobPayloads[N]) => Promise<string>;
-  };
+/** The worker of one queue of operation jobs: a handler per job name; the queue says how an outcome is reported. */
+function operationJobsWorker<N extends OperationJobName>(spec: OperationJobsQueue<N>) {
+  @Injectable()
+  class OperationJobsWorker extends QueueWorker {
+    private readonly handlers: { [K in N]: (data: JobPayloads[K]) => Promise<string> };
 
-  constructor(
-    verification: VerificationService,
-    @Inject(LOGGER) logger: Logger,
-    @Inject(VERITY_CONFIG) config: VerityConfig,
-  ) {
-    super(QueueName.RECONCILE, config, logger);
-    this.handlers = {
-      [JobName.RECONCILE_OPERATION]: (data) => verification.reconcile(data.operationId),
-      [JobName.RECHECK_OPERATION]: (data) => verification.recheck(data.operationId, data.requestedBy),
-    };
+    constructor(
+      verification: VerificationService,
+      @Inject(LOGGER) logger: Logger,
+      @Inject(VERITY_CONFIG) config: VerityConfig,
+    ) {
+      super(spec.queue, config, logger);
+      this.handlers = spec.handlers(verification);
+    }
+
+    async process(job: Job): Promise<string> {
+      const handler = this.handlers[job.name as N] as ((data: OperationJob) => Promise<string>) | undefined;
+      if (!handler) throw new Error(`no handler for job ${job.name} on ${spec.queue}`);
+      const data = job.data as OperationJob;
+      return spec.report(this.logger, job, data, handler(data));
+    }
   }
+  return OperationJobsWorker;
+}
 
-  async process(job: Job): Promise<string> {
-    const handler = this.handlers[job.name as JobName.RECONCILE_OPERATION | JobName.RECHECK_OPERATION];
-    if (!handler) throw new Error(`no handler for job ${job.name} on ${QueueName.RECONCILE}`);
-    const data = job.data as JobPayloads[JobName.RECHECK_OPERATION];
+export const VerifyProcessor = operationJobsWorker<JobName.VERIFY_OPERATION | JobName.OBSERVE_OPERATION>({
+  queue: QueueName.VERIFY,
+  handlers: (verification) => ({
+    [JobName.VERIFY_OPERATION]: (data) => verification.verify(data.operationId),
+    [JobName.OBSERVE_OPERATION]: (data) => verification.observe(data.operationId),
+  }),
+  async report(logger, job, data, pending) {
+    const outcome = await pending;
+    // Verification moves an operation (info); a repeated observation that found nothing new does not (debug).
+    const level = outcome === 'observed: unchanged' || outcome.startsWith('skipped') ? 'debug' : 'info';
+    logger[level]({ operationId: data.operationId, job: job.name, outcome }, 'verify');
+    return outcome;
+  },
+});
+
+export const ReconcileProcessor = operationJobsWorker<JobName.RECONCILE_OPERATION | JobName.RECHECK_OPERATION>({
+  queue: QueueName.RECONCILE,
+  handlers: (verification) => ({
+    [JobName.RECONCILE_OPERATION]: (data) => verification.reconcile(data.operationId),
+    [JobName.RECHECK_OPERATION]: (data) => verification.recheck(data.operationId, data.requestedBy),
+  }),
+  async report(logger, job, data, pending) {
     let outcome: string;
     try {
-      outcome = await handler(data);
+      outcome = await pending;
     } catch (error) {
       reconcileAttempts.inc({ job: job.name, outcome: 'error' });
       throw error;
     }
     // Outcomes are a closed set of phrases (VerifyOutcome, RecheckOutcome): fit for a label.
     reconcileAttempts.inc({ job: job.name, outcome });
-    this.logger.info({ operationId: data.operationId, job: job.name, outcome }, 'reconcile');
+    logger.info({ operationId: data.operationId, job: job.name, outcome }, 'reconcile');
     return outcome;
-  }
-}
+  },
+});
 
 @Injectable()
 export class SweepProcessor extends QueueWorker {

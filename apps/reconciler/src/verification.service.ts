@@ -3,18 +3,16 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import {
   Connector,
   ConnectorOperation,
-  ConnectorRegistry,
   ObservationResult,
   ReadBackResult,
+  TenantConnectors,
   operationCapabilities,
   unreachableRead,
 } from '@verity/connectors';
 import {
   OperationEntity,
-  SecretsCipher,
   TransitionService,
   findTenant,
-  connectorEnvironment,
   connectorOperation,
   findOperationForWorker,
   recoveryObligation,
@@ -64,10 +62,9 @@ const R = TerminalReason;
 export class VerificationService {
   constructor(
     @InjectDataSource() private readonly db: DataSource,
-    private readonly cipher: SecretsCipher,
     private readonly transitions: TransitionService,
     private readonly producer: JobProducer,
-    private readonly connectors: ConnectorRegistry,
+    private readonly connectors: TenantConnectors,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -209,10 +206,7 @@ export class VerificationService {
       return unreachableRead(op.connector, 'no read-back');
     }
     try {
-      return await connector.readBack(
-        connectorOperation(op),
-        await connectorEnvironment(this.db.manager, op, this.config, this.connectors.get(op.connector), this.cipher),
-      );
+      return await connector.readBack(connectorOperation(op), await this.connectors.environmentOf(op));
     } catch (error) {
       this.logger.error({ err: error, operationId: op.id }, 'read-back threw');
       return unreachableRead(op.connector, 'read-back error');
@@ -307,13 +301,7 @@ export class VerificationService {
   ): Promise<ObservationResult> {
     const verified = (op.evidence?.record ?? null) as Record<string, unknown> | null;
     try {
-      const env = await connectorEnvironment(
-        this.db.manager,
-        op,
-        this.config,
-        this.connectors.get(op.connector),
-        this.cipher,
-      );
+      const env = await this.connectors.environmentOf(op);
       if (connector.observe) return await connector.observe(operation, verified, env);
       if (connector.readBack) {
         const read = await connector.readBack(operation, env);

@@ -519,12 +519,27 @@ describe('sandbox provider', () => {
       expect((await effects()).total).toBe(1);
     });
 
-    it('error_after_commit commits, then answers 500 internal_error', async () => {
-      await setFaults(rule('error_after_commit'));
-      const result = await api<ErrorBody>('POST', '/v1/charges', charge('order-e'));
-      expect(result.status).toBe(500);
-      expect(result.body.error.code).toBe('internal_error');
-      expect((await effects()).charges['order-e'].count).toBe(1);
+    it.each([
+      {
+        name: 'error_after_commit commits, then answers 500 internal_error',
+        fault: 'error_after_commit',
+        reference: 'order-e',
+        answer: { status: 500, code: 'internal_error' },
+        committed: (report: EffectsReport) => expect(report.charges['order-e'].count).toBe(1),
+      },
+      {
+        name: 'reject answers 422 rejected and commits nothing',
+        fault: 'reject',
+        reference: 'order-j',
+        answer: { status: 422, code: 'rejected' },
+        committed: (report: EffectsReport) => expect(report.total).toBe(0),
+      },
+    ])('$name', async ({ fault, reference, answer, committed }) => {
+      await setFaults(rule(fault));
+      const result = await api<ErrorBody>('POST', '/v1/charges', charge(reference));
+      expect(result.status).toBe(answer.status);
+      expect(result.body.error.code).toBe(answer.code);
+      committed(await effects());
     });
 
     it('drop_before_commit closes the connection with no response and commits nothing', async () => {
@@ -533,14 +548,6 @@ describe('sandbox provider', () => {
       // A FIN, not an RST: the request was read in full, so the kernel has nothing unread to reset over.
       expect(outcome).toEqual({ data: '', ending: 'end' });
       await expect(api('POST', '/v1/charges', charge('order-d'))).rejects.toThrow();
-      expect((await effects()).total).toBe(0);
-    });
-
-    it('reject answers 422 rejected and commits nothing', async () => {
-      await setFaults(rule('reject'));
-      const result = await api<ErrorBody>('POST', '/v1/charges', charge('order-j'));
-      expect(result.status).toBe(422);
-      expect(result.body.error.code).toBe('rejected');
       expect((await effects()).total).toBe(0);
     });
 

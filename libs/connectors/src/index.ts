@@ -11,3 +11,5 @@ export * from './sandbox-sms.connector';
 export * from './secret-redaction';
 export * from './tenant-settings';
 export * from './call-metrics';
+export * from './connectors.module';
+export * from './tenant-connectors';

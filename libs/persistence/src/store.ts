@@ -8,8 +8,6 @@ import {
 import { EntityManager, EntityTarget, ObjectLiteral } from 'typeorm';
 import { Criterion, EventEntity, ExecutionEntity, OperationEntity, TenantEntity } from './entities';
 import { Queryable, rows } from './sql';
-import { loadConnectorSettings } from './entities/connector-settings.entity';
-import type { SecretsCipher } from './secrets-cipher';
 
 export interface NewOperation {
   id: string;
@@ -399,35 +397,6 @@ export function connectorOperation(op: OperationEntity) {
     expectedState: op.expectedState,
     providerRef: op.providerRef,
   };
-}
-
-/** What every connector call needs from the app's configuration. */
-export interface ConnectorCallConfig {
-  SANDBOX_URL: string;
-  CONNECTOR_TIMEOUT_MS: number;
-}
-
-/** The environment of one connector call, from the configuration and the tenant's settings for that connector. */
-export function callEnvironment<Tenant>(config: ConnectorCallConfig, tenant: Tenant) {
-  return { sandboxUrl: config.SANDBOX_URL, timeoutMs: config.CONNECTOR_TIMEOUT_MS, tenant };
-}
-
-/**
- * The environment a connector call runs in, with the tenant's settings for that connector read now (egress
- * allowlist, and secrets only when the connector declares it uses them). One place, so sends, context reads and
- * read-backs agree.
- */
-export async function connectorEnvironment(
-  db: Queryable,
-  op: Pick<OperationEntity, 'tenantId' | 'connector'>,
-  config: ConnectorCallConfig,
-  connector: { settings?: { secrets?: boolean } } | undefined,
-  secrets: SecretsCipher,
-) {
-  const settings = await loadConnectorSettings(db, op.tenantId, op.connector, {
-    withSecrets: connector?.settings?.secrets === true && secrets,
-  });
-  return callEnvironment(config, { allowHosts: settings.allowHosts, secrets: settings.secrets });
 }
 
 /** The move that brought an operation to its current status (its `operation.status_changed` event). */

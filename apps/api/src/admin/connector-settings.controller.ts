@@ -1,12 +1,11 @@
-import { Body, Controller, Delete, Get, HttpCode, Param, Put, Req } from '@nestjs/common';
-import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
-import { ConnectorSettingsInputSchema } from '@verity/connectors';
-import type { Request } from 'express';
+import { Delete, Get, HttpCode, Param, Put } from '@nestjs/common';
+import { ConnectorSettingsInput, ConnectorSettingsInputSchema } from '@verity/connectors';
 import { z } from 'zod';
-import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
-import { parseBody, requireJson } from '../http/parse';
+import { CurrentPrincipal, Principal } from '../auth/principal';
+import { JsonBody } from '../http/parse';
 import { CONNECTOR_SETTINGS_EXAMPLE } from '../openapi-examples';
 import { ApiEndpoint } from '../openapi';
+import { AdminController } from './admin-controller';
 import { ConnectorSettingsService } from './connector-settings.service';
 
 const CONNECTOR = { name: 'connector', description: 'connector name, e.g. http or sandbox.sms' };
@@ -32,10 +31,7 @@ const SettingsView = z.object({
   updated_by: z.string().nullable(),
 });
 /** The tenant's connector settings (admin role). Secrets go in; only their names ever come out. */
-@ApiTags('admin')
-@ApiBearerAuth()
-@Roles('admin')
-@Controller('v1/admin/connector-settings')
+@AdminController('connector-settings')
 export class ConnectorSettingsController {
   constructor(private readonly settings: ConnectorSettingsService) {}
 
@@ -78,11 +74,9 @@ export class ConnectorSettingsController {
   put(
     @CurrentPrincipal() principal: Principal,
     @Param('connector') connector: string,
-    @Req() req: Request,
-    @Body() body: unknown,
+    @JsonBody(ConnectorSettingsInputSchema) input: ConnectorSettingsInput,
   ) {
-    requireJson(req);
-    return this.settings.put(principal, connector, parseBody(ConnectorSettingsInputSchema, body));
+    return this.settings.put(principal, connector, input);
   }
 
   @Delete(':connector')

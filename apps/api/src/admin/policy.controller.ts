@@ -1,18 +1,14 @@
-import { Body, Controller, Get, Put, Req } from '@nestjs/common';
-import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
-import type { Request } from 'express';
-import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
-import { parseBody, requireJson } from '../http/parse';
+import { Get, Put } from '@nestjs/common';
+import { CurrentPrincipal, Principal } from '../auth/principal';
+import { JsonBody } from '../http/parse';
 import { POLICY_EXAMPLE } from '../openapi-examples';
 import { ApiEndpoint } from '../openapi';
-import { PolicyInputSchema, PolicyView } from './policy.schema';
+import { AdminController } from './admin-controller';
+import { PolicyInput, PolicyInputSchema, PolicyView } from './policy.schema';
 import { PolicyService } from './policy.service';
 
 /** The tenant's policy (admin role): obligation owner, escalation target, due times per hold reason, approval rules. */
-@ApiTags('admin')
-@ApiBearerAuth()
-@Roles('admin')
-@Controller('v1/admin/policy')
+@AdminController('policy')
 export class PolicyController {
   constructor(private readonly policy: PolicyService) {}
 
@@ -41,8 +37,7 @@ export class PolicyController {
     response: { schema: PolicyView },
     problems: ['validation-error', 'not-found'],
   })
-  put(@CurrentPrincipal() principal: Principal, @Req() req: Request, @Body() body: unknown) {
-    requireJson(req);
-    return this.policy.put(principal, parseBody(PolicyInputSchema, body));
+  put(@CurrentPrincipal() principal: Principal, @JsonBody(PolicyInputSchema) input: PolicyInput) {
+    return this.policy.put(principal, input);
   }
 }

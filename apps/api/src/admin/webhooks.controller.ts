@@ -1,11 +1,17 @@
-import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query, Req } from '@nestjs/common';
-import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
-import type { Request } from 'express';
+import { Delete, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
 import { z } from 'zod';
-import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
-import { parseBody, parseQuery, requireJson } from '../http/parse';
+import { CurrentPrincipal, Principal } from '../auth/principal';
+import { JsonBody, parseQuery } from '../http/parse';
 import { ApiEndpoint } from '../openapi';
-import { DeliveriesQuery, DeliveryView, WebhookCreatedView, WebhookInputSchema, WebhookView } from './webhooks.schema';
+import { AdminController } from './admin-controller';
+import {
+  DeliveriesQuery,
+  DeliveryView,
+  WebhookCreatedView,
+  WebhookInput,
+  WebhookInputSchema,
+  WebhookView,
+} from './webhooks.schema';
 import { WebhooksService } from './webhooks.service';
 
 const ID = { name: 'id', description: 'webhook endpoint id (whk_…)' };
@@ -14,10 +20,7 @@ const ID = { name: 'id', description: 'webhook endpoint id (whk_…)' };
  * The tenant's webhook endpoints (admin role). Deliveries are signed per Standard Webhooks with the endpoint's secret,
  * which is shown once, when the endpoint is created.
  */
-@ApiTags('admin')
-@ApiBearerAuth()
-@Roles('admin')
-@Controller('v1/admin/webhooks')
+@AdminController('webhooks')
 export class WebhooksController {
   constructor(private readonly webhooks: WebhooksService) {}
 
@@ -43,9 +46,8 @@ export class WebhooksController {
     response: { status: 201, schema: WebhookCreatedView },
     problems: ['validation-error', 'webhook-limit'],
   })
-  create(@CurrentPrincipal() principal: Principal, @Req() req: Request, @Body() body: unknown) {
-    requireJson(req);
-    return this.webhooks.create(principal, parseBody(WebhookInputSchema, body));
+  create(@CurrentPrincipal() principal: Principal, @JsonBody(WebhookInputSchema) input: WebhookInput) {
+    return this.webhooks.create(principal, input);
   }
 
   @Get(':id')

@@ -1,3 +1,4 @@
+import { createParamDecorator, type ExecutionContext } from '@nestjs/common';
 import type { Request } from 'express';
 import { z } from 'zod';
 import { zodErrors } from '../executions/submission';
@@ -19,6 +20,21 @@ export function requireJson(req: Request): void {
   if (!/^application\/([a-z.+-]*\+)?json\b/i.test(type)) {
     throw new Problem(415, 'unsupported-media-type', 'Unsupported media type', 'send Content-Type: application/json');
   }
+}
+
+const ParsedJsonBody = createParamDecorator(({ schema }: { schema: z.ZodType }, ctx: ExecutionContext): unknown => {
+  const req = ctx.switchToHttp().getRequest<Request>();
+  requireJson(req);
+  return parseBody(schema, req.body);
+});
+
+/**
+ * A handler's parameter: the request's body, which must say it is JSON (else 415) and must match `schema` (else 400
+ * naming each field). The route still documents the body itself (ApiEndpoint's `body`).
+ */
+export function JsonBody(schema: z.ZodType): ParameterDecorator {
+  // Wrapped: Nest takes a decorator argument with a `transform` method (as a zod schema has) for a pipe.
+  return ParsedJsonBody({ schema });
 }
 
 /** For endpoints whose body is optional: no body at all, or an empty object, means "none". */

@@ -1,8 +1,9 @@
 import { Body, Controller, Get, HttpCode, Param, Post, Req, Res } from '@nestjs/common';
 import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
+import type { z } from 'zod';
 import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
-import { parseBody, refuseBody, requireJson } from '../http/parse';
+import { JsonBody, refuseBody } from '../http/parse';
 import { APPROVAL_EXAMPLE, OPERATION_DETAIL_EXAMPLE, RESOLVE_EXAMPLE } from '../openapi-examples';
 import { ApiEndpoint } from '../openapi';
 import { OperationStatus } from '@verity/status-model';
@@ -45,11 +46,8 @@ export class OperationsController {
   approval(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,
-    @Req() req: Request,
-    @Body() body: unknown,
+    @JsonBody(ApprovalBody) input: z.infer<typeof ApprovalBody>,
   ) {
-    requireJson(req);
-    const input = parseBody(ApprovalBody, body);
     return this.operations.decide(principal, id, input.decision, input.reason);
   }
 
@@ -71,11 +69,8 @@ export class OperationsController {
   resolve(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,
-    @Req() req: Request,
-    @Body() body: unknown,
+    @JsonBody(ResolveBody) input: z.infer<typeof ResolveBody>,
   ) {
-    requireJson(req);
-    const input = parseBody(ResolveBody, body);
     if (input.status === OperationStatus.MANUAL_REVIEW) {
       return this.operations.stillUnknown(principal, id, input.evidence, input.due_in_seconds);
     }

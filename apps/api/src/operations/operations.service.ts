@@ -1,12 +1,10 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { ConnectorRegistry, ReadBackResult, operationCapabilities, unreachableRead } from '@verity/connectors';
+import { ReadBackResult, TenantConnectors, operationCapabilities, unreachableRead } from '@verity/connectors';
 import {
   Approval,
   OperationEntity,
-  SecretsCipher,
   TransitionService,
-  connectorEnvironment,
   connectorOperation,
   findExecution,
   findLastStatusChanges,
@@ -54,10 +52,9 @@ import { presentExecution, presentOperation, requestedOperation } from '../execu
 export class OperationsService {
   constructor(
     @InjectDataSource() private readonly db: DataSource,
-    private readonly cipher: SecretsCipher,
     private readonly transitions: TransitionService,
     private readonly producer: JobProducer,
-    private readonly connectors: ConnectorRegistry,
+    private readonly connectors: TenantConnectors,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
   ) {
     this.traced = tracingOn(config);
@@ -438,8 +435,7 @@ export class OperationsService {
   private async readSourceNow(op: OperationEntity): Promise<ReadBackResult> {
     const connector = this.connectors.require(op.connector);
     try {
-      const env = await connectorEnvironment(this.db.manager, op, this.config, connector, this.cipher);
-      return await connector.readBack!(connectorOperation(op), env);
+      return await connector.readBack!(connectorOperation(op), await this.connectors.environmentOf(op));
     } catch {
       return unreachableRead(op.connector, 'read-back error');
     }

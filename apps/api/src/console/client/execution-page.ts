@@ -17,7 +17,7 @@ import {
 } from './dom';
 import { EFFECTS_TEXT } from './status-text';
 import { api, problemText } from './session';
-import { Timeline, timeline } from './timeline';
+import { livePage } from './live-page';
 
 export function executionPage(id: string): Page {
   return (main, ctx) => executionView(id, main, ctx);
@@ -25,10 +25,6 @@ export function executionPage(id: string): Page {
 
 function executionView(id: string, main: HTMLElement, ctx: AppContext): () => void {
   document.title = `Execution ${id} · Verity review`;
-  let disposed = false;
-  let tl: Timeline | null = null;
-  let refreshTimer: ReturnType<typeof setTimeout> | null = null;
-  const keys = new Map<string, string>();
 
   const { heading, lede, statusCards, callout } = pageTop('Execution', id);
   const body = h('div', { class: 'col-main' });
@@ -49,32 +45,19 @@ function executionView(id: string, main: HTMLElement, ctx: AppContext): () => vo
     h('div', { class: 'layout' }, body, side),
   );
 
-  let loads = 0;
-  const load = async () => {
-    // Loads overlap (an action's reload, a burst of events); only the latest one may render.
-    const mine = ++loads;
-    try {
+  const live = livePage({
+    load: async () => {
       const execution = await api((dx) => dx.executions.get(id));
-      if (disposed || mine !== loads) return;
-      for (const op of execution.operations) keys.set(op.id, op.key);
-      render(execution);
-      if (!tl) {
-        tl = timeline(execution.id, { keyOf: (oid) => keys.get(oid), onEvent: schedule });
-        side.append(tl.element);
-      }
-    } catch (error) {
-      if (disposed) return;
+      return { execution, render: () => render(execution) };
+    },
+    failed: (error) => {
       lede.textContent =
         error instanceof VerityNotFoundError
           ? 'No execution with this id is visible to your key.'
           : `Could not load the execution: ${problemText(error)}.`;
-    }
-  };
-
-  const schedule = () => {
-    if (refreshTimer) clearTimeout(refreshTimer);
-    refreshTimer = setTimeout(() => void load(), 150);
-  };
+    },
+    side,
+  });
 
   function render(execution: Execution): void {
     document.title = `Execution ${execution.status} · ${execution.effects.summary} · Verity review`;
@@ -99,12 +82,8 @@ function executionView(id: string, main: HTMLElement, ctx: AppContext): () => vo
     );
   }
 
-  void load();
-  return () => {
-    disposed = true;
-    tl?.dispose();
-    if (refreshTimer) clearTimeout(refreshTimer);
-  };
+  void live.load();
+  return live.dispose;
 }
 
 function operationsSection(execution: Execution, ctx: AppContext): HTMLElement {

@@ -1,6 +1,5 @@
 import {
   type Execution,
-  type ExecutionEvent,
   type OperationDetail,
   OperationStatus,
   type Verity,
@@ -28,7 +27,7 @@ import { maskString } from '../mask';
 import { escalationText } from './queues-page';
 import { divergence } from './status-text';
 import { api, problemText } from './session';
-import { Timeline, timeline } from './timeline';
+import { livePage } from './live-page';
 
 const RESOLUTION_TEXT: Record<string, string> = {
   VERIFIED: 'the effect happened (confirmed outside Verity)',
@@ -48,12 +47,8 @@ export function operationPage(id: string): Page {
 
 function operationView(id: string, main: HTMLElement, ctx: AppContext): () => void {
   document.title = `Operation ${id} · Verity review`;
-  let disposed = false;
-  let tl: Timeline | null = null;
-  let refreshTimer: ReturnType<typeof setTimeout> | null = null;
   let actionSignature = '';
   let busy = false;
-  const keys = new Map<string, string>();
 
   const crumbs = h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '/console' }, 'Queues'));
   const { heading, lede, statusCards, callout } = pageTop('Operation', id);
@@ -71,22 +66,13 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
     h('div', { class: 'layout' }, h('div', { class: 'col-main' }, result, actions, details), side),
   );
 
-  let loads = 0;
-  const load = async () => {
-    // Loads overlap (an action's reload, a burst of events); only the latest one may render.
-    const mine = ++loads;
-    try {
+  const live = livePage({
+    load: async () => {
       const op = await api((dx) => dx.operations.get(id));
       const execution = await api((dx) => dx.executions.get(op.execution_id));
-      if (disposed || mine !== loads) return;
-      for (const sibling of execution.operations) keys.set(sibling.id, sibling.key);
-      render(op, execution);
-      if (!tl) {
-        tl = timeline(op.execution_id, { focusOperationId: op.id, keyOf: (oid) => keys.get(oid), onEvent: schedule });
-        side.append(tl.element);
-      }
-    } catch (error) {
-      if (disposed) return;
+      return { execution, render: () => render(op, execution), focusOperationId: op.id };
+    },
+    failed: (error) => {
       if (error instanceof VerityNotFoundError) {
         lede.textContent = 'No operation with this id is visible to your key.';
         fill(statusCards);
@@ -94,16 +80,15 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
         return;
       }
       result.textContent = `Could not load the operation: ${problemText(error)}.`;
-    }
-  };
-
-  const schedule = (event?: ExecutionEvent) => {
-    if (event && event.operation_id && event.operation_id !== id && !event.type.startsWith('execution')) {
-      if (keys.has(event.operation_id)) return;
-    }
-    if (refreshTimer) clearTimeout(refreshTimer);
-    refreshTimer = setTimeout(() => void load(), 150);
-  };
+    },
+    // Another operation's event changes nothing here, unless it is one this page has not shown yet.
+    quiet: (event, known) =>
+      !!event.operation_id &&
+      event.operation_id !== id &&
+      !event.type.startsWith('execution') &&
+      known(event.operation_id),
+    side,
+  });
 
   function render(op: OperationDetail, execution: Execution): void {
     document.title = `${op.key} · ${op.status} · Verity review`;
@@ -322,8 +307,8 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
       ctx.announce(success);
       busy = false;
       actionSignature = '';
-      await load();
-      tl?.resume();
+      await live.load();
+      live.resumeTimeline();
     } catch (e) {
       busy = false;
       for (const b of buttons) b.disabled = false;
@@ -331,16 +316,12 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
         e instanceof VerityError
           ? `Refused (${e.status}): ${e.detail || e.title}`
           : 'The API could not be reached; nothing was changed.';
-      if (e instanceof VerityError && e.status === 409) await load();
+      if (e instanceof VerityError && e.status === 409) await live.load();
     }
   }
 
-  void load();
-  return () => {
-    disposed = true;
-    tl?.dispose();
-    if (refreshTimer) clearTimeout(refreshTimer);
-  };
+  void live.load();
+  return live.dispose;
 }
 
 function requestSection(op: OperationDetail): HTMLElement {

@@ -1,0 +1,66 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { ConnectorSettingsRecord, SecretsCipher, loadConnectorSettings } from '@verity/persistence';
+import { VERITY_CONFIG } from '@verity/platform';
+import { DataSource } from 'typeorm';
+import type { Connector, ConnectorEnvironment, TenantConnectorSettings } from './connector';
+import { ConnectorRegistry } from './registry';
+
+/** What every connector call needs from the app's configuration. */
+export interface ConnectorCallConfig {
+  SANDBOX_URL: string;
+  CONNECTOR_TIMEOUT_MS: number;
+}
+
+/** Which connector of which tenant a call is for (an operation row, or anything naming both). */
+export interface TenantConnectorRef {
+  tenantId: string;
+  connector: string;
+}
+
+/**
+ * The connectors as one tenant's operations use them: the registry's connector, and the environment a call to it runs
+ * in, built from the configuration and the tenant's settings for that connector read now (egress allowlist, spending
+ * caps, and its secrets opened only when the connector declares it uses them). One place, so sends, context reads,
+ * read-backs and observations agree on what a call sees.
+ */
+@Injectable()
+export class TenantConnectors {
+  constructor(
+    private readonly registry: ConnectorRegistry,
+    @InjectDataSource() private readonly db: DataSource,
+    private readonly cipher: SecretsCipher,
+    @Inject(VERITY_CONFIG) private readonly config: ConnectorCallConfig,
+  ) {}
+
+  get(name: string): Connector | undefined {
+    return this.registry.get(name);
+  }
+
+  require(name: string): Connector {
+    return this.registry.require(name);
+  }
+
+  approvalAmountDeclarations(): { connector: string; amountField: string }[] {
+    return this.registry.approvalAmountDeclarations();
+  }
+
+  /** The tenant's settings for the operation's connector, read now. */
+  settingsOf(op: TenantConnectorRef): Promise<ConnectorSettingsRecord> {
+    const connector = this.registry.get(op.connector);
+    return loadConnectorSettings(this.db.manager, op.tenantId, op.connector, {
+      withSecrets: connector?.settings?.secrets === true && this.cipher,
+    });
+  }
+
+  /** The environment of a call with the tenant's settings already read (a send reads them once for several calls). */
+  callEnvironment(tenant: TenantConnectorSettings): ConnectorEnvironment {
+    return { sandboxUrl: this.config.SANDBOX_URL, timeoutMs: this.config.CONNECTOR_TIMEOUT_MS, tenant };
+  }
+
+  /** The environment of one call for this operation, with the tenant's settings read now. */
+  async environmentOf(op: TenantConnectorRef): Promise<ConnectorEnvironment> {
+    const settings = await this.settingsOf(op);
+    return this.callEnvironment({ allowHosts: settings.allowHosts, secrets: settings.secrets });
+  }
+}
