@@ -265,9 +265,10 @@ if (chromiumMissing) {
       { intent: 'Text the customer their one-time code' },
     );
     const opId = execution.operations[0].id;
+    // FAILED is offered once no call of the SMS can still reach the provider (until then only VERIFIED is).
     const held = await waitFor(
       () => operation(opId),
-      (op) => op.status === 'MANUAL_REVIEW',
+      (op) => op.status === 'MANUAL_REVIEW' && Boolean(op.permitted_resolutions?.includes('FAILED')),
       SLOW,
     );
     expect(held.permitted_resolutions).toEqual(['VERIFIED', 'FAILED']);

@@ -23,7 +23,7 @@ import {
   isOperationStatusEvent,
 } from '@verity/sdk';
 import { API_SCHEMAS } from '../../apps/api/src/schemas';
-import { DEMO, Stack } from '../support/stack';
+import { DEMO, Stack, waitFor } from '../support/stack';
 
 const unique = (prefix: string) => `${prefix}-${randomUUID()}`;
 
@@ -280,9 +280,18 @@ describe('@verity/sdk against the running stack', () => {
 
   it('waits for a payment to settle: completed, VERIFIED with read-back evidence, charged once', async () => {
     const reference = unique('order');
-    const created = await dx.executions.create(submission([charge(reference)]));
+    // Held for approval until the wait is following the stream: the happy path can otherwise settle before the wait's
+    // first read, which then returns at once with no event to hand over (as documented).
+    const created = await dx.executions.create(submission([charge(reference, { requires_approval: true })]));
     const events: ExecutionEvent[] = [];
-    const settled = await dx.waitForSettled(created.id, { timeoutMs: 30_000, onEvent: (e) => events.push(e) });
+    const settling = dx.waitForSettled(created.id, { timeoutMs: 30_000, onEvent: (e) => events.push(e) });
+    const opId = created.operations[0].id;
+    await waitFor(
+      () => reviewer.operations.get(opId),
+      (op) => events.length > 0 && op.approval?.state === 'requested',
+    );
+    await reviewer.operations.approve(opId, { reason: 'sdk e2e' });
+    const settled = await settling;
     expect(settled.status).toBe(ExecutionStatus.COMPLETED);
     expect(isExecutionSettled(settled)).toBe(true);
     expect(settled.effects.summary).toBe('all_verified');

@@ -11,7 +11,6 @@ import {
   connectorOperation,
   findExecutionWithOperationsForWorker,
   findOperationsForWorker,
-  findTenant,
   lockExecutionForWorker,
   recordApprovalBaseline,
   recoveryObligation,
@@ -38,6 +37,7 @@ import { DataSource, EntityManager } from 'typeorm';
 import { needsApproval } from './operation-rules';
 import { OutcomeService } from './outcome.service';
 
+/** The execution's tenant, as read with it (callers still pass the tenant id they mean). */
 type TenantLoader = (tenantId: string) => Promise<TenantEntity | null>;
 type ContextResult = Awaited<ReturnType<NonNullable<Connector['readContext']>>>;
 type ReadEvidence = ContextResult['evidence'];
@@ -123,9 +123,9 @@ export class LifecycleService {
 
   async advance(executionId: string): Promise<AdvanceOutcome> {
     let lost = 0;
-    // The tenant (its approval policy and settings) is read once per job, not once per step.
-    let tenantRow: Promise<TenantEntity | null> | undefined;
-    const tenant: TenantLoader = (id) => (tenantRow ??= findTenant(this.db.manager, id));
+    // The tenant (its approval policy and settings) is read with the execution, not once per step.
+    let tenantRow: TenantEntity | null = null;
+    const tenant: TenantLoader = async () => tenantRow;
     let execution: ExecutionEntity | null = null;
     let operations: OperationEntity[] | null = null;
     for (let step = 0; step < 20; step += 1) {
@@ -135,6 +135,7 @@ export class LifecycleService {
         const found = await findExecutionWithOperationsForWorker(this.db.manager, executionId);
         if (!found) return 'skipped: not found';
         ({ execution, operations } = found);
+        tenantRow = found.tenant;
       }
       operations ??= await findOperationsForWorker(this.db.manager, executionId);
       // Criteria are judged before every step, so the verdicts are current before the execution completes, and
@@ -212,9 +213,11 @@ export class LifecycleService {
   private async inTransaction(
     execution: ExecutionEntity,
     work: (tx: EntityManager) => Promise<ExecutionStatus>,
+    /** The work is one statement (atomic by itself): no BEGIN and COMMIT round trips around it. */
+    single = false,
   ): Promise<boolean | 'lost'> {
     try {
-      execution.status = await transaction(this.db, work);
+      execution.status = single ? await work(this.db.manager) : await transaction(this.db, work);
       return true;
     } catch (error) {
       if (error instanceof LostRace) return 'lost';
@@ -668,17 +671,21 @@ export class LifecycleService {
   }
 
   /**
-   * Every operation settled: → validating_output → completed in one transaction. The criteria were judged before
-   * this step (OutcomeService); the completion event repeats the verdicts it completed with.
+   * Every operation settled: → validating_output → completed, both moves in one statement. The criteria were judged
+   * before this step (OutcomeService); the completion event repeats the verdicts it completed with.
    */
   private complete(execution: ExecutionEntity): Promise<boolean | 'lost'> {
-    return this.inTransaction(execution, async (tx) => {
-      const chain = new MoveChain(this.transitions, tx, execution.id, execution.status);
-      if (chain.status !== E.VALIDATING_OUTPUT) chain.add(E.VALIDATING_OUTPUT);
-      const criteria = (execution.criteriaResults ?? []).map((r) => ({ key: r.key, verdict: r.verdict }));
-      chain.add(E.COMPLETED, { criteria, outcome: execution.outcome?.result ?? null });
-      return chain.flush();
-    });
+    return this.inTransaction(
+      execution,
+      async (db) => {
+        const chain = new MoveChain(this.transitions, db, execution.id, execution.status);
+        if (chain.status !== E.VALIDATING_OUTPUT) chain.add(E.VALIDATING_OUTPUT);
+        const criteria = (execution.criteriaResults ?? []).map((r) => ({ key: r.key, verdict: r.verdict }));
+        chain.add(E.COMPLETED, { criteria, outcome: execution.outcome?.result ?? null });
+        return chain.flush();
+      },
+      true,
+    );
   }
 
   /** I11: only never-sent operations are cancelled; anything already SENT keeps being reconciled. */

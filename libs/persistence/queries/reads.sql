@@ -10,8 +10,8 @@ SELECT {columns:Execution e e__}, {columns:Operation o o__}
      WHERE e.id = $1 AND e.tenant_id = $2 ORDER BY o.position, o.generation;
 
 -- executionWithOperationsForWorker
-SELECT {columns:Execution e e__}, {columns:Operation o o__}
-     FROM executions e LEFT JOIN operations o ON o.execution_id = e.id
+SELECT {columns:Execution e e__}, {columns:Operation o o__}, {columns:Tenant t t__}
+     FROM executions e LEFT JOIN operations o ON o.execution_id = e.id LEFT JOIN tenants t ON t.id = e.tenant_id
      WHERE e.id = $1 ORDER BY o.position, o.generation;
 
 -- operationToSendForWorker

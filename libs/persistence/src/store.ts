@@ -118,8 +118,8 @@ export const READ_SQL = {
   executionWithOperations: `SELECT {columns:Execution e e__}, {columns:Operation o o__}
      FROM executions e LEFT JOIN operations o ON o.execution_id = e.id
      WHERE e.id = $1 AND e.tenant_id = $2 ORDER BY o.position, o.generation`,
-  executionWithOperationsForWorker: `SELECT {columns:Execution e e__}, {columns:Operation o o__}
-     FROM executions e LEFT JOIN operations o ON o.execution_id = e.id
+  executionWithOperationsForWorker: `SELECT {columns:Execution e e__}, {columns:Operation o o__}, {columns:Tenant t t__}
+     FROM executions e LEFT JOIN operations o ON o.execution_id = e.id LEFT JOIN tenants t ON t.id = e.tenant_id
      WHERE e.id = $1 ORDER BY o.position, o.generation`,
   operationToSendForWorker: `SELECT {columns:Operation o o__}, e.status AS e__status, e.deadline_at AS e__deadline_at,
             {columns:Tenant t t__}
@@ -251,9 +251,23 @@ export function findExecutionWithOperations(db: EntityManager, id: string, tenan
   return executionWithOperations(db, READ_SQL.executionWithOperations, [id, tenantId]);
 }
 
-/** The same for the lifecycle: what every advance of an execution reads. */
-export function findExecutionWithOperationsForWorker(db: EntityManager, id: string) {
-  return executionWithOperations(db, READ_SQL.executionWithOperationsForWorker, [id]);
+/**
+ * The same for the lifecycle, with the execution's tenant (its approval policy and settings): what every advance of an
+ * execution reads, in one round trip.
+ */
+export async function findExecutionWithOperationsForWorker(
+  db: EntityManager,
+  id: string,
+): Promise<{ execution: ExecutionEntity; operations: OperationEntity[]; tenant: TenantEntity | null } | null> {
+  const found = await rows<Record<string, unknown>>(db, withColumns(db, READ_SQL.executionWithOperationsForWorker), [
+    id,
+  ]);
+  if (found.length === 0) return null;
+  return {
+    execution: hydrate(db, ExecutionEntity, found[0], 'e__'),
+    operations: found.filter((raw) => raw.o__id !== null).map((raw) => hydrate(db, OperationEntity, raw, 'o__')),
+    tenant: found[0].t__id === null ? null : hydrate(db, TenantEntity, found[0], 't__'),
+  };
 }
 
 /** An operation with its execution's status and its tenant, in one round trip: what a send starts from. */
