@@ -659,15 +659,11 @@ export class LifecycleService {
    * re-armed; the PREPARED → SENT compare-and-set, not the job id, is what guarantees a single send.
    */
   private async enqueueDispatch(op: OperationEntity): Promise<void> {
-    const id = jobId(JobName.DISPATCH_OPERATION, op.id);
-    const data = { operationId: op.id, executionId: op.executionId };
-    const existing = await (await this.producer.queueOf(JobName.DISPATCH_OPERATION, data)).getJob(id);
-    if (existing) {
-      const state = await existing.getState();
-      if (state === 'completed' || state === 'failed') await existing.remove().catch(() => undefined);
-      else if (state !== 'unknown') return; // waiting, delayed or active: it will run
-    }
-    await this.producer.enqueue(JobName.DISPATCH_OPERATION, data, { jobId: id });
+    await this.producer.enqueueOrRearm(
+      JobName.DISPATCH_OPERATION,
+      { operationId: op.id, executionId: op.executionId },
+      jobId(JobName.DISPATCH_OPERATION, op.id),
+    );
   }
 
   /**

@@ -1,4 +1,5 @@
 import { AddressInfo, Socket, connect, createServer } from 'node:net';
+import { Queue, UnrecoverableError, Worker } from 'bullmq';
 import { createRedis } from '@verity/platform';
 import { TEST_REDIS_URL, clearRedisPrefix, testQueuePrefix } from '../../../test/support/services';
 import { JobName, QueueName } from './names';
@@ -64,6 +65,63 @@ describe('JobProducer after a queue was first used while Redis was going away', 
     }
   }, 15_000);
 });
+
+describe('JobProducer.enqueueOrRearm: one job per id, a finished one armed again', () => {
+  it('adds a new job, leaves a pending one alone, and replaces one that finished (completed or failed)', async () => {
+    const prefix = testQueuePrefix('producer-rearm');
+    const redis = createRedis(TEST_REDIS_URL, 'producer', 'producer-spec-rearm');
+    const producer = new JobProducer(redis, prefix);
+    const data = { operationId: 'op_rearm', executionId: 'exe_rearm' };
+    const id = 'op_rearm.dispatch';
+    const queue = producer.queue(QueueName.DISPATCH);
+    try {
+      await producer.enqueueOrRearm(JobName.DISPATCH_OPERATION, data, id);
+      const first = await queue.getJob(id);
+      expect(first?.data).toEqual(data);
+      expect(await queue.getJobState(id)).toBe('waiting');
+
+      // Pending: the same job stays (same timestamp, one job in the queue).
+      await producer.enqueueOrRearm(JobName.DISPATCH_OPERATION, data, id);
+      expect((await queue.getJob(id))?.timestamp).toBe(first!.timestamp);
+      expect(await queue.getJobCounts('waiting', 'completed')).toEqual({ waiting: 1, completed: 0 });
+
+      // Finished for real, by a worker: once completed, once failed for good. Each time the job is armed again.
+      let calls = 0;
+      const connection = createRedis(TEST_REDIS_URL, 'worker', 'producer-spec-rearm-worker');
+      for (const finish of ['completed', 'failed'] as const) {
+        const worker = new Worker(
+          QueueName.DISPATCH,
+          async () => {
+            calls += 1;
+            if (finish === 'failed') throw new UnrecoverableError('failed for good');
+          },
+          { connection, prefix },
+        );
+        worker.on('error', () => undefined);
+        await waitForState(queue, id, finish);
+        await worker.close();
+        await producer.enqueueOrRearm(JobName.DISPATCH_OPERATION, data, id);
+        const armed = await queue.getJob(id);
+        expect(armed?.finishedOn).toBeUndefined();
+        expect(armed?.data).toEqual(data);
+        expect(await queue.getJobState(id)).toBe('waiting');
+      }
+      expect(calls).toBe(2);
+      connection.disconnect();
+    } finally {
+      await producer.close();
+      redis.disconnect();
+      await clearRedisPrefix(prefix);
+    }
+  }, 15_000);
+});
+
+async function waitForState(queue: Queue, id: string, state: string): Promise<void> {
+  for (let i = 0; i < 200 && (await queue.getJobState(id)) !== state; i += 1) {
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  expect(await queue.getJobState(id)).toBe(state);
+}
 
 function waitUntilReady(redis: ReturnType<typeof createRedis>): Promise<void> {
   return redis.status === 'ready' ? Promise.resolve() : new Promise((resolve) => redis.once('ready', () => resolve()));

@@ -123,6 +123,22 @@ export class JobProducer {
     await (await this.queueOf(name, data)).add(name, data, options);
   }
 
+  /**
+   * Enqueues a job under its deterministic id, or re-arms it. A job of that id still waiting, delayed or active is left
+   * to run (the add would be a no-op anyway); one that finished — completed or failed, kept for its retention — would
+   * swallow the add, so it is removed and the job enqueued again. One HMGET of the job's hash tells which (rather than
+   * fetching the whole job and running BullMQ's state script): 'timestamp' is set when a job is added, 'finishedOn' when
+   * it completes or fails for good.
+   */
+  async enqueueOrRearm<N extends JobName>(name: N, data: JobPayloads[N], jobId: string): Promise<void> {
+    const queue = await this.queueOf(name, data);
+    const client = await queue.getBackend().client;
+    const [addedAt, finishedOn] = await client.hmget(queue.toKey(jobId), 'timestamp', 'finishedOn');
+    if (addedAt !== null && finishedOn === null) return;
+    if (finishedOn !== null) await queue.remove(jobId).catch(() => undefined);
+    await queue.add(name, data, { jobId });
+  }
+
   /** The queue (of its shard) a job with this name and data goes to, failing fast like connectedQueue. */
   queueOf<N extends JobName>(name: N, data: JobPayloads[N]): Promise<Queue> {
     return this.connectedQueue(QUEUE_OF_JOB[name], this.shards.shardOf(name, data));
