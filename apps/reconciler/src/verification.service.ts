@@ -72,7 +72,11 @@ export class VerificationService {
   /** Absence is proof only once any call that could have been made has landed and the source shows it. */
   private async absenceProvenAfter(op: OperationEntity): Promise<number> {
     return absenceEvidentAt(
-      { sentAt: op.sentAt ?? op.createdAt, lastUnknownAt: await lastUnknownAfterSend(this.db.manager, op) },
+      {
+        sentAt: op.sentAt ?? op.createdAt,
+        lastUnknownAt: await lastUnknownAfterSend(this.db.manager, op),
+        acknowledgedAt: op.acknowledgedAt,
+      },
       callTimings(this.config),
     ).getTime();
   }
@@ -82,14 +86,16 @@ export class VerificationService {
     if (!op || op.status !== S.ACKNOWLEDGED || op.verificationMethod !== VerificationMethod.READ_AFTER_WRITE) {
       return 'skipped: already settled';
     }
+    const readStartedAt = Date.now();
     const read = await this.readBack(op);
     const decision = decideReadBack({
       status: S.ACKNOWLEDGED,
       read: read.kind,
-      // Never a "did not happen" verdict inside the settle window: the provider may simply not show it yet.
+      // Never a "did not happen" verdict inside the settle window (counted to when the read began): the provider may
+      // simply not show it yet.
       absenceIsProof:
         read.kind === 'absent' &&
-        Date.now() - (op.acknowledgedAt ?? op.updatedAt).getTime() >= this.config.SETTLE_WINDOW_MS,
+        readStartedAt - (op.acknowledgedAt ?? op.updatedAt).getTime() >= this.config.SETTLE_WINDOW_MS,
       checksBefore: op.checkCount,
       budget: this.config.RECONCILE_BUDGET,
     });
@@ -123,11 +129,13 @@ export class VerificationService {
       if (!moved.won) return 'skipped: lost race';
       op = { ...op, status: S.RECONCILING } as OperationEntity;
     }
+    // A read proves absence only if it began after the bound: one that began before may have missed a landing.
+    const readStartedAt = Date.now();
     const read = await this.readBack(op);
     const decision = decideReadBack({
       status: S.RECONCILING,
       read: read.kind,
-      absenceIsProof: read.kind === 'absent' && Date.now() >= (await this.absenceProvenAfter(op)),
+      absenceIsProof: read.kind === 'absent' && readStartedAt >= (await this.absenceProvenAfter(op)),
       checksBefore: op.checkCount,
       budget: this.config.RECONCILE_BUDGET,
     });

@@ -112,6 +112,17 @@ describe('absenceEvidentAt: when an empty source becomes evidence that a sent op
   ])('%s', (_, sentAt, lastUnknownAt, expected) => {
     expect(absenceEvidentAt({ sentAt, lastUnknownAt }, timings)).toEqual(expected);
   });
+
+  it.each([
+    [
+      'acknowledged late (a worker that held its lock called late): the acknowledgement bounds it',
+      at(9_000),
+      at(10_500),
+    ],
+    ['acknowledged early: the grace and timeout still bound it', at(200), at(500 + 2_500)],
+  ])('%s', (_, acknowledgedAt, expected) => {
+    expect(absenceEvidentAt({ sentAt: at(0), lastUnknownAt: null, acknowledgedAt }, timings)).toEqual(expected);
+  });
 });
 
 describe('a reviewer’s FAILED of a sent operation waits for absenceEvidentAt; nothing else does', () => {

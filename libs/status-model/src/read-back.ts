@@ -91,12 +91,20 @@ export interface CallTimings {
  * a reviewer from what the provider shows (I14). A call starts no later than SEND_GRACE_MS after SENT, or — by a
  * worker that still held the job's lock — before the operation was marked UNKNOWN (the sender writes UNKNOWN after its
  * call; the sweeper only once no worker holds the lock); it lasts at most CONNECTOR_TIMEOUT_MS; a committed write may
- * take SETTLE_WINDOW_MS more to show at the source. Before then, an empty source is no evidence of absence.
+ * take SETTLE_WINDOW_MS more to show at the source. An acknowledged call ended when it was acknowledged (possibly later
+ * than the grace, by a worker that held its lock). Before then, an empty source is no evidence of absence.
  */
-export function absenceEvidentAt(op: { sentAt: Date; lastUnknownAt: Date | null }, timings: CallTimings): Date {
+export function absenceEvidentAt(
+  op: { sentAt: Date; lastUnknownAt: Date | null; acknowledgedAt?: Date | null },
+  timings: CallTimings,
+): Date {
   const latestCallStart = Math.max(
     op.sentAt.getTime() + timings.sendGraceMs,
     op.lastUnknownAt ? op.lastUnknownAt.getTime() : 0,
   );
-  return new Date(latestCallStart + timings.connectorTimeoutMs + timings.settleWindowMs);
+  const latestLanding = Math.max(
+    latestCallStart + timings.connectorTimeoutMs,
+    op.acknowledgedAt ? op.acknowledgedAt.getTime() : 0,
+  );
+  return new Date(latestLanding + timings.settleWindowMs);
 }

@@ -117,7 +117,10 @@ export class OperationsService {
   private async absenceEvidentAt(op: OperationEntity): Promise<Date | null> {
     if (op.status !== OperationStatus.MANUAL_REVIEW || !everSent(op)) return null;
     const lastUnknownAt = await lastUnknownAfterSend(this.db.manager, op);
-    return absenceEvidentAt({ sentAt: op.sentAt ?? op.createdAt, lastUnknownAt }, callTimings(this.config));
+    return absenceEvidentAt(
+      { sentAt: op.sentAt ?? op.createdAt, lastUnknownAt, acknowledgedAt: op.acknowledgedAt },
+      callTimings(this.config),
+    );
   }
 
   /** The connector can read this operation's effect back from the source. */

@@ -397,7 +397,8 @@ function obligationSection(op: OperationDetail): HTMLElement {
       ['Reason', code(o.reason)],
       ['Owner', o.owner],
       ['Evidence required', o.evidence_required],
-      ['Permitted actions', o.permitted_actions.join(', ') || '—'],
+      // While held: what the API accepts now (a FAILED may still wait for a call to land), not the list at hold time.
+      ['Permitted actions', (open ? op.permitted_resolutions : o.permitted_actions).join(', ') || '—'],
       [
         open ? 'Due' : 'Was due',
         h(
