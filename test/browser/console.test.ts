@@ -4,7 +4,7 @@ import { Browser, Page, chromium } from 'playwright-core';
 import { createApiKey, revokeApiKey } from '@verity/persistence';
 import { charge, http, sms, submission, unique } from '../support/http';
 import { DEMO, Stack, waitFor } from '../support/stack';
-import type { Execution } from '@verity/sdk';
+import type { Execution, ResolutionOption } from '@verity/sdk';
 
 const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = join(__dirname, '..', '..', 'test-artifacts', 'screenshots');
@@ -23,6 +23,7 @@ interface Op {
   approval: { state: string; reason?: string } | null;
   evidence: Record<string, unknown> | null;
   permitted_resolutions?: string[];
+  resolution_options?: ResolutionOption[];
 }
 
 const chromiumMissing = !existsSync(CHROMIUM);
@@ -323,6 +324,29 @@ if (chromiumMissing) {
     expect(resolved.evidence).toMatchObject({ resolution: { status: 'VERIFIED', evidence } });
     expect((await stack.effects()).messages[clientRef].count).toBe(1);
     await shoot('07-operation-resolved');
+  });
+
+  it('offers FAILED for a sent SMS only once no call can still land, on its own, without a reload', async () => {
+    // The send is dropped: UNKNOWN at once, held (an SMS cannot be read back) while the page is already open.
+    await stack.setFaults({
+      rules: [{ method: 'POST', path: '/v1/messages', fault: 'drop_before_commit', probability: 1, count: 1 }],
+    });
+    const execution = await submit([sms(unique('sms-wait'))]);
+    const opId = execution.operations[0].id;
+    await page.goto(consoleUrl(`/operations/${opId}`));
+    await page.locator('.status-card-effect [data-status="MANUAL_REVIEW"]').waitFor({ timeout: SLOW });
+    await page.locator('[data-resolution="VERIFIED"]').waitFor();
+    // Refused first, with the reason and the time (the bound is seconds after the hold; the page follows events).
+    const waiting = (await operation(opId)).resolution_options!.find((o) => o.status === 'FAILED')!;
+    expect(waiting).toMatchObject({ permitted: false, available_at: expect.any(String) });
+    expect(await page.locator('[data-resolution="FAILED"]').count()).toBe(0);
+    await expectText('#not-permitted', /FAILED: a call made for it may still reach the provider until/);
+    const navigations: string[] = [];
+    page.on('framenavigated', (frame) => navigations.push(frame.url()));
+    // Then offered, by the page's own reload at `available_at`: no event announces it, nobody reloads by hand.
+    await page.locator('[data-resolution="FAILED"]').waitFor({ timeout: SLOW });
+    expect(Date.now()).toBeGreaterThanOrEqual(Date.parse(waiting.available_at!));
+    expect(navigations).toEqual([]);
   });
 
   it('offers SENT and CANCELLED for a never-sent operation held in MANUAL_REVIEW', async () => {

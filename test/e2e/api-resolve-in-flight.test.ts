@@ -44,6 +44,7 @@ describe('api: FAILED of a sent operation waits until no call can still land', (
       permitted: false,
       why: expect.stringMatching(/may still reach the provider until \d{4}-\d\d-\d\dT/),
       check: null,
+      available_at: expect.any(String),
     });
 
     const askedAt = Date.now();
@@ -57,6 +58,9 @@ describe('api: FAILED of a sent operation waits until no call can still land', (
       absence_evident_at: expect.any(String),
     });
     const evidentAt = Date.parse((early.body as unknown as { absence_evident_at: string }).absence_evident_at);
+    // The option says when it becomes available: the same moment the refusal names.
+    const waiting = detail.resolution_options!.find((o) => o.status === 'FAILED')!;
+    expect(Date.parse(waiting.available_at!)).toBe(evidentAt);
     const retryAfter = Number(early.headers.get('retry-after'));
     expect(Number.isInteger(retryAfter) && retryAfter >= 1).toBe(true);
     expect(evidentAt).toBeGreaterThan(askedAt);

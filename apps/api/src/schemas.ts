@@ -341,6 +341,7 @@ export const API_SCHEMAS = {
         permitted: z.boolean(),
         why: z.string(),
         check: z.enum(['read_back']).nullable(),
+        available_at: DateTime.nullable(),
       }),
     ),
   }),

@@ -133,6 +133,11 @@ export interface ResolutionOption {
   why: string;
   /** What Verity checks at the moment the action is taken: `read_back` = the source is read first (FAILED). */
   check: 'read_back' | null;
+  /**
+   * When a refused action becomes permitted with nothing else changing (a FAILED that waits until no call of the
+   * operation can still land), as an ISO time; null otherwise. A page showing the options reloads then.
+   */
+  available_at: string | null;
 }
 
 const PERMITTED_WHY: Record<ResolutionStatus, string> = {
@@ -177,7 +182,13 @@ export function resolutionOptions(input: {
       });
     } catch (error) {
       if (!(error instanceof IllegalTransitionError)) throw error;
-      return { status: to, permitted: false, why: REFUSED_WHY[error.code] ?? error.message, check: null };
+      return {
+        status: to,
+        permitted: false,
+        why: REFUSED_WHY[error.code] ?? error.message,
+        check: null,
+        available_at: null,
+      };
     }
     if (to === OperationStatus.FAILED && failedWaitsUntil) {
       return {
@@ -187,6 +198,7 @@ export function resolutionOptions(input: {
           `a call made for it may still reach the provider until ${failedWaitsUntil.toISOString()}: ` +
           'before then, finding nothing at the source is no evidence that it did not happen',
         check: null,
+        available_at: failedWaitsUntil.toISOString(),
       };
     }
     const readFirst = to === OperationStatus.FAILED && input.canReadBack;
@@ -197,6 +209,7 @@ export function resolutionOptions(input: {
         ? 'no effect exists: Verity reads the source first and refuses if it shows the effect'
         : PERMITTED_WHY[to],
       check: readFirst ? 'read_back' : null,
+      available_at: null,
     };
   });
 }

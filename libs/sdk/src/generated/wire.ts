@@ -909,6 +909,8 @@ export interface components {
         why: string;
         /** @enum {string|null} */
         check: 'read_back' | null;
+        /** Format: date-time */
+        available_at: string | null;
       }[];
     };
     Execution: {

@@ -4,7 +4,7 @@ import { Timeline, timeline } from './timeline';
 /** What a page of one execution (or one of its operations) loads, shows, and leaves alone. */
 export interface LivePageSource {
   /** The page's rows: the execution they belong to (its events drive the refresh) and how to show them. */
-  load(): Promise<{ execution: Execution; render(): void; focusOperationId?: string }>;
+  load(): Promise<{ execution: Execution; render(): void; focusOperationId?: string; reloadAt?: number }>;
   /** A load that failed (not after the page was left). */
   failed(error: unknown): void;
   /** An event that changes nothing the page shows: no reload. `known`: an operation already on the page. */
@@ -28,6 +28,8 @@ export function livePage(source: LivePageSource): LivePage {
   let disposed = false;
   let tl: Timeline | null = null;
   let refreshTimer: ReturnType<typeof setTimeout> | null = null;
+  // A reload the last load asked for at a given time (something becomes available that no event will announce).
+  let timedReload: ReturnType<typeof setTimeout> | null = null;
   const keys = new Map<string, string>();
 
   let loads = 0;
@@ -39,6 +41,11 @@ export function livePage(source: LivePageSource): LivePage {
       if (disposed || mine !== loads) return;
       for (const op of loaded.execution.operations) keys.set(op.id, op.key);
       loaded.render();
+      if (timedReload) clearTimeout(timedReload);
+      timedReload =
+        loaded.reloadAt === undefined
+          ? null
+          : setTimeout(() => void load(), Math.max(0, loaded.reloadAt - Date.now()) + 250);
       if (!tl) {
         tl = timeline(loaded.execution.id, {
           focusOperationId: loaded.focusOperationId,
@@ -66,6 +73,7 @@ export function livePage(source: LivePageSource): LivePage {
       disposed = true;
       tl?.dispose();
       if (refreshTimer) clearTimeout(refreshTimer);
+      if (timedReload) clearTimeout(timedReload);
     },
   };
 }

@@ -70,7 +70,12 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
     load: async () => {
       const op = await api((dx) => dx.operations.get(id));
       const execution = await api((dx) => dx.executions.get(op.execution_id));
-      return { execution, render: () => render(op, execution), focusOperationId: op.id };
+      // A refused action that becomes available with no event (a FAILED waiting for any call to land): look again then.
+      const reloadAt = op.resolution_options
+        .map((o) => (o.available_at ? Date.parse(o.available_at) : NaN))
+        .filter((at) => Number.isFinite(at))
+        .sort((a, b) => a - b)[0];
+      return { execution, render: () => render(op, execution), focusOperationId: op.id, reloadAt };
     },
     failed: (error) => {
       if (error instanceof VerityNotFoundError) {
