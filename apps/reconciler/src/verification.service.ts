@@ -69,16 +69,18 @@ export class VerificationService {
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
-  /** Absence is proof only once any call that could have been made has landed and the source shows it. */
-  private async absenceProvenAfter(op: OperationEntity): Promise<number> {
-    return absenceEvidentAt(
-      {
-        sentAt: op.sentAt ?? op.createdAt,
-        lastUnknownAt: await lastUnknownAfterSend(this.db.manager, op),
-        acknowledgedAt: op.acknowledgedAt,
-      },
+  /**
+   * Absence is proof only once any call that could have been made has landed and the source shows it, judged at the
+   * moment the read began (a read that began earlier may have missed a landing), on the database's clock, which the
+   * bound's times are on: that moment is the database's now less the time since the read began.
+   */
+  private async absenceProven(op: OperationEntity, readStartedAt: number): Promise<boolean> {
+    const { lastUnknownAt, databaseNow } = await lastUnknownAfterSend(this.db.manager, op);
+    const bound = absenceEvidentAt(
+      { sentAt: op.sentAt ?? op.createdAt, lastUnknownAt, acknowledgedAt: op.acknowledgedAt },
       callTimings(this.config),
-    ).getTime();
+    );
+    return databaseNow.getTime() - (Date.now() - readStartedAt) >= bound.getTime();
   }
 
   async verify(operationId: string): Promise<VerifyOutcome> {
@@ -129,13 +131,12 @@ export class VerificationService {
       if (!moved.won) return 'skipped: lost race';
       op = { ...op, status: S.RECONCILING } as OperationEntity;
     }
-    // A read proves absence only if it began after the bound: one that began before may have missed a landing.
     const readStartedAt = Date.now();
     const read = await this.readBack(op);
     const decision = decideReadBack({
       status: S.RECONCILING,
       read: read.kind,
-      absenceIsProof: read.kind === 'absent' && readStartedAt >= (await this.absenceProvenAfter(op)),
+      absenceIsProof: read.kind === 'absent' && (await this.absenceProven(op, readStartedAt)),
       checksBefore: op.checkCount,
       budget: this.config.RECONCILE_BUDGET,
     });

@@ -6,6 +6,6 @@ UPDATE operations SET check_count = $3, next_check_at = $4
      WHERE id = $1 AND status = $2 AND check_count = $5;
 
 -- lastUnknownAfterSend
-SELECT max(created_at) AS at FROM events
+SELECT max(created_at) AS at, clock_timestamp() AS now FROM events
      WHERE operation_id = $1 AND tenant_id = $2 AND to_status = 'UNKNOWN'
        AND from_status IN ('SENT', 'ACKNOWLEDGED');

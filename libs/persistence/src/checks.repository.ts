@@ -13,7 +13,7 @@ export const CHECKS_SQL = {
   // Compare-and-set on status and check_count: a check that raced this one (or a move) wins, this write does nothing.
   scheduleNextCheck: `UPDATE operations SET check_count = $3, next_check_at = $4
      WHERE id = $1 AND status = $2 AND check_count = $5`,
-  lastUnknownAfterSend: `SELECT max(created_at) AS at FROM events
+  lastUnknownAfterSend: `SELECT max(created_at) AS at, clock_timestamp() AS now FROM events
      WHERE operation_id = $1 AND tenant_id = $2 AND to_status = ${sqlLiterals([S.UNKNOWN])}
        AND from_status IN (${sqlLiterals([S.SENT, S.ACKNOWLEDGED])})`,
 } as const;
@@ -37,10 +37,15 @@ export async function scheduleNextCheck(
 }
 
 /**
- * When the operation last became UNKNOWN straight after a send (SENT or ACKNOWLEDGED), or null. Tenant-scoped: the API
+ * When the operation last became UNKNOWN straight after a send (SENT or ACKNOWLEDGED), or null, and the database's
+ * clock at that read: event times are the database's, so a caller compares them with this, not with its own clock
+ * (an API or worker host whose clock runs ahead would otherwise believe a bound passed early). Tenant-scoped: the API
  * asks it too (a reviewer's FAILED waits for the same bound as the reconciler's).
  */
-export async function lastUnknownAfterSend(db: Queryable, op: { id: string; tenantId: string }): Promise<Date | null> {
-  const [row] = await rows<{ at: Date | null }>(db, CHECKS_SQL.lastUnknownAfterSend, [op.id, op.tenantId]);
-  return row?.at ? new Date(row.at) : null;
+export async function lastUnknownAfterSend(
+  db: Queryable,
+  op: { id: string; tenantId: string },
+): Promise<{ lastUnknownAt: Date | null; databaseNow: Date }> {
+  const [row] = await rows<{ at: Date | null; now: Date }>(db, CHECKS_SQL.lastUnknownAfterSend, [op.id, op.tenantId]);
+  return { lastUnknownAt: row.at ? new Date(row.at) : null, databaseNow: new Date(row.now) };
 }

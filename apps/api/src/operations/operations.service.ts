@@ -84,7 +84,7 @@ export class OperationsService {
   async get(principal: Principal, id: string) {
     const op = await this.load(principal, id);
     const changes = await findLastStatusChanges(this.db.manager, [op.id], principal.tenantId);
-    return this.detail(op, changes.get(op.id) ?? null, await this.absenceEvidentAt(op));
+    return this.detail(op, changes.get(op.id) ?? null, await this.absenceEvidence(op));
   }
 
   /**
@@ -92,7 +92,11 @@ export class OperationsService {
    * this, so it never offers what the API would refuse. Once a resolution is recorded (a release waiting for the
    * dispatcher included), nothing more is permitted: the decision was made.
    */
-  private detail(op: OperationEntity, lastChange: LastStatusChange | null, absenceEvidentAt: Date | null) {
+  private detail(
+    op: OperationEntity,
+    lastChange: LastStatusChange | null,
+    absence: { evidentAt: Date | null; now: Date },
+  ) {
     const options = recordedResolution(op)
       ? []
       : resolutionOptions({
@@ -100,8 +104,8 @@ export class OperationsService {
           everSent: everSent(op),
           heldFor: op.terminalReason,
           canReadBack: this.canReadBack(op),
-          absenceEvidentAt,
-          now: new Date(),
+          absenceEvidentAt: absence.evidentAt,
+          now: absence.now,
         });
     return {
       ...presentOperation(op, lastChange),
@@ -112,15 +116,17 @@ export class OperationsService {
 
   /**
    * From when "it did not happen" can be believed about a held, sent operation: the bound the reconciler waits for
-   * before it trusts an absent read (a call may still be on its way until then). Null when nothing was sent.
+   * before it trusts an absent read (a call may still be on its way until then); null when nothing was sent. `now` is
+   * the database's clock, which the bound's times are on.
    */
-  private async absenceEvidentAt(op: OperationEntity): Promise<Date | null> {
-    if (op.status !== OperationStatus.MANUAL_REVIEW || !everSent(op)) return null;
-    const lastUnknownAt = await lastUnknownAfterSend(this.db.manager, op);
-    return absenceEvidentAt(
+  private async absenceEvidence(op: OperationEntity): Promise<{ evidentAt: Date | null; now: Date }> {
+    if (op.status !== OperationStatus.MANUAL_REVIEW || !everSent(op)) return { evidentAt: null, now: new Date() };
+    const { lastUnknownAt, databaseNow } = await lastUnknownAfterSend(this.db.manager, op);
+    const evidentAt = absenceEvidentAt(
       { sentAt: op.sentAt ?? op.createdAt, lastUnknownAt, acknowledgedAt: op.acknowledgedAt },
       callTimings(this.config),
     );
+    return { evidentAt, now: databaseNow };
   }
 
   /** The connector can read this operation's effect back from the source. */
@@ -207,8 +213,7 @@ export class OperationsService {
   async resolve(principal: Principal, id: string, status: ResolutionStatus, evidence: string) {
     const op = await this.load(principal, id);
     if (recordedResolution(op)) throw this.resolutionRefusal(op);
-    const now = new Date();
-    const evidentAt = await this.absenceEvidentAt(op);
+    const { evidentAt, now } = await this.absenceEvidence(op);
     const options = resolutionOptions({
       status: op.status,
       everSent: everSent(op),
