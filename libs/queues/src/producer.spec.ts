@@ -8,40 +8,34 @@ import { refreshQueueDepth } from './worker-ops';
 
 describe('JobProducer.tryEnqueue when Redis goes away', () => {
   it('answers false, counts the failure and tells the hook which job was not enqueued', async () => {
-    const prefix = testQueuePrefix('producer');
-    const redis = createRedis(TEST_REDIS_URL, 'producer', 'producer-spec');
     const heard: { job: JobName; failures: number }[] = [];
-    const producer = new JobProducer(redis, prefix, (job, _error, failures) => heard.push({ job, failures }));
-    try {
-      expect(await producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: 'exe_1' })).toBe(true);
-      expect(producer.enqueueFailures).toBe(0);
-      // The connection is gone (and, as a producer's, has no offline queue): every enqueue fails at once.
-      redis.disconnect();
-      expect(await producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: 'exe_2' })).toBe(false);
-      expect(await producer.tryEnqueue(JobName.VERIFY_OPERATION, { operationId: 'op_1', executionId: 'exe_1' })).toBe(
-        false,
-      );
-      expect(producer.enqueueFailures).toBe(2);
-      expect(heard).toEqual([
-        { job: JobName.ADVANCE_EXECUTION, failures: 1 },
-        { job: JobName.VERIFY_OPERATION, failures: 2 },
-      ]);
-      // enqueue (for callers that must know) still throws.
-      await expect(producer.enqueue(JobName.ADVANCE_EXECUTION, { executionId: 'exe_3' })).rejects.toThrow();
-    } finally {
-      await producer.close();
-      redis.disconnect();
-      await clearRedisPrefix(prefix);
-    }
+    await withProducer(
+      'producer',
+      (job, _error, failures) => heard.push({ job, failures }),
+      async ({ producer, redis }) => {
+        expect(await producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: 'exe_1' })).toBe(true);
+        expect(producer.enqueueFailures).toBe(0);
+        // The connection is gone (and, as a producer's, has no offline queue): every enqueue fails at once.
+        redis.disconnect();
+        expect(await producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: 'exe_2' })).toBe(false);
+        expect(await producer.tryEnqueue(JobName.VERIFY_OPERATION, { operationId: 'op_1', executionId: 'exe_1' })).toBe(
+          false,
+        );
+        expect(producer.enqueueFailures).toBe(2);
+        expect(heard).toEqual([
+          { job: JobName.ADVANCE_EXECUTION, failures: 1 },
+          { job: JobName.VERIFY_OPERATION, failures: 2 },
+        ]);
+        // enqueue (for callers that must know) still throws.
+        await expect(producer.enqueue(JobName.ADVANCE_EXECUTION, { executionId: 'exe_3' })).rejects.toThrow();
+      },
+    );
   }, 15_000);
 });
 
 describe('JobProducer after a queue was first used while Redis was going away', () => {
   it('builds the queue again once the connection is back, instead of failing every enqueue for good', async () => {
-    const prefix = testQueuePrefix('producer-rebuild');
-    const redis = createRedis(TEST_REDIS_URL, 'producer', 'producer-spec-rebuild');
-    const producer = new JobProducer(redis, prefix);
-    try {
+    await withProducer('producer-rebuild', undefined, async ({ producer, redis }) => {
       await waitUntilReady(redis);
       // The dispatch queue is first touched in the same tick as the connection drops (and reconnects by itself):
       // BullMQ's one-time connection check, sent a moment later, fails.
@@ -58,23 +52,16 @@ describe('JobProducer after a queue was first used while Redis was going away', 
       );
       const job = await producer.queue(QueueName.DISPATCH).getJob('op_up.dispatch');
       expect(job?.data).toEqual({ operationId: 'op_up', executionId: 'exe_up' });
-    } finally {
-      await producer.close();
-      redis.disconnect();
-      await clearRedisPrefix(prefix);
-    }
+    });
   }, 15_000);
 });
 
 describe('JobProducer.enqueueOrRearm: one job per id, a finished one armed again', () => {
   it('adds a new job, leaves a pending one alone, and replaces one that finished (completed or failed)', async () => {
-    const prefix = testQueuePrefix('producer-rearm');
-    const redis = createRedis(TEST_REDIS_URL, 'producer', 'producer-spec-rearm');
-    const producer = new JobProducer(redis, prefix);
-    const data = { operationId: 'op_rearm', executionId: 'exe_rearm' };
-    const id = 'op_rearm.dispatch';
-    const queue = producer.queue(QueueName.DISPATCH);
-    try {
+    await withProducer('producer-rearm', undefined, async ({ producer, prefix }) => {
+      const data = { operationId: 'op_rearm', executionId: 'exe_rearm' };
+      const id = 'op_rearm.dispatch';
+      const queue = producer.queue(QueueName.DISPATCH);
       await producer.enqueueOrRearm(JobName.DISPATCH_OPERATION, data, id);
       const first = await queue.getJob(id);
       expect(first?.data).toEqual(data);
@@ -108,13 +95,27 @@ describe('JobProducer.enqueueOrRearm: one job per id, a finished one armed again
       }
       expect(calls).toBe(2);
       connection.disconnect();
-    } finally {
-      await producer.close();
-      redis.disconnect();
-      await clearRedisPrefix(prefix);
-    }
+    });
   }, 15_000);
 });
+
+/** A producer on a fresh key prefix of the test Redis, closed and its keys removed after `work`, pass or fail. */
+async function withProducer(
+  label: string,
+  onEnqueueFailure: ConstructorParameters<typeof JobProducer>[2],
+  work: (setup: { producer: JobProducer; redis: ReturnType<typeof createRedis>; prefix: string }) => Promise<void>,
+): Promise<void> {
+  const prefix = testQueuePrefix(label);
+  const redis = createRedis(TEST_REDIS_URL, 'producer', `${label}-spec`);
+  const producer = new JobProducer(redis, prefix, onEnqueueFailure);
+  try {
+    await work({ producer, redis, prefix });
+  } finally {
+    await producer.close();
+    redis.disconnect();
+    await clearRedisPrefix(prefix);
+  }
+}
 
 async function waitForState(queue: Queue, id: string, state: string): Promise<void> {
   for (let i = 0; i < 200 && (await queue.getJobState(id)) !== state; i += 1) {
