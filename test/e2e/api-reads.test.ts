@@ -272,20 +272,38 @@ describe('reads, cancel, retry and the OpenAPI contract', () => {
   });
 
   it('cancels atomically even while the dispatcher is advancing the execution', async () => {
-    // Cancel right after submit races validating/planning: the answer is always `cancelled`, never a completed
-    // execution whose operations the cancel had already settled.
+    // Cancel right after submit races validating/planning/sending: the answer is `cancelled` — or, when the whole
+    // happy path finished first (it takes milliseconds), 409 execution-terminal with nothing changed — never a
+    // completed execution whose operations the cancel had already settled. One waiting for approval cannot finish
+    // first: its cancel always wins.
     for (let i = 0; i < 6; i += 1) {
-      const created = await submit([charge(unique('race'), { requires_approval: i % 2 === 0 }), sms(unique('race'))]);
-      const res = await http<Execution>(stack.apiUrl, 'POST', `/v1/executions/${created.id}/cancel`, {
-        key: DEMO.agent,
-      });
-      expect(res.status).toBe(200);
-      expect(res.body.status).toBe('cancelled');
+      const waitsForApproval = i % 2 === 0;
+      const created = await submit([
+        charge(unique('race'), { requires_approval: waitsForApproval }),
+        sms(unique('race')),
+      ]);
+      const res = await http<Execution & { type?: string; current_status?: string }>(
+        stack.apiUrl,
+        'POST',
+        `/v1/executions/${created.id}/cancel`,
+        { key: DEMO.agent },
+      );
       const final = await settled(created.id, (e) =>
         e.operations.every((o) => !['PREPARED', 'SENT'].includes(o.status)),
       );
-      expect(final.status).toBe('cancelled');
-      for (const op of final.operations) expect(['CANCELLED', 'ACKNOWLEDGED', 'VERIFIED']).toContain(op.status);
+      if (waitsForApproval || res.status !== 409) {
+        expect(res.status).toBe(200);
+        expect(res.body.status).toBe('cancelled');
+        expect(final.status).toBe('cancelled');
+        for (const op of final.operations) expect(['CANCELLED', 'ACKNOWLEDGED', 'VERIFIED']).toContain(op.status);
+      } else {
+        expect(res.body).toMatchObject({
+          type: 'https://verity.dev/problems/execution-terminal',
+          current_status: 'completed',
+        });
+        expect(final.status).toBe('completed');
+        expect(final.operations.map((o) => o.status)).toEqual(['VERIFIED', 'ACKNOWLEDGED']);
+      }
     }
   });
 
