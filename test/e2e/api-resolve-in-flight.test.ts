@@ -80,6 +80,25 @@ describe('api: FAILED of a sent operation waits until no call can still land', (
     expectLegalHistory(log);
   });
 
+  it('a sent row without sent_at (old or hand-written) waits from its last change, not from its creation', async () => {
+    await stack.setFaults({ rules: [{ method: 'POST', path: '/v1/messages', fault: 'drop_before_commit', count: 1 }] });
+    const created = await submit(stack, [sms(unique('inflight-legacy'))]);
+    const held = await waitForOp(stack, created.id, 'notify', (o) => o.status === 'MANUAL_REVIEW');
+    await waitForResolutionPermitted(stack, held.id, 'FAILED');
+    // As a row from before sent_at existed: created long ago, changed just now, no sent_at.
+    await stack.db.dataSource.query(
+      `UPDATE operations SET sent_at = NULL, created_at = now() - interval '1 hour', updated_at = now() WHERE id = $1`,
+      [held.id],
+    );
+    const legacy = await getOperation(stack, held.id);
+    expect(legacy.permitted_resolutions).toEqual(['VERIFIED']);
+    const waiting = legacy.resolution_options!.find((o) => o.status === 'FAILED')!;
+    expect(Date.parse(waiting.available_at!)).toBeGreaterThan(Date.now());
+    expect((await resolve(held.id, 'FAILED')).status).toBe(409);
+    await waitForResolutionPermitted(stack, held.id, 'FAILED');
+    expect((await resolve(held.id, 'FAILED')).status).toBe(200);
+  });
+
   it('VERIFIED is never held back: a reviewer who sees the effect may say so at once', async () => {
     await stack.setFaults({
       rules: [{ method: 'POST', path: '/v1/messages', fault: 'timeout_after_commit', count: 1 }],

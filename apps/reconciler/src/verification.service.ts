@@ -77,7 +77,8 @@ export class VerificationService {
   private async absenceProven(op: OperationEntity, readStartedAt: number): Promise<boolean> {
     const { lastUnknownAt, databaseNow } = await lastUnknownAfterSend(this.db.manager, op);
     const bound = absenceEvidentAt(
-      { sentAt: op.sentAt ?? op.createdAt, lastUnknownAt, acknowledgedAt: op.acknowledgedAt },
+      // A sent row without sent_at (written before the column, or by hand): its last change is the safe side.
+      { sentAt: op.sentAt ?? op.updatedAt, lastUnknownAt, acknowledgedAt: op.acknowledgedAt },
       callTimings(this.config),
     );
     return databaseNow.getTime() - (Date.now() - readStartedAt) >= bound.getTime();

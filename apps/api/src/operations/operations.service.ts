@@ -123,7 +123,8 @@ export class OperationsService {
     if (op.status !== OperationStatus.MANUAL_REVIEW || !everSent(op)) return { evidentAt: null, now: new Date() };
     const { lastUnknownAt, databaseNow } = await lastUnknownAfterSend(this.db.manager, op);
     const evidentAt = absenceEvidentAt(
-      { sentAt: op.sentAt ?? op.createdAt, lastUnknownAt, acknowledgedAt: op.acknowledgedAt },
+      // A sent row without sent_at (written before the column, or by hand): its last change is the safe side.
+      { sentAt: op.sentAt ?? op.updatedAt, lastUnknownAt, acknowledgedAt: op.acknowledgedAt },
       callTimings(this.config),
     );
     return { evidentAt, now: databaseNow };
