@@ -37,8 +37,6 @@ import { DataSource, EntityManager } from 'typeorm';
 import { needsApproval } from './operation-rules';
 import { OutcomeService } from './outcome.service';
 
-/** The execution's tenant, as read with it (callers still pass the tenant id they mean). */
-type TenantLoader = (tenantId: string) => Promise<TenantEntity | null>;
 type ContextResult = Awaited<ReturnType<NonNullable<Connector['readContext']>>>;
 type ReadEvidence = ContextResult['evidence'];
 
@@ -124,8 +122,7 @@ export class LifecycleService {
   async advance(executionId: string): Promise<AdvanceOutcome> {
     let lost = 0;
     // The tenant (its approval policy and settings) is read with the execution, not once per step.
-    let tenantRow: TenantEntity | null = null;
-    const tenant: TenantLoader = async () => tenantRow;
+    let tenant: TenantEntity | null = null;
     let execution: ExecutionEntity | null = null;
     let operations: OperationEntity[] | null = null;
     for (let step = 0; step < 20; step += 1) {
@@ -135,7 +132,7 @@ export class LifecycleService {
         const found = await findExecutionWithOperationsForWorker(this.db.manager, executionId);
         if (!found) return 'skipped: not found';
         ({ execution, operations } = found);
-        tenantRow = found.tenant;
+        tenant = found.tenant;
       }
       operations ??= await findOperationsForWorker(this.db.manager, executionId);
       // Criteria are judged before every step, so the verdicts are current before the execution completes, and
@@ -165,7 +162,7 @@ export class LifecycleService {
   private async step(
     execution: ExecutionEntity,
     operations: OperationEntity[],
-    tenant: TenantLoader,
+    tenant: TenantEntity | null,
   ): Promise<StepResult> {
     if (execution.deadlineAt.getTime() <= Date.now()) {
       await this.cancelPrepared(this.db.manager, operations, 'execution_expired');
@@ -233,13 +230,12 @@ export class LifecycleService {
   private async prepare(
     execution: ExecutionEntity,
     operations: OperationEntity[],
-    loadTenant: TenantLoader,
+    tenant: TenantEntity | null,
   ): Promise<StepResult> {
     const from = execution.status;
     const phases = preparePhases(from);
     const problems = phases.validate ? this.problemsOf(operations) : [];
     if (problems.length > 0) return this.reject(execution, problems);
-    const tenant = await loadTenant(execution.tenantId);
     const contexts = phases.readContexts ? await this.readContexts(operations) : new Map<string, ContextResult>();
     // The operations as read under the lock, while nothing in this transaction has written to any of them.
     let untouched: OperationEntity[] | null = null;
@@ -580,10 +576,8 @@ export class LifecycleService {
   private async run(
     execution: ExecutionEntity,
     operations: OperationEntity[],
-    loadTenant: TenantLoader,
+    tenant: TenantEntity | null,
   ): Promise<StepResult> {
-    // The tenant's approval policy matters only while something is still to be dispatched.
-    const tenant = operations.some((op) => op.status === S.PREPARED) ? await loadTenant(execution.tenantId) : null;
     const latestByKey = new Map<string, OperationEntity>();
     for (const op of operations) latestByKey.set(op.key, op);
     let changed = false;

@@ -16,7 +16,7 @@ import {
   connectorOperation,
   findOperationForWorker,
   recoveryObligation,
-  lastUnknownAfterSend,
+  absenceEvidenceOf,
   scheduleNextCheck,
   snapshotOf,
   settledByReadBack,
@@ -29,7 +29,6 @@ import {
   ReadBackDecision,
   TerminalReason,
   VerificationMethod,
-  absenceEvidentAt,
   decideReadBack,
   decideReconcileStart,
   everSent,
@@ -75,13 +74,8 @@ export class VerificationService {
    * bound's times are on: that moment is the database's now less the time since the read began.
    */
   private async absenceProven(op: OperationEntity, readStartedAt: number): Promise<boolean> {
-    const { lastUnknownAt, databaseNow } = await lastUnknownAfterSend(this.db.manager, op);
-    const bound = absenceEvidentAt(
-      // A sent row without sent_at (written before the column, or by hand): its last change is the safe side.
-      { sentAt: op.sentAt ?? op.updatedAt, lastUnknownAt, acknowledgedAt: op.acknowledgedAt },
-      callTimings(this.config),
-    );
-    return databaseNow.getTime() - (Date.now() - readStartedAt) >= bound.getTime();
+    const { evidentAt, databaseNow } = await absenceEvidenceOf(this.db.manager, op, callTimings(this.config));
+    return databaseNow.getTime() - (Date.now() - readStartedAt) >= evidentAt.getTime();
   }
 
   async verify(operationId: string): Promise<VerifyOutcome> {

@@ -1,4 +1,4 @@
-import { OperationStatus } from '@verity/status-model';
+import { CallTimings, OperationStatus, absenceEvidentAt } from '@verity/status-model';
 import { Queryable, rows, sqlLiterals } from './sql';
 
 const S = OperationStatus;
@@ -37,15 +37,26 @@ export async function scheduleNextCheck(
 }
 
 /**
- * When the operation last became UNKNOWN straight after a send (SENT or ACKNOWLEDGED), or null, and the database's
- * clock at that read: event times are the database's, so a caller compares them with this, not with its own clock
- * (an API or worker host whose clock runs ahead would otherwise believe a bound passed early). Tenant-scoped: the API
- * asks it too (a reviewer's FAILED waits for the same bound as the reconciler's).
+ * From when "no effect exists" can be believed about a sent operation (`absenceEvidentAt` in the status model), with
+ * the database's clock at that read: the bound is made of the database's times (sent_at, the last UNKNOWN after a
+ * send, acknowledged_at), so a caller compares it with this, not with its own clock (a host whose clock runs ahead
+ * would otherwise believe the bound passed early). Tenant-scoped: the API asks it (a reviewer's FAILED waits for it),
+ * as does the reconciler (before it trusts an absent read).
  */
-export async function lastUnknownAfterSend(
+export async function absenceEvidenceOf(
   db: Queryable,
-  op: { id: string; tenantId: string },
-): Promise<{ lastUnknownAt: Date | null; databaseNow: Date }> {
+  op: { id: string; tenantId: string; sentAt: Date | null; updatedAt: Date; acknowledgedAt: Date | null },
+  timings: CallTimings,
+): Promise<{ evidentAt: Date; databaseNow: Date }> {
   const [row] = await rows<{ at: Date | null; now: Date }>(db, CHECKS_SQL.lastUnknownAfterSend, [op.id, op.tenantId]);
-  return { lastUnknownAt: row.at ? new Date(row.at) : null, databaseNow: new Date(row.now) };
+  const evidentAt = absenceEvidentAt(
+    // A sent row without sent_at (written before the column, or by hand): its last change is the safe side.
+    {
+      sentAt: op.sentAt ?? op.updatedAt,
+      lastUnknownAt: row.at ? new Date(row.at) : null,
+      acknowledgedAt: op.acknowledgedAt,
+    },
+    timings,
+  );
+  return { evidentAt, databaseNow: new Date(row.now) };
 }

@@ -10,7 +10,7 @@ import {
   findLastStatusChanges,
   findOperation,
   insertExecution,
-  lastUnknownAfterSend,
+  absenceEvidenceOf,
   isUniqueViolation,
   loadTenantSettings,
   obligationDueMs,
@@ -34,8 +34,6 @@ import {
   LastStatusChange,
   OperationStatus,
   ResolutionStatus,
-  absenceEvidentAt,
-  absenceNotYetEvident,
   canRetry,
   operationTransitionRule,
   resolutionOptions,
@@ -121,12 +119,7 @@ export class OperationsService {
    */
   private async absenceEvidence(op: OperationEntity): Promise<{ evidentAt: Date | null; now: Date }> {
     if (op.status !== OperationStatus.MANUAL_REVIEW || !everSent(op)) return { evidentAt: null, now: new Date() };
-    const { lastUnknownAt, databaseNow } = await lastUnknownAfterSend(this.db.manager, op);
-    const evidentAt = absenceEvidentAt(
-      // A sent row without sent_at (written before the column, or by hand): its last change is the safe side.
-      { sentAt: op.sentAt ?? op.updatedAt, lastUnknownAt, acknowledgedAt: op.acknowledgedAt },
-      callTimings(this.config),
-    );
+    const { evidentAt, databaseNow } = await absenceEvidenceOf(this.db.manager, op, callTimings(this.config));
     return { evidentAt, now: databaseNow };
   }
 
@@ -224,14 +217,7 @@ export class OperationsService {
       now,
     });
     const option = options.find((o) => o.status === status);
-    const waitUntil = absenceNotYetEvident({
-      status: op.status,
-      everSent: everSent(op),
-      heldFor: op.terminalReason,
-      absenceEvidentAt: evidentAt,
-      now,
-    });
-    if (status === OperationStatus.FAILED && option && waitUntil) {
+    if (option?.available_at) {
       // Not "no": "not yet". Retry-After says when what the reviewer sees at the source becomes evidence.
       const permitted = options.filter((o) => o.permitted).map((o) => o.status);
       throw new Problem(
@@ -243,9 +229,9 @@ export class OperationsService {
           current_status: op.status,
           permitted_resolutions: permitted,
           resolution_options: options,
-          absence_evident_at: waitUntil.toISOString(),
+          absence_evident_at: option.available_at,
         },
-        { 'retry-after': String(Math.max(1, Math.ceil((waitUntil.getTime() - now.getTime()) / 1000))) },
+        { 'retry-after': String(Math.max(1, Math.ceil((Date.parse(option.available_at) - now.getTime()) / 1000))) },
       );
     }
     if (!option?.permitted) {
