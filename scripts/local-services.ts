@@ -137,17 +137,37 @@ export function isPortOpen(host: string, port: number, timeoutMs = 1_000): Promi
   });
 }
 
-/** A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/** The ports this process handed out: a port is not bound until its server starts, so it must not be handed out twice. */
+const portsHandedOut = new Set<number>();
+const PORT_SLICE = 1_500;
+const FIRST_PORT = 20_000;
+
+/**
+ * A TCP port on 127.0.0.1 that was free a moment ago, chosen below the kernel's ephemeral range (32768 and up on
+ * Linux). A port the kernel picks for `listen(0)` comes from the pool it also draws the local port of every outgoing
+ * connection from, so between our close() and a child's listen() any connection of any process (to Postgres, Redis,
+ * an HTTP call) may take it: CI saw a sandbox provider fail with EADDRINUSE that way. Each jest worker draws from a
+ * slice of its own (JEST_WORKER_ID), so two suites running side by side never pick the same port either; a process
+ * outside jest (npm start, chaos, bench) uses slice 0.
+ */
+export async function freePort(): Promise<number> {
+  const slice = Number(process.env.JEST_WORKER_ID ?? 0) % 8;
+  const first = FIRST_PORT + slice * PORT_SLICE;
+  for (let attempt = 0; attempt < 200; attempt += 1) {
+    const port = first + Math.floor(Math.random() * PORT_SLICE);
+    if (portsHandedOut.has(port) || !(await canListen(port))) continue;
+    portsHandedOut.add(port);
+    return port;
+  }
+  throw new Error(`no free port in ${first}-${first + PORT_SLICE - 1}`);
+}
+
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const server = net.createServer();
     server.unref();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => (port ? resolve(port) : reject(new Error('could not allocate a free port'))));
-    });
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
   });
 }
 

@@ -1,8 +1,8 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { clearRedisPrefix, createTestDatabase, TEST_REDIS_URL, TestDatabase, testQueuePrefix } from './services';
+import { freePort } from '../../scripts/local-services';
 import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
 import { unwatchApi, watchApi } from './openapi-validator';
 
@@ -19,18 +19,7 @@ export const DIST = join(ROOT, 'dist');
 
 export type AppName = 'api' | 'dispatcher' | 'reconciler' | 'sandbox-provider';
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 export interface StackOptions {
   label: string;
