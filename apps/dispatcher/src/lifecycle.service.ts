@@ -3,6 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { Connector, TenantConnectors, unreachableRead } from '@verity/connectors';
 import {
   Approval,
+  ConnectorSettingsRecord,
   ExecutionEntity,
   ExecutionPatch,
   OperationEntity,
@@ -125,13 +126,19 @@ export class LifecycleService {
     let tenant: TenantEntity | null = null;
     let execution: ExecutionEntity | null = null;
     let operations: OperationEntity[] | null = null;
+    // The tenant's settings for the connectors of the operations, read with them (for the context reads).
+    let settings = new Map<string, ConnectorSettingsRecord>();
     for (let step = 0; step < 20; step += 1) {
       // The execution row follows this job's own moves in memory and is read again only after a lost race; the
       // operations are read again after every step that changed something.
       if (!execution) {
-        const found = await findExecutionWithOperationsForWorker(this.db.manager, executionId);
+        const found = await findExecutionWithOperationsForWorker(
+          this.db.manager,
+          executionId,
+          this.connectors.secretsAccess(),
+        );
         if (!found) return 'skipped: not found';
-        ({ execution, operations } = found);
+        ({ execution, operations, settings } = found);
         tenant = found.tenant;
       }
       operations ??= await findOperationsForWorker(this.db.manager, executionId);
@@ -139,7 +146,7 @@ export class LifecycleService {
       // again after it finished: a terminal execution's operations can still change (a reviewer's resolution).
       await this.outcomes.evaluate(execution, operations);
       if (isTerminalExecution(execution.status)) return step === 0 ? 'skipped: terminal' : 'done';
-      const progressed = await this.step(execution, operations, tenant);
+      const progressed = await this.step(execution, operations, tenant, settings);
       // A lost CAS means someone else moved a row we read: look again rather than leave the execution where the
       // winner's (possibly older) view put it.
       if (progressed === 'lost') {
@@ -163,6 +170,7 @@ export class LifecycleService {
     execution: ExecutionEntity,
     operations: OperationEntity[],
     tenant: TenantEntity | null,
+    settings: Map<string, ConnectorSettingsRecord>,
   ): Promise<StepResult> {
     if (execution.deadlineAt.getTime() <= Date.now()) {
       await this.cancelPrepared(this.db.manager, operations, 'execution_expired');
@@ -174,7 +182,7 @@ export class LifecycleService {
       case E.VALIDATING:
       case E.RESOLVING_CONTEXT:
       case E.PLANNING:
-        return this.prepare(execution, operations, tenant);
+        return this.prepare(execution, operations, tenant, settings);
       case E.VALIDATING_OUTPUT:
         return executionOnly(await this.complete(execution), operations);
       default:
@@ -231,12 +239,15 @@ export class LifecycleService {
     execution: ExecutionEntity,
     operations: OperationEntity[],
     tenant: TenantEntity | null,
+    settings: Map<string, ConnectorSettingsRecord>,
   ): Promise<StepResult> {
     const from = execution.status;
     const phases = preparePhases(from);
     const problems = phases.validate ? this.problemsOf(operations) : [];
     if (problems.length > 0) return this.reject(execution, problems);
-    const contexts = phases.readContexts ? await this.readContexts(operations) : new Map<string, ContextResult>();
+    const contexts = phases.readContexts
+      ? await this.readContexts(operations, settings)
+      : new Map<string, ContextResult>();
     // The operations as read under the lock, while nothing in this transaction has written to any of them.
     let untouched: OperationEntity[] | null = null;
     const moved = await this.inTransaction(execution, async (tx) => {
@@ -294,14 +305,24 @@ export class LifecycleService {
     });
   }
 
-  /** The context read of every PREPARED operation whose connector has one, by operation id. */
-  private async readContexts(operations: OperationEntity[]): Promise<Map<string, ContextResult>> {
+  /**
+   * The context read of every PREPARED operation whose connector has one, by operation id; with the tenant's settings
+   * this job read with the operations (read now for a connector they did not cover).
+   */
+  private async readContexts(
+    operations: OperationEntity[],
+    settings: Map<string, ConnectorSettingsRecord>,
+  ): Promise<Map<string, ContextResult>> {
     const contexts = new Map<string, ContextResult>();
     for (const op of operations) {
       if (op.status !== S.PREPARED) continue;
       const connector = this.connectors.get(op.connector);
       if (!connector?.readContext) continue;
-      contexts.set(op.id, await connector.readContext(connectorOperation(op), await this.connectors.environmentOf(op)));
+      const known = settings.get(op.connector);
+      const environment = known
+        ? this.connectors.callEnvironment({ allowHosts: known.allowHosts, secrets: known.secrets })
+        : await this.connectors.environmentOf(op);
+      contexts.set(op.id, await connector.readContext(connectorOperation(op), environment));
     }
     return contexts;
   }

@@ -77,9 +77,9 @@ export class SenderService {
    * tell: a worker whose lock ran out may already have been declared dead by the sweeper.
    */
   async dispatch(operationId: string, stillOwned?: () => Promise<boolean | null>): Promise<DispatchOutcome> {
-    const found = await findOperationToSend(this.db.manager, operationId);
+    const found = await findOperationToSend(this.db.manager, operationId, this.connectors.secretsAccess());
     if (!found) return 'skipped: not found';
-    const { operation: op, executionDeadline, tenant } = found;
+    const { operation: op, executionDeadline, tenant, settings } = found;
     const start = sendStart({
       status: op.status,
       attempt: op.attempt,
@@ -94,8 +94,8 @@ export class SenderService {
       : { kind: 'dispatch', approvalRequired: needsApproval(op, tenant?.settings, this.connectors) };
     if (start.kind === 'moved') return this.refused(op, ['status_moved']);
     const connector = this.connectors.require(op.connector);
-    // The tenant's settings for this connector (allowlist, secrets, spending caps), read fresh for every send.
-    const settings = await this.connectors.settingsOf(op);
+    // The tenant's settings for this connector (allowlist, secrets, spending caps), read fresh for every send: with
+    // the operation, in the same statement.
     const tenantEnv: TenantConnectorSettings = { allowHosts: settings.allowHosts, secrets: settings.secrets };
 
     if (!release && op.approval?.state === 'granted' && op.nextCheckAt === null) {

@@ -1,6 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { ConnectorSettingsRecord, SecretsCipher, loadConnectorSettings } from '@verity/persistence';
+import {
+  ConnectorSecretsAccess,
+  ConnectorSettingsRecord,
+  SecretsCipher,
+  loadConnectorSettings,
+} from '@verity/persistence';
 import { VERITY_CONFIG } from '@verity/platform';
 import { DataSource } from 'typeorm';
 import type { Connector, ConnectorEnvironment, TenantConnectorSettings } from './connector';
@@ -43,6 +48,18 @@ export class TenantConnectors {
 
   approvalAmountDeclarations(): { connector: string; amountField: string }[] {
     return this.registry.approvalAmountDeclarations();
+  }
+
+  /**
+   * For a statement that reads an operation's settings with it (findOperationToSend): the connectors whose secrets it
+   * opens — those that declare they use them — and the key.
+   */
+  secretsAccess(): ConnectorSecretsAccess {
+    const connectors = this.registry
+      .list()
+      .filter((c) => c.settings?.secrets === true)
+      .map((c) => c.name);
+    return { connectors, cipher: this.cipher };
   }
 
   /** The tenant's settings for the operation's connector, read now. */

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { newId } from '@verity/platform';
 import { useTestDatabase } from '../../../test/support/test-database';
 import {
@@ -10,10 +11,13 @@ import {
   findOperationForWorker,
   findOperations,
   findOperationsOf,
+  findOperationToSend,
   listEvents,
   listExecutions,
 } from './store';
 import { chargeOperation, insertTestExecution } from '../../../test/support/fixtures';
+import { upsertConnectorSettings, writeConnectorSecret } from './connector-settings.repository';
+import { SecretsCipher } from './secrets-cipher';
 
 describe('reads reachable from the API are scoped to the tenant (real Postgres)', () => {
   const db = useTestDatabase('tenantreads', ['acme', 'other']);
@@ -64,5 +68,48 @@ describe('reads reachable from the API are scoped to the tenant (real Postgres)'
     const m = db.dataSource.manager;
     expect((await findExecutionForWorker(m, executionId))?.tenantId).toBe('acme');
     expect((await findOperationForWorker(m, operationId))?.tenantId).toBe('acme');
+  });
+});
+
+describe("an operation read to send carries its tenant's settings for its connector (real Postgres)", () => {
+  const db = useTestDatabase('sendread', ['acme']);
+  const cipher = new SecretsCipher(randomBytes(32).toString('base64'));
+  const executionId = newId('exe');
+  const operationId = newId('op');
+
+  beforeAll(async () => {
+    await insertTestExecution(db.dataSource.manager, 'acme', {
+      execution: { id: executionId },
+      operations: [chargeOperation({ id: operationId })],
+    });
+  });
+
+  it('reads none when the tenant has set none', async () => {
+    const found = await findOperationToSend(db.dataSource.manager, operationId, { connectors: [], cipher });
+    expect(found?.operation.id).toBe(operationId);
+    expect(found?.settings).toEqual({ allowHosts: [], spendingCaps: [], secrets: {} });
+  });
+
+  it('reads the allowlist and caps, and opens the secrets only of a connector that declares them', async () => {
+    const m = db.dataSource.manager;
+    const connector = chargeOperation({ id: operationId }).connector as string;
+    const caps = [{ period: 'day' as const, max_operations: 3 }];
+    await upsertConnectorSettings(m, 'acme', connector, {
+      allowHosts: [{ host: 'a.example' }],
+      spendingCaps: caps,
+      by: 'k',
+    });
+    await writeConnectorSecret(m, cipher, 'acme', connector, 'token', 's3cret', 'k');
+
+    const declared = await findOperationToSend(m, operationId, { connectors: [connector], cipher });
+    expect(declared?.settings).toEqual({
+      allowHosts: [{ host: 'a.example' }],
+      spendingCaps: caps,
+      secrets: { token: 's3cret' },
+    });
+    const undeclared = await findOperationToSend(m, operationId, { connectors: ['http'], cipher });
+    expect(undeclared?.settings.secrets).toEqual({});
+    expect(undeclared?.settings.allowHosts).toEqual([{ host: 'a.example' }]);
+    expect(await findOperationToSend(m, newId('op'), { connectors: [connector], cipher })).toBeNull();
   });
 });

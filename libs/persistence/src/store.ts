@@ -7,6 +7,12 @@ import {
 } from '@verity/status-model';
 import { EntityManager, EntityTarget, ObjectLiteral } from 'typeorm';
 import { Criterion, EventEntity, ExecutionEntity, OperationEntity, TenantEntity } from './entities';
+import {
+  ConnectorSettingsRecord,
+  ConnectorSettingsRow,
+  connectorSettingsOfRow,
+} from './entities/connector-settings.entity';
+import { SecretsCipher } from './secrets-cipher';
 import { Queryable, rows } from './sql';
 
 export interface NewOperation {
@@ -118,12 +124,23 @@ export const READ_SQL = {
   executionWithOperations: `SELECT {columns:Execution e e__}, {columns:Operation o o__}
      FROM executions e LEFT JOIN operations o ON o.execution_id = e.id
      WHERE e.id = $1 AND e.tenant_id = $2 ORDER BY o.position, o.generation`,
-  executionWithOperationsForWorker: `SELECT {columns:Execution e e__}, {columns:Operation o o__}, {columns:Tenant t t__}
+  // Each operation row with the tenant's settings for its connector (what a context read runs with); the sealed secrets
+  // only for a connector that declares it uses them ($2).
+  executionWithOperationsForWorker: `SELECT {columns:Execution e e__}, {columns:Operation o o__}, {columns:Tenant t t__},
+            s.allow_hosts AS s__allow_hosts, s.spending_caps AS s__spending_caps,
+            CASE WHEN o.connector = ANY($2::text[]) THEN (SELECT jsonb_object_agg(x.name, x.value)
+              FROM tenant_connector_secrets x WHERE x.tenant_id = o.tenant_id AND x.connector = o.connector) END AS s__secrets
      FROM executions e LEFT JOIN operations o ON o.execution_id = e.id LEFT JOIN tenants t ON t.id = e.tenant_id
+     LEFT JOIN tenant_connector_settings s ON s.tenant_id = o.tenant_id AND s.connector = o.connector
      WHERE e.id = $1 ORDER BY o.position, o.generation`,
+  // With the tenant's settings for the operation's connector (one round trip per send); the sealed secrets only for a
+  // connector that declares it uses them ($2).
   operationToSendForWorker: `SELECT {columns:Operation o o__}, e.status AS e__status, e.deadline_at AS e__deadline_at,
-            {columns:Tenant t t__}
+            {columns:Tenant t t__}, s.allow_hosts AS s__allow_hosts, s.spending_caps AS s__spending_caps,
+            CASE WHEN o.connector = ANY($2::text[]) THEN (SELECT jsonb_object_agg(x.name, x.value)
+              FROM tenant_connector_secrets x WHERE x.tenant_id = o.tenant_id AND x.connector = o.connector) END AS s__secrets
      FROM operations o JOIN executions e ON e.id = o.execution_id LEFT JOIN tenants t ON t.id = o.tenant_id
+     LEFT JOIN tenant_connector_settings s ON s.tenant_id = o.tenant_id AND s.connector = o.connector
      WHERE o.id = $1`,
   operationsOfExecution: `SELECT {columns:Operation t} FROM operations t
      WHERE t.execution_id = $1 AND t.tenant_id = $2 ORDER BY t.position, t.generation`,
@@ -258,36 +275,85 @@ export function findExecutionWithOperations(db: EntityManager, id: string, tenan
 export async function findExecutionWithOperationsForWorker(
   db: EntityManager,
   id: string,
-): Promise<{ execution: ExecutionEntity; operations: OperationEntity[]; tenant: TenantEntity | null } | null> {
+  secrets: ConnectorSecretsAccess,
+): Promise<{
+  execution: ExecutionEntity;
+  operations: OperationEntity[];
+  tenant: TenantEntity | null;
+  /** The tenant's settings for each connector its operations use, by connector name. */
+  settings: Map<string, ConnectorSettingsRecord>;
+} | null> {
   const found = await rows<Record<string, unknown>>(db, withColumns(db, READ_SQL.executionWithOperationsForWorker), [
     id,
+    secrets.connectors,
   ]);
   if (found.length === 0) return null;
+  const operations: OperationEntity[] = [];
+  const settings = new Map<string, ConnectorSettingsRecord>();
+  for (const raw of found) {
+    if (raw.o__id === null) continue;
+    const operation = hydrate(db, OperationEntity, raw, 'o__');
+    operations.push(operation);
+    if (!settings.has(operation.connector))
+      settings.set(operation.connector, settingsOfJoinedRow(operation, raw, secrets));
+  }
   return {
     execution: hydrate(db, ExecutionEntity, found[0], 'e__'),
-    operations: found.filter((raw) => raw.o__id !== null).map((raw) => hydrate(db, OperationEntity, raw, 'o__')),
+    operations,
     tenant: found[0].t__id === null ? null : hydrate(db, TenantEntity, found[0], 't__'),
+    settings,
   };
 }
 
-/** An operation with its execution's status and its tenant, in one round trip: what a send starts from. */
+/** The settings an `s__`-prefixed join read for an operation's connector, the secrets opened when it declares them. */
+function settingsOfJoinedRow(
+  operation: OperationEntity,
+  raw: Record<string, unknown>,
+  secrets: ConnectorSecretsAccess,
+): ConnectorSettingsRecord {
+  const row: ConnectorSettingsRow = {
+    allow_hosts: raw.s__allow_hosts as ConnectorSettingsRow['allow_hosts'],
+    spending_caps: raw.s__spending_caps as ConnectorSettingsRow['spending_caps'],
+    secrets: raw.s__secrets as ConnectorSettingsRow['secrets'],
+  };
+  const opens = secrets.connectors.includes(operation.connector) && secrets.cipher;
+  return connectorSettingsOfRow(row, operation.tenantId, operation.connector, opens);
+}
+
+/**
+ * An operation as a send needs it: the row, its execution's status and deadline, its tenant, and the tenant's settings
+ * for its connector read in the same statement, with the secrets opened when the connector declares them.
+ */
 export async function findOperationToSend(
   db: EntityManager,
   id: string,
+  secrets: ConnectorSecretsAccess,
 ): Promise<{
   operation: OperationEntity;
   executionStatus: ExecutionStatus;
   executionDeadline: Date;
   tenant: TenantEntity | null;
+  settings: ConnectorSettingsRecord;
 } | null> {
-  const [found] = await rows<Record<string, unknown>>(db, withColumns(db, READ_SQL.operationToSendForWorker), [id]);
+  const [found] = await rows<Record<string, unknown>>(db, withColumns(db, READ_SQL.operationToSendForWorker), [
+    id,
+    secrets.connectors,
+  ]);
   if (!found) return null;
+  const operation = hydrate(db, OperationEntity, found, 'o__');
   return {
-    operation: hydrate(db, OperationEntity, found, 'o__'),
+    operation,
     executionStatus: found.e__status as ExecutionStatus,
     executionDeadline: new Date(found.e__deadline_at as string | Date),
     tenant: found.t__id === null ? null : hydrate(db, TenantEntity, found, 't__'),
+    settings: settingsOfJoinedRow(operation, found, secrets),
   };
+}
+
+/** Which connectors' secrets a joined settings read opens (those that declare they use them), and the key to open them. */
+export interface ConnectorSecretsAccess {
+  connectors: string[];
+  cipher: SecretsCipher;
 }
 
 export function findOperations(db: EntityManager, executionId: string, tenantId: string): Promise<OperationEntity[]> {

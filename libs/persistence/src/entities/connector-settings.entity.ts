@@ -102,13 +102,30 @@ export async function loadConnectorSettings(
   connector: string,
   options: { withSecrets: SecretsCipher | false },
 ): Promise<ConnectorSettingsRecord> {
-  const [row] = await rows<{
-    allow_hosts: AllowedHostRow[] | null;
-    spending_caps: SpendingCapRow[] | null;
-    secrets: Record<string, string> | null;
-  }>(db, CONNECTOR_SPEND_SQL.settingsOf, [tenantId, connector, options.withSecrets !== false]);
+  const [row] = await rows<ConnectorSettingsRow>(db, CONNECTOR_SPEND_SQL.settingsOf, [
+    tenantId,
+    connector,
+    options.withSecrets !== false,
+  ]);
+  return connectorSettingsOfRow(row, tenantId, connector, options.withSecrets);
+}
+
+/** The stored settings of one (tenant, connector) as a statement reads them; every field null when there are none. */
+export interface ConnectorSettingsRow {
+  allow_hosts: AllowedHostRow[] | null;
+  spending_caps: SpendingCapRow[] | null;
+  /** Sealed values by name; null when the statement did not read them. */
+  secrets: Record<string, string> | null;
+}
+
+/** The record a worker uses, with the secrets opened when a cipher is given (only for a connector that declares them). */
+export function connectorSettingsOfRow(
+  row: ConnectorSettingsRow | undefined,
+  tenantId: string,
+  connector: string,
+  cipher: SecretsCipher | false,
+): ConnectorSettingsRecord {
   const secrets: Record<string, string> = {};
-  const cipher = options.withSecrets;
   if (cipher) {
     for (const [name, stored] of Object.entries(row?.secrets ?? {})) {
       secrets[name] = cipher.open(stored, secretBinding(tenantId, connector, name));
