@@ -191,6 +191,17 @@ describe('spending caps', () => {
       }
       expect({ executions: await table('executions'), operations: await table('operations') }).toEqual(before);
 
+      // With an Idempotency-Key too: 400, nothing written, and the key is free again (not held by a refused request).
+      const key = unique('refused');
+      const refused = await call('POST', '/v1/executions', {
+        body: { agent_id: 'a', intent: 'i', operations: [payment('1500')] },
+        headers: { 'idempotency-key': key },
+      });
+      expect(refused.status).toBe(400);
+      const held = (await stack.db.dataSource.query(`SELECT key FROM idempotency_keys WHERE key = $1`, [key])) as [];
+      expect(held).toEqual([]);
+      expect({ executions: await table('executions'), operations: await table('operations') }).toEqual(before);
+
       // The cap still has its whole budget: nothing above bought any of it back.
       const within = await settled(call, (await submitOps(call, [payment(600)])).id);
       expect(within.operations[0].status).toBe('ACKNOWLEDGED');

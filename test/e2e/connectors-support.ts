@@ -103,7 +103,7 @@ export function recordingClient(stack: Stack, defaultKey = DEMO.agent) {
   const call = async <T>(
     method: string,
     path: string,
-    options: { key?: string; body?: unknown } = {},
+    options: { key?: string; body?: unknown; headers?: Record<string, string> } = {},
   ): Promise<HttpResult<T>> => {
     const result = await http<T>(stack.apiUrl, method, path, { key: defaultKey, ...options });
     answers.push(`${method} ${path} ${result.status} ${JSON.stringify([...result.headers])} ${result.text}`);

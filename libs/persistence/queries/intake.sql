@@ -1,14 +1,19 @@
 -- insertExecution
-WITH claim AS (
+WITH capped AS (
+       SELECT $13::text[] IS NOT NULL AND EXISTS (
+         SELECT 1 FROM tenant_connector_settings s
+         WHERE s.tenant_id = $2 AND s.connector = ANY($13::text[]) AND jsonb_path_exists(s.spending_caps, '$[*].max_amount')
+       ) AS yes
+     ), claim AS (
        UPDATE idempotency_keys SET state = 'completed', execution_id = $1
-       WHERE tenant_id = $2 AND key = $7 AND claim_token = $11 AND state = 'in_flight'
+       WHERE tenant_id = $2 AND key = $7 AND claim_token = $11 AND state = 'in_flight' AND NOT (SELECT yes FROM capped)
        RETURNING key
      ), e AS (
        INSERT INTO executions (id, tenant_id, agent_id, intent, status, deadline_at, criteria, idempotency_key, event_seq,
                                trace_parent)
        SELECT $1::text, $2::text, $3::text, $4::text, 'created', now() + make_interval(secs => $5::double precision),
               $6::jsonb, $7::text, 1, $12::text
-       WHERE $7::text IS NULL OR EXISTS (SELECT 1 FROM claim)
+       WHERE NOT (SELECT yes FROM capped) AND ($7::text IS NULL OR EXISTS (SELECT 1 FROM claim))
        RETURNING id, tenant_id, created_at, deadline_at, updated_at
      ), o AS (
        INSERT INTO operations (id, execution_id, tenant_id, key, position, connector, action, params, irreversible,
@@ -23,7 +28,8 @@ WITH claim AS (
        INSERT INTO events (id, execution_id, tenant_id, seq, type, to_status, data)
        SELECT $9, e.id, e.tenant_id, 1, 'execution.created', 'created', $10 FROM e
      )
-     SELECT e.created_at, e.deadline_at, e.updated_at, (SELECT count(*) FROM o) AS n FROM e;
+     SELECT e.created_at, e.deadline_at, e.updated_at, (SELECT count(*) FROM o) AS n, false AS capped FROM e
+     UNION ALL SELECT NULL, NULL, NULL, 0, true FROM capped WHERE capped.yes;
 
 -- setRetryOf
 UPDATE operations SET retry_of = $2 WHERE id = $1 AND tenant_id = $3;

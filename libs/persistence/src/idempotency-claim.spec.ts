@@ -3,6 +3,7 @@ import { insertExecution } from './store';
 import { newId } from '@verity/platform';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { claimIdempotencyKey, releaseIdempotencyKey } from './idempotency';
+import { upsertConnectorSettings } from './connector-settings.repository';
 
 /**
  * I8 against the real Postgres: a claim abandoned for a minute may be taken over by a retry, and then the first
@@ -21,7 +22,7 @@ describe('Idempotency-Key claims (real Postgres)', () => {
       abandonAfterMs: 60_000,
     });
 
-  const insert = (key: string, token: string) => {
+  const insert = (key: string, token: string, uncheckedCapsOf?: string[]) => {
     const id = newId('exe');
     return insertExecution(db.dataSource.manager, {
       id,
@@ -34,6 +35,7 @@ describe('Idempotency-Key claims (real Postgres)', () => {
       claimToken: token,
       operations: [],
       createdEventId: newId('evt'),
+      uncheckedCapsOf,
     }).then((written) => ({ id, written }));
   };
 
@@ -96,5 +98,34 @@ describe('Idempotency-Key claims (real Postgres)', () => {
     if (mine.kind !== 'claimed') throw new Error(`expected a claim, got ${mine.kind}`);
     await releaseIdempotencyKey(db.dataSource.manager, tenantId, key, mine.token);
     expect((await claim(key)).kind).toBe('claimed');
+  });
+
+  it('writes nothing and answers capped while an amount cap on the connectors is unchecked; the claim stays open', async () => {
+    await upsertConnectorSettings(db.dataSource.manager, tenantId, 'sandbox.payments', {
+      spendingCaps: [{ period: 'day', max_amount: 1000, amount_field: 'amount' }],
+      by: 'test',
+    });
+    await upsertConnectorSettings(db.dataSource.manager, tenantId, 'http', {
+      spendingCaps: [{ period: 'day', max_operations: 5 }],
+      by: 'test',
+    });
+    const key = `k-${randomUUID()}`;
+    const mine = await claim(key);
+    if (mine.kind !== 'claimed') throw new Error(`expected a claim, got ${mine.kind}`);
+
+    const refused = await insert(key, mine.token, ['http', 'sandbox.payments']);
+    expect(refused.written).toBe('capped');
+    expect(await executionsWithKey(key)).toEqual([]);
+    expect(await claim(key)).toEqual({ kind: 'in_flight' });
+
+    // A cap that counts operations only asks nothing of intake; checked caps (omitted) write at once.
+    const other = `k-${randomUUID()}`;
+    const otherClaim = await claim(other);
+    if (otherClaim.kind !== 'claimed') throw new Error('expected a claim');
+    expect((await insert(other, otherClaim.token, ['http'])).written).toMatchObject({ createdAt: expect.any(Date) });
+    const checked = await insert(key, mine.token);
+    expect(checked.written).toMatchObject({ createdAt: expect.any(Date) });
+    expect(await executionsWithKey(key)).toEqual([checked.id]);
+    expect(await claim(key)).toEqual({ kind: 'replay', executionId: checked.id });
   });
 });

@@ -44,19 +44,31 @@ export interface NewExecution {
   createdEventId: string;
   /** The W3C traceparent of the request (null with traces off). */
   traceParent?: string | null;
+  /**
+   * The connectors whose amount caps the caller has not checked: the statement writes nothing when the tenant has one
+   * on them (the answer is then `capped`). Omitted: checked.
+   */
+  uncheckedCapsOf?: string[];
 }
 
 export const INTAKE_SQL = {
-  insertExecution: `WITH claim AS (
+  // $13: the connectors whose amount caps intake has not checked yet (null: checked). When the tenant has an amount cap
+  // on one of them nothing is written and the one row says `capped`: the caller checks the amounts, then writes again.
+  insertExecution: `WITH capped AS (
+       SELECT $13::text[] IS NOT NULL AND EXISTS (
+         SELECT 1 FROM tenant_connector_settings s
+         WHERE s.tenant_id = $2 AND s.connector = ANY($13::text[]) AND jsonb_path_exists(s.spending_caps, '$[*].max_amount')
+       ) AS yes
+     ), claim AS (
        UPDATE idempotency_keys SET state = 'completed', execution_id = $1
-       WHERE tenant_id = $2 AND key = $7 AND claim_token = $11 AND state = 'in_flight'
+       WHERE tenant_id = $2 AND key = $7 AND claim_token = $11 AND state = 'in_flight' AND NOT (SELECT yes FROM capped)
        RETURNING key
      ), e AS (
        INSERT INTO executions (id, tenant_id, agent_id, intent, status, deadline_at, criteria, idempotency_key, event_seq,
                                trace_parent)
        SELECT $1::text, $2::text, $3::text, $4::text, 'created', now() + make_interval(secs => $5::double precision),
               $6::jsonb, $7::text, 1, $12::text
-       WHERE $7::text IS NULL OR EXISTS (SELECT 1 FROM claim)
+       WHERE NOT (SELECT yes FROM capped) AND ($7::text IS NULL OR EXISTS (SELECT 1 FROM claim))
        RETURNING id, tenant_id, created_at, deadline_at, updated_at
      ), o AS (
        INSERT INTO operations (id, execution_id, tenant_id, key, position, connector, action, params, irreversible,
@@ -71,7 +83,8 @@ export const INTAKE_SQL = {
        INSERT INTO events (id, execution_id, tenant_id, seq, type, to_status, data)
        SELECT $9, e.id, e.tenant_id, 1, 'execution.created', 'created', $10 FROM e
      )
-     SELECT e.created_at, e.deadline_at, e.updated_at, (SELECT count(*) FROM o) AS n FROM e`,
+     SELECT e.created_at, e.deadline_at, e.updated_at, (SELECT count(*) FROM o) AS n, false AS capped FROM e
+     UNION ALL SELECT NULL, NULL, NULL, 0, true FROM capped WHERE capped.yes`,
   // A retry is a new operation that remembers what it retries (I5); the unique index allows one retry per original.
   setRetryOf: `UPDATE operations SET retry_of = $2 WHERE id = $1 AND tenant_id = $3`,
 } as const;
@@ -82,25 +95,36 @@ export const INTAKE_SQL = {
  * same statement completes the key's record, and writes anything only while this request's claim still holds the
  * key (`claimToken`); null when a later request took the claim over — nothing was written.
  */
+/**
+ * Intake in one statement: the execution, its operations and its first event, and the claim on the idempotency key
+ * marked completed. null when the claim was taken over (nothing written); `capped` when the tenant has an amount cap on
+ * a connector of `uncheckedCapsOf` (nothing written: check the amounts, then call again without it).
+ */
 export async function insertExecution(
   db: Queryable,
   input: NewExecution,
-): Promise<{ createdAt: Date; deadlineAt: Date; updatedAt: Date } | null> {
-  const result = await rows<{ created_at: Date; deadline_at: Date; updated_at: Date }>(db, INTAKE_SQL.insertExecution, [
-    input.id,
-    input.tenantId,
-    input.agentId,
-    input.intent,
-    input.deadlineSeconds,
-    JSON.stringify(input.criteria),
-    input.idempotencyKey,
-    JSON.stringify(input.operations),
-    input.createdEventId,
-    JSON.stringify({ operations: input.operations.length }),
-    input.claimToken ?? null,
-    input.traceParent ?? null,
-  ]);
+): Promise<{ createdAt: Date; deadlineAt: Date; updatedAt: Date } | 'capped' | null> {
+  const result = await rows<{ created_at: Date; deadline_at: Date; updated_at: Date; capped: boolean }>(
+    db,
+    INTAKE_SQL.insertExecution,
+    [
+      input.id,
+      input.tenantId,
+      input.agentId,
+      input.intent,
+      input.deadlineSeconds,
+      JSON.stringify(input.criteria),
+      input.idempotencyKey,
+      JSON.stringify(input.operations),
+      input.createdEventId,
+      JSON.stringify({ operations: input.operations.length }),
+      input.claimToken ?? null,
+      input.traceParent ?? null,
+      input.uncheckedCapsOf ?? null,
+    ],
+  );
   if (result.length === 0) return null;
+  if (result[0].capped) return 'capped';
   return { createdAt: result[0].created_at, deadlineAt: result[0].deadline_at, updatedAt: result[0].updated_at };
 }
 

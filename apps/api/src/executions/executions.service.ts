@@ -4,6 +4,7 @@ import { ConnectorRegistry, operationCapabilities } from '@verity/connectors';
 import {
   TransitionService,
   amountCapsOf,
+  NewExecution,
   claimIdempotencyKey,
   findExecution,
   findLastStatusChanges,
@@ -56,7 +57,6 @@ export class ExecutionsService {
     const validated = validateSubmission(body, this.connectors);
     if ('errors' in validated) throw Problem.validation(validated.errors);
     const submission = validated.ok;
-    await this.refuseUnchargeableAmounts(principal, submission);
     if (idempotencyKey === undefined)
       return { execution: await this.create(principal, submission, null), replayed: false };
 
@@ -101,10 +101,13 @@ export class ExecutionsService {
     }
   }
 
-  /** 400 before anything is written when an operation's amount could not be charged against the tenant's cap. */
+  /**
+   * 400 before anything is written when an operation's amount could not be charged against the tenant's cap. Asked
+   * only when the intake statement found an amount cap on one of the connectors (most tenants have none, and then
+   * intake costs no read of its own for it).
+   */
   private async refuseUnchargeableAmounts(principal: Principal, submission: Submission): Promise<void> {
-    const connectors = [...new Set(submission.operations.map((op) => op.connector))];
-    const caps = await amountCapsOf(this.db.manager, principal.tenantId, connectors);
+    const caps = await amountCapsOf(this.db.manager, principal.tenantId, connectorsOf(submission));
     if (caps.size === 0) return;
     const errors = capAmountErrors(submission, caps);
     if (errors.length > 0) throw Problem.validation(errors);
@@ -139,7 +142,7 @@ export class ExecutionsService {
     const deadlineSeconds = submission.deadline_seconds ?? DEFAULT_DEADLINE_SECONDS;
     // The intake request's span is the root of the execution's trace (null with traces off).
     const traceParent = currentTraceparent();
-    const written = await insertExecution(this.db.manager, {
+    const intake: NewExecution = {
       id: executionId,
       tenantId: principal.tenantId,
       agentId: submission.agent_id,
@@ -151,8 +154,15 @@ export class ExecutionsService {
       operations,
       createdEventId: newId('evt'),
       traceParent,
-    });
-    if (!written) {
+      uncheckedCapsOf: connectorsOf(submission),
+    };
+    let written = await insertExecution(this.db.manager, intake);
+    if (written === 'capped') {
+      // Nothing was written: the amounts are checked against the caps (400 when one cannot be charged), then written.
+      await this.refuseUnchargeableAmounts(principal, submission);
+      written = await insertExecution(this.db.manager, { ...intake, uncheckedCapsOf: undefined });
+    }
+    if (!written || written === 'capped') {
       // Our claim on the key was taken over by a later request with the same key: it, not we, creates the execution.
       throw new Problem(
         409,
@@ -331,4 +341,9 @@ export class ExecutionsService {
     await inTraceOf(traceParent, () => this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: id }));
     return this.get(principal, id);
   }
+}
+
+/** The connectors a submission's operations use, each once. */
+function connectorsOf(submission: Submission): string[] {
+  return [...new Set(submission.operations.map((op) => op.connector))];
 }
