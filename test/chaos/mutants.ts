@@ -54,7 +54,7 @@ export const MUTANTS: Mutant[] = [
     find: `    if (start.kind === 'orphan') return this.markOrphan(op);`,
     replace: `    if (start.kind === 'orphan') {
       const again = this.connectors.require(op.connector);
-      await this.send(op, op.attempt, again, {});
+      await this.send(op, op.attempt, again, {}, options);
       return 'sent';
     }`,
   },

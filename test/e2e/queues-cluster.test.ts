@@ -24,13 +24,14 @@ describe('queues sharded over a Redis Cluster (three nodes, QUEUE_SHARDS=3)', ()
     stack = await Stack.start({
       label: 'qcluster',
       dispatchers: 0,
-      // Every read-back goes through a verify job (not the dispatcher's read at send), so the verify queue's shards are
-      // exercised too.
+      // Every read-back goes through a verify job (not the dispatcher's read at send), and every send through a dispatch
+      // job (not the advance job's own), so the verify and dispatch queues' shards are exercised too.
       env: {
         REDIS_CLUSTER_NODES: redisCluster.nodeList,
         QUEUE_SHARDS: '3',
         QUEUE_PREFIX: prefix,
         VERIFY_AT_SEND: 'false',
+        SEND_IN_ADVANCE: 'false',
       },
     });
   }, 120_000);

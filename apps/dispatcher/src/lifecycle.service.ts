@@ -94,6 +94,9 @@ class MoveChain {
  */
 type StepResult = boolean | 'lost' | { operations: OperationEntity[] };
 
+/** Sends one ready operation in the calling job (SenderService.dispatch under that job's lock); what it did. */
+export type SendNow = (operationId: string) => Promise<string>;
+
 /** A won move that wrote only the execution row keeps the operations read for it; anything else is passed on. */
 function executionOnly(moved: boolean | 'lost', operations: OperationEntity[] | null): StepResult {
   return moved === true && operations ? { operations } : moved;
@@ -120,7 +123,11 @@ export class LifecycleService {
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
-  async advance(executionId: string): Promise<AdvanceOutcome> {
+  /**
+   * `sendNow`: given by an advance job (SEND_IN_ADVANCE), which then sends the first operation it finds ready itself,
+   * under its own job lock, instead of enqueueing a dispatch job for it.
+   */
+  async advance(executionId: string, sendNow?: SendNow): Promise<AdvanceOutcome> {
     let lost = 0;
     // The tenant (its approval policy and settings) is read with the execution, not once per step.
     let tenant: TenantEntity | null = null;
@@ -146,7 +153,7 @@ export class LifecycleService {
       // again after it finished: a terminal execution's operations can still change (a reviewer's resolution).
       await this.outcomes.evaluate(execution, operations);
       if (isTerminalExecution(execution.status)) return step === 0 ? 'skipped: terminal' : 'done';
-      const progressed = await this.step(execution, operations, tenant, settings);
+      const progressed = await this.step(execution, operations, tenant, settings, sendNow);
       // A lost CAS means someone else moved a row we read: look again rather than leave the execution where the
       // winner's (possibly older) view put it.
       if (progressed === 'lost') {
@@ -171,6 +178,7 @@ export class LifecycleService {
     operations: OperationEntity[],
     tenant: TenantEntity | null,
     settings: Map<string, ConnectorSettingsRecord>,
+    sendNow: SendNow | undefined,
   ): Promise<StepResult> {
     if (execution.deadlineAt.getTime() <= Date.now()) {
       await this.cancelPrepared(this.db.manager, operations, 'execution_expired');
@@ -186,7 +194,7 @@ export class LifecycleService {
       case E.VALIDATING_OUTPUT:
         return executionOnly(await this.complete(execution), operations);
       default:
-        return this.run(execution, operations, tenant);
+        return this.run(execution, operations, tenant, sendNow);
     }
   }
 
@@ -598,6 +606,7 @@ export class LifecycleService {
     execution: ExecutionEntity,
     operations: OperationEntity[],
     tenant: TenantEntity | null,
+    sendNow: SendNow | undefined,
   ): Promise<StepResult> {
     const latestByKey = new Map<string, OperationEntity>();
     for (const op of operations) latestByKey.set(op.key, op);
@@ -655,7 +664,13 @@ export class LifecycleService {
     if (ready.length > 0) {
       // The SENT statement sends only while the execution is running (I15): move it there before handing out jobs.
       if ((await this.move(execution, E.RUNNING)) === 'lost') return 'lost';
-      for (const op of ready) await this.enqueueDispatch(op);
+      // With an in-process sender, the first one is sent here and the others get dispatch jobs (sent side by side).
+      const [first, ...others] = ready;
+      for (const op of sendNow ? others : ready) await this.enqueueDispatch(op);
+      if (sendNow) {
+        await sendNow(first.id);
+        return true;
+      }
     }
     if (changed) return true;
     const target = startedExecutionTarget({ operations, dispatched: ready.length, awaitingApproval });

@@ -54,10 +54,19 @@ export type DispatchOutcome =
 
 const S = OperationStatus;
 
+export interface SendOptions {
+  /**
+   * Whether the execution moves on in this process once the outcome is written. A dispatch job asks for it; an advance
+   * job that sends an operation itself does not (its own loop takes the next step).
+   */
+  advanceAfter: boolean;
+}
+
 /**
  * Sends one operation, at most once (I3). SENT is committed before the connector is called; whatever happens
  * next, nothing here ever calls the connector for an operation that was already SENT.
  */
+
 @Injectable()
 export class SenderService {
   private readonly inFlight = new Set<Promise<unknown>>();
@@ -76,7 +85,11 @@ export class SenderService {
    * `stillOwned` asks whether this worker still holds the dispatch job's lock (true / false), or null when it cannot
    * tell: a worker whose lock ran out may already have been declared dead by the sweeper.
    */
-  async dispatch(operationId: string, stillOwned?: () => Promise<boolean | null>): Promise<DispatchOutcome> {
+  async dispatch(
+    operationId: string,
+    stillOwned?: () => Promise<boolean | null>,
+    options: SendOptions = { advanceAfter: true },
+  ): Promise<DispatchOutcome> {
     const found = await findOperationToSend(this.db.manager, operationId, this.connectors.secretsAccess());
     if (!found) return 'skipped: not found';
     const { operation: op, executionDeadline, tenant, settings } = found;
@@ -160,7 +173,7 @@ export class SenderService {
       return 'not called: woke up too late';
     }
 
-    const work = this.send(op, attempt, connector, tenantEnv);
+    const work = this.send(op, attempt, connector, tenantEnv, options);
     this.inFlight.add(work);
     try {
       await work;
@@ -175,6 +188,7 @@ export class SenderService {
     attempt: number,
     connector: Connector,
     tenant: TenantConnectorSettings,
+    options: SendOptions,
   ): Promise<void> {
     let outcome: SendOutcome;
     try {
@@ -223,7 +237,7 @@ export class SenderService {
         { jobId: jobId(JobName.RECONCILE_OPERATION, op.id, 0) },
       );
     }
-    await this.advanceExecution(op.executionId);
+    if (options.advanceAfter) await this.advanceExecution(op.executionId);
   }
 
   /**

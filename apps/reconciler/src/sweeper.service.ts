@@ -130,7 +130,8 @@ export class SweeperService {
       candidates.map((op) => op.executionId),
     );
     for (const op of candidates) {
-      if (live.has(op.id)) continue;
+      // A live dispatch job of the operation, or a live advance job of its execution (which sends in-process).
+      if (live.has(op.id) || live.has(op.executionId)) continue;
       const result = await this.transitions.operation(this.db.manager, {
         operation: snapshotOf(op),
         to: OperationStatus.UNKNOWN,
@@ -154,17 +155,27 @@ export class SweeperService {
     return moved;
   }
 
-  /** Operation ids of dispatch jobs that are active and still locked by a running worker; null if Redis cannot say. */
+  /**
+   * Who may still be sending: the operation ids of dispatch jobs, and the execution ids of advance jobs (which send a
+   * ready operation themselves, SEND_IN_ADVANCE), that are active and still locked by a running worker; null if Redis
+   * cannot say. Both queues' workers hold their locks for DISPATCH_LOCK_MS and renew them while alive.
+   */
   private async liveDispatches(): Promise<Set<string> | null> {
     try {
       const live = new Set<string>();
-      // On every shard: an operation's dispatch job is on its execution's.
-      for (const queue of await this.producer.connectedQueues(QueueName.DISPATCH)) {
-        const active = await queue.getActive(0, 4 * BATCH);
-        for (const job of active) {
-          const operationId = (job?.data as { operationId?: unknown } | undefined)?.operationId;
-          if (!job?.id || typeof operationId !== 'string') continue;
-          if (await this.redis.exists(`${queue.toKey(job.id)}:lock`)) live.add(operationId);
+      const owners = [
+        { queueName: QueueName.DISPATCH, idField: 'operationId' },
+        { queueName: QueueName.EXECUTIONS, idField: 'executionId' },
+      ] as const;
+      for (const { queueName, idField } of owners) {
+        // On every shard: an operation's jobs are on its execution's.
+        for (const queue of await this.producer.connectedQueues(queueName)) {
+          const active = await queue.getActive(0, 4 * BATCH);
+          for (const job of active) {
+            const id = (job?.data as Record<string, unknown> | undefined)?.[idField];
+            if (!job?.id || typeof id !== 'string') continue;
+            if (await this.redis.exists(`${queue.toKey(job.id)}:lock`)) live.add(id);
+          }
         }
       }
       return live;

@@ -123,6 +123,16 @@ const ConfigSchema = z
       .enum(['true', 'false', '1', '0'])
       .default('true')
       .transform((v) => v === 'true' || v === '1'),
+    /**
+     * The advance job that makes an operation ready sends it itself (under its own job lock, which the sweeper's orphan
+     * check accepts as it accepts a dispatch job's) instead of handing it to a dispatch job: one BullMQ job per
+     * operation on the happy path. Further operations ready at the same moment still get dispatch jobs, so they are
+     * sent side by side.
+     */
+    SEND_IN_ADVANCE: z
+      .enum(['true', 'false', '1', '0'])
+      .default('true')
+      .transform((v) => v === 'true' || v === '1'),
     READ_BACKOFF_MS: ms(250),
     READ_BACKOFF_MAX_MS: ms(5_000),
     RECONCILE_BUDGET: z.coerce.number().int().min(1).default(8),
