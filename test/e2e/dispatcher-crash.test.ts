@@ -183,7 +183,8 @@ describe('dispatcher: crashes and pauses around the send', () => {
   });
 
   it('graceful SIGTERM: the in-flight send finishes and records its outcome, no new work is taken, exit 0', async () => {
-    const a = await pausedDispatcher({ TEST_PAUSE_AFTER_CALL_MS: '3000' });
+    // The send in a dispatch job (the advance job's own send is the next test).
+    const a = await pausedDispatcher({ TEST_PAUSE_AFTER_CALL_MS: '3000', SEND_IN_ADVANCE: 'false' });
     const reference = unique('sigterm');
     const created = await submit(stack, [charge(reference)]);
     const [opId] = await waitForMarkers(a, 'paused after call', 1);
@@ -212,6 +213,24 @@ describe('dispatcher: crashes and pauses around the send', () => {
     expect(execution.operations[0].status).toBe('VERIFIED');
     expect((await settle(stack, later.id)).operations[0].status).toBe('VERIFIED');
     expect(statusPath(await events(stack, created.id), opId)).toEqual(['PREPARED', 'SENT', 'ACKNOWLEDGED', 'VERIFIED']);
+    expect((await stack.effects()).charges[reference].count).toBe(1);
+  });
+
+  it('graceful SIGTERM during a send in the advance job: it finishes and records its outcome, exit 0', async () => {
+    const a = await pausedDispatcher({ TEST_PAUSE_AFTER_CALL_MS: '3000' });
+    const reference = unique('sigterm-advance');
+    const created = await submit(stack, [charge(reference)]);
+    const [opId] = await waitForMarkers(a, 'paused after call', 1);
+    a.child.kill('SIGTERM');
+    expect(await a.exited).toBe(0);
+    // Recorded by the stopping process itself, before it exited.
+    const log = await events(stack, created.id);
+    expect(statusPath(log, opId).slice(0, 3)).toEqual(['PREPARED', 'SENT', 'ACKNOWLEDGED']);
+    expect(statusPath(log, opId)).not.toContain('UNKNOWN');
+    expect(logLines(a).some((l) => l.msg === 'dispatch' && l.operationId === opId && l.outcome === 'sent')).toBe(true);
+
+    await stack.startApp('dispatcher');
+    expect((await settle(stack, created.id)).operations[0].status).toBe('VERIFIED');
     expect((await stack.effects()).charges[reference].count).toBe(1);
   });
 });
