@@ -5,7 +5,7 @@ import {
   expectLegalHistory,
   getExecution,
   logLines,
-  markedOperations,
+  waitForMarkers,
   settle,
   stackQueue,
   statusPath,
@@ -35,15 +35,6 @@ describe('dispatcher: crashes and pauses around the send', () => {
 
   async function pausedDispatcher(env: Record<string, string>): Promise<RunningApp> {
     return stack.startApp('dispatcher', env);
-  }
-
-  async function waitForMarkers(app: RunningApp, marker: string, count: number): Promise<string[]> {
-    return waitFor(
-      async () => markedOperations(app, marker),
-      (ids) => new Set(ids).size >= count,
-      30_000,
-      20,
-    );
   }
 
   /**

@@ -177,6 +177,16 @@ export function markedOperations(app: RunningApp, marker: string): string[] {
     .map((l) => String(l.operationId));
 }
 
+/** Waits until `count` distinct operations have logged `marker` (a test-only pause point), and returns their ids. */
+export async function waitForMarkers(app: RunningApp, marker: string, count = 1): Promise<string[]> {
+  return waitFor(
+    async () => markedOperations(app, marker),
+    (ids) => new Set(ids).size >= count,
+    30_000,
+    20,
+  );
+}
+
 /** A BullMQ queue of the stack's own Redis prefix: for tests that enqueue a job the way a duplicate would arrive. */
 export function stackQueue(stack: Stack, name: string): Queue {
   const queue = new Queue(name, { connection: { url: TEST_REDIS_URL }, prefix: stack.prefix });

@@ -5,7 +5,7 @@ import {
   expectLegalHistory,
   getExecution,
   logLines,
-  markedOperations,
+  waitForMarkers,
   settle,
   stackQueue,
   statusPath,
@@ -81,12 +81,7 @@ describe('sweeper: a locked advance job is a live sender', () => {
     const dispatcher = await stack.startApp('dispatcher', { TEST_PAUSE_AFTER_SENT_MS: '8000' });
     const reference = unique('sendadv-live');
     const created = await submit(stack, [charge(reference)]);
-    const [opId] = await waitFor(
-      async () => markedOperations(dispatcher, 'paused after SENT'),
-      (ids) => ids.length >= 1,
-      30_000,
-      20,
-    );
+    const [opId] = await waitForMarkers(dispatcher, 'paused after SENT');
     // Two whole sweeps that began after the orphan threshold had passed for this operation.
     await waitFor(
       async () =>

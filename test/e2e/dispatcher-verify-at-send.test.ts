@@ -5,7 +5,7 @@ import {
   events,
   expectLegalHistory,
   getExecution,
-  markedOperations,
+  waitForMarkers,
   resetSandbox,
   settle,
   submit,
@@ -84,12 +84,7 @@ describe('dispatcher: killed between the acknowledgement and its read at send', 
     const dispatcher = await stack.startApp('dispatcher', { TEST_PAUSE_BEFORE_READ_MS: '60000' });
     const reference = unique('vsend-kill');
     const created = await submit(stack, [charge(reference)]);
-    const [operationId] = await waitFor(
-      async () => markedOperations(dispatcher, 'paused before read-back'),
-      (ids) => ids.length >= 1,
-      30_000,
-      20,
-    );
+    const [operationId] = await waitForMarkers(dispatcher, 'paused before read-back');
     const mid = (await stack.db.dataSource.query(`SELECT status FROM operations WHERE id = $1`, [operationId])) as {
       status: string;
     }[];
