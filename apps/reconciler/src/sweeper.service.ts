@@ -1,9 +1,10 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import {
   TransitionService,
   claimDueObservations,
   executionsPastDeadline,
+  msSinceLastSweep,
   operationsOwedChecks,
   operationsSentBefore,
   overdueUnescalatedObligations,
@@ -48,7 +49,10 @@ export interface SweepReport {
  * the sweep). Postgres is the truth and jobs are only triggers, so the sweep re-derives every owed job from rows.
  */
 @Injectable()
-export class SweeperService {
+export class SweeperService implements OnApplicationBootstrap, OnApplicationShutdown {
+  private fallbackTimer: NodeJS.Timeout | null = null;
+  private fallbackRunning = false;
+
   constructor(
     @InjectDataSource() private readonly db: DataSource,
     private readonly transitions: TransitionService,
@@ -62,6 +66,46 @@ export class SweeperService {
 
   /** With traces on, each job the sweep enqueues joins its execution's trace (not the sweep's); off, no lookup. */
   private readonly traced: boolean;
+
+  /**
+   * The sweep is the trigger that re-derives every other one, so it must not depend on Redis alone: BullMQ's schedule
+   * has been seen to stop delivering the sweep job (a worker that kept "running" but took no job after a Redis Cluster
+   * node came back empty). Each reconciler looks every few sweep intervals at when the last sweep of any reconciler
+   * started (sweep_log, in Postgres); when none has for ten intervals it sweeps itself. The advisory lock still lets
+   * only one sweep run at a time, so this costs nothing while the schedule works.
+   */
+  onApplicationBootstrap(): void {
+    const every = Math.max(1_000, 5 * this.config.SWEEP_INTERVAL_MS);
+    this.fallbackTimer = setInterval(() => void this.sweepIfOverdue(), every);
+    this.fallbackTimer.unref();
+  }
+
+  onApplicationShutdown(): void {
+    if (this.fallbackTimer) clearInterval(this.fallbackTimer);
+    this.fallbackTimer = null;
+  }
+
+  /** Sweeps in this process when no sweep has started for ten intervals (at least 5 s); whether it did. */
+  async sweepIfOverdue(): Promise<boolean> {
+    if (this.fallbackRunning) return false;
+    this.fallbackRunning = true;
+    try {
+      const overdueAfterMs = Math.max(5_000, 10 * this.config.SWEEP_INTERVAL_MS);
+      const since = await msSinceLastSweep(this.db.manager);
+      if (since !== null && since < overdueAfterMs) return false;
+      this.logger.warn(
+        { msSinceLastSweep: since === null ? null : Math.round(since), overdueAfterMs },
+        'no sweep has started for too long (the sweep schedule in Redis is not delivering): sweeping from this process',
+      );
+      await this.sweep();
+      return true;
+    } catch (error) {
+      this.logger.warn({ err: error }, 'the overdue sweep failed; the next check tries again');
+      return false;
+    } finally {
+      this.fallbackRunning = false;
+    }
+  }
 
   private traceParents(of: 'executions' | 'operations', ids: readonly string[]): Promise<Map<string, string>> {
     return this.traced ? traceParentsOf(this.db.manager, of, ids) : Promise.resolve(new Map());

@@ -10,6 +10,10 @@ INSERT INTO sweep_log (worker) VALUES ($1) RETURNING id;
 -- finishLog
 UPDATE sweep_log SET finished_at = clock_timestamp(), report = $2 WHERE id = $1;
 
+-- msSinceLastSweep
+SELECT (extract(epoch FROM clock_timestamp() - started_at) * 1000)::float8 AS ms
+     FROM sweep_log ORDER BY id DESC LIMIT 1;
+
 -- executionsPastDeadline
 SELECT id FROM executions WHERE status NOT IN ('completed', 'failed', 'cancelled', 'expired') AND deadline_at <= now()
      ORDER BY deadline_at LIMIT $1;

@@ -1,10 +1,19 @@
 import { insertChargeExecution } from '../../../test/support/fixtures';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { findExecutionForWorker } from './store';
-import { traceParentsOf, withSweepLock } from './sweep.repository';
+import { msSinceLastSweep, traceParentsOf, withSweepLock } from './sweep.repository';
 
 describe('withSweepLock (real Postgres)', () => {
   const db = useTestDatabase('sweeplock');
+
+  it('says how long ago the last sweep started: null before any, then the age of the newest row', async () => {
+    expect(await msSinceLastSweep(db.dataSource.manager)).toBeNull();
+    await db.dataSource.query(`INSERT INTO sweep_log (worker, started_at) VALUES ('old', now() - interval '1 hour')`);
+    expect(await msSinceLastSweep(db.dataSource.manager)).toBeGreaterThanOrEqual(3_600_000);
+    await db.dataSource.query(`INSERT INTO sweep_log (worker) VALUES ('new')`);
+    expect(await msSinceLastSweep(db.dataSource.manager)).toBeLessThan(3_600_000);
+    await db.dataSource.query(`DELETE FROM sweep_log`);
+  });
 
   it('runs one sweep at a time: a second caller skips while the first holds the lock, and runs once it is released', async () => {
     let release!: () => void;

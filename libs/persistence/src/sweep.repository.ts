@@ -26,6 +26,9 @@ export const SWEEP_SQL = {
   unlock: `SELECT pg_advisory_unlock($1)`,
   startLog: `INSERT INTO sweep_log (worker) VALUES ($1) RETURNING id`,
   finishLog: `UPDATE sweep_log SET finished_at = clock_timestamp(), report = $2 WHERE id = $1`,
+  // On the database's clock; the newest row by its key (no row: no sweep ever started).
+  msSinceLastSweep: `SELECT (extract(epoch FROM clock_timestamp() - started_at) * 1000)::float8 AS ms
+     FROM sweep_log ORDER BY id DESC LIMIT 1`,
   executionsPastDeadline: `SELECT id FROM executions WHERE status NOT IN (${TERMINAL}) AND deadline_at <= now()
      ORDER BY deadline_at LIMIT $1`,
   staleExecutions: `SELECT id FROM executions
@@ -95,6 +98,12 @@ export async function withSweepLock<R>(
   } finally {
     await runner.release();
   }
+}
+
+/** How long ago (ms, on the database's clock) the last sweep of any reconciler started; null when none ever did. */
+export async function msSinceLastSweep(db: Queryable): Promise<number | null> {
+  const [row] = await rows<{ ms: number | null }>(db, SWEEP_SQL.msSinceLastSweep, []);
+  return row?.ms ?? null;
 }
 
 async function ids(db: Queryable, sql: string, params: unknown[]): Promise<string[]> {
