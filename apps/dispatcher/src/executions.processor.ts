@@ -38,6 +38,7 @@ export class ExecutionsProcessor extends QueueWorker {
       ? async (operationId) => {
           const outcome = await this.sender.dispatch(operationId, () => this.holdsLock(job, token), {
             advanceAfter: false,
+            sender: 'advance-job',
           });
           // The same line a dispatch job writes: one per operation and send.
           this.logger.info({ operationId, outcome }, 'dispatch');

@@ -45,6 +45,7 @@ export type DispatchOutcome =
   | 'sent'
   | 'skipped: not found'
   | 'skipped: lost race'
+  | 'skipped: already SENT by another sender'
   | 'skipped: approval no longer valid'
   | 'skipped: precondition unread'
   | `skipped: refused by the send guard (${string})`
@@ -60,6 +61,8 @@ export interface SendOptions {
    * job that sends an operation itself does not (its own loop takes the next step).
    */
   advanceAfter: boolean;
+  /** Which job sends (what an operation found already SENT means depends on it: `sendStart`). */
+  sender: 'dispatch-job' | 'advance-job';
 }
 
 /**
@@ -88,7 +91,7 @@ export class SenderService {
   async dispatch(
     operationId: string,
     stillOwned?: () => Promise<boolean | null>,
-    options: SendOptions = { advanceAfter: true },
+    options: SendOptions = { advanceAfter: true, sender: 'dispatch-job' },
   ): Promise<DispatchOutcome> {
     const found = await findOperationToSend(this.db.manager, operationId, this.connectors.secretsAccess());
     if (!found) return 'skipped: not found';
@@ -97,8 +100,10 @@ export class SenderService {
       status: op.status,
       attempt: op.attempt,
       resolutionStatus: (op.obligation as { resolution?: { status?: string } } | null)?.resolution?.status,
+      sender: options.sender,
     });
     if (start.kind === 'orphan') return this.markOrphan(op);
+    if (start.kind === 'sending-elsewhere') return 'skipped: already SENT by another sender';
     const release = start.kind === 'release';
     // What a send needs is checked by the SENT statement itself (I15), so a stray, duplicated, replayed or hand-made
     // job cannot send early or twice: the reads here only decide what to try, never whether it is safe.

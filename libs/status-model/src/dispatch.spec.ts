@@ -198,7 +198,15 @@ describe('sendStart: what a dispatch job found', () => {
     ['cancelled meanwhile', OperationStatus.CANCELLED, 0, null, 'moved'],
     ['already acknowledged', OperationStatus.ACKNOWLEDGED, 1, null, 'moved'],
   ] as const)('%s', (_name, status, attempt, resolutionStatus, kind) => {
-    expect(sendStart({ status, attempt, resolutionStatus })).toEqual({ kind });
+    expect(sendStart({ status, attempt, resolutionStatus, sender: 'dispatch-job' })).toEqual({ kind });
+  });
+
+  it('an advance job sending in-process leaves an operation already SENT to its sender, and never calls again', () => {
+    const sent = { status: OperationStatus.SENT, attempt: 1, resolutionStatus: null };
+    expect(sendStart({ ...sent, sender: 'advance-job' })).toEqual({ kind: 'sending-elsewhere' });
+    expect(sendStart({ ...sent, sender: 'dispatch-job' })).toEqual({ kind: 'orphan' });
+    const prepared = { status: OperationStatus.PREPARED, attempt: 0, resolutionStatus: null };
+    expect(sendStart({ ...prepared, sender: 'advance-job' })).toEqual({ kind: 'dispatch' });
   });
 });
 

@@ -135,8 +135,14 @@ export function startedExecutionTarget(state: {
 }
 
 export type SendStart =
-  /** Already SENT (a crash, a stalled or duplicate job): never called again (I3); UNKNOWN, and reconciled. */
+  /** Already SENT, found by a dispatch job (a crash, a stalled or duplicate job): never called again (I3); UNKNOWN. */
   | { kind: 'orphan' }
+  /**
+   * Already SENT, found by an advance job sending in-process: most likely another advance job of the execution that
+   * saw it ready at the same moment is sending it now (advance jobs have no per-operation id that would deduplicate
+   * them, as a dispatch job's does). Never called again (I3), and left alone: a real orphan is the sweeper's.
+   */
+  | { kind: 'sending-elsewhere' }
   /** A reviewer released a never-sent held operation (resolution SENT): sent under the release guard. */
   | { kind: 'release' }
   /** PREPARED: sent under the dispatch guard (the SENT statement checks what a send needs). */
@@ -144,14 +150,17 @@ export type SendStart =
   /** Anything else: it moved since the job was made; nothing is sent. */
   | { kind: 'moved' };
 
-/** What a dispatch job found, before anything is tried. */
+/** What a sender found, before anything is tried. */
 export function sendStart(op: {
   status: OperationStatus;
   attempt: number;
   /** The status of the resolution recorded on its obligation, if any. */
   resolutionStatus: string | null | undefined;
+  /** Which job sends: the operation's own dispatch job, or an advance job sending the operation it found ready. */
+  sender: 'dispatch-job' | 'advance-job';
 }): SendStart {
-  if (op.status === OperationStatus.SENT) return { kind: 'orphan' };
+  if (op.status === OperationStatus.SENT)
+    return { kind: op.sender === 'dispatch-job' ? 'orphan' : 'sending-elsewhere' };
   if (op.status === OperationStatus.MANUAL_REVIEW && !everSent(op) && op.resolutionStatus === OperationStatus.SENT) {
     return { kind: 'release' };
   }
