@@ -103,14 +103,15 @@ describe('npm start supervises its apps', () => {
     );
 
     process.kill(killed, 'SIGKILL');
+    // "started" and "restarted" are two lines that may reach this process in two reads: wait for the second.
     await waitFor(
-      async () => started().filter(({ app }) => app === 'dispatcher').length,
-      (count) => count === 2,
+      async () => output,
+      (text) => /dispatcher restarted \(pid \d+\); the other apps kept running/.test(text),
       30_000,
       100,
     );
+    expect(started().filter(({ app }) => app === 'dispatcher')).toHaveLength(2);
     expect(output).toContain('dispatcher stopped unexpectedly (signal SIGKILL); restarting it in 1 s');
-    expect(output).toMatch(/dispatcher restarted \(pid \d+\); the other apps kept running/);
     const restarted = started().filter(({ app }) => app === 'dispatcher')[1].pid;
     expect(restarted).not.toBe(killed);
     expect(alive(killed)).toBe(false);
