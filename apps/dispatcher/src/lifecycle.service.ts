@@ -124,8 +124,8 @@ export class LifecycleService {
   ) {}
 
   /**
-   * `sendNow`: given by an advance job (SEND_IN_ADVANCE), which then sends the first operation it finds ready itself,
-   * under its own job lock, instead of enqueueing a dispatch job for it.
+   * `sendNow`: given by an advance job (SEND_IN_ADVANCE), which then sends the operations it finds ready itself, under
+   * its own job lock, instead of enqueueing dispatch jobs for them.
    */
   async advance(executionId: string, sendNow?: SendNow): Promise<AdvanceOutcome> {
     let lost = 0;
@@ -664,13 +664,18 @@ export class LifecycleService {
     if (ready.length > 0) {
       // The SENT statement sends only while the execution is running (I15): move it there before handing out jobs.
       if ((await this.move(execution, E.RUNNING)) === 'lost') return 'lost';
-      // With an in-process sender, the first one is sent here and the others get dispatch jobs (sent side by side).
-      const [first, ...others] = ready;
-      for (const op of sendNow ? others : ready) await this.enqueueDispatch(op);
       if (sendNow) {
-        await sendNow(first.id);
+        // Every ready operation is sent here, side by side. No dispatch job is made for them: an operation must have
+        // one kind of sender, or a dispatch job finding it SENT by an advance job would take it for an orphan.
+        await Promise.all(ready.map((op) => sendNow(op.id)));
         return true;
       }
+      if (this.config.SEND_IN_ADVANCE) {
+        // Moving on outside an advance job (after a dispatch job's send): an advance job sends them.
+        await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: execution.id });
+        return false;
+      }
+      for (const op of ready) await this.enqueueDispatch(op);
     }
     if (changed) return true;
     const target = startedExecutionTarget({ operations, dispatched: ready.length, awaitingApproval });

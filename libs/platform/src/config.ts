@@ -124,10 +124,9 @@ const ConfigSchema = z
       .default('true')
       .transform((v) => v === 'true' || v === '1'),
     /**
-     * The advance job that makes an operation ready sends it itself (under its own job lock, which the sweeper's orphan
-     * check accepts as it accepts a dispatch job's) instead of handing it to a dispatch job: one BullMQ job per
-     * operation on the happy path. Further operations ready at the same moment still get dispatch jobs, so they are
-     * sent side by side.
+     * The advance job that makes operations ready sends them itself, side by side (under its own job lock, which the
+     * sweeper's orphan check accepts as it accepts a dispatch job's), instead of handing them to dispatch jobs: one
+     * BullMQ job per operation on the happy path. Dispatch jobs remain for a reviewer's release.
      */
     SEND_IN_ADVANCE: z
       .enum(['true', 'false', '1', '0'])
