@@ -14,6 +14,8 @@ interface ReceivedSpan {
   parentSpanId: string;
   name: string;
   kind: number;
+  /** Nanoseconds since the epoch, as a decimal string (spans arrive in the order they end, not start). */
+  startTime: bigint;
   attributes: Record<string, unknown>;
   events: { name: string; attributes: Record<string, unknown> }[];
   links: { traceId: string; spanId: string; attributes: Record<string, unknown> }[];
@@ -27,6 +29,7 @@ interface OtlpSpan {
   parentSpanId?: string;
   name: string;
   kind: number;
+  startTimeUnixNano?: string | number;
   attributes?: OtlpAttribute[];
   events?: { name: string; attributes?: OtlpAttribute[] }[];
   links?: { traceId: string; spanId: string; attributes?: OtlpAttribute[] }[];
@@ -89,6 +92,7 @@ class Collector {
             parentSpanId: hexId(span.parentSpanId),
             name: span.name,
             kind: span.kind,
+            startTime: BigInt(span.startTimeUnixNano ?? 0),
             attributes: attributes(span.attributes),
             events: (span.events ?? []).map((e) => ({ name: e.name, attributes: attributes(e.attributes) })),
             links: (span.links ?? []).map((l) => ({
@@ -213,6 +217,53 @@ describe('traces (OpenTelemetry, OTLP/HTTP)', () => {
 
     // A read of the execution answers with the same trace id.
     expect((await getExecution(stack, created.id)).trace_id).toBe(traceId);
+  });
+
+  it("a lone charge's happy path: the dispatcher reads the execution once and holds what it read until completion", async () => {
+    const created = await submit(stack, [charge(unique('trace-statements'))]);
+    const done = await settle(stack, created.id);
+    expect(done.status).toBe('completed');
+    expect(done.operations[0].status).toBe('VERIFIED');
+    const spans = await waitFor(
+      async () => collector.trace(created.trace_id!),
+      (found) =>
+        found.some((s) => s.events.some((e) => e.attributes['verity.to'] === 'completed')) &&
+        found.every((s) => s.parentSpanId === '' || found.some((p) => p.spanId === s.parentSpanId)),
+      30_000,
+      200,
+    );
+    // Every statement the dispatcher sent to Postgres for this execution, in the order it sent them, by what it does.
+    const kinds: [RegExp, string][] = [
+      [/^START TRANSACTION/, 'BEGIN'],
+      [/^COMMIT/, 'COMMIT'],
+      [/^SELECT t\..*FOR UPDATE/s, 'lock the operations'],
+      [/^SELECT status FROM executions .*FOR UPDATE/s, 'lock the execution'],
+      [/^SELECT e\./, 'read the execution, its operations and tenant'],
+      [/^SELECT o\./, 'read the operation to send'],
+      [/^SELECT t\./, 'read the operations'],
+      [/^WITH moved AS \(\s*UPDATE executions/, 'move the execution'],
+      [/^WITH moved AS \(\s*UPDATE operations/, 'move the operation'],
+    ];
+    const statements = spans
+      .filter((s) => s.service === 'verity-dispatcher' && s.name.startsWith('pg.query'))
+      .sort((a, b) => (a.startTime < b.startTime ? -1 : a.startTime > b.startTime ? 1 : 0))
+      .map((s) => String(s.attributes['db.query.text'] ?? s.attributes['db.statement']))
+      .map((text) => kinds.find(([pattern]) => pattern.test(text))?.[1] ?? text.slice(0, 80));
+    expect(statements).toEqual([
+      'read the execution, its operations and tenant',
+      // created → … → running, in one transaction, from the rows read again under the lock.
+      'BEGIN',
+      'lock the operations',
+      'lock the execution',
+      'move the execution',
+      'COMMIT',
+      // The advance job sends the operation from the rows it holds: PREPARED → SENT → ACKNOWLEDGED → VERIFIED.
+      'move the operation',
+      'move the operation',
+      'move the operation',
+      // VERIFIED is final: nothing is read again before running → validating_output → completed.
+      'move the execution',
+    ]);
   });
 
   it("a reviewer's approval is its own request, but the send it releases joins the execution's trace", async () => {

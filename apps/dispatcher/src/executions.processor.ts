@@ -35,14 +35,14 @@ export class ExecutionsProcessor extends QueueWorker {
     const handler = this.handlers[job.name as JobName.ADVANCE_EXECUTION];
     if (!handler) throw new Error(`no handler for job ${job.name} on ${QueueName.EXECUTIONS}`);
     const sendNow: SendNow | undefined = this.sendInAdvance
-      ? async (operationId) => {
-          const outcome = await this.sender.dispatch(operationId, () => this.holdsLock(job, token), {
+      ? async (operationId, held) => {
+          const report = await this.sender.sendOperation(operationId, held, () => this.holdsLock(job, token), {
             advanceAfter: false,
             sender: 'advance-job',
           });
           // The same line a dispatch job writes: one per operation and send.
-          this.logger.info({ operationId, outcome }, 'dispatch');
-          return outcome;
+          this.logger.info({ operationId, outcome: report.outcome }, 'dispatch');
+          return report;
         }
       : undefined;
     return handler(job.data as JobPayloads[JobName.ADVANCE_EXECUTION], sendNow);

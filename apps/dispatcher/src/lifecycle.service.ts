@@ -7,6 +7,7 @@ import {
   ExecutionEntity,
   ExecutionPatch,
   OperationEntity,
+  OperationToSend,
   TenantEntity,
   TransitionService,
   connectorOperation,
@@ -31,6 +32,7 @@ import {
   preparePhases,
   preparedStep,
   startedExecutionTarget,
+  isFinalOperation,
   isTerminalExecution,
   nextPreconditionRead,
 } from '@verity/status-model';
@@ -94,8 +96,14 @@ class MoveChain {
  */
 type StepResult = boolean | 'lost' | { operations: OperationEntity[] };
 
-/** Sends one ready operation in the calling job (SenderService.dispatch under that job's lock); what it did. */
-export type SendNow = (operationId: string) => Promise<string>;
+/**
+ * Sends one ready operation in the calling job (SenderService.sendOperation under that job's lock), from the rows the
+ * job holds when it has them (`held`); what it did, and the status it last wrote to the operation (null: none).
+ */
+export type SendNow = (
+  operationId: string,
+  held: OperationToSend | undefined,
+) => Promise<{ outcome: string; written: OperationStatus | null }>;
 
 /** A won move that wrote only the execution row keeps the operations read for it; anything else is passed on. */
 function executionOnly(moved: boolean | 'lost', operations: OperationEntity[] | null): StepResult {
@@ -194,7 +202,7 @@ export class LifecycleService {
       case E.VALIDATING_OUTPUT:
         return executionOnly(await this.complete(execution), operations);
       default:
-        return this.run(execution, operations, tenant, sendNow);
+        return this.run(execution, operations, tenant, settings, sendNow);
     }
   }
 
@@ -606,6 +614,7 @@ export class LifecycleService {
     execution: ExecutionEntity,
     operations: OperationEntity[],
     tenant: TenantEntity | null,
+    settings: Map<string, ConnectorSettingsRecord>,
     sendNow: SendNow | undefined,
   ): Promise<StepResult> {
     const latestByKey = new Map<string, OperationEntity>();
@@ -667,8 +676,14 @@ export class LifecycleService {
       if (sendNow) {
         // Every ready operation is sent here, side by side. No dispatch job is made for them: an operation must have
         // one kind of sender, or a dispatch job finding it SENT by an advance job would take it for an orphan.
-        await Promise.all(ready.map((op) => sendNow(op.id)));
-        return true;
+        const reports = await Promise.all(
+          ready.map((op) => {
+            const known = settings.get(op.connector);
+            const held = known && { operation: op, executionDeadline: execution.deadlineAt, tenant, settings: known };
+            return sendNow(op.id, held);
+          }),
+        );
+        return this.afterSends(execution, operations, ready, reports);
       }
       if (this.config.SEND_IN_ADVANCE) {
         // Moving on outside an advance job (after a dispatch job's send): an advance job sends them.
@@ -684,6 +699,26 @@ export class LifecycleService {
     const moved = await this.move(execution, target);
     // A status change of the execution alone needs no second look: operations have not moved.
     return moved === 'lost' ? 'lost' : false;
+  }
+
+  /**
+   * What the next step needs after this job's sends: a fresh read of the operations — unless every one of them is now
+   * final as this job knows it (what its sends wrote, or what it read final: nothing moves a final operation again) and
+   * no criterion is judged from their rows (the evidence the sends wrote is not in memory). Then the operations as
+   * known are current, and the execution completes without reading them again.
+   */
+  private afterSends(
+    execution: ExecutionEntity,
+    operations: OperationEntity[],
+    sent: OperationEntity[],
+    reports: { written: OperationStatus | null }[],
+  ): StepResult {
+    if (execution.criteria.length > 0) return true;
+    const written = new Map(sent.map((op, i) => [op.id, reports[i].written]));
+    const now = (op: OperationEntity) => (written.has(op.id) ? written.get(op.id)! : op.status);
+    if (!operations.every((op) => now(op) !== null && isFinalOperation(now(op)!, op.verificationMethod))) return true;
+    for (const op of sent) op.status = written.get(op.id)!;
+    return { operations };
   }
 
   /**

@@ -19,6 +19,7 @@ import {
   connectorOperation,
   describeCapExceeded,
   findOperationToSend,
+  OperationToSend,
   sendRefusals,
   settledByReadBack,
   snapshotOf,
@@ -65,6 +66,12 @@ export interface SendOptions {
   sender: 'dispatch-job' | 'advance-job';
 }
 
+/** What a send did, and the status this send last wrote to its operation (null when it wrote none, or lost it). */
+export interface SendReport {
+  outcome: DispatchOutcome;
+  written: OperationStatus | null;
+}
+
 /**
  * Sends one operation, at most once (I3). SENT is committed before the connector is called; whatever happens
  * next, nothing here ever calls the connector for an operation that was already SENT.
@@ -93,8 +100,23 @@ export class SenderService {
     stillOwned?: () => Promise<boolean | null>,
     options: SendOptions = { advanceAfter: true, sender: 'dispatch-job' },
   ): Promise<DispatchOutcome> {
-    const found = await findOperationToSend(this.db.manager, operationId, this.connectors.secretsAccess());
-    if (!found) return 'skipped: not found';
+    return (await this.sendOperation(operationId, undefined, stillOwned, options)).outcome;
+  }
+
+  /**
+   * `held`: the operation with its tenant and settings as the caller already read them — the advance job, for the
+   * step that found it ready. A second read would tell nothing the SENT statement does not check itself (I15); it is
+   * made only when nothing is held.
+   */
+  async sendOperation(
+    operationId: string,
+    held: OperationToSend | undefined,
+    stillOwned: (() => Promise<boolean | null>) | undefined,
+    options: SendOptions,
+  ): Promise<SendReport> {
+    const outcome = (what: DispatchOutcome): SendReport => ({ outcome: what, written: null });
+    const found = held ?? (await findOperationToSend(this.db.manager, operationId, this.connectors.secretsAccess()));
+    if (!found) return outcome('skipped: not found');
     const { operation: op, executionDeadline, tenant, settings } = found;
     const start = sendStart({
       status: op.status,
@@ -102,23 +124,23 @@ export class SenderService {
       resolutionStatus: (op.obligation as { resolution?: { status?: string } } | null)?.resolution?.status,
       sender: options.sender,
     });
-    if (start.kind === 'orphan') return this.markOrphan(op);
-    if (start.kind === 'sending-elsewhere') return 'skipped: already SENT by another sender';
+    if (start.kind === 'orphan') return outcome(await this.markOrphan(op));
+    if (start.kind === 'sending-elsewhere') return outcome('skipped: already SENT by another sender');
     const release = start.kind === 'release';
     // What a send needs is checked by the SENT statement itself (I15), so a stray, duplicated, replayed or hand-made
     // job cannot send early or twice: the reads here only decide what to try, never whether it is safe.
     const guard: SendGuard = release
       ? { kind: 'release' }
       : { kind: 'dispatch', approvalRequired: needsApproval(op, tenant?.settings, this.connectors) };
-    if (start.kind === 'moved') return this.refused(op, ['status_moved']);
+    if (start.kind === 'moved') return outcome(this.refused(op, ['status_moved']));
     const connector = this.connectors.require(op.connector);
-    // The tenant's settings for this connector (allowlist, secrets, spending caps), read fresh for every send: with
-    // the operation, in the same statement.
+    // The tenant's settings for this connector (allowlist, secrets, spending caps), read with the operation in the same
+    // statement: this send's own read, or the advance job's read of the step that found the operation ready.
     const tenantEnv: TenantConnectorSettings = { allowHosts: settings.allowHosts, secrets: settings.secrets };
 
     if (!release && op.approval?.state === 'granted' && op.nextCheckAt === null) {
       const stale = await this.approvalStaleness(op, tenantEnv, executionDeadline, tenant);
-      if (stale) return stale;
+      if (stale) return outcome(stale);
     }
 
     let committingAt = Date.now();
@@ -149,13 +171,13 @@ export class SenderService {
     if ('exceeded' in committed) {
       // Only a send that could otherwise happen is cancelled for the cap: a stray job changes nothing.
       const refusals = await sendRefusals(this.db.manager, op.id, guard);
-      if (refusals.length > 0) return this.refused(op, refusals);
-      return this.refuseOverCap(op, committed.exceeded, release);
+      if (refusals.length > 0) return outcome(this.refused(op, refusals));
+      return outcome(await this.refuseOverCap(op, committed.exceeded, release));
     }
     const sent = committed.sent;
     if (!sent.won || sent.attempt === undefined) {
       const refusals = await sendRefusals(this.db.manager, op.id, guard);
-      return refusals.length > 0 ? this.refused(op, refusals) : 'skipped: lost race';
+      return outcome(refusals.length > 0 ? this.refused(op, refusals) : 'skipped: lost race');
     }
     const attempt = sent.attempt;
     await testPause(this.logger, this.config.TEST_PAUSE_AFTER_SENT_MS, 'paused after SENT', op.id);
@@ -175,17 +197,16 @@ export class SenderService {
         op.executionId,
         'SENT, then not called: the worker woke up too late; nothing was handed to the connector by this attempt',
       );
-      return 'not called: woke up too late';
+      return outcome('not called: woke up too late');
     }
 
     const work = this.send(op, attempt, connector, tenantEnv, options);
     this.inFlight.add(work);
     try {
-      await work;
+      return { outcome: 'sent', written: await work };
     } finally {
       this.inFlight.delete(work);
     }
-    return 'sent';
   }
 
   private async send(
@@ -194,7 +215,7 @@ export class SenderService {
     connector: Connector,
     tenant: TenantConnectorSettings,
     options: SendOptions,
-  ): Promise<void> {
+  ): Promise<OperationStatus | null> {
     let outcome: SendOutcome;
     try {
       outcome = await connector.send(connectorOperation(op), this.connectors.callEnvironment(tenant));
@@ -220,7 +241,7 @@ export class SenderService {
     if (!result.won) {
       // Someone else (the sweeper) already decided this operation is UNKNOWN: our late write loses, by design.
       this.logger.warn({ operationId: op.id, outcome: outcome.status }, 'late send outcome rejected by CAS');
-      return;
+      return null;
     }
     const check = checkAfterSend({ status: outcome.status, verificationMethod: op.verificationMethod });
     const verifiedNow =
@@ -243,6 +264,7 @@ export class SenderService {
       );
     }
     if (options.advanceAfter) await this.advanceExecution(op.executionId);
+    return verifiedNow ? S.VERIFIED : outcome.status;
   }
 
   /**

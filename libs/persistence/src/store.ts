@@ -344,6 +344,14 @@ function settingsOfJoinedRow(
   return connectorSettingsOfRow(row, operation.tenantId, operation.connector, opens);
 }
 
+/** What a send starts from (see `findOperationToSend`), or what a job that already read it hands to the sender. */
+export interface OperationToSend {
+  operation: OperationEntity;
+  executionDeadline: Date;
+  tenant: TenantEntity | null;
+  settings: ConnectorSettingsRecord;
+}
+
 /**
  * An operation as a send needs it: the row, its execution's status and deadline, its tenant, and the tenant's settings
  * for its connector read in the same statement, with the secrets opened when the connector declares them.
@@ -352,13 +360,7 @@ export async function findOperationToSend(
   db: EntityManager,
   id: string,
   secrets: ConnectorSecretsAccess,
-): Promise<{
-  operation: OperationEntity;
-  executionStatus: ExecutionStatus;
-  executionDeadline: Date;
-  tenant: TenantEntity | null;
-  settings: ConnectorSettingsRecord;
-} | null> {
+): Promise<OperationToSend | null> {
   const [found] = await rows<Record<string, unknown>>(db, withColumns(db, READ_SQL.operationToSendForWorker), [
     id,
     secrets.connectors,
@@ -367,7 +369,6 @@ export async function findOperationToSend(
   const operation = hydrate(db, OperationEntity, found, 'o__');
   return {
     operation,
-    executionStatus: found.e__status as ExecutionStatus,
     executionDeadline: new Date(found.e__deadline_at as string | Date),
     tenant: found.t__id === null ? null : hydrate(db, TenantEntity, found, 't__'),
     settings: settingsOfJoinedRow(operation, found, secrets),
