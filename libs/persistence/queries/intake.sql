@@ -4,9 +4,19 @@ WITH capped AS (
          SELECT 1 FROM tenant_connector_settings s
          WHERE s.tenant_id = $2 AND s.connector = ANY($13::text[]) AND jsonb_path_exists(s.spending_caps, '$[*].max_amount')
        ) AS yes
+     ), free AS MATERIALIZED (
+       -- Another request with this key is writing right now: answer "in flight" instead of waiting for it.
+       SELECT $7::text IS NULL OR pg_try_advisory_xact_lock(hashtextextended($2 || chr(31) || $7, 0)) AS yes
      ), claim AS (
-       UPDATE idempotency_keys SET state = 'completed', execution_id = $1
-       WHERE tenant_id = $2 AND key = $7 AND claim_token = $11 AND state = 'in_flight' AND NOT (SELECT yes FROM capped)
+       INSERT INTO idempotency_keys (tenant_id, key, request_hash, state, execution_id, expires_at)
+       SELECT $2, $7, $11, 'completed', $1, now() + make_interval(secs => $14 / 1000.0)
+       WHERE $7::text IS NOT NULL AND NOT (SELECT yes FROM capped) AND (SELECT yes FROM free)
+       ON CONFLICT (tenant_id, key) DO UPDATE
+         SET request_hash = EXCLUDED.request_hash, state = 'completed', execution_id = EXCLUDED.execution_id,
+             created_at = now(), expires_at = EXCLUDED.expires_at, claim_token = NULL
+         WHERE idempotency_keys.expires_at < now()
+            OR (idempotency_keys.state = 'in_flight'
+                AND idempotency_keys.created_at < now() - make_interval(secs => $15 / 1000.0))
        RETURNING key
      ), e AS (
        INSERT INTO executions (id, tenant_id, agent_id, intent, status, deadline_at, criteria, idempotency_key, event_seq,
@@ -28,8 +38,9 @@ WITH capped AS (
        INSERT INTO events (id, execution_id, tenant_id, seq, type, to_status, data)
        SELECT $9, e.id, e.tenant_id, 1, 'execution.created', 'created', $10 FROM e
      )
-     SELECT e.created_at, e.deadline_at, e.updated_at, (SELECT count(*) FROM o) AS n, false AS capped FROM e
-     UNION ALL SELECT NULL, NULL, NULL, 0, true FROM capped WHERE capped.yes;
+     SELECT e.created_at, e.deadline_at, e.updated_at, (SELECT count(*) FROM o) AS n, false AS capped, false AS busy FROM e
+     UNION ALL SELECT NULL, NULL, NULL, 0, true, false FROM capped WHERE capped.yes
+     UNION ALL SELECT NULL, NULL, NULL, 0, false, true FROM free, capped WHERE NOT free.yes AND NOT capped.yes;
 
 -- setRetryOf
 UPDATE operations SET retry_of = $2 WHERE id = $1 AND tenant_id = $3;

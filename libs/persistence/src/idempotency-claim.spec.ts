@@ -2,27 +2,19 @@ import { randomUUID } from 'node:crypto';
 import { insertExecution } from './store';
 import { newId } from '@verity/platform';
 import { useTestDatabase } from '../../../test/support/test-database';
-import { claimIdempotencyKey, releaseIdempotencyKey } from './idempotency';
+import { idempotencyHolder } from './idempotency';
 import { upsertConnectorSettings } from './connector-settings.repository';
 
 /**
- * I8 against the real Postgres: a claim abandoned for a minute may be taken over by a retry, and then the first
- * request — if it was only slow — can neither create a second execution nor free the retry's claim.
+ * I8 against the real Postgres: the intake statement takes the Idempotency-Key and writes the execution together. Of
+ * concurrent requests with one key exactly one writes; a live record is never taken over, an expired one (or one an
+ * older version left in flight for over a minute) is; a statement that wrote nothing holds nothing.
  */
-describe('Idempotency-Key claims (real Postgres)', () => {
+describe('Idempotency-Key records written by the intake statement (real Postgres)', () => {
   const tenantId = 'acme';
   const db = useTestDatabase('idemclaim', [tenantId]);
 
-  const claim = (key: string) =>
-    claimIdempotencyKey(db.dataSource.manager, {
-      tenantId,
-      key,
-      hash: 'h1',
-      ttlMs: 86_400_000,
-      abandonAfterMs: 60_000,
-    });
-
-  const insert = (key: string, token: string, uncheckedCapsOf?: string[]) => {
+  const insert = (key: string, options: { hash?: string; uncheckedCapsOf?: string[] } = {}) => {
     const id = newId('exe');
     return insertExecution(db.dataSource.manager, {
       id,
@@ -32,12 +24,14 @@ describe('Idempotency-Key claims (real Postgres)', () => {
       deadlineSeconds: 600,
       criteria: [],
       idempotencyKey: key,
-      claimToken: token,
+      idempotency: { requestHash: options.hash ?? 'h1', ttlMs: 86_400_000, abandonAfterMs: 60_000 },
       operations: [],
       createdEventId: newId('evt'),
-      uncheckedCapsOf,
+      uncheckedCapsOf: options.uncheckedCapsOf,
     }).then((written) => ({ id, written }));
   };
+
+  const holder = (key: string, hash = 'h1') => idempotencyHolder(db.dataSource.manager, tenantId, key, hash);
 
   const executionsWithKey = async (key: string) =>
     (
@@ -47,60 +41,101 @@ describe('Idempotency-Key claims (real Postgres)', () => {
       ])) as { id: string }[]
     ).map((r) => r.id);
 
-  it('lets only the request that holds the claim create the execution', async () => {
-    const key = `k-${randomUUID()}`;
-    const first = await claim(key);
-    expect(first.kind).toBe('claimed');
-    expect(await claim(key)).toEqual({ kind: 'in_flight' });
+  const eventsOf = async (executionId: string) =>
+    (
+      (await db.dataSource.query(`SELECT count(*)::int AS n FROM events WHERE execution_id = $1`, [executionId])) as {
+        n: number;
+      }[]
+    )[0].n;
 
-    // The first request stalls past the abandon window; a retry takes the claim over.
+  it('writes the record with the execution; a second request with the key writes nothing and learns what holds it', async () => {
+    const key = `k-${randomUUID()}`;
+    expect(await holder(key)).toBeNull();
+    const first = await insert(key);
+    expect(first.written).toMatchObject({ createdAt: expect.any(Date) });
+    expect(await holder(key)).toEqual({ kind: 'replay', executionId: first.id });
+
+    const again = await insert(key);
+    expect(again.written).toBeNull();
+    expect(await eventsOf(again.id)).toBe(0);
+    const other = await insert(key, { hash: 'h2' });
+    expect(other.written).toBeNull();
+    expect(await holder(key, 'h2')).toEqual({ kind: 'mismatch' });
+    expect(await executionsWithKey(key)).toEqual([first.id]);
+  });
+
+  it('of concurrent requests with one key, exactly one writes; the others answer busy, or find its record', async () => {
+    const key = `k-${randomUUID()}`;
+    const attempts = await Promise.all(Array.from({ length: 12 }, () => insert(key)));
+    const writers = attempts.filter((a) => a.written !== null && typeof a.written === 'object');
+    expect(writers).toHaveLength(1);
+    for (const other of attempts.filter((a) => a !== writers[0])) expect([null, 'busy']).toContain(other.written);
+    expect(await executionsWithKey(key)).toEqual([writers[0].id]);
+    expect(await holder(key)).toEqual({ kind: 'replay', executionId: writers[0].id });
+  });
+
+  it('answers busy, without waiting, while another request with the key is inside its statement', async () => {
+    const key = `k-${randomUUID()}`;
+    const first = db.dataSource.createQueryRunner();
+    await first.connect();
+    try {
+      await first.startTransaction();
+      const id = newId('exe');
+      const written = await insertExecution(first.manager, {
+        id,
+        tenantId,
+        agentId: 'agent',
+        intent: 'pay',
+        deadlineSeconds: 600,
+        criteria: [],
+        idempotencyKey: key,
+        idempotency: { requestHash: 'h1', ttlMs: 86_400_000, abandonAfterMs: 60_000 },
+        operations: [],
+        createdEventId: newId('evt'),
+      });
+      expect(written).toMatchObject({ createdAt: expect.any(Date) });
+      // Not committed yet: a second request neither waits for it nor writes.
+      expect((await insert(key)).written).toBe('busy');
+      expect(await holder(key)).toBeNull();
+      await first.commitTransaction();
+      expect((await insert(key)).written).toBeNull();
+      expect(await holder(key)).toEqual({ kind: 'replay', executionId: id });
+    } finally {
+      await first.release();
+    }
+  });
+
+  it('takes over an expired record, and an in-flight one abandoned for over a minute — never a live one', async () => {
+    const key = `k-${randomUUID()}`;
+    const first = await insert(key);
     await db.dataSource.query(
-      `UPDATE idempotency_keys SET created_at = now() - interval '2 minutes' WHERE tenant_id = $1 AND key = $2`,
+      `UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE tenant_id = $1 AND key = $2`,
       [tenantId, key],
     );
-    const retry = await claim(key);
-    expect(retry.kind).toBe('claimed');
-    if (first.kind !== 'claimed' || retry.kind !== 'claimed') throw new Error('unreachable');
-    expect(retry.token).not.toBe(first.token);
+    const after = await insert(key, { hash: 'h2' });
+    expect(after.written).not.toBeNull();
+    expect(await holder(key, 'h2')).toEqual({ kind: 'replay', executionId: after.id });
+    expect((await executionsWithKey(key)).sort()).toEqual([first.id, after.id].sort());
 
-    // The slow first request wakes up: it cannot free the retry's claim, nor write anything.
-    await releaseIdempotencyKey(db.dataSource.manager, tenantId, key, first.token);
-    expect(await claim(key)).toEqual({ kind: 'in_flight' });
-    const late = await insert(key, first.token);
-    expect(late.written).toBeNull();
-    const [{ n }] = (await db.dataSource.query(`SELECT count(*)::int AS n FROM events WHERE execution_id = $1`, [
-      late.id,
-    ])) as { n: number }[];
-    expect(n).toBe(0);
-
-    const winner = await insert(key, retry.token);
-    expect(winner.written).not.toBeNull();
-    expect(await executionsWithKey(key)).toEqual([winner.id]);
-    expect(await claim(key)).toEqual({ kind: 'replay', executionId: winner.id });
+    // A record an older version left in flight: answered "in flight" while recent, taken over once abandoned.
+    const stuck = `k-${randomUUID()}`;
+    await db.dataSource.query(
+      `INSERT INTO idempotency_keys (tenant_id, key, request_hash, state, expires_at)
+       VALUES ($1, $2, 'h1', 'in_flight', now() + interval '1 hour')`,
+      [tenantId, stuck],
+    );
+    expect((await insert(stuck)).written).toBeNull();
+    expect(await holder(stuck)).toEqual({ kind: 'in_flight' });
+    await db.dataSource.query(
+      `UPDATE idempotency_keys SET created_at = now() - interval '2 minutes' WHERE tenant_id = $1 AND key = $2`,
+      [tenantId, stuck],
+    );
+    const taken = await insert(stuck);
+    expect(taken.written).not.toBeNull();
+    expect(await holder(stuck)).toEqual({ kind: 'replay', executionId: taken.id });
   });
 
-  it('writes without a key as before, and frees a claim its own request gives up', async () => {
-    const plain = await insertExecution(db.dataSource.manager, {
-      id: newId('exe'),
-      tenantId,
-      agentId: 'agent',
-      intent: 'pay',
-      deadlineSeconds: 600,
-      criteria: [],
-      idempotencyKey: null,
-      operations: [],
-      createdEventId: newId('evt'),
-    });
-    expect(plain).not.toBeNull();
-
-    const key = `k-${randomUUID()}`;
-    const mine = await claim(key);
-    if (mine.kind !== 'claimed') throw new Error(`expected a claim, got ${mine.kind}`);
-    await releaseIdempotencyKey(db.dataSource.manager, tenantId, key, mine.token);
-    expect((await claim(key)).kind).toBe('claimed');
-  });
-
-  it('writes nothing and answers capped while an amount cap on the connectors is unchecked; the claim stays open', async () => {
+  it('writes nothing and takes no key while an amount cap on the connectors is unchecked', async () => {
     await upsertConnectorSettings(db.dataSource.manager, tenantId, 'sandbox.payments', {
       spendingCaps: [{ period: 'day', max_amount: 1000, amount_field: 'amount' }],
       by: 'test',
@@ -110,22 +145,33 @@ describe('Idempotency-Key claims (real Postgres)', () => {
       by: 'test',
     });
     const key = `k-${randomUUID()}`;
-    const mine = await claim(key);
-    if (mine.kind !== 'claimed') throw new Error(`expected a claim, got ${mine.kind}`);
-
-    const refused = await insert(key, mine.token, ['http', 'sandbox.payments']);
+    const refused = await insert(key, { uncheckedCapsOf: ['http', 'sandbox.payments'] });
     expect(refused.written).toBe('capped');
     expect(await executionsWithKey(key)).toEqual([]);
-    expect(await claim(key)).toEqual({ kind: 'in_flight' });
+    expect(await holder(key)).toBeNull();
 
     // A cap that counts operations only asks nothing of intake; checked caps (omitted) write at once.
     const other = `k-${randomUUID()}`;
-    const otherClaim = await claim(other);
-    if (otherClaim.kind !== 'claimed') throw new Error('expected a claim');
-    expect((await insert(other, otherClaim.token, ['http'])).written).toMatchObject({ createdAt: expect.any(Date) });
-    const checked = await insert(key, mine.token);
+    expect((await insert(other, { uncheckedCapsOf: ['http'] })).written).toMatchObject({ createdAt: expect.any(Date) });
+    const checked = await insert(key);
     expect(checked.written).toMatchObject({ createdAt: expect.any(Date) });
     expect(await executionsWithKey(key)).toEqual([checked.id]);
-    expect(await claim(key)).toEqual({ kind: 'replay', executionId: checked.id });
+    expect(await holder(key)).toEqual({ kind: 'replay', executionId: checked.id });
+  });
+
+  it('refuses a key without its request hash (and a hash without a key)', async () => {
+    await expect(
+      insertExecution(db.dataSource.manager, {
+        id: newId('exe'),
+        tenantId,
+        agentId: 'agent',
+        intent: 'pay',
+        deadlineSeconds: 600,
+        criteria: [],
+        idempotencyKey: 'k',
+        operations: [],
+        createdEventId: newId('evt'),
+      }),
+    ).rejects.toThrow(/Idempotency-Key/);
   });
 });

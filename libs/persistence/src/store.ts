@@ -38,8 +38,11 @@ export interface NewExecution {
   deadlineSeconds: number;
   criteria: Criterion[];
   idempotencyKey: string | null;
-  /** The token of this request's claim on `idempotencyKey` (claimIdempotencyKey); null without a key. */
-  claimToken?: string | null;
+  /**
+   * With `idempotencyKey`: the request's hash and how long its record lives; an `in_flight` record older than
+   * `abandonAfterMs` (left by an older version's request that never finished) may be taken over.
+   */
+  idempotency?: { requestHash: string; ttlMs: number; abandonAfterMs: number };
   operations: NewOperation[];
   createdEventId: string;
   /** The W3C traceparent of the request (null with traces off). */
@@ -59,9 +62,19 @@ export const INTAKE_SQL = {
          SELECT 1 FROM tenant_connector_settings s
          WHERE s.tenant_id = $2 AND s.connector = ANY($13::text[]) AND jsonb_path_exists(s.spending_caps, '$[*].max_amount')
        ) AS yes
+     ), free AS MATERIALIZED (
+       -- Another request with this key is writing right now: answer "in flight" instead of waiting for it.
+       SELECT $7::text IS NULL OR pg_try_advisory_xact_lock(hashtextextended($2 || chr(31) || $7, 0)) AS yes
      ), claim AS (
-       UPDATE idempotency_keys SET state = 'completed', execution_id = $1
-       WHERE tenant_id = $2 AND key = $7 AND claim_token = $11 AND state = 'in_flight' AND NOT (SELECT yes FROM capped)
+       INSERT INTO idempotency_keys (tenant_id, key, request_hash, state, execution_id, expires_at)
+       SELECT $2, $7, $11, 'completed', $1, now() + make_interval(secs => $14 / 1000.0)
+       WHERE $7::text IS NOT NULL AND NOT (SELECT yes FROM capped) AND (SELECT yes FROM free)
+       ON CONFLICT (tenant_id, key) DO UPDATE
+         SET request_hash = EXCLUDED.request_hash, state = 'completed', execution_id = EXCLUDED.execution_id,
+             created_at = now(), expires_at = EXCLUDED.expires_at, claim_token = NULL
+         WHERE idempotency_keys.expires_at < now()
+            OR (idempotency_keys.state = 'in_flight'
+                AND idempotency_keys.created_at < now() - make_interval(secs => $15 / 1000.0))
        RETURNING key
      ), e AS (
        INSERT INTO executions (id, tenant_id, agent_id, intent, status, deadline_at, criteria, idempotency_key, event_seq,
@@ -83,8 +96,9 @@ export const INTAKE_SQL = {
        INSERT INTO events (id, execution_id, tenant_id, seq, type, to_status, data)
        SELECT $9, e.id, e.tenant_id, 1, 'execution.created', 'created', $10 FROM e
      )
-     SELECT e.created_at, e.deadline_at, e.updated_at, (SELECT count(*) FROM o) AS n, false AS capped FROM e
-     UNION ALL SELECT NULL, NULL, NULL, 0, true FROM capped WHERE capped.yes`,
+     SELECT e.created_at, e.deadline_at, e.updated_at, (SELECT count(*) FROM o) AS n, false AS capped, false AS busy FROM e
+     UNION ALL SELECT NULL, NULL, NULL, 0, true, false FROM capped WHERE capped.yes
+     UNION ALL SELECT NULL, NULL, NULL, 0, false, true FROM free, capped WHERE NOT free.yes AND NOT capped.yes`,
   // A retry is a new operation that remembers what it retries (I5); the unique index allows one retry per original.
   setRetryOf: `UPDATE operations SET retry_of = $2 WHERE id = $1 AND tenant_id = $3`,
 } as const;
@@ -92,39 +106,47 @@ export const INTAKE_SQL = {
 /**
  * I7: one statement writes the execution, its operations and its first event, so a 201 means all of it is
  * committed (and it costs one round trip, since commits are the scarce resource). I8: with an Idempotency-Key, the
- * same statement completes the key's record, and writes anything only while this request's claim still holds the
- * key (`claimToken`); null when a later request took the claim over — nothing was written.
- */
-/**
- * Intake in one statement: the execution, its operations and its first event, and the claim on the idempotency key
- * marked completed. null when the claim was taken over (nothing written); `capped` when the tenant has an amount cap on
- * a connector of `uncheckedCapsOf` (nothing written: check the amounts, then call again without it).
+ * same statement writes the key's record (completed, naming the execution), and writes anything only when it could:
+ * null when another record holds the key (nothing written; `idempotencyHolder` says which); `busy` when another
+ * request with the key is in this statement right now (a transaction-scoped advisory lock on tenant and key, taken
+ * without waiting: it answers "in flight" rather than queueing behind it). The unique index stays what decides: of
+ * any number of requests one writes. `capped` when the tenant has an
+ * amount cap on a connector of `uncheckedCapsOf` (nothing written, the key not taken: check the amounts, then call
+ * again without it).
  */
 export async function insertExecution(
   db: Queryable,
   input: NewExecution,
-): Promise<{ createdAt: Date; deadlineAt: Date; updatedAt: Date } | 'capped' | null> {
-  const result = await rows<{ created_at: Date; deadline_at: Date; updated_at: Date; capped: boolean }>(
-    db,
-    INTAKE_SQL.insertExecution,
-    [
-      input.id,
-      input.tenantId,
-      input.agentId,
-      input.intent,
-      input.deadlineSeconds,
-      JSON.stringify(input.criteria),
-      input.idempotencyKey,
-      JSON.stringify(input.operations),
-      input.createdEventId,
-      JSON.stringify({ operations: input.operations.length }),
-      input.claimToken ?? null,
-      input.traceParent ?? null,
-      input.uncheckedCapsOf ?? null,
-    ],
-  );
+): Promise<{ createdAt: Date; deadlineAt: Date; updatedAt: Date } | 'capped' | 'busy' | null> {
+  if ((input.idempotencyKey === null) !== (input.idempotency === undefined)) {
+    throw new Error('an Idempotency-Key, and only one, comes with its request hash and lifetimes');
+  }
+  const result = await rows<{
+    created_at: Date;
+    deadline_at: Date;
+    updated_at: Date;
+    capped: boolean;
+    busy: boolean;
+  }>(db, INTAKE_SQL.insertExecution, [
+    input.id,
+    input.tenantId,
+    input.agentId,
+    input.intent,
+    input.deadlineSeconds,
+    JSON.stringify(input.criteria),
+    input.idempotencyKey,
+    JSON.stringify(input.operations),
+    input.createdEventId,
+    JSON.stringify({ operations: input.operations.length }),
+    input.idempotency?.requestHash ?? null,
+    input.traceParent ?? null,
+    input.uncheckedCapsOf ?? null,
+    input.idempotency?.ttlMs ?? null,
+    input.idempotency?.abandonAfterMs ?? null,
+  ]);
   if (result.length === 0) return null;
   if (result[0].capped) return 'capped';
+  if (result[0].busy) return 'busy';
   return { createdAt: result[0].created_at, deadlineAt: result[0].deadline_at, updatedAt: result[0].updated_at };
 }
 

@@ -5,9 +5,9 @@ import {
   TransitionService,
   amountCapsOf,
   NewExecution,
-  claimIdempotencyKey,
   findExecution,
   findLastStatusChanges,
+  idempotencyHolder,
   findOperations,
   findOperationsOf,
   insertExecution,
@@ -16,7 +16,6 @@ import {
   listExecutions,
   NewOperation,
   lockExecution,
-  releaseIdempotencyKey,
   snapshotOf,
   transaction,
 } from '@verity/persistence';
@@ -58,47 +57,44 @@ export class ExecutionsService {
     if ('errors' in validated) throw Problem.validation(validated.errors);
     const submission = validated.ok;
     if (idempotencyKey === undefined)
-      return { execution: await this.create(principal, submission, null), replayed: false };
+      return { execution: (await this.create(principal, submission, null)) as ExecutionView, replayed: false };
 
-    const claim = await claimIdempotencyKey(this.db.manager, {
-      tenantId: principal.tenantId,
+    const idempotency = {
       key: idempotencyKey,
-      hash: requestHash(body),
+      requestHash: requestHash(body),
       ttlMs: this.config.IDEMPOTENCY_TTL_MS,
       abandonAfterMs: 60_000,
-    });
-    switch (claim.kind) {
-      case 'mismatch':
-        throw new Problem(
-          422,
-          'idempotency-key-reused',
-          'Idempotency-Key reused with a different body',
-          'this Idempotency-Key was first used with a different request body; use a new key for a new request',
-        );
-      case 'in_flight':
-        throw new Problem(
-          409,
-          'idempotency-key-in-flight',
-          'Conflict with the current state',
-          'a request with this Idempotency-Key is still being processed; retry shortly',
-          {},
-          { 'retry-after': '1' },
-        );
-      case 'replay':
-        return { execution: await this.get(principal, claim.executionId), replayed: true };
-      case 'claimed':
-        try {
-          return {
-            execution: await this.create(principal, submission, { key: idempotencyKey, token: claim.token }),
-            replayed: false,
-          };
-        } catch (error) {
-          await releaseIdempotencyKey(this.db.manager, principal.tenantId, idempotencyKey, claim.token).catch(
-            () => undefined,
+    };
+    // The intake statement takes the key and writes the execution together; when it wrote nothing, another record
+    // holds the key. A record that vanished meanwhile (expired and pruned) is simply tried again.
+    for (let attempt = 0; attempt < 3; attempt += 1) {
+      const created = await this.create(principal, submission, idempotency);
+      if (created === 'busy')
+        throw inFlight('a request with this Idempotency-Key is still being processed; retry shortly');
+      if (created) return { execution: created, replayed: false };
+      const holder = await idempotencyHolder(
+        this.db.manager,
+        principal.tenantId,
+        idempotencyKey,
+        idempotency.requestHash,
+      );
+      switch (holder?.kind) {
+        case 'mismatch':
+          throw new Problem(
+            422,
+            'idempotency-key-reused',
+            'Idempotency-Key reused with a different body',
+            'this Idempotency-Key was first used with a different request body; use a new key for a new request',
           );
-          throw error;
-        }
+        case 'in_flight':
+          throw inFlight('a request with this Idempotency-Key is still being processed; retry shortly');
+        case 'replay':
+          return { execution: await this.get(principal, holder.executionId), replayed: true };
+        case undefined:
+          continue;
+      }
     }
+    throw inFlight('the record of this Idempotency-Key kept changing while this request ran; retry shortly');
   }
 
   /**
@@ -116,8 +112,8 @@ export class ExecutionsService {
   private async create(
     principal: Principal,
     submission: Submission,
-    idempotency: { key: string; token: string } | null,
-  ): Promise<ExecutionView> {
+    idempotency: { key: string; requestHash: string; ttlMs: number; abandonAfterMs: number } | null,
+  ): Promise<ExecutionView | 'busy' | null> {
     const executionId = newId('exe');
     const operations: NewOperation[] = submission.operations.map((op, position) => {
       const connector = this.connectors.require(op.connector);
@@ -150,7 +146,9 @@ export class ExecutionsService {
       deadlineSeconds,
       criteria: (submission.criteria ?? []).map(toCriterion),
       idempotencyKey: idempotency?.key ?? null,
-      claimToken: idempotency?.token ?? null,
+      idempotency: idempotency
+        ? { requestHash: idempotency.requestHash, ttlMs: idempotency.ttlMs, abandonAfterMs: idempotency.abandonAfterMs }
+        : undefined,
       operations,
       createdEventId: newId('evt'),
       traceParent,
@@ -162,17 +160,10 @@ export class ExecutionsService {
       await this.refuseUnchargeableAmounts(principal, submission);
       written = await insertExecution(this.db.manager, { ...intake, uncheckedCapsOf: undefined });
     }
-    if (!written || written === 'capped') {
-      // Our claim on the key was taken over by a later request with the same key: it, not we, creates the execution.
-      throw new Problem(
-        409,
-        'idempotency-key-in-flight',
-        'Conflict with the current state',
-        'another request with this Idempotency-Key took over while this one was slow; retry to get its result',
-        {},
-        { 'retry-after': '1' },
-      );
-    }
+    // Nothing was written: another request with the Idempotency-Key is writing now (busy), or another record holds
+    // it (null: the caller asks which).
+    if (written === 'busy') return 'busy';
+    if (!written || written === 'capped') return null;
     // Committed: from here the 201 stands. If Redis is down the sweeper owes this enqueue (I7).
     submissions.inc();
     await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId });
@@ -346,4 +337,16 @@ export class ExecutionsService {
 /** The connectors a submission's operations use, each once. */
 function connectorsOf(submission: Submission): string[] {
   return [...new Set(submission.operations.map((op) => op.connector))];
+}
+
+/** 409 with Retry-After: the Idempotency-Key's outcome is not settled yet. */
+function inFlight(detail: string): Problem {
+  return new Problem(
+    409,
+    'idempotency-key-in-flight',
+    'Conflict with the current state',
+    detail,
+    {},
+    { 'retry-after': '1' },
+  );
 }
