@@ -251,12 +251,9 @@ describe('traces (OpenTelemetry, OTLP/HTTP)', () => {
       .map((text) => kinds.find(([pattern]) => pattern.test(text))?.[1] ?? text.slice(0, 80));
     expect(statements).toEqual([
       'read the execution, its operations and tenant',
-      // created → … → running, in one transaction, from the rows read again under the lock.
-      'BEGIN',
-      'lock the operations',
-      'lock the execution',
+      // created → … → running: the context read agrees and nothing needs approval, so the moves are all that is
+      // written — one compare-and-set statement, no transaction and no lock on the operations.
       'move the execution',
-      'COMMIT',
       // The advance job sends the operation from the rows it holds: PREPARED → SENT → ACKNOWLEDGED → VERIFIED.
       'move the operation',
       'move the operation',

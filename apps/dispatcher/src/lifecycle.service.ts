@@ -31,6 +31,7 @@ import {
   mustReadPrecondition,
   preparePhases,
   preparedStep,
+  preparesWithoutWrites,
   startedExecutionTarget,
   isFinalOperation,
   isTerminalExecution,
@@ -264,6 +265,31 @@ export class LifecycleService {
     const contexts = phases.readContexts
       ? await this.readContexts(operations, settings)
       : new Map<string, ContextResult>();
+    const quiet = preparesWithoutWrites(
+      operations.map((op) => ({
+        prepared: op.status === S.PREPARED,
+        irreversible: op.irreversible,
+        expectedState: op.expectedState,
+        verificationMethod: op.verificationMethod,
+        approvalRequired: needsApproval(op, tenant?.settings, this.connectors),
+        approvalRecorded: op.approval !== null,
+        context: contexts.get(op.id),
+      })),
+    );
+    if (quiet) {
+      // Nothing to write but the moves: one compare-and-set statement on the execution's status, no transaction and
+      // no lock on the operations (anything that moved the execution meanwhile makes it lose, and the job looks again).
+      const moved = await this.inTransaction(
+        execution,
+        async (db) => {
+          const chain = new MoveChain(this.transitions, db, execution.id, from);
+          for (const to of phases.moves) chain.add(to);
+          return chain.flush();
+        },
+        true,
+      );
+      return executionOnly(moved, operations);
+    }
     // The operations as read under the lock, while nothing in this transaction has written to any of them.
     let untouched: OperationEntity[] | null = null;
     const moved = await this.inTransaction(execution, async (tx) => {

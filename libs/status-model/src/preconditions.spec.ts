@@ -8,6 +8,8 @@ import {
   judgeContext,
   mustReadPrecondition,
   preparePhases,
+  PreparingOperation,
+  preparesWithoutWrites,
 } from './preconditions';
 
 describe('preparePhases: what preparing an execution still involves, from wherever it stands', () => {
@@ -99,6 +101,52 @@ describe('judgeContext: a context read → what happens to the PREPARED operatio
   ];
   it.each(cases)('%s', (_situation, op, read, verdict) => {
     expect(judgeContext(op, read)).toEqual(verdict);
+  });
+});
+
+describe("preparesWithoutWrites: may preparation be the execution's moves alone, with no lock on the operations?", () => {
+  const base: PreparingOperation = {
+    prepared: true,
+    irreversible: true,
+    expectedState: { balance: 10 },
+    verificationMethod: VerificationMethod.READ_AFTER_WRITE,
+    approvalRequired: false,
+    approvalRecorded: false,
+  };
+  const agrees: ContextRead = { kind: 'state', state: { balance: 10 }, requestedStatePresent: false, conflicts: [] };
+  const cases: [string, PreparingOperation[], boolean][] = [
+    ['no operations', [], true],
+    ['a context that agrees', [{ ...base, context: agrees }], true],
+    ['no context read (the connector has none, or the phase is past)', [base], true],
+    [
+      'an operation no longer PREPARED is not prepared here',
+      [{ ...base, prepared: false, approvalRequired: true }],
+      true,
+    ],
+    [
+      'an unreachable source (read again, or recorded as a gap)',
+      [{ ...base, context: { kind: 'unreachable' } }],
+      false,
+    ],
+    ['a conflict with expected_state', [{ ...base, context: { ...agrees, state: { balance: 9 } } }], false],
+    [
+      'the requested state already there (VERIFIED, no change required)',
+      [{ ...base, context: { ...agrees, requestedStatePresent: true } }],
+      false,
+    ],
+    ['an approval to request', [{ ...base, context: agrees, approvalRequired: true }], false],
+    ['an early decision whose baseline is recorded', [{ ...base, context: agrees, approvalRecorded: true }], false],
+    [
+      'one of two needs a write',
+      [
+        { ...base, context: agrees },
+        { ...base, context: { kind: 'unreachable' } },
+      ],
+      false,
+    ],
+  ];
+  it.each(cases)('%s → %s', (_, operations, expected) => {
+    expect(preparesWithoutWrites(operations)).toBe(expected);
   });
 });
 

@@ -93,6 +93,36 @@ export function judgeContext(
   return { kind: 'conflict', conflicts, hold: op.irreversible };
 }
 
+/** One operation of an execution being prepared, as far as `preparesWithoutWrites` needs it. */
+export interface PreparingOperation {
+  prepared: boolean;
+  irreversible: boolean;
+  expectedState: Record<string, unknown> | null;
+  verificationMethod: VerificationMethodValue;
+  /** Approval required (by the agent or the tenant's policy): planning will request it. */
+  approvalRequired: boolean;
+  /** Any approval recorded on the row (an early decision): the context read becomes its baseline. */
+  approvalRecorded: boolean;
+  /** Its context read, when its connector has one and this preparation reads contexts. */
+  context?: ContextRead;
+}
+
+/**
+ * Whether preparing writes nothing but the execution's own moves: every PREPARED operation's context read (if any)
+ * agrees, and no approval is to be requested or has a baseline to record. Then the moves need no transaction and no
+ * lock on the operations: one compare-and-set statement on the execution's status decides, and anything that moved
+ * meanwhile makes it lose. Any other preparation writes to operations, under their lock, in one transaction.
+ */
+export function preparesWithoutWrites(operations: PreparingOperation[]): boolean {
+  return operations.every(
+    (op) =>
+      !op.prepared ||
+      (!op.approvalRequired &&
+        !op.approvalRecorded &&
+        (op.context === undefined || judgeContext(op, op.context).kind === 'agrees')),
+  );
+}
+
 export type Staleness = 'approval.stale_authority' | 'approval.stale_baseline';
 
 export type GrantAtDispatch =
