@@ -226,7 +226,14 @@ export class SenderService {
     }
     await testPause(this.logger, this.config.TEST_PAUSE_AFTER_CALL_MS, 'paused after call', op.id);
     const sentSnapshot = { ...snapshotOf(op), status: S.SENT, attempt };
-    const result = await this.transitions.operation(this.db.manager, {
+    const check = checkAfterSend({ status: outcome.status, verificationMethod: op.verificationMethod });
+    const readsAtOnce =
+      check === 'verify' &&
+      outcome.status === S.ACKNOWLEDGED &&
+      this.config.VERIFY_AT_SEND &&
+      this.config.VERIFY_FIRST_DELAY_MS === 0 &&
+      connector.readBack !== undefined;
+    const recording = this.transitions.operation(this.db.manager, {
       operation: sentSnapshot,
       to: outcome.status,
       reason: outcome.status === S.ACKNOWLEDGED ? null : outcome.reason,
@@ -238,18 +245,19 @@ export class SenderService {
             : { evidence: { method: 'send_outcome', detail: outcome.detail } },
       eventData: { detail: outcome.detail },
     });
+    // The read-back at send starts while the acknowledgement is being committed: a read sends nothing, and what it
+    // found is written only once the acknowledgement is (VERIFIED moves from ACKNOWLEDGED, by compare-and-set).
+    const reading =
+      readsAtOnce && outcome.status === S.ACKNOWLEDGED
+        ? this.readAtOnce(op, outcome.providerRef, connector, tenant, recording)
+        : null;
+    const result = await recording;
     if (!result.won) {
       // Someone else (the sweeper) already decided this operation is UNKNOWN: our late write loses, by design.
       this.logger.warn({ operationId: op.id, outcome: outcome.status }, 'late send outcome rejected by CAS');
       return null;
     }
-    const check = checkAfterSend({ status: outcome.status, verificationMethod: op.verificationMethod });
-    const verifiedNow =
-      check === 'verify' &&
-      outcome.status === S.ACKNOWLEDGED &&
-      this.config.VERIFY_AT_SEND &&
-      this.config.VERIFY_FIRST_DELAY_MS === 0 &&
-      (await this.verifyAtOnce(op, attempt, outcome.providerRef, connector, tenant));
+    const verifiedNow = reading !== null && (await this.verifyAtOnce(op, attempt, await reading));
     if (check === 'verify' && !verifiedNow) {
       await this.producer.tryEnqueue(
         JobName.VERIFY_OPERATION,
@@ -268,31 +276,41 @@ export class SenderService {
   }
 
   /**
-   * The happy path in one job: the first read-back is made here, right after the acknowledgement, when nothing asks
-   * it to wait (VERIFY_FIRST_DELAY_MS 0). Only a read that finds the effect as sent concludes here (ACKNOWLEDGED →
-   * VERIFIED, exactly as the verify job would write it); anything else — absent, lagging, unreadable, different — is
-   * left to the verify job as if this read had not been made, so the settle window and the check budget keep their
-   * meaning. A read never sends. Returns whether the verify job is no longer needed.
+   * The happy path in one job: the first read-back is made here, right after the send, when nothing asks it to wait
+   * (VERIFY_FIRST_DELAY_MS 0). Made while the acknowledgement is committed (the test-only kill point
+   * TEST_PAUSE_BEFORE_READ_MS waits for that commit, so a process killed there leaves it ACKNOWLEDGED). null: the read
+   * threw, which concludes nothing.
    */
-  private async verifyAtOnce(
+  private async readAtOnce(
     op: OperationEntity,
-    attempt: number,
     providerRef: Record<string, unknown> | null,
     connector: Connector,
     tenant: TenantConnectorSettings,
-  ): Promise<boolean> {
-    if (!connector.readBack) return false;
-    await testPause(this.logger, this.config.TEST_PAUSE_BEFORE_READ_MS, 'paused before read-back', op.id);
-    let read: ReadBackResult;
+    recording: Promise<unknown>,
+  ): Promise<ReadBackResult | null> {
+    if (this.config.TEST_PAUSE_BEFORE_READ_MS > 0) {
+      await recording.catch(() => undefined);
+      await testPause(this.logger, this.config.TEST_PAUSE_BEFORE_READ_MS, 'paused before read-back', op.id);
+    }
     try {
-      read = await connector.readBack(
+      return await connector.readBack!(
         { ...connectorOperation(op), providerRef },
         this.connectors.callEnvironment(tenant),
       );
     } catch (error) {
       this.logger.warn({ err: error, operationId: op.id }, 'read-back at send threw; leaving it to the verify job');
-      return false;
+      return null;
     }
+  }
+
+  /**
+   * Only a read that finds the effect as sent concludes here (ACKNOWLEDGED → VERIFIED, exactly as the verify job would
+   * write it); anything else — absent, lagging, unreadable, different — is left to the verify job as if this read had
+   * not been made, so the settle window and the check budget keep their meaning. A read never sends. Returns whether
+   * the verify job is no longer needed.
+   */
+  private async verifyAtOnce(op: OperationEntity, attempt: number, read: ReadBackResult | null): Promise<boolean> {
+    if (!read) return false;
     const decision = decideReadBack({
       status: S.ACKNOWLEDGED,
       read: read.kind,
