@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { EntityManager } from 'typeorm';
 import { insertExecution } from './store';
 import { newId } from '@verity/platform';
 import { useTestDatabase } from '../../../test/support/test-database';
@@ -14,9 +15,13 @@ describe('Idempotency-Key records written by the intake statement (real Postgres
   const tenantId = 'acme';
   const db = useTestDatabase('idemclaim', [tenantId]);
 
-  const insert = (key: string, options: { hash?: string; uncheckedCapsOf?: string[] } = {}) => {
+  /** One intake statement with `key`; through `manager` when given (a transaction left open by the test). */
+  const insert = (
+    key: string,
+    options: { hash?: string; uncheckedCapsOf?: string[]; manager?: EntityManager } = {},
+  ) => {
     const id = newId('exe');
-    return insertExecution(db.dataSource.manager, {
+    return insertExecution(options.manager ?? db.dataSource.manager, {
       id,
       tenantId,
       agentId: 'agent',
@@ -80,19 +85,7 @@ describe('Idempotency-Key records written by the intake statement (real Postgres
     await first.connect();
     try {
       await first.startTransaction();
-      const id = newId('exe');
-      const written = await insertExecution(first.manager, {
-        id,
-        tenantId,
-        agentId: 'agent',
-        intent: 'pay',
-        deadlineSeconds: 600,
-        criteria: [],
-        idempotencyKey: key,
-        idempotency: { requestHash: 'h1', ttlMs: 86_400_000, abandonAfterMs: 60_000 },
-        operations: [],
-        createdEventId: newId('evt'),
-      });
+      const { id, written } = await insert(key, { manager: first.manager });
       expect(written).toMatchObject({ createdAt: expect.any(Date) });
       // Not committed yet: a second request neither waits for it nor writes.
       expect((await insert(key)).written).toBe('busy');
