@@ -111,6 +111,12 @@ function executionOnly(moved: boolean | 'lost', operations: OperationEntity[] | 
   return moved === true && operations ? { operations } : moved;
 }
 
+/** What an advance job read with the execution: its tenant, and the tenant's settings for its operations' connectors. */
+interface TenantRead {
+  tenant: TenantEntity | null;
+  settings: Map<string, ConnectorSettingsRecord>;
+}
+
 export type AdvanceOutcome = 'done' | 'skipped: not found' | 'skipped: terminal' | 'skipped: lost race';
 
 const E = ExecutionStatus;
@@ -162,7 +168,7 @@ export class LifecycleService {
       // again after it finished: a terminal execution's operations can still change (a reviewer's resolution).
       await this.outcomes.evaluate(execution, operations);
       if (isTerminalExecution(execution.status)) return step === 0 ? 'skipped: terminal' : 'done';
-      const progressed = await this.step(execution, operations, tenant, settings, sendNow);
+      const progressed = await this.step(execution, operations, { tenant, settings }, sendNow);
       // A lost CAS means someone else moved a row we read: look again rather than leave the execution where the
       // winner's (possibly older) view put it.
       if (progressed === 'lost') {
@@ -185,8 +191,7 @@ export class LifecycleService {
   private async step(
     execution: ExecutionEntity,
     operations: OperationEntity[],
-    tenant: TenantEntity | null,
-    settings: Map<string, ConnectorSettingsRecord>,
+    read: TenantRead,
     sendNow: SendNow | undefined,
   ): Promise<StepResult> {
     if (execution.deadlineAt.getTime() <= Date.now()) {
@@ -199,11 +204,11 @@ export class LifecycleService {
       case E.VALIDATING:
       case E.RESOLVING_CONTEXT:
       case E.PLANNING:
-        return this.prepare(execution, operations, tenant, settings);
+        return this.prepare(execution, operations, read);
       case E.VALIDATING_OUTPUT:
         return executionOnly(await this.complete(execution), operations);
       default:
-        return this.run(execution, operations, tenant, settings, sendNow);
+        return this.run(execution, operations, read, sendNow);
     }
   }
 
@@ -255,8 +260,7 @@ export class LifecycleService {
   private async prepare(
     execution: ExecutionEntity,
     operations: OperationEntity[],
-    tenant: TenantEntity | null,
-    settings: Map<string, ConnectorSettingsRecord>,
+    { tenant, settings }: TenantRead,
   ): Promise<StepResult> {
     const from = execution.status;
     const phases = preparePhases(from);
@@ -639,8 +643,7 @@ export class LifecycleService {
   private async run(
     execution: ExecutionEntity,
     operations: OperationEntity[],
-    tenant: TenantEntity | null,
-    settings: Map<string, ConnectorSettingsRecord>,
+    { tenant, settings }: TenantRead,
     sendNow: SendNow | undefined,
   ): Promise<StepResult> {
     const latestByKey = new Map<string, OperationEntity>();
