@@ -51,11 +51,10 @@ export const MUTANTS: Mutant[] = [
     name: 'resend-found-sent',
     bug: 'a dispatcher that finds its operation already SENT calls the connector again',
     file: 'apps/dispatcher/src/sender.service.ts',
-    find: `    if (start.kind === 'orphan') return this.markOrphan(op);`,
+    find: `    if (start.kind === 'orphan') return outcome(await this.markOrphan(op));`,
     replace: `    if (start.kind === 'orphan') {
       const again = this.connectors.require(op.connector);
-      await this.send(op, op.attempt, again, {}, options);
-      return 'sent';
+      return { outcome: 'sent', written: await this.send(op, op.attempt, again, {}, options) };
     }`,
   },
   {
