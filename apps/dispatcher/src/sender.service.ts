@@ -436,10 +436,13 @@ export class SenderService {
     }
     if (!staleness) return null;
     const next: Approval = { state: 'requested', requested_at: new Date().toISOString(), baseline: currentBaseline };
-    await this.transitions.annotate(this.db.manager, {
+    // Withdrawn only from a PREPARED operation whose grant still stands: a sender whose view is older (the operation
+    // was sent meanwhile, or another sender withdrew the grant first) writes nothing — no request nobody will answer.
+    const withdrawn = await this.transitions.annotate(this.db.manager, {
       executionId: op.executionId,
       operationId: op.id,
       whileStatus: S.PREPARED,
+      whileApprovalGranted: true,
       patch: { approval: next as unknown as Record<string, unknown> },
       type: staleness,
       data: {
@@ -452,6 +455,7 @@ export class SenderService {
         baseline_now: currentBaseline,
       },
     });
+    if (!withdrawn.won) return 'skipped: lost race';
     await this.transitions.annotate(this.db.manager, {
       executionId: op.executionId,
       operationId: op.id,

@@ -171,6 +171,36 @@ describe('TransitionService (real Postgres)', () => {
     expect(requested).toHaveLength(1);
   });
 
+  it('withdraws a stale grant once of many racing senders, and never from an operation sent meanwhile', async () => {
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    await db.dataSource.query(`UPDATE operations SET approval = '{"state":"granted"}' WHERE id = $1`, [operationId]);
+    const withdraw = () =>
+      transitions.annotate(db.dataSource.manager, {
+        executionId,
+        operationId,
+        whileStatus: OperationStatus.PREPARED,
+        whileApprovalGranted: true,
+        patch: { approval: { state: 'requested' } },
+        type: 'approval.stale_baseline',
+      });
+    const results = await Promise.all(Array.from({ length: 10 }, withdraw));
+    expect(results.filter((r) => r.won)).toHaveLength(1);
+    expect(await eventsWhere({ executionId, type: 'approval.stale_baseline' })).toHaveLength(1);
+
+    // Granted again, then sent: a sender that still holds the PREPARED row withdraws nothing.
+    await db.dataSource.query(`UPDATE operations SET approval = '{"state":"granted"}' WHERE id = $1`, [operationId]);
+    await running(executionId);
+    const sent = await transitions.operation(db.dataSource.manager, {
+      operation: snapshot(operationId),
+      to: OperationStatus.SENT,
+      bumpAttempt: true,
+      sendGuard: { kind: 'dispatch', approvalRequired: true },
+    });
+    expect(sent.won).toBe(true);
+    expect((await withdraw()).won).toBe(false);
+    expect(await eventsWhere({ executionId, type: 'approval.stale_baseline' })).toHaveLength(1);
+  });
+
   it('decide: of many racing decisions one is written, with its event and the move it makes, in one statement', async () => {
     const { executionId, operationId } = await newExecutionWithOneOperation();
     const decide = (i: number) =>

@@ -510,6 +510,8 @@ export class TransitionService {
       whileStatus?: OperationStatus;
       /** Only while no approval has been requested or decided: of two racing requests, one writes its event. */
       whileApprovalOpen?: boolean;
+      /** Only while the approval is still granted: of two senders that find one grant stale, one withdraws it. */
+      whileApprovalGranted?: boolean;
       patch?: OperationPatch;
       /** Merged into the JSON columns instead of replacing them (what a stale read would otherwise erase). */
       merge?: OperationMerge;
@@ -547,9 +549,10 @@ export class TransitionService {
     }
     params.push(eventId, input.type, json(input.data ?? {}));
     const n = params.length;
-    const approvalOpen = input.whileApprovalOpen
-      ? ` AND coalesce(approval->>'state', '') NOT IN ('requested', 'granted', 'denied')`
-      : '';
+    const approvalOpen =
+      (input.whileApprovalOpen
+        ? ` AND coalesce(approval->>'state', '') NOT IN ('requested', 'granted', 'denied')`
+        : '') + (input.whileApprovalGranted ? ` AND approval->>'state' = 'granted'` : '');
     const result = await rows<{ id: string; seq: string }>(
       db,
       `WITH moved AS (
