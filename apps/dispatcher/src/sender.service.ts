@@ -227,12 +227,6 @@ export class SenderService {
     await testPause(this.logger, this.config.TEST_PAUSE_AFTER_CALL_MS, 'paused after call', op.id);
     const sentSnapshot = { ...snapshotOf(op), status: S.SENT, attempt };
     const check = checkAfterSend({ status: outcome.status, verificationMethod: op.verificationMethod });
-    const readsAtOnce =
-      check === 'verify' &&
-      outcome.status === S.ACKNOWLEDGED &&
-      this.config.VERIFY_AT_SEND &&
-      this.config.VERIFY_FIRST_DELAY_MS === 0 &&
-      connector.readBack !== undefined;
     const recording = this.transitions.operation(this.db.manager, {
       operation: sentSnapshot,
       to: outcome.status,
@@ -248,7 +242,10 @@ export class SenderService {
     // The read-back at send starts while the acknowledgement is being committed: a read sends nothing, and what it
     // found is written only once the acknowledgement is (VERIFIED moves from ACKNOWLEDGED, by compare-and-set).
     const reading =
-      readsAtOnce && outcome.status === S.ACKNOWLEDGED
+      check === 'verify' &&
+      outcome.status === S.ACKNOWLEDGED &&
+      this.config.VERIFY_AT_SEND &&
+      this.config.VERIFY_FIRST_DELAY_MS === 0
         ? this.readAtOnce(op, outcome.providerRef, connector, tenant, recording)
         : null;
     const result = await recording;
@@ -278,8 +275,8 @@ export class SenderService {
   /**
    * The happy path in one job: the first read-back is made here, right after the send, when nothing asks it to wait
    * (VERIFY_FIRST_DELAY_MS 0). Made while the acknowledgement is committed (the test-only kill point
-   * TEST_PAUSE_BEFORE_READ_MS waits for that commit, so a process killed there leaves it ACKNOWLEDGED). null: the read
-   * threw, which concludes nothing.
+   * TEST_PAUSE_BEFORE_READ_MS waits for that commit, so a process killed there leaves it ACKNOWLEDGED). null: the
+   * connector cannot read back, or the read threw — either concludes nothing.
    */
   private async readAtOnce(
     op: OperationEntity,
@@ -288,15 +285,14 @@ export class SenderService {
     tenant: TenantConnectorSettings,
     recording: Promise<unknown>,
   ): Promise<ReadBackResult | null> {
+    const readBack = connector.readBack;
+    if (!readBack) return null;
     if (this.config.TEST_PAUSE_BEFORE_READ_MS > 0) {
       await recording.catch(() => undefined);
       await testPause(this.logger, this.config.TEST_PAUSE_BEFORE_READ_MS, 'paused before read-back', op.id);
     }
     try {
-      return await connector.readBack!(
-        { ...connectorOperation(op), providerRef },
-        this.connectors.callEnvironment(tenant),
-      );
+      return await readBack({ ...connectorOperation(op), providerRef }, this.connectors.callEnvironment(tenant));
     } catch (error) {
       this.logger.warn({ err: error, operationId: op.id }, 'read-back at send threw; leaving it to the verify job');
       return null;
