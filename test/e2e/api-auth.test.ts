@@ -1,7 +1,9 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import IORedis from 'ioredis';
 import { createApiKey } from '@verity/persistence';
+import { TEST_REDIS_URL } from '../support/services';
 import { DEMO, DIST, Stack, freePort } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 import { openStream } from './api-sse';
@@ -281,6 +283,46 @@ describe('auth, keys and tenant isolation (I9)', () => {
       const refused = await http(url, 'POST', '/v1/executions', { key: DEMO.agent, body: submission([charge('rl')]) });
       expect(refused.status).toBe(429);
       expect((await stack.db.dataSource.query(`SELECT count(*)::int AS n FROM executions`))[0].n).toBe(before);
+    });
+  });
+
+  describe('the limits of a known key', () => {
+    it('cost one Redis round trip per request: the address check and the token in one script', async () => {
+      // Warm: the key is looked up and cached by this API process, then the script is loaded (EVALSHA, EVAL once).
+      for (let i = 0; i < 2; i += 1) {
+        expect((await http(stack.apiUrl, 'GET', '/v1/executions?limit=1', { key: DEMO.agent })).status).toBe(200);
+      }
+      const redis = new IORedis(TEST_REDIS_URL);
+      const monitor = await redis.monitor();
+      const seen: string[][] = [];
+      const marker = `admission-marker-${Date.now()}`;
+      const sawMarker = new Promise<void>((resolve) =>
+        monitor.on('monitor', (_time: string, args: string[], source: string) => {
+          // What a script runs is shown too, marked as its own: only the commands the API sent are round trips.
+          if (source === 'lua') return;
+          if (args.some((a) => a.startsWith(stack.prefix))) seen.push(args);
+          if (args.includes(marker)) resolve();
+        }),
+      );
+      try {
+        for (let i = 0; i < 2; i += 1) {
+          expect((await http(stack.apiUrl, 'GET', '/v1/executions?limit=1', { key: DEMO.agent })).status).toBe(200);
+        }
+        const probe = new IORedis(TEST_REDIS_URL);
+        await probe.echo(marker);
+        probe.disconnect();
+        await sawMarker;
+      } finally {
+        monitor.disconnect();
+        redis.disconnect();
+      }
+      const limits = seen.filter((args) => args.some((a) => a.includes(':authfail:') || a.includes(':ratelimit:')));
+      expect(limits).toHaveLength(2);
+      for (const args of limits) {
+        expect(args[0].toLowerCase()).toBe('evalsha');
+        expect(args.some((a) => a.includes(':authfail:'))).toBe(true);
+        expect(args.some((a) => a.includes(':ratelimit:'))).toBe(true);
+      }
     });
   });
 

@@ -6,8 +6,10 @@ import { PRODUCER_REDIS } from '@verity/queues';
 import type { RedisClient as Redis } from '@verity/platform';
 import { DataSource } from 'typeorm';
 import { Problem } from '../problem/problem';
+import { RequestAdmission } from './admission';
 import { AuthFailureLimiter } from './auth-failures';
 import type { AnyPrincipal } from './principal';
+import type { SharedRateLimiter } from './rate-limiter';
 
 /** How long a found key is trusted without asking Postgres again, while revocations arrive by NOTIFY. */
 const POSITIVE_TTL_MS = 10_000;
@@ -24,6 +26,7 @@ export class ApiKeyService {
   private readonly revokedListeners = new Set<() => void>();
   private revocationsLive = false;
   private readonly failures: AuthFailureLimiter;
+  private readonly admission: RequestAdmission;
 
   constructor(
     @InjectDataSource() private readonly db: DataSource,
@@ -31,6 +34,7 @@ export class ApiKeyService {
     @Inject(PRODUCER_REDIS) redis: Redis,
   ) {
     this.failures = new AuthFailureLimiter(redis, config.QUEUE_PREFIX, config.AUTH_FAILURES_PER_MINUTE);
+    this.admission = new RequestAdmission(redis, config.QUEUE_PREFIX, this.failures);
   }
 
   /**
@@ -39,16 +43,7 @@ export class ApiKeyService {
    */
   async authenticateFrom(address: string, key: string): Promise<AnyPrincipal> {
     const wait = await this.failures.blockedFor(address);
-    if (wait > 0) {
-      throw new Problem(
-        429,
-        'too-many-failed-authentications',
-        'Too many failed authentications',
-        `too many unknown or revoked keys from this address; retry in ${wait} s`,
-        {},
-        { 'retry-after': `${wait}` },
-      );
-    }
+    if (wait > 0) throw tooManyFailures(wait);
     const principal = await this.authenticate(key);
     if (principal) return principal;
     await this.failures.recordFailure(address);
@@ -62,17 +57,45 @@ export class ApiKeyService {
     );
   }
 
+  /**
+   * `authenticateFrom`, then a token of `rate` for the key (`rateWait`: 0 when taken, else the seconds to wait). For a
+   * key this process already knows — every request of a busy agent but the first few — both checks are one Redis
+   * round trip; what they decide is the same.
+   */
+  async admitFrom(
+    address: string,
+    key: string,
+    rate: SharedRateLimiter,
+  ): Promise<{ principal: AnyPrincipal; rateWait: number }> {
+    const known = this.cached(hashApiKey(key));
+    if (known) {
+      const { blockedFor, rateWait } = await this.admission.admit(address, known.keyId, rate);
+      if (blockedFor > 0) throw tooManyFailures(blockedFor);
+      return { principal: known, rateWait };
+    }
+    const principal = await this.authenticateFrom(address, key);
+    return { principal, rateWait: await rate.take(principal.keyId) };
+  }
+
   async authenticate(key: string): Promise<AnyPrincipal | null> {
     const hash = hashApiKey(key);
-    const cached = this.cache.get(hash);
-    if (cached && cached.until > Date.now() && (cached.principal === null || this.revocationsLive)) {
-      return cached.principal;
-    }
+    const cached = this.cached(hash);
+    if (cached !== undefined) return cached;
     const found = await findActiveKey(this.db.manager, key);
     const principal = found ? toPrincipal(found.id, found.tenantId, found.role) : null;
     if (this.cache.size > 10_000) this.cache.clear();
     this.cache.set(hash, { principal, until: Date.now() + (principal ? POSITIVE_TTL_MS : NEGATIVE_TTL_MS) });
     return principal;
+  }
+
+  /**
+   * What the cache says of a key's hash: its principal, null for a key known to be unknown, undefined when it must be
+   * asked. A found key is trusted only while revocations can reach this process.
+   */
+  private cached(hash: string): AnyPrincipal | null | undefined {
+    const entry = this.cache.get(hash);
+    if (entry && entry.until > Date.now() && (entry.principal === null || this.revocationsLive)) return entry.principal;
+    return undefined;
   }
 
   async isStillValid(principal: { keyId: string }): Promise<boolean> {
@@ -94,6 +117,17 @@ export class ApiKeyService {
     this.revokedListeners.add(listener);
     return () => this.revokedListeners.delete(listener);
   }
+}
+
+function tooManyFailures(seconds: number): Problem {
+  return new Problem(
+    429,
+    'too-many-failed-authentications',
+    'Too many failed authentications',
+    `too many unknown or revoked keys from this address; retry in ${seconds} s`,
+    {},
+    { 'retry-after': `${seconds}` },
+  );
 }
 
 /** A row that breaks the role/tenant pairing (the database CHECK forbids it) authenticates as nobody. */

@@ -9,20 +9,25 @@ const WINDOW_MS = 60_000;
  * refused with 429 until the window ends — the right key included, so that a guesser cannot tell a hit from the
  * answer. If Redis does not answer in time, this process' own count decides.
  */
-const CHECK_OR_FAIL = `
+/** Lua: 0 while the address may still present keys, else the seconds until it may again (shared with admission.ts). */
+export const LUA_FAILURES_BLOCKED_FOR = `
+local function failures_blocked_for(key, limit, window)
+  local n = tonumber(redis.call('GET', key) or '0')
+  if n < limit then return 0 end
+  local ttl = redis.call('PTTL', key)
+  if ttl < 0 then ttl = window end
+  return math.max(1, math.ceil(ttl / 1000))
+end`;
+
+const CHECK_OR_FAIL = `${LUA_FAILURES_BLOCKED_FOR}
 local limit = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
-local n
 if ARGV[3] == 'fail' then
-  n = redis.call('INCR', KEYS[1])
+  local n = redis.call('INCR', KEYS[1])
   if n == 1 then redis.call('PEXPIRE', KEYS[1], window) end
   return 0
 end
-n = tonumber(redis.call('GET', KEYS[1]) or '0')
-if n < limit then return 0 end
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl < 0 then ttl = window end
-return math.max(1, math.ceil(ttl / 1000))`;
+return failures_blocked_for(KEYS[1], limit, window)`;
 
 type FailureRedis = Redis & {
   verityAuthFailures(key: string, limit: number, windowMs: number, mode: 'check' | 'fail'): Promise<number>;
@@ -50,7 +55,16 @@ export class AuthFailureLimiter {
       this.redis.verityAuthFailures(this.key(address), this.perMinute, WINDOW_MS, 'check'),
       this.timeoutMs,
     );
-    if (shared !== null) return shared;
+    return shared ?? this.locallyBlockedFor(address);
+  }
+
+  /** The key and arguments of `failures_blocked_for` for this address (see admission.ts). */
+  scriptArgs(address: string): { key: string; args: [limit: number, windowMs: number] } {
+    return { key: this.key(address), args: [this.perMinute, WINDOW_MS] };
+  }
+
+  /** This process' own count: what decides while Redis does not answer. */
+  locallyBlockedFor(address: string): number {
     const entry = this.local.get(address);
     if (!entry || entry.until <= Date.now() || entry.failures < this.perMinute) return 0;
     return Math.max(1, Math.ceil((entry.until - Date.now()) / 1000));

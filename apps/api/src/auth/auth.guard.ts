@@ -48,8 +48,9 @@ export class AuthGuard implements CanActivate {
     const targets = [context.getHandler(), context.getClass()];
     if (this.reflector.getAllAndOverride<boolean>(PUBLIC_KEY, targets)) return true;
     const req = context.switchToHttp().getRequest<Request & { principal?: Principal }>();
-    const principal = await authenticateRequest(req, this.keys);
-    const wait = await this.limiter.take(principal.keyId);
+    const token = bearerToken(req);
+    if (!token) throw missingKey();
+    const { principal, rateWait: wait } = await this.keys.admitFrom(clientAddress(req), token, this.limiter);
     if (wait > 0) {
       throw new Problem(
         429,
@@ -83,19 +84,19 @@ export async function authenticateRequest(
   keys: ApiKeyService,
   token = bearerToken(req),
 ): Promise<AnyPrincipal> {
-  if (!token) {
-    throw new Problem(
-      401,
-      'unauthorized',
-      'Unauthorized',
-      'send Authorization: Bearer <api key>',
-      {},
-      {
-        'www-authenticate': 'Bearer',
-      },
-    );
-  }
+  if (!token) throw missingKey();
   return keys.authenticateFrom(clientAddress(req), token);
+}
+
+function missingKey(): Problem {
+  return new Problem(
+    401,
+    'unauthorized',
+    'Unauthorized',
+    'send Authorization: Bearer <api key>',
+    {},
+    { 'www-authenticate': 'Bearer' },
+  );
 }
 
 /**

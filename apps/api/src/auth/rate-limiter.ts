@@ -31,23 +31,27 @@ export class RateLimiter {
  * Redis' clock. If Redis does not answer within `timeoutMs`, the request is judged by this process' own bucket: an
  * outage of Redis must not turn into an outage of the API.
  */
-const TAKE_TOKEN = `
-local capacity = tonumber(ARGV[1])
-local refill_per_ms = tonumber(ARGV[2])
-${LUA_NOW_MS}
-local bucket = redis.call('HMGET', KEYS[1], 'tokens', 'at')
-local tokens = tonumber(bucket[1]) or capacity
-local at = tonumber(bucket[2]) or now
-tokens = math.min(capacity, tokens + math.max(0, now - at) * refill_per_ms)
-local wait = 0
-if tokens < 1 then
-  wait = math.max(1, math.ceil((1 - tokens) / refill_per_ms / 1000))
-else
-  tokens = tokens - 1
-end
-redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
-redis.call('PEXPIRE', KEYS[1], 120000)
-return wait`;
+/** Lua: takes a token from the bucket at `key` — 0, or the seconds to wait when it is empty (shared with admission.ts). */
+export const LUA_TAKE_TOKEN = `
+local function take_token(key, capacity, refill_per_ms)
+  ${LUA_NOW_MS}
+  local bucket = redis.call('HMGET', key, 'tokens', 'at')
+  local tokens = tonumber(bucket[1]) or capacity
+  local at = tonumber(bucket[2]) or now
+  tokens = math.min(capacity, tokens + math.max(0, now - at) * refill_per_ms)
+  local wait = 0
+  if tokens < 1 then
+    wait = math.max(1, math.ceil((1 - tokens) / refill_per_ms / 1000))
+  else
+    tokens = tokens - 1
+  end
+  redis.call('HSET', key, 'tokens', tostring(tokens), 'at', tostring(now))
+  redis.call('PEXPIRE', key, 120000)
+  return wait
+end`;
+
+const TAKE_TOKEN = `${LUA_TAKE_TOKEN}
+return take_token(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]))`;
 
 type TokenRedis = Redis & { verityTakeToken(key: string, capacity: number, refillPerMs: number): Promise<number> };
 
@@ -68,14 +72,21 @@ export class SharedRateLimiter {
 
   /** Returns 0 when allowed, else the seconds to wait. */
   async take(key: string): Promise<number> {
-    const shared = await redisAnswerWithin(
-      this.redis.verityTakeToken(
-        `${this.prefix}:ratelimit:${this.perMinute}:${key}`,
-        this.perMinute,
-        this.perMinute / 60_000,
-      ),
-      this.timeoutMs,
-    );
+    const { key: bucket, args } = this.scriptArgs(key);
+    const shared = await redisAnswerWithin(this.redis.verityTakeToken(bucket, ...args), this.timeoutMs);
     return shared ?? this.local.take(key);
+  }
+
+  /** The bucket and arguments of `take_token` for this API key (see admission.ts). */
+  scriptArgs(key: string): { key: string; args: [capacity: number, refillPerMs: number] } {
+    return {
+      key: `${this.prefix}:ratelimit:${this.perMinute}:${key}`,
+      args: [this.perMinute, this.perMinute / 60_000],
+    };
+  }
+
+  /** This process' own bucket: what decides while Redis does not answer. */
+  takeLocally(key: string): number {
+    return this.local.take(key);
   }
 }

@@ -1,0 +1,96 @@
+import { createRedis, RedisClient } from '@verity/platform';
+import { TEST_REDIS_URL, clearRedisPrefix, testQueuePrefix } from '../../../../test/support/services';
+import { RequestAdmission } from './admission';
+import { AuthFailureLimiter } from './auth-failures';
+import { SharedRateLimiter } from './rate-limiter';
+
+/** Real Redis; the commands a call sends are counted on the client (each one is a round trip of its own). */
+async function withAdmission(
+  prefix: string,
+  test: (parts: {
+    redis: RedisClient;
+    failures: AuthFailureLimiter;
+    rate: SharedRateLimiter;
+    admission: RequestAdmission;
+    commandsOf: (call: () => Promise<unknown>) => Promise<string[]>;
+  }) => Promise<void>,
+): Promise<void> {
+  const redis = createRedis(TEST_REDIS_URL, 'producer', 'admission-spec');
+  const failures = new AuthFailureLimiter(redis, prefix, 3);
+  const rate = new SharedRateLimiter(redis, prefix, 2);
+  const admission = new RequestAdmission(redis, prefix, failures);
+  const commandsOf = async (call: () => Promise<unknown>) => {
+    const sent = jest.spyOn(redis, 'sendCommand');
+    try {
+      await call();
+      return sent.mock.calls.map(([command]) => command.name);
+    } finally {
+      sent.mockRestore();
+    }
+  };
+  try {
+    if (redis.status !== 'ready') await new Promise((ready) => redis.once('ready', ready));
+    await test({ redis, failures, rate, admission, commandsOf });
+  } finally {
+    redis.disconnect();
+    await clearRedisPrefix(prefix);
+  }
+}
+
+describe('RequestAdmission: the address check and the rate-limit token in one round trip', () => {
+  it('decides as the two separate calls do, with one command', async () => {
+    const prefix = testQueuePrefix('admit');
+    await withAdmission(prefix, async ({ failures, rate, admission, commandsOf }) => {
+      // The script is loaded by the first call (EVALSHA, then EVAL once): counted from the second on.
+      expect(await admission.admit('10.0.0.1', 'key_warm', rate)).toEqual({ blockedFor: 0, rateWait: 0 });
+
+      let answer: unknown;
+      const commands = await commandsOf(async () => {
+        answer = await admission.admit('10.0.0.1', 'key_a', rate);
+      });
+      expect(answer).toEqual({ blockedFor: 0, rateWait: 0 });
+      expect(commands).toEqual(['evalsha']);
+
+      // The bucket holds 2: the second token is the last, and the separate call sees the same bucket empty.
+      expect(await admission.admit('10.0.0.1', 'key_a', rate)).toEqual({ blockedFor: 0, rateWait: 0 });
+      const third = await admission.admit('10.0.0.1', 'key_a', rate);
+      expect(third.blockedFor).toBe(0);
+      expect(third.rateWait).toBeGreaterThanOrEqual(1);
+      expect(await rate.take('key_a')).toBeGreaterThanOrEqual(1);
+
+      // An address that used its failures is refused before any token is taken.
+      for (let i = 0; i < 3; i += 1) await failures.recordFailure('10.0.0.2');
+      const blocked = await admission.admit('10.0.0.2', 'key_b', rate);
+      expect(blocked.blockedFor).toBeGreaterThanOrEqual(1);
+      expect(blocked.rateWait).toBe(0);
+      expect(await failures.blockedFor('10.0.0.2')).toBe(blocked.blockedFor);
+      // key_b's bucket is still full: its two tokens are there for another address.
+      expect(await admission.admit('10.0.0.3', 'key_b', rate)).toEqual({ blockedFor: 0, rateWait: 0 });
+      expect(await rate.take('key_b')).toBe(0);
+      expect(await rate.take('key_b')).toBeGreaterThanOrEqual(1);
+    });
+  });
+
+  it("decides by this process' own counts when Redis does not answer", async () => {
+    const prefix = testQueuePrefix('admit-down');
+    await withAdmission(prefix, async ({ redis, failures, rate, admission }) => {
+      redis.disconnect();
+      expect(await admission.admit('10.0.0.1', 'key_a', rate)).toEqual({ blockedFor: 0, rateWait: 0 });
+      expect(await admission.admit('10.0.0.1', 'key_a', rate)).toEqual({ blockedFor: 0, rateWait: 0 });
+      expect((await admission.admit('10.0.0.1', 'key_a', rate)).rateWait).toBeGreaterThanOrEqual(1);
+      for (let i = 0; i < 3; i += 1) await failures.recordFailure('10.0.0.2');
+      const blocked = await admission.admit('10.0.0.2', 'key_b', rate);
+      expect(blocked.blockedFor).toBeGreaterThanOrEqual(1);
+      expect(blocked.rateWait).toBe(0);
+    });
+  });
+
+  it('asks twice when the prefix has no hash tag (the two keys could sit on two cluster nodes)', async () => {
+    const prefix = `vt-untagged-${Date.now()}`;
+    await withAdmission(prefix, async ({ rate, admission, commandsOf }) => {
+      await admission.admit('10.0.0.1', 'key_warm', rate);
+      const commands = await commandsOf(() => admission.admit('10.0.0.1', 'key_a', rate));
+      expect(commands).toEqual(['evalsha', 'evalsha']);
+    });
+  });
+});
