@@ -116,6 +116,42 @@ describe('http connector (real loopback target, tenant settings through the admi
     expect(sms.actions[0]).toMatchObject({ can_reach_verified: false, provider_idempotency: false });
   });
 
+  it('sends an approved request only on its baseline: changed while unreadable at send → asked again, nothing sent', async () => {
+    const name = `stock-${Date.now()}`;
+    target.setState(name, 'in-stock');
+    const context = { url: `${target.base}/state/${name}`, field: '$.data.value' };
+    const created = await submitOps(call, [
+      httpOp('guarded', order('/orders', { context, read_back: readBack() }), { requires_approval: true }),
+    ]);
+    const opId = created.operations[0].id;
+    type Logged = { type: string; to_status: string | null; data: Record<string, unknown> };
+    const log = async () => (await call<{ data: Logged[] }>('GET', `/v1/executions/${created.id}/events`)).body.data;
+    await waitFor(log, (l) => l.some((e) => e.type === 'approval.requested'), 30_000, 100);
+
+    // The reviewer approves what was read ("in-stock"); at send the source cannot be read, so a read is owed.
+    target.setState(name, 'unavailable');
+    const approved = await call('POST', `/v1/operations/${opId}/approval`, {
+      key: DEMO.reviewer,
+      body: { decision: 'approve', reason: 'in stock' },
+    });
+    expect(approved.status).toBe(200);
+    const unreadable = (e: Logged) => e.type === 'context.unavailable' && e.data.precondition === 'approval_baseline';
+    await waitFor(log, (l) => l.some(unreadable), 30_000, 50);
+    // When the source answers again it has changed: the grant was given on another state of the world.
+    target.setState(name, 'sold-out');
+    const after = await waitFor(log, (l) => l.some((e) => e.type === 'approval.stale_baseline'), 30_000, 100);
+    expect(JSON.stringify(after.find((e) => e.type === 'approval.stale_baseline')!.data)).toContain('sold-out');
+    expect(after.some((e) => e.to_status === 'SENT')).toBe(false);
+
+    const denied = await call('POST', `/v1/operations/${opId}/approval`, {
+      key: DEMO.reviewer,
+      body: { decision: 'deny', reason: 'sold out' },
+    });
+    expect(denied.status).toBe(200);
+    expect((await settled(call, created.id)).operations[0].status).toBe('CANCELLED');
+    expect(target.seen.some((s) => s.method === 'POST' && s.body.includes(opId))).toBe(false);
+  });
+
   it('reads context in resolving_context through the tenant allowlist: already there → VERIFIED, nothing sent', async () => {
     const id = `ctx-${Date.now()}`;
     const first = await settled(

@@ -21,6 +21,8 @@ export interface TargetServer {
   base: string;
   port: number;
   seen: Seen[];
+  /** What GET /state/<name> answers: `{data: {value}}`, or a 503 while it is 'unavailable'. */
+  setState(name: string, value: string): void;
   close(): Promise<void>;
 }
 
@@ -45,6 +47,7 @@ async function closeServer(server: Server): Promise<void> {
 export async function startTarget(options: { slowMs?: number; redirectTo?: string } = {}): Promise<TargetServer> {
   const seen: Seen[] = [];
   const orders = new Map<string, { status: string }>();
+  const states = new Map<string, string>();
   const server = createServer((req, res) => {
     let body = '';
     req.on('data', (chunk: Buffer) => (body += chunk.toString()));
@@ -67,6 +70,11 @@ export async function startTarget(options: { slowMs?: number; redirectTo?: strin
         const order = orders.get(decodeURIComponent(path.slice('/orders/'.length)));
         return order ? json(200, { data: order }) : json(404, { error: { code: 'not_found' } });
       }
+      if (req.method === 'GET' && path.startsWith('/state/')) {
+        const value = states.get(decodeURIComponent(path.slice('/state/'.length)));
+        if (value === 'unavailable') return json(503, { error: { code: 'unavailable' } });
+        return value === undefined ? json(404, { error: { code: 'not_found' } }) : json(200, { data: { value } });
+      }
       if (path === '/reject') return json(422, { error: { code: 'invalid_order', message: 'no such product' } });
       if (path === '/redirect') {
         res.writeHead(302, { location: options.redirectTo ?? '/orders' });
@@ -76,7 +84,13 @@ export async function startTarget(options: { slowMs?: number; redirectTo?: strin
     });
   });
   const port = await listen(server, '127.0.0.1');
-  return { base: `http://127.0.0.1:${port}`, port, seen, close: () => closeServer(server) };
+  return {
+    base: `http://127.0.0.1:${port}`,
+    port,
+    seen,
+    setState: (name, value) => states.set(name, value),
+    close: () => closeServer(server),
+  };
 }
 
 /** A listener on every loopback address (IPv4 and IPv6 when available) that counts any connection it gets. */

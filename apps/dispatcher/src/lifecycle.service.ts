@@ -616,7 +616,11 @@ export class LifecycleService {
       type: 'context.read',
       data: { evidence: context.evidence, state: context.state, after_failed_reads: op.checkCount },
     });
-    return cleared.won ? 'agrees' : 'lost';
+    if (!cleared.won) return 'lost';
+    // The row as it now stands, for the send this job makes from it: with no read owed any more, the sender re-reads an
+    // approval's baseline before sending (a held row still showing the owed read would skip that check).
+    op.nextCheckAt = null;
+    return 'agrees';
   }
 
   /** Decide which operations need approval; a decision that arrived early is kept, not asked again. */
