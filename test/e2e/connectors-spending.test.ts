@@ -217,6 +217,39 @@ describe('spending caps', () => {
       expect(usage.body.usage[0].amount).toBe(600);
     });
 
+    it('answers a held Idempotency-Key before the amounts: the replay, or 422 for another body', async () => {
+      await call('PUT', '/v1/admin/connector-settings/http', { key: DEMO.admin, body: { spending_caps: [] } });
+      const key = unique('capped-replay');
+      const body = { agent_id: 'a', intent: 'i', operations: [payment('1500', { requires_approval: true })] };
+      const first = await call<Execution>('POST', '/v1/executions', { body, headers: { 'idempotency-key': key } });
+      expect(first.status).toBe(201);
+      // Since then the tenant caps amounts, and this body's amount (a string) is one the cap could not count.
+      await call('PUT', '/v1/admin/connector-settings/http', {
+        key: DEMO.admin,
+        body: { spending_caps: [{ period: 'week', max_amount: 1000, amount_field: 'body.amount' }] },
+      });
+      try {
+        const before = await table('executions');
+        const replay = await call<Execution>('POST', '/v1/executions', { body, headers: { 'idempotency-key': key } });
+        expect(replay.status).toBe(201);
+        expect(replay.headers.get('idempotent-replayed')).toBe('true');
+        expect(replay.body.id).toBe(first.body.id);
+        const other = { ...body, intent: 'another' };
+        const reused = await call<{ type: string }>('POST', '/v1/executions', {
+          body: other,
+          headers: { 'idempotency-key': key },
+        });
+        expect(reused.status).toBe(422);
+        expect(reused.body.type).toBe('https://verity.dev/problems/idempotency-key-reused');
+        // A new key with the same unchargeable body: the amount check answers, as before.
+        const fresh = await call('POST', '/v1/executions', { body, headers: { 'idempotency-key': unique('k') } });
+        expect(fresh.status).toBe(400);
+        expect(await table('executions')).toBe(before);
+      } finally {
+        await call('POST', `/v1/executions/${first.body.id}/cancel`, {});
+      }
+    });
+
     it('cancels at dispatch, with evidence, an amount accepted before the cap existed', async () => {
       await call('PUT', '/v1/admin/connector-settings/http', { key: DEMO.admin, body: { spending_caps: [] } });
       const waiting = await submitOps(call, [payment(-5000, { requires_approval: true })]);

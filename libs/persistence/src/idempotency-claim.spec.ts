@@ -36,7 +36,7 @@ describe('Idempotency-Key records written by the intake statement (real Postgres
     }).then((written) => ({ id, written }));
   };
 
-  const holder = (key: string, hash = 'h1') => idempotencyHolder(db.dataSource.manager, tenantId, key, hash);
+  const holder = (key: string, hash = 'h1') => idempotencyHolder(db.dataSource.manager, tenantId, key, hash, 60_000);
 
   const executionsWithKey = async (key: string) =>
     (
@@ -105,6 +105,8 @@ describe('Idempotency-Key records written by the intake statement (real Postgres
       `UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE tenant_id = $1 AND key = $2`,
       [tenantId, key],
     );
+    // What intake would take over holds nothing: the caller does not answer from it.
+    expect(await holder(key)).toBeNull();
     const after = await insert(key, { hash: 'h2' });
     expect(after.written).not.toBeNull();
     expect(await holder(key, 'h2')).toEqual({ kind: 'replay', executionId: after.id });
@@ -123,6 +125,7 @@ describe('Idempotency-Key records written by the intake statement (real Postgres
       `UPDATE idempotency_keys SET created_at = now() - interval '2 minutes' WHERE tenant_id = $1 AND key = $2`,
       [tenantId, stuck],
     );
+    expect(await holder(stuck)).toBeNull();
     const taken = await insert(stuck);
     expect(taken.written).not.toBeNull();
     expect(await holder(stuck)).toEqual({ kind: 'replay', executionId: taken.id });

@@ -4,7 +4,10 @@ import { Queryable, rows } from './sql';
 export type IdempotencyHolder = { kind: 'replay'; executionId: string } | { kind: 'in_flight' } | { kind: 'mismatch' };
 
 export const IDEMPOTENCY_SQL = {
-  find: `SELECT request_hash, state, execution_id FROM idempotency_keys WHERE tenant_id = $1 AND key = $2`,
+  // A record the intake statement would take over (expired, or in flight and abandoned) holds nothing.
+  find: `SELECT request_hash, state, execution_id FROM idempotency_keys WHERE tenant_id = $1 AND key = $2
+     AND expires_at >= now()
+     AND NOT (state = 'in_flight' AND created_at < now() - make_interval(secs => $3 / 1000.0))`,
 } as const;
 
 /**
@@ -12,18 +15,19 @@ export const IDEMPOTENCY_SQL = {
  * with its execution) or takes over an expired one, so of any number of concurrent requests with one key one writes;
  * the others wait for its commit on the key's index entry and then write nothing. This says what holds the key: the
  * execution to replay, a request still in flight (a record an older version left `in_flight`), or a different body.
- * null: no record any more (it expired and was pruned meanwhile) — intake may simply try again.
+ * null: no record that holds the key (it expired, was abandoned or pruned meanwhile) — intake may simply try again.
  */
 export async function idempotencyHolder(
   db: Queryable,
   tenantId: string,
   key: string,
   requestHash: string,
+  abandonAfterMs: number,
 ): Promise<IdempotencyHolder | null> {
   const [record] = await rows<{ request_hash: string; state: string; execution_id: string | null }>(
     db,
     IDEMPOTENCY_SQL.find,
-    [tenantId, key],
+    [tenantId, key, abandonAfterMs],
   );
   if (!record) return null;
   if (record.request_hash !== requestHash) return { kind: 'mismatch' };

@@ -77,6 +77,7 @@ export class ExecutionsService {
         principal.tenantId,
         idempotencyKey,
         idempotency.requestHash,
+        idempotency.abandonAfterMs,
       );
       switch (holder?.kind) {
         case 'mismatch':
@@ -156,6 +157,19 @@ export class ExecutionsService {
     };
     let written = await insertExecution(this.db.manager, intake);
     if (written === 'capped') {
+      // A key another request already holds is answered first (the replay, 422 or 409), as it is without caps: the
+      // caller asks who holds it.
+      if (
+        idempotency &&
+        (await idempotencyHolder(
+          this.db.manager,
+          principal.tenantId,
+          idempotency.key,
+          idempotency.requestHash,
+          idempotency.abandonAfterMs,
+        ))
+      )
+        return null;
       // Nothing was written: the amounts are checked against the caps (400 when one cannot be charged), then written.
       await this.refuseUnchargeableAmounts(principal, submission);
       written = await insertExecution(this.db.manager, { ...intake, uncheckedCapsOf: undefined });
