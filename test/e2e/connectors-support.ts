@@ -21,8 +21,8 @@ export interface TargetServer {
   base: string;
   port: number;
   seen: Seen[];
-  /** What GET /state/<name> answers: `{data: {value}}`, or a 503 while it is 'unavailable'. */
-  setState(name: string, value: string): void;
+  /** What GET /state/<name> answers: `{data: {value}}`, or a 503 while it is 'unavailable'; after `delayMs`. */
+  setState(name: string, value: string, delayMs?: number): void;
   close(): Promise<void>;
 }
 
@@ -47,7 +47,7 @@ async function closeServer(server: Server): Promise<void> {
 export async function startTarget(options: { slowMs?: number; redirectTo?: string } = {}): Promise<TargetServer> {
   const seen: Seen[] = [];
   const orders = new Map<string, { status: string }>();
-  const states = new Map<string, string>();
+  const states = new Map<string, { value: string; delayMs: number }>();
   const server = createServer((req, res) => {
     let body = '';
     req.on('data', (chunk: Buffer) => (body += chunk.toString()));
@@ -71,9 +71,13 @@ export async function startTarget(options: { slowMs?: number; redirectTo?: strin
         return order ? json(200, { data: order }) : json(404, { error: { code: 'not_found' } });
       }
       if (req.method === 'GET' && path.startsWith('/state/')) {
-        const value = states.get(decodeURIComponent(path.slice('/state/'.length)));
-        if (value === 'unavailable') return json(503, { error: { code: 'unavailable' } });
-        return value === undefined ? json(404, { error: { code: 'not_found' } }) : json(200, { data: { value } });
+        const state = states.get(decodeURIComponent(path.slice('/state/'.length)));
+        if (!state) return json(404, { error: { code: 'not_found' } });
+        const answer = () =>
+          state.value === 'unavailable'
+            ? json(503, { error: { code: 'unavailable' } })
+            : json(200, { data: { value: state.value } });
+        return state.delayMs > 0 ? setTimeout(answer, state.delayMs).unref() : answer();
       }
       if (path === '/reject') return json(422, { error: { code: 'invalid_order', message: 'no such product' } });
       if (path === '/redirect') {
@@ -88,7 +92,7 @@ export async function startTarget(options: { slowMs?: number; redirectTo?: strin
     base: `http://127.0.0.1:${port}`,
     port,
     seen,
-    setState: (name, value) => states.set(name, value),
+    setState: (name, value, delayMs = 0) => states.set(name, { value, delayMs }),
     close: () => closeServer(server),
   };
 }

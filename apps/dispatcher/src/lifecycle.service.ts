@@ -104,7 +104,7 @@ type StepResult = boolean | 'lost' | { operations: OperationEntity[] };
 export type SendNow = (
   operationId: string,
   held: OperationToSend | undefined,
-) => Promise<{ outcome: string; written: OperationStatus | null }>;
+) => Promise<{ outcome: string; written: OperationStatus | null; settingsChanged?: true }>;
 
 /** A won move that wrote only the execution row keeps the operations read for it; anything else is passed on. */
 function executionOnly(moved: boolean | 'lost', operations: OperationEntity[] | null): StepResult {
@@ -716,6 +716,9 @@ export class LifecycleService {
             return sendNow(op.id, held);
           }),
         );
+        // Settings read by this job went stale under a send (an admin changed an allowlist or cap): read everything
+        // again, as after a lost race, so the next try is prepared from what is stored now.
+        if (reports.some((report) => report.settingsChanged)) return 'lost';
         return this.afterSends(execution, operations, ready, reports);
       }
       if (this.config.SEND_IN_ADVANCE) {

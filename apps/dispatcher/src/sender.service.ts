@@ -70,6 +70,8 @@ export interface SendOptions {
 export interface SendReport {
   outcome: DispatchOutcome;
   written: OperationStatus | null;
+  /** The tenant's settings changed since they were read: whoever held them reads them again before another try. */
+  settingsChanged?: true;
 }
 
 /**
@@ -131,8 +133,12 @@ export class SenderService {
     // job cannot send early or twice: the reads here only decide what to try, never whether it is safe.
     const guard: SendGuard = release
       ? { kind: 'release' }
-      : { kind: 'dispatch', approvalRequired: needsApproval(op, tenant?.settings, this.connectors) };
-    if (start.kind === 'moved') return outcome(this.refused(op, ['status_moved']));
+      : {
+          kind: 'dispatch',
+          approvalRequired: needsApproval(op, tenant?.settings, this.connectors),
+          settingsVersion: settings.version,
+        };
+    if (start.kind === 'moved') return this.refused(op, ['status_moved']);
     const connector = this.connectors.require(op.connector);
     // The tenant's settings for this connector (allowlist, secrets, spending caps), read with the operation in the same
     // statement: this send's own read, or the advance job's read of the step that found the operation ready.
@@ -171,13 +177,13 @@ export class SenderService {
     if ('exceeded' in committed) {
       // Only a send that could otherwise happen is cancelled for the cap: a stray job changes nothing.
       const refusals = await sendRefusals(this.db.manager, op.id, guard);
-      if (refusals.length > 0) return outcome(this.refused(op, refusals));
+      if (refusals.length > 0) return this.refused(op, refusals);
       return outcome(await this.refuseOverCap(op, committed.exceeded, release));
     }
     const sent = committed.sent;
     if (!sent.won || sent.attempt === undefined) {
       const refusals = await sendRefusals(this.db.manager, op.id, guard);
-      return outcome(refusals.length > 0 ? this.refused(op, refusals) : 'skipped: lost race');
+      return refusals.length > 0 ? this.refused(op, refusals) : outcome('skipped: lost race');
     }
     const attempt = sent.attempt;
     await testPause(this.logger, this.config.TEST_PAUSE_AFTER_SENT_MS, 'paused after SENT', op.id);
@@ -499,13 +505,17 @@ export class SenderService {
    * A stable log line and a counter per reason (verity_dispatch_refused_total on this dispatcher's /metrics), so stray
    * or hand-made jobs are visible.
    */
-  private refused(op: OperationEntity, reasons: SendRefusal[]): DispatchOutcome {
+  private refused(op: OperationEntity, reasons: SendRefusal[]): SendReport {
     this.logger.warn(
       { operationId: op.id, executionId: op.executionId, status: op.status, reasons },
       'dispatch refused by the send guard',
     );
     for (const reason of reasons) dispatchRefused.inc({ reason });
-    return `skipped: refused by the send guard (${reasons.join(', ')})`;
+    return {
+      outcome: `skipped: refused by the send guard (${reasons.join(', ')})`,
+      written: null,
+      ...(reasons.includes('settings_changed') ? { settingsChanged: true as const } : {}),
+    };
   }
 
   /** Graceful SIGTERM: let in-flight sends finish and record their outcome. */

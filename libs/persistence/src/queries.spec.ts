@@ -56,7 +56,7 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
           operation: op(OperationStatus.PREPARED, 0),
           to: OperationStatus.SENT,
           bumpAttempt: true,
-          sendGuard: { kind: 'dispatch', approvalRequired: true },
+          sendGuard: { kind: 'dispatch', approvalRequired: true, settingsVersion: null },
         }),
       ),
       decisionWithMove: await recorded((db) =>
@@ -92,7 +92,7 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
     },
     'send-guard': Object.fromEntries(
       [
-        ...sendGuardConditions({ kind: 'dispatch', approvalRequired: true }, []),
+        ...sendGuardConditions({ kind: 'dispatch', approvalRequired: true, settingsVersion: null }, []),
         ...sendGuardConditions({ kind: 'release' }, []),
       ].map((c) => [c.name, `SELECT ${c.sql.trim()}`]),
     ),

@@ -3,7 +3,11 @@ import { newId } from '@verity/platform';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { EventEntity, OperationEntity } from './entities';
 import { SendGuard, sendRefusals } from './send-guard';
-import { NewOperation } from './store';
+import { SecretsCipher } from './secrets-cipher';
+import { NewOperation, findOperationToSend } from './store';
+
+/** No connector's secrets are opened in these reads. */
+const NO_CIPHER = null as unknown as SecretsCipher;
 import { chargeOperation, insertTestExecution } from '../../../test/support/fixtures';
 import { TransitionService } from './transition.service';
 
@@ -145,6 +149,47 @@ describe('the guarded SENT statement (real Postgres)', () => {
     expect((await send(charge.id)).won).toBe(true);
     // Sent already: the guard itself would pass, so nothing names a condition — the status moved.
     expect(await send(charge.id)).toEqual({ won: false, refusals: [] });
+  });
+
+  it('refuses when the connector settings changed since the version the send was prepared with (settings_changed)', async () => {
+    const versionOf = async (id: string) => {
+      const found = await findOperationToSend(db.dataSource.manager, id, { connectors: [], cipher: NO_CIPHER });
+      return found!.settings.version;
+    };
+    // No settings row: read as null, and null is what is stored.
+    const first = op('first');
+    await execution([first]);
+    expect(await versionOf(first.id)).toBeNull();
+    expect(await send(first.id, { ...dispatch, settingsVersion: null })).toEqual({ won: true, refusals: [] });
+
+    const charge = op('charge');
+    await execution([charge]);
+    await db.dataSource.query(
+      `INSERT INTO tenant_connector_settings (tenant_id, connector, allow_hosts) VALUES ('acme', 'sandbox.payments', '[]')`,
+    );
+    const read = await versionOf(charge.id);
+    expect(read).toMatch(/^\d+$/);
+    // An admin writes the row after the read (a cap, an allowlist): the send prepared from the read is refused.
+    await db.dataSource.query(
+      `UPDATE tenant_connector_settings SET spending_caps = '[{"period":"day","max_operations":1}]', updated_at = now()
+        WHERE tenant_id = 'acme' AND connector = 'sandbox.payments'`,
+    );
+    expect(await send(charge.id, { ...dispatch, settingsVersion: read })).toEqual({
+      won: false,
+      refusals: ['settings_changed'],
+    });
+    await unchanged(charge.id);
+    // Read again, it sends; and a row that appeared after a read of none is a change too.
+    expect(await send(charge.id, { ...dispatch, settingsVersion: await versionOf(charge.id) })).toEqual({
+      won: true,
+      refusals: [],
+    });
+    const later = op('later');
+    await execution([later]);
+    expect(await send(later.id, { ...dispatch, settingsVersion: null })).toEqual({
+      won: false,
+      refusals: ['settings_changed'],
+    });
   });
 
   it('releases a held operation only with a SENT resolution on the row, whatever the execution status', async () => {

@@ -4,6 +4,7 @@ import {
   SENDABLE_EXECUTION_STATUSES,
   VerificationMethod,
 } from '@verity/status-model';
+import { settingsVersionOf } from './entities/connector-settings.entity';
 import { Queryable, rows, sqlLiterals } from './sql';
 
 /**
@@ -13,7 +14,18 @@ import { Queryable, rows, sqlLiterals } from './sql';
  *   this operation, decided by the caller from a fresh read (the agent's own `requires_approval` is checked here).
  * - `release`: a human released an operation held in MANUAL_REVIEW; the resolution must be on the row.
  */
-export type SendGuard = { kind: 'dispatch'; approvalRequired: boolean } | { kind: 'release' };
+export type SendGuard =
+  | {
+      kind: 'dispatch';
+      approvalRequired: boolean;
+      /**
+       * The version of the tenant's settings for the connector (allowlist, caps) the send was prepared with, when they
+       * were read before this statement (`ConnectorSettingsRecord.version`): the send commits only while they are still
+       * the stored ones. Undefined: not checked.
+       */
+      settingsVersion?: string | null;
+    }
+  | { kind: 'release' };
 
 /** Why a guarded SENT commit was refused (stable names: they appear in logs, job results and the metric). */
 export type SendRefusal =
@@ -22,6 +34,7 @@ export type SendRefusal =
   | 'dependency_not_done'
   | 'approval_not_granted'
   | 'release_not_resolved'
+  | 'settings_changed'
   | 'status_moved';
 
 /**
@@ -36,6 +49,16 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
   }
   params.push(guard.approvalRequired);
   const approvalRequired = `$${params.length}::boolean`;
+  const settings: { name: SendRefusal; sql: string }[] = [];
+  if (guard.settingsVersion !== undefined) {
+    params.push(guard.settingsVersion);
+    settings.push({
+      // The tenant changed the connector's settings since they were read: the send is prepared again from the new ones.
+      name: 'settings_changed',
+      sql: `(SELECT ${settingsVersionOf('gs')} FROM tenant_connector_settings gs
+              WHERE gs.tenant_id = op.tenant_id AND gs.connector = op.connector) IS NOT DISTINCT FROM $${params.length}::text`,
+    });
+  }
   return [
     {
       name: 'execution_not_running',
@@ -65,6 +88,7 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
                       AND (op.approval->>'expires_at' IS NULL
                            OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END`,
     },
+    ...settings,
   ];
 }
 

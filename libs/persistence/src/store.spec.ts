@@ -87,7 +87,8 @@ describe("an operation read to send carries its tenant's settings for its connec
   it('reads none when the tenant has set none', async () => {
     const found = await findOperationToSend(db.dataSource.manager, operationId, { connectors: [], cipher });
     expect(found?.operation.id).toBe(operationId);
-    expect(found?.settings).toEqual({ allowHosts: [], spendingCaps: [], secrets: {} });
+    // No row: and the version read says so (a row written later is a change the send guard sees).
+    expect(found?.settings).toEqual({ allowHosts: [], spendingCaps: [], secrets: {}, version: null });
   });
 
   it('reads the allowlist and caps, and opens the secrets only of a connector that declares them', async () => {
@@ -106,6 +107,8 @@ describe("an operation read to send carries its tenant's settings for its connec
       allowHosts: [{ host: 'a.example' }],
       spendingCaps: caps,
       secrets: { token: 's3cret' },
+      // The row's version (its updated_at in microseconds), which the send guard compares.
+      version: expect.stringMatching(/^\d+$/),
     });
     const undeclared = await findOperationToSend(m, operationId, { connectors: ['http'], cipher });
     expect(undeclared?.settings.secrets).toEqual({});

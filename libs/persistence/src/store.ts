@@ -11,6 +11,7 @@ import {
   ConnectorSettingsRecord,
   ConnectorSettingsRow,
   connectorSettingsOfRow,
+  settingsVersionOf,
 } from './entities/connector-settings.entity';
 import { SecretsCipher } from './secrets-cipher';
 import { Queryable, rows } from './sql';
@@ -164,6 +165,8 @@ export async function setRetryOf(db: Queryable, tenantId: string, operationId: s
  * Tenant in the signature: every read reachable from the API takes the tenant and matches it in the statement (I9).
  * The workers, which act on ids the system handed them across every tenant, use the `…ForWorker` variants.
  */
+const SETTINGS_VERSION = settingsVersionOf('s');
+
 export const READ_SQL = {
   executionById: `SELECT {columns:Execution t} FROM executions t WHERE t.id = $1 AND t.tenant_id = $2`,
   executionByIdForWorker: `SELECT {columns:Execution t} FROM executions t WHERE t.id = $1`,
@@ -173,7 +176,7 @@ export const READ_SQL = {
   // Each operation row with the tenant's settings for its connector (what a context read runs with); the sealed secrets
   // only for a connector that declares it uses them ($2).
   executionWithOperationsForWorker: `SELECT {columns:Execution e e__}, {columns:Operation o o__}, {columns:Tenant t t__},
-            s.allow_hosts AS s__allow_hosts, s.spending_caps AS s__spending_caps,
+            s.allow_hosts AS s__allow_hosts, s.spending_caps AS s__spending_caps, ${SETTINGS_VERSION} AS s__version,
             CASE WHEN o.connector = ANY($2::text[]) THEN (SELECT jsonb_object_agg(x.name, x.value)
               FROM tenant_connector_secrets x WHERE x.tenant_id = o.tenant_id AND x.connector = o.connector) END AS s__secrets
      FROM executions e LEFT JOIN operations o ON o.execution_id = e.id LEFT JOIN tenants t ON t.id = e.tenant_id
@@ -183,6 +186,7 @@ export const READ_SQL = {
   // connector that declares it uses them ($2).
   operationToSendForWorker: `SELECT {columns:Operation o o__}, e.status AS e__status, e.deadline_at AS e__deadline_at,
             {columns:Tenant t t__}, s.allow_hosts AS s__allow_hosts, s.spending_caps AS s__spending_caps,
+            ${SETTINGS_VERSION} AS s__version,
             CASE WHEN o.connector = ANY($2::text[]) THEN (SELECT jsonb_object_agg(x.name, x.value)
               FROM tenant_connector_secrets x WHERE x.tenant_id = o.tenant_id AND x.connector = o.connector) END AS s__secrets
      FROM operations o JOIN executions e ON e.id = o.execution_id LEFT JOIN tenants t ON t.id = o.tenant_id
@@ -361,6 +365,7 @@ function settingsOfJoinedRow(
     allow_hosts: raw.s__allow_hosts as ConnectorSettingsRow['allow_hosts'],
     spending_caps: raw.s__spending_caps as ConnectorSettingsRow['spending_caps'],
     secrets: raw.s__secrets as ConnectorSettingsRow['secrets'],
+    version: raw.s__version as string | null,
   };
   const opens = secrets.connectors.includes(operation.connector) && secrets.cipher;
   return connectorSettingsOfRow(row, operation.tenantId, operation.connector, opens);

@@ -90,6 +90,17 @@ export interface ConnectorSettingsRecord {
   spendingCaps: SpendingCapRow[];
   /** Names and values; present only when asked for (workers building a request). */
   secrets: Record<string, string>;
+  /** The row's version as read (`settingsVersionOf`; null: there was no row); undefined when the read did not ask. */
+  version?: string | null;
+}
+
+/**
+ * A settings row's version: its updated_at (every write of the row sets it) in microseconds, as text. A send made from
+ * settings read earlier in a job commits only while the row still has the version read (the send guard's
+ * `settings_changed`), so an allowlist or cap changed meanwhile is never sent around.
+ */
+export function settingsVersionOf(alias: string): string {
+  return `(extract(epoch FROM ${alias}.updated_at) * 1000000)::bigint::text`;
 }
 
 /**
@@ -116,6 +127,8 @@ export interface ConnectorSettingsRow {
   spending_caps: SpendingCapRow[] | null;
   /** Sealed values by name; null when the statement did not read them. */
   secrets: Record<string, string> | null;
+  /** `settingsVersionOf` the row (null: no row), where the statement reads it. */
+  version?: string | null;
 }
 
 /** The record a worker uses, with the secrets opened when a cipher is given (only for a connector that declares them). */
@@ -131,7 +144,12 @@ export function connectorSettingsOfRow(
       secrets[name] = cipher.open(stored, secretBinding(tenantId, connector, name));
     }
   }
-  return { allowHosts: row?.allow_hosts ?? [], spendingCaps: row?.spending_caps ?? [], secrets };
+  return {
+    allowHosts: row?.allow_hosts ?? [],
+    spendingCaps: row?.spending_caps ?? [],
+    secrets,
+    ...(row?.version !== undefined ? { version: row.version } : {}),
+  };
 }
 
 /**
