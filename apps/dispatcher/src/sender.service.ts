@@ -102,7 +102,11 @@ export class SenderService {
     stillOwned?: () => Promise<boolean | null>,
     options: SendOptions = { advanceAfter: true, sender: 'dispatch-job' },
   ): Promise<DispatchOutcome> {
-    return (await this.sendOperation(operationId, undefined, stillOwned, options)).outcome;
+    const report = await this.sendOperation(operationId, undefined, stillOwned, options);
+    // Refused because the tenant changed the connector's settings between this job's read and its SENT statement:
+    // once more, from a fresh read (nothing else would send it before the sweeper looks again).
+    if (report.settingsChanged) return (await this.sendOperation(operationId, undefined, stillOwned, options)).outcome;
+    return report.outcome;
   }
 
   /**
@@ -132,7 +136,7 @@ export class SenderService {
     // What a send needs is checked by the SENT statement itself (I15), so a stray, duplicated, replayed or hand-made
     // job cannot send early or twice: the reads here only decide what to try, never whether it is safe.
     const guard: SendGuard = release
-      ? { kind: 'release' }
+      ? { kind: 'release', settingsVersion: settings.version }
       : {
           kind: 'dispatch',
           approvalRequired: needsApproval(op, tenant?.settings, this.connectors),

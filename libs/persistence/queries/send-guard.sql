@@ -16,14 +16,14 @@ SELECT NOT EXISTS (
                 ORDER BY d.generation DESC LIMIT 1), false));
 
 -- approval_not_granted
-SELECT CASE WHEN op.approval->>'state' IS NULL THEN NOT ($1::boolean OR op.requires_approval)
+SELECT CASE WHEN op.approval->>'state' IS NULL THEN NOT ($2::boolean OR op.requires_approval)
                  ELSE op.approval->>'state' = 'granted'
                       AND (op.approval->>'expires_at' IS NULL
                            OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END;
 
 -- settings_changed
 SELECT (SELECT (extract(epoch FROM gs.updated_at) * 1000000)::bigint::text FROM tenant_connector_settings gs
-              WHERE gs.tenant_id = op.tenant_id AND gs.connector = op.connector) IS NOT DISTINCT FROM $2::text;
+              WHERE gs.tenant_id = op.tenant_id AND gs.connector = op.connector) IS NOT DISTINCT FROM $1::text;
 
 -- release_not_resolved
 SELECT (op.obligation->'resolution'->>'status') IS NOT DISTINCT FROM 'SENT';

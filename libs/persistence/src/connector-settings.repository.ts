@@ -10,7 +10,13 @@ export const CONNECTOR_SETTINGS_SQL = {
      ON CONFLICT (tenant_id, connector) DO UPDATE SET
        allow_hosts = coalesce($3::jsonb, tenant_connector_settings.allow_hosts),
        spending_caps = coalesce($4::jsonb, tenant_connector_settings.spending_caps),
-       updated_by = $5, updated_at = now()`,
+       updated_by = $5,
+       -- The row's version (the send guard's settings_changed): moved only by a change, not by a write of the same values.
+       updated_at = CASE WHEN (coalesce($3::jsonb, tenant_connector_settings.allow_hosts),
+                               coalesce($4::jsonb, tenant_connector_settings.spending_caps))
+                              IS DISTINCT FROM (tenant_connector_settings.allow_hosts,
+                                                tenant_connector_settings.spending_caps)
+                         THEN now() ELSE tenant_connector_settings.updated_at END`,
   upsertSecret: `INSERT INTO tenant_connector_secrets (tenant_id, connector, name, value, updated_by) VALUES ($1, $2, $3, $4, $5)
      ON CONFLICT (tenant_id, connector, name) DO UPDATE SET value = $4, updated_by = $5, updated_at = now()`,
   deleteSecret: `DELETE FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2 AND name = $3 RETURNING name`,

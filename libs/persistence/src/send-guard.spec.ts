@@ -203,6 +203,12 @@ describe('the guarded SENT statement (real Postgres)', () => {
     });
     await unchanged(held.id, OperationStatus.MANUAL_REVIEW);
     await set(held.id, `obligation = '{"resolution": {"status": "SENT"}}'`);
+    // Prepared from settings that are no longer the stored ones: refused as well.
+    expect(await send(held.id, { ...release, settingsVersion: '0' }, OperationStatus.MANUAL_REVIEW)).toEqual({
+      won: false,
+      refusals: ['settings_changed'],
+    });
+    await unchanged(held.id, OperationStatus.MANUAL_REVIEW);
     expect((await send(held.id, release, OperationStatus.MANUAL_REVIEW)).won).toBe(true);
   });
 

@@ -25,7 +25,7 @@ export type SendGuard =
        */
       settingsVersion?: string | null;
     }
-  | { kind: 'release' };
+  | { kind: 'release'; settingsVersion?: string | null };
 
 /** Why a guarded SENT commit was refused (stable names: they appear in logs, job results and the metric). */
 export type SendRefusal =
@@ -42,13 +42,6 @@ export type SendRefusal =
  * definition serves the SENT statement (all of them, ANDed) and the diagnosis of a refusal (each one by name).
  */
 export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name: SendRefusal; sql: string }[] {
-  if (guard.kind === 'release') {
-    return [
-      { name: 'release_not_resolved', sql: `(op.obligation->'resolution'->>'status') IS NOT DISTINCT FROM 'SENT'` },
-    ];
-  }
-  params.push(guard.approvalRequired);
-  const approvalRequired = `$${params.length}::boolean`;
   const settings: { name: SendRefusal; sql: string }[] = [];
   if (guard.settingsVersion !== undefined) {
     params.push(guard.settingsVersion);
@@ -59,6 +52,14 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
               WHERE gs.tenant_id = op.tenant_id AND gs.connector = op.connector) IS NOT DISTINCT FROM $${params.length}::text`,
     });
   }
+  if (guard.kind === 'release') {
+    return [
+      { name: 'release_not_resolved', sql: `(op.obligation->'resolution'->>'status') IS NOT DISTINCT FROM 'SENT'` },
+      ...settings,
+    ];
+  }
+  params.push(guard.approvalRequired);
+  const approvalRequired = `$${params.length}::boolean`;
   return [
     {
       name: 'execution_not_running',

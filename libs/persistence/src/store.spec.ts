@@ -110,6 +110,19 @@ describe("an operation read to send carries its tenant's settings for its connec
       // The row's version (its updated_at in microseconds), which the send guard compares.
       version: expect.stringMatching(/^\d+$/),
     });
+    // The version moves with a change of the allowlist or caps, not with a write of the same values.
+    const versionNow = async () =>
+      (await findOperationToSend(m, operationId, { connectors: [], cipher }))?.settings.version;
+    const version = await versionNow();
+    await upsertConnectorSettings(m, 'acme', connector, {
+      allowHosts: [{ host: 'a.example' }],
+      spendingCaps: caps,
+      by: 'k',
+    });
+    expect(await versionNow()).toBe(version);
+    await upsertConnectorSettings(m, 'acme', connector, { allowHosts: [{ host: 'b.example' }], by: 'k' });
+    expect(await versionNow()).not.toBe(version);
+    await upsertConnectorSettings(m, 'acme', connector, { allowHosts: [{ host: 'a.example' }], by: 'k' });
     const undeclared = await findOperationToSend(m, operationId, { connectors: ['http'], cipher });
     expect(undeclared?.settings.secrets).toEqual({});
     expect(undeclared?.settings.allowHosts).toEqual([{ host: 'a.example' }]);

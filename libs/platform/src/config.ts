@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { redisHashTag } from './redis';
 
 const bool = z
   .enum(['true', 'false', '1', '0'])
@@ -220,7 +221,7 @@ const ConfigSchema = z
   .superRefine((config, ctx) => {
     const sharded = config.QUEUE_SHARDS > 1 || config.REDIS_CLUSTER_NODES !== undefined;
     // A cluster runs a multi-key script only when all its keys hash to one slot: the prefix must be a hash tag.
-    if (sharded && !/\{[^{}]+\}/.test(config.QUEUE_PREFIX)) {
+    if (sharded && !redisHashTag(config.QUEUE_PREFIX)) {
       ctx.addIssue({
         code: 'custom',
         path: ['QUEUE_PREFIX'],

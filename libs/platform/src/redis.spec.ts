@@ -4,7 +4,26 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Queue } from 'bullmq';
 import { ConfigError, loadConfig } from './config';
-import { assertNoEviction, createRedis, redisTarget } from './redis';
+import { assertNoEviction, createRedis, redisHashTag, redisTarget } from './redis';
+
+describe('redisHashTag: what decides the slot of a key on a Redis Cluster, read as Redis reads it', () => {
+  it.each([
+    ['{verity}:ratelimit:k', { tag: 'verity', end: 7 }],
+    ['acme{verity}q', { tag: 'verity', end: 11 }],
+    ['{a}{b}', { tag: 'a', end: 2 }],
+    ['x{a{b}c', { tag: 'a{b', end: 5 }],
+    ['{}{verity}', null],
+    ['{verity', null],
+    ['verity}', null],
+    ['verity', null],
+  ])('%s', (key, expected) => expect(redisHashTag(key)).toEqual(expected));
+
+  it('is what the configuration asks of a sharded or clustered QUEUE_PREFIX', () => {
+    const env = { DATABASE_URL: 'postgres://localhost/x', REDIS_URL: 'redis://localhost:6379', QUEUE_SHARDS: '2' };
+    expect(() => loadConfig({ ...env, QUEUE_PREFIX: '{}{verity}' })).toThrow(ConfigError);
+    expect(loadConfig({ ...env, QUEUE_PREFIX: 'x{verity}' }).QUEUE_PREFIX).toBe('x{verity}');
+  });
+});
 
 describe('REDIS_URL', () => {
   it('takes redis://, rediss:// and a Unix socket as unix:///<path>', () => {

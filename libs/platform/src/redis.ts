@@ -140,6 +140,19 @@ async function withTimeout<T>(promise: Promise<T>, ms: number, message: string):
   }
 }
 
+/**
+ * A key's hash tag as Redis Cluster finds it: the text between the first `{` and the first `}` after it, when not
+ * empty — then that text alone decides the key's slot (`end`: the index of that `}`). null: the whole key decides, so
+ * two keys that share only a prefix may sit on two nodes.
+ */
+export function redisHashTag(key: string): { tag: string; end: number } | null {
+  const open = key.indexOf('{');
+  if (open < 0) return null;
+  const close = key.indexOf('}', open + 1);
+  if (close <= open + 1) return null;
+  return { tag: key.slice(open + 1, close), end: close };
+}
+
 export function redactUrl(url: string): string {
   try {
     const parsed = new URL(url);

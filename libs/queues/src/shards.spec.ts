@@ -43,6 +43,13 @@ describe('shardPrefix', () => {
 
   it('refuses a prefix without a hash tag when there are several shards', () => {
     expect(() => shardPrefix('verity', 1, 3)).toThrow('no hash tag');
+    // Redis reads the first `{` to the first `}` after it: an empty one there means no tag at all.
+    expect(() => shardPrefix('{}{verity}', 1, 3)).toThrow('no hash tag');
+  });
+
+  it('puts the shard in the tag Redis reads, the first one', () => {
+    expect(shardPrefix('{a}{b}', 1, 2)).toBe('{a:1}{b}');
+    expect(shardPrefix('x{a{b}c', 1, 2)).toBe('x{a{b:1}c');
   });
 });
 

@@ -1,3 +1,4 @@
+import { redisHashTag } from '@verity/platform';
 import { JobName, JobPayloads, QUEUE_OF_JOB, QueueName } from './names';
 
 /** What the shards are made of: three variables of the config. */
@@ -36,8 +37,9 @@ export function shardOfKey(key: string, shards: number): number {
  */
 export function shardPrefix(prefix: string, shard: number, shards: number): string {
   if (shards <= 1) return prefix;
-  if (!/\{[^{}]+\}/.test(prefix)) throw new Error(`QUEUE_PREFIX ${prefix} has no hash tag to put the shard in`);
-  return prefix.replace(/\{([^{}]+)\}/, (_, tag: string) => `{${tag}:${shard}}`);
+  const hashTag = redisHashTag(prefix);
+  if (!hashTag) throw new Error(`QUEUE_PREFIX ${prefix} has no hash tag to put the shard in`);
+  return `${prefix.slice(0, hashTag.end)}:${shard}${prefix.slice(hashTag.end)}`;
 }
 
 /** The key a job is routed by: its execution (every job of an execution on one shard), else its delivery. */

@@ -1,4 +1,4 @@
-import type { RedisClient as Redis } from '@verity/platform';
+import { redisHashTag, type RedisClient as Redis } from '@verity/platform';
 import { redisRepliesWithin } from '../redis-limits';
 import { AuthFailureLimiter, LUA_FAILURES_BLOCKED_FOR } from './auth-failures';
 import { LUA_TAKE_TOKEN, SharedRateLimiter } from './rate-limiter';
@@ -43,7 +43,7 @@ export class RequestAdmission {
   ) {
     if (!('verityAdmit' in redis)) redis.defineCommand('verityAdmit', { numberOfKeys: 2, lua: ADMIT });
     this.redis = redis as AdmissionRedis;
-    this.oneSlot = /\{[^{}]+\}/.test(prefix);
+    this.oneSlot = redisHashTag(prefix) !== null;
   }
 
   async admit(address: string, keyId: string, rate: SharedRateLimiter): Promise<Admission> {
