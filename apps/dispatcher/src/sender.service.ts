@@ -153,6 +153,7 @@ export class SenderService {
       if (stale) return outcome(stale);
     }
 
+    await testPause(this.logger, this.config.TEST_PAUSE_BEFORE_SENT_MS, 'paused before SENT', op.id);
     let committingAt = Date.now();
     // SENT is committed first: a crash after this line must never lead to a second send. Under a spending cap the
     // commit waits its turn and is refused (never sent) when the cap is reached.

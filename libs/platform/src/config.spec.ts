@@ -3,6 +3,7 @@ import { ConfigError, loadConfig, tracingOn, tracingVariables } from './config';
 describe('loadConfig: test-only kill points', () => {
   it('are off by default', () => {
     const config = loadConfig({});
+    expect(config.TEST_PAUSE_BEFORE_SENT_MS).toBe(0);
     expect(config.TEST_PAUSE_AFTER_SENT_MS).toBe(0);
     expect(config.TEST_PAUSE_AFTER_CALL_MS).toBe(0);
     expect(config.TEST_PAUSE_BEFORE_READ_MS).toBe(0);
@@ -12,14 +13,16 @@ describe('loadConfig: test-only kill points', () => {
     expect(loadConfig({ NODE_ENV: 'test', TEST_PAUSE_AFTER_SENT_MS: '1000' }).TEST_PAUSE_AFTER_SENT_MS).toBe(1000);
   });
 
-  it.each(['TEST_PAUSE_AFTER_SENT_MS', 'TEST_PAUSE_AFTER_CALL_MS', 'TEST_PAUSE_BEFORE_READ_MS'])(
-    'refuses %s in production, naming the variable',
-    (name) => {
-      expect(() => loadConfig({ NODE_ENV: 'production', [name]: '5' })).toThrow(ConfigError);
-      expect(() => loadConfig({ NODE_ENV: 'production', [name]: '5' })).toThrow(name);
-      expect(loadConfig({ NODE_ENV: 'production', [name]: '0' })[name as 'TEST_PAUSE_AFTER_SENT_MS']).toBe(0);
-    },
-  );
+  it.each([
+    'TEST_PAUSE_BEFORE_SENT_MS',
+    'TEST_PAUSE_AFTER_SENT_MS',
+    'TEST_PAUSE_AFTER_CALL_MS',
+    'TEST_PAUSE_BEFORE_READ_MS',
+  ])('refuses %s in production, naming the variable', (name) => {
+    expect(() => loadConfig({ NODE_ENV: 'production', [name]: '5' })).toThrow(ConfigError);
+    expect(() => loadConfig({ NODE_ENV: 'production', [name]: '5' })).toThrow(name);
+    expect(loadConfig({ NODE_ENV: 'production', [name]: '0' })[name as 'TEST_PAUSE_AFTER_SENT_MS']).toBe(0);
+  });
 });
 
 describe('SECRETS_KEY', () => {

@@ -205,10 +205,12 @@ const ConfigSchema = z
     WEBHOOK_SCAN_INTERVAL_MS: z.coerce.number().int().min(50).default(1_000),
     WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).default(10_000),
     /**
-     * Test-only kill points (docs/operations.md): the dispatcher logs a marker and sleeps after committing SENT, or after
-     * the connector answered and before the outcome is written; the reconciler (and the dispatcher at send) before a
-     * read-back. 0 = off. Refused in production, so they can never slow down or widen a real crash window.
+     * Test-only kill points (docs/operations.md): the dispatcher logs a marker and sleeps before the SENT statement,
+     * after committing SENT, or after the connector answered and before the outcome is written; the reconciler (and the
+     * dispatcher at send) before a read-back. 0 = off. Refused in production, so they can never slow down or widen a
+     * real crash window.
      */
+    TEST_PAUSE_BEFORE_SENT_MS: ms(0),
     TEST_PAUSE_AFTER_SENT_MS: ms(0),
     TEST_PAUSE_AFTER_CALL_MS: ms(0),
     TEST_PAUSE_BEFORE_READ_MS: ms(0),
@@ -239,7 +241,12 @@ const ConfigSchema = z
     }
   });
 
-const TEST_HOOKS = ['TEST_PAUSE_AFTER_SENT_MS', 'TEST_PAUSE_AFTER_CALL_MS', 'TEST_PAUSE_BEFORE_READ_MS'] as const;
+const TEST_HOOKS = [
+  'TEST_PAUSE_BEFORE_SENT_MS',
+  'TEST_PAUSE_AFTER_SENT_MS',
+  'TEST_PAUSE_AFTER_CALL_MS',
+  'TEST_PAUSE_BEFORE_READ_MS',
+] as const;
 
 export type VerityConfig = z.infer<typeof ConfigSchema>;
 
