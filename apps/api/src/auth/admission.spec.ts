@@ -1,4 +1,5 @@
-import { createRedis, RedisClient } from '@verity/platform';
+import { createRedis, createRedisClient, loadConfig, RedisClient } from '@verity/platform';
+import { LocalRedisCluster } from '../../../../test/support/redis-cluster';
 import { TEST_REDIS_URL, clearRedisPrefix, testQueuePrefix } from '../../../../test/support/services';
 import { RequestAdmission } from './admission';
 import { AuthFailureLimiter } from './auth-failures';
@@ -92,5 +93,46 @@ describe('RequestAdmission: the address check and the rate-limit token in one ro
       const commands = await commandsOf(() => admission.admit('10.0.0.1', 'key_a', rate));
       expect(commands).toEqual(['evalsha', 'evalsha']);
     });
+  });
+});
+
+describe('RequestAdmission on a real Redis Cluster (three nodes)', () => {
+  let cluster: LocalRedisCluster;
+  beforeAll(async () => {
+    cluster = await LocalRedisCluster.start();
+  }, 60_000);
+  afterAll(async () => cluster?.stop());
+
+  it('is answered by the cluster (both keys in the prefix slot), so every API process shares the counts', async () => {
+    const prefix = testQueuePrefix('admit-cluster');
+    const config = loadConfig({ REDIS_CLUSTER_NODES: cluster.nodeList, QUEUE_PREFIX: prefix });
+    // Two API processes: each its own connection and its own local fallback counts.
+    const processes = [0, 1].map(() => {
+      const redis = createRedisClient(config, 'producer', 'admission-cluster-spec');
+      const failures = new AuthFailureLimiter(redis, prefix, 3);
+      return {
+        redis,
+        failures,
+        rate: new SharedRateLimiter(redis, prefix, 2),
+        admission: new RequestAdmission(redis, prefix, failures),
+      };
+    });
+    const [a, b] = processes;
+    try {
+      // A producer connection has no offline queue: a command before it is ready would fail (and fall back).
+      for (const { redis } of processes) {
+        if (redis.status !== 'ready') await new Promise((ready) => redis.once('ready', ready));
+      }
+      // A bucket of 2 for the key across both: were either answered by its own local bucket (the fallback when Redis
+      // does not answer, e.g. CROSSSLOT), the third admission would pass.
+      expect(await a.admission.admit('10.0.0.1', 'key_a', a.rate)).toEqual({ blockedFor: 0, rateWait: 0 });
+      expect(await b.admission.admit('10.0.0.1', 'key_a', b.rate)).toEqual({ blockedFor: 0, rateWait: 0 });
+      expect((await a.admission.admit('10.0.0.1', 'key_a', a.rate)).rateWait).toBeGreaterThanOrEqual(1);
+      // Failures counted by one process block the address in the other.
+      for (let i = 0; i < 3; i += 1) await a.failures.recordFailure('10.0.0.2');
+      expect((await b.admission.admit('10.0.0.2', 'key_b', b.rate)).blockedFor).toBeGreaterThanOrEqual(1);
+    } finally {
+      for (const { redis } of processes) redis.disconnect();
+    }
   });
 });
