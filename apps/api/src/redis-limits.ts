@@ -10,25 +10,25 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
 
 /** The answer of a Redis call as a number, or null when it fails or takes longer than `ms`. */
-export async function redisAnswerWithin(call: Promise<unknown>, ms: number): Promise<number | null> {
-  return redisRepliesWithin(
-    call.then((reply) => [reply]),
-    ms,
-  ).then((replies) => (replies ? Number(replies[0]) : null));
+export function redisAnswerWithin(call: Promise<unknown>, ms: number): Promise<number | null> {
+  return answerWithin(call.then(Number), ms);
 }
 
 /** The answer of a Redis call that replies with a list, as numbers, or null when it fails or takes too long. */
-export async function redisRepliesWithin(call: Promise<unknown>, ms: number): Promise<number[] | null> {
+export function redisRepliesWithin(call: Promise<unknown>, ms: number): Promise<number[] | null> {
+  return answerWithin(
+    call.then((reply) => (Array.isArray(reply) ? reply.map(Number) : null)),
+    ms,
+  );
+}
+
+async function answerWithin<T>(call: Promise<T>, ms: number): Promise<T | null> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<null>((resolve) => {
     timer = setTimeout(() => resolve(null), ms);
   });
-  const replies = call.then(
-    (reply) => (Array.isArray(reply) ? reply.map(Number) : null),
-    () => null,
-  );
   try {
-    return await Promise.race([replies, timeout]);
+    return await Promise.race([call.catch(() => null), timeout]);
   } finally {
     clearTimeout(timer);
   }

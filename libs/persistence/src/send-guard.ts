@@ -14,18 +14,14 @@ import { Queryable, rows, sqlLiterals } from './sql';
  *   this operation, decided by the caller from a fresh read (the agent's own `requires_approval` is checked here).
  * - `release`: a human released an operation held in MANUAL_REVIEW; the resolution must be on the row.
  */
-export type SendGuard =
-  | {
-      kind: 'dispatch';
-      approvalRequired: boolean;
-      /**
-       * The version of the tenant's settings for the connector (allowlist, caps) the send was prepared with, when they
-       * were read before this statement (`ConnectorSettingsRecord.version`): the send commits only while they are still
-       * the stored ones. Undefined: not checked.
-       */
-      settingsVersion?: string | null;
-    }
-  | { kind: 'release'; settingsVersion?: string | null };
+export type SendGuard = ({ kind: 'dispatch'; approvalRequired: boolean } | { kind: 'release' }) & {
+  /**
+   * The version of the tenant's settings for the connector (allowlist, caps) the send was prepared with, when they were
+   * read before this statement (`ConnectorSettingsRecord.version`): the send commits only while they are still the
+   * stored ones. Undefined: not checked.
+   */
+  settingsVersion?: string | null;
+};
 
 /** Why a guarded SENT commit was refused (stable names: they appear in logs, job results and the metric). */
 export type SendRefusal =

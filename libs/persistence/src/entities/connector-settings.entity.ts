@@ -95,9 +95,9 @@ export interface ConnectorSettingsRecord {
 }
 
 /**
- * A settings row's version: its updated_at (every write of the row sets it) in microseconds, as text. A send made from
- * settings read earlier in a job commits only while the row still has the version read (the send guard's
- * `settings_changed`), so an allowlist or cap changed meanwhile is never sent around.
+ * A settings row's version: its updated_at (moved by every change of the allowlist or caps) in microseconds, as text.
+ * A send made from settings read earlier in a job commits only while the row still has the version read (the send
+ * guard's `settings_changed`), so an allowlist or cap changed meanwhile is never sent around.
  */
 export function settingsVersionOf(alias: string): string {
   return `(extract(epoch FROM ${alias}.updated_at) * 1000000)::bigint::text`;
