@@ -42,6 +42,34 @@ WITH moved AS (
        RETURNING id, seq, execution_id, (SELECT attempt FROM moved) AS attempt,
                  (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
 
+-- operationMoveThenExecution
+WITH moved AS (
+         UPDATE operations op SET status = $3, updated_at = clock_timestamp(), evidence = $5
+         WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4
+         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
+       ), follows AS (
+         SELECT e.id, (e.status = $9 AND e.deadline_at > clock_timestamp()) AS moves
+         FROM executions e JOIN moved ON e.id = moved.execution_id
+         FOR UPDATE OF e
+       ), seq AS (
+         UPDATE executions e SET event_seq = e.event_seq + 1 + CASE WHEN follows.moves THEN $11::int ELSE 0 END,
+                status = CASE WHEN follows.moves THEN $10 ELSE e.status END, updated_at = clock_timestamp()
+         FROM follows WHERE e.id = follows.id
+         RETURNING e.id, e.event_seq, follows.moves
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
+       SELECT $6, seq.id, moved.tenant_id, seq.event_seq - CASE WHEN seq.moves THEN $11::int ELSE 0 END,
+              moved.id, $7, $2::text, $3::text, $8::jsonb
+       FROM moved JOIN seq ON seq.id = moved.execution_id
+       UNION ALL
+       SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - $11::int + m.ord, NULL, 'execution.status_changed',
+              m.from_status, m.to_status, m.data
+       FROM moved JOIN seq ON seq.id = moved.execution_id AND seq.moves,
+            unnest($12::text[], $13::text[], $14::text[], $15::jsonb[])
+            WITH ORDINALITY AS m(event_id, from_status, to_status, data, ord)
+       RETURNING id, seq, execution_id, operation_id, (SELECT attempt FROM moved) AS attempt,
+                 (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
+
 -- decisionWithMove
 WITH moved AS (
          UPDATE operations SET updated_at = clock_timestamp(), approval = coalesce(approval, '{}'::jsonb) || $5::jsonb, status = $6, terminal_reason = $7

@@ -59,6 +59,17 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
           sendGuard: { kind: 'dispatch', approvalRequired: true, settingsVersion: null },
         }),
       ),
+      operationMoveThenExecution: await recorded((db) =>
+        transitions.operation(db, {
+          operation: op(OperationStatus.ACKNOWLEDGED, 1),
+          to: OperationStatus.VERIFIED,
+          patch: { evidence: { method: 'read_after_write' } },
+          thenExecution: {
+            from: ExecutionStatus.RUNNING,
+            moves: [{ to: ExecutionStatus.VALIDATING_OUTPUT }, { to: ExecutionStatus.COMPLETED }],
+          },
+        }),
+      ),
       decisionWithMove: await recorded((db) =>
         transitions.decide(db, {
           operation: op(OperationStatus.PREPARED, 0),

@@ -6,6 +6,7 @@ import {
   VerificationMethod,
 } from '@verity/status-model';
 import { insertChargeExecution } from '../../../test/support/fixtures';
+import { waitFor } from '../../../test/support/stack';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { FindOptionsWhere } from 'typeorm';
 import { EventEntity, OperationEntity } from './entities';
@@ -150,6 +151,124 @@ describe('TransitionService (real Postgres)', () => {
     );
     const events = await eventsWhere({ executionId });
     expect(events).toHaveLength(1);
+  });
+
+  describe('an operation move followed by execution moves (thenExecution), one statement', () => {
+    const completion = {
+      from: E.RUNNING,
+      moves: [{ to: E.VALIDATING_OUTPUT }, { to: E.COMPLETED, eventData: { outcome: null } }],
+    };
+    /** An execution running with its one operation ACKNOWLEDGED (attempt 1), as the sender leaves it. */
+    async function acknowledged() {
+      const ids = await newExecutionWithOneOperation();
+      await running(ids.executionId);
+      await db.dataSource.query(`UPDATE operations SET status = 'ACKNOWLEDGED', attempt = 1 WHERE id = $1`, [
+        ids.operationId,
+      ]);
+      return ids;
+    }
+    const verify = (operationId: string, then = completion, manager = db.dataSource.manager) =>
+      transitions.operation(manager, {
+        operation: { ...snapshot(operationId), status: OperationStatus.ACKNOWLEDGED, attempt: 1 },
+        to: OperationStatus.VERIFIED,
+        patch: { evidence: { method: 'read_after_write' } },
+        thenExecution: then,
+      });
+    const executionRow = async (executionId: string) =>
+      (
+        (await db.dataSource.query(`SELECT status, event_seq FROM executions WHERE id = $1`, [executionId])) as {
+          status: string;
+          event_seq: string;
+        }[]
+      )[0];
+
+    it('writes the operation’s event, then one per execution move, with consecutive seqs', async () => {
+      const { executionId, operationId } = await acknowledged();
+      const result = await verify(operationId);
+      expect(result).toMatchObject({ won: true, seq: 2, attempt: 1, executionMoved: true });
+      const events = await eventsWhere({ executionId });
+      expect(events.map((e) => [Number(e.seq), e.operationId, e.type, e.fromStatus, e.toStatus])).toEqual([
+        [1, null, 'execution.created', null, 'created'],
+        [2, operationId, 'operation.status_changed', 'ACKNOWLEDGED', 'VERIFIED'],
+        [3, null, 'execution.status_changed', 'running', 'validating_output'],
+        [4, null, 'execution.status_changed', 'validating_output', 'completed'],
+      ]);
+      expect(events[1].id).toBe(result.eventId);
+      expect(events[3].data).toEqual({ outcome: null });
+      expect(await executionRow(executionId)).toEqual({ status: 'completed', event_seq: '4' });
+    });
+
+    it('writes the operation’s move alone when the execution is no longer where the caller left it', async () => {
+      const { executionId, operationId } = await acknowledged();
+      await db.dataSource.query(`UPDATE executions SET status = 'cancelled' WHERE id = $1`, [executionId]);
+      const result = await verify(operationId);
+      expect(result).toMatchObject({ won: true, seq: 2, executionMoved: false });
+      expect((await eventsWhere({ executionId })).map((e) => e.toStatus)).toEqual(['created', 'VERIFIED']);
+      expect(await executionRow(executionId)).toEqual({ status: 'cancelled', event_seq: '2' });
+    });
+
+    it('writes the operation’s move alone once the deadline has passed (the execution expires instead)', async () => {
+      const { executionId, operationId } = await acknowledged();
+      await db.dataSource.query(`UPDATE executions SET deadline_at = now() - interval '1 second' WHERE id = $1`, [
+        executionId,
+      ]);
+      const result = await verify(operationId);
+      expect(result).toMatchObject({ won: true, executionMoved: false });
+      expect(await executionRow(executionId)).toEqual({ status: 'running', event_seq: '2' });
+    });
+
+    it('writes nothing when the operation’s compare-and-set loses', async () => {
+      const { executionId, operationId } = await acknowledged();
+      await db.dataSource.query(`UPDATE operations SET status = 'UNKNOWN' WHERE id = $1`, [operationId]);
+      expect(await verify(operationId)).toEqual({ won: false });
+      expect(await eventsWhere({ executionId })).toHaveLength(1);
+      expect(await executionRow(executionId)).toEqual({ status: 'running', event_seq: '1' });
+    });
+
+    it('judges the execution as committed when it gets the row, not as its snapshot saw it (a cancel that commits first wins)', async () => {
+      const { executionId, operationId } = await acknowledged();
+      // A caller's cancel holds the execution row, uncommitted, while the statement starts: the statement's snapshot
+      // still says running; the row it gets after the cancel commits says cancelled.
+      const cancel = db.dataSource.createQueryRunner();
+      await cancel.connect();
+      try {
+        await cancel.startTransaction();
+        await cancel.query(`UPDATE executions SET status = 'cancelled', event_seq = event_seq + 1 WHERE id = $1`, [
+          executionId,
+        ]);
+        const verifying = verify(operationId);
+        // Proven waiting on the cancel's row lock (not slept on): its backend shows a lock wait.
+        await waitFor(
+          async () =>
+            (
+              (await db.dataSource.query(
+                `SELECT count(*)::int AS n FROM pg_stat_activity
+                  WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'WITH moved AS%'`,
+              )) as { n: number }[]
+            )[0].n,
+          (waiting) => waiting > 0,
+        );
+        await cancel.commitTransaction();
+        const result = await verifying;
+        expect(result).toMatchObject({ won: true, executionMoved: false });
+      } finally {
+        await cancel.release();
+      }
+      expect(await executionRow(executionId)).toEqual({ status: 'cancelled', event_seq: '3' });
+      const events = await eventsWhere({ executionId });
+      expect(events.map((e) => [Number(e.seq), e.toStatus])).toEqual([
+        [1, 'created'],
+        [3, 'VERIFIED'],
+      ]);
+    });
+
+    it('checks every execution move with the model before any SQL', async () => {
+      const { executionId, operationId } = await acknowledged();
+      await expect(verify(operationId, { from: E.RUNNING, moves: [{ to: E.CREATED }] })).rejects.toBeInstanceOf(
+        IllegalTransitionError,
+      );
+      expect(await eventsWhere({ executionId })).toHaveLength(1);
+    });
   });
 
   it('writes one approval request of many racing ones, and none once a decision is recorded', async () => {

@@ -85,6 +85,19 @@ export interface OperationTransitionInput {
   sendGuard?: SendGuard;
   patch?: OperationPatch;
   eventData?: Record<string, unknown>;
+  /**
+   * Moves of the operation's execution that follow this one (the last operation settling completes it), written in
+   * the same statement, each checked by the model and with its own event after the operation's: only when this move
+   * wins, the execution is still in `from` and its deadline has not passed (after it, the execution expires instead).
+   * Otherwise the operation's move is written alone and `executionMoved` is false, as if nothing had been asked.
+   */
+  thenExecution?: ExecutionMovesInput;
+}
+
+/** Moves of one execution back to back, from the status it must still be in. */
+export interface ExecutionMovesInput {
+  from: ExecutionStatus;
+  moves: { to: ExecutionStatus; eventData?: Record<string, unknown> }[];
 }
 
 export interface TransitionResult {
@@ -92,6 +105,21 @@ export interface TransitionResult {
   eventId?: string;
   seq?: number;
   attempt?: number;
+  /** With `thenExecution`: whether the execution's moves were written too. */
+  executionMoved?: boolean;
+}
+
+/** The status each move starts from, and where the last one ends; every move checked by the model. */
+function checkedMoves(input: ExecutionMovesInput): { froms: ExecutionStatus[]; at: ExecutionStatus } {
+  if (input.moves.length === 0) throw new Error('executionMoves needs at least one move');
+  const froms: ExecutionStatus[] = [];
+  let at = input.from;
+  for (const move of input.moves) {
+    assertExecutionTransition(at, move.to);
+    froms.push(at);
+    at = move.to;
+  }
+  return { froms, at };
 }
 
 /** What a decision by a person must find still open, checked in the statement that writes it (I13). */
@@ -259,6 +287,7 @@ export class TransitionService {
       json({ ...input.eventData, reason, actor: input.actor ?? 'system' }),
     );
     const n = params.length;
+    if (input.thenExecution) return this.operationThenExecution(db, input, sets, guard, params, input.thenExecution);
     const result = await rows<{ id: string; seq: string; attempt: number; execution_id: string; age_s: number }>(
       db,
       `WITH moved AS (
@@ -285,6 +314,100 @@ export class TransitionService {
       ageSeconds: result[0].age_s,
     });
     return { won: true, eventId: result[0].id, seq: Number(result[0].seq), attempt: result[0].attempt };
+  }
+
+  /**
+   * The operation's move and, when the execution is still where the caller left it, the execution's moves that follow,
+   * as ONE statement. The execution row is locked (after the operation's, the order every transition takes them) before
+   * its status is judged, so the judgement is of the row as committed now, not of the statement's snapshot; its
+   * events come after the operation's, consecutive in `seq`.
+   */
+  private async operationThenExecution(
+    db: Queryable,
+    input: OperationTransitionInput,
+    sets: string[],
+    guard: string,
+    params: unknown[],
+    then: ExecutionMovesInput,
+  ): Promise<TransitionResult> {
+    const { operation, to } = input;
+    const { froms, at } = checkedMoves(then);
+    const n = params.length;
+    params.push(
+      then.from,
+      at,
+      then.moves.length,
+      then.moves.map(() => newId('evt')),
+      froms,
+      then.moves.map((move) => move.to),
+      then.moves.map((move) => json(move.eventData ?? {})),
+    );
+    const count = `$${n + 3}::int`;
+    const result = await rows<{
+      id: string;
+      seq: string;
+      attempt: number;
+      execution_id: string;
+      operation_id: string | null;
+      age_s: number;
+    }>(
+      db,
+      `WITH moved AS (
+         UPDATE operations op SET ${sets.join(', ')}
+         WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4${guard}
+         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
+       ), follows AS (
+         SELECT e.id, (e.status = $${n + 1} AND e.deadline_at > clock_timestamp()) AS moves
+         FROM executions e JOIN moved ON e.id = moved.execution_id
+         FOR UPDATE OF e
+       ), seq AS (
+         UPDATE executions e SET event_seq = e.event_seq + 1 + CASE WHEN follows.moves THEN ${count} ELSE 0 END,
+                status = CASE WHEN follows.moves THEN $${n + 2} ELSE e.status END, updated_at = clock_timestamp()
+         FROM follows WHERE e.id = follows.id
+         RETURNING e.id, e.event_seq, follows.moves
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
+       SELECT $${n - 2}, seq.id, moved.tenant_id, seq.event_seq - CASE WHEN seq.moves THEN ${count} ELSE 0 END,
+              moved.id, $${n - 1}, $2::text, $3::text, $${n}::jsonb
+       FROM moved JOIN seq ON seq.id = moved.execution_id
+       UNION ALL
+       SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - ${count} + m.ord, NULL, 'execution.status_changed',
+              m.from_status, m.to_status, m.data
+       FROM moved JOIN seq ON seq.id = moved.execution_id AND seq.moves,
+            unnest($${n + 4}::text[], $${n + 5}::text[], $${n + 6}::text[], $${n + 7}::jsonb[])
+            WITH ORDINALITY AS m(event_id, from_status, to_status, data, ord)
+       RETURNING id, seq, execution_id, operation_id, (SELECT attempt FROM moved) AS attempt,
+                 (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s`,
+      params,
+    );
+    const own = result.find((row) => row.operation_id !== null);
+    if (!own) return { won: false };
+    eventsWritten(db, own.execution_id);
+    traceTransition(db, 'operation', operation.id, operation.status, to, own.id);
+    countTransition(db, 'operation.status_changed', [{ from: operation.status, to }], {
+      verificationMethod: operation.verificationMethod,
+      ageSeconds: own.age_s,
+    });
+    const executionMoves = result
+      .filter((row) => row.operation_id === null)
+      .sort((a, b) => Number(a.seq) - Number(b.seq));
+    executionMoves.forEach((event, i) =>
+      traceTransition(db, 'execution', own.execution_id, froms[i], then.moves[i].to, event.id),
+    );
+    if (executionMoves.length > 0) {
+      countTransition(
+        db,
+        'execution.status_changed',
+        then.moves.map((move, i) => ({ from: froms[i], to: move.to })),
+      );
+    }
+    return {
+      won: true,
+      eventId: own.id,
+      seq: Number(own.seq),
+      attempt: own.attempt,
+      executionMoved: executionMoves.length > 0,
+    };
   }
 
   /**
@@ -416,14 +539,7 @@ export class TransitionService {
       patch?: ExecutionPatch;
     },
   ): Promise<TransitionResult> {
-    if (input.moves.length === 0) throw new Error('executionMoves needs at least one move');
-    const froms: ExecutionStatus[] = [];
-    let at = input.from;
-    for (const move of input.moves) {
-      assertExecutionTransition(at, move.to);
-      froms.push(at);
-      at = move.to;
-    }
+    const { froms, at } = checkedMoves(input);
     const n = input.moves.length;
     const params: unknown[] = [input.executionId, input.from, at, n];
     const sets = ['status = $3', 'event_seq = event_seq + $4', 'updated_at = clock_timestamp()'];
