@@ -54,7 +54,7 @@ export const MUTANTS: Mutant[] = [
     find: `    if (start.kind === 'orphan') return outcome(await this.markOrphan(op));`,
     replace: `    if (start.kind === 'orphan') {
       const again = this.connectors.require(op.connector);
-      return { outcome: 'sent', written: await this.send(op, op.attempt, again, {}, options) };
+      return { outcome: 'sent', ...(await this.send(op, op.attempt, again, {}, options)) };
     }`,
   },
   {

@@ -242,6 +242,7 @@ describe('traces (OpenTelemetry, OTLP/HTTP)', () => {
       [/^SELECT o\./, 'read the operation to send'],
       [/^SELECT t\./, 'read the operations'],
       [/^WITH moved AS \(\s*UPDATE executions/, 'move the execution'],
+      [/^WITH moved AS \(\s*UPDATE operations.*\), follows AS/s, 'move the operation, then the execution'],
       [/^WITH moved AS \(\s*UPDATE operations/, 'move the operation'],
     ];
     const statements = spans
@@ -257,9 +258,9 @@ describe('traces (OpenTelemetry, OTLP/HTTP)', () => {
       // The advance job sends the operation from the rows it holds: PREPARED → SENT → ACKNOWLEDGED → VERIFIED.
       'move the operation',
       'move the operation',
-      'move the operation',
-      // VERIFIED is final: nothing is read again before running → validating_output → completed.
-      'move the execution',
+      // VERIFIED is final and it was the last operation: the same statement moves the execution running →
+      // validating_output → completed (nothing is read again, no statement of its own).
+      'move the operation, then the execution',
     ]);
   });
 

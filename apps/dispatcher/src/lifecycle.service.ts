@@ -7,6 +7,7 @@ import {
   ExecutionEntity,
   ExecutionPatch,
   OperationEntity,
+  ExecutionMovesInput,
   OperationToSend,
   TenantEntity,
   TransitionService,
@@ -33,6 +34,7 @@ import {
   preparedStep,
   preparesWithoutWrites,
   startedExecutionTarget,
+  completesWhenVerified,
   isFinalOperation,
   isTerminalExecution,
   nextPreconditionRead,
@@ -100,15 +102,24 @@ type StepResult = boolean | 'lost' | { operations: OperationEntity[] };
 /**
  * Sends one ready operation in the calling job (SenderService.sendOperation under that job's lock), from the rows the
  * job holds when it has them (`held`); what it did, and the status it last wrote to the operation (null: none).
+ * `thenExecution`: the execution's moves to write with the operation's VERIFIED, if the read at send concludes.
  */
 export type SendNow = (
   operationId: string,
   held: OperationToSend | undefined,
-) => Promise<{ outcome: string; written: OperationStatus | null; settingsChanged?: true }>;
+  thenExecution?: ExecutionMovesInput,
+) => Promise<{ outcome: string; written: OperationStatus | null; settingsChanged?: true; executionMoved?: true }>;
 
 /** A won move that wrote only the execution row keeps the operations read for it; anything else is passed on. */
 function executionOnly(moved: boolean | 'lost', operations: OperationEntity[] | null): StepResult {
   return moved === true && operations ? { operations } : moved;
+}
+
+/** → validating_output (unless there already) → completed; the completion event repeats the verdicts it completed with. */
+function completionMoves(execution: ExecutionEntity): ExecutionMovesInput['moves'] {
+  const criteria = (execution.criteriaResults ?? []).map((r) => ({ key: r.key, verdict: r.verdict }));
+  const completed = { to: E.COMPLETED, eventData: { criteria, outcome: execution.outcome?.result ?? null } };
+  return execution.status === E.VALIDATING_OUTPUT ? [completed] : [{ to: E.VALIDATING_OUTPUT }, completed];
 }
 
 /** What an advance job read with the execution: its tenant, and the tenant's settings for its operations' connectors. */
@@ -707,18 +718,24 @@ export class LifecycleService {
       // The SENT statement sends only while the execution is running (I15): move it there before handing out jobs.
       if ((await this.move(execution, E.RUNNING)) === 'lost') return 'lost';
       if (sendNow) {
+        const completion =
+          !changed && ready.length === 1 ? this.completionIfVerified(execution, operations, ready[0]) : undefined;
         // Every ready operation is sent here, side by side. No dispatch job is made for them: an operation must have
         // one kind of sender, or a dispatch job finding it SENT by an advance job would take it for an orphan.
         const reports = await Promise.all(
           ready.map((op) => {
             const known = settings.get(op.connector);
             const held = known && { operation: op, executionDeadline: execution.deadlineAt, tenant, settings: known };
-            return sendNow(op.id, held);
+            return sendNow(op.id, held, completion);
           }),
         );
         // Settings read by this job went stale under a send (an admin changed an allowlist or cap): read everything
         // again, as after a lost race, so the next try is prepared from what is stored now.
         if (reports.some((report) => report.settingsChanged)) return 'lost';
+        if (completion && reports[0].executionMoved) {
+          execution.status = completion.moves[completion.moves.length - 1].to;
+          return false;
+        }
         return this.afterSends(execution, operations, ready, reports);
       }
       if (this.config.SEND_IN_ADVANCE) {
@@ -735,6 +752,24 @@ export class LifecycleService {
     const moved = await this.move(execution, target);
     // A status change of the execution alone needs no second look: operations have not moved.
     return moved === 'lost' ? 'lost' : false;
+  }
+
+  /**
+   * The moves that complete the execution, written with `op`'s VERIFIED if the read at send concludes — `op` being the
+   * one operation this step sends (the status model's completesWhenVerified). undefined: the step after the send
+   * decides, as always.
+   */
+  private completionIfVerified(
+    execution: ExecutionEntity,
+    operations: OperationEntity[],
+    op: OperationEntity,
+  ): ExecutionMovesInput | undefined {
+    const completes = completesWhenVerified({
+      criteria: execution.criteria.length,
+      operation: op,
+      others: operations.filter((other) => other.id !== op.id),
+    });
+    return completes ? { from: execution.status, moves: completionMoves(execution) } : undefined;
   }
 
   /**
@@ -781,9 +816,7 @@ export class LifecycleService {
       execution,
       async (db) => {
         const chain = new MoveChain(this.transitions, db, execution.id, execution.status);
-        if (chain.status !== E.VALIDATING_OUTPUT) chain.add(E.VALIDATING_OUTPUT);
-        const criteria = (execution.criteriaResults ?? []).map((r) => ({ key: r.key, verdict: r.verdict }));
-        chain.add(E.COMPLETED, { criteria, outcome: execution.outcome?.result ?? null });
+        for (const move of completionMoves(execution)) chain.add(move.to, move.eventData);
         return chain.flush();
       },
       true,

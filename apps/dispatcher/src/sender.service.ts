@@ -11,6 +11,7 @@ import {
 import {
   Approval,
   CapExceeded,
+  ExecutionMovesInput,
   OperationEntity,
   SendGuard,
   SendRefusal,
@@ -64,6 +65,11 @@ export interface SendOptions {
   advanceAfter: boolean;
   /** Which job sends (what an operation found already SENT means depends on it: `sendStart`). */
   sender: 'dispatch-job' | 'advance-job';
+  /**
+   * The execution's moves to write with this operation's VERIFIED when the read at send concludes (the advance job's,
+   * when this is the last operation to settle): one statement instead of two (TransitionService `thenExecution`).
+   */
+  thenExecution?: ExecutionMovesInput;
 }
 
 /** What a send did, and the status this send last wrote to its operation (null when it wrote none, or lost it). */
@@ -72,6 +78,8 @@ export interface SendReport {
   written: OperationStatus | null;
   /** The tenant's settings changed since they were read: whoever held them reads them again before another try. */
   settingsChanged?: true;
+  /** The execution's moves asked for with `thenExecution` were written with the operation's VERIFIED. */
+  executionMoved?: true;
 }
 
 /**
@@ -214,7 +222,7 @@ export class SenderService {
     const work = this.send(op, attempt, connector, tenantEnv, options);
     this.inFlight.add(work);
     try {
-      return { outcome: 'sent', written: await work };
+      return { outcome: 'sent', ...(await work) };
     } finally {
       this.inFlight.delete(work);
     }
@@ -226,7 +234,7 @@ export class SenderService {
     connector: Connector,
     tenant: TenantConnectorSettings,
     options: SendOptions,
-  ): Promise<OperationStatus | null> {
+  ): Promise<Pick<SendReport, 'written' | 'executionMoved'>> {
     let outcome: SendOutcome;
     try {
       outcome = await connector.send(connectorOperation(op), this.connectors.callEnvironment(tenant));
@@ -263,10 +271,11 @@ export class SenderService {
     if (!result.won) {
       // Someone else (the sweeper) already decided this operation is UNKNOWN: our late write loses, by design.
       this.logger.warn({ operationId: op.id, outcome: outcome.status }, 'late send outcome rejected by CAS');
-      return null;
+      return { written: null };
     }
-    const verifiedNow = reading !== null && (await this.verifyAtOnce(op, attempt, await reading));
-    if (check === 'verify' && !verifiedNow) {
+    const verified =
+      reading === null ? null : await this.verifyAtOnce(op, attempt, await reading, options.thenExecution);
+    if (check === 'verify' && !verified) {
       await this.producer.tryEnqueue(
         JobName.VERIFY_OPERATION,
         { operationId: op.id, executionId: op.executionId },
@@ -280,7 +289,8 @@ export class SenderService {
       );
     }
     if (options.advanceAfter) await this.advanceExecution(op.executionId);
-    return verifiedNow ? S.VERIFIED : outcome.status;
+    if (!verified) return { written: outcome.status };
+    return verified.executionMoved ? { written: S.VERIFIED, executionMoved: true } : { written: S.VERIFIED };
   }
 
   /**
@@ -314,10 +324,15 @@ export class SenderService {
    * Only a read that finds the effect as sent concludes here (ACKNOWLEDGED → VERIFIED, exactly as the verify job would
    * write it); anything else — absent, lagging, unreadable, different — is left to the verify job as if this read had
    * not been made, so the settle window and the check budget keep their meaning. A read never sends. Returns whether
-   * the verify job is no longer needed.
+   * the verify job is no longer needed (null: it is), and whether the execution's moves asked with it were written.
    */
-  private async verifyAtOnce(op: OperationEntity, attempt: number, read: ReadBackResult | null): Promise<boolean> {
-    if (!read) return false;
+  private async verifyAtOnce(
+    op: OperationEntity,
+    attempt: number,
+    read: ReadBackResult | null,
+    thenExecution: ExecutionMovesInput | undefined,
+  ): Promise<{ executionMoved: boolean } | null> {
+    if (!read) return null;
     const decision = decideReadBack({
       status: S.ACKNOWLEDGED,
       read: read.kind,
@@ -325,27 +340,28 @@ export class SenderService {
       checksBefore: 0,
       budget: this.config.RECONCILE_BUDGET,
     });
-    if (decision.kind !== 'verified') return false;
+    if (decision.kind !== 'verified') return null;
     const evidence = { method: 'read_after_write', ...read.evidence };
     // A lost compare-and-set means the operation moved on (a verify job the sweeper owed it got there first): whoever
     // moved it owns what comes next, and a verify job would find nothing to do. A write that fails (Postgres away)
     // leaves it ACKNOWLEDGED: the verify job takes it, as it would have without this read.
     try {
-      await this.transitions.operation(this.db.manager, {
+      const written = await this.transitions.operation(this.db.manager, {
         operation: { ...snapshotOf(op), status: S.ACKNOWLEDGED, attempt },
         to: S.VERIFIED,
         reason: null,
         patch: settledByReadBack(S.VERIFIED, null, evidence, this.config),
         eventData: { evidence_source: evidence.source },
+        thenExecution,
       });
+      return { executionMoved: written.executionMoved === true };
     } catch (error) {
       this.logger.warn(
         { err: error, operationId: op.id },
         'VERIFIED at send not written; leaving it to the verify job',
       );
-      return false;
+      return null;
     }
-    return true;
   }
 
   /**

@@ -10,6 +10,7 @@ import {
   nextPreconditionRead,
   preparedStep,
   startedExecutionTarget,
+  completesWhenVerified,
 } from './dispatch';
 import { ExecutionStatus } from './execution';
 import { OperationStatus, VerificationMethod } from './operation';
@@ -184,6 +185,28 @@ describe('startedExecutionTarget', () => {
     ['a held operation is settled (the hold awaits a person)', [op(OperationStatus.MANUAL_REVIEW)], 0, 0, 'complete'],
   ] as const)('%s → %s', (_name, operations, dispatched, awaitingApproval, expected) => {
     expect(startedExecutionTarget({ operations: [...operations], dispatched, awaitingApproval })).toBe(expected);
+  });
+});
+
+describe('completesWhenVerified: the completion written with the last VERIFIED', () => {
+  const R = VerificationMethod.READ_AFTER_WRITE;
+  const op = (status: OperationStatus, verificationMethod: VerificationMethod | '' = R) => ({
+    status,
+    verificationMethod,
+  });
+  it.each([
+    ['the only operation', 0, [], true],
+    ['every other one final (VERIFIED, FAILED, CANCELLED)', 0, [op(S.VERIFIED), op(S.FAILED), op(S.CANCELLED)], true],
+    ['another ACKNOWLEDGED that cannot be read back (its honest end)', 0, [op(S.ACKNOWLEDGED, '')], true],
+    ['criteria to judge (from evidence the sender does not hold)', 1, [], false],
+    ['another still PREPARED', 0, [op(S.PREPARED)], false],
+    ['another awaiting its read-back', 0, [op(S.ACKNOWLEDGED)], false],
+    ['another in flight (SENT, UNKNOWN, RECONCILING)', 0, [op(S.SENT), op(S.UNKNOWN), op(S.RECONCILING)], false],
+    ['another held for a person (settled, not final: it may still move)', 0, [op(S.MANUAL_REVIEW)], false],
+  ] as const)('%s → %p', (_name, criteria, others, expected) => {
+    expect(completesWhenVerified({ criteria, operation: { verificationMethod: R }, others: [...others] })).toBe(
+      expected,
+    );
   });
 });
 

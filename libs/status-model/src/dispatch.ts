@@ -3,7 +3,13 @@
  * the two can never disagree on which statuses count. Imports nothing but the status tables.
  */
 import { ExecutionStatus } from './execution';
-import { OperationStatus, VerificationMethod, VerificationMethodValue, isSettledOperation } from './operation';
+import {
+  OperationStatus,
+  VerificationMethod,
+  VerificationMethodValue,
+  isFinalOperation,
+  isSettledOperation,
+} from './operation';
 import { everSent } from './checks';
 
 /**
@@ -132,6 +138,26 @@ export function startedExecutionTarget(state: {
   const inFlight = state.operations.some((op) => op.status !== OperationStatus.PREPARED && !settled(op));
   if (state.awaitingApproval > 0 && !inFlight) return ExecutionStatus.WAITING_FOR_APPROVAL;
   return ExecutionStatus.WAITING_FOR_TOOL;
+}
+
+/**
+ * Whether an operation's VERIFIED, written when the read right after its send concludes, completes its execution — so
+ * the completion can be written in the same statement: nothing to judge (no criteria), and every other operation
+ * final (nothing moves a final operation again, so the sender's view of them is current). Exactly when the step after
+ * the send would find the execution complete without reading anything again.
+ */
+export function completesWhenVerified(state: {
+  criteria: number;
+  operation: { verificationMethod: VerificationMethodValue };
+  others: { status: OperationStatus; verificationMethod: VerificationMethodValue }[];
+}): boolean {
+  if (state.criteria > 0) return false;
+  if (!state.others.every((op) => isFinalOperation(op.status, op.verificationMethod))) return false;
+  const after = [
+    ...state.others,
+    { status: OperationStatus.VERIFIED, verificationMethod: state.operation.verificationMethod },
+  ];
+  return startedExecutionTarget({ operations: after, dispatched: 0, awaitingApproval: 0 }) === 'complete';
 }
 
 export type SendStart =
