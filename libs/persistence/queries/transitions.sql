@@ -48,9 +48,9 @@ WITH moved AS (
          WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4
          RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
        ), follows AS (
-         SELECT e.id, (e.status = $9 AND e.deadline_at > clock_timestamp()) AS moves
+         SELECT e.id, (e.status = $9 AND e.deadline_at > $16::timestamptz) AS moves
          FROM executions e JOIN moved ON e.id = moved.execution_id
-         FOR UPDATE OF e
+         FOR NO KEY UPDATE OF e
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + 1 + CASE WHEN follows.moves THEN $11::int ELSE 0 END,
                 status = CASE WHEN follows.moves THEN $10 ELSE e.status END, updated_at = clock_timestamp()

@@ -88,7 +88,8 @@ export interface OperationTransitionInput {
   /**
    * Moves of the operation's execution that follow this one (the last operation settling completes it), written in
    * the same statement, each checked by the model and with its own event after the operation's: only when this move
-   * wins, the execution is still in `from` and its deadline has not passed (after it, the execution expires instead).
+   * wins, the execution is still in `from` and its deadline has not passed by this process' clock (after it, the
+   * execution expires instead).
    * Otherwise the operation's move is written alone and `executionMoved` is false, as if nothing had been asked.
    */
   thenExecution?: ExecutionMovesInput;
@@ -318,9 +319,9 @@ export class TransitionService {
 
   /**
    * The operation's move and, when the execution is still where the caller left it, the execution's moves that follow,
-   * as ONE statement. The execution row is locked (after the operation's, the order every transition takes them) before
-   * its status is judged, so the judgement is of the row as committed now, not of the statement's snapshot; its
-   * events come after the operation's, consecutive in `seq`.
+   * as ONE statement. The execution row is locked (after the operation's, the order every transition takes them; the
+   * lock the UPDATE takes anyway) before its status is judged, so the judgement is of the row as committed now, not of
+   * the statement's snapshot; its events come after the operation's, consecutive in `seq`.
    */
   private async operationThenExecution(
     db: Queryable,
@@ -341,6 +342,8 @@ export class TransitionService {
       froms,
       then.moves.map((move) => move.to),
       then.moves.map((move) => json(move.eventData ?? {})),
+      // The deadline by the process' clock, as the lifecycle judges it before each step (not the database's).
+      new Date(),
     );
     const count = `$${n + 3}::int`;
     const result = await rows<{
@@ -357,9 +360,9 @@ export class TransitionService {
          WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4${guard}
          RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
        ), follows AS (
-         SELECT e.id, (e.status = $${n + 1} AND e.deadline_at > clock_timestamp()) AS moves
+         SELECT e.id, (e.status = $${n + 1} AND e.deadline_at > $${n + 8}::timestamptz) AS moves
          FROM executions e JOIN moved ON e.id = moved.execution_id
-         FOR UPDATE OF e
+         FOR NO KEY UPDATE OF e
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + 1 + CASE WHEN follows.moves THEN ${count} ELSE 0 END,
                 status = CASE WHEN follows.moves THEN $${n + 2} ELSE e.status END, updated_at = clock_timestamp()
