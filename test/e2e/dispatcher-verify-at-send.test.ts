@@ -1,3 +1,5 @@
+import { TransitionService } from '@verity/persistence';
+import { OperationStatus, TerminalReason, VerificationMethod } from '@verity/status-model';
 import type { WireRequest } from '../../apps/sandbox-provider/src/sandbox-provider';
 import { Stack, waitFor } from '../support/stack';
 import { charge, unique } from '../support/http';
@@ -40,6 +42,34 @@ describe('dispatcher: verified in the send’s own job', () => {
       log.filter((e) => e.type === 'operation.status_changed').map((e) => `${e.from_status} -> ${e.to_status}`),
     ).toEqual(['PREPARED -> SENT', 'SENT -> ACKNOWLEDGED', 'ACKNOWLEDGED -> VERIFIED']);
     expect((await stack.effects()).charges[reference].count).toBe(1);
+  });
+
+  it('the last VERIFIED completes the execution in its own statement; an earlier one does not', async () => {
+    const first = unique('vsend-first');
+    const second = unique('vsend-second');
+    const created = await submit(stack, [charge(first), charge(second, { key: 'second', depends_on: ['charge'] })]);
+    const done = await settle(stack, created.id);
+    expect(done.status).toBe('completed');
+    expect(done.operations.map((op) => op.status)).toEqual(['VERIFIED', 'VERIFIED']);
+    expectLegalHistory(await events(stack, created.id));
+    // Which transaction wrote each move (events carry their writer's transaction id).
+    const rows = (await stack.db.dataSource.query(
+      `SELECT coalesce(o.key, 'execution') AS who, v.to_status AS to, v.txid::text AS tx
+         FROM events v LEFT JOIN operations o ON o.id = v.operation_id
+        WHERE v.execution_id = $1 AND v.to_status IN ('VERIFIED', 'validating_output', 'completed')
+        ORDER BY v.seq`,
+      [created.id],
+    )) as { who: string; to: string; tx: string }[];
+    expect(rows.map((r) => `${r.who} ${r.to}`)).toEqual([
+      'charge VERIFIED',
+      'second VERIFIED',
+      'execution validating_output',
+      'execution completed',
+    ]);
+    // The second charge was the last to settle: its VERIFIED and the completion are one statement's. The first one's
+    // VERIFIED was written while the second was still to be sent: alone.
+    expect(new Set(rows.slice(1).map((r) => r.tx)).size).toBe(1);
+    expect(rows[0].tx).not.toBe(rows[1].tx);
   });
 
   it('a read that does not find it yet is left to the verify job: ACKNOWLEDGED until a reconciler reads it', async () => {
@@ -98,6 +128,52 @@ describe('dispatcher: killed between the acknowledgement and its read at send', 
     const log = await events(stack, created.id);
     expectLegalHistory(log);
     expect(log.filter((e) => e.type === 'operation.status_changed' && e.to_status === 'SENT')).toHaveLength(1);
+    expect((await stack.effects()).charges[reference].count).toBe(1);
+  });
+});
+
+/**
+ * The read at send finds the effect, but the operation moved while it read (here to UNKNOWN, as a verify job the
+ * sweeper owed it can move it: written by the test through the one transition writer while the dispatcher is paused
+ * before its read). Its VERIFIED loses the compare-and-set, and the job must not take the operation for VERIFIED:
+ * the execution waits for the tool, it does not complete around an UNKNOWN operation.
+ */
+describe('dispatcher: the read at send loses to a move made while it read', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    // No reconciler: nothing but the test moves the operation while the dispatcher reads.
+    stack = await Stack.start({ label: 'vsendlost', reconcilers: 0, dispatchers: 0 });
+  });
+  afterAll(async () => stack?.stop());
+
+  it('does not complete the execution: it reads the operations again and waits for the tool', async () => {
+    const dispatcher = await stack.startApp('dispatcher', { TEST_PAUSE_BEFORE_READ_MS: '3000' });
+    const reference = unique('vsend-lost');
+    const created = await submit(stack, [charge(reference)]);
+    const [operationId] = await waitForMarkers(dispatcher, 'paused before read-back');
+    const moved = await new TransitionService().operation(stack.db.dataSource.manager, {
+      operation: {
+        id: operationId,
+        status: OperationStatus.ACKNOWLEDGED,
+        attempt: 1,
+        verificationMethod: VerificationMethod.READ_AFTER_WRITE,
+      },
+      to: OperationStatus.UNKNOWN,
+      reason: TerminalReason.CONNECTOR_ERROR,
+      eventData: { detail: 'moved by the test while the dispatcher read' },
+    });
+    expect(moved.won).toBe(true);
+    // The job is over once the execution leaves running (to wherever it goes).
+    const after = await waitFor(
+      () => getExecution(stack, created.id),
+      (e) => e.status !== 'running',
+      30_000,
+    );
+    expect(after.status).toBe('waiting_for_tool');
+    expect(after.operations[0].status).toBe('UNKNOWN');
+    const log = await events(stack, created.id);
+    expectLegalHistory(log);
+    expect(log.some((e) => e.to_status === 'VERIFIED' || e.to_status === 'completed')).toBe(false);
     expect((await stack.effects()).charges[reference].count).toBe(1);
   });
 });

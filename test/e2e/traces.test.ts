@@ -262,6 +262,19 @@ describe('traces (OpenTelemetry, OTLP/HTTP)', () => {
       // validating_output → completed (nothing is read again, no statement of its own).
       'move the operation, then the execution',
     ]);
+    // The moves that statement made, as its trace tells them: the operation's, then the execution's two, in order.
+    const moves = spans
+      .filter((s) => s.service === 'verity-dispatcher')
+      .flatMap((s) => s.events.filter((e) => e.name === 'verity.transition'))
+      .map(
+        (e) =>
+          `${String(e.attributes['verity.kind'])} ${String(e.attributes['verity.from'])} → ${String(e.attributes['verity.to'])}`,
+      );
+    expect(moves.slice(-3)).toEqual([
+      'operation ACKNOWLEDGED → VERIFIED',
+      'execution running → validating_output',
+      'execution validating_output → completed',
+    ]);
   });
 
   it("a reviewer's approval is its own request, but the send it releases joins the execution's trace", async () => {

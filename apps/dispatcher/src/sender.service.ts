@@ -289,7 +289,9 @@ export class SenderService {
       );
     }
     if (options.advanceAfter) await this.advanceExecution(op.executionId);
-    if (!verified) return { written: outcome.status };
+    // A VERIFIED that lost its compare-and-set was not this send's to write: it reports what it did write, so its caller
+    // reads the operation again instead of taking it for VERIFIED (whoever moved it may have moved it elsewhere).
+    if (!verified?.won) return { written: outcome.status };
     return verified.executionMoved ? { written: S.VERIFIED, executionMoved: true } : { written: S.VERIFIED };
   }
 
@@ -323,15 +325,15 @@ export class SenderService {
   /**
    * Only a read that finds the effect as sent concludes here (ACKNOWLEDGED → VERIFIED, exactly as the verify job would
    * write it); anything else — absent, lagging, unreadable, different — is left to the verify job as if this read had
-   * not been made, so the settle window and the check budget keep their meaning. A read never sends. Returns whether
-   * the verify job is no longer needed (null: it is), and whether the execution's moves asked with it were written.
+   * not been made, so the settle window and the check budget keep their meaning. A read never sends. Returns null when
+   * the verify job is still needed; else whether VERIFIED was written (`won`) and the execution's moves with it.
    */
   private async verifyAtOnce(
     op: OperationEntity,
     attempt: number,
     read: ReadBackResult | null,
     thenExecution: ExecutionMovesInput | undefined,
-  ): Promise<{ executionMoved: boolean } | null> {
+  ): Promise<{ won: boolean; executionMoved: boolean } | null> {
     if (!read) return null;
     const decision = decideReadBack({
       status: S.ACKNOWLEDGED,
@@ -354,7 +356,7 @@ export class SenderService {
         eventData: { evidence_source: evidence.source },
         thenExecution,
       });
-      return { executionMoved: written.executionMoved === true };
+      return { won: written.won, executionMoved: written.executionMoved === true };
     } catch (error) {
       this.logger.warn(
         { err: error, operationId: op.id },
