@@ -303,6 +303,8 @@ export async function redisMaxmemoryPolicy(url: string, timeoutMs = 3_000): Prom
 export interface PrivateService {
   /** Connection URL for clients. */
   readonly url: string;
+  /** The same server through its Unix-domain socket (same host only; docs/operations.md). */
+  readonly socketUrl: string;
   readonly port: number;
   readonly dir: string;
   /** The server's log (stdout and stderr of the server process). */
@@ -473,12 +475,14 @@ function tail(file: string, lines = 20): string {
 function serviceHandle(
   managed: ManagedProcess,
   url: string,
+  socketUrl: string,
   port: number,
   dir: string,
   logFile: string,
 ): PrivateService {
   return {
     url,
+    socketUrl,
     port,
     dir,
     logFile,
@@ -691,6 +695,8 @@ export async function startPrivatePostgres(options: PrivatePostgresOptions): Pro
   return serviceHandle(
     managed,
     `postgres://postgres@127.0.0.1:${options.port}/${database}`,
+    // The port names the socket file (.s.PGSQL.<port>) in the socket directory.
+    `postgres://postgres@localhost:${options.port}/${database}?host=${encodeURIComponent(socketDir)}`,
     options.port,
     dir,
     logFile,
@@ -716,9 +722,13 @@ export async function startPrivateRedis(options: PrivateRedisOptions): Promise<P
   fs.mkdirSync(dir, { recursive: true });
   const logFile = path.join(dir, 'redis.log');
   const url = `redis://127.0.0.1:${options.port}`;
+  // A Unix socket too where its path fits (~107 bytes); a deeper directory has only TCP, and socketUrl says so.
+  const socket = path.join(dir, 'redis.sock');
+  const withSocket = Buffer.byteLength(socket) < 100;
   const args = [
     '--port',
     String(options.port),
+    ...(withSocket ? ['--unixsocket', socket, '--unixsocketperm', '700'] : []),
     '--bind',
     '127.0.0.1',
     '--maxmemory-policy',
@@ -747,5 +757,5 @@ export async function startPrivateRedis(options: PrivateRedisOptions): Promise<P
     readyTimeoutMs: options.readyTimeoutMs ?? 30_000,
   });
   await managed.start();
-  return serviceHandle(managed, url, options.port, dir, logFile);
+  return serviceHandle(managed, url, withSocket ? `unix://${socket}` : url, options.port, dir, logFile);
 }

@@ -5,6 +5,7 @@
  */
 import { Worker } from 'bullmq';
 import { Pool } from 'pg';
+import { redisTarget } from '../../libs/platform/src/redis';
 
 const pool = new Pool({ connectionString: process.env.DATABASE_URL, max: Number(process.env.POOL_SIZE ?? 10) });
 pool.on('error', () => undefined);
@@ -22,7 +23,8 @@ const worker = new Worker<{ id: string }>(
     );
   },
   {
-    connection: { url: process.env.REDIS_URL, maxRetriesPerRequest: null },
+    // redisTarget: a unix:/// REDIS_URL (bench --unix-sockets) in the form ioredis reads, as the apps hand it over.
+    connection: { url: redisTarget(process.env.REDIS_URL ?? ''), maxRetriesPerRequest: null },
     prefix: '{bench}',
     concurrency: Number(process.env.WORKER_CONCURRENCY ?? 16),
     autorun: true,

@@ -45,6 +45,8 @@ interface BenchOptions {
   keep: boolean;
   /** Write V8 CPU profiles of every app (node --cpu-prof) into <dir>/profiles and summarise them. */
   profile: boolean;
+  /** Verity's apps and the DBOS peer reach Postgres and Redis through Unix-domain sockets (docs/operations.md). */
+  unixSockets: boolean;
 }
 
 const DEFAULTS: BenchOptions = {
@@ -59,6 +61,7 @@ const DEFAULTS: BenchOptions = {
   peerRounds: 2,
   keep: false,
   profile: false,
+  unixSockets: false,
 };
 
 /** Production defaults for every window (no test shortcuts), the rate limit lifted: one tenant is the whole load. */
@@ -145,8 +148,9 @@ async function benchIntake(cluster: Cluster, pool: Pool, options: BenchOptions) 
   await pool.query(
     `CREATE TABLE IF NOT EXISTS bench_intake (id text PRIMARY KEY, body jsonb NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`,
   );
+  // The baselines reach Postgres and Redis as the apps do (cluster.env: TCP, or the Unix sockets with --unix-sockets).
   const baseline = await startHelper('baseline-intake', 'baseline listening', {
-    DATABASE_URL: cluster.postgres.url,
+    DATABASE_URL: cluster.env.DATABASE_URL,
     PORT: String(await freePort()),
   });
   const runs: IntakeRun[] = [];
@@ -241,8 +245,8 @@ async function benchCeiling(cluster: Cluster, pool: Pool, workers: number, jobs:
   for (let i = 0; i < workers; i += 1) {
     helpers.push(
       await startHelper('ceiling-worker', 'ceiling worker ready', {
-        DATABASE_URL: cluster.postgres.url,
-        REDIS_URL: cluster.redis.url,
+        DATABASE_URL: cluster.env.DATABASE_URL,
+        REDIS_URL: cluster.env.REDIS_URL,
       }),
     );
   }
@@ -495,9 +499,10 @@ interface Peer {
   stop(): Promise<void>;
 }
 
-async function startPeer(cluster: Cluster, pool: Pool): Promise<Peer> {
+async function startPeer(cluster: Cluster, pool: Pool, unixSockets: boolean): Promise<Peer> {
   await pool.query(`CREATE DATABASE ${PEER_DATABASE}`);
-  const url = new URL(cluster.postgres.url);
+  // The peer connects as Verity's apps do (TCP, or the Unix socket with --unix-sockets); the bench's own pools use TCP.
+  const url = new URL(unixSockets ? cluster.postgres.socketUrl : cluster.postgres.url);
   url.pathname = `/${PEER_DATABASE}`;
   const port = String(await freePort());
   // Verity's configuration (sandbox URL, connector timeout, settle window, read backoff) and its apps' node flags.
@@ -507,7 +512,9 @@ async function startPeer(cluster: Cluster, pool: Pool): Promise<Peer> {
     { ...cluster.env, DBOS_SYSTEM_DATABASE_URL: url.toString(), PORT: port },
     [...APP_NODE_ARGS, ...cluster.nodeArgs],
   );
-  const peerPool = new Pool({ connectionString: url.toString(), max: 4 });
+  const tcp = new URL(cluster.postgres.url);
+  tcp.pathname = `/${PEER_DATABASE}`;
+  const peerPool = new Pool({ connectionString: tcp.toString(), max: 4 });
   peerPool.on('error', () => undefined);
   let stopped = false;
   const peer: Peer = {
@@ -709,6 +716,7 @@ const USAGE = [
   '  --quick               shorter phases, for a smoke test',
   '  --profile             CPU profiles of every app (node --cpu-prof), summarised at the end; keeps the logs',
   "  --keep                keep the private cluster's data and logs",
+  '  --unix-sockets        the apps and the DBOS peer talk to Postgres and Redis over Unix sockets, not TCP',
   ...Object.entries(DEFAULTS)
     .filter(([, v]) => typeof v === 'number')
     .map(([k, v]) => `  --${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`).padEnd(20)} (default ${String(v)})`),
@@ -726,10 +734,11 @@ function parseArgs(argv: string[]): BenchOptions {
       Object.assign(options, { intakeSeconds: 5, rounds: 1, e2eSeconds: 8, ceilingJobs: 3000, peerRounds: 1 });
     } else if (arg === '--keep') options.keep = true;
     else if (arg === '--profile') Object.assign(options, { profile: true, keep: true });
+    else if (arg === '--unix-sockets') options.unixSockets = true;
     else {
       const match = /^--([a-z0-9-]+)(?:=(.*))?$/.exec(arg);
       const key = match?.[1].replace(/-([a-z])/g, (_, c: string) => c.toUpperCase()) as keyof BenchOptions | undefined;
-      if (!match || !key || !(key in DEFAULTS) || key === 'keep' || key === 'profile') {
+      if (!match || !key || !(key in DEFAULTS) || typeof DEFAULTS[key] !== 'number') {
         throw new UsageError(`unknown option ${arg}\n${USAGE}`);
       }
       const value = Number(match[2] ?? argv[++i]);
@@ -752,6 +761,7 @@ async function main(): Promise<void> {
     timings: BENCH_TIMINGS,
     // Counts every statement by shape, so "N queries per operation" is measured, not estimated.
     postgresSettings: { shared_preload_libraries: 'pg_stat_statements' },
+    unixSockets: options.unixSockets,
     nodeArgs: profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
     log: note,
   });
@@ -786,7 +796,7 @@ async function main(): Promise<void> {
 
     const e2e1 = await benchEndToEnd(cluster, pool, agent, options, 'd1');
     // The peer's rounds are interleaved with Verity's, so a neighbour's burst of load does not land on one side only.
-    peer = options.peerRounds > 0 ? await startPeer(cluster, pool) : null;
+    peer = options.peerRounds > 0 ? await startPeer(cluster, pool, options.unixSockets) : null;
     const peerRounds: Awaited<ReturnType<typeof benchPeerRound>>[] = [];
     if (peer) {
       note(`DBOS peer: ${options.peerRounds} round(s), between Verity's`);
@@ -951,6 +961,7 @@ async function main(): Promise<void> {
     const header =
       `Verity benchmark, ${new Date().toISOString()}\n` +
       `machine: ${machine}; PostgreSQL ${versions}; load average at start ${loadAtStart}, at end ${loadAverage()}\n` +
+      `the apps${peer ? ' and the DBOS peer' : ''} reach Postgres and Redis over ${options.unixSockets ? 'Unix sockets (--unix-sockets)' : 'loopback TCP'}\n` +
       appSettingsLine();
     process.stdout.write(`\n${header}\n${table}\n\n${profile}\n\n${statementTable}\n`);
   } finally {

@@ -217,6 +217,8 @@ export interface ClusterOptions {
    */
   redisCluster?: boolean;
   postgresSettings?: Record<string, string>;
+  /** The apps reach Postgres and Redis through their Unix-domain sockets instead of loopback TCP (one Redis only). */
+  unixSockets?: boolean;
   log?: (line: string) => void;
 }
 
@@ -292,8 +294,9 @@ export class Cluster {
       ...(options.timings ?? CLUSTER_TIMINGS),
       NODE_ENV: 'test',
       SEED_DEMO: 'true',
-      DATABASE_URL: this.postgres.url,
+      DATABASE_URL: options.unixSockets ? this.postgres.socketUrl : this.postgres.url,
       ...redisEnv,
+      ...(options.unixSockets && !options.redisCluster ? { REDIS_URL: this.redis.socketUrl } : {}),
       SANDBOX_URL: this.sandboxUrl,
       SANDBOX_PORT: String(sandboxPort),
       HOST: '127.0.0.1',
