@@ -110,6 +110,18 @@ export interface TransitionResult {
   executionMoved?: boolean;
 }
 
+/**
+ * The operation's compare-and-set (status and fencing attempt, plus the send guard's conditions), as the `moved` CTE
+ * every operation move starts with.
+ */
+function operationCompareAndSet(sets: string[], guard: string): string {
+  return `moved AS (
+         UPDATE operations op SET ${sets.join(', ')}
+         WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4${guard}
+         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
+       )`;
+}
+
 /** The status each move starts from, and where the last one ends; every move checked by the model. */
 function checkedMoves(input: ExecutionMovesInput): { froms: ExecutionStatus[]; at: ExecutionStatus } {
   if (input.moves.length === 0) throw new Error('executionMoves needs at least one move');
@@ -291,11 +303,7 @@ export class TransitionService {
     if (input.thenExecution) return this.operationThenExecution(db, input, sets, guard, params, input.thenExecution);
     const result = await rows<{ id: string; seq: string; attempt: number; execution_id: string; age_s: number }>(
       db,
-      `WITH moved AS (
-         UPDATE operations op SET ${sets.join(', ')}
-         WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4${guard}
-         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
-       ), seq AS (
+      `WITH ${operationCompareAndSet(sets, guard)}, seq AS (
          UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
          FROM moved WHERE e.id = moved.execution_id
          RETURNING e.id, e.event_seq
@@ -355,11 +363,7 @@ export class TransitionService {
       age_s: number;
     }>(
       db,
-      `WITH moved AS (
-         UPDATE operations op SET ${sets.join(', ')}
-         WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4${guard}
-         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
-       ), follows AS (
+      `WITH ${operationCompareAndSet(sets, guard)}, follows AS (
          SELECT e.id, (e.status = $${n + 1} AND e.deadline_at > $${n + 8}::timestamptz) AS moves
          FROM executions e JOIN moved ON e.id = moved.execution_id
          FOR NO KEY UPDATE OF e
