@@ -303,8 +303,8 @@ export async function redisMaxmemoryPolicy(url: string, timeoutMs = 3_000): Prom
 export interface PrivateService {
   /** Connection URL for clients. */
   readonly url: string;
-  /** The same server through its Unix-domain socket (same host only; docs/operations.md). */
-  readonly socketUrl: string;
+  /** The same server through its Unix-domain socket (same host only; docs/operations.md); null: it has none. */
+  readonly socketUrl: string | null;
   readonly port: number;
   readonly dir: string;
   /** The server's log (stdout and stderr of the server process). */
@@ -475,7 +475,7 @@ function tail(file: string, lines = 20): string {
 function serviceHandle(
   managed: ManagedProcess,
   url: string,
-  socketUrl: string,
+  socketUrl: string | null,
   port: number,
   dir: string,
   logFile: string,
@@ -712,6 +712,11 @@ export interface PrivateRedisOptions {
   readyTimeoutMs?: number;
   /** More server arguments (a Redis Cluster node: `--cluster-enabled yes` …). */
   extraArgs?: string[];
+  /**
+   * Also listen on a Unix socket, `<dir>/redis.sock` (`npm run bench -- --unix-sockets`); default false, as not every
+   * filesystem a checkout lives on can hold one. Refused when the path is too long for a socket (~107 bytes).
+   */
+  unixSocket?: boolean;
 }
 
 /** Starts redis-server as a child process on 127.0.0.1:port with `maxmemory-policy noeviction` and no RDB saves. */
@@ -722,9 +727,11 @@ export async function startPrivateRedis(options: PrivateRedisOptions): Promise<P
   fs.mkdirSync(dir, { recursive: true });
   const logFile = path.join(dir, 'redis.log');
   const url = `redis://127.0.0.1:${options.port}`;
-  // A Unix socket too where its path fits (~107 bytes); a deeper directory has only TCP, and socketUrl says so.
   const socket = path.join(dir, 'redis.sock');
-  const withSocket = Buffer.byteLength(socket) < 100;
+  const withSocket = options.unixSocket === true;
+  if (withSocket && Buffer.byteLength(socket) >= 100) {
+    throw new LocalServiceError(`a Unix socket path must be shorter than 100 bytes: ${socket}`);
+  }
   const args = [
     '--port',
     String(options.port),
@@ -757,5 +764,5 @@ export async function startPrivateRedis(options: PrivateRedisOptions): Promise<P
     readyTimeoutMs: options.readyTimeoutMs ?? 30_000,
   });
   await managed.start();
-  return serviceHandle(managed, url, withSocket ? `unix://${socket}` : url, options.port, dir, logFile);
+  return serviceHandle(managed, url, withSocket ? `unix://${socket}` : null, options.port, dir, logFile);
 }

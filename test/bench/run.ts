@@ -499,10 +499,18 @@ interface Peer {
   stop(): Promise<void>;
 }
 
+/** How the apps reached Postgres and Redis, from the URLs they were given (not from the option asked for). */
+function transportLine(cluster: Cluster, withPeer: boolean): string {
+  const overSocket = (url: string | undefined) =>
+    url?.startsWith('unix:') || url?.includes('?host=%2F') ? 'Unix socket' : 'TCP';
+  const who = withPeer ? 'the apps and the DBOS peer reach' : 'the apps reach';
+  return `${who} Postgres over ${overSocket(cluster.env.DATABASE_URL)}, Redis over ${overSocket(cluster.env.REDIS_URL)}; the bench's own connections use TCP`;
+}
+
 async function startPeer(cluster: Cluster, pool: Pool, unixSockets: boolean): Promise<Peer> {
   await pool.query(`CREATE DATABASE ${PEER_DATABASE}`);
   // The peer connects as Verity's apps do (TCP, or the Unix socket with --unix-sockets); the bench's own pools use TCP.
-  const url = new URL(unixSockets ? cluster.postgres.socketUrl : cluster.postgres.url);
+  const url = new URL(unixSockets ? cluster.env.DATABASE_URL : cluster.postgres.url);
   url.pathname = `/${PEER_DATABASE}`;
   const port = String(await freePort());
   // Verity's configuration (sandbox URL, connector timeout, settle window, read backoff) and its apps' node flags.
@@ -961,7 +969,7 @@ async function main(): Promise<void> {
     const header =
       `Verity benchmark, ${new Date().toISOString()}\n` +
       `machine: ${machine}; PostgreSQL ${versions}; load average at start ${loadAtStart}, at end ${loadAverage()}\n` +
-      `the apps${peer ? ' and the DBOS peer' : ''} reach Postgres and Redis over ${options.unixSockets ? 'Unix sockets (--unix-sockets)' : 'loopback TCP'}\n` +
+      `${transportLine(cluster, peer !== null)}\n` +
       appSettingsLine();
     process.stdout.write(`\n${header}\n${table}\n\n${profile}\n\n${statementTable}\n`);
   } finally {

@@ -222,6 +222,12 @@ export interface ClusterOptions {
   log?: (line: string) => void;
 }
 
+/** A private server's Unix socket URL; a cluster asked for sockets fails to start without one, rather than use TCP. */
+function socketUrlOf(service: PrivateService): string {
+  if (!service.socketUrl) throw new Error(`no Unix socket for the server in ${service.dir}`);
+  return service.socketUrl;
+}
+
 export class Cluster {
   postgres!: PrivateService;
   redis!: PrivateService;
@@ -286,6 +292,7 @@ export class Cluster {
         dir: path.join(this.dir, 'redis'),
         port: redisPort,
         appendonly: options.redisAppendOnly ?? true,
+        unixSocket: options.unixSockets,
       });
     }
     this.sandboxUrl = `http://127.0.0.1:${sandboxPort}`;
@@ -294,9 +301,9 @@ export class Cluster {
       ...(options.timings ?? CLUSTER_TIMINGS),
       NODE_ENV: 'test',
       SEED_DEMO: 'true',
-      DATABASE_URL: options.unixSockets ? this.postgres.socketUrl : this.postgres.url,
+      DATABASE_URL: options.unixSockets ? socketUrlOf(this.postgres) : this.postgres.url,
       ...redisEnv,
-      ...(options.unixSockets && !options.redisCluster ? { REDIS_URL: this.redis.socketUrl } : {}),
+      ...(options.unixSockets && !options.redisCluster ? { REDIS_URL: socketUrlOf(this.redis) } : {}),
       SANDBOX_URL: this.sandboxUrl,
       SANDBOX_PORT: String(sandboxPort),
       HOST: '127.0.0.1',
