@@ -15,6 +15,7 @@ import {
   OperationEntity,
   SendGuard,
   SendRefusal,
+  TransitionResult,
   TransitionService,
   commitWithinSpendingCaps,
   connectorOperation,
@@ -326,14 +327,14 @@ export class SenderService {
    * Only a read that finds the effect as sent concludes here (ACKNOWLEDGED → VERIFIED, exactly as the verify job would
    * write it); anything else — absent, lagging, unreadable, different — is left to the verify job as if this read had
    * not been made, so the settle window and the check budget keep their meaning. A read never sends. Returns null when
-   * the verify job is still needed; else whether VERIFIED was written (`won`) and the execution's moves with it.
+   * the verify job is still needed; else the VERIFIED write's result (`won`, and `executionMoved` when asked).
    */
   private async verifyAtOnce(
     op: OperationEntity,
     attempt: number,
     read: ReadBackResult | null,
     thenExecution: ExecutionMovesInput | undefined,
-  ): Promise<{ won: boolean; executionMoved: boolean } | null> {
+  ): Promise<TransitionResult | null> {
     if (!read) return null;
     const decision = decideReadBack({
       status: S.ACKNOWLEDGED,
@@ -348,7 +349,7 @@ export class SenderService {
     // moved it owns what comes next, and a verify job would find nothing to do. A write that fails (Postgres away)
     // leaves it ACKNOWLEDGED: the verify job takes it, as it would have without this read.
     try {
-      const written = await this.transitions.operation(this.db.manager, {
+      return await this.transitions.operation(this.db.manager, {
         operation: { ...snapshotOf(op), status: S.ACKNOWLEDGED, attempt },
         to: S.VERIFIED,
         reason: null,
@@ -356,7 +357,6 @@ export class SenderService {
         eventData: { evidence_source: evidence.source },
         thenExecution,
       });
-      return { won: written.won, executionMoved: written.executionMoved === true };
     } catch (error) {
       this.logger.warn(
         { err: error, operationId: op.id },
