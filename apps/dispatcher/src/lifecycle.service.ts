@@ -19,6 +19,8 @@ import {
   recoveryObligation,
   snapshotOf,
   transaction,
+  preparedFromStaleRead,
+  type SendRefusal,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { JobName, JobProducer, jobId, preconditionReadJobId } from '@verity/queues';
@@ -108,7 +110,7 @@ export type SendNow = (
   operationId: string,
   held: OperationToSend | undefined,
   thenExecution?: ExecutionMovesInput,
-) => Promise<{ outcome: string; written: OperationStatus | null; settingsChanged?: true; executionMoved?: true }>;
+) => Promise<{ outcome: string; written: OperationStatus | null; refusals?: SendRefusal[]; executionMoved?: true }>;
 
 /** A won move that wrote only the execution row keeps the operations read for it; anything else is passed on. */
 function executionOnly(moved: boolean | 'lost', operations: OperationEntity[] | null): StepResult {
@@ -729,9 +731,9 @@ export class LifecycleService {
             return sendNow(op.id, held, completion);
           }),
         );
-        // Settings read by this job went stale under a send (an admin changed an allowlist or cap): read everything
-        // again, as after a lost race, so the next try is prepared from what is stored now.
-        if (reports.some((report) => report.settingsChanged)) return 'lost';
+        // Settings read by this job went stale under a send (an admin changed an allowlist, a cap or the approval
+        // policy): read everything again, as after a lost race, so the next try is prepared from what is stored now.
+        if (reports.some((report) => preparedFromStaleRead(report.refusals))) return 'lost';
         if (completion && reports[0].executionMoved) {
           execution.status = completion.moves[completion.moves.length - 1].to;
           return false;

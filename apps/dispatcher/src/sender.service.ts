@@ -22,6 +22,7 @@ import {
   describeCapExceeded,
   findOperationToSend,
   OperationToSend,
+  preparedFromStaleRead,
   sendRefusals,
   settledByReadBack,
   snapshotOf,
@@ -31,6 +32,7 @@ import { JobName, JobProducer, jobId } from '@verity/queues';
 import {
   OperationStatus,
   Staleness,
+  approvalPolicyOf,
   TerminalReason,
   baselineStaleness,
   checkAfterSend,
@@ -77,8 +79,8 @@ export interface SendOptions {
 export interface SendReport {
   outcome: DispatchOutcome;
   written: OperationStatus | null;
-  /** The tenant's settings changed since they were read: whoever held them reads them again before another try. */
-  settingsChanged?: true;
+  /** Why the send guard refused the send (nothing was sent); `preparedFromStaleRead` tells whether to read again. */
+  refusals?: SendRefusal[];
   /** The execution's moves asked for with `thenExecution` were written with the operation's VERIFIED. */
   executionMoved?: true;
 }
@@ -111,10 +113,12 @@ export class SenderService {
     stillOwned?: () => Promise<boolean | null>,
     options: SendOptions = { advanceAfter: true, sender: 'dispatch-job' },
   ): Promise<DispatchOutcome> {
-    const report = await this.sendOperation(operationId, undefined, stillOwned, options);
-    // Refused because the tenant changed the connector's settings between this job's read and its SENT statement:
-    // once more, from a fresh read (nothing else would send it before the sweeper looks again).
-    if (report.settingsChanged) return (await this.sendOperation(operationId, undefined, stillOwned, options)).outcome;
+    let report = await this.sendOperation(operationId, undefined, stillOwned, options);
+    // Refused because the tenant changed the connector's settings or its approval policy between this job's read and
+    // its SENT statement: once more, from a fresh read (nothing else would send it before the sweeper looks again).
+    if (preparedFromStaleRead(report.refusals)) {
+      report = await this.sendOperation(operationId, undefined, stillOwned, options);
+    }
     return report.outcome;
   }
 
@@ -149,6 +153,7 @@ export class SenderService {
       : {
           kind: 'dispatch',
           approvalRequired: needsApproval(op, tenant?.settings, this.connectors),
+          approvalPolicy: tenant ? approvalPolicyOf(tenant.settings) : null,
           settingsVersion: settings.version,
         };
     if (start.kind === 'moved') return this.refused(op, ['status_moved']);
@@ -191,13 +196,13 @@ export class SenderService {
     if ('exceeded' in committed) {
       // Only a send that could otherwise happen is cancelled for the cap: a stray job changes nothing.
       const refusals = await sendRefusals(this.db.manager, op.id, guard);
-      if (refusals.length > 0) return this.refused(op, refusals);
+      if (refusals.length > 0) return this.refusedByGuard(op, refusals, options);
       return outcome(await this.refuseOverCap(op, committed.exceeded, release));
     }
     const sent = committed.sent;
     if (!sent.won || sent.attempt === undefined) {
       const refusals = await sendRefusals(this.db.manager, op.id, guard);
-      return refusals.length > 0 ? this.refused(op, refusals) : outcome('skipped: lost race');
+      return refusals.length > 0 ? this.refusedByGuard(op, refusals, options) : outcome('skipped: lost race');
     }
     const attempt = sent.attempt;
     await testPause(this.logger, this.config.TEST_PAUSE_AFTER_SENT_MS, 'paused after SENT', op.id);
@@ -537,8 +542,21 @@ export class SenderService {
     return {
       outcome: `skipped: refused by the send guard (${reasons.join(', ')})`,
       written: null,
-      ...(reasons.includes('settings_changed') ? { settingsChanged: true as const } : {}),
+      refusals: reasons,
     };
+  }
+
+  /**
+   * A refusal by the SENT statement's guard. One for an approval that is owed — the tenant's policy asks for it, e.g.
+   * by a rule added while a dispatch job prepared the send — moves the execution on, as a send would: the lifecycle is
+   * what asks for the approval. (A refusal for a stale read is tried again first, from a fresh read.)
+   */
+  private async refusedByGuard(op: OperationEntity, reasons: SendRefusal[], options: SendOptions): Promise<SendReport> {
+    const report = this.refused(op, reasons);
+    if (options.advanceAfter && reasons.includes('approval_not_granted') && !preparedFromStaleRead(reasons)) {
+      await this.advanceExecution(op.executionId);
+    }
+    return report;
   }
 
   /** Graceful SIGTERM: let in-flight sends finish and record their outcome. */

@@ -21,6 +21,11 @@ SELECT CASE WHEN op.approval->>'state' IS NULL THEN NOT ($2::boolean OR op.requi
                       AND (op.approval->>'expires_at' IS NULL
                            OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END;
 
+-- approval_policy_changed
+SELECT op.approval->>'state' IS NOT NULL OR op.requires_approval
+            OR (SELECT jsonb_build_object('approvalRules', gt.settings->'approvalRules', 'approvalAmountAbove', gt.settings->'approvalAmountAbove') FROM tenants gt WHERE gt.id = op.tenant_id)
+               IS NOT DISTINCT FROM $3::jsonb;
+
 -- settings_changed
 SELECT (SELECT (extract(epoch FROM gs.updated_at) * 1000000)::bigint::text FROM tenant_connector_settings gs
               WHERE gs.tenant_id = op.tenant_id AND gs.connector = op.connector) IS NOT DISTINCT FROM $1::text;

@@ -28,7 +28,9 @@ WITH moved AS (
                 ORDER BY d.generation DESC LIMIT 1), false))) AND (CASE WHEN op.approval->>'state' IS NULL THEN NOT ($6::boolean OR op.requires_approval)
                  ELSE op.approval->>'state' = 'granted'
                       AND (op.approval->>'expires_at' IS NULL
-                           OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END) AND ((SELECT (extract(epoch FROM gs.updated_at) * 1000000)::bigint::text FROM tenant_connector_settings gs
+                           OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END) AND (op.approval->>'state' IS NOT NULL OR op.requires_approval
+            OR (SELECT jsonb_build_object('approvalRules', gt.settings->'approvalRules', 'approvalAmountAbove', gt.settings->'approvalAmountAbove') FROM tenants gt WHERE gt.id = op.tenant_id)
+               IS NOT DISTINCT FROM $7::jsonb) AND ((SELECT (extract(epoch FROM gs.updated_at) * 1000000)::bigint::text FROM tenant_connector_settings gs
               WHERE gs.tenant_id = op.tenant_id AND gs.connector = op.connector) IS NOT DISTINCT FROM $5::text)
          RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
        ), seq AS (
@@ -37,7 +39,7 @@ WITH moved AS (
          RETURNING e.id, e.event_seq
        )
        INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
-       SELECT $7, seq.id, moved.tenant_id, seq.event_seq, moved.id, $8, $2, $3, $9
+       SELECT $8, seq.id, moved.tenant_id, seq.event_seq, moved.id, $9, $2, $3, $10
        FROM moved JOIN seq ON seq.id = moved.execution_id
        RETURNING id, seq, execution_id, (SELECT attempt FROM moved) AS attempt,
                  (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;

@@ -56,7 +56,7 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
           operation: op(OperationStatus.PREPARED, 0),
           to: OperationStatus.SENT,
           bumpAttempt: true,
-          sendGuard: { kind: 'dispatch', approvalRequired: true, settingsVersion: null },
+          sendGuard: { kind: 'dispatch', approvalRequired: true, approvalPolicy: null, settingsVersion: null },
         }),
       ),
       operationMoveThenExecution: await recorded((db) =>
@@ -103,7 +103,10 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
     },
     'send-guard': Object.fromEntries(
       [
-        ...sendGuardConditions({ kind: 'dispatch', approvalRequired: true, settingsVersion: null }, []),
+        ...sendGuardConditions(
+          { kind: 'dispatch', approvalRequired: true, approvalPolicy: null, settingsVersion: null },
+          [],
+        ),
         ...sendGuardConditions({ kind: 'release' }, []),
       ].map((c) => [c.name, `SELECT ${c.sql.trim()}`]),
     ),

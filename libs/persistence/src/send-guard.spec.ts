@@ -1,4 +1,4 @@
-import { OperationStatus, VerificationMethod } from '@verity/status-model';
+import { OperationStatus, VerificationMethod, approvalPolicyOf } from '@verity/status-model';
 import { newId } from '@verity/platform';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { EventEntity, OperationEntity } from './entities';
@@ -189,6 +189,63 @@ describe('the guarded SENT statement (real Postgres)', () => {
     expect(await send(later.id, { ...dispatch, settingsVersion: null })).toEqual({
       won: false,
       refusals: ['settings_changed'],
+    });
+  });
+
+  it('refuses when the tenant’s approval policy changed since the send was judged against it (approval_policy_changed)', async () => {
+    const policyNow = async () => {
+      const [row] = await db.dataSource.query(`SELECT settings FROM tenants WHERE id = 'acme'`);
+      return approvalPolicyOf(row.settings);
+    };
+    const judged = await policyNow();
+    expect(judged).toEqual({ approvalRules: null, approvalAmountAbove: null });
+    const charge = op('charge');
+    const asked = op('asked', { requires_approval: true, approval: { state: 'granted' } });
+    const granted = op('granted', { approval: { state: 'granted' } });
+    await execution([charge, asked, granted]);
+    // Unchanged since the read: the send commits as before.
+    const other = op('other');
+    await execution([other]);
+    expect(await send(other.id, { ...dispatch, approvalPolicy: judged })).toEqual({ won: true, refusals: [] });
+
+    // An admin adds a rule after the read (every charge needs approval): the send judged without it changes nothing.
+    await db.dataSource.query(
+      `UPDATE tenants SET settings = settings || '{"approvalRules": [{"connector": "sandbox.payments"}]}' WHERE id = 'acme'`,
+    );
+    expect(await send(charge.id, { ...dispatch, approvalPolicy: judged })).toEqual({
+      won: false,
+      refusals: ['approval_policy_changed'],
+    });
+    await unchanged(charge.id);
+    // Judged again from the stored policy, the approval it asks for is what refuses it.
+    const current = await policyNow();
+    expect(current.approvalRules).toEqual([{ connector: 'sandbox.payments' }]);
+    expect(await send(charge.id, { kind: 'dispatch', approvalRequired: true, approvalPolicy: current })).toEqual({
+      won: false,
+      refusals: ['approval_not_granted'],
+    });
+    await unchanged(charge.id);
+    // An approval already decided (or asked for by the agent) stands whatever the policy became.
+    expect(await send(asked.id, { ...dispatch, approvalPolicy: judged })).toEqual({ won: true, refusals: [] });
+    expect(await send(granted.id, { ...dispatch, approvalPolicy: judged })).toEqual({ won: true, refusals: [] });
+
+    // The older threshold key counts too; a read of no tenant row (null) does not match a stored one.
+    await db.dataSource.query(
+      `UPDATE tenants SET settings = settings || '{"approvalAmountAbove": 5}' WHERE id = 'acme'`,
+    );
+    const later = op('later');
+    await execution([later]);
+    expect(await send(later.id, { ...dispatch, approvalPolicy: current })).toEqual({
+      won: false,
+      refusals: ['approval_policy_changed'],
+    });
+    expect(await send(later.id, { ...dispatch, approvalPolicy: null })).toEqual({
+      won: false,
+      refusals: ['approval_policy_changed'],
+    });
+    expect(await send(later.id, { ...dispatch, approvalPolicy: await policyNow() })).toEqual({
+      won: true,
+      refusals: [],
     });
   });
 

@@ -1,4 +1,6 @@
 import {
+  TENANT_APPROVAL_KEYS,
+  type TenantApprovalPolicy,
   DEPENDENCY_DONE_STATUSES,
   DEPENDENCY_DONE_WITHOUT_READ_BACK_STATUSES,
   SENDABLE_EXECUTION_STATUSES,
@@ -14,7 +16,20 @@ import { Queryable, rows, sqlLiterals } from './sql';
  *   this operation, decided by the caller from a fresh read (the agent's own `requires_approval` is checked here).
  * - `release`: a human released an operation held in MANUAL_REVIEW; the resolution must be on the row.
  */
-export type SendGuard = ({ kind: 'dispatch'; approvalRequired: boolean } | { kind: 'release' }) & {
+export type SendGuard = (
+  | {
+      kind: 'dispatch';
+      approvalRequired: boolean;
+      /**
+       * The tenant's approval policy `approvalRequired` was decided from (`approvalPolicyOf` the settings read; null:
+       * no tenant row was read). An operation with no approval recorded and none asked for by the agent is sent only
+       * while it is still the stored policy: a rule an admin added after the read holds the send. Undefined: not
+       * checked.
+       */
+      approvalPolicy?: TenantApprovalPolicy | null;
+    }
+  | { kind: 'release' }
+) & {
   /**
    * The version of the tenant's settings for the connector (allowlist, caps) the send was prepared with, when they were
    * read before this statement (`ConnectorSettingsRecord.version`): the send commits only while they are still the
@@ -29,9 +44,18 @@ export type SendRefusal =
   | 'precondition_unread'
   | 'dependency_not_done'
   | 'approval_not_granted'
+  | 'approval_policy_changed'
   | 'release_not_resolved'
   | 'settings_changed'
   | 'status_moved';
+
+/**
+ * Refusals that say the tenant changed what the send was prepared from (the connector's settings, the approval policy):
+ * the caller reads everything again and prepares the send anew.
+ */
+export function preparedFromStaleRead(refusals: readonly SendRefusal[] | undefined): boolean {
+  return refusals?.some((r) => r === 'settings_changed' || r === 'approval_policy_changed') ?? false;
+}
 
 /**
  * The guard as named SQL conditions on the operation row aliased `op`; `params` receives their parameters. One
@@ -56,6 +80,18 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
   }
   params.push(guard.approvalRequired);
   const approvalRequired = `$${params.length}::boolean`;
+  const approvalPolicy: { name: SendRefusal; sql: string }[] = [];
+  if (guard.approvalPolicy !== undefined) {
+    params.push(guard.approvalPolicy === null ? null : JSON.stringify(guard.approvalPolicy));
+    approvalPolicy.push({
+      // The tenant's approval policy changed since the caller judged this operation against it: an approval already
+      // recorded, or asked for by the agent, stands either way; otherwise the send is judged again from the new policy.
+      name: 'approval_policy_changed',
+      sql: `op.approval->>'state' IS NOT NULL OR op.requires_approval
+            OR (SELECT ${STORED_APPROVAL_POLICY} FROM tenants gt WHERE gt.id = op.tenant_id)
+               IS NOT DISTINCT FROM $${params.length}::jsonb`,
+    });
+  }
   return [
     {
       name: 'execution_not_running',
@@ -85,9 +121,13 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
                       AND (op.approval->>'expires_at' IS NULL
                            OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END`,
     },
+    ...approvalPolicy,
     ...settings,
   ];
 }
+
+/** The approval keys of the tenant's stored settings, as one JSON value comparable with `approvalPolicyOf`'s. */
+const STORED_APPROVAL_POLICY = `jsonb_build_object(${TENANT_APPROVAL_KEYS.map((key) => `'${key}', gt.settings->'${key}'`).join(', ')})`;
 
 /**
  * After a guarded SENT commit changed nothing: which condition refused it, read now. An empty list means every

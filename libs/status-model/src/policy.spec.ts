@@ -1,5 +1,13 @@
 import { OperationStatus, TerminalReason } from './operation';
-import { DENIAL, HOLD_REASONS, approvalRuleFor, needsApproval, paramAt, tenantApprovalRules } from './policy';
+import {
+  DENIAL,
+  HOLD_REASONS,
+  approvalPolicyOf,
+  approvalRuleFor,
+  needsApproval,
+  paramAt,
+  tenantApprovalRules,
+} from './policy';
 
 describe('approval rules', () => {
   const payments = { connector: 'sandbox.payments', amount_above: 5000 };
@@ -78,6 +86,23 @@ describe('a tenant approval policy', () => {
     expect(needsApproval({ requiresApproval: false, connector: 'pay', params: { total: 11 } }, rules)).toBe(true);
     expect(needsApproval({ requiresApproval: false, connector: 'pay', params: { total: 10 } }, rules)).toBe(false);
     expect(needsApproval({ requiresApproval: false, connector: 'sms', params: { total: 99 } }, rules)).toBe(false);
+  });
+
+  it('is judged from the approval keys alone: every key the rules are read from, null where unset', () => {
+    const rules = [{ connector: 'sms' }];
+    expect(approvalPolicyOf({ approvalRules: rules, approvalAmountAbove: 10 })).toEqual({
+      approvalRules: rules,
+      approvalAmountAbove: 10,
+    });
+    expect(approvalPolicyOf(null)).toEqual({ approvalRules: null, approvalAmountAbove: null });
+    expect(approvalPolicyOf({})).toEqual(approvalPolicyOf(undefined));
+    // Other settings (an obligation's owner) are no part of it; each key the rules are read from is.
+    const other = { obligationOwner: 'ops' } as Parameters<typeof approvalPolicyOf>[0];
+    expect(approvalPolicyOf(other)).toEqual(approvalPolicyOf({}));
+    for (const settings of [{ approvalRules: rules }, { approvalAmountAbove: 10 }]) {
+      expect(tenantApprovalRules(settings, declarations)).not.toEqual(tenantApprovalRules({}, declarations));
+      expect(approvalPolicyOf(settings)).not.toEqual(approvalPolicyOf({}));
+    }
   });
 
   it('cancels a denied operation for its own reason', () => {
