@@ -110,7 +110,11 @@ async function approvalRuleAddedWhileSending(stack: Stack, dispatcher: RunningAp
   // The SENT statement compares the policy it was judged with: refused; the job reads again and asks for approval.
   const waiting = await waitForOp(stack, created.id, 'charge', (o) => o.approval?.state === 'requested');
   expect(waiting).toMatchObject({ status: 'PREPARED', attempt: 0 });
-  expect((await getExecution(stack, created.id)).status).toBe('waiting_for_approval');
+  // The execution moves on in a statement after the approval request's.
+  await waitFor(
+    () => getExecution(stack, created.id),
+    (execution) => execution.status === 'waiting_for_approval',
+  );
   expect((await stack.effects()).charges[reference]).toBeUndefined();
   // The dispatcher's log reaches this process after its writes: wait for the lines, then compare.
   const logged = await waitFor(

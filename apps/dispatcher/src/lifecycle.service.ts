@@ -127,6 +127,8 @@ function completionMoves(execution: ExecutionEntity): ExecutionMovesInput['moves
 /** What an advance job read with the execution: its tenant, and the tenant's settings for its operations' connectors. */
 interface TenantRead {
   tenant: TenantEntity | null;
+  /** Its approval policy as stored (the send guard compares it). */
+  approvalPolicy: string | null;
   settings: Map<string, ConnectorSettingsRecord>;
 }
 
@@ -159,6 +161,7 @@ export class LifecycleService {
     let lost = 0;
     // The tenant (its approval policy and settings) is read with the execution, not once per step.
     let tenant: TenantEntity | null = null;
+    let approvalPolicy: string | null = null;
     let execution: ExecutionEntity | null = null;
     let operations: OperationEntity[] | null = null;
     // The tenant's settings for the connectors of the operations, read with them (for the context reads).
@@ -175,13 +178,14 @@ export class LifecycleService {
         if (!found) return 'skipped: not found';
         ({ execution, operations, settings } = found);
         tenant = found.tenant;
+        approvalPolicy = found.approvalPolicy;
       }
       operations ??= await findOperationsForWorker(this.db.manager, executionId);
       // Criteria are judged before every step, so the verdicts are current before the execution completes, and
       // again after it finished: a terminal execution's operations can still change (a reviewer's resolution).
       await this.outcomes.evaluate(execution, operations);
       if (isTerminalExecution(execution.status)) return step === 0 ? 'skipped: terminal' : 'done';
-      const progressed = await this.step(execution, operations, { tenant, settings }, sendNow);
+      const progressed = await this.step(execution, operations, { tenant, approvalPolicy, settings }, sendNow);
       // A lost CAS means someone else moved a row we read: look again rather than leave the execution where the
       // winner's (possibly older) view put it.
       if (progressed === 'lost') {
@@ -660,7 +664,7 @@ export class LifecycleService {
   private async run(
     execution: ExecutionEntity,
     operations: OperationEntity[],
-    { tenant, settings }: TenantRead,
+    { tenant, approvalPolicy, settings }: TenantRead,
     sendNow: SendNow | undefined,
   ): Promise<StepResult> {
     const latestByKey = new Map<string, OperationEntity>();
@@ -727,7 +731,13 @@ export class LifecycleService {
         const reports = await Promise.all(
           ready.map((op) => {
             const known = settings.get(op.connector);
-            const held = known && { operation: op, executionDeadline: execution.deadlineAt, tenant, settings: known };
+            const held = known && {
+              operation: op,
+              executionDeadline: execution.deadlineAt,
+              tenant,
+              approvalPolicy,
+              settings: known,
+            };
             return sendNow(op.id, held, completion);
           }),
         );

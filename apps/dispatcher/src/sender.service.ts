@@ -32,7 +32,6 @@ import { JobName, JobProducer, jobId } from '@verity/queues';
 import {
   OperationStatus,
   Staleness,
-  approvalPolicyOf,
   TerminalReason,
   baselineStaleness,
   checkAfterSend,
@@ -136,7 +135,7 @@ export class SenderService {
     const outcome = (what: DispatchOutcome): SendReport => ({ outcome: what, written: null });
     const found = held ?? (await findOperationToSend(this.db.manager, operationId, this.connectors.secretsAccess()));
     if (!found) return outcome('skipped: not found');
-    const { operation: op, executionDeadline, tenant, settings } = found;
+    const { operation: op, executionDeadline, tenant, approvalPolicy, settings } = found;
     const start = sendStart({
       status: op.status,
       attempt: op.attempt,
@@ -153,7 +152,7 @@ export class SenderService {
       : {
           kind: 'dispatch',
           approvalRequired: needsApproval(op, tenant?.settings, this.connectors),
-          approvalPolicy: tenant ? approvalPolicyOf(tenant.settings) : null,
+          approvalPolicy,
           settingsVersion: settings.version,
         };
     if (start.kind === 'moved') return this.refused(op, ['status_moved']);

@@ -23,8 +23,8 @@ SELECT CASE WHEN op.approval->>'state' IS NULL THEN NOT ($2::boolean OR op.requi
 
 -- approval_policy_changed
 SELECT op.approval->>'state' IS NOT NULL OR op.requires_approval
-            OR (SELECT jsonb_build_object('approvalRules', gt.settings->'approvalRules', 'approvalAmountAbove', gt.settings->'approvalAmountAbove') FROM tenants gt WHERE gt.id = op.tenant_id)
-               IS NOT DISTINCT FROM $3::jsonb;
+            OR (SELECT CASE WHEN gt.id IS NOT NULL THEN jsonb_build_object('approvalRules', gt.settings->'approvalRules', 'approvalAmountAbove', gt.settings->'approvalAmountAbove')::text END FROM tenants gt WHERE gt.id = op.tenant_id)
+               IS NOT DISTINCT FROM $3::text;
 
 -- settings_changed
 SELECT (SELECT (extract(epoch FROM gs.updated_at) * 1000000)::bigint::text FROM tenant_connector_settings gs

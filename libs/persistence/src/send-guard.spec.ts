@@ -1,4 +1,4 @@
-import { OperationStatus, VerificationMethod, approvalPolicyOf } from '@verity/status-model';
+import { OperationStatus, VerificationMethod } from '@verity/status-model';
 import { newId } from '@verity/platform';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { EventEntity, OperationEntity } from './entities';
@@ -193,49 +193,45 @@ describe('the guarded SENT statement (real Postgres)', () => {
   });
 
   it('refuses when the tenant’s approval policy changed since the send was judged against it (approval_policy_changed)', async () => {
-    const policyNow = async () => {
-      const [row] = await db.dataSource.query(`SELECT settings FROM tenants WHERE id = 'acme'`);
-      return approvalPolicyOf(row.settings);
+    // The policy as the sender reads it, with the operation (the production read).
+    const policyOf = async (id: string) => {
+      const found = await findOperationToSend(db.dataSource.manager, id, { connectors: [], cipher: NO_CIPHER });
+      return found!.approvalPolicy;
     };
-    const judged = await policyNow();
-    expect(judged).toEqual({ approvalRules: null, approvalAmountAbove: null });
+    const setPolicy = (json: string) =>
+      db.dataSource.query(`UPDATE tenants SET settings = settings || $1::jsonb WHERE id = 'acme'`, [json]);
     const charge = op('charge');
     const asked = op('asked', { requires_approval: true, approval: { state: 'granted' } });
     const granted = op('granted', { approval: { state: 'granted' } });
-    await execution([charge, asked, granted]);
-    // Unchanged since the read: the send commits as before.
     const other = op('other');
-    await execution([other]);
+    await execution([charge, asked, granted, other]);
+    const judged = await policyOf(charge.id);
+    expect(judged).toEqual(expect.any(String));
+    // Unchanged since the read: the send commits as before.
     expect(await send(other.id, { ...dispatch, approvalPolicy: judged })).toEqual({ won: true, refusals: [] });
 
     // An admin adds a rule after the read (every charge needs approval): the send judged without it changes nothing.
-    await db.dataSource.query(
-      `UPDATE tenants SET settings = settings || '{"approvalRules": [{"connector": "sandbox.payments"}]}' WHERE id = 'acme'`,
-    );
+    await setPolicy('{"approvalRules": [{"connector": "sandbox.payments"}]}');
     expect(await send(charge.id, { ...dispatch, approvalPolicy: judged })).toEqual({
       won: false,
       refusals: ['approval_policy_changed'],
     });
     await unchanged(charge.id);
     // Judged again from the stored policy, the approval it asks for is what refuses it.
-    const current = await policyNow();
-    expect(current.approvalRules).toEqual([{ connector: 'sandbox.payments' }]);
-    expect(await send(charge.id, { kind: 'dispatch', approvalRequired: true, approvalPolicy: current })).toEqual({
-      won: false,
-      refusals: ['approval_not_granted'],
-    });
+    expect(
+      await send(charge.id, { kind: 'dispatch', approvalRequired: true, approvalPolicy: await policyOf(charge.id) }),
+    ).toEqual({ won: false, refusals: ['approval_not_granted'] });
     await unchanged(charge.id);
     // An approval already decided (or asked for by the agent) stands whatever the policy became.
     expect(await send(asked.id, { ...dispatch, approvalPolicy: judged })).toEqual({ won: true, refusals: [] });
     expect(await send(granted.id, { ...dispatch, approvalPolicy: judged })).toEqual({ won: true, refusals: [] });
 
     // The older threshold key counts too; a read of no tenant row (null) does not match a stored one.
-    await db.dataSource.query(
-      `UPDATE tenants SET settings = settings || '{"approvalAmountAbove": 5}' WHERE id = 'acme'`,
-    );
     const later = op('later');
     await execution([later]);
-    expect(await send(later.id, { ...dispatch, approvalPolicy: current })).toEqual({
+    const before = await policyOf(later.id);
+    await setPolicy('{"approvalAmountAbove": 5}');
+    expect(await send(later.id, { ...dispatch, approvalPolicy: before })).toEqual({
       won: false,
       refusals: ['approval_policy_changed'],
     });
@@ -243,7 +239,17 @@ describe('the guarded SENT statement (real Postgres)', () => {
       won: false,
       refusals: ['approval_policy_changed'],
     });
-    expect(await send(later.id, { ...dispatch, approvalPolicy: await policyNow() })).toEqual({
+    // Any stored value compares equal to itself as read — a number beyond a double's precision, a key stored as null,
+    // an empty list of rules — so no send is refused for ever by a policy no one changed.
+    await setPolicy('{"approvalAmountAbove": 12345678901234567890, "approvalRules": null}');
+    expect(await send(later.id, { ...dispatch, approvalPolicy: await policyOf(later.id) })).toEqual({
+      won: true,
+      refusals: [],
+    });
+    await setPolicy('{"approvalRules": []}');
+    const last = op('last');
+    await execution([last]);
+    expect(await send(last.id, { ...dispatch, approvalPolicy: await policyOf(last.id) })).toEqual({
       won: true,
       refusals: [],
     });

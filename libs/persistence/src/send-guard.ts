@@ -1,12 +1,11 @@
 import {
-  TENANT_APPROVAL_KEYS,
-  type TenantApprovalPolicy,
   DEPENDENCY_DONE_STATUSES,
   DEPENDENCY_DONE_WITHOUT_READ_BACK_STATUSES,
   SENDABLE_EXECUTION_STATUSES,
   VerificationMethod,
 } from '@verity/status-model';
 import { settingsVersionOf } from './entities/connector-settings.entity';
+import { approvalPolicyOf } from './tenant-policy';
 import { Queryable, rows, sqlLiterals } from './sql';
 
 /**
@@ -21,12 +20,11 @@ export type SendGuard = (
       kind: 'dispatch';
       approvalRequired: boolean;
       /**
-       * The tenant's approval policy `approvalRequired` was decided from (`approvalPolicyOf` the settings read; null:
-       * no tenant row was read). An operation with no approval recorded and none asked for by the agent is sent only
-       * while it is still the stored policy: a rule an admin added after the read holds the send. Undefined: not
-       * checked.
+       * The tenant's approval policy `approvalRequired` was decided from, as the read found it stored (`approvalPolicyOf`;
+       * null: no tenant row). An operation with no approval recorded and none asked for by the agent is sent only while
+       * it is still the stored policy: a rule an admin added after the read holds the send. Undefined: not checked.
        */
-      approvalPolicy?: TenantApprovalPolicy | null;
+      approvalPolicy?: string | null;
     }
   | { kind: 'release' }
 ) & {
@@ -82,14 +80,14 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
   const approvalRequired = `$${params.length}::boolean`;
   const approvalPolicy: { name: SendRefusal; sql: string }[] = [];
   if (guard.approvalPolicy !== undefined) {
-    params.push(guard.approvalPolicy === null ? null : JSON.stringify(guard.approvalPolicy));
+    params.push(guard.approvalPolicy);
     approvalPolicy.push({
       // The tenant's approval policy changed since the caller judged this operation against it: an approval already
       // recorded, or asked for by the agent, stands either way; otherwise the send is judged again from the new policy.
       name: 'approval_policy_changed',
       sql: `op.approval->>'state' IS NOT NULL OR op.requires_approval
-            OR (SELECT ${STORED_APPROVAL_POLICY} FROM tenants gt WHERE gt.id = op.tenant_id)
-               IS NOT DISTINCT FROM $${params.length}::jsonb`,
+            OR (SELECT ${approvalPolicyOf('gt')} FROM tenants gt WHERE gt.id = op.tenant_id)
+               IS NOT DISTINCT FROM $${params.length}::text`,
     });
   }
   return [
@@ -125,9 +123,6 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
     ...settings,
   ];
 }
-
-/** The approval keys of the tenant's stored settings, as one JSON value comparable with `approvalPolicyOf`'s. */
-const STORED_APPROVAL_POLICY = `jsonb_build_object(${TENANT_APPROVAL_KEYS.map((key) => `'${key}', gt.settings->'${key}'`).join(', ')})`;
 
 /**
  * After a guarded SENT commit changed nothing: which condition refused it, read now. An empty list means every

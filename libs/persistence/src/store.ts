@@ -14,6 +14,7 @@ import {
   settingsVersionOf,
 } from './entities/connector-settings.entity';
 import { SecretsCipher } from './secrets-cipher';
+import { approvalPolicyOf } from './tenant-policy';
 import { Queryable, rows } from './sql';
 
 export interface NewOperation {
@@ -166,6 +167,7 @@ export async function setRetryOf(db: Queryable, tenantId: string, operationId: s
  * The workers, which act on ids the system handed them across every tenant, use the `…ForWorker` variants.
  */
 const SETTINGS_VERSION = settingsVersionOf('s');
+const TENANT_APPROVAL_POLICY = approvalPolicyOf('t');
 
 export const READ_SQL = {
   executionById: `SELECT {columns:Execution t} FROM executions t WHERE t.id = $1 AND t.tenant_id = $2`,
@@ -176,7 +178,7 @@ export const READ_SQL = {
   // Each operation row with the tenant's settings for its connector (what a context read runs with); the sealed secrets
   // only for a connector that declares it uses them ($2).
   executionWithOperationsForWorker: `SELECT {columns:Execution e e__}, {columns:Operation o o__}, {columns:Tenant t t__},
-            s.allow_hosts AS s__allow_hosts, s.spending_caps AS s__spending_caps, ${SETTINGS_VERSION} AS s__version,
+            ${TENANT_APPROVAL_POLICY} AS t__approval_policy, s.allow_hosts AS s__allow_hosts, s.spending_caps AS s__spending_caps, ${SETTINGS_VERSION} AS s__version,
             CASE WHEN o.connector = ANY($2::text[]) THEN (SELECT jsonb_object_agg(x.name, x.value)
               FROM tenant_connector_secrets x WHERE x.tenant_id = o.tenant_id AND x.connector = o.connector) END AS s__secrets
      FROM executions e LEFT JOIN operations o ON o.execution_id = e.id LEFT JOIN tenants t ON t.id = e.tenant_id
@@ -185,8 +187,8 @@ export const READ_SQL = {
   // With the tenant's settings for the operation's connector (one round trip per send); the sealed secrets only for a
   // connector that declares it uses them ($2).
   operationToSendForWorker: `SELECT {columns:Operation o o__}, e.status AS e__status, e.deadline_at AS e__deadline_at,
-            {columns:Tenant t t__}, s.allow_hosts AS s__allow_hosts, s.spending_caps AS s__spending_caps,
-            ${SETTINGS_VERSION} AS s__version,
+            {columns:Tenant t t__}, ${TENANT_APPROVAL_POLICY} AS t__approval_policy, s.allow_hosts AS s__allow_hosts,
+            s.spending_caps AS s__spending_caps, ${SETTINGS_VERSION} AS s__version,
             CASE WHEN o.connector = ANY($2::text[]) THEN (SELECT jsonb_object_agg(x.name, x.value)
               FROM tenant_connector_secrets x WHERE x.tenant_id = o.tenant_id AND x.connector = o.connector) END AS s__secrets
      FROM operations o JOIN executions e ON e.id = o.execution_id LEFT JOIN tenants t ON t.id = o.tenant_id
@@ -330,6 +332,8 @@ export async function findExecutionWithOperationsForWorker(
   execution: ExecutionEntity;
   operations: OperationEntity[];
   tenant: TenantEntity | null;
+  /** The tenant's approval policy as stored (`approvalPolicyOf`), for the send guard. */
+  approvalPolicy: string | null;
   /** The tenant's settings for each connector its operations use, by connector name. */
   settings: Map<string, ConnectorSettingsRecord>;
 } | null> {
@@ -351,6 +355,7 @@ export async function findExecutionWithOperationsForWorker(
     execution: hydrate(db, ExecutionEntity, found[0], 'e__'),
     operations,
     tenant: found[0].t__id === null ? null : hydrate(db, TenantEntity, found[0], 't__'),
+    approvalPolicy: found[0].t__approval_policy as string | null,
     settings,
   };
 }
@@ -376,6 +381,8 @@ export interface OperationToSend {
   operation: OperationEntity;
   executionDeadline: Date;
   tenant: TenantEntity | null;
+  /** The tenant's approval policy as stored when `tenant` was read (`approvalPolicyOf`), for the send guard. */
+  approvalPolicy: string | null;
   settings: ConnectorSettingsRecord;
 }
 
@@ -398,6 +405,7 @@ export async function findOperationToSend(
     operation,
     executionDeadline: new Date(found.e__deadline_at as string | Date),
     tenant: found.t__id === null ? null : hydrate(db, TenantEntity, found, 't__'),
+    approvalPolicy: found.t__approval_policy as string | null,
     settings: settingsOfJoinedRow(operation, found, secrets),
   };
 }

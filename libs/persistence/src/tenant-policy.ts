@@ -1,3 +1,4 @@
+import { TENANT_APPROVAL_KEYS } from '@verity/status-model';
 import type { TenantSettings } from './entities';
 import { Queryable, rows } from './sql';
 
@@ -6,6 +7,17 @@ export type TenantPolicySettings = Pick<
   TenantSettings,
   'obligationOwner' | 'escalationTarget' | 'obligationDueSeconds' | 'approvalRules' | 'approvalAmountAbove'
 >;
+
+/**
+ * A tenant row's approval policy as stored (the approval keys of its settings, as JSON text; null: no row), read with
+ * the tenant by the workers and compared by the statement that commits SENT (the send guard's
+ * `approval_policy_changed`). Read and compared in SQL: a copy parsed into JavaScript and written back could differ
+ * from what is stored (a number beyond a double's precision) and refuse every send.
+ */
+export function approvalPolicyOf(alias: string): string {
+  const keys = TENANT_APPROVAL_KEYS.map((key) => `'${key}', ${alias}.settings->'${key}'`).join(', ');
+  return `CASE WHEN ${alias}.id IS NOT NULL THEN jsonb_build_object(${keys})::text END`;
+}
 
 export const TENANT_POLICY_SQL = {
   settings: `SELECT settings FROM tenants WHERE id = $1`,

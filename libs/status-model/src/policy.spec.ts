@@ -2,7 +2,7 @@ import { OperationStatus, TerminalReason } from './operation';
 import {
   DENIAL,
   HOLD_REASONS,
-  approvalPolicyOf,
+  TENANT_APPROVAL_KEYS,
   approvalRuleFor,
   needsApproval,
   paramAt,
@@ -88,21 +88,20 @@ describe('a tenant approval policy', () => {
     expect(needsApproval({ requiresApproval: false, connector: 'sms', params: { total: 99 } }, rules)).toBe(false);
   });
 
-  it('is judged from the approval keys alone: every key the rules are read from, null where unset', () => {
-    const rules = [{ connector: 'sms' }];
-    expect(approvalPolicyOf({ approvalRules: rules, approvalAmountAbove: 10 })).toEqual({
-      approvalRules: rules,
-      approvalAmountAbove: 10,
-    });
-    expect(approvalPolicyOf(null)).toEqual({ approvalRules: null, approvalAmountAbove: null });
-    expect(approvalPolicyOf({})).toEqual(approvalPolicyOf(undefined));
-    // Other settings (an obligation's owner) are no part of it; each key the rules are read from is.
-    const other = { obligationOwner: 'ops' } as Parameters<typeof approvalPolicyOf>[0];
-    expect(approvalPolicyOf(other)).toEqual(approvalPolicyOf({}));
-    for (const settings of [{ approvalRules: rules }, { approvalAmountAbove: 10 }]) {
-      expect(tenantApprovalRules(settings, declarations)).not.toEqual(tenantApprovalRules({}, declarations));
-      expect(approvalPolicyOf(settings)).not.toEqual(approvalPolicyOf({}));
+  it('is read from the approval keys alone: the keys the send guard compares are those the rules are read from', () => {
+    const read = new Set<string>();
+    const recording = (settings: Record<string, unknown>) =>
+      new Proxy(settings, {
+        get(target, key) {
+          if (typeof key === 'string') read.add(key);
+          return Reflect.get(target, key) as unknown;
+        },
+      });
+    // Every path through the rules: none set, the older threshold, rules (which replace the threshold).
+    for (const settings of [{}, { approvalAmountAbove: 10 }, { approvalRules: [{ connector: 'sms' }] }]) {
+      tenantApprovalRules(recording(settings), declarations);
     }
+    expect([...read].sort()).toEqual([...TENANT_APPROVAL_KEYS].sort());
   });
 
   it('cancels a denied operation for its own reason', () => {

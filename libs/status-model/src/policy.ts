@@ -42,22 +42,14 @@ export interface TenantApprovalSettings {
   approvalAmountAbove?: number;
 }
 
-/** The keys of a tenant's settings that decide which operations need approval (and nothing else does). */
+/**
+ * The keys of a tenant's settings that decide which operations need approval (and nothing else does): the approval
+ * policy a send was judged by is these keys as stored, and the statement that commits SENT compares them.
+ */
 export const TENANT_APPROVAL_KEYS = [
   'approvalRules',
   'approvalAmountAbove',
 ] as const satisfies readonly (keyof TenantApprovalSettings)[];
-
-/**
- * The approval policy as a send was judged with: every approval key, null where the tenant set none. Two reads are the
- * same policy exactly when these are equal, which is what the statement that commits SENT compares (a policy changed
- * since the sender's read refuses the send: `approval_policy_changed`).
- */
-export type TenantApprovalPolicy = { [K in (typeof TENANT_APPROVAL_KEYS)[number]]: TenantApprovalSettings[K] | null };
-
-export function approvalPolicyOf(settings: TenantApprovalSettings | null | undefined): TenantApprovalPolicy {
-  return Object.fromEntries(TENANT_APPROVAL_KEYS.map((key) => [key, settings?.[key] ?? null])) as TenantApprovalPolicy;
-}
 
 /**
  * The tenant's approval rules. A tenant that never set rules keeps its older threshold, which applies to the
