@@ -116,6 +116,31 @@ describe('SSE stream', () => {
     }
   });
 
+  it('listens for the announcements only while one of its streams is open', async () => {
+    const redis = new IORedis(TEST_REDIS_URL);
+    const channel = eventsChannel(stack.prefix);
+    const listeners = async () => Number(((await redis.pubsub('NUMSUB', channel)) as [string, number])[1]);
+    try {
+      // The streams of the other cases are gone: no API process reads the announcements.
+      await waitFor(listeners, (n) => n === 0, 10_000);
+      const created = await submit([charge(unique('order'), { requires_approval: true })]);
+      const stream = await openStream(`${streamVia()}/v1/executions/${created.id}/stream`, DEMO.agent);
+      expect(stream.status).toBe(200);
+      // The process serving the stream subscribes; the other, with no stream, does not.
+      await waitFor(listeners, (n) => n === 1, 10_000);
+      await http(submitVia(), 'POST', `/v1/executions/${created.id}/cancel`, { key: DEMO.agent });
+      const frames = await stream.waitFor(isEnd, 20_000);
+      const executionMoves = eventFrames(frames)
+        .map((f) => JSON.parse(f.data) as Event)
+        .filter((e) => e.operation_id === null && e.to_status);
+      expect(executionMoves[executionMoves.length - 1].to_status).toBe('cancelled');
+      await stream.closed;
+      await waitFor(listeners, (n) => n === 0, 10_000);
+    } finally {
+      redis.disconnect();
+    }
+  });
+
   it('resumes from Last-Event-ID on either process with no gap and no duplicate', async () => {
     const reference = unique('order');
     const created = await submit([charge(reference, { requires_approval: true }), sms(unique('sms'))]);

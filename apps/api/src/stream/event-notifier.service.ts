@@ -10,14 +10,19 @@ type Listener = () => void;
 /**
  * Wakes the streams of an execution when any process commits an event for it. Writers announce their commits on a
  * Redis channel (libs/persistence event-signal.ts); the announcement only says "look" — the events table is the
- * truth, and streams poll it anyway while the subscription is down. Key revocations still arrive by Postgres NOTIFY
- * (rare, and sent in the revoking transaction itself), on one LISTEN connection per API process.
+ * truth, and streams poll it anyway while the subscription is down. The channel is subscribed only while a stream is
+ * open: every commit of every worker is announced, and an API process with no stream would read each announcement for
+ * nothing. Key revocations still arrive by Postgres NOTIFY (rare, and sent in the revoking transaction itself), on one
+ * LISTEN connection per API process.
  */
 @Injectable()
 export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
   private client: Client | null = null;
   private subscriber: RedisClient | null = null;
+  /** Whether announcements arrive: the channel is subscribed on a ready connection. */
   private subscribed = false;
+  /** A SUBSCRIBE or UNSUBSCRIBE is on its way. */
+  private switching = false;
   private readonly listeners = new Map<string, Set<Listener>>();
   private closing = false;
   private reconnectTimer: NodeJS.Timeout | null = null;
@@ -37,28 +42,56 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
   }
 
   private subscribeToEvents(): void {
-    const channel = eventsChannel(this.config.QUEUE_PREFIX);
-    // A connection of its own (a subscribed connection can do nothing else), reconnecting and resubscribing forever. On
-    // a Redis Cluster it subscribes on one node; a PUBLISH on any node reaches it.
+    // A connection of its own (a subscribed connection can do nothing else), reconnecting forever, subscribed while a
+    // stream listens (followListeners). On a Redis Cluster it subscribes on one node; a PUBLISH on any node reaches it.
     const subscriber = createRedisClient(this.config, 'worker', 'verity-api-events');
     // One message may announce several executions (ids joined by commas; see QueuesModule).
     subscriber.on('message', (_channel: string, ids: string) => {
       for (const executionId of ids.split(',')) this.wake(executionId);
     });
-    subscriber.on('ready', () => {
-      subscriber.subscribe(channel).then(
-        () => {
-          this.subscribed = true;
-          // Anything committed while we were not subscribed: wake everyone up to re-read.
-          for (const id of this.listeners.keys()) this.wake(id);
-        },
-        (error: unknown) => this.logger.warn({ err: error }, 'events subscription failed; streams poll'),
-      );
-    });
+    subscriber.on('ready', () => this.followListeners());
     subscriber.on('close', () => {
       this.subscribed = false;
     });
     this.subscriber = subscriber;
+  }
+
+  /**
+   * Subscribed while any stream listens, unsubscribed when none does. Called whenever either changes (and when the
+   * connection is ready again); one SUBSCRIBE or UNSUBSCRIBE at a time, each followed by another look, so a stream
+   * that opened or closed meanwhile is never left out.
+   */
+  private followListeners(): void {
+    const subscriber = this.subscriber;
+    if (!subscriber || this.switching || this.closing || subscriber.status !== 'ready') return;
+    const wanted = this.listeners.size > 0;
+    if (wanted === this.subscribed) return;
+    const channel = eventsChannel(this.config.QUEUE_PREFIX);
+    this.switching = true;
+    const done = () => {
+      this.switching = false;
+      this.followListeners();
+    };
+    if (wanted) {
+      subscriber.subscribe(channel).then(
+        () => {
+          this.subscribed = true;
+          // Anything committed before the subscription took effect: wake every stream up to re-read.
+          for (const id of this.listeners.keys()) this.wake(id);
+          done();
+        },
+        (error: unknown) => {
+          this.logger.warn({ err: error }, 'events subscription failed; streams poll');
+          // Tried again when the connection is ready again, or when a stream opens or closes.
+          this.switching = false;
+        },
+      );
+    } else {
+      this.subscribed = false;
+      subscriber.unsubscribe(channel).then(done, () => {
+        this.switching = false;
+      });
+    }
   }
 
   private wake(executionId: string): void {
@@ -108,9 +141,11 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
       this.listeners.set(executionId, set);
     }
     set.add(listener);
+    this.followListeners();
     return () => {
       set.delete(listener);
       if (set.size === 0) this.listeners.delete(executionId);
+      this.followListeners();
     };
   }
 
