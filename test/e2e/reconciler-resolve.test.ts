@@ -109,10 +109,19 @@ describe('reconciler: resolution of MANUAL_REVIEW and escalation', () => {
       expect(res.body.permitted_resolutions).toEqual(['VERIFIED', 'FAILED']);
     }
     expect((await getOperation(stack, held.id)).status).toBe('MANUAL_REVIEW');
-    expect((await resolve(held.id, 'FAILED')).status).toBe(200);
-    // Now FAILED: no resolution applies any more.
-    expect((await resolve(held.id, 'VERIFIED')).status).toBe(409);
-    expect(statusPath(await events(stack, created.id), held.id).slice(-2)).toEqual(['MANUAL_REVIEW', 'FAILED']);
+    // FAILED is offered subject to a read, and the read finds the charge (without its status field): the effect
+    // exists, and a retry the FAILED would allow could charge again.
+    const refused = await resolve(held.id, 'FAILED');
+    expect(refused.status).toBe(409);
+    expect(refused.body).toMatchObject({
+      type: 'https://verity.dev/problems/effect-exists',
+      read_back: { kind: 'field_missing', evidence: { record: { reference: expect.any(String) } } },
+    });
+    expect((await getOperation(stack, held.id)).status).toBe('MANUAL_REVIEW');
+    expect((await resolve(held.id, 'VERIFIED')).status).toBe(200);
+    // Now VERIFIED: no resolution applies any more.
+    expect((await resolve(held.id, 'FAILED')).status).toBe(409);
+    expect(statusPath(await events(stack, created.id), held.id).slice(-2)).toEqual(['MANUAL_REVIEW', 'VERIFIED']);
   });
 
   it('another tenant cannot resolve (404), an agent key cannot either (403)', async () => {

@@ -2,6 +2,7 @@ import { OperationStatus as S, TerminalReason as R } from './operation';
 import {
   ReadBackDecision,
   ReadBackKind,
+  readShowsTheEffect,
   ReadBackSituation,
   absenceEvidentAt,
   decideReadBack,
@@ -79,6 +80,20 @@ describe('decideReadBack: a table of situations and what the reconciler must do'
         }
       }
     }
+  });
+});
+
+describe('readShowsTheEffect: the reads after which nothing may say the effect did not happen (I14)', () => {
+  it.each<[ReadBackKind, boolean]>([
+    ['found', true],
+    ['mismatch', true],
+    // A record without the field that tells its state is still a record of the effect.
+    ['field_missing', true],
+    ['absent', false],
+    ['stale', false],
+    ['unreachable', false],
+  ])('%s → %s', (read, shows) => {
+    expect(readShowsTheEffect(read)).toBe(shows);
   });
 });
 

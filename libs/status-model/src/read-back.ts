@@ -10,6 +10,17 @@ import { OperationStatus, TerminalReason } from './operation';
 export type ReadBackKind = 'found' | 'mismatch' | 'absent' | 'stale' | 'field_missing' | 'unreachable';
 export type InconclusiveReadKind = Extract<ReadBackKind, 'stale' | 'field_missing' | 'unreachable'>;
 
+/**
+ * Reads that found a record of the effect: as sent, with other values, or without the field that would tell its state.
+ * Whatever else they leave open, the effect exists at the source, so nothing may record that it did not happen (I14):
+ * a human FAILED is refused while a read shows one of these.
+ */
+export const READS_SHOWING_THE_EFFECT: readonly ReadBackKind[] = ['found', 'mismatch', 'field_missing'];
+
+export function readShowsTheEffect(read: ReadBackKind): boolean {
+  return READS_SHOWING_THE_EFFECT.includes(read);
+}
+
 /** The hold an inconclusive read ends in once the read budget is spent. */
 export const INCONCLUSIVE_READ_REASON: Record<InconclusiveReadKind, TerminalReason> = {
   stale: TerminalReason.STALE_REPLICA,

@@ -36,6 +36,7 @@ import {
   ResolutionStatus,
   canRetry,
   operationTransitionRule,
+  readShowsTheEffect,
   resolutionOptions,
   retryRuleOf,
   DENIAL,
@@ -251,7 +252,8 @@ export class OperationsService {
     const resolution: Record<string, unknown> = { status, evidence, by: principal.keyId, at: new Date().toISOString() };
     if (option.check === 'read_back') {
       const read = await this.readSourceNow(op);
-      if (read.kind === 'found' || read.kind === 'mismatch') {
+      // A record of the effect, even one without the field that tells its state, is an effect that happened.
+      if (readShowsTheEffect(read.kind)) {
         throw effectExists('the source shows this effect now: it cannot be marked as not having happened', read);
       }
       // Absent, or the source cannot say (unreachable, lagging): the reviewer's evidence stands, with this read.
