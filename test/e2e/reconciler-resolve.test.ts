@@ -163,6 +163,65 @@ describe('reconciler: resolution of MANUAL_REVIEW and escalation', () => {
     expect((await stack.effects()).charges[reference]).toBeUndefined();
   });
 
+  it('a never-sent held operation is not released once its execution was cancelled: only CANCELLED is left', async () => {
+    const approvalRef = unique('rr-ended-approval');
+    const heldRef = unique('rr-ended-held');
+    const created = await submit(stack, [
+      charge(approvalRef, { requires_approval: true }),
+      charge(heldRef, { key: 'second', expected_state: { charged: true } }),
+    ]);
+    const held = await waitForOp(stack, created.id, 'second', (o) => o.status === 'MANUAL_REVIEW');
+    await waitForOp(stack, created.id, 'charge', (o) => o.approval?.state === 'requested');
+    const cancelled = await http(stack.apiUrl, 'POST', `/v1/executions/${created.id}/cancel`, { key: DEMO.agent });
+    expect(cancelled.status).toBe(200);
+
+    const detail = await getOperation(stack, held.id);
+    expect(detail.permitted_resolutions).toEqual(['CANCELLED']);
+    expect(detail.resolution_options?.find((o) => o.status === 'SENT')).toMatchObject({
+      permitted: false,
+      why: expect.stringContaining('cancelled'),
+    });
+    const refused = await resolve(held.id, 'SENT');
+    expect(refused.status).toBe(409);
+    expect(refused.body).toMatchObject({ type: 'https://verity.dev/problems/resolution-not-permitted' });
+    expect((await resolve(held.id, 'CANCELLED')).status).toBe(200);
+    await waitForOp(stack, created.id, 'second', (o) => o.status === 'CANCELLED');
+    const effects = await stack.effects();
+    expect([effects.charges[approvalRef], effects.charges[heldRef]]).toEqual([undefined, undefined]);
+    expectLegalHistory(await events(stack, created.id));
+  });
+
+  it('a never-sent held operation is released only once the operation it depends on is done', async () => {
+    const firstRef = unique('rr-dep-first');
+    const heldRef = unique('rr-dep-held');
+    const created = await submit(stack, [
+      charge(firstRef, { requires_approval: true }),
+      charge(heldRef, { key: 'second', depends_on: ['charge'], expected_state: { charged: true } }),
+    ]);
+    const held = await waitForOp(stack, created.id, 'second', (o) => o.status === 'MANUAL_REVIEW');
+    const first = await waitForOp(stack, created.id, 'charge', (o) => o.approval?.state === 'requested');
+    expect((await getOperation(stack, held.id)).resolution_options?.find((o) => o.status === 'SENT')).toMatchObject({
+      permitted: false,
+      why: expect.stringContaining('depends on'),
+    });
+    expect((await resolve(held.id, 'SENT')).status).toBe(409);
+
+    const approved = await http(stack.apiUrl, 'POST', `/v1/operations/${first.id}/approval`, {
+      key: DEMO.reviewer,
+      body: { decision: 'approve', reason: 'checked by the test' },
+    });
+    expect(approved.status).toBe(200);
+    await waitForOp(stack, created.id, 'charge', (o) => o.status === 'VERIFIED');
+    expect((await resolve(held.id, 'SENT')).status).toBe(200);
+    await waitForOp(stack, created.id, 'second', (o) => o.status === 'VERIFIED');
+    const log = await events(stack, created.id);
+    expectLegalHistory(log);
+    const sentAt = (id: string) => log.find((e) => e.operation_id === id && e.to_status === 'SENT')!.seq;
+    expect(sentAt(held.id)).toBeGreaterThan(sentAt(first.id));
+    const effects = await stack.effects();
+    expect([effects.charges[firstRef].count, effects.charges[heldRef].count]).toEqual([1, 1]);
+  });
+
   it('an overdue obligation is escalated once, to the tenant’s escalation target, with an event', async () => {
     await stack.db.dataSource.query(
       `UPDATE tenants SET settings = settings || '{"obligationOwner": "payments-team", "escalationTarget": "pager:payments"}'::jsonb

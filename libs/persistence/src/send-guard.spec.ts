@@ -275,6 +275,34 @@ describe('the guarded SENT statement (real Postgres)', () => {
     expect((await send(held.id, release, OperationStatus.MANUAL_REVIEW)).won).toBe(true);
   });
 
+  it('does not release after the execution was cancelled, expired or failed, nor before a dependency is done', async () => {
+    const release: SendGuard = { kind: 'release' };
+    const resolved = `status = 'MANUAL_REVIEW', terminal_reason = 'KNOWLEDGE_CONFLICT',
+                      obligation = '{"resolution": {"status": "SENT"}}'`;
+    for (const status of ['cancelled', 'expired', 'failed']) {
+      const held = op(`held-${status}`);
+      await execution([held], status);
+      await set(held.id, resolved);
+      expect(await send(held.id, release, OperationStatus.MANUAL_REVIEW)).toEqual({
+        won: false,
+        refusals: ['execution_ended'],
+      });
+      await unchanged(held.id, OperationStatus.MANUAL_REVIEW);
+    }
+    // Held before the charge it depends on was sent: released, it waits for the charge.
+    const charge = op('charge');
+    const sms = op('notify', { depends_on: ['charge'] });
+    await execution([charge, sms], 'waiting_for_approval');
+    await set(sms.id, resolved);
+    expect(await send(sms.id, release, OperationStatus.MANUAL_REVIEW)).toEqual({
+      won: false,
+      refusals: ['dependency_not_done'],
+    });
+    await unchanged(sms.id, OperationStatus.MANUAL_REVIEW);
+    await set(charge.id, `status = 'VERIFIED', attempt = 1`);
+    expect((await send(sms.id, release, OperationStatus.MANUAL_REVIEW)).won).toBe(true);
+  });
+
   it('will not commit SENT without a guard', async () => {
     const charge = op('charge');
     await execution([charge]);

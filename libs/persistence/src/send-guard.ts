@@ -1,6 +1,7 @@
 import {
   DEPENDENCY_DONE_STATUSES,
   DEPENDENCY_DONE_WITHOUT_READ_BACK_STATUSES,
+  RELEASABLE_EXECUTION_STATUSES,
   SENDABLE_EXECUTION_STATUSES,
   VerificationMethod,
 } from '@verity/status-model';
@@ -13,7 +14,8 @@ import { Queryable, rows, sqlLiterals } from './sql';
  * duplicated, replayed or hand-made dispatch job cannot send early or twice whatever the worker read before it.
  * - `dispatch`: the lifecycle's send of a PREPARED operation. `approvalRequired` is the tenant's approval policy for
  *   this operation, decided by the caller from a fresh read (the agent's own `requires_approval` is checked here).
- * - `release`: a human released an operation held in MANUAL_REVIEW; the resolution must be on the row.
+ * - `release`: a human released an operation held in MANUAL_REVIEW; the resolution must be on the row, the execution
+ *   not ended by a cancel, its deadline or a failure, and every dependency done.
  */
 export type SendGuard = (
   | {
@@ -44,8 +46,22 @@ export type SendRefusal =
   | 'approval_not_granted'
   | 'approval_policy_changed'
   | 'release_not_resolved'
+  | 'execution_ended'
   | 'settings_changed'
   | 'status_moved';
+
+/** Every depends_on key: its latest generation in the same execution has reached what dependants need. */
+const DEPENDENCIES_DONE: { name: SendRefusal; sql: string } = {
+  name: 'dependency_not_done',
+  sql: `NOT EXISTS (
+              SELECT 1 FROM unnest(op.depends_on) AS dep(key)
+              WHERE NOT coalesce((
+                SELECT d.status IN (${sqlLiterals(DEPENDENCY_DONE_STATUSES)})
+                       OR (d.status IN (${sqlLiterals(DEPENDENCY_DONE_WITHOUT_READ_BACK_STATUSES)})
+                           AND d.verification_method <> '${VerificationMethod.READ_AFTER_WRITE}')
+                FROM operations d WHERE d.execution_id = op.execution_id AND d.key = dep.key
+                ORDER BY d.generation DESC LIMIT 1), false))`,
+};
 
 /**
  * Refusals that say the tenant changed what the send was prepared from (the connector's settings, the approval policy):
@@ -73,6 +89,13 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
   if (guard.kind === 'release') {
     return [
       { name: 'release_not_resolved', sql: `(op.obligation->'resolution'->>'status') IS NOT DISTINCT FROM 'SENT'` },
+      {
+        // Not after the execution was cancelled, expired or failed: nothing more is sent for it, whoever asked.
+        name: 'execution_ended',
+        sql: `EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id
+                    AND ge.status IN (${sqlLiterals(RELEASABLE_EXECUTION_STATUSES)}))`,
+      },
+      DEPENDENCIES_DONE,
       ...settings,
     ];
   }
@@ -98,18 +121,7 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
     },
     // A precondition read is owed (the source could not be read): nothing is sent until it has been read and agrees.
     { name: 'precondition_unread', sql: `op.next_check_at IS NULL` },
-    {
-      // Every depends_on key: its latest generation in the same execution has reached what dependants need.
-      name: 'dependency_not_done',
-      sql: `NOT EXISTS (
-              SELECT 1 FROM unnest(op.depends_on) AS dep(key)
-              WHERE NOT coalesce((
-                SELECT d.status IN (${sqlLiterals(DEPENDENCY_DONE_STATUSES)})
-                       OR (d.status IN (${sqlLiterals(DEPENDENCY_DONE_WITHOUT_READ_BACK_STATUSES)})
-                           AND d.verification_method <> '${VerificationMethod.READ_AFTER_WRITE}')
-                FROM operations d WHERE d.execution_id = op.execution_id AND d.key = dep.key
-                ORDER BY d.generation DESC LIMIT 1), false))`,
-    },
+    DEPENDENCIES_DONE,
     {
       // Required (by the agent or the tenant's policy): granted and not expired. Any recorded request or denial
       // blocks even where no longer required: a decision is owed first.

@@ -189,7 +189,6 @@ export type KnownEventType =
   | 'execution.created'
   | 'execution.status_changed'
   | 'operation.status_changed'
-  | 'operation.release_requested'
   | 'operation.resolved'
   | 'approval.requested'
   | 'approval.decided'

@@ -2,7 +2,7 @@
  * What a send needs, as data both the dispatcher (TypeScript) and the SENT statement (SQL, libs/persistence) read, so
  * the two can never disagree on which statuses count. Imports nothing but the status tables.
  */
-import { ExecutionStatus } from './execution';
+import { EXECUTION_STATUSES, ExecutionStatus } from './execution';
 import {
   OperationStatus,
   VerificationMethod,
@@ -20,6 +20,16 @@ import { everSent } from './checks';
  */
 export const SENDABLE_EXECUTION_STATUSES: readonly ExecutionStatus[] = [ExecutionStatus.RUNNING];
 
+/**
+ * The execution statuses in which a human's release of a held, never-sent operation may still be sent: any but an end
+ * that the caller, the deadline or a failure chose (cancelled, expired, failed) — after such an end nothing more is
+ * sent for the execution, whoever asks. A completed execution may have completed around the held operation: the
+ * reviewer's release is carried out.
+ */
+export const RELEASABLE_EXECUTION_STATUSES: readonly ExecutionStatus[] = EXECUTION_STATUSES.filter(
+  (status) => ![ExecutionStatus.CANCELLED, ExecutionStatus.EXPIRED, ExecutionStatus.FAILED].includes(status),
+);
+
 /** A dependency is done when its effect is VERIFIED … */
 export const DEPENDENCY_DONE_STATUSES: readonly OperationStatus[] = [OperationStatus.VERIFIED];
 /** … or ACKNOWLEDGED where nothing can read it back (its honest end). */
@@ -35,6 +45,11 @@ export function dependencySatisfied(dep: {
     DEPENDENCY_DONE_WITHOUT_READ_BACK_STATUSES.includes(dep.status) &&
     dep.verificationMethod !== VerificationMethod.READ_AFTER_WRITE
   );
+}
+
+/** Are all of an operation's dependencies done? (A dependency that does not exist is not: pass undefined.) */
+export function dependenciesDone(dependencies: readonly (DependencyView | undefined)[]): boolean {
+  return dependencies.every((d) => d !== undefined && dependencySatisfied(d));
 }
 
 /** A dependency in one of these can never be done any more: its dependants are cancelled, never sent. */
@@ -112,7 +127,7 @@ export function preparedStep(op: {
   if (op.dependencies.some((d) => dependencyBroken(d))) {
     return { kind: 'cancel', dependency: op.dependencies.find((d) => dependencyBroken(d)) };
   }
-  if (!op.dependencies.every((d) => d !== undefined && dependencySatisfied(d))) return { kind: 'wait' };
+  if (!dependenciesDone(op.dependencies)) return { kind: 'wait' };
   if (op.approvalRequired) {
     if (op.approvalState === 'denied') return { kind: 'deny' };
     if (op.approvalState !== 'granted') return { kind: 'await-approval', request: op.approvalState !== 'requested' };

@@ -1,4 +1,5 @@
 import { IllegalTransitionError, StatusModelErrorCode } from './errors';
+import { ExecutionStatus } from './execution';
 import {
   OPERATION_STATUSES,
   OPERATION_STATUS_INFO,
@@ -605,6 +606,38 @@ describe('resolutionOptions: every action with its reason, exactly what the gate
   /** The options a reviewer is offered for an operation in MANUAL_REVIEW. */
   const inReview = (everSent: boolean, heldFor: TerminalReason | null, canReadBack = true) =>
     resolutionOptions({ status: S.MANUAL_REVIEW, everSent, heldFor, canReadBack });
+
+  it('releases a never-sent operation only while its execution may still send and its dependencies are done', () => {
+    const release = (executionStatus: ExecutionStatus, dependenciesDone: boolean) =>
+      resolutionOptions({
+        status: S.MANUAL_REVIEW,
+        everSent: false,
+        heldFor: TerminalReason.KNOWLEDGE_CONFLICT,
+        canReadBack: true,
+        release: { executionStatus, dependenciesDone },
+      })
+        .filter((o) => o.permitted)
+        .map((o) => o.status);
+    for (const status of [ExecutionStatus.RUNNING, ExecutionStatus.WAITING_FOR_APPROVAL, ExecutionStatus.COMPLETED]) {
+      expect(release(status, true)).toEqual([S.SENT, S.CANCELLED]);
+      expect(release(status, false)).toEqual([S.CANCELLED]);
+    }
+    for (const status of [ExecutionStatus.CANCELLED, ExecutionStatus.EXPIRED, ExecutionStatus.FAILED]) {
+      expect(release(status, true)).toEqual([S.CANCELLED]);
+    }
+    // What a sent operation is offered does not depend on it.
+    expect(
+      resolutionOptions({
+        status: S.MANUAL_REVIEW,
+        everSent: true,
+        heldFor: TerminalReason.SOURCE_UNREACHABLE,
+        canReadBack: false,
+        release: { executionStatus: ExecutionStatus.CANCELLED, dependenciesDone: false },
+      })
+        .filter((o) => o.permitted)
+        .map((o) => o.status),
+    ).toEqual([S.VERIFIED, S.FAILED]);
+  });
 
   it('offers nothing outside MANUAL_REVIEW', () => {
     expect(resolutionOptions({ status: S.UNKNOWN, everSent: true, heldFor: null, canReadBack: true })).toEqual([]);

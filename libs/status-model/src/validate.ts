@@ -1,5 +1,6 @@
 import { IllegalTransitionError, StatusModelErrorCode } from './errors';
 import { ExecutionStatus, canMoveExecution } from './execution';
+import { RELEASABLE_EXECUTION_STATUSES } from './dispatch';
 import {
   Actor,
   OperationStatus,
@@ -169,6 +170,12 @@ export function resolutionOptions(input: {
   canReadBack: boolean;
   absenceEvidentAt?: Date | null;
   now?: Date;
+  /**
+   * What a release (SENT) of a never-sent operation also needs: its execution not ended by a cancel, its deadline or a
+   * failure (RELEASABLE_EXECUTION_STATUSES), and every operation it depends on done — the statement that commits the
+   * release's SENT checks both. Undefined: not judged here.
+   */
+  release?: { executionStatus: ExecutionStatus; dependenciesDone: boolean };
 }): ResolutionOption[] {
   if (input.status !== OperationStatus.MANUAL_REVIEW) return [];
   const failedWaitsUntil = absenceNotYetEvident(input);
@@ -190,6 +197,8 @@ export function resolutionOptions(input: {
         available_at: null,
       };
     }
+    const releaseBlocked = to === OperationStatus.SENT ? releaseRefusal(input.release) : null;
+    if (releaseBlocked) return { status: to, permitted: false, why: releaseBlocked, check: null, available_at: null };
     if (to === OperationStatus.FAILED && failedWaitsUntil) {
       return {
         status: to,
@@ -212,6 +221,17 @@ export function resolutionOptions(input: {
       available_at: null,
     };
   });
+}
+
+function releaseRefusal(release: { executionStatus: ExecutionStatus; dependenciesDone: boolean } | undefined) {
+  if (!release) return null;
+  if (!RELEASABLE_EXECUTION_STATUSES.includes(release.executionStatus)) {
+    return `its execution is ${release.executionStatus}: nothing more is sent for it; cancel it instead`;
+  }
+  if (!release.dependenciesDone) {
+    return 'an operation it depends on is not done yet: it can be released once that one is';
+  }
+  return null;
 }
 
 /**

@@ -7,6 +7,7 @@ import {
   TransitionService,
   connectorOperation,
   findExecution,
+  findOperations,
   findLastStatusChanges,
   findOperation,
   insertExecution,
@@ -35,6 +36,7 @@ import {
   OperationStatus,
   ResolutionStatus,
   canRetry,
+  dependenciesDone,
   operationTransitionRule,
   readShowsTheEffect,
   resolutionOptions,
@@ -83,7 +85,36 @@ export class OperationsService {
   async get(principal: Principal, id: string) {
     const op = await this.load(principal, id);
     const changes = await findLastStatusChanges(this.db.manager, [op.id], principal.tenantId);
-    return this.detail(op, changes.get(op.id) ?? null, await this.absenceEvidence(op));
+    return this.detail(
+      op,
+      changes.get(op.id) ?? null,
+      await this.absenceEvidence(op),
+      await this.releaseNeeds(op, principal.tenantId),
+    );
+  }
+
+  /**
+   * What a release (SENT) of a held, never-sent operation also needs, as it stands now: its execution's status and
+   * whether its dependencies are done (the statement that commits the release checks both again). Undefined for any
+   * other operation.
+   */
+  private async releaseNeeds(
+    op: OperationEntity,
+    tenantId: string,
+  ): Promise<{ executionStatus: ExecutionStatus; dependenciesDone: boolean } | undefined> {
+    if (op.status !== OperationStatus.MANUAL_REVIEW || everSent(op)) return undefined;
+    const execution = await findExecution(this.db.manager, op.executionId, tenantId);
+    if (!execution) return undefined;
+    const latestByKey = new Map<string, OperationEntity>();
+    if (op.dependsOn.length > 0) {
+      // In position and generation order: the last of a key is its latest generation.
+      for (const other of await findOperations(this.db.manager, op.executionId, tenantId))
+        latestByKey.set(other.key, other);
+    }
+    return {
+      executionStatus: execution.status,
+      dependenciesDone: dependenciesDone(op.dependsOn.map((key) => latestByKey.get(key))),
+    };
   }
 
   /**
@@ -95,6 +126,7 @@ export class OperationsService {
     op: OperationEntity,
     lastChange: LastStatusChange | null,
     absence: { evidentAt: Date | null; now: Date },
+    release: { executionStatus: ExecutionStatus; dependenciesDone: boolean } | undefined,
   ) {
     const options = recordedResolution(op)
       ? []
@@ -105,6 +137,7 @@ export class OperationsService {
           canReadBack: this.canReadBack(op),
           absenceEvidentAt: absence.evidentAt,
           now: absence.now,
+          release,
         });
     return {
       ...presentOperation(op, lastChange),
@@ -216,6 +249,7 @@ export class OperationsService {
       canReadBack: this.canReadBack(op),
       absenceEvidentAt: evidentAt,
       now,
+      release: await this.releaseNeeds(op, principal.tenantId),
     });
     const option = options.find((o) => o.status === status);
     if (option?.available_at) {
