@@ -95,6 +95,27 @@ describe('reconciler: verification and reconciliation paths', () => {
     expect((await stack.effects()).messages[clientRef].count).toBe(1);
   });
 
+  it('a charge timeout with no verification asked for → UNKNOWN → MANUAL_REVIEW at once: no read may settle it', async () => {
+    await stack.setFaults({
+      rules: [{ method: 'POST', path: '/v1/charges', fault: 'timeout_after_commit', count: 1 }],
+    });
+    const reference = unique('rp-unverified');
+    const created = await submit(stack, [charge(reference, { verification_method: '' })]);
+    const execution = await settle(stack, created.id);
+    const [op] = execution.operations;
+    // The source shows the charge, but with verification_method "" VERIFIED is a person's to write.
+    expect(op).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'CONNECTOR_ERROR', attempt: 1 });
+    expect(op.evidence).toMatchObject({ method: 'none', detail: expect.stringContaining('verification_method') });
+    expectObligation(op, 'CONNECTOR_ERROR', ['VERIFIED', 'FAILED']);
+    expect(statusPath(await events(stack, created.id), op.id)).toEqual([
+      'PREPARED',
+      'SENT',
+      'UNKNOWN',
+      'MANUAL_REVIEW',
+    ]);
+    expect((await stack.effects()).charges[reference].count).toBe(1);
+  });
+
   it('a replica lagging beyond the budget → MANUAL_REVIEW / STALE_REPLICA', async () => {
     await stack.setFaults({ replica_lag_ms: 60_000 });
     const reference = unique('rp-stale');

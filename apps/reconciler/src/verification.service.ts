@@ -57,6 +57,22 @@ const R = TerminalReason;
  * UNKNOWN ones from the source. Neither ever sends anything. "Did not happen" is only concluded from an
  * authoritative read once the settle window has passed; everything inconclusive is retried, then held for a human.
  */
+/** The evidence of an UNKNOWN held before any read (decideReconcileStart), by why. */
+const RECONCILE_HOLD_EVIDENCE: Record<
+  'no read-back' | 'not verified' | 'deadline',
+  (connector: string) => Record<string, unknown>
+> = {
+  'no read-back': (connector) => ({
+    method: 'none',
+    detail: `${connector} cannot read back; the outcome can only be established outside Verity`,
+  }),
+  'not verified': () => ({
+    method: 'none',
+    detail: 'no verification method was asked for (verification_method ""): a read cannot settle it; a person does',
+  }),
+  deadline: () => ({ method: 'read_after_write', detail: 'reconciliation deadline passed' }),
+};
+
 @Injectable()
 export class VerificationService {
   constructor(
@@ -106,21 +122,13 @@ export class VerificationService {
     if (op.status === S.UNKNOWN) {
       const start = decideReconcileStart({
         canReadBack: !!connector.readBack && operationCapabilities(connector, op.action, op.params).read_back,
+        verificationMethod: op.verificationMethod,
         deadlinePassed: !!op.sentAt && Date.now() - op.sentAt.getTime() > this.config.RECONCILE_DEADLINE_MS,
       });
       if (start.kind === 'hold') {
-        // Nothing can be read back (a connector without read_back): a human decides. Re-sending could deliver a
-        // second message.
-        return this.hold(
-          op,
-          start.reason,
-          start.why === 'no read-back'
-            ? {
-                method: 'none',
-                detail: `${op.connector} cannot read back; the outcome can only be established outside Verity`,
-              }
-            : { method: 'read_after_write', detail: 'reconciliation deadline passed' },
-        );
+        // Nothing can be read back (a connector without read_back), or nothing read may settle it: a human decides.
+        // Re-sending could deliver a second message.
+        return this.hold(op, start.reason, RECONCILE_HOLD_EVIDENCE[start.why](op.connector));
       }
       const moved = await this.transitions.operation(this.db.manager, { operation: snapshotOf(op), to: S.RECONCILING });
       if (!moved.won) return 'skipped: lost race';
@@ -341,7 +349,9 @@ export class VerificationService {
     if (!everSent(op) || !this.canReadBack(op)) return 'skipped: cannot read back';
     const read = await this.readBack(op);
     const trigger = requestedBy ? { trigger: 'reviewer', requested_by: requestedBy } : { trigger: 'scheduled' };
-    if (read.kind === 'found' && systemMayRelease(op.terminalReason)) {
+    // Only an operation verified by read-back can be VERIFIED by a read (with no verification method, a person's).
+    const verifies = op.verificationMethod === VerificationMethod.READ_AFTER_WRITE;
+    if (read.kind === 'found' && verifies && systemMayRelease(op.terminalReason)) {
       const moved = await this.settle(
         op,
         S.VERIFIED,

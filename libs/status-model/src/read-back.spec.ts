@@ -1,4 +1,4 @@
-import { OperationStatus as S, TerminalReason as R } from './operation';
+import { OperationStatus as S, TerminalReason as R, VerificationMethod } from './operation';
 import {
   ReadBackDecision,
   ReadBackKind,
@@ -98,19 +98,25 @@ describe('readShowsTheEffect: the reads after which nothing may say the effect d
 });
 
 describe('decideReconcileStart', () => {
+  const RAW = VerificationMethod.READ_AFTER_WRITE;
   it.each([
-    [{ canReadBack: true, deadlinePassed: false }, { kind: 'read' }],
+    [{ canReadBack: true, verificationMethod: RAW, deadlinePassed: false }, { kind: 'read' }],
     [
-      { canReadBack: false, deadlinePassed: false },
+      { canReadBack: false, verificationMethod: RAW, deadlinePassed: false },
       { kind: 'hold', reason: R.CONNECTOR_ERROR, why: 'no read-back' },
     ],
     [
-      { canReadBack: false, deadlinePassed: true },
+      { canReadBack: false, verificationMethod: RAW, deadlinePassed: true },
       { kind: 'hold', reason: R.CONNECTOR_ERROR, why: 'no read-back' },
     ],
     [
-      { canReadBack: true, deadlinePassed: true },
+      { canReadBack: true, verificationMethod: RAW, deadlinePassed: true },
       { kind: 'hold', reason: R.CONNECTOR_ERROR, why: 'deadline' },
+    ],
+    // No verification asked for: no read can write VERIFIED, so none is made; a person settles it.
+    [
+      { canReadBack: true, verificationMethod: '' as const, deadlinePassed: false },
+      { kind: 'hold', reason: R.CONNECTOR_ERROR, why: 'not verified' },
     ],
   ])('%p → %p', (given, expected) => {
     expect(decideReconcileStart(given)).toEqual(expected);

@@ -4,7 +4,7 @@
  * concluded only from an authoritative absent read once absence is proof; everything inconclusive is read again with
  * backoff, then held for a human; nothing here ever sends.
  */
-import { OperationStatus, TerminalReason } from './operation';
+import { OperationStatus, TerminalReason, VerificationMethod, VerificationMethodValue } from './operation';
 
 /** What the connector's read found, by kind (the connector's ReadBackResult). */
 export type ReadBackKind = 'found' | 'mismatch' | 'absent' | 'stale' | 'field_missing' | 'unreachable';
@@ -78,14 +78,24 @@ export function decideReadBack(situation: ReadBackSituation): ReadBackDecision {
 }
 
 export type ReconcileStart =
-  { kind: 'read' } | { kind: 'hold'; reason: TerminalReason.CONNECTOR_ERROR; why: 'no read-back' | 'deadline' };
+  | { kind: 'read' }
+  | { kind: 'hold'; reason: TerminalReason.CONNECTOR_ERROR; why: 'no read-back' | 'not verified' | 'deadline' };
 
 /**
  * Before an UNKNOWN is read: an effect nothing can read back is a human's to settle (re-sending could deliver it a
- * second time), and so is one past the reconciliation deadline; otherwise it is read (UNKNOWN → RECONCILING).
+ * second time), and so is one whose agent asked for no verification (`verification_method` empty: VERIFIED is then
+ * a human's to write, so a read that found the effect could settle nothing), and one past the reconciliation deadline;
+ * otherwise it is read (UNKNOWN → RECONCILING).
  */
-export function decideReconcileStart(situation: { canReadBack: boolean; deadlinePassed: boolean }): ReconcileStart {
+export function decideReconcileStart(situation: {
+  canReadBack: boolean;
+  verificationMethod: VerificationMethodValue;
+  deadlinePassed: boolean;
+}): ReconcileStart {
   if (!situation.canReadBack) return { kind: 'hold', reason: TerminalReason.CONNECTOR_ERROR, why: 'no read-back' };
+  if (situation.verificationMethod !== VerificationMethod.READ_AFTER_WRITE) {
+    return { kind: 'hold', reason: TerminalReason.CONNECTOR_ERROR, why: 'not verified' };
+  }
   if (situation.deadlinePassed) return { kind: 'hold', reason: TerminalReason.CONNECTOR_ERROR, why: 'deadline' };
   return { kind: 'read' };
 }
