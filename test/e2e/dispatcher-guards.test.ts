@@ -119,6 +119,20 @@ describe('dispatcher: no blind or early sends', () => {
     });
   });
 
+  it('an irreversible SMS with an expected_state its connector cannot read is never sent; held when the budget runs out', async () => {
+    const clientRef = unique('g-unreadable-sms');
+    const created = await submit(stack, [sms(clientRef, { expected_state: { opted_in: true } })]);
+    const execution = await settle(stack, created.id);
+    const [op] = execution.operations;
+    expect(op).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'SOURCE_UNREACHABLE', attempt: 0 });
+    expect(op.evidence).toMatchObject({ precondition: 'expected_state', failed_reads: budget });
+    const log = await events(stack, created.id);
+    expectLegalHistory(log);
+    expect(statusPath(log, op.id)).toEqual(['PREPARED', 'MANUAL_REVIEW']);
+    expect(unavailable(log, op.id)).toHaveLength(budget);
+    expect((await stack.effects()).messages[clientRef]).toBeUndefined();
+  });
+
   describe('an approved charge whose baseline cannot be re-read at dispatch', () => {
     async function approvedWhileUnreadable(label: string) {
       const reference = unique(label);

@@ -380,7 +380,12 @@ export class LifecycleService {
     for (const op of operations) {
       if (op.status !== S.PREPARED) continue;
       const connector = this.connectors.get(op.connector);
-      if (!connector?.readContext) continue;
+      if (!connector?.readContext) {
+        // A precondition an irreversible operation must have read (I15) that its connector cannot read stays unread:
+        // the operation waits, is read again on schedule, and is held for a person when the budget runs out.
+        if (mustReadPrecondition(op)) contexts.set(op.id, unreachableRead(op.connector, 'no context read'));
+        continue;
+      }
       const known = settings.get(op.connector);
       const environment = known
         ? this.connectors.callEnvironment({ allowHosts: known.allowHosts, secrets: known.secrets })
