@@ -287,6 +287,11 @@ describe('http connector', () => {
         kind: 'found',
       });
       expect(await readBack(`${t.base}/orders/{{ref}}`, 'created', spec)).toMatchObject({ kind: 'unreachable' });
+      // A reference stored redacted (it held a secret value) would name another record: no read, no verdict of absence.
+      const redacted = await readBack(`${t.base}/orders/{{ref}}`, 'created', spec, {
+        ref: '{{secret:ACCOUNT}}',
+      } as never);
+      expect(redacted).toMatchObject({ kind: 'unreachable', evidence: { error: expect.stringContaining('redacted') } });
     });
 
     it('without a read_back spec there is nothing to read', async () => {

@@ -23,6 +23,7 @@ import {
 } from './egress';
 import { HttpExchange, HttpExchangeRequest, httpExchange } from './http-exchange';
 import { FIELD_PATH, FIELD_PATH_RULE, clipValue, fieldKey, readField, sameJson } from './json-path';
+import { holdsRedactedSecret } from './secret-redaction';
 
 /** Response bodies beyond this are not parsed; nothing of a body is kept but one extracted field. */
 export const HTTP_MAX_RESPONSE_BYTES = 64 * 1024;
@@ -300,6 +301,18 @@ export class HttpConnector implements Connector {
           source: spec.url,
           read_at: readAt(),
           error: 'the read-back URL needs the reference the provider returns, and no answer was received',
+        },
+      };
+    }
+    if (ref !== undefined && /\{\{\s*ref\s*\}\}/.test(spec.url) && holdsRedactedSecret(ref)) {
+      // The provider's reference held a tenant secret value and was stored redacted: the URL built from it would name
+      // another record, whose absence proves nothing about this effect. Inconclusive, so a person decides.
+      return {
+        kind: 'unreachable',
+        evidence: {
+          source: spec.url,
+          read_at: readAt(),
+          error: 'the reference the provider returned holds a secret value, stored redacted: it cannot be read back',
         },
       };
     }

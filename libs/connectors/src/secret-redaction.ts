@@ -14,6 +14,11 @@ export function secretPlaceholder(name: string): string {
   return `{{secret:${name}}}`;
 }
 
+/** Whether a stored value holds a redacted secret: what was read or returned there is no longer known to Verity. */
+export function holdsRedactedSecret(value: string): boolean {
+  return /\{\{secret:[^}]*\}\}/.test(value);
+}
+
 /**
  * The ways a secret value can show up in what a target answers or in what a connector builds from it: as sent, inside
  * a JSON string (escaped quotes and backslashes), and percent-encoded in a URL (a `{{ref}}` is encoded into the
