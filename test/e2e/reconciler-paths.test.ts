@@ -15,6 +15,8 @@ describe('reconciler: verification and reconciliation paths', () => {
   afterAll(async () => stack?.stop());
   afterEach(async () => resetSandbox(stack));
 
+  type Effects = Awaited<ReturnType<Stack['effects']>>;
+
   function expectObligation(op: Op, reason: string, permitted: string[]) {
     expect(op.recovery_obligation).toEqual({
       reason,
@@ -74,15 +76,31 @@ describe('reconciler: verification and reconciliation paths', () => {
     expect((await stack.effects()).charges[reference]).toBeUndefined();
   });
 
-  it('an SMS timeout → UNKNOWN → MANUAL_REVIEW at once (no read-back), never re-sent', async () => {
-    await stack.setFaults({
-      rules: [{ method: 'POST', path: '/v1/messages', fault: 'timeout_after_commit', count: 1 }],
-    });
-    const clientRef = unique('rp-sms');
-    const created = await submit(stack, [sms(clientRef)]);
+  // Held at once, before any read, when no read could settle the UNKNOWN: the connector cannot read back (an SMS), or
+  // the agent asked for no verification (VERIFIED is then a person's to write, though the source shows the charge).
+  it.each([
+    {
+      name: 'an SMS timeout (no read-back)',
+      path: '/v1/messages',
+      operation: (ref: string) => sms(ref),
+      detail: 'cannot read back',
+      effects: (ref: string, e: Effects) => e.messages[ref].count,
+    },
+    {
+      name: 'a charge timeout with no verification asked for',
+      path: '/v1/charges',
+      operation: (ref: string) => charge(ref, { verification_method: '' }),
+      detail: 'verification_method',
+      effects: (ref: string, e: Effects) => e.charges[ref].count,
+    },
+  ])('$name → UNKNOWN → MANUAL_REVIEW at once, never re-sent', async ({ path, operation, detail, effects }) => {
+    await stack.setFaults({ rules: [{ method: 'POST', path, fault: 'timeout_after_commit', count: 1 }] });
+    const ref = unique('rp-held-at-once');
+    const created = await submit(stack, [operation(ref)]);
     const execution = await settle(stack, created.id);
     const [op] = execution.operations;
     expect(op).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'CONNECTOR_ERROR', attempt: 1 });
+    expect(op.evidence).toMatchObject({ method: 'none', detail: expect.stringContaining(detail) });
     expectObligation(op, 'CONNECTOR_ERROR', ['VERIFIED', 'FAILED']);
     expect(statusPath(await events(stack, created.id), op.id)).toEqual([
       'PREPARED',
@@ -92,28 +110,7 @@ describe('reconciler: verification and reconciliation paths', () => {
     ]);
     // Sweeps that would re-send it have run: nothing re-sent it.
     await stack.sweepsPassed(3);
-    expect((await stack.effects()).messages[clientRef].count).toBe(1);
-  });
-
-  it('a charge timeout with no verification asked for → UNKNOWN → MANUAL_REVIEW at once: no read may settle it', async () => {
-    await stack.setFaults({
-      rules: [{ method: 'POST', path: '/v1/charges', fault: 'timeout_after_commit', count: 1 }],
-    });
-    const reference = unique('rp-unverified');
-    const created = await submit(stack, [charge(reference, { verification_method: '' })]);
-    const execution = await settle(stack, created.id);
-    const [op] = execution.operations;
-    // The source shows the charge, but with verification_method "" VERIFIED is a person's to write.
-    expect(op).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'CONNECTOR_ERROR', attempt: 1 });
-    expect(op.evidence).toMatchObject({ method: 'none', detail: expect.stringContaining('verification_method') });
-    expectObligation(op, 'CONNECTOR_ERROR', ['VERIFIED', 'FAILED']);
-    expect(statusPath(await events(stack, created.id), op.id)).toEqual([
-      'PREPARED',
-      'SENT',
-      'UNKNOWN',
-      'MANUAL_REVIEW',
-    ]);
-    expect((await stack.effects()).charges[reference].count).toBe(1);
+    expect(effects(ref, await stack.effects())).toBe(1);
   });
 
   it('a replica lagging beyond the budget → MANUAL_REVIEW / STALE_REPLICA', async () => {

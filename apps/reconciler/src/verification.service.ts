@@ -31,6 +31,7 @@ import {
   VerificationMethod,
   decideReadBack,
   decideReconcileStart,
+  type ReconcileStart,
   everSent,
   operationTransitionRule,
 } from '@verity/status-model';
@@ -52,14 +53,9 @@ export type ObserveOutcome =
 const S = OperationStatus;
 const R = TerminalReason;
 
-/**
- * Turns "we sent it" into "we know". Verification reads back ACKNOWLEDGED operations; reconciliation settles
- * UNKNOWN ones from the source. Neither ever sends anything. "Did not happen" is only concluded from an
- * authoritative read once the settle window has passed; everything inconclusive is retried, then held for a human.
- */
 /** The evidence of an UNKNOWN held before any read (decideReconcileStart), by why. */
 const RECONCILE_HOLD_EVIDENCE: Record<
-  'no read-back' | 'not verified' | 'deadline',
+  Extract<ReconcileStart, { kind: 'hold' }>['why'],
   (connector: string) => Record<string, unknown>
 > = {
   'no read-back': (connector) => ({
@@ -72,6 +68,12 @@ const RECONCILE_HOLD_EVIDENCE: Record<
   }),
   deadline: () => ({ method: 'read_after_write', detail: 'reconciliation deadline passed' }),
 };
+
+/**
+ * Turns "we sent it" into "we know". Verification reads back ACKNOWLEDGED operations; reconciliation settles
+ * UNKNOWN ones from the source. Neither ever sends anything. "Did not happen" is only concluded from an
+ * authoritative read once the settle window has passed; everything inconclusive is retried, then held for a human.
+ */
 
 @Injectable()
 export class VerificationService {
@@ -119,17 +121,20 @@ export class VerificationService {
     let op = await findOperationForWorker(this.db.manager, operationId);
     if (!op || !RECONCILE_OWED_STATUSES.includes(op.status)) return 'skipped: already settled';
     const connector = this.connectors.require(op.connector);
+    // Judged before every read of an UNKNOWN; of a RECONCILING one too, for what no read can change (one moved there
+    // by an older version that did not hold an unverified operation), though not its deadline, which UNKNOWN judges.
+    const start = decideReconcileStart({
+      canReadBack: !!connector.readBack && operationCapabilities(connector, op.action, op.params).read_back,
+      verificationMethod: op.verificationMethod,
+      deadlinePassed:
+        op.status === S.UNKNOWN && !!op.sentAt && Date.now() - op.sentAt.getTime() > this.config.RECONCILE_DEADLINE_MS,
+    });
+    if (start.kind === 'hold') {
+      // Nothing can be read back (a connector without read_back), or nothing read may settle it: a human decides.
+      // Re-sending could deliver a second message.
+      return this.hold(op, start.reason, RECONCILE_HOLD_EVIDENCE[start.why](op.connector));
+    }
     if (op.status === S.UNKNOWN) {
-      const start = decideReconcileStart({
-        canReadBack: !!connector.readBack && operationCapabilities(connector, op.action, op.params).read_back,
-        verificationMethod: op.verificationMethod,
-        deadlinePassed: !!op.sentAt && Date.now() - op.sentAt.getTime() > this.config.RECONCILE_DEADLINE_MS,
-      });
-      if (start.kind === 'hold') {
-        // Nothing can be read back (a connector without read_back), or nothing read may settle it: a human decides.
-        // Re-sending could deliver a second message.
-        return this.hold(op, start.reason, RECONCILE_HOLD_EVIDENCE[start.why](op.connector));
-      }
       const moved = await this.transitions.operation(this.db.manager, { operation: snapshotOf(op), to: S.RECONCILING });
       if (!moved.won) return 'skipped: lost race';
       op = { ...op, status: S.RECONCILING } as OperationEntity;
