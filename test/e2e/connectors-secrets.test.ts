@@ -96,7 +96,7 @@ describe('tenant secrets are never stored or returned: an echoing target gets {{
     });
   });
 
-  it('ref_field, read-back URL and record: the provider reference and the evidence show the placeholder', async () => {
+  it('ref_field and read-back: the provider reference shows the placeholder, and no read is built from it', async () => {
     const execution = await submitOps(call, [
       httpOp('order', {
         method: 'POST',
@@ -113,16 +113,17 @@ describe('tenant secrets are never stored or returned: an echoing target gets {{
       }),
     ]);
     const op = await until(execution.operations[0].id, 'MANUAL_REVIEW');
-    expect(op.terminal_reason).toBe('INTEGRITY_MISMATCH');
     const [row] = (await stack.db.dataSource.query('SELECT provider_ref FROM operations WHERE id = $1', [op.id])) as {
       provider_ref: Record<string, unknown>;
     }[];
     expect(row.provider_ref).toMatchObject({ ref: `Bearer ${PLACEHOLDER}` });
-    // The stored reference is what the read-back uses: its URL carries the placeholder, never the secret.
+    // The stored reference holds the placeholder, not the value, so a read built from it would ask for another record
+    // (whose absence proves nothing): no read is made, the verification is inconclusive, and a person decides.
+    expect(op.terminal_reason).toBe('SOURCE_UNREACHABLE');
     expect(op.evidence).toMatchObject({
       method: 'read_after_write',
-      source: `${target.base}/orders/${encodeURIComponent(`Bearer ${PLACEHOLDER}`)}`,
-      record: { 'headers.authorization': `Bearer ${PLACEHOLDER}` },
+      source: `${target.base}/orders/{{ref}}`,
+      error: expect.stringContaining('stored redacted'),
     });
   });
 

@@ -292,6 +292,22 @@ describe('http connector', () => {
         ref: '{{secret:ACCOUNT}}',
       } as never);
       expect(redacted).toMatchObject({ kind: 'unreachable', evidence: { error: expect.stringContaining('redacted') } });
+      // The same when the reference goes into a read-back header.
+      const inHeader = await readBack(
+        `${t.base}/orders/rb-2`,
+        'created',
+        {
+          ...spec,
+          read_back: {
+            url: `${t.base}/orders/rb-2`,
+            field: '$.data.status',
+            equals: 'created',
+            headers: { 'x-order': '{{ref}}' },
+          },
+        },
+        { ref: '{{secret:ACCOUNT}}' } as never,
+      );
+      expect(inHeader).toMatchObject({ kind: 'unreachable', evidence: { error: expect.stringContaining('redacted') } });
     });
 
     it('without a read_back spec there is nothing to read', async () => {

@@ -59,6 +59,11 @@ const VARIABLES: Record<Place, { ref: boolean; secret: boolean }> = {
   read_back_header: { ref: true, secret: true },
 };
 
+/** Whether a read-back is built from the provider's reference: `{{ref}}` in its URL or in one of its headers. */
+function readBackUsesRef(spec: { url: string; headers?: Record<string, string> }): boolean {
+  return [spec.url, ...Object.values(spec.headers ?? {})].some((text) => /\{\{\s*ref\s*\}\}/.test(text));
+}
+
 function placeholderProblem(text: string, place: Place): string | null {
   for (const match of text.matchAll(PLACEHOLDER)) {
     const name = match[1];
@@ -195,10 +200,7 @@ const RequestParams = z
         ctx.addIssue({ code: 'custom', path: ['body'], message: 'a GET request has no body' });
       }
     }
-    const usesRef = [params.read_back?.url ?? '', ...Object.values(params.read_back?.headers ?? {})].some((t) =>
-      /\{\{\s*ref\s*\}\}/.test(t),
-    );
-    if (usesRef && !params.ref_field) {
+    if (params.read_back && readBackUsesRef(params.read_back) && !params.ref_field) {
       ctx.addIssue({ code: 'custom', path: ['ref_field'], message: '{{ref}} in read_back needs ref_field' });
     }
   });
@@ -294,7 +296,8 @@ export class HttpConnector implements Connector {
       return { kind: 'unreachable', evidence: { source: 'http', read_at: readAt(), error: 'no read_back declared' } };
     }
     const ref = typeof op.providerRef?.ref === 'string' ? op.providerRef.ref : undefined;
-    if (/\{\{\s*ref\s*\}\}/.test(spec.url) && ref === undefined) {
+    const usesRef = readBackUsesRef(spec);
+    if (usesRef && ref === undefined) {
       return {
         kind: 'unreachable',
         evidence: {
@@ -304,7 +307,7 @@ export class HttpConnector implements Connector {
         },
       };
     }
-    if (ref !== undefined && /\{\{\s*ref\s*\}\}/.test(spec.url) && holdsRedactedSecret(ref)) {
+    if (usesRef && ref !== undefined && holdsRedactedSecret(ref)) {
       // The provider's reference held a tenant secret value and was stored redacted: the URL built from it would name
       // another record, whose absence proves nothing about this effect. Inconclusive, so a person decides.
       return {
