@@ -23,6 +23,11 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
   private subscribed = false;
   /** A SUBSCRIBE or UNSUBSCRIBE is on its way. */
   private switching = false;
+  /**
+   * The connection's subscription may differ from `subscribed`: after a reconnect (ioredis resubscribes what it had, on
+   * its own) or a failed switch. The next look sends what is wanted whatever `subscribed` says.
+   */
+  private unsure = true;
   private readonly listeners = new Map<string, Set<Listener>>();
   private closing = false;
   private reconnectTimer: NodeJS.Timeout | null = null;
@@ -49,7 +54,10 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
     subscriber.on('message', (_channel: string, ids: string) => {
       for (const executionId of ids.split(',')) this.wake(executionId);
     });
-    subscriber.on('ready', () => this.followListeners());
+    subscriber.on('ready', () => {
+      this.unsure = true;
+      this.followListeners();
+    });
     subscriber.on('close', () => {
       this.subscribed = false;
     });
@@ -65,12 +73,18 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
     const subscriber = this.subscriber;
     if (!subscriber || this.switching || this.closing || subscriber.status !== 'ready') return;
     const wanted = this.listeners.size > 0;
-    if (wanted === this.subscribed) return;
+    if (wanted === this.subscribed && !this.unsure) return;
     const channel = eventsChannel(this.config.QUEUE_PREFIX);
     this.switching = true;
+    this.unsure = false;
     const done = () => {
       this.switching = false;
       this.followListeners();
+    };
+    const failed = () => {
+      // Tried again when the connection is ready again, or when a stream opens or closes.
+      this.switching = false;
+      this.unsure = true;
     };
     if (wanted) {
       subscriber.subscribe(channel).then(
@@ -82,15 +96,12 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
         },
         (error: unknown) => {
           this.logger.warn({ err: error }, 'events subscription failed; streams poll');
-          // Tried again when the connection is ready again, or when a stream opens or closes.
-          this.switching = false;
+          failed();
         },
       );
     } else {
       this.subscribed = false;
-      subscriber.unsubscribe(channel).then(done, () => {
-        this.switching = false;
-      });
+      subscriber.unsubscribe(channel).then(done, failed);
     }
   }
 
