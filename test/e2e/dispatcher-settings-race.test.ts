@@ -5,6 +5,7 @@ import {
   executionPath,
   expectLegalHistory,
   getExecution,
+  getOperation,
   logLines,
   markedOperations,
   statusPath,
@@ -77,6 +78,63 @@ describe('dispatcher: approval policy changed under a dispatch job’s send', ()
 
   it('refused for the changed policy, then for the approval the new rule asks for; approved, sent once', () =>
     approvalRuleAddedWhileSending(stack, dispatcher, ['approval_policy_changed', 'approval_not_granted']));
+});
+
+/** A reviewer's release can outlive what it needs: the SENT statement refuses it, and it is withdrawn, not lost. */
+describe('dispatcher: a release its execution’s cancel overtakes', () => {
+  let stack: Stack;
+  let dispatcher: RunningApp;
+  beforeAll(async () => {
+    stack = await Stack.start({ label: 'relrace', dispatchers: 0 });
+    dispatcher = await stack.startApp('dispatcher', { TEST_PAUSE_BEFORE_SENT_MS: '1500' });
+  });
+  afterAll(async () => stack?.stop());
+
+  it('is refused at SENT and withdrawn, with an event; the reviewer can then cancel the operation', async () => {
+    const waitingRef = unique('relrace-waiting');
+    const heldRef = unique('relrace-held');
+    // One charge waits for approval (the execution stays open), the other is held for a knowledge conflict.
+    const created = await submit(stack, [
+      charge(waitingRef, { requires_approval: true }),
+      charge(heldRef, { key: 'second', expected_state: { charged: true } }),
+    ]);
+    const held = await waitForOp(stack, created.id, 'second', (o) => o.status === 'MANUAL_REVIEW');
+    await waitForOp(stack, created.id, 'charge', (o) => o.approval?.state === 'requested');
+    const released = await http(stack.apiUrl, 'POST', `/v1/operations/${held.id}/resolve`, {
+      key: DEMO.reviewer,
+      body: { status: 'SENT', evidence: 'checked by the test: release it' },
+    });
+    expect(released.status).toBe(200);
+    // The release's dispatch job has read it and waits before SENT; the agent cancels the execution meanwhile.
+    await waitFor(
+      async () => markedOperations(dispatcher, 'paused before SENT'),
+      (ids) => ids.includes(held.id),
+      30_000,
+      20,
+    );
+    const cancelled = await http(stack.apiUrl, 'POST', `/v1/executions/${created.id}/cancel`, { key: DEMO.agent });
+    expect(cancelled.status).toBe(200);
+
+    const log = await waitFor(
+      () => events(stack, created.id),
+      (all) => all.some((e) => e.type === 'operation.release_withdrawn'),
+    );
+    expect(log.find((e) => e.type === 'operation.release_withdrawn')!.data).toMatchObject({
+      reasons: ['execution_ended'],
+      resolution: { status: 'SENT' },
+    });
+    const withdrawn = await getOperation(stack, held.id);
+    expect(withdrawn).toMatchObject({ status: 'MANUAL_REVIEW', attempt: 0, permitted_resolutions: ['CANCELLED'] });
+    const decided = await http(stack.apiUrl, 'POST', `/v1/operations/${held.id}/resolve`, {
+      key: DEMO.reviewer,
+      body: { status: 'CANCELLED', evidence: 'the agent cancelled the work' },
+    });
+    expect(decided.status).toBe(200);
+    await waitForOp(stack, created.id, 'second', (o) => o.status === 'CANCELLED');
+    const effects = await stack.effects();
+    expect([effects.charges[waitingRef], effects.charges[heldRef]]).toEqual([undefined, undefined]);
+    expectLegalHistory(await events(stack, created.id));
+  });
 });
 
 /**

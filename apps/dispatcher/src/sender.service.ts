@@ -24,6 +24,7 @@ import {
   OperationToSend,
   preparedFromStaleRead,
   sendRefusals,
+  withdrawsRelease,
   settledByReadBack,
   snapshotOf,
 } from '@verity/persistence';
@@ -195,13 +196,13 @@ export class SenderService {
     if ('exceeded' in committed) {
       // Only a send that could otherwise happen is cancelled for the cap: a stray job changes nothing.
       const refusals = await sendRefusals(this.db.manager, op.id, guard);
-      if (refusals.length > 0) return this.refusedByGuard(op, refusals, options);
+      if (refusals.length > 0) return this.refusedByGuard(op, refusals, options, release);
       return outcome(await this.refuseOverCap(op, committed.exceeded, release));
     }
     const sent = committed.sent;
     if (!sent.won || sent.attempt === undefined) {
       const refusals = await sendRefusals(this.db.manager, op.id, guard);
-      return refusals.length > 0 ? this.refusedByGuard(op, refusals, options) : outcome('skipped: lost race');
+      return refusals.length > 0 ? this.refusedByGuard(op, refusals, options, release) : outcome('skipped: lost race');
     }
     const attempt = sent.attempt;
     await testPause(this.logger, this.config.TEST_PAUSE_AFTER_SENT_MS, 'paused after SENT', op.id);
@@ -550,8 +551,25 @@ export class SenderService {
    * by a rule added while a dispatch job prepared the send — moves the execution on, as a send would: the lifecycle is
    * what asks for the approval. (A refusal for a stale read is tried again first, from a fresh read.)
    */
-  private async refusedByGuard(op: OperationEntity, reasons: SendRefusal[], options: SendOptions): Promise<SendReport> {
+  private async refusedByGuard(
+    op: OperationEntity,
+    reasons: SendRefusal[],
+    options: SendOptions,
+    release: boolean,
+  ): Promise<SendReport> {
     const report = this.refused(op, reasons);
+    if (release && withdrawsRelease(reasons)) {
+      // Recorded but no longer possible: withdrawn, with an event, so a reviewer decides again (else it would stay
+      // recorded, never sent, and no other resolution would be accepted).
+      await this.transitions.annotate(this.db.manager, {
+        executionId: op.executionId,
+        operationId: op.id,
+        whileStatus: S.MANUAL_REVIEW,
+        withdrawRelease: true,
+        type: 'operation.release_withdrawn',
+        data: { reasons, resolution: (op.obligation as { resolution?: unknown } | null)?.resolution ?? null },
+      });
+    }
     if (options.advanceAfter && reasons.includes('approval_not_granted') && !preparedFromStaleRead(reasons)) {
       await this.advanceExecution(op.executionId);
     }

@@ -64,6 +64,15 @@ const DEPENDENCIES_DONE: { name: SendRefusal; sql: string } = {
 };
 
 /**
+ * Refusals after which a reviewer's release cannot be carried out as recorded: the execution ended, or an operation it
+ * depends on is not done. The release is withdrawn (the operation is the reviewer's to decide again: cancel it, or
+ * release it once the dependency is done) rather than left recorded and never sent.
+ */
+export function withdrawsRelease(refusals: readonly SendRefusal[]): boolean {
+  return refusals.some((r) => r === 'execution_ended' || r === 'dependency_not_done');
+}
+
+/**
  * Refusals that say the tenant changed what the send was prepared from (the connector's settings, the approval policy):
  * the caller reads everything again and prepares the send anew.
  */

@@ -640,6 +640,11 @@ export class TransitionService {
       merge?: OperationMerge;
       /** Only while the obligation is still due when it was read: a re-dated one is not the one that was overdue. */
       whileObligationDueAt?: string;
+      /**
+       * Only while a reviewer's release (resolution SENT) of a never-sent operation is recorded, and it is removed:
+       * the release can no longer be carried out, and the operation is a reviewer's to decide again.
+       */
+      withdrawRelease?: boolean;
       type: string;
       data?: Record<string, unknown>;
     },
@@ -664,6 +669,7 @@ export class TransitionService {
       'updated_at = clock_timestamp()',
       ...patchAssignments(input.patch ?? {}, params),
       ...mergeAssignments(input.merge ?? {}, params),
+      ...(input.withdrawRelease ? [`obligation = obligation - 'resolution'`] : []),
     ];
     let obligationDue = '';
     if (input.whileObligationDueAt !== undefined) {
@@ -675,7 +681,9 @@ export class TransitionService {
     const approvalOpen =
       (input.whileApprovalOpen
         ? ` AND coalesce(approval->>'state', '') NOT IN ('requested', 'granted', 'denied')`
-        : '') + (input.whileApprovalGranted ? ` AND approval->>'state' = 'granted'` : '');
+        : '') +
+      (input.whileApprovalGranted ? ` AND approval->>'state' = 'granted'` : '') +
+      (input.withdrawRelease ? ` AND attempt = 0 AND obligation->'resolution'->>'status' = 'SENT'` : '');
     const result = await rows<{ id: string; seq: string }>(
       db,
       `WITH moved AS (

@@ -190,6 +190,7 @@ export type KnownEventType =
   | 'execution.status_changed'
   | 'operation.status_changed'
   | 'operation.resolved'
+  | 'operation.release_withdrawn'
   | 'approval.requested'
   | 'approval.decided'
   | 'approval.stale_authority'

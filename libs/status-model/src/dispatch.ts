@@ -52,6 +52,14 @@ export function dependenciesDone(dependencies: readonly (DependencyView | undefi
   return dependencies.every((d) => d !== undefined && dependencySatisfied(d));
 }
 
+/** Where an operation's dependencies stand: all done, one broken for good (see dependencyBroken), or still waiting. */
+export type DependenciesState = 'done' | 'waiting' | 'broken';
+
+export function dependenciesState(dependencies: readonly (DependencyView | undefined)[]): DependenciesState {
+  if (dependencies.some((d) => dependencyBroken(d))) return 'broken';
+  return dependenciesDone(dependencies) ? 'done' : 'waiting';
+}
+
 /** A dependency in one of these can never be done any more: its dependants are cancelled, never sent. */
 export const DEPENDENCY_BROKEN_STATUSES: readonly OperationStatus[] = [
   OperationStatus.FAILED,

@@ -1,4 +1,5 @@
 import { IllegalTransitionError, StatusModelErrorCode } from './errors';
+import { DependenciesState } from './dispatch';
 import { ExecutionStatus } from './execution';
 import {
   OPERATION_STATUSES,
@@ -608,22 +609,23 @@ describe('resolutionOptions: every action with its reason, exactly what the gate
     resolutionOptions({ status: S.MANUAL_REVIEW, everSent, heldFor, canReadBack });
 
   it('releases a never-sent operation only while its execution may still send and its dependencies are done', () => {
-    const release = (executionStatus: ExecutionStatus, dependenciesDone: boolean) =>
+    const release = (executionStatus: ExecutionStatus, dependencies: DependenciesState) =>
       resolutionOptions({
         status: S.MANUAL_REVIEW,
         everSent: false,
         heldFor: TerminalReason.KNOWLEDGE_CONFLICT,
         canReadBack: true,
-        release: { executionStatus, dependenciesDone },
+        release: { executionStatus, dependencies },
       })
         .filter((o) => o.permitted)
         .map((o) => o.status);
     for (const status of [ExecutionStatus.RUNNING, ExecutionStatus.WAITING_FOR_APPROVAL, ExecutionStatus.COMPLETED]) {
-      expect(release(status, true)).toEqual([S.SENT, S.CANCELLED]);
-      expect(release(status, false)).toEqual([S.CANCELLED]);
+      expect(release(status, 'done')).toEqual([S.SENT, S.CANCELLED]);
+      expect(release(status, 'waiting')).toEqual([S.CANCELLED]);
+      expect(release(status, 'broken')).toEqual([S.CANCELLED]);
     }
     for (const status of [ExecutionStatus.CANCELLED, ExecutionStatus.EXPIRED, ExecutionStatus.FAILED]) {
-      expect(release(status, true)).toEqual([S.CANCELLED]);
+      expect(release(status, 'done')).toEqual([S.CANCELLED]);
     }
     // What a sent operation is offered does not depend on it.
     expect(
@@ -632,7 +634,7 @@ describe('resolutionOptions: every action with its reason, exactly what the gate
         everSent: true,
         heldFor: TerminalReason.SOURCE_UNREACHABLE,
         canReadBack: false,
-        release: { executionStatus: ExecutionStatus.CANCELLED, dependenciesDone: false },
+        release: { executionStatus: ExecutionStatus.CANCELLED, dependencies: 'broken' },
       })
         .filter((o) => o.permitted)
         .map((o) => o.status),

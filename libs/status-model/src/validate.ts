@@ -1,6 +1,6 @@
 import { IllegalTransitionError, StatusModelErrorCode } from './errors';
 import { ExecutionStatus, canMoveExecution } from './execution';
-import { RELEASABLE_EXECUTION_STATUSES } from './dispatch';
+import { DependenciesState, RELEASABLE_EXECUTION_STATUSES } from './dispatch';
 import {
   Actor,
   OperationStatus,
@@ -172,10 +172,10 @@ export function resolutionOptions(input: {
   now?: Date;
   /**
    * What a release (SENT) of a never-sent operation also needs: its execution not ended by a cancel, its deadline or a
-   * failure (RELEASABLE_EXECUTION_STATUSES), and every operation it depends on done — the statement that commits the
+   * failure (RELEASABLE_EXECUTION_STATUSES), and every operation it depends on done (dependenciesState) — the statement that commits the
    * release's SENT checks both. Undefined: not judged here.
    */
-  release?: { executionStatus: ExecutionStatus; dependenciesDone: boolean };
+  release?: { executionStatus: ExecutionStatus; dependencies: DependenciesState };
 }): ResolutionOption[] {
   if (input.status !== OperationStatus.MANUAL_REVIEW) return [];
   const failedWaitsUntil = absenceNotYetEvident(input);
@@ -223,12 +223,15 @@ export function resolutionOptions(input: {
   });
 }
 
-function releaseRefusal(release: { executionStatus: ExecutionStatus; dependenciesDone: boolean } | undefined) {
+function releaseRefusal(release: { executionStatus: ExecutionStatus; dependencies: DependenciesState } | undefined) {
   if (!release) return null;
   if (!RELEASABLE_EXECUTION_STATUSES.includes(release.executionStatus)) {
     return `its execution is ${release.executionStatus}: nothing more is sent for it; cancel it instead`;
   }
-  if (!release.dependenciesDone) {
+  if (release.dependencies === 'broken') {
+    return 'an operation it depends on failed or was cancelled: it can never be sent; cancel it instead';
+  }
+  if (release.dependencies === 'waiting') {
     return 'an operation it depends on is not done yet: it can be released once that one is';
   }
   return null;

@@ -36,7 +36,8 @@ import {
   OperationStatus,
   ResolutionStatus,
   canRetry,
-  dependenciesDone,
+  DependenciesState,
+  dependenciesState,
   operationTransitionRule,
   readShowsTheEffect,
   resolutionOptions,
@@ -101,7 +102,7 @@ export class OperationsService {
   private async releaseNeeds(
     op: OperationEntity,
     tenantId: string,
-  ): Promise<{ executionStatus: ExecutionStatus; dependenciesDone: boolean } | undefined> {
+  ): Promise<{ executionStatus: ExecutionStatus; dependencies: DependenciesState } | undefined> {
     if (op.status !== OperationStatus.MANUAL_REVIEW || everSent(op)) return undefined;
     const execution = await findExecution(this.db.manager, op.executionId, tenantId);
     if (!execution) return undefined;
@@ -113,7 +114,7 @@ export class OperationsService {
     }
     return {
       executionStatus: execution.status,
-      dependenciesDone: dependenciesDone(op.dependsOn.map((key) => latestByKey.get(key))),
+      dependencies: dependenciesState(op.dependsOn.map((key) => latestByKey.get(key))),
     };
   }
 
@@ -126,7 +127,7 @@ export class OperationsService {
     op: OperationEntity,
     lastChange: LastStatusChange | null,
     absence: { evidentAt: Date | null; now: Date },
-    release: { executionStatus: ExecutionStatus; dependenciesDone: boolean } | undefined,
+    release: { executionStatus: ExecutionStatus; dependencies: DependenciesState } | undefined,
   ) {
     const options = recordedResolution(op)
       ? []
