@@ -56,7 +56,9 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
     });
     subscriber.on('ready', () => {
       this.unsure = true;
-      this.followListeners();
+      // After ioredis has finished its own 'ready' work, which resubscribes what the lost connection had: what is
+      // wanted now is sent after that, on the same connection, so it is what stands.
+      setImmediate(() => this.followListeners());
     });
     subscriber.on('close', () => {
       this.subscribed = false;

@@ -1,0 +1,106 @@
+import { createLogger, createRedis, loadConfig } from '@verity/platform';
+import type { RedisClient } from '@verity/platform';
+import { eventsChannel } from '@verity/queues';
+import { ADMIN_DATABASE_URL, TEST_REDIS_URL, testQueuePrefix } from '../../../../test/support/services';
+import { waitFor } from '../../../../test/support/stack';
+import type { ApiKeyService } from '../auth/api-key.service';
+import { EventNotifier } from './event-notifier.service';
+
+/** The key cache the notifier tells about revocations; nothing here revokes a key. */
+const KEYS = { invalidateAll: () => undefined, setRevocationsLive: () => undefined } as unknown as ApiKeyService;
+
+/**
+ * The API reads the event announcements only while one of its streams listens (real Redis, real Postgres for the
+ * revocation LISTEN): subscribed with the first listener, unsubscribed with the last, and still so after the connection
+ * was lost and came back — ioredis resubscribes what it had on its own, which must not outlive the last listener.
+ */
+describe('EventNotifier (real Redis)', () => {
+  const prefix = testQueuePrefix('event-notifier');
+  const channel = eventsChannel(prefix);
+  const config = loadConfig({ REDIS_URL: TEST_REDIS_URL, DATABASE_URL: ADMIN_DATABASE_URL, QUEUE_PREFIX: prefix });
+  let notifier: EventNotifier;
+  let redis: RedisClient;
+  const listeners = async () => Number(((await redis.pubsub('NUMSUB', channel)) as [string, number])[1]);
+  /** The notifier's own subscriber connection (private: the test breaks it on purpose). */
+  const subscriber = () => (notifier as unknown as { subscriber: RedisClient }).subscriber;
+
+  beforeAll(async () => {
+    redis = createRedis(TEST_REDIS_URL, 'producer', 'event-notifier-spec');
+    notifier = new EventNotifier(config, createLogger('event-notifier-spec', 'silent'), KEYS);
+    await notifier.onModuleInit();
+  });
+  afterAll(async () => {
+    await notifier.onApplicationShutdown();
+    redis.disconnect();
+  });
+
+  it('subscribes with the first listener and unsubscribes with the last; an announcement wakes its execution only', async () => {
+    await waitFor(
+      async () => subscriber().status,
+      (status) => status === 'ready',
+    );
+    expect(await listeners()).toBe(0);
+    const woken: string[] = [];
+    const offA = notifier.subscribe('exe_a', () => woken.push('a'));
+    const offB = notifier.subscribe('exe_b', () => woken.push('b'));
+    await waitFor(listeners, (n) => n === 1);
+    await waitFor(
+      async () => notifier.listening,
+      (listening) => listening,
+    );
+    // The subscription itself wakes every listener once (whatever was committed before it took effect).
+    await waitFor(
+      async () => [...woken].sort().join(),
+      (seen) => seen === 'a,b',
+    );
+    woken.length = 0;
+    await redis.publish(channel, 'exe_a,exe_other');
+    await waitFor(
+      async () => woken.length,
+      (n) => n >= 1,
+    );
+    expect(woken).toEqual(['a']);
+    offA();
+    // One listener left: still subscribed.
+    await redis.publish(channel, 'exe_b');
+    await waitFor(
+      async () => woken.length,
+      (n) => n >= 2,
+    );
+    expect(woken).toEqual(['a', 'b']);
+    expect(await listeners()).toBe(1);
+    offB();
+    await waitFor(listeners, (n) => n === 0);
+    expect(notifier.listening).toBe(false);
+  });
+
+  it('after the connection was lost while subscribed, the last listener leaving meanwhile unsubscribes it again', async () => {
+    const off = notifier.subscribe('exe_c', () => undefined);
+    await waitFor(listeners, (n) => n === 1);
+    subscriber().disconnect(true);
+    // The listener leaves while the connection is down; ioredis resubscribes on its own when it is back.
+    await waitFor(
+      async () => subscriber().status,
+      (status) => status !== 'ready',
+      5_000,
+      1,
+    );
+    off();
+    await waitFor(
+      async () => subscriber().status,
+      (status) => status === 'ready',
+    );
+    await waitFor(listeners, (n) => n === 0);
+    // And with a listener again after that, announcements arrive.
+    let woken = 0;
+    const offAgain = notifier.subscribe('exe_d', () => (woken += 1));
+    await waitFor(listeners, (n) => n === 1);
+    await redis.publish(channel, 'exe_d');
+    await waitFor(
+      async () => woken,
+      (n) => n >= 1,
+    );
+    offAgain();
+    await waitFor(listeners, (n) => n === 0);
+  });
+});
