@@ -39,6 +39,7 @@ import {
   completesWhenVerified,
   isFinalOperation,
   isTerminalExecution,
+  latestByKey,
   nextPreconditionRead,
 } from '@verity/status-model';
 import { DataSource, EntityManager } from 'typeorm';
@@ -672,15 +673,14 @@ export class LifecycleService {
     { tenant, approvalPolicy, settings }: TenantRead,
     sendNow: SendNow | undefined,
   ): Promise<StepResult> {
-    const latestByKey = new Map<string, OperationEntity>();
-    for (const op of operations) latestByKey.set(op.key, op);
+    const latest = latestByKey(operations);
     let changed = false;
     let awaitingApproval = 0;
     const ready: OperationEntity[] = [];
     for (const op of operations) {
       if (op.status !== S.PREPARED) continue;
       const next = preparedStep({
-        dependencies: op.dependsOn.map((key) => latestByKey.get(key)),
+        dependencies: op.dependsOn.map((key) => latest.get(key)),
         approvalRequired: needsApproval(op, tenant?.settings, this.connectors),
         approvalState: op.approval?.state,
         preconditionOwed: op.nextCheckAt !== null,

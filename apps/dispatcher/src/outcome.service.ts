@@ -8,7 +8,7 @@ import {
   findExecutionForWorker,
   findLastStatusChangesForWorker,
 } from '@verity/persistence';
-import { evaluateCriterion, outcomeResult } from '@verity/status-model';
+import { evaluateCriterion, latestByKey, outcomeResult } from '@verity/status-model';
 import { DataSource } from 'typeorm';
 
 /**
@@ -26,12 +26,11 @@ export class OutcomeService {
   /** True when a new evaluation was written. `execution` follows in memory. */
   async evaluate(execution: ExecutionEntity, operations: OperationEntity[]): Promise<boolean> {
     if (execution.criteria.length === 0) return false;
-    const latestByKey = new Map<string, OperationEntity>();
-    for (const op of operations) latestByKey.set(op.key, op);
-    const referenced = execution.criteria.flatMap((c) => latestByKey.get(c.operation)?.id ?? []);
+    const latest = latestByKey(operations);
+    const referenced = execution.criteria.flatMap((c) => latest.get(c.operation)?.id ?? []);
     const changes = await findLastStatusChangesForWorker(this.db.manager, referenced);
     const results: CriterionResult[] = execution.criteria.map((criterion) => {
-      const op = latestByKey.get(criterion.operation);
+      const op = latest.get(criterion.operation);
       const change = op ? (changes.get(op.id) ?? null) : null;
       const { verdict, rationale } = evaluateCriterion(
         criterion,

@@ -547,9 +547,10 @@ export class SenderService {
   }
 
   /**
-   * A refusal by the SENT statement's guard. One for an approval that is owed — the tenant's policy asks for it, e.g.
-   * by a rule added while a dispatch job prepared the send — moves the execution on, as a send would: the lifecycle is
-   * what asks for the approval. (A refusal for a stale read is tried again first, from a fresh read.)
+   * A refusal by the SENT statement's guard. A reviewer's release that can no longer be carried out (its execution
+   * ended, a dependency is not done) is withdrawn. A refusal for an approval that is owed — the tenant's policy asks for
+   * it, e.g. by a rule added while a dispatch job prepared the send — moves the execution on, as a send would: the
+   * lifecycle is what asks for the approval. (A refusal for a stale read is tried again first, from a fresh read.)
    */
   private async refusedByGuard(
     op: OperationEntity,

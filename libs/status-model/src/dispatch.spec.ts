@@ -11,6 +11,7 @@ import {
   preparedStep,
   startedExecutionTarget,
   completesWhenVerified,
+  latestByKey,
 } from './dispatch';
 import { ExecutionStatus } from './execution';
 import { OperationStatus, VerificationMethod } from './operation';
@@ -261,5 +262,19 @@ describe('checkAfterSend', () => {
     [OperationStatus.FAILED, VerificationMethod.READ_AFTER_WRITE, null],
   ] as const)('%s (%p) → %p', (status, verificationMethod, check) => {
     expect(checkAfterSend({ status, verificationMethod })).toBe(check);
+  });
+});
+
+describe('latestByKey: what a key names among operations read in position and generation order', () => {
+  it('is the last of each key: its latest generation', () => {
+    const ops = [
+      { key: 'charge', generation: 0 },
+      { key: 'notify', generation: 0 },
+      { key: 'charge', generation: 1 },
+    ];
+    const latest = latestByKey(ops);
+    expect([...latest.keys()]).toEqual(['charge', 'notify']);
+    expect(latest.get('charge')).toBe(ops[2]);
+    expect(latest.get('missing')).toBeUndefined();
   });
 });

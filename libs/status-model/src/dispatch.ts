@@ -52,6 +52,16 @@ export function dependenciesDone(dependencies: readonly (DependencyView | undefi
   return dependencies.every((d) => d !== undefined && dependencySatisfied(d));
 }
 
+/**
+ * Each key's latest generation among an execution's operations, given in position and generation order (as they are
+ * read): what a dependency or a criterion naming that key refers to.
+ */
+export function latestByKey<T extends { key: string }>(operations: readonly T[]): Map<string, T> {
+  const latest = new Map<string, T>();
+  for (const op of operations) latest.set(op.key, op);
+  return latest;
+}
+
 /** Where an operation's dependencies stand: all done, one broken for good (see dependencyBroken), or still waiting. */
 export type DependenciesState = 'done' | 'waiting' | 'broken';
 

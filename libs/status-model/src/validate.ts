@@ -175,7 +175,7 @@ export function resolutionOptions(input: {
    * failure (RELEASABLE_EXECUTION_STATUSES), and every operation it depends on done (dependenciesState) — the statement that commits the
    * release's SENT checks both. Undefined: not judged here.
    */
-  release?: { executionStatus: ExecutionStatus; dependencies: DependenciesState };
+  release?: ReleaseNeeds;
 }): ResolutionOption[] {
   if (input.status !== OperationStatus.MANUAL_REVIEW) return [];
   const failedWaitsUntil = absenceNotYetEvident(input);
@@ -223,7 +223,13 @@ export function resolutionOptions(input: {
   });
 }
 
-function releaseRefusal(release: { executionStatus: ExecutionStatus; dependencies: DependenciesState } | undefined) {
+/** What a release of a held, never-sent operation also needs, as it stands: see `resolutionOptions`. */
+export interface ReleaseNeeds {
+  executionStatus: ExecutionStatus;
+  dependencies: DependenciesState;
+}
+
+function releaseRefusal(release: ReleaseNeeds | undefined) {
   if (!release) return null;
   if (!RELEASABLE_EXECUTION_STATUSES.includes(release.executionStatus)) {
     return `its execution is ${release.executionStatus}: nothing more is sent for it; cancel it instead`;

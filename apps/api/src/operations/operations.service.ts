@@ -36,8 +36,9 @@ import {
   OperationStatus,
   ResolutionStatus,
   canRetry,
-  DependenciesState,
+  ReleaseNeeds,
   dependenciesState,
+  latestByKey,
   operationTransitionRule,
   readShowsTheEffect,
   resolutionOptions,
@@ -99,22 +100,16 @@ export class OperationsService {
    * whether its dependencies are done (the statement that commits the release checks both again). Undefined for any
    * other operation.
    */
-  private async releaseNeeds(
-    op: OperationEntity,
-    tenantId: string,
-  ): Promise<{ executionStatus: ExecutionStatus; dependencies: DependenciesState } | undefined> {
+  private async releaseNeeds(op: OperationEntity, tenantId: string): Promise<ReleaseNeeds | undefined> {
     if (op.status !== OperationStatus.MANUAL_REVIEW || everSent(op)) return undefined;
     const execution = await findExecution(this.db.manager, op.executionId, tenantId);
     if (!execution) return undefined;
-    const latestByKey = new Map<string, OperationEntity>();
-    if (op.dependsOn.length > 0) {
-      // In position and generation order: the last of a key is its latest generation.
-      for (const other of await findOperations(this.db.manager, op.executionId, tenantId))
-        latestByKey.set(other.key, other);
-    }
+    const latest = latestByKey(
+      op.dependsOn.length > 0 ? await findOperations(this.db.manager, op.executionId, tenantId) : [],
+    );
     return {
       executionStatus: execution.status,
-      dependencies: dependenciesState(op.dependsOn.map((key) => latestByKey.get(key))),
+      dependencies: dependenciesState(op.dependsOn.map((key) => latest.get(key))),
     };
   }
 
@@ -127,7 +122,7 @@ export class OperationsService {
     op: OperationEntity,
     lastChange: LastStatusChange | null,
     absence: { evidentAt: Date | null; now: Date },
-    release: { executionStatus: ExecutionStatus; dependencies: DependenciesState } | undefined,
+    release: ReleaseNeeds | undefined,
   ) {
     const options = recordedResolution(op)
       ? []

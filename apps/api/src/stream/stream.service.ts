@@ -7,7 +7,7 @@ import {
   findLastStatusChanges,
   listEvents,
 } from '@verity/persistence';
-import { canStillChange, isOutcomeCurrent } from '@verity/status-model';
+import { canStillChange, isOutcomeCurrent, latestByKey } from '@verity/status-model';
 import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { PRODUCER_REDIS } from '@verity/queues';
 import type { RedisClient as Redis } from '@verity/platform';
@@ -186,15 +186,14 @@ export class StreamService {
 
   /** Each operation key's latest generation (a retry's), as the criteria see it, with the move that put it there. */
   private async criterionOperations(tenantId: string, operations: OperationEntity[]) {
-    const latestByKey = new Map<string, OperationEntity>();
-    for (const op of operations) latestByKey.set(op.key, op);
+    const latest = latestByKey(operations);
     const changes = await findLastStatusChanges(
       this.db.manager,
-      [...latestByKey.values()].map((op) => op.id),
+      [...latest.values()].map((op) => op.id),
       tenantId,
     );
     return (key: string) => {
-      const op = latestByKey.get(key);
+      const op = latest.get(key);
       if (!op) return undefined;
       const lastChange = changes.get(op.id) ?? null;
       return { status: op.status, verificationMethod: op.verificationMethod, evidence: op.evidence, lastChange };
