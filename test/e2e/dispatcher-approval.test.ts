@@ -1,4 +1,4 @@
-import { DEMO, Stack, freePort, waitFor } from '../support/stack';
+import { DEMO, DEMO_SANDBOX_ACCOUNT, Stack, freePort, waitFor } from '../support/stack';
 import { charge, http, sms, unique } from '../support/http';
 import {
   Event,
@@ -143,7 +143,7 @@ describe('dispatcher: approvals', () => {
     // Someone else charges this reference (another amount) after the reviewer saw {charged: false}.
     const direct = await stack.sandbox('/v1/charges', {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'idempotency-key': unique('elsewhere') },
+      headers: { 'content-type': 'application/json', 'idempotency-key': unique('elsewhere'), ...DEMO_SANDBOX_ACCOUNT },
       body: JSON.stringify({ amount: 999, currency: 'EUR', reference }),
     });
     expect(direct.status).toBe(201);

@@ -21,17 +21,23 @@ export type Op = Operation & Partial<Pick<OperationDetail, 'permitted_resolution
 
 export const TERMINAL_EXECUTION = ['completed', 'failed', 'cancelled', 'expired'];
 
-export async function submit(stack: Stack, operations: unknown[], extra: Record<string, unknown> = {}) {
+/** As the demo tenant's agent unless another tenant's agent key is given (also to getExecution and settle). */
+export async function submit(
+  stack: Stack,
+  operations: unknown[],
+  extra: Record<string, unknown> = {},
+  agentKey = DEMO.agent,
+) {
   const created = await http<Execution>(stack.apiUrl, 'POST', '/v1/executions', {
-    key: DEMO.agent,
+    key: agentKey,
     body: submission(operations, extra),
   });
   if (created.status !== 201) throw new Error(`submit answered ${created.status}: ${created.text}`);
   return created.body;
 }
 
-export async function getExecution(stack: Stack, id: string): Promise<Execution> {
-  const res = await http<Execution>(stack.apiUrl, 'GET', `/v1/executions/${id}`, { key: DEMO.agent });
+export async function getExecution(stack: Stack, id: string, agentKey = DEMO.agent): Promise<Execution> {
+  const res = await http<Execution>(stack.apiUrl, 'GET', `/v1/executions/${id}`, { key: agentKey });
   if (res.status !== 200) throw new Error(`GET execution answered ${res.status}: ${res.text}`);
   return res.body;
 }
@@ -42,9 +48,9 @@ export async function getOperation(stack: Stack, id: string): Promise<Op> {
   return res.body;
 }
 
-export async function events(stack: Stack, id: string): Promise<Event[]> {
+export async function events(stack: Stack, id: string, agentKey = DEMO.agent): Promise<Event[]> {
   const res = await http<{ data: Event[] }>(stack.apiUrl, 'GET', `/v1/executions/${id}/events?limit=1000`, {
-    key: DEMO.agent,
+    key: agentKey,
   });
   if (res.status !== 200) throw new Error(`GET events answered ${res.status}: ${res.text}`);
   return res.body.data;
@@ -55,9 +61,9 @@ export function isSettled(op: Op): boolean {
 }
 
 /** Until the execution is terminal and every operation has settled (no automatic step will move it again). */
-export async function settle(stack: Stack, id: string, timeoutMs = 45_000): Promise<Execution> {
+export async function settle(stack: Stack, id: string, timeoutMs = 45_000, agentKey = DEMO.agent): Promise<Execution> {
   return waitFor(
-    () => getExecution(stack, id),
+    () => getExecution(stack, id, agentKey),
     (e) => TERMINAL_EXECUTION.includes(e.status) && e.operations.every(isSettled),
     timeoutMs,
     150,

@@ -1,7 +1,7 @@
 import { insertExecution } from '@verity/persistence';
 import { newId } from '@verity/platform';
 import { EXECUTION_STATUSES } from '@verity/status-model';
-import { DEMO, Stack, waitFor } from '../support/stack';
+import { DEMO, DEMO_SANDBOX_ACCOUNT, Stack, waitFor } from '../support/stack';
 import { charge, http, sms, unique } from '../support/http';
 import {
   Execution,
@@ -32,7 +32,7 @@ describe('dispatcher: execution lifecycle', () => {
   async function directCharge(reference: string, amount: number) {
     const res = await stack.sandbox('/v1/charges', {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'idempotency-key': unique('direct') },
+      headers: { 'content-type': 'application/json', 'idempotency-key': unique('direct'), ...DEMO_SANDBOX_ACCOUNT },
       body: JSON.stringify({ amount, currency: 'EUR', reference }),
     });
     expect(res.status).toBe(201);
@@ -212,6 +212,23 @@ describe('dispatcher: execution lifecycle', () => {
     expect((await stack.effects()).charges[reference].count).toBe(1);
   });
 
+  it("another tenant's charge of the same reference is not this tenant's state: it charges in its own account", async () => {
+    const reference = unique('lc-tenant');
+    await directCharge(reference, 1250);
+    // The demo tenant's charge would satisfy this expected state if the context read could see it.
+    const created = await submit(
+      stack,
+      [charge(reference, { expected_state: { charged: false } })],
+      {},
+      DEMO.otherAgent,
+    );
+    const execution = await settle(stack, created.id, undefined, DEMO.otherAgent);
+    const [op] = execution.operations;
+    expect(op).toMatchObject({ status: 'VERIFIED', no_change_required: false, attempt: 1 });
+    expect(op.evidence).toMatchObject({ method: 'read_after_write' });
+    expect((await stack.effects()).charges[reference].count).toBe(2);
+  });
+
   it('two executions charging one reference produce one charge', async () => {
     const reference = unique('lc-twice');
     const [a, b] = await Promise.all([submit(stack, [charge(reference)]), submit(stack, [charge(reference)])]);
@@ -257,17 +274,21 @@ describe('dispatcher: execution lifecycle', () => {
     // waiting_for_approval and running are reached above; make sure of validating_output → completed once more.
     const last = await submit(stack, [charge(unique('lc-last'))]);
     await settle(stack, last.id);
-    const all = (await stack.db.dataSource.query(`SELECT id FROM executions`)) as { id: string }[];
+    const all = (await stack.db.dataSource.query(`SELECT id, tenant_id FROM executions`)) as {
+      id: string;
+      tenant_id: string;
+    }[];
+    const agentOf = (tenant: string) => (tenant === 'demo-other' ? DEMO.otherAgent : DEMO.agent);
     const reached = new Set<string>();
-    for (const { id } of all) {
-      const log = await events(stack, id);
+    for (const { id, tenant_id } of all) {
+      const log = await events(stack, id, agentOf(tenant_id));
       expectLegalHistory(log);
       for (const s of executionPath(log)) reached.add(s);
     }
     expect([...reached].sort()).toEqual([...EXECUTION_STATUSES].sort());
     // And nothing is left unsettled.
     const open = await waitFor(
-      async () => Promise.all(all.map(({ id }) => getExecution(stack, id))),
+      async () => Promise.all(all.map(({ id, tenant_id }) => getExecution(stack, id, agentOf(tenant_id)))),
       (list) => list.every((e) => ['completed', 'failed', 'cancelled', 'expired'].includes(e.status)),
     );
     expect(open.length).toBe(all.length);

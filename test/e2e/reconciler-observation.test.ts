@@ -1,4 +1,4 @@
-import { Stack, waitFor } from '../support/stack';
+import { DEMO_SANDBOX_ACCOUNT, Stack, waitFor } from '../support/stack';
 import { charge, unique } from '../support/http';
 import { Event, Op, events, getOperation, resetSandbox, settle, statusPath, submit } from './dispatcher-helpers';
 
@@ -92,7 +92,11 @@ describe('reconciler: observation after VERIFIED', () => {
     const { executionId, op, reference } = await verifiedCharge('ob-superseded');
     const other = await stack.sandbox('/v1/charges', {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'idempotency-key': unique('someone-else') },
+      headers: {
+        'content-type': 'application/json',
+        'idempotency-key': unique('someone-else'),
+        ...DEMO_SANDBOX_ACCOUNT,
+      },
       body: JSON.stringify({ amount: 4000, currency: 'EUR', reference }),
     });
     expect(other.status).toBe(201);

@@ -1,4 +1,4 @@
-import { Stack } from '../support/stack';
+import { DEMO, Stack } from '../support/stack';
 import { charge, sms, unique } from '../support/http';
 import { Op, events, expectLegalHistory, resetSandbox, settle, statusPath, submit } from './dispatcher-helpers';
 
@@ -74,6 +74,17 @@ describe('reconciler: verification and reconciliation paths', () => {
     expect(path.at(-1)).toBe('FAILED');
     expect(path.filter((s) => s === 'FAILED')).toHaveLength(1);
     expect((await stack.effects()).charges[reference]).toBeUndefined();
+  });
+
+  it("another tenant's charge of the same reference never settles this tenant's UNKNOWN: proven absent, FAILED", async () => {
+    const reference = unique('rp-tenant');
+    const mine = await submit(stack, [charge(reference)]);
+    expect((await settle(stack, mine.id)).operations[0].status).toBe('VERIFIED');
+    await stack.setFaults({ rules: [{ method: 'POST', path: '/v1/charges', fault: 'drop_before_commit', count: 1 }] });
+    const theirs = await submit(stack, [charge(reference)], {}, DEMO.otherAgent);
+    const execution = await settle(stack, theirs.id, undefined, DEMO.otherAgent);
+    expect(execution.operations[0]).toMatchObject({ status: 'FAILED', terminal_reason: 'PROVEN_ABSENT' });
+    expect((await stack.effects()).charges[reference].count).toBe(1);
   });
 
   // Held at once, before any read, when no read could settle the UNKNOWN: the connector cannot read back (an SMS), or

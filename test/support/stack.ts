@@ -262,6 +262,12 @@ async function waitForReady(app: RunningApp, apiPort?: string): Promise<void> {
   throw new Error(`${app.name} did not become ready:\n${app.output.join('')}`);
 }
 
+/**
+ * The demo tenant's account at the sandbox provider (its `sandbox-account` header): a charge a test makes directly, as
+ * "someone else" in the same merchant account, must carry it to be seen by the tenant's reads.
+ */
+export const DEMO_SANDBOX_ACCOUNT = { 'sandbox-account': 'demo' };
+
 export const DEMO = {
   agent: 'demo-agent-key',
   reviewer: 'demo-reviewer-key',

@@ -1,6 +1,7 @@
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import {
+  ACCOUNT_HEADER,
   MAX_BODY_BYTES,
   startSandboxProvider,
   type Charge,
@@ -76,6 +77,8 @@ function raw(port: number, method: string, path: string, body?: unknown, waitMs 
 const charge = (reference: string, amount = 1250) => ({ amount, currency: 'EUR', reference });
 
 describe('sandbox provider', () => {
+  const acme = { [ACCOUNT_HEADER]: 'acme' };
+  const umbrella = { [ACCOUNT_HEADER]: 'umbrella' };
   let provider: SandboxProvider;
   let base: string;
   const api = <T = unknown>(method: string, path: string, body?: unknown, headers?: Record<string, string>) =>
@@ -247,6 +250,25 @@ describe('sandbox provider', () => {
       expect(report.duplicates).toEqual([{ kind: 'charge', key: 'order-7', count: 3 }]);
     });
 
+    it('scopes Idempotency-Keys to the account: the same key in another account is another request', async () => {
+      const ours = await api<Charge>('POST', '/v1/charges', charge('order-9'), { 'Idempotency-Key': 'k', ...acme });
+      const theirs = await api<Charge>('POST', '/v1/charges', charge('order-9'), {
+        'Idempotency-Key': 'k',
+        ...umbrella,
+      });
+      const ourRetry = await api<Charge>('POST', '/v1/charges', charge('order-9'), { 'Idempotency-Key': 'k', ...acme });
+      expect(theirs.body.id).not.toBe(ours.body.id);
+      expect(theirs.headers.get('idempotent-replayed')).toBeNull();
+      expect(ourRetry.body).toEqual(ours.body);
+      expect(ourRetry.headers.get('idempotent-replayed')).toBe('true');
+      const report = await effects();
+      expect(report.charges['order-9'].count).toBe(2);
+      // Two accounts' charges of one reference are not a duplicate; a second in one account is.
+      expect(report.duplicates).toEqual([]);
+      await api('POST', '/v1/charges', charge('order-9'), acme);
+      expect((await effects()).duplicates).toEqual([{ kind: 'charge', key: 'order-9', count: 2 }]);
+    });
+
     it('keeps a reference named __proto__ as an ordinary key', async () => {
       await api('POST', '/v1/charges', charge('__proto__'));
       const report = await effects();
@@ -267,6 +289,19 @@ describe('sandbox provider', () => {
       expect(none.body).toEqual({ data: [], as_of_version: 3 });
       const all = await api<ChargeList>('GET', '/v1/charges');
       expect(all.body.data).toHaveLength(2);
+    });
+
+    it("reads only the caller's account: another account's charge of the same reference is not listed or got", async () => {
+      const ours = await api<Charge>('POST', '/v1/charges', charge('order-1'), acme);
+      const shared = await api<Charge>('POST', '/v1/charges', charge('order-1'));
+      const list = (headers: Record<string, string>) =>
+        api<ChargeList>('GET', '/v1/charges?reference=order-1', undefined, headers);
+      expect((await list(acme)).body.data).toEqual([ours.body]);
+      expect((await list(umbrella)).body.data).toEqual([]);
+      expect((await list({})).body.data).toEqual([shared.body]);
+      expect((await api('GET', `/v1/charges/${ours.body.id}`, undefined, acme)).status).toBe(200);
+      expect((await api('GET', `/v1/charges/${ours.body.id}`, undefined, umbrella)).status).toBe(404);
+      expect((await api('GET', `/v1/charges/${ours.body.id}`)).status).toBe(404);
     });
 
     it('reports as_of_version 0 when nothing was written', async () => {

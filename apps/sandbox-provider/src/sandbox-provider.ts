@@ -15,6 +15,12 @@ import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 
 export const DEFAULT_SANDBOX_PORT = 4010;
+/**
+ * The account a request acts for, as a real provider knows it from the caller's credentials: charges, their reads
+ * and Idempotency-Keys are scoped to it, so one account never sees (nor replays) another's charges. A request without
+ * it acts for the shared default account.
+ */
+export const ACCOUNT_HEADER = 'sandbox-account';
 export const DEFAULT_SANDBOX_HOST = '127.0.0.1';
 export const MAX_BODY_BYTES = 1024 * 1024;
 
@@ -184,6 +190,12 @@ class HttpError extends Error {
   ) {
     super(message);
   }
+}
+
+/** The account a request acts for (ACCOUNT_HEADER), or undefined for the shared default account. */
+function accountOf(req: IncomingMessage): string | undefined {
+  const header = req.headers[ACCOUNT_HEADER];
+  return typeof header === 'string' && header.length > 0 ? header : undefined;
 }
 
 function errorReply(status: number, code: string, message: string): Reply {
@@ -441,8 +453,21 @@ interface StoredCharge {
   currency: string;
   version: number;
   committedAt: number;
-  /** The Idempotency-Key it was created under, so forgetting the charge also forgets the key. */
+  /** The account that made it (ACCOUNT_HEADER); undefined for the shared default account. */
+  account: string | undefined;
+  /** The Idempotency-Key it was created under, scoped to its account, so forgetting the charge also forgets the key. */
   idempotencyKey: string | undefined;
+}
+
+function countsPerAccount(charges: readonly StoredCharge[]): number[] {
+  const counts = new Map<string | undefined, number>();
+  for (const charge of charges) counts.set(charge.account, (counts.get(charge.account) ?? 0) + 1);
+  return [...counts.values()];
+}
+
+/** Idempotency-Keys are per account: the same key sent by two accounts names two different requests. */
+function scopedKey(account: string | undefined, key: string): string {
+  return `${account ?? ''}\u0000${key}`;
 }
 
 /** One accepted message: what /__effects reports of it (its text is never read back, so it is not kept). */
@@ -543,8 +568,9 @@ class ProviderState {
     }
   }
 
-  createCharge(input: ChargeInput, idempotencyKey: string | undefined): Charge {
+  createCharge(input: ChargeInput, account: string | undefined, key: string | undefined): Charge {
     this.version += 1;
+    const idempotencyKey = key === undefined ? undefined : scopedKey(account, key);
     const stored: StoredCharge = {
       kind: 'charge',
       id: newId('ch'),
@@ -553,6 +579,7 @@ class ProviderState {
       currency: input.currency,
       version: this.version,
       committedAt: performance.now(),
+      account,
       idempotencyKey,
     };
     this.chargesById.set(stored.id, stored);
@@ -563,8 +590,8 @@ class ProviderState {
   }
 
   /** The charge an earlier request stored under this Idempotency-Key, as it was answered then. */
-  replay(idempotencyKey: string): Charge | undefined {
-    const stored = this.idempotency.get(idempotencyKey);
+  replay(account: string | undefined, key: string): Charge | undefined {
+    const stored = this.idempotency.get(scopedKey(account, key));
     return stored && toCharge(stored);
   }
 
@@ -622,19 +649,21 @@ class ProviderState {
     }
   }
 
-  listCharges(reference: string | null): ChargeList {
+  listCharges(reference: string | null, account: string | undefined): ChargeList {
     this.assertReadable();
     const cutoff = this.replicaCutoff();
     const candidates =
       reference === null ? [...this.chargesById.values()] : bucketList(this.chargesByReference.get(reference));
-    const data = candidates.filter((stored) => stored.committedAt <= cutoff).map((s) => this.present(s));
+    const data = candidates
+      .filter((stored) => stored.account === account && stored.committedAt <= cutoff)
+      .map((s) => this.present(s));
     return { data, as_of_version: this.replicaVersion(cutoff) };
   }
 
-  getCharge(id: string): Partial<Charge> | undefined {
+  getCharge(id: string, account: string | undefined): Partial<Charge> | undefined {
     this.assertReadable();
     const stored = this.chargesById.get(id);
-    if (!stored || stored.committedAt > this.replicaCutoff()) return undefined;
+    if (!stored || stored.account !== account || stored.committedAt > this.replicaCutoff()) return undefined;
     return this.present(stored);
   }
 
@@ -661,7 +690,12 @@ class ProviderState {
     let first = true;
     for (const [reference, bucket] of this.chargesByReference) {
       const list = bucketList(bucket);
-      if (list.length > 1) duplicates.push({ kind: 'charge', key: reference, count: list.length });
+      // One reference charged in two accounts is two merchants' orders, not a duplicate: count per account.
+      if (list.length > 1) {
+        for (const count of countsPerAccount(list)) {
+          if (count > 1) duplicates.push({ kind: 'charge', key: reference, count });
+        }
+      }
       out.push(
         `${first ? '' : ','}${JSON.stringify(reference)}:{"count":${list.length},"ids":${JSON.stringify(
           list.map((s) => s.id),
@@ -800,11 +834,12 @@ export async function startSandboxProvider(options: SandboxProviderOptions = {})
       const input = result.value;
       const header = req.headers['idempotency-key'];
       const key = typeof header === 'string' && header.length > 0 ? header : undefined;
+      const account = accountOf(req);
       return {
         act: () => {
           // The key alone decides, not the body: this provider models the lenient kind, so a client that changes
           // the body on retry still gets exactly one effect. Declines are not stored: a retry is judged afresh.
-          const replay = key === undefined ? undefined : state.replay(key);
+          const replay = key === undefined ? undefined : state.replay(account, key);
           if (replay) {
             return {
               status: 201,
@@ -817,7 +852,7 @@ export async function startSandboxProvider(options: SandboxProviderOptions = {})
           if (input.reference.startsWith('decline-')) {
             return { ...errorReply(402, 'card_declined', 'The card was declined.'), outcome: 'rejected' };
           }
-          const created = state.createCharge(input, key);
+          const created = state.createCharge(input, account, key);
           return { status: 201, body: created, outcome: 'applied', effectId: created.id };
         },
       };
@@ -825,7 +860,7 @@ export async function startSandboxProvider(options: SandboxProviderOptions = {})
     if (path === '/v1/charges' && method === 'GET') {
       return {
         act: () => {
-          const list = state.listCharges(query.get('reference'));
+          const list = state.listCharges(query.get('reference'), accountOf(req));
           return { status: 200, body: list, outcome: 'read', returnedIds: idsOf(list.data) };
         },
       };
@@ -840,7 +875,7 @@ export async function startSandboxProvider(options: SandboxProviderOptions = {})
       }
       return {
         act: () => {
-          const charge = state.getCharge(id);
+          const charge = state.getCharge(id, accountOf(req));
           return charge
             ? { status: 200, body: charge, outcome: 'read', returnedIds: idsOf([charge]) }
             : { ...errorReply(404, 'not_found', `No such charge: ${id}`), outcome: 'read', returnedIds: [] };

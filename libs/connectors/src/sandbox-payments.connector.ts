@@ -28,6 +28,13 @@ interface ProviderCharge {
 }
 
 /**
+ * The account header of the sandbox provider: its stand-in for the credentials a real provider scopes an account by.
+ * Every request acts for the operation's tenant, so a tenant's reads see its own charges only — a reference another
+ * tenant charged is not this tenant's effect and must never verify its operation.
+ */
+const ACCOUNT_HEADER = 'sandbox-account';
+
+/**
  * The sandbox provider's payments: read-back, provider idempotency, irreversible. The Idempotency-Key is derived
  * from the tenant and the charge reference, so two operations charging one reference can never charge twice.
  */
@@ -45,7 +52,7 @@ export class SandboxPaymentsConnector implements Connector {
     const exchange = await httpExchange({
       method: 'POST',
       url: `${env.sandboxUrl}/v1/charges`,
-      headers: { 'idempotency-key': `verity-${op.tenantId}-${charge.reference}` },
+      headers: { 'idempotency-key': `verity-${op.tenantId}-${charge.reference}`, [ACCOUNT_HEADER]: op.tenantId },
       body: { amount: charge.amount, currency: charge.currency, reference: charge.reference },
       timeoutMs: env.timeoutMs,
       signal: env.signal,
@@ -61,7 +68,7 @@ export class SandboxPaymentsConnector implements Connector {
 
   async readBack(op: ConnectorOperation, env: ConnectorEnvironment): Promise<ReadBackResult> {
     const charge = op.params as Charge;
-    const read = await this.readCharges(charge.reference, env);
+    const read = await this.readCharges(op, charge.reference, env);
     if (read.kind === 'unreachable') return read;
     const { evidence, charges, asOfVersion } = read;
     const knownId = typeof op.providerRef?.id === 'string' ? op.providerRef.id : undefined;
@@ -92,7 +99,7 @@ export class SandboxPaymentsConnector implements Connector {
     env: ConnectorEnvironment,
   ): Promise<ObservationResult> {
     const charge = op.params as Charge;
-    const read = await this.readCharges(charge.reference, env);
+    const read = await this.readCharges(op, charge.reference, env);
     if (read.kind === 'unreachable')
       return { observation: 'unavailable', detail: 'the source cannot be read', evidence: read.evidence };
     const { evidence, charges, asOfVersion } = read;
@@ -119,7 +126,7 @@ export class SandboxPaymentsConnector implements Connector {
 
   async readContext(op: ConnectorOperation, env: ConnectorEnvironment): Promise<ContextResult> {
     const charge = op.params as Charge;
-    const read = await this.readCharges(charge.reference, env);
+    const read = await this.readCharges(op, charge.reference, env);
     if (read.kind === 'unreachable') return read;
     const existing = read.charges.find((c) => c.reference === charge.reference);
     const state: Record<string, unknown> = existing
@@ -143,6 +150,7 @@ export class SandboxPaymentsConnector implements Connector {
   }
 
   private async readCharges(
+    op: ConnectorOperation,
     reference: string,
     env: ConnectorEnvironment,
   ): Promise<
@@ -150,7 +158,13 @@ export class SandboxPaymentsConnector implements Connector {
     | { kind: 'unreachable'; evidence: ReadEvidence }
   > {
     const source = `${env.sandboxUrl}/v1/charges?reference=${encodeURIComponent(reference)}`;
-    const exchange = await httpExchange({ method: 'GET', url: source, timeoutMs: env.timeoutMs, signal: env.signal });
+    const exchange = await httpExchange({
+      method: 'GET',
+      url: source,
+      headers: { [ACCOUNT_HEADER]: op.tenantId },
+      timeoutMs: env.timeoutMs,
+      signal: env.signal,
+    });
     const evidence: ReadEvidence = { source, read_at: new Date().toISOString() };
     if (exchange.kind !== 'response' || exchange.status !== 200) {
       evidence.error = exchange.kind === 'response' ? `status ${exchange.status}` : exchange.code;
