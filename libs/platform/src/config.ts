@@ -1,11 +1,17 @@
 import { z } from 'zod';
 import { redisHashTag } from './redis';
 
-const bool = z
-  .enum(['true', 'false', '1', '0'])
-  .transform((v) => v === 'true' || v === '1')
-  .optional();
+const FLAG_VALUES = ['true', 'false', '1', '0'] as const;
+const isOn = (v: (typeof FLAG_VALUES)[number]) => v === 'true' || v === '1';
+const bool = z.enum(FLAG_VALUES).transform(isOn).optional();
+/** A flag that is on unless set to `false` or `0`. */
+const boolOnByDefault = z.enum(FLAG_VALUES).default('true').transform(isOn);
 const ms = (fallback: number) => z.coerce.number().int().nonnegative().default(fallback);
+/** A whole number of at least `min` (and at most `max`, when given); `default` when unset. */
+const integer = ({ min, max, default: fallback }: { min: number; max?: number; default: number }) => {
+  const atLeastMin = z.coerce.number().int().min(min);
+  return (max === undefined ? atLeastMin : atLeastMin.max(max)).default(fallback);
+};
 
 const optionalText = z.preprocess((v) => (v === '' ? undefined : v), z.string().optional());
 
@@ -53,12 +59,12 @@ export function tracingVariables(env: NodeJS.ProcessEnv = process.env): TracingV
 const ConfigSchema = z
   .object({
     NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
-    PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+    PORT: integer({ min: 0, max: 65535, default: 3000 }),
     /** Loopback unless set: exposing the API is a decision (docker-compose sets 0.0.0.0 inside its network). */
     HOST: z.string().min(1).default('127.0.0.1'),
     /** A Unix socket when Postgres is local: `postgres://user@localhost/verity?host=/var/run/postgresql` (operations.md). */
     DATABASE_URL: z.string().url().default('postgres://postgres@127.0.0.1:5432/verity'),
-    DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
+    DATABASE_POOL_SIZE: integer({ min: 1, max: 200, default: 10 }),
     /** `redis://`, `rediss://`, or a local Unix socket: `unix:///run/redis/redis.sock?db=0` (operations.md). */
     REDIS_URL: z
       .string()
@@ -87,7 +93,7 @@ const ConfigSchema = z
      * Queue shards (docs/operations.md): each has its own hash tag (`{verity:0}`, `{verity:1}`, …), so on a Redis Cluster
      * the queues spread over the nodes. An execution's jobs all go to its shard. 1 keeps the prefix exactly QUEUE_PREFIX.
      */
-    QUEUE_SHARDS: z.coerce.number().int().min(1).max(1024).default(1),
+    QUEUE_SHARDS: integer({ min: 1, max: 1024, default: 1 }),
     /** The shards this worker consumes (comma-separated numbers); all of them when unset. */
     QUEUE_SHARDS_CONSUMED: z.preprocess(
       (v) => (v === '' ? undefined : v),
@@ -120,28 +126,22 @@ const ConfigSchema = z
      * The dispatcher reads an acknowledged effect back at once, in the send's own job, and settles it VERIFIED when the
      * read finds it (the happy path in one job); any other read is left to the verify job. Needs VERIFY_FIRST_DELAY_MS 0.
      */
-    VERIFY_AT_SEND: z
-      .enum(['true', 'false', '1', '0'])
-      .default('true')
-      .transform((v) => v === 'true' || v === '1'),
+    VERIFY_AT_SEND: boolOnByDefault,
     /**
      * The advance job that makes operations ready sends them itself, side by side (under its own job lock, which the
      * sweeper's orphan check accepts as it accepts a dispatch job's), instead of handing them to dispatch jobs: one
      * BullMQ job per operation on the happy path. Dispatch jobs remain for a reviewer's release.
      */
-    SEND_IN_ADVANCE: z
-      .enum(['true', 'false', '1', '0'])
-      .default('true')
-      .transform((v) => v === 'true' || v === '1'),
+    SEND_IN_ADVANCE: boolOnByDefault,
     READ_BACKOFF_MS: ms(250),
     READ_BACKOFF_MAX_MS: ms(5_000),
-    RECONCILE_BUDGET: z.coerce.number().int().min(1).default(8),
+    RECONCILE_BUDGET: integer({ min: 1, default: 8 }),
     /**
      * I15, no blind send: an irreversible operation whose precondition (expected_state, or an approval's baseline) cannot
      * be read waits in PREPARED and is read again with this backoff; after this many failed reads (or when the next one
      * could only come after the execution's deadline) it is held in MANUAL_REVIEW with SOURCE_UNREACHABLE.
      */
-    PRECONDITION_READ_BUDGET: z.coerce.number().int().min(1).default(8),
+    PRECONDITION_READ_BUDGET: integer({ min: 1, default: 8 }),
     PRECONDITION_READ_BACKOFF_MS: ms(1_000),
     PRECONDITION_READ_BACKOFF_MAX_MS: ms(30_000),
     RECONCILE_DEADLINE_MS: ms(600_000),
@@ -156,9 +156,9 @@ const ConfigSchema = z
     RECHECK_BACKOFF_MS: ms(30_000),
     RECHECK_BACKOFF_MAX_MS: ms(600_000),
     IDEMPOTENCY_TTL_MS: ms(24 * 3600_000),
-    WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(500).default(16),
-    RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(6000),
-    MAX_STREAMS_PER_KEY: z.coerce.number().int().min(1).default(20),
+    WORKER_CONCURRENCY: integer({ min: 1, max: 500, default: 16 }),
+    RATE_LIMIT_PER_MINUTE: integer({ min: 1, default: 6000 }),
+    MAX_STREAMS_PER_KEY: integer({ min: 1, default: 20 }),
     SSE_HEARTBEAT_MS: ms(15_000),
     /** Bull Board is read-only in every mode; only this, set explicitly, lets an operator retry or pause jobs there. */
     BULL_BOARD_WRITABLE: bool,
@@ -170,12 +170,12 @@ const ConfigSchema = z
      * The workers serve /metrics and /health/live, /health/ready on a port of their own (on HOST, like the API), each
      * with its own default so both can run on one machine. 0 = no HTTP at all.
      */
-    DISPATCHER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9101),
-    RECONCILER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9102),
+    DISPATCHER_METRICS_PORT: integer({ min: 0, max: 65535, default: 9101 }),
+    RECONCILER_METRICS_PORT: integer({ min: 0, max: 65535, default: 9102 }),
     /** A request body must arrive within this long; a slower one gets 408 and the connection is closed. */
-    BODY_TIMEOUT_MS: z.coerce.number().int().min(1).default(30_000),
+    BODY_TIMEOUT_MS: integer({ min: 1, default: 30_000 }),
     /** Failed authentications (unknown or revoked key) allowed per client address per minute before 429. */
-    AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().min(1).default(30),
+    AUTH_FAILURES_PER_MINUTE: integer({ min: 1, default: 30 }),
     /** 32 random bytes, base64 (`openssl rand -base64 32`): connector secrets are then stored sealed (AES-256-GCM). */
     SECRETS_KEY: z
       .preprocess((v) => (v === '' ? undefined : v), z.string().optional())
@@ -193,17 +193,17 @@ const ConfigSchema = z
      */
     OBSERVE_INTERVAL_MS: ms(60_000),
     OBSERVE_WINDOW_MS: ms(3600_000),
-    OBSERVE_BATCH: z.coerce.number().int().min(0).max(10_000).default(100),
+    OBSERVE_BATCH: integer({ min: 0, max: 10_000, default: 100 }),
     /**
      * Webhooks: a delivery is tried up to WEBHOOK_MAX_ATTEMPTS times, WEBHOOK_BACKOFF_MS apart doubling each time; an
      * endpoint whose last WEBHOOK_DISABLE_AFTER deliveries all failed (every attempt) is disabled. The reconciler looks
      * for new events to announce every WEBHOOK_SCAN_INTERVAL_MS; each call to a receiver has WEBHOOK_TIMEOUT_MS.
      */
-    WEBHOOK_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(50).default(8),
+    WEBHOOK_MAX_ATTEMPTS: integer({ min: 1, max: 50, default: 8 }),
     WEBHOOK_BACKOFF_MS: ms(5_000),
-    WEBHOOK_DISABLE_AFTER: z.coerce.number().int().min(1).default(5),
-    WEBHOOK_SCAN_INTERVAL_MS: z.coerce.number().int().min(50).default(1_000),
-    WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).default(10_000),
+    WEBHOOK_DISABLE_AFTER: integer({ min: 1, default: 5 }),
+    WEBHOOK_SCAN_INTERVAL_MS: integer({ min: 50, default: 1_000 }),
+    WEBHOOK_TIMEOUT_MS: integer({ min: 100, default: 10_000 }),
     /**
      * Test-only kill points (docs/operations.md): the dispatcher logs a marker and sleeps before the SENT statement,
      * after committing SENT, or after the connector answered and before the outcome is written; the reconciler (and the
