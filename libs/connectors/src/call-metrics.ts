@@ -15,54 +15,33 @@ export function sendOutcomeLabel(outcome: SendOutcome): string {
  * (outcome `error` when the call threw). Labels are the connector's and action's declared names, never ids.
  */
 export function timingCalls(connector: Connector): Connector {
-  const timed = async <T>(
-    call: string,
-    op: ConnectorOperation,
-    run: () => Promise<T>,
-    outcome: (result: T) => string,
-  ): Promise<T> => {
-    const action = Object.hasOwn(connector.actions, op.action) ? op.action : 'undeclared';
-    const end = connectorCalls.startTimer({ connector: connector.name, action, call });
-    try {
-      const result = await run();
-      end({ outcome: outcome(result) });
-      return result;
-    } catch (error) {
-      end({ outcome: 'error' });
-      throw error;
-    }
-  };
+  /** `method`, bound to the connector, timed: the call's label, and what its result says (its `outcome`). */
+  const timed =
+    <A extends [ConnectorOperation, ...unknown[]], T>(
+      call: string,
+      method: (...args: A) => Promise<T>,
+      outcome: (result: T) => string,
+    ) =>
+    async (...args: A): Promise<T> => {
+      const [op] = args;
+      const action = Object.hasOwn(connector.actions, op.action) ? op.action : 'undeclared';
+      const end = connectorCalls.startTimer({ connector: connector.name, action, call });
+      try {
+        const result = await method.apply(connector, args);
+        end({ outcome: outcome(result) });
+        return result;
+      } catch (error) {
+        end({ outcome: 'error' });
+        throw error;
+      }
+    };
   const wrapped: Connector = {
     ...connectorDeclarations(connector),
-    send: (op, env) => timed('send', op, () => connector.send(op, env), sendOutcomeLabel),
+    send: timed('send', (op, env) => connector.send(op, env), sendOutcomeLabel),
   };
   const { readBack, readContext, observe } = connector;
-  if (readBack) {
-    wrapped.readBack = (op, env) =>
-      timed(
-        'read_back',
-        op,
-        () => readBack.call(connector, op, env),
-        (r) => r.kind,
-      );
-  }
-  if (readContext) {
-    wrapped.readContext = (op, env) =>
-      timed(
-        'read_context',
-        op,
-        () => readContext.call(connector, op, env),
-        (r) => r.kind,
-      );
-  }
-  if (observe) {
-    wrapped.observe = (op, verified, env) =>
-      timed(
-        'observe',
-        op,
-        () => observe.call(connector, op, verified, env),
-        (r) => r.observation,
-      );
-  }
+  if (readBack) wrapped.readBack = timed('read_back', readBack, (r) => r.kind);
+  if (readContext) wrapped.readContext = timed('read_context', readContext, (r) => r.kind);
+  if (observe) wrapped.observe = timed('observe', observe, (r) => r.observation);
   return wrapped;
 }
