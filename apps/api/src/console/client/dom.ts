@@ -95,6 +95,11 @@ export function section(id: string, title: string, ...children: Child[]): HTMLEl
   );
 }
 
+/** A panel that is one list of facts (`definitions`). */
+export function factsSection(id: string, title: string, facts: Parameters<typeof definitions>[0]): HTMLElement {
+  return section(id, title, definitions(facts));
+}
+
 const EXECUTION_TONE: Record<string, string> = {
   completed: 'done',
   failed: 'bad',

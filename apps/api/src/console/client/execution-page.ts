@@ -6,6 +6,7 @@ import {
   effectBadge,
   effectsBadge,
   executionBadge,
+  factsSection,
   h,
   intentAndAgent,
   section,
@@ -204,16 +205,12 @@ function expectation(criterion: Criterion): string {
 
 function failureSection(execution: Execution): HTMLElement {
   const f = execution.failure!;
-  return section(
-    'failure',
-    'Failure',
-    definitions([
-      ['Code', code(f.code)],
-      ['Phase', f.phase],
-      ['Category', f.category],
-      ['Retryable', f.retryable ? 'yes' : 'no'],
-      ['Message', f.message],
-      ['At', time(f.at)],
-    ]),
-  );
+  return factsSection('failure', 'Failure', [
+    ['Code', code(f.code)],
+    ['Phase', f.phase],
+    ['Category', f.category],
+    ['Retryable', f.retryable ? 'yes' : 'no'],
+    ['Message', f.message],
+    ['At', time(f.at)],
+  ]);
 }

@@ -12,6 +12,7 @@ import {
   definitions,
   effectBadge,
   executionBadge,
+  factsSection,
   fill,
   h,
   intentAndAgent,
@@ -395,49 +396,41 @@ function obligationSection(op: OperationDetail): HTMLElement {
   const o = op.recovery_obligation!;
   const open = op.status === OperationStatus.MANUAL_REVIEW;
   const overdue = open && new Date(o.due_at).getTime() < Date.now();
-  return section(
-    'obligation',
-    open ? 'Recovery obligation' : 'Recovery obligation (closed)',
-    definitions([
-      ['Reason', code(o.reason)],
-      ['Owner', o.owner],
-      ['Evidence required', o.evidence_required],
-      // While held: what the API accepts now (a FAILED may still wait for a call to land), not the list at hold time.
-      ['Permitted actions', (open ? op.permitted_resolutions : o.permitted_actions).join(', ') || '—'],
-      [
-        open ? 'Due' : 'Was due',
-        h(
-          'span',
-          {},
-          time(o.due_at),
-          open
-            ? [' ', h('span', { class: overdue ? 'tag tag-bad' : 'muted' }, overdue ? 'overdue' : relative(o.due_at))]
-            : null,
-        ),
-      ],
-      ['Escalation', open || o.escalated_at ? escalationText(o.escalated_at, o.escalation_target) : 'not escalated'],
-      o.resolution
-        ? [
-            'Resolution',
-            h('span', {}, code(o.resolution.status), ' by ', code(o.resolution.by), ' ', time(o.resolution.at)),
-          ]
-        : null,
-    ]),
-  );
+  return factsSection('obligation', open ? 'Recovery obligation' : 'Recovery obligation (closed)', [
+    ['Reason', code(o.reason)],
+    ['Owner', o.owner],
+    ['Evidence required', o.evidence_required],
+    // While held: what the API accepts now (a FAILED may still wait for a call to land), not the list at hold time.
+    ['Permitted actions', (open ? op.permitted_resolutions : o.permitted_actions).join(', ') || '—'],
+    [
+      open ? 'Due' : 'Was due',
+      h(
+        'span',
+        {},
+        time(o.due_at),
+        open
+          ? [' ', h('span', { class: overdue ? 'tag tag-bad' : 'muted' }, overdue ? 'overdue' : relative(o.due_at))]
+          : null,
+      ),
+    ],
+    ['Escalation', open || o.escalated_at ? escalationText(o.escalated_at, o.escalation_target) : 'not escalated'],
+    o.resolution
+      ? [
+          'Resolution',
+          h('span', {}, code(o.resolution.status), ' by ', code(o.resolution.by), ' ', time(o.resolution.at)),
+        ]
+      : null,
+  ]);
 }
 
 function approvalSection(op: OperationDetail): HTMLElement {
   const a = op.approval!;
-  return section(
-    'approval',
-    'Approval',
-    definitions([
-      ['State', h('span', { class: `tag tag-${a.state}` }, a.state)],
-      ['Requested', time(a.requested_at, { relative: true })],
-      a.decided_at ? ['Decided', time(a.decided_at, { relative: true })] : null,
-      a.decided_by ? ['Decided by key', code(a.decided_by)] : null,
-      a.reason ? ['Reason', a.reason] : null,
-      a.expires_at ? ['Grant expires', time(a.expires_at, { relative: true })] : null,
-    ]),
-  );
+  return factsSection('approval', 'Approval', [
+    ['State', h('span', { class: `tag tag-${a.state}` }, a.state)],
+    ['Requested', time(a.requested_at, { relative: true })],
+    a.decided_at ? ['Decided', time(a.decided_at, { relative: true })] : null,
+    a.decided_by ? ['Decided by key', code(a.decided_by)] : null,
+    a.reason ? ['Reason', a.reason] : null,
+    a.expires_at ? ['Grant expires', time(a.expires_at, { relative: true })] : null,
+  ]);
 }
