@@ -11,6 +11,7 @@ import {
   stackQueue,
   statusPath,
   submit,
+  waitForMarkers,
   waitForOp,
 } from './dispatcher-helpers';
 
@@ -167,6 +168,43 @@ describe('reconciler: re-checks of held operations, and "still unknown"', () => 
     const again = await post<Problem>(`/v1/operations/${held.id}/recheck`);
     expect(again.status).toBe(409);
     expect(again.body.type).toContain('not-in-review');
+  });
+
+  it('a re-check that finds the effect after a reviewer resolved it FAILED writes what it found into the history', async () => {
+    // Due at once: no scheduled re-check; the source down, so the reviewer's FAILED is accepted on their evidence.
+    await setPolicy({ obligation_due_seconds: { SOURCE_UNREACHABLE: 1 } });
+    await stack.setFaults({ read_fault: 'unavailable' });
+    const reference = unique('rc-late');
+    const { executionId, held } = await heldFor('SOURCE_UNREACHABLE', charge(reference));
+    for (const reconciler of stack.running('reconciler')) await stack.kill(reconciler, 'SIGTERM');
+    const paused = await stack.startApp('reconciler', { TEST_PAUSE_BEFORE_READ_MS: '3000' });
+    try {
+      expect((await post(`/v1/operations/${held.id}/recheck`)).status).toBe(202);
+      await waitForMarkers(paused, 'paused before read-back');
+      const failed = await post<Op>(`/v1/operations/${held.id}/resolve`, {
+        status: 'FAILED',
+        evidence: 'the provider dashboard was down; the customer says no charge',
+      });
+      expect(failed.status).toBe(200);
+      // The source answers again before the re-check's read: it shows the charge the record now calls FAILED.
+      await resetSandbox(stack);
+      const log = await waitFor(
+        () => events(stack, executionId),
+        (l) => recheckEvents(l, held.id).some((e) => e.data.result === 'found'),
+      );
+      expect(recheckEvents(log, held.id).at(-1)!.data).toMatchObject({
+        trigger: 'reviewer',
+        result: 'found',
+        after: 'FAILED',
+        held_for: 'SOURCE_UNREACHABLE',
+        evidence: { record: { reference } },
+      });
+      expect((await getOperation(stack, held.id)).status).toBe('FAILED');
+      expectLegalHistory(log);
+    } finally {
+      await stack.kill(paused, 'SIGTERM');
+      await stack.startApp('reconciler');
+    }
   });
 
   it('a re-check of a hold that needs judgement records the read and keeps the hold', async () => {

@@ -364,7 +364,9 @@ export class VerificationService {
         { method: 'read_after_write', ...read.evidence, recheck: { ...trigger, held_for: op.terminalReason } },
         'verified',
       );
-      return moved === 'verified' ? 'verified' : 'skipped: lost race';
+      if (moved === 'verified') return 'verified';
+      await this.recordEffectFoundAfterFailed(op, read, trigger);
+      return 'skipped: lost race';
     }
     const rechecks = (op.obligation?.rechecks ?? 0) + 1;
     // The source answered with something a person must judge (another amount, a missing field): reading again
@@ -389,6 +391,31 @@ export class VerificationService {
     if (!annotated.won) return 'skipped: lost race';
     if (next) await this.scheduleRecheck(op, rechecks + 1, next);
     return `still held: ${read.kind}`;
+  }
+
+  /**
+   * The re-check found the effect, but a reviewer's decision came first. Had it been FAILED, the record would say "did
+   * not happen" of an effect the source has just shown: the read is written into its history (only while the
+   * operation is still FAILED) for the people who audit it, never dropped.
+   */
+  private async recordEffectFoundAfterFailed(
+    op: OperationEntity,
+    read: ReadBackResult,
+    trigger: Record<string, unknown>,
+  ): Promise<void> {
+    const recorded = await this.transitions.annotate(this.db.manager, {
+      executionId: op.executionId,
+      operationId: op.id,
+      whileStatus: S.FAILED,
+      type: 'operation.rechecked',
+      data: { ...trigger, result: read.kind, evidence: read.evidence, held_for: op.terminalReason, after: S.FAILED },
+    });
+    if (recorded.won) {
+      this.logger.warn(
+        { operationId: op.id, executionId: op.executionId },
+        're-check found the effect of an operation a reviewer had just resolved FAILED',
+      );
+    }
   }
 
   private canReadBack(op: OperationEntity): boolean {
