@@ -217,6 +217,15 @@ describe('http connector', () => {
     expect(
       await refused({ url: `${t.base}/orders`, headers: { authorization: 'Bearer {{secret:other}}' } }),
     ).toMatchObject({ status: OperationStatus.FAILED, detail: 'not sent: secret "other" is not set for this tenant' });
+    // A name the tenant never set is missing, whatever an object's prototype holds under it.
+    for (const name of ['constructor', '__proto__', 'valueOf', 'toString', 'hasOwnProperty']) {
+      expect(
+        await refused({ url: `${t.base}/orders`, headers: { authorization: `Bearer {{secret:${name}}}` } }),
+      ).toMatchObject({
+        status: OperationStatus.FAILED,
+        detail: `not sent: secret "${name}" is not set for this tenant`,
+      });
+    }
     expect(await refused({ url: `${t.base}/orders` }, { ...env, tenant: undefined })).toMatchObject({
       status: OperationStatus.FAILED,
       reason: TerminalReason.SOURCE_UNREACHABLE,

@@ -210,6 +210,16 @@ export type HttpRequestParams = z.infer<typeof RequestParams>;
 type Prepared<T> = { ok: T } | { refused: string };
 
 /**
+ * The tenant's secret of this name — its own entry only: a name like `constructor` or `__proto__` is not a secret the
+ * tenant set, and must not reach a header as whatever the object's prototype holds under it.
+ */
+function secretNamed(secrets: Record<string, string> | undefined, name: string): string | undefined {
+  if (!secrets || !Object.hasOwn(secrets, name)) return undefined;
+  const value = secrets[name];
+  return typeof value === 'string' ? value : undefined;
+}
+
+/**
  * A generic HTTP call to a host the tenant allowlisted. What it can prove depends on the operation: with a
  * `read_back` spec it can reach VERIFIED; without, it ends ACKNOWLEDGED. Responses are never kept or shown raw:
  * only the status and the one field a read-back or context read names.
@@ -400,7 +410,7 @@ export class HttpConnector implements Connector {
       out[name] = template.replace(PLACEHOLDER, (_, variable: string) => {
         const secret = SECRET_PLACEHOLDER.exec(variable);
         if (!secret) return variableValue(variable, op, ref);
-        const value = env.tenant?.secrets?.[secret[1]];
+        const value = secretNamed(env.tenant?.secrets, secret[1]);
         if (value === undefined) missing.push(secret[1]);
         return value ?? '';
       });
