@@ -374,6 +374,30 @@ const CASES: Case[] = [
   },
   { name: 'list limit not a number', method: 'GET', path: '/v1/executions?limit=ten', status: 400, field: 'limit' },
   { name: 'list limit over 200', method: 'GET', path: '/v1/executions?limit=201', status: 400, field: 'limit' },
+  // Only decimal digits: a number coercion would read these as 16, 100, 5 and 5.
+  ...['0x10', '1e2', '%2B5', '%205'].map((limit) => ({
+    name: `list limit ${decodeURIComponent(limit)} (not decimal digits)`,
+    method: 'GET',
+    path: `/v1/executions?limit=${limit}`,
+    status: 400,
+    field: 'limit',
+  })),
+  { name: 'list limit twice', method: 'GET', path: '/v1/executions?limit=1&limit=2', status: 400, field: 'limit' },
+  {
+    name: 'events limit in hex',
+    method: 'GET',
+    path: '/v1/executions/exe_01nothere/events?limit=0x10',
+    status: 400,
+    field: 'limit',
+  },
+  {
+    name: 'webhook deliveries limit in hex',
+    method: 'GET',
+    path: '/v1/admin/webhooks/whk_01nothere/deliveries?limit=0x10',
+    key: DEMO.admin,
+    status: 400,
+    field: 'limit',
+  },
   { name: 'list unknown status', method: 'GET', path: '/v1/executions?status=done', status: 400, field: 'status' },
   {
     name: 'list forged cursor',
@@ -623,6 +647,25 @@ const CASES: Case[] = [
     status: 400,
     field: 'after',
     rule: 'no_control_characters',
+  },
+  // A review queue's cursor is an operation id from a previous page: anything else once answered a page anyway.
+  ...['approvals', 'manual-reviews'].flatMap((queue) =>
+    ['zzz', 'AAAA', 'exe_01nothere', '%27%20OR%201%3D1'].map((cursor) => ({
+      name: `a forged ${queue} cursor ${decodeURIComponent(cursor)}`,
+      method: 'GET',
+      path: `/v1/review/${queue}?cursor=${cursor}`,
+      key: DEMO.reviewer,
+      status: 400,
+      field: 'cursor',
+    })),
+  ),
+  {
+    name: 'review queue limit in hex',
+    method: 'GET',
+    path: '/v1/review/approvals?limit=0x10',
+    key: DEMO.reviewer,
+    status: 400,
+    field: 'limit',
   },
   {
     name: '%00 in a review queue search',

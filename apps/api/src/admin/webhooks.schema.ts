@@ -1,5 +1,6 @@
 import { WEBHOOK_EVENT_TYPES } from '@verity/status-model';
 import { z } from 'zod';
+import { pageLimit } from '../http/parse';
 
 /** POST /v1/admin/webhooks. The URL is checked against the tenant's http allowlist and the SSRF rules as well. */
 export const WebhookInputSchema = z.strictObject({
@@ -17,7 +18,7 @@ export const DeliveriesQuery = z.strictObject({
     .string()
     .regex(/^msg_[0-9a-z]{1,40}$/, 'a next_cursor value from a previous page')
     .optional(),
-  limit: z.coerce.number().int().min(1).max(200).default(50),
+  limit: pageLimit(200, 50),
 });
 
 export const WebhookView = z.object({

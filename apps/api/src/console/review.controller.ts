@@ -3,15 +3,18 @@ import { ApiBearerAuth, ApiQuery, ApiTags } from '@nestjs/swagger';
 import { TERMINAL_REASONS, TerminalReason } from '@verity/status-model';
 import { z } from 'zod';
 import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
-import { parseQuery } from '../executions/executions.controller';
+import { pageLimit, parseQuery } from '../http/parse';
 import { ApiEndpoint } from '../openapi';
 import { ReviewService } from './review.service';
 
 const QueueQuery = z.strictObject({
   connector: z.string().trim().max(100).optional(),
   q: z.string().trim().max(200).optional(),
-  cursor: z.string().max(100).optional(),
-  limit: z.coerce.number().int().min(1).max(200).default(50),
+  cursor: z
+    .string()
+    .regex(/^op_[0-9a-z]{1,40}$/, 'a next_cursor value from a previous page')
+    .optional(),
+  limit: pageLimit(200, 50),
 });
 const ManualReviewQuery = QueueQuery.extend({
   reason: z.enum(TERMINAL_REASONS as [TerminalReason, ...TerminalReason[]]).optional(),

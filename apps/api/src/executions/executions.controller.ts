@@ -4,7 +4,7 @@ import { EXECUTION_STATUSES, ExecutionStatus } from '@verity/status-model';
 import type { Request, Response } from 'express';
 import { z } from 'zod';
 import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
-import { hasBody, parseBody, parseQuery, requireJson } from '../http/parse';
+import { hasBody, pageLimit, parseBody, parseQuery, requireJson } from '../http/parse';
 import {
   CANCEL_EXAMPLE,
   CREATED_EXECUTION_EXAMPLE,
@@ -27,11 +27,11 @@ const ListQuery = z.strictObject({
     .string()
     .regex(/^exe_[0-9a-z]{1,40}$/, 'a next_cursor value from a previous page')
     .optional(),
-  limit: z.coerce.number().int().min(1).max(200).default(50),
+  limit: pageLimit(200, 50),
 });
 const EventsQuery = z.strictObject({
   after: z.string().max(100).optional(),
-  limit: z.coerce.number().int().min(1).max(1000).default(500),
+  limit: pageLimit(1000, 500),
 });
 const StreamQuery = z.strictObject({ after: z.string().max(100).optional() });
 

@@ -14,6 +14,19 @@ export function parseQuery<T extends z.ZodType>(schema: T, query: unknown): z.in
   return parseBody(schema, query);
 }
 
+/**
+ * A page size in a query string: decimal digits only — `0x10`, `1e2`, `+5` or ` 5`, which a number coercion would take,
+ * are refused — within [1, max]; `fallback` when absent.
+ */
+export function pageLimit(max: number, fallback: number) {
+  return z
+    .string()
+    .regex(/^[0-9]{1,9}$/, 'a whole number in decimal digits')
+    .transform(Number)
+    .pipe(z.number().int().min(1).max(max))
+    .default(fallback);
+}
+
 /** A body must say it is JSON; anything else is refused before it is read as one. */
 export function requireJson(req: Request): void {
   const type = req.headers['content-type'] ?? '';
