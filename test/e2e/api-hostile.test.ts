@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import { IncomingHttpHeaders, request as rawRequest } from 'node:http';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { DEMO, DIST, METRICS_TOKEN, Stack, freePort } from '../support/stack';
@@ -205,6 +206,72 @@ describe('operator role, safe defaults and hostile clients', () => {
         status: 408,
         type: 'https://verity.dev/problems/request-timeout',
       });
+      expect(await count('executions')).toBe(before);
+    });
+  });
+
+  describe('requests the HTTP parser refuses before any route sees them', () => {
+    /** Raw bytes on a fresh connection, and everything the server answered until it closed. */
+    function rawExchange(bytes: Buffer): Promise<{ status: number; headers: Record<string, string>; body: string }> {
+      const url = new URL(stack.apiUrl);
+      return new Promise((resolve, reject) => {
+        const socket = connect(Number(url.port), url.hostname);
+        const chunks: Buffer[] = [];
+        socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+        socket.on('error', reject);
+        socket.on('close', () => {
+          const text = Buffer.concat(chunks).toString('latin1');
+          const [head, ...rest] = text.split('\r\n\r\n');
+          const [statusLine, ...lines] = head.split('\r\n');
+          const headers = Object.fromEntries(
+            lines.map((line) => [
+              line.slice(0, line.indexOf(':')).toLowerCase(),
+              line.slice(line.indexOf(':') + 1).trim(),
+            ]),
+          );
+          resolve({ status: Number(statusLine.split(' ')[1]), headers, body: rest.join('\r\n\r\n') });
+        });
+        socket.end(bytes);
+      });
+    }
+
+    const request = (line: string, headers: string[], body = '') =>
+      Buffer.concat([
+        Buffer.from(`${line}\r\n`, 'latin1'),
+        Buffer.from([...headers, `content-length: ${Buffer.byteLength(body)}`, '', ''].join('\r\n'), 'latin1'),
+        Buffer.from(body),
+      ]);
+    const agent = `authorization: Bearer ${DEMO.agent}`;
+
+    it.each([
+      ['a raw byte ≥ 0x80 in the path', request('GET /v1/executions/\xff\xfe HTTP/1.1', ['host: x', agent]), 400],
+      ['a raw byte ≥ 0x80 in the query', request('GET /v1/executions?status=\xff HTTP/1.1', ['host: x', agent]), 400],
+      [
+        'a control byte in a header value',
+        request('GET /v1/executions HTTP/1.1', ['host: x', agent, 'x-request-id: a\x01b']),
+        400,
+      ],
+      [
+        'a submission whose header holds a control byte',
+        request(
+          'POST /v1/executions HTTP/1.1',
+          ['host: x', agent, 'content-type: application/json', 'x-note: \x7f'],
+          JSON.stringify(submission([charge(unique('parser'))])),
+        ),
+        400,
+      ],
+      [
+        'headers over 16 KiB',
+        request('GET /v1/executions HTTP/1.1', ['host: x', agent, `x-pad: ${'a'.repeat(20_000)}`]),
+        431,
+      ],
+    ])('%s: problem+json with a request id, and nothing written', async (_name, bytes, status) => {
+      const before = await count('executions');
+      const answer = await rawExchange(bytes);
+      expect(answer.status).toBe(status);
+      expect(answer.headers['content-type']).toBe('application/problem+json');
+      expect(answer.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+      expect(JSON.parse(answer.body)).toMatchObject({ status, type: 'https://verity.dev/problems/bad-request' });
       expect(await count('executions')).toBe(before);
     });
   });

@@ -21,6 +21,7 @@ import {
 import { ApiModule } from './api.module';
 import { mountBullBoard } from './bull-board';
 import { BODY_LIMIT_BYTES, bodyErrorHandler } from './http/body-errors';
+import { answerClientErrors } from './http/client-errors';
 import { bodyReadTimeout, rejectUnsafeJson, rejectUnsafeUrl, requireUtf8 } from './http/hostile-input';
 import { requestContext } from './http/request-context';
 import { pageSecurityHeaders } from './http/security-headers';
@@ -77,6 +78,7 @@ async function bootstrap(): Promise<void> {
   // A backstop behind bodyReadTimeout (which answers with a problem first): Node's own limit is 300 s.
   server.requestTimeout = config.BODY_TIMEOUT_MS + 5_000;
   server.headersTimeout = Math.min(server.headersTimeout, server.requestTimeout);
+  answerClientErrors(server);
   logger.info({ port: config.PORT, host: config.HOST }, 'api listening');
   onShutdown(logger, async () => {
     app.get(StreamService).closeAll();
