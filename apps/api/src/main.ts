@@ -22,7 +22,7 @@ import { ApiModule } from './api.module';
 import { mountBullBoard } from './bull-board';
 import { BODY_LIMIT_BYTES, bodyErrorHandler } from './http/body-errors';
 import { answerClientErrors } from './http/client-errors';
-import { bodyReadTimeout, rejectUnsafeJson, rejectUnsafeUrl, requireUtf8 } from './http/hostile-input';
+import { bodyReadTimeout, rejectUnsafeJson, rejectUnsafeUrl, verifyJsonBytes } from './http/hostile-input';
 import { requestContext } from './http/request-context';
 import { pageSecurityHeaders } from './http/security-headers';
 import { buildOpenApi } from './openapi';
@@ -63,7 +63,7 @@ async function bootstrap(): Promise<void> {
   app.useBodyParser('json', {
     limit: BODY_LIMIT_BYTES,
     type: ['application/json', 'application/*+json'],
-    verify: requireUtf8,
+    verify: verifyJsonBytes,
   });
   app.use(bodyErrorHandler);
   app.use(rejectUnsafeJson);

@@ -5,6 +5,8 @@ export const BODY_LIMIT_BYTES = 256 * 1024;
 
 interface BodyParserError {
   type?: unknown;
+  /** Ours (verifyJsonBytes): the member named twice. */
+  field?: unknown;
   status?: unknown;
   code?: unknown;
   errno?: unknown;
@@ -34,6 +36,12 @@ export function bodyParserProblem(error: unknown): Problem | null {
   switch (e.type) {
     case 'entity.utf8.invalid':
       return Problem.validation([{ field: '(body)', rule: 'utf8', message: 'the body is not valid UTF-8' }]);
+    case 'entity.duplicate.key': {
+      const field = typeof e.field === 'string' ? e.field : '(body)';
+      return Problem.validation([
+        { field, rule: 'duplicate_key', message: 'given twice in one object: which one counts would be a guess' },
+      ]);
+    }
     case 'entity.parse.failed':
       return Problem.validation([{ field: '(body)', rule: 'json', message: 'the body is not valid JSON' }]);
     case 'entity.too.large':

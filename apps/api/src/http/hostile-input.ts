@@ -3,6 +3,7 @@ import { isUtf8 } from 'node:buffer';
 import { Problem, sendProblem } from '../problem/problem';
 import { hasBody } from './parse';
 import { jsonInputIssues, textIssue } from './text';
+import { duplicateKeyIn } from './duplicate-keys';
 
 /**
  * Request-wide checks that no single route should have to remember: a path segment or query parameter that no id or
@@ -71,6 +72,24 @@ export function requireUtf8(_req: Request, _res: Response, body: Buffer): void {
   if (!isUtf8(body)) {
     throw Object.assign(new Error('the body is not valid UTF-8'), { status: 400, type: 'entity.utf8.invalid' });
   }
+}
+
+/** body-parser's `verify`, after requireUtf8: a member named twice in one object is refused (see duplicateKeyIn). */
+export function rejectDuplicateKeys(_req: Request, _res: Response, body: Buffer): void {
+  const duplicate = duplicateKeyIn(body.toString('utf8'));
+  if (duplicate) {
+    throw Object.assign(new Error(`${duplicate.field} is given twice`), {
+      status: 400,
+      type: 'entity.duplicate.key',
+      field: duplicate.field,
+    });
+  }
+}
+
+/** Every check body-parser's `verify` makes of the raw bytes, in order. */
+export function verifyJsonBytes(req: Request, res: Response, body: Buffer): void {
+  requireUtf8(req, res, body);
+  rejectDuplicateKeys(req, res, body);
 }
 
 /** After the JSON parser: what no request may carry anywhere in its body (see jsonInputIssues). */
