@@ -267,7 +267,11 @@ describe('MCP over Streamable HTTP at /mcp', () => {
     }
     const op = await call(theirs, 'get_operation', { operation_id: data.execution.operations[0].id });
     expect(op.text).toContain('404 not-found');
-    await expect(theirs.readResource({ uri: `verity://executions/${id}` })).rejects.toThrow();
+    // Not found, as the MCP SDK answers an unknown resource — not an internal error of the server.
+    await expect(theirs.readResource({ uri: `verity://executions/${id}` })).rejects.toMatchObject({
+      code: -32602,
+      message: expect.stringContaining(`Resource verity://executions/${id} not found`),
+    });
     const { resources } = await theirs.listResources();
     expect(resources.map((r) => r.uri)).not.toContain(`verity://executions/${id}`);
   });

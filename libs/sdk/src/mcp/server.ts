@@ -1,6 +1,8 @@
 import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js';
 import {
   type CallToolResult,
+  ErrorCode,
+  McpError,
   type ServerNotification,
   SubscribeRequestSchema,
   UnsubscribeRequestSchema,
@@ -256,7 +258,7 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
     },
     async (uri, variables) => {
       const id = decodeURIComponent(String(variables.id));
-      const execution = await dx.get(id);
+      const execution = await dx.get(id).catch(notFoundAsResourceError(uri.href));
       const history = await histories(dx, id);
       const body = {
         summary: describeExecution(execution, history),
@@ -273,7 +275,7 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
     server.server.setRequestHandler(SubscribeRequestSchema, async (request) => {
       const uri = request.params.uri;
       const id = executionIdOf(uri);
-      await dx.get(id); // a 404 (another tenant's or no such execution) refuses the subscription
+      await dx.get(id).catch(notFoundAsResourceError(uri)); // another tenant's or no such execution: refused
       if (!followers.has(uri)) {
         const controller = new AbortController();
         followers.set(uri, controller);
@@ -316,6 +318,19 @@ async function follow(dx: Verity, server: McpServer, id: string, uri: string, si
       })
       .catch(() => undefined);
   }
+}
+
+/**
+ * An execution the key cannot see (another tenant's, or none) is a resource that is not found — answered as the MCP
+ * SDK answers an unknown resource (invalid params), not as an internal error of the server.
+ */
+function notFoundAsResourceError(uri: string): (error: unknown) => never {
+  return (error: unknown) => {
+    if (error instanceof VerityError && error.status === 404) {
+      throw new McpError(ErrorCode.InvalidParams, `Resource ${uri} not found`);
+    }
+    throw error;
+  };
 }
 
 function executionIdOf(uri: string): string {
