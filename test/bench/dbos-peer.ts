@@ -65,7 +65,8 @@ function registerChargeWorkflow(config: VerityConfig) {
     const exchange = await httpExchange({
       method: 'POST',
       url: `${env.sandboxUrl}/v1/charges`,
-      headers: { 'idempotency-key': idempotencyKey },
+      // The account the connector's readBack reads (its tenant), as Verity's charges carry their tenant's.
+      headers: { 'idempotency-key': idempotencyKey, 'sandbox-account': TENANT },
       body: { amount: charge.amount, currency: charge.currency, reference: charge.reference },
       timeoutMs: env.timeoutMs,
     });
