@@ -44,6 +44,9 @@ export class LocalRedisCluster {
     try {
       for (let i = 0; i < count; i += 1) {
         const port = await freePort();
+        // The cluster bus listens on a port too: by default port + 10000, which falls in the system's ephemeral range
+        // (an outgoing connection could hold it, and the node exits at start). One of our own range instead.
+        const busPort = await freePort();
         const service = await startPrivateRedis({
           dir: path.join(dir, `node-${i}`),
           port,
@@ -56,6 +59,8 @@ export class LocalRedisCluster {
             'nodes.conf',
             '--cluster-node-timeout',
             '2000',
+            '--cluster-port',
+            String(busPort),
           ],
         });
         nodes.push({ service, host: '127.0.0.1', port });
