@@ -170,42 +170,51 @@ describe('reconciler: re-checks of held operations, and "still unknown"', () => 
     expect(again.body.type).toContain('not-in-review');
   });
 
-  it('a re-check that finds the effect after a reviewer resolved it FAILED writes what it found into the history', async () => {
-    // Due at once: no scheduled re-check; the source down, so the reviewer's FAILED is accepted on their evidence.
-    await setPolicy({ obligation_due_seconds: { SOURCE_UNREACHABLE: 1 } });
-    await stack.setFaults({ read_fault: 'unavailable' });
-    const reference = unique('rc-late');
-    const { executionId, held } = await heldFor('SOURCE_UNREACHABLE', charge(reference));
-    for (const reconciler of stack.running('reconciler')) await stack.kill(reconciler, 'SIGTERM');
-    const paused = await stack.startApp('reconciler', { TEST_PAUSE_BEFORE_READ_MS: '3000' });
-    try {
-      expect((await post(`/v1/operations/${held.id}/recheck`)).status).toBe(202);
-      await waitForMarkers(paused, 'paused before read-back');
-      const failed = await post<Op>(`/v1/operations/${held.id}/resolve`, {
-        status: 'FAILED',
-        evidence: 'the provider dashboard was down; the customer says no charge',
-      });
-      expect(failed.status).toBe(200);
-      // The source answers again before the re-check's read: it shows the charge the record now calls FAILED.
-      await resetSandbox(stack);
-      const log = await waitFor(
-        () => events(stack, executionId),
-        (l) => recheckEvents(l, held.id).some((e) => e.data.result === 'found'),
-      );
-      expect(recheckEvents(log, held.id).at(-1)!.data).toMatchObject({
-        trigger: 'reviewer',
-        result: 'found',
-        after: 'FAILED',
-        held_for: 'SOURCE_UNREACHABLE',
-        evidence: { record: { reference } },
-      });
-      expect((await getOperation(stack, held.id)).status).toBe('FAILED');
-      expectLegalHistory(log);
-    } finally {
-      await stack.kill(paused, 'SIGTERM');
-      await stack.startApp('reconciler');
-    }
-  });
+  // A hold the system may release (the read would have VERIFIED it) and one a person must judge (only recorded).
+  it.each([
+    ['SOURCE_UNREACHABLE', 'unavailable'],
+    ['FIELD_MISSING', 'field_missing'],
+  ] as const)(
+    'a re-check that finds the effect after a reviewer resolved a %s hold FAILED writes what it found into the history',
+    async (reason, heldBy) => {
+      // Due at once: no scheduled re-check.
+      await setPolicy({ obligation_due_seconds: { [reason]: 1 } });
+      await stack.setFaults({ read_fault: heldBy });
+      const reference = unique('rc-late');
+      const { executionId, held } = await heldFor(reason, charge(reference));
+      for (const reconciler of stack.running('reconciler')) await stack.kill(reconciler, 'SIGTERM');
+      const paused = await stack.startApp('reconciler', { TEST_PAUSE_BEFORE_READ_MS: '3000' });
+      try {
+        expect((await post(`/v1/operations/${held.id}/recheck`)).status).toBe(202);
+        await waitForMarkers(paused, 'paused before read-back');
+        // The source down while the reviewer decides: their FAILED is accepted on their evidence.
+        await stack.setFaults({ read_fault: 'unavailable' });
+        const failed = await post<Op>(`/v1/operations/${held.id}/resolve`, {
+          status: 'FAILED',
+          evidence: 'the provider dashboard was down; the customer says no charge',
+        });
+        expect(failed.status).toBe(200);
+        // The source answers again before the re-check's read: it shows the charge the record now calls FAILED.
+        await resetSandbox(stack);
+        const log = await waitFor(
+          () => events(stack, executionId),
+          (l) => recheckEvents(l, held.id).some((e) => e.data.result === 'found'),
+        );
+        expect(recheckEvents(log, held.id).at(-1)!.data).toMatchObject({
+          trigger: 'reviewer',
+          result: 'found',
+          after: 'FAILED',
+          held_for: reason,
+          evidence: { record: { reference } },
+        });
+        expect((await getOperation(stack, held.id)).status).toBe('FAILED');
+        expectLegalHistory(log);
+      } finally {
+        await stack.kill(paused, 'SIGTERM');
+        await stack.startApp('reconciler');
+      }
+    },
+  );
 
   it('a re-check of a hold that needs judgement records the read and keeps the hold', async () => {
     await stack.setFaults({ read_fault: 'field_missing' });

@@ -34,6 +34,7 @@ import {
   type ReconcileStart,
   everSent,
   operationTransitionRule,
+  readShowsTheEffect,
 } from '@verity/status-model';
 import { DataSource } from 'typeorm';
 
@@ -388,15 +389,20 @@ export class VerificationService {
         next_check_at: next?.toISOString() ?? null,
       },
     });
-    if (!annotated.won) return 'skipped: lost race';
+    if (!annotated.won) {
+      // A reviewer decided while this read was made; if they wrote FAILED, what it found must not be dropped.
+      if (readShowsTheEffect(read.kind)) await this.recordEffectFoundAfterFailed(op, read, trigger);
+      return 'skipped: lost race';
+    }
     if (next) await this.scheduleRecheck(op, rechecks + 1, next);
     return `still held: ${read.kind}`;
   }
 
   /**
-   * The re-check found the effect, but a reviewer's decision came first. Had it been FAILED, the record would say "did
-   * not happen" of an effect the source has just shown: the read is written into its history (only while the
-   * operation is still FAILED) for the people who audit it, never dropped.
+   * The re-check's read showed the effect (found, or a record of it with another amount or without its status field),
+   * but a reviewer's decision came first. Had it been FAILED, the record would say "did not happen" of an effect the
+   * source has just shown: the read is written into its history (only while the operation is still FAILED) for the
+   * people who audit it, never dropped, and logged as a warning.
    */
   private async recordEffectFoundAfterFailed(
     op: OperationEntity,
