@@ -212,7 +212,9 @@ describe('operator role, safe defaults and hostile clients', () => {
 
   describe('requests the HTTP parser refuses before any route sees them', () => {
     /** Raw bytes on a fresh connection, and everything the server answered until it closed. */
-    function rawExchange(bytes: Buffer): Promise<{ status: number; headers: Record<string, string>; body: string }> {
+    function rawExchange(
+      bytes: Buffer,
+    ): Promise<{ raw: string; status: number; headers: Record<string, string>; body: string }> {
       const url = new URL(stack.apiUrl);
       return new Promise((resolve, reject) => {
         const socket = connect(Number(url.port), url.hostname);
@@ -229,7 +231,7 @@ describe('operator role, safe defaults and hostile clients', () => {
               line.slice(line.indexOf(':') + 1).trim(),
             ]),
           );
-          resolve({ status: Number(statusLine.split(' ')[1]), headers, body: rest.join('\r\n\r\n') });
+          resolve({ raw: text, status: Number(statusLine.split(' ')[1]), headers, body: rest.join('\r\n\r\n') });
         });
         socket.end(bytes);
       });
@@ -269,10 +271,24 @@ describe('operator role, safe defaults and hostile clients', () => {
       const before = await count('executions');
       const answer = await rawExchange(bytes);
       expect(answer.status).toBe(status);
-      expect(answer.headers['content-type']).toBe('application/problem+json');
+      expect(answer.headers['content-type']).toBe('application/problem+json; charset=utf-8');
       expect(answer.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
       expect(JSON.parse(answer.body)).toMatchObject({ status, type: 'https://verity.dev/problems/bad-request' });
       expect(await count('executions')).toBe(before);
+    });
+
+    it('answers nothing while a request on the connection is still handled: the refusal would read as its answer', async () => {
+      const before = await count('executions');
+      const submit = request(
+        'POST /v1/executions HTTP/1.1',
+        ['host: x', agent, 'content-type: application/json'],
+        JSON.stringify(submission([charge(unique('pipelined'))])),
+      );
+      const malformed = request('GET /v1/executions/\xff HTTP/1.1', ['host: x', agent]);
+      const answer = await rawExchange(Buffer.concat([submit, malformed]));
+      // The connection is cut: the caller cannot take a 400 for the submission's answer (it may have been written).
+      expect(answer.raw).toBe('');
+      expect(await count('executions')).toBeLessThanOrEqual(before + 1);
     });
   });
 

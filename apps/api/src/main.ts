@@ -78,7 +78,7 @@ async function bootstrap(): Promise<void> {
   // A backstop behind bodyReadTimeout (which answers with a problem first): Node's own limit is 300 s.
   server.requestTimeout = config.BODY_TIMEOUT_MS + 5_000;
   server.headersTimeout = Math.min(server.headersTimeout, server.requestTimeout);
-  answerClientErrors(server);
+  answerClientErrors(server, logger);
   logger.info({ port: config.PORT, host: config.HOST }, 'api listening');
   onShutdown(logger, async () => {
     app.get(StreamService).closeAll();

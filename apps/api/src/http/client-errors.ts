@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
+import type { Logger } from '@verity/platform';
 import { type ProblemCode, problemType } from '../problem/problem';
 
 interface ClientErrorAnswer {
@@ -32,7 +33,9 @@ export function clientErrorAnswer(errorCode: string | undefined): ClientErrorAns
     status: 400,
     code: 'bad-request',
     title: 'Malformed HTTP request',
-    detail: 'the request line or a header holds bytes HTTP does not allow (percent-encode them)',
+    detail:
+      'the request is not well-formed HTTP/1.1: a byte HTTP does not allow in the request line or a header ' +
+      '(percent-encode it), or a body whose framing cannot be read',
   };
 }
 
@@ -46,7 +49,7 @@ export function clientErrorResponse(answer: ClientErrorAnswer, requestId: string
   });
   return [
     `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? 'Error'}`,
-    'content-type: application/problem+json',
+    'content-type: application/problem+json; charset=utf-8',
     `content-length: ${Buffer.byteLength(body)}`,
     `x-request-id: ${requestId}`,
     'connection: close',
@@ -58,17 +61,26 @@ export function clientErrorResponse(answer: ClientErrorAnswer, requestId: string
 /**
  * A request Node's HTTP parser refuses — a byte outside HTTP's grammar in the request line or a header, headers over
  * the size limit, a request that timed out — never reaches express, and Node's default answer is a bare status line
- * with no body. Answered here like every other refusal: problem+json with a request id. The connection is closed:
- * after a parse error nobody can tell where the next request would begin.
+ * with no body. Answered here like every other refusal: problem+json with a request id (logged with the parser's
+ * code, so the id a caller quotes can be found). The connection is closed: after a parse error nobody can tell where
+ * the next request would begin.
+ *
+ * Not answered at all while a request on the same connection is still being handled (a pipelined request, or a
+ * body whose framing broke after its route began): the refusal would read as that request's answer, though it may
+ * have done what it asked. The connection is cut instead, and the caller knows only that it does not know.
  */
-export function answerClientErrors(server: Server): void {
+export function answerClientErrors(server: Server, logger: Logger): void {
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
-    // As Node's own handler: nothing to answer on a reset or closed socket, or once a response has begun on it.
-    const started = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent;
-    if (error.code === 'ECONNRESET' || !socket.writable || started) {
+    const inFlight = (socket as Duplex & { _httpMessage?: unknown })._httpMessage;
+    if (error.code === 'ECONNRESET' || !socket.writable || inFlight) {
       socket.destroy();
       return;
     }
-    socket.end(clientErrorResponse(clientErrorAnswer(error.code), randomUUID()));
+    const requestId = randomUUID();
+    const answer = clientErrorAnswer(error.code);
+    logger.debug({ requestId, code: error.code, status: answer.status }, 'request refused by the HTTP parser');
+    socket.end(clientErrorResponse(answer, requestId));
+    // http.Server sockets allow half-open connections: without this one would stay open until the client closed it.
+    (socket as Duplex & { destroySoon?: () => void }).destroySoon?.();
   });
 }
