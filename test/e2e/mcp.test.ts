@@ -312,6 +312,22 @@ describe('MCP through the verity-mcp stdio entry point', () => {
     expect(waited.text).toContain('ACKNOWLEDGED is not proof');
   });
 
+  it('refuses a subscription to another tenant’s execution, and malformed resource URIs, as not found', async () => {
+    const mine = await stdioClient(DEMO.agent);
+    const { data } = await call(mine, 'submit_execution', chargeSubmission(unique('sub-mine')));
+    const theirs = await stdioClient(DEMO.otherAgent);
+    const notFound = (uri: string) => ({ code: -32602, message: expect.stringContaining(uri) });
+    const uri = `verity://executions/${data.execution.id}`;
+    await expect(theirs.subscribeResource({ uri })).rejects.toMatchObject(notFound(`Resource ${uri} not found`));
+    for (const malformed of ['verity://executions/%ZZ', 'verity://executions/exe_1%E0%A4%A']) {
+      await expect(theirs.subscribeResource({ uri: malformed })).rejects.toMatchObject(notFound(malformed));
+      await expect(theirs.readResource({ uri: malformed })).rejects.toMatchObject(notFound(malformed));
+    }
+    await expect(theirs.subscribeResource({ uri: 'verity://other/x' })).rejects.toMatchObject(
+      notFound('not an execution resource: verity://other/x'),
+    );
+  });
+
   it('answers with the API’s refusal when the key is wrong', async () => {
     const client = await stdioClient('not-a-real-key');
     const { result, text } = await call(client, 'list_connectors', {});

@@ -257,7 +257,7 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
       mimeType: 'application/json',
     },
     async (uri, variables) => {
-      const id = decodeURIComponent(String(variables.id));
+      const id = decodedId(String(variables.id), uri.href);
       const execution = await dx.get(id).catch(notFoundAsResourceError(uri.href));
       const history = await histories(dx, id);
       const body = {
@@ -335,8 +335,22 @@ function notFoundAsResourceError(uri: string): (error: unknown) => never {
 
 function executionIdOf(uri: string): string {
   const match = /^verity:\/\/executions\/([^/?#]+)$/.exec(uri);
-  if (!match) throw new Error(`not an execution resource: ${uri} (expected ${EXECUTION_URI_TEMPLATE})`);
-  return decodeURIComponent(match[1]);
+  if (!match) {
+    throw new McpError(
+      ErrorCode.InvalidParams,
+      `not an execution resource: ${uri} (expected ${EXECUTION_URI_TEMPLATE})`,
+    );
+  }
+  return decodedId(match[1], uri);
+}
+
+/** The id in a resource URI: a malformed percent-encoding is the caller's mistake, not the server's. */
+function decodedId(encoded: string, uri: string): string {
+  try {
+    return decodeURIComponent(encoded);
+  } catch {
+    throw new McpError(ErrorCode.InvalidParams, `Resource ${uri} not found (malformed percent-encoding)`);
+  }
 }
 
 async function histories(dx: Verity, executionId: string): Promise<Map<string, string[]>> {
