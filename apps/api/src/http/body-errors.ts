@@ -54,7 +54,12 @@ export function bodyParserProblem(error: unknown): Problem | null {
       );
     case 'charset.unsupported':
     case 'encoding.unsupported':
-      return new Problem(415, 'unsupported-media-type', 'Unsupported encoding', 'send UTF-8 JSON, uncompressed');
+      return new Problem(
+        415,
+        'unsupported-media-type',
+        'Unsupported encoding',
+        'send UTF-8 JSON, uncompressed or as gzip, deflate or br',
+      );
     default:
       return e.status >= 400 && e.status < 500
         ? new Problem(e.status, 'bad-request', 'The request body could not be read', e.type)

@@ -16,6 +16,14 @@ describe('duplicateKeyIn', () => {
     expect(duplicateKeyIn(text)).toEqual({ field });
   });
 
+  it('names an empty name as the body, and cuts a path nested thousands deep', () => {
+    expect(duplicateKeyIn('{"":1,"":2}')).toEqual({ field: '(body)' });
+    const deep = `${'{"x":'.repeat(5_000)}{"a":1,"a":2}${'}'.repeat(5_000)}`;
+    const { field } = duplicateKeyIn(deep)!;
+    expect(field.length).toBeLessThanOrEqual(201);
+    expect(field).toMatch(/^x\.x\.x.*…$/);
+  });
+
   it.each([
     '{"a":1,"b":{"a":1},"c":[{"a":1},{"a":1}]}',
     '{"a":"\\"a\\":1,","b":"}{[,"}',

@@ -68,11 +68,17 @@ function memberName(literal: string, escaped: boolean): string | null {
   }
 }
 
+/** Paths as validation errors name fields; a path too long to be worth reading (a body nested thousands deep) is cut. */
+const MAX_PATH_CHARS = 200;
+
 function pathOf(stack: readonly Frame[], name: string): string {
   let path = '';
   for (const frame of stack.slice(0, -1)) {
     if (frame.kind === 'array') path += `[${frame.index}]`;
     else if (frame.key !== null) path += path === '' ? frame.key : `.${frame.key}`;
+    if (path.length > MAX_PATH_CHARS) break;
   }
-  return path === '' ? name : `${path}.${name}`;
+  const full = path === '' ? name : `${path}.${name}`;
+  if (full === '') return '(body)';
+  return full.length > MAX_PATH_CHARS ? `${full.slice(0, MAX_PATH_CHARS)}…` : full;
 }

@@ -21,7 +21,7 @@ export function parseQuery<T extends z.ZodType>(schema: T, query: unknown): z.in
 export function pageLimit(max: number, fallback: number) {
   return z
     .string()
-    .regex(/^[0-9]{1,9}$/, 'a whole number in decimal digits')
+    .regex(/^[0-9]{1,9}$/, `a whole number from 1 to ${max}, in decimal digits`)
     .transform(Number)
     .pipe(z.number().int().min(1).max(max))
     .default(fallback);
