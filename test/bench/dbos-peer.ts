@@ -18,7 +18,7 @@ import { OperationStatus, decideReadBack } from '@verity/status-model';
 import { DEFAULT_REJECTION_STATUSES, classifySend } from '../../libs/connectors/src/classify';
 import type { ConnectorEnvironment } from '../../libs/connectors/src/connector';
 import { httpExchange } from '../../libs/connectors/src/http-exchange';
-import { SandboxPaymentsConnector } from '../../libs/connectors/src/sandbox-payments.connector';
+import { SANDBOX_ACCOUNT_HEADER, SandboxPaymentsConnector } from '../../libs/connectors/src/sandbox-payments.connector';
 import { VerityConfig, loadConfig } from '../../libs/platform/src/config';
 
 export interface PeerCharge {
@@ -66,7 +66,7 @@ function registerChargeWorkflow(config: VerityConfig) {
       method: 'POST',
       url: `${env.sandboxUrl}/v1/charges`,
       // The account the connector's readBack reads (its tenant), as Verity's charges carry their tenant's.
-      headers: { 'idempotency-key': idempotencyKey, 'sandbox-account': TENANT },
+      headers: { 'idempotency-key': idempotencyKey, [SANDBOX_ACCOUNT_HEADER]: TENANT },
       body: { amount: charge.amount, currency: charge.currency, reference: charge.reference },
       timeoutMs: env.timeoutMs,
     });

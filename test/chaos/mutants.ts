@@ -44,9 +44,8 @@ export const MUTANTS: Mutant[] = [
     name: 'new-key-per-attempt',
     bug: 'the payments connector sends a new Idempotency-Key on every attempt',
     file: 'libs/connectors/src/sandbox-payments.connector.ts',
-    find: "headers: { 'idempotency-key': `verity-${op.tenantId}-${charge.reference}`, [ACCOUNT_HEADER]: op.tenantId },",
-    replace:
-      "headers: { 'idempotency-key': `verity-${op.tenantId}-${charge.reference}-${Date.now()}`, [ACCOUNT_HEADER]: op.tenantId },",
+    find: "'idempotency-key': `verity-${op.tenantId}-${charge.reference}`,",
+    replace: "'idempotency-key': `verity-${op.tenantId}-${charge.reference}-${Date.now()}`,",
   },
   {
     name: 'resend-found-sent',

@@ -5,6 +5,7 @@ import { clearRedisPrefix, createTestDatabase, TEST_REDIS_URL, TestDatabase, tes
 import { freePort } from '../../scripts/local-services';
 import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
 import { unwatchApi, watchApi } from './openapi-validator';
+import { SANDBOX_ACCOUNT_HEADER } from '../../libs/connectors/src/sandbox-payments.connector';
 
 /** The repository root, from test/support (ts-jest) or dist/test/support (the built fuzz runner). */
 const ROOT = findRoot(__dirname);
@@ -266,7 +267,7 @@ async function waitForReady(app: RunningApp, apiPort?: string): Promise<void> {
  * The demo tenant's account at the sandbox provider (its `sandbox-account` header): a charge a test makes directly, as
  * "someone else" in the same merchant account, must carry it to be seen by the tenant's reads.
  */
-export const DEMO_SANDBOX_ACCOUNT = { 'sandbox-account': 'demo' };
+export const DEMO_SANDBOX_ACCOUNT = { [SANDBOX_ACCOUNT_HEADER]: 'demo' };
 
 export const DEMO = {
   agent: 'demo-agent-key',

@@ -1,4 +1,5 @@
 import { request as httpRequest } from 'node:http';
+import { SANDBOX_ACCOUNT_HEADER } from '@verity/connectors';
 import { connect } from 'node:net';
 import {
   ACCOUNT_HEADER,
@@ -248,6 +249,10 @@ describe('sandbox provider', () => {
       });
       expect(report.charges['order-8'].count).toBe(1);
       expect(report.duplicates).toEqual([{ kind: 'charge', key: 'order-7', count: 3 }]);
+    });
+
+    it('reads the account from the header the payments connector sends', () => {
+      expect(ACCOUNT_HEADER).toBe(SANDBOX_ACCOUNT_HEADER);
     });
 
     it('scopes Idempotency-Keys to the account: the same key in another account is another request', async () => {

@@ -32,7 +32,7 @@ interface ProviderCharge {
  * Every request acts for the operation's tenant, so a tenant's reads see its own charges only — a reference another
  * tenant charged is not this tenant's effect and must never verify its operation.
  */
-const ACCOUNT_HEADER = 'sandbox-account';
+export const SANDBOX_ACCOUNT_HEADER = 'sandbox-account';
 
 /**
  * The sandbox provider's payments: read-back, provider idempotency, irreversible. The Idempotency-Key is derived
@@ -52,7 +52,10 @@ export class SandboxPaymentsConnector implements Connector {
     const exchange = await httpExchange({
       method: 'POST',
       url: `${env.sandboxUrl}/v1/charges`,
-      headers: { 'idempotency-key': `verity-${op.tenantId}-${charge.reference}`, [ACCOUNT_HEADER]: op.tenantId },
+      headers: {
+        'idempotency-key': `verity-${op.tenantId}-${charge.reference}`,
+        [SANDBOX_ACCOUNT_HEADER]: op.tenantId,
+      },
       body: { amount: charge.amount, currency: charge.currency, reference: charge.reference },
       timeoutMs: env.timeoutMs,
       signal: env.signal,
@@ -161,7 +164,7 @@ export class SandboxPaymentsConnector implements Connector {
     const exchange = await httpExchange({
       method: 'GET',
       url: source,
-      headers: { [ACCOUNT_HEADER]: op.tenantId },
+      headers: { [SANDBOX_ACCOUNT_HEADER]: op.tenantId },
       timeoutMs: env.timeoutMs,
       signal: env.signal,
     });
