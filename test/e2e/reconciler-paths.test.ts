@@ -42,6 +42,7 @@ describe('reconciler: verification and reconciliation paths', () => {
     expect(op.evidence).toMatchObject({
       method: 'read_after_write',
       source: expect.stringContaining(`/v1/charges?reference=${reference}`),
+      account: 'demo',
       read_at: expect.any(String),
       as_of_version: expect.any(Number),
       record: { reference, amount: 1250, currency: 'EUR', status: 'succeeded' },

@@ -168,7 +168,8 @@ export class SandboxPaymentsConnector implements Connector {
       timeoutMs: env.timeoutMs,
       signal: env.signal,
     });
-    const evidence: ReadEvidence = { source, read_at: new Date().toISOString() };
+    // The account read is part of what was read: the same URL read for another account answers differently.
+    const evidence: ReadEvidence = { source, account: op.tenantId, read_at: new Date().toISOString() };
     if (exchange.kind !== 'response' || exchange.status !== 200) {
       evidence.error = exchange.kind === 'response' ? `status ${exchange.status}` : exchange.code;
       return { kind: 'unreachable', evidence };
