@@ -31,7 +31,7 @@ const CASES: Case[] = [
   { name: 'invalid JSON', rawBody: '{bad', headers: JSON_HEADERS, status: 400, field: '(body)', rule: 'json' },
   { name: 'truncated JSON', rawBody: '{"agent_id":', headers: JSON_HEADERS, status: 400, rule: 'json' },
   { name: 'a JSON string', rawBody: '"hello"', headers: JSON_HEADERS, status: 400, rule: 'json' },
-  { name: 'JSON null', rawBody: 'null', headers: JSON_HEADERS, status: 400 },
+  { name: 'JSON null', rawBody: 'null', headers: JSON_HEADERS, status: 400, field: '(body)', rule: 'json' },
   // JSON.parse keeps the last of two members of one name: the request stored would not be the one a reader sees.
   {
     name: 'an amount given twice',

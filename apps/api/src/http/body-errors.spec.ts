@@ -15,6 +15,17 @@ describe('bodyParserProblem', () => {
     expect(bodyParserProblem({ type: 'charset.unsupported', status: 415 })).toMatchObject({ status: 415 });
   });
 
+  it.each([
+    ['null', 'the body must be a JSON object, not null'],
+    ['"hello"', 'the body must be a JSON object, not a JSON string'],
+    [' 5 ', 'the body must be a JSON object, not a JSON number'],
+    ['{bad', 'the body is not valid JSON'],
+  ])('says why %s is refused: %s', (body, message) => {
+    expect(bodyParserProblem({ type: 'entity.parse.failed', status: 400, body })).toMatchObject({
+      extras: { errors: [{ field: '(body)', rule: 'json', message }] },
+    });
+  });
+
   it('names the rule for bytes that are not UTF-8 and for a body that does not match its Content-Encoding', () => {
     expect(bodyParserProblem({ type: 'entity.utf8.invalid', status: 400 })).toMatchObject({
       status: 400,

@@ -5,6 +5,8 @@ export const BODY_LIMIT_BYTES = 256 * 1024;
 
 interface BodyParserError {
   type?: unknown;
+  /** The raw body, which body-parser attaches to a parse failure. */
+  body?: unknown;
   /** Ours (verifyJsonBytes): the member named twice. */
   field?: unknown;
   status?: unknown;
@@ -43,7 +45,7 @@ export function bodyParserProblem(error: unknown): Problem | null {
       ]);
     }
     case 'entity.parse.failed':
-      return Problem.validation([{ field: '(body)', rule: 'json', message: 'the body is not valid JSON' }]);
+      return Problem.validation([{ field: '(body)', rule: 'json', message: notJsonMessage(e.body) }]);
     case 'entity.too.large':
       return new Problem(
         413,
@@ -65,6 +67,22 @@ export function bodyParserProblem(error: unknown): Problem | null {
         ? new Problem(e.status, 'bad-request', 'The request body could not be read', e.type)
         : null;
   }
+}
+
+/**
+ * The parser is strict (an object or an array at the top): `null`, `"hello"` or `5` are valid JSON it refuses, and
+ * "not valid JSON" would send the caller looking for a syntax error that is not there.
+ */
+function notJsonMessage(body: unknown): string {
+  if (typeof body === 'string') {
+    try {
+      const value: unknown = JSON.parse(body);
+      return `the body must be a JSON object, not ${value === null ? 'null' : `a JSON ${typeof value}`}`;
+    } catch {
+      // Not JSON at all.
+    }
+  }
+  return 'the body is not valid JSON';
 }
 
 /** Express error middleware placed right after the body parser. */
