@@ -35,8 +35,8 @@ const QueueEndpoint = (id: string, summary: string) =>
       type: String,
       description: 'operation or execution id, key, action, intent or agent',
     }),
-    ApiQuery({ name: 'cursor', required: false, type: String }),
-    ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 200 } }),
+    ApiQuery({ name: 'cursor', required: false, type: String, description: '`next_cursor` of the previous page' }),
+    ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 200, default: 50 } }),
   );
 
 /** The review console's work queues (reviewer role). Params in these views are masked: reviewers need no secrets. */

@@ -1827,6 +1827,7 @@ export interface operations {
         connector?: string;
         /** @description operation or execution id, key, action, intent or agent */
         q?: string;
+        /** @description `next_cursor` of the previous page */
         cursor?: string;
         limit?: number;
       };
@@ -1868,6 +1869,7 @@ export interface operations {
         connector?: string;
         /** @description operation or execution id, key, action, intent or agent */
         q?: string;
+        /** @description `next_cursor` of the previous page */
         cursor?: string;
         limit?: number;
       };
@@ -2612,7 +2614,11 @@ export interface operations {
   };
   listWebhookDeliveries: {
     parameters: {
-      query?: never;
+      query?: {
+        limit?: number;
+        /** @description `next_cursor` of the previous page */
+        cursor?: string;
+      };
       header?: never;
       path: {
         /** @description webhook endpoint id (whk_…) */
