@@ -277,6 +277,31 @@ describe('operator role, safe defaults and hostile clients', () => {
       expect(await count('executions')).toBe(before);
     });
 
+    it.each([
+      ['Authorization', [agent, 'authorization: Bearer someone-elses-key']],
+      ['Content-Type', [agent, 'content-type: application/json', 'content-type: text/plain']],
+      ['Idempotency-Key', [agent, 'content-type: application/json', 'idempotency-key: a', 'idempotency-key: b']],
+    ])(
+      'refuses %s given twice (Node would keep the first without a word), and writes nothing',
+      async (name, headers) => {
+        const before = await count('executions');
+        const answer = await rawExchange(
+          request(
+            'POST /v1/executions HTTP/1.1',
+            ['host: x', 'connection: close', ...headers],
+            JSON.stringify(submission([charge(unique('twice'))])),
+          ),
+        );
+        expect(answer.status).toBe(400);
+        expect(JSON.parse(answer.body)).toMatchObject({
+          type: 'https://verity.dev/problems/bad-request',
+          detail: `${name.toLowerCase()} may be given once`,
+        });
+        expect(answer.headers['x-request-id']).toBeDefined();
+        expect(await count('executions')).toBe(before);
+      },
+    );
+
     it('answers nothing while a request on the connection is still handled: the refusal would read as its answer', async () => {
       const before = await count('executions');
       const submit = request(

@@ -22,7 +22,13 @@ import { ApiModule } from './api.module';
 import { mountBullBoard } from './bull-board';
 import { BODY_LIMIT_BYTES, bodyErrorHandler } from './http/body-errors';
 import { answerClientErrors } from './http/client-errors';
-import { bodyReadTimeout, rejectUnsafeJson, rejectUnsafeUrl, verifyJsonBytes } from './http/hostile-input';
+import {
+  bodyReadTimeout,
+  rejectRepeatedHeaders,
+  rejectUnsafeJson,
+  rejectUnsafeUrl,
+  verifyJsonBytes,
+} from './http/hostile-input';
 import { requestContext } from './http/request-context';
 import { pageSecurityHeaders } from './http/security-headers';
 import { buildOpenApi } from './openapi';
@@ -59,6 +65,7 @@ async function bootstrap(): Promise<void> {
     });
   }
   app.use(rejectUnsafeUrl);
+  app.use(rejectRepeatedHeaders);
   app.use(bodyReadTimeout(config.BODY_TIMEOUT_MS));
   app.useBodyParser('json', {
     limit: BODY_LIMIT_BYTES,

@@ -40,6 +40,27 @@ export function rejectUnsafeUrl(req: Request, res: Response, next: NextFunction)
 }
 
 /**
+ * Headers Node keeps only the first of when they come twice (it drops the rest without a word): the key a proxy or a
+ * log took from the second `Authorization` would not be the one that acted, nor the second `Content-Type` the one the
+ * body was read as. Refused instead, naming the header.
+ */
+const SINGLE_HEADERS = new Set(['authorization', 'content-type', 'idempotency-key']);
+
+export function rejectRepeatedHeaders(req: Request, res: Response, next: NextFunction): void {
+  const seen = new Set<string>();
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    const name = req.rawHeaders[i].toLowerCase();
+    if (!SINGLE_HEADERS.has(name)) continue;
+    if (seen.has(name)) {
+      sendProblem(req, res, new Problem(400, 'bad-request', 'Header given twice', `${name} may be given once`));
+      return;
+    }
+    seen.add(name);
+  }
+  next();
+}
+
+/**
  * A body must arrive within `ms` (a client sending a byte every few seconds would otherwise hold a connection and a
  * parser for minutes). The answer is a problem+json 408, and the connection is closed: the rest of the body is unread.
  */
