@@ -66,6 +66,20 @@ const CASES: Case[] = [
     headers: { 'content-type': 'application/json; charset=latin1' },
     status: 415,
   },
+  // A utf-* charset the parser would decode, into text that then fails as JSON with a 400 naming the wrong cause.
+  ...['utf-16', 'UTF-16LE', 'utf-32', '"utf-7"'].map((charset) => ({
+    name: `charset ${charset}`,
+    rawBody: Buffer.from(JSON.stringify(base()), 'utf16le'),
+    headers: { 'content-type': `application/json; charset=${charset}` },
+    status: 415,
+  })),
+  {
+    name: 'charset UTF-8 in capitals is UTF-8',
+    rawBody: JSON.stringify({ ...base(), agent_id: 5 }),
+    headers: { 'content-type': 'application/json; charset=UTF-8' },
+    status: 400,
+    field: 'agent_id',
+  },
   {
     name: 'an unsupported content encoding',
     rawBody: JSON.stringify(base()),

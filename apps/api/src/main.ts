@@ -24,6 +24,7 @@ import { BODY_LIMIT_BYTES, bodyErrorHandler } from './http/body-errors';
 import { answerClientErrors } from './http/client-errors';
 import {
   bodyReadTimeout,
+  rejectOtherCharsets,
   rejectRepeatedHeaders,
   rejectUnsafeJson,
   rejectUnsafeUrl,
@@ -66,6 +67,7 @@ async function bootstrap(): Promise<void> {
   }
   app.use(rejectUnsafeUrl);
   app.use(rejectRepeatedHeaders);
+  app.use(rejectOtherCharsets);
   app.use(bodyReadTimeout(config.BODY_TIMEOUT_MS));
   app.useBodyParser('json', {
     limit: BODY_LIMIT_BYTES,

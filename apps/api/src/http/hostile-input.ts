@@ -61,6 +61,20 @@ export function rejectRepeatedHeaders(req: Request, res: Response, next: NextFun
 }
 
 /**
+ * A body is UTF-8 JSON. The JSON parser refuses most other charsets itself (415), but decodes any `utf-*` (UTF-16
+ * among them) into text that then fails as JSON or as UTF-8 with a 400 that names the wrong cause: refused here, as
+ * every other charset is.
+ */
+export function rejectOtherCharsets(req: Request, res: Response, next: NextFunction): void {
+  const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(req.headers['content-type'] ?? '')?.[1].toLowerCase();
+  if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
+    sendProblem(req, res, new Problem(415, 'unsupported-media-type', 'Unsupported charset', 'send UTF-8 JSON'));
+    return;
+  }
+  next();
+}
+
+/**
  * A body must arrive within `ms` (a client sending a byte every few seconds would otherwise hold a connection and a
  * parser for minutes). The answer is a problem+json 408, and the connection is closed: the rest of the body is unread.
  */
