@@ -1,3 +1,6 @@
+-- lockTenantEndpoints
+SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints' || chr(31) || $1, 0));
+
 -- createEndpoint
 INSERT INTO webhook_endpoints (id, tenant_id, url, events, secret, created_by)
      SELECT $1, $2, $3, $4, $5, $6

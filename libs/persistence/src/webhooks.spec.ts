@@ -7,20 +7,22 @@ import {
   MAX_WEBHOOK_ENDPOINTS,
   WEBHOOK_CANDIDATES_SQL,
   createWebhookEndpoint,
+  createWebhookEndpointIn,
   listWebhookDeliveries,
+  listWebhookEndpoints,
   scanWebhookOutbox,
 } from './webhooks';
 
 /** The webhook outbox reads the events table from a cursor: nothing committed is skipped, nothing is announced twice. */
 describe('webhook outbox (real Postgres)', () => {
-  const db = useTestDatabase('whoutbox', ['acme', 'other']);
+  const db = useTestDatabase('whoutbox', ['acme', 'other', 'racing']);
   const transitions = new TransitionService();
   let endpointId: string;
 
   beforeAll(async () => {
     ({
       endpoint: { id: endpointId },
-    } = (await createWebhookEndpoint(db.dataSource.manager, new SecretsCipher(undefined), {
+    } = (await createWebhookEndpoint(db.dataSource, new SecretsCipher(undefined), {
       tenantId: 'acme',
       url: 'http://127.0.0.1:9/hook',
       events: ['execution.finished'],
@@ -98,15 +100,53 @@ describe('webhook outbox (real Postgres)', () => {
     expect(plan.map((p) => p['QUERY PLAN']).join('\n')).toContain('events_webhook_outbox');
   });
 
+  const endpointFor = (tenantId: string) => ({
+    tenantId,
+    url: 'http://127.0.0.1:9/hook',
+    events: ['webhook.disabled'],
+    createdBy: 'test',
+  });
+
   it('refuses an endpoint beyond the per-tenant limit', async () => {
-    const add = () =>
-      createWebhookEndpoint(db.dataSource.manager, new SecretsCipher(undefined), {
-        tenantId: 'other',
-        url: 'http://127.0.0.1:9/hook',
-        events: ['webhook.disabled'],
-        createdBy: 'test',
-      });
+    const add = () => createWebhookEndpoint(db.dataSource, new SecretsCipher(undefined), endpointFor('other'));
     for (let i = 0; i < MAX_WEBHOOK_ENDPOINTS; i += 1) expect(await add()).not.toBeNull();
     expect(await add()).toBeNull();
+  });
+
+  /** Until a session of this database waits for an advisory lock (polled, never slept on blindly). */
+  async function waitingForALock(stop: () => boolean): Promise<void> {
+    while (!stop()) {
+      const [{ n }] = (await db.dataSource.query(
+        `SELECT count(*)::int AS n FROM pg_locks
+          WHERE locktype = 'advisory' AND NOT granted
+            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+      )) as { n: number }[];
+      if (n > 0) return;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+
+  it('refuses the endpoint beyond the limit when two creates run at once (the second waits for the first)', async () => {
+    const cipher = new SecretsCipher(undefined);
+    for (let i = 0; i < MAX_WEBHOOK_ENDPOINTS - 1; i += 1) {
+      expect(await createWebhookEndpoint(db.dataSource, cipher, endpointFor('racing'))).not.toBeNull();
+    }
+    // The last place, taken by a create whose transaction is still open when the next create starts.
+    const first = db.dataSource.createQueryRunner();
+    await first.connect();
+    try {
+      await first.startTransaction();
+      expect(await createWebhookEndpointIn(first.manager, cipher, endpointFor('racing'))).not.toBeNull();
+      const second = createWebhookEndpoint(db.dataSource, cipher, endpointFor('racing'));
+      // The second create has either finished (it did not wait: the bug) or is seen waiting for the first's lock.
+      let finished = false;
+      void second.finally(() => (finished = true));
+      await Promise.race([second, waitingForALock(() => finished)]);
+      await first.commitTransaction();
+      expect(await second).toBeNull();
+    } finally {
+      await first.release();
+    }
+    expect(await listWebhookEndpoints(db.dataSource.manager, 'racing')).toHaveLength(MAX_WEBHOOK_ENDPOINTS);
   });
 });

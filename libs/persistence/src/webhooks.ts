@@ -27,7 +27,9 @@ const DELIVERY_COLUMNS = `id, endpoint_id, event_id, type, payload, status, roun
 
 /** Every statement of the webhook aggregate (endpoints, the delivery log, the outbox cursor). */
 export const WEBHOOKS_SQL = {
-  // The tenant's endpoint count is checked in the INSERT itself, so two concurrent creates cannot both pass it.
+  // Creates of one tenant's endpoints take turns (a transaction-scoped lock on the tenant), so the count the INSERT
+  // checks, read in the statement after the lock, includes every endpoint a create before it committed.
+  lockTenantEndpoints: `SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints' || chr(31) || $1, 0))`,
   createEndpoint: `INSERT INTO webhook_endpoints (id, tenant_id, url, events, secret, created_by)
      SELECT $1, $2, $3, $4, $5, $6
      WHERE (SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $2) < $7
@@ -143,18 +145,34 @@ function newSigningSecret(): string {
 /** Each endpoint multiplies every event's deliveries: a tenant has at most this many. */
 export const MAX_WEBHOOK_ENDPOINTS = 20;
 
+type NewWebhookEndpoint = { tenantId: string; url: string; events: string[]; createdBy: string };
+
 /**
  * Creates an endpoint; the signing secret is returned here, once, and stored sealed (SECRETS_KEY). Null when the
- * tenant already has MAX_WEBHOOK_ENDPOINTS (counted in the INSERT itself).
+ * tenant already has MAX_WEBHOOK_ENDPOINTS. Its own transaction: see createWebhookEndpointIn.
  */
-export async function createWebhookEndpoint(
-  db: Queryable,
+export function createWebhookEndpoint(
+  dataSource: DataSource,
   secrets: SecretsCipher,
-  input: { tenantId: string; url: string; events: string[]; createdBy: string },
+  input: NewWebhookEndpoint,
 ): Promise<{ endpoint: WebhookEndpointRow; secret: string } | null> {
+  return transaction(dataSource, (tx) => createWebhookEndpointIn(tx, secrets, input));
+}
+
+/**
+ * The create inside a transaction the caller holds. A count in the INSERT alone is not enough: under READ COMMITTED
+ * two creates running at once each count the endpoints committed before them, and both pass at the limit. The
+ * tenant's lock makes the second wait, and its INSERT (a later statement, a later snapshot) counts the first's row.
+ */
+export async function createWebhookEndpointIn(
+  tx: Queryable,
+  secrets: SecretsCipher,
+  input: NewWebhookEndpoint,
+): Promise<{ endpoint: WebhookEndpointRow; secret: string } | null> {
+  await rows(tx, WEBHOOKS_SQL.lockTenantEndpoints, [input.tenantId]);
   const id = newId('whk');
   const secret = newSigningSecret();
-  const [endpoint] = await rows<WebhookEndpointRow>(db, WEBHOOKS_SQL.createEndpoint, [
+  const [endpoint] = await rows<WebhookEndpointRow>(tx, WEBHOOKS_SQL.createEndpoint, [
     id,
     input.tenantId,
     input.url,

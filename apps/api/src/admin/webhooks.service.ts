@@ -88,7 +88,7 @@ export class WebhooksService {
         },
       ]);
     }
-    const created = await createWebhookEndpoint(this.db.manager, this.cipher, {
+    const created = await createWebhookEndpoint(this.db, this.cipher, {
       tenantId: principal.tenantId,
       url: input.url,
       events: input.events,
