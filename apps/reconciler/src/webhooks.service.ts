@@ -1,6 +1,6 @@
 import { Inject, Injectable, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { checkTarget, httpExchange, lookupFor } from '@verity/connectors';
+import { checkTarget, effectiveAllowHosts, httpExchange, lookupFor } from '@verity/connectors';
 import {
   AttemptOutcome,
   DeliveryToSend,
@@ -13,7 +13,7 @@ import {
   scanWebhookOutbox,
   skipWebhookDelivery,
 } from '@verity/persistence';
-import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, tenantPrivateEgress } from '@verity/platform';
 import { JobName, JobProducer, webhookDeliveryJob } from '@verity/queues';
 import { Webhook } from 'standardwebhooks';
 import { DataSource } from 'typeorm';
@@ -142,7 +142,10 @@ export class WebhooksService implements OnApplicationBootstrap, OnApplicationShu
     // The tenant's http allowlist and the SSRF rules apply to every send, not only when the endpoint was created: an
     // allowlist entry removed since then, or a host now resolving to a private address, stops the delivery.
     const settings = await loadConnectorSettings(this.db.manager, delivery.tenantId, 'http', { withSecrets: false });
-    const target = checkTarget(delivery.url, settings.allowHosts);
+    const target = checkTarget(
+      delivery.url,
+      effectiveAllowHosts(settings.allowHosts, tenantPrivateEgress(this.config)),
+    );
     if ('code' in target) return { outcome: { ok: false, status: null, error: target.message }, retryable: false };
     let refused: string | null = null;
     const body = delivery.body;

@@ -1,5 +1,13 @@
 import { createServer } from 'node:http';
-import { checkTarget, classifyAddress, isAddressAllowed, lookupFor, nonCanonicalIpv4, parseIpv6 } from './egress';
+import {
+  checkTarget,
+  classifyAddress,
+  effectiveAllowHosts,
+  isAddressAllowed,
+  lookupFor,
+  nonCanonicalIpv4,
+  parseIpv6,
+} from './egress';
 import { guardedExchange } from './http.connector';
 import type { AllowedHost } from './connector';
 import type { Resolver } from './egress';
@@ -189,5 +197,27 @@ describe('guarded requests against real loopback servers', () => {
       ),
     );
     expect(one).toEqual([null, '93.184.216.34', 4]);
+  });
+});
+
+describe('effectiveAllowHosts', () => {
+  const entries: AllowedHost[] = [
+    { host: 'api.example.com' },
+    { host: '10.0.0.5', ports: [8443], allow_private: true },
+  ];
+
+  it('keeps allow_private when the platform grants private egress, and drops it when not', () => {
+    expect(effectiveAllowHosts(entries, true)).toEqual(entries);
+    expect(effectiveAllowHosts(entries, false)).toEqual([
+      { host: 'api.example.com' },
+      { host: '10.0.0.5', ports: [8443], allow_private: false },
+    ]);
+    expect(effectiveAllowHosts(undefined, false)).toBeUndefined();
+  });
+
+  it('so a private address an entry allowed is refused without the grant', () => {
+    const target = checkTarget('http://10.0.0.5:8443/x', effectiveAllowHosts(entries, false));
+    expect(target).toMatchObject({ message: expect.stringMatching(/10\.0\.0\.5 is a private address/) });
+    expect(checkTarget('http://10.0.0.5:8443/x', effectiveAllowHosts(entries, true))).not.toHaveProperty('message');
   });
 });

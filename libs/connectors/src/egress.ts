@@ -214,6 +214,19 @@ export function checkTarget(
   return { url, host, port, entry };
 }
 
+/**
+ * A tenant's allowlist as the platform lets it act: without private egress (TENANT_PRIVATE_EGRESS off) its
+ * `allow_private` entries count as plain ones, so an entry written before the operator turned it off allows nothing
+ * private either.
+ */
+export function effectiveAllowHosts(
+  allowHosts: readonly AllowedHost[] | undefined,
+  privateEgress: boolean,
+): AllowedHost[] | undefined {
+  if (!allowHosts || privateEgress) return allowHosts ? [...allowHosts] : allowHosts;
+  return allowHosts.map((entry) => (entry.allow_private ? { ...entry, allow_private: false } : entry));
+}
+
 export type Resolver = (hostname: string) => Promise<{ address: string; family: number }[]>;
 
 export const systemResolver: Resolver = (hostname) =>

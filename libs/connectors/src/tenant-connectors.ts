@@ -6,16 +6,17 @@ import {
   SecretsCipher,
   loadConnectorSettings,
 } from '@verity/persistence';
-import { VERITY_CONFIG } from '@verity/platform';
+import { VERITY_CONFIG, VerityConfig, tenantPrivateEgress } from '@verity/platform';
 import { DataSource } from 'typeorm';
 import type { Connector, ConnectorEnvironment, TenantConnectorSettings } from './connector';
+import { effectiveAllowHosts } from './egress';
 import { ConnectorRegistry } from './registry';
 
 /** What every connector call needs from the app's configuration. */
-export interface ConnectorCallConfig {
-  SANDBOX_URL: string;
-  CONNECTOR_TIMEOUT_MS: number;
-}
+export type ConnectorCallConfig = Pick<
+  VerityConfig,
+  'SANDBOX_URL' | 'CONNECTOR_TIMEOUT_MS' | 'TENANT_PRIVATE_EGRESS' | 'NODE_ENV'
+>;
 
 /** Which connector of which tenant a call is for (an operation row, or anything naming both). */
 export interface TenantConnectorRef {
@@ -72,7 +73,12 @@ export class TenantConnectors {
 
   /** The environment of a call with the tenant's settings already read (a send reads them once for several calls). */
   callEnvironment(tenant: TenantConnectorSettings): ConnectorEnvironment {
-    return { sandboxUrl: this.config.SANDBOX_URL, timeoutMs: this.config.CONNECTOR_TIMEOUT_MS, tenant };
+    const allowHosts = effectiveAllowHosts(tenant.allowHosts, tenantPrivateEgress(this.config));
+    return {
+      sandboxUrl: this.config.SANDBOX_URL,
+      timeoutMs: this.config.CONNECTOR_TIMEOUT_MS,
+      tenant: { ...tenant, allowHosts },
+    };
   }
 
   /** The environment of one call for this operation, with the tenant's settings read now. */

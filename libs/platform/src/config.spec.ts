@@ -1,4 +1,4 @@
-import { ConfigError, loadConfig, tracingOn, tracingVariables } from './config';
+import { ConfigError, loadConfig, tenantPrivateEgress, tracingOn, tracingVariables } from './config';
 
 describe('loadConfig: test-only kill points', () => {
   it('are off by default', () => {
@@ -123,5 +123,17 @@ describe('queue shards and Redis Cluster', () => {
     expect(() => loadConfig({ REDIS_CLUSTER_NODES: '10.0.0.1:7000', QUEUE_PREFIX: 'verity' })).toThrow('QUEUE_PREFIX');
     expect(() => loadConfig({ REDIS_CLUSTER_NODES: 'nohost' })).toThrow('REDIS_CLUSTER_NODES');
     expect(() => loadConfig({ QUEUE_SHARDS: '0' })).toThrow('QUEUE_SHARDS');
+  });
+});
+
+describe('TENANT_PRIVATE_EGRESS: private addresses are the operator’s to open to tenants', () => {
+  it.each([
+    [{ NODE_ENV: 'production' }, false],
+    [{ NODE_ENV: 'development' }, true],
+    [{ NODE_ENV: 'test' }, true],
+    [{ NODE_ENV: 'production', TENANT_PRIVATE_EGRESS: 'true' }, true],
+    [{ NODE_ENV: 'development', TENANT_PRIVATE_EGRESS: 'false' }, false],
+  ])('%j → %s', (env, allowed) => {
+    expect(tenantPrivateEgress(loadConfig(env))).toBe(allowed);
   });
 });

@@ -162,6 +162,12 @@ const ConfigSchema = z
     SSE_HEARTBEAT_MS: ms(15_000),
     /** Bull Board is read-only in every mode; only this, set explicitly, lets an operator retry or pause jobs there. */
     BULL_BOARD_WRITABLE: bool,
+    /**
+     * Whether a tenant's admin may allow private addresses (loopback, RFC 1918, link-local such as 169.254.169.254…)
+     * for a host of the http connector and webhooks (`allow_private`): those are the platform's own network, so an
+     * operator grants it. Unset: allowed except in production.
+     */
+    TENANT_PRIVATE_EGRESS: bool,
     /** /metrics answers only to an operator key or this bearer token (Prometheus `bearer_token`)... */
     METRICS_TOKEN: z.preprocess((v) => (v === '' ? undefined : v), z.string().min(16).optional()),
     /** ...unless this is set: then /metrics is open to anyone who can reach the port. */
@@ -268,6 +274,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): VerityConfig {
     if (armed.length > 0) throw new ConfigError(`invalid configuration: ${armed.join(', ')} must be 0 in production`);
   }
   return parsed.data;
+}
+
+/** Whether tenants' `allow_private` entries count (TENANT_PRIVATE_EGRESS, by default everywhere but production). */
+export function tenantPrivateEgress(config: Pick<VerityConfig, 'TENANT_PRIVATE_EGRESS' | 'NODE_ENV'>): boolean {
+  return config.TENANT_PRIVATE_EGRESS ?? config.NODE_ENV !== 'production';
 }
 
 /** The timings that bound when a call may still reach a provider (the status model's CallTimings). */

@@ -16,7 +16,7 @@ import {
   upsertConnectorSettings,
   writeConnectorSecret,
 } from '@verity/persistence';
-import { LOGGER, Logger } from '@verity/platform';
+import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, tenantPrivateEgress } from '@verity/platform';
 import { DataSource, EntityManager } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { FieldError, Problem } from '../problem/problem';
@@ -39,6 +39,7 @@ export class ConnectorSettingsService {
     @InjectDataSource() private readonly db: DataSource,
     private readonly cipher: SecretsCipher,
     private readonly connectors: ConnectorRegistry,
+    @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
@@ -66,6 +67,17 @@ export class ConnectorSettingsService {
         field: 'allow_hosts',
         rule: 'not_applicable',
         message: `${connectorName} calls a fixed provider; an outbound allowlist applies to http only`,
+      });
+    }
+    if (!tenantPrivateEgress(this.config)) {
+      (input.allow_hosts ?? []).forEach((entry, i) => {
+        if (!entry.allow_private) return;
+        errors.push({
+          field: `allow_hosts[${i}].allow_private`,
+          rule: 'private_egress_disabled',
+          message:
+            'this platform lets no tenant reach private addresses (its operator can, with TENANT_PRIVATE_EGRESS)',
+        });
       });
     }
     if (input.secrets !== undefined && !connector.settings?.secrets) {

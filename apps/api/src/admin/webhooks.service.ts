@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { checkTarget } from '@verity/connectors';
+import { checkTarget, effectiveAllowHosts } from '@verity/connectors';
 import {
   SecretsCipher,
   WebhookDeliveryRow,
@@ -15,7 +15,7 @@ import {
   loadConnectorSettings,
   redeliverWebhook,
 } from '@verity/persistence';
-import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, tenantPrivateEgress } from '@verity/platform';
 import { JobName, JobProducer, webhookDeliveryJob } from '@verity/queues';
 import { DataSource } from 'typeorm';
 import type { z } from 'zod';
@@ -78,7 +78,7 @@ export class WebhooksService {
     // The same check the http connector makes before every call; the delivery worker repeats it (and vets the
     // addresses the host resolves to) before every send.
     const settings = await loadConnectorSettings(this.db.manager, principal.tenantId, 'http', { withSecrets: false });
-    const target = checkTarget(input.url, settings.allowHosts);
+    const target = checkTarget(input.url, effectiveAllowHosts(settings.allowHosts, tenantPrivateEgress(this.config)));
     if ('code' in target) {
       throw Problem.validation([
         {
