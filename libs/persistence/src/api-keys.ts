@@ -41,6 +41,17 @@ export function generateApiKey(role: KeyRole): string {
   return `vk_${role}_${randomBytes(24).toString('base64url')}`;
 }
 
+/**
+ * What is kept of a key in clear, to show and to revoke by: its role part and 8 random characters after it. A fixed
+ * 12 characters was exactly `vk_reviewer_` or `vk_operator_` — every such key of every tenant had the same prefix,
+ * which could neither tell a leaked key's row nor revoke one (and agent keys kept 3 random characters). A key of
+ * another shape (a seeded demo key) keeps its first 12 characters.
+ */
+export function keyPrefix(key: string): string {
+  const rolePart = /^vk_[a-z]+_/.exec(key)?.[0];
+  return rolePart ? key.slice(0, rolePart.length + 8) : key.slice(0, 12);
+}
+
 export async function ensureTenant(db: EntityManager, id: string, name = id): Promise<TenantEntity> {
   await db.query(API_KEY_SQL.ensureTenant, [id, name]);
   return db.getRepository(TenantEntity).findOneByOrFail({ id });
@@ -61,7 +72,7 @@ export async function createApiKey(
     input.tenantId,
     input.role,
     hashApiKey(key),
-    key.slice(0, 12),
+    keyPrefix(key),
     input.label ?? null,
   ]);
   return { id, key };
