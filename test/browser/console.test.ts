@@ -398,6 +398,20 @@ if (chromiumMissing) {
     await shoot('08-execution-all-verified');
   });
 
+  it('isolates what an agent wrote: a right-to-left override cannot reorder the console text around it', async () => {
+    const execution = await submit([charge(unique('order'))], {
+      agent_id: 'agent\u202eDEIFIREV',
+      intent: 'Charge \u202edeifirev si ti',
+    });
+    await page.goto(consoleUrl(`/executions/${execution.id}`));
+    const lede = page.locator('q', { hasText: 'Charge' });
+    await lede.waitFor();
+    const agent = page.locator('code', { hasText: 'agent' }).first();
+    for (const element of [lede, agent]) {
+      expect(await element.evaluate((el) => getComputedStyle(el).unicodeBidi)).toBe('isolate');
+    }
+  });
+
   it('pages a queue newest first with a cursor, neither skipping nor repeating', async () => {
     const execution = await submit([
       charge(unique('order'), { key: 'first', requires_approval: true }),
