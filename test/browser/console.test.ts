@@ -407,9 +407,11 @@ if (chromiumMissing) {
     const lede = page.locator('q', { hasText: 'Charge' });
     await lede.waitFor();
     const agent = page.locator('code', { hasText: 'agent' }).first();
-    for (const element of [lede, agent]) {
-      expect(await element.evaluate((el) => getComputedStyle(el).unicodeBidi)).toBe('isolate');
-    }
+    // Runs in the page (this file is compiled without the DOM's types).
+    const bidi = (el: unknown) =>
+      (globalThis as unknown as { getComputedStyle(e: unknown): { unicodeBidi: string } }).getComputedStyle(el)
+        .unicodeBidi;
+    for (const element of [lede, agent]) expect(await element.evaluate(bidi)).toBe('isolate');
   });
 
   it('pages a queue newest first with a cursor, neither skipping nor repeating', async () => {
