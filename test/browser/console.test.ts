@@ -414,6 +414,20 @@ if (chromiumMissing) {
     for (const element of [lede, agent]) expect(await element.evaluate(bidi)).toBe('isolate');
   });
 
+  it('masks secret-looking params, and shows them on request: the reviewer decides on what will be sent', async () => {
+    const reference = `${unique('order')} Bearer ALL-FUNDS-TO-ATTACKER`;
+    const execution = await submit([charge(reference, { requires_approval: true })]);
+    await page.goto(consoleUrl(`/operations/${execution.operations[0].id}`));
+    const params = page.locator('pre[aria-label^="Params"]');
+    await params.waitFor();
+    expect(await params.textContent()).toContain('Bearer ••••••');
+    expect(await params.textContent()).not.toContain('ALL-FUNDS-TO-ATTACKER');
+    const reveal = page.getByRole('button', { name: 'Show masked values' });
+    await reveal.click();
+    expect(await params.textContent()).toContain(reference);
+    expect(await page.getByRole('button', { name: 'Mask them again' }).getAttribute('aria-pressed')).toBe('true');
+  });
+
   it('pages a queue newest first with a cursor, neither skipping nor repeating', async () => {
     const execution = await submit([
       charge(unique('order'), { key: 'first', requires_approval: true }),

@@ -76,6 +76,34 @@ export function json(value: unknown, label: string): HTMLElement {
   return h('pre', { class: 'json', tabindex: 0, 'aria-label': label }, JSON.stringify(maskSecrets(value), null, 2));
 }
 
+/**
+ * Masked JSON a reviewer can unmask. What is masked is chosen by names and patterns (a field called `…token`, a
+ * `Bearer …` inside a string), and an agent could shape what it sends to look like that; the reviewer decides on what
+ * will be sent, so the values stay one click away (the API returns them to a reviewer anyway).
+ */
+export function revealableJson(value: unknown, label: string): HTMLElement {
+  const masked = JSON.stringify(maskSecrets(value), null, 2);
+  const raw = JSON.stringify(value, null, 2);
+  const block = h('pre', { class: 'json', tabindex: 0, 'aria-label': label }, masked);
+  if (masked === raw) return block;
+  const toggle: HTMLButtonElement = h(
+    'button',
+    {
+      type: 'button',
+      class: 'reveal',
+      'aria-pressed': 'false',
+      onclick: () => {
+        const revealed = toggle.getAttribute('aria-pressed') === 'true';
+        block.textContent = revealed ? masked : raw;
+        toggle.setAttribute('aria-pressed', String(!revealed));
+        toggle.textContent = revealed ? 'Show masked values' : 'Mask them again';
+      },
+    },
+    'Show masked values',
+  );
+  return h('div', { class: 'revealable' }, toggle, block);
+}
+
 export function definitions(rows: Array<[string, Child] | null | false>): HTMLElement {
   return h(
     'dl',

@@ -17,6 +17,7 @@ import {
   h,
   intentAndAgent,
   json,
+  revealableJson,
   link,
   relative,
   section,
@@ -355,9 +356,9 @@ function requestSection(op: OperationDetail): HTMLElement {
       ['Acknowledged at', time(op.acknowledged_at)],
       op.retry_of ? ['Retry of', link(`/console/operations/${op.retry_of}`, code(op.retry_of))] : null,
     ]),
-    h('h3', {}, 'Params ', h('span', { class: 'muted' }, '(secrets masked)')),
-    json(op.params, 'Params, secrets masked'),
-    op.expected_state ? [h('h3', {}, 'Expected state'), json(op.expected_state, 'Expected state')] : null,
+    h('h3', {}, 'Params ', h('span', { class: 'muted' }, '(secret-looking values masked)')),
+    revealableJson(op.params, 'Params, secret-looking values masked'),
+    op.expected_state ? [h('h3', {}, 'Expected state'), revealableJson(op.expected_state, 'Expected state')] : null,
   );
 }
 
