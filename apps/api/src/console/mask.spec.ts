@@ -1,4 +1,4 @@
-import { MASK, isSecretKey, maskSecrets, maskString } from './mask';
+import { MASK, isSecretKey, isSecretParam, maskSecrets, maskString } from './mask';
 
 describe('console secret masking', () => {
   it('masks values under secret-looking keys at any depth, and leaves the rest', () => {
@@ -30,6 +30,20 @@ describe('console secret masking', () => {
     expect(maskString('https://x.test/v1/charges?reference=order-1')).toBe(
       'https://x.test/v1/charges?reference=order-1',
     );
+  });
+
+  it('masks a query parameter that names a credential, and not one that merely contains its letters', () => {
+    expect(
+      maskString('https://x.test/t?api_key=1&apiKey=2&auth=3&X-Amz-Signature=4&client_secret=5&session_token=6'),
+    ).toBe(
+      `https://x.test/t?api_key=${MASK}&apiKey=${MASK}&auth=${MASK}&X-Amz-Signature=${MASK}&client_secret=${MASK}&session_token=${MASK}`,
+    );
+    expect(maskString('https://x.test/transfer?to=attacker&monkey=ALL_FUNDS&keyword=delete&author=me')).toBe(
+      'https://x.test/transfer?to=attacker&monkey=ALL_FUNDS&keyword=delete&author=me',
+    );
+    for (const name of ['key', 'private-key', 'authKey', 'AUTH']) expect(isSecretParam(name)).toBe(true);
+    for (const name of ['monkey', 'keyword', 'author', 'keys_count', 'sig', 'id'])
+      expect(isSecretParam(name)).toBe(false);
   });
 
   it('recognises secret key names regardless of case and separators', () => {

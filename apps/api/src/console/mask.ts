@@ -28,13 +28,25 @@ export function isSecretKey(key: string): boolean {
   return SECRET_KEY_PARTS.some((part) => normalized.includes(part));
 }
 
+/**
+ * A query parameter that names a credential: a secret-looking name, or one with a word `key` or `auth` in it
+ * (`api_key`, `apiKey`, `auth`) — as a word, so `monkey`, `keyword` and `author` are shown as they are.
+ */
+export function isSecretParam(name: string): boolean {
+  if (isSecretKey(name)) return true;
+  const words = name
+    .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
+    .toLowerCase()
+    .split(/[^a-z0-9]+/);
+  return words.includes('key') || words.includes('auth');
+}
+
 export function maskString(value: string): string {
   return value
     .replace(/\{\{\s*secret:[^}]*\}\}/gi, `{{secret:${MASK}}}`)
     .replace(/\b(Bearer|Basic)\s+[^\s"',;]+/gi, `$1 ${MASK}`)
-    .replace(
-      /([?&][^=&#\s]*(?:token|secret|password|key|signature|auth)[^=&#\s]*=)[^&#\s]*/gi,
-      (_match, name: string) => `${name}${MASK}`,
+    .replace(/([?&])([^=&#\s]+)=([^&#\s]*)/g, (match, separator: string, name: string) =>
+      isSecretParam(name) ? `${separator}${name}=${MASK}` : match,
     );
 }
 
