@@ -1,19 +1,18 @@
 import { Inject, Injectable, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { checkTarget, effectiveAllowHosts, httpExchange, lookupFor } from '@verity/connectors';
+import { TenantConnectors, checkTarget, httpExchange, lookupFor } from '@verity/connectors';
 import {
   AttemptOutcome,
   DeliveryToSend,
   OwedDelivery,
   SecretsCipher,
-  loadConnectorSettings,
   loadDeliveryToSend,
   owedWebhookDeliveries,
   recordWebhookAttempt,
   scanWebhookOutbox,
   skipWebhookDelivery,
 } from '@verity/persistence';
-import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, tenantPrivateEgress } from '@verity/platform';
+import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { JobName, JobProducer, webhookDeliveryJob } from '@verity/queues';
 import { Webhook } from 'standardwebhooks';
 import { DataSource } from 'typeorm';
@@ -43,6 +42,7 @@ export class WebhooksService implements OnApplicationBootstrap, OnApplicationShu
     @InjectDataSource() private readonly db: DataSource,
     private readonly cipher: SecretsCipher,
     private readonly producer: JobProducer,
+    private readonly connectors: TenantConnectors,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -141,11 +141,7 @@ export class WebhooksService implements OnApplicationBootstrap, OnApplicationShu
   private async post(delivery: DeliveryToSend): Promise<{ outcome: AttemptOutcome; retryable: boolean }> {
     // The tenant's http allowlist and the SSRF rules apply to every send, not only when the endpoint was created: an
     // allowlist entry removed since then, or a host now resolving to a private address, stops the delivery.
-    const settings = await loadConnectorSettings(this.db.manager, delivery.tenantId, 'http', { withSecrets: false });
-    const target = checkTarget(
-      delivery.url,
-      effectiveAllowHosts(settings.allowHosts, tenantPrivateEgress(this.config)),
-    );
+    const target = checkTarget(delivery.url, await this.connectors.httpAllowlist(delivery.tenantId));
     if ('code' in target) return { outcome: { ok: false, status: null, error: target.message }, retryable: false };
     let refused: string | null = null;
     const body = delivery.body;

@@ -220,10 +220,10 @@ export function checkTarget(
  * private either.
  */
 export function effectiveAllowHosts(
-  allowHosts: readonly AllowedHost[] | undefined,
+  allowHosts: AllowedHost[] | undefined,
   privateEgress: boolean,
 ): AllowedHost[] | undefined {
-  if (!allowHosts || privateEgress) return allowHosts ? [...allowHosts] : allowHosts;
+  if (!allowHosts || privateEgress) return allowHosts;
   return allowHosts.map((entry) => (entry.allow_private ? { ...entry, allow_private: false } : entry));
 }
 

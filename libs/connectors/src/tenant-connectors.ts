@@ -8,7 +8,7 @@ import {
 } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig, tenantPrivateEgress } from '@verity/platform';
 import { DataSource } from 'typeorm';
-import type { Connector, ConnectorEnvironment, TenantConnectorSettings } from './connector';
+import type { AllowedHost, Connector, ConnectorEnvironment, TenantConnectorSettings } from './connector';
 import { effectiveAllowHosts } from './egress';
 import { ConnectorRegistry } from './registry';
 
@@ -79,6 +79,15 @@ export class TenantConnectors {
       timeoutMs: this.config.CONNECTOR_TIMEOUT_MS,
       tenant: { ...tenant, allowHosts },
     };
+  }
+
+  /**
+   * The tenant's http allowlist as the platform lets it act (see callEnvironment), read now: what its webhook targets
+   * obey, as its http operations do.
+   */
+  async httpAllowlist(tenantId: string): Promise<AllowedHost[] | undefined> {
+    const settings = await loadConnectorSettings(this.db.manager, tenantId, 'http', { withSecrets: false });
+    return effectiveAllowHosts(settings.allowHosts, tenantPrivateEgress(this.config));
   }
 
   /** The environment of one call for this operation, with the tenant's settings read now. */

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { checkTarget, effectiveAllowHosts } from '@verity/connectors';
+import { TenantConnectors, checkTarget } from '@verity/connectors';
 import {
   SecretsCipher,
   WebhookDeliveryRow,
@@ -12,10 +12,9 @@ import {
   findWebhookEndpoint,
   listWebhookDeliveries,
   listWebhookEndpoints,
-  loadConnectorSettings,
   redeliverWebhook,
 } from '@verity/persistence';
-import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, tenantPrivateEgress } from '@verity/platform';
+import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { JobName, JobProducer, webhookDeliveryJob } from '@verity/queues';
 import { DataSource } from 'typeorm';
 import type { z } from 'zod';
@@ -62,6 +61,7 @@ export class WebhooksService {
     @InjectDataSource() private readonly db: DataSource,
     private readonly cipher: SecretsCipher,
     private readonly producer: JobProducer,
+    private readonly connectors: TenantConnectors,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -77,8 +77,7 @@ export class WebhooksService {
   async create(principal: Principal, input: WebhookInput) {
     // The same check the http connector makes before every call; the delivery worker repeats it (and vets the
     // addresses the host resolves to) before every send.
-    const settings = await loadConnectorSettings(this.db.manager, principal.tenantId, 'http', { withSecrets: false });
-    const target = checkTarget(input.url, effectiveAllowHosts(settings.allowHosts, tenantPrivateEgress(this.config)));
+    const target = checkTarget(input.url, await this.connectors.httpAllowlist(principal.tenantId));
     if ('code' in target) {
       throw Problem.validation([
         {
