@@ -71,7 +71,7 @@ export class SandboxPaymentsConnector implements Connector {
 
   async readBack(op: ConnectorOperation, env: ConnectorEnvironment): Promise<ReadBackResult> {
     const charge = op.params as Charge;
-    const read = await this.readCharges(op, charge.reference, env);
+    const read = await this.readCharges(op, env);
     if (read.kind === 'unreachable') return read;
     const { evidence, charges, asOfVersion } = read;
     const knownId = typeof op.providerRef?.id === 'string' ? op.providerRef.id : undefined;
@@ -102,7 +102,7 @@ export class SandboxPaymentsConnector implements Connector {
     env: ConnectorEnvironment,
   ): Promise<ObservationResult> {
     const charge = op.params as Charge;
-    const read = await this.readCharges(op, charge.reference, env);
+    const read = await this.readCharges(op, env);
     if (read.kind === 'unreachable')
       return { observation: 'unavailable', detail: 'the source cannot be read', evidence: read.evidence };
     const { evidence, charges, asOfVersion } = read;
@@ -129,7 +129,7 @@ export class SandboxPaymentsConnector implements Connector {
 
   async readContext(op: ConnectorOperation, env: ConnectorEnvironment): Promise<ContextResult> {
     const charge = op.params as Charge;
-    const read = await this.readCharges(op, charge.reference, env);
+    const read = await this.readCharges(op, env);
     if (read.kind === 'unreachable') return read;
     const existing = read.charges.find((c) => c.reference === charge.reference);
     const state: Record<string, unknown> = existing
@@ -152,14 +152,15 @@ export class SandboxPaymentsConnector implements Connector {
     return { kind: 'state', state, requestedStatePresent, conflicts, evidence: read.evidence };
   }
 
+  /** The charges of the operation's reference, read for the operation's tenant (its account). */
   private async readCharges(
     op: ConnectorOperation,
-    reference: string,
     env: ConnectorEnvironment,
   ): Promise<
     | { kind: 'ok'; charges: ProviderCharge[]; asOfVersion: number | null; evidence: ReadEvidence }
     | { kind: 'unreachable'; evidence: ReadEvidence }
   > {
+    const { reference } = op.params as Charge;
     const source = `${env.sandboxUrl}/v1/charges?reference=${encodeURIComponent(reference)}`;
     const exchange = await httpExchange({
       method: 'GET',
