@@ -242,6 +242,10 @@ describe('traces (OpenTelemetry, OTLP/HTTP)', () => {
       [/^SELECT o\./, 'read the operation to send'],
       [/^SELECT t\./, 'read the operations'],
       [/^WITH moved AS \(\s*UPDATE executions/, 'move the execution'],
+      [
+        /^WITH moved AS \(\s*UPDATE operations.*\), follows AS.*INSERT INTO events \([^)]*\)\s*SELECT m\.event_id/s,
+        'move the execution, then the operation',
+      ],
       [/^WITH moved AS \(\s*UPDATE operations.*\), follows AS/s, 'move the operation, then the execution'],
       [/^WITH moved AS \(\s*UPDATE operations/, 'move the operation'],
     ];
@@ -253,10 +257,10 @@ describe('traces (OpenTelemetry, OTLP/HTTP)', () => {
     expect(statements).toEqual([
       'read the execution, its operations and tenant',
       // created → … → running: the context read agrees and nothing needs approval, so the moves are all that is
-      // written — one compare-and-set statement, no transaction and no lock on the operations.
-      'move the execution',
-      // The advance job sends the operation from the rows it holds: PREPARED → SENT → ACKNOWLEDGED → VERIFIED.
-      'move the operation',
+      // written for the preparation — and the advance job sends the one operation from the rows it holds, so they go
+      // in the statement that commits its SENT: created → … → running, then PREPARED → SENT.
+      'move the execution, then the operation',
+      // SENT → ACKNOWLEDGED → VERIFIED.
       'move the operation',
       // VERIFIED is final and it was the last operation: the same statement moves the execution running →
       // validating_output → completed (nothing is read again, no statement of its own).
@@ -270,6 +274,14 @@ describe('traces (OpenTelemetry, OTLP/HTTP)', () => {
         (e) =>
           `${String(e.attributes['verity.kind'])} ${String(e.attributes['verity.from'])} → ${String(e.attributes['verity.to'])}`,
       );
+    // The first statement's: the execution's four, then the operation's SENT.
+    expect(moves.slice(0, 5)).toEqual([
+      'execution created → validating',
+      'execution validating → resolving_context',
+      'execution resolving_context → planning',
+      'execution planning → running',
+      'operation PREPARED → SENT',
+    ]);
     expect(moves.slice(-3)).toEqual([
       'operation ACKNOWLEDGED → VERIFIED',
       'execution running → validating_output',

@@ -35,11 +35,12 @@ export class ExecutionsProcessor extends QueueWorker {
     const handler = this.handlers[job.name as JobName.ADVANCE_EXECUTION];
     if (!handler) throw new Error(`no handler for job ${job.name} on ${QueueName.EXECUTIONS}`);
     const sendNow: SendNow | undefined = this.sendInAdvance
-      ? async (operationId, held, thenExecution) => {
+      ? async (operationId, held, thenExecution, executionFirst) => {
           const report = await this.sender.sendOperation(operationId, held, () => this.holdsLock(job, token), {
             advanceAfter: false,
             sender: 'advance-job',
             thenExecution,
+            executionFirst,
           });
           // The same line a dispatch job writes: one per operation and send.
           this.logger.info({ operationId, outcome: report.outcome }, 'dispatch');

@@ -34,6 +34,7 @@ import {
   mustReadPrecondition,
   preparePhases,
   preparedStep,
+  sendsWithPreparation,
   preparesWithoutWrites,
   startedExecutionTarget,
   completesWhenVerified,
@@ -111,7 +112,22 @@ export type SendNow = (
   operationId: string,
   held: OperationToSend | undefined,
   thenExecution?: ExecutionMovesInput,
-) => Promise<{ outcome: string; written: OperationStatus | null; refusals?: SendRefusal[]; executionMoved?: true }>;
+  executionFirst?: ExecutionMovesInput,
+) => Promise<{
+  outcome: string;
+  written: OperationStatus | null;
+  refusals?: SendRefusal[];
+  executionMoved?: true;
+  executionMovedFirst?: true;
+}>;
+
+/**
+ * A send made with a quiet preparation's moves that wrote nothing, so neither were the moves (refused by its guard, or
+ * the operation moved on): the caller writes them alone. `staleRead`: refused for settings changed since the job read.
+ */
+class Unsent {
+  constructor(readonly staleRead: boolean) {}
+}
 
 /** A won move that wrote only the execution row keeps the operations read for it; anything else is passed on. */
 function executionOnly(moved: boolean | 'lost', operations: OperationEntity[] | null): StepResult {
@@ -119,10 +135,10 @@ function executionOnly(moved: boolean | 'lost', operations: OperationEntity[] | 
 }
 
 /** → validating_output (unless there already) → completed; the completion event repeats the verdicts it completed with. */
-function completionMoves(execution: ExecutionEntity): ExecutionMovesInput['moves'] {
+function completionMoves(execution: ExecutionEntity, from = execution.status): ExecutionMovesInput['moves'] {
   const criteria = (execution.criteriaResults ?? []).map((r) => ({ key: r.key, verdict: r.verdict }));
   const completed = { to: E.COMPLETED, eventData: { criteria, outcome: execution.outcome?.result ?? null } };
-  return execution.status === E.VALIDATING_OUTPUT ? [completed] : [{ to: E.VALIDATING_OUTPUT }, completed];
+  return from === E.VALIDATING_OUTPUT ? [completed] : [{ to: E.VALIDATING_OUTPUT }, completed];
 }
 
 /** What an advance job read with the execution: its tenant, and the tenant's settings for its operations' connectors. */
@@ -222,7 +238,7 @@ export class LifecycleService {
       case E.VALIDATING:
       case E.RESOLVING_CONTEXT:
       case E.PLANNING:
-        return this.prepare(execution, operations, read);
+        return this.prepare(execution, operations, read, sendNow);
       case E.VALIDATING_OUTPUT:
         return executionOnly(await this.complete(execution), operations);
       default:
@@ -278,8 +294,10 @@ export class LifecycleService {
   private async prepare(
     execution: ExecutionEntity,
     operations: OperationEntity[],
-    { tenant, settings }: TenantRead,
+    read: TenantRead,
+    sendNow: SendNow | undefined,
   ): Promise<StepResult> {
+    const { tenant, settings } = read;
     const from = execution.status;
     const phases = preparePhases(from);
     const problems = phases.validate ? this.problemsOf(operations) : [];
@@ -299,6 +317,12 @@ export class LifecycleService {
       })),
     );
     if (quiet) {
+      let unsent: Unsent | null = null;
+      if (sendNow && this.sendsWithPreparation(operations, read)) {
+        const sent = await this.sendWithPreparation(execution, operations[0], phases.moves, read, sendNow);
+        if (!(sent instanceof Unsent)) return sent;
+        unsent = sent;
+      }
       // Nothing to write but the moves: one compare-and-set statement on the execution's status, no transaction and
       // no lock on the operations (anything that moved the execution meanwhile makes it lose, and the job looks again).
       const moved = await this.inTransaction(
@@ -310,6 +334,9 @@ export class LifecycleService {
         },
         true,
       );
+      // After a send that wrote nothing, the next step reads again, as it would have after that send (run, afterSends):
+      // everything when the refusal was for a stale read.
+      if (unsent && moved === true) return unsent.staleRead ? 'lost' : true;
       return executionOnly(moved, operations);
     }
     // The operations as read under the lock, while nothing in this transaction has written to any of them.
@@ -338,6 +365,59 @@ export class LifecycleService {
       return chain.flush();
     });
     return executionOnly(moved, untouched);
+  }
+
+  /** Whether this quiet preparation's moves go with its one send (the status model's sendsWithPreparation). */
+  private sendsWithPreparation(operations: OperationEntity[], { tenant, settings }: TenantRead): boolean {
+    return sendsWithPreparation(
+      operations.map((op) => ({
+        status: op.status,
+        dependsOn: op.dependsOn,
+        approvalRequired: needsApproval(op, tenant?.settings, this.connectors),
+        approvalState: op.approval?.state,
+        preconditionOwed: op.nextCheckAt !== null,
+        // Unknown settings (not read with the operations) count as capped: the send would read them itself.
+        capped: (settings.get(op.connector)?.spendingCaps.length ?? 1) > 0,
+      })),
+    );
+  }
+
+  /**
+   * A quiet preparation and its one send in one statement: the moves to running are written with the SENT
+   * (`executionFirst`), and with its VERIFIED the completion when the read at send concludes — the happy path's
+   * execution moves cost no statement of their own. When the send wrote nothing (refused, lost, the operation moved),
+   * nothing of the preparation was written either: 'moves not written', and the caller writes them alone, as it would
+   * have before the send (the history reads the same: a refused send writes nothing).
+   */
+  private async sendWithPreparation(
+    execution: ExecutionEntity,
+    op: OperationEntity,
+    moves: ExecutionStatus[],
+    { tenant, approvalPolicy, settings }: TenantRead,
+    sendNow: SendNow,
+  ): Promise<StepResult | Unsent> {
+    const first: ExecutionMovesInput = { from: execution.status, moves: moves.map((to) => ({ to })) };
+    const completion = this.completionIfVerified(execution, E.RUNNING, [op], op);
+    const held = {
+      operation: op,
+      executionDeadline: execution.deadlineAt,
+      tenant,
+      approvalPolicy,
+      settings: settings.get(op.connector)!,
+    };
+    const report = await sendNow(op.id, held, completion, first);
+    if (!report.executionMovedFirst) {
+      // Sent while another job of this execution had moved it on to running: read everything again. (Had the SENT been
+      // written and then nothing more, the moves written alone lose their compare-and-set, with the same effect.)
+      if (report.written !== null) return 'lost';
+      return new Unsent(preparedFromStaleRead(report.refusals));
+    }
+    if (completion && report.executionMoved) {
+      execution.status = completion.moves[completion.moves.length - 1].to;
+      return false;
+    }
+    execution.status = E.RUNNING;
+    return this.afterSends(execution, [op], [op], [report]);
   }
 
   /** Re-checks what intake checked: rows can be written by older API versions or by hand. */
@@ -730,7 +810,9 @@ export class LifecycleService {
       if ((await this.move(execution, E.RUNNING)) === 'lost') return 'lost';
       if (sendNow) {
         const completion =
-          !changed && ready.length === 1 ? this.completionIfVerified(execution, operations, ready[0]) : undefined;
+          !changed && ready.length === 1
+            ? this.completionIfVerified(execution, execution.status, operations, ready[0])
+            : undefined;
         // Every ready operation is sent here, side by side. No dispatch job is made for them: an operation must have
         // one kind of sender, or a dispatch job finding it SENT by an advance job would take it for an orphan.
         const reports = await Promise.all(
@@ -778,6 +860,7 @@ export class LifecycleService {
    */
   private completionIfVerified(
     execution: ExecutionEntity,
+    from: ExecutionStatus,
     operations: OperationEntity[],
     op: OperationEntity,
   ): ExecutionMovesInput | undefined {
@@ -786,7 +869,7 @@ export class LifecycleService {
       operation: op,
       others: operations.filter((other) => other.id !== op.id),
     });
-    return completes ? { from: execution.status, moves: completionMoves(execution) } : undefined;
+    return completes ? { from, moves: completionMoves(execution, from) } : undefined;
   }
 
   /**

@@ -73,6 +73,11 @@ export interface SendOptions {
    * when this is the last operation to settle): one statement instead of two (TransitionService `thenExecution`).
    */
   thenExecution?: ExecutionMovesInput;
+  /**
+   * The execution's moves to write before this operation's SENT, in its statement (a quiet preparation and its one
+   * send: TransitionService `executionFirst`); the send guard then accepts the execution where they start.
+   */
+  executionFirst?: ExecutionMovesInput;
 }
 
 /** What a send did, and the status this send last wrote to its operation (null when it wrote none, or lost it). */
@@ -83,6 +88,8 @@ export interface SendReport {
   refusals?: SendRefusal[];
   /** The execution's moves asked for with `thenExecution` were written with the operation's VERIFIED. */
   executionMoved?: true;
+  /** The execution's moves asked for with `executionFirst` were written with the operation's SENT. */
+  executionMovedFirst?: true;
 }
 
 /**
@@ -155,6 +162,7 @@ export class SenderService {
           approvalRequired: needsApproval(op, tenant?.settings, this.connectors),
           approvalPolicy,
           settingsVersion: settings.version,
+          executionFrom: options.executionFirst?.from,
         };
     if (start.kind === 'moved') return this.refused(op, ['status_moved']);
     const connector = this.connectors.require(op.connector);
@@ -190,6 +198,7 @@ export class SenderService {
           sendGuard: guard,
           // The precondition reads are over; the checks of the effect (verification) count from zero.
           patch: { sent_at: 'now', check_count: 0, next_check_at: null },
+          executionFirst: release ? undefined : options.executionFirst,
         });
       },
     );
@@ -205,6 +214,9 @@ export class SenderService {
       return refusals.length > 0 ? this.refusedByGuard(op, refusals, options, release) : outcome('skipped: lost race');
     }
     const attempt = sent.attempt;
+    // Every report from here on says whether the preparation's moves went with the SENT (the caller's row follows).
+    const movedFirst: Pick<SendReport, 'executionMovedFirst'> =
+      options.executionFirst && sent.executionMoved ? { executionMovedFirst: true } : {};
     await testPause(this.logger, this.config.TEST_PAUSE_AFTER_SENT_MS, 'paused after SENT', op.id);
 
     // A worker paused (GC, SIGSTOP) between the commit and the call may have been declared dead and its operation
@@ -222,13 +234,13 @@ export class SenderService {
         op.executionId,
         'SENT, then not called: the worker woke up too late; nothing was handed to the connector by this attempt',
       );
-      return outcome('not called: woke up too late');
+      return { ...outcome('not called: woke up too late'), ...movedFirst };
     }
 
     const work = this.send(op, attempt, connector, tenantEnv, options);
     this.inFlight.add(work);
     try {
-      return { outcome: 'sent', ...(await work) };
+      return { outcome: 'sent', ...(await work), ...movedFirst };
     } finally {
       this.inFlight.delete(work);
     }

@@ -72,6 +72,47 @@ WITH moved AS (
        RETURNING id, seq, execution_id, operation_id, (SELECT attempt FROM moved) AS attempt,
                  (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
 
+-- executionMovesThenSend
+WITH moved AS (
+         UPDATE operations op SET status = $3, updated_at = clock_timestamp(), attempt = attempt + 1
+         WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4 AND (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id
+                    AND ge.status IN ('running', 'created'))) AND (op.next_check_at IS NULL) AND (NOT EXISTS (
+              SELECT 1 FROM unnest(op.depends_on) AS dep(key)
+              WHERE NOT coalesce((
+                SELECT d.status IN ('VERIFIED')
+                       OR (d.status IN ('ACKNOWLEDGED')
+                           AND d.verification_method <> 'read_after_write')
+                FROM operations d WHERE d.execution_id = op.execution_id AND d.key = dep.key
+                ORDER BY d.generation DESC LIMIT 1), false))) AND (CASE WHEN op.approval->>'state' IS NULL THEN NOT ($6::boolean OR op.requires_approval)
+                 ELSE op.approval->>'state' = 'granted'
+                      AND (op.approval->>'expires_at' IS NULL
+                           OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END) AND (op.approval->>'state' IS NOT NULL OR op.requires_approval
+            OR (SELECT CASE WHEN gt.id IS NOT NULL THEN jsonb_build_object('approvalRules', gt.settings->'approvalRules', 'approvalAmountAbove', gt.settings->'approvalAmountAbove')::text END FROM tenants gt WHERE gt.id = op.tenant_id)
+               IS NOT DISTINCT FROM $7::text) AND ((SELECT (extract(epoch FROM gs.updated_at) * 1000000)::bigint::text FROM tenant_connector_settings gs
+              WHERE gs.tenant_id = op.tenant_id AND gs.connector = op.connector) IS NOT DISTINCT FROM $5::text)
+         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
+       ), follows AS (
+         SELECT e.id, e.status = $11 AS moves
+         FROM executions e JOIN moved ON e.id = moved.execution_id
+         FOR NO KEY UPDATE OF e
+       ), seq AS (
+         UPDATE executions e SET event_seq = e.event_seq + 1 + CASE WHEN follows.moves THEN $13::int ELSE 0 END,
+                status = CASE WHEN follows.moves THEN $12 ELSE e.status END, updated_at = clock_timestamp()
+         FROM follows WHERE e.id = follows.id
+         RETURNING e.id, e.event_seq, follows.moves
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
+       SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - 1 - $13::int + m.ord, NULL,
+              'execution.status_changed', m.from_status, m.to_status, m.data
+       FROM moved JOIN seq ON seq.id = moved.execution_id AND seq.moves,
+            unnest($14::text[], $15::text[], $16::text[], $17::jsonb[])
+            WITH ORDINALITY AS m(event_id, from_status, to_status, data, ord)
+       UNION ALL
+       SELECT $8, seq.id, moved.tenant_id, seq.event_seq, moved.id, $9, $2::text, $3::text, $10::jsonb
+       FROM moved JOIN seq ON seq.id = moved.execution_id
+       RETURNING id, seq, execution_id, operation_id, (SELECT attempt FROM moved) AS attempt,
+                 (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
+
 -- decisionWithMove
 WITH moved AS (
          UPDATE operations SET updated_at = clock_timestamp(), approval = coalesce(approval, '{}'::jsonb) || $5::jsonb, status = $6, terminal_reason = $7

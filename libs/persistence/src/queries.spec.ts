@@ -70,6 +70,29 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
           },
         }),
       ),
+      executionMovesThenSend: await recorded((db) =>
+        transitions.operation(db, {
+          operation: op(OperationStatus.PREPARED, 0),
+          to: OperationStatus.SENT,
+          bumpAttempt: true,
+          sendGuard: {
+            kind: 'dispatch',
+            approvalRequired: false,
+            approvalPolicy: null,
+            settingsVersion: null,
+            executionFrom: ExecutionStatus.CREATED,
+          },
+          executionFirst: {
+            from: ExecutionStatus.CREATED,
+            moves: [
+              ExecutionStatus.VALIDATING,
+              ExecutionStatus.RESOLVING_CONTEXT,
+              ExecutionStatus.PLANNING,
+              ExecutionStatus.RUNNING,
+            ].map((to) => ({ to })),
+          },
+        }),
+      ),
       decisionWithMove: await recorded((db) =>
         transitions.decide(db, {
           operation: op(OperationStatus.PREPARED, 0),

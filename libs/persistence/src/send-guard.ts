@@ -1,5 +1,6 @@
 import {
   DEPENDENCY_DONE_STATUSES,
+  ExecutionStatus,
   DEPENDENCY_DONE_WITHOUT_READ_BACK_STATUSES,
   RELEASABLE_EXECUTION_STATUSES,
   SENDABLE_EXECUTION_STATUSES,
@@ -27,6 +28,12 @@ export type SendGuard = (
        * it is still the stored policy: a rule an admin added after the read holds the send. Undefined: not checked.
        */
       approvalPolicy?: string | null;
+      /**
+       * The execution's status when the same statement moves it on to running before the send (a quiet preparation
+       * written with its one send: TransitionService `executionFirst`): the execution may still be there. Undefined:
+       * it must already be running.
+       */
+      executionFrom?: ExecutionStatus;
     }
   | { kind: 'release' }
 ) & {
@@ -122,11 +129,13 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
                IS NOT DISTINCT FROM $${params.length}::text`,
     });
   }
+  const sendable = [...SENDABLE_EXECUTION_STATUSES];
+  if (guard.executionFrom !== undefined) sendable.push(guard.executionFrom);
   return [
     {
       name: 'execution_not_running',
       sql: `EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id
-                    AND ge.status IN (${sqlLiterals(SENDABLE_EXECUTION_STATUSES)}))`,
+                    AND ge.status IN (${sqlLiterals(sendable)}))`,
     },
     // A precondition read is owed (the source could not be read): nothing is sent until it has been read and agrees.
     { name: 'precondition_unread', sql: `op.next_check_at IS NULL` },

@@ -271,6 +271,109 @@ describe('TransitionService (real Postgres)', () => {
     });
   });
 
+  describe('a quiet preparation’s execution moves, then the operation’s SENT (executionFirst), one statement', () => {
+    const preparation = {
+      from: E.CREATED,
+      moves: [E.VALIDATING, E.RESOLVING_CONTEXT, E.PLANNING, E.RUNNING].map((to) => ({ to })),
+    };
+    const send = (operationId: string, first = preparation, from: ExecutionStatus | undefined = first.from) =>
+      transitions.operation(db.dataSource.manager, {
+        operation: snapshot(operationId),
+        to: OperationStatus.SENT,
+        bumpAttempt: true,
+        sendGuard: { ...dispatchGuard, executionFrom: from },
+        patch: { sent_at: 'now' },
+        executionFirst: first,
+      });
+    const executionRow = async (executionId: string) =>
+      (
+        (await db.dataSource.query(`SELECT status, event_seq FROM executions WHERE id = $1`, [executionId])) as {
+          status: string;
+          event_seq: string;
+        }[]
+      )[0];
+
+    it('writes one event per execution move, then the operation’s, with consecutive seqs', async () => {
+      const { executionId, operationId } = await newExecutionWithOneOperation();
+      const result = await send(operationId);
+      expect(result).toMatchObject({ won: true, seq: 6, attempt: 1, executionMoved: true });
+      const events = await eventsWhere({ executionId });
+      expect(events.map((e) => [Number(e.seq), e.operationId, e.fromStatus, e.toStatus])).toEqual([
+        [1, null, null, 'created'],
+        [2, null, 'created', 'validating'],
+        [3, null, 'validating', 'resolving_context'],
+        [4, null, 'resolving_context', 'planning'],
+        [5, null, 'planning', 'running'],
+        [6, operationId, 'PREPARED', 'SENT'],
+      ]);
+      expect(events[5].id).toBe(result.eventId);
+      expect(await executionRow(executionId)).toEqual({ status: 'running', event_seq: '6' });
+    });
+
+    it('lets one of 20 concurrent ones win: one SENT, the moves written once', async () => {
+      const { executionId, operationId } = await newExecutionWithOneOperation();
+      const results = await Promise.all(Array.from({ length: 20 }, () => send(operationId)));
+      expect(results.filter((r) => r.won)).toHaveLength(1);
+      const events = await eventsWhere({ executionId });
+      expect(events.map((e) => e.toStatus)).toEqual([
+        'created',
+        'validating',
+        'resolving_context',
+        'planning',
+        'running',
+        'SENT',
+      ]);
+    });
+
+    it('writes the SENT alone when another job moved the execution to running first', async () => {
+      const { executionId, operationId } = await newExecutionWithOneOperation();
+      await moveChain(executionId, E.CREATED, E.VALIDATING, E.RESOLVING_CONTEXT, E.PLANNING, E.RUNNING);
+      const result = await send(operationId);
+      expect(result).toMatchObject({ won: true, seq: 6, executionMoved: false });
+      expect((await eventsWhere({ executionId })).map((e) => e.toStatus)).toEqual([
+        'created',
+        'validating',
+        'resolving_context',
+        'planning',
+        'running',
+        'SENT',
+      ]);
+      expect(await executionRow(executionId)).toEqual({ status: 'running', event_seq: '6' });
+    });
+
+    it('sends nothing and moves nothing when the execution is neither where the moves start nor running', async () => {
+      const { executionId, operationId } = await newExecutionWithOneOperation();
+      await moveChain(executionId, E.CREATED, E.CANCELLED);
+      expect(await send(operationId)).toEqual({ won: false });
+      expect((await eventsWhere({ executionId })).map((e) => e.toStatus)).toEqual(['created', 'cancelled']);
+      expect(await executionRow(executionId)).toEqual({ status: 'cancelled', event_seq: '2' });
+    });
+
+    it('writes nothing when the operation’s compare-and-set loses, or its guard refuses', async () => {
+      const { executionId, operationId } = await newExecutionWithOneOperation();
+      await db.dataSource.query(`UPDATE operations SET next_check_at = now() WHERE id = $1`, [operationId]);
+      expect(await send(operationId)).toEqual({ won: false });
+      await db.dataSource.query(`UPDATE operations SET next_check_at = NULL, status = 'CANCELLED' WHERE id = $1`, [
+        operationId,
+      ]);
+      expect(await send(operationId)).toEqual({ won: false });
+      expect(await eventsWhere({ executionId })).toHaveLength(1);
+      expect(await executionRow(executionId)).toEqual({ status: 'created', event_seq: '1' });
+    });
+
+    it('refuses moves that do not end running, or a guard that does not name where they start', async () => {
+      const { executionId, operationId } = await newExecutionWithOneOperation();
+      await expect(send(operationId, { from: E.CREATED, moves: [{ to: E.VALIDATING }] })).rejects.toThrow(
+        'executionFirst must end where a send may happen',
+      );
+      await expect(send(operationId, preparation, E.VALIDATING)).rejects.toThrow('executionFirst goes with');
+      await expect(send(operationId, { from: E.CREATED, moves: [{ to: E.RUNNING }] })).rejects.toBeInstanceOf(
+        IllegalTransitionError,
+      );
+      expect(await eventsWhere({ executionId })).toHaveLength(1);
+    });
+  });
+
   it('writes one approval request of many racing ones, and none once a decision is recorded', async () => {
     const { executionId, operationId } = await newExecutionWithOneOperation();
     const request = () =>

@@ -2,6 +2,7 @@ import {
   Actor,
   ExecutionStatus,
   OperationStatus,
+  SENDABLE_EXECUTION_STATUSES,
   TerminalReason,
   VerificationMethodValue,
   assertExecutionTransition,
@@ -93,6 +94,14 @@ export interface OperationTransitionInput {
    * Otherwise the operation's move is written alone and `executionMoved` is false, as if nothing had been asked.
    */
   thenExecution?: ExecutionMovesInput;
+  /**
+   * Moves of the operation's execution that come before this move, ending where a send may happen (a quiet
+   * preparation, → running, written with its one send): only with a move to SENT whose guard names the same `from`
+   * (`executionFrom`). Written in the same statement, each checked by the model, their events before the operation's,
+   * only when this move wins and the execution is still in `from` (else the move is written alone, the execution having
+   * been moved on to running by someone else), and `executionMoved` says whether they were.
+   */
+  executionFirst?: ExecutionMovesInput;
 }
 
 /** Moves of one execution back to back, from the status it must still be in. */
@@ -262,6 +271,23 @@ function countTransition(
 }
 
 /**
+ * `executionFirst` goes with a move to SENT whose guard accepts the execution where the moves start, and the moves
+ * end where a send may happen: the guard then judges the execution as the statement leaves it.
+ */
+function assertExecutionFirst(input: OperationTransitionInput): void {
+  const first = input.executionFirst;
+  const from = input.sendGuard?.kind === 'dispatch' ? input.sendGuard.executionFrom : undefined;
+  if (first === undefined && from === undefined) return;
+  if (input.thenExecution) throw new Error('executionFirst and thenExecution are not written by one statement');
+  if (first === undefined || first.from !== from) {
+    throw new Error('executionFirst goes with a send guard whose executionFrom is the same status');
+  }
+  const { at } = checkedMoves(first);
+  if (!SENDABLE_EXECUTION_STATUSES.includes(at))
+    throw new Error(`executionFirst must end where a send may happen, not ${at}`);
+}
+
+/**
  * The one writer of statuses (I1, I2). Each move is checked by libs/status-model, then written as ONE statement:
  * a compare-and-set UPDATE of the row, a bump of the execution's event sequence, and the event INSERT.
  * No event without a change, no change without an event; the loser of a race changes nothing and learns it lost.
@@ -288,6 +314,7 @@ export class TransitionService {
     const patch: OperationPatch = { ...input.patch };
     if (reason !== null || input.patch?.terminal_reason !== undefined) patch.terminal_reason = reason;
     sets.push(...patchAssignments(patch, params));
+    assertExecutionFirst(input);
     const guard = input.sendGuard
       ? sendGuardConditions(input.sendGuard, params)
           .map((c) => ` AND (${c.sql})`)
@@ -301,6 +328,7 @@ export class TransitionService {
     );
     const n = params.length;
     if (input.thenExecution) return this.operationThenExecution(db, input, sets, guard, params, input.thenExecution);
+    if (input.executionFirst) return this.executionThenOperation(db, input, sets, guard, params, input.executionFirst);
     const result = await rows<{ id: string; seq: string; attempt: number; execution_id: string; age_s: number }>(
       db,
       `WITH ${operationCompareAndSet(sets, guard)}, seq AS (
@@ -408,6 +436,96 @@ export class TransitionService {
         then.moves.map((move, i) => ({ from: froms[i], to: move.to })),
       );
     }
+    return {
+      won: true,
+      eventId: own.id,
+      seq: Number(own.seq),
+      attempt: own.attempt,
+      executionMoved: executionMoves.length > 0,
+    };
+  }
+
+  /**
+   * The execution's moves and then the operation's move (a quiet preparation and its one SENT) as ONE statement. The
+   * operation's row is taken first, as in every transition; its send guard accepts the execution in `first.from`
+   * (judged on the statement's snapshot, like every guard condition), and the execution row is then locked and judged
+   * as committed now: still in `from`, it is moved and its events come first, consecutive in `seq`, the operation's
+   * last; moved on meanwhile (by another job of the same execution, to running), the operation's move is written alone.
+   */
+  private async executionThenOperation(
+    db: Queryable,
+    input: OperationTransitionInput,
+    sets: string[],
+    guard: string,
+    params: unknown[],
+    first: ExecutionMovesInput,
+  ): Promise<TransitionResult> {
+    const { operation, to } = input;
+    const { froms, at } = checkedMoves(first);
+    const n = params.length;
+    params.push(
+      first.from,
+      at,
+      first.moves.length,
+      first.moves.map(() => newId('evt')),
+      froms,
+      first.moves.map((move) => move.to),
+      first.moves.map((move) => json(move.eventData ?? {})),
+    );
+    const count = `$${n + 3}::int`;
+    const result = await rows<{
+      id: string;
+      seq: string;
+      attempt: number;
+      execution_id: string;
+      operation_id: string | null;
+      age_s: number;
+    }>(
+      db,
+      `WITH ${operationCompareAndSet(sets, guard)}, follows AS (
+         SELECT e.id, e.status = $${n + 1} AS moves
+         FROM executions e JOIN moved ON e.id = moved.execution_id
+         FOR NO KEY UPDATE OF e
+       ), seq AS (
+         UPDATE executions e SET event_seq = e.event_seq + 1 + CASE WHEN follows.moves THEN ${count} ELSE 0 END,
+                status = CASE WHEN follows.moves THEN $${n + 2} ELSE e.status END, updated_at = clock_timestamp()
+         FROM follows WHERE e.id = follows.id
+         RETURNING e.id, e.event_seq, follows.moves
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
+       SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - 1 - ${count} + m.ord, NULL,
+              'execution.status_changed', m.from_status, m.to_status, m.data
+       FROM moved JOIN seq ON seq.id = moved.execution_id AND seq.moves,
+            unnest($${n + 4}::text[], $${n + 5}::text[], $${n + 6}::text[], $${n + 7}::jsonb[])
+            WITH ORDINALITY AS m(event_id, from_status, to_status, data, ord)
+       UNION ALL
+       SELECT $${n - 2}, seq.id, moved.tenant_id, seq.event_seq, moved.id, $${n - 1}, $2::text, $3::text, $${n}::jsonb
+       FROM moved JOIN seq ON seq.id = moved.execution_id
+       RETURNING id, seq, execution_id, operation_id, (SELECT attempt FROM moved) AS attempt,
+                 (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s`,
+      params,
+    );
+    const own = result.find((row) => row.operation_id !== null);
+    if (!own) return { won: false };
+    eventsWritten(db, own.execution_id);
+    const executionMoves = result
+      .filter((row) => row.operation_id === null)
+      .sort((a, b) => Number(a.seq) - Number(b.seq));
+    executionMoves.forEach((event, i) =>
+      traceTransition(db, 'execution', own.execution_id, froms[i], first.moves[i].to, event.id),
+    );
+    if (executionMoves.length > 0) {
+      countTransition(
+        db,
+        'execution.status_changed',
+        first.moves.map((move, i) => ({ from: froms[i], to: move.to })),
+      );
+    }
+    traceTransition(db, 'operation', operation.id, operation.status, to, own.id);
+    countTransition(db, 'operation.status_changed', [{ from: operation.status, to }], {
+      verificationMethod: operation.verificationMethod,
+      ageSeconds: own.age_s,
+    });
     return {
       won: true,
       eventId: own.id,

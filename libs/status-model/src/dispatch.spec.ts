@@ -12,6 +12,7 @@ import {
   startedExecutionTarget,
   completesWhenVerified,
   latestByKey,
+  sendsWithPreparation,
 } from './dispatch';
 import { ExecutionStatus } from './execution';
 import { OperationStatus, VerificationMethod } from './operation';
@@ -208,6 +209,31 @@ describe('completesWhenVerified: the completion written with the last VERIFIED',
     expect(completesWhenVerified({ criteria, operation: { verificationMethod: R }, others: [...others] })).toBe(
       expected,
     );
+  });
+});
+
+describe('sendsWithPreparation: a quiet preparation’s moves written with its one send', () => {
+  const ready = {
+    status: OperationStatus.PREPARED,
+    dependsOn: [] as string[],
+    approvalRequired: false,
+    approvalState: undefined,
+    preconditionOwed: false,
+    capped: false,
+  };
+  it.each([
+    ['one operation, ready at once', [ready], true],
+    ['two operations (their sends go side by side, once the execution runs)', [ready, ready], false],
+    ['no operation', [], false],
+    ['an operation that depends on another', [{ ...ready, dependsOn: ['first'] }], false],
+    ['an approval required', [{ ...ready, approvalRequired: true }], false],
+    ['an approval recorded early (granted)', [{ ...ready, approvalState: 'granted' as const }], false],
+    ['an approval recorded early (denied)', [{ ...ready, approvalState: 'denied' as const }], false],
+    ['a precondition read owed', [{ ...ready, preconditionOwed: true }], false],
+    ['under a spending cap', [{ ...ready, capped: true }], false],
+    ['not PREPARED', [{ ...ready, status: OperationStatus.CANCELLED }], false],
+  ])('%s → %s', (_, operations, expected) => {
+    expect(sendsWithPreparation(operations)).toBe(expected);
   });
 });
 

@@ -193,6 +193,35 @@ export function completesWhenVerified(state: {
   return startedExecutionTarget({ operations: after, dispatched: 0, awaitingApproval: 0 }) === 'complete';
 }
 
+/**
+ * Whether a quiet preparation (nothing to write but the moves to running: `preparesWithoutWrites`) writes those moves
+ * in the statement that commits its operation's SENT instead of in a statement of their own: exactly one operation,
+ * ready the moment the execution runs (nothing it depends on, no approval asked for, recorded or required, no
+ * precondition read owed) and under no spending cap — a cap's refusal cancels the operation, and the history must
+ * show that after the moves. Anything else is written as before: the moves first, then the sends.
+ */
+export function sendsWithPreparation(
+  operations: {
+    status: OperationStatus;
+    dependsOn: readonly string[];
+    approvalRequired: boolean;
+    approvalState: ApprovalStateValue | null | undefined;
+    preconditionOwed: boolean;
+    capped: boolean;
+  }[],
+): boolean {
+  if (operations.length !== 1) return false;
+  const [op] = operations;
+  if (op.status !== OperationStatus.PREPARED || op.dependsOn.length > 0 || op.capped || op.approvalState) return false;
+  const next = preparedStep({
+    dependencies: [],
+    approvalRequired: op.approvalRequired,
+    approvalState: op.approvalState,
+    preconditionOwed: op.preconditionOwed,
+  });
+  return next.kind === 'ready';
+}
+
 export type SendStart =
   /** Already SENT, found by a dispatch job (a crash, a stalled or duplicate job): never called again (I3); UNKNOWN. */
   | { kind: 'orphan' }
