@@ -187,6 +187,7 @@ export class SenderService {
         operationId: op.id,
         caps: settings.spendingCaps,
         amountOf: (cap) => capAmount(op.params, cap),
+        lockOperationFirst: release,
       },
       (db) => {
         committingAt = Date.now();

@@ -1,3 +1,6 @@
+-- lockOperation
+SELECT 1 FROM operations WHERE id = $1 FOR UPDATE;
+
 -- settingsOf
 SELECT s.allow_hosts, s.spending_caps,
             CASE WHEN $3 THEN (SELECT jsonb_object_agg(x.name, x.value) FROM tenant_connector_secrets x

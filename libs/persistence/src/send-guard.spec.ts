@@ -5,6 +5,8 @@ import { EventEntity, OperationEntity } from './entities';
 import { SendGuard, sendRefusals } from './send-guard';
 import { SecretsCipher } from './secrets-cipher';
 import { NewOperation, findOperationToSend } from './store';
+import { commitWithinSpendingCaps } from './entities';
+import { waitFor } from '../../../test/support/stack';
 
 /** No connector's secrets are opened in these reads. */
 const NO_CIPHER = null as unknown as SecretsCipher;
@@ -301,6 +303,66 @@ describe('the guarded SENT statement (real Postgres)', () => {
     await unchanged(sms.id, OperationStatus.MANUAL_REVIEW);
     await set(charge.id, `status = 'VERIFIED', attempt = 1`);
     expect((await send(sms.id, release, OperationStatus.MANUAL_REVIEW)).won).toBe(true);
+  });
+
+  it('does not release after a cancel that committed while the release waited for the held row (the row locked first)', async () => {
+    const held = op('held-race');
+    const executionId = await execution([held], 'waiting_for_approval');
+    await set(
+      held.id,
+      `status = 'MANUAL_REVIEW', terminal_reason = 'KNOWLEDGE_CONFLICT',
+                        obligation = '{"resolution": {"status": "SENT"}}'`,
+    );
+    // The caller's cancel, as ExecutionsService.cancel writes it: the execution's operations locked (a held row is not
+    // rewritten), then the execution moved — held open while the release starts.
+    const cancel = db.dataSource.createQueryRunner();
+    await cancel.connect();
+    try {
+      await cancel.startTransaction();
+      await cancel.query(`SELECT id FROM operations WHERE execution_id = $1 ORDER BY id FOR UPDATE`, [executionId]);
+      await cancel.query(`UPDATE executions SET status = 'cancelled' WHERE id = $1`, [executionId]);
+      const releasing = commitWithinSpendingCaps(
+        db.dataSource,
+        {
+          tenantId: 'acme',
+          connector: 'sandbox.payments',
+          operationId: held.id,
+          caps: [],
+          amountOf: () => null,
+          lockOperationFirst: true,
+        },
+        (tx) =>
+          transitions.operation(tx, {
+            operation: {
+              id: held.id,
+              status: OperationStatus.MANUAL_REVIEW,
+              attempt: 0,
+              verificationMethod: VerificationMethod.READ_AFTER_WRITE,
+            },
+            to: OperationStatus.SENT,
+            actor: 'human',
+            bumpAttempt: true,
+            sendGuard: { kind: 'release' },
+          }),
+      );
+      // Proven waiting on the cancel's row lock (not slept on): its backend shows a lock wait.
+      await waitFor(
+        async () =>
+          (
+            (await db.dataSource.query(
+              `SELECT count(*)::int AS n FROM pg_stat_activity
+                WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`,
+            )) as { n: number }[]
+          )[0].n,
+        (waiting) => waiting > 0,
+      );
+      await cancel.commitTransaction();
+      expect(await releasing).toEqual({ sent: { won: false } });
+    } finally {
+      await cancel.release();
+    }
+    await unchanged(held.id, OperationStatus.MANUAL_REVIEW);
+    expect(await sendRefusals(db.dataSource.manager, held.id, { kind: 'release' })).toEqual(['execution_ended']);
   });
 
   it('will not commit SENT without a guard', async () => {

@@ -58,6 +58,7 @@ export class ConnectorSpendEntity {
 
 /** The connector settings workers read, and the spending ledger (caps are counted from it). */
 export const CONNECTOR_SPEND_SQL = {
+  lockOperation: `SELECT 1 FROM operations WHERE id = $1 FOR UPDATE`,
   settingsOf: `SELECT s.allow_hosts, s.spending_caps,
             CASE WHEN $3 THEN (SELECT jsonb_object_agg(x.name, x.value) FROM tenant_connector_secrets x
                                WHERE x.tenant_id = $1 AND x.connector = $2) END AS secrets
@@ -228,11 +229,20 @@ export async function commitWithinSpendingCaps(
     caps: SpendingCapRow[];
     /** The path segments of a cap's amount_field, and this operation's amount there (null: not a number). */
     amountOf: (cap: SpendingCapRow) => { path: string[]; amount: number | null } | null;
+    /**
+     * Take the operation's row first, in a transaction, before the SENT statement takes its snapshot (a reviewer's
+     * release). The release guard judges the execution from that snapshot, and a caller's cancel does not rewrite a
+     * held row (it only locks it, with the execution's other operations, before it moves the execution): without the
+     * lock, a release that waited for the cancel's row lock would still see the execution as it was before the cancel
+     * and send after it. With it, the cancel either commits before the snapshot (the release is refused) or waits.
+     */
+    lockOperationFirst?: boolean;
   },
   commit: (db: EntityManager) => Promise<TransitionResult>,
 ): Promise<{ sent: TransitionResult } | { exceeded: CapExceeded }> {
-  if (input.caps.length === 0) return { sent: await commit(dataSource.manager) };
+  if (input.caps.length === 0 && !input.lockOperationFirst) return { sent: await commit(dataSource.manager) };
   return transaction(dataSource, async (tx) => {
+    if (input.lockOperationFirst) await tx.query(CONNECTOR_SPEND_SQL.lockOperation, [input.operationId]);
     // Two dispatchers sending for the same tenant and connector take turns here, so neither can overshoot the cap.
     await tx.query(CONNECTOR_SPEND_SQL.capLock, [`${input.tenantId}/${input.connector}`]);
     for (const cap of input.caps) {
