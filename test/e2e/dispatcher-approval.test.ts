@@ -1,3 +1,4 @@
+import { JobName, QueueName } from '@verity/queues';
 import { DEMO, DEMO_SANDBOX_ACCOUNT, Stack, freePort, waitFor } from '../support/stack';
 import { charge, http, sms, unique } from '../support/http';
 import {
@@ -7,7 +8,10 @@ import {
   events,
   expectLegalHistory,
   getExecution,
+  getOperation,
+  logLines,
   settle,
+  stackQueue,
   statusPath,
   submit,
   waitForOp,
@@ -226,6 +230,42 @@ describe('dispatcher: approvals', () => {
       await stack.db.dataSource.query(
         `UPDATE tenants SET settings = settings - 'approvalAmountAbove' WHERE id = 'demo'`,
       );
+    }
+  });
+
+  it('a request asked for under a rule that is then removed is still owed its decision: no send refused over and over', async () => {
+    const policy = (approval_rules: unknown[]) =>
+      http(stack.apiUrl, 'PUT', '/v1/admin/policy', { key: DEMO.admin, body: { approval_rules } });
+    expect((await policy([{ connector: 'sandbox.payments' }])).status).toBe(200);
+    const queue = stackQueue(stack, QueueName.EXECUTIONS);
+    try {
+      const reference = unique('rule-removed');
+      const created = await submit(stack, [charge(reference)]);
+      const { execution } = await waitForRequest(created.id);
+      const op = execution.operations[0];
+      expect((await policy([])).status).toBe(200);
+      // An advance of the execution, as the sweeper or a duplicate enqueues one, waited for until it finished.
+      const jobId = unique('advance');
+      await queue.add(JobName.ADVANCE_EXECUTION, { executionId: created.id }, { jobId });
+      await waitFor(
+        async () => (await queue.getJob(jobId))?.getState(),
+        (state) => state === 'completed' || state === 'failed',
+      );
+      expect(await (await queue.getJob(jobId))!.getState()).toBe('completed');
+      // The request stands: the execution still waits for it, and no send was tried (each would have been refused).
+      expect((await getExecution(stack, created.id)).status).toBe('waiting_for_approval');
+      expect(await getOperation(stack, op.id)).toMatchObject({ status: 'PREPARED', attempt: 0 });
+      const refused = stack
+        .running('dispatcher')
+        .flatMap((app) => logLines(app))
+        .filter((line) => line.msg === 'dispatch refused by the send guard' && line.operationId === op.id);
+      expect(refused).toEqual([]);
+      await decide(op.id, 'approve');
+      expect((await settle(stack, created.id)).operations[0].status).toBe('VERIFIED');
+      expect((await stack.effects()).charges[reference].count).toBe(1);
+    } finally {
+      await queue.close();
+      await policy([]);
     }
   });
 

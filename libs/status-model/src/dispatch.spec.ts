@@ -139,7 +139,17 @@ describe('preparedStep: a table of PREPARED operations and what the lifecycle do
       { ...base, approvalRequired: true, approvalState: 'granted', preconditionOwed: true },
       { kind: 'read-precondition' },
     ],
-    ['no approval needed: a stale denial does not matter', { ...base, approvalState: 'denied' }, { kind: 'ready' }],
+    [
+      'no approval needed any more (the rule removed): a recorded denial still stands',
+      { ...base, approvalState: 'denied' },
+      { kind: 'deny' },
+    ],
+    [
+      'no approval needed any more (the rule removed): a request asked for is still owed its decision',
+      { ...base, approvalState: 'requested' },
+      { kind: 'await-approval', request: false },
+    ],
+    ['no approval needed, one granted early', { ...base, approvalState: 'granted' }, { kind: 'ready' }],
     [
       'waiting dependencies come before an owed read',
       { ...base, dependencies: [dep(OperationStatus.SENT)], preconditionOwed: true },

@@ -134,7 +134,9 @@ export type PreparedStep =
 /**
  * What the lifecycle does next with one PREPARED operation, in the order the contract sets: a broken dependency
  * cancels it; an unfinished one makes it wait; an approval it needs must be granted (a deny cancels it); an owed
- * precondition read comes before the send (I15); then it is ready.
+ * precondition read comes before the send (I15); then it is ready. An approval asked for or denied is owed its decision
+ * even where no longer required (an admin removed the rule meanwhile), as the SENT statement's guard judges it: taking
+ * it for ready would have the guard refuse the send again and again while the execution showed running.
  */
 export function preparedStep(op: {
   dependencies: (DependencyView | undefined)[];
@@ -146,7 +148,7 @@ export function preparedStep(op: {
     return { kind: 'cancel', dependency: op.dependencies.find((d) => dependencyBroken(d)) };
   }
   if (!dependenciesDone(op.dependencies)) return { kind: 'wait' };
-  if (op.approvalRequired) {
+  if (op.approvalRequired || op.approvalState === 'requested' || op.approvalState === 'denied') {
     if (op.approvalState === 'denied') return { kind: 'deny' };
     if (op.approvalState !== 'granted') return { kind: 'await-approval', request: op.approvalState !== 'requested' };
   }
