@@ -90,6 +90,22 @@ describe('admin: tenant policy', () => {
         'invalid_format',
       ],
       [{ approval_rules: [{ connector: 'sandbox.payments', extra: 1 }] }, 'approval_rules[0].extra', 'unknown_field'],
+      // A threshold on a field no charge has (misspelled, or not a number) would never apply: refused.
+      [
+        { approval_rules: [{ connector: 'sandbox.payments', amount_above: 5, amount_field: 'amout' }] },
+        'approval_rules[0].amount_field',
+        'unknown_amount_field',
+      ],
+      [
+        { approval_rules: [{ connector: 'sandbox.payments', amount_above: 5, amount_field: 'currency' }] },
+        'approval_rules[0].amount_field',
+        'unknown_amount_field',
+      ],
+      [
+        { approval_rules: [{ connector: 'sandbox.sms', amount_above: 5 }] },
+        'approval_rules[0].amount_field',
+        'unknown_amount_field',
+      ],
     ];
     for (const [body, field, rule] of cases) {
       const res = await policy('PUT', body);

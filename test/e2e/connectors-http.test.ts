@@ -99,6 +99,15 @@ describe('http connector (real loopback target, tenant settings through the admi
       'spending_caps[0].amount_field',
     );
     expect((await bad('http', { surprise: 1 })).status).toBe(400);
+    // A cap summing a field no charge has would refuse every charge as unreadable: refused when set.
+    const misspelled = await bad('sandbox.payments', {
+      spending_caps: [{ period: 'day', max_amount: 5000, amount_field: 'amout' }],
+    });
+    expect(misspelled.status).toBe(400);
+    expect(misspelled.body.errors[0]).toMatchObject({
+      field: 'spending_caps[0].amount_field',
+      rule: 'unknown_amount_field',
+    });
   });
 
   it('serves the limitations per connector and per action from the declarations', async () => {

@@ -13,3 +13,4 @@ export * from './tenant-settings';
 export * from './call-metrics';
 export * from './connectors.module';
 export * from './tenant-connectors';
+export * from './amount-field';

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { ConnectorRegistry, ConnectorSettingsInput, fieldSegments } from '@verity/connectors';
+import { ConnectorRegistry, ConnectorSettingsInput, amountFieldProblem, fieldSegments } from '@verity/connectors';
 import {
   CapUsage,
   SPENDING_PERIOD_SECONDS,
@@ -80,6 +80,12 @@ export class ConnectorSettingsService {
         });
       });
     }
+    (input.spending_caps ?? []).forEach((cap, i) => {
+      // A cap summing a field no operation of the connector has would refuse every send as unreadable.
+      const problem = cap.amount_field === undefined ? null : amountFieldProblem(connector, cap.amount_field);
+      if (problem)
+        errors.push({ field: `spending_caps[${i}].amount_field`, rule: 'unknown_amount_field', message: problem });
+    });
     if (input.secrets !== undefined && !connector.settings?.secrets) {
       errors.push({
         field: 'secrets',

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { ConnectorRegistry } from '@verity/connectors';
+import { ConnectorRegistry, amountFieldProblem } from '@verity/connectors';
 import {
   DEFAULT_OBLIGATION_OWNER,
   DEFAULT_ESCALATION_TARGET,
@@ -10,7 +10,7 @@ import {
   updateTenantPolicy,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
-import { ApprovalRule, tenantApprovalRules } from '@verity/status-model';
+import { ApprovalRule, DEFAULT_AMOUNT_FIELD, tenantApprovalRules } from '@verity/status-model';
 import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { FieldError, Problem } from '../problem/problem';
@@ -35,7 +35,8 @@ export class PolicyService {
   async put(principal: Principal, input: PolicyInput): Promise<PolicyViewOf> {
     const errors: FieldError[] = [];
     (input.approval_rules ?? []).forEach((rule, i) => {
-      if (!this.connectors.get(rule.connector)) {
+      const connector = this.connectors.get(rule.connector);
+      if (!connector) {
         errors.push({
           field: `approval_rules[${i}].connector`,
           rule: 'unknown_connector',
@@ -44,7 +45,13 @@ export class PolicyService {
             .map((c) => c.name)
             .join(', ')}`,
         });
+        return;
       }
+      // A threshold on a field no operation of the connector has would never apply: refused, not kept silently off.
+      if (rule.amount_above === undefined) return;
+      const problem = amountFieldProblem(connector, rule.amount_field ?? DEFAULT_AMOUNT_FIELD);
+      if (problem)
+        errors.push({ field: `approval_rules[${i}].amount_field`, rule: 'unknown_amount_field', message: problem });
     });
     if (errors.length > 0) throw Problem.validation(errors);
 

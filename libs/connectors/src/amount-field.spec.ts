@@ -1,0 +1,43 @@
+import { z } from 'zod';
+import { amountFieldProblem } from './amount-field';
+import { Connector } from './connector';
+import { ConnectorRegistry } from './registry';
+
+describe('amountFieldProblem: can an operation of this connector carry a number at the field a rule names?', () => {
+  const registry = new ConnectorRegistry();
+  const connector = (name: string) => registry.require(name);
+
+  /** A connector with only params schemas: what the walk reads. */
+  const withParams = (...schemas: z.ZodType<Record<string, unknown>>[]) =>
+    ({
+      name: 'test.connector',
+      actions: Object.fromEntries(schemas.map((params, i) => [`action${i}`, { description: '', params }])),
+    }) as unknown as Connector;
+
+  it.each([
+    ['sandbox.payments', 'amount', null],
+    ['sandbox.payments', 'amout', /no action of sandbox.payments \(charge\) has a "amout"/],
+    ['sandbox.payments', 'currency', /"currency" is not a number in the params of sandbox.payments/],
+    ['sandbox.payments', 'amount.value', /no action of sandbox.payments/],
+    ['sandbox.sms', 'amount', /no action of sandbox.sms/],
+    // The http connector's body is any JSON: only the operation tells.
+    ['http', 'body.amount', null],
+  ])('%s at %s', (name, path, expected) => {
+    const problem = amountFieldProblem(connector(name), path);
+    if (expected === null) expect(problem).toBeNull();
+    else expect(problem).toMatch(expected);
+  });
+
+  it('walks nested objects and optional members; a loose object or a record is open; one action with it is enough', () => {
+    const nested = z.strictObject({ payment: z.strictObject({ total: z.number().optional(), note: z.string() }) });
+    expect(amountFieldProblem(withParams(nested), 'payment.total')).toBeNull();
+    expect(amountFieldProblem(withParams(nested), 'payment.note')).toMatch(/not a number/);
+    expect(amountFieldProblem(withParams(nested), 'payment.totl')).toMatch(/has a "payment.totl"/);
+    expect(amountFieldProblem(withParams(z.object({ a: z.string() })), 'amount')).toMatch(/no action/);
+    expect(amountFieldProblem(withParams(z.looseObject({ a: z.string() })), 'amount')).toBeNull();
+    expect(amountFieldProblem(withParams(z.record(z.string(), z.unknown())), 'amount')).toBeNull();
+    expect(
+      amountFieldProblem(withParams(z.object({ a: z.string() }), z.object({ amount: z.number() })), 'amount'),
+    ).toBeNull();
+  });
+});

@@ -1,0 +1,68 @@
+import { z } from 'zod';
+import type { Connector } from './connector';
+
+/** What an action's params schema says is at a dot path. */
+type PathKind = 'number' | 'other' | 'absent' | 'open';
+
+/** Optional, nullable, defaulted, read-only members: the value's own schema. */
+function unwrapped(schema: z.ZodType): z.ZodType {
+  let at = schema;
+  while (
+    at instanceof z.ZodOptional ||
+    at instanceof z.ZodNullable ||
+    at instanceof z.ZodDefault ||
+    at instanceof z.ZodReadonly
+  ) {
+    at = at.unwrap() as z.ZodType;
+  }
+  return at;
+}
+
+/**
+ * What is at `path` in values of `schema`: a number, something that is not one, nothing (an object that takes no
+ * other members has none there), or "open" — a schema that takes any member or value there (a record, unknown, a
+ * loose object, anything this walk does not know), which says nothing either way.
+ */
+function pathKind(schema: z.ZodType, path: string): PathKind {
+  let at = unwrapped(schema);
+  for (const segment of path.split('.')) {
+    if (!(at instanceof z.ZodObject)) {
+      const scalar = at instanceof z.ZodNumber || at instanceof z.ZodString || at instanceof z.ZodBoolean;
+      return scalar || at instanceof z.ZodArray || at instanceof z.ZodEnum || at instanceof z.ZodLiteral
+        ? 'absent'
+        : 'open';
+    }
+    const member = (at.shape as Record<string, z.ZodType>)[segment];
+    if (!member) {
+      // A strict object refuses other members and a plain one drops them: neither can carry one there.
+      const catchall = at._zod.def.catchall;
+      return catchall === undefined || catchall instanceof z.ZodNever ? 'absent' : 'open';
+    }
+    at = unwrapped(member);
+  }
+  if (at instanceof z.ZodNumber) return 'number';
+  if (
+    at instanceof z.ZodString ||
+    at instanceof z.ZodBoolean ||
+    at instanceof z.ZodArray ||
+    at instanceof z.ZodObject ||
+    at instanceof z.ZodEnum
+  ) {
+    return 'other';
+  }
+  return 'open';
+}
+
+/**
+ * Why no operation of `connector` can carry a number at `path` (an approval threshold's or a spending cap's amount
+ * field), or null when one can — or when its params are open there and only the operation will tell. A rule that names
+ * a field no action has would be accepted and never apply (an approval threshold) or refuse every send (a cap).
+ */
+export function amountFieldProblem(connector: Connector, path: string): string | null {
+  const kinds = Object.values(connector.actions).map((action) => pathKind(action.params, path));
+  if (kinds.some((kind) => kind === 'number' || kind === 'open')) return null;
+  const actions = Object.keys(connector.actions).join(', ');
+  return kinds.includes('other')
+    ? `"${path}" is not a number in the params of ${connector.name} (${actions})`
+    : `no action of ${connector.name} (${actions}) has a "${path}" in its params`;
+}
