@@ -85,6 +85,16 @@ describe('operationFailure (the failure object, derived from status, reason and 
       false,
     ],
     [
+      'a reviewer’s release refused by a spending cap (the platform refused it, not the reviewer)',
+      S.CANCELLED,
+      R.KNOWLEDGE_CONFLICT,
+      change(S.MANUAL_REVIEW, { actor: 'human', cause: 'spending_cap_exceeded' }),
+      'spending_cap_reached',
+      'dispatch',
+      'policy',
+      true,
+    ],
+    [
       'dependency failed',
       S.CANCELLED,
       null,

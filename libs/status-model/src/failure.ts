@@ -215,6 +215,9 @@ function failureCodeOf(op: OperationForFailure, change: LastStatusChange): Failu
   if (op.status === S.CANCELLED) {
     // A deny is a person's decision too: its own reason (or recorded cause) names it before the actor does.
     if (reason === TerminalReason.DENIED || change.cause === 'approval_denied') return 'approval_denied';
+    // A reviewer's release that a spending cap refused is cancelled by the platform's rule, not by the reviewer (who
+    // asked for the send): the recorded cause names it, as it does for a deny.
+    if (change.cause === 'spending_cap_exceeded') return 'spending_cap_reached';
     if (byHuman) return 'resolved_cancelled';
     return CANCEL_CAUSES[change.cause ?? ''] ?? 'unexplained';
   }
