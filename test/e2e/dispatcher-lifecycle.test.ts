@@ -210,6 +210,15 @@ describe('dispatcher: execution lifecycle', () => {
     const log = await events(stack, created.id);
     expect(statusPath(log, op.id)).toEqual(['PREPARED', 'VERIFIED']);
     expect((await stack.effects()).charges[reference].count).toBe(1);
+    // The agent expected no charge yet: what it knew is recorded as in conflict with the source, before the close.
+    const conflict = log.find((e) => e.type === 'knowledge.conflict' && e.operation_id === op.id);
+    expect(conflict?.data).toMatchObject({
+      conflicts: ['charged: expected false, source has true'],
+      expected_state: { charged: false },
+      no_change_required: true,
+    });
+    const verified = log.find((e) => e.operation_id === op.id && e.to_status === 'VERIFIED')!;
+    expect(conflict!.seq).toBeLessThan(verified.seq);
   });
 
   it("another tenant's charge of the same reference is not this tenant's state: it charges in its own account", async () => {

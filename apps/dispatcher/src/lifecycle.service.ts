@@ -545,6 +545,22 @@ export class LifecycleService {
         return 'agrees';
       case 'no-change-required': {
         const state = context.kind === 'state' ? context.state : {};
+        if (verdict.expectationsMissed.length > 0) {
+          // The agent's expected_state was wrong (it expected the effect not made yet): its knowledge is recorded as
+          // in conflict with the source, before the operation closes without a change.
+          await this.transitions.annotate(db, {
+            executionId: execution.id,
+            operationId: op.id,
+            type: 'knowledge.conflict',
+            data: {
+              conflicts: verdict.expectationsMissed,
+              state,
+              expected_state: op.expectedState,
+              irreversible: op.irreversible,
+              no_change_required: true,
+            },
+          });
+        }
         const moved = await this.transitions.operation(db, {
           operation: snapshotOf(op),
           to: S.VERIFIED,

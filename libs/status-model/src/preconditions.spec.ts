@@ -66,7 +66,13 @@ describe('judgeContext: a context read → what happens to the PREPARED operatio
       'requested state already there and readable back: no change required',
       { irreversible: true, expectedState: null, verificationMethod: RAW },
       state({}, { requestedStatePresent: true }),
-      { kind: 'no-change-required' },
+      { kind: 'no-change-required', expectationsMissed: [] },
+    ],
+    [
+      'requested state already there, the agent expected it not to be: no change required, the miss recorded',
+      { irreversible: true, expectedState: { charged: false }, verificationMethod: RAW },
+      state({ charged: true }, { requestedStatePresent: true }),
+      { kind: 'no-change-required', expectationsMissed: ['charged: expected false, source has true'] },
     ],
     [
       'requested state there but nothing can read it back: not claimed, it agrees',

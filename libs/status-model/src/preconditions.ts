@@ -59,7 +59,12 @@ export type ContextVerdict =
   /** Unreadable, but nothing requires the read: it proceeds, the gap recorded. */
   | { kind: 'proceed-unread' }
   /** The requested state is already there and can be read back: VERIFIED, no change required (not caused by us). */
-  | { kind: 'no-change-required' }
+  /**
+   * `expectationsMissed`: where the agent's expected_state differed from the source that already holds the requested
+   * state (it expected the effect not made yet): recorded as a knowledge conflict, not held — there is nothing to send,
+   * and a hold could only end in a cancel while the state it asked for is there.
+   */
+  | { kind: 'no-change-required'; expectationsMissed: string[] }
   /** The source contradicts the request or the agent's expected_state: recorded; `hold` → MANUAL_REVIEW. */
   | { kind: 'conflict'; conflicts: string[]; hold: boolean }
   /** The source agrees: it may proceed. */
@@ -79,15 +84,15 @@ export function judgeContext(
 ): ContextVerdict {
   if (read.kind === 'unreachable')
     return mustReadPrecondition(op) ? { kind: 'read-again' } : { kind: 'proceed-unread' };
-  if (read.requestedStatePresent && op.verificationMethod === VerificationMethod.READ_AFTER_WRITE) {
-    return { kind: 'no-change-required' };
-  }
   const expectedMismatches = Object.entries(op.expectedState ?? {})
     .filter(([key, expected]) => JSON.stringify(read.state[key]) !== JSON.stringify(expected))
     .map(
       ([key, expected]) =>
         `${key}: expected ${JSON.stringify(expected)}, source has ${JSON.stringify(read.state[key])}`,
     );
+  if (read.requestedStatePresent && op.verificationMethod === VerificationMethod.READ_AFTER_WRITE) {
+    return { kind: 'no-change-required', expectationsMissed: expectedMismatches };
+  }
   const conflicts = [...read.conflicts, ...expectedMismatches];
   if (conflicts.length === 0) return { kind: 'agrees' };
   return { kind: 'conflict', conflicts, hold: op.irreversible };
