@@ -1,4 +1,4 @@
-import { JobName, jobId, preconditionReadJobId } from './names';
+import { JobName, jobId, preconditionReadJobId, releaseDispatchJobId } from './names';
 
 describe('jobId', () => {
   // Ids already in Redis dedupe later enqueues of the same intent: a changed id would let a second job in beside it.
@@ -18,6 +18,10 @@ describe('jobId', () => {
     const due = new Date('2026-11-30T12:00:00.000Z');
     expect(preconditionReadJobId('exe_1', due)).toBe(`exe_1.advance-execution.precondition-${due.getTime()}`);
     expect(preconditionReadJobId('exe_1', due)).toBe(preconditionReadJobId('exe_1', new Date(due)));
+  });
+
+  it("gives a reviewer's release the id the API has always used, so the sweeper's re-arm finds the same job", () => {
+    expect(releaseDispatchJobId('op_1')).toBe('op_1.dispatch.release');
   });
 
   it('never uses the separator BullMQ reserves', () => {

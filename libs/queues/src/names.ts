@@ -147,6 +147,14 @@ export function preconditionReadJobId(executionId: string, dueAt: Date): string 
 }
 
 /**
+ * The dispatch job that carries out a reviewer's release of a held, never-sent operation (resolve SENT). The API
+ * enqueues it and the sweeper re-arms it under the same id, so the two never make two jobs of one release.
+ */
+export function releaseDispatchJobId(operationId: string): string {
+  return jobId(JobName.DISPATCH_OPERATION, operationId, 'release');
+}
+
+/**
  * One delivery round of one webhook message: retried by BullMQ with exponential backoff. The id names the round, so
  * a manual redelivery is a new job while an enqueue repeated by the outbox's recovery pass is harmless.
  */

@@ -29,7 +29,7 @@ import {
   newId,
   tracingOn,
 } from '@verity/platform';
-import { JobName, JobProducer, jobId } from '@verity/queues';
+import { JobName, JobProducer, jobId, releaseDispatchJobId } from '@verity/queues';
 import {
   ExecutionStatus,
   LastStatusChange,
@@ -306,7 +306,7 @@ export class OperationsService {
         ? this.producer.tryEnqueue(
             JobName.DISPATCH_OPERATION,
             { operationId: op.id, executionId: op.executionId },
-            { jobId: jobId(JobName.DISPATCH_OPERATION, op.id, 'release') },
+            { jobId: releaseDispatchJobId(op.id) },
           )
         : this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId }),
     );
