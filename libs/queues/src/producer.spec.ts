@@ -62,13 +62,13 @@ describe('JobProducer.enqueueOrRearm: one job per id, a finished one armed again
       const data = { operationId: 'op_rearm', executionId: 'exe_rearm' };
       const id = 'op_rearm.dispatch';
       const queue = producer.queue(QueueName.DISPATCH);
-      await producer.enqueueOrRearm(JobName.DISPATCH_OPERATION, data, id);
+      expect(await producer.enqueueOrRearm(JobName.DISPATCH_OPERATION, data, id)).toBe(true);
       const first = await queue.getJob(id);
       expect(first?.data).toEqual(data);
       expect(await queue.getJobState(id)).toBe('waiting');
 
       // Pending: the same job stays (same timestamp, one job in the queue).
-      await producer.enqueueOrRearm(JobName.DISPATCH_OPERATION, data, id);
+      expect(await producer.enqueueOrRearm(JobName.DISPATCH_OPERATION, data, id)).toBe(false);
       expect((await queue.getJob(id))?.timestamp).toBe(first!.timestamp);
       expect(await queue.getJobCounts('waiting', 'completed')).toEqual({ waiting: 1, completed: 0 });
 
@@ -87,7 +87,7 @@ describe('JobProducer.enqueueOrRearm: one job per id, a finished one armed again
         worker.on('error', () => undefined);
         await waitForState(queue, id, finish);
         await worker.close();
-        await producer.enqueueOrRearm(JobName.DISPATCH_OPERATION, data, id);
+        expect(await producer.enqueueOrRearm(JobName.DISPATCH_OPERATION, data, id)).toBe(true);
         const armed = await queue.getJob(id);
         expect(armed?.finishedOn).toBeUndefined();
         expect(armed?.data).toEqual(data);

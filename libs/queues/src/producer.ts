@@ -128,15 +128,16 @@ export class JobProducer {
    * to run (the add would be a no-op anyway); one that finished — completed or failed, kept for its retention — would
    * swallow the add, so it is removed and the job enqueued again. One HMGET of the job's hash tells which (rather than
    * fetching the whole job and running BullMQ's state script): 'timestamp' is set when a job is added, 'finishedOn' when
-   * it completes or fails for good.
+   * it completes or fails for good. Whether a job was added (false: a pending one was left to run).
    */
-  async enqueueOrRearm<N extends JobName>(name: N, data: JobPayloads[N], jobId: string): Promise<void> {
+  async enqueueOrRearm<N extends JobName>(name: N, data: JobPayloads[N], jobId: string): Promise<boolean> {
     const queue = await this.queueOf(name, data);
     const client = await queue.getBackend().client;
     const [addedAt, finishedOn] = await client.hmget(queue.toKey(jobId), 'timestamp', 'finishedOn');
-    if (addedAt !== null && finishedOn === null) return;
+    if (addedAt !== null && finishedOn === null) return false;
     if (finishedOn !== null) await queue.remove(jobId).catch(() => undefined);
     await queue.add(name, data, { jobId });
+    return true;
   }
 
   /** The queue (of its shard) a job with this name and data goes to, failing fast like connectedQueue. */
