@@ -39,6 +39,13 @@ SELECT id, execution_id, status, verification_method, next_check_at IS NOT NULL 
        AND coalesce(next_check_at, updated_at) < now() - make_interval(secs => $1 / 1000.0)
      ORDER BY updated_at LIMIT $2;
 
+-- unsentReleases
+SELECT id, execution_id FROM operations
+     WHERE status = 'MANUAL_REVIEW' AND attempt = 0
+       AND obligation->'resolution'->>'status' = 'SENT'
+       AND (obligation->'resolution'->>'at')::timestamptz < now() - make_interval(secs => $1 / 1000.0)
+     ORDER BY (obligation->'resolution'->>'at')::timestamptz LIMIT $2;
+
 -- retireObservations
 UPDATE operations SET next_check_at = NULL WHERE id IN (
        SELECT id FROM operations

@@ -1,7 +1,7 @@
 import { insertChargeExecution } from '../../../test/support/fixtures';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { findExecutionForWorker } from './store';
-import { msSinceLastSweep, traceParentsOf, withSweepLock } from './sweep.repository';
+import { msSinceLastSweep, traceParentsOf, unsentReleases, withSweepLock } from './sweep.repository';
 
 describe('withSweepLock (real Postgres)', () => {
   const db = useTestDatabase('sweeplock');
@@ -75,5 +75,48 @@ describe('traceParentsOf (real Postgres)', () => {
       new Map([[a.operationId, traced]]),
     );
     expect(await traceParentsOf(db.dataSource.manager, 'executions', [])).toEqual(new Map());
+  });
+});
+
+describe('unsentReleases (real Postgres)', () => {
+  const db = useTestDatabase('sweeprelease', ['acme']);
+
+  /** A charge moved by hand to `status` with `attempt`, its obligation carrying `resolution` (none: no resolution). */
+  async function held(status: string, attempt: number, resolution?: { status: string; agoSeconds: number }) {
+    const { executionId, operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
+    const obligation: Record<string, unknown> = { due_at: new Date(Date.now() + 3_600_000).toISOString() };
+    if (resolution) {
+      obligation.resolution = {
+        status: resolution.status,
+        evidence: 'test',
+        by: 'key_test',
+        at: new Date(Date.now() - resolution.agoSeconds * 1000).toISOString(),
+      };
+    }
+    await db.dataSource.query(`UPDATE operations SET status = $2, attempt = $3, obligation = $4 WHERE id = $1`, [
+      operationId,
+      status,
+      attempt,
+      JSON.stringify(obligation),
+    ]);
+    return { id: operationId, execution_id: executionId };
+  }
+
+  it('finds the held, never-sent operations whose recorded release is older than the grace, oldest first', async () => {
+    const older = await held('MANUAL_REVIEW', 0, { status: 'SENT', agoSeconds: 120 });
+    const old = await held('MANUAL_REVIEW', 0, { status: 'SENT', agoSeconds: 60 });
+    // Within the grace: the API's own job is still expected to carry it out.
+    await held('MANUAL_REVIEW', 0, { status: 'SENT', agoSeconds: 1 });
+    // Held and never sent, but nothing recorded (or the release was withdrawn): the reviewer's to decide.
+    await held('MANUAL_REVIEW', 0);
+    // Carried out: SENT by the release, and whatever it became after.
+    await held('SENT', 1, { status: 'SENT', agoSeconds: 60 });
+    await held('VERIFIED', 1, { status: 'SENT', agoSeconds: 60 });
+    // Sent before it was held (attempt 1): never sent again, whatever its obligation says.
+    await held('MANUAL_REVIEW', 1, { status: 'SENT', agoSeconds: 60 });
+
+    expect(await unsentReleases(db.dataSource.manager, 30_000, 10)).toEqual([older, old]);
+    expect(await unsentReleases(db.dataSource.manager, 30_000, 1)).toEqual([older]);
+    expect(await unsentReleases(db.dataSource.manager, 90_000, 10)).toEqual([older]);
   });
 });

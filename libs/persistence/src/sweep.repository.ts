@@ -47,6 +47,14 @@ export const SWEEP_SQL = {
             OR (status IN (${sqlLiterals(RECHECK_OWED_STATUSES)}) AND next_check_at IS NOT NULL))
        AND coalesce(next_check_at, updated_at) < now() - make_interval(secs => $1 / 1000.0)
      ORDER BY updated_at LIMIT $2`,
+  // A reviewer's release (resolution SENT) of a held, never-sent operation (attempt 0: see everSent), recorded more than
+  // $1 ms ago and still not carried out: its dispatch job is owed. Every execution status is included: a release whose
+  // execution ended is refused by the send guard and withdrawn, which hands the decision back to a reviewer.
+  unsentReleases: `SELECT id, execution_id FROM operations
+     WHERE status = ${sqlLiterals([S.MANUAL_REVIEW])} AND attempt = 0
+       AND obligation->'resolution'->>'status' = ${sqlLiterals([S.SENT])}
+       AND (obligation->'resolution'->>'at')::timestamptz < now() - make_interval(secs => $1 / 1000.0)
+     ORDER BY (obligation->'resolution'->>'at')::timestamptz LIMIT $2`,
   // Operations older than the observation window stop being observed.
   retireObservations: `UPDATE operations SET next_check_at = NULL WHERE id IN (
        SELECT id FROM operations
@@ -144,6 +152,18 @@ export function operationsOwedChecks(
   }[]
 > {
   return rows(db, SWEEP_SQL.owedChecks, [olderThanMs, limit]);
+}
+
+/**
+ * Held, never-sent operations whose reviewer's release (resolve SENT) was recorded more than `olderThanMs` ago and has
+ * not been carried out (still MANUAL_REVIEW, attempt 0), oldest release first.
+ */
+export function unsentReleases(
+  db: Queryable,
+  olderThanMs: number,
+  limit: number,
+): Promise<{ id: string; execution_id: string }[]> {
+  return rows(db, SWEEP_SQL.unsentReleases, [olderThanMs, limit]);
 }
 
 /**
