@@ -13,10 +13,11 @@ import {
   snapshotOf,
   staleExecutions,
   traceParentsOf,
+  unsentReleases,
   withSweepLock,
 } from '@verity/persistence';
 import { LOGGER, Logger, RedisClient, VERITY_CONFIG, VerityConfig, inTraceOf, tracingOn } from '@verity/platform';
-import { JobName, JobProducer, PRODUCER_REDIS, QueueName, jobId } from '@verity/queues';
+import { JobName, JobProducer, PRODUCER_REDIS, QueueName, jobId, releaseDispatchJobId } from '@verity/queues';
 import { OperationStatus, OwedCheck, TerminalReason, VerificationMethodValue, owedCheck } from '@verity/status-model';
 import { DataSource } from 'typeorm';
 import { hostname } from 'node:os';
@@ -37,6 +38,7 @@ export interface SweepReport {
   orphanedSent: number;
   reenqueuedExecutions: number;
   reenqueuedChecks: number;
+  rearmedReleases: number;
   escalated: number;
   observations: number;
   prunedSpend: number;
@@ -118,6 +120,7 @@ export class SweeperService implements OnApplicationBootstrap, OnApplicationShut
       orphanedSent: 0,
       reenqueuedExecutions: 0,
       reenqueuedChecks: 0,
+      rearmedReleases: 0,
       escalated: 0,
       observations: 0,
       prunedSpend: 0,
@@ -130,6 +133,7 @@ export class SweeperService implements OnApplicationBootstrap, OnApplicationShut
       report.orphanedSent = await this.orphanedSent();
       report.reenqueuedExecutions = await this.staleExecutions();
       report.reenqueuedChecks = await this.owedChecks();
+      report.rearmedReleases = await this.unsentReleases();
       report.escalated = await this.escalate();
       report.observations = await this.observations();
       report.prunedSpend = await pruneSpendLedger(this.db.manager, BATCH);
@@ -139,7 +143,8 @@ export class SweeperService implements OnApplicationBootstrap, OnApplicationShut
       return report;
     });
     if (!ran) return report;
-    if (report.expired + report.orphanedSent + report.escalated > 0) this.logger.info({ report }, 'sweep');
+    if (report.expired + report.orphanedSent + report.rearmedReleases + report.escalated > 0)
+      this.logger.info({ report }, 'sweep');
     return report;
   }
 
@@ -270,6 +275,47 @@ export class SweeperService implements OnApplicationBootstrap, OnApplicationShut
       );
     }
     return owed.length;
+  }
+
+  /**
+   * A reviewer's release of a held, never-sent operation is recorded on the row and carried out by one dispatch job,
+   * which the API enqueues once. When that job is lost (Redis emptied, its dispatcher killed before SENT: a dispatch job
+   * is never re-run) or finished without sending (refused twice for settings changed under it), nothing else would ever
+   * send the operation, and the recorded resolution refuses every other: so the job is armed again under the API's id.
+   * A job of that id still waiting, delayed or active is left to run (a dead worker's active job fails at the next
+   * stalled check, and the next sweep re-arms it). The SENT statement's release guard, not the job id, keeps a
+   * duplicate or late job from sending twice, and a release it refuses for good (execution ended, dependency not done)
+   * is withdrawn, so it is not re-armed forever.
+   */
+  private async unsentReleases(): Promise<number> {
+    const owed = await unsentReleases(this.db.manager, this.config.STALE_EXECUTION_MS, BATCH);
+    if (owed.length === 0) return 0;
+    const traces = await this.traceParents(
+      'operations',
+      owed.map((op) => op.id),
+    );
+    let rearmed = 0;
+    try {
+      for (const { id, execution_id: executionId } of owed) {
+        const added = await inTraceOf(traces.get(id), () =>
+          this.producer.enqueueOrRearm(
+            JobName.DISPATCH_OPERATION,
+            { operationId: id, executionId },
+            releaseDispatchJobId(id),
+          ),
+        );
+        if (!added) continue;
+        rearmed += 1;
+        this.logger.info({ operationId: id, executionId }, 'a recorded release had no dispatch job: armed again');
+      }
+    } catch (error) {
+      // Redis cannot be asked: the releases stay recorded in Postgres, and the next sweep tries again.
+      this.logger.warn(
+        { err: error },
+        'cannot re-arm the dispatch jobs of recorded releases; the next sweep tries again',
+      );
+    }
+    return rearmed;
   }
 
   /**
