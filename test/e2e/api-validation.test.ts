@@ -414,6 +414,27 @@ const CASES: Case[] = [
     field: 'limit',
   })),
   { name: 'list limit twice', method: 'GET', path: '/v1/executions?limit=1&limit=2', status: 400, field: 'limit' },
+  // Only an exactly empty value means "absent": a blank, or an empty value given twice, is still a value to refuse.
+  { name: 'list limit empty twice', method: 'GET', path: '/v1/executions?limit=&limit=', status: 400, field: 'limit' },
+  { name: 'list limit a blank', method: 'GET', path: '/v1/executions?limit=%20', status: 400, field: 'limit' },
+  { name: 'list status a blank', method: 'GET', path: '/v1/executions?status=%20', status: 400, field: 'status' },
+  { name: 'list cursor a blank', method: 'GET', path: '/v1/executions?cursor=%20', status: 400, field: 'cursor' },
+  {
+    name: 'review queue reason a blank',
+    method: 'GET',
+    path: '/v1/review/manual-reviews?reason=%20',
+    key: DEMO.reviewer,
+    status: 400,
+    field: 'reason',
+  },
+  {
+    name: 'an empty unknown parameter',
+    method: 'GET',
+    path: '/v1/executions?tenant=',
+    status: 400,
+    field: 'tenant',
+    rule: 'unknown_field',
+  },
   {
     name: 'events limit in hex',
     method: 'GET',
@@ -798,6 +819,31 @@ describe('malformed requests (I10)', () => {
     expect(failures).toEqual([]);
     expect(await counts()).toEqual(before);
     expect(before).toEqual({ executions: 0, operations: 0, events: 0, idempotency_keys: 0 });
+  });
+
+  // The list endpoint as documented, `GET /v1/executions?status=&cursor=&limit=`: an empty value is one left out.
+  it('reads an empty query parameter as absent on every list endpoint', async () => {
+    const pages: [string, string, number][] = [
+      ['/v1/executions?status=&cursor=&limit=', DEMO.agent, 200],
+      ['/v1/executions?status=', DEMO.agent, 200],
+      ['/v1/executions?cursor=', DEMO.agent, 200],
+      ['/v1/executions?limit=', DEMO.agent, 200],
+      ['/v1/review/approvals?connector=&q=&cursor=&limit=', DEMO.reviewer, 200],
+      ['/v1/review/manual-reviews?connector=&q=&cursor=&limit=&reason=&escalated=', DEMO.reviewer, 200],
+      // Past validation to the lookup: the execution and the webhook do not exist.
+      ['/v1/executions/exe_01nothere/events?after=&limit=', DEMO.agent, 404],
+      ['/v1/admin/webhooks/whk_01nothere/deliveries?cursor=&limit=', DEMO.admin, 404],
+    ];
+    const answers = [];
+    for (const [path, key] of pages) answers.push([path, (await http(stack.apiUrl, 'GET', path, { key })).status]);
+    expect(answers).toEqual(pages.map(([path, , status]) => [path, status]));
+    const list = await http<{ data: unknown[]; next_cursor: string | null }>(
+      stack.apiUrl,
+      'GET',
+      '/v1/executions?status=&cursor=&limit=',
+      { key: DEMO.agent },
+    );
+    expect(list.body).toEqual({ data: [], next_cursor: null });
   });
 
   it('lists at most 50 field errors however many there are', async () => {

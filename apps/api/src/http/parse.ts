@@ -10,8 +10,19 @@ export function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.infe
   return parsed.data;
 }
 
-export function parseQuery<T extends z.ZodType>(schema: T, query: unknown): z.infer<T> {
-  return parseBody(schema, query);
+/**
+ * A query string's parameters. An empty value of a parameter the endpoint takes (`?status=&limit=`) is that parameter
+ * left out, as a form or a URL template leaves it — refused as a value, it turned the documented
+ * `?status=&cursor=&limit=` into a 400. Only exactly empty: a blank, a repeated parameter (an array) or a name the
+ * endpoint does not take (a typo) is judged by `schema` as before.
+ */
+export function parseQuery<T extends z.ZodObject>(schema: T, query: unknown): z.infer<T> {
+  return parseBody(schema, withoutEmptyValues(query, Object.keys(schema.shape)));
+}
+
+function withoutEmptyValues(query: unknown, names: readonly string[]): unknown {
+  if (typeof query !== 'object' || query === null || Array.isArray(query)) return query;
+  return Object.fromEntries(Object.entries(query).filter(([name, value]) => !(value === '' && names.includes(name))));
 }
 
 /**
