@@ -140,6 +140,18 @@ describe('reconciler: resolution of MANUAL_REVIEW and escalation', () => {
     expect(held).toMatchObject({ terminal_reason: 'KNOWLEDGE_CONFLICT', attempt: 0 });
     expect(held.recovery_obligation!.permitted_actions).toEqual(['SENT', 'CANCELLED']);
     expect((await resolve(held.id, 'VERIFIED')).status).toBe(409);
+    // Nothing was sent, so no effect can exist: FAILED is refused as a resolution this hold does not take, naming why
+    // and what it takes — never as effect-exists, which once answered here with a read_back showing no charge.
+    const failed = await resolve(held.id, 'FAILED');
+    expect(failed.status).toBe(409);
+    expect(failed.body).toMatchObject({
+      type: 'https://verity.dev/problems/resolution-not-permitted',
+      detail: expect.stringContaining('never sent'),
+      current_status: 'MANUAL_REVIEW',
+      permitted_resolutions: ['SENT', 'CANCELLED'],
+    });
+    expect(failed.body).not.toHaveProperty('read_back');
+    expect((await getOperation(stack, held.id)).status).toBe('MANUAL_REVIEW');
     expect((await resolve(held.id, 'SENT')).status).toBe(200);
 
     const op = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'VERIFIED');

@@ -24,6 +24,7 @@ import {
   isOperationTransitionAllowed,
   permittedResolutions,
   resolutionOptions,
+  resolutionRefusedBy,
 } from './validate';
 import { moveKey as key, movesOutside, refusalOf as refusal } from '../../../test/support/transitions';
 
@@ -639,6 +640,16 @@ describe('resolutionOptions: every action with its reason, exactly what the gate
         .filter((o) => o.permitted)
         .map((o) => o.status),
     ).toEqual([S.VERIFIED, S.FAILED]);
+  });
+
+  it('tells a FAILED refused because the source showed the effect from one refused because nothing was sent', () => {
+    const refusedFailed = (everSent: boolean, heldFor: TerminalReason) =>
+      resolutionRefusedBy({ status: S.MANUAL_REVIEW, everSent, heldFor }, S.FAILED)?.code ?? null;
+    expect(refusedFailed(true, TerminalReason.INTEGRITY_MISMATCH)).toBe(StatusModelErrorCode.EFFECT_EXISTS);
+    for (const heldFor of [TerminalReason.KNOWLEDGE_CONFLICT, TerminalReason.SOURCE_UNREACHABLE]) {
+      expect(refusedFailed(false, heldFor)).toBe(StatusModelErrorCode.NEVER_SENT);
+    }
+    expect(refusedFailed(true, TerminalReason.SOURCE_UNREACHABLE)).toBeNull();
   });
 
   it('offers nothing outside MANUAL_REVIEW', () => {

@@ -180,19 +180,12 @@ export function resolutionOptions(input: {
   if (input.status !== OperationStatus.MANUAL_REVIEW) return [];
   const failedWaitsUntil = absenceNotYetEvident(input);
   return RESOLUTION_STATUSES.map((to) => {
-    try {
-      assertOperationTransition(input.status, to, {
-        actor: 'human',
-        verificationMethod: '',
-        everSent: input.everSent,
-        heldFor: input.heldFor,
-      });
-    } catch (error) {
-      if (!(error instanceof IllegalTransitionError)) throw error;
+    const refused = resolutionRefusedBy(input, to);
+    if (refused) {
       return {
         status: to,
         permitted: false,
-        why: REFUSED_WHY[error.code] ?? error.message,
+        why: REFUSED_WHY[refused.code] ?? refused.message,
         check: null,
         available_at: null,
       };
@@ -221,6 +214,30 @@ export function resolutionOptions(input: {
       available_at: null,
     };
   });
+}
+
+/**
+ * The status model's refusal of a reviewer's resolution `to` of a held operation, or null when the move itself is
+ * allowed (a release may still wait for its execution and dependencies, a FAILED for `absenceEvidentAt`). Its code
+ * tells a FAILED refused because the source showed the effect (EFFECT_EXISTS: held for INTEGRITY_MISMATCH) from one
+ * refused because nothing was ever sent (NEVER_SENT): only the first has an effect to show.
+ */
+export function resolutionRefusedBy(
+  held: { status: OperationStatus; everSent: boolean; heldFor: TerminalReason | null },
+  to: ResolutionStatus,
+): IllegalTransitionError | null {
+  try {
+    assertOperationTransition(held.status, to, {
+      actor: 'human',
+      verificationMethod: '',
+      everSent: held.everSent,
+      heldFor: held.heldFor,
+    });
+    return null;
+  } catch (error) {
+    if (error instanceof IllegalTransitionError) return error;
+    throw error;
+  }
 }
 
 /** What a release of a held, never-sent operation also needs, as it stands: see `resolutionOptions`. */

@@ -41,7 +41,9 @@ import {
   latestByKey,
   operationTransitionRule,
   readShowsTheEffect,
+  StatusModelErrorCode,
   resolutionOptions,
+  resolutionRefusedBy,
   retryRuleOf,
   DENIAL,
   everSent,
@@ -266,8 +268,13 @@ export class OperationsService {
       );
     }
     if (!option?.permitted) {
-      if (op.status === OperationStatus.MANUAL_REVIEW && status === OperationStatus.FAILED && option) {
-        // Held because the source showed the effect (INTEGRITY_MISMATCH): what it showed is the stored evidence.
+      const refusal = resolutionRefusedBy(
+        { status: op.status, everSent: everSent(op), heldFor: op.terminalReason },
+        status,
+      );
+      if (option && refusal?.code === StatusModelErrorCode.EFFECT_EXISTS) {
+        // Held because the source showed the effect (INTEGRITY_MISMATCH): what it showed is the stored evidence. Not
+        // for any other refused FAILED: an operation never sent has no effect to show, only a release or a cancel.
         throw effectExists(option.why, { kind: 'stored', evidence: op.evidence });
       }
       const permitted = options.filter((o) => o.permitted).map((o) => o.status);
