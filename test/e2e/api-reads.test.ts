@@ -127,6 +127,30 @@ describe('reads, cancel, retry and the OpenAPI contract', () => {
     expect(failed.operations[0]).toMatchObject({ status: 'CANCELLED', retry: 'safe' });
   });
 
+  it('shows an execution with criteria with a pending outcome from its 201 on, never an outcome of null', async () => {
+    const criteria = [
+      { key: 'paid', operation: 'charge', expect_status: 'VERIFIED' },
+      { key: 'amount', operation: 'charge', expect_evidence: { path: 'record.amount', equals: 1250 } },
+    ];
+    const created = await submit([charge(unique('outcome-201'))], { criteria });
+    // Not evaluated yet (the dispatcher has not advanced it): pending, each criterion pending with no evidence.
+    expect(created.outcome).toEqual({ result: 'pending', evaluated_at: null });
+    expect(created.criteria_results).toEqual(
+      criteria.map((c) => ({ ...c, verdict: 'pending', rationale: 'not evaluated yet', evidence_event_ids: [] })),
+    );
+    // The first evaluation is written over it as before (its compare-and-set found nothing stored), then the next.
+    const judged = await settled(created.id, (e) => e.outcome?.result === 'satisfied');
+    expect(Number.isNaN(Date.parse(judged.outcome!.evaluated_at!))).toBe(false);
+    expect(judged.criteria_results!.map((r) => [r.key, r.verdict, r.evidence_event_ids.length])).toEqual([
+      ['paid', 'pass', 1],
+      ['amount', 'pass', 1],
+    ]);
+    // Without criteria there is nothing to judge: outcome and criteria_results stay null.
+    const plain = await submit([sms(unique('outcome-none'))]);
+    expect([plain.outcome, plain.criteria_results]).toEqual([null, null]);
+    expect((await execution(plain.id)).outcome).toBeNull();
+  });
+
   it('lists newest first with a status filter and cursor pagination that neither skips nor repeats', async () => {
     const ids: string[] = [];
     for (let i = 0; i < 5; i += 1) ids.push((await submit([sms(unique('list'))], { agent_id: 'lister' })).id);

@@ -160,8 +160,18 @@ export const CREATED_EXECUTION_EXAMPLE = {
     not_sent: 2,
     held_not_sent: 0,
   },
-  criteria_results: null,
-  outcome: null,
+  // Not evaluated yet: the criteria are shown pending until the dispatcher's first evaluation is written.
+  criteria_results: [
+    {
+      key: 'paid',
+      verdict: 'pending',
+      operation: 'charge',
+      rationale: 'not evaluated yet',
+      expect_status: 'VERIFIED',
+      evidence_event_ids: [],
+    },
+  ],
+  outcome: { result: 'pending', evaluated_at: null },
   updated_at: CREATED_AT,
   operations: [VERIFIED_OPERATION_EXAMPLE, ACKNOWLEDGED_SMS].map((op) => ({
     ...op,

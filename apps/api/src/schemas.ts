@@ -184,8 +184,18 @@ const Execution = z.strictObject({
     )
     .nullable(),
   outcome: z
-    .strictObject({ result: z.enum(OUTCOME_RESULTS as [string, ...string[]]), evaluated_at: DateTime })
-    .nullable(),
+    .strictObject({
+      result: z.enum(OUTCOME_RESULTS as [string, ...string[]]),
+      evaluated_at: DateTime.nullable().meta({
+        description: 'When the verdicts were last written; null before the first evaluation (result pending).',
+      }),
+    })
+    .nullable()
+    .meta({
+      description:
+        'The overall result of the criteria, kept current as operations change; null only without criteria. Until ' +
+        'the first evaluation: pending, each criterion pending ("not evaluated yet").',
+    }),
   deadline_at: DateTime,
   created_at: DateTime,
   updated_at: DateTime,

@@ -1,5 +1,5 @@
 import { LastStatusChange } from './failure';
-import { Criterion, OperationForCriterion, evaluateCriterion, outcomeResult } from './outcome';
+import { Criterion, OperationForCriterion, evaluateCriterion, outcomeResult, unevaluatedCriteria } from './outcome';
 import { OperationStatus, VerificationMethod, VerificationMethodValue } from './operation';
 
 const S = OperationStatus;
@@ -99,5 +99,16 @@ describe('outcomeResult', () => {
     [['fail'], 'unmet'],
   ] as const)('%j → %s', (verdicts, result) => {
     expect(outcomeResult(verdicts)).toBe(result);
+  });
+});
+
+describe('unevaluatedCriteria', () => {
+  it('shows each criterion pending, not evaluated yet, with no evidence: the outcome it gives is pending', () => {
+    const shown = unevaluatedCriteria([paid, amount]);
+    expect(shown).toEqual([
+      { ...paid, verdict: 'pending', rationale: 'not evaluated yet', evidence_event_ids: [] },
+      { ...amount, verdict: 'pending', rationale: 'not evaluated yet', evidence_event_ids: [] },
+    ]);
+    expect(outcomeResult(shown.map((c) => c.verdict))).toBe('pending');
   });
 });

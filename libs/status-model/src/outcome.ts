@@ -30,7 +30,8 @@ export const OUTCOME_RESULTS: readonly OutcomeResult[] = ['satisfied', 'unmet', 
 
 export interface Outcome {
   result: OutcomeResult;
-  evaluated_at: string;
+  /** When the verdicts were last written; null only before the first evaluation (`unevaluatedCriteria`). */
+  evaluated_at: string | null;
 }
 
 export interface OperationForCriterion {
@@ -103,4 +104,23 @@ export function evaluateCriterion(criterion: Criterion, op: OperationForCriterio
 export function outcomeResult(verdicts: readonly CriterionVerdict[]): OutcomeResult {
   if (verdicts.includes('fail')) return 'unmet';
   return verdicts.includes('pending') ? 'pending' : 'satisfied';
+}
+
+/** The rationale of each verdict an execution shows before its criteria were first evaluated. */
+export const NOT_EVALUATED_YET = 'not evaluated yet';
+
+/**
+ * What an execution with criteria shows until the first evaluation is written: each criterion pending, with no
+ * evidence. Shown, never stored — the evaluator's compare-and-set writes the first verdicts over none, so an outcome
+ * of null is what it finds; an outcome of null on the wire would read as "no criteria".
+ */
+export function unevaluatedCriteria<C extends Criterion>(
+  criteria: readonly C[],
+): (C & { verdict: CriterionVerdict; rationale: string; evidence_event_ids: string[] })[] {
+  return criteria.map((criterion) => ({
+    ...criterion,
+    verdict: 'pending' as const,
+    rationale: NOT_EVALUATED_YET,
+    evidence_event_ids: [],
+  }));
 }

@@ -5,8 +5,10 @@ import {
   commitOf,
   everSent,
   operationFailure,
+  outcomeResult,
   retryRuleOf,
   summarizeEffects,
+  unevaluatedCriteria,
 } from '@verity/status-model';
 import type { z } from 'zod';
 import type { API_SCHEMAS } from '../schemas';
@@ -69,6 +71,15 @@ export function presentExecution(
   operations: OperationEntity[],
   changes: StatusChanges,
 ): ExecutionView {
+  const hasCriteria = execution.criteria.length > 0;
+  // Until its first evaluation is written an execution with criteria shows them pending, never an outcome of null
+  // (what an execution without criteria shows): the 201 and a read before the dispatcher's first advance included.
+  const criteriaResults =
+    execution.criteriaResults?.map((result) => ({ ...result })) ??
+    (hasCriteria ? unevaluatedCriteria(execution.criteria) : null);
+  const outcome =
+    execution.outcome ??
+    (criteriaResults ? { result: outcomeResult(criteriaResults.map((r) => r.verdict)), evaluated_at: null } : null);
   return {
     id: execution.id,
     agent_id: execution.agentId,
@@ -77,8 +88,8 @@ export function presentExecution(
     effects: summarizeEffects(operations),
     failure: execution.failure,
     criteria: execution.criteria,
-    criteria_results: execution.criteriaResults?.map((result) => ({ ...result })) ?? null,
-    outcome: execution.outcome,
+    criteria_results: criteriaResults,
+    outcome,
     deadline_at: isoAt(execution.deadlineAt),
     created_at: isoAt(execution.createdAt),
     updated_at: isoAt(execution.updatedAt),

@@ -979,11 +979,15 @@ export interface components {
             [key: string]: unknown;
           })[]
         | null;
+      /** @description The overall result of the criteria, kept current as operations change; null only without criteria. Until the first evaluation: pending, each criterion pending ("not evaluated yet"). */
       outcome: {
         /** @enum {string} */
         result: 'satisfied' | 'unmet' | 'pending';
-        /** Format: date-time */
-        evaluated_at: string;
+        /**
+         * Format: date-time
+         * @description When the verdicts were last written; null before the first evaluation (result pending).
+         */
+        evaluated_at: string | null;
       } | null;
       /** Format: date-time */
       deadline_at: string;
