@@ -134,7 +134,7 @@ describe('reads, cancel, retry and the OpenAPI contract', () => {
     ];
     const created = await submit([charge(unique('outcome-201'))], { criteria });
     // Not evaluated yet (the dispatcher has not advanced it): pending, each criterion pending with no evidence.
-    expect(created.outcome).toEqual({ result: 'pending', evaluated_at: null });
+    expect(created.outcome).toEqual({ result: 'pending', evaluated_at: created.created_at });
     expect(created.criteria_results).toEqual(
       criteria.map((c) => ({ ...c, verdict: 'pending', rationale: 'not evaluated yet', evidence_event_ids: [] })),
     );

@@ -171,7 +171,7 @@ export const CREATED_EXECUTION_EXAMPLE = {
       evidence_event_ids: [],
     },
   ],
-  outcome: { result: 'pending', evaluated_at: null },
+  outcome: { result: 'pending', evaluated_at: CREATED_AT },
   updated_at: CREATED_AT,
   operations: [VERIFIED_OPERATION_EXAMPLE, ACKNOWLEDGED_SMS].map((op) => ({
     ...op,

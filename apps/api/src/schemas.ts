@@ -186,8 +186,9 @@ const Execution = z.strictObject({
   outcome: z
     .strictObject({
       result: z.enum(OUTCOME_RESULTS as [string, ...string[]]),
-      evaluated_at: DateTime.nullable().meta({
-        description: 'When the verdicts were last written; null before the first evaluation (result pending).',
+      evaluated_at: DateTime.meta({
+        description:
+          'When the verdicts were last written; before the first evaluation, the submission time (result pending, each verdict "not evaluated yet").',
       }),
     })
     .nullable()

@@ -30,8 +30,8 @@ export const OUTCOME_RESULTS: readonly OutcomeResult[] = ['satisfied', 'unmet', 
 
 export interface Outcome {
   result: OutcomeResult;
-  /** When the verdicts were last written; null only before the first evaluation (`unevaluatedCriteria`). */
-  evaluated_at: string | null;
+  /** When the verdicts were last written (before the first evaluation: the submission, `unevaluatedCriteria`). */
+  evaluated_at: string;
 }
 
 export interface OperationForCriterion {

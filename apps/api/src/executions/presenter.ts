@@ -77,9 +77,12 @@ export function presentExecution(
   const criteriaResults =
     execution.criteriaResults?.map((result) => ({ ...result })) ??
     (hasCriteria ? unevaluatedCriteria(execution.criteria) : null);
+  // Judged as of the submission: evaluated_at stays a time, as every outcome's is (the verdicts say not evaluated yet).
   const outcome =
     execution.outcome ??
-    (criteriaResults ? { result: outcomeResult(criteriaResults.map((r) => r.verdict)), evaluated_at: null } : null);
+    (criteriaResults
+      ? { result: outcomeResult(criteriaResults.map((r) => r.verdict)), evaluated_at: isoAt(execution.createdAt) }
+      : null);
   return {
     id: execution.id,
     agent_id: execution.agentId,

@@ -985,9 +985,9 @@ export interface components {
         result: 'satisfied' | 'unmet' | 'pending';
         /**
          * Format: date-time
-         * @description When the verdicts were last written; null before the first evaluation (result pending).
+         * @description When the verdicts were last written; before the first evaluation, the submission time (result pending, each verdict "not evaluated yet").
          */
-        evaluated_at: string | null;
+        evaluated_at: string;
       } | null;
       /** Format: date-time */
       deadline_at: string;
