@@ -134,6 +134,18 @@ describe('operator role, safe defaults and hostile clients', () => {
   });
 
   describe('pages a browser opens', () => {
+    it('an unknown console path: a browser gets the console’s page (404), anything else problem+json', async () => {
+      const page = await fetch(`${stack.apiUrl}/console/nothing/here`, { headers: { accept: 'text/html' } });
+      expect(page.status).toBe(404);
+      expect(page.headers.get('content-type')).toContain('text/html');
+      for (const accept of ['*/*', 'application/json']) {
+        const res = await fetch(`${stack.apiUrl}/console/nothing/here`, { headers: { accept } });
+        expect(res.status).toBe(404);
+        expect(res.headers.get('content-type')).toContain('application/problem+json');
+        expect(await res.json()).toMatchObject({ status: 404, type: expect.stringMatching(/not-found$/) });
+      }
+    });
+
     it('send frame protection and nosniff, and no X-Powered-By (Bull Board, /docs, the console)', async () => {
       const pages = [
         await http(stack.apiUrl, 'GET', '/admin/queues', { key: DEMO.operator }),

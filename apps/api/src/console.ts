@@ -3,6 +3,7 @@ import type { NextFunction, Request, Response } from 'express';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PAGE_SECURITY_HEADERS } from './http/security-headers';
+import { Problem, sendProblem } from './problem/problem';
 import { CONSOLE_CSP, CONSOLE_FAVICON, CONSOLE_HTML } from './console/page';
 
 export const CONSOLE_ROUTE = '/console';
@@ -65,7 +66,15 @@ export function mountConsole(app: INestApplication, assetsDir = ASSETS_DIR): Err
         send(res, 200, 'image/svg+xml', CONSOLE_FAVICON, 'max-age=86400');
         return;
       default:
-        send(res, CLIENT_ROUTE.test(req.path) ? 200 : 404, 'text/html; charset=utf-8', CONSOLE_HTML, 'no-store');
+        if (CLIENT_ROUTE.test(req.path)) {
+          send(res, 200, 'text/html; charset=utf-8', CONSOLE_HTML, 'no-store');
+        } else if (req.accepts(['application/problem+json', 'text/html']) === 'text/html') {
+          // A browser that followed a wrong link gets the console's own page (it says what it cannot show).
+          send(res, 404, 'text/html; charset=utf-8', CONSOLE_HTML, 'no-store');
+        } else {
+          // Anything else (a script, curl's */*) gets the API's error form, as every other unknown path does.
+          sendProblem(req, res, new Problem(404, 'not-found', 'Not found', 'the console has no page at this path'));
+        }
     }
   });
   return assets instanceof Error ? assets : undefined;
