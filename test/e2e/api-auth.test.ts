@@ -165,6 +165,39 @@ describe('auth, keys and tenant isolation (I9)', () => {
       expect((await http(stack.apiUrl, 'GET', '/v1/connectors')).status).toBe(401);
       expect((await http(stack.apiUrl, 'GET', '/v1/status-model')).status).toBe(200);
     });
+
+    it('keeps a person’s decisions (approve or deny, resolve) to reviewers: an admin may submit, but not approve its own', async () => {
+      const execution = await http<Execution>(stack.apiUrl, 'POST', '/v1/executions', {
+        key: DEMO.admin,
+        body: submission([charge(unique('order'), { requires_approval: true })]),
+      });
+      expect(execution.status).toBe(201);
+      const opId = execution.body.operations[0].id;
+      for (const [path, body] of [
+        ['approval', { decision: 'approve', reason: 'my own' }],
+        ['resolve', { status: 'CANCELLED', evidence: 'my own' }],
+      ] as const) {
+        const refused = await http<Problem>(stack.apiUrl, 'POST', `/v1/operations/${opId}/${path}`, {
+          key: DEMO.admin,
+          body,
+        });
+        expect({ path, status: refused.status, type: refused.body.type }).toEqual({
+          path,
+          status: 403,
+          type: 'https://verity.dev/problems/forbidden',
+        });
+      }
+      const op = await http<{ approval: { state: string } | null; status: string }>(
+        stack.apiUrl,
+        'GET',
+        `/v1/operations/${opId}`,
+        { key: DEMO.admin },
+      );
+      expect(op.body.status).toBe('PREPARED');
+      expect(op.body.approval?.state).not.toBe('granted');
+      // Everything else of its tenant stays the admin's: reading the review queue, for one.
+      expect((await http(stack.apiUrl, 'GET', '/v1/review/approvals', { key: DEMO.admin })).status).toBe(200);
+    });
   });
 
   describe('tenant isolation matrix', () => {
@@ -204,7 +237,9 @@ describe('auth, keys and tenant isolation (I9)', () => {
           { method: 'POST', path: `/v1/operations/${op}/retry`, key },
         );
       }
-      for (const key of [otherReviewer.key, otherAdmin.key]) {
+      matrix.push({ method: 'POST', path: `/v1/executions/${exe}/cancel`, key: otherAdmin.key });
+      // A person's decision is the reviewer's alone (an admin is refused by role before any id is looked at).
+      for (const key of [otherReviewer.key]) {
         matrix.push(
           { method: 'POST', path: `/v1/executions/${exe}/cancel`, key },
           { method: 'POST', path: `/v1/operations/${op}/approval`, key, body: { decision: 'approve' } },

@@ -7,7 +7,7 @@ import type { RedisClient as Redis } from '@verity/platform';
 import type { Request } from 'express';
 import { Problem } from '../problem/problem';
 import { ApiKeyService } from './api-key.service';
-import { AnyPrincipal, OperatorPrincipal, PUBLIC_KEY, Principal, ROLES_KEY } from './principal';
+import { AnyPrincipal, DECISION_KEY, OperatorPrincipal, PUBLIC_KEY, Principal, ROLES_KEY } from './principal';
 import { SharedRateLimiter } from './rate-limiter';
 
 export function bearerToken(req: Pick<Request, 'headers'>): string | null {
@@ -71,7 +71,9 @@ export class AuthGuard implements CanActivate {
       );
     }
     const roles = this.reflector.getAllAndOverride<Role[] | undefined>(ROLES_KEY, targets);
-    if (roles && principal.role !== 'admin' && !roles.includes(principal.role)) {
+    // An admin may call every endpoint of its tenant except a reviewer's decision (ReviewerDecision).
+    const adminMay = principal.role === 'admin' && !this.reflector.getAllAndOverride<boolean>(DECISION_KEY, targets);
+    if (roles && !adminMay && !roles.includes(principal.role)) {
       throw new Problem(403, 'forbidden', 'Forbidden', `this endpoint needs the ${roles.join(' or ')} role`);
     }
     req.principal = principal;

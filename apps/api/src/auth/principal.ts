@@ -28,6 +28,15 @@ export const PUBLIC_KEY = 'verity:public';
 export const Roles = (...roles: Role[]) => applyDecorators(SetMetadata(ROLES_KEY, roles), ApiProblems('forbidden'));
 export const Public = () => SetMetadata(PUBLIC_KEY, true);
 
+export const DECISION_KEY = 'verity:decision';
+/**
+ * A person's decision on an operation (approve or deny, resolve a hold): the reviewer's alone — an admin may do
+ * everything else of its tenant, submitting included, and one key that could both ask for a send and approve it would
+ * make the approval no second pair of eyes. A key of any other role gets 403 `forbidden`.
+ */
+export const ReviewerDecision = () =>
+  applyDecorators(SetMetadata(ROLES_KEY, ['reviewer']), SetMetadata(DECISION_KEY, true), ApiProblems('forbidden'));
+
 export const CurrentPrincipal = createParamDecorator((_: unknown, ctx: ExecutionContext): Principal => {
   return ctx.switchToHttp().getRequest<{ principal: Principal }>().principal;
 });

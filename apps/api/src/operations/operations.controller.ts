@@ -2,7 +2,7 @@ import { Body, Controller, Get, HttpCode, Param, Post, Req, Res } from '@nestjs/
 import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import type { z } from 'zod';
-import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
+import { CurrentPrincipal, Principal, ReviewerDecision, Roles } from '../auth/principal';
 import { JsonBody, refuseBody } from '../http/parse';
 import { APPROVAL_EXAMPLE, OPERATION_DETAIL_EXAMPLE, RESOLVE_EXAMPLE } from '../openapi-examples';
 import { ApiEndpoint } from '../openapi';
@@ -34,7 +34,7 @@ export class OperationsController {
 
   @Post(':id/approval')
   @HttpCode(200)
-  @Roles('reviewer')
+  @ReviewerDecision()
   @ApiEndpoint({
     id: 'decideApproval',
     summary: 'Approve or deny an operation that needs approval (reviewer)',
@@ -53,7 +53,7 @@ export class OperationsController {
 
   @Post(':id/resolve')
   @HttpCode(200)
-  @Roles('reviewer')
+  @ReviewerDecision()
   @ApiEndpoint({
     id: 'resolveOperation',
     summary: 'Resolve a MANUAL_REVIEW operation with evidence (reviewer)',
