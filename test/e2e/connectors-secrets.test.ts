@@ -127,6 +127,41 @@ describe('tenant secrets are never stored or returned: an echoing target gets {{
     });
   });
 
+  it('an agent that writes a secret’s value into an operation is refused (400 secret_value), and nothing is stored', async () => {
+    const count = async () =>
+      Number(((await stack.db.dataSource.query(`SELECT count(*) AS n FROM executions`)) as { n: string }[])[0].n);
+    const before = await count();
+    const cases: [string, Record<string, unknown>, Record<string, unknown>][] = [
+      ['in the body', { method: 'POST', url: `${target.base}/orders`, body: { note: `token ${SECRET}` } }, {}],
+      ['percent-encoded in the URL', { method: 'GET', url: `${target.base}/x?t=${encodeURIComponent(SECRET)}` }, {}],
+      ['in a header', { method: 'POST', url: `${target.base}/orders`, headers: { authorization: SECRET } }, {}],
+      [
+        'in the expected_state',
+        { method: 'POST', url: `${target.base}/orders` },
+        { expected_state: { token: SECRET } },
+      ],
+    ];
+    for (const [where, params, extra] of cases) {
+      const refused = await call<{ errors: { field: string; rule: string }[] }>('POST', '/v1/executions', {
+        body: {
+          agent_id: 'secret-writer',
+          intent: 'send what it should only name',
+          operations: [httpOp('leak', params, extra)],
+        },
+      });
+      expect({ where, status: refused.status }).toEqual({ where, status: 400 });
+      expect(refused.body.errors).toEqual([
+        expect.objectContaining({ rule: 'secret_value', field: expect.stringMatching(/^operations\[0\]\./) }),
+      ]);
+    }
+    expect(await count()).toBe(before);
+    // Named, it is accepted and stored as its name.
+    const named = await submitOps(call, [
+      httpOp('named', { method: 'POST', url: `${target.base}/orders`, headers: withSecret }),
+    ]);
+    expect(JSON.stringify(named.operations[0])).toContain(PLACEHOLDER);
+  });
+
   it('a refused secret value is not echoed in the problem', async () => {
     const refused = await call('PUT', '/v1/admin/connector-settings/http', {
       key: DEMO.admin,

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { ConnectorRegistry, operationCapabilities } from '@verity/connectors';
+import { ConnectorRegistry, TenantConnectors, operationCapabilities, secretRedactor } from '@verity/connectors';
 import {
   TransitionService,
   amountCapsOf,
@@ -31,7 +31,7 @@ import {
 import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { submissions } from '../metrics/metrics';
-import { Problem } from '../problem/problem';
+import { FieldError, Problem } from '../problem/problem';
 import { requestHash } from './idempotency';
 import { ExecutionView, presentEvent, presentExecution } from './presenter';
 import { Submission, capAmountErrors, toCriterion, validateSubmission } from './submission';
@@ -45,6 +45,7 @@ export class ExecutionsService {
     private readonly transitions: TransitionService,
     private readonly producer: JobProducer,
     private readonly connectors: ConnectorRegistry,
+    private readonly tenantConnectors: TenantConnectors,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
   ) {}
 
@@ -56,6 +57,7 @@ export class ExecutionsService {
     const validated = validateSubmission(body, this.connectors);
     if ('errors' in validated) throw Problem.validation(validated.errors);
     const submission = validated.ok;
+    await this.refuseSecretValues(principal, submission);
     if (idempotencyKey === undefined)
       return { execution: (await this.create(principal, submission, null)) as ExecutionView, replayed: false };
 
@@ -107,6 +109,41 @@ export class ExecutionsService {
     const caps = await amountCapsOf(this.db.manager, principal.tenantId, connectorsOf(submission));
     if (caps.size === 0) return;
     const errors = capAmountErrors(submission, caps);
+    if (errors.length > 0) throw Problem.validation(errors);
+  }
+
+  /**
+   * 400 before anything is written when an operation's params or expected_state hold the value of one of the tenant's
+   * secrets for its connector: secret values are never stored or returned. The operation names it `{{secret:NAME}}`
+   * and the connector fills it in at the call. Read only for the connectors that take tenant secrets (http), and the
+   * answer names neither the secret nor where it was found (a secret should be long and random; see docs/connectors.md).
+   */
+  private async refuseSecretValues(principal: Principal, submission: Submission): Promise<void> {
+    const connectors = [...new Set(submission.operations.map((op) => op.connector))].filter(
+      (name) => this.connectors.get(name)?.settings?.secrets === true,
+    );
+    const errors: FieldError[] = [];
+    for (const connector of connectors) {
+      const { secrets } = await this.tenantConnectors.settingsOf({ tenantId: principal.tenantId, connector });
+      if (!secrets || Object.keys(secrets).length === 0) continue;
+      const redact = secretRedactor(secrets);
+      submission.operations.forEach((op, i) => {
+        if (op.connector !== connector) return;
+        for (const [field, value] of [
+          ['params', op.params],
+          ['expected_state', op.expected_state],
+        ] as const) {
+          if (value === undefined || value === null) continue;
+          if (JSON.stringify(redact(value)) === JSON.stringify(value)) continue;
+          errors.push({
+            field: `operations[${i}].${field}`,
+            rule: 'secret_value',
+            message:
+              'holds the value of one of the tenant’s secrets; name it {{secret:NAME}} instead (secret values are never stored)',
+          });
+        }
+      });
+    }
     if (errors.length > 0) throw Problem.validation(errors);
   }
 
