@@ -60,8 +60,8 @@ WITH moved AS (
          RETURNING e.id, e.event_seq, follows.moves
        )
        INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
-       SELECT $6, seq.id, moved.tenant_id, seq.event_seq - CASE WHEN seq.moves THEN $11::int ELSE 0 END,
-              moved.id, $7, $2::text, $3::text, $8::jsonb
+       SELECT $6, seq.id, moved.tenant_id, seq.event_seq - CASE WHEN seq.moves THEN $11::int ELSE 0 END, moved.id, $7, $2::text,
+              $3::text, $8::jsonb
        FROM moved JOIN seq ON seq.id = moved.execution_id
        UNION ALL
        SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - $11::int + m.ord, NULL, 'execution.status_changed',
@@ -102,13 +102,14 @@ WITH moved AS (
          RETURNING e.id, e.event_seq, follows.moves
        )
        INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
-       SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - 1 - $13::int + m.ord, NULL,
-              'execution.status_changed', m.from_status, m.to_status, m.data
+       SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - 1 - $13::int + m.ord, NULL, 'execution.status_changed',
+              m.from_status, m.to_status, m.data
        FROM moved JOIN seq ON seq.id = moved.execution_id AND seq.moves,
             unnest($14::text[], $15::text[], $16::text[], $17::jsonb[])
             WITH ORDINALITY AS m(event_id, from_status, to_status, data, ord)
        UNION ALL
-       SELECT $8, seq.id, moved.tenant_id, seq.event_seq, moved.id, $9, $2::text, $3::text, $10::jsonb
+       SELECT $8, seq.id, moved.tenant_id, seq.event_seq, moved.id, $9, $2::text,
+              $3::text, $10::jsonb
        FROM moved JOIN seq ON seq.id = moved.execution_id
        RETURNING id, seq, execution_id, operation_id, (SELECT attempt FROM moved) AS attempt,
                  (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;

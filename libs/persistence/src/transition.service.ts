@@ -327,8 +327,12 @@ export class TransitionService {
       json({ ...input.eventData, reason, actor: input.actor ?? 'system' }),
     );
     const n = params.length;
-    if (input.thenExecution) return this.operationThenExecution(db, input, sets, guard, params, input.thenExecution);
-    if (input.executionFirst) return this.executionThenOperation(db, input, sets, guard, params, input.executionFirst);
+    if (input.thenExecution) {
+      return this.withExecutionMoves(db, input, sets, guard, params, input.thenExecution, 'operation-first');
+    }
+    if (input.executionFirst) {
+      return this.withExecutionMoves(db, input, sets, guard, params, input.executionFirst, 'execution-first');
+    }
     const result = await rows<{ id: string; seq: string; attempt: number; execution_id: string; age_s: number }>(
       db,
       `WITH ${operationCompareAndSet(sets, guard)}, seq AS (
@@ -354,125 +358,54 @@ export class TransitionService {
   }
 
   /**
-   * The operation's move and, when the execution is still where the caller left it, the execution's moves that follow,
-   * as ONE statement. The execution row is locked (after the operation's, the order every transition takes them; the
-   * lock the UPDATE takes anyway) before its status is judged, so the judgement is of the row as committed now, not of
-   * the statement's snapshot; its events come after the operation's, consecutive in `seq`.
+   * The operation's move and, when the execution is still where the caller left it, moves of the execution, as ONE
+   * statement: after the operation's (`thenExecution`: the last operation settling completes it) or before it
+   * (`executionFirst`: a quiet preparation and its one SENT). The execution row is locked (after the operation's, the
+   * order every transition takes them; the lock the UPDATE takes anyway) before its status is judged, so the judgement
+   * is of the row as committed now, not of the statement's snapshot. Its events come before or after the operation's,
+   * consecutive in `seq`. Not still there, the operation's move is written alone: after it, the execution may still be
+   * wherever the caller's next step takes it from; before it (a SENT), the send guard let the statement through only
+   * with the execution there or running, and a writer that ends the execution takes the operation's row first.
+   * `thenExecution` also needs the deadline not passed by this process' clock (after it, the execution expires instead).
    */
-  private async operationThenExecution(
+  private async withExecutionMoves(
     db: Queryable,
     input: OperationTransitionInput,
     sets: string[],
     guard: string,
     params: unknown[],
-    then: ExecutionMovesInput,
+    execution: ExecutionMovesInput,
+    order: 'execution-first' | 'operation-first',
   ): Promise<TransitionResult> {
     const { operation, to } = input;
-    const { froms, at } = checkedMoves(then);
+    const { froms, at } = checkedMoves(execution);
+    const first = order === 'execution-first';
     const n = params.length;
     params.push(
-      then.from,
+      execution.from,
       at,
-      then.moves.length,
-      then.moves.map(() => newId('evt')),
+      execution.moves.length,
+      execution.moves.map(() => newId('evt')),
       froms,
-      then.moves.map((move) => move.to),
-      then.moves.map((move) => json(move.eventData ?? {})),
-      // The deadline by the process' clock, as the lifecycle judges it before each step (not the database's).
-      new Date(),
+      execution.moves.map((move) => move.to),
+      execution.moves.map((move) => json(move.eventData ?? {})),
     );
+    // The deadline by the process' clock, as the lifecycle judges it before each step (not the database's).
+    if (!first) params.push(new Date());
+    const still = first ? `e.status = $${n + 1}` : `(e.status = $${n + 1} AND e.deadline_at > $${n + 8}::timestamptz)`;
     const count = `$${n + 3}::int`;
-    const result = await rows<{
-      id: string;
-      seq: string;
-      attempt: number;
-      execution_id: string;
-      operation_id: string | null;
-      age_s: number;
-    }>(
-      db,
-      `WITH ${operationCompareAndSet(sets, guard)}, follows AS (
-         SELECT e.id, (e.status = $${n + 1} AND e.deadline_at > $${n + 8}::timestamptz) AS moves
-         FROM executions e JOIN moved ON e.id = moved.execution_id
-         FOR NO KEY UPDATE OF e
-       ), seq AS (
-         UPDATE executions e SET event_seq = e.event_seq + 1 + CASE WHEN follows.moves THEN ${count} ELSE 0 END,
-                status = CASE WHEN follows.moves THEN $${n + 2} ELSE e.status END, updated_at = clock_timestamp()
-         FROM follows WHERE e.id = follows.id
-         RETURNING e.id, e.event_seq, follows.moves
-       )
-       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
-       SELECT $${n - 2}, seq.id, moved.tenant_id, seq.event_seq - CASE WHEN seq.moves THEN ${count} ELSE 0 END,
-              moved.id, $${n - 1}, $2::text, $3::text, $${n}::jsonb
-       FROM moved JOIN seq ON seq.id = moved.execution_id
-       UNION ALL
-       SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - ${count} + m.ord, NULL, 'execution.status_changed',
+    // seq.event_seq is the last number this statement takes: the operation's event is last (execution first), or the
+    // execution's last move is (operation first).
+    const operationSeq = first ? 'seq.event_seq' : `seq.event_seq - CASE WHEN seq.moves THEN ${count} ELSE 0 END`;
+    const executionSeq = first ? `seq.event_seq - 1 - ${count} + m.ord` : `seq.event_seq - ${count} + m.ord`;
+    const operationEvent = `SELECT $${n - 2}, seq.id, moved.tenant_id, ${operationSeq}, moved.id, $${n - 1}, $2::text,
+              $3::text, $${n}::jsonb
+       FROM moved JOIN seq ON seq.id = moved.execution_id`;
+    const executionEvents = `SELECT m.event_id, seq.id, moved.tenant_id, ${executionSeq}, NULL, 'execution.status_changed',
               m.from_status, m.to_status, m.data
        FROM moved JOIN seq ON seq.id = moved.execution_id AND seq.moves,
             unnest($${n + 4}::text[], $${n + 5}::text[], $${n + 6}::text[], $${n + 7}::jsonb[])
-            WITH ORDINALITY AS m(event_id, from_status, to_status, data, ord)
-       RETURNING id, seq, execution_id, operation_id, (SELECT attempt FROM moved) AS attempt,
-                 (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s`,
-      params,
-    );
-    const own = result.find((row) => row.operation_id !== null);
-    if (!own) return { won: false };
-    eventsWritten(db, own.execution_id);
-    traceTransition(db, 'operation', operation.id, operation.status, to, own.id);
-    countTransition(db, 'operation.status_changed', [{ from: operation.status, to }], {
-      verificationMethod: operation.verificationMethod,
-      ageSeconds: own.age_s,
-    });
-    const executionMoves = result
-      .filter((row) => row.operation_id === null)
-      .sort((a, b) => Number(a.seq) - Number(b.seq));
-    executionMoves.forEach((event, i) =>
-      traceTransition(db, 'execution', own.execution_id, froms[i], then.moves[i].to, event.id),
-    );
-    if (executionMoves.length > 0) {
-      countTransition(
-        db,
-        'execution.status_changed',
-        then.moves.map((move, i) => ({ from: froms[i], to: move.to })),
-      );
-    }
-    return {
-      won: true,
-      eventId: own.id,
-      seq: Number(own.seq),
-      attempt: own.attempt,
-      executionMoved: executionMoves.length > 0,
-    };
-  }
-
-  /**
-   * The execution's moves and then the operation's move (a quiet preparation and its one SENT) as ONE statement. The
-   * operation's row is taken first, as in every transition; its send guard accepts the execution in `first.from`
-   * (judged on the statement's snapshot, like every guard condition), and the execution row is then locked and judged
-   * as committed now: still in `from`, it is moved and its events come first, consecutive in `seq`, the operation's
-   * last; moved on meanwhile (by another job of the same execution, to running), the operation's move is written alone.
-   */
-  private async executionThenOperation(
-    db: Queryable,
-    input: OperationTransitionInput,
-    sets: string[],
-    guard: string,
-    params: unknown[],
-    first: ExecutionMovesInput,
-  ): Promise<TransitionResult> {
-    const { operation, to } = input;
-    const { froms, at } = checkedMoves(first);
-    const n = params.length;
-    params.push(
-      first.from,
-      at,
-      first.moves.length,
-      first.moves.map(() => newId('evt')),
-      froms,
-      first.moves.map((move) => move.to),
-      first.moves.map((move) => json(move.eventData ?? {})),
-    );
-    const count = `$${n + 3}::int`;
+            WITH ORDINALITY AS m(event_id, from_status, to_status, data, ord)`;
     const result = await rows<{
       id: string;
       seq: string;
@@ -483,7 +416,7 @@ export class TransitionService {
     }>(
       db,
       `WITH ${operationCompareAndSet(sets, guard)}, follows AS (
-         SELECT e.id, e.status = $${n + 1} AS moves
+         SELECT e.id, ${still} AS moves
          FROM executions e JOIN moved ON e.id = moved.execution_id
          FOR NO KEY UPDATE OF e
        ), seq AS (
@@ -493,14 +426,9 @@ export class TransitionService {
          RETURNING e.id, e.event_seq, follows.moves
        )
        INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
-       SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - 1 - ${count} + m.ord, NULL,
-              'execution.status_changed', m.from_status, m.to_status, m.data
-       FROM moved JOIN seq ON seq.id = moved.execution_id AND seq.moves,
-            unnest($${n + 4}::text[], $${n + 5}::text[], $${n + 6}::text[], $${n + 7}::jsonb[])
-            WITH ORDINALITY AS m(event_id, from_status, to_status, data, ord)
+       ${first ? executionEvents : operationEvent}
        UNION ALL
-       SELECT $${n - 2}, seq.id, moved.tenant_id, seq.event_seq, moved.id, $${n - 1}, $2::text, $3::text, $${n}::jsonb
-       FROM moved JOIN seq ON seq.id = moved.execution_id
+       ${first ? operationEvent : executionEvents}
        RETURNING id, seq, execution_id, operation_id, (SELECT attempt FROM moved) AS attempt,
                  (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s`,
       params,
@@ -511,21 +439,25 @@ export class TransitionService {
     const executionMoves = result
       .filter((row) => row.operation_id === null)
       .sort((a, b) => Number(a.seq) - Number(b.seq));
+    const traceOperation = () => {
+      traceTransition(db, 'operation', operation.id, operation.status, to, own.id);
+      countTransition(db, 'operation.status_changed', [{ from: operation.status, to }], {
+        verificationMethod: operation.verificationMethod,
+        ageSeconds: own.age_s,
+      });
+    };
+    if (!first) traceOperation();
     executionMoves.forEach((event, i) =>
-      traceTransition(db, 'execution', own.execution_id, froms[i], first.moves[i].to, event.id),
+      traceTransition(db, 'execution', own.execution_id, froms[i], execution.moves[i].to, event.id),
     );
     if (executionMoves.length > 0) {
       countTransition(
         db,
         'execution.status_changed',
-        first.moves.map((move, i) => ({ from: froms[i], to: move.to })),
+        execution.moves.map((move, i) => ({ from: froms[i], to: move.to })),
       );
     }
-    traceTransition(db, 'operation', operation.id, operation.status, to, own.id);
-    countTransition(db, 'operation.status_changed', [{ from: operation.status, to }], {
-      verificationMethod: operation.verificationMethod,
-      ageSeconds: own.age_s,
-    });
+    if (first) traceOperation();
     return {
       won: true,
       eventId: own.id,
