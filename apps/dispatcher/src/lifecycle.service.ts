@@ -122,8 +122,10 @@ export type SendNow = (
 }>;
 
 /**
- * A send made with a quiet preparation's moves that wrote nothing, so neither were the moves (refused by its guard, or
- * the operation moved on): the caller writes them alone. `staleRead`: refused for settings changed since the job read.
+ * A send made with a quiet preparation's moves that did not write them: refused by its guard or lost (nothing written),
+ * or — rarely — a SENT written alone and nothing after it that the sender reports (the moves written alone then lose
+ * their compare-and-set, the execution being past where they start). The caller writes the moves alone. `staleRead`:
+ * refused for settings changed since the job read.
  */
 class Unsent {
   constructor(readonly staleRead: boolean) {}
@@ -318,7 +320,9 @@ export class LifecycleService {
     );
     if (quiet) {
       let unsent: Unsent | null = null;
-      if (sendNow && this.sendsWithPreparation(operations, read)) {
+      // The deadline is judged again after the context reads (network calls): passed, the moves are written alone
+      // and the next step expires the execution, as it would have before the send.
+      if (sendNow && execution.deadlineAt.getTime() > Date.now() && this.sendsWithPreparation(operations, read)) {
         const sent = await this.sendWithPreparation(execution, operations[0], phases.moves, read, sendNow);
         if (!(sent instanceof Unsent)) return sent;
         unsent = sent;
@@ -547,10 +551,11 @@ export class LifecycleService {
         const state = context.kind === 'state' ? context.state : {};
         if (verdict.expectationsMissed.length > 0) {
           // The agent's expected_state was wrong (it expected the effect not made yet): its knowledge is recorded as
-          // in conflict with the source, before the operation closes without a change.
-          await this.transitions.annotate(db, {
+          // in conflict with the source, before the operation closes without a change (only while it is PREPARED).
+          const recorded = await this.transitions.annotate(db, {
             executionId: execution.id,
             operationId: op.id,
+            whileStatus: S.PREPARED,
             type: 'knowledge.conflict',
             data: {
               conflicts: verdict.expectationsMissed,
@@ -560,6 +565,7 @@ export class LifecycleService {
               no_change_required: true,
             },
           });
+          if (!recorded.won) return 'lost';
         }
         const moved = await this.transitions.operation(db, {
           operation: snapshotOf(op),
@@ -592,9 +598,12 @@ export class LifecycleService {
     const recorded = await this.transitions.annotate(db, {
       executionId: execution.id,
       operationId: op.id,
+      whileStatus: S.PREPARED,
       type: 'knowledge.conflict',
       data: { conflicts, state, expected_state: op.expectedState, irreversible: op.irreversible },
     });
+    // No longer PREPARED (another job, a cancel): nothing recorded of a read that no longer applies; look again.
+    if (!recorded.won) return 'lost';
     if (!hold) return 'agrees';
     const moved = await this.transitions.operation(db, {
       operation: snapshotOf(op),
