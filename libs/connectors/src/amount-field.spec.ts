@@ -16,6 +16,8 @@ describe('amountFieldProblem: can an operation of this connector carry a number 
 
   it.each([
     ['sandbox.payments', 'amount', null],
+    // The forms a cap's amount_field takes, read as the cap reads them.
+    ['sandbox.payments', '$.amount', null],
     ['sandbox.payments', 'amout', /no action of sandbox.payments \(charge\) has a "amout"/],
     ['sandbox.payments', 'currency', /"currency" is not a number in the params of sandbox.payments/],
     ['sandbox.payments', 'amount.value', /no action of sandbox.payments/],
@@ -33,6 +35,10 @@ describe('amountFieldProblem: can an operation of this connector carry a number 
     expect(amountFieldProblem(withParams(nested), 'payment.total')).toBeNull();
     expect(amountFieldProblem(withParams(nested), 'payment.note')).toMatch(/not a number/);
     expect(amountFieldProblem(withParams(nested), 'payment.totl')).toMatch(/has a "payment.totl"/);
+    const lines = z.strictObject({ items: z.array(z.strictObject({ amount: z.number(), sku: z.string() })) });
+    expect(amountFieldProblem(withParams(lines), 'items[0].amount')).toBeNull();
+    expect(amountFieldProblem(withParams(lines), '$.items[2].amount')).toBeNull();
+    expect(amountFieldProblem(withParams(lines), 'items[0].sku')).toMatch(/not a number/);
     expect(amountFieldProblem(withParams(z.object({ a: z.string() })), 'amount')).toMatch(/no action/);
     expect(amountFieldProblem(withParams(z.looseObject({ a: z.string() })), 'amount')).toBeNull();
     expect(amountFieldProblem(withParams(z.record(z.string(), z.unknown())), 'amount')).toBeNull();

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { Connector } from './connector';
+import { fieldSegments } from './json-path';
 
 /** What an action's params schema says is at a dot path. */
 type PathKind = 'number' | 'other' | 'absent' | 'open';
@@ -25,7 +26,12 @@ function unwrapped(schema: z.ZodType): z.ZodType {
  */
 function pathKind(schema: z.ZodType, path: string): PathKind {
   let at = unwrapped(schema);
-  for (const segment of path.split('.')) {
+  // Read as the cap's amount is read (readField): `$.` dropped, `items[0]` an element of the array.
+  for (const segment of fieldSegments(path)) {
+    if (at instanceof z.ZodArray && /^[0-9]+$/.test(segment)) {
+      at = unwrapped(at.element as z.ZodType);
+      continue;
+    }
     if (!(at instanceof z.ZodObject)) {
       const scalar = at instanceof z.ZodNumber || at instanceof z.ZodString || at instanceof z.ZodBoolean;
       return scalar || at instanceof z.ZodArray || at instanceof z.ZodEnum || at instanceof z.ZodLiteral

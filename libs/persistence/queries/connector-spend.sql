@@ -1,6 +1,10 @@
 -- lockOperation
 SELECT 1 FROM operations WHERE id = $1 FOR UPDATE;
 
+-- lockExecutionOfOperation
+SELECT 1 FROM executions
+     WHERE id = (SELECT execution_id FROM operations WHERE id = $1) FOR NO KEY UPDATE;
+
 -- settingsOf
 SELECT s.allow_hosts, s.spending_caps,
             CASE WHEN $3 THEN (SELECT jsonb_object_agg(x.name, x.value) FROM tenant_connector_secrets x

@@ -21,10 +21,19 @@ describe('JobProducer.tryEnqueue when Redis goes away', () => {
         expect(await producer.tryEnqueue(JobName.VERIFY_OPERATION, { operationId: 'op_1', executionId: 'exe_1' })).toBe(
           false,
         );
-        expect(producer.enqueueFailures).toBe(2);
+        // The re-arming form too (a reviewer's release): false, counted, heard.
+        expect(
+          await producer.tryEnqueueOrRearm(
+            JobName.DISPATCH_OPERATION,
+            { operationId: 'op_2', executionId: 'exe_1' },
+            'op_2.dispatch.release',
+          ),
+        ).toBe(false);
+        expect(producer.enqueueFailures).toBe(3);
         expect(heard).toEqual([
           { job: JobName.ADVANCE_EXECUTION, failures: 1 },
           { job: JobName.VERIFY_OPERATION, failures: 2 },
+          { job: JobName.DISPATCH_OPERATION, failures: 3 },
         ]);
         // enqueue (for callers that must know) still throws.
         await expect(producer.enqueue(JobName.ADVANCE_EXECUTION, { executionId: 'exe_3' })).rejects.toThrow();

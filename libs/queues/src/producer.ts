@@ -147,9 +147,20 @@ export class JobProducer {
 
   /** For callers that must not fail after a commit: the sweeper repairs a missed enqueue. */
   async tryEnqueue<N extends JobName>(name: N, data: JobPayloads[N], options: JobsOptions = {}): Promise<boolean> {
-    try {
+    return this.orRecordFailure(name, async () => {
       await this.enqueue(name, data, options);
       return true;
+    });
+  }
+
+  /** enqueueOrRearm for callers that must not fail after a commit, failures counted as tryEnqueue's are. */
+  tryEnqueueOrRearm<N extends JobName>(name: N, data: JobPayloads[N], jobId: string): Promise<boolean> {
+    return this.orRecordFailure(name, () => this.enqueueOrRearm(name, data, jobId));
+  }
+
+  private async orRecordFailure(name: JobName, enqueue: () => Promise<boolean>): Promise<boolean> {
+    try {
+      return await enqueue();
     } catch (error) {
       this.failures += 1;
       this.onEnqueueFailure?.(name, error, this.failures);

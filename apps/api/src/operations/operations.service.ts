@@ -310,10 +310,12 @@ export class OperationsService {
     if (!decided.won) throw this.resolutionRefusal(await this.load(principal, id));
     await this.inExecutionTrace(op.executionId, () =>
       status === OperationStatus.SENT
-        ? this.producer.tryEnqueue(
+        ? // Re-armed: a release recorded again after a withdrawn one finds that one's finished job, kept for its
+          // retention under the same id, which would swallow a plain add until the sweeper re-arms it.
+          this.producer.tryEnqueueOrRearm(
             JobName.DISPATCH_OPERATION,
             { operationId: op.id, executionId: op.executionId },
-            { jobId: releaseDispatchJobId(op.id) },
+            releaseDispatchJobId(op.id),
           )
         : this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId }),
     );

@@ -37,7 +37,10 @@ export class TenantConnectorSettingsEntity {
   @Column('timestamptz', { name: 'updated_at' }) updatedAt!: Date;
 }
 
-/** Write-only from the API's point of view: only workers read `value`, and only to put it in a request header. */
+/**
+ * Write-only from the API's point of view: no answer holds `value`. Workers read it to put it in a request header (and
+ * to redact what a target answers); the API reads it at intake only to refuse an operation that holds it literally.
+ */
 @Entity('tenant_connector_secrets')
 export class TenantConnectorSecretEntity {
   @PrimaryColumn('text', { name: 'tenant_id' }) tenantId!: string;
@@ -59,6 +62,8 @@ export class ConnectorSpendEntity {
 /** The connector settings workers read, and the spending ledger (caps are counted from it). */
 export const CONNECTOR_SPEND_SQL = {
   lockOperation: `SELECT 1 FROM operations WHERE id = $1 FOR UPDATE`,
+  lockExecutionOfOperation: `SELECT 1 FROM executions
+     WHERE id = (SELECT execution_id FROM operations WHERE id = $1) FOR NO KEY UPDATE`,
   settingsOf: `SELECT s.allow_hosts, s.spending_caps,
             CASE WHEN $3 THEN (SELECT jsonb_object_agg(x.name, x.value) FROM tenant_connector_secrets x
                                WHERE x.tenant_id = $1 AND x.connector = $2) END AS secrets
@@ -242,9 +247,15 @@ export async function commitWithinSpendingCaps(
 ): Promise<{ sent: TransitionResult } | { exceeded: CapExceeded }> {
   if (input.caps.length === 0 && !input.lockOperationFirst) return { sent: await commit(dataSource.manager) };
   return transaction(dataSource, async (tx) => {
-    if (input.lockOperationFirst) await tx.query(CONNECTOR_SPEND_SQL.lockOperation, [input.operationId]);
     // Two dispatchers sending for the same tenant and connector take turns here, so neither can overshoot the cap.
-    await tx.query(CONNECTOR_SPEND_SQL.capLock, [`${input.tenantId}/${input.connector}`]);
+    // Taken before any row, as every capped send takes it, so no send holds a row while it waits for the turn.
+    if (input.caps.length > 0) await tx.query(CONNECTOR_SPEND_SQL.capLock, [`${input.tenantId}/${input.connector}`]);
+    if (input.lockOperationFirst) {
+      // The operation's row, then its execution's (the order every transition takes them): an end of the execution
+      // (a cancel, an expiry) committed before the SENT statement's snapshot is seen by it, a later one waits.
+      await tx.query(CONNECTOR_SPEND_SQL.lockOperation, [input.operationId]);
+      await tx.query(CONNECTOR_SPEND_SQL.lockExecutionOfOperation, [input.operationId]);
+    }
     for (const cap of input.caps) {
       const amount = cap.max_amount !== undefined ? input.amountOf(cap) : null;
       const usage = await spendingUsage(tx, input.tenantId, input.connector, cap, amount?.path ?? null);
