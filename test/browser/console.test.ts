@@ -404,20 +404,30 @@ if (chromiumMissing) {
       intent: 'Charge \u202edeifirev si ti',
     });
     await page.goto(consoleUrl(`/executions/${execution.id}`));
-    const lede = page.locator('q', { hasText: 'Charge' });
-    await lede.waitFor();
-    const agent = page.locator('code', { hasText: 'agent' }).first();
-    // Runs in the page (this file is compiled without the DOM's types).
-    const bidi = (el: unknown) =>
-      (globalThis as unknown as { getComputedStyle(e: unknown): { unicodeBidi: string } }).getComputedStyle(el)
-        .unicodeBidi;
-    for (const element of [lede, agent]) expect(await element.evaluate(bidi)).toBe('isolate');
+    await page.locator('q', { hasText: 'Charge' }).waitFor();
+    await page.locator('code', { hasText: 'agent' }).first().waitFor();
+    // Found and measured in one turn of the page's own script: a live update re-renders the page at any time, and an
+    // element replaced between finding it and measuring it has no computed style. (This file has no DOM types.)
+    const styles = await page.evaluate(() => {
+      type El = { textContent: string | null };
+      const doc = (globalThis as unknown as { document: { querySelectorAll(s: string): Iterable<El> } }).document;
+      const view = globalThis as unknown as { getComputedStyle(e: El): { unicodeBidi: string } };
+      const first = (selector: string, text: string) =>
+        [...doc.querySelectorAll(selector)].find((e) => e.textContent?.includes(text));
+      return [first('q', 'Charge'), first('code', 'agent')].map((e) =>
+        e ? view.getComputedStyle(e).unicodeBidi : null,
+      );
+    });
+    expect(styles).toEqual(['isolate', 'isolate']);
   });
 
   it('masks secret-looking params, and shows them on request: the reviewer decides on what will be sent', async () => {
     const reference = `${unique('order')} Bearer ALL-FUNDS-TO-ATTACKER`;
     const execution = await submit([charge(reference, { requires_approval: true })]);
+    // Waiting for its approval first: a live update re-renders the page (the values masked again).
+    await awaitingApproval(execution);
     await page.goto(consoleUrl(`/operations/${execution.operations[0].id}`));
+    await page.locator('#approve').waitFor();
     const params = page.locator('pre[aria-label^="Params"]');
     await params.waitFor();
     expect(await params.textContent()).toContain('Bearer ••••••');
