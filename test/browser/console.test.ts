@@ -432,10 +432,18 @@ if (chromiumMissing) {
     await params.waitFor();
     expect(await params.textContent()).toContain('Bearer ••••••');
     expect(await params.textContent()).not.toContain('ALL-FUNDS-TO-ATTACKER');
-    const reveal = page.getByRole('button', { name: 'Show masked values' });
-    await reveal.click();
-    expect(await params.textContent()).toContain(reference);
-    expect(await page.getByRole('button', { name: 'Mask them again' }).getAttribute('aria-pressed')).toBe('true');
+    await page.getByRole('button', { name: 'Show masked values' }).waitFor();
+    // Clicked and read in one turn of the page's script: the page's next live re-render shows them masked again.
+    const shown = await page.evaluate(() => {
+      type El = { textContent: string | null; click(): void; getAttribute(name: string): string | null };
+      const doc = (globalThis as unknown as { document: { querySelectorAll(s: string): Iterable<El> } }).document;
+      const button = (name: string) => [...doc.querySelectorAll('button')].find((b) => b.textContent === name);
+      button('Show masked values')?.click();
+      const block = [...doc.querySelectorAll('pre')].find((e) => e.textContent?.includes('"reference"'));
+      return { params: block?.textContent ?? '', pressed: button('Mask them again')?.getAttribute('aria-pressed') };
+    });
+    expect(shown.params).toContain(reference);
+    expect(shown.pressed).toBe('true');
   });
 
   it('pages a queue newest first with a cursor, neither skipping nor repeating', async () => {
