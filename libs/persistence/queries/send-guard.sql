@@ -35,4 +35,5 @@ SELECT (op.obligation->'resolution'->>'status') IS NOT DISTINCT FROM 'SENT';
 
 -- execution_ended
 SELECT EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id
-                    AND ge.status IN ('created', 'validating', 'resolving_context', 'planning', 'running', 'waiting_for_tool', 'waiting_for_approval', 'validating_output', 'completed'));
+                    AND ge.status IN ('created', 'validating', 'resolving_context', 'planning', 'running', 'waiting_for_tool', 'waiting_for_approval', 'validating_output', 'completed')
+                    AND (ge.status IN ('completed', 'failed', 'cancelled', 'expired') OR ge.deadline_at > clock_timestamp()));

@@ -305,6 +305,33 @@ describe('the guarded SENT statement (real Postgres)', () => {
     expect((await send(sms.id, release, OperationStatus.MANUAL_REVIEW)).won).toBe(true);
   });
 
+  it('does not release past the execution’s deadline before the sweeper expired it, by the database’s clock', async () => {
+    const release: SendGuard = { kind: 'release' };
+    const resolved = `status = 'MANUAL_REVIEW', terminal_reason = 'KNOWLEDGE_CONFLICT',
+                      obligation = '{"resolution": {"status": "SENT"}}'`;
+    const late = op('held-late');
+    const lateExecution = await execution([late], 'waiting_for_approval');
+    await set(late.id, resolved);
+    await db.dataSource.query(
+      `UPDATE executions SET deadline_at = clock_timestamp() - interval '1 millisecond' WHERE id = $1`,
+      [lateExecution],
+    );
+    expect(await send(late.id, release, OperationStatus.MANUAL_REVIEW)).toEqual({
+      won: false,
+      refusals: ['execution_ended'],
+    });
+    await unchanged(late.id, OperationStatus.MANUAL_REVIEW);
+    // A completed execution is not bound by its deadline any more: the reviewer's release is carried out.
+    const done = op('held-completed');
+    const doneExecution = await execution([done], 'completed');
+    await set(done.id, resolved);
+    await db.dataSource.query(
+      `UPDATE executions SET deadline_at = clock_timestamp() - interval '1 hour' WHERE id = $1`,
+      [doneExecution],
+    );
+    expect((await send(done.id, release, OperationStatus.MANUAL_REVIEW)).won).toBe(true);
+  });
+
   it('does not release after a cancel that committed while the release waited for the held row (the row locked first)', async () => {
     const held = op('held-race');
     const executionId = await execution([held], 'waiting_for_approval');

@@ -4,6 +4,7 @@ import {
   DEPENDENCY_DONE_WITHOUT_READ_BACK_STATUSES,
   RELEASABLE_EXECUTION_STATUSES,
   SENDABLE_EXECUTION_STATUSES,
+  TERMINAL_EXECUTION_STATUSES,
   VerificationMethod,
 } from '@verity/status-model';
 import { settingsVersionOf } from './entities/connector-settings.entity';
@@ -106,10 +107,13 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
     return [
       { name: 'release_not_resolved', sql: `(op.obligation->'resolution'->>'status') IS NOT DISTINCT FROM 'SENT'` },
       {
-        // Not after the execution was cancelled, expired or failed: nothing more is sent for it, whoever asked.
+        // Not after the execution was cancelled, expired or failed, nor past its deadline before the sweeper expired
+        // it (by the database's clock, the one every process shares): nothing more is sent for it, whoever asked. A
+        // completed execution is not bound by its deadline any more.
         name: 'execution_ended',
         sql: `EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id
-                    AND ge.status IN (${sqlLiterals(RELEASABLE_EXECUTION_STATUSES)}))`,
+                    AND ge.status IN (${sqlLiterals(RELEASABLE_EXECUTION_STATUSES)})
+                    AND (ge.status IN (${sqlLiterals(TERMINAL_EXECUTION_STATUSES)}) OR ge.deadline_at > clock_timestamp()))`,
       },
       DEPENDENCIES_DONE,
       ...settings,

@@ -616,7 +616,7 @@ describe('resolutionOptions: every action with its reason, exactly what the gate
         everSent: false,
         heldFor: TerminalReason.KNOWLEDGE_CONFLICT,
         canReadBack: true,
-        release: { executionStatus, dependencies },
+        release: { executionStatus, deadlinePassed: false, dependencies },
       })
         .filter((o) => o.permitted)
         .map((o) => o.status);
@@ -635,11 +635,41 @@ describe('resolutionOptions: every action with its reason, exactly what the gate
         everSent: true,
         heldFor: TerminalReason.SOURCE_UNREACHABLE,
         canReadBack: false,
-        release: { executionStatus: ExecutionStatus.CANCELLED, dependencies: 'broken' },
+        release: { executionStatus: ExecutionStatus.CANCELLED, deadlinePassed: true, dependencies: 'broken' },
       })
         .filter((o) => o.permitted)
         .map((o) => o.status),
     ).toEqual([S.VERIFIED, S.FAILED]);
+  });
+
+  it('does not release past the execution’s deadline before the sweeper expired it; a completed one is not bound by it', () => {
+    const options = (executionStatus: ExecutionStatus) =>
+      resolutionOptions({
+        status: S.MANUAL_REVIEW,
+        everSent: false,
+        heldFor: TerminalReason.KNOWLEDGE_CONFLICT,
+        canReadBack: true,
+        release: { executionStatus, deadlinePassed: true, dependencies: 'done' },
+      });
+    for (const status of [ExecutionStatus.RUNNING, ExecutionStatus.WAITING_FOR_APPROVAL]) {
+      expect(options(status).find((o) => o.status === S.SENT)).toEqual({
+        status: S.SENT,
+        permitted: false,
+        why: 'its execution’s deadline has passed: nothing more is sent for it; cancel it instead',
+        check: null,
+        available_at: null,
+      });
+      expect(
+        options(status)
+          .filter((o) => o.permitted)
+          .map((o) => o.status),
+      ).toEqual([S.CANCELLED]);
+    }
+    expect(
+      options(ExecutionStatus.COMPLETED)
+        .filter((o) => o.permitted)
+        .map((o) => o.status),
+    ).toEqual([S.SENT, S.CANCELLED]);
   });
 
   it('tells a FAILED refused because the source showed the effect from one refused because nothing was sent', () => {

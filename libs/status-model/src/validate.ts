@@ -1,5 +1,5 @@
 import { IllegalTransitionError, StatusModelErrorCode } from './errors';
-import { ExecutionStatus, canMoveExecution } from './execution';
+import { ExecutionStatus, canMoveExecution, isTerminalExecution } from './execution';
 import { DependenciesState, RELEASABLE_EXECUTION_STATUSES } from './dispatch';
 import {
   Actor,
@@ -243,6 +243,11 @@ export function resolutionRefusedBy(
 /** What a release of a held, never-sent operation also needs, as it stands: see `resolutionOptions`. */
 export interface ReleaseNeeds {
   executionStatus: ExecutionStatus;
+  /**
+   * The execution's deadline has passed. Until the sweeper expires it, a running execution past its deadline is ended
+   * all the same: nothing more is sent for it (a completed one is not bound by its deadline any more).
+   */
+  deadlinePassed: boolean;
   dependencies: DependenciesState;
 }
 
@@ -250,6 +255,9 @@ function releaseRefusal(release: ReleaseNeeds | undefined) {
   if (!release) return null;
   if (!RELEASABLE_EXECUTION_STATUSES.includes(release.executionStatus)) {
     return `its execution is ${release.executionStatus}: nothing more is sent for it; cancel it instead`;
+  }
+  if (release.deadlinePassed && !isTerminalExecution(release.executionStatus)) {
+    return 'its execution’s deadline has passed: nothing more is sent for it; cancel it instead';
   }
   if (release.dependencies === 'broken') {
     return 'an operation it depends on failed or was cancelled: it can never be sent; cancel it instead';

@@ -111,6 +111,8 @@ export class OperationsService {
     );
     return {
       executionStatus: execution.status,
+      // By this process' clock; the statement that commits the release judges it again by the database's.
+      deadlinePassed: execution.deadlineAt.getTime() <= Date.now(),
       dependencies: dependenciesState(op.dependsOn.map((key) => latest.get(key))),
     };
   }
