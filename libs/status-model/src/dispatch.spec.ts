@@ -6,6 +6,7 @@ import {
   mayStillCall,
   sendStart,
   dependencyBroken,
+  dependenciesState,
   dependencySatisfied,
   nextPreconditionRead,
   preparedStep,
@@ -78,6 +79,33 @@ describe('dependencyBroken', () => {
 
   it('a dependency that does not exist is broken', () => {
     expect(dependencyBroken(undefined)).toBe(true);
+  });
+});
+
+describe('dependenciesState: where a held operation’s dependencies stand, for a release', () => {
+  const RAW = VerificationMethod.READ_AFTER_WRITE;
+  it.each([
+    ['no dependencies', [], 'done'],
+    ['every one VERIFIED', [{ status: S.VERIFIED, verificationMethod: RAW }], 'done'],
+    [
+      'one still SENT',
+      [
+        { status: S.VERIFIED, verificationMethod: RAW },
+        { status: S.SENT, verificationMethod: RAW },
+      ],
+      'waiting',
+    ],
+    [
+      'one FAILED, another waiting',
+      [
+        { status: S.FAILED, verificationMethod: RAW },
+        { status: S.SENT, verificationMethod: RAW },
+      ],
+      'broken',
+    ],
+    ['one that does not exist', [undefined], 'broken'],
+  ] as const)('%s: %s', (_, dependencies, expected) => {
+    expect(dependenciesState(dependencies as readonly (DependencyView | undefined)[])).toBe(expected);
   });
 });
 

@@ -682,6 +682,17 @@ describe('resolutionOptions: every action with its reason, exactly what the gate
     expect(refusedFailed(true, TerminalReason.SOURCE_UNREACHABLE)).toBeNull();
   });
 
+  it('answers only refusals: an error that is not one (a bug, not a verdict) propagates', () => {
+    const broken = {
+      get status(): OperationStatus {
+        throw new TypeError('unreadable row');
+      },
+      everSent: true,
+      heldFor: null,
+    };
+    expect(() => resolutionRefusedBy(broken, S.FAILED)).toThrow(TypeError);
+  });
+
   it('offers nothing outside MANUAL_REVIEW', () => {
     expect(resolutionOptions({ status: S.UNKNOWN, everSent: true, heldFor: null, canReadBack: true })).toEqual([]);
   });
