@@ -424,7 +424,7 @@ if (chromiumMissing) {
   it('masks secret-looking params, and shows them on request: the reviewer decides on what will be sent', async () => {
     const reference = `${unique('order')} Bearer ALL-FUNDS-TO-ATTACKER`;
     const execution = await submit([charge(reference, { requires_approval: true })]);
-    // Waiting for its approval first: a live update re-renders the page (the values masked again).
+    // Waiting for its approval first: the page opens on the operation as it will stay while this case reads it.
     await awaitingApproval(execution);
     await page.goto(consoleUrl(`/operations/${execution.operations[0].id}`));
     await page.locator('#approve').waitFor();
@@ -433,7 +433,8 @@ if (chromiumMissing) {
     expect(await params.textContent()).toContain('Bearer ••••••');
     expect(await params.textContent()).not.toContain('ALL-FUNDS-TO-ATTACKER');
     await page.getByRole('button', { name: 'Show masked values' }).waitFor();
-    // Clicked and read in one turn of the page's script: the page's next live re-render shows them masked again.
+    // Clicked and read in one turn of the page's script: nothing can re-render the page in between (the next case
+    // checks that the values stay shown through live re-renders).
     const shown = await page.evaluate(() => {
       type El = { textContent: string | null; click(): void; getAttribute(name: string): string | null };
       const doc = (globalThis as unknown as { document: { querySelectorAll(s: string): Iterable<El> } }).document;
@@ -444,6 +445,67 @@ if (chromiumMissing) {
     });
     expect(shown.params).toContain(reference);
     expect(shown.pressed).toBe('true');
+  });
+
+  it('keeps masked values shown through the live re-renders of that operation; another operation starts masked', async () => {
+    const shownRef = `${unique('order')} Bearer SHOWN-SECRET`;
+    const otherPrefix = unique('order');
+    const execution = await submit([
+      charge(shownRef, { key: 'shown', requires_approval: true }),
+      charge(`${otherPrefix} Bearer OTHER-SECRET`, { key: 'other', requires_approval: true }),
+    ]);
+    const [shownId, otherId] = execution.operations.map((op) => op.id);
+    for (const id of [shownId, otherId]) {
+      await waitFor(
+        () => operation(id),
+        (op) => op.status === 'PREPARED' && op.approval?.state === 'requested',
+        SLOW,
+      );
+    }
+    await page.goto(consoleUrl(`/operations/${shownId}`));
+    await page.locator('#approve').waitFor();
+    await page.evaluate("window.marker = 'no-reload'");
+    // The params block and its toggle as they are at one instant (a re-render replaces both together).
+    const readParams = () =>
+      page.evaluate(() => {
+        type El = { textContent: string | null; click(): void; getAttribute(name: string): string | null };
+        const doc = (globalThis as unknown as { document: { querySelectorAll(s: string): Iterable<El> } }).document;
+        const block = [...doc.querySelectorAll('pre')].find((e) => e.textContent?.includes('"reference"'));
+        const toggle = [...doc.querySelectorAll('button.reveal')][0];
+        return { params: block?.textContent ?? '', pressed: toggle?.getAttribute('aria-pressed') ?? null };
+      });
+    // Revealed, and read in the same turn of the page's script.
+    const revealed = await page.evaluate(() => {
+      type El = { textContent: string | null; click(): void; getAttribute(name: string): string | null };
+      const doc = (globalThis as unknown as { document: { querySelectorAll(s: string): Iterable<El> } }).document;
+      [...doc.querySelectorAll('button')].find((b) => b.textContent === 'Show masked values')?.click();
+      const block = [...doc.querySelectorAll('pre')].find((e) => e.textContent?.includes('"reference"'));
+      return block?.textContent ?? '';
+    });
+    expect(revealed).toContain(shownRef);
+
+    // Its events re-render the page (approved elsewhere, sent, read back): the page shows VERIFIED only after the click.
+    const approved = await http(stack.apiUrl, 'POST', `/v1/operations/${shownId}/approval`, {
+      key: DEMO.reviewer,
+      body: { decision: 'approve', reason: 'Approved through the API while the page is open' },
+    });
+    expect(approved.status).toBe(200);
+    await page.locator('.status-card-effect [data-status="VERIFIED"]').waitFor({ timeout: SLOW });
+    await page.locator('#timeline .event[data-to="VERIFIED"]').waitFor();
+    const after = await readParams();
+    expect(after.params).toContain(shownRef);
+    expect(after.pressed).toBe('true');
+    expect(await page.evaluate('window.marker')).toBe('no-reload');
+
+    // Another operation, opened within the page (no reload): masked.
+    await page.getByLabel('Open by id').fill(otherId);
+    await page.getByLabel('Open by id').press('Enter');
+    await page.locator('pre[aria-label^="Params"]', { hasText: otherPrefix }).waitFor();
+    const other = await readParams();
+    expect(other.params).toContain(`${otherPrefix} Bearer ••••••`);
+    expect(other.params).not.toContain('OTHER-SECRET');
+    expect(other.pressed).toBe('false');
+    expect(await page.evaluate('window.marker')).toBe('no-reload');
   });
 
   it('pages a queue newest first with a cursor, neither skipping nor repeating', async () => {

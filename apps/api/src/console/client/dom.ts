@@ -76,31 +76,38 @@ export function json(value: unknown, label: string): HTMLElement {
   return h('pre', { class: 'json', tabindex: 0, 'aria-label': label }, JSON.stringify(maskSecrets(value), null, 2));
 }
 
+/** Whether a reviewer has unmasked a block, kept by the page so that its live re-renders do not mask it again. */
+export interface RevealState {
+  readonly revealed: boolean;
+  set(revealed: boolean): void;
+}
+
 /**
  * Masked JSON a reviewer can unmask. What is masked is chosen by names and patterns (a field called `…token`, a
  * `Bearer …` inside a string), and an agent could shape what it sends to look like that; the reviewer decides on what
- * will be sent, so the values stay one click away (the API returns them to a reviewer anyway).
+ * will be sent, so the values stay one click away (the API returns them to a reviewer anyway). `state`: where the
+ * reviewer's choice outlives this element (a page re-renders it on every live update); without it, it starts masked.
  */
-export function revealableJson(value: unknown, label: string): HTMLElement {
+export function revealableJson(value: unknown, label: string, state?: RevealState): HTMLElement {
   const masked = JSON.stringify(maskSecrets(value), null, 2);
   const raw = JSON.stringify(value, null, 2);
   const block = h('pre', { class: 'json', tabindex: 0, 'aria-label': label }, masked);
   if (masked === raw) return block;
-  const toggle: HTMLButtonElement = h(
-    'button',
-    {
-      type: 'button',
-      class: 'reveal',
-      'aria-pressed': 'false',
-      onclick: () => {
-        const revealed = toggle.getAttribute('aria-pressed') === 'true';
-        block.textContent = revealed ? masked : raw;
-        toggle.setAttribute('aria-pressed', String(!revealed));
-        toggle.textContent = revealed ? 'Show masked values' : 'Mask them again';
-      },
+  const toggle: HTMLButtonElement = h('button', {
+    type: 'button',
+    class: 'reveal',
+    onclick: () => {
+      const revealed = toggle.getAttribute('aria-pressed') !== 'true';
+      show(revealed);
+      state?.set(revealed);
     },
-    'Show masked values',
-  );
+  });
+  const show = (revealed: boolean) => {
+    block.textContent = revealed ? raw : masked;
+    toggle.setAttribute('aria-pressed', String(revealed));
+    toggle.textContent = revealed ? 'Mask them again' : 'Show masked values';
+  };
+  show(state?.revealed ?? false);
   return h('div', { class: 'revealable' }, toggle, block);
 }
 

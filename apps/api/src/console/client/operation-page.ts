@@ -18,6 +18,7 @@ import {
   intentAndAgent,
   json,
   revealableJson,
+  type RevealState,
   link,
   relative,
   section,
@@ -51,6 +52,18 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
   document.title = `Operation ${id} · Verity review`;
   let actionSignature = '';
   let busy = false;
+  // The masked blocks the reviewer unmasked, by operation id and block: every live re-render shows them as the reviewer
+  // left them. Kept by this page only: another operation (a new page) starts masked, and so does a reload.
+  const revealed = new Set<string>();
+  const reveal = (operationId: string, block: string): RevealState => {
+    const key = `${operationId}/${block}`;
+    return {
+      get revealed() {
+        return revealed.has(key);
+      },
+      set: (on) => void (on ? revealed.add(key) : revealed.delete(key)),
+    };
+  };
 
   const crumbs = h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '/console' }, 'Queues'));
   const { heading, lede, statusCards, callout } = pageTop('Operation', id);
@@ -137,7 +150,7 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
     }
     fill(
       details,
-      requestSection(op),
+      requestSection(op, reveal),
       evidenceSection(op),
       op.recovery_obligation ? obligationSection(op) : null,
       op.approval ? approvalSection(op) : null,
@@ -331,7 +344,7 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
   return live.dispose;
 }
 
-function requestSection(op: OperationDetail): HTMLElement {
+function requestSection(op: OperationDetail, reveal: (operationId: string, block: string) => RevealState): HTMLElement {
   return section(
     'request',
     'Request',
@@ -357,8 +370,10 @@ function requestSection(op: OperationDetail): HTMLElement {
       op.retry_of ? ['Retry of', link(`/console/operations/${op.retry_of}`, code(op.retry_of))] : null,
     ]),
     h('h3', {}, 'Params ', h('span', { class: 'muted' }, '(secret-looking values masked)')),
-    revealableJson(op.params, 'Params, secret-looking values masked'),
-    op.expected_state ? [h('h3', {}, 'Expected state'), revealableJson(op.expected_state, 'Expected state')] : null,
+    revealableJson(op.params, 'Params, secret-looking values masked', reveal(op.id, 'params')),
+    op.expected_state
+      ? [h('h3', {}, 'Expected state'), revealableJson(op.expected_state, 'Expected state', reveal(op.id, 'expected'))]
+      : null,
   );
 }
 
