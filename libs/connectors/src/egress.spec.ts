@@ -164,6 +164,13 @@ describe('guarded requests against real loopback servers', () => {
     expect(hits).toBe(before);
   });
 
+  it('calls an empty answer a failed resolution (never delivered, may pass), not a refusal of the policy', async () => {
+    const before = hits;
+    const result = await getServiceTest([{ host: 'service.test' }], async () => []);
+    expect(result).toMatchObject({ kind: 'not_delivered', code: 'ENOTFOUND' });
+    expect(hits).toBe(before);
+  });
+
   it('resolves localhost with the system resolver and refuses it without an explicit allowance', async () => {
     const before = hits;
     const result = await guardedExchange({ method: 'GET', url: `http://localhost:${local.port}/`, timeoutMs: 2000 }, [

@@ -238,7 +238,8 @@ export const systemResolver: Resolver = (hostname) =>
 
 /**
  * A DNS lookup for the HTTP client that resolves once, refuses the whole answer if any address is not allowed, and
- * returns the first vetted address — the one the socket then connects to. `onRefused` learns why (for the outcome).
+ * returns the first vetted address — the one the socket then connects to. `onRefused` learns why (for the outcome);
+ * an empty answer is a failed resolution (ENOTFOUND), not a refusal.
  */
 export function lookupFor(
   target: EgressTarget,
@@ -249,13 +250,16 @@ export function lookupFor(
   return ((hostname: string, options: { all?: boolean }, callback: (...args: unknown[]) => void) => {
     resolver(hostname).then(
       (addresses) => {
+        if (addresses.length === 0) {
+          // No address is a failed resolution, like any other (it may pass): not a refusal of the egress policy.
+          callback(Object.assign(new Error(`${target.host} did not resolve`), { code: 'ENOTFOUND' }));
+          return;
+        }
         const blocked = addresses
           .map((a) => classifyAddress(a.address))
           .find((c) => !isAddressAllowed(c, allowPrivate));
-        if (addresses.length === 0 || blocked) {
-          const message = blocked
-            ? `${target.host} resolves to a ${blocked.replace('_', '-')} address, not allowed for this host`
-            : `${target.host} did not resolve`;
+        if (blocked) {
+          const message = `${target.host} resolves to a ${blocked.replace('_', '-')} address, not allowed for this host`;
           onRefused(message);
           callback(Object.assign(new Error(message), { code: 'EGRESS_BLOCKED' }));
           return;
