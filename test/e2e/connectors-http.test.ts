@@ -302,6 +302,30 @@ describe('http connector (real loopback target, tenant settings through the admi
     expect(target.seen.length).toBe(before);
   });
 
+  it('calls a host off the allowlist a policy refusal, not a transient one: never retryable, naming the host', async () => {
+    const before = target.seen.length;
+    const execution = await submitOps(call, [
+      httpOp('order', order('/orders', { url: 'https://crm.not-allowed.example/orders' })),
+    ]);
+    const [op] = (await settled(call, execution.id)).operations;
+    // Never sent: FAILED as the contract has it for a call that never left (status, reason and commit as before).
+    expect(op).toMatchObject({ status: 'FAILED', terminal_reason: 'SOURCE_UNREACHABLE', commit: 'rejected' });
+    // ...but it fails the same way until an admin changes the allowlist: a policy failure an agent must not retry.
+    const failure = {
+      code: 'egress_refused',
+      phase: 'dispatch',
+      category: 'policy',
+      retryable: false,
+      message:
+        "never sent: the tenant's egress policy does not allow the target: host crm.not-allowed.example is not on this tenant's allowlist (terminal_reason SOURCE_UNREACHABLE)",
+      at: expect.any(String),
+    };
+    expect(op.failure).toEqual(failure);
+    expect((await call<{ failure: unknown }>('GET', `/v1/operations/${op.id}`)).body.failure).toEqual(failure);
+    expect(JSON.stringify(op)).not.toContain(SECRET);
+    expect(target.seen.length).toBe(before);
+  });
+
   it('merges secrets by name and deletes one: names change, the allowlist is kept', async () => {
     const put = await call<SettingsView>('PUT', '/v1/admin/connector-settings/http', {
       key: DEMO.admin,

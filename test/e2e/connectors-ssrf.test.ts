@@ -83,7 +83,7 @@ describe('SSRF defence of the http connector', () => {
     expect(refused.body.errors.map((e) => e.field)).toContain('operations[0].params.url');
   });
 
-  it('refuses when sending: never delivered, FAILED with SOURCE_UNREACHABLE and the rule that refused it', async () => {
+  it('refuses when sending: never delivered, FAILED with SOURCE_UNREACHABLE, a policy failure naming the rule', async () => {
     const vectors: [string, string, RegExp][] = [
       ['loopback_other_port', `http://127.0.0.1:${canary.port}/`, /port \d+ is not allowed/],
       ['name_resolving_to_loopback', `http://localhost:${canary.port}/`, /localhost resolves to a loopback address/],
@@ -113,6 +113,18 @@ describe('SSRF defence of the http connector', () => {
       expect({ key, detail: op.evidence?.detail }).toEqual({
         key,
         detail: expect.stringMatching(new RegExp(`^not sent: egress refused: .*${rule.source}`)),
+      });
+      // The tenant's egress policy refused it (allowlist, port or address): a policy failure, never retryable as is.
+      expect({ key, failure: op.failure }).toEqual({
+        key,
+        failure: {
+          code: 'egress_refused',
+          phase: 'dispatch',
+          category: 'policy',
+          retryable: false,
+          message: expect.stringMatching(new RegExp(`^never sent: the tenant's egress policy .*${rule.source}`)),
+          at: expect.any(String),
+        },
       });
     }
   });

@@ -275,7 +275,11 @@ export class SenderService {
           : outcome.status === S.FAILED
             ? { evidence: { method: 'send_outcome', detail: outcome.detail, provider_error: outcome.providerError } }
             : { evidence: { method: 'send_outcome', detail: outcome.detail } },
-      eventData: { detail: outcome.detail },
+      // A refused send records its cause and rule: the status model derives a policy failure from them.
+      eventData:
+        outcome.status === S.FAILED && outcome.refused
+          ? { detail: outcome.detail, cause: outcome.refused.cause, refusal: outcome.refused.rule }
+          : { detail: outcome.detail },
     });
     // The read-back at send starts while the acknowledgement is being committed: a read sends nothing, and what it
     // found is written only once the acknowledgement is (VERIFIED moves from ACKNOWLEDGED, by compare-and-set).

@@ -1,4 +1,4 @@
-import { OperationStatus, TerminalReason } from '@verity/status-model';
+import { type EGRESS_REFUSED, OperationStatus, TerminalReason } from '@verity/status-model';
 import type { HttpExchange } from './http-exchange';
 
 export type SendOutcome =
@@ -8,6 +8,11 @@ export type SendOutcome =
       reason: TerminalReason.CONNECTOR_REJECTED | TerminalReason.SOURCE_UNREACHABLE;
       detail: string;
       providerError?: unknown;
+      /**
+       * Never sent because a rule refused the call (the tenant's egress policy): which cause, and the rule in words
+       * (naming the host, never a secret). The status model makes it a policy failure, not a transient one.
+       */
+      refused?: { cause: typeof EGRESS_REFUSED; rule: string };
     }
   | { status: OperationStatus.UNKNOWN; reason: TerminalReason.CONNECTOR_ERROR; detail: string };
 

@@ -210,10 +210,17 @@ describe('http connector', () => {
       status: OperationStatus.FAILED,
       reason: TerminalReason.SOURCE_UNREACHABLE,
       detail: expect.stringMatching(/^not sent: egress refused: host localhost is not on this tenant's allowlist/),
+      // The cause the status model makes a policy failure of, and the rule in words.
+      refused: { cause: 'egress_refused', rule: "host localhost is not on this tenant's allowlist" },
     });
     expect(await refused({ url: `http://127.0.0.1:${t.port + 1}/orders` })).toMatchObject({
       detail: expect.stringMatching(/port/),
+      refused: { cause: 'egress_refused', rule: `port ${t.port + 1} is not allowed for host 127.0.0.1` },
     });
+    // A missing secret is not the egress policy: no refusal cause.
+    expect(
+      await refused({ url: `${t.base}/orders`, headers: { authorization: 'Bearer {{secret:other}}' } }),
+    ).not.toHaveProperty('refused');
     expect(
       await refused({ url: `${t.base}/orders`, headers: { authorization: 'Bearer {{secret:other}}' } }),
     ).toMatchObject({ status: OperationStatus.FAILED, detail: 'not sent: secret "other" is not set for this tenant' });

@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { OperationStatus, TerminalReason } from '@verity/status-model';
+import { EGRESS_REFUSED, OperationStatus, TerminalReason } from '@verity/status-model';
 import { SendOutcome, classifySend, isRejectableStatus } from './classify';
 import type {
   AllowedHost,
@@ -280,7 +280,15 @@ export class HttpConnector implements Connector {
       params.timeout_ms,
       env,
     );
-    if (exchange.kind === 'refused') return notSent(`egress refused: ${exchange.message}`);
+    if (exchange.kind === 'refused') {
+      // The tenant's egress policy refused the target: never sent, and not something that passes on its own.
+      return {
+        status: OperationStatus.FAILED,
+        reason: TerminalReason.SOURCE_UNREACHABLE,
+        detail: `not sent: egress refused: ${exchange.message}`,
+        refused: { cause: EGRESS_REFUSED, rule: exchange.message },
+      };
+    }
     const status = exchange.kind === 'response' ? exchange.status : undefined;
     return classifySend(exchange, {
       rejectionStatuses: params.reject_statuses ?? [],

@@ -219,11 +219,11 @@ export const READ_SQL = {
      WHERE t.execution_id = $1 AND t.tenant_id = $4 AND t.seq > $2 ORDER BY t.seq LIMIT $3`,
   eventSeq: `SELECT seq FROM events WHERE id = $1 AND execution_id = $2 AND tenant_id = $3`,
   lastStatusChanges: `SELECT DISTINCT ON (operation_id) operation_id, id, from_status, data->>'cause' AS cause,
-            data->>'actor' AS actor, created_at
+            data->>'refusal' AS refusal, data->>'actor' AS actor, created_at
      FROM events WHERE operation_id = ANY($1) AND tenant_id = $2 AND type = 'operation.status_changed'
      ORDER BY operation_id, seq DESC`,
   lastStatusChangesForWorker: `SELECT DISTINCT ON (operation_id) operation_id, id, from_status, data->>'cause' AS cause,
-            data->>'actor' AS actor, created_at
+            data->>'refusal' AS refusal, data->>'actor' AS actor, created_at
      FROM events WHERE operation_id = ANY($1) AND type = 'operation.status_changed'
      ORDER BY operation_id, seq DESC`,
 } as const;
@@ -554,13 +554,21 @@ async function lastStatusChanges(
     id: string;
     from_status: OperationStatus | null;
     cause: string | null;
+    refusal: string | null;
     actor: string | null;
     created_at: Date;
   }>(db, sql, params);
   return new Map(
     found.map((r) => [
       r.operation_id,
-      { eventId: r.id, from: r.from_status, cause: r.cause, actor: r.actor, at: new Date(r.created_at) },
+      {
+        eventId: r.id,
+        from: r.from_status,
+        cause: r.cause,
+        refusal: r.refusal,
+        actor: r.actor,
+        at: new Date(r.created_at),
+      },
     ]),
   );
 }

@@ -1,5 +1,12 @@
 import { ExecutionStatus } from './execution';
-import { FAILURE_CATEGORIES, FAILURE_CODES, LastStatusChange, executionFailure, operationFailure } from './failure';
+import {
+  EGRESS_REFUSED,
+  FAILURE_CATEGORIES,
+  FAILURE_CODES,
+  LastStatusChange,
+  executionFailure,
+  operationFailure,
+} from './failure';
 import { OPERATION_STATUSES, OperationStatus, TerminalReason } from './operation';
 
 const S = OperationStatus;
@@ -33,6 +40,16 @@ describe('operationFailure (the failure object, derived from status, reason and 
       'dispatch',
       'transient',
       true,
+    ],
+    [
+      'never sent: the tenant’s egress policy refused the target (not transient: it fails until the allowlist changes)',
+      S.FAILED,
+      R.SOURCE_UNREACHABLE,
+      change(S.SENT, { cause: 'egress_refused', refusal: "host internal.example is not on this tenant's allowlist" }),
+      'egress_refused',
+      'dispatch',
+      'policy',
+      false,
     ],
     [
       'proven absent',
@@ -219,6 +236,42 @@ describe('operationFailure (the failure object, derived from status, reason and 
     expect(failure).toMatchObject({ code, phase, category, retryable, at: AT.toISOString() });
     expect(failure.message).toContain(FAILURE_CODES[code as keyof typeof FAILURE_CODES].message);
     if (terminalReason) expect(failure.message).toContain(terminalReason);
+  });
+
+  it('names the rule that refused a send, and never calls the refusal transient or retryable', () => {
+    const refused = (refusal?: string) =>
+      operationFailure(
+        { status: S.FAILED, terminalReason: R.SOURCE_UNREACHABLE },
+        change(S.SENT, { cause: EGRESS_REFUSED, refusal }),
+      );
+    expect(refused("host internal.example is not on this tenant's allowlist")).toEqual({
+      code: 'egress_refused',
+      phase: 'dispatch',
+      category: 'policy',
+      retryable: false,
+      message:
+        "never sent: the tenant's egress policy does not allow the target: host internal.example is not on this tenant's allowlist (terminal_reason SOURCE_UNREACHABLE)",
+      at: AT.toISOString(),
+    });
+    // The address rules (SSRF) are the same policy: an allowlisted name that resolves to an internal address.
+    expect(refused('localhost resolves to a loopback address, not allowed for this host')).toMatchObject({
+      code: 'egress_refused',
+      category: 'policy',
+      retryable: false,
+      message: expect.stringContaining('localhost resolves to a loopback address'),
+    });
+    // An event without the words still names the code and the reason.
+    expect(refused()).toMatchObject({
+      code: 'egress_refused',
+      retryable: false,
+      message: `${FAILURE_CODES.egress_refused.message}: terminal_reason SOURCE_UNREACHABLE`,
+    });
+    // A call that never left for a network reason (no refusal recorded) stays what it was: it may pass.
+    expect(operationFailure({ status: S.FAILED, terminalReason: R.SOURCE_UNREACHABLE }, change(S.SENT))).toMatchObject({
+      code: 'never_delivered',
+      category: 'transient',
+      retryable: true,
+    });
   });
 
   it('is null for VERIFIED and for everything still in flight or acknowledged', () => {

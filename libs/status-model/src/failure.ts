@@ -13,7 +13,8 @@ import { OperationStatus, TerminalReason } from './operation';
  * provider_rejected — the third party explicitly refused this request;
  * transient — a network, deadline or availability condition that may pass;
  * internal — Verity itself (a row it cannot explain; report it);
- * policy — a rule or a reviewer's authority did not permit it (approval, spending cap, dependency rule);
+ * policy — a rule or a reviewer's authority did not permit it (approval, spending cap, dependency rule, the tenant's
+ *   egress allowlist);
  * human — a person decided the outcome, or must.
  */
 export type FailureCategory = 'caller_error' | 'provider_rejected' | 'transient' | 'internal' | 'policy' | 'human';
@@ -88,6 +89,13 @@ export const FAILURE_CODES = {
   cancelled_by_caller: exe(E.CANCELLED, 'any', 'caller_error', true, 'the caller cancelled the execution'),
   connector_rejected: op(S.FAILED, 'dispatch', 'provider_rejected', false, 'the provider explicitly rejected it'),
   never_delivered: op(S.FAILED, 'dispatch', 'transient', true, 'provably never delivered: the source was unreachable'),
+  egress_refused: op(
+    S.FAILED,
+    'dispatch',
+    'policy',
+    false,
+    "never sent: the tenant's egress policy does not allow the target",
+  ),
   proven_absent: op(
     S.FAILED,
     'reconciliation',
@@ -172,11 +180,21 @@ export function executionFailure(
   return failure(effective, phase, at.toISOString(), detail);
 }
 
+/**
+ * The cause a send records when the connector refused to make the call because the tenant's egress policy does not
+ * allow the target (a host off its allowlist, a port it does not list, an address that must not be reached). The
+ * operation is never sent and ends FAILED (`SOURCE_UNREACHABLE`, as the contract has it for a call that never left),
+ * but nothing about it is transient: the same request fails the same way until a tenant admin changes the allowlist.
+ */
+export const EGRESS_REFUSED = 'egress_refused';
+
 /** The move that brought the operation to its status: the event's from-status, data and time. */
 export interface LastStatusChange {
   from: OperationStatus | null;
-  /** `cause` from the event data (dependency_not_done, approval_denied, execution_cancelled...). */
+  /** `cause` from the event data (dependency_not_done, approval_denied, execution_cancelled, egress_refused...). */
   cause?: string | null;
+  /** `refusal` from the event data: the rule that refused a send, in words (it names the host, never a secret). */
+  refusal?: string | null;
   actor?: string | null;
   at: Date;
 }
@@ -207,7 +225,9 @@ function failureCodeOf(op: OperationForFailure, change: LastStatusChange): Failu
   if (op.status === S.FAILED) {
     if (byHuman) return 'resolved_failed';
     if (reason === TerminalReason.CONNECTOR_REJECTED) return 'connector_rejected';
-    if (reason === TerminalReason.SOURCE_UNREACHABLE) return 'never_delivered';
+    if (reason === TerminalReason.SOURCE_UNREACHABLE) {
+      return change.cause === EGRESS_REFUSED ? 'egress_refused' : 'never_delivered';
+    }
     // Rows written before PROVEN_ABSENT existed settled RECONCILING -> FAILED with no reason: the same proof.
     if (reason === TerminalReason.PROVEN_ABSENT || change.from === S.RECONCILING) return 'proven_absent';
     return 'unexplained';
@@ -244,6 +264,8 @@ export function operationFailure(op: OperationForFailure, change: LastStatusChan
   const code = failureCodeOf(op, known);
   const phase =
     op.status === S.MANUAL_REVIEW ? holdPhase(known.from) : (FAILURE_CODES[code].phase as OperationFailurePhase);
-  const detail = op.terminalReason ? `terminal_reason ${op.terminalReason}` : undefined;
+  const reason = op.terminalReason ? `terminal_reason ${op.terminalReason}` : undefined;
+  // A refused send says which rule refused it (the host, the port or the address), so an admin knows what to change.
+  const detail = code === 'egress_refused' && known.refusal ? `${known.refusal} (${reason})` : reason;
   return failure(code, phase, known.at.toISOString(), detail);
 }
