@@ -4,6 +4,9 @@ import {
   HOLD_REASONS,
   TENANT_APPROVAL_KEYS,
   approvalRuleFor,
+  approvalRuleMatch,
+  currencyMismatch,
+  describeFoundCurrency,
   needsApproval,
   paramAt,
   tenantApprovalRules,
@@ -37,6 +40,83 @@ describe('approval rules', () => {
 
   it('no rules, no approval', () => {
     expect(approvalRuleFor({ connector: 'sandbox.payments', params: { amount: 1e9 } }, [])).toBeNull();
+  });
+
+  describe('a threshold with a currency', () => {
+    const eur = { connector: 'sandbox.payments', amount_above: 10000, currency: 'EUR' };
+    const pay = (params: Record<string, unknown>) => ({ connector: 'sandbox.payments', params });
+
+    it('an amount in another currency (or none, or not a code) needs approval however small: it cannot be compared', () => {
+      for (const currency of ['KWD', 'eur', 'EUR ', 978, null, { code: 'EUR' }, undefined]) {
+        const match = approvalRuleMatch(pay({ amount: 9999, currency }), [eur]);
+        expect([currency, match?.rule, match?.reason]).toEqual([currency, eur, 'currency_mismatch']);
+        expect(match?.detail).toMatch(
+          /^the approval threshold on sandbox\.payments is 10000 EUR; params\.currency is /,
+        );
+      }
+      expect(approvalRuleMatch(pay({ amount: 9999, currency: 'KWD' }), [eur])?.detail).toBe(
+        'the approval threshold on sandbox.payments is 10000 EUR; params.currency is "KWD", not EUR, so params.amount (9999) cannot be compared with it',
+      );
+      expect(approvalRuleMatch(pay({ amount: 1 }), [eur])?.detail).toMatch(/params\.currency is missing, not EUR/);
+    });
+
+    it('an amount in its currency is compared with the threshold as before', () => {
+      expect(approvalRuleFor(pay({ amount: 9999, currency: 'EUR' }), [eur])).toBeNull();
+      expect(approvalRuleFor(pay({ amount: 10000, currency: 'EUR' }), [eur])).toBeNull();
+      expect(approvalRuleMatch(pay({ amount: 10001, currency: 'EUR' }), [eur])).toEqual({
+        rule: eur,
+        reason: 'amount_above',
+        detail: 'params.amount (10001 EUR) is above the approval threshold on sandbox.payments (10000 EUR)',
+      });
+    });
+
+    it('reads the currency at currency_field; an operation without a numeric amount is still not its business', () => {
+      const nested = {
+        connector: 'http',
+        amount_above: 100,
+        amount_field: 'body.total',
+        currency: 'EUR',
+        currency_field: 'body.ccy',
+      };
+      expect(approvalRuleFor({ connector: 'http', params: { body: { total: 50, ccy: 'EUR' } } }, [nested])).toBeNull();
+      expect(approvalRuleFor({ connector: 'http', params: { body: { total: 50, ccy: 'USD' } } }, [nested])).toBe(
+        nested,
+      );
+      // `currency` at the top level is not where this rule reads it.
+      expect(approvalRuleFor({ connector: 'http', params: { currency: 'EUR', body: { total: 50 } } }, [nested])).toBe(
+        nested,
+      );
+      expect(approvalRuleFor({ connector: 'http', params: { body: { ccy: 'USD' } } }, [nested])).toBeNull();
+    });
+
+    it('without a currency, amounts of any currency are compared as one unit (as before)', () => {
+      const plain = { connector: 'sandbox.payments', amount_above: 10000 };
+      expect(approvalRuleFor(pay({ amount: 9999, currency: 'KWD' }), [plain])).toBeNull();
+      expect(approvalRuleMatch(pay({ amount: 10001, currency: 'KWD' }), [plain])?.detail).toBe(
+        'params.amount (10001) is above the approval threshold on sandbox.payments (10000)',
+      );
+      expect(approvalRuleMatch(pay({}), [{ connector: 'sandbox.payments' }])).toMatchObject({
+        reason: 'every_operation',
+      });
+    });
+
+    it('currencyMismatch: exactly the code, or the field and what is there', () => {
+      const at = (values: Record<string, unknown>) => (path: string) => values[path];
+      expect(currencyMismatch({}, at({ currency: 'KWD' }))).toBeNull();
+      expect(currencyMismatch({ currency: 'EUR' }, at({ currency: 'EUR' }))).toBeNull();
+      expect(currencyMismatch({ currency: 'EUR' }, at({ currency: 'KWD' }))).toEqual({
+        field: 'currency',
+        found: 'KWD',
+      });
+      expect(currencyMismatch({ currency: 'EUR', currency_field: 'ccy' }, at({ currency: 'EUR' }))).toEqual({
+        field: 'ccy',
+        found: undefined,
+      });
+      expect(describeFoundCurrency(undefined)).toBe('missing');
+      expect(describeFoundCurrency('KWD')).toBe('"KWD"');
+      expect(describeFoundCurrency(978)).toBe('not a string (978)');
+      expect(describeFoundCurrency('x'.repeat(50))).toBe(`"${'x'.repeat(20)}"`);
+    });
   });
 
   it('paramAt walks objects only', () => {

@@ -12,9 +12,44 @@ export interface ApprovalRule {
   amount_above?: number;
   /** Where the amount is in the operation's params, a dot path (`amount`, `payment.total`); default `amount`. */
   amount_field?: string;
+  /**
+   * The currency the threshold is in (ISO 4217, e.g. `EUR`). Set, an operation with an amount in any other currency
+   * (or none) at `currency_field` cannot be compared with the threshold and needs approval. Absent: amounts of every
+   * currency are compared as if they were one unit.
+   */
+  currency?: string;
+  /** Where the currency is in the operation's params, a dot path; default `currency`. Only with `currency`. */
+  currency_field?: string;
 }
 
 export const DEFAULT_AMOUNT_FIELD = 'amount';
+export const DEFAULT_CURRENCY_FIELD = 'currency';
+/** The shape of an ISO 4217 currency code, as a cap or an approval rule names one. */
+export const CURRENCY_CODE = /^[A-Z]{3}$/;
+export const CURRENCY_CODE_RULE = 'an ISO 4217 currency code: three capital letters, e.g. EUR';
+
+/**
+ * An amount rule's currency check (an approval threshold's or a spending cap's): null when the rule names no currency
+ * or the operation's value at the rule's currency field is exactly that code; otherwise the field and what is there
+ * (undefined when nothing is). Nothing else counts as the rule's currency: not another code, not `eur`, not a number.
+ */
+export function currencyMismatch(
+  rule: { currency?: string; currency_field?: string },
+  valueAt: (path: string) => unknown,
+): { field: string; found: unknown } | null {
+  if (rule.currency === undefined) return null;
+  const field = rule.currency_field ?? DEFAULT_CURRENCY_FIELD;
+  const found = valueAt(field);
+  return found === rule.currency ? null : { field, found };
+}
+
+/** A currency as found in params, for a message: a string quoted, anything else named. */
+export function describeFoundCurrency(found: unknown): string {
+  if (found === undefined) return 'missing';
+  return typeof found === 'string'
+    ? JSON.stringify(found.slice(0, 20))
+    : `not a string (${JSON.stringify(found)?.slice(0, 20)})`;
+}
 
 /**
  * What a denied approval does to its operation, wherever the denial is applied (the API's decision or the lifecycle
@@ -74,6 +109,14 @@ export function needsApproval(
   return op.requiresApproval || approvalRuleFor(op, rules) !== null;
 }
 
+/** Why a tenant rule asks for approval of an operation: the rule, which test it met, and the reason in words. */
+export interface ApprovalRuleMatch {
+  rule: ApprovalRule;
+  /** `every_operation`: the rule has no threshold; `amount_above`; `currency_mismatch`: not comparable with it. */
+  reason: 'every_operation' | 'amount_above' | 'currency_mismatch';
+  detail: string;
+}
+
 /** The value at a dot path of the params, or undefined. */
 export function paramAt(params: Record<string, unknown>, path: string): unknown {
   let at: unknown = params;
@@ -87,17 +130,45 @@ export function paramAt(params: Record<string, unknown>, path: string): unknown 
 /**
  * The first rule that asks for approval of this operation, or null. A rule with a threshold does not apply to an
  * operation without a numeric amount at its field: the threshold speaks about amounts only (to require approval of
- * every operation of a connector, give no threshold).
+ * every operation of a connector, give no threshold). A threshold with a currency applies to an amount in that currency
+ * only: an amount in any other currency (or without one) cannot be compared with it, so it needs approval (fail safe).
  */
 export function approvalRuleFor(
   op: { connector: string; params: Record<string, unknown> },
   rules: readonly ApprovalRule[],
 ): ApprovalRule | null {
+  return approvalRuleMatch(op, rules)?.rule ?? null;
+}
+
+/** `approvalRuleFor`, with the reason: what the `approval.requested` event records. */
+export function approvalRuleMatch(
+  op: { connector: string; params: Record<string, unknown> },
+  rules: readonly ApprovalRule[],
+): ApprovalRuleMatch | null {
   for (const rule of rules) {
     if (rule.connector !== op.connector) continue;
-    if (rule.amount_above === undefined) return rule;
-    const amount = paramAt(op.params, rule.amount_field ?? DEFAULT_AMOUNT_FIELD);
-    if (typeof amount === 'number' && amount > rule.amount_above) return rule;
+    if (rule.amount_above === undefined) {
+      return { rule, reason: 'every_operation', detail: `every operation of ${rule.connector} needs approval` };
+    }
+    const field = rule.amount_field ?? DEFAULT_AMOUNT_FIELD;
+    const amount = paramAt(op.params, field);
+    if (typeof amount !== 'number') continue;
+    const mismatch = currencyMismatch(rule, (path) => paramAt(op.params, path));
+    if (mismatch) {
+      return {
+        rule,
+        reason: 'currency_mismatch',
+        detail: `the approval threshold on ${rule.connector} is ${rule.amount_above} ${rule.currency}; params.${mismatch.field} is ${describeFoundCurrency(mismatch.found)}, not ${rule.currency}, so params.${field} (${amount}) cannot be compared with it`,
+      };
+    }
+    if (amount > rule.amount_above) {
+      const unit = rule.currency ? ` ${rule.currency}` : '';
+      return {
+        rule,
+        reason: 'amount_above',
+        detail: `params.${field} (${amount}${unit}) is above the approval threshold on ${rule.connector} (${rule.amount_above}${unit})`,
+      };
+    }
   }
   return null;
 }
