@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { amountFieldProblem } from './amount-field';
+import { amountFieldProblem, currencyFieldProblem } from './amount-field';
 import { Connector } from './connector';
 import { ConnectorRegistry } from './registry';
 
@@ -45,5 +45,37 @@ describe('amountFieldProblem: can an operation of this connector carry a number 
     expect(
       amountFieldProblem(withParams(z.object({ a: z.string() }), z.object({ amount: z.number() })), 'amount'),
     ).toBeNull();
+  });
+});
+
+describe('currencyFieldProblem: can an operation of this connector carry a string at the field a currency is read from?', () => {
+  const registry = new ConnectorRegistry();
+  const withParams = (params: z.ZodType<Record<string, unknown>>) =>
+    ({ name: 'test.connector', actions: { pay: { description: '', params } } }) as unknown as Connector;
+
+  it.each([
+    ['sandbox.payments', 'currency', null],
+    ['sandbox.payments', '$.currency', null],
+    ['sandbox.payments', 'reference', null],
+    ['sandbox.payments', 'amount', /"amount" is not a string in the params of sandbox.payments \(charge\)/],
+    ['sandbox.payments', 'curency', /no action of sandbox.payments \(charge\) has a "curency"/],
+    ['sandbox.sms', 'currency', /no action of sandbox.sms/],
+    ['http', 'body.currency', null],
+  ])('%s at %s', (name, path, expected) => {
+    const problem = currencyFieldProblem(registry.require(name), path);
+    if (expected === null) expect(problem).toBeNull();
+    else expect(problem).toMatch(expected);
+  });
+
+  it('an enum of codes is a string; a nested object is not', () => {
+    const params = z.strictObject({
+      ccy: z.enum(['EUR', 'USD']),
+      money: z.strictObject({ code: z.string().optional() }),
+    });
+    expect(currencyFieldProblem(withParams(params), 'ccy')).toBeNull();
+    expect(currencyFieldProblem(withParams(params), 'money.code')).toBeNull();
+    expect(currencyFieldProblem(withParams(params), 'money')).toMatch(/not a string/);
+    // The amount check is unchanged: an enum is not a number.
+    expect(amountFieldProblem(withParams(params), 'ccy')).toMatch(/not a number/);
   });
 });

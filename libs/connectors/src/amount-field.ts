@@ -3,7 +3,7 @@ import type { Connector } from './connector';
 import { fieldSegments } from './json-path';
 
 /** What an action's params schema says is at a dot path. */
-type PathKind = 'number' | 'other' | 'absent' | 'open';
+type PathKind = 'number' | 'string' | 'other' | 'absent' | 'open';
 
 /** Optional, nullable, defaulted, read-only members: the value's own schema. */
 function unwrapped(schema: z.ZodType): z.ZodType {
@@ -20,7 +20,7 @@ function unwrapped(schema: z.ZodType): z.ZodType {
 }
 
 /**
- * What is at `path` in values of `schema`: a number, something that is not one, nothing (an object that takes no
+ * What is at `path` in values of `schema`: a number, a string (or one of an enum's), something else, nothing (an object that takes no
  * other members has none there), or "open" — a schema that takes any member or value there (a record, unknown, a
  * loose object, anything this walk does not know), which says nothing either way.
  */
@@ -47,13 +47,8 @@ function pathKind(schema: z.ZodType, path: string): PathKind {
     at = unwrapped(member);
   }
   if (at instanceof z.ZodNumber) return 'number';
-  if (
-    at instanceof z.ZodString ||
-    at instanceof z.ZodBoolean ||
-    at instanceof z.ZodArray ||
-    at instanceof z.ZodObject ||
-    at instanceof z.ZodEnum
-  ) {
+  if (at instanceof z.ZodString || at instanceof z.ZodEnum) return 'string';
+  if (at instanceof z.ZodBoolean || at instanceof z.ZodArray || at instanceof z.ZodObject) {
     return 'other';
   }
   return 'open';
@@ -65,10 +60,23 @@ function pathKind(schema: z.ZodType, path: string): PathKind {
  * a field no action has would be accepted and never apply (an approval threshold) or refuse every send (a cap).
  */
 export function amountFieldProblem(connector: Connector, path: string): string | null {
+  return fieldProblem(connector, path, 'number');
+}
+
+/**
+ * Why no operation of `connector` can carry a string at `path` (the currency field of a threshold or a cap with a
+ * currency), or null when one can, or only the operation will tell. A currency read from a field no action has would
+ * refuse every send under a cap and ask approval for every amount under a threshold.
+ */
+export function currencyFieldProblem(connector: Connector, path: string): string | null {
+  return fieldProblem(connector, path, 'string');
+}
+
+function fieldProblem(connector: Connector, path: string, wanted: 'number' | 'string'): string | null {
   const kinds = Object.values(connector.actions).map((action) => pathKind(action.params, path));
-  if (kinds.some((kind) => kind === 'number' || kind === 'open')) return null;
+  if (kinds.some((kind) => kind === wanted || kind === 'open')) return null;
   const actions = Object.keys(connector.actions).join(', ');
-  return kinds.includes('other')
-    ? `"${path}" is not a number in the params of ${connector.name} (${actions})`
+  return kinds.some((kind) => kind !== 'absent')
+    ? `"${path}" is not a ${wanted} in the params of ${connector.name} (${actions})`
     : `no action of ${connector.name} (${actions}) has a "${path}" in its params`;
 }

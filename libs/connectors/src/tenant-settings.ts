@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { classifyAddress, nonCanonicalIpv4, normalizeHost } from './egress';
+import { CURRENCY_CODE, CURRENCY_CODE_RULE, currencyMismatch } from '@verity/status-model';
 import { FIELD_PATH, FIELD_PATH_RULE, fieldSegments, readField } from './json-path';
 
 /** Spending-cap windows are rolling: "day" is the last 24 hours, so no midnight reset can be gamed. */
@@ -14,6 +15,13 @@ export interface SpendingCap {
   /** At most this total of `amount_field` (a path into the operation's params) in the window. */
   max_amount?: number;
   amount_field?: string;
+  /**
+   * The currency `max_amount` is in (ISO 4217). Set, only operations carrying exactly this code at `currency_field` are
+   * sent under the cap; absent, amounts of every currency are summed as one unit.
+   */
+  currency?: string;
+  /** Where the currency is in the operation's params (default `currency`); only with `currency`. */
+  currency_field?: string;
 }
 
 export const SECRET_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
@@ -66,6 +74,8 @@ export const SpendingCapSchema = z
     // A cap of 0 or less would refuse everything, or (negative) invite amounts that buy the cap back.
     max_amount: z.number().positive().max(1e15).optional(),
     amount_field: z.string().max(200).regex(FIELD_PATH, FIELD_PATH_RULE).optional(),
+    currency: z.string().regex(CURRENCY_CODE, CURRENCY_CODE_RULE).optional(),
+    currency_field: z.string().max(200).regex(FIELD_PATH, FIELD_PATH_RULE).optional(),
   })
   .superRefine((cap, ctx) => {
     if (cap.max_operations === undefined && cap.max_amount === undefined) {
@@ -76,6 +86,22 @@ export const SpendingCapSchema = z
     }
     if (cap.max_amount === undefined && cap.amount_field !== undefined) {
       ctx.addIssue({ code: 'custom', path: ['max_amount'], message: 'amount_field is only used with max_amount' });
+    }
+    if (cap.currency !== undefined && cap.max_amount === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['currency'],
+        message: 'currency is only used with max_amount',
+        params: { rule: 'requires_max_amount' },
+      });
+    }
+    if (cap.currency_field !== undefined && cap.currency === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['currency_field'],
+        message: 'currency_field is only used with currency',
+        params: { rule: 'requires_currency' },
+      });
     }
   });
 
@@ -100,15 +126,24 @@ export type ConnectorSettingsInput = z.infer<typeof ConnectorSettingsInputSchema
 /**
  * For a cap with an amount: the params path it sums, and this operation's amount there — null unless it is a positive
  * finite number of the cap's unit. Anything else is refused before dispatch: a negative amount would buy the cap back
- * (and a string, NaN or zero would pass it uncounted).
+ * (and a string, NaN or zero would pass it uncounted). For a cap with a currency, `currencyMismatch` says when the
+ * operation's currency is not exactly the cap's (its amount is then not in the cap's unit, and it is refused too).
  */
 export function capAmount(
   params: Record<string, unknown>,
-  cap: { amount_field?: string },
-): { path: string[]; amount: number | null } | null {
+  cap: { amount_field?: string; currency?: string; currency_field?: string },
+): { path: string[]; amount: number | null; currencyMismatch?: { field: string; found: unknown } } | null {
   if (!cap.amount_field) return null;
   const found = readField(params, cap.amount_field);
-  return { path: fieldSegments(cap.amount_field), amount: found.found ? chargeableAmount(found.value) : null };
+  const mismatch = currencyMismatch(cap, (path) => {
+    const at = readField(params, path);
+    return at.found ? at.value : undefined;
+  });
+  return {
+    path: fieldSegments(cap.amount_field),
+    amount: found.found ? chargeableAmount(found.value) : null,
+    ...(mismatch ? { currencyMismatch: mismatch } : {}),
+  };
 }
 
 /** A positive finite number, or null. */

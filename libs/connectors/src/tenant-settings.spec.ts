@@ -1,0 +1,54 @@
+import { SpendingCapSchema, capAmount } from './tenant-settings';
+
+/** The rule each issue of a parse carries, by path (the API reports `params.rule` of a custom issue, else its code). */
+function issues(input: unknown): Record<string, string> {
+  const parsed = SpendingCapSchema.safeParse(input);
+  if (parsed.success) return {};
+  return Object.fromEntries(
+    parsed.error.issues.map((issue) => [
+      issue.path.join('.'),
+      issue.code === 'custom' ? ((issue.params as { rule?: string } | undefined)?.rule ?? 'custom') : issue.code,
+    ]),
+  );
+}
+
+describe('a spending cap with a currency', () => {
+  const cap = { period: 'day', max_amount: 1000, amount_field: 'amount' };
+
+  it('takes an ISO 4217-shaped code, and a currency_field only with a currency', () => {
+    expect(SpendingCapSchema.parse({ ...cap, currency: 'EUR' })).toEqual({ ...cap, currency: 'EUR' });
+    expect(SpendingCapSchema.parse({ ...cap, currency: 'EUR', currency_field: '$.money.ccy' })).toMatchObject({
+      currency_field: '$.money.ccy',
+    });
+    for (const currency of ['eur', 'EURO', 'EU', 'E1R', '', 978, null]) {
+      expect([currency, issues({ ...cap, currency })]).toEqual([currency, { currency: expect.any(String) }]);
+    }
+    expect(issues({ ...cap, currency: 'eur' })).toEqual({ currency: 'invalid_format' });
+    expect(issues({ ...cap, currency_field: 'currency' })).toEqual({ currency_field: 'requires_currency' });
+    expect(issues({ ...cap, currency: 'EUR', currency_field: 'a..b' })).toEqual({ currency_field: 'invalid_format' });
+    expect(issues({ period: 'day', max_operations: 5, currency: 'EUR' })).toEqual({ currency: 'requires_max_amount' });
+  });
+
+  it('capAmount: the amount, and whether the operation is in another currency than the cap', () => {
+    const eur = { ...cap, currency: 'EUR' };
+    expect(capAmount({ amount: 500, currency: 'EUR' }, eur)).toEqual({ path: ['amount'], amount: 500 });
+    expect(capAmount({ amount: 500, currency: 'KWD' }, eur)).toEqual({
+      path: ['amount'],
+      amount: 500,
+      currencyMismatch: { field: 'currency', found: 'KWD' },
+    });
+    expect(capAmount({ amount: 500 }, eur)?.currencyMismatch).toEqual({ field: 'currency', found: undefined });
+    expect(capAmount({ amount: 500, currency: 978 }, eur)?.currencyMismatch).toEqual({ field: 'currency', found: 978 });
+    const nested = { ...eur, amount_field: 'body.lines[0].amount', currency_field: '$.body.ccy' };
+    expect(capAmount({ body: { lines: [{ amount: 5 }], ccy: 'EUR' } }, nested)).toEqual({
+      path: ['body', 'lines', '0', 'amount'],
+      amount: 5,
+    });
+    expect(capAmount({ body: { lines: [{ amount: 5 }], ccy: 'USD' } }, nested)?.currencyMismatch).toEqual({
+      field: '$.body.ccy',
+      found: 'USD',
+    });
+    // Without a currency, the currency is not read (amounts of any currency are one unit, as before).
+    expect(capAmount({ amount: 500, currency: 'KWD' }, cap)).toEqual({ path: ['amount'], amount: 500 });
+  });
+});
