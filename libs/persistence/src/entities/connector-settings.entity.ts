@@ -3,6 +3,7 @@ import type { DataSource, EntityManager } from 'typeorm';
 import { SecretsCipher, secretBinding } from '../secrets-cipher';
 import { Queryable, rows, transaction } from '../sql';
 import type { TransitionResult } from '../transition.service';
+import { describeFoundCurrency } from '@verity/status-model';
 
 /** One outbound host a tenant allows (the `http` connector); mirrors `AllowedHost` in libs/connectors. */
 export interface AllowedHostRow {
@@ -17,6 +18,8 @@ export interface SpendingCapRow {
   max_operations?: number;
   max_amount?: number;
   amount_field?: string;
+  currency?: string;
+  currency_field?: string;
 }
 
 export const SPENDING_PERIOD_SECONDS: Record<SpendingCapRow['period'], number> = {
@@ -215,9 +218,11 @@ export async function spendingUsage(
 export interface CapExceeded {
   cap: SpendingCapRow;
   usage: CapUsage;
-  rule: 'max_operations' | 'max_amount' | 'amount_unreadable';
+  rule: 'max_operations' | 'max_amount' | 'amount_unreadable' | 'currency_mismatch';
   /** This operation's amount, for an amount cap. */
   requested?: number | null;
+  /** For `currency_mismatch`: where the cap reads the currency and what this operation has there (absent: nothing). */
+  currency_found?: { field: string; value: unknown };
 }
 
 /**
@@ -232,8 +237,13 @@ export async function commitWithinSpendingCaps(
     connector: string;
     operationId: string;
     caps: SpendingCapRow[];
-    /** The path segments of a cap's amount_field, and this operation's amount there (null: not a number). */
-    amountOf: (cap: SpendingCapRow) => { path: string[]; amount: number | null } | null;
+    /**
+     * The path segments of a cap's amount_field, and this operation's amount there (null: not a number); for a cap
+     * with a currency, whether this operation's currency is another one (libs/connectors `capAmount` decides).
+     */
+    amountOf: (
+      cap: SpendingCapRow,
+    ) => { path: string[]; amount: number | null; currencyMismatch?: { field: string; found: unknown } } | null;
     /**
      * Take the operation's row first, in a transaction, before the SENT statement takes its snapshot (a reviewer's
      * release). The release guard judges the execution from that snapshot, and a caller's cancel does not rewrite a
@@ -265,6 +275,19 @@ export async function commitWithinSpendingCaps(
       if (cap.max_amount !== undefined) {
         if (amount === null || amount.amount === null) {
           return { exceeded: { cap, usage, rule: 'amount_unreadable', requested: null } };
+        }
+        // An amount in another currency is not in the cap's unit: never counted as if it were, so never sent under it.
+        if (amount.currencyMismatch) {
+          const { field, found } = amount.currencyMismatch;
+          return {
+            exceeded: {
+              cap,
+              usage,
+              rule: 'currency_mismatch',
+              requested: amount.amount,
+              currency_found: { field, value: found },
+            },
+          };
         }
         if ((usage.amount ?? 0) + amount.amount > cap.max_amount) {
           return { exceeded: { cap, usage, rule: 'max_amount', requested: amount.amount } };
@@ -307,5 +330,7 @@ export function describeCapExceeded(connector: string, e: CapExceeded): string {
       return `spending cap reached for ${connector}: ${e.requested} more would bring ${e.cap.amount_field} to ${(e.usage.amount ?? 0) + (e.requested ?? 0)}, above ${e.cap.max_amount} ${window}; not sent`;
     case 'amount_unreadable':
       return `spending cap on ${connector} counts params.${e.cap.amount_field}, which this operation does not carry as a positive finite number; not sent`;
+    case 'currency_mismatch':
+      return `spending cap on ${connector} counts params.${e.cap.amount_field} in ${e.cap.currency}; this operation's params.${e.currency_found?.field} is ${describeFoundCurrency(e.currency_found?.value)}, not ${e.cap.currency}; not sent`;
   }
 }

@@ -1,0 +1,99 @@
+import { useTestDatabase } from '../../../test/support/test-database';
+import { chargeOperation, insertTestExecution } from '../../../test/support/fixtures';
+import { CapExceeded, SpendingCapRow, commitWithinSpendingCaps, describeCapExceeded, spendingUsage } from './entities';
+import type { TransitionResult } from './transition.service';
+
+/**
+ * A cap with a currency, where it is enforced: an operation whose currency is another one is refused under the cap's
+ * lock (rule `currency_mismatch`), nothing committed and nothing in the ledger; one in the cap's currency is sent and
+ * counted. The usage of the window counts every ledger row (also one sent before the cap had a currency).
+ */
+describe('spending caps with a currency (real Postgres)', () => {
+  const db = useTestDatabase('capcurrency', ['acme']);
+  const cap: SpendingCapRow = { period: 'day', max_amount: 1000, amount_field: 'amount', currency: 'EUR' };
+
+  async function charge(amount: number, currency: string) {
+    const op = chargeOperation({ key: `c-${currency}`, params: { amount, currency, reference: `ref-${currency}` } });
+    await insertTestExecution(db.dataSource.manager, 'acme', { operations: [op] });
+    return op;
+  }
+
+  async function commitUnderCap(
+    operationId: string,
+    amountOf: Parameters<typeof commitWithinSpendingCaps>[1]['amountOf'],
+  ): Promise<{ committed: boolean; result: Awaited<ReturnType<typeof commitWithinSpendingCaps>> }> {
+    let committed = false;
+    const result = await commitWithinSpendingCaps(
+      db.dataSource,
+      { tenantId: 'acme', connector: 'sandbox.payments', operationId, caps: [cap], amountOf },
+      async () => {
+        committed = true;
+        return { won: true } as TransitionResult;
+      },
+    );
+    return { committed, result };
+  }
+
+  const ledger = async () =>
+    ((await db.dataSource.query(`SELECT operation_id FROM connector_spend`)) as { operation_id: string }[]).map(
+      (r) => r.operation_id,
+    );
+
+  it('refuses an amount in another currency before the commit, and writes nothing to the ledger', async () => {
+    const kwd = await charge(300, 'KWD');
+    const { committed, result } = await commitUnderCap(kwd.id, () => ({
+      path: ['amount'],
+      amount: 300,
+      currencyMismatch: { field: 'currency', found: 'KWD' },
+    }));
+    expect(committed).toBe(false);
+    expect(result).toEqual({
+      exceeded: expect.objectContaining({
+        rule: 'currency_mismatch',
+        requested: 300,
+        currency_found: { field: 'currency', value: 'KWD' },
+      }),
+    });
+    expect(describeCapExceeded('sandbox.payments', (result as { exceeded: CapExceeded }).exceeded)).toBe(
+      `spending cap on sandbox.payments counts params.amount in EUR; this operation's params.currency is "KWD", not EUR; not sent`,
+    );
+    expect(await ledger()).toEqual([]);
+  });
+
+  it('an amount unreadable is still refused as such first; a missing currency is named as missing', async () => {
+    const missing = await charge(5, 'XXX');
+    const unreadable = await commitUnderCap(missing.id, () => ({
+      path: ['amount'],
+      amount: null,
+      currencyMismatch: { field: 'currency', found: 'XXX' },
+    }));
+    expect(unreadable.result).toMatchObject({ exceeded: { rule: 'amount_unreadable' } });
+    const none = await commitUnderCap(missing.id, () => ({
+      path: ['amount'],
+      amount: 5,
+      currencyMismatch: { field: 'money.ccy', found: undefined },
+    }));
+    expect(describeCapExceeded('sandbox.payments', (none.result as { exceeded: CapExceeded }).exceeded)).toMatch(
+      /params\.money\.ccy is missing, not EUR; not sent$/,
+    );
+    expect(await ledger()).toEqual([]);
+  });
+
+  it('sends and counts one in the cap’s currency; the window’s usage counts every ledger row, whatever its currency', async () => {
+    const eur = await charge(400, 'EUR');
+    const { committed, result } = await commitUnderCap(eur.id, () => ({ path: ['amount'], amount: 400 }));
+    expect(committed).toBe(true);
+    expect(result).toEqual({ sent: { won: true } });
+    expect(await ledger()).toEqual([eur.id]);
+    // A row sent before the cap named its currency (here: written as the backfill of a new cap would) is counted too:
+    // never under-counted.
+    const earlier = await charge(250, 'KWD');
+    await db.dataSource.query(`INSERT INTO connector_spend (operation_id, tenant_id, connector) VALUES ($1, $2, $3)`, [
+      earlier.id,
+      'acme',
+      'sandbox.payments',
+    ]);
+    const usage = await spendingUsage(db.dataSource.manager, 'acme', 'sandbox.payments', cap, ['amount']);
+    expect(usage).toMatchObject({ operations: 2, amount: 650 });
+  });
+});
