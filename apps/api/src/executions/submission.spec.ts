@@ -1,6 +1,6 @@
 import { ConnectorRegistry } from '@verity/connectors';
 import { SUBMISSION_EXAMPLE } from '../openapi-examples';
-import { LIMITS, validateSubmission } from './submission';
+import { LIMITS, Submission, capAmountErrors, validateSubmission } from './submission';
 
 const registry = new ConnectorRegistry();
 
@@ -149,5 +149,38 @@ describe('validateSubmission', () => {
         criteria: [{ key: 'k', operation: 'ghost', expect_status: 'VERIFIED' }],
       }),
     ).toEqual([expect.objectContaining({ field: 'criteria[0].operation', rule: 'known_key' })]);
+  });
+});
+
+describe('capAmountErrors: amounts a tenant’s cap could not count, at intake', () => {
+  const submission = (...ops: ReturnType<typeof charge>[]) =>
+    ({ agent_id: 'a', intent: 'i', operations: ops }) as Submission;
+  const eurCap = { period: 'day', max_amount: 1000, amount_field: 'amount', currency: 'EUR' };
+  const caps = (cap: object) => new Map([['sandbox.payments', [cap as typeof eurCap]]]);
+
+  it('refuses an amount in another currency than the cap’s (currency_mismatch, naming the currency field)', () => {
+    const kwd = charge('kwd', { params: { amount: 999, currency: 'KWD', reference: 'r1' } });
+    const eur = charge('eur', { params: { amount: 999, currency: 'EUR', reference: 'r2' } });
+    expect(capAmountErrors(submission(eur, kwd), caps(eurCap))).toEqual([
+      {
+        field: 'operations[1].params.currency',
+        rule: 'currency_mismatch',
+        message: `the tenant's spending cap on sandbox.payments (per day) counts params.amount in EUR: params.currency must be EUR (it is "KWD")`,
+      },
+    ]);
+    const custom = { ...eurCap, currency_field: 'reference' };
+    expect(capAmountErrors(submission(eur), caps(custom))).toEqual([
+      expect.objectContaining({ field: 'operations[0].params.reference', rule: 'currency_mismatch' }),
+    ]);
+  });
+
+  it('names an unreadable amount first (one error per operation); a cap without a currency takes any (as before)', () => {
+    const negative = charge('neg', { params: { amount: -5, currency: 'KWD', reference: 'r' } });
+    expect(capAmountErrors(submission(negative), caps(eurCap))).toEqual([
+      expect.objectContaining({ field: 'operations[0].params.amount', rule: 'positive_amount' }),
+    ]);
+    const kwd = charge('kwd', { params: { amount: 999, currency: 'KWD', reference: 'r1' } });
+    const plain = { period: 'day', max_amount: 1000, amount_field: 'amount' };
+    expect(capAmountErrors(submission(kwd), caps(plain))).toEqual([]);
   });
 });

@@ -1,5 +1,12 @@
 import { ConnectorRegistry, capAmount, connectorAction, operationCapabilities } from '@verity/connectors';
-import { Criterion, FIELD_PATH, FIELD_PATH_RULE, OperationStatus, VerificationMethod } from '@verity/status-model';
+import {
+  Criterion,
+  FIELD_PATH,
+  FIELD_PATH_RULE,
+  OperationStatus,
+  VerificationMethod,
+  describeFoundCurrency,
+} from '@verity/status-model';
 import { z } from 'zod';
 import { PROTOTYPE_KEYS, text, textIssue } from '../http/text';
 import type { FieldError } from '../problem/problem';
@@ -256,23 +263,39 @@ export function validateSubmission(
 
 /**
  * An operation under an amount cap must carry a positive finite amount in the cap's field (a negative one would buy
- * the cap back). Known at intake when the tenant has the cap already; a cap set later is enforced at dispatch.
+ * the cap back), and, under a cap with a currency, exactly that currency at the cap's currency field (an amount in
+ * another is not in the cap's unit). Known at intake when the tenant has the cap already; a cap set later is enforced
+ * at dispatch.
  */
 export function capAmountErrors(
   submission: Submission,
-  capsByConnector: ReadonlyMap<string, { period: string; max_amount?: number; amount_field?: string }[]>,
+  capsByConnector: ReadonlyMap<
+    string,
+    { period: string; max_amount?: number; amount_field?: string; currency?: string; currency_field?: string }[]
+  >,
 ): FieldError[] {
   const errors: FieldError[] = [];
   submission.operations.forEach((op, i) => {
     for (const cap of capsByConnector.get(op.connector) ?? []) {
       const amount = capAmount(op.params, cap);
-      if (!amount || amount.amount !== null) continue;
-      errors.push({
-        field: `operations[${i}].params.${cap.amount_field}`,
-        rule: 'positive_amount',
-        message: `the tenant's spending cap on ${op.connector} (per ${cap.period}) counts params.${cap.amount_field}: it must be a positive finite number`,
-      });
-      break;
+      if (!amount) continue;
+      if (amount.amount === null) {
+        errors.push({
+          field: `operations[${i}].params.${cap.amount_field}`,
+          rule: 'positive_amount',
+          message: `the tenant's spending cap on ${op.connector} (per ${cap.period}) counts params.${cap.amount_field}: it must be a positive finite number`,
+        });
+        break;
+      }
+      if (amount.currencyMismatch) {
+        const { field, found } = amount.currencyMismatch;
+        errors.push({
+          field: `operations[${i}].params.${field}`,
+          rule: 'currency_mismatch',
+          message: `the tenant's spending cap on ${op.connector} (per ${cap.period}) counts params.${cap.amount_field} in ${cap.currency}: params.${field} must be ${cap.currency} (it is ${describeFoundCurrency(found)})`,
+        });
+        break;
+      }
     }
   });
   return errors;
