@@ -21,6 +21,11 @@ const SettingsView = z.object({
       max_operations: z.number().optional(),
       max_amount: z.number().positive().optional(),
       amount_field: z.string().optional(),
+      currency: z
+        .string()
+        .optional()
+        .describe('the currency of max_amount; absent: amounts of any currency are summed as one unit'),
+      currency_field: z.string().optional(),
     }),
   ),
   secrets: z.array(z.string()).describe('names only; values are write-only'),

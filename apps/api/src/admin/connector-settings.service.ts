@@ -1,6 +1,12 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { ConnectorRegistry, ConnectorSettingsInput, amountFieldProblem, fieldSegments } from '@verity/connectors';
+import {
+  ConnectorRegistry,
+  ConnectorSettingsInput,
+  amountFieldProblem,
+  currencyFieldProblem,
+  fieldSegments,
+} from '@verity/connectors';
 import {
   CapUsage,
   SPENDING_PERIOD_SECONDS,
@@ -17,6 +23,7 @@ import {
   writeConnectorSecret,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, tenantPrivateEgress } from '@verity/platform';
+import { DEFAULT_CURRENCY_FIELD } from '@verity/status-model';
 import { DataSource, EntityManager } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { FieldError, Problem } from '../problem/problem';
@@ -24,7 +31,14 @@ import { FieldError, Problem } from '../problem/problem';
 export interface ConnectorSettingsView {
   connector: string;
   allow_hosts: { host: string; ports?: number[]; allow_private?: boolean }[];
-  spending_caps: { period: string; max_operations?: number; max_amount?: number; amount_field?: string }[];
+  spending_caps: {
+    period: string;
+    max_operations?: number;
+    max_amount?: number;
+    amount_field?: string;
+    currency?: string;
+    currency_field?: string;
+  }[];
   /** Names only: secret values are write-only and never leave the database through the API. */
   secrets: string[];
   usage: CapUsage[];
@@ -85,6 +99,16 @@ export class ConnectorSettingsService {
       const problem = cap.amount_field === undefined ? null : amountFieldProblem(connector, cap.amount_field);
       if (problem)
         errors.push({ field: `spending_caps[${i}].amount_field`, rule: 'unknown_amount_field', message: problem });
+      // A cap reading its currency where no operation has one would refuse every send as in another currency.
+      if (cap.currency === undefined) return;
+      const currencyProblem = currencyFieldProblem(connector, cap.currency_field ?? DEFAULT_CURRENCY_FIELD);
+      if (currencyProblem) {
+        errors.push({
+          field: `spending_caps[${i}].currency_field`,
+          rule: 'unknown_currency_field',
+          message: currencyProblem,
+        });
+      }
     });
     if (input.secrets !== undefined && !connector.settings?.secrets) {
       errors.push({

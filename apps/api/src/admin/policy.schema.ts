@@ -1,4 +1,4 @@
-import { HOLD_REASONS } from '@verity/status-model';
+import { CURRENCY_CODE, CURRENCY_CODE_RULE, HOLD_REASONS } from '@verity/status-model';
 import { z } from 'zod';
 
 /** An obligation may be due in a second (tests, drills) and at most in 30 days: beyond that it is not an obligation. */
@@ -16,21 +16,34 @@ const ObligationDueSchema = z.strictObject(
   >,
 );
 
+const DotPath = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,7}$/, 'a dot path of params, e.g. amount or payment.total');
+
 const Name = z.string().trim().min(1, 'must not be empty').max(200, 'at most 200 characters');
 
 export const ApprovalRuleSchema = z
   .strictObject({
     connector: z.string().min(1).max(100),
     amount_above: z.number().min(0, 'must not be negative').finite().optional(),
-    amount_field: z
-      .string()
-      .regex(/^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,7}$/, 'a dot path of params, e.g. amount or payment.total')
-      .optional(),
+    amount_field: DotPath.optional(),
+    currency: z.string().regex(CURRENCY_CODE, CURRENCY_CODE_RULE).optional(),
+    currency_field: DotPath.optional(),
   })
   .refine((rule) => rule.amount_field === undefined || rule.amount_above !== undefined, {
     message: 'amount_field is only meaningful with amount_above',
     path: ['amount_field'],
     params: { rule: 'requires_amount_above' },
+  })
+  .refine((rule) => rule.currency === undefined || rule.amount_above !== undefined, {
+    message: 'currency is only meaningful with amount_above',
+    path: ['currency'],
+    params: { rule: 'requires_amount_above' },
+  })
+  .refine((rule) => rule.currency_field === undefined || rule.currency !== undefined, {
+    message: 'currency_field is only meaningful with currency',
+    path: ['currency_field'],
+    params: { rule: 'requires_currency' },
   });
 
 /**
@@ -50,7 +63,16 @@ export const PolicyView = z.object({
   escalation_target: z.string(),
   obligation_due_seconds: z.record(z.string(), z.number()).describe('per hold reason; `default` for the others'),
   approval_rules: z.array(
-    z.object({ connector: z.string(), amount_above: z.number().optional(), amount_field: z.string().optional() }),
+    z.object({
+      connector: z.string(),
+      amount_above: z.number().optional(),
+      amount_field: z.string().optional(),
+      currency: z
+        .string()
+        .optional()
+        .describe('the currency of amount_above; absent: amounts of any currency are compared as one unit'),
+      currency_field: z.string().optional(),
+    }),
   ),
   updated_at: z.string().nullable(),
   updated_by: z.string().nullable(),

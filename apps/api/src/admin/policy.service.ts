@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { ConnectorRegistry, amountFieldProblem } from '@verity/connectors';
+import { ConnectorRegistry, amountFieldProblem, currencyFieldProblem } from '@verity/connectors';
 import {
   DEFAULT_OBLIGATION_OWNER,
   DEFAULT_ESCALATION_TARGET,
@@ -10,7 +10,7 @@ import {
   updateTenantPolicy,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
-import { ApprovalRule, DEFAULT_AMOUNT_FIELD, tenantApprovalRules } from '@verity/status-model';
+import { ApprovalRule, DEFAULT_AMOUNT_FIELD, DEFAULT_CURRENCY_FIELD, tenantApprovalRules } from '@verity/status-model';
 import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { FieldError, Problem } from '../problem/problem';
@@ -52,6 +52,16 @@ export class PolicyService {
       const problem = amountFieldProblem(connector, rule.amount_field ?? DEFAULT_AMOUNT_FIELD);
       if (problem)
         errors.push({ field: `approval_rules[${i}].amount_field`, rule: 'unknown_amount_field', message: problem });
+      // A currency read from a field no operation has would make every amount of the connector wait for approval.
+      if (rule.currency === undefined) return;
+      const currencyProblem = currencyFieldProblem(connector, rule.currency_field ?? DEFAULT_CURRENCY_FIELD);
+      if (currencyProblem) {
+        errors.push({
+          field: `approval_rules[${i}].currency_field`,
+          rule: 'unknown_currency_field',
+          message: currencyProblem,
+        });
+      }
     });
     if (errors.length > 0) throw Problem.validation(errors);
 
