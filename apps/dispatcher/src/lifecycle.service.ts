@@ -44,7 +44,7 @@ import {
   nextPreconditionRead,
 } from '@verity/status-model';
 import { DataSource, EntityManager } from 'typeorm';
-import { needsApproval } from './operation-rules';
+import { approvalRuleMatchOf, needsApproval } from './operation-rules';
 import { OutcomeService } from './outcome.service';
 
 type ContextResult = Awaited<ReturnType<NonNullable<Connector['readContext']>>>;
@@ -759,6 +759,8 @@ export class LifecycleService {
         continue;
       }
       const approval: Approval = { ...(op.approval ?? {}), state: 'requested', requested_at: new Date().toISOString() };
+      // The tenant rule that asks, and why (above its threshold, or in a currency it cannot be compared in).
+      const match = approvalRuleMatchOf(op, tenant?.settings, this.connectors);
       await this.transitions.annotate(db, {
         executionId: execution.id,
         operationId: op.id,
@@ -766,7 +768,10 @@ export class LifecycleService {
         whileApprovalOpen: true,
         patch: { approval: approval as unknown as Record<string, unknown> },
         type: 'approval.requested',
-        data: { policy: op.requiresApproval ? 'requires_approval' : 'tenant_policy' },
+        data: {
+          policy: op.requiresApproval ? 'requires_approval' : 'tenant_policy',
+          ...(match ? { rule: match.rule, reason: match.reason, detail: match.detail } : {}),
+        },
       });
     }
   }

@@ -7,6 +7,7 @@ import {
   TenantConnectorSettings,
   TenantConnectors,
   capAmount,
+  clipValue,
 } from '@verity/connectors';
 import {
   Approval,
@@ -526,6 +527,15 @@ export class SenderService {
       period: exceeded.cap.period,
       usage: exceeded.usage,
       requested: exceeded.requested,
+      // A cap with a currency: the currency this operation has instead (clipped: it is the caller's value).
+      ...(exceeded.currency_found
+        ? {
+            currency_found: {
+              field: exceeded.currency_found.field,
+              value: clipValue(exceeded.currency_found.value, 40),
+            },
+          }
+        : {}),
     };
     const moved = await this.transitions.operation(this.db.manager, {
       operation: snapshotOf(op),
