@@ -232,7 +232,7 @@ export const POLICY_EXAMPLE = {
   obligation_owner: 'payments-oncall',
   escalation_target: 'finance-lead',
   obligation_due_seconds: { default: 14400, SOURCE_UNREACHABLE: 3600 },
-  approval_rules: [{ connector: 'sandbox.payments', amount_above: 50000, amount_field: 'amount' }],
+  approval_rules: [{ connector: 'sandbox.payments', amount_above: 50000, amount_field: 'amount', currency: 'EUR' }],
 };
 
 export const CONNECTOR_SETTINGS_EXAMPLE = {

@@ -74,8 +74,19 @@ export const SpendingCapSchema = z
     // A cap of 0 or less would refuse everything, or (negative) invite amounts that buy the cap back.
     max_amount: z.number().positive().max(1e15).optional(),
     amount_field: z.string().max(200).regex(FIELD_PATH, FIELD_PATH_RULE).optional(),
-    currency: z.string().regex(CURRENCY_CODE, CURRENCY_CODE_RULE).optional(),
-    currency_field: z.string().max(200).regex(FIELD_PATH, FIELD_PATH_RULE).optional(),
+    currency: z
+      .string()
+      .regex(CURRENCY_CODE, CURRENCY_CODE_RULE)
+      .optional()
+      .describe(
+        'the ISO 4217 currency of max_amount: an operation in any other one (at currency_field) is refused; absent: amounts of any currency count as one unit',
+      ),
+    currency_field: z
+      .string()
+      .max(200)
+      .regex(FIELD_PATH, FIELD_PATH_RULE)
+      .optional()
+      .describe('where the currency is in the params (default `currency`); only with currency'),
   })
   .superRefine((cap, ctx) => {
     if (cap.max_operations === undefined && cap.max_amount === undefined) {

@@ -27,8 +27,16 @@ export const ApprovalRuleSchema = z
     connector: z.string().min(1).max(100),
     amount_above: z.number().min(0, 'must not be negative').finite().optional(),
     amount_field: DotPath.optional(),
-    currency: z.string().regex(CURRENCY_CODE, CURRENCY_CODE_RULE).optional(),
-    currency_field: DotPath.optional(),
+    currency: z
+      .string()
+      .regex(CURRENCY_CODE, CURRENCY_CODE_RULE)
+      .optional()
+      .describe(
+        'the ISO 4217 currency of amount_above: an operation in any other one (at currency_field) is held for approval; absent: amounts of any currency count as one unit',
+      ),
+    currency_field: DotPath.optional().describe(
+      'where the currency is in the params (default `currency`); only with currency',
+    ),
   })
   .refine((rule) => rule.amount_field === undefined || rule.amount_above !== undefined, {
     message: 'amount_field is only meaningful with amount_above',

@@ -2077,6 +2077,9 @@ export interface operations {
                 max_operations?: number;
                 max_amount?: number;
                 amount_field?: string;
+                /** @description the currency of max_amount; absent: amounts of any currency are summed as one unit */
+                currency?: string;
+                currency_field?: string;
               }[];
               /** @description names only; values are write-only */
               secrets: string[];
@@ -2129,6 +2132,9 @@ export interface operations {
               max_operations?: number;
               max_amount?: number;
               amount_field?: string;
+              /** @description the currency of max_amount; absent: amounts of any currency are summed as one unit */
+              currency?: string;
+              currency_field?: string;
             }[];
             /** @description names only; values are write-only */
             secrets: string[];
@@ -2175,6 +2181,10 @@ export interface operations {
             max_operations?: number;
             max_amount?: number;
             amount_field?: string;
+            /** @description the ISO 4217 currency of max_amount: an operation in any other one (at currency_field) is refused; absent: amounts of any currency count as one unit */
+            currency?: string;
+            /** @description where the currency is in the params (default `currency`); only with currency */
+            currency_field?: string;
           }[];
           secrets?: {
             [key: string]: string | null;
@@ -2201,6 +2211,9 @@ export interface operations {
               max_operations?: number;
               max_amount?: number;
               amount_field?: string;
+              /** @description the currency of max_amount; absent: amounts of any currency are summed as one unit */
+              currency?: string;
+              currency_field?: string;
             }[];
             /** @description names only; values are write-only */
             secrets: string[];
@@ -2313,6 +2326,9 @@ export interface operations {
               connector: string;
               amount_above?: number;
               amount_field?: string;
+              /** @description the currency of amount_above; absent: amounts of any currency are compared as one unit */
+              currency?: string;
+              currency_field?: string;
             }[];
             updated_at: string | null;
             updated_by: string | null;
@@ -2353,6 +2369,10 @@ export interface operations {
                 connector: string;
                 amount_above?: number;
                 amount_field?: string;
+                /** @description the ISO 4217 currency of amount_above: an operation in any other one (at currency_field) is held for approval; absent: amounts of any currency count as one unit */
+                currency?: string;
+                /** @description where the currency is in the params (default `currency`); only with currency */
+                currency_field?: string;
               }[]
             | null;
         };
@@ -2375,6 +2395,9 @@ export interface operations {
               connector: string;
               amount_above?: number;
               amount_field?: string;
+              /** @description the currency of amount_above; absent: amounts of any currency are compared as one unit */
+              currency?: string;
+              currency_field?: string;
             }[];
             updated_at: string | null;
             updated_by: string | null;
