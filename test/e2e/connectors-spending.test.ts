@@ -11,6 +11,7 @@ import {
   submitOps,
 } from './connectors-support';
 import type { ExecutionEvent as Event } from '@verity/sdk';
+import { createApiKey } from '@verity/persistence';
 
 /**
  * A spending cap per tenant and connector. "At most 3 SMS per day": with four submitted at once (two
@@ -280,6 +281,170 @@ describe('spending caps', () => {
         },
       });
       expect(posts()).toBe(sentBefore);
+    });
+  });
+
+  /**
+   * A cap on money names its currency: "at most 1000 EUR a day" is not gamed by charging 999 KWD (three times the
+   * value). On the other tenant (a ledger of its own, untouched by the charges above), with keys of its own.
+   */
+  describe('a cap with a currency (an amount in another currency is never counted as the cap’s unit)', () => {
+    const OTHER_ADMIN = 'test-spend-currency-other-admin-key';
+    const OTHER_REVIEWER = 'test-spend-currency-other-reviewer-key';
+    let other: Call;
+    const eurCap = { period: 'day', max_amount: 1000, amount_field: 'amount', currency: 'EUR' };
+    const pay = (reference: string, amount: number, currency: string, extra: Record<string, unknown> = {}) =>
+      charge(reference, { key: 'pay', params: { amount, currency, reference }, ...extra });
+    const putCaps = (caps: unknown[]) =>
+      call<{ spending_caps: unknown[]; errors?: { field: string; rule: string; message: string }[] }>(
+        'PUT',
+        '/v1/admin/connector-settings/sandbox.payments',
+        { key: OTHER_ADMIN, body: { spending_caps: caps } },
+      );
+    const table = async (name: string) =>
+      ((await stack.db.dataSource.query(`SELECT count(*)::int AS n FROM ${name}`)) as { n: number }[])[0].n;
+
+    beforeAll(async () => {
+      await createApiKey(stack.db.dataSource.manager, { tenantId: 'demo-other', role: 'admin', key: OTHER_ADMIN });
+      await createApiKey(stack.db.dataSource.manager, {
+        tenantId: 'demo-other',
+        role: 'reviewer',
+        key: OTHER_REVIEWER,
+      });
+      ({ call: other } = recordingClient(stack, DEMO.otherAgent));
+    });
+
+    it('refuses a bad currency, a currency_field without a currency, and one no charge has (400, nothing written)', async () => {
+      const before = await call('GET', '/v1/admin/connector-settings/sandbox.payments', { key: OTHER_ADMIN });
+      const cases: [unknown, string, string][] = [
+        [{ ...eurCap, currency: 'eur' }, 'spending_caps[0].currency', 'invalid_format'],
+        [{ ...eurCap, currency: 'EURO' }, 'spending_caps[0].currency', 'invalid_format'],
+        [{ ...eurCap, currency: 978 }, 'spending_caps[0].currency', 'invalid_type'],
+        [
+          { period: 'day', max_amount: 1000, amount_field: 'amount', currency_field: 'currency' },
+          'spending_caps[0].currency_field',
+          'requires_currency',
+        ],
+        [{ period: 'day', max_operations: 5, currency: 'EUR' }, 'spending_caps[0].currency', 'requires_max_amount'],
+        [{ ...eurCap, currency_field: 'curency' }, 'spending_caps[0].currency_field', 'unknown_currency_field'],
+        // A number is not where a currency is.
+        [{ ...eurCap, currency_field: 'amount' }, 'spending_caps[0].currency_field', 'unknown_currency_field'],
+        [{ ...eurCap, currency_field: 'a..b' }, 'spending_caps[0].currency_field', 'invalid_format'],
+      ];
+      for (const [cap, field, rule] of cases) {
+        const res = await putCaps([cap]);
+        expect({ cap, status: res.status, type: res.headers.get('content-type')?.split(';')[0] }).toEqual({
+          cap,
+          status: 400,
+          type: 'application/problem+json',
+        });
+        expect(res.body.errors).toEqual(expect.arrayContaining([expect.objectContaining({ field, rule })]));
+      }
+      const unknown = await putCaps([{ ...eurCap, currency_field: 'curency' }]);
+      expect(unknown.body.errors).toEqual([
+        {
+          field: 'spending_caps[0].currency_field',
+          rule: 'unknown_currency_field',
+          message: 'no action of sandbox.payments (charge) has a "curency" in its params',
+        },
+      ]);
+      expect((await call('GET', '/v1/admin/connector-settings/sandbox.payments', { key: OTHER_ADMIN })).body).toEqual(
+        before.body,
+      );
+    });
+
+    it('refuses at intake (400 currency_mismatch, nothing written) a charge in another currency than the cap’s', async () => {
+      const put = await putCaps([eurCap]);
+      expect(put.status).toBe(200);
+      expect(put.body.spending_caps).toEqual([eurCap]);
+      const shown = await call<{ spending_caps: unknown[] }>('GET', '/v1/admin/connector-settings/sandbox.payments', {
+        key: OTHER_ADMIN,
+      });
+      expect(shown.body.spending_caps).toEqual([eurCap]);
+
+      const before = { executions: await table('executions'), operations: await table('operations') };
+      const listed = async () =>
+        (await other<{ data: { id: string }[] }>('GET', '/v1/executions')).body.data.map((e) => e.id);
+      const listedBefore = await listed();
+      const ref = unique('kwd-intake');
+      const refused = await other<{ errors: { field: string; rule: string; message: string }[] }>(
+        'POST',
+        '/v1/executions',
+        { body: { agent_id: 'a', intent: 'i', operations: [pay(ref, 999, 'KWD')] } },
+      );
+      expect(refused.status).toBe(400);
+      expect(refused.body.errors).toEqual([
+        {
+          field: 'operations[0].params.currency',
+          rule: 'currency_mismatch',
+          message: `the tenant's spending cap on sandbox.payments (per day) counts params.amount in EUR: params.currency must be EUR (it is "KWD")`,
+        },
+      ]);
+      expect({ executions: await table('executions'), operations: await table('operations') }).toEqual(before);
+      expect(await listed()).toEqual(listedBefore);
+      expect((await stack.effects()).charges[ref]).toBeUndefined();
+
+      // The same amount in the cap's currency is accepted, charged and counted.
+      const eurRef = unique('eur-intake');
+      const done = await settled(other, (await submitOps(other, [pay(eurRef, 400, 'EUR')])).id);
+      expect(done.operations[0].status).toBe('VERIFIED');
+      expect((await stack.effects()).charges[eurRef].count).toBe(1);
+    });
+
+    it('cancels at dispatch, never sent, a charge in another currency accepted before the cap; the one in EUR is sent', async () => {
+      expect((await putCaps([])).status).toBe(200);
+      const kwdRef = unique('kwd-later');
+      const eurRef = unique('eur-later');
+      const kwd = await submitOps(other, [pay(kwdRef, 300, 'KWD', { requires_approval: true })]);
+      const eur = await submitOps(other, [pay(eurRef, 300, 'EUR', { requires_approval: true })]);
+      for (const e of [kwd, eur]) {
+        await waitFor(
+          async () => (await other<Execution>('GET', `/v1/executions/${e.id}`)).body,
+          (x) => x.status === 'waiting_for_approval',
+          20_000,
+        );
+      }
+      expect((await putCaps([eurCap])).status).toBe(200);
+      for (const e of [kwd, eur]) {
+        const approved = await call('POST', `/v1/operations/${e.operations[0].id}/approval`, {
+          key: OTHER_REVIEWER,
+          body: { decision: 'approve' },
+        });
+        expect(approved.status).toBe(200);
+      }
+      const [kwdDone, eurDone] = [await settled(other, kwd.id), await settled(other, eur.id)];
+      expect(eurDone.operations[0].status).toBe('VERIFIED');
+      const refused = kwdDone.operations[0];
+      expect(refused).toMatchObject({
+        status: 'CANCELLED',
+        attempt: 0,
+        sent_at: null,
+        evidence: {
+          method: 'spending_cap',
+          rule: 'currency_mismatch',
+          cap: eurCap,
+          requested: 300,
+          currency_found: { field: 'currency', value: 'KWD' },
+          detail: `spending cap on sandbox.payments counts params.amount in EUR; this operation's params.currency is "KWD", not EUR; not sent`,
+        },
+      });
+      const history = (await other<{ data: Event[] }>('GET', `/v1/executions/${kwd.id}/events`)).body.data;
+      const mine = history.filter((e) => e.operation_id === refused.id);
+      expect(mine.filter((e) => e.to_status).map((e) => e.to_status)).toEqual(['CANCELLED']);
+      expect(mine.find((e) => e.type === 'spending_cap.exceeded')?.data).toMatchObject({
+        rule: 'currency_mismatch',
+        cap: eurCap,
+      });
+      const effects = await stack.effects();
+      expect(effects.charges[kwdRef]).toBeUndefined();
+      expect(effects.charges[eurRef].count).toBe(1);
+      // The day's usage: the two EUR charges, nothing of the KWD one.
+      const usage = await call<{ usage: { amount: number; operations: number }[] }>(
+        'GET',
+        '/v1/admin/connector-settings/sandbox.payments',
+        { key: OTHER_ADMIN },
+      );
+      expect(usage.body.usage[0]).toMatchObject({ operations: 2, amount: 700 });
     });
   });
 
