@@ -9,7 +9,13 @@ interface Policy {
   obligation_owner: string;
   escalation_target: string;
   obligation_due_seconds: Record<string, number>;
-  approval_rules: { connector: string; amount_above?: number; amount_field?: string }[];
+  approval_rules: {
+    connector: string;
+    amount_above?: number;
+    amount_field?: string;
+    currency?: string;
+    currency_field?: string;
+  }[];
   updated_at: string | null;
   updated_by: string | null;
 }
@@ -106,6 +112,45 @@ describe('admin: tenant policy', () => {
         'approval_rules[0].amount_field',
         'unknown_amount_field',
       ],
+      // A threshold's currency: a code of three capitals, only with a threshold, read from a string field of a charge.
+      [
+        { approval_rules: [{ connector: 'sandbox.payments', amount_above: 5, currency: 'eur' }] },
+        'approval_rules[0].currency',
+        'invalid_format',
+      ],
+      [
+        { approval_rules: [{ connector: 'sandbox.payments', amount_above: 5, currency: 'EURO' }] },
+        'approval_rules[0].currency',
+        'invalid_format',
+      ],
+      [
+        { approval_rules: [{ connector: 'sandbox.payments', currency: 'EUR' }] },
+        'approval_rules[0].currency',
+        'requires_amount_above',
+      ],
+      [
+        { approval_rules: [{ connector: 'sandbox.payments', amount_above: 5, currency_field: 'currency' }] },
+        'approval_rules[0].currency_field',
+        'requires_currency',
+      ],
+      [
+        {
+          approval_rules: [
+            { connector: 'sandbox.payments', amount_above: 5, currency: 'EUR', currency_field: 'curency' },
+          ],
+        },
+        'approval_rules[0].currency_field',
+        'unknown_currency_field',
+      ],
+      [
+        {
+          approval_rules: [
+            { connector: 'sandbox.payments', amount_above: 5, currency: 'EUR', currency_field: 'amount' },
+          ],
+        },
+        'approval_rules[0].currency_field',
+        'unknown_currency_field',
+      ],
     ];
     for (const [body, field, rule] of cases) {
       const res = await policy('PUT', body);
@@ -117,6 +162,16 @@ describe('admin: tenant policy', () => {
       expect(res.body.errors).toEqual(expect.arrayContaining([expect.objectContaining({ field, rule })]));
     }
     expect((await policy('GET')).body.updated_at).toBeNull();
+    const unknown = await policy('PUT', {
+      approval_rules: [{ connector: 'sandbox.payments', amount_above: 5, currency: 'EUR', currency_field: 'curency' }],
+    });
+    expect(unknown.body.errors).toEqual([
+      {
+        field: 'approval_rules[0].currency_field',
+        rule: 'unknown_currency_field',
+        message: 'no action of sandbox.payments (charge) has a "curency" in its params',
+      },
+    ]);
   });
 
   it('only this tenant’s admin reads or changes it: reviewer and agent keys get 403, another tenant sees its own', async () => {
@@ -190,6 +245,38 @@ describe('admin: tenant policy', () => {
     expect(reset.body).toMatchObject({ obligation_owner: 'operations', approval_rules: [] });
     const later = await submit(stack, [sms(unique('pol-after'))]);
     expect((await settle(stack, later.id)).operations[0].approval).toBeNull();
+  });
+
+  it('a threshold in EUR: 9999 KWD waits for approval (it cannot be compared), 9999 EUR does not', async () => {
+    const rule = { connector: 'sandbox.payments', amount_above: 10000, currency: 'EUR' };
+    const put = await policy('PUT', { approval_rules: [rule] });
+    expect(put.status).toBe(200);
+    expect(put.body.approval_rules).toEqual([rule]);
+    expect((await policy('GET')).body.approval_rules).toEqual([rule]);
+    const kwdRef = unique('pol-kwd');
+    const eurRef = unique('pol-eur');
+    const kwd = await submit(stack, [charge(kwdRef, { params: { amount: 9999, currency: 'KWD', reference: kwdRef } })]);
+    const eur = await submit(stack, [charge(eurRef, { params: { amount: 9999, currency: 'EUR', reference: eurRef } })]);
+    try {
+      expect((await waitForOp(stack, eur.id, 'charge', (o) => o.status === 'VERIFIED')).approval).toBeNull();
+      const waiting = await waitForOp(stack, kwd.id, 'charge', (o) => o.approval?.state === 'requested');
+      expect(waiting.status).toBe('PREPARED');
+      const requested = (await events(stack, kwd.id)).find((e) => e.type === 'approval.requested');
+      expect(requested?.data).toEqual({
+        policy: 'tenant_policy',
+        rule,
+        reason: 'currency_mismatch',
+        detail:
+          'the approval threshold on sandbox.payments is 10000 EUR; params.currency is "KWD", not EUR, so params.amount (9999) cannot be compared with it',
+      });
+      expect((await events(stack, eur.id)).some((e) => e.type === 'approval.requested')).toBe(false);
+      const effects = await stack.effects();
+      expect(effects.charges[kwdRef]).toBeUndefined();
+      expect(effects.charges[eurRef].count).toBe(1);
+    } finally {
+      await http(stack.apiUrl, 'POST', `/v1/executions/${kwd.id}/cancel`, { key: DEMO.agent, body: {} });
+      await policy('PUT', { approval_rules: null });
+    }
   });
 
   it('the older tenant threshold shows as a rule, and PUT of other fields keeps it', async () => {
