@@ -105,6 +105,7 @@ function registerChargeWorkflow(config: VerityConfig) {
         status: OperationStatus.ACKNOWLEDGED,
         read: read.kind,
         absenceIsProof: read.kind === 'absent' && read.at - sent.at >= config.SETTLE_WINDOW_MS,
+        acknowledged: true,
         checksBefore: checks,
         budget: config.RECONCILE_BUDGET,
       });

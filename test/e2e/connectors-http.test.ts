@@ -277,6 +277,26 @@ describe('http connector (real loopback target, tenant settings through the admi
     expect(JSON.stringify(op.evidence)).not.toContain('no such product');
   });
 
+  it('an acknowledged call its read-back never finds is held (STALE_REPLICA), never FAILED: the 2xx says it was accepted', async () => {
+    // The target accepts the order (201) but the declared read-back asks where it never shows (404 = absent): after the
+    // settle window that reads as "no effect" — which the target's own acceptance contradicts.
+    const lost = { ...readBack(), url: `${target.base}/orders/missing-{{operation_id}}` };
+    const execution = await submitOps(call, [httpOp('order', order('/orders', { read_back: lost }))]);
+    const [op] = (await settled(call, execution.id)).operations;
+    expect(op).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'STALE_REPLICA', retry: 'console' });
+    expect(op.acknowledged_at).toEqual(expect.any(String));
+    const events = await call<{ data: { operation_id: string | null; to_status: string | null }[] }>(
+      'GET',
+      `/v1/executions/${execution.id}/events`,
+    );
+    const path = events.body.data.filter((e) => e.operation_id === op.id && e.to_status).map((e) => e.to_status);
+    expect(path.slice(0, 4)).toEqual(['SENT', 'ACKNOWLEDGED', 'UNKNOWN', 'RECONCILING']);
+    expect(path.at(-1)).toBe('MANUAL_REVIEW');
+    expect(path).not.toContain('FAILED');
+    // The order exists at the target, sent once.
+    expect(target.seen.filter((s) => s.method === 'POST' && s.body.includes(op.id))).toHaveLength(1);
+  });
+
   it('ends UNKNOWN on a timeout, then is reconciled to VERIFIED through its read-back', async () => {
     const execution = await submitOps(call, [httpOp('order', order('/slow-orders', { read_back: readBack() }))]);
     const [op] = (await settled(call, execution.id)).operations;

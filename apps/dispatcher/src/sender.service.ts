@@ -363,6 +363,7 @@ export class SenderService {
       status: S.ACKNOWLEDGED,
       read: read.kind,
       absenceIsProof: false,
+      acknowledged: true,
       checksBefore: 0,
       budget: this.config.RECONCILE_BUDGET,
     });

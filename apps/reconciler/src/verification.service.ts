@@ -112,6 +112,7 @@ export class VerificationService {
       absenceIsProof:
         read.kind === 'absent' &&
         readStartedAt - (op.acknowledgedAt ?? op.updatedAt).getTime() >= this.config.SETTLE_WINDOW_MS,
+      acknowledged: true,
       checksBefore: op.checkCount,
       budget: this.config.RECONCILE_BUDGET,
     });
@@ -146,6 +147,7 @@ export class VerificationService {
       status: S.RECONCILING,
       read: read.kind,
       absenceIsProof: read.kind === 'absent' && (await this.absenceProven(op, readStartedAt)),
+      acknowledged: op.acknowledgedAt !== null,
       checksBefore: op.checkCount,
       budget: this.config.RECONCILE_BUDGET,
     });

@@ -18,7 +18,7 @@ function situation(
   read: ReadBackKind,
   extra: Partial<ReadBackSituation> = {},
 ): ReadBackSituation {
-  return { status, read, absenceIsProof: false, checksBefore: 0, budget: 6, ...extra };
+  return { status, read, absenceIsProof: false, acknowledged: status === A, checksBefore: 0, budget: 6, ...extra };
 }
 
 describe('decideReadBack: a table of situations and what the reconciler must do', () => {
@@ -43,6 +43,16 @@ describe('decideReadBack: a table of situations and what the reconciler must do'
       situation(RC, 'absent', { absenceIsProof: true }),
       { kind: 'failed', reason: R.PROVEN_ABSENT },
     ],
+    [
+      'acknowledged by the provider, absent once it is proof, budget left: read again, never FAILED',
+      situation(RC, 'absent', { absenceIsProof: true, acknowledged: true }),
+      { kind: 'unknown-again' },
+    ],
+    [
+      'acknowledged by the provider, absent on the last read the budget allows: held, STALE_REPLICA',
+      situation(RC, 'absent', { absenceIsProof: true, acknowledged: true, checksBefore: 5 }),
+      { kind: 'hold', reason: R.STALE_REPLICA },
+    ],
     ['a stale replica, budget left (verification)', situation(A, 'stale'), { kind: 'read-again' }],
     ['an unreachable source, budget left (reconciliation)', situation(RC, 'unreachable'), { kind: 'unknown-again' }],
     [
@@ -66,15 +76,23 @@ describe('decideReadBack: a table of situations and what the reconciler must do'
     expect(decideReadBack(given)).toEqual(expected);
   });
 
-  it('never concludes FAILED from verification, nor from anything but a proven absence', () => {
+  it('never concludes FAILED from verification, nor from anything but a proven absence of an unacknowledged send', () => {
     const reads: ReadBackKind[] = ['found', 'mismatch', 'absent', 'stale', 'field_missing', 'unreachable'];
     for (const status of [A, RC] as const) {
       for (const read of reads) {
         for (const absenceIsProof of [false, true]) {
-          for (const checksBefore of [0, 5, 10]) {
-            const decision = decideReadBack({ status, read, absenceIsProof, checksBefore, budget: 6 });
-            if (decision.kind === 'failed') {
-              expect({ status, read, absenceIsProof }).toEqual({ status: RC, read: 'absent', absenceIsProof: true });
+          for (const acknowledged of [false, true]) {
+            for (const checksBefore of [0, 5, 10]) {
+              const decision = decideReadBack({ status, read, absenceIsProof, acknowledged, checksBefore, budget: 6 });
+              if (decision.kind === 'failed') {
+                // Never an effect the provider acknowledged: its own answer contradicts the empty source.
+                expect({ status, read, absenceIsProof, acknowledged }).toEqual({
+                  status: RC,
+                  read: 'absent',
+                  absenceIsProof: true,
+                  acknowledged: false,
+                });
+              }
             }
           }
         }

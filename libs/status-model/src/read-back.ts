@@ -38,6 +38,12 @@ export interface ReadBackSituation {
    * absent read.)
    */
   absenceIsProof: boolean;
+  /**
+   * The provider acknowledged the send (a 2xx: `acknowledged_at` is set). Its own answer says the effect was accepted,
+   * so a source that does not show it is behind (or lost it) — never proof that nothing happened: an absent read is
+   * then read again like a stale one, and held for a human (STALE_REPLICA) once the budget is spent, never FAILED.
+   */
+  acknowledged: boolean;
   /** Checks made before this read, and how many inconclusive reads are allowed before a hold. */
   checksBefore: number;
   budget: number;
@@ -68,13 +74,25 @@ export function decideReadBack(situation: ReadBackSituation): ReadBackDecision {
     case 'absent':
       // Never "did not happen" before absence is proof: the provider may simply not show it yet.
       if (!situation.absenceIsProof) return later;
-      return reconciling ? { kind: 'failed', reason: TerminalReason.PROVEN_ABSENT } : { kind: 'unknown' };
+      if (!reconciling) return { kind: 'unknown' };
+      // The provider's acknowledgement contradicts the empty source: as inconclusive as a stale read, never FAILED.
+      if (situation.acknowledged) return inconclusive(situation, 'stale', later);
+      return { kind: 'failed', reason: TerminalReason.PROVEN_ABSENT };
     default:
-      if (situation.checksBefore + 1 >= situation.budget) {
-        return { kind: 'hold', reason: INCONCLUSIVE_READ_REASON[situation.read] };
-      }
-      return later;
+      return inconclusive(situation, situation.read, later);
   }
+}
+
+/** An inconclusive read: read again while the budget lasts, then a human decides (the read's hold reason). */
+function inconclusive(
+  situation: ReadBackSituation,
+  read: InconclusiveReadKind,
+  later: ReadBackDecision,
+): ReadBackDecision {
+  if (situation.checksBefore + 1 >= situation.budget) {
+    return { kind: 'hold', reason: INCONCLUSIVE_READ_REASON[read] };
+  }
+  return later;
 }
 
 export type ReconcileStart =
