@@ -82,12 +82,12 @@ SELECT seq FROM events WHERE id = $1 AND execution_id = $2 AND tenant_id = $3;
 
 -- lastStatusChanges
 SELECT DISTINCT ON (operation_id) operation_id, id, from_status, data->>'cause' AS cause,
-            data->>'actor' AS actor, created_at
+            data->>'refusal' AS refusal, data->>'actor' AS actor, created_at
      FROM events WHERE operation_id = ANY($1) AND tenant_id = $2 AND type = 'operation.status_changed'
      ORDER BY operation_id, seq DESC;
 
 -- lastStatusChangesForWorker
 SELECT DISTINCT ON (operation_id) operation_id, id, from_status, data->>'cause' AS cause,
-            data->>'actor' AS actor, created_at
+            data->>'refusal' AS refusal, data->>'actor' AS actor, created_at
      FROM events WHERE operation_id = ANY($1) AND type = 'operation.status_changed'
      ORDER BY operation_id, seq DESC;
