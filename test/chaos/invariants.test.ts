@@ -199,12 +199,14 @@ describe('chaos invariant checker', () => {
     expect(row('duplicate effects')).toBe(1);
     expect(row('VERIFIED without an effect')).toBe(1);
     expect(row('FAILED with an effect')).toBe(1);
+    // The same FAILED came after the provider acknowledged the charge, and no person decided it.
+    expect(row('FAILED by the system after the provider acknowledged it')).toBe(1);
     expect(row('I2 event seq')).toBe(1);
     expect(row('I1 illegal transitions')).toBe(1);
     // The wire shows the SMS sent twice too; the ghost's "read-back evidence" names no record of the provider.
     expect(row('I3 more than one request at the wire')).toBe(1);
     expect(row("VERIFIED evidence not the provider's record")).toBe(1);
-    expect(report.violations).toBe(8);
+    expect(report.violations).toBe(9);
   });
 
   it('finds nothing wrong with the operations that kept their promises', () => {
@@ -216,7 +218,7 @@ describe('chaos invariant checker', () => {
     expect(row("status model served ≠ the contract's table")).toBe(0);
     expect(row("idempotency key not the operation's own")).toBe(0);
     expect(row('requests at the wire with no SENT operation')).toBe(0);
-    expect(report.table).toContain('8 invariant violation(s)');
+    expect(report.table).toContain('9 invariant violation(s)');
   });
 });
 
@@ -537,7 +539,9 @@ describe('chaos invariant checker: the wire, the contract and the evidence', () 
     expect(row('wire log incomplete').violations).toBe(0);
     // The system FAILED of a mismatch hold also names a charge that exists: FAILED with an effect.
     expect(row('FAILED with an effect').violations).toBe(1);
-    expect(report.violations).toBe(1 + 2 + 1 + 1 + 3 + 3 + 1);
+    // … and came after the provider acknowledged the charge, with no person deciding it.
+    expect(row('FAILED by the system after the provider acknowledged it').violations).toBe(1);
+    expect(report.violations).toBe(1 + 2 + 1 + 1 + 3 + 3 + 1 + 1);
   });
 });
 

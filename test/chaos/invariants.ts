@@ -383,6 +383,13 @@ export async function checkInvariants(input: {
   const duplicates = effects.duplicates.map((d) => `${d.kind} ${d.key} ×${d.count}`);
   const verifiedWithoutEffect = operations.filter((o) => o.status === 'VERIFIED' && effectOf(o) === 0);
   const failedWithEffect = operations.filter((o) => o.status === 'FAILED' && effectOf(o) > 0);
+  // The provider's acknowledgement says the effect was accepted: only a person, on evidence, may call it FAILED.
+  const failedAfterAcknowledgement = operations.filter(
+    (o) =>
+      o.status === 'FAILED' &&
+      !o.evidence?.resolution &&
+      statusChanges(o.id).some((e) => e.to_status === 'ACKNOWLEDGED'),
+  );
   const cancelledWithEffect = operations.filter((o) => o.status === 'CANCELLED' && effectOf(o) > 0);
   const acknowledgedWithoutEffect = operations.filter((o) => o.status === 'ACKNOWLEDGED' && effectOf(o) === 0);
   const orphanEffects: string[] = [];
@@ -570,6 +577,7 @@ export async function checkInvariants(input: {
     promise('duplicate effects (GET /__effects)', duplicates),
     promise('VERIFIED without an effect', verifiedWithoutEffect.map(describe)),
     promise('FAILED with an effect', failedWithEffect.map(describe)),
+    promise('FAILED by the system after the provider acknowledged it', failedAfterAcknowledgement.map(describe)),
     promise('CANCELLED with an effect', cancelledWithEffect.map(describe)),
     promise('ACKNOWLEDGED (no read-back) without an effect', acknowledgedWithoutEffect.map(describe)),
     promise('effects never SENT by Verity', orphanEffects),
