@@ -1,6 +1,7 @@
 import { createApiKey } from '@verity/persistence';
 import { DEMO, Stack } from '../support/stack';
 import { charge, http, sms, unique } from '../support/http';
+import { httpOp } from './connectors-support';
 import { Event, events, expectLegalHistory, resetSandbox, settle, submit, waitForOp } from './dispatcher-helpers';
 
 const OTHER_ADMIN = 'test-policy-other-tenant-admin-key';
@@ -276,6 +277,59 @@ describe('admin: tenant policy', () => {
     } finally {
       await http(stack.apiUrl, 'POST', `/v1/executions/${kwd.id}/cancel`, { key: DEMO.agent, body: {} });
       await policy('PUT', { approval_rules: null });
+    }
+  });
+
+  it('a threshold fails closed: a string amount waits for approval and is not sent; no amount at all is not caught', async () => {
+    // The http connector may call the sandbox provider (loopback: allowlisted explicitly), so its wire log shows
+    // whether anything was sent.
+    const settings = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+      key: DEMO.admin,
+      body: {
+        allow_hosts: [{ host: '127.0.0.1', ports: [Number(new URL(stack.sandboxUrl).port)], allow_private: true }],
+      },
+    });
+    expect(settings.status).toBe(200);
+    const rule = { connector: 'http', amount_above: 5000, amount_field: 'body.amount' };
+    expect((await policy('PUT', { approval_rules: [rule] })).status).toBe(200);
+    const ref = unique('pol-str');
+    const post = httpOp('charge', {
+      method: 'POST',
+      url: `${stack.sandboxUrl}/v1/charges`,
+      body: { amount: '9999999', currency: 'EUR', reference: ref },
+    });
+    const get = httpOp('look', { method: 'GET', url: `${stack.sandboxUrl}/v1/charges?reference=${ref}` });
+    const held = await submit(stack, [post]);
+    const read = await submit(stack, [get]);
+    try {
+      // No amount at the field (a GET has no body): nothing to compare, so the rule does not hold it.
+      const looked = await waitForOp(stack, read.id, 'look', (o) => o.status === 'ACKNOWLEDGED');
+      expect(looked.approval).toBeNull();
+      const waiting = await waitForOp(stack, held.id, 'charge', (o) => o.approval?.state === 'requested');
+      expect(waiting.status).toBe('PREPARED');
+      const requested = (await events(stack, held.id)).find((e) => e.type === 'approval.requested');
+      expect(requested?.data).toEqual({
+        policy: 'tenant_policy',
+        rule,
+        reason: 'amount_unreadable',
+        detail:
+          'params.body.amount is "9999999" (a string), not a finite number >= 0, so it cannot be compared with the approval threshold on http (5000)',
+      });
+      // Nothing was sent: the provider never saw a request for this reference other than the GET, and holds no charge.
+      await stack.sweepsPassed(2);
+      const wire = (await (await stack.sandbox('/__requests')).json()) as {
+        requests: { method: string; path: string; reference: string | null; query: string | null }[];
+      };
+      expect(wire.requests.filter((r) => r.reference === ref).map((r) => r.method)).toEqual(['GET']);
+      expect((await stack.effects()).charges[ref]).toBeUndefined();
+      expect((await waitForOp(stack, held.id, 'charge', () => true)).status).toBe('PREPARED');
+    } finally {
+      await http(stack.apiUrl, 'POST', `/v1/executions/${held.id}/cancel`, { key: DEMO.agent, body: {} });
+      await policy('PUT', { approval_rules: null });
+      await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+        key: DEMO.admin,
+        body: { allow_hosts: [] },
+      });
     }
   });
 

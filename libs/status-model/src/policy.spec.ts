@@ -6,6 +6,7 @@ import {
   approvalRuleFor,
   approvalRuleMatch,
   currencyMismatch,
+  describeFoundAmount,
   describeFoundCurrency,
   needsApproval,
   paramAt,
@@ -30,12 +31,53 @@ describe('approval rules', () => {
     expect(approvalRuleFor({ connector: 'sandbox.sms', params: {} }, [payments, all])).toBe(all);
   });
 
-  it('reads the amount at a dot path, and ignores an operation without a numeric amount there', () => {
+  it('reads the amount at a dot path, and ignores an operation with nothing there', () => {
     const nested = { connector: 'http', amount_above: 100, amount_field: 'body.total' };
     expect(approvalRuleFor({ connector: 'http', params: { body: { total: 101 } } }, [nested])).toBe(nested);
-    expect(approvalRuleFor({ connector: 'http', params: { body: { total: '101' } } }, [nested])).toBeNull();
-    expect(approvalRuleFor({ connector: 'http', params: { body: [101] } }, [nested])).toBeNull();
+    expect(approvalRuleFor({ connector: 'http', params: { body: { total: 100 } } }, [nested])).toBeNull();
+    // The field is not there (no body, a body without it, a body that is not an object): no amount, nothing to compare.
     expect(approvalRuleFor({ connector: 'http', params: {} }, [nested])).toBeNull();
+    expect(approvalRuleFor({ connector: 'http', params: { method: 'GET', body: {} } }, [nested])).toBeNull();
+    expect(approvalRuleFor({ connector: 'http', params: { body: [101] } }, [nested])).toBeNull();
+  });
+
+  describe('fails closed on an amount it cannot compare', () => {
+    const rule = { connector: 'http', amount_above: 5000, amount_field: 'body.amount' };
+    const http = (amount: unknown) => ({ connector: 'http', params: { body: { amount } } });
+
+    it.each<[string, unknown, string]>([
+      ['a numeric string', '9999999', '"9999999" (a string)'],
+      ['a small numeric string', '1', '"1" (a string)'],
+      ['an array', [9999999], '[9999999] (an array)'],
+      ['an object', { value: 9999999 }, '{"value":9999999} (an object)'],
+      ['a boolean', true, 'true (a boolean)'],
+      ['null', null, 'null'],
+      ['a negative number', -9999999, '-9999999'],
+      ['a small negative number', -1, '-1'],
+    ])('%s at the field needs approval (amount_unreadable)', (_, amount, shown) => {
+      expect(approvalRuleMatch(http(amount), [rule])).toEqual({
+        rule,
+        reason: 'amount_unreadable',
+        detail: `params.body.amount is ${shown}, not a finite number >= 0, so it cannot be compared with the approval threshold on http (5000)`,
+      });
+      expect(needsApproval({ requiresApproval: false, ...http(amount) }, [rule])).toBe(true);
+    });
+
+    it('a finite number >= 0 is compared as before; a missing field is not caught', () => {
+      expect(approvalRuleMatch(http(9999999), [rule])?.reason).toBe('amount_above');
+      expect(approvalRuleFor(http(0), [rule])).toBeNull();
+      expect(approvalRuleFor(http(5000), [rule])).toBeNull();
+      expect(approvalRuleFor({ connector: 'http', params: { body: {} } }, [rule])).toBeNull();
+      expect(approvalRuleFor({ connector: 'http', params: { url: 'https://x.test' } }, [rule])).toBeNull();
+    });
+
+    it('names the currency of a threshold that has one, and a long value is cut short', () => {
+      const eur = { ...rule, currency: 'EUR' };
+      expect(approvalRuleMatch(http('1'), [eur])?.detail).toBe(
+        'params.body.amount is "1" (a string), not a finite number >= 0, so it cannot be compared with the approval threshold on http (5000 EUR)',
+      );
+      expect(describeFoundAmount('9'.repeat(100))).toBe(`"${'9'.repeat(39)}… (a string)`);
+    });
   });
 
   it('no rules, no approval', () => {
@@ -70,7 +112,7 @@ describe('approval rules', () => {
       });
     });
 
-    it('reads the currency at currency_field; an operation without a numeric amount is still not its business', () => {
+    it('reads the currency at currency_field; an operation without an amount is still not its business', () => {
       const nested = {
         connector: 'http',
         amount_above: 100,

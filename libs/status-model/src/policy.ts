@@ -8,7 +8,10 @@ import { OPERATION_TRANSITIONS, OperationStatus, TerminalReason } from './operat
 /** One approval rule: every operation of `connector` needs approval, or only those whose amount is above a line. */
 export interface ApprovalRule {
   connector: string;
-  /** Only operations whose amount (a number) is strictly above this need approval; absent: every operation does. */
+  /**
+   * Only operations whose amount is strictly above this need approval, and those whose value at the amount field is
+   * there but not a finite number >= 0 (it cannot be compared); nothing there: not caught. Absent: every operation.
+   */
   amount_above?: number;
   /** Where the amount is in the operation's params, a dot path (`amount`, `payment.total`); default `amount`. */
   amount_field?: string;
@@ -112,8 +115,11 @@ export function needsApproval(
 /** Why a tenant rule asks for approval of an operation: the rule, which test it met, and the reason in words. */
 export interface ApprovalRuleMatch {
   rule: ApprovalRule;
-  /** `every_operation`: the rule has no threshold; `amount_above`; `currency_mismatch`: not comparable with it. */
-  reason: 'every_operation' | 'amount_above' | 'currency_mismatch';
+  /**
+   * `every_operation`: the rule has no threshold; `amount_above`; `amount_unreadable`: something other than a finite
+   * number >= 0 at its amount field; `currency_mismatch`: an amount in a currency not comparable with it.
+   */
+  reason: 'every_operation' | 'amount_above' | 'amount_unreadable' | 'currency_mismatch';
   detail: string;
 }
 
@@ -127,11 +133,28 @@ export function paramAt(params: Record<string, unknown>, path: string): unknown 
   return at;
 }
 
+/** An amount a threshold can be compared with: a finite number, not below zero. */
+export function isComparableAmount(value: unknown): value is number {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0;
+}
+
+/** A value found at an amount field, for a message: its JSON, cut short, and what kind it is when not a number. */
+export function describeFoundAmount(found: unknown): string {
+  const json = JSON.stringify(found) ?? String(found);
+  const shown = json.length > 40 ? `${json.slice(0, 40)}…` : json;
+  if (typeof found === 'number' || found === null) return shown;
+  const kind = Array.isArray(found) ? 'an array' : typeof found === 'object' ? 'an object' : `a ${typeof found}`;
+  return `${shown} (${kind})`;
+}
+
 /**
  * The first rule that asks for approval of this operation, or null. A rule with a threshold does not apply to an
- * operation without a numeric amount at its field: the threshold speaks about amounts only (to require approval of
- * every operation of a connector, give no threshold). A threshold with a currency applies to an amount in that currency
- * only: an amount in any other currency (or without one) cannot be compared with it, so it needs approval (fail safe).
+ * operation that has nothing at its amount field: the threshold speaks about amounts only, and there is none to
+ * compare (to require approval of every operation of a connector, give no threshold). Something there that is not a
+ * finite number >= 0 (a string, even a numeric one a provider may parse; an array, an object, a boolean, null, a
+ * negative number) cannot be compared with the threshold, so the operation needs approval (fail safe). A threshold with
+ * a currency applies to an amount in that currency only: an amount in any other currency (or without one) cannot be
+ * compared with it either, so it needs approval.
  */
 export function approvalRuleFor(
   op: { connector: string; params: Record<string, unknown> },
@@ -152,7 +175,15 @@ export function approvalRuleMatch(
     }
     const field = rule.amount_field ?? DEFAULT_AMOUNT_FIELD;
     const amount = paramAt(op.params, field);
-    if (typeof amount !== 'number') continue;
+    // Nothing there: no amount, nothing to compare (a rule on `http` does not hold every GET).
+    if (amount === undefined) continue;
+    if (!isComparableAmount(amount)) {
+      return {
+        rule,
+        reason: 'amount_unreadable',
+        detail: `params.${field} is ${describeFoundAmount(amount)}, not a finite number >= 0, so it cannot be compared with the approval threshold on ${rule.connector} (${rule.amount_above}${rule.currency ? ` ${rule.currency}` : ''})`,
+      };
+    }
     const mismatch = currencyMismatch(rule, (path) => paramAt(op.params, path));
     if (mismatch) {
       return {
