@@ -265,6 +265,14 @@ const CASES: Case[] = [
     rule: 'unknown_field',
   },
   {
+    // One provider charge (its Idempotency-Key is tenant + reference) would be counted as two committed effects.
+    name: 'params: two charges of one reference in one submission',
+    body: submission([charge('dup-ref', { key: 'first' }), charge('dup-ref', { key: 'second' })]),
+    status: 400,
+    field: 'operations[1].params.reference',
+    rule: 'duplicate_reference',
+  },
+  {
     name: 'params: SMS to a non-E.164 number',
     body: submission([sms('c', { params: { to: '555', body: 'x' } })]),
     status: 400,
@@ -819,6 +827,32 @@ describe('malformed requests (I10)', () => {
     expect(failures).toEqual([]);
     expect(await counts()).toEqual(before);
     expect(before).toEqual({ executions: 0, operations: 0, events: 0, idempotency_keys: 0 });
+  });
+
+  it('refuses the later of two operations naming one payment reference, naming the earlier, and writes nothing', async () => {
+    const before = await counts();
+    const res = await send({
+      name: 'duplicate reference',
+      body: submission([
+        charge('order-7', { key: 'pay' }),
+        sms('n', { key: 'notify' }),
+        charge('order-7', { key: 'pay-again', params: { amount: 99, currency: 'EUR', reference: 'order-7' } }),
+      ]),
+      status: 400,
+    });
+    expect(res.status).toBe(400);
+    expect(res.type).toMatch(/^application\/problem\+json/);
+    expect(res.body.type).toBe('https://verity.dev/problems/validation-error');
+    expect(res.body.errors).toEqual([
+      {
+        field: 'operations[2].params.reference',
+        rule: 'duplicate_reference',
+        message: expect.stringMatching(/^operation "pay" already names this sandbox\.payments reference/),
+      },
+    ]);
+    expect(await counts()).toEqual(before);
+    const list = await http<{ data: unknown[] }>(stack.apiUrl, 'GET', '/v1/executions', { key: DEMO.agent });
+    expect(list.body.data).toEqual([]);
   });
 
   // The list endpoint as documented, `GET /v1/executions?status=&cursor=&limit=`: an empty value is one left out.

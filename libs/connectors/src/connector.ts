@@ -133,6 +133,15 @@ export interface Connector {
    * passed the action's schema. Absent: the action's declaration holds for every operation.
    */
   operationCapabilities?(action: string, params: Record<string, unknown>): Partial<ConnectorCapabilities>;
+  /**
+   * The provider effect this operation names, when the provider deduplicates by a value taken from its params (the
+   * params `field` and its `value`): two operations with the same value would be one provider effect, the second send
+   * a replay of the first, yet each would end VERIFIED and count as a committed effect. The API refuses the later of
+   * two such operations in one submission (`duplicate_reference`); across executions the same value is intended (the
+   * business key "charge this order once"). Called with params that already passed the action's schema. Absent or
+   * null: every operation is its own effect.
+   */
+  effectReference?(action: string, params: Record<string, unknown>): { field: string; value: string } | null;
   send(operation: ConnectorOperation, env: ConnectorEnvironment): Promise<SendOutcome>;
   readBack?(operation: ConnectorOperation, env: ConnectorEnvironment): Promise<ReadBackResult>;
   readContext?(operation: ConnectorOperation, env: ConnectorEnvironment): Promise<ContextResult>;
@@ -202,5 +211,23 @@ export function connectorDeclarations(
     settings: connector.settings,
     approvalAmountField: connector.approvalAmountField,
     operationCapabilities: connector.operationCapabilities?.bind(connector),
+    effectReference: connector.effectReference?.bind(connector),
   };
+}
+
+/**
+ * The provider effect an operation names (`Connector.effectReference`), or null: none declared, an unknown action, or
+ * params the connector cannot read one from (those are refused by the action's schema anyway).
+ */
+export function effectReference(
+  connector: Connector,
+  action: string,
+  params: Record<string, unknown>,
+): { field: string; value: string } | null {
+  if (!connector.effectReference || !connectorAction(connector, action)) return null;
+  try {
+    return connector.effectReference(action, params);
+  } catch {
+    return null;
+  }
 }

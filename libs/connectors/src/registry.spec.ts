@@ -1,3 +1,4 @@
+import { effectReference } from './connector';
 import { ConnectorRegistry } from './registry';
 
 describe('approval amount declarations', () => {
@@ -5,5 +6,24 @@ describe('approval amount declarations', () => {
     expect(new ConnectorRegistry().approvalAmountDeclarations()).toEqual([
       { connector: 'sandbox.payments', amountField: 'amount' },
     ]);
+  });
+});
+
+describe('effect references', () => {
+  const registry = new ConnectorRegistry();
+  const charge = { amount: 100, currency: 'EUR', reference: 'order-7' };
+
+  it('sandbox.payments names its charge by reference (its Idempotency-Key), through the registry’s wrapping', () => {
+    const payments = registry.get('sandbox.payments')!;
+    expect(effectReference(payments, 'charge', charge)).toEqual({ field: 'reference', value: 'order-7' });
+    expect(effectReference(payments, 'refund', charge)).toBeNull();
+    expect(effectReference(payments, 'charge', { amount: 1 })).toBeNull();
+  });
+
+  it('connectors whose provider does not deduplicate by a params value name none', () => {
+    expect(
+      effectReference(registry.get('sandbox.sms')!, 'send', { to: '+1555', body: 'x', client_ref: 'r' }),
+    ).toBeNull();
+    expect(effectReference(registry.get('http')!, 'request', { method: 'GET', url: 'https://x.test/' })).toBeNull();
   });
 });

@@ -47,6 +47,15 @@ export class SandboxPaymentsConnector implements Connector {
     charge: { description: 'Charge an amount (minor units) against an order reference', params: ChargeParams },
   };
 
+  /**
+   * The Idempotency-Key is the tenant and the reference: two charges of one reference are one provider charge, so a
+   * submission may name a reference once (the API refuses the later operation as `duplicate_reference`).
+   */
+  effectReference(_action: string, params: Record<string, unknown>): { field: string; value: string } | null {
+    const { reference } = params as Partial<Charge>;
+    return typeof reference === 'string' ? { field: 'reference', value: reference } : null;
+  }
+
   async send(op: ConnectorOperation, env: ConnectorEnvironment): Promise<SendOutcome> {
     const charge = op.params as Charge;
     const exchange = await httpExchange({

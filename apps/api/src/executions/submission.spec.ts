@@ -86,7 +86,8 @@ describe('validateSubmission', () => {
   });
 
   it('refuses duplicate keys, unknown and self dependencies, and cycles', () => {
-    expect(errorsOf({ agent_id: 'a', intent: 'i', operations: [charge('x'), charge('x')] })).toEqual([
+    const other = { params: { amount: 100, currency: 'EUR', reference: 'ref-other' } };
+    expect(errorsOf({ agent_id: 'a', intent: 'i', operations: [charge('x'), charge('x', other)] })).toEqual([
       expect.objectContaining({ field: 'operations[1].key', rule: 'unique' }),
     ]);
     expect(errorsOf({ agent_id: 'a', intent: 'i', operations: [charge('x', { depends_on: ['ghost'] })] })).toEqual([
@@ -106,6 +107,41 @@ describe('validateSubmission', () => {
     });
     expect(cycle).toEqual([expect.objectContaining({ field: 'operations', rule: 'acyclic' })]);
     expect(cycle[0].message).toMatch(/a -> c -> b -> a|c -> b -> a -> c|b -> a -> c -> b/);
+  });
+
+  it('refuses a second operation naming the same provider effect (duplicate_reference), naming the first', () => {
+    const same = (key: string, amount = 100) =>
+      charge(key, { params: { amount, currency: 'EUR', reference: 'order-7' } });
+    const errors = errorsOf({
+      agent_id: 'a',
+      intent: 'i',
+      operations: [same('first'), charge('other'), same('second', 250), same('third')],
+    });
+    expect(errors).toEqual([
+      {
+        field: 'operations[2].params.reference',
+        rule: 'duplicate_reference',
+        message:
+          'operation "first" already names this sandbox.payments reference: the provider would take both as one effect (the second a replay of the first); give each its own reference, or submit one operation',
+      },
+      expect.objectContaining({ field: 'operations[3].params.reference', rule: 'duplicate_reference' }),
+    ]);
+    expect(errors[1].message).toMatch(/^operation "first" already names/);
+    // Distinct references, and a connector that names no provider effect (SMS: every send is its own), pass.
+    const sms = (key: string) => ({
+      key,
+      connector: 'sandbox.sms',
+      action: 'send',
+      params: { to: '+15550100', body: 'x', client_ref: 'same' },
+    });
+    expect(
+      errorsOf({ agent_id: 'a', intent: 'i', operations: [charge('a'), charge('b'), sms('s1'), sms('s2')] }),
+    ).toEqual([]);
+    // Params the schema refuses are reported as such, not as a duplicate.
+    const bad = charge('bad', { params: { amount: -1, currency: 'EUR', reference: 'order-7' } });
+    expect(errorsOf({ agent_id: 'a', intent: 'i', operations: [same('first'), bad] }).map((e) => e.rule)).toEqual([
+      'too_small',
+    ]);
   });
 
   it('refuses read_after_write on a connector that cannot read back', () => {

@@ -1,4 +1,10 @@
-import { ConnectorRegistry, capAmount, connectorAction, operationCapabilities } from '@verity/connectors';
+import {
+  ConnectorRegistry,
+  capAmount,
+  connectorAction,
+  effectReference,
+  operationCapabilities,
+} from '@verity/connectors';
 import {
   Criterion,
   FIELD_PATH,
@@ -188,6 +194,8 @@ export function validateSubmission(
   const submission = parsed.data;
   const errors: FieldError[] = [];
   const keys = new Map<string, number>();
+  // connector + the provider effect an operation names → the first operation naming it (see `duplicate_reference`).
+  const references = new Map<string, string>();
   submission.operations.forEach((op, i) => {
     const at = `operations[${i}]`;
     if (keys.has(op.key)) errors.push({ field: `${at}.key`, rule: 'unique', message: `duplicate key "${op.key}"` });
@@ -212,6 +220,21 @@ export function validateSubmission(
     }
     const params = action.params.safeParse(op.params);
     if (!params.success) errors.push(...zodErrors(params.error, `${at}.params`));
+    // Two operations naming one provider effect (a payment reference the provider deduplicates by) would be one
+    // effect counted as two committed ones: the later one is refused. Only within a submission — across executions
+    // the same reference is the business key the provider's idempotency is there for.
+    const reference = params.success ? effectReference(connector, op.action, params.data) : null;
+    if (reference) {
+      const id = `${op.connector}\u0000${reference.value}`;
+      const earlier = references.get(id);
+      if (earlier !== undefined) {
+        errors.push({
+          field: `${at}.params.${reference.field}`,
+          rule: 'duplicate_reference',
+          message: `operation "${earlier}" already names this ${op.connector} ${reference.field}: the provider would take both as one effect (the second a replay of the first); give each its own ${reference.field}, or submit one operation`,
+        });
+      } else references.set(id, op.key);
+    }
     // An agent cannot declare an operation less safe than its connector (I15): that would switch off the hold of an
     // irreversible send on a knowledge conflict or an unreadable precondition.
     if (op.irreversible === false && !operationCapabilities(connector, op.action, op.params).reversible) {
