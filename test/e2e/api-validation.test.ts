@@ -273,6 +273,21 @@ const CASES: Case[] = [
     rule: 'duplicate_reference',
   },
   {
+    // The Idempotency-Key header is built from the reference: Node would refuse it after the operation was SENT.
+    name: 'params: a reference with CR LF',
+    body: op({ params: { amount: 5, currency: 'EUR', reference: 'order-7\r\nx-injected: 1' } }),
+    status: 400,
+    field: 'operations[0].params.reference',
+    rule: 'invalid_format',
+  },
+  {
+    name: 'params: a reference with a character no header carries',
+    body: op({ params: { amount: 5, currency: 'EUR', reference: 'order-€7' } }),
+    status: 400,
+    field: 'operations[0].params.reference',
+    rule: 'invalid_format',
+  },
+  {
     name: 'params: SMS to a non-E.164 number',
     body: submission([sms('c', { params: { to: '555', body: 'x' } })]),
     status: 400,

@@ -11,10 +11,22 @@ import type {
 } from './connector';
 import { httpExchange } from './http-exchange';
 
+/** What a charge reference may hold: the printable characters of an HTTP header value (ASCII and Latin-1). */
+export const REFERENCE_CHARACTERS = /^[\x20-\x7e\u00a0-\u00ff]*$/;
+
 const ChargeParams = z.strictObject({
   amount: z.number().int().positive().max(100_000_000),
   currency: z.string().regex(/^[A-Z]{3}$/, 'a three-letter ISO 4217 code in capitals'),
-  reference: z.string().min(1).max(200),
+  reference: z
+    .string()
+    .min(1)
+    .max(200)
+    // The Idempotency-Key header is built from it: a character a header cannot carry (CR, LF or another control
+    // character, anything beyond U+00FF) would make Node refuse the request after the operation was marked SENT.
+    .regex(
+      REFERENCE_CHARACTERS,
+      'printable characters only, as an HTTP header carries them: no control characters (CR, LF, tab, NUL, DEL, U+0080–U+009F) and nothing beyond U+00FF (the Idempotency-Key header is built from the reference)',
+    ),
 });
 type Charge = z.infer<typeof ChargeParams>;
 

@@ -1,0 +1,38 @@
+import { request } from 'node:http';
+import { SandboxPaymentsConnector } from './sandbox-payments.connector';
+
+describe('sandbox.payments charge params', () => {
+  const schema = new SandboxPaymentsConnector().actions.charge.params;
+  const charge = (reference: unknown) => ({ amount: 100, currency: 'EUR', reference });
+
+  it.each([
+    ['CR LF', 'order-7\r\nx-injected: 1'],
+    ['LF', 'order-7\n'],
+    ['CR', 'order\r7'],
+    ['tab', 'order\t7'],
+    ['NUL', 'order\u00007'],
+    ['DEL', 'order\u007f7'],
+    ['a C1 control', 'order\u00857'],
+    ['a character beyond U+00FF', 'order-€7'],
+  ])('refuses a reference with %s (invalid_format, naming the reference)', (_, reference) => {
+    const parsed = schema.safeParse(charge(reference));
+    expect(parsed.success).toBe(false);
+    expect(parsed.error?.issues).toEqual([
+      expect.objectContaining({
+        code: 'invalid_format',
+        path: ['reference'],
+        message: expect.stringMatching(/^printable characters only, as an HTTP header carries them: no control/),
+      }),
+    ]);
+  });
+
+  it('takes printable ASCII and Latin-1, and every reference it takes is a header value Node sends', () => {
+    for (const reference of ['order-7', 'Order #7 / 2024', 'café-ñ-7', '~!@$%^&*()_+{}|:"<>?`-=[];\',./']) {
+      expect(schema.safeParse(charge(reference)).success).toBe(true);
+      // The connector's Idempotency-Key: Node validates header values when the request is built.
+      const req = request('http://127.0.0.1:9/', { headers: { 'idempotency-key': `verity-demo-${reference}` } });
+      req.on('error', () => undefined);
+      req.destroy();
+    }
+  });
+});
