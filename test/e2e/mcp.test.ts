@@ -8,9 +8,12 @@ import {
   type CallToolResult,
   ResourceUpdatedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
-import type { Execution, OperationDetail } from '@verity/sdk';
-import type { ExecutionReport, OperationVerdict } from '@verity/sdk/mcp';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { Verity, type Execution, type OperationDetail } from '@verity/sdk';
+import { type ExecutionReport, type HistoryCut, type OperationVerdict, createVerityMcpServer } from '@verity/sdk/mcp';
+import { http } from '../support/http';
 import { DEMO, DIST, Stack } from '../support/stack';
+import { type Event, resetSandbox, statusPath, submit, waitForOp } from './dispatcher-helpers';
 
 /**
  * The MCP server, driven by the MCP SDK's own client: over Streamable HTTP at the API's /mcp, and through the
@@ -333,5 +336,110 @@ describe('MCP through the verity-mcp stdio entry point', () => {
     const { result, text } = await call(client, 'list_connectors', {});
     expect(result.isError).toBe(true);
     expect(text).toContain('401 unauthorized');
+  });
+});
+
+/**
+ * The histories the tools show are built from every event of the execution, page after page, not from the first page
+ * only. An MCP server in this process, with a small page size, against the same stack: an operation held for review,
+ * many "still unknown" investigations (events), then resolved — its history must reach its current status.
+ */
+describe('MCP histories read every page of events', () => {
+  const PAGE = 5;
+  let executionId: string;
+  let operationId: string;
+  let log: Event[];
+
+  async function inProcessClient(options: { historyPageSize: number; maxHistoryEvents?: number }): Promise<Client> {
+    const mcp = createVerityMcpServer({
+      client: new Verity({ baseUrl: stack.apiUrl, apiKey: DEMO.agent }),
+      ...options,
+    });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await mcp.server.connect(serverSide);
+    const client = new Client({ name: 'verity-mcp-e2e-paging', version: '1.0.0' });
+    await client.connect(clientSide);
+    clients.push(client);
+    return client;
+  }
+
+  async function allEvents(id: string): Promise<Event[]> {
+    const out: Event[] = [];
+    let after = '';
+    for (;;) {
+      const page = await http<{ data: Event[]; next_cursor: string | null }>(
+        stack.apiUrl,
+        'GET',
+        `/v1/executions/${id}/events?limit=1000${after ? `&after=${after}` : ''}`,
+        { key: DEMO.agent },
+      );
+      out.push(...page.body.data);
+      if (!page.body.next_cursor) return out;
+      after = page.body.next_cursor;
+    }
+  }
+
+  beforeAll(async () => {
+    // Held: the charge is made, its read-back lacks the field, so a person must decide (MANUAL_REVIEW).
+    await stack.setFaults({ read_fault: 'field_missing' });
+    const created = await submit(stack, [chargeSubmission(unique('mcp-pages')).operations[0]]);
+    executionId = created.id;
+    const held = await waitForOp(stack, executionId, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    operationId = held.id;
+    await resetSandbox(stack);
+    const resolve = (body: unknown) =>
+      http(stack.apiUrl, 'POST', `/v1/operations/${operationId}/resolve`, { key: DEMO.reviewer, body });
+    // Many "still unknown after investigation" records: events after the hold, none a status change.
+    for (let i = 0; i < 4 * PAGE; i += 1) {
+      expect((await resolve({ status: 'MANUAL_REVIEW', evidence: `still unknown, look ${i}` })).status).toBe(200);
+    }
+    expect((await resolve({ status: 'VERIFIED', evidence: 'the provider confirmed the charge' })).status).toBe(200);
+    log = await allEvents(executionId);
+    expect(log.length).toBeGreaterThan(5 * PAGE);
+    expect(statusPath(log, operationId).slice(-2)).toEqual(['MANUAL_REVIEW', 'VERIFIED']);
+  }, 120_000);
+
+  it('get_operation shows the whole history, up to the current status, however many pages it takes', async () => {
+    const client = await inProcessClient({ historyPageSize: PAGE });
+    const op = await call<{ report: OperationVerdict; operation: OperationDetail; history_cut?: HistoryCut }>(
+      client,
+      'get_operation',
+      { operation_id: operationId },
+    );
+    expect(op.result.isError).toBeFalsy();
+    expect(op.data.operation.status).toBe('VERIFIED');
+    expect(op.data.report.history).toEqual(statusPath(log, operationId));
+    expect(op.data.report.history!.slice(-2)).toEqual(['MANUAL_REVIEW', 'VERIFIED']);
+    expect(op.text).toContain(`History: ${statusPath(log, operationId).join(' → ')}`);
+    expect(op.text).not.toContain('History cut');
+    expect(op.data.history_cut).toBeUndefined();
+    // The execution's tools read the same way.
+    const got = await call(client, 'get_execution', { execution_id: executionId });
+    expect(got.data.report.operations[0].history).toEqual(statusPath(log, operationId));
+  });
+
+  it('past its bound it says the history was cut and where the rest starts, never silently', async () => {
+    const bound = 2 * PAGE + 2;
+    const client = await inProcessClient({ historyPageSize: PAGE, maxHistoryEvents: bound });
+    const op = await call<{ report: OperationVerdict; history_cut?: HistoryCut }>(client, 'get_operation', {
+      operation_id: operationId,
+    });
+    expect(op.data.history_cut).toEqual({
+      events_read: bound,
+      events_left_out: 'unknown (at least one)',
+      next_cursor: log[bound - 1].id,
+    });
+    expect(op.text).toContain(`History cut: only the first ${bound} events of this execution were read`);
+    expect(op.text).toContain(`?after=${log[bound - 1].id}`);
+    const got = await call<ExecutionResult & { history_cut?: HistoryCut }>(client, 'get_execution', {
+      execution_id: executionId,
+    });
+    expect(got.data.history_cut).toMatchObject({ events_read: bound });
+    expect(got.text).toContain('History cut');
+    // A bound the log fits in exactly is no cut.
+    const exact = await inProcessClient({ historyPageSize: PAGE, maxHistoryEvents: log.length });
+    const whole = await call<{ history_cut?: HistoryCut }>(exact, 'get_operation', { operation_id: operationId });
+    expect(whole.data.history_cut).toBeUndefined();
+    expect(whole.text).not.toContain('History cut');
   });
 });

@@ -41,7 +41,20 @@ export interface VerityMcpOptions {
    * outlives one request: the stdio entry point. Stateless Streamable HTTP has no channel to send them on.
    */
   subscriptions?: boolean;
+  /**
+   * Events asked for per request when a history is built (1–1000, the API's largest page; default 1000). Every page
+   * is read, by the events cursor, up to `maxHistoryEvents`.
+   */
+  historyPageSize?: number;
+  /**
+   * At most this many events of one execution are read for its histories (default 100 000, a hundred pages). Past
+   * it the answer says the histories were cut and where the rest starts: never a history that silently stops early.
+   */
+  maxHistoryEvents?: number;
 }
+
+export const HISTORY_PAGE_SIZE = 1000;
+export const MAX_HISTORY_EVENTS = 100_000;
 
 export interface VerityMcp {
   server: McpServer;
@@ -62,6 +75,11 @@ type ToolExtra = {
  */
 export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
   const dx = options.client;
+  const historyBounds = {
+    pageSize: Math.min(Math.max(Math.trunc(options.historyPageSize ?? HISTORY_PAGE_SIZE), 1), HISTORY_PAGE_SIZE),
+    maxEvents: Math.max(Math.trunc(options.maxHistoryEvents ?? MAX_HISTORY_EVENTS), 1),
+  };
+  const histories = (client: Verity, executionId: string) => readHistories(client, executionId, historyBounds);
   const server = new McpServer(
     { name: MCP_SERVER_NAME, version: MCP_SERVER_VERSION, title: 'Verity' },
     {
@@ -223,10 +241,12 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
     async ({ operation_id }) =>
       guarded(async () => {
         const operation = await dx.operations.get(operation_id);
-        const history = (await histories(dx, operation.execution_id)).get(operation.id);
-        return result(describeOperation(operation, history), {
+        const read = await histories(dx, operation.execution_id);
+        const history = read.get(operation.id);
+        return result(withCutNote(describeOperation(operation, history), read.cut), {
           report: operationVerdict(operation, history),
           operation,
+          ...(read.cut ? { history_cut: read.cut } : {}),
         });
       }),
   );
@@ -261,9 +281,10 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
       const execution = await dx.get(id).catch(notFoundAsResourceError(uri.href));
       const history = await histories(dx, id);
       const body = {
-        summary: describeExecution(execution, history),
+        summary: withCutNote(describeExecution(execution, history), history.cut),
         report: executionReport(execution, history),
         execution,
+        ...(history.cut ? { history_cut: history.cut } : {}),
       };
       return { contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify(body, null, 2) }] };
     },
@@ -353,19 +374,69 @@ function decodedId(encoded: string, uri: string): string {
   }
 }
 
-async function histories(dx: Verity, executionId: string): Promise<Map<string, string[]>> {
-  const page = await dx.executions.events(executionId, { limit: 1000 });
-  return operationHistories(page.data);
+/** Where the histories stop when the events read reached the bound: what was read, and where the rest starts. */
+export interface HistoryCut {
+  events_read: number;
+  /** How many events were left out is not known without reading them: at least one page more. */
+  events_left_out: 'unknown (at least one)';
+  /** `after` for GET /v1/executions/{id}/events: the first event left out comes after this one. */
+  next_cursor: string;
+}
+
+/** Each operation's status path, from every event of the execution, page by page (`cut` when the bound stopped it). */
+type Histories = Map<string, string[]> & { cut?: HistoryCut };
+
+async function readHistories(
+  dx: Verity,
+  executionId: string,
+  bounds: { pageSize: number; maxEvents: number },
+): Promise<Histories> {
+  // Folded page by page: only the paths are kept, never the events themselves.
+  const histories: Histories = new Map();
+  let read = 0;
+  let after: string | undefined;
+  do {
+    const limit = Math.min(bounds.pageSize, bounds.maxEvents - read);
+    const page = await dx.executions.events(executionId, after === undefined ? { limit } : { after, limit });
+    operationHistories(page.data, histories);
+    read += page.data.length;
+    after = page.next_cursor ?? undefined;
+    if (after !== undefined && read >= bounds.maxEvents) {
+      // A full last page may have nothing after it: only an event beyond the bound makes the histories cut.
+      const more = await dx.executions.events(executionId, { after, limit: 1 });
+      if (more.data.length > 0) {
+        histories.cut = { events_read: read, events_left_out: 'unknown (at least one)', next_cursor: after };
+      }
+      return histories;
+    }
+  } while (after !== undefined);
+  return histories;
+}
+
+/** The words of an answer whose histories were cut: said, never left for the reader to miss. */
+function withCutNote(text: string, cut: HistoryCut | undefined): string {
+  if (!cut) return text;
+  return (
+    `${text}\nHistory cut: only the first ${cut.events_read} events of this execution were read; the events after ` +
+    `${cut.next_cursor} were left out (how many is not known without reading them), so a history above may stop ` +
+    'before the current status (the status itself is current). Read the rest with GET /v1/executions/{id}/events?after=' +
+    `${cut.next_cursor}.`
+  );
 }
 
 function executionResult(
   execution: Execution,
-  history: Map<string, string[]> | undefined,
+  history: Histories | undefined,
   head?: string,
   extra: Record<string, unknown> = {},
 ): CallToolResult {
-  const text = [head, describeExecution(execution, history)].filter(Boolean).join('\n');
-  return result(text, { ...extra, report: executionReport(execution, history), execution });
+  const text = withCutNote([head, describeExecution(execution, history)].filter(Boolean).join('\n'), history?.cut);
+  return result(text, {
+    ...extra,
+    report: executionReport(execution, history),
+    execution,
+    ...(history?.cut ? { history_cut: history.cut } : {}),
+  });
 }
 
 function result(text: string, structured: Record<string, unknown>): CallToolResult {

@@ -75,8 +75,10 @@ export function executionStatusLine(execution: Pick<Execution, 'id' | 'status' |
 }
 
 /** `charge` went PREPARED → SENT → UNKNOWN → RECONCILING → VERIFIED, from the event log. */
-export function operationHistories(events: readonly ExecutionEvent[]): Map<string, string[]> {
-  const paths = new Map<string, string[]>();
+export function operationHistories(
+  events: readonly ExecutionEvent[],
+  paths: Map<string, string[]> = new Map(),
+): Map<string, string[]> {
   for (const event of events) {
     if (event.type !== 'operation.status_changed' || !event.operation_id || !event.to_status) continue;
     const path = paths.get(event.operation_id) ?? (event.from_status ? [event.from_status] : []);
