@@ -319,6 +319,16 @@ describe('http connector (real loopback target, tenant settings through the admi
     const [op] = (await settled(call, execution.id)).operations;
     expect(op).toMatchObject({ status: 'FAILED', terminal_reason: 'SOURCE_UNREACHABLE' });
     expect(op.evidence).toMatchObject({ detail: 'not sent: secret "missing_token" is not set for this tenant' });
+    // Not transient: it fails the same way until an admin sets the secret, and says which one.
+    expect(op.failure).toEqual({
+      code: 'secret_not_set',
+      phase: 'dispatch',
+      category: 'policy',
+      retryable: false,
+      message:
+        'never sent: a secret the call names is not set for this tenant: secret "missing_token" is not set for this tenant (terminal_reason SOURCE_UNREACHABLE)',
+      at: expect.any(String),
+    });
     expect(target.seen.length).toBe(before);
   });
 

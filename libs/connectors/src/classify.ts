@@ -1,4 +1,4 @@
-import { type EGRESS_REFUSED, OperationStatus, TerminalReason } from '@verity/status-model';
+import { OperationStatus, type SendRefusedCause, TerminalReason } from '@verity/status-model';
 import type { HttpExchange } from './http-exchange';
 
 export type SendOutcome =
@@ -9,10 +9,11 @@ export type SendOutcome =
       detail: string;
       providerError?: unknown;
       /**
-       * Never sent because a rule refused the call (the tenant's egress policy): which cause, and the rule in words
-       * (naming the host, never a secret). The status model makes it a policy failure, not a transient one.
+       * Never sent because a rule refused the call (the tenant's egress policy, a secret it names that is not set):
+       * which cause, and the rule in words (naming the host or the secret's name, never a secret's value). The status
+       * model makes it a policy failure, not a transient one.
        */
-      refused?: { cause: typeof EGRESS_REFUSED; rule: string };
+      refused?: { cause: SendRefusedCause; rule: string };
     }
   | { status: OperationStatus.UNKNOWN; reason: TerminalReason.CONNECTOR_ERROR; detail: string };
 

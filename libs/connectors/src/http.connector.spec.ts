@@ -217,13 +217,14 @@ describe('http connector', () => {
       detail: expect.stringMatching(/port/),
       refused: { cause: 'egress_refused', rule: `port ${t.port + 1} is not allowed for host 127.0.0.1` },
     });
-    // A missing secret is not the egress policy: no refusal cause.
+    // A missing secret is not the egress policy, but a refusal of its own: it stays until an admin sets the secret.
     expect(
       await refused({ url: `${t.base}/orders`, headers: { authorization: 'Bearer {{secret:other}}' } }),
-    ).not.toHaveProperty('refused');
-    expect(
-      await refused({ url: `${t.base}/orders`, headers: { authorization: 'Bearer {{secret:other}}' } }),
-    ).toMatchObject({ status: OperationStatus.FAILED, detail: 'not sent: secret "other" is not set for this tenant' });
+    ).toMatchObject({
+      status: OperationStatus.FAILED,
+      detail: 'not sent: secret "other" is not set for this tenant',
+      refused: { cause: 'secret_not_set', rule: 'secret "other" is not set for this tenant' },
+    });
     // A name the tenant never set is missing, whatever an object's prototype holds under it.
     for (const name of ['constructor', '__proto__', 'valueOf', 'toString', 'hasOwnProperty']) {
       expect(

@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { EGRESS_REFUSED, OperationStatus, TerminalReason } from '@verity/status-model';
+import { EGRESS_REFUSED, OperationStatus, SECRET_NOT_SET, TerminalReason } from '@verity/status-model';
 import { SendOutcome, classifySend, isRejectableStatus } from './classify';
 import type {
   AllowedHost,
@@ -256,14 +256,17 @@ export class HttpConnector implements Connector {
 
   async send(op: ConnectorOperation, env: ConnectorEnvironment): Promise<SendOutcome> {
     const params = op.params as HttpRequestParams;
-    const notSent = (why: string): SendOutcome => ({
-      status: OperationStatus.FAILED,
-      reason: TerminalReason.SOURCE_UNREACHABLE,
-      detail: `not sent: ${why}`,
-    });
     const url = substituteUrl(params.url, op);
     const headers = this.headers(params.headers, op, env);
-    if ('refused' in headers) return notSent(headers.refused);
+    if ('refused' in headers) {
+      // A secret the call names is not set: never sent, and it stays so until an admin sets it.
+      return {
+        status: OperationStatus.FAILED,
+        reason: TerminalReason.SOURCE_UNREACHABLE,
+        detail: `not sent: ${headers.refused}`,
+        refused: { cause: SECRET_NOT_SET, rule: headers.refused },
+      };
+    }
     if (params.idempotency) {
       // One key per operation, whatever the template said under the same name in another case.
       const name = params.idempotency.header;

@@ -1,6 +1,7 @@
 import { ExecutionStatus } from './execution';
 import {
   EGRESS_REFUSED,
+  SECRET_NOT_SET,
   FAILURE_CATEGORIES,
   FAILURE_CODES,
   LastStatusChange,
@@ -47,6 +48,16 @@ describe('operationFailure (the failure object, derived from status, reason and 
       R.SOURCE_UNREACHABLE,
       change(S.SENT, { cause: 'egress_refused', refusal: "host internal.example is not on this tenant's allowlist" }),
       'egress_refused',
+      'dispatch',
+      'policy',
+      false,
+    ],
+    [
+      'never sent: a secret the call names is not set (not transient: it fails until an admin sets it)',
+      S.FAILED,
+      R.SOURCE_UNREACHABLE,
+      change(S.SENT, { cause: 'secret_not_set', refusal: 'secret "crm_token" is not set for this tenant' }),
+      'secret_not_set',
       'dispatch',
       'policy',
       false,
@@ -265,6 +276,21 @@ describe('operationFailure (the failure object, derived from status, reason and 
       code: 'egress_refused',
       retryable: false,
       message: `${FAILURE_CODES.egress_refused.message}: terminal_reason SOURCE_UNREACHABLE`,
+    });
+    // A secret the call names and the tenant has not set: the same kind of refusal, naming the secret (never a value).
+    expect(
+      operationFailure(
+        { status: S.FAILED, terminalReason: R.SOURCE_UNREACHABLE },
+        change(S.SENT, { cause: SECRET_NOT_SET, refusal: 'secret "crm_token" is not set for this tenant' }),
+      ),
+    ).toEqual({
+      code: 'secret_not_set',
+      phase: 'dispatch',
+      category: 'policy',
+      retryable: false,
+      message:
+        'never sent: a secret the call names is not set for this tenant: secret "crm_token" is not set for this tenant (terminal_reason SOURCE_UNREACHABLE)',
+      at: AT.toISOString(),
     });
     // A call that never left for a network reason (no refusal recorded) stays what it was: it may pass.
     expect(operationFailure({ status: S.FAILED, terminalReason: R.SOURCE_UNREACHABLE }, change(S.SENT))).toMatchObject({

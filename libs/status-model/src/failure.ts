@@ -96,6 +96,13 @@ export const FAILURE_CODES = {
     false,
     "never sent: the tenant's egress policy does not allow the target",
   ),
+  secret_not_set: op(
+    S.FAILED,
+    'dispatch',
+    'policy',
+    false,
+    'never sent: a secret the call names is not set for this tenant',
+  ),
   proven_absent: op(
     S.FAILED,
     'reconciliation',
@@ -188,10 +195,19 @@ export function executionFailure(
  */
 export const EGRESS_REFUSED = 'egress_refused';
 
+/**
+ * The cause a send records when the call names a tenant secret (`{{secret:NAME}}`) that is not set: nothing left, and
+ * nothing passes on its own either — a tenant admin has to set the secret (or the agent name another one).
+ */
+export const SECRET_NOT_SET = 'secret_not_set';
+
+/** The causes of a send the connector refused to make: a policy failure each, never a transient one. */
+export type SendRefusedCause = typeof EGRESS_REFUSED | typeof SECRET_NOT_SET;
+
 /** The move that brought the operation to its status: the event's from-status, data and time. */
 export interface LastStatusChange {
   from: OperationStatus | null;
-  /** `cause` from the event data (dependency_not_done, approval_denied, execution_cancelled, egress_refused...). */
+  /** `cause` from the event data (dependency_not_done, approval_denied, execution_cancelled, egress_refused, secret_not_set...). */
   cause?: string | null;
   /** `refusal` from the event data: the rule that refused a send, in words (it names the host, never a secret). */
   refusal?: string | null;
@@ -226,7 +242,9 @@ function failureCodeOf(op: OperationForFailure, change: LastStatusChange): Failu
     if (byHuman) return 'resolved_failed';
     if (reason === TerminalReason.CONNECTOR_REJECTED) return 'connector_rejected';
     if (reason === TerminalReason.SOURCE_UNREACHABLE) {
-      return change.cause === EGRESS_REFUSED ? 'egress_refused' : 'never_delivered';
+      if (change.cause === EGRESS_REFUSED) return 'egress_refused';
+      if (change.cause === SECRET_NOT_SET) return 'secret_not_set';
+      return 'never_delivered';
     }
     // Rows written before PROVEN_ABSENT existed settled RECONCILING -> FAILED with no reason: the same proof.
     if (reason === TerminalReason.PROVEN_ABSENT || change.from === S.RECONCILING) return 'proven_absent';
@@ -265,7 +283,9 @@ export function operationFailure(op: OperationForFailure, change: LastStatusChan
   const phase =
     op.status === S.MANUAL_REVIEW ? holdPhase(known.from) : (FAILURE_CODES[code].phase as OperationFailurePhase);
   const reason = op.terminalReason ? `terminal_reason ${op.terminalReason}` : undefined;
-  // A refused send says which rule refused it (the host, the port or the address), so an admin knows what to change.
-  const detail = code === 'egress_refused' && known.refusal ? `${known.refusal} (${reason})` : reason;
+  // A refused send says which rule refused it (the host, the port, the address, the secret's name), so an admin knows
+  // what to change.
+  const refusedByRule = code === 'egress_refused' || code === 'secret_not_set';
+  const detail = refusedByRule && known.refusal ? `${known.refusal} (${reason})` : reason;
   return failure(code, phase, known.at.toISOString(), detail);
 }
