@@ -26,6 +26,22 @@ describe('sandbox.payments charge params', () => {
     ]);
   });
 
+  it.each([
+    ['a trailing space', 'order-7 '],
+    ['a leading space', ' order-7'],
+    ['only spaces', '   '],
+  ])('refuses a reference with %s: the header would reach the provider as another reference’s key', (_, reference) => {
+    const parsed = schema.safeParse(charge(reference));
+    expect(parsed.success).toBe(false);
+    expect(parsed.error?.issues).toEqual([
+      expect.objectContaining({
+        code: 'invalid_format',
+        path: ['reference'],
+        message: 'no leading or trailing spaces (an HTTP header value loses them on the way)',
+      }),
+    ]);
+  });
+
   it('takes printable ASCII and Latin-1, and every reference it takes is a header value Node sends', () => {
     for (const reference of ['order-7', 'Order #7 / 2024', 'café-ñ-7', '~!@$%^&*()_+{}|:"<>?`-=[];\',./']) {
       expect(schema.safeParse(charge(reference)).success).toBe(true);

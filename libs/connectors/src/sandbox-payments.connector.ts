@@ -13,6 +13,8 @@ import { httpExchange } from './http-exchange';
 
 /** What a charge reference may hold: the printable characters of an HTTP header value (ASCII and Latin-1). */
 export const REFERENCE_CHARACTERS = /^[\x20-\x7e\u00a0-\u00ff]*$/;
+/** Nor may it start or end with a space, which the header would not carry. */
+const NO_SURROUNDING_SPACES = /^(?! ).*(?<! )$/s;
 
 const ChargeParams = z.strictObject({
   amount: z.number().int().positive().max(100_000_000),
@@ -26,7 +28,10 @@ const ChargeParams = z.strictObject({
     .regex(
       REFERENCE_CHARACTERS,
       'printable characters only, as an HTTP header carries them: no control characters (CR, LF, tab, NUL, DEL, U+0080–U+009F) and nothing beyond U+00FF (the Idempotency-Key header is built from the reference)',
-    ),
+    )
+    // A header value loses its leading and trailing spaces on the way (RFC 9110 §5.5): "order-7 " would reach the
+    // provider as the key of "order-7", a replay of that charge under another operation's name.
+    .regex(NO_SURROUNDING_SPACES, 'no leading or trailing spaces (an HTTP header value loses them on the way)'),
 });
 type Charge = z.infer<typeof ChargeParams>;
 

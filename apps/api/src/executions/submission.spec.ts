@@ -142,6 +142,12 @@ describe('validateSubmission', () => {
     expect(errorsOf({ agent_id: 'a', intent: 'i', operations: [same('first'), bad] }).map((e) => e.rule)).toEqual([
       'too_small',
     ]);
+    // The same reference with a trailing space would reach the provider as the same key (a header loses the space):
+    // refused as a reference no header carries.
+    const spaced = charge('spaced', { params: { amount: 100, currency: 'EUR', reference: 'order-7 ' } });
+    expect(errorsOf({ agent_id: 'a', intent: 'i', operations: [same('first'), spaced] })).toEqual([
+      expect.objectContaining({ field: 'operations[1].params.reference', rule: 'invalid_format' }),
+    ]);
   });
 
   it('refuses read_after_write on a connector that cannot read back', () => {
