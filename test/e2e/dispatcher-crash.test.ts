@@ -152,6 +152,35 @@ describe('dispatcher: crashes and pauses around the send', () => {
     expect(effects.duplicates).toEqual([]);
   });
 
+  it('a 2xx that comes back after the sweeper marked the send UNKNOWN is recorded: never proven absent, held instead', async () => {
+    // The provider's read side lags far behind: reconciliation reads the charge as absent for the whole test.
+    await stack.setFaults({ replica_lag_ms: 120_000 });
+    try {
+      const a = await pausedDispatcher({ TEST_PAUSE_AFTER_CALL_MS: '5000' });
+      const reference = unique('late-ack');
+      const created = await submit(stack, [charge(reference)]);
+      const [opId] = await waitForMarkers(a, 'paused after call', 1);
+      a.child.kill('SIGSTOP');
+      // The lock runs out, the sweeper marks the SENT operation UNKNOWN; then the frozen worker's 2xx comes back.
+      await waitForOp(stack, created.id, 'charge', (o) => o.status === 'UNKNOWN' || o.status === 'RECONCILING');
+      a.child.kill('SIGCONT');
+      await waitForLog(a, (l) => l.msg === 'late send outcome rejected by CAS' && l.operationId === opId);
+
+      const execution = await settle(stack, created.id);
+      const [op] = execution.operations;
+      // Absent at every read, yet the provider said it took the charge: a person decides, nothing says "no effect".
+      expect(op).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'STALE_REPLICA' });
+      expect(op.acknowledged_at).toEqual(expect.any(String));
+      const log = await events(stack, created.id);
+      expectLegalHistory(log);
+      expect(log.filter((e) => e.operation_id === opId && e.type === 'operation.acknowledged_late')).toHaveLength(1);
+      expect(statusPath(log, opId)).not.toContain('FAILED');
+      expect((await stack.effects()).charges[reference].count).toBe(1);
+    } finally {
+      await stack.setFaults({ replica_lag_ms: 0 });
+    }
+  });
+
   it('SIGSTOP after SENT past the job lock; SIGCONT: the worker wakes too late and does not call', async () => {
     const a = await pausedDispatcher({ TEST_PAUSE_AFTER_SENT_MS: '5000' });
     const reference = unique('stop-sent');

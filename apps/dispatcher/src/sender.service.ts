@@ -295,6 +295,7 @@ export class SenderService {
     if (!result.won) {
       // Someone else (the sweeper) already decided this operation is UNKNOWN: our late write loses, by design.
       this.logger.warn({ operationId: op.id, outcome: outcome.status }, 'late send outcome rejected by CAS');
+      if (outcome.status === S.ACKNOWLEDGED) await this.recordLateAcknowledgement(op, outcome.providerRef);
       return { written: null };
     }
     const verified =
@@ -603,6 +604,27 @@ export class SenderService {
       await this.advanceExecution(op.executionId);
     }
     return report;
+  }
+
+  /**
+   * The provider acknowledged a send the sweeper had already marked UNKNOWN (this dispatcher held the call past its job's
+   * lock). The status stays the reconciler's to settle, but what the provider said is recorded — `acknowledged_at` and
+   * its reference, with an `operation.acknowledged_late` event — so no read that misses the effect is taken as proof
+   * that nothing happened (the FAILED statement checks it), and a read by the provider's id can find it. Only while the
+   * operation is still being reconciled: once settled, the event alone would not change what was decided.
+   */
+  private async recordLateAcknowledgement(op: OperationEntity, providerRef: Record<string, unknown>): Promise<void> {
+    for (const whileStatus of [S.UNKNOWN, S.RECONCILING]) {
+      const recorded = await this.transitions.annotate(this.db.manager, {
+        executionId: op.executionId,
+        operationId: op.id,
+        whileStatus,
+        patch: { acknowledged_at: 'now', provider_ref: providerRef },
+        type: 'operation.acknowledged_late',
+        data: { detail: 'the provider acknowledged the send after it was marked UNKNOWN' },
+      });
+      if (recorded.won) return;
+    }
   }
 
   /** Graceful SIGTERM: let in-flight sends finish and record their outcome. */

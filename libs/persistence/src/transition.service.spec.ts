@@ -67,6 +67,31 @@ describe('TransitionService (real Postgres)', () => {
     expect(op.sentAt).toBeInstanceOf(Date);
   });
 
+  it('writes a proof of absence (RECONCILING → FAILED, PROVEN_ABSENT) only while the provider’s acknowledgement is not on record', async () => {
+    const reconciling = async (acknowledged: boolean) => {
+      const { operationId } = await newExecutionWithOneOperation();
+      await db.dataSource.query(
+        `UPDATE operations SET status = 'RECONCILING', attempt = 1, sent_at = now(),
+                acknowledged_at = CASE WHEN $2 THEN now() END WHERE id = $1`,
+        [operationId, acknowledged],
+      );
+      return operationId;
+    };
+    const proveAbsent = (id: string) =>
+      transitions.operation(db.dataSource.manager, {
+        operation: { ...snapshot(id), status: OperationStatus.RECONCILING, attempt: 1 },
+        to: OperationStatus.FAILED,
+        reason: TerminalReason.PROVEN_ABSENT,
+      });
+    // Acknowledged after the reconciler read the row (a late 2xx recorded meanwhile): the statement refuses, no event.
+    const acknowledged = await reconciling(true);
+    expect((await proveAbsent(acknowledged)).won).toBe(false);
+    const row = await db.dataSource.getRepository(OperationEntity).findOneByOrFail({ id: acknowledged });
+    expect(row.status).toBe(OperationStatus.RECONCILING);
+    expect(await eventsWhere({ operationId: acknowledged })).toHaveLength(0);
+    expect((await proveAbsent(await reconciling(false))).won).toBe(true);
+  });
+
   it('refuses an illegal move before touching the database (I1)', async () => {
     const { operationId } = await newExecutionWithOneOperation();
     await expect(

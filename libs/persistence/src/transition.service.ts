@@ -9,6 +9,7 @@ import {
   assertOperationTransition,
   everSent,
   isSettledOperation,
+  requiresUnacknowledged,
 } from '@verity/status-model';
 import { trace } from '@opentelemetry/api';
 import { intakeToSettled, intakeToVerified, newId, transitionsCounter } from '@verity/platform';
@@ -315,11 +316,12 @@ export class TransitionService {
     if (reason !== null || input.patch?.terminal_reason !== undefined) patch.terminal_reason = reason;
     sets.push(...patchAssignments(patch, params));
     assertExecutionFirst(input);
-    const guard = input.sendGuard
-      ? sendGuardConditions(input.sendGuard, params)
-          .map((c) => ` AND (${c.sql})`)
-          .join('')
-      : '';
+    const guard =
+      (input.sendGuard
+        ? sendGuardConditions(input.sendGuard, params)
+            .map((c) => ` AND (${c.sql})`)
+            .join('')
+        : '') + (requiresUnacknowledged(to, reason) ? ' AND acknowledged_at IS NULL' : '');
     const eventId = newId('evt');
     params.push(
       eventId,

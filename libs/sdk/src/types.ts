@@ -191,6 +191,7 @@ export type KnownEventType =
   | 'operation.status_changed'
   | 'operation.resolved'
   | 'operation.release_withdrawn'
+  | 'operation.acknowledged_late'
   | 'approval.requested'
   | 'approval.decided'
   | 'approval.stale_authority'

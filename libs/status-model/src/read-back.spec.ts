@@ -7,6 +7,7 @@ import {
   absenceEvidentAt,
   decideReadBack,
   decideReconcileStart,
+  requiresUnacknowledged,
 } from './read-back';
 import { absenceNotYetEvident, resolutionOptions } from './validate';
 
@@ -98,6 +99,16 @@ describe('decideReadBack: a table of situations and what the reconciler must do'
         }
       }
     }
+  });
+});
+
+describe('requiresUnacknowledged: the moves whose statement must find no acknowledgement on record', () => {
+  it('is a proof of absence only', () => {
+    expect(requiresUnacknowledged(S.FAILED, R.PROVEN_ABSENT)).toBe(true);
+    expect(requiresUnacknowledged(S.FAILED, R.CONNECTOR_REJECTED)).toBe(false);
+    expect(requiresUnacknowledged(S.FAILED, R.SOURCE_UNREACHABLE)).toBe(false);
+    expect(requiresUnacknowledged(S.VERIFIED, null)).toBe(false);
+    expect(requiresUnacknowledged(S.MANUAL_REVIEW, R.STALE_REPLICA)).toBe(false);
   });
 });
 

@@ -21,6 +21,15 @@ export function readShowsTheEffect(read: ReadBackKind): boolean {
   return READS_SHOWING_THE_EFFECT.includes(read);
 }
 
+/**
+ * Whether the statement that writes this move must also find the operation unacknowledged: a proof of absence
+ * (FAILED, PROVEN_ABSENT) never stands for an effect the provider acknowledged, even when the acknowledgement was
+ * recorded late (a sender whose 2xx came after the sweeper marked the operation UNKNOWN) — after the read that judged it.
+ */
+export function requiresUnacknowledged(to: OperationStatus, reason: TerminalReason | null): boolean {
+  return to === OperationStatus.FAILED && reason === TerminalReason.PROVEN_ABSENT;
+}
+
 /** The hold an inconclusive read ends in once the read budget is spent. */
 export const INCONCLUSIVE_READ_REASON: Record<InconclusiveReadKind, TerminalReason> = {
   stale: TerminalReason.STALE_REPLICA,
