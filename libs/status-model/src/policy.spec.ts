@@ -10,6 +10,7 @@ import {
   describeFoundCurrency,
   needsApproval,
   paramAt,
+  lookUpParam,
   tenantApprovalRules,
 } from './policy';
 
@@ -35,10 +36,23 @@ describe('approval rules', () => {
     const nested = { connector: 'http', amount_above: 100, amount_field: 'body.total' };
     expect(approvalRuleFor({ connector: 'http', params: { body: { total: 101 } } }, [nested])).toBe(nested);
     expect(approvalRuleFor({ connector: 'http', params: { body: { total: 100 } } }, [nested])).toBeNull();
-    // The field is not there (no body, a body without it, a body that is not an object): no amount, nothing to compare.
+    // The field is not there (no body, a null body, a body without it): no amount, nothing to compare.
     expect(approvalRuleFor({ connector: 'http', params: {} }, [nested])).toBeNull();
+    expect(approvalRuleFor({ connector: 'http', params: { body: null } }, [nested])).toBeNull();
     expect(approvalRuleFor({ connector: 'http', params: { method: 'GET', body: {} } }, [nested])).toBeNull();
-    expect(approvalRuleFor({ connector: 'http', params: { body: [101] } }, [nested])).toBeNull();
+  });
+
+  it.each<[string, unknown, string]>([
+    ['an array', [{ total: 9999999 }], '[{"total":9999999}] (an array)'],
+    ['a JSON string', '{"total":9999999}', '"{\\"total\\":9999999}" (a string)'],
+    ['a number', 101, '101'],
+  ])('a path that runs into %s hides whatever amount it carries: it needs approval (fail safe)', (_, body, shown) => {
+    const nested = { connector: 'http', amount_above: 100, amount_field: 'body.total' };
+    expect(approvalRuleMatch({ connector: 'http', params: { body } }, [nested])).toEqual({
+      rule: nested,
+      reason: 'amount_unreadable',
+      detail: `params.body is ${shown}, so params.body.total cannot be read and compared with the approval threshold on http (100)`,
+    });
   });
 
   describe('fails closed on an amount it cannot compare', () => {
@@ -164,6 +178,16 @@ describe('approval rules', () => {
   it('paramAt walks objects only', () => {
     expect(paramAt({ a: { b: 1 } }, 'a.b')).toBe(1);
     expect(paramAt({ a: null }, 'a.b')).toBeUndefined();
+    expect(paramAt({ a: [1] }, 'a.b')).toBeUndefined();
+  });
+
+  it('lookUpParam tells a missing field from a path blocked by a value that is not an object', () => {
+    expect(lookUpParam({ a: { b: 0 } }, 'a.b')).toEqual({ kind: 'value', value: 0 });
+    expect(lookUpParam({ a: { b: null } }, 'a.b')).toEqual({ kind: 'value', value: null });
+    expect(lookUpParam({ a: {} }, 'a.b')).toEqual({ kind: 'missing' });
+    expect(lookUpParam({ a: null }, 'a.b.c')).toEqual({ kind: 'missing' });
+    expect(lookUpParam({ a: { b: 'x' } }, 'a.b.c')).toEqual({ kind: 'blocked', at: 'a.b', value: 'x' });
+    expect(lookUpParam({ a: [1] }, 'a.b')).toEqual({ kind: 'blocked', at: 'a', value: [1] });
   });
 });
 

@@ -125,12 +125,28 @@ export interface ApprovalRuleMatch {
 
 /** The value at a dot path of the params, or undefined. */
 export function paramAt(params: Record<string, unknown>, path: string): unknown {
+  const found = lookUpParam(params, path);
+  return found.kind === 'value' ? found.value : undefined;
+}
+
+/**
+ * What a dot path of the params leads to: a value; nothing (a key missing from an object, or null on the way: no such
+ * field); or a value on the way that is not an object (an array, a string, a number, a boolean), which hides whatever
+ * the path would have named — e.g. a `body` sent as `[{ "amount": 9999999 }]` or as a JSON string.
+ */
+export type ParamLookup =
+  { kind: 'value'; value: unknown } | { kind: 'missing' } | { kind: 'blocked'; at: string; value: unknown };
+
+export function lookUpParam(params: Record<string, unknown>, path: string): ParamLookup {
   let at: unknown = params;
+  const walked: string[] = [];
   for (const segment of path.split('.')) {
-    if (at === null || typeof at !== 'object' || Array.isArray(at)) return undefined;
+    if (at === undefined || at === null) return { kind: 'missing' };
+    if (typeof at !== 'object' || Array.isArray(at)) return { kind: 'blocked', at: walked.join('.'), value: at };
     at = (at as Record<string, unknown>)[segment];
+    walked.push(segment);
   }
-  return at;
+  return at === undefined ? { kind: 'missing' } : { kind: 'value', value: at };
 }
 
 /** An amount a threshold can be compared with: a finite number, not below zero. */
@@ -174,9 +190,18 @@ export function approvalRuleMatch(
       return { rule, reason: 'every_operation', detail: `every operation of ${rule.connector} needs approval` };
     }
     const field = rule.amount_field ?? DEFAULT_AMOUNT_FIELD;
-    const amount = paramAt(op.params, field);
+    const found = lookUpParam(op.params, field);
     // Nothing there: no amount, nothing to compare (a rule on `http` does not hold every GET).
-    if (amount === undefined) continue;
+    if (found.kind === 'missing') continue;
+    if (found.kind === 'blocked') {
+      // The path runs into an array, a string or a number: whatever amount it carries cannot be read (fail safe).
+      return {
+        rule,
+        reason: 'amount_unreadable',
+        detail: `params.${found.at} is ${describeFoundAmount(found.value)}, so params.${field} cannot be read and compared with the approval threshold on ${rule.connector} (${rule.amount_above}${rule.currency ? ` ${rule.currency}` : ''})`,
+      };
+    }
+    const amount = found.value;
     if (!isComparableAmount(amount)) {
       return {
         rule,
