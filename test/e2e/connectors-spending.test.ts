@@ -280,6 +280,12 @@ describe('spending caps', () => {
           detail: expect.stringMatching(/does not carry as a positive finite number; not sent/),
         },
       });
+      // No cap was reached and no wait changes it: not the retryable "cap reached".
+      expect(done.operations[0].failure).toMatchObject({
+        code: 'spending_cap_unmeasurable',
+        category: 'policy',
+        retryable: false,
+      });
       expect(posts()).toBe(sentBefore);
     });
   });
@@ -427,6 +433,7 @@ describe('spending caps', () => {
           currency_found: { field: 'currency', value: 'KWD' },
           detail: `spending cap on sandbox.payments counts params.amount in EUR; this operation's params.currency is "KWD", not EUR; not sent`,
         },
+        failure: { code: 'spending_cap_unmeasurable', category: 'policy', retryable: false },
       });
       const history = (await other<{ data: Event[] }>('GET', `/v1/executions/${kwd.id}/events`)).body.data;
       const mine = history.filter((e) => e.operation_id === refused.id);

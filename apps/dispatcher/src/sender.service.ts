@@ -41,6 +41,7 @@ import {
   grantAtDispatch,
   mayStillCall,
   sendStart,
+  spendingCapRefusalCause,
 } from '@verity/status-model';
 import { DataSource } from 'typeorm';
 import { LifecycleService } from './lifecycle.service';
@@ -544,7 +545,7 @@ export class SenderService {
       to: S.CANCELLED,
       actor: release ? 'human' : 'system',
       patch: { evidence: { method: 'spending_cap', detail, ...data } },
-      eventData: { cause: 'spending_cap_exceeded', detail },
+      eventData: { cause: spendingCapRefusalCause(exceeded.rule), detail },
     });
     if (!moved.won) return 'skipped: lost race';
     await this.transitions.annotate(this.db.manager, {

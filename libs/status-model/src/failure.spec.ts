@@ -2,6 +2,7 @@ import { ExecutionStatus } from './execution';
 import {
   EGRESS_REFUSED,
   SECRET_NOT_SET,
+  spendingCapRefusalCause,
   FAILURE_CATEGORIES,
   FAILURE_CODES,
   LastStatusChange,
@@ -141,6 +142,16 @@ describe('operationFailure (the failure object, derived from status, reason and 
       'dispatch',
       'policy',
       true,
+    ],
+    [
+      'an amount a spending cap cannot count (unreadable, another currency): no wait changes it',
+      S.CANCELLED,
+      null,
+      change(S.PREPARED, { cause: 'spending_cap_unmeasurable' }),
+      'spending_cap_unmeasurable',
+      'dispatch',
+      'policy',
+      false,
     ],
     [
       'execution cancelled',
@@ -362,5 +373,16 @@ describe('executionFailure', () => {
     expect(executionFailure('invalid_request', E.VALIDATING, AT, 'charge: bad params').message).toBe(
       `${FAILURE_CODES.invalid_request.message}: charge: bad params`,
     );
+  });
+});
+
+describe('spendingCapRefusalCause: beyond a cap, or an amount it cannot count', () => {
+  it.each([
+    ['max_operations', 'spending_cap_exceeded'],
+    ['max_amount', 'spending_cap_exceeded'],
+    ['amount_unreadable', 'spending_cap_unmeasurable'],
+    ['currency_mismatch', 'spending_cap_unmeasurable'],
+  ])('%s → %s', (rule, cause) => {
+    expect(spendingCapRefusalCause(rule)).toBe(cause);
   });
 });

@@ -120,6 +120,13 @@ export const FAILURE_CODES = {
     'never sent: an operation it depends on failed or was cancelled',
   ),
   spending_cap_reached: op(S.CANCELLED, 'dispatch', 'policy', true, 'never sent: a spending cap was reached'),
+  spending_cap_unmeasurable: op(
+    S.CANCELLED,
+    'dispatch',
+    'policy',
+    false,
+    'never sent: its amount cannot be counted against a spending cap (not a positive number, or another currency)',
+  ),
   execution_cancelled: op(S.CANCELLED, 'dispatch', 'caller_error', true, 'never sent: the execution was cancelled'),
   execution_expired: op(S.CANCELLED, 'dispatch', 'transient', true, 'never sent: the execution expired'),
   execution_invalid: op(S.CANCELLED, 'dispatch', 'caller_error', false, 'never sent: the execution was invalid'),
@@ -204,6 +211,16 @@ export const SECRET_NOT_SET = 'secret_not_set';
 /** The causes of a send the connector refused to make: a policy failure each, never a transient one. */
 export type SendRefusedCause = typeof EGRESS_REFUSED | typeof SECRET_NOT_SET;
 
+/**
+ * The cause a cap refusal records. Beyond the cap (`max_operations`, `max_amount`): `spending_cap_exceeded`, which passes
+ * once the window does. An amount the cap cannot count (`amount_unreadable`: not a positive finite number;
+ * `currency_mismatch`: another currency than the cap's): `spending_cap_unmeasurable`, which no wait changes — the same
+ * operation is refused the same way (and a new submission of it is a 400 at intake).
+ */
+export function spendingCapRefusalCause(rule: string): 'spending_cap_exceeded' | 'spending_cap_unmeasurable' {
+  return rule === 'max_operations' || rule === 'max_amount' ? 'spending_cap_exceeded' : 'spending_cap_unmeasurable';
+}
+
 /** The move that brought the operation to its status: the event's from-status, data and time. */
 export interface LastStatusChange {
   from: OperationStatus | null;
@@ -224,6 +241,7 @@ const CANCEL_CAUSES: Readonly<Record<string, FailureCode>> = {
   approval_denied: 'approval_denied',
   dependency_not_done: 'dependency_not_done',
   spending_cap_exceeded: 'spending_cap_reached',
+  spending_cap_unmeasurable: 'spending_cap_unmeasurable',
   execution_cancelled: 'execution_cancelled',
   execution_expired: 'execution_expired',
   execution_invalid: 'execution_invalid',
@@ -256,6 +274,7 @@ function failureCodeOf(op: OperationForFailure, change: LastStatusChange): Failu
     // A reviewer's release that a spending cap refused is cancelled by the platform's rule, not by the reviewer (who
     // asked for the send): the recorded cause names it, as it does for a deny.
     if (change.cause === 'spending_cap_exceeded') return 'spending_cap_reached';
+    if (change.cause === 'spending_cap_unmeasurable') return 'spending_cap_unmeasurable';
     if (byHuman) return 'resolved_cancelled';
     return CANCEL_CAUSES[change.cause ?? ''] ?? 'unexplained';
   }
