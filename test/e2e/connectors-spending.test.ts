@@ -354,6 +354,10 @@ describe('spending caps', () => {
           message: 'no action of sandbox.payments (charge) has a "curency" in its params',
         },
       ]);
+      // Amount caps in two currencies would refuse every charge (each in the other's wrong currency).
+      const two = await putCaps([eurCap, { ...eurCap, period: 'week', currency: 'USD' }]);
+      expect(two.status).toBe(400);
+      expect(two.body.errors).toEqual([expect.objectContaining({ field: 'spending_caps', rule: 'one_currency' })]);
       expect((await call('GET', '/v1/admin/connector-settings/sandbox.payments', { key: OTHER_ADMIN })).body).toEqual(
         before.body,
       );

@@ -1,4 +1,4 @@
-import { SpendingCapSchema, capAmount } from './tenant-settings';
+import { ConnectorSettingsInputSchema, SpendingCapSchema, capAmount } from './tenant-settings';
 
 /** The rule each issue of a parse carries, by path (the API reports `params.rule` of a custom issue, else its code). */
 function issues(input: unknown): Record<string, string> {
@@ -50,5 +50,27 @@ describe('a spending cap with a currency', () => {
     });
     // Without a currency, the currency is not read (amounts of any currency are one unit, as before).
     expect(capAmount({ amount: 500, currency: 'KWD' }, cap)).toEqual({ path: ['amount'], amount: 500 });
+  });
+});
+
+describe('the amount caps of one connector', () => {
+  const cap = (period: string, currency?: string) => ({
+    period,
+    max_amount: 1000,
+    amount_field: 'amount',
+    ...(currency ? { currency } : {}),
+  });
+  const rules = (caps: unknown[]) => {
+    const parsed = ConnectorSettingsInputSchema.safeParse({ spending_caps: caps });
+    return parsed.success
+      ? []
+      : parsed.error.issues.map((i) => (i.params as { rule?: string } | undefined)?.rule ?? i.code);
+  };
+
+  it('count one currency: two currencies, or one with and one without, would refuse or miscount every amount', () => {
+    expect(rules([cap('day', 'EUR'), cap('week', 'USD')])).toEqual(['one_currency']);
+    expect(rules([cap('day', 'EUR'), cap('week')])).toEqual(['one_currency']);
+    expect(rules([cap('day', 'EUR'), cap('week', 'EUR'), { period: 'month', max_operations: 5 }])).toEqual([]);
+    expect(rules([cap('day'), cap('week')])).toEqual([]);
   });
 });

@@ -126,6 +126,13 @@ export const ConnectorSettingsInputSchema = z.strictObject({
     .array(SpendingCapSchema)
     .max(8)
     .refine((caps) => new Set(caps.map((c) => c.period)).size === caps.length, 'at most one cap per period')
+    // Every operation is checked against every cap of its connector: caps in two currencies would refuse every amount
+    // (each is in the other one's wrong currency), and a cap without a currency next to one with would count both.
+    .refine((caps) => new Set(caps.filter((c) => c.max_amount !== undefined).map((c) => c.currency ?? '')).size <= 1, {
+      message:
+        'the amount caps of one connector count one currency: give every cap with max_amount the same currency (or none)',
+      params: { rule: 'one_currency' },
+    })
     .optional(),
   secrets: z
     .record(z.string().regex(SECRET_NAME, 'letters, digits, "_", "." and "-", at most 64'), SecretValue.nullable())

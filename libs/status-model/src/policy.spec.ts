@@ -116,6 +116,25 @@ describe('approval rules', () => {
       expect(approvalRuleMatch(pay({ amount: 1 }), [eur])?.detail).toMatch(/params\.currency is missing, not EUR/);
     });
 
+    it('thresholds in several currencies: an amount is compared with the one in its own currency', () => {
+      const usd = { connector: 'sandbox.payments', amount_above: 12000, currency: 'USD' };
+      expect(approvalRuleMatch(pay({ amount: 50, currency: 'EUR' }), [eur, usd])).toBeNull();
+      expect(approvalRuleMatch(pay({ amount: 11000, currency: 'USD' }), [eur, usd])).toBeNull();
+      expect(approvalRuleMatch(pay({ amount: 13000, currency: 'USD' }), [eur, usd])).toMatchObject({
+        rule: usd,
+        reason: 'amount_above',
+      });
+      expect(approvalRuleMatch(pay({ amount: 11000, currency: 'EUR' }), [eur, usd])).toMatchObject({
+        rule: eur,
+        reason: 'amount_above',
+      });
+      // In none of them: it cannot be compared at all.
+      expect(approvalRuleMatch(pay({ amount: 50, currency: 'KWD' }), [eur, usd])).toMatchObject({
+        rule: eur,
+        reason: 'currency_mismatch',
+      });
+    });
+
     it('an amount in its currency is compared with the threshold as before', () => {
       expect(approvalRuleFor(pay({ amount: 9999, currency: 'EUR' }), [eur])).toBeNull();
       expect(approvalRuleFor(pay({ amount: 10000, currency: 'EUR' }), [eur])).toBeNull();

@@ -184,6 +184,16 @@ export function approvalRuleMatch(
   op: { connector: string; params: Record<string, unknown> },
   rules: readonly ApprovalRule[],
 ): ApprovalRuleMatch | null {
+  const read = (path: string) => paramAt(op.params, path);
+  // Thresholds in several currencies for one connector ("above 10000 EUR", "above 12000 USD"): an amount is compared
+  // with those in its own currency, and only an amount in none of them cannot be compared at all.
+  const hasThresholdInItsCurrency = rules.some(
+    (rule) =>
+      rule.connector === op.connector &&
+      rule.amount_above !== undefined &&
+      rule.currency !== undefined &&
+      currencyMismatch(rule, read) === null,
+  );
   for (const rule of rules) {
     if (rule.connector !== op.connector) continue;
     if (rule.amount_above === undefined) {
@@ -209,8 +219,9 @@ export function approvalRuleMatch(
         detail: `params.${field} is ${describeFoundAmount(amount)}, not a finite number >= 0, so it cannot be compared with the approval threshold on ${rule.connector} (${rule.amount_above}${rule.currency ? ` ${rule.currency}` : ''})`,
       };
     }
-    const mismatch = currencyMismatch(rule, (path) => paramAt(op.params, path));
+    const mismatch = currencyMismatch(rule, read);
     if (mismatch) {
+      if (hasThresholdInItsCurrency) continue;
       return {
         rule,
         reason: 'currency_mismatch',
