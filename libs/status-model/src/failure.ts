@@ -226,7 +226,7 @@ export interface LastStatusChange {
   from: OperationStatus | null;
   /** `cause` from the event data (dependency_not_done, approval_denied, execution_cancelled, egress_refused, secret_not_set...). */
   cause?: string | null;
-  /** `refusal` from the event data: the rule that refused a send, in words (it names the host, never a secret). */
+  /** `refusal` from the event data: the rule that refused a send, in words (it names the host, the port or the secret's name — never a secret's value). */
   refusal?: string | null;
   actor?: string | null;
   at: Date;
