@@ -30,3 +30,25 @@ SELECT updated_at, updated_by FROM tenant_connector_settings WHERE tenant_id = $
 
 -- secretNames
 SELECT name FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2 ORDER BY name;
+
+-- lockChange
+SELECT pg_advisory_xact_lock(hashtextextended('tenant_connector_settings' || chr(31) || $1 || chr(31) || $2, 0));
+
+-- snapshot
+SELECT jsonb_build_object(
+       'allow_hosts', coalesce((SELECT s.allow_hosts FROM tenant_connector_settings s
+                                WHERE s.tenant_id = $1 AND s.connector = $2), '[]'::jsonb),
+       'spending_caps', coalesce((SELECT s.spending_caps FROM tenant_connector_settings s
+                                  WHERE s.tenant_id = $1 AND s.connector = $2), '[]'::jsonb),
+       'secrets', coalesce((SELECT jsonb_agg(x.name ORDER BY x.name) FROM tenant_connector_secrets x
+                            WHERE x.tenant_id = $1 AND x.connector = $2), '[]'::jsonb))::text AS settings;
+
+-- recordChange
+INSERT INTO admin_changes (id, tenant_id, kind, connector, changed_by, before, after)
+     SELECT $3, $1, 'connector_settings', $2, $4, $5::jsonb, jsonb_build_object(
+       'allow_hosts', coalesce((SELECT s.allow_hosts FROM tenant_connector_settings s
+                                WHERE s.tenant_id = $1 AND s.connector = $2), '[]'::jsonb),
+       'spending_caps', coalesce((SELECT s.spending_caps FROM tenant_connector_settings s
+                                  WHERE s.tenant_id = $1 AND s.connector = $2), '[]'::jsonb),
+       'secrets', coalesce((SELECT jsonb_agg(x.name ORDER BY x.name) FROM tenant_connector_secrets x
+                            WHERE x.tenant_id = $1 AND x.connector = $2), '[]'::jsonb));

@@ -2,5 +2,14 @@
 SELECT settings FROM tenants WHERE id = $1;
 
 -- updatePolicy
-UPDATE tenants SET settings = (coalesce(settings, '{}'::jsonb) - $2::text[]) || $3::jsonb
-     WHERE id = $1 RETURNING settings;
+WITH changed AS (
+       UPDATE tenants t SET settings = (coalesce(t.settings, '{}'::jsonb) - $2::text[]) || $3::jsonb
+       FROM (SELECT id, settings FROM tenants WHERE id = $1 FOR NO KEY UPDATE) prior
+       WHERE t.id = prior.id
+       RETURNING prior.settings AS before, t.settings AS after
+     ), recorded AS (
+       INSERT INTO admin_changes (id, tenant_id, kind, connector, changed_by, before, after)
+       SELECT $4, $1, 'policy', NULL, $5, jsonb_build_object('obligation_owner', changed.before->'obligationOwner', 'escalation_target', changed.before->'escalationTarget', 'obligation_due_seconds', changed.before->'obligationDueSeconds', 'approval_rules', changed.before->'approvalRules', 'approval_amount_above', changed.before->'approvalAmountAbove'), jsonb_build_object('obligation_owner', changed.after->'obligationOwner', 'escalation_target', changed.after->'escalationTarget', 'obligation_due_seconds', changed.after->'obligationDueSeconds', 'approval_rules', changed.after->'approvalRules', 'approval_amount_above', changed.after->'approvalAmountAbove')
+       FROM changed
+     )
+     SELECT after AS settings FROM changed;

@@ -1,6 +1,22 @@
+import { newId } from '@verity/platform';
+import type { EntityManager } from 'typeorm';
+import { ADMIN_CHANGE_INSERT_COLUMNS } from './admin-changes';
 import type { AllowedHostRow, SpendingCapRow } from './entities/connector-settings.entity';
 import { SecretsCipher, secretBinding } from './secrets-cipher';
 import { Queryable, rows } from './sql';
+
+/**
+ * One connector's settings ($1 tenant, $2 connector) as the history of admin changes records them: the allowlist, the
+ * caps and the NAMES of the secrets — what `GET /v1/admin/connector-settings/{connector}` shows, never a secret's
+ * value. No row: none of each.
+ */
+const SETTINGS_SNAPSHOT = `jsonb_build_object(
+       'allow_hosts', coalesce((SELECT s.allow_hosts FROM tenant_connector_settings s
+                                WHERE s.tenant_id = $1 AND s.connector = $2), '[]'::jsonb),
+       'spending_caps', coalesce((SELECT s.spending_caps FROM tenant_connector_settings s
+                                  WHERE s.tenant_id = $1 AND s.connector = $2), '[]'::jsonb),
+       'secrets', coalesce((SELECT jsonb_agg(x.name ORDER BY x.name) FROM tenant_connector_secrets x
+                            WHERE x.tenant_id = $1 AND x.connector = $2), '[]'::jsonb))`;
 
 /** A tenant admin's writes and reads of its connector settings (allowlist, caps, secret names). Tenant-scoped. */
 export const CONNECTOR_SETTINGS_SQL = {
@@ -24,7 +40,38 @@ export const CONNECTOR_SETTINGS_SQL = {
   deleteSettings: `DELETE FROM tenant_connector_settings WHERE tenant_id = $1 AND connector = $2`,
   settingsMeta: `SELECT updated_at, updated_by FROM tenant_connector_settings WHERE tenant_id = $1 AND connector = $2`,
   secretNames: `SELECT name FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2 ORDER BY name`,
+  // Changes of one (tenant, connector)'s settings take turns (a transaction-scoped lock, taken before anything is read),
+  // so each history row's `before` is what the change before it left.
+  lockChange: `SELECT pg_advisory_xact_lock(hashtextextended('tenant_connector_settings' || chr(31) || $1 || chr(31) || $2, 0))`,
+  // As text: passed back as it is, not through a JavaScript number.
+  snapshot: `SELECT ${SETTINGS_SNAPSHOT}::text AS settings`,
+  // $3 the row's id, $4 who, $5 the settings before (the snapshot's text); after: read by this statement.
+  recordChange: `INSERT INTO admin_changes (${ADMIN_CHANGE_INSERT_COLUMNS})
+     SELECT $3, $1, 'connector_settings', $2, $4, $5::jsonb, ${SETTINGS_SNAPSHOT}`,
 } as const;
+
+/**
+ * One change of a tenant's settings for a connector, recorded in the history of admin changes in the same
+ * transaction: `tx` must be a transaction's manager (the caller's, so what it writes besides commits with the row).
+ * Changes of the same connector take turns; the settings are read before `write` and after it, and the row is written
+ * with them. Should `write` throw (a refusal, a failed statement), the caller's transaction rolls back: no row.
+ */
+export async function changeConnectorSettings<T>(
+  tx: Queryable,
+  change: { tenantId: string; connector: string; by: string },
+  write: () => Promise<T>,
+): Promise<T> {
+  if (!(tx as Partial<EntityManager>).queryRunner?.isTransactionActive) {
+    // Outside a transaction the turn would end with its first statement, and the row could outlive a failed write.
+    throw new Error('changeConnectorSettings runs in a transaction (pass the manager `transaction` gives)');
+  }
+  const { tenantId, connector, by } = change;
+  await rows(tx, CONNECTOR_SETTINGS_SQL.lockChange, [tenantId, connector]);
+  const [before] = await rows<{ settings: string }>(tx, CONNECTOR_SETTINGS_SQL.snapshot, [tenantId, connector]);
+  const result = await write();
+  await rows(tx, CONNECTOR_SETTINGS_SQL.recordChange, [tenantId, connector, newId('chg'), by, before.settings]);
+  return result;
+}
 
 /** Sets the lists given (undefined: keep the stored one), and who changed them. */
 export async function upsertConnectorSettings(

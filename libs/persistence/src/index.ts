@@ -11,6 +11,7 @@ export * from './event-signal';
 export * from './secrets-cipher';
 export * from './send-guard';
 export * from './tenant-policy';
+export * from './admin-changes';
 export * from './maintenance';
 export * from './webhooks';
 export * from './connector-settings.repository';

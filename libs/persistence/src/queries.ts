@@ -1,3 +1,4 @@
+import { ADMIN_CHANGES_SQL } from './admin-changes';
 import { API_KEY_SQL } from './api-keys';
 import { CHECKS_SQL } from './checks.repository';
 import { CONNECTOR_SETTINGS_SQL } from './connector-settings.repository';
@@ -19,6 +20,7 @@ import { WEBHOOKS_SQL } from './webhooks';
  * shows up in review as SQL. A new repository's statements are added here.
  */
 export const NAMED_STATEMENTS: Readonly<Record<string, Readonly<Record<string, string>>>> = {
+  'admin-changes': ADMIN_CHANGES_SQL,
   'api-keys': API_KEY_SQL,
   checks: CHECKS_SQL,
   'connector-settings': CONNECTOR_SETTINGS_SQL,

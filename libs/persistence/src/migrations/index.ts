@@ -10,6 +10,7 @@ import { IdempotencyExpiryIndex1764500000000 } from './1764500000000-idempotency
 import { Webhooks1764510000000 } from './1764510000000-webhooks';
 import { ExecutionTrace1764520300000 } from './1764520300000-execution-trace';
 import { HotUpdates1764530000000 } from './1764530000000-hot-updates';
+import { AdminChanges1764540000000 } from './1764540000000-admin-changes';
 
 /** In order. Add a new timestamped class for every schema change; never edit one that has shipped. */
 export const MIGRATIONS = [
@@ -25,4 +26,5 @@ export const MIGRATIONS = [
   Webhooks1764510000000,
   ExecutionTrace1764520300000,
   HotUpdates1764530000000,
+  AdminChanges1764540000000,
 ];

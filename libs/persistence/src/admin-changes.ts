@@ -1,0 +1,48 @@
+import { Queryable, rows } from './sql';
+
+/**
+ * The history of a tenant's admin changes (table `admin_changes`, append-only): one row per write of its policy or of
+ * one connector's settings, with who, when (the database's clock) and the settings before and after.
+ *
+ * The rows are written where the changes are, in the same statement or transaction (see `updateTenantPolicy` in
+ * tenant-policy.ts and `changeConnectorSettings` in connector-settings.repository.ts); this file reads them.
+ */
+export const ADMIN_CHANGE_KINDS = ['policy', 'connector_settings'] as const;
+export type AdminChangeKind = (typeof ADMIN_CHANGE_KINDS)[number];
+
+/** The columns an INSERT of a history row names, in this order. */
+export const ADMIN_CHANGE_INSERT_COLUMNS = 'id, tenant_id, kind, connector, changed_by, before, after';
+
+export const ADMIN_CHANGES_SQL = {
+  // Newest first (ids sort by creation time); a cursor is the last id of the previous page.
+  list: `SELECT id, kind, connector, changed_by, changed_at, before, after FROM admin_changes
+     WHERE tenant_id = $1 AND ($2::text IS NULL OR id < $2)
+       AND ($3::text IS NULL OR kind = $3) AND ($4::text IS NULL OR connector = $4)
+     ORDER BY id DESC LIMIT $5`,
+} as const;
+
+export interface AdminChangeRow {
+  id: string;
+  kind: AdminChangeKind;
+  /** Null for the policy. */
+  connector: string | null;
+  /** The id of the key that made the change. */
+  changed_by: string;
+  changed_at: Date;
+  before: Record<string, unknown>;
+  after: Record<string, unknown>;
+}
+
+/** One tenant's changes, newest first, older than `before` (an id) when given. */
+export async function listAdminChanges(
+  db: Queryable,
+  query: { tenantId: string; before?: string; kind?: AdminChangeKind; connector?: string; limit: number },
+): Promise<AdminChangeRow[]> {
+  return rows<AdminChangeRow>(db, ADMIN_CHANGES_SQL.list, [
+    query.tenantId,
+    query.before ?? null,
+    query.kind ?? null,
+    query.connector ?? null,
+    query.limit,
+  ]);
+}
