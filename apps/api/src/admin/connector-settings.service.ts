@@ -12,6 +12,7 @@ import {
   SPENDING_PERIOD_SECONDS,
   SecretsCipher,
   backfillSpend,
+  changeConnectorSettings,
   clearConnectorSettings,
   connectorSettingsMeta,
   deleteConnectorSecret,
@@ -120,12 +121,14 @@ export class ConnectorSettingsService {
     if (errors.length > 0) throw Problem.validation(errors);
 
     const view = await transaction(this.db, async (tx) => {
-      await upsertConnectorSettings(tx, principal.tenantId, connectorName, {
-        allowHosts: input.allow_hosts,
-        spendingCaps: input.spending_caps,
-        by: principal.keyId,
+      await changeConnectorSettings(tx, this.change(principal, connectorName), async () => {
+        await upsertConnectorSettings(tx, principal.tenantId, connectorName, {
+          allowHosts: input.allow_hosts,
+          spendingCaps: input.spending_caps,
+          by: principal.keyId,
+        });
+        await this.writeSecrets(tx, principal, connectorName, input.secrets ?? {});
       });
-      await this.writeSecrets(tx, principal, connectorName, input.secrets ?? {});
       const longest = Math.max(0, ...(input.spending_caps ?? []).map((c) => SPENDING_PERIOD_SECONDS[c.period]));
       if (longest > 0) await backfillSpend(tx, principal.tenantId, connectorName, longest);
       return this.view(tx, principal, connectorName);
@@ -146,16 +149,30 @@ export class ConnectorSettingsService {
 
   async deleteSecret(principal: Principal, connectorName: string, name: string): Promise<void> {
     this.connector(connectorName);
-    const deleted = await deleteConnectorSecret(this.db.manager, principal.tenantId, connectorName, name);
-    if (!deleted) throw Problem.notFound('Secret', name);
+    // A secret that is not there is a 404, which rolls the transaction back: nothing recorded.
+    await transaction(this.db, (tx) =>
+      changeConnectorSettings(tx, this.change(principal, connectorName), async () => {
+        const deleted = await deleteConnectorSecret(tx, principal.tenantId, connectorName, name);
+        if (!deleted) throw Problem.notFound('Secret', name);
+      }),
+    );
     this.logger.info({ tenantId: principal.tenantId, connector: connectorName, secretName: name }, 'secret deleted');
   }
 
   /** Everything for this connector goes: allowlist, caps and secrets (the spending ledger stays: it is history). */
   async clear(principal: Principal, connectorName: string): Promise<void> {
     this.connector(connectorName);
-    await transaction(this.db, (tx) => clearConnectorSettings(tx, principal.tenantId, connectorName));
+    await transaction(this.db, (tx) =>
+      changeConnectorSettings(tx, this.change(principal, connectorName), () =>
+        clearConnectorSettings(tx, principal.tenantId, connectorName),
+      ),
+    );
     this.logger.info({ tenantId: principal.tenantId, connector: connectorName }, 'connector settings cleared');
+  }
+
+  /** Every write is recorded in the history of admin changes (GET /v1/admin/changes), in its own transaction. */
+  private change(principal: Principal, connector: string) {
+    return { tenantId: principal.tenantId, connector, by: principal.keyId };
   }
 
   private connector(name: string) {
