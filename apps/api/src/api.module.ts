@@ -4,6 +4,8 @@ import { ConnectorsModule } from '@verity/connectors';
 import { PersistenceModule } from '@verity/persistence';
 import { PlatformModule, VerityConfig } from '@verity/platform';
 import { QueuesModule } from '@verity/queues';
+import { ChangesController } from './admin/changes.controller';
+import { ChangesService } from './admin/changes.service';
 import { ConnectorSettingsController } from './admin/connector-settings.controller';
 import { ConnectorSettingsService } from './admin/connector-settings.service';
 import { PolicyController } from './admin/policy.controller';
@@ -42,6 +44,7 @@ export class ApiModule {
         MetricsController,
         ConnectorSettingsController,
         PolicyController,
+        ChangesController,
         WebhooksController,
       ],
       providers: [
@@ -51,6 +54,7 @@ export class ApiModule {
         ReviewService,
         ConnectorSettingsService,
         PolicyService,
+        ChangesService,
         WebhooksService,
         EventNotifier,
         StreamService,

@@ -421,6 +421,26 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/v1/admin/changes': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Every change of this tenant’s policy and connector settings, newest first, cursor pagination
+     * @description One entry per accepted `PUT /v1/admin/policy`, `PUT /v1/admin/connector-settings/{connector}`, `DELETE /v1/admin/connector-settings/{connector}` and `DELETE …/secrets/{name}`: `by` (the key id), `at`, and the settings `before` and `after`. A refused or failed change leaves no entry. Secret values are never recorded.
+     */
+    get: operations['listAdminChanges'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/v1/admin/webhooks': {
     parameters: {
       query?: never;
@@ -2411,6 +2431,117 @@ export interface operations {
       408: components['responses']['Problem408'];
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
+      429: components['responses']['Problem429'];
+      503: components['responses']['Problem503'];
+    };
+  };
+  listAdminChanges: {
+    parameters: {
+      query?: {
+        limit?: number;
+        /** @description `next_cursor` of the previous page */
+        cursor?: string;
+        /** @description only this connector’s changes */
+        connector?: string;
+        kind?: 'policy' | 'connector_settings';
+      };
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            data: (
+              | {
+                  /** @description chg_…; also the cursor of the next page */
+                  id: string;
+                  /** @description the id of the API key that made the change */
+                  by: string;
+                  /** @description when the change was made (the database’s clock) */
+                  at: string;
+                  /** @enum {string} */
+                  kind: 'policy';
+                  /** @description null for the policy */
+                  connector: string | null;
+                  /** @description the policy as the tenant had set it; null: not set (the default applied) */
+                  before: {
+                    obligation_owner: string | null;
+                    escalation_target: string | null;
+                    obligation_due_seconds: {
+                      [key: string]: number;
+                    } | null;
+                    approval_rules:
+                      | {
+                          [key: string]: unknown;
+                        }[]
+                      | null;
+                    /** @description the older single threshold (before approval rules) */
+                    approval_amount_above: number | null;
+                  };
+                  /** @description the policy as the tenant had set it; null: not set (the default applied) */
+                  after: {
+                    obligation_owner: string | null;
+                    escalation_target: string | null;
+                    obligation_due_seconds: {
+                      [key: string]: number;
+                    } | null;
+                    approval_rules:
+                      | {
+                          [key: string]: unknown;
+                        }[]
+                      | null;
+                    /** @description the older single threshold (before approval rules) */
+                    approval_amount_above: number | null;
+                  };
+                }
+              | {
+                  /** @description chg_…; also the cursor of the next page */
+                  id: string;
+                  /** @description the id of the API key that made the change */
+                  by: string;
+                  /** @description when the change was made (the database’s clock) */
+                  at: string;
+                  /** @enum {string} */
+                  kind: 'connector_settings';
+                  /** @description the connector whose settings changed */
+                  connector: string | null;
+                  /** @description the connector’s settings as stored: allowlist, spending caps, secret names */
+                  before: {
+                    allow_hosts: {
+                      [key: string]: unknown;
+                    }[];
+                    spending_caps: {
+                      [key: string]: unknown;
+                    }[];
+                    /** @description the names of the secrets set; a secret value is never recorded */
+                    secrets: string[];
+                  };
+                  /** @description the connector’s settings as stored: allowlist, spending caps, secret names */
+                  after: {
+                    allow_hosts: {
+                      [key: string]: unknown;
+                    }[];
+                    spending_caps: {
+                      [key: string]: unknown;
+                    }[];
+                    /** @description the names of the secrets set; a secret value is never recorded */
+                    secrets: string[];
+                  };
+                }
+            )[];
+            next_cursor: string | null;
+          };
+        };
+      };
+      400: components['responses']['Problem400'];
+      401: components['responses']['Problem401'];
+      403: components['responses']['Problem403'];
       429: components['responses']['Problem429'];
       503: components['responses']['Problem503'];
     };

@@ -1,0 +1,37 @@
+import { Get, Query } from '@nestjs/common';
+import { ApiQuery } from '@nestjs/swagger';
+import { ADMIN_CHANGE_KINDS } from '@verity/persistence';
+import { CurrentPrincipal, Principal } from '../auth/principal';
+import { parseQuery } from '../http/parse';
+import { ApiEndpoint } from '../openapi';
+import { AdminController } from './admin-controller';
+import { ChangeList, ChangesQuery } from './changes.schema';
+import { ChangesService } from './changes.service';
+
+/**
+ * The tenant's history of admin changes (admin role): every change of its policy and of a connector's settings, who
+ * made it, when, and the settings before and after (secret names, never values). Append-only.
+ */
+@AdminController('changes')
+export class ChangesController {
+  constructor(private readonly changes: ChangesService) {}
+
+  @Get()
+  @ApiEndpoint({
+    id: 'listAdminChanges',
+    summary: 'Every change of this tenant’s policy and connector settings, newest first, cursor pagination',
+    description:
+      'One entry per accepted `PUT /v1/admin/policy`, `PUT /v1/admin/connector-settings/{connector}`, ' +
+      '`DELETE /v1/admin/connector-settings/{connector}` and `DELETE …/secrets/{name}`: `by` (the key id), `at`, and ' +
+      'the settings `before` and `after`. A refused or failed change leaves no entry. Secret values are never recorded.',
+    response: { schema: ChangeList },
+    problems: ['validation-error'],
+  })
+  @ApiQuery({ name: 'kind', required: false, enum: [...ADMIN_CHANGE_KINDS] })
+  @ApiQuery({ name: 'connector', required: false, type: String, description: 'only this connector’s changes' })
+  @ApiQuery({ name: 'cursor', required: false, type: String, description: '`next_cursor` of the previous page' })
+  @ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 200, default: 50 } })
+  list(@CurrentPrincipal() principal: Principal, @Query() query: unknown) {
+    return this.changes.list(principal, parseQuery(ChangesQuery, query));
+  }
+}

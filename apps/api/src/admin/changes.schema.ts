@@ -1,0 +1,64 @@
+import { ADMIN_CHANGE_KINDS } from '@verity/persistence';
+import { z } from 'zod';
+import { pageLimit } from '../http/parse';
+
+/** GET /v1/admin/changes: newest first, `cursor` the `next_cursor` of the page before; optional filters. */
+export const ChangesQuery = z.strictObject({
+  kind: z.enum(ADMIN_CHANGE_KINDS).optional(),
+  connector: z
+    .string()
+    .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/, 'a connector name, e.g. http or sandbox.payments')
+    .optional(),
+  cursor: z
+    .string()
+    .regex(/^chg_[0-9a-z]{1,40}$/, 'a next_cursor value from a previous page')
+    .optional(),
+  limit: pageLimit(200, 50),
+});
+export type ChangesQueryOf = z.infer<typeof ChangesQuery>;
+
+const PolicySettings = z
+  .object({
+    obligation_owner: z.string().nullable(),
+    escalation_target: z.string().nullable(),
+    obligation_due_seconds: z.record(z.string(), z.number()).nullable(),
+    approval_rules: z.array(z.record(z.string(), z.unknown())).nullable(),
+    approval_amount_above: z.number().nullable().describe('the older single threshold (before approval rules)'),
+  })
+  .describe('the policy as the tenant had set it; null: not set (the default applied)');
+
+const ConnectorSettings = z
+  .object({
+    allow_hosts: z.array(z.record(z.string(), z.unknown())),
+    spending_caps: z.array(z.record(z.string(), z.unknown())),
+    secrets: z.array(z.string()).describe('the names of the secrets set; a secret value is never recorded'),
+  })
+  .describe('the connector’s settings as stored: allowlist, spending caps, secret names');
+
+const ChangeBase = {
+  id: z.string().describe('chg_…; also the cursor of the next page'),
+  by: z.string().describe('the id of the API key that made the change'),
+  at: z.string().describe('when the change was made (the database’s clock)'),
+};
+
+const PolicyChange = z.object({
+  ...ChangeBase,
+  kind: z.enum(['policy']),
+  connector: z.string().nullable().describe('null for the policy'),
+  before: PolicySettings,
+  after: PolicySettings,
+});
+
+const ConnectorSettingsChange = z.object({
+  ...ChangeBase,
+  kind: z.enum(['connector_settings']),
+  connector: z.string().nullable().describe('the connector whose settings changed'),
+  before: ConnectorSettings,
+  after: ConnectorSettings,
+});
+
+export const ChangeView = z.union([PolicyChange, ConnectorSettingsChange]);
+export type ChangeViewOf = z.infer<typeof ChangeView>;
+
+export const ChangeList = z.object({ data: z.array(ChangeView), next_cursor: z.string().nullable() });
+export type ChangeListOf = z.infer<typeof ChangeList>;
