@@ -1,4 +1,4 @@
-import { createApiKey } from '@verity/persistence';
+import { createApiKey, ensureTenant } from '@verity/persistence';
 import { DEMO, Stack } from '../support/stack';
 import { charge, http, sms, unique } from '../support/http';
 import { httpOp } from './connectors-support';
@@ -24,6 +24,16 @@ interface Policy {
 interface ProblemBody {
   type: string;
   errors?: { field: string; rule: string; message: string }[];
+}
+
+interface Change {
+  id: string;
+  kind: 'policy' | 'connector_settings';
+  connector: string | null;
+  by: string;
+  at: string;
+  before: Record<string, unknown>;
+  after: Record<string, unknown>;
 }
 
 /**
@@ -349,6 +359,199 @@ describe('admin: tenant policy', () => {
         `UPDATE tenants SET settings = settings - 'approvalAmountAbove' - 'approvalRules' - 'obligationOwner' WHERE id = 'demo'`,
       );
     }
+  });
+
+  // The red team's finding: an admin lifts the approval rules, a large charge goes out with no reviewer, the rules are
+  // restored a second later, and the policy looks as it was. `GET /v1/admin/changes` keeps every change on the record.
+  const putPolicy = (body: unknown, key = DEMO.admin) => policy('PUT', body, key);
+  const changes = (query = '', key = DEMO.admin) =>
+    http<{ data: Change[]; next_cursor: string | null } & ProblemBody>(
+      stack.apiUrl,
+      'GET',
+      `/v1/admin/changes${query}`,
+      { key },
+    );
+  const allIds = async (key = DEMO.admin) => new Set((await changes('?limit=200', key)).body.data.map((c) => c.id));
+
+  it('lift, submit, restore: both policy changes are listed, newest first, with who and the rules before and after', async () => {
+    const rule = { connector: 'sandbox.payments', amount_above: 5000 };
+    const set = await putPolicy({ approval_rules: [rule] });
+    expect(set.status).toBe(200);
+    const admin = set.body.updated_by!;
+    const known = await allIds();
+
+    const lifted = await putPolicy({ approval_rules: null });
+    expect(lifted.status).toBe(200);
+    const ref = unique('redteam');
+    const run = await submit(stack, [charge(ref, { params: { amount: 9000, currency: 'EUR', reference: ref } })]);
+    const sent = await waitForOp(stack, run.id, 'charge', (o) => o.status === 'VERIFIED');
+    expect(sent.approval).toBeNull();
+    expect((await stack.effects()).charges[ref].count).toBe(1);
+    const restored = await putPolicy({ approval_rules: [rule] });
+    expect(restored.status).toBe(200);
+    // What the red team relied on: the policy itself looks as if nothing happened.
+    expect(restored.body.approval_rules).toEqual([rule]);
+
+    const listed = await changes();
+    expect(listed.status).toBe(200);
+    const fresh = listed.body.data.filter((c) => !known.has(c.id));
+    expect(fresh).toEqual([
+      {
+        id: expect.stringMatching(/^chg_/),
+        kind: 'policy',
+        connector: null,
+        by: admin,
+        at: expect.any(String),
+        before: expect.objectContaining({ approval_rules: null }),
+        after: expect.objectContaining({ approval_rules: [rule] }),
+      },
+      {
+        id: expect.stringMatching(/^chg_/),
+        kind: 'policy',
+        connector: null,
+        by: admin,
+        at: expect.any(String),
+        before: expect.objectContaining({ approval_rules: [rule] }),
+        after: expect.objectContaining({ approval_rules: null }),
+      },
+    ]);
+    const [restore, lift] = fresh;
+    // Only the lifted rules changed; everything else of the policy is the same on both sides.
+    expect({ ...lift.before, approval_rules: null }).toEqual(lift.after);
+    // The charge went out between the two: its SENT event lies between the changes' times (one database clock).
+    const sentAt = (await events(stack, run.id)).find((e) => e.operation_id === sent.id && e.to_status === 'SENT');
+    expect(sentAt).toBeDefined();
+    const at = (e: unknown) => Date.parse(String((e as { created_at: string }).created_at));
+    expect(Date.parse(lift.at)).toBeLessThanOrEqual(at(sentAt));
+    expect(at(sentAt)).toBeLessThanOrEqual(Date.parse(restore.at));
+    expect((await changes('?kind=policy&limit=2')).body.data.map((c) => c.id)).toEqual([restore.id, lift.id]);
+
+    // Paged as every list: limit, then next_cursor until null.
+    const first = await changes('?kind=policy&limit=1');
+    expect(first.body.data.map((c) => c.id)).toEqual([restore.id]);
+    const second = await changes(`?kind=policy&limit=1&cursor=${first.body.next_cursor}`);
+    expect(second.body.data.map((c) => c.id)).toEqual([lift.id]);
+  });
+
+  it('is this tenant’s only: another tenant’s admin sees none of it; agent, reviewer and operator keys get 403', async () => {
+    expect((await putPolicy({ obligation_owner: 'audited' })).status).toBe(200);
+    const ours = await allIds();
+    expect(ours.size).toBeGreaterThan(0);
+    await ensureTenant(stack.db.dataSource.manager, 'demo-audit-third');
+    const { key: thirdAdmin } = await createApiKey(stack.db.dataSource.manager, {
+      tenantId: 'demo-audit-third',
+      role: 'admin',
+    });
+    const third = await changes('', thirdAdmin);
+    expect(third.status).toBe(200);
+    expect(third.body).toEqual({ data: [], next_cursor: null });
+    expect((await putPolicy({ obligation_owner: 'other-team' }, OTHER_ADMIN)).status).toBe(200);
+    const other = await changes('?limit=200', OTHER_ADMIN);
+    expect(other.body.data.length).toBeGreaterThan(0);
+    expect(other.body.data.filter((c) => ours.has(c.id))).toEqual([]);
+    expect(other.body.data.every((c) => c.after.obligation_owner === 'other-team')).toBe(true);
+    // Our cursor gives nothing of ours to another tenant either.
+    const paged = await changes(`?cursor=${[...ours][0]}`, thirdAdmin);
+    expect(paged.body.data).toEqual([]);
+    for (const key of [DEMO.agent, DEMO.reviewer, DEMO.operator]) {
+      const refused = await changes('', key);
+      expect({ key, status: refused.status, type: refused.headers.get('content-type') }).toEqual({
+        key,
+        status: 403,
+        type: expect.stringContaining('application/problem+json'),
+      });
+    }
+    expect((await http(stack.apiUrl, 'GET', '/v1/admin/changes')).status).toBe(401);
+  });
+
+  it('refuses bad query values with 400 naming the field', async () => {
+    const cases: [string, string][] = [
+      ['?limit=0', 'limit'],
+      ['?limit=1e2', 'limit'],
+      ['?kind=approval', 'kind'],
+      ['?cursor=exe_0123', 'cursor'],
+      ['?connector=%20http', 'connector'],
+      ['?surprise=1', 'surprise'],
+    ];
+    for (const [query, field] of cases) {
+      const res = await changes(query);
+      expect({ query, status: res.status, type: res.headers.get('content-type') }).toEqual({
+        query,
+        status: 400,
+        type: expect.stringContaining('application/problem+json'),
+      });
+      expect(res.body.errors).toEqual(expect.arrayContaining([expect.objectContaining({ field })]));
+    }
+    // Given empty, a parameter is not given (as on every list).
+    expect((await changes('?kind=&connector=&cursor=&limit=')).status).toBe(200);
+  });
+
+  it('a change that is refused leaves no entry', async () => {
+    const known = await allIds();
+    expect((await putPolicy({ approval_rules: [{ connector: 'nope' }] })).status).toBe(400);
+    expect((await putPolicy({ surprise: true })).status).toBe(400);
+    const settings = (method: string, path: string, body?: unknown) =>
+      http(stack.apiUrl, method, `/v1/admin/connector-settings/${path}`, { key: DEMO.admin, body });
+    expect((await settings('PUT', 'sandbox.payments', { allow_hosts: [{ host: 'a.example' }] })).status).toBe(400);
+    expect((await settings('PUT', 'sandbox.sms', { secrets: { token: 'x' } })).status).toBe(400);
+    expect((await settings('PUT', 'nope', { allow_hosts: [] })).status).toBe(404);
+    expect((await settings('DELETE', 'http/secrets/never_set')).status).toBe(404);
+    expect([...(await allIds())].filter((id) => !known.has(id))).toEqual([]);
+  });
+
+  it('connector settings changes list the secret names, never a value', async () => {
+    const SECRET = `sk_live_${unique('audit-secret')}`;
+    const known = await allIds();
+    const put = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+      key: DEMO.admin,
+      body: {
+        allow_hosts: [{ host: 'api.example.com', ports: [443] }],
+        spending_caps: [{ period: 'day', max_operations: 100 }],
+        secrets: { audit_token: SECRET },
+      },
+    });
+    expect(put.status).toBe(200);
+    const removed = await http(stack.apiUrl, 'DELETE', '/v1/admin/connector-settings/http/secrets/audit_token', {
+      key: DEMO.admin,
+    });
+    expect(removed.status).toBe(204);
+    const cleared = await http(stack.apiUrl, 'DELETE', '/v1/admin/connector-settings/http', { key: DEMO.admin });
+    expect(cleared.status).toBe(204);
+
+    const listed = await changes('?connector=http');
+    expect(listed.text).not.toContain(SECRET);
+    expect((await changes('?limit=200')).text).not.toContain(SECRET);
+    const fresh = listed.body.data.filter((c) => !known.has(c.id));
+    const empty = { allow_hosts: [], spending_caps: [], secrets: [] };
+    const configured = {
+      allow_hosts: [{ host: 'api.example.com', ports: [443] }],
+      spending_caps: [{ period: 'day', max_operations: 100 }],
+    };
+    expect(fresh.map(({ kind, connector, before, after }) => ({ kind, connector, before, after }))).toEqual([
+      {
+        kind: 'connector_settings',
+        connector: 'http',
+        before: { ...configured, secrets: [] },
+        after: empty,
+      },
+      {
+        kind: 'connector_settings',
+        connector: 'http',
+        before: { ...configured, secrets: ['audit_token'] },
+        after: { ...configured, secrets: [] },
+      },
+      {
+        kind: 'connector_settings',
+        connector: 'http',
+        before: empty,
+        after: { ...configured, secrets: ['audit_token'] },
+      },
+    ]);
+    expect(new Set(fresh.map((c) => c.by)).size).toBe(1);
+    expect((await changes('?kind=policy&connector=http')).body.data).toEqual([]);
+    expect((await changes('?kind=connector_settings')).body.data.every((c) => c.kind === 'connector_settings')).toBe(
+      true,
+    );
   });
 });
 
