@@ -5,39 +5,29 @@ describe('sandbox.payments charge params', () => {
   const schema = new SandboxPaymentsConnector().actions.charge.params;
   const charge = (reference: unknown) => ({ amount: 100, currency: 'EUR', reference });
 
-  it.each([
-    ['CR LF', 'order-7\r\nx-injected: 1'],
-    ['LF', 'order-7\n'],
-    ['CR', 'order\r7'],
-    ['tab', 'order\t7'],
-    ['NUL', 'order\u00007'],
-    ['DEL', 'order\u007f7'],
-    ['a C1 control', 'order\u00857'],
-    ['a character beyond U+00FF', 'order-€7'],
-  ])('refuses a reference with %s (invalid_format, naming the reference)', (_, reference) => {
+  const unprintable = /^printable characters only, as an HTTP header carries them: no control/;
+  const spaced = 'no leading or trailing spaces (an HTTP header value loses them on the way)';
+  it.each<[string, string, RegExp | string]>([
+    ['CR LF', 'order-7\r\nx-injected: 1', unprintable],
+    ['LF', 'order-7\n', unprintable],
+    ['CR', 'order\r7', unprintable],
+    ['tab', 'order\t7', unprintable],
+    ['NUL', 'order\u00007', unprintable],
+    ['DEL', 'order\u007f7', unprintable],
+    ['a C1 control', 'order\u00857', unprintable],
+    ['a character beyond U+00FF', 'order-€7', unprintable],
+    // The header would reach the provider as another reference's key ("order-7 " as "order-7").
+    ['a trailing space', 'order-7 ', spaced],
+    ['a leading space', ' order-7', spaced],
+    ['only spaces', '   ', spaced],
+  ])('refuses a reference with %s (invalid_format, naming the reference)', (_, reference, message) => {
     const parsed = schema.safeParse(charge(reference));
     expect(parsed.success).toBe(false);
     expect(parsed.error?.issues).toEqual([
       expect.objectContaining({
         code: 'invalid_format',
         path: ['reference'],
-        message: expect.stringMatching(/^printable characters only, as an HTTP header carries them: no control/),
-      }),
-    ]);
-  });
-
-  it.each([
-    ['a trailing space', 'order-7 '],
-    ['a leading space', ' order-7'],
-    ['only spaces', '   '],
-  ])('refuses a reference with %s: the header would reach the provider as another reference’s key', (_, reference) => {
-    const parsed = schema.safeParse(charge(reference));
-    expect(parsed.success).toBe(false);
-    expect(parsed.error?.issues).toEqual([
-      expect.objectContaining({
-        code: 'invalid_format',
-        path: ['reference'],
-        message: 'no leading or trailing spaces (an HTTP header value loses them on the way)',
+        message: typeof message === 'string' ? message : expect.stringMatching(message),
       }),
     ]);
   });

@@ -1,16 +1,7 @@
 import { ConnectorSettingsInputSchema, SpendingCapSchema, capAmount } from './tenant-settings';
+import { issueRules } from '../../../test/support/zod-issues';
 
-/** The rule each issue of a parse carries, by path (the API reports `params.rule` of a custom issue, else its code). */
-function issues(input: unknown): Record<string, string> {
-  const parsed = SpendingCapSchema.safeParse(input);
-  if (parsed.success) return {};
-  return Object.fromEntries(
-    parsed.error.issues.map((issue) => [
-      issue.path.join('.'),
-      issue.code === 'custom' ? ((issue.params as { rule?: string } | undefined)?.rule ?? 'custom') : issue.code,
-    ]),
-  );
-}
+const issues = (input: unknown) => issueRules(SpendingCapSchema, input);
 
 describe('a spending cap with a currency', () => {
   const cap = { period: 'day', max_amount: 1000, amount_field: 'amount' };
@@ -60,14 +51,7 @@ describe('the amount caps of one connector', () => {
     amount_field: 'amount',
     ...(currency ? { currency } : {}),
   });
-  const rules = (caps: unknown[]) => {
-    const parsed = ConnectorSettingsInputSchema.safeParse({ spending_caps: caps });
-    return parsed.success
-      ? []
-      : parsed.error.issues.map((i) =>
-          i.code === 'custom' ? (i.params as { rule?: string } | undefined)?.rule : i.code,
-        );
-  };
+  const rules = (caps: unknown[]) => Object.values(issueRules(ConnectorSettingsInputSchema, { spending_caps: caps }));
 
   it('count one currency: two currencies, or one with and one without, would refuse or miscount every amount', () => {
     expect(rules([cap('day', 'EUR'), cap('week', 'USD')])).toEqual(['one_currency']);

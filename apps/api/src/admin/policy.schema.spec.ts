@@ -1,16 +1,7 @@
 import { ApprovalRuleSchema } from './policy.schema';
+import { issueRules } from '../../../../test/support/zod-issues';
 
-/** The rule each issue of a parse carries, by path (the API reports `params.rule` of a custom issue, else its code). */
-function issues(input: unknown): Record<string, string> {
-  const parsed = ApprovalRuleSchema.safeParse(input);
-  if (parsed.success) return {};
-  return Object.fromEntries(
-    parsed.error.issues.map((issue) => [
-      issue.path.join('.'),
-      issue.code === 'custom' ? ((issue.params as { rule?: string } | undefined)?.rule ?? 'custom') : issue.code,
-    ]),
-  );
-}
+const issues = (input: unknown) => issueRules(ApprovalRuleSchema, input);
 
 describe('an approval rule with a currency', () => {
   const rule = { connector: 'sandbox.payments', amount_above: 10000 };
