@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { amountFieldProblem, currencyFieldProblem } from './amount-field';
+import { amountFieldErrors, amountFieldProblem, currencyFieldProblem } from './amount-field';
 import { Connector } from './connector';
 import { ConnectorRegistry } from './registry';
 
@@ -77,5 +77,34 @@ describe('currencyFieldProblem: can an operation of this connector carry a strin
     expect(currencyFieldProblem(withParams(params), 'money')).toMatch(/not a string/);
     // The amount check is unchanged: an enum is not a number.
     expect(amountFieldProblem(withParams(params), 'ccy')).toMatch(/not a number/);
+  });
+});
+
+describe('amountFieldErrors: the amount and currency fields of a rule or cap, as the API reports them', () => {
+  const payments = new ConnectorRegistry().require('sandbox.payments');
+
+  it('names each field no action can satisfy under the rule or cap, and only the fields it reads', () => {
+    expect(
+      amountFieldErrors(payments, 'spending_caps[0]', { amountField: 'amount', currencyField: 'currency' }),
+    ).toEqual([]);
+    expect(amountFieldErrors(payments, 'spending_caps[1]', { amountField: 'amout', currencyField: 'curency' })).toEqual(
+      [
+        {
+          field: 'spending_caps[1].amount_field',
+          rule: 'unknown_amount_field',
+          message: amountFieldProblem(payments, 'amout'),
+        },
+        {
+          field: 'spending_caps[1].currency_field',
+          rule: 'unknown_currency_field',
+          message: currencyFieldProblem(payments, 'curency'),
+        },
+      ],
+    );
+    // A cap counting operations only reads no amount; a threshold without a currency reads no currency.
+    expect(amountFieldErrors(payments, 'approval_rules[0]', {})).toEqual([]);
+    expect(amountFieldErrors(payments, 'approval_rules[0]', { amountField: 'currency' })).toEqual([
+      expect.objectContaining({ field: 'approval_rules[0].amount_field', rule: 'unknown_amount_field' }),
+    ]);
   });
 });

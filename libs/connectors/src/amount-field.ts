@@ -80,3 +80,29 @@ function fieldProblem(connector: Connector, path: string, wanted: 'number' | 'st
     ? `"${path}" is not a ${wanted} in the params of ${connector.name} (${actions})`
     : `no action of ${connector.name} (${actions}) has a "${path}" in its params`;
 }
+
+/** A field of a tenant rule or cap that no action of its connector can satisfy, as the API reports it. */
+export interface AmountFieldError {
+  field: string;
+  rule: 'unknown_amount_field' | 'unknown_currency_field';
+  message: string;
+}
+
+/**
+ * The amount and currency fields a tenant's approval threshold or spending cap reads, judged against its connector's
+ * declared actions (`amountFieldProblem`, `currencyFieldProblem`): one error per field that none can satisfy, named
+ * under `at` (e.g. `spending_caps[0]`). `amountField` undefined: no amount is read; `currencyField` undefined: no
+ * currency is (the rule or cap has none).
+ */
+export function amountFieldErrors(
+  connector: Connector,
+  at: string,
+  fields: { amountField?: string; currencyField?: string },
+): AmountFieldError[] {
+  const errors: AmountFieldError[] = [];
+  const amount = fields.amountField === undefined ? null : amountFieldProblem(connector, fields.amountField);
+  if (amount) errors.push({ field: `${at}.amount_field`, rule: 'unknown_amount_field', message: amount });
+  const currency = fields.currencyField === undefined ? null : currencyFieldProblem(connector, fields.currencyField);
+  if (currency) errors.push({ field: `${at}.currency_field`, rule: 'unknown_currency_field', message: currency });
+  return errors;
+}

@@ -4,6 +4,7 @@ import { AdminChangeRow, listAdminChanges } from '@verity/persistence';
 import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import type { ChangeListOf, ChangeViewOf, ChangesQueryOf } from './changes.schema';
+import { pageOf } from '../http/parse';
 
 function changeView(row: AdminChangeRow): ChangeViewOf {
   return {
@@ -33,10 +34,7 @@ export class ChangesService {
       connector: query.connector,
       limit: query.limit + 1,
     });
-    const page = found.slice(0, query.limit);
-    return {
-      data: page.map(changeView),
-      next_cursor: found.length > query.limit ? page[page.length - 1].id : null,
-    };
+    const { page, nextCursor } = pageOf(found, query.limit);
+    return { data: page.map(changeView), next_cursor: nextCursor };
   }
 }

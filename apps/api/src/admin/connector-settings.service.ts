@@ -1,12 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import {
-  ConnectorRegistry,
-  ConnectorSettingsInput,
-  amountFieldProblem,
-  currencyFieldProblem,
-  fieldSegments,
-} from '@verity/connectors';
+import { ConnectorRegistry, ConnectorSettingsInput, amountFieldErrors, fieldSegments } from '@verity/connectors';
 import {
   CapUsage,
   SPENDING_PERIOD_SECONDS,
@@ -96,20 +90,14 @@ export class ConnectorSettingsService {
       });
     }
     (input.spending_caps ?? []).forEach((cap, i) => {
-      // A cap summing a field no operation of the connector has would refuse every send as unreadable.
-      const problem = cap.amount_field === undefined ? null : amountFieldProblem(connector, cap.amount_field);
-      if (problem)
-        errors.push({ field: `spending_caps[${i}].amount_field`, rule: 'unknown_amount_field', message: problem });
-      // A cap reading its currency where no operation has one would refuse every send as in another currency.
-      if (cap.currency === undefined) return;
-      const currencyProblem = currencyFieldProblem(connector, cap.currency_field ?? DEFAULT_CURRENCY_FIELD);
-      if (currencyProblem) {
-        errors.push({
-          field: `spending_caps[${i}].currency_field`,
-          rule: 'unknown_currency_field',
-          message: currencyProblem,
-        });
-      }
+      // A cap summing a field no operation of the connector has would refuse every send as unreadable; one reading its
+      // currency where no operation has one would refuse every send as in another currency.
+      errors.push(
+        ...amountFieldErrors(connector, `spending_caps[${i}]`, {
+          amountField: cap.amount_field,
+          currencyField: cap.currency === undefined ? undefined : (cap.currency_field ?? DEFAULT_CURRENCY_FIELD),
+        }),
+      );
     });
     if (input.secrets !== undefined && !connector.settings?.secrets) {
       errors.push({

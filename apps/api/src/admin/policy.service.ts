@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { ConnectorRegistry, amountFieldProblem, currencyFieldProblem } from '@verity/connectors';
+import { ConnectorRegistry, amountFieldErrors } from '@verity/connectors';
 import {
   DEFAULT_OBLIGATION_OWNER,
   DEFAULT_ESCALATION_TARGET,
@@ -47,21 +47,15 @@ export class PolicyService {
         });
         return;
       }
-      // A threshold on a field no operation of the connector has would never apply: refused, not kept silently off.
+      // A threshold on a field no operation of the connector has would never apply: refused, not kept silently off. A
+      // currency read from a field no operation has would make every amount of the connector wait for approval.
       if (rule.amount_above === undefined) return;
-      const problem = amountFieldProblem(connector, rule.amount_field ?? DEFAULT_AMOUNT_FIELD);
-      if (problem)
-        errors.push({ field: `approval_rules[${i}].amount_field`, rule: 'unknown_amount_field', message: problem });
-      // A currency read from a field no operation has would make every amount of the connector wait for approval.
-      if (rule.currency === undefined) return;
-      const currencyProblem = currencyFieldProblem(connector, rule.currency_field ?? DEFAULT_CURRENCY_FIELD);
-      if (currencyProblem) {
-        errors.push({
-          field: `approval_rules[${i}].currency_field`,
-          rule: 'unknown_currency_field',
-          message: currencyProblem,
-        });
-      }
+      errors.push(
+        ...amountFieldErrors(connector, `approval_rules[${i}]`, {
+          amountField: rule.amount_field ?? DEFAULT_AMOUNT_FIELD,
+          currencyField: rule.currency === undefined ? undefined : (rule.currency_field ?? DEFAULT_CURRENCY_FIELD),
+        }),
+      );
     });
     if (errors.length > 0) throw Problem.validation(errors);
 

@@ -21,6 +21,7 @@ import type { z } from 'zod';
 import type { Principal } from '../auth/principal';
 import { Problem } from '../problem/problem';
 import type { DeliveriesQuery, DeliveryView, WebhookInput, WebhookView } from './webhooks.schema';
+import { pageOf } from '../http/parse';
 
 const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
 
@@ -127,11 +128,8 @@ export class WebhooksService {
       before: query.cursor,
       limit: query.limit + 1,
     });
-    const page = found.slice(0, query.limit);
-    return {
-      data: page.map(deliveryView),
-      next_cursor: found.length > query.limit ? page[page.length - 1].id : null,
-    };
+    const { page, nextCursor } = pageOf(found, query.limit);
+    return { data: page.map(deliveryView), next_cursor: nextCursor };
   }
 
   async redeliver(principal: Principal, id: string, deliveryId: string) {

@@ -35,6 +35,7 @@ import { FieldError, Problem } from '../problem/problem';
 import { requestHash } from './idempotency';
 import { ExecutionView, presentEvent, presentExecution } from './presenter';
 import { Submission, capAmountErrors, toCriterion, validateSubmission } from './submission';
+import { pageOf } from '../http/parse';
 
 export const DEFAULT_DEADLINE_SECONDS = 600;
 
@@ -291,7 +292,7 @@ export class ExecutionsService {
       before: query.cursor,
       limit: query.limit + 1,
     });
-    const page = executions.slice(0, query.limit);
+    const { page, nextCursor } = pageOf(executions, query.limit);
     const operations = await findOperationsOf(
       this.db.manager,
       page.map((e) => e.id),
@@ -306,7 +307,7 @@ export class ExecutionsService {
     );
     return {
       data: page.map((e) => presentExecution(e, byExecution.get(e.id) ?? [], changes)),
-      next_cursor: executions.length > query.limit ? page[page.length - 1].id : null,
+      next_cursor: nextCursor,
     };
   }
 

@@ -1,6 +1,6 @@
 import type { Request } from 'express';
 import { Problem } from '../problem/problem';
-import { refuseBody } from './parse';
+import { pageOf, refuseBody } from './parse';
 
 const request = (headers: Record<string, string>) => ({ headers }) as unknown as Request;
 
@@ -23,5 +23,15 @@ describe('refuseBody', () => {
       code: 'validation-error',
       extras: { errors: [{ field: '(body)', rule: 'no_body', message: 'recheck takes no body' }] },
     });
+  });
+});
+
+describe('pageOf: a page read with one row more than it holds', () => {
+  const rows = (n: number) => Array.from({ length: n }, (_, i) => ({ id: `r${i}` }));
+
+  it('names the last id shown as the next cursor only when the extra row came back', () => {
+    expect(pageOf(rows(3), 2)).toEqual({ page: rows(2), nextCursor: 'r1' });
+    expect(pageOf(rows(2), 2)).toEqual({ page: rows(2), nextCursor: null });
+    expect(pageOf(rows(0), 2)).toEqual({ page: [], nextCursor: null });
   });
 });

@@ -38,6 +38,18 @@ export function pageLimit(max: number, fallback: number) {
     .default(fallback);
 }
 
+/**
+ * One page of a list read with one row more than the page holds (`limit + 1`): the extra row only says that another
+ * page follows, whose cursor is the last id shown.
+ */
+export function pageOf<T extends { id: string }>(
+  found: readonly T[],
+  limit: number,
+): { page: T[]; nextCursor: string | null } {
+  const page = found.slice(0, limit);
+  return { page, nextCursor: found.length > limit ? page[page.length - 1].id : null };
+}
+
 /** A body must say it is JSON; anything else is refused before it is read as one. */
 export function requireJson(req: Request): void {
   const type = req.headers['content-type'] ?? '';
