@@ -307,28 +307,28 @@ describe('the guarded SENT statement (real Postgres)', () => {
 
   it('does not release past the execution’s deadline before the sweeper expired it, by the database’s clock', async () => {
     const release: SendGuard = { kind: 'release' };
-    const resolved = `status = 'MANUAL_REVIEW', terminal_reason = 'KNOWLEDGE_CONFLICT',
-                      obligation = '{"resolution": {"status": "SENT"}}'`;
-    const late = op('held-late');
-    const lateExecution = await execution([late], 'waiting_for_approval');
-    await set(late.id, resolved);
-    await db.dataSource.query(
-      `UPDATE executions SET deadline_at = clock_timestamp() - interval '1 millisecond' WHERE id = $1`,
-      [lateExecution],
-    );
+    /** A held operation with a recorded release, its execution in `status` and its deadline `ago` in the past. */
+    async function heldPastDeadline(key: string, status: string, ago: string) {
+      const held = op(key);
+      const executionId = await execution([held], status);
+      await set(
+        held.id,
+        `status = 'MANUAL_REVIEW', terminal_reason = 'KNOWLEDGE_CONFLICT', obligation = '{"resolution": {"status": "SENT"}}'`,
+      );
+      await db.dataSource.query(`UPDATE executions SET deadline_at = clock_timestamp() - $2::interval WHERE id = $1`, [
+        executionId,
+        ago,
+      ]);
+      return held;
+    }
+    const late = await heldPastDeadline('held-late', 'waiting_for_approval', '1 millisecond');
     expect(await send(late.id, release, OperationStatus.MANUAL_REVIEW)).toEqual({
       won: false,
       refusals: ['execution_ended'],
     });
     await unchanged(late.id, OperationStatus.MANUAL_REVIEW);
     // A completed execution is not bound by its deadline any more: the reviewer's release is carried out.
-    const done = op('held-completed');
-    const doneExecution = await execution([done], 'completed');
-    await set(done.id, resolved);
-    await db.dataSource.query(
-      `UPDATE executions SET deadline_at = clock_timestamp() - interval '1 hour' WHERE id = $1`,
-      [doneExecution],
-    );
+    const done = await heldPastDeadline('held-completed', 'completed', '1 hour');
     expect((await send(done.id, release, OperationStatus.MANUAL_REVIEW)).won).toBe(true);
   });
 
