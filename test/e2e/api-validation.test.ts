@@ -49,6 +49,33 @@ const CASES: Case[] = [
     field: 'agent_id',
     rule: 'duplicate_key',
   },
+  // JSON.parse would round these without a word: the amount stored and sent would not be the one written.
+  {
+    name: 'an amount beyond 2^53',
+    rawBody: JSON.stringify(base()).replace('"amount":1250', '"amount":9007199254740993'),
+    headers: JSON_HEADERS,
+    status: 400,
+    field: 'operations[0].params.amount',
+    rule: 'exact_number',
+  },
+  {
+    name: 'an http body number with more digits than a double keeps',
+    rawBody: JSON.stringify(
+      submission([
+        {
+          key: 'call',
+          connector: 'http',
+          action: 'request',
+          irreversible: true,
+          params: { method: 'POST', url: 'https://api.example.test/orders', body: { total: 1 } },
+        },
+      ]),
+    ).replace('"total":1', '"total":0.30000000000000000001'),
+    headers: JSON_HEADERS,
+    status: 400,
+    field: 'operations[0].params.body.total',
+    rule: 'exact_number',
+  },
   { name: 'a JSON array', rawBody: '[]', headers: JSON_HEADERS, status: 400, field: '(body)', rule: 'invalid_type' },
   { name: 'an empty body', rawBody: '', headers: JSON_HEADERS, status: 400, field: 'agent_id' },
   { name: 'text/plain', rawBody: JSON.stringify(base()), headers: { 'content-type': 'text/plain' }, status: 415 },

@@ -7,7 +7,7 @@ interface BodyParserError {
   type?: unknown;
   /** The raw body, which body-parser attaches to a parse failure. */
   body?: unknown;
-  /** Ours (verifyJsonBytes): the member named twice. */
+  /** Ours (verifyJsonBytes): the member named twice, or holding a number a double cannot keep. */
   field?: unknown;
   status?: unknown;
   code?: unknown;
@@ -42,6 +42,18 @@ export function bodyParserProblem(error: unknown): Problem | null {
       const field = typeof e.field === 'string' ? e.field : '(body)';
       return Problem.validation([
         { field, rule: 'duplicate_key', message: 'given twice in one object: which one counts would be a guess' },
+      ]);
+    }
+    case 'entity.inexact.number': {
+      const field = typeof e.field === 'string' ? e.field : '(body)';
+      return Problem.validation([
+        {
+          field,
+          rule: 'exact_number',
+          message:
+            'more digits than a number can keep here (beyond 2^53 for whole numbers, about 17 significant digits ' +
+            'otherwise): it would be stored and sent rounded; send it as a string if the target accepts one',
+        },
       ]);
     }
     case 'entity.parse.failed':

@@ -3,7 +3,7 @@ import { isUtf8 } from 'node:buffer';
 import { Problem, sendProblem } from '../problem/problem';
 import { hasBody } from './parse';
 import { jsonInputIssues, textIssue } from './text';
-import { duplicateKeyIn } from './duplicate-keys';
+import { rawJsonIssue } from './raw-json';
 
 /**
  * Request-wide checks that no single route should have to remember: a path segment or query parameter that no id or
@@ -109,14 +109,18 @@ export function requireUtf8(_req: Request, _res: Response, body: Buffer): void {
   }
 }
 
-/** body-parser's `verify`, after requireUtf8: a member named twice in one object is refused (see duplicateKeyIn). */
-export function rejectDuplicateKeys(_req: Request, _res: Response, body: Buffer): void {
-  const duplicate = duplicateKeyIn(body.toString('utf8'));
-  if (duplicate) {
-    throw Object.assign(new Error(`${duplicate.field} is given twice`), {
+/**
+ * body-parser's `verify`, after requireUtf8: what the text says that the parsed value would hide (see rawJsonIssue) —
+ * a member named twice in one object, a number JSON.parse would round.
+ */
+export function rejectAmbiguousJson(_req: Request, _res: Response, body: Buffer): void {
+  const issue = rawJsonIssue(body.toString('utf8'));
+  if (issue) {
+    const said = issue.rule === 'duplicate_key' ? 'is given twice' : 'holds a number a double cannot keep exactly';
+    throw Object.assign(new Error(`${issue.field} ${said}`), {
       status: 400,
-      type: 'entity.duplicate.key',
-      field: duplicate.field,
+      type: issue.rule === 'duplicate_key' ? 'entity.duplicate.key' : 'entity.inexact.number',
+      field: issue.field,
     });
   }
 }
@@ -124,7 +128,7 @@ export function rejectDuplicateKeys(_req: Request, _res: Response, body: Buffer)
 /** Every check body-parser's `verify` makes of the raw bytes, in order. */
 export function verifyJsonBytes(req: Request, res: Response, body: Buffer): void {
   requireUtf8(req, res, body);
-  rejectDuplicateKeys(req, res, body);
+  rejectAmbiguousJson(req, res, body);
 }
 
 /** After the JSON parser: what no request may carry anywhere in its body (see jsonInputIssues). */

@@ -1,0 +1,137 @@
+/** What the raw text of a JSON body says that the parsed value would no longer show. */
+export interface RawJsonIssue {
+  /** The member's path, as validation errors name fields: `operations[0].params.amount`. */
+  field: string;
+  /**
+   * `duplicate_key`: one object names the member twice. `exact_number`: a number a double cannot hold (more digits than
+   * it keeps, or so small it becomes 0), which JSON.parse would round without a word.
+   */
+  rule: 'duplicate_key' | 'exact_number';
+}
+
+type Frame = { kind: 'object'; keys: Set<string>; key: string | null } | { kind: 'array'; index: number };
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+/**
+ * The first place where a JSON text and the value JSON.parse makes of it differ, or null.
+ *
+ * - A member named twice in one object: JSON.parse keeps the last of two and says nothing, so
+ *   `{"amount": 100, "amount": 99999999}` would charge what a reader of the first line never saw (and a proxy, a log
+ *   or a person that reads first-wins sees another request than the one stored). Names are compared as JSON reads
+ *   them (`"a"` and `"\u0061"` are one name).
+ * - A number a double cannot hold exactly: `9007199254740993` parses to ...992, and an `http` body would send the
+ *   provider (and the record would show) another amount than the agent wrote. A number is kept when the double's
+ *   shortest decimal form is the same number (`0.1`, `1.50`, `1e22` are; `0.30000000000000000001` is not). Infinity
+ *   (`1e400`) is left to the parsed value's own check (`finite_number`).
+ *
+ * One pass, no recursion; a text that is not JSON gives null and is left to the parser to refuse.
+ */
+export function rawJsonIssue(text: string): RawJsonIssue | null {
+  const stack: Frame[] = [];
+  let expectingName = false;
+  for (let i = 0; i < text.length; i += 1) {
+    const c = text.charCodeAt(i);
+    if (c === QUOTE) {
+      const start = i;
+      let escaped = false;
+      for (i += 1; i < text.length && text.charCodeAt(i) !== QUOTE; i += 1) {
+        if (text.charCodeAt(i) === BACKSLASH) {
+          escaped = true;
+          i += 1;
+        }
+      }
+      if (i >= text.length) return null;
+      const top = stack[stack.length - 1];
+      if (!expectingName || top?.kind !== 'object') continue;
+      expectingName = false;
+      const name = memberName(text.slice(start, i + 1), escaped);
+      if (name === null) return null;
+      if (top.keys.has(name)) return { field: pathOf(stack, name), rule: 'duplicate_key' };
+      top.keys.add(name);
+      top.key = name;
+      continue;
+    }
+    if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39)) {
+      const start = i;
+      while (i + 1 < text.length && NUMBER_CHAR.test(text[i + 1])) i += 1;
+      if (!keptExactly(text.slice(start, i + 1))) return { field: pathOfValue(stack), rule: 'exact_number' };
+      continue;
+    }
+    if (c === 0x7b /* { */) {
+      stack.push({ kind: 'object', keys: new Set(), key: null });
+      expectingName = true;
+    } else if (c === 0x5b /* [ */) {
+      stack.push({ kind: 'array', index: 0 });
+      expectingName = false;
+    } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
+      stack.pop();
+      expectingName = false;
+    } else if (c === 0x2c /* , */) {
+      const top = stack[stack.length - 1];
+      if (top?.kind === 'object') expectingName = true;
+      else if (top) top.index += 1;
+    }
+  }
+  return null;
+}
+
+const NUMBER_CHAR = /[-+.eE0-9]/;
+const JSON_NUMBER = /^(-?)(0|[1-9][0-9]*)(?:\.([0-9]+))?(?:[eE]([-+]?[0-9]+))?$/;
+
+/** Whether the double JSON.parse makes of a number literal is that number (compared as decimals, not as text). */
+function keptExactly(literal: string): boolean {
+  // The common case, decided without parsing: a whole number of at most 15 digits always fits.
+  if (/^-?[0-9]{1,15}$/.test(literal)) return true;
+  const value = Number(literal);
+  if (!Number.isFinite(value)) return true; // refused after parsing as finite_number; not JSON at all: the parser's
+  const written = decimalOf(literal);
+  return written === null || written === decimalOf(String(value));
+}
+
+/** A number literal as sign, significant digits and exponent (`-12.50` → `-125e-1`); zero is `0` whatever its sign. */
+function decimalOf(literal: string): string | null {
+  const parts = JSON_NUMBER.exec(literal.replace('e+', 'e'));
+  if (!parts) return null;
+  const [, sign, whole, fraction = '', exponent = '0'] = parts;
+  const digits = `${whole}${fraction}`.replace(/^0+/, '');
+  if (digits === '') return '0';
+  const significant = digits.replace(/0+$/, '');
+  const shift = BigInt(exponent) - BigInt(fraction.length) + BigInt(digits.length - significant.length);
+  return `${sign}${significant}e${shift}`;
+}
+
+function memberName(literal: string, escaped: boolean): string | null {
+  if (!escaped) return literal.slice(1, -1);
+  try {
+    return JSON.parse(literal) as string;
+  } catch {
+    return null;
+  }
+}
+
+/** Paths as validation errors name fields; a path too long to be worth reading (a body nested thousands deep) is cut. */
+const MAX_PATH_CHARS = 200;
+
+/** The path of member `name` of the object being read. */
+function pathOf(stack: readonly Frame[], name: string): string {
+  return pathThrough(stack.slice(0, -1), name);
+}
+
+/** The path of the value being read: each open object's member and each open array's index. */
+function pathOfValue(stack: readonly Frame[]): string {
+  return pathThrough(stack);
+}
+
+function pathThrough(frames: readonly Frame[], name?: string): string {
+  let path = '';
+  for (const frame of frames) {
+    if (frame.kind === 'array') path += `[${frame.index}]`;
+    else if (frame.key !== null) path += path === '' ? frame.key : `.${frame.key}`;
+    if (path.length > MAX_PATH_CHARS) break;
+  }
+  const full = name === undefined || path === '' ? (name ?? path) : `${path}.${name}`;
+  if (full === '') return '(body)';
+  return full.length > MAX_PATH_CHARS ? `${full.slice(0, MAX_PATH_CHARS)}…` : full;
+}
