@@ -1,5 +1,5 @@
 import { ExecutionStatus } from '@verity/status-model';
-import { insertTestExecution } from '../../../test/support/fixtures';
+import { insertChargeExecution, insertTestExecution } from '../../../test/support/fixtures';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { SecretsCipher } from './secrets-cipher';
 import { TransitionService } from './transition.service';
@@ -97,7 +97,52 @@ describe('webhook outbox (real Postgres)', () => {
            AND (e.txid, e.id) > ('0'::xid8, '') ORDER BY e.txid, e.id LIMIT 10`,
       )) as { 'QUERY PLAN': string }[];
     });
-    expect(plan.map((p) => p['QUERY PLAN']).join('\n')).toContain('events_webhook_outbox');
+    const text = plan.map((p) => p['QUERY PLAN']).join('\n');
+    expect(text).toContain('events_webhook_outbox');
+    expect(text).toContain('events_webhook_after_failed');
+  });
+
+  it('announces a re-check that found the effect after a reviewer wrote FAILED as needing review', async () => {
+    const { endpoint } = (await createWebhookEndpoint(db.dataSource, new SecretsCipher(undefined), {
+      tenantId: 'acme',
+      url: 'http://127.0.0.1:9/review',
+      events: ['operation.needs_review'],
+      createdBy: 'test',
+    }))!;
+    const { executionId, operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
+    const recheck = (data: Record<string, unknown>) =>
+      transitions.annotate(db.dataSource.manager, { executionId, operationId, type: 'operation.rechecked', data });
+    // Only the finding after FAILED needs a person; an ordinary re-check of a hold is history alone.
+    await recheck({ trigger: 'scheduled', result: 'unreachable', held_for: 'SOURCE_UNREACHABLE' });
+    const found = await recheck({
+      trigger: 'reviewer',
+      result: 'found',
+      held_for: 'SOURCE_UNREACHABLE',
+      after: 'FAILED',
+    });
+    const deadline = Date.now() + 10_000;
+    let log: Awaited<ReturnType<typeof listWebhookDeliveries>> = [];
+    while (log.length === 0 && Date.now() < deadline) {
+      await scanWebhookOutbox(db.dataSource, 100);
+      log = await listWebhookDeliveries(db.dataSource.manager, {
+        tenantId: 'acme',
+        endpointId: endpoint.id,
+        limit: 10,
+      });
+    }
+    expect(log.map((d) => d.payload)).toEqual([
+      {
+        type: 'operation.needs_review',
+        timestamp: expect.any(String),
+        data: expect.objectContaining({
+          event_id: found.won ? found.eventId : null,
+          execution_id: executionId,
+          operation_id: operationId,
+          status: 'FAILED',
+          detail: expect.objectContaining({ result: 'found', after: 'FAILED' }),
+        }),
+      },
+    ]);
   });
 
   const endpointFor = (tenantId: string) => ({

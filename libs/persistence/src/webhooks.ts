@@ -14,10 +14,15 @@ import { Queryable, firstRow, rows, transaction } from './sql';
  * BullMQ jobs only trigger the sends.
  */
 
-/** Keep identical to the partial index predicate of events_webhook_outbox (1764510000000-webhooks.ts). */
-export const WEBHOOK_CANDIDATES_SQL = `(e.type IN ('obligation.escalated', 'outcome.evaluated')
+/**
+ * The events webhookEventFor may announce. Each arm is identical to the predicate of one partial index, or the planner
+ * would not use it: events_webhook_outbox (1764510000000-webhooks.ts) and events_webhook_after_failed
+ * (1764550000000-webhook-after-failed.ts); Postgres reads the two with one bitmap OR (webhooks.spec checks the plan).
+ */
+export const WEBHOOK_CANDIDATES_SQL = `((e.type IN ('obligation.escalated', 'outcome.evaluated')
         OR (e.type = 'operation.status_changed' AND e.to_status IN ('VERIFIED', 'FAILED', 'CANCELLED', 'ACKNOWLEDGED', 'MANUAL_REVIEW'))
-        OR (e.type = 'execution.status_changed' AND e.to_status IN ('completed', 'failed', 'cancelled', 'expired')))`;
+        OR (e.type = 'execution.status_changed' AND e.to_status IN ('completed', 'failed', 'cancelled', 'expired')))
+        OR (e.type = 'operation.rechecked' AND e.data->>'after' = 'FAILED'))`;
 
 const ENDPOINT_COLUMNS = `id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_failures, created_by,
   created_at, updated_at`;
@@ -280,6 +285,8 @@ export function webhookBodyOf(type: WebhookEventType, e: CandidateEvent): Webhoo
     });
   }
   if (e.to_status) Object.assign(data, { status: e.to_status, previous_status: e.from_status });
+  // A re-check's finding moves nothing: the status is the one the operation keeps (the one it contradicts).
+  else if (e.type === 'operation.rechecked' && typeof e.data.after === 'string') data.status = e.data.after;
   if (e.type === 'operation.status_changed') data.terminal_reason = e.data.reason ?? null;
   // The event's own record, as GET /v1/executions/{id}/events shows it (outcome verdicts, escalation target...).
   data.detail = e.data;
@@ -315,6 +322,7 @@ export async function scanWebhookOutbox(
         type: event.type,
         toStatus: event.to_status,
         verificationMethod: event.verification_method,
+        after: typeof event.data.after === 'string' ? event.data.after : null,
       });
       if (!type) continue;
       for (const endpoint of endpoints) {

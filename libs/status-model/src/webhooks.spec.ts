@@ -24,6 +24,14 @@ describe('webhookEventFor', () => {
       expect(op(s)).toBeNull();
   });
 
+  it('announces a re-check that found the effect after a reviewer wrote FAILED as needing review, and no other', () => {
+    expect(webhookEventFor({ type: 'operation.rechecked', toStatus: null, after: 'FAILED' })).toBe(
+      'operation.needs_review',
+    );
+    expect(webhookEventFor({ type: 'operation.rechecked', toStatus: null })).toBeNull();
+    expect(webhookEventFor({ type: 'operation.rechecked', toStatus: null, after: 'VERIFIED' })).toBeNull();
+  });
+
   it('announces an execution once it reaches a terminal status', () => {
     const exe = (to: ExecutionStatus) => webhookEventFor({ type: 'execution.status_changed', toStatus: to });
     expect(exe(ExecutionStatus.COMPLETED)).toBe('execution.finished');

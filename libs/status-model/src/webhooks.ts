@@ -21,12 +21,19 @@ export interface RecordedEvent {
   toStatus: string | null;
   /** The operation's verification method (for operation events): ACKNOWLEDGED is final only without read-back. */
   verificationMethod?: VerificationMethodValue | null;
+  /**
+   * For an `operation.rechecked` event: the status a person had written while the re-check read (its `after`). Set
+   * only when the read showed the effect after a reviewer resolved the operation (see webhookEventFor).
+   */
+  after?: string | null;
 }
 
 /**
  * The webhook an event is announced as, or null. An operation is settled when no automatic step will move it again
  * (VERIFIED, FAILED, CANCELLED, or ACKNOWLEDGED with no way to read it back); MANUAL_REVIEW is announced as needing a
- * person instead, and a later resolution arrives as a settlement.
+ * person instead, and a later resolution arrives as a settlement. A re-check that found the effect of an operation a
+ * reviewer had just resolved FAILED needs a person too: the record says "did not happen" of an effect the source
+ * shows, and FAILED is final, so only a person can act on it (announced as needing review, with the event's data).
  */
 export function webhookEventFor(event: RecordedEvent): WebhookEventType | null {
   switch (event.type) {
@@ -37,6 +44,8 @@ export function webhookEventFor(event: RecordedEvent): WebhookEventType | null {
     }
     case 'execution.status_changed':
       return isTerminalExecution(event.toStatus as ExecutionStatus) ? 'execution.finished' : null;
+    case 'operation.rechecked':
+      return event.after === OperationStatus.FAILED ? 'operation.needs_review' : null;
     case 'obligation.escalated':
     case 'outcome.evaluated':
       return event.type;

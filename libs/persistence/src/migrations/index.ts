@@ -11,6 +11,7 @@ import { Webhooks1764510000000 } from './1764510000000-webhooks';
 import { ExecutionTrace1764520300000 } from './1764520300000-execution-trace';
 import { HotUpdates1764530000000 } from './1764530000000-hot-updates';
 import { AdminChanges1764540000000 } from './1764540000000-admin-changes';
+import { WebhookAfterFailed1764550000000 } from './1764550000000-webhook-after-failed';
 
 /** In order. Add a new timestamped class for every schema change; never edit one that has shipped. */
 export const MIGRATIONS = [
@@ -27,4 +28,5 @@ export const MIGRATIONS = [
   ExecutionTrace1764520300000,
   HotUpdates1764530000000,
   AdminChanges1764540000000,
+  WebhookAfterFailed1764550000000,
 ];
