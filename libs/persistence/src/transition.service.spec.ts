@@ -39,6 +39,15 @@ describe('TransitionService (real Postgres)', () => {
   const eventsWhere = (where: FindOptionsWhere<EventEntity>) =>
     db.dataSource.getRepository(EventEntity).find({ where, order: { seq: 'ASC' } });
 
+  /** The execution row's status and event counter. */
+  const executionRow = async (executionId: string) =>
+    (
+      (await db.dataSource.query(`SELECT status, event_seq FROM executions WHERE id = $1`, [executionId])) as {
+        status: string;
+        event_seq: string;
+      }[]
+    )[0];
+
   const E = ExecutionStatus;
   const moveChain = (executionId: string, from: ExecutionStatus, ...moves: ExecutionStatus[]) =>
     transitions.executionMoves(db.dataSource.manager, { executionId, from, moves: moves.map((to) => ({ to })) });
@@ -161,10 +170,7 @@ describe('TransitionService (real Postgres)', () => {
     ]);
     expect(events[2].data).toEqual({ note: 'second' });
     expect(events[4].id).toBe(result.eventId);
-    const [row] = (await db.dataSource.query(`SELECT status, event_seq FROM executions WHERE id = $1`, [
-      executionId,
-    ])) as { status: string; event_seq: string }[];
-    expect(row).toEqual({ status: 'running', event_seq: '5' });
+    expect(await executionRow(executionId)).toEqual({ status: 'running', event_seq: '5' });
   });
 
   it('writes nothing of a chain whose starting status is gone, and refuses an illegal chain before any SQL', async () => {
@@ -199,13 +205,6 @@ describe('TransitionService (real Postgres)', () => {
         patch: { evidence: { method: 'read_after_write' } },
         thenExecution: then,
       });
-    const executionRow = async (executionId: string) =>
-      (
-        (await db.dataSource.query(`SELECT status, event_seq FROM executions WHERE id = $1`, [executionId])) as {
-          status: string;
-          event_seq: string;
-        }[]
-      )[0];
 
     it('writes the operation’s event, then one per execution move, with consecutive seqs', async () => {
       const { executionId, operationId } = await acknowledged();
@@ -310,13 +309,6 @@ describe('TransitionService (real Postgres)', () => {
         patch: { sent_at: 'now' },
         executionFirst: first,
       });
-    const executionRow = async (executionId: string) =>
-      (
-        (await db.dataSource.query(`SELECT status, event_seq FROM executions WHERE id = $1`, [executionId])) as {
-          status: string;
-          event_seq: string;
-        }[]
-      )[0];
 
     it('writes one event per execution move, then the operation’s, with consecutive seqs', async () => {
       const { executionId, operationId } = await newExecutionWithOneOperation();
