@@ -391,43 +391,47 @@ describe('TransitionService (real Postgres)', () => {
     });
   });
 
+  /** Sets the operation's approval to granted, as a reviewer's decision would. */
+  async function granted(operationId: string) {
+    await db.dataSource.query(`UPDATE operations SET approval = '{"state":"granted"}' WHERE id = $1`, [operationId]);
+  }
+  /** Writes `approval: requested` on the PREPARED operation, with an event of `type`, under the given approval guard. */
+  const approvalRequested = (
+    ids: { executionId: string; operationId: string },
+    type: string,
+    guard: { whileApprovalOpen: true } | { whileApprovalGranted: true },
+  ) =>
+    transitions.annotate(db.dataSource.manager, {
+      ...ids,
+      whileStatus: OperationStatus.PREPARED,
+      ...guard,
+      patch: { approval: { state: 'requested' } },
+      type,
+    });
+
   it('writes one approval request of many racing ones, and none once a decision is recorded', async () => {
-    const { executionId, operationId } = await newExecutionWithOneOperation();
-    const request = () =>
-      transitions.annotate(db.dataSource.manager, {
-        executionId,
-        operationId,
-        whileStatus: OperationStatus.PREPARED,
-        whileApprovalOpen: true,
-        patch: { approval: { state: 'requested' } },
-        type: 'approval.requested',
-      });
+    const ids = await newExecutionWithOneOperation();
+    const { executionId, operationId } = ids;
+    const request = () => approvalRequested(ids, 'approval.requested', { whileApprovalOpen: true });
     const results = await Promise.all(Array.from({ length: 10 }, request));
     expect(results.filter((r) => r.won)).toHaveLength(1);
-    await db.dataSource.query(`UPDATE operations SET approval = '{"state":"granted"}' WHERE id = $1`, [operationId]);
+    await granted(operationId);
     expect((await request()).won).toBe(false);
     const requested = await eventsWhere({ executionId, type: 'approval.requested' });
     expect(requested).toHaveLength(1);
   });
 
   it('withdraws a stale grant once of many racing senders, and never from an operation sent meanwhile', async () => {
-    const { executionId, operationId } = await newExecutionWithOneOperation();
-    await db.dataSource.query(`UPDATE operations SET approval = '{"state":"granted"}' WHERE id = $1`, [operationId]);
-    const withdraw = () =>
-      transitions.annotate(db.dataSource.manager, {
-        executionId,
-        operationId,
-        whileStatus: OperationStatus.PREPARED,
-        whileApprovalGranted: true,
-        patch: { approval: { state: 'requested' } },
-        type: 'approval.stale_baseline',
-      });
+    const ids = await newExecutionWithOneOperation();
+    const { executionId, operationId } = ids;
+    await granted(operationId);
+    const withdraw = () => approvalRequested(ids, 'approval.stale_baseline', { whileApprovalGranted: true });
     const results = await Promise.all(Array.from({ length: 10 }, withdraw));
     expect(results.filter((r) => r.won)).toHaveLength(1);
     expect(await eventsWhere({ executionId, type: 'approval.stale_baseline' })).toHaveLength(1);
 
     // Granted again, then sent: a sender that still holds the PREPARED row withdraws nothing.
-    await db.dataSource.query(`UPDATE operations SET approval = '{"state":"granted"}' WHERE id = $1`, [operationId]);
+    await granted(operationId);
     await running(executionId);
     const sent = await transitions.operation(db.dataSource.manager, {
       operation: snapshot(operationId),
