@@ -3,6 +3,7 @@ import {
   ApiBody,
   ApiOperation,
   ApiParam,
+  ApiQuery,
   type ApiParamOptions,
   ApiResponse,
   DocumentBuilder,
@@ -15,6 +16,7 @@ import type {
   SchemaObject,
 } from '@nestjs/swagger/dist/interfaces/open-api-spec.interface';
 import { z } from 'zod';
+import { PAGE_SIZE } from './http/parse';
 import { PROBLEMS, ProblemCode, problemBody } from './openapi-examples';
 import { API_SCHEMAS, SchemaName } from './schemas';
 
@@ -112,6 +114,21 @@ export function ApiEndpoint(doc: EndpointDoc) {
   // Applied last first, as a stack of decorators written in this order would be: the document lists parameters in
   // the order they were applied.
   return applyDecorators(...decorators.reverse());
+}
+
+/**
+ * The query parameters of a cursor-paged list (cursorPageQuery's), `cursor` and `limit`. Applied limit first, as the
+ * two decorators written cursor above limit would be.
+ */
+export function ApiPageQuery() {
+  return applyDecorators(
+    ApiQuery({
+      name: 'limit',
+      required: false,
+      schema: { type: 'integer', minimum: 1, maximum: PAGE_SIZE.max, default: PAGE_SIZE.default },
+    }),
+    ApiQuery({ name: 'cursor', required: false, type: String, description: '`next_cursor` of the previous page' }),
+  );
 }
 
 const PROBLEM_DESCRIPTIONS: Record<number, string> = {

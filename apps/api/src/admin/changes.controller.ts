@@ -3,7 +3,7 @@ import { ApiQuery } from '@nestjs/swagger';
 import { ADMIN_CHANGE_KINDS } from '@verity/persistence';
 import { CurrentPrincipal, Principal } from '../auth/principal';
 import { parseQuery } from '../http/parse';
-import { ApiEndpoint } from '../openapi';
+import { ApiEndpoint, ApiPageQuery } from '../openapi';
 import { AdminController } from './admin-controller';
 import { ChangeList, ChangesQuery } from './changes.schema';
 import { ChangesService } from './changes.service';
@@ -29,8 +29,7 @@ export class ChangesController {
   })
   @ApiQuery({ name: 'kind', required: false, enum: [...ADMIN_CHANGE_KINDS] })
   @ApiQuery({ name: 'connector', required: false, type: String, description: 'only this connector’s changes' })
-  @ApiQuery({ name: 'cursor', required: false, type: String, description: '`next_cursor` of the previous page' })
-  @ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 200, default: 50 } })
+  @ApiPageQuery()
   list(@CurrentPrincipal() principal: Principal, @Query() query: unknown) {
     return this.changes.list(principal, parseQuery(ChangesQuery, query));
   }

@@ -1,6 +1,6 @@
 import { ADMIN_CHANGE_KINDS } from '@verity/persistence';
 import { z } from 'zod';
-import { pageLimit } from '../http/parse';
+import { cursorPageQuery } from '../http/parse';
 
 /** GET /v1/admin/changes: newest first, `cursor` the `next_cursor` of the page before; optional filters. */
 export const ChangesQuery = z.strictObject({
@@ -9,11 +9,7 @@ export const ChangesQuery = z.strictObject({
     .string()
     .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/, 'a connector name, e.g. http or sandbox.payments')
     .optional(),
-  cursor: z
-    .string()
-    .regex(/^chg_[0-9a-z]{1,40}$/, 'a next_cursor value from a previous page')
-    .optional(),
-  limit: pageLimit(200, 50),
+  ...cursorPageQuery('chg'),
 });
 export type ChangesQueryOf = z.infer<typeof ChangesQuery>;
 

@@ -1,9 +1,8 @@
 import { Delete, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
-import { ApiQuery } from '@nestjs/swagger';
 import { z } from 'zod';
 import { CurrentPrincipal, Principal } from '../auth/principal';
 import { JsonBody, parseQuery } from '../http/parse';
-import { ApiEndpoint } from '../openapi';
+import { ApiEndpoint, ApiPageQuery } from '../openapi';
 import { AdminController } from './admin-controller';
 import {
   DeliveriesQuery,
@@ -95,8 +94,7 @@ export class WebhooksController {
     response: { schema: z.object({ data: z.array(DeliveryView), next_cursor: z.string().nullable() }) },
     problems: ['validation-error'],
   })
-  @ApiQuery({ name: 'cursor', required: false, type: String, description: '`next_cursor` of the previous page' })
-  @ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 200, default: 50 } })
+  @ApiPageQuery()
   deliveries(@CurrentPrincipal() principal: Principal, @Param('id') id: string, @Query() query: unknown) {
     return this.webhooks.deliveries(principal, id, parseQuery(DeliveriesQuery, query));
   }

@@ -1,6 +1,6 @@
 import { WEBHOOK_EVENT_TYPES } from '@verity/status-model';
 import { z } from 'zod';
-import { pageLimit } from '../http/parse';
+import { cursorPageQuery } from '../http/parse';
 
 /** POST /v1/admin/webhooks. The URL is checked against the tenant's http allowlist and the SSRF rules as well. */
 export const WebhookInputSchema = z.strictObject({
@@ -14,11 +14,7 @@ export const WebhookInputSchema = z.strictObject({
 export type WebhookInput = z.infer<typeof WebhookInputSchema>;
 
 export const DeliveriesQuery = z.strictObject({
-  cursor: z
-    .string()
-    .regex(/^msg_[0-9a-z]{1,40}$/, 'a next_cursor value from a previous page')
-    .optional(),
-  limit: pageLimit(200, 50),
+  ...cursorPageQuery('msg'),
 });
 
 export const WebhookView = z.object({

@@ -3,18 +3,14 @@ import { ApiBearerAuth, ApiQuery, ApiTags } from '@nestjs/swagger';
 import { TERMINAL_REASONS, TerminalReason } from '@verity/status-model';
 import { z } from 'zod';
 import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
-import { pageLimit, parseQuery } from '../http/parse';
-import { ApiEndpoint } from '../openapi';
+import { cursorPageQuery, parseQuery } from '../http/parse';
+import { ApiEndpoint, ApiPageQuery } from '../openapi';
 import { ReviewService } from './review.service';
 
 const QueueQuery = z.strictObject({
   connector: z.string().trim().max(100).optional(),
   q: z.string().trim().max(200).optional(),
-  cursor: z
-    .string()
-    .regex(/^op_[0-9a-z]{1,40}$/, 'a next_cursor value from a previous page')
-    .optional(),
-  limit: pageLimit(200, 50),
+  ...cursorPageQuery('op'),
 });
 const ManualReviewQuery = QueueQuery.extend({
   reason: z.enum(TERMINAL_REASONS as [TerminalReason, ...TerminalReason[]]).optional(),
@@ -35,8 +31,7 @@ const QueueEndpoint = (id: string, summary: string) =>
       type: String,
       description: 'operation or execution id, key, action, intent or agent',
     }),
-    ApiQuery({ name: 'cursor', required: false, type: String, description: '`next_cursor` of the previous page' }),
-    ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 200, default: 50 } }),
+    ApiPageQuery(),
   );
 
 /** The review console's work queues (reviewer role). Params in these views are masked: reviewers need no secrets. */

@@ -4,7 +4,7 @@ import { EXECUTION_STATUSES, ExecutionStatus } from '@verity/status-model';
 import type { Request, Response } from 'express';
 import { z } from 'zod';
 import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
-import { hasBody, pageLimit, parseBody, parseQuery, requireJson } from '../http/parse';
+import { cursorPageQuery, hasBody, pageLimit, parseBody, parseQuery, requireJson } from '../http/parse';
 import {
   CANCEL_EXAMPLE,
   CREATED_EXECUTION_EXAMPLE,
@@ -12,7 +12,7 @@ import {
   SUBMISSION_EXAMPLE,
   VERIFIED_EXECUTION_EXAMPLE,
 } from '../openapi-examples';
-import { ApiEndpoint } from '../openapi';
+import { ApiEndpoint, ApiPageQuery } from '../openapi';
 import { Problem } from '../problem/problem';
 import { CancelBody } from '../schemas';
 import { StreamService } from '../stream/stream.service';
@@ -23,11 +23,7 @@ export { parseQuery, requireJson } from '../http/parse';
 
 const ListQuery = z.strictObject({
   status: z.enum(EXECUTION_STATUSES as [ExecutionStatus, ...ExecutionStatus[]]).optional(),
-  cursor: z
-    .string()
-    .regex(/^exe_[0-9a-z]{1,40}$/, 'a next_cursor value from a previous page')
-    .optional(),
-  limit: pageLimit(200, 50),
+  ...cursorPageQuery('exe'),
 });
 const EventsQuery = z.strictObject({
   after: z.string().max(100).optional(),
@@ -111,8 +107,7 @@ export class ExecutionsController {
     },
   })
   @ApiQuery({ name: 'status', required: false, enum: EXECUTION_STATUSES })
-  @ApiQuery({ name: 'cursor', required: false, type: String, description: '`next_cursor` of the previous page' })
-  @ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 200, default: 50 } })
+  @ApiPageQuery()
   list(@CurrentPrincipal() principal: Principal, @Query() query: unknown) {
     return this.executions.list(principal, parseQuery(ListQuery, query));
   }

@@ -1,4 +1,5 @@
 import { createParamDecorator, type ExecutionContext } from '@nestjs/common';
+import { newId } from '@verity/platform';
 import type { Request } from 'express';
 import { z } from 'zod';
 import { zodErrors } from '../executions/submission';
@@ -36,6 +37,23 @@ export function pageLimit(max: number, fallback: number) {
     .transform(Number)
     .pipe(z.number().int().min(1).max(max))
     .default(fallback);
+}
+
+/** The page size of a cursor-paged list: at most 200, 50 when not given (ApiPageQuery documents it). */
+export const PAGE_SIZE = { max: 200, default: 50 } as const;
+
+/**
+ * The query parameters of a cursor-paged list: `cursor`, the `next_cursor` of the page before (an id of
+ * the listed kind, `exe_…`), and `limit` (PAGE_SIZE).
+ */
+export function cursorPageQuery(idPrefix: Parameters<typeof newId>[0]) {
+  return {
+    cursor: z
+      .string()
+      .regex(new RegExp(`^${idPrefix}_[0-9a-z]{1,40}$`), 'a next_cursor value from a previous page')
+      .optional(),
+    limit: pageLimit(PAGE_SIZE.max, PAGE_SIZE.default),
+  };
 }
 
 /**

@@ -1851,9 +1851,9 @@ export interface operations {
         connector?: string;
         /** @description operation or execution id, key, action, intent or agent */
         q?: string;
+        limit?: number;
         /** @description `next_cursor` of the previous page */
         cursor?: string;
-        limit?: number;
       };
       header?: never;
       path?: never;
@@ -1893,9 +1893,9 @@ export interface operations {
         connector?: string;
         /** @description operation or execution id, key, action, intent or agent */
         q?: string;
+        limit?: number;
         /** @description `next_cursor` of the previous page */
         cursor?: string;
-        limit?: number;
       };
       header?: never;
       path?: never;
