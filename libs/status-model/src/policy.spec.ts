@@ -135,6 +135,41 @@ describe('approval rules', () => {
       });
     });
 
+    it('an amount in a rule currency elsewhere in the params does not excuse another amount in none', () => {
+      // Two amounts of one http call, each with its own threshold in EUR: a decoy `amount` in EUR must not let a
+      // `total` in GBP through uncompared (red team: the 1,000,000 GBP call went out without a reviewer).
+      const onAmount = {
+        connector: 'http',
+        amount_above: 1000,
+        amount_field: 'body.amount',
+        currency: 'EUR',
+        currency_field: 'body.currency',
+      };
+      const onTotal = { ...onAmount, amount_field: 'body.total', currency_field: 'body.total_currency' };
+      const call = (body: Record<string, unknown>) => ({ connector: 'http', params: { body } });
+      const decoy = call({ amount: 1, currency: 'EUR', total: 1_000_000, total_currency: 'GBP' });
+      expect(approvalRuleMatch(decoy, [onAmount, onTotal])).toMatchObject({
+        rule: onTotal,
+        reason: 'currency_mismatch',
+      });
+      expect(approvalRuleMatch(decoy, [onTotal, onAmount])).toMatchObject({
+        rule: onTotal,
+        reason: 'currency_mismatch',
+      });
+      // Both amounts in their rules' currency and under the thresholds: nothing to approve.
+      expect(
+        approvalRuleMatch(call({ amount: 1, currency: 'EUR', total: 2, total_currency: 'EUR' }), [onAmount, onTotal]),
+      ).toBeNull();
+      // One amount at one currency field with thresholds in two currencies still compares per currency.
+      const onAmountUsd = { ...onAmount, currency: 'USD', amount_above: 5000 };
+      expect(approvalRuleMatch(call({ amount: 4000, currency: 'USD' }), [onAmount, onAmountUsd])).toBeNull();
+      // The same amount read with another currency field is another measurement: no excuse either.
+      const otherField = { ...onAmount, currency: 'GBP', currency_field: 'body.ccy' };
+      expect(approvalRuleMatch(call({ amount: 1, currency: 'GBP', ccy: 'GBP' }), [onAmount, otherField])).toMatchObject(
+        { rule: onAmount, reason: 'currency_mismatch' },
+      );
+    });
+
     it('an amount in its currency is compared with the threshold as before', () => {
       expect(approvalRuleFor(pay({ amount: 9999, currency: 'EUR' }), [eur])).toBeNull();
       expect(approvalRuleFor(pay({ amount: 10000, currency: 'EUR' }), [eur])).toBeNull();

@@ -185,15 +185,20 @@ export function approvalRuleMatch(
   rules: readonly ApprovalRule[],
 ): ApprovalRuleMatch | null {
   const read = (path: string) => paramAt(op.params, path);
-  // Thresholds in several currencies for one connector ("above 10000 EUR", "above 12000 USD"): an amount is compared
-  // with those in its own currency, and only an amount in none of them cannot be compared at all.
-  const hasThresholdInItsCurrency = rules.some(
-    (rule) =>
-      rule.connector === op.connector &&
-      rule.amount_above !== undefined &&
-      rule.currency !== undefined &&
-      currencyMismatch(rule, read) === null,
-  );
+  // Thresholds in several currencies for one amount ("above 10000 EUR", "above 12000 USD"): an amount is compared with
+  // those in its own currency, and only an amount in none of them cannot be compared at all. "Its own" means a rule
+  // that reads the same amount at the same currency field: a second amount elsewhere in the params, in a rule's
+  // currency, says nothing of this one (else a decoy `{"amount": 1, "currency": "EUR"}` would let any `total` through).
+  const comparedElsewhere = (mismatched: ApprovalRule) =>
+    rules.some(
+      (rule) =>
+        rule.connector === op.connector &&
+        rule.amount_above !== undefined &&
+        rule.currency !== undefined &&
+        (rule.amount_field ?? DEFAULT_AMOUNT_FIELD) === (mismatched.amount_field ?? DEFAULT_AMOUNT_FIELD) &&
+        (rule.currency_field ?? DEFAULT_CURRENCY_FIELD) === (mismatched.currency_field ?? DEFAULT_CURRENCY_FIELD) &&
+        currencyMismatch(rule, read) === null,
+    );
   for (const rule of rules) {
     if (rule.connector !== op.connector) continue;
     if (rule.amount_above === undefined) {
@@ -221,7 +226,7 @@ export function approvalRuleMatch(
     }
     const mismatch = currencyMismatch(rule, read);
     if (mismatch) {
-      if (hasThresholdInItsCurrency) continue;
+      if (comparedElsewhere(rule)) continue;
       return {
         rule,
         reason: 'currency_mismatch',
