@@ -108,6 +108,7 @@ function registerChargeWorkflow(config: VerityConfig) {
         acknowledged: true,
         checksBefore: checks,
         budget: config.RECONCILE_BUDGET,
+        sourceProvesAbsence: false,
       });
       const reads = checks + 1;
       switch (decision.kind) {

@@ -297,6 +297,25 @@ describe('http connector (real loopback target, tenant settings through the admi
     expect(target.seen.filter((s) => s.method === 'POST' && s.body.includes(op.id))).toHaveLength(1);
   });
 
+  it('a timed-out call its declared read-back never finds is held (STALE_REPLICA), never FAILED: that read proves nothing', async () => {
+    // The target took the order, then answered too late (UNKNOWN); the read-back the agent declared asks where the order
+    // never shows (404). An empty answer at a URL the operation chose is no word of the provider's: before, this ended
+    // FAILED PROVEN_ABSENT with retry "safe", and a retry sent the order a second time (red team).
+    const lost = { ...readBack(), url: `${target.base}/orders/missing-{{operation_id}}` };
+    const execution = await submitOps(call, [httpOp('order', order('/slow-orders', { read_back: lost }))]);
+    const [op] = (await settled(call, execution.id)).operations;
+    expect(op).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'STALE_REPLICA', retry: 'console' });
+    expect(op.acknowledged_at ?? null).toBeNull();
+    const events = await call<{ data: { operation_id: string | null; to_status: string | null }[] }>(
+      'GET',
+      `/v1/executions/${execution.id}/events`,
+    );
+    const path = events.body.data.filter((e) => e.operation_id === op.id && e.to_status).map((e) => e.to_status);
+    expect(path.slice(0, 3)).toEqual(['SENT', 'UNKNOWN', 'RECONCILING']);
+    expect(path).not.toContain('FAILED');
+    expect(target.seen.filter((s) => s.method === 'POST' && s.body.includes(op.id))).toHaveLength(1);
+  });
+
   it('ends UNKNOWN on a timeout, then is reconciled to VERIFIED through its read-back', async () => {
     const execution = await submitOps(call, [httpOp('order', order('/slow-orders', { read_back: readBack() }))]);
     const [op] = (await settled(call, execution.id)).operations;

@@ -368,6 +368,7 @@ export class SenderService {
       acknowledged: true,
       checksBefore: 0,
       budget: this.config.RECONCILE_BUDGET,
+      sourceProvesAbsence: false,
     });
     if (decision.kind !== 'verified') return null;
     const evidence = { method: 'read_after_write', ...read.evidence };

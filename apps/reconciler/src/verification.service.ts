@@ -115,6 +115,8 @@ export class VerificationService {
       acknowledged: true,
       checksBefore: op.checkCount,
       budget: this.config.RECONCILE_BUDGET,
+      // Verification never concludes FAILED (an absence there only hands the operation to reconciliation).
+      sourceProvesAbsence: false,
     });
     return this.carryOut(op, read, decision, JobName.VERIFY_OPERATION);
   }
@@ -150,6 +152,7 @@ export class VerificationService {
       acknowledged: op.acknowledgedAt !== null,
       checksBefore: op.checkCount,
       budget: this.config.RECONCILE_BUDGET,
+      sourceProvesAbsence: connector.readBackProvesAbsence === true,
     });
     return this.carryOut(op, read, decision, JobName.RECONCILE_OPERATION);
   }

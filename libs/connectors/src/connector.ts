@@ -144,6 +144,13 @@ export interface Connector {
   effectReference?(action: string, params: Record<string, unknown>): { field: string; value: string } | null;
   send(operation: ConnectorOperation, env: ConnectorEnvironment): Promise<SendOutcome>;
   readBack?(operation: ConnectorOperation, env: ConnectorEnvironment): Promise<ReadBackResult>;
+  /**
+   * Whether `readBack` is the provider's own lookup of the effect (a lookup this connector knows, by the values it
+   * sent), so that "absent" there is the provider saying the effect does not exist: only then may reconciliation
+   * conclude FAILED, PROVEN_ABSENT (decideReadBack's `sourceProvesAbsence`). Absent: no — an absence is then as
+   * inconclusive as a stale read (the `http` connector reads where the operation says, which proves nothing empty).
+   */
+  readonly readBackProvesAbsence?: boolean;
   readContext?(operation: ConnectorOperation, env: ConnectorEnvironment): Promise<ContextResult>;
   /**
    * Reads a VERIFIED effect again. `verified` is the record stored as evidence when it was verified. Optional: a
@@ -210,6 +217,7 @@ export function connectorDeclarations(
     actions: connector.actions,
     settings: connector.settings,
     approvalAmountField: connector.approvalAmountField,
+    readBackProvesAbsence: connector.readBackProvesAbsence,
     operationCapabilities: connector.operationCapabilities?.bind(connector),
     effectReference: connector.effectReference?.bind(connector),
   };

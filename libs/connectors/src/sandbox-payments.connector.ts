@@ -60,6 +60,8 @@ export class SandboxPaymentsConnector implements Connector {
   readonly description = 'Card charges at the sandbox provider (POST /v1/charges, read back by reference)';
   readonly capabilities = { read_back: true, context_read: true, provider_idempotency: true, reversible: false };
   readonly approvalAmountField = 'amount';
+  /** Its read-back is the provider's list of charges by the reference it was sent with: an empty list is its word. */
+  readonly readBackProvesAbsence = true;
   readonly actions = {
     charge: { description: 'Charge an amount (minor units) against an order reference', params: ChargeParams },
   };

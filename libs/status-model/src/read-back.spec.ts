@@ -19,7 +19,16 @@ function situation(
   read: ReadBackKind,
   extra: Partial<ReadBackSituation> = {},
 ): ReadBackSituation {
-  return { status, read, absenceIsProof: false, acknowledged: status === A, checksBefore: 0, budget: 6, ...extra };
+  return {
+    status,
+    read,
+    absenceIsProof: false,
+    acknowledged: status === A,
+    checksBefore: 0,
+    budget: 6,
+    sourceProvesAbsence: true,
+    ...extra,
+  };
 }
 
 describe('decideReadBack: a table of situations and what the reconciler must do', () => {
@@ -54,6 +63,21 @@ describe('decideReadBack: a table of situations and what the reconciler must do'
       situation(RC, 'absent', { absenceIsProof: true, acknowledged: true, checksBefore: 5 }),
       { kind: 'hold', reason: R.STALE_REPLICA },
     ],
+    [
+      'a source the operation declared (http read_back), absent once it is proof, budget left: read again, never FAILED',
+      situation(RC, 'absent', { absenceIsProof: true, sourceProvesAbsence: false }),
+      { kind: 'unknown-again' },
+    ],
+    [
+      'a source the operation declared, absent on the last read the budget allows: held, STALE_REPLICA',
+      situation(RC, 'absent', { absenceIsProof: true, sourceProvesAbsence: false, checksBefore: 5 }),
+      { kind: 'hold', reason: R.STALE_REPLICA },
+    ],
+    [
+      'a source the operation declared, found: VERIFIED as any other read',
+      situation(RC, 'found', { sourceProvesAbsence: false }),
+      { kind: 'verified' },
+    ],
     ['a stale replica, budget left (verification)', situation(A, 'stale'), { kind: 'read-again' }],
     ['an unreachable source, budget left (reconciliation)', situation(RC, 'unreachable'), { kind: 'unknown-again' }],
     [
@@ -77,22 +101,34 @@ describe('decideReadBack: a table of situations and what the reconciler must do'
     expect(decideReadBack(given)).toEqual(expected);
   });
 
-  it('never concludes FAILED from verification, nor from anything but a proven absence of an unacknowledged send', () => {
+  it('never concludes FAILED from verification, nor from anything but a proven absence of an unacknowledged send at a source that can prove it', () => {
     const reads: ReadBackKind[] = ['found', 'mismatch', 'absent', 'stale', 'field_missing', 'unreachable'];
     for (const status of [A, RC] as const) {
       for (const read of reads) {
         for (const absenceIsProof of [false, true]) {
           for (const acknowledged of [false, true]) {
-            for (const checksBefore of [0, 5, 10]) {
-              const decision = decideReadBack({ status, read, absenceIsProof, acknowledged, checksBefore, budget: 6 });
-              if (decision.kind === 'failed') {
-                // Never an effect the provider acknowledged: its own answer contradicts the empty source.
-                expect({ status, read, absenceIsProof, acknowledged }).toEqual({
-                  status: RC,
-                  read: 'absent',
-                  absenceIsProof: true,
-                  acknowledged: false,
-                });
+            for (const sourceProvesAbsence of [false, true]) {
+              for (const checksBefore of [0, 5, 10]) {
+                const given = {
+                  status,
+                  read,
+                  absenceIsProof,
+                  acknowledged,
+                  checksBefore,
+                  budget: 6,
+                  sourceProvesAbsence,
+                };
+                if (decideReadBack(given).kind === 'failed') {
+                  // Never an effect the provider acknowledged (its own answer contradicts the empty source), and never
+                  // from a source the operation declared.
+                  expect({ status, read, absenceIsProof, acknowledged, sourceProvesAbsence }).toEqual({
+                    status: RC,
+                    read: 'absent',
+                    absenceIsProof: true,
+                    acknowledged: false,
+                    sourceProvesAbsence: true,
+                  });
+                }
               }
             }
           }

@@ -1,7 +1,8 @@
 /**
  * What a read-back of a sent operation decides, as a pure function of what is known at that moment: the reconciler
  * (verification of ACKNOWLEDGED, reconciliation of UNKNOWN) only carries the decision out. "Did not happen" is
- * concluded only from an authoritative absent read once absence is proof; everything inconclusive is read again with
+ * concluded only from an absent read of the provider's own lookup (not one the operation declared), once absence is
+ * proof, of a send the provider never acknowledged; everything inconclusive is read again with
  * backoff, then held for a human; nothing here ever sends.
  */
 import { OperationStatus, TerminalReason, VerificationMethod, VerificationMethodValue } from './operation';
@@ -56,6 +57,14 @@ export interface ReadBackSituation {
   /** Checks made before this read, and how many inconclusive reads are allowed before a hold. */
   checksBefore: number;
   budget: number;
+  /**
+   * Whether the connector's read is the provider's own lookup of the effect, so that "not there" is the provider's word
+   * (the connector's `readBackProvesAbsence`). A read-back the operation's author declared (the `http` connector's
+   * `read_back`: any URL, any field) proves nothing by coming back empty — a wrong path answers 404 for an effect that
+   * exists — so its absence is as inconclusive as a stale read: read again, then held, never FAILED. (Only asked of an
+   * absent read in reconciliation.)
+   */
+  sourceProvesAbsence: boolean;
 }
 
 export type ReadBackDecision =
@@ -84,8 +93,9 @@ export function decideReadBack(situation: ReadBackSituation): ReadBackDecision {
       // Never "did not happen" before absence is proof: the provider may simply not show it yet.
       if (!situation.absenceIsProof) return later;
       if (!reconciling) return { kind: 'unknown' };
-      // The provider's acknowledgement contradicts the empty source: as inconclusive as a stale read, never FAILED.
-      if (situation.acknowledged) return inconclusive(situation, 'stale', later);
+      // The provider's acknowledgement contradicts the empty source, or the source is only what the operation declared:
+      // as inconclusive as a stale read, never FAILED.
+      if (situation.acknowledged || !situation.sourceProvesAbsence) return inconclusive(situation, 'stale', later);
       return { kind: 'failed', reason: TerminalReason.PROVEN_ABSENT };
     default:
       return inconclusive(situation, situation.read, later);
