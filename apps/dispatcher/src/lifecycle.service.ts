@@ -473,7 +473,11 @@ export class LifecycleService {
       }
       const known = settings.get(op.connector);
       const environment = known
-        ? this.connectors.callEnvironment({ allowHosts: known.allowHosts, secrets: known.secrets })
+        ? this.connectors.callEnvironment({
+            allowHosts: known.allowHosts,
+            secrets: known.secrets,
+            readBackBinding: known.readBackBinding,
+          })
         : await this.connectors.environmentOf(op);
       contexts.set(op.id, await connector.readContext(connectorOperation(op), environment));
     }

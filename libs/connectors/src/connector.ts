@@ -45,10 +45,30 @@ export interface AllowedHost {
   allow_private?: boolean;
 }
 
+/**
+ * Which read-backs a tenant's operations may be verified by (its admin's `read_back_binding`, for connectors whose
+ * operations declare their own read-back: http). `declared`: any the operation declares. `bound`: only one that asks
+ * the operation's own origin about this very effect (`Connector.readBackBindingProblems` finds none); any other is
+ * refused at intake and, for an operation accepted before, is not made: the read is inconclusive, never VERIFIED.
+ */
+export type ReadBackBinding = 'declared' | 'bound';
+export const READ_BACK_BINDINGS = ['declared', 'bound'] as const satisfies readonly ReadBackBinding[];
+
+/** Why an operation's declared read-back does not name its own effect (a field under the operation's params). */
+export interface ReadBackBindingProblem {
+  /** Path under the operation, e.g. `params.read_back.url`. */
+  field: string;
+  /** `origin` (another scheme, host or port than the request) or `names_effect` (no variable naming this effect). */
+  condition: 'origin' | 'names_effect';
+  message: string;
+}
+
 /** The tenant's settings for one connector, loaded by the worker for each call. Secrets never leave the worker. */
 export interface TenantConnectorSettings {
   allowHosts?: AllowedHost[];
   secrets?: Record<string, string>;
+  /** Absent: `declared`. */
+  readBackBinding?: ReadBackBinding;
 }
 
 export interface ConnectorEnvironment {
@@ -100,6 +120,8 @@ export interface ConnectorSettingsUse {
   allowHosts: boolean;
   /** Requests may reference tenant secrets by name. */
   secrets: boolean;
+  /** Operations declare their own read-back, so the tenant may require it to be bound to the effect. */
+  readBackBinding?: boolean;
 }
 
 /**
@@ -142,6 +164,12 @@ export interface Connector {
    * null: every operation is its own effect.
    */
   effectReference?(action: string, params: Record<string, unknown>): { field: string; value: string } | null;
+  /**
+   * For a connector whose operations declare their own read-back (`settings.readBackBinding`): why this operation's
+   * read-back would not count under the tenant's `read_back_binding: "bound"` — empty when it does, or when the
+   * operation has none. Pure: called with params that already passed the action's schema, at intake and before a read.
+   */
+  readBackBindingProblems?(action: string, params: Record<string, unknown>): ReadBackBindingProblem[];
   send(operation: ConnectorOperation, env: ConnectorEnvironment): Promise<SendOutcome>;
   readBack?(operation: ConnectorOperation, env: ConnectorEnvironment): Promise<ReadBackResult>;
   /**
@@ -220,7 +248,26 @@ export function connectorDeclarations(
     readBackProvesAbsence: connector.readBackProvesAbsence,
     operationCapabilities: connector.operationCapabilities?.bind(connector),
     effectReference: connector.effectReference?.bind(connector),
+    readBackBindingProblems: connector.readBackBindingProblems?.bind(connector),
   };
+}
+
+/**
+ * Why the operation's read-back would not count under `read_back_binding: "bound"` (`Connector.readBackBindingProblems`);
+ * empty for a connector that does not let operations declare one. Params it cannot judge count as unbound: the rule
+ * exists so that nothing unproven ends VERIFIED, so it fails closed.
+ */
+export function readBackBindingProblems(
+  connector: Connector,
+  action: string,
+  params: Record<string, unknown>,
+): ReadBackBindingProblem[] {
+  if (!connector.readBackBindingProblems || !connectorAction(connector, action)) return [];
+  try {
+    return connector.readBackBindingProblems(action, params);
+  } catch {
+    return [{ field: 'params.read_back', condition: 'names_effect', message: 'the read-back could not be judged' }];
+  }
 }
 
 /**

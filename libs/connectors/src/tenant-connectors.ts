@@ -93,6 +93,10 @@ export class TenantConnectors {
   /** The environment of one call for this operation, with the tenant's settings read now. */
   async environmentOf(op: TenantConnectorRef): Promise<ConnectorEnvironment> {
     const settings = await this.settingsOf(op);
-    return this.callEnvironment({ allowHosts: settings.allowHosts, secrets: settings.secrets });
+    return this.callEnvironment({
+      allowHosts: settings.allowHosts,
+      secrets: settings.secrets,
+      readBackBinding: settings.readBackBinding,
+    });
   }
 }

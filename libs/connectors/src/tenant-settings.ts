@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { classifyAddress, nonCanonicalIpv4, normalizeHost } from './egress';
 import { CURRENCY_CODE, CURRENCY_CODE_RULE, currencyMismatch } from '@verity/status-model';
 import { FIELD_PATH, FIELD_PATH_RULE, fieldSegments, readField } from './json-path';
+import { READ_BACK_BINDINGS } from './connector';
 
 /** Spending-cap windows are rolling: "day" is the last 24 hours, so no midnight reset can be gamed. */
 export const SPENDING_PERIODS = { hour: 3_600, day: 86_400, week: 604_800, month: 2_592_000 } as const;
@@ -134,6 +135,12 @@ export const ConnectorSettingsInputSchema = z.strictObject({
       params: { rule: 'one_currency' },
     })
     .optional(),
+  read_back_binding: z
+    .enum(READ_BACK_BINDINGS)
+    .optional()
+    .describe(
+      'which read-backs the operations may be verified by (http only): "declared" (default) any they declare; "bound" only one that asks the request\'s own origin and names this effect ({{ref}}, {{operation_id}} or {{idempotency_key}} in its URL or a header value)',
+    ),
   secrets: z
     .record(z.string().regex(SECRET_NAME, 'letters, digits, "_", "." and "-", at most 64'), SecretValue.nullable())
     .refine((s) => Object.keys(s).length <= 50, 'at most 50 secrets per request')

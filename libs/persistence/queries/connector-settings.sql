@@ -1,15 +1,19 @@
 -- upsertSettings
-INSERT INTO tenant_connector_settings (tenant_id, connector, allow_hosts, spending_caps, updated_by)
-     VALUES ($1, $2, coalesce($3::jsonb, '[]'), coalesce($4::jsonb, '[]'), $5)
+INSERT INTO tenant_connector_settings (tenant_id, connector, allow_hosts, spending_caps, updated_by,
+                                                          read_back_binding)
+     VALUES ($1, $2, coalesce($3::jsonb, '[]'), coalesce($4::jsonb, '[]'), $5, coalesce($6::text, 'declared'))
      ON CONFLICT (tenant_id, connector) DO UPDATE SET
        allow_hosts = coalesce($3::jsonb, tenant_connector_settings.allow_hosts),
        spending_caps = coalesce($4::jsonb, tenant_connector_settings.spending_caps),
+       read_back_binding = coalesce($6::text, tenant_connector_settings.read_back_binding),
        updated_by = $5,
        -- The row's version (the send guard's settings_changed): moved only by a change, not by a write of the same values.
        updated_at = CASE WHEN (coalesce($3::jsonb, tenant_connector_settings.allow_hosts),
-                               coalesce($4::jsonb, tenant_connector_settings.spending_caps))
+                               coalesce($4::jsonb, tenant_connector_settings.spending_caps),
+                               coalesce($6::text, tenant_connector_settings.read_back_binding))
                               IS DISTINCT FROM (tenant_connector_settings.allow_hosts,
-                                                tenant_connector_settings.spending_caps)
+                                                tenant_connector_settings.spending_caps,
+                                                tenant_connector_settings.read_back_binding)
                          THEN now() ELSE tenant_connector_settings.updated_at END;
 
 -- upsertSecret
@@ -40,6 +44,8 @@ SELECT jsonb_build_object(
                                 WHERE s.tenant_id = $1 AND s.connector = $2), '[]'::jsonb),
        'spending_caps', coalesce((SELECT s.spending_caps FROM tenant_connector_settings s
                                   WHERE s.tenant_id = $1 AND s.connector = $2), '[]'::jsonb),
+       'read_back_binding', coalesce((SELECT s.read_back_binding FROM tenant_connector_settings s
+                                      WHERE s.tenant_id = $1 AND s.connector = $2), 'declared'),
        'secrets', coalesce((SELECT jsonb_agg(x.name ORDER BY x.name) FROM tenant_connector_secrets x
                             WHERE x.tenant_id = $1 AND x.connector = $2), '[]'::jsonb))::text AS settings;
 
@@ -50,5 +56,7 @@ INSERT INTO admin_changes (id, tenant_id, kind, connector, changed_by, before, a
                                 WHERE s.tenant_id = $1 AND s.connector = $2), '[]'::jsonb),
        'spending_caps', coalesce((SELECT s.spending_caps FROM tenant_connector_settings s
                                   WHERE s.tenant_id = $1 AND s.connector = $2), '[]'::jsonb),
+       'read_back_binding', coalesce((SELECT s.read_back_binding FROM tenant_connector_settings s
+                                      WHERE s.tenant_id = $1 AND s.connector = $2), 'declared'),
        'secrets', coalesce((SELECT jsonb_agg(x.name ORDER BY x.name) FROM tenant_connector_secrets x
                             WHERE x.tenant_id = $1 AND x.connector = $2), '[]'::jsonb));

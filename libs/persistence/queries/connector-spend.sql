@@ -6,7 +6,7 @@ SELECT 1 FROM executions
      WHERE id = (SELECT execution_id FROM operations WHERE id = $1) FOR NO KEY UPDATE;
 
 -- settingsOf
-SELECT s.allow_hosts, s.spending_caps,
+SELECT s.allow_hosts, s.spending_caps, s.read_back_binding,
             CASE WHEN $3 THEN (SELECT jsonb_object_agg(x.name, x.value) FROM tenant_connector_secrets x
                                WHERE x.tenant_id = $1 AND x.connector = $2) END AS secrets
      FROM (SELECT 1) one

@@ -11,7 +11,8 @@ SELECT {columns:Execution e e__}, {columns:Operation o o__}
 
 -- executionWithOperationsForWorker
 SELECT {columns:Execution e e__}, {columns:Operation o o__}, {columns:Tenant t t__},
-            CASE WHEN t.id IS NOT NULL THEN jsonb_build_object('approvalRules', t.settings->'approvalRules', 'approvalAmountAbove', t.settings->'approvalAmountAbove')::text END AS t__approval_policy, s.allow_hosts AS s__allow_hosts, s.spending_caps AS s__spending_caps, (extract(epoch FROM s.updated_at) * 1000000)::bigint::text AS s__version,
+            CASE WHEN t.id IS NOT NULL THEN jsonb_build_object('approvalRules', t.settings->'approvalRules', 'approvalAmountAbove', t.settings->'approvalAmountAbove')::text END AS t__approval_policy, s.allow_hosts AS s__allow_hosts, s.spending_caps AS s__spending_caps,
+            s.read_back_binding AS s__read_back_binding, (extract(epoch FROM s.updated_at) * 1000000)::bigint::text AS s__version,
             CASE WHEN o.connector = ANY($2::text[]) THEN (SELECT jsonb_object_agg(x.name, x.value)
               FROM tenant_connector_secrets x WHERE x.tenant_id = o.tenant_id AND x.connector = o.connector) END AS s__secrets
      FROM executions e LEFT JOIN operations o ON o.execution_id = e.id LEFT JOIN tenants t ON t.id = e.tenant_id
@@ -21,7 +22,7 @@ SELECT {columns:Execution e e__}, {columns:Operation o o__}, {columns:Tenant t t
 -- operationToSendForWorker
 SELECT {columns:Operation o o__}, e.status AS e__status, e.deadline_at AS e__deadline_at,
             {columns:Tenant t t__}, CASE WHEN t.id IS NOT NULL THEN jsonb_build_object('approvalRules', t.settings->'approvalRules', 'approvalAmountAbove', t.settings->'approvalAmountAbove')::text END AS t__approval_policy, s.allow_hosts AS s__allow_hosts,
-            s.spending_caps AS s__spending_caps, (extract(epoch FROM s.updated_at) * 1000000)::bigint::text AS s__version,
+            s.spending_caps AS s__spending_caps, s.read_back_binding AS s__read_back_binding, (extract(epoch FROM s.updated_at) * 1000000)::bigint::text AS s__version,
             CASE WHEN o.connector = ANY($2::text[]) THEN (SELECT jsonb_object_agg(x.name, x.value)
               FROM tenant_connector_secrets x WHERE x.tenant_id = o.tenant_id AND x.connector = o.connector) END AS s__secrets
      FROM operations o JOIN executions e ON e.id = o.execution_id LEFT JOIN tenants t ON t.id = o.tenant_id

@@ -1,13 +1,13 @@
 import { newId } from '@verity/platform';
 import type { EntityManager } from 'typeorm';
 import { ADMIN_CHANGE_INSERT_COLUMNS } from './admin-changes';
-import type { AllowedHostRow, SpendingCapRow } from './entities/connector-settings.entity';
+import type { AllowedHostRow, ReadBackBindingRow, SpendingCapRow } from './entities/connector-settings.entity';
 import { SecretsCipher, secretBinding } from './secrets-cipher';
 import { Queryable, rows } from './sql';
 
 /**
  * One connector's settings ($1 tenant, $2 connector) as the history of admin changes records them: the allowlist, the
- * caps and the NAMES of the secrets — what `GET /v1/admin/connector-settings/{connector}` shows, never a secret's
+ * caps, the read-back binding and the NAMES of the secrets — what `GET /v1/admin/connector-settings/{connector}` shows, never a secret's
  * value. No row: none of each.
  */
 const SETTINGS_SNAPSHOT = `jsonb_build_object(
@@ -15,23 +15,29 @@ const SETTINGS_SNAPSHOT = `jsonb_build_object(
                                 WHERE s.tenant_id = $1 AND s.connector = $2), '[]'::jsonb),
        'spending_caps', coalesce((SELECT s.spending_caps FROM tenant_connector_settings s
                                   WHERE s.tenant_id = $1 AND s.connector = $2), '[]'::jsonb),
+       'read_back_binding', coalesce((SELECT s.read_back_binding FROM tenant_connector_settings s
+                                      WHERE s.tenant_id = $1 AND s.connector = $2), 'declared'),
        'secrets', coalesce((SELECT jsonb_agg(x.name ORDER BY x.name) FROM tenant_connector_secrets x
                             WHERE x.tenant_id = $1 AND x.connector = $2), '[]'::jsonb))`;
 
 /** A tenant admin's writes and reads of its connector settings (allowlist, caps, secret names). Tenant-scoped. */
 export const CONNECTOR_SETTINGS_SQL = {
-  // An absent list keeps what is stored; a new row starts with none.
-  upsertSettings: `INSERT INTO tenant_connector_settings (tenant_id, connector, allow_hosts, spending_caps, updated_by)
-     VALUES ($1, $2, coalesce($3::jsonb, '[]'), coalesce($4::jsonb, '[]'), $5)
+  // An absent setting ($3, $4, $6 null) keeps what is stored; a new row starts with none (and `declared`).
+  upsertSettings: `INSERT INTO tenant_connector_settings (tenant_id, connector, allow_hosts, spending_caps, updated_by,
+                                                          read_back_binding)
+     VALUES ($1, $2, coalesce($3::jsonb, '[]'), coalesce($4::jsonb, '[]'), $5, coalesce($6::text, 'declared'))
      ON CONFLICT (tenant_id, connector) DO UPDATE SET
        allow_hosts = coalesce($3::jsonb, tenant_connector_settings.allow_hosts),
        spending_caps = coalesce($4::jsonb, tenant_connector_settings.spending_caps),
+       read_back_binding = coalesce($6::text, tenant_connector_settings.read_back_binding),
        updated_by = $5,
        -- The row's version (the send guard's settings_changed): moved only by a change, not by a write of the same values.
        updated_at = CASE WHEN (coalesce($3::jsonb, tenant_connector_settings.allow_hosts),
-                               coalesce($4::jsonb, tenant_connector_settings.spending_caps))
+                               coalesce($4::jsonb, tenant_connector_settings.spending_caps),
+                               coalesce($6::text, tenant_connector_settings.read_back_binding))
                               IS DISTINCT FROM (tenant_connector_settings.allow_hosts,
-                                                tenant_connector_settings.spending_caps)
+                                                tenant_connector_settings.spending_caps,
+                                                tenant_connector_settings.read_back_binding)
                          THEN now() ELSE tenant_connector_settings.updated_at END`,
   upsertSecret: `INSERT INTO tenant_connector_secrets (tenant_id, connector, name, value, updated_by) VALUES ($1, $2, $3, $4, $5)
      ON CONFLICT (tenant_id, connector, name) DO UPDATE SET value = $4, updated_by = $5, updated_at = now()`,
@@ -73,12 +79,17 @@ export async function changeConnectorSettings<T>(
   return result;
 }
 
-/** Sets the lists given (undefined: keep the stored one), and who changed them. */
+/** Sets the settings given (undefined: keep the stored one), and who changed them. */
 export async function upsertConnectorSettings(
   db: Queryable,
   tenantId: string,
   connector: string,
-  input: { allowHosts?: AllowedHostRow[]; spendingCaps?: SpendingCapRow[]; by: string },
+  input: {
+    allowHosts?: AllowedHostRow[];
+    spendingCaps?: SpendingCapRow[];
+    readBackBinding?: ReadBackBindingRow;
+    by: string;
+  },
 ): Promise<void> {
   await rows(db, CONNECTOR_SETTINGS_SQL.upsertSettings, [
     tenantId,
@@ -86,6 +97,7 @@ export async function upsertConnectorSettings(
     input.allowHosts === undefined ? null : JSON.stringify(input.allowHosts),
     input.spendingCaps === undefined ? null : JSON.stringify(input.spendingCaps),
     input.by,
+    input.readBackBinding ?? null,
   ]);
 }
 

@@ -178,7 +178,8 @@ export const READ_SQL = {
   // Each operation row with the tenant's settings for its connector (what a context read runs with); the sealed secrets
   // only for a connector that declares it uses them ($2).
   executionWithOperationsForWorker: `SELECT {columns:Execution e e__}, {columns:Operation o o__}, {columns:Tenant t t__},
-            ${TENANT_APPROVAL_POLICY} AS t__approval_policy, s.allow_hosts AS s__allow_hosts, s.spending_caps AS s__spending_caps, ${SETTINGS_VERSION} AS s__version,
+            ${TENANT_APPROVAL_POLICY} AS t__approval_policy, s.allow_hosts AS s__allow_hosts, s.spending_caps AS s__spending_caps,
+            s.read_back_binding AS s__read_back_binding, ${SETTINGS_VERSION} AS s__version,
             CASE WHEN o.connector = ANY($2::text[]) THEN (SELECT jsonb_object_agg(x.name, x.value)
               FROM tenant_connector_secrets x WHERE x.tenant_id = o.tenant_id AND x.connector = o.connector) END AS s__secrets
      FROM executions e LEFT JOIN operations o ON o.execution_id = e.id LEFT JOIN tenants t ON t.id = e.tenant_id
@@ -188,7 +189,7 @@ export const READ_SQL = {
   // connector that declares it uses them ($2).
   operationToSendForWorker: `SELECT {columns:Operation o o__}, e.status AS e__status, e.deadline_at AS e__deadline_at,
             {columns:Tenant t t__}, ${TENANT_APPROVAL_POLICY} AS t__approval_policy, s.allow_hosts AS s__allow_hosts,
-            s.spending_caps AS s__spending_caps, ${SETTINGS_VERSION} AS s__version,
+            s.spending_caps AS s__spending_caps, s.read_back_binding AS s__read_back_binding, ${SETTINGS_VERSION} AS s__version,
             CASE WHEN o.connector = ANY($2::text[]) THEN (SELECT jsonb_object_agg(x.name, x.value)
               FROM tenant_connector_secrets x WHERE x.tenant_id = o.tenant_id AND x.connector = o.connector) END AS s__secrets
      FROM operations o JOIN executions e ON e.id = o.execution_id LEFT JOIN tenants t ON t.id = o.tenant_id
@@ -369,6 +370,7 @@ function settingsOfJoinedRow(
   const row: ConnectorSettingsRow = {
     allow_hosts: raw.s__allow_hosts as ConnectorSettingsRow['allow_hosts'],
     spending_caps: raw.s__spending_caps as ConnectorSettingsRow['spending_caps'],
+    read_back_binding: raw.s__read_back_binding as ConnectorSettingsRow['read_back_binding'],
     secrets: raw.s__secrets as ConnectorSettingsRow['secrets'],
     version: raw.s__version as string | null,
   };

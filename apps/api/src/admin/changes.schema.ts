@@ -27,9 +27,13 @@ const ConnectorSettings = z
   .object({
     allow_hosts: z.array(z.record(z.string(), z.unknown())),
     spending_caps: z.array(z.record(z.string(), z.unknown())),
+    read_back_binding: z
+      .enum(['declared', 'bound'])
+      .optional()
+      .describe('absent in changes recorded before the setting existed (they were all "declared")'),
     secrets: z.array(z.string()).describe('the names of the secrets set; a secret value is never recorded'),
   })
-  .describe('the connector’s settings as stored: allowlist, spending caps, secret names');
+  .describe('the connector’s settings as stored: allowlist, spending caps, read-back binding, secret names');
 
 const ChangeBase = {
   id: z.string().describe('chg_…; also the cursor of the next page'),

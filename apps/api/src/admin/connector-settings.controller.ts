@@ -28,6 +28,11 @@ const SettingsView = z.object({
       currency_field: z.string().optional(),
     }),
   ),
+  read_back_binding: z
+    .enum(['declared', 'bound'])
+    .describe(
+      'http: which declared read-backs count ("bound": only one that asks the request\'s own origin and names this effect); "declared" for the others',
+    ),
   secrets: z.array(z.string()).describe('names only; values are write-only'),
   usage: z.array(
     z.object({ period: z.string(), since: z.string(), operations: z.number(), amount: z.number().nullable() }),
@@ -71,7 +76,10 @@ export class ConnectorSettingsController {
     params: [CONNECTOR],
     body: {
       schema: ConnectorSettingsInputSchema,
-      example: { summary: 'Allow one host, cap a day, set a secret', value: CONNECTOR_SETTINGS_EXAMPLE },
+      example: {
+        summary: 'Allow one host, cap a day, bind read-backs, set a secret',
+        value: CONNECTOR_SETTINGS_EXAMPLE,
+      },
     },
     response: { schema: SettingsView },
     problems: ['validation-error'],

@@ -34,6 +34,8 @@ export interface ConnectorSettingsView {
     currency?: string;
     currency_field?: string;
   }[];
+  /** Which read-backs count (`declared` unless the admin set `bound`); http only, `declared` for the others. */
+  read_back_binding: 'declared' | 'bound';
   /** Names only: secret values are write-only and never leave the database through the API. */
   secrets: string[];
   usage: CapUsage[];
@@ -99,6 +101,13 @@ export class ConnectorSettingsService {
         }),
       );
     });
+    if (input.read_back_binding !== undefined && !connector.settings?.readBackBinding) {
+      errors.push({
+        field: 'read_back_binding',
+        rule: 'not_applicable',
+        message: `${connectorName} reads its effects back itself; operations declare their own read-back for http only`,
+      });
+    }
     if (input.secrets !== undefined && !connector.settings?.secrets) {
       errors.push({
         field: 'secrets',
@@ -113,6 +122,7 @@ export class ConnectorSettingsService {
         await upsertConnectorSettings(tx, principal.tenantId, connectorName, {
           allowHosts: input.allow_hosts,
           spendingCaps: input.spending_caps,
+          readBackBinding: input.read_back_binding,
           by: principal.keyId,
         });
         await this.writeSecrets(tx, principal, connectorName, input.secrets ?? {});
@@ -128,6 +138,7 @@ export class ConnectorSettingsService {
         by: principal.keyId,
         allowHosts: view.allow_hosts.length,
         spendingCaps: view.spending_caps.length,
+        readBackBinding: view.read_back_binding,
         secretNames: Object.keys(input.secrets ?? {}),
       },
       'connector settings updated',
@@ -201,6 +212,7 @@ export class ConnectorSettingsService {
       connector,
       allow_hosts: settings.allowHosts,
       spending_caps: settings.spendingCaps,
+      read_back_binding: settings.readBackBinding,
       secrets: meta.secretNames,
       usage,
       updated_at: meta.updatedAt ? meta.updatedAt.toISOString() : null,

@@ -22,6 +22,13 @@ export interface SpendingCapRow {
   currency_field?: string;
 }
 
+/**
+ * Which read-backs of the tenant's `http` operations count (`read_back_binding`): `declared`, every one the operation
+ * declares; `bound`, only one that asks the operation's own origin about this effect. Mirrors `ReadBackBinding` in
+ * libs/connectors.
+ */
+export type ReadBackBindingRow = 'declared' | 'bound';
+
 export const SPENDING_PERIOD_SECONDS: Record<SpendingCapRow['period'], number> = {
   hour: 3_600,
   day: 86_400,
@@ -35,6 +42,7 @@ export class TenantConnectorSettingsEntity {
   @PrimaryColumn('text') connector!: string;
   @Column('jsonb', { name: 'allow_hosts' }) allowHosts!: AllowedHostRow[];
   @Column('jsonb', { name: 'spending_caps' }) spendingCaps!: SpendingCapRow[];
+  @Column('text', { name: 'read_back_binding' }) readBackBinding!: ReadBackBindingRow;
   @Column('text', { name: 'updated_by', nullable: true }) updatedBy!: string | null;
   @Column('timestamptz', { name: 'created_at' }) createdAt!: Date;
   @Column('timestamptz', { name: 'updated_at' }) updatedAt!: Date;
@@ -67,7 +75,7 @@ export const CONNECTOR_SPEND_SQL = {
   lockOperation: `SELECT 1 FROM operations WHERE id = $1 FOR UPDATE`,
   lockExecutionOfOperation: `SELECT 1 FROM executions
      WHERE id = (SELECT execution_id FROM operations WHERE id = $1) FOR NO KEY UPDATE`,
-  settingsOf: `SELECT s.allow_hosts, s.spending_caps,
+  settingsOf: `SELECT s.allow_hosts, s.spending_caps, s.read_back_binding,
             CASE WHEN $3 THEN (SELECT jsonb_object_agg(x.name, x.value) FROM tenant_connector_secrets x
                                WHERE x.tenant_id = $1 AND x.connector = $2) END AS secrets
      FROM (SELECT 1) one
@@ -97,6 +105,8 @@ export const CONNECTOR_SPEND_SQL = {
 export interface ConnectorSettingsRecord {
   allowHosts: AllowedHostRow[];
   spendingCaps: SpendingCapRow[];
+  /** `declared` when the tenant set nothing (no row): every declared read-back counts, as before the setting existed. */
+  readBackBinding: ReadBackBindingRow;
   /** Names and values; present only when asked for (workers building a request). */
   secrets: Record<string, string>;
   /** The row's version as read (`settingsVersionOf`; null: there was no row); undefined when the read did not ask. */
@@ -134,6 +144,7 @@ export async function loadConnectorSettings(
 export interface ConnectorSettingsRow {
   allow_hosts: AllowedHostRow[] | null;
   spending_caps: SpendingCapRow[] | null;
+  read_back_binding: ReadBackBindingRow | null;
   /** Sealed values by name; null when the statement did not read them. */
   secrets: Record<string, string> | null;
   /** `settingsVersionOf` the row (null: no row), where the statement reads it. */
@@ -156,6 +167,7 @@ export function connectorSettingsOfRow(
   return {
     allowHosts: row?.allow_hosts ?? [],
     spendingCaps: row?.spending_caps ?? [],
+    readBackBinding: row?.read_back_binding ?? 'declared',
     secrets,
     ...(row?.version !== undefined ? { version: row.version } : {}),
   };

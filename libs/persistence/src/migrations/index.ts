@@ -12,6 +12,7 @@ import { ExecutionTrace1764520300000 } from './1764520300000-execution-trace';
 import { HotUpdates1764530000000 } from './1764530000000-hot-updates';
 import { AdminChanges1764540000000 } from './1764540000000-admin-changes';
 import { WebhookAfterFailed1764550000000 } from './1764550000000-webhook-after-failed';
+import { ReadBackBinding1764551000000 } from './1764551000000-read-back-binding';
 
 /** In order. Add a new timestamped class for every schema change; never edit one that has shipped. */
 export const MIGRATIONS = [
@@ -29,4 +30,5 @@ export const MIGRATIONS = [
   HotUpdates1764530000000,
   AdminChanges1764540000000,
   WebhookAfterFailed1764550000000,
+  ReadBackBinding1764551000000,
 ];

@@ -1,0 +1,22 @@
+import { MigrationInterface, QueryRunner } from 'typeorm';
+
+/**
+ * A tenant's rule for the read-backs its `http` operations declare (`read_back_binding`, set by its admin): `declared`
+ * (every declared read-back counts, as before) or `bound` (a read-back counts only when it asks the operation's own
+ * origin about this very effect: `{{ref}}`, `{{operation_id}}` or `{{idempotency_key}}` in its URL or a header).
+ * Existing rows keep `declared`, the behaviour they were written under.
+ */
+export class ReadBackBinding1764551000000 implements MigrationInterface {
+  name = 'ReadBackBinding1764551000000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`
+      ALTER TABLE tenant_connector_settings
+        ADD COLUMN read_back_binding text NOT NULL DEFAULT 'declared'
+          CONSTRAINT tenant_connector_settings_read_back_binding CHECK (read_back_binding IN ('declared', 'bound'))`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`ALTER TABLE tenant_connector_settings DROP COLUMN read_back_binding`);
+  }
+}
