@@ -9,6 +9,7 @@ import type {
   ConnectorEnvironment,
   ConnectorOperation,
   ContextResult,
+  ReadBackBindingProblem,
   ReadBackResult,
   ReadEvidence,
 } from './connector';
@@ -62,6 +63,55 @@ const VARIABLES: Record<Place, { ref: boolean; secret: boolean }> = {
 /** Whether a read-back is built from the provider's reference: `{{ref}}` in its URL or in one of its headers. */
 function readBackUsesRef(spec: { url: string; headers?: Record<string, string> }): boolean {
   return [spec.url, ...Object.values(spec.headers ?? {})].some((text) => /\{\{\s*ref\s*\}\}/.test(text));
+}
+
+/** The variables that name this operation's effect: the provider's reference for it, or values only it has. */
+const EFFECT_VARIABLE = /\{\{\s*(?:ref|operation_id|idempotency_key)\s*\}\}/;
+
+/** scheme://host:port of a URL template (variables never stand in the authority: `urlProblem`), or null. */
+function originOf(template: string): string | null {
+  try {
+    return new URL(template.replace(PLACEHOLDER, 'x')).origin;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Why a declared read-back does not count under the tenant's `read_back_binding: "bound"` (empty: it does, or there is
+ * none). The read-back is the agent's to declare, so without this rule it could ask any allowlisted URL whose field
+ * happens to equal `equals` (a status page that always says "ok") and a call that did nothing would end VERIFIED. Bound,
+ * it must (a) ask the request's own origin (scheme, host, port), and (b) name this effect: `{{ref}}`,
+ * `{{operation_id}}` or `{{idempotency_key}}` in its URL — path or query: a fragment never reaches the target — or in
+ * one of its header values. `equals` does not count: it is compared here, never sent. The rule is structural: it
+ * cannot tell whether the target honours what it is asked (docs/connectors.md).
+ */
+export function httpReadBackBindingProblems(params: {
+  url: string;
+  read_back?: { url: string; headers?: Record<string, string> } | null;
+}): ReadBackBindingProblem[] {
+  const spec = params.read_back;
+  if (!spec) return [];
+  const problems: ReadBackBindingProblem[] = [];
+  const request = originOf(params.url);
+  const read = originOf(spec.url);
+  if (request === null || read === null || request !== read) {
+    problems.push({
+      field: 'params.read_back.url',
+      condition: 'origin',
+      message: `read_back must ask the request's own origin (${request ?? 'unknown'}), not ${read ?? 'another'}: the tenant's read_back_binding is "bound"`,
+    });
+  }
+  const sent = [spec.url.split('#')[0], ...Object.values(spec.headers ?? {})];
+  if (!sent.some((text) => EFFECT_VARIABLE.test(text))) {
+    problems.push({
+      field: 'params.read_back',
+      condition: 'names_effect',
+      message:
+        'read_back must name this effect: {{ref}}, {{operation_id}} or {{idempotency_key}} in its URL (path or query) or in a header value (equals does not count): the tenant\'s read_back_binding is "bound"',
+    });
+  }
+  return problems;
 }
 
 function placeholderProblem(text: string, place: Place): string | null {
@@ -229,14 +279,15 @@ export class HttpConnector implements Connector {
   readonly description =
     'A generic HTTP request to a host on the tenant allowlist (SSRF-guarded, redirects not followed)';
   readonly capabilities = { read_back: true, context_read: true, provider_idempotency: true, reversible: false };
-  readonly settings = { allowHosts: true, secrets: true };
+  readonly settings = { allowHosts: true, secrets: true, readBackBinding: true };
   readonly actions = {
     request: {
       description:
         'One HTTP request from a template (method, url, headers, JSON body); optional read_back, context and idempotency',
       params: RequestParams,
       conditions: {
-        read_back: 'only when the operation gives params.read_back; without it the operation ends ACKNOWLEDGED',
+        read_back:
+          'only when the operation gives params.read_back (under the tenant\'s read_back_binding "bound", only one that asks the request\'s own origin and names this effect); without it the operation ends ACKNOWLEDGED',
         context_read: 'only when the operation gives params.context',
         provider_idempotency:
           'only when the operation gives params.idempotency, and only if the target honours that header (Verity cannot check it)',
@@ -252,6 +303,10 @@ export class HttpConnector implements Connector {
       context_read: params.context !== undefined && params.context !== null,
       provider_idempotency: params.idempotency !== undefined && params.idempotency !== null,
     };
+  }
+
+  readBackBindingProblems(_action: string, params: Record<string, unknown>): ReadBackBindingProblem[] {
+    return httpReadBackBindingProblems(params as HttpRequestParams);
   }
 
   async send(op: ConnectorOperation, env: ConnectorEnvironment): Promise<SendOutcome> {
@@ -315,6 +370,24 @@ export class HttpConnector implements Connector {
     const readAt = () => new Date().toISOString();
     if (!spec) {
       return { kind: 'unreachable', evidence: { source: 'http', read_at: readAt(), error: 'no read_back declared' } };
+    }
+    if (env.tenant?.readBackBinding === 'bound') {
+      // Accepted before the tenant's admin bound read-backs (intake refuses such an operation now): its read-back
+      // cannot show this effect, so it is not made. Inconclusive — never VERIFIED, never a proof of absence — so the
+      // operation is read again, then held for a person, with this reason in its evidence.
+      const unbound = httpReadBackBindingProblems(op.params as HttpRequestParams);
+      if (unbound.length > 0) {
+        return {
+          kind: 'unreachable',
+          evidence: {
+            source: spec.url,
+            read_at: readAt(),
+            error: `not read: ${unbound.map((p) => p.message).join('; ')}`,
+            read_back_binding: 'bound',
+            unbound: unbound.map((p) => p.condition),
+          },
+        };
+      }
     }
     const ref = typeof op.providerRef?.ref === 'string' ? op.providerRef.ref : undefined;
     const usesRef = readBackUsesRef(spec);

@@ -1,6 +1,12 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { ConnectorRegistry, TenantConnectors, operationCapabilities, secretRedactor } from '@verity/connectors';
+import {
+  ConnectorRegistry,
+  TenantConnectors,
+  operationCapabilities,
+  readBackBindingProblems,
+  secretRedactor,
+} from '@verity/connectors';
 import {
   TransitionService,
   amountCapsOf,
@@ -59,6 +65,7 @@ export class ExecutionsService {
     if ('errors' in validated) throw Problem.validation(validated.errors);
     const submission = validated.ok;
     await this.refuseSecretValues(principal, submission);
+    await this.refuseUnboundReadBacks(principal, submission);
     if (idempotencyKey === undefined)
       return { execution: (await this.create(principal, submission, null)) as ExecutionView, replayed: false };
 
@@ -145,6 +152,35 @@ export class ExecutionsService {
         }
       });
     }
+    if (errors.length > 0) throw Problem.validation(errors);
+  }
+
+  /**
+   * 400 before anything is written when the tenant's admin bound read-backs (`read_back_binding: "bound"`) and an
+   * operation declares one that does not ask its own origin about this effect: such a read could end VERIFIED from a
+   * URL that shows nothing of it. The rule is judged from the params first, so the tenant's settings are read only
+   * for an operation that would break it. An operation accepted before the switch is not verified by it either (the
+   * connector does not make such a read under "bound").
+   */
+  private async refuseUnboundReadBacks(principal: Principal, submission: Submission): Promise<void> {
+    const unbound = submission.operations.flatMap((op, i) => {
+      const connector = this.connectors.get(op.connector);
+      if (!connector?.settings?.readBackBinding) return [];
+      return readBackBindingProblems(connector, op.action, op.params).map((problem) => ({ op, i, problem }));
+    });
+    if (unbound.length === 0) return;
+    const bound = new Map<string, boolean>();
+    for (const connector of new Set(unbound.map((u) => u.op.connector))) {
+      const settings = await this.tenantConnectors.settingsOf({ tenantId: principal.tenantId, connector });
+      bound.set(connector, settings.readBackBinding === 'bound');
+    }
+    const errors: FieldError[] = unbound
+      .filter((u) => bound.get(u.op.connector))
+      .map((u) => ({
+        field: `operations[${u.i}].${u.problem.field}`,
+        rule: 'read_back_unbound',
+        message: u.problem.message,
+      }));
     if (errors.length > 0) throw Problem.validation(errors);
   }
 
