@@ -5,6 +5,7 @@ import {
   ReadBackResult,
   SendOutcome,
   TenantConnectorSettings,
+  readBackBindingProblems,
   TenantConnectors,
   capAmount,
   clipValue,
@@ -170,7 +171,11 @@ export class SenderService {
     const connector = this.connectors.require(op.connector);
     // The tenant's settings for this connector (allowlist, secrets, spending caps), read with the operation in the same
     // statement: this send's own read, or the advance job's read of the step that found the operation ready.
-    const tenantEnv: TenantConnectorSettings = { allowHosts: settings.allowHosts, secrets: settings.secrets };
+    const tenantEnv: TenantConnectorSettings = {
+      allowHosts: settings.allowHosts,
+      secrets: settings.secrets,
+      readBackBinding: settings.readBackBinding,
+    };
 
     if (!release && op.approval?.state === 'granted' && op.nextCheckAt === null) {
       const stale = await this.approvalStaleness(op, tenantEnv, executionDeadline, tenant);
@@ -300,7 +305,15 @@ export class SenderService {
       return { written: null };
     }
     const verified =
-      reading === null ? null : await this.verifyAtOnce(op, attempt, await reading, options.thenExecution);
+      reading === null
+        ? null
+        : await this.verifyAtOnce(
+            op,
+            attempt,
+            await reading,
+            options.thenExecution,
+            readBackBindingProblems(connector, op.action, op.params).length > 0,
+          );
     if (check === 'verify' && !verified) {
       await this.producer.tryEnqueue(
         JobName.VERIFY_OPERATION,
@@ -359,6 +372,7 @@ export class SenderService {
     attempt: number,
     read: ReadBackResult | null,
     thenExecution: ExecutionMovesInput | undefined,
+    unbound: boolean,
   ): Promise<TransitionResult | null> {
     if (!read) return null;
     const decision = decideReadBack({
@@ -380,6 +394,8 @@ export class SenderService {
         operation: { ...snapshotOf(op), status: S.ACKNOWLEDGED, attempt },
         to: S.VERIFIED,
         reason: null,
+        // The read was made under the settings this send read; an admin may have bound read-backs since.
+        readBackUnbound: unbound ? true : undefined,
         patch: settledByReadBack(S.VERIFIED, null, evidence, this.config),
         eventData: { evidence_source: evidence.source },
         thenExecution,

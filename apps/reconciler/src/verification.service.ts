@@ -7,6 +7,7 @@ import {
   ReadBackResult,
   TenantConnectors,
   operationCapabilities,
+  readBackBindingProblems,
   unreachableRead,
 } from '@verity/connectors';
 import {
@@ -278,10 +279,15 @@ export class VerificationService {
     evidence: Record<string, unknown>,
     outcome: VerifyOutcome,
   ): Promise<VerifyOutcome> {
+    const connector = this.connectors.require(op.connector);
     const moved = await this.transitions.operation(this.db.manager, {
       operation: snapshotOf(op),
       to,
       reason,
+      // A read-back that does not name its effect verifies only while the tenant has not bound read-backs: the read
+      // was made under settings read before it, and an admin may have bound them since.
+      readBackUnbound:
+        to === S.VERIFIED && readBackBindingProblems(connector, op.action, op.params).length > 0 ? true : undefined,
       patch: settledByReadBack(to, reason, evidence, this.config),
       eventData: { evidence_source: evidence.source },
     });

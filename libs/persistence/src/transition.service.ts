@@ -85,6 +85,13 @@ export interface OperationTransitionInput {
    * A refused move changes nothing and answers `won: false`, like a lost compare-and-set (see `sendRefusals`).
    */
   sendGuard?: SendGuard;
+  /**
+   * Only with a move to VERIFIED by a read-back that does not name its own effect (libs/connectors
+   * `readBackBindingProblems`): the statement commits only while the tenant's `read_back_binding` for the connector is
+   * not `bound`. The read was made under the settings as read before it; an admin who bound read-backs meanwhile must
+   * not see it end VERIFIED afterwards. A refused move answers `won: false`, like a lost compare-and-set.
+   */
+  readBackUnbound?: boolean;
   patch?: OperationPatch;
   eventData?: Record<string, unknown>;
   /**
@@ -119,6 +126,10 @@ export interface TransitionResult {
   /** With `thenExecution`: whether the execution's moves were written too. */
   executionMoved?: boolean;
 }
+
+/** The tenant has not bound its read-backs for the operation's connector (`read_back_binding`, no row: `declared`). */
+const DECLARED_READ_BACKS_COUNT = `NOT EXISTS (SELECT 1 FROM tenant_connector_settings rb
+         WHERE rb.tenant_id = op.tenant_id AND rb.connector = op.connector AND rb.read_back_binding = 'bound')`;
 
 /**
  * The operation's compare-and-set (status and fencing attempt, plus the send guard's conditions), as the `moved` CTE
@@ -309,6 +320,9 @@ export class TransitionService {
     if ((to === OperationStatus.SENT) !== (input.sendGuard !== undefined)) {
       throw new Error('a move to SENT, and only a move to SENT, carries a send guard');
     }
+    if (input.readBackUnbound && to !== OperationStatus.VERIFIED) {
+      throw new Error('readBackUnbound goes with a move to VERIFIED');
+    }
     const params: unknown[] = [operation.id, operation.status, to, operation.attempt];
     const sets = ['status = $3', 'updated_at = clock_timestamp()'];
     if (input.bumpAttempt) sets.push('attempt = attempt + 1');
@@ -321,7 +335,9 @@ export class TransitionService {
         ? sendGuardConditions(input.sendGuard, params)
             .map((c) => ` AND (${c.sql})`)
             .join('')
-        : '') + (requiresUnacknowledged(to, reason) ? ' AND acknowledged_at IS NULL' : '');
+        : '') +
+      (requiresUnacknowledged(to, reason) ? ' AND acknowledged_at IS NULL' : '') +
+      (input.readBackUnbound ? ` AND ${DECLARED_READ_BACKS_COUNT}` : '');
     const eventId = newId('evt');
     params.push(
       eventId,

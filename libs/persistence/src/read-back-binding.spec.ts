@@ -1,0 +1,95 @@
+import { OperationStatus, VerificationMethod } from '@verity/status-model';
+import { insertChargeExecution } from '../../../test/support/fixtures';
+import { useTestDatabase } from '../../../test/support/test-database';
+import { loadConnectorSettings } from './entities/connector-settings.entity';
+import { upsertConnectorSettings } from './connector-settings.repository';
+import { TransitionService } from './transition.service';
+
+/**
+ * An operation read back through a read-back that does not name its effect was read under the settings as they were
+ * read before it; if the tenant's admin bound read-backs in between (`read_back_binding: "bound"`), the statement that
+ * would write VERIFIED must refuse, whatever the worker read (docs/decisions.md, "Bound read-backs").
+ */
+describe('VERIFIED from an unbound read-back (readBackUnbound) checks the tenant binding in its statement (real Postgres)', () => {
+  const db = useTestDatabase('rbbinding', ['acme']);
+  const transitions = new TransitionService();
+
+  /** One operation ACKNOWLEDGED (attempt 1) in a running execution, as the sender leaves it. */
+  async function acknowledged() {
+    const ids = await insertChargeExecution(db.dataSource.manager, 'acme', {
+      operation: { params: { amount: 100, currency: 'EUR', reference: `r-${Math.random()}` } },
+    });
+    await db.dataSource.query(`UPDATE executions SET status = 'running' WHERE id = $1`, [ids.executionId]);
+    await db.dataSource.query(`UPDATE operations SET status = 'ACKNOWLEDGED', attempt = 1 WHERE id = $1`, [
+      ids.operationId,
+    ]);
+    return ids;
+  }
+  const verify = (operationId: string, readBackUnbound?: boolean) =>
+    transitions.operation(db.dataSource.manager, {
+      operation: {
+        id: operationId,
+        status: OperationStatus.ACKNOWLEDGED,
+        attempt: 1,
+        verificationMethod: VerificationMethod.READ_AFTER_WRITE,
+      },
+      to: OperationStatus.VERIFIED,
+      readBackUnbound,
+      patch: { evidence: { method: 'read_after_write' } },
+    });
+  const statusOf = async (id: string) =>
+    ((await db.dataSource.query(`SELECT status FROM operations WHERE id = $1`, [id])) as { status: string }[])[0]
+      .status;
+  const bind = (binding: 'declared' | 'bound') =>
+    upsertConnectorSettings(db.dataSource.manager, 'acme', 'sandbox.payments', { readBackBinding: binding, by: 't' });
+
+  it('stores the binding: "declared" without a row, the value set, kept by a write that leaves it out', async () => {
+    const read = () => loadConnectorSettings(db.dataSource.manager, 'acme', 'sandbox.payments', { withSecrets: false });
+    expect((await read()).readBackBinding).toBe('declared');
+    await bind('bound');
+    expect((await read()).readBackBinding).toBe('bound');
+    await upsertConnectorSettings(db.dataSource.manager, 'acme', 'sandbox.payments', { allowHosts: [], by: 't' });
+    expect((await read()).readBackBinding).toBe('bound');
+    await expect(
+      db.dataSource.query(`UPDATE tenant_connector_settings SET read_back_binding = 'strict' WHERE tenant_id = 'acme'`),
+    ).rejects.toThrow(/read_back_binding/);
+    await bind('declared');
+  });
+
+  it('declared (or no row): VERIFIED is written', async () => {
+    const { operationId } = await acknowledged();
+    expect(await verify(operationId, true)).toMatchObject({ won: true });
+    expect(await statusOf(operationId)).toBe('VERIFIED');
+  });
+
+  it('bound: VERIFIED from an unbound read-back is refused, nothing written; a bound one is written', async () => {
+    await bind('bound');
+    const unbound = await acknowledged();
+    expect(await verify(unbound.operationId, true)).toEqual({ won: false });
+    expect(await statusOf(unbound.operationId)).toBe('ACKNOWLEDGED');
+    const events = (await db.dataSource.query(`SELECT count(*) AS n FROM events WHERE operation_id = $1`, [
+      unbound.operationId,
+    ])) as { n: string }[];
+    expect(events[0].n).toBe('0');
+
+    const boundRead = await acknowledged();
+    expect(await verify(boundRead.operationId)).toMatchObject({ won: true });
+    expect(await statusOf(boundRead.operationId)).toBe('VERIFIED');
+    await bind('declared');
+  });
+
+  it('only goes with a move to VERIFIED', async () => {
+    await expect(
+      transitions.operation(db.dataSource.manager, {
+        operation: {
+          id: 'op_x',
+          status: OperationStatus.ACKNOWLEDGED,
+          attempt: 1,
+          verificationMethod: VerificationMethod.READ_AFTER_WRITE,
+        },
+        to: OperationStatus.UNKNOWN,
+        readBackUnbound: true,
+      }),
+    ).rejects.toThrow(/readBackUnbound/);
+  });
+});
