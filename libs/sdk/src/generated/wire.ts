@@ -2101,6 +2101,11 @@ export interface operations {
                 currency?: string;
                 currency_field?: string;
               }[];
+              /**
+               * @description http: which declared read-backs count ("bound": only one that asks the request's own origin and names this effect); "declared" for the others
+               * @enum {string}
+               */
+              read_back_binding: 'declared' | 'bound';
               /** @description names only; values are write-only */
               secrets: string[];
               usage: {
@@ -2156,6 +2161,11 @@ export interface operations {
               currency?: string;
               currency_field?: string;
             }[];
+            /**
+             * @description http: which declared read-backs count ("bound": only one that asks the request's own origin and names this effect); "declared" for the others
+             * @enum {string}
+             */
+            read_back_binding: 'declared' | 'bound';
             /** @description names only; values are write-only */
             secrets: string[];
             usage: {
@@ -2206,6 +2216,11 @@ export interface operations {
             /** @description where the currency is in the params (default `currency`); only with currency */
             currency_field?: string;
           }[];
+          /**
+           * @description which read-backs the operations may be verified by (http only): "declared" (default) any they declare; "bound" only one that asks the request's own origin and names this effect ({{ref}}, {{operation_id}} or {{idempotency_key}} in its URL or a header value)
+           * @enum {string}
+           */
+          read_back_binding?: 'declared' | 'bound';
           secrets?: {
             [key: string]: string | null;
           };
@@ -2235,6 +2250,11 @@ export interface operations {
               currency?: string;
               currency_field?: string;
             }[];
+            /**
+             * @description http: which declared read-backs count ("bound": only one that asks the request's own origin and names this effect); "declared" for the others
+             * @enum {string}
+             */
+            read_back_binding: 'declared' | 'bound';
             /** @description names only; values are write-only */
             secrets: string[];
             usage: {
@@ -2511,7 +2531,7 @@ export interface operations {
                   kind: 'connector_settings';
                   /** @description the connector whose settings changed */
                   connector: string | null;
-                  /** @description the connector’s settings as stored: allowlist, spending caps, secret names */
+                  /** @description the connector’s settings as stored: allowlist, spending caps, read-back binding, secret names */
                   before: {
                     allow_hosts: {
                       [key: string]: unknown;
@@ -2519,10 +2539,15 @@ export interface operations {
                     spending_caps: {
                       [key: string]: unknown;
                     }[];
+                    /**
+                     * @description absent in changes recorded before the setting existed (they were all "declared")
+                     * @enum {string}
+                     */
+                    read_back_binding?: 'declared' | 'bound';
                     /** @description the names of the secrets set; a secret value is never recorded */
                     secrets: string[];
                   };
-                  /** @description the connector’s settings as stored: allowlist, spending caps, secret names */
+                  /** @description the connector’s settings as stored: allowlist, spending caps, read-back binding, secret names */
                   after: {
                     allow_hosts: {
                       [key: string]: unknown;
@@ -2530,6 +2555,11 @@ export interface operations {
                     spending_caps: {
                       [key: string]: unknown;
                     }[];
+                    /**
+                     * @description absent in changes recorded before the setting existed (they were all "declared")
+                     * @enum {string}
+                     */
+                    read_back_binding?: 'declared' | 'bound';
                     /** @description the names of the secrets set; a secret value is never recorded */
                     secrets: string[];
                   };

@@ -1,0 +1,192 @@
+import { DEMO, Stack, waitFor } from '../support/stack';
+import { submission } from '../support/http';
+import {
+  Call,
+  Execution,
+  TargetServer,
+  httpOp,
+  recordingClient,
+  settled,
+  startTarget,
+  submitOps,
+} from './connectors-support';
+
+interface SettingsView {
+  connector: string;
+  read_back_binding: string;
+  updated_at: string | null;
+}
+
+interface Refusal {
+  type: string;
+  errors: { field: string; rule: string; message: string }[];
+}
+
+/**
+ * Red-team finding H2: an http operation's read-back is the agent's to declare, so it can ask a status page that always
+ * says "ok" and a call that did nothing ends VERIFIED. The tenant's admin binds read-backs (`read_back_binding:
+ * "bound"`): then a read-back counts only when it asks the request's own origin about this very effect. Refused at
+ * intake (400, nothing written); an operation accepted before the switch is not verified by it afterwards.
+ */
+describe('http read_back_binding (admin setting, intake refusal, read after the switch)', () => {
+  let stack: Stack;
+  let target: TargetServer;
+  let call: Call;
+
+  beforeAll(async () => {
+    target = await startTarget();
+    // The target's status page: always "ok", whatever any call did.
+    target.setState('health', 'ok');
+    stack = await Stack.start({ label: 'rbbind' });
+    ({ call } = recordingClient(stack));
+    const put = await setHttp({ allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true }] });
+    expect(put.status).toBe(200);
+  });
+  afterAll(async () => {
+    await stack?.stop();
+    await target?.close();
+  });
+
+  const setHttp = (body: unknown, connector = 'http') =>
+    call<SettingsView & Refusal>('PUT', `/v1/admin/connector-settings/${connector}`, { key: DEMO.admin, body });
+  const getHttp = async () =>
+    (await call<SettingsView>('GET', '/v1/admin/connector-settings/http', { key: DEMO.admin })).body;
+  const count = async (table: string) =>
+    Number(((await stack.db.dataSource.query(`SELECT count(*) AS n FROM ${table}`)) as { n: string }[])[0].n);
+
+  const order = (readBack?: Record<string, unknown>) => ({
+    method: 'POST',
+    url: `${target.base}/orders`,
+    body: { id: '{{operation_id}}' },
+    ...(readBack ? { read_back: readBack } : {}),
+  });
+  /** Names nothing of the effect: the status page. */
+  const unbound = () => ({ url: `${target.base}/state/health`, field: '$.data.value', equals: 'ok' });
+  /** Asks the request's origin about this very order. */
+  const bound = () => ({ url: `${target.base}/orders/{{operation_id}}`, field: '$.data.status', equals: 'created' });
+  /** Names the effect, but on another origin (another host name for the same server). */
+  const elsewhere = () => ({ ...bound(), url: `http://localhost:${target.port}/orders/{{operation_id}}` });
+
+  it('is "declared" until set; refuses an unknown value or another connector with 400, writing nothing', async () => {
+    const before = await getHttp();
+    expect(before.read_back_binding).toBe('declared');
+    const changes = await count('admin_changes');
+
+    const unknown = await setHttp({ read_back_binding: 'strict' });
+    expect(unknown.status).toBe(400);
+    expect(unknown.body.errors[0]).toMatchObject({ field: 'read_back_binding' });
+    const sms = await setHttp({ read_back_binding: 'bound' }, 'sandbox.sms');
+    expect(sms.status).toBe(400);
+    expect(sms.body.errors[0]).toMatchObject({ field: 'read_back_binding', rule: 'not_applicable' });
+
+    expect(await getHttp()).toEqual(before);
+    expect(await count('admin_changes')).toBe(changes);
+    expect(
+      await stack.db.dataSource.query(`SELECT 1 FROM tenant_connector_settings WHERE connector = 'sandbox.sms'`),
+    ).toEqual([]);
+  });
+
+  it('declared: an unbound read-back still verifies (the behaviour tenants rely on until they switch)', async () => {
+    const execution = await submitOps(call, [httpOp('order', order(unbound()))]);
+    const [op] = (await settled(call, execution.id)).operations;
+    expect(op).toMatchObject({ status: 'VERIFIED', evidence: { source: `${target.base}/state/health` } });
+  });
+
+  it('bound: an unbound read-back is 400 read_back_unbound naming the broken condition, and nothing is written', async () => {
+    const switched = await setHttp({ read_back_binding: 'bound' });
+    expect(switched.status).toBe(200);
+    expect(switched.body.read_back_binding).toBe('bound');
+    const history = await call<{ data: { before: Record<string, unknown>; after: Record<string, unknown> }[] }>(
+      'GET',
+      '/v1/admin/changes',
+      { key: DEMO.admin },
+    );
+    expect(history.body.data[0]).toMatchObject({
+      before: { read_back_binding: 'declared' },
+      after: { read_back_binding: 'bound' },
+    });
+
+    const executions = await count('executions');
+    const operations = await count('operations');
+    const refuse = async (readBack: Record<string, unknown>) => {
+      const refused = await call<Refusal>('POST', '/v1/executions', {
+        body: submission([httpOp('ok', order(bound())), httpOp('order', order(readBack))]),
+      });
+      expect(refused.status).toBe(400);
+      expect(refused.headers.get('content-type')).toContain('application/problem+json');
+      expect(refused.body.type).toMatch(/validation-error$/);
+      return refused.body.errors;
+    };
+    expect(await refuse(unbound())).toEqual([
+      { field: 'operations[1].params.read_back', rule: 'read_back_unbound', message: expect.stringMatching(/name/) },
+    ]);
+    expect(await refuse(elsewhere())).toEqual([
+      {
+        field: 'operations[1].params.read_back.url',
+        rule: 'read_back_unbound',
+        message: expect.stringContaining('own origin'),
+      },
+    ]);
+    // {{operation_id}} only in equals names nothing: equals is compared, never sent.
+    expect(await refuse({ ...unbound(), equals: '{{operation_id}}' })).toEqual([
+      expect.objectContaining({ field: 'operations[1].params.read_back', rule: 'read_back_unbound' }),
+    ]);
+    expect(await count('executions')).toBe(executions);
+    expect(await count('operations')).toBe(operations);
+    expect(target.seen.filter((s) => s.method === 'POST')).toHaveLength(1);
+  });
+
+  it('bound: a bound read-back still reaches VERIFIED, and an operation without one ends ACKNOWLEDGED', async () => {
+    const execution = await submitOps(call, [
+      httpOp('bound', order(bound())),
+      httpOp('header', order({ ...bound(), url: `${target.base}/orders/x`, headers: { 'x-id': '{{operation_id}}' } }), {
+        verification_method: '',
+      }),
+      httpOp('plain', order()),
+    ]);
+    const done = await settled(call, execution.id);
+    expect(done.operations.map((o) => [o.key, o.status])).toEqual([
+      ['bound', 'VERIFIED'],
+      ['header', 'ACKNOWLEDGED'],
+      ['plain', 'ACKNOWLEDGED'],
+    ]);
+    expect(done.operations[0].evidence).toMatchObject({ source: `${target.base}/orders/${done.operations[0].id}` });
+  });
+
+  it('an unbound read-back accepted before the switch never verifies after it: held for a person, the evidence says why', async () => {
+    expect((await setHttp({ read_back_binding: 'declared' })).status).toBe(200);
+    // Accepted under "declared", waiting for a reviewer's approval while the admin binds read-backs.
+    const created = await submitOps(call, [httpOp('order', order(unbound()), { requires_approval: true })]);
+    const opId = created.operations[0].id;
+    type Logged = { type: string; to_status: string | null; data: Record<string, unknown> };
+    const log = async () => (await call<{ data: Logged[] }>('GET', `/v1/executions/${created.id}/events`)).body.data;
+    await waitFor(log, (l) => l.some((e) => e.type === 'approval.requested'), 30_000, 100);
+    expect((await setHttp({ read_back_binding: 'bound' })).status).toBe(200);
+    const statusReads = () => target.seen.filter((s) => s.method === 'GET' && s.url === '/state/health').length;
+    const readsBefore = statusReads();
+    const approved = await call('POST', `/v1/operations/${opId}/approval`, {
+      key: DEMO.reviewer,
+      body: { decision: 'approve', reason: 'ok' },
+    });
+    expect(approved.status).toBe(200);
+
+    const held = await waitFor(
+      async () => (await call<Execution>('GET', `/v1/executions/${created.id}`)).body.operations[0],
+      (op) => op.status !== 'PREPARED' && op.status !== 'SENT' && op.status !== 'ACKNOWLEDGED',
+      45_000,
+      150,
+    );
+    expect(held).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'SOURCE_UNREACHABLE' });
+    expect(held.evidence).toMatchObject({
+      method: 'read_after_write',
+      read_back_binding: 'bound',
+      unbound: ['names_effect'],
+      error: expect.stringMatching(/^not read: /),
+    });
+    // The call was made once; the status page was never asked on its behalf after the switch.
+    expect(target.seen.filter((s) => s.method === 'POST' && s.body.includes(opId))).toHaveLength(1);
+    expect(statusReads()).toBe(readsBefore);
+    const statuses = (await log()).filter((e) => e.to_status).map((e) => e.to_status);
+    expect(statuses).not.toContain('VERIFIED');
+  });
+});
