@@ -32,8 +32,9 @@ describe('SSRF defence of the http connector', () => {
       key: DEMO.admin,
       body: {
         allow_hosts: [
-          // The one explicit private allowance: the test target, on its own port only.
-          { host: '127.0.0.1', ports: [target.port], allow_private: true },
+          // The one explicit private allowance: the test target, on its own port — and the stack's sandbox provider's,
+          // which is refused all the same (a platform service is never a tenant's target).
+          { host: '127.0.0.1', ports: [target.port, stack.sandboxPort], allow_private: true },
           // Allowlisted by name or address, but never allowed to be internal:
           { host: 'localhost' },
           { host: '::1' },
@@ -127,6 +128,60 @@ describe('SSRF defence of the http connector', () => {
         },
       });
     }
+  });
+
+  it("never reaches the platform's own sandbox provider, even allow-listed with allow_private", async () => {
+    // A charge of another account, and what a tenant's call could do to it: reset the sandbox, read it by setting the
+    // account header itself (the sandbox tells accounts apart by that header alone).
+    const reference = `ssrf-victim-${Date.now()}`;
+    const charged = await stack.sandbox('/v1/charges', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'sandbox-account': 'demo-other' },
+      body: JSON.stringify({ amount: 4242, currency: 'EUR', reference }),
+    });
+    expect(charged.status).toBe(201);
+    const vectors: [string, Record<string, unknown>][] = [
+      ['reset', post(`${stack.sandboxUrl}/__reset`)],
+      ['faults', post(`${stack.sandboxUrl}/__faults`, { method: 'PUT', body: { rules: [] } })],
+      [
+        'other_account',
+        {
+          method: 'GET',
+          url: `${stack.sandboxUrl}/v1/charges?reference=${reference}`,
+          headers: { 'sandbox-account': 'demo-other' },
+        },
+      ],
+      ['by_name', post(`http://localhost:${stack.sandboxPort}/__reset`)],
+    ];
+    const execution = await submitOps(
+      call,
+      vectors.map(([key, params]) => httpOp(key, params)),
+    );
+    const done = await settled(call, execution.id);
+    for (const [key] of vectors) {
+      const op = done.operations.find((o) => o.key === key)!;
+      expect({ key, status: op.status, code: op.failure?.code }).toEqual({
+        key,
+        status: 'FAILED',
+        code: 'egress_refused',
+      });
+      expect({ key, detail: op.evidence?.detail }).toEqual({
+        key,
+        detail: expect.stringMatching(/^not sent: egress refused: .* reaches the sandbox provider of this platform/),
+      });
+    }
+    // Nothing was reset: the other account's charge is still there.
+    expect((await stack.effects()).charges[reference]).toMatchObject({ count: 1, amounts: [4242] });
+    // A webhook endpoint there is refused when it is created.
+    const hook = await call<{ errors: { field: string; message: string }[] }>('POST', '/v1/admin/webhooks', {
+      key: DEMO.admin,
+      body: { url: `${stack.sandboxUrl}/__reset`, events: ['execution.finished'] },
+    });
+    expect(hook.status).toBe(400);
+    expect(hook.body.errors[0]).toMatchObject({
+      field: 'url',
+      message: expect.stringContaining('reaches the sandbox provider of this platform'),
+    });
   });
 
   it('does not follow a 302 from an allowed host to an internal one: UNKNOWN, never a request to the canary', async () => {

@@ -141,7 +141,11 @@ export class WebhooksService implements OnApplicationBootstrap, OnApplicationShu
   private async post(delivery: DeliveryToSend): Promise<{ outcome: AttemptOutcome; retryable: boolean }> {
     // The tenant's http allowlist and the SSRF rules apply to every send, not only when the endpoint was created: an
     // allowlist entry removed since then, or a host now resolving to a private address, stops the delivery.
-    const target = checkTarget(delivery.url, await this.connectors.httpAllowlist(delivery.tenantId));
+    const target = checkTarget(
+      delivery.url,
+      await this.connectors.httpAllowlist(delivery.tenantId),
+      this.connectors.platform,
+    );
     if ('code' in target) return { outcome: { ok: false, status: null, error: target.message }, retryable: false };
     let refused: string | null = null;
     const body = delivery.body;

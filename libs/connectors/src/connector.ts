@@ -1,3 +1,4 @@
+import type { PlatformService } from './egress';
 import type { z } from 'zod';
 import type { SendOutcome } from './classify';
 
@@ -74,6 +75,8 @@ export interface TenantConnectorSettings {
 export interface ConnectorEnvironment {
   sandboxUrl: string;
   timeoutMs: number;
+  /** The platform's own listeners, which no call to a tenant-chosen target may reach (egress.ts). */
+  platform?: readonly PlatformService[];
   tenant?: TenantConnectorSettings;
   signal?: AbortSignal;
 }

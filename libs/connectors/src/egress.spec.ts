@@ -1,6 +1,8 @@
 import { createServer } from 'node:http';
 import {
   checkTarget,
+  platformServiceAt,
+  platformServices,
   classifyAddress,
   effectiveAllowHosts,
   isAddressAllowed,
@@ -226,5 +228,98 @@ describe('effectiveAllowHosts', () => {
     const target = checkTarget('http://10.0.0.5:8443/x', effectiveAllowHosts(entries, false));
     expect(target).toMatchObject({ message: expect.stringMatching(/10\.0\.0\.5 is a private address/) });
     expect(checkTarget('http://10.0.0.5:8443/x', effectiveAllowHosts(entries, true))).not.toHaveProperty('message');
+  });
+});
+
+describe("the platform's own services are never a tenant's target", () => {
+  const platform = platformServices({
+    SANDBOX_URL: 'http://127.0.0.1:4010',
+    HOST: '0.0.0.0',
+    PORT: 3000,
+    DATABASE_URL: 'postgres://verity@db.internal:5432/verity',
+    REDIS_URL: 'redis://127.0.0.1:6379/2',
+    DISPATCHER_METRICS_PORT: 9101,
+    RECONCILER_METRICS_PORT: 0,
+  });
+  const everything = [
+    { host: '127.0.0.1', allow_private: true },
+    { host: '127.0.0.2', allow_private: true },
+    { host: 'localhost', allow_private: true },
+  ];
+
+  it('reads them from the configuration (a port 0 listener and a Unix socket are none)', () => {
+    expect(platform).toEqual([
+      { name: 'the sandbox provider', host: '127.0.0.1', port: 4010 },
+      { name: 'the Verity API', host: '0.0.0.0', port: 3000 },
+      { name: 'Postgres', host: 'db.internal', port: 5432 },
+      { name: 'Redis', host: '127.0.0.1', port: 6379 },
+      { name: 'the dispatcher metrics', host: '0.0.0.0', port: 9101 },
+    ]);
+    const sockets = platformServices({
+      SANDBOX_URL: 'http://sandbox:4010',
+      HOST: '127.0.0.1',
+      PORT: 0,
+      DATABASE_URL: 'postgres://verity@/verity?host=/var/run/postgresql',
+      REDIS_URL: 'unix:///run/redis/redis.sock',
+      DISPATCHER_METRICS_PORT: 0,
+      RECONCILER_METRICS_PORT: 0,
+    });
+    expect(sockets).toEqual([{ name: 'the sandbox provider', host: 'sandbox', port: 4010 }]);
+  });
+
+  it.each([
+    ['http://127.0.0.1:4010/__reset', 'the sandbox provider'],
+    ['http://localhost:4010/v1/charges', 'the sandbox provider'],
+    ['http://127.0.0.2:4010/', 'the sandbox provider'],
+    ['http://127.0.0.1:3000/v1/executions', 'the Verity API'],
+    ['http://127.0.0.1:6379/', 'Redis'],
+    ['http://127.0.0.1:9101/metrics', 'the dispatcher metrics'],
+  ])('%s is refused even with allow_private: it reaches %s', (url, name) => {
+    expect(checkTarget(url, everything, platform)).toEqual({
+      code: 'EGRESS_BLOCKED',
+      message: expect.stringContaining(`reaches ${name} of this platform`),
+    });
+  });
+
+  it('leaves every other port and host alone', () => {
+    expect(checkTarget('http://127.0.0.1:4011/', everything, platform)).not.toHaveProperty('code');
+    expect(checkTarget('http://127.0.0.1:9102/', everything, platform)).not.toHaveProperty('code');
+    expect(platformServiceAt(platform, '93.184.216.34', 4010)).toBeUndefined();
+    // Without the list (the default), nothing is a platform service.
+    expect(checkTarget('http://127.0.0.1:4010/', everything)).not.toHaveProperty('code');
+  });
+
+  const lookUp = (url: string, allow: AllowedHost[], answer: string[], names: Record<string, string[]> = {}) => {
+    const target = checkTarget(url, allow, platform);
+    if ('code' in target) throw new Error(target.message);
+    let refused: string | undefined;
+    const lookup = lookupFor(
+      target,
+      (message) => (refused = message),
+      async (hostname) =>
+        (names[hostname] ?? (hostname === target.host ? answer : [])).map((address) => ({ address, family: 4 })),
+    );
+    return new Promise<{ refused?: string; args: unknown[] }>((resolve) =>
+      (lookup as unknown as (h: string, o: object, cb: (...a: unknown[]) => void) => void)(target.host, {}, (...args) =>
+        resolve({ refused, args }),
+      ),
+    );
+  };
+
+  it('refuses a name that resolves to a service on this machine, or to a service configured by name', async () => {
+    const local = await lookUp(
+      'http://sandbox.test:4010/',
+      [{ host: 'sandbox.test', allow_private: true }],
+      ['127.0.0.1'],
+    );
+    expect(local.refused).toMatch(/sandbox\.test:4010 reaches the sandbox provider of this platform/);
+    const db = await lookUp('http://pg.test:5432/', [{ host: 'pg.test', allow_private: true }], ['10.1.2.3'], {
+      'db.internal': ['10.1.2.3'],
+    });
+    expect(db.refused).toMatch(/reaches Postgres of this platform/);
+    const elsewhere = await lookUp('http://pg.test:5432/', [{ host: 'pg.test', allow_private: true }], ['10.1.2.4'], {
+      'db.internal': ['10.1.2.3'],
+    });
+    expect(elsewhere).toEqual({ refused: undefined, args: [null, '10.1.2.4', 4] });
   });
 });

@@ -1,6 +1,7 @@
 import { lookup as dnsLookup } from 'node:dns';
 import { isIP } from 'node:net';
 import type { LookupFunction } from 'node:net';
+import { networkInterfaces } from 'node:os';
 import type { AllowedHost } from './connector';
 
 /**
@@ -8,6 +9,7 @@ import type { AllowedHost } from './connector';
  * scheme (http/https only) → no credentials in the URL → host on the tenant's allowlist (and port) → every address
  * the host resolves to is public, unless the tenant explicitly allowed private addresses for that host. The address
  * that was vetted is the one connected to: `lookupFor` hands the HTTP client the vetted answer (no DNS rebinding).
+ * And never one of the platform's own services (`PlatformService`), whatever the allowlist says.
  */
 
 export type AddressCategory =
@@ -175,6 +177,81 @@ export interface EgressTarget {
   host: string;
   port: number;
   entry: AllowedHost;
+  platform: readonly PlatformService[];
+}
+
+/**
+ * A listener of the platform itself — the sandbox provider, the API, Postgres, Redis, a worker's metrics — which no
+ * tenant's http call or webhook may reach, even with `allow_private` for its host: the sandbox tells its accounts
+ * apart by a header any caller can set and its `/__reset` wipes every tenant's charges; the API, the stores and the
+ * metrics belong to every tenant at once. (With private egress off, as in production, they are private addresses and
+ * refused anyway; this holds where it is on: development, the demo, tests.)
+ */
+export interface PlatformService {
+  name: string;
+  /** As configured: an IP address, `localhost`, a name (a compose service), or an address it listens on (0.0.0.0). */
+  host: string;
+  port: number;
+}
+
+/** The platform's services from its configuration; URLs that name no TCP port (a Unix socket) name no service. */
+export function platformServices(config: {
+  SANDBOX_URL: string;
+  HOST: string;
+  PORT: number;
+  DATABASE_URL: string;
+  REDIS_URL: string;
+  DISPATCHER_METRICS_PORT: number;
+  RECONCILER_METRICS_PORT: number;
+}): PlatformService[] {
+  const fromUrl = (name: string, raw: string, defaultPort: number): PlatformService[] => {
+    try {
+      const url = new URL(raw);
+      if (!url.hostname) return [];
+      return [{ name, host: normalizeHost(url.hostname), port: url.port ? Number(url.port) : defaultPort }];
+    } catch {
+      return [];
+    }
+  };
+  const listener = (name: string, port: number): PlatformService[] =>
+    port > 0 ? [{ name, host: normalizeHost(config.HOST), port }] : [];
+  return [
+    ...fromUrl('the sandbox provider', config.SANDBOX_URL, 80),
+    ...listener('the Verity API', config.PORT),
+    ...fromUrl('Postgres', config.DATABASE_URL, 5432),
+    ...(/^rediss?:/i.test(config.REDIS_URL) ? fromUrl('Redis', config.REDIS_URL, 6379) : []),
+    ...listener('the dispatcher metrics', config.DISPATCHER_METRICS_PORT),
+    ...listener('the reconciler metrics', config.RECONCILER_METRICS_PORT),
+  ];
+}
+
+/** Whether an address (or `localhost`) is this machine's: loopback, "every interface", or one of its interfaces. */
+function onThisMachine(host: string): boolean {
+  if (host === 'localhost') return true;
+  if (!isIP(host)) return false;
+  const category = classifyAddress(host);
+  if (category === 'loopback' || category === 'unspecified') return true;
+  return Object.values(networkInterfaces()).some((list) => list?.some((i) => normalizeHost(i.address) === host));
+}
+
+/**
+ * The platform service a target address and port would reach, if any. The same address, or — for a service on this
+ * machine (loopback, or listening on every interface) — any address of this machine, on the service's port. A service
+ * named by a host name (a compose service) is matched by the addresses that name resolves to (`lookupFor`).
+ */
+export function platformServiceAt(
+  services: readonly PlatformService[],
+  host: string,
+  port: number,
+): PlatformService | undefined {
+  const address = normalizeHost(host);
+  return services.find(
+    (s) => s.port === port && (s.host === address || (onThisMachine(s.host) && onThisMachine(address))),
+  );
+}
+
+function platformRefusal(service: PlatformService, host: string, port: number): string {
+  return `${host}:${port} reaches ${service.name} of this platform, never a tenant's target`;
 }
 
 function hostMatches(pattern: string, host: string): boolean {
@@ -187,6 +264,7 @@ function hostMatches(pattern: string, host: string): boolean {
 export function checkTarget(
   rawUrl: string,
   allowHosts: readonly AllowedHost[] | undefined,
+  platform: readonly PlatformService[] = [],
 ): EgressTarget | EgressRefusal {
   const refuse = (message: string): EgressRefusal => ({ code: 'EGRESS_BLOCKED', message });
   let url: URL;
@@ -211,7 +289,10 @@ export function checkTarget(
       return refuse(`${host} is a ${category.replace('_', '-')} address, not allowed for this host`);
     }
   }
-  return { url, host, port, entry };
+  // By the name or address as written; a name is judged again by what it resolves to (lookupFor).
+  const service = platformServiceAt(platform, host, port);
+  if (service) return refuse(platformRefusal(service, host, port));
+  return { url, host, port, entry, platform };
 }
 
 /**
@@ -249,7 +330,7 @@ export function lookupFor(
   const allowPrivate = target.entry.allow_private === true;
   return ((hostname: string, options: { all?: boolean }, callback: (...args: unknown[]) => void) => {
     resolver(hostname).then(
-      (addresses) => {
+      async (addresses) => {
         if (addresses.length === 0) {
           // No address is a failed resolution, like any other (it may pass): not a refusal of the egress policy.
           callback(Object.assign(new Error(`${target.host} did not resolve`), { code: 'ENOTFOUND' }));
@@ -264,6 +345,13 @@ export function lookupFor(
           callback(Object.assign(new Error(message), { code: 'EGRESS_BLOCKED' }));
           return;
         }
+        const service = await platformServiceResolved(target, addresses, resolver);
+        if (service) {
+          const message = platformRefusal(service, target.host, target.port);
+          onRefused(message);
+          callback(Object.assign(new Error(message), { code: 'EGRESS_BLOCKED' }));
+          return;
+        }
         const chosen = addresses[0];
         if (options?.all) callback(null, [{ address: chosen.address, family: chosen.family }]);
         else callback(null, chosen.address, chosen.family);
@@ -271,4 +359,27 @@ export function lookupFor(
       (error: NodeJS.ErrnoException) => callback(error),
     );
   }) as unknown as LookupFunction;
+}
+
+/**
+ * The platform service a resolved target reaches: by address (platformServiceAt), or by the addresses of a service
+ * configured by name on the same port (resolved only then: almost no target shares a port with a service).
+ */
+async function platformServiceResolved(
+  target: EgressTarget,
+  addresses: readonly { address: string }[],
+  resolver: Resolver,
+): Promise<PlatformService | undefined> {
+  for (const { address } of addresses) {
+    const service = platformServiceAt(target.platform, address, target.port);
+    if (service) return service;
+  }
+  for (const service of target.platform) {
+    if (service.port !== target.port || isIP(service.host) || service.host === 'localhost') continue;
+    const theirs = await resolver(service.host).catch(() => []);
+    if (theirs.some((t) => addresses.some((a) => normalizeHost(a.address) === normalizeHost(t.address)))) {
+      return service;
+    }
+  }
+  return undefined;
 }

@@ -18,6 +18,7 @@ import {
   checkTarget,
   classifyAddress,
   lookupFor,
+  PlatformService,
   nonCanonicalIpv4,
   rawHostOf,
   systemResolver,
@@ -519,6 +520,7 @@ export class HttpConnector implements Connector {
       },
       env.tenant?.allowHosts,
       this.options.resolver ?? systemResolver,
+      env.platform,
     );
   }
 }
@@ -531,8 +533,9 @@ export async function guardedExchange(
   request: Omit<HttpExchangeRequest, 'lookup'>,
   allowHosts: readonly AllowedHost[] | undefined,
   resolver: Resolver = systemResolver,
+  platform: readonly PlatformService[] = [],
 ): Promise<HttpExchange | { kind: 'refused'; message: string }> {
-  const target = checkTarget(request.url, allowHosts);
+  const target = checkTarget(request.url, allowHosts, platform);
   if ('code' in target) return { kind: 'refused', message: target.message };
   const refusal: { message?: string } = {};
   const lookup = isIP(target.host) ? undefined : lookupFor(target, (message) => (refusal.message = message), resolver);

@@ -9,13 +9,22 @@ import {
 import { VERITY_CONFIG, VerityConfig, tenantPrivateEgress } from '@verity/platform';
 import { DataSource } from 'typeorm';
 import type { AllowedHost, Connector, ConnectorEnvironment, TenantConnectorSettings } from './connector';
-import { effectiveAllowHosts } from './egress';
+import { PlatformService, effectiveAllowHosts, platformServices } from './egress';
 import { ConnectorRegistry } from './registry';
 
 /** What every connector call needs from the app's configuration. */
 export type ConnectorCallConfig = Pick<
   VerityConfig,
-  'SANDBOX_URL' | 'CONNECTOR_TIMEOUT_MS' | 'TENANT_PRIVATE_EGRESS' | 'NODE_ENV'
+  | 'SANDBOX_URL'
+  | 'CONNECTOR_TIMEOUT_MS'
+  | 'TENANT_PRIVATE_EGRESS'
+  | 'NODE_ENV'
+  | 'HOST'
+  | 'PORT'
+  | 'DATABASE_URL'
+  | 'REDIS_URL'
+  | 'DISPATCHER_METRICS_PORT'
+  | 'RECONCILER_METRICS_PORT'
 >;
 
 /** Which connector of which tenant a call is for (an operation row, or anything naming both). */
@@ -32,12 +41,17 @@ export interface TenantConnectorRef {
  */
 @Injectable()
 export class TenantConnectors {
+  /** The platform's own listeners: never a target of a tenant's http call or webhook (egress.ts). */
+  readonly platform: readonly PlatformService[];
+
   constructor(
     private readonly registry: ConnectorRegistry,
     @InjectDataSource() private readonly db: DataSource,
     private readonly cipher: SecretsCipher,
     @Inject(VERITY_CONFIG) private readonly config: ConnectorCallConfig,
-  ) {}
+  ) {
+    this.platform = platformServices(config);
+  }
 
   get(name: string): Connector | undefined {
     return this.registry.get(name);
@@ -77,6 +91,7 @@ export class TenantConnectors {
     return {
       sandboxUrl: this.config.SANDBOX_URL,
       timeoutMs: this.config.CONNECTOR_TIMEOUT_MS,
+      platform: this.platform,
       tenant: { ...tenant, allowHosts },
     };
   }

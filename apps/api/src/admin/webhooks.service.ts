@@ -78,7 +78,11 @@ export class WebhooksService {
   async create(principal: Principal, input: WebhookInput) {
     // The same check the http connector makes before every call; the delivery worker repeats it (and vets the
     // addresses the host resolves to) before every send.
-    const target = checkTarget(input.url, await this.connectors.httpAllowlist(principal.tenantId));
+    const target = checkTarget(
+      input.url,
+      await this.connectors.httpAllowlist(principal.tenantId),
+      this.connectors.platform,
+    );
     if ('code' in target) {
       throw Problem.validation([
         {
