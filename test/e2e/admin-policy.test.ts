@@ -1,7 +1,7 @@
 import { createApiKey, ensureTenant } from '@verity/persistence';
 import { DEMO, Stack } from '../support/stack';
 import { charge, http, sms, unique } from '../support/http';
-import { httpOp } from './connectors-support';
+import { httpOp, startTarget } from './connectors-support';
 import { Event, events, expectLegalHistory, resetSandbox, settle, submit, waitForOp } from './dispatcher-helpers';
 
 const OTHER_ADMIN = 'test-policy-other-tenant-admin-key';
@@ -291,24 +291,23 @@ describe('admin: tenant policy', () => {
   });
 
   it('a threshold fails closed: a string amount waits for approval and is not sent; no amount at all is not caught', async () => {
-    // The http connector may call the sandbox provider (loopback: allowlisted explicitly), so its wire log shows
-    // whether anything was sent.
+    // A target of the tenant's own on loopback (allowlisted explicitly), whose log shows whether anything was sent.
+    const target = await startTarget();
     const settings = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
       key: DEMO.admin,
-      body: {
-        allow_hosts: [{ host: '127.0.0.1', ports: [Number(new URL(stack.sandboxUrl).port)], allow_private: true }],
-      },
+      body: { allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true }] },
     });
     expect(settings.status).toBe(200);
     const rule = { connector: 'http', amount_above: 5000, amount_field: 'body.amount' };
     expect((await policy('PUT', { approval_rules: [rule] })).status).toBe(200);
     const ref = unique('pol-str');
+    target.setState(ref, 'none');
     const post = httpOp('charge', {
       method: 'POST',
-      url: `${stack.sandboxUrl}/v1/charges`,
+      url: `${target.base}/orders`,
       body: { amount: '9999999', currency: 'EUR', reference: ref },
     });
-    const get = httpOp('look', { method: 'GET', url: `${stack.sandboxUrl}/v1/charges?reference=${ref}` });
+    const get = httpOp('look', { method: 'GET', url: `${target.base}/state/${ref}` });
     const held = await submit(stack, [post]);
     const read = await submit(stack, [get]);
     try {
@@ -325,13 +324,10 @@ describe('admin: tenant policy', () => {
         detail:
           'params.body.amount is "9999999" (a string), not a finite number >= 0, so it cannot be compared with the approval threshold on http (5000)',
       });
-      // Nothing was sent: the provider never saw a request for this reference other than the GET, and holds no charge.
+      // Nothing was sent: the target saw the GET for this reference and no POST.
       await stack.sweepsPassed(2);
-      const wire = (await (await stack.sandbox('/__requests')).json()) as {
-        requests: { method: string; path: string; reference: string | null; query: string | null }[];
-      };
-      expect(wire.requests.filter((r) => r.reference === ref).map((r) => r.method)).toEqual(['GET']);
-      expect((await stack.effects()).charges[ref]).toBeUndefined();
+      const mentions = target.seen.filter((r) => r.url.includes(ref) || r.body.includes(ref));
+      expect(mentions.map((r) => r.method)).toEqual(['GET']);
       expect((await waitForOp(stack, held.id, 'charge', () => true)).status).toBe('PREPARED');
     } finally {
       await http(stack.apiUrl, 'POST', `/v1/executions/${held.id}/cancel`, { key: DEMO.agent, body: {} });
@@ -340,6 +336,7 @@ describe('admin: tenant policy', () => {
         key: DEMO.admin,
         body: { allow_hosts: [] },
       });
+      await target.close();
     }
   });
 
@@ -522,10 +519,11 @@ describe('admin: tenant policy', () => {
     expect(listed.text).not.toContain(SECRET);
     expect((await changes('?limit=200')).text).not.toContain(SECRET);
     const fresh = listed.body.data.filter((c) => !known.has(c.id));
-    const empty = { allow_hosts: [], spending_caps: [], secrets: [] };
+    const empty = { allow_hosts: [], spending_caps: [], secrets: [], read_back_binding: 'declared' };
     const configured = {
       allow_hosts: [{ host: 'api.example.com', ports: [443] }],
       spending_caps: [{ period: 'day', max_operations: 100 }],
+      read_back_binding: 'declared',
     };
     expect(fresh.map(({ kind, connector, before, after }) => ({ kind, connector, before, after }))).toEqual([
       {
