@@ -88,7 +88,13 @@ describe("an operation read to send carries its tenant's settings for its connec
     const found = await findOperationToSend(db.dataSource.manager, operationId, { connectors: [], cipher });
     expect(found?.operation.id).toBe(operationId);
     // No row: and the version read says so (a row written later is a change the send guard sees).
-    expect(found?.settings).toEqual({ allowHosts: [], spendingCaps: [], secrets: {}, version: null });
+    expect(found?.settings).toEqual({
+      allowHosts: [],
+      spendingCaps: [],
+      secrets: {},
+      readBackBinding: 'declared',
+      version: null,
+    });
   });
 
   it('reads the allowlist and caps, and opens the secrets only of a connector that declares them', async () => {
@@ -107,6 +113,7 @@ describe("an operation read to send carries its tenant's settings for its connec
       allowHosts: [{ host: 'a.example' }],
       spendingCaps: caps,
       secrets: { token: 's3cret' },
+      readBackBinding: 'declared',
       // The row's version (its updated_at in microseconds), which the send guard compares.
       version: expect.stringMatching(/^\d+$/),
     });
