@@ -13,6 +13,7 @@ import { HotUpdates1764530000000 } from './1764530000000-hot-updates';
 import { AdminChanges1764540000000 } from './1764540000000-admin-changes';
 import { WebhookAfterFailed1764550000000 } from './1764550000000-webhook-after-failed';
 import { ReadBackBinding1764551000000 } from './1764551000000-read-back-binding';
+import { AdminChangesWebhooks1764560000000 } from './1764560000000-admin-changes-webhooks';
 
 /** In order. Add a new timestamped class for every schema change; never edit one that has shipped. */
 export const MIGRATIONS = [
@@ -31,4 +32,5 @@ export const MIGRATIONS = [
   AdminChanges1764540000000,
   WebhookAfterFailed1764550000000,
   ReadBackBinding1764551000000,
+  AdminChangesWebhooks1764560000000,
 ];
