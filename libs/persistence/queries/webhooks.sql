@@ -2,11 +2,19 @@
 SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints' || chr(31) || $1, 0));
 
 -- createEndpoint
-INSERT INTO webhook_endpoints (id, tenant_id, url, events, secret, created_by)
-     SELECT $1, $2, $3, $4, $5, $6
-     WHERE (SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $2) < $7
-     RETURNING id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_failures, created_by,
-  created_at, updated_at;
+WITH created AS (
+       INSERT INTO webhook_endpoints (id, tenant_id, url, events, secret, created_by)
+       SELECT $1, $2, $3, $4, $5, $6
+       WHERE (SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $2) < $7
+       RETURNING id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_failures, created_by,
+  created_at, updated_at
+     ), recorded AS (
+       INSERT INTO admin_changes (id, tenant_id, kind, connector, changed_by, before, after)
+       SELECT $8, $2, 'webhook_endpoint', NULL, $6, NULL, jsonb_build_object('id', created.id, 'url', created.url, 'events', to_jsonb(created.events),
+       'disabled', created.disabled_at IS NOT NULL, 'disabled_reason', created.disabled_reason) FROM created
+     )
+     SELECT id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_failures, created_by,
+  created_at, updated_at FROM created;
 
 -- listEndpoints
 SELECT id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_failures, created_by,
@@ -17,13 +25,32 @@ SELECT id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_fai
   created_at, updated_at FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2;
 
 -- deleteEndpoint
-DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2 RETURNING id;
+WITH deleted AS (
+       DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2 RETURNING id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_failures, created_by,
+  created_at, updated_at
+     ), recorded AS (
+       INSERT INTO admin_changes (id, tenant_id, kind, connector, changed_by, before, after)
+       SELECT $3, $1, 'webhook_endpoint', NULL, $4, jsonb_build_object('id', deleted.id, 'url', deleted.url, 'events', to_jsonb(deleted.events),
+       'disabled', deleted.disabled_at IS NOT NULL, 'disabled_reason', deleted.disabled_reason), NULL FROM deleted
+     )
+     SELECT id FROM deleted;
 
 -- enableEndpoint
-UPDATE webhook_endpoints
-     SET disabled_at = NULL, disabled_reason = NULL, consecutive_failures = 0, updated_at = now()
-     WHERE tenant_id = $1 AND id = $2 RETURNING id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_failures, created_by,
-  created_at, updated_at;
+WITH changed AS (
+       UPDATE webhook_endpoints w
+       SET disabled_at = NULL, disabled_reason = NULL, consecutive_failures = 0, updated_at = now()
+       FROM (SELECT id, url, events, disabled_at, disabled_reason FROM webhook_endpoints
+             WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE) prior
+       WHERE w.id = prior.id
+       RETURNING w.id, w.tenant_id, w.url, w.events, w.disabled_at, w.disabled_reason, w.consecutive_failures, w.created_by, w.created_at, w.updated_at, jsonb_build_object('id', prior.id, 'url', prior.url, 'events', to_jsonb(prior.events),
+       'disabled', prior.disabled_at IS NOT NULL, 'disabled_reason', prior.disabled_reason) AS before, jsonb_build_object('id', w.id, 'url', w.url, 'events', to_jsonb(w.events),
+       'disabled', w.disabled_at IS NOT NULL, 'disabled_reason', w.disabled_reason) AS after
+     ), recorded AS (
+       INSERT INTO admin_changes (id, tenant_id, kind, connector, changed_by, before, after)
+       SELECT $3, $1, 'webhook_endpoint', NULL, $4, before, after FROM changed
+     )
+     SELECT id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_failures, created_by,
+  created_at, updated_at FROM changed;
 
 -- listDeliveries
 SELECT id, endpoint_id, event_id, type, payload, status, round, attempts, last_attempt_at,

@@ -11,6 +11,14 @@ import {
 import { SecretsCipher } from './secrets-cipher';
 import { Queryable, transaction } from './sql';
 import { loadTenantSettings, updateTenantPolicy } from './tenant-policy';
+import {
+  MAX_WEBHOOK_ENDPOINTS,
+  createWebhookEndpoint,
+  deleteWebhookEndpoint,
+  enableWebhookEndpoint,
+  findWebhookEndpoint,
+  recordWebhookAttempt,
+} from './webhooks';
 
 /**
  * The history of admin changes is written with the change itself: the policy's by its UPDATE statement, a connector's
@@ -18,7 +26,7 @@ import { loadTenantSettings, updateTenantPolicy } from './tenant-policy';
  * own row, whose `before` is exactly what the change before it left. Secret values are never in it.
  */
 describe('admin change history (real Postgres)', () => {
-  const db = useTestDatabase('adminchanges', ['acme', 'other', 'racing', 'racing2']);
+  const db = useTestDatabase('adminchanges', ['acme', 'other', 'racing', 'racing2', 'hooks', 'hooksfull', 'hooksrace']);
   // No SECRETS_KEY: the secret is stored as it is, so a history that read the column would hold it in clear.
   const cipher = new SecretsCipher(undefined);
   const SECRET = 'sk_live_history-must-never-hold-this';
@@ -219,7 +227,7 @@ describe('admin change history (real Postgres)', () => {
   });
 
   /** The rows of concurrent changes form one chain: each `before` is the `after` of the change before it. */
-  function expectChain<T>(rows: AdminChangeRow[], read: (settings: Record<string, unknown>) => T, start: T): T {
+  function expectChain<T>(rows: AdminChangeRow[], read: (settings: Record<string, unknown> | null) => T, start: T): T {
     let current = start;
     const seen = new Set<string>();
     for (let i = 0; i < rows.length; i += 1) {
@@ -259,8 +267,8 @@ describe('admin change history (real Postgres)', () => {
     const rows = await history('racing');
     expect(rows).toHaveLength(n);
     expect(new Set(rows.map((r) => r.changed_by)).size).toBe(n);
-    for (const row of rows) expect(row.after.obligation_owner).toBe(`owner-${row.changed_by.slice(4)}`);
-    const last = expectChain(rows, (s) => s.obligation_owner, null as unknown);
+    for (const row of rows) expect(row.after?.obligation_owner).toBe(`owner-${row.changed_by.slice(4)}`);
+    const last = expectChain(rows, (s) => s?.obligation_owner, null as unknown);
     expect((await loadTenantSettings(db.dataSource.manager, 'racing'))?.obligationOwner).toBe(last);
   });
 
@@ -282,12 +290,198 @@ describe('admin change history (real Postgres)', () => {
     );
     const rows = await history('racing2');
     expect(rows).toHaveLength(n);
-    for (const row of rows) expect(row.after.allow_hosts).toEqual([{ host: `h${row.changed_by.slice(4)}.example` }]);
-    const last = expectChain(rows, (s) => s.allow_hosts, [] as unknown);
+    for (const row of rows) expect(row.after?.allow_hosts).toEqual([{ host: `h${row.changed_by.slice(4)}.example` }]);
+    const last = expectChain(rows, (s) => s?.allow_hosts, [] as unknown);
     const [stored] = (await db.dataSource.query(
       `SELECT allow_hosts FROM tenant_connector_settings WHERE tenant_id = 'racing2' AND connector = 'http'`,
     )) as { allow_hosts: unknown }[];
     expect(stored.allow_hosts).toEqual(last);
+  });
+
+  /** The rows `change` added to the tenant's history (the test asserts how many). */
+  async function addedBy(tenantId: string, change: () => Promise<unknown>): Promise<AdminChangeRow[]> {
+    const known = new Set((await history(tenantId)).map((r) => r.id));
+    await change();
+    return (await history(tenantId)).filter((r) => !known.has(r.id));
+  }
+
+  /** Every row of the table, whatever column or shape, as text: a secret must be in none of it. */
+  async function wholeHistoryText(): Promise<string> {
+    const everything = (await db.dataSource.query(`SELECT row_to_json(c)::text AS t FROM admin_changes c`)) as {
+      t: string;
+    }[];
+    return everything.map((r) => r.t).join('\n');
+  }
+
+  const newEndpoint = (tenantId: string, by = 'key_admin', path = '/hook') =>
+    createWebhookEndpoint(db.dataSource, cipher, {
+      tenantId,
+      url: `https://hooks.example.com${path}`,
+      events: ['execution.finished', 'operation.settled'],
+      createdBy: by,
+    });
+
+  /** As the delivery worker does it: one failed delivery that disables the endpoint (disableAfter 1). */
+  async function failDeliveryUntilDisabled(tenantId: string, endpointId: string): Promise<void> {
+    const deliveryId = `msg_${endpointId}`;
+    await db.dataSource.query(
+      `INSERT INTO webhook_deliveries (id, endpoint_id, tenant_id, event_id, type, payload)
+       VALUES ($1, $2, $3, NULL, 'execution.finished', '{}')`,
+      [deliveryId, endpointId, tenantId],
+    );
+    const recorded = await recordWebhookAttempt(db.dataSource, {
+      deliveryId,
+      round: 0,
+      outcome: { ok: false, status: 500, error: 'HTTP 500' },
+      final: true,
+      disableAfter: 1,
+    });
+    expect(recorded.disabled).toBeDefined();
+  }
+
+  it('a webhook endpoint created, disabled by the worker, enabled and deleted: one row per admin change, no secret', async () => {
+    let made: Awaited<ReturnType<typeof newEndpoint>> = null;
+    const added = await addedBy('hooks', async () => (made = await newEndpoint('hooks', 'key_creator')));
+    expect(added).toHaveLength(1);
+    const [created] = added;
+    const { secret, endpoint } = made!;
+    const endpointId = endpoint.id;
+    expect(secret).toMatch(/^whsec_/);
+    const configured = {
+      id: endpointId,
+      url: 'https://hooks.example.com/hook',
+      events: ['execution.finished', 'operation.settled'],
+    };
+    expect(created).toEqual({
+      id: expect.stringMatching(/^chg_/),
+      kind: 'webhook_endpoint',
+      connector: null,
+      changed_by: 'key_creator',
+      changed_at: expect.any(Date),
+      before: null,
+      after: { ...configured, disabled: false, disabled_reason: null },
+    });
+
+    // The worker's disable is the system's act, not an admin's: no row (the entry needs the key that made it).
+    expect(await addedBy('hooks', () => failDeliveryUntilDisabled('hooks', endpointId))).toEqual([]);
+    const disabled = await findWebhookEndpoint(db.dataSource.manager, 'hooks', endpointId);
+    expect(disabled?.disabled_reason).toMatch(/consecutive deliveries failed/);
+
+    const enabled = await addedBy('hooks', () =>
+      enableWebhookEndpoint(db.dataSource.manager, { tenantId: 'hooks', id: endpointId, by: 'key_enabler' }),
+    );
+    expect(enabled).toEqual([
+      expect.objectContaining({
+        kind: 'webhook_endpoint',
+        connector: null,
+        changed_by: 'key_enabler',
+        before: { ...configured, disabled: true, disabled_reason: disabled!.disabled_reason },
+        after: { ...configured, disabled: false, disabled_reason: null },
+      }),
+    ]);
+
+    const deleted = await addedBy('hooks', async () => {
+      expect(
+        await deleteWebhookEndpoint(db.dataSource.manager, { tenantId: 'hooks', id: endpointId, by: 'key_deleter' }),
+      ).toBe(true);
+    });
+    expect(deleted).toEqual([
+      expect.objectContaining({
+        kind: 'webhook_endpoint',
+        connector: null,
+        changed_by: 'key_deleter',
+        before: { ...configured, disabled: false, disabled_reason: null },
+        after: null,
+      }),
+    ]);
+    // The history outlives the endpoint: created, enabled, deleted, newest first.
+    expect((await history('hooks')).map((r) => r.changed_by)).toEqual(['key_deleter', 'key_enabler', 'key_creator']);
+    // No secret (no SECRETS_KEY: the column held it in clear), in no row of the table, in no shape.
+    const text = await wholeHistoryText();
+    expect(text).not.toContain(secret);
+    expect(text).not.toContain(secret.slice('whsec_'.length));
+    expect(text).not.toContain('whsec_');
+  });
+
+  it('a webhook endpoint change that is refused or fails writes no row (and changes nothing)', async () => {
+    const { endpoint } = (await newEndpoint('hooksfull'))!;
+    const change = { tenantId: 'hooksfull', id: endpoint.id, by: 'k' };
+    const endpoints = () => db.dataSource.query(`SELECT * FROM webhook_endpoints WHERE tenant_id = 'hooksfull'`);
+    const stored = await endpoints();
+    expect(stored).toHaveLength(1);
+
+    // Failed: a change that cannot be recorded is not made.
+    for (const attempt of [
+      () => newEndpoint('hooksfull'),
+      () => enableWebhookEndpoint(db.dataSource.manager, change),
+      () => deleteWebhookEndpoint(db.dataSource.manager, change),
+    ]) {
+      expect(String(await withHistoryBroken(attempt))).toMatch(/history refused/);
+    }
+    expect(await endpoints()).toEqual(stored);
+    expect(await history('hooksfull')).toHaveLength(1);
+
+    // Refused: the tenant already has as many endpoints as it may.
+    for (let i = 1; i < MAX_WEBHOOK_ENDPOINTS; i += 1) expect(await newEndpoint('hooksfull')).not.toBeNull();
+    expect(await history('hooksfull')).toHaveLength(MAX_WEBHOOK_ENDPOINTS);
+    expect(await addedBy('hooksfull', async () => expect(await newEndpoint('hooksfull')).toBeNull())).toEqual([]);
+
+    // No such endpoint, or another tenant's: nothing deleted or enabled, nothing recorded.
+    for (const [tenantId, id] of [
+      ['hooksfull', 'whk_nope'],
+      ['hooks', endpoint.id],
+    ]) {
+      expect(await deleteWebhookEndpoint(db.dataSource.manager, { tenantId, id, by: 'k' })).toBe(false);
+      expect(await enableWebhookEndpoint(db.dataSource.manager, { tenantId, id, by: 'k' })).toBeNull();
+    }
+    expect(await history('hooksfull')).toHaveLength(MAX_WEBHOOK_ENDPOINTS);
+    expect(await history('hooks')).toHaveLength(3);
+    expect(await endpoints()).toHaveLength(MAX_WEBHOOK_ENDPOINTS);
+  });
+
+  /** Holds an endpoint's row while `changes` start, so all of them wait on it, then lets them go. */
+  async function allAtOnce<T>(endpointId: string, changes: () => Promise<T>[]): Promise<T[]> {
+    const blocker = db.dataSource.createQueryRunner();
+    await blocker.connect();
+    await blocker.startTransaction();
+    await blocker.query(`SELECT 1 FROM webhook_endpoints WHERE id = $1 FOR UPDATE`, [endpointId]);
+    const started = Promise.all(changes());
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await blocker.commitTransaction();
+    await blocker.release();
+    return started;
+  }
+
+  it('two deletes of one endpoint at once: one deletes it and has the one row, the other finds nothing', async () => {
+    const { endpoint } = (await newEndpoint('hooksrace', 'key_creator', '/race'))!;
+    const added = await addedBy('hooksrace', async () => {
+      const results = await allAtOnce(endpoint.id, () =>
+        ['key_a', 'key_b'].map((by) =>
+          deleteWebhookEndpoint(db.dataSource.manager, { tenantId: 'hooksrace', id: endpoint.id, by }),
+        ),
+      );
+      expect(results.sort()).toEqual([false, true]);
+    });
+    expect(added).toHaveLength(1);
+    expect(added[0]).toMatchObject({ kind: 'webhook_endpoint', before: { id: endpoint.id }, after: null });
+  });
+
+  it('enables of one endpoint at once each get their own row, with the before each one really changed', async () => {
+    const { endpoint } = (await newEndpoint('hooksrace', 'key_creator', '/race2'))!;
+    await failDeliveryUntilDisabled('hooksrace', endpoint.id);
+    const n = 4;
+    const added = await addedBy('hooksrace', () =>
+      allAtOnce(endpoint.id, () =>
+        Array.from({ length: n }, (_, i) =>
+          enableWebhookEndpoint(db.dataSource.manager, { tenantId: 'hooksrace', id: endpoint.id, by: `key_${i}` }),
+        ),
+      ),
+    );
+    expect(added).toHaveLength(n);
+    expect(new Set(added.map((r) => r.changed_by)).size).toBe(n);
+    // One of them found it disabled; the others found it enabled by the one before.
+    expect(added.filter((r) => r.before?.disabled === true)).toHaveLength(1);
+    expect(expectChain(added, (s) => s?.disabled, true as unknown)).toBe(false);
   });
 
   it('is append-only, per tenant, newest first, filtered by kind and connector, and paged by id', async () => {
@@ -304,6 +498,15 @@ describe('admin change history (real Postgres)', () => {
     expect(
       (await listAdminChanges(db.dataSource.manager, { tenantId: 'acme', kind: 'policy', limit: 100 })).length,
     ).toBe(all.filter((r) => r.kind === 'policy').length);
+    const hooks = await listAdminChanges(db.dataSource.manager, {
+      tenantId: 'hooks',
+      kind: 'webhook_endpoint',
+      limit: 100,
+    });
+    expect(hooks.map((r) => r.kind)).toEqual(['webhook_endpoint', 'webhook_endpoint', 'webhook_endpoint']);
+    expect(
+      await listAdminChanges(db.dataSource.manager, { tenantId: 'acme', kind: 'webhook_endpoint', limit: 100 }),
+    ).toEqual([]);
     const http = await listAdminChanges(db.dataSource.manager, { tenantId: 'acme', connector: 'http', limit: 100 });
     expect(http.length).toBeGreaterThan(0);
     expect(http.every((r) => r.connector === 'http')).toBe(true);

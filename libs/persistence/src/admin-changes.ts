@@ -1,13 +1,15 @@
 import { Queryable, rows } from './sql';
 
 /**
- * The history of a tenant's admin changes (table `admin_changes`, append-only): one row per write of its policy or of
- * one connector's settings, with who, when (the database's clock) and the settings before and after.
+ * The history of a tenant's admin changes (table `admin_changes`, append-only): one row per write of its policy, of
+ * one connector's settings, or of one webhook endpoint (create, delete, enable), with who, when (the database's clock)
+ * and the thing before and after.
  *
  * The rows are written where the changes are, in the same statement or transaction (see `updateTenantPolicy` in
- * tenant-policy.ts and `changeConnectorSettings` in connector-settings.repository.ts); this file reads them.
+ * tenant-policy.ts, `changeConnectorSettings` in connector-settings.repository.ts and the endpoint statements in
+ * webhooks.ts); this file reads them.
  */
-export const ADMIN_CHANGE_KINDS = ['policy', 'connector_settings'] as const;
+export const ADMIN_CHANGE_KINDS = ['policy', 'connector_settings', 'webhook_endpoint'] as const;
 export type AdminChangeKind = (typeof ADMIN_CHANGE_KINDS)[number];
 
 /** The columns an INSERT of a history row names, in this order. */
@@ -24,13 +26,14 @@ export const ADMIN_CHANGES_SQL = {
 export interface AdminChangeRow {
   id: string;
   kind: AdminChangeKind;
-  /** Null for the policy. */
+  /** Set for connector settings only. */
   connector: string | null;
   /** The id of the key that made the change. */
   changed_by: string;
   changed_at: Date;
-  before: Record<string, unknown>;
-  after: Record<string, unknown>;
+  /** Null only for a webhook endpoint that did not exist before (a create) or after (a delete) the change. */
+  before: Record<string, unknown> | null;
+  after: Record<string, unknown> | null;
 }
 
 /** One tenant's changes, newest first, older than `before` (an id) when given. */

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { newId } from '@verity/platform';
 import { VerificationMethodValue, WebhookEventType, webhookEventFor } from '@verity/status-model';
 import type { DataSource } from 'typeorm';
+import { ADMIN_CHANGE_INSERT_COLUMNS } from './admin-changes';
 import { SecretsCipher, secretBinding } from './secrets-cipher';
 import { Queryable, firstRow, rows, transaction } from './sql';
 
@@ -27,6 +28,20 @@ export const WEBHOOK_CANDIDATES_SQL = `((e.type IN ('obligation.escalated', 'out
 const ENDPOINT_COLUMNS = `id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_failures, created_by,
   created_at, updated_at`;
 
+/** The endpoint columns, each named by the table's alias (for a statement that reads the table twice). */
+const endpointColumnsOf = (alias: string) =>
+  ENDPOINT_COLUMNS.split(',')
+    .map((column) => `${alias}.${column.trim()}`)
+    .join(', ');
+
+/**
+ * An endpoint (`alias`, a row of webhook_endpoints) as the history of admin changes records it: what the admin API
+ * shows of its configuration. Built from named columns, so the signing secret (`secret`) can never be in it.
+ */
+const endpointSnapshotOf = (alias: string) =>
+  `jsonb_build_object('id', ${alias}.id, 'url', ${alias}.url, 'events', to_jsonb(${alias}.events),
+       'disabled', ${alias}.disabled_at IS NOT NULL, 'disabled_reason', ${alias}.disabled_reason)`;
+
 const DELIVERY_COLUMNS = `id, endpoint_id, event_id, type, payload, status, round, attempts, last_attempt_at,
   last_response_status, last_error, delivered_at, created_at`;
 
@@ -35,16 +50,42 @@ export const WEBHOOKS_SQL = {
   // Creates of one tenant's endpoints take turns (a transaction-scoped lock on the tenant), so the count the INSERT
   // checks, read in the statement after the lock, includes every endpoint a create before it committed.
   lockTenantEndpoints: `SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints' || chr(31) || $1, 0))`,
-  createEndpoint: `INSERT INTO webhook_endpoints (id, tenant_id, url, events, secret, created_by)
-     SELECT $1, $2, $3, $4, $5, $6
-     WHERE (SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $2) < $7
-     RETURNING ${ENDPOINT_COLUMNS}`,
+  // The history row ($8 its id, $6 who) is written by the same statement: only when the endpoint is.
+  createEndpoint: `WITH created AS (
+       INSERT INTO webhook_endpoints (id, tenant_id, url, events, secret, created_by)
+       SELECT $1, $2, $3, $4, $5, $6
+       WHERE (SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $2) < $7
+       RETURNING ${ENDPOINT_COLUMNS}
+     ), recorded AS (
+       INSERT INTO admin_changes (${ADMIN_CHANGE_INSERT_COLUMNS})
+       SELECT $8, $2, 'webhook_endpoint', NULL, $6, NULL, ${endpointSnapshotOf('created')} FROM created
+     )
+     SELECT ${ENDPOINT_COLUMNS} FROM created`,
   listEndpoints: `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE tenant_id = $1 ORDER BY created_at, id`,
   findEndpoint: `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2`,
-  deleteEndpoint: `DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2 RETURNING id`,
-  enableEndpoint: `UPDATE webhook_endpoints
-     SET disabled_at = NULL, disabled_reason = NULL, consecutive_failures = 0, updated_at = now()
-     WHERE tenant_id = $1 AND id = $2 RETURNING ${ENDPOINT_COLUMNS}`,
+  // The history row ($3 its id, $4 who) is written by the same statement, only when it deleted the endpoint: of two
+  // deletes at once, the second waits for the first and then finds nothing (no row).
+  deleteEndpoint: `WITH deleted AS (
+       DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2 RETURNING ${ENDPOINT_COLUMNS}
+     ), recorded AS (
+       INSERT INTO admin_changes (${ADMIN_CHANGE_INSERT_COLUMNS})
+       SELECT $3, $1, 'webhook_endpoint', NULL, $4, ${endpointSnapshotOf('deleted')}, NULL FROM deleted
+     )
+     SELECT id FROM deleted`,
+  // As the policy's update: the row is locked first (the subquery), so `before` is the version this statement
+  // changes, also when the delivery worker disabled it while this waited. The history row: $3 its id, $4 who.
+  enableEndpoint: `WITH changed AS (
+       UPDATE webhook_endpoints w
+       SET disabled_at = NULL, disabled_reason = NULL, consecutive_failures = 0, updated_at = now()
+       FROM (SELECT id, url, events, disabled_at, disabled_reason FROM webhook_endpoints
+             WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE) prior
+       WHERE w.id = prior.id
+       RETURNING ${endpointColumnsOf('w')}, ${endpointSnapshotOf('prior')} AS before, ${endpointSnapshotOf('w')} AS after
+     ), recorded AS (
+       INSERT INTO admin_changes (${ADMIN_CHANGE_INSERT_COLUMNS})
+       SELECT $3, $1, 'webhook_endpoint', NULL, $4, before, after FROM changed
+     )
+     SELECT ${ENDPOINT_COLUMNS} FROM changed`,
   listDeliveries: `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries
      WHERE tenant_id = $1 AND endpoint_id = $2 AND ($3::text IS NULL OR id < $3)
      ORDER BY id DESC LIMIT $4`,
@@ -154,7 +195,8 @@ type NewWebhookEndpoint = { tenantId: string; url: string; events: string[]; cre
 
 /**
  * Creates an endpoint; the signing secret is returned here, once, and stored sealed (SECRETS_KEY). Null when the
- * tenant already has MAX_WEBHOOK_ENDPOINTS. Its own transaction: see createWebhookEndpointIn.
+ * tenant already has MAX_WEBHOOK_ENDPOINTS. Recorded in the history of admin changes (by `createdBy`, never the
+ * secret) by the same statement. Its own transaction: see createWebhookEndpointIn.
  */
 export function createWebhookEndpoint(
   dataSource: DataSource,
@@ -185,6 +227,7 @@ export async function createWebhookEndpointIn(
     secrets.seal(secret, webhookSecretBinding(input.tenantId, id)),
     input.createdBy,
     MAX_WEBHOOK_ENDPOINTS,
+    newId('chg'),
   ]);
   return endpoint ? { endpoint, secret } : null;
 }
@@ -197,15 +240,34 @@ export function findWebhookEndpoint(db: Queryable, tenantId: string, id: string)
   return firstRow<WebhookEndpointRow>(db, WEBHOOKS_SQL.findEndpoint, [tenantId, id]);
 }
 
-/** Deletes the endpoint and its delivery log; false when the tenant has no such endpoint. */
-export async function deleteWebhookEndpoint(db: Queryable, tenantId: string, id: string): Promise<boolean> {
-  const deleted = await rows<{ id: string }>(db, WEBHOOKS_SQL.deleteEndpoint, [tenantId, id]);
+/** A change of one endpoint by an admin: `by` is the key that made it, for the history of admin changes. */
+type EndpointChange = { tenantId: string; id: string; by: string };
+
+/**
+ * Deletes the endpoint and its delivery log, and records it in the history of admin changes (one statement); false
+ * when the tenant has no such endpoint (nothing recorded).
+ */
+export async function deleteWebhookEndpoint(db: Queryable, change: EndpointChange): Promise<boolean> {
+  const deleted = await rows<{ id: string }>(db, WEBHOOKS_SQL.deleteEndpoint, [
+    change.tenantId,
+    change.id,
+    newId('chg'),
+    change.by,
+  ]);
   return deleted.length > 0;
 }
 
-/** Re-enables a disabled endpoint with a clean failure count; events from now on are delivered to it again. */
-export function enableWebhookEndpoint(db: Queryable, tenantId: string, id: string): Promise<WebhookEndpointRow | null> {
-  return firstRow<WebhookEndpointRow>(db, WEBHOOKS_SQL.enableEndpoint, [tenantId, id]);
+/**
+ * Re-enables a disabled endpoint with a clean failure count; events from now on are delivered to it again. Recorded
+ * in the history of admin changes by the same statement, also when it was not disabled (then before equals after).
+ */
+export function enableWebhookEndpoint(db: Queryable, change: EndpointChange): Promise<WebhookEndpointRow | null> {
+  return firstRow<WebhookEndpointRow>(db, WEBHOOKS_SQL.enableEndpoint, [
+    change.tenantId,
+    change.id,
+    newId('chg'),
+    change.by,
+  ]);
 }
 
 /** An endpoint's delivery log, newest first; `before` is the last id of the previous page. */

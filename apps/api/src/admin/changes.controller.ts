@@ -9,8 +9,9 @@ import { ChangeList, ChangesQuery } from './changes.schema';
 import { ChangesService } from './changes.service';
 
 /**
- * The tenant's history of admin changes (admin role): every change of its policy and of a connector's settings, who
- * made it, when, and the settings before and after (secret names, never values). Append-only.
+ * The tenant's history of admin changes (admin role): every change of its policy, of a connector's settings and of
+ * its webhook endpoints, who made it, when, and the thing before and after (secret names, never values; never a
+ * webhook signing secret). Append-only.
  */
 @AdminController('changes')
 export class ChangesController {
@@ -19,11 +20,15 @@ export class ChangesController {
   @Get()
   @ApiEndpoint({
     id: 'listAdminChanges',
-    summary: 'Every change of this tenant’s policy and connector settings, newest first, cursor pagination',
+    summary:
+      'Every change of this tenant’s policy, connector settings and webhook endpoints, newest first, cursor pagination',
     description:
       'One entry per accepted `PUT /v1/admin/policy`, `PUT /v1/admin/connector-settings/{connector}`, ' +
-      '`DELETE /v1/admin/connector-settings/{connector}` and `DELETE …/secrets/{name}`: `by` (the key id), `at`, and ' +
-      'the settings `before` and `after`. A refused or failed change leaves no entry. Secret values are never recorded.',
+      '`DELETE /v1/admin/connector-settings/{connector}`, `DELETE …/secrets/{name}`, `POST /v1/admin/webhooks`, ' +
+      '`DELETE /v1/admin/webhooks/{id}` and `POST /v1/admin/webhooks/{id}/enable`: `by` (the key id), `at`, and ' +
+      '`before` and `after` (`null` for an endpoint not there before a create or after a delete). A refused or failed ' +
+      'change leaves no entry. Secret values and webhook signing secrets are never recorded. The delivery worker’s ' +
+      'automatic disable of an endpoint is no admin’s change and is not listed.',
     response: { schema: ChangeList },
     problems: ['validation-error'],
   })

@@ -35,6 +35,16 @@ const ConnectorSettings = z
   })
   .describe('the connector’s settings as stored: allowlist, spending caps, read-back binding, secret names');
 
+const WebhookEndpoint = z
+  .object({
+    id: z.string(),
+    url: z.string(),
+    events: z.array(z.string()).describe('the event types it was subscribed to'),
+    disabled: z.boolean(),
+    disabled_reason: z.string().nullable(),
+  })
+  .describe('the endpoint as `GET /v1/admin/webhooks/{id}` shows its configuration; never its signing secret');
+
 const ChangeBase = {
   id: z.string().describe('chg_…; also the cursor of the next page'),
   by: z.string().describe('the id of the API key that made the change'),
@@ -57,7 +67,16 @@ const ConnectorSettingsChange = z.object({
   after: ConnectorSettings,
 });
 
-export const ChangeView = z.union([PolicyChange, ConnectorSettingsChange]);
+const WebhookEndpointChange = z.object({
+  ...ChangeBase,
+  kind: z.enum(['webhook_endpoint']),
+  connector: z.string().nullable().describe('null: an endpoint is no connector’s'),
+  endpoint_id: z.string().describe('whk_…: the endpoint created, enabled or deleted'),
+  before: WebhookEndpoint.nullable().describe('null: a create (there was no endpoint)'),
+  after: WebhookEndpoint.nullable().describe('null: a delete'),
+});
+
+export const ChangeView = z.union([PolicyChange, ConnectorSettingsChange, WebhookEndpointChange]);
 export type ChangeViewOf = z.infer<typeof ChangeView>;
 
 export const ChangeList = z.object({ data: z.array(ChangeView), next_cursor: z.string().nullable() });

@@ -7,7 +7,7 @@ import type { ChangeListOf, ChangeViewOf, ChangesQueryOf } from './changes.schem
 import { pageOf } from '../http/parse';
 
 function changeView(row: AdminChangeRow): ChangeViewOf {
-  return {
+  const view = {
     id: row.id,
     kind: row.kind,
     connector: row.connector,
@@ -15,12 +15,17 @@ function changeView(row: AdminChangeRow): ChangeViewOf {
     at: new Date(row.changed_at).toISOString(),
     before: row.before,
     after: row.after,
-  } as ChangeViewOf;
+  };
+  if (row.kind !== 'webhook_endpoint') return view as ChangeViewOf;
+  // The table has no column for it: the endpoint's id is in whichever side exists (both, for an enable).
+  const endpoint = (row.after ?? row.before) as { id: string };
+  return { ...view, endpoint_id: endpoint.id } as ChangeViewOf;
 }
 
 /**
- * The tenant's history of admin changes (admin role): every write of its policy and of a connector's settings, with
- * who, when, and the settings before and after. Written by the changes themselves (libs/persistence); read here.
+ * The tenant's history of admin changes (admin role): every write of its policy, of a connector's settings and of a
+ * webhook endpoint, with who, when, and the thing before and after. Written by the changes themselves
+ * (libs/persistence); read here.
  */
 @Injectable()
 export class ChangesService {

@@ -113,12 +113,17 @@ export class WebhooksService {
   }
 
   async remove(principal: Principal, id: string): Promise<void> {
-    if (!(await deleteWebhookEndpoint(this.db.manager, principal.tenantId, id))) throw Problem.notFound('Webhook', id);
+    if (!(await deleteWebhookEndpoint(this.db.manager, { tenantId: principal.tenantId, id, by: principal.keyId })))
+      throw Problem.notFound('Webhook', id);
     this.logger.info({ tenantId: principal.tenantId, endpointId: id }, 'webhook endpoint deleted');
   }
 
   async enable(principal: Principal, id: string) {
-    const endpoint = await enableWebhookEndpoint(this.db.manager, principal.tenantId, id);
+    const endpoint = await enableWebhookEndpoint(this.db.manager, {
+      tenantId: principal.tenantId,
+      id,
+      by: principal.keyId,
+    });
     if (!endpoint) throw Problem.notFound('Webhook', id);
     this.logger.info({ tenantId: principal.tenantId, endpointId: id }, 'webhook endpoint enabled');
     return endpointView(endpoint);

@@ -429,8 +429,8 @@ export interface paths {
       cookie?: never;
     };
     /**
-     * Every change of this tenant’s policy and connector settings, newest first, cursor pagination
-     * @description One entry per accepted `PUT /v1/admin/policy`, `PUT /v1/admin/connector-settings/{connector}`, `DELETE /v1/admin/connector-settings/{connector}` and `DELETE …/secrets/{name}`: `by` (the key id), `at`, and the settings `before` and `after`. A refused or failed change leaves no entry. Secret values are never recorded.
+     * Every change of this tenant’s policy, connector settings and webhook endpoints, newest first, cursor pagination
+     * @description One entry per accepted `PUT /v1/admin/policy`, `PUT /v1/admin/connector-settings/{connector}`, `DELETE /v1/admin/connector-settings/{connector}`, `DELETE …/secrets/{name}`, `POST /v1/admin/webhooks`, `DELETE /v1/admin/webhooks/{id}` and `POST /v1/admin/webhooks/{id}/enable`: `by` (the key id), `at`, and `before` and `after` (`null` for an endpoint not there before a create or after a delete). A refused or failed change leaves no entry. Secret values and webhook signing secrets are never recorded. The delivery worker’s automatic disable of an endpoint is no admin’s change and is not listed.
      */
     get: operations['listAdminChanges'];
     put?: never;
@@ -2463,7 +2463,7 @@ export interface operations {
         cursor?: string;
         /** @description only this connector’s changes */
         connector?: string;
-        kind?: 'policy' | 'connector_settings';
+        kind?: 'policy' | 'connector_settings' | 'webhook_endpoint';
       };
       header?: never;
       path?: never;
@@ -2563,6 +2563,38 @@ export interface operations {
                     /** @description the names of the secrets set; a secret value is never recorded */
                     secrets: string[];
                   };
+                }
+              | {
+                  /** @description chg_…; also the cursor of the next page */
+                  id: string;
+                  /** @description the id of the API key that made the change */
+                  by: string;
+                  /** @description when the change was made (the database’s clock) */
+                  at: string;
+                  /** @enum {string} */
+                  kind: 'webhook_endpoint';
+                  /** @description null: an endpoint is no connector’s */
+                  connector: string | null;
+                  /** @description whk_…: the endpoint created, enabled or deleted */
+                  endpoint_id: string;
+                  /** @description null: a create (there was no endpoint) */
+                  before: {
+                    id: string;
+                    url: string;
+                    /** @description the event types it was subscribed to */
+                    events: string[];
+                    disabled: boolean;
+                    disabled_reason: string | null;
+                  } | null;
+                  /** @description null: a delete */
+                  after: {
+                    id: string;
+                    url: string;
+                    /** @description the event types it was subscribed to */
+                    events: string[];
+                    disabled: boolean;
+                    disabled_reason: string | null;
+                  } | null;
                 }
             )[];
             next_cursor: string | null;
