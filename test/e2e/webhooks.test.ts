@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, IncomingHttpHeaders, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createApiKey } from '@verity/persistence';
+import { createApiKey, findActiveKey } from '@verity/persistence';
 import { Webhook } from 'standardwebhooks';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, HttpResult, sms, submission, unique } from '../support/http';
@@ -26,6 +26,18 @@ interface EndpointView {
   disabled: boolean;
   disabled_reason: string | null;
   secret?: string;
+}
+
+/** An entry of `GET /v1/admin/changes?kind=webhook_endpoint`. */
+interface EndpointChange {
+  id: string;
+  kind: string;
+  connector: string | null;
+  endpoint_id: string;
+  by: string;
+  at: string;
+  before: Record<string, unknown> | null;
+  after: Record<string, unknown> | null;
 }
 
 interface DeliveryView {
@@ -396,5 +408,88 @@ describe('webhooks', () => {
 
     expect((await call('DELETE', `/v1/admin/webhooks/${endpoints.down.id}`, DEMO.admin)).status).toBe(204);
     expect((await call('GET', `/v1/admin/webhooks/${endpoints.down.id}`, DEMO.admin)).status).toBe(404);
+  });
+
+  // An endpoint receives the tenant's events: one added and deleted again must stay on the record, and the record
+  // must not become a way to read its signing secret.
+  it('the history of admin changes shows each endpoint created, enabled and deleted, by the admin key, never a secret', async () => {
+    const admin = (await findActiveKey(stack.db.dataSource.manager, DEMO.admin))!.id;
+    const history = (key = DEMO.admin, query = '?kind=webhook_endpoint&limit=200') =>
+      call<{ data: EndpointChange[]; next_cursor: string | null }>('GET', `/v1/admin/changes${query}`, key);
+    // A refused create (a target off the allowlist) is no change: nothing is recorded.
+    const known = (await history()).body.data.map((c) => c.id);
+    const refused = await call('POST', '/v1/admin/webhooks', DEMO.admin, {
+      url: 'http://10.0.0.5/hook',
+      events: ['execution.finished'],
+    });
+    expect(refused.status).toBe(400);
+
+    const listed = await history();
+    expect(listed.status).toBe(200);
+    expect(listed.body.data.map((c) => c.id)).toEqual(known);
+    const { id, url, events } = endpoints.down;
+    const configured = { id, url, events };
+    // Newest first: the delete, the enable, the create; the worker's disable in between is no admin's change.
+    expect(listed.body.data.filter((c) => c.endpoint_id === id)).toEqual([
+      {
+        id: expect.stringMatching(/^chg_/),
+        kind: 'webhook_endpoint',
+        connector: null,
+        endpoint_id: id,
+        by: admin,
+        at: expect.any(String),
+        before: { ...configured, disabled: false, disabled_reason: null },
+        after: null,
+      },
+      {
+        id: expect.stringMatching(/^chg_/),
+        kind: 'webhook_endpoint',
+        connector: null,
+        endpoint_id: id,
+        by: admin,
+        at: expect.any(String),
+        before: {
+          ...configured,
+          disabled: true,
+          disabled_reason: expect.stringContaining('2 consecutive deliveries failed'),
+        },
+        after: { ...configured, disabled: false, disabled_reason: null },
+      },
+      {
+        id: expect.stringMatching(/^chg_/),
+        kind: 'webhook_endpoint',
+        connector: null,
+        endpoint_id: id,
+        by: admin,
+        at: expect.any(String),
+        before: null,
+        after: { ...configured, disabled: false, disabled_reason: null },
+      },
+    ]);
+    // Every entry of this tenant's endpoints, and only those: the three above, then the creates of the other two.
+    expect(
+      listed.body.data.map((c) => [
+        c.endpoint_id,
+        c.before === null ? 'created' : c.after === null ? 'deleted' : 'enabled',
+      ]),
+    ).toEqual([
+      [id, 'deleted'],
+      [id, 'enabled'],
+      [id, 'created'],
+      [endpoints.flaky.id, 'created'],
+      [endpoints.all.id, 'created'],
+    ]);
+    const ids = listed.body.data.map((c) => c.id);
+    expect(ids).toEqual([...ids].sort().reverse());
+    expect((await history(otherAdmin)).body.data.map((c) => c.endpoint_id)).toEqual([endpoints.other.id]);
+
+    // No signing secret — not this endpoint's, not any — in the history, with or without the kind filter.
+    const everything = await history(DEMO.admin, '?limit=200');
+    expect(everything.body.data.length).toBeGreaterThan(listed.body.data.length);
+    expect(secrets.size).toBe(4);
+    for (const text of [listed.text, everything.text, (await history(otherAdmin, '?limit=200')).text]) {
+      for (const secret of secrets.values()) expect(text).not.toContain(secret);
+      expect(text).not.toContain('whsec_');
+    }
   });
 });
