@@ -65,4 +65,14 @@ describe('migrations (real Postgres)', () => {
     await runMigrationsLocked(db.dataSource);
     expect(await schema(db)).toEqual(migrated);
   });
+
+  it('does not revert the webhook_endpoint kind of admin changes once the history holds one: it would lose it', async () => {
+    const migrated = await schema(db);
+    await db.dataSource.query(`INSERT INTO tenants (id, name) VALUES ('t', 't')`);
+    await db.dataSource.query(`INSERT INTO admin_changes (id, tenant_id, kind, connector, changed_by, before, after)
+      VALUES ('chg_1', 't', 'webhook_endpoint', NULL, 'key_1', NULL, '{"id": "whk_1"}')`);
+    await expect(down()).rejects.toThrow(/webhook_endpoint entries/);
+    expect(await schema(db)).toEqual(migrated);
+    expect(await db.dataSource.query(`SELECT id FROM admin_changes`)).toEqual([{ id: 'chg_1' }]);
+  });
 });
