@@ -1,5 +1,6 @@
 -- list
 SELECT id, kind, connector, changed_by, changed_at, before, after FROM admin_changes
-     WHERE tenant_id = $1 AND ($2::text IS NULL OR id < $2)
+     WHERE tenant_id = $1
+       AND ($2::text IS NULL OR seq < (SELECT seq FROM admin_changes WHERE tenant_id = $1 AND id = $2))
        AND ($3::text IS NULL OR kind = $3) AND ($4::text IS NULL OR connector = $4)
-     ORDER BY id DESC LIMIT $5;
+     ORDER BY seq DESC LIMIT $5;

@@ -9,8 +9,8 @@ import {
   writeConnectorSecret,
 } from './connector-settings.repository';
 import { SecretsCipher } from './secrets-cipher';
-import { Queryable, transaction } from './sql';
-import { loadTenantSettings, updateTenantPolicy } from './tenant-policy';
+import { Queryable, rows, transaction } from './sql';
+import { TENANT_POLICY_SQL, loadTenantSettings, updateTenantPolicy } from './tenant-policy';
 import {
   MAX_WEBHOOK_ENDPOINTS,
   createWebhookEndpoint,
@@ -26,7 +26,16 @@ import {
  * own row, whose `before` is exactly what the change before it left. Secret values are never in it.
  */
 describe('admin change history (real Postgres)', () => {
-  const db = useTestDatabase('adminchanges', ['acme', 'other', 'racing', 'racing2', 'hooks', 'hooksfull', 'hooksrace']);
+  const db = useTestDatabase('adminchanges', [
+    'acme',
+    'other',
+    'racing',
+    'racing2',
+    'hooks',
+    'hooksfull',
+    'hooksrace',
+    'ordered',
+  ]);
   // No SECRETS_KEY: the secret is stored as it is, so a history that read the column would hold it in clear.
   const cipher = new SecretsCipher(undefined);
   const SECRET = 'sk_live_history-must-never-hold-this';
@@ -482,6 +491,30 @@ describe('admin change history (real Postgres)', () => {
     // One of them found it disabled; the others found it enabled by the one before.
     expect(added.filter((r) => r.before?.disabled === true)).toHaveLength(1);
     expect(expectChain(added, (s) => s?.disabled, true as unknown)).toBe(false);
+  });
+
+  it('lists changes in the order they were written, whatever the order of their ids', async () => {
+    // A policy change mints its id before its statement waits for the tenant's row: of changes made at once, the one
+    // that waited longest can carry the smallest id. Written here with ids in the opposite order of the writes.
+    const ids = ['chg_zzzzzzzzzzzzzzzzzzzzzzzz', 'chg_mmmmmmmmmmmmmmmmmmmmmmmm', 'chg_000000000000000000000000'];
+    for (const [i, id] of ids.entries()) {
+      const set = JSON.stringify({ obligationOwner: `owner-${i}` });
+      await rows(db.dataSource.manager, TENANT_POLICY_SQL.updatePolicy, ['ordered', [], set, id, 'key_admin']);
+    }
+    const listed = await listAdminChanges(db.dataSource.manager, { tenantId: 'ordered', limit: 10 });
+    expect(listed.map((r) => r.id)).toEqual([...ids].reverse());
+    // Each entry's before is what the one listed after it left: the chain reads in order.
+    expect(listed.map((r) => [r.before?.obligation_owner ?? null, r.after?.obligation_owner])).toEqual([
+      ['owner-1', 'owner-2'],
+      ['owner-0', 'owner-1'],
+      [null, 'owner-0'],
+    ]);
+    // Paged in the same order: after the newest, the two older ones; after the oldest, nothing; an unknown id, nothing.
+    const page = (before: string) =>
+      listAdminChanges(db.dataSource.manager, { tenantId: 'ordered', before, limit: 10 });
+    expect((await page(ids[2])).map((r) => r.id)).toEqual([ids[1], ids[0]]);
+    expect(await page(ids[0])).toEqual([]);
+    expect(await page('chg_unknown00000000000000000')).toEqual([]);
   });
 
   it('is append-only, per tenant, newest first, filtered by kind and connector, and paged by id', async () => {

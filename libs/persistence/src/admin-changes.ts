@@ -16,11 +16,14 @@ export type AdminChangeKind = (typeof ADMIN_CHANGE_KINDS)[number];
 export const ADMIN_CHANGE_INSERT_COLUMNS = 'id, tenant_id, kind, connector, changed_by, before, after';
 
 export const ADMIN_CHANGES_SQL = {
-  // Newest first (ids sort by creation time); a cursor is the last id of the previous page.
+  // Newest first, in the order the rows were written (`seq`, drawn at the insert: after the lock a change waits for,
+  // where an id is minted before it); a cursor is the last id of the previous page (an id of no entry of this tenant:
+  // an empty page).
   list: `SELECT id, kind, connector, changed_by, changed_at, before, after FROM admin_changes
-     WHERE tenant_id = $1 AND ($2::text IS NULL OR id < $2)
+     WHERE tenant_id = $1
+       AND ($2::text IS NULL OR seq < (SELECT seq FROM admin_changes WHERE tenant_id = $1 AND id = $2))
        AND ($3::text IS NULL OR kind = $3) AND ($4::text IS NULL OR connector = $4)
-     ORDER BY id DESC LIMIT $5`,
+     ORDER BY seq DESC LIMIT $5`,
 } as const;
 
 export interface AdminChangeRow {

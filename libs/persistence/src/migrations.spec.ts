@@ -71,7 +71,13 @@ describe('migrations (real Postgres)', () => {
     await db.dataSource.query(`INSERT INTO tenants (id, name) VALUES ('t', 't')`);
     await db.dataSource.query(`INSERT INTO admin_changes (id, tenant_id, kind, connector, changed_by, before, after)
       VALUES ('chg_1', 't', 'webhook_endpoint', NULL, 'key_1', NULL, '{"id": "whk_1"}')`);
+    // The migrations after it (the history's order column) revert as usual.
+    const after = MIGRATIONS.findIndex((m) => m.name === 'AdminChangesWebhooks1764560000000') + 1;
+    for (let k = MIGRATIONS.length; k > after; k -= 1) await down();
+    const before = await schema(db);
     await expect(down()).rejects.toThrow(/webhook_endpoint entries/);
+    expect(await schema(db)).toEqual(before);
+    await runMigrationsLocked(db.dataSource);
     expect(await schema(db)).toEqual(migrated);
     expect(await db.dataSource.query(`SELECT id FROM admin_changes`)).toEqual([{ id: 'chg_1' }]);
   });

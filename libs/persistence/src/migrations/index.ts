@@ -14,6 +14,7 @@ import { AdminChanges1764540000000 } from './1764540000000-admin-changes';
 import { WebhookAfterFailed1764550000000 } from './1764550000000-webhook-after-failed';
 import { ReadBackBinding1764551000000 } from './1764551000000-read-back-binding';
 import { AdminChangesWebhooks1764560000000 } from './1764560000000-admin-changes-webhooks';
+import { AdminChangesOrder1764570000000 } from './1764570000000-admin-changes-order';
 
 /** In order. Add a new timestamped class for every schema change; never edit one that has shipped. */
 export const MIGRATIONS = [
@@ -33,4 +34,5 @@ export const MIGRATIONS = [
   WebhookAfterFailed1764550000000,
   ReadBackBinding1764551000000,
   AdminChangesWebhooks1764560000000,
+  AdminChangesOrder1764570000000,
 ];
