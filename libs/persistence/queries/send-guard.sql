@@ -2,6 +2,11 @@
 SELECT EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id
                     AND ge.status IN ('running'));
 
+-- execution_ended
+SELECT EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id
+                    AND ge.status IN ('created', 'validating', 'resolving_context', 'planning', 'running', 'waiting_for_tool', 'waiting_for_approval', 'validating_output', 'completed')
+                    AND (ge.status IN ('completed', 'failed', 'cancelled', 'expired') OR ge.deadline_at > clock_timestamp()));
+
 -- precondition_unread
 SELECT op.next_check_at IS NULL;
 
@@ -32,8 +37,3 @@ SELECT (SELECT (extract(epoch FROM gs.updated_at) * 1000000)::bigint::text FROM 
 
 -- release_not_resolved
 SELECT (op.obligation->'resolution'->>'status') IS NOT DISTINCT FROM 'SENT';
-
--- execution_ended
-SELECT EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id
-                    AND ge.status IN ('created', 'validating', 'resolving_context', 'planning', 'running', 'waiting_for_tool', 'waiting_for_approval', 'validating_output', 'completed')
-                    AND (ge.status IN ('completed', 'failed', 'cancelled', 'expired') OR ge.deadline_at > clock_timestamp()));

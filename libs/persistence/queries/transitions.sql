@@ -18,7 +18,7 @@ WITH moved AS (
 WITH moved AS (
          UPDATE operations op SET status = $3, updated_at = clock_timestamp(), attempt = attempt + 1
          WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4 AND (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id
-                    AND ge.status IN ('running'))) AND (op.next_check_at IS NULL) AND (NOT EXISTS (
+                    AND ge.status IN ('running'))) AND (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id AND ge.deadline_at > clock_timestamp())) AND (op.next_check_at IS NULL) AND (NOT EXISTS (
               SELECT 1 FROM unnest(op.depends_on) AS dep(key)
               WHERE NOT coalesce((
                 SELECT d.status IN ('VERIFIED')
@@ -76,7 +76,7 @@ WITH moved AS (
 WITH moved AS (
          UPDATE operations op SET status = $3, updated_at = clock_timestamp(), attempt = attempt + 1
          WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4 AND (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id
-                    AND ge.status IN ('running', 'created'))) AND (op.next_check_at IS NULL) AND (NOT EXISTS (
+                    AND ge.status IN ('running', 'created'))) AND (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id AND ge.deadline_at > clock_timestamp())) AND (op.next_check_at IS NULL) AND (NOT EXISTS (
               SELECT 1 FROM unnest(op.depends_on) AS dep(key)
               WHERE NOT coalesce((
                 SELECT d.status IN ('VERIFIED')

@@ -71,6 +71,18 @@ describe('the guarded SENT statement (real Postgres)', () => {
     }
   });
 
+  it('refuses past the execution’s deadline, by the database’s clock, though the execution still runs', async () => {
+    const charge = op('charge-late');
+    const executionId = await execution([charge]);
+    // The sweeper has not expired it yet; the worker's own clock may say there is time left.
+    await db.dataSource.query(
+      `UPDATE executions SET deadline_at = clock_timestamp() - interval '1 millisecond' WHERE id = $1`,
+      [executionId],
+    );
+    expect(await send(charge.id)).toEqual({ won: false, refusals: ['execution_ended'] });
+    await unchanged(charge.id);
+  });
+
   it('refuses until every dependency (its latest generation) is VERIFIED, or ACKNOWLEDGED without read-back', async () => {
     const charge = op('charge');
     const sms = op('notify', { connector: 'sandbox.sms', verification_method: '', depends_on: ['charge'] });

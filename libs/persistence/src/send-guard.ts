@@ -14,8 +14,9 @@ import { Queryable, rows, sqlLiterals } from './sql';
 /**
  * What the statement that commits SENT checks in the database besides the status compare-and-set (I15), so a stray,
  * duplicated, replayed or hand-made dispatch job cannot send early or twice whatever the worker read before it.
- * - `dispatch`: the lifecycle's send of a PREPARED operation. `approvalRequired` is the tenant's approval policy for
- *   this operation, decided by the caller from a fresh read (the agent's own `requires_approval` is checked here).
+ * - `dispatch`: the lifecycle's send of a PREPARED operation, while its execution runs and before its deadline.
+ *   `approvalRequired` is the tenant's approval policy for this operation, decided by the caller from a fresh read (the
+ *   agent's own `requires_approval` is checked here).
  * - `release`: a human released an operation held in MANUAL_REVIEW; the resolution must be on the row, the execution
  *   not ended by a cancel, its deadline or a failure, and every dependency done.
  */
@@ -140,6 +141,13 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
       name: 'execution_not_running',
       sql: `EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id
                     AND ge.status IN (${sqlLiterals(sendable)}))`,
+    },
+    {
+      // Not past the execution's deadline, by the database's clock (the one every process shares): the worker judged it
+      // by its own clock before the context reads, and a worker paused or behind since must not send what the sweeper
+      // is about to expire.
+      name: 'execution_ended',
+      sql: `EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id AND ge.deadline_at > clock_timestamp())`,
     },
     // A precondition read is owed (the source could not be read): nothing is sent until it has been read and agrees.
     { name: 'precondition_unread', sql: `op.next_check_at IS NULL` },
