@@ -3,6 +3,7 @@ import { IncomingHttpHeaders, request as rawRequest } from 'node:http';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { gzipSync } from 'node:zlib';
 import { DEMO, DIST, METRICS_TOKEN, Stack, freePort } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 import type { ProblemDetails as Problem } from '@verity/sdk';
@@ -327,6 +328,27 @@ describe('operator role, safe defaults and hostile clients', () => {
       expect(answer.raw).toBe('');
       expect(await count('executions')).toBeLessThanOrEqual(before + 1);
     });
+  });
+
+  describe('a body built to make a check slow', () => {
+    // 318 bytes gzipped, 256 KiB inflated: one number with a long run of zeros inside. A pattern that backtracked on it
+    // took 47 s of the event loop (red team), before any key was checked, and every caller waited. The limit below is
+    // not a speed target: the check is linear and answers in milliseconds; the limit only fails a check that is not.
+    it('is refused at once without a key, and holds up no other caller', async () => {
+      const body = gzipSync(`{"x":0.1${'0'.repeat(262_000)}1}`, { level: 9 });
+      const bomb = fetch(`${stack.apiUrl}/v1/executions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+        body,
+      });
+      const other = http(stack.apiUrl, 'GET', '/v1/executions', { key: DEMO.agent });
+      const refused = await bomb;
+      expect(refused.status).toBe(400);
+      expect(((await refused.json()) as Problem & { errors: unknown[] }).errors).toEqual([
+        expect.objectContaining({ field: 'x', rule: 'exact_number' }),
+      ]);
+      expect((await other).status).toBe(200);
+    }, 20_000);
   });
 
   describe('an address that keeps guessing keys', () => {

@@ -67,6 +67,19 @@ describe('rawJsonIssue: a number JSON.parse would round', () => {
     expect(rawJsonIssue(text)).toBeNull();
   });
 
+  it('judges a number as long as a body can be in one pass (no pattern that backtracks on a run of zeros)', () => {
+    // A 256 KiB literal (318 bytes gzipped): a trailing-zeros pattern took 47 s on it and held the event loop.
+    const zeros = '0'.repeat(262_100);
+    expect(rawJsonIssue(`{"x":0.1${zeros}1}`)).toEqual({ field: 'x', rule: 'exact_number' });
+    expect(rawJsonIssue(`{"x":1${zeros}}`)).toBeNull(); // Infinity: refused after parsing (finite_number)
+    expect(rawJsonIssue(`{"x":1${zeros.slice(0, 30)}1}`)).toEqual({ field: 'x', rule: 'exact_number' });
+    expect(rawJsonIssue(`{"x":1${zeros}e-262100}`)).toBeNull();
+    expect(rawJsonIssue(`{"x":0.1${zeros}}`)).toBeNull();
+    expect(rawJsonIssue(`{"x":1e-${'9'.repeat(262_100)}}`)).toEqual({ field: 'x', rule: 'exact_number' });
+    expect(rawJsonIssue(`{"x":0e-${'9'.repeat(262_100)}}`)).toBeNull();
+    expect(rawJsonIssue(`{"x":1e${'0'.repeat(262_100)}1}`)).toBeNull();
+  });
+
   it('keeps what JSON.parse keeps, for whole numbers around 2^53', () => {
     for (let n = 2n ** 53n - 5n; n <= 2n ** 53n + 5n; n += 1n) {
       const keeps = BigInt(JSON.parse(n.toString()) as number) === n;

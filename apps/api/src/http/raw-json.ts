@@ -90,16 +90,26 @@ function keptExactly(literal: string): boolean {
   return written === null || written === decimalOf(String(value));
 }
 
-/** A number literal as sign, significant digits and exponent (`-12.50` → `-125e-1`); zero is `0` whatever its sign. */
+/**
+ * A number literal as sign, significant digits and exponent (`-12.50` → `-125e-1`); zero is `0` whatever its sign.
+ * Linear in the literal's length (a body may hold one number of 256 KiB): no backtracking pattern, and an exponent
+ * too long to mean anything but 0 or Infinity for a body-sized mantissa is not parsed as a number.
+ */
 function decimalOf(literal: string): string | null {
-  const parts = JSON_NUMBER.exec(literal.replace('e+', 'e'));
+  const parts = JSON_NUMBER.exec(literal);
   if (!parts) return null;
   const [, sign, whole, fraction = '', exponent = '0'] = parts;
-  const digits = `${whole}${fraction}`.replace(/^0+/, '');
-  if (digits === '') return '0';
-  const significant = digits.replace(/0+$/, '');
-  const shift = BigInt(exponent) - BigInt(fraction.length) + BigInt(digits.length - significant.length);
-  return `${sign}${significant}e${shift}`;
+  const digits = `${whole}${fraction}`;
+  let first = 0;
+  while (first < digits.length && digits.charCodeAt(first) === 0x30) first += 1;
+  if (first === digits.length) return '0';
+  let end = digits.length;
+  while (digits.charCodeAt(end - 1) === 0x30) end -= 1;
+  // |exponent| ≥ 10^7 moves any mantissa a body can hold past every double: the value is 0 or Infinity.
+  const magnitude = exponent.replace(/^[-+]?0*/, '');
+  if (magnitude.length > 7) return `${sign}${digits.slice(first, end)}e${exponent.startsWith('-') ? '-' : ''}huge`;
+  const shift = Number(exponent) - fraction.length + (digits.length - end);
+  return `${sign}${digits.slice(first, end)}e${shift}`;
 }
 
 function memberName(literal: string, escaped: boolean): string | null {
