@@ -1,6 +1,7 @@
+import { isIP } from 'node:net';
 import { Inject, Injectable, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { TenantConnectors, checkTarget, httpExchange, lookupFor } from '@verity/connectors';
+import { TenantConnectors, checkTarget, httpExchange, lookupFor, platformRefusalOf } from '@verity/connectors';
 import {
   AttemptOutcome,
   DeliveryToSend,
@@ -147,6 +148,9 @@ export class WebhooksService implements OnApplicationBootstrap, OnApplicationShu
       this.connectors.platform,
     );
     if ('code' in target) return { outcome: { ok: false, status: null, error: target.message }, retryable: false };
+    // An IP literal is connected to without a lookup (lookupFor never runs): the platform's services are judged here.
+    const reserved = isIP(target.host) ? await platformRefusalOf(target) : null;
+    if (reserved) return { outcome: { ok: false, status: null, error: reserved }, retryable: false };
     let refused: string | null = null;
     const body = delivery.body;
     const sentAt = new Date();

@@ -1,6 +1,8 @@
 import { createServer } from 'node:http';
 import {
   checkTarget,
+  canonicalAddress,
+  platformRefusalOf,
   platformServiceAt,
   platformServices,
   classifyAddress,
@@ -305,6 +307,60 @@ describe("the platform's own services are never a tenant's target", () => {
       ),
     );
   };
+
+  it('knows one address in every spelling (an IPv4-mapped IPv6 address is the IPv4 address it carries)', () => {
+    expect(canonicalAddress('::ffff:192.0.2.2')).toBe('192.0.2.2');
+    expect(canonicalAddress('[::FFFF:c000:202]')).toBe('192.0.2.2');
+    expect(canonicalAddress('fd00:0:0::2')).toBe(canonicalAddress('FD00::2'));
+    expect(canonicalAddress('db.internal')).toBe('db.internal');
+    const remote = platformServices({
+      SANDBOX_URL: 'http://192.0.2.50:4010',
+      HOST: '127.0.0.1',
+      PORT: 0,
+      DATABASE_URL: 'postgres://verity@/verity?host=/var/run/postgresql',
+      REDIS_URL: 'unix:///run/redis.sock',
+      DISPATCHER_METRICS_PORT: 0,
+      RECONCILER_METRICS_PORT: 0,
+      REDIS_CLUSTER_NODES: ['10.0.0.7:7000', 'redis://10.0.0.8:7001'],
+    });
+    expect(remote.slice(1)).toEqual([
+      { name: 'Redis', host: '10.0.0.7', port: 7000 },
+      { name: 'Redis', host: '10.0.0.8', port: 7001 },
+    ]);
+    const allow = [
+      { host: '::ffff:c000:232', allow_private: true },
+      { host: '10.0.0.7', allow_private: true },
+    ];
+    expect(checkTarget('http://[::ffff:192.0.2.50]:4010/__reset', allow, remote)).toMatchObject({
+      code: 'EGRESS_BLOCKED',
+      message: expect.stringContaining('reaches the sandbox provider'),
+    });
+    expect(checkTarget('http://10.0.0.7:7000/', allow, remote)).toMatchObject({
+      message: expect.stringContaining('reaches Redis'),
+    });
+  });
+
+  it('refuses the address of a service configured by name when the URL writes the address (no lookup is made)', async () => {
+    const allow = [{ host: '10.1.2.3', allow_private: true }];
+    const resolver = async (name: string) => (name === 'db.internal' ? [{ address: '10.1.2.3', family: 4 }] : []);
+    const target = checkTarget('http://10.1.2.3:5432/', allow, platform);
+    if ('code' in target) throw new Error(target.message);
+    expect(await platformRefusalOf(target, resolver)).toMatch(/10\.1\.2\.3:5432 reaches Postgres of this platform/);
+    const elsewhere = checkTarget('http://10.1.2.3:5433/', allow, platform);
+    if ('code' in elsewhere) throw new Error(elsewhere.message);
+    expect(await platformRefusalOf(elsewhere, resolver)).toBeNull();
+    // The http connector's request path makes that check before it connects.
+    const exchange = await guardedExchange(
+      { method: 'GET', url: 'http://10.1.2.3:5432/', timeoutMs: 1000 },
+      allow,
+      resolver,
+      platform,
+    );
+    expect(exchange).toEqual({
+      kind: 'refused',
+      message: expect.stringContaining('reaches Postgres of this platform'),
+    });
+  });
 
   it('refuses a name that resolves to a service on this machine, or to a service configured by name', async () => {
     const local = await lookUp(

@@ -203,6 +203,7 @@ export function platformServices(config: {
   REDIS_URL: string;
   DISPATCHER_METRICS_PORT: number;
   RECONCILER_METRICS_PORT: number;
+  REDIS_CLUSTER_NODES?: readonly string[];
 }): PlatformService[] {
   const fromUrl = (name: string, raw: string, defaultPort: number): PlatformService[] => {
     try {
@@ -220,18 +221,39 @@ export function platformServices(config: {
     ...listener('the Verity API', config.PORT),
     ...fromUrl('Postgres', config.DATABASE_URL, 5432),
     ...(/^rediss?:/i.test(config.REDIS_URL) ? fromUrl('Redis', config.REDIS_URL, 6379) : []),
+    ...(config.REDIS_CLUSTER_NODES ?? []).flatMap((node) =>
+      fromUrl('Redis', /^rediss?:\/\//i.test(node) ? node : `redis://${node}`, 6379),
+    ),
     ...listener('the dispatcher metrics', config.DISPATCHER_METRICS_PORT),
     ...listener('the reconciler metrics', config.RECONCILER_METRICS_PORT),
   ];
 }
 
+/**
+ * One spelling per address, so two spellings of one address compare equal: an IPv4-mapped IPv6 address as the IPv4
+ * address it carries (`::ffff:192.0.2.2` is 192.0.2.2), any other IPv6 address fully written out; a name as it is.
+ */
+export function canonicalAddress(host: string): string {
+  const bare = normalizeHost(host).split('%')[0];
+  if (isIP(bare) !== 6) return bare;
+  const bytes = parseIpv6(bare);
+  if (!bytes) return bare;
+  if (bytes.slice(0, 10).every((b) => b === 0) && bytes[10] === 0xff && bytes[11] === 0xff) {
+    return bytes.slice(12).join('.');
+  }
+  const groups: string[] = [];
+  for (let i = 0; i < 16; i += 2) groups.push(((bytes[i] << 8) | bytes[i + 1]).toString(16));
+  return groups.join(':');
+}
+
 /** Whether an address (or `localhost`) is this machine's: loopback, "every interface", or one of its interfaces. */
 function onThisMachine(host: string): boolean {
   if (host === 'localhost') return true;
-  if (!isIP(host)) return false;
-  const category = classifyAddress(host);
+  const address = canonicalAddress(host);
+  if (!isIP(address)) return false;
+  const category = classifyAddress(address);
   if (category === 'loopback' || category === 'unspecified') return true;
-  return Object.values(networkInterfaces()).some((list) => list?.some((i) => normalizeHost(i.address) === host));
+  return Object.values(networkInterfaces()).some((list) => list?.some((i) => canonicalAddress(i.address) === address));
 }
 
 /**
@@ -244,9 +266,10 @@ export function platformServiceAt(
   host: string,
   port: number,
 ): PlatformService | undefined {
-  const address = normalizeHost(host);
+  const address = canonicalAddress(host);
   return services.find(
-    (s) => s.port === port && (s.host === address || (onThisMachine(s.host) && onThisMachine(address))),
+    (s) =>
+      s.port === port && (canonicalAddress(s.host) === address || (onThisMachine(s.host) && onThisMachine(address))),
   );
 }
 
@@ -374,12 +397,28 @@ async function platformServiceResolved(
     const service = platformServiceAt(target.platform, address, target.port);
     if (service) return service;
   }
+  const ours = new Set(addresses.map((a) => canonicalAddress(a.address)));
   for (const service of target.platform) {
     if (service.port !== target.port || isIP(service.host) || service.host === 'localhost') continue;
     const theirs = await resolver(service.host).catch(() => []);
-    if (theirs.some((t) => addresses.some((a) => normalizeHost(a.address) === normalizeHost(t.address)))) {
-      return service;
-    }
+    if (theirs.some((t) => ours.has(canonicalAddress(t.address)))) return service;
   }
   return undefined;
+}
+
+/**
+ * For a target written as an IP address (the HTTP client makes no lookup for it, so `lookupFor` never runs): the
+ * platform service that address is, also one configured by a name that resolves to it (a compose service's address
+ * written out). For a name, the service it resolves to now — a best effort for an endpoint being created; each call
+ * is judged again by `lookupFor`. A refusal message, or null.
+ */
+export async function platformRefusalOf(
+  target: EgressTarget,
+  resolver: Resolver = systemResolver,
+): Promise<string | null> {
+  const addresses = isIP(target.host)
+    ? [{ address: target.host }]
+    : await resolver(target.host).catch(() => [] as { address: string }[]);
+  const service = await platformServiceResolved(target, addresses, resolver);
+  return service ? platformRefusal(service, target.host, target.port) : null;
 }

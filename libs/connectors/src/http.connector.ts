@@ -19,6 +19,7 @@ import {
   classifyAddress,
   lookupFor,
   PlatformService,
+  platformRefusalOf,
   nonCanonicalIpv4,
   rawHostOf,
   systemResolver,
@@ -537,6 +538,11 @@ export async function guardedExchange(
 ): Promise<HttpExchange | { kind: 'refused'; message: string }> {
   const target = checkTarget(request.url, allowHosts, platform);
   if ('code' in target) return { kind: 'refused', message: target.message };
+  // An IP literal is connected to without a lookup: judged here against the platform's services configured by name.
+  if (isIP(target.host)) {
+    const reserved = await platformRefusalOf(target, resolver);
+    if (reserved) return { kind: 'refused', message: reserved };
+  }
   const refusal: { message?: string } = {};
   const lookup = isIP(target.host) ? undefined : lookupFor(target, (message) => (refusal.message = message), resolver);
   const exchange = await httpExchange({ ...request, url: target.url.toString(), lookup });

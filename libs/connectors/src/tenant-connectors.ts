@@ -25,6 +25,7 @@ export type ConnectorCallConfig = Pick<
   | 'REDIS_URL'
   | 'DISPATCHER_METRICS_PORT'
   | 'RECONCILER_METRICS_PORT'
+  | 'REDIS_CLUSTER_NODES'
 >;
 
 /** Which connector of which tenant a call is for (an operation row, or anything naming both). */

@@ -1,6 +1,7 @@
+import { isIP } from 'node:net';
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { TenantConnectors, checkTarget } from '@verity/connectors';
+import { TenantConnectors, checkTarget, platformRefusalOf } from '@verity/connectors';
 import {
   SecretsCipher,
   WebhookDeliveryRow,
@@ -83,15 +84,19 @@ export class WebhooksService {
       await this.connectors.httpAllowlist(principal.tenantId),
       this.connectors.platform,
     );
-    if ('code' in target) {
-      throw Problem.validation([
+    const refused = (message: string) =>
+      Problem.validation([
         {
           field: 'url',
           rule: 'egress_blocked',
-          message: `${target.message} (webhook targets obey the http connector's allowlist: PUT /v1/admin/connector-settings/http)`,
+          message: `${message} (webhook targets obey the http connector's allowlist: PUT /v1/admin/connector-settings/http)`,
         },
       ]);
-    }
+    if ('code' in target) throw refused(target.message);
+    // Also the platform's own services by the address the URL names (also one configured by name). A name is judged by
+    // what it resolves to at each delivery, as every call of the http connector is: no lookup here.
+    const reserved = isIP(target.host) ? await platformRefusalOf(target) : null;
+    if (reserved) throw refused(reserved);
     const created = await createWebhookEndpoint(this.db, this.cipher, {
       tenantId: principal.tenantId,
       url: input.url,
