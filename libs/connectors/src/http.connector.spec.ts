@@ -125,6 +125,19 @@ describe('http connector', () => {
       [{ url: 'http://example.com/{{nope}}' }, /unknown template variable/],
       [{ headers: { host: 'internal' } }, /^headers\.host: this header is set by Verity/],
       [{ headers: { 'x-a': 'a\r\nx-b: b' } }, /no line breaks/],
+      // Names ignore case: only the last of the two would be sent.
+      [{ headers: { 'X-Op': '{{operation_id}}', 'x-op': 'nothing' } }, /^headers\.x-op: this header is given twice/],
+      [
+        {
+          read_back: {
+            url: 'http://example.com/s',
+            headers: { 'X-Op': '{{operation_id}}', 'x-OP': '1' },
+            field: 'a',
+            equals: 1,
+          },
+        },
+        /^read_back\.headers\.x-OP: this header is given twice/,
+      ],
       [{ reject_statuses: [408] }, /never 408 or 429/],
       [{ reject_statuses: [500] }, /4xx codes only/],
       [{ read_back: { url: 'http://example.com/{{ref}}', field: 'a', equals: 1 } }, /^ref_field: /],

@@ -91,29 +91,69 @@ function originOf(template: string): string | null {
 export function httpReadBackBindingProblems(params: {
   url: string;
   read_back?: { url: string; headers?: Record<string, string> } | null;
+  context?: { url: string; headers?: Record<string, string>; equals?: unknown } | null;
 }): ReadBackBindingProblem[] {
-  const spec = params.read_back;
+  return [
+    ...bindingProblemsOf('read_back', params.url, params.read_back),
+    // A context read with `equals` ends the operation VERIFIED (`no_change_required`) without a send when the field
+    // already equals it: as much a verdict as a read-back's, so bound by the same rule. Without `equals` it only
+    // reports the state (a mismatch with the agent's expected_state holds the operation; it can verify nothing).
+    ...(params.context && params.context.equals !== undefined
+      ? bindingProblemsOf('context', params.url, params.context)
+      : []),
+  ];
+}
+
+function bindingProblemsOf(
+  name: 'read_back' | 'context',
+  requestUrl: string,
+  spec: { url: string; headers?: Record<string, string> } | null | undefined,
+): ReadBackBindingProblem[] {
   if (!spec) return [];
   const problems: ReadBackBindingProblem[] = [];
-  const request = originOf(params.url);
+  const request = originOf(requestUrl);
   const read = originOf(spec.url);
   if (request === null || read === null || request !== read) {
     problems.push({
-      field: 'params.read_back.url',
+      field: `params.${name}.url`,
       condition: 'origin',
-      message: `read_back must ask the request's own origin (${request ?? 'unknown'}), not ${read ?? 'another'}: the tenant's read_back_binding is "bound"`,
+      message: `${name} must ask the request's own origin (${request ?? 'unknown'}), not ${read ?? 'another'}: the tenant's read_back_binding is "bound"`,
     });
   }
-  const sent = [spec.url.split('#')[0], ...Object.values(spec.headers ?? {})];
-  if (!sent.some((text) => EFFECT_VARIABLE.test(text))) {
+  if (!namesEffectWhenSent(spec)) {
+    const variables =
+      name === 'read_back'
+        ? '{{ref}}, {{operation_id}} or {{idempotency_key}}'
+        : '{{operation_id}} or {{idempotency_key}}';
     problems.push({
-      field: 'params.read_back',
+      field: `params.${name}`,
       condition: 'names_effect',
-      message:
-        'read_back must name this effect: {{ref}}, {{operation_id}} or {{idempotency_key}} in its URL (path or query) or in a header value (equals does not count): the tenant\'s read_back_binding is "bound"',
+      message: `${name} must name this effect: ${variables} in its URL (path or query) or in a header value (equals does not count): the tenant's read_back_binding is "bound"`,
     });
   }
   return problems;
+}
+
+/**
+ * Whether the read-back, as it will be sent, carries a value only this effect has: judged on the URL the client will
+ * request (WHATWG-parsed: dot segments removed, the fragment never sent) and the header values (names are unique
+ * ignoring case: the schema refuses a name given twice), not on the template's text, where `/x/{{operation_id}}/../`
+ * names a value that never reaches the target.
+ */
+function namesEffectWhenSent(spec: { url: string; headers?: Record<string, string> }): boolean {
+  const MARK = 'verity-effect-value-0b7c5e';
+  const marked = (text: string) =>
+    text.replace(PLACEHOLDER, (whole: string, name: string) =>
+      EFFECT_VARIABLE.test(whole) ? MARK : `x${name.length}`,
+    );
+  const written = marked(spec.url);
+  try {
+    const url = new URL(written);
+    if (`${url.pathname}${url.search}`.includes(MARK)) return true;
+  } catch {
+    // Not a URL: refused by the schema anyway.
+  }
+  return Object.values(spec.headers ?? {}).some((value) => marked(value).includes(MARK));
 }
 
 function placeholderProblem(text: string, place: Place): string | null {
@@ -189,7 +229,14 @@ const Headers = (place: Place) =>
     )
     .superRefine((headers, ctx) => {
       if (Object.keys(headers).length > 32) ctx.addIssue({ code: 'custom', message: 'at most 32 headers' });
+      const seen = new Set<string>();
       for (const [name, value] of Object.entries(headers)) {
+        // Header names are case-insensitive: of `X-Op` and `x-op` only the last would be sent, the other dropped
+        // without a word (and a read-back could seem to name its effect in a header that never leaves).
+        if (seen.has(name.toLowerCase())) {
+          ctx.addIssue({ code: 'custom', path: [name], message: 'this header is given twice (names ignore case)' });
+        }
+        seen.add(name.toLowerCase());
         if (FORBIDDEN_HEADERS.has(name.toLowerCase())) {
           ctx.addIssue({ code: 'custom', path: [name], message: FORBIDDEN_HEADER_RULE });
         }
@@ -377,7 +424,7 @@ export class HttpConnector implements Connector {
       // Accepted before the tenant's admin bound read-backs (intake refuses such an operation now): its read-back
       // cannot show this effect, so it is not made. Inconclusive — never VERIFIED, never a proof of absence — so the
       // operation is read again, then held for a person, with this reason in its evidence.
-      const unbound = httpReadBackBindingProblems(op.params as HttpRequestParams);
+      const unbound = bindingProblemsOf('read_back', (op.params as HttpRequestParams).url, spec);
       if (unbound.length > 0) {
         return {
           kind: 'unreachable',
@@ -433,6 +480,24 @@ export class HttpConnector implements Connector {
         evidence: { source: 'http', read_at: new Date().toISOString(), error: 'no context read declared' },
       };
     }
+    if (env.tenant?.readBackBinding === 'bound' && spec.equals !== undefined) {
+      // As for a read-back (readBack): accepted before the admin bound read-backs, this context read could verify the
+      // operation from a source that does not name it. Not made: the state is unknown (the operation is then sent, or
+      // waits for its precondition as any unread one).
+      const unbound = bindingProblemsOf('context', (op.params as HttpRequestParams).url, spec);
+      if (unbound.length > 0) {
+        return {
+          kind: 'unreachable',
+          evidence: {
+            source: spec.url,
+            read_at: new Date().toISOString(),
+            error: `not read: ${unbound.map((p) => p.message).join('; ')}`,
+            read_back_binding: 'bound',
+            unbound: unbound.map((p) => p.condition),
+          },
+        };
+      }
+    }
     const read = await this.read(spec.url, spec.headers, spec.field, op, env, undefined);
     if (read.kind === 'unreachable') return read;
     const key = fieldKey(spec.field);
@@ -461,7 +526,8 @@ export class HttpConnector implements Connector {
     | { kind: 'absent'; evidence: ReadEvidence }
     | { kind: 'unreachable'; evidence: ReadEvidence }
   > {
-    const source = substituteUrl(rawUrl, op, ref);
+    // The URL as the client requests it (dot segments resolved, no fragment): what the evidence names is what was asked.
+    const source = asRequested(substituteUrl(rawUrl, op, ref));
     const evidence: ReadEvidence = { source, read_at: new Date().toISOString(), field: fieldKey(field) };
     const unreachable = (error: string) => ({ kind: 'unreachable' as const, evidence: { ...evidence, error } });
     const headers = this.headers(rawHeaders, op, env, ref);
@@ -470,7 +536,8 @@ export class HttpConnector implements Connector {
     if (exchange.kind === 'refused') return unreachable(`egress refused: ${exchange.message}`);
     if (exchange.kind !== 'response') return unreachable(exchange.code);
     evidence.status = exchange.status;
-    // The read-back URL is the operation's declared authority on the effect: "no such record" there is absence.
+    // Not found there. Whether that proves the effect absent is the status model's call: not for a URL the operation
+    // declared (this connector does not declare readBackProvesAbsence).
     if (exchange.status === 404 || exchange.status === 410) return { kind: 'absent', evidence };
     if (exchange.status < 200 || exchange.status >= 300) return unreachable(`status ${exchange.status}`);
     if (exchange.truncated) return unreachable(`response larger than ${this.maxBytes} bytes`);
@@ -548,6 +615,17 @@ export async function guardedExchange(
   const exchange = await httpExchange({ ...request, url: target.url.toString(), lookup });
   if (refusal.message !== undefined) return { kind: 'refused', message: refusal.message };
   return exchange;
+}
+
+/** A URL as the HTTP client will request it: WHATWG-parsed, without a fragment (the text as it is if it does not parse). */
+function asRequested(url: string): string {
+  try {
+    const parsed = new URL(url);
+    parsed.hash = '';
+    return parsed.href;
+  } catch {
+    return url;
+  }
 }
 
 export function idempotencyKey(op: Pick<ConnectorOperation, 'id'>): string {

@@ -42,6 +42,35 @@ describe('read_back_binding: the binding rule (httpReadBackBindingProblems)', ()
     expect(conditions({ url: 'https://crm.example.com/v1/status#{{operation_id}}' })).toEqual(['names_effect']);
   });
 
+  it('is judged on the URL as it is sent: a variable in a dot segment the client removes does not count', () => {
+    // Red team round 2: `/x/{{operation_id}}/../../status` passed, and the target saw only GET /status.
+    for (const url of [
+      'https://crm.example.com/v1/x/{{operation_id}}/../../status',
+      'https://crm.example.com/v1/x/{{operation_id}}/%2e%2e/%2E%2E/status',
+      'https://crm.example.com/v1/status#{{operation_id}}',
+    ]) {
+      expect([url, conditions({ url })]).toEqual([url, ['names_effect']]);
+    }
+    expect(conditions({ url: 'https://crm.example.com/v1/tickets/{{operation_id}}/../{{operation_id}}' })).toEqual([]);
+  });
+
+  it('binds a context read that can verify (it has equals) by the same rule, and leaves one that only reports alone', () => {
+    // Red team round 2: a context `{ url: …/status, field: status, equals: ok }` ended a call that was never sent
+    // VERIFIED no_change_required under "bound".
+    const problems = (context: Record<string, unknown>) =>
+      httpReadBackBindingProblems({ url: request, context: context as never }).map((p) => [p.field, p.condition]);
+    expect(problems({ url: 'https://crm.example.com/v1/status', field: 'status', equals: 'ok' })).toEqual([
+      ['params.context', 'names_effect'],
+    ]);
+    expect(
+      problems({ url: 'https://other.example.com/v1/t?id={{operation_id}}', field: 'status', equals: 'ok' }),
+    ).toEqual([['params.context.url', 'origin']]);
+    expect(
+      problems({ url: 'https://crm.example.com/v1/t?id={{operation_id}}', field: 'status', equals: 'ok' }),
+    ).toEqual([]);
+    expect(problems({ url: 'https://crm.example.com/v1/status', field: 'status' })).toEqual([]);
+  });
+
   it('a variable only in the equals value does not count: it is compared, never sent', () => {
     const problems = httpReadBackBindingProblems({
       url: request,
@@ -157,6 +186,24 @@ describe('read_back_binding: an operation accepted before the switch is not read
       },
     });
     expect(hits.length).toBe(before);
+  });
+
+  it('bound: a context read that could verify without naming the effect is not made either', async () => {
+    const withContext = (url: string): ConnectorOperation => ({
+      ...op(`${base}/orders/{{operation_id}}`),
+      params: { method: 'POST', url: `${base}/orders`, context: { url, field: 'status', equals: 'ok' } },
+    });
+    const before = hits.length;
+    expect(await connector.readContext(withContext(`${base}/status`), env('bound'))).toMatchObject({
+      kind: 'unreachable',
+      evidence: { read_back_binding: 'bound', unbound: ['names_effect'] },
+    });
+    expect(hits.length).toBe(before);
+    // Declared: read, and the state it shows can say no change is required, as before.
+    expect(await connector.readContext(withContext(`${base}/status`), env('declared'))).toMatchObject({
+      kind: 'state',
+      requestedStatePresent: true,
+    });
   });
 
   it('bound: a bound read is made and found', async () => {
