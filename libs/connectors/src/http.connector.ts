@@ -425,18 +425,7 @@ export class HttpConnector implements Connector {
       // cannot show this effect, so it is not made. Inconclusive — never VERIFIED, never a proof of absence — so the
       // operation is read again, then held for a person, with this reason in its evidence.
       const unbound = bindingProblemsOf('read_back', (op.params as HttpRequestParams).url, spec);
-      if (unbound.length > 0) {
-        return {
-          kind: 'unreachable',
-          evidence: {
-            source: spec.url,
-            read_at: readAt(),
-            error: `not read: ${unbound.map((p) => p.message).join('; ')}`,
-            read_back_binding: 'bound',
-            unbound: unbound.map((p) => p.condition),
-          },
-        };
-      }
+      if (unbound.length > 0) return notReadUnbound(spec.url, unbound);
     }
     const ref = typeof op.providerRef?.ref === 'string' ? op.providerRef.ref : undefined;
     const usesRef = readBackUsesRef(spec);
@@ -485,18 +474,7 @@ export class HttpConnector implements Connector {
       // operation from a source that does not name it. Not made: the state is unknown (the operation is then sent, or
       // waits for its precondition as any unread one).
       const unbound = bindingProblemsOf('context', (op.params as HttpRequestParams).url, spec);
-      if (unbound.length > 0) {
-        return {
-          kind: 'unreachable',
-          evidence: {
-            source: spec.url,
-            read_at: new Date().toISOString(),
-            error: `not read: ${unbound.map((p) => p.message).join('; ')}`,
-            read_back_binding: 'bound',
-            unbound: unbound.map((p) => p.condition),
-          },
-        };
-      }
+      if (unbound.length > 0) return notReadUnbound(spec.url, unbound);
     }
     const read = await this.read(spec.url, spec.headers, spec.field, op, env, undefined);
     if (read.kind === 'unreachable') return read;
@@ -615,6 +593,23 @@ export async function guardedExchange(
   const exchange = await httpExchange({ ...request, url: target.url.toString(), lookup });
   if (refusal.message !== undefined) return { kind: 'refused', message: refusal.message };
   return exchange;
+}
+
+/** A read not made under `read_back_binding: "bound"`: inconclusive, with the reason in its evidence. */
+function notReadUnbound(
+  source: string,
+  unbound: ReadBackBindingProblem[],
+): { kind: 'unreachable'; evidence: ReadEvidence } {
+  return {
+    kind: 'unreachable',
+    evidence: {
+      source,
+      read_at: new Date().toISOString(),
+      error: `not read: ${unbound.map((p) => p.message).join('; ')}`,
+      read_back_binding: 'bound',
+      unbound: unbound.map((p) => p.condition),
+    },
+  };
 }
 
 /** A URL as the HTTP client will request it: WHATWG-parsed, without a fragment (the text as it is if it does not parse). */
