@@ -153,6 +153,52 @@ describe('http read_back_binding (admin setting, intake refusal, read after the 
     expect(done.operations[0].evidence).toMatchObject({ source: `${target.base}/orders/${done.operations[0].id}` });
   });
 
+  it('a context read that would verify without a send does not, once bound between the read and its write', async () => {
+    expect((await setHttp({ read_back_binding: 'declared' })).status).toBe(200);
+    // The target answers the context read 2 s after the request (within this dispatcher's connector timeout): the
+    // admin binds read-backs meanwhile, after the dispatcher read the settings and made the read.
+    for (const dispatcher of stack.running('dispatcher')) await stack.kill(dispatcher, 'SIGTERM');
+    const slow = await stack.startApp('dispatcher', { CONNECTOR_TIMEOUT_MS: '8000' });
+    try {
+      const name = `ctx-${Date.now()}`;
+      target.setState(name, 'ok', 2000);
+      const context = { url: `${target.base}/state/${name}`, field: '$.data.value', equals: 'ok' };
+      const created = await submitOps(call, [httpOp('order', { ...order(), context })]);
+      const opId = created.operations[0].id;
+      await waitFor(
+        async () => target.seen.some((s) => s.method === 'GET' && s.url === `/state/${name}`),
+        (asked) => asked,
+        30_000,
+        50,
+      );
+      expect((await setHttp({ read_back_binding: 'bound' })).status).toBe(200);
+      const settled = await waitFor(
+        async () => (await call<Execution>('GET', `/v1/executions/${created.id}`)).body.operations[0],
+        (op) => op.status !== 'PREPARED' && op.status !== 'SENT',
+        45_000,
+        150,
+      );
+      // Not VERIFIED on that read ("no change required" from a source that does not name this order): the step finds
+      // the settings changed under it and reads again under "bound", where the context is not made (context.unavailable)
+      // — sent instead, as an operation whose context could not be read.
+      expect(settled.status).toBe('ACKNOWLEDGED');
+      expect(target.seen.filter((s) => s.method === 'POST' && s.body.includes(opId))).toHaveLength(1);
+      const events = (
+        await call<{ data: { type: string; data: Record<string, unknown> }[] }>(
+          'GET',
+          `/v1/executions/${created.id}/events`,
+        )
+      ).body.data;
+      expect(events.find((e) => e.type === 'context.unavailable')?.data).toMatchObject({
+        evidence: { read_back_binding: 'bound', unbound: ['names_effect'] },
+      });
+    } finally {
+      await stack.kill(slow, 'SIGTERM');
+      await stack.startApp('dispatcher');
+      expect((await setHttp({ read_back_binding: 'declared' })).status).toBe(200);
+    }
+  });
+
   it('an unbound read-back accepted before the switch never verifies after it: held for a person, the evidence says why', async () => {
     expect((await setHttp({ read_back_binding: 'declared' })).status).toBe(200);
     // Accepted under "declared", waiting for a reviewer's approval while the admin binds read-backs.

@@ -312,7 +312,7 @@ export class SenderService {
             attempt,
             await reading,
             options.thenExecution,
-            readBackBindingProblems(connector, op.action, op.params).length > 0,
+            readBackBindingProblems(connector, op.action, op.params).some((p) => p.of === 'read_back'),
           );
     if (check === 'verify' && !verified) {
       await this.producer.tryEnqueue(

@@ -287,7 +287,9 @@ export class VerificationService {
       // A read-back that does not name its effect verifies only while the tenant has not bound read-backs: the read
       // was made under settings read before it, and an admin may have bound them since.
       readBackUnbound:
-        to === S.VERIFIED && readBackBindingProblems(connector, op.action, op.params).length > 0 ? true : undefined,
+        to === S.VERIFIED && readBackBindingProblems(connector, op.action, op.params).some((p) => p.of === 'read_back')
+          ? true
+          : undefined,
       patch: settledByReadBack(to, reason, evidence, this.config),
       eventData: { evidence_source: evidence.source },
     });

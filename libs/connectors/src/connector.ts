@@ -57,6 +57,8 @@ export const READ_BACK_BINDINGS = ['declared', 'bound'] as const satisfies reado
 
 /** Why an operation's declared read-back does not name its own effect (a field under the operation's params). */
 export interface ReadBackBindingProblem {
+  /** The read it is about: the read-back (verifies after the send) or the context read with `equals` (before it). */
+  of: 'read_back' | 'context';
   /** Path under the operation, e.g. `params.read_back.url`. */
   field: string;
   /** `origin` (another scheme, host or port than the request) or `names_effect` (no variable naming this effect). */
@@ -269,7 +271,12 @@ export function readBackBindingProblems(
   try {
     return connector.readBackBindingProblems(action, params);
   } catch {
-    return [{ field: 'params.read_back', condition: 'names_effect', message: 'the read-back could not be judged' }];
+    return (['read_back', 'context'] as const).map((of) => ({
+      of,
+      field: `params.${of}`,
+      condition: 'names_effect' as const,
+      message: `the ${of === 'read_back' ? 'read-back' : 'context read'} could not be judged`,
+    }));
   }
 }
 

@@ -115,6 +115,7 @@ function bindingProblemsOf(
   const read = originOf(spec.url);
   if (request === null || read === null || request !== read) {
     problems.push({
+      of: name,
       field: `params.${name}.url`,
       condition: 'origin',
       message: `${name} must ask the request's own origin (${request ?? 'unknown'}), not ${read ?? 'another'}: the tenant's read_back_binding is "bound"`,
@@ -126,6 +127,7 @@ function bindingProblemsOf(
         ? '{{ref}}, {{operation_id}} or {{idempotency_key}}'
         : '{{operation_id}} or {{idempotency_key}}';
     problems.push({
+      of: name,
       field: `params.${name}`,
       condition: 'names_effect',
       message: `${name} must name this effect: ${variables} in its URL (path or query) or in a header value (equals does not count): the tenant's read_back_binding is "bound"`,

@@ -103,8 +103,18 @@ describe('read_back_binding: the binding rule (httpReadBackBindingProblems)', ()
   it('names the field and the condition each problem is about', () => {
     const problems = httpReadBackBindingProblems({ url: request, read_back: { url: 'https://other.example/ok' } });
     expect(problems).toEqual([
-      { field: 'params.read_back.url', condition: 'origin', message: expect.stringContaining('own origin') },
-      { field: 'params.read_back', condition: 'names_effect', message: expect.stringContaining('{{operation_id}}') },
+      {
+        of: 'read_back',
+        field: 'params.read_back.url',
+        condition: 'origin',
+        message: expect.stringContaining('own origin'),
+      },
+      {
+        of: 'read_back',
+        field: 'params.read_back',
+        condition: 'names_effect',
+        message: expect.stringContaining('{{operation_id}}'),
+      },
     ]);
   });
 
@@ -114,7 +124,11 @@ describe('read_back_binding: the binding rule (httpReadBackBindingProblems)', ()
     const params = { method: 'POST', url: request, read_back: { url: `${request}/status`, field: 'a', equals: 1 } };
     expect(readBackBindingProblems(connector, 'request', params).map((p) => p.condition)).toEqual(['names_effect']);
     expect(readBackBindingProblems(connector, 'no-such-action', params)).toEqual([]);
-    expect(readBackBindingProblems(connector, 'request', { read_back: { url: 1 } })).toHaveLength(1);
+    // Unreadable params: neither read may verify (the read-back, nor a context read with equals).
+    expect(readBackBindingProblems(connector, 'request', { read_back: { url: 1 } }).map((p) => p.of)).toEqual([
+      'read_back',
+      'context',
+    ]);
   });
 });
 
