@@ -5,7 +5,7 @@ import {
   ReadBackResult,
   SendOutcome,
   TenantConnectorSettings,
-  readBackBindingProblems,
+  readBackUnbound,
   TenantConnectors,
   capAmount,
   clipValue,
@@ -312,7 +312,7 @@ export class SenderService {
             attempt,
             await reading,
             options.thenExecution,
-            readBackBindingProblems(connector, op.action, op.params).some((p) => p.of === 'read_back'),
+            readBackUnbound(connector, op.action, op.params),
           );
     if (check === 'verify' && !verified) {
       await this.producer.tryEnqueue(

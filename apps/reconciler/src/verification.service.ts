@@ -7,7 +7,7 @@ import {
   ReadBackResult,
   TenantConnectors,
   operationCapabilities,
-  readBackBindingProblems,
+  readBackUnbound,
   unreachableRead,
 } from '@verity/connectors';
 import {
@@ -286,10 +286,7 @@ export class VerificationService {
       reason,
       // A read-back that does not name its effect verifies only while the tenant has not bound read-backs: the read
       // was made under settings read before it, and an admin may have bound them since.
-      readBackUnbound:
-        to === S.VERIFIED && readBackBindingProblems(connector, op.action, op.params).some((p) => p.of === 'read_back')
-          ? true
-          : undefined,
+      readBackUnbound: to === S.VERIFIED && readBackUnbound(connector, op.action, op.params) ? true : undefined,
       patch: settledByReadBack(to, reason, evidence, this.config),
       eventData: { evidence_source: evidence.source },
     });

@@ -281,6 +281,15 @@ export function readBackBindingProblems(
 }
 
 /**
+ * Whether the operation's read-back would not count under `read_back_binding: "bound"`: a VERIFIED it reads is then
+ * written only while the tenant has not bound read-backs (the statement checks it; TransitionService
+ * `readBackUnbound`).
+ */
+export function readBackUnbound(connector: Connector, action: string, params: Record<string, unknown>): boolean {
+  return readBackBindingProblems(connector, action, params).some((p) => p.of === 'read_back');
+}
+
+/**
  * The provider effect an operation names (`Connector.effectReference`), or null: none declared, an unknown action, or
  * params the connector cannot read one from (those are refused by the action's schema anyway).
  */

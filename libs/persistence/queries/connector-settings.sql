@@ -39,24 +39,22 @@ SELECT name FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $
 SELECT pg_advisory_xact_lock(hashtextextended('tenant_connector_settings' || chr(31) || $1 || chr(31) || $2, 0));
 
 -- snapshot
-SELECT jsonb_build_object(
-       'allow_hosts', coalesce((SELECT s.allow_hosts FROM tenant_connector_settings s
-                                WHERE s.tenant_id = $1 AND s.connector = $2), '[]'::jsonb),
-       'spending_caps', coalesce((SELECT s.spending_caps FROM tenant_connector_settings s
-                                  WHERE s.tenant_id = $1 AND s.connector = $2), '[]'::jsonb),
-       'read_back_binding', coalesce((SELECT s.read_back_binding FROM tenant_connector_settings s
-                                      WHERE s.tenant_id = $1 AND s.connector = $2), 'declared'),
+SELECT (SELECT jsonb_build_object(
+       'allow_hosts', coalesce(s.allow_hosts, '[]'::jsonb),
+       'spending_caps', coalesce(s.spending_caps, '[]'::jsonb),
+       'read_back_binding', coalesce(s.read_back_binding, 'declared'),
        'secrets', coalesce((SELECT jsonb_agg(x.name ORDER BY x.name) FROM tenant_connector_secrets x
-                            WHERE x.tenant_id = $1 AND x.connector = $2), '[]'::jsonb))::text AS settings;
+                            WHERE x.tenant_id = $1 AND x.connector = $2), '[]'::jsonb))
+     FROM (VALUES (1)) AS one
+     LEFT JOIN tenant_connector_settings s ON s.tenant_id = $1 AND s.connector = $2)::text AS settings;
 
 -- recordChange
 INSERT INTO admin_changes (id, tenant_id, kind, connector, changed_by, before, after)
-     SELECT $3, $1, 'connector_settings', $2, $4, $5::jsonb, jsonb_build_object(
-       'allow_hosts', coalesce((SELECT s.allow_hosts FROM tenant_connector_settings s
-                                WHERE s.tenant_id = $1 AND s.connector = $2), '[]'::jsonb),
-       'spending_caps', coalesce((SELECT s.spending_caps FROM tenant_connector_settings s
-                                  WHERE s.tenant_id = $1 AND s.connector = $2), '[]'::jsonb),
-       'read_back_binding', coalesce((SELECT s.read_back_binding FROM tenant_connector_settings s
-                                      WHERE s.tenant_id = $1 AND s.connector = $2), 'declared'),
+     SELECT $3, $1, 'connector_settings', $2, $4, $5::jsonb, (SELECT jsonb_build_object(
+       'allow_hosts', coalesce(s.allow_hosts, '[]'::jsonb),
+       'spending_caps', coalesce(s.spending_caps, '[]'::jsonb),
+       'read_back_binding', coalesce(s.read_back_binding, 'declared'),
        'secrets', coalesce((SELECT jsonb_agg(x.name ORDER BY x.name) FROM tenant_connector_secrets x
-                            WHERE x.tenant_id = $1 AND x.connector = $2), '[]'::jsonb));
+                            WHERE x.tenant_id = $1 AND x.connector = $2), '[]'::jsonb))
+     FROM (VALUES (1)) AS one
+     LEFT JOIN tenant_connector_settings s ON s.tenant_id = $1 AND s.connector = $2);

@@ -7,18 +7,17 @@ import { Queryable, rows } from './sql';
 
 /**
  * One connector's settings ($1 tenant, $2 connector) as the history of admin changes records them: the allowlist, the
- * caps, the read-back binding and the NAMES of the secrets — what `GET /v1/admin/connector-settings/{connector}` shows, never a secret's
- * value. No row: none of each.
+ * caps, the read-back binding and the NAMES of the secrets — what `GET /v1/admin/connector-settings/{connector}` shows,
+ * never a secret's value. The settings row is read once (no row: none of each, and `declared`).
  */
-const SETTINGS_SNAPSHOT = `jsonb_build_object(
-       'allow_hosts', coalesce((SELECT s.allow_hosts FROM tenant_connector_settings s
-                                WHERE s.tenant_id = $1 AND s.connector = $2), '[]'::jsonb),
-       'spending_caps', coalesce((SELECT s.spending_caps FROM tenant_connector_settings s
-                                  WHERE s.tenant_id = $1 AND s.connector = $2), '[]'::jsonb),
-       'read_back_binding', coalesce((SELECT s.read_back_binding FROM tenant_connector_settings s
-                                      WHERE s.tenant_id = $1 AND s.connector = $2), 'declared'),
+const SETTINGS_SNAPSHOT = `(SELECT jsonb_build_object(
+       'allow_hosts', coalesce(s.allow_hosts, '[]'::jsonb),
+       'spending_caps', coalesce(s.spending_caps, '[]'::jsonb),
+       'read_back_binding', coalesce(s.read_back_binding, 'declared'),
        'secrets', coalesce((SELECT jsonb_agg(x.name ORDER BY x.name) FROM tenant_connector_secrets x
-                            WHERE x.tenant_id = $1 AND x.connector = $2), '[]'::jsonb))`;
+                            WHERE x.tenant_id = $1 AND x.connector = $2), '[]'::jsonb))
+     FROM (VALUES (1)) AS one
+     LEFT JOIN tenant_connector_settings s ON s.tenant_id = $1 AND s.connector = $2)`;
 
 /** A tenant admin's writes and reads of its connector settings (allowlist, caps, secret names). Tenant-scoped. */
 export const CONNECTOR_SETTINGS_SQL = {
