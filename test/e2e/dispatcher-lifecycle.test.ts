@@ -161,6 +161,55 @@ describe('dispatcher: execution lifecycle', () => {
     expect((await stack.effects()).charges[reference]).toBeUndefined();
   });
 
+  it.each([
+    ['cancelled', 'execution_cancelled'],
+    ['expired', 'execution_expired'],
+  ] as const)(
+    '%s: an operation held before it was ever sent ends CANCELLED with the execution, not in the review queue',
+    async (end, cause) => {
+      const waitingRef = unique(`lc-${end}-waiting`);
+      const heldRef = unique(`lc-${end}-held`);
+      // One charge waits for an approval (the execution stays open), the other is held, never sent (a conflict).
+      const created = await submit(
+        stack,
+        [
+          charge(waitingRef, { requires_approval: true }),
+          charge(heldRef, { key: 'held', expected_state: { charged: true } }),
+        ],
+        end === 'expired' ? { deadline_seconds: 3 } : {},
+      );
+      const held = await waitForOp(stack, created.id, 'held', (o) => o.status === 'MANUAL_REVIEW');
+      expect(held).toMatchObject({ terminal_reason: 'KNOWLEDGE_CONFLICT', attempt: 0 });
+      await waitForOp(stack, created.id, 'charge', (o) => o.approval?.state === 'requested');
+      if (end === 'cancelled') {
+        const cancelled = await http<Execution>(stack.apiUrl, 'POST', `/v1/executions/${created.id}/cancel`, {
+          key: DEMO.agent,
+        });
+        expect(cancelled.status).toBe(200);
+        // In the cancel's own transaction: the answer already shows it.
+        expect(cancelled.body.operations.map((o) => o.status)).toEqual(['CANCELLED', 'CANCELLED']);
+      }
+      const execution = await settle(stack, created.id);
+      expect(execution.status).toBe(end);
+      expect(execution.operations.map((o) => o.status)).toEqual(['CANCELLED', 'CANCELLED']);
+      const log = await events(stack, created.id);
+      expectLegalHistory(log);
+      expect(statusPath(log, held.id)).toEqual(['PREPARED', 'MANUAL_REVIEW', 'CANCELLED']);
+      const heldEnd = log.find((e) => e.operation_id === held.id && e.to_status === 'CANCELLED')!;
+      expect(heldEnd.data).toMatchObject({ cause, actor: 'system' });
+      // Written after the execution's end, whose statement it checks.
+      const executionEnd = log.find((e) => e.type === 'execution.status_changed' && e.to_status === end)!;
+      expect(heldEnd.seq).toBeGreaterThan(executionEnd.seq);
+      const queue = await http<{ data: { id: string }[] }>(stack.apiUrl, 'GET', '/v1/review/manual-reviews', {
+        key: DEMO.reviewer,
+      });
+      expect(queue.status).toBe(200);
+      expect(queue.body.data.map((o) => o.id)).not.toContain(held.id);
+      const effects = await stack.effects();
+      expect([effects.charges[waitingRef], effects.charges[heldRef]]).toEqual([undefined, undefined]);
+    },
+  );
+
   it('knowledge conflict on an irreversible operation: held in MANUAL_REVIEW with an obligation, nothing sent', async () => {
     const reference = unique('lc-conflict');
     const created = await submit(stack, [charge(reference, { expected_state: { charged: true } })]);

@@ -118,7 +118,7 @@ describe('reconciler: a reviewer’s release whose dispatch job was lost', () =>
     await expectSentOnce({ executionId: created.id, operationId: held.id, ref });
   });
 
-  it('a re-armed release its execution’s cancel overtook is withdrawn, and not re-armed again', async () => {
+  it('a recorded release its execution’s cancel overtook ends CANCELLED with it: never sent, never re-armed', async () => {
     const first = await stack.startApp('dispatcher');
     const waitingRef = unique('lostrel-waiting');
     const heldRef = unique('lostrel-ended');
@@ -141,34 +141,28 @@ describe('reconciler: a reviewer’s release whose dispatch job was lost', () =>
     } finally {
       await queue.close();
     }
-    // Cancelled while no job carries the release: the job the sweeper re-arms is refused at SENT and withdrawn.
+    // Cancelled while no job carries the release: the held operation ends with the execution, so the sweeper has no
+    // recorded release left to arm again (before, it armed one, which the SENT statement refused and withdrew).
     const cancelled = await http(stack.apiUrl, 'POST', `/v1/executions/${created.id}/cancel`, { key: DEMO.agent });
     expect(cancelled.status).toBe(200);
+    expect(await getOperation(stack, held.id)).toMatchObject({ status: 'CANCELLED', attempt: 0 });
     await stack.startApp('dispatcher');
-    const log = await waitFor(
-      () => events(stack, created.id),
-      (all) => all.some((e) => e.type === 'operation.release_withdrawn'),
-      30_000,
-    );
-    expect(log.find((e) => e.type === 'operation.release_withdrawn')!.data).toMatchObject({
-      reasons: ['execution_ended'],
-    });
 
-    // Two whole sweeps after the withdrawal: neither re-armed it (nothing is recorded to carry out any more).
+    // Two whole sweeps after the cancel: neither armed it (nothing is held to carry out any more).
     await stack.sweepsPassed(2);
     const [reconciler] = stack.running('reconciler');
     const rearms = logLines(reconciler).filter(
       (line) => line.msg === 'a recorded release had no dispatch job: armed again' && line.operationId === held.id,
     );
-    expect(rearms).toHaveLength(1);
-    expect(await getOperation(stack, held.id)).toMatchObject({
-      status: 'MANUAL_REVIEW',
-      attempt: 0,
-      permitted_resolutions: ['CANCELLED'],
+    expect(rearms).toHaveLength(0);
+    const log = await events(stack, created.id);
+    expect(log.find((e) => e.operation_id === held.id && e.to_status === 'CANCELLED')!.data).toMatchObject({
+      cause: 'execution_cancelled',
     });
+    expect(log.some((e) => e.type === 'operation.release_withdrawn')).toBe(false);
     const effects = await stack.effects();
     expect([effects.charges[waitingRef], effects.charges[heldRef]]).toEqual([undefined, undefined]);
-    expectLegalHistory(await events(stack, created.id));
+    expectLegalHistory(log);
   });
 
   it('a release refused twice for settings changed under it is tried again, not left recorded: sent once', async () => {

@@ -280,6 +280,7 @@ const StatusModel = z.strictObject({
         sent_only: z.boolean(),
         refused_when_held_for: z.array(z.string()),
         system_when_held_for: z.array(z.string()),
+        system_when_execution_ended: z.boolean(),
         extension: z.boolean(),
         why: z.string(),
       }),

@@ -230,11 +230,7 @@ export class LifecycleService {
     read: TenantRead,
     sendNow: SendNow | undefined,
   ): Promise<StepResult> {
-    if (execution.deadlineAt.getTime() <= Date.now()) {
-      await this.cancelPrepared(this.db.manager, operations, 'execution_expired');
-      const failure = executionFailure('deadline_exceeded', execution.status, new Date());
-      return this.move(execution, E.EXPIRED, { reason: 'deadline passed', failure }, { failure: { ...failure } });
-    }
+    if (execution.deadlineAt.getTime() <= Date.now()) return this.expire(execution);
     switch (execution.status) {
       case E.CREATED:
       case E.VALIDATING:
@@ -958,6 +954,28 @@ export class LifecycleService {
   }
 
   /** I11: only never-sent operations are cancelled; anything already SENT keeps being reconciled. */
+  /**
+   * Past the deadline: the PREPARED operations are cancelled, the execution expires, and then the operations held before
+   * they were ever sent are cancelled too (no release of them can be carried out any more; their statement checks the
+   * execution's end), in one transaction over the rows as locked, so none is left behind in the review queue.
+   */
+  private async expire(execution: ExecutionEntity): Promise<boolean | 'lost'> {
+    if (execution.status === E.EXPIRED) return false;
+    const failure = executionFailure('deadline_exceeded', execution.status, new Date());
+    return this.inTransaction(execution, async (tx) => {
+      const locked = await lockExecutionForWorker(tx, execution.id);
+      if (locked?.status !== execution.status) throw new LostRace();
+      await this.cancelPrepared(tx, locked.operations, 'execution_expired');
+      const chain = new MoveChain(this.transitions, tx, execution.id, execution.status);
+      chain.add(E.EXPIRED, { reason: 'deadline passed', failure });
+      await chain.flush({ failure: { ...failure } });
+      await this.transitions.cancelHeldOfEndedExecution(tx, locked.operations.map(snapshotOf), {
+        cause: 'execution_expired',
+      });
+      return E.EXPIRED;
+    });
+  }
+
   private async cancelPrepared(db: EntityManager, operations: OperationEntity[], cause: string): Promise<void> {
     for (const op of operations) {
       if (op.status !== S.PREPARED) continue;

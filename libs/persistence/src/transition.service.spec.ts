@@ -10,7 +10,7 @@ import { waitFor } from '../../../test/support/stack';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { FindOptionsWhere } from 'typeorm';
 import { EventEntity, OperationEntity } from './entities';
-import { TransitionService } from './transition.service';
+import { OperationSnapshot, TransitionService } from './transition.service';
 
 describe('TransitionService (real Postgres)', () => {
   const db = useTestDatabase('transition', ['acme']);
@@ -99,6 +99,53 @@ describe('TransitionService (real Postgres)', () => {
     expect(row.status).toBe(OperationStatus.RECONCILING);
     expect(await eventsWhere({ operationId: acknowledged })).toHaveLength(0);
     expect((await proveAbsent(await reconciling(false))).won).toBe(true);
+  });
+
+  it('cancels a held, never-sent operation only once its execution has ended so in the database', async () => {
+    const held = async (attempt: number) => {
+      const { executionId, operationId } = await newExecutionWithOneOperation();
+      await db.dataSource.query(
+        `UPDATE operations SET status = 'MANUAL_REVIEW', attempt = $2, terminal_reason = 'KNOWLEDGE_CONFLICT' WHERE id = $1`,
+        [operationId, attempt],
+      );
+      await running(executionId);
+      const operation = {
+        ...snapshot(operationId),
+        status: OperationStatus.MANUAL_REVIEW,
+        attempt,
+        terminalReason: TerminalReason.KNOWLEDGE_CONFLICT,
+      };
+      return { executionId, operationId, operation };
+    };
+    const cancelHeld = (operation: OperationSnapshot) =>
+      transitions.cancelHeldOfEndedExecution(db.dataSource.manager, [operation], { cause: 'execution_cancelled' });
+    const statusOf = async (id: string) =>
+      (await db.dataSource.getRepository(OperationEntity).findOneByOrFail({ id })).status;
+
+    // The execution still runs (a caller that claims it ended is not believed): nothing written.
+    const unsent = await held(0);
+    expect(await cancelHeld(unsent.operation)).toBe(0);
+    expect(await statusOf(unsent.operationId)).toBe(OperationStatus.MANUAL_REVIEW);
+    expect(await eventsWhere({ operationId: unsent.operationId })).toHaveLength(0);
+    // A completed execution may still carry out a release: not ended so either.
+    await db.dataSource.query(`UPDATE executions SET status = 'completed' WHERE id = $1`, [unsent.executionId]);
+    expect(await cancelHeld(unsent.operation)).toBe(0);
+
+    for (const end of ['cancelled', 'expired', 'failed']) {
+      const ofEnded = await held(0);
+      await db.dataSource.query(`UPDATE executions SET status = $2 WHERE id = $1`, [ofEnded.executionId, end]);
+      expect(await cancelHeld(ofEnded.operation)).toBe(1);
+      expect(await statusOf(ofEnded.operationId)).toBe(OperationStatus.CANCELLED);
+      const [event] = await eventsWhere({ operationId: ofEnded.operationId });
+      expect(event).toMatchObject({ fromStatus: 'MANUAL_REVIEW', toStatus: 'CANCELLED' });
+      expect(event.data).toMatchObject({ cause: 'execution_cancelled', actor: 'system' });
+    }
+
+    // Ever sent: its effect may exist; it keeps waiting for a person (not even tried).
+    const sent = await held(1);
+    await db.dataSource.query(`UPDATE executions SET status = 'cancelled' WHERE id = $1`, [sent.executionId]);
+    expect(await cancelHeld(sent.operation)).toBe(0);
+    expect(await statusOf(sent.operationId)).toBe(OperationStatus.MANUAL_REVIEW);
   });
 
   it('refuses an illegal move before touching the database (I1)', async () => {

@@ -2,12 +2,14 @@ import {
   Actor,
   ExecutionStatus,
   OperationStatus,
+  RELEASABLE_EXECUTION_STATUSES,
   SENDABLE_EXECUTION_STATUSES,
   TerminalReason,
   VerificationMethodValue,
   assertExecutionTransition,
   assertOperationTransition,
   everSent,
+  heldNeverSent,
   isSettledOperation,
   requiresUnacknowledged,
 } from '@verity/status-model';
@@ -15,7 +17,7 @@ import { trace } from '@opentelemetry/api';
 import { intakeToSettled, intakeToVerified, newId, transitionsCounter } from '@verity/platform';
 import { afterCommit, eventsWritten } from './event-signal';
 import { SendGuard, sendGuardConditions } from './send-guard';
-import { Queryable, rows } from './sql';
+import { Queryable, rows, sqlLiterals } from './sql';
 
 /** Columns a transition may set alongside the status. Anything else is not the transition's business. */
 export interface OperationPatch {
@@ -92,6 +94,12 @@ export interface OperationTransitionInput {
    * not see it end VERIFIED afterwards. A refused move answers `won: false`, like a lost compare-and-set.
    */
   readBackUnbound?: boolean;
+  /**
+   * The move ends a held, never-sent operation because its execution has ended unreleasable (the model's
+   * `systemWhenExecutionEnded`): the statement commits only while the execution is cancelled, expired or failed in the
+   * database, so it is made after the execution's own move.
+   */
+  executionEnded?: boolean;
   patch?: OperationPatch;
   eventData?: Record<string, unknown>;
   /**
@@ -130,6 +138,10 @@ export interface TransitionResult {
 /** The tenant has not bound its read-backs for the operation's connector (`read_back_binding`, no row: `declared`). */
 const DECLARED_READ_BACKS_COUNT = `NOT EXISTS (SELECT 1 FROM tenant_connector_settings rb
          WHERE rb.tenant_id = op.tenant_id AND rb.connector = op.connector AND rb.read_back_binding = 'bound')`;
+
+/** The operation's execution has ended so that nothing of it may be sent any more (cancelled, expired, failed). */
+const EXECUTION_ENDED_UNRELEASABLE = `NOT EXISTS (SELECT 1 FROM executions xe
+         WHERE xe.id = op.execution_id AND xe.status IN (${sqlLiterals(RELEASABLE_EXECUTION_STATUSES)}))`;
 
 /**
  * The operation's compare-and-set (status and fencing attempt, plus the send guard's conditions), as the `moved` CTE
@@ -316,12 +328,16 @@ export class TransitionService {
       everSent: everSent(operation),
       noChangeRequired: input.patch?.no_change_required,
       heldFor: operation.terminalReason ?? null,
+      executionEnded: input.executionEnded,
     });
     if ((to === OperationStatus.SENT) !== (input.sendGuard !== undefined)) {
       throw new Error('a move to SENT, and only a move to SENT, carries a send guard');
     }
     if (input.readBackUnbound && to !== OperationStatus.VERIFIED) {
       throw new Error('readBackUnbound goes with a move to VERIFIED');
+    }
+    if (input.executionEnded && to !== OperationStatus.CANCELLED) {
+      throw new Error('executionEnded goes with a move to CANCELLED');
     }
     const params: unknown[] = [operation.id, operation.status, to, operation.attempt];
     const sets = ['status = $3', 'updated_at = clock_timestamp()'];
@@ -337,7 +353,8 @@ export class TransitionService {
             .join('')
         : '') +
       (requiresUnacknowledged(to, reason) ? ' AND acknowledged_at IS NULL' : '') +
-      (input.readBackUnbound ? ` AND ${DECLARED_READ_BACKS_COUNT}` : '');
+      (input.readBackUnbound ? ` AND ${DECLARED_READ_BACKS_COUNT}` : '') +
+      (input.executionEnded ? ` AND ${EXECUTION_ENDED_UNRELEASABLE}` : '');
     const eventId = newId('evt');
     params.push(
       eventId,
@@ -687,6 +704,31 @@ export class TransitionService {
     if (result.length === 0) return { won: false };
     eventsWritten(db, input.executionId);
     return { won: true, eventId: result[0].id, seq: Number(result[0].seq) };
+  }
+
+  /**
+   * After the execution's move to an end from which nothing more is sent (cancelled, expired, failed): each of its
+   * operations held before it was ever sent (the model's `heldNeverSent`) can no longer be released, and is cancelled —
+   * by its own statement, which checks that end in the database. Held operations that were ever sent keep waiting for a
+   * person (their effect may exist, I11). Returns how many were cancelled.
+   */
+  async cancelHeldOfEndedExecution(
+    db: Queryable,
+    operations: readonly OperationSnapshot[],
+    eventData: Record<string, unknown>,
+  ): Promise<number> {
+    let cancelled = 0;
+    for (const operation of operations) {
+      if (!heldNeverSent(operation)) continue;
+      const result = await this.operation(db, {
+        operation,
+        to: OperationStatus.CANCELLED,
+        executionEnded: true,
+        eventData,
+      });
+      if (result.won) cancelled += 1;
+    }
+    return cancelled;
   }
 
   /**

@@ -30,6 +30,15 @@ export const RELEASABLE_EXECUTION_STATUSES: readonly ExecutionStatus[] = EXECUTI
   (status) => ![ExecutionStatus.CANCELLED, ExecutionStatus.EXPIRED, ExecutionStatus.FAILED].includes(status),
 );
 
+/**
+ * A held operation that was never sent: once its execution has ended unreleasable (a status outside
+ * RELEASABLE_EXECUTION_STATUSES), no release of it can be carried out, and it is cancelled with the execution (after
+ * the execution's move, by a statement that checks that end) rather than left in the review queue.
+ */
+export function heldNeverSent(op: { status: OperationStatus; attempt: number }): boolean {
+  return op.status === OperationStatus.MANUAL_REVIEW && !everSent(op);
+}
+
 /** A dependency is done when its effect is VERIFIED … */
 export const DEPENDENCY_DONE_STATUSES: readonly OperationStatus[] = [OperationStatus.VERIFIED];
 /** … or ACKNOWLEDGED where nothing can read it back (its honest end). */

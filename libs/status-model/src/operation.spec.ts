@@ -1,5 +1,5 @@
 import { IllegalTransitionError, StatusModelErrorCode } from './errors';
-import { DependenciesState } from './dispatch';
+import { DependenciesState, heldNeverSent } from './dispatch';
 import { ExecutionStatus } from './execution';
 import {
   OPERATION_STATUSES,
@@ -320,6 +320,38 @@ describe('operation transition table (docs/contract.md §2)', () => {
           everSent: true,
         }),
       ).not.toThrow();
+    });
+  });
+
+  describe('a held, never-sent operation of an execution that ended (cancelled, expired, failed)', () => {
+    const ended = { actor: 'system', verificationMethod: RAW, everSent: false, executionEnded: true } as const;
+
+    it('MANUAL_REVIEW -> CANCELLED by the system, whatever the hold', () => {
+      for (const heldFor of TERMINAL_REASONS) {
+        expect(() => assertOperationTransition(S.MANUAL_REVIEW, S.CANCELLED, { ...ended, heldFor })).not.toThrow();
+      }
+    });
+
+    it('not while the execution has not ended so: HUMAN_ONLY', () => {
+      expectRefused(S.MANUAL_REVIEW, S.CANCELLED, { ...ended, executionEnded: false }, C.HUMAN_ONLY);
+      expectRefused(S.MANUAL_REVIEW, S.CANCELLED, { ...ended, executionEnded: undefined }, C.HUMAN_ONLY);
+    });
+
+    it('never for an operation that was ever sent (its effect may exist): ALREADY_SENT', () => {
+      expectRefused(S.MANUAL_REVIEW, S.CANCELLED, { ...ended, everSent: true }, C.ALREADY_SENT);
+    });
+
+    it('no other decision of a hold: the end leaves only cancelling', () => {
+      expectRefused(S.MANUAL_REVIEW, S.SENT, ended, C.HUMAN_ONLY);
+      expectRefused(S.MANUAL_REVIEW, S.FAILED, { ...ended, everSent: true }, C.HUMAN_ONLY);
+      expectRefused(S.MANUAL_REVIEW, S.VERIFIED, { ...ended, everSent: true }, C.HUMAN_ONLY);
+    });
+
+    it('heldNeverSent: exactly the MANUAL_REVIEW operations with no attempt', () => {
+      for (const status of OPERATION_STATUSES) {
+        expect(heldNeverSent({ status, attempt: 0 })).toBe(status === S.MANUAL_REVIEW);
+        expect(heldNeverSent({ status, attempt: 1 })).toBe(false);
+      }
     });
   });
 

@@ -92,6 +92,12 @@ export interface OperationTransitionRule {
    * read-after-write evidence: a re-check that finds the effect once a lagging or unreachable source answers.
    */
   systemWhenHeldFor: readonly TerminalReason[];
+  /**
+   * A human-only move the system also takes once the operation's execution has ended unreleasable (cancelled, expired
+   * or failed): a held operation that was never sent can then never be released, so it ends with the execution
+   * instead of waiting in the review queue for a decision that has only one answer.
+   */
+  systemWhenExecutionEnded: boolean;
   extension: boolean;
   why: string;
 }
@@ -122,6 +128,7 @@ function rule(
     sentOnly: options.sentOnly ?? false,
     refusedWhenHeldFor: options.refusedWhenHeldFor ?? [],
     systemWhenHeldFor: options.systemWhenHeldFor ?? [],
+    systemWhenExecutionEnded: options.systemWhenExecutionEnded ?? false,
     extension: options.extension ?? false,
   };
 }
@@ -194,10 +201,11 @@ export const OPERATION_TRANSITIONS: readonly OperationTransitionRule[] = [
     neverSentOnly: true,
     extension: true,
   }),
-  rule(S.MANUAL_REVIEW, S.CANCELLED, 'a human cancels an operation that was never sent', {
+  rule(S.MANUAL_REVIEW, S.CANCELLED, 'a human cancels an operation that was never sent, or its execution ended', {
     reasons: [R.DENIED],
     humanOnly: true,
     neverSentOnly: true,
+    systemWhenExecutionEnded: true,
     extension: true,
   }),
 ];

@@ -21,6 +21,11 @@ export interface OperationTransitionContext {
   noChangeRequired?: boolean;
   /** Why the operation is held now (its terminal_reason while in MANUAL_REVIEW), for rules that depend on it. */
   heldFor?: TerminalReason | null;
+  /**
+   * The operation's execution has ended unreleasable (cancelled, expired, failed): nothing of it can be sent any more.
+   * The statement that makes the move checks the same in the database.
+   */
+  executionEnded?: boolean;
 }
 
 /**
@@ -43,7 +48,9 @@ export function assertOperationTransition(
   // that needs a judgement; its VERIFIED still needs read-after-write evidence (checked below).
   const systemRecheck =
     actor !== 'human' && Boolean(context.heldFor) && found.systemWhenHeldFor.includes(context.heldFor!);
-  if (found.humanOnly && actor !== 'human' && !systemRecheck) {
+  // Nor may it decide a hold, except one whose only outcome is left: a never-sent operation of an ended execution.
+  const systemOnEnd = actor !== 'human' && context.executionEnded === true && found.systemWhenExecutionEnded;
+  if (found.humanOnly && actor !== 'human' && !systemRecheck && !systemOnEnd) {
     fail(StatusModelErrorCode.HUMAN_ONLY, 'only a human resolution may take this move');
   }
   if (found.neverSentOnly && context.everSent) {

@@ -374,8 +374,8 @@ export class ExecutionsService {
   }
 
   /**
-   * I11: cancel never claims an in-flight effect did not happen. PREPARED operations become CANCELLED; anything
-   * already SENT keeps being reconciled. One transaction, so no one sees (or advances) an execution whose operations
+   * I11: cancel never claims an in-flight effect did not happen. PREPARED operations become CANCELLED, and so do
+   * operations held before they were ever sent; anything already SENT keeps being reconciled. One transaction, so no one sees (or advances) an execution whose operations
    * are cancelled but which is itself still running — else the dispatcher could complete it in between. The rows are
    * locked first (lockExecution), so a racing sender or dispatcher waits for us and then loses its compare-and-set.
    */
@@ -414,6 +414,13 @@ export class ExecutionsService {
         to: ExecutionStatus.CANCELLED,
         patch: { failure: failure as unknown as Record<string, unknown> },
         eventData: { by: principal.keyId, reason, failure },
+      });
+      // A held operation that was never sent can no longer be released once the execution is cancelled: it ends with
+      // it (after the execution's move, which its statement checks) rather than waiting in the review queue.
+      await this.transitions.cancelHeldOfEndedExecution(tx, locked.operations.map(snapshotOf), {
+        cause: 'execution_cancelled',
+        by: principal.keyId,
+        reason,
       });
     });
     // The advance joins the execution's trace (with traces on), not the cancel request's.

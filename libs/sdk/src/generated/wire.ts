@@ -1123,6 +1123,7 @@ export interface components {
           sent_only: boolean;
           refused_when_held_for: string[];
           system_when_held_for: string[];
+          system_when_execution_ended: boolean;
           extension: boolean;
           why: string;
         }[];
