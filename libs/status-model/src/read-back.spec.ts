@@ -7,6 +7,7 @@ import {
   absenceEvidentAt,
   decideReadBack,
   decideReconcileStart,
+  failedRefusedByRead,
   requiresUnacknowledged,
 } from './read-back';
 import { absenceNotYetEvident, resolutionOptions } from './validate';
@@ -160,6 +161,37 @@ describe('readShowsTheEffect: the reads after which nothing may say the effect d
   ])('%s → %s', (read, shows) => {
     expect(readShowsTheEffect(read)).toBe(shows);
   });
+});
+
+describe('failedRefusedByRead: a reviewer’s FAILED and the read made when it is decided (I14)', () => {
+  it.each<ReadBackKind>(['found', 'mismatch', 'field_missing'])(
+    'a read that shows a record (%s) refuses it whatever the hold',
+    (read) => {
+      for (const heldFor of [null, R.FIELD_MISSING, R.STALE_REPLICA, R.SOURCE_UNREACHABLE, R.CONNECTOR_ERROR]) {
+        expect(failedRefusedByRead(heldFor, read)).toBe('effect_shown');
+      }
+    },
+  );
+
+  it.each<[ReadBackKind, 'effect_shown' | 'record_on_file' | null]>([
+    ['found', 'effect_shown'],
+    ['field_missing', 'effect_shown'],
+    // The hold found a record: a read that cannot see the source does not make it go away; one that answers does.
+    ['unreachable', 'record_on_file'],
+    ['stale', 'record_on_file'],
+    ['absent', null],
+  ])('held for FIELD_MISSING, read now %s → %s', (read, refusal) => {
+    expect(failedRefusedByRead(R.FIELD_MISSING, read)).toBe(refusal);
+  });
+
+  it.each([R.SOURCE_UNREACHABLE, R.STALE_REPLICA, R.CONNECTOR_ERROR, null])(
+    'held for %s (nothing found): a read that cannot see the source leaves the reviewer’s evidence to stand',
+    (heldFor) => {
+      for (const read of ['unreachable', 'stale', 'absent'] as const) {
+        expect(failedRefusedByRead(heldFor, read)).toBeNull();
+      }
+    },
+  );
 });
 
 describe('decideReconcileStart', () => {

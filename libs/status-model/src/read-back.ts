@@ -23,6 +23,28 @@ export function readShowsTheEffect(read: ReadBackKind): boolean {
 }
 
 /**
+ * Holds whose own read found a record of the effect, only without the field that tells its state. What was found is
+ * on file; a human FAILED of such a hold stands only on a read, at the moment of the decision, in which the source
+ * answers and the record is gone — a read that cannot see the source (unreachable, lagging) leaves the record on file
+ * as the last word. (A hold for INTEGRITY_MISMATCH refuses FAILED outright: the effect was found, with other values.)
+ */
+export const HOLDS_WITH_A_RECORD_ON_FILE: readonly TerminalReason[] = [TerminalReason.FIELD_MISSING];
+
+/**
+ * Why a human FAILED of a held, sent operation is refused by the read made when it is decided (I14), or null:
+ * `effect_shown` — the read shows a record of the effect now; `record_on_file` — the hold itself found one, and this
+ * read cannot show it gone.
+ */
+export function failedRefusedByRead(
+  heldFor: TerminalReason | null,
+  read: ReadBackKind,
+): 'effect_shown' | 'record_on_file' | null {
+  if (readShowsTheEffect(read)) return 'effect_shown';
+  if (heldFor !== null && HOLDS_WITH_A_RECORD_ON_FILE.includes(heldFor) && read !== 'absent') return 'record_on_file';
+  return null;
+}
+
+/**
  * Whether the statement that writes this move must also find the operation unacknowledged: a proof of absence
  * (FAILED, PROVEN_ABSENT) never stands for an effect the provider acknowledged, even when the acknowledgement was
  * recorded late (a sender whose 2xx came after the sweeper marked the operation UNKNOWN) — after the read that judged it.

@@ -1,4 +1,5 @@
 import { IllegalTransitionError, StatusModelErrorCode } from './errors';
+import { HOLDS_WITH_A_RECORD_ON_FILE } from './read-back';
 import { ExecutionStatus, canMoveExecution, isTerminalExecution } from './execution';
 import { DependenciesState, RELEASABLE_EXECUTION_STATUSES } from './dispatch';
 import {
@@ -215,7 +216,9 @@ export function resolutionOptions(input: {
       status: to,
       permitted: true,
       why: readFirst
-        ? 'no effect exists: Verity reads the source first and refuses if it shows the effect'
+        ? input.heldFor !== null && HOLDS_WITH_A_RECORD_ON_FILE.includes(input.heldFor)
+          ? 'no effect exists: Verity reads the source first and refuses unless it answers and the record this hold found is gone'
+          : 'no effect exists: Verity reads the source first and refuses if it shows the effect'
         : PERMITTED_WHY[to],
       check: readFirst ? 'read_back' : null,
       available_at: null,

@@ -40,7 +40,7 @@ import {
   dependenciesState,
   latestByKey,
   operationTransitionRule,
-  readShowsTheEffect,
+  failedRefusedByRead,
   StatusModelErrorCode,
   resolutionOptions,
   resolutionRefusedBy,
@@ -291,11 +291,20 @@ export class OperationsService {
     const resolution: Record<string, unknown> = { status, evidence, by: principal.keyId, at: new Date().toISOString() };
     if (option.check === 'read_back') {
       const read = await this.readSourceNow(op);
+      const refusedByRead = failedRefusedByRead(op.terminalReason, read.kind);
       // A record of the effect, even one without the field that tells its state, is an effect that happened.
-      if (readShowsTheEffect(read.kind)) {
+      if (refusedByRead === 'effect_shown') {
         throw effectExists('the source shows this effect now: it cannot be marked as not having happened', read);
       }
-      // Absent, or the source cannot say (unreachable, lagging): the reviewer's evidence stands, with this read.
+      if (refusedByRead === 'record_on_file') {
+        throw effectExists(
+          `held because the source showed a record of this effect (${op.terminalReason}), and it cannot be read now ` +
+            `(${read.kind}) to show the record gone: try again when the source answers`,
+          { kind: 'stored', evidence: { held: op.evidence, read_now: { kind: read.kind, ...read.evidence } } },
+        );
+      }
+      // Absent, or the source cannot say (unreachable, lagging) of a hold that found nothing: the reviewer's evidence
+      // stands, with this read.
       resolution.read_back = { kind: read.kind, ...read.evidence };
     }
     const decided = await this.transitions.decide(this.db.manager, {
