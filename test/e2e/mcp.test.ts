@@ -246,6 +246,31 @@ describe('MCP over Streamable HTTP at /mcp', () => {
     expect(text).toContain('operations[0].connector');
   });
 
+  it('refuses an id argument that is not an id (a dot segment would make the tool ask another route)', async () => {
+    const client = await httpClient(DEMO.agent);
+    for (const [tool, args] of [
+      ['get_execution', { execution_id: '..' }],
+      ['cancel_execution', { execution_id: '.' }],
+      ['wait_for_execution', { execution_id: '../events', timeout_seconds: 1 }],
+      ['get_operation', { operation_id: '..' }],
+    ] as const) {
+      const outcome = await call(client, tool, args).then(
+        ({ result, text }) => ({ isError: result.isError, text }),
+        (error: Error) => ({ isError: true, text: error.message }),
+      );
+      expect(outcome.isError).toBe(true);
+      expect(outcome.text).toMatch(/an id that starts with (exe|op)_/);
+      expect(outcome.text).not.toContain('no route');
+    }
+    // A URL parser resolves `..` (also written %2E%2E) before the request; an encoded slash it keeps, and once decoded
+    // it is no execution id either: refused before any call to the API.
+    const uri = 'verity://executions/exe_1%2F..%2F..%2Fevents';
+    await expect(client.readResource({ uri })).rejects.toMatchObject({
+      code: -32602,
+      message: expect.stringContaining(`Resource ${uri} not found (not an execution id)`),
+    });
+  });
+
   it('refuses a wrong key and an operator key, exactly as /v1 does', async () => {
     await expect(httpClient('not-a-real-key')).rejects.toThrow(/401/);
     await expect(httpClient(DEMO.operator)).rejects.toThrow(/403/);

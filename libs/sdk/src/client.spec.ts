@@ -201,6 +201,31 @@ describe('requests with an effect are sent once', () => {
   });
 });
 
+describe('ids in paths', () => {
+  it('refuses an id that is a dot segment (or empty) before any request: it would ask another path', async () => {
+    const server = await listen((_req, res) =>
+      json(res, 404, { type: 'about:blank', title: 'Not Found', status: 404 }),
+    );
+    const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
+    for (const id of ['..', '.', '']) {
+      const calls: (() => Promise<unknown>)[] = [
+        () => dx.get(id),
+        () => dx.executions.cancel(id),
+        () => dx.executions.events(id),
+        () => dx.operations.get(id),
+        () => dx.operations.retry(id),
+        () => dx.operations.approve(id),
+      ];
+      for (const call of calls) await expect(call()).rejects.toBeInstanceOf(RangeError);
+    }
+    expect(server.seen).toHaveLength(0);
+    // Anything else is one encoded segment, whatever it holds.
+    await dx.get('../events').catch(() => undefined);
+    await dx.get('%2e%2e').catch(() => undefined);
+    expect(server.seen.map((s) => s.url)).toEqual(['/v1/executions/..%2Fevents', '/v1/executions/%252e%252e']);
+  });
+});
+
 describe('waitForSettled without a usable stream', () => {
   it('falls back to polling GET when the stream is refused with 429', async () => {
     let gets = 0;

@@ -1,5 +1,5 @@
 import { VerityConditionError, VerityError, VerityTimeoutError } from './errors';
-import { Transport, TransportOptions, sleep } from './http';
+import { Transport, TransportOptions, pathSegment, sleep } from './http';
 import { ReviewApi } from './review';
 import { isExecutionSettled } from './settled';
 import { ExecutionStream, StreamOptions } from './stream';
@@ -98,7 +98,7 @@ export class ExecutionsApi {
 
   /** GET /v1/executions/{id}: the execution with its operations, effects and failure. */
   async get(id: string, options: RequestOptions = {}): Promise<Execution> {
-    return this.getJson<Execution>(`/v1/executions/${encodeURIComponent(id)}`, undefined, options);
+    return this.getJson<Execution>(`/v1/executions/${pathSegment(id)}`, undefined, options);
   }
 
   /** GET /v1/executions: one page, newest first; pass `next_cursor` as `cursor` for the next. */
@@ -120,7 +120,7 @@ export class ExecutionsApi {
   async cancel(id: string, options: ReasonOptions = {}): Promise<Execution> {
     const result = await this.transport.request<Execution>({
       method: 'POST',
-      path: `/v1/executions/${encodeURIComponent(id)}/cancel`,
+      path: `/v1/executions/${pathSegment(id)}/cancel`,
       body: options.reason !== undefined ? { reason: options.reason } : {},
       retry: 'never',
       signal: options.signal,
@@ -130,7 +130,7 @@ export class ExecutionsApi {
 
   /** GET /v1/executions/{id}/events: one page of the append-only log, after an event id. */
   async events(id: string, query: ListEventsQuery = {}, options: RequestOptions = {}): Promise<EventList> {
-    return this.getJson<EventList>(`/v1/executions/${encodeURIComponent(id)}/events`, { ...query }, options);
+    return this.getJson<EventList>(`/v1/executions/${pathSegment(id)}/events`, { ...query }, options);
   }
 
   /** The live event stream (SSE), resuming by itself after a disconnect; see ExecutionStream. */
@@ -257,7 +257,7 @@ export class OperationsApi {
   async get(id: string, options: RequestOptions = {}): Promise<OperationDetail> {
     const result = await this.transport.request<OperationDetail>({
       method: 'GET',
-      path: `/v1/operations/${encodeURIComponent(id)}`,
+      path: `/v1/operations/${pathSegment(id)}`,
       retry: 'safe',
       signal: options.signal,
     });
@@ -316,7 +316,7 @@ export class OperationsApi {
   ): Promise<T> {
     const result = await this.transport.request<T>({
       method: 'POST',
-      path: `/v1/operations/${encodeURIComponent(id)}/${action}`,
+      path: `/v1/operations/${pathSegment(id)}/${action}`,
       body,
       retry: 'never',
       signal: options.signal,

@@ -167,6 +167,16 @@ function parseJson<T>(text: string, status: number): T {
   }
 }
 
+/**
+ * An id as one path segment. `encodeURIComponent` leaves `.` and `..` as they are, and the URL parser then resolves them
+ * as dot segments: `get('..')` would ask `/v1/events`. Such an id (or an empty one) names nothing and is refused here,
+ * before any request, with a RangeError.
+ */
+export function pathSegment(id: string): string {
+  if (id === '' || id === '.' || id === '..') throw new RangeError(`${JSON.stringify(id)} is not an id`);
+  return encodeURIComponent(id);
+}
+
 /** Exponential backoff with jitter: base, 2·base, 4·base … each ±25 %. */
 export function backoff(baseMs: number, attempt: number): number {
   const delay = baseMs * 2 ** (attempt - 1);

@@ -1,6 +1,6 @@
 import { createParser } from 'eventsource-parser';
 import { VerityNetworkError, errorFromResponse } from './errors';
-import { Transport, backoff, sleep } from './http';
+import { Transport, backoff, pathSegment, sleep } from './http';
 import type { ExecutionEvent, StreamEndReason } from './types';
 
 export interface StreamOptions {
@@ -84,7 +84,7 @@ export class ExecutionStream implements AsyncIterable<ExecutionEvent> {
     const { signal } = this.options;
     const maxReconnects = this.options.maxReconnects ?? 10;
     const idleTimeoutMs = this.options.idleTimeoutMs ?? 45_000;
-    const path = `/v1/executions/${encodeURIComponent(this.executionId)}/stream`;
+    const path = `/v1/executions/${pathSegment(this.executionId)}/stream`;
     let serverRetryMs = DEFAULT_RETRY_MS;
     let failures = 0;
     let lastCause: unknown;

@@ -151,7 +151,7 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
       title: 'Read an execution',
       description:
         'The execution’s status and, separately, each operation’s effect in the world with its history. ' + RULES,
-      inputSchema: { execution_id: z.string().min(1).max(200).describe('exe_…') },
+      inputSchema: { execution_id: resourceId('exe') },
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async ({ execution_id }) =>
@@ -172,7 +172,7 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
         'progress notifications (each status change) when the request carries a progress token. ' +
         RULES,
       inputSchema: {
-        execution_id: z.string().min(1).max(200).describe('exe_…'),
+        execution_id: resourceId('exe'),
         timeout_seconds: z.number().int().min(1).max(MAX_WAIT_SECONDS).optional(),
       },
       annotations: { readOnlyHint: true, openWorldHint: false },
@@ -215,7 +215,7 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
         'operation that is UNKNOWN or ACKNOWLEDGED after a cancel may still have happened. ' +
         RULES,
       inputSchema: {
-        execution_id: z.string().min(1).max(200).describe('exe_…'),
+        execution_id: resourceId('exe'),
         reason: z.string().max(1000).optional(),
       },
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
@@ -235,7 +235,7 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
         'One operation with its effect in words, its evidence, its retry rule and any recovery obligation ' +
         '(who must act, by when, with what evidence). ' +
         RULES,
-      inputSchema: { operation_id: z.string().min(1).max(200).describe('op_…') },
+      inputSchema: { operation_id: resourceId('op') },
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async ({ operation_id }) =>
@@ -365,13 +365,19 @@ function executionIdOf(uri: string): string {
   return decodedId(match[1], uri);
 }
 
-/** The id in a resource URI: a malformed percent-encoding is the caller's mistake, not the server's. */
+/** The id in a resource URI: a malformed percent-encoding or a non-id is the caller's mistake, not the server's. */
 function decodedId(encoded: string, uri: string): string {
+  let id: string;
   try {
-    return decodeURIComponent(encoded);
+    id = decodeURIComponent(encoded);
   } catch {
     throw new McpError(ErrorCode.InvalidParams, `Resource ${uri} not found (malformed percent-encoding)`);
   }
+  // Not an id (`..`, a slash once decoded): nothing to ask the API for, and no other path to ask it instead.
+  if (id.length > 200 || !idPattern('exe').test(id)) {
+    throw new McpError(ErrorCode.InvalidParams, `Resource ${uri} not found (not an execution id)`);
+  }
+  return id;
 }
 
 /** Where the histories stop when the events read reached the bound: what was read, and where the rest starts. */
@@ -462,6 +468,19 @@ function progressReporter(extra: ToolExtra): (message: string) => void {
 }
 
 /** The API's refusals become tool errors the agent can read (problem code, detail, field errors), not crashes. */
+/**
+ * A tool's id argument: the prefix and the id alphabet only, so no argument can become a path of its own (`..`, a
+ * slash) in the request the tool makes.
+ */
+function resourceId(prefix: 'exe' | 'op') {
+  return z.string().max(200).regex(idPattern(prefix), `an id that starts with ${prefix}_`).describe(`${prefix}_…`);
+}
+
+/** Verity's ids: a prefix, then the lowercase base-32 alphabet its ids are written in. */
+function idPattern(prefix: 'exe' | 'op'): RegExp {
+  return new RegExp(`^${prefix}_[0-9a-z]+$`);
+}
+
 async function guarded(run: () => Promise<CallToolResult>): Promise<CallToolResult> {
   try {
     return await run();
