@@ -358,7 +358,11 @@ describe('reads, cancel, retry and the OpenAPI contract', () => {
 
     const twice = await http<Problem>(stack.apiUrl, 'POST', `/v1/operations/${op.id}/retry`, { key: DEMO.agent });
     expect(twice.status).toBe(409);
-    expect(twice.body.type).toBe('https://verity.dev/problems/already-retried');
+    expect(twice.body).toMatchObject({
+      type: 'https://verity.dev/problems/already-retried',
+      retry: 'safe',
+      current_status: 'FAILED',
+    });
 
     const verified = await settled((await submit([charge(unique('order')), sms(unique('sms'))])).id);
     for (const [o, rule] of [

@@ -187,8 +187,9 @@ describe('reconciler: re-checks of held operations, and "still unknown"', () => 
       try {
         expect((await post(`/v1/operations/${held.id}/recheck`)).status).toBe(202);
         await waitForMarkers(paused, 'paused before read-back');
-        // The source down while the reviewer decides: their FAILED is accepted on their evidence.
-        await stack.setFaults({ read_fault: 'unavailable' });
+        // The source answers wrongly while the reviewer decides (a replica that lost the record: up to date, no charge):
+        // their FAILED is accepted on their evidence and that read. (A source that cannot be read refuses it.)
+        await stack.setFaults({ read_fault: 'record_lost' });
         const failed = await post<Op>(`/v1/operations/${held.id}/resolve`, {
           status: 'FAILED',
           evidence: 'the provider dashboard was down; the customer says no charge',

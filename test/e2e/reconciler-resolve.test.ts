@@ -124,30 +124,49 @@ describe('reconciler: resolution of MANUAL_REVIEW and escalation', () => {
     expect(statusPath(await events(stack, created.id), held.id).slice(-2)).toEqual(['MANUAL_REVIEW', 'VERIFIED']);
   });
 
-  it('a hold that found a record without its status is not resolved FAILED while the source cannot be read', async () => {
-    await stack.setFaults({ read_fault: 'field_missing' });
-    const reference = unique('rr-record-on-file');
-    const created = await submit(stack, [charge(reference)]);
-    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
-    expect(held.terminal_reason).toBe('FIELD_MISSING');
-    await waitForResolutionPermitted(stack, held.id, 'FAILED');
-    // The source stops answering: "it did not happen" cannot stand on a read that sees nothing, against the record the
-    // hold found (a FAILED would make a retry look safe, and the retry would charge again).
-    await stack.setFaults({ read_fault: 'unavailable' });
-    const refused = await resolve(held.id, 'FAILED');
-    expect(refused.status).toBe(409);
-    expect(refused.body).toMatchObject({
-      type: 'https://verity.dev/problems/effect-exists',
-      read_back: { kind: 'stored', evidence: { read_now: { kind: 'unreachable' } } },
-    });
-    expect(await getOperation(stack, held.id)).toMatchObject({
-      status: 'MANUAL_REVIEW',
-      permitted_resolutions: ['VERIFIED', 'FAILED'],
-    });
-    const retried = await http(stack.apiUrl, 'POST', `/v1/operations/${held.id}/retry`, { key: DEMO.agent });
-    expect(retried.status).toBe(409);
-    expect((await stack.effects()).charges[reference].count).toBe(1);
-  });
+  it.each([
+    // The hold found a record without its status: the record is on file.
+    [
+      'FIELD_MISSING',
+      'field_missing',
+      'effect-exists',
+      { kind: 'stored', evidence: { read_now: { kind: 'unreachable' } } },
+    ],
+    // The source has not answered since the send: "no effect" cannot be checked now — not yet, rather than never.
+    ['SOURCE_UNREACHABLE', 'unavailable', 'resolution-not-permitted', { kind: 'unreachable' }],
+  ] as const)(
+    'a sent charge held for %s is not resolved FAILED while the source cannot be read (%s → %s)',
+    async (reason, heldBy, problem, readBack) => {
+      await stack.setFaults({ read_fault: heldBy });
+      const reference = unique('rr-unread');
+      const created = await submit(stack, [charge(reference)]);
+      const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+      expect(held.terminal_reason).toBe(reason);
+      await waitForResolutionPermitted(stack, held.id, 'FAILED');
+      // The source cannot be read when the reviewer decides: a FAILED would make a retry look safe, and the retry
+      // would charge again.
+      await stack.setFaults({ read_fault: 'unavailable' });
+      const refused = await resolve(held.id, 'FAILED');
+      expect(refused.status).toBe(409);
+      expect(refused.body).toMatchObject({ type: `https://verity.dev/problems/${problem}`, read_back: readBack });
+      if (problem === 'resolution-not-permitted') {
+        expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      }
+      expect(await getOperation(stack, held.id)).toMatchObject({
+        status: 'MANUAL_REVIEW',
+        permitted_resolutions: ['VERIFIED', 'FAILED'],
+      });
+      const retried = await http(stack.apiUrl, 'POST', `/v1/operations/${held.id}/retry`, { key: DEMO.agent });
+      expect(retried.status).toBe(409);
+      // Once the source answers, it shows the charge: FAILED is refused for good.
+      await resetSandbox(stack);
+      expect((await resolve(held.id, 'FAILED')).body).toMatchObject({
+        type: 'https://verity.dev/problems/effect-exists',
+        read_back: { kind: 'found' },
+      });
+      expect((await stack.effects()).charges[reference].count).toBe(1);
+    },
+  );
 
   it('another tenant cannot resolve (404), an agent key cannot either (403)', async () => {
     await stack.setFaults({ read_fault: 'field_missing' });

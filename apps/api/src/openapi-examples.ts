@@ -383,6 +383,7 @@ export const PROBLEMS = {
     status: 409,
     title: 'Conflict with the current state',
     detail: 'operation op_01m8pvhh2eyfvxnkaq1cqt2qvy was already retried',
+    extras: { retry: 'safe', current_status: 'FAILED' },
     summary: 'A retry of this operation exists',
   },
   'illegal-transition': {

@@ -384,6 +384,18 @@ describe('sandbox provider', () => {
       expect((await api<Charge>('POST', '/v1/charges', charge('order-3'))).body.status).toBe('succeeded');
     });
 
+    it('read_fault record_lost answers reads up to date but without any charge; the effect stays recorded', async () => {
+      const created = await api<Charge>('POST', '/v1/charges', charge('order-1'));
+      await setFaults({ read_fault: 'record_lost' });
+      const list = await api<ChargeList>('GET', '/v1/charges?reference=order-1');
+      expect(list.status).toBe(200);
+      expect(list.body.data).toEqual([]);
+      // Not a lagging replica: its version is the primary's, so the absence looks current.
+      expect(list.body.as_of_version).toBeGreaterThanOrEqual(created.body.version);
+      expect((await api('GET', `/v1/charges/${created.body.id}`)).status).toBe(404);
+      expect((await effects()).charges['order-1'].count).toBe(1);
+    });
+
     it('read_fault amount_mismatch reports amount + 1 on reads, never in /__effects', async () => {
       const created = await api<Charge>('POST', '/v1/charges', charge('order-1', 500));
       await setFaults({ read_fault: 'amount_mismatch' });

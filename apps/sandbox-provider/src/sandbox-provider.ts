@@ -33,7 +33,11 @@ export const FAULT_KINDS = [
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
-export const READ_FAULTS = ['unavailable', 'field_missing', 'amount_mismatch'] as const;
+/**
+ * Faults of the read replica: `unavailable` (503), `field_missing` (each charge without its status), `amount_mismatch`
+ * (each amount + 1), `record_lost` (the replica answers, up to date, without any charge: a wrong "absent").
+ */
+export const READ_FAULTS = ['unavailable', 'field_missing', 'amount_mismatch', 'record_lost'] as const;
 export type ReadFault = (typeof READ_FAULTS)[number];
 
 export interface FaultRule {
@@ -655,7 +659,7 @@ class ProviderState {
     const candidates =
       reference === null ? [...this.chargesById.values()] : bucketList(this.chargesByReference.get(reference));
     const data = candidates
-      .filter((stored) => stored.account === account && stored.committedAt <= cutoff)
+      .filter((stored) => stored.account === account && stored.committedAt <= cutoff && !this.recordsLost())
       .map((s) => this.present(s));
     return { data, as_of_version: this.replicaVersion(cutoff) };
   }
@@ -664,7 +668,12 @@ class ProviderState {
     this.assertReadable();
     const stored = this.chargesById.get(id);
     if (!stored || stored.account !== account || stored.committedAt > this.replicaCutoff()) return undefined;
+    if (this.recordsLost()) return undefined;
     return this.present(stored);
+  }
+
+  private recordsLost(): boolean {
+    return this.faults.read_fault === 'record_lost';
   }
 
   /** Picks the fault for one request and spends its count. Rules are tried in order; a failed draw moves on. */

@@ -185,11 +185,12 @@ describe('failedRefusedByRead: a reviewer’s FAILED and the read made when it i
   });
 
   it.each([R.SOURCE_UNREACHABLE, R.STALE_REPLICA, R.CONNECTOR_ERROR, null])(
-    'held for %s (nothing found): a read that cannot see the source leaves the reviewer’s evidence to stand',
+    'held for %s (nothing found): FAILED only on a read in which the source answers without the effect',
     (heldFor) => {
-      for (const read of ['unreachable', 'stale', 'absent'] as const) {
-        expect(failedRefusedByRead(heldFor, read)).toBeNull();
-      }
+      expect(failedRefusedByRead(heldFor, 'absent')).toBeNull();
+      // A person's "no effect" is not taken where the source could say and cannot now: not yet, not never.
+      expect(failedRefusedByRead(heldFor, 'unreachable')).toBe('source_unread');
+      expect(failedRefusedByRead(heldFor, 'stale')).toBe('source_unread');
     },
   );
 });

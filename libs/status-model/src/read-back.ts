@@ -23,25 +23,29 @@ export function readShowsTheEffect(read: ReadBackKind): boolean {
 }
 
 /**
- * Holds whose own read found a record of the effect, only without the field that tells its state. What was found is
- * on file; a human FAILED of such a hold stands only on a read, at the moment of the decision, in which the source
- * answers and the record is gone — a read that cannot see the source (unreachable, lagging) leaves the record on file
- * as the last word. (A hold for INTEGRITY_MISMATCH refuses FAILED outright: the effect was found, with other values.)
+ * Holds whose own read found a record of the effect, only without the field that tells its state: what was found is
+ * on file, so a read now that cannot see the source answers "the effect exists" (with the record), not merely "not
+ * yet". (A hold for INTEGRITY_MISMATCH refuses FAILED outright: the effect was found, with other values.)
  */
 export const HOLDS_WITH_A_RECORD_ON_FILE: readonly TerminalReason[] = [TerminalReason.FIELD_MISSING];
 
 /**
- * Why a human FAILED of a held, sent operation is refused by the read made when it is decided (I14), or null:
- * `effect_shown` — the read shows a record of the effect now; `record_on_file` — the hold itself found one, and this
- * read cannot show it gone.
+ * Why a human FAILED of a held, sent operation is refused by the read made when it is decided (I14), or null. FAILED
+ * says "no effect exists — a retry is safe"; where the source can be read back, that stands only on a read in which the
+ * source answers and shows no effect (`absent`):
+ * - `effect_shown` — the read shows a record of the effect now;
+ * - `record_on_file` — the hold itself found one, and this read cannot show it gone;
+ * - `source_unread` — the source cannot be read now (unreachable, lagging): the reviewer tries again once it answers,
+ *   or resolves otherwise.
  */
 export function failedRefusedByRead(
   heldFor: TerminalReason | null,
   read: ReadBackKind,
-): 'effect_shown' | 'record_on_file' | null {
+): 'effect_shown' | 'record_on_file' | 'source_unread' | null {
   if (readShowsTheEffect(read)) return 'effect_shown';
-  if (heldFor !== null && HOLDS_WITH_A_RECORD_ON_FILE.includes(heldFor) && read !== 'absent') return 'record_on_file';
-  return null;
+  if (read === 'absent') return null;
+  if (heldFor !== null && HOLDS_WITH_A_RECORD_ON_FILE.includes(heldFor)) return 'record_on_file';
+  return 'source_unread';
 }
 
 /**

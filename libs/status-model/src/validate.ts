@@ -218,7 +218,7 @@ export function resolutionOptions(input: {
       why: readFirst
         ? input.heldFor !== null && HOLDS_WITH_A_RECORD_ON_FILE.includes(input.heldFor)
           ? 'no effect exists: Verity reads the source first and refuses unless it answers and the record this hold found is gone'
-          : 'no effect exists: Verity reads the source first and refuses if it shows the effect'
+          : 'no effect exists: Verity reads the source first and refuses unless it answers without the effect'
         : PERMITTED_WHY[to],
       check: readFirst ? 'read_back' : null,
       available_at: null,

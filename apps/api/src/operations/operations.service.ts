@@ -303,8 +303,26 @@ export class OperationsService {
           { kind: 'stored', evidence: { held: op.evidence, read_now: { kind: read.kind, ...read.evidence } } },
         );
       }
-      // Absent, or the source cannot say (unreachable, lagging) of a hold that found nothing: the reviewer's evidence
-      // stands, with this read.
+      if (refusedByRead === 'source_unread') {
+        // "No effect, a retry is safe" is not taken on a person's word where the source could say and cannot now: a
+        // retry would send again an effect that may exist. Not yet, rather than never: the source may answer later.
+        const permitted = options.filter((o) => o.permitted).map((o) => o.status);
+        throw new Problem(
+          409,
+          'resolution-not-permitted',
+          'Conflict with the current state',
+          `FAILED is not permitted yet: the source cannot be read now (${read.kind}) to show that the effect is not ` +
+            'there; try again when it answers',
+          {
+            current_status: op.status,
+            permitted_resolutions: permitted,
+            resolution_options: options,
+            read_back: { kind: read.kind, evidence: read.evidence ?? null },
+          },
+          { 'retry-after': String(Math.max(1, Math.ceil(this.config.RECHECK_BACKOFF_MS / 1000))) },
+        );
+      }
+      // Absent: the source answered without the effect, and the reviewer's evidence stands, with this read.
       resolution.read_back = { kind: read.kind, ...read.evidence };
     }
     const decided = await this.transitions.decide(this.db.manager, {
@@ -522,7 +540,14 @@ export class OperationsService {
         await setRetryOf(tx, principal.tenantId, operationId, op.id);
       });
     } catch (error) {
-      if (isUniqueViolation(error)) throw Problem.conflict('already-retried', `operation ${op.id} was already retried`);
+      // One retry per operation: a second one of the same FAILED operation would make its effect twice. The rule and
+      // the status are given as for retry-not-allowed.
+      if (isUniqueViolation(error)) {
+        throw Problem.conflict('already-retried', `operation ${op.id} was already retried`, {
+          retry: retryRuleOf(op.status),
+          current_status: op.status,
+        });
+      }
       throw error;
     }
     await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId });
