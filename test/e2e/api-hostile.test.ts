@@ -369,5 +369,29 @@ describe('operator role, safe defaults and hostile clients', () => {
       // The other API process, with its own limit, is not affected.
       expect((await http(stack.apiUrl, 'GET', '/v1/executions', { key: DEMO.agent })).status).toBe(200);
     });
+
+    // Behind a reverse proxy every client arrives from the proxy's address: without TRUST_PROXY one guesser would lock
+    // every tenant out. With it, the client the named proxy reports is counted — and by default nobody's header is.
+    const behindProxy = async (trustProxy: string | null, limit: number) => {
+      const url = await startApi({
+        AUTH_FAILURES_PER_MINUTE: String(limit),
+        ...(trustProxy === null ? {} : { TRUST_PROXY: trustProxy }),
+      });
+      const from = (address: string, key: string) =>
+        http(url, 'GET', '/v1/executions', { key, headers: { 'x-forwarded-for': address } });
+      for (let i = 0; i < limit; i += 1) expect((await from('203.0.113.7', `guess-${i}`)).status).toBe(401);
+      return {
+        guesser: (await from('203.0.113.7', DEMO.agent)).status,
+        someoneElse: (await from('203.0.113.8', DEMO.agent)).status,
+      };
+    };
+
+    it('behind a proxy named by TRUST_PROXY, counts the client it reports: one guesser locks out only itself', async () => {
+      expect(await behindProxy('loopback', 4)).toEqual({ guesser: 429, someoneElse: 200 });
+    });
+
+    it('believes no X-Forwarded-For without TRUST_PROXY: a guesser cannot escape its count by naming another address', async () => {
+      expect(await behindProxy(null, 5)).toEqual({ guesser: 429, someoneElse: 429 });
+    });
   });
 });

@@ -55,6 +55,8 @@ async function bootstrap(): Promise<void> {
   });
   app.disable('x-powered-by');
   app.set('etag', false);
+  // Only the proxies the operator names may say who the client is (X-Forwarded-For); by default nobody may.
+  if (config.TRUST_PROXY !== undefined) app.set('trust proxy', config.TRUST_PROXY);
   // Order matters: the request id first (so every refusal carries one), then what no route may receive (see
   // http/hostile-input.ts), then the parser, its problem mapping and the check of what it parsed.
   app.use(requestContext(app.get<Logger>(LOGGER)));

@@ -56,6 +56,21 @@ describe('safe defaults', () => {
     expect(loadConfig({ NODE_ENV: 'development', SEED_DEMO: 'true' }).SEED_DEMO).toBe(true);
   });
 
+  it('believes no proxy unless TRUST_PROXY names one, by hops or addresses, and never "true"', () => {
+    expect(loadConfig({}).TRUST_PROXY).toBeUndefined();
+    expect(loadConfig({ TRUST_PROXY: '' }).TRUST_PROXY).toBeUndefined();
+    expect(loadConfig({ TRUST_PROXY: '1' }).TRUST_PROXY).toBe(1);
+    expect(loadConfig({ TRUST_PROXY: 'loopback, 10.0.0.0/8,fd00::/8 ,192.0.2.1' }).TRUST_PROXY).toEqual([
+      'loopback',
+      '10.0.0.0/8',
+      'fd00::/8',
+      '192.0.2.1',
+    ]);
+    for (const bad of ['true', '0', '11', 'example.com', '10.0.0.0/33', '10.0.0.1/8/1', 'loopback,', '::1/129']) {
+      expect(() => loadConfig({ TRUST_PROXY: bad })).toThrow(/TRUST_PROXY/);
+    }
+  });
+
   it('wants a metrics token long enough not to be guessed', () => {
     expect(() => loadConfig({ METRICS_TOKEN: 'short' })).toThrow(/METRICS_TOKEN/);
     expect(loadConfig({ METRICS_TOKEN: '' }).METRICS_TOKEN).toBeUndefined();

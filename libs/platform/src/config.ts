@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { redisHashTag } from './redis';
 
@@ -6,6 +7,28 @@ const isOn = (v: (typeof FLAG_VALUES)[number]) => v === 'true' || v === '1';
 const bool = z.enum(FLAG_VALUES).transform(isOn).optional();
 /** A flag that is on unless set to `false` or `0`. */
 const boolOnByDefault = z.enum(FLAG_VALUES).default('true').transform(isOn);
+/** TRUST_PROXY: a hop count (1–10), or a comma-separated list of addresses, CIDRs and Express' named ranges. */
+const trustProxy = z.string().transform((value, ctx): number | string[] => {
+  if (/^\d+$/.test(value)) {
+    const hops = Number(value);
+    if (hops >= 1 && hops <= 10) return hops;
+  }
+  const entries = value.split(',').map((entry) => entry.trim());
+  const valid = (entry: string) => {
+    if (['loopback', 'linklocal', 'uniquelocal'].includes(entry)) return true;
+    const [address, prefix, ...rest] = entry.split('/');
+    const family = isIP(address);
+    if (family === 0 || rest.length > 0) return false;
+    if (prefix === undefined) return true;
+    return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128);
+  };
+  if (entries.length > 0 && entries.every(valid)) return entries;
+  ctx.addIssue({
+    code: 'custom',
+    message: 'a hop count 1–10, or addresses, CIDRs, loopback, linklocal or uniquelocal, comma separated (never true)',
+  });
+  return z.NEVER;
+});
 const ms = (fallback: number) => z.coerce.number().int().nonnegative().default(fallback);
 /** A whole number of at least `min` (and at most `max`, when given); `default` when unset. */
 const integer = ({ min, max, default: fallback }: { min: number; max?: number; default: number }) => {
@@ -182,6 +205,13 @@ const ConfigSchema = z
     BODY_TIMEOUT_MS: integer({ min: 1, default: 30_000 }),
     /** Failed authentications (unknown or revoked key) allowed per client address per minute before 429. */
     AUTH_FAILURES_PER_MINUTE: integer({ min: 1, default: 30 }),
+    /**
+     * The reverse proxies in front of the API whose `X-Forwarded-For` names the client (for the count of failed
+     * authentications): a number of hops, or addresses / CIDRs / `loopback`, `linklocal`, `uniquelocal`, comma
+     * separated. Unset: no proxy header is believed, and the client is the socket's peer — behind a proxy, that is the
+     * proxy, and every client shares one count. Never `true`: anyone could then choose their own address.
+     */
+    TRUST_PROXY: z.preprocess((v) => (v === '' ? undefined : v), trustProxy.optional()),
     /** 32 random bytes, base64 (`openssl rand -base64 32`): connector secrets are then stored sealed (AES-256-GCM). */
     SECRETS_KEY: z
       .preprocess((v) => (v === '' ? undefined : v), z.string().optional())

@@ -26,9 +26,12 @@ export function basicPassword(req: Pick<Request, 'headers'>): string | null {
   return colon >= 0 ? decoded.slice(colon + 1) : null;
 }
 
-/** The address failed authentications are counted against (the socket's peer; no proxy header is trusted). */
-export function clientAddress(req: Pick<Request, 'socket'>): string {
-  return req.socket?.remoteAddress ?? 'unknown';
+/**
+ * The address failed authentications are counted against: the socket's peer, or — only behind the proxies
+ * TRUST_PROXY names — the client they report (Express' `req.ip`, which is the peer when no proxy is trusted).
+ */
+export function clientAddress(req: Pick<Request, 'socket' | 'ip'>): string {
+  return req.ip ?? req.socket?.remoteAddress ?? 'unknown';
 }
 
 @Injectable()
@@ -82,7 +85,7 @@ export class AuthGuard implements CanActivate {
 }
 
 export async function authenticateRequest(
-  req: Pick<Request, 'headers' | 'socket'>,
+  req: Pick<Request, 'headers' | 'socket' | 'ip'>,
   keys: ApiKeyService,
   token = bearerToken(req),
 ): Promise<AnyPrincipal> {
@@ -106,7 +109,7 @@ function missingKey(): Problem {
  * 403: these pages show every tenant's jobs and counts.
  */
 export async function authenticateOperator(
-  req: Pick<Request, 'headers' | 'socket'>,
+  req: Pick<Request, 'headers' | 'socket' | 'ip'>,
   keys: ApiKeyService,
   what: string,
   token = bearerToken(req),
