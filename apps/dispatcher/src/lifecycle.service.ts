@@ -953,7 +953,6 @@ export class LifecycleService {
     );
   }
 
-  /** I11: only never-sent operations are cancelled; anything already SENT keeps being reconciled. */
   /**
    * Past the deadline: the PREPARED operations are cancelled, the execution expires, and then the operations held before
    * they were ever sent are cancelled too (no release of them can be carried out any more; their statement checks the
@@ -976,6 +975,7 @@ export class LifecycleService {
     });
   }
 
+  /** I11: only never-sent operations are cancelled; anything already SENT keeps being reconciled. */
   private async cancelPrepared(db: EntityManager, operations: OperationEntity[], cause: string): Promise<void> {
     for (const op of operations) {
       if (op.status !== S.PREPARED) continue;
