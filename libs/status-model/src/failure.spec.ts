@@ -1,6 +1,7 @@
 import { ExecutionStatus } from './execution';
 import {
   EGRESS_REFUSED,
+  SECRET_NOT_BOUND,
   SECRET_NOT_SET,
   spendingCapRefusalCause,
   FAILURE_CATEGORIES,
@@ -59,6 +60,19 @@ describe('operationFailure (the failure object, derived from status, reason and 
       R.SOURCE_UNREACHABLE,
       change(S.SENT, { cause: 'secret_not_set', refusal: 'secret "crm_token" is not set for this tenant' }),
       'secret_not_set',
+      'dispatch',
+      'policy',
+      false,
+    ],
+    [
+      'never sent: a secret the call names is not bound to its host (not transient: it fails until an admin binds it)',
+      S.FAILED,
+      R.SOURCE_UNREACHABLE,
+      change(S.SENT, {
+        cause: 'secret_not_bound',
+        refusal: 'secret "crm_token" may not be sent to echo.example:443',
+      }),
+      'secret_not_bound',
       'dispatch',
       'policy',
       false,
@@ -301,6 +315,22 @@ describe('operationFailure (the failure object, derived from status, reason and 
       retryable: false,
       message:
         'never sent: a secret the call names is not set for this tenant: secret "crm_token" is not set for this tenant (terminal_reason SOURCE_UNREACHABLE)',
+      at: AT.toISOString(),
+    });
+    // A secret the allowlist entry of the call's host does not bind: refused by rule too, naming the secret and the host.
+    const unboundRule =
+      'secret "crm_token" may not be sent to echo.example:443: the tenant\'s allowlist entry for it does not bind it (allow_hosts[].secrets)';
+    expect(
+      operationFailure(
+        { status: S.FAILED, terminalReason: R.SOURCE_UNREACHABLE },
+        change(S.SENT, { cause: SECRET_NOT_BOUND, refusal: unboundRule }),
+      ),
+    ).toEqual({
+      code: 'secret_not_bound',
+      phase: 'dispatch',
+      category: 'policy',
+      retryable: false,
+      message: `never sent: a secret the call names may not be sent to its host: ${unboundRule} (terminal_reason SOURCE_UNREACHABLE)`,
       at: AT.toISOString(),
     });
     // A call that never left for a network reason (no refusal recorded) stays what it was: it may pass.

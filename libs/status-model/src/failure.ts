@@ -103,6 +103,13 @@ export const FAILURE_CODES = {
     false,
     'never sent: a secret the call names is not set for this tenant',
   ),
+  secret_not_bound: op(
+    S.FAILED,
+    'dispatch',
+    'policy',
+    false,
+    'never sent: a secret the call names may not be sent to its host',
+  ),
   proven_absent: op(
     S.FAILED,
     'reconciliation',
@@ -208,8 +215,15 @@ export const EGRESS_REFUSED = 'egress_refused';
  */
 export const SECRET_NOT_SET = 'secret_not_set';
 
+/**
+ * The cause a send records when the call names a tenant secret that the allowlist entry of its host does not bind
+ * (`allow_hosts[].secrets`): the secret is meant for other hosts, so nothing left — and nothing passes on its own: a
+ * tenant admin has to bind it to that host (or the agent send it where it belongs).
+ */
+export const SECRET_NOT_BOUND = 'secret_not_bound';
+
 /** The causes of a send the connector refused to make: a policy failure each, never a transient one. */
-export type SendRefusedCause = typeof EGRESS_REFUSED | typeof SECRET_NOT_SET;
+export type SendRefusedCause = typeof EGRESS_REFUSED | typeof SECRET_NOT_SET | typeof SECRET_NOT_BOUND;
 
 /**
  * The cause a cap refusal records. Beyond the cap (`max_operations`, `max_amount`): `spending_cap_exceeded`, which passes
@@ -224,7 +238,7 @@ export function spendingCapRefusalCause(rule: string): 'spending_cap_exceeded' |
 /** The move that brought the operation to its status: the event's from-status, data and time. */
 export interface LastStatusChange {
   from: OperationStatus | null;
-  /** `cause` from the event data (dependency_not_done, approval_denied, execution_cancelled, egress_refused, secret_not_set...). */
+  /** `cause` from the event data (dependency_not_done, approval_denied, execution_cancelled, egress_refused, secret_not_set, secret_not_bound...). */
   cause?: string | null;
   /** `refusal` from the event data: the rule that refused a send, in words (it names the host, the port or the secret's name — never a secret's value). */
   refusal?: string | null;
@@ -262,6 +276,7 @@ function failureCodeOf(op: OperationForFailure, change: LastStatusChange): Failu
     if (reason === TerminalReason.SOURCE_UNREACHABLE) {
       if (change.cause === EGRESS_REFUSED) return 'egress_refused';
       if (change.cause === SECRET_NOT_SET) return 'secret_not_set';
+      if (change.cause === SECRET_NOT_BOUND) return 'secret_not_bound';
       return 'never_delivered';
     }
     // Rows written before PROVEN_ABSENT existed settled RECONCILING -> FAILED with no reason: the same proof.
@@ -304,7 +319,7 @@ export function operationFailure(op: OperationForFailure, change: LastStatusChan
   const reason = op.terminalReason ? `terminal_reason ${op.terminalReason}` : undefined;
   // A refused send says which rule refused it (the host, the port, the address, the secret's name), so an admin knows
   // what to change.
-  const refusedByRule = code === 'egress_refused' || code === 'secret_not_set';
+  const refusedByRule = code === 'egress_refused' || code === 'secret_not_set' || code === 'secret_not_bound';
   const detail = refusedByRule && known.refusal ? `${known.refusal} (${reason})` : reason;
   return failure(code, phase, known.at.toISOString(), detail);
 }
