@@ -44,6 +44,25 @@ export interface AllowedHost {
   ports?: number[];
   /** The tenant explicitly allows this host to resolve to loopback, private or link-local addresses. */
   allow_private?: boolean;
+  /**
+   * The names of the tenant's secrets that may be sent to this host (in header values), or `["*"]` for any of them.
+   * Absent: none. Without it an agent could send a secret meant for one host to any other allowlisted one (a webhook
+   * receiver, an echo service) and read it back (`secretBindingProblems`).
+   */
+  secrets?: string[];
+}
+
+/** Binds every secret of the tenant to an allowlist entry (`AllowedHost.secrets`). */
+export const ANY_SECRET = '*';
+
+/** A `{{secret:NAME}}` in a header of a request whose host's allowlist entry does not bind NAME. */
+export interface SecretBindingProblem {
+  /** Path under the operation, e.g. `params.headers.authorization`, `params.read_back.headers.x-t`. */
+  field: string;
+  secret: string;
+  /** `host:port` the request goes to. */
+  target: string;
+  message: string;
 }
 
 /**
@@ -175,6 +194,17 @@ export interface Connector {
    * operation has none. Pure: called with params that already passed the action's schema, at intake and before a read.
    */
   readBackBindingProblems?(action: string, params: Record<string, unknown>): ReadBackBindingProblem[];
+  /**
+   * For a connector whose operations name tenant secrets (`settings.secrets`): the secrets this operation would send
+   * to a host whose allowlist entry does not bind them — empty when none. Pure: called with params that already passed
+   * the action's schema and the tenant's (effective) allowlist, at intake; the connector applies the same rule at the
+   * call.
+   */
+  secretBindingProblems?(
+    action: string,
+    params: Record<string, unknown>,
+    allowHosts: readonly AllowedHost[] | undefined,
+  ): SecretBindingProblem[];
   send(operation: ConnectorOperation, env: ConnectorEnvironment): Promise<SendOutcome>;
   readBack?(operation: ConnectorOperation, env: ConnectorEnvironment): Promise<ReadBackResult>;
   /**
@@ -254,6 +284,7 @@ export function connectorDeclarations(
     operationCapabilities: connector.operationCapabilities?.bind(connector),
     effectReference: connector.effectReference?.bind(connector),
     readBackBindingProblems: connector.readBackBindingProblems?.bind(connector),
+    secretBindingProblems: connector.secretBindingProblems?.bind(connector),
   };
 }
 
@@ -277,6 +308,27 @@ export function readBackBindingProblems(
       condition: 'names_effect' as const,
       message: `the ${of === 'read_back' ? 'read-back' : 'context read'} could not be judged`,
     }));
+  }
+}
+
+/**
+ * The secrets an operation would send to a host whose allowlist entry does not bind them
+ * (`Connector.secretBindingProblems`); empty for a connector that takes no tenant secrets. Params it cannot judge
+ * count as unbound (fails closed: a secret must never leave for a host nobody bound it to).
+ */
+export function secretBindingProblems(
+  connector: Connector,
+  action: string,
+  params: Record<string, unknown>,
+  allowHosts: readonly AllowedHost[] | undefined,
+): SecretBindingProblem[] {
+  if (!connector.secretBindingProblems || !connectorAction(connector, action)) return [];
+  try {
+    return connector.secretBindingProblems(action, params, allowHosts);
+  } catch {
+    return [
+      { field: 'params', secret: '', target: '', message: 'the secrets this operation names could not be judged' },
+    ];
   }
 }
 

@@ -283,6 +283,25 @@ function hostMatches(pattern: string, host: string): boolean {
   return p === host;
 }
 
+/**
+ * The allowlist entry a URL falls under: the first one (in the tenant's order) that names its host — exactly or by
+ * wildcard — and allows its port. The one place that decides it: the egress check (`checkTarget`) and the secrets an
+ * entry binds (`secretBindingProblems`, and the connector at the call) must never judge a URL by different entries.
+ * Taking the port into account lets an admin give one host different entries per port (each binding its own secrets).
+ */
+export function allowlistEntryOf(
+  url: URL,
+  allowHosts: readonly AllowedHost[] | undefined,
+): { entry: AllowedHost; host: string; port: number } | { refusal: string } {
+  const host = normalizeHost(url.hostname);
+  const port = url.port ? Number(url.port) : url.protocol === 'https:' ? 443 : 80;
+  const forHost = (allowHosts ?? []).filter((e) => hostMatches(e.host, host));
+  if (forHost.length === 0) return { refusal: `host ${host} is not on this tenant's allowlist` };
+  const entry = forHost.find((e) => !e.ports || e.ports.length === 0 || e.ports.includes(port));
+  if (!entry) return { refusal: `port ${port} is not allowed for host ${host}` };
+  return { entry, host, port };
+}
+
 /** Scheme, credentials, allowlist and port: everything that can be judged before a DNS lookup. */
 export function checkTarget(
   rawUrl: string,
@@ -299,13 +318,9 @@ export function checkTarget(
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return refuse(`scheme ${url.protocol} is not allowed`);
   if (url.username || url.password) return refuse('credentials in the URL are not allowed');
   if (nonCanonicalIpv4(rawUrl)) return refuse('IPv4 addresses must be written in dotted-decimal form');
-  const host = normalizeHost(url.hostname);
-  const port = url.port ? Number(url.port) : url.protocol === 'https:' ? 443 : 80;
-  const entry = (allowHosts ?? []).find((e) => hostMatches(e.host, host));
-  if (!entry) return refuse(`host ${host} is not on this tenant's allowlist`);
-  if (entry.ports && entry.ports.length > 0 && !entry.ports.includes(port)) {
-    return refuse(`port ${port} is not allowed for host ${host}`);
-  }
+  const found = allowlistEntryOf(url, allowHosts);
+  if ('refusal' in found) return refuse(found.refusal);
+  const { entry, host, port } = found;
   if (isIP(host)) {
     const category = classifyAddress(host);
     if (!isAddressAllowed(category, entry.allow_private === true)) {

@@ -64,7 +64,8 @@ describe('http connector', () => {
       sandboxUrl: 'unused',
       timeoutMs: 800,
       tenant: {
-        allowHosts: [{ host: '127.0.0.1', ports: [t.port], allow_private: true }],
+        // Every secret may go to the target (the tests of a missing secret name several).
+        allowHosts: [{ host: '127.0.0.1', ports: [t.port], allow_private: true, secrets: ['*'] }],
         secrets: { crm_token: 's3cr3t-value' },
       },
     };
@@ -252,6 +253,93 @@ describe('http connector', () => {
       reason: TerminalReason.SOURCE_UNREACHABLE,
     });
     expect(t.seen.length).toBe(before);
+  });
+
+  describe('a secret goes only to a host whose allowlist entry binds it', () => {
+    /** The target allowlisted as before, binding only `bound` (or nothing). */
+    const binding = (secrets?: string[]): ConnectorEnvironment => ({
+      ...env,
+      tenant: {
+        ...env.tenant,
+        allowHosts: [{ host: '127.0.0.1', ports: [t.port], allow_private: true, ...(secrets ? { secrets } : {}) }],
+      },
+    });
+    const request = (extra: Record<string, unknown> = {}) =>
+      op({
+        method: 'POST',
+        url: `${t.base}/orders`,
+        headers: { 'x-t': 'Bearer {{secret:crm_token}}' },
+        body: { id: `bind-${n}` },
+        ...extra,
+      });
+    const refusal = () =>
+      `secret "crm_token" may not be sent to 127.0.0.1:${t.port}: the tenant's allowlist entry for it does not bind it (allow_hosts[].secrets)`;
+
+    it('send: not bound (entry without secrets, or naming others) → FAILED secret_not_bound, and the target saw nothing', async () => {
+      const before = t.seen.length;
+      for (const e of [binding(), binding([]), binding(['other_token'])]) {
+        expect(await connector.send(request(), e)).toEqual({
+          status: OperationStatus.FAILED,
+          reason: TerminalReason.SOURCE_UNREACHABLE,
+          detail: `not sent: ${refusal()}`,
+          refused: { cause: 'secret_not_bound', rule: refusal() },
+        });
+      }
+      expect(t.seen.length).toBe(before);
+      // The refusal names the secret and the host, never its value.
+      expect(refusal()).not.toContain('s3cr3t-value');
+    });
+
+    it('send: bound by name or by "*" → the target receives the header with the secret', async () => {
+      for (const secrets of [['crm_token'], ['*']]) {
+        const before = t.seen.length;
+        expect(await connector.send(request(), binding(secrets))).toMatchObject({
+          status: OperationStatus.ACKNOWLEDGED,
+        });
+        expect(t.seen.slice(before).map((s) => s.headers['x-t'])).toEqual(['Bearer s3cr3t-value']);
+      }
+    });
+
+    it('read-back and context read: not made when not bound (inconclusive, the target saw nothing); made when bound', async () => {
+      const created = request();
+      await connector.send(created, binding(['crm_token']));
+      const id = (created.params.body as { id: string }).id;
+      const reads = {
+        read_back: {
+          url: `${t.base}/orders/${id}`,
+          headers: { 'x-t': '{{secret:crm_token}}' },
+          field: '$.data.status',
+          equals: 'created',
+        },
+        context: { url: `${t.base}/orders/${id}`, headers: { 'x-t': '{{secret:crm_token}}' }, field: 'data.status' },
+      };
+      const before = t.seen.length;
+      const unbound = binding(['other_token']);
+      expect(await connector.readBack(request(reads), unbound)).toEqual({
+        kind: 'unreachable',
+        evidence: {
+          source: `${t.base}/orders/${id}`,
+          read_at: expect.any(String),
+          field: 'data.status',
+          error: refusal(),
+        },
+      });
+      expect(await connector.readContext(request(reads), unbound)).toMatchObject({
+        kind: 'unreachable',
+        evidence: { error: refusal() },
+      });
+      expect(t.seen.length).toBe(before);
+      const bound = binding(['crm_token']);
+      expect(await connector.readBack(request(reads), bound)).toMatchObject({ kind: 'found' });
+      expect(await connector.readContext(request(reads), bound)).toMatchObject({ kind: 'state' });
+      expect(t.seen.slice(before).map((s) => s.headers['x-t'])).toEqual(['s3cr3t-value', 's3cr3t-value']);
+    });
+
+    it('a host off the allowlist stays the egress refusal', async () => {
+      expect(await connector.send(request({ url: `http://localhost:${t.port}/orders` }), binding())).toMatchObject({
+        refused: { cause: 'egress_refused' },
+      });
+    });
   });
 
   describe('read-back', () => {

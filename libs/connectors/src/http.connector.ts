@@ -1,7 +1,14 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { EGRESS_REFUSED, OperationStatus, SECRET_NOT_SET, TerminalReason } from '@verity/status-model';
+import {
+  EGRESS_REFUSED,
+  OperationStatus,
+  SECRET_NOT_BOUND,
+  SECRET_NOT_SET,
+  TerminalReason,
+} from '@verity/status-model';
 import { SendOutcome, classifySend, isRejectableStatus } from './classify';
+import { ANY_SECRET } from './connector';
 import type {
   AllowedHost,
   Connector,
@@ -12,9 +19,11 @@ import type {
   ReadBackBindingProblem,
   ReadBackResult,
   ReadEvidence,
+  SecretBindingProblem,
 } from './connector';
 import {
   Resolver,
+  allowlistEntryOf,
   checkTarget,
   classifyAddress,
   lookupFor,
@@ -70,13 +79,81 @@ function readBackUsesRef(spec: { url: string; headers?: Record<string, string> }
 /** The variables that name this operation's effect: the provider's reference for it, or values only it has. */
 const EFFECT_VARIABLE = /\{\{\s*(?:ref|operation_id|idempotency_key)\s*\}\}/;
 
-/** scheme://host:port of a URL template (variables never stand in the authority: `urlProblem`), or null. */
-function originOf(template: string): string | null {
+/**
+ * A URL template parsed with a harmless value for each variable, or null if it does not parse. Variables never stand
+ * in the scheme, host or port (`urlProblem`), so what it says of those is what every request built from it will say.
+ */
+function templateUrl(template: string): URL | null {
   try {
-    return new URL(template.replace(PLACEHOLDER, 'x')).origin;
+    return new URL(template.replace(PLACEHOLDER, 'x'));
   } catch {
     return null;
   }
+}
+
+/** scheme://host:port of a URL template, or null. */
+function originOf(template: string): string | null {
+  return templateUrl(template)?.origin ?? null;
+}
+
+/** The secrets a header value names (`{{secret:NAME}}`). */
+function secretNamesIn(template: string): string[] {
+  return [...template.matchAll(PLACEHOLDER)].flatMap((m) => SECRET_PLACEHOLDER.exec(m[1])?.[1] ?? []);
+}
+
+/**
+ * The secrets these headers name that the allowlist entry of `url` does not bind (`AllowedHost.secrets`; absent binds
+ * none, `"*"` every one). A URL that is not on the allowlist, or does not parse, is the egress check's to refuse: the
+ * request is never made, so no secret can leave with it. `field` is where the headers are, under the operation.
+ */
+function unboundSecrets(
+  url: URL | null,
+  headers: Record<string, string> | undefined,
+  allowHosts: readonly AllowedHost[] | undefined,
+  field: string,
+): SecretBindingProblem[] {
+  if (!url || !headers) return [];
+  const found = allowlistEntryOf(url, allowHosts);
+  if ('refusal' in found) return [];
+  const bound = found.entry.secrets ?? [];
+  if (bound.includes(ANY_SECRET)) return [];
+  const target = `${isIP(found.host) === 6 ? `[${found.host}]` : found.host}:${found.port}`;
+  return Object.entries(headers).flatMap(([name, value]) =>
+    secretNamesIn(value)
+      .filter((secret) => !bound.includes(secret))
+      .map((secret) => ({
+        field: `${field}.${name}`,
+        secret,
+        target,
+        message: `secret "${secret}" may not be sent to ${target}: the tenant's allowlist entry for it does not bind it (allow_hosts[].secrets)`,
+      })),
+  );
+}
+
+/**
+ * The secrets an `http` operation would send to a host whose allowlist entry does not bind them: in the request's
+ * headers, the read-back's and the context read's, each judged by its own URL (templates parsed as `templateUrl`
+ * does). Without the binding an agent — or whoever injected its prompt — could send a token meant for the CRM to any
+ * other allowlisted host (a webhook receiver, an echo service) and have it come back. Refused at intake (the API) and
+ * at the call (`HttpConnector.headers`, for an operation accepted before its admin changed the allowlist).
+ */
+export function httpSecretBindingProblems(
+  params: {
+    url: string;
+    headers?: Record<string, string>;
+    read_back?: { url: string; headers?: Record<string, string> } | null;
+    context?: { url: string; headers?: Record<string, string> } | null;
+  },
+  allowHosts: readonly AllowedHost[] | undefined,
+): SecretBindingProblem[] {
+  const requests = [
+    { field: 'params.headers', spec: params },
+    { field: 'params.read_back.headers', spec: params.read_back },
+    { field: 'params.context.headers', spec: params.context },
+  ];
+  return requests.flatMap(({ field, spec }) =>
+    spec ? unboundSecrets(templateUrl(spec.url), spec.headers, allowHosts, field) : [],
+  );
 }
 
 /**
@@ -182,12 +259,8 @@ function urlProblem(raw: string, place: Place): string | null {
   const authority = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(raw)?.[1];
   if (authority === undefined) return 'an absolute http:// or https:// URL';
   if (authority.includes('{')) return 'template variables are not allowed in the scheme, host or port';
-  let url: URL;
-  try {
-    url = new URL(raw.replace(PLACEHOLDER, 'x'));
-  } catch {
-    return 'not a valid URL';
-  }
+  const url = templateUrl(raw);
+  if (!url) return 'not a valid URL';
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'only http:// and https:// URLs are allowed';
   if (url.username || url.password) return 'credentials in the URL are not allowed; use a header with a secret';
   if (!rawHostOf(raw)) return 'the URL has no host';
@@ -308,7 +381,9 @@ const RequestParams = z
 
 export type HttpRequestParams = z.infer<typeof RequestParams>;
 
-type Prepared<T> = { ok: T } | { refused: string };
+/** Headers ready to send, or why the call must not be made (a secret not set, or not bound to the target). */
+type PreparedHeaders =
+  { ok: Record<string, string> } | { refused: string; cause: typeof SECRET_NOT_SET | typeof SECRET_NOT_BOUND };
 
 /**
  * The tenant's secret of this name — its own entry only: a name like `constructor` or `__proto__` is not a secret the
@@ -360,17 +435,26 @@ export class HttpConnector implements Connector {
     return httpReadBackBindingProblems(params as HttpRequestParams);
   }
 
+  secretBindingProblems(
+    _action: string,
+    params: Record<string, unknown>,
+    allowHosts: readonly AllowedHost[] | undefined,
+  ): SecretBindingProblem[] {
+    return httpSecretBindingProblems(params as HttpRequestParams, allowHosts);
+  }
+
   async send(op: ConnectorOperation, env: ConnectorEnvironment): Promise<SendOutcome> {
     const params = op.params as HttpRequestParams;
     const url = substituteUrl(params.url, op);
-    const headers = this.headers(params.headers, op, env);
+    const headers = this.headers(params.headers, url, op, env);
     if ('refused' in headers) {
-      // A secret the call names is not set: never sent, and it stays so until an admin sets it.
+      // A secret the call names is not set, or not bound to this host: never sent, and it stays so until an admin
+      // sets or binds it.
       return {
         status: OperationStatus.FAILED,
         reason: TerminalReason.SOURCE_UNREACHABLE,
         detail: `not sent: ${headers.refused}`,
-        refused: { cause: SECRET_NOT_SET, rule: headers.refused },
+        refused: { cause: headers.cause, rule: headers.refused },
       };
     }
     if (params.idempotency) {
@@ -510,7 +594,7 @@ export class HttpConnector implements Connector {
     const source = asRequested(substituteUrl(rawUrl, op, ref));
     const evidence: ReadEvidence = { source, read_at: new Date().toISOString(), field: fieldKey(field) };
     const unreachable = (error: string) => ({ kind: 'unreachable' as const, evidence: { ...evidence, error } });
-    const headers = this.headers(rawHeaders, op, env, ref);
+    const headers = this.headers(rawHeaders, source, op, env, ref);
     if ('refused' in headers) return unreachable(headers.refused);
     const exchange = await this.exchange({ method: 'GET', url: source, headers: headers.ok }, undefined, env);
     if (exchange.kind === 'refused') return unreachable(`egress refused: ${exchange.message}`);
@@ -530,13 +614,26 @@ export class HttpConnector implements Connector {
     return this.options.maxResponseBytes ?? HTTP_MAX_RESPONSE_BYTES;
   }
 
-  /** Header templates resolved; a missing secret stops the request before anything leaves. */
+  /**
+   * Header templates resolved for a request to `url`; a secret its allowlist entry does not bind, or one that is not
+   * set, stops the request before anything leaves. The binding is judged on the URL as it will be requested, by the
+   * same entry the egress check then finds for it (`allowlistEntryOf`).
+   */
   private headers(
     templates: Record<string, string> | undefined,
+    url: string,
     op: ConnectorOperation,
     env: ConnectorEnvironment,
     ref?: string,
-  ): Prepared<Record<string, string>> {
+  ): PreparedHeaders {
+    let requested: URL | null = null;
+    try {
+      requested = new URL(url);
+    } catch {
+      // Refused by the egress check, before any connection: no header leaves.
+    }
+    const [unbound] = unboundSecrets(requested, templates, env.tenant?.allowHosts, 'headers');
+    if (unbound) return { refused: unbound.message, cause: SECRET_NOT_BOUND };
     const out: Record<string, string> = {};
     for (const [name, template] of Object.entries(templates ?? {})) {
       const missing: string[] = [];
@@ -547,7 +644,9 @@ export class HttpConnector implements Connector {
         if (value === undefined) missing.push(secret[1]);
         return value ?? '';
       });
-      if (missing.length > 0) return { refused: `secret "${missing[0]}" is not set for this tenant` };
+      if (missing.length > 0) {
+        return { refused: `secret "${missing[0]}" is not set for this tenant`, cause: SECRET_NOT_SET };
+      }
     }
     return { ok: out };
   }

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { classifyAddress, nonCanonicalIpv4, normalizeHost } from './egress';
 import { CURRENCY_CODE, CURRENCY_CODE_RULE, currencyMismatch } from '@verity/status-model';
 import { FIELD_PATH, FIELD_PATH_RULE, fieldSegments, readField } from './json-path';
-import { READ_BACK_BINDINGS } from './connector';
+import { ANY_SECRET, READ_BACK_BINDINGS } from './connector';
 
 /** Spending-cap windows are rolling: "day" is the last 24 hours, so no midnight reset can be gamed. */
 export const SPENDING_PERIODS = { hour: 3_600, day: 86_400, week: 604_800, month: 2_592_000 } as const;
@@ -58,6 +58,21 @@ export const AllowedHostSchema = z
     host: z.string().min(1).max(253),
     ports: z.array(z.number().int().min(1).max(65_535)).min(1).max(20).optional(),
     allow_private: z.boolean().optional(),
+    secrets: z
+      .array(
+        z
+          .string()
+          .refine(
+            (name) => name === ANY_SECRET || SECRET_NAME.test(name),
+            `a secret's name (letters, digits, "_", "." and "-", at most 64) or "${ANY_SECRET}" for every secret`,
+          ),
+      )
+      .max(50, 'at most 50 secret names per host')
+      .refine((names) => new Set(names).size === names.length, 'a secret is named twice')
+      .optional()
+      .describe(
+        `the tenant's secrets that may be sent to this host ({{secret:NAME}} in a header value), or ["${ANY_SECRET}"] for every one; absent: none. A name not set yet is allowed`,
+      ),
   })
   .transform((entry, ctx) => {
     const normalized = normalizeAllowedHost(entry.host);
