@@ -143,7 +143,7 @@ describe('admin change history (real Postgres)', () => {
     await transaction(db.dataSource, (tx) =>
       changeConnectorSettings(tx, { tenantId: 'acme', connector: 'http', by: 'key_admin' }, async () => {
         await upsertConnectorSettings(tx, 'acme', 'http', {
-          allowHosts: [{ host: 'api.example.com', ports: [443] }],
+          allowHosts: [{ host: 'api.example.com', ports: [443], secrets: ['api_token'] }],
           spendingCaps: [{ period: 'day', max_operations: 10 }],
           by: 'key_admin',
         });
@@ -162,7 +162,8 @@ describe('admin change history (real Postgres)', () => {
       changed_by: 'key_admin',
       before: { allow_hosts: [], spending_caps: [], secrets: [] },
       after: {
-        allow_hosts: [{ host: 'api.example.com', ports: [443] }],
+        // The secrets an entry binds are part of the allowlist as recorded (names, like the secrets' own list).
+        allow_hosts: [{ host: 'api.example.com', ports: [443], secrets: ['api_token'] }],
         spending_caps: [{ period: 'day', max_operations: 10 }],
         secrets: ['api_token'],
       },

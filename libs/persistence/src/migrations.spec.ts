@@ -81,4 +81,65 @@ describe('migrations (real Postgres)', () => {
     expect(await schema(db)).toEqual(migrated);
     expect(await db.dataSource.query(`SELECT id FROM admin_changes`)).toEqual([{ id: 'chg_1' }]);
   });
+
+  it('binds every secret to the allowlist entries stored before secrets were bound to hosts, and down unbinds them', async () => {
+    const index = MIGRATIONS.findIndex((m) => m.name === 'AllowHostsSecrets1764580000000');
+    expect(index).toBeGreaterThan(0);
+    for (let k = MIGRATIONS.length; k > index; k -= 1) await down();
+    await db.dataSource.query(
+      `INSERT INTO tenants (id, name) VALUES ('tb', 'tb'), ('tc', 'tc') ON CONFLICT DO NOTHING`,
+    );
+    await db.dataSource.query(
+      `INSERT INTO tenant_connector_settings (tenant_id, connector, allow_hosts) VALUES
+         ('tb', 'http', $1::jsonb), ('tc', 'http', '[]'::jsonb), ('tc', 'sandbox.sms', '[]'::jsonb)`,
+      [
+        JSON.stringify([
+          { host: 'crm.example.com', ports: [443] },
+          { host: '127.0.0.1', ports: [8080], allow_private: true },
+        ]),
+      ],
+    );
+    const allowHosts = async () =>
+      (
+        (await db.dataSource.query(
+          `SELECT tenant_id, connector, allow_hosts FROM tenant_connector_settings ORDER BY tenant_id, connector`,
+        )) as { tenant_id: string; connector: string; allow_hosts: unknown }[]
+      ).map((r) => [r.tenant_id, r.connector, r.allow_hosts]);
+    await runMigrationsLocked(db.dataSource);
+    // The entries keep what they allowed (every secret, as before), in their order; rows without entries are unchanged.
+    expect(await allowHosts()).toEqual([
+      [
+        'tb',
+        'http',
+        [
+          { host: 'crm.example.com', ports: [443], secrets: ['*'] },
+          { host: '127.0.0.1', ports: [8080], allow_private: true, secrets: ['*'] },
+        ],
+      ],
+      ['tc', 'http', []],
+      ['tc', 'sandbox.sms', []],
+    ]);
+    await down();
+    expect(await allowHosts()).toEqual([
+      [
+        'tb',
+        'http',
+        [
+          { host: 'crm.example.com', ports: [443] },
+          { host: '127.0.0.1', ports: [8080], allow_private: true },
+        ],
+      ],
+      ['tc', 'http', []],
+      ['tc', 'sandbox.sms', []],
+    ]);
+    // An entry that already names its secrets (written by an admin after the migration) keeps them.
+    await db.dataSource.query(`UPDATE tenant_connector_settings SET allow_hosts = $1::jsonb WHERE tenant_id = 'tb'`, [
+      JSON.stringify([{ host: 'crm.example.com', secrets: ['crm_token'] }, { host: 'hooks.example.com' }]),
+    ]);
+    await runMigrationsLocked(db.dataSource);
+    expect((await allowHosts())[0][2]).toEqual([
+      { host: 'crm.example.com', secrets: ['crm_token'] },
+      { host: 'hooks.example.com', secrets: ['*'] },
+    ]);
+  });
 });

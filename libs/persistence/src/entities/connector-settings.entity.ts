@@ -10,6 +10,8 @@ export interface AllowedHostRow {
   host: string;
   ports?: number[];
   allow_private?: boolean;
+  /** The secrets that may be sent to this host (`["*"]`: every one); absent: none. */
+  secrets?: string[];
 }
 
 /** Mirrors `SpendingCap` in libs/connectors. */

@@ -15,6 +15,7 @@ import { WebhookAfterFailed1764550000000 } from './1764550000000-webhook-after-f
 import { ReadBackBinding1764551000000 } from './1764551000000-read-back-binding';
 import { AdminChangesWebhooks1764560000000 } from './1764560000000-admin-changes-webhooks';
 import { AdminChangesOrder1764570000000 } from './1764570000000-admin-changes-order';
+import { AllowHostsSecrets1764580000000 } from './1764580000000-allow-hosts-secrets';
 
 /** In order. Add a new timestamped class for every schema change; never edit one that has shipped. */
 export const MIGRATIONS = [
@@ -35,4 +36,5 @@ export const MIGRATIONS = [
   ReadBackBinding1764551000000,
   AdminChangesWebhooks1764560000000,
   AdminChangesOrder1764570000000,
+  AllowHostsSecrets1764580000000,
 ];
