@@ -236,7 +236,7 @@ export const POLICY_EXAMPLE = {
 };
 
 export const CONNECTOR_SETTINGS_EXAMPLE = {
-  allow_hosts: [{ host: 'api.example.org', ports: [443] }],
+  allow_hosts: [{ host: 'api.example.org', ports: [443], secrets: ['API_TOKEN'] }],
   spending_caps: [{ period: 'day', max_operations: 1000 }],
   read_back_binding: 'bound',
   secrets: { API_TOKEN: 'tok_live_a1b2c3' },

@@ -13,7 +13,17 @@ const CONNECTOR = { name: 'connector', description: 'connector name, e.g. http o
 const SettingsView = z.object({
   connector: z.string(),
   allow_hosts: z.array(
-    z.object({ host: z.string(), ports: z.array(z.number()).optional(), allow_private: z.boolean().optional() }),
+    z.object({
+      host: z.string(),
+      ports: z.array(z.number()).optional(),
+      allow_private: z.boolean().optional(),
+      secrets: z
+        .array(z.string())
+        .optional()
+        .describe(
+          'the secrets that may be sent to this host (in header values), ["*"] for every one; absent: none (an operation naming another is refused: secret_not_bound)',
+        ),
+    }),
   ),
   spending_caps: z.array(
     z.object({
@@ -77,7 +87,7 @@ export class ConnectorSettingsController {
     body: {
       schema: ConnectorSettingsInputSchema,
       example: {
-        summary: 'Allow one host, cap a day, bind read-backs, set a secret',
+        summary: 'Allow one host and bind a secret to it, cap a day, bind read-backs, set the secret',
         value: CONNECTOR_SETTINGS_EXAMPLE,
       },
     },

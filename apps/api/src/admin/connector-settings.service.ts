@@ -25,7 +25,8 @@ import { FieldError, Problem } from '../problem/problem';
 
 export interface ConnectorSettingsView {
   connector: string;
-  allow_hosts: { host: string; ports?: number[]; allow_private?: boolean }[];
+  /** `secrets`: the names of the secrets that may be sent to the host (`["*"]`: every one); absent: none. */
+  allow_hosts: { host: string; ports?: number[]; allow_private?: boolean; secrets?: string[] }[];
   spending_caps: {
     period: string;
     max_operations?: number;

@@ -3,8 +3,10 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import {
   ConnectorRegistry,
   TenantConnectors,
+  type TenantConnectorSettings,
   operationCapabilities,
   readBackBindingProblems,
+  secretBindingProblems,
   secretRedactor,
 } from '@verity/connectors';
 import {
@@ -121,10 +123,14 @@ export class ExecutionsService {
   }
 
   /**
-   * 400 before anything is written when an operation's params or expected_state hold the value of one of the tenant's
-   * secrets for its connector: secret values are never stored or returned. The operation names it `{{secret:NAME}}`
-   * and the connector fills it in at the call. Read only for the connectors that take tenant secrets (http), and the
-   * answer names neither the secret nor where it was found (a secret should be long and random; see docs/connectors.md).
+   * 400 before anything is written when an operation misuses one of the tenant's secrets for its connector. Read only
+   * for the connectors that take tenant secrets (http), once per connector for both rules:
+   * - its params or expected_state hold a secret's value: secret values are never stored or returned. The operation
+   *   names it `{{secret:NAME}}` and the connector fills it in at the call. The answer names neither the secret nor
+   *   where it was found (a secret should be long and random; see docs/connectors.md).
+   * - it names a secret in a header of a request whose host's allowlist entry does not bind it
+   *   (`allow_hosts[].secrets`): the secret is meant for other hosts. The answer names the secret, the header and the
+   *   host (never a value); the connector applies the same rule at the call, for an operation accepted before.
    */
   private async refuseSecretValues(principal: Principal, submission: Submission): Promise<void> {
     const connectors = [...new Set(submission.operations.map((op) => op.connector))].filter(
@@ -132,7 +138,9 @@ export class ExecutionsService {
     );
     const errors: FieldError[] = [];
     for (const connector of connectors) {
-      const { secrets } = await this.tenantConnectors.settingsOf({ tenantId: principal.tenantId, connector });
+      const settings = await this.tenantConnectors.settingsOf({ tenantId: principal.tenantId, connector });
+      errors.push(...this.unboundSecretErrors(submission, connector, settings));
+      const { secrets } = settings;
       if (!secrets || Object.keys(secrets).length === 0) continue;
       const redact = secretRedactor(secrets);
       submission.operations.forEach((op, i) => {
@@ -153,6 +161,28 @@ export class ExecutionsService {
       });
     }
     if (errors.length > 0) throw Problem.validation(errors);
+  }
+
+  /**
+   * The operations of this connector that name a secret its request's host may not be sent (see refuseSecretValues),
+   * judged against the allowlist the connector's calls obey (the effective one).
+   */
+  private unboundSecretErrors(
+    submission: Submission,
+    connectorName: string,
+    settings: TenantConnectorSettings,
+  ): FieldError[] {
+    const connector = this.connectors.require(connectorName);
+    const allowHosts = this.tenantConnectors.callEnvironment({ allowHosts: settings.allowHosts }).tenant?.allowHosts;
+    return submission.operations.flatMap((op, i) =>
+      op.connector !== connectorName
+        ? []
+        : secretBindingProblems(connector, op.action, op.params, allowHosts).map((problem) => ({
+            field: `operations[${i}].${problem.field}`,
+            rule: 'secret_not_bound',
+            message: problem.message,
+          })),
+    );
   }
 
   /**

@@ -2091,6 +2091,8 @@ export interface operations {
                 host: string;
                 ports?: number[];
                 allow_private?: boolean;
+                /** @description the secrets that may be sent to this host (in header values), ["*"] for every one; absent: none (an operation naming another is refused: secret_not_bound) */
+                secrets?: string[];
               }[];
               spending_caps: {
                 /** @enum {string} */
@@ -2151,6 +2153,8 @@ export interface operations {
               host: string;
               ports?: number[];
               allow_private?: boolean;
+              /** @description the secrets that may be sent to this host (in header values), ["*"] for every one; absent: none (an operation naming another is refused: secret_not_bound) */
+              secrets?: string[];
             }[];
             spending_caps: {
               /** @enum {string} */
@@ -2205,6 +2209,8 @@ export interface operations {
             host: string;
             ports?: number[];
             allow_private?: boolean;
+            /** @description the tenant's secrets that may be sent to this host ({{secret:NAME}} in a header value), or ["*"] for every one; absent: none. A name not set yet is allowed */
+            secrets?: string[];
           }[];
           spending_caps?: {
             /** @enum {string} */
@@ -2240,6 +2246,8 @@ export interface operations {
               host: string;
               ports?: number[];
               allow_private?: boolean;
+              /** @description the secrets that may be sent to this host (in header values), ["*"] for every one; absent: none (an operation naming another is refused: secret_not_bound) */
+              secrets?: string[];
             }[];
             spending_caps: {
               /** @enum {string} */
