@@ -26,6 +26,8 @@ export interface SpendingCap {
 }
 
 export const SECRET_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+/** What an allowlist entry's `secrets` lists: a secret's name, or `*` for every one. */
+const BOUND_SECRET = new RegExp(`^(?:\\${ANY_SECRET}|${SECRET_NAME.source.slice(1, -1)})$`);
 
 const SecretValue = z
   .string()
@@ -62,8 +64,8 @@ export const AllowedHostSchema = z
       .array(
         z
           .string()
-          .refine(
-            (name) => name === ANY_SECRET || SECRET_NAME.test(name),
+          .regex(
+            BOUND_SECRET,
             `a secret's name (letters, digits, "_", "." and "-", at most 64) or "${ANY_SECRET}" for every secret`,
           ),
       )
