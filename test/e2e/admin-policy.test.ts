@@ -502,7 +502,7 @@ describe('admin: tenant policy', () => {
     const put = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
       key: DEMO.admin,
       body: {
-        allow_hosts: [{ host: 'api.example.com', ports: [443] }],
+        allow_hosts: [{ host: 'api.example.com', ports: [443], secrets: ['audit_token'] }],
         spending_caps: [{ period: 'day', max_operations: 100 }],
         secrets: { audit_token: SECRET },
       },
@@ -520,8 +520,9 @@ describe('admin: tenant policy', () => {
     expect((await changes('?limit=200')).text).not.toContain(SECRET);
     const fresh = listed.body.data.filter((c) => !known.has(c.id));
     const empty = { allow_hosts: [], spending_caps: [], secrets: [], read_back_binding: 'declared' };
+    // The secrets an entry binds are recorded with it (names; the binding outlives the secret's deletion).
     const configured = {
-      allow_hosts: [{ host: 'api.example.com', ports: [443] }],
+      allow_hosts: [{ host: 'api.example.com', ports: [443], secrets: ['audit_token'] }],
       spending_caps: [{ period: 'day', max_operations: 100 }],
       read_back_binding: 'declared',
     };

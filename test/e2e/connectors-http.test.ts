@@ -15,7 +15,7 @@ const SECRET = 'crm-secret-Zx81-never-shown';
 
 interface SettingsView {
   connector: string;
-  allow_hosts: { host: string; ports?: number[]; allow_private?: boolean }[];
+  allow_hosts: { host: string; ports?: number[]; allow_private?: boolean; secrets?: string[] }[];
   secrets: string[];
   spending_caps: unknown[];
 }
@@ -30,6 +30,10 @@ describe('http connector (real loopback target, tenant settings through the admi
   let target: TargetServer;
   let call: Call;
   let answers: string[];
+  // The target may receive the CRM token, and `missing_token`, which is never set (bound by name all the same).
+  const allowed = () => [
+    { host: '127.0.0.1', ports: [target.port], allow_private: true, secrets: ['crm_token', 'missing_token'] },
+  ];
 
   beforeAll(async () => {
     target = await startTarget({ slowMs: 3000 });
@@ -41,10 +45,7 @@ describe('http connector (real loopback target, tenant settings through the admi
     ({ call, answers } = recordingClient(stack));
     const put = await call<SettingsView>('PUT', '/v1/admin/connector-settings/http', {
       key: DEMO.admin,
-      body: {
-        allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true }],
-        secrets: { crm_token: SECRET },
-      },
+      body: { allow_hosts: allowed(), secrets: { crm_token: SECRET } },
     });
     expect(put.status).toBe(200);
   });
@@ -71,7 +72,7 @@ describe('http connector (real loopback target, tenant settings through the admi
     const got = await call<SettingsView>('GET', '/v1/admin/connector-settings/http', { key: DEMO.admin });
     expect(got.body).toMatchObject({
       connector: 'http',
-      allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true }],
+      allow_hosts: allowed(),
       secrets: ['crm_token'],
       spending_caps: [],
     });
@@ -91,6 +92,11 @@ describe('http connector (real loopback target, tenant settings through the admi
     const decimal = await bad('http', { allow_hosts: [{ host: '2130706433' }] });
     expect(decimal.status).toBe(400);
     expect(decimal.body.errors[0].field).toBe('allow_hosts[0].host');
+    for (const secrets of [['crm token'], ['a', 'a'], '*']) {
+      const unnamed = await bad('http', { allow_hosts: [{ host: 'crm.example.com', secrets }] });
+      expect([secrets, unnamed.status]).toEqual([secrets, 400]);
+      expect(unnamed.body.errors[0].field).toMatch(/^allow_hosts\[0\]\.secrets/);
+    }
     expect((await bad('sandbox.sms', { allow_hosts: [{ host: 'example.com' }] })).body.errors[0]).toMatchObject({
       field: 'allow_hosts',
       rule: 'not_applicable',
@@ -176,7 +182,6 @@ describe('http connector (real loopback target, tenant settings through the admi
       15_000,
       20,
     );
-    const allowed = [{ host: '127.0.0.1', ports: [target.port], allow_private: true }];
     const moved = await call('PUT', '/v1/admin/connector-settings/http', {
       key: DEMO.admin,
       body: { allow_hosts: [{ host: 'api.example.com' }] },
@@ -190,7 +195,7 @@ describe('http connector (real loopback target, tenant settings through the admi
     } finally {
       const back = await call('PUT', '/v1/admin/connector-settings/http', {
         key: DEMO.admin,
-        body: { allow_hosts: allowed },
+        body: { allow_hosts: allowed() },
       });
       expect(back.status).toBe(200);
     }

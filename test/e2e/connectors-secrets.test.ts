@@ -14,33 +14,38 @@ const PLACEHOLDER = '{{secret:crm_token}}';
  * `authorization` among them). Whatever a connector keeps of such an answer — a context state, a read-back record, a
  * provider reference and the read-back URL built from it — would hold the secret, unless Verity replaces it.
  */
-async function startEchoTarget(): Promise<{ base: string; port: number; server: Server }> {
+async function startEchoTarget(): Promise<{ base: string; port: number; server: Server; seen: string[] }> {
+  const seen: string[] = [];
   const server = createServer((req, res) => {
     req.resume();
     req.on('end', () => {
+      seen.push(`${req.method} ${req.url}`);
       res.writeHead(req.method === 'POST' ? 201 : 200, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ url: req.url, headers: req.headers, data: { status: 'created' } }));
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
-  return { base: `http://127.0.0.1:${port}`, port, server };
+  return { base: `http://127.0.0.1:${port}`, port, server, seen };
 }
 
 describe('tenant secrets are never stored or returned: an echoing target gets {{secret:NAME}} back', () => {
   let stack: Stack;
   let target: Awaited<ReturnType<typeof startEchoTarget>>;
+  // Another allowlisted host (another port of 127.0.0.1: an entry of its own), the CRM token never meant for it.
+  let other: Awaited<ReturnType<typeof startEchoTarget>>;
   let call: Call;
   let answers: string[];
 
   beforeAll(async () => {
     target = await startEchoTarget();
+    other = await startEchoTarget();
     stack = await Stack.start({ label: 'connsecret', env: { LOG_LEVEL: 'debug' } });
     ({ call, answers } = recordingClient(stack));
     const put = await call('PUT', '/v1/admin/connector-settings/http', {
       key: DEMO.admin,
       body: {
-        allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true }],
+        allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true, secrets: ['crm_token'] }],
         // A second secret that is a prefix of the first: the longer one must be replaced whole.
         secrets: { crm_token: SECRET, short: SHORTER },
       },
@@ -49,8 +54,10 @@ describe('tenant secrets are never stored or returned: an echoing target gets {{
   });
   afterAll(async () => {
     await stack?.stop();
-    target?.server.closeAllConnections();
-    await new Promise((resolve) => target?.server.close(resolve));
+    for (const server of [target?.server, other?.server]) {
+      server?.closeAllConnections();
+      await new Promise((resolve) => server?.close(resolve) ?? resolve(undefined));
+    }
   });
 
   const withSecret = { authorization: `Bearer ${PLACEHOLDER}` };
@@ -160,6 +167,135 @@ describe('tenant secrets are never stored or returned: an echoing target gets {{
       httpOp('named', { method: 'POST', url: `${target.base}/orders`, headers: withSecret }),
     ]);
     expect(JSON.stringify(named.operations[0])).toContain(PLACEHOLDER);
+  });
+
+  /** The CRM token bound to the target only; `other` allowlisted for another purpose, binding `otherBinds`. */
+  const allowBoth = async (otherBinds?: string[]) => {
+    const put = await call('PUT', '/v1/admin/connector-settings/http', {
+      key: DEMO.admin,
+      body: {
+        allow_hosts: [
+          { host: '127.0.0.1', ports: [target.port], allow_private: true, secrets: ['crm_token'] },
+          {
+            host: '127.0.0.1',
+            ports: [other.port],
+            allow_private: true,
+            ...(otherBinds ? { secrets: otherBinds } : {}),
+          },
+        ],
+      },
+    });
+    expect(put.status).toBe(200);
+    expect((put.body as { allow_hosts: unknown[] }).allow_hosts[1]).toEqual({
+      host: '127.0.0.1',
+      ports: [other.port],
+      allow_private: true,
+      ...(otherBinds ? { secrets: otherBinds } : {}),
+    });
+  };
+  const executions = async () =>
+    Number(((await stack.db.dataSource.query(`SELECT count(*) AS n FROM executions`)) as { n: string }[])[0].n);
+
+  it('a secret goes to no allowlisted host its entry does not bind: 400 secret_not_bound at intake, nothing written', async () => {
+    await allowBoth();
+    const before = await executions();
+    const seenBefore = other.seen.length;
+    const toOther = { 'x-t': `Bearer ${PLACEHOLDER}` };
+    const cases: [string, Record<string, unknown>][] = [
+      // The red team's case: the token in a header to an echo allowlisted for something else, read back from there.
+      [
+        'params.headers.x-t',
+        {
+          method: 'POST',
+          url: `${other.base}/echo/{{operation_id}}`,
+          headers: toOther,
+          ref_field: '$.headers.x-t',
+          read_back: { url: `${other.base}/orders/{{ref}}`, field: '$.data.status', equals: 'created' },
+        },
+      ],
+      [
+        'params.read_back.headers.x-t',
+        {
+          method: 'POST',
+          url: `${target.base}/orders`,
+          headers: withSecret,
+          read_back: { url: `${other.base}/orders/{{operation_id}}`, headers: toOther, field: 'a', equals: 'b' },
+        },
+      ],
+      [
+        'params.context.headers.x-t',
+        {
+          method: 'POST',
+          url: `${target.base}/orders`,
+          context: { url: `${other.base}/state/{{idempotency_key}}`, headers: toOther, field: 'a' },
+        },
+      ],
+    ];
+    for (const [field, params] of cases) {
+      const refused = await call<{ errors: { field: string; rule: string; message: string }[] }>(
+        'POST',
+        '/v1/executions',
+        {
+          body: { agent_id: 'exfiltrator', intent: 'send a token elsewhere', operations: [httpOp('leak', params)] },
+          headers: { 'Idempotency-Key': `secret-binding-${field}` },
+        },
+      );
+      expect({ field, status: refused.status }).toEqual({ field, status: 400 });
+      expect(refused.body.errors).toEqual([
+        {
+          field: `operations[0].${field}`,
+          rule: 'secret_not_bound',
+          message: `secret "crm_token" may not be sent to 127.0.0.1:${other.port}: the tenant's allowlist entry for it does not bind it (allow_hosts[].secrets)`,
+        },
+      ]);
+      expect(refused.text).not.toContain(SECRET);
+    }
+    expect(await executions()).toBe(before);
+    expect(other.seen.length).toBe(seenBefore);
+    // To the host it is bound to, the same request is accepted.
+    const bound = await submitOps(call, [
+      httpOp('bound', { method: 'POST', url: `${target.base}/orders`, headers: toOther }),
+    ]);
+    expect(bound.operations[0].status).toBeDefined();
+  });
+
+  it('bound when accepted, unbound before its send: FAILED secret_not_bound, and the host never saw a request', async () => {
+    await allowBoth(['crm_token']);
+    const seenBefore = other.seen.length;
+    const execution = await submitOps(call, [
+      httpOp(
+        'held',
+        { method: 'POST', url: `${other.base}/orders`, headers: { 'x-t': `Bearer ${PLACEHOLDER}` } },
+        { requires_approval: true },
+      ),
+    ]);
+    await waitFor(
+      async () => (await call<{ status: string }>('GET', `/v1/executions/${execution.id}`)).body.status,
+      (status) => status === 'waiting_for_approval',
+      30_000,
+      100,
+    );
+    // The admin takes the binding back while the operation waits; the reviewer then approves its send.
+    await allowBoth();
+    const opId = execution.operations[0].id;
+    const approved = await call('POST', `/v1/operations/${opId}/approval`, {
+      key: DEMO.reviewer,
+      body: { decision: 'approve', reason: 'looks fine' },
+    });
+    expect(approved.status).toBe(200);
+    const op = await until(opId, 'FAILED');
+    const rule = `secret "crm_token" may not be sent to 127.0.0.1:${other.port}: the tenant's allowlist entry for it does not bind it (allow_hosts[].secrets)`;
+    expect(op).toMatchObject({ status: 'FAILED', terminal_reason: 'SOURCE_UNREACHABLE' });
+    expect(op.failure).toEqual({
+      code: 'secret_not_bound',
+      phase: 'dispatch',
+      category: 'policy',
+      retryable: false,
+      message: `never sent: a secret the call names may not be sent to its host: ${rule} (terminal_reason SOURCE_UNREACHABLE)`,
+      at: expect.any(String),
+    });
+    expect(other.seen.length).toBe(seenBefore);
+    expect(JSON.stringify(op)).not.toContain(SECRET);
   });
 
   it('a refused secret value is not echoed in the problem', async () => {

@@ -212,7 +212,10 @@ async function buildFixtures(stack: Stack): Promise<Fixtures> {
 
   const settings = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
     key: DEMO.admin,
-    body: { allow_hosts: [{ host: 'api.example.com' }], secrets: { TOKEN: 'fuzz-secret-value-1' } },
+    body: {
+      allow_hosts: [{ host: 'api.example.com', secrets: ['TOKEN'] }],
+      secrets: { TOKEN: 'fuzz-secret-value-1' },
+    },
   });
   if (settings.status !== 200) throw new Error(`fixture settings refused: ${settings.status} ${settings.text}`);
 
@@ -280,7 +283,7 @@ async function buildFixtures(stack: Stack): Promise<Fixtures> {
         { jsonrpc: '2.0', id: 4, method: 'resources/read', params: { uri: `verity://executions/${verified.id}` } },
       ],
       'PUT /v1/admin/connector-settings/{connector}': [
-        { allow_hosts: [{ host: 'api.example.com', ports: [443] }] },
+        { allow_hosts: [{ host: 'api.example.com', ports: [443], secrets: ['TOKEN'] }] },
         { spending_caps: [{ period: 'day', max_operations: 1000, max_amount: 100000, amount_field: 'amount' }] },
         { secrets: { TOKEN: 'fuzz-secret-value-2', OTHER: null } },
         {},

@@ -338,6 +338,9 @@ export class SchemaValues {
         return ['api.example.com', '127.0.0.1', 'localhost', '*.example.com'];
       case 'amount_field':
         return ['amount', '$.amount', 'body.amount'];
+      case 'secrets':
+        // The names an allowlist entry binds (allow_hosts[].secrets): the tenant's, and every one.
+        return [...f.secretNames, '*'];
       default:
         return [];
     }
