@@ -197,6 +197,8 @@ describe('dispatcher: execution lifecycle', () => {
       expect(statusPath(log, held.id)).toEqual(['PREPARED', 'MANUAL_REVIEW', 'CANCELLED']);
       const heldEnd = log.find((e) => e.operation_id === held.id && e.to_status === 'CANCELLED')!;
       expect(heldEnd.data).toMatchObject({ cause, actor: 'system' });
+      // Nobody decided it: the failure names the execution's end, not a reviewer.
+      expect(execution.operations[1].failure).toMatchObject({ code: cause, retryable: true });
       // Written after the execution's end, whose statement it checks.
       const executionEnd = log.find((e) => e.type === 'execution.status_changed' && e.to_status === end)!;
       expect(heldEnd.seq).toBeGreaterThan(executionEnd.seq);

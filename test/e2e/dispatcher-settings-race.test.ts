@@ -10,6 +10,7 @@ import {
   markedOperations,
   statusPath,
   submit,
+  waitForLog,
   waitForMarkers,
   waitForOp,
 } from './dispatcher-helpers';
@@ -92,7 +93,7 @@ describe('dispatcher: a release its execution’s cancel overtakes', () => {
   });
   afterAll(async () => stack?.stop());
 
-  it('is refused at SENT and withdrawn, with an event; the reviewer can then cancel the operation', async () => {
+  it('is refused at SENT: the cancel ended the held operation CANCELLED first, and nothing is sent', async () => {
     const waitingRef = unique('relrace-waiting');
     const heldRef = unique('relrace-held');
     // One charge waits for approval (the execution stays open), the other is held for a knowledge conflict.
@@ -116,26 +117,19 @@ describe('dispatcher: a release its execution’s cancel overtakes', () => {
     );
     const cancelled = await http(stack.apiUrl, 'POST', `/v1/executions/${created.id}/cancel`, { key: DEMO.agent });
     expect(cancelled.status).toBe(200);
+    // The cancel ended the held, never-sent operation with the execution, in its own transaction.
+    expect(await getOperation(stack, held.id)).toMatchObject({ status: 'CANCELLED', attempt: 0 });
 
-    const log = await waitFor(
-      () => events(stack, created.id),
-      (all) => all.some((e) => e.type === 'operation.release_withdrawn'),
-    );
-    expect(log.find((e) => e.type === 'operation.release_withdrawn')!.data).toMatchObject({
-      reasons: ['execution_ended'],
-      resolution: { status: 'SENT' },
-    });
-    const withdrawn = await getOperation(stack, held.id);
-    expect(withdrawn).toMatchObject({ status: 'MANUAL_REVIEW', attempt: 0, permitted_resolutions: ['CANCELLED'] });
-    const decided = await http(stack.apiUrl, 'POST', `/v1/operations/${held.id}/resolve`, {
-      key: DEMO.reviewer,
-      body: { status: 'CANCELLED', evidence: 'the agent cancelled the work' },
-    });
-    expect(decided.status).toBe(200);
-    await waitForOp(stack, created.id, 'second', (o) => o.status === 'CANCELLED');
+    // The paused job then reaches its SENT statement, which finds the operation no longer held: nothing is sent.
+    const done = await waitForLog(dispatcher, (line) => line.msg === 'dispatch' && line.operationId === held.id);
+    expect(String(done.outcome)).not.toMatch(/^sent/);
+    expect(await getOperation(stack, held.id)).toMatchObject({ status: 'CANCELLED', attempt: 0 });
+    const log = await events(stack, created.id);
+    expect(log.some((e) => e.type === 'operation.release_withdrawn')).toBe(false);
+    expect(statusPath(log, held.id)).toEqual(['PREPARED', 'MANUAL_REVIEW', 'CANCELLED']);
     const effects = await stack.effects();
     expect([effects.charges[waitingRef], effects.charges[heldRef]]).toEqual([undefined, undefined]);
-    expectLegalHistory(await events(stack, created.id));
+    expectLegalHistory(log);
   });
 });
 

@@ -958,8 +958,7 @@ export class LifecycleService {
    * they were ever sent are cancelled too (no release of them can be carried out any more; their statement checks the
    * execution's end), in one transaction over the rows as locked, so none is left behind in the review queue.
    */
-  private async expire(execution: ExecutionEntity): Promise<boolean | 'lost'> {
-    if (execution.status === E.EXPIRED) return false;
+  private expire(execution: ExecutionEntity): Promise<boolean | 'lost'> {
     const failure = executionFailure('deadline_exceeded', execution.status, new Date());
     return this.inTransaction(execution, async (tx) => {
       const locked = await lockExecutionForWorker(tx, execution.id);

@@ -116,7 +116,12 @@ export type ReadBackResult =
   | { kind: 'absent'; evidence: ReadEvidence }
   | { kind: 'stale'; evidence: ReadEvidence }
   | { kind: 'field_missing'; evidence: ReadEvidence; field: string }
-  | { kind: 'unreachable'; evidence: ReadEvidence };
+  /**
+   * No answer. `notMade`: the read was not even attempted — the tenant's settings refuse it (egress, a secret, the
+   * read-back binding) or it cannot be built (a reference the lost answer would have given) — so waiting for the
+   * source to come back changes nothing.
+   */
+  | { kind: 'unreachable'; evidence: ReadEvidence; notMade?: true };
 
 /**
  * A read that reached no answer (no read declared, or the connector threw): the source's state is unknown, never

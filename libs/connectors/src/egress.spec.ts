@@ -124,6 +124,24 @@ describe('checkTarget', () => {
     expect(refused('http://[::1]:8080/')).toMatch(/allowlist/);
     expect(checkTarget('http://api.example.com/', undefined)).toMatchObject({ code: 'EGRESS_BLOCKED' });
   });
+
+  it('takes a URL by the first entry naming its host, or another entry for the very same host that allows its port', () => {
+    const entries = [
+      { host: 'db.internal.example', ports: [443] },
+      { host: 'db.internal.example', ports: [9443], secrets: ['db_token'] },
+      { host: '*.internal.example', ports: [8443], allow_private: true },
+    ];
+    const entryFor = (url: string) => {
+      const result = checkTarget(url, entries);
+      return 'code' in result ? result.message : result.entry;
+    };
+    expect(entryFor('https://db.internal.example/')).toBe(entries[0]);
+    // One host, one entry per port (each binding its own secrets): written for the same host, so it counts.
+    expect(entryFor('https://db.internal.example:9443/')).toBe(entries[1]);
+    // A later wildcard does not widen the specific entries' ports, nor lend them its allow_private.
+    expect(entryFor('https://db.internal.example:8443/')).toMatch(/port 8443 is not allowed/);
+    expect(entryFor('https://cache.internal.example:8443/')).toBe(entries[2]);
+  });
 });
 
 describe('guarded requests against real loopback servers', () => {

@@ -287,7 +287,9 @@ function hostMatches(pattern: string, host: string): boolean {
  * The allowlist entry a URL falls under: the first one (in the tenant's order) that names its host — exactly or by
  * wildcard — and allows its port. The one place that decides it: the egress check (`checkTarget`) and the secrets an
  * entry binds (`secretBindingProblems`, and the connector at the call) must never judge a URL by different entries.
- * Taking the port into account lets an admin give one host different entries per port (each binding its own secrets).
+ * Taking the port into account lets an admin give one host different entries per port (each binding its own secrets);
+ * only entries for the same host pattern as the first match are considered, so a later wildcard never widens a
+ * specific entry's ports.
  */
 export function allowlistEntryOf(
   url: URL,
@@ -295,8 +297,11 @@ export function allowlistEntryOf(
 ): { entry: AllowedHost; host: string; port: number } | { refusal: string } {
   const host = normalizeHost(url.hostname);
   const port = url.port ? Number(url.port) : url.protocol === 'https:' ? 443 : 80;
-  const forHost = (allowHosts ?? []).filter((e) => hostMatches(e.host, host));
-  if (forHost.length === 0) return { refusal: `host ${host} is not on this tenant's allowlist` };
+  const first = (allowHosts ?? []).find((e) => hostMatches(e.host, host));
+  if (!first) return { refusal: `host ${host} is not on this tenant's allowlist` };
+  // Only entries written for the same host as the first one that names it: a specific entry keeps confining its host
+  // to its ports (and its allow_private, its secrets), whatever a later wildcard would allow.
+  const forHost = (allowHosts ?? []).filter((e) => normalizeHost(e.host) === normalizeHost(first.host));
   const entry = forHost.find((e) => !e.ports || e.ports.length === 0 || e.ports.includes(port));
   if (!entry) return { refusal: `port ${port} is not allowed for host ${host}` };
   return { entry, host, port };

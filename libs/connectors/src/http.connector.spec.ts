@@ -317,6 +317,7 @@ describe('http connector', () => {
       const unbound = binding(['other_token']);
       expect(await connector.readBack(request(reads), unbound)).toEqual({
         kind: 'unreachable',
+        notMade: true,
         evidence: {
           source: `${t.base}/orders/${id}`,
           read_at: expect.any(String),
@@ -383,16 +384,18 @@ describe('http connector', () => {
       });
       expect(await readBack(`${t.base}/orders/nope`)).toMatchObject({ kind: 'absent' });
       expect(await readBack(`${t.base}/no-field`)).toMatchObject({ kind: 'field_missing', field: '$.data.status' });
-      expect(await readBack(`${t.base}/boom`)).toMatchObject({
-        kind: 'unreachable',
-        evidence: { error: 'status 500' },
-      });
+      // The source answered badly: it may answer later (not "not made").
+      const boom = await readBack(`${t.base}/boom`);
+      expect(boom).toMatchObject({ kind: 'unreachable', evidence: { error: 'status 500' } });
+      expect(boom).not.toHaveProperty('notMade');
       expect(await readBack(`${t.base}/big`)).toMatchObject({
         kind: 'unreachable',
         evidence: { error: expect.stringMatching(/larger/) },
       });
+      // Refused by the tenant's egress policy before anything left: not made, whatever the source would say.
       expect(await readBack(`http://localhost:${t.port}/orders/rb-1`)).toMatchObject({
         kind: 'unreachable',
+        notMade: true,
         evidence: { error: expect.stringMatching(/egress refused/) },
       });
     });

@@ -523,6 +523,7 @@ export class HttpConnector implements Connector {
           read_at: readAt(),
           error: 'the read-back URL needs the reference the provider returns, and no answer was received',
         },
+        notMade: true,
       };
     }
     if (usesRef && ref !== undefined && holdsRedactedSecret(ref)) {
@@ -588,16 +589,18 @@ export class HttpConnector implements Connector {
   ): Promise<
     | { kind: 'present'; value: ReturnType<typeof readField>; evidence: ReadEvidence }
     | { kind: 'absent'; evidence: ReadEvidence }
-    | { kind: 'unreachable'; evidence: ReadEvidence }
+    | { kind: 'unreachable'; evidence: ReadEvidence; notMade?: true }
   > {
     // The URL as the client requests it (dot segments resolved, no fragment): what the evidence names is what was asked.
     const source = asRequested(substituteUrl(rawUrl, op, ref));
     const evidence: ReadEvidence = { source, read_at: new Date().toISOString(), field: fieldKey(field) };
     const unreachable = (error: string) => ({ kind: 'unreachable' as const, evidence: { ...evidence, error } });
+    // Refused by the tenant's settings before anything left: not made.
+    const notMade = (error: string) => ({ ...unreachable(error), notMade: true as const });
     const headers = this.headers(rawHeaders, source, op, env, ref);
-    if ('refused' in headers) return unreachable(headers.refused);
+    if ('refused' in headers) return notMade(headers.refused);
     const exchange = await this.exchange({ method: 'GET', url: source, headers: headers.ok }, undefined, env);
-    if (exchange.kind === 'refused') return unreachable(`egress refused: ${exchange.message}`);
+    if (exchange.kind === 'refused') return notMade(`egress refused: ${exchange.message}`);
     if (exchange.kind !== 'response') return unreachable(exchange.code);
     evidence.status = exchange.status;
     // Not found there. Whether that proves the effect absent is the status model's call: not for a URL the operation
@@ -700,9 +703,10 @@ export async function guardedExchange(
 function notReadUnbound(
   source: string,
   unbound: ReadBackBindingProblem[],
-): { kind: 'unreachable'; evidence: ReadEvidence } {
+): { kind: 'unreachable'; evidence: ReadEvidence; notMade: true } {
   return {
     kind: 'unreachable',
+    notMade: true,
     evidence: {
       source,
       read_at: new Date().toISOString(),

@@ -191,6 +191,7 @@ describe('read_back_binding: an operation accepted before the switch is not read
     const read = await connector.readBack(op(`${base}/status`), env('bound'));
     expect(read).toEqual({
       kind: 'unreachable',
+      notMade: true,
       evidence: {
         source: `${base}/status`,
         read_at: expect.any(String),

@@ -158,7 +158,8 @@ describe('allow_hosts[].secrets (admin input)', () => {
     });
     expect(issues(['*'])).toEqual([]);
     expect(issues([])).toEqual([]);
-    expect(AllowedHostSchema.parse({ host: 'crm.example.com' })).toEqual({ host: 'crm.example.com' });
+    // Nothing given: none, written out as [] (so a stored entry without the key can only be older than the binding).
+    expect(AllowedHostSchema.parse({ host: 'crm.example.com' })).toEqual({ host: 'crm.example.com', secrets: [] });
   });
 
   it('refuses what is not a secret name, a name given twice, and more than 50', () => {

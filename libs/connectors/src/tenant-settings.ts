@@ -82,7 +82,9 @@ export const AllowedHostSchema = z
       ctx.addIssue({ code: 'custom', path: ['host'], message: normalized.error });
       return z.NEVER;
     }
-    return { ...entry, host: normalized.host };
+    // The key is always written ("none" as []): an entry without it can then only come from code older than the
+    // binding, which is what the migration that added it reads it as (every secret).
+    return { ...entry, host: normalized.host, secrets: entry.secrets ?? [] };
   });
 
 export const SpendingCapSchema = z

@@ -82,7 +82,7 @@ describe('migrations (real Postgres)', () => {
     expect(await db.dataSource.query(`SELECT id FROM admin_changes`)).toEqual([{ id: 'chg_1' }]);
   });
 
-  it('binds every secret to the allowlist entries stored before secrets were bound to hosts, and down unbinds them', async () => {
+  it('binds every secret to the allowlist entries stored before secrets were bound to hosts, and down leaves every binding', async () => {
     const index = MIGRATIONS.findIndex((m) => m.name === 'AllowHostsSecrets1764580000000');
     expect(index).toBeGreaterThan(0);
     for (let k = MIGRATIONS.length; k > index; k -= 1) await down();
@@ -119,27 +119,26 @@ describe('migrations (real Postgres)', () => {
       ['tc', 'http', []],
       ['tc', 'sandbox.sms', []],
     ]);
-    await down();
-    expect(await allowHosts()).toEqual([
-      [
-        'tb',
-        'http',
-        [
-          { host: 'crm.example.com', ports: [443] },
-          { host: '127.0.0.1', ports: [8080], allow_private: true },
-        ],
-      ],
-      ['tc', 'http', []],
-      ['tc', 'sandbox.sms', []],
-    ]);
-    // An entry that already names its secrets (written by an admin after the migration) keeps them.
+    // Entries written under the binding (a narrowed one, one that allows none), then a rollback and an older code's
+    // entry without the key: down keeps every binding, and the next up completes only the older code's entry — no
+    // "none" ever turns into "every secret".
     await db.dataSource.query(`UPDATE tenant_connector_settings SET allow_hosts = $1::jsonb WHERE tenant_id = 'tb'`, [
-      JSON.stringify([{ host: 'crm.example.com', secrets: ['crm_token'] }, { host: 'hooks.example.com' }]),
+      JSON.stringify([
+        { host: 'crm.example.com', secrets: ['crm_token'] },
+        { host: 'hooks.example.com', secrets: [] },
+      ]),
     ]);
-    await runMigrationsLocked(db.dataSource);
-    expect((await allowHosts())[0][2]).toEqual([
+    await down();
+    const bound = [
       { host: 'crm.example.com', secrets: ['crm_token'] },
-      { host: 'hooks.example.com', secrets: ['*'] },
-    ]);
+      { host: 'hooks.example.com', secrets: [] },
+    ];
+    expect((await allowHosts())[0][2]).toEqual(bound);
+    await db.dataSource.query(
+      `UPDATE tenant_connector_settings SET allow_hosts = allow_hosts || $1::jsonb WHERE tenant_id = 'tb'`,
+      [JSON.stringify([{ host: 'legacy.example.com' }])],
+    );
+    await runMigrationsLocked(db.dataSource);
+    expect((await allowHosts())[0][2]).toEqual([...bound, { host: 'legacy.example.com', secrets: ['*'] }]);
   });
 });

@@ -207,6 +207,38 @@ describe('operationFailure (the failure object, derived from status, reason and 
       'human',
       false,
     ],
+    // A never-sent hold the system ended with its execution: nobody decided, the execution's end is the cause.
+    [
+      'a hold cancelled with its cancelled execution',
+      S.CANCELLED,
+      R.KNOWLEDGE_CONFLICT,
+      change(S.MANUAL_REVIEW, { actor: 'system', cause: 'execution_cancelled' }),
+      'execution_cancelled',
+      'dispatch',
+      'caller_error',
+      true,
+    ],
+    [
+      'a hold cancelled with its expired execution',
+      S.CANCELLED,
+      R.SOURCE_UNREACHABLE,
+      change(S.MANUAL_REVIEW, { actor: 'system', cause: 'execution_expired' }),
+      'execution_expired',
+      'dispatch',
+      'transient',
+      true,
+    ],
+    // Rows written before actors were recorded: out of MANUAL_REVIEW, a person decided.
+    [
+      'cancelled out of review, no actor recorded',
+      S.CANCELLED,
+      null,
+      change(S.MANUAL_REVIEW),
+      'resolved_cancelled',
+      'review',
+      'human',
+      false,
+    ],
     [
       'knowledge conflict',
       S.MANUAL_REVIEW,

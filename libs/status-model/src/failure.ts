@@ -269,7 +269,9 @@ const HOLD_BEFORE_SEND: Readonly<Partial<Record<TerminalReason, FailureCode>>> =
 
 function failureCodeOf(op: OperationForFailure, change: LastStatusChange): FailureCode {
   const reason = op.terminalReason;
-  const byHuman = change.actor === 'human' || change.from === S.MANUAL_REVIEW;
+  // Out of MANUAL_REVIEW a person decides — except the system's own moves (a re-check's VERIFIED, the cancel of a
+  // never-sent hold whose execution ended), which say so in their actor. Rows from before actors were recorded have none.
+  const byHuman = change.actor === 'human' || (change.from === S.MANUAL_REVIEW && change.actor !== 'system');
   if (op.status === S.FAILED) {
     if (byHuman) return 'resolved_failed';
     if (reason === TerminalReason.CONNECTOR_REJECTED) return 'connector_rejected';

@@ -191,8 +191,14 @@ describe('failedRefusedByRead: a reviewer’s FAILED and the read made when it i
       // A person's "no effect" is not taken where the source could say and cannot now: not yet, not never.
       expect(failedRefusedByRead(heldFor, 'unreachable')).toBe('source_unread');
       expect(failedRefusedByRead(heldFor, 'stale')).toBe('source_unread');
+      // A read not made at all (refused by the tenant's settings, or unbuildable): no source to wait for.
+      expect(failedRefusedByRead(heldFor, 'unreachable', false)).toBeNull();
     },
   );
+
+  it('a hold with a record on file stays refused even when the read could not be made', () => {
+    expect(failedRefusedByRead(R.FIELD_MISSING, 'unreachable', false)).toBe('record_on_file');
+  });
 });
 
 describe('decideReconcileStart', () => {

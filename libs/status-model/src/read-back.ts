@@ -36,16 +36,21 @@ export const HOLDS_WITH_A_RECORD_ON_FILE: readonly TerminalReason[] = [TerminalR
  * - `effect_shown` — the read shows a record of the effect now;
  * - `record_on_file` — the hold itself found one, and this read cannot show it gone;
  * - `source_unread` — the source cannot be read now (unreachable, lagging): the reviewer tries again once it answers,
- *   or resolves otherwise.
+ *   or resolves otherwise. A read that was not made at all (`made` false) is not a source that may answer later.
  */
 export function failedRefusedByRead(
   heldFor: TerminalReason | null,
   read: ReadBackKind,
+  /**
+   * False when the read was not even attempted (the tenant's settings refuse it, or it cannot be built): waiting for
+   * the source changes nothing, so — as where nothing can be read back — a person's evidence is all there is.
+   */
+  made = true,
 ): 'effect_shown' | 'record_on_file' | 'source_unread' | null {
   if (readShowsTheEffect(read)) return 'effect_shown';
   if (read === 'absent') return null;
   if (heldFor !== null && HOLDS_WITH_A_RECORD_ON_FILE.includes(heldFor)) return 'record_on_file';
-  return 'source_unread';
+  return made ? 'source_unread' : null;
 }
 
 /**

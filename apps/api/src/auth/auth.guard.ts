@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { CanActivate, ExecutionContext, Inject, Injectable } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import type { Role } from '@verity/persistence';
@@ -31,7 +32,9 @@ export function basicPassword(req: Pick<Request, 'headers'>): string | null {
  * TRUST_PROXY names — the client they report (Express' `req.ip`, which is the peer when no proxy is trusted).
  */
 export function clientAddress(req: Pick<Request, 'socket' | 'ip'>): string {
-  return req.ip ?? req.socket?.remoteAddress ?? 'unknown';
+  // What a trusted proxy reports is still text from the wire: only an address is taken (it becomes a Redis key).
+  if (req.ip && isIP(req.ip)) return req.ip;
+  return req.socket?.remoteAddress ?? 'unknown';
 }
 
 @Injectable()

@@ -291,7 +291,11 @@ export class OperationsService {
     const resolution: Record<string, unknown> = { status, evidence, by: principal.keyId, at: new Date().toISOString() };
     if (option.check === 'read_back') {
       const read = await this.readSourceNow(op);
-      const refusedByRead = failedRefusedByRead(op.terminalReason, read.kind);
+      const refusedByRead = failedRefusedByRead(
+        op.terminalReason,
+        read.kind,
+        !(read.kind === 'unreachable' && read.notMade === true),
+      );
       // A record of the effect, even one without the field that tells its state, is an effect that happened.
       if (refusedByRead === 'effect_shown') {
         throw effectExists('the source shows this effect now: it cannot be marked as not having happened', read);
@@ -322,7 +326,8 @@ export class OperationsService {
           { 'retry-after': String(Math.max(1, Math.ceil(this.config.RECHECK_BACKOFF_MS / 1000))) },
         );
       }
-      // Absent: the source answered without the effect, and the reviewer's evidence stands, with this read.
+      // Absent (the source answered without the effect), or a read that could not be made at all (refused by the
+      // tenant's settings, or needing the reference the lost answer held): the reviewer's evidence stands, with it.
       resolution.read_back = { kind: read.kind, ...read.evidence };
     }
     const decided = await this.transitions.decide(this.db.manager, {

@@ -467,7 +467,6 @@ function progressReporter(extra: ToolExtra): (message: string) => void {
   };
 }
 
-/** The API's refusals become tool errors the agent can read (problem code, detail, field errors), not crashes. */
 /**
  * A tool's id argument: the prefix and the id alphabet only, so no argument can become a path of its own (`..`, a
  * slash) in the request the tool makes.
@@ -481,6 +480,7 @@ function idPattern(prefix: 'exe' | 'op'): RegExp {
   return new RegExp(`^${prefix}_[0-9a-z]+$`);
 }
 
+/** The API's refusals become tool errors the agent can read (problem code, detail, field errors), not crashes. */
 async function guarded(run: () => Promise<CallToolResult>): Promise<CallToolResult> {
   try {
     return await run();
