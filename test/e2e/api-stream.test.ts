@@ -1,4 +1,5 @@
 import IORedis from 'ioredis';
+import { createConnection } from 'node:net';
 import { z } from 'zod';
 import { eventsChannel } from '@verity/queues';
 import { TEST_REDIS_URL } from '../support/services';
@@ -6,6 +7,7 @@ import { API_SCHEMAS } from '../../apps/api/src/openapi';
 import { DEMO, Stack, freePort, waitFor } from '../support/stack';
 import { charge, http, sms, submission, unique } from '../support/http';
 import { SseFrame, openStream } from './api-sse';
+import { waitForLog } from './dispatcher-helpers';
 import type { Execution } from '@verity/sdk';
 
 /**
@@ -243,6 +245,75 @@ describe('SSE stream', () => {
     b.abort();
     await http(url, 'POST', `/v1/executions/${created.id}/cancel`, { key: DEMO.agent });
   });
+
+  it('lets go of a client that stops reading instead of holding its history in memory; it resumes from Last-Event-ID', async () => {
+    const port = await freePort();
+    const api = await stack.startApp('api', { PORT: String(port), HOST: '127.0.0.1', SSE_DRAIN_TIMEOUT_MS: '1000' });
+    // Waits for an approval that never comes: the stream stays open. Its history is made long (about 12 MB) by events
+    // written straight into the log, as a reviewer's thousands of re-checks would write them.
+    const created = await submit([charge(unique('slow-reader'), { requires_approval: true })]);
+    const { seq: written } = await waitFor(
+      async () =>
+        (
+          (await stack.db.dataSource.query(`SELECT event_seq::int AS seq FROM executions WHERE id = $1`, [
+            created.id,
+          ])) as { seq: number }[]
+        )[0],
+      (row) => row.seq >= 5,
+    );
+    const extra = 6000;
+    await stack.db.dataSource.transaction(async (tx) => {
+      await tx.query(
+        `INSERT INTO events (id, execution_id, tenant_id, seq, type, data)
+         SELECT 'evt_slow' || lpad(g::text, 6, '0'), $1, 'demo', $2::int + g, 'operation.rechecked',
+                jsonb_build_object('note', repeat('x', 2000))
+         FROM generate_series(1, $3::int) g`,
+        [created.id, written, extra],
+      );
+      await tx.query(`UPDATE executions SET event_seq = event_seq + $2 WHERE id = $1`, [created.id, extra]);
+    });
+    const total = written + extra;
+
+    // A client that sends its request and then reads nothing.
+    const socket = createConnection(port, '127.0.0.1');
+    socket.pause();
+    const received: Buffer[] = [];
+    const ended = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    socket.on('error', () => undefined);
+    socket.write(
+      // HTTP/1.0: the body comes as it is written, with no chunk framing to read around.
+      `GET /v1/executions/${created.id}/stream HTTP/1.0\r\nHost: 127.0.0.1\r\n` +
+        `Authorization: Bearer ${DEMO.agent}\r\nAccept: text/event-stream\r\n\r\n`,
+    );
+    // The API waits for it a second, then closes the connection rather than buffering the rest.
+    const lettingGo = await waitForLog(
+      api,
+      (line) => line.msg === 'stream closed: the client did not take what was sent' && line.executionId === created.id,
+    );
+    expect(Number(lettingGo.lastSentSeq)).toBeLessThan(total);
+    // The client, reading now, gets what the connection carried, and then the close: never the whole history.
+    socket.on('data', (chunk: Buffer) => received.push(chunk));
+    socket.resume();
+    await ended;
+    const text = Buffer.concat(received).toString('utf8');
+    expect(text).not.toContain('event: end');
+    // Only frames the connection carried whole (a client dispatches an event at its blank line).
+    const whole = text.slice(0, text.lastIndexOf('\n\n') + 2);
+    const ids = [...whole.matchAll(/^id: (\S+)$/gm)].map((m) => m[1]);
+    expect(ids.length).toBeGreaterThan(0);
+    expect(ids.length).toBeLessThan(total);
+    // Resumed from the last event it saw: the rest, with no gap and no duplicate.
+    const resumed = await openStream(`http://127.0.0.1:${port}/v1/executions/${created.id}/stream`, DEMO.agent, {
+      'last-event-id': ids.at(-1)!,
+    });
+    const frames = await resumed.waitFor((all) => all.filter((f) => f.id).length >= total - ids.length, 60_000);
+    resumed.abort();
+    const seqs = frames.filter((f) => f.id).map((f) => (JSON.parse(f.data) as { seq: number }).seq);
+    expect(seqs[0]).toBe(ids.length + 1);
+    expect(seqs.at(-1)).toBe(total);
+    expect(new Set(seqs).size).toBe(seqs.length);
+    await http(stack.apiUrl, 'POST', `/v1/executions/${created.id}/cancel`, { key: DEMO.agent });
+  }, 120_000);
 
   it('caps open streams per key across API processes: the cap is shared, not per process', async () => {
     const urls: string[] = [];

@@ -183,6 +183,11 @@ const ConfigSchema = z
     RATE_LIMIT_PER_MINUTE: integer({ min: 1, default: 6000 }),
     MAX_STREAMS_PER_KEY: integer({ min: 1, default: 20 }),
     SSE_HEARTBEAT_MS: ms(15_000),
+    /**
+     * How long a stream waits for a client that stopped reading to take what was written, before it closes the
+     * connection (the client resumes from Last-Event-ID): nothing of a long history piles up in the API's memory.
+     */
+    SSE_DRAIN_TIMEOUT_MS: ms(30_000),
     /** Bull Board is read-only in every mode; only this, set explicitly, lets an operator retry or pause jobs there. */
     BULL_BOARD_WRITABLE: bool,
     /**

@@ -8,7 +8,7 @@ import {
   listEvents,
 } from '@verity/persistence';
 import { canStillChange, isOutcomeCurrent, latestByKey } from '@verity/status-model';
-import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { PRODUCER_REDIS } from '@verity/queues';
 import type { RedisClient as Redis } from '@verity/platform';
 import type { Request, Response } from 'express';
@@ -20,6 +20,7 @@ import { ExecutionsService } from '../executions/executions.service';
 import { presentEvent } from '../executions/presenter';
 import { EventNotifier } from './event-notifier.service';
 import { StreamCap } from './stream-cap';
+import { drained } from './drained';
 import { StreamEndReason, StreamVerdict, streamVerdict } from './stream-end';
 
 const POLL_FALLBACK_MS = 2_000;
@@ -42,6 +43,7 @@ export class StreamService {
     private readonly keys: ApiKeyService,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
     @Inject(PRODUCER_REDIS) redis: Redis,
+    @Inject(LOGGER) private readonly logger: Logger,
   ) {
     // A lease outlives three missed heartbeats, so only a dead process' streams expire.
     this.cap = new StreamCap(redis, config.QUEUE_PREFIX, config.MAX_STREAMS_PER_KEY, config.SSE_HEARTBEAT_MS * 3);
@@ -104,7 +106,8 @@ export class StreamService {
     const heartbeat = setInterval(() => {
       // Renewed only for a client still there: a lease is never kept alive for a connection that is gone.
       if (client.gone) return close();
-      if (!closed) res.write(': heartbeat\n\n');
+      // Not on top of what a client still has to take: the events wait for it (drained), so does a heartbeat.
+      if (!closed && !res.writableNeedDrain) res.write(': heartbeat\n\n');
       lease.renew();
       poke();
     }, this.config.SSE_HEARTBEAT_MS);
@@ -127,10 +130,25 @@ export class StreamService {
           pending = true;
         };
         const events = await listEvents(this.db.manager, executionId, principal.tenantId, cursor, 500);
+        let keptUp = true;
         for (const event of events) {
           const view = presentEvent(event);
-          res.write(`id: ${view.id}\nevent: ${view.type}\ndata: ${JSON.stringify(view)}\n\n`);
+          const taken = res.write(`id: ${view.id}\nevent: ${view.type}\ndata: ${JSON.stringify(view)}\n\n`);
           cursor = view.seq;
+          // A client that does not take what it was sent is not sent more: wait for it, or let it go (drained).
+          if (!taken && !(await drained(res, this.config.SSE_DRAIN_TIMEOUT_MS))) {
+            keptUp = false;
+            break;
+          }
+        }
+        if (!keptUp) {
+          // Not an end the client should act on: the connection closes, and it resumes from its Last-Event-ID.
+          this.logger.info(
+            { executionId, keyId: principal.keyId, lastSentSeq: cursor },
+            'stream closed: the client did not take what was sent',
+          );
+          res.destroy();
+          break;
         }
         if (events.length === 500) continue;
         const verdict = await this.verdict(principal.tenantId, executionId);
@@ -160,7 +178,7 @@ export class StreamService {
       }
     } finally {
       close();
-      res.end();
+      if (!res.destroyed) res.end();
     }
   }
 
