@@ -27,48 +27,42 @@ function fill(out: Socket): void {
   expect(out.writableNeedDrain).toBe(true);
 }
 
-describe('drained: backpressure for a client that reads at its own pace', () => {
-  it('is true at once when nothing waits to be taken', async () => {
-    const { server, close } = await pair();
-    try {
-      expect(await drained(server, 50)).toBe(true);
-    } finally {
-      await close();
-    }
-  });
+/** Runs `check` on a fresh pair, closed afterwards whatever happens. */
+async function withPair(check: (p: { server: Socket; client: Socket }) => Promise<void>): Promise<void> {
+  const { server, client, close } = await pair();
+  try {
+    await check({ server, client });
+  } finally {
+    await close();
+  }
+}
 
-  it('is false when the client takes nothing within the time given (the stream then lets it go)', async () => {
-    const { server, close } = await pair();
-    try {
+describe('drained: backpressure for a client that reads at its own pace', () => {
+  it('is true at once when nothing waits to be taken', () =>
+    withPair(async ({ server }) => {
+      expect(await drained(server, 50)).toBe(true);
+    }));
+
+  it('is false when the client takes nothing within the time given (the stream then lets it go)', () =>
+    withPair(async ({ server }) => {
       fill(server);
       expect(await drained(server, 300)).toBe(false);
       expect(server.listenerCount('drain')).toBe(0);
-    } finally {
-      await close();
-    }
-  });
+    }));
 
-  it('is true once the client reads what was written', async () => {
-    const { server, client, close } = await pair();
-    try {
+  it('is true once the client reads what was written', () =>
+    withPair(async ({ server, client }) => {
       fill(server);
       const waited = drained(server, 20_000);
       client.resume();
       expect(await waited).toBe(true);
-    } finally {
-      await close();
-    }
-  });
+    }));
 
-  it('is false when the connection closes while it waits', async () => {
-    const { server, close } = await pair();
-    try {
+  it('is false when the connection closes while it waits', () =>
+    withPair(async ({ server }) => {
       fill(server);
       const waited = drained(server, 20_000);
       server.destroy();
       expect(await waited).toBe(false);
-    } finally {
-      await close();
-    }
-  });
+    }));
 });
