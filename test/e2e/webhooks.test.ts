@@ -1,17 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { createServer, IncomingHttpHeaders, Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { createApiKey, findActiveKey } from '@verity/persistence';
 import { Webhook } from 'standardwebhooks';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, HttpResult, sms, submission, unique } from '../support/http';
-
-interface Received {
-  path: string;
-  headers: IncomingHttpHeaders;
-  body: string;
-  answered: number;
-}
+import { Received, startReceiver } from './webhook-receiver';
 
 interface Body {
   type: string;
@@ -54,33 +46,10 @@ interface DeliveryView {
  * A receiver on loopback: `/ok*` answers 204, `/flaky` answers 500 to the first two attempts of each message
  * (`webhook-id`) and 204 after, `/down` always 500.
  */
-async function startReceiver(): Promise<{ base: string; port: number; seen: Received[]; close(): Promise<void> }> {
-  const seen: Received[] = [];
-  const attemptsById = new Map<string, number>();
-  const server: Server = createServer((req, res) => {
-    let body = '';
-    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
-    req.on('end', () => {
-      const path = req.url ?? '';
-      const id = String(req.headers['webhook-id']);
-      const attempt = (attemptsById.get(`${path}|${id}`) ?? 0) + 1;
-      attemptsById.set(`${path}|${id}`, attempt);
-      const answered = path === '/down' || (path === '/flaky' && attempt <= 2) ? 500 : 204;
-      seen.push({ path, headers: req.headers, body, answered });
-      res.writeHead(answered).end();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as AddressInfo).port;
-  return {
-    base: `http://127.0.0.1:${port}`,
-    port,
-    seen,
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-    },
-  };
+function startWebhookReceiver() {
+  return startReceiver((path, attempt) => ({
+    status: path === '/down' || (path === '/flaky' && attempt <= 2) ? 500 : 204,
+  }));
 }
 
 /**
@@ -90,7 +59,7 @@ async function startReceiver(): Promise<{ base: string; port: number; seen: Rece
  */
 describe('webhooks', () => {
   let stack: Stack;
-  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+  let receiver: Awaited<ReturnType<typeof startWebhookReceiver>>;
   let otherAdmin: string;
   const secrets = new Map<string, string>();
   const endpoints: Record<'all' | 'flaky' | 'down' | 'other', EndpointView> = {} as never;
@@ -134,7 +103,7 @@ describe('webhooks', () => {
   }
 
   beforeAll(async () => {
-    receiver = await startReceiver();
+    receiver = await startWebhookReceiver();
     stack = await Stack.start({
       label: 'webhooks',
       env: {

@@ -87,10 +87,12 @@ export class WebhooksService implements OnApplicationBootstrap, OnApplicationShu
 
   private async enqueue(deliveries: OwedDelivery[]): Promise<void> {
     for (const d of deliveries) {
-      const job = webhookDeliveryJob(d.id, d.round, {
-        attempts: this.config.WEBHOOK_MAX_ATTEMPTS,
-        backoffMs: this.config.WEBHOOK_BACKOFF_MS,
-      });
+      const job = webhookDeliveryJob(
+        d.id,
+        d.round,
+        { attempts: this.config.WEBHOOK_MAX_ATTEMPTS, backoffMs: this.config.WEBHOOK_BACKOFF_MS },
+        d.backlog,
+      );
       await this.producer.tryEnqueue(JobName.DELIVER_WEBHOOK, job.data, job.options);
     }
   }

@@ -101,12 +101,19 @@ UPDATE webhook_outbox_cursor SET last_txid = $1::xid8, last_event_id = $2, updat
 INSERT INTO webhook_deliveries (id, endpoint_id, tenant_id, event_id, type, payload)
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[])
      ON CONFLICT (endpoint_id, event_id) DO NOTHING
-     RETURNING id, round;
+     RETURNING id, round, tenant_id;
+
+-- pendingByTenant
+SELECT tenant_id, count(*)::int AS n FROM webhook_deliveries
+     WHERE status = 'pending' AND tenant_id = ANY($1::text[]) GROUP BY tenant_id;
 
 -- owedDeliveries
-SELECT id, round FROM webhook_deliveries
-     WHERE status = 'pending' AND updated_at < clock_timestamp() - make_interval(secs => $1 / 1000.0)
-     ORDER BY updated_at LIMIT $2;
+SELECT id, round, tenant_id,
+            row_number() OVER (PARTITION BY tenant_id ORDER BY updated_at, id)::int AS backlog
+     FROM (SELECT id, round, tenant_id, updated_at FROM webhook_deliveries
+           WHERE status = 'pending' AND updated_at < clock_timestamp() - make_interval(secs => $1 / 1000.0)
+           ORDER BY updated_at LIMIT $2) owed
+     ORDER BY updated_at, id;
 
 -- deliveryToSend
 SELECT d.id, d.tenant_id, d.endpoint_id, w.url, w.secret, d.payload, d.status, d.round, w.disabled_at

@@ -10,12 +10,14 @@ import {
   createWebhookEndpointIn,
   listWebhookDeliveries,
   listWebhookEndpoints,
+  OwedDelivery,
+  owedWebhookDeliveries,
   scanWebhookOutbox,
 } from './webhooks';
 
 /** The webhook outbox reads the events table from a cursor: nothing committed is skipped, nothing is announced twice. */
 describe('webhook outbox (real Postgres)', () => {
-  const db = useTestDatabase('whoutbox', ['acme', 'other', 'racing']);
+  const db = useTestDatabase('whoutbox', ['acme', 'other', 'racing', 'fair']);
   const transitions = new TransitionService();
   let endpointId: string;
 
@@ -150,6 +152,61 @@ describe('webhook outbox (real Postgres)', () => {
     url: 'http://127.0.0.1:9/hook',
     events: ['webhook.disabled'],
     createdBy: 'test',
+  });
+
+  it("places each new delivery in its tenant's line, so one tenant's backlog does not stand before another's first", async () => {
+    await createWebhookEndpoint(db.dataSource, new SecretsCipher(undefined), {
+      tenantId: 'fair',
+      url: 'http://127.0.0.1:9/fair',
+      events: ['execution.finished'],
+      createdBy: 'test',
+    });
+    const pendingOf = async (tenantId: string) =>
+      Number(
+        (
+          (await db.dataSource.query(
+            `SELECT count(*) AS n FROM webhook_deliveries WHERE tenant_id = $1 AND status = 'pending'`,
+            [tenantId],
+          )) as { n: string }[]
+        )[0].n,
+      );
+    // acme's earlier deliveries still wait (nothing answers 127.0.0.1:9); the new tenant has none.
+    const acmeWaiting = await pendingOf('acme');
+    expect(await pendingOf('fair')).toBe(0);
+    const ended = [await newExecution(), await newExecution(), await newExecution(), await newExecution('fair')];
+    for (const id of ended) expect((await fail(db.dataSource.manager, id)).won).toBe(true);
+    const created: OwedDelivery[] = [];
+    const deadline = Date.now() + 10_000;
+    while (created.length < ended.length && Date.now() < deadline) {
+      created.push(...((await scanWebhookOutbox(db.dataSource, 100))?.created ?? []));
+      if (created.length < ended.length) await new Promise((r) => setTimeout(r, 50));
+    }
+    const tenantOf = new Map(
+      (
+        (await db.dataSource.query(`SELECT id, tenant_id FROM webhook_deliveries WHERE id = ANY($1)`, [
+          created.map((d) => d.id),
+        ])) as { id: string; tenant_id: string }[]
+      ).map((r) => [r.id, r.tenant_id]),
+    );
+    const line = (tenantId: string) => created.filter((d) => tenantOf.get(d.id) === tenantId).map((d) => d.backlog);
+    expect(line('acme')).toEqual([acmeWaiting + 1, acmeWaiting + 2, acmeWaiting + 3]);
+    // The new tenant's first delivery is first in its line, however long acme's is.
+    expect(line('fair')).toEqual([1]);
+
+    // Deliveries enqueued again (their jobs lost) are ranked the same way within the pass.
+    const owed = await owedWebhookDeliveries(db.dataSource.manager, 0, 1000);
+    const owedTenant = new Map(
+      (
+        (await db.dataSource.query(`SELECT id, tenant_id FROM webhook_deliveries WHERE id = ANY($1)`, [
+          owed.map((d) => d.id),
+        ])) as { id: string; tenant_id: string }[]
+      ).map((r) => [r.id, r.tenant_id]),
+    );
+    for (const tenantId of ['acme', 'fair']) {
+      const ranks = owed.filter((d) => owedTenant.get(d.id) === tenantId).map((d) => d.backlog);
+      expect(ranks).toEqual(ranks.map((_, i) => i + 1));
+    }
+    expect(owed.filter((d) => owedTenant.get(d.id) === 'fair')).toHaveLength(1);
   });
 
   it('refuses an endpoint beyond the per-tenant limit', async () => {

@@ -115,10 +115,16 @@ export const WEBHOOKS_SQL = {
   insertDeliveries: `INSERT INTO webhook_deliveries (id, endpoint_id, tenant_id, event_id, type, payload)
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[])
      ON CONFLICT (endpoint_id, event_id) DO NOTHING
-     RETURNING id, round`,
-  owedDeliveries: `SELECT id, round FROM webhook_deliveries
-     WHERE status = 'pending' AND updated_at < clock_timestamp() - make_interval(secs => $1 / 1000.0)
-     ORDER BY updated_at LIMIT $2`,
+     RETURNING id, round, tenant_id`,
+  // How many deliveries each tenant has waiting, these included (the same transaction inserted them).
+  pendingByTenant: `SELECT tenant_id, count(*)::int AS n FROM webhook_deliveries
+     WHERE status = 'pending' AND tenant_id = ANY($1::text[]) GROUP BY tenant_id`,
+  owedDeliveries: `SELECT id, round, tenant_id,
+            row_number() OVER (PARTITION BY tenant_id ORDER BY updated_at, id)::int AS backlog
+     FROM (SELECT id, round, tenant_id, updated_at FROM webhook_deliveries
+           WHERE status = 'pending' AND updated_at < clock_timestamp() - make_interval(secs => $1 / 1000.0)
+           ORDER BY updated_at LIMIT $2) owed
+     ORDER BY updated_at, id`,
   deliveryToSend: `SELECT d.id, d.tenant_id, d.endpoint_id, w.url, w.secret, d.payload, d.status, d.round, w.disabled_at
      FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id WHERE d.id = $1`,
   recordAttempt: `UPDATE webhook_deliveries SET status = $3, attempts = attempts + 1, last_attempt_at = clock_timestamp(),
@@ -176,6 +182,11 @@ export interface WebhookBody {
 export interface OwedDelivery {
   id: string;
   round: number;
+  /**
+   * Its place among its tenant's waiting deliveries (1: the first). Delivery jobs are scheduled by it, so a tenant
+   * with thousands waiting (a slow receiver, a burst) does not hold up another tenant's first one.
+   */
+  backlog: number;
 }
 
 /** A signing secret opens only in its own endpoint's row. */
@@ -410,7 +421,7 @@ async function insertDeliveries(
   db: Queryable,
   deliveries: { id: string; endpointId: string; tenantId: string; eventId: string | null; body: WebhookBody }[],
 ): Promise<OwedDelivery[]> {
-  const inserted = await rows<{ id: string; round: number }>(db, WEBHOOKS_SQL.insertDeliveries, [
+  const inserted = await rows<{ id: string; round: number; tenant_id: string }>(db, WEBHOOKS_SQL.insertDeliveries, [
     deliveries.map((d) => d.id),
     deliveries.map((d) => d.endpointId),
     deliveries.map((d) => d.tenantId),
@@ -418,15 +429,36 @@ async function insertDeliveries(
     deliveries.map((d) => d.body.type),
     deliveries.map((d) => JSON.stringify(d.body)),
   ]);
-  return inserted;
+  if (inserted.length === 0) return [];
+  const tenants = [...new Set(inserted.map((d) => d.tenant_id))];
+  const pending = new Map(
+    (await rows<{ tenant_id: string; n: number }>(db, WEBHOOKS_SQL.pendingByTenant, [tenants])).map((r) => [
+      r.tenant_id,
+      r.n,
+    ]),
+  );
+  // The new ones come last in their tenant's line: the first of them follows what was already waiting.
+  const next = new Map(
+    tenants.map((t) => [t, (pending.get(t) ?? 0) - inserted.filter((d) => d.tenant_id === t).length + 1]),
+  );
+  return inserted.map((d) => {
+    const backlog = Math.max(1, next.get(d.tenant_id) ?? 1);
+    next.set(d.tenant_id, backlog + 1);
+    return { id: d.id, round: d.round, backlog };
+  });
 }
 
 /**
  * Pending deliveries untouched for `olderThanMs` (their job was lost with Redis, or never made): to enqueue again.
  * The job id names the round, so a job still waiting in Redis is not duplicated.
  */
-export function owedWebhookDeliveries(db: Queryable, olderThanMs: number, limit: number): Promise<OwedDelivery[]> {
-  return rows<OwedDelivery>(db, WEBHOOKS_SQL.owedDeliveries, [olderThanMs, limit]);
+export async function owedWebhookDeliveries(
+  db: Queryable,
+  olderThanMs: number,
+  limit: number,
+): Promise<OwedDelivery[]> {
+  const owed = await rows<OwedDelivery & { tenant_id: string }>(db, WEBHOOKS_SQL.owedDeliveries, [olderThanMs, limit]);
+  return owed.map(({ id, round, backlog }) => ({ id, round, backlog }));
 }
 
 export interface DeliveryToSend {

@@ -1,4 +1,4 @@
-import { JobName, jobId, preconditionReadJobId, releaseDispatchJobId } from './names';
+import { JobName, jobId, preconditionReadJobId, releaseDispatchJobId, webhookDeliveryJob } from './names';
 
 describe('jobId', () => {
   // Ids already in Redis dedupe later enqueues of the same intent: a changed id would let a second job in beside it.
@@ -26,5 +26,30 @@ describe('jobId', () => {
 
   it('never uses the separator BullMQ reserves', () => {
     for (const name of Object.values(JobName)) expect(jobId(name, 'op_1', 'x')).not.toContain(':');
+  });
+});
+
+describe('webhookDeliveryJob', () => {
+  const retry = { attempts: 8, backoffMs: 5000 };
+
+  it("is scheduled by its place in its tenant's line: every tenant's first before any tenant's second", () => {
+    expect(webhookDeliveryJob('msg_1', 0, retry, 1).options.priority).toBe(1);
+    expect(webhookDeliveryJob('msg_2', 0, retry, 2000).options.priority).toBe(2000);
+    expect(webhookDeliveryJob('msg_1', 3, retry, 1)).toEqual({
+      data: { deliveryId: 'msg_1', round: 3 },
+      options: {
+        jobId: 'msg_1.deliver-webhook.3',
+        attempts: 8,
+        backoff: { type: 'exponential', delay: 5000 },
+        priority: 1,
+      },
+    });
+  });
+
+  it("stays within BullMQ's priorities: never 0 (which would go before every prioritized job), never beyond its limit", () => {
+    expect(webhookDeliveryJob('msg_1', 0, retry, 0).options.priority).toBe(1);
+    expect(webhookDeliveryJob('msg_1', 0, retry, -5).options.priority).toBe(1);
+    expect(webhookDeliveryJob('msg_1', 0, retry, 1.7).options.priority).toBe(1);
+    expect(webhookDeliveryJob('msg_1', 0, retry, 10 ** 9).options.priority).toBe(2 ** 21 - 1);
   });
 });

@@ -162,6 +162,12 @@ export function webhookDeliveryJob(
   deliveryId: string,
   round: number,
   retry: { attempts: number; backoffMs: number },
+  /**
+   * Its place among its tenant's waiting deliveries (1: the first): the job's priority. Deliveries are unordered, and
+   * every tenant's first waiting delivery goes before any tenant's second, so a tenant with a long line (a slow
+   * receiver, a burst) does not hold up the others' deliveries (BullMQ: lower number first, FIFO within one).
+   */
+  backlog: number,
 ): { data: JobPayloads[JobName.DELIVER_WEBHOOK]; options: JobsOptions } {
   return {
     data: { deliveryId, round },
@@ -169,6 +175,10 @@ export function webhookDeliveryJob(
       jobId: jobId(JobName.DELIVER_WEBHOOK, deliveryId, round),
       attempts: retry.attempts,
       backoff: { type: 'exponential', delay: retry.backoffMs },
+      priority: Math.min(Math.max(1, Math.floor(backlog)), WEBHOOK_PRIORITY_LIMIT),
     },
   };
 }
+
+/** BullMQ's lowest priority (its PRIORITY_LIMIT): a longer line than this shares the last place. */
+const WEBHOOK_PRIORITY_LIMIT = 2 ** 21 - 1;

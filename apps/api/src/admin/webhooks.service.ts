@@ -156,10 +156,13 @@ export class WebhooksService {
       if (result.refused === 'not_found') throw Problem.notFound('Delivery', deliveryId);
       throw Problem.conflict('endpoint-disabled', `webhook ${id} is disabled; enable it first (POST …/enable)`);
     }
-    const job = webhookDeliveryJob(result.delivery.id, result.delivery.round, {
-      attempts: this.config.WEBHOOK_MAX_ATTEMPTS,
-      backoffMs: this.config.WEBHOOK_BACKOFF_MS,
-    });
+    // An admin's redelivery is one delivery asked for now: first in its tenant's line.
+    const job = webhookDeliveryJob(
+      result.delivery.id,
+      result.delivery.round,
+      { attempts: this.config.WEBHOOK_MAX_ATTEMPTS, backoffMs: this.config.WEBHOOK_BACKOFF_MS },
+      1,
+    );
     // After the commit; if Redis is away, the reconciler's outbox pass enqueues the pending delivery later.
     await this.producer.tryEnqueue(JobName.DELIVER_WEBHOOK, job.data, job.options);
     this.logger.info({ tenantId: principal.tenantId, endpointId: id, deliveryId }, 'webhook redelivery requested');

@@ -1,0 +1,44 @@
+import { createServer, IncomingHttpHeaders, Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface Received {
+  path: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+  answered: number;
+}
+
+/**
+ * A webhook receiver on loopback for the tests: every request is noted in arrival order, and `answer` decides, per
+ * path and attempt of the same message (`webhook-id`), the status and how long to take before giving it.
+ */
+export async function startReceiver(
+  answer: (path: string, attempt: number) => { status: number; afterMs?: number },
+): Promise<{ base: string; port: number; seen: Received[]; close(): Promise<void> }> {
+  const seen: Received[] = [];
+  const attemptsById = new Map<string, number>();
+  const server: Server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+    req.on('end', () => {
+      const path = req.url ?? '';
+      const id = String(req.headers['webhook-id']);
+      const attempt = (attemptsById.get(`${path}|${id}`) ?? 0) + 1;
+      attemptsById.set(`${path}|${id}`, attempt);
+      const { status, afterMs = 0 } = answer(path, attempt);
+      seen.push({ path, headers: req.headers, body, answered: status });
+      setTimeout(() => res.writeHead(status).end(), afterMs);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    base: `http://127.0.0.1:${port}`,
+    port,
+    seen,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}

@@ -1,0 +1,90 @@
+import { createApiKey } from '@verity/persistence';
+import { DEMO, Stack, waitFor } from '../support/stack';
+import { charge, http, submission, unique } from '../support/http';
+import { startReceiver } from './webhook-receiver';
+
+/**
+ * One tenant's long line of deliveries to a slow receiver does not stand before another tenant's first delivery: a
+ * delivery job is scheduled by its place in its own tenant's line (every tenant's first before any tenant's second).
+ * One delivery slot (WORKER_CONCURRENCY 1) makes the order visible: first in, first out, the other tenant's delivery
+ * would wait for all of the first tenant's.
+ */
+describe('webhooks: one tenant does not hold up another', () => {
+  let stack: Stack;
+  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+  /** Who arrived, in order. */
+  const arrivals = () => receiver.seen.map((r) => r.path);
+  let otherAdmin: string;
+  let otherAgent: string;
+
+  beforeAll(async () => {
+    // `/slow` answers after 300 ms, `/fast` at once.
+    receiver = await startReceiver((path) => ({ status: 204, afterMs: path === '/slow' ? 300 : 0 }));
+    stack = await Stack.start({
+      label: 'whfair',
+      env: { WEBHOOK_SCAN_INTERVAL_MS: '100', WORKER_CONCURRENCY: '1' },
+    });
+    otherAdmin = (
+      await createApiKey(stack.db.dataSource.manager, { tenantId: 'demo-other', role: 'admin', label: 'test' })
+    ).key;
+    otherAgent = DEMO.otherAgent;
+    for (const [key, path] of [
+      [DEMO.admin, '/slow'],
+      [otherAdmin, '/fast'],
+    ]) {
+      const put = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+        key,
+        body: { allow_hosts: [{ host: '127.0.0.1', ports: [receiver.port], allow_private: true }] },
+      });
+      expect(put.status).toBe(200);
+      const created = await http(stack.apiUrl, 'POST', '/v1/admin/webhooks', {
+        key,
+        body: { url: `${receiver.base}${path}`, events: ['operation.settled'] },
+      });
+      expect(created.status).toBe(201);
+    }
+  }, 60_000);
+
+  afterAll(async () => {
+    await stack?.stop();
+    await receiver?.close();
+  });
+
+  it("delivers another tenant's first webhook ahead of the line one tenant's slow receiver built up", async () => {
+    const many = 16;
+    const burst = await http(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission(Array.from({ length: many }, (_, i) => charge(unique(`whfair-${i}`), { key: `c${i}` }))),
+    });
+    expect(burst.status).toBe(201);
+    // Its line has formed: the slow receiver is being served, and most of the line still waits.
+    await waitFor(
+      async () => arrivals().filter((p) => p === '/slow').length,
+      (n) => n >= 1,
+      30_000,
+      20,
+    );
+    const single = await http(stack.apiUrl, 'POST', '/v1/executions', {
+      key: otherAgent,
+      body: submission([charge(unique('whfair-other'))]),
+    });
+    expect(single.status).toBe(201);
+    const slowBefore = await waitFor(
+      async () => ({ fast: arrivals().indexOf('/fast'), arrivals: arrivals() }),
+      (seen) => seen.fast >= 0,
+      30_000,
+      20,
+    );
+    const slowAhead = slowBefore.arrivals.slice(0, slowBefore.fast).length;
+    // Behind at most the first tenant's deliveries that were already first in its line (or being sent), never the rest.
+    expect(slowAhead).toBeLessThanOrEqual(4);
+    expect(slowAhead).toBeLessThan(many);
+    // And the first tenant's line is still served to the end.
+    await waitFor(
+      async () => arrivals().filter((p) => p === '/slow').length,
+      (n) => n >= many,
+      60_000,
+      50,
+    );
+  }, 120_000);
+});
