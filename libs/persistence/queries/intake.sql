@@ -9,7 +9,7 @@ WITH capped AS (
        SELECT $7::text IS NULL OR pg_try_advisory_xact_lock(hashtextextended($2 || chr(31) || $7, 0)) AS yes
      ), claim AS (
        INSERT INTO idempotency_keys (tenant_id, key, request_hash, state, execution_id, expires_at)
-       SELECT $2, $7, $11, 'completed', $1, now() + make_interval(secs => $14 / 1000.0)
+       SELECT $2, $7, $11, 'completed', $1, now() + make_interval(secs => GREATEST($14 / 1000.0, $5::double precision))
        WHERE $7::text IS NOT NULL AND NOT (SELECT yes FROM capped) AND (SELECT yes FROM free)
        ON CONFLICT (tenant_id, key) DO UPDATE
          SET request_hash = EXCLUDED.request_hash, state = 'completed', execution_id = EXCLUDED.execution_id,

@@ -131,6 +131,33 @@ describe('Idempotency-Key records written by the intake statement (real Postgres
     expect(await holder(stuck)).toEqual({ kind: 'replay', executionId: taken.id });
   });
 
+  it("keeps the key for the TTL, or until the execution's deadline when that is later", async () => {
+    const keptFor = async (ttlMs: number, deadlineSeconds: number) => {
+      const key = `kept-${randomUUID()}`;
+      await insertExecution(db.dataSource.manager, {
+        id: newId('exe'),
+        tenantId,
+        agentId: 'agent',
+        intent: 'pay',
+        deadlineSeconds,
+        criteria: [],
+        idempotencyKey: key,
+        idempotency: { requestHash: 'h1', ttlMs, abandonAfterMs: 60_000 },
+        operations: [],
+        createdEventId: newId('evt'),
+      });
+      const [row] = (await db.dataSource.query(
+        `SELECT extract(epoch FROM expires_at - created_at)::int AS s FROM idempotency_keys WHERE tenant_id = $1 AND key = $2`,
+        [tenantId, key],
+      )) as { s: number }[];
+      return row.s;
+    };
+    expect(await keptFor(86_400_000, 600)).toBe(86_400);
+    // A week-long execution outlives a day's TTL: its key lives as long, so a repeat within it replays, never re-sends.
+    expect(await keptFor(86_400_000, 7 * 86_400)).toBe(7 * 86_400);
+    expect(await keptFor(1_000, 120)).toBe(120);
+  });
+
   it('writes nothing and takes no key while an amount cap on the connectors is unchecked', async () => {
     await upsertConnectorSettings(db.dataSource.manager, tenantId, 'sandbox.payments', {
       spendingCaps: [{ period: 'day', max_amount: 1000, amount_field: 'amount' }],

@@ -69,7 +69,7 @@ export const INTAKE_SQL = {
        SELECT $7::text IS NULL OR pg_try_advisory_xact_lock(hashtextextended($2 || chr(31) || $7, 0)) AS yes
      ), claim AS (
        INSERT INTO idempotency_keys (tenant_id, key, request_hash, state, execution_id, expires_at)
-       SELECT $2, $7, $11, 'completed', $1, now() + make_interval(secs => $14 / 1000.0)
+       SELECT $2, $7, $11, 'completed', $1, now() + make_interval(secs => GREATEST($14 / 1000.0, $5::double precision))
        WHERE $7::text IS NOT NULL AND NOT (SELECT yes FROM capped) AND (SELECT yes FROM free)
        ON CONFLICT (tenant_id, key) DO UPDATE
          SET request_hash = EXCLUDED.request_hash, state = 'completed', execution_id = EXCLUDED.execution_id,
@@ -108,7 +108,9 @@ export const INTAKE_SQL = {
 /**
  * I7: one statement writes the execution, its operations and its first event, so a 201 means all of it is
  * committed (and it costs one round trip, since commits are the scarce resource). I8: with an Idempotency-Key, the
- * same statement writes the key's record (completed, naming the execution), and writes anything only when it could:
+ * same statement writes the key's record (completed, naming the execution; kept for the TTL, or until the execution's
+ * deadline when that is later — a client repeating a submission while its execution can still act gets it back, never a
+ * second one that would make the effects again), and writes anything only when it could:
  * null when another record holds the key (nothing written; `idempotencyHolder` says which); `busy` when another
  * request with the key is in this statement right now (a transaction-scoped advisory lock on tenant and key, taken
  * without waiting: it answers "in flight" rather than queueing behind it). The unique index stays what decides: of
