@@ -398,42 +398,30 @@ describe('webhooks', () => {
     expect(listed.body.data.map((c) => c.id)).toEqual(known);
     const { id, url, events } = endpoints.down;
     const configured = { id, url, events };
+    const enabled = { ...configured, disabled: false, disabled_reason: null };
+    /** One entry of this endpoint's history, by the admin, with what it changed. */
+    const entry = (before: Record<string, unknown> | null, after: Record<string, unknown> | null) => ({
+      id: expect.stringMatching(/^chg_/),
+      kind: 'webhook_endpoint',
+      connector: null,
+      endpoint_id: id,
+      by: admin,
+      at: expect.any(String),
+      before,
+      after,
+    });
     // Newest first: the delete, the enable, the create; the worker's disable in between is no admin's change.
     expect(listed.body.data.filter((c) => c.endpoint_id === id)).toEqual([
-      {
-        id: expect.stringMatching(/^chg_/),
-        kind: 'webhook_endpoint',
-        connector: null,
-        endpoint_id: id,
-        by: admin,
-        at: expect.any(String),
-        before: { ...configured, disabled: false, disabled_reason: null },
-        after: null,
-      },
-      {
-        id: expect.stringMatching(/^chg_/),
-        kind: 'webhook_endpoint',
-        connector: null,
-        endpoint_id: id,
-        by: admin,
-        at: expect.any(String),
-        before: {
+      entry(enabled, null),
+      entry(
+        {
           ...configured,
           disabled: true,
           disabled_reason: expect.stringContaining('2 consecutive deliveries failed'),
         },
-        after: { ...configured, disabled: false, disabled_reason: null },
-      },
-      {
-        id: expect.stringMatching(/^chg_/),
-        kind: 'webhook_endpoint',
-        connector: null,
-        endpoint_id: id,
-        by: admin,
-        at: expect.any(String),
-        before: null,
-        after: { ...configured, disabled: false, disabled_reason: null },
-      },
+        enabled,
+      ),
+      entry(null, enabled),
     ]);
     // Every entry of this tenant's endpoints, and only those: the three above, then the creates of the other two.
     expect(

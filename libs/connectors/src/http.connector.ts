@@ -629,12 +629,8 @@ export class HttpConnector implements Connector {
     env: ConnectorEnvironment,
     ref?: string,
   ): PreparedHeaders {
-    let requested: URL | null = null;
-    try {
-      requested = new URL(url);
-    } catch {
-      // Refused by the egress check, before any connection: no header leaves.
-    }
+    // A URL that does not parse is refused by the egress check, before any connection: no header leaves.
+    const requested = URL.canParse(url) ? new URL(url) : null;
     const [unbound] = unboundSecrets(requested, templates, env.tenant?.allowHosts, 'headers');
     if (unbound) return { refused: unbound.message, cause: SECRET_NOT_BOUND };
     const out: Record<string, string> = {};

@@ -108,7 +108,7 @@ SELECT tenant_id, count(*)::int AS n FROM webhook_deliveries
      WHERE status = 'pending' AND tenant_id = ANY($1::text[]) GROUP BY tenant_id;
 
 -- owedDeliveries
-SELECT id, round, tenant_id,
+SELECT id, round,
             row_number() OVER (PARTITION BY tenant_id ORDER BY updated_at, id)::int AS backlog
      FROM (SELECT id, round, tenant_id, updated_at FROM webhook_deliveries
            WHERE status = 'pending' AND updated_at < clock_timestamp() - make_interval(secs => $1 / 1000.0)

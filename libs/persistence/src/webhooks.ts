@@ -119,7 +119,7 @@ export const WEBHOOKS_SQL = {
   // How many deliveries each tenant has waiting, these included (the same transaction inserted them).
   pendingByTenant: `SELECT tenant_id, count(*)::int AS n FROM webhook_deliveries
      WHERE status = 'pending' AND tenant_id = ANY($1::text[]) GROUP BY tenant_id`,
-  owedDeliveries: `SELECT id, round, tenant_id,
+  owedDeliveries: `SELECT id, round,
             row_number() OVER (PARTITION BY tenant_id ORDER BY updated_at, id)::int AS backlog
      FROM (SELECT id, round, tenant_id, updated_at FROM webhook_deliveries
            WHERE status = 'pending' AND updated_at < clock_timestamp() - make_interval(secs => $1 / 1000.0)
@@ -452,13 +452,8 @@ async function insertDeliveries(
  * Pending deliveries untouched for `olderThanMs` (their job was lost with Redis, or never made): to enqueue again.
  * The job id names the round, so a job still waiting in Redis is not duplicated.
  */
-export async function owedWebhookDeliveries(
-  db: Queryable,
-  olderThanMs: number,
-  limit: number,
-): Promise<OwedDelivery[]> {
-  const owed = await rows<OwedDelivery & { tenant_id: string }>(db, WEBHOOKS_SQL.owedDeliveries, [olderThanMs, limit]);
-  return owed.map(({ id, round, backlog }) => ({ id, round, backlog }));
+export function owedWebhookDeliveries(db: Queryable, olderThanMs: number, limit: number): Promise<OwedDelivery[]> {
+  return rows<OwedDelivery>(db, WEBHOOKS_SQL.owedDeliveries, [olderThanMs, limit]);
 }
 
 export interface DeliveryToSend {

@@ -405,9 +405,10 @@ export class ExecutionsService {
 
   /**
    * I11: cancel never claims an in-flight effect did not happen. PREPARED operations become CANCELLED, and so do
-   * operations held before they were ever sent; anything already SENT keeps being reconciled. One transaction, so no one sees (or advances) an execution whose operations
-   * are cancelled but which is itself still running — else the dispatcher could complete it in between. The rows are
-   * locked first (lockExecution), so a racing sender or dispatcher waits for us and then loses its compare-and-set.
+   * operations held before they were ever sent; anything already SENT keeps being reconciled. One transaction, so no
+   * one sees (or advances) an execution whose operations are cancelled but which is itself still running — else the
+   * dispatcher could complete it in between. The rows are locked first (lockExecution), so a racing sender or
+   * dispatcher waits for us and then loses its compare-and-set.
    */
   async cancel(principal: Principal, id: string, reason: string | undefined): Promise<ExecutionView> {
     let traceParent: string | null = null;

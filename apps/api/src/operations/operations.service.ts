@@ -252,21 +252,23 @@ export class OperationsService {
       release: await this.releaseNeeds(op, principal.tenantId),
     });
     const option = options.find((o) => o.status === status);
-    if (option?.available_at) {
-      // Not "no": "not yet". Retry-After says when what the reviewer sees at the source becomes evidence.
-      const permitted = options.filter((o) => o.permitted).map((o) => o.status);
-      throw new Problem(
+    const permitted = options.filter((o) => o.permitted).map((o) => o.status);
+    /** Not "no": "not yet" — with what the reviewer may do meanwhile, and when to ask again. */
+    const notYet = (why: string, extras: Record<string, unknown>, retryAfterMs: number) =>
+      new Problem(
         409,
         'resolution-not-permitted',
         'Conflict with the current state',
-        `FAILED is not permitted yet: ${option.why}`,
-        {
-          current_status: op.status,
-          permitted_resolutions: permitted,
-          resolution_options: options,
-          absence_evident_at: option.available_at,
-        },
-        { 'retry-after': String(Math.max(1, Math.ceil((Date.parse(option.available_at) - now.getTime()) / 1000))) },
+        `FAILED is not permitted yet: ${why}`,
+        { current_status: op.status, permitted_resolutions: permitted, resolution_options: options, ...extras },
+        { 'retry-after': String(Math.max(1, Math.ceil(retryAfterMs / 1000))) },
+      );
+    if (option?.available_at) {
+      // Retry-After says when what the reviewer sees at the source becomes evidence.
+      throw notYet(
+        option.why,
+        { absence_evident_at: option.available_at },
+        Date.parse(option.available_at) - now.getTime(),
       );
     }
     if (!option?.permitted) {
@@ -279,7 +281,6 @@ export class OperationsService {
         // for any other refused FAILED: an operation never sent has no effect to show, only a release or a cancel.
         throw effectExists(option.why, { kind: 'stored', evidence: op.evidence });
       }
-      const permitted = options.filter((o) => o.permitted).map((o) => o.status);
       throw Problem.conflict(
         'resolution-not-permitted',
         op.status === OperationStatus.MANUAL_REVIEW
@@ -310,20 +311,10 @@ export class OperationsService {
       if (refusedByRead === 'source_unread') {
         // "No effect, a retry is safe" is not taken on a person's word where the source could say and cannot now: a
         // retry would send again an effect that may exist. Not yet, rather than never: the source may answer later.
-        const permitted = options.filter((o) => o.permitted).map((o) => o.status);
-        throw new Problem(
-          409,
-          'resolution-not-permitted',
-          'Conflict with the current state',
-          `FAILED is not permitted yet: the source cannot be read now (${read.kind}) to show that the effect is not ` +
-            'there; try again when it answers',
-          {
-            current_status: op.status,
-            permitted_resolutions: permitted,
-            resolution_options: options,
-            read_back: { kind: read.kind, evidence: read.evidence ?? null },
-          },
-          { 'retry-after': String(Math.max(1, Math.ceil(this.config.RECHECK_BACKOFF_MS / 1000))) },
+        throw notYet(
+          `the source cannot be read now (${read.kind}) to show that the effect is not there; try again when it answers`,
+          { read_back: { kind: read.kind, evidence: read.evidence ?? null } },
+          this.config.RECHECK_BACKOFF_MS,
         );
       }
       // Absent (the source answered without the effect), or a read that could not be made at all (refused by the
