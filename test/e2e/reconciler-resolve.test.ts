@@ -242,6 +242,34 @@ describe('reconciler: resolution of MANUAL_REVIEW and escalation', () => {
     expectLegalHistory(await events(stack, created.id));
   });
 
+  it('a cancel and reviewers deciding the same held operation at once: it ends CANCELLED once, never sent', async () => {
+    const approvalRef = unique('rr-race-approval');
+    const heldRef = unique('rr-race-held');
+    const created = await submit(stack, [
+      charge(approvalRef, { requires_approval: true }),
+      charge(heldRef, { key: 'second', expected_state: { charged: true } }),
+    ]);
+    const held = await waitForOp(stack, created.id, 'second', (o) => o.status === 'MANUAL_REVIEW');
+    await waitForOp(stack, created.id, 'charge', (o) => o.approval?.state === 'requested');
+    const answers = await Promise.all([
+      http(stack.apiUrl, 'POST', `/v1/executions/${created.id}/cancel`, { key: DEMO.agent }),
+      resolve(held.id, 'SENT'),
+      resolve(held.id, 'CANCELLED'),
+      resolve(held.id, 'SENT'),
+    ]);
+    expect(answers[0].status).toBe(200);
+    // Each reviewer's answer is a decision or a conflict, never an error.
+    for (const answer of answers.slice(1)) expect([200, 409]).toContain(answer.status);
+    const execution = await settle(stack, created.id);
+    expect(execution.status).toBe('cancelled');
+    expect(execution.operations.map((o) => o.status)).toEqual(['CANCELLED', 'CANCELLED']);
+    const log = await events(stack, created.id);
+    expectLegalHistory(log);
+    expect(statusPath(log, held.id)).toEqual(['PREPARED', 'MANUAL_REVIEW', 'CANCELLED']);
+    const effects = await stack.effects();
+    expect([effects.charges[approvalRef], effects.charges[heldRef]]).toEqual([undefined, undefined]);
+  });
+
   it('a never-sent held operation is released only once the operation it depends on is done', async () => {
     const firstRef = unique('rr-dep-first');
     const heldRef = unique('rr-dep-held');
