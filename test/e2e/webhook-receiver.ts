@@ -27,7 +27,8 @@ export async function startReceiver(
       attemptsById.set(`${path}|${id}`, attempt);
       const { status, afterMs = 0 } = answer(path, attempt);
       seen.push({ path, headers: req.headers, body, answered: status });
-      setTimeout(() => res.writeHead(status).end(), afterMs);
+      if (afterMs > 0) setTimeout(() => res.writeHead(status).end(), afterMs);
+      else res.writeHead(status).end();
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -250,12 +250,15 @@ describe('webhooks', () => {
       new Webhook(secrets.get(endpoints.all.id)!).verify(stranger.body, stranger.headers as never),
     ).toThrow();
 
-    const log = await call<{ data: DeliveryView[] }>(
-      'GET',
-      `/v1/admin/webhooks/${endpoints.flaky.id}/deliveries`,
-      DEMO.admin,
+    // The receiver notes a request before it answers, and the reconciler records the attempt after the answer: the
+    // log is read once it has.
+    const flakyDelivery = await waitFor(
+      async () =>
+        (
+          await call<{ data: DeliveryView[] }>('GET', `/v1/admin/webhooks/${endpoints.flaky.id}/deliveries`, DEMO.admin)
+        ).body.data.find((d) => d.payload.data.execution_id === demoRun)!,
+      (d) => d !== undefined && d.status !== 'pending',
     );
-    const flakyDelivery = log.body.data.find((d) => d.payload.data.execution_id === demoRun)!;
     expect(flakyDelivery).toMatchObject({
       type: 'execution.finished',
       status: 'delivered',
