@@ -168,6 +168,61 @@ describe('reconciler: resolution of MANUAL_REVIEW and escalation', () => {
     },
   );
 
+  it('a charge never made is not resolved VERIFIED while the provider answers that it does not exist', async () => {
+    // Sent, no answer (the provider dropped the request before charging), reads down since: held SOURCE_UNREACHABLE.
+    await stack.setFaults({
+      rules: [{ method: 'POST', path: '/v1/charges', fault: 'drop_before_commit', count: 1 }],
+      read_fault: 'unavailable',
+    });
+    const reference = unique('rr-never-made');
+    const created = await submit(stack, [charge(reference)]);
+    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    expect(held.terminal_reason).toBe('SOURCE_UNREACHABLE');
+    const offered = (await getOperation(stack, held.id)).resolution_options!;
+    expect(offered.find((o) => o.status === 'VERIFIED')).toMatchObject({
+      permitted: true,
+      check: 'read_back',
+    });
+    // The provider's reads are back, and its own lookup shows no such charge: "it happened" would be a lie.
+    await resetSandbox(stack);
+    const refused = await resolve(held.id, 'VERIFIED');
+    expect(refused.status).toBe(409);
+    expect(refused.headers.get('content-type')).toContain('application/problem+json');
+    expect(refused.body).toMatchObject({
+      type: 'https://verity.dev/problems/resolution-not-permitted',
+      read_back: { kind: 'absent' },
+      current_status: 'MANUAL_REVIEW',
+    });
+    expect(await getOperation(stack, held.id)).toMatchObject({ status: 'MANUAL_REVIEW', commit: 'unknown' });
+    expect((await events(stack, created.id)).filter((e) => e.type === 'operation.resolved')).toEqual([]);
+    // What the source shows is what the reviewer may record: FAILED, once no call can still land.
+    await waitForResolutionPermitted(stack, held.id, 'FAILED');
+    const failed = await resolve(held.id, 'FAILED');
+    expect(failed.status).toBe(200);
+    expect(failed.body).toMatchObject({ status: 'FAILED' });
+    expect((await stack.effects()).charges[reference]).toBeUndefined();
+    expectLegalHistory(await events(stack, created.id));
+  });
+
+  it('a reviewer’s VERIFIED while the source cannot be read stands on the evidence, the read recorded beside it', async () => {
+    // Sent, the answer lost after the charge was made, reads down since: held SOURCE_UNREACHABLE.
+    await stack.setFaults({
+      rules: [{ method: 'POST', path: '/v1/charges', fault: 'timeout_after_commit', count: 1 }],
+      read_fault: 'unavailable',
+    });
+    const reference = unique('rr-made');
+    const created = await submit(stack, [charge(reference)]);
+    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    expect(held.terminal_reason).toBe('SOURCE_UNREACHABLE');
+    // Still unreadable when the reviewer decides: the evidence stands, and the read is recorded beside it.
+    const res = await resolve(held.id, 'VERIFIED');
+    expect(res.status).toBe(200);
+    expect(res.body.status).toBe('VERIFIED');
+    const resolved = (await events(stack, created.id)).find((e) => e.type === 'operation.resolved')!;
+    expect(resolved.data).toMatchObject({ status: 'VERIFIED', read_back: { kind: 'unreachable' } });
+    expect((await stack.effects()).charges[reference].count).toBe(1);
+  });
+
   it('another tenant cannot resolve (404), an agent key cannot either (403)', async () => {
     await stack.setFaults({ read_fault: 'field_missing' });
     const created = await submit(stack, [charge(unique('rr-tenant'))]);

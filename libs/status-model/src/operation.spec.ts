@@ -725,6 +725,37 @@ describe('resolutionOptions: every action with its reason, exactly what the gate
     expect(() => resolutionRefusedBy(broken, S.FAILED)).toThrow(TypeError);
   });
 
+  it('reads the source before a VERIFIED only where the provider’s own lookup can answer that the effect does not exist', () => {
+    const verified = (
+      canReadBack: boolean,
+      absenceAtTheSource?: { sourceProvesAbsence: boolean; acknowledged: boolean },
+    ) =>
+      resolutionOptions({
+        status: S.MANUAL_REVIEW,
+        everSent: true,
+        heldFor: TerminalReason.SOURCE_UNREACHABLE,
+        canReadBack,
+        absenceAtTheSource,
+      }).find((o) => o.status === S.VERIFIED)!;
+    const providersLookup = { sourceProvesAbsence: true, acknowledged: false };
+    expect(verified(true, providersLookup)).toMatchObject({ permitted: true, check: 'read_back' });
+    expect(verified(true, providersLookup).why).toContain('reads the source first');
+    for (const [canReadBack, source] of [
+      [true, { sourceProvesAbsence: false, acknowledged: false }],
+      [true, { sourceProvesAbsence: true, acknowledged: true }],
+      [true, undefined],
+      [false, providersLookup],
+    ] as const) {
+      expect(verified(canReadBack, source)).toEqual({
+        status: S.VERIFIED,
+        permitted: true,
+        why: 'the effect happened, shown by the evidence you give',
+        check: null,
+        available_at: null,
+      });
+    }
+  });
+
   it('offers nothing outside MANUAL_REVIEW', () => {
     expect(resolutionOptions({ status: S.UNKNOWN, everSent: true, heldFor: null, canReadBack: true })).toEqual([]);
   });

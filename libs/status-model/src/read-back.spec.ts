@@ -9,6 +9,7 @@ import {
   decideReconcileStart,
   failedRefusedByRead,
   requiresUnacknowledged,
+  verifiedRefusedByRead,
 } from './read-back';
 import { absenceNotYetEvident, resolutionOptions } from './validate';
 
@@ -198,6 +199,39 @@ describe('failedRefusedByRead: a reviewer’s FAILED and the read made when it i
 
   it('a hold with a record on file stays refused even when the read could not be made', () => {
     expect(failedRefusedByRead(R.FIELD_MISSING, 'unreachable', false)).toBe('record_on_file');
+  });
+});
+
+describe('verifiedRefusedByRead: a reviewer’s VERIFIED and the read made when it is decided', () => {
+  const reads: ReadBackKind[] = ['found', 'mismatch', 'absent', 'stale', 'field_missing', 'unreachable'];
+
+  it.each(reads)('%s: refused exactly where reconciliation itself would conclude FAILED from the same read', (read) => {
+    for (const sourceProvesAbsence of [true, false]) {
+      for (const acknowledged of [true, false]) {
+        const reconciliation = decideReadBack({
+          status: RC,
+          read,
+          absenceIsProof: true,
+          acknowledged,
+          checksBefore: 0,
+          budget: 5,
+          sourceProvesAbsence,
+        });
+        expect(verifiedRefusedByRead(read, { sourceProvesAbsence, acknowledged })).toBe(
+          reconciliation.kind === 'failed',
+        );
+      }
+    }
+  });
+
+  it('the provider’s own lookup answering without an effect it never acknowledged refuses it', () => {
+    expect(verifiedRefusedByRead('absent', { sourceProvesAbsence: true, acknowledged: false })).toBe(true);
+    // An absence that proves nothing (a declared read-back), or one the provider's acknowledgement contradicts: a
+    // person's evidence may settle it.
+    expect(verifiedRefusedByRead('absent', { sourceProvesAbsence: false, acknowledged: false })).toBe(false);
+    expect(verifiedRefusedByRead('absent', { sourceProvesAbsence: true, acknowledged: true })).toBe(false);
+    // A source that cannot be read now says nothing against the evidence.
+    expect(verifiedRefusedByRead('unreachable', { sourceProvesAbsence: true, acknowledged: false })).toBe(false);
   });
 });
 

@@ -54,6 +54,30 @@ export function failedRefusedByRead(
 }
 
 /**
+ * Whether a human VERIFIED of a held, sent operation is refused by the read made when it is decided: VERIFIED says "the
+ * effect happened", and it is refused exactly where the same read would let reconciliation itself conclude that it did
+ * not — the source answers without the effect, the source is the provider's own lookup by the values sent
+ * (`sourceProvesAbsence`), and the provider never acknowledged the send (an acknowledgement the lookup contradicts
+ * leaves that lookup as inconclusive as a lagging one, and a person's evidence may settle it). Every other read —
+ * the effect found, a source that cannot be read now or whose absence proves nothing — leaves the reviewer's evidence
+ * standing, with the read recorded beside it.
+ */
+export function verifiedRefusedByRead(read: ReadBackKind, source: AbsenceAtTheSource): boolean {
+  return read === 'absent' && absenceWouldRefute(source);
+}
+
+/** What an absent read of a sent operation would weigh: whose lookup it is, and whether the provider acknowledged it. */
+export interface AbsenceAtTheSource {
+  sourceProvesAbsence: boolean;
+  acknowledged: boolean;
+}
+
+/** Whether an absent read would contradict a VERIFIED (so a reviewer's VERIFIED is read against the source first). */
+export function absenceWouldRefute(source: AbsenceAtTheSource): boolean {
+  return source.sourceProvesAbsence && !source.acknowledged;
+}
+
+/**
  * Whether the statement that writes this move must also find the operation unacknowledged: a proof of absence
  * (FAILED, PROVEN_ABSENT) never stands for an effect the provider acknowledged, even when the acknowledgement was
  * recorded late (a sender whose 2xx came after the sweeper marked the operation UNKNOWN) — after the read that judged it.

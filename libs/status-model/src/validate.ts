@@ -1,5 +1,5 @@
 import { IllegalTransitionError, StatusModelErrorCode } from './errors';
-import { HOLDS_WITH_A_RECORD_ON_FILE } from './read-back';
+import { AbsenceAtTheSource, HOLDS_WITH_A_RECORD_ON_FILE, absenceWouldRefute } from './read-back';
 import { ExecutionStatus, canMoveExecution, isTerminalExecution } from './execution';
 import { DependenciesState, RELEASABLE_EXECUTION_STATUSES } from './dispatch';
 import {
@@ -140,7 +140,10 @@ export interface ResolutionOption {
   status: ResolutionStatus;
   permitted: boolean;
   why: string;
-  /** What Verity checks at the moment the action is taken: `read_back` = the source is read first (FAILED). */
+  /**
+   * What Verity checks at the moment the action is taken: `read_back` = the source is read first (FAILED; VERIFIED where
+   * the provider's own lookup can answer that the effect does not exist).
+   */
   check: 'read_back' | null;
   /**
    * When a refused action becomes permitted with nothing else changing (a FAILED that waits until no call of the
@@ -167,7 +170,8 @@ const REFUSED_WHY: Partial<Record<StatusModelErrorCode, string>> = {
 /**
  * Every resolution of a held operation, permitted or not, with the reason: the API and the console show exactly
  * this, so an action a reviewer sees is one the API accepts. `canReadBack`: the source can be read back, so a FAILED
- * is accepted only if a read at that moment does not find the effect (otherwise 409 effect-exists).
+ * is accepted only if a read at that moment does not find the effect (otherwise 409 effect-exists), and — with
+ * `absenceAtTheSource` — a VERIFIED only if that read does not answer that the effect does not exist.
  * `absenceEvidentAt` (see `absenceEvidentAt` in read-back.ts): until then a call of this sent operation may still reach
  * the provider, so FAILED waits whatever the reviewer or a read sees now (`now` is the moment of the decision).
  */
@@ -176,6 +180,12 @@ export function resolutionOptions(input: {
   everSent: boolean;
   heldFor: TerminalReason | null;
   canReadBack: boolean;
+  /**
+   * Whose lookup the read-back is (the connector's `readBackProvesAbsence`) and whether the provider acknowledged the
+   * send: where an absent read would contradict it, a VERIFIED is read against the source too (`verifiedRefusedByRead`).
+   * Undefined: as a read-back whose absence proves nothing.
+   */
+  absenceAtTheSource?: AbsenceAtTheSource;
   absenceEvidentAt?: Date | null;
   now?: Date;
   /**
@@ -209,6 +219,20 @@ export function resolutionOptions(input: {
           'before then, finding nothing at the source is no evidence that it did not happen',
         check: null,
         available_at: failedWaitsUntil.toISOString(),
+      };
+    }
+    if (
+      to === OperationStatus.VERIFIED &&
+      input.canReadBack &&
+      input.absenceAtTheSource &&
+      absenceWouldRefute(input.absenceAtTheSource)
+    ) {
+      return {
+        status: to,
+        permitted: true,
+        why: 'the effect happened: Verity reads the source first and refuses if the provider answers that it does not exist',
+        check: 'read_back',
+        available_at: null,
       };
     }
     const readFirst = to === OperationStatus.FAILED && input.canReadBack;

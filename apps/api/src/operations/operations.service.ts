@@ -40,7 +40,9 @@ import {
   dependenciesState,
   latestByKey,
   operationTransitionRule,
+  AbsenceAtTheSource,
   failedRefusedByRead,
+  verifiedRefusedByRead,
   StatusModelErrorCode,
   resolutionOptions,
   resolutionRefusedBy,
@@ -134,7 +136,7 @@ export class OperationsService {
           status: op.status,
           everSent: everSent(op),
           heldFor: op.terminalReason,
-          canReadBack: this.canReadBack(op),
+          ...this.sourceChecks(op),
           absenceEvidentAt: absence.evidentAt,
           now: absence.now,
           release,
@@ -161,6 +163,18 @@ export class OperationsService {
   private canReadBack(op: OperationEntity): boolean {
     const connector = this.connectors.get(op.connector);
     return Boolean(connector?.readBack) && operationCapabilities(connector!, op.action, op.params).read_back;
+  }
+
+  /** What a reviewer's resolutions are checked against at the source (resolutionOptions' inputs). */
+  private sourceChecks(op: OperationEntity): { canReadBack: boolean; absenceAtTheSource: AbsenceAtTheSource } {
+    return { canReadBack: this.canReadBack(op), absenceAtTheSource: this.absenceAtTheSource(op) };
+  }
+
+  private absenceAtTheSource(op: OperationEntity): AbsenceAtTheSource {
+    return {
+      sourceProvesAbsence: this.connectors.get(op.connector)?.readBackProvesAbsence === true,
+      acknowledged: op.acknowledgedAt !== null,
+    };
   }
 
   /**
@@ -246,7 +260,7 @@ export class OperationsService {
       status: op.status,
       everSent: everSent(op),
       heldFor: op.terminalReason,
-      canReadBack: this.canReadBack(op),
+      ...this.sourceChecks(op),
       absenceEvidentAt: evidentAt,
       now,
       release: await this.releaseNeeds(op, principal.tenantId),
@@ -290,7 +304,25 @@ export class OperationsService {
       );
     }
     const resolution: Record<string, unknown> = { status, evidence, by: principal.keyId, at: new Date().toISOString() };
-    if (option.check === 'read_back') {
+    if (option.check === 'read_back' && status === OperationStatus.VERIFIED) {
+      const read = await this.readSourceNow(op);
+      if (verifiedRefusedByRead(read.kind, this.absenceAtTheSource(op))) {
+        // The provider's own lookup answers that the effect does not exist, and the provider never said it did: the
+        // record would say "it happened" against the one source that can say. Nothing is written.
+        throw Problem.conflict(
+          'resolution-not-permitted',
+          'VERIFIED is not permitted: the provider answers that this effect does not exist; if it appears there, ' +
+            're-check the operation or resolve it again',
+          {
+            current_status: op.status,
+            permitted_resolutions: permitted,
+            resolution_options: options,
+            read_back: { kind: read.kind, evidence: read.evidence ?? null },
+          },
+        );
+      }
+      resolution.read_back = { kind: read.kind, ...read.evidence };
+    } else if (option.check === 'read_back') {
       const read = await this.readSourceNow(op);
       const refusedByRead = failedRefusedByRead(
         op.terminalReason,
