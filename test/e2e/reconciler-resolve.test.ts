@@ -40,6 +40,19 @@ describe('reconciler: resolution of MANUAL_REVIEW and escalation', () => {
     );
   }
 
+  /** A charge sent with `fault` on its POST while the provider's reads are down: held SOURCE_UNREACHABLE. */
+  async function chargeHeldUnread(fault: 'drop_before_commit' | 'timeout_after_commit') {
+    await stack.setFaults({
+      rules: [{ method: 'POST', path: '/v1/charges', fault, count: 1 }],
+      read_fault: 'unavailable',
+    });
+    const reference = unique(`rr-unread-${fault}`);
+    const created = await submit(stack, [charge(reference)]);
+    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    expect(held.terminal_reason).toBe('SOURCE_UNREACHABLE');
+    return { reference, created, held };
+  }
+
   it('a permitted resolution (VERIFIED) is recorded with who and when, and the waiting dependent is dispatched', async () => {
     await stack.setFaults({ read_fault: 'amount_mismatch' });
     const reference = unique('rr-verified');
@@ -170,14 +183,7 @@ describe('reconciler: resolution of MANUAL_REVIEW and escalation', () => {
 
   it('a charge never made is not resolved VERIFIED while the provider answers that it does not exist', async () => {
     // Sent, no answer (the provider dropped the request before charging), reads down since: held SOURCE_UNREACHABLE.
-    await stack.setFaults({
-      rules: [{ method: 'POST', path: '/v1/charges', fault: 'drop_before_commit', count: 1 }],
-      read_fault: 'unavailable',
-    });
-    const reference = unique('rr-never-made');
-    const created = await submit(stack, [charge(reference)]);
-    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
-    expect(held.terminal_reason).toBe('SOURCE_UNREACHABLE');
+    const { reference, created, held } = await chargeHeldUnread('drop_before_commit');
     const offered = (await getOperation(stack, held.id)).resolution_options!;
     expect(offered.find((o) => o.status === 'VERIFIED')).toMatchObject({
       permitted: true,
@@ -206,14 +212,7 @@ describe('reconciler: resolution of MANUAL_REVIEW and escalation', () => {
 
   it('a reviewer’s VERIFIED while the source cannot be read stands on the evidence, the read recorded beside it', async () => {
     // Sent, the answer lost after the charge was made, reads down since: held SOURCE_UNREACHABLE.
-    await stack.setFaults({
-      rules: [{ method: 'POST', path: '/v1/charges', fault: 'timeout_after_commit', count: 1 }],
-      read_fault: 'unavailable',
-    });
-    const reference = unique('rr-made');
-    const created = await submit(stack, [charge(reference)]);
-    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
-    expect(held.terminal_reason).toBe('SOURCE_UNREACHABLE');
+    const { reference, created, held } = await chargeHeldUnread('timeout_after_commit');
     // Still unreadable when the reviewer decides: the evidence stands, and the read is recorded beside it.
     const res = await resolve(held.id, 'VERIFIED');
     expect(res.status).toBe(200);
