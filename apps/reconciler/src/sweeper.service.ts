@@ -4,6 +4,7 @@ import {
   TransitionService,
   claimDueObservations,
   executionsPastDeadline,
+  heldOfEndedExecutions,
   msSinceLastSweep,
   operationsOwedChecks,
   operationsSentBefore,
@@ -18,7 +19,14 @@ import {
 } from '@verity/persistence';
 import { LOGGER, Logger, RedisClient, VERITY_CONFIG, VerityConfig, inTraceOf, tracingOn } from '@verity/platform';
 import { JobName, JobProducer, PRODUCER_REDIS, QueueName, jobId, releaseDispatchJobId } from '@verity/queues';
-import { OperationStatus, OwedCheck, TerminalReason, VerificationMethodValue, owedCheck } from '@verity/status-model';
+import {
+  OperationStatus,
+  OwedCheck,
+  TerminalReason,
+  VerificationMethodValue,
+  cancelCauseOfEndedExecution,
+  owedCheck,
+} from '@verity/status-model';
 import { DataSource } from 'typeorm';
 import { hostname } from 'node:os';
 
@@ -35,6 +43,7 @@ const CHECK_JOB: Record<OwedCheck, JobName.VERIFY_OPERATION | JobName.RECONCILE_
 export interface SweepReport {
   ran: boolean;
   expired: number;
+  cancelledHeld: number;
   orphanedSent: number;
   reenqueuedExecutions: number;
   reenqueuedChecks: number;
@@ -117,6 +126,7 @@ export class SweeperService implements OnApplicationBootstrap, OnApplicationShut
     const report: SweepReport = {
       ran: false,
       expired: 0,
+      cancelledHeld: 0,
       orphanedSent: 0,
       reenqueuedExecutions: 0,
       reenqueuedChecks: 0,
@@ -130,6 +140,8 @@ export class SweeperService implements OnApplicationBootstrap, OnApplicationShut
     const ran = await withSweepLock(this.db, `${hostname()}:${process.pid}`, async () => {
       report.ran = true;
       report.expired = await this.expire();
+      // Before the releases and the escalation: a hold ended here is neither re-armed nor escalated in this pass.
+      report.cancelledHeld = await this.heldOfEndedExecutions();
       report.orphanedSent = await this.orphanedSent();
       report.reenqueuedExecutions = await this.staleExecutions();
       report.reenqueuedChecks = await this.owedChecks();
@@ -143,7 +155,7 @@ export class SweeperService implements OnApplicationBootstrap, OnApplicationShut
       return report;
     });
     if (!ran) return report;
-    if (report.expired + report.orphanedSent + report.rearmedReleases + report.escalated > 0)
+    if (report.expired + report.cancelledHeld + report.orphanedSent + report.rearmedReleases + report.escalated > 0)
       this.logger.info({ report }, 'sweep');
     return report;
   }
@@ -156,6 +168,44 @@ export class SweeperService implements OnApplicationBootstrap, OnApplicationShut
       await inTraceOf(traces.get(id), () => this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: id }));
     }
     return due.length;
+  }
+
+  /**
+   * A held operation that was never sent can no longer be released once its execution has ended unreleasable
+   * (cancelled, expired, failed). The cancel and the expiry end such holds in their own transaction; one left behind —
+   * rows from before they did, or an execution ended by a path that does not — would stay in the review queue,
+   * escalating and keeping the execution's stream open, for a decision with only one answer. Each is ended CANCELLED
+   * by the statement the cancel uses (its own compare-and-set, checking the execution's end in the database), so a
+   * reviewer deciding it at the same moment either wins or finds it cancelled. Held operations that were ever sent are
+   * not read: their effect may exist (I11). Their executions get an advance job, which records the criteria's verdicts
+   * again (a terminal execution's operations can still change).
+   */
+  private async heldOfEndedExecutions(): Promise<number> {
+    const held = await heldOfEndedExecutions(this.db.manager, BATCH);
+    if (held.length === 0) return 0;
+    let cancelled = 0;
+    const executions = new Set<string>();
+    for (const { operation, executionStatus } of held) {
+      const cause = cancelCauseOfEndedExecution(executionStatus);
+      // The statement reads only ended executions, which never move again; this only keeps the types honest.
+      if (!cause) continue;
+      const won = await this.transitions.cancelHeldOfEndedExecution(this.db.manager, [snapshotOf(operation)], {
+        cause,
+        detail: 'its execution had already ended; cancelled by the sweep',
+      });
+      if (won === 0) continue;
+      cancelled += 1;
+      executions.add(operation.executionId);
+      this.logger.info(
+        { operationId: operation.id, executionId: operation.executionId, executionStatus, cause },
+        'a held, never-sent operation of an ended execution: cancelled',
+      );
+    }
+    const traces = await this.traceParents('executions', [...executions]);
+    for (const id of executions) {
+      await inTraceOf(traces.get(id), () => this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: id }));
+    }
+    return cancelled;
   }
 
   /**

@@ -46,6 +46,13 @@ SELECT id, execution_id FROM operations
        AND (obligation->'resolution'->>'at')::timestamptz < now() - make_interval(secs => $1 / 1000.0)
      ORDER BY (obligation->'resolution'->>'at')::timestamptz LIMIT $2;
 
+-- heldOfEndedExecutions
+SELECT {columns:Operation o o__}, e.status AS e__status FROM operations o
+     JOIN executions e ON e.id = o.execution_id
+     WHERE o.status = 'MANUAL_REVIEW' AND o.attempt = 0
+       AND e.status NOT IN ('created', 'validating', 'resolving_context', 'planning', 'running', 'waiting_for_tool', 'waiting_for_approval', 'validating_output', 'completed')
+     ORDER BY o.updated_at LIMIT $1;
+
 -- retireObservations
 UPDATE operations SET next_check_at = NULL WHERE id IN (
        SELECT id FROM operations

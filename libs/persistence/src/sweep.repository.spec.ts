@@ -1,7 +1,16 @@
 import { insertChargeExecution } from '../../../test/support/fixtures';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { findExecutionForWorker } from './store';
-import { msSinceLastSweep, traceParentsOf, unsentReleases, withSweepLock } from './sweep.repository';
+import { ExecutionStatus, OperationStatus, cancelCauseOfEndedExecution } from '@verity/status-model';
+import {
+  heldOfEndedExecutions,
+  msSinceLastSweep,
+  traceParentsOf,
+  unsentReleases,
+  withSweepLock,
+} from './sweep.repository';
+import { snapshotOf } from './store';
+import { TransitionService } from './transition.service';
 
 describe('withSweepLock (real Postgres)', () => {
   const db = useTestDatabase('sweeplock');
@@ -118,5 +127,77 @@ describe('unsentReleases (real Postgres)', () => {
     expect(await unsentReleases(db.dataSource.manager, 30_000, 10)).toEqual([older, old]);
     expect(await unsentReleases(db.dataSource.manager, 30_000, 1)).toEqual([older]);
     expect(await unsentReleases(db.dataSource.manager, 90_000, 10)).toEqual([older]);
+  });
+});
+
+describe('heldOfEndedExecutions (real Postgres)', () => {
+  const db = useTestDatabase('sweepended', ['acme']);
+
+  /**
+   * A charge whose operation is set by hand to `status` with `attempt` (held for a knowledge conflict when
+   * MANUAL_REVIEW), last moved `agoSeconds` ago, and whose execution is set to `execution`: rows as an older version left
+   * them, or as any path may.
+   */
+  async function row(execution: string, status: string, attempt: number, agoSeconds = 0) {
+    const { executionId, operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
+    await db.dataSource.query(
+      `UPDATE operations SET status = $2, attempt = $3, updated_at = now() - make_interval(secs => $4),
+              terminal_reason = CASE WHEN $2 = 'MANUAL_REVIEW' THEN 'KNOWLEDGE_CONFLICT' END WHERE id = $1`,
+      [operationId, status, attempt, agoSeconds],
+    );
+    await db.dataSource.query(`UPDATE executions SET status = $2 WHERE id = $1`, [executionId, execution]);
+    return { executionId, operationId };
+  }
+
+  const found = async (limit = 50) =>
+    (await heldOfEndedExecutions(db.dataSource.manager, limit)).map((h) => ({
+      id: h.operation.id,
+      status: h.operation.status,
+      attempt: h.operation.attempt,
+      executionStatus: h.executionStatus,
+    }));
+
+  it('finds the never-sent holds of cancelled, expired and failed executions, oldest hold first, and nothing else', async () => {
+    const cancelled = await row('cancelled', 'MANUAL_REVIEW', 0, 300);
+    const expired = await row('expired', 'MANUAL_REVIEW', 0, 200);
+    const failed = await row('failed', 'MANUAL_REVIEW', 0, 100);
+    // Ever sent: its effect may exist, a person decides it whatever became of the execution.
+    await row('cancelled', 'MANUAL_REVIEW', 1, 400);
+    await row('expired', 'MANUAL_REVIEW', 2, 400);
+    // The execution may still carry out a release: still running, waiting, or completed around the hold.
+    for (const open of ['running', 'waiting_for_approval', 'waiting_for_tool', 'completed']) {
+      await row(open, 'MANUAL_REVIEW', 0, 400);
+    }
+    // Not held: PREPARED (the cancel's own business) and already ended.
+    await row('cancelled', 'PREPARED', 0, 400);
+    await row('cancelled', 'CANCELLED', 0, 400);
+
+    const expected = [
+      { ...cancelled, executionStatus: ExecutionStatus.CANCELLED },
+      { ...expired, executionStatus: ExecutionStatus.EXPIRED },
+      { ...failed, executionStatus: ExecutionStatus.FAILED },
+    ].map(({ operationId, executionStatus }) => ({
+      id: operationId,
+      status: OperationStatus.MANUAL_REVIEW,
+      attempt: 0,
+      executionStatus,
+    }));
+    expect(await found()).toEqual(expected);
+    expect(await found(2)).toEqual(expected.slice(0, 2));
+
+    // Each ended by the cancel's own statement: none is found again, and the others stay where they were.
+    const transitions = new TransitionService();
+    for (const held of await heldOfEndedExecutions(db.dataSource.manager, 50)) {
+      expect(
+        await transitions.cancelHeldOfEndedExecution(db.dataSource.manager, [snapshotOf(held.operation)], {
+          cause: cancelCauseOfEndedExecution(held.executionStatus),
+        }),
+      ).toBe(1);
+    }
+    expect(await found()).toEqual([]);
+    const [{ held }] = (await db.dataSource.query(
+      `SELECT count(*)::int AS held FROM operations WHERE status = 'MANUAL_REVIEW'`,
+    )) as { held: number }[];
+    expect(held).toBe(6);
   });
 });

@@ -1,7 +1,9 @@
 import {
+  ExecutionStatus,
   OperationStatus,
   RECHECK_OWED_STATUSES,
   RECONCILE_OWED_STATUSES,
+  RELEASABLE_EXECUTION_STATUSES,
   TERMINAL_EXECUTION_STATUSES,
   VERIFY_OWED_STATUSES,
   VerificationMethod,
@@ -9,7 +11,7 @@ import {
 import { DataSource, EntityManager } from 'typeorm';
 import { OperationEntity } from './entities';
 import { Queryable, rows, sqlLiterals } from './sql';
-import { selectEntities } from './store';
+import { hydrate, selectEntities, withColumns } from './store';
 
 const S = OperationStatus;
 const TERMINAL = sqlLiterals(TERMINAL_EXECUTION_STATUSES);
@@ -55,6 +57,15 @@ export const SWEEP_SQL = {
        AND obligation->'resolution'->>'status' = ${sqlLiterals([S.SENT])}
        AND (obligation->'resolution'->>'at')::timestamptz < now() - make_interval(secs => $1 / 1000.0)
      ORDER BY (obligation->'resolution'->>'at')::timestamptz LIMIT $2`,
+  // A held operation never sent (attempt 0: see heldNeverSent) whose execution ended so that nothing of it is sent any
+  // more (a status outside RELEASABLE_EXECUTION_STATUSES, the set the cancel's own statement checks): the cancel and the
+  // expiry end such holds with the execution, so these were left by a path that did not (rows from before they did).
+  // Oldest hold first; only the held rows are scanned (operations_unsettled), each execution by its key.
+  heldOfEndedExecutions: `SELECT {columns:Operation o o__}, e.status AS e__status FROM operations o
+     JOIN executions e ON e.id = o.execution_id
+     WHERE o.status = ${sqlLiterals([S.MANUAL_REVIEW])} AND o.attempt = 0
+       AND e.status NOT IN (${sqlLiterals(RELEASABLE_EXECUTION_STATUSES)})
+     ORDER BY o.updated_at LIMIT $1`,
   // Operations older than the observation window stop being observed.
   retireObservations: `UPDATE operations SET next_check_at = NULL WHERE id IN (
        SELECT id FROM operations
@@ -164,6 +175,21 @@ export function unsentReleases(
   limit: number,
 ): Promise<{ id: string; execution_id: string }[]> {
   return rows(db, SWEEP_SQL.unsentReleases, [olderThanMs, limit]);
+}
+
+/**
+ * Held, never-sent operations whose execution has ended unreleasable (cancelled, expired, failed) and that are still
+ * MANUAL_REVIEW, oldest hold first, each with the status its execution ended in (which says the cause of its cancel).
+ */
+export async function heldOfEndedExecutions(
+  db: EntityManager,
+  limit: number,
+): Promise<{ operation: OperationEntity; executionStatus: ExecutionStatus }[]> {
+  const found = await rows<Record<string, unknown>>(db, withColumns(db, SWEEP_SQL.heldOfEndedExecutions), [limit]);
+  return found.map((raw) => ({
+    operation: hydrate(db, OperationEntity, raw, 'o__'),
+    executionStatus: raw.e__status as ExecutionStatus,
+  }));
 }
 
 /**

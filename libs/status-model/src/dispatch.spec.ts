@@ -1,7 +1,10 @@
 import {
+  CANCEL_CAUSE_OF_ENDED_EXECUTION,
   DependencyView,
   PreparedStep,
+  RELEASABLE_EXECUTION_STATUSES,
   SENDABLE_EXECUTION_STATUSES,
+  cancelCauseOfEndedExecution,
   checkAfterSend,
   mayStillCall,
   sendStart,
@@ -15,8 +18,9 @@ import {
   latestByKey,
   sendsWithPreparation,
 } from './dispatch';
-import { ExecutionStatus } from './execution';
-import { OperationStatus, VerificationMethod } from './operation';
+import { EXECUTION_STATUSES, ExecutionStatus } from './execution';
+import { FAILURE_CODES, operationFailure } from './failure';
+import { OperationStatus, TerminalReason, VerificationMethod } from './operation';
 
 const S = OperationStatus;
 
@@ -40,6 +44,35 @@ describe('dependencySatisfied', () => {
 describe('SENDABLE_EXECUTION_STATUSES', () => {
   it('is only running: a dispatch found waiting, planning or terminal is stray', () => {
     expect(SENDABLE_EXECUTION_STATUSES).toEqual([ExecutionStatus.RUNNING]);
+  });
+});
+
+describe('the ends after which nothing more is sent (a held, never-sent operation is cancelled with them)', () => {
+  it('are exactly the statuses a release may not be carried out in: cancelled, expired, failed', () => {
+    const E = ExecutionStatus;
+    expect(RELEASABLE_EXECUTION_STATUSES).toEqual(
+      EXECUTION_STATUSES.filter((s) => ![E.CANCELLED, E.EXPIRED, E.FAILED].includes(s)),
+    );
+    for (const status of EXECUTION_STATUSES) {
+      expect({ status, cause: cancelCauseOfEndedExecution(status) }).toEqual({
+        status,
+        cause: RELEASABLE_EXECUTION_STATUSES.includes(status)
+          ? null
+          : CANCEL_CAUSE_OF_ENDED_EXECUTION[status as keyof typeof CANCEL_CAUSE_OF_ENDED_EXECUTION],
+      });
+    }
+    expect(cancelCauseOfEndedExecution(E.FAILED)).toBe('execution_invalid');
+  });
+
+  it('each cause is a never-sent CANCELLED failure code, and the failure of a hold the system ended names it', () => {
+    for (const cause of Object.values(CANCEL_CAUSE_OF_ENDED_EXECUTION)) {
+      expect(FAILURE_CODES[cause]).toMatchObject({ applies_to: 'operation', status: S.CANCELLED, phase: 'dispatch' });
+      const failure = operationFailure(
+        { status: S.CANCELLED, terminalReason: TerminalReason.KNOWLEDGE_CONFLICT },
+        { from: S.MANUAL_REVIEW, cause, actor: 'system', at: new Date(0) },
+      );
+      expect(failure?.code).toBe(cause);
+    }
   });
 });
 

@@ -21,14 +21,39 @@ import { everSent } from './checks';
 export const SENDABLE_EXECUTION_STATUSES: readonly ExecutionStatus[] = [ExecutionStatus.RUNNING];
 
 /**
+ * The ends the caller, the deadline or a failure chose, after which nothing more is sent for the execution, whoever
+ * asks; with the cause an operation of it that can no longer be sent is cancelled for (each a failure code of its own,
+ * failure.ts). An execution fails only at validation (an invalid request), so a failed one names that, as the cancels
+ * of its PREPARED operations do.
+ */
+export const CANCEL_CAUSE_OF_ENDED_EXECUTION = {
+  [ExecutionStatus.CANCELLED]: 'execution_cancelled',
+  [ExecutionStatus.EXPIRED]: 'execution_expired',
+  [ExecutionStatus.FAILED]: 'execution_invalid',
+} as const satisfies Partial<Record<ExecutionStatus, string>>;
+
+export type EndedExecutionCancelCause =
+  (typeof CANCEL_CAUSE_OF_ENDED_EXECUTION)[keyof typeof CANCEL_CAUSE_OF_ENDED_EXECUTION];
+
+/**
  * The execution statuses in which a human's release of a held, never-sent operation may still be sent: any but an end
- * that the caller, the deadline or a failure chose (cancelled, expired, failed) — after such an end nothing more is
- * sent for the execution, whoever asks. A completed execution may have completed around the held operation: the
+ * that the caller, the deadline or a failure chose (CANCEL_CAUSE_OF_ENDED_EXECUTION) — after such an end nothing more
+ * is sent for the execution, whoever asks. A completed execution may have completed around the held operation: the
  * reviewer's release is carried out.
  */
 export const RELEASABLE_EXECUTION_STATUSES: readonly ExecutionStatus[] = EXECUTION_STATUSES.filter(
-  (status) => ![ExecutionStatus.CANCELLED, ExecutionStatus.EXPIRED, ExecutionStatus.FAILED].includes(status),
+  (status) => !(status in CANCEL_CAUSE_OF_ENDED_EXECUTION),
 );
+
+/**
+ * The cause a held, never-sent operation of an execution in `status` is cancelled for (see heldNeverSent), or null
+ * while the execution may still carry out a release of it (RELEASABLE_EXECUTION_STATUSES).
+ */
+export function cancelCauseOfEndedExecution(status: ExecutionStatus): EndedExecutionCancelCause | null {
+  return status in CANCEL_CAUSE_OF_ENDED_EXECUTION
+    ? CANCEL_CAUSE_OF_ENDED_EXECUTION[status as keyof typeof CANCEL_CAUSE_OF_ENDED_EXECUTION]
+    : null;
+}
 
 /**
  * A held operation that was never sent: once its execution has ended unreleasable (a status outside
