@@ -202,11 +202,15 @@ describe('dispatcher: execution lifecycle', () => {
       // Written after the execution's end, whose statement it checks.
       const executionEnd = log.find((e) => e.type === 'execution.status_changed' && e.to_status === end)!;
       expect(heldEnd.seq).toBeGreaterThan(executionEnd.seq);
-      const queue = await http<{ data: { id: string }[] }>(stack.apiUrl, 'GET', '/v1/review/manual-reviews', {
-        key: DEMO.reviewer,
-      });
+      // Each entry of the queue is { operation, execution }; searched by the id, so no page of others hides it.
+      const queue = await http<{ data: { operation: { id: string } }[] }>(
+        stack.apiUrl,
+        'GET',
+        `/v1/review/manual-reviews?q=${held.id}`,
+        { key: DEMO.reviewer },
+      );
       expect(queue.status).toBe(200);
-      expect(queue.body.data.map((o) => o.id)).not.toContain(held.id);
+      expect(queue.body.data.map((item) => item.operation.id)).not.toContain(held.id);
       const effects = await stack.effects();
       expect([effects.charges[waitingRef], effects.charges[heldRef]]).toEqual([undefined, undefined]);
     },
