@@ -25,6 +25,7 @@ import {
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { JobName, JobProducer, jobId, preconditionReadJobId } from '@verity/queues';
 import {
+  CANCEL_CAUSE_OF_ENDED_EXECUTION,
   ExecutionStatus,
   executionFailure,
   OperationStatus,
@@ -443,7 +444,7 @@ export class LifecycleService {
       const chain = new MoveChain(this.transitions, tx, execution.id, execution.status);
       if (chain.status === E.CREATED) chain.add(E.VALIDATING);
       await chain.flush();
-      await this.cancelPrepared(tx, locked.operations, 'execution_invalid');
+      await this.cancelPrepared(tx, locked.operations, CANCEL_CAUSE_OF_ENDED_EXECUTION[E.FAILED]);
       chain.add(E.FAILED, { failure });
       return chain.flush({ failure: failure as unknown as Record<string, unknown> });
     });
@@ -963,12 +964,12 @@ export class LifecycleService {
     return this.inTransaction(execution, async (tx) => {
       const locked = await lockExecutionForWorker(tx, execution.id);
       if (locked?.status !== execution.status) throw new LostRace();
-      await this.cancelPrepared(tx, locked.operations, 'execution_expired');
+      await this.cancelPrepared(tx, locked.operations, CANCEL_CAUSE_OF_ENDED_EXECUTION[E.EXPIRED]);
       const chain = new MoveChain(this.transitions, tx, execution.id, execution.status);
       chain.add(E.EXPIRED, { reason: 'deadline passed', failure });
       await chain.flush({ failure: { ...failure } });
       await this.transitions.cancelHeldOfEndedExecution(tx, locked.operations.map(snapshotOf), {
-        cause: 'execution_expired',
+        cause: CANCEL_CAUSE_OF_ENDED_EXECUTION[E.EXPIRED],
       });
       return E.EXPIRED;
     });

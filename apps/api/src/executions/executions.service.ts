@@ -30,6 +30,7 @@ import {
 import { VERITY_CONFIG, VerityConfig, currentTraceparent, inTraceOf, newId } from '@verity/platform';
 import { JobName, JobProducer } from '@verity/queues';
 import {
+  CANCEL_CAUSE_OF_ENDED_EXECUTION,
   ExecutionStatus,
   OperationStatus,
   VerificationMethod,
@@ -435,7 +436,7 @@ export class ExecutionsService {
         await this.transitions.operation(tx, {
           operation: snapshotOf(op),
           to: OperationStatus.CANCELLED,
-          eventData: { cause: 'execution_cancelled', by: principal.keyId, reason },
+          eventData: { cause: CANCEL_CAUSE_OF_ENDED_EXECUTION[ExecutionStatus.CANCELLED], by: principal.keyId, reason },
         });
       }
       const failure = executionFailure('cancelled_by_caller', locked.status, new Date());
@@ -449,7 +450,7 @@ export class ExecutionsService {
       // A held operation that was never sent can no longer be released once the execution is cancelled: it ends with
       // it (after the execution's move, which its statement checks) rather than waiting in the review queue.
       await this.transitions.cancelHeldOfEndedExecution(tx, locked.operations.map(snapshotOf), {
-        cause: 'execution_cancelled',
+        cause: CANCEL_CAUSE_OF_ENDED_EXECUTION[ExecutionStatus.CANCELLED],
         by: principal.keyId,
         reason,
       });
