@@ -340,4 +340,29 @@ describe('reconciler: re-checks of held operations, and "still unknown"', () => 
     expect(log.filter((e) => e.type === 'operation.resolved').map((e) => e.data.status)).toEqual(['VERIFIED']);
     expect(statusPath(log, held.id).slice(-2)).toEqual(['MANUAL_REVIEW', 'VERIFIED']);
   });
+
+  it('a hold keeps at most 100 "still unknown" records: the next is 409 and writes nothing', async () => {
+    await stack.setFaults({ read_fault: 'field_missing' });
+    const { executionId, held } = await heldFor('FIELD_MISSING', charge(unique('rc-many-unknowns')));
+    for (let i = 0; i < 100; i += 1) {
+      const kept = await post<Op>(`/v1/operations/${held.id}/resolve`, {
+        status: 'MANUAL_REVIEW',
+        evidence: `still waiting for the provider, day ${i + 1}`,
+      });
+      expect(kept.status).toBe(200);
+    }
+    const before = await events(stack, executionId);
+    const refused = await post<Problem>(`/v1/operations/${held.id}/resolve`, {
+      status: 'MANUAL_REVIEW',
+      evidence: 'still waiting, day 101',
+    });
+    expect(refused.status).toBe(409);
+    expect(refused.body).toMatchObject({ current_status: 'MANUAL_REVIEW', investigations: 100 });
+    expect(refused.body.type).toContain('resolution-not-permitted');
+    expect(await events(stack, executionId)).toHaveLength(before.length);
+    const op = await getOperation(stack, held.id);
+    expect(op.recovery_obligation!.investigations).toHaveLength(100);
+    // The hold is still a reviewer's to resolve.
+    expect(op.permitted_resolutions).toEqual(['VERIFIED', 'FAILED']);
+  });
 });

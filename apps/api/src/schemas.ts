@@ -105,6 +105,20 @@ const RecoveryObligation = z.looseObject({
   escalation_target: z.string(),
   escalated_at: DateTime.nullable(),
   resolution: Resolution.optional(),
+  /** How many times the source was read again while held (automatic re-checks and a reviewer's requests). */
+  rechecks: z.number().int().optional(),
+  /** "Still unknown after investigation" records, oldest first (at most 100 per hold); each re-dated the obligation. */
+  investigations: z
+    .array(
+      z.strictObject({
+        evidence: z.string(),
+        by: z.string(),
+        at: DateTime,
+        previous_due_at: DateTime,
+        due_at: DateTime,
+      }),
+    )
+    .optional(),
 });
 
 /** Reference 004's failure object: on failed, expired and cancelled executions and on FAILED, CANCELLED and

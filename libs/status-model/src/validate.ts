@@ -123,6 +123,13 @@ export const RESOLUTION_STATUSES: readonly ResolutionStatus[] = [
   OperationStatus.CANCELLED,
 ];
 
+/**
+ * How many "still unknown after investigation" records one hold keeps. Each re-dates the obligation and is kept on it
+ * (and in the history); past this many the hold is a reviewer's to resolve or escalate, not to re-date again — the
+ * row, read with every page that shows the operation, would otherwise grow without bound.
+ */
+export const MAX_INVESTIGATIONS_PER_HOLD = 100;
+
 /** The permitted actions of a recovery obligation: never sent → SENT or CANCELLED; sent → VERIFIED or FAILED. */
 export function permittedResolutions(
   status: OperationStatus,

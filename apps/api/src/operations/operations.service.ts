@@ -41,6 +41,7 @@ import {
   latestByKey,
   operationTransitionRule,
   AbsenceAtTheSource,
+  MAX_INVESTIGATIONS_PER_HOLD,
   failedRefusedByRead,
   verifiedRefusedByRead,
   StatusModelErrorCode,
@@ -434,6 +435,17 @@ export class OperationsService {
         { current_status: op.status },
       );
     }
+    const seen = op.obligation.investigations ?? [];
+    // The statement below writes only while the obligation still lists `seen.length` investigations, so of concurrent
+    // records at the limit none gets past it.
+    if (seen.length >= MAX_INVESTIGATIONS_PER_HOLD) {
+      throw Problem.conflict(
+        'resolution-not-permitted',
+        `this hold already records ${seen.length} investigations (at most ${MAX_INVESTIGATIONS_PER_HOLD}): resolve ` +
+          'it, or leave it to its escalation, rather than re-dating it again',
+        { current_status: op.status, investigations: seen.length },
+      );
+    }
     const now = new Date();
     const settings = await loadTenantSettings(this.db.manager, principal.tenantId);
     const dueInMs =
@@ -441,7 +453,6 @@ export class OperationsService {
         ? dueInSeconds * 1000
         : obligationDueMs(settings, op.obligation.reason, this.config.OBLIGATION_DUE_MS);
     const dueAt = new Date(now.getTime() + dueInMs);
-    const seen = op.obligation.investigations ?? [];
     const investigation = {
       evidence,
       by: principal.keyId,

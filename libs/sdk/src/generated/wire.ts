@@ -801,6 +801,17 @@ export interface components {
             /** Format: date-time */
             escalated_at: string | null;
             resolution?: components['schemas']['Resolution'];
+            rechecks?: number;
+            investigations?: {
+              evidence: string;
+              by: string;
+              /** Format: date-time */
+              at: string;
+              /** Format: date-time */
+              previous_due_at: string;
+              /** Format: date-time */
+              due_at: string;
+            }[];
           } & {
             [key: string]: unknown;
           })
@@ -907,6 +918,17 @@ export interface components {
             /** Format: date-time */
             escalated_at: string | null;
             resolution?: components['schemas']['Resolution'];
+            rechecks?: number;
+            investigations?: {
+              evidence: string;
+              by: string;
+              /** Format: date-time */
+              at: string;
+              /** Format: date-time */
+              previous_due_at: string;
+              /** Format: date-time */
+              due_at: string;
+            }[];
           } & {
             [key: string]: unknown;
           })
