@@ -189,8 +189,10 @@ describe('reconciler: resolution of MANUAL_REVIEW and escalation', () => {
       permitted: true,
       check: 'read_back',
     });
-    // The provider's reads are back, and its own lookup shows no such charge: "it happened" would be a lie.
+    // The provider's reads are back, no call of it can still land, and its own lookup shows no such charge: "it
+    // happened" would be a lie.
     await resetSandbox(stack);
+    await waitForResolutionPermitted(stack, held.id, 'FAILED');
     const refused = await resolve(held.id, 'VERIFIED');
     expect(refused.status).toBe(409);
     expect(refused.headers.get('content-type')).toContain('application/problem+json');
@@ -200,14 +202,41 @@ describe('reconciler: resolution of MANUAL_REVIEW and escalation', () => {
       current_status: 'MANUAL_REVIEW',
     });
     expect(await getOperation(stack, held.id)).toMatchObject({ status: 'MANUAL_REVIEW', commit: 'unknown' });
+    expect(refused.headers.get('retry-after')).toBeNull();
     expect((await events(stack, created.id)).filter((e) => e.type === 'operation.resolved')).toEqual([]);
-    // What the source shows is what the reviewer may record: FAILED, once no call can still land.
-    await waitForResolutionPermitted(stack, held.id, 'FAILED');
+    // What the source shows is what the reviewer may record.
     const failed = await resolve(held.id, 'FAILED');
     expect(failed.status).toBe(200);
     expect(failed.body).toMatchObject({ status: 'FAILED' });
     expect((await stack.effects()).charges[reference]).toBeUndefined();
     expectLegalHistory(await events(stack, created.id));
+  });
+
+  it('a VERIFIED the provider’s lookup cannot show yet is "not yet" until no call of it can still land', async () => {
+    // Dropped before the provider charged, no verification asked for: held at once, well inside the time in which a
+    // call of it could still land and show.
+    await stack.setFaults({ rules: [{ method: 'POST', path: '/v1/charges', fault: 'drop_before_commit', count: 1 }] });
+    const reference = unique('rr-not-yet');
+    const created = await submit(stack, [charge(reference, { verification_method: '' })]);
+    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    const early = await resolve(held.id, 'VERIFIED');
+    expect(early.status).toBe(409);
+    expect(early.body).toMatchObject({
+      type: 'https://verity.dev/problems/resolution-not-permitted',
+      read_back: { kind: 'absent' },
+      absence_evident_at: expect.any(String),
+    });
+    expect(early.body).toMatchObject({ detail: expect.stringContaining('not permitted yet') });
+    expect(Number(early.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect((await getOperation(stack, held.id)).status).toBe('MANUAL_REVIEW');
+    // From then on the lookup's answer is the provider's word: still nothing there, so refuted.
+    await waitForResolutionPermitted(stack, held.id, 'FAILED');
+    const late = await resolve(held.id, 'VERIFIED');
+    expect(late.status).toBe(409);
+    expect(late.body).toMatchObject({ detail: expect.stringContaining('does not exist') });
+    expect(late.headers.get('retry-after')).toBeNull();
+    expect((await events(stack, created.id)).filter((e) => e.type === 'operation.resolved')).toEqual([]);
+    expect((await stack.effects()).charges[reference]).toBeUndefined();
   });
 
   it('a reviewer’s VERIFIED while the source cannot be read stands on the evidence, the read recorded beside it', async () => {

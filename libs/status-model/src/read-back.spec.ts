@@ -205,33 +205,44 @@ describe('failedRefusedByRead: a reviewer’s FAILED and the read made when it i
 describe('verifiedRefusedByRead: a reviewer’s VERIFIED and the read made when it is decided', () => {
   const reads: ReadBackKind[] = ['found', 'mismatch', 'absent', 'stale', 'field_missing', 'unreachable'];
 
-  it.each(reads)('%s: refused exactly where reconciliation itself would conclude FAILED from the same read', (read) => {
+  it.each(reads)('%s: refuted exactly where reconciliation itself would conclude FAILED from the same read', (read) => {
     for (const sourceProvesAbsence of [true, false]) {
       for (const acknowledged of [true, false]) {
-        const reconciliation = decideReadBack({
-          status: RC,
-          read,
-          absenceIsProof: true,
-          acknowledged,
-          checksBefore: 0,
-          budget: 5,
-          sourceProvesAbsence,
-        });
-        expect(verifiedRefusedByRead(read, { sourceProvesAbsence, acknowledged })).toBe(
-          reconciliation.kind === 'failed',
-        );
+        for (const absenceIsProof of [true, false]) {
+          const reconciliation = decideReadBack({
+            status: RC,
+            read,
+            absenceIsProof,
+            acknowledged,
+            checksBefore: 0,
+            budget: 5,
+            sourceProvesAbsence,
+          });
+          const refusal = verifiedRefusedByRead(read, { sourceProvesAbsence, acknowledged }, absenceIsProof);
+          expect(refusal === 'refuted').toBe(reconciliation.kind === 'failed');
+        }
       }
     }
   });
 
-  it('the provider’s own lookup answering without an effect it never acknowledged refuses it', () => {
-    expect(verifiedRefusedByRead('absent', { sourceProvesAbsence: true, acknowledged: false })).toBe(true);
+  it('the provider’s own lookup answering without an effect it never acknowledged: not yet, then refuted', () => {
+    const providersLookup = { sourceProvesAbsence: true, acknowledged: false };
+    // A call may still land, or the provider not show it yet: what the lookup says now is no answer.
+    expect(verifiedRefusedByRead('absent', providersLookup, false)).toBe('not_yet');
+    expect(verifiedRefusedByRead('absent', providersLookup, true)).toBe('refuted');
     // An absence that proves nothing (a declared read-back), or one the provider's acknowledgement contradicts: a
     // person's evidence may settle it.
-    expect(verifiedRefusedByRead('absent', { sourceProvesAbsence: false, acknowledged: false })).toBe(false);
-    expect(verifiedRefusedByRead('absent', { sourceProvesAbsence: true, acknowledged: true })).toBe(false);
-    // A source that cannot be read now says nothing against the evidence.
-    expect(verifiedRefusedByRead('unreachable', { sourceProvesAbsence: true, acknowledged: false })).toBe(false);
+    for (const absenceEvident of [true, false]) {
+      expect(
+        verifiedRefusedByRead('absent', { sourceProvesAbsence: false, acknowledged: false }, absenceEvident),
+      ).toBeNull();
+      expect(
+        verifiedRefusedByRead('absent', { sourceProvesAbsence: true, acknowledged: true }, absenceEvident),
+      ).toBeNull();
+      // The effect shown, or a source that cannot be read now, says nothing against the evidence.
+      expect(verifiedRefusedByRead('found', providersLookup, absenceEvident)).toBeNull();
+      expect(verifiedRefusedByRead('unreachable', providersLookup, absenceEvident)).toBeNull();
+    }
   });
 });
 

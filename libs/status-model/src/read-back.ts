@@ -54,16 +54,24 @@ export function failedRefusedByRead(
 }
 
 /**
- * Whether a human VERIFIED of a held, sent operation is refused by the read made when it is decided: VERIFIED says "the
- * effect happened", and it is refused exactly where the same read would let reconciliation itself conclude that it did
- * not — the source answers without the effect, the source is the provider's own lookup by the values sent
- * (`sourceProvesAbsence`), and the provider never acknowledged the send (an acknowledgement the lookup contradicts
- * leaves that lookup as inconclusive as a lagging one, and a person's evidence may settle it). Every other read —
- * the effect found, a source that cannot be read now or whose absence proves nothing — leaves the reviewer's evidence
- * standing, with the read recorded beside it.
+ * Why a human VERIFIED of a held, sent operation is refused by the read made when it is decided, or null. VERIFIED says
+ * "the effect happened", and an absent read weighs against it exactly where reconciliation itself would conclude from
+ * it that the effect did not happen: the source is the provider's own lookup by the values sent (`sourceProvesAbsence`)
+ * and the provider never acknowledged the send (an acknowledgement the lookup contradicts leaves that lookup as
+ * inconclusive as a lagging one, and a person's evidence may settle it). Then:
+ * - `refuted` — absence is evident (`absenceEvident`: no call of it can still land and show): it did not happen;
+ * - `not_yet` — a call may still land, or the provider not show it yet: the reviewer asks again once absence would be
+ *   evident, when the read either shows the effect or refutes it.
+ * Every other read — the effect found, a source that cannot be read now or whose absence proves nothing — leaves the
+ * reviewer's evidence standing, with the read recorded beside it.
  */
-export function verifiedRefusedByRead(read: ReadBackKind, source: AbsenceAtTheSource): boolean {
-  return read === 'absent' && absenceWouldRefute(source);
+export function verifiedRefusedByRead(
+  read: ReadBackKind,
+  source: AbsenceAtTheSource,
+  absenceEvident: boolean,
+): 'refuted' | 'not_yet' | null {
+  if (read !== 'absent' || !absenceWouldRefute(source)) return null;
+  return absenceEvident ? 'refuted' : 'not_yet';
 }
 
 /** What an absent read of a sent operation would weigh: whose lookup it is, and whether the provider acknowledged it. */

@@ -274,7 +274,7 @@ export class OperationsService {
         409,
         'resolution-not-permitted',
         'Conflict with the current state',
-        `FAILED is not permitted yet: ${why}`,
+        `${status} is not permitted yet: ${why}`,
         { current_status: op.status, permitted_resolutions: permitted, resolution_options: options, ...extras },
         { 'retry-after': String(Math.max(1, Math.ceil(retryAfterMs / 1000))) },
       );
@@ -307,7 +307,20 @@ export class OperationsService {
     const resolution: Record<string, unknown> = { status, evidence, by: principal.keyId, at: new Date().toISOString() };
     if (option.check === 'read_back' && status === OperationStatus.VERIFIED) {
       const read = await this.readSourceNow(op);
-      if (verifiedRefusedByRead(read.kind, this.absenceAtTheSource(op))) {
+      const readBack = { kind: read.kind, evidence: read.evidence ?? null };
+      // A sent operation always has the bound; none would mean nothing can still land.
+      const absenceEvidentFrom = evidentAt ?? now;
+      const refusal = verifiedRefusedByRead(read.kind, this.absenceAtTheSource(op), now >= absenceEvidentFrom);
+      if (refusal === 'not_yet') {
+        // The provider does not show it, but a call of it may still land or show: its lookup can answer only later.
+        throw notYet(
+          `the provider does not show this effect, and may not yet: ask again from ${absenceEvidentFrom.toISOString()}, ` +
+            'when its lookup either shows it or answers that it does not exist',
+          { read_back: readBack, absence_evident_at: absenceEvidentFrom.toISOString() },
+          absenceEvidentFrom.getTime() - now.getTime(),
+        );
+      }
+      if (refusal === 'refuted') {
         // The provider's own lookup answers that the effect does not exist, and the provider never said it did: the
         // record would say "it happened" against the one source that can say. Nothing is written.
         throw Problem.conflict(
@@ -318,7 +331,7 @@ export class OperationsService {
             current_status: op.status,
             permitted_resolutions: permitted,
             resolution_options: options,
-            read_back: { kind: read.kind, evidence: read.evidence ?? null },
+            read_back: readBack,
           },
         );
       }
