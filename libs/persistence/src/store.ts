@@ -521,7 +521,6 @@ export function snapshotOf(op: OperationEntity): {
   attempt: number;
   verificationMethod: VerificationMethodValue;
   terminalReason: TerminalReason | null;
-  acknowledged: boolean;
 } {
   return {
     id: op.id,
@@ -529,7 +528,6 @@ export function snapshotOf(op: OperationEntity): {
     attempt: op.attempt,
     verificationMethod: op.verificationMethod,
     terminalReason: op.terminalReason,
-    acknowledged: op.acknowledgedAt !== null,
   };
 }
 
