@@ -305,9 +305,10 @@ export class OperationsService {
       );
     }
     const resolution: Record<string, unknown> = { status, evidence, by: principal.keyId, at: new Date().toISOString() };
-    if (option.check === 'read_back' && status === OperationStatus.VERIFIED) {
-      const read = await this.readSourceNow(op);
-      const readBack = { kind: read.kind, evidence: read.evidence ?? null };
+    // The source read at the moment of the decision (FAILED; VERIFIED where the provider's lookup can refute it).
+    const read = option.check === 'read_back' ? await this.readSourceNow(op) : null;
+    const readBack = read && { kind: read.kind, evidence: read.evidence ?? null };
+    if (read && status === OperationStatus.VERIFIED) {
       // A sent operation always has the bound; none would mean nothing can still land.
       const absenceEvidentFrom = evidentAt ?? now;
       const refusal = verifiedRefusedByRead(read.kind, this.absenceAtTheSource(op), now >= absenceEvidentFrom);
@@ -335,9 +336,7 @@ export class OperationsService {
           },
         );
       }
-      resolution.read_back = { kind: read.kind, ...read.evidence };
-    } else if (option.check === 'read_back') {
-      const read = await this.readSourceNow(op);
+    } else if (read) {
       const refusedByRead = failedRefusedByRead(
         op.terminalReason,
         read.kind,
@@ -359,14 +358,14 @@ export class OperationsService {
         // retry would send again an effect that may exist. Not yet, rather than never: the source may answer later.
         throw notYet(
           `the source cannot be read now (${read.kind}) to show that the effect is not there; try again when it answers`,
-          { read_back: { kind: read.kind, evidence: read.evidence ?? null } },
+          { read_back: readBack },
           this.config.RECHECK_BACKOFF_MS,
         );
       }
-      // Absent (the source answered without the effect), or a read that could not be made at all (refused by the
-      // tenant's settings, or needing the reference the lost answer held): the reviewer's evidence stands, with it.
-      resolution.read_back = { kind: read.kind, ...read.evidence };
     }
+    // A read that did not refuse the resolution — for FAILED: absent, or not made at all (refused by the tenant's
+    // settings, or needing the reference the lost answer held) — stands with the reviewer's evidence.
+    if (read) resolution.read_back = { kind: read.kind, ...read.evidence };
     const decided = await this.transitions.decide(this.db.manager, {
       operation: snapshotOf(op),
       tenantId: principal.tenantId,
