@@ -380,7 +380,7 @@ if (chromiumMissing) {
     await page.locator('[data-resolution="VERIFIED"]').waitFor();
     expect(await page.locator('[data-resolution]').count()).toBe(1);
     expect(await page.locator('[data-resolution="FAILED"]').count()).toBe(0);
-    await expectText('#not-permitted [data-refused="FAILED"]', /provider shows this effect/);
+    await expectText('#not-permitted [data-refused="FAILED"]', /a record of this effect is on file/);
     await expectText('#not-permitted [data-refused="FAILED"]', /cannot be marked as not having happened/);
     await shoot('09-operation-integrity-mismatch');
   });

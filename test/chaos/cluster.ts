@@ -463,6 +463,7 @@ export interface ServedStatusModel {
       never_sent_only: boolean;
       sent_only: boolean;
       refused_when_held_for: string[];
+      refused_when_acknowledged: boolean;
       system_when_held_for: string[];
     }[];
   };

@@ -535,11 +535,13 @@ describe('chaos invariant checker: the wire, the contract and the evidence', () 
   });
 
   it('checks I1 against the contract: UNKNOWN → SENT and a system FAILED of a mismatch hold are refused', () => {
-    expect(row('I1 illegal transitions').violations).toBe(3);
+    expect(row('I1 illegal transitions').violations).toBe(4);
     const found = examples('I1 illegal transitions');
     expect(found).toContain('op_unknown_sent: UNKNOWN → SENT is not a move of the contract');
     expect(found).toContain('op_held_mismatch: MANUAL_REVIEW → FAILED by system (held for INTEGRITY_MISMATCH)');
     expect(found).toContain('op_held_mismatch: MANUAL_REVIEW → FAILED while held for INTEGRITY_MISMATCH');
+    // The provider acknowledged that charge: a record of the effect is on file, so FAILED is refused to anyone.
+    expect(found).toContain('op_held_mismatch: MANUAL_REVIEW → FAILED after the provider acknowledged it');
     // The system's re-check of a hold for an unreachable source (docs/decisions.md) is legal.
     expect(found).not.toContain('op_held_unreach');
   });
@@ -551,7 +553,7 @@ describe('chaos invariant checker: the wire, the contract and the evidence', () 
     expect(row('FAILED with an effect').violations).toBe(1);
     // … and came after the provider acknowledged the charge, with no person deciding it.
     expect(row('FAILED by the system after the provider acknowledged it').violations).toBe(1);
-    expect(report.violations).toBe(1 + 2 + 1 + 1 + 3 + 3 + 1 + 1);
+    expect(report.violations).toBe(1 + 2 + 1 + 1 + 3 + 4 + 1 + 1);
   });
 });
 
@@ -560,15 +562,17 @@ describe('the status model compared with the contract', () => {
     expect(compareStatusModel(servedModel())).toEqual([]);
   });
 
-  it('finds a planted row (UNKNOWN → SENT), a row gone, a human-only move opened to the system, an execution move', () => {
+  it('finds a planted row (UNKNOWN → SENT), a row gone, a human-only move opened to the system or to an acknowledged effect, an execution move', () => {
     const planted = servedModel();
     const rows = planted.operation.transitions;
     rows.push({ ...rows.find((r) => r.from === 'PREPARED' && r.to === 'SENT')!, from: 'UNKNOWN' });
     planted.operation.transitions = rows.filter((r) => !(r.from === 'RECONCILING' && r.to === 'FAILED'));
-    planted.operation.transitions.find((r) => r.from === 'MANUAL_REVIEW' && r.to === 'FAILED')!.human_only = false;
+    const humanFailed = planted.operation.transitions.find((r) => r.from === 'MANUAL_REVIEW' && r.to === 'FAILED')!;
+    humanFailed.human_only = false;
+    humanFailed.refused_when_acknowledged = false;
     planted.execution.transitions.find((t) => t.from === 'created')!.to.push('running');
     expect(compareStatusModel(planted)).toEqual([
-      'operation MANUAL_REVIEW → FAILED: human_only false',
+      'operation MANUAL_REVIEW → FAILED: human_only false; refused_when_acknowledged false',
       'operation UNKNOWN → SENT: allowed by the model, not by the contract',
       'operation RECONCILING → FAILED: missing from the model',
       'execution created → running: not in the contract',

@@ -75,6 +75,8 @@ export interface ContractMove {
   systemWhenHeldFor?: string[];
   /** Refused while held for one of these reasons. */
   refusedWhenHeldFor?: string[];
+  /** Refused once the provider acknowledged the send: a record of the effect is on file. */
+  refusedWhenAcknowledged?: boolean;
   /** Only for an operation that was (`sent`) / was never (`never_sent`) handed to a connector. */
   only?: 'sent' | 'never_sent';
   /** The move must carry a terminal_reason; when listed, one of these. */
@@ -107,7 +109,14 @@ export const CONTRACT_OPERATION_MOVES: readonly ContractMove[] = [
     only: 'sent',
     systemWhenHeldFor: ['SOURCE_UNREACHABLE', 'STALE_REPLICA'],
   },
-  { from: 'MANUAL_REVIEW', to: 'FAILED', humanOnly: true, only: 'sent', refusedWhenHeldFor: ['INTEGRITY_MISMATCH'] },
+  {
+    from: 'MANUAL_REVIEW',
+    to: 'FAILED',
+    humanOnly: true,
+    only: 'sent',
+    refusedWhenHeldFor: ['INTEGRITY_MISMATCH', 'FIELD_MISSING'],
+    refusedWhenAcknowledged: true,
+  },
   { from: 'MANUAL_REVIEW', to: 'SENT', humanOnly: true, only: 'never_sent' },
   { from: 'MANUAL_REVIEW', to: 'CANCELLED', humanOnly: true, only: 'never_sent' },
 ];
@@ -156,6 +165,9 @@ export function compareStatusModel(served: ServedStatusModel): string[] {
     if (sorted(row.refused_when_held_for) !== sorted(move.refusedWhenHeldFor)) {
       differs.push(`refused_when_held_for [${sorted(row.refused_when_held_for)}]`);
     }
+    if (row.refused_when_acknowledged !== (move.refusedWhenAcknowledged ?? false)) {
+      differs.push(`refused_when_acknowledged ${row.refused_when_acknowledged}`);
+    }
     if (row.sent_only !== (move.only === 'sent')) differs.push(`sent_only ${row.sent_only}`);
     if (row.never_sent_only !== (move.only === 'never_sent')) differs.push(`never_sent_only ${row.never_sent_only}`);
     if (row.reason_required !== (move.reasonRequired ?? false)) differs.push(`reason_required ${row.reason_required}`);
@@ -182,6 +194,7 @@ export function compareStatusModel(served: ServedStatusModel): string[] {
 function illegalOperationMoves(opId: string, log: EventRow[]): string[] {
   const found: string[] = [];
   let everSent = false;
+  let acknowledged = false;
   let heldFor: string | null = null;
   for (const e of log) {
     if (e.type !== 'operation.status_changed') continue;
@@ -195,10 +208,12 @@ function illegalOperationMoves(opId: string, log: EventRow[]): string[] {
         found.push(`${what} by ${e.actor ?? 'system'} (held for ${heldFor}): only a human may`);
       }
       if (heldFor && move.refusedWhenHeldFor?.includes(heldFor)) found.push(`${what} while held for ${heldFor}`);
+      if (acknowledged && move.refusedWhenAcknowledged) found.push(`${what} after the provider acknowledged it`);
       if (move.only === 'sent' && !everSent) found.push(`${what} of an operation never sent`);
       if (move.only === 'never_sent' && everSent) found.push(`${what} of an operation already sent`);
     }
     if (e.to_status === 'SENT') everSent = true;
+    if (e.to_status === 'ACKNOWLEDGED') acknowledged = true;
     heldFor = e.to_status === 'MANUAL_REVIEW' ? e.reason : null;
   }
   return found;

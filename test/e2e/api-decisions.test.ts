@@ -325,7 +325,10 @@ describe('api: decide once, never relabel an effect', () => {
     const failedOption = (
       detail as unknown as { resolution_options: { status: string; why: string }[] }
     ).resolution_options.find((o) => o.status === 'FAILED');
-    expect(failedOption).toMatchObject({ permitted: false, why: expect.stringMatching(/provider shows this effect/) });
+    expect(failedOption).toMatchObject({
+      permitted: false,
+      why: expect.stringMatching(/record of this effect is on file/),
+    });
 
     const refused = await post<Problem>(`/v1/operations/${held.id}/resolve`, {
       status: 'FAILED',
@@ -351,20 +354,22 @@ describe('api: decide once, never relabel an effect', () => {
     expect((await stack.effects()).charges[reference].count).toBe(1);
   });
 
-  it('a held charge the source shows once it can be read: FAILED answers 409 effect-exists with the read-back', async () => {
-    // A replica lagging past the verification budget: held STALE_REPLICA, although the charge exists.
+  it('a held charge the provider acknowledged: FAILED answers 409 effect-exists whatever a read shows', async () => {
+    // A replica lagging past the verification budget: held STALE_REPLICA, although the provider acknowledged the charge
+    // (and it exists).
     await stack.setFaults({ replica_lag_ms: 60_000 });
     const reference = unique('dec-stale');
     const created = await submit(stack, [charge(reference)]);
     const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
     expect(held.terminal_reason).toBe('STALE_REPLICA');
-    const detail = await waitForResolutionPermitted(stack, held.id, 'FAILED');
-    expect(detail.permitted_resolutions).toEqual(['VERIFIED', 'FAILED']);
-    expect(
-      (detail as unknown as { resolution_options: { status: string; check: string | null }[] }).resolution_options,
-    ).toContainEqual(expect.objectContaining({ status: 'FAILED', check: 'read_back' }));
+    const detail = await getOperation(stack, held.id);
+    expect(detail.permitted_resolutions).toEqual(['VERIFIED']);
+    expect(detail.recovery_obligation!.permitted_actions).toEqual(['VERIFIED']);
+    expect(detail.resolution_options).toContainEqual(
+      expect.objectContaining({ status: 'FAILED', permitted: false, check: null }),
+    );
 
-    await stack.setFaults({ replica_lag_ms: 0 });
+    // The lookup still shows nothing: the provider's own acknowledgement is the record on file.
     const refused = await post<Problem>(`/v1/operations/${held.id}/resolve`, {
       status: 'FAILED',
       evidence: 'not on the dashboard',
@@ -372,8 +377,12 @@ describe('api: decide once, never relabel an effect', () => {
     expect(refused.status).toBe(409);
     expect(refused.body).toMatchObject({
       type: 'https://verity.dev/problems/effect-exists',
-      read_back: { kind: 'found', evidence: { record: { reference, amount: 1250 } } },
+      read_back: { kind: 'stored' },
+      acknowledged_at: expect.any(String),
+      provider_ref: expect.objectContaining({ id: expect.any(String) }),
     });
+    const retry = await post<Problem>(`/v1/operations/${held.id}/retry`, undefined, DEMO.agent);
+    expect(retry.status).toBe(409);
     const after = await getOperation(stack, held.id);
     expect(after).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'STALE_REPLICA' });
     expect(after.recovery_obligation!.resolution).toBeUndefined();

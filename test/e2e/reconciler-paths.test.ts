@@ -132,7 +132,8 @@ describe('reconciler: verification and reconciliation paths', () => {
     const execution = await settle(stack, created.id);
     const [op] = execution.operations;
     expect(op).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'STALE_REPLICA' });
-    expectObligation(op, 'STALE_REPLICA', ['VERIFIED', 'FAILED']);
+    // The provider acknowledged the charge: a record of it is on file, so "no effect exists" is not permitted.
+    expectObligation(op, 'STALE_REPLICA', ['VERIFIED']);
     expect(op.evidence).toMatchObject({ checks: 6, as_of_version: expect.any(Number) });
     expect(statusPath(await events(stack, created.id), op.id)).toEqual([
       'PREPARED',
@@ -149,7 +150,8 @@ describe('reconciler: verification and reconciliation paths', () => {
     const created = await submit(stack, [charge(reference)]);
     const [op] = (await settle(stack, created.id)).operations;
     expect(op).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'FIELD_MISSING' });
-    expectObligation(op, 'FIELD_MISSING', ['VERIFIED', 'FAILED']);
+    // The provider acknowledged the charge: a record of it is on file, so "no effect exists" is not permitted.
+    expectObligation(op, 'FIELD_MISSING', ['VERIFIED']);
     expect((op.evidence!.record as Record<string, unknown>).status).toBeUndefined();
   });
 
@@ -159,7 +161,8 @@ describe('reconciler: verification and reconciliation paths', () => {
     const created = await submit(stack, [charge(reference)]);
     const [op] = (await settle(stack, created.id)).operations;
     expect(op).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'SOURCE_UNREACHABLE' });
-    expectObligation(op, 'SOURCE_UNREACHABLE', ['VERIFIED', 'FAILED']);
+    // The provider acknowledged the charge: a record of it is on file, so "no effect exists" is not permitted.
+    expectObligation(op, 'SOURCE_UNREACHABLE', ['VERIFIED']);
     expect(op.evidence).toMatchObject({ error: 'status 503', checks: 6 });
     expect((await stack.effects()).charges[reference].count).toBe(1);
   });

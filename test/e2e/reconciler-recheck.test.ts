@@ -13,6 +13,7 @@ import {
   submit,
   waitForMarkers,
   waitForOp,
+  waitForResolutionPermitted,
 } from './dispatcher-helpers';
 
 const OTHER_REVIEWER = 'test-recheck-other-tenant-reviewer-key';
@@ -170,52 +171,53 @@ describe('reconciler: re-checks of held operations, and "still unknown"', () => 
     expect(again.body.type).toContain('not-in-review');
   });
 
-  // A hold the system may release (the read would have VERIFIED it) and one a person must judge (only recorded).
-  it.each([
-    ['SOURCE_UNREACHABLE', 'unavailable'],
-    ['FIELD_MISSING', 'field_missing'],
-  ] as const)(
-    'a re-check that finds the effect after a reviewer resolved a %s hold FAILED writes what it found into the history',
-    async (reason, heldBy) => {
-      // Due at once: no scheduled re-check.
-      await setPolicy({ obligation_due_seconds: { [reason]: 1 } });
-      await stack.setFaults({ read_fault: heldBy });
-      const reference = unique('rc-late');
-      const { executionId, held } = await heldFor(reason, charge(reference));
-      for (const reconciler of stack.running('reconciler')) await stack.kill(reconciler, 'SIGTERM');
-      const paused = await stack.startApp('reconciler', { TEST_PAUSE_BEFORE_READ_MS: '3000' });
-      try {
-        expect((await post(`/v1/operations/${held.id}/recheck`)).status).toBe(202);
-        await waitForMarkers(paused, 'paused before read-back');
-        // The source answers wrongly while the reviewer decides (a replica that lost the record: up to date, no charge):
-        // their FAILED is accepted on their evidence and that read. (A source that cannot be read refuses it.)
-        await stack.setFaults({ read_fault: 'record_lost' });
-        const failed = await post<Op>(`/v1/operations/${held.id}/resolve`, {
-          status: 'FAILED',
-          evidence: 'the provider dashboard was down; the customer says no charge',
-        });
-        expect(failed.status).toBe(200);
-        // The source answers again before the re-check's read: it shows the charge the record now calls FAILED.
-        await resetSandbox(stack);
-        const log = await waitFor(
-          () => events(stack, executionId),
-          (l) => recheckEvents(l, held.id).some((e) => e.data.result === 'found'),
-        );
-        expect(recheckEvents(log, held.id).at(-1)!.data).toMatchObject({
-          trigger: 'reviewer',
-          result: 'found',
-          after: 'FAILED',
-          held_for: reason,
-          evidence: { record: { reference } },
-        });
-        expect((await getOperation(stack, held.id)).status).toBe('FAILED');
-        expectLegalHistory(log);
-      } finally {
-        await stack.kill(paused, 'SIGTERM');
-        await stack.startApp('reconciler');
-      }
-    },
-  );
+  // (A hold whose record is on file — acknowledged, or found by its own read — cannot be resolved FAILED at all.)
+  it('a re-check that finds the effect after a reviewer resolved a SOURCE_UNREACHABLE hold FAILED writes what it found into the history', async () => {
+    const reason = 'SOURCE_UNREACHABLE';
+    const heldBy = 'unavailable';
+    // Due at once: no scheduled re-check.
+    await setPolicy({ obligation_due_seconds: { [reason]: 1 } });
+    // Taken by the provider, the answer lost (so never acknowledged), its reads down since.
+    await stack.setFaults({
+      rules: [{ method: 'POST', path: '/v1/charges', fault: 'timeout_after_commit', count: 1 }],
+      read_fault: heldBy,
+    });
+    const reference = unique('rc-late');
+    const { executionId, held } = await heldFor(reason, charge(reference));
+    await waitForResolutionPermitted(stack, held.id, 'FAILED');
+    for (const reconciler of stack.running('reconciler')) await stack.kill(reconciler, 'SIGTERM');
+    const paused = await stack.startApp('reconciler', { TEST_PAUSE_BEFORE_READ_MS: '3000' });
+    try {
+      expect((await post(`/v1/operations/${held.id}/recheck`)).status).toBe(202);
+      await waitForMarkers(paused, 'paused before read-back');
+      // The source answers wrongly while the reviewer decides (a replica that lost the record: up to date, no charge):
+      // their FAILED is accepted on their evidence and that read. (A source that cannot be read refuses it.)
+      await stack.setFaults({ read_fault: 'record_lost' });
+      const failed = await post<Op>(`/v1/operations/${held.id}/resolve`, {
+        status: 'FAILED',
+        evidence: 'the provider dashboard was down; the customer says no charge',
+      });
+      expect(failed.status).toBe(200);
+      // The source answers again before the re-check's read: it shows the charge the record now calls FAILED.
+      await resetSandbox(stack);
+      const log = await waitFor(
+        () => events(stack, executionId),
+        (l) => recheckEvents(l, held.id).some((e) => e.data.result === 'found'),
+      );
+      expect(recheckEvents(log, held.id).at(-1)!.data).toMatchObject({
+        trigger: 'reviewer',
+        result: 'found',
+        after: 'FAILED',
+        held_for: reason,
+        evidence: { record: { reference } },
+      });
+      expect((await getOperation(stack, held.id)).status).toBe('FAILED');
+      expectLegalHistory(log);
+    } finally {
+      await stack.kill(paused, 'SIGTERM');
+      await stack.startApp('reconciler');
+    }
+  });
 
   it('a re-check of a hold that needs judgement records the read and keeps the hold', async () => {
     await stack.setFaults({ read_fault: 'field_missing' });
@@ -302,7 +304,7 @@ describe('reconciler: re-checks of held operations, and "still unknown"', () => 
     ]);
     const redatedBy = (Date.parse(String(obligation.due_at)) - Date.parse(obligation.investigations[0].at)) / 1000;
     expect(redatedBy).toBe(7200);
-    expect(kept.body.permitted_resolutions).toEqual(['VERIFIED', 'FAILED']);
+    expect(kept.body.permitted_resolutions).toEqual(['VERIFIED']);
 
     // Concurrent "still unknown" records: each one that is written answers 200, the others 409 already-decided.
     const racers = await Promise.all(
@@ -363,6 +365,6 @@ describe('reconciler: re-checks of held operations, and "still unknown"', () => 
     const op = await getOperation(stack, held.id);
     expect(op.recovery_obligation!.investigations).toHaveLength(100);
     // The hold is still a reviewer's to resolve.
-    expect(op.permitted_resolutions).toEqual(['VERIFIED', 'FAILED']);
+    expect(op.permitted_resolutions).toEqual(['VERIFIED']);
   });
 });

@@ -41,15 +41,20 @@ describe('reconciler: resolution of MANUAL_REVIEW and escalation', () => {
   }
 
   /** A charge sent with `fault` on its POST while the provider's reads are down: held SOURCE_UNREACHABLE. */
-  async function chargeHeldUnread(fault: 'drop_before_commit' | 'timeout_after_commit') {
-    await stack.setFaults({
-      rules: [{ method: 'POST', path: '/v1/charges', fault, count: 1 }],
-      read_fault: 'unavailable',
-    });
+  /**
+   * A charge sent with `fault` on its POST (so the provider never acknowledged it) while its reads answer with
+   * `readFault` (default: down): held for `reason` (default SOURCE_UNREACHABLE).
+   */
+  async function chargeHeldUnread(
+    fault: 'drop_before_commit' | 'timeout_after_commit',
+    readFault: 'unavailable' | 'field_missing' = 'unavailable',
+    reason = 'SOURCE_UNREACHABLE',
+  ) {
+    await stack.setFaults({ rules: [{ method: 'POST', path: '/v1/charges', fault, count: 1 }], read_fault: readFault });
     const reference = unique(`rr-unread-${fault}`);
     const created = await submit(stack, [charge(reference)]);
     const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
-    expect(held.terminal_reason).toBe('SOURCE_UNREACHABLE');
+    expect(held).toMatchObject({ terminal_reason: reason, acknowledged_at: null });
     return { reference, created, held };
   }
 
@@ -113,22 +118,21 @@ describe('reconciler: resolution of MANUAL_REVIEW and escalation', () => {
     await stack.setFaults({ read_fault: 'field_missing' });
     const created = await submit(stack, [charge(unique('rr-forbidden'))]);
     const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
-    expect(held.recovery_obligation!.permitted_actions).toEqual(['VERIFIED', 'FAILED']);
-    await waitForResolutionPermitted(stack, held.id, 'FAILED');
+    // The hold's own read found the charge (without its status): a record of it is on file, so only VERIFIED remains.
+    expect(held.recovery_obligation!.permitted_actions).toEqual(['VERIFIED']);
     for (const status of ['SENT', 'CANCELLED']) {
       const res = await resolve(held.id, status);
       expect(res.status).toBe(409);
       expect(res.headers.get('content-type')).toContain('application/problem+json');
-      expect(res.body.permitted_resolutions).toEqual(['VERIFIED', 'FAILED']);
+      expect(res.body.permitted_resolutions).toEqual(['VERIFIED']);
     }
     expect((await getOperation(stack, held.id)).status).toBe('MANUAL_REVIEW');
-    // FAILED is offered subject to a read, and the read finds the charge (without its status field): the effect
-    // exists, and a retry the FAILED would allow could charge again.
+    // FAILED would make a retry look safe, and the retry could charge again: refused with the record on file.
     const refused = await resolve(held.id, 'FAILED');
     expect(refused.status).toBe(409);
     expect(refused.body).toMatchObject({
       type: 'https://verity.dev/problems/effect-exists',
-      read_back: { kind: 'field_missing', evidence: { record: { reference: expect.any(String) } } },
+      read_back: { kind: 'stored', evidence: { record: { reference: expect.any(String) } } },
     });
     expect((await getOperation(stack, held.id)).status).toBe('MANUAL_REVIEW');
     expect((await resolve(held.id, 'VERIFIED')).status).toBe(200);
@@ -138,48 +142,93 @@ describe('reconciler: resolution of MANUAL_REVIEW and escalation', () => {
   });
 
   it.each([
-    // The hold found a record without its status: the record is on file.
-    [
-      'FIELD_MISSING',
-      'field_missing',
-      'effect-exists',
-      { kind: 'stored', evidence: { read_now: { kind: 'unreachable' } } },
-    ],
-    // The source has not answered since the send: "no effect" cannot be checked now — not yet, rather than never.
-    ['SOURCE_UNREACHABLE', 'unavailable', 'resolution-not-permitted', { kind: 'unreachable' }],
+    // The hold's own read found a record without its status: the record is on file.
+    ['FIELD_MISSING', 'field_missing'],
+    // The provider acknowledged the charge (its reads down since): its own word is the record on file.
+    ['SOURCE_UNREACHABLE', 'unavailable'],
   ] as const)(
-    'a sent charge held for %s is not resolved FAILED while the source cannot be read (%s → %s)',
-    async (reason, heldBy, problem, readBack) => {
+    'a sent charge held for %s with a record of it on file is never resolved FAILED, whatever a read shows',
+    async (reason, heldBy) => {
       await stack.setFaults({ read_fault: heldBy });
-      const reference = unique('rr-unread');
+      const reference = unique('rr-on-file');
       const created = await submit(stack, [charge(reference)]);
       const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
       expect(held.terminal_reason).toBe(reason);
-      await waitForResolutionPermitted(stack, held.id, 'FAILED');
-      // The source cannot be read when the reviewer decides: a FAILED would make a retry look safe, and the retry
-      // would charge again.
-      await stack.setFaults({ read_fault: 'unavailable' });
-      const refused = await resolve(held.id, 'FAILED');
-      expect(refused.status).toBe(409);
-      expect(refused.body).toMatchObject({ type: `https://verity.dev/problems/${problem}`, read_back: readBack });
-      if (problem === 'resolution-not-permitted') {
-        expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      expect(await getOperation(stack, held.id)).toMatchObject({ permitted_resolutions: ['VERIFIED'] });
+      // Even a source that answers without it (a replica that lost the record) does not undo what is on file.
+      for (const readFault of ['unavailable', 'record_lost'] as const) {
+        await stack.setFaults({ read_fault: readFault });
+        const refused = await resolve(held.id, 'FAILED');
+        expect(refused.status).toBe(409);
+        expect(refused.body).toMatchObject({
+          type: 'https://verity.dev/problems/effect-exists',
+          read_back: { kind: 'stored' },
+        });
       }
-      expect(await getOperation(stack, held.id)).toMatchObject({
-        status: 'MANUAL_REVIEW',
-        permitted_resolutions: ['VERIFIED', 'FAILED'],
-      });
       const retried = await http(stack.apiUrl, 'POST', `/v1/operations/${held.id}/retry`, { key: DEMO.agent });
       expect(retried.status).toBe(409);
-      // Once the source answers, it shows the charge: FAILED is refused for good.
-      await resetSandbox(stack);
-      expect((await resolve(held.id, 'FAILED')).body).toMatchObject({
-        type: 'https://verity.dev/problems/effect-exists',
-        read_back: { kind: 'found' },
-      });
+      expect((await getOperation(stack, held.id)).status).toBe('MANUAL_REVIEW');
+      expect((await events(stack, created.id)).filter((e) => e.type === 'operation.resolved')).toEqual([]);
       expect((await stack.effects()).charges[reference].count).toBe(1);
     },
   );
+
+  it('a record the hold found stays on file: a later "not there" refutes neither it nor a VERIFIED', async () => {
+    // Never acknowledged (the answer lost), and the reconciler's reads found the charge without its status.
+    const { reference, created, held } = await chargeHeldUnread(
+      'timeout_after_commit',
+      'field_missing',
+      'FIELD_MISSING',
+    );
+    // Past the bound after which the lookup's "not there" would be the provider's word (send grace, the UNKNOWN after
+    // the timeout, connector timeout and settle window: about 3.5 s after the send here).
+    await waitFor(
+      async () => Date.now(),
+      (now) => now > Date.parse(held.sent_at!) + 5000,
+      15_000,
+      100,
+    );
+    // The replica then loses the record, after no call could still land: FAILED stays refused, and VERIFIED —
+    // the only resolution left — is not refuted by the lookup's "not there".
+    await stack.setFaults({ read_fault: 'record_lost' });
+    expect((await resolve(held.id, 'FAILED')).body).toMatchObject({
+      type: 'https://verity.dev/problems/effect-exists',
+      read_back: { kind: 'stored' },
+    });
+    const verified = await resolve(held.id, 'VERIFIED');
+    expect(verified.status).toBe(200);
+    expect(verified.body.status).toBe('VERIFIED');
+    expectLegalHistory(await events(stack, created.id));
+    expect((await stack.effects()).charges[reference].count).toBe(1);
+  });
+
+  it('a sent charge never acknowledged is not resolved FAILED while the source cannot be read; refused once it shows it', async () => {
+    // Taken by the provider, the answer lost, reads down since: held SOURCE_UNREACHABLE, nothing on file.
+    const { reference, held } = await chargeHeldUnread('timeout_after_commit');
+    await waitForResolutionPermitted(stack, held.id, 'FAILED');
+    // The source cannot be read when the reviewer decides: a FAILED would make a retry look safe, and the retry would
+    // charge again. Not yet, rather than never.
+    const refused = await resolve(held.id, 'FAILED');
+    expect(refused.status).toBe(409);
+    expect(refused.body).toMatchObject({
+      type: 'https://verity.dev/problems/resolution-not-permitted',
+      read_back: { kind: 'unreachable' },
+    });
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(await getOperation(stack, held.id)).toMatchObject({
+      status: 'MANUAL_REVIEW',
+      permitted_resolutions: ['VERIFIED', 'FAILED'],
+    });
+    const retried = await http(stack.apiUrl, 'POST', `/v1/operations/${held.id}/retry`, { key: DEMO.agent });
+    expect(retried.status).toBe(409);
+    // Once the source answers, it shows the charge: FAILED is refused for good.
+    await resetSandbox(stack);
+    expect((await resolve(held.id, 'FAILED')).body).toMatchObject({
+      type: 'https://verity.dev/problems/effect-exists',
+      read_back: { kind: 'found' },
+    });
+    expect((await stack.effects()).charges[reference].count).toBe(1);
+  });
 
   it('a charge never made is not resolved VERIFIED while the provider answers that it does not exist', async () => {
     // Sent, no answer (the provider dropped the request before charging), reads down since: held SOURCE_UNREACHABLE.

@@ -293,6 +293,7 @@ const StatusModel = z.strictObject({
         never_sent_only: z.boolean(),
         sent_only: z.boolean(),
         refused_when_held_for: z.array(z.string()),
+        refused_when_acknowledged: z.boolean(),
         system_when_held_for: z.array(z.string()),
         system_when_execution_ended: z.boolean(),
         extension: z.boolean(),

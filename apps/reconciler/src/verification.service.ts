@@ -468,6 +468,7 @@ export class VerificationService {
     const obligation = recoveryObligation({
       reason,
       everSent: everSent(op),
+      acknowledged: op.acknowledgedAt !== null,
       settings: tenant?.settings,
       now: new Date(),
       dueInMs: this.config.OBLIGATION_DUE_MS,

@@ -25,6 +25,8 @@ const EVIDENCE_REQUIRED: Record<string, string> = {
 export function recoveryObligation(input: {
   reason: TerminalReason;
   everSent: boolean;
+  /** The provider acknowledged the send: FAILED is then not among the permitted actions. */
+  acknowledged?: boolean;
   settings: TenantSettings | null | undefined;
   now: Date;
   /** When the tenant's policy names no due time for this reason. */
@@ -34,7 +36,12 @@ export function recoveryObligation(input: {
     reason: input.reason,
     owner: input.settings?.obligationOwner ?? DEFAULT_OBLIGATION_OWNER,
     evidence_required: EVIDENCE_REQUIRED[input.reason] ?? 'evidence of the operation’s real outcome',
-    permitted_actions: permittedResolutions(OperationStatus.MANUAL_REVIEW, input.everSent, input.reason),
+    permitted_actions: permittedResolutions(
+      OperationStatus.MANUAL_REVIEW,
+      input.everSent,
+      input.reason,
+      input.acknowledged ?? false,
+    ),
     due_at: new Date(input.now.getTime() + obligationDueMs(input.settings, input.reason, input.dueInMs)).toISOString(),
     escalation_target: input.settings?.escalationTarget ?? DEFAULT_ESCALATION_TARGET,
     escalated_at: null,

@@ -521,6 +521,7 @@ export function snapshotOf(op: OperationEntity): {
   attempt: number;
   verificationMethod: VerificationMethodValue;
   terminalReason: TerminalReason | null;
+  acknowledged: boolean;
 } {
   return {
     id: op.id,
@@ -528,6 +529,7 @@ export function snapshotOf(op: OperationEntity): {
     attempt: op.attempt,
     verificationMethod: op.verificationMethod,
     terminalReason: op.terminalReason,
+    acknowledged: op.acknowledgedAt !== null,
   };
 }
 

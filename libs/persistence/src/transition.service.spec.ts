@@ -531,6 +531,57 @@ describe('TransitionService (real Postgres)', () => {
     ).toBe(false);
   });
 
+  it('decide: a person’s FAILED is not written once the provider’s acknowledgement is on record, even one the decision did not read', async () => {
+    const held = async () => {
+      const { executionId, operationId } = await newExecutionWithOneOperation();
+      await db.dataSource.query(
+        `UPDATE operations SET status = 'MANUAL_REVIEW', attempt = 1, terminal_reason = 'STALE_REPLICA' WHERE id = $1`,
+        [operationId],
+      );
+      return { executionId, operationId };
+    };
+    const failed = (operationId: string) =>
+      transitions.decide(db.dataSource.manager, {
+        // As read before a late 2xx was recorded: not acknowledged.
+        operation: {
+          ...snapshot(operationId),
+          status: OperationStatus.MANUAL_REVIEW,
+          attempt: 1,
+          terminalReason: TerminalReason.STALE_REPLICA,
+          acknowledged: false,
+        },
+        tenantId: 'acme',
+        open: 'resolution',
+        event: { type: 'operation.resolved', data: { status: 'FAILED' } },
+        merge: { obligation: { resolution: { status: 'FAILED' } } },
+        move: { to: OperationStatus.FAILED },
+      });
+    const late = await held();
+    await db.dataSource.query(`UPDATE operations SET acknowledged_at = now() WHERE id = $1`, [late.operationId]);
+    expect((await failed(late.operationId)).won).toBe(false);
+    expect(await eventsWhere({ executionId: late.executionId, type: 'operation.resolved' })).toHaveLength(0);
+    // Without the acknowledgement the same decision is written.
+    const unacknowledged = await held();
+    expect((await failed(unacknowledged.operationId)).won).toBe(true);
+    // And one that read the acknowledgement is refused by the status model before any statement.
+    await expect(
+      transitions.decide(db.dataSource.manager, {
+        operation: {
+          ...snapshot(late.operationId),
+          status: OperationStatus.MANUAL_REVIEW,
+          attempt: 1,
+          terminalReason: TerminalReason.STALE_REPLICA,
+          acknowledged: true,
+        },
+        tenantId: 'acme',
+        open: 'resolution',
+        event: { type: 'operation.resolved', data: { status: 'FAILED' } },
+        merge: {},
+        move: { to: OperationStatus.FAILED },
+      }),
+    ).rejects.toMatchObject({ code: 'EFFECT_EXISTS' });
+  });
+
   it('annotate with whileObligationDueAt: an obligation re-dated since it was read is not escalated', async () => {
     const { executionId, operationId } = await newExecutionWithOneOperation();
     await db.dataSource.query(`UPDATE operations SET obligation = $2 WHERE id = $1`, [

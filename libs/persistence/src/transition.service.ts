@@ -73,6 +73,8 @@ export interface OperationSnapshot {
   verificationMethod: VerificationMethodValue;
   /** Why it is held now, for rules that depend on it (a MANUAL_REVIEW for INTEGRITY_MISMATCH cannot end FAILED). */
   terminalReason?: TerminalReason | null;
+  /** The provider acknowledged the send, for rules that depend on it (a person's FAILED is then refused). */
+  acknowledged?: boolean;
 }
 
 export interface OperationTransitionInput {
@@ -518,6 +520,7 @@ export class TransitionService {
         verificationMethod: operation.verificationMethod,
         everSent: everSent(operation),
         heldFor: operation.terminalReason ?? null,
+        acknowledged: operation.acknowledged,
       });
     }
     const params: unknown[] = [operation.id, input.tenantId, operation.status, operation.attempt];
@@ -526,10 +529,13 @@ export class TransitionService {
       ...mergeAssignments(input.merge, params),
       ...patchAssignments(input.patch ?? {}, params),
     ];
-    let unchanged = '';
+    // A person's FAILED never stands for an effect the provider acknowledged, also when the acknowledgement was recorded
+    // after this decision's read (a late 2xx): checked in the statement.
+    let unchanged =
+      move && requiresUnacknowledged(move.to, move.reason ?? null, 'human') ? ' AND acknowledged_at IS NULL' : '';
     if (input.investigationsSeen !== undefined) {
       params.push(input.investigationsSeen);
-      unchanged = ` AND coalesce(jsonb_array_length(obligation->'investigations'), 0) = $${params.length}`;
+      unchanged += ` AND coalesce(jsonb_array_length(obligation->'investigations'), 0) = $${params.length}`;
     }
     if (move) {
       params.push(move.to);

@@ -25,6 +25,7 @@ export function statusModelDocument() {
         never_sent_only: r.neverSentOnly,
         sent_only: r.sentOnly,
         refused_when_held_for: r.refusedWhenHeldFor,
+        refused_when_acknowledged: r.refusedWhenAcknowledged,
         system_when_held_for: r.systemWhenHeldFor,
         system_when_execution_ended: r.systemWhenExecutionEnded,
         extension: r.extension,

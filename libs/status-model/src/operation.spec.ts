@@ -2,6 +2,7 @@ import { IllegalTransitionError, StatusModelErrorCode } from './errors';
 import { DependenciesState, heldNeverSent } from './dispatch';
 import { ExecutionStatus } from './execution';
 import {
+  HOLDS_WITH_A_RECORD_ON_FILE,
   OPERATION_STATUSES,
   OPERATION_STATUS_INFO,
   OPERATION_TRANSITIONS,
@@ -608,22 +609,26 @@ describe('human resolution of an operation that was never sent', () => {
 describe('no relabelling of what the source showed (I14)', () => {
   const held = { ...SENT_CONTEXT, actor: 'human' as const };
 
-  it('refuses a human FAILED for an operation held for INTEGRITY_MISMATCH: the source showed the effect', () => {
-    expect(() =>
-      assertOperationTransition(S.MANUAL_REVIEW, S.FAILED, { ...held, heldFor: TerminalReason.INTEGRITY_MISMATCH }),
-    ).toThrow(expect.objectContaining({ code: C.EFFECT_EXISTS }));
-    expect(
-      isOperationTransitionAllowed(S.MANUAL_REVIEW, S.VERIFIED, {
-        ...held,
-        heldFor: TerminalReason.INTEGRITY_MISMATCH,
-      }),
-    ).toBe(true);
-  });
+  it.each(HOLDS_WITH_A_RECORD_ON_FILE)(
+    'refuses a human FAILED for an operation held for %s: the source showed a record of the effect',
+    (heldFor) => {
+      expect(() => assertOperationTransition(S.MANUAL_REVIEW, S.FAILED, { ...held, heldFor })).toThrow(
+        expect.objectContaining({ code: C.EFFECT_EXISTS }),
+      );
+      expect(isOperationTransitionAllowed(S.MANUAL_REVIEW, S.VERIFIED, { ...held, heldFor })).toBe(true);
+    },
+  );
 
-  it.each(TERMINAL_REASONS.filter((r) => r !== TerminalReason.INTEGRITY_MISMATCH))(
-    'still permits a human FAILED when held for %s',
+  it.each(TERMINAL_REASONS.filter((r) => !HOLDS_WITH_A_RECORD_ON_FILE.includes(r)))(
+    'still permits a human FAILED when held for %s, unless the provider acknowledged the send',
     (reason) => {
       expect(isOperationTransitionAllowed(S.MANUAL_REVIEW, S.FAILED, { ...held, heldFor: reason })).toBe(true);
+      expect(() =>
+        assertOperationTransition(S.MANUAL_REVIEW, S.FAILED, { ...held, heldFor: reason, acknowledged: true }),
+      ).toThrow(expect.objectContaining({ code: C.EFFECT_EXISTS, message: expect.stringContaining('acknowledged') }));
+      expect(
+        isOperationTransitionAllowed(S.MANUAL_REVIEW, S.VERIFIED, { ...held, heldFor: reason, acknowledged: true }),
+      ).toBe(true);
     },
   );
 
@@ -728,25 +733,25 @@ describe('resolutionOptions: every action with its reason, exactly what the gate
   it('reads the source before a VERIFIED only where the provider’s own lookup can answer that the effect does not exist', () => {
     const verified = (
       canReadBack: boolean,
-      absenceAtTheSource?: { sourceProvesAbsence: boolean; acknowledged: boolean },
+      source: { sourceProvesAbsence?: boolean; acknowledged?: boolean },
+      heldFor = TerminalReason.SOURCE_UNREACHABLE,
     ) =>
-      resolutionOptions({
-        status: S.MANUAL_REVIEW,
-        everSent: true,
-        heldFor: TerminalReason.SOURCE_UNREACHABLE,
-        canReadBack,
-        absenceAtTheSource,
-      }).find((o) => o.status === S.VERIFIED)!;
+      resolutionOptions({ status: S.MANUAL_REVIEW, everSent: true, heldFor, canReadBack, ...source }).find(
+        (o) => o.status === S.VERIFIED,
+      )!;
     const providersLookup = { sourceProvesAbsence: true, acknowledged: false };
     expect(verified(true, providersLookup)).toMatchObject({ permitted: true, check: 'read_back' });
     expect(verified(true, providersLookup).why).toContain('reads the source first');
-    for (const [canReadBack, source] of [
-      [true, { sourceProvesAbsence: false, acknowledged: false }],
-      [true, { sourceProvesAbsence: true, acknowledged: true }],
-      [true, undefined],
-      [false, providersLookup],
+    for (const [canReadBack, source, heldFor] of [
+      [true, { sourceProvesAbsence: false, acknowledged: false }, TerminalReason.SOURCE_UNREACHABLE],
+      [true, { sourceProvesAbsence: true, acknowledged: true }, TerminalReason.STALE_REPLICA],
+      [true, {}, TerminalReason.SOURCE_UNREACHABLE],
+      [false, providersLookup, TerminalReason.SOURCE_UNREACHABLE],
+      // A record the hold's own read found is on file: a later "not there" does not refute it.
+      [true, providersLookup, TerminalReason.INTEGRITY_MISMATCH],
+      [true, providersLookup, TerminalReason.FIELD_MISSING],
     ] as const) {
-      expect(verified(canReadBack, source)).toEqual({
+      expect(verified(canReadBack, source, heldFor)).toEqual({
         status: S.VERIFIED,
         permitted: true,
         why: 'the effect happened, shown by the evidence you give',
@@ -754,6 +759,32 @@ describe('resolutionOptions: every action with its reason, exactly what the gate
         available_at: null,
       });
     }
+  });
+
+  it('refuses FAILED where a record of the effect is on file: the provider acknowledged it, or the hold’s read found it', () => {
+    const failed = (heldFor: TerminalReason, acknowledged: boolean) =>
+      resolutionOptions({ status: S.MANUAL_REVIEW, everSent: true, heldFor, canReadBack: true, acknowledged }).find(
+        (o) => o.status === S.FAILED,
+      )!;
+    for (const heldFor of [TerminalReason.STALE_REPLICA, TerminalReason.SOURCE_UNREACHABLE]) {
+      expect(failed(heldFor, true)).toMatchObject({ permitted: false, check: null });
+      expect(failed(heldFor, false)).toMatchObject({ permitted: true, check: 'read_back' });
+      expect(permittedResolutions(S.MANUAL_REVIEW, true, heldFor, true)).toEqual([S.VERIFIED]);
+      expect(
+        resolutionRefusedBy({ status: S.MANUAL_REVIEW, everSent: true, heldFor, acknowledged: true }, S.FAILED)?.code,
+      ).toBe(StatusModelErrorCode.EFFECT_EXISTS);
+    }
+    for (const heldFor of [TerminalReason.INTEGRITY_MISMATCH, TerminalReason.FIELD_MISSING]) {
+      for (const acknowledged of [true, false]) {
+        expect(failed(heldFor, acknowledged)).toMatchObject({ permitted: false, check: null });
+        expect(permittedResolutions(S.MANUAL_REVIEW, true, heldFor, acknowledged)).toEqual([S.VERIFIED]);
+      }
+    }
+    // Nothing of it refuses a never-sent hold's choices, nor a VERIFIED.
+    expect(permittedResolutions(S.MANUAL_REVIEW, false, TerminalReason.KNOWLEDGE_CONFLICT, false)).toEqual([
+      S.SENT,
+      S.CANCELLED,
+    ]);
   });
 
   it('offers nothing outside MANUAL_REVIEW', () => {
@@ -778,7 +809,7 @@ describe('resolutionOptions: every action with its reason, exactly what the gate
 
   it('INTEGRITY_MISMATCH: FAILED is refused with the reason a reviewer reads', () => {
     const failed = inReview(true, TerminalReason.INTEGRITY_MISMATCH).find((o) => o.status === S.FAILED)!;
-    expect(failed).toMatchObject({ permitted: false, why: expect.stringMatching(/provider shows this effect/) });
+    expect(failed).toMatchObject({ permitted: false, why: expect.stringMatching(/record of this effect is on file/) });
   });
 
   it('a never-sent operation: release or cancel; judging an outcome is refused', () => {

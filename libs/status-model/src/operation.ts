@@ -88,6 +88,11 @@ export interface OperationTransitionRule {
    */
   refusedWhenHeldFor: readonly TerminalReason[];
   /**
+   * Refused once the provider acknowledged the send (a 2xx with its reference): the provider's own word that the effect
+   * exists is evidence against the move, whatever a later read shows.
+   */
+  refusedWhenAcknowledged: boolean;
+  /**
    * A human-only move the system may also take, but only while held for one of these reasons and only with
    * read-after-write evidence: a re-check that finds the effect once a lagging or unreachable source answers.
    */
@@ -127,6 +132,7 @@ function rule(
     neverSentOnly: options.neverSentOnly ?? false,
     sentOnly: options.sentOnly ?? false,
     refusedWhenHeldFor: options.refusedWhenHeldFor ?? [],
+    refusedWhenAcknowledged: options.refusedWhenAcknowledged ?? false,
     systemWhenHeldFor: options.systemWhenHeldFor ?? [],
     systemWhenExecutionEnded: options.systemWhenExecutionEnded ?? false,
     extension: options.extension ?? false,
@@ -135,6 +141,14 @@ function rule(
 
 const S = OperationStatus;
 const R = TerminalReason;
+
+/**
+ * Holds whose own read found a record of the effect: with other values (INTEGRITY_MISMATCH), or without the field that
+ * tells its state (FIELD_MISSING). What was found is on file: the effect exists at the source, so nothing may record
+ * that it did not happen — not even after a later read stops showing it — and such a later read does not refute a
+ * person's "it happened" either.
+ */
+export const HOLDS_WITH_A_RECORD_ON_FILE: readonly TerminalReason[] = [R.INTEGRITY_MISMATCH, R.FIELD_MISSING];
 
 /** Exactly the table of docs/contract.md §2: the reference diagram first, then this project's extension. */
 export const OPERATION_TRANSITIONS: readonly OperationTransitionRule[] = [
@@ -190,12 +204,18 @@ export const OPERATION_TRANSITIONS: readonly OperationTransitionRule[] = [
     systemWhenHeldFor: [R.SOURCE_UNREACHABLE, R.STALE_REPLICA],
     extension: true,
   }),
-  rule(S.MANUAL_REVIEW, S.FAILED, 'a human resolution, with evidence; never when the source showed the effect', {
-    humanOnly: true,
-    sentOnly: true,
-    refusedWhenHeldFor: [R.INTEGRITY_MISMATCH],
-    extension: true,
-  }),
+  rule(
+    S.MANUAL_REVIEW,
+    S.FAILED,
+    'a human resolution, with evidence; never when the source showed the effect or the provider acknowledged it',
+    {
+      humanOnly: true,
+      sentOnly: true,
+      refusedWhenHeldFor: HOLDS_WITH_A_RECORD_ON_FILE,
+      refusedWhenAcknowledged: true,
+      extension: true,
+    },
+  ),
   rule(S.MANUAL_REVIEW, S.SENT, 'a human releases an operation that was never sent', {
     humanOnly: true,
     neverSentOnly: true,

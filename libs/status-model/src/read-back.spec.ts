@@ -166,39 +166,20 @@ describe('readShowsTheEffect: the reads after which nothing may say the effect d
 
 describe('failedRefusedByRead: a reviewer’s FAILED and the read made when it is decided (I14)', () => {
   it.each<ReadBackKind>(['found', 'mismatch', 'field_missing'])(
-    'a read that shows a record (%s) refuses it whatever the hold',
+    'a read that shows a record (%s) refuses it',
     (read) => {
-      for (const heldFor of [null, R.FIELD_MISSING, R.STALE_REPLICA, R.SOURCE_UNREACHABLE, R.CONNECTOR_ERROR]) {
-        expect(failedRefusedByRead(heldFor, read)).toBe('effect_shown');
-      }
+      expect(failedRefusedByRead(read)).toBe('effect_shown');
+      expect(failedRefusedByRead(read, false)).toBe('effect_shown');
     },
   );
 
-  it.each<[ReadBackKind, 'effect_shown' | 'record_on_file' | null]>([
-    ['found', 'effect_shown'],
-    ['field_missing', 'effect_shown'],
-    // The hold found a record: a read that cannot see the source does not make it go away; one that answers does.
-    ['unreachable', 'record_on_file'],
-    ['stale', 'record_on_file'],
-    ['absent', null],
-  ])('held for FIELD_MISSING, read now %s → %s', (read, refusal) => {
-    expect(failedRefusedByRead(R.FIELD_MISSING, read)).toBe(refusal);
-  });
-
-  it.each([R.SOURCE_UNREACHABLE, R.STALE_REPLICA, R.CONNECTOR_ERROR, null])(
-    'held for %s (nothing found): FAILED only on a read in which the source answers without the effect',
-    (heldFor) => {
-      expect(failedRefusedByRead(heldFor, 'absent')).toBeNull();
-      // A person's "no effect" is not taken where the source could say and cannot now: not yet, not never.
-      expect(failedRefusedByRead(heldFor, 'unreachable')).toBe('source_unread');
-      expect(failedRefusedByRead(heldFor, 'stale')).toBe('source_unread');
-      // A read not made at all (refused by the tenant's settings, or unbuildable): no source to wait for.
-      expect(failedRefusedByRead(heldFor, 'unreachable', false)).toBeNull();
-    },
-  );
-
-  it('a hold with a record on file stays refused even when the read could not be made', () => {
-    expect(failedRefusedByRead(R.FIELD_MISSING, 'unreachable', false)).toBe('record_on_file');
+  it('FAILED only on a read in which the source answers without the effect', () => {
+    expect(failedRefusedByRead('absent')).toBeNull();
+    // A person's "no effect" is not taken where the source could say and cannot now: not yet, not never.
+    expect(failedRefusedByRead('unreachable')).toBe('source_unread');
+    expect(failedRefusedByRead('stale')).toBe('source_unread');
+    // A read not made at all (refused by the tenant's settings, or unbuildable): no source to wait for.
+    expect(failedRefusedByRead('unreachable', false)).toBeNull();
   });
 });
 
@@ -218,7 +199,11 @@ describe('verifiedRefusedByRead: a reviewer’s VERIFIED and the read made when 
             budget: 5,
             sourceProvesAbsence,
           });
-          const refusal = verifiedRefusedByRead(read, { sourceProvesAbsence, acknowledged }, absenceIsProof);
+          const refusal = verifiedRefusedByRead(
+            read,
+            { sourceProvesAbsence, acknowledged, heldFor: R.SOURCE_UNREACHABLE },
+            absenceIsProof,
+          );
           expect(refusal === 'refuted').toBe(reconciliation.kind === 'failed');
         }
       }
@@ -226,7 +211,7 @@ describe('verifiedRefusedByRead: a reviewer’s VERIFIED and the read made when 
   });
 
   it('the provider’s own lookup answering without an effect it never acknowledged: not yet, then refuted', () => {
-    const providersLookup = { sourceProvesAbsence: true, acknowledged: false };
+    const providersLookup = { sourceProvesAbsence: true, acknowledged: false, heldFor: R.SOURCE_UNREACHABLE };
     // A call may still land, or the provider not show it yet: what the lookup says now is no answer.
     expect(verifiedRefusedByRead('absent', providersLookup, false)).toBe('not_yet');
     expect(verifiedRefusedByRead('absent', providersLookup, true)).toBe('refuted');
@@ -234,11 +219,13 @@ describe('verifiedRefusedByRead: a reviewer’s VERIFIED and the read made when 
     // person's evidence may settle it.
     for (const absenceEvident of [true, false]) {
       expect(
-        verifiedRefusedByRead('absent', { sourceProvesAbsence: false, acknowledged: false }, absenceEvident),
+        verifiedRefusedByRead('absent', { ...providersLookup, sourceProvesAbsence: false }, absenceEvident),
       ).toBeNull();
-      expect(
-        verifiedRefusedByRead('absent', { sourceProvesAbsence: true, acknowledged: true }, absenceEvident),
-      ).toBeNull();
+      expect(verifiedRefusedByRead('absent', { ...providersLookup, acknowledged: true }, absenceEvident)).toBeNull();
+      // Nor against a record the hold's own read found (with other values, or without its status): it is on file.
+      for (const heldFor of [R.INTEGRITY_MISMATCH, R.FIELD_MISSING]) {
+        expect(verifiedRefusedByRead('absent', { ...providersLookup, heldFor }, absenceEvident)).toBeNull();
+      }
       // The effect shown, or a source that cannot be read now, says nothing against the evidence.
       expect(verifiedRefusedByRead('found', providersLookup, absenceEvident)).toBeNull();
       expect(verifiedRefusedByRead('unreachable', providersLookup, absenceEvident)).toBeNull();

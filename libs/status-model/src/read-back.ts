@@ -5,7 +5,13 @@
  * proof, of a send the provider never acknowledged; everything inconclusive is read again with
  * backoff, then held for a human; nothing here ever sends.
  */
-import { OperationStatus, TerminalReason, VerificationMethod, VerificationMethodValue } from './operation';
+import {
+  HOLDS_WITH_A_RECORD_ON_FILE,
+  OperationStatus,
+  TerminalReason,
+  VerificationMethod,
+  VerificationMethodValue,
+} from './operation';
 
 /** What the connector's read found, by kind (the connector's ReadBackResult). */
 export type ReadBackKind = 'found' | 'mismatch' | 'absent' | 'stale' | 'field_missing' | 'unreachable';
@@ -23,33 +29,25 @@ export function readShowsTheEffect(read: ReadBackKind): boolean {
 }
 
 /**
- * Holds whose own read found a record of the effect, only without the field that tells its state: what was found is
- * on file, so a read now that cannot see the source answers "the effect exists" (with the record), not merely "not
- * yet". (A hold for INTEGRITY_MISMATCH refuses FAILED outright: the effect was found, with other values.)
- */
-export const HOLDS_WITH_A_RECORD_ON_FILE: readonly TerminalReason[] = [TerminalReason.FIELD_MISSING];
-
-/**
  * Why a human FAILED of a held, sent operation is refused by the read made when it is decided (I14), or null. FAILED
  * says "no effect exists — a retry is safe"; where the source can be read back, that stands only on a read in which the
- * source answers and shows no effect (`absent`):
+ * source answers and shows no effect (`absent`). (The status model refuses it before any read where a record of the
+ * effect is on file: the provider acknowledged the send, or the hold's own read found the record —
+ * HOLDS_WITH_A_RECORD_ON_FILE.)
  * - `effect_shown` — the read shows a record of the effect now;
- * - `record_on_file` — the hold itself found one, and this read cannot show it gone;
  * - `source_unread` — the source cannot be read now (unreachable, lagging): the reviewer tries again once it answers,
  *   or resolves otherwise. A read that was not made at all (`made` false) is not a source that may answer later.
  */
 export function failedRefusedByRead(
-  heldFor: TerminalReason | null,
   read: ReadBackKind,
   /**
    * False when the read was not even attempted (the tenant's settings refuse it, or it cannot be built): waiting for
    * the source changes nothing, so — as where nothing can be read back — a person's evidence is all there is.
    */
   made = true,
-): 'effect_shown' | 'record_on_file' | 'source_unread' | null {
+): 'effect_shown' | 'source_unread' | null {
   if (readShowsTheEffect(read)) return 'effect_shown';
   if (read === 'absent') return null;
-  if (heldFor !== null && HOLDS_WITH_A_RECORD_ON_FILE.includes(heldFor)) return 'record_on_file';
   return made ? 'source_unread' : null;
 }
 
@@ -57,8 +55,8 @@ export function failedRefusedByRead(
  * Why a human VERIFIED of a held, sent operation is refused by the read made when it is decided, or null. VERIFIED says
  * "the effect happened", and an absent read weighs against it exactly where reconciliation itself would conclude from
  * it that the effect did not happen: the source is the provider's own lookup by the values sent (`sourceProvesAbsence`)
- * and the provider never acknowledged the send (an acknowledgement the lookup contradicts leaves that lookup as
- * inconclusive as a lagging one, and a person's evidence may settle it). Then:
+ * and no record of the effect is on file (`absenceWouldRefute`: an acknowledgement, or a record the hold's own read
+ * found, that the lookup contradicts leaves that lookup as inconclusive as a lagging one). Then:
  * - `refuted` — absence is evident (`absenceEvident`: no call of it can still land and show): it did not happen;
  * - `not_yet` — a call may still land, or the provider not show it yet: the reviewer asks again once absence would be
  *   evident, when the read either shows the effect or refutes it.
@@ -74,24 +72,41 @@ export function verifiedRefusedByRead(
   return absenceEvident ? 'refuted' : 'not_yet';
 }
 
-/** What an absent read of a sent operation would weigh: whose lookup it is, and whether the provider acknowledged it. */
+/**
+ * What an absent read of a sent operation would weigh: whose lookup it is, whether the provider acknowledged the send,
+ * and why it is held (a hold whose own read found the record has it on file).
+ */
 export interface AbsenceAtTheSource {
   sourceProvesAbsence: boolean;
   acknowledged: boolean;
-}
-
-/** Whether an absent read would contradict a VERIFIED (so a reviewer's VERIFIED is read against the source first). */
-export function absenceWouldRefute(source: AbsenceAtTheSource): boolean {
-  return source.sourceProvesAbsence && !source.acknowledged;
+  heldFor: TerminalReason | null;
 }
 
 /**
- * Whether the statement that writes this move must also find the operation unacknowledged: a proof of absence
- * (FAILED, PROVEN_ABSENT) never stands for an effect the provider acknowledged, even when the acknowledgement was
- * recorded late (a sender whose 2xx came after the sweeper marked the operation UNKNOWN) — after the read that judged it.
+ * Whether an absent read would contradict a VERIFIED (so a reviewer's VERIFIED is read against the source first): only
+ * the provider's own lookup, of an effect of which no record is on file — neither the provider's acknowledgement nor a
+ * record the hold's own read found. Against such a record a later "not there" is as inconclusive as a lagging read.
  */
-export function requiresUnacknowledged(to: OperationStatus, reason: TerminalReason | null): boolean {
-  return to === OperationStatus.FAILED && reason === TerminalReason.PROVEN_ABSENT;
+export function absenceWouldRefute(source: AbsenceAtTheSource): boolean {
+  return (
+    source.sourceProvesAbsence &&
+    !source.acknowledged &&
+    !(source.heldFor !== null && HOLDS_WITH_A_RECORD_ON_FILE.includes(source.heldFor))
+  );
+}
+
+/**
+ * Whether the statement that writes this move must also find the operation unacknowledged: neither a proof of absence
+ * (FAILED, PROVEN_ABSENT) nor a person's FAILED stands for an effect the provider acknowledged, even when the
+ * acknowledgement was recorded late (a sender whose 2xx came after the sweeper marked the operation UNKNOWN) — after the
+ * read, or the decision, that judged it.
+ */
+export function requiresUnacknowledged(
+  to: OperationStatus,
+  reason: TerminalReason | null,
+  actor: 'human' | 'system' = 'system',
+): boolean {
+  return to === OperationStatus.FAILED && (reason === TerminalReason.PROVEN_ABSENT || actor === 'human');
 }
 
 /** The hold an inconclusive read ends in once the read budget is spent. */

@@ -1,5 +1,5 @@
 import { IllegalTransitionError, StatusModelErrorCode } from './errors';
-import { AbsenceAtTheSource, HOLDS_WITH_A_RECORD_ON_FILE, absenceWouldRefute } from './read-back';
+import { absenceWouldRefute } from './read-back';
 import { ExecutionStatus, canMoveExecution, isTerminalExecution } from './execution';
 import { DependenciesState, RELEASABLE_EXECUTION_STATUSES } from './dispatch';
 import {
@@ -22,6 +22,8 @@ export interface OperationTransitionContext {
   noChangeRequired?: boolean;
   /** Why the operation is held now (its terminal_reason while in MANUAL_REVIEW), for rules that depend on it. */
   heldFor?: TerminalReason | null;
+  /** The provider acknowledged the send (its `acknowledged_at` is set), for rules that depend on it. */
+  acknowledged?: boolean;
   /**
    * The operation's execution has ended unreleasable (cancelled, expired, failed): nothing of it can be sent any more.
    * The statement that makes the move checks the same in the database.
@@ -65,6 +67,9 @@ export function assertOperationTransition(
       StatusModelErrorCode.EFFECT_EXISTS,
       `the operation is held for ${context.heldFor}: the source showed the effect`,
     );
+  }
+  if (context.acknowledged && found.refusedWhenAcknowledged) {
+    fail(StatusModelErrorCode.EFFECT_EXISTS, 'the provider acknowledged the effect');
   }
   const reason = context.terminalReason ?? null;
   if (reason === null && found.reasonRequired) {
@@ -135,10 +140,17 @@ export function permittedResolutions(
   status: OperationStatus,
   everSent: boolean,
   heldFor: TerminalReason | null = null,
+  acknowledged = false,
 ): ResolutionStatus[] {
   if (status !== OperationStatus.MANUAL_REVIEW) return [];
   return RESOLUTION_STATUSES.filter((to) => {
-    return isOperationTransitionAllowed(status, to, { actor: 'human', verificationMethod: '', everSent, heldFor });
+    return isOperationTransitionAllowed(status, to, {
+      actor: 'human',
+      verificationMethod: '',
+      everSent,
+      heldFor,
+      acknowledged,
+    });
   });
 }
 
@@ -171,14 +183,14 @@ const REFUSED_WHY: Partial<Record<StatusModelErrorCode, string>> = {
     'it was already sent: it cannot be sent again or cancelled; judge what happened instead (VERIFIED or FAILED)',
   [StatusModelErrorCode.NEVER_SENT]: 'it was never sent: there is no outcome to judge; release it or cancel it',
   [StatusModelErrorCode.EFFECT_EXISTS]:
-    'the provider shows this effect (read back with different values): it cannot be marked as not having happened',
+    'a record of this effect is on file (the provider acknowledged it, or a read found it): it cannot be marked as not having happened',
 };
 
 /**
  * Every resolution of a held operation, permitted or not, with the reason: the API and the console show exactly
  * this, so an action a reviewer sees is one the API accepts. `canReadBack`: the source can be read back, so a FAILED
- * is accepted only if a read at that moment does not find the effect (otherwise 409 effect-exists), and — with
- * `absenceAtTheSource` — a VERIFIED only if that read does not answer that the effect does not exist.
+ * is accepted only if a read at that moment does not find the effect (otherwise 409 effect-exists), and — where the
+ * read is the provider's own lookup — a VERIFIED only if that read does not answer that the effect does not exist.
  * `absenceEvidentAt` (see `absenceEvidentAt` in read-back.ts): until then a call of this sent operation may still reach
  * the provider, so FAILED waits whatever the reviewer or a read sees now (`now` is the moment of the decision).
  */
@@ -187,12 +199,13 @@ export function resolutionOptions(input: {
   everSent: boolean;
   heldFor: TerminalReason | null;
   canReadBack: boolean;
+  /** The provider acknowledged the send: a record of the effect is on file, and FAILED is refused. */
+  acknowledged?: boolean;
   /**
-   * Whose lookup the read-back is (the connector's `readBackProvesAbsence`) and whether the provider acknowledged the
-   * send: where an absent read would contradict it, a VERIFIED is read against the source too (`verifiedRefusedByRead`).
-   * Undefined: as a read-back whose absence proves nothing.
+   * The read-back is the provider's own lookup (the connector's `readBackProvesAbsence`): where an absent read would
+   * contradict a VERIFIED (`absenceWouldRefute`), it is read against the source too (`verifiedRefusedByRead`).
    */
-  absenceAtTheSource?: AbsenceAtTheSource;
+  sourceProvesAbsence?: boolean;
   absenceEvidentAt?: Date | null;
   now?: Date;
   /**
@@ -231,8 +244,11 @@ export function resolutionOptions(input: {
     if (
       to === OperationStatus.VERIFIED &&
       input.canReadBack &&
-      input.absenceAtTheSource &&
-      absenceWouldRefute(input.absenceAtTheSource)
+      absenceWouldRefute({
+        sourceProvesAbsence: input.sourceProvesAbsence === true,
+        acknowledged: input.acknowledged === true,
+        heldFor: input.heldFor,
+      })
     ) {
       return {
         status: to,
@@ -247,9 +263,7 @@ export function resolutionOptions(input: {
       status: to,
       permitted: true,
       why: readFirst
-        ? input.heldFor !== null && HOLDS_WITH_A_RECORD_ON_FILE.includes(input.heldFor)
-          ? 'no effect exists: Verity reads the source first and refuses unless it answers and the record this hold found is gone'
-          : 'no effect exists: Verity reads the source first and refuses unless it answers without the effect'
+        ? 'no effect exists: Verity reads the source first and refuses unless it answers without the effect'
         : PERMITTED_WHY[to],
       check: readFirst ? 'read_back' : null,
       available_at: null,
@@ -260,11 +274,12 @@ export function resolutionOptions(input: {
 /**
  * The status model's refusal of a reviewer's resolution `to` of a held operation, or null when the move itself is
  * allowed (a release may still wait for its execution and dependencies, a FAILED for `absenceEvidentAt`). Its code
- * tells a FAILED refused because the source showed the effect (EFFECT_EXISTS: held for INTEGRITY_MISMATCH) from one
- * refused because nothing was ever sent (NEVER_SENT): only the first has an effect to show.
+ * tells a FAILED refused because a record of the effect is on file (EFFECT_EXISTS: the provider acknowledged it, or
+ * the hold's read found it) from one refused because nothing was ever sent (NEVER_SENT): only the first has an effect
+ * to show.
  */
 export function resolutionRefusedBy(
-  held: { status: OperationStatus; everSent: boolean; heldFor: TerminalReason | null },
+  held: { status: OperationStatus; everSent: boolean; heldFor: TerminalReason | null; acknowledged?: boolean },
   to: ResolutionStatus,
 ): IllegalTransitionError | null {
   try {
@@ -273,6 +288,7 @@ export function resolutionRefusedBy(
       verificationMethod: '',
       everSent: held.everSent,
       heldFor: held.heldFor,
+      acknowledged: held.acknowledged,
     });
     return null;
   } catch (error) {
@@ -317,11 +333,18 @@ export function absenceNotYetEvident(input: {
   status: OperationStatus;
   everSent: boolean;
   heldFor: TerminalReason | null;
+  acknowledged?: boolean;
   absenceEvidentAt?: Date | null;
   now?: Date;
 }): Date | null {
   if (!input.everSent || !input.absenceEvidentAt) return null;
-  const gate = { actor: 'human', verificationMethod: '', everSent: input.everSent, heldFor: input.heldFor } as const;
+  const gate = {
+    actor: 'human',
+    verificationMethod: '',
+    everSent: input.everSent,
+    heldFor: input.heldFor,
+    acknowledged: input.acknowledged,
+  } as const;
   if (!isOperationTransitionAllowed(input.status, OperationStatus.FAILED, gate)) return null;
   const now = input.now ?? new Date();
   return now < input.absenceEvidentAt ? input.absenceEvidentAt : null;

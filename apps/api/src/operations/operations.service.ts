@@ -166,15 +166,17 @@ export class OperationsService {
     return Boolean(connector?.readBack) && operationCapabilities(connector!, op.action, op.params).read_back;
   }
 
-  /** What a reviewer's resolutions are checked against at the source (resolutionOptions' inputs). */
-  private sourceChecks(op: OperationEntity): { canReadBack: boolean; absenceAtTheSource: AbsenceAtTheSource } {
-    return { canReadBack: this.canReadBack(op), absenceAtTheSource: this.absenceAtTheSource(op) };
+  /** What a reviewer's resolutions are checked against: the source, and the record on file (resolutionOptions' inputs). */
+  private sourceChecks(op: OperationEntity): { canReadBack: boolean } & Omit<AbsenceAtTheSource, 'heldFor'> {
+    const { heldFor: _heldFor, ...absence } = this.absenceAtTheSource(op);
+    return { canReadBack: this.canReadBack(op), ...absence };
   }
 
   private absenceAtTheSource(op: OperationEntity): AbsenceAtTheSource {
     return {
       sourceProvesAbsence: this.connectors.get(op.connector)?.readBackProvesAbsence === true,
       acknowledged: op.acknowledgedAt !== null,
+      heldFor: op.terminalReason,
     };
   }
 
@@ -288,13 +290,23 @@ export class OperationsService {
     }
     if (!option?.permitted) {
       const refusal = resolutionRefusedBy(
-        { status: op.status, everSent: everSent(op), heldFor: op.terminalReason },
+        {
+          status: op.status,
+          everSent: everSent(op),
+          heldFor: op.terminalReason,
+          acknowledged: op.acknowledgedAt !== null,
+        },
         status,
       );
       if (option && refusal?.code === StatusModelErrorCode.EFFECT_EXISTS) {
-        // Held because the source showed the effect (INTEGRITY_MISMATCH): what it showed is the stored evidence. Not
-        // for any other refused FAILED: an operation never sent has no effect to show, only a release or a cancel.
-        throw effectExists(option.why, { kind: 'stored', evidence: op.evidence });
+        // A record of the effect is on file — the hold's own read found it (INTEGRITY_MISMATCH, FIELD_MISSING), or the
+        // provider acknowledged it: the stored evidence, and the acknowledgement, whatever a read shows now. Not for any
+        // other refused FAILED: an operation never sent has no effect to show, only a release or a cancel.
+        throw effectExists(
+          option.why,
+          { kind: 'stored', evidence: op.evidence },
+          op.acknowledgedAt ? { acknowledged_at: op.acknowledgedAt.toISOString(), provider_ref: op.providerRef } : {},
+        );
       }
       throw Problem.conflict(
         'resolution-not-permitted',
@@ -337,21 +349,10 @@ export class OperationsService {
         );
       }
     } else if (read) {
-      const refusedByRead = failedRefusedByRead(
-        op.terminalReason,
-        read.kind,
-        !(read.kind === 'unreachable' && read.notMade === true),
-      );
+      const refusedByRead = failedRefusedByRead(read.kind, !(read.kind === 'unreachable' && read.notMade === true));
       // A record of the effect, even one without the field that tells its state, is an effect that happened.
       if (refusedByRead === 'effect_shown') {
         throw effectExists('the source shows this effect now: it cannot be marked as not having happened', read);
-      }
-      if (refusedByRead === 'record_on_file') {
-        throw effectExists(
-          `held because the source showed a record of this effect (${op.terminalReason}), and it cannot be read now ` +
-            `(${read.kind}) to show the record gone: try again when the source answers`,
-          { kind: 'stored', evidence: { held: op.evidence, read_now: { kind: read.kind, ...read.evidence } } },
-        );
       }
       if (refusedByRead === 'source_unread') {
         // "No effect, a retry is safe" is not taken on a person's word where the source could say and cannot now: a
@@ -628,7 +629,14 @@ function recordedResolution(op: OperationEntity): RecordedResolution | null {
   return resolution?.status ? resolution : null;
 }
 
-/** I14: 409 effect-exists, with what the source showed. Nothing was written. */
-function effectExists(detail: string, read: { kind: string; evidence?: unknown }): Problem {
-  return Problem.conflict('effect-exists', detail, { read_back: { kind: read.kind, evidence: read.evidence ?? null } });
+/** I14: 409 effect-exists, with what the source showed (and any other record on file). Nothing was written. */
+function effectExists(
+  detail: string,
+  read: { kind: string; evidence?: unknown },
+  onFile: Record<string, unknown> = {},
+): Problem {
+  return Problem.conflict('effect-exists', detail, {
+    read_back: { kind: read.kind, evidence: read.evidence ?? null },
+    ...onFile,
+  });
 }

@@ -1144,6 +1144,7 @@ export interface components {
           never_sent_only: boolean;
           sent_only: boolean;
           refused_when_held_for: string[];
+          refused_when_acknowledged: boolean;
           system_when_held_for: string[];
           system_when_execution_ended: boolean;
           extension: boolean;
