@@ -17,6 +17,8 @@ export async function startReceiver(
 ): Promise<{ base: string; port: number; seen: Received[]; close(): Promise<void> }> {
   const seen: Received[] = [];
   const attemptsById = new Map<string, number>();
+  // Answers not given yet: cleared on close, so a receiver told to hang keeps no timer alive after it.
+  const pending = new Set<NodeJS.Timeout>();
   const server: Server = createServer((req, res) => {
     let body = '';
     req.on('data', (chunk: Buffer) => (body += chunk.toString()));
@@ -27,8 +29,13 @@ export async function startReceiver(
       attemptsById.set(`${path}|${id}`, attempt);
       const { status, afterMs = 0 } = answer(path, attempt);
       seen.push({ path, headers: req.headers, body, answered: status });
-      if (afterMs > 0) setTimeout(() => res.writeHead(status).end(), afterMs);
-      else res.writeHead(status).end();
+      if (afterMs > 0) {
+        const timer = setTimeout(() => {
+          pending.delete(timer);
+          res.writeHead(status).end();
+        }, afterMs);
+        pending.add(timer);
+      } else res.writeHead(status).end();
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -38,6 +45,8 @@ export async function startReceiver(
     port,
     seen,
     close: async () => {
+      for (const timer of pending) clearTimeout(timer);
+      pending.clear();
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
     },

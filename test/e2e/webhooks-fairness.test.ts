@@ -1,5 +1,5 @@
 import { createApiKey } from '@verity/persistence';
-import { DEMO, Stack, waitFor } from '../support/stack';
+import { DEMO, METRICS_TOKEN, Stack, waitFor } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 import { startReceiver } from './webhook-receiver';
 
@@ -86,5 +86,85 @@ describe('webhooks: one tenant does not hold up another', () => {
       60_000,
       50,
     );
+  }, 120_000);
+});
+
+/**
+ * A receiver that never answers holds a delivery slot until WEBHOOK_TIMEOUT_MS. With four slots, one tenant may hold
+ * two: its third and later deliveries wait (no attempt spent) while another tenant's delivery goes out at once,
+ * rather than after the first tenant's calls time out.
+ */
+describe('webhooks: one tenant holds at most half of the delivery slots', () => {
+  let stack: Stack;
+  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+  const arrivals = () => receiver.seen.map((r) => r.path);
+
+  beforeAll(async () => {
+    // `/hang` never answers (within this test); `/fast` at once.
+    receiver = await startReceiver((path) => ({ status: 204, afterMs: path === '/hang' ? 600_000 : 0 }));
+    stack = await Stack.start({
+      label: 'whshare',
+      env: { WEBHOOK_SCAN_INTERVAL_MS: '100', WORKER_CONCURRENCY: '4', WEBHOOK_TIMEOUT_MS: '120000' },
+    });
+    const otherAdmin = (
+      await createApiKey(stack.db.dataSource.manager, { tenantId: 'demo-other', role: 'admin', label: 'test' })
+    ).key;
+    for (const [key, path] of [
+      [DEMO.admin, '/hang'],
+      [otherAdmin, '/fast'],
+    ]) {
+      const put = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+        key,
+        body: { allow_hosts: [{ host: '127.0.0.1', ports: [receiver.port], allow_private: true }] },
+      });
+      expect(put.status).toBe(200);
+      const created = await http(stack.apiUrl, 'POST', '/v1/admin/webhooks', {
+        key,
+        body: { url: `${receiver.base}${path}`, events: ['operation.settled'] },
+      });
+      expect(created.status).toBe(201);
+    }
+  }, 60_000);
+
+  afterAll(async () => {
+    // The hanging calls end first, so the reconciler's shutdown does not wait for their timeout.
+    await receiver?.close();
+    await stack?.stop();
+  });
+
+  it("sends another tenant's delivery while the first tenant's hang, and never more than two of those at once", async () => {
+    const many = 6;
+    const burst = await http(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission(Array.from({ length: many }, (_, i) => charge(unique(`whshare-${i}`), { key: `c${i}` }))),
+    });
+    expect(burst.status).toBe(201);
+    // Two hang, holding the tenant's share; the other four of its deliveries are scheduled and put back.
+    await waitFor(
+      async () => arrivals().filter((p) => p === '/hang').length,
+      (n) => n >= 2,
+      30_000,
+      20,
+    );
+    const deferred = async () => {
+      const metrics = await http<string>(stack.running('reconciler')[0].opsUrl!, 'GET', '/metrics', {
+        key: METRICS_TOKEN,
+      });
+      return Number(/^verity_webhook_deliveries_total\{result="deferred"\} (\d+)/m.exec(metrics.text)?.[1] ?? 0);
+    };
+    await waitFor(deferred, (n) => n >= many - 2, 30_000, 100);
+    const single = await http(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.otherAgent,
+      body: submission([charge(unique('whshare-other'))]),
+    });
+    expect(single.status).toBe(201);
+    // Well before any hanging call could time out (120 s).
+    await waitFor(
+      async () => arrivals().includes('/fast'),
+      (arrived) => arrived,
+      30_000,
+      20,
+    );
+    expect(arrivals().filter((p) => p === '/hang')).toHaveLength(2);
   }, 120_000);
 });

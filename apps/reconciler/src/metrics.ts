@@ -11,7 +11,7 @@ export const reconcileAttempts = new Counter({
 
 export const webhookDeliveries = new Counter({
   name: 'verity_webhook_deliveries_total',
-  help: 'Webhook delivery attempts by result (delivered, retrying, failed, stale, skipped)',
+  help: 'Webhook delivery attempts by result (delivered, retrying, failed, stale, skipped; deferred: put back while its tenant held its share of the slots)',
   labelNames: ['result'] as const,
   registers: [metricsRegistry],
 });

@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { JobName, JobPayloads, OperationJob, QueueName, QueueWorker } from '@verity/queues';
-import type { Job } from 'bullmq';
+import { DelayedError, Job } from 'bullmq';
 import { reconcileAttempts } from './metrics';
 import { SweeperService } from './sweeper.service';
 import { VerificationService } from './verification.service';
@@ -111,11 +111,16 @@ export class WebhooksProcessor extends QueueWorker {
     super(QueueName.WEBHOOKS, config, logger);
   }
 
-  async process(job: Job): Promise<string> {
+  async process(job: Job, token?: string): Promise<string> {
     if (job.name !== JobName.DELIVER_WEBHOOK) {
       throw new Error(`no handler for job ${job.name} on ${QueueName.WEBHOOKS}`);
     }
     const data = job.data as JobPayloads[JobName.DELIVER_WEBHOOK];
-    return this.webhooks.deliver(data.deliveryId, data.round, job.attemptsMade, job.opts.attempts ?? 1);
+    const result = await this.webhooks.deliver(data.deliveryId, data.round, job.attemptsMade, job.opts.attempts ?? 1);
+    if (typeof result === 'string') return result;
+    // Its tenant holds its share of this process's slots: the job waits, no attempt spent, until one of them frees.
+    await job.moveToDelayed(result.wakeAt, token);
+    result.wakeWhenFree(() => job.promote());
+    throw new DelayedError();
   }
 }

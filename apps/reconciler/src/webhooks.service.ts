@@ -18,6 +18,7 @@ import { JobName, JobProducer, webhookDeliveryJob } from '@verity/queues';
 import { Webhook } from 'standardwebhooks';
 import { DataSource } from 'typeorm';
 import { webhookDeliveries } from './metrics';
+import { TenantSlots } from './tenant-slots';
 
 const SCAN_BATCH = 500;
 /** Passes per tick at most, so a backlog drains quickly without one tick holding the loop for long. */
@@ -33,11 +34,22 @@ class WebhookRetry extends Error {
   override readonly name = 'WebhookRetry';
 }
 
+/**
+ * A delivery put back because its tenant holds its share of this process's slots: the caller delays the job until
+ * `wakeAt` at the latest (spending no attempt) and hands `wakeWhenFree` what brings it back sooner.
+ */
+export interface DeferredDelivery {
+  wakeAt: number;
+  wakeWhenFree(wake: () => Promise<unknown>): void;
+}
+
 @Injectable()
 export class WebhooksService implements OnApplicationBootstrap, OnApplicationShutdown {
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
   private lastOwedPass = 0;
+  /** This process's delivery slots (about WORKER_CONCURRENCY across its shards), half at most to one tenant. */
+  private readonly slots: TenantSlots;
 
   constructor(
     @InjectDataSource() private readonly db: DataSource,
@@ -46,7 +58,10 @@ export class WebhooksService implements OnApplicationBootstrap, OnApplicationShu
     private readonly connectors: TenantConnectors,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
     @Inject(LOGGER) private readonly logger: Logger,
-  ) {}
+  ) {
+    // A slot is held for one call: its timeout, and a margin for the address lookup and the connect.
+    this.slots = new TenantSlots(TenantSlots.shareOf(config.WORKER_CONCURRENCY), config.WEBHOOK_TIMEOUT_MS + 1_000);
+  }
 
   onApplicationBootstrap(): void {
     this.schedule();
@@ -102,16 +117,27 @@ export class WebhooksService implements OnApplicationBootstrap, OnApplicationShu
    * last one fails the delivery (and may disable the endpoint). Receivers see at-least-once delivery: the same
    * `webhook-id` again after a crash mid-attempt or a manual redelivery.
    */
-  async deliver(deliveryId: string, round: number, attemptsMade: number, maxAttempts: number): Promise<string> {
+  async deliver(
+    deliveryId: string,
+    round: number,
+    attemptsMade: number,
+    maxAttempts: number,
+  ): Promise<string | DeferredDelivery> {
     const result = await this.attempt(deliveryId, round, attemptsMade, maxAttempts).catch((error: unknown) => {
       webhookDeliveries.inc({ result: error instanceof WebhookRetry ? 'retrying' : 'error' });
       throw error;
     });
-    webhookDeliveries.inc({ result: result.startsWith('skipped') ? 'skipped' : result });
+    if (typeof result !== 'string') webhookDeliveries.inc({ result: 'deferred' });
+    else webhookDeliveries.inc({ result: result.startsWith('skipped') ? 'skipped' : result });
     return result;
   }
 
-  private async attempt(deliveryId: string, round: number, attemptsMade: number, maxAttempts: number): Promise<string> {
+  private async attempt(
+    deliveryId: string,
+    round: number,
+    attemptsMade: number,
+    maxAttempts: number,
+  ): Promise<string | DeferredDelivery> {
     const delivery = await loadDeliveryToSend(this.db.manager, this.cipher, deliveryId, round);
     if (!delivery) return 'skipped: delivery or endpoint deleted';
     if (delivery.skip === 'endpoint_disabled') {
@@ -119,7 +145,18 @@ export class WebhooksService implements OnApplicationBootstrap, OnApplicationShu
       return 'skipped: endpoint disabled';
     }
     if (delivery.skip) return `skipped: ${delivery.skip}`;
-    const { outcome, retryable } = await this.post(delivery);
+    const { tenantId } = delivery;
+    const full = this.slots.take(tenantId);
+    if (full) {
+      return { wakeAt: full.wakeAt, wakeWhenFree: (wake) => this.slots.wakeWhenFree(tenantId, wake) };
+    }
+    let posted: Awaited<ReturnType<WebhooksService['post']>>;
+    try {
+      posted = await this.post(delivery);
+    } finally {
+      this.slots.release(tenantId);
+    }
+    const { outcome, retryable } = posted;
     const final = outcome.ok || !retryable || attemptsMade + 1 >= maxAttempts;
     const recorded = await recordWebhookAttempt(this.db, {
       deliveryId,

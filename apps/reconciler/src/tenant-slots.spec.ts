@@ -1,0 +1,54 @@
+import { TenantSlots } from './tenant-slots';
+
+describe('TenantSlots: one tenant holds at most its share of the delivery slots', () => {
+  it.each([
+    [1, 1],
+    [2, 1],
+    [3, 1],
+    [4, 2],
+    [16, 8],
+  ])('of %i slots, one tenant may hold %i', (slots, share) => {
+    expect(TenantSlots.shareOf(slots)).toBe(share);
+  });
+
+  it('refuses a tenant at its share, saying when its oldest slot must be free; another tenant still takes one', () => {
+    const slots = new TenantSlots(2, 11_000);
+    expect(slots.take('a', 1_000)).toBeNull();
+    expect(slots.take('a', 2_000)).toBeNull();
+    expect(slots.take('a', 3_000)).toEqual({ wakeAt: 12_000 });
+    expect(slots.take('b', 3_000)).toBeNull();
+    expect(slots.held('a')).toEqual({ taken: 2, waiting: 0 });
+    slots.release('a');
+    // The oldest went first: the next bound is the one taken at 2,000.
+    expect(slots.take('a', 4_000)).toBeNull();
+    expect(slots.take('a', 5_000)).toEqual({ wakeAt: 13_000 });
+  });
+
+  it('wakes one waiting delivery of the same tenant for each slot it frees, skipping wakes that fail', async () => {
+    const slots = new TenantSlots(1, 10_000);
+    const woken: string[] = [];
+    slots.take('a');
+    slots.take('b');
+    slots.wakeWhenFree('a', async () => {
+      woken.push('a1 (gone)');
+      throw new Error('job not delayed any more');
+    });
+    slots.wakeWhenFree('a', async () => woken.push('a2'));
+    slots.wakeWhenFree('a', async () => woken.push('a3'));
+    slots.wakeWhenFree('b', async () => woken.push('b1'));
+    slots.release('a');
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(woken).toEqual(['a1 (gone)', 'a2']);
+    expect(slots.held('a')).toEqual({ taken: 0, waiting: 1 });
+    expect(slots.held('b')).toEqual({ taken: 1, waiting: 1 });
+  });
+
+  it('forgets a tenant that holds nothing, and a release of nothing held changes nothing', () => {
+    const slots = new TenantSlots(1, 10_000);
+    slots.release('nobody');
+    expect(slots.held('nobody')).toEqual({ taken: 0, waiting: 0 });
+    expect(slots.take('a', 0)).toBeNull();
+    slots.release('a');
+    expect(slots.take('a', 5)).toBeNull();
+  });
+});
