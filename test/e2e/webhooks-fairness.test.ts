@@ -4,6 +4,54 @@ import { charge, http, submission, unique } from '../support/http';
 import { startReceiver } from './webhook-receiver';
 
 /**
+ * The demo tenant's `operation.settled` webhooks go to `demoPath` on the receiver, the other tenant's to `/fast` (both
+ * allowlist the receiver).
+ */
+async function subscribeBothTenants(
+  stack: Stack,
+  receiver: Awaited<ReturnType<typeof startReceiver>>,
+  demoPath: string,
+): Promise<void> {
+  const otherAdmin = (
+    await createApiKey(stack.db.dataSource.manager, { tenantId: 'demo-other', role: 'admin', label: 'test' })
+  ).key;
+  for (const [key, path] of [
+    [DEMO.admin, demoPath],
+    [otherAdmin, '/fast'],
+  ]) {
+    const put = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+      key,
+      body: { allow_hosts: [{ host: '127.0.0.1', ports: [receiver.port], allow_private: true }] },
+    });
+    expect(put.status).toBe(200);
+    const created = await http(stack.apiUrl, 'POST', '/v1/admin/webhooks', {
+      key,
+      body: { url: `${receiver.base}${path}`, events: ['operation.settled'] },
+    });
+    expect(created.status).toBe(201);
+  }
+}
+
+/** The demo tenant submits `many` charges at once: as many `operation.settled` webhooks. */
+async function demoBurst(stack: Stack, label: string, many: number): Promise<void> {
+  const burst = await http(stack.apiUrl, 'POST', '/v1/executions', {
+    key: DEMO.agent,
+    body: submission(Array.from({ length: many }, (_, i) => charge(unique(`${label}-${i}`), { key: `c${i}` }))),
+  });
+  expect(burst.status).toBe(201);
+}
+
+/** Waits until `path` was called at least `n` times. */
+function calledAtLeast(receiver: Awaited<ReturnType<typeof startReceiver>>, path: string, n: number) {
+  return waitFor(
+    async () => receiver.seen.filter((r) => r.path === path).length,
+    (count) => count >= n,
+    60_000,
+    20,
+  );
+}
+
+/**
  * One tenant's long line of deliveries to a slow receiver does not stand before another tenant's first delivery: a
  * delivery job is scheduled by its place in its own tenant's line (every tenant's first before any tenant's second).
  * One delivery slot (WORKER_CONCURRENCY 1) makes the order visible: first in, first out, the other tenant's delivery
@@ -14,7 +62,6 @@ describe('webhooks: one tenant does not hold up another', () => {
   let receiver: Awaited<ReturnType<typeof startReceiver>>;
   /** Who arrived, in order. */
   const arrivals = () => receiver.seen.map((r) => r.path);
-  let otherAdmin: string;
   let otherAgent: string;
 
   beforeAll(async () => {
@@ -24,25 +71,8 @@ describe('webhooks: one tenant does not hold up another', () => {
       label: 'whfair',
       env: { WEBHOOK_SCAN_INTERVAL_MS: '100', WORKER_CONCURRENCY: '1' },
     });
-    otherAdmin = (
-      await createApiKey(stack.db.dataSource.manager, { tenantId: 'demo-other', role: 'admin', label: 'test' })
-    ).key;
     otherAgent = DEMO.otherAgent;
-    for (const [key, path] of [
-      [DEMO.admin, '/slow'],
-      [otherAdmin, '/fast'],
-    ]) {
-      const put = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
-        key,
-        body: { allow_hosts: [{ host: '127.0.0.1', ports: [receiver.port], allow_private: true }] },
-      });
-      expect(put.status).toBe(200);
-      const created = await http(stack.apiUrl, 'POST', '/v1/admin/webhooks', {
-        key,
-        body: { url: `${receiver.base}${path}`, events: ['operation.settled'] },
-      });
-      expect(created.status).toBe(201);
-    }
+    await subscribeBothTenants(stack, receiver, '/slow');
   }, 60_000);
 
   afterAll(async () => {
@@ -52,18 +82,9 @@ describe('webhooks: one tenant does not hold up another', () => {
 
   it("delivers another tenant's first webhook ahead of the line one tenant's slow receiver built up", async () => {
     const many = 16;
-    const burst = await http(stack.apiUrl, 'POST', '/v1/executions', {
-      key: DEMO.agent,
-      body: submission(Array.from({ length: many }, (_, i) => charge(unique(`whfair-${i}`), { key: `c${i}` }))),
-    });
-    expect(burst.status).toBe(201);
+    await demoBurst(stack, 'whfair', many);
     // Its line has formed: the slow receiver is being served, and most of the line still waits.
-    await waitFor(
-      async () => arrivals().filter((p) => p === '/slow').length,
-      (n) => n >= 1,
-      30_000,
-      20,
-    );
+    await calledAtLeast(receiver, '/slow', 1);
     const single = await http(stack.apiUrl, 'POST', '/v1/executions', {
       key: otherAgent,
       body: submission([charge(unique('whfair-other'))]),
@@ -80,12 +101,7 @@ describe('webhooks: one tenant does not hold up another', () => {
     expect(slowAhead).toBeLessThanOrEqual(4);
     expect(slowAhead).toBeLessThan(many);
     // And the first tenant's line is still served to the end.
-    await waitFor(
-      async () => arrivals().filter((p) => p === '/slow').length,
-      (n) => n >= many,
-      60_000,
-      50,
-    );
+    await calledAtLeast(receiver, '/slow', many);
   }, 120_000);
 });
 
@@ -106,24 +122,7 @@ describe('webhooks: one tenant holds at most half of the delivery slots', () => 
       label: 'whshare',
       env: { WEBHOOK_SCAN_INTERVAL_MS: '100', WORKER_CONCURRENCY: '4', WEBHOOK_TIMEOUT_MS: '120000' },
     });
-    const otherAdmin = (
-      await createApiKey(stack.db.dataSource.manager, { tenantId: 'demo-other', role: 'admin', label: 'test' })
-    ).key;
-    for (const [key, path] of [
-      [DEMO.admin, '/hang'],
-      [otherAdmin, '/fast'],
-    ]) {
-      const put = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
-        key,
-        body: { allow_hosts: [{ host: '127.0.0.1', ports: [receiver.port], allow_private: true }] },
-      });
-      expect(put.status).toBe(200);
-      const created = await http(stack.apiUrl, 'POST', '/v1/admin/webhooks', {
-        key,
-        body: { url: `${receiver.base}${path}`, events: ['operation.settled'] },
-      });
-      expect(created.status).toBe(201);
-    }
+    await subscribeBothTenants(stack, receiver, '/hang');
   }, 60_000);
 
   afterAll(async () => {
@@ -134,18 +133,9 @@ describe('webhooks: one tenant holds at most half of the delivery slots', () => 
 
   it("sends another tenant's delivery while the first tenant's hang, and never more than two of those at once", async () => {
     const many = 6;
-    const burst = await http(stack.apiUrl, 'POST', '/v1/executions', {
-      key: DEMO.agent,
-      body: submission(Array.from({ length: many }, (_, i) => charge(unique(`whshare-${i}`), { key: `c${i}` }))),
-    });
-    expect(burst.status).toBe(201);
+    await demoBurst(stack, 'whshare', many);
     // Two hang, holding the tenant's share; the other four of its deliveries are scheduled and put back.
-    await waitFor(
-      async () => arrivals().filter((p) => p === '/hang').length,
-      (n) => n >= 2,
-      30_000,
-      20,
-    );
+    await calledAtLeast(receiver, '/hang', 2);
     const deferred = async () => {
       const metrics = await http<string>(stack.running('reconciler')[0].opsUrl!, 'GET', '/metrics', {
         key: METRICS_TOKEN,
