@@ -370,6 +370,30 @@ describe('operator role, safe defaults and hostile clients', () => {
       expect((await http(stack.apiUrl, 'GET', '/v1/executions', { key: DEMO.agent })).status).toBe(200);
     });
 
+    it('counts guesses sent all at once before answering them: at most AUTH_FAILURES_PER_MINUTE are told "wrong key"', async () => {
+      // A limit no other test here uses: the count is kept per limit and address, and the others block 127.0.0.1.
+      const limit = 6;
+      const url = await startApi({ AUTH_FAILURES_PER_MINUTE: String(limit) });
+      // One valid key, asked cold by many requests at once (its first requests on a fresh process): none is refused.
+      const burst = await Promise.all(
+        Array.from({ length: 20 }, () => http(url, 'GET', '/v1/executions', { key: DEMO.reviewer })),
+      );
+      expect(burst.map((r) => r.status)).toEqual(Array.from({ length: 20 }, () => 200));
+      // 60 different guesses in flight together, the right key among them. When each was checked before any was counted,
+      // many saw an address with no failures yet: dozens of wrong keys were answered 401, the right one 200.
+      const keys = Array.from({ length: 60 }, (_, i) => (i === 40 ? DEMO.agent : `guess-all-at-once-${i}`));
+      const statuses = (await Promise.all(keys.map((key) => http(url, 'GET', '/v1/executions', { key })))).map(
+        (r) => r.status,
+      );
+      const answered = (status: number) => statuses.filter((s) => s === status).length;
+      expect(answered(401)).toBeLessThanOrEqual(limit);
+      // Every other guess, the right key included unless it came before the limit was reached, is 429.
+      expect(answered(401) + answered(200)).toBeLessThanOrEqual(limit + 1);
+      expect(answered(429)).toBe(60 - answered(401) - answered(200));
+      // And from then on the address is blocked: the right key too.
+      expect((await http(url, 'GET', '/v1/executions', { key: DEMO.agent })).status).toBe(429);
+    });
+
     // Behind a reverse proxy every client arrives from the proxy's address: without TRUST_PROXY one guesser would lock
     // every tenant out. With it, the client the named proxy reports is counted — and by default nobody's header is.
     const behindProxy = async (trustProxy: string | null, limit: number) => {

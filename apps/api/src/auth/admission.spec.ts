@@ -86,6 +86,23 @@ describe('RequestAdmission: the address check and the rate-limit token in one ro
     });
   });
 
+  it('AuthFailureLimiter.reserve checks and counts in one step: of guesses at once, no more than the limit pass', async () => {
+    const prefix = testQueuePrefix('reserve');
+    await withAdmission(prefix, async ({ redis, failures }) => {
+      const answers = await Promise.all(Array.from({ length: 12 }, () => failures.reserve('10.0.0.4')));
+      expect(answers.filter((wait) => wait === 0)).toHaveLength(3);
+      expect(answers.filter((wait) => wait >= 1)).toHaveLength(9);
+      // A reservation taken back (the key was found) frees its place; one more is then let through, no more.
+      await failures.refund('10.0.0.4');
+      expect(await failures.reserve('10.0.0.4')).toBe(0);
+      expect(await failures.reserve('10.0.0.4')).toBeGreaterThanOrEqual(1);
+      // And by this process' own count, in one step too, while Redis does not answer.
+      redis.disconnect();
+      const local = await Promise.all(Array.from({ length: 12 }, () => failures.reserve('10.0.0.5')));
+      expect(local.filter((wait) => wait === 0)).toHaveLength(3);
+    });
+  });
+
   it('asks twice when the prefix has no hash tag (the two keys could sit on two cluster nodes)', async () => {
     const prefix = `vt-untagged-${Date.now()}`;
     await withAdmission(prefix, async ({ rate, admission, commandsOf }) => {

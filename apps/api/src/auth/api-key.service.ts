@@ -25,6 +25,8 @@ export class ApiKeyService {
   private cache = new Map<string, { principal: AnyPrincipal | null; until: number }>();
   private readonly revokedListeners = new Set<() => void>();
   private revocationsLive = false;
+  /** Lookups of keys not known yet, by address and key hash, while they run (authenticateFrom). */
+  private readonly lookups = new Map<string, Promise<{ principal: AnyPrincipal | null } | { blockedFor: number }>>();
   private readonly failures: AuthFailureLimiter;
   private readonly admission: RequestAdmission;
 
@@ -42,11 +44,25 @@ export class ApiKeyService {
    * (whatever key it sends next) before the key is even looked up; an unknown or revoked key is 401.
    */
   async authenticateFrom(address: string, key: string): Promise<AnyPrincipal> {
-    const wait = await this.failures.blockedFor(address);
-    if (wait > 0) throw tooManyFailures(wait);
-    const principal = await this.authenticate(key);
-    if (principal) return principal;
-    await this.failures.recordFailure(address);
+    const hash = hashApiKey(key);
+    const known = this.cached(hash);
+    if (known) {
+      const wait = await this.failures.blockedFor(address);
+      if (wait > 0) throw tooManyFailures(wait);
+      return known;
+    }
+    // A key not known to be valid counts as a failure before it is looked up (taken back when it is found): checked
+    // first and counted after, guesses sent all at once would all find the address unblocked. The same key from the
+    // same address, asked again while its lookup runs, waits for that one: a client's first burst costs one count.
+    const flight = `${address}\u0000${hash}`;
+    let lookup = this.lookups.get(flight);
+    if (!lookup) {
+      lookup = this.reserveAndLookUp(address, key).finally(() => this.lookups.delete(flight));
+      this.lookups.set(flight, lookup);
+    }
+    const found = await lookup;
+    if ('blockedFor' in found) throw tooManyFailures(found.blockedFor);
+    if (found.principal) return found.principal;
     throw new Problem(
       401,
       'unauthorized',
@@ -55,6 +71,24 @@ export class ApiKeyService {
       {},
       { 'www-authenticate': 'Bearer error="invalid_token"' },
     );
+  }
+
+  private async reserveAndLookUp(
+    address: string,
+    key: string,
+  ): Promise<{ principal: AnyPrincipal | null } | { blockedFor: number }> {
+    const blockedFor = await this.failures.reserve(address);
+    if (blockedFor > 0) return { blockedFor };
+    let principal: AnyPrincipal | null;
+    try {
+      principal = await this.authenticate(key);
+    } catch (error) {
+      // Not looked up (the database did not answer): no failure of the key's.
+      await this.failures.refund(address);
+      throw error;
+    }
+    if (principal) await this.failures.refund(address);
+    return { principal };
   }
 
   /**

@@ -19,10 +19,24 @@ local function failures_blocked_for(key, limit, window)
   return math.max(1, math.ceil(ttl / 1000))
 end`;
 
+/**
+ * `check`: the seconds the address is blocked for (0: not). `fail`: one more failure. `reserve`: check and, when not
+ * blocked, count one failure in the same step — a key not known yet is counted as a failure before it is looked up,
+ * so of any number of guesses sent at once no more than the limit get past the check. `refund`: take back the
+ * reservation of a key that was found.
+ */
 const CHECK_OR_FAIL = `${LUA_FAILURES_BLOCKED_FOR}
 local limit = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
-if ARGV[3] == 'fail' then
+if ARGV[3] == 'refund' then
+  if tonumber(redis.call('GET', KEYS[1]) or '0') > 0 then redis.call('DECR', KEYS[1]) end
+  return 0
+end
+if ARGV[3] == 'reserve' then
+  local blocked = failures_blocked_for(KEYS[1], limit, window)
+  if blocked > 0 then return blocked end
+end
+if ARGV[3] == 'fail' or ARGV[3] == 'reserve' then
   local n = redis.call('INCR', KEYS[1])
   if n == 1 then redis.call('PEXPIRE', KEYS[1], window) end
   return 0
@@ -30,7 +44,12 @@ end
 return failures_blocked_for(KEYS[1], limit, window)`;
 
 type FailureRedis = Redis & {
-  verityAuthFailures(key: string, limit: number, windowMs: number, mode: 'check' | 'fail'): Promise<number>;
+  verityAuthFailures(
+    key: string,
+    limit: number,
+    windowMs: number,
+    mode: 'check' | 'fail' | 'reserve' | 'refund',
+  ): Promise<number>;
 };
 
 export class AuthFailureLimiter {
@@ -70,12 +89,48 @@ export class AuthFailureLimiter {
     return Math.max(1, Math.ceil((entry.until - Date.now()) / 1000));
   }
 
-  async recordFailure(address: string): Promise<void> {
+  /**
+   * Before a key that is not known yet is looked up: 0 when the address may present it — it is then counted as a
+   * failure already, in the same step as the check (`refund` it when the key is found) — else the seconds until it
+   * may. Checked and counted apart, guesses sent all at once would each find the address unblocked and all be
+   * answered: the limit would bound nothing.
+   */
+  async reserve(address: string): Promise<number> {
+    const shared = await redisAnswerWithin(
+      this.redis.verityAuthFailures(this.key(address), this.perMinute, WINDOW_MS, 'reserve'),
+      this.timeoutMs,
+    );
+    if (shared !== null) {
+      if (shared === 0) this.countLocally(address);
+      return shared;
+    }
+    // This process' own count decides while Redis does not answer, checked and counted in one step too.
+    const local = this.locallyBlockedFor(address);
+    if (local > 0) return local;
+    this.countLocally(address);
+    return 0;
+  }
+
+  /** A reserved key was found: it was no failure. */
+  async refund(address: string): Promise<void> {
+    const entry = this.local.get(address);
+    if (entry && entry.failures > 0) entry.failures -= 1;
+    await redisAnswerWithin(
+      this.redis.verityAuthFailures(this.key(address), this.perMinute, WINDOW_MS, 'refund'),
+      this.timeoutMs,
+    );
+  }
+
+  private countLocally(address: string): void {
     const now = Date.now();
     const entry = this.local.get(address);
     if (!entry || entry.until <= now) this.local.set(address, { failures: 1, until: now + WINDOW_MS });
     else entry.failures += 1;
     if (this.local.size > 50_000) this.local.clear();
+  }
+
+  async recordFailure(address: string): Promise<void> {
+    this.countLocally(address);
     await redisAnswerWithin(
       this.redis.verityAuthFailures(this.key(address), this.perMinute, WINDOW_MS, 'fail'),
       this.timeoutMs,
