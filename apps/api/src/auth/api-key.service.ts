@@ -57,7 +57,10 @@ export class ApiKeyService {
     const flight = `${address}\u0000${hash}`;
     let lookup = this.lookups.get(flight);
     if (!lookup) {
-      lookup = this.reserveAndLookUp(address, key).finally(() => this.lookups.delete(flight));
+      const started = this.reserveAndLookUp(address, key).finally(() => {
+        if (this.lookups.get(flight) === started) this.lookups.delete(flight);
+      });
+      lookup = started;
       this.lookups.set(flight, lookup);
     }
     const found = await lookup;
@@ -115,10 +118,13 @@ export class ApiKeyService {
     const hash = hashApiKey(key);
     const cached = this.cached(hash);
     if (cached !== undefined) return cached;
+    // The cache as it was when the read began: a revocation announced meanwhile replaces it (invalidateAll), and what
+    // this read found — possibly the key before it was revoked — then goes into the discarded one, not the new one.
+    const cache = this.cache;
     const found = await findActiveKey(this.db.manager, key);
     const principal = found ? toPrincipal(found.id, found.tenantId, found.role) : null;
-    if (this.cache.size > 10_000) this.cache.clear();
-    this.cache.set(hash, { principal, until: Date.now() + (principal ? POSITIVE_TTL_MS : NEGATIVE_TTL_MS) });
+    if (cache.size > 10_000) cache.clear();
+    cache.set(hash, { principal, until: Date.now() + (principal ? POSITIVE_TTL_MS : NEGATIVE_TTL_MS) });
     return principal;
   }
 
@@ -139,11 +145,16 @@ export class ApiKeyService {
   /** Called by the EventNotifier: whether revocation notifications can currently reach this process. */
   setRevocationsLive(live: boolean): void {
     this.revocationsLive = live;
-    if (!live) this.cache = new Map();
+    if (!live) {
+      this.cache = new Map();
+      this.lookups.clear();
+    }
   }
 
   invalidateAll(): void {
     this.cache = new Map();
+    // A request from now on does not join a lookup that began before the revocation: it reads the key again.
+    this.lookups.clear();
     for (const listener of this.revokedListeners) listener();
   }
 
