@@ -32,8 +32,7 @@ SELECT op.approval->>'state' IS NOT NULL OR op.requires_approval
                IS NOT DISTINCT FROM $3::text;
 
 -- settings_changed
-SELECT (SELECT (extract(epoch FROM gs.updated_at) * 1000000)::bigint::text FROM tenant_connector_settings gs
-              WHERE gs.tenant_id = op.tenant_id AND gs.connector = op.connector) IS NOT DISTINCT FROM $1::text;
+SELECT verity_settings_version_locked(op.tenant_id, op.connector) IS NOT DISTINCT FROM $1::text;
 
 -- release_not_resolved
 SELECT (op.obligation->'resolution'->>'status') IS NOT DISTINCT FROM 'SENT';

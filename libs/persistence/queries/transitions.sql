@@ -30,8 +30,7 @@ WITH moved AS (
                       AND (op.approval->>'expires_at' IS NULL
                            OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END) AND (op.approval->>'state' IS NOT NULL OR op.requires_approval
             OR (SELECT CASE WHEN gt.id IS NOT NULL THEN jsonb_build_object('approvalRules', gt.settings->'approvalRules', 'approvalAmountAbove', gt.settings->'approvalAmountAbove')::text END FROM tenants gt WHERE gt.id = op.tenant_id)
-               IS NOT DISTINCT FROM $7::text) AND ((SELECT (extract(epoch FROM gs.updated_at) * 1000000)::bigint::text FROM tenant_connector_settings gs
-              WHERE gs.tenant_id = op.tenant_id AND gs.connector = op.connector) IS NOT DISTINCT FROM $5::text)
+               IS NOT DISTINCT FROM $7::text) AND (verity_settings_version_locked(op.tenant_id, op.connector) IS NOT DISTINCT FROM $5::text)
          RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
@@ -88,8 +87,7 @@ WITH moved AS (
                       AND (op.approval->>'expires_at' IS NULL
                            OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END) AND (op.approval->>'state' IS NOT NULL OR op.requires_approval
             OR (SELECT CASE WHEN gt.id IS NOT NULL THEN jsonb_build_object('approvalRules', gt.settings->'approvalRules', 'approvalAmountAbove', gt.settings->'approvalAmountAbove')::text END FROM tenants gt WHERE gt.id = op.tenant_id)
-               IS NOT DISTINCT FROM $7::text) AND ((SELECT (extract(epoch FROM gs.updated_at) * 1000000)::bigint::text FROM tenant_connector_settings gs
-              WHERE gs.tenant_id = op.tenant_id AND gs.connector = op.connector) IS NOT DISTINCT FROM $5::text)
+               IS NOT DISTINCT FROM $7::text) AND (verity_settings_version_locked(op.tenant_id, op.connector) IS NOT DISTINCT FROM $5::text)
          RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
        ), follows AS (
          SELECT e.id, e.status = $11 AS moves

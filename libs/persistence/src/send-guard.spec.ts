@@ -5,7 +5,8 @@ import { EventEntity, OperationEntity } from './entities';
 import { SendGuard, sendRefusals } from './send-guard';
 import { SecretsCipher } from './secrets-cipher';
 import { NewOperation, findOperationToSend } from './store';
-import { commitWithinSpendingCaps } from './entities';
+import { backfillSpend, commitWithinSpendingCaps, lockSpendingCaps, spendingUsage } from './entities';
+import { changeConnectorSettings, upsertConnectorSettings } from './connector-settings.repository';
 import { waitFor } from '../../../test/support/stack';
 
 /** No connector's secrets are opened in these reads. */
@@ -402,6 +403,78 @@ describe('the guarded SENT statement (real Postgres)', () => {
     }
     await unchanged(held.id, OperationStatus.MANUAL_REVIEW);
     expect(await sendRefusals(db.dataSource.manager, held.id, { kind: 'release' })).toEqual(['execution_ended']);
+  });
+
+  it('counts every send made while a spending cap is being set: none commits unseen by the cap', async () => {
+    // What ConnectorSettingsService.put writes for a first cap of one operation a day (its transaction held open after
+    // the backfill, where it reads the usage it answers with), while a send prepared from the settings read before the
+    // cap (no row: no cap, so no cap lock, nothing in the ledger) commits SENT.
+    const cap = { period: 'day' as const, max_operations: 1 };
+    const racing = op('racing');
+    await execution([racing]);
+    const readBefore = null;
+    const admin = db.dataSource.createQueryRunner();
+    await admin.connect();
+    let sending: Promise<unknown>;
+    try {
+      await admin.startTransaction();
+      await lockSpendingCaps(admin.manager, 'acme', 'sandbox.payments');
+      await changeConnectorSettings(
+        admin.manager,
+        { tenantId: 'acme', connector: 'sandbox.payments', by: 'key_admin' },
+        () =>
+          upsertConnectorSettings(admin.manager, 'acme', 'sandbox.payments', { spendingCaps: [cap], by: 'key_admin' }),
+      );
+      await backfillSpend(admin.manager, 'acme', 'sandbox.payments', 86_400);
+      let settled = false;
+      sending = commitWithinSpendingCaps(
+        db.dataSource,
+        { tenantId: 'acme', connector: 'sandbox.payments', operationId: racing.id, caps: [], amountOf: () => null },
+        (tx) =>
+          transitions.operation(tx, {
+            operation: {
+              id: racing.id,
+              status: OperationStatus.PREPARED,
+              attempt: 0,
+              verificationMethod: VerificationMethod.READ_AFTER_WRITE,
+            },
+            to: OperationStatus.SENT,
+            bumpAttempt: true,
+            patch: { sent_at: 'now' },
+            sendGuard: { ...dispatch, settingsVersion: readBefore },
+          }),
+      ).finally(() => (settled = true));
+      // Either it committed at once, or it waits for the admin's change (not slept on: its backend shows a lock wait).
+      await waitFor(
+        async () =>
+          settled ||
+          (
+            (await db.dataSource.query(
+              `SELECT count(*)::int AS n FROM pg_stat_activity
+                WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`,
+            )) as { n: number }[]
+          )[0].n > 0,
+        (done) => done,
+      );
+      await admin.commitTransaction();
+      const outcome = (await sending) as { sent?: { won: boolean } };
+      // Not sent: only because it was prepared from the settings before the cap (it is prepared again from the cap).
+      if (!outcome.sent?.won) {
+        expect(
+          await sendRefusals(db.dataSource.manager, racing.id, { ...dispatch, settingsVersion: readBefore }),
+        ).toEqual(['settings_changed']);
+      }
+    } finally {
+      if (admin.isTransactionActive) await admin.rollbackTransaction();
+      await admin.release();
+    }
+    // The cap is in force: whatever was sent in its window is in its usage, so one more send is over it.
+    const [{ sent }] = (await db.dataSource.query(
+      `SELECT count(*)::int AS sent FROM operations WHERE tenant_id = 'acme' AND connector = 'sandbox.payments'
+          AND attempt > 0 AND sent_at >= now() - interval '1 day'`,
+    )) as { sent: number }[];
+    const usage = await spendingUsage(db.dataSource.manager, 'acme', 'sandbox.payments', cap, null);
+    expect(usage.operations).toBe(sent);
   });
 
   it('will not commit SENT without a guard', async () => {

@@ -7,7 +7,6 @@ import {
   TERMINAL_EXECUTION_STATUSES,
   VerificationMethod,
 } from '@verity/status-model';
-import { settingsVersionOf } from './entities/connector-settings.entity';
 import { approvalPolicyOf } from './tenant-policy';
 import { Queryable, rows, sqlLiterals } from './sql';
 
@@ -99,9 +98,10 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
     params.push(guard.settingsVersion);
     settings.push({
       // The tenant changed the connector's settings since they were read: the send is prepared again from the new ones.
+      // The version is read after the connector's spending-caps lock (shared) and by a query of its own, not from this
+      // statement's snapshot: a change being written holds that lock, so this send waits for it and then sees it.
       name: 'settings_changed',
-      sql: `(SELECT ${settingsVersionOf('gs')} FROM tenant_connector_settings gs
-              WHERE gs.tenant_id = op.tenant_id AND gs.connector = op.connector) IS NOT DISTINCT FROM $${params.length}::text`,
+      sql: `verity_settings_version_locked(op.tenant_id, op.connector) IS NOT DISTINCT FROM $${params.length}::text`,
     });
   }
   if (guard.kind === 'release') {

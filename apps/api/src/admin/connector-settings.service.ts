@@ -11,6 +11,7 @@ import {
   connectorSettingsMeta,
   deleteConnectorSecret,
   loadConnectorSettings,
+  lockSpendingCaps,
   spendingUsage,
   sqlState,
   transaction,
@@ -119,6 +120,9 @@ export class ConnectorSettingsService {
     if (errors.length > 0) throw Problem.validation(errors);
 
     const view = await transaction(this.db, async (tx) => {
+      // Held until the commit: a send that checks the settings waits for this change, so none commits from the settings
+      // before it unseen by the backfill below (lockSpendingCaps).
+      await lockSpendingCaps(tx, principal.tenantId, connectorName);
       await changeConnectorSettings(tx, this.change(principal, connectorName), async () => {
         await upsertConnectorSettings(tx, principal.tenantId, connectorName, {
           allowHosts: input.allow_hosts,

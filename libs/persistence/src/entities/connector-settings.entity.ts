@@ -317,6 +317,16 @@ export async function commitWithinSpendingCaps(
 }
 
 /**
+ * A change of a tenant's settings for a connector takes the spending caps' lock of that connector first, and holds it
+ * until it commits: every capped send takes it too, and every SENT statement that checks the settings version reads
+ * that version only once it holds the lock (shared), so no send commits from the settings before the change while
+ * the change's backfill is counting what was sent.
+ */
+export async function lockSpendingCaps(db: Queryable, tenantId: string, connector: string): Promise<void> {
+  await db.query(CONNECTOR_SPEND_SQL.capLock, [`${tenantId}/${connector}`]);
+}
+
+/**
  * When a cap is first set, what was already sent in its longest window counts too: the ledger is filled from the
  * operations table (an admin action, so the scan is acceptable).
  */

@@ -16,6 +16,7 @@ import { ReadBackBinding1764551000000 } from './1764551000000-read-back-binding'
 import { AdminChangesWebhooks1764560000000 } from './1764560000000-admin-changes-webhooks';
 import { AdminChangesOrder1764570000000 } from './1764570000000-admin-changes-order';
 import { AllowHostsSecrets1764580000000 } from './1764580000000-allow-hosts-secrets';
+import { SettingsVersionAfterCapLock1764590000000 } from './1764590000000-settings-version-after-cap-lock';
 
 /** In order. Add a new timestamped class for every schema change; never edit one that has shipped. */
 export const MIGRATIONS = [
@@ -37,4 +38,5 @@ export const MIGRATIONS = [
   AdminChangesWebhooks1764560000000,
   AdminChangesOrder1764570000000,
   AllowHostsSecrets1764580000000,
+  SettingsVersionAfterCapLock1764590000000,
 ];
