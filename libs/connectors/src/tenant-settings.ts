@@ -25,9 +25,17 @@ export interface SpendingCap {
   currency_field?: string;
 }
 
-export const SECRET_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+/** The characters of a secret's name. */
+const SECRET_NAME_CHARACTERS = /^[A-Za-z0-9_.-]{1,64}$/;
+/**
+ * A secret's name: also a path segment of its own endpoint (DELETE …/secrets/{name}), so never `.` or `..`, which every
+ * URL resolves away (also spelled `%2e`): a delete of the secret `..` would reach DELETE …/connector-settings/http/ and
+ * clear the connector's allowlist, caps and every secret instead (red team round 7). One stored before this rule can
+ * still be removed by name (`"..": null`).
+ */
+export const SECRET_NAME = /^(?!\.{1,2}$)[A-Za-z0-9_.-]{1,64}$/;
 /** What an allowlist entry's `secrets` lists: a secret's name, or `*` for every one. */
-const BOUND_SECRET = new RegExp(`^(?:\\${ANY_SECRET}|${SECRET_NAME.source.slice(1, -1)})$`);
+const BOUND_SECRET = new RegExp(`^(?:\\${ANY_SECRET}|${SECRET_NAME_CHARACTERS.source.slice(1, -1)})$`);
 
 const SecretValue = z
   .string()
@@ -161,7 +169,21 @@ export const ConnectorSettingsInputSchema = z.strictObject({
       'which read-backs the operations may be verified by (http only): "declared" (default) any they declare; "bound" only one that asks the request\'s own origin and names this effect ({{ref}}, {{operation_id}} or {{idempotency_key}} in its URL or a header value)',
     ),
   secrets: z
-    .record(z.string().regex(SECRET_NAME, 'letters, digits, "_", "." and "-", at most 64'), SecretValue.nullable())
+    .record(
+      z.string().regex(SECRET_NAME_CHARACTERS, 'letters, digits, "_", "." and "-", at most 64'),
+      SecretValue.nullable(),
+    )
+    .superRefine((secrets, ctx) => {
+      for (const [name, value] of Object.entries(secrets)) {
+        if (value === null || SECRET_NAME.test(name)) continue;
+        ctx.addIssue({
+          code: 'custom',
+          path: [name],
+          message: `a secret may not be named "${name}": it is a path segment every URL resolves away, so DELETE …/secrets/${name} could never name it`,
+          params: { rule: 'secret_name' },
+        });
+      }
+    })
     .refine((s) => Object.keys(s).length <= 50, 'at most 50 secrets per request')
     .optional(),
 });
