@@ -414,6 +414,22 @@ describe('operator role, safe defaults and hostile clients', () => {
       expect(await behindProxy('loopback', 4)).toEqual({ guesser: 429, someoneElse: 200 });
     });
 
+    it('counts an IPv6 client by its /64: a guesser cannot escape its count by taking the next address of its network', async () => {
+      // Every IPv6 client has a network of 2^64 addresses to send from (a /64 is what one home or one server gets).
+      const limit = 7;
+      const url = await startApi({ AUTH_FAILURES_PER_MINUTE: String(limit), TRUST_PROXY: 'loopback' });
+      const from = (address: string, key: string) =>
+        http(url, 'GET', '/v1/executions', { key, headers: { 'x-forwarded-for': address } });
+      for (let i = 0; i < limit; i += 1)
+        expect((await from(`2001:db8:7:7::${i + 1}`, `guess-v6-${i}`)).status).toBe(401);
+      expect({
+        sameAddress: (await from('2001:db8:7:7::1', DEMO.agent)).status,
+        nextAddress: (await from('2001:db8:7:7::ffff', DEMO.agent)).status,
+        sameNetworkOtherSpelling: (await from('2001:0db8:0007:0007:abcd:0:0:1', DEMO.agent)).status,
+        anotherNetwork: (await from('2001:db8:7:8::1', DEMO.agent)).status,
+      }).toEqual({ sameAddress: 429, nextAddress: 429, sameNetworkOtherSpelling: 429, anotherNetwork: 200 });
+    });
+
     it('believes no X-Forwarded-For without TRUST_PROXY: a guesser cannot escape its count by naming another address', async () => {
       expect(await behindProxy(null, 5)).toEqual({ guesser: 429, someoneElse: 429 });
     });

@@ -2,7 +2,7 @@ import { createRedis, createRedisClient, loadConfig, RedisClient } from '@verity
 import { LocalRedisCluster } from '../../../../test/support/redis-cluster';
 import { TEST_REDIS_URL, clearRedisPrefix, testQueuePrefix } from '../../../../test/support/services';
 import { RequestAdmission } from './admission';
-import { AuthFailureLimiter } from './auth-failures';
+import { AuthFailureLimiter, failureScope } from './auth-failures';
 import { SharedRateLimiter } from './rate-limiter';
 
 /** Real Redis; the commands a call sends are counted on the client (each one is a round trip of its own). */
@@ -151,5 +151,17 @@ describe('RequestAdmission on a real Redis Cluster (three nodes)', () => {
     } finally {
       for (const { redis } of processes) redis.disconnect();
     }
+  });
+});
+
+describe('failureScope: what one client’s failed authentications are counted against', () => {
+  it('an IPv4 address as it is (also IPv4-mapped), an IPv6 address by its /64 in one spelling', () => {
+    expect(failureScope('203.0.113.7')).toBe('203.0.113.7');
+    expect(failureScope('::ffff:203.0.113.7')).toBe('203.0.113.7');
+    expect(failureScope('2001:db8:7:7::1')).toBe('2001:db8:7:7::/64');
+    expect(failureScope('2001:0DB8:0007:0007:ffff:0:0:1')).toBe('2001:db8:7:7::/64');
+    expect(failureScope('2001:db8:7:8::1')).toBe('2001:db8:7:8::/64');
+    expect(failureScope('::1')).toBe('0:0:0:0::/64');
+    expect(failureScope('unknown')).toBe('unknown');
   });
 });

@@ -1,4 +1,6 @@
 import type { RedisClient as Redis } from '@verity/platform';
+import { isIP } from 'node:net';
+import { canonicalAddress } from '@verity/connectors';
 import { redisAnswerWithin } from '../redis-limits';
 
 const WINDOW_MS = 60_000;
@@ -84,7 +86,7 @@ export class AuthFailureLimiter {
 
   /** This process' own count: what decides while Redis does not answer. */
   locallyBlockedFor(address: string): number {
-    const entry = this.local.get(address);
+    const entry = this.local.get(failureScope(address));
     if (!entry || entry.until <= Date.now() || entry.failures < this.perMinute) return 0;
     return Math.max(1, Math.ceil((entry.until - Date.now()) / 1000));
   }
@@ -113,7 +115,7 @@ export class AuthFailureLimiter {
 
   /** A reserved key was found: it was no failure. */
   async refund(address: string): Promise<void> {
-    const entry = this.local.get(address);
+    const entry = this.local.get(failureScope(address));
     if (entry && entry.failures > 0) entry.failures -= 1;
     await redisAnswerWithin(
       this.redis.verityAuthFailures(this.key(address), this.perMinute, WINDOW_MS, 'refund'),
@@ -123,8 +125,8 @@ export class AuthFailureLimiter {
 
   private countLocally(address: string): void {
     const now = Date.now();
-    const entry = this.local.get(address);
-    if (!entry || entry.until <= now) this.local.set(address, { failures: 1, until: now + WINDOW_MS });
+    const entry = this.local.get(failureScope(address));
+    if (!entry || entry.until <= now) this.local.set(failureScope(address), { failures: 1, until: now + WINDOW_MS });
     else entry.failures += 1;
     if (this.local.size > 50_000) this.local.clear();
   }
@@ -139,6 +141,17 @@ export class AuthFailureLimiter {
 
   /** The limit is part of the key: processes configured differently do not share (or exhaust) one count. */
   private key(address: string): string {
-    return `${this.prefix}:authfail:${this.perMinute}:${address}`;
+    return `${this.prefix}:authfail:${this.perMinute}:${failureScope(address)}`;
   }
+}
+
+/**
+ * What one client's failures are counted against: its IPv4 address (an IPv4-mapped IPv6 address is that IPv4 address),
+ * or the /64 network of its IPv6 address — one home or one server gets 2^64 addresses, and counted one by one, a guesser
+ * would take the next address for every guess (red team round 7).
+ */
+export function failureScope(address: string): string {
+  const canonical = canonicalAddress(address);
+  if (isIP(canonical) !== 6) return canonical;
+  return `${canonical.split(':').slice(0, 4).join(':')}::/64`;
 }
