@@ -394,6 +394,20 @@ describe('operator role, safe defaults and hostile clients', () => {
       expect((await http(url, 'GET', '/v1/executions', { key: DEMO.agent })).status).toBe(429);
     });
 
+    it('answers the right METRICS_TOKEN with 429 too once the address is blocked: /metrics confirms no guess', async () => {
+      const limit = 8;
+      const url = await startApi({ AUTH_FAILURES_PER_MINUTE: String(limit) });
+      const scrape = (token: string) => http(url, 'GET', '/metrics', { headers: { authorization: `Bearer ${token}` } });
+      expect((await scrape(METRICS_TOKEN)).status).toBe(200);
+      // Wrong tokens count as failed authentications, as any wrong key does.
+      for (let i = 0; i < limit; i += 1) expect((await scrape(`metrics-guess-${i}`)).status).toBe(401);
+      expect((await scrape('metrics-guess-next')).status).toBe(429);
+      // A hit must look like a miss, or the limit would confirm a guessed token.
+      const hit = await scrape(METRICS_TOKEN);
+      expect(hit.status).toBe(429);
+      expect(hit.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    });
+
     // Behind a reverse proxy every client arrives from the proxy's address: without TRUST_PROXY one guesser would lock
     // every tenant out. With it, the client the named proxy reports is counted — and by default nobody's header is.
     const behindProxy = async (trustProxy: string | null, limit: number) => {

@@ -76,6 +76,12 @@ export class ApiKeyService {
     );
   }
 
+  /** 429 when the address has used its failed authentications (for a credential checked elsewhere: METRICS_TOKEN). */
+  async refuseBlocked(address: string): Promise<void> {
+    const wait = await this.failures.blockedFor(address);
+    if (wait > 0) throw tooManyFailures(wait);
+  }
+
   private async reserveAndLookUp(
     address: string,
     key: string,

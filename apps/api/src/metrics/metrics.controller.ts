@@ -6,7 +6,7 @@ import { VERITY_CONFIG, VerityConfig, isMetricsToken, metricsRegistry } from '@v
 import type { Request, Response } from 'express';
 import { DataSource } from 'typeorm';
 import { ApiKeyService } from '../auth/api-key.service';
-import { authenticateOperator, bearerToken } from '../auth/auth.guard';
+import { authenticateOperator, bearerToken, clientAddress } from '../auth/auth.guard';
 import { Public } from '../auth/principal';
 import { executionsInFlight, openObligations, operationsInFlight, overdueObligations } from './metrics';
 
@@ -28,8 +28,11 @@ export class MetricsController {
   @Get()
   @Public()
   async scrape(@Req() req: Request, @Res() res: Response) {
-    if (this.config.METRICS_PUBLIC !== true && !isMetricsToken(this.config, bearerToken(req))) {
-      await authenticateOperator(req, this.keys, '/metrics');
+    if (this.config.METRICS_PUBLIC !== true) {
+      // METRICS_TOKEN is a key like any other to an address that keeps guessing: once the address has used its failed
+      // authentications, the right token gets the 429 a wrong one gets, or the limit would confirm a guess.
+      if (isMetricsToken(this.config, bearerToken(req))) await this.keys.refuseBlocked(clientAddress(req));
+      else await authenticateOperator(req, this.keys, '/metrics');
     }
     const counts = await platformCounts(this.db.manager);
     for (const [status, n] of Object.entries(counts.executions)) executionsInFlight.set({ status }, n);
