@@ -362,6 +362,8 @@ describe('reads, cancel, retry and the OpenAPI contract', () => {
       type: 'https://verity.dev/problems/already-retried',
       retry: 'safe',
       current_status: 'FAILED',
+      // The retry that exists: a caller whose first retry timed out finds it here.
+      retried_by: { operation_id: retried.body.operation.id, execution_id: retried.body.execution.id },
     });
 
     const verified = await settled((await submit([charge(unique('order')), sms(unique('sms'))])).id);

@@ -383,7 +383,11 @@ export const PROBLEMS = {
     status: 409,
     title: 'Conflict with the current state',
     detail: 'operation op_01m8pvhh2eyfvxnkaq1cqt2qvy was already retried',
-    extras: { retry: 'safe', current_status: 'FAILED' },
+    extras: {
+      retry: 'safe',
+      current_status: 'FAILED',
+      retried_by: { operation_id: 'op_01m8pvj2x4dq0c8w7k3n6y9b5t', execution_id: 'exe_01m8pvj2x4a1p7r2s9d3f6g8hk' },
+    },
     summary: 'A retry of this operation exists',
   },
   'illegal-transition': {

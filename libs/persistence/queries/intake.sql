@@ -44,3 +44,6 @@ WITH capped AS (
 
 -- setRetryOf
 UPDATE operations SET retry_of = $2 WHERE id = $1 AND tenant_id = $3;
+
+-- retryOf
+SELECT id, execution_id FROM operations WHERE retry_of = $1 AND tenant_id = $2;

@@ -103,6 +103,7 @@ export const INTAKE_SQL = {
      UNION ALL SELECT NULL, NULL, NULL, 0, false, true FROM free, capped WHERE NOT free.yes AND NOT capped.yes`,
   // A retry is a new operation that remembers what it retries (I5); the unique index allows one retry per original.
   setRetryOf: `UPDATE operations SET retry_of = $2 WHERE id = $1 AND tenant_id = $3`,
+  retryOf: `SELECT id, execution_id FROM operations WHERE retry_of = $1 AND tenant_id = $2`,
 } as const;
 
 /**
@@ -152,6 +153,16 @@ export async function insertExecution(
   if (result[0].capped) return 'capped';
   if (result[0].busy) return 'busy';
   return { createdAt: result[0].created_at, deadlineAt: result[0].deadline_at, updatedAt: result[0].updated_at };
+}
+
+/** The retry made of an operation (same tenant), or null: one at most (unique index). */
+export async function findRetryOf(
+  db: Queryable,
+  tenantId: string,
+  operationId: string,
+): Promise<{ operationId: string; executionId: string } | null> {
+  const [found] = await rows<{ id: string; execution_id: string }>(db, INTAKE_SQL.retryOf, [operationId, tenantId]);
+  return found ? { operationId: found.id, executionId: found.execution_id } : null;
 }
 
 /** Marks a new operation as the retry of `retryOf` (same tenant). */

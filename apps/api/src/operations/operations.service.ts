@@ -16,6 +16,7 @@ import {
   loadTenantSettings,
   obligationDueMs,
   setRetryOf,
+  findRetryOf,
   snapshotOf,
   traceParentsOf,
   transaction,
@@ -595,9 +596,12 @@ export class OperationsService {
       // One retry per operation: a second one of the same FAILED operation would make its effect twice. The rule and
       // the status are given as for retry-not-allowed.
       if (isUniqueViolation(error)) {
+        // Which operation the earlier retry made: a caller whose retry timed out finds it here, not by searching.
+        const retry = await findRetryOf(this.db.manager, principal.tenantId, op.id);
         throw Problem.conflict('already-retried', `operation ${op.id} was already retried`, {
           retry: retryRuleOf(op.status),
           current_status: op.status,
+          ...(retry && { retried_by: { operation_id: retry.operationId, execution_id: retry.executionId } }),
         });
       }
       throw error;
