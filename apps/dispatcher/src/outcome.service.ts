@@ -7,6 +7,7 @@ import {
   TransitionService,
   findExecutionForWorker,
   findLastStatusChangesForWorker,
+  findOperationsForWorker,
 } from '@verity/persistence';
 import { evaluateCriterion, latestByKey, outcomeResult } from '@verity/status-model';
 import { DataSource } from 'typeorm';
@@ -26,26 +27,20 @@ export class OutcomeService {
   /** True when a new evaluation was written. `execution` follows in memory. */
   async evaluate(execution: ExecutionEntity, operations: OperationEntity[]): Promise<boolean> {
     if (execution.criteria.length === 0) return false;
-    const latest = latestByKey(operations);
-    const referenced = execution.criteria.flatMap((c) => latest.get(c.operation)?.id ?? []);
-    const changes = await findLastStatusChangesForWorker(this.db.manager, referenced);
-    const results: CriterionResult[] = execution.criteria.map((criterion) => {
-      const op = latest.get(criterion.operation);
-      const change = op ? (changes.get(op.id) ?? null) : null;
-      const { verdict, rationale } = evaluateCriterion(
-        criterion,
-        op && {
-          status: op.status,
-          verificationMethod: op.verificationMethod,
-          evidence: op.evidence,
-          lastChange: change,
-        },
-      );
-      // The evidence of a verdict is the move that put the operation where it is now.
-      return { ...criterion, verdict, rationale, evidence_event_ids: change ? [change.eventId] : [] };
-    });
-    // A concurrent evaluator may have written first: compare against what is stored now and try again.
+    let judged = operations;
+    // A concurrent evaluator may have written first. Its evaluation may be of a later read of the operations than
+    // this one (advances of one execution run side by side): judge again from the stored verdicts and then the
+    // operations as they are now — read in that order, so the operations are at least as recent as what was stored —
+    // never write this read's verdicts over the winner's.
     for (let attempt = 0; attempt < 3; attempt += 1) {
+      if (attempt > 0) {
+        const fresh = await findExecutionForWorker(this.db.manager, execution.id);
+        if (!fresh) return false;
+        execution.criteriaResults = fresh.criteriaResults;
+        execution.outcome = fresh.outcome;
+        judged = await findOperationsForWorker(this.db.manager, execution.id);
+      }
+      const results = await this.judge(execution, judged);
       if (sameVerdicts(execution.criteriaResults, results)) return false;
       const outcome = { result: outcomeResult(results.map((r) => r.verdict)), evaluated_at: new Date().toISOString() };
       const written = await this.transitions.recordOutcome(this.db.manager, {
@@ -68,11 +63,30 @@ export class OutcomeService {
         execution.outcome = outcome;
         return true;
       }
-      const fresh = await findExecutionForWorker(this.db.manager, execution.id);
-      if (!fresh) return false;
-      execution.criteriaResults = fresh.criteriaResults;
     }
     return false;
+  }
+
+  /** Each criterion's verdict on the operations as given. */
+  private async judge(execution: ExecutionEntity, operations: OperationEntity[]): Promise<CriterionResult[]> {
+    const latest = latestByKey(operations);
+    const referenced = execution.criteria.flatMap((c) => latest.get(c.operation)?.id ?? []);
+    const changes = await findLastStatusChangesForWorker(this.db.manager, referenced);
+    return execution.criteria.map((criterion) => {
+      const op = latest.get(criterion.operation);
+      const change = op ? (changes.get(op.id) ?? null) : null;
+      const { verdict, rationale } = evaluateCriterion(
+        criterion,
+        op && {
+          status: op.status,
+          verificationMethod: op.verificationMethod,
+          evidence: op.evidence,
+          lastChange: change,
+        },
+      );
+      // The evidence of a verdict is the move that put the operation where it is now.
+      return { ...criterion, verdict, rationale, evidence_event_ids: change ? [change.eventId] : [] };
+    });
   }
 }
 
