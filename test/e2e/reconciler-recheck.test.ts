@@ -219,6 +219,55 @@ describe('reconciler: re-checks of held operations, and "still unknown"', () => 
     }
   });
 
+  it('an operation resolved FAILED whose re-check then found the effect cannot be retried: 409 effect-exists', async () => {
+    const reason = 'SOURCE_UNREACHABLE';
+    await setPolicy({ obligation_due_seconds: { [reason]: 1 } });
+    await stack.setFaults({
+      rules: [{ method: 'POST', path: '/v1/charges', fault: 'timeout_after_commit', count: 1 }],
+      read_fault: 'unavailable',
+    });
+    const reference = unique('rc-retry');
+    const { executionId, held } = await heldFor(reason, charge(reference));
+    await waitForResolutionPermitted(stack, held.id, 'FAILED');
+    for (const reconciler of stack.running('reconciler')) await stack.kill(reconciler, 'SIGTERM');
+    const paused = await stack.startApp('reconciler', { TEST_PAUSE_BEFORE_READ_MS: '3000' });
+    try {
+      expect((await post(`/v1/operations/${held.id}/recheck`)).status).toBe(202);
+      await waitForMarkers(paused, 'paused before read-back');
+      // The reviewer's read misses the charge (a replica that lost it): their FAILED is accepted.
+      await stack.setFaults({ read_fault: 'record_lost' });
+      const failed = await post<Op>(`/v1/operations/${held.id}/resolve`, {
+        status: 'FAILED',
+        evidence: 'the provider dashboard was down; the customer says no charge',
+      });
+      expect(failed.status).toBe(200);
+      // The re-check's read then shows the charge: the history of the FAILED operation records it.
+      await resetSandbox(stack);
+      await waitFor(
+        () => events(stack, executionId),
+        (l) => recheckEvents(l, held.id).some((e) => e.data.result === 'found' && e.data.after === 'FAILED'),
+      );
+    } finally {
+      await stack.kill(paused, 'SIGTERM');
+      await stack.startApp('reconciler');
+    }
+    // The source has shown the effect: "no effect, a retry is safe" no longer stands, and a retry could make it twice.
+    const retried = await http<Problem & { read_back?: { kind: string; evidence: unknown } }>(
+      stack.apiUrl,
+      'POST',
+      `/v1/operations/${held.id}/retry`,
+      { key: DEMO.agent },
+    );
+    expect(retried.status).toBe(409);
+    expect(retried.body.type).toContain('effect-exists');
+    expect(retried.body.read_back).toMatchObject({ kind: 'found', evidence: { record: { reference } } });
+    const [{ n }] = (await stack.db.dataSource.query(`SELECT count(*)::int AS n FROM operations WHERE retry_of = $1`, [
+      held.id,
+    ])) as { n: number }[];
+    expect(n).toBe(0);
+    expect((await stack.effects()).charges[reference].count).toBe(1);
+  });
+
   it('a re-check of a hold that needs judgement records the read and keeps the hold', async () => {
     await stack.setFaults({ read_fault: 'field_missing' });
     const { executionId, held } = await heldFor('FIELD_MISSING', charge(unique('rc-field')));

@@ -2,6 +2,7 @@ import {
   ExecutionStatus,
   LastStatusChange,
   OperationStatus,
+  ReadBackKind,
   TerminalReason,
   VerificationMethodValue,
 } from '@verity/status-model';
@@ -15,7 +16,7 @@ import {
 } from './entities/connector-settings.entity';
 import { SecretsCipher } from './secrets-cipher';
 import { approvalPolicyOf } from './tenant-policy';
-import { Queryable, rows } from './sql';
+import { Queryable, rows, sqlLiterals } from './sql';
 
 export interface NewOperation {
   id: string;
@@ -104,7 +105,39 @@ export const INTAKE_SQL = {
   // A retry is a new operation that remembers what it retries (I5); the unique index allows one retry per original.
   setRetryOf: `UPDATE operations SET retry_of = $2 WHERE id = $1 AND tenant_id = $3`,
   retryOf: `SELECT id, execution_id FROM operations WHERE retry_of = $1 AND tenant_id = $2`,
+  // The operation a retry is made from, locked for the retry's transaction: a re-check that records a read after it ended
+  // (an annotation, which updates this row) waits for the retry to commit, so the retry is judged on every such read
+  // committed before it, and any later one follows it in the history.
+  lockRetried: `SELECT status FROM operations WHERE id = $1 AND tenant_id = $2 FOR UPDATE`,
+  // What reads of its source recorded after it ended FAILED (re-checks that raced the decision) found, oldest first.
+  readsAfterFailed: `SELECT data->>'result' AS result, data->'evidence' AS evidence FROM events
+     WHERE operation_id = $1 AND tenant_id = $2 AND type = 'operation.rechecked'
+       AND data->>'after' = ${sqlLiterals([OperationStatus.FAILED])}
+     ORDER BY seq`,
 } as const;
+
+/** A read of an operation's source recorded after it ended FAILED: its result and what it showed. */
+export interface ReadAfterFailed {
+  result: ReadBackKind;
+  evidence: Record<string, unknown> | null;
+}
+
+/**
+ * Locks the operation a retry is made from (in the retry's transaction, before anything is written) and reads, once
+ * the lock is held, its status and what reads of its source recorded after it ended FAILED found. Null when there is no
+ * such operation in the tenant.
+ */
+export async function lockRetried(
+  db: Queryable,
+  tenantId: string,
+  operationId: string,
+): Promise<{ status: OperationStatus; readsAfterFailed: ReadAfterFailed[] } | null> {
+  const [locked] = await rows<{ status: OperationStatus }>(db, INTAKE_SQL.lockRetried, [operationId, tenantId]);
+  if (!locked) return null;
+  // A statement of its own, after the lock: it sees what a re-check that held the row before it committed.
+  const readsAfterFailed = await rows<ReadAfterFailed>(db, INTAKE_SQL.readsAfterFailed, [operationId, tenantId]);
+  return { status: locked.status, readsAfterFailed };
+}
 
 /**
  * I7: one statement writes the execution, its operations and its first event, so a 201 means all of it is

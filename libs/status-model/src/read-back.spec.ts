@@ -3,6 +3,7 @@ import {
   ReadBackDecision,
   ReadBackKind,
   readShowsTheEffect,
+  retryRefusedByLaterRead,
   ReadBackSituation,
   absenceEvidentAt,
   decideReadBack,
@@ -161,6 +162,18 @@ describe('readShowsTheEffect: the reads after which nothing may say the effect d
     ['unreachable', false],
   ])('%s → %s', (read, shows) => {
     expect(readShowsTheEffect(read)).toBe(shows);
+  });
+});
+
+describe('retryRefusedByLaterRead: a FAILED operation whose source showed the effect afterwards (I5, I14)', () => {
+  it('is refused once any later read showed a record of the effect', () => {
+    expect(retryRefusedByLaterRead(['absent', 'found'])).toBe(true);
+    expect(retryRefusedByLaterRead(['mismatch'])).toBe(true);
+    expect(retryRefusedByLaterRead(['field_missing'])).toBe(true);
+  });
+  it('is not refused by reads that show none, nor without any', () => {
+    expect(retryRefusedByLaterRead([])).toBe(false);
+    expect(retryRefusedByLaterRead(['absent', 'stale', 'unreachable'])).toBe(false);
   });
 });
 

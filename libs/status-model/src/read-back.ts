@@ -29,6 +29,16 @@ export function readShowsTheEffect(read: ReadBackKind): boolean {
 }
 
 /**
+ * I5 with I14: whether a retry of an operation is refused by what its source showed after it ended. FAILED says "no
+ * effect exists — a retry is safe"; a re-check whose read raced a reviewer's FAILED (an `operation.rechecked` event
+ * with `after: "FAILED"`) and showed a record of the effect refutes that, and a retry could make the effect twice. The
+ * FAILED stays (it is final, and the history shows both); the retry is refused. `later`: the results of those reads.
+ */
+export function retryRefusedByLaterRead(later: readonly ReadBackKind[]): boolean {
+  return later.some(readShowsTheEffect);
+}
+
+/**
  * Why a human FAILED of a held, sent operation is refused by the read made when it is decided (I14), or null. FAILED
  * says "no effect exists — a retry is safe"; where the source can be read back, that stands only on a read in which the
  * source answers and shows no effect (`absent`). (The status model refuses it before any read where a record of the

@@ -111,7 +111,9 @@ export class OperationsController {
     description:
       'Creates a new operation (`retry_of` = this one) in a new execution; the original history stays as it ' +
       'happened. Any other status answers 409 naming its retry rule (`forbidden` for UNKNOWN: a blind re-send ' +
-      'could charge twice). Takes no body.',
+      'could charge twice). A FAILED operation whose source showed the effect after it was resolved (a re-check ' +
+      'recorded with `after: "FAILED"`) answers 409 effect-exists with that read: a retry could make it twice. ' +
+      'Takes no body.',
     params: [ID],
     response: {
       status: 201,
@@ -119,7 +121,7 @@ export class OperationsController {
       schema: 'RetryResult',
       headers: { Location: { description: 'the new operation’s URL', required: true, schema: { type: 'string' } } },
     },
-    problems: ['validation-error', 'retry-not-allowed', 'already-retried'],
+    problems: ['validation-error', 'retry-not-allowed', 'already-retried', 'effect-exists'],
   })
   async retry(
     @CurrentPrincipal() principal: Principal,

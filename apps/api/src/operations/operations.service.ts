@@ -14,6 +14,7 @@ import {
   absenceEvidenceOf,
   isUniqueViolation,
   loadTenantSettings,
+  lockRetried,
   obligationDueMs,
   setRetryOf,
   findRetryOf,
@@ -49,6 +50,8 @@ import {
   resolutionOptions,
   resolutionRefusedBy,
   retryRuleOf,
+  retryRefusedByLaterRead,
+  readShowsTheEffect,
   DENIAL,
   everSent,
 } from '@verity/status-model';
@@ -565,19 +568,25 @@ export class OperationsService {
    */
   async retry(principal: Principal, id: string) {
     const op = await this.load(principal, id);
-    if (!canRetry(op.status)) {
-      const rule = retryRuleOf(op.status);
-      throw Problem.conflict('retry-not-allowed', `retry is ${rule} for an operation in ${op.status}`, {
-        current_status: op.status,
-        retry: rule,
-      });
-    }
+    if (!canRetry(op.status)) throw retryNotAllowed(op.status);
     const original = await findExecution(this.db.manager, op.executionId, principal.tenantId);
     if (!original) throw Problem.notFound('Operation', id);
     const executionId = newId('exe');
     const operationId = newId('op');
     try {
       await transaction(this.db, async (tx) => {
+        // Judged again under the original's lock: what its source showed after it ended may refute "no effect exists".
+        const locked = await lockRetried(tx, principal.tenantId, op.id);
+        if (!locked) throw Problem.notFound('Operation', id);
+        if (!canRetry(locked.status)) throw retryNotAllowed(locked.status);
+        if (retryRefusedByLaterRead(locked.readsAfterFailed.map((read) => read.result))) {
+          const shown = locked.readsAfterFailed.filter((read) => readShowsTheEffect(read.result)).at(-1)!;
+          throw effectExists(
+            `a read of the source after ${op.id} was resolved FAILED showed the effect: a retry could make it twice`,
+            { kind: shown.result, evidence: shown.evidence },
+            { current_status: locked.status, retry: retryRuleOf(locked.status) },
+          );
+        }
         await insertExecution(tx, {
           id: executionId,
           tenantId: principal.tenantId,
@@ -615,6 +624,15 @@ export class OperationsService {
       execution: presentExecution(execution!, [created!], new Map()),
     };
   }
+}
+
+/** 409 retry-not-allowed: the retry rule of the operation's status forbids a new attempt (I5). */
+function retryNotAllowed(status: OperationStatus): Problem {
+  const rule = retryRuleOf(status);
+  return Problem.conflict('retry-not-allowed', `retry is ${rule} for an operation in ${status}`, {
+    current_status: status,
+    retry: rule,
+  });
 }
 
 function isDecided(approval: Approval | null): boolean {

@@ -182,7 +182,7 @@ export interface paths {
     put?: never;
     /**
      * Retry a FAILED or CANCELLED operation
-     * @description Creates a new operation (`retry_of` = this one) in a new execution; the original history stays as it happened. Any other status answers 409 naming its retry rule (`forbidden` for UNKNOWN: a blind re-send could charge twice). Takes no body.
+     * @description Creates a new operation (`retry_of` = this one) in a new execution; the original history stays as it happened. Any other status answers 409 naming its retry rule (`forbidden` for UNKNOWN: a blind re-send could charge twice). A FAILED operation whose source showed the effect after it was resolved (a re-check recorded with `after: "FAILED"`) answers 409 effect-exists with that read: a retry could make it twice. Takes no body.
      */
     post: operations['retryOperation'];
     delete?: never;
