@@ -159,7 +159,11 @@ export class SenderService {
     // What a send needs is checked by the SENT statement itself (I15), so a stray, duplicated, replayed or hand-made
     // job cannot send early or twice: the reads here only decide what to try, never whether it is safe.
     const guard: SendGuard = release
-      ? { kind: 'release', settingsVersion: settings.version }
+      ? {
+          kind: 'release',
+          approvalRequired: needsApproval(op, tenant?.settings, this.connectors),
+          settingsVersion: settings.version,
+        }
       : {
           kind: 'dispatch',
           approvalRequired: needsApproval(op, tenant?.settings, this.connectors),
@@ -595,7 +599,7 @@ export class SenderService {
 
   /**
    * A refusal by the SENT statement's guard. A reviewer's release that can no longer be carried out (its execution
-   * ended, a dependency is not done) is withdrawn. A refusal for an approval that is owed — the tenant's policy asks for
+   * ended, a dependency is not done, an approval it needs is not held) is withdrawn. A refusal for an approval that is owed — the tenant's policy asks for
    * it, e.g. by a rule added while a dispatch job prepared the send — moves the execution on, as a send would: the
    * lifecycle is what asks for the approval. (A refusal for a stale read is tried again first, from a fresh read.)
    */

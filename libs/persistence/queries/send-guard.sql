@@ -21,15 +21,15 @@ SELECT NOT EXISTS (
                 ORDER BY d.generation DESC LIMIT 1), false));
 
 -- approval_not_granted
-SELECT CASE WHEN op.approval->>'state' IS NULL THEN NOT ($2::boolean OR op.requires_approval)
-                 ELSE op.approval->>'state' = 'granted'
-                      AND (op.approval->>'expires_at' IS NULL
-                           OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END;
+SELECT CASE WHEN op.approval->>'state' IS NULL THEN NOT ($1::boolean OR op.requires_approval)
+               ELSE op.approval->>'state' = 'granted'
+                    AND (op.approval->>'expires_at' IS NULL
+                         OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END;
 
 -- approval_policy_changed
 SELECT op.approval->>'state' IS NOT NULL OR op.requires_approval
             OR (SELECT CASE WHEN gt.id IS NOT NULL THEN jsonb_build_object('approvalRules', gt.settings->'approvalRules', 'approvalAmountAbove', gt.settings->'approvalAmountAbove')::text END FROM tenants gt WHERE gt.id = op.tenant_id)
-               IS NOT DISTINCT FROM $3::text;
+               IS NOT DISTINCT FROM $2::text;
 
 -- settings_changed
 SELECT verity_settings_version_locked(op.tenant_id, op.connector) IS NOT DISTINCT FROM $1::text;

@@ -25,12 +25,12 @@ WITH moved AS (
                        OR (d.status IN ('ACKNOWLEDGED')
                            AND d.verification_method <> 'read_after_write')
                 FROM operations d WHERE d.execution_id = op.execution_id AND d.key = dep.key
-                ORDER BY d.generation DESC LIMIT 1), false))) AND (CASE WHEN op.approval->>'state' IS NULL THEN NOT ($6::boolean OR op.requires_approval)
-                 ELSE op.approval->>'state' = 'granted'
-                      AND (op.approval->>'expires_at' IS NULL
-                           OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END) AND (op.approval->>'state' IS NOT NULL OR op.requires_approval
+                ORDER BY d.generation DESC LIMIT 1), false))) AND (CASE WHEN op.approval->>'state' IS NULL THEN NOT ($7::boolean OR op.requires_approval)
+               ELSE op.approval->>'state' = 'granted'
+                    AND (op.approval->>'expires_at' IS NULL
+                         OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END) AND (op.approval->>'state' IS NOT NULL OR op.requires_approval
             OR (SELECT CASE WHEN gt.id IS NOT NULL THEN jsonb_build_object('approvalRules', gt.settings->'approvalRules', 'approvalAmountAbove', gt.settings->'approvalAmountAbove')::text END FROM tenants gt WHERE gt.id = op.tenant_id)
-               IS NOT DISTINCT FROM $7::text) AND (verity_settings_version_locked(op.tenant_id, op.connector) IS NOT DISTINCT FROM $5::text)
+               IS NOT DISTINCT FROM $6::text) AND (verity_settings_version_locked(op.tenant_id, op.connector) IS NOT DISTINCT FROM $5::text)
          RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
@@ -82,12 +82,12 @@ WITH moved AS (
                        OR (d.status IN ('ACKNOWLEDGED')
                            AND d.verification_method <> 'read_after_write')
                 FROM operations d WHERE d.execution_id = op.execution_id AND d.key = dep.key
-                ORDER BY d.generation DESC LIMIT 1), false))) AND (CASE WHEN op.approval->>'state' IS NULL THEN NOT ($6::boolean OR op.requires_approval)
-                 ELSE op.approval->>'state' = 'granted'
-                      AND (op.approval->>'expires_at' IS NULL
-                           OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END) AND (op.approval->>'state' IS NOT NULL OR op.requires_approval
+                ORDER BY d.generation DESC LIMIT 1), false))) AND (CASE WHEN op.approval->>'state' IS NULL THEN NOT ($7::boolean OR op.requires_approval)
+               ELSE op.approval->>'state' = 'granted'
+                    AND (op.approval->>'expires_at' IS NULL
+                         OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END) AND (op.approval->>'state' IS NOT NULL OR op.requires_approval
             OR (SELECT CASE WHEN gt.id IS NOT NULL THEN jsonb_build_object('approvalRules', gt.settings->'approvalRules', 'approvalAmountAbove', gt.settings->'approvalAmountAbove')::text END FROM tenants gt WHERE gt.id = op.tenant_id)
-               IS NOT DISTINCT FROM $7::text) AND (verity_settings_version_locked(op.tenant_id, op.connector) IS NOT DISTINCT FROM $5::text)
+               IS NOT DISTINCT FROM $6::text) AND (verity_settings_version_locked(op.tenant_id, op.connector) IS NOT DISTINCT FROM $5::text)
          RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
        ), follows AS (
          SELECT e.id, e.status = $11 AS moves

@@ -290,6 +290,38 @@ describe('the guarded SENT statement (real Postgres)', () => {
     expect((await send(held.id, release, OperationStatus.MANUAL_REVIEW)).won).toBe(true);
   });
 
+  it('releases an operation that needs approval only with a granted, unexpired approval on the row', async () => {
+    const held = op('held-approval');
+    await execution([held], 'completed');
+    await set(
+      held.id,
+      `status = 'MANUAL_REVIEW', terminal_reason = 'KNOWLEDGE_CONFLICT', obligation = '{"resolution": {"status": "SENT"}}'`,
+    );
+    // Required by the tenant's policy (the caller's fresh read), none on record: not sent.
+    expect(await send(held.id, { kind: 'release', approvalRequired: true }, OperationStatus.MANUAL_REVIEW)).toEqual({
+      won: false,
+      refusals: ['approval_not_granted'],
+    });
+    // Asked for by the agent: the same without the policy.
+    await set(held.id, `requires_approval = true`);
+    expect(await send(held.id, { kind: 'release' }, OperationStatus.MANUAL_REVIEW)).toEqual({
+      won: false,
+      refusals: ['approval_not_granted'],
+    });
+    // A grant that expired since: not sent either.
+    await set(held.id, `approval = '{"state": "granted", "expires_at": "2000-01-01T00:00:00Z"}'`);
+    expect(await send(held.id, { kind: 'release' }, OperationStatus.MANUAL_REVIEW)).toEqual({
+      won: false,
+      refusals: ['approval_not_granted'],
+    });
+    await unchanged(held.id, OperationStatus.MANUAL_REVIEW);
+    // The grant a release records with it: sent.
+    await set(held.id, `approval = jsonb_build_object('state', 'granted', 'expires_at', now() + interval '1 hour')`);
+    expect((await send(held.id, { kind: 'release', approvalRequired: true }, OperationStatus.MANUAL_REVIEW)).won).toBe(
+      true,
+    );
+  });
+
   it('does not release after the execution was cancelled, expired or failed, nor before a dependency is done', async () => {
     const release: SendGuard = { kind: 'release' };
     const resolved = `status = 'MANUAL_REVIEW', terminal_reason = 'KNOWLEDGE_CONFLICT',

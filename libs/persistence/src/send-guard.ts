@@ -36,7 +36,15 @@ export type SendGuard = (
        */
       executionFrom?: ExecutionStatus;
     }
-  | { kind: 'release' }
+  | {
+      kind: 'release';
+      /**
+       * The tenant's approval policy (or the agent) requires approval of this operation, decided by the caller from a
+       * fresh read: the release is sent only with a granted, unexpired approval — the one a reviewer's release records
+       * with it. Undefined: not checked (an approval already recorded must still be granted and unexpired).
+       */
+      approvalRequired?: boolean;
+    }
 ) & {
   /**
    * The version of the tenant's settings for the connector (allowlist, caps) the send was prepared with, when they were
@@ -72,12 +80,13 @@ const DEPENDENCIES_DONE: { name: SendRefusal; sql: string } = {
 };
 
 /**
- * Refusals after which a reviewer's release cannot be carried out as recorded: the execution ended, or an operation it
- * depends on is not done. The release is withdrawn (the operation is the reviewer's to decide again: cancel it, or
- * release it once the dependency is done) rather than left recorded and never sent.
+ * Refusals after which a reviewer's release cannot be carried out as recorded: the execution ended, an operation it
+ * depends on is not done, or it needs an approval it does not hold (required since the release was recorded, or its
+ * grant expired). The release is withdrawn (the operation is the reviewer's to decide again: cancel it, or release it
+ * once the dependency is done — a new release records a new grant) rather than left recorded and never sent.
  */
 export function withdrawsRelease(refusals: readonly SendRefusal[]): boolean {
-  return refusals.some((r) => r === 'execution_ended' || r === 'dependency_not_done');
+  return refusals.some((r) => r === 'execution_ended' || r === 'dependency_not_done' || r === 'approval_not_granted');
 }
 
 /**
@@ -86,6 +95,21 @@ export function withdrawsRelease(refusals: readonly SendRefusal[]): boolean {
  */
 export function preparedFromStaleRead(refusals: readonly SendRefusal[] | undefined): boolean {
   return refusals?.some((r) => r === 'settings_changed' || r === 'approval_policy_changed') ?? false;
+}
+
+/**
+ * Required (by the agent or the tenant's policy, `required`; undefined: only the agent's flag): granted and not
+ * expired. Any recorded request or denial blocks even where no longer required: a decision is owed first.
+ */
+function approvalGranted(required: boolean | undefined, params: unknown[]): { name: SendRefusal; sql: string } {
+  params.push(required ?? false);
+  return {
+    name: 'approval_not_granted',
+    sql: `CASE WHEN op.approval->>'state' IS NULL THEN NOT ($${params.length}::boolean OR op.requires_approval)
+               ELSE op.approval->>'state' = 'granted'
+                    AND (op.approval->>'expires_at' IS NULL
+                         OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END`,
+  };
 }
 
 /**
@@ -117,11 +141,10 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
                     AND (ge.status IN (${sqlLiterals(TERMINAL_EXECUTION_STATUSES)}) OR ge.deadline_at > clock_timestamp()))`,
       },
       DEPENDENCIES_DONE,
+      approvalGranted(guard.approvalRequired, params),
       ...settings,
     ];
   }
-  params.push(guard.approvalRequired);
-  const approvalRequired = `$${params.length}::boolean`;
   const approvalPolicy: { name: SendRefusal; sql: string }[] = [];
   if (guard.approvalPolicy !== undefined) {
     params.push(guard.approvalPolicy);
@@ -152,15 +175,7 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
     // A precondition read is owed (the source could not be read): nothing is sent until it has been read and agrees.
     { name: 'precondition_unread', sql: `op.next_check_at IS NULL` },
     DEPENDENCIES_DONE,
-    {
-      // Required (by the agent or the tenant's policy): granted and not expired. Any recorded request or denial
-      // blocks even where no longer required: a decision is owed first.
-      name: 'approval_not_granted',
-      sql: `CASE WHEN op.approval->>'state' IS NULL THEN NOT (${approvalRequired} OR op.requires_approval)
-                 ELSE op.approval->>'state' = 'granted'
-                      AND (op.approval->>'expires_at' IS NULL
-                           OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END`,
-    },
+    approvalGranted(guard.approvalRequired, params),
     ...approvalPolicy,
     ...settings,
   ];

@@ -183,6 +183,8 @@ export interface DecisionInput {
   /** Written only while this is still undecided; of any number of concurrent decisions, one is written. */
   open: OpenDecision;
   event: { type: string; data: Record<string, unknown> };
+  /** Events the same decision also makes, written after its own (a release that grants an approval: approval.decided). */
+  alsoEvents?: { type: string; data: Record<string, unknown> }[];
   merge: OperationMerge;
   /** Columns set outright (e.g. when the next re-check is due). */
   patch?: Pick<OperationPatch, 'next_check_at'>;
@@ -548,6 +550,7 @@ export class TransitionService {
     // The decision's event first, then the move it makes (if any): the log reads "decided, therefore moved".
     const events: { type: string; from: string | null; to: string | null; data: Record<string, unknown> }[] = [
       { type: input.event.type, from: null, to: null, data: input.event.data },
+      ...(input.alsoEvents ?? []).map((e) => ({ type: e.type, from: null, to: null, data: e.data })),
     ];
     if (move) {
       events.push({

@@ -9,6 +9,7 @@ import {
   describeFoundAmount,
   describeFoundCurrency,
   needsApproval,
+  releaseGrantsApproval,
   paramAt,
   lookUpParam,
   tenantApprovalRules,
@@ -306,5 +307,17 @@ describe('a tenant approval policy', () => {
 
   it('cancels a denied operation for its own reason', () => {
     expect(DENIAL).toEqual({ to: OperationStatus.CANCELLED, reason: TerminalReason.DENIED });
+  });
+});
+
+describe('releaseGrantsApproval: a reviewer’s release of a held operation grants its approval where one is owed', () => {
+  it.each([
+    [false, null, false],
+    [true, null, true],
+    [false, { state: 'requested' }, true],
+    [false, { state: 'granted' }, true],
+    [true, { state: 'granted' }, true],
+  ])('required %s, on record %j → grants %s', (required, approval, grants) => {
+    expect(releaseGrantsApproval(required, approval)).toBe(grants);
   });
 });

@@ -112,6 +112,17 @@ export function needsApproval(
   return op.requiresApproval || approvalRuleFor(op, rules) !== null;
 }
 
+/**
+ * Whether a reviewer's release of a held, never-sent operation (MANUAL_REVIEW → SENT) also grants its approval, written
+ * with the release: where approval is required (by the agent or the tenant's policy), and where an approval is on
+ * record (requested, or granted and perhaps expired since) — the release is sent only with a granted, unexpired one, and
+ * the reviewer who releases has the role that approves. Without it, an operation held before it was ever asked for
+ * approval (a knowledge conflict) was released and sent with no approval on record.
+ */
+export function releaseGrantsApproval(approvalRequired: boolean, approval: { state?: string } | null): boolean {
+  return approvalRequired || approval !== null;
+}
+
 /** Why a tenant rule asks for approval of an operation: the rule, which test it met, and the reason in words. */
 export interface ApprovalRuleMatch {
   rule: ApprovalRule;

@@ -54,6 +54,9 @@ import {
   readShowsTheEffect,
   DENIAL,
   everSent,
+  needsApproval,
+  releaseGrantsApproval,
+  tenantApprovalRules,
 } from '@verity/status-model';
 import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
@@ -225,6 +228,25 @@ export class OperationsService {
     return this.get(principal, id);
   }
 
+  /**
+   * The approval a reviewer's release grants with it (releaseGrantsApproval), or null: required by the agent or the
+   * tenant's policy as it stands now, or on record. A fresh grant, as an approval decision would give it; the send guard
+   * requires it granted and unexpired.
+   */
+  private async approvalGrantedByRelease(principal: Principal, op: OperationEntity): Promise<Approval | null> {
+    const settings = await loadTenantSettings(this.db.manager, principal.tenantId);
+    const required = needsApproval(op, tenantApprovalRules(settings, this.connectors.approvalAmountDeclarations()));
+    if (!releaseGrantsApproval(required, op.approval)) return null;
+    const now = new Date();
+    return {
+      state: 'granted',
+      decided_at: now.toISOString(),
+      decided_by: principal.keyId,
+      reason: 'granted with the release of the held operation (its resolution holds the evidence)',
+      expires_at: new Date(now.getTime() + this.config.APPROVAL_TTL_MS).toISOString(),
+    };
+  }
+
   /** Why an approval decision was not written: someone decided first (who and what), or the operation moved on. */
   private async approvalRefusal(principal: Principal, op: OperationEntity): Promise<Problem> {
     if (isDecided(op.approval)) {
@@ -371,14 +393,24 @@ export class OperationsService {
     // A read that did not refuse the resolution — for FAILED: absent, or not made at all (refused by the tenant's
     // settings, or needing the reference the lost answer held) — stands with the reviewer's evidence.
     if (read) resolution.read_back = { kind: read.kind, ...read.evidence };
+    const grant = status === OperationStatus.SENT ? await this.approvalGrantedByRelease(principal, op) : null;
     const decided = await this.transitions.decide(this.db.manager, {
       operation: snapshotOf(op),
       tenantId: principal.tenantId,
       open: 'resolution',
       event: { type: 'operation.resolved', data: resolution },
+      // The approval a release grants is its own decision in the log, after the resolution that makes it.
+      alsoEvents: grant
+        ? [
+            {
+              type: 'approval.decided',
+              data: { decision: 'approve', reason: grant.reason, by: principal.keyId, via: 'release' },
+            },
+          ]
+        : undefined,
       merge:
         status === OperationStatus.SENT
-          ? { obligation: { resolution } }
+          ? { obligation: { resolution }, ...(grant && { approval: grant as unknown as Record<string, unknown> }) }
           : { evidence: { resolution }, obligation: op.obligation ? { resolution } : undefined },
       move: status === OperationStatus.SENT ? undefined : { to: status, eventData: { resolution } },
     });
