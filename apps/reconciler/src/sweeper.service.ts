@@ -13,6 +13,7 @@ import {
   pruneSpendLedger,
   snapshotOf,
   staleExecutions,
+  endedWithStaleOutcome,
   traceParentsOf,
   unsentReleases,
   withSweepLock,
@@ -289,7 +290,12 @@ export class SweeperService implements OnApplicationBootstrap, OnApplicationShut
 
   /** I7: accepted work whose job was lost (Redis down at intake, a crash between commit and enqueue...). */
   private async staleExecutions(): Promise<number> {
-    const stale = await staleExecutions(this.db.manager, this.config.STALE_EXECUTION_MS, BATCH);
+    const stale = [
+      ...(await staleExecutions(this.db.manager, this.config.STALE_EXECUTION_MS, BATCH)),
+      // An ended execution's outcome is judged again when an operation of it settles later (a reviewer's resolution
+      // enqueues the advance); one whose advance was lost (Redis down or emptied) would keep a pending verdict forever.
+      ...(await endedWithStaleOutcome(this.db.manager, this.config.STALE_EXECUTION_MS, BATCH)),
+    ];
     const traces = await this.traceParents('executions', stale);
     for (const id of stale) {
       await inTraceOf(traces.get(id), () => this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: id }));

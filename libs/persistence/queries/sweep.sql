@@ -24,6 +24,22 @@ SELECT id FROM executions
        AND updated_at < now() - make_interval(secs => $1 / 1000.0)
      ORDER BY updated_at LIMIT $2;
 
+-- endedWithStaleOutcome
+SELECT x.id FROM executions x
+     WHERE x.status IN ('completed', 'failed', 'cancelled', 'expired') AND (x.outcome->>'result') = 'pending'
+       AND EXISTS (
+         SELECT 1 FROM jsonb_array_elements(coalesce(x.criteria_results, '[]'::jsonb)) c
+         CROSS JOIN LATERAL (
+           SELECT o.status, o.verification_method, o.updated_at FROM operations o
+           WHERE o.execution_id = x.id AND o.key = c->>'operation'
+           ORDER BY o.generation DESC LIMIT 1) o
+         WHERE c->>'verdict' = 'pending'
+           AND (o.status IN ('VERIFIED', 'FAILED', 'CANCELLED')
+                OR (o.status IN ('ACKNOWLEDGED')
+                    AND o.verification_method <> 'read_after_write'))
+           AND o.updated_at < now() - make_interval(secs => $1 / 1000.0))
+     LIMIT $2;
+
 -- sentBefore
 SELECT {columns:Operation o} FROM operations o
      WHERE o.status = 'SENT' AND o.sent_at < now() - make_interval(secs => $1 / 1000.0)

@@ -3,6 +3,7 @@ import { useTestDatabase } from '../../../test/support/test-database';
 import { findExecutionForWorker } from './store';
 import { ExecutionStatus, OperationStatus, cancelCauseOfEndedExecution } from '@verity/status-model';
 import {
+  endedWithStaleOutcome,
   heldOfEndedExecutions,
   msSinceLastSweep,
   traceParentsOf,
@@ -199,5 +200,47 @@ describe('heldOfEndedExecutions (real Postgres)', () => {
       `SELECT count(*)::int AS held FROM operations WHERE status = 'MANUAL_REVIEW'`,
     )) as { held: number }[];
     expect(held).toBe(6);
+  });
+});
+
+describe('endedWithStaleOutcome (real Postgres)', () => {
+  const db = useTestDatabase('sweepoutcome', ['acme']);
+
+  /**
+   * An execution in `status` whose stored outcome judged its charge (key `charge`) `verdict`, the charge now in
+   * `operationStatus`, last moved `agoSeconds` ago.
+   */
+  async function ended(status: string, verdict: string, operationStatus: string, agoSeconds: number) {
+    const { executionId, operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
+    const result = verdict === 'pending' ? 'pending' : verdict === 'pass' ? 'satisfied' : 'unmet';
+    await db.dataSource.query(`UPDATE executions SET status = $2, criteria_results = $3, outcome = $4 WHERE id = $1`, [
+      executionId,
+      status,
+      JSON.stringify([{ key: 'paid', operation: 'charge', expect_status: 'VERIFIED', verdict, rationale: 'test' }]),
+      JSON.stringify({ result, evaluated_at: new Date(Date.now() - 3_600_000).toISOString() }),
+    ]);
+    await db.dataSource.query(
+      `UPDATE operations SET status = $2, attempt = 1, updated_at = now() - make_interval(secs => $3) WHERE id = $1`,
+      [operationId, operationStatus, agoSeconds],
+    );
+    return executionId;
+  }
+
+  it('finds ended executions with a pending verdict whose operation became final before the bound, and nothing else', async () => {
+    const completed = await ended('completed', 'pending', 'VERIFIED', 60);
+    const cancelled = await ended('cancelled', 'pending', 'FAILED', 60);
+    // Still held: the verdict is right to be pending.
+    await ended('completed', 'pending', 'MANUAL_REVIEW', 60);
+    // Moved within the bound: the advance its move enqueued is still expected.
+    await ended('completed', 'pending', 'VERIFIED', 0);
+    // Judged already.
+    await ended('completed', 'pass', 'VERIFIED', 60);
+    // Not ended: the stale-execution sweep owns it.
+    await ended('running', 'pending', 'VERIFIED', 60);
+
+    expect((await endedWithStaleOutcome(db.dataSource.manager, 30_000, 10)).sort()).toEqual(
+      [completed, cancelled].sort(),
+    );
+    expect(await endedWithStaleOutcome(db.dataSource.manager, 30_000, 1)).toHaveLength(1);
   });
 });

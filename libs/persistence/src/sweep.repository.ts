@@ -1,5 +1,7 @@
 import {
   ExecutionStatus,
+  FINAL_OPERATION_STATUSES,
+  FINAL_WITHOUT_READ_BACK_STATUSES,
   OperationStatus,
   RECHECK_OWED_STATUSES,
   RECONCILE_OWED_STATUSES,
@@ -37,6 +39,24 @@ export const SWEEP_SQL = {
      WHERE status NOT IN (${TERMINAL})
        AND updated_at < now() - make_interval(secs => $1 / 1000.0)
      ORDER BY updated_at LIMIT $2`,
+  // Ended executions whose stored outcome still has a pending verdict for an operation that has since become final
+  // (a person resolved its hold, and the advance job that would have judged it again was lost): owed an advance, which
+  // records the verdicts again. Only pending outcomes are read (a partial index holds just those), and only moves
+  // older than the stale bound, so the advance the move enqueued itself is not doubled.
+  endedWithStaleOutcome: `SELECT x.id FROM executions x
+     WHERE x.status IN (${TERMINAL}) AND (x.outcome->>'result') = 'pending'
+       AND EXISTS (
+         SELECT 1 FROM jsonb_array_elements(coalesce(x.criteria_results, '[]'::jsonb)) c
+         CROSS JOIN LATERAL (
+           SELECT o.status, o.verification_method, o.updated_at FROM operations o
+           WHERE o.execution_id = x.id AND o.key = c->>'operation'
+           ORDER BY o.generation DESC LIMIT 1) o
+         WHERE c->>'verdict' = 'pending'
+           AND (o.status IN (${sqlLiterals(FINAL_OPERATION_STATUSES)})
+                OR (o.status IN (${sqlLiterals(FINAL_WITHOUT_READ_BACK_STATUSES)})
+                    AND o.verification_method <> '${VerificationMethod.READ_AFTER_WRITE}'))
+           AND o.updated_at < now() - make_interval(secs => $1 / 1000.0))
+     LIMIT $2`,
   sentBefore: `SELECT {columns:Operation o} FROM operations o
      WHERE o.status = ${sqlLiterals([S.SENT])} AND o.sent_at < now() - make_interval(secs => $1 / 1000.0)
      LIMIT $2`,
@@ -137,6 +157,14 @@ export function executionsPastDeadline(db: Queryable, limit: number): Promise<st
 /** Executions that are not terminal and have not moved for `olderThanMs`. */
 export function staleExecutions(db: Queryable, olderThanMs: number, limit: number): Promise<string[]> {
   return ids(db, SWEEP_SQL.staleExecutions, [olderThanMs, limit]);
+}
+
+/**
+ * Ended executions whose outcome still holds a pending verdict for an operation that became final more than
+ * `olderThanMs` ago: the advance that judges it again was lost.
+ */
+export function endedWithStaleOutcome(db: Queryable, olderThanMs: number, limit: number): Promise<string[]> {
+  return ids(db, SWEEP_SQL.endedWithStaleOutcome, [olderThanMs, limit]);
 }
 
 /** Operations SENT more than `olderThanMs` ago. */

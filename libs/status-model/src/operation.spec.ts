@@ -2,6 +2,8 @@ import { IllegalTransitionError, StatusModelErrorCode } from './errors';
 import { DependenciesState, heldNeverSent } from './dispatch';
 import { ExecutionStatus } from './execution';
 import {
+  FINAL_OPERATION_STATUSES,
+  FINAL_WITHOUT_READ_BACK_STATUSES,
   HOLDS_WITH_A_RECORD_ON_FILE,
   OPERATION_STATUSES,
   OPERATION_STATUS_INFO,
@@ -826,6 +828,25 @@ describe('resolutionOptions: every action with its reason, exactly what the gate
           .map((o) => o.status);
         expect(permitted).toEqual(permittedResolutions(S.MANUAL_REVIEW, everSent, heldFor));
       }
+    }
+  });
+});
+
+describe('the final statuses as lists (for SQL)', () => {
+  it('are the statuses isFinalOperation accepts: any verification, and only without a read-back', () => {
+    expect(FINAL_OPERATION_STATUSES).toEqual([
+      OperationStatus.VERIFIED,
+      OperationStatus.FAILED,
+      OperationStatus.CANCELLED,
+    ]);
+    expect(FINAL_WITHOUT_READ_BACK_STATUSES).toEqual([OperationStatus.ACKNOWLEDGED]);
+    for (const status of OPERATION_STATUSES) {
+      expect(isFinalOperation(status, VerificationMethod.READ_AFTER_WRITE)).toBe(
+        FINAL_OPERATION_STATUSES.includes(status),
+      );
+      expect(isFinalOperation(status, '')).toBe(
+        FINAL_OPERATION_STATUSES.includes(status) || FINAL_WITHOUT_READ_BACK_STATUSES.includes(status),
+      );
     }
   });
 });

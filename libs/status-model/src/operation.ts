@@ -275,3 +275,12 @@ export function isSettledOperation(status: OperationStatus, verificationMethod: 
 export function isFinalOperation(status: OperationStatus, verificationMethod: VerificationMethodValue): boolean {
   return status !== S.MANUAL_REVIEW && isSettledOperation(status, verificationMethod);
 }
+
+/** Statuses in which an operation is final whatever its verification (isFinalOperation). */
+export const FINAL_OPERATION_STATUSES: readonly OperationStatus[] = OPERATION_STATUSES.filter((status) =>
+  isFinalOperation(status, VerificationMethod.READ_AFTER_WRITE),
+);
+/** … and those final only where nothing reads it back (ACKNOWLEDGED, its honest end). */
+export const FINAL_WITHOUT_READ_BACK_STATUSES: readonly OperationStatus[] = OPERATION_STATUSES.filter(
+  (status) => !FINAL_OPERATION_STATUSES.includes(status) && isFinalOperation(status, ''),
+);

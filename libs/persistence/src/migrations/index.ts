@@ -17,6 +17,7 @@ import { AdminChangesWebhooks1764560000000 } from './1764560000000-admin-changes
 import { AdminChangesOrder1764570000000 } from './1764570000000-admin-changes-order';
 import { AllowHostsSecrets1764580000000 } from './1764580000000-allow-hosts-secrets';
 import { SettingsVersionAfterCapLock1764590000000 } from './1764590000000-settings-version-after-cap-lock';
+import { PendingOutcomeIndex1764600000000 } from './1764600000000-pending-outcome-index';
 
 /** In order. Add a new timestamped class for every schema change; never edit one that has shipped. */
 export const MIGRATIONS = [
@@ -39,4 +40,5 @@ export const MIGRATIONS = [
   AdminChangesOrder1764570000000,
   AllowHostsSecrets1764580000000,
   SettingsVersionAfterCapLock1764590000000,
+  PendingOutcomeIndex1764600000000,
 ];
