@@ -508,13 +508,16 @@ export class SenderService {
     }
     if (!staleness) return null;
     const next: Approval = { state: 'requested', requested_at: new Date().toISOString(), baseline: currentBaseline };
-    // Withdrawn only from a PREPARED operation whose grant still stands: a sender whose view is older (the operation
-    // was sent meanwhile, or another sender withdrew the grant first) writes nothing — no request nobody will answer.
+    // Withdrawn only from a PREPARED operation whose grant still stands, the one judged: a sender whose view is older
+    // (the operation was sent meanwhile, another sender withdrew the grant first, or a reviewer has granted it again
+    // since) writes nothing — no request nobody will answer, no fresh grant dropped.
     const withdrawn = await this.transitions.annotate(this.db.manager, {
       executionId: op.executionId,
       operationId: op.id,
       whileStatus: S.PREPARED,
       whileApprovalGranted: true,
+      // The grant judged stale, not one given again since (withdrawn by another sender, then granted anew).
+      whileGrantDecidedAt: approval.decided_at ?? null,
       patch: { approval: next as unknown as Record<string, unknown> },
       type: staleness,
       data: {

@@ -446,7 +446,7 @@ describe('TransitionService (real Postgres)', () => {
   const approvalRequested = (
     ids: { executionId: string; operationId: string },
     type: string,
-    guard: { whileApprovalOpen: true } | { whileApprovalGranted: true },
+    guard: { whileApprovalOpen: true } | { whileApprovalGranted: true; whileGrantDecidedAt?: string | null },
   ) =>
     transitions.annotate(db.dataSource.manager, {
       ...ids,
@@ -489,6 +489,35 @@ describe('TransitionService (real Postgres)', () => {
     expect(sent.won).toBe(true);
     expect((await withdraw()).won).toBe(false);
     expect(await eventsWhere({ executionId, type: 'approval.stale_baseline' })).toHaveLength(1);
+  });
+
+  it('withdraws only the grant it judged stale: one given again since (withdrawn by another, re-granted) stands', async () => {
+    const ids = await newExecutionWithOneOperation();
+    const { executionId, operationId } = ids;
+    const grantAt = (at: string) =>
+      db.dataSource.query(
+        `UPDATE operations SET approval = jsonb_build_object('state', 'granted', 'decided_at', $2::text) WHERE id = $1`,
+        [operationId, at],
+      );
+    await grantAt('2026-01-01T00:00:00.000Z');
+    // A sender judged that grant stale; meanwhile another withdrew it and a reviewer granted it again.
+    await grantAt('2026-01-01T00:05:00.000Z');
+    const late = await approvalRequested(ids, 'approval.stale_baseline', {
+      whileApprovalGranted: true,
+      whileGrantDecidedAt: '2026-01-01T00:00:00.000Z',
+    });
+    expect(late.won).toBe(false);
+    expect(await eventsWhere({ executionId, type: 'approval.stale_baseline' })).toHaveLength(0);
+    const [row] = (await db.dataSource.query(`SELECT approval FROM operations WHERE id = $1`, [operationId])) as {
+      approval: { state: string; decided_at: string };
+    }[];
+    expect(row.approval).toEqual({ state: 'granted', decided_at: '2026-01-01T00:05:00.000Z' });
+    // The grant it judged: withdrawn.
+    const current = await approvalRequested(ids, 'approval.stale_baseline', {
+      whileApprovalGranted: true,
+      whileGrantDecidedAt: '2026-01-01T00:05:00.000Z',
+    });
+    expect(current.won).toBe(true);
   });
 
   it('decide: of many racing decisions one is written, with its event and the move it makes, in one statement', async () => {

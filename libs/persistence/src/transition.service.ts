@@ -754,6 +754,11 @@ export class TransitionService {
       whileApprovalOpen?: boolean;
       /** Only while the approval is still granted: of two senders that find one grant stale, one withdraws it. */
       whileApprovalGranted?: boolean;
+      /**
+       * With whileApprovalGranted: only while it is still the grant decided at this time (null: none recorded) — a grant
+       * withdrawn by another sender and given again by a reviewer since is not the stale one this caller judged.
+       */
+      whileGrantDecidedAt?: string | null;
       patch?: OperationPatch;
       /** Merged into the JSON columns instead of replacing them (what a stale read would otherwise erase). */
       merge?: OperationMerge;
@@ -794,6 +799,10 @@ export class TransitionService {
     if (input.whileObligationDueAt !== undefined) {
       params.push(input.whileObligationDueAt);
       obligationDue = ` AND obligation->>'due_at' = $${params.length}`;
+    }
+    if (input.whileGrantDecidedAt !== undefined) {
+      params.push(input.whileGrantDecidedAt);
+      obligationDue += ` AND approval->>'decided_at' IS NOT DISTINCT FROM $${params.length}::text`;
     }
     params.push(eventId, input.type, json(input.data ?? {}));
     const n = params.length;
