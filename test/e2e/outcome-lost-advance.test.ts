@@ -2,11 +2,6 @@ import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, unique } from '../support/http';
 import { getExecution, resetSandbox, stackQueue, submit } from './dispatcher-helpers';
 
-type ExecutionView = Awaited<ReturnType<typeof getExecution>> & {
-  outcome: { result: string } | null;
-  criteria_results: { key: string; verdict: string; rationale?: string }[] | null;
-};
-
 /**
  * Nothing lost, for the outcome too: a reviewer resolves the hold of a completed execution, and the advance job that
  * would judge its criteria again is lost (Redis down at the enqueue — tryEnqueue fails fast — or Redis restarted
@@ -22,7 +17,7 @@ describe('outcome evaluation after a lost advance of a completed execution', () 
   afterAll(async () => stack?.stop());
   afterEach(async () => resetSandbox(stack));
 
-  const view = async (id: string) => (await getExecution(stack, id)) as ExecutionView;
+  const view = (id: string) => getExecution(stack, id);
 
   it('the sweeper owes the evaluation: the outcome follows the resolution', async () => {
     await stack.setFaults({ read_fault: 'field_missing' });

@@ -171,18 +171,21 @@ describe('reconciler: re-checks of held operations, and "still unknown"', () => 
     expect(again.body.type).toContain('not-in-review');
   });
 
-  // (A hold whose record is on file — acknowledged, or found by its own read — cannot be resolved FAILED at all.)
-  it('a re-check that finds the effect after a reviewer resolved a SOURCE_UNREACHABLE hold FAILED writes what it found into the history', async () => {
+  /**
+   * A sent charge never acknowledged, held SOURCE_UNREACHABLE; a reviewer's re-check is paused before its read while
+   * the source answers wrongly (a replica that lost the record: up to date, no charge), so the reviewer's FAILED is
+   * accepted on their evidence and that read; then the source answers again and the re-check's read shows the charge.
+   * Resolves once that read is in the history; the paused reconciler is replaced by a normal one either way.
+   */
+  async function failedWhileARecheckReads(reference: string) {
     const reason = 'SOURCE_UNREACHABLE';
-    const heldBy = 'unavailable';
     // Due at once: no scheduled re-check.
     await setPolicy({ obligation_due_seconds: { [reason]: 1 } });
     // Taken by the provider, the answer lost (so never acknowledged), its reads down since.
     await stack.setFaults({
       rules: [{ method: 'POST', path: '/v1/charges', fault: 'timeout_after_commit', count: 1 }],
-      read_fault: heldBy,
+      read_fault: 'unavailable',
     });
-    const reference = unique('rc-late');
     const { executionId, held } = await heldFor(reason, charge(reference));
     await waitForResolutionPermitted(stack, held.id, 'FAILED');
     for (const reconciler of stack.running('reconciler')) await stack.kill(reconciler, 'SIGTERM');
@@ -190,8 +193,6 @@ describe('reconciler: re-checks of held operations, and "still unknown"', () => 
     try {
       expect((await post(`/v1/operations/${held.id}/recheck`)).status).toBe(202);
       await waitForMarkers(paused, 'paused before read-back');
-      // The source answers wrongly while the reviewer decides (a replica that lost the record: up to date, no charge):
-      // their FAILED is accepted on their evidence and that read. (A source that cannot be read refuses it.)
       await stack.setFaults({ read_fault: 'record_lost' });
       const failed = await post<Op>(`/v1/operations/${held.id}/resolve`, {
         status: 'FAILED',
@@ -202,55 +203,33 @@ describe('reconciler: re-checks of held operations, and "still unknown"', () => 
       await resetSandbox(stack);
       const log = await waitFor(
         () => events(stack, executionId),
-        (l) => recheckEvents(l, held.id).some((e) => e.data.result === 'found'),
+        (l) => recheckEvents(l, held.id).some((e) => e.data.result === 'found' && e.data.after === 'FAILED'),
       );
-      expect(recheckEvents(log, held.id).at(-1)!.data).toMatchObject({
-        trigger: 'reviewer',
-        result: 'found',
-        after: 'FAILED',
-        held_for: reason,
-        evidence: { record: { reference } },
-      });
-      expect((await getOperation(stack, held.id)).status).toBe('FAILED');
-      expectLegalHistory(log);
+      return { executionId, held, log, reason };
     } finally {
       await stack.kill(paused, 'SIGTERM');
       await stack.startApp('reconciler');
     }
+  }
+
+  // (A hold whose record is on file — acknowledged, or found by its own read — cannot be resolved FAILED at all.)
+  it('a re-check that finds the effect after a reviewer resolved a SOURCE_UNREACHABLE hold FAILED writes what it found into the history', async () => {
+    const reference = unique('rc-late');
+    const { held, log, reason } = await failedWhileARecheckReads(reference);
+    expect(recheckEvents(log, held.id).at(-1)!.data).toMatchObject({
+      trigger: 'reviewer',
+      result: 'found',
+      after: 'FAILED',
+      held_for: reason,
+      evidence: { record: { reference } },
+    });
+    expect((await getOperation(stack, held.id)).status).toBe('FAILED');
+    expectLegalHistory(log);
   });
 
   it('an operation resolved FAILED whose re-check then found the effect cannot be retried: 409 effect-exists', async () => {
-    const reason = 'SOURCE_UNREACHABLE';
-    await setPolicy({ obligation_due_seconds: { [reason]: 1 } });
-    await stack.setFaults({
-      rules: [{ method: 'POST', path: '/v1/charges', fault: 'timeout_after_commit', count: 1 }],
-      read_fault: 'unavailable',
-    });
     const reference = unique('rc-retry');
-    const { executionId, held } = await heldFor(reason, charge(reference));
-    await waitForResolutionPermitted(stack, held.id, 'FAILED');
-    for (const reconciler of stack.running('reconciler')) await stack.kill(reconciler, 'SIGTERM');
-    const paused = await stack.startApp('reconciler', { TEST_PAUSE_BEFORE_READ_MS: '3000' });
-    try {
-      expect((await post(`/v1/operations/${held.id}/recheck`)).status).toBe(202);
-      await waitForMarkers(paused, 'paused before read-back');
-      // The reviewer's read misses the charge (a replica that lost it): their FAILED is accepted.
-      await stack.setFaults({ read_fault: 'record_lost' });
-      const failed = await post<Op>(`/v1/operations/${held.id}/resolve`, {
-        status: 'FAILED',
-        evidence: 'the provider dashboard was down; the customer says no charge',
-      });
-      expect(failed.status).toBe(200);
-      // The re-check's read then shows the charge: the history of the FAILED operation records it.
-      await resetSandbox(stack);
-      await waitFor(
-        () => events(stack, executionId),
-        (l) => recheckEvents(l, held.id).some((e) => e.data.result === 'found' && e.data.after === 'FAILED'),
-      );
-    } finally {
-      await stack.kill(paused, 'SIGTERM');
-      await stack.startApp('reconciler');
-    }
+    const { held } = await failedWhileARecheckReads(reference);
     // The source has shown the effect: "no effect, a retry is safe" no longer stands, and a retry could make it twice.
     const retried = await http<Problem & { read_back?: { kind: string; evidence: unknown } }>(
       stack.apiUrl,
