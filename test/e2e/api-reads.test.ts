@@ -332,7 +332,7 @@ describe('reads, cancel, retry and the OpenAPI contract', () => {
   });
 
   it('retries a FAILED operation as a new one (retry_of), once; refuses other statuses with their rule', async () => {
-    const failed = await settled((await submit([charge(unique('decline-order'))])).id);
+    const failed = await settled((await submit([charge(unique('decline-order'))], { deadline_seconds: 3600 })).id);
     const op = failed.operations[0];
     expect(op).toMatchObject({ status: 'FAILED', terminal_reason: 'CONNECTOR_REJECTED', retry: 'safe' });
 
@@ -351,6 +351,10 @@ describe('reads, cancel, retry and the OpenAPI contract', () => {
       params: op.params,
     });
     expect(retried.body.execution.id).not.toBe(failed.id);
+    // As long as the original had (its deadline_seconds), not a fixed ten minutes.
+    const lasts = (e: { created_at: string; deadline_at: string }) =>
+      Math.round((Date.parse(e.deadline_at) - Date.parse(e.created_at)) / 1000);
+    expect(lasts(retried.body.execution)).toBe(3600);
     expect(retried.headers.get('location')).toBe(`/v1/operations/${retried.body.operation.id}`);
     const original = await execution(failed.id);
     expect(original.operations).toHaveLength(1);

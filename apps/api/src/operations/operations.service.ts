@@ -62,6 +62,8 @@ import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { Problem } from '../problem/problem';
 import { presentExecution, presentOperation, requestedOperation } from '../executions/presenter';
+import { DEFAULT_DEADLINE_SECONDS } from '../executions/executions.service';
+import { LIMITS } from '../executions/submission';
 
 @Injectable()
 export class OperationsService {
@@ -624,7 +626,7 @@ export class OperationsService {
           tenantId: principal.tenantId,
           agentId: original.agentId,
           intent: `Retry of ${op.id} (${op.key}) from ${original.id}: ${original.intent}`.slice(0, 4000),
-          deadlineSeconds: 600,
+          deadlineSeconds: retryDeadlineSeconds(original),
           criteria: [],
           idempotencyKey: null,
           createdEventId: newId('evt'),
@@ -693,4 +695,14 @@ function effectExists(
     read_back: { kind: read.kind, evidence: read.evidence ?? null },
     ...onFile,
   });
+}
+
+/**
+ * A retry's execution has as long as the original's had (its deadline_seconds, or the default): a retry of an operation
+ * that needs approval, or waits on a slow provider, is not cut shorter than what the agent asked for the first time.
+ */
+function retryDeadlineSeconds(original: { createdAt: Date; deadlineAt: Date }): number {
+  const asked = Math.round((original.deadlineAt.getTime() - original.createdAt.getTime()) / 1000);
+  const { min, max } = LIMITS.deadlineSeconds;
+  return Number.isFinite(asked) ? Math.min(max, Math.max(min, asked)) : DEFAULT_DEADLINE_SECONDS;
 }
