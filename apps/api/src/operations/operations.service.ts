@@ -62,7 +62,6 @@ import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { Problem } from '../problem/problem';
 import { presentExecution, presentOperation, requestedOperation } from '../executions/presenter';
-import { DEFAULT_DEADLINE_SECONDS } from '../executions/executions.service';
 import { LIMITS } from '../executions/submission';
 
 @Injectable()
@@ -200,15 +199,10 @@ export class OperationsService {
     if (op.status !== OperationStatus.PREPARED || isDecided(op.approval)) {
       throw await this.approvalRefusal(principal, op);
     }
-    const now = new Date();
-    const approval: Partial<Approval> = {
-      state: decision === 'approve' ? 'granted' : 'denied',
-      decided_at: now.toISOString(),
-      decided_by: principal.keyId,
-      reason,
-      expires_at:
-        decision === 'approve' ? new Date(now.getTime() + this.config.APPROVAL_TTL_MS).toISOString() : undefined,
-    };
+    const approval: Partial<Approval> =
+      decision === 'approve'
+        ? this.grantBy(principal, reason)
+        : { state: 'denied', decided_at: new Date().toISOString(), decided_by: principal.keyId, reason };
     const decided = await this.transitions.decide(this.db.manager, {
       operation: snapshotOf(op),
       tenantId: principal.tenantId,
@@ -239,12 +233,20 @@ export class OperationsService {
     const settings = await loadTenantSettings(this.db.manager, principal.tenantId);
     const required = needsApproval(op, tenantApprovalRules(settings, this.connectors.approvalAmountDeclarations()));
     if (!releaseGrantsApproval(required, op.approval)) return null;
+    return this.grantBy(
+      principal,
+      'granted with the release of the held operation (its resolution holds the evidence)',
+    );
+  }
+
+  /** A grant by this principal now, valid for APPROVAL_TTL_MS: an approval decision's, and a release's. */
+  private grantBy(principal: Principal, reason: string | undefined): Approval {
     const now = new Date();
     return {
       state: 'granted',
       decided_at: now.toISOString(),
       decided_by: principal.keyId,
-      reason: 'granted with the release of the held operation (its resolution holds the evidence)',
+      reason,
       expires_at: new Date(now.getTime() + this.config.APPROVAL_TTL_MS).toISOString(),
     };
   }
@@ -698,11 +700,11 @@ function effectExists(
 }
 
 /**
- * A retry's execution has as long as the original's had (its deadline_seconds, or the default): a retry of an operation
+ * A retry's execution has as long as the original's had (its deadline_seconds, or the default it got): a retry of an operation
  * that needs approval, or waits on a slow provider, is not cut shorter than what the agent asked for the first time.
  */
 function retryDeadlineSeconds(original: { createdAt: Date; deadlineAt: Date }): number {
   const asked = Math.round((original.deadlineAt.getTime() - original.createdAt.getTime()) / 1000);
   const { min, max } = LIMITS.deadlineSeconds;
-  return Number.isFinite(asked) ? Math.min(max, Math.max(min, asked)) : DEFAULT_DEADLINE_SECONDS;
+  return Math.min(max, Math.max(min, asked));
 }
