@@ -42,6 +42,29 @@ describe('a release of a held operation that requires approval', () => {
     expect(log.indexOf('approval.decided')).toBeLessThan(log.indexOf('operation.status_changed', resolvedAt));
   });
 
+  it('of reviewers releasing it at once, one wins: one resolution, one grant, one send', async () => {
+    const reference = unique('rr');
+    const created = await submit(stack, [
+      charge(reference, { requires_approval: true, expected_state: { charged: true } }),
+    ]);
+    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    const answers = await Promise.all(
+      [1, 2, 3].map((i) =>
+        http<{ type?: string }>(stack.apiUrl, 'POST', `/v1/operations/${held.id}/resolve`, {
+          key: DEMO.reviewer,
+          body: { status: 'SENT', evidence: `reviewer ${i}: send it` },
+        }),
+      ),
+    );
+    expect(answers.map((a) => a.status).sort()).toEqual([200, 409, 409]);
+    for (const lost of answers.filter((a) => a.status === 409)) expect(lost.body.type).toContain('already-decided');
+    await waitForOp(stack, created.id, 'charge', (o) => o.status === 'VERIFIED');
+    const log = (await events(stack, created.id)).filter((e) => e.operation_id === held.id).map((e) => e.type);
+    expect(log.filter((t) => t === 'operation.resolved')).toHaveLength(1);
+    expect(log.filter((t) => t === 'approval.decided')).toHaveLength(1);
+    expect((await stack.effects()).charges[reference]?.count).toBe(1);
+  });
+
   it('grants none for an operation that needs none', async () => {
     const reference = unique('rn');
     const created = await submit(stack, [charge(reference, { expected_state: { charged: true } })]);
