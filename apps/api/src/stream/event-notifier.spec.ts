@@ -26,6 +26,12 @@ describe('EventNotifier (real Redis)', () => {
 
   beforeAll(async () => {
     redis = createRedis(TEST_REDIS_URL, 'producer', 'event-notifier-spec');
+    // A producer connection fails its commands until it is ready (no offline queue): the first PUBSUB must wait for
+    // it, or a slow connect under load fails the test with "Stream isn't writeable".
+    await waitFor(
+      async () => redis.status,
+      (status) => status === 'ready',
+    );
     notifier = new EventNotifier(config, createLogger('event-notifier-spec', 'silent'), KEYS);
     await notifier.onModuleInit();
   });
