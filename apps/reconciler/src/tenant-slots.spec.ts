@@ -43,6 +43,21 @@ describe('TenantSlots: one tenant holds at most its share of the delivery slots'
     expect(slots.held('b')).toEqual({ taken: 1, waiting: 1 });
   });
 
+  it('wakes at once a delivery that asks after its tenant freed a slot (freed while it was being put back)', async () => {
+    const slots = new TenantSlots(1, 10_000);
+    const woken: string[] = [];
+    slots.take('a', 0);
+    // Refused: the caller now puts its job back (an await), and only then asks to be woken.
+    expect(slots.take('a', 1)).toEqual({ wakeAt: 10_000 });
+    // Meanwhile the slot frees: nobody is waiting yet.
+    slots.release('a');
+    slots.wakeWhenFree('a', async () => woken.push('a1'));
+    await new Promise((resolve) => setImmediate(resolve));
+    // Not left to wait for wakeAt (up to WEBHOOK_TIMEOUT_MS) with the slot free.
+    expect(woken).toEqual(['a1']);
+    expect(slots.held('a')).toEqual({ taken: 0, waiting: 0 });
+  });
+
   it('forgets a tenant that holds nothing, and a release of nothing held changes nothing', () => {
     const slots = new TenantSlots(1, 10_000);
     slots.release('nobody');

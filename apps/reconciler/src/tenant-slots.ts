@@ -41,8 +41,16 @@ export class TenantSlots {
     void this.wakeOne(tenantId);
   }
 
-  /** `wake` is called when one of the tenant's slots frees (a wake that fails — job gone, already back — tries the next). */
+  /**
+   * `wake` is called when one of the tenant's slots frees (a wake that fails — job gone, already back — tries the next),
+   * or at once when one is free already: the caller registers only after it has put its delivery back (an await), and
+   * a slot freed in between found no one to wake — the delivery would wait for `wakeAt` instead.
+   */
   wakeWhenFree(tenantId: string, wake: () => Promise<unknown>): void {
+    if ((this.taken.get(tenantId)?.length ?? 0) < this.share) {
+      void wake().catch(() => undefined);
+      return;
+    }
     const waiting = this.waiting.get(tenantId) ?? [];
     waiting.push(wake);
     this.waiting.set(tenantId, waiting);
