@@ -120,7 +120,20 @@ export class WebhooksProcessor extends QueueWorker {
     if (typeof result === 'string') return result;
     // Its tenant holds its share of this process's slots: the job waits, no attempt spent, until one of them frees.
     await job.moveToDelayed(result.wakeAt, token);
-    result.wakeWhenFree(() => job.promote());
+    const deferredAfter = job.attemptsMade;
+    result.wakeWhenFree(() => this.wakeDeferred(job, deferredAfter));
     throw new DelayedError();
+  }
+
+  /**
+   * Brings a deferred delivery back, only while it still waits for a slot: a wake stays on file after the job came back
+   * by its own `wakeAt`, and the job may since have been tried and be waiting for a retry's backoff — which a promote
+   * would cut short (the receiver called again at once, the attempts spent in seconds). Tried since: its attempts grew.
+   */
+  private async wakeDeferred(job: Job, deferredAfter: number): Promise<void> {
+    const worker = this.workers.find((w) => w.qualifiedName === job.queueQualifiedName);
+    const now = worker && job.id ? await Job.fromId(worker, job.id) : undefined;
+    if (!now || now.attemptsMade !== deferredAfter) throw new Error('no longer waiting for a delivery slot');
+    await now.promote();
   }
 }
