@@ -616,13 +616,17 @@ export class SenderService {
     if (release && withdrawsRelease(reasons)) {
       // Recorded but no longer possible: withdrawn, with an event, so a reviewer decides again (else it would stay
       // recorded, never sent, and no other resolution would be accepted).
+      const resolution = (op.obligation as { resolution?: { at?: string } } | null)?.resolution ?? null;
       await this.transitions.annotate(this.db.manager, {
         executionId: op.executionId,
         operationId: op.id,
         whileStatus: S.MANUAL_REVIEW,
         withdrawRelease: true,
+        // The release found refused, not one recorded since (withdrawn by another sender, then released again with a
+        // fresh grant): that one is sent, or judged by its own sender.
+        whileReleaseAt: resolution?.at ?? null,
         type: 'operation.release_withdrawn',
-        data: { reasons, resolution: (op.obligation as { resolution?: unknown } | null)?.resolution ?? null },
+        data: { reasons, resolution },
       });
     }
     if (options.advanceAfter && reasons.includes('approval_not_granted') && !preparedFromStaleRead(reasons)) {

@@ -520,6 +520,40 @@ describe('TransitionService (real Postgres)', () => {
     expect(current.won).toBe(true);
   });
 
+  it('withdraws only the release it found refused: one recorded again since (withdrawn by another) stands', async () => {
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    const releasedAt = (at: string) =>
+      db.dataSource.query(
+        `UPDATE operations SET status = 'MANUAL_REVIEW',
+                obligation = jsonb_build_object('resolution', jsonb_build_object('status', 'SENT', 'at', $2::text))
+          WHERE id = $1`,
+        [operationId, at],
+      );
+    const withdraw = (at: string) =>
+      transitions.annotate(db.dataSource.manager, {
+        executionId,
+        operationId,
+        whileStatus: OperationStatus.MANUAL_REVIEW,
+        withdrawRelease: true,
+        whileReleaseAt: at,
+        type: 'operation.release_withdrawn',
+        data: { reasons: ['approval_not_granted'], resolution: { status: 'SENT', at } },
+      });
+    await releasedAt('2026-01-01T00:00:00.000Z');
+    // A sender found that release refused; meanwhile another withdrew it and a reviewer released it again.
+    await releasedAt('2026-01-01T00:05:00.000Z');
+    const late = await withdraw('2026-01-01T00:00:00.000Z');
+    expect(late.won).toBe(false);
+    expect(await eventsWhere({ executionId, type: 'operation.release_withdrawn' })).toHaveLength(0);
+    const [row] = (await db.dataSource.query(`SELECT obligation FROM operations WHERE id = $1`, [operationId])) as {
+      obligation: { resolution?: { at: string } };
+    }[];
+    expect(row.obligation.resolution?.at).toBe('2026-01-01T00:05:00.000Z');
+    // The release it found refused: withdrawn.
+    expect((await withdraw('2026-01-01T00:05:00.000Z')).won).toBe(true);
+    expect(await eventsWhere({ executionId, type: 'operation.release_withdrawn' })).toHaveLength(1);
+  });
+
   it('decide: of many racing decisions one is written, with its event and the move it makes, in one statement', async () => {
     const { executionId, operationId } = await newExecutionWithOneOperation();
     const decide = (i: number) =>

@@ -769,6 +769,11 @@ export class TransitionService {
        * the release can no longer be carried out, and the operation is a reviewer's to decide again.
        */
       withdrawRelease?: boolean;
+      /**
+       * With withdrawRelease: only while it is still the release recorded at this time (its resolution's `at`) — one
+       * withdrawn by another sender and recorded again by a reviewer since is not the one this caller found refused.
+       */
+      whileReleaseAt?: string | null;
       type: string;
       data?: Record<string, unknown>;
     },
@@ -803,6 +808,10 @@ export class TransitionService {
     if (input.whileGrantDecidedAt !== undefined) {
       params.push(input.whileGrantDecidedAt);
       obligationDue += ` AND approval->>'decided_at' IS NOT DISTINCT FROM $${params.length}::text`;
+    }
+    if (input.whileReleaseAt !== undefined) {
+      params.push(input.whileReleaseAt);
+      obligationDue += ` AND obligation->'resolution'->>'at' IS NOT DISTINCT FROM $${params.length}::text`;
     }
     params.push(eventId, input.type, json(input.data ?? {}));
     const n = params.length;
