@@ -26,7 +26,10 @@ export class ApiKeyService {
   private readonly revokedListeners = new Set<() => void>();
   private revocationsLive = false;
   /** Lookups of keys not known yet, by address and key hash, while they run (authenticateFrom). */
-  private readonly lookups = new Map<string, Promise<{ principal: AnyPrincipal | null } | { blockedFor: number }>>();
+  private readonly lookups = new Map<
+    string,
+    Promise<{ principal: AnyPrincipal | null } | { blockedFor: number } | { busy: true }>
+  >();
   private readonly failures: AuthFailureLimiter;
   private readonly admission: RequestAdmission;
 
@@ -51,9 +54,9 @@ export class ApiKeyService {
       if (wait > 0) throw tooManyFailures(wait);
       return known;
     }
-    // A key not known to be valid counts as a failure before it is looked up (taken back when it is found): checked
-    // first and counted after, guesses sent all at once would all find the address unblocked. The same key from the
-    // same address, asked again while its lookup runs, waits for that one: a client's first burst costs one count.
+    // A key not known to be valid is looked up under a reservation (AuthFailureLimiter.reserve): of guesses sent all at
+    // once, no more than the limit are looked up. The same key from the same address, asked again while its lookup
+    // runs, waits for that one: a client's first burst takes one place.
     const flight = `${address}\u0000${hash}`;
     let lookup = this.lookups.get(flight);
     if (!lookup) {
@@ -65,6 +68,7 @@ export class ApiKeyService {
     }
     const found = await lookup;
     if ('blockedFor' in found) throw tooManyFailures(found.blockedFor);
+    if ('busy' in found) throw tooManyLookups();
     if (found.principal) return found.principal;
     throw new Problem(
       401,
@@ -85,18 +89,19 @@ export class ApiKeyService {
   private async reserveAndLookUp(
     address: string,
     key: string,
-  ): Promise<{ principal: AnyPrincipal | null } | { blockedFor: number }> {
-    const blockedFor = await this.failures.reserve(address);
-    if (blockedFor > 0) return { blockedFor };
+  ): Promise<{ principal: AnyPrincipal | null } | { blockedFor: number } | { busy: true }> {
+    const reservation = await this.failures.reserve(address);
+    if (reservation.kind === 'blocked') return { blockedFor: reservation.seconds };
+    if (reservation.kind === 'busy') return { busy: true };
     let principal: AnyPrincipal | null;
     try {
       principal = await this.authenticate(key);
     } catch (error) {
       // Not looked up (the database did not answer): no failure of the key's.
-      await this.failures.refund(address);
+      await this.failures.settle(address, true);
       throw error;
     }
-    if (principal) await this.failures.refund(address);
+    await this.failures.settle(address, principal !== null);
     return { principal };
   }
 
@@ -178,6 +183,21 @@ function tooManyFailures(seconds: number): Problem {
     `too many unknown or revoked keys from this address; retry in ${seconds} s`,
     {},
     { 'retry-after': `${seconds}` },
+  );
+}
+
+/**
+ * More keys of one address are being looked up at once than its failure limit, and none has failed: the address is
+ * not blocked, the request is only early (a client that sends many keys at once, or many clients behind one address).
+ */
+function tooManyLookups(): Problem {
+  return new Problem(
+    429,
+    'rate-limited',
+    'Too many keys checked at once',
+    'more keys from this address are being checked at once than it may have checked at one time; retry in 1 s',
+    {},
+    { 'retry-after': '1' },
   );
 }
 
