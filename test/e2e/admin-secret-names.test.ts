@@ -59,4 +59,39 @@ describe('secret names that cannot be addressed in a URL', () => {
     expect(removal.status).toBe(200);
     expect((await settings()).secrets).toEqual(['crm_token']);
   });
+
+  it('a delete of the secret ".." (a client resolves it to …/http/) clears nothing: 404 problem, nothing written', async () => {
+    const put = await http<Settings>(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+      key: DEMO.admin,
+      body: { allow_hosts: [{ host: 'crm.example.com' }], secrets: { crm_token: 'a-long-random-value-0123456789' } },
+    });
+    expect(put.status).toBe(200);
+    const before = await settings();
+    const changes = async () =>
+      (await http<{ data: unknown[] }>(stack.apiUrl, 'GET', '/v1/admin/changes?limit=100', { key: DEMO.admin })).body
+        .data.length;
+    const changesBefore = await changes();
+    // fetch, as curl and any URL parser, resolves the dot segments: these reach the server as …/connector-settings/http/.
+    for (const path of [
+      '/v1/admin/connector-settings/http/secrets/..',
+      '/v1/admin/connector-settings/http/secrets/%2e%2e',
+      '/v1/admin/connector-settings/http/',
+    ]) {
+      for (const method of ['DELETE', 'PUT']) {
+        const refused = await http<Problem>(stack.apiUrl, method, path, {
+          key: DEMO.admin,
+          body: method === 'PUT' ? { allow_hosts: [] } : undefined,
+        });
+        expect({ path, method, status: refused.status }).toEqual({ path, method, status: 404 });
+        expect(refused.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+        expect(refused.body.detail).toBe(`no route ${method} /v1/admin/connector-settings/http/`);
+      }
+    }
+    // Nor does a path in other letters reach the route.
+    const upper = await http<Problem>(stack.apiUrl, 'DELETE', '/V1/ADMIN/connector-settings/http', { key: DEMO.admin });
+    expect(upper.status).toBe(404);
+    expect(upper.body.detail).toBe('no route DELETE /V1/ADMIN/connector-settings/http');
+    expect(await settings()).toEqual(before);
+    expect(await changes()).toBe(changesBefore);
+  });
 });

@@ -4,7 +4,8 @@ import 'reflect-metadata';
 import type { IncomingMessage } from 'node:http';
 import { NestFactory } from '@nestjs/core';
 import { SwaggerModule } from '@nestjs/swagger';
-import { NestExpressApplication } from '@nestjs/platform-express';
+import { ExpressAdapter, NestExpressApplication } from '@nestjs/platform-express';
+import express from 'express';
 import { createDataSource, runMigrationsLocked, seedDemo } from '@verity/persistence';
 import {
   LOGGER,
@@ -49,7 +50,13 @@ async function bootstrap(): Promise<void> {
     if (config.SEED_DEMO) await seedDemo(ds.manager);
     await ds.destroy();
   }
-  const app = await NestFactory.create<NestExpressApplication>(ApiModule.forRoot(config), {
+  // A route answers only the path the document names. Express would otherwise also route `/x/` (and `/X`) to `/x`:
+  // a client resolves a secret named `..` (DELETE …/http/secrets/..) to DELETE …/http/, which clears the connector's
+  // allowlist, caps and every secret. Set before the router exists (Nest's adapter creates it at once).
+  const routes = express();
+  routes.set('strict routing', true);
+  routes.set('case sensitive routing', true);
+  const app = await NestFactory.create<NestExpressApplication>(ApiModule.forRoot(config), new ExpressAdapter(routes), {
     logger: ['error', 'warn'],
     bodyParser: false,
   });
