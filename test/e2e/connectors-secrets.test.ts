@@ -308,6 +308,24 @@ describe('tenant secrets are never stored or returned: an echoing target gets {{
     expect(refused.text).toContain('secrets');
   });
 
+  it('a secret value with a leading or trailing space is refused (the target would get it trimmed, unredacted)', async () => {
+    const before = await call<{ secrets: string[] }>('GET', '/v1/admin/connector-settings/http', { key: DEMO.admin });
+    for (const value of ['tok-Spaced-value ', ' tok-Spaced-value']) {
+      const refused = await call<{ errors: { field: string; rule: string; message: string }[] }>(
+        'PUT',
+        '/v1/admin/connector-settings/http',
+        { key: DEMO.admin, body: { secrets: { spaced: value } } },
+      );
+      expect(refused.status).toBe(400);
+      expect(refused.body.errors).toEqual([
+        expect.objectContaining({ field: 'secrets.spaced', message: expect.stringMatching(/leading or trailing/) }),
+      ]);
+      expect(refused.text).not.toContain('tok-Spaced-value');
+    }
+    const after = await call<{ secrets: string[] }>('GET', '/v1/admin/connector-settings/http', { key: DEMO.admin });
+    expect(after.body).toEqual(before.body);
+  });
+
   it('no API answer, row, event or log line holds the secret in any spelling', async () => {
     for (const path of ['/v1/executions?limit=50']) {
       const list = await call<{ data: { id: string; operations: Op[] }[] }>('GET', path);

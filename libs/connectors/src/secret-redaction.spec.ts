@@ -35,6 +35,15 @@ describe('secretRedactor', () => {
     expect(secretRedactor({ pin: '4711' })({ ref: 94711, other: 12 })).toEqual({ ref: '9{{secret:pin}}', other: 12 });
   });
 
+  it('finds a secret stored with surrounding spaces as a target saw it: a header value loses them on the way', () => {
+    const spaced = secretRedactor({ key: ' tok-Spaced-value ' });
+    // What an echoing target answers for `x-api-key: {{secret:key}}`, and for `authorization: Bearer {{secret:key}}`.
+    expect(spaced({ headers: { 'x-api-key': 'tok-Spaced-value' } })).toEqual({
+      headers: { 'x-api-key': '{{secret:key}}' },
+    });
+    expect(spaced('Bearer  tok-Spaced-value')).toBe('Bearer  {{secret:key}}');
+  });
+
   it('returns the value untouched when the tenant has no secrets', () => {
     const value = { a: 'b' };
     expect(secretRedactor(undefined)(value)).toBe(value);

@@ -34,7 +34,9 @@ function spellings(value: string): string[] {
   } catch {
     // A lone surrogate cannot be percent-encoded, so it cannot be in a URL either.
   }
-  return [value, json, component, component.replace(/%20/g, '+'), uri];
+  // As a header carried it: without leading and trailing spaces (a value stored before they were refused).
+  const sent = value.replace(/^[ \t]+|[ \t]+$/g, '');
+  return [value, json, component, component.replace(/%20/g, '+'), uri, ...(sent && sent !== value ? [sent] : [])];
 }
 
 function escapeRegExp(text: string): string {

@@ -60,3 +60,21 @@ describe('the amount caps of one connector', () => {
     expect(rules([cap('day'), cap('week')])).toEqual([]);
   });
 });
+
+describe('a secret value', () => {
+  it('has no leading or trailing space: a header value loses them, so the value sent would not be the one set', () => {
+    for (const value of [' tok', 'tok ', ' ', '  tok  ']) {
+      const parsed = ConnectorSettingsInputSchema.safeParse({ secrets: { key: value } });
+      expect({ value, success: parsed.success }).toEqual({ value, success: false });
+      expect(parsed.error?.issues).toEqual([
+        expect.objectContaining({
+          path: ['secrets', 'key'],
+          message: expect.stringMatching(/leading or trailing spaces/),
+        }),
+      ]);
+    }
+    for (const value of ['tok', 'Bearer tok', 'a  b', 'x']) {
+      expect(ConnectorSettingsInputSchema.safeParse({ secrets: { key: value } }).success).toBe(true);
+    }
+  });
+});

@@ -37,11 +37,16 @@ export const SECRET_NAME = /^(?!\.{1,2}$)[A-Za-z0-9_.-]{1,64}$/;
 /** What an allowlist entry's `secrets` lists: a secret's name, or `*` for every one. */
 const BOUND_SECRET = new RegExp(`^(?:\\${ANY_SECRET}|${SECRET_NAME_CHARACTERS.source.slice(1, -1)})$`);
 
+/**
+ * A secret goes in header values, which lose leading and trailing spaces on the way: the target would get (and could
+ * echo back) a value other than the one set, which the redaction of that value would not find.
+ */
 const SecretValue = z
   .string()
   .min(1)
   .max(4096)
-  .regex(/^[\x20-\x7e\u0080-\u00ff]*$/, 'printable characters only (secrets are sent in header values)');
+  .regex(/^[\x20-\x7e\u0080-\u00ff]*$/, 'printable characters only (secrets are sent in header values)')
+  .regex(/^(?! ).*(?<! )$/s, 'no leading or trailing spaces (an HTTP header value loses them on the way)');
 
 /** `*.example.com`, `api.example.com`, `10.0.0.5`, `::1` or `[::1]`, normalised the way URLs are. */
 export function normalizeAllowedHost(input: string): { host: string } | { error: string } {

@@ -2252,7 +2252,7 @@ export interface operations {
            */
           read_back_binding?: 'declared' | 'bound';
           secrets?: {
-            [key: string]: string | null;
+            [key: string]: (string & string) | null;
           };
         };
       };
