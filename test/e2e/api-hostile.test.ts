@@ -108,6 +108,53 @@ describe('operator role, safe defaults and hostile clients', () => {
     });
   });
 
+  describe('Bull Board, writable', () => {
+    it('takes no write a page of another site sends with the browser’s Basic credentials (CSRF): 403, no job', async () => {
+      const url = await startApi({ BULL_BOARD_WRITABLE: 'true' });
+      // A browser that opened Bull Board sends its Basic credentials with every request to it, a form's POST from
+      // another site's page included (text/plain and form bodies need no preflight).
+      const basic = { authorization: `Basic ${Buffer.from(`operator:${DEMO.operator}`).toString('base64')}` };
+      const queue = async () =>
+        (
+          await http<{ queues: { name: string; counts: Record<string, number>; isPaused: boolean }[] }>(
+            url,
+            'GET',
+            '/admin/queues/api/queues',
+            { headers: basic },
+          )
+        ).body.queues.find((q) => q.name === 'sweep')!;
+      const before = await queue();
+      for (const from of [
+        { 'sec-fetch-site': 'cross-site', origin: 'https://evil.example' } as Record<string, string>,
+        { 'sec-fetch-site': 'same-site', origin: 'https://evil.verity.example' },
+        { origin: 'https://evil.example' },
+      ]) {
+        for (const type of ['text/plain', 'application/x-www-form-urlencoded']) {
+          const refused = await http<Problem>(url, 'POST', '/admin/queues/api/queues/sweep/add', {
+            headers: { ...basic, ...from, 'content-type': type },
+            rawBody: type === 'text/plain' ? '{"name":"x","data":{}}' : 'name=x',
+          });
+          expect({ from, type, status: refused.status }).toEqual({ from, type, status: 403 });
+          expect(refused.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+        }
+      }
+      expect((await queue()).counts).toEqual(before.counts);
+      // Its own page's requests (same origin), and a client that is no browser, still write.
+      const own = new URL(url);
+      for (const headers of [{ 'sec-fetch-site': 'same-origin', origin: own.origin }, {}] as Record<string, string>[]) {
+        const paused = await http(url, 'PUT', '/admin/queues/api/queues/sweep/pause', {
+          headers: { ...basic, ...headers },
+        });
+        expect(paused.status).toBe(200);
+        expect((await queue()).isPaused).toBe(true);
+        const resumed = await http(url, 'PUT', '/admin/queues/api/queues/sweep/resume', {
+          headers: { ...basic, ...headers },
+        });
+        expect(resumed.status).toBe(200);
+      }
+    });
+  });
+
   describe('/metrics', () => {
     it('answers only to an operator key or METRICS_TOKEN; tenant keys get 403, no key 401', async () => {
       const none = await http<Problem>(stack.apiUrl, 'GET', '/metrics');

@@ -33,6 +33,11 @@ export async function mountBullBoard(app: INestApplication, config: VerityConfig
     serverAdapter,
   });
   const guard = async (req: Request, res: Response, next: NextFunction) => {
+    const crossSite = fromAnotherSite(req);
+    if (crossSite) {
+      sendProblem(req, res, new Problem(403, 'forbidden', 'Forbidden', crossSite));
+      return;
+    }
     const token = bearerToken(req) ?? basicPassword(req);
     try {
       const principal = await authenticateOperator(req, keys, 'Bull Board', token);
@@ -44,6 +49,32 @@ export async function mountBullBoard(app: INestApplication, config: VerityConfig
     next();
   };
   app.use(BULL_BOARD_ROUTE, pageSecurityHeaders, guard, serverAdapter.getRouter());
+}
+
+/**
+ * A write sent by a page of another site (CSRF): a browser that opened Bull Board sends its Basic credentials with every
+ * request to it, also a form's POST from any other page (no preflight for text/plain or form bodies). The browser says
+ * where a request comes from (Sec-Fetch-Site, else Origin); a client that is no browser sends neither and is not judged.
+ */
+function fromAnotherSite(req: Request): string | null {
+  if (req.method === 'GET' || req.method === 'HEAD') return null;
+  const site = req.headers['sec-fetch-site'];
+  if (typeof site === 'string' && site !== 'same-origin' && site !== 'none') {
+    return `Bull Board takes writes from its own pages only (Sec-Fetch-Site: ${site})`;
+  }
+  const origin = req.headers.origin;
+  if (site === undefined && origin !== undefined && !sameHost(origin, req.headers.host)) {
+    return 'Bull Board takes writes from its own pages only (the Origin is another site)';
+  }
+  return null;
+}
+
+function sameHost(origin: string, host: string | undefined): boolean {
+  try {
+    return host !== undefined && new URL(origin).host === host.toLowerCase();
+  } catch {
+    return false;
+  }
 }
 
 function asProblem(error: unknown): Problem {
