@@ -1,9 +1,10 @@
-import { RunningApp, Stack, waitFor } from '../support/stack';
-import { charge, sms, unique } from '../support/http';
+import { DEMO, RunningApp, Stack, waitFor } from '../support/stack';
+import { charge, http, sms, unique } from '../support/http';
 import {
   events,
   expectLegalHistory,
   getExecution,
+  getOperation,
   logLines,
   waitForMarkers,
   settle,
@@ -179,6 +180,41 @@ describe('dispatcher: crashes and pauses around the send', () => {
     } finally {
       await stack.setFaults({ replica_lag_ms: 0 });
     }
+  });
+
+  it('a 2xx that comes back after the send was held for a human is recorded: a person cannot call it FAILED, nor retry it', async () => {
+    // An SMS cannot be read back: the UNKNOWN the sweeper writes is held for a human at once, before the frozen worker's
+    // 2xx comes back. The provider took the message; its word must be on file when a person decides.
+    const a = await pausedDispatcher({ TEST_PAUSE_AFTER_CALL_MS: '5000' });
+    const clientRef = unique('late-ack-held');
+    const created = await submit(stack, [sms(clientRef)]);
+    const [opId] = await waitForMarkers(a, 'paused after call', 1);
+    a.child.kill('SIGSTOP');
+    await waitForOp(stack, created.id, 'notify', (o) => o.status === 'MANUAL_REVIEW');
+    a.child.kill('SIGCONT');
+    await waitForLog(a, (l) => l.msg === 'late send outcome rejected by CAS' && l.operationId === opId);
+    const log = await waitFor(
+      () => events(stack, created.id),
+      (l) => l.some((e) => e.operation_id === opId && e.type === 'operation.acknowledged_late'),
+      10_000,
+      150,
+    );
+    expectLegalHistory(log);
+    expect(log.filter((e) => e.operation_id === opId && e.type === 'operation.acknowledged_late')).toHaveLength(1);
+    const held = await getOperation(stack, opId);
+    expect(held).toMatchObject({ status: 'MANUAL_REVIEW', acknowledged_at: expect.any(String) });
+    expect(held.permitted_resolutions).toEqual(['VERIFIED']);
+
+    const failed = await http(stack.apiUrl, 'POST', `/v1/operations/${opId}/resolve`, {
+      key: DEMO.reviewer,
+      body: { status: 'FAILED', evidence: 'the provider dashboard shows nothing' },
+    });
+    expect(failed.status).toBe(409);
+    expect(failed.body).toMatchObject({ type: expect.stringContaining('effect-exists') });
+    const retry = await http(stack.apiUrl, 'POST', `/v1/operations/${opId}/retry`, { key: DEMO.agent });
+    expect(retry.status).toBe(409);
+    expect((await getOperation(stack, opId)).status).toBe('MANUAL_REVIEW');
+    expect((await stack.effects()).messages[clientRef].count).toBe(1);
   });
 
   it('SIGSTOP after SENT past the job lock; SIGCONT: the worker wakes too late and does not call', async () => {

@@ -33,6 +33,7 @@ import {
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { JobName, JobProducer, jobId } from '@verity/queues';
 import {
+  LATE_ACKNOWLEDGEMENT_STATUSES,
   OperationStatus,
   Staleness,
   TerminalReason,
@@ -639,11 +640,13 @@ export class SenderService {
    * The provider acknowledged a send the sweeper had already marked UNKNOWN (this dispatcher held the call past its job's
    * lock). The status stays the reconciler's to settle, but what the provider said is recorded — `acknowledged_at` and
    * its reference, with an `operation.acknowledged_late` event — so no read that misses the effect is taken as proof
-   * that nothing happened (the FAILED statement checks it), and a read by the provider's id can find it. Only while the
-   * operation is still being reconciled: once settled, the event alone would not change what was decided.
+   * that nothing happened (the FAILED statement checks it), and a read by the provider's id can find it. Only while its
+   * outcome is still to be decided (`LATE_ACKNOWLEDGEMENT_STATUSES`), also by a person: an operation that cannot be read
+   * back is held for one at once, usually before the 2xx comes back, and a person's FAILED must then be refused (I14).
+   * Once settled, the event alone would not change what was decided.
    */
   private async recordLateAcknowledgement(op: OperationEntity, providerRef: Record<string, unknown>): Promise<void> {
-    for (const whileStatus of [S.UNKNOWN, S.RECONCILING]) {
+    for (const whileStatus of LATE_ACKNOWLEDGEMENT_STATUSES) {
       const recorded = await this.transitions.annotate(this.db.manager, {
         executionId: op.executionId,
         operationId: op.id,

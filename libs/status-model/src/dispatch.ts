@@ -313,6 +313,18 @@ export function mayStillCall(state: {
   };
 }
 
+/**
+ * Where a provider's 2xx that lost its ACKNOWLEDGED compare-and-set (the sweeper marked the send UNKNOWN first) is still
+ * recorded on the operation (`acknowledged_at`, its reference): wherever its outcome is still to be decided — by the
+ * reconciler (UNKNOWN, RECONCILING: an absent read is then no proof) or by a person (MANUAL_REVIEW, where an operation
+ * that cannot be read back is held at once: a person's FAILED is then refused, I14). Once settled, it is not rewritten.
+ */
+export const LATE_ACKNOWLEDGEMENT_STATUSES: readonly OperationStatus[] = [
+  OperationStatus.UNKNOWN,
+  OperationStatus.RECONCILING,
+  OperationStatus.MANUAL_REVIEW,
+];
+
 /** The check a send's outcome is owed: a read-back of an acknowledged effect, a reconciliation of an unknown one. */
 export function checkAfterSend(outcome: {
   status: OperationStatus;
