@@ -13,6 +13,7 @@ import {
   submit,
   waitForLog,
   waitForOp,
+  waitForResolutionPermitted,
 } from './dispatcher-helpers';
 
 /**
@@ -214,6 +215,43 @@ describe('dispatcher: crashes and pauses around the send', () => {
     const retry = await http(stack.apiUrl, 'POST', `/v1/operations/${opId}/retry`, { key: DEMO.agent });
     expect(retry.status).toBe(409);
     expect((await getOperation(stack, opId)).status).toBe('MANUAL_REVIEW');
+    expect((await stack.effects()).messages[clientRef].count).toBe(1);
+  });
+
+  it('a 2xx that comes back after a person resolved the send FAILED is recorded, and the FAILED is not retried', async () => {
+    // The person decided on what they saw (nothing had come back, no call could still land by the bound); the frozen
+    // worker's 2xx then says the message went out. FAILED is final, but a retry would send it a second time.
+    const a = await pausedDispatcher({ TEST_PAUSE_AFTER_CALL_MS: '5000' });
+    const clientRef = unique('late-ack-failed');
+    const created = await submit(stack, [sms(clientRef)]);
+    const [opId] = await waitForMarkers(a, 'paused after call', 1);
+    a.child.kill('SIGSTOP');
+    await waitForOp(stack, created.id, 'notify', (o) => o.status === 'MANUAL_REVIEW');
+    await waitForResolutionPermitted(stack, opId, 'FAILED');
+    const failed = await http(stack.apiUrl, 'POST', `/v1/operations/${opId}/resolve`, {
+      key: DEMO.reviewer,
+      body: { status: 'FAILED', evidence: 'the provider dashboard shows nothing' },
+    });
+    expect(failed.status).toBe(200);
+    a.child.kill('SIGCONT');
+    await waitForLog(a, (l) => l.msg === 'late send outcome rejected by CAS' && l.operationId === opId);
+    const log = await waitFor(
+      () => events(stack, created.id),
+      (l) => l.some((e) => e.operation_id === opId && e.type === 'operation.acknowledged_late'),
+      10_000,
+      150,
+    );
+    expectLegalHistory(log);
+    expect(statusPath(log, opId)).toEqual(['PREPARED', 'SENT', 'UNKNOWN', 'MANUAL_REVIEW', 'FAILED']);
+    expect(await getOperation(stack, opId)).toMatchObject({ status: 'FAILED', acknowledged_at: expect.any(String) });
+
+    const retry = await http(stack.apiUrl, 'POST', `/v1/operations/${opId}/retry`, { key: DEMO.agent });
+    expect(retry.status).toBe(409);
+    expect(retry.body).toMatchObject({
+      type: expect.stringContaining('effect-exists'),
+      acknowledged_at: expect.any(String),
+      current_status: 'FAILED',
+    });
     expect((await stack.effects()).messages[clientRef].count).toBe(1);
   });
 

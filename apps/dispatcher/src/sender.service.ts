@@ -640,10 +640,10 @@ export class SenderService {
    * The provider acknowledged a send the sweeper had already marked UNKNOWN (this dispatcher held the call past its job's
    * lock). The status stays the reconciler's to settle, but what the provider said is recorded — `acknowledged_at` and
    * its reference, with an `operation.acknowledged_late` event — so no read that misses the effect is taken as proof
-   * that nothing happened (the FAILED statement checks it), and a read by the provider's id can find it. Only while its
+   * that nothing happened (the FAILED statement checks it), and a read by the provider's id can find it. While its
    * outcome is still to be decided (`LATE_ACKNOWLEDGEMENT_STATUSES`), also by a person: an operation that cannot be read
    * back is held for one at once, usually before the 2xx comes back, and a person's FAILED must then be refused (I14).
-   * Once settled, the event alone would not change what was decided.
+   * And on a FAILED one (a person decided before the 2xx came back): FAILED stays, but a retry is refused.
    */
   private async recordLateAcknowledgement(op: OperationEntity, providerRef: Record<string, unknown>): Promise<void> {
     for (const whileStatus of LATE_ACKNOWLEDGEMENT_STATUSES) {
@@ -653,7 +653,11 @@ export class SenderService {
         whileStatus,
         patch: { acknowledged_at: 'now', provider_ref: providerRef },
         type: 'operation.acknowledged_late',
-        data: { detail: 'the provider acknowledged the send after it was marked UNKNOWN' },
+        data: {
+          detail: 'the provider acknowledged the send after it was marked UNKNOWN',
+          // On a FAILED operation: the provider's word refutes the record (which stays, final; a retry is refused).
+          ...(whileStatus === S.FAILED ? { after: S.FAILED } : {}),
+        },
       });
       if (recorded.won) return;
     }

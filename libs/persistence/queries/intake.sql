@@ -49,7 +49,7 @@ UPDATE operations SET retry_of = $2 WHERE id = $1 AND tenant_id = $3;
 SELECT id, execution_id FROM operations WHERE retry_of = $1 AND tenant_id = $2;
 
 -- lockRetried
-SELECT status FROM operations WHERE id = $1 AND tenant_id = $2 FOR UPDATE;
+SELECT status, acknowledged_at, provider_ref FROM operations WHERE id = $1 AND tenant_id = $2 FOR UPDATE;
 
 -- readsAfterFailed
 SELECT data->>'result' AS result, data->'evidence' AS evidence FROM events

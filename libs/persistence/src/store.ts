@@ -108,7 +108,7 @@ export const INTAKE_SQL = {
   // The operation a retry is made from, locked for the retry's transaction: a re-check that records a read after it ended
   // (an annotation, which updates this row) waits for the retry to commit, so the retry is judged on every such read
   // committed before it, and any later one follows it in the history.
-  lockRetried: `SELECT status FROM operations WHERE id = $1 AND tenant_id = $2 FOR UPDATE`,
+  lockRetried: `SELECT status, acknowledged_at, provider_ref FROM operations WHERE id = $1 AND tenant_id = $2 FOR UPDATE`,
   // What reads of its source recorded after it ended FAILED (re-checks that raced the decision) found, oldest first.
   readsAfterFailed: `SELECT data->>'result' AS result, data->'evidence' AS evidence FROM events
      WHERE operation_id = $1 AND tenant_id = $2 AND type = 'operation.rechecked'
@@ -124,19 +124,34 @@ export interface ReadAfterFailed {
 
 /**
  * Locks the operation a retry is made from (in the retry's transaction, before anything is written) and reads, once
- * the lock is held, its status and what reads of its source recorded after it ended FAILED found. Null when there is no
- * such operation in the tenant.
+ * the lock is held, its status, the provider's acknowledgement if one is on file (a late 2xx is recorded on a FAILED
+ * row too), and what reads of its source recorded after it ended FAILED found. Null when there is no such operation in
+ * the tenant.
  */
 export async function lockRetried(
   db: Queryable,
   tenantId: string,
   operationId: string,
-): Promise<{ status: OperationStatus; readsAfterFailed: ReadAfterFailed[] } | null> {
-  const [locked] = await rows<{ status: OperationStatus }>(db, INTAKE_SQL.lockRetried, [operationId, tenantId]);
+): Promise<{
+  status: OperationStatus;
+  acknowledgedAt: Date | null;
+  providerRef: Record<string, unknown> | null;
+  readsAfterFailed: ReadAfterFailed[];
+} | null> {
+  const [locked] = await rows<{
+    status: OperationStatus;
+    acknowledged_at: Date | null;
+    provider_ref: Record<string, unknown> | null;
+  }>(db, INTAKE_SQL.lockRetried, [operationId, tenantId]);
   if (!locked) return null;
   // A statement of its own, after the lock: it sees what a re-check that held the row before it committed.
   const readsAfterFailed = await rows<ReadAfterFailed>(db, INTAKE_SQL.readsAfterFailed, [operationId, tenantId]);
-  return { status: locked.status, readsAfterFailed };
+  return {
+    status: locked.status,
+    acknowledgedAt: locked.acknowledged_at === null ? null : new Date(locked.acknowledged_at),
+    providerRef: locked.provider_ref,
+    readsAfterFailed,
+  };
 }
 
 /**

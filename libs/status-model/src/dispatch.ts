@@ -315,14 +315,18 @@ export function mayStillCall(state: {
 
 /**
  * Where a provider's 2xx that lost its ACKNOWLEDGED compare-and-set (the sweeper marked the send UNKNOWN first) is still
- * recorded on the operation (`acknowledged_at`, its reference): wherever its outcome is still to be decided — by the
- * reconciler (UNKNOWN, RECONCILING: an absent read is then no proof) or by a person (MANUAL_REVIEW, where an operation
- * that cannot be read back is held at once: a person's FAILED is then refused, I14). Once settled, it is not rewritten.
+ * recorded on the operation (`acknowledged_at`, its reference, an `operation.acknowledged_late` event): wherever its
+ * outcome is still to be decided — by the reconciler (UNKNOWN, RECONCILING: an absent read is then no proof) or by a
+ * person (MANUAL_REVIEW, where an operation that cannot be read back is held at once: a person's FAILED is then refused,
+ * I14) — and on a FAILED one, whose "no effect exists" the provider's word now refutes: the status is final and stays,
+ * the event says `after: "FAILED"`, and a retry is refused (`retryRefusedByAcknowledgement`). VERIFIED and ACKNOWLEDGED
+ * already say the effect exists; CANCELLED was never sent.
  */
 export const LATE_ACKNOWLEDGEMENT_STATUSES: readonly OperationStatus[] = [
   OperationStatus.UNKNOWN,
   OperationStatus.RECONCILING,
   OperationStatus.MANUAL_REVIEW,
+  OperationStatus.FAILED,
 ];
 
 /** The check a send's outcome is owed: a read-back of an acknowledged effect, a reconciliation of an unknown one. */

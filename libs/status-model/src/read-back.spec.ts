@@ -4,6 +4,7 @@ import {
   ReadBackKind,
   readShowsTheEffect,
   retryRefusedByLaterRead,
+  retryRefusedByAcknowledgement,
   ReadBackSituation,
   absenceEvidentAt,
   decideReadBack,
@@ -174,6 +175,16 @@ describe('retryRefusedByLaterRead: a FAILED operation whose source showed the ef
   it('is not refused by reads that show none, nor without any', () => {
     expect(retryRefusedByLaterRead([])).toBe(false);
     expect(retryRefusedByLaterRead(['absent', 'stale', 'unreachable'])).toBe(false);
+  });
+});
+
+describe('retryRefusedByAcknowledgement: a FAILED operation the provider acknowledged afterwards (I5, I14)', () => {
+  it('is refused when a late 2xx is on file', () => {
+    expect(retryRefusedByAcknowledgement({ status: S.FAILED, acknowledged: true })).toBe(true);
+  });
+  it('is not refused without one, nor for a CANCELLED operation (never sent)', () => {
+    expect(retryRefusedByAcknowledgement({ status: S.FAILED, acknowledged: false })).toBe(false);
+    expect(retryRefusedByAcknowledgement({ status: S.CANCELLED, acknowledged: false })).toBe(false);
   });
 });
 

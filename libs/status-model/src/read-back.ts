@@ -39,6 +39,16 @@ export function retryRefusedByLaterRead(later: readonly ReadBackKind[]): boolean
 }
 
 /**
+ * I5 with I14: whether a retry of an operation is refused because the provider acknowledged its send after it ended
+ * FAILED (a 2xx that came back late, recorded as `acknowledged_at`: LATE_ACKNOWLEDGEMENT_STATUSES). No statement writes
+ * FAILED over an acknowledgement on file, so a FAILED operation with one was refuted afterwards: the provider took the
+ * send, and a retry could make the effect twice.
+ */
+export function retryRefusedByAcknowledgement(op: { status: OperationStatus; acknowledged: boolean }): boolean {
+  return op.status === OperationStatus.FAILED && op.acknowledged;
+}
+
+/**
  * Why a human FAILED of a held, sent operation is refused by the read made when it is decided (I14), or null. FAILED
  * says "no effect exists — a retry is safe"; where the source can be read back, that stands only on a read in which the
  * source answers and shows no effect (`absent`). (The status model refuses it before any read where a record of the

@@ -51,6 +51,7 @@ import {
   resolutionRefusedBy,
   retryRuleOf,
   retryRefusedByLaterRead,
+  retryRefusedByAcknowledgement,
   readShowsTheEffect,
   DENIAL,
   everSent,
@@ -615,6 +616,19 @@ export class OperationsService {
         const locked = await lockRetried(tx, principal.tenantId, op.id);
         if (!locked) throw Problem.notFound('Operation', id);
         if (!canRetry(locked.status)) throw retryNotAllowed(locked.status);
+        if (retryRefusedByAcknowledgement({ status: locked.status, acknowledged: locked.acknowledgedAt !== null })) {
+          // The provider acknowledged the send after it ended FAILED (a 2xx that came back late): it took it.
+          throw effectExists(
+            `the provider acknowledged ${op.id} after it was recorded FAILED: a retry could make the effect twice`,
+            { kind: 'stored', evidence: op.evidence },
+            {
+              acknowledged_at: locked.acknowledgedAt!.toISOString(),
+              provider_ref: locked.providerRef,
+              current_status: locked.status,
+              retry: retryRuleOf(locked.status),
+            },
+          );
+        }
         if (retryRefusedByLaterRead(locked.readsAfterFailed.map((read) => read.result))) {
           const shown = locked.readsAfterFailed.filter((read) => readShowsTheEffect(read.result)).at(-1)!;
           throw effectExists(
