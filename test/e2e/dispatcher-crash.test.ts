@@ -205,6 +205,8 @@ describe('dispatcher: crashes and pauses around the send', () => {
     const held = await getOperation(stack, opId);
     expect(held).toMatchObject({ status: 'MANUAL_REVIEW', acknowledged_at: expect.any(String) });
     expect(held.permitted_resolutions).toEqual(['VERIFIED']);
+    // The obligation the hold wrote (before the 2xx came back) says so too.
+    expect(held.recovery_obligation?.permitted_actions).toEqual(['VERIFIED']);
 
     const failed = await http(stack.apiUrl, 'POST', `/v1/operations/${opId}/resolve`, {
       key: DEMO.reviewer,

@@ -42,6 +42,7 @@ import {
   decideReadBack,
   grantAtDispatch,
   mayStillCall,
+  permittedResolutions,
   sendStart,
   spendingCapRefusalCause,
 } from '@verity/status-model';
@@ -652,6 +653,11 @@ export class SenderService {
         operationId: op.id,
         whileStatus,
         patch: { acknowledged_at: 'now', provider_ref: providerRef },
+        // A hold's obligation lists what a person may do; written before the 2xx came back, it still offered FAILED.
+        merge:
+          whileStatus === S.MANUAL_REVIEW
+            ? { obligation: { permitted_actions: permittedResolutions(S.MANUAL_REVIEW, true, null, true) } }
+            : undefined,
         type: 'operation.acknowledged_late',
         data: {
           detail: 'the provider acknowledged the send after it was marked UNKNOWN',
