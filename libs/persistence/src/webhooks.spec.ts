@@ -147,6 +147,51 @@ describe('webhook outbox (real Postgres)', () => {
     ]);
   });
 
+  it('announces a 2xx recorded after the operation ended FAILED as needing review', async () => {
+    const { endpoint } = (await createWebhookEndpoint(db.dataSource, new SecretsCipher(undefined), {
+      tenantId: 'acme',
+      url: 'http://127.0.0.1:9/late',
+      events: ['operation.needs_review'],
+      createdBy: 'test',
+    }))!;
+    const { executionId, operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
+    const late = (data: Record<string, unknown>) =>
+      transitions.annotate(db.dataSource.manager, {
+        executionId,
+        operationId,
+        type: 'operation.acknowledged_late',
+        data,
+      });
+    // While the outcome was still to be decided it is history alone; after FAILED the record is refuted.
+    await late({ detail: 'the provider acknowledged the send after it was marked UNKNOWN' });
+    const refuted = await late({
+      detail: 'the provider acknowledged the send after it was marked UNKNOWN',
+      after: 'FAILED',
+    });
+    const deadline = Date.now() + 10_000;
+    let log: Awaited<ReturnType<typeof listWebhookDeliveries>> = [];
+    while (log.length === 0 && Date.now() < deadline) {
+      await scanWebhookOutbox(db.dataSource, 100);
+      log = await listWebhookDeliveries(db.dataSource.manager, {
+        tenantId: 'acme',
+        endpointId: endpoint.id,
+        limit: 10,
+      });
+    }
+    expect(log.map((d) => d.payload)).toEqual([
+      {
+        type: 'operation.needs_review',
+        timestamp: expect.any(String),
+        data: expect.objectContaining({
+          event_id: refuted.won ? refuted.eventId : null,
+          operation_id: operationId,
+          status: 'FAILED',
+          detail: expect.objectContaining({ after: 'FAILED' }),
+        }),
+      },
+    ]);
+  });
+
   const endpointFor = (tenantId: string) => ({
     tenantId,
     url: 'http://127.0.0.1:9/hook',

@@ -23,7 +23,7 @@ import { Queryable, firstRow, rows, transaction } from './sql';
 export const WEBHOOK_CANDIDATES_SQL = `((e.type IN ('obligation.escalated', 'outcome.evaluated')
         OR (e.type = 'operation.status_changed' AND e.to_status IN ('VERIFIED', 'FAILED', 'CANCELLED', 'ACKNOWLEDGED', 'MANUAL_REVIEW'))
         OR (e.type = 'execution.status_changed' AND e.to_status IN ('completed', 'failed', 'cancelled', 'expired')))
-        OR (e.type = 'operation.rechecked' AND e.data->>'after' = 'FAILED'))`;
+        OR (e.type IN ('operation.rechecked', 'operation.acknowledged_late') AND e.data->>'after' = 'FAILED'))`;
 
 const ENDPOINT_COLUMNS = `id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_failures, created_by,
   created_at, updated_at`;
@@ -358,8 +358,12 @@ export function webhookBodyOf(type: WebhookEventType, e: CandidateEvent): Webhoo
     });
   }
   if (e.to_status) Object.assign(data, { status: e.to_status, previous_status: e.from_status });
-  // A re-check's finding moves nothing: the status is the one the operation keeps (the one it contradicts).
-  else if (e.type === 'operation.rechecked' && typeof e.data.after === 'string') data.status = e.data.after;
+  // A re-check's finding, or a late 2xx, moves nothing: the status is the one the operation keeps (the one it contradicts).
+  else if (
+    (e.type === 'operation.rechecked' || e.type === 'operation.acknowledged_late') &&
+    typeof e.data.after === 'string'
+  )
+    data.status = e.data.after;
   if (e.type === 'operation.status_changed') data.terminal_reason = e.data.reason ?? null;
   // The event's own record, as GET /v1/executions/{id}/events shows it (outcome verdicts, escalation target...).
   data.detail = e.data;

@@ -32,6 +32,14 @@ describe('webhookEventFor', () => {
     expect(webhookEventFor({ type: 'operation.rechecked', toStatus: null, after: 'VERIFIED' })).toBeNull();
   });
 
+  it('announces a 2xx that came back after the operation was recorded FAILED as needing review, and no other', () => {
+    expect(webhookEventFor({ type: 'operation.acknowledged_late', toStatus: null, after: 'FAILED' })).toBe(
+      'operation.needs_review',
+    );
+    // Recorded while the outcome is still to be decided: history alone (the hold was announced already).
+    expect(webhookEventFor({ type: 'operation.acknowledged_late', toStatus: null })).toBeNull();
+  });
+
   it('announces an execution once it reaches a terminal status', () => {
     const exe = (to: ExecutionStatus) => webhookEventFor({ type: 'execution.status_changed', toStatus: to });
     expect(exe(ExecutionStatus.COMPLETED)).toBe('execution.finished');

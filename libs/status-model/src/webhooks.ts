@@ -23,7 +23,8 @@ export interface RecordedEvent {
   verificationMethod?: VerificationMethodValue | null;
   /**
    * For an `operation.rechecked` event: the status a person had written while the re-check read (its `after`). Set
-   * only when the read showed the effect after a reviewer resolved the operation (see webhookEventFor).
+   * only when the read showed the effect after a reviewer resolved the operation (see webhookEventFor). For an
+   * `operation.acknowledged_late` event: FAILED when the provider's 2xx came back after the operation ended FAILED.
    */
   after?: string | null;
 }
@@ -34,6 +35,7 @@ export interface RecordedEvent {
  * person instead, and a later resolution arrives as a settlement. A re-check that found the effect of an operation a
  * reviewer had just resolved FAILED needs a person too: the record says "did not happen" of an effect the source
  * shows, and FAILED is final, so only a person can act on it (announced as needing review, with the event's data).
+ * So does a provider's 2xx that came back after the operation ended FAILED (`operation.acknowledged_late`, `after`).
  */
 export function webhookEventFor(event: RecordedEvent): WebhookEventType | null {
   switch (event.type) {
@@ -45,6 +47,7 @@ export function webhookEventFor(event: RecordedEvent): WebhookEventType | null {
     case 'execution.status_changed':
       return isTerminalExecution(event.toStatus as ExecutionStatus) ? 'execution.finished' : null;
     case 'operation.rechecked':
+    case 'operation.acknowledged_late':
       return event.after === OperationStatus.FAILED ? 'operation.needs_review' : null;
     case 'obligation.escalated':
     case 'outcome.evaluated':

@@ -18,6 +18,7 @@ import { AdminChangesOrder1764570000000 } from './1764570000000-admin-changes-or
 import { AllowHostsSecrets1764580000000 } from './1764580000000-allow-hosts-secrets';
 import { SettingsVersionAfterCapLock1764590000000 } from './1764590000000-settings-version-after-cap-lock';
 import { PendingOutcomeIndex1764600000000 } from './1764600000000-pending-outcome-index';
+import { WebhookLateAcknowledgement1764610000000 } from './1764610000000-webhook-late-acknowledgement';
 
 /** In order. Add a new timestamped class for every schema change; never edit one that has shipped. */
 export const MIGRATIONS = [
@@ -41,4 +42,5 @@ export const MIGRATIONS = [
   AllowHostsSecrets1764580000000,
   SettingsVersionAfterCapLock1764590000000,
   PendingOutcomeIndex1764600000000,
+  WebhookLateAcknowledgement1764610000000,
 ];
