@@ -245,7 +245,13 @@ describe('dispatcher: crashes and pauses around the send', () => {
     );
     expectLegalHistory(log);
     expect(statusPath(log, opId)).toEqual(['PREPARED', 'SENT', 'UNKNOWN', 'MANUAL_REVIEW', 'FAILED']);
-    expect(await getOperation(stack, opId)).toMatchObject({ status: 'FAILED', acknowledged_at: expect.any(String) });
+    // The FAILED stays, but the operation no longer says "rejected, a retry is safe": the provider took the send.
+    expect(await getOperation(stack, opId)).toMatchObject({
+      status: 'FAILED',
+      acknowledged_at: expect.any(String),
+      commit: 'unknown',
+      retry: 'forbidden',
+    });
 
     const retry = await http(stack.apiUrl, 'POST', `/v1/operations/${opId}/retry`, { key: DEMO.agent });
     expect(retry.status).toBe(409);

@@ -223,7 +223,13 @@ describe('reconciler: re-checks of held operations, and "still unknown"', () => 
       held_for: reason,
       evidence: { record: { reference } },
     });
-    expect((await getOperation(stack, held.id)).status).toBe('FAILED');
+    // The FAILED stays, but the operation no longer says "rejected, a retry is safe": the source showed the effect.
+    expect(await getOperation(stack, held.id)).toMatchObject({
+      status: 'FAILED',
+      commit: 'unknown',
+      retry: 'forbidden',
+      recovery_obligation: { effect_shown_after_failed: { result: 'found' } },
+    });
     expectLegalHistory(log);
   });
 

@@ -423,6 +423,8 @@ export class VerificationService {
       executionId: op.executionId,
       operationId: op.id,
       whileStatus: S.FAILED,
+      // On the row too, so every reader of the operation sees the FAILED refuted (its commit, its retry rule).
+      merge: { obligation: { effect_shown_after_failed: { result: read.kind, at: new Date().toISOString() } } },
       type: 'operation.rechecked',
       data: { ...trigger, result: read.kind, evidence: read.evidence, held_for: op.terminalReason, after: S.FAILED },
     });

@@ -26,6 +26,13 @@ describe('commitOf (not_dispatched | committed | rejected | unknown; docs/semant
     ).toBe('committed');
   });
 
+  it('a FAILED refuted since (a late 2xx, a later read showing the effect) is no longer rejected: unknown', () => {
+    expect(commitOf({ status: S.FAILED, everSent: true, failureRefuted: true })).toBe('unknown');
+    expect(commitOf({ status: S.FAILED, everSent: true, failureRefuted: false })).toBe('rejected');
+    // Only a FAILED is refuted: the flag changes nothing for any other status.
+    expect(commitOf({ status: S.VERIFIED, everSent: true, failureRefuted: true })).toBe('committed');
+  });
+
   it('a deny is not dispatched, never rejected', () => {
     expect(commitOf({ status: S.CANCELLED, everSent: false, terminalReason: TerminalReason.DENIED })).toBe(
       'not_dispatched',

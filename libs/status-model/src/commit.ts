@@ -54,7 +54,10 @@ export function commitOf(op: {
   status: OperationStatus;
   everSent: boolean;
   terminalReason?: TerminalReason | null;
+  /** A FAILED whose "no effect" was refuted since (`failureRefuted`): the evidence no longer says "rejected". */
+  failureRefuted?: boolean;
 }): Commit {
+  if (op.failureRefuted && op.status === OperationStatus.FAILED) return 'unknown';
   const found = COMMIT_RULES.find(
     (r) =>
       r.status === op.status &&

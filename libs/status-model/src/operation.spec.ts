@@ -18,6 +18,7 @@ import {
   isFinalOperation,
   isSettledOperation,
   isTerminalOperation,
+  operationRetryRule,
   operationTransitionRule,
   retryRuleOf,
 } from './operation';
@@ -531,6 +532,12 @@ describe('operation statuses, terminality and retry rules', () => {
 
   it('allows a retry only from FAILED and CANCELLED (I5)', () => {
     expect(OPERATION_STATUSES.filter(canRetry)).toEqual([S.FAILED, S.CANCELLED]);
+  });
+
+  it('shows a FAILED refuted since as forbidden, and every other operation by its status (operationRetryRule)', () => {
+    expect(operationRetryRule({ status: S.FAILED, failureRefuted: true })).toBe(RetryRule.FORBIDDEN);
+    expect(operationRetryRule({ status: S.FAILED, failureRefuted: false })).toBe(RetryRule.SAFE);
+    expect(operationRetryRule({ status: S.CANCELLED, failureRefuted: true })).toBe(RetryRule.SAFE);
   });
 
   it('forbids a retry of UNKNOWN, SENT, ACKNOWLEDGED and RECONCILING (I5)', () => {

@@ -253,6 +253,11 @@ export function retryRuleOf(status: OperationStatus): RetryRule {
   return OPERATION_STATUS_INFO[status].retry;
 }
 
+/** The retry rule an operation shows: its status', except `forbidden` for a FAILED refuted since (failureRefuted). */
+export function operationRetryRule(op: { status: OperationStatus; failureRefuted: boolean }): RetryRule {
+  return op.failureRefuted && op.status === S.FAILED ? RetryRule.FORBIDDEN : retryRuleOf(op.status);
+}
+
 /** I5: a retry (a new operation with `retry_of`) is allowed only where the rule says it is safe. */
 export function canRetry(status: OperationStatus): boolean {
   return retryRuleOf(status) === RetryRule.SAFE;

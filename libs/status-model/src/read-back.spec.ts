@@ -5,6 +5,7 @@ import {
   readShowsTheEffect,
   retryRefusedByLaterRead,
   retryRefusedByAcknowledgement,
+  failureRefuted,
   ReadBackSituation,
   absenceEvidentAt,
   decideReadBack,
@@ -185,6 +186,21 @@ describe('retryRefusedByAcknowledgement: a FAILED operation the provider acknowl
   it('is not refused without one, nor for a CANCELLED operation (never sent)', () => {
     expect(retryRefusedByAcknowledgement({ status: S.FAILED, acknowledged: false })).toBe(false);
     expect(retryRefusedByAcknowledgement({ status: S.CANCELLED, acknowledged: false })).toBe(false);
+  });
+});
+
+describe('failureRefuted: a FAILED whose "no effect" was contradicted after it was recorded', () => {
+  it.each([
+    [{ acknowledged: true, effectShownAfter: false }, true],
+    [{ acknowledged: false, effectShownAfter: true }, true],
+    [{ acknowledged: true, effectShownAfter: true }, true],
+    [{ acknowledged: false, effectShownAfter: false }, false],
+  ])('FAILED with %o → %s', (evidence, refuted) => {
+    expect(failureRefuted({ status: S.FAILED, ...evidence })).toBe(refuted);
+  });
+  it('only a FAILED can be refuted (an acknowledged VERIFIED or CANCELLED is no contradiction)', () => {
+    expect(failureRefuted({ status: S.VERIFIED, acknowledged: true, effectShownAfter: false })).toBe(false);
+    expect(failureRefuted({ status: S.CANCELLED, acknowledged: false, effectShownAfter: true })).toBe(false);
   });
 });
 

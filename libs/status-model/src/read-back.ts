@@ -49,6 +49,20 @@ export function retryRefusedByAcknowledgement(op: { status: OperationStatus; ack
 }
 
 /**
+ * Whether a FAILED operation's "no effect exists" was refuted after it was recorded: the provider's 2xx came back late
+ * (`acknowledged`), or a read of its source after the resolution showed the effect (`effectShownAfter`). The status
+ * stays FAILED (it is final, and the history shows both), but nothing may present it as "no effect, a retry is safe":
+ * its commit is `unknown` and its retry `forbidden` (the retry itself is refused with `409 effect-exists`).
+ */
+export function failureRefuted(op: {
+  status: OperationStatus;
+  acknowledged: boolean;
+  effectShownAfter: boolean;
+}): boolean {
+  return op.status === OperationStatus.FAILED && (op.acknowledged || op.effectShownAfter);
+}
+
+/**
  * Why a human FAILED of a held, sent operation is refused by the read made when it is decided (I14), or null. FAILED
  * says "no effect exists — a retry is safe"; where the source can be read back, that stands only on a read in which the
  * source answers and shows no effect (`absent`). (The status model refuses it before any read where a record of the

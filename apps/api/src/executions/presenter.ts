@@ -4,9 +4,10 @@ import {
   LastStatusChange,
   commitOf,
   everSent,
+  failureRefuted,
   operationFailure,
+  operationRetryRule,
   outcomeResult,
-  retryRuleOf,
   summarizeEffects,
   unevaluatedCriteria,
 } from '@verity/status-model';
@@ -40,6 +41,12 @@ export function requestedOperation(op: OperationEntity) {
  * for an operation that has not moved yet).
  */
 export function presentOperation(op: OperationEntity, lastChange: LastStatusChange | null): OperationView {
+  // A FAILED the provider's late 2xx or a later read of the source contradicts is not shown as "rejected, retry safe".
+  const refuted = failureRefuted({
+    status: op.status,
+    acknowledged: op.acknowledgedAt !== null,
+    effectShownAfter: Boolean(op.obligation?.effect_shown_after_failed),
+  });
   return {
     id: op.id,
     execution_id: op.executionId,
@@ -47,9 +54,14 @@ export function presentOperation(op: OperationEntity, lastChange: LastStatusChan
     depends_on: op.dependsOn,
     status: op.status,
     terminal_reason: op.terminalReason,
-    commit: commitOf({ status: op.status, everSent: everSent(op), terminalReason: op.terminalReason }),
+    commit: commitOf({
+      status: op.status,
+      everSent: everSent(op),
+      terminalReason: op.terminalReason,
+      failureRefuted: refuted,
+    }),
     failure: operationFailure(op, lastChange),
-    retry: retryRuleOf(op.status),
+    retry: operationRetryRule({ status: op.status, failureRefuted: refuted }),
     attempt: op.attempt,
     no_change_required: op.noChangeRequired,
     evidence: op.evidence,

@@ -26,6 +26,11 @@ export interface RecoveryObligation {
   rechecks?: number;
   /** "Still unknown after investigation" by a reviewer: each keeps the hold and re-dates the obligation. */
   investigations?: { evidence: string; by: string; at: string; previous_due_at: string; due_at: string }[];
+  /**
+   * A re-check whose read raced a reviewer's FAILED and showed the effect (recorded after the FAILED, with its event
+   * `operation.rechecked` `after: "FAILED"`): the FAILED is refuted (status model `failureRefuted`).
+   */
+  effect_shown_after_failed?: { result: string; at: string };
 }
 
 export type Observation = 'converged' | 'superseded' | 'degraded' | 'unavailable';

@@ -1,4 +1,4 @@
-import { OPERATION_STATUSES, OperationStatus, VerificationMethod } from '@verity/status-model';
+import { OPERATION_STATUSES, OperationStatus, RetryRule, VerificationMethod } from '@verity/status-model';
 import { RULES, operationEffect, operationHistories } from './words';
 import type { ExecutionEvent } from '../types';
 
@@ -44,6 +44,14 @@ describe('what the MCP tools say about an operation', () => {
       ]);
     }
     expect(RULES).toContain('Only FAILED and CANCELLED operations may be retried, and a retry is a new operation');
+  });
+
+  it('says a FAILED contradicted since (retry forbidden) may have happened, and allows no retry', () => {
+    const refuted = op(OperationStatus.FAILED, { commit: 'unknown', retry: RetryRule.FORBIDDEN });
+    expect(refuted).toMatch(/^FAILED: /);
+    expect(refuted).toContain('It may have happened; do not retry it');
+    expect(refuted).not.toContain('A retry is allowed');
+    expect(refuted).not.toContain('no effect exists');
   });
 
   it('distinguishes a MANUAL_REVIEW held before sending from one that may have happened', () => {

@@ -1,4 +1,4 @@
-import { OperationStatus } from '@verity/status-model';
+import { OperationStatus, RetryRule } from '@verity/status-model';
 import { isExecutionSettled, isOperationSettled } from '../settled';
 import type { ConnectorInfo, Execution, ExecutionEvent, Operation, OperationDetail } from '../types';
 
@@ -21,6 +21,7 @@ export const RULES =
 export function operationEffect(
   op: Pick<Operation, 'status' | 'verification_method' | 'no_change_required' | 'commit'> & {
     evidence?: Operation['evidence'];
+    retry?: Operation['retry'];
   },
 ): string {
   const byHuman = !!op.evidence && typeof op.evidence === 'object' && 'resolution' in op.evidence;
@@ -47,6 +48,13 @@ export function operationEffect(
     case OperationStatus.RECONCILING:
       return 'RECONCILING: Verity is reading the source to learn whether it happened. It may have happened; do not retry it; wait.';
     case OperationStatus.FAILED:
+      // A FAILED refuted since (a late 2xx, or a later read that showed the effect) is shown with retry `forbidden`.
+      if (op.retry === RetryRule.FORBIDDEN) {
+        return (
+          'FAILED: recorded as failed, but contradicted since — the provider then accepted the request, or its source ' +
+          'showed the effect. It may have happened; do not retry it (a retry is refused).'
+        );
+      }
       return byHuman
         ? 'FAILED: a human reviewer established, with evidence, that no effect exists. A retry is allowed and would be a new operation.'
         : 'FAILED: no effect exists (an explicit rejection, or proof that it never arrived). A retry is allowed and would be a new operation.';
