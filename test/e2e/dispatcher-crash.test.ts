@@ -252,6 +252,11 @@ describe('dispatcher: crashes and pauses around the send', () => {
       commit: 'unknown',
       retry: 'forbidden',
     });
+    // Nor does the execution's effects summary say "none": the message may have gone out.
+    expect((await getExecution(stack, created.id)).effects).toMatchObject({
+      summary: 'unknown',
+      commit: { rejected: 0, unknown: 1 },
+    });
 
     const retry = await http(stack.apiUrl, 'POST', `/v1/operations/${opId}/retry`, { key: DEMO.agent });
     expect(retry.status).toBe(409);

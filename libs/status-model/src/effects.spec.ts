@@ -84,8 +84,16 @@ describe('summarizeEffects (docs/contract.md §3 effects summary)', () => {
       ['everything else is verified but one is UNKNOWN', [op(S.VERIFIED), op(S.VERIFIED), op(S.UNKNOWN)]],
       ['failures and one awaiting read-back', [op(S.FAILED), op(S.ACKNOWLEDGED, RAW)]],
       ['an uncertain one among prepared ones', [op(S.PREPARED), op(S.SENT, '')]],
+      ['a FAILED is contradicted since (a late 2xx, a later read)', [op(S.FAILED, RAW, { failureRefuted: true })]],
     ])('when %s', (_label, ops) => {
       expect(summarizeEffects(ops).summary).toBe('unknown');
+    });
+
+    it('a FAILED contradicted since counts as commit unknown, not rejected, and not as an effect that never happened', () => {
+      const effects = summarizeEffects([op(S.FAILED, RAW, { failureRefuted: true }), op(S.VERIFIED)]);
+      expect(effects.commit).toMatchObject({ rejected: 0, unknown: 1, committed: 1 });
+      expect(effects.summary).toBe('unknown');
+      expect(summarizeEffects([op(S.FAILED), op(S.VERIFIED)]).summary).toBe('partial');
     });
   });
 

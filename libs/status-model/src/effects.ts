@@ -25,6 +25,8 @@ export interface OperationForEffects {
   attempt: number;
   noChangeRequired?: boolean;
   terminalReason?: TerminalReason | null;
+  /** A FAILED contradicted since (`failureRefuted`): its effect may exist after all. */
+  failureRefuted?: boolean;
 }
 
 /** An effect in one of these may or may not exist in the world (never retry it blindly). */
@@ -61,10 +63,15 @@ export function summarizeEffects(operations: readonly OperationForEffects[]): Ef
   for (const op of operations) {
     const sent = everSent(op);
     counts[op.status] += 1;
-    commit[commitOf({ status: op.status, everSent: sent, terminalReason: op.terminalReason })] += 1;
+    const refuted = op.status === OperationStatus.FAILED && (op.failureRefuted ?? false);
+    commit[
+      commitOf({ status: op.status, everSent: sent, terminalReason: op.terminalReason, failureRefuted: refuted })
+    ] += 1;
     if (op.status === OperationStatus.MANUAL_REVIEW && !sent) heldNotSent += 1;
-    else if (UNCERTAIN_EFFECT_STATUSES.includes(op.status) || !isSettledOrQuiet(op)) uncertain += 1;
-    if (NO_EFFECT.includes(op.status) || (op.status === OperationStatus.MANUAL_REVIEW && !sent)) noEffect += 1;
+    else if (UNCERTAIN_EFFECT_STATUSES.includes(op.status) || !isSettledOrQuiet(op) || refuted) uncertain += 1;
+    if ((NO_EFFECT.includes(op.status) && !refuted) || (op.status === OperationStatus.MANUAL_REVIEW && !sent)) {
+      noEffect += 1;
+    }
     if (op.status === OperationStatus.VERIFIED && (op.noChangeRequired ?? false)) noChangeRequired += 1;
     if (!sent && op.status !== OperationStatus.VERIFIED) notSent += 1;
   }

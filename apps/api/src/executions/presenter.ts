@@ -40,13 +40,17 @@ export function requestedOperation(op: OperationEntity) {
  * `failure` are derived by libs/status-model; `lastChange` is the event that made the operation's last move (null only
  * for an operation that has not moved yet).
  */
-export function presentOperation(op: OperationEntity, lastChange: LastStatusChange | null): OperationView {
-  // A FAILED the provider's late 2xx or a later read of the source contradicts is not shown as "rejected, retry safe".
-  const refuted = failureRefuted({
+/** A FAILED the provider's late 2xx or a later read of the source contradicts: not "rejected, retry safe". */
+function refutedFailure(op: OperationEntity): boolean {
+  return failureRefuted({
     status: op.status,
     acknowledged: op.acknowledgedAt !== null,
     effectShownAfter: Boolean(op.obligation?.effect_shown_after_failed),
   });
+}
+
+export function presentOperation(op: OperationEntity, lastChange: LastStatusChange | null): OperationView {
+  const refuted = refutedFailure(op);
   return {
     id: op.id,
     execution_id: op.executionId,
@@ -100,7 +104,7 @@ export function presentExecution(
     agent_id: execution.agentId,
     intent: execution.intent,
     status: execution.status,
-    effects: summarizeEffects(operations),
+    effects: summarizeEffects(operations.map((op) => ({ ...op, failureRefuted: refutedFailure(op) }))),
     failure: execution.failure,
     criteria: execution.criteria,
     criteria_results: criteriaResults,
