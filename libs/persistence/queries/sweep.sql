@@ -26,7 +26,7 @@ SELECT id FROM executions
 
 -- endedWithStaleOutcome
 SELECT x.id FROM executions x
-     WHERE x.status IN ('completed', 'failed', 'cancelled', 'expired') AND (x.outcome->>'result') = 'pending'
+     WHERE x.status IN ('completed', 'failed', 'cancelled', 'expired') AND x.criteria_results @> '[{"verdict": "pending"}]'::jsonb
        AND EXISTS (
          SELECT 1 FROM jsonb_array_elements(coalesce(x.criteria_results, '[]'::jsonb)) c
          CROSS JOIN LATERAL (

@@ -3,6 +3,7 @@ import { useTestDatabase } from '../../../test/support/test-database';
 import { findExecutionForWorker } from './store';
 import { ExecutionStatus, OperationStatus, cancelCauseOfEndedExecution } from '@verity/status-model';
 import {
+  SWEEP_SQL,
   endedWithStaleOutcome,
   heldOfEndedExecutions,
   msSinceLastSweep,
@@ -242,5 +243,34 @@ describe('endedWithStaleOutcome (real Postgres)', () => {
       [completed, cancelled].sort(),
     );
     expect(await endedWithStaleOutcome(db.dataSource.manager, 30_000, 1)).toHaveLength(1);
+  });
+
+  it('also under an outcome already unmet by another criterion: the pending verdict of a final operation is owed', async () => {
+    const { executionId, operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
+    // Another criterion failed (the outcome is unmet for good), while the charge's verdict waited for its hold.
+    await db.dataSource.query(
+      `UPDATE executions SET status = 'completed', criteria_results = $2, outcome = $3 WHERE id = $1`,
+      [
+        executionId,
+        JSON.stringify([
+          { key: 'paid', operation: 'charge', expect_status: 'VERIFIED', verdict: 'pending', rationale: 'held' },
+          { key: 'other', operation: 'charge', expect_status: 'FAILED', verdict: 'fail', rationale: 'test' },
+        ]),
+        JSON.stringify({ result: 'unmet', evaluated_at: new Date(Date.now() - 3_600_000).toISOString() }),
+      ],
+    );
+    await db.dataSource.query(
+      `UPDATE operations SET status = 'VERIFIED', attempt = 1, updated_at = now() - interval '60 seconds' WHERE id = $1`,
+      [operationId],
+    );
+    expect(await endedWithStaleOutcome(db.dataSource.manager, 30_000, 100)).toContain(executionId);
+    // Read by the partial index that holds only ended executions with a pending verdict, not by a scan of all.
+    const plan = await db.dataSource.transaction(async (tx) => {
+      await tx.query('SET LOCAL enable_seqscan = off');
+      return (await tx.query(
+        `EXPLAIN ${SWEEP_SQL.endedWithStaleOutcome.replace('$1', '30000').replace('$2', '10')}`,
+      )) as { 'QUERY PLAN': string }[];
+    });
+    expect(plan.map((row) => row['QUERY PLAN']).join('\n')).toContain('executions_ended_pending_verdict');
   });
 });

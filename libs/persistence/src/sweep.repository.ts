@@ -41,10 +41,11 @@ export const SWEEP_SQL = {
      ORDER BY updated_at LIMIT $2`,
   // Ended executions whose stored outcome still has a pending verdict for an operation that has since become final
   // (a person resolved its hold, and the advance job that would have judged it again was lost): owed an advance, which
-  // records the verdicts again. Only pending outcomes are read (a partial index holds just those), and only moves
-  // older than the stale bound, so the advance the move enqueued itself is not doubled.
+  // records the verdicts again — also under an outcome already `unmet` by another criterion. Only executions with a
+  // pending verdict are read (a partial index holds just those), and only moves older than the stale bound, so the
+  // advance the move enqueued itself is not doubled.
   endedWithStaleOutcome: `SELECT x.id FROM executions x
-     WHERE x.status IN (${TERMINAL}) AND (x.outcome->>'result') = 'pending'
+     WHERE x.status IN (${TERMINAL}) AND x.criteria_results @> '[{"verdict": "pending"}]'::jsonb
        AND EXISTS (
          SELECT 1 FROM jsonb_array_elements(coalesce(x.criteria_results, '[]'::jsonb)) c
          CROSS JOIN LATERAL (

@@ -19,6 +19,7 @@ import { AllowHostsSecrets1764580000000 } from './1764580000000-allow-hosts-secr
 import { SettingsVersionAfterCapLock1764590000000 } from './1764590000000-settings-version-after-cap-lock';
 import { PendingOutcomeIndex1764600000000 } from './1764600000000-pending-outcome-index';
 import { WebhookLateAcknowledgement1764610000000 } from './1764610000000-webhook-late-acknowledgement';
+import { PendingVerdictIndex1764620000000 } from './1764620000000-pending-verdict-index';
 
 /** In order. Add a new timestamped class for every schema change; never edit one that has shipped. */
 export const MIGRATIONS = [
@@ -43,4 +44,5 @@ export const MIGRATIONS = [
   SettingsVersionAfterCapLock1764590000000,
   PendingOutcomeIndex1764600000000,
   WebhookLateAcknowledgement1764610000000,
+  PendingVerdictIndex1764620000000,
 ];
