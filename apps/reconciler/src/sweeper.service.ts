@@ -418,6 +418,8 @@ export class SweeperService implements OnApplicationBootstrap, OnApplicationShut
         merge: { obligation: { escalated_at: at } },
         // A reviewer who re-dated it meanwhile ("still unknown") made it not overdue: no escalation then.
         whileObligationDueAt: op.obligation.due_at,
+        // Once: the sweep lock keeps two sweeps apart only while its connection lives (I2, one event per fact).
+        whileUnescalated: true,
         type: 'obligation.escalated',
         data: { to: op.obligation.escalation_target, owner: op.obligation.owner, due_at: op.obligation.due_at },
       });

@@ -669,6 +669,28 @@ describe('TransitionService (real Postgres)', () => {
     expect(row.obligation).toEqual({ due_at: '2026-01-02T00:00:00.000Z', resolution: null, escalated_at: 'now' });
   });
 
+  it('annotate with whileUnescalated: of many sweeps that find an obligation overdue at once, one escalates it', async () => {
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    await db.dataSource.query(`UPDATE operations SET obligation = $2 WHERE id = $1`, [
+      operationId,
+      JSON.stringify({ due_at: '2026-01-02T00:00:00.000Z', escalated_at: null }),
+    ]);
+    const escalate = () =>
+      transitions.annotate(db.dataSource.manager, {
+        executionId,
+        operationId,
+        whileStatus: OperationStatus.PREPARED,
+        merge: { obligation: { escalated_at: new Date().toISOString() } },
+        whileObligationDueAt: '2026-01-02T00:00:00.000Z',
+        whileUnescalated: true,
+        type: 'obligation.escalated',
+      });
+    const results = await Promise.all(Array.from({ length: 8 }, escalate));
+    expect(results.filter((r) => r.won)).toHaveLength(1);
+    expect((await escalate()).won).toBe(false);
+    expect(await eventsWhere({ executionId, type: 'obligation.escalated' })).toHaveLength(1);
+  });
+
   it('keeps events append-only', async () => {
     const { executionId } = await newExecutionWithOneOperation();
     await expect(

@@ -764,6 +764,8 @@ export class TransitionService {
       merge?: OperationMerge;
       /** Only while the obligation is still due when it was read: a re-dated one is not the one that was overdue. */
       whileObligationDueAt?: string;
+      /** Only while the obligation is not escalated yet: of two sweeps that find it overdue, one escalates it. */
+      whileUnescalated?: boolean;
       /**
        * Only while a reviewer's release (resolution SENT) of a never-sent operation is recorded, and it is removed:
        * the release can no longer be carried out, and the operation is a reviewer's to decide again.
@@ -805,6 +807,7 @@ export class TransitionService {
       params.push(input.whileObligationDueAt);
       obligationDue = ` AND obligation->>'due_at' = $${params.length}`;
     }
+    if (input.whileUnescalated) obligationDue += ` AND obligation->>'escalated_at' IS NULL`;
     if (input.whileGrantDecidedAt !== undefined) {
       params.push(input.whileGrantDecidedAt);
       obligationDue += ` AND approval->>'decided_at' IS NOT DISTINCT FROM $${params.length}::text`;
