@@ -29,6 +29,7 @@ import {
   withdrawsRelease,
   settledByReadBack,
   snapshotOf,
+  transaction,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { JobName, JobProducer, jobId } from '@verity/queues';
@@ -513,32 +514,38 @@ export class SenderService {
     // Withdrawn only from a PREPARED operation whose grant still stands, the one judged: a sender whose view is older
     // (the operation was sent meanwhile, another sender withdrew the grant first, or a reviewer has granted it again
     // since) writes nothing — no request nobody will answer, no fresh grant dropped.
-    const withdrawn = await this.transitions.annotate(this.db.manager, {
-      executionId: op.executionId,
-      operationId: op.id,
-      whileStatus: S.PREPARED,
-      whileApprovalGranted: true,
-      // The grant judged stale, not one given again since (withdrawn by another sender, then granted anew).
-      whileGrantDecidedAt: approval.decided_at ?? null,
-      patch: { approval: next as unknown as Record<string, unknown> },
-      type: staleness,
-      data: {
-        previous_grant: {
-          decided_by: approval.decided_by,
-          decided_at: approval.decided_at,
-          expires_at: approval.expires_at,
+    // The withdrawal and the new request in one transaction: a crash between them would leave the approval
+    // `requested` with no `approval.requested` event, and planning, which sees it requested, never writes one.
+    const withdrawn = await transaction(this.db, async (tx) => {
+      const won = await this.transitions.annotate(tx, {
+        executionId: op.executionId,
+        operationId: op.id,
+        whileStatus: S.PREPARED,
+        whileApprovalGranted: true,
+        // The grant judged stale, not one given again since (withdrawn by another sender, then granted anew).
+        whileGrantDecidedAt: approval.decided_at ?? null,
+        patch: { approval: next as unknown as Record<string, unknown> },
+        type: staleness,
+        data: {
+          previous_grant: {
+            decided_by: approval.decided_by,
+            decided_at: approval.decided_at,
+            expires_at: approval.expires_at,
+          },
+          baseline_at_grant: approval.baseline,
+          baseline_now: currentBaseline,
         },
-        baseline_at_grant: approval.baseline,
-        baseline_now: currentBaseline,
-      },
+      });
+      if (!won.won) return won;
+      await this.transitions.annotate(tx, {
+        executionId: op.executionId,
+        operationId: op.id,
+        type: 'approval.requested',
+        data: { policy: 're-approval', cause: staleness },
+      });
+      return won;
     });
     if (!withdrawn.won) return 'skipped: lost race';
-    await this.transitions.annotate(this.db.manager, {
-      executionId: op.executionId,
-      operationId: op.id,
-      type: 'approval.requested',
-      data: { policy: 're-approval', cause: staleness },
-    });
     await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
     return 'skipped: approval no longer valid';
   }
