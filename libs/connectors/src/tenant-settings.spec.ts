@@ -77,4 +77,15 @@ describe('a secret value', () => {
       expect(ConnectorSettingsInputSchema.safeParse({ secrets: { key: value } }).success).toBe(true);
     }
   });
+
+  it('is printable ASCII: a Latin-1 byte echoed by a target that reads it as UTF-8 comes back as another spelling', () => {
+    for (const value of ['tok\u00e9n', '\u00ff', 'caf\u00e9-key', 'tok\u0080']) {
+      const parsed = ConnectorSettingsInputSchema.safeParse({ secrets: { key: value } });
+      expect({ value, success: parsed.success }).toEqual({ value, success: false });
+      expect(parsed.error?.issues).toEqual([
+        expect.objectContaining({ path: ['secrets', 'key'], message: expect.stringMatching(/printable ASCII/) }),
+      ]);
+    }
+    expect(ConnectorSettingsInputSchema.safeParse({ secrets: { key: '~!@#$%^&*()_+{}|:"<>?' } }).success).toBe(true);
+  });
 });

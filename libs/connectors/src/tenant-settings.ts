@@ -45,7 +45,9 @@ const SecretValue = z
   .string()
   .min(1)
   .max(4096)
-  .regex(/^[\x20-\x7e\u0080-\u00ff]*$/, 'printable characters only (secrets are sent in header values)')
+  // ASCII only: a target that reads a header's Latin-1 bytes as UTF-8 (most do) and echoes them would answer another
+  // spelling of the value (U+FFFD for each such byte), which the redaction of the value would not find.
+  .regex(/^[\x20-\x7e]*$/, 'printable ASCII characters only (secrets are sent in header values)')
   .regex(/^(?! ).*(?<! )$/s, 'no leading or trailing spaces (an HTTP header value loses them on the way)');
 
 /** `*.example.com`, `api.example.com`, `10.0.0.5`, `::1` or `[::1]`, normalised the way URLs are. */
