@@ -104,13 +104,28 @@ describe('webhook outbox (real Postgres)', () => {
     expect(text).toContain('events_webhook_after_failed');
   });
 
-  it('announces a re-check that found the effect after a reviewer wrote FAILED as needing review', async () => {
-    const { endpoint } = (await createWebhookEndpoint(db.dataSource, new SecretsCipher(undefined), {
+  /** An endpoint of acme's that subscribes to operation.needs_review. */
+  const needsReviewEndpoint = async (url: string) =>
+    (await createWebhookEndpoint(db.dataSource, new SecretsCipher(undefined), {
       tenantId: 'acme',
-      url: 'http://127.0.0.1:9/review',
+      url,
       events: ['operation.needs_review'],
       createdBy: 'test',
-    }))!;
+    }))!.endpoint;
+
+  /** The outbox scanned until the endpoint has a delivery (10 s at most): the payloads delivered to it. */
+  async function payloadsDeliveredTo(endpointId: string): Promise<unknown[]> {
+    const deadline = Date.now() + 10_000;
+    let log: Awaited<ReturnType<typeof listWebhookDeliveries>> = [];
+    while (log.length === 0 && Date.now() < deadline) {
+      await scanWebhookOutbox(db.dataSource, 100);
+      log = await listWebhookDeliveries(db.dataSource.manager, { tenantId: 'acme', endpointId, limit: 10 });
+    }
+    return log.map((d) => d.payload);
+  }
+
+  it('announces a re-check that found the effect after a reviewer wrote FAILED as needing review', async () => {
+    const endpoint = await needsReviewEndpoint('http://127.0.0.1:9/review');
     const { executionId, operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
     const recheck = (data: Record<string, unknown>) =>
       transitions.annotate(db.dataSource.manager, { executionId, operationId, type: 'operation.rechecked', data });
@@ -122,17 +137,7 @@ describe('webhook outbox (real Postgres)', () => {
       held_for: 'SOURCE_UNREACHABLE',
       after: 'FAILED',
     });
-    const deadline = Date.now() + 10_000;
-    let log: Awaited<ReturnType<typeof listWebhookDeliveries>> = [];
-    while (log.length === 0 && Date.now() < deadline) {
-      await scanWebhookOutbox(db.dataSource, 100);
-      log = await listWebhookDeliveries(db.dataSource.manager, {
-        tenantId: 'acme',
-        endpointId: endpoint.id,
-        limit: 10,
-      });
-    }
-    expect(log.map((d) => d.payload)).toEqual([
+    expect(await payloadsDeliveredTo(endpoint.id)).toEqual([
       {
         type: 'operation.needs_review',
         timestamp: expect.any(String),
@@ -148,12 +153,7 @@ describe('webhook outbox (real Postgres)', () => {
   });
 
   it('announces a 2xx recorded after the operation ended FAILED as needing review', async () => {
-    const { endpoint } = (await createWebhookEndpoint(db.dataSource, new SecretsCipher(undefined), {
-      tenantId: 'acme',
-      url: 'http://127.0.0.1:9/late',
-      events: ['operation.needs_review'],
-      createdBy: 'test',
-    }))!;
+    const endpoint = await needsReviewEndpoint('http://127.0.0.1:9/late');
     const { executionId, operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
     const late = (data: Record<string, unknown>) =>
       transitions.annotate(db.dataSource.manager, {
@@ -168,17 +168,7 @@ describe('webhook outbox (real Postgres)', () => {
       detail: 'the provider acknowledged the send after it was marked UNKNOWN',
       after: 'FAILED',
     });
-    const deadline = Date.now() + 10_000;
-    let log: Awaited<ReturnType<typeof listWebhookDeliveries>> = [];
-    while (log.length === 0 && Date.now() < deadline) {
-      await scanWebhookOutbox(db.dataSource, 100);
-      log = await listWebhookDeliveries(db.dataSource.manager, {
-        tenantId: 'acme',
-        endpointId: endpoint.id,
-        limit: 10,
-      });
-    }
-    expect(log.map((d) => d.payload)).toEqual([
+    expect(await payloadsDeliveredTo(endpoint.id)).toEqual([
       {
         type: 'operation.needs_review',
         timestamp: expect.any(String),
