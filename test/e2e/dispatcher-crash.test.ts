@@ -220,6 +220,37 @@ describe('dispatcher: crashes and pauses around the send', () => {
     expect((await stack.effects()).messages[clientRef].count).toBe(1);
   });
 
+  it('a rejection that comes back after the send was held for a human is put in its history, not dropped', async () => {
+    // The provider refuses the message, but the frozen worker's answer comes back after the sweeper marked the send
+    // UNKNOWN (held at once: an SMS cannot be read back). The reviewer deciding the hold must see what the provider said.
+    await stack.setFaults({ rules: [{ method: 'POST', path: '/v1/messages', fault: 'reject' }] });
+    try {
+      const a = await pausedDispatcher({ TEST_PAUSE_AFTER_CALL_MS: '5000' });
+      const clientRef = unique('late-reject-held');
+      const created = await submit(stack, [sms(clientRef)]);
+      const [opId] = await waitForMarkers(a, 'paused after call', 1);
+      a.child.kill('SIGSTOP');
+      await waitForOp(stack, created.id, 'notify', (o) => o.status === 'MANUAL_REVIEW');
+      a.child.kill('SIGCONT');
+      await waitForLog(a, (l) => l.msg === 'late send outcome rejected by CAS' && l.operationId === opId);
+      const log = await waitFor(
+        () => events(stack, created.id),
+        (l) => l.some((e) => e.operation_id === opId && e.type === 'operation.rejected_late'),
+        10_000,
+        150,
+      );
+      expectLegalHistory(log);
+      const rejected = log.filter((e) => e.operation_id === opId && e.type === 'operation.rejected_late');
+      expect(rejected).toHaveLength(1);
+      expect(rejected[0].data).toMatchObject({ reason: 'CONNECTOR_REJECTED', detail: expect.any(String) });
+      // It changes no status: the hold is the reviewer's to decide, with the provider's answer in front of them.
+      expect((await getOperation(stack, opId)).status).toBe('MANUAL_REVIEW');
+      expect((await stack.effects()).messages[clientRef]?.count ?? 0).toBe(0);
+    } finally {
+      await stack.setFaults({ rules: [] });
+    }
+  });
+
   it('a 2xx that comes back after a person resolved the send FAILED is recorded, and the FAILED is not retried', async () => {
     // The person decided on what they saw (nothing had come back, no call could still land by the bound); the frozen
     // worker's 2xx then says the message went out. FAILED is final, but a retry would send it a second time.

@@ -35,6 +35,7 @@ import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { JobName, JobProducer, jobId } from '@verity/queues';
 import {
   LATE_ACKNOWLEDGEMENT_STATUSES,
+  LATE_REJECTION_STATUSES,
   OperationStatus,
   Staleness,
   TerminalReason,
@@ -309,6 +310,7 @@ export class SenderService {
       // Someone else (the sweeper) already decided this operation is UNKNOWN: our late write loses, by design.
       this.logger.warn({ operationId: op.id, outcome: outcome.status }, 'late send outcome rejected by CAS');
       if (outcome.status === S.ACKNOWLEDGED) await this.recordLateAcknowledgement(op, outcome.providerRef);
+      if (outcome.status === S.FAILED) await this.recordLateRejection(op, outcome);
       return { written: null };
     }
     const verified =
@@ -670,6 +672,32 @@ export class SenderService {
           detail: 'the provider acknowledged the send after it was marked UNKNOWN',
           // On a FAILED operation: the provider's word refutes the record (which stays, final; a retry is refused).
           ...(whileStatus === S.FAILED ? { after: S.FAILED } : {}),
+        },
+      });
+      if (recorded.won) return;
+    }
+  }
+
+  /**
+   * The send failed explicitly (the provider rejected it, or the connector refused it before any call) after the
+   * sweeper had already marked it UNKNOWN: the status stays with whoever decides it now, but the answer is put in its
+   * history (`LATE_REJECTION_STATUSES`), where a reviewer deciding the hold sees what the provider said.
+   */
+  private async recordLateRejection(
+    op: OperationEntity,
+    outcome: Extract<SendOutcome, { status: OperationStatus.FAILED }>,
+  ) {
+    for (const whileStatus of LATE_REJECTION_STATUSES) {
+      const recorded = await this.transitions.annotate(this.db.manager, {
+        executionId: op.executionId,
+        operationId: op.id,
+        whileStatus,
+        type: 'operation.rejected_late',
+        data: {
+          detail: outcome.detail,
+          reason: outcome.reason,
+          ...(outcome.providerError !== undefined && { provider_error: outcome.providerError }),
+          ...(outcome.refused && { cause: outcome.refused.cause, refusal: outcome.refused.rule }),
         },
       });
       if (recorded.won) return;

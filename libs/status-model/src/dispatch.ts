@@ -329,6 +329,19 @@ export const LATE_ACKNOWLEDGEMENT_STATUSES: readonly OperationStatus[] = [
   OperationStatus.FAILED,
 ];
 
+/**
+ * Where a send's explicit failure that lost its FAILED compare-and-set (the sweeper marked the send UNKNOWN first) is
+ * still recorded, as an `operation.rejected_late` event with the provider's answer: wherever its outcome is still to be
+ * decided — by the reconciler (UNKNOWN, RECONCILING) or by a person (MANUAL_REVIEW, where an operation that cannot be
+ * read back is held at once). It changes no status: the provider's answer is in the history for whoever decides, not
+ * dropped with a log line. A terminal operation is decided already; the answer is then only logged.
+ */
+export const LATE_REJECTION_STATUSES: readonly OperationStatus[] = [
+  OperationStatus.UNKNOWN,
+  OperationStatus.RECONCILING,
+  OperationStatus.MANUAL_REVIEW,
+];
+
 /** The check a send's outcome is owed: a read-back of an acknowledged effect, a reconciliation of an unknown one. */
 export function checkAfterSend(outcome: {
   status: OperationStatus;
