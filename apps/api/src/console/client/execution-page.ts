@@ -16,7 +16,7 @@ import {
   verdictBadge,
   fill,
 } from './dom';
-import { EFFECTS_TEXT } from './status-text';
+import { EFFECTS_TEXT, effectMeaning } from './status-text';
 import { api, problemText } from './session';
 import { livePage } from './live-page';
 
@@ -121,7 +121,7 @@ function operationsSection(execution: Execution, ctx: AppContext): HTMLElement {
             h(
               'td',
               { 'data-label': 'Operation effect', class: 'cell-badge' },
-              effectBadge(op.status, ctx.meaning(op.status)),
+              effectBadge(op.status, effectMeaning(op, ctx.meaning(op.status))),
             ),
             h('td', { 'data-label': 'Reason' }, op.terminal_reason ? code(op.terminal_reason) : '—'),
             h('td', { 'data-label': 'Retry' }, code(op.retry)),

@@ -28,7 +28,7 @@ import {
 } from './dom';
 import { maskString } from '../mask';
 import { escalationText } from './queues-page';
-import { divergence } from './status-text';
+import { divergence, effectMeaning } from './status-text';
 import { api, problemText } from './session';
 import { livePage } from './live-page';
 
@@ -132,9 +132,9 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
       ),
       statusCard(
         'effect',
-        effectBadge(op.status, ctx.meaning(op.status)),
+        effectBadge(op.status, effectMeaning(op, ctx.meaning(op.status))),
         'Whether the effect occurred in the world: ',
-        ctx.meaning(op.status) ?? op.status,
+        effectMeaning(op, ctx.meaning(op.status)),
         '.',
       ),
     );

@@ -21,10 +21,11 @@ export const EFFECTS_TEXT: Record<string, string> = {
  */
 export function divergence(
   execution: Pick<Execution, 'status'>,
-  op: Pick<Operation, 'status' | 'verification_method' | 'attempt'>,
+  op: Pick<Operation, 'status' | 'verification_method' | 'attempt' | 'commit'>,
 ): { tone: 'warn' | 'info'; text: string } | null {
   if (!isTerminalExecution(execution.status) || op.status === OperationStatus.VERIFIED) return null;
   const head = `The execution is ${execution.status} (the agent’s work is over), but this operation’s effect is ${op.status}: `;
+  if (failureContradicted(op)) return { tone: 'warn', text: `${head}${CONTRADICTED_FAILURE}. Never retry it blindly.` };
   if (op.status === OperationStatus.ACKNOWLEDGED && op.verification_method !== VerificationMethod.READ_AFTER_WRITE) {
     return {
       tone: 'info',
@@ -39,4 +40,21 @@ export function divergence(
     return { tone: 'warn', text: `${head}it may or may not have happened in the world. Never retry it blindly.` };
   }
   return { tone: 'info', text: `${head}no effect exists.` };
+}
+
+const CONTRADICTED_FAILURE =
+  'recorded as failed, but contradicted since (the provider then accepted the request, or its source showed the ' +
+  'effect): it may have happened in the world';
+
+/**
+ * A FAILED the API shows with `commit: "unknown"`: its "no effect exists" was refuted after it was recorded (a late 2xx,
+ * or a read of the source after the resolution that showed the effect — status model `failureRefuted`).
+ */
+export function failureContradicted(op: Pick<Operation, 'status' | 'commit'>): boolean {
+  return op.status === OperationStatus.FAILED && op.commit === 'unknown';
+}
+
+/** What the operation's effect card says: the status' meaning, except for a FAILED contradicted since. */
+export function effectMeaning(op: Pick<Operation, 'status' | 'commit'>, meaning: string | undefined): string {
+  return failureContradicted(op) ? CONTRADICTED_FAILURE : (meaning ?? op.status);
 }
