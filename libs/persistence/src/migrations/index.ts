@@ -20,6 +20,7 @@ import { SettingsVersionAfterCapLock1764590000000 } from './1764590000000-settin
 import { PendingOutcomeIndex1764600000000 } from './1764600000000-pending-outcome-index';
 import { WebhookLateAcknowledgement1764610000000 } from './1764610000000-webhook-late-acknowledgement';
 import { PendingVerdictIndex1764620000000 } from './1764620000000-pending-verdict-index';
+import { EffectShownAfterFailed1764630000000 } from './1764630000000-effect-shown-after-failed';
 
 /** In order. Add a new timestamped class for every schema change; never edit one that has shipped. */
 export const MIGRATIONS = [
@@ -45,4 +46,5 @@ export const MIGRATIONS = [
   PendingOutcomeIndex1764600000000,
   WebhookLateAcknowledgement1764610000000,
   PendingVerdictIndex1764620000000,
+  EffectShownAfterFailed1764630000000,
 ];

@@ -1,0 +1,65 @@
+import { DataSource } from 'typeorm';
+import { insertChargeExecution } from '../../../../test/support/fixtures';
+import { useTestDatabase } from '../../../../test/support/test-database';
+import { dataSourceOptions } from '../data-source';
+import { TransitionService } from '../transition.service';
+import { MIGRATIONS } from './index';
+
+/**
+ * An operation resolved FAILED and then shown by a re-check's read, recorded before the read was kept on the row: after
+ * the upgrade it reads as refuted (commit unknown, retry forbidden) like one recorded since, not as "no effect".
+ */
+describe('migration 1764630000000: a FAILED refuted before the upgrade is refuted on its row (real Postgres)', () => {
+  const db = useTestDatabase('effect-shown-backfill', ['acme']);
+
+  it('copies the newest read that showed the effect onto the row, and leaves other FAILED operations alone', async () => {
+    // Back to the schema (and code) before this migration.
+    await db.dataSource.undoLastMigration({ transaction: 'each' });
+    const transitions = new TransitionService();
+    const manager = db.dataSource.manager;
+    const refuted = await insertChargeExecution(manager, 'acme');
+    const plain = await insertChargeExecution(manager, 'acme');
+    const notShown = await insertChargeExecution(manager, 'acme');
+    for (const op of [refuted, plain, notShown]) {
+      await manager.query(
+        `UPDATE operations SET status = 'FAILED', attempt = 1, obligation = '{"owner":"ops"}' WHERE id = $1`,
+        [op.operationId],
+      );
+    }
+    // What the re-check wrote then: only the event, no key on the row.
+    const recheck = (op: { executionId: string; operationId: string }, result: string) =>
+      transitions.annotate(manager, {
+        executionId: op.executionId,
+        operationId: op.operationId,
+        whileStatus: 'FAILED' as never,
+        type: 'operation.rechecked',
+        data: { result, evidence: {}, after: 'FAILED' },
+      });
+    expect((await recheck(refuted, 'unreachable')).won).toBe(true);
+    expect((await recheck(refuted, 'found')).won).toBe(true);
+    expect((await recheck(notShown, 'not_found')).won).toBe(true);
+
+    const stepper = new DataSource({ ...dataSourceOptions(db.url, 1), migrations: MIGRATIONS });
+    await stepper.initialize();
+    try {
+      expect(await stepper.runMigrations({ transaction: 'each' })).toHaveLength(1);
+    } finally {
+      await stepper.destroy();
+    }
+    const obligationOf = async (id: string) =>
+      (
+        (await manager.query(`SELECT obligation FROM operations WHERE id = $1`, [id])) as {
+          obligation: Record<string, unknown>;
+        }[]
+      )[0].obligation;
+    expect(await obligationOf(refuted.operationId)).toEqual({
+      owner: 'ops',
+      effect_shown_after_failed: {
+        result: 'found',
+        at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
+      },
+    });
+    expect(await obligationOf(plain.operationId)).toEqual({ owner: 'ops' });
+    expect(await obligationOf(notShown.operationId)).toEqual({ owner: 'ops' });
+  });
+});
