@@ -34,8 +34,8 @@ import {
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { JobName, JobProducer, jobId } from '@verity/queues';
 import {
-  LATE_ACKNOWLEDGEMENT_STATUSES,
-  LATE_REJECTION_STATUSES,
+  LATE_ACKNOWLEDGEMENT_TRIES,
+  LATE_REJECTION_TRIES,
   OperationStatus,
   Staleness,
   TerminalReason,
@@ -651,12 +651,13 @@ export class SenderService {
    * lock). The status stays the reconciler's to settle, but what the provider said is recorded — `acknowledged_at` and
    * its reference, with an `operation.acknowledged_late` event — so no read that misses the effect is taken as proof
    * that nothing happened (the FAILED statement checks it), and a read by the provider's id can find it. While its
-   * outcome is still to be decided (`LATE_ACKNOWLEDGEMENT_STATUSES`), also by a person: an operation that cannot be read
+   * outcome is still to be decided (`LATE_ACKNOWLEDGEMENT_STATUSES`, tried as `LATE_ACKNOWLEDGEMENT_TRIES`), also by a person: an operation that cannot be read
    * back is held for one at once, usually before the 2xx comes back, and a person's FAILED must then be refused (I14).
    * And on a FAILED one (a person decided before the 2xx came back): FAILED stays, but a retry is refused.
    */
   private async recordLateAcknowledgement(op: OperationEntity, providerRef: Record<string, unknown>): Promise<void> {
-    for (const whileStatus of LATE_ACKNOWLEDGEMENT_STATUSES) {
+    for (const whileStatus of LATE_ACKNOWLEDGEMENT_TRIES) {
+      const only = whileStatus.length === 1 ? whileStatus[0] : null;
       const recorded = await this.transitions.annotate(this.db.manager, {
         executionId: op.executionId,
         operationId: op.id,
@@ -664,14 +665,14 @@ export class SenderService {
         patch: { acknowledged_at: 'now', provider_ref: providerRef },
         // A hold's obligation lists what a person may do; written before the 2xx came back, it still offered FAILED.
         merge:
-          whileStatus === S.MANUAL_REVIEW
+          only === S.MANUAL_REVIEW
             ? { obligation: { permitted_actions: permittedResolutions(S.MANUAL_REVIEW, true, null, true) } }
             : undefined,
         type: 'operation.acknowledged_late',
         data: {
           detail: 'the provider acknowledged the send after it was marked UNKNOWN',
           // On a FAILED operation: the provider's word refutes the record (which stays, final; a retry is refused).
-          ...(whileStatus === S.FAILED ? { after: S.FAILED } : {}),
+          ...(only === S.FAILED ? { after: S.FAILED } : {}),
         },
       });
       if (recorded.won) return;
@@ -681,13 +682,13 @@ export class SenderService {
   /**
    * The send failed explicitly (the provider rejected it, or the connector refused it before any call) after the
    * sweeper had already marked it UNKNOWN: the status stays with whoever decides it now, but the answer is put in its
-   * history (`LATE_REJECTION_STATUSES`), where a reviewer deciding the hold sees what the provider said.
+   * history (`LATE_REJECTION_TRIES`), where a reviewer deciding the hold sees what the provider said.
    */
   private async recordLateRejection(
     op: OperationEntity,
     outcome: Extract<SendOutcome, { status: OperationStatus.FAILED }>,
   ) {
-    for (const whileStatus of LATE_REJECTION_STATUSES) {
+    for (const whileStatus of LATE_REJECTION_TRIES) {
       const recorded = await this.transitions.annotate(this.db.manager, {
         executionId: op.executionId,
         operationId: op.id,

@@ -691,6 +691,25 @@ describe('TransitionService (real Postgres)', () => {
     expect(await eventsWhere({ executionId, type: 'obligation.escalated' })).toHaveLength(1);
   });
 
+  it('annotate with several statuses: one compare-and-set, written while the operation is in any of them', async () => {
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    const record = () =>
+      transitions.annotate(db.dataSource.manager, {
+        executionId,
+        operationId,
+        whileStatus: [OperationStatus.UNKNOWN, OperationStatus.RECONCILING],
+        patch: { acknowledged_at: 'now' },
+        type: 'operation.acknowledged_late',
+      });
+    // PREPARED: in neither.
+    expect((await record()).won).toBe(false);
+    await db.dataSource.query(`UPDATE operations SET status = 'RECONCILING', attempt = 1 WHERE id = $1`, [operationId]);
+    expect((await record()).won).toBe(true);
+    await db.dataSource.query(`UPDATE operations SET status = 'UNKNOWN' WHERE id = $1`, [operationId]);
+    expect((await record()).won).toBe(true);
+    expect(await eventsWhere({ executionId, type: 'operation.acknowledged_late' })).toHaveLength(2);
+  });
+
   it('keeps events append-only', async () => {
     const { executionId } = await newExecutionWithOneOperation();
     await expect(

@@ -749,7 +749,8 @@ export class TransitionService {
     input: {
       executionId: string;
       operationId?: string;
-      whileStatus?: OperationStatus;
+      /** Several: while in any of them (one compare-and-set). */
+      whileStatus?: OperationStatus | readonly OperationStatus[];
       /** Only while no approval has been requested or decided: of two racing requests, one writes its event. */
       whileApprovalOpen?: boolean;
       /** Only while the approval is still granted: of two senders that find one grant stale, one withdraws it. */
@@ -796,6 +797,7 @@ export class TransitionService {
       return result.length ? { won: true, eventId: result[0].id, seq: Number(result[0].seq) } : { won: false };
     }
     const params: unknown[] = [input.operationId, input.whileStatus];
+    const inStatus = Array.isArray(input.whileStatus) ? 'status = ANY($2::text[])' : 'status = $2';
     const sets = [
       'updated_at = clock_timestamp()',
       ...patchAssignments(input.patch ?? {}, params),
@@ -827,7 +829,7 @@ export class TransitionService {
     const result = await rows<{ id: string; seq: string }>(
       db,
       `WITH moved AS (
-         UPDATE operations SET ${sets.join(', ')} WHERE id = $1 AND status = $2${approvalOpen}${obligationDue}
+         UPDATE operations SET ${sets.join(', ')} WHERE id = $1 AND ${inStatus}${approvalOpen}${obligationDue}
          RETURNING id, execution_id, tenant_id
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()

@@ -1,6 +1,8 @@
 import {
   CANCEL_CAUSE_OF_ENDED_EXECUTION,
   DependencyView,
+  LATE_ACKNOWLEDGEMENT_STATUSES,
+  LATE_ACKNOWLEDGEMENT_TRIES,
   PreparedStep,
   RELEASABLE_EXECUTION_STATUSES,
   SENDABLE_EXECUTION_STATUSES,
@@ -20,7 +22,7 @@ import {
 } from './dispatch';
 import { EXECUTION_STATUSES, ExecutionStatus } from './execution';
 import { FAILURE_CODES, operationFailure } from './failure';
-import { OperationStatus, TerminalReason, VerificationMethod } from './operation';
+import { OPERATION_TRANSITIONS, OperationStatus, TerminalReason, VerificationMethod } from './operation';
 
 const S = OperationStatus;
 
@@ -373,5 +375,27 @@ describe('latestByKey: what a key names among operations read in position and ge
     expect([...latest.keys()]).toEqual(['charge', 'notify']);
     expect(latest.get('charge')).toBe(ops[2]);
     expect(latest.get('missing')).toBeUndefined();
+  });
+});
+
+describe('LATE_ACKNOWLEDGEMENT_TRIES: the compare-and-sets that record a late 2xx cannot all miss the operation', () => {
+  it('covers the statuses a late 2xx is recorded in, in order', () => {
+    expect(LATE_ACKNOWLEDGEMENT_TRIES.flat()).toEqual(LATE_ACKNOWLEDGEMENT_STATUSES);
+  });
+
+  it('no move goes from a later try back to an earlier one, or between two statuses tried one at a time', () => {
+    const tryOf = (status: OperationStatus) => LATE_ACKNOWLEDGEMENT_TRIES.findIndex((t) => t.includes(status));
+    const backwards = OPERATION_TRANSITIONS.filter((r) => {
+      const from = tryOf(r.from);
+      const to = tryOf(r.to);
+      return from >= 0 && to >= 0 && to < from;
+    }).map((r) => `${r.from}>${r.to}`);
+    expect(backwards).toEqual([]);
+    // RECONCILING goes back to UNKNOWN: tried one at a time, an operation that moved back between the two statements
+    // was in neither when each was tried. Both are one compare-and-set.
+    expect(
+      OPERATION_TRANSITIONS.some((r) => r.from === OperationStatus.RECONCILING && r.to === OperationStatus.UNKNOWN),
+    ).toBe(true);
+    expect(tryOf(OperationStatus.RECONCILING)).toBe(tryOf(OperationStatus.UNKNOWN));
   });
 });

@@ -330,16 +330,29 @@ export const LATE_ACKNOWLEDGEMENT_STATUSES: readonly OperationStatus[] = [
 ];
 
 /**
+ * The compare-and-sets that record a late acknowledgement, tried in this order until one wins: one statement for
+ * UNKNOWN or RECONCILING (which move back and forth while the reconciler reads), then MANUAL_REVIEW, then FAILED.
+ * Between these groups an operation only moves forward, so trying them in order cannot miss it. Tried one status at a
+ * time, an operation that went from RECONCILING back to UNKNOWN between the first two statements was in none when
+ * each was tried, and the provider's 2xx was dropped (a person's FAILED was then accepted, and a retry sent again).
+ */
+export const LATE_ACKNOWLEDGEMENT_TRIES: readonly (readonly OperationStatus[])[] = [
+  [OperationStatus.UNKNOWN, OperationStatus.RECONCILING],
+  [OperationStatus.MANUAL_REVIEW],
+  [OperationStatus.FAILED],
+];
+
+/**
  * Where a send's explicit failure that lost its FAILED compare-and-set (the sweeper marked the send UNKNOWN first) is
  * still recorded, as an `operation.rejected_late` event with the provider's answer: wherever its outcome is still to be
  * decided — by the reconciler (UNKNOWN, RECONCILING) or by a person (MANUAL_REVIEW, where an operation that cannot be
  * read back is held at once). It changes no status: the provider's answer is in the history for whoever decides, not
  * dropped with a log line. A terminal operation is decided already; the answer is then only logged.
  */
-export const LATE_REJECTION_STATUSES: readonly OperationStatus[] = [
-  OperationStatus.UNKNOWN,
-  OperationStatus.RECONCILING,
-  OperationStatus.MANUAL_REVIEW,
+export const LATE_REJECTION_TRIES: readonly (readonly OperationStatus[])[] = [
+  // UNKNOWN and RECONCILING in one compare-and-set: they move back and forth while the reconciler reads.
+  [OperationStatus.UNKNOWN, OperationStatus.RECONCILING],
+  [OperationStatus.MANUAL_REVIEW],
 ];
 
 /** The check a send's outcome is owed: a read-back of an acknowledged effect, a reconciliation of an unknown one. */
