@@ -246,6 +246,13 @@ describe('reconciler: re-checks of held operations, and "still unknown"', () => 
     expect(retried.status).toBe(409);
     expect(retried.body.type).toContain('effect-exists');
     expect(retried.body.read_back).toMatchObject({ kind: 'found', evidence: { record: { reference } } });
+    // The refusal says what the operation shows (retry forbidden), not the `safe` of a FAILED as such.
+    expect(retried.body).toMatchObject({ current_status: 'FAILED', retry: 'forbidden' });
+    expect(await getOperation(stack, held.id)).toMatchObject({
+      status: 'FAILED',
+      retry: 'forbidden',
+      commit: 'unknown',
+    });
     const [{ n }] = (await stack.db.dataSource.query(`SELECT count(*)::int AS n FROM operations WHERE retry_of = $1`, [
       held.id,
     ])) as { n: number }[];

@@ -50,6 +50,7 @@ import {
   resolutionOptions,
   resolutionRefusedBy,
   retryRuleOf,
+  operationRetryRule,
   retryRefusedByLaterRead,
   retryRefusedByAcknowledgement,
   readShowsTheEffect,
@@ -625,7 +626,8 @@ export class OperationsService {
               acknowledged_at: locked.acknowledgedAt!.toISOString(),
               provider_ref: locked.providerRef,
               current_status: locked.status,
-              retry: retryRuleOf(locked.status),
+              // Refuted: what the operation itself now shows (operationRetryRule), not its status' `safe`.
+              retry: operationRetryRule({ status: locked.status, failureRefuted: true }),
             },
           );
         }
@@ -634,7 +636,10 @@ export class OperationsService {
           throw effectExists(
             `a read of the source after ${op.id} was resolved FAILED showed the effect: a retry could make it twice`,
             { kind: shown.result, evidence: shown.evidence },
-            { current_status: locked.status, retry: retryRuleOf(locked.status) },
+            {
+              current_status: locked.status,
+              retry: operationRetryRule({ status: locked.status, failureRefuted: true }),
+            },
           );
         }
         await insertExecution(tx, {
