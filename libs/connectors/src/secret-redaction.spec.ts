@@ -44,6 +44,18 @@ describe('secretRedactor', () => {
     expect(spaced('Bearer  tok-Spaced-value')).toBe('Bearer  {{secret:key}}');
   });
 
+  it('finds a secret stored with Latin-1 characters as a target that reads headers as UTF-8 echoes it', () => {
+    // Stored before secrets were limited to ASCII: the header carries 0xE4 for "ä", which is no UTF-8.
+    const latin = secretRedactor({ key: 'tok-pässwort-9' });
+    expect(latin({ headers: { 'x-api-key': 'tok-p\ufffdsswort-9' } })).toEqual({
+      headers: { 'x-api-key': '{{secret:key}}' },
+    });
+    // As a JSON body that escapes non-ASCII (Python's json.dumps), read back as text.
+    expect(latin('{"x-api-key": "tok-p\\ufffdsswort-9"}')).toBe('{"x-api-key": "{{secret:key}}"}');
+    // Bytes that happen to be UTF-8: "Ã©" goes out as C3 A9 and comes back as "é".
+    expect(secretRedactor({ key: 'tok-Ã©-9' })('echo tok-é-9')).toBe('echo {{secret:key}}');
+  });
+
   it('returns the value untouched when the tenant has no secrets', () => {
     const value = { a: 'b' };
     expect(secretRedactor(undefined)(value)).toBe(value);

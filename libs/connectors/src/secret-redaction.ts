@@ -36,7 +36,29 @@ function spellings(value: string): string[] {
   }
   // As a header carried it: without leading and trailing spaces (a value stored before they were refused).
   const sent = value.replace(/^[ \t]+|[ \t]+$/g, '');
-  return [value, json, component, component.replace(/%20/g, '+'), uri, ...(sent && sent !== value ? [sent] : [])];
+  return [
+    value,
+    json,
+    component,
+    component.replace(/%20/g, '+'),
+    uri,
+    ...(sent && sent !== value ? [sent] : []),
+    ...misreadSpellings(sent || value),
+  ];
+}
+
+/**
+ * A value stored before secrets were limited to ASCII (3479cb2) with characters U+0080–U+00FF: a header carries them as
+ * single Latin-1 bytes, and a target that reads its headers as UTF-8 (most do) and echoes them answers another spelling
+ * (U+FFFD for each byte that is no UTF-8, or other characters where the bytes happen to be). That spelling, as text and
+ * inside a JSON string, ASCII-escaped too (`\ufffd`), as such a target writes it.
+ */
+function misreadSpellings(value: string): string[] {
+  if (!/[\u0080-\u00ff]/.test(value) || [...value].some((c) => c.charCodeAt(0) > 0xff)) return [];
+  const misread = Buffer.from(value, 'latin1').toString('utf8');
+  const json = JSON.stringify(misread).slice(1, -1);
+  const ascii = json.replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return [...new Set([misread, json, ascii])];
 }
 
 function escapeRegExp(text: string): string {
