@@ -406,6 +406,31 @@ describe('operationFailure (the failure object, derived from status, reason and 
   });
 });
 
+describe('operationFailure of a FAILED refuted since (a late 2xx, or a read after it that showed the effect)', () => {
+  it('is never retryable: "proven absent" no longer stands, and re-sending could make the effect twice', () => {
+    const refuted = operationFailure(
+      { status: S.FAILED, terminalReason: R.PROVEN_ABSENT, failureRefuted: true },
+      change(S.RECONCILING),
+    );
+    expect(refuted).toMatchObject({ code: 'proven_absent', retryable: false });
+    expect(refuted?.message).toMatch(/contradicted since/);
+    // Not refuted: as before.
+    expect(
+      operationFailure(
+        { status: S.FAILED, terminalReason: R.PROVEN_ABSENT, failureRefuted: false },
+        change(S.RECONCILING),
+      ),
+    ).toMatchObject({ code: 'proven_absent', retryable: true });
+    // Only a FAILED is refuted.
+    expect(
+      operationFailure(
+        { status: S.CANCELLED, terminalReason: null, failureRefuted: true },
+        change(S.PREPARED, { cause: 'execution_cancelled' }),
+      ),
+    ).toMatchObject({ retryable: true });
+  });
+});
+
 describe('executionFailure', () => {
   it('names the phase it stopped in and the time', () => {
     expect(executionFailure('cancelled_by_caller', E.RUNNING, AT)).toEqual({

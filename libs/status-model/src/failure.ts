@@ -249,6 +249,8 @@ export interface LastStatusChange {
 export interface OperationForFailure {
   status: OperationStatus;
   terminalReason: TerminalReason | null;
+  /** A FAILED whose "no effect" was refuted since (`failureRefuted`): never retryable, whatever its code says. */
+  failureRefuted?: boolean;
 }
 
 const CANCEL_CAUSES: Readonly<Record<string, FailureCode>> = {
@@ -323,5 +325,13 @@ export function operationFailure(op: OperationForFailure, change: LastStatusChan
   // what to change.
   const refusedByRule = code === 'egress_refused' || code === 'secret_not_set' || code === 'secret_not_bound';
   const detail = refusedByRule && known.refusal ? `${known.refusal} (${reason})` : reason;
-  return failure(code, phase, known.at.toISOString(), detail);
+  const found = failure(code, phase, known.at.toISOString(), detail);
+  if (!(op.failureRefuted && op.status === S.FAILED)) return found;
+  // `proven_absent` says retryable: the same request may succeed. Not once the provider acknowledged it late or its
+  // source showed the effect: re-sending could make it twice (the retry itself is refused, 409 effect-exists).
+  return {
+    ...found,
+    retryable: false,
+    message: `${found.message}; contradicted since (the provider acknowledged it late, or its source showed the effect): it may have happened`,
+  };
 }

@@ -64,7 +64,10 @@ export function presentOperation(op: OperationEntity, lastChange: LastStatusChan
       terminalReason: op.terminalReason,
       failureRefuted: refuted,
     }),
-    failure: operationFailure(op, lastChange),
+    failure: operationFailure(
+      { status: op.status, terminalReason: op.terminalReason, failureRefuted: refuted },
+      lastChange,
+    ),
     retry: operationRetryRule({ status: op.status, failureRefuted: refuted }),
     attempt: op.attempt,
     no_change_required: op.noChangeRequired,
