@@ -3,6 +3,7 @@ import {
   DependencyView,
   LATE_ACKNOWLEDGEMENT_STATUSES,
   LATE_ACKNOWLEDGEMENT_TRIES,
+  LATE_REJECTION_TRIES,
   PreparedStep,
   RELEASABLE_EXECUTION_STATUSES,
   SENDABLE_EXECUTION_STATUSES,
@@ -397,5 +398,23 @@ describe('LATE_ACKNOWLEDGEMENT_TRIES: the compare-and-sets that record a late 2x
       OPERATION_TRANSITIONS.some((r) => r.from === OperationStatus.RECONCILING && r.to === OperationStatus.UNKNOWN),
     ).toBe(true);
     expect(tryOf(OperationStatus.RECONCILING)).toBe(tryOf(OperationStatus.UNKNOWN));
+  });
+});
+
+describe('LATE_REJECTION_TRIES: the compare-and-sets that record a late rejection cannot all miss the operation', () => {
+  it('no move goes from a later try back to an earlier one, or between two statuses tried one at a time', () => {
+    const tryOf = (status: OperationStatus) => LATE_REJECTION_TRIES.findIndex((t) => t.includes(status));
+    const backwards = OPERATION_TRANSITIONS.filter((r) => {
+      const from = tryOf(r.from);
+      const to = tryOf(r.to);
+      return from >= 0 && to >= 0 && to < from;
+    }).map((r) => `${r.from}>${r.to}`);
+    expect(backwards).toEqual([]);
+    expect(tryOf(OperationStatus.RECONCILING)).toBe(tryOf(OperationStatus.UNKNOWN));
+    expect(LATE_REJECTION_TRIES.flat()).toEqual([
+      OperationStatus.UNKNOWN,
+      OperationStatus.RECONCILING,
+      OperationStatus.MANUAL_REVIEW,
+    ]);
   });
 });
