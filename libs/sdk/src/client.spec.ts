@@ -1,6 +1,12 @@
 import { createServer, IncomingMessage, ServerResponse } from 'node:http';
 import { Verity } from './client';
-import { VerityConditionError, VerityConflictError, VerityNetworkError, VerityTimeoutError } from './errors';
+import {
+  VerityConditionError,
+  VerityConflictError,
+  VerityNetworkError,
+  VerityServerError,
+  VerityTimeoutError,
+} from './errors';
 import type { Execution, SubmissionRequest } from './types';
 import { closedAfterEachTest, listenLocally } from '../../../test/support/local-server';
 
@@ -159,6 +165,39 @@ describe('create: idempotent retry over a real dropped connection', () => {
     expect(error!.message).not.toContain(KEY);
     expect(server.seen).toHaveLength(3);
     expect(intake.created()).toBe(1);
+  });
+});
+
+describe('create: an answer that does not settle whether it was accepted', () => {
+  it('a 503 after a dropped first attempt carries the key and outcomeUnknown, like a network error', async () => {
+    const intake = idempotentIntake(1);
+    const server = await listen((req, res, body, n) => {
+      if (n === 1) return intake.handler(req, res, body, n);
+      json(res, 503, { type: 'about:blank', title: 'Service unavailable', status: 503 });
+    });
+    const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
+    const error = (await dx.executions.create(SUBMISSION).catch((e: unknown) => e)) as VerityServerError;
+    expect(error).toBeInstanceOf(VerityServerError);
+    expect(intake.created()).toBe(1);
+    expect(error).toMatchObject({ status: 503, outcomeUnknown: true, idempotencyKey: server.seen[0].idempotencyKey });
+    expect(error.message).toContain('same Idempotency-Key');
+  });
+
+  it('a 500 on a cancel may have been carried out: outcomeUnknown, never repeated', async () => {
+    const server = await listen((req, res) => json(res, 500, { type: 'about:blank', title: 'Internal', status: 500 }));
+    const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
+    const error = (await dx.executions.cancel('exe_1').catch((e: unknown) => e)) as VerityServerError;
+    expect(error).toMatchObject({ status: 500, outcomeUnknown: true, idempotencyKey: undefined });
+    expect(server.seen).toHaveLength(1);
+  });
+
+  it('a refusal that proves nothing was written (400, 422) is not outcomeUnknown', async () => {
+    const server = await listen((req, res) =>
+      json(res, 422, { type: 'https://verity.dev/problems/idempotency-key-reused', title: 'x', status: 422 }),
+    );
+    const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
+    const error = (await dx.executions.create(SUBMISSION).catch((e: unknown) => e)) as VerityServerError;
+    expect(error).toMatchObject({ status: 422, outcomeUnknown: false });
   });
 });
 

@@ -29,9 +29,20 @@ export class VerityError extends Error {
   readonly retryAfterMs: number | undefined;
   /** The server's x-request-id, for support. */
   readonly requestId: string | undefined;
+  /**
+   * True for a request with an effect (a POST) whose answer does not settle whether it was carried out: a 5xx, an
+   * `idempotency-key-in-flight`, or any answer after an earlier attempt of it that may have reached the server (a
+   * network error, a 5xx). Read the resource, or repeat a create with `idempotencyKey`, before deciding to repeat it.
+   */
+  readonly outcomeUnknown: boolean;
+  /** For such a create: the Idempotency-Key sent; repeating the create with it is safe and tells the outcome. */
+  readonly idempotencyKey: string | undefined;
 
-  constructor(problem: ProblemDetails, init: { retryAfterMs?: number; requestId?: string } = {}) {
-    super(messageOf(problem));
+  constructor(
+    problem: ProblemDetails,
+    init: { retryAfterMs?: number; requestId?: string; outcomeUnknown?: boolean; idempotencyKey?: string } = {},
+  ) {
+    super(messageOf(problem) + (init.outcomeUnknown ? outcomeAdvice(init.idempotencyKey) : ''));
     this.status = problem.status;
     this.type = problem.type;
     this.code = codeOf(problem.type, problem.status);
@@ -42,6 +53,8 @@ export class VerityError extends Error {
     this.body = problem;
     this.retryAfterMs = init.retryAfterMs;
     this.requestId = init.requestId;
+    this.outcomeUnknown = init.outcomeUnknown ?? false;
+    this.idempotencyKey = init.outcomeUnknown ? init.idempotencyKey : undefined;
   }
 
   /** True when this is the given problem code (`err.is('not-found')`). */
@@ -114,11 +127,7 @@ export class VerityNetworkError extends Error {
     idempotencyKey?: string;
     cause?: unknown;
   }) {
-    const advice = !init.outcomeUnknown
-      ? ''
-      : init.idempotencyKey
-        ? '; the request may have reached the server: repeat it with the same Idempotency-Key to learn its outcome'
-        : '; the request may have reached the server: its outcome is unknown, read the resource before repeating it';
+    const advice = init.outcomeUnknown ? outcomeAdvice(init.idempotencyKey) : '';
     super(
       `${init.method} ${init.path}: no response after ${init.attempts} attempt${init.attempts === 1 ? '' : 's'} ` +
         `(${describeCause(init.cause)})${advice}`,
@@ -181,15 +190,32 @@ export function codeOf(type: string | undefined, status: number): ProblemCode {
   return `http-${status}`;
 }
 
+/** What to do about a request with an effect whose outcome is unknown. */
+function outcomeAdvice(idempotencyKey: string | undefined): string {
+  return idempotencyKey
+    ? '; the request may have reached the server: repeat it with the same Idempotency-Key to learn its outcome'
+    : '; the request may have reached the server: its outcome is unknown, read the resource before repeating it';
+}
+
 /**
  * Builds the typed error for a non-2xx answer. A body that is not a problem (a proxy's HTML page, an empty body)
  * still gives a VerityError, with a problem synthesized from the status and the text kept in `detail`.
  */
-export function errorFromResponse(status: number, headers: Headers, text: string): VerityError {
+export function errorFromResponse(
+  status: number,
+  headers: Headers,
+  text: string,
+  effect: { outcomeUnknown: boolean; idempotencyKey?: string } = { outcomeUnknown: false },
+): VerityError {
   const problem = parseProblem(status, text);
   const init = { retryAfterMs: parseRetryAfter(headers.get('retry-after')), requestId: headers.get('x-request-id') };
   const Class = errorClassFor(problem.status, codeOf(problem.type, problem.status));
-  return new Class(problem, { retryAfterMs: init.retryAfterMs, requestId: init.requestId ?? undefined });
+  return new Class(problem, {
+    retryAfterMs: init.retryAfterMs,
+    requestId: init.requestId ?? undefined,
+    outcomeUnknown: effect.outcomeUnknown,
+    idempotencyKey: effect.idempotencyKey,
+  });
 }
 
 export function parseProblem(status: number, text: string): ProblemDetails {

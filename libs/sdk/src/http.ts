@@ -100,6 +100,8 @@ export class Transport {
     const body = spec.body !== undefined ? JSON.stringify(spec.body) : undefined;
     const url = this.url(spec.path, spec.query);
     let lastNetworkError: unknown;
+    // An attempt that may have been carried out: a network error or an answer that does not say it was not.
+    let mayHaveReached = false;
     for (let attempt = 1; attempt <= attemptsAllowed; attempt += 1) {
       spec.signal?.throwIfAborted();
       const signals = [AbortSignal.timeout(this.timeoutMs), ...(spec.signal ? [spec.signal] : [])];
@@ -112,6 +114,7 @@ export class Transport {
       } catch (error) {
         spec.signal?.throwIfAborted();
         lastNetworkError = error;
+        mayHaveReached = true;
         if (attempt < attemptsAllowed) {
           await sleep(backoff(this.backoffMs, attempt), spec.signal);
           continue;
@@ -127,9 +130,19 @@ export class Transport {
         };
       }
       const error = errorFromResponse(response.status, response.headers, text);
+      const inconclusive = error.status >= 500 || error.code === IN_FLIGHT;
       if (attempt < attemptsAllowed && isRetryableAnswer(error)) {
+        mayHaveReached ||= inconclusive;
         await sleep(Math.max(backoff(this.backoffMs, attempt), error.retryAfterMs ?? 0), spec.signal);
         continue;
+      }
+      // A request with an effect: a 5xx or an in-flight answer does not say it was not carried out, nor does any
+      // answer after an attempt that may have been — the caller is told so, and given the key to learn the outcome.
+      if (spec.method !== 'GET' && (inconclusive || mayHaveReached)) {
+        throw errorFromResponse(response.status, response.headers, text, {
+          outcomeUnknown: true,
+          idempotencyKey: spec.headers?.['idempotency-key'],
+        });
       }
       throw error;
     }

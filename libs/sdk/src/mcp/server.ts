@@ -485,6 +485,23 @@ async function guarded(run: () => Promise<CallToolResult>): Promise<CallToolResu
   try {
     return await run();
   } catch (error) {
+    if (error instanceof VerityError && error.outcomeUnknown) {
+      // A 5xx (or an answer after a lost one) says nothing about whether the request was carried out: not "refused".
+      const answer = `${error.status} ${error.code}: ${error.detail ?? error.title}`;
+      const text = error.idempotencyKey
+        ? `No conclusive answer from Verity (${answer}). The submission may have been accepted: repeat ` +
+          `submit_execution with idempotency_key "${error.idempotencyKey}" and the same body to learn its outcome; ` +
+          'never with a new key.'
+        : `No conclusive answer from Verity (${answer}). The request may have been carried out: read the execution ` +
+          'before repeating it.';
+      return {
+        isError: true,
+        content: [{ type: 'text', text }],
+        structuredContent: {
+          error: { ...error.body, outcome_unknown: true, idempotency_key: error.idempotencyKey ?? null },
+        },
+      };
+    }
     if (error instanceof VerityError) {
       const fields = error.errors.map((e) => `${e.field}: ${e.message} (${e.rule})`);
       const text = [`Refused: ${error.status} ${error.code}: ${error.detail ?? error.title}`, ...fields].join('\n');

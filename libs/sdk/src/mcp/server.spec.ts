@@ -1,0 +1,97 @@
+import { createServer } from 'node:http';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { Verity } from '../client';
+import { createVerityMcpServer } from './server';
+import { closedAfterEachTest, listenLocally } from '../../../../test/support/local-server';
+
+const closeAfterTest = closedAfterEachTest();
+
+const SUBMISSION = {
+  agent_id: 'unit',
+  intent: 'charge',
+  operations: [
+    {
+      key: 'charge',
+      connector: 'sandbox.payments',
+      action: 'charge',
+      params: { amount: 1250, currency: 'EUR', reference: 'order-1' },
+    },
+  ],
+};
+
+/** A tool client over an in-memory MCP connection to the server, whose SDK client talks to `baseUrl`. */
+async function tools(baseUrl: string) {
+  const mcp = createVerityMcpServer({ client: new Verity({ baseUrl, apiKey: 'sk-unit', backoffMs: 5 }) });
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  await mcp.server.connect(serverSide);
+  const client = new Client({ name: 'unit', version: '0' });
+  await client.connect(clientSide);
+  return {
+    call: async (name: string, args: Record<string, unknown>) =>
+      (await client.callTool({ name, arguments: args })) as CallToolResult,
+    close: async () => {
+      await client.close();
+      await mcp.server.close();
+    },
+  };
+}
+
+function textOf(result: CallToolResult): string {
+  return result.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
+}
+
+describe('submit_execution when the answer does not settle whether the submission was accepted', () => {
+  it('after a dropped first attempt and 503s, names the key to repeat with instead of "refused"', async () => {
+    let requests = 0;
+    const server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        requests += 1;
+        // The first attempt arrives (and, for all the client knows, is carried out); its answer is lost.
+        if (requests === 1) {
+          req.socket.destroy();
+          return;
+        }
+        res.writeHead(503, { 'content-type': 'application/problem+json' });
+        res.end(JSON.stringify({ type: 'about:blank', title: 'Service unavailable', status: 503 }));
+      });
+    });
+    const { url } = await closeAfterTest(await listenLocally(server));
+    const mcp = await tools(url);
+    try {
+      const result = await mcp.call('submit_execution', SUBMISSION);
+      expect(requests).toBe(3);
+      expect(result.isError).toBe(true);
+      const text = textOf(result);
+      expect(text).not.toMatch(/^Refused/);
+      expect(text).toMatch(/may have been accepted/);
+      const key = (result.structuredContent as { error: { idempotency_key: string } }).error.idempotency_key;
+      expect(key).toMatch(/^[0-9a-f-]{36}$/);
+      expect(text).toContain(key);
+    } finally {
+      await mcp.close();
+    }
+  });
+
+  it('a 500 on the only attempt may hide an accepted submission: the key is given', async () => {
+    const server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(500, { 'content-type': 'text/html' });
+        res.end('<html>upstream error</html>');
+      });
+    });
+    const { url } = await closeAfterTest(await listenLocally(server));
+    const mcp = await tools(url);
+    try {
+      const result = await mcp.call('submit_execution', { ...SUBMISSION, idempotency_key: 'order-1-charge' });
+      expect(result.isError).toBe(true);
+      expect(textOf(result)).toMatch(/may have been accepted/);
+      expect(textOf(result)).toContain('"order-1-charge"');
+    } finally {
+      await mcp.close();
+    }
+  });
+});
