@@ -139,14 +139,19 @@ export class ExecutionsApi {
   }
 
   /**
-   * Resolves with the execution once it is terminal and every operation has settled (terminal, MANUAL_REVIEW, or
-   * ACKNOWLEDGED without read-back): the agent's part is over, even if a reviewer still owes a resolution (the stream
+   * Resolves with the execution once it is terminal, every operation has settled (terminal, MANUAL_REVIEW, or
+   * ACKNOWLEDGED without read-back) and no evaluation of its criteria is still owed: the agent's part is over, even if a reviewer still owes a resolution (the stream
    * stays open for that; use `waitFor` to wait for it). Follows the stream; if the stream cannot be used, polls GET.
    * Rejects with a VerityTimeoutError after `timeoutMs`, or with the API's error (404 …).
    */
   waitForSettled(id: string, options: WaitOptions = {}): Promise<Execution> {
-    // Settledness is a matter of statuses: only an event that changes one is worth a fresh read.
-    return this.waitUntil(id, isExecutionSettled, options, (event) => event.to_status !== null);
+    // Settledness is a matter of statuses and of the outcome: only an event that changes one is worth a fresh read.
+    return this.waitUntil(
+      id,
+      isExecutionSettled,
+      options,
+      (event) => event.to_status !== null || event.type === 'outcome.evaluated',
+    );
   }
 
   /**
