@@ -1,7 +1,11 @@
 import { createServer } from 'node:http';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import {
+  type CallToolResult,
+  LoggingMessageNotificationSchema,
+  ResourceUpdatedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
 import { Verity } from '../client';
 import { createVerityMcpServer } from './server';
 import { closedAfterEachTest, listenLocally } from '../../../../test/support/local-server';
@@ -94,4 +98,48 @@ describe('submit_execution when the answer does not settle whether the submissio
       await mcp.close();
     }
   });
+});
+
+describe('a subscribed execution whose stream ends while it can still change', () => {
+  for (const reason of ['deadline', 'key_revoked'] as const) {
+    it(`says the updates stopped when the stream ends with reason ${reason}, never falls silent`, async () => {
+      const server = createServer((req, res) => {
+        req.resume();
+        if (req.url === '/v1/executions/exe_1') {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ id: 'exe_1', status: 'completed', operations: [] }));
+          return;
+        }
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        const event = { id: 'evt_1', seq: 1, type: 'operation.status_changed', to_status: 'MANUAL_REVIEW' };
+        res.end(`id: evt_1\ndata: ${JSON.stringify(event)}\n\nevent: end\ndata: {"reason":"${reason}"}\n\n`);
+      });
+      const { url } = await closeAfterTest(await listenLocally(server));
+      const mcp = createVerityMcpServer({
+        client: new Verity({ baseUrl: url, apiKey: 'sk-unit', backoffMs: 5 }),
+        subscriptions: true,
+      });
+      const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+      await mcp.server.connect(serverSide);
+      const client = new Client({ name: 'unit', version: '0' });
+      const updated: string[] = [];
+      const said = new Promise<string>((resolve) =>
+        client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => resolve(String(n.params.data))),
+      );
+      client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => void updated.push(n.params.uri));
+      await client.connect(clientSide);
+      try {
+        await client.subscribeResource({ uri: 'verity://executions/exe_1' });
+        const message = await said;
+        expect(message).toContain('verity://executions/exe_1');
+        expect(message).toContain(reason);
+        expect(message).toMatch(/re-read the resource or call wait_for_execution/);
+        expect(updated).toEqual(['verity://executions/exe_1']);
+      } finally {
+        mcp.close();
+        await client.close();
+        await mcp.server.close();
+      }
+    });
+  }
 });

@@ -272,7 +272,8 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
         'An execution with its operations as JSON: `report` states the execution status and each operation’s ' +
         'effect separately, in words; `execution` is the API’s JSON. ' +
         (options.subscriptions
-          ? 'Subscribe to be notified of every change.'
+          ? 'Subscribe to be notified of every change; a warning (logging message) says when updates stop before ' +
+            'it settled (its deadline, a revoked key).'
           : 'Re-read it (or call wait_for_execution) to see changes.'),
       mimeType: 'application/json',
     },
@@ -322,23 +323,35 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
   };
 }
 
-/** Follows the execution's event stream and tells the client after each event; ends once it has settled. */
+/**
+ * Follows the execution's event stream and tells the client after each event; ends once it has settled. A stream
+ * that ends while the execution can still change (its deadline passed with a hold awaiting a reviewer, the key was
+ * revoked) or that fails is said to have stopped: the subscriber is never left waiting for an update that cannot come.
+ */
 async function follow(dx: Verity, server: McpServer, id: string, uri: string, signal: AbortSignal): Promise<void> {
+  let stopped: string;
   try {
-    for await (const event of dx.stream(id, { signal })) {
+    const stream = dx.stream(id, { signal });
+    for await (const event of stream) {
       void event;
       await server.server.sendResourceUpdated({ uri });
     }
+    if (stream.endReason === 'settled') return;
+    stopped =
+      stream.endReason === 'deadline'
+        ? 'the stream ended at the execution’s deadline (reason deadline) while it could still change, e.g. a reviewer’s resolution'
+        : 'the stream ended with reason key_revoked: the API key was revoked';
   } catch (error) {
     if (signal.aborted) return;
-    await server
-      .sendLoggingMessage({
-        level: 'warning',
-        logger: 'verity',
-        data: `updates of ${uri} stopped (${(error as Error).message}); re-read the resource or call wait_for_execution`,
-      })
-      .catch(() => undefined);
+    stopped = (error as Error).message;
   }
+  await server
+    .sendLoggingMessage({
+      level: 'warning',
+      logger: 'verity',
+      data: `updates of ${uri} stopped (${stopped}); re-read the resource or call wait_for_execution`,
+    })
+    .catch(() => undefined);
 }
 
 /**
