@@ -143,3 +143,44 @@ describe('a subscribed execution whose stream ends while it can still change', (
     });
   }
 });
+
+describe('the execution resources, listed page by page', () => {
+  it('says there is more after a full page and serves the next page for its cursor, never a silent cut', async () => {
+    const asked: string[] = [];
+    const server = createServer((req, res) => {
+      req.resume();
+      const url = new URL(req.url!, 'http://x');
+      asked.push(url.search);
+      const cursor = url.searchParams.get('cursor');
+      const ids =
+        cursor === 'exe_050'
+          ? ['exe_051']
+          : Array.from({ length: 50 }, (_, i) => `exe_${String(i + 1).padStart(3, '0')}`);
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({
+          data: ids.map((id) => ({ id, intent: `intent of ${id}` })),
+          next_cursor: cursor ? null : 'exe_050',
+        }),
+      );
+    });
+    const { url } = await closeAfterTest(await listenLocally(server));
+    const mcp = createVerityMcpServer({ client: new Verity({ baseUrl: url, apiKey: 'sk-unit', backoffMs: 5 }) });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await mcp.server.connect(serverSide);
+    const client = new Client({ name: 'unit', version: '0' });
+    await client.connect(clientSide);
+    try {
+      const first = await client.listResources();
+      expect(first.resources).toHaveLength(50);
+      expect(first.nextCursor).toBeDefined();
+      const second = await client.listResources({ cursor: first.nextCursor });
+      expect(second.resources.map((r) => r.uri)).toEqual(['verity://executions/exe_051']);
+      expect(second.nextCursor).toBeUndefined();
+      expect(asked[1]).toContain('cursor=exe_050');
+    } finally {
+      await client.close();
+      await mcp.server.close();
+    }
+  });
+});

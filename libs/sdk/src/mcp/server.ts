@@ -2,6 +2,7 @@ import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mc
 import {
   type CallToolResult,
   ErrorCode,
+  ListResourcesRequestSchema,
   McpError,
   type ServerNotification,
   SubscribeRequestSchema,
@@ -253,19 +254,8 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
 
   server.registerResource(
     'execution',
-    new ResourceTemplate(EXECUTION_URI_TEMPLATE, {
-      list: async () => {
-        const page = await dx.executions.list({ limit: 50 });
-        return {
-          resources: page.data.map((e) => ({
-            uri: executionUri(e.id),
-            name: e.id,
-            title: e.intent.slice(0, 200),
-            mimeType: 'application/json',
-          })),
-        };
-      },
-    }),
+    // Listed by the handler below, page by page: a template's list callback has no cursor to read or give.
+    new ResourceTemplate(EXECUTION_URI_TEMPLATE, { list: undefined }),
     {
       title: 'Execution state',
       description:
@@ -290,6 +280,27 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
       return { contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify(body, null, 2) }] };
     },
   );
+
+  // resources/list: the executions newest first, 50 a page, with the API's cursor as MCP's — the newest 50 alone
+  // would read as all there is.
+  server.server.setRequestHandler(ListResourcesRequestSchema, async (request) => {
+    const cursor = request.params?.cursor;
+    const page = await dx.executions.list({ limit: 50, ...(cursor ? { cursor } : {}) }).catch((error: unknown) => {
+      if (error instanceof VerityError && error.status === 400) {
+        throw new McpError(ErrorCode.InvalidParams, `not a cursor of this list: ${cursor}`);
+      }
+      throw error;
+    });
+    return {
+      resources: page.data.map((e) => ({
+        uri: executionUri(e.id),
+        name: e.id,
+        title: e.intent.slice(0, 200),
+        mimeType: 'application/json',
+      })),
+      ...(page.next_cursor ? { nextCursor: page.next_cursor } : {}),
+    };
+  });
 
   const followers = new Map<string, AbortController>();
   if (options.subscriptions) {
