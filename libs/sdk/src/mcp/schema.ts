@@ -13,7 +13,23 @@ const Key = z
   .min(1)
   .max(64)
   .regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, "_", "." and "-" only');
-const JsonObject = z.record(z.string(), z.unknown());
+/**
+ * A JSON object. A `"__proto__"` key is refused here, as the API refuses it: a record schema would drop it without a
+ * word (it cannot be assigned as an own key), and the body sent would then differ from the one the agent wrote.
+ */
+const JsonObject = z.preprocess(
+  (value, ctx) => {
+    if (value !== null && typeof value === 'object' && !Array.isArray(value) && Object.hasOwn(value, '__proto__')) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['__proto__'],
+        message: 'unknown field "__proto__": names of Object.prototype are never accepted as keys',
+      });
+    }
+    return value;
+  },
+  z.record(z.string(), z.unknown()),
+);
 
 export const OperationInput = z.strictObject({
   key: Key.describe('unique within the submission; other operations name it in depends_on'),

@@ -184,3 +184,37 @@ describe('the execution resources, listed page by page', () => {
     }
   });
 });
+
+describe('submit_execution with a key that names Object.prototype', () => {
+  it('refuses params or expected_state with a "__proto__" key, as the API does, instead of sending them without it', async () => {
+    const bodies: string[] = [];
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        bodies.push(Buffer.concat(chunks).toString());
+        res.writeHead(201, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({ id: 'exe_1', status: 'created', operations: [], effects: { summary: 'none', counts: {} } }),
+        );
+      });
+    });
+    const { url } = await closeAfterTest(await listenLocally(server));
+    const mcp = await tools(url);
+    try {
+      for (const field of ['params', 'expected_state']) {
+        // JSON.parse makes "__proto__" an own key, as it arrives in a tool call.
+        const operation = JSON.parse(
+          `{"key":"charge","connector":"sandbox.payments","action":"charge","params":{"amount":5},` +
+            `"${field}":{"__proto__":{"amount":1},"currency":"EUR"}}`,
+        ) as Record<string, unknown>;
+        const result = await mcp.call('submit_execution', { ...SUBMISSION, operations: [operation] });
+        expect(result.isError).toBe(true);
+        expect(textOf(result)).toContain('__proto__');
+      }
+      expect(bodies).toEqual([]);
+    } finally {
+      await mcp.close();
+    }
+  });
+});
