@@ -191,6 +191,20 @@ describe('create: an answer that does not settle whether it was accepted', () =>
     expect(server.seen).toHaveLength(1);
   });
 
+  it('a 201 whose body is not JSON was carried out: outcomeUnknown with the key, not a bare server error', async () => {
+    const server = await listen((req, res) => {
+      res.writeHead(201, { 'content-type': 'application/json' });
+      res.end('{"id":"exe_1","status":');
+    });
+    const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
+    const error = (await dx.executions
+      .create(SUBMISSION, { idempotencyKey: 'k-201' })
+      .catch((e: unknown) => e)) as VerityServerError;
+    expect(error).toBeInstanceOf(VerityServerError);
+    expect(error).toMatchObject({ status: 201, outcomeUnknown: true, idempotencyKey: 'k-201' });
+    expect(server.seen).toHaveLength(1);
+  });
+
   it('a refusal that proves nothing was written (400, 422) is not outcomeUnknown', async () => {
     const server = await listen((req, res) =>
       json(res, 422, { type: 'https://verity.dev/problems/idempotency-key-reused', title: 'x', status: 422 }),

@@ -122,8 +122,14 @@ export class Transport {
         break;
       }
       if (response.ok) {
+        // A 2xx to a request with an effect says it was carried out, whatever its body: one that cannot be read is
+        // no reason to think otherwise, so the error says the outcome is unknown and gives the key.
+        const effect =
+          spec.method !== 'GET'
+            ? { outcomeUnknown: true, idempotencyKey: spec.headers?.['idempotency-key'] }
+            : { outcomeUnknown: false };
         return {
-          data: parseJson<T>(text, response.status),
+          data: parseJson<T>(text, response.status, effect),
           status: response.status,
           headers: response.headers,
           attempts: attempt,
@@ -166,17 +172,20 @@ function isRetryableAnswer(error: VerityError): boolean {
 /** Typed as a known code, so a code the API renames or drops fails to compile here. */
 const IN_FLIGHT: KnownProblemCode = 'idempotency-key-in-flight';
 
-function parseJson<T>(text: string, status: number): T {
+function parseJson<T>(text: string, status: number, effect: { outcomeUnknown: boolean; idempotencyKey?: string }): T {
   if (!text) return undefined as T;
   try {
     return JSON.parse(text) as T;
   } catch {
-    throw new VerityServerError({
-      type: 'about:blank',
-      title: 'Malformed response',
-      status,
-      detail: `a ${status} response whose body is not JSON: ${text.slice(0, 200)}`,
-    });
+    throw new VerityServerError(
+      {
+        type: 'about:blank',
+        title: 'Malformed response',
+        status,
+        detail: `a ${status} response whose body is not JSON: ${text.slice(0, 200)}`,
+      },
+      effect,
+    );
   }
 }
 
