@@ -218,3 +218,38 @@ describe('submit_execution with a key that names Object.prototype', () => {
     }
   });
 });
+
+describe('submit_execution against an API that does not answer', () => {
+  it('answers within its bound, before an MCP client gives up, with the key to repeat with', async () => {
+    let requests = 0;
+    const server = createServer((req) => {
+      req.resume();
+      requests += 1; // received, never answered: it may be carried out
+    });
+    const { url } = await closeAfterTest(await listenLocally(server));
+    // The SDK's own bounds (30 s a request, 3 attempts) outlast the 60 s an MCP client waits for an answer.
+    const mcp = createVerityMcpServer({
+      client: new Verity({ baseUrl: url, apiKey: 'sk-unit', backoffMs: 5 }),
+      submitTimeoutMs: 500,
+    });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await mcp.server.connect(serverSide);
+    const client = new Client({ name: 'unit', version: '0' });
+    await client.connect(clientSide);
+    try {
+      const result = (await client.callTool({ name: 'submit_execution', arguments: SUBMISSION }, undefined, {
+        timeout: 10_000,
+      })) as CallToolResult;
+      expect(requests).toBeGreaterThanOrEqual(1);
+      expect(result.isError).toBe(true);
+      const text = textOf(result);
+      expect(text).toMatch(/may have been accepted/);
+      const key = (result.structuredContent as { error: { idempotency_key: string } }).error.idempotency_key;
+      expect(key).toMatch(/^[0-9a-f-]{36}$/);
+      expect(text).toContain(key);
+    } finally {
+      await client.close();
+      await mcp.server.close();
+    }
+  });
+});

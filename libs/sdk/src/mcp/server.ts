@@ -52,7 +52,16 @@ export interface VerityMcpOptions {
    * it the answer says the histories were cut and where the rest starts: never a history that silently stops early.
    */
   maxHistoryEvents?: number;
+  /**
+   * How long submit_execution waits for the API, all attempts included (default 50 s, below the MCP clients' usual
+   * 60 s request timeout): past it the tool answers that the submission may have been accepted and gives the key to
+   * repeat it with, instead of leaving the client to give up with no key.
+   */
+  submitTimeoutMs?: number;
 }
+
+/** Below the MCP clients' usual 60 s request timeout, like MAX_WAIT_SECONDS. */
+export const SUBMIT_TIMEOUT_MS = 50_000;
 
 export const HISTORY_PAGE_SIZE = 1000;
 export const MAX_HISTORY_EVENTS = 100_000;
@@ -81,6 +90,7 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
     maxEvents: Math.max(Math.trunc(options.maxHistoryEvents ?? MAX_HISTORY_EVENTS), 1),
   };
   const histories = (client: Verity, executionId: string) => readHistories(client, executionId, historyBounds);
+  const submitTimeoutMs = Math.max(Math.trunc(options.submitTimeoutMs ?? SUBMIT_TIMEOUT_MS), 1);
   const server = new McpServer(
     { name: MCP_SERVER_NAME, version: MCP_SERVER_VERSION, title: 'Verity' },
     {
@@ -130,12 +140,26 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
       inputSchema: SubmitExecutionInput,
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
     },
-    async (input) =>
+    async (input, extra) =>
       guarded(async () => {
         const { idempotency_key, ...submission } = input;
-        const created = await dx.executions.createWithMeta(submission, {
-          idempotencyKey: idempotency_key ?? globalThis.crypto.randomUUID(),
-        });
+        const idempotencyKey = idempotency_key ?? globalThis.crypto.randomUUID();
+        // The SDK's own bounds (a request, its retries) can outlast the client's patience: the answer comes first.
+        const bound = AbortSignal.timeout(submitTimeoutMs);
+        let created: Awaited<ReturnType<typeof dx.executions.createWithMeta>>;
+        try {
+          created = await dx.executions.createWithMeta(submission, {
+            idempotencyKey,
+            signal: AbortSignal.any([bound, extra.signal]),
+          });
+        } catch (error) {
+          if (!bound.aborted || extra.signal.aborted) throw error;
+          return unanswered(
+            `no answer within ${submitTimeoutMs / 1000} s`,
+            'POST /v1/executions: no answer in time',
+            idempotencyKey,
+          );
+        }
         const head =
           `Accepted (idempotency key ${created.idempotencyKey}${created.replayed ? '; a replay: this key was used before, this is the execution it created' : ''}). ` +
           'Nothing below has necessarily happened yet; use wait_for_execution to follow it.';
@@ -531,19 +555,20 @@ async function guarded(run: () => Promise<CallToolResult>): Promise<CallToolResu
       const text = [`Refused: ${error.status} ${error.code}: ${error.detail ?? error.title}`, ...fields].join('\n');
       return { isError: true, content: [{ type: 'text', text }], structuredContent: { error: error.body } };
     }
-    if (error instanceof VerityNetworkError) {
-      const text = error.idempotencyKey
-        ? `No answer from Verity (${error.message}). The submission may have been accepted: repeat submit_execution ` +
-          `with idempotency_key "${error.idempotencyKey}" and the same body to learn its outcome; never with a new key.`
-        : `No answer from Verity (${error.message}).`;
-      return {
-        isError: true,
-        content: [{ type: 'text', text }],
-        structuredContent: {
-          error: { code: 'network', message: error.message, idempotency_key: error.idempotencyKey ?? null },
-        },
-      };
-    }
+    if (error instanceof VerityNetworkError) return unanswered(error.message, error.message, error.idempotencyKey);
     throw error;
   }
+}
+
+/** No answer from the API: for a submission, it may have been accepted, and the key tells which. */
+function unanswered(why: string, message: string, idempotencyKey: string | undefined): CallToolResult {
+  const text = idempotencyKey
+    ? `No answer from Verity (${why}). The submission may have been accepted: repeat submit_execution ` +
+      `with idempotency_key "${idempotencyKey}" and the same body to learn its outcome; never with a new key.`
+    : `No answer from Verity (${why}).`;
+  return {
+    isError: true,
+    content: [{ type: 'text', text }],
+    structuredContent: { error: { code: 'network', message, idempotency_key: idempotencyKey ?? null } },
+  };
 }
