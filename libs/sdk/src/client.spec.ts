@@ -205,6 +205,17 @@ describe('create: an answer that does not settle whether it was accepted', () =>
     expect(server.seen).toHaveLength(1);
   });
 
+  it('an Idempotency-Key no header can carry is refused before any request, never "no response, repeat it"', async () => {
+    const server = await listen((req, res) => json(res, 201, fakeExecution('exe_1')));
+    const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
+    for (const idempotencyKey of ['order-€1', 'two words', '', 'k'.repeat(256)]) {
+      const error = await dx.executions.create(SUBMISSION, { idempotencyKey }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(RangeError);
+      expect((error as Error).message).toContain('printable ASCII');
+    }
+    expect(server.seen).toHaveLength(0);
+  });
+
   it('a refusal that proves nothing was written (400, 422) is not outcomeUnknown', async () => {
     const server = await listen((req, res) =>
       json(res, 422, { type: 'https://verity.dev/problems/idempotency-key-reused', title: 'x', status: 422 }),

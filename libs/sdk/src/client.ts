@@ -26,6 +26,9 @@ import type {
  */
 export type VerityOptions = TransportOptions;
 
+/** The API's rule for an Idempotency-Key. */
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+
 export interface RequestOptions {
   signal?: AbortSignal;
 }
@@ -80,6 +83,11 @@ export class ExecutionsApi {
   /** As `create`, with the replay flag, the key sent and the number of attempts. */
   async createWithMeta(body: SubmissionRequest, options: CreateOptions = {}): Promise<CreateResult> {
     const idempotencyKey = options.idempotencyKey ?? globalThis.crypto.randomUUID();
+    // A key no header can carry (`€`) makes fetch throw before sending, which would read as a lost answer ("repeat it
+    // with the same key") that no repetition could ever get: refused here, with the API's own rule.
+    if (!IDEMPOTENCY_KEY.test(idempotencyKey)) {
+      throw new RangeError('Verity: idempotencyKey must be 1 to 255 printable ASCII characters without spaces');
+    }
     const result = await this.transport.request<Execution>({
       method: 'POST',
       path: '/v1/executions',
