@@ -183,11 +183,13 @@ describe('dispatcher: crashes and pauses around the send', () => {
     }
   });
 
-  it('a 2xx that comes back after the send was held for a human is recorded: a person cannot call it FAILED, nor retry it', async () => {
-    // An SMS cannot be read back: the UNKNOWN the sweeper writes is held for a human at once, before the frozen worker's
-    // 2xx comes back. The provider took the message; its word must be on file when a person decides.
+  /**
+   * An SMS whose dispatcher is frozen after its call until the sweeper has marked the send UNKNOWN — held for a human at
+   * once, as an SMS cannot be read back — then resumed: its late answer loses the compare-and-set. Waits for the event
+   * `type` that records that answer; the history is checked legal. Returns the operation and those events.
+   */
+  async function lateAnswerToAHeldSms(clientRef: string, type: string) {
     const a = await pausedDispatcher({ TEST_PAUSE_AFTER_CALL_MS: '5000' });
-    const clientRef = unique('late-ack-held');
     const created = await submit(stack, [sms(clientRef)]);
     const [opId] = await waitForMarkers(a, 'paused after call', 1);
     a.child.kill('SIGSTOP');
@@ -196,12 +198,20 @@ describe('dispatcher: crashes and pauses around the send', () => {
     await waitForLog(a, (l) => l.msg === 'late send outcome rejected by CAS' && l.operationId === opId);
     const log = await waitFor(
       () => events(stack, created.id),
-      (l) => l.some((e) => e.operation_id === opId && e.type === 'operation.acknowledged_late'),
+      (l) => l.some((e) => e.operation_id === opId && e.type === type),
       10_000,
       150,
     );
     expectLegalHistory(log);
-    expect(log.filter((e) => e.operation_id === opId && e.type === 'operation.acknowledged_late')).toHaveLength(1);
+    return { opId, late: log.filter((e) => e.operation_id === opId && e.type === type) };
+  }
+
+  it('a 2xx that comes back after the send was held for a human is recorded: a person cannot call it FAILED, nor retry it', async () => {
+    // An SMS cannot be read back: the UNKNOWN the sweeper writes is held for a human at once, before the frozen worker's
+    // 2xx comes back. The provider took the message; its word must be on file when a person decides.
+    const clientRef = unique('late-ack-held');
+    const { opId, late } = await lateAnswerToAHeldSms(clientRef, 'operation.acknowledged_late');
+    expect(late).toHaveLength(1);
     const held = await getOperation(stack, opId);
     expect(held).toMatchObject({ status: 'MANUAL_REVIEW', acknowledged_at: expect.any(String) });
     expect(held.permitted_resolutions).toEqual(['VERIFIED']);
@@ -225,22 +235,8 @@ describe('dispatcher: crashes and pauses around the send', () => {
     // UNKNOWN (held at once: an SMS cannot be read back). The reviewer deciding the hold must see what the provider said.
     await stack.setFaults({ rules: [{ method: 'POST', path: '/v1/messages', fault: 'reject' }] });
     try {
-      const a = await pausedDispatcher({ TEST_PAUSE_AFTER_CALL_MS: '5000' });
       const clientRef = unique('late-reject-held');
-      const created = await submit(stack, [sms(clientRef)]);
-      const [opId] = await waitForMarkers(a, 'paused after call', 1);
-      a.child.kill('SIGSTOP');
-      await waitForOp(stack, created.id, 'notify', (o) => o.status === 'MANUAL_REVIEW');
-      a.child.kill('SIGCONT');
-      await waitForLog(a, (l) => l.msg === 'late send outcome rejected by CAS' && l.operationId === opId);
-      const log = await waitFor(
-        () => events(stack, created.id),
-        (l) => l.some((e) => e.operation_id === opId && e.type === 'operation.rejected_late'),
-        10_000,
-        150,
-      );
-      expectLegalHistory(log);
-      const rejected = log.filter((e) => e.operation_id === opId && e.type === 'operation.rejected_late');
+      const { opId, late: rejected } = await lateAnswerToAHeldSms(clientRef, 'operation.rejected_late');
       expect(rejected).toHaveLength(1);
       expect(rejected[0].data).toMatchObject({ reason: 'CONNECTOR_REJECTED', detail: expect.any(String) });
       // It changes no status: the hold is the reviewer's to decide, with the provider's answer in front of them.
