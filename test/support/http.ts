@@ -57,6 +57,9 @@ export function sms(clientRef: string, extra: Record<string, unknown> = {}) {
   };
 }
 
+/** The submission the SDK's and the MCP server's unit specs send to their stand-in API: one charge of order-1. */
+export const UNIT_SUBMISSION = { agent_id: 'unit', intent: 'charge', operations: [charge('order-1')] };
+
 export function submission(operations: unknown[], extra: Record<string, unknown> = {}) {
   return { agent_id: 'test-agent', intent: 'test intent', operations, ...extra };
 }

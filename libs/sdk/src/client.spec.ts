@@ -9,6 +9,7 @@ import {
 } from './errors';
 import type { Execution, SubmissionRequest } from './types';
 import { closedAfterEachTest, listenLocally } from '../../../test/support/local-server';
+import { UNIT_SUBMISSION } from '../../../test/support/http';
 
 const KEY = 'sk-test-secret-key-456';
 
@@ -55,18 +56,7 @@ function json(res: ServerResponse, status: number, body: unknown, headers: Recor
   res.end(JSON.stringify(body));
 }
 
-const SUBMISSION: SubmissionRequest = {
-  agent_id: 'unit',
-  intent: 'charge',
-  operations: [
-    {
-      key: 'charge',
-      connector: 'sandbox.payments',
-      action: 'charge',
-      params: { amount: 1250, currency: 'EUR', reference: 'order-1' },
-    },
-  ],
-};
+const SUBMISSION: SubmissionRequest = UNIT_SUBMISSION;
 
 function fakeExecution(id: string, status = 'created', opStatus = 'PREPARED'): Execution {
   return {

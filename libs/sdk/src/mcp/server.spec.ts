@@ -9,21 +9,11 @@ import {
 import { Verity } from '../client';
 import { createVerityMcpServer } from './server';
 import { closedAfterEachTest, listenLocally } from '../../../../test/support/local-server';
+import { UNIT_SUBMISSION } from '../../../../test/support/http';
 
 const closeAfterTest = closedAfterEachTest();
 
-const SUBMISSION = {
-  agent_id: 'unit',
-  intent: 'charge',
-  operations: [
-    {
-      key: 'charge',
-      connector: 'sandbox.payments',
-      action: 'charge',
-      params: { amount: 1250, currency: 'EUR', reference: 'order-1' },
-    },
-  ],
-};
+const SUBMISSION = UNIT_SUBMISSION;
 
 /** A tool client over an in-memory MCP connection to the server, whose SDK client talks to `baseUrl`. */
 async function tools(baseUrl: string) {
