@@ -124,59 +124,39 @@ describe('webhook outbox (real Postgres)', () => {
     return log.map((d) => d.payload);
   }
 
-  it('announces a re-check that found the effect after a reviewer wrote FAILED as needing review', async () => {
-    const endpoint = await needsReviewEndpoint('http://127.0.0.1:9/review');
+  // Only what refutes a FAILED needs a person; the same event while the outcome was still to be decided is history alone.
+  it.each([
+    {
+      what: 'a re-check that found the effect after a reviewer wrote FAILED',
+      type: 'operation.rechecked',
+      before: { trigger: 'scheduled', result: 'unreachable', held_for: 'SOURCE_UNREACHABLE' },
+      after: { trigger: 'reviewer', result: 'found', held_for: 'SOURCE_UNREACHABLE', after: 'FAILED' },
+    },
+    {
+      what: 'a 2xx recorded after the operation ended FAILED',
+      type: 'operation.acknowledged_late',
+      before: { detail: 'the provider acknowledged the send after it was marked UNKNOWN' },
+      after: { detail: 'the provider acknowledged the send after it was marked UNKNOWN', after: 'FAILED' },
+    },
+  ])('announces $what as needing review', async ({ type, before, after }) => {
+    const endpoint = await needsReviewEndpoint(`http://127.0.0.1:9/${type}`);
     const { executionId, operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
-    const recheck = (data: Record<string, unknown>) =>
-      transitions.annotate(db.dataSource.manager, { executionId, operationId, type: 'operation.rechecked', data });
-    // Only the finding after FAILED needs a person; an ordinary re-check of a hold is history alone.
-    await recheck({ trigger: 'scheduled', result: 'unreachable', held_for: 'SOURCE_UNREACHABLE' });
-    const found = await recheck({
-      trigger: 'reviewer',
-      result: 'found',
-      held_for: 'SOURCE_UNREACHABLE',
-      after: 'FAILED',
-    });
+    const annotate = (data: Record<string, unknown>) =>
+      transitions.annotate(db.dataSource.manager, { executionId, operationId, type, data });
+    await annotate(before);
+    const refuting = await annotate(after);
     expect(await payloadsDeliveredTo(endpoint.id)).toEqual([
       {
         type: 'operation.needs_review',
         timestamp: expect.any(String),
         data: expect.objectContaining({
-          event_id: found.won ? found.eventId : null,
+          event_id: refuting.won ? refuting.eventId : null,
           execution_id: executionId,
           operation_id: operationId,
           status: 'FAILED',
-          detail: expect.objectContaining({ result: 'found', after: 'FAILED' }),
-        }),
-      },
-    ]);
-  });
-
-  it('announces a 2xx recorded after the operation ended FAILED as needing review', async () => {
-    const endpoint = await needsReviewEndpoint('http://127.0.0.1:9/late');
-    const { executionId, operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
-    const late = (data: Record<string, unknown>) =>
-      transitions.annotate(db.dataSource.manager, {
-        executionId,
-        operationId,
-        type: 'operation.acknowledged_late',
-        data,
-      });
-    // While the outcome was still to be decided it is history alone; after FAILED the record is refuted.
-    await late({ detail: 'the provider acknowledged the send after it was marked UNKNOWN' });
-    const refuted = await late({
-      detail: 'the provider acknowledged the send after it was marked UNKNOWN',
-      after: 'FAILED',
-    });
-    expect(await payloadsDeliveredTo(endpoint.id)).toEqual([
-      {
-        type: 'operation.needs_review',
-        timestamp: expect.any(String),
-        data: expect.objectContaining({
-          event_id: refuted.won ? refuted.eventId : null,
-          operation_id: operationId,
-          status: 'FAILED',
-          detail: expect.objectContaining({ after: 'FAILED' }),
+          detail: expect.objectContaining(
+            after.result ? { result: after.result, after: 'FAILED' } : { after: 'FAILED' },
+          ),
         }),
       },
     ]);
