@@ -44,7 +44,7 @@ export interface TransportOptions {
 /** Transient answers worth repeating for a retry-safe request. */
 const RETRYABLE_STATUSES = new Set([429, 502, 503, 504]);
 /** A Retry-After longer than this is not waited for inside one call: the error goes to the caller. */
-const MAX_RETRY_AFTER_MS = 10_000;
+export const MAX_RETRY_AFTER_MS = 10_000;
 
 /**
  * The HTTP layer: Bearer auth, JSON, problem+json errors, timeouts and the retry policy. The key lives in a private

@@ -1,6 +1,6 @@
 import { createServer, IncomingMessage, ServerResponse } from 'node:http';
 import { Verity } from './client';
-import { VerityNetworkError, VerityNotFoundError } from './errors';
+import { VerityNetworkError, VerityNotFoundError, VerityRateLimitError } from './errors';
 import type { ExecutionEvent } from './types';
 import { closedAfterEachTest, listenLocally } from '../../../test/support/local-server';
 
@@ -39,7 +39,11 @@ interface Connection {
  * `event: end` at the end. `cut(n)` says how many frames connection n delivers before the socket is destroyed in
  * the middle of the next frame (undefined: deliver everything and end). It is closed after the test.
  */
-async function sseServer(cut: (connection: number) => number | undefined, endData = '{"reason":"settled"}') {
+async function sseServer(
+  cut: (connection: number) => number | undefined,
+  endData = '{"reason":"settled"}',
+  retryMs = 10,
+) {
   const connections: Connection[] = [];
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const lastEventId = req.headers['last-event-id'] as string | undefined;
@@ -52,7 +56,7 @@ async function sseServer(cut: (connection: number) => number | undefined, endDat
       return;
     }
     res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' });
-    res.write('retry: 10\n\n');
+    res.write(`retry: ${retryMs}\n\n`);
     const after = lastEventId ? Number(lastEventId.replace('evt_', '')) : 0;
     const limit = cut(connections.length);
     let sent = 0;
@@ -138,6 +142,46 @@ describe('ExecutionStream over a real SSE server', () => {
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(VerityNetworkError);
     expect(error).toMatchObject({ attempts: 3, outcomeUnknown: false });
+  });
+
+  it('hands a Retry-After longer than 10 s to the caller instead of reconnecting at once', async () => {
+    const requests: string[] = [];
+    const server = createServer((req, res) => {
+      requests.push(req.url!);
+      // 3,000 years: past what a Node timer can hold, which would fire at once.
+      res.writeHead(429, { 'content-type': 'application/problem+json', 'retry-after': '99999999999' });
+      res.end(JSON.stringify({ type: 'https://verity.dev/problems/too-many-streams', title: 'x', status: 429 }));
+    });
+    const { url } = await closeAfterTest(await listenLocally(server));
+    const dx = new Verity({ baseUrl: url, apiKey: KEY });
+    const error = await dx
+      .stream('exe_1')
+      .toArray()
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(VerityRateLimitError);
+    expect(requests).toHaveLength(1);
+  });
+
+  it("takes at most 10 s of the server's retry hint, so an absurd one is no reconnect storm", async () => {
+    const server = await sseServer((n) => (n === 1 ? 1 : undefined), undefined, 99_999_999_999);
+    const dx = new Verity({ baseUrl: server.url, apiKey: KEY });
+    const controller = new AbortController();
+    const overflows: string[] = [];
+    const onWarning = (warning: Error) => overflows.push(warning.name);
+    process.on('warning', onWarning);
+    try {
+      const run = (async () => {
+        for await (const e of dx.stream('exe_1', { signal: controller.signal })) {
+          // The connection is torn after this frame; the stream is then waiting to reconnect.
+          if (e.seq === 1) setTimeout(() => controller.abort(new Error('enough')), 200);
+        }
+      })();
+      await expect(run).rejects.toThrow('enough');
+    } finally {
+      process.off('warning', onWarning);
+    }
+    expect(server.connections).toHaveLength(1);
+    expect(overflows).not.toContain('TimeoutOverflowWarning');
   });
 
   it('stops with the caller signal', async () => {

@@ -1,6 +1,6 @@
 import { createParser } from 'eventsource-parser';
 import { VerityNetworkError, errorFromResponse } from './errors';
-import { Transport, backoff, pathSegment, sleep } from './http';
+import { MAX_RETRY_AFTER_MS, Transport, backoff, pathSegment, sleep } from './http';
 import type { ExecutionEvent, StreamEndReason } from './types';
 
 export interface StreamOptions {
@@ -13,7 +13,10 @@ export interface StreamOptions {
    * The count resets whenever the server accepts a connection.
    */
   maxReconnects?: number;
-  /** Delay before reconnecting; by default the server's `retry:` value (1 s), then backing off on failures. */
+  /**
+   * Delay before reconnecting; by default the server's `retry:` value (1 s; at most 10 s is taken), then backing off on
+   * failures.
+   */
   reconnectDelayMs?: number;
   /**
    * A connection that delivers nothing (not even a heartbeat comment) for this long is dropped and re-established
@@ -22,7 +25,8 @@ export interface StreamOptions {
   idleTimeoutMs?: number;
   /**
    * Whether a connection refused with 429, 502, 503 or 504 is tried again (default true, honouring Retry-After).
-   * When false the iterator throws the VerityError at once (waitForSettled then polls instead).
+   * When false, or when Retry-After asks for more than 10 s, the iterator throws the VerityError at once
+   * (waitForSettled then polls instead).
    */
   retryOnBusy?: boolean;
 }
@@ -138,7 +142,10 @@ export class ExecutionStream implements AsyncIterable<ExecutionEvent> {
         if (!response.ok || !response.body) {
           const text = await response.text().catch(() => '');
           const error = errorFromResponse(response.status, response.headers, text);
-          if (!RETRYABLE_STATUSES.has(response.status) || this.options.retryOnBusy === false) throw error;
+          const waitTooLong = (error.retryAfterMs ?? 0) > MAX_RETRY_AFTER_MS;
+          if (!RETRYABLE_STATUSES.has(response.status) || this.options.retryOnBusy === false || waitTooLong) {
+            throw error;
+          }
           lastCause = error;
           failures += 1;
           retryAfterMs = error.retryAfterMs ?? 0;
@@ -164,7 +171,8 @@ export class ExecutionStream implements AsyncIterable<ExecutionEvent> {
             }
           },
           onRetry: (ms) => {
-            serverRetryMs = ms;
+            // A timer longer than 2^31 - 1 ms fires at once: an absurd hint would become a reconnect storm.
+            serverRetryMs = Math.min(ms, MAX_RETRY_AFTER_MS);
           },
         });
         const reader = response.body.getReader();
