@@ -64,3 +64,8 @@ export function closedAfterEachTest(): <T extends LocalServer>(server: T) => T {
     return server;
   };
 }
+
+/** Resolves once `condition` holds, checked every few milliseconds (jest's timeout bounds the wait). */
+export async function waitUntil(condition: () => boolean): Promise<void> {
+  while (!condition()) await new Promise((resolve) => setTimeout(resolve, 5));
+}

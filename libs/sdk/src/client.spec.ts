@@ -8,7 +8,7 @@ import {
   VerityTimeoutError,
 } from './errors';
 import type { Execution, SubmissionRequest } from './types';
-import { closedAfterEachTest, listenLocally } from '../../../test/support/local-server';
+import { closedAfterEachTest, listenLocally, waitUntil } from '../../../test/support/local-server';
 import { UNIT_SUBMISSION } from '../../../test/support/http';
 
 const KEY = 'sk-test-secret-key-456';
@@ -414,7 +414,3 @@ describe("waitFor and waitForSettled on a stream that outlives the agent's part"
     expect(api.streamsOpened()).toBe(1);
   });
 });
-
-async function waitUntil(condition: () => boolean): Promise<void> {
-  while (!condition()) await new Promise((resolve) => setTimeout(resolve, 5));
-}

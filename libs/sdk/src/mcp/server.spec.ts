@@ -8,7 +8,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { Verity } from '../client';
 import { createVerityMcpServer } from './server';
-import { closedAfterEachTest, listenLocally } from '../../../../test/support/local-server';
+import { closedAfterEachTest, listenLocally, waitUntil } from '../../../../test/support/local-server';
 import { UNIT_SUBMISSION } from '../../../../test/support/http';
 
 const closeAfterTest = closedAfterEachTest();
@@ -240,6 +240,95 @@ describe('submit_execution against an API that does not answer', () => {
     } finally {
       await client.close();
       await mcp.server.close();
+    }
+  });
+});
+
+describe('the other tools and the resources against an API that does not answer', () => {
+  /** An API that receives every request and never answers it; `closed` counts the requests the client gave up. */
+  async function silentApi() {
+    const requests: string[] = [];
+    let closed = 0;
+    const server = createServer((req, res) => {
+      req.resume();
+      requests.push(`${req.method} ${req.url}`);
+      res.on('close', () => (closed += 1));
+    });
+    const { url } = await closeAfterTest(await listenLocally(server));
+    return { url, requests, closed: () => closed };
+  }
+
+  async function connected(url: string) {
+    const mcp = createVerityMcpServer({
+      client: new Verity({ baseUrl: url, apiKey: 'sk-unit', backoffMs: 5 }),
+      readTimeoutMs: 300,
+    });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await mcp.server.connect(serverSide);
+    const client = new Client({ name: 'unit', version: '0' });
+    await client.connect(clientSide);
+    return {
+      client,
+      close: async () => {
+        await client.close();
+        await mcp.server.close();
+      },
+    };
+  }
+
+  it.each([
+    ['list_connectors', {}, /^No answer from Verity \(no answer within 0\.3 s\)\.$/],
+    ['get_execution', { execution_id: 'exe_1' }, /^No answer from Verity \(no answer within 0\.3 s\)\.$/],
+    ['get_operation', { operation_id: 'op_1' }, /^No answer from Verity \(no answer within 0\.3 s\)\.$/],
+    ['cancel_execution', { execution_id: 'exe_1' }, /the cancel may have been carried out: read the execution/],
+  ])('%s answers within its bound, before an MCP client gives up', async (name, args, said) => {
+    const api = await silentApi();
+    const mcp = await connected(api.url);
+    try {
+      const result = (await mcp.client.callTool({ name, arguments: args }, undefined, {
+        timeout: 10_000,
+      })) as CallToolResult;
+      expect(api.requests).toHaveLength(1);
+      expect(result.isError).toBe(true);
+      expect(textOf(result)).toMatch(said);
+      expect(textOf(result)).not.toMatch(/^Refused/);
+    } finally {
+      await mcp.close();
+    }
+  });
+
+  it('a resource read and the resource list answer an error within the bound', async () => {
+    const api = await silentApi();
+    const mcp = await connected(api.url);
+    try {
+      await expect(mcp.client.readResource({ uri: 'verity://executions/exe_1' }, { timeout: 10_000 })).rejects.toThrow(
+        /no answer from Verity \(no answer within 0\.3 s\)/,
+      );
+      await expect(mcp.client.listResources(undefined, { timeout: 10_000 })).rejects.toThrow(
+        /no answer from Verity \(no answer within 0\.3 s\)/,
+      );
+      expect(api.requests).toEqual(['GET /v1/executions/exe_1', 'GET /v1/executions?limit=50']);
+    } finally {
+      await mcp.close();
+    }
+  });
+
+  it("a client's cancellation of its request aborts the API call", async () => {
+    const api = await silentApi();
+    const mcp = await connected(api.url);
+    const controller = new AbortController();
+    try {
+      const call = mcp.client.callTool({ name: 'get_execution', arguments: { execution_id: 'exe_1' } }, undefined, {
+        signal: controller.signal,
+        timeout: 10_000,
+      });
+      await waitUntil(() => api.requests.length === 1);
+      controller.abort(new Error('the user moved on'));
+      await expect(call).rejects.toThrow('the user moved on');
+      await waitUntil(() => api.closed() === 1);
+      expect(api.requests).toHaveLength(1);
+    } finally {
+      await mcp.close();
     }
   });
 });

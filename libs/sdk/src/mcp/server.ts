@@ -58,10 +58,18 @@ export interface VerityMcpOptions {
    * repeat it with, instead of leaving the client to give up with no key.
    */
   submitTimeoutMs?: number;
+  /**
+   * How long every other tool and resource read waits for the API, all requests, attempts and history pages included
+   * (default 50 s, for the same reason): past it the tool answers that there was no answer — for a cancel, that it may
+   * have been carried out. A client's cancellation of its request aborts the calls too.
+   */
+  readTimeoutMs?: number;
 }
 
 /** Below the MCP clients' usual 60 s request timeout, like MAX_WAIT_SECONDS. */
 export const SUBMIT_TIMEOUT_MS = 50_000;
+/** The same bound for the reads (and the cancel): the SDK's own bounds, 30 s a request and 3 attempts, outlast it. */
+export const READ_TIMEOUT_MS = 50_000;
 
 export const HISTORY_PAGE_SIZE = 1000;
 export const MAX_HISTORY_EVENTS = 100_000;
@@ -89,8 +97,16 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
     pageSize: Math.min(Math.max(Math.trunc(options.historyPageSize ?? HISTORY_PAGE_SIZE), 1), HISTORY_PAGE_SIZE),
     maxEvents: Math.max(Math.trunc(options.maxHistoryEvents ?? MAX_HISTORY_EVENTS), 1),
   };
-  const histories = (client: Verity, executionId: string) => readHistories(client, executionId, historyBounds);
+  const histories = (executionId: string, signal: AbortSignal) => readHistories(dx, executionId, historyBounds, signal);
   const submitTimeoutMs = Math.max(Math.trunc(options.submitTimeoutMs ?? SUBMIT_TIMEOUT_MS), 1);
+  const readTimeoutMs = Math.max(Math.trunc(options.readTimeoutMs ?? READ_TIMEOUT_MS), 1);
+  /** A read's calls under the read bound and the client's signal; past the bound, "no answer" (nothing was changed). */
+  const read = (callerSignal: AbortSignal, run: (signal: AbortSignal) => Promise<CallToolResult>) =>
+    guarded(() =>
+      withinBound(readTimeoutMs, callerSignal, run, (why) =>
+        unanswered(why, `no answer in time: nothing was changed; read again`, undefined),
+      ),
+    );
   const server = new McpServer(
     { name: MCP_SERVER_NAME, version: MCP_SERVER_VERSION, title: 'Verity' },
     {
@@ -112,9 +128,9 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
         RULES,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async () =>
-      guarded(async () => {
-        const connectors = await dx.connectors();
+    async (extra) =>
+      read(extra.signal, async (signal) => {
+        const connectors = await dx.connectors({ signal });
         const described = connectors.map((c) => ({ ...c, limitations: connectorLimitations(c) }));
         const text = described
           .map(
@@ -145,28 +161,21 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
         const { idempotency_key, ...submission } = input;
         const idempotencyKey = idempotency_key ?? globalThis.crypto.randomUUID();
         // The SDK's own bounds (a request, its retries) can outlast the client's patience: the answer comes first.
-        const bound = AbortSignal.timeout(submitTimeoutMs);
-        let created: Awaited<ReturnType<typeof dx.executions.createWithMeta>>;
-        try {
-          created = await dx.executions.createWithMeta(submission, {
-            idempotencyKey,
-            signal: AbortSignal.any([bound, extra.signal]),
-          });
-        } catch (error) {
-          if (!bound.aborted || extra.signal.aborted) throw error;
-          return unanswered(
-            `no answer within ${submitTimeoutMs / 1000} s`,
-            'POST /v1/executions: no answer in time',
-            idempotencyKey,
-          );
-        }
-        const head =
-          `Accepted (idempotency key ${created.idempotencyKey}${created.replayed ? '; a replay: this key was used before, this is the execution it created' : ''}). ` +
-          'Nothing below has necessarily happened yet; use wait_for_execution to follow it.';
-        return executionResult(created.execution, undefined, head, {
-          idempotency_key: created.idempotencyKey,
-          replayed: created.replayed,
-        });
+        return withinBound(
+          submitTimeoutMs,
+          extra.signal,
+          async (signal) => {
+            const created = await dx.executions.createWithMeta(submission, { idempotencyKey, signal });
+            const head =
+              `Accepted (idempotency key ${created.idempotencyKey}${created.replayed ? '; a replay: this key was used before, this is the execution it created' : ''}). ` +
+              'Nothing below has necessarily happened yet; use wait_for_execution to follow it.';
+            return executionResult(created.execution, undefined, head, {
+              idempotency_key: created.idempotencyKey,
+              replayed: created.replayed,
+            });
+          },
+          (why) => unanswered(why, 'POST /v1/executions: no answer in time', idempotencyKey),
+        );
       }),
   );
 
@@ -179,10 +188,10 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
       inputSchema: { execution_id: resourceId('exe') },
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async ({ execution_id }) =>
-      guarded(async () => {
-        const execution = await dx.get(execution_id);
-        return executionResult(execution, await histories(dx, execution_id));
+    async ({ execution_id }, extra) =>
+      read(extra.signal, async (signal) => {
+        const execution = await dx.get(execution_id, { signal });
+        return executionResult(execution, await histories(execution_id, signal));
       }),
   );
 
@@ -221,12 +230,15 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
         } catch (error) {
           if (!(error instanceof VerityTimeoutError)) throw error;
           timedOut = true;
-          execution = await dx.get(execution_id);
         }
         const head = timedOut
           ? `Not settled after ${timeoutMs / 1000} s; this is the current state. Call wait_for_execution again to keep waiting; do not resubmit.`
           : undefined;
-        return executionResult(execution, await histories(dx, execution_id), head, { timed_out: timedOut });
+        // The state and its histories, read after the wait under the read bound of their own.
+        return read(extra.signal, async (signal) => {
+          const current = timedOut ? await dx.get(execution_id, { signal }) : execution;
+          return executionResult(current, await histories(execution_id, signal), head, { timed_out: timedOut });
+        });
       }),
   );
 
@@ -245,11 +257,26 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
       },
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     },
-    async ({ execution_id, reason }) =>
-      guarded(async () => {
-        const execution = await dx.executions.cancel(execution_id, reason !== undefined ? { reason } : {});
-        return executionResult(execution, await histories(dx, execution_id), 'Cancel accepted.');
-      }),
+    async ({ execution_id, reason }, extra) =>
+      guarded(() =>
+        withinBound(
+          readTimeoutMs,
+          extra.signal,
+          async (signal) => {
+            const execution = await dx.executions.cancel(execution_id, {
+              ...(reason !== undefined ? { reason } : {}),
+              signal,
+            });
+            return executionResult(execution, await histories(execution_id, signal), 'Cancel accepted.');
+          },
+          (why) =>
+            unanswered(
+              `${why}; the cancel may have been carried out: read the execution before repeating it`,
+              `POST /v1/executions/${execution_id}/cancel: no answer in time`,
+              undefined,
+            ),
+        ),
+      ),
   );
 
   server.registerTool(
@@ -263,15 +290,15 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
       inputSchema: { operation_id: resourceId('op') },
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async ({ operation_id }) =>
-      guarded(async () => {
-        const operation = await dx.operations.get(operation_id);
-        const read = await histories(dx, operation.execution_id);
-        const history = read.get(operation.id);
-        return result(withCutNote(describeOperation(operation, history), read.cut), {
+    async ({ operation_id }, extra) =>
+      read(extra.signal, async (signal) => {
+        const operation = await dx.operations.get(operation_id, { signal });
+        const all = await histories(operation.execution_id, signal);
+        const history = all.get(operation.id);
+        return result(withCutNote(describeOperation(operation, history), all.cut), {
           report: operationVerdict(operation, history),
           operation,
-          ...(read.cut ? { history_cut: read.cut } : {}),
+          ...(all.cut ? { history_cut: all.cut } : {}),
         });
       }),
   );
@@ -291,25 +318,41 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
           : 'Re-read it (or call wait_for_execution) to see changes.'),
       mimeType: 'application/json',
     },
-    async (uri, variables) => {
+    async (uri, variables, extra) => {
       const id = decodedId(String(variables.id), uri.href);
-      const execution = await dx.get(id).catch(notFoundAsResourceError(uri.href));
-      const history = await histories(dx, id);
-      const body = {
-        summary: withCutNote(describeExecution(execution, history), history.cut),
-        report: executionReport(execution, history),
-        execution,
-        ...(history.cut ? { history_cut: history.cut } : {}),
-      };
+      const body = await withinBound(
+        readTimeoutMs,
+        extra.signal,
+        async (signal) => {
+          const execution = await dx.get(id, { signal }).catch(notFoundAsResourceError(uri.href));
+          const history = await histories(id, signal);
+          return {
+            summary: withCutNote(describeExecution(execution, history), history.cut),
+            report: executionReport(execution, history),
+            execution,
+            ...(history.cut ? { history_cut: history.cut } : {}),
+          };
+        },
+        (why) => {
+          throw new McpError(ErrorCode.InternalError, `${uri.href}: no answer from Verity (${why}); read it again`);
+        },
+      );
       return { contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify(body, null, 2) }] };
     },
   );
 
   // resources/list: the executions newest first, 50 a page, with the API's cursor as MCP's — the newest 50 alone
   // would read as all there is.
-  server.server.setRequestHandler(ListResourcesRequestSchema, async (request) => {
+  server.server.setRequestHandler(ListResourcesRequestSchema, async (request, extra) => {
     const cursor = request.params?.cursor;
-    const page = await dx.executions.list({ limit: 50, ...(cursor ? { cursor } : {}) }).catch((error: unknown) => {
+    const page = await withinBound(
+      readTimeoutMs,
+      extra.signal,
+      (signal) => dx.executions.list({ limit: 50, ...(cursor ? { cursor } : {}) }, { signal }),
+      (why) => {
+        throw new McpError(ErrorCode.InternalError, `resources/list: no answer from Verity (${why}); list again`);
+      },
+    ).catch((error: unknown) => {
       if (error instanceof VerityError && error.status === 400) {
         throw new McpError(ErrorCode.InvalidParams, `not a cursor of this list: ${cursor}`);
       }
@@ -444,6 +487,7 @@ async function readHistories(
   dx: Verity,
   executionId: string,
   bounds: { pageSize: number; maxEvents: number },
+  signal: AbortSignal,
 ): Promise<Histories> {
   // Folded page by page: only the paths are kept, never the events themselves.
   const histories: Histories = new Map();
@@ -451,13 +495,15 @@ async function readHistories(
   let after: string | undefined;
   do {
     const limit = Math.min(bounds.pageSize, bounds.maxEvents - read);
-    const page = await dx.executions.events(executionId, after === undefined ? { limit } : { after, limit });
+    const page = await dx.executions.events(executionId, after === undefined ? { limit } : { after, limit }, {
+      signal,
+    });
     operationHistories(page.data, histories);
     read += page.data.length;
     after = page.next_cursor ?? undefined;
     if (after !== undefined && read >= bounds.maxEvents) {
       // A full last page may have nothing after it: only an event beyond the bound makes the histories cut.
-      const more = await dx.executions.events(executionId, { after, limit: 1 });
+      const more = await dx.executions.events(executionId, { after, limit: 1 }, { signal });
       if (more.data.length > 0) {
         histories.cut = { events_read: read, events_left_out: 'unknown (at least one)', next_cursor: after };
       }
@@ -561,6 +607,26 @@ async function guarded(run: () => Promise<CallToolResult>): Promise<CallToolResu
 }
 
 /** No answer from the API: for a submission, it may have been accepted, and the key tells which. */
+/**
+ * `run` with a signal that aborts after `timeoutMs` or with the client's request. Past the bound the answer is
+ * `onTimeout`'s, not the abort error: the SDK's own bounds (a request, its retries, every page) can outlast the
+ * client's patience, and the client must hear something before it gives up.
+ */
+async function withinBound<T>(
+  timeoutMs: number,
+  callerSignal: AbortSignal,
+  run: (signal: AbortSignal) => Promise<T>,
+  onTimeout: (why: string) => T,
+): Promise<T> {
+  const bound = AbortSignal.timeout(timeoutMs);
+  try {
+    return await run(AbortSignal.any([bound, callerSignal]));
+  } catch (error) {
+    if (!bound.aborted || callerSignal.aborted) throw error;
+    return onTimeout(`no answer within ${timeoutMs / 1000} s`);
+  }
+}
+
 function unanswered(why: string, message: string, idempotencyKey: string | undefined): CallToolResult {
   const text = idempotencyKey
     ? `No answer from Verity (${why}). The submission may have been accepted: repeat submit_execution ` +
