@@ -464,6 +464,7 @@ export interface ServedStatusModel {
       sent_only: boolean;
       refused_when_held_for: string[];
       refused_when_acknowledged: boolean;
+      refused_when_effect_shown: boolean;
       system_when_held_for: string[];
     }[];
   };

@@ -570,9 +570,10 @@ describe('the status model compared with the contract', () => {
     const humanFailed = planted.operation.transitions.find((r) => r.from === 'MANUAL_REVIEW' && r.to === 'FAILED')!;
     humanFailed.human_only = false;
     humanFailed.refused_when_acknowledged = false;
+    humanFailed.refused_when_effect_shown = false;
     planted.execution.transitions.find((t) => t.from === 'created')!.to.push('running');
     expect(compareStatusModel(planted)).toEqual([
-      'operation MANUAL_REVIEW → FAILED: human_only false; refused_when_acknowledged false',
+      'operation MANUAL_REVIEW → FAILED: human_only false; refused_when_acknowledged false; refused_when_effect_shown false',
       'operation UNKNOWN → SENT: allowed by the model, not by the contract',
       'operation RECONCILING → FAILED: missing from the model',
       'execution created → running: not in the contract',

@@ -77,6 +77,8 @@ export interface ContractMove {
   refusedWhenHeldFor?: string[];
   /** Refused once the provider acknowledged the send: a record of the effect is on file. */
   refusedWhenAcknowledged?: boolean;
+  /** Refused once a read made while it was held showed the effect: a record of it is on file. */
+  refusedWhenEffectShown?: boolean;
   /** Only for an operation that was (`sent`) / was never (`never_sent`) handed to a connector. */
   only?: 'sent' | 'never_sent';
   /** The move must carry a terminal_reason; when listed, one of these. */
@@ -116,6 +118,7 @@ export const CONTRACT_OPERATION_MOVES: readonly ContractMove[] = [
     only: 'sent',
     refusedWhenHeldFor: ['INTEGRITY_MISMATCH', 'FIELD_MISSING'],
     refusedWhenAcknowledged: true,
+    refusedWhenEffectShown: true,
   },
   { from: 'MANUAL_REVIEW', to: 'SENT', humanOnly: true, only: 'never_sent' },
   { from: 'MANUAL_REVIEW', to: 'CANCELLED', humanOnly: true, only: 'never_sent' },
@@ -167,6 +170,9 @@ export function compareStatusModel(served: ServedStatusModel): string[] {
     }
     if (row.refused_when_acknowledged !== (move.refusedWhenAcknowledged ?? false)) {
       differs.push(`refused_when_acknowledged ${row.refused_when_acknowledged}`);
+    }
+    if (row.refused_when_effect_shown !== (move.refusedWhenEffectShown ?? false)) {
+      differs.push(`refused_when_effect_shown ${row.refused_when_effect_shown}`);
     }
     if (row.sent_only !== (move.only === 'sent')) differs.push(`sent_only ${row.sent_only}`);
     if (row.never_sent_only !== (move.only === 'never_sent')) differs.push(`never_sent_only ${row.never_sent_only}`);

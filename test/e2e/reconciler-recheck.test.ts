@@ -260,6 +260,50 @@ describe('reconciler: re-checks of held operations, and "still unknown"', () => 
     expect((await stack.effects()).charges[reference].count).toBe(1);
   });
 
+  it('a re-check that showed the effect keeps FAILED refused, also when the reviewer’s own read then finds nothing', async () => {
+    const reference = unique('rc-shown');
+    // Due at once: no scheduled re-check, only the reviewer's.
+    await setPolicy({ obligation_due_seconds: { SOURCE_UNREACHABLE: 1 } });
+    // Taken by the provider, the answer lost, its reads down since.
+    await stack.setFaults({
+      rules: [{ method: 'POST', path: '/v1/charges', fault: 'timeout_after_commit', count: 1 }],
+      read_fault: 'unavailable',
+    });
+    const { executionId, held } = await heldFor('SOURCE_UNREACHABLE', charge(reference));
+    await waitForResolutionPermitted(stack, held.id, 'FAILED');
+    // The source answers again, showing the charge with another amount: a person must judge it, but it exists.
+    await stack.setFaults({ read_fault: 'amount_mismatch' });
+    expect((await post(`/v1/operations/${held.id}/recheck`)).status).toBe(202);
+    await waitFor(
+      () => events(stack, executionId),
+      (l) => recheckEvents(l, held.id).some((e) => e.data.result === 'mismatch'),
+    );
+    const shown = await http<Op & { permitted_resolutions: string[] }>(
+      stack.apiUrl,
+      'GET',
+      `/v1/operations/${held.id}`,
+      { key: DEMO.reviewer },
+    );
+    expect(shown.body).toMatchObject({
+      status: 'MANUAL_REVIEW',
+      permitted_resolutions: ['VERIFIED'],
+      recovery_obligation: { permitted_actions: ['VERIFIED'], effect_shown: { result: 'mismatch' } },
+    });
+    // Then the source flaps and shows nothing: the reviewer's FAILED, whose own read is absent, is still refused.
+    await stack.setFaults({ read_fault: 'record_lost' });
+    const failed = await post<{ read_back?: { kind: string } }>(`/v1/operations/${held.id}/resolve`, {
+      status: 'FAILED',
+      evidence: 'the provider dashboard shows no such charge',
+    });
+    expect(failed.status).toBe(409);
+    expect(failed.body.type).toContain('effect-exists');
+    expect(failed.body.read_back).toMatchObject({ kind: 'mismatch' });
+    const log = await events(stack, executionId);
+    expect(log.filter((e) => e.type === 'operation.resolved')).toHaveLength(0);
+    expect(await getOperation(stack, held.id)).toMatchObject({ status: 'MANUAL_REVIEW' });
+    expect((await stack.effects()).charges[reference].count).toBe(1);
+  });
+
   it('a re-check of a hold that needs judgement records the read and keeps the hold', async () => {
     await stack.setFaults({ read_fault: 'field_missing' });
     const { executionId, held } = await heldFor('FIELD_MISSING', charge(unique('rc-field')));

@@ -107,6 +107,10 @@ const RecoveryObligation = z.looseObject({
   resolution: Resolution.optional(),
   /** How many times the source was read again while held (automatic re-checks and a reviewer's requests). */
   rechecks: z.number().int().optional(),
+  /** A re-check made while held showed the effect (found, or found with other values): FAILED is refused since. */
+  effect_shown: z.strictObject({ result: z.string(), evidence: z.unknown(), at: DateTime }).optional(),
+  /** On a FAILED operation: a read of the source after the resolution showed the effect (commit unknown, no retry). */
+  effect_shown_after_failed: z.strictObject({ result: z.string(), at: DateTime }).optional(),
   /** "Still unknown after investigation" records, oldest first (at most 100 per hold); each re-dated the obligation. */
   investigations: z
     .array(
@@ -294,6 +298,7 @@ const StatusModel = z.strictObject({
         sent_only: z.boolean(),
         refused_when_held_for: z.array(z.string()),
         refused_when_acknowledged: z.boolean(),
+        refused_when_effect_shown: z.boolean(),
         system_when_held_for: z.array(z.string()),
         system_when_execution_ended: z.boolean(),
         extension: z.boolean(),

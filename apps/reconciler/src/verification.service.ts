@@ -384,12 +384,18 @@ export class VerificationService {
     // cannot change that. Otherwise it may still answer, or still show the effect late.
     const mayChange = read.kind === 'unreachable' || read.kind === 'stale' || read.kind === 'absent';
     const next = mayChange && systemMayRelease(op.terminalReason) ? this.nextRecheckAt(op, rechecks) : null;
+    // What the source showed is kept on the hold, not only in the history: a person's FAILED is refused since, also
+    // one whose own read comes after this one and finds nothing (a lagging or flapping source), or races it.
+    const shown =
+      readShowsTheEffect(read.kind) && !op.obligation?.effect_shown
+        ? { effect_shown: { result: read.kind, evidence: read.evidence, at: new Date().toISOString() } }
+        : {};
     const annotated = await this.transitions.annotate(this.db.manager, {
       executionId: op.executionId,
       operationId: op.id,
       whileStatus: S.MANUAL_REVIEW,
       patch: { next_check_at: next },
-      merge: { obligation: { rechecks } },
+      merge: { obligation: { rechecks, ...shown } },
       type: 'operation.rechecked',
       data: {
         ...trigger,

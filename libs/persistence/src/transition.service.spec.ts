@@ -645,6 +645,53 @@ describe('TransitionService (real Postgres)', () => {
     ).rejects.toMatchObject({ code: 'EFFECT_EXISTS' });
   });
 
+  it('decide: a person’s FAILED is not written once a re-check’s read showed the effect, even one the decision did not read', async () => {
+    const held = async () => {
+      const { executionId, operationId } = await newExecutionWithOneOperation();
+      await db.dataSource.query(
+        `UPDATE operations SET status = 'MANUAL_REVIEW', attempt = 1, terminal_reason = 'CONNECTOR_ERROR',
+                obligation = '{"rechecks": 0}'::jsonb WHERE id = $1`,
+        [operationId],
+      );
+      return { executionId, operationId };
+    };
+    const failed = (operationId: string) =>
+      transitions.decide(db.dataSource.manager, {
+        // As read before the re-check recorded what it read: nothing shown.
+        operation: {
+          ...snapshot(operationId),
+          status: OperationStatus.MANUAL_REVIEW,
+          attempt: 1,
+          terminalReason: TerminalReason.CONNECTOR_ERROR,
+          acknowledged: false,
+        },
+        tenantId: 'acme',
+        open: 'resolution',
+        event: { type: 'operation.resolved', data: { status: 'FAILED' } },
+        merge: { obligation: { resolution: { status: 'FAILED' } } },
+        move: { to: OperationStatus.FAILED },
+      });
+    const shown = await held();
+    await db.dataSource.query(
+      `UPDATE operations SET obligation = obligation || '{"rechecks": 1, "effect_shown": {"result": "mismatch"}}'::jsonb
+       WHERE id = $1`,
+      [shown.operationId],
+    );
+    expect((await failed(shown.operationId)).won).toBe(false);
+    expect(await eventsWhere({ executionId: shown.executionId, type: 'operation.resolved' })).toHaveLength(0);
+    const [row] = (await db.dataSource.query(`SELECT status FROM operations WHERE id = $1`, [shown.operationId])) as {
+      status: string;
+    }[];
+    expect(row.status).toBe('MANUAL_REVIEW');
+    // A re-check that showed nothing leaves the same decision free to be written.
+    const nothingShown = await held();
+    await db.dataSource.query(
+      `UPDATE operations SET obligation = obligation || '{"rechecks": 1}'::jsonb WHERE id = $1`,
+      [nothingShown.operationId],
+    );
+    expect((await failed(nothingShown.operationId)).won).toBe(true);
+  });
+
   it('annotate with whileObligationDueAt: an obligation re-dated since it was read is not escalated', async () => {
     const { executionId, operationId } = await newExecutionWithOneOperation();
     await db.dataSource.query(`UPDATE operations SET obligation = $2 WHERE id = $1`, [

@@ -531,10 +531,12 @@ export class TransitionService {
       ...mergeAssignments(input.merge, params),
       ...patchAssignments(input.patch ?? {}, params),
     ];
-    // A person's FAILED never stands for an effect the provider acknowledged, also when the acknowledgement was recorded
-    // after this decision's read (a late 2xx): checked in the statement.
+    // A person's FAILED never stands for an effect the provider acknowledged or a re-check's read showed, also when that
+    // was recorded after this decision's own read (a late 2xx, a re-check racing it): checked in the statement.
     let unchanged =
-      move && requiresUnacknowledged(move.to, move.reason ?? null, 'human') ? ' AND acknowledged_at IS NULL' : '';
+      move && requiresUnacknowledged(move.to, move.reason ?? null, 'human')
+        ? ` AND acknowledged_at IS NULL AND NOT (coalesce(obligation, '{}'::jsonb) ? 'effect_shown')`
+        : '';
     if (input.investigationsSeen !== undefined) {
       params.push(input.investigationsSeen);
       unchanged += ` AND coalesce(jsonb_array_length(obligation->'investigations'), 0) = $${params.length}`;

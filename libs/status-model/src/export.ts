@@ -26,6 +26,7 @@ export function statusModelDocument() {
         sent_only: r.sentOnly,
         refused_when_held_for: r.refusedWhenHeldFor,
         refused_when_acknowledged: r.refusedWhenAcknowledged,
+        refused_when_effect_shown: r.refusedWhenEffectShown,
         system_when_held_for: r.systemWhenHeldFor,
         system_when_execution_ended: r.systemWhenExecutionEnded,
         extension: r.extension,

@@ -796,6 +796,42 @@ describe('resolutionOptions: every action with its reason, exactly what the gate
     ]);
   });
 
+  it('refuses FAILED, and only FAILED, once a re-check’s read showed the effect while held, whatever the hold', () => {
+    for (const heldFor of [
+      TerminalReason.CONNECTOR_ERROR,
+      TerminalReason.SOURCE_UNREACHABLE,
+      TerminalReason.STALE_REPLICA,
+    ]) {
+      const options = resolutionOptions({
+        status: S.MANUAL_REVIEW,
+        everSent: true,
+        heldFor,
+        canReadBack: true,
+        effectShown: true,
+      });
+      expect(options.find((o) => o.status === S.FAILED)).toMatchObject({
+        permitted: false,
+        why: expect.stringContaining('a read of the source showed it'),
+      });
+      expect(options.find((o) => o.status === S.VERIFIED)).toMatchObject({ permitted: true });
+      expect(permittedResolutions(S.MANUAL_REVIEW, true, heldFor, false, true)).toEqual([S.VERIFIED]);
+      expect(
+        resolutionRefusedBy({ status: S.MANUAL_REVIEW, everSent: true, heldFor, effectShown: true }, S.FAILED)?.code,
+      ).toBe(StatusModelErrorCode.EFFECT_EXISTS);
+      expect(() =>
+        assertOperationTransition(S.MANUAL_REVIEW, S.FAILED, {
+          actor: 'human',
+          verificationMethod: '',
+          everSent: true,
+          heldFor,
+          effectShown: true,
+        }),
+      ).toThrow(
+        expect.objectContaining({ code: C.EFFECT_EXISTS, message: expect.stringContaining('showed the effect') }),
+      );
+    }
+  });
+
   it('offers nothing outside MANUAL_REVIEW', () => {
     expect(resolutionOptions({ status: S.UNKNOWN, everSent: true, heldFor: null, canReadBack: true })).toEqual([]);
   });

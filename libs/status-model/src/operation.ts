@@ -93,6 +93,12 @@ export interface OperationTransitionRule {
    */
   refusedWhenAcknowledged: boolean;
   /**
+   * Refused once a read of the source made while the operation was held showed the effect (a re-check that found it,
+   * or found it with other values), whatever a later read shows: a source that showed the effect and then does not is
+   * lagging or flapping, and the record of what it showed is evidence against the move.
+   */
+  refusedWhenEffectShown: boolean;
+  /**
    * A human-only move the system may also take, but only while held for one of these reasons and only with
    * read-after-write evidence: a re-check that finds the effect once a lagging or unreachable source answers.
    */
@@ -133,6 +139,7 @@ function rule(
     sentOnly: options.sentOnly ?? false,
     refusedWhenHeldFor: options.refusedWhenHeldFor ?? [],
     refusedWhenAcknowledged: options.refusedWhenAcknowledged ?? false,
+    refusedWhenEffectShown: options.refusedWhenEffectShown ?? false,
     systemWhenHeldFor: options.systemWhenHeldFor ?? [],
     systemWhenExecutionEnded: options.systemWhenExecutionEnded ?? false,
     extension: options.extension ?? false,
@@ -213,6 +220,7 @@ export const OPERATION_TRANSITIONS: readonly OperationTransitionRule[] = [
       sentOnly: true,
       refusedWhenHeldFor: HOLDS_WITH_A_RECORD_ON_FILE,
       refusedWhenAcknowledged: true,
+      refusedWhenEffectShown: true,
       extension: true,
     },
   ),

@@ -24,6 +24,8 @@ export interface OperationTransitionContext {
   heldFor?: TerminalReason | null;
   /** The provider acknowledged the send (its `acknowledged_at` is set), for rules that depend on it. */
   acknowledged?: boolean;
+  /** A read of the source made while the operation was held showed the effect (`recovery_obligation.effect_shown`). */
+  effectShown?: boolean;
   /**
    * The operation's execution has ended unreleasable (cancelled, expired, failed): nothing of it can be sent any more.
    * The statement that makes the move checks the same in the database.
@@ -70,6 +72,9 @@ export function assertOperationTransition(
   }
   if (context.acknowledged && found.refusedWhenAcknowledged) {
     fail(StatusModelErrorCode.EFFECT_EXISTS, 'the provider acknowledged the effect');
+  }
+  if (context.effectShown && found.refusedWhenEffectShown) {
+    fail(StatusModelErrorCode.EFFECT_EXISTS, 'a read of the source made while it was held showed the effect');
   }
   const reason = context.terminalReason ?? null;
   if (reason === null && found.reasonRequired) {
@@ -141,6 +146,7 @@ export function permittedResolutions(
   everSent: boolean,
   heldFor: TerminalReason | null = null,
   acknowledged = false,
+  effectShown = false,
 ): ResolutionStatus[] {
   if (status !== OperationStatus.MANUAL_REVIEW) return [];
   return RESOLUTION_STATUSES.filter((to) => {
@@ -150,6 +156,7 @@ export function permittedResolutions(
       everSent,
       heldFor,
       acknowledged,
+      effectShown,
     });
   });
 }
@@ -183,7 +190,7 @@ const REFUSED_WHY: Partial<Record<StatusModelErrorCode, string>> = {
     'it was already sent: it cannot be sent again or cancelled; judge what happened instead (VERIFIED or FAILED)',
   [StatusModelErrorCode.NEVER_SENT]: 'it was never sent: there is no outcome to judge; release it or cancel it',
   [StatusModelErrorCode.EFFECT_EXISTS]:
-    'a record of this effect is on file (the provider acknowledged it, or a read found it): it cannot be marked as not having happened',
+    'a record of this effect is on file (the provider acknowledged it, or a read of the source showed it): it cannot be marked as not having happened',
 };
 
 /**
@@ -201,6 +208,8 @@ export function resolutionOptions(input: {
   canReadBack: boolean;
   /** The provider acknowledged the send: a record of the effect is on file, and FAILED is refused. */
   acknowledged?: boolean;
+  /** A read made while it was held showed the effect: a record of it is on file, and FAILED is refused. */
+  effectShown?: boolean;
   /**
    * The read-back is the provider's own lookup (the connector's `readBackProvesAbsence`): where an absent read would
    * contradict a VERIFIED (`absenceWouldRefute`), it is read against the source too (`verifiedRefusedByRead`).
@@ -279,7 +288,13 @@ export function resolutionOptions(input: {
  * to show.
  */
 export function resolutionRefusedBy(
-  held: { status: OperationStatus; everSent: boolean; heldFor: TerminalReason | null; acknowledged?: boolean },
+  held: {
+    status: OperationStatus;
+    everSent: boolean;
+    heldFor: TerminalReason | null;
+    acknowledged?: boolean;
+    effectShown?: boolean;
+  },
   to: ResolutionStatus,
 ): IllegalTransitionError | null {
   try {
@@ -289,6 +304,7 @@ export function resolutionRefusedBy(
       everSent: held.everSent,
       heldFor: held.heldFor,
       acknowledged: held.acknowledged,
+      effectShown: held.effectShown,
     });
     return null;
   } catch (error) {

@@ -2,12 +2,14 @@ import type { EventEntity, ExecutionEntity, OperationEntity } from '@verity/pers
 import { traceIdOf } from '@verity/platform';
 import {
   LastStatusChange,
+  OperationStatus,
   commitOf,
   everSent,
   failureRefuted,
   operationFailure,
   operationRetryRule,
   outcomeResult,
+  permittedResolutions,
   summarizeEffects,
   unevaluatedCriteria,
 } from '@verity/status-model';
@@ -35,11 +37,6 @@ export function requestedOperation(op: OperationEntity) {
   };
 }
 
-/**
- * The wire format (snake_case). Internal columns (attempt fencing aside, check counters...) stay inside. `commit` and
- * `failure` are derived by libs/status-model; `lastChange` is the event that made the operation's last move (null only
- * for an operation that has not moved yet).
- */
 /** A FAILED the provider's late 2xx or a later read of the source contradicts: not "rejected, retry safe". */
 function refutedFailure(op: OperationEntity): boolean {
   return failureRefuted({
@@ -49,6 +46,31 @@ function refutedFailure(op: OperationEntity): boolean {
   });
 }
 
+/**
+ * The hold's obligation, with the actions permitted as the row stands now: a late 2xx or a re-check's read that showed
+ * the effect may have been recorded after the hold was written (or while it was), and each takes FAILED off.
+ */
+function presentObligation(op: OperationEntity): OperationView['recovery_obligation'] {
+  if (!op.obligation) return null;
+  const permitted =
+    op.status === OperationStatus.MANUAL_REVIEW
+      ? permittedResolutions(
+          op.status,
+          everSent(op),
+          op.terminalReason,
+          op.acknowledgedAt !== null,
+          Boolean(op.obligation.effect_shown),
+        )
+      : op.obligation.permitted_actions;
+  // A copy: the stored interface becomes the open object the schema describes (its extra members stay on the wire).
+  return { ...op.obligation, permitted_actions: permitted };
+}
+
+/**
+ * The wire format (snake_case). Internal columns (attempt fencing aside, check counters...) stay inside. `commit` and
+ * `failure` are derived by libs/status-model; `lastChange` is the event that made the operation's last move (null only
+ * for an operation that has not moved yet).
+ */
 export function presentOperation(op: OperationEntity, lastChange: LastStatusChange | null): OperationView {
   const refuted = refutedFailure(op);
   return {
@@ -75,8 +97,7 @@ export function presentOperation(op: OperationEntity, lastChange: LastStatusChan
     observation: op.observation,
     // The baseline is internal; an approval record without a state (only the baseline so far) is not yet on the wire.
     approval: op.approval?.state ? { ...op.approval, baseline: undefined } : null,
-    // Copies: the stored interfaces become the open objects the schema describes (its extra members stay on the wire).
-    recovery_obligation: op.obligation ? { ...op.obligation } : null,
+    recovery_obligation: presentObligation(op),
     retry_of: op.retryOf,
     sent_at: iso(op.sentAt),
     acknowledged_at: iso(op.acknowledgedAt),

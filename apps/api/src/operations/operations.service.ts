@@ -177,9 +177,11 @@ export class OperationsService {
   }
 
   /** What a reviewer's resolutions are checked against: the source, and the record on file (resolutionOptions' inputs). */
-  private sourceChecks(op: OperationEntity): { canReadBack: boolean } & Omit<AbsenceAtTheSource, 'heldFor'> {
+  private sourceChecks(
+    op: OperationEntity,
+  ): { canReadBack: boolean; effectShown: boolean } & Omit<AbsenceAtTheSource, 'heldFor'> {
     const { heldFor: _heldFor, ...absence } = this.absenceAtTheSource(op);
-    return { canReadBack: this.canReadBack(op), ...absence };
+    return { canReadBack: this.canReadBack(op), effectShown: Boolean(op.obligation?.effect_shown), ...absence };
   }
 
   private absenceAtTheSource(op: OperationEntity): AbsenceAtTheSource {
@@ -327,19 +329,11 @@ export class OperationsService {
           everSent: everSent(op),
           heldFor: op.terminalReason,
           acknowledged: op.acknowledgedAt !== null,
+          effectShown: Boolean(op.obligation?.effect_shown),
         },
         status,
       );
-      if (option && refusal?.code === StatusModelErrorCode.EFFECT_EXISTS) {
-        // A record of the effect is on file — the hold's own read found it (INTEGRITY_MISMATCH, FIELD_MISSING), or the
-        // provider acknowledged it: the stored evidence, and the acknowledgement, whatever a read shows now. Not for any
-        // other refused FAILED: an operation never sent has no effect to show, only a release or a cancel.
-        throw effectExists(
-          option.why,
-          { kind: 'stored', evidence: op.evidence },
-          op.acknowledgedAt ? { acknowledged_at: op.acknowledgedAt.toISOString(), provider_ref: op.providerRef } : {},
-        );
-      }
+      if (option && refusal?.code === StatusModelErrorCode.EFFECT_EXISTS) throw recordOnFile(op, option.why);
       throw Problem.conflict(
         'resolution-not-permitted',
         op.status === OperationStatus.MANUAL_REVIEW
@@ -420,7 +414,14 @@ export class OperationsService {
           : { evidence: { resolution }, obligation: op.obligation ? { resolution } : undefined },
       move: status === OperationStatus.SENT ? undefined : { to: status, eventData: { resolution } },
     });
-    if (!decided.won) throw this.resolutionRefusal(await this.load(principal, id));
+    if (!decided.won) {
+      const now = await this.load(principal, id);
+      // A re-check that showed the effect was recorded while this FAILED was decided: it is refused as if it came after.
+      if (status === OperationStatus.FAILED && now.obligation?.effect_shown && !recordedResolution(now)) {
+        throw recordOnFile(now, 'a re-check of the source showed this effect while the resolution was decided');
+      }
+      throw this.resolutionRefusal(now);
+    }
     await this.inExecutionTrace(op.executionId, () =>
       status === OperationStatus.SENT
         ? // Re-armed: a release recorded again after a withdrawn one finds that one's finished job, kept for its
@@ -707,6 +708,21 @@ function recordedResolution(op: OperationEntity): RecordedResolution | null {
 }
 
 /** I14: 409 effect-exists, with what the source showed (and any other record on file). Nothing was written. */
+/**
+ * 409 effect-exists for a FAILED refused because a record of the effect is on file — the hold's own read found it
+ * (INTEGRITY_MISMATCH, FIELD_MISSING), a re-check's read showed it, or the provider acknowledged it: what was read, and
+ * the acknowledgement, whatever a read shows now. Not for any other refused FAILED: an operation never sent has no
+ * effect to show, only a release or a cancel.
+ */
+function recordOnFile(op: OperationEntity, detail: string): Problem {
+  const shown = op.obligation?.effect_shown;
+  return effectExists(
+    detail,
+    shown ? { kind: shown.result, evidence: shown.evidence } : { kind: 'stored', evidence: op.evidence },
+    op.acknowledgedAt ? { acknowledged_at: op.acknowledgedAt.toISOString(), provider_ref: op.providerRef } : {},
+  );
+}
+
 function effectExists(
   detail: string,
   read: { kind: string; evidence?: unknown },

@@ -24,6 +24,11 @@ export interface RecoveryObligation {
   escalated_at: string | null;
   /** How many times the source was read again while held (automatic re-checks and a reviewer's requests). */
   rechecks?: number;
+  /**
+   * A re-check made while held whose read showed the effect (found, or found with other values), the first one: a
+   * record of the effect is on file, and a person's FAILED is refused since (status model `refusedWhenEffectShown`).
+   */
+  effect_shown?: { result: string; evidence: unknown; at: string };
   /** "Still unknown after investigation" by a reviewer: each keeps the hold and re-dates the obligation. */
   investigations?: { evidence: string; by: string; at: string; previous_due_at: string; due_at: string }[];
   /**

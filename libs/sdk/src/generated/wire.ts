@@ -802,6 +802,17 @@ export interface components {
             escalated_at: string | null;
             resolution?: components['schemas']['Resolution'];
             rechecks?: number;
+            effect_shown?: {
+              result: string;
+              evidence: unknown;
+              /** Format: date-time */
+              at: string;
+            };
+            effect_shown_after_failed?: {
+              result: string;
+              /** Format: date-time */
+              at: string;
+            };
             investigations?: {
               evidence: string;
               by: string;
@@ -919,6 +930,17 @@ export interface components {
             escalated_at: string | null;
             resolution?: components['schemas']['Resolution'];
             rechecks?: number;
+            effect_shown?: {
+              result: string;
+              evidence: unknown;
+              /** Format: date-time */
+              at: string;
+            };
+            effect_shown_after_failed?: {
+              result: string;
+              /** Format: date-time */
+              at: string;
+            };
             investigations?: {
               evidence: string;
               by: string;
@@ -1145,6 +1167,7 @@ export interface components {
           sent_only: boolean;
           refused_when_held_for: string[];
           refused_when_acknowledged: boolean;
+          refused_when_effect_shown: boolean;
           system_when_held_for: string[];
           system_when_execution_ended: boolean;
           extension: boolean;
