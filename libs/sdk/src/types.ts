@@ -129,7 +129,10 @@ type OperationNarrowing = {
   commit: Commit;
   /** Set on FAILED, CANCELLED and MANUAL_REVIEW: what went differently, who can act, whether a retry could help. */
   failure: OperationFailure | null;
-  /** The retry rule of the current status: `safe` only for FAILED and CANCELLED. */
+  /**
+   * Whether a retry may be made now: `safe` only for CANCELLED and for FAILED — not a FAILED the provider acknowledged
+   * late or whose source showed the effect since (`forbidden`, with `commit: "unknown"`).
+   */
   retry: RetryRule;
   recovery_obligation: RecoveryObligationView | null;
 };
@@ -192,6 +195,11 @@ export type KnownEventType =
   | 'operation.resolved'
   | 'operation.release_withdrawn'
   | 'operation.acknowledged_late'
+  | 'operation.rejected_late'
+  | 'operation.rechecked'
+  | 'operation.still_unknown'
+  | 'operation.observed'
+  | 'spending_cap.exceeded'
   | 'approval.requested'
   | 'approval.decided'
   | 'approval.stale_authority'
