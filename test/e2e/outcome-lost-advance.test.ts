@@ -56,4 +56,33 @@ describe('outcome evaluation after a lost advance of a completed execution', () 
     expect(after.outcome).toMatchObject({ result: 'satisfied' });
     expect(after.criteria_results).toMatchObject([{ key: 'paid', verdict: 'pass' }]);
   });
+
+  it('an execution cancelled before its criteria were ever evaluated, whose advance was lost, is evaluated too', async () => {
+    // No dispatcher: nothing evaluates the criteria before the cancel, and the jobs are then lost.
+    const [dispatcher] = stack.running('dispatcher');
+    await stack.kill(dispatcher);
+    const created = await submit(stack, [charge(unique('ol-cancel'))], {
+      criteria: [{ key: 'paid', operation: 'charge', expect_status: 'VERIFIED' }],
+    });
+    const cancelled = await http(stack.apiUrl, 'POST', `/v1/executions/${created.id}/cancel`, {
+      key: DEMO.agent,
+      body: { reason: 'the customer called it off' },
+    });
+    expect(cancelled.status).toBe(200);
+    const queue = stackQueue(stack, 'executions');
+    await queue.drain(true);
+    await queue.close();
+    await stack.startApp('dispatcher');
+
+    // Its verdicts were shown pending (never evaluated); the sweeper owes the evaluation, and the outcome ends.
+    const after = await waitFor(
+      () => view(created.id),
+      (e) => e.outcome?.result !== 'pending',
+      30_000,
+      150,
+    );
+    expect(after).toMatchObject({ status: 'cancelled', operations: [{ status: 'CANCELLED' }] });
+    expect(after.outcome).toMatchObject({ result: 'unmet' });
+    expect(after.criteria_results).toMatchObject([{ key: 'paid', verdict: 'fail' }]);
+  });
 });

@@ -26,8 +26,11 @@ SELECT id FROM executions
 
 -- endedWithStaleOutcome
 SELECT x.id FROM executions x
-     WHERE x.status IN ('completed', 'failed', 'cancelled', 'expired') AND x.criteria_results @> '[{"verdict": "pending"}]'::jsonb
-       AND EXISTS (
+     WHERE x.status IN ('completed', 'failed', 'cancelled', 'expired')
+       AND (x.criteria_results @> '[{"verdict": "pending"}]'::jsonb
+            OR (x.criteria_results IS NULL AND x.criteria <> '[]'::jsonb))
+       AND (x.criteria_results IS NULL AND x.updated_at < now() - make_interval(secs => $1 / 1000.0)
+            OR EXISTS (
          SELECT 1 FROM jsonb_array_elements(coalesce(x.criteria_results, '[]'::jsonb)) c
          CROSS JOIN LATERAL (
            SELECT o.status, o.verification_method, o.updated_at FROM operations o
@@ -37,7 +40,7 @@ SELECT x.id FROM executions x
            AND (o.status IN ('VERIFIED', 'FAILED', 'CANCELLED')
                 OR (o.status IN ('ACKNOWLEDGED')
                     AND o.verification_method <> 'read_after_write'))
-           AND o.updated_at < now() - make_interval(secs => $1 / 1000.0))
+           AND o.updated_at < now() - make_interval(secs => $1 / 1000.0)))
      LIMIT $2;
 
 -- sentBefore

@@ -268,7 +268,7 @@ describe('endedWithStaleOutcome (real Postgres)', () => {
     const plan = await db.dataSource.transaction(async (tx) => {
       await tx.query('SET LOCAL enable_seqscan = off');
       return (await tx.query(
-        `EXPLAIN ${SWEEP_SQL.endedWithStaleOutcome.replace('$1', '30000').replace('$2', '10')}`,
+        `EXPLAIN ${SWEEP_SQL.endedWithStaleOutcome.replaceAll('$1', '30000').replaceAll('$2', '10')}`,
       )) as { 'QUERY PLAN': string }[];
     });
     expect(plan.map((row) => row['QUERY PLAN']).join('\n')).toContain('executions_ended_pending_verdict');

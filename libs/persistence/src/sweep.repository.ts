@@ -43,10 +43,14 @@ export const SWEEP_SQL = {
   // (a person resolved its hold, and the advance job that would have judged it again was lost): owed an advance, which
   // records the verdicts again — also under an outcome already `unmet` by another criterion. Only executions with a
   // pending verdict are read (a partial index holds just those), and only moves older than the stale bound, so the
-  // advance the move enqueued itself is not doubled.
+  // advance the move enqueued itself is not doubled. Also those whose criteria were never evaluated (ended before the
+  // dispatcher's first advance, which was lost): on the wire their verdicts are pending too.
   endedWithStaleOutcome: `SELECT x.id FROM executions x
-     WHERE x.status IN (${TERMINAL}) AND x.criteria_results @> '[{"verdict": "pending"}]'::jsonb
-       AND EXISTS (
+     WHERE x.status IN (${TERMINAL})
+       AND (x.criteria_results @> '[{"verdict": "pending"}]'::jsonb
+            OR (x.criteria_results IS NULL AND x.criteria <> '[]'::jsonb))
+       AND (x.criteria_results IS NULL AND x.updated_at < now() - make_interval(secs => $1 / 1000.0)
+            OR EXISTS (
          SELECT 1 FROM jsonb_array_elements(coalesce(x.criteria_results, '[]'::jsonb)) c
          CROSS JOIN LATERAL (
            SELECT o.status, o.verification_method, o.updated_at FROM operations o
@@ -56,7 +60,7 @@ export const SWEEP_SQL = {
            AND (o.status IN (${sqlLiterals(FINAL_OPERATION_STATUSES)})
                 OR (o.status IN (${sqlLiterals(FINAL_WITHOUT_READ_BACK_STATUSES)})
                     AND o.verification_method <> '${VerificationMethod.READ_AFTER_WRITE}'))
-           AND o.updated_at < now() - make_interval(secs => $1 / 1000.0))
+           AND o.updated_at < now() - make_interval(secs => $1 / 1000.0)))
      LIMIT $2`,
   sentBefore: `SELECT {columns:Operation o} FROM operations o
      WHERE o.status = ${sqlLiterals([S.SENT])} AND o.sent_at < now() - make_interval(secs => $1 / 1000.0)

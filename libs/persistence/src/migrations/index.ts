@@ -21,6 +21,7 @@ import { PendingOutcomeIndex1764600000000 } from './1764600000000-pending-outcom
 import { WebhookLateAcknowledgement1764610000000 } from './1764610000000-webhook-late-acknowledgement';
 import { PendingVerdictIndex1764620000000 } from './1764620000000-pending-verdict-index';
 import { EffectShownAfterFailed1764630000000 } from './1764630000000-effect-shown-after-failed';
+import { UnevaluatedEndedIndex1764640000000 } from './1764640000000-unevaluated-ended-index';
 
 /** In order. Add a new timestamped class for every schema change; never edit one that has shipped. */
 export const MIGRATIONS = [
@@ -47,4 +48,5 @@ export const MIGRATIONS = [
   WebhookLateAcknowledgement1764610000000,
   PendingVerdictIndex1764620000000,
   EffectShownAfterFailed1764630000000,
+  UnevaluatedEndedIndex1764640000000,
 ];
