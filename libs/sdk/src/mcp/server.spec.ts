@@ -1,39 +1,55 @@
 import { createServer } from 'node:http';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import type { RequestOptions } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import {
   type CallToolResult,
   LoggingMessageNotificationSchema,
   ResourceUpdatedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { Verity } from '../client';
-import { createVerityMcpServer } from './server';
+import { type VerityMcpOptions, createVerityMcpServer } from './server';
 import { closedAfterEachTest, listenLocally, waitUntil } from '../../../../test/support/local-server';
 import { UNIT_SUBMISSION } from '../../../../test/support/http';
 
+/** Closers of the MCP sessions a test opened: run after it, before its HTTP servers close, so no test needs try/finally. */
+const openSessions: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const close of openSessions.splice(0)) await close();
+});
 const closeAfterTest = closedAfterEachTest();
 
 const SUBMISSION = UNIT_SUBMISSION;
 
-/** A tool client over an in-memory MCP connection to the server, whose SDK client talks to `baseUrl`. */
-async function tools(baseUrl: string) {
-  const mcp = createVerityMcpServer({ client: new Verity({ baseUrl, apiKey: 'sk-unit', backoffMs: 5 }) });
+/**
+ * An MCP client over an in-memory connection to the server (with `options`), whose SDK client talks to `baseUrl`;
+ * closed after the test.
+ */
+async function connectMcp(baseUrl: string, options: Omit<VerityMcpOptions, 'client'> = {}) {
+  const mcp = createVerityMcpServer({ client: new Verity({ baseUrl, apiKey: 'sk-unit', backoffMs: 5 }), ...options });
   const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
   await mcp.server.connect(serverSide);
   const client = new Client({ name: 'unit', version: '0' });
   await client.connect(clientSide);
+  openSessions.push(async () => {
+    mcp.close();
+    await client.close();
+    await mcp.server.close();
+  });
   return {
-    call: async (name: string, args: Record<string, unknown>) =>
-      (await client.callTool({ name, arguments: args })) as CallToolResult,
-    close: async () => {
-      await client.close();
-      await mcp.server.close();
-    },
+    client,
+    call: async (name: string, args: Record<string, unknown>, requestOptions?: RequestOptions) =>
+      (await client.callTool({ name, arguments: args }, undefined, requestOptions)) as CallToolResult,
   };
 }
 
 function textOf(result: CallToolResult): string {
   return result.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
+}
+
+/** The Idempotency-Key a failed submit_execution names for repeating the submission. */
+function idempotencyKeyOf(result: CallToolResult): string {
+  return (result.structuredContent as { error: { idempotency_key: string } }).error.idempotency_key;
 }
 
 describe('submit_execution when the answer does not settle whether the submission was accepted', () => {
@@ -53,20 +69,16 @@ describe('submit_execution when the answer does not settle whether the submissio
       });
     });
     const { url } = await closeAfterTest(await listenLocally(server));
-    const mcp = await tools(url);
-    try {
-      const result = await mcp.call('submit_execution', SUBMISSION);
-      expect(requests).toBe(3);
-      expect(result.isError).toBe(true);
-      const text = textOf(result);
-      expect(text).not.toMatch(/^Refused/);
-      expect(text).toMatch(/may have been accepted/);
-      const key = (result.structuredContent as { error: { idempotency_key: string } }).error.idempotency_key;
-      expect(key).toMatch(/^[0-9a-f-]{36}$/);
-      expect(text).toContain(key);
-    } finally {
-      await mcp.close();
-    }
+    const mcp = await connectMcp(url);
+    const result = await mcp.call('submit_execution', SUBMISSION);
+    expect(requests).toBe(3);
+    expect(result.isError).toBe(true);
+    const text = textOf(result);
+    expect(text).not.toMatch(/^Refused/);
+    expect(text).toMatch(/may have been accepted/);
+    const key = idempotencyKeyOf(result);
+    expect(key).toMatch(/^[0-9a-f-]{36}$/);
+    expect(text).toContain(key);
   });
 
   it('a 500 on the only attempt may hide an accepted submission: the key is given', async () => {
@@ -78,15 +90,11 @@ describe('submit_execution when the answer does not settle whether the submissio
       });
     });
     const { url } = await closeAfterTest(await listenLocally(server));
-    const mcp = await tools(url);
-    try {
-      const result = await mcp.call('submit_execution', { ...SUBMISSION, idempotency_key: 'order-1-charge' });
-      expect(result.isError).toBe(true);
-      expect(textOf(result)).toMatch(/may have been accepted/);
-      expect(textOf(result)).toContain('"order-1-charge"');
-    } finally {
-      await mcp.close();
-    }
+    const mcp = await connectMcp(url);
+    const result = await mcp.call('submit_execution', { ...SUBMISSION, idempotency_key: 'order-1-charge' });
+    expect(result.isError).toBe(true);
+    expect(textOf(result)).toMatch(/may have been accepted/);
+    expect(textOf(result)).toContain('"order-1-charge"');
   });
 });
 
@@ -105,31 +113,18 @@ describe('a subscribed execution whose stream ends while it can still change', (
         res.end(`id: evt_1\ndata: ${JSON.stringify(event)}\n\nevent: end\ndata: {"reason":"${reason}"}\n\n`);
       });
       const { url } = await closeAfterTest(await listenLocally(server));
-      const mcp = createVerityMcpServer({
-        client: new Verity({ baseUrl: url, apiKey: 'sk-unit', backoffMs: 5 }),
-        subscriptions: true,
-      });
-      const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-      await mcp.server.connect(serverSide);
-      const client = new Client({ name: 'unit', version: '0' });
+      const mcp = await connectMcp(url, { subscriptions: true });
       const updated: string[] = [];
       const said = new Promise<string>((resolve) =>
-        client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => resolve(String(n.params.data))),
+        mcp.client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => resolve(String(n.params.data))),
       );
-      client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => void updated.push(n.params.uri));
-      await client.connect(clientSide);
-      try {
-        await client.subscribeResource({ uri: 'verity://executions/exe_1' });
-        const message = await said;
-        expect(message).toContain('verity://executions/exe_1');
-        expect(message).toContain(reason);
-        expect(message).toMatch(/re-read the resource or call wait_for_execution/);
-        expect(updated).toEqual(['verity://executions/exe_1']);
-      } finally {
-        mcp.close();
-        await client.close();
-        await mcp.server.close();
-      }
+      mcp.client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => void updated.push(n.params.uri));
+      await mcp.client.subscribeResource({ uri: 'verity://executions/exe_1' });
+      const message = await said;
+      expect(message).toContain('verity://executions/exe_1');
+      expect(message).toContain(reason);
+      expect(message).toMatch(/re-read the resource or call wait_for_execution/);
+      expect(updated).toEqual(['verity://executions/exe_1']);
     });
   }
 });
@@ -155,23 +150,14 @@ describe('the execution resources, listed page by page', () => {
       );
     });
     const { url } = await closeAfterTest(await listenLocally(server));
-    const mcp = createVerityMcpServer({ client: new Verity({ baseUrl: url, apiKey: 'sk-unit', backoffMs: 5 }) });
-    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-    await mcp.server.connect(serverSide);
-    const client = new Client({ name: 'unit', version: '0' });
-    await client.connect(clientSide);
-    try {
-      const first = await client.listResources();
-      expect(first.resources).toHaveLength(50);
-      expect(first.nextCursor).toBeDefined();
-      const second = await client.listResources({ cursor: first.nextCursor });
-      expect(second.resources.map((r) => r.uri)).toEqual(['verity://executions/exe_051']);
-      expect(second.nextCursor).toBeUndefined();
-      expect(asked[1]).toContain('cursor=exe_050');
-    } finally {
-      await client.close();
-      await mcp.server.close();
-    }
+    const mcp = await connectMcp(url);
+    const first = await mcp.client.listResources();
+    expect(first.resources).toHaveLength(50);
+    expect(first.nextCursor).toBeDefined();
+    const second = await mcp.client.listResources({ cursor: first.nextCursor });
+    expect(second.resources.map((r) => r.uri)).toEqual(['verity://executions/exe_051']);
+    expect(second.nextCursor).toBeUndefined();
+    expect(asked[1]).toContain('cursor=exe_050');
   });
 });
 
@@ -190,22 +176,18 @@ describe('submit_execution with a key that names Object.prototype', () => {
       });
     });
     const { url } = await closeAfterTest(await listenLocally(server));
-    const mcp = await tools(url);
-    try {
-      for (const field of ['params', 'expected_state']) {
-        // JSON.parse makes "__proto__" an own key, as it arrives in a tool call.
-        const operation = JSON.parse(
-          `{"key":"charge","connector":"sandbox.payments","action":"charge","params":{"amount":5},` +
-            `"${field}":{"__proto__":{"amount":1},"currency":"EUR"}}`,
-        ) as Record<string, unknown>;
-        const result = await mcp.call('submit_execution', { ...SUBMISSION, operations: [operation] });
-        expect(result.isError).toBe(true);
-        expect(textOf(result)).toContain('__proto__');
-      }
-      expect(bodies).toEqual([]);
-    } finally {
-      await mcp.close();
+    const mcp = await connectMcp(url);
+    for (const field of ['params', 'expected_state']) {
+      // JSON.parse makes "__proto__" an own key, as it arrives in a tool call.
+      const operation = JSON.parse(
+        `{"key":"charge","connector":"sandbox.payments","action":"charge","params":{"amount":5},` +
+          `"${field}":{"__proto__":{"amount":1},"currency":"EUR"}}`,
+      ) as Record<string, unknown>;
+      const result = await mcp.call('submit_execution', { ...SUBMISSION, operations: [operation] });
+      expect(result.isError).toBe(true);
+      expect(textOf(result)).toContain('__proto__');
     }
+    expect(bodies).toEqual([]);
   });
 });
 
@@ -218,29 +200,15 @@ describe('submit_execution against an API that does not answer', () => {
     });
     const { url } = await closeAfterTest(await listenLocally(server));
     // The SDK's own bounds (30 s a request, 3 attempts) outlast the 60 s an MCP client waits for an answer.
-    const mcp = createVerityMcpServer({
-      client: new Verity({ baseUrl: url, apiKey: 'sk-unit', backoffMs: 5 }),
-      submitTimeoutMs: 500,
-    });
-    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-    await mcp.server.connect(serverSide);
-    const client = new Client({ name: 'unit', version: '0' });
-    await client.connect(clientSide);
-    try {
-      const result = (await client.callTool({ name: 'submit_execution', arguments: SUBMISSION }, undefined, {
-        timeout: 10_000,
-      })) as CallToolResult;
-      expect(requests).toBeGreaterThanOrEqual(1);
-      expect(result.isError).toBe(true);
-      const text = textOf(result);
-      expect(text).toMatch(/may have been accepted/);
-      const key = (result.structuredContent as { error: { idempotency_key: string } }).error.idempotency_key;
-      expect(key).toMatch(/^[0-9a-f-]{36}$/);
-      expect(text).toContain(key);
-    } finally {
-      await client.close();
-      await mcp.server.close();
-    }
+    const mcp = await connectMcp(url, { submitTimeoutMs: 500 });
+    const result = await mcp.call('submit_execution', SUBMISSION, { timeout: 10_000 });
+    expect(requests).toBeGreaterThanOrEqual(1);
+    expect(result.isError).toBe(true);
+    const text = textOf(result);
+    expect(text).toMatch(/may have been accepted/);
+    const key = idempotencyKeyOf(result);
+    expect(key).toMatch(/^[0-9a-f-]{36}$/);
+    expect(text).toContain(key);
   });
 });
 
@@ -258,24 +226,6 @@ describe('the other tools and the resources against an API that does not answer'
     return { url, requests, closed: () => closed };
   }
 
-  async function connected(url: string) {
-    const mcp = createVerityMcpServer({
-      client: new Verity({ baseUrl: url, apiKey: 'sk-unit', backoffMs: 5 }),
-      readTimeoutMs: 300,
-    });
-    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-    await mcp.server.connect(serverSide);
-    const client = new Client({ name: 'unit', version: '0' });
-    await client.connect(clientSide);
-    return {
-      client,
-      close: async () => {
-        await client.close();
-        await mcp.server.close();
-      },
-    };
-  }
-
   it.each([
     ['list_connectors', {}, /^No answer from Verity \(no answer within 0\.3 s\)\.$/],
     ['get_execution', { execution_id: 'exe_1' }, /^No answer from Verity \(no answer within 0\.3 s\)\.$/],
@@ -283,52 +233,35 @@ describe('the other tools and the resources against an API that does not answer'
     ['cancel_execution', { execution_id: 'exe_1' }, /the cancel may have been carried out: read the execution/],
   ])('%s answers within its bound, before an MCP client gives up', async (name, args, said) => {
     const api = await silentApi();
-    const mcp = await connected(api.url);
-    try {
-      const result = (await mcp.client.callTool({ name, arguments: args }, undefined, {
-        timeout: 10_000,
-      })) as CallToolResult;
-      expect(api.requests).toHaveLength(1);
-      expect(result.isError).toBe(true);
-      expect(textOf(result)).toMatch(said);
-      expect(textOf(result)).not.toMatch(/^Refused/);
-    } finally {
-      await mcp.close();
-    }
+    const mcp = await connectMcp(api.url, { readTimeoutMs: 300 });
+    const result = await mcp.call(name, args, { timeout: 10_000 });
+    expect(api.requests).toHaveLength(1);
+    expect(result.isError).toBe(true);
+    expect(textOf(result)).toMatch(said);
+    expect(textOf(result)).not.toMatch(/^Refused/);
   });
 
   it('a resource read and the resource list answer an error within the bound', async () => {
     const api = await silentApi();
-    const mcp = await connected(api.url);
-    try {
-      await expect(mcp.client.readResource({ uri: 'verity://executions/exe_1' }, { timeout: 10_000 })).rejects.toThrow(
-        /no answer from Verity \(no answer within 0\.3 s\)/,
-      );
-      await expect(mcp.client.listResources(undefined, { timeout: 10_000 })).rejects.toThrow(
-        /no answer from Verity \(no answer within 0\.3 s\)/,
-      );
-      expect(api.requests).toEqual(['GET /v1/executions/exe_1', 'GET /v1/executions?limit=50']);
-    } finally {
-      await mcp.close();
-    }
+    const mcp = await connectMcp(api.url, { readTimeoutMs: 300 });
+    await expect(mcp.client.readResource({ uri: 'verity://executions/exe_1' }, { timeout: 10_000 })).rejects.toThrow(
+      /no answer from Verity \(no answer within 0\.3 s\)/,
+    );
+    await expect(mcp.client.listResources(undefined, { timeout: 10_000 })).rejects.toThrow(
+      /no answer from Verity \(no answer within 0\.3 s\)/,
+    );
+    expect(api.requests).toEqual(['GET /v1/executions/exe_1', 'GET /v1/executions?limit=50']);
   });
 
   it("a client's cancellation of its request aborts the API call", async () => {
     const api = await silentApi();
-    const mcp = await connected(api.url);
+    const mcp = await connectMcp(api.url);
     const controller = new AbortController();
-    try {
-      const call = mcp.client.callTool({ name: 'get_execution', arguments: { execution_id: 'exe_1' } }, undefined, {
-        signal: controller.signal,
-        timeout: 10_000,
-      });
-      await waitUntil(() => api.requests.length === 1);
-      controller.abort(new Error('the user moved on'));
-      await expect(call).rejects.toThrow('the user moved on');
-      await waitUntil(() => api.closed() === 1);
-      expect(api.requests).toHaveLength(1);
-    } finally {
-      await mcp.close();
-    }
+    const call = mcp.call('get_execution', { execution_id: 'exe_1' }, { signal: controller.signal, timeout: 10_000 });
+    await waitUntil(() => api.requests.length === 1);
+    controller.abort(new Error('the user moved on'));
+    await expect(call).rejects.toThrow('the user moved on');
+    await waitUntil(() => api.closed() === 1);
+    expect(api.requests).toHaveLength(1);
   });
 });
