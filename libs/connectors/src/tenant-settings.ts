@@ -124,6 +124,16 @@ export const SpendingCapSchema = z
       .describe('where the currency is in the params (default `currency`); only with currency'),
   })
   .superRefine((cap, ctx) => {
+    /** `field` given without `needed` is refused; the API names the rule `requires_<needed>`. */
+    const onlyWith = (field: keyof typeof cap, needed: keyof typeof cap) => {
+      if (cap[field] === undefined || cap[needed] !== undefined) return;
+      ctx.addIssue({
+        code: 'custom',
+        path: [field],
+        message: `${field} is only used with ${needed}`,
+        params: { rule: `requires_${needed}` },
+      });
+    };
     if (cap.max_operations === undefined && cap.max_amount === undefined) {
       ctx.addIssue({ code: 'custom', path: ['max_operations'], message: 'give max_operations and/or max_amount' });
     }
@@ -133,22 +143,8 @@ export const SpendingCapSchema = z
     if (cap.max_amount === undefined && cap.amount_field !== undefined) {
       ctx.addIssue({ code: 'custom', path: ['max_amount'], message: 'amount_field is only used with max_amount' });
     }
-    if (cap.currency !== undefined && cap.max_amount === undefined) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['currency'],
-        message: 'currency is only used with max_amount',
-        params: { rule: 'requires_max_amount' },
-      });
-    }
-    if (cap.currency_field !== undefined && cap.currency === undefined) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['currency_field'],
-        message: 'currency_field is only used with currency',
-        params: { rule: 'requires_currency' },
-      });
-    }
+    onlyWith('currency', 'max_amount');
+    onlyWith('currency_field', 'currency');
   });
 
 /**
