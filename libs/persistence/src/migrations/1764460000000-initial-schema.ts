@@ -1,17 +1,15 @@
-import { MigrationInterface, QueryRunner } from 'typeorm';
+import { sqlMigration } from './sql-migration';
 
-export class InitialSchema1764460000000 implements MigrationInterface {
-  name = 'InitialSchema1764460000000';
-
-  async up(q: QueryRunner): Promise<void> {
-    await q.query(`
+export class InitialSchema1764460000000 extends sqlMigration('InitialSchema1764460000000', {
+  up: [
+    `
       CREATE TABLE tenants (
         id text PRIMARY KEY,
         name text NOT NULL,
         settings jsonb NOT NULL DEFAULT '{}',
         created_at timestamptz NOT NULL DEFAULT now()
-      )`);
-    await q.query(`
+      )`,
+    `
       CREATE TABLE api_keys (
         id text PRIMARY KEY,
         tenant_id text NOT NULL REFERENCES tenants(id),
@@ -21,8 +19,8 @@ export class InitialSchema1764460000000 implements MigrationInterface {
         label text,
         created_at timestamptz NOT NULL DEFAULT now(),
         revoked_at timestamptz
-      )`);
-    await q.query(`
+      )`,
+    `
       CREATE TABLE executions (
         id text PRIMARY KEY,
         tenant_id text NOT NULL REFERENCES tenants(id),
@@ -37,13 +35,13 @@ export class InitialSchema1764460000000 implements MigrationInterface {
         idempotency_key text,
         created_at timestamptz NOT NULL DEFAULT now(),
         updated_at timestamptz NOT NULL DEFAULT now()
-      )`);
-    await q.query(`CREATE INDEX executions_tenant_newest ON executions (tenant_id, id DESC)`);
-    await q.query(`CREATE INDEX executions_tenant_status ON executions (tenant_id, status, id DESC)`);
-    await q.query(`
+      )`,
+    `CREATE INDEX executions_tenant_newest ON executions (tenant_id, id DESC)`,
+    `CREATE INDEX executions_tenant_status ON executions (tenant_id, status, id DESC)`,
+    `
       CREATE INDEX executions_active ON executions (updated_at)
-      WHERE status NOT IN ('completed', 'failed', 'cancelled', 'expired')`);
-    await q.query(`
+      WHERE status NOT IN ('completed', 'failed', 'cancelled', 'expired')`,
+    `
       CREATE TABLE operations (
         id text PRIMARY KEY,
         execution_id text NOT NULL REFERENCES executions(id),
@@ -76,12 +74,12 @@ export class InitialSchema1764460000000 implements MigrationInterface {
         created_at timestamptz NOT NULL DEFAULT now(),
         updated_at timestamptz NOT NULL DEFAULT now(),
         UNIQUE (execution_id, key, generation)
-      )`);
-    await q.query(`CREATE UNIQUE INDEX operations_one_retry ON operations (retry_of) WHERE retry_of IS NOT NULL`);
-    await q.query(`
+      )`,
+    `CREATE UNIQUE INDEX operations_one_retry ON operations (retry_of) WHERE retry_of IS NOT NULL`,
+    `
       CREATE INDEX operations_unsettled ON operations (status, updated_at)
-      WHERE status IN ('SENT', 'ACKNOWLEDGED', 'UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW', 'PREPARED')`);
-    await q.query(`
+      WHERE status IN ('SENT', 'ACKNOWLEDGED', 'UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW', 'PREPARED')`,
+    `
       CREATE TABLE events (
         id text PRIMARY KEY,
         execution_id text NOT NULL REFERENCES executions(id),
@@ -94,23 +92,23 @@ export class InitialSchema1764460000000 implements MigrationInterface {
         data jsonb NOT NULL DEFAULT '{}',
         created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
         UNIQUE (execution_id, seq)
-      )`);
-    await q.query(`CREATE INDEX events_operation ON events (operation_id) WHERE operation_id IS NOT NULL`);
+      )`,
+    `CREATE INDEX events_operation ON events (operation_id) WHERE operation_id IS NOT NULL`,
     // History is append-only: nothing may rewrite or remove what an agent or reviewer was told.
-    await q.query(`
+    `
       CREATE FUNCTION events_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN RAISE EXCEPTION 'events are append-only'; END $$`);
-    await q.query(`
+      BEGIN RAISE EXCEPTION 'events are append-only'; END $$`,
+    `
       CREATE TRIGGER events_no_update BEFORE UPDATE OR DELETE ON events
-      FOR EACH ROW EXECUTE FUNCTION events_append_only()`);
+      FOR EACH ROW EXECUTE FUNCTION events_append_only()`,
     // Streams in every API process learn of new events (written by any worker) through NOTIFY, sent at commit.
-    await q.query(`
+    `
       CREATE FUNCTION events_notify() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN PERFORM pg_notify('verity_events', NEW.execution_id); RETURN NULL; END $$`);
-    await q.query(`
+      BEGIN PERFORM pg_notify('verity_events', NEW.execution_id); RETURN NULL; END $$`,
+    `
       CREATE TRIGGER events_notify AFTER INSERT ON events
-      FOR EACH ROW EXECUTE FUNCTION events_notify()`);
-    await q.query(`
+      FOR EACH ROW EXECUTE FUNCTION events_notify()`,
+    `
       CREATE TABLE idempotency_keys (
         tenant_id text NOT NULL,
         key text NOT NULL,
@@ -120,17 +118,16 @@ export class InitialSchema1764460000000 implements MigrationInterface {
         created_at timestamptz NOT NULL DEFAULT now(),
         expires_at timestamptz NOT NULL,
         PRIMARY KEY (tenant_id, key)
-      )`);
-  }
-
-  async down(q: QueryRunner): Promise<void> {
-    await q.query(`DROP TABLE idempotency_keys`);
-    await q.query(`DROP TABLE events`);
-    await q.query(`DROP FUNCTION events_notify`);
-    await q.query(`DROP FUNCTION events_append_only`);
-    await q.query(`DROP TABLE operations`);
-    await q.query(`DROP TABLE executions`);
-    await q.query(`DROP TABLE api_keys`);
-    await q.query(`DROP TABLE tenants`);
-  }
-}
+      )`,
+  ],
+  down: [
+    `DROP TABLE idempotency_keys`,
+    `DROP TABLE events`,
+    `DROP FUNCTION events_notify`,
+    `DROP FUNCTION events_append_only`,
+    `DROP TABLE operations`,
+    `DROP TABLE executions`,
+    `DROP TABLE api_keys`,
+    `DROP TABLE tenants`,
+  ],
+}) {}

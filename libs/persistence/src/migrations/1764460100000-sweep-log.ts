@@ -1,21 +1,16 @@
-import { MigrationInterface, QueryRunner } from 'typeorm';
+import { sqlMigration } from './sql-migration';
 
 /** A record of every sweep, so "one sweeper at a time" can be checked from the database. */
-export class SweepLog1764460100000 implements MigrationInterface {
-  name = 'SweepLog1764460100000';
-
-  async up(q: QueryRunner): Promise<void> {
-    await q.query(`
+export class SweepLog1764460100000 extends sqlMigration('SweepLog1764460100000', {
+  up: [
+    `
       CREATE TABLE sweep_log (
         id bigserial PRIMARY KEY,
         worker text NOT NULL,
         started_at timestamptz NOT NULL DEFAULT clock_timestamp(),
         finished_at timestamptz,
         report jsonb
-      )`);
-  }
-
-  async down(q: QueryRunner): Promise<void> {
-    await q.query(`DROP TABLE sweep_log`);
-  }
-}
+      )`,
+  ],
+  down: [`DROP TABLE sweep_log`],
+}) {}

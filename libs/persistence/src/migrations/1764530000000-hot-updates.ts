@@ -1,4 +1,4 @@
-import { MigrationInterface, QueryRunner } from 'typeorm';
+import { sqlMigration } from './sql-migration';
 
 /**
  * Updates that can stay on their page (HOT: no new entry in any index). An UPDATE is HOT only if it changes no column
@@ -18,28 +18,25 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  * No fillfactor: measured on the happy path (docs/benchmarks.md), fillfactor 85 made no update HOT that the default
  * did not (page pruning already frees the room) and grew the executions heap by 40 %.
  */
-export class HotUpdates1764530000000 implements MigrationInterface {
-  name = 'HotUpdates1764530000000';
-
-  async up(q: QueryRunner): Promise<void> {
-    await q.query(`DROP INDEX executions_active`);
-    await q.query(`
+export class HotUpdates1764530000000 extends sqlMigration('HotUpdates1764530000000', {
+  up: [
+    `DROP INDEX executions_active`,
+    `
       CREATE INDEX executions_active ON executions (deadline_at)
-      WHERE status NOT IN ('completed', 'failed', 'cancelled', 'expired')`);
-    await q.query(`DROP INDEX operations_unsettled`);
-    await q.query(`
+      WHERE status NOT IN ('completed', 'failed', 'cancelled', 'expired')`,
+    `DROP INDEX operations_unsettled`,
+    `
       CREATE INDEX operations_unsettled ON operations (status)
-      WHERE status IN ('SENT', 'ACKNOWLEDGED', 'UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW', 'PREPARED')`);
-  }
-
-  async down(q: QueryRunner): Promise<void> {
-    await q.query(`DROP INDEX operations_unsettled`);
-    await q.query(`
+      WHERE status IN ('SENT', 'ACKNOWLEDGED', 'UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW', 'PREPARED')`,
+  ],
+  down: [
+    `DROP INDEX operations_unsettled`,
+    `
       CREATE INDEX operations_unsettled ON operations (status, updated_at)
-      WHERE status IN ('SENT', 'ACKNOWLEDGED', 'UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW', 'PREPARED')`);
-    await q.query(`DROP INDEX executions_active`);
-    await q.query(`
+      WHERE status IN ('SENT', 'ACKNOWLEDGED', 'UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW', 'PREPARED')`,
+    `DROP INDEX executions_active`,
+    `
       CREATE INDEX executions_active ON executions (updated_at)
-      WHERE status NOT IN ('completed', 'failed', 'cancelled', 'expired')`);
-  }
-}
+      WHERE status NOT IN ('completed', 'failed', 'cancelled', 'expired')`,
+  ],
+}) {}

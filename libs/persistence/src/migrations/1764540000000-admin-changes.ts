@@ -1,4 +1,4 @@
-import { MigrationInterface, QueryRunner } from 'typeorm';
+import { sqlMigration } from './sql-migration';
 
 /**
  * The history of a tenant's admin changes: every write of its policy (`PUT /v1/admin/policy`) and of a connector's
@@ -10,11 +10,9 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  * Append-only: a trigger refuses every UPDATE and DELETE. `before` and `after` never hold a secret's value (connector
  * settings list secret names, as `GET /v1/admin/connector-settings/{connector}` does).
  */
-export class AdminChanges1764540000000 implements MigrationInterface {
-  name = 'AdminChanges1764540000000';
-
-  async up(q: QueryRunner): Promise<void> {
-    await q.query(`
+export class AdminChanges1764540000000 extends sqlMigration('AdminChanges1764540000000', {
+  up: [
+    `
       CREATE TABLE admin_changes (
         id text PRIMARY KEY,
         tenant_id text NOT NULL REFERENCES tenants(id),
@@ -25,21 +23,17 @@ export class AdminChanges1764540000000 implements MigrationInterface {
         before jsonb NOT NULL,
         after jsonb NOT NULL,
         CONSTRAINT admin_changes_connector CHECK ((kind = 'policy') = (connector IS NULL))
-      )`);
+      )`,
     // The list: one tenant's changes, newest first (ids sort by creation time).
-    await q.query(`CREATE INDEX admin_changes_tenant ON admin_changes (tenant_id, id)`);
-    await q.query(`
+    `CREATE INDEX admin_changes_tenant ON admin_changes (tenant_id, id)`,
+    `
       CREATE FUNCTION admin_changes_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN
         RAISE EXCEPTION 'admin_changes is append-only: % refused', TG_OP USING ERRCODE = 'insufficient_privilege';
-      END $$`);
-    await q.query(`
+      END $$`,
+    `
       CREATE TRIGGER admin_changes_append_only BEFORE UPDATE OR DELETE ON admin_changes
-      FOR EACH ROW EXECUTE FUNCTION admin_changes_append_only()`);
-  }
-
-  async down(q: QueryRunner): Promise<void> {
-    await q.query(`DROP TABLE admin_changes`);
-    await q.query(`DROP FUNCTION admin_changes_append_only()`);
-  }
-}
+      FOR EACH ROW EXECUTE FUNCTION admin_changes_append_only()`,
+  ],
+  down: [`DROP TABLE admin_changes`, `DROP FUNCTION admin_changes_append_only()`],
+}) {}

@@ -1,4 +1,4 @@
-import { MigrationInterface, QueryRunner } from 'typeorm';
+import { sqlMigration } from './sql-migration';
 
 /**
  * The webhook outbox also announces a re-check that found the effect of an operation a reviewer had just resolved
@@ -7,17 +7,12 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  * beside events_webhook_outbox (which stays as shipped). It holds only such events, a handful in any history; building
  * it reads the events table once.
  */
-export class WebhookAfterFailed1764550000000 implements MigrationInterface {
-  name = 'WebhookAfterFailed1764550000000';
-
-  async up(q: QueryRunner): Promise<void> {
+export class WebhookAfterFailed1764550000000 extends sqlMigration('WebhookAfterFailed1764550000000', {
+  up: [
     // Keep this predicate identical to the last arm of WEBHOOK_CANDIDATES_SQL in webhooks.ts.
-    await q.query(`
+    `
       CREATE INDEX events_webhook_after_failed ON events (txid, id)
-      WHERE (type = 'operation.rechecked' AND data->>'after' = 'FAILED')`);
-  }
-
-  async down(q: QueryRunner): Promise<void> {
-    await q.query(`DROP INDEX events_webhook_after_failed`);
-  }
-}
+      WHERE (type = 'operation.rechecked' AND data->>'after' = 'FAILED')`,
+  ],
+  down: [`DROP INDEX events_webhook_after_failed`],
+}) {}

@@ -1,4 +1,4 @@
-import { MigrationInterface, QueryRunner } from 'typeorm';
+import { sqlMigration } from './sql-migration';
 
 /**
  * The history of admin changes lists in the order the changes were made. Its ids sort by the time the API minted them,
@@ -8,18 +8,15 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  * inserted — after the lock — orders them as they happened. Rows written before this migration are numbered in the
  * order the table holds them.
  */
-export class AdminChangesOrder1764570000000 implements MigrationInterface {
-  name = 'AdminChangesOrder1764570000000';
-
-  async up(q: QueryRunner): Promise<void> {
-    await q.query(`ALTER TABLE admin_changes ADD COLUMN seq bigint GENERATED ALWAYS AS IDENTITY`);
-    await q.query(`CREATE UNIQUE INDEX admin_changes_order ON admin_changes (tenant_id, seq)`);
-    await q.query(`DROP INDEX admin_changes_tenant`);
-  }
-
-  async down(q: QueryRunner): Promise<void> {
-    await q.query(`CREATE INDEX admin_changes_tenant ON admin_changes (tenant_id, id)`);
-    await q.query(`DROP INDEX admin_changes_order`);
-    await q.query(`ALTER TABLE admin_changes DROP COLUMN seq`);
-  }
-}
+export class AdminChangesOrder1764570000000 extends sqlMigration('AdminChangesOrder1764570000000', {
+  up: [
+    `ALTER TABLE admin_changes ADD COLUMN seq bigint GENERATED ALWAYS AS IDENTITY`,
+    `CREATE UNIQUE INDEX admin_changes_order ON admin_changes (tenant_id, seq)`,
+    `DROP INDEX admin_changes_tenant`,
+  ],
+  down: [
+    `CREATE INDEX admin_changes_tenant ON admin_changes (tenant_id, id)`,
+    `DROP INDEX admin_changes_order`,
+    `ALTER TABLE admin_changes DROP COLUMN seq`,
+  ],
+}) {}

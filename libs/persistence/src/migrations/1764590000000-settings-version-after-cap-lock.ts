@@ -1,4 +1,4 @@
-import { MigrationInterface, QueryRunner } from 'typeorm';
+import { sqlMigration } from './sql-migration';
 
 /**
  * The version of a tenant's settings for a connector as the statement that commits SENT compares it (the send guard's
@@ -9,11 +9,9 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  * calling statement's snapshot, a send could pass the check while a first cap was being set and commit after the
  * backfill, never counted by the cap (red team round 7). The lock key is the one capped sends take (`capLock`).
  */
-export class SettingsVersionAfterCapLock1764590000000 implements MigrationInterface {
-  name = 'SettingsVersionAfterCapLock1764590000000';
-
-  async up(q: QueryRunner): Promise<void> {
-    await q.query(`
+export class SettingsVersionAfterCapLock1764590000000 extends sqlMigration('SettingsVersionAfterCapLock1764590000000', {
+  up: [
+    `
       CREATE FUNCTION verity_settings_version_locked(p_tenant text, p_connector text) RETURNS text
       LANGUAGE plpgsql VOLATILE AS $$
       BEGIN
@@ -21,10 +19,7 @@ export class SettingsVersionAfterCapLock1764590000000 implements MigrationInterf
         RETURN (SELECT (extract(epoch FROM s.updated_at) * 1000000)::bigint::text FROM tenant_connector_settings s
                  WHERE s.tenant_id = p_tenant AND s.connector = p_connector);
       END
-      $$`);
-  }
-
-  async down(q: QueryRunner): Promise<void> {
-    await q.query(`DROP FUNCTION verity_settings_version_locked(text, text)`);
-  }
-}
+      $$`,
+  ],
+  down: [`DROP FUNCTION verity_settings_version_locked(text, text)`],
+}) {}

@@ -1,4 +1,4 @@
-import { MigrationInterface, QueryRunner } from 'typeorm';
+import { sqlMigration } from './sql-migration';
 
 /**
  * The webhook outbox also announces a provider's 2xx that came back after the operation ended FAILED
@@ -7,21 +7,18 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  * made again with both types. It holds only such events, a handful in any history; building it reads the events table
  * once.
  */
-export class WebhookLateAcknowledgement1764610000000 implements MigrationInterface {
-  name = 'WebhookLateAcknowledgement1764610000000';
-
-  async up(q: QueryRunner): Promise<void> {
+export class WebhookLateAcknowledgement1764610000000 extends sqlMigration('WebhookLateAcknowledgement1764610000000', {
+  up: [
     // Keep this predicate identical to the last arm of WEBHOOK_CANDIDATES_SQL in webhooks.ts.
-    await q.query(`DROP INDEX events_webhook_after_failed`);
-    await q.query(`
+    `DROP INDEX events_webhook_after_failed`,
+    `
       CREATE INDEX events_webhook_after_failed ON events (txid, id)
-      WHERE (type IN ('operation.rechecked', 'operation.acknowledged_late') AND data->>'after' = 'FAILED')`);
-  }
-
-  async down(q: QueryRunner): Promise<void> {
-    await q.query(`DROP INDEX events_webhook_after_failed`);
-    await q.query(`
+      WHERE (type IN ('operation.rechecked', 'operation.acknowledged_late') AND data->>'after' = 'FAILED')`,
+  ],
+  down: [
+    `DROP INDEX events_webhook_after_failed`,
+    `
       CREATE INDEX events_webhook_after_failed ON events (txid, id)
-      WHERE (type = 'operation.rechecked' AND data->>'after' = 'FAILED')`);
-  }
-}
+      WHERE (type = 'operation.rechecked' AND data->>'after' = 'FAILED')`,
+  ],
+}) {}

@@ -1,4 +1,4 @@
-import { MigrationInterface, QueryRunner } from 'typeorm';
+import { sqlMigration } from './sql-migration';
 
 /**
  * The sweeper owes an evaluation to an ended execution with a pending verdict of an operation that has since become
@@ -7,21 +7,18 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  * such rows (1764600000000) selected by the outcome; it now selects by the pending verdict itself. Keep the predicate
  * identical to SWEEP_SQL.endedWithStaleOutcome's.
  */
-export class PendingVerdictIndex1764620000000 implements MigrationInterface {
-  name = 'PendingVerdictIndex1764620000000';
-
-  async up(q: QueryRunner): Promise<void> {
-    await q.query(`DROP INDEX executions_ended_pending_outcome`);
-    await q.query(`
+export class PendingVerdictIndex1764620000000 extends sqlMigration('PendingVerdictIndex1764620000000', {
+  up: [
+    `DROP INDEX executions_ended_pending_outcome`,
+    `
       CREATE INDEX executions_ended_pending_verdict ON executions (id)
       WHERE status IN ('completed', 'failed', 'cancelled', 'expired')
-        AND criteria_results @> '[{"verdict": "pending"}]'::jsonb`);
-  }
-
-  async down(q: QueryRunner): Promise<void> {
-    await q.query(`DROP INDEX executions_ended_pending_verdict`);
-    await q.query(`
+        AND criteria_results @> '[{"verdict": "pending"}]'::jsonb`,
+  ],
+  down: [
+    `DROP INDEX executions_ended_pending_verdict`,
+    `
       CREATE INDEX executions_ended_pending_outcome ON executions (id)
-      WHERE status IN ('completed', 'failed', 'cancelled', 'expired') AND (outcome->>'result') = 'pending'`);
-  }
-}
+      WHERE status IN ('completed', 'failed', 'cancelled', 'expired') AND (outcome->>'result') = 'pending'`,
+  ],
+}) {}

@@ -1,4 +1,4 @@
-import { MigrationInterface, QueryRunner } from 'typeorm';
+import { sqlMigration } from './sql-migration';
 
 /**
  * A FAILED operation whose source showed the effect after a reviewer resolved it is read as refuted from its row
@@ -11,11 +11,9 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  * down() leaves the key: it is data written since by the re-check too, which no earlier code reads, and removing it
  * would also erase what re-checks after the upgrade recorded.
  */
-export class EffectShownAfterFailed1764630000000 implements MigrationInterface {
-  name = 'EffectShownAfterFailed1764630000000';
-
-  async up(q: QueryRunner): Promise<void> {
-    await q.query(`
+export class EffectShownAfterFailed1764630000000 extends sqlMigration('EffectShownAfterFailed1764630000000', {
+  up: [
+    `
       UPDATE operations o
          SET obligation = coalesce(o.obligation, '{}'::jsonb) || jsonb_build_object(
                'effect_shown_after_failed',
@@ -26,10 +24,8 @@ export class EffectShownAfterFailed1764630000000 implements MigrationInterface {
                  AND data->>'result' IN ('found', 'mismatch', 'field_missing')
                ORDER BY operation_id, created_at DESC, seq DESC) e
        WHERE o.id = e.operation_id AND o.tenant_id = e.tenant_id AND o.status = 'FAILED'
-         AND NOT (coalesce(o.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')`);
-  }
-
-  async down(): Promise<void> {
-    // Nothing to undo in the schema (see above).
-  }
-}
+         AND NOT (coalesce(o.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')`,
+  ],
+  // Nothing to undo in the schema (see above).
+  down: [],
+}) {}

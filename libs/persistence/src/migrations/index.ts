@@ -23,7 +23,7 @@ import { PendingVerdictIndex1764620000000 } from './1764620000000-pending-verdic
 import { EffectShownAfterFailed1764630000000 } from './1764630000000-effect-shown-after-failed';
 import { UnevaluatedEndedIndex1764640000000 } from './1764640000000-unevaluated-ended-index';
 
-/** In order. Add a new timestamped class for every schema change; never edit one that has shipped. */
+/** In order. Add a new timestamped class for every schema change; never change what one that has shipped runs. */
 export const MIGRATIONS = [
   InitialSchema1764460000000,
   SweepLog1764460100000,
