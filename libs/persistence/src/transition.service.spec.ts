@@ -692,6 +692,25 @@ describe('TransitionService (real Postgres)', () => {
     expect((await failed(nothingShown.operationId)).won).toBe(true);
   });
 
+  it('annotate refuses a condition or a write it could not make (no operation or status to hold it to), writing nothing', async () => {
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    const bad = [
+      { executionId, operationId, whileUnescalated: true },
+      { executionId, operationId, merge: { obligation: { rechecks: 1 } } },
+      { executionId, whileStatus: OperationStatus.PREPARED, patch: { next_check_at: null } },
+      { executionId, operationId, whileStatus: OperationStatus.PREPARED, whileGrantDecidedAt: null },
+      { executionId, operationId, whileStatus: OperationStatus.PREPARED, whileReleaseAt: null },
+    ];
+    for (const input of bad) {
+      await expect(transitions.annotate(db.dataSource.manager, { ...input, type: 'test.noted' })).rejects.toThrow(
+        /^annotate: /,
+      );
+    }
+    expect(await eventsWhere({ executionId, type: 'test.noted' })).toHaveLength(0);
+    // An event alone needs neither.
+    expect((await transitions.annotate(db.dataSource.manager, { executionId, type: 'test.noted' })).won).toBe(true);
+  });
+
   it('annotate with whileObligationDueAt: an obligation re-dated since it was read is not escalated', async () => {
     const { executionId, operationId } = await newExecutionWithOneOperation();
     await db.dataSource.query(`UPDATE operations SET obligation = $2 WHERE id = $1`, [

@@ -315,6 +315,42 @@ function assertExecutionFirst(input: OperationTransitionInput): void {
     throw new Error(`executionFirst must end where a send may happen, not ${at}`);
 }
 
+/** What `annotate` writes and the conditions it is written under (see there). */
+export interface AnnotationInput {
+  executionId: string;
+  operationId?: string;
+  /** Several: while in any of them (one compare-and-set). */
+  whileStatus?: OperationStatus | readonly OperationStatus[];
+  /** Only while no approval has been requested or decided: of two racing requests, one writes its event. */
+  whileApprovalOpen?: boolean;
+  /** Only while the approval is still granted: of two senders that find one grant stale, one withdraws it. */
+  whileApprovalGranted?: boolean;
+  /**
+   * With whileApprovalGranted: only while it is still the grant decided at this time (null: none recorded) — a grant
+   * withdrawn by another sender and given again by a reviewer since is not the stale one this caller judged.
+   */
+  whileGrantDecidedAt?: string | null;
+  patch?: OperationPatch;
+  /** Merged into the JSON columns instead of replacing them (what a stale read would otherwise erase). */
+  merge?: OperationMerge;
+  /** Only while the obligation is still due when it was read: a re-dated one is not the one that was overdue. */
+  whileObligationDueAt?: string;
+  /** Only while the obligation is not escalated yet: of two sweeps that find it overdue, one escalates it. */
+  whileUnescalated?: boolean;
+  /**
+   * Only while a reviewer's release (resolution SENT) of a never-sent operation is recorded, and it is removed:
+   * the release can no longer be carried out, and the operation is a reviewer's to decide again.
+   */
+  withdrawRelease?: boolean;
+  /**
+   * With withdrawRelease: only while it is still the release recorded at this time (its resolution's `at`) — one
+   * withdrawn by another sender and recorded again by a reviewer since is not the one this caller found refused.
+   */
+  whileReleaseAt?: string | null;
+  type: string;
+  data?: Record<string, unknown>;
+}
+
 /**
  * The one writer of statuses (I1, I2). Each move is checked by libs/status-model, then written as ONE statement:
  * a compare-and-set UPDATE of the row, a bump of the execution's event sequence, and the event INSERT.
@@ -746,43 +782,8 @@ export class TransitionService {
    * A fact that is not a status change (approval requested, knowledge conflict, observation...), optionally
    * updating operation fields while the operation is still in `whileStatus`: same atomicity as a transition.
    */
-  async annotate(
-    db: Queryable,
-    input: {
-      executionId: string;
-      operationId?: string;
-      /** Several: while in any of them (one compare-and-set). */
-      whileStatus?: OperationStatus | readonly OperationStatus[];
-      /** Only while no approval has been requested or decided: of two racing requests, one writes its event. */
-      whileApprovalOpen?: boolean;
-      /** Only while the approval is still granted: of two senders that find one grant stale, one withdraws it. */
-      whileApprovalGranted?: boolean;
-      /**
-       * With whileApprovalGranted: only while it is still the grant decided at this time (null: none recorded) — a grant
-       * withdrawn by another sender and given again by a reviewer since is not the stale one this caller judged.
-       */
-      whileGrantDecidedAt?: string | null;
-      patch?: OperationPatch;
-      /** Merged into the JSON columns instead of replacing them (what a stale read would otherwise erase). */
-      merge?: OperationMerge;
-      /** Only while the obligation is still due when it was read: a re-dated one is not the one that was overdue. */
-      whileObligationDueAt?: string;
-      /** Only while the obligation is not escalated yet: of two sweeps that find it overdue, one escalates it. */
-      whileUnescalated?: boolean;
-      /**
-       * Only while a reviewer's release (resolution SENT) of a never-sent operation is recorded, and it is removed:
-       * the release can no longer be carried out, and the operation is a reviewer's to decide again.
-       */
-      withdrawRelease?: boolean;
-      /**
-       * With withdrawRelease: only while it is still the release recorded at this time (its resolution's `at`) — one
-       * withdrawn by another sender and recorded again by a reviewer since is not the one this caller found refused.
-       */
-      whileReleaseAt?: string | null;
-      type: string;
-      data?: Record<string, unknown>;
-    },
-  ): Promise<TransitionResult> {
+  async annotate(db: Queryable, input: AnnotationInput): Promise<TransitionResult> {
+    assertAnnotationGuards(input);
     const eventId = newId('evt');
     if (!input.operationId || !input.whileStatus) {
       const result = await rows<{ id: string; seq: string }>(
@@ -845,5 +846,33 @@ export class TransitionService {
     );
     if (result.length) eventsWritten(db, input.executionId);
     return result.length ? { won: true, eventId: result[0].id, seq: Number(result[0].seq) } : { won: false };
+  }
+}
+
+/**
+ * An annotation's conditions and writes are made by the compare-and-set on the operation's status: without an operation
+ * and a status to hold it to, there is none, and they would be dropped in silence (an event written, no guard checked,
+ * no patch or merge made). Each "this very decision" condition also needs the condition it narrows. A caller that asks
+ * for either is a bug, thrown before anything is written.
+ */
+function assertAnnotationGuards(input: AnnotationInput): void {
+  const conditional =
+    input.whileApprovalOpen ||
+    input.whileApprovalGranted ||
+    input.whileGrantDecidedAt !== undefined ||
+    input.patch !== undefined ||
+    input.merge !== undefined ||
+    input.whileObligationDueAt !== undefined ||
+    input.whileUnescalated ||
+    input.withdrawRelease ||
+    input.whileReleaseAt !== undefined;
+  if (conditional && (!input.operationId || !input.whileStatus)) {
+    throw new Error('annotate: a condition, a patch or a merge needs operationId and whileStatus');
+  }
+  if (input.whileGrantDecidedAt !== undefined && !input.whileApprovalGranted) {
+    throw new Error('annotate: whileGrantDecidedAt narrows whileApprovalGranted, which is missing');
+  }
+  if (input.whileReleaseAt !== undefined && !input.withdrawRelease) {
+    throw new Error('annotate: whileReleaseAt narrows withdrawRelease, which is missing');
   }
 }
