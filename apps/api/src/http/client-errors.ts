@@ -11,32 +11,35 @@ interface ClientErrorAnswer {
   detail: string;
 }
 
-/** What Node's HTTP parser refused, as the problem Verity answers (Node's own statuses: 431, 408, else 400). */
-export function clientErrorAnswer(errorCode: string | undefined): ClientErrorAnswer {
-  if (errorCode === 'HPE_HEADER_OVERFLOW') {
-    return {
+/** The parser's codes Node answers with a status of its own; every other refusal is a 400 (see clientErrorAnswer). */
+const ANSWER_OF_PARSER_CODE = new Map<string, ClientErrorAnswer>([
+  [
+    'HPE_HEADER_OVERFLOW',
+    {
       status: 431,
       code: 'bad-request',
       title: 'Request header fields too large',
       detail: 'the request line and headers together must stay under 16 KiB',
-    };
-  }
-  if (errorCode === 'ERR_HTTP_REQUEST_TIMEOUT') {
-    return {
-      status: 408,
-      code: 'request-timeout',
-      title: 'Request timeout',
-      detail: 'the request did not arrive in time',
-    };
-  }
-  return {
-    status: 400,
-    code: 'bad-request',
-    title: 'Malformed HTTP request',
-    detail:
-      'the request is not well-formed HTTP/1.1: a byte HTTP does not allow in the request line or a header ' +
-      '(percent-encode it), or a body whose framing cannot be read',
-  };
+    },
+  ],
+  [
+    'ERR_HTTP_REQUEST_TIMEOUT',
+    { status: 408, code: 'request-timeout', title: 'Request timeout', detail: 'the request did not arrive in time' },
+  ],
+]);
+
+const MALFORMED_REQUEST: ClientErrorAnswer = {
+  status: 400,
+  code: 'bad-request',
+  title: 'Malformed HTTP request',
+  detail:
+    'the request is not well-formed HTTP/1.1: a byte HTTP does not allow in the request line or a header ' +
+    '(percent-encode it), or a body whose framing cannot be read',
+};
+
+/** What Node's HTTP parser refused, as the problem Verity answers (Node's own statuses: 431, 408, else 400). */
+export function clientErrorAnswer(errorCode: string | undefined): ClientErrorAnswer {
+  return (errorCode !== undefined && ANSWER_OF_PARSER_CODE.get(errorCode)) || MALFORMED_REQUEST;
 }
 
 /** The whole response, as bytes for the socket: there is no request or response object to answer through. */
