@@ -1,19 +1,39 @@
 import { rawJsonIssue } from './raw-json';
 
+/** The texts in which rawJsonIssue finds `rule` (with the field it names), and texts in which it finds nothing. */
+function itJudges(rule: string, cases: { found: [text: string, field: string][]; none: string[] }): void {
+  it.each(cases.found)('%s → %s', (text, field) => {
+    expect(rawJsonIssue(text)).toEqual({ field, rule });
+  });
+  it.each(cases.none)('%s → none', (text) => {
+    expect(rawJsonIssue(text)).toBeNull();
+  });
+}
+
 describe('rawJsonIssue: a member named twice', () => {
-  it.each([
-    ['{"amount":100,"amount":99999999}', 'amount'],
-    ['{"agent_id":"a","agent_id":"b"}', 'agent_id'],
-    ['{"operations":[{"params":{"amount":1,"currency":"EUR","amount":2}}]}', 'operations[0].params.amount'],
-    ['{"operations":[{"key":"a"},{"key":"b","key":"c"}]}', 'operations[1].key'],
-    ['[{"a":1},{"a":1,"a":2}]', '[1].a'],
-    // Names as JSON reads them: an escape spells the same name.
-    ['{"a":1,"\\u0061":2}', 'a'],
-    ['{"x":{"y":[1,{"z":1}],"w":2,"w":3}}', 'x.w'],
-    // A string value that looks like a name does not count; names after a nested value do.
-    ['{"a":"b","b":{"c":"a"},"c":1,"a":2}', 'a'],
-  ])('%s → %s', (text, field) => {
-    expect(rawJsonIssue(text)).toEqual({ field, rule: 'duplicate_key' });
+  itJudges('duplicate_key', {
+    found: [
+      ['{"amount":100,"amount":99999999}', 'amount'],
+      ['{"agent_id":"a","agent_id":"b"}', 'agent_id'],
+      ['{"operations":[{"params":{"amount":1,"currency":"EUR","amount":2}}]}', 'operations[0].params.amount'],
+      ['{"operations":[{"key":"a"},{"key":"b","key":"c"}]}', 'operations[1].key'],
+      ['[{"a":1},{"a":1,"a":2}]', '[1].a'],
+      // Names as JSON reads them: an escape spells the same name.
+      ['{"a":1,"\\u0061":2}', 'a'],
+      ['{"x":{"y":[1,{"z":1}],"w":2,"w":3}}', 'x.w'],
+      // A string value that looks like a name does not count; names after a nested value do.
+      ['{"a":"b","b":{"c":"a"},"c":1,"a":2}', 'a'],
+    ],
+    none: [
+      '{"a":1,"b":{"a":1},"c":[{"a":1},{"a":1}]}',
+      '{"a":"\\"a\\":1,","b":"}{[,"}',
+      '{"a\\\\":1,"a":2}',
+      '[]',
+      '"just a string"',
+      '{"unterminated',
+      '{"a":1,"a',
+      '',
+    ],
   });
 
   it('names an empty name as the body, and cuts a path nested thousands deep', () => {
@@ -23,48 +43,32 @@ describe('rawJsonIssue: a member named twice', () => {
     expect(field.length).toBeLessThanOrEqual(201);
     expect(field).toMatch(/^x\.x\.x.*…$/);
   });
-
-  it.each([
-    '{"a":1,"b":{"a":1},"c":[{"a":1},{"a":1}]}',
-    '{"a":"\\"a\\":1,","b":"}{[,"}',
-    '{"a\\\\":1,"a":2}',
-    '[]',
-    '"just a string"',
-    '{"unterminated',
-    '{"a":1,"a',
-    '',
-  ])('%s → none', (text) => {
-    expect(rawJsonIssue(text)).toBeNull();
-  });
 });
 
 describe('rawJsonIssue: a number JSON.parse would round', () => {
-  it.each([
-    ['{"amount":9007199254740993}', 'amount'],
-    ['{"amount":-9007199254740993}', 'amount'],
-    ['{"amount":12345678901234567890}', 'amount'],
-    ['{"a":{"b":[1,2,{"c":0.30000000000000000001}]}}', 'a.b[2].c'],
-    ['{"a":[1,9007199254740993]}', 'a[1]'],
-    ['[0,1,2,3.14159265358979323846]', '[3]'],
-    ['{"tiny":1e-400}', 'tiny'],
-    ['{"x":9007199254740993.0}', 'x'],
-    ['{"x":90071992547409930e-1}', 'x'],
-    ['9007199254740993', '(body)'],
-    // The first issue in the text is the one named.
-    ['{"n":9007199254740993,"n":1}', 'n'],
-  ])('%s → %s', (text, field) => {
-    expect(rawJsonIssue(text)).toEqual({ field, rule: 'exact_number' });
-  });
-
-  it.each([
-    '{"amount":9007199254740991,"b":-9007199254740991}',
-    '{"amount":9007199254740992}', // 2^53 itself is a double
-    '{"a":0.1,"b":1.50,"c":-0,"d":0.0,"e":1e22,"f":10000000000000000000000,"g":5e-324,"h":1E+2,"i":2.5e-3}',
-    '{"big":1e400}', // Infinity: refused after parsing (finite_number)
-    '{"s":"9007199254740993","t":"0.30000000000000000001"}', // strings are kept as written
-    '{"a":true,"b":false,"c":null,"d":[]}',
-  ])('%s → none', (text) => {
-    expect(rawJsonIssue(text)).toBeNull();
+  itJudges('exact_number', {
+    found: [
+      ['{"amount":9007199254740993}', 'amount'],
+      ['{"amount":-9007199254740993}', 'amount'],
+      ['{"amount":12345678901234567890}', 'amount'],
+      ['{"a":{"b":[1,2,{"c":0.30000000000000000001}]}}', 'a.b[2].c'],
+      ['{"a":[1,9007199254740993]}', 'a[1]'],
+      ['[0,1,2,3.14159265358979323846]', '[3]'],
+      ['{"tiny":1e-400}', 'tiny'],
+      ['{"x":9007199254740993.0}', 'x'],
+      ['{"x":90071992547409930e-1}', 'x'],
+      ['9007199254740993', '(body)'],
+      // The first issue in the text is the one named.
+      ['{"n":9007199254740993,"n":1}', 'n'],
+    ],
+    none: [
+      '{"amount":9007199254740991,"b":-9007199254740991}',
+      '{"amount":9007199254740992}', // 2^53 itself is a double
+      '{"a":0.1,"b":1.50,"c":-0,"d":0.0,"e":1e22,"f":10000000000000000000000,"g":5e-324,"h":1E+2,"i":2.5e-3}',
+      '{"big":1e400}', // Infinity: refused after parsing (finite_number)
+      '{"s":"9007199254740993","t":"0.30000000000000000001"}', // strings are kept as written
+      '{"a":true,"b":false,"c":null,"d":[]}',
+    ],
   });
 
   it('judges a number as long as a body can be in one pass (no pattern that backtracks on a run of zeros)', () => {
