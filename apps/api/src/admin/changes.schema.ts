@@ -51,21 +51,24 @@ const ChangeBase = {
   at: z.string().describe('when the change was made (the database’s clock)'),
 };
 
-const PolicyChange = z.object({
-  ...ChangeBase,
-  kind: z.enum(['policy']),
-  connector: z.string().nullable().describe('null for the policy'),
-  before: PolicySettings,
-  after: PolicySettings,
-});
+/** A change of a kind of settings: before and after it, the whole settings as stored. */
+function settingsChange<K extends string, S extends z.ZodType>(kind: K, connector: string, settings: S) {
+  return z.object({
+    ...ChangeBase,
+    kind: z.enum([kind]),
+    connector: z.string().nullable().describe(connector),
+    before: settings,
+    after: settings,
+  });
+}
 
-const ConnectorSettingsChange = z.object({
-  ...ChangeBase,
-  kind: z.enum(['connector_settings']),
-  connector: z.string().nullable().describe('the connector whose settings changed'),
-  before: ConnectorSettings,
-  after: ConnectorSettings,
-});
+const PolicyChange = settingsChange('policy', 'null for the policy', PolicySettings);
+
+const ConnectorSettingsChange = settingsChange(
+  'connector_settings',
+  'the connector whose settings changed',
+  ConnectorSettings,
+);
 
 const WebhookEndpointChange = z.object({
   ...ChangeBase,
