@@ -6,6 +6,7 @@ import { JsonBody } from '../http/parse';
 import { CONNECTOR_SETTINGS_EXAMPLE } from '../openapi-examples';
 import { ApiEndpoint } from '../openapi';
 import { AdminController } from './admin-controller';
+import { amountReadingView } from './amount-reading.schema';
 import { ConnectorSettingsService } from './connector-settings.service';
 
 const CONNECTOR = { name: 'connector', description: 'connector name, e.g. http or sandbox.sms' };
@@ -30,12 +31,7 @@ const SettingsView = z.object({
       period: z.enum(['hour', 'day', 'week', 'month']),
       max_operations: z.number().optional(),
       max_amount: z.number().positive().optional(),
-      amount_field: z.string().optional(),
-      currency: z
-        .string()
-        .optional()
-        .describe('the currency of max_amount; absent: amounts of any currency are summed as one unit'),
-      currency_field: z.string().optional(),
+      ...amountReadingView('the currency of max_amount; absent: amounts of any currency are summed as one unit'),
     }),
   ),
   read_back_binding: z

@@ -1,5 +1,6 @@
 import { CURRENCY_CODE, CURRENCY_CODE_RULE, HOLD_REASONS } from '@verity/status-model';
 import { z } from 'zod';
+import { amountReadingView } from './amount-reading.schema';
 
 /** An obligation may be due in a second (tests, drills) and at most in 30 days: beyond that it is not an obligation. */
 export const MAX_DUE_SECONDS = 30 * 24 * 3600;
@@ -74,12 +75,7 @@ export const PolicyView = z.object({
     z.object({
       connector: z.string(),
       amount_above: z.number().optional(),
-      amount_field: z.string().optional(),
-      currency: z
-        .string()
-        .optional()
-        .describe('the currency of amount_above; absent: amounts of any currency are compared as one unit'),
-      currency_field: z.string().optional(),
+      ...amountReadingView('the currency of amount_above; absent: amounts of any currency are compared as one unit'),
     }),
   ),
   updated_at: z.string().nullable(),
