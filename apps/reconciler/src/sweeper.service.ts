@@ -260,30 +260,40 @@ export class SweeperService implements OnApplicationBootstrap, OnApplicationShut
    * ready operation themselves, SEND_IN_ADVANCE), that are active and still locked by a running worker; null if Redis
    * cannot say. Both queues' workers hold their locks for DISPATCH_LOCK_MS and renew them while alive.
    */
-  private async liveDispatches(): Promise<Set<string> | null> {
-    try {
-      const live = new Set<string>();
-      const owners = [
-        { queueName: QueueName.DISPATCH, idField: 'operationId' },
-        { queueName: QueueName.EXECUTIONS, idField: 'executionId' },
-      ] as const;
-      for (const { queueName, idField } of owners) {
-        // On every shard: an operation's jobs are on its execution's.
-        for (const queue of await this.producer.connectedQueues(queueName)) {
-          const active = await queue.getActive(0, 4 * BATCH);
-          for (const job of active) {
-            const id = (job?.data as Record<string, unknown> | undefined)?.[idField];
-            if (!job?.id || typeof id !== 'string') continue;
-            if (await this.redis.exists(`${queue.toKey(job.id)}:lock`)) live.add(id);
+  private liveDispatches(): Promise<Set<string> | null> {
+    return this.unlessRedisFails(
+      'cannot list live dispatch jobs; orphaned SENT operations wait for the next sweep',
+      async () => {
+        const live = new Set<string>();
+        const owners = [
+          { queueName: QueueName.DISPATCH, idField: 'operationId' },
+          { queueName: QueueName.EXECUTIONS, idField: 'executionId' },
+        ] as const;
+        for (const { queueName, idField } of owners) {
+          // On every shard: an operation's jobs are on its execution's.
+          for (const queue of await this.producer.connectedQueues(queueName)) {
+            const active = await queue.getActive(0, 4 * BATCH);
+            for (const job of active) {
+              const id = (job?.data as Record<string, unknown> | undefined)?.[idField];
+              if (!job?.id || typeof id !== 'string') continue;
+              if (await this.redis.exists(`${queue.toKey(job.id)}:lock`)) live.add(id);
+            }
           }
         }
-      }
-      return live;
+        return live;
+      },
+    );
+  }
+
+  /**
+   * A pass that needs Redis to answer gives up for this sweep when it cannot, saying so: what it owes is on rows in
+   * Postgres, which the next sweep reads again. Null then.
+   */
+  private async unlessRedisFails<T>(warning: string, work: () => Promise<T>): Promise<T | null> {
+    try {
+      return await work();
     } catch (error) {
-      this.logger.warn(
-        { err: error },
-        'cannot list live dispatch jobs; orphaned SENT operations wait for the next sweep',
-      );
+      this.logger.warn({ err: error }, warning);
       return null;
     }
   }
@@ -351,26 +361,24 @@ export class SweeperService implements OnApplicationBootstrap, OnApplicationShut
       owed.map((op) => op.id),
     );
     let rearmed = 0;
-    try {
-      for (const { id, execution_id: executionId } of owed) {
-        const added = await inTraceOf(traces.get(id), () =>
-          this.producer.enqueueOrRearm(
-            JobName.DISPATCH_OPERATION,
-            { operationId: id, executionId },
-            releaseDispatchJobId(id),
-          ),
-        );
-        if (!added) continue;
-        rearmed += 1;
-        this.logger.info({ operationId: id, executionId }, 'a recorded release had no dispatch job: armed again');
-      }
-    } catch (error) {
-      // Redis cannot be asked: the releases stay recorded in Postgres, and the next sweep tries again.
-      this.logger.warn(
-        { err: error },
-        'cannot re-arm the dispatch jobs of recorded releases; the next sweep tries again',
-      );
-    }
+    // Without Redis the releases stay recorded in Postgres, and those re-armed so far are counted.
+    await this.unlessRedisFails(
+      'cannot re-arm the dispatch jobs of recorded releases; the next sweep tries again',
+      async () => {
+        for (const { id, execution_id: executionId } of owed) {
+          const added = await inTraceOf(traces.get(id), () =>
+            this.producer.enqueueOrRearm(
+              JobName.DISPATCH_OPERATION,
+              { operationId: id, executionId },
+              releaseDispatchJobId(id),
+            ),
+          );
+          if (!added) continue;
+          rearmed += 1;
+          this.logger.info({ operationId: id, executionId }, 'a recorded release had no dispatch job: armed again');
+        }
+      },
+    );
     return rearmed;
   }
 
