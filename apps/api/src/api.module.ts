@@ -11,6 +11,7 @@ import { ConnectorSettingsService } from './admin/connector-settings.service';
 import { PolicyController } from './admin/policy.controller';
 import { PolicyService } from './admin/policy.service';
 import { WebhooksController } from './admin/webhooks.controller';
+import { WebhookDeliveriesService } from './admin/webhook-deliveries.service';
 import { WebhooksService } from './admin/webhooks.service';
 import { ApiKeyService } from './auth/api-key.service';
 import { AuthGuard } from './auth/auth.guard';
@@ -56,6 +57,7 @@ export class ApiModule {
         PolicyService,
         ChangesService,
         WebhooksService,
+        WebhookDeliveriesService,
         EventNotifier,
         StreamService,
         { provide: APP_GUARD, useClass: AuthGuard },

@@ -14,7 +14,7 @@ import {
   skipWebhookDelivery,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
-import { JobName, JobProducer, webhookDeliveryJob } from '@verity/queues';
+import { WebhookDeliveryQueue } from '@verity/queues';
 import { Webhook } from 'standardwebhooks';
 import { DataSource } from 'typeorm';
 import { webhookDeliveries } from './metrics';
@@ -54,7 +54,7 @@ export class WebhooksService implements OnApplicationBootstrap, OnApplicationShu
   constructor(
     @InjectDataSource() private readonly db: DataSource,
     private readonly cipher: SecretsCipher,
-    private readonly producer: JobProducer,
+    private readonly queue: WebhookDeliveryQueue,
     private readonly connectors: TenantConnectors,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
     @Inject(LOGGER) private readonly logger: Logger,
@@ -101,15 +101,7 @@ export class WebhooksService implements OnApplicationBootstrap, OnApplicationShu
   }
 
   private async enqueue(deliveries: OwedDelivery[]): Promise<void> {
-    for (const d of deliveries) {
-      const job = webhookDeliveryJob(
-        d.id,
-        d.round,
-        { attempts: this.config.WEBHOOK_MAX_ATTEMPTS, backoffMs: this.config.WEBHOOK_BACKOFF_MS },
-        d.backlog,
-      );
-      await this.producer.tryEnqueue(JobName.DELIVER_WEBHOOK, job.data, job.options);
-    }
+    for (const d of deliveries) await this.queue.tryEnqueue(d, d.backlog);
   }
 
   /**

@@ -1,6 +1,7 @@
 export * from './names';
 export * from './shards';
 export * from './producer';
+export * from './webhook-delivery-queue';
 export * from './queues.module';
 export * from './worker.module';
 export * from './watchdog';

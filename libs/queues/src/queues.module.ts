@@ -15,6 +15,7 @@ import { eventsChannel } from './names';
 import { JobProducer } from './producer';
 import { QueueShards } from './shards';
 import { queueTelemetry } from './telemetry';
+import { WebhookDeliveryQueue } from './webhook-delivery-queue';
 
 export const PRODUCER_REDIS = Symbol('PRODUCER_REDIS');
 
@@ -51,8 +52,9 @@ const ANNOUNCE_COALESCE_MS = 2;
         );
       },
     },
+    WebhookDeliveryQueue,
   ],
-  exports: [JobProducer, PRODUCER_REDIS],
+  exports: [JobProducer, PRODUCER_REDIS, WebhookDeliveryQueue],
 })
 export class QueuesModule implements OnModuleInit, OnApplicationShutdown {
   constructor(

@@ -12,6 +12,7 @@ import {
   WebhookInputSchema,
   WebhookView,
 } from './webhooks.schema';
+import { WebhookDeliveriesService } from './webhook-deliveries.service';
 import { WebhooksService } from './webhooks.service';
 
 const ID = { name: 'id', description: 'webhook endpoint id (whk_…)' };
@@ -22,7 +23,10 @@ const ID = { name: 'id', description: 'webhook endpoint id (whk_…)' };
  */
 @AdminController('webhooks')
 export class WebhooksController {
-  constructor(private readonly webhooks: WebhooksService) {}
+  constructor(
+    private readonly webhooks: WebhooksService,
+    private readonly deliveryLog: WebhookDeliveriesService,
+  ) {}
 
   @Get()
   @ApiEndpoint({
@@ -96,7 +100,7 @@ export class WebhooksController {
   })
   @ApiPageQuery()
   deliveries(@CurrentPrincipal() principal: Principal, @Param('id') id: string, @Query() query: unknown) {
-    return this.webhooks.deliveries(principal, id, parseQuery(DeliveriesQuery, query));
+    return this.deliveryLog.list(principal, id, parseQuery(DeliveriesQuery, query));
   }
 
   @Post(':id/deliveries/:delivery_id/redeliver')
@@ -114,6 +118,6 @@ export class WebhooksController {
     @Param('id') id: string,
     @Param('delivery_id') deliveryId: string,
   ) {
-    return this.webhooks.redeliver(principal, id, deliveryId);
+    return this.deliveryLog.redeliver(principal, id, deliveryId);
   }
 }

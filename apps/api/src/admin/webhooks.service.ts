@@ -4,27 +4,21 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { TenantConnectors, checkTarget, platformRefusalOf } from '@verity/connectors';
 import {
   SecretsCipher,
-  WebhookDeliveryRow,
   WebhookEndpointRow,
   createWebhookEndpoint,
   deleteWebhookEndpoint,
   MAX_WEBHOOK_ENDPOINTS,
   enableWebhookEndpoint,
   findWebhookEndpoint,
-  listWebhookDeliveries,
   listWebhookEndpoints,
-  redeliverWebhook,
 } from '@verity/persistence';
-import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
-import { JobName, JobProducer, webhookDeliveryJob } from '@verity/queues';
-import { DataSource } from 'typeorm';
+import { LOGGER, Logger } from '@verity/platform';
+import { DataSource, EntityManager } from 'typeorm';
 import type { z } from 'zod';
 import type { Principal } from '../auth/principal';
+import { iso } from '../executions/presenter';
 import { Problem } from '../problem/problem';
-import type { DeliveriesQuery, DeliveryView, WebhookInput, WebhookView } from './webhooks.schema';
-import { pageOf } from '../http/parse';
-
-const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
+import type { WebhookInput, WebhookView } from './webhooks.schema';
 
 function endpointView(row: WebhookEndpointRow): z.infer<typeof WebhookView> {
   return {
@@ -39,32 +33,13 @@ function endpointView(row: WebhookEndpointRow): z.infer<typeof WebhookView> {
   };
 }
 
-function deliveryView(row: WebhookDeliveryRow): z.infer<typeof DeliveryView> {
-  return {
-    id: row.id,
-    type: row.type as z.infer<typeof DeliveryView>['type'],
-    event_id: row.event_id,
-    status: row.status,
-    attempts: row.attempts,
-    redeliveries: row.round,
-    last_attempt_at: iso(row.last_attempt_at),
-    last_response_status: row.last_response_status,
-    last_error: row.last_error,
-    delivered_at: iso(row.delivered_at),
-    created_at: new Date(row.created_at).toISOString(),
-    payload: row.payload,
-  };
-}
-
 /** A tenant's webhook endpoints (admin role): their URLs obey the tenant's http allowlist and the SSRF rules. */
 @Injectable()
 export class WebhooksService {
   constructor(
     @InjectDataSource() private readonly db: DataSource,
     private readonly cipher: SecretsCipher,
-    private readonly producer: JobProducer,
     private readonly connectors: TenantConnectors,
-    @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
@@ -73,7 +48,7 @@ export class WebhooksService {
   }
 
   async get(principal: Principal, id: string) {
-    return endpointView(await this.endpoint(principal, id));
+    return endpointView(await tenantEndpoint(this.db.manager, principal, id));
   }
 
   async create(principal: Principal, input: WebhookInput) {
@@ -133,45 +108,11 @@ export class WebhooksService {
     this.logger.info({ tenantId: principal.tenantId, endpointId: id }, 'webhook endpoint enabled');
     return endpointView(endpoint);
   }
+}
 
-  async deliveries(principal: Principal, id: string, query: z.infer<typeof DeliveriesQuery>) {
-    await this.endpoint(principal, id);
-    const found = await listWebhookDeliveries(this.db.manager, {
-      tenantId: principal.tenantId,
-      endpointId: id,
-      before: query.cursor,
-      limit: query.limit + 1,
-    });
-    const { page, nextCursor } = pageOf(found, query.limit);
-    return { data: page.map(deliveryView), next_cursor: nextCursor };
-  }
-
-  async redeliver(principal: Principal, id: string, deliveryId: string) {
-    const result = await redeliverWebhook(this.db.manager, {
-      tenantId: principal.tenantId,
-      endpointId: id,
-      deliveryId,
-    });
-    if ('refused' in result) {
-      if (result.refused === 'not_found') throw Problem.notFound('Delivery', deliveryId);
-      throw Problem.conflict('endpoint-disabled', `webhook ${id} is disabled; enable it first (POST …/enable)`);
-    }
-    // An admin's redelivery is one delivery asked for now: first in its tenant's line.
-    const job = webhookDeliveryJob(
-      result.delivery.id,
-      result.delivery.round,
-      { attempts: this.config.WEBHOOK_MAX_ATTEMPTS, backoffMs: this.config.WEBHOOK_BACKOFF_MS },
-      1,
-    );
-    // After the commit; if Redis is away, the reconciler's outbox pass enqueues the pending delivery later.
-    await this.producer.tryEnqueue(JobName.DELIVER_WEBHOOK, job.data, job.options);
-    this.logger.info({ tenantId: principal.tenantId, endpointId: id, deliveryId }, 'webhook redelivery requested');
-    return deliveryView(result.delivery);
-  }
-
-  private async endpoint(principal: Principal, id: string): Promise<WebhookEndpointRow> {
-    const endpoint = await findWebhookEndpoint(this.db.manager, principal.tenantId, id);
-    if (!endpoint) throw Problem.notFound('Webhook', id);
-    return endpoint;
-  }
+/** The tenant's webhook endpoint of this id, or 404. */
+export async function tenantEndpoint(db: EntityManager, principal: Principal, id: string): Promise<WebhookEndpointRow> {
+  const endpoint = await findWebhookEndpoint(db, principal.tenantId, id);
+  if (!endpoint) throw Problem.notFound('Webhook', id);
+  return endpoint;
 }

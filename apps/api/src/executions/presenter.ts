@@ -19,7 +19,8 @@ import type { API_SCHEMAS } from '../schemas';
 /** The last status-change event of each operation, by operation id (`findLastStatusChanges`). */
 export type StatusChanges = ReadonlyMap<string, LastStatusChange>;
 
-const iso = (d: Date | null | undefined) => (d ? new Date(d).toISOString() : null);
+/** A nullable timestamp column, as the wire writes it. */
+export const iso = (d: Date | null | undefined) => (d ? new Date(d).toISOString() : null);
 /** A timestamp column that is never null. */
 const isoAt = (d: Date) => new Date(d).toISOString();
 
