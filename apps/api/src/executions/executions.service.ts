@@ -20,7 +20,6 @@ import {
   findOperationsOf,
   insertExecution,
   listEvents,
-  eventSeqOf,
   listExecutions,
   NewOperation,
   lockExecution,
@@ -41,6 +40,7 @@ import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { submissions } from '../metrics/metrics';
 import { FieldError, Problem } from '../problem/problem';
+import { resolveEventCursor } from './event-cursor';
 import { requestHash } from './idempotency';
 import { ExecutionView, presentEvent, presentExecution } from './presenter';
 import { Submission, capAmountErrors, toCriterion, validateSubmission } from './submission';
@@ -381,27 +381,12 @@ export class ExecutionsService {
   async events(principal: Principal, id: string, after: string | undefined, limit: number) {
     const execution = await findExecution(this.db.manager, id, principal.tenantId);
     if (!execution) throw Problem.notFound('Execution', id);
-    const afterSeq = await this.resolveCursor(principal.tenantId, id, after);
+    const afterSeq = await resolveEventCursor(this.db.manager, principal.tenantId, id, after);
     const events = await listEvents(this.db.manager, id, principal.tenantId, afterSeq, limit);
     return {
       data: events.map(presentEvent),
       next_cursor: events.length === limit ? events[events.length - 1].id : null,
     };
-  }
-
-  /** An event id (or a seq number) → the seq to continue after. An unknown id is a client error, not "from 0". */
-  async resolveCursor(tenantId: string, executionId: string, after: string | undefined): Promise<number> {
-    if (after === undefined || after === '') return 0;
-    if (/^\d{1,15}$/.test(after)) return Number(after);
-    const seq = /^evt_[0-9a-z]{1,40}$/.test(after)
-      ? await eventSeqOf(this.db.manager, executionId, tenantId, after)
-      : null;
-    if (seq === null) {
-      throw Problem.validation([
-        { field: 'after', rule: 'known_event', message: `no event ${after.slice(0, 100)} in this execution` },
-      ]);
-    }
-    return seq;
   }
 
   /**

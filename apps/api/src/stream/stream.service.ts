@@ -16,7 +16,7 @@ import { DataSource } from 'typeorm';
 import { ApiKeyService } from '../auth/api-key.service';
 import type { Principal } from '../auth/principal';
 import { Problem } from '../problem/problem';
-import { ExecutionsService } from '../executions/executions.service';
+import { resolveEventCursor } from '../executions/event-cursor';
 import { presentEvent } from '../executions/presenter';
 import { EventNotifier } from './event-notifier.service';
 import { StreamCap } from './stream-cap';
@@ -38,7 +38,6 @@ export class StreamService {
 
   constructor(
     @InjectDataSource() private readonly db: DataSource,
-    private readonly executions: ExecutionsService,
     private readonly notifier: EventNotifier,
     private readonly keys: ApiKeyService,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
@@ -69,7 +68,7 @@ export class StreamService {
   ) {
     const execution = await findExecution(this.db.manager, executionId, principal.tenantId);
     if (!execution) throw Problem.notFound('Execution', executionId);
-    let cursor = await this.executions.resolveCursor(principal.tenantId, executionId, lastEventId);
+    let cursor = await resolveEventCursor(this.db.manager, principal.tenantId, executionId, lastEventId);
     // Gone already: nothing to take, nobody to answer.
     if (client.gone) return;
     const lease = await this.cap.acquire(principal.keyId);
