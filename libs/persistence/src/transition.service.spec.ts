@@ -594,102 +594,69 @@ describe('TransitionService (real Postgres)', () => {
     ).toBe(false);
   });
 
+  /** A sent operation held in MANUAL_REVIEW for `reason`, its obligation not showing the effect. */
+  const heldOperation = async (reason: TerminalReason) => {
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    await db.dataSource.query(
+      `UPDATE operations SET status = 'MANUAL_REVIEW', attempt = 1, terminal_reason = $2,
+              obligation = '{"rechecks": 0}'::jsonb WHERE id = $1`,
+      [operationId, reason],
+    );
+    return { executionId, operationId };
+  };
+  /** A person's FAILED of it, decided from a read that saw no acknowledgement (unless `acknowledged`) and no shown effect. */
+  const personFailed = (operationId: string, reason: TerminalReason, acknowledged = false) =>
+    transitions.decide(db.dataSource.manager, {
+      operation: {
+        ...snapshot(operationId),
+        status: OperationStatus.MANUAL_REVIEW,
+        attempt: 1,
+        terminalReason: reason,
+        acknowledged,
+      },
+      tenantId: 'acme',
+      open: 'resolution',
+      event: { type: 'operation.resolved', data: { status: 'FAILED' } },
+      merge: { obligation: { resolution: { status: 'FAILED' } } },
+      move: { to: OperationStatus.FAILED },
+    });
+
   it('decide: a person’s FAILED is not written once the provider’s acknowledgement is on record, even one the decision did not read', async () => {
-    const held = async () => {
-      const { executionId, operationId } = await newExecutionWithOneOperation();
-      await db.dataSource.query(
-        `UPDATE operations SET status = 'MANUAL_REVIEW', attempt = 1, terminal_reason = 'STALE_REPLICA' WHERE id = $1`,
-        [operationId],
-      );
-      return { executionId, operationId };
-    };
-    const failed = (operationId: string) =>
-      transitions.decide(db.dataSource.manager, {
-        // As read before a late 2xx was recorded: not acknowledged.
-        operation: {
-          ...snapshot(operationId),
-          status: OperationStatus.MANUAL_REVIEW,
-          attempt: 1,
-          terminalReason: TerminalReason.STALE_REPLICA,
-          acknowledged: false,
-        },
-        tenantId: 'acme',
-        open: 'resolution',
-        event: { type: 'operation.resolved', data: { status: 'FAILED' } },
-        merge: { obligation: { resolution: { status: 'FAILED' } } },
-        move: { to: OperationStatus.FAILED },
-      });
-    const late = await held();
+    const late = await heldOperation(TerminalReason.STALE_REPLICA);
     await db.dataSource.query(`UPDATE operations SET acknowledged_at = now() WHERE id = $1`, [late.operationId]);
-    expect((await failed(late.operationId)).won).toBe(false);
+    // As read before a late 2xx was recorded: not acknowledged.
+    expect((await personFailed(late.operationId, TerminalReason.STALE_REPLICA)).won).toBe(false);
     expect(await eventsWhere({ executionId: late.executionId, type: 'operation.resolved' })).toHaveLength(0);
     // Without the acknowledgement the same decision is written.
-    const unacknowledged = await held();
-    expect((await failed(unacknowledged.operationId)).won).toBe(true);
+    const unacknowledged = await heldOperation(TerminalReason.STALE_REPLICA);
+    expect((await personFailed(unacknowledged.operationId, TerminalReason.STALE_REPLICA)).won).toBe(true);
     // And one that read the acknowledgement is refused by the status model before any statement.
-    await expect(
-      transitions.decide(db.dataSource.manager, {
-        operation: {
-          ...snapshot(late.operationId),
-          status: OperationStatus.MANUAL_REVIEW,
-          attempt: 1,
-          terminalReason: TerminalReason.STALE_REPLICA,
-          acknowledged: true,
-        },
-        tenantId: 'acme',
-        open: 'resolution',
-        event: { type: 'operation.resolved', data: { status: 'FAILED' } },
-        merge: {},
-        move: { to: OperationStatus.FAILED },
-      }),
-    ).rejects.toMatchObject({ code: 'EFFECT_EXISTS' });
+    await expect(personFailed(late.operationId, TerminalReason.STALE_REPLICA, true)).rejects.toMatchObject({
+      code: 'EFFECT_EXISTS',
+    });
   });
 
   it('decide: a person’s FAILED is not written once a re-check’s read showed the effect, even one the decision did not read', async () => {
-    const held = async () => {
-      const { executionId, operationId } = await newExecutionWithOneOperation();
-      await db.dataSource.query(
-        `UPDATE operations SET status = 'MANUAL_REVIEW', attempt = 1, terminal_reason = 'CONNECTOR_ERROR',
-                obligation = '{"rechecks": 0}'::jsonb WHERE id = $1`,
-        [operationId],
-      );
-      return { executionId, operationId };
-    };
-    const failed = (operationId: string) =>
-      transitions.decide(db.dataSource.manager, {
-        // As read before the re-check recorded what it read: nothing shown.
-        operation: {
-          ...snapshot(operationId),
-          status: OperationStatus.MANUAL_REVIEW,
-          attempt: 1,
-          terminalReason: TerminalReason.CONNECTOR_ERROR,
-          acknowledged: false,
-        },
-        tenantId: 'acme',
-        open: 'resolution',
-        event: { type: 'operation.resolved', data: { status: 'FAILED' } },
-        merge: { obligation: { resolution: { status: 'FAILED' } } },
-        move: { to: OperationStatus.FAILED },
-      });
-    const shown = await held();
+    const shown = await heldOperation(TerminalReason.CONNECTOR_ERROR);
     await db.dataSource.query(
       `UPDATE operations SET obligation = obligation || '{"rechecks": 1, "effect_shown": {"result": "mismatch"}}'::jsonb
        WHERE id = $1`,
       [shown.operationId],
     );
-    expect((await failed(shown.operationId)).won).toBe(false);
+    // As read before the re-check recorded what it read: nothing shown.
+    expect((await personFailed(shown.operationId, TerminalReason.CONNECTOR_ERROR)).won).toBe(false);
     expect(await eventsWhere({ executionId: shown.executionId, type: 'operation.resolved' })).toHaveLength(0);
     const [row] = (await db.dataSource.query(`SELECT status FROM operations WHERE id = $1`, [shown.operationId])) as {
       status: string;
     }[];
     expect(row.status).toBe('MANUAL_REVIEW');
     // A re-check that showed nothing leaves the same decision free to be written.
-    const nothingShown = await held();
+    const nothingShown = await heldOperation(TerminalReason.CONNECTOR_ERROR);
     await db.dataSource.query(
       `UPDATE operations SET obligation = obligation || '{"rechecks": 1}'::jsonb WHERE id = $1`,
       [nothingShown.operationId],
     );
-    expect((await failed(nothingShown.operationId)).won).toBe(true);
+    expect((await personFailed(nothingShown.operationId, TerminalReason.CONNECTOR_ERROR)).won).toBe(true);
   });
 
   it('annotate refuses a condition or a write it could not make (no operation or status to hold it to), writing nothing', async () => {
