@@ -1,7 +1,6 @@
 import { createServer } from 'node:http';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
-import type { RequestOptions } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import {
   type CallToolResult,
   LoggingMessageNotificationSchema,
@@ -38,7 +37,7 @@ async function connectMcp(baseUrl: string, options: Omit<VerityMcpOptions, 'clie
   });
   return {
     client,
-    call: async (name: string, args: Record<string, unknown>, requestOptions?: RequestOptions) =>
+    call: async (name: string, args: Record<string, unknown>, requestOptions?: Parameters<Client['callTool']>[2]) =>
       (await client.callTool({ name, arguments: args }, undefined, requestOptions)) as CallToolResult,
   };
 }
