@@ -12,7 +12,7 @@ import {
 } from '@verity/status-model';
 import { z } from 'zod';
 import { CriterionSchema, SubmissionSchema } from './executions/submission';
-import { text } from './http/text';
+import { filledText, text } from './http/text';
 import { PROBLEM_CODES, problemType } from './problem/problem';
 
 /**
@@ -45,7 +45,7 @@ export const ResolveBody = z
       OperationStatus.SENT,
       OperationStatus.MANUAL_REVIEW,
     ]),
-    evidence: text().trim().min(1, 'evidence text is required').max(10_000),
+    evidence: filledText('evidence text is required').max(10_000),
     due_in_seconds: z
       .number()
       .int('whole seconds')

@@ -1,6 +1,7 @@
 import { CURRENCY_CODE, CURRENCY_CODE_RULE, HOLD_REASONS } from '@verity/status-model';
 import { z } from 'zod';
 import { amountReadingView } from './amount-reading.schema';
+import { filledText } from '../http/text';
 
 /** An obligation may be due in a second (tests, drills) and at most in 30 days: beyond that it is not an obligation. */
 export const MAX_DUE_SECONDS = 30 * 24 * 3600;
@@ -21,7 +22,7 @@ const DotPath = z
   .string()
   .regex(/^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,7}$/, 'a dot path of params, e.g. amount or payment.total');
 
-const Name = z.string().trim().min(1, 'must not be empty').max(200, 'at most 200 characters');
+const Name = filledText('must not be empty').max(200, 'at most 200 characters');
 
 export const ApprovalRuleSchema = z
   .strictObject({

@@ -34,6 +34,28 @@ export function text(): z.ZodString {
   });
 }
 
+/**
+ * Characters that show nothing: white space, and the default-ignorable code points (U+200B ZERO WIDTH SPACE, U+2060
+ * WORD JOINER, U+3164 HANGUL FILLER, U+FEFF…), which `trim()` keeps.
+ */
+const SHOWS_NOTHING = /^[\p{White_Space}\p{Default_Ignorable_Code_Point}]*$/u;
+
+/**
+ * A free-text field that must say something (a reviewer's evidence, an obligation's owner): `text()`, trimmed, and
+ * refused with `message` when nothing is left that shows — a zero-width space is no evidence, though `trim` keeps it.
+ */
+export function filledText(message: string): z.ZodString {
+  return text()
+    .trim()
+    .min(1, message)
+    .superRefine((value, ctx) => {
+      // Answered as the empty string is (min's `too_small`, once): to a reader both say nothing.
+      if (value !== '' && SHOWS_NOTHING.test(value)) {
+        ctx.addIssue({ code: 'custom', message, params: { rule: 'too_small' } });
+      }
+    });
+}
+
 const MAX_ISSUES = 50;
 /** Deeper than any schema allows (they stop at 16); the walk stops there instead of following a hostile nesting. */
 const MAX_DEPTH = 64;

@@ -1,0 +1,86 @@
+import type { ProblemDetails as Problem } from '@verity/sdk';
+import { DEMO, Stack } from '../support/stack';
+import { http } from '../support/http';
+
+/**
+ * Hostile strings the request-wide checks (http/hostile-input.ts) let through, each caught where its field is
+ * owned: a 4xx problem+json naming the field, and nothing written.
+ */
+
+type Errors = Problem & { errors?: { field: string; rule: string; message: string }[] };
+
+describe('hostile strings', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await Stack.start({ label: 'hoststr', dispatchers: 0, reconcilers: 0 });
+  });
+  afterAll(async () => stack?.stop());
+
+  const TABLES = [
+    'executions',
+    'operations',
+    'events',
+    'admin_changes',
+    'webhook_endpoints',
+    'tenant_connector_settings',
+  ];
+  async function counts(): Promise<Record<string, number>> {
+    const out: Record<string, number> = {};
+    for (const table of TABLES) {
+      const [row] = (await stack.db.dataSource.query(`SELECT count(*)::int AS n FROM ${table}`)) as { n: number }[];
+      out[table] = row.n;
+    }
+    return out;
+  }
+
+  // `trim` keeps U+200B ZERO WIDTH SPACE, U+2060 WORD JOINER, U+3164 HANGUL FILLER and U+115F HANGUL CHOSEONG FILLER: a field that must say
+  // something took one of them for text (a reviewer's "required" evidence, the tenant's obligation owner).
+  const INVISIBLE = ['\u200b', '\u2060', ' \u3164 ', '\u115f', '\u200b\u200c\u200d'];
+
+  it.each(INVISIBLE.map((value) => [JSON.stringify(value), value]))(
+    'refuses evidence of nothing visible (%s) like empty evidence, and writes nothing',
+    async (_name, evidence) => {
+      const before = await counts();
+      const res = await http<Errors>(stack.apiUrl, 'POST', '/v1/operations/op_01nothere/resolve', {
+        key: DEMO.reviewer,
+        body: { status: 'VERIFIED', evidence },
+      });
+      expect(res.status).toBe(400);
+      expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(res.body.errors).toEqual([{ field: 'evidence', rule: 'too_small', message: 'evidence text is required' }]);
+      expect(await counts()).toEqual(before);
+    },
+  );
+
+  it.each(
+    INVISIBLE.flatMap((value) => [
+      ['obligation_owner', value],
+      ['escalation_target', value],
+    ]),
+  )('refuses a policy %s of nothing visible (%j), and writes nothing', async (field, value) => {
+    const before = await counts();
+    const policy = await http(stack.apiUrl, 'GET', '/v1/admin/policy', { key: DEMO.admin });
+    const res = await http<Errors>(stack.apiUrl, 'PUT', '/v1/admin/policy', {
+      key: DEMO.admin,
+      body: { [field]: value },
+    });
+    expect(res.status).toBe(400);
+    expect(res.body.errors).toEqual([{ field, rule: 'too_small', message: 'must not be empty' }]);
+    expect(await counts()).toEqual(before);
+    expect((await http(stack.apiUrl, 'GET', '/v1/admin/policy', { key: DEMO.admin })).body).toEqual(policy.body);
+  });
+
+  it('still takes evidence and names with invisible characters inside visible text', async () => {
+    const res = await http<Errors>(stack.apiUrl, 'PUT', '/v1/admin/policy', {
+      key: DEMO.admin,
+      body: { obligation_owner: ' pay\u200bments ' },
+    });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ obligation_owner: 'pay\u200bments' });
+    const resolve = await http<Errors>(stack.apiUrl, 'POST', '/v1/operations/op_01nothere/resolve', {
+      key: DEMO.reviewer,
+      body: { status: 'VERIFIED', evidence: '\u200bseen it' },
+    });
+    expect(resolve.status).toBe(404);
+  });
+});
