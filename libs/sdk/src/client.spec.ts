@@ -206,6 +206,26 @@ describe('create: an answer that does not settle whether it was accepted', () =>
     expect(server.seen).toHaveLength(0);
   });
 
+  it('an apiKey or userAgent no header can carry is refused when the client is made, not sent as "no response"', async () => {
+    const server = await listen((req, res) => json(res, 201, fakeExecution('exe_1')));
+    // A key copied with a zero-width space, or any other value fetch cannot send, made every request throw before it
+    // left: a create was retried and reported "the request may have reached the server: repeat it with the same key".
+    for (const options of [
+      { apiKey: `\u200b${KEY}` },
+      { apiKey: `${KEY}\u0000` },
+      { apiKey: `${KEY} ` },
+      { apiKey: `sk-tést` },
+      { apiKey: KEY, userAgent: 'agent\r\nX-Injected: 1' },
+      { apiKey: KEY, userAgent: 'agent ☃' },
+      { apiKey: KEY, userAgent: ' agent' },
+    ]) {
+      expect(() => new Verity({ baseUrl: server.url, backoffMs: 5, ...options })).toThrow(TypeError);
+    }
+    expect(server.seen).toHaveLength(0);
+    const dx = new Verity({ baseUrl: server.url, apiKey: KEY, userAgent: 'my-agent/1.0 (build 7)' });
+    await expect(dx.executions.create(SUBMISSION)).resolves.toMatchObject({ id: 'exe_1' });
+  });
+
   it('a refusal that proves nothing was written (400, 422) is not outcomeUnknown', async () => {
     const server = await listen((req, res) =>
       json(res, 422, { type: 'https://verity.dev/problems/idempotency-key-reused', title: 'x', status: 422 }),

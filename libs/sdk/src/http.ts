@@ -41,6 +41,18 @@ export interface TransportOptions {
   userAgent?: string;
 }
 
+/**
+ * A header value fetch can send as given. Anything else — a character beyond U+00FF (a zero-width space copied with a
+ * key), a control character, a line break — makes fetch throw before sending, which a request would take for a lost
+ * answer: retried, then reported as "no response; it may have reached the server" about a request never sent. Such a
+ * value is refused where it is given instead. `token`: printable ASCII without spaces (an API key, a Last-Event-ID);
+ * `text`: printable ASCII with no space at either end (fetch would trim them: another value than the one given).
+ */
+export const HEADER_VALUE = {
+  token: /^[\x21-\x7e]+$/,
+  text: /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/,
+} as const;
+
 /** Transient answers worth repeating for a retry-safe request. */
 const RETRYABLE_STATUSES = new Set([429, 502, 503, 504]);
 /** A Retry-After longer than this is not waited for inside one call: the error goes to the caller. */
@@ -63,6 +75,12 @@ export class Transport {
     if (!options.baseUrl) throw new TypeError('Verity: baseUrl is required');
     if (!options.apiKey) throw new TypeError('Verity: apiKey is required');
     if (/[\r\n]/.test(options.apiKey)) throw new TypeError('Verity: apiKey must be a single line');
+    if (!HEADER_VALUE.token.test(options.apiKey)) {
+      throw new TypeError('Verity: apiKey must be printable ASCII without spaces (is an invisible character in it?)');
+    }
+    if (options.userAgent !== undefined && !HEADER_VALUE.text.test(options.userAgent)) {
+      throw new TypeError('Verity: userAgent must be printable ASCII, with no space at either end');
+    }
     const url = new URL(options.baseUrl);
     if (url.username || url.password) throw new TypeError('Verity: do not put credentials in baseUrl');
     this.baseUrl = url.toString().replace(/\/+$/, '');

@@ -115,6 +115,20 @@ describe('ExecutionStream over a real SSE server', () => {
     expect(server.connections[0].lastEventId).toBe('evt_5');
   });
 
+  it('refuses a lastEventId no header can carry before connecting, instead of reconnecting for minutes', async () => {
+    const server = await sseServer(() => undefined);
+    const dx = new Verity({ baseUrl: server.url, apiKey: KEY });
+    for (const lastEventId of ['evt_5€', 'evt_5\u200b', 'evt_5\n', 'evt 5', 'evt_\u00005']) {
+      const error = await dx
+        .stream('exe_1', { lastEventId, maxReconnects: 1, reconnectDelayMs: 5 })
+        .toArray()
+        .catch((e: unknown) => e);
+      expect([lastEventId, error]).toEqual([lastEventId, expect.any(RangeError)]);
+      expect((error as Error).message).toContain('lastEventId');
+    }
+    expect(server.connections).toHaveLength(0);
+  });
+
   it('closes the connection when the consumer stops early', async () => {
     const server = await sseServer(() => undefined);
     const dx = new Verity({ baseUrl: server.url, apiKey: KEY });

@@ -1,6 +1,6 @@
 import { createParser } from 'eventsource-parser';
 import { VerityNetworkError, errorFromResponse } from './errors';
-import { MAX_RETRY_AFTER_MS, Transport, backoff, pathSegment, sleep } from './http';
+import { HEADER_VALUE, MAX_RETRY_AFTER_MS, Transport, backoff, pathSegment, sleep } from './http';
 import type { ExecutionEvent, StreamEndReason } from './types';
 
 export interface StreamOptions {
@@ -89,6 +89,11 @@ export class ExecutionStream implements AsyncIterable<ExecutionEvent> {
     const maxReconnects = this.options.maxReconnects ?? 10;
     const idleTimeoutMs = this.options.idleTimeoutMs ?? 45_000;
     const path = `/v1/executions/${pathSegment(this.executionId)}/stream`;
+    // A value no header can carry would fail every connection before it is sent: ten reconnects (about 17 minutes at
+    // the default delays) and then "no response", for a stream that was never asked for.
+    if (this.lastEventId !== undefined && this.lastEventId !== '' && !HEADER_VALUE.token.test(this.lastEventId)) {
+      throw new RangeError('Verity: lastEventId must be printable ASCII without spaces (an event id or a seq)');
+    }
     let serverRetryMs = DEFAULT_RETRY_MS;
     let failures = 0;
     let lastCause: unknown;
