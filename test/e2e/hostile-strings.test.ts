@@ -1,6 +1,6 @@
 import type { ProblemDetails as Problem } from '@verity/sdk';
 import { DEMO, Stack } from '../support/stack';
-import { http } from '../support/http';
+import { http, submission } from '../support/http';
 
 /**
  * Hostile strings the request-wide checks (http/hostile-input.ts) let through, each caught where its field is
@@ -83,4 +83,63 @@ describe('hostile strings', () => {
     });
     expect(resolve.status).toBe(404);
   });
+
+  // The URL parser drops tabs and line breaks anywhere and spaces at either end: the URL was checked (and called) as
+  // `http://allowed.example/`, and stored and shown as the string written, line breaks included.
+  const RESPELLED = [
+    'http://allow\ned.example/hook',
+    'http://allowed.example/a\tb',
+    'http://allowed.example/\r\nX-Injected: 1',
+    'http://allowed.example/hook ',
+    ' http://allowed.example/hook',
+  ];
+
+  it.each(RESPELLED.map((url) => [JSON.stringify(url), url]))(
+    'refuses a webhook URL the parser would respell (%s), and writes nothing',
+    async (_name, url) => {
+      const allow = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+        key: DEMO.admin,
+        body: { allow_hosts: [{ host: 'allowed.example' }] },
+      });
+      expect(allow.status).toBe(200);
+      const before = await counts();
+      const res = await http<Errors>(stack.apiUrl, 'POST', '/v1/admin/webhooks', {
+        key: DEMO.admin,
+        body: { url, events: ['operation.settled'] },
+      });
+      expect(res.status).toBe(400);
+      expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(res.body.errors).toEqual([
+        { field: 'url', rule: 'invalid_format', message: expect.stringMatching(/^no tabs or line breaks/) },
+      ]);
+      expect(await counts()).toEqual(before);
+    },
+  );
+
+  it.each(
+    RESPELLED.flatMap((url) => [
+      ['url', url, { method: 'POST', url }],
+      [
+        'read_back.url',
+        url,
+        { method: 'POST', url: 'http://allowed.example/x', read_back: { url, field: 'id', equals: 1 } },
+      ],
+    ]),
+  )(
+    'refuses an http operation whose params.%s the parser would respell (%j), and writes nothing',
+    async (field, _url, params) => {
+      const before = await counts();
+      const res = await http<Errors>(stack.apiUrl, 'POST', '/v1/executions', {
+        key: DEMO.agent,
+        body: submission([{ key: 'call', connector: 'http', action: 'request', params }]),
+      });
+      expect(res.status).toBe(400);
+      expect(res.body.errors).toContainEqual({
+        field: `operations[0].params.${field}`,
+        rule: 'custom',
+        message: expect.stringMatching(/^(no tabs or line breaks|an absolute http)/),
+      });
+      expect(await counts()).toEqual(before);
+    },
+  );
 });

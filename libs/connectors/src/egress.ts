@@ -159,6 +159,19 @@ export function rawHostOf(url: string): string | null {
   return match ? match[1] : null;
 }
 
+/**
+ * A URL must be written as it will be called. The URL parser drops every tab and line break wherever they are, and
+ * spaces and control characters at either end: `http://allow\ned.example/` is checked and called as
+ * `http://allowed.example/` while the record keeps (and shows) the other string. Refused where a URL is taken.
+ */
+export function urlSpellingProblem(raw: string): string | null {
+  // eslint-disable-next-line no-control-regex -- the characters the URL parser removes are the point
+  if (/[\t\n\r]/.test(raw) || /^[\u0000-\u0020]|[\u0000-\u0020]$/.test(raw)) {
+    return 'no tabs or line breaks, and no spaces at either end: the URL parser drops them, so the URL called would not be the one written';
+  }
+  return null;
+}
+
 /** Numeric-looking hosts must be plain dotted-decimal IPv4: decimal, octal, hex and short forms are refused. */
 export function nonCanonicalIpv4(url: string): boolean {
   const raw = rawHostOf(url);

@@ -32,6 +32,7 @@ import {
   nonCanonicalIpv4,
   rawHostOf,
   systemResolver,
+  urlSpellingProblem,
 } from './egress';
 import { HttpExchange, HttpExchangeRequest, httpExchange } from './http-exchange';
 import { FIELD_PATH, FIELD_PATH_RULE, clipValue, fieldKey, readField, sameJson } from './json-path';
@@ -256,6 +257,8 @@ function placeholderProblem(text: string, place: Place): string | null {
 function urlProblem(raw: string, place: Place): string | null {
   const placeholder = placeholderProblem(raw, place);
   if (placeholder) return placeholder;
+  const spelling = urlSpellingProblem(raw);
+  if (spelling) return spelling;
   const authority = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(raw)?.[1];
   if (authority === undefined) return 'an absolute http:// or https:// URL';
   if (authority.includes('{')) return 'template variables are not allowed in the scheme, host or port';

@@ -1,10 +1,19 @@
+import { urlSpellingProblem } from '@verity/connectors';
 import { WEBHOOK_EVENT_TYPES } from '@verity/status-model';
 import { z } from 'zod';
 import { cursorPageQuery } from '../http/parse';
 
 /** POST /v1/admin/webhooks. The URL is checked against the tenant's http allowlist and the SSRF rules as well. */
 export const WebhookInputSchema = z.strictObject({
-  url: z.string().min(1).max(2048).describe('http(s) URL; its host must be on the tenant’s http connector allowlist'),
+  url: z
+    .string()
+    .min(1)
+    .max(2048)
+    .superRefine((url, ctx) => {
+      const problem = urlSpellingProblem(url);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem, params: { rule: 'invalid_format' } });
+    })
+    .describe('http(s) URL; its host must be on the tenant’s http connector allowlist'),
   events: z
     .array(z.enum(WEBHOOK_EVENT_TYPES))
     .min(1)
