@@ -142,4 +142,22 @@ describe('hostile strings', () => {
       expect(await counts()).toEqual(before);
     },
   );
+
+  it.each(['.', '..', 'a..example', '.example', '*..example'])(
+    'refuses the allowlist host %j, which named no host (stored as another name), and writes nothing',
+    async (host) => {
+      const before = await counts();
+      const settings = await http(stack.apiUrl, 'GET', '/v1/admin/connector-settings/http', { key: DEMO.admin });
+      const res = await http<Errors>(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+        key: DEMO.admin,
+        body: { allow_hosts: [{ host }] },
+      });
+      expect(res.status).toBe(400);
+      expect(res.body.errors).toEqual([{ field: 'allow_hosts[0].host', rule: 'custom', message: expect.any(String) }]);
+      expect(await counts()).toEqual(before);
+      expect((await http(stack.apiUrl, 'GET', '/v1/admin/connector-settings/http', { key: DEMO.admin })).body).toEqual(
+        settings.body,
+      );
+    },
+  );
 });

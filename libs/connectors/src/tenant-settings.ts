@@ -63,6 +63,8 @@ export function normalizeAllowedHost(input: string): { host: string } | { error:
   } catch {
     return { error: 'not a valid host name' };
   }
+  // `.` became the empty name and `..` the name `.`: entries no URL can match, stored as something else than written.
+  if (!isIP(host) && host.split('.').some((label) => label === '')) return { error: 'not a valid host name' };
   if (wildcard && isIP(host)) return { error: 'a wildcard applies to host names, not IP addresses' };
   if (isIP(host) && ['unspecified', 'multicast', 'broadcast', 'reserved'].includes(classifyAddress(host))) {
     return { error: `${host} can never be a target` };
