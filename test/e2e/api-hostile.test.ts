@@ -327,6 +327,13 @@ describe('operator role, safe defaults and hostile clients', () => {
         request('GET /v1/executions HTTP/1.1', ['host: x', agent, `x-pad: ${'a'.repeat(20_000)}`]),
         431,
       ],
+      // Node answered these itself: a bare 417 with no body, and a connection closed without a word.
+      [
+        'an Expect other than 100-continue',
+        request('GET /v1/executions HTTP/1.1', ['host: x', agent, 'expect: x']),
+        417,
+      ],
+      ['a CONNECT', request('CONNECT 127.0.0.1:80 HTTP/1.1', ['host: 127.0.0.1:80', agent]), 400],
     ])('%s: problem+json with a request id, and nothing written', async (_name, bytes, status) => {
       const before = await count('executions');
       const answer = await rawExchange(bytes);

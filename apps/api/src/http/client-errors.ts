@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { STATUS_CODES, type Server } from 'node:http';
+import { type IncomingMessage, STATUS_CODES, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '@verity/platform';
 import { type ProblemCode, problemType } from '../problem/problem';
@@ -42,14 +42,35 @@ export function clientErrorAnswer(errorCode: string | undefined): ClientErrorAns
   return (errorCode !== undefined && ANSWER_OF_PARSER_CODE.get(errorCode)) || MALFORMED_REQUEST;
 }
 
-/** The whole response, as bytes for the socket: there is no request or response object to answer through. */
-export function clientErrorResponse(answer: ClientErrorAnswer, requestId: string): string {
-  const body = JSON.stringify({
+/** `Expect` with anything but `100-continue`: Node's own answer is a bare 417 with no body. */
+const EXPECTATION_FAILED: ClientErrorAnswer = {
+  status: 417,
+  code: 'bad-request',
+  title: 'Expectation failed',
+  detail: 'the only expectation this server meets is Expect: 100-continue',
+};
+
+/** CONNECT: this server is no proxy. Node closes such a connection without a word. */
+const NO_TUNNEL: ClientErrorAnswer = {
+  status: 400,
+  code: 'bad-request',
+  title: 'Malformed HTTP request',
+  detail: 'CONNECT is not served here: this server is no proxy',
+};
+
+/** The problem document of an answer given outside express. */
+function clientErrorBody(answer: ClientErrorAnswer): string {
+  return JSON.stringify({
     type: problemType(answer.code),
     title: answer.title,
     status: answer.status,
     detail: answer.detail,
   });
+}
+
+/** The whole response, as bytes for the socket: there is no request or response object to answer through. */
+export function clientErrorResponse(answer: ClientErrorAnswer, requestId: string): string {
+  const body = clientErrorBody(answer);
   return [
     `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? 'Error'}`,
     'content-type: application/problem+json; charset=utf-8',
@@ -73,6 +94,25 @@ export function clientErrorResponse(answer: ClientErrorAnswer, requestId: string
  * have done what it asked. The connection is cut instead, and the caller knows only that it does not know.
  */
 export function answerClientErrors(server: Server, logger: Logger): void {
+  // Two requests Node answers itself, before any middleware (no request id, no problem): answered here the same way.
+  server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    const requestId = randomUUID();
+    logger.debug({ requestId, expect: req.headers.expect, status: 417 }, 'request refused: unmet Expect');
+    const body = clientErrorBody(EXPECTATION_FAILED);
+    res.writeHead(417, {
+      'content-type': 'application/problem+json; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+      'x-request-id': requestId,
+      connection: 'close',
+    });
+    res.end(body);
+  });
+  server.on('connect', (_req: IncomingMessage, socket: Duplex) => {
+    const requestId = randomUUID();
+    logger.debug({ requestId, status: 400 }, 'request refused: CONNECT');
+    socket.end(clientErrorResponse(NO_TUNNEL, requestId));
+    (socket as Duplex & { destroySoon?: () => void }).destroySoon?.();
+  });
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
     const inFlight = (socket as Duplex & { _httpMessage?: unknown })._httpMessage;
     if (error.code === 'ECONNRESET' || !socket.writable || inFlight) {
