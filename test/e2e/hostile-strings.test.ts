@@ -1,6 +1,7 @@
+import { connect } from 'node:net';
 import type { ProblemDetails as Problem } from '@verity/sdk';
-import { DEMO, Stack } from '../support/stack';
-import { http, submission } from '../support/http';
+import { DEMO, Stack, freePort } from '../support/stack';
+import { charge, http, submission, unique } from '../support/http';
 
 /**
  * Hostile strings the request-wide checks (http/hostile-input.ts) let through, each caught where its field is
@@ -160,4 +161,41 @@ describe('hostile strings', () => {
       );
     },
   );
+
+  it('answers a HEAD of a stream and ends it: held open, it kept one of the key’s streams', async () => {
+    const port = await freePort();
+    await stack.startApp('api', { PORT: String(port), HOST: '127.0.0.1', MAX_STREAMS_PER_KEY: '1' });
+    const created = await http<{ id: string }>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([charge(unique('head'))]),
+    });
+    expect(created.status).toBe(201);
+    const path = `/v1/executions/${created.body.id}/stream`;
+    // A HEAD on a kept-alive connection: its answer must end (headers only) without the client closing anything.
+    const head = connect(port, '127.0.0.1');
+    const answered = new Promise<string>((resolve) => {
+      let text = '';
+      head.on('data', (chunk: Buffer) => {
+        text += chunk.toString('latin1');
+        if (text.includes('\r\n\r\n')) resolve(text);
+      });
+    });
+    head.write(`HEAD ${path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${DEMO.agent}\r\n\r\n`);
+    try {
+      const text = await answered;
+      expect(text).toMatch(/^HTTP\/1\.1 200 /);
+      expect(text).toMatch(/content-type: text\/event-stream/i);
+      // The key's one stream is free: a GET of the stream opens while the HEAD's connection stays open.
+      const controller = new AbortController();
+      const res = await fetch(`http://127.0.0.1:${port}${path}`, {
+        headers: { authorization: `Bearer ${DEMO.agent}` },
+        signal: controller.signal,
+      });
+      expect(res.status).toBe(200);
+      controller.abort();
+      await res.body?.cancel().catch(() => undefined);
+    } finally {
+      head.destroy();
+    }
+  });
 });

@@ -53,7 +53,7 @@ export class StreamService {
     // taken) closes before any later listener could hear it, and its lease would be renewed until the execution ends.
     const client = watchDeparture(req, res);
     try {
-      await this.serve(principal, executionId, lastEventId, res, client);
+      await this.serve(principal, executionId, lastEventId, res, client, req.method === 'HEAD');
     } finally {
       client.dispose();
     }
@@ -65,10 +65,20 @@ export class StreamService {
     lastEventId: string | undefined,
     res: Response,
     client: Departure,
+    head = false,
   ) {
     const execution = await findExecution(this.db.manager, executionId, principal.tenantId);
     if (!execution) throw Problem.notFound('Execution', executionId);
     let cursor = await resolveEventCursor(this.db.manager, principal.tenantId, executionId, lastEventId);
+    // A HEAD (express routes it here) gets the headers a GET would, and its answer ends: it has no body to wait for,
+    // and held open it kept one of the key's streams (and a poll of the log) until the execution settled.
+    if (head) {
+      res.status(200);
+      res.setHeader('content-type', 'text/event-stream; charset=utf-8');
+      res.setHeader('cache-control', 'no-cache, no-transform');
+      res.end();
+      return;
+    }
     // Gone already: nothing to take, nobody to answer.
     if (client.gone) return;
     const lease = await this.cap.acquire(principal.keyId);
