@@ -281,7 +281,7 @@ describe('ids in paths', () => {
       json(res, 404, { type: 'about:blank', title: 'Not Found', status: 404 }),
     );
     const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
-    for (const id of ['..', '.', '']) {
+    for (const id of ['..', '.', '', 'exe_\ud800', '\udc00']) {
       const calls: (() => Promise<unknown>)[] = [
         () => dx.get(id),
         () => dx.executions.cancel(id),
@@ -297,6 +297,18 @@ describe('ids in paths', () => {
     await dx.get('../events').catch(() => undefined);
     await dx.get('%2e%2e').catch(() => undefined);
     expect(server.seen.map((s) => s.url)).toEqual(['/v1/executions/..%2Fevents', '/v1/executions/%252e%252e']);
+  });
+});
+
+describe('query values', () => {
+  it('refuses a lone surrogate before any request, instead of sending U+FFFD in its place', async () => {
+    const server = await listen((_req, res) => json(res, 200, { data: [], next_cursor: null }));
+    const dx = new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
+    await expect(dx.executions.list({ cursor: 'exe_\ud800' })).rejects.toBeInstanceOf(RangeError);
+    await expect(dx.executions.events('exe_1', { after: 'evt_\udc00' })).rejects.toBeInstanceOf(RangeError);
+    expect(server.seen).toHaveLength(0);
+    await dx.executions.list({ cursor: 'exe_😀' });
+    expect(server.seen.map((s) => s.url)).toEqual(['/v1/executions?cursor=exe_%F0%9F%98%80']);
   });
 });
 

@@ -95,7 +95,10 @@ export class Transport {
   url(path: string, query?: Record<string, string | number | undefined>): string {
     const url = new URL(`${this.baseUrl}${path}`);
     for (const [name, value] of Object.entries(query ?? {})) {
-      if (value !== undefined && value !== '') url.searchParams.set(name, String(value));
+      if (value === undefined || value === '') continue;
+      // The URL would send U+FFFD for a lone surrogate: another value than the one given.
+      if (!wellFormed(String(value))) throw new RangeError(`Verity: ${name} is not well-formed Unicode`);
+      url.searchParams.set(name, String(value));
     }
     return url.toString();
   }
@@ -213,8 +216,15 @@ function parseJson<T>(text: string, status: number, effect: { outcomeUnknown: bo
  * before any request, with a RangeError.
  */
 export function pathSegment(id: string): string {
-  if (id === '' || id === '.' || id === '..') throw new RangeError(`${JSON.stringify(id)} is not an id`);
+  if (id === '' || id === '.' || id === '..' || !wellFormed(id)) {
+    throw new RangeError(`${JSON.stringify(id)} is not an id`);
+  }
   return encodeURIComponent(id);
+}
+
+/** No UTF-16 surrogate without its pair: encodeURIComponent throws a URIError on one, and a URL writes it as U+FFFD. */
+function wellFormed(text: string): boolean {
+  return !/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(text);
 }
 
 /** Exponential backoff with jitter: base, 2·base, 4·base … each ±25 %. */
