@@ -162,6 +162,31 @@ describe('hostile strings', () => {
     },
   );
 
+  it.each([' Bearer x', 'x ', '\tx', 'x\t'])(
+    'refuses an http header value %j that fetch would send trimmed (the record would show another), and writes nothing',
+    async (value) => {
+      const before = await counts();
+      const res = await http<Errors>(stack.apiUrl, 'POST', '/v1/executions', {
+        key: DEMO.agent,
+        body: submission([
+          {
+            key: 'call',
+            connector: 'http',
+            action: 'request',
+            params: { method: 'POST', url: 'http://allowed.example/x', headers: { 'X-Note': value } },
+          },
+        ]),
+      });
+      expect(res.status).toBe(400);
+      expect(res.body.errors).toContainEqual({
+        field: 'operations[0].params.headers.X-Note',
+        rule: 'invalid_format',
+        message: expect.stringMatching(/^no spaces or tabs at either end/),
+      });
+      expect(await counts()).toEqual(before);
+    },
+  );
+
   it('answers a HEAD of a stream and ends it: held open, it kept one of the key’s streams', async () => {
     const port = await freePort();
     await stack.startApp('api', { PORT: String(port), HOST: '127.0.0.1', MAX_STREAMS_PER_KEY: '1' });

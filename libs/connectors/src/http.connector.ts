@@ -303,7 +303,12 @@ const Headers = (place: Place) =>
       z
         .string()
         .max(4096)
-        .regex(/^[\t\x20-\x7e\u0080-\u00ff]*$/, 'no line breaks'),
+        .regex(/^[\t\x20-\x7e\u0080-\u00ff]*$/, 'no line breaks')
+        // Sent without them (fetch trims a header value): the operation would record another value than the one sent.
+        .regex(
+          /^(?![\t ]).*(?<![\t ])$/s,
+          'no spaces or tabs at either end (an HTTP header value loses them on the way)',
+        ),
     )
     .superRefine((headers, ctx) => {
       if (Object.keys(headers).length > 32) ctx.addIssue({ code: 'custom', message: 'at most 32 headers' });
