@@ -187,6 +187,22 @@ describe('hostile strings', () => {
     },
   );
 
+  it.each([
+    ['GET', '/v1/admin/webhooks?limit=1', DEMO.admin],
+    ['GET', '/v1/review/summary?__proto__=1', DEMO.reviewer],
+    ['GET', '/v1/admin/policy?x=1', DEMO.admin],
+    ['GET', '/v1/connectors?cursor=op_1', DEMO.agent],
+    ['GET', '/v1/executions/exe_01nothere?status=failed', DEMO.agent],
+    ['PUT', '/v1/admin/policy?obligation_owner=x', DEMO.admin],
+  ])('refuses the unknown query parameter of %s %s (it was ignored), and writes nothing', async (method, path, key) => {
+    const before = await counts();
+    const res = await http<Errors>(stack.apiUrl, method, path, { key, body: method === 'PUT' ? {} : undefined });
+    expect(res.status).toBe(400);
+    const name = new URL(path, stack.apiUrl).searchParams.keys().next().value;
+    expect(res.body.errors).toEqual([{ field: name, rule: 'unknown_field', message: expect.any(String) }]);
+    expect(await counts()).toEqual(before);
+  });
+
   it('answers a HEAD of a stream and ends it: held open, it kept one of the key’s streams', async () => {
     const port = await freePort();
     await stack.startApp('api', { PORT: String(port), HOST: '127.0.0.1', MAX_STREAMS_PER_KEY: '1' });

@@ -1,5 +1,5 @@
 import { Module } from '@nestjs/common';
-import { APP_FILTER, APP_GUARD } from '@nestjs/core';
+import { APP_FILTER, APP_GUARD, APP_INTERCEPTOR } from '@nestjs/core';
 import { ConnectorsModule } from '@verity/connectors';
 import { PersistenceModule } from '@verity/persistence';
 import { PlatformModule, VerityConfig } from '@verity/platform';
@@ -26,6 +26,7 @@ import { MetricsController } from './metrics/metrics.controller';
 import { OperationsController } from './operations/operations.controller';
 import { OperationsService } from './operations/operations.service';
 import { ProblemFilter } from './problem/problem.filter';
+import { RefuseUnreadQuery } from './http/no-query';
 import { EventNotifier } from './stream/event-notifier.service';
 import { StreamService } from './stream/stream.service';
 
@@ -62,6 +63,7 @@ export class ApiModule {
         StreamService,
         { provide: APP_GUARD, useClass: AuthGuard },
         { provide: APP_FILTER, useClass: ProblemFilter },
+        { provide: APP_INTERCEPTOR, useClass: RefuseUnreadQuery },
       ],
     };
   }

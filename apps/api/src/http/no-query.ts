@@ -1,0 +1,36 @@
+import { CallHandler, ExecutionContext, Injectable, NestInterceptor } from '@nestjs/common';
+import { ROUTE_ARGS_METADATA } from '@nestjs/common/constants';
+import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
+import type { Request } from 'express';
+import type { Observable } from 'rxjs';
+import { Problem } from '../problem/problem';
+
+/**
+ * Unknown fields are rejected, never dropped — in a query too. A /v1 route that reads no query (it has no `@Query()`)
+ * used to answer as if the parameters were not there: `GET /v1/admin/webhooks?limit=1` listed every endpoint, and a
+ * caller learnt nothing of its typo. Each parameter of such a request is refused (400 `unknown_field`), after the
+ * key was checked and before the handler runs. Routes that read a query validate it themselves (parseQuery).
+ */
+@Injectable()
+export class RefuseUnreadQuery implements NestInterceptor {
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    const req = context.switchToHttp().getRequest<Request>();
+    const names = Object.keys((req.query ?? {}) as Record<string, unknown>);
+    if (names.length > 0 && /^\/v1(\/|$)/.test(req.path) && !readsQuery(context)) {
+      throw Problem.validation(
+        names.map((name) => ({
+          field: name,
+          rule: 'unknown_field',
+          message: `unknown query parameter "${name}": this endpoint takes none (unknown fields are rejected, not ignored)`,
+        })),
+      );
+    }
+    return next.handle();
+  }
+}
+
+function readsQuery(context: ExecutionContext): boolean {
+  const args = (Reflect.getMetadata(ROUTE_ARGS_METADATA, context.getClass(), context.getHandler().name) ??
+    {}) as Record<string, unknown>;
+  return Object.keys(args).some((key) => Number(key.split(':')[0]) === Number(RouteParamtypes.QUERY));
+}
