@@ -1,8 +1,7 @@
-import { CallHandler, ExecutionContext, Injectable, NestInterceptor } from '@nestjs/common';
+import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
 import { ROUTE_ARGS_METADATA } from '@nestjs/common/constants';
 import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
 import type { Request } from 'express';
-import type { Observable } from 'rxjs';
 import { Problem } from '../problem/problem';
 
 /**
@@ -12,8 +11,8 @@ import { Problem } from '../problem/problem';
  * key was checked and before the handler runs. Routes that read a query validate it themselves (parseQuery).
  */
 @Injectable()
-export class RefuseUnreadQuery implements NestInterceptor {
-  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+export class RefuseUnreadQuery implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
     const req = context.switchToHttp().getRequest<Request>();
     const names = Object.keys((req.query ?? {}) as Record<string, unknown>);
     if (names.length > 0 && /^\/v1(\/|$)/.test(req.path) && !readsQuery(context)) {
@@ -25,7 +24,7 @@ export class RefuseUnreadQuery implements NestInterceptor {
         })),
       );
     }
-    return next.handle();
+    return true;
   }
 }
 
