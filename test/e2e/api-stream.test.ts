@@ -206,6 +206,27 @@ describe('SSE stream', () => {
     expect(bad.status).toBe(400);
     expect(bad.headers.get('content-type')).toMatch(/^application\/problem\+json/);
     expect(bad.body.errors[0]).toMatchObject({ rule: 'known_event' });
+    // A seq past the last event, as Last-Event-ID or ?after=, is no event the client was sent: refused, not waited on.
+    const last = (await allEvents(created.id)).length;
+    for (const resume of [
+      { headers: { 'last-event-id': String(last + 1) } },
+      { query: `?after=${last + 1}` },
+      { query: '?after=999999999999999' },
+    ]) {
+      const past = await http<{ errors: { field: string; rule: string }[] }>(
+        streamVia(),
+        'GET',
+        `/v1/executions/${created.id}/stream${resume.query ?? ''}`,
+        { key: DEMO.agent, headers: resume.headers },
+      );
+      expect(past.status).toBe(400);
+      expect(past.body.errors[0]).toMatchObject({ field: 'after', rule: 'known_event' });
+    }
+    // The last event itself resumes to the end at once.
+    const atEnd = await openStream(`${streamVia()}/v1/executions/${created.id}/stream?after=${last}`, DEMO.agent);
+    const rest = await atEnd.waitFor(isEnd);
+    await atEnd.closed;
+    expect(eventFrames(rest)).toEqual([]);
   });
 
   it('sends heartbeat comments and caps concurrent streams per key', async () => {

@@ -70,6 +70,17 @@ export class StreamService {
     const execution = await findExecution(this.db.manager, executionId, principal.tenantId);
     if (!execution) throw Problem.notFound('Execution', executionId);
     let cursor = await resolveEventCursor(this.db.manager, principal.tenantId, executionId, lastEventId);
+    // A seq past the last event is none this client was sent (seqs are committed before they are streamed): the stream
+    // would wait, silently, past every event it will ever have. A page of the log answers it with an empty page.
+    if (cursor > Number(execution.eventSeq)) {
+      throw Problem.validation([
+        {
+          field: 'after',
+          rule: 'known_event',
+          message: `seq ${cursor} is past the last event of this execution (${execution.eventSeq})`,
+        },
+      ]);
+    }
     // A HEAD (express routes it here) gets the headers a GET would, and its answer ends: it has no body to wait for,
     // and held open it kept one of the key's streams (and a poll of the log) until the execution settled.
     if (head) {
