@@ -19,6 +19,23 @@ describe('outcome evaluation after a lost advance of a completed execution', () 
 
   const view = (id: string) => getExecution(stack, id);
 
+  /** The advances enqueued so far are lost (as when Redis restarts empty); then a dispatcher runs again. */
+  async function loseAdvancesAndRestartDispatcher() {
+    const queue = stackQueue(stack, 'executions');
+    await queue.drain(true);
+    await queue.close();
+    await stack.startApp('dispatcher');
+  }
+
+  /** The execution once the sweeper's advance has judged its criteria again (no verdict left pending). */
+  const evaluatedAgain = (id: string) =>
+    waitFor(
+      () => view(id),
+      (e) => e.outcome?.result !== 'pending',
+      30_000,
+      150,
+    );
+
   it('the sweeper owes the evaluation: the outcome follows the resolution', async () => {
     await stack.setFaults({ read_fault: 'field_missing' });
     const created = await submit(stack, [charge(unique('ol'))], {
@@ -41,17 +58,9 @@ describe('outcome evaluation after a lost advance of a completed execution', () 
     });
     expect(res.status).toBe(200);
     // The advance the resolution enqueued is lost (as when Redis restarts empty).
-    const queue = stackQueue(stack, 'executions');
-    await queue.drain(true);
-    await queue.close();
-    await stack.startApp('dispatcher');
+    await loseAdvancesAndRestartDispatcher();
 
-    const after = await waitFor(
-      () => view(created.id),
-      (e) => e.outcome?.result !== 'pending',
-      30_000,
-      150,
-    );
+    const after = await evaluatedAgain(created.id);
     expect(after.operations[0].status).toBe('VERIFIED');
     expect(after.outcome).toMatchObject({ result: 'satisfied' });
     expect(after.criteria_results).toMatchObject([{ key: 'paid', verdict: 'pass' }]);
@@ -69,18 +78,10 @@ describe('outcome evaluation after a lost advance of a completed execution', () 
       body: { reason: 'the customer called it off' },
     });
     expect(cancelled.status).toBe(200);
-    const queue = stackQueue(stack, 'executions');
-    await queue.drain(true);
-    await queue.close();
-    await stack.startApp('dispatcher');
+    await loseAdvancesAndRestartDispatcher();
 
     // Its verdicts were shown pending (never evaluated); the sweeper owes the evaluation, and the outcome ends.
-    const after = await waitFor(
-      () => view(created.id),
-      (e) => e.outcome?.result !== 'pending',
-      30_000,
-      150,
-    );
+    const after = await evaluatedAgain(created.id);
     expect(after).toMatchObject({ status: 'cancelled', operations: [{ status: 'CANCELLED' }] });
     expect(after.outcome).toMatchObject({ result: 'unmet' });
     expect(after.criteria_results).toMatchObject([{ key: 'paid', verdict: 'fail' }]);
