@@ -707,7 +707,6 @@ function recordedResolution(op: OperationEntity): RecordedResolution | null {
   return resolution?.status ? resolution : null;
 }
 
-/** I14: 409 effect-exists, with what the source showed (and any other record on file). Nothing was written. */
 /**
  * 409 effect-exists for a FAILED refused because a record of the effect is on file — the hold's own read found it
  * (INTEGRITY_MISMATCH, FIELD_MISSING), a re-check's read showed it, or the provider acknowledged it: what was read, and
@@ -723,6 +722,7 @@ function recordOnFile(op: OperationEntity, detail: string): Problem {
   );
 }
 
+/** I14: 409 effect-exists, with what the source showed (and any other record on file). Nothing was written. */
 function effectExists(
   detail: string,
   read: { kind: string; evidence?: unknown },

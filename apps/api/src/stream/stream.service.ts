@@ -84,10 +84,7 @@ export class StreamService {
     // A HEAD (express routes it here) gets the headers a GET would, and its answer ends: it has no body to wait for,
     // and held open it kept one of the key's streams (and a poll of the log) until the execution settled.
     if (head) {
-      res.status(200);
-      res.setHeader('content-type', 'text/event-stream; charset=utf-8');
-      res.setHeader('cache-control', 'no-cache, no-transform');
-      res.end();
+      streamHeaders(res).end();
       return;
     }
     // Gone already: nothing to take, nobody to answer.
@@ -110,12 +107,7 @@ export class StreamService {
     }
     this.active.add(res);
 
-    res.status(200);
-    res.setHeader('content-type', 'text/event-stream; charset=utf-8');
-    res.setHeader('cache-control', 'no-cache, no-transform');
-    res.setHeader('connection', 'keep-alive');
-    res.setHeader('x-accel-buffering', 'no');
-    res.flushHeaders();
+    streamHeaders(res).flushHeaders();
     res.write('retry: 1000\n\n');
 
     let closed = false;
@@ -291,4 +283,14 @@ function watchDeparture(req: Request, res: Response): Departure {
       res.off('close', leave);
     },
   };
+}
+
+/** The answer's status and headers as an event stream: the same for a GET and the HEAD of it. */
+function streamHeaders(res: Response): Response {
+  res.status(200);
+  res.setHeader('content-type', 'text/event-stream; charset=utf-8');
+  res.setHeader('cache-control', 'no-cache, no-transform');
+  res.setHeader('connection', 'keep-alive');
+  res.setHeader('x-accel-buffering', 'no');
+  return res;
 }
