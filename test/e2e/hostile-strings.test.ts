@@ -71,6 +71,40 @@ describe('hostile strings', () => {
     expect((await http(stack.apiUrl, 'GET', '/v1/admin/policy', { key: DEMO.admin })).body).toEqual(policy.body);
   });
 
+  // An execution's agent_id and intent are stored as written, so a submission of spaces or of a zero-width space was
+  // recorded with an agent no one could read back and an intent that says nothing.
+  it.each(
+    [...INVISIBLE, '   ', '\t\n'].flatMap((value) => [
+      ['agent_id', value],
+      ['intent', value],
+    ]),
+  )('refuses a submission whose %s shows nothing (%j), and writes nothing', async (field, value) => {
+    const before = await counts();
+    const res = await http<Errors>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([charge(unique('blank'))], { [field]: value }),
+    });
+    expect(res.status).toBe(400);
+    expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect(res.body.errors).toEqual([
+      {
+        field,
+        rule: 'too_small',
+        message: 'must contain a visible character (not only white space or invisible characters)',
+      },
+    ]);
+    expect(await counts()).toEqual(before);
+  });
+
+  it('stores an agent_id and intent as written, spaces around visible text included', async () => {
+    const res = await http<{ id: string; agent_id: string; intent: string }>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([charge(unique('spaced'))], { agent_id: ' billing\u200bbot ', intent: ' charge ' }),
+    });
+    expect(res.status).toBe(201);
+    expect(res.body).toMatchObject({ agent_id: ' billing\u200bbot ', intent: ' charge ' });
+  });
+
   it('still takes evidence and names with invisible characters inside visible text', async () => {
     const res = await http<Errors>(stack.apiUrl, 'PUT', '/v1/admin/policy', {
       key: DEMO.admin,

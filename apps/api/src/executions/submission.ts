@@ -14,7 +14,7 @@ import {
   describeFoundCurrency,
 } from '@verity/status-model';
 import { z } from 'zod';
-import { PROTOTYPE_KEYS, text, textIssue } from '../http/text';
+import { PROTOTYPE_KEYS, text, textIssue, visibleText } from '../http/text';
 import type { FieldError } from '../problem/problem';
 
 export const LIMITS = {
@@ -149,8 +149,8 @@ export function toCriterion(c: z.infer<typeof CriterionSchema>): Criterion {
 
 /** Unknown fields are rejected, never dropped: a client cannot set status, tenant_id, evidence... */
 export const SubmissionSchema = z.strictObject({
-  agent_id: text().min(1).max(LIMITS.agentId),
-  intent: text().min(1).max(LIMITS.intent),
+  agent_id: visibleText().max(LIMITS.agentId),
+  intent: visibleText().max(LIMITS.intent),
   deadline_seconds: z.number().int().min(LIMITS.deadlineSeconds.min).max(LIMITS.deadlineSeconds.max).optional(),
   operations: z.array(OperationRequestSchema).min(1).max(LIMITS.operations),
   criteria: z.array(CriterionSchema).max(LIMITS.criteria).optional(),

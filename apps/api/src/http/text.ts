@@ -40,20 +40,33 @@ export function text(): z.ZodString {
  */
 const SHOWS_NOTHING = /^[\p{White_Space}\p{Default_Ignorable_Code_Point}]*$/u;
 
+/** Refuses, as `too_small` (to a reader it says nothing, as the empty string does), a value that shows nothing. */
+function refuseInvisible(message: string) {
+  return (value: string, ctx: z.RefinementCtx) => {
+    // The empty string is min's `too_small`, answered once.
+    if (value !== '' && SHOWS_NOTHING.test(value)) {
+      ctx.addIssue({ code: 'custom', message, params: { rule: 'too_small' } });
+    }
+  };
+}
+
 /**
  * A free-text field that must say something (a reviewer's evidence, an obligation's owner): `text()`, trimmed, and
  * refused with `message` when nothing is left that shows — a zero-width space is no evidence, though `trim` keeps it.
  */
 export function filledText(message: string): z.ZodString {
+  return text().trim().min(1, message).superRefine(refuseInvisible(message));
+}
+
+/**
+ * A field that names or says something and is stored as written (an execution's agent_id and intent): `text()`,
+ * not trimmed — the caller's spelling is the record — but refused when it shows nothing at all (spaces only, a
+ * zero-width space), which no reader of the record could tell from an empty one.
+ */
+export function visibleText(): z.ZodString {
   return text()
-    .trim()
-    .min(1, message)
-    .superRefine((value, ctx) => {
-      // Answered as the empty string is (min's `too_small`, once): to a reader both say nothing.
-      if (value !== '' && SHOWS_NOTHING.test(value)) {
-        ctx.addIssue({ code: 'custom', message, params: { rule: 'too_small' } });
-      }
-    });
+    .min(1)
+    .superRefine(refuseInvisible('must contain a visible character (not only white space or invisible characters)'));
 }
 
 const MAX_ISSUES = 50;
