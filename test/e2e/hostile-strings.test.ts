@@ -237,6 +237,24 @@ describe('hostile strings', () => {
     expect(await counts()).toEqual(before);
   });
 
+  // A PUT that names no setting changed nothing, yet was recorded as the admin's change (and moved updated_at).
+  it.each([
+    ['/v1/admin/policy', {}],
+    ['/v1/admin/connector-settings/http', {}],
+    ['/v1/admin/connector-settings/http', { secrets: {} }],
+  ])('refuses a PUT %s of %j, which names no setting, and writes nothing', async (path, body) => {
+    const before = await counts();
+    const shown = await http(stack.apiUrl, 'GET', path, { key: DEMO.admin });
+    const res = await http<Errors>(stack.apiUrl, 'PUT', path, { key: DEMO.admin, body });
+    expect(res.status).toBe(400);
+    expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect(res.body.errors).toEqual([
+      { field: '(body)', rule: 'no_change', message: 'name at least one setting to change' },
+    ]);
+    expect(await counts()).toEqual(before);
+    expect((await http(stack.apiUrl, 'GET', path, { key: DEMO.admin })).body).toEqual(shown.body);
+  });
+
   it('answers a HEAD of a stream and ends it: held open, it kept one of the key’s streams', async () => {
     const port = await freePort();
     await stack.startApp('api', { PORT: String(port), HOST: '127.0.0.1', MAX_STREAMS_PER_KEY: '1' });

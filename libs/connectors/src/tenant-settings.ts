@@ -153,45 +153,58 @@ export const SpendingCapSchema = z
  * PUT /v1/admin/connector-settings/{connector}. Each field given replaces that setting; a field left out is kept.
  * Secrets merge by name (a value sets it, null deletes it): they are write-only, so nobody could re-send them all.
  */
-export const ConnectorSettingsInputSchema = z.strictObject({
-  allow_hosts: z.array(AllowedHostSchema).max(100).optional(),
-  spending_caps: z
-    .array(SpendingCapSchema)
-    .max(8)
-    .refine((caps) => new Set(caps.map((c) => c.period)).size === caps.length, 'at most one cap per period')
-    // Every operation is checked against every cap of its connector: caps in two currencies would refuse every amount
-    // (each is in the other one's wrong currency), and a cap without a currency next to one with would count both.
-    .refine((caps) => new Set(caps.filter((c) => c.max_amount !== undefined).map((c) => c.currency ?? '')).size <= 1, {
-      message:
-        'the amount caps of one connector count one currency: give every cap with max_amount the same currency (or none)',
-      params: { rule: 'one_currency' },
-    })
-    .optional(),
-  read_back_binding: z
-    .enum(READ_BACK_BINDINGS)
-    .optional()
-    .describe(
-      'which read-backs the operations may be verified by (http only): "declared" (default) any they declare; "bound" only one that asks the request\'s own origin and names this effect ({{ref}}, {{operation_id}} or {{idempotency_key}} in its URL or a header value)',
-    ),
-  secrets: z
-    .record(
-      z.string().regex(SECRET_NAME_CHARACTERS, 'letters, digits, "_", "." and "-", at most 64'),
-      SecretValue.nullable(),
-    )
-    .superRefine((secrets, ctx) => {
-      for (const [name, value] of Object.entries(secrets)) {
-        if (value === null || SECRET_NAME.test(name)) continue;
-        ctx.addIssue({
-          code: 'custom',
-          path: [name],
-          message: `a secret may not be named "${name}": it is a path segment every URL resolves away, so DELETE …/secrets/${name} could never name it`,
-          params: { rule: 'secret_name' },
-        });
-      }
-    })
-    .refine((s) => Object.keys(s).length <= 50, 'at most 50 secrets per request')
-    .optional(),
-});
+export const ConnectorSettingsInputSchema = z
+  .strictObject({
+    allow_hosts: z.array(AllowedHostSchema).max(100).optional(),
+    spending_caps: z
+      .array(SpendingCapSchema)
+      .max(8)
+      .refine((caps) => new Set(caps.map((c) => c.period)).size === caps.length, 'at most one cap per period')
+      // Every operation is checked against every cap of its connector: caps in two currencies would refuse every amount
+      // (each is in the other one's wrong currency), and a cap without a currency next to one with would count both.
+      .refine(
+        (caps) => new Set(caps.filter((c) => c.max_amount !== undefined).map((c) => c.currency ?? '')).size <= 1,
+        {
+          message:
+            'the amount caps of one connector count one currency: give every cap with max_amount the same currency (or none)',
+          params: { rule: 'one_currency' },
+        },
+      )
+      .optional(),
+    read_back_binding: z
+      .enum(READ_BACK_BINDINGS)
+      .optional()
+      .describe(
+        'which read-backs the operations may be verified by (http only): "declared" (default) any they declare; "bound" only one that asks the request\'s own origin and names this effect ({{ref}}, {{operation_id}} or {{idempotency_key}} in its URL or a header value)',
+      ),
+    secrets: z
+      .record(
+        z.string().regex(SECRET_NAME_CHARACTERS, 'letters, digits, "_", "." and "-", at most 64'),
+        SecretValue.nullable(),
+      )
+      .superRefine((secrets, ctx) => {
+        for (const [name, value] of Object.entries(secrets)) {
+          if (value === null || SECRET_NAME.test(name)) continue;
+          ctx.addIssue({
+            code: 'custom',
+            path: [name],
+            message: `a secret may not be named "${name}": it is a path segment every URL resolves away, so DELETE …/secrets/${name} could never name it`,
+            params: { rule: 'secret_name' },
+          });
+        }
+      })
+      .refine((s) => Object.keys(s).length <= 50, 'at most 50 secrets per request')
+      .optional(),
+  })
+  // A body that names no setting (`{}`, or only `secrets: {}`) changed nothing, yet was recorded as a change by this
+  // admin (and moved updated_at).
+  .refine(
+    (input) =>
+      Object.entries(input).some(
+        ([name, value]) => value !== undefined && (name !== 'secrets' || Object.keys(value as object).length > 0),
+      ),
+    { message: 'name at least one setting to change', params: { rule: 'no_change' } },
+  );
 export type ConnectorSettingsInput = z.infer<typeof ConnectorSettingsInputSchema>;
 
 /**

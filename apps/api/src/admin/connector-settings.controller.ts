@@ -78,7 +78,8 @@ export class ConnectorSettingsController {
     summary: 'Set a connector’s settings',
     description:
       'Each field given replaces that setting and a field left out is kept. `secrets` merge by name: a value sets ' +
-      'the secret, null deletes it. Secret values are never returned by any endpoint.',
+      'the secret, null deletes it. A body that names no setting (`{}`, or only `"secrets": {}`) is refused (400, ' +
+      'rule `no_change`). Secret values are never returned by any endpoint.',
     params: [CONNECTOR],
     body: {
       schema: ConnectorSettingsInputSchema,

@@ -28,7 +28,8 @@ export class PolicyController {
     id: 'setPolicy',
     summary: 'Set the tenant policy',
     description:
-      'Each field given replaces that setting, a field left out is kept, null resets it to the default. ' +
+      'Each field given replaces that setting, a field left out is kept, null resets it to the default; a body ' +
+      'that names no field is refused (400, rule `no_change`). ' +
       'Applies to obligations created and approvals planned from now on.',
     body: {
       schema: PolicyInputSchema,

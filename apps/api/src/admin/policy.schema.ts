@@ -60,12 +60,18 @@ export const ApprovalRuleSchema = z
  * PUT /v1/admin/policy. Each field given replaces that setting, a field left out is kept, and null resets it to the
  * default. Unknown fields (also inside `obligation_due_seconds` and each rule) are rejected.
  */
-export const PolicyInputSchema = z.strictObject({
-  obligation_owner: Name.nullable().optional(),
-  escalation_target: Name.nullable().optional(),
-  obligation_due_seconds: ObligationDueSchema.nullable().optional(),
-  approval_rules: z.array(ApprovalRuleSchema).max(50, 'at most 50 rules').nullable().optional(),
-});
+export const PolicyInputSchema = z
+  .strictObject({
+    obligation_owner: Name.nullable().optional(),
+    escalation_target: Name.nullable().optional(),
+    obligation_due_seconds: ObligationDueSchema.nullable().optional(),
+    approval_rules: z.array(ApprovalRuleSchema).max(50, 'at most 50 rules').nullable().optional(),
+  })
+  // An empty body changed nothing, yet was recorded as a policy change by this admin (and moved updated_at).
+  .refine((input) => Object.values(input).some((value) => value !== undefined), {
+    message: 'name at least one setting to change',
+    params: { rule: 'no_change' },
+  });
 export type PolicyInput = z.infer<typeof PolicyInputSchema>;
 
 export const PolicyView = z.object({

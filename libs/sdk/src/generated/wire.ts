@@ -372,7 +372,7 @@ export interface paths {
     get: operations['getConnectorSettings'];
     /**
      * Set a connector’s settings
-     * @description Each field given replaces that setting and a field left out is kept. `secrets` merge by name: a value sets the secret, null deletes it. Secret values are never returned by any endpoint.
+     * @description Each field given replaces that setting and a field left out is kept. `secrets` merge by name: a value sets the secret, null deletes it. A body that names no setting (`{}`, or only `"secrets": {}`) is refused (400, rule `no_change`). Secret values are never returned by any endpoint.
      */
     put: operations['setConnectorSettings'];
     post?: never;
@@ -411,7 +411,7 @@ export interface paths {
     get: operations['getPolicy'];
     /**
      * Set the tenant policy
-     * @description Each field given replaces that setting, a field left out is kept, null resets it to the default. Applies to obligations created and approvals planned from now on.
+     * @description Each field given replaces that setting, a field left out is kept, null resets it to the default; a body that names no field is refused (400, rule `no_change`). Applies to obligations created and approvals planned from now on.
      */
     put: operations['setPolicy'];
     post?: never;
