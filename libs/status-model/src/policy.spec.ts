@@ -102,6 +102,15 @@ describe('approval rules', () => {
   describe('a threshold with a currency', () => {
     const eur = { connector: 'sandbox.payments', amount_above: 10000, currency: 'EUR' };
     const pay = (params: Record<string, unknown>) => ({ connector: 'sandbox.payments', params });
+    /** A threshold in EUR on an http call, with the amount and the currency read at the fields given. */
+    const eurOnHttp = (amount_above: number, amount_field: string, currency_field: string) => ({
+      connector: 'http',
+      amount_above,
+      amount_field,
+      currency: 'EUR',
+      currency_field,
+    });
+    const call = (body: Record<string, unknown>) => ({ connector: 'http', params: { body } });
 
     it('an amount in another currency (or none, or not a code) needs approval however small: it cannot be compared', () => {
       for (const currency of ['KWD', 'eur', 'EUR ', 978, null, { code: 'EUR' }, undefined]) {
@@ -139,15 +148,8 @@ describe('approval rules', () => {
     it('an amount in a rule currency elsewhere in the params does not excuse another amount in none', () => {
       // Two amounts of one http call, each with its own threshold in EUR: a decoy `amount` in EUR must not let a
       // `total` in GBP through uncompared (red team: the 1,000,000 GBP call went out without a reviewer).
-      const onAmount = {
-        connector: 'http',
-        amount_above: 1000,
-        amount_field: 'body.amount',
-        currency: 'EUR',
-        currency_field: 'body.currency',
-      };
+      const onAmount = eurOnHttp(1000, 'body.amount', 'body.currency');
       const onTotal = { ...onAmount, amount_field: 'body.total', currency_field: 'body.total_currency' };
-      const call = (body: Record<string, unknown>) => ({ connector: 'http', params: { body } });
       const decoy = call({ amount: 1, currency: 'EUR', total: 1_000_000, total_currency: 'GBP' });
       expect(approvalRuleMatch(decoy, [onAmount, onTotal])).toMatchObject({
         rule: onTotal,
@@ -182,22 +184,14 @@ describe('approval rules', () => {
     });
 
     it('reads the currency at currency_field; an operation without an amount is still not its business', () => {
-      const nested = {
-        connector: 'http',
-        amount_above: 100,
-        amount_field: 'body.total',
-        currency: 'EUR',
-        currency_field: 'body.ccy',
-      };
-      expect(approvalRuleFor({ connector: 'http', params: { body: { total: 50, ccy: 'EUR' } } }, [nested])).toBeNull();
-      expect(approvalRuleFor({ connector: 'http', params: { body: { total: 50, ccy: 'USD' } } }, [nested])).toBe(
-        nested,
-      );
+      const nested = eurOnHttp(100, 'body.total', 'body.ccy');
+      expect(approvalRuleFor(call({ total: 50, ccy: 'EUR' }), [nested])).toBeNull();
+      expect(approvalRuleFor(call({ total: 50, ccy: 'USD' }), [nested])).toBe(nested);
       // `currency` at the top level is not where this rule reads it.
       expect(approvalRuleFor({ connector: 'http', params: { currency: 'EUR', body: { total: 50 } } }, [nested])).toBe(
         nested,
       );
-      expect(approvalRuleFor({ connector: 'http', params: { body: { ccy: 'USD' } } }, [nested])).toBeNull();
+      expect(approvalRuleFor(call({ ccy: 'USD' }), [nested])).toBeNull();
     });
 
     it('without a currency, amounts of any currency are compared as one unit (as before)', () => {
