@@ -42,6 +42,12 @@ describe('admin change history (real Postgres)', () => {
 
   const history = async (tenantId: string): Promise<AdminChangeRow[]> =>
     listAdminChanges(db.dataSource.manager, { tenantId, limit: 1000 });
+  /** A whole history row: what changed and by whom, as the test names it, with a fresh chg_ id and a time. */
+  const recordedChange = (change: Omit<AdminChangeRow, 'id' | 'changed_at'>) => ({
+    id: expect.stringMatching(/^chg_/),
+    ...change,
+    changed_at: expect.any(Date),
+  });
 
   /** A Queryable that counts the statements sent through it. */
   function counting(target: Queryable): { db: Queryable; sent: () => number } {
@@ -93,27 +99,27 @@ describe('admin change history (real Postgres)', () => {
     const rows = await history('acme');
     expect(rows).toHaveLength(2);
     const lifted = rows.find((r) => r.changed_by === 'key_lifter');
-    expect(lifted).toEqual({
-      id: expect.stringMatching(/^chg_/),
-      kind: 'policy',
-      connector: null,
-      changed_by: 'key_lifter',
-      changed_at: expect.any(Date),
-      before: {
-        obligation_owner: null,
-        escalation_target: null,
-        obligation_due_seconds: null,
-        approval_rules: [{ connector: 'sandbox.payments', amount_above: 5000 }],
-        approval_amount_above: null,
-      },
-      after: {
-        obligation_owner: 'payments',
-        escalation_target: null,
-        obligation_due_seconds: null,
-        approval_rules: null,
-        approval_amount_above: null,
-      },
-    });
+    expect(lifted).toEqual(
+      recordedChange({
+        kind: 'policy',
+        connector: null,
+        changed_by: 'key_lifter',
+        before: {
+          obligation_owner: null,
+          escalation_target: null,
+          obligation_due_seconds: null,
+          approval_rules: [{ connector: 'sandbox.payments', amount_above: 5000 }],
+          approval_amount_above: null,
+        },
+        after: {
+          obligation_owner: 'payments',
+          escalation_target: null,
+          obligation_due_seconds: null,
+          approval_rules: null,
+          approval_amount_above: null,
+        },
+      }),
+    );
     expect(rows.find((r) => r.changed_by === 'key_first')).toMatchObject({ before: { approval_rules: null } });
     // The database's clock, not the API's.
     const [{ now }] = (await db.dataSource.query(`SELECT now() AS now`)) as { now: Date }[];
@@ -362,15 +368,15 @@ describe('admin change history (real Postgres)', () => {
       url: 'https://hooks.example.com/hook',
       events: ['execution.finished', 'operation.settled'],
     };
-    expect(created).toEqual({
-      id: expect.stringMatching(/^chg_/),
-      kind: 'webhook_endpoint',
-      connector: null,
-      changed_by: 'key_creator',
-      changed_at: expect.any(Date),
-      before: null,
-      after: { ...configured, disabled: false, disabled_reason: null },
-    });
+    expect(created).toEqual(
+      recordedChange({
+        kind: 'webhook_endpoint',
+        connector: null,
+        changed_by: 'key_creator',
+        before: null,
+        after: { ...configured, disabled: false, disabled_reason: null },
+      }),
+    );
 
     // The worker's disable is the system's act, not an admin's: no row (the entry needs the key that made it).
     expect(await addedBy('hooks', () => failDeliveryUntilDisabled('hooks', endpointId))).toEqual([]);
