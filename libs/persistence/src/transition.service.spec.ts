@@ -48,6 +48,12 @@ describe('TransitionService (real Postgres)', () => {
       }[]
     )[0];
 
+  /** The statement wrote nothing: the execution's created event alone, its counter still 1, its status `status`. */
+  async function expectNothingWritten(executionId: string, status: string) {
+    expect(await eventsWhere({ executionId })).toHaveLength(1);
+    expect(await executionRow(executionId)).toEqual({ status, event_seq: '1' });
+  }
+
   const E = ExecutionStatus;
   const moveChain = (executionId: string, from: ExecutionStatus, ...moves: ExecutionStatus[]) =>
     transitions.executionMoves(db.dataSource.manager, { executionId, from, moves: moves.map((to) => ({ to })) });
@@ -292,8 +298,7 @@ describe('TransitionService (real Postgres)', () => {
       const { executionId, operationId } = await acknowledged();
       await db.dataSource.query(`UPDATE operations SET status = 'UNKNOWN' WHERE id = $1`, [operationId]);
       expect(await verify(operationId)).toEqual({ won: false });
-      expect(await eventsWhere({ executionId })).toHaveLength(1);
-      expect(await executionRow(executionId)).toEqual({ status: 'running', event_seq: '1' });
+      await expectNothingWritten(executionId, 'running');
     });
 
     it('judges the execution as committed when it gets the row, not as its snapshot saw it (a cancel that commits first wins)', async () => {
@@ -347,6 +352,8 @@ describe('TransitionService (real Postgres)', () => {
       from: E.CREATED,
       moves: [E.VALIDATING, E.RESOLVING_CONTEXT, E.PLANNING, E.RUNNING].map((to) => ({ to })),
     };
+    /** The statuses of the execution's events once prepared and sent: each move, then the SENT, written once. */
+    const preparedThenSent = ['created', 'validating', 'resolving_context', 'planning', 'running', 'SENT'];
     const send = (operationId: string, first = preparation, from: ExecutionStatus | undefined = first.from) =>
       transitions.operation(db.dataSource.manager, {
         operation: snapshot(operationId),
@@ -379,14 +386,7 @@ describe('TransitionService (real Postgres)', () => {
       const results = await Promise.all(Array.from({ length: 20 }, () => send(operationId)));
       expect(results.filter((r) => r.won)).toHaveLength(1);
       const events = await eventsWhere({ executionId });
-      expect(events.map((e) => e.toStatus)).toEqual([
-        'created',
-        'validating',
-        'resolving_context',
-        'planning',
-        'running',
-        'SENT',
-      ]);
+      expect(events.map((e) => e.toStatus)).toEqual(preparedThenSent);
     });
 
     it('writes the SENT alone when another job moved the execution to running first', async () => {
@@ -394,14 +394,7 @@ describe('TransitionService (real Postgres)', () => {
       await moveChain(executionId, E.CREATED, E.VALIDATING, E.RESOLVING_CONTEXT, E.PLANNING, E.RUNNING);
       const result = await send(operationId);
       expect(result).toMatchObject({ won: true, seq: 6, executionMoved: false });
-      expect((await eventsWhere({ executionId })).map((e) => e.toStatus)).toEqual([
-        'created',
-        'validating',
-        'resolving_context',
-        'planning',
-        'running',
-        'SENT',
-      ]);
+      expect((await eventsWhere({ executionId })).map((e) => e.toStatus)).toEqual(preparedThenSent);
       expect(await executionRow(executionId)).toEqual({ status: 'running', event_seq: '6' });
     });
 
@@ -421,8 +414,7 @@ describe('TransitionService (real Postgres)', () => {
         operationId,
       ]);
       expect(await send(operationId)).toEqual({ won: false });
-      expect(await eventsWhere({ executionId })).toHaveLength(1);
-      expect(await executionRow(executionId)).toEqual({ status: 'created', event_seq: '1' });
+      await expectNothingWritten(executionId, 'created');
     });
 
     it('refuses moves that do not end running, or a guard that does not name where they start', async () => {
