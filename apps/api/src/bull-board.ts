@@ -10,7 +10,7 @@ import { authenticateOperator, basicPassword, bearerToken } from './auth/auth.gu
 import type { OperatorPrincipal } from './auth/principal';
 import { isDatabaseUnavailable } from '@verity/persistence';
 import { pageSecurityHeaders } from './http/security-headers';
-import { Problem, sendProblem } from './problem/problem';
+import { Problem, ProblemCode, sendProblem } from './problem/problem';
 
 export const BULL_BOARD_ROUTE = '/admin/queues';
 
@@ -48,7 +48,7 @@ export async function mountBullBoard(app: INestApplication, config: VerityConfig
     }
     next();
   };
-  app.use(BULL_BOARD_ROUTE, pageSecurityHeaders, guard, serverAdapter.getRouter());
+  app.use(BULL_BOARD_ROUTE, pageSecurityHeaders, guard, boardErrorsAsProblems, serverAdapter.getRouter());
 }
 
 /**
@@ -75,6 +75,53 @@ function sameHost(origin: string, host: string | undefined): boolean {
   } catch {
     return false;
   }
+}
+
+/** Bull Board's own error answer: `{ error: { key }, message?, code? }` (its page shows `error` and `message`). */
+interface BoardError {
+  error: { key?: unknown };
+  message?: unknown;
+  code?: unknown;
+}
+
+function isBoardError(body: unknown): body is BoardError {
+  return typeof body === 'object' && body !== null && typeof (body as BoardError).error === 'object';
+}
+
+const BOARD_PROBLEMS: Record<number, [ProblemCode, string]> = {
+  400: ['bad-request', 'Bad Request'],
+  404: ['not-found', 'Not found'],
+  // A write to a read-only board (BULL_BOARD_WRITABLE unset): no method changes anything here.
+  405: ['method-not-allowed', 'Method not allowed'],
+};
+
+/**
+ * Bull Board answers its own errors (an unknown job, a read-only queue, a bad page number, an undecodable id) as plain
+ * JSON; every other error of the API is problem+json, and a client of the board must not need a second error format.
+ * Its members stay as extensions, so the board's page still shows them.
+ */
+function boardErrorsAsProblems(req: Request, res: Response, next: NextFunction): void {
+  const json = res.json.bind(res);
+  res.json = (body: unknown) => {
+    if (res.statusCode < 400 || !isBoardError(body)) return json(body);
+    const key = typeof body.error.key === 'string' ? body.error.key.replace(/^ERRORS\./, '') : 'ERROR';
+    if (res.statusCode >= 500) {
+      // What was thrown (a Redis error, a stack) is for the log, not the answer, as everywhere in the API.
+      sendProblem(
+        req,
+        res,
+        new Problem(res.statusCode, 'internal', 'Internal error', `Bull Board: ${key}`, { error: body.error }),
+      );
+      return res;
+    }
+    const [code, title] = BOARD_PROBLEMS[res.statusCode] ?? BOARD_PROBLEMS[400];
+    const detail = `Bull Board: ${key}${typeof body.message === 'string' ? ` (${body.message})` : ''}`;
+    // 405 must say what the resource allows: on a read-only board, nothing that writes.
+    const allow: Record<string, string> = res.statusCode === 405 ? { allow: '' } : {};
+    sendProblem(req, res, new Problem(res.statusCode, code, title, detail, { ...body }, allow));
+    return res;
+  };
+  next();
 }
 
 function asProblem(error: unknown): Problem {
