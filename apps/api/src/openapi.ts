@@ -400,9 +400,31 @@ export function componentSchemas(): Record<string, SchemaObject> {
   return Object.fromEntries(
     Object.entries(schemas).map(([name, schema]) => {
       const { $id: _id, ...rest } = schema;
-      return [name, bareRefs(nullableEnums(rest)) as SchemaObject];
+      return [name, bareRefs(nullableRefs(nullableEnums(rest))) as SchemaObject];
     }),
   );
+}
+
+/**
+ * What a nullable use of a component also accepts: null and nothing else. OpenAPI 3.0 has no null type; `nullable`
+ * adds null to the values of the type beside it, and the enum then keeps only null.
+ */
+const NULL_ONLY = { type: 'string', nullable: true, enum: [null] } as const;
+
+/**
+ * zod writes a nullable use of a component (`failure: Failure.nullable()`) as `nullable: true` beside
+ * `allOf: [{ $ref }]`. In OpenAPI 3.0 that does not accept null: `nullable` only acts beside a `type`, and each
+ * schema of an allOf must accept the value by itself (ajv refuses to compile it). Written instead as the component or
+ * null: `anyOf: [{ $ref }, NULL_ONLY]`, which generates `components['schemas']['Failure'] | null`.
+ */
+function nullableRefs(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(nullableRefs);
+  if (node === null || typeof node !== 'object') return node;
+  const { nullable, allOf, ...rest } = node as { nullable?: unknown; allOf?: unknown[] };
+  if (nullable === true && allOf?.length === 1 && Object.keys(allOf[0] as object).join() === '$ref') {
+    return { ...(nullableRefs(rest) as object), anyOf: [allOf[0], NULL_ONLY] };
+  }
+  return Object.fromEntries(Object.entries(node).map(([k, v]) => [k, nullableRefs(v)]));
 }
 
 /**

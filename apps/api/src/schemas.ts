@@ -11,7 +11,7 @@ import {
   VerificationMethod,
 } from '@verity/status-model';
 import { z } from 'zod';
-import { CriterionSchema, SubmissionSchema } from './executions/submission';
+import { CriterionSchema, OperationStatusSchema, SubmissionSchema } from './executions/submission';
 import { filledText, text } from './http/text';
 import { PROBLEM_CODES, problemType } from './problem/problem';
 
@@ -64,8 +64,16 @@ export const ResolveBody = z
 
 const DateTime = z.iso.datetime();
 const Json = z.record(z.string(), z.unknown());
-const OperationStatusEnum = z.enum(OPERATION_STATUSES as [OperationStatus, ...OperationStatus[]]);
-const ResolutionEnum = z.enum([
+
+// The enums and objects that several schemas share are components of their own (API_SCHEMAS below): the document
+// names each once and refers to it, and the SDK's generated types name them (`components['schemas']['Failure']`).
+// Each is one zod instance, used as is: a copy (`z.enum(...)` written again) would be written out inline again.
+const ExecutionStatus = z.enum(EXECUTION_STATUSES as [string, ...string[]]);
+const TerminalReason = z.enum(TERMINAL_REASONS as [string, ...string[]]);
+const Commit = z.enum(COMMIT_VALUES as [string, ...string[]]);
+const RetryRuleEnum = z.enum(Object.values(RetryRule) as [RetryRule, ...RetryRule[]]);
+const FailureCategory = z.enum(FAILURE_CATEGORIES as [string, ...string[]]);
+const ResolutionStatus = z.enum([
   OperationStatus.VERIFIED,
   OperationStatus.FAILED,
   OperationStatus.CANCELLED,
@@ -80,7 +88,7 @@ const ResolutionReadBack = z.looseObject({
 });
 
 const Resolution = z.object({
-  status: ResolutionEnum,
+  status: ResolutionStatus,
   evidence: z.string(),
   by: z.string(),
   at: DateTime,
@@ -130,7 +138,7 @@ const RecoveryObligation = z.looseObject({
 const Failure = z.strictObject({
   code: z.string(),
   phase: z.string(),
-  category: z.enum(FAILURE_CATEGORIES as [string, ...string[]]),
+  category: FailureCategory,
   retryable: z.boolean(),
   message: z.string(),
   at: DateTime,
@@ -148,11 +156,11 @@ const Operation = z.strictObject({
   verification_method: z.enum([VerificationMethod.READ_AFTER_WRITE, '']),
   expected_state: Json.nullable(),
   depends_on: z.array(z.string()),
-  status: OperationStatusEnum,
-  terminal_reason: z.enum(TERMINAL_REASONS as [string, ...string[]]).nullable(),
-  commit: z.enum(COMMIT_VALUES as [string, ...string[]]),
+  status: OperationStatusSchema,
+  terminal_reason: TerminalReason.nullable(),
+  commit: Commit,
   failure: Failure.nullable(),
-  retry: z.enum(Object.values(RetryRule) as [RetryRule, ...RetryRule[]]),
+  retry: RetryRuleEnum,
   attempt: z.number().int().min(0),
   no_change_required: z.boolean(),
   evidence: Json.nullable(),
@@ -177,7 +185,7 @@ const Execution = z.strictObject({
   id: z.string().startsWith('exe_'),
   agent_id: z.string(),
   intent: z.string(),
-  status: z.enum(EXECUTION_STATUSES as [string, ...string[]]),
+  status: ExecutionStatus,
   effects: z.strictObject({
     summary: z.enum(['all_verified', 'partial', 'none', 'unverified', 'unknown']),
     counts: EffectCounts,
@@ -281,16 +289,16 @@ const StatusModel = z.strictObject({
   operation: z.strictObject({
     statuses: z.array(
       z.strictObject({
-        status: OperationStatusEnum,
+        status: OperationStatusSchema,
         terminal: z.boolean(),
-        retry: z.enum(Object.values(RetryRule) as [RetryRule, ...RetryRule[]]),
+        retry: RetryRuleEnum,
         meaning: z.string(),
       }),
     ),
     transitions: z.array(
       z.strictObject({
-        from: OperationStatusEnum,
-        to: OperationStatusEnum,
+        from: OperationStatusSchema,
+        to: OperationStatusSchema,
         reasons: z.array(z.string()),
         reason_required: z.boolean(),
         human_only: z.boolean(),
@@ -310,13 +318,13 @@ const StatusModel = z.strictObject({
     verification_methods: z.array(z.string()),
     verification_rule: z.string(),
     commit: z.strictObject({
-      values: z.array(z.strictObject({ value: z.enum(COMMIT_VALUES as [string, ...string[]]), meaning: z.string() })),
+      values: z.array(z.strictObject({ value: Commit, meaning: z.string() })),
       rules: z.array(
         z.strictObject({
-          status: OperationStatusEnum,
+          status: OperationStatusSchema,
           ever_sent: z.union([z.boolean(), z.literal('any')]),
           terminal_reason: z.string(),
-          commit: z.enum(COMMIT_VALUES as [string, ...string[]]),
+          commit: Commit,
         }),
       ),
     }),
@@ -329,7 +337,7 @@ const StatusModel = z.strictObject({
         applies_to: z.enum(['execution', 'operation']),
         status: z.string(),
         phase: z.string(),
-        category: z.enum(FAILURE_CATEGORIES as [string, ...string[]]),
+        category: FailureCategory,
         retryable: z.boolean(),
         message: z.string(),
       }),
@@ -350,7 +358,7 @@ const Count = z.number().int().min(0);
 /** An execution as the review queues show it beside each operation. */
 const ExecutionSummary = z.strictObject({
   id: z.string().startsWith('exe_'),
-  status: z.enum(EXECUTION_STATUSES as [string, ...string[]]),
+  status: ExecutionStatus,
   agent_id: z.string(),
   intent: z.string(),
   created_at: DateTime,
@@ -358,6 +366,16 @@ const ExecutionSummary = z.strictObject({
 
 /** Component schemas of the OpenAPI document, by name. */
 export const API_SCHEMAS = {
+  OperationStatus: OperationStatusSchema,
+  ExecutionStatus,
+  TerminalReason,
+  Commit,
+  RetryRule: RetryRuleEnum,
+  FailureCategory,
+  ResolutionStatus,
+  Failure,
+  Approval,
+  RecoveryObligation,
   Submission: SubmissionSchema,
   Criterion: CriterionSchema,
   CancelRequest: CancelBody,
@@ -366,10 +384,10 @@ export const API_SCHEMAS = {
   Resolution,
   Operation,
   OperationDetail: Operation.extend({
-    permitted_resolutions: z.array(ResolutionEnum),
+    permitted_resolutions: z.array(ResolutionStatus),
     resolution_options: z.array(
       z.strictObject({
-        status: ResolutionEnum,
+        status: ResolutionStatus,
         permitted: z.boolean(),
         why: z.string(),
         check: z.enum(['read_back']).nullable(),

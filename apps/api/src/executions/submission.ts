@@ -113,12 +113,18 @@ const ExpectEvidence = z
     for (const issue of jsonShapeIssues(value.equals, ['equals'])) ctx.addIssue({ code: 'custom', ...issue });
   });
 
+/**
+ * An operation's status: one schema for the criteria here and every response (schemas.ts), so that the OpenAPI
+ * document names it once, the OperationStatus component.
+ */
+export const OperationStatusSchema = z.enum(Object.values(OperationStatus) as [OperationStatus, ...OperationStatus[]]);
+
 /** Exactly one expectation per criterion: a status, or an evidence field. */
 export const CriterionSchema = z
   .strictObject({
     key: Key,
     operation: Key,
-    expect_status: z.enum(Object.values(OperationStatus) as [OperationStatus, ...OperationStatus[]]).optional(),
+    expect_status: OperationStatusSchema.optional(),
     expect_evidence: ExpectEvidence.optional(),
   })
   .superRefine((value, ctx) => {

@@ -638,6 +638,109 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
   schemas: {
+    /** @enum {string} */
+    OperationStatus:
+      | 'PREPARED'
+      | 'SENT'
+      | 'ACKNOWLEDGED'
+      | 'VERIFIED'
+      | 'UNKNOWN'
+      | 'RECONCILING'
+      | 'FAILED'
+      | 'MANUAL_REVIEW'
+      | 'CANCELLED';
+    /** @enum {string} */
+    ExecutionStatus:
+      | 'created'
+      | 'validating'
+      | 'resolving_context'
+      | 'planning'
+      | 'running'
+      | 'waiting_for_tool'
+      | 'waiting_for_approval'
+      | 'validating_output'
+      | 'completed'
+      | 'failed'
+      | 'cancelled'
+      | 'expired';
+    /** @enum {string} */
+    TerminalReason:
+      | 'CONNECTOR_ERROR'
+      | 'CONNECTOR_REJECTED'
+      | 'KNOWLEDGE_CONFLICT'
+      | 'STALE_REPLICA'
+      | 'FIELD_MISSING'
+      | 'SOURCE_UNREACHABLE'
+      | 'INTEGRITY_MISMATCH'
+      | 'DENIED'
+      | 'PROVEN_ABSENT';
+    /** @enum {string} */
+    Commit: 'not_dispatched' | 'committed' | 'rejected' | 'unknown';
+    /** @enum {string} */
+    RetryRule: 'none' | 'wait' | 'not_needed' | 'forbidden' | 'console' | 'safe';
+    /** @enum {string} */
+    FailureCategory: 'caller_error' | 'provider_rejected' | 'transient' | 'internal' | 'policy' | 'human';
+    /** @enum {string} */
+    ResolutionStatus: 'VERIFIED' | 'FAILED' | 'CANCELLED' | 'SENT';
+    Failure: {
+      code: string;
+      phase: string;
+      category: components['schemas']['FailureCategory'];
+      retryable: boolean;
+      message: string;
+      /** Format: date-time */
+      at: string;
+    };
+    Approval: {
+      /** @enum {string} */
+      state: 'requested' | 'granted' | 'denied';
+      /** Format: date-time */
+      requested_at?: string;
+      /** Format: date-time */
+      decided_at?: string;
+      decided_by?: string;
+      reason?: string;
+      /** Format: date-time */
+      expires_at?: string;
+    } & {
+      [key: string]: unknown;
+    };
+    RecoveryObligation: {
+      reason: string;
+      owner: string;
+      evidence_required: string;
+      permitted_actions: string[];
+      /** Format: date-time */
+      due_at: string;
+      escalation_target: string;
+      /** Format: date-time */
+      escalated_at: string | null;
+      resolution?: components['schemas']['Resolution'];
+      rechecks?: number;
+      effect_shown?: {
+        result: string;
+        evidence: unknown;
+        /** Format: date-time */
+        at: string;
+      };
+      effect_shown_after_failed?: {
+        result: string;
+        /** Format: date-time */
+        at: string;
+      };
+      investigations?: {
+        evidence: string;
+        by: string;
+        /** Format: date-time */
+        at: string;
+        /** Format: date-time */
+        previous_due_at: string;
+        /** Format: date-time */
+        due_at: string;
+      }[];
+    } & {
+      [key: string]: unknown;
+    };
     Submission: {
       agent_id: string;
       intent: string;
@@ -663,17 +766,7 @@ export interface components {
     Criterion: {
       key: string;
       operation: string;
-      /** @enum {string} */
-      expect_status?:
-        | 'PREPARED'
-        | 'SENT'
-        | 'ACKNOWLEDGED'
-        | 'VERIFIED'
-        | 'UNKNOWN'
-        | 'RECONCILING'
-        | 'FAILED'
-        | 'MANUAL_REVIEW'
-        | 'CANCELLED';
+      expect_status?: components['schemas']['OperationStatus'];
       expect_evidence?: {
         path: string;
         equals?: unknown;
@@ -694,8 +787,7 @@ export interface components {
       due_in_seconds?: number;
     };
     Resolution: {
-      /** @enum {string} */
-      status: 'VERIFIED' | 'FAILED' | 'CANCELLED' | 'SENT';
+      status: components['schemas']['ResolutionStatus'];
       evidence: string;
       by: string;
       /** Format: date-time */
@@ -729,43 +821,11 @@ export interface components {
         [key: string]: unknown;
       } | null;
       depends_on: string[];
-      /** @enum {string} */
-      status:
-        | 'PREPARED'
-        | 'SENT'
-        | 'ACKNOWLEDGED'
-        | 'VERIFIED'
-        | 'UNKNOWN'
-        | 'RECONCILING'
-        | 'FAILED'
-        | 'MANUAL_REVIEW'
-        | 'CANCELLED';
-      /** @enum {string|null} */
-      terminal_reason:
-        | 'CONNECTOR_ERROR'
-        | 'CONNECTOR_REJECTED'
-        | 'KNOWLEDGE_CONFLICT'
-        | 'STALE_REPLICA'
-        | 'FIELD_MISSING'
-        | 'SOURCE_UNREACHABLE'
-        | 'INTEGRITY_MISMATCH'
-        | 'DENIED'
-        | 'PROVEN_ABSENT'
-        | null;
-      /** @enum {string} */
-      commit: 'not_dispatched' | 'committed' | 'rejected' | 'unknown';
-      failure: {
-        code: string;
-        phase: string;
-        /** @enum {string} */
-        category: 'caller_error' | 'provider_rejected' | 'transient' | 'internal' | 'policy' | 'human';
-        retryable: boolean;
-        message: string;
-        /** Format: date-time */
-        at: string;
-      } | null;
-      /** @enum {string} */
-      retry: 'none' | 'wait' | 'not_needed' | 'forbidden' | 'console' | 'safe';
+      status: components['schemas']['OperationStatus'];
+      terminal_reason: components['schemas']['TerminalReason'] | null;
+      commit: components['schemas']['Commit'];
+      failure: components['schemas']['Failure'] | null;
+      retry: components['schemas']['RetryRule'];
       attempt: number;
       no_change_required: boolean;
       evidence: {
@@ -773,60 +833,8 @@ export interface components {
       } | null;
       /** @enum {string|null} */
       observation: 'converged' | 'superseded' | 'degraded' | 'unavailable' | null;
-      approval:
-        | ({
-            /** @enum {string} */
-            state: 'requested' | 'granted' | 'denied';
-            /** Format: date-time */
-            requested_at?: string;
-            /** Format: date-time */
-            decided_at?: string;
-            decided_by?: string;
-            reason?: string;
-            /** Format: date-time */
-            expires_at?: string;
-          } & {
-            [key: string]: unknown;
-          })
-        | null;
-      recovery_obligation:
-        | ({
-            reason: string;
-            owner: string;
-            evidence_required: string;
-            permitted_actions: string[];
-            /** Format: date-time */
-            due_at: string;
-            escalation_target: string;
-            /** Format: date-time */
-            escalated_at: string | null;
-            resolution?: components['schemas']['Resolution'];
-            rechecks?: number;
-            effect_shown?: {
-              result: string;
-              evidence: unknown;
-              /** Format: date-time */
-              at: string;
-            };
-            effect_shown_after_failed?: {
-              result: string;
-              /** Format: date-time */
-              at: string;
-            };
-            investigations?: {
-              evidence: string;
-              by: string;
-              /** Format: date-time */
-              at: string;
-              /** Format: date-time */
-              previous_due_at: string;
-              /** Format: date-time */
-              due_at: string;
-            }[];
-          } & {
-            [key: string]: unknown;
-          })
-        | null;
+      approval: components['schemas']['Approval'] | null;
+      recovery_obligation: components['schemas']['RecoveryObligation'] | null;
       /** Format: starts_with */
       retry_of: string | null;
       /** Format: date-time */
@@ -857,43 +865,11 @@ export interface components {
         [key: string]: unknown;
       } | null;
       depends_on: string[];
-      /** @enum {string} */
-      status:
-        | 'PREPARED'
-        | 'SENT'
-        | 'ACKNOWLEDGED'
-        | 'VERIFIED'
-        | 'UNKNOWN'
-        | 'RECONCILING'
-        | 'FAILED'
-        | 'MANUAL_REVIEW'
-        | 'CANCELLED';
-      /** @enum {string|null} */
-      terminal_reason:
-        | 'CONNECTOR_ERROR'
-        | 'CONNECTOR_REJECTED'
-        | 'KNOWLEDGE_CONFLICT'
-        | 'STALE_REPLICA'
-        | 'FIELD_MISSING'
-        | 'SOURCE_UNREACHABLE'
-        | 'INTEGRITY_MISMATCH'
-        | 'DENIED'
-        | 'PROVEN_ABSENT'
-        | null;
-      /** @enum {string} */
-      commit: 'not_dispatched' | 'committed' | 'rejected' | 'unknown';
-      failure: {
-        code: string;
-        phase: string;
-        /** @enum {string} */
-        category: 'caller_error' | 'provider_rejected' | 'transient' | 'internal' | 'policy' | 'human';
-        retryable: boolean;
-        message: string;
-        /** Format: date-time */
-        at: string;
-      } | null;
-      /** @enum {string} */
-      retry: 'none' | 'wait' | 'not_needed' | 'forbidden' | 'console' | 'safe';
+      status: components['schemas']['OperationStatus'];
+      terminal_reason: components['schemas']['TerminalReason'] | null;
+      commit: components['schemas']['Commit'];
+      failure: components['schemas']['Failure'] | null;
+      retry: components['schemas']['RetryRule'];
       attempt: number;
       no_change_required: boolean;
       evidence: {
@@ -901,60 +877,8 @@ export interface components {
       } | null;
       /** @enum {string|null} */
       observation: 'converged' | 'superseded' | 'degraded' | 'unavailable' | null;
-      approval:
-        | ({
-            /** @enum {string} */
-            state: 'requested' | 'granted' | 'denied';
-            /** Format: date-time */
-            requested_at?: string;
-            /** Format: date-time */
-            decided_at?: string;
-            decided_by?: string;
-            reason?: string;
-            /** Format: date-time */
-            expires_at?: string;
-          } & {
-            [key: string]: unknown;
-          })
-        | null;
-      recovery_obligation:
-        | ({
-            reason: string;
-            owner: string;
-            evidence_required: string;
-            permitted_actions: string[];
-            /** Format: date-time */
-            due_at: string;
-            escalation_target: string;
-            /** Format: date-time */
-            escalated_at: string | null;
-            resolution?: components['schemas']['Resolution'];
-            rechecks?: number;
-            effect_shown?: {
-              result: string;
-              evidence: unknown;
-              /** Format: date-time */
-              at: string;
-            };
-            effect_shown_after_failed?: {
-              result: string;
-              /** Format: date-time */
-              at: string;
-            };
-            investigations?: {
-              evidence: string;
-              by: string;
-              /** Format: date-time */
-              at: string;
-              /** Format: date-time */
-              previous_due_at: string;
-              /** Format: date-time */
-              due_at: string;
-            }[];
-          } & {
-            [key: string]: unknown;
-          })
-        | null;
+      approval: components['schemas']['Approval'] | null;
+      recovery_obligation: components['schemas']['RecoveryObligation'] | null;
       /** Format: starts_with */
       retry_of: string | null;
       /** Format: date-time */
@@ -965,10 +889,9 @@ export interface components {
       created_at: string;
       /** Format: date-time */
       updated_at: string;
-      permitted_resolutions: ('VERIFIED' | 'FAILED' | 'CANCELLED' | 'SENT')[];
+      permitted_resolutions: components['schemas']['ResolutionStatus'][];
       resolution_options: {
-        /** @enum {string} */
-        status: 'VERIFIED' | 'FAILED' | 'CANCELLED' | 'SENT';
+        status: components['schemas']['ResolutionStatus'];
         permitted: boolean;
         why: string;
         /** @enum {string|null} */
@@ -982,20 +905,7 @@ export interface components {
       id: string;
       agent_id: string;
       intent: string;
-      /** @enum {string} */
-      status:
-        | 'created'
-        | 'validating'
-        | 'resolving_context'
-        | 'planning'
-        | 'running'
-        | 'waiting_for_tool'
-        | 'waiting_for_approval'
-        | 'validating_output'
-        | 'completed'
-        | 'failed'
-        | 'cancelled'
-        | 'expired';
+      status: components['schemas']['ExecutionStatus'];
       effects: {
         /** @enum {string} */
         summary: 'all_verified' | 'partial' | 'none' | 'unverified' | 'unknown';
@@ -1020,16 +930,7 @@ export interface components {
         not_sent: number;
         held_not_sent: number;
       };
-      failure: {
-        code: string;
-        phase: string;
-        /** @enum {string} */
-        category: 'caller_error' | 'provider_rejected' | 'transient' | 'internal' | 'policy' | 'human';
-        retryable: boolean;
-        message: string;
-        /** Format: date-time */
-        at: string;
-      } | null;
+      failure: components['schemas']['Failure'] | null;
       criteria: components['schemas']['Criterion'][];
       criteria_results:
         | ({
@@ -1121,45 +1022,14 @@ export interface components {
     StatusModel: {
       operation: {
         statuses: {
-          /** @enum {string} */
-          status:
-            | 'PREPARED'
-            | 'SENT'
-            | 'ACKNOWLEDGED'
-            | 'VERIFIED'
-            | 'UNKNOWN'
-            | 'RECONCILING'
-            | 'FAILED'
-            | 'MANUAL_REVIEW'
-            | 'CANCELLED';
+          status: components['schemas']['OperationStatus'];
           terminal: boolean;
-          /** @enum {string} */
-          retry: 'none' | 'wait' | 'not_needed' | 'forbidden' | 'console' | 'safe';
+          retry: components['schemas']['RetryRule'];
           meaning: string;
         }[];
         transitions: {
-          /** @enum {string} */
-          from:
-            | 'PREPARED'
-            | 'SENT'
-            | 'ACKNOWLEDGED'
-            | 'VERIFIED'
-            | 'UNKNOWN'
-            | 'RECONCILING'
-            | 'FAILED'
-            | 'MANUAL_REVIEW'
-            | 'CANCELLED';
-          /** @enum {string} */
-          to:
-            | 'PREPARED'
-            | 'SENT'
-            | 'ACKNOWLEDGED'
-            | 'VERIFIED'
-            | 'UNKNOWN'
-            | 'RECONCILING'
-            | 'FAILED'
-            | 'MANUAL_REVIEW'
-            | 'CANCELLED';
+          from: components['schemas']['OperationStatus'];
+          to: components['schemas']['OperationStatus'];
           reasons: string[];
           reason_required: boolean;
           human_only: boolean;
@@ -1179,26 +1049,14 @@ export interface components {
         verification_rule: string;
         commit: {
           values: {
-            /** @enum {string} */
-            value: 'not_dispatched' | 'committed' | 'rejected' | 'unknown';
+            value: components['schemas']['Commit'];
             meaning: string;
           }[];
           rules: {
-            /** @enum {string} */
-            status:
-              | 'PREPARED'
-              | 'SENT'
-              | 'ACKNOWLEDGED'
-              | 'VERIFIED'
-              | 'UNKNOWN'
-              | 'RECONCILING'
-              | 'FAILED'
-              | 'MANUAL_REVIEW'
-              | 'CANCELLED';
+            status: components['schemas']['OperationStatus'];
             ever_sent: boolean | 'any';
             terminal_reason: string;
-            /** @enum {string} */
-            commit: 'not_dispatched' | 'committed' | 'rejected' | 'unknown';
+            commit: components['schemas']['Commit'];
           }[];
         };
       };
@@ -1210,8 +1068,7 @@ export interface components {
           applies_to: 'execution' | 'operation';
           status: string;
           phase: string;
-          /** @enum {string} */
-          category: 'caller_error' | 'provider_rejected' | 'transient' | 'internal' | 'policy' | 'human';
+          category: components['schemas']['FailureCategory'];
           retryable: boolean;
           message: string;
         }[];
@@ -1271,20 +1128,7 @@ export interface components {
         execution: {
           /** Format: starts_with */
           id: string;
-          /** @enum {string} */
-          status:
-            | 'created'
-            | 'validating'
-            | 'resolving_context'
-            | 'planning'
-            | 'running'
-            | 'waiting_for_tool'
-            | 'waiting_for_approval'
-            | 'validating_output'
-            | 'completed'
-            | 'failed'
-            | 'cancelled'
-            | 'expired';
+          status: components['schemas']['ExecutionStatus'];
           agent_id: string;
           intent: string;
           /** Format: date-time */
