@@ -56,9 +56,63 @@ function withSharedProblemResponses(source) {
   return doc;
 }
 
+/**
+ * The types of a component that has every field of another, each the same, and some more (OperationDetail: an
+ * Operation with the resolutions a reviewer may choose) are the other's and the rest, `components['schemas']
+ * ['Operation'] & { permitted_resolutions: …; resolution_options: … }`, instead of every field written out again. The
+ * served document keeps them written out: in OpenAPI 3.0, `allOf` of two objects that each refuse properties they do
+ * not list accepts no object at all, so there the only correct form is the full list. In TypeScript the intersection
+ * is the same type. Of the candidates, the one with the most fields; none with fewer than two.
+ */
+function withExtendedSchemas(source) {
+  const doc = structuredClone(source);
+  const schemas = doc.components?.schemas ?? {};
+  const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+  const objects = Object.entries(source.components?.schemas ?? {}).filter(
+    ([, s]) => s.type === 'object' && s.properties && !s.allOf && !s.anyOf && !s.oneOf,
+  );
+  for (const [name, schema] of objects) {
+    const required = new Set(schema.required ?? []);
+    const bases = objects.filter(([baseName, base]) => {
+      const keys = Object.keys(base.properties);
+      return (
+        baseName !== name &&
+        keys.length >= 2 &&
+        keys.length < Object.keys(schema.properties).length &&
+        same(base.additionalProperties, schema.additionalProperties) &&
+        keys.every((key) => same(base.properties[key], schema.properties[key])) &&
+        keys.every((key) => required.has(key) === (base.required ?? []).includes(key))
+      );
+    });
+    if (bases.length === 0) continue;
+    const [baseName, base] = bases.sort(
+      ([, a], [, b]) => Object.keys(b.properties).length - Object.keys(a.properties).length,
+    )[0];
+    const restKeys = Object.keys(schema.properties).filter((key) => !(key in base.properties));
+    const { type: _type, properties, required: _required, additionalProperties, ...others } = schema;
+    const restRequired = restKeys.filter((key) => required.has(key));
+    schemas[name] = {
+      ...others,
+      allOf: [
+        { $ref: `#/components/schemas/${baseName}` },
+        {
+          type: 'object',
+          properties: Object.fromEntries(restKeys.map((key) => [key, properties[key]])),
+          ...(restRequired.length ? { required: restRequired } : {}),
+          ...(additionalProperties === undefined ? {} : { additionalProperties }),
+        },
+      ],
+    };
+  }
+  return doc;
+}
+
 const document = JSON.parse(await read(process.stdin));
 const options = (await resolveConfig(fileURLToPath(import.meta.url))) ?? {};
-const ast = await openapiTS(withSharedProblemResponses(document), { alphabetize: false, exportType: false });
+const ast = await openapiTS(withExtendedSchemas(withSharedProblemResponses(document)), {
+  alphabetize: false,
+  exportType: false,
+});
 const [openapi, wire] = await Promise.all([
   format(JSON.stringify(document), { ...options, parser: 'json' }),
   format(BANNER + astToString(ast), { ...options, parser: 'typescript' }),

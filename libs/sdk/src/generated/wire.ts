@@ -846,49 +846,7 @@ export interface components {
       /** Format: date-time */
       updated_at: string;
     };
-    OperationDetail: {
-      /** Format: starts_with */
-      id: string;
-      /** Format: starts_with */
-      execution_id: string;
-      key: string;
-      connector: string;
-      action: string;
-      params: {
-        [key: string]: unknown;
-      };
-      irreversible: boolean;
-      requires_approval: boolean;
-      /** @enum {string} */
-      verification_method: 'read_after_write' | '';
-      expected_state: {
-        [key: string]: unknown;
-      } | null;
-      depends_on: string[];
-      status: components['schemas']['OperationStatus'];
-      terminal_reason: components['schemas']['TerminalReason'] | null;
-      commit: components['schemas']['Commit'];
-      failure: components['schemas']['Failure'] | null;
-      retry: components['schemas']['RetryRule'];
-      attempt: number;
-      no_change_required: boolean;
-      evidence: {
-        [key: string]: unknown;
-      } | null;
-      /** @enum {string|null} */
-      observation: 'converged' | 'superseded' | 'degraded' | 'unavailable' | null;
-      approval: components['schemas']['Approval'] | null;
-      recovery_obligation: components['schemas']['RecoveryObligation'] | null;
-      /** Format: starts_with */
-      retry_of: string | null;
-      /** Format: date-time */
-      sent_at: string | null;
-      /** Format: date-time */
-      acknowledged_at: string | null;
-      /** Format: date-time */
-      created_at: string;
-      /** Format: date-time */
-      updated_at: string;
+    OperationDetail: components['schemas']['Operation'] & {
       permitted_resolutions: components['schemas']['ResolutionStatus'][];
       resolution_options: {
         status: components['schemas']['ResolutionStatus'];
