@@ -4,7 +4,7 @@ import { TERMINAL_REASONS, TerminalReason } from '@verity/status-model';
 import { z } from 'zod';
 import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
 import { cursorPageQuery, parseQuery } from '../http/parse';
-import { ApiEndpoint, ApiPageQuery } from '../openapi';
+import { ApiEndpoint, ApiPageQuery, schemaRef } from '../openapi';
 import { ReviewService } from './review.service';
 
 const QueueQuery = z.strictObject({
@@ -63,7 +63,7 @@ export class ReviewController {
     'listManualReviews',
     'MANUAL_REVIEW operations with their recovery obligation, newest first (reviewer)',
   )
-  @ApiQuery({ name: 'reason', required: false, enum: TERMINAL_REASONS })
+  @ApiQuery({ name: 'reason', required: false, schema: schemaRef('TerminalReason') })
   @ApiQuery({ name: 'escalated', required: false, enum: ['true', 'false'] })
   manualReviews(@CurrentPrincipal() principal: Principal, @Query() query: unknown) {
     return this.review.list(principal, 'manual_reviews', parseQuery(ManualReviewQuery, query));

@@ -12,7 +12,7 @@ import {
   SUBMISSION_EXAMPLE,
   VERIFIED_EXECUTION_EXAMPLE,
 } from '../openapi-examples';
-import { ApiEndpoint, ApiPageQuery } from '../openapi';
+import { ApiEndpoint, ApiPageQuery, schemaRef } from '../openapi';
 import { Problem } from '../problem/problem';
 import { CancelBody } from '../schemas';
 import { StreamService } from '../stream/stream.service';
@@ -106,7 +106,7 @@ export class ExecutionsController {
       example: { summary: 'One page', value: { data: [VERIFIED_EXECUTION_EXAMPLE], next_cursor: null } },
     },
   })
-  @ApiQuery({ name: 'status', required: false, enum: EXECUTION_STATUSES })
+  @ApiQuery({ name: 'status', required: false, schema: schemaRef('ExecutionStatus') })
   @ApiPageQuery()
   list(@CurrentPrincipal() principal: Principal, @Query() query: unknown) {
     return this.executions.list(principal, parseQuery(ListQuery, query));

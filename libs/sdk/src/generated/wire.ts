@@ -1254,19 +1254,7 @@ export interface operations {
         limit?: number;
         /** @description `next_cursor` of the previous page */
         cursor?: string;
-        status?:
-          | 'created'
-          | 'validating'
-          | 'resolving_context'
-          | 'planning'
-          | 'running'
-          | 'waiting_for_tool'
-          | 'waiting_for_approval'
-          | 'validating_output'
-          | 'completed'
-          | 'failed'
-          | 'cancelled'
-          | 'expired';
+        status?: components['schemas']['ExecutionStatus'];
       };
       header?: never;
       path?: never;
@@ -1729,16 +1717,7 @@ export interface operations {
     parameters: {
       query?: {
         escalated?: 'true' | 'false';
-        reason?:
-          | 'CONNECTOR_ERROR'
-          | 'CONNECTOR_REJECTED'
-          | 'KNOWLEDGE_CONFLICT'
-          | 'STALE_REPLICA'
-          | 'FIELD_MISSING'
-          | 'SOURCE_UNREACHABLE'
-          | 'INTEGRITY_MISMATCH'
-          | 'DENIED'
-          | 'PROVEN_ABSENT';
+        reason?: components['schemas']['TerminalReason'];
         connector?: string;
         /** @description operation or execution id, key, action, intent or agent */
         q?: string;
