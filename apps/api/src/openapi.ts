@@ -33,7 +33,11 @@ export function jsonExample(summary: string, value: unknown) {
   return { examples: { [summary.toLowerCase().replace(/[^a-z0-9]+/g, '_')]: { summary, value } } };
 }
 
-/** A zod schema written out in the document where it is used (bodies that are no component of API_SCHEMAS). */
+/**
+ * A zod schema written out in the document where it is used (bodies that are no component of API_SCHEMAS). The named
+ * schemas it uses (`.meta({ id: 'WebhookEndpoint' })`) come out as its `definitions`, which buildOpenApi makes
+ * components (hoistDefinitions).
+ */
 export function inlineSchema(schema: z.ZodType) {
   return z.toJSONSchema(schema, { target: 'openapi-3.0', io: 'input', unrepresentable: 'any' }) as never;
 }
@@ -454,6 +458,55 @@ function bareRefs(node: unknown): unknown {
   return Object.fromEntries(Object.entries(node).map(([k, v]) => [k, bareRefs(v)]));
 }
 
+const DEFINITIONS = '#/definitions/';
+
+/**
+ * A schema written inline may carry named schemas of its own under `definitions`, referred to as `#/definitions/Name`
+ * (what zod writes for the schemas a body uses that have an id, see inlineSchema; a hand-written JSON schema may do the
+ * same): each becomes the component of that name, and the references point there, so that a schema several bodies
+ * use is written once. A name given twice must be the same schema, and none may be a component of API_SCHEMAS.
+ */
+function hoistDefinitions(document: OpenAPIObject): void {
+  const schemas = document.components!.schemas!;
+  const hoisted = new Set<string>();
+  const refs = (node: unknown): unknown => {
+    if (Array.isArray(node)) return node.map(refs);
+    if (node === null || typeof node !== 'object') return node;
+    return Object.fromEntries(
+      Object.entries(node).map(([k, v]) => [
+        k,
+        k === '$ref' && typeof v === 'string' && v.startsWith(DEFINITIONS)
+          ? `#/components/schemas/${v.slice(DEFINITIONS.length)}`
+          : refs(v),
+      ]),
+    );
+  };
+  const schemaOf = (root: Record<string, unknown>): unknown => {
+    const { definitions, ...rest } = root as { definitions?: Record<string, unknown> };
+    for (const [name, definition] of Object.entries(definitions ?? {})) {
+      const component = bareRefs(nullableRefs(refs(definition))) as SchemaObject;
+      if (name in schemas && !(hoisted.has(name) && JSON.stringify(schemas[name]) === JSON.stringify(component))) {
+        throw new Error(`two different schemas are named ${name} in the OpenAPI document`);
+      }
+      hoisted.add(name);
+      schemas[name] = component;
+    }
+    return definitions ? bareRefs(nullableRefs(refs(rest))) : root;
+  };
+  // Every `schema` of a parameter, a header, a request or a response body.
+  const visit = (node: unknown): unknown => {
+    if (Array.isArray(node)) return node.map(visit);
+    if (node === null || typeof node !== 'object') return node;
+    return Object.fromEntries(
+      Object.entries(node).map(([k, v]) => [
+        k,
+        k === 'schema' && v !== null && typeof v === 'object' ? schemaOf(v as Record<string, unknown>) : visit(v),
+      ]),
+    );
+  };
+  document.paths = visit(document.paths) as OpenAPIObject['paths'];
+}
+
 export function buildOpenApi(app: INestApplication): OpenAPIObject {
   const config = new DocumentBuilder()
     .setTitle('Verity API')
@@ -479,6 +532,7 @@ export function buildOpenApi(app: INestApplication): OpenAPIObject {
   document.components.schemas = document.components.schemas ?? {};
   Object.assign(document.components.schemas, componentSchemas());
   document.paths = { ...document.paths, ...extraPaths() };
+  hoistDefinitions(document);
   addCrossCuttingAnswers(document);
   return document;
 }

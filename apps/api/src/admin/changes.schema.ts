@@ -21,7 +21,8 @@ const PolicySettings = z
     approval_rules: z.array(z.record(z.string(), z.unknown())).nullable(),
     approval_amount_above: z.number().nullable().describe('the older single threshold (before approval rules)'),
   })
-  .describe('the policy as the tenant had set it; null: not set (the default applied)');
+  .describe('the policy as the tenant had set it; null: not set (the default applied)')
+  .meta({ id: 'PolicySnapshot' });
 
 const ConnectorSettings = z
   .object({
@@ -33,7 +34,8 @@ const ConnectorSettings = z
       .describe('absent in changes recorded before the setting existed (they were all "declared")'),
     secrets: z.array(z.string()).describe('the names of the secrets set; a secret value is never recorded'),
   })
-  .describe('the connector’s settings as stored: allowlist, spending caps, read-back binding, secret names');
+  .describe('the connector’s settings as stored: allowlist, spending caps, read-back binding, secret names')
+  .meta({ id: 'ConnectorSettingsSnapshot' });
 
 const WebhookEndpoint = z
   .object({
@@ -43,7 +45,8 @@ const WebhookEndpoint = z
     disabled: z.boolean(),
     disabled_reason: z.string().nullable(),
   })
-  .describe('the endpoint as `GET /v1/admin/webhooks/{id}` shows its configuration; never its signing secret');
+  .describe('the endpoint as `GET /v1/admin/webhooks/{id}` shows its configuration; never its signing secret')
+  .meta({ id: 'WebhookEndpointSnapshot' });
 
 const ChangeBase = {
   id: z.string().describe('chg_…; also the cursor of the next page'),

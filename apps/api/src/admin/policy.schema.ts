@@ -74,18 +74,20 @@ export const PolicyInputSchema = z
   });
 export type PolicyInput = z.infer<typeof PolicyInputSchema>;
 
-export const PolicyView = z.object({
-  obligation_owner: z.string(),
-  escalation_target: z.string(),
-  obligation_due_seconds: z.record(z.string(), z.number()).describe('per hold reason; `default` for the others'),
-  approval_rules: z.array(
-    z.object({
-      connector: z.string(),
-      amount_above: z.number().optional(),
-      ...amountReadingView('the currency of amount_above; absent: amounts of any currency are compared as one unit'),
-    }),
-  ),
-  updated_at: z.string().nullable(),
-  updated_by: z.string().nullable(),
-});
+export const PolicyView = z
+  .object({
+    obligation_owner: z.string(),
+    escalation_target: z.string(),
+    obligation_due_seconds: z.record(z.string(), z.number()).describe('per hold reason; `default` for the others'),
+    approval_rules: z.array(
+      z.object({
+        connector: z.string(),
+        amount_above: z.number().optional(),
+        ...amountReadingView('the currency of amount_above; absent: amounts of any currency are compared as one unit'),
+      }),
+    ),
+    updated_at: z.string().nullable(),
+    updated_by: z.string().nullable(),
+  })
+  .meta({ id: 'Policy' });
 export type PolicyViewOf = z.infer<typeof PolicyView>;

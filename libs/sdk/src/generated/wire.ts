@@ -1142,6 +1142,143 @@ export interface components {
     } & {
       [key: string]: unknown;
     };
+    ConnectorSettings: {
+      connector: string;
+      allow_hosts: {
+        host: string;
+        ports?: number[];
+        allow_private?: boolean;
+        /** @description the secrets that may be sent to this host (in header values), ["*"] for every one; absent: none (an operation naming another is refused: secret_not_bound) */
+        secrets?: string[];
+      }[];
+      spending_caps: {
+        /** @enum {string} */
+        period: 'hour' | 'day' | 'week' | 'month';
+        max_operations?: number;
+        max_amount?: number;
+        amount_field?: string;
+        /** @description the currency of max_amount; absent: amounts of any currency are summed as one unit */
+        currency?: string;
+        currency_field?: string;
+      }[];
+      /**
+       * @description http: which declared read-backs count ("bound": only one that asks the request's own origin and names this effect); "declared" for the others
+       * @enum {string}
+       */
+      read_back_binding: 'declared' | 'bound';
+      /** @description names only; values are write-only */
+      secrets: string[];
+      usage: {
+        period: string;
+        since: string;
+        operations: number;
+        amount: number | null;
+      }[];
+      updated_at: string | null;
+      updated_by: string | null;
+    };
+    Policy: {
+      obligation_owner: string;
+      escalation_target: string;
+      /** @description per hold reason; `default` for the others */
+      obligation_due_seconds: {
+        [key: string]: number;
+      };
+      approval_rules: {
+        connector: string;
+        amount_above?: number;
+        amount_field?: string;
+        /** @description the currency of amount_above; absent: amounts of any currency are compared as one unit */
+        currency?: string;
+        currency_field?: string;
+      }[];
+      updated_at: string | null;
+      updated_by: string | null;
+    };
+    /** @description the policy as the tenant had set it; null: not set (the default applied) */
+    PolicySnapshot: {
+      obligation_owner: string | null;
+      escalation_target: string | null;
+      obligation_due_seconds: {
+        [key: string]: number;
+      } | null;
+      approval_rules:
+        | {
+            [key: string]: unknown;
+          }[]
+        | null;
+      /** @description the older single threshold (before approval rules) */
+      approval_amount_above: number | null;
+    };
+    /** @description the connector’s settings as stored: allowlist, spending caps, read-back binding, secret names */
+    ConnectorSettingsSnapshot: {
+      allow_hosts: {
+        [key: string]: unknown;
+      }[];
+      spending_caps: {
+        [key: string]: unknown;
+      }[];
+      /**
+       * @description absent in changes recorded before the setting existed (they were all "declared")
+       * @enum {string}
+       */
+      read_back_binding?: 'declared' | 'bound';
+      /** @description the names of the secrets set; a secret value is never recorded */
+      secrets: string[];
+    };
+    /** @description the endpoint as `GET /v1/admin/webhooks/{id}` shows its configuration; never its signing secret */
+    WebhookEndpointSnapshot: {
+      id: string;
+      url: string;
+      /** @description the event types it was subscribed to */
+      events: string[];
+      disabled: boolean;
+      disabled_reason: string | null;
+    };
+    WebhookEndpoint: {
+      id: string;
+      url: string;
+      events: components['schemas']['WebhookEventType'][];
+      disabled: boolean;
+      disabled_reason: string | null;
+      disabled_at: string | null;
+      consecutive_failures: number;
+      created_at: string;
+    };
+    /** @enum {string} */
+    WebhookEventType:
+      | 'operation.settled'
+      | 'operation.needs_review'
+      | 'obligation.escalated'
+      | 'execution.finished'
+      | 'outcome.evaluated'
+      | 'webhook.disabled';
+    WebhookEndpointCreated: components['schemas']['WebhookEndpoint'] & {
+      /** @description whsec_…: shown once, in this answer only; verify every delivery’s signature with it */
+      secret: string;
+    };
+    WebhookDelivery: {
+      /** @description also the webhook-id header: the same for every attempt and redelivery of this message */
+      id: string;
+      type: components['schemas']['WebhookEventType'];
+      event_id: string | null;
+      /** @enum {string} */
+      status: 'pending' | 'delivered' | 'failed' | 'skipped';
+      attempts: number;
+      redeliveries: number;
+      last_attempt_at: string | null;
+      last_response_status: number | null;
+      last_error: string | null;
+      delivered_at: string | null;
+      created_at: string;
+      payload: {
+        type: string;
+        timestamp: string;
+        data: {
+          [key: string]: unknown;
+        };
+      };
+    };
   };
   responses: {
     /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
@@ -1912,41 +2049,7 @@ export interface operations {
         };
         content: {
           'application/json': {
-            data: {
-              connector: string;
-              allow_hosts: {
-                host: string;
-                ports?: number[];
-                allow_private?: boolean;
-                /** @description the secrets that may be sent to this host (in header values), ["*"] for every one; absent: none (an operation naming another is refused: secret_not_bound) */
-                secrets?: string[];
-              }[];
-              spending_caps: {
-                /** @enum {string} */
-                period: 'hour' | 'day' | 'week' | 'month';
-                max_operations?: number;
-                max_amount?: number;
-                amount_field?: string;
-                /** @description the currency of max_amount; absent: amounts of any currency are summed as one unit */
-                currency?: string;
-                currency_field?: string;
-              }[];
-              /**
-               * @description http: which declared read-backs count ("bound": only one that asks the request's own origin and names this effect); "declared" for the others
-               * @enum {string}
-               */
-              read_back_binding: 'declared' | 'bound';
-              /** @description names only; values are write-only */
-              secrets: string[];
-              usage: {
-                period: string;
-                since: string;
-                operations: number;
-                amount: number | null;
-              }[];
-              updated_at: string | null;
-              updated_by: string | null;
-            }[];
+            data: components['schemas']['ConnectorSettings'][];
           };
         };
       };
@@ -1974,41 +2077,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          'application/json': {
-            connector: string;
-            allow_hosts: {
-              host: string;
-              ports?: number[];
-              allow_private?: boolean;
-              /** @description the secrets that may be sent to this host (in header values), ["*"] for every one; absent: none (an operation naming another is refused: secret_not_bound) */
-              secrets?: string[];
-            }[];
-            spending_caps: {
-              /** @enum {string} */
-              period: 'hour' | 'day' | 'week' | 'month';
-              max_operations?: number;
-              max_amount?: number;
-              amount_field?: string;
-              /** @description the currency of max_amount; absent: amounts of any currency are summed as one unit */
-              currency?: string;
-              currency_field?: string;
-            }[];
-            /**
-             * @description http: which declared read-backs count ("bound": only one that asks the request's own origin and names this effect); "declared" for the others
-             * @enum {string}
-             */
-            read_back_binding: 'declared' | 'bound';
-            /** @description names only; values are write-only */
-            secrets: string[];
-            usage: {
-              period: string;
-              since: string;
-              operations: number;
-              amount: number | null;
-            }[];
-            updated_at: string | null;
-            updated_by: string | null;
-          };
+          'application/json': components['schemas']['ConnectorSettings'];
         };
       };
       400: components['responses']['Problem400'];
@@ -2067,41 +2136,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          'application/json': {
-            connector: string;
-            allow_hosts: {
-              host: string;
-              ports?: number[];
-              allow_private?: boolean;
-              /** @description the secrets that may be sent to this host (in header values), ["*"] for every one; absent: none (an operation naming another is refused: secret_not_bound) */
-              secrets?: string[];
-            }[];
-            spending_caps: {
-              /** @enum {string} */
-              period: 'hour' | 'day' | 'week' | 'month';
-              max_operations?: number;
-              max_amount?: number;
-              amount_field?: string;
-              /** @description the currency of max_amount; absent: amounts of any currency are summed as one unit */
-              currency?: string;
-              currency_field?: string;
-            }[];
-            /**
-             * @description http: which declared read-backs count ("bound": only one that asks the request's own origin and names this effect); "declared" for the others
-             * @enum {string}
-             */
-            read_back_binding: 'declared' | 'bound';
-            /** @description names only; values are write-only */
-            secrets: string[];
-            usage: {
-              period: string;
-              since: string;
-              operations: number;
-              amount: number | null;
-            }[];
-            updated_at: string | null;
-            updated_by: string | null;
-          };
+          'application/json': components['schemas']['ConnectorSettings'];
         };
       };
       400: components['responses']['Problem400'];
@@ -2191,24 +2226,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          'application/json': {
-            obligation_owner: string;
-            escalation_target: string;
-            /** @description per hold reason; `default` for the others */
-            obligation_due_seconds: {
-              [key: string]: number;
-            };
-            approval_rules: {
-              connector: string;
-              amount_above?: number;
-              amount_field?: string;
-              /** @description the currency of amount_above; absent: amounts of any currency are compared as one unit */
-              currency?: string;
-              currency_field?: string;
-            }[];
-            updated_at: string | null;
-            updated_by: string | null;
-          };
+          'application/json': components['schemas']['Policy'];
         };
       };
       400: components['responses']['Problem400'];
@@ -2260,24 +2278,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          'application/json': {
-            obligation_owner: string;
-            escalation_target: string;
-            /** @description per hold reason; `default` for the others */
-            obligation_due_seconds: {
-              [key: string]: number;
-            };
-            approval_rules: {
-              connector: string;
-              amount_above?: number;
-              amount_field?: string;
-              /** @description the currency of amount_above; absent: amounts of any currency are compared as one unit */
-              currency?: string;
-              currency_field?: string;
-            }[];
-            updated_at: string | null;
-            updated_by: string | null;
-          };
+          'application/json': components['schemas']['Policy'];
         };
       };
       400: components['responses']['Problem400'];
@@ -2325,36 +2326,8 @@ export interface operations {
                   kind: 'policy';
                   /** @description null for the policy */
                   connector: string | null;
-                  /** @description the policy as the tenant had set it; null: not set (the default applied) */
-                  before: {
-                    obligation_owner: string | null;
-                    escalation_target: string | null;
-                    obligation_due_seconds: {
-                      [key: string]: number;
-                    } | null;
-                    approval_rules:
-                      | {
-                          [key: string]: unknown;
-                        }[]
-                      | null;
-                    /** @description the older single threshold (before approval rules) */
-                    approval_amount_above: number | null;
-                  };
-                  /** @description the policy as the tenant had set it; null: not set (the default applied) */
-                  after: {
-                    obligation_owner: string | null;
-                    escalation_target: string | null;
-                    obligation_due_seconds: {
-                      [key: string]: number;
-                    } | null;
-                    approval_rules:
-                      | {
-                          [key: string]: unknown;
-                        }[]
-                      | null;
-                    /** @description the older single threshold (before approval rules) */
-                    approval_amount_above: number | null;
-                  };
+                  before: components['schemas']['PolicySnapshot'];
+                  after: components['schemas']['PolicySnapshot'];
                 }
               | {
                   /** @description chg_…; also the cursor of the next page */
@@ -2367,38 +2340,8 @@ export interface operations {
                   kind: 'connector_settings';
                   /** @description the connector whose settings changed */
                   connector: string | null;
-                  /** @description the connector’s settings as stored: allowlist, spending caps, read-back binding, secret names */
-                  before: {
-                    allow_hosts: {
-                      [key: string]: unknown;
-                    }[];
-                    spending_caps: {
-                      [key: string]: unknown;
-                    }[];
-                    /**
-                     * @description absent in changes recorded before the setting existed (they were all "declared")
-                     * @enum {string}
-                     */
-                    read_back_binding?: 'declared' | 'bound';
-                    /** @description the names of the secrets set; a secret value is never recorded */
-                    secrets: string[];
-                  };
-                  /** @description the connector’s settings as stored: allowlist, spending caps, read-back binding, secret names */
-                  after: {
-                    allow_hosts: {
-                      [key: string]: unknown;
-                    }[];
-                    spending_caps: {
-                      [key: string]: unknown;
-                    }[];
-                    /**
-                     * @description absent in changes recorded before the setting existed (they were all "declared")
-                     * @enum {string}
-                     */
-                    read_back_binding?: 'declared' | 'bound';
-                    /** @description the names of the secrets set; a secret value is never recorded */
-                    secrets: string[];
-                  };
+                  before: components['schemas']['ConnectorSettingsSnapshot'];
+                  after: components['schemas']['ConnectorSettingsSnapshot'];
                 }
               | {
                   /** @description chg_…; also the cursor of the next page */
@@ -2414,23 +2357,9 @@ export interface operations {
                   /** @description whk_…: the endpoint created, enabled or deleted */
                   endpoint_id: string;
                   /** @description null: a create (there was no endpoint) */
-                  before: {
-                    id: string;
-                    url: string;
-                    /** @description the event types it was subscribed to */
-                    events: string[];
-                    disabled: boolean;
-                    disabled_reason: string | null;
-                  } | null;
+                  before: components['schemas']['WebhookEndpointSnapshot'] | null;
                   /** @description null: a delete */
-                  after: {
-                    id: string;
-                    url: string;
-                    /** @description the event types it was subscribed to */
-                    events: string[];
-                    disabled: boolean;
-                    disabled_reason: string | null;
-                  } | null;
+                  after: components['schemas']['WebhookEndpointSnapshot'] | null;
                 }
             )[];
             next_cursor: string | null;
@@ -2459,23 +2388,7 @@ export interface operations {
         };
         content: {
           'application/json': {
-            data: {
-              id: string;
-              url: string;
-              events: (
-                | 'operation.settled'
-                | 'operation.needs_review'
-                | 'obligation.escalated'
-                | 'execution.finished'
-                | 'outcome.evaluated'
-                | 'webhook.disabled'
-              )[];
-              disabled: boolean;
-              disabled_reason: string | null;
-              disabled_at: string | null;
-              consecutive_failures: number;
-              created_at: string;
-            }[];
+            data: components['schemas']['WebhookEndpoint'][];
           };
         };
       };
@@ -2498,14 +2411,7 @@ export interface operations {
         'application/json': {
           /** @description http(s) URL; its host must be on the tenant’s http connector allowlist */
           url: string;
-          events: (
-            | 'operation.settled'
-            | 'operation.needs_review'
-            | 'obligation.escalated'
-            | 'execution.finished'
-            | 'outcome.evaluated'
-            | 'webhook.disabled'
-          )[];
+          events: components['schemas']['WebhookEventType'][];
         };
       };
     };
@@ -2515,25 +2421,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          'application/json': {
-            id: string;
-            url: string;
-            events: (
-              | 'operation.settled'
-              | 'operation.needs_review'
-              | 'obligation.escalated'
-              | 'execution.finished'
-              | 'outcome.evaluated'
-              | 'webhook.disabled'
-            )[];
-            disabled: boolean;
-            disabled_reason: string | null;
-            disabled_at: string | null;
-            consecutive_failures: number;
-            created_at: string;
-            /** @description whsec_…: shown once, in this answer only; verify every delivery’s signature with it */
-            secret: string;
-          };
+          'application/json': components['schemas']['WebhookEndpointCreated'];
         };
       };
       400: components['responses']['Problem400'];
@@ -2564,23 +2452,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          'application/json': {
-            id: string;
-            url: string;
-            events: (
-              | 'operation.settled'
-              | 'operation.needs_review'
-              | 'obligation.escalated'
-              | 'execution.finished'
-              | 'outcome.evaluated'
-              | 'webhook.disabled'
-            )[];
-            disabled: boolean;
-            disabled_reason: string | null;
-            disabled_at: string | null;
-            consecutive_failures: number;
-            created_at: string;
-          };
+          'application/json': components['schemas']['WebhookEndpoint'];
         };
       };
       400: components['responses']['Problem400'];
@@ -2638,23 +2510,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          'application/json': {
-            id: string;
-            url: string;
-            events: (
-              | 'operation.settled'
-              | 'operation.needs_review'
-              | 'obligation.escalated'
-              | 'execution.finished'
-              | 'outcome.evaluated'
-              | 'webhook.disabled'
-            )[];
-            disabled: boolean;
-            disabled_reason: string | null;
-            disabled_at: string | null;
-            consecutive_failures: number;
-            created_at: string;
-          };
+          'application/json': components['schemas']['WebhookEndpoint'];
         };
       };
       400: components['responses']['Problem400'];
@@ -2690,35 +2546,7 @@ export interface operations {
         };
         content: {
           'application/json': {
-            data: {
-              /** @description also the webhook-id header: the same for every attempt and redelivery of this message */
-              id: string;
-              /** @enum {string} */
-              type:
-                | 'operation.settled'
-                | 'operation.needs_review'
-                | 'obligation.escalated'
-                | 'execution.finished'
-                | 'outcome.evaluated'
-                | 'webhook.disabled';
-              event_id: string | null;
-              /** @enum {string} */
-              status: 'pending' | 'delivered' | 'failed' | 'skipped';
-              attempts: number;
-              redeliveries: number;
-              last_attempt_at: string | null;
-              last_response_status: number | null;
-              last_error: string | null;
-              delivered_at: string | null;
-              created_at: string;
-              payload: {
-                type: string;
-                timestamp: string;
-                data: {
-                  [key: string]: unknown;
-                };
-              };
-            }[];
+            data: components['schemas']['WebhookDelivery'][];
             next_cursor: string | null;
           };
         };
@@ -2750,35 +2578,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          'application/json': {
-            /** @description also the webhook-id header: the same for every attempt and redelivery of this message */
-            id: string;
-            /** @enum {string} */
-            type:
-              | 'operation.settled'
-              | 'operation.needs_review'
-              | 'obligation.escalated'
-              | 'execution.finished'
-              | 'outcome.evaluated'
-              | 'webhook.disabled';
-            event_id: string | null;
-            /** @enum {string} */
-            status: 'pending' | 'delivered' | 'failed' | 'skipped';
-            attempts: number;
-            redeliveries: number;
-            last_attempt_at: string | null;
-            last_response_status: number | null;
-            last_error: string | null;
-            delivered_at: string | null;
-            created_at: string;
-            payload: {
-              type: string;
-              timestamp: string;
-              data: {
-                [key: string]: unknown;
-              };
-            };
-          };
+          'application/json': components['schemas']['WebhookDelivery'];
         };
       };
       400: components['responses']['Problem400'];
