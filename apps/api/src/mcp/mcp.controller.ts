@@ -10,18 +10,26 @@ import { bearerToken } from '../auth/auth.guard';
 import { ApiEndpoint } from '../openapi';
 import { Problem } from '../problem/problem';
 
-/** A JSON-RPC 2.0 message: MCP's own format, also for the transport's refusals. */
+/**
+ * A JSON-RPC 2.0 message: MCP's own format, also for the transport's refusals. Written once, as the JsonRpcMessage
+ * component (buildOpenApi makes a schema's `definitions` components), and referred to by every answer that has one.
+ */
 const JSON_RPC_MESSAGE = {
-  type: 'object' as const,
-  required: ['jsonrpc'],
-  properties: {
-    jsonrpc: { type: 'string' as const, enum: ['2.0'] },
-    id: { description: 'the request’s id (a string or an integer), null when it could not be read' },
-    result: { type: 'object' as const },
-    error: {
+  $ref: '#/definitions/JsonRpcMessage',
+  definitions: {
+    JsonRpcMessage: {
       type: 'object' as const,
-      required: ['code', 'message'],
-      properties: { code: { type: 'integer' as const }, message: { type: 'string' as const }, data: {} },
+      required: ['jsonrpc'],
+      properties: {
+        jsonrpc: { type: 'string' as const, enum: ['2.0'] },
+        id: { description: 'the request’s id (a string or an integer), null when it could not be read' },
+        result: { type: 'object' as const },
+        error: {
+          type: 'object' as const,
+          required: ['code', 'message'],
+          properties: { code: { type: 'integer' as const }, message: { type: 'string' as const }, data: {} },
+        },
+      },
     },
   },
 };

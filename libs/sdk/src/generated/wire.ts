@@ -1279,6 +1279,18 @@ export interface components {
         };
       };
     };
+    JsonRpcMessage: {
+      /** @enum {string} */
+      jsonrpc: '2.0';
+      /** @description the request’s id (a string or an integer), null when it could not be read */
+      id?: unknown;
+      result?: Record<string, never>;
+      error?: {
+        code: number;
+        message: string;
+        data?: unknown;
+      };
+    };
   };
   responses: {
     /** @description Invalid input (a query parameter, the body or a header): `errors[]` names each field and the rule it breaks; nothing was written */
@@ -2608,18 +2620,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          'application/json': {
-            /** @enum {string} */
-            jsonrpc: '2.0';
-            /** @description the request’s id (a string or an integer), null when it could not be read */
-            id?: unknown;
-            result?: Record<string, never>;
-            error?: {
-              code: number;
-              message: string;
-              data?: unknown;
-            };
-          };
+          'application/json': components['schemas']['JsonRpcMessage'];
           'text/event-stream': string;
         };
       };
@@ -2646,18 +2647,7 @@ export interface operations {
            *       }
            *     }
            */
-          'application/json': {
-            /** @enum {string} */
-            jsonrpc: '2.0';
-            /** @description the request’s id (a string or an integer), null when it could not be read */
-            id?: unknown;
-            result?: Record<string, never>;
-            error?: {
-              code: number;
-              message: string;
-              data?: unknown;
-            };
-          };
+          'application/json': components['schemas']['JsonRpcMessage'];
           'application/problem+json': components['schemas']['Problem'];
         };
       };
@@ -2679,18 +2669,7 @@ export interface operations {
            *       }
            *     }
            */
-          'application/json': {
-            /** @enum {string} */
-            jsonrpc: '2.0';
-            /** @description the request’s id (a string or an integer), null when it could not be read */
-            id?: unknown;
-            result?: Record<string, never>;
-            error?: {
-              code: number;
-              message: string;
-              data?: unknown;
-            };
-          };
+          'application/json': components['schemas']['JsonRpcMessage'];
         };
       };
       408: components['responses']['Problem408'];
@@ -2711,18 +2690,7 @@ export interface operations {
            *       }
            *     }
            */
-          'application/json': {
-            /** @enum {string} */
-            jsonrpc: '2.0';
-            /** @description the request’s id (a string or an integer), null when it could not be read */
-            id?: unknown;
-            result?: Record<string, never>;
-            error?: {
-              code: number;
-              message: string;
-              data?: unknown;
-            };
-          };
+          'application/json': components['schemas']['JsonRpcMessage'];
           'application/problem+json': components['schemas']['Problem'];
         };
       };
