@@ -239,6 +239,10 @@ describe('auth, keys and tenant isolation (I9)', () => {
         );
       }
       matrix.push({ method: 'POST', path: `/v1/executions/${exe}/cancel`, key: otherAdmin.key });
+      // A re-check is a reviewer's, and an admin's (it decides nothing): either is told the operation does not exist.
+      for (const key of [otherReviewer.key, otherAdmin.key]) {
+        matrix.push({ method: 'POST', path: `/v1/operations/${op}/recheck`, key });
+      }
       // A person's decision is the reviewer's alone (an admin is refused by role before any id is looked at).
       for (const key of [otherReviewer.key]) {
         matrix.push(
@@ -267,6 +271,34 @@ describe('auth, keys and tenant isolation (I9)', () => {
         }
       }
       expect(wrong).toEqual([]);
+
+      // B's own execution resumed after A's event (Last-Event-ID or ?after=): refused as an event never written is.
+      const own = await http<Execution>(stack.apiUrl, 'POST', '/v1/executions', {
+        key: DEMO.otherAgent,
+        body: submission([charge(unique('order'))]),
+      });
+      expect(own.status).toBe(201);
+      const evt = (eventsBefore as { id: string }[])[0].id;
+      const ghostEvt = 'evt_01m0000000ghost000000000000';
+      const resumes = [
+        (after: string) => ({ path: `/v1/executions/${own.body.id}/events?after=${after}`, headers: {} }),
+        (after: string) => ({ path: `/v1/executions/${own.body.id}/stream?after=${after}`, headers: {} }),
+        (after: string) => ({ path: `/v1/executions/${own.body.id}/stream`, headers: { 'last-event-id': after } }),
+      ];
+      for (const resume of resumes) {
+        const [theirs, never] = await Promise.all(
+          [evt, ghostEvt].map((after) =>
+            http<Problem & { errors: unknown[] }>(stack.apiUrl, 'GET', resume(after).path, {
+              key: DEMO.otherAgent,
+              headers: resume(after).headers,
+            }),
+          ),
+        );
+        expect(theirs.status).toBe(400);
+        expect(theirs.text.replaceAll(evt, ghostEvt).replace(/"instance":"[^"]*"/, '')).toBe(
+          never.text.replace(/"instance":"[^"]*"/, ''),
+        );
+      }
 
       const list = await http<{ data: { id: string }[] }>(stack.apiUrl, 'GET', '/v1/executions?limit=200', {
         key: DEMO.otherAgent,

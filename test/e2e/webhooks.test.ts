@@ -161,6 +161,7 @@ describe('webhooks', () => {
     expect((await call('GET', `/v1/admin/webhooks/${endpoints.all.id}`, otherAdmin)).status).toBe(404);
     expect((await call('DELETE', `/v1/admin/webhooks/${endpoints.all.id}`, otherAdmin)).status).toBe(404);
     expect((await call('GET', `/v1/admin/webhooks/${endpoints.all.id}/deliveries`, otherAdmin)).status).toBe(404);
+    expect((await call('POST', `/v1/admin/webhooks/${endpoints.all.id}/enable`, otherAdmin)).status).toBe(404);
 
     // A private address not on the allowlist, loopback on another port, a metadata address: 400 naming the field.
     for (const url of [
@@ -332,6 +333,23 @@ describe('webhooks', () => {
       (await call('POST', `/v1/admin/webhooks/${endpoints.all.id}/deliveries/${delivery.id}/redeliver`, otherAdmin))
         .status,
     ).toBe(404);
+    // Nor through an endpoint of its own: the message is this tenant's, whichever endpoint the path names.
+    expect(
+      (await call('POST', `/v1/admin/webhooks/${endpoints.other.id}/deliveries/${delivery.id}/redeliver`, otherAdmin))
+        .status,
+    ).toBe(404);
+    // Another tenant's delivery id as the cursor of its own log is just a position: it pages its own deliveries only.
+    const paged = await call<{ data: DeliveryView[] }>(
+      'GET',
+      `/v1/admin/webhooks/${endpoints.other.id}/deliveries?cursor=${delivery.id}`,
+      otherAdmin,
+    );
+    expect(paged.status).toBe(200);
+    expect(paged.body.data.every((d) => d.payload.data.execution_id !== delivery.payload.data.execution_id)).toBe(true);
+    const untouched = (
+      await call<{ data: DeliveryView[] }>('GET', `/v1/admin/webhooks/${endpoints.all.id}/deliveries`, DEMO.admin)
+    ).body.data.find((d) => d.id === delivery.id)!;
+    expect(untouched).toMatchObject({ redeliveries: 1, attempts: 2 });
   });
 
   it('disables an endpoint after repeated failed deliveries, says so, and stops sending to it', async () => {
