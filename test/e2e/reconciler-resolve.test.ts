@@ -478,4 +478,38 @@ describe('reconciler: resolution of MANUAL_REVIEW and escalation', () => {
       );
     }
   });
+  it('a hold a reviewer released is not escalated while the dispatcher has yet to send it', async () => {
+    const reference = unique('rr-released-due');
+    const created = await submit(stack, [charge(reference, { expected_state: { charged: true } })]);
+    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    expect(held).toMatchObject({ terminal_reason: 'KNOWLEDGE_CONFLICT', attempt: 0 });
+    // No dispatcher to carry the release out: it stays recorded, the operation held, until one is back.
+    const [dispatcher] = stack.running('dispatcher');
+    await stack.kill(dispatcher);
+    try {
+      expect((await resolve(held.id, 'SENT')).status).toBe(200);
+      // Past the obligation's due time, and sweeps that would escalate an overdue one have run since.
+      await waitFor(
+        async () =>
+          (
+            (await stack.db.dataSource.query(
+              `SELECT (obligation->>'due_at')::timestamptz < now() AS due FROM operations WHERE id = $1`,
+              [held.id],
+            )) as { due: boolean }[]
+          )[0].due,
+        (due) => due,
+      );
+      await stack.sweepsPassed(3);
+      const op = await getOperation(stack, held.id);
+      expect(op.status).toBe('MANUAL_REVIEW');
+      // The reviewer decided before it was due: nobody is paged for an obligation that was met.
+      expect(op.recovery_obligation?.escalated_at ?? null).toBeNull();
+      expect((await events(stack, created.id)).filter((e) => e.type === 'obligation.escalated')).toEqual([]);
+    } finally {
+      await stack.startApp('dispatcher');
+    }
+    const sent = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'VERIFIED');
+    expect(sent.attempt).toBe(1);
+    expect((await stack.effects()).charges[reference].count).toBe(1);
+  });
 });

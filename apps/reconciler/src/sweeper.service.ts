@@ -428,6 +428,8 @@ export class SweeperService implements OnApplicationBootstrap, OnApplicationShut
         whileObligationDueAt: op.obligation.due_at,
         // Once: the sweep lock keeps two sweeps apart only while its connection lives (I2, one event per fact).
         whileUnescalated: true,
+        // Not once a reviewer decided (a release the dispatcher has yet to carry out, too): the obligation was met.
+        whileUnresolved: true,
         type: 'obligation.escalated',
         data: { to: op.obligation.escalation_target, owner: op.obligation.owner, due_at: op.obligation.due_at },
       });

@@ -92,7 +92,7 @@ WITH due AS (
 -- overdueObligations
 SELECT {columns:Operation o} FROM operations o
      WHERE o.status = 'MANUAL_REVIEW' AND (o.obligation->>'due_at')::timestamptz < now()
-       AND o.obligation->>'escalated_at' IS NULL
+       AND o.obligation->>'escalated_at' IS NULL AND o.obligation->'resolution' IS NULL
      LIMIT $1;
 
 -- executionTraceParents

@@ -108,7 +108,7 @@ export const SWEEP_SQL = {
      FROM due WHERE o.id = due.id RETURNING o.id, o.execution_id`,
   overdueObligations: `SELECT {columns:Operation o} FROM operations o
      WHERE o.status = ${sqlLiterals([S.MANUAL_REVIEW])} AND (o.obligation->>'due_at')::timestamptz < now()
-       AND o.obligation->>'escalated_at' IS NULL
+       AND o.obligation->>'escalated_at' IS NULL AND o.obligation->'resolution' IS NULL
      LIMIT $1`,
   // Traces on only: the trace each re-enqueued job joins (its execution's).
   executionTraceParents: `SELECT id, trace_parent FROM executions
@@ -237,7 +237,7 @@ export async function claimDueObservations(
   return rows(db, SWEEP_SQL.claimDueObservations, [input.windowMs, input.limit, input.intervalMs]);
 }
 
-/** Held operations whose recovery obligation is overdue and not escalated yet. */
+/** Held operations whose recovery obligation is overdue, not escalated yet and not resolved (no release recorded). */
 export function overdueUnescalatedObligations(db: EntityManager, limit: number): Promise<OperationEntity[]> {
   return selectEntities(db, OperationEntity, SWEEP_SQL.overdueObligations, [limit]);
 }

@@ -716,6 +716,32 @@ describe('TransitionService (real Postgres)', () => {
     expect(await eventsWhere({ executionId, type: 'obligation.escalated' })).toHaveLength(1);
   });
 
+  it('annotate with whileUnresolved: a sweep that found an obligation overdue does not escalate it once it is resolved', async () => {
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    const due = '2026-01-02T00:00:00.000Z';
+    await db.dataSource.query(`UPDATE operations SET obligation = $2 WHERE id = $1`, [
+      operationId,
+      JSON.stringify({ due_at: due, escalated_at: null }),
+    ]);
+    // The sweep read it overdue; a reviewer's release (resolution SENT, the status still held) committed since.
+    await db.dataSource.query(
+      `UPDATE operations SET obligation = obligation || '{"resolution": {"status": "SENT"}}'::jsonb WHERE id = $1`,
+      [operationId],
+    );
+    const escalated = await transitions.annotate(db.dataSource.manager, {
+      executionId,
+      operationId,
+      whileStatus: OperationStatus.PREPARED,
+      merge: { obligation: { escalated_at: new Date().toISOString() } },
+      whileObligationDueAt: due,
+      whileUnescalated: true,
+      whileUnresolved: true,
+      type: 'obligation.escalated',
+    });
+    expect(escalated.won).toBe(false);
+    expect(await eventsWhere({ executionId, type: 'obligation.escalated' })).toHaveLength(0);
+  });
+
   it('annotate with several statuses: one compare-and-set, written while the operation is in any of them', async () => {
     const { executionId, operationId } = await newExecutionWithOneOperation();
     const record = () =>

@@ -338,6 +338,11 @@ export interface AnnotationInput {
   /** Only while the obligation is not escalated yet: of two sweeps that find it overdue, one escalates it. */
   whileUnescalated?: boolean;
   /**
+   * Only while no resolution is recorded on the obligation: a reviewer's decision (a release waiting for the dispatcher
+   * included) committed after the caller's read met it, and nothing is owed any more.
+   */
+  whileUnresolved?: boolean;
+  /**
    * Only while a reviewer's release (resolution SENT) of a never-sent operation is recorded, and it is removed:
    * the release can no longer be carried out, and the operation is a reviewer's to decide again.
    */
@@ -813,6 +818,7 @@ export class TransitionService {
       obligationDue = ` AND obligation->>'due_at' = $${params.length}`;
     }
     if (input.whileUnescalated) obligationDue += ` AND obligation->>'escalated_at' IS NULL`;
+    if (input.whileUnresolved) obligationDue += ` AND ${STILL_OPEN.resolution}`;
     if (input.whileGrantDecidedAt !== undefined) {
       params.push(input.whileGrantDecidedAt);
       obligationDue += ` AND approval->>'decided_at' IS NOT DISTINCT FROM $${params.length}::text`;
@@ -864,6 +870,7 @@ function assertAnnotationGuards(input: AnnotationInput): void {
     input.merge !== undefined ||
     input.whileObligationDueAt !== undefined ||
     input.whileUnescalated ||
+    input.whileUnresolved ||
     input.withdrawRelease ||
     input.whileReleaseAt !== undefined;
   if (conditional && (!input.operationId || !input.whileStatus)) {
