@@ -13,5 +13,5 @@ SELECT CASE
        WHEN due >= now() - interval '24 hours' THEN 'overdue_1h_to_24h'
        ELSE 'overdue_gt_24h' END AS age, count(*)::int AS n
      FROM (SELECT (obligation->>'due_at')::timestamptz AS due FROM operations
-           WHERE status = 'MANUAL_REVIEW') held
+           WHERE status = 'MANUAL_REVIEW' AND obligation->'resolution' IS NULL) held
      GROUP BY 1;

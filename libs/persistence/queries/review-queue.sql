@@ -29,6 +29,7 @@ SELECT {columns:Execution t} FROM executions t WHERE t.id = ANY($1) AND t.tenant
 SELECT count(*) FILTER (WHERE status = 'PREPARED' AND approval->>'state' = 'requested') AS approvals,
             count(*) FILTER (WHERE status = 'MANUAL_REVIEW') AS manual_reviews,
             count(*) FILTER (WHERE status = 'MANUAL_REVIEW' AND obligation->>'escalated_at' IS NOT NULL) AS escalated,
-            count(*) FILTER (WHERE status = 'MANUAL_REVIEW' AND (obligation->>'due_at')::timestamptz < now()) AS overdue
+            count(*) FILTER (WHERE status = 'MANUAL_REVIEW' AND (obligation->>'due_at')::timestamptz < now()
+                               AND obligation->'resolution' IS NULL) AS overdue
        FROM operations
       WHERE tenant_id = $1 AND status IN ('PREPARED', 'MANUAL_REVIEW');

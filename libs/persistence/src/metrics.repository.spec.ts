@@ -3,6 +3,7 @@ import { intakeToSettled, intakeToVerified, transitionsCounter } from '@verity/p
 import { insertChargeExecution } from '../../../test/support/fixtures';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { IN_FLIGHT_OPERATION_STATUSES, METRICS_SQL, platformCounts } from './metrics.repository';
+import { reviewQueueCounts } from './review-queue.repository';
 import { Queryable, transaction } from './sql';
 import { TransitionService } from './transition.service';
 
@@ -174,5 +175,31 @@ describe('metrics (real Postgres)', () => {
       await runner.rollbackTransaction().catch(() => undefined);
       await runner.release();
     }
+  });
+  // A hold a reviewer released (resolution SENT) stays MANUAL_REVIEW until the dispatcher sends it; the obligation was
+  // met, so an operator's alert on overdue obligations and the console's overdue count must not page anyone for it.
+  it('an overdue hold counts as open and overdue until a reviewer resolves it, then in neither', async () => {
+    const { operationId } = await newOperation();
+    const due = new Date(Date.now() - 2 * 3600_000).toISOString();
+    await db.dataSource.query(
+      `UPDATE operations SET status = 'MANUAL_REVIEW', obligation = jsonb_build_object('due_at', $2::text) WHERE id = $1`,
+      [operationId, due],
+    );
+    const before = await platformCounts(db.dataSource.manager);
+    const summaryBefore = await reviewQueueCounts(db.dataSource.manager, 'acme');
+    expect(before.obligations.overdue_1h_to_24h).toBeGreaterThanOrEqual(1);
+    expect(summaryBefore.overdue).toBeGreaterThanOrEqual(1);
+
+    await db.dataSource.query(
+      `UPDATE operations SET obligation = obligation || jsonb_build_object('resolution', jsonb_build_object('status', 'SENT'))
+        WHERE id = $1`,
+      [operationId],
+    );
+    const after = await platformCounts(db.dataSource.manager);
+    const summaryAfter = await reviewQueueCounts(db.dataSource.manager, 'acme');
+    expect(after.obligations.overdue_1h_to_24h).toBe(before.obligations.overdue_1h_to_24h - 1);
+    expect(summaryAfter.overdue).toBe(summaryBefore.overdue - 1);
+    // Still held, as its status says: the queue still lists it, with its resolution, until it is sent.
+    expect(summaryAfter.manual_reviews).toBe(summaryBefore.manual_reviews);
   });
 });

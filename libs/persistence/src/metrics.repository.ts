@@ -40,7 +40,7 @@ export const METRICS_SQL = {
        WHEN due >= now() - interval '24 hours' THEN 'overdue_1h_to_24h'
        ELSE 'overdue_gt_24h' END AS age, count(*)::int AS n
      FROM (SELECT (obligation->>'due_at')::timestamptz AS due FROM operations
-           WHERE status = ${sqlLiterals([OperationStatus.MANUAL_REVIEW])}) held
+           WHERE status = ${sqlLiterals([OperationStatus.MANUAL_REVIEW])} AND obligation->'resolution' IS NULL) held
      GROUP BY 1`,
 } as const;
 

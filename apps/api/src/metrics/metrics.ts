@@ -32,13 +32,13 @@ export const operationsInFlight = scrapedGauge(
 
 export const openObligations = scrapedGauge(
   'verity_open_obligations',
-  'Open recovery obligations (MANUAL_REVIEW operations) by how far past their due time they are',
+  'Open recovery obligations (MANUAL_REVIEW operations no reviewer has resolved yet) by how far past their due time they are',
   ['age'],
 );
 
 export const overdueObligations = scrapedGauge(
   'verity_overdue_obligations',
-  'MANUAL_REVIEW operations whose recovery obligation is past due',
+  'MANUAL_REVIEW operations whose recovery obligation is past due and not resolved by a reviewer',
   [],
 );
 

@@ -411,7 +411,7 @@ function evidenceSection(op: OperationDetail): HTMLElement {
 function obligationSection(op: OperationDetail): HTMLElement {
   const o = op.recovery_obligation!;
   const open = op.status === OperationStatus.MANUAL_REVIEW;
-  const overdue = open && new Date(o.due_at).getTime() < Date.now();
+  const overdue = open && !o.resolution && new Date(o.due_at).getTime() < Date.now();
   return factsSection('obligation', open ? 'Recovery obligation' : 'Recovery obligation (closed)', [
     ['Reason', code(o.reason)],
     ['Owner', o.owner],

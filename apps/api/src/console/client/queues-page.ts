@@ -331,7 +331,8 @@ function approvalCard(item: ReviewQueueItem): HTMLElement {
 function reviewCard(item: ReviewQueueItem): HTMLElement {
   const op = item.operation;
   const obligation = op.recovery_obligation;
-  const overdue = obligation ? new Date(obligation.due_at).getTime() < Date.now() : false;
+  // A released hold (a resolution recorded, the send still to come) was met: it is overdue for nobody.
+  const overdue = obligation && !obligation.resolution ? new Date(obligation.due_at).getTime() < Date.now() : false;
   return h(
     'li',
     { class: `card${overdue ? ' card-overdue' : ''}`, 'data-operation-id': op.id },
