@@ -2,7 +2,7 @@ import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { ExpressAdapter } from '@bull-board/express';
 import type { INestApplication } from '@nestjs/common';
-import { VerityConfig } from '@verity/platform';
+import { LOGGER, Logger, VerityConfig } from '@verity/platform';
 import { JobProducer } from '@verity/queues';
 import type { NextFunction, Request, Response } from 'express';
 import { ApiKeyService } from './auth/api-key.service';
@@ -48,7 +48,13 @@ export async function mountBullBoard(app: INestApplication, config: VerityConfig
     }
     next();
   };
-  app.use(BULL_BOARD_ROUTE, pageSecurityHeaders, guard, boardErrorsAsProblems, serverAdapter.getRouter());
+  app.use(
+    BULL_BOARD_ROUTE,
+    pageSecurityHeaders,
+    guard,
+    boardErrorsAsProblems(app.get<Logger>(LOGGER)),
+    serverAdapter.getRouter(),
+  );
 }
 
 /**
@@ -90,6 +96,8 @@ function isBoardError(body: unknown): body is BoardError {
 
 const BOARD_PROBLEMS: Record<number, [ProblemCode, string]> = {
   400: ['bad-request', 'Bad Request'],
+  // Its uiConfig refusing a panel (hideRedisDetails, showWorkers: false).
+  403: ['forbidden', 'Forbidden'],
   404: ['not-found', 'Not found'],
   // A write to a read-only board (BULL_BOARD_WRITABLE unset): no method changes anything here.
   405: ['method-not-allowed', 'Method not allowed'],
@@ -100,28 +108,34 @@ const BOARD_PROBLEMS: Record<number, [ProblemCode, string]> = {
  * JSON; every other error of the API is problem+json, and a client of the board must not need a second error format.
  * Its members stay as extensions, so the board's page still shows them.
  */
-function boardErrorsAsProblems(req: Request, res: Response, next: NextFunction): void {
-  const json = res.json.bind(res);
-  res.json = (body: unknown) => {
-    if (res.statusCode < 400 || !isBoardError(body)) return json(body);
-    const key = typeof body.error.key === 'string' ? body.error.key.replace(/^ERRORS\./, '') : 'ERROR';
-    if (res.statusCode >= 500) {
-      // What was thrown (a Redis error, a stack) is for the log, not the answer, as everywhere in the API.
-      sendProblem(
-        req,
-        res,
-        new Problem(res.statusCode, 'internal', 'Internal error', `Bull Board: ${key}`, { error: body.error }),
-      );
+export function boardErrorsAsProblems(logger: Logger) {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    const json = res.json.bind(res);
+    res.json = (body: unknown) => {
+      if (res.statusCode < 400 || !isBoardError(body)) return json(body);
+      const key = typeof body.error.key === 'string' ? body.error.key.replace(/^ERRORS\./, '') : 'ERROR';
+      if (res.statusCode >= 500) {
+        // What was thrown (a Redis error, a stack) is for the log, not the answer, as everywhere in the API.
+        logger.error(
+          { err: { message: body.message, code: body.code }, requestId: req.headers['x-request-id'], path: req.path },
+          `Bull Board request failed: ${key}`,
+        );
+        sendProblem(
+          req,
+          res,
+          new Problem(res.statusCode, 'internal', 'Internal error', `Bull Board: ${key}`, { error: body.error }),
+        );
+        return res;
+      }
+      const [code, title] = BOARD_PROBLEMS[res.statusCode] ?? BOARD_PROBLEMS[400];
+      const detail = `Bull Board: ${key}${typeof body.message === 'string' ? ` (${body.message})` : ''}`;
+      // 405 must say what the resource allows: on a read-only board, nothing that writes.
+      const allow: Record<string, string> = res.statusCode === 405 ? { allow: '' } : {};
+      sendProblem(req, res, new Problem(res.statusCode, code, title, detail, { ...body }, allow));
       return res;
-    }
-    const [code, title] = BOARD_PROBLEMS[res.statusCode] ?? BOARD_PROBLEMS[400];
-    const detail = `Bull Board: ${key}${typeof body.message === 'string' ? ` (${body.message})` : ''}`;
-    // 405 must say what the resource allows: on a read-only board, nothing that writes.
-    const allow: Record<string, string> = res.statusCode === 405 ? { allow: '' } : {};
-    sendProblem(req, res, new Problem(res.statusCode, code, title, detail, { ...body }, allow));
-    return res;
+    };
+    next();
   };
-  next();
 }
 
 function asProblem(error: unknown): Problem {

@@ -1,0 +1,62 @@
+import type { Logger } from '@verity/platform';
+import express from 'express';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { boardErrorsAsProblems } from './bull-board';
+
+/** The layer in front of Bull Board's router, with a stand-in for the board answering as Bull Board does. */
+async function serve(logger: Logger, status: number, body: unknown) {
+  const app = express();
+  app.use('/admin/queues', boardErrorsAsProblems(logger), (_req: express.Request, res: express.Response) => {
+    res.status(status).json(body);
+  });
+  const server: Server = await new Promise((resolve) => {
+    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+  });
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/admin/queues`;
+  return { base, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}
+
+function recordingLogger() {
+  const errors: unknown[][] = [];
+  const logger = { error: (...args: unknown[]) => errors.push(args) } as unknown as Logger;
+  return { logger, errors };
+}
+
+describe('Bull Board errors as problems', () => {
+  it('logs what a 5xx of the board says went wrong, which the answer leaves out', async () => {
+    const { logger, errors } = recordingLogger();
+    const served = await serve(logger, 500, {
+      error: { key: 'ERRORS.INTERNAL_SERVER_ERROR' },
+      message: 'Connection is closed.',
+    });
+    try {
+      const res = await fetch(`${served.base}/api/queues`);
+      expect(res.status).toBe(500);
+      const text = await res.text();
+      expect(JSON.parse(text)).toMatchObject({ type: 'https://verity.dev/problems/internal', status: 500 });
+      expect(text).not.toContain('Connection is closed.');
+      // Answered without the reason, so the log is the only place an operator can find it.
+      expect(JSON.stringify(errors)).toContain('Connection is closed.');
+    } finally {
+      await served.close();
+    }
+  });
+
+  it('answers the board’s 403 (a panel its configuration hides) as forbidden, not bad-request', async () => {
+    const { logger, errors } = recordingLogger();
+    const served = await serve(logger, 403, { error: { key: 'ERRORS.WORKERS_DISABLED' } });
+    try {
+      const res = await fetch(`${served.base}/api/queues/dispatch/workers`);
+      expect(res.status).toBe(403);
+      expect(await res.json()).toMatchObject({
+        type: 'https://verity.dev/problems/forbidden',
+        status: 403,
+        error: { key: 'ERRORS.WORKERS_DISABLED' },
+      });
+      expect(errors).toEqual([]);
+    } finally {
+      await served.close();
+    }
+  });
+});
