@@ -134,7 +134,7 @@ WITH moved AS (
 
 -- annotate
 WITH moved AS (
-         UPDATE operations SET updated_at = clock_timestamp(), obligation = coalesce(obligation, '{}'::jsonb) || $3::jsonb WHERE id = $1 AND status = $2 AND obligation->>'due_at' = $4
+         UPDATE operations SET updated_at = clock_timestamp(), obligation = coalesce(obligation, '{}'::jsonb) || $3::jsonb WHERE id = $1 AND status = $2 AND obligation->>'due_at' = $4 AND obligation->>'escalated_at' IS NULL AND obligation->'resolution' IS NULL
          RETURNING id, execution_id, tenant_id
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()

@@ -109,7 +109,10 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
           operationId: 'op_1',
           whileStatus: OperationStatus.MANUAL_REVIEW,
           merge: { obligation: { escalated_at: 'now' } },
+          // The sweeper's escalation as it sends it (apps/reconciler sweeper.service.ts): every guard it names.
           whileObligationDueAt: '2026-01-01T00:00:00.000Z',
+          whileUnescalated: true,
+          whileUnresolved: true,
           type: 'obligation.escalated',
         }),
       ),
