@@ -429,7 +429,12 @@ function obligationSection(op: OperationDetail): HTMLElement {
           : null,
       ),
     ],
-    ['Escalation', open || o.escalated_at ? escalationText(o.escalated_at, o.escalation_target) : 'not escalated'],
+    [
+      'Escalation',
+      open || o.escalated_at
+        ? escalationText(o.escalated_at, o.escalation_target, Boolean(o.resolution))
+        : 'not escalated',
+    ],
     o.resolution
       ? [
           'Resolution',

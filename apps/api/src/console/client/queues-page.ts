@@ -356,14 +356,24 @@ function reviewCard(item: ReviewQueueItem): HTMLElement {
             )
           : '—',
       ],
-      ['Escalation', escalationText(obligation?.escalated_at ?? null, obligation?.escalation_target)],
+      [
+        'Escalation',
+        escalationText(
+          obligation?.escalated_at ?? null,
+          obligation?.escalation_target,
+          Boolean(obligation?.resolution),
+        ),
+      ],
       ['Intent', item.execution?.intent ?? '—'],
     ]),
   );
 }
 
-export function escalationText(escalatedAt: string | null, target: string | undefined): HTMLElement {
-  return escalatedAt
-    ? h('span', { class: 'tag tag-bad' }, `escalated to ${target ?? 'on-call'} ${relative(escalatedAt)}`)
-    : h('span', { class: 'muted' }, `not escalated (goes to ${target ?? 'on-call'} when overdue)`);
+export function escalationText(escalatedAt: string | null, target: string | undefined, resolved = false): HTMLElement {
+  if (escalatedAt) {
+    return h('span', { class: 'tag tag-bad' }, `escalated to ${target ?? 'on-call'} ${relative(escalatedAt)}`);
+  }
+  // A resolution on file (a release the dispatcher has yet to send) met the obligation: it is never escalated.
+  if (resolved) return h('span', { class: 'muted' }, 'not escalated (a reviewer resolved it)');
+  return h('span', { class: 'muted' }, `not escalated (goes to ${target ?? 'on-call'} when overdue)`);
 }
