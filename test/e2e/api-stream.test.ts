@@ -273,25 +273,32 @@ describe('SSE stream', () => {
     // Waits for an approval that never comes: the stream stays open. Its history is made long (about 12 MB) by events
     // written straight into the log, as a reviewer's thousands of re-checks would write them.
     const created = await submit([charge(unique('slow-reader'), { requires_approval: true })]);
-    const { seq: written } = await waitFor(
+    // Settled into its wait first: the dispatcher writes nothing more to it after that, so the history appended below
+    // follows the last event and nothing follows it (a write racing the append took its seq: a duplicate key).
+    await waitFor(
       async () =>
         (
-          (await stack.db.dataSource.query(`SELECT event_seq::int AS seq FROM executions WHERE id = $1`, [
-            created.id,
-          ])) as { seq: number }[]
+          (await stack.db.dataSource.query(`SELECT status FROM executions WHERE id = $1`, [created.id])) as {
+            status: string;
+          }[]
         )[0],
-      (row) => row.seq >= 5,
+      (row) => row.status === 'waiting_for_approval',
     );
     const extra = 6000;
-    await stack.db.dataSource.transaction(async (tx) => {
+    const written = await stack.db.dataSource.transaction(async (tx) => {
+      // The execution row locked, as every writer of its events locks it: the seq read here is still the last one.
+      const [row] = (await tx.query(`SELECT event_seq::int AS seq FROM executions WHERE id = $1 FOR UPDATE`, [
+        created.id,
+      ])) as { seq: number }[];
       await tx.query(
         `INSERT INTO events (id, execution_id, tenant_id, seq, type, data)
          SELECT 'evt_slow' || lpad(g::text, 6, '0'), $1, 'demo', $2::int + g, 'operation.rechecked',
                 jsonb_build_object('note', repeat('x', 2000))
          FROM generate_series(1, $3::int) g`,
-        [created.id, written, extra],
+        [created.id, row.seq, extra],
       );
       await tx.query(`UPDATE executions SET event_seq = event_seq + $2 WHERE id = $1`, [created.id, extra]);
+      return row.seq;
     });
     const total = written + extra;
 
