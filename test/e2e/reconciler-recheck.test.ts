@@ -428,6 +428,57 @@ describe('reconciler: re-checks of held operations, and "still unknown"', () => 
     expect(statusPath(log, held.id).slice(-2)).toEqual(['MANUAL_REVIEW', 'VERIFIED']);
   });
 
+  // A re-check reads, then writes the count and the next read it worked out from the obligation it read. A reviewer's
+  // "still unknown" recorded during the read re-dated the obligation: the write undid it, scheduling the next read
+  // past the new due time (where no automatic read may fall) from the old one.
+  it('a re-check whose read spans a "still unknown" works its next read out from the re-dated obligation', async () => {
+    const reason = 'SOURCE_UNREACHABLE';
+    await stack.setFaults({
+      rules: [{ method: 'POST', path: '/v1/charges', fault: 'timeout_after_commit', count: 1 }],
+      read_fault: 'unavailable',
+    });
+    const { executionId, held } = await heldFor(reason, charge(unique('rc-redated')));
+    for (const reconciler of stack.running('reconciler')) await stack.kill(reconciler, 'SIGTERM');
+    // Its reads pause 3 s; its own next read would come 40 s or more later (well inside the first due time).
+    const paused = await stack.startApp('reconciler', {
+      TEST_PAUSE_BEFORE_READ_MS: '3000',
+      RECHECK_BACKOFF_MS: '20000',
+      RECHECK_BACKOFF_MAX_MS: '60000',
+    });
+    try {
+      expect((await post(`/v1/operations/${held.id}/recheck`)).status).toBe(202);
+      await waitForMarkers(paused, 'paused before read-back');
+      const kept = await post<Op>(`/v1/operations/${held.id}/resolve`, {
+        status: 'MANUAL_REVIEW',
+        evidence: 'provider support: the charge is still being looked into',
+        due_in_seconds: 10,
+      });
+      expect(kept.status).toBe(200);
+      const dueAt = Date.parse(String(kept.body.recovery_obligation!.due_at));
+      const log = await waitFor(
+        () => events(stack, executionId),
+        (l) => {
+          const redated = l.find((e) => e.type === 'operation.still_unknown');
+          return Boolean(redated) && recheckEvents(l, held.id).some((e) => e.seq > redated!.seq);
+        },
+      );
+      const redatedSeq = log.find((e) => e.type === 'operation.still_unknown')!.seq;
+      const firstAfter = recheckEvents(log, held.id).find((e) => e.seq > redatedSeq)!;
+      expect(firstAfter.data).toMatchObject({ result: 'unreachable' });
+      // No automatic read is scheduled past the obligation's due time: 40 s after would be 30 s past it.
+      const next = firstAfter.data.next_check_at as string | null;
+      expect(next === null || Date.parse(next) <= dueAt).toBe(true);
+      const [row] = (await stack.db.dataSource.query(
+        `SELECT next_check_at, (obligation->>'rechecks')::int AS rechecks FROM operations WHERE id = $1`,
+        [held.id],
+      )) as { next_check_at: Date | null; rechecks: number }[];
+      expect(row.next_check_at === null || row.next_check_at.getTime() <= dueAt).toBe(true);
+    } finally {
+      await stack.kill(paused, 'SIGTERM');
+      await stack.startApp('reconciler');
+    }
+  });
+
   it('a hold keeps at most 100 "still unknown" records: the next is 409 and writes nothing', async () => {
     await stack.setFaults({ read_fault: 'field_missing' });
     const { executionId, held } = await heldFor('FIELD_MISSING', charge(unique('rc-many-unknowns')));

@@ -379,39 +379,52 @@ export class VerificationService {
       await this.recordEffectFoundAfterFailed(op, read, trigger);
       return 'skipped: lost race';
     }
-    const rechecks = (op.obligation?.rechecks ?? 0) + 1;
     // The source answered with something a person must judge (another amount, a missing field): reading again
     // cannot change that. Otherwise it may still answer, or still show the effect late.
     const mayChange = read.kind === 'unreachable' || read.kind === 'stale' || read.kind === 'absent';
-    const next = mayChange && systemMayRelease(op.terminalReason) ? this.nextRecheckAt(op, rechecks) : null;
-    // What the source showed is kept on the hold, not only in the history: a person's FAILED is refused since, also
-    // one whose own read comes after this one and finds nothing (a lagging or flapping source), or races it.
-    const shown =
-      readShowsTheEffect(read.kind) && !op.obligation?.effect_shown
-        ? { effect_shown: { result: read.kind, evidence: read.evidence, at: new Date().toISOString() } }
-        : {};
-    const annotated = await this.transitions.annotate(this.db.manager, {
-      executionId: op.executionId,
-      operationId: op.id,
-      whileStatus: S.MANUAL_REVIEW,
-      patch: { next_check_at: next },
-      merge: { obligation: { rechecks, ...shown } },
-      type: 'operation.rechecked',
-      data: {
-        ...trigger,
-        result: read.kind,
-        evidence: read.evidence,
-        held_for: op.terminalReason,
-        next_check_at: next?.toISOString() ?? null,
-      },
-    });
-    if (!annotated.won) {
-      // A reviewer decided while this read was made; if they wrote FAILED, what it found must not be dropped.
-      if (readShowsTheEffect(read.kind)) await this.recordEffectFoundAfterFailed(op, read, trigger);
-      return 'skipped: lost race';
+    // The count and the next read follow from the obligation as it stands when this read is written: a reviewer's
+    // "still unknown" recorded meanwhile re-dated it and restarted the count, so the write is made only while the due
+    // time is the one it was computed from (compare-and-set), and computed again from the row if that changed.
+    let held = op;
+    for (let attempt = 1; ; attempt += 1) {
+      const rechecks = (held.obligation?.rechecks ?? 0) + 1;
+      const next = mayChange && systemMayRelease(held.terminalReason) ? this.nextRecheckAt(held, rechecks) : null;
+      // What the source showed is kept on the hold, not only in the history: a person's FAILED is refused since, also
+      // one whose own read comes after this one and finds nothing (a lagging or flapping source), or races it.
+      const shown =
+        readShowsTheEffect(read.kind) && !held.obligation?.effect_shown
+          ? { effect_shown: { result: read.kind, evidence: read.evidence, at: new Date().toISOString() } }
+          : {};
+      const annotated = await this.transitions.annotate(this.db.manager, {
+        executionId: held.executionId,
+        operationId: held.id,
+        whileStatus: S.MANUAL_REVIEW,
+        // (The last try writes whatever the due time: what the read found is never dropped for a re-dating.)
+        whileObligationDueAt: attempt < 3 ? held.obligation?.due_at : undefined,
+        patch: { next_check_at: next },
+        merge: { obligation: { rechecks, ...shown } },
+        type: 'operation.rechecked',
+        data: {
+          ...trigger,
+          result: read.kind,
+          evidence: read.evidence,
+          held_for: held.terminalReason,
+          next_check_at: next?.toISOString() ?? null,
+        },
+      });
+      if (annotated.won) {
+        if (next) await this.scheduleRecheck(held, rechecks + 1, next);
+        return `still held: ${read.kind}`;
+      }
+      const now = await findOperationForWorker(this.db.manager, op.id);
+      const redated =
+        now?.status === S.MANUAL_REVIEW && now.obligation?.due_at !== held.obligation?.due_at && attempt < 3;
+      if (!redated) break;
+      held = now;
     }
-    if (next) await this.scheduleRecheck(op, rechecks + 1, next);
-    return `still held: ${read.kind}`;
+    // A reviewer decided while this read was made; if they wrote FAILED, what it found must not be dropped.
+    if (readShowsTheEffect(read.kind)) await this.recordEffectFoundAfterFailed(op, read, trigger);
+    return 'skipped: lost race';
   }
 
   /**
