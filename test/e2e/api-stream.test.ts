@@ -1,3 +1,4 @@
+import { createApiKey, revokeApiKey } from '@verity/persistence';
 import IORedis from 'ioredis';
 import { createConnection } from 'node:net';
 import { z } from 'zod';
@@ -52,6 +53,38 @@ describe('SSE stream', () => {
       10_000,
       200,
     );
+
+  /**
+   * Makes an execution waiting for an approval that never comes carry a long history (about 2 kB an event), as a
+   * reviewer's thousands of re-checks would write it: `extra` events appended after its last one. Returns that last
+   * seq. Settled into its wait first (the dispatcher writes nothing more to it after that), and appended under the
+   * execution row's lock, as every writer does: a move racing the append would take the same seq.
+   */
+  async function appendLongHistory(executionId: string, extra: number): Promise<number> {
+    await waitFor(
+      async () =>
+        (
+          (await stack.db.dataSource.query(`SELECT status FROM executions WHERE id = $1`, [executionId])) as {
+            status: string;
+          }[]
+        )[0],
+      (row) => row.status === 'waiting_for_approval',
+    );
+    return stack.db.dataSource.transaction(async (tx) => {
+      const [row] = (await tx.query(`SELECT event_seq::int AS seq FROM executions WHERE id = $1 FOR UPDATE`, [
+        executionId,
+      ])) as { seq: number }[];
+      await tx.query(
+        `INSERT INTO events (id, execution_id, tenant_id, seq, type, data)
+         SELECT 'evt_slow' || substr(md5($1), 1, 8) || lpad(g::text, 6, '0'), $1, 'demo', $2::int + g, 'operation.rechecked',
+                jsonb_build_object('note', repeat('x', 2000))
+         FROM generate_series(1, $3::int) g`,
+        [executionId, row.seq, extra],
+      );
+      await tx.query(`UPDATE executions SET event_seq = event_seq + $2 WHERE id = $1`, [executionId, extra]);
+      return row.seq;
+    });
+  }
 
   const isEnd = (frames: SseFrame[]) => frames.some((f) => f.event === 'end');
   const eventFrames = (frames: SseFrame[]) => frames.filter((f) => f.event !== 'end');
@@ -273,33 +306,8 @@ describe('SSE stream', () => {
     // Waits for an approval that never comes: the stream stays open. Its history is made long (about 12 MB) by events
     // written straight into the log, as a reviewer's thousands of re-checks would write them.
     const created = await submit([charge(unique('slow-reader'), { requires_approval: true })]);
-    // Settled into its wait first: the dispatcher writes nothing more to it after that, so the history appended below
-    // follows the last event and nothing follows it (a write racing the append took its seq: a duplicate key).
-    await waitFor(
-      async () =>
-        (
-          (await stack.db.dataSource.query(`SELECT status FROM executions WHERE id = $1`, [created.id])) as {
-            status: string;
-          }[]
-        )[0],
-      (row) => row.status === 'waiting_for_approval',
-    );
     const extra = 6000;
-    const written = await stack.db.dataSource.transaction(async (tx) => {
-      // The execution row locked, as every writer of its events locks it: the seq read here is still the last one.
-      const [row] = (await tx.query(`SELECT event_seq::int AS seq FROM executions WHERE id = $1 FOR UPDATE`, [
-        created.id,
-      ])) as { seq: number }[];
-      await tx.query(
-        `INSERT INTO events (id, execution_id, tenant_id, seq, type, data)
-         SELECT 'evt_slow' || lpad(g::text, 6, '0'), $1, 'demo', $2::int + g, 'operation.rechecked',
-                jsonb_build_object('note', repeat('x', 2000))
-         FROM generate_series(1, $3::int) g`,
-        [created.id, row.seq, extra],
-      );
-      await tx.query(`UPDATE executions SET event_seq = event_seq + $2 WHERE id = $1`, [created.id, extra]);
-      return row.seq;
-    });
+    const written = await appendLongHistory(created.id, extra);
     const total = written + extra;
 
     // A client that sends its request and then reads nothing.
@@ -342,6 +350,50 @@ describe('SSE stream', () => {
     expect(new Set(seqs).size).toBe(seqs.length);
     await http(stack.apiUrl, 'POST', `/v1/executions/${created.id}/cancel`, { key: DEMO.agent });
   }, 120_000);
+
+  // Revocation was checked only once a stream had caught up: a key revoked while its stream replayed a long history
+  // was sent the rest of it, page after page, before key_revoked.
+  it('ends a stream whose key is revoked while it replays a long history, without sending the rest', async () => {
+    const port = await freePort();
+    await stack.startApp('api', { PORT: String(port), HOST: '127.0.0.1', SSE_DRAIN_TIMEOUT_MS: '60000' });
+    const manager = stack.db.dataSource.manager;
+    const key = await createApiKey(manager, { tenantId: 'demo', role: 'agent', label: 'revoked while replaying' });
+    const res = await http<Execution>(submitVia(), 'POST', '/v1/executions', {
+      key: key.key,
+      body: submission([charge(unique('revoked-replay'), { requires_approval: true })]),
+    });
+    expect(res.status).toBe(201);
+    const extra = 6000;
+    const total = (await appendLongHistory(res.body.id, extra)) + extra;
+
+    // A client that takes the first bytes, then stops reading: the API waits for it to drain mid-replay.
+    const socket = createConnection(port, '127.0.0.1');
+    const received: Buffer[] = [];
+    const ended = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    socket.on('error', () => undefined);
+    const firstBytes = new Promise<void>((resolve) =>
+      socket.once('data', (chunk: Buffer) => {
+        socket.pause();
+        received.push(chunk);
+        resolve();
+      }),
+    );
+    socket.write(
+      `GET /v1/executions/${res.body.id}/stream HTTP/1.0\r\nHost: 127.0.0.1\r\n` +
+        `Authorization: Bearer ${key.key}\r\nAccept: text/event-stream\r\n\r\n`,
+    );
+    await firstBytes;
+    expect(await revokeApiKey(manager, key.id)).toBe(true);
+    socket.on('data', (chunk: Buffer) => received.push(chunk));
+    socket.resume();
+    await ended;
+    const text = Buffer.concat(received).toString('utf8');
+    expect(text).toContain('event: end\ndata: {"reason":"key_revoked"}');
+    const sent = [...text.matchAll(/^id: (\S+)$/gm)].length;
+    expect(sent).toBeGreaterThan(0);
+    // What the connection already carried, and at most the page being written: never the whole history.
+    expect(sent).toBeLessThan(total);
+  });
 
   it('caps open streams per key across API processes: the cap is shared, not per process', async () => {
     const urls: string[] = [];

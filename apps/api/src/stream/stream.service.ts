@@ -114,7 +114,13 @@ export class StreamService {
     let wake: (() => void) | null = null;
     const poke = () => wake?.();
     const unsubscribe = this.notifier.subscribe(executionId, poke);
-    const unwatchKeys = this.keys.onRevocation(poke);
+    // A revocation announced since the last pass: the key is read again before another page is sent (a long replay
+    // would otherwise run to its end first).
+    let revocationAnnounced = false;
+    const unwatchKeys = this.keys.onRevocation(() => {
+      revocationAnnounced = true;
+      poke();
+    });
     const heartbeat = setInterval(() => {
       // Renewed only for a client still there: a lease is never kept alive for a connection that is gone.
       if (client.gone) return close();
@@ -137,6 +143,13 @@ export class StreamService {
 
     try {
       while (!closed) {
+        if (revocationAnnounced) {
+          revocationAnnounced = false;
+          if (!(await this.keys.isStillValid(principal))) {
+            writeEnd(res, 'key_revoked');
+            break;
+          }
+        }
         let pending = false;
         wake = () => {
           pending = true;
