@@ -14,10 +14,50 @@ export class ResilientPgClient extends Client {
   constructor(config?: string | ClientConfig) {
     super(config);
     this.on('error', () => undefined);
+    // pg's query_timeout rejects the caller but leaves the statement on the wire: the session stays busy, goes back
+    // to the pool and every later statement queues behind the one that never answers (and a transaction opened on it
+    // stays open). A timed-out session is dropped instead: the pool replaces it, the server rolls its work back.
+    const send = this.query.bind(this) as (...args: unknown[]) => unknown;
+    const drop = (error: unknown) => {
+      if (isQueryTimeout(error)) this.connection.stream.destroy();
+    };
+    this.query = ((...args: unknown[]) => {
+      const last = args.length - 1;
+      const callback = args[last];
+      if (typeof callback === 'function') {
+        args[last] = (error: unknown, ...rest: unknown[]) => {
+          drop(error);
+          return (callback as (...a: unknown[]) => unknown)(error, ...rest);
+        };
+      }
+      const result = send(...args);
+      if (result instanceof Promise) result.catch(drop);
+      return result;
+    }) as Client['query'];
+    // Ending a session waits for the server to close its side, which a server that stopped answering never does:
+    // pool.end() on shutdown then outlasted the forced exit. Past the query timeout the socket is simply dropped.
+    const limit = typeof config === 'object' ? config.query_timeout : undefined;
+    if (limit) {
+      const close = this.end.bind(this) as (...args: unknown[]) => unknown;
+      this.end = ((...args: unknown[]) => {
+        setTimeout(() => this.connection.stream.destroy(), limit).unref();
+        return close(...args);
+      }) as Client['end'];
+    }
   }
 }
 
-export function dataSourceOptions(url: string, poolSize = 10): DataSourceOptions {
+/**
+ * pg's own error when a statement got no reply within query_timeout (also wrapped in TypeORM's QueryFailedError). The
+ * statement was sent: the server may still carry it out (a single statement commits by itself), so what it wrote is
+ * unknown, not absent.
+ */
+export function isQueryTimeout(error: unknown): boolean {
+  const e = error as { message?: unknown; driverError?: { message?: unknown } } | null;
+  return e?.message === 'Query read timeout' || e?.driverError?.message === 'Query read timeout';
+}
+
+export function dataSourceOptions(url: string, poolSize = 10, queryTimeoutMs?: number): DataSourceOptions {
   return {
     type: 'postgres',
     url,
@@ -27,7 +67,12 @@ export function dataSourceOptions(url: string, poolSize = 10): DataSourceOptions
     synchronize: false,
     migrationsRun: false,
     logging: false,
-    extra: { max: poolSize, connectionTimeoutMillis: 5000, Client: ResilientPgClient },
+    extra: {
+      max: poolSize,
+      connectionTimeoutMillis: 5000,
+      Client: ResilientPgClient,
+      ...(queryTimeoutMs ? { query_timeout: queryTimeoutMs } : {}),
+    },
   };
 }
 

@@ -12,7 +12,7 @@ import { TransitionService } from './transition.service';
       inject: [VERITY_CONFIG],
       useFactory: (config: VerityConfig) => {
         return {
-          ...dataSourceOptions(config.DATABASE_URL, config.DATABASE_POOL_SIZE),
+          ...dataSourceOptions(config.DATABASE_URL, config.DATABASE_POOL_SIZE, config.DATABASE_QUERY_TIMEOUT_MS),
           // Fail fast at boot; the caller reports which service is missing.
           retryAttempts: 0,
         };

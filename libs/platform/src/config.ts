@@ -88,6 +88,11 @@ const ConfigSchema = z
     /** A Unix socket when Postgres is local: `postgres://user@localhost/verity?host=/var/run/postgresql` (operations.md). */
     DATABASE_URL: z.string().url().default('postgres://postgres@127.0.0.1:5432/verity'),
     DATABASE_POOL_SIZE: integer({ min: 1, max: 200, default: 10 }),
+    /**
+     * A statement with no reply after this is given up and its connection dropped (the server rolls its transaction
+     * back): a Postgres that stops answering (frozen, cut off) otherwise held requests, jobs and shutdown forever.
+     */
+    DATABASE_QUERY_TIMEOUT_MS: integer({ min: 100, default: 10_000 }),
     /** `redis://`, `rediss://`, or a local Unix socket: `unix:///run/redis/redis.sock?db=0` (operations.md). */
     REDIS_URL: z
       .string()

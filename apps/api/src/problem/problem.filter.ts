@@ -1,6 +1,6 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Inject } from '@nestjs/common';
 import { IllegalTransitionError } from '@verity/status-model';
-import { isDatabaseUnavailable } from '@verity/persistence';
+import { isDatabaseUnavailable, isQueryTimeout } from '@verity/persistence';
 import { LOGGER, Logger } from '@verity/platform';
 import type { Request, Response } from 'express';
 import { STATUS_CODES } from 'node:http';
@@ -48,7 +48,9 @@ export class ProblemFilter implements ExceptionFilter {
         status < 500 ? error.message : undefined,
       );
     }
-    if (isDatabaseUnavailable(error)) return Problem.unavailable();
+    if (isDatabaseUnavailable(error)) {
+      return Problem.unavailable(isQueryTimeout(error) && !['GET', 'HEAD'].includes(req.method));
+    }
     return new Problem(500, 'internal', 'Internal error', 'an unexpected error occurred; it has been logged');
   }
 }

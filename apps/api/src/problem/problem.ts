@@ -77,12 +77,19 @@ export class Problem extends Error {
     return new Problem(409, code, 'Conflict with the current state', detail, extras);
   }
 
-  static unavailable(): Problem {
+  /**
+   * `outcomeUnknown`: a statement of a write was sent and got no answer in time; the database may still carry it out,
+   * so the caller is not told that nothing was written.
+   */
+  static unavailable(outcomeUnknown = false): Problem {
     return new Problem(
       503,
       'database-unavailable',
       'Service unavailable',
-      'the database cannot be reached; nothing was written',
+      outcomeUnknown
+        ? 'the database did not answer in time; the request may still have been recorded: repeat it with the same ' +
+            'Idempotency-Key, or read the current state before sending it again'
+        : 'the database cannot be reached; nothing was written',
       {},
       { 'retry-after': '1' },
     );

@@ -1,8 +1,7 @@
 import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
-import { KEY_REVOCATION_CHANNEL, listenForKeyRevocations } from '@verity/persistence';
+import { KEY_REVOCATION_CHANNEL, ResilientPgClient, listenForKeyRevocations } from '@verity/persistence';
 import { LOGGER, Logger, RedisClient, VERITY_CONFIG, VerityConfig, createRedisClient } from '@verity/platform';
 import { eventsChannel } from '@verity/queues';
-import { Client } from 'pg';
 import { ApiKeyService } from '../auth/api-key.service';
 
 type Listener = () => void;
@@ -17,7 +16,7 @@ type Listener = () => void;
  */
 @Injectable()
 export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
-  private client: Client | null = null;
+  private client: ResilientPgClient | null = null;
   private subscriber: RedisClient | null = null;
   /** Whether announcements arrive: the channel is subscribed on a ready connection. */
   private subscribed = false;
@@ -113,7 +112,11 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
   }
 
   private async connect(): Promise<void> {
-    const client = new Client({ connectionString: this.config.DATABASE_URL });
+    // Bounded like the pool's sessions: ending it on shutdown does not wait for a server that stopped answering.
+    const client = new ResilientPgClient({
+      connectionString: this.config.DATABASE_URL,
+      query_timeout: this.config.DATABASE_QUERY_TIMEOUT_MS,
+    });
     const lost = () => {
       if (this.client === client) {
         this.client = null;

@@ -1,0 +1,146 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PrivateService, freePort, startPrivatePostgres } from '../../scripts/local-services';
+import { DEMO, Stack, waitFor } from '../support/stack';
+import { charge, http, submission, unique } from '../support/http';
+import type { Execution } from '@verity/sdk';
+
+/**
+ * A Postgres that stops answering (frozen, or cut off by the network) rather than refusing connections: statements
+ * already sent on pooled connections get no reply. The API must still answer 503 problem+json within its query
+ * timeout (and not claim 'nothing was written' for a write it sent), recover when the server answers again, and stop
+ * on SIGTERM with exit 0 while a statement hangs. Before: the request hung until the client gave up; a SIGTERM then
+ * ended in the 25 s forced exit 1 (the answered request's keep-alive connection held server.close()).
+ */
+
+/** The server and every backend it forked: SIGSTOP on the postmaster alone leaves the sessions answering. */
+function serverTree(root: number): number[] {
+  const rows = execFileSync('ps', ['-e', '-o', 'pid=,ppid='])
+    .toString()
+    .trim()
+    .split('\n')
+    .map((line) => line.trim().split(/\s+/).map(Number));
+  const tree = [root];
+  for (let i = 0; i < tree.length; i += 1) for (const [pid, ppid] of rows) if (ppid === tree[i]) tree.push(pid);
+  return tree;
+}
+
+function signalServer(pg: PrivateService, signal: NodeJS.Signals): void {
+  if (!pg.pid) return;
+  for (const pid of serverTree(pg.pid)) {
+    try {
+      process.kill(pid, signal);
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+}
+
+/** Bytes sent to the server that it has not read yet (the Recv-Q of its sessions' sockets). */
+function unreadAtServer(port: number): number {
+  return execFileSync('ss', ['-tnH', 'state', 'established', `( sport = :${port} )`])
+    .toString()
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .reduce((sum, line) => sum + Number(line.trim().split(/\s+/)[0]), 0);
+}
+
+const QUERY_TIMEOUT_MS = 1500;
+
+describe('a stalled Postgres', () => {
+  let stack: Stack;
+  let pg: PrivateService | undefined;
+  let dir = '';
+
+  beforeAll(async () => {
+    stack = await Stack.start({ label: 'apidbstall', dispatchers: 0, reconcilers: 0 });
+  });
+  afterAll(async () => {
+    if (pg) signalServer(pg, 'SIGCONT');
+    await pg?.stop().catch(() => undefined);
+    await stack?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('answers 503 within the query timeout, writes nothing, recovers, and stops on SIGTERM with exit 0', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'verity-api-pgstall-'));
+    pg = await startPrivatePostgres({ dir, port: await freePort() });
+    const port = await freePort();
+    const api = await stack.startApp('api', {
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      DATABASE_URL: pg.url,
+      RUN_MIGRATIONS: 'true',
+      SEED_DEMO: 'true',
+      DATABASE_QUERY_TIMEOUT_MS: String(QUERY_TIMEOUT_MS),
+      QUEUE_PREFIX: `{${unique('pgstall')}}`,
+    });
+    const url = `http://127.0.0.1:${port}`;
+    const submit = (idempotencyKey = unique('stall'), body = submission([charge(unique('order'))])) =>
+      http<Execution>(url, 'POST', '/v1/executions', {
+        key: DEMO.agent,
+        body,
+        headers: { 'idempotency-key': idempotencyKey },
+      });
+    const before = await submit();
+    expect(before.status).toBe(201);
+    // Warm the pool, so the statements below go out on connections that are already open.
+    await Promise.all([1, 2, 3].map(() => http(url, 'GET', '/v1/executions', { key: DEMO.agent })));
+
+    signalServer(pg, 'SIGSTOP');
+    const started = Date.now();
+    const stalledKey = unique('stalled');
+    const stalledBody = submission([charge(unique('order'))]);
+    // The submission first, on a session already open (one that cannot even be opened proves nothing was sent).
+    const created = await submit(stalledKey, stalledBody);
+    const [list, read] = await Promise.all([
+      http(url, 'GET', '/v1/executions', { key: DEMO.agent }),
+      http(url, 'GET', `/v1/executions/${before.body.id}`, { key: DEMO.agent }),
+    ]);
+    // Within the query timeout, then the pool's connection timeout (5 s), never the client's patience.
+    expect(Date.now() - started).toBeLessThan(QUERY_TIMEOUT_MS + 5_000 + 3_000);
+    for (const res of [list, read, created]) {
+      expect(res.status).toBe(503);
+      expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(res.body).toMatchObject({ type: 'https://verity.dev/problems/database-unavailable', status: 503 });
+    }
+    // The insert was sent and got no answer: the server may still carry it out, so the caller is not told
+    // 'nothing was written' (it was, once the server resumed, before this change's caller retried without a key).
+    expect((created.body as { detail: string }).detail).toMatch(/may still have been recorded/);
+    expect((list.body as { detail: string }).detail).toMatch(/nothing was written/);
+    const ready = await http<{ checks: Record<string, string> }>(url, 'GET', '/health/ready');
+    expect(ready.status).toBe(503);
+    expect(ready.body.checks.postgres).toBe('down');
+
+    signalServer(pg, 'SIGCONT');
+    // Repeated with its key, the stalled submission is one execution, whether or not the stalled insert landed.
+    const repeated = await waitFor(
+      () => submit(stalledKey, stalledBody),
+      (r) => r.status === 200 || r.status === 201,
+      30_000,
+      250,
+    );
+    const listed = await http<{ data: { id: string }[] }>(url, 'GET', '/v1/executions', { key: DEMO.agent });
+    expect(listed.body.data.map((e) => e.id)).toEqual([repeated.body.id, before.body.id]);
+
+    // SIGTERM while a statement hangs: the request is answered, the process stops cleanly.
+    signalServer(pg, 'SIGSTOP');
+    const hanging = http(url, 'GET', '/v1/executions', { key: DEMO.agent });
+    // The statement has reached the server (unread bytes wait on its side of a session) before the signal.
+    await waitFor(
+      async () => unreadAtServer(pg!.port),
+      (bytes) => bytes > 0,
+      10_000,
+      50,
+    );
+    const stopping = Date.now();
+    api.child.kill('SIGTERM');
+    expect(await api.exited).toBe(0);
+    expect(Date.now() - stopping).toBeLessThan(QUERY_TIMEOUT_MS + 5_000 + 3_000);
+    expect((await hanging).status).toBe(503);
+    signalServer(pg, 'SIGCONT');
+  }, 90_000);
+});
