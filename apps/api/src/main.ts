@@ -16,6 +16,7 @@ import {
   loadConfig,
   logCrashes,
   onShutdown,
+  stopWhileStarting,
   linkCallerTrace,
   tracingOn,
 } from '@verity/platform';
@@ -42,6 +43,7 @@ async function bootstrap(): Promise<void> {
   const logger = createLogger('api', config.LOG_LEVEL, tracingOn(config));
   logCrashes(logger);
   collectProcessMetrics();
+  const started = stopWhileStarting(logger);
   await assertNoEviction(config);
   if (config.RUN_MIGRATIONS || config.SEED_DEMO) {
     const ds = createDataSource(config.DATABASE_URL, 2);
@@ -98,6 +100,7 @@ async function bootstrap(): Promise<void> {
   server.headersTimeout = Math.min(server.headersTimeout, server.requestTimeout);
   answerClientErrors(server, logger);
   logger.info({ port: config.PORT, host: config.HOST }, 'api listening');
+  started();
   onShutdown(logger, async () => {
     app.get(StreamService).closeAll();
     // server.close() (in app.close) closes the connections idle at that moment and waits for every other one. A

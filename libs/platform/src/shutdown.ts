@@ -28,6 +28,29 @@ export function onShutdown(logger: Logger, close: () => Promise<void>, timeoutMs
 }
 
 /**
+ * Until `onShutdown` is installed, SIGTERM/SIGINT stop the process at once with exit 0: what a process does while it
+ * starts (waits for the migration lock another replica holds, runs a migration in its transaction, builds its
+ * modules) is either committed or rolled back by Postgres when the session goes, and nothing has been served yet.
+ * Without it Node's default ended the process by the signal (no exit code, nothing logged). Call the returned
+ * function once the process can stop cleanly through `onShutdown`. Only for a process that takes no work while it
+ * starts (the API: a worker's jobs start inside its start-up).
+ */
+export function stopWhileStarting(logger: Logger): () => void {
+  const handler = (signal: string) => {
+    logger.info({ signal }, 'stopped while starting');
+    process.exit(0);
+  };
+  const onTerm = () => handler('SIGTERM');
+  const onInt = () => handler('SIGINT');
+  process.on('SIGTERM', onTerm);
+  process.on('SIGINT', onInt);
+  return () => {
+    process.off('SIGTERM', onTerm);
+    process.off('SIGINT', onInt);
+  };
+}
+
+/**
  * Node still crashes on an uncaught exception or unhandled rejection (a process in an unknown state should not go
  * on), but first the error is logged with its stack through pino, so the cause survives in the app's log.
  */

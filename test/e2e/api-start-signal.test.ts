@@ -1,0 +1,81 @@
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import type { QueryRunner } from 'typeorm';
+import { MIGRATION_SQL } from '@verity/persistence';
+import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
+import { DIST, Stack, freePort, waitFor } from '../support/stack';
+
+/**
+ * SIGTERM while the API is still starting: here waiting for the migration lock another replica holds (a rollout
+ * that replaces pods while one migrates). It stops at once with exit 0; the lock and the schema stay as they were. Before: no handler was installed until the API listened, so Node's default ended it by the signal (no exit
+ * code, nothing logged).
+ */
+describe('SIGTERM during start-up', () => {
+  let stack: Stack;
+  let holder: QueryRunner | undefined;
+
+  beforeAll(async () => {
+    stack = await Stack.start({ label: 'apistartsig', dispatchers: 0, reconcilers: 0 });
+  });
+  afterAll(async () => {
+    await holder?.release().catch(() => undefined);
+    await stack?.stop();
+  });
+
+  it.each(['SIGTERM', 'SIGINT'] as const)(
+    '%s while waiting for the migration lock: exit 0, logged, and the next replica can migrate',
+    async (signal) => {
+      holder = stack.db.dataSource.createQueryRunner();
+      await holder.connect();
+      await holder.query(MIGRATION_SQL.lock, [727_001]);
+      const output: string[] = [];
+      const child = spawn(process.execPath, [...APP_NODE_ARGS, join(DIST, 'apps', 'api', 'src', 'main.js')], {
+        env: { ...process.env, ...stack.env, PORT: String(await freePort()), RUN_MIGRATIONS: 'true' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      child.stdout.on('data', (chunk: Buffer) => output.push(chunk.toString()));
+      child.stderr.on('data', (chunk: Buffer) => output.push(chunk.toString()));
+      const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+        child.on('exit', (code, sig) => resolve({ code, signal: sig })),
+      );
+      try {
+        // The API's session waits for the advisory lock.
+        await waitFor(
+          async () =>
+            (
+              (await stack.db.dataSource.query(
+                `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`,
+              )) as { n: number }[]
+            )[0].n,
+          (n) => n === 1,
+          20_000,
+          50,
+        );
+        child.kill(signal);
+        expect(await exited).toEqual({ code: 0, signal: null });
+        expect(output.join('')).toContain('stopped while starting');
+      } finally {
+        if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+        await holder.query(MIGRATION_SQL.unlock, [727_001]);
+        await holder.release();
+        holder = undefined;
+      }
+      // The next replica can take the lock (the stopped API's session, which Postgres ends only once its wait is
+      // over, lets it go).
+      const next = stack.db.dataSource.createQueryRunner();
+      try {
+        await waitFor(
+          async () =>
+            ((await next.query(`SELECT pg_try_advisory_lock($1) AS ok`, [727_001])) as { ok: boolean }[])[0].ok,
+          (ok) => ok,
+          10_000,
+          50,
+        );
+        await next.query(MIGRATION_SQL.unlock, [727_001]);
+      } finally {
+        await next.release();
+      }
+    },
+    60_000,
+  );
+});
