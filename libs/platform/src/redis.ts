@@ -62,10 +62,23 @@ export function createRedisClient(
   return cluster;
 }
 
+/**
+ * How long a producer's command waits for its reply. A Redis that stops answering (frozen, cut off) leaves the
+ * connection 'ready', so failing fast while it is away did not cover it: an intake request waited on its enqueue
+ * forever instead of leaving the job to the sweeper. Producer commands are short (no blocking reads).
+ */
+export const PRODUCER_COMMAND_TIMEOUT_MS = 2000;
+
 function roleOptions(role: 'producer' | 'worker', name: string): RedisOptions {
   return role === 'worker'
     ? { maxRetriesPerRequest: null, enableReadyCheck: true, connectionName: name }
-    : { maxRetriesPerRequest: 1, enableOfflineQueue: false, connectionName: name, connectTimeout: 2000 };
+    : {
+        maxRetriesPerRequest: 1,
+        enableOfflineQueue: false,
+        connectionName: name,
+        connectTimeout: 2000,
+        commandTimeout: PRODUCER_COMMAND_TIMEOUT_MS,
+      };
 }
 
 /** REDIS_CLUSTER_NODES as ioredis wants it; credentials and TLS come from the first entry that is a URL. */
