@@ -203,10 +203,16 @@ export class SandboxPaymentsConnector implements Connector {
       evidence.error = exchange.kind === 'response' ? `status ${exchange.status}` : exchange.code;
       return { kind: 'unreachable', evidence };
     }
-    const body = (exchange.body ?? {}) as { data?: ProviderCharge[]; as_of_version?: number };
+    // A 200 whose body cannot be read (cut short, not JSON, no charge list) shows nothing: taken as an empty list it
+    // was "no charge", and an UNKNOWN charge that had happened was concluded FAILED (PROVEN_ABSENT) from it.
+    const body = exchange.body as { data?: unknown; as_of_version?: unknown } | undefined;
+    if (exchange.truncated || typeof body !== 'object' || body === null || !Array.isArray(body.data)) {
+      evidence.error = exchange.truncated ? 'response too large' : 'unreadable response body';
+      return { kind: 'unreachable', evidence };
+    }
     const asOfVersion = typeof body.as_of_version === 'number' ? body.as_of_version : null;
     evidence.as_of_version = asOfVersion;
     evidence.record = null;
-    return { kind: 'ok', charges: Array.isArray(body.data) ? body.data : [], asOfVersion, evidence };
+    return { kind: 'ok', charges: body.data as ProviderCharge[], asOfVersion, evidence };
   }
 }
