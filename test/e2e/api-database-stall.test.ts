@@ -109,7 +109,7 @@ describe('a stalled Postgres', () => {
     }
     // The insert was sent and got no answer: the server may still carry it out, so the caller is not told
     // 'nothing was written' (it was, once the server resumed, before this change's caller retried without a key).
-    expect((created.body as { detail: string }).detail).toMatch(/may still have been recorded/);
+    expect((created.body as unknown as { detail: string }).detail).toMatch(/may still have been recorded/);
     expect((list.body as { detail: string }).detail).toMatch(/nothing was written/);
     const ready = await http<{ checks: Record<string, string> }>(url, 'GET', '/health/ready');
     expect(ready.status).toBe(503);
