@@ -1,9 +1,6 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { PrivateService, freePort, startPrivatePostgres } from '../../scripts/local-services';
-import { DEMO, Stack, waitFor } from '../support/stack';
+import { DEMO, Stack, freePort, waitFor } from '../support/stack';
+import { StallablePostgres } from '../support/stallable-postgres';
 import { charge, http, submission, unique } from '../support/http';
 import type { Execution } from '@verity/sdk';
 
@@ -14,29 +11,6 @@ import type { Execution } from '@verity/sdk';
  * on SIGTERM with exit 0 while a statement hangs. Before: the request hung until the client gave up; a SIGTERM then
  * ended in the 25 s forced exit 1 (the answered request's keep-alive connection held server.close()).
  */
-
-/** The server and every backend it forked: SIGSTOP on the postmaster alone leaves the sessions answering. */
-function serverTree(root: number): number[] {
-  const rows = execFileSync('ps', ['-e', '-o', 'pid=,ppid='])
-    .toString()
-    .trim()
-    .split('\n')
-    .map((line) => line.trim().split(/\s+/).map(Number));
-  const tree = [root];
-  for (let i = 0; i < tree.length; i += 1) for (const [pid, ppid] of rows) if (ppid === tree[i]) tree.push(pid);
-  return tree;
-}
-
-function signalServer(pg: PrivateService, signal: NodeJS.Signals): void {
-  if (!pg.pid) return;
-  for (const pid of serverTree(pg.pid)) {
-    try {
-      process.kill(pid, signal);
-    } catch {
-      // Gone meanwhile.
-    }
-  }
-}
 
 /** Bytes sent to the server that it has not read yet (the Recv-Q of its sessions' sockets). */
 function unreadAtServer(port: number): number {
@@ -52,22 +26,18 @@ const QUERY_TIMEOUT_MS = 1500;
 
 describe('a stalled Postgres', () => {
   let stack: Stack;
-  let pg: PrivateService | undefined;
-  let dir = '';
+  let pg: StallablePostgres | undefined;
 
   beforeAll(async () => {
     stack = await Stack.start({ label: 'apidbstall', dispatchers: 0, reconcilers: 0 });
   });
   afterAll(async () => {
-    if (pg) signalServer(pg, 'SIGCONT');
-    await pg?.stop().catch(() => undefined);
+    await pg?.stop();
     await stack?.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
   it('answers 503 within the query timeout, writes nothing, recovers, and stops on SIGTERM with exit 0', async () => {
-    dir = mkdtempSync(join(tmpdir(), 'verity-api-pgstall-'));
-    pg = await startPrivatePostgres({ dir, port: await freePort() });
+    pg = await StallablePostgres.start('api-pgstall');
     const port = await freePort();
     const api = await stack.startApp('api', {
       PORT: String(port),
@@ -90,7 +60,7 @@ describe('a stalled Postgres', () => {
     // Warm the pool, so the statements below go out on connections that are already open.
     await Promise.all([1, 2, 3].map(() => http(url, 'GET', '/v1/executions', { key: DEMO.agent })));
 
-    signalServer(pg, 'SIGSTOP');
+    pg.stall();
     const started = Date.now();
     const stalledKey = unique('stalled');
     const stalledBody = submission([charge(unique('order'))]);
@@ -115,7 +85,7 @@ describe('a stalled Postgres', () => {
     expect(ready.status).toBe(503);
     expect(ready.body.checks.postgres).toBe('down');
 
-    signalServer(pg, 'SIGCONT');
+    pg.resume();
     // Repeated with its key, the stalled submission is one execution, whether or not the stalled insert landed.
     const repeated = await waitFor(
       () => submit(stalledKey, stalledBody),
@@ -127,7 +97,7 @@ describe('a stalled Postgres', () => {
     expect(listed.body.data.map((e) => e.id)).toEqual([repeated.body.id, before.body.id]);
 
     // SIGTERM while a statement hangs: the request is answered, the process stops cleanly.
-    signalServer(pg, 'SIGSTOP');
+    pg.stall();
     const hanging = http(url, 'GET', '/v1/executions', { key: DEMO.agent });
     // The statement has reached the server (unread bytes wait on its side of a session) before the signal.
     await waitFor(
@@ -141,6 +111,6 @@ describe('a stalled Postgres', () => {
     expect(await api.exited).toBe(0);
     expect(Date.now() - stopping).toBeLessThan(QUERY_TIMEOUT_MS + 5_000 + 3_000);
     expect((await hanging).status).toBe(503);
-    signalServer(pg, 'SIGCONT');
+    pg.resume();
   }, 90_000);
 });

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { PrivateService, freePort, startPrivatePostgres, startPrivateRedis } from '../../scripts/local-services';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
+import { expectDoneOnce } from './dispatcher-helpers';
 import type { Execution } from '@verity/sdk';
 
 /**
@@ -65,15 +66,7 @@ describe('outages', () => {
     expect((await http(url, 'GET', `/v1/executions/${res.body.id}`, { key: DEMO.agent })).status).toBe(200);
 
     // Nothing was enqueued for it; the reconciler's sweep (on the shared Redis) finds it and the work is done.
-    const done = await waitFor(
-      async () =>
-        (await http<Execution>(stack.apiUrl, 'GET', `/v1/executions/${res.body.id}`, { key: DEMO.agent })).body,
-      (e) => e.status === 'completed',
-      45_000,
-      200,
-    );
-    expect(done.operations[0].status).toBe('VERIFIED');
-    expect((await stack.effects()).charges[reference].count).toBe(1);
+    await expectDoneOnce(stack, stack.apiUrl, res.body.id, reference);
   });
 
   it('answers 503 problem+json while Postgres is down, writes nothing, and recovers when it is back', async () => {

@@ -2,8 +2,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PrivateService, freePort, startPrivateRedis } from '../../scripts/local-services';
-import { DEMO, Stack, waitFor } from '../support/stack';
+import { DEMO, Stack } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
+import { expectDoneOnce } from './dispatcher-helpers';
 import type { Execution } from '@verity/sdk';
 
 /**
@@ -57,15 +58,7 @@ describe('a stalled Redis', () => {
     expect(ready.body.checks).toEqual({ postgres: 'up', redis: 'down' });
 
     // Nothing reached its queue; the reconciler's sweep (on the shared Redis) finds it and the work is done once.
-    const done = await waitFor(
-      async () =>
-        (await http<Execution>(stack.apiUrl, 'GET', `/v1/executions/${res.body.id}`, { key: DEMO.agent })).body,
-      (e) => e.status === 'completed',
-      45_000,
-      200,
-    );
-    expect(done.operations[0].status).toBe('VERIFIED');
-    expect((await stack.effects()).charges[reference].count).toBe(1);
+    await expectDoneOnce(stack, stack.apiUrl, res.body.id, reference);
 
     const stopping = Date.now();
     api.child.kill('SIGTERM');

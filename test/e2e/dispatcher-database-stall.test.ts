@@ -1,11 +1,7 @@
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { PrivateService, freePort, startPrivatePostgres } from '../../scripts/local-services';
-import { DEMO, Stack, waitFor } from '../support/stack';
+import { DEMO, Stack, freePort } from '../support/stack';
+import { StallablePostgres } from '../support/stallable-postgres';
 import { charge, http, submission, unique } from '../support/http';
-import { waitForMarkers } from './dispatcher-helpers';
+import { expectDoneOnce, waitForMarkers } from './dispatcher-helpers';
 import type { Execution } from '@verity/sdk';
 
 /**
@@ -14,46 +10,20 @@ import type { Execution } from '@verity/sdk';
  * wrongly), and the work ends VERIFIED with one charge once Postgres answers again. Before DATABASE_QUERY_TIMEOUT_MS
  * the outcome's statement waited forever and the drain ended in the 25 s forced exit 1.
  */
-function serverTree(root: number): number[] {
-  const rows = execFileSync('ps', ['-e', '-o', 'pid=,ppid='])
-    .toString()
-    .trim()
-    .split('\n')
-    .map((line) => line.trim().split(/\s+/).map(Number));
-  const tree = [root];
-  for (let i = 0; i < tree.length; i += 1) for (const [pid, ppid] of rows) if (ppid === tree[i]) tree.push(pid);
-  return tree;
-}
-
-function signalServer(pg: PrivateService, signal: NodeJS.Signals): void {
-  if (!pg.pid) return;
-  for (const pid of serverTree(pg.pid)) {
-    try {
-      process.kill(pid, signal);
-    } catch {
-      // Gone meanwhile.
-    }
-  }
-}
-
 describe('dispatcher SIGTERM while Postgres is stalled', () => {
   let stack: Stack;
-  let pg: PrivateService | undefined;
-  let dir = '';
+  let pg: StallablePostgres | undefined;
 
   beforeAll(async () => {
     stack = await Stack.start({ label: 'dispdbstall', dispatchers: 0, reconcilers: 0 });
   });
   afterAll(async () => {
-    if (pg) signalServer(pg, 'SIGCONT');
-    await pg?.stop().catch(() => undefined);
+    await pg?.stop();
     await stack?.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
   it('exits 0 in bounded time, leaves the send for the sweeper, and the charge ends VERIFIED once', async () => {
-    dir = mkdtempSync(join(tmpdir(), 'verity-disp-pgstall-'));
-    pg = await startPrivatePostgres({ dir, port: await freePort() });
+    pg = await StallablePostgres.start('disp-pgstall');
     const env = { DATABASE_URL: pg.url, QUEUE_PREFIX: `{${unique('dispstall')}}`, DATABASE_QUERY_TIMEOUT_MS: '1500' };
     const port = await freePort();
     await stack.startApp('api', {
@@ -72,22 +42,15 @@ describe('dispatcher SIGTERM while Postgres is stalled', () => {
     });
     expect(created.status).toBe(201);
     await waitForMarkers(dispatcher, 'paused after call', 1);
-    signalServer(pg, 'SIGSTOP');
+    pg.stall();
     const stopping = Date.now();
     dispatcher.child.kill('SIGTERM');
     expect(await dispatcher.exited).toBe(0);
     expect(Date.now() - stopping).toBeLessThan(20_000);
 
-    signalServer(pg, 'SIGCONT');
+    pg.resume();
     await stack.startApp('dispatcher', env);
     await stack.startApp('reconciler', env);
-    const done = await waitFor(
-      async () => (await http<Execution>(url, 'GET', `/v1/executions/${created.body.id}`, { key: DEMO.agent })).body,
-      (e) => e.status === 'completed',
-      60_000,
-      200,
-    );
-    expect(done.operations[0].status).toBe('VERIFIED');
-    expect((await stack.effects()).charges[reference].count).toBe(1);
+    await expectDoneOnce(stack, url, created.body.id, reference);
   }, 150_000);
 });

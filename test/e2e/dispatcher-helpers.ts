@@ -204,3 +204,19 @@ export async function resetSandbox(stack: Stack): Promise<void> {
   if (stack.running('sandbox-provider').length === 0) return;
   await stack.setFaults({ rules: [], replica_lag_ms: 0, read_fault: null });
 }
+
+/**
+ * The work of a one-charge execution got done, and once: it completes (read through `apiUrl`), its charge is VERIFIED
+ * and the provider holds exactly one charge of `reference` — whichever path carried it (the queue, or the sweeper
+ * after an enqueue that never happened).
+ */
+export async function expectDoneOnce(stack: Stack, apiUrl: string, executionId: string, reference: string) {
+  const done = await waitFor(
+    async () => (await http<Execution>(apiUrl, 'GET', `/v1/executions/${executionId}`, { key: DEMO.agent })).body,
+    (e) => e.status === 'completed',
+    60_000,
+    200,
+  );
+  expect(done.operations[0].status).toBe('VERIFIED');
+  expect((await stack.effects()).charges[reference].count).toBe(1);
+}
