@@ -97,6 +97,63 @@ describe('submit_execution when the answer does not settle whether the submissio
   });
 });
 
+describe('a call that changes nothing, when the API cannot answer it', () => {
+  it('wait_for_execution whose API stops answering says to wait again, never to submit again', async () => {
+    // The API going away mid-wait (a restart): the first read is answered, then every connection is dropped.
+    let requests = 0;
+    const server = createServer((req, res) => {
+      req.resume();
+      requests += 1;
+      if (requests === 1) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ id: 'exe_1', status: 'running', operations: [] }));
+        return;
+      }
+      req.socket.destroy();
+    });
+    const { url } = await closeAfterTest(await listenLocally(server));
+    const mcp = await connectMcp(url);
+    const result = await mcp.call('wait_for_execution', { execution_id: 'exe_1', timeout_seconds: 30 });
+    expect(requests).toBeGreaterThan(1);
+    expect(result.isError).toBe(true);
+    expect(textOf(result)).toMatch(/^No answer from Verity \(/);
+    expect(textOf(result)).toMatch(
+      /Nothing was changed by this call: call wait_for_execution again to keep waiting; never submit the execution again\.$/,
+    );
+  });
+
+  it.each([
+    ['get_execution', { execution_id: 'exe_1' }, 'it'],
+    ['wait_for_execution', { execution_id: 'exe_1' }, 'wait_for_execution'],
+  ])('%s answered 503 is "could not answer now, call again", not "Refused"', async (name, args, again) => {
+    const server = createServer((req, res) => {
+      req.resume();
+      res.writeHead(503, { 'content-type': 'application/problem+json' });
+      res.end(JSON.stringify({ type: 'about:blank', code: 'unavailable', title: 'Service unavailable', status: 503 }));
+    });
+    const { url } = await closeAfterTest(await listenLocally(server));
+    const mcp = await connectMcp(url);
+    const result = await mcp.call(name, args);
+    expect(result.isError).toBe(true);
+    expect(textOf(result)).toMatch(/^Verity could not answer now \(503 /);
+    expect(textOf(result)).toContain(`Nothing was changed by this call: call ${again} again`);
+    expect(textOf(result)).not.toMatch(/Refused/);
+  });
+
+  it('a 4xx refusal of a read stays a refusal', async () => {
+    const server = createServer((req, res) => {
+      req.resume();
+      res.writeHead(404, { 'content-type': 'application/problem+json' });
+      res.end(JSON.stringify({ type: 'about:blank', code: 'not-found', title: 'Not found', status: 404 }));
+    });
+    const { url } = await closeAfterTest(await listenLocally(server));
+    const mcp = await connectMcp(url);
+    const result = await mcp.call('get_execution', { execution_id: 'exe_1' });
+    expect(textOf(result)).toMatch(/^Refused: 404 /);
+    expect(textOf(result)).not.toMatch(/call it again/);
+  });
+});
+
 describe('a subscribed execution whose stream ends while it can still change', () => {
   for (const reason of ['deadline', 'key_revoked'] as const) {
     it(`says the updates stopped when the stream ends with reason ${reason}, never falls silent`, async () => {
@@ -226,9 +283,21 @@ describe('the other tools and the resources against an API that does not answer'
   }
 
   it.each([
-    ['list_connectors', {}, /^No answer from Verity \(no answer within 0\.3 s\)\.$/],
-    ['get_execution', { execution_id: 'exe_1' }, /^No answer from Verity \(no answer within 0\.3 s\)\.$/],
-    ['get_operation', { operation_id: 'op_1' }, /^No answer from Verity \(no answer within 0\.3 s\)\.$/],
+    [
+      'list_connectors',
+      {},
+      /^No answer from Verity \(no answer within 0\.3 s\)\. Nothing was changed by this call: call it again\.$/,
+    ],
+    [
+      'get_execution',
+      { execution_id: 'exe_1' },
+      /^No answer from Verity \(no answer within 0\.3 s\)\. Nothing was changed by this call: call it again\.$/,
+    ],
+    [
+      'get_operation',
+      { operation_id: 'op_1' },
+      /^No answer from Verity \(no answer within 0\.3 s\)\. Nothing was changed by this call: call it again\.$/,
+    ],
     ['cancel_execution', { execution_id: 'exe_1' }, /the cancel may have been carried out: read the execution/],
   ])('%s answers within its bound, before an MCP client gives up', async (name, args, said) => {
     const api = await silentApi();

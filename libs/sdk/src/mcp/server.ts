@@ -101,11 +101,17 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
   const submitTimeoutMs = Math.max(Math.trunc(options.submitTimeoutMs ?? SUBMIT_TIMEOUT_MS), 1);
   const readTimeoutMs = Math.max(Math.trunc(options.readTimeoutMs ?? READ_TIMEOUT_MS), 1);
   /** A read's calls under the read bound and the client's signal; past the bound, "no answer" (nothing was changed). */
-  const read = (callerSignal: AbortSignal, run: (signal: AbortSignal) => Promise<CallToolResult>) =>
-    guarded(() =>
-      withinBound(readTimeoutMs, callerSignal, run, (why) =>
-        unanswered(why, `no answer in time: nothing was changed; read again`, undefined),
-      ),
+  const read = (
+    callerSignal: AbortSignal,
+    run: (signal: AbortSignal) => Promise<CallToolResult>,
+    callAgain: string = CALL_AGAIN.read,
+  ) =>
+    guarded(
+      () =>
+        withinBound(readTimeoutMs, callerSignal, run, (why) =>
+          unanswered(why, `no answer in time: nothing was changed; read again`, undefined, callAgain),
+        ),
+      callAgain,
     );
   const server = new McpServer(
     { name: MCP_SERVER_NAME, version: MCP_SERVER_VERSION, title: 'Verity' },
@@ -235,11 +241,15 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
           ? `Not settled after ${timeoutMs / 1000} s; this is the current state. Call wait_for_execution again to keep waiting; do not resubmit.`
           : undefined;
         // The state and its histories, read after the wait under the read bound of their own.
-        return read(extra.signal, async (signal) => {
-          const current = timedOut ? await dx.get(execution_id, { signal }) : execution;
-          return executionResult(current, await histories(execution_id, signal), head, { timed_out: timedOut });
-        });
-      }),
+        return read(
+          extra.signal,
+          async (signal) => {
+            const current = timedOut ? await dx.get(execution_id, { signal }) : execution;
+            return executionResult(current, await histories(execution_id, signal), head, { timed_out: timedOut });
+          },
+          CALL_AGAIN.wait,
+        );
+      }, CALL_AGAIN.wait),
   );
 
   server.registerTool(
@@ -574,11 +584,31 @@ function idPattern(prefix: 'exe' | 'op'): RegExp {
   return new RegExp(`^${prefix}_[0-9a-z]+$`);
 }
 
-/** The API's refusals become tool errors the agent can read (problem code, detail, field errors), not crashes. */
-async function guarded(run: () => Promise<CallToolResult>): Promise<CallToolResult> {
+/**
+ * What an agent may do after a call that changes nothing got no answer, or an answer that says nothing (a 5xx while
+ * the API restarts): call again. Said in words, because an agent left with "no answer" to a wait may otherwise try
+ * the one thing it must not: submit the execution again.
+ */
+const CALL_AGAIN = {
+  read: 'Nothing was changed by this call: call it again.',
+  wait:
+    'Nothing was changed by this call: call wait_for_execution again to keep waiting; never submit the execution ' +
+    'again.',
+} as const;
+
+/**
+ * The API's refusals become tool errors the agent can read (problem code, detail, field errors), not crashes. For a
+ * call that changes nothing, `callAgain` says what to do when the API did not answer or answered a 5xx.
+ */
+async function guarded(run: () => Promise<CallToolResult>, callAgain?: string): Promise<CallToolResult> {
   try {
     return await run();
   } catch (error) {
+    if (callAgain && error instanceof VerityError && error.status >= 500) {
+      // A read the API could not answer now (restarting, its database away): not a refusal of anything.
+      const text = `Verity could not answer now (${error.status} ${error.code}: ${error.detail ?? error.title}). ${callAgain}`;
+      return { isError: true, content: [{ type: 'text', text }], structuredContent: { error: error.body } };
+    }
     if (error instanceof VerityError && error.outcomeUnknown) {
       // A 5xx (or an answer after a lost one) says nothing about whether the request was carried out: not "refused".
       const answer = `${error.status} ${error.code}: ${error.detail ?? error.title}`;
@@ -601,12 +631,13 @@ async function guarded(run: () => Promise<CallToolResult>): Promise<CallToolResu
       const text = [`Refused: ${error.status} ${error.code}: ${error.detail ?? error.title}`, ...fields].join('\n');
       return { isError: true, content: [{ type: 'text', text }], structuredContent: { error: error.body } };
     }
-    if (error instanceof VerityNetworkError) return unanswered(error.message, error.message, error.idempotencyKey);
+    if (error instanceof VerityNetworkError) {
+      return unanswered(error.message, error.message, error.idempotencyKey, callAgain);
+    }
     throw error;
   }
 }
 
-/** No answer from the API: for a submission, it may have been accepted, and the key tells which. */
 /**
  * `run` with a signal that aborts after `timeoutMs` or with the client's request. Past the bound the answer is
  * `onTimeout`'s, not the abort error: the SDK's own bounds (a request, its retries, every page) can outlast the
@@ -627,11 +658,20 @@ async function withinBound<T>(
   }
 }
 
-function unanswered(why: string, message: string, idempotencyKey: string | undefined): CallToolResult {
+/**
+ * No answer from the API: for a submission, it may have been accepted, and the key tells which; for a call that
+ * changes nothing, `callAgain` says so.
+ */
+function unanswered(
+  why: string,
+  message: string,
+  idempotencyKey: string | undefined,
+  callAgain?: string,
+): CallToolResult {
   const text = idempotencyKey
     ? `No answer from Verity (${why}). The submission may have been accepted: repeat submit_execution ` +
       `with idempotency_key "${idempotencyKey}" and the same body to learn its outcome; never with a new key.`
-    : `No answer from Verity (${why}).`;
+    : `No answer from Verity (${why}).${callAgain ? ` ${callAgain}` : ''}`;
   return {
     isError: true,
     content: [{ type: 'text', text }],
