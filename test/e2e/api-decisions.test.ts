@@ -228,6 +228,40 @@ describe('api: decide once, never relabel an effect', () => {
     }
   });
 
+  it(`${TRIALS} trials of a resolution racing "still unknown": one 2xx, one decision, the loser told the winner's`, async () => {
+    // "Still unknown after investigation" (resolve with MANUAL_REVIEW) is a reviewer's decision on the hold too: a
+    // resolution made without having seen it must not be written after it, nor it after the resolution (I13).
+    const held: Execution[] = [];
+    for (let trial = 0; trial < TRIALS; trial += 1) {
+      held.push(await submit(stack, [charge(unique('dec-still'), { expected_state: { charged: true } })]));
+    }
+    for (const execution of held) {
+      await waitForOp(stack, execution.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    }
+    for (const [trial, execution] of held.entries()) {
+      const opId = execution.operations[0].id;
+      const answers = await race(
+        Array.from({ length: 6 }, (_, i) => () => {
+          const status = (i + trial) % 2 === 0 ? 'MANUAL_REVIEW' : trial % 4 < 2 ? 'CANCELLED' : 'SENT';
+          return post<Op & Problem>(`/v1/operations/${opId}/resolve`, {
+            status,
+            evidence: `racer ${i}: ${status === 'MANUAL_REVIEW' ? 'the provider has not answered yet' : status}`,
+          });
+        }),
+      );
+      const won = answers.filter((a) => a.status === 200);
+      expect(won).toHaveLength(1);
+      const winnerOp = won[0].body as Op;
+      const winner = winnerOp.recovery_obligation?.resolution?.status ?? winnerOp.status;
+      for (const lost of answers.filter((a) => a.status !== 200)) {
+        expect(lost.status).toBe(409);
+        expect(lost.body).toMatchObject({ type: 'https://verity.dev/problems/already-decided', decision: winner });
+      }
+      const log = await events(stack, execution.id);
+      expect(countOf(log, 'operation.resolved') + countOf(log, 'operation.still_unknown')).toBe(1);
+    }
+  });
+
   it('FAILED of a held http call is accepted when a read now finds nothing, refused when it finds the effect', async () => {
     // A third party whose writes answer 500 (the outcome is unknown) and whose reads can be switched off.
     const recorded = new Set<string>();

@@ -394,10 +394,13 @@ export class OperationsService {
     // settings, or needing the reference the lost answer held) — stands with the reviewer's evidence.
     if (read) resolution.read_back = { kind: read.kind, ...read.evidence };
     const grant = status === OperationStatus.SENT ? await this.approvalGrantedByRelease(principal, op) : null;
+    // A "still unknown" recorded since this read is another reviewer's decision on the hold, made first (I13).
+    const investigationsSeen = op.obligation?.investigations?.length ?? 0;
     const decided = await this.transitions.decide(this.db.manager, {
       operation: snapshotOf(op),
       tenantId: principal.tenantId,
       open: 'resolution',
+      investigationsSeen,
       event: { type: 'operation.resolved', data: resolution },
       // The approval a release grants is its own decision in the log, after the resolution that makes it.
       alsoEvents: grant
@@ -420,7 +423,7 @@ export class OperationsService {
       if (status === OperationStatus.FAILED && now.obligation?.effect_shown && !recordedResolution(now)) {
         throw recordOnFile(now, 'a re-check of the source showed this effect while the resolution was decided');
       }
-      throw this.resolutionRefusal(now);
+      throw this.resolutionRefusal(now, investigationsSeen);
     }
     await this.inExecutionTrace(op.executionId, () =>
       status === OperationStatus.SENT
