@@ -262,6 +262,37 @@ describe('api: decide once, never relabel an effect', () => {
     }
   });
 
+  it('cancel racing the resolution of a never-sent hold: a resolution the cancel beat is told "already decided: cancel"', async () => {
+    for (let trial = 0; trial < 6; trial += 1) {
+      // A hold never sent, and an approval still awaited that keeps the execution open (so it can be cancelled).
+      const execution = await submit(stack, [
+        charge(unique('dec-cancel-hold'), { expected_state: { charged: true } }),
+        sms(unique('dec-cancel-hold-sms'), { requires_approval: true }),
+      ]);
+      const opId = execution.operations[0].id;
+      await waitForOp(stack, execution.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+      const status = trial % 2 === 0 ? 'CANCELLED' : 'SENT';
+      const resolve = () =>
+        post<Op & Problem>(`/v1/operations/${opId}/resolve`, { status, evidence: 'the order was withdrawn' });
+      const cancel = () => post<Problem>(`/v1/executions/${execution.id}/cancel`, {}, DEMO.agent);
+      // Half the trials cancel first and then resolve; the other half send both at once.
+      const [cancelled, resolved] = trial < 2 ? [await cancel(), await resolve()] : await race([cancel, resolve]);
+      expect(cancelled.status).toBe(200);
+      const log = await events(stack, execution.id);
+      if (resolved.status === 200) {
+        expect(countOf(log, 'operation.resolved')).toBe(1);
+        continue;
+      }
+      expect(countOf(log, 'operation.resolved')).toBe(0);
+      expect(resolved.status).toBe(409);
+      expect(resolved.body).toMatchObject({
+        type: 'https://verity.dev/problems/already-decided',
+        decision: 'cancel',
+        current_status: 'CANCELLED',
+      });
+    }
+  });
+
   it('FAILED of a held http call is accepted when a read now finds nothing, refused when it finds the effect', async () => {
     // A third party whose writes answer 500 (the outcome is unknown) and whose reads can be switched off.
     const recorded = new Set<string>();

@@ -255,6 +255,20 @@ export class OperationsService {
     };
   }
 
+  /**
+   * 409 already-decided (`decision: "cancel"`) for a decision on an operation that its execution's cancel ended first (I13:
+   * the cancel is the decision that was made), or null.
+   */
+  private async cancelledWithItsExecution(principal: Principal, op: OperationEntity): Promise<Problem | null> {
+    if (op.status !== OperationStatus.CANCELLED) return null;
+    const execution = await findExecution(this.db.manager, op.executionId, principal.tenantId);
+    if (execution?.status !== ExecutionStatus.CANCELLED) return null;
+    return Problem.conflict('already-decided', 'the execution was cancelled first', {
+      decision: 'cancel',
+      current_status: op.status,
+    });
+  }
+
   /** Why an approval decision was not written: someone decided first (who and what), or the operation moved on. */
   private async approvalRefusal(principal: Principal, op: OperationEntity): Promise<Problem> {
     if (isDecided(op.approval)) {
@@ -267,13 +281,8 @@ export class OperationsService {
         current_status: op.status,
       });
     }
-    const execution = await findExecution(this.db.manager, op.executionId, principal.tenantId);
-    if (op.status === OperationStatus.CANCELLED && execution?.status === ExecutionStatus.CANCELLED) {
-      return Problem.conflict('already-decided', 'the execution was cancelled first', {
-        decision: 'cancel',
-        current_status: op.status,
-      });
-    }
+    const cancelled = await this.cancelledWithItsExecution(principal, op);
+    if (cancelled) return cancelled;
     return Problem.conflict(
       'not-awaiting-approval',
       `the operation is ${op.status}; only a PREPARED operation can be approved`,
@@ -292,6 +301,8 @@ export class OperationsService {
   async resolve(principal: Principal, id: string, status: ResolutionStatus, evidence: string) {
     const op = await this.load(principal, id);
     if (recordedResolution(op)) throw this.resolutionRefusal(op);
+    const cancelled = await this.cancelledWithItsExecution(principal, op);
+    if (cancelled) throw cancelled;
     const { evidentAt, now } = await this.absenceEvidence(op);
     const options = resolutionOptions({
       status: op.status,
@@ -423,7 +434,7 @@ export class OperationsService {
       if (status === OperationStatus.FAILED && now.obligation?.effect_shown && !recordedResolution(now)) {
         throw recordOnFile(now, 'a re-check of the source showed this effect while the resolution was decided');
       }
-      throw this.resolutionRefusal(now, investigationsSeen);
+      throw (await this.cancelledWithItsExecution(principal, now)) ?? this.resolutionRefusal(now, investigationsSeen);
     }
     await this.inExecutionTrace(op.executionId, () =>
       status === OperationStatus.SENT
@@ -487,6 +498,8 @@ export class OperationsService {
   async stillUnknown(principal: Principal, id: string, evidence: string, dueInSeconds: number | undefined) {
     const op = await this.load(principal, id);
     if (recordedResolution(op)) throw this.resolutionRefusal(op);
+    const cancelled = await this.cancelledWithItsExecution(principal, op);
+    if (cancelled) throw cancelled;
     if (op.status !== OperationStatus.MANUAL_REVIEW || !op.obligation) {
       throw Problem.conflict(
         'resolution-not-permitted',
@@ -538,7 +551,10 @@ export class OperationsService {
       },
       patch: { next_check_at: nextCheckAt },
     });
-    if (!decided.won) throw this.resolutionRefusal(await this.load(principal, id), seen.length);
+    if (!decided.won) {
+      const now = await this.load(principal, id);
+      throw (await this.cancelledWithItsExecution(principal, now)) ?? this.resolutionRefusal(now, seen.length);
+    }
     if (nextCheckAt) {
       await this.inExecutionTrace(op.executionId, () =>
         this.producer.tryEnqueue(
