@@ -1,4 +1,4 @@
-import { createServer, Server } from 'node:http';
+import { createServer, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, sms, unique } from '../support/http';
@@ -228,37 +228,90 @@ describe('api: decide once, never relabel an effect', () => {
     }
   });
 
-  it(`${TRIALS} trials of a resolution racing "still unknown": one 2xx, one decision, the loser told the winner's`, async () => {
-    // "Still unknown after investigation" (resolve with MANUAL_REVIEW) is a reviewer's decision on the hold too: a
-    // resolution made without having seen it must not be written after it, nor it after the resolution (I13).
-    const held: Execution[] = [];
-    for (let trial = 0; trial < TRIALS; trial += 1) {
-      held.push(await submit(stack, [charge(unique('dec-still'), { expected_state: { charged: true } })]));
-    }
-    for (const execution of held) {
-      await waitForOp(stack, execution.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
-    }
-    for (const [trial, execution] of held.entries()) {
-      const opId = execution.operations[0].id;
-      const answers = await race(
-        Array.from({ length: 6 }, (_, i) => () => {
-          const status = (i + trial) % 2 === 0 ? 'MANUAL_REVIEW' : trial % 4 < 2 ? 'CANCELLED' : 'SENT';
-          return post<Op & Problem>(`/v1/operations/${opId}/resolve`, {
-            status,
-            evidence: `racer ${i}: ${status === 'MANUAL_REVIEW' ? 'the provider has not answered yet' : status}`,
-          });
-        }),
+  it('a FAILED whose source read was still on its way when another reviewer recorded "still unknown" is not written', async () => {
+    // "Still unknown after investigation" (resolve with MANUAL_REVIEW) is a reviewer's decision on the hold too (I13): a
+    // resolution decided from a read of the hold made before it is refused with the winner's decision, not written over
+    // it (the reviewer who re-dated the hold was told it stays). The FAILED's read of the source is held here until the
+    // other reviewer's "still unknown" is recorded, so the two overlap every time.
+    const heldReads: ServerResponse[] = [];
+    const target = { readsDown: true, holdReads: false };
+    const server: Server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        const answer = (to: ServerResponse, status: number, value: unknown) => {
+          to.writeHead(status, { 'content-type': 'application/json' });
+          to.end(JSON.stringify(value));
+        };
+        if (req.method === 'POST') return answer(res, 500, { error: { code: 'internal' } });
+        if (target.holdReads) return void heldReads.push(res);
+        if (target.readsDown) return answer(res, 503, { error: { code: 'maintenance' } });
+        return answer(res, 404, {});
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as AddressInfo).port;
+    try {
+      const allowed = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+        key: DEMO.admin,
+        body: { allow_hosts: [{ host: '127.0.0.1', ports: [port], allow_private: true }] },
+      });
+      expect(allowed.status).toBe(200);
+      const created = await submit(stack, [
+        {
+          key: 'order',
+          connector: 'http',
+          action: 'request',
+          params: {
+            method: 'POST',
+            url: `http://127.0.0.1:${port}/orders`,
+            body: { id: '{{operation_id}}' },
+            read_back: {
+              method: 'GET',
+              url: `http://127.0.0.1:${port}/orders/{{operation_id}}`,
+              field: '$.data.status',
+              equals: 'created',
+            },
+          },
+        },
+      ]);
+      const held = await waitForOp(stack, created.id, 'order', (o) => o.status === 'MANUAL_REVIEW');
+      await waitForResolutionPermitted(stack, held.id, 'FAILED');
+      target.holdReads = true;
+      const failed = post<Op & Problem>(`/v1/operations/${held.id}/resolve`, {
+        status: 'FAILED',
+        evidence: 'their dashboard shows no such order',
+      });
+      // The FAILED has read the hold and is reading the source now.
+      await waitFor(
+        async () => heldReads.length,
+        (n) => n > 0,
       );
-      const won = answers.filter((a) => a.status === 200);
-      expect(won).toHaveLength(1);
-      const winnerOp = won[0].body as Op;
-      const winner = winnerOp.recovery_obligation?.resolution?.status ?? winnerOp.status;
-      for (const lost of answers.filter((a) => a.status !== 200)) {
-        expect(lost.status).toBe(409);
-        expect(lost.body).toMatchObject({ type: 'https://verity.dev/problems/already-decided', decision: winner });
+      const stillUnknown = await post<Op>(`/v1/operations/${held.id}/resolve`, {
+        status: 'MANUAL_REVIEW',
+        evidence: 'their support has not answered yet',
+      });
+      expect(stillUnknown.status).toBe(200);
+      target.holdReads = false;
+      target.readsDown = false;
+      // The source answers that the order does not exist: the FAILED would be accepted, but for the decision made first.
+      for (const res of heldReads.splice(0)) {
+        res.writeHead(404, { 'content-type': 'application/json' });
+        res.end('{}');
       }
-      const log = await events(stack, execution.id);
-      expect(countOf(log, 'operation.resolved') + countOf(log, 'operation.still_unknown')).toBe(1);
+      const answer = await failed;
+      expect(answer.status).toBe(409);
+      expect(answer.body).toMatchObject({
+        type: 'https://verity.dev/problems/already-decided',
+        decision: 'MANUAL_REVIEW',
+        current_status: 'MANUAL_REVIEW',
+      });
+      const log = await events(stack, created.id);
+      expect(countOf(log, 'operation.still_unknown')).toBe(1);
+      expect(countOf(log, 'operation.resolved')).toBe(0);
+      expect(await getOperation(stack, held.id)).toMatchObject({ status: 'MANUAL_REVIEW' });
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
     }
   });
 
