@@ -346,6 +346,37 @@ describe('api: decide once, never relabel an effect', () => {
     }
   });
 
+  it('an approval decision on an operation nobody put up for approval is 409 not-awaiting-approval and writes nothing', async () => {
+    // The charge needs no approval (no flag, no tenant rule) and waits in PREPARED for the SMS, which does. A deny
+    // would cancel an operation nobody asked a reviewer about; a grant nobody asked for expires into a request for one.
+    const execution = await submit(stack, [
+      sms(unique('dec-unasked-sms'), { requires_approval: true }),
+      charge(unique('dec-unasked'), { depends_on: ['notify'] }),
+      charge(unique('dec-early'), { key: 'early', requires_approval: true, depends_on: ['notify'] }),
+    ]);
+    const [gate, unasked, early] = execution.operations.map((o) => o.id);
+    await waitFor(
+      () => getOperation(stack, gate),
+      (o) => o.approval?.state === 'requested',
+    );
+    for (const decision of ['deny', 'approve']) {
+      const answer = await post<Problem>(`/v1/operations/${unasked}/approval`, { decision, reason: 'not asked' });
+      expect(answer.status).toBe(409);
+      expect(answer.body).toMatchObject({
+        type: 'https://verity.dev/problems/not-awaiting-approval',
+        current_status: 'PREPARED',
+      });
+    }
+    expect(await getOperation(stack, unasked)).toMatchObject({ status: 'PREPARED', approval: null });
+    // One that needs approval may still be decided before planning asks (a decision kept for when it waits).
+    expect((await post(`/v1/operations/${early}/approval`, { decision: 'approve' })).status).toBe(200);
+    expect((await post(`/v1/operations/${gate}/approval`, { decision: 'approve' })).status).toBe(200);
+    const done = await settle(stack, execution.id);
+    expect(done.operations.map((o) => o.status)).toEqual(['ACKNOWLEDGED', 'VERIFIED', 'VERIFIED']);
+    const log = await events(stack, execution.id);
+    expect(log.filter((e) => e.type === 'approval.decided').map((e) => e.operation_id)).toEqual([early, gate]);
+  });
+
   it('FAILED of a held http call is accepted when a read now finds nothing, refused when it finds the effect', async () => {
     // A third party whose writes answer 500 (the outcome is unknown) and whose reads can be switched off.
     const recorded = new Set<string>();

@@ -10,6 +10,7 @@ import {
   describeFoundCurrency,
   needsApproval,
   releaseGrantsApproval,
+  approvalDecidable,
   paramAt,
   lookUpParam,
   tenantApprovalRules,
@@ -313,5 +314,16 @@ describe('releaseGrantsApproval: a reviewer’s release of a held operation gran
     [true, { state: 'granted' }, true],
   ])('required %s, on record %j → grants %s', (required, approval, grants) => {
     expect(releaseGrantsApproval(required, approval)).toBe(grants);
+  });
+});
+
+describe('approvalDecidable: a reviewer decides the approval of an operation that asks for one or needs one', () => {
+  it.each([
+    [false, null, false],
+    [true, null, true],
+    [false, { state: 'requested' }, true],
+    [true, { state: 'requested' }, true],
+  ])('required %s, on record %j → decidable %s', (required, approval, decidable) => {
+    expect(approvalDecidable(required, approval)).toBe(decidable);
   });
 });

@@ -123,6 +123,16 @@ export function releaseGrantsApproval(approvalRequired: boolean, approval: { sta
   return approvalRequired || approval !== null;
 }
 
+/**
+ * Whether a reviewer's approval decision may be recorded for a PREPARED operation: its approval was asked for, or it
+ * needs one (the agent's flag or the tenant's policy as it stands now) and planning has not asked yet — a decision kept
+ * for when it waits. Not for an operation that needs none: a deny would cancel an operation nobody put up for approval,
+ * and a grant nobody asked for would, once expired, send it back for an approval it never needed.
+ */
+export function approvalDecidable(approvalRequired: boolean, approval: { state?: string } | null): boolean {
+  return approvalRequired || approval?.state === 'requested';
+}
+
 /** Why a tenant rule asks for approval of an operation: the rule, which test it met, and the reason in words. */
 export interface ApprovalRuleMatch {
   rule: ApprovalRule;

@@ -58,6 +58,7 @@ import {
   everSent,
   needsApproval,
   releaseGrantsApproval,
+  approvalDecidable,
   tenantApprovalRules,
 } from '@verity/status-model';
 import { DataSource } from 'typeorm';
@@ -203,6 +204,13 @@ export class OperationsService {
     if (op.status !== OperationStatus.PREPARED || isDecided(op.approval)) {
       throw await this.approvalRefusal(principal, op);
     }
+    if (!approvalDecidable(await this.approvalRequired(principal, op), op.approval)) {
+      throw Problem.conflict(
+        'not-awaiting-approval',
+        'the operation does not wait for approval: neither the agent nor the tenant’s policy asks for one',
+        { current_status: op.status },
+      );
+    }
     const approval: Partial<Approval> =
       decision === 'approve'
         ? this.grantBy(principal, reason)
@@ -234,13 +242,17 @@ export class OperationsService {
    * requires it granted and unexpired.
    */
   private async approvalGrantedByRelease(principal: Principal, op: OperationEntity): Promise<Approval | null> {
-    const settings = await loadTenantSettings(this.db.manager, principal.tenantId);
-    const required = needsApproval(op, tenantApprovalRules(settings, this.connectors.approvalAmountDeclarations()));
-    if (!releaseGrantsApproval(required, op.approval)) return null;
+    if (!releaseGrantsApproval(await this.approvalRequired(principal, op), op.approval)) return null;
     return this.grantBy(
       principal,
       'granted with the release of the held operation (its resolution holds the evidence)',
     );
+  }
+
+  /** Whether the operation needs approval: the agent's flag, or a rule of the tenant's policy as it stands now. */
+  private async approvalRequired(principal: Principal, op: OperationEntity): Promise<boolean> {
+    const settings = await loadTenantSettings(this.db.manager, principal.tenantId);
+    return needsApproval(op, tenantApprovalRules(settings, this.connectors.approvalAmountDeclarations()));
   }
 
   /** A grant by this principal now, valid for APPROVAL_TTL_MS: an approval decision's, and a release's. */
