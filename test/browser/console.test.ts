@@ -366,6 +366,35 @@ if (chromiumMissing) {
     expect(await page.locator('[data-resolution]').count()).toBe(held.permitted_resolutions?.length);
   });
 
+  it('keeps a 409 in view on a stale page: another reviewer decided first, and the page still says so once reloaded', async () => {
+    const execution = await submit([charge(unique('order'), { expected_state: { charged: true } })]);
+    const opId = execution.operations[0].id;
+    await waitFor(
+      () => operation(opId),
+      (op) => op.status === 'MANUAL_REVIEW',
+      SLOW,
+    );
+    // No live updates for this page: the reviewer acts on what was loaded, as on a page left open over a flaky network.
+    await page.route('**/stream', (route) => route.abort());
+    try {
+      await page.goto(consoleUrl(`/operations/${opId}`));
+      await page.locator('[data-resolution="SENT"]').waitFor();
+      const other = await http(stack.apiUrl, 'POST', `/v1/operations/${opId}/resolve`, {
+        key: DEMO.reviewer,
+        body: { status: 'CANCELLED', evidence: 'the customer withdrew the order' },
+      });
+      expect(other.status).toBe(200);
+      await page.locator('#resolution-evidence').fill('the customer confirmed the order');
+      await page.locator('[data-resolution="SENT"]').click();
+      // The 409 reloads the page: the operation is CANCELLED and no action is left, and the refusal is still shown.
+      await page.locator('.status-card-effect [data-status="CANCELLED"]').waitFor();
+      await page.locator('#no-actions').waitFor();
+      await expectText('main', /Refused \(409\): the operation was already resolved as CANCELLED/);
+    } finally {
+      await page.unroute('**/stream');
+    }
+  });
+
   it('never offers "no effect exists" for a charge the provider showed (INTEGRITY_MISMATCH), and says why', async () => {
     await stack.setFaults({ read_fault: 'amount_mismatch' });
     const execution = await submit([charge(unique('order'))]);

@@ -332,11 +332,18 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
     } catch (e) {
       busy = false;
       for (const b of buttons) b.disabled = false;
-      error.textContent =
+      const refusal =
         e instanceof VerityError
           ? `Refused (${e.status}): ${e.detail || e.title}`
           : 'The API could not be reached; nothing was changed.';
-      if (e instanceof VerityError && e.status === 409) await live.load();
+      error.textContent = refusal;
+      if (e instanceof VerityError && e.status === 409) {
+        // Someone decided first, or the operation moved: the reload shows where it stands now and may replace the
+        // actions (and the message in them), so the refusal — whose decision won — stays in the page's status line.
+        await live.load();
+        result.textContent = refusal;
+        ctx.announce(refusal);
+      }
     }
   }
 
