@@ -349,6 +349,22 @@ if (chromiumMissing) {
     expect(navigations).toEqual([]);
   });
 
+  it('keeps the evidence a reviewer is typing when the page re-renders its actions (FAILED becomes available)', async () => {
+    await stack.setFaults({
+      rules: [{ method: 'POST', path: '/v1/messages', fault: 'drop_before_commit', probability: 1, count: 1 }],
+    });
+    const execution = await submit([sms(unique('sms-typing'))]);
+    const opId = execution.operations[0].id;
+    await page.goto(consoleUrl(`/operations/${opId}`));
+    await page.locator('[data-resolution="VERIFIED"]').waitFor({ timeout: SLOW });
+    expect(await page.locator('[data-resolution="FAILED"]').count()).toBe(0);
+    const typed = 'Called the carrier: the message was never delivered (ticket 4711)';
+    await page.locator('#resolution-evidence').fill(typed);
+    // The page reloads itself when FAILED becomes available and draws the actions again, with a new form.
+    await page.locator('[data-resolution="FAILED"]').waitFor({ timeout: SLOW });
+    expect(await page.locator('#resolution-evidence').inputValue()).toBe(typed);
+  });
+
   it('offers SENT and CANCELLED for a never-sent operation held in MANUAL_REVIEW', async () => {
     const execution = await submit([charge(unique('order'), { expected_state: { charged: true } })]);
     const opId = execution.operations[0].id;

@@ -159,6 +159,12 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
 
   function renderActions(op: OperationDetail): void {
     actions.hidden = false;
+    // What the reviewer was typing survives a re-render of the actions (an option became available, another moved).
+    const typed = (id: string) => actions.querySelector<HTMLTextAreaElement>(`#${id}`)?.value ?? '';
+    const focused = document.activeElement && actions.contains(document.activeElement) ? document.activeElement.id : '';
+    const refocus = () => {
+      if (focused) document.getElementById(focused)?.focus();
+    };
     const title = h('h2', { id: 'actions-title' }, 'Actions');
     const error = h('p', { class: 'error', role: 'alert' });
     if (op.status === 'PREPARED' && op.approval?.state === 'requested') {
@@ -168,6 +174,7 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
         maxlength: 2000,
         'aria-describedby': 'decision-reason-hint',
       });
+      reason.value = typed('decision-reason');
       const buttons: HTMLButtonElement[] = [];
       const decide = async (decision: 'approve' | 'deny') => {
         const text = reason.value.trim();
@@ -215,6 +222,7 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
           h('div', { class: 'buttons' }, buttons),
         ),
       );
+      refocus();
       return;
     }
     if (op.permitted_resolutions.length > 0) {
@@ -225,6 +233,7 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
         required: true,
         'aria-describedby': 'resolution-evidence-hint',
       });
+      evidence.value = typed('resolution-evidence');
       const buttons: HTMLButtonElement[] = op.permitted_resolutions.map((status) =>
         h(
           'button',
@@ -295,6 +304,7 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
             : null,
         ),
       );
+      refocus();
       return;
     }
     fill(
