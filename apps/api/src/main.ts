@@ -1,7 +1,7 @@
 // First: tracing patches pg, ioredis and http as they are first required (see ./tracing).
 import { tracing } from './tracing';
 import 'reflect-metadata';
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, Server } from 'node:http';
 import { NestFactory } from '@nestjs/core';
 import { SwaggerModule } from '@nestjs/swagger';
 import { ExpressAdapter, NestExpressApplication } from '@nestjs/platform-express';
@@ -23,7 +23,7 @@ import {
 import { ApiModule } from './api.module';
 import { mountBullBoard } from './bull-board';
 import { BODY_LIMIT_BYTES, bodyErrorHandler } from './http/body-errors';
-import { answerClientErrors } from './http/client-errors';
+import { answerClientErrors, rejectMissingHost } from './http/client-errors';
 import {
   bodyReadTimeout,
   rejectOtherCharsets,
@@ -69,6 +69,8 @@ async function bootstrap(): Promise<void> {
   // Order matters: the request id first (so every refusal carries one), then what no route may receive (see
   // http/hostile-input.ts), then the parser, its problem mapping and the check of what it parsed.
   app.use(requestContext(app.get<Logger>(LOGGER)));
+  // Node's own bare 400 for a missing Host is turned off (answerClientErrors, before the server listens): this is it.
+  app.use(rejectMissingHost);
   // The caller's own trace (its traceparent, never continued) becomes a link on the request's span.
   if (tracing) {
     app.use((req: IncomingMessage, _res: unknown, next: () => void) => {
@@ -93,12 +95,13 @@ async function bootstrap(): Promise<void> {
   app.use(['/docs', '/docs-json'], pageSecurityHeaders);
   const document = buildOpenApi(app);
   SwaggerModule.setup('docs', app, document, { jsonDocumentUrl: 'docs-json' });
+  // Before the server listens, so no request meets Node's own answers (see answerClientErrors).
+  answerClientErrors(app.getHttpServer() as Server, logger);
   const server = await app.listen(config.PORT, config.HOST);
   server.keepAliveTimeout = 65_000;
   // A backstop behind bodyReadTimeout (which answers with a problem first): Node's own limit is 300 s.
   server.requestTimeout = config.BODY_TIMEOUT_MS + 5_000;
   server.headersTimeout = Math.min(server.headersTimeout, server.requestTimeout);
-  answerClientErrors(server, logger);
   logger.info({ port: config.PORT, host: config.HOST }, 'api listening');
   started();
   onShutdown(logger, async () => {

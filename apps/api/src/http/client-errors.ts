@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { type IncomingMessage, STATUS_CODES, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
+import type { NextFunction, Request, Response } from 'express';
 import type { Logger } from '@verity/platform';
-import { type ProblemCode, problemType } from '../problem/problem';
+import { Problem, type ProblemCode, problemType, sendProblem } from '../problem/problem';
 
 interface ClientErrorAnswer {
   status: number;
@@ -94,7 +95,10 @@ export function clientErrorResponse(answer: ClientErrorAnswer, requestId: string
  * have done what it asked. The connection is cut instead, and the caller knows only that it does not know.
  */
 export function answerClientErrors(server: Server, logger: Logger): void {
-  // Two requests Node answers itself, before any middleware (no request id, no problem): answered here the same way.
+  // Three requests Node answers itself, before any middleware (no request id, no problem): answered here the same way.
+  // An HTTP/1.1 request without Host got a bare 400 with no body: Node's check is turned off, and rejectMissingHost
+  // (the first middleware after the request id) answers it instead.
+  (server as Server & { requireHostHeader: boolean }).requireHostHeader = false;
   server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
     const requestId = randomUUID();
     logger.debug({ requestId, expect: req.headers.expect, status: 417 }, 'request refused: unmet Expect');
@@ -127,3 +131,20 @@ export function answerClientErrors(server: Server, logger: Logger): void {
     (socket as Duplex & { destroySoon?: () => void }).destroySoon?.();
   });
 }
+
+/**
+ * An HTTP/1.1 request must name its Host (RFC 9112 §3.2: a server answers 400 to one that does not). Node's own answer
+ * is a bare 400 with no body, given before any middleware; answerClientErrors turns that off, and this middleware gives
+ * the answer every other refusal gets: problem+json with the request id, and the connection closed. HTTP/1.0 has no
+ * such rule.
+ */
+export function rejectMissingHost(req: Request, res: Response, next: NextFunction): void {
+  if (req.httpVersionMajor === 1 && req.httpVersionMinor >= 1 && req.headers.host === undefined) {
+    res.setHeader('connection', 'close');
+    sendProblem(req, res, new Problem(400, 'bad-request', 'Malformed HTTP request', MISSING_HOST));
+    return;
+  }
+  next();
+}
+
+const MISSING_HOST = 'an HTTP/1.1 request must carry a Host header (RFC 9112, section 3.2)';
