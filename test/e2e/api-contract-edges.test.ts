@@ -1,12 +1,15 @@
 import { connect } from 'node:net';
 import { DEMO, Stack } from '../support/stack';
-import { charge, submission, unique } from '../support/http';
+import { charge, http, submission, unique } from '../support/http';
+import type { ProblemDetails as Problem } from '@verity/sdk';
 
 /**
  * Edges of the wire contract found from outside (red team, contract pass): every refusal is a 4xx
  * application/problem+json that names the field the caller actually sent (I10), including the requests Node would
  * answer itself, and nothing is written.
  */
+
+type FieldProblem = Problem & { errors: { field: string; rule: string }[] };
 
 describe('contract edges: problems name what the caller sent', () => {
   let stack: Stack;
@@ -63,5 +66,27 @@ describe('contract edges: problems name what the caller sent', () => {
     // HTTP/1.0 has no Host requirement: still served.
     const old = await rawExchange('GET /v1/status-model HTTP/1.0\r\n\r\n');
     expect(old.status).toBe(200);
+  });
+
+  it('names the Last-Event-ID header, not the `after` query parameter, when the header is what is wrong', async () => {
+    const created = await http<{ id: string }>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([charge(unique('lei'))]),
+    });
+    expect(created.status).toBe(201);
+    const stream = `/v1/executions/${created.body.id}/stream`;
+    for (const value of ['evt_nothere', 'garbage', '99999']) {
+      const res = await http<FieldProblem>(stack.apiUrl, 'GET', stream, {
+        key: DEMO.agent,
+        headers: { 'last-event-id': value },
+      });
+      expect(res.status).toBe(400);
+      expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(res.body.errors).toEqual([expect.objectContaining({ field: 'Last-Event-ID', rule: 'known_event' })]);
+    }
+    // The query parameter is still named as itself.
+    const query = await http<FieldProblem>(stack.apiUrl, 'GET', `${stream}?after=garbage`, { key: DEMO.agent });
+    expect(query.status).toBe(400);
+    expect(query.body.errors).toEqual([expect.objectContaining({ field: 'after', rule: 'known_event' })]);
   });
 });

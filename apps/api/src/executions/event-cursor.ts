@@ -2,22 +2,26 @@ import { eventSeqOf } from '@verity/persistence';
 import type { EntityManager } from 'typeorm';
 import { Problem } from '../problem/problem';
 
+/** Where a cursor came from: the `after` query parameter, or a stream's `Last-Event-ID` header. */
+export type EventCursorField = 'after' | 'Last-Event-ID';
+
 /**
  * An event id (or a seq number) → the seq to continue after: where a page of the event log or a stream resumes. An
- * unknown id is a client error, not "from 0".
+ * unknown id is a client error, not "from 0", naming the parameter or header the caller sent it in.
  */
 export async function resolveEventCursor(
   db: EntityManager,
   tenantId: string,
   executionId: string,
   after: string | undefined,
+  field: EventCursorField = 'after',
 ): Promise<number> {
   if (after === undefined || after === '') return 0;
   if (/^\d{1,15}$/.test(after)) return Number(after);
   const seq = /^evt_[0-9a-z]{1,40}$/.test(after) ? await eventSeqOf(db, executionId, tenantId, after) : null;
   if (seq === null) {
     throw Problem.validation([
-      { field: 'after', rule: 'known_event', message: `no event ${after.slice(0, 100)} in this execution` },
+      { field, rule: 'known_event', message: `no event ${after.slice(0, 100)} in this execution` },
     ]);
   }
   return seq;

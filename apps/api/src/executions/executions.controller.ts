@@ -211,7 +211,8 @@ export class ExecutionsController {
   ) {
     const { after } = parseQuery(StreamQuery, query);
     const header = req.headers['last-event-id'];
-    const lastEventId = (typeof header === 'string' && header !== '' ? header : undefined) ?? after;
-    await this.streams.open(principal, id, lastEventId, req, res);
+    const fromHeader = typeof header === 'string' && header !== '' ? header : undefined;
+    const lastEventId = fromHeader ?? after;
+    await this.streams.open(principal, id, lastEventId, fromHeader !== undefined ? 'Last-Event-ID' : 'after', req, res);
   }
 }

@@ -16,7 +16,7 @@ import { DataSource } from 'typeorm';
 import { ApiKeyService } from '../auth/api-key.service';
 import type { Principal } from '../auth/principal';
 import { Problem } from '../problem/problem';
-import { resolveEventCursor } from '../executions/event-cursor';
+import { EventCursorField, resolveEventCursor } from '../executions/event-cursor';
 import { presentEvent } from '../executions/presenter';
 import { EventNotifier } from './event-notifier.service';
 import { StreamCap } from './stream-cap';
@@ -48,12 +48,20 @@ export class StreamService {
     this.cap = new StreamCap(redis, config.QUEUE_PREFIX, config.MAX_STREAMS_PER_KEY, config.SSE_HEARTBEAT_MS * 3);
   }
 
-  async open(principal: Principal, executionId: string, lastEventId: string | undefined, req: Request, res: Response) {
+  /** `cursorField` names where `lastEventId` came from (the header or `after`), for the problem that refuses it. */
+  async open(
+    principal: Principal,
+    executionId: string,
+    lastEventId: string | undefined,
+    cursorField: EventCursorField,
+    req: Request,
+    res: Response,
+  ) {
     // Listened to from the first line: a client that leaves during the setup below (before or while the lease is
     // taken) closes before any later listener could hear it, and its lease would be renewed until the execution ends.
     const client = watchDeparture(req, res);
     try {
-      await this.serve(principal, executionId, lastEventId, res, client, req.method === 'HEAD');
+      await this.serve(principal, executionId, lastEventId, cursorField, res, client, req.method === 'HEAD');
     } finally {
       client.dispose();
     }
@@ -63,19 +71,20 @@ export class StreamService {
     principal: Principal,
     executionId: string,
     lastEventId: string | undefined,
+    cursorField: EventCursorField,
     res: Response,
     client: Departure,
     head = false,
   ) {
     const execution = await findExecution(this.db.manager, executionId, principal.tenantId);
     if (!execution) throw Problem.notFound('Execution', executionId);
-    let cursor = await resolveEventCursor(this.db.manager, principal.tenantId, executionId, lastEventId);
+    let cursor = await resolveEventCursor(this.db.manager, principal.tenantId, executionId, lastEventId, cursorField);
     // A seq past the last event is none this client was sent (seqs are committed before they are streamed): the stream
     // would wait, silently, past every event it will ever have. A page of the log answers it with an empty page.
     if (cursor > Number(execution.eventSeq)) {
       throw Problem.validation([
         {
-          field: 'after',
+          field: cursorField,
           rule: 'known_event',
           message: `seq ${cursor} is past the last event of this execution (${execution.eventSeq})`,
         },
