@@ -89,4 +89,20 @@ describe('contract edges: problems name what the caller sent', () => {
     expect(query.status).toBe(400);
     expect(query.body.errors).toEqual([expect.objectContaining({ field: 'after', rule: 'known_event' })]);
   });
+
+  it('names a member or query parameter with an empty name as such, not as the whole body', async () => {
+    const before = await count('executions');
+    const body = { ...submission([charge(unique('emptyname'))]), '': 1 };
+    const res = await http<FieldProblem>(stack.apiUrl, 'POST', '/v1/executions', { key: DEMO.agent, body });
+    expect(res.status).toBe(400);
+    expect(res.body.errors).toEqual([expect.objectContaining({ field: '[""]', rule: 'unknown_field' })]);
+    const nested = submission([{ ...charge(unique('emptyname')), params: { ...charge('x').params, '': 2 } }]);
+    const inner = await http<FieldProblem>(stack.apiUrl, 'POST', '/v1/executions', { key: DEMO.agent, body: nested });
+    expect(inner.status).toBe(400);
+    expect(inner.body.errors.map((e) => e.field)).toContain('operations[0].params[""]');
+    const listed = await http<FieldProblem>(stack.apiUrl, 'GET', '/v1/executions?=5', { key: DEMO.agent });
+    expect(listed.status).toBe(400);
+    expect(listed.body.errors).toEqual([expect.objectContaining({ field: '[""]', rule: 'unknown_field' })]);
+    expect(await count('executions')).toBe(before);
+  });
 });

@@ -14,7 +14,7 @@ import {
   describeFoundCurrency,
 } from '@verity/status-model';
 import { z } from 'zod';
-import { PROTOTYPE_KEYS, text, textIssue, visibleText } from '../http/text';
+import { PROTOTYPE_KEYS, memberPath, text, textIssue, visibleText } from '../http/text';
 import type { FieldError } from '../problem/problem';
 
 export const LIMITS = {
@@ -185,7 +185,7 @@ function fieldPath(prefix: string, path: PropertyKey[]): string {
   let out = prefix;
   for (const part of path) {
     if (typeof part === 'number') out += `[${part}]`;
-    else out += out ? `.${String(part)}` : String(part);
+    else out = memberPath(out, String(part));
   }
   return out || '(body)';
 }

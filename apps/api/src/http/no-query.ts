@@ -3,6 +3,7 @@ import { ROUTE_ARGS_METADATA } from '@nestjs/common/constants';
 import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
 import type { Request } from 'express';
 import { Problem } from '../problem/problem';
+import { memberPath } from './text';
 
 /**
  * Unknown fields are rejected, never dropped — in a query too. A /v1 route that reads no query (it has no `@Query()`)
@@ -18,7 +19,7 @@ export class RefuseUnreadQuery implements CanActivate {
     if (names.length > 0 && /^\/v1(\/|$)/.test(req.path) && !readsQuery(context)) {
       throw Problem.validation(
         names.map((name) => ({
-          field: name,
+          field: memberPath('', name),
           rule: 'unknown_field',
           message: `unknown query parameter "${name}": this endpoint takes none (unknown fields are rejected, not ignored)`,
         })),

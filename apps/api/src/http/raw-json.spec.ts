@@ -36,8 +36,9 @@ describe('rawJsonIssue: a member named twice', () => {
     ],
   });
 
-  it('names an empty name as the body, and cuts a path nested thousands deep', () => {
-    expect(rawJsonIssue('{"":1,"":2}')).toEqual({ field: '(body)', rule: 'duplicate_key' });
+  it('names an empty name as [""] (not as the whole body), and cuts a path nested thousands deep', () => {
+    expect(rawJsonIssue('{"":1,"":2}')).toEqual({ field: '[""]', rule: 'duplicate_key' });
+    expect(rawJsonIssue('{"a":{"":1,"":2}}')).toEqual({ field: 'a[""]', rule: 'duplicate_key' });
     const deep = `${'{"x":'.repeat(5_000)}{"a":1,"a":2}${'}'.repeat(5_000)}`;
     const { field } = rawJsonIssue(deep)!;
     expect(field.length).toBeLessThanOrEqual(201);

@@ -1,3 +1,5 @@
+import { memberPath } from './text';
+
 /** What the raw text of a JSON body says that the parsed value would no longer show. */
 export interface RawJsonIssue {
   /** The member's path, as validation errors name fields: `operations[0].params.amount`. */
@@ -138,10 +140,10 @@ function pathThrough(frames: readonly Frame[], name?: string): string {
   let path = '';
   for (const frame of frames) {
     if (frame.kind === 'array') path += `[${frame.index}]`;
-    else if (frame.key !== null) path += path === '' ? frame.key : `.${frame.key}`;
+    else if (frame.key !== null) path = memberPath(path, frame.key);
     if (path.length > MAX_PATH_CHARS) break;
   }
-  const full = name === undefined || path === '' ? (name ?? path) : `${path}.${name}`;
+  const full = name === undefined ? path : memberPath(path, name);
   if (full === '') return '(body)';
   return full.length > MAX_PATH_CHARS ? `${full.slice(0, MAX_PATH_CHARS)}…` : full;
 }

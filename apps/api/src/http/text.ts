@@ -69,6 +69,16 @@ export function visibleText(): z.ZodString {
     .superRefine(refuseInvisible('must contain a visible character (not only white space or invisible characters)'));
 }
 
+/**
+ * The field name of member `key` under `path`, as validation errors write it (`operations[0].params.amount`). A member
+ * whose name is empty is written `[""]`: joined like any other name it would vanish, and a member of the top level
+ * would read as `(body)`, the whole body.
+ */
+export function memberPath(path: string, key: string): string {
+  if (key === '') return `${path}[""]`;
+  return path ? `${path}.${key}` : key;
+}
+
 const MAX_ISSUES = 50;
 /** Deeper than any schema allows (they stop at 16); the walk stops there instead of following a hostile nesting. */
 const MAX_DEPTH = 64;
@@ -101,7 +111,7 @@ export function jsonInputIssues(value: unknown): FieldError[] {
         const keys = Object.keys(node);
         for (let i = keys.length - 1; i >= 0; i -= 1) {
           const key = keys[i];
-          const at = path ? `${path}.${key}` : key;
+          const at = memberPath(path, key);
           const issue = PROTOTYPE_KEYS.has(key)
             ? {
                 rule: 'unknown_field',
