@@ -92,6 +92,22 @@ describe('the workers’ ops server', () => {
     expect((await fetch(`${base}/metrics`, { method: 'POST' })).status).toBe(405);
   });
 
+  it('answers its refusals as problem+json, as the API does (401 unauthorized, 404 not-found, 405 method-not-allowed)', async () => {
+    const refusals: [Response, number, string][] = [
+      [await get('/metrics'), 401, 'unauthorized'],
+      [await get('/metrics', `${TOKEN}x`), 401, 'unauthorized'],
+      [await get('/nothing'), 404, 'not-found'],
+      [await fetch(`${base}/metrics`, { method: 'POST' }), 405, 'method-not-allowed'],
+    ];
+    for (const [res, status, code] of refusals) {
+      expect(res.status).toBe(status);
+      expect(res.headers.get('content-type')).toBe('application/problem+json; charset=utf-8');
+      expect(await res.json()).toMatchObject({ type: `https://verity.dev/problems/${code}`, status });
+    }
+    expect(refusals[0][0].headers.get('www-authenticate')).toBe('Bearer');
+    expect(refusals[3][0].headers.get('allow')).toBe('GET, HEAD');
+  });
+
   it('compares tokens only when one is configured', () => {
     expect(isMetricsToken({ METRICS_TOKEN: undefined }, 'anything')).toBe(false);
     expect(isMetricsToken({ METRICS_TOKEN: TOKEN }, null)).toBe(false);

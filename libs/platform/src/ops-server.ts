@@ -64,8 +64,8 @@ export async function startOpsServer(options: OpsServerOptions): Promise<OpsServ
     (req, res) => {
       handle(options, readiness, req, res).catch((error: unknown) => {
         options.logger.warn({ err: error }, 'ops endpoint failed');
-        if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
-        res.end('internal error\n');
+        if (res.headersSent) res.end();
+        else problem(res, 500, 'internal', 'Internal error', 'the worker could not answer; see its log');
       });
     },
   );
@@ -119,7 +119,9 @@ async function handle(
 ): Promise<void> {
   const path = (req.url ?? '/').split('?')[0];
   if (req.method !== 'GET' && req.method !== 'HEAD') {
-    res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain' }).end('method not allowed\n');
+    problem(res, 405, 'method-not-allowed', 'Method not allowed', 'only GET and HEAD are served here', {
+      allow: 'GET, HEAD',
+    });
     return;
   }
   if (path === '/health/live') {
@@ -135,9 +137,9 @@ async function handle(
     const header = req.headers.authorization ?? '';
     const token = /^Bearer\s+(\S+)$/i.exec(header)?.[1] ?? null;
     if (options.config.METRICS_PUBLIC !== true && !isMetricsToken(options.config, token)) {
-      res
-        .writeHead(401, { 'www-authenticate': 'Bearer', 'content-type': 'text/plain' })
-        .end('send METRICS_TOKEN as a bearer token\n');
+      problem(res, 401, 'unauthorized', 'Unauthorized', 'send METRICS_TOKEN as a bearer token', {
+        'www-authenticate': 'Bearer',
+      });
       return;
     }
     await options.beforeScrape?.().catch((error: unknown) => {
@@ -147,7 +149,7 @@ async function handle(
     res.writeHead(200, { 'content-type': metricsRegistry.contentType }).end(body);
     return;
   }
-  res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+  problem(res, 404, 'not-found', 'Not found', 'served here: /health/live, /health/ready and /metrics');
 }
 
 async function probe(check: () => Promise<unknown>): Promise<'up' | 'down'> {
@@ -165,6 +167,22 @@ async function probe(check: () => Promise<unknown>): Promise<'up' | 'down'> {
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * A refusal as the API answers one (RFC 9457 problem+json, the API's problem `type` URLs): a client of the workers'
+ * port — Prometheus, a probe, anyone who reaches it — reads the same shape it reads from the API.
+ */
+function problem(
+  res: ServerResponse,
+  status: number,
+  code: 'unauthorized' | 'not-found' | 'method-not-allowed' | 'internal',
+  title: string,
+  detail: string,
+  headers: Record<string, string> = {},
+): void {
+  const body = JSON.stringify({ type: `https://verity.dev/problems/${code}`, title, status, detail });
+  res.writeHead(status, { ...headers, 'content-type': 'application/problem+json; charset=utf-8' }).end(body);
 }
 
 function json(res: ServerResponse, status: number, body: unknown): void {
