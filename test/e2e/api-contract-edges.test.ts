@@ -105,4 +105,50 @@ describe('contract edges: problems name what the caller sent', () => {
     expect(listed.body.errors).toEqual([expect.objectContaining({ field: '[""]', rule: 'unknown_field' })]);
     expect(await count('executions')).toBe(before);
   });
+
+  it('refuses a body on an endpoint that takes none, and does nothing (unknown fields are rejected, never dropped)', async () => {
+    const admin = { key: DEMO.admin };
+    const settings = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+      ...admin,
+      body: {
+        allow_hosts: [{ host: 'example.com', secrets: ['crm_token'] }],
+        secrets: { crm_token: 'a-token-value-1' },
+      },
+    });
+    expect(settings.status).toBe(200);
+    const hook = await http<{ id: string }>(stack.apiUrl, 'POST', '/v1/admin/webhooks', {
+      ...admin,
+      body: { url: 'https://example.com/hook', events: ['operation.settled'] },
+    });
+    expect(hook.status).toBe(201);
+    const changes = await count('admin_changes');
+    // A caller who believes the endpoint takes options must learn it does not, before anything is deleted.
+    const dryRun = { dry_run: true };
+    for (const [method, path] of [
+      ['DELETE', '/v1/admin/connector-settings/http/secrets/crm_token'],
+      ['DELETE', '/v1/admin/connector-settings/http'],
+      ['DELETE', `/v1/admin/webhooks/${hook.body.id}`],
+      ['POST', `/v1/admin/webhooks/${hook.body.id}/enable`],
+    ]) {
+      const res = await http<FieldProblem>(stack.apiUrl, method, path, { ...admin, body: dryRun });
+      expect({ method, path, status: res.status }).toEqual({ method, path, status: 400 });
+      expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(res.body.errors).toEqual([expect.objectContaining({ field: '(body)', rule: 'no_body' })]);
+    }
+    expect(await count('admin_changes')).toBe(changes);
+    const after = await http<{ secrets: string[]; allow_hosts: unknown[] }>(
+      stack.apiUrl,
+      'GET',
+      '/v1/admin/connector-settings/http',
+      admin,
+    );
+    expect(after.body.secrets).toEqual(['crm_token']);
+    expect(after.body.allow_hosts).toHaveLength(1);
+    expect((await http(stack.apiUrl, 'GET', `/v1/admin/webhooks/${hook.body.id}`, admin)).status).toBe(200);
+    // No body, or an empty object, is still no body.
+    const empty = await http(stack.apiUrl, 'DELETE', `/v1/admin/webhooks/${hook.body.id}`, { ...admin, body: {} });
+    expect(empty.status).toBe(204);
+    const none = await http(stack.apiUrl, 'DELETE', '/v1/admin/connector-settings/http/secrets/crm_token', admin);
+    expect(none.status).toBe(204);
+  });
 });

@@ -26,6 +26,7 @@ import { MetricsController } from './metrics/metrics.controller';
 import { OperationsController } from './operations/operations.controller';
 import { OperationsService } from './operations/operations.service';
 import { ProblemFilter } from './problem/problem.filter';
+import { RefuseUnreadBody } from './http/no-body';
 import { RefuseUnreadQuery } from './http/no-query';
 import { EventNotifier } from './stream/event-notifier.service';
 import { StreamService } from './stream/stream.service';
@@ -65,6 +66,7 @@ export class ApiModule {
         // After the key is checked (global guards run in this order); a guard, not an interceptor: an interceptor
         // wraps every handler in an rxjs pipeline, a cost on every request the check does not need.
         { provide: APP_GUARD, useClass: RefuseUnreadQuery },
+        { provide: APP_GUARD, useClass: RefuseUnreadBody },
         { provide: APP_FILTER, useClass: ProblemFilter },
       ],
     };

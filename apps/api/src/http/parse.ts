@@ -88,8 +88,16 @@ const ParsedJsonBody = createParamDecorator(({ schema }: { schema: z.ZodType }, 
  */
 export function JsonBody(schema: z.ZodType): ParameterDecorator {
   // Wrapped: Nest takes a decorator argument with a `transform` method (as a zod schema has) for a pipe.
-  return ParsedJsonBody({ schema });
+  const parsed = ParsedJsonBody({ schema });
+  return (target, key, index) => {
+    parsed(target, key, index);
+    // Marked on the handler, so RefuseUnreadBody (no-body.ts) knows this route reads its body.
+    if (key !== undefined) Reflect.defineMetadata(READS_JSON_BODY, true, (target as Record<PropertyKey, object>)[key]);
+  };
 }
+
+/** Metadata on a handler whose body is read through JsonBody. */
+export const READS_JSON_BODY = 'verity:reads-json-body';
 
 /** For endpoints whose body is optional: no body at all, or an empty object, means "none". */
 export function hasBody(req: Request): boolean {
