@@ -151,4 +151,19 @@ describe('contract edges: problems name what the caller sent', () => {
     const none = await http(stack.apiUrl, 'DELETE', '/v1/admin/connector-settings/http/secrets/crm_token', admin);
     expect(none.status).toBe(204);
   });
+
+  it('refuses a dependency named twice, as keys and criterion keys are (400 unique), writing nothing', async () => {
+    const before = await count('executions');
+    const first = charge(unique('dep'));
+    const second = { ...charge(unique('dep')), key: 'second', depends_on: ['charge', 'charge'] };
+    const res = await http<FieldProblem>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([first, second]),
+    });
+    expect(res.status).toBe(400);
+    expect(res.body.errors).toEqual([
+      expect.objectContaining({ field: 'operations[1].depends_on[1]', rule: 'unique' }),
+    ]);
+    expect(await count('executions')).toBe(before);
+  });
 });

@@ -262,11 +262,15 @@ export function validateSubmission(
     }
   });
   submission.operations.forEach((op, i) => {
+    const named = new Set<string>();
     (op.depends_on ?? []).forEach((dep, j) => {
       const field = `operations[${i}].depends_on[${j}]`;
       if (dep === op.key)
         errors.push({ field, rule: 'no_self_dependency', message: 'an operation cannot depend on itself' });
       else if (!keys.has(dep)) errors.push({ field, rule: 'known_key', message: `no operation has key "${dep}"` });
+      // As keys and criterion keys are: a dependency named twice says nothing more, and is kept as written.
+      else if (named.has(dep)) errors.push({ field, rule: 'unique', message: `"${dep}" is named twice` });
+      named.add(dep);
     });
   });
   const cycle = findCycle(submission.operations);
