@@ -61,6 +61,15 @@ export function eventsChannel(prefix: string): string {
   return `${prefix}:events`;
 }
 
+/**
+ * The Redis pub/sub channel on which API processes pass on an MCP client's `notifications/cancelled`: stateless
+ * Streamable HTTP lets the cancellation land on another process than the request it names. A message is the key id
+ * and the JSON of the request id, joined by a line break.
+ */
+export function mcpCancelChannel(prefix: string): string {
+  return `${prefix}:mcp-cancel`;
+}
+
 export type JobOf<N extends JobName> = { name: N; data: JobPayloads[N] };
 
 export const QUEUE_OF_JOB: Readonly<Record<JobName, QueueName>> = {

@@ -7,8 +7,10 @@ import { createVerityMcpServer } from '@verity/sdk/mcp';
 import type { Request, Response } from 'express';
 import type { AddressInfo } from 'node:net';
 import { bearerToken } from '../auth/auth.guard';
+import type { Principal } from '../auth/principal';
 import { ApiEndpoint } from '../openapi';
 import { Problem } from '../problem/problem';
+import { McpCancellations } from './mcp-cancellations';
 
 /**
  * A JSON-RPC 2.0 message: MCP's own format, also for the transport's refusals. Written once, as the JsonRpcMessage
@@ -57,7 +59,10 @@ const JSON_RPC_ERROR = {
 @ApiBearerAuth()
 @Controller('mcp')
 export class McpController {
-  constructor(private readonly adapterHost: HttpAdapterHost) {}
+  constructor(
+    private readonly adapterHost: HttpAdapterHost,
+    private readonly cancellations: McpCancellations,
+  ) {}
 
   @Post()
   @ApiEndpoint({
@@ -95,7 +100,21 @@ export class McpController {
     });
     const mcp = createVerityMcpServer({ client });
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+    // A client cancels a request by POSTing notifications/cancelled, not by closing the request's response: the
+    // cancellation is carried out wherever the request it names is being answered (this process or another).
+    const keyId = (req as Request & { principal?: Principal }).principal?.keyId;
+    const messages: unknown[] = Array.isArray(req.body) ? req.body : [req.body];
+    const forget: (() => void)[] = [];
+    if (keyId !== undefined) {
+      for (const message of messages) {
+        const cancelled = cancelledRequestId(message);
+        if (cancelled !== undefined) this.cancellations.cancel(keyId, cancelled);
+        const id = requestIdOf(message);
+        if (id !== undefined) forget.push(this.cancellations.track(keyId, id, () => cancelRequest(transport, id)));
+      }
+    }
     res.on('close', () => {
+      for (const done of forget) done();
       mcp.close();
       void transport.close();
       void mcp.server.close();
@@ -124,6 +143,62 @@ export class McpController {
       address.address === '0.0.0.0' ? '127.0.0.1' : address.address === '::' ? '[::1]' : hostLiteral(address.address);
     return `http://${host}:${address.port}`;
   }
+}
+
+/**
+ * JSON-RPC's "request cancelled" (the code LSP gave it; MCP names none). Sent only so that the response of the POST that
+ * carried the request can end: the client that cancelled no longer waits for it.
+ */
+const REQUEST_CANCELLED = -32800;
+
+/**
+ * Stops a request this process is answering: the server's own handling of notifications/cancelled aborts the tool
+ * (and the API calls it makes, a wait's stream among them) and keeps its answer from being sent; the request is then
+ * answered with a cancellation error, which lets the transport end the POST's response. A client that did not cancel it
+ * (another client with the same key and request id) learns why its call ended instead of waiting for its timeout.
+ */
+function cancelRequest(transport: StreamableHTTPServerTransport, id: string | number): void {
+  transport.onmessage?.({
+    jsonrpc: '2.0',
+    method: 'notifications/cancelled',
+    params: { requestId: id, reason: 'cancelled by the client' },
+  });
+  void transport
+    .send(
+      {
+        jsonrpc: '2.0',
+        id,
+        error: {
+          code: REQUEST_CANCELLED,
+          message:
+            `Request ${JSON.stringify(id)} cancelled: a notifications/cancelled naming it arrived with this API key. ` +
+            'A submission or cancel may still have been carried out: read the execution before repeating it.',
+        },
+      },
+      { relatedRequestId: id },
+    )
+    .catch(() => undefined); // answered already, or its response closed
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function isRequestId(value: unknown): value is string | number {
+  return typeof value === 'string' || (typeof value === 'number' && Number.isInteger(value));
+}
+
+/** The id of a JSON-RPC request (a message with a method and an id), if this is one. */
+function requestIdOf(message: unknown): string | number | undefined {
+  if (!isObject(message) || typeof message.method !== 'string' || !isRequestId(message.id)) return undefined;
+  return message.id;
+}
+
+/** The request a `notifications/cancelled` names, if this is one. */
+function cancelledRequestId(message: unknown): string | number | undefined {
+  if (!isObject(message) || message.method !== 'notifications/cancelled' || 'id' in message) return undefined;
+  const params = message.params;
+  return isObject(params) && isRequestId(params.requestId) ? params.requestId : undefined;
 }
 
 function hostLiteral(address: string): string {

@@ -1,0 +1,151 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { createApiKey } from '@verity/persistence';
+import { Stack, waitFor } from '../support/stack';
+import { charge, http, submission, unique } from '../support/http';
+
+/**
+ * A client that cancels a tool call over stateless Streamable HTTP: the MCP client does not close the request's
+ * response, it POSTs `notifications/cancelled` (a new request, to whichever API process). That must stop the call it
+ * names — here a wait_for_execution holding the key's only stream — whichever process it lands on, and within seconds,
+ * not when the wait's own timeout runs out. Only that key's call of that id is touched.
+ */
+describe('MCP cancellation over stateless HTTP', () => {
+  let stack: Stack;
+  const clients: Client[] = [];
+  const transportsOf = new Map<StreamableHTTPClientTransport, Client>();
+  const lastToolCallId = new Map<Client, number>();
+
+  beforeAll(async () => {
+    // One stream per key: while a wait holds it, the key's own stream is refused (429), so the slot shows the wait.
+    stack = await Stack.start({ label: 'mcp-cancel', apis: 2, env: { MAX_STREAMS_PER_KEY: '1' } });
+  }, 120_000);
+
+  afterAll(async () => {
+    await Promise.all(clients.map((c) => c.close().catch(() => undefined)));
+    await stack?.stop();
+  });
+
+  const agentKey = async () =>
+    (await createApiKey(stack.db.dataSource.manager, { tenantId: 'demo', role: 'agent', label: unique('mcp-cancel') }))
+      .key;
+
+  /** A client of the first API process; its notifications (the cancellation among them) go to `notifyTo`. */
+  async function client(key: string, notifyTo: string): Promise<Client> {
+    const base = stack.apiUrls[0];
+    const transport = new StreamableHTTPClientTransport(new URL(`${base}/mcp`), {
+      requestInit: { headers: { authorization: `Bearer ${key}` } },
+      fetch: (input, init) => {
+        const body = typeof init?.body === 'string' ? init.body : '';
+        const message = body ? (JSON.parse(body) as { method?: string; id?: number }) : {};
+        if (message.method === 'tools/call') lastToolCallId.set(transportsOf.get(transport)!, message.id!);
+        const url = body.includes('"notifications/cancelled"') ? `${notifyTo}/mcp` : String(input);
+        return fetch(url, init);
+      },
+    });
+    const c = new Client({ name: 'mcp-cancel-e2e', version: '1.0.0' });
+    transportsOf.set(transport, c);
+    await c.connect(transport);
+    clients.push(c);
+    return c;
+  }
+
+  async function heldExecution(key: string): Promise<string> {
+    const created = await http<{ id: string }>(stack.apiUrl, 'POST', '/v1/executions', {
+      key,
+      body: submission([charge(unique('mcp-cancel'), { requires_approval: true })]),
+    });
+    expect(created.status).toBe(201);
+    return created.body.id;
+  }
+
+  async function streamStatus(key: string, id: string): Promise<number> {
+    const res = await fetch(`${stack.apiUrl}/v1/executions/${id}/stream`, {
+      headers: { authorization: `Bearer ${key}`, accept: 'text/event-stream' },
+    });
+    await res.body?.cancel().catch(() => undefined);
+    return res.status;
+  }
+
+  /** Starts a long wait; resolves once the server holds its stream (its first progress notification arrived). */
+  async function startWait(c: Client, id: string) {
+    const controller = new AbortController();
+    let streaming!: () => void;
+    const held = new Promise<void>((resolve) => (streaming = resolve));
+    const call = c
+      .callTool(
+        { name: 'wait_for_execution', arguments: { execution_id: id, timeout_seconds: 45 } },
+        CallToolResultSchema,
+        {
+          signal: controller.signal,
+          timeout: 58_000,
+          onprogress: () => streaming(),
+        },
+      )
+      .then(
+        () => 'answered',
+        (error: Error) => error.message,
+      );
+    await held;
+    return { controller, call, requestId: lastToolCallId.get(c) };
+  }
+
+  it.each([
+    ['the same API process', 0],
+    ['another API process', 1],
+  ])('a cancelled wait_for_execution releases its stream at once, the cancellation sent to %s', async (_, to) => {
+    const key = await agentKey();
+    const id = await heldExecution(key);
+    const c = await client(key, stack.apiUrls[to]);
+    const { controller, call } = await startWait(c, id);
+    expect(await streamStatus(key, id)).toBe(429); // the wait holds the key's one stream
+    controller.abort('the agent gave up');
+    expect(await call).toMatch(/abort|gave up/i);
+    // Well inside the wait's 45 s: the server stopped the wait and closed its stream.
+    await waitFor(
+      () => streamStatus(key, id),
+      (status) => status === 200,
+      10_000,
+      200,
+    );
+  });
+
+  it('a cancellation names one request of one key: another key’s, or another id, stops nothing', async () => {
+    const [mine, other] = [await agentKey(), await agentKey()];
+    const [myExecution, otherExecution] = [await heldExecution(mine), await heldExecution(other)];
+    const [myClient, otherClient] = [await client(mine, stack.apiUrls[0]), await client(other, stack.apiUrls[0])];
+    const waiting = await startWait(myClient, myExecution);
+    const otherWaiting = await startWait(otherClient, otherExecution);
+    const cancel = async (key: string, requestId: unknown) => {
+      const answer = await http(stack.apiUrls[1], 'POST', '/mcp', {
+        key,
+        headers: { accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' },
+        body: { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId, reason: 'test' } },
+      });
+      expect(answer.status).toBe(202);
+    };
+    // Both waits are their client's request 1 (initialize was 0). Naming mine with the other key, another id of my
+    // key, or my id as a string: none is my request.
+    expect([waiting.requestId, otherWaiting.requestId]).toEqual([1, 1]);
+    await cancel(other, 7);
+    await cancel(mine, 7);
+    await cancel(mine, '1');
+    // Then the other key's own request: passed on after the three above, on the same channel, so once the other wait
+    // has let go of its stream, the three have been heard too.
+    await cancel(other, 1);
+    await waitFor(
+      () => streamStatus(other, otherExecution),
+      (status) => status === 200,
+      10_000,
+      200,
+    );
+    let settled = false;
+    void waiting.call.then(() => (settled = true));
+    expect(await streamStatus(mine, myExecution)).toBe(429);
+    expect(settled).toBe(false);
+    expect(await otherWaiting.call).toMatch(/cancelled/);
+    waiting.controller.abort('done');
+    await waiting.call;
+  });
+});
