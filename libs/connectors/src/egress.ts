@@ -155,7 +155,10 @@ export function normalizeHost(host: string): string {
  * Used to refuse ambiguous IPv4 spellings outright, at intake.
  */
 export function rawHostOf(url: string): string | null {
-  const match = /^[a-z][a-z0-9+.-]*:\/\/(?:[^@/?#]*@)?(\[[^\]]*\]|[^:/?#]*)/i.exec(url.trim());
+  // As the parser reads an http(s) URL: any run of "/" and "\" after the scheme, the authority ending at the first
+  // "/", "\", "?" or "#", and the host after its last "@". (A URL taken since urlSpellingProblem has neither "\"
+  // nor fewer than two slashes there; one stored before may.)
+  const match = /^[a-z][a-z0-9+.-]*:[/\\]*(?:[^/?#\\]*@)?(\[[^\]]*\]|[^:/?#\\]*)/i.exec(url.trim());
   return match ? match[1] : null;
 }
 
@@ -168,6 +171,22 @@ export function urlSpellingProblem(raw: string): string | null {
   // eslint-disable-next-line no-control-regex -- the characters the URL parser removes are the point
   if (/[\t\n\r]/.test(raw) || /^[\u0000-\u0020]|[\u0000-\u0020]$/.test(raw)) {
     return 'no tabs or line breaks, and no spaces at either end: the URL parser drops them, so the URL called would not be the one written';
+  }
+  // The parser's rules for http(s) URLs: "http:host", "http:/host" and "http:\\host" are read as "http://host"; a
+  // backslash before the query is read as "/" (in the host part it moves the host: "http://a.example\@b.example/"
+  // calls a.example, while a reader, and an RFC 3986 parser, sees b.example); an empty user info ("http://@host") is
+  // dropped. Each would let the record show another URL than the one called, and the host checks that read the URL
+  // as written (IPv4 in dotted-decimal form only) judge another host than the one called.
+  if (/^https?:/i.test(raw)) {
+    if (!/^https?:\/\/(?![/\\])/i.test(raw)) {
+      return 'write it as http://host/… or https://host/…: the URL parser reads other slashes after the scheme as these, so the URL called would not be the one written';
+    }
+    if (raw.split(/[?#]/, 1)[0].includes('\\')) {
+      return 'no backslash before the query: the URL parser reads it as "/", so the URL called (its host, its path) would not be the one written';
+    }
+    if (/^https?:\/\/:?@/i.test(raw)) {
+      return 'no "@" before the host: an empty user info is dropped, so the URL called would not be the one written';
+    }
   }
   return null;
 }

@@ -1,0 +1,86 @@
+import { randomBytes } from 'node:crypto';
+import { DEMO, Stack } from '../support/stack';
+import { http, submission } from '../support/http';
+
+interface FieldError {
+  field: string;
+  rule: string;
+  message: string;
+}
+
+/**
+ * A target URL must be written as it will be called. The URL parser (WHATWG, as Node's http client uses it) reads a
+ * backslash as "/" in http(s) URLs, takes `http:host` and `http:/host` as `http://host`, and drops an empty user info
+ * (`http://@host`): `http://hooks.example\@127.0.0.1/` is stored and shown as a URL whose host a reader (and an RFC 3986
+ * parser) takes for 127.0.0.1 while hooks.example is called, and `http:2130706433:8080/` passes the rule that IPv4
+ * addresses are written in dotted-decimal form (the host check looked for `://`) while 127.0.0.1 is called. Refused
+ * where a URL is taken: a webhook endpoint's `url`, and an http operation's `url`.
+ */
+describe('URLs written otherwise than they are called', () => {
+  let stack: Stack;
+  const port = 8080;
+
+  beforeAll(async () => {
+    stack = await Stack.start({ label: 'url-spelling', env: { SECRETS_KEY: randomBytes(32).toString('base64') } });
+    const put = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+      key: DEMO.admin,
+      body: {
+        allow_hosts: [
+          { host: '127.0.0.1', ports: [port], allow_private: true },
+          { host: 'hooks.example.com', ports: [80, port] },
+        ],
+      },
+    });
+    expect(put.status).toBe(200);
+  }, 120_000);
+
+  afterAll(async () => {
+    await stack?.stop();
+  });
+
+  const misspelt = [
+    `http:2130706433:${port}/hook`, // no "//": the dotted-decimal rule did not see the host
+    `http:/127.0.0.1:${port}/hook`,
+    `http:\\\\127.0.0.1:${port}/hook`,
+    `http://hooks.example.com\\@127.0.0.1:${port}/hook`, // called at hooks.example.com, reads as 127.0.0.1
+    `http://127.0.0.1:${port}\\@hooks.example.com/hook`, // called at 127.0.0.1, reads as hooks.example.com
+    `http://2130706433\\@hooks.example.com:${port}/hook`, // called at 127.0.0.1 (a decimal IPv4 address)
+    `http://hooks.example.com/a\\b`, // called as /a/b
+    `http://@hooks.example.com/hook`, // empty user info, dropped
+  ];
+
+  it.each(misspelt)('a webhook endpoint at %s is refused (400 url invalid_format), nothing written', async (url) => {
+    const created = await http<{ errors: FieldError[] }>(stack.apiUrl, 'POST', '/v1/admin/webhooks', {
+      key: DEMO.admin,
+      body: { url, events: ['execution.finished'] },
+    });
+    expect(created.status).toBe(400);
+    expect(created.body.errors).toEqual([expect.objectContaining({ field: 'url', rule: 'invalid_format' })]);
+    const list = await http<{ data: unknown[] }>(stack.apiUrl, 'GET', '/v1/admin/webhooks', { key: DEMO.admin });
+    expect(list.body.data).toEqual([]);
+  });
+
+  it.each(misspelt)('an http operation to %s is refused (400 naming params.url)', async (url) => {
+    const created = await http<{ errors: FieldError[] }>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([{ key: 'call', connector: 'http', action: 'request', params: { method: 'POST', url } }]),
+    });
+    expect(created.status).toBe(400);
+    // The http connector names its URL rules `custom`, with the reason in the message.
+    expect(created.body.errors).toEqual([expect.objectContaining({ field: 'operations[0].params.url' })]);
+  });
+
+  it('takes URLs written as they are called, a backslash in the query included (the parser keeps it there)', async () => {
+    for (const url of [`http://127.0.0.1:${port}/hook`, `http://hooks.example.com/hook?q=a\\b`]) {
+      const created = await http<{ id: string; url: string }>(stack.apiUrl, 'POST', '/v1/admin/webhooks', {
+        key: DEMO.admin,
+        body: { url, events: ['execution.finished'] },
+      });
+      expect(created.status).toBe(201);
+      expect(created.body.url).toBe(url);
+      expect(
+        (await http(stack.apiUrl, 'DELETE', `/v1/admin/webhooks/${created.body.id}`, { key: DEMO.admin })).status,
+      ).toBe(204);
+    }
+  });
+});
