@@ -8,6 +8,7 @@ import type { RedisClient as Redis } from '@verity/platform';
 import type { Request } from 'express';
 import { Problem } from '../problem/problem';
 import { ApiKeyService } from './api-key.service';
+import { internalCallClient } from './internal-caller';
 import { AnyPrincipal, DECISION_KEY, OperatorPrincipal, PUBLIC_KEY, Principal, ROLES_KEY } from './principal';
 import { SharedRateLimiter } from './rate-limiter';
 
@@ -29,9 +30,12 @@ export function basicPassword(req: Pick<Request, 'headers'>): string | null {
 
 /**
  * The address failed authentications are counted against: the socket's peer, or — only behind the proxies
- * TRUST_PROXY names — the client they report (Express' `req.ip`, which is the peer when no proxy is trusted).
+ * TRUST_PROXY names — the client they report (Express' `req.ip`, which is the peer when no proxy is trusted). A call
+ * this process made to itself for a client (the MCP tools') is that client's (internal-caller.ts).
  */
-export function clientAddress(req: Pick<Request, 'socket' | 'ip'>): string {
+export function clientAddress(req: Pick<Request, 'socket' | 'ip' | 'headers'>): string {
+  const forClient = internalCallClient(req.headers);
+  if (forClient) return forClient;
   // What a trusted proxy reports is still text from the wire: only an address is taken (it becomes a Redis key).
   if (req.ip && isIP(req.ip)) return req.ip;
   return req.socket?.remoteAddress ?? 'unknown';

@@ -6,7 +6,8 @@ import { Verity } from '@verity/sdk';
 import { createVerityMcpServer } from '@verity/sdk/mcp';
 import type { Request, Response } from 'express';
 import type { AddressInfo } from 'node:net';
-import { bearerToken } from '../auth/auth.guard';
+import { bearerToken, clientAddress } from '../auth/auth.guard';
+import { internalCallHeaders } from '../auth/internal-caller';
 import type { Principal } from '../auth/principal';
 import { ApiEndpoint } from '../openapi';
 import { Problem } from '../problem/problem';
@@ -97,6 +98,8 @@ export class McpController {
       userAgent: 'verity-mcp-http',
       // One attempt: a loopback call that fails will not do better by repeating, and the agent sees the error.
       maxAttempts: 1,
+      // Each call is the client's: counted against its address, not this process's loopback address.
+      fetch: withHeaders(internalCallHeaders(clientAddress(req))),
     });
     const mcp = createVerityMcpServer({ client });
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
@@ -199,6 +202,15 @@ function cancelledRequestId(message: unknown): string | number | undefined {
   if (!isObject(message) || message.method !== 'notifications/cancelled' || 'id' in message) return undefined;
   const params = message.params;
   return isObject(params) && isRequestId(params.requestId) ? params.requestId : undefined;
+}
+
+/** The global fetch, with these headers added to every request. */
+function withHeaders(extra: Record<string, string>): typeof fetch {
+  return (input, init) => {
+    const headers = new Headers(init?.headers);
+    for (const [name, value] of Object.entries(extra)) headers.set(name, value);
+    return fetch(input, { ...init, headers });
+  };
 }
 
 function hostLiteral(address: string): string {
