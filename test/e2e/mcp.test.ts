@@ -281,6 +281,21 @@ describe('MCP over Streamable HTTP at /mcp', () => {
     });
     expect(res.status).toBe(401);
     expect(res.headers.get('content-type')).toContain('application/problem+json');
+    // GET and DELETE are no operation of /mcp: 405 with Allow, key or none (as the document and the transport's spec
+    // say), not a 401 the document does not describe for them.
+    for (const method of ['GET', 'DELETE']) {
+      for (const headers of [
+        {},
+        { authorization: 'Bearer not-a-real-key' },
+        { authorization: `Bearer ${DEMO.agent}` },
+      ]) {
+        const refused = await fetch(`${stack.apiUrl}/mcp`, {
+          method,
+          headers: { accept: 'text/event-stream', ...headers },
+        });
+        expect([method, refused.status, refused.headers.get('allow')]).toEqual([method, 405, 'POST']);
+      }
+    }
   });
 
   it('shows no execution of another tenant, as a tool or as a resource', async () => {

@@ -8,6 +8,7 @@ import type { Request, Response } from 'express';
 import type { AddressInfo } from 'node:net';
 import { bearerToken, clientAddress } from '../auth/auth.guard';
 import { internalCallHeaders } from '../auth/internal-caller';
+import { Public } from '../auth/principal';
 import type { Principal } from '../auth/principal';
 import { ApiEndpoint } from '../openapi';
 import { Problem } from '../problem/problem';
@@ -127,13 +128,17 @@ export class McpController {
   }
 
   // GET and DELETE only ever answer 405 (the transport's spec asks for that answer): not documented as operations.
+  // Public, like a method no route has: with no key or a wrong one the answer is the same 405, not a 401 the document
+  // does not describe for them (and a key looked up for nothing).
   @Get()
+  @Public()
   @ApiExcludeEndpoint()
   get(): never {
     throw notAllowed();
   }
 
   @Delete()
+  @Public()
   @ApiExcludeEndpoint()
   delete(): never {
     throw notAllowed();
