@@ -285,7 +285,7 @@ describe('MCP over Streamable HTTP at /mcp', () => {
     // say), not a 401 the document does not describe for them.
     for (const method of ['GET', 'DELETE']) {
       for (const headers of [
-        {},
+        {} as Record<string, string>,
         { authorization: 'Bearer not-a-real-key' },
         { authorization: `Bearer ${DEMO.agent}` },
       ]) {
