@@ -198,7 +198,8 @@ export class WebhooksService implements OnApplicationBootstrap, OnApplicationShu
       },
       body,
       timeoutMs: this.config.WEBHOOK_TIMEOUT_MS,
-      maxResponseBytes: 4096,
+      // A 2xx settles it (Standard Webhooks): what the receiver sends after its status is not waited for.
+      statusOnly: true,
       lookup: lookupFor(target, (message) => (refused = message)),
     });
     if (refused !== null) return { outcome: { ok: false, status: null, error: refused }, retryable: false };

@@ -13,6 +13,12 @@ export interface HttpExchangeRequest {
   /** Resolve and vet the host name; the address it returns is the one connected to (no DNS rebinding). */
   lookup?: LookupFunction;
   signal?: AbortSignal;
+  /**
+   * The answer is its status: the exchange ends when the status line and headers arrive, and the body is not read
+   * (the connection is closed). For a caller to whom the body means nothing — a webhook delivery, which a 2xx settles
+   * however long the receiver then takes over its body.
+   */
+  statusOnly?: boolean;
 }
 
 export type HttpExchange =
@@ -64,6 +70,17 @@ export function httpExchange(request: HttpExchangeRequest): Promise<HttpExchange
         lookup: request.lookup,
       },
       (res) => {
+        if (request.statusOnly) {
+          finish({
+            kind: 'response',
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            body: undefined,
+            truncated: false,
+          });
+          res.destroy();
+          return;
+        }
         const chunks: Buffer[] = [];
         let size = 0;
         let truncated = false;
