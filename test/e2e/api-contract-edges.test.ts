@@ -145,6 +145,21 @@ describe('contract edges: problems name what the caller sent', () => {
     expect(after.body.secrets).toEqual(['crm_token']);
     expect(after.body.allow_hosts).toHaveLength(1);
     expect((await http(stack.apiUrl, 'GET', `/v1/admin/webhooks/${hook.body.id}`, admin)).status).toBe(200);
+    // An empty array is a body too (it is no object): refused like any other, on retry as on the rest.
+    for (const [method, path] of [
+      ['DELETE', `/v1/admin/webhooks/${hook.body.id}`],
+      ['POST', `/v1/operations/op_${'0'.repeat(26)}/retry`],
+    ]) {
+      const res = await http<FieldProblem>(stack.apiUrl, method, path, {
+        key: path.includes('retry') ? DEMO.agent : DEMO.admin,
+        body: [],
+      });
+      expect({ path, status: res.status, errors: res.body.errors }).toEqual({
+        path,
+        status: 400,
+        errors: [expect.objectContaining({ rule: 'no_body' })],
+      });
+    }
     // No body, or an empty object, is still no body.
     const empty = await http(stack.apiUrl, 'DELETE', `/v1/admin/webhooks/${hook.body.id}`, { ...admin, body: {} });
     expect(empty.status).toBe(204);

@@ -107,7 +107,8 @@ export function hasBody(req: Request): boolean {
 
 /** For endpoints that take no body: none at all, or an empty object, passes; anything else is refused. */
 export function refuseBody(req: Request, body: unknown, endpoint: string): void {
-  if (hasBody(req) && body !== undefined && !(typeof body === 'object' && body && Object.keys(body).length === 0)) {
+  const empty = typeof body === 'object' && body !== null && !Array.isArray(body) && Object.keys(body).length === 0;
+  if (hasBody(req) && body !== undefined && !empty) {
     throw Problem.validation([{ field: '(body)', rule: 'no_body', message: `${endpoint} takes no body` }]);
   }
 }
