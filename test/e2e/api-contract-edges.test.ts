@@ -63,6 +63,12 @@ describe('contract edges: problems name what the caller sent', () => {
       detail: expect.stringMatching(/Host/),
     });
     expect(await count('executions')).toBe(before);
+    // More than one Host: also a 400 (RFC 9112, section 3.2); Node kept the first without a word.
+    const twice = await rawExchange(
+      'GET /v1/status-model HTTP/1.1\r\nhost: a.example\r\nhost: b.example\r\nconnection: close\r\n\r\n',
+    );
+    expect(twice.status).toBe(400);
+    expect(JSON.parse(twice.body)).toMatchObject({ type: 'https://verity.dev/problems/bad-request', status: 400 });
     // HTTP/1.0 has no Host requirement: still served.
     const old = await rawExchange('GET /v1/status-model HTTP/1.0\r\n\r\n');
     expect(old.status).toBe(200);

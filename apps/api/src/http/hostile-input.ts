@@ -42,9 +42,10 @@ export function rejectUnsafeUrl(req: Request, res: Response, next: NextFunction)
 /**
  * Headers Node keeps only the first of when they come twice (it drops the rest without a word): the key a proxy or a
  * log took from the second `Authorization` would not be the one that acted, nor the second `Content-Type` the one the
- * body was read as. Refused instead, naming the header.
+ * body was read as. Refused instead, naming the header. `Host` too: RFC 9112 (section 3.2) requires a 400 for a request
+ * with more than one.
  */
-const SINGLE_HEADERS = new Set(['authorization', 'content-type', 'idempotency-key']);
+const SINGLE_HEADERS = new Set(['authorization', 'content-type', 'idempotency-key', 'host']);
 
 export function rejectRepeatedHeaders(req: Request, res: Response, next: NextFunction): void {
   const seen = new Set<string>();
