@@ -253,7 +253,9 @@ describe('SSE stream', () => {
         { key: DEMO.agent, headers: resume.headers },
       );
       expect(past.status).toBe(400);
-      expect(past.body.errors[0]).toMatchObject({ field: 'after', rule: 'known_event' });
+      // Named as the client sent it: the header, or the query parameter.
+      const field = resume.headers ? 'Last-Event-ID' : 'after';
+      expect(past.body.errors[0]).toMatchObject({ field, rule: 'known_event' });
     }
     // The last event itself resumes to the end at once.
     const atEnd = await openStream(`${streamVia()}/v1/executions/${created.id}/stream?after=${last}`, DEMO.agent);
