@@ -351,6 +351,8 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
         // Someone decided first, or the operation moved: the reload shows where it stands now and may replace the
         // actions (and the message in them), so the refusal — whose decision won — stays in the page's status line.
         await live.load();
+        // The decision that won may have come after the timeline's stream ended (an execution past its deadline).
+        live.resumeTimeline();
         result.textContent = refusal;
         ctx.announce(refusal);
       }
