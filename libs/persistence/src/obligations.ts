@@ -1,5 +1,5 @@
 import { OperationStatus, TerminalReason, permittedResolutions } from '@verity/status-model';
-import type { RecoveryObligation } from './entities';
+import type { OperationEntity, RecoveryObligation } from './entities';
 import type { TenantSettings } from './entities';
 
 export const DEFAULT_OBLIGATION_OWNER = 'operations';
@@ -56,4 +56,19 @@ export function obligationDueMs(
 ): number {
   const seconds = settings?.obligationDueSeconds?.[reason] ?? settings?.obligationDueSeconds?.default;
   return typeof seconds === 'number' ? seconds * 1000 : fallbackMs;
+}
+
+export interface RecordedResolution {
+  status: string;
+  by?: string;
+  at?: string;
+}
+
+/**
+ * The resolution recorded on the operation's obligation, if a reviewer already decided (a release waiting for the
+ * dispatcher included): nothing more is permitted on that hold.
+ */
+export function recordedResolution(op: Pick<OperationEntity, 'obligation'>): RecordedResolution | null {
+  const resolution = (op.obligation as { resolution?: RecordedResolution } | null)?.resolution;
+  return resolution?.status ? resolution : null;
 }

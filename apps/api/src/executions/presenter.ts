@@ -1,4 +1,4 @@
-import type { EventEntity, ExecutionEntity, OperationEntity } from '@verity/persistence';
+import { type EventEntity, type ExecutionEntity, type OperationEntity, recordedResolution } from '@verity/persistence';
 import { traceIdOf } from '@verity/platform';
 import {
   LastStatusChange,
@@ -53,15 +53,19 @@ function refutedFailure(op: OperationEntity): boolean {
  */
 function presentObligation(op: OperationEntity): OperationView['recovery_obligation'] {
   if (!op.obligation) return null;
+  // Once a resolution is recorded (a release waiting for the dispatcher included) nothing more is permitted: the API
+  // refuses any other with 409 already-decided, and the list says the same.
   const permitted =
     op.status === OperationStatus.MANUAL_REVIEW
-      ? permittedResolutions(
-          op.status,
-          everSent(op),
-          op.terminalReason,
-          op.acknowledgedAt !== null,
-          Boolean(op.obligation.effect_shown),
-        )
+      ? recordedResolution(op)
+        ? []
+        : permittedResolutions(
+            op.status,
+            everSent(op),
+            op.terminalReason,
+            op.acknowledgedAt !== null,
+            Boolean(op.obligation.effect_shown),
+          )
       : op.obligation.permitted_actions;
   // A copy: the stored interface becomes the open object the schema describes (its extra members stay on the wire).
   return { ...op.obligation, permitted_actions: permitted };

@@ -16,6 +16,7 @@ import {
   loadTenantSettings,
   lockRetried,
   obligationDueMs,
+  recordedResolution,
   setRetryOf,
   findRetryOf,
   snapshotOf,
@@ -724,18 +725,6 @@ function retryNotAllowed(status: OperationStatus): Problem {
 
 function isDecided(approval: Approval | null): boolean {
   return approval?.state === 'granted' || approval?.state === 'denied';
-}
-
-interface RecordedResolution {
-  status: string;
-  by?: string;
-  at?: string;
-}
-
-/** The resolution recorded on the operation's obligation, if a reviewer already decided. */
-function recordedResolution(op: OperationEntity): RecordedResolution | null {
-  const resolution = (op.obligation as { resolution?: RecordedResolution } | null)?.resolution;
-  return resolution?.status ? resolution : null;
 }
 
 /**
