@@ -108,6 +108,13 @@ const CASES: Case[] = [
     field: 'agent_id',
   },
   {
+    name: 'charset utf8 (no hyphen, a common spelling) is UTF-8',
+    rawBody: JSON.stringify({ ...base(), agent_id: 5 }),
+    headers: { 'content-type': 'application/json; charset=utf8' },
+    status: 400,
+    field: 'agent_id',
+  },
+  {
     name: 'an unsupported content encoding',
     rawBody: JSON.stringify(base()),
     headers: { ...JSON_HEADERS, 'content-encoding': 'x-unknown' },

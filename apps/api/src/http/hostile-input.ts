@@ -72,6 +72,10 @@ export function rejectOtherCharsets(req: Request, res: Response, next: NextFunct
     sendProblem(req, res, new Problem(415, 'unsupported-media-type', 'Unsupported charset', 'send UTF-8 JSON'));
     return;
   }
+  // `utf8` names UTF-8 as well, but the JSON parser knows only `utf-8` (it would answer 415): spelled its way.
+  if (charset === 'utf8') {
+    req.headers['content-type'] = req.headers['content-type']!.replace(/(;\s*charset\s*=\s*"?)utf8/i, '$1utf-8');
+  }
   next();
 }
 
