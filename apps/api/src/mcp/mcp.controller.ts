@@ -117,12 +117,21 @@ export class McpController {
         if (id !== undefined) forget.push(this.cancellations.track(keyId, id, () => cancelRequest(transport, id)));
       }
     }
-    res.on('close', () => {
+    const closed = () => {
       for (const done of forget) done();
       mcp.close();
       void transport.close();
       void mcp.server.close();
-    });
+    };
+    res.on('close', closed);
+    // Closed before the handler ran (the client left during authentication): 'close' was emitted already and would
+    // never be heard, leaving the requests tracked (with their server and client) for the process's life. Nobody is
+    // left to read an answer: nothing is carried out but a cancellation the POST carried (done above).
+    if (res.closed || res.destroyed || req.socket.destroyed) {
+      res.off('close', closed);
+      closed();
+      return;
+    }
     await mcp.server.connect(transport);
     await transport.handleRequest(req, res, req.body);
   }

@@ -1,0 +1,50 @@
+import { EventEmitter } from 'node:events';
+import type { HttpAdapterHost } from '@nestjs/core';
+import type { Logger, RedisClient, VerityConfig } from '@verity/platform';
+import type { Request, Response } from 'express';
+import { McpCancellations } from './mcp-cancellations';
+import { McpController } from './mcp.controller';
+
+/**
+ * A POST /mcp whose client left while it was being authenticated reaches the handler with its response closed: the
+ * 'close' event has been emitted already, so a listener added now never runs. Nothing of it may stay tracked for
+ * cancellation (an entry per such request, holding its MCP server and SDK client, for the process's life).
+ */
+describe('McpController: a request whose client left before the handler ran', () => {
+  it('leaves nothing tracked and answers nobody', async () => {
+    const cancellations = new McpCancellations(
+      { QUEUE_PREFIX: 'test' } as VerityConfig,
+      { warn: () => undefined } as unknown as Logger,
+      { publish: async () => 0 } as unknown as RedisClient,
+    );
+    const adapterHost = {
+      httpAdapter: { getHttpServer: () => ({ address: () => ({ address: '127.0.0.1', port: 1, family: 'IPv4' }) }) },
+    } as unknown as HttpAdapterHost;
+    const controller = new McpController(adapterHost, cancellations);
+    const socket = Object.assign(new EventEmitter(), { destroyed: true, remoteAddress: '203.0.113.9' });
+    const req = Object.assign(new EventEmitter(), {
+      method: 'POST',
+      headers: { authorization: 'Bearer vk_test', accept: 'application/json, text/event-stream' },
+      body: { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'list_connectors', arguments: {} } },
+      ip: '203.0.113.9',
+      socket,
+      principal: { keyId: 'key_1', tenantId: 'demo', role: 'agent' },
+    }) as unknown as Request;
+    const written: unknown[] = [];
+    const res = Object.assign(new EventEmitter(), {
+      closed: true,
+      destroyed: true,
+      headersSent: false,
+      writeHead: (...args: unknown[]) => written.push(args),
+      write: (chunk: unknown) => written.push(chunk),
+      end: (chunk?: unknown) => written.push(chunk),
+      setHeader: () => undefined,
+      flushHeaders: () => undefined,
+    }) as unknown as Response;
+
+    await controller.post(req, res).catch(() => undefined);
+
+    expect((cancellations as unknown as { inFlight: Map<string, unknown> }).inFlight.size).toBe(0);
+    expect(written).toEqual([]);
+  });
+});
