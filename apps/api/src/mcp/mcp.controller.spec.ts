@@ -10,17 +10,22 @@ import { McpController } from './mcp.controller';
  * 'close' event has been emitted already, so a listener added now never runs. Nothing of it may stay tracked for
  * cancellation (an entry per such request, holding its MCP server and SDK client, for the process's life).
  */
+function setup() {
+  const cancellations = new McpCancellations(
+    { QUEUE_PREFIX: 'test' } as VerityConfig,
+    { warn: () => undefined } as unknown as Logger,
+    { publish: async () => 0 } as unknown as RedisClient,
+  );
+  const adapterHost = {
+    httpAdapter: { getHttpServer: () => ({ address: () => ({ address: '127.0.0.1', port: 1, family: 'IPv4' }) }) },
+  } as unknown as HttpAdapterHost;
+  const tracked = () => (cancellations as unknown as { inFlight: Map<string, unknown> }).inFlight.size;
+  return { controller: new McpController(adapterHost, cancellations), tracked };
+}
+
 describe('McpController: a request whose client left before the handler ran', () => {
   it('leaves nothing tracked and answers nobody', async () => {
-    const cancellations = new McpCancellations(
-      { QUEUE_PREFIX: 'test' } as VerityConfig,
-      { warn: () => undefined } as unknown as Logger,
-      { publish: async () => 0 } as unknown as RedisClient,
-    );
-    const adapterHost = {
-      httpAdapter: { getHttpServer: () => ({ address: () => ({ address: '127.0.0.1', port: 1, family: 'IPv4' }) }) },
-    } as unknown as HttpAdapterHost;
-    const controller = new McpController(adapterHost, cancellations);
+    const { controller, tracked } = setup();
     const socket = Object.assign(new EventEmitter(), { destroyed: true, remoteAddress: '203.0.113.9' });
     const req = Object.assign(new EventEmitter(), {
       method: 'POST',
@@ -44,7 +49,43 @@ describe('McpController: a request whose client left before the handler ran', ()
 
     await controller.post(req, res).catch(() => undefined);
 
-    expect((cancellations as unknown as { inFlight: Map<string, unknown> }).inFlight.size).toBe(0);
+    expect(tracked()).toBe(0);
     expect(written).toEqual([]);
+  });
+});
+
+/**
+ * Over HTTP a cancellation is matched by key and JSON-RPC id only, and clients sharing a key count their ids alike
+ * (the MCP SDK's client starts at 0): one client's cancellation (its own timeout sends one) names another's request.
+ * A submission or a cancel stopped mid-call would leave its caller with an unknown outcome and nothing to learn it
+ * by (a generated idempotency key never returned): only calls that change nothing are stopped.
+ */
+describe('McpController: which requests a cancellation may stop', () => {
+  it.each([
+    ['wait_for_execution', { execution_id: 'exe_1' }, 1],
+    ['get_execution', { execution_id: 'exe_1' }, 1],
+    ['submit_execution', { operations: [] }, 0],
+    ['cancel_execution', { execution_id: 'exe_1' }, 0],
+  ])('%s', async (name, args, expected) => {
+    const { controller, tracked } = setup();
+    const socket = Object.assign(new EventEmitter(), { destroyed: false, remoteAddress: '203.0.113.9' });
+    const req = Object.assign(new EventEmitter(), {
+      method: 'POST',
+      headers: { authorization: 'Bearer vk_test', accept: 'application/json, text/event-stream' },
+      body: { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name, arguments: args } },
+      ip: '203.0.113.9',
+      socket,
+      principal: { keyId: 'key_1', tenantId: 'demo', role: 'agent' },
+    }) as unknown as Request;
+    const res = Object.assign(new EventEmitter(), { closed: false, destroyed: false }) as unknown as Response;
+    // The stand-in response cannot be written to: the transport's complaint about it is not this test's concern.
+    const quiet = jest.spyOn(console, 'error').mockImplementation(() => undefined);
+    // Tracked as the handler starts, before it waits for anything.
+    const handled = controller.post(req, res).catch(() => undefined);
+    expect(tracked()).toBe(expected);
+    res.emit('close');
+    await handled;
+    quiet.mockRestore();
+    expect(tracked()).toBe(0);
   });
 });

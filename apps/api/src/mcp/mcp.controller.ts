@@ -3,7 +3,7 @@ import { HttpAdapterHost } from '@nestjs/core';
 import { ApiBearerAuth, ApiExcludeEndpoint, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { Verity } from '@verity/sdk';
-import { createVerityMcpServer } from '@verity/sdk/mcp';
+import { STATE_CHANGING_TOOLS, createVerityMcpServer } from '@verity/sdk/mcp';
 import type { Request, Response } from 'express';
 import type { AddressInfo } from 'node:net';
 import { bearerToken, clientAddress } from '../auth/auth.guard';
@@ -113,7 +113,10 @@ export class McpController {
       for (const message of messages) {
         const cancelled = cancelledRequestId(message);
         if (cancelled !== undefined) this.cancellations.cancel(keyId, cancelled);
-        const id = requestIdOf(message);
+        // Only calls that change nothing: the match is by key and id, and clients sharing a key count their ids
+        // alike, so a cancellation may name another client's request; a submission stopped mid-call would leave that
+        // client with an unknown outcome (a generated idempotency key it never saw). Such calls run to their end.
+        const id = changesState(message) ? undefined : requestIdOf(message);
         if (id !== undefined) forget.push(this.cancellations.track(keyId, id, () => cancelRequest(transport, id)));
       }
     }
@@ -189,7 +192,8 @@ function cancelRequest(transport: StreamableHTTPServerTransport, id: string | nu
           code: REQUEST_CANCELLED,
           message:
             `Request ${JSON.stringify(id)} cancelled: a notifications/cancelled naming it arrived with this API key. ` +
-            'A submission or cancel may still have been carried out: read the execution before repeating it.',
+            'The call changes nothing (a submission or a cancel is never stopped): call it again if its answer is ' +
+            'still wanted.',
         },
       },
       { relatedRequestId: id },
@@ -209,6 +213,13 @@ function isRequestId(value: unknown): value is string | number {
 function requestIdOf(message: unknown): string | number | undefined {
   if (!isObject(message) || typeof message.method !== 'string' || !isRequestId(message.id)) return undefined;
   return message.id;
+}
+
+/** Whether this is a call of a tool that changes something (a submission, a cancel). */
+function changesState(message: unknown): boolean {
+  if (!isObject(message) || message.method !== 'tools/call' || !isObject(message.params)) return false;
+  const name = message.params.name;
+  return typeof name === 'string' && STATE_CHANGING_TOOLS.includes(name);
 }
 
 /** The request a `notifications/cancelled` names, if this is one. */

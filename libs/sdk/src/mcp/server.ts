@@ -28,6 +28,12 @@ export const MCP_SERVER_VERSION = '0.1.0';
 export const EXECUTION_URI_TEMPLATE = 'verity://executions/{id}';
 /** Below the MCP clients' usual 60 s request timeout, so a wait answers before the client gives up on it. */
 export const MAX_WAIT_SECONDS = 50;
+/**
+ * The tools whose call changes something (an execution submitted, a cancel): stopped mid-call, their caller would not
+ * know whether it was carried out. A server that matches cancellations loosely (over stateless HTTP, by key and
+ * request id only) leaves these to finish.
+ */
+export const STATE_CHANGING_TOOLS: readonly string[] = ['submit_execution', 'cancel_execution'];
 const DEFAULT_WAIT_SECONDS = 25;
 
 export function executionUri(id: string): string {
