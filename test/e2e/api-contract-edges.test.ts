@@ -1,6 +1,5 @@
-import { connect } from 'node:net';
 import { DEMO, Stack } from '../support/stack';
-import { charge, http, submission, unique } from '../support/http';
+import { charge, http, rawExchange as rawExchangeWith, submission, unique } from '../support/http';
 import type { ProblemDetails as Problem } from '@verity/sdk';
 
 /**
@@ -21,30 +20,8 @@ describe('contract edges: problems name what the caller sent', () => {
   const count = async (table: string) =>
     ((await stack.db.dataSource.query(`SELECT count(*)::int AS n FROM ${table}`)) as { n: number }[])[0].n;
 
-  /** Raw bytes on a fresh connection, and everything the server answered until it closed. */
-  function rawExchange(bytes: string): Promise<{ status: number; headers: Record<string, string>; body: string }> {
-    const url = new URL(stack.apiUrl);
-    return new Promise((resolve, reject) => {
-      const socket = connect(Number(url.port), url.hostname);
-      const chunks: Buffer[] = [];
-      socket.on('data', (chunk: Buffer) => chunks.push(chunk));
-      socket.on('error', reject);
-      socket.on('close', () => {
-        const text = Buffer.concat(chunks).toString('latin1');
-        const [head, ...rest] = text.split('\r\n\r\n');
-        const [statusLine, ...lines] = head.split('\r\n');
-        const headers = Object.fromEntries(
-          lines.map((line) => [
-            line.slice(0, line.indexOf(':')).toLowerCase(),
-            line.slice(line.indexOf(':') + 1).trim(),
-          ]),
-        );
-        resolve({ status: Number(statusLine.split(' ')[1]), headers, body: rest.join('\r\n\r\n') });
-      });
-      // Written, not ended: the server answers and closes (a half-closed socket would be closed before the answer).
-      socket.write(bytes);
-    });
-  }
+  // Written, not ended: the server answers and closes (a half-closed socket would be closed before the answer).
+  const rawExchange = (bytes: string) => rawExchangeWith(stack.apiUrl, bytes, { halfClose: false });
 
   it('answers an HTTP/1.1 request without Host with a problem+json 400 (Node answered a bare 400), writing nothing', async () => {
     const before = await count('executions');

@@ -1,11 +1,10 @@
 import { execFile } from 'node:child_process';
 import { IncomingHttpHeaders, request as rawRequest } from 'node:http';
-import { connect } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { gzipSync } from 'node:zlib';
 import { DEMO, DIST, METRICS_TOKEN, Stack, freePort } from '../support/stack';
-import { charge, http, submission, unique } from '../support/http';
+import { charge, http, rawExchange as rawExchangeWith, submission, unique } from '../support/http';
 import type { ProblemDetails as Problem } from '@verity/sdk';
 import { expectDescribed } from '../support/openapi-validator';
 
@@ -271,31 +270,7 @@ describe('operator role, safe defaults and hostile clients', () => {
   });
 
   describe('requests the HTTP parser refuses before any route sees them', () => {
-    /** Raw bytes on a fresh connection, and everything the server answered until it closed. */
-    function rawExchange(
-      bytes: Buffer,
-    ): Promise<{ raw: string; status: number; headers: Record<string, string>; body: string }> {
-      const url = new URL(stack.apiUrl);
-      return new Promise((resolve, reject) => {
-        const socket = connect(Number(url.port), url.hostname);
-        const chunks: Buffer[] = [];
-        socket.on('data', (chunk: Buffer) => chunks.push(chunk));
-        socket.on('error', reject);
-        socket.on('close', () => {
-          const text = Buffer.concat(chunks).toString('latin1');
-          const [head, ...rest] = text.split('\r\n\r\n');
-          const [statusLine, ...lines] = head.split('\r\n');
-          const headers = Object.fromEntries(
-            lines.map((line) => [
-              line.slice(0, line.indexOf(':')).toLowerCase(),
-              line.slice(line.indexOf(':') + 1).trim(),
-            ]),
-          );
-          resolve({ raw: text, status: Number(statusLine.split(' ')[1]), headers, body: rest.join('\r\n\r\n') });
-        });
-        socket.end(bytes);
-      });
-    }
+    const rawExchange = (bytes: Buffer) => rawExchangeWith(stack.apiUrl, bytes);
 
     const request = (line: string, headers: string[], body = '') =>
       Buffer.concat([

@@ -1,3 +1,5 @@
+import { connect } from 'node:net';
+
 /** A thin JSON-over-fetch helper for tests that exercise the raw HTTP contract (status codes, headers, bodies). */
 export interface HttpResult<T = unknown> {
   status: number;
@@ -62,4 +64,42 @@ export const UNIT_SUBMISSION = { agent_id: 'unit', intent: 'charge', operations:
 
 export function submission(operations: unknown[], extra: Record<string, unknown> = {}) {
   return { agent_id: 'test-agent', intent: 'test intent', operations, ...extra };
+}
+
+/** What a server answered on a raw connection, until it closed it. */
+export interface RawAnswer {
+  raw: string;
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/**
+ * Raw bytes on a fresh connection to `baseUrl`, and everything the server answered until it closed — for requests no
+ * HTTP client would send. `halfClose: false` writes without ending: a server that answers and closes a request it
+ * refuses would otherwise see the half-closed socket first and close it before answering.
+ */
+export function rawExchange(
+  baseUrl: string,
+  bytes: Buffer | string,
+  options: { halfClose?: boolean } = {},
+): Promise<RawAnswer> {
+  const url = new URL(baseUrl);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(url.port), url.hostname);
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    socket.on('error', reject);
+    socket.on('close', () => {
+      const text = Buffer.concat(chunks).toString('latin1');
+      const [head, ...rest] = text.split('\r\n\r\n');
+      const [statusLine, ...lines] = head.split('\r\n');
+      const headers = Object.fromEntries(
+        lines.map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]),
+      );
+      resolve({ raw: text, status: Number(statusLine.split(' ')[1]), headers, body: rest.join('\r\n\r\n') });
+    });
+    if (options.halfClose === false) socket.write(bytes);
+    else socket.end(bytes);
+  });
 }
