@@ -256,24 +256,7 @@ describe('api: decide once, never relabel an effect', () => {
         body: { allow_hosts: [{ host: '127.0.0.1', ports: [port], allow_private: true }] },
       });
       expect(allowed.status).toBe(200);
-      const created = await submit(stack, [
-        {
-          key: 'order',
-          connector: 'http',
-          action: 'request',
-          params: {
-            method: 'POST',
-            url: `http://127.0.0.1:${port}/orders`,
-            body: { id: '{{operation_id}}' },
-            read_back: {
-              method: 'GET',
-              url: `http://127.0.0.1:${port}/orders/{{operation_id}}`,
-              field: '$.data.status',
-              equals: 'created',
-            },
-          },
-        },
-      ]);
+      const created = await submit(stack, [orderAt(port, 'order')]);
       const held = await waitForOp(stack, created.id, 'order', (o) => o.status === 'MANUAL_REVIEW');
       await waitForResolutionPermitted(stack, held.id, 'FAILED');
       target.holdReads = true;
@@ -407,24 +390,8 @@ describe('api: decide once, never relabel an effect', () => {
         body: { allow_hosts: [{ host: '127.0.0.1', ports: [port], allow_private: true }] },
       });
       expect(allowed.status).toBe(200);
-      const order = (key: string) => ({
-        key,
-        connector: 'http',
-        action: 'request',
-        params: {
-          method: 'POST',
-          url: `http://127.0.0.1:${port}/orders`,
-          body: { id: '{{operation_id}}' },
-          read_back: {
-            method: 'GET',
-            url: `http://127.0.0.1:${port}/orders/{{operation_id}}`,
-            field: '$.data.status',
-            equals: 'created',
-          },
-        },
-      });
       const holdOne = async (key: string) => {
-        const created = await submit(stack, [order(key)]);
+        const created = await submit(stack, [orderAt(port, key)]);
         const held = await waitForOp(stack, created.id, key, (o) => o.status === 'MANUAL_REVIEW');
         expect(held.terminal_reason).toBe('SOURCE_UNREACHABLE');
         await waitForResolutionPermitted(stack, held.id, 'FAILED');
@@ -539,3 +506,23 @@ describe('api: decide once, never relabel an effect', () => {
     expect(countOf(await events(stack, created.id), 'operation.resolved')).toBe(0);
   });
 });
+
+/** An http operation creating an order at a local server on `port`, read back from it (the held FAILED's source). */
+function orderAt(port: number, key: string) {
+  return {
+    key,
+    connector: 'http',
+    action: 'request',
+    params: {
+      method: 'POST',
+      url: `http://127.0.0.1:${port}/orders`,
+      body: { id: '{{operation_id}}' },
+      read_back: {
+        method: 'GET',
+        url: `http://127.0.0.1:${port}/orders/{{operation_id}}`,
+        field: '$.data.status',
+        equals: 'created',
+      },
+    },
+  };
+}
