@@ -143,6 +143,39 @@ describe('contract edges: problems name what the caller sent', () => {
         errors: [expect.objectContaining({ rule: 'no_body' })],
       });
     }
+    // A body that is not JSON is a body too: the JSON parser leaves it unread, and the DELETE it labels went ahead.
+    for (const [method, path, key] of [
+      ['DELETE', '/v1/admin/connector-settings/http', DEMO.admin],
+      ['DELETE', `/v1/admin/webhooks/${hook.body.id}`, DEMO.admin],
+      ['POST', `/v1/operations/op_${'0'.repeat(26)}/retry`, DEMO.agent],
+      ['POST', `/v1/operations/op_${'0'.repeat(26)}/recheck`, DEMO.reviewer],
+    ]) {
+      for (const contentType of ['text/plain', 'application/x-www-form-urlencoded', undefined]) {
+        const answer = await rawExchange(
+          `${method} ${path} HTTP/1.1\r\nhost: verity.test\r\nauthorization: Bearer ${key}\r\n` +
+            (contentType ? `content-type: ${contentType}\r\n` : '') +
+            'content-length: 12\r\nconnection: close\r\n\r\ndry_run=true',
+        );
+        expect({ method, path, contentType, status: answer.status }).toEqual({
+          method,
+          path,
+          contentType,
+          status: 400,
+        });
+        expect(answer.headers['content-type']).toMatch(/^application\/problem\+json/);
+        expect((JSON.parse(answer.body) as FieldProblem).errors).toEqual([
+          expect.objectContaining({ field: '(body)', rule: 'no_body' }),
+        ]);
+      }
+    }
+    expect(await count('admin_changes')).toBe(changes);
+    const kept = await http<{ secrets: string[]; allow_hosts: unknown[] }>(
+      stack.apiUrl,
+      'GET',
+      '/v1/admin/connector-settings/http',
+      admin,
+    );
+    expect(kept.body).toMatchObject({ secrets: ['crm_token'], allow_hosts: [expect.anything()] });
     // No body, or an empty object, is still no body.
     const empty = await http(stack.apiUrl, 'DELETE', `/v1/admin/webhooks/${hook.body.id}`, { ...admin, body: {} });
     expect(empty.status).toBe(204);

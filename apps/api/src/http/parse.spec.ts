@@ -24,6 +24,17 @@ describe('refuseBody', () => {
       extras: { errors: [{ field: '(body)', rule: 'no_body', message: 'recheck takes no body' }] },
     });
   });
+
+  it('refuses a body the JSON parser left unread (text/plain, a form, no Content-Type) as any other body', () => {
+    for (const headers of [
+      { 'content-length': '12', 'content-type': 'text/plain' },
+      { 'content-length': '12', 'content-type': 'application/x-www-form-urlencoded' },
+      { 'content-length': '12' },
+      { 'transfer-encoding': 'chunked' },
+    ]) {
+      expect(() => refuseBody(request(headers), undefined, 'retry')).toThrow(Problem);
+    }
+  });
 });
 
 describe('pageOf: a page read with one row more than it holds', () => {

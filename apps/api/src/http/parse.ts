@@ -105,10 +105,14 @@ export function hasBody(req: Request): boolean {
   return length > 0 || req.headers['transfer-encoding'] !== undefined;
 }
 
-/** For endpoints that take no body: none at all, or an empty object, passes; anything else is refused. */
+/**
+ * For endpoints that take no body: none at all, or an empty object, passes; anything else is refused. A body the JSON
+ * parser did not read (`body` undefined: sent as `text/plain`, form data, or with no Content-Type) is a body too — the
+ * caller's `dry_run=true` must not be ignored because of how it was labelled.
+ */
 export function refuseBody(req: Request, body: unknown, endpoint: string): void {
   const empty = typeof body === 'object' && body !== null && !Array.isArray(body) && Object.keys(body).length === 0;
-  if (hasBody(req) && body !== undefined && !empty) {
+  if (hasBody(req) && !empty) {
     throw Problem.validation([{ field: '(body)', rule: 'no_body', message: `${endpoint} takes no body` }]);
   }
 }
