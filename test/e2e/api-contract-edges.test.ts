@@ -1,4 +1,4 @@
-import { DEMO, Stack } from '../support/stack';
+import { DEMO, METRICS_TOKEN, Stack } from '../support/stack';
 import { charge, http, rawExchange as rawExchangeWith, submission, unique } from '../support/http';
 import type { ProblemDetails as Problem } from '@verity/sdk';
 
@@ -181,6 +181,23 @@ describe('contract edges: problems name what the caller sent', () => {
     expect(empty.status).toBe(204);
     const none = await http(stack.apiUrl, 'DELETE', '/v1/admin/connector-settings/http/secrets/crm_token', admin);
     expect(none.status).toBe(204);
+  });
+
+  it('refuses query parameters on the probes and /metrics, which take none, as /v1 refuses them (400 unknown_field)', async () => {
+    for (const [path, key] of [
+      ['/health/live?verbose=1', undefined],
+      ['/health/ready?verbose=', undefined],
+      ['/metrics?name[]=verity_executions_in_flight', METRICS_TOKEN],
+    ] as const) {
+      const res = await http<FieldProblem>(stack.apiUrl, 'GET', path, key ? { key } : {});
+      expect({ path, status: res.status }).toEqual({ path, status: 400 });
+      expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(res.body.errors).toEqual([expect.objectContaining({ rule: 'unknown_field' })]);
+    }
+    // /metrics checks the scraper first: without a token the answer is 401 whatever the query, as without one.
+    expect((await http(stack.apiUrl, 'GET', '/metrics?x=1')).status).toBe(401);
+    expect((await http(stack.apiUrl, 'GET', '/metrics', { key: METRICS_TOKEN })).status).toBe(200);
+    expect((await http(stack.apiUrl, 'GET', '/health/ready')).status).toBe(200);
   });
 
   it('refuses a dependency named twice, as keys and criterion keys are (400 unique), writing nothing', async () => {

@@ -9,24 +9,30 @@ import { memberPath } from './text';
  * Unknown fields are rejected, never dropped — in a query too. A /v1 route that reads no query (it has no `@Query()`)
  * used to answer as if the parameters were not there: `GET /v1/admin/webhooks?limit=1` listed every endpoint, and a
  * caller learnt nothing of its typo. Each parameter of such a request is refused (400 `unknown_field`), after the
- * key was checked and before the handler runs. Routes that read a query validate it themselves (parseQuery).
+ * key was checked and before the handler runs. Routes that read a query validate it themselves (parseQuery). The
+ * probes take none either (`/health/ready?verbose=1` would answer as if a detail had been given); `/metrics` refuses
+ * its parameters itself, once the scraper's token was checked (refuseQuery).
  */
 @Injectable()
 export class RefuseUnreadQuery implements CanActivate {
   canActivate(context: ExecutionContext): boolean {
     const req = context.switchToHttp().getRequest<Request>();
-    const names = Object.keys((req.query ?? {}) as Record<string, unknown>);
-    if (names.length > 0 && /^\/v1(\/|$)/.test(req.path) && !readsQuery(context)) {
-      throw Problem.validation(
-        names.map((name) => ({
-          field: memberPath('', name),
-          rule: 'unknown_field',
-          message: `unknown query parameter "${name}": this endpoint takes none (unknown fields are rejected, not ignored)`,
-        })),
-      );
-    }
+    if (/^\/(v1|health)(\/|$)/.test(req.path) && !readsQuery(context)) refuseQuery(req);
     return true;
   }
+}
+
+/** For an endpoint that takes no query: every parameter given, even empty, is a 400 `unknown_field` naming it. */
+export function refuseQuery(req: Request): void {
+  const names = Object.keys((req.query ?? {}) as Record<string, unknown>);
+  if (names.length === 0) return;
+  throw Problem.validation(
+    names.map((name) => ({
+      field: memberPath('', name),
+      rule: 'unknown_field',
+      message: `unknown query parameter "${name}": this endpoint takes none (unknown fields are rejected, not ignored)`,
+    })),
+  );
 }
 
 function readsQuery(context: ExecutionContext): boolean {

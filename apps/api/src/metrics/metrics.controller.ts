@@ -8,6 +8,7 @@ import { DataSource } from 'typeorm';
 import { ApiKeyService } from '../auth/api-key.service';
 import { authenticateOperator, bearerToken, clientAddress } from '../auth/auth.guard';
 import { Public } from '../auth/principal';
+import { refuseQuery } from '../http/no-query';
 import { executionsInFlight, openObligations, operationsInFlight, overdueObligations } from './metrics';
 
 /**
@@ -34,6 +35,7 @@ export class MetricsController {
       if (isMetricsToken(this.config, bearerToken(req))) await this.keys.refuseBlocked(clientAddress(req));
       else await authenticateOperator(req, this.keys, '/metrics');
     }
+    refuseQuery(req);
     const counts = await platformCounts(this.db.manager);
     for (const [status, n] of Object.entries(counts.executions)) executionsInFlight.set({ status }, n);
     for (const [status, n] of Object.entries(counts.operations)) operationsInFlight.set({ status }, n);
