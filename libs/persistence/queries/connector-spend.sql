@@ -24,6 +24,13 @@ SELECT count(*) AS operations,
      FROM connector_spend s JOIN operations o ON o.id = s.operation_id
      WHERE s.tenant_id = $1 AND s.connector = $2 AND s.spent_at >= now() - make_interval(secs => $3);
 
+-- amountBeyond
+SELECT coalesce(sum(CASE WHEN jsonb_typeof(o.params #> $4::text[]) = 'number'
+                              THEN greatest((o.params #>> $4::text[])::numeric, 0) END), 0)
+            + $5::numeric > $6::numeric AS beyond
+     FROM connector_spend s JOIN operations o ON o.id = s.operation_id
+     WHERE s.tenant_id = $1 AND s.connector = $2 AND s.spent_at >= now() - make_interval(secs => $3);
+
 -- capLock
 SELECT pg_advisory_xact_lock(727002, hashtext($1));
 

@@ -97,3 +97,38 @@ describe('spending caps with a currency (real Postgres)', () => {
     expect(usage).toMatchObject({ operations: 2, amount: 650 });
   });
 });
+
+/**
+ * The amount cap adds and compares exactly: summed in doubles, an amount below the last digit of the window's usage
+ * vanished (1000 + 1e-14 === 1000), so at a used-up cap of 1000 every charge of 1e-14 was sent, without end.
+ */
+describe('spending caps count amounts exactly (real Postgres)', () => {
+  const db = useTestDatabase('capexact', ['acme']);
+  const cap: SpendingCapRow = { period: 'day', max_amount: 1000, amount_field: 'amount' };
+
+  async function sendUnderCap(key: string, amount: number): Promise<boolean> {
+    const op = chargeOperation({ key, params: { amount, currency: 'EUR', reference: `ref-${key}` } });
+    await insertTestExecution(db.dataSource.manager, 'acme', { operations: [op] });
+    const result = await commitWithinSpendingCaps(
+      db.dataSource,
+      {
+        tenantId: 'acme',
+        connector: 'sandbox.payments',
+        operationId: op.id,
+        caps: [cap],
+        amountOf: () => ({ path: ['amount'], amount }),
+      },
+      async () => ({ won: true }) as TransitionResult,
+    );
+    return 'sent' in result;
+  }
+
+  it('sends up to the cap exactly, and nothing beyond it, however small', async () => {
+    expect(await sendUnderCap('most', 999.9)).toBe(true);
+    expect(await sendUnderCap('rest', 0.1)).toBe(true); // 999.9 + 0.1 is 1000 exactly: within the cap
+    expect(await sendUnderCap('tiny', 1e-14)).toBe(false);
+    expect(await sendUnderCap('tinier', 5e-324)).toBe(false);
+    const usage = await spendingUsage(db.dataSource.manager, 'acme', 'sandbox.payments', cap, ['amount']);
+    expect(usage).toMatchObject({ operations: 2, amount: 1000 });
+  });
+});

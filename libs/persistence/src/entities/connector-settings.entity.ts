@@ -90,6 +90,13 @@ export const CONNECTOR_SPEND_SQL = {
             now() - make_interval(secs => $3) AS since
      FROM connector_spend s JOIN operations o ON o.id = s.operation_id
      WHERE s.tenant_id = $1 AND s.connector = $2 AND s.spent_at >= now() - make_interval(secs => $3)`,
+  // Whether the window's amount plus this operation's would pass the cap, added and compared as numeric (exact): in
+  // doubles, 1000 + 1e-14 is 1000, so at a used-up cap of 1000 every charge of 1e-14 went through, without end.
+  amountBeyond: `SELECT coalesce(sum(CASE WHEN jsonb_typeof(o.params #> $4::text[]) = 'number'
+                              THEN greatest((o.params #>> $4::text[])::numeric, 0) END), 0)
+            + $5::numeric > $6::numeric AS beyond
+     FROM connector_spend s JOIN operations o ON o.id = s.operation_id
+     WHERE s.tenant_id = $1 AND s.connector = $2 AND s.spent_at >= now() - make_interval(secs => $3)`,
   capLock: `SELECT pg_advisory_xact_lock(727002, hashtext($1))`,
   recordSpend: `INSERT INTO connector_spend (operation_id, tenant_id, connector) VALUES ($1, $2, $3)
          ON CONFLICT (operation_id) DO NOTHING`,
@@ -229,6 +236,30 @@ export async function spendingUsage(
   };
 }
 
+/**
+ * Whether `amount` on top of the window's usage passes the cap's max_amount, in exact decimal arithmetic (Postgres
+ * numeric; a double's shortest form, as String() writes it, is read exactly). Summed in doubles, an amount below the
+ * usage's last digit vanished: at a used-up cap, such charges were sent one after another.
+ */
+async function amountBeyondCap(
+  db: Queryable,
+  tenantId: string,
+  connector: string,
+  cap: SpendingCapRow,
+  amountPath: string[],
+  amount: number,
+): Promise<boolean> {
+  const [row] = await rows<{ beyond: boolean }>(db, CONNECTOR_SPEND_SQL.amountBeyond, [
+    tenantId,
+    connector,
+    SPENDING_PERIOD_SECONDS[cap.period],
+    amountPath,
+    String(amount),
+    String(cap.max_amount),
+  ]);
+  return row.beyond;
+}
+
 export interface CapExceeded {
   cap: SpendingCapRow;
   usage: CapUsage;
@@ -303,7 +334,7 @@ export async function commitWithinSpendingCaps(
             },
           };
         }
-        if ((usage.amount ?? 0) + amount.amount > cap.max_amount) {
+        if (await amountBeyondCap(tx, input.tenantId, input.connector, cap, amount.path, amount.amount)) {
           return { exceeded: { cap, usage, rule: 'max_amount', requested: amount.amount } };
         }
       }
