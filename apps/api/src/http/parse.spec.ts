@@ -26,12 +26,13 @@ describe('refuseBody', () => {
   });
 
   it('refuses a body the JSON parser left unread (text/plain, a form, no Content-Type) as any other body', () => {
-    for (const headers of [
+    const unread: Record<string, string>[] = [
       { 'content-length': '12', 'content-type': 'text/plain' },
       { 'content-length': '12', 'content-type': 'application/x-www-form-urlencoded' },
       { 'content-length': '12' },
       { 'transfer-encoding': 'chunked' },
-    ]) {
+    ];
+    for (const headers of unread) {
       expect(() => refuseBody(request(headers), undefined, 'retry')).toThrow(Problem);
     }
   });
