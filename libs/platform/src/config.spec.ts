@@ -152,3 +152,25 @@ describe('TENANT_PRIVATE_EGRESS: private addresses are the operator’s to open 
     expect(tenantPrivateEgress(loadConfig(env))).toBe(allowed);
   });
 });
+
+describe('MCP_ALLOWED_ORIGINS: the web origins, beside the API’s own, whose pages may call /mcp', () => {
+  it('is empty by default and keeps each origin as a browser sends it', () => {
+    expect(loadConfig({}).MCP_ALLOWED_ORIGINS).toEqual([]);
+    expect(loadConfig({ MCP_ALLOWED_ORIGINS: '' }).MCP_ALLOWED_ORIGINS).toEqual([]);
+    expect(
+      loadConfig({ MCP_ALLOWED_ORIGINS: 'https://Agent.Example.com, http://localhost:5173/, https://x.example:443' })
+        .MCP_ALLOWED_ORIGINS,
+    ).toEqual(['https://agent.example.com', 'http://localhost:5173', 'https://x.example']);
+  });
+
+  it.each([
+    '*',
+    'agent.example.com',
+    'ftp://agent.example.com',
+    'https://a.example/app',
+    'https://u:p@a.example',
+    'null',
+  ])('refuses %s, naming the variable', (value) => {
+    expect(() => loadConfig({ MCP_ALLOWED_ORIGINS: value })).toThrow('MCP_ALLOWED_ORIGINS');
+  });
+});

@@ -36,6 +36,36 @@ const integer = ({ min, max, default: fallback }: { min: number; max?: number; d
   return (max === undefined ? atLeastMin : atLeastMin.max(max)).default(fallback);
 };
 
+/**
+ * MCP_ALLOWED_ORIGINS: web origins (`https://agent.example.com`, comma separated) whose pages may call /mcp, beside the
+ * API's own. Each is a scheme (http or https), a host and an optional port — no path, query or credentials — and is
+ * kept in its normalized form (`URL.origin`: lower-case host, default port dropped), the form a browser sends.
+ */
+const webOrigins = z.string().transform((value, ctx): string[] => {
+  const origins: string[] = [];
+  for (const entry of value.split(',').map((e) => e.trim())) {
+    let url: URL | undefined;
+    try {
+      url = new URL(entry);
+    } catch {
+      url = undefined;
+    }
+    const bare =
+      (url?.protocol === 'http:' || url?.protocol === 'https:') &&
+      url.username === '' &&
+      url.password === '' &&
+      url.pathname === '/' && // the root a bare origin parses to (a trailing slash alone is allowed)
+      url.search === '' &&
+      url.hash === '';
+    if (!bare || url === undefined) {
+      ctx.addIssue({ code: 'custom', message: `"${entry}" is not an origin: http(s)://host[:port], nothing after it` });
+      return z.NEVER;
+    }
+    origins.push(url.origin);
+  }
+  return origins;
+});
+
 const optionalText = z.preprocess((v) => (v === '' ? undefined : v), z.string().optional());
 
 const TRACING_VARIABLES = {
@@ -222,6 +252,11 @@ const ConfigSchema = z
      * proxy, and every client shares one count. Never `true`: anyone could then choose their own address.
      */
     TRUST_PROXY: z.preprocess((v) => (v === '' ? undefined : v), trustProxy.optional()),
+    /**
+     * The MCP endpoint refuses a request whose Origin header is present and neither the API's own origin nor one of
+     * these (DNS rebinding, docs/api.md "MCP"); a client that is no browser sends no Origin and is not judged.
+     */
+    MCP_ALLOWED_ORIGINS: z.preprocess((v) => (v === '' ? undefined : v), webOrigins.default([])),
     /** 32 random bytes, base64 (`openssl rand -base64 32`): connector secrets are then stored sealed (AES-256-GCM). */
     SECRETS_KEY: z
       .preprocess((v) => (v === '' ? undefined : v), z.string().optional())

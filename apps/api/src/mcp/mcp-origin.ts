@@ -1,0 +1,59 @@
+import { isIP } from 'node:net';
+import { Inject, Injectable, NestMiddleware } from '@nestjs/common';
+import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import type { NextFunction, Request, Response } from 'express';
+import { Problem, sendProblem } from '../problem/problem';
+
+/**
+ * DNS rebinding: a web page of another site, its host name re-pointed at this API's address, would call /mcp as a
+ * page of "its own" origin — and with a key it can guess (the local demo's are published), carry out tools. The MCP
+ * Streamable HTTP transport says servers MUST validate Origin. A request with no Origin comes from a client that is no
+ * browser (the MCP SDKs, curl) and is not judged; one with an Origin is let in only from the API's own origin or one
+ * the operator lists in MCP_ALLOWED_ORIGINS. Anything else — another site, `null` (a sandboxed or file: page), text
+ * that is no origin — is 403 before the key is looked up. The Host header is no help: under DNS rebinding it names
+ * the attacker's host, as the Origin does.
+ */
+@Injectable()
+export class McpOriginCheck implements NestMiddleware {
+  private readonly allowed: ReadonlySet<string>;
+
+  constructor(@Inject(VERITY_CONFIG) config: VerityConfig) {
+    this.allowed = new Set(config.MCP_ALLOWED_ORIGINS);
+  }
+
+  use(req: Request, res: Response, next: NextFunction): void {
+    const origin = req.headers.origin;
+    if (origin === undefined || this.allowed.has(origin) || ownOrigins(req).includes(origin)) {
+      next();
+      return;
+    }
+    sendProblem(
+      req,
+      res,
+      new Problem(
+        403,
+        'forbidden',
+        'Forbidden',
+        `this MCP endpoint does not answer pages of the origin ${JSON.stringify(origin.slice(0, 200))}: only the ` +
+          'API’s own origin and those the operator allows (MCP_ALLOWED_ORIGINS); a client that is no browser sends ' +
+          'no Origin header',
+      ),
+    );
+  }
+}
+
+/**
+ * The origins of pages this server itself serves on the connection's own address: `http://<address>:<port>` of the
+ * socket's local end (the address and port the client reached), and on loopback also the loopback names
+ * (`localhost`, `127.0.0.1`, `[::1]`) with that port. A rebinding page's origin names the attacker's host, never an
+ * address literal or localhost. Behind a proxy or a port mapping the public origin is another: the operator lists it.
+ */
+function ownOrigins(req: Request): string[] {
+  const { localAddress, localPort } = req.socket;
+  if (localAddress === undefined || localPort === undefined) return [];
+  const ip = localAddress.replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, '');
+  const literal = isIP(ip) === 6 ? `[${ip}]` : ip;
+  const loopback = ip === '::1' || ip.startsWith('127.');
+  const hosts = loopback ? [literal, 'localhost', '127.0.0.1', '[::1]'] : [literal];
+  return hosts.map((host) => new URL(`http://${host}:${localPort}`).origin);
+}

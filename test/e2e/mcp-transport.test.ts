@@ -1,0 +1,103 @@
+import { DEMO, Stack } from '../support/stack';
+import { http, sms, submission, unique } from '../support/http';
+
+/**
+ * /mcp judged as a hostile or careless client would meet it, against the MCP Streamable HTTP transport: the Origin of a
+ * browser page (DNS rebinding), and what reaches the tools.
+ */
+const ALLOWED = 'https://agent.example.com';
+const HEADERS = {
+  accept: 'application/json, text/event-stream',
+  'content-type': 'application/json',
+  'mcp-protocol-version': '2025-06-18',
+};
+
+let stack: Stack;
+
+beforeAll(async () => {
+  stack = await Stack.start({
+    label: 'mcp-transport',
+    dispatchers: 0,
+    reconcilers: 0,
+    env: { MCP_ALLOWED_ORIGINS: `${ALLOWED}, http://localhost:5173` },
+  });
+}, 120_000);
+
+afterAll(async () => {
+  await stack?.stop();
+});
+
+function post(body: unknown, headers: Record<string, string> = {}, key: string | undefined = DEMO.agent) {
+  return http(stack.apiUrl, 'POST', '/mcp', {
+    key,
+    rawBody: JSON.stringify(body),
+    headers: { ...HEADERS, ...headers },
+  });
+}
+
+const listTools = { jsonrpc: '2.0', id: 1, method: 'tools/list' };
+
+function toolCall(name: string, args: Record<string, unknown>, id = 7) {
+  return { jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } };
+}
+
+/** The JSON-RPC message of an answer sent as an SSE stream (`event: message` / `data: …`) or as JSON. */
+function message(text: string): { id?: unknown; result?: Record<string, unknown>; error?: { code: number } } {
+  const data = text
+    .split('\n')
+    .filter((line) => line.startsWith('data: '))
+    .map((line) => line.slice('data: '.length));
+  return JSON.parse(data.length > 0 ? data[data.length - 1] : text);
+}
+
+async function executionCount(): Promise<number> {
+  const [row] = (await stack.db.dataSource.query(`SELECT count(*)::int AS n FROM executions`)) as { n: number }[];
+  return row.n;
+}
+
+describe('MCP: the Origin of a browser page (DNS rebinding)', () => {
+  it.each([
+    ['another site', 'http://attacker.example'],
+    ['an opaque origin (sandboxed frame, file: page)', 'null'],
+    ['text that is no origin', 'not an origin'],
+    ['an allowed origin on another port', 'https://agent.example.com:8443'],
+    ['an allowed origin over the other scheme', 'http://agent.example.com'],
+  ])('refuses %s with 403 problem+json, before the key is looked up, and writes nothing', async (_what, origin) => {
+    const before = await executionCount();
+    const submit = toolCall('submit_execution', submission([sms(unique('origin'))]));
+    for (const key of [DEMO.agent, undefined, 'not-a-key']) {
+      const res = await post(submit, { origin }, key);
+      expect(res.status).toBe(403);
+      expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(res.body).toMatchObject({
+        type: 'https://verity.dev/problems/forbidden',
+        status: 403,
+        instance: '/mcp',
+        detail: expect.stringContaining('MCP_ALLOWED_ORIGINS'),
+      });
+    }
+    expect(await executionCount()).toBe(before);
+  });
+
+  it('refuses the attacker’s host however it reaches the API: the Host header does not make it the API’s own', async () => {
+    const port = new URL(stack.apiUrl).port;
+    const res = await post(listTools, { origin: `http://rebound.example:${port}`, host: `rebound.example:${port}` });
+    expect(res.status).toBe(403);
+  });
+
+  it.each([
+    ['no Origin (a client that is no browser)', undefined],
+    ['a configured origin', ALLOWED],
+    ['another configured origin', 'http://localhost:5173'],
+    ['the API’s own origin', 'SELF'],
+    ['the API’s own port under the loopback name', 'LOCALHOST'],
+  ])('answers %s', async (_what, origin) => {
+    const port = new URL(stack.apiUrl).port;
+    const value =
+      origin === 'SELF' ? stack.apiUrl : origin === 'LOCALHOST' ? `http://localhost:${port}` : (origin ?? undefined);
+    const res = await post(listTools, value === undefined ? {} : { origin: value });
+    expect(res.status).toBe(200);
+    const tools = (message(res.text).result?.tools ?? []) as { name: string }[];
+    expect(tools.map((t) => t.name)).toContain('submit_execution');
+  });
+});
