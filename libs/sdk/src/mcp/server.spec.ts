@@ -333,3 +333,37 @@ describe('the other tools and the resources against an API that does not answer'
     expect(api.requests).toHaveLength(1);
   });
 });
+
+describe('a tool called with an argument it does not know', () => {
+  it.each([
+    ['wait_for_execution', { execution_id: 'exe_1', timeout: 50 }, 'timeout'],
+    ['cancel_execution', { execution_id: 'exe_1', why: 'the customer asked' }, 'why'],
+    ['get_execution', { execution_id: 'exe_1', include: 'events' }, 'include'],
+    ['get_operation', { operation_id: 'op_1', execution_id: 'exe_1' }, 'execution_id'],
+    ['list_connectors', { connector: 'sandbox.sms' }, 'connector'],
+  ])(
+    '%s refuses it, naming it, and calls nothing (a misspelt option is not silently dropped)',
+    async (name, args, key) => {
+      let requests = 0;
+      const server = createServer((req, res) => {
+        requests += 1;
+        req.resume();
+        res.writeHead(500).end();
+      });
+      const { url } = await closeAfterTest(await listenLocally(server));
+      const mcp = await connectMcp(url);
+      const result = await mcp.call(name, args);
+      expect(result.isError).toBe(true);
+      expect(textOf(result)).toMatch(/Input validation error/);
+      expect(textOf(result)).toContain(key);
+      expect(requests).toBe(0);
+    },
+  );
+
+  it('every tool says so in its input schema (additionalProperties: false)', async () => {
+    const mcp = await connectMcp('http://127.0.0.1:9');
+    const { tools } = await mcp.client.listTools();
+    expect(tools).toHaveLength(6);
+    for (const tool of tools) expect([tool.name, tool.inputSchema.additionalProperties]).toEqual([tool.name, false]);
+  });
+});

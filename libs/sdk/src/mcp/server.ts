@@ -138,9 +138,10 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
         '(can it read back — without read-back an operation ends ACKNOWLEDGED, which is not proof; does the ' +
         'provider honour an idempotency key; is the effect reversible). Read this before submitting. ' +
         RULES,
+      inputSchema: z.strictObject({}),
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async (extra) =>
+    async (_input, extra) =>
       read(extra.signal, async (signal) => {
         const connectors = await dx.connectors({ signal });
         const described = connectors.map((c) => ({ ...c, limitations: connectorLimitations(c) }));
@@ -197,7 +198,7 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
       title: 'Read an execution',
       description:
         'The execution’s status and, separately, each operation’s effect in the world with its history. ' + RULES,
-      inputSchema: { execution_id: resourceId('exe') },
+      inputSchema: z.strictObject({ execution_id: resourceId('exe') }),
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async ({ execution_id }, extra) =>
@@ -217,10 +218,10 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
         'time runs out (settled: false): call it again to keep waiting. Never resubmit while you wait. Sends ' +
         'progress notifications (each status change) when the request carries a progress token. ' +
         RULES,
-      inputSchema: {
+      inputSchema: z.strictObject({
         execution_id: resourceId('exe'),
         timeout_seconds: z.number().int().min(1).max(MAX_WAIT_SECONDS).optional(),
-      },
+      }),
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async ({ execution_id, timeout_seconds }, extra) =>
@@ -267,10 +268,10 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
         'being reconciled, because cancelling cannot undo an effect that may have happened. Read the result: an ' +
         'operation that is UNKNOWN or ACKNOWLEDGED after a cancel may still have happened. ' +
         RULES,
-      inputSchema: {
+      inputSchema: z.strictObject({
         execution_id: resourceId('exe'),
         reason: z.string().max(1000).optional(),
-      },
+      }),
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     },
     async ({ execution_id, reason }, extra) =>
@@ -303,7 +304,7 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
         'One operation with its effect in words, its evidence, its retry rule and any recovery obligation ' +
         '(who must act, by when, with what evidence). ' +
         RULES,
-      inputSchema: { operation_id: resourceId('op') },
+      inputSchema: z.strictObject({ operation_id: resourceId('op') }),
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async ({ operation_id }, extra) =>
