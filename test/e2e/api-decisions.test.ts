@@ -16,6 +16,7 @@ import {
   waitForResolutionPermitted,
 } from './dispatcher-helpers';
 import type { ProblemDetails as Problem } from '@verity/sdk';
+import { orderAt } from '../support/fixtures';
 
 const TRIALS = 20;
 const RACERS = 20;
@@ -506,23 +507,3 @@ describe('api: decide once, never relabel an effect', () => {
     expect(countOf(await events(stack, created.id), 'operation.resolved')).toBe(0);
   });
 });
-
-/** An http operation creating an order at a local server on `port`, read back from it (the held FAILED's source). */
-function orderAt(port: number, key: string) {
-  return {
-    key,
-    connector: 'http',
-    action: 'request',
-    params: {
-      method: 'POST',
-      url: `http://127.0.0.1:${port}/orders`,
-      body: { id: '{{operation_id}}' },
-      read_back: {
-        method: 'GET',
-        url: `http://127.0.0.1:${port}/orders/{{operation_id}}`,
-        field: '$.data.status',
-        equals: 'created',
-      },
-    },
-  };
-}

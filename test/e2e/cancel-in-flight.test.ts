@@ -4,6 +4,7 @@ import { charge, http, unique } from '../support/http';
 import { closedAfterEachTest, listenLocally } from '../support/local-server';
 import { Event, Execution, events, expectLegalHistory, getExecution, settle, submit } from './dispatcher-helpers';
 import type { ProblemDetails as Problem } from '@verity/sdk';
+import { orderAt } from '../support/fixtures';
 
 /**
  * An execution that ends (a caller's cancel, or its deadline) while one of its sends is in flight: SENT is committed
@@ -149,23 +150,3 @@ describe('an execution ended while a send is in flight', () => {
     expect(party.posts).toEqual([order.id]);
   });
 });
-
-/** An http operation creating an order at a local server on `port`, read back from it. */
-function orderAt(port: number, key: string) {
-  return {
-    key,
-    connector: 'http',
-    action: 'request',
-    params: {
-      method: 'POST',
-      url: `http://127.0.0.1:${port}/orders`,
-      body: { id: '{{operation_id}}' },
-      read_back: {
-        method: 'GET',
-        url: `http://127.0.0.1:${port}/orders/{{operation_id}}`,
-        field: '$.data.status',
-        equals: 'created',
-      },
-    },
-  };
-}

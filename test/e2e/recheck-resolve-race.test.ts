@@ -4,6 +4,7 @@ import { http } from '../support/http';
 import { closedAfterEachTest, listenLocally } from '../support/local-server';
 import { events, expectLegalHistory, getOperation, logLines, settle, submit, waitForOp } from './dispatcher-helpers';
 import type { ProblemDetails as Problem } from '@verity/sdk';
+import { orderAt } from '../support/fixtures';
 
 /**
  * A reviewer's resolution and the reconciler's own read-back claiming the same move (MANUAL_REVIEW → VERIFIED) of one
@@ -149,23 +150,3 @@ describe('a re-check read and a reviewer deciding the same hold', () => {
     });
   });
 });
-
-/** An http operation creating an order at a local server on `port`, read back from it. */
-function orderAt(port: number, key: string) {
-  return {
-    key,
-    connector: 'http',
-    action: 'request',
-    params: {
-      method: 'POST',
-      url: `http://127.0.0.1:${port}/orders`,
-      body: { id: '{{operation_id}}' },
-      read_back: {
-        method: 'GET',
-        url: `http://127.0.0.1:${port}/orders/{{operation_id}}`,
-        field: '$.data.status',
-        equals: 'created',
-      },
-    },
-  };
-}

@@ -59,3 +59,23 @@ export async function insertChargeExecution(
   });
   return { executionId, operationId: operation.id };
 }
+
+/** An http operation creating an order at a local server on `port`, read back from it (the held FAILED's source). */
+export function orderAt(port: number, key: string) {
+  return {
+    key,
+    connector: 'http',
+    action: 'request',
+    params: {
+      method: 'POST',
+      url: `http://127.0.0.1:${port}/orders`,
+      body: { id: '{{operation_id}}' },
+      read_back: {
+        method: 'GET',
+        url: `http://127.0.0.1:${port}/orders/{{operation_id}}`,
+        field: '$.data.status',
+        equals: 'created',
+      },
+    },
+  };
+}
