@@ -6,48 +6,11 @@ import { JsonBody } from '../http/parse';
 import { CONNECTOR_SETTINGS_EXAMPLE } from '../openapi-examples';
 import { ApiEndpoint } from '../openapi';
 import { AdminController } from './admin-controller';
-import { amountReadingView } from './amount-reading.schema';
+import { ConnectorSettingsView } from './connector-settings.schema';
 import { ConnectorSettingsService } from './connector-settings.service';
 
 const CONNECTOR = { name: 'connector', description: 'connector name, e.g. http or sandbox.sms' };
 
-const SettingsView = z
-  .object({
-    connector: z.string(),
-    allow_hosts: z.array(
-      z.object({
-        host: z.string(),
-        ports: z.array(z.number()).optional(),
-        allow_private: z.boolean().optional(),
-        secrets: z
-          .array(z.string())
-          .optional()
-          .describe(
-            'the secrets that may be sent to this host (in header values), ["*"] for every one; absent: none (an operation naming another is refused: secret_not_bound)',
-          ),
-      }),
-    ),
-    spending_caps: z.array(
-      z.object({
-        period: z.enum(['hour', 'day', 'week', 'month']),
-        max_operations: z.number().optional(),
-        max_amount: z.number().positive().optional(),
-        ...amountReadingView('the currency of max_amount; absent: amounts of any currency are summed as one unit'),
-      }),
-    ),
-    read_back_binding: z
-      .enum(['declared', 'bound'])
-      .describe(
-        'http: which declared read-backs count ("bound": only one that asks the request\'s own origin and names this effect); "declared" for the others',
-      ),
-    secrets: z.array(z.string()).describe('names only; values are write-only'),
-    usage: z.array(
-      z.object({ period: z.string(), since: z.string(), operations: z.number(), amount: z.number().nullable() }),
-    ),
-    updated_at: z.string().nullable(),
-    updated_by: z.string().nullable(),
-  })
-  .meta({ id: 'ConnectorSettings' });
 /** The tenant's connector settings (admin role). Secrets go in; only their names ever come out. */
 @AdminController('connector-settings')
 export class ConnectorSettingsController {
@@ -57,7 +20,7 @@ export class ConnectorSettingsController {
   @ApiEndpoint({
     id: 'listConnectorSettings',
     summary: 'Every connector’s settings for this tenant: allowlist, spending caps and usage, secret names',
-    response: { schema: z.object({ data: z.array(SettingsView) }) },
+    response: { schema: z.object({ data: z.array(ConnectorSettingsView) }) },
   })
   list(@CurrentPrincipal() principal: Principal) {
     return this.settings.list(principal);
@@ -68,7 +31,7 @@ export class ConnectorSettingsController {
     id: 'getConnectorSettings',
     summary: 'One connector’s settings for this tenant (secret names only)',
     params: [CONNECTOR],
-    response: { schema: SettingsView },
+    response: { schema: ConnectorSettingsView },
   })
   get(@CurrentPrincipal() principal: Principal, @Param('connector') connector: string) {
     return this.settings.get(principal, connector);
@@ -90,7 +53,7 @@ export class ConnectorSettingsController {
         value: CONNECTOR_SETTINGS_EXAMPLE,
       },
     },
-    response: { schema: SettingsView },
+    response: { schema: ConnectorSettingsView },
     problems: ['validation-error'],
   })
   put(

@@ -23,27 +23,7 @@ import { DEFAULT_CURRENCY_FIELD } from '@verity/status-model';
 import { DataSource, EntityManager } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { FieldError, Problem } from '../problem/problem';
-
-export interface ConnectorSettingsView {
-  connector: string;
-  /** `secrets`: the names of the secrets that may be sent to the host (`["*"]`: every one); absent: none. */
-  allow_hosts: { host: string; ports?: number[]; allow_private?: boolean; secrets?: string[] }[];
-  spending_caps: {
-    period: string;
-    max_operations?: number;
-    max_amount?: number;
-    amount_field?: string;
-    currency?: string;
-    currency_field?: string;
-  }[];
-  /** Which read-backs count (`declared` unless the admin set `bound`); http only, `declared` for the others. */
-  read_back_binding: 'declared' | 'bound';
-  /** Names only: secret values are write-only and never leave the database through the API. */
-  secrets: string[];
-  usage: CapUsage[];
-  updated_at: string | null;
-  updated_by: string | null;
-}
+import { ConnectorSettingsViewOf } from './connector-settings.schema';
 
 /** Tenant connector settings, managed by the tenant's admin (allowlist, secrets by name, spending caps). */
 @Injectable()
@@ -56,14 +36,14 @@ export class ConnectorSettingsService {
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
-  async list(principal: Principal): Promise<{ data: ConnectorSettingsView[] }> {
-    const data: ConnectorSettingsView[] = [];
+  async list(principal: Principal): Promise<{ data: ConnectorSettingsViewOf[] }> {
+    const data: ConnectorSettingsViewOf[] = [];
     for (const connector of this.connectors.list())
       data.push(await this.view(this.db.manager, principal, connector.name));
     return { data };
   }
 
-  async get(principal: Principal, connectorName: string): Promise<ConnectorSettingsView> {
+  async get(principal: Principal, connectorName: string): Promise<ConnectorSettingsViewOf> {
     this.connector(connectorName);
     return this.view(this.db.manager, principal, connectorName);
   }
@@ -72,7 +52,7 @@ export class ConnectorSettingsService {
     principal: Principal,
     connectorName: string,
     input: ConnectorSettingsInput,
-  ): Promise<ConnectorSettingsView> {
+  ): Promise<ConnectorSettingsViewOf> {
     const connector = this.connector(connectorName);
     const errors: FieldError[] = [];
     if (input.allow_hosts !== undefined && !connector.settings?.allowHosts) {
@@ -205,7 +185,7 @@ export class ConnectorSettingsService {
     }
   }
 
-  private async view(db: EntityManager, principal: Principal, connector: string): Promise<ConnectorSettingsView> {
+  private async view(db: EntityManager, principal: Principal, connector: string): Promise<ConnectorSettingsViewOf> {
     const settings = await loadConnectorSettings(db, principal.tenantId, connector, { withSecrets: false });
     const meta = await connectorSettingsMeta(db, principal.tenantId, connector);
     const usage: CapUsage[] = [];
