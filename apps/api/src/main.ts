@@ -11,14 +11,11 @@ import {
   LOGGER,
   Logger,
   assertNoEviction,
-  collectProcessMetrics,
-  createLogger,
-  loadConfig,
-  logCrashes,
   onShutdown,
+  runMain,
+  startProcess,
   stopWhileStarting,
   linkCallerTrace,
-  tracingOn,
 } from '@verity/platform';
 import { ApiModule } from './api.module';
 import { mountBullBoard } from './bull-board';
@@ -39,10 +36,7 @@ import { StreamService } from './stream/stream.service';
 import { mountConsole } from './console';
 
 async function bootstrap(): Promise<void> {
-  const config = loadConfig();
-  const logger = createLogger('api', config.LOG_LEVEL, tracingOn(config));
-  logCrashes(logger);
-  collectProcessMetrics();
+  const { config, logger } = startProcess('api');
   const started = stopWhileStarting(logger);
   await assertNoEviction(config);
   if (config.RUN_MIGRATIONS || config.SEED_DEMO) {
@@ -117,9 +111,4 @@ async function bootstrap(): Promise<void> {
   });
 }
 
-bootstrap().catch((error: unknown) => {
-  process.stderr.write(
-    `${JSON.stringify({ level: 'fatal', app: 'api', msg: String((error as Error)?.message ?? error) })}\n`,
-  );
-  process.exit(1);
-});
+runMain('api', bootstrap);

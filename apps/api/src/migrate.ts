@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { createDataSource, runMigrationsLocked, seedDemo } from '@verity/persistence';
-import { createLogger, loadConfig } from '@verity/platform';
+import { createLogger, loadConfig, runMain } from '@verity/platform';
 
 /** Runs migrations under the advisory lock and, for the local demo (SEED_DEMO), seeds the demo tenant. Then exits. */
 async function main(): Promise<void> {
@@ -20,9 +20,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((error: unknown) => {
-  process.stderr.write(
-    `${JSON.stringify({ level: 'fatal', app: 'migrate', msg: String((error as Error)?.message ?? error) })}\n`,
-  );
-  process.exit(1);
-});
+runMain('migrate', main);

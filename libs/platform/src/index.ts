@@ -8,3 +8,4 @@ export * from './runtime';
 export * from './tracing';
 export * from './metrics';
 export * from './ops-server';
+export * from './process-start';

@@ -1,16 +1,6 @@
 import type { DynamicModule } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import {
-  Tracing,
-  VerityConfig,
-  assertNoEviction,
-  collectProcessMetrics,
-  createLogger,
-  loadConfig,
-  logCrashes,
-  onShutdown,
-  tracingOn,
-} from '@verity/platform';
+import { Tracing, VerityConfig, assertNoEviction, onShutdown, runMain, startProcess } from '@verity/platform';
 import { QueueName } from './names';
 import { serveWorkerOps } from './worker-ops';
 
@@ -33,19 +23,11 @@ export interface WorkerApp {
  * is one fatal JSON line and exit code 1.
  */
 export function runWorkerApp(spec: WorkerApp): void {
-  start(spec).catch((error: unknown) => {
-    process.stderr.write(
-      `${JSON.stringify({ level: 'fatal', app: spec.name, msg: String((error as Error)?.message ?? error) })}\n`,
-    );
-    process.exit(1);
-  });
+  runMain(spec.name, () => start(spec));
 }
 
 async function start(spec: WorkerApp): Promise<void> {
-  const config = loadConfig();
-  const logger = createLogger(spec.name, config.LOG_LEVEL, tracingOn(config));
-  logCrashes(logger);
-  collectProcessMetrics();
+  const { config, logger } = startProcess(spec.name);
   await assertNoEviction(config);
   const app = await NestFactory.createApplicationContext(spec.module(config), { logger: ['error', 'warn'] });
   await app.init();
