@@ -42,6 +42,17 @@ async function connectMcp(baseUrl: string, options: Omit<VerityMcpOptions, 'clie
   };
 }
 
+/** connectMcp to an API that answers every request with one problem (`status`, `code`, `title`). */
+async function connectMcpToProblem(status: number, code: string, title: string) {
+  const server = createServer((req, res) => {
+    req.resume();
+    res.writeHead(status, { 'content-type': 'application/problem+json' });
+    res.end(JSON.stringify({ type: 'about:blank', code, title, status }));
+  });
+  const { url } = await closeAfterTest(await listenLocally(server));
+  return connectMcp(url);
+}
+
 function textOf(result: CallToolResult): string {
   return result.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
 }
@@ -126,13 +137,7 @@ describe('a call that changes nothing, when the API cannot answer it', () => {
     ['get_execution', { execution_id: 'exe_1' }, 'it'],
     ['wait_for_execution', { execution_id: 'exe_1' }, 'wait_for_execution'],
   ])('%s answered 503 is "could not answer now, call again", not "Refused"', async (name, args, again) => {
-    const server = createServer((req, res) => {
-      req.resume();
-      res.writeHead(503, { 'content-type': 'application/problem+json' });
-      res.end(JSON.stringify({ type: 'about:blank', code: 'unavailable', title: 'Service unavailable', status: 503 }));
-    });
-    const { url } = await closeAfterTest(await listenLocally(server));
-    const mcp = await connectMcp(url);
+    const mcp = await connectMcpToProblem(503, 'unavailable', 'Service unavailable');
     const result = await mcp.call(name, args);
     expect(result.isError).toBe(true);
     expect(textOf(result)).toMatch(/^Verity could not answer now \(503 /);
@@ -141,13 +146,7 @@ describe('a call that changes nothing, when the API cannot answer it', () => {
   });
 
   it('a 4xx refusal of a read stays a refusal', async () => {
-    const server = createServer((req, res) => {
-      req.resume();
-      res.writeHead(404, { 'content-type': 'application/problem+json' });
-      res.end(JSON.stringify({ type: 'about:blank', code: 'not-found', title: 'Not found', status: 404 }));
-    });
-    const { url } = await closeAfterTest(await listenLocally(server));
-    const mcp = await connectMcp(url);
+    const mcp = await connectMcpToProblem(404, 'not-found', 'Not found');
     const result = await mcp.call('get_execution', { execution_id: 'exe_1' });
     expect(textOf(result)).toMatch(/^Refused: 404 /);
     expect(textOf(result)).not.toMatch(/call it again/);
