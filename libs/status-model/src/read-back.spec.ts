@@ -58,26 +58,25 @@ describe('decideReadBack: a table of situations and what the reconciler must do'
       situation(RC, 'absent', { absenceIsProof: true }),
       { kind: 'failed', reason: R.PROVEN_ABSENT },
     ],
-    [
-      'acknowledged by the provider, absent once it is proof, budget left: read again, never FAILED',
-      situation(RC, 'absent', { absenceIsProof: true, acknowledged: true }),
-      { kind: 'unknown-again' },
-    ],
-    [
-      'acknowledged by the provider, absent on the last read the budget allows: held, STALE_REPLICA',
-      situation(RC, 'absent', { absenceIsProof: true, acknowledged: true, checksBefore: 5 }),
-      { kind: 'hold', reason: R.STALE_REPLICA },
-    ],
-    [
-      'a source the operation declared (http read_back), absent once it is proof, budget left: read again, never FAILED',
-      situation(RC, 'absent', { absenceIsProof: true, sourceProvesAbsence: false }),
-      { kind: 'unknown-again' },
-    ],
-    [
-      'a source the operation declared, absent on the last read the budget allows: held, STALE_REPLICA',
-      situation(RC, 'absent', { absenceIsProof: true, sourceProvesAbsence: false, checksBefore: 5 }),
-      { kind: 'hold', reason: R.STALE_REPLICA },
-    ],
+    // An absence that cannot prove there is no effect, for either reason: read again while the budget lasts, then held
+    // as a stale replica; never FAILED.
+    ...(
+      [
+        ['acknowledged by the provider', { acknowledged: true }],
+        ['a source the operation declared (http read_back)', { sourceProvesAbsence: false }],
+      ] as const
+    ).flatMap(([absenceProvesNothing, extra]): [string, ReadBackSituation, ReadBackDecision][] => [
+      [
+        `${absenceProvesNothing}, absent once it is proof, budget left: read again, never FAILED`,
+        situation(RC, 'absent', { absenceIsProof: true, ...extra }),
+        { kind: 'unknown-again' },
+      ],
+      [
+        `${absenceProvesNothing}, absent on the last read the budget allows: held, STALE_REPLICA`,
+        situation(RC, 'absent', { absenceIsProof: true, ...extra, checksBefore: 5 }),
+        { kind: 'hold', reason: R.STALE_REPLICA },
+      ],
+    ]),
     [
       'a source the operation declared, found: VERIFIED as any other read',
       situation(RC, 'found', { sourceProvesAbsence: false }),
