@@ -7,7 +7,7 @@ import {
   VerificationMethodValue,
 } from '@verity/status-model';
 import { EntityManager, EntityTarget, ObjectLiteral } from 'typeorm';
-import { Criterion, EventEntity, ExecutionEntity, OperationEntity, TenantEntity } from './entities';
+import { Approval, Criterion, EventEntity, ExecutionEntity, OperationEntity, TenantEntity } from './entities';
 import {
   ConnectorSettingsRecord,
   ConnectorSettingsRow,
@@ -30,7 +30,50 @@ export interface NewOperation {
   verification_method: VerificationMethodValue;
   expected_state: Record<string, unknown> | null;
   depends_on: string[];
-  approval: Record<string, unknown> | null;
+  approval: Approval | null;
+}
+
+/**
+ * An operation as insertExecution writes it: PREPARED at generation 0, never sent, read or decided (the columns'
+ * defaults). The API answers a submission with these instead of reading them back.
+ */
+export function preparedOperation(
+  op: NewOperation,
+  execution: { id: string; tenantId: string },
+  createdAt: Date,
+): OperationEntity {
+  return {
+    id: op.id,
+    executionId: execution.id,
+    tenantId: execution.tenantId,
+    key: op.key,
+    generation: 0,
+    position: op.position,
+    connector: op.connector,
+    action: op.action,
+    params: op.params,
+    irreversible: op.irreversible,
+    requiresApproval: op.requires_approval,
+    verificationMethod: op.verification_method,
+    expectedState: op.expected_state,
+    dependsOn: op.depends_on,
+    status: OperationStatus.PREPARED,
+    terminalReason: null,
+    attempt: 0,
+    evidence: null,
+    noChangeRequired: false,
+    retryOf: null,
+    approval: op.approval,
+    obligation: null,
+    observation: null,
+    providerRef: null,
+    checkCount: 0,
+    sentAt: null,
+    acknowledgedAt: null,
+    nextCheckAt: null,
+    createdAt,
+    updatedAt: createdAt,
+  };
 }
 
 export interface NewExecution {

@@ -1,6 +1,7 @@
-import { OperationEntity, recoveryObligation } from '@verity/persistence';
+import { OperationEntity, preparedOperation, recoveryObligation } from '@verity/persistence';
 import { OperationStatus, TerminalReason } from '@verity/status-model';
 import { presentOperation } from './presenter';
+import { chargeOperation } from '../../../../test/support/fixtures';
 
 /** A never-sent charge held because its precondition could not be read: a person may release it or cancel it. */
 function heldNeverSent(resolution?: { status: string; by: string; at: string }): OperationEntity {
@@ -12,37 +13,11 @@ function heldNeverSent(resolution?: { status: string; by: string; at: string }):
     now,
     dueInMs: 3_600_000,
   });
-  return Object.assign(new OperationEntity(), {
-    id: 'op_1',
-    executionId: 'exe_1',
-    tenantId: 'demo',
-    key: 'charge',
-    generation: 0,
-    position: 0,
-    connector: 'sandbox.payments',
-    action: 'charge',
-    params: { amount: 100, currency: 'EUR', reference: 'order-1' },
-    irreversible: true,
-    requiresApproval: false,
-    verificationMethod: 'read_after_write',
-    expectedState: null,
-    dependsOn: [],
+  const charge = chargeOperation({ id: 'op_1', params: { amount: 100, currency: 'EUR', reference: 'order-1' } });
+  return Object.assign(preparedOperation(charge, { id: 'exe_1', tenantId: 'demo' }, now), {
     status: OperationStatus.MANUAL_REVIEW,
     terminalReason: TerminalReason.SOURCE_UNREACHABLE,
-    attempt: 0,
-    evidence: null,
-    noChangeRequired: false,
-    retryOf: null,
-    approval: null,
     obligation: resolution ? { ...obligation, resolution } : obligation,
-    observation: null,
-    providerRef: null,
-    checkCount: 0,
-    sentAt: null,
-    acknowledgedAt: null,
-    nextCheckAt: null,
-    createdAt: now,
-    updatedAt: now,
   });
 }
 
