@@ -101,3 +101,39 @@ describe('MCP: the Origin of a browser page (DNS rebinding)', () => {
     expect(tools.map((t) => t.name)).toContain('submit_execution');
   });
 });
+
+describe('MCP: messages that are not what they should be', () => {
+  it('answers an empty batch 400 with the JSON-RPC error -32600 (Invalid Request), not 202 as if it were accepted', async () => {
+    const res = await post([]);
+    expect(res.status).toBe(400);
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(res.body).toEqual({
+      jsonrpc: '2.0',
+      id: null,
+      error: { code: -32600, message: expect.stringContaining('empty batch') },
+    });
+  });
+
+  it('still answers a batch of one request', async () => {
+    const res = await post([listTools]);
+    expect(res.status).toBe(200);
+    expect(message(res.text).result?.tools).toBeDefined();
+  });
+
+  it('answers tools/call with "arguments": null -32602 (invalid params) naming the field, and submits nothing', async () => {
+    const before = await executionCount();
+    const res = await post({
+      jsonrpc: '2.0',
+      id: 9,
+      method: 'tools/call',
+      params: { name: 'submit_execution', arguments: null },
+    });
+    expect(res.status).toBe(200);
+    expect(message(res.text)).toEqual({
+      jsonrpc: '2.0',
+      id: 9,
+      error: { code: -32602, message: expect.stringMatching(/^Invalid params of tools\/call: params\.arguments: /) },
+    });
+    expect(await executionCount()).toBe(before);
+  });
+});

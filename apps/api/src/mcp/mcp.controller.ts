@@ -84,7 +84,7 @@ export class McpController {
     problems: [401, 403, 429],
   })
   @ApiResponse({ status: 202, description: 'A notification or response was accepted; no body' })
-  @ApiResponse({ status: 400, description: 'Not a JSON-RPC message', content: JSON_RPC_ERROR })
+  @ApiResponse({ status: 400, description: 'Not a JSON-RPC message, or an empty batch', content: JSON_RPC_ERROR })
   @ApiResponse({
     status: 406,
     description: 'Accept must list application/json and text/event-stream',
@@ -92,6 +92,20 @@ export class McpController {
   })
   @ApiResponse({ status: 415, description: 'The body must be application/json', content: JSON_RPC_ERROR })
   async post(@Req() req: Request, @Res() res: Response): Promise<void> {
+    // An empty array is no batch (JSON-RPC 2.0: "an Array with at least one value"; MCP's 2025-03-26 transport: "an
+    // array batching one or more" messages; later revisions have no batches). The SDK's transport takes it for a
+    // batch of notifications and answers 202, as if something had been accepted.
+    if (Array.isArray(req.body) && req.body.length === 0) {
+      res.status(400).json({
+        jsonrpc: '2.0',
+        id: null,
+        error: {
+          code: INVALID_REQUEST,
+          message: 'Invalid Request: an empty batch (a JSON-RPC batch holds one message at least; send one message)',
+        },
+      });
+      return;
+    }
     const client = new Verity({
       baseUrl: this.selfUrl(),
       // The guard let the request in, so it carries a Bearer key.
@@ -164,6 +178,9 @@ export class McpController {
     return `http://${host}:${address.port}`;
   }
 }
+
+/** JSON-RPC 2.0's "Invalid Request": the JSON sent is not a valid request object. */
+const INVALID_REQUEST = -32600;
 
 /**
  * JSON-RPC's "request cancelled" (the code LSP gave it; MCP names none). Sent only so that the response of the POST that

@@ -2631,7 +2631,7 @@ export interface operations {
         };
         content?: never;
       };
-      /** @description Not a JSON-RPC message */
+      /** @description Not a JSON-RPC message, or an empty batch */
       400: {
         headers: {
           [name: string]: unknown;

@@ -3,6 +3,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import {
   type CallToolResult,
+  type JSONRPCMessage,
   LoggingMessageNotificationSchema,
   ResourceUpdatedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
@@ -364,5 +365,86 @@ describe('a tool called with an argument it does not know', () => {
     const { tools } = await mcp.client.listTools();
     expect(tools).toHaveLength(6);
     for (const tool of tools) expect([tool.name, tool.inputSchema.additionalProperties]).toEqual([tool.name, false]);
+  });
+});
+
+/** Sends raw JSON-RPC requests (what an SDK client would never send) to the server and reads their answers. */
+async function rawSession(baseUrl: string) {
+  const mcp = createVerityMcpServer({ client: new Verity({ baseUrl, apiKey: 'sk-unit', backoffMs: 5 }) });
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  await mcp.server.connect(serverSide);
+  const answers = new Map<unknown, JSONRPCMessage>();
+  clientSide.onmessage = (message) => {
+    if ('id' in message) answers.set(message.id, message);
+  };
+  await clientSide.start();
+  openSessions.push(async () => {
+    mcp.close();
+    await clientSide.close();
+    await mcp.server.close();
+  });
+  return async (message: Record<string, unknown>) => {
+    await clientSide.send({ jsonrpc: '2.0', ...message } as JSONRPCMessage);
+    await waitUntil(() => answers.has(message.id));
+    return answers.get(message.id) as { error?: { code: number; message: string }; result?: unknown };
+  };
+}
+
+describe('a request whose params do not fit its method', () => {
+  it.each([
+    [
+      'tools/call with "arguments": null',
+      { method: 'tools/call', params: { name: 'get_execution', arguments: null } },
+      'params.arguments: expected an object, received null (the tool’s arguments by name: send {} or leave it out for none)',
+    ],
+    [
+      'tools/call with arguments that are no object',
+      { method: 'tools/call', params: { name: 'submit_execution', arguments: [UNIT_SUBMISSION] } },
+      'params.arguments: expected an object, received array (the tool’s arguments by name: send {} or leave it out for none)',
+    ],
+    [
+      'tools/call whose tool name is no string',
+      { method: 'tools/call', params: { name: 7, arguments: {} } },
+      'params.name: expected a string, received number',
+    ],
+    [
+      'resources/read whose uri is no string',
+      { method: 'resources/read', params: { uri: null } },
+      'params.uri: expected a string, received null',
+    ],
+    [
+      'resources/list whose cursor is no string',
+      { method: 'resources/list', params: { cursor: 5 } },
+      'params.cursor: expected a string, received number',
+    ],
+  ])('%s is refused -32602 (invalid params) naming the field, and calls nothing', async (_what, request, problem) => {
+    let requests = 0;
+    const api = createServer((req, res) => {
+      requests += 1;
+      req.resume();
+      res.writeHead(500).end();
+    });
+    const { url } = await closeAfterTest(await listenLocally(api));
+    const send = await rawSession(url);
+    const answer = await send({ id: 3, ...request });
+    expect(answer.error).toEqual({
+      code: -32602,
+      message: `Invalid params of ${request.method}: ${problem}`,
+    });
+    expect(requests).toBe(0);
+  });
+
+  it('a method the server does not answer stays -32601 (method not found), whatever its params', async () => {
+    const send = await rawSession('http://127.0.0.1:9');
+    const answer = await send({ id: 4, method: 'prompts/get', params: { name: 5 } });
+    expect(answer.error?.code).toBe(-32601);
+  });
+
+  it('params that fit still reach the tool: an empty object for a tool with required arguments is its own refusal', async () => {
+    const send = await rawSession('http://127.0.0.1:9');
+    const answer = await send({ id: 5, method: 'tools/call', params: { name: 'get_execution', arguments: {} } });
+    expect(answer.error).toBeUndefined();
+    expect(answer.result).toMatchObject({ isError: true });
+    expect(JSON.stringify(answer.result)).toMatch(/Input validation error/);
   });
 });

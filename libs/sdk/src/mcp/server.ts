@@ -1,4 +1,6 @@
 import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
   type CallToolResult,
   ErrorCode,
@@ -12,6 +14,7 @@ import { z } from 'zod';
 import type { Verity } from '../client';
 import { VerityError, VerityNetworkError, VerityTimeoutError } from '../errors';
 import type { Execution } from '../types';
+import { refuseInvalidParams } from './invalid-params';
 import { SubmitExecutionInput } from './schema';
 import {
   RULES,
@@ -86,6 +89,24 @@ export interface VerityMcp {
   close(): void;
 }
 
+/** The MCP server, with requests whose params do not fit their method refused -32602 (see refuseInvalidParams). */
+class VerityMcpServer extends McpServer {
+  override async connect(transport: Transport): Promise<void> {
+    await super.connect(transport);
+    refuseInvalidParams(transport, (method) => hasRequestHandler(this.server, method));
+  }
+}
+
+/** Whether the server answers this method (the SDK says so only by refusing a second handler for it). */
+function hasRequestHandler(server: Server, method: string): boolean {
+  try {
+    server.assertCanSetRequestHandler(method);
+    return false;
+  } catch {
+    return true;
+  }
+}
+
 type ToolExtra = {
   signal: AbortSignal;
   _meta?: { progressToken?: string | number };
@@ -119,7 +140,7 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
         ),
       callAgain,
     );
-  const server = new McpServer(
+  const server = new VerityMcpServer(
     { name: MCP_SERVER_NAME, version: MCP_SERVER_VERSION, title: 'Verity' },
     {
       instructions:

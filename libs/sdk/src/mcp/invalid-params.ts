@@ -1,0 +1,64 @@
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { ClientRequestSchema, ErrorCode, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+
+/** The MCP SDK's schema of each request a client may send, by method. */
+const REQUEST_SCHEMAS = new Map<string, (typeof ClientRequestSchema.options)[number]>(
+  ClientRequestSchema.options.map((schema) => [schema.shape.method.value, schema]),
+);
+
+interface Issue {
+  path: readonly PropertyKey[];
+  message: string;
+}
+
+/**
+ * The JSON-RPC error for a request whose params do not fit its method (-32602, Invalid params), or undefined when they
+ * fit, when it is no request, or when `handles(method)` says no handler would answer it (that answer, -32601, is the
+ * SDK's).
+ */
+export function invalidParamsError(message: unknown, handles: (method: string) => boolean): JSONRPCMessage | undefined {
+  if (typeof message !== 'object' || message === null || Array.isArray(message)) return undefined;
+  const { id, method } = message as { id?: unknown; method?: unknown };
+  if (typeof method !== 'string' || !(typeof id === 'string' || typeof id === 'number')) return undefined;
+  const schema = REQUEST_SCHEMAS.get(method);
+  if (schema === undefined || !handles(method)) return undefined;
+  const parsed = schema.safeParse(message);
+  if (parsed.success) return undefined;
+  const issues = (parsed.error.issues as Issue[]).map(describeIssue);
+  return {
+    jsonrpc: '2.0',
+    id,
+    error: { code: ErrorCode.InvalidParams, message: `Invalid params of ${method}: ${issues.join('; ')}` },
+  };
+}
+
+/** "params.arguments must be an object (it is null): …", in the words of the protocol, not of zod. */
+function describeIssue(issue: Issue): string {
+  const path = issue.path.map(String).join('.') || 'the request';
+  const what = issue.message
+    .replace(/^Invalid input: /, '')
+    .replace(/\bexpected record\b/, 'expected an object')
+    .replace(/\bexpected string\b/, 'expected a string');
+  const hint = path === 'params.arguments' ? ' (the tool’s arguments by name: send {} or leave it out for none)' : '';
+  return `${path}: ${what}${hint}`;
+}
+
+/**
+ * Answers a request whose params do not fit its method with -32602 (Invalid params) before the server sees it. The
+ * SDK's own check parses them against the same schema but answers a mismatch -32603 (Internal error) with zod's
+ * issues as the message (modelcontextprotocol/typescript-sdk#2012): a client, or an agent reading it, would take its
+ * own mistake (`"arguments": null`, common in clients that write an absent field as null) for a broken server.
+ * Installed on a connected transport, in front of the server's own handler.
+ */
+export function refuseInvalidParams(transport: Transport, handles: (method: string) => boolean): void {
+  const deliver = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    const refusal = invalidParamsError(message, handles);
+    if (refusal === undefined) {
+      deliver?.(message, extra);
+      return;
+    }
+    const id = (refusal as { id: string | number }).id;
+    transport.send(refusal, { relatedRequestId: id }).catch(() => undefined); // the client left: nobody to tell
+  };
+}
