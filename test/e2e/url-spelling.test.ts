@@ -47,6 +47,11 @@ describe('URLs written otherwise than they are called', () => {
     `http://2130706433\\@hooks.example.com:${port}/hook`, // called at 127.0.0.1 (a decimal IPv4 address)
     `http://hooks.example.com/a\\b`, // called as /a/b
     `http://@hooks.example.com/hook`, // empty user info, dropped
+    `http://hooks.example.com./hook`, // a dot at the end of the host: the allowlist reads hooks.example.com, DNS may not
+    `http://hooks.example.com.:${port}/hook`,
+    `http://hooks.example.com%2E/hook`, // decoded into the same dot
+    `http://127.0.0.1.:${port}/hook`, // called as 127.0.0.1
+    `http://evil.example./hook`, // not on the allowlist either way: refused for its spelling first
   ];
 
   it.each(misspelt)('a webhook endpoint at %s is refused (400 url invalid_format), nothing written', async (url) => {
@@ -69,6 +74,22 @@ describe('URLs written otherwise than they are called', () => {
     // The http connector names its URL rules `custom`, with the reason in the message.
     expect(created.body.errors).toEqual([expect.objectContaining({ field: 'operations[0].params.url' })]);
   });
+
+  it.each([`http://hooks.example.com/hook#part`, `http://127.0.0.1:${port}/hook#`])(
+    'a webhook endpoint at %s is refused (400 url invalid_format: a fragment is never sent), nothing written',
+    async (url) => {
+      const created = await http<{ errors: FieldError[] }>(stack.apiUrl, 'POST', '/v1/admin/webhooks', {
+        key: DEMO.admin,
+        body: { url, events: ['execution.finished'] },
+      });
+      expect(created.status).toBe(400);
+      expect(created.body.errors).toEqual([
+        { field: 'url', rule: 'invalid_format', message: expect.stringContaining('no fragment') },
+      ]);
+      const list = await http<{ data: unknown[] }>(stack.apiUrl, 'GET', '/v1/admin/webhooks', { key: DEMO.admin });
+      expect(list.body.data).toEqual([]);
+    },
+  );
 
   it('takes URLs written as they are called, a backslash in the query included (the parser keeps it there)', async () => {
     for (const url of [`http://127.0.0.1:${port}/hook`, `http://hooks.example.com/hook?q=a\\b`]) {

@@ -11,6 +11,8 @@ import {
   lookupFor,
   nonCanonicalIpv4,
   parseIpv6,
+  urlFragmentProblem,
+  urlSpellingProblem,
 } from './egress';
 import { guardedExchange } from './http.connector';
 import type { AllowedHost } from './connector';
@@ -94,6 +96,32 @@ describe('nonCanonicalIpv4', () => {
   ])('accepts %s', (url) => expect(nonCanonicalIpv4(url)).toBe(false));
 });
 
+describe('urlSpellingProblem: a dot at the end of the host', () => {
+  it.each([
+    'http://hooks.example.com./hook',
+    'https://hooks.example.com.:8443/hook',
+    'http://hooks.example.com%2E/hook', // the parser decodes it into a trailing dot
+    'http://127.0.0.1./hook', // the parser drops it: 127.0.0.1
+    'http://api./',
+    'https://user@hooks.example.com./',
+  ])('refuses %s', (url) => expect(urlSpellingProblem(url)).toMatch(/no dot at the end of the host/));
+
+  it.each([
+    'http://hooks.example.com/hook',
+    'http://hooks.example.com/path./x.?q=a.', // dots after the host are the path's and the query's
+    'http://[::1]:8080/',
+    'http://127.0.0.1:8080/',
+  ])('takes %s', (url) => expect(urlSpellingProblem(url)).toBeNull());
+});
+
+describe('urlFragmentProblem', () => {
+  it('refuses a fragment, an empty one too, and takes a URL without one', () => {
+    expect(urlFragmentProblem('https://hooks.example.com/hook#part')).toMatch(/no fragment/);
+    expect(urlFragmentProblem('https://hooks.example.com/hook#')).toMatch(/no fragment/);
+    expect(urlFragmentProblem('https://hooks.example.com/hook?q=1')).toBeNull();
+  });
+});
+
 describe('checkTarget', () => {
   const allow = [
     { host: 'api.example.com' },
@@ -123,6 +151,34 @@ describe('checkTarget', () => {
     expect(refused('http://2130706433:8080/')).toMatch(/dotted-decimal/);
     expect(refused('http://[::1]:8080/')).toMatch(/allowlist/);
     expect(checkTarget('http://api.example.com/', undefined)).toMatchObject({ code: 'EGRESS_BLOCKED' });
+  });
+
+  it('judges a host written with a dot at its end exactly as without it (a URL stored before intake refused it)', () => {
+    const entries = [
+      { host: 'api.example.com', ports: [443] },
+      { host: '*.corp.example' },
+      { host: '127.0.0.1', ports: [8080], allow_private: true },
+      { host: '10.0.0.1' },
+    ];
+    const decision = (url: string) => {
+      const result = checkTarget(url, entries);
+      return 'code' in result ? result.message : { host: result.host, port: result.port, entry: result.entry };
+    };
+    for (const [plain, dotted] of [
+      ['https://api.example.com/v1', 'https://api.example.com./v1'],
+      ['https://api.example.com:8443/v1', 'https://api.example.com.:8443/v1'],
+      ['https://x.corp.example/v1', 'https://x.corp.example./v1'],
+      ['https://corp.example/v1', 'https://corp.example./v1'],
+      ['https://evil.example/v1', 'https://evil.example./v1'],
+      ['https://api.example.com.evil.example/v1', 'https://api.example.com.evil.example./v1'],
+      ['http://127.0.0.1:8080/v1', 'http://127.0.0.1.:8080/v1'],
+      ['http://127.0.0.1:8081/v1', 'http://127.0.0.1.:8081/v1'],
+      ['http://10.0.0.1/v1', 'http://10.0.0.1./v1'],
+    ]) {
+      expect([dotted, decision(dotted)]).toEqual([dotted, decision(plain)]);
+    }
+    // Two dots are no spelling of the host: refused.
+    expect(decision('https://api.example.com../v1')).toMatch(/not on this tenant's allowlist/);
   });
 
   it('takes a URL by the first entry naming its host, or another entry for the very same host that allows its port', () => {

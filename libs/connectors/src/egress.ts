@@ -187,8 +187,33 @@ export function urlSpellingProblem(raw: string): string | null {
     if (/^https?:\/\/:?@/i.test(raw)) {
       return 'no "@" before the host: an empty user info is dropped, so the URL called would not be the one written';
     }
+    // "hooks.example.com." (also "%2E" at the end, or "127.0.0.1.", which the parser makes 127.0.0.1): the allowlist
+    // compares hosts without the dot, but DNS does not always read the two alike — a name without it may be completed
+    // with the resolver's search domains ("api" reaching api.corp.example), one with it never ("api." is the top-level
+    // name) — and the Host header and the TLS name carry it. One spelling, so an entry names one host.
+    if (rawHostOf(raw)?.endsWith('.') || parsedHostname(raw)?.endsWith('.')) {
+      return 'no dot at the end of the host ("hooks.example.com", not "hooks.example.com."): DNS, the Host header and TLS may read the two as different hosts, while the allowlist takes them for one';
+    }
   }
   return null;
+}
+
+/**
+ * A webhook URL has no fragment ("#…"): it is never sent, so the endpoint shown would not be the URL called. (An http
+ * operation's URL may have one: it is recorded and judged as requested, without it.)
+ */
+export function urlFragmentProblem(raw: string): string | null {
+  return raw.includes('#')
+    ? 'no fragment ("#…"): it is never sent, so the URL called would not be the one written'
+    : null;
+}
+
+function parsedHostname(raw: string): string | null {
+  try {
+    return new URL(raw).hostname;
+  } catch {
+    return null; // refused by the URL checks that follow
+  }
 }
 
 /** Numeric-looking hosts must be plain dotted-decimal IPv4: decimal, octal, hex and short forms are refused. */
