@@ -483,6 +483,40 @@ describe('admin: tenant policy', () => {
     expect((await changes('?kind=&connector=&cursor=&limit=')).status).toBe(200);
   });
 
+  it('refuses a connector filter that names no connector (400 known_connector), not an empty list that reads "never changed"', async () => {
+    for (const name of ['nope', 'sandbox.payment', 'HTTP']) {
+      const res = await changes(`?connector=${name}`);
+      expect({ name, status: res.status }).toEqual({ name, status: 400 });
+      expect(res.body).toMatchObject({
+        type: 'https://verity.dev/problems/validation-error',
+        errors: [
+          {
+            field: 'connector',
+            rule: 'known_connector',
+            message: `unknown connector "${name}" (see GET /v1/connectors)`,
+          },
+        ],
+      });
+    }
+    // A connector with no change on record is an empty list, not a refusal.
+    const tenant = 'demo-audit-retired';
+    await ensureTenant(stack.db.dataSource.manager, tenant);
+    const { key } = await createApiKey(stack.db.dataSource.manager, { tenantId: tenant, role: 'admin' });
+    expect((await changes('?connector=sandbox.sms', key)).body).toEqual({ data: [], next_cursor: null });
+    // The history is append-only and outlives a connector a later release removes: its changes stay listed by name.
+    const settings = { allow_hosts: [], spending_caps: [], secrets: [] };
+    await stack.db.dataSource.query(
+      `INSERT INTO admin_changes (id, tenant_id, kind, connector, changed_by, before, after)
+       VALUES ('chg_retired0000000000000000', $1, 'connector_settings', 'retired.crm', 'key_gone', $2, $2)`,
+      [tenant, JSON.stringify(settings)],
+    );
+    const retired = await changes('?connector=retired.crm', key);
+    expect(retired.status).toBe(200);
+    expect(retired.body.data.map((c) => [c.id, c.connector])).toEqual([['chg_retired0000000000000000', 'retired.crm']]);
+    // Held by another tenant's history only, the name is as unknown to this one as any other.
+    expect((await changes('?connector=retired.crm')).status).toBe(400);
+  });
+
   it('a change that is refused leaves no entry', async () => {
     const known = await allIds();
     expect((await putPolicy({ approval_rules: [{ connector: 'nope' }] })).status).toBe(400);

@@ -33,7 +33,14 @@ export class ChangesController {
     problems: ['validation-error'],
   })
   @ApiQuery({ name: 'kind', required: false, enum: [...ADMIN_CHANGE_KINDS] })
-  @ApiQuery({ name: 'connector', required: false, type: String, description: 'only this connector’s changes' })
+  @ApiQuery({
+    name: 'connector',
+    required: false,
+    type: String,
+    description:
+      'only this connector’s changes; a name no connector has is 400 known_connector, unless this tenant’s history ' +
+      'holds changes of it (a connector a later release removed)',
+  })
   @ApiPageQuery()
   list(@CurrentPrincipal() principal: Principal, @Query() query: unknown) {
     return this.changes.list(principal, parseQuery(ChangesQuery, query));

@@ -1,10 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
+import { ConnectorRegistry } from '@verity/connectors';
 import { AdminChangeRow, listAdminChanges } from '@verity/persistence';
 import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import type { ChangeListOf, ChangeViewOf, ChangesQueryOf } from './changes.schema';
 import { pageOf } from '../http/parse';
+import { Problem } from '../problem/problem';
 
 function changeView(row: AdminChangeRow): ChangeViewOf {
   const view = {
@@ -29,9 +31,31 @@ function changeView(row: AdminChangeRow): ChangeViewOf {
  */
 @Injectable()
 export class ChangesService {
-  constructor(@InjectDataSource() private readonly db: DataSource) {}
+  constructor(
+    @InjectDataSource() private readonly db: DataSource,
+    private readonly connectors: ConnectorRegistry,
+  ) {}
 
   async list(principal: Principal, query: ChangesQueryOf): Promise<ChangeListOf> {
+    if (query.connector !== undefined && !this.connectors.get(query.connector)) {
+      // A name no connector has would list nothing, which reads as "no change was ever made" when it is a typo. Unless
+      // this tenant's history holds changes of it: the log is append-only and outlives a connector a later release
+      // removes, whose history must stay readable by its name.
+      const held = await listAdminChanges(this.db.manager, {
+        tenantId: principal.tenantId,
+        connector: query.connector,
+        limit: 1,
+      });
+      if (held.length === 0) {
+        throw Problem.validation([
+          {
+            field: 'connector',
+            rule: 'known_connector',
+            message: `unknown connector "${query.connector}" (see GET /v1/connectors)`,
+          },
+        ]);
+      }
+    }
     const found = await listAdminChanges(this.db.manager, {
       tenantId: principal.tenantId,
       before: query.cursor,

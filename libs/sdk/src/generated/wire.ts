@@ -2310,7 +2310,7 @@ export interface operations {
         limit?: number;
         /** @description `next_cursor` of the previous page */
         cursor?: string;
-        /** @description only this connector’s changes */
+        /** @description only this connector’s changes; a name no connector has is 400 known_connector, unless this tenant’s history holds changes of it (a connector a later release removed) */
         connector?: string;
         kind?: 'policy' | 'connector_settings' | 'webhook_endpoint';
       };
