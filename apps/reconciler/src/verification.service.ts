@@ -241,6 +241,9 @@ export class VerificationService {
     const moved = await this.transitions.operation(this.db.manager, {
       operation: snapshotOf(op),
       to: S.UNKNOWN,
+      // Only over the count this read was made at: a redelivered job that finishes after a newer one must not write
+      // its older count back (the retry budget would stretch); it lost the race.
+      whileCheckCount: op.checkCount,
       patch: { check_count: op.checkCount + 1, next_check_at: this.nextCheckAt(op.checkCount + 1) },
       eventData: { detail: 'inconclusive read; scheduled again', evidence },
     });
@@ -387,6 +390,8 @@ export class VerificationService {
     // time is the one it was computed from (compare-and-set), and computed again from the row if that changed.
     let held = op;
     for (let attempt = 1; ; attempt += 1) {
+      // Which re-check this is as read: its backoff and the next job's id. The stored count is added to in the
+      // statement (countInObligation), so a reviewer's re-check racing a scheduled one counts both.
       const rechecks = (held.obligation?.rechecks ?? 0) + 1;
       const next = mayChange && systemMayRelease(held.terminalReason) ? this.nextRecheckAt(held, rechecks) : null;
       // What the source showed is kept on the hold, not only in the history: a person's FAILED is refused since, also
@@ -402,7 +407,8 @@ export class VerificationService {
         // (The last try writes whatever the due time: what the read found is never dropped for a re-dating.)
         whileObligationDueAt: attempt < 3 ? held.obligation?.due_at : undefined,
         patch: { next_check_at: next },
-        merge: { obligation: { rechecks, ...shown } },
+        merge: { obligation: shown },
+        countInObligation: 'rechecks',
         type: 'operation.rechecked',
         data: {
           ...trigger,

@@ -145,6 +145,35 @@ WITH moved AS (
        FROM moved JOIN seq ON seq.id = moved.execution_id
        RETURNING id, seq;
 
+-- operationMoveAtCheckCount
+WITH moved AS (
+         UPDATE operations op SET status = $3, updated_at = clock_timestamp(), check_count = $5, next_check_at = $6
+         WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4 AND op.check_count = $7
+         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
+       ), seq AS (
+         UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
+         FROM moved WHERE e.id = moved.execution_id
+         RETURNING e.id, e.event_seq
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
+       SELECT $8, seq.id, moved.tenant_id, seq.event_seq, moved.id, $9, $2, $3, $10
+       FROM moved JOIN seq ON seq.id = moved.execution_id
+       RETURNING id, seq, execution_id, (SELECT attempt FROM moved) AS attempt,
+                 (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
+
+-- annotateCounted
+WITH moved AS (
+         UPDATE operations SET updated_at = clock_timestamp(), next_check_at = $3, obligation = jsonb_set(coalesce(obligation, '{}'::jsonb) || $4::jsonb, '{rechecks}', to_jsonb(coalesce((obligation->>'rechecks')::int, 0) + 1)) WHERE id = $1 AND status = $2 AND obligation->>'due_at' = $5
+         RETURNING id, execution_id, tenant_id
+       ), seq AS (
+         UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
+         FROM moved WHERE e.id = moved.execution_id RETURNING e.id, e.event_seq
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, data)
+       SELECT $6, seq.id, moved.tenant_id, seq.event_seq, moved.id, $7, $8
+       FROM moved JOIN seq ON seq.id = moved.execution_id
+       RETURNING id, seq;
+
 -- executionMove
 WITH moved AS (
          UPDATE executions SET status = $3, event_seq = event_seq + $4, updated_at = clock_timestamp() WHERE id = $1 AND status = $2

@@ -116,6 +116,28 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
           type: 'obligation.escalated',
         }),
       ),
+      // The reconciler's inconclusive read, written only over the count it was made at.
+      operationMoveAtCheckCount: await recorded((db) =>
+        transitions.operation(db, {
+          operation: op(OperationStatus.RECONCILING, 1),
+          to: OperationStatus.UNKNOWN,
+          whileCheckCount: 2,
+          patch: { check_count: 3, next_check_at: new Date(0) },
+        }),
+      ),
+      // A re-check's record: its count added to in the statement.
+      annotateCounted: await recorded((db) =>
+        transitions.annotate(db, {
+          executionId: 'exe_1',
+          operationId: 'op_1',
+          whileStatus: OperationStatus.MANUAL_REVIEW,
+          whileObligationDueAt: '2026-01-01T00:00:00.000Z',
+          patch: { next_check_at: null },
+          merge: { obligation: {} },
+          countInObligation: 'rechecks',
+          type: 'operation.rechecked',
+        }),
+      ),
       executionMove: await recorded((db) =>
         transitions.execution(db, {
           executionId: 'exe_1',

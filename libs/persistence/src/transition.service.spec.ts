@@ -189,6 +189,59 @@ describe('TransitionService (real Postgres)', () => {
     expect(fresh.won).toBe(true);
   });
 
+  it('writes a next check count only over the count it was decided on (whileCheckCount)', async () => {
+    const { operationId } = await newExecutionWithOneOperation();
+    await db.dataSource.query(
+      `UPDATE operations SET status = 'RECONCILING', attempt = 1, check_count = 4 WHERE id = $1`,
+      [operationId],
+    );
+    const inconclusive = (at: number) =>
+      transitions.operation(db.dataSource.manager, {
+        operation: { ...snapshot(operationId), status: OperationStatus.RECONCILING, attempt: 1 },
+        to: OperationStatus.UNKNOWN,
+        whileCheckCount: at,
+        patch: { check_count: at + 1 },
+      });
+    expect((await inconclusive(2)).won).toBe(false);
+    expect(await eventsWhere({ operationId })).toHaveLength(0);
+    expect((await inconclusive(4)).won).toBe(true);
+    const op = await db.dataSource.getRepository(OperationEntity).findOneByOrFail({ id: operationId });
+    expect([op.status, op.checkCount]).toEqual([OperationStatus.UNKNOWN, 5]);
+  });
+
+  it('counts every one of 20 concurrent annotations that count in the obligation, each merge kept', async () => {
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    await db.dataSource.query(
+      `UPDATE operations SET status = 'MANUAL_REVIEW', obligation = '{"rechecks": 2, "due_at": "x"}' WHERE id = $1`,
+      [operationId],
+    );
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        transitions.annotate(db.dataSource.manager, {
+          executionId,
+          operationId,
+          whileStatus: OperationStatus.MANUAL_REVIEW,
+          merge: { obligation: { [`seen${i}`]: true } },
+          countInObligation: 'rechecks',
+          type: 'operation.rechecked',
+        }),
+      ),
+    );
+    expect(results.every((r) => r.won)).toBe(true);
+    const op = await db.dataSource.getRepository(OperationEntity).findOneByOrFail({ id: operationId });
+    expect(op.obligation).toMatchObject({ rechecks: 22, due_at: 'x', seen0: true, seen19: true });
+    // Without a merge of its own, the count alone is written.
+    await transitions.annotate(db.dataSource.manager, {
+      executionId,
+      operationId,
+      whileStatus: OperationStatus.MANUAL_REVIEW,
+      countInObligation: 'rechecks',
+      type: 'operation.rechecked',
+    });
+    const after = await db.dataSource.getRepository(OperationEntity).findOneByOrFail({ id: operationId });
+    expect(after.obligation).toMatchObject({ rechecks: 23, due_at: 'x' });
+  });
+
   it('numbers the events of one execution without gaps, in commit order, under concurrency', async () => {
     const { executionId } = await newExecutionWithOneOperation();
     await Promise.all(

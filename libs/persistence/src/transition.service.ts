@@ -102,6 +102,12 @@ export interface OperationTransitionInput {
    * database, so it is made after the execution's own move.
    */
   executionEnded?: boolean;
+  /**
+   * Only while `check_count` is still this: the count the move was decided on, for a move whose patch sets the next
+   * one. A job redelivered while another ran (the sweeper re-enqueues a read that takes long) finds the status it read
+   * again once the newer job is mid-read, and would write its older count over the newer one, stretching the budget.
+   */
+  whileCheckCount?: number;
   patch?: OperationPatch;
   eventData?: Record<string, unknown>;
   /**
@@ -229,12 +235,21 @@ export interface OperationMerge {
   evidence?: Record<string, unknown>;
 }
 
-function mergeAssignments(merge: OperationMerge, params: unknown[]): string[] {
+/** Counters kept in the obligation that a writer adds one to in its statement (never a count it read before). */
+export type ObligationCounter = 'rechecks';
+
+function mergeAssignments(merge: OperationMerge, params: unknown[], counter?: ObligationCounter): string[] {
   const sets: string[] = [];
-  for (const [column, value] of Object.entries(merge)) {
+  const columns = { ...merge, ...(counter && !merge.obligation ? { obligation: {} } : {}) };
+  for (const [column, value] of Object.entries(columns)) {
     if (value === undefined) continue;
     params.push(json(value));
-    sets.push(`${column} = coalesce(${column}, '{}'::jsonb) || $${params.length}::jsonb`);
+    let merged = `coalesce(${column}, '{}'::jsonb) || $${params.length}::jsonb`;
+    if (column === 'obligation' && counter) {
+      // Added to the value the row holds when the statement gets it (a concurrent writer's count included).
+      merged = `jsonb_set(${merged}, '{${counter}}', to_jsonb(coalesce((${column}->>'${counter}')::int, 0) + 1))`;
+    }
+    sets.push(`${column} = ${merged}`);
   }
   return sets;
 }
@@ -333,6 +348,11 @@ export interface AnnotationInput {
   patch?: OperationPatch;
   /** Merged into the JSON columns instead of replacing them (what a stale read would otherwise erase). */
   merge?: OperationMerge;
+  /**
+   * One added to this counter of the obligation, in the statement: two writers that read the same count both count
+   * (a count read before and written back would lose one of them).
+   */
+  countInObligation?: ObligationCounter;
   /** Only while the obligation is still due when it was read: a re-dated one is not the one that was overdue. */
   whileObligationDueAt?: string;
   /** Only while the obligation is not escalated yet: of two sweeps that find it overdue, one escalates it. */
@@ -399,7 +419,8 @@ export class TransitionService {
         : '') +
       (requiresUnacknowledged(to, reason) ? ' AND acknowledged_at IS NULL' : '') +
       (input.readBackUnbound ? ` AND ${DECLARED_READ_BACKS_COUNT}` : '') +
-      (input.executionEnded ? ` AND ${EXECUTION_ENDED_UNRELEASABLE}` : '');
+      (input.executionEnded ? ` AND ${EXECUTION_ENDED_UNRELEASABLE}` : '') +
+      (input.whileCheckCount !== undefined ? ` AND op.check_count = $${params.push(input.whileCheckCount)}` : '');
     const eventId = newId('evt');
     params.push(
       eventId,
@@ -809,7 +830,7 @@ export class TransitionService {
     const sets = [
       'updated_at = clock_timestamp()',
       ...patchAssignments(input.patch ?? {}, params),
-      ...mergeAssignments(input.merge ?? {}, params),
+      ...mergeAssignments(input.merge ?? {}, params, input.countInObligation),
       ...(input.withdrawRelease ? [`obligation = obligation - 'resolution'`] : []),
     ];
     let obligationDue = '';
@@ -868,6 +889,7 @@ function assertAnnotationGuards(input: AnnotationInput): void {
     input.whileGrantDecidedAt !== undefined ||
     input.patch !== undefined ||
     input.merge !== undefined ||
+    input.countInObligation !== undefined ||
     input.whileObligationDueAt !== undefined ||
     input.whileUnescalated ||
     input.whileUnresolved ||
@@ -881,5 +903,8 @@ function assertAnnotationGuards(input: AnnotationInput): void {
   }
   if (input.whileReleaseAt !== undefined && !input.withdrawRelease) {
     throw new Error('annotate: whileReleaseAt narrows withdrawRelease, which is missing');
+  }
+  if (input.withdrawRelease && (input.merge?.obligation !== undefined || input.countInObligation !== undefined)) {
+    throw new Error('annotate: withdrawRelease writes the obligation; it cannot be merged into or counted in as well');
   }
 }
