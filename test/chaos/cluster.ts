@@ -465,6 +465,7 @@ export interface ServedStatusModel {
       refused_when_held_for: string[];
       refused_when_acknowledged: boolean;
       refused_when_effect_shown: boolean;
+      refused_when_rejected: boolean;
       system_when_held_for: string[];
     }[];
   };

@@ -79,6 +79,8 @@ export interface ContractMove {
   refusedWhenAcknowledged?: boolean;
   /** Refused once a read made while it was held showed the effect: a record of it is on file. */
   refusedWhenEffectShown?: boolean;
+  /** Refused once the provider's rejection of the send is on file (a person's VERIFIED against its "rejected"). */
+  refusedWhenRejected?: boolean;
   /** Only for an operation that was (`sent`) / was never (`never_sent`) handed to a connector. */
   only?: 'sent' | 'never_sent';
   /** The move must carry a terminal_reason; when listed, one of these. */
@@ -110,6 +112,7 @@ export const CONTRACT_OPERATION_MOVES: readonly ContractMove[] = [
     humanOnly: true,
     only: 'sent',
     systemWhenHeldFor: ['SOURCE_UNREACHABLE', 'STALE_REPLICA'],
+    refusedWhenRejected: true,
   },
   {
     from: 'MANUAL_REVIEW',
@@ -173,6 +176,9 @@ export function compareStatusModel(served: ServedStatusModel): string[] {
     }
     if (row.refused_when_effect_shown !== (move.refusedWhenEffectShown ?? false)) {
       differs.push(`refused_when_effect_shown ${row.refused_when_effect_shown}`);
+    }
+    if (row.refused_when_rejected !== (move.refusedWhenRejected ?? false)) {
+      differs.push(`refused_when_rejected ${row.refused_when_rejected}`);
     }
     if (row.sent_only !== (move.only === 'sent')) differs.push(`sent_only ${row.sent_only}`);
     if (row.never_sent_only !== (move.only === 'never_sent')) differs.push(`never_sent_only ${row.never_sent_only}`);

@@ -77,6 +77,8 @@ const OPERATION_KEYS: Record<keyof Operation, true> = {
   retry_of: true,
   sent_at: true,
   acknowledged_at: true,
+  rejected_at: true,
+  rejection: true,
   created_at: true,
   updated_at: true,
 };

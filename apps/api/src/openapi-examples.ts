@@ -90,6 +90,8 @@ export const VERIFIED_OPERATION_EXAMPLE = {
   observation: 'converged' as const,
   sent_at: '2026-05-04T09:30:13.482Z',
   acknowledged_at: '2026-05-04T09:30:13.505Z',
+  rejected_at: null,
+  rejection: null,
   updated_at: '2026-05-04T09:30:13.555Z',
 };
 
@@ -111,6 +113,8 @@ const ACKNOWLEDGED_SMS = {
   observation: null,
   sent_at: '2026-05-04T09:30:13.657Z',
   acknowledged_at: '2026-05-04T09:30:13.675Z',
+  rejected_at: null,
+  rejection: null,
   updated_at: '2026-05-04T09:30:13.675Z',
 };
 
@@ -183,6 +187,8 @@ export const CREATED_EXECUTION_EXAMPLE = {
     observation: null,
     sent_at: null,
     acknowledged_at: null,
+    rejected_at: null,
+    rejection: null,
     updated_at: CREATED_AT,
   })),
 };

@@ -144,6 +144,22 @@ const Failure = z.strictObject({
   at: DateTime,
 });
 
+/**
+ * The provider's answer to a send that came back after the send was marked UNKNOWN (a late rejection), as its connector
+ * classified it: never the provider's body.
+ */
+const LateRejection = z.strictObject({
+  /** CONNECTOR_REJECTED (the provider's 4xx), or SOURCE_UNREACHABLE (never delivered). */
+  reason: z.string(),
+  /** In words, with the HTTP status: "provider rejected the request (402)". */
+  detail: z.string(),
+  /** The provider's error code, when its answer had one: `{ "code": "card_declined" }`. */
+  provider_error: Json.optional(),
+  /** A send refused by a rule before any call: its cause and the rule in words. */
+  cause: z.string().optional(),
+  refusal: z.string().optional(),
+});
+
 const Operation = z.strictObject({
   id: z.string().startsWith('op_'),
   execution_id: z.string().startsWith('exe_'),
@@ -170,6 +186,12 @@ const Operation = z.strictObject({
   retry_of: z.string().startsWith('op_').nullable(),
   sent_at: DateTime.nullable(),
   acknowledged_at: DateTime.nullable(),
+  /**
+   * When the provider's rejection of the send came back after the send was marked UNKNOWN (a late 4xx), with what it
+   * said: a person's VERIFIED is refused while it is set, and a VERIFIED it came after has commit `unknown`.
+   */
+  rejected_at: DateTime.nullable(),
+  rejection: LateRejection.nullable(),
   created_at: DateTime,
   updated_at: DateTime,
 });
@@ -307,6 +329,7 @@ const StatusModel = z.strictObject({
         refused_when_held_for: z.array(z.string()),
         refused_when_acknowledged: z.boolean(),
         refused_when_effect_shown: z.boolean(),
+        refused_when_rejected: z.boolean(),
         system_when_held_for: z.array(z.string()),
         system_when_execution_ended: z.boolean(),
         extension: z.boolean(),

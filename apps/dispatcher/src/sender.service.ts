@@ -681,28 +681,39 @@ export class SenderService {
 
   /**
    * The send failed explicitly (the provider rejected it, or the connector refused it before any call) after the
-   * sweeper had already marked it UNKNOWN: the status stays with whoever decides it now, but the answer is put in its
-   * history (`LATE_REJECTION_TRIES`), where a reviewer deciding the hold sees what the provider said.
+   * sweeper had already marked it UNKNOWN: the status stays with whoever decides it now, but the answer is recorded —
+   * on the operation (`rejected_at`, `rejection`: what the connector classified, never a body) and as an
+   * `operation.rejected_late` event, by one statement (`LATE_REJECTION_TRIES`) — so a person's VERIFIED is refused
+   * while it is held (also one decided between its read and its write: the decision's statement checks it), and a
+   * VERIFIED it comes after no longer reads as committed (event `after: "VERIFIED"`).
    */
   private async recordLateRejection(
     op: OperationEntity,
     outcome: Extract<SendOutcome, { status: OperationStatus.FAILED }>,
   ) {
+    const rejection = {
+      reason: outcome.reason,
+      detail: outcome.detail,
+      ...(outcome.providerError !== undefined && { provider_error: outcome.providerError }),
+      ...(outcome.refused && { cause: outcome.refused.cause, refusal: outcome.refused.rule }),
+    };
     for (const whileStatus of LATE_REJECTION_TRIES) {
+      const only = whileStatus.length === 1 ? whileStatus[0] : null;
       const recorded = await this.transitions.annotate(this.db.manager, {
         executionId: op.executionId,
         operationId: op.id,
         whileStatus,
+        patch: { rejected_at: 'now', rejection },
         type: 'operation.rejected_late',
-        data: {
-          detail: outcome.detail,
-          reason: outcome.reason,
-          ...(outcome.providerError !== undefined && { provider_error: outcome.providerError }),
-          ...(outcome.refused && { cause: outcome.refused.cause, refusal: outcome.refused.rule }),
-        },
+        // On a VERIFIED operation: the provider's word contradicts the record (which stays, final; commit unknown).
+        data: { ...rejection, ...(only === S.VERIFIED ? { after: S.VERIFIED } : {}) },
       });
       if (recorded.won) return;
     }
+    this.logger.warn(
+      { operationId: op.id, rejection },
+      'late rejection not recorded on the operation: it is no longer in a status that takes one',
+    );
   }
 
   /** Graceful SIGTERM: let in-flight sends finish and record their outcome. */

@@ -496,6 +496,7 @@ export class VerificationService {
       reason,
       everSent: everSent(op),
       acknowledged: op.acknowledgedAt !== null,
+      rejected: Boolean(op.rejectedAt),
       settings: tenant?.settings,
       now: new Date(),
       dueInMs: this.config.OBLIGATION_DUE_MS,

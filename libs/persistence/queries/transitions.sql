@@ -132,6 +132,39 @@ WITH moved AS (
        RETURNING id, seq, execution_id,
                  (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
 
+-- resolutionVerified
+WITH moved AS (
+         UPDATE operations SET updated_at = clock_timestamp(), evidence = coalesce(evidence, '{}'::jsonb) || $5::jsonb, obligation = coalesce(obligation, '{}'::jsonb) || $6::jsonb, status = $8
+         WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND obligation->'resolution' IS NULL AND rejected_at IS NULL AND coalesce(jsonb_array_length(obligation->'investigations'), 0) = $7
+         RETURNING id, execution_id, tenant_id, created_at
+       ), seq AS (
+         UPDATE executions e SET event_seq = e.event_seq + $14::int, updated_at = clock_timestamp()
+         FROM moved WHERE e.id = moved.execution_id
+         RETURNING e.id, e.event_seq
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
+       SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - $14::int + m.ord, moved.id, m.type,
+              m.from_status, m.to_status, m.data
+       FROM moved JOIN seq ON seq.id = moved.execution_id,
+            unnest($9::text[], $10::text[], $11::text[], $12::text[],
+                   $13::jsonb[]) WITH ORDINALITY AS m(event_id, type, from_status, to_status, data, ord)
+       ORDER BY m.ord
+       RETURNING id, seq, execution_id,
+                 (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
+
+-- lateRejection
+WITH moved AS (
+         UPDATE operations SET updated_at = clock_timestamp(), rejected_at = clock_timestamp(), rejection = $3 WHERE id = $1 AND status = ANY($2::text[])
+         RETURNING id, execution_id, tenant_id
+       ), seq AS (
+         UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
+         FROM moved WHERE e.id = moved.execution_id RETURNING e.id, e.event_seq
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, data)
+       SELECT $4, seq.id, moved.tenant_id, seq.event_seq, moved.id, $5, $6
+       FROM moved JOIN seq ON seq.id = moved.execution_id
+       RETURNING id, seq;
+
 -- annotate
 WITH moved AS (
          UPDATE operations SET updated_at = clock_timestamp(), obligation = coalesce(obligation, '{}'::jsonb) || $3::jsonb WHERE id = $1 AND status = $2 AND obligation->>'due_at' = $4 AND obligation->>'escalated_at' IS NULL AND obligation->'resolution' IS NULL

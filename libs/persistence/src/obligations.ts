@@ -27,6 +27,8 @@ export function recoveryObligation(input: {
   everSent: boolean;
   /** The provider acknowledged the send: FAILED is then not among the permitted actions. */
   acknowledged?: boolean;
+  /** The provider's rejection of the send is on file: VERIFIED is then not among the permitted actions. */
+  rejected?: boolean;
   settings: TenantSettings | null | undefined;
   now: Date;
   /** When the tenant's policy names no due time for this reason. */
@@ -41,6 +43,8 @@ export function recoveryObligation(input: {
       input.everSent,
       input.reason,
       input.acknowledged ?? false,
+      false,
+      input.rejected ?? false,
     ),
     due_at: new Date(input.now.getTime() + obligationDueMs(input.settings, input.reason, input.dueInMs)).toISOString(),
     escalation_target: input.settings?.escalationTarget ?? DEFAULT_ESCALATION_TARGET,

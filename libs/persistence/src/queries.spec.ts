@@ -103,6 +103,29 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
           move: { to: OperationStatus.CANCELLED, reason: TerminalReason.DENIED },
         }),
       ),
+      // A reviewer's VERIFIED of a sent hold (apps/api operations.service resolve): its statement also requires no
+      // late rejection on file, nor a "still unknown" recorded since its read.
+      resolutionVerified: await recorded((db) =>
+        transitions.decide(db, {
+          operation: { ...op(OperationStatus.MANUAL_REVIEW, 1), terminalReason: TerminalReason.CONNECTOR_ERROR },
+          tenantId: 'tenant',
+          open: 'resolution',
+          investigationsSeen: 0,
+          event: { type: 'operation.resolved', data: {} },
+          merge: { evidence: { resolution: {} }, obligation: { resolution: {} } },
+          move: { to: OperationStatus.VERIFIED },
+        }),
+      ),
+      // The dispatcher's late rejection (sender.service recordLateRejection): on the row and in the history at once.
+      lateRejection: await recorded((db) =>
+        transitions.annotate(db, {
+          executionId: 'exe_1',
+          operationId: 'op_1',
+          whileStatus: [OperationStatus.UNKNOWN, OperationStatus.RECONCILING],
+          patch: { rejected_at: 'now', rejection: { reason: 'CONNECTOR_REJECTED' } },
+          type: 'operation.rejected_late',
+        }),
+      ),
       annotate: await recorded((db) =>
         transitions.annotate(db, {
           executionId: 'exe_1',

@@ -70,6 +70,8 @@ export function preparedOperation(
     checkCount: 0,
     sentAt: null,
     acknowledgedAt: null,
+    rejectedAt: null,
+    rejection: null,
     nextCheckAt: null,
     createdAt,
     updatedAt: createdAt,
@@ -624,6 +626,7 @@ export function snapshotOf(op: OperationEntity): {
   verificationMethod: VerificationMethodValue;
   terminalReason: TerminalReason | null;
   acknowledged: boolean;
+  rejected: boolean;
 } {
   return {
     id: op.id,
@@ -632,6 +635,7 @@ export function snapshotOf(op: OperationEntity): {
     verificationMethod: op.verificationMethod,
     terminalReason: op.terminalReason,
     acknowledged: op.acknowledgedAt !== null,
+    rejected: Boolean(op.rejectedAt),
   };
 }
 

@@ -723,6 +723,81 @@ describe('TransitionService (real Postgres)', () => {
     expect((await transitions.annotate(db.dataSource.manager, { executionId, type: 'test.noted' })).won).toBe(true);
   });
 
+  it('decide: a person’s VERIFIED is not written once the provider’s rejection is on file, even one recorded after the decision’s read', async () => {
+    const held = async () => {
+      const { executionId, operationId } = await newExecutionWithOneOperation();
+      await db.dataSource.query(
+        `UPDATE operations SET status = 'MANUAL_REVIEW', attempt = 1, terminal_reason = 'CONNECTOR_ERROR',
+                obligation = '{"rechecks": 0}'::jsonb WHERE id = $1`,
+        [operationId],
+      );
+      return { executionId, operationId };
+    };
+    const verified = (operationId: string) =>
+      transitions.decide(db.dataSource.manager, {
+        // As read before the late rejection was recorded: nothing on file.
+        operation: {
+          ...snapshot(operationId),
+          status: OperationStatus.MANUAL_REVIEW,
+          attempt: 1,
+          terminalReason: TerminalReason.CONNECTOR_ERROR,
+          rejected: false,
+        },
+        tenantId: 'acme',
+        open: 'resolution',
+        event: { type: 'operation.resolved', data: { status: 'VERIFIED' } },
+        merge: { evidence: { resolution: { status: 'VERIFIED' } }, obligation: { resolution: { status: 'VERIFIED' } } },
+        move: { to: OperationStatus.VERIFIED },
+      });
+    // The dispatcher's late rejection, as it records it (LATE_REJECTION_TRIES): on the row and in the history at once.
+    const rejectLate = (op: { executionId: string; operationId: string }) =>
+      transitions.annotate(db.dataSource.manager, {
+        executionId: op.executionId,
+        operationId: op.operationId,
+        whileStatus: [OperationStatus.MANUAL_REVIEW],
+        patch: {
+          rejected_at: 'now',
+          rejection: { reason: 'CONNECTOR_REJECTED', detail: 'provider rejected the request (402)' },
+        },
+        type: 'operation.rejected_late',
+        data: { reason: 'CONNECTOR_REJECTED', detail: 'provider rejected the request (402)' },
+      });
+    const rejected = await held();
+    expect((await rejectLate(rejected)).won).toBe(true);
+    const [onFile] = (await db.dataSource.query(`SELECT rejected_at, rejection FROM operations WHERE id = $1`, [
+      rejected.operationId,
+    ])) as { rejected_at: Date | null; rejection: unknown }[];
+    expect(onFile.rejected_at).toBeInstanceOf(Date);
+    expect(onFile.rejection).toEqual({ reason: 'CONNECTOR_REJECTED', detail: 'provider rejected the request (402)' });
+    expect((await verified(rejected.operationId)).won).toBe(false);
+    expect(await eventsWhere({ executionId: rejected.executionId, type: 'operation.resolved' })).toHaveLength(0);
+    const [row] = (await db.dataSource.query(`SELECT status, obligation FROM operations WHERE id = $1`, [
+      rejected.operationId,
+    ])) as { status: string; obligation: Record<string, unknown> }[];
+    expect(row.status).toBe('MANUAL_REVIEW');
+    expect(row.obligation).not.toHaveProperty('resolution');
+    // Without a rejection on file the same decision is written.
+    const notRejected = await held();
+    expect((await verified(notRejected.operationId)).won).toBe(true);
+    // And the status model refuses it outright when the decision's own read saw the rejection.
+    await expect(
+      transitions.decide(db.dataSource.manager, {
+        operation: {
+          ...snapshot(rejected.operationId),
+          status: OperationStatus.MANUAL_REVIEW,
+          attempt: 1,
+          terminalReason: TerminalReason.CONNECTOR_ERROR,
+          rejected: true,
+        },
+        tenantId: 'acme',
+        open: 'resolution',
+        event: { type: 'operation.resolved', data: { status: 'VERIFIED' } },
+        merge: {},
+        move: { to: OperationStatus.VERIFIED },
+      }),
+    ).rejects.toMatchObject({ code: 'PROVIDER_REJECTED' });
+  });
+
   it('annotate with whileObligationDueAt: an obligation re-dated since it was read is not escalated', async () => {
     const { executionId, operationId } = await newExecutionWithOneOperation();
     await db.dataSource.query(`UPDATE operations SET obligation = $2 WHERE id = $1`, [

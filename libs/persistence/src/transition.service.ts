@@ -12,6 +12,7 @@ import {
   heldNeverSent,
   isSettledOperation,
   requiresUnacknowledged,
+  requiresUnrejected,
 } from '@verity/status-model';
 import { trace } from '@opentelemetry/api';
 import { intakeToSettled, intakeToVerified, newId, transitionsCounter } from '@verity/platform';
@@ -31,6 +32,9 @@ export interface OperationPatch {
   check_count?: number;
   sent_at?: 'now' | null;
   acknowledged_at?: 'now' | null;
+  /** A late rejection of the send (LATE_REJECTION_TRIES): when, and the provider's answer as classified. */
+  rejected_at?: 'now' | null;
+  rejection?: Record<string, unknown> | null;
   next_check_at?: Date | null;
 }
 
@@ -62,7 +66,7 @@ export function settledByReadBack(
   };
 }
 
-const JSON_COLUMNS = new Set(['evidence', 'approval', 'obligation', 'provider_ref']);
+const JSON_COLUMNS = new Set(['evidence', 'approval', 'obligation', 'provider_ref', 'rejection']);
 const EXECUTION_JSON_COLUMNS = new Set(['failure', 'criteria_results', 'outcome']);
 
 /** What the caller already knows of the operation: the model needs it to judge the move. */
@@ -75,6 +79,8 @@ export interface OperationSnapshot {
   terminalReason?: TerminalReason | null;
   /** The provider acknowledged the send, for rules that depend on it (a person's FAILED is then refused). */
   acknowledged?: boolean;
+  /** The provider's rejection of the send is on file, for rules that depend on it (a person's VERIFIED is refused). */
+  rejected?: boolean;
 }
 
 export interface OperationTransitionInput {
@@ -585,6 +591,7 @@ export class TransitionService {
         everSent: everSent(operation),
         heldFor: operation.terminalReason ?? null,
         acknowledged: operation.acknowledged,
+        rejected: operation.rejected,
       });
     }
     const params: unknown[] = [operation.id, input.tenantId, operation.status, operation.attempt];
@@ -599,6 +606,9 @@ export class TransitionService {
       move && requiresUnacknowledged(move.to, move.reason ?? null, 'human')
         ? ` AND acknowledged_at IS NULL AND NOT (coalesce(obligation, '{}'::jsonb) ? 'effect_shown')`
         : '';
+    // Nor a person's VERIFIED for a send the provider rejected, also when its answer was recorded after this decision's
+    // read (a late 4xx landing between the read and this write): checked in the statement.
+    if (move && requiresUnrejected(move.to, 'human')) unchanged += ' AND rejected_at IS NULL';
     if (input.investigationsSeen !== undefined) {
       params.push(input.investigationsSeen);
       unchanged += ` AND coalesce(jsonb_array_length(obligation->'investigations'), 0) = $${params.length}`;

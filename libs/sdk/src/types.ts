@@ -125,7 +125,10 @@ type OperationNarrowing = {
   /** Whether an effect occurred in the world. */
   status: OperationStatus;
   terminal_reason: TerminalReason | null;
-  /** Did this operation's own request commit an effect (`not_dispatched` says only: never sent). */
+  /**
+   * Did this operation's own request commit an effect (`not_dispatched` says only: never sent). `unknown` also for a
+   * VERIFIED whose send the provider rejected late (`rejected_at`): the record does not claim it against its answer.
+   */
   commit: Commit;
   /** Set on FAILED, CANCELLED and MANUAL_REVIEW: what went differently, who can act, whether a retry could help. */
   failure: OperationFailure | null;

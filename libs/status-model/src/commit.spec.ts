@@ -33,6 +33,13 @@ describe('commitOf (not_dispatched | committed | rejected | unknown; docs/semant
     expect(commitOf({ status: S.VERIFIED, everSent: true, failureRefuted: true })).toBe('committed');
   });
 
+  it('a VERIFIED the provider’s late rejection contradicts is no longer committed: unknown', () => {
+    expect(commitOf({ status: S.VERIFIED, everSent: true, verificationContradicted: true })).toBe('unknown');
+    expect(commitOf({ status: S.VERIFIED, everSent: true, verificationContradicted: false })).toBe('committed');
+    // Only a VERIFIED is contradicted: the flag changes nothing for any other status.
+    expect(commitOf({ status: S.FAILED, everSent: true, verificationContradicted: true })).toBe('rejected');
+  });
+
   it('a deny is not dispatched, never rejected', () => {
     expect(commitOf({ status: S.CANCELLED, everSent: false, terminalReason: TerminalReason.DENIED })).toBe(
       'not_dispatched',

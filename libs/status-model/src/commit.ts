@@ -56,8 +56,14 @@ export function commitOf(op: {
   terminalReason?: TerminalReason | null;
   /** A FAILED whose "no effect" was refuted since (`failureRefuted`): the evidence no longer says "rejected". */
   failureRefuted?: boolean;
+  /**
+   * A VERIFIED the provider's late rejection contradicts (`verificationContradicted`): the evidence no longer says
+   * "committed".
+   */
+  verificationContradicted?: boolean;
 }): Commit {
   if (op.failureRefuted && op.status === OperationStatus.FAILED) return 'unknown';
+  if (op.verificationContradicted && op.status === OperationStatus.VERIFIED) return 'unknown';
   const found = COMMIT_RULES.find(
     (r) =>
       r.status === op.status &&

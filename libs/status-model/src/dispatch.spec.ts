@@ -416,6 +416,7 @@ describe('LATE_REJECTION_TRIES: the compare-and-sets that record a late rejectio
       OperationStatus.UNKNOWN,
       OperationStatus.RECONCILING,
       OperationStatus.MANUAL_REVIEW,
+      OperationStatus.VERIFIED,
     ]);
   });
 });

@@ -344,15 +344,19 @@ export const LATE_ACKNOWLEDGEMENT_TRIES: readonly (readonly OperationStatus[])[]
 
 /**
  * Where a send's explicit failure that lost its FAILED compare-and-set (the sweeper marked the send UNKNOWN first) is
- * still recorded, as an `operation.rejected_late` event with the provider's answer: wherever its outcome is still to be
- * decided — by the reconciler (UNKNOWN, RECONCILING) or by a person (MANUAL_REVIEW, where an operation that cannot be
- * read back is held at once). It changes no status: the provider's answer is in the history for whoever decides, not
- * dropped with a log line. A terminal operation is decided already; the answer is then only logged.
+ * still recorded — on the operation (`rejected_at`, `rejection`: the provider's answer as classified) and as an
+ * `operation.rejected_late` event, in one statement: wherever its outcome is still to be decided — by the reconciler
+ * (UNKNOWN, RECONCILING) or by a person (MANUAL_REVIEW, where an operation that cannot be read back is held at once, and
+ * a person's VERIFIED is then refused: `refusedWhenRejected`) — and on a VERIFIED one, which the provider's answer now
+ * contradicts: the status is final and stays, the event says `after: "VERIFIED"`, and its commit is `unknown`
+ * (`verificationContradicted`). It changes no status. A FAILED operation already says what the provider said; CANCELLED
+ * was never sent: the answer is then only logged.
  */
 export const LATE_REJECTION_TRIES: readonly (readonly OperationStatus[])[] = [
   // UNKNOWN and RECONCILING in one compare-and-set: they move back and forth while the reconciler reads.
   [OperationStatus.UNKNOWN, OperationStatus.RECONCILING],
   [OperationStatus.MANUAL_REVIEW],
+  [OperationStatus.VERIFIED],
 ];
 
 /** The check a send's outcome is owed: a read-back of an acknowledged effect, a reconciliation of an unknown one. */

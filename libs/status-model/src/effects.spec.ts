@@ -85,6 +85,10 @@ describe('summarizeEffects (docs/contract.md §3 effects summary)', () => {
       ['failures and one awaiting read-back', [op(S.FAILED), op(S.ACKNOWLEDGED, RAW)]],
       ['an uncertain one among prepared ones', [op(S.PREPARED), op(S.SENT, '')]],
       ['a FAILED is contradicted since (a late 2xx, a later read)', [op(S.FAILED, RAW, { failureRefuted: true })]],
+      [
+        'a VERIFIED is contradicted since (a late rejection)',
+        [op(S.VERIFIED, RAW, { verificationContradicted: true })],
+      ],
     ])('when %s', (_label, ops) => {
       expect(summarizeEffects(ops).summary).toBe('unknown');
     });
@@ -95,6 +99,12 @@ describe('summarizeEffects (docs/contract.md §3 effects summary)', () => {
       expect(effects.summary).toBe('unknown');
       expect(summarizeEffects([op(S.FAILED), op(S.VERIFIED)]).summary).toBe('partial');
     });
+  });
+
+  it('a VERIFIED contradicted since counts as commit unknown, not committed', () => {
+    const effects = summarizeEffects([op(S.VERIFIED, RAW, { verificationContradicted: true }), op(S.VERIFIED)]);
+    expect(effects.commit).toMatchObject({ committed: 1, unknown: 1 });
+    expect(effects.summary).toBe('unknown');
   });
 
   describe('counts', () => {

@@ -27,6 +27,8 @@ export interface OperationForEffects {
   terminalReason?: TerminalReason | null;
   /** A FAILED contradicted since (`failureRefuted`): its effect may exist after all. */
   failureRefuted?: boolean;
+  /** A VERIFIED the provider's late rejection contradicts (`verificationContradicted`): it may not have happened. */
+  verificationContradicted?: boolean;
 }
 
 /** An effect in one of these may or may not exist in the world (never retry it blindly). */
@@ -64,11 +66,20 @@ export function summarizeEffects(operations: readonly OperationForEffects[]): Ef
     const sent = everSent(op);
     counts[op.status] += 1;
     const refuted = op.status === OperationStatus.FAILED && (op.failureRefuted ?? false);
+    const contradicted = op.status === OperationStatus.VERIFIED && (op.verificationContradicted ?? false);
     commit[
-      commitOf({ status: op.status, everSent: sent, terminalReason: op.terminalReason, failureRefuted: refuted })
+      commitOf({
+        status: op.status,
+        everSent: sent,
+        terminalReason: op.terminalReason,
+        failureRefuted: refuted,
+        verificationContradicted: contradicted,
+      })
     ] += 1;
     if (op.status === OperationStatus.MANUAL_REVIEW && !sent) heldNotSent += 1;
-    else if (UNCERTAIN_EFFECT_STATUSES.includes(op.status) || !isSettledOrQuiet(op) || refuted) uncertain += 1;
+    else if (UNCERTAIN_EFFECT_STATUSES.includes(op.status) || !isSettledOrQuiet(op) || refuted || contradicted) {
+      uncertain += 1;
+    }
     if ((NO_EFFECT.includes(op.status) && !refuted) || (op.status === OperationStatus.MANUAL_REVIEW && !sent)) {
       noEffect += 1;
     }

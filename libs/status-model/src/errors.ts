@@ -7,6 +7,8 @@ export enum StatusModelErrorCode {
   NEVER_SENT = 'NEVER_SENT',
   VERIFICATION_UNAVAILABLE = 'VERIFICATION_UNAVAILABLE',
   EFFECT_EXISTS = 'EFFECT_EXISTS',
+  /** The provider rejected the send (a late rejection on file): it cannot be marked as having happened. */
+  PROVIDER_REJECTED = 'PROVIDER_REJECTED',
 }
 
 /** Thrown for every move the status model refuses; the API maps it to 409 problem+json. */

@@ -27,6 +27,7 @@ export function statusModelDocument() {
         refused_when_held_for: r.refusedWhenHeldFor,
         refused_when_acknowledged: r.refusedWhenAcknowledged,
         refused_when_effect_shown: r.refusedWhenEffectShown,
+        refused_when_rejected: r.refusedWhenRejected,
         system_when_held_for: r.systemWhenHeldFor,
         system_when_execution_ended: r.systemWhenExecutionEnded,
         extension: r.extension,

@@ -832,6 +832,56 @@ describe('resolutionOptions: every action with its reason, exactly what the gate
     }
   });
 
+  it('refuses a person’s VERIFIED, and only VERIFIED, once the provider’s rejection of the send is on file', () => {
+    for (const heldFor of [
+      TerminalReason.CONNECTOR_ERROR,
+      TerminalReason.SOURCE_UNREACHABLE,
+      TerminalReason.STALE_REPLICA,
+    ]) {
+      for (const canReadBack of [true, false]) {
+        const options = resolutionOptions({
+          status: S.MANUAL_REVIEW,
+          everSent: true,
+          heldFor,
+          canReadBack,
+          rejected: true,
+        });
+        expect(options.find((o) => o.status === S.VERIFIED)).toMatchObject({
+          permitted: false,
+          check: null,
+          why: expect.stringContaining('the provider rejected this send'),
+        });
+        expect(options.find((o) => o.status === S.FAILED)).toMatchObject({ permitted: true });
+      }
+      expect(permittedResolutions(S.MANUAL_REVIEW, true, heldFor, false, false, true)).toEqual([S.FAILED]);
+      expect(permittedResolutions(S.MANUAL_REVIEW, true, heldFor, false, false, false)).toEqual([S.VERIFIED, S.FAILED]);
+      expect(
+        resolutionRefusedBy({ status: S.MANUAL_REVIEW, everSent: true, heldFor, rejected: true }, S.VERIFIED)?.code,
+      ).toBe(StatusModelErrorCode.PROVIDER_REJECTED);
+      expect(() =>
+        assertOperationTransition(S.MANUAL_REVIEW, S.VERIFIED, {
+          actor: 'human',
+          verificationMethod: '',
+          everSent: true,
+          heldFor,
+          rejected: true,
+        }),
+      ).toThrow(expect.objectContaining({ code: C.PROVIDER_REJECTED }));
+    }
+    // A read of the source that finds the effect is not a person's word: a re-check may still release the hold.
+    expect(
+      assertOperationTransition(S.MANUAL_REVIEW, S.VERIFIED, {
+        actor: 'system',
+        verificationMethod: VerificationMethod.READ_AFTER_WRITE,
+        everSent: true,
+        heldFor: TerminalReason.SOURCE_UNREACHABLE,
+        rejected: true,
+      }),
+    ).toMatchObject({ to: S.VERIFIED });
+    // Acknowledged and rejected both (a provider that answered two ways): neither "it happened" nor "it did not".
+    expect(permittedResolutions(S.MANUAL_REVIEW, true, TerminalReason.CONNECTOR_ERROR, true, false, true)).toEqual([]);
+  });
+
   it('offers nothing outside MANUAL_REVIEW', () => {
     expect(resolutionOptions({ status: S.UNKNOWN, everSent: true, heldFor: null, canReadBack: true })).toEqual([]);
   });

@@ -99,6 +99,13 @@ export interface OperationTransitionRule {
    */
   refusedWhenEffectShown: boolean;
   /**
+   * Refused once the provider's rejection of the send is on file (a 4xx that came back after the send was marked
+   * UNKNOWN: `rejected_at`, LATE_REJECTION_TRIES): the provider's own word that it did not take the request is evidence
+   * against the move, whatever a person's evidence says. Only a person's move is judged by it; a read of the source
+   * that finds the effect is recorded as it is (and the record then shows both: commit `unknown`).
+   */
+  refusedWhenRejected: boolean;
+  /**
    * A human-only move the system may also take, but only while held for one of these reasons and only with
    * read-after-write evidence: a re-check that finds the effect once a lagging or unreachable source answers.
    */
@@ -140,6 +147,7 @@ function rule(
     refusedWhenHeldFor: options.refusedWhenHeldFor ?? [],
     refusedWhenAcknowledged: options.refusedWhenAcknowledged ?? false,
     refusedWhenEffectShown: options.refusedWhenEffectShown ?? false,
+    refusedWhenRejected: options.refusedWhenRejected ?? false,
     systemWhenHeldFor: options.systemWhenHeldFor ?? [],
     systemWhenExecutionEnded: options.systemWhenExecutionEnded ?? false,
     extension: options.extension ?? false,
@@ -205,12 +213,18 @@ export const OPERATION_TRANSITIONS: readonly OperationTransitionRule[] = [
     reasonRequired: true,
     extension: true,
   }),
-  rule(S.MANUAL_REVIEW, S.VERIFIED, 'a human resolution, with evidence; or a re-check that reads the effect back', {
-    humanOnly: true,
-    sentOnly: true,
-    systemWhenHeldFor: [R.SOURCE_UNREACHABLE, R.STALE_REPLICA],
-    extension: true,
-  }),
+  rule(
+    S.MANUAL_REVIEW,
+    S.VERIFIED,
+    'a human resolution, with evidence, never when the provider rejected the send; or a re-check that reads the effect back',
+    {
+      humanOnly: true,
+      sentOnly: true,
+      refusedWhenRejected: true,
+      systemWhenHeldFor: [R.SOURCE_UNREACHABLE, R.STALE_REPLICA],
+      extension: true,
+    },
+  ),
   rule(
     S.MANUAL_REVIEW,
     S.FAILED,

@@ -12,6 +12,8 @@ import {
   decideReconcileStart,
   failedRefusedByRead,
   requiresUnacknowledged,
+  requiresUnrejected,
+  verificationContradicted,
   verifiedRefusedByRead,
 } from './read-back';
 import { absenceNotYetEvident, resolutionOptions } from './validate';
@@ -149,6 +151,24 @@ describe('requiresUnacknowledged: the moves whose statement must find no acknowl
     expect(requiresUnacknowledged(S.FAILED, R.SOURCE_UNREACHABLE)).toBe(false);
     expect(requiresUnacknowledged(S.VERIFIED, null)).toBe(false);
     expect(requiresUnacknowledged(S.MANUAL_REVIEW, R.STALE_REPLICA)).toBe(false);
+  });
+});
+
+describe('requiresUnrejected: the moves whose statement must find no rejection of the send on record', () => {
+  it('is a person’s VERIFIED only', () => {
+    expect(requiresUnrejected(S.VERIFIED, 'human')).toBe(true);
+    expect(requiresUnrejected(S.VERIFIED, 'system')).toBe(false);
+    expect(requiresUnrejected(S.FAILED, 'human')).toBe(false);
+    expect(requiresUnrejected(S.SENT, 'human')).toBe(false);
+  });
+});
+
+describe('verificationContradicted: a VERIFIED the provider’s late rejection contradicts', () => {
+  it('is a VERIFIED with a rejection on file, and nothing else', () => {
+    expect(verificationContradicted({ status: S.VERIFIED, rejected: true })).toBe(true);
+    expect(verificationContradicted({ status: S.VERIFIED, rejected: false })).toBe(false);
+    expect(verificationContradicted({ status: S.FAILED, rejected: true })).toBe(false);
+    expect(verificationContradicted({ status: S.MANUAL_REVIEW, rejected: true })).toBe(false);
   });
 });
 

@@ -7,6 +7,7 @@
  */
 import {
   HOLDS_WITH_A_RECORD_ON_FILE,
+  OPERATION_TRANSITIONS,
   OperationStatus,
   TerminalReason,
   VerificationMethod,
@@ -141,6 +142,28 @@ export function requiresUnacknowledged(
   actor: 'human' | 'system' = 'system',
 ): boolean {
   return to === OperationStatus.FAILED && (reason === TerminalReason.PROVEN_ABSENT || actor === 'human');
+}
+
+/**
+ * Whether the statement that writes a person's move must also find no rejection of the send on file (`rejected_at IS
+ * NULL`): a person's VERIFIED (`refusedWhenRejected`) never stands against the provider's own "rejected", even when that
+ * answer was recorded late (a sender whose 4xx came after the sweeper marked the operation UNKNOWN) — after the read
+ * that judged the decision, and before its write.
+ */
+export function requiresUnrejected(to: OperationStatus, actor: 'human' | 'system'): boolean {
+  return actor === 'human' && OPERATION_TRANSITIONS.some((r) => r.to === to && r.refusedWhenRejected);
+}
+
+/**
+ * Whether a VERIFIED operation is contradicted by the provider's rejection of its send, recorded after it was verified
+ * (a 4xx that came back late: `rejected_at`, LATE_REJECTION_TRIES). The status stays VERIFIED (it is final, and the
+ * history shows both), but the record may not claim that this request committed its effect against the provider's
+ * own answer: its commit is `unknown`, and the execution's effects count it as uncertain. Whoever verified it — a
+ * person, or a read of the source (which may have found an effect another writer made, or a provider that answered
+ * two ways): the provider's word is about this very request.
+ */
+export function verificationContradicted(op: { status: OperationStatus; rejected: boolean }): boolean {
+  return op.status === OperationStatus.VERIFIED && op.rejected;
 }
 
 /** The hold an inconclusive read ends in once the read budget is spent. */

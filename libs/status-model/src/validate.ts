@@ -26,6 +26,8 @@ export interface OperationTransitionContext {
   acknowledged?: boolean;
   /** A read of the source made while the operation was held showed the effect (`recovery_obligation.effect_shown`). */
   effectShown?: boolean;
+  /** The provider's rejection of the send is on file (its `rejected_at` is set: a 4xx that came back late). */
+  rejected?: boolean;
   /**
    * The operation's execution has ended unreleasable (cancelled, expired, failed): nothing of it can be sent any more.
    * The statement that makes the move checks the same in the database.
@@ -75,6 +77,10 @@ export function assertOperationTransition(
   }
   if (context.effectShown && found.refusedWhenEffectShown) {
     fail(StatusModelErrorCode.EFFECT_EXISTS, 'a read of the source made while it was held showed the effect');
+  }
+  // A person's word only: a read of the source that finds the effect is recorded as it is, beside the rejection.
+  if (context.rejected && found.refusedWhenRejected && actor === 'human') {
+    fail(StatusModelErrorCode.PROVIDER_REJECTED, 'the provider rejected the send');
   }
   const reason = context.terminalReason ?? null;
   if (reason === null && found.reasonRequired) {
@@ -147,6 +153,7 @@ export function permittedResolutions(
   heldFor: TerminalReason | null = null,
   acknowledged = false,
   effectShown = false,
+  rejected = false,
 ): ResolutionStatus[] {
   if (status !== OperationStatus.MANUAL_REVIEW) return [];
   return RESOLUTION_STATUSES.filter((to) => {
@@ -157,6 +164,7 @@ export function permittedResolutions(
       heldFor,
       acknowledged,
       effectShown,
+      rejected,
     });
   });
 }
@@ -191,6 +199,8 @@ const REFUSED_WHY: Partial<Record<StatusModelErrorCode, string>> = {
   [StatusModelErrorCode.NEVER_SENT]: 'it was never sent: there is no outcome to judge; release it or cancel it',
   [StatusModelErrorCode.EFFECT_EXISTS]:
     'a record of this effect is on file (the provider acknowledged it, or a read of the source showed it): it cannot be marked as not having happened',
+  [StatusModelErrorCode.PROVIDER_REJECTED]:
+    'the provider rejected this send (its answer came back after the send was marked UNKNOWN): it cannot be marked as having happened',
 };
 
 /**
@@ -210,6 +220,8 @@ export function resolutionOptions(input: {
   acknowledged?: boolean;
   /** A read made while it was held showed the effect: a record of it is on file, and FAILED is refused. */
   effectShown?: boolean;
+  /** The provider's rejection of the send is on file (`rejected_at`): VERIFIED is refused. */
+  rejected?: boolean;
   /**
    * The read-back is the provider's own lookup (the connector's `readBackProvesAbsence`): where an absent read would
    * contradict a VERIFIED (`absenceWouldRefute`), it is read against the source too (`verifiedRefusedByRead`).
@@ -285,7 +297,8 @@ export function resolutionOptions(input: {
  * allowed (a release may still wait for its execution and dependencies, a FAILED for `absenceEvidentAt`). Its code
  * tells a FAILED refused because a record of the effect is on file (EFFECT_EXISTS: the provider acknowledged it, or
  * the hold's read found it) from one refused because nothing was ever sent (NEVER_SENT): only the first has an effect
- * to show.
+ * to show; and a VERIFIED refused because the provider's rejection is on file (PROVIDER_REJECTED), which has the
+ * rejection to show.
  */
 export function resolutionRefusedBy(
   held: {
@@ -294,6 +307,7 @@ export function resolutionRefusedBy(
     heldFor: TerminalReason | null;
     acknowledged?: boolean;
     effectShown?: boolean;
+    rejected?: boolean;
   },
   to: ResolutionStatus,
 ): IllegalTransitionError | null {
@@ -305,6 +319,7 @@ export function resolutionRefusedBy(
       heldFor: held.heldFor,
       acknowledged: held.acknowledged,
       effectShown: held.effectShown,
+      rejected: held.rejected,
     });
     return null;
   } catch (error) {

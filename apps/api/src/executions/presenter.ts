@@ -12,6 +12,7 @@ import {
   permittedResolutions,
   summarizeEffects,
   unevaluatedCriteria,
+  verificationContradicted,
 } from '@verity/status-model';
 import type { z } from 'zod';
 import type { API_SCHEMAS } from '../schemas';
@@ -47,9 +48,15 @@ function refutedFailure(op: OperationEntity): boolean {
   });
 }
 
+/** A VERIFIED the provider's late rejection contradicts: not "committed". */
+function contradictedVerification(op: OperationEntity): boolean {
+  return verificationContradicted({ status: op.status, rejected: Boolean(op.rejectedAt) });
+}
+
 /**
  * The hold's obligation, with the actions permitted as the row stands now: a late 2xx or a re-check's read that showed
- * the effect may have been recorded after the hold was written (or while it was), and each takes FAILED off.
+ * the effect may have been recorded after the hold was written (or while it was), and each takes FAILED off; a late
+ * rejection takes VERIFIED off.
  */
 function presentObligation(op: OperationEntity): OperationView['recovery_obligation'] {
   if (!op.obligation) return null;
@@ -65,6 +72,7 @@ function presentObligation(op: OperationEntity): OperationView['recovery_obligat
             op.terminalReason,
             op.acknowledgedAt !== null,
             Boolean(op.obligation.effect_shown),
+            Boolean(op.rejectedAt),
           )
       : op.obligation.permitted_actions;
   // A copy: the stored interface becomes the open object the schema describes (its extra members stay on the wire).
@@ -90,6 +98,7 @@ export function presentOperation(op: OperationEntity, lastChange: LastStatusChan
       everSent: everSent(op),
       terminalReason: op.terminalReason,
       failureRefuted: refuted,
+      verificationContradicted: contradictedVerification(op),
     }),
     failure: operationFailure(
       { status: op.status, terminalReason: op.terminalReason, failureRefuted: refuted },
@@ -106,6 +115,8 @@ export function presentOperation(op: OperationEntity, lastChange: LastStatusChan
     retry_of: op.retryOf,
     sent_at: iso(op.sentAt),
     acknowledged_at: iso(op.acknowledgedAt),
+    rejected_at: iso(op.rejectedAt),
+    rejection: op.rejection ? { ...op.rejection } : null,
     created_at: isoAt(op.createdAt),
     updated_at: isoAt(op.updatedAt),
   };
@@ -133,7 +144,13 @@ export function presentExecution(
     agent_id: execution.agentId,
     intent: execution.intent,
     status: execution.status,
-    effects: summarizeEffects(operations.map((op) => ({ ...op, failureRefuted: refutedFailure(op) }))),
+    effects: summarizeEffects(
+      operations.map((op) => ({
+        ...op,
+        failureRefuted: refutedFailure(op),
+        verificationContradicted: contradictedVerification(op),
+      })),
+    ),
     failure: execution.failure,
     criteria: execution.criteria,
     criteria_results: criteriaResults,

@@ -37,6 +37,7 @@ import {
   ExecutionStatus,
   LastStatusChange,
   OperationStatus,
+  ResolutionOption,
   ResolutionStatus,
   canRetry,
   ReleaseNeeds,
@@ -181,9 +182,14 @@ export class OperationsService {
   /** What a reviewer's resolutions are checked against: the source, and the record on file (resolutionOptions' inputs). */
   private sourceChecks(
     op: OperationEntity,
-  ): { canReadBack: boolean; effectShown: boolean } & Omit<AbsenceAtTheSource, 'heldFor'> {
+  ): { canReadBack: boolean; effectShown: boolean; rejected: boolean } & Omit<AbsenceAtTheSource, 'heldFor'> {
     const { heldFor: _heldFor, ...absence } = this.absenceAtTheSource(op);
-    return { canReadBack: this.canReadBack(op), effectShown: Boolean(op.obligation?.effect_shown), ...absence };
+    return {
+      canReadBack: this.canReadBack(op),
+      effectShown: Boolean(op.obligation?.effect_shown),
+      rejected: Boolean(op.rejectedAt),
+      ...absence,
+    };
   }
 
   private absenceAtTheSource(op: OperationEntity): AbsenceAtTheSource {
@@ -192,6 +198,20 @@ export class OperationsService {
       acknowledged: op.acknowledgedAt !== null,
       heldFor: op.terminalReason,
     };
+  }
+
+  /** The resolutions of a held operation as it stands now, as `get` shows them (`detail`). */
+  private async resolutionOptionsOf(principal: Principal, op: OperationEntity) {
+    const { evidentAt, now } = await this.absenceEvidence(op);
+    return resolutionOptions({
+      status: op.status,
+      everSent: everSent(op),
+      heldFor: op.terminalReason,
+      ...this.sourceChecks(op),
+      absenceEvidentAt: evidentAt,
+      now,
+      release: await this.releaseNeeds(op, principal.tenantId),
+    });
   }
 
   /**
@@ -354,10 +374,14 @@ export class OperationsService {
           heldFor: op.terminalReason,
           acknowledged: op.acknowledgedAt !== null,
           effectShown: Boolean(op.obligation?.effect_shown),
+          rejected: Boolean(op.rejectedAt),
         },
         status,
       );
       if (option && refusal?.code === StatusModelErrorCode.EFFECT_EXISTS) throw recordOnFile(op, option.why);
+      if (option && refusal?.code === StatusModelErrorCode.PROVIDER_REJECTED) {
+        throw rejectionOnFile(op, option.why, options);
+      }
       throw Problem.conflict(
         'resolution-not-permitted',
         op.status === OperationStatus.MANUAL_REVIEW
@@ -446,6 +470,20 @@ export class OperationsService {
       // A re-check that showed the effect was recorded while this FAILED was decided: it is refused as if it came after.
       if (status === OperationStatus.FAILED && now.obligation?.effect_shown && !recordedResolution(now)) {
         throw recordOnFile(now, 'a re-check of the source showed this effect while the resolution was decided');
+      }
+      // The provider's late rejection was recorded while this VERIFIED was decided (after its read, before its write):
+      // refused as if it came first.
+      if (
+        status === OperationStatus.VERIFIED &&
+        now.rejectedAt &&
+        now.status === OperationStatus.MANUAL_REVIEW &&
+        !recordedResolution(now)
+      ) {
+        throw rejectionOnFile(
+          now,
+          'the provider’s rejection of this send came back while the resolution was decided',
+          await this.resolutionOptionsOf(principal, now),
+        );
       }
       throw (await this.cancelledWithItsExecution(principal, now)) ?? this.resolutionRefusal(now, investigationsSeen);
     }
@@ -740,6 +778,21 @@ function recordOnFile(op: OperationEntity, detail: string): Problem {
     shown ? { kind: shown.result, evidence: shown.evidence } : { kind: 'stored', evidence: op.evidence },
     op.acknowledgedAt ? { acknowledged_at: op.acknowledgedAt.toISOString(), provider_ref: op.providerRef } : {},
   );
+}
+
+/**
+ * 409 resolution-not-permitted for a VERIFIED refused because the provider's rejection of the send is on file (a 4xx
+ * that came back after the send was marked UNKNOWN): when it came and what it said, and what may be done instead.
+ * Nothing was written.
+ */
+function rejectionOnFile(op: OperationEntity, why: string, options: ResolutionOption[]): Problem {
+  return Problem.conflict('resolution-not-permitted', `VERIFIED is not permitted: ${why}`, {
+    current_status: op.status,
+    permitted_resolutions: options.filter((o) => o.permitted).map((o) => o.status),
+    resolution_options: options,
+    rejected_at: op.rejectedAt!.toISOString(),
+    rejection: op.rejection,
+  });
 }
 
 /** I14: 409 effect-exists, with what the source showed (and any other record on file). Nothing was written. */

@@ -38,6 +38,19 @@ export interface RecoveryObligation {
   effect_shown_after_failed?: { result: string; at: string };
 }
 
+/** The provider's answer to a send that came back late, as its connector classified it (no body, no secret). */
+export interface LateRejection {
+  /** CONNECTOR_REJECTED (the provider's 4xx), or SOURCE_UNREACHABLE (never delivered). */
+  reason: string;
+  /** In words, with the HTTP status: "provider rejected the request (402)". */
+  detail: string;
+  /** The provider's error code (`{ code }`), when its answer had one. */
+  provider_error?: Record<string, unknown>;
+  /** A send refused by a rule before any call: which cause and rule. */
+  cause?: string;
+  refusal?: string;
+}
+
 export type Observation = 'converged' | 'superseded' | 'degraded' | 'unavailable';
 
 @Entity('operations')
@@ -71,6 +84,13 @@ export class OperationEntity {
   @Column('int', { name: 'check_count' }) checkCount!: number;
   @Column('timestamptz', { name: 'sent_at', nullable: true }) sentAt!: Date | null;
   @Column('timestamptz', { name: 'acknowledged_at', nullable: true }) acknowledgedAt!: Date | null;
+  /**
+   * When the provider's rejection of the send came back after the send was marked UNKNOWN (a late 4xx: status model
+   * LATE_REJECTION_TRIES), and what it said, as classified (`rejection`). A person's VERIFIED is refused while it is
+   * set; a VERIFIED it comes after is contradicted (commit unknown).
+   */
+  @Column('timestamptz', { name: 'rejected_at', nullable: true }) rejectedAt!: Date | null;
+  @Column('jsonb', { nullable: true }) rejection!: LateRejection | null;
   @Column('timestamptz', { name: 'next_check_at', nullable: true }) nextCheckAt!: Date | null;
   @Column('timestamptz', { name: 'created_at' }) createdAt!: Date;
   @Column('timestamptz', { name: 'updated_at' }) updatedAt!: Date;

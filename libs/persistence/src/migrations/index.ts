@@ -22,6 +22,7 @@ import { WebhookLateAcknowledgement1764610000000 } from './1764610000000-webhook
 import { PendingVerdictIndex1764620000000 } from './1764620000000-pending-verdict-index';
 import { EffectShownAfterFailed1764630000000 } from './1764630000000-effect-shown-after-failed';
 import { UnevaluatedEndedIndex1764640000000 } from './1764640000000-unevaluated-ended-index';
+import { LateRejection1764650000000 } from './1764650000000-late-rejection';
 
 /** In order. Add a new timestamped class for every schema change; never change what one that has shipped runs. */
 export const MIGRATIONS = [
@@ -49,4 +50,5 @@ export const MIGRATIONS = [
   PendingVerdictIndex1764620000000,
   EffectShownAfterFailed1764630000000,
   UnevaluatedEndedIndex1764640000000,
+  LateRejection1764650000000,
 ];

@@ -842,6 +842,17 @@ export interface components {
       /** Format: date-time */
       acknowledged_at: string | null;
       /** Format: date-time */
+      rejected_at: string | null;
+      rejection: {
+        reason: string;
+        detail: string;
+        provider_error?: {
+          [key: string]: unknown;
+        };
+        cause?: string;
+        refusal?: string;
+      } | null;
+      /** Format: date-time */
       created_at: string;
       /** Format: date-time */
       updated_at: string;
@@ -996,6 +1007,7 @@ export interface components {
           refused_when_held_for: string[];
           refused_when_acknowledged: boolean;
           refused_when_effect_shown: boolean;
+          refused_when_rejected: boolean;
           system_when_held_for: string[];
           system_when_execution_ended: boolean;
           extension: boolean;
