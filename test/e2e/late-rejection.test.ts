@@ -1,0 +1,258 @@
+import { createServer, IncomingMessage, ServerResponse } from 'node:http';
+import { DEMO, RunningApp, Stack, waitFor } from '../support/stack';
+import { charge, http, unique } from '../support/http';
+import { serveDuringDescribe } from '../support/local-server';
+import {
+  events,
+  expectLegalHistory,
+  getExecution,
+  getOperation,
+  statusPath,
+  submit,
+  waitForLog,
+  waitForMarkers,
+  waitForOp,
+} from './dispatcher-helpers';
+import type { ProblemDetails as Problem } from '@verity/sdk';
+
+/** A charge at this provider, as its list of charges by reference shows it. */
+interface Charge {
+  id: string;
+  reference: string;
+  amount: number;
+  currency: string;
+  status: string;
+  version: number;
+}
+
+/**
+ * The payments provider (the sandbox.payments connector's API, a local server the stack is pointed at) declines every
+ * charge (402 card_declined). Its reads of a reference answer: before a charge is asked for, no charge (so the
+ * precondition read lets the send go); once one was, `afterCharge` — down (503), or the charge as if it had been taken.
+ * `hold` keeps the next read waiting until it is released, then answers as `afterCharge`.
+ */
+function decliningProvider() {
+  const state = {
+    afterCharge: 'down' as 'down' | 'found',
+    hold: false,
+    asked: new Map<string, Charge>(),
+    held: [] as { res: ServerResponse; reference: string }[],
+  };
+  const read = (res: ServerResponse, reference: string) => {
+    const asked = state.asked.get(reference);
+    if (asked && state.afterCharge === 'down') {
+      res.writeHead(503, { 'content-type': 'application/json' });
+      return res.end(JSON.stringify({ error: { code: 'maintenance' } }));
+    }
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ data: asked ? [asked] : [], as_of_version: asked ? asked.version : 0 }));
+  };
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    let body = '';
+    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+    req.on('end', () => {
+      const url = new URL(req.url ?? '/', 'http://provider');
+      if (req.method === 'POST' && url.pathname === '/v1/charges') {
+        const { reference, amount, currency } = JSON.parse(body) as Charge;
+        state.asked.set(reference, {
+          id: `ch_${reference}`,
+          reference,
+          amount,
+          currency,
+          status: 'succeeded',
+          version: 1,
+        });
+        res.writeHead(402, { 'content-type': 'application/json' });
+        return res.end(JSON.stringify({ error: { code: 'card_declined', message: 'the card was declined' } }));
+      }
+      if (req.method === 'GET' && url.pathname === '/v1/charges') {
+        const reference = url.searchParams.get('reference') ?? '';
+        if (state.hold) {
+          state.hold = false;
+          state.held.push({ res, reference });
+          return;
+        }
+        return read(res, reference);
+      }
+      res.writeHead(404, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: { code: 'not_found' } }));
+    });
+  });
+  return {
+    server,
+    state,
+    /** Answers the held read as the provider reads now. */
+    release: () => {
+      const held = state.held.shift()!;
+      read(held.res, held.reference);
+    },
+  };
+}
+
+/**
+ * The mirror of "no relabelling" (I14): a provider's rejection of a send that comes back after the sweeper marked the
+ * send UNKNOWN (the dispatcher frozen past its job's lock with the 402 in hand) is kept on the operation, and a person
+ * cannot record VERIFIED against it — not even one whose read of the source was made before the rejection landed and
+ * whose write comes after (the read held at the provider). A VERIFIED the rejection comes after stays, but its commit
+ * is `unknown`, whoever verified it.
+ */
+describe('a provider’s rejection that comes back after the send was marked UNKNOWN', () => {
+  const provider = decliningProvider();
+  const local = serveDuringDescribe(() => provider.server);
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await Stack.start({
+      label: 'late-reject',
+      dispatchers: 0,
+      // sandbox.payments calls this provider; a hold is not re-read by itself while a test runs.
+      env: { SANDBOX_URL: local.url, RECHECK_BACKOFF_MS: '600000' },
+    });
+  });
+  afterAll(async () => stack?.stop());
+  afterEach(async () => {
+    provider.state.afterCharge = 'down';
+    provider.state.hold = false;
+    for (const app of stack.running('dispatcher')) {
+      app.child.kill('SIGCONT');
+      await stack.kill(app, 'SIGKILL');
+    }
+  });
+
+  /**
+   * A charge the provider declined, whose dispatcher is frozen after the call (the 402 in hand) until the sweeper has
+   * marked the send UNKNOWN and the reconciler has settled or held it (`until`). SIGCONT lets the late answer lose its
+   * compare-and-set.
+   */
+  async function declinedWhileFrozen(until: (op: { status: string }) => boolean) {
+    const dispatcher: RunningApp = await stack.startApp('dispatcher', { TEST_PAUSE_AFTER_CALL_MS: '5000' });
+    const reference = unique('late-reject');
+    const created = await submit(stack, [charge(reference)]);
+    const [opId] = await waitForMarkers(dispatcher, 'paused after call', 1);
+    dispatcher.child.kill('SIGSTOP');
+    const op = await waitForOp(stack, created.id, 'charge', until);
+    return {
+      executionId: created.id,
+      opId,
+      op,
+      wake: async () => {
+        dispatcher.child.kill('SIGCONT');
+        await waitForLog(dispatcher, (l) => l.msg === 'late send outcome rejected by CAS' && l.operationId === opId);
+        return waitFor(
+          () => events(stack, created.id),
+          (log) => log.some((e) => e.operation_id === opId && e.type === 'operation.rejected_late'),
+          15_000,
+          150,
+        );
+      },
+    };
+  }
+
+  const resolveVerified = (opId: string) =>
+    http<Problem & { status: string }>(stack.apiUrl, 'POST', `/v1/operations/${opId}/resolve`, {
+      key: DEMO.reviewer,
+      body: { status: 'VERIFIED', evidence: 'the charge is in their dashboard' },
+    });
+
+  const REJECTION = {
+    reason: 'CONNECTOR_REJECTED',
+    detail: 'provider rejected the request (402)',
+    provider_error: { code: 'card_declined' },
+  };
+
+  it('lands between a reviewer’s read and write: the VERIFIED is refused with the rejection, and writes nothing', async () => {
+    const held = await declinedWhileFrozen((o) => o.status === 'MANUAL_REVIEW');
+    expect(held.op).toMatchObject({ terminal_reason: 'SOURCE_UNREACHABLE', rejected_at: null, rejection: null });
+    expect((await getOperation(stack, held.opId)).permitted_resolutions).toContain('VERIFIED');
+    // The reviewer's VERIFIED reads the source first (the provider's own lookup): that read is held at the provider.
+    provider.state.hold = true;
+    const resolving = resolveVerified(held.opId);
+    await waitFor(
+      async () => provider.state.held.length,
+      (n) => n === 1,
+    );
+    // Meanwhile the frozen dispatcher wakes: its 402 is recorded on the hold.
+    const log = await held.wake();
+    expect(log.filter((e) => e.operation_id === held.opId && e.type === 'operation.rejected_late')).toHaveLength(1);
+    expect(await getOperation(stack, held.opId)).toMatchObject({
+      status: 'MANUAL_REVIEW',
+      rejected_at: expect.any(String),
+      rejection: REJECTION,
+    });
+    // The held read then shows the charge: nothing but the rejection on file stands against the VERIFIED now.
+    provider.state.afterCharge = 'found';
+    provider.release();
+    const resolved = await resolving;
+    expect(resolved.status).toBe(409);
+    expect(resolved.body).toMatchObject({
+      type: expect.stringContaining('resolution-not-permitted'),
+      current_status: 'MANUAL_REVIEW',
+      rejected_at: expect.any(String),
+      rejection: REJECTION,
+    });
+    expect((resolved.body as unknown as { permitted_resolutions: string[] }).permitted_resolutions).not.toContain(
+      'VERIFIED',
+    );
+
+    // Nothing written: no resolution, no move, and VERIFIED is offered nowhere any more.
+    const after = await getOperation(stack, held.opId);
+    expect(after.status).toBe('MANUAL_REVIEW');
+    expect(after.recovery_obligation).not.toHaveProperty('resolution');
+    expect(after.permitted_resolutions).not.toContain('VERIFIED');
+    expect(after.resolution_options?.find((o) => o.status === 'VERIFIED')).toMatchObject({ permitted: false });
+    expect(after.recovery_obligation?.permitted_actions).not.toContain('VERIFIED');
+    const history = await events(stack, held.executionId);
+    expectLegalHistory(history);
+    expect(history.filter((e) => e.type === 'operation.resolved')).toEqual([]);
+    const path = statusPath(history, held.opId);
+    expect(path.at(-1)).toBe('MANUAL_REVIEW');
+    expect(path).not.toContain('VERIFIED');
+
+    // Asked again, with the rejection on file before the read: refused at once, without reading the source.
+    const again = await resolveVerified(held.opId);
+    expect(again.status).toBe(409);
+    expect(again.body).toMatchObject({ rejected_at: after.rejected_at, rejection: REJECTION });
+  });
+
+  it('comes after a reviewer’s VERIFIED: recorded on the row and in the history, and the commit is unknown', async () => {
+    const held = await declinedWhileFrozen((o) => o.status === 'MANUAL_REVIEW');
+    // The source cannot be read now (503): nothing refutes the reviewer's evidence, and the VERIFIED is written.
+    const resolved = await resolveVerified(held.opId);
+    expect(resolved.status).toBe(200);
+    expect(resolved.body.status).toBe('VERIFIED');
+    const log = await held.wake();
+    expectLegalHistory(log);
+    const late = log.filter((e) => e.operation_id === held.opId && e.type === 'operation.rejected_late');
+    expect(late).toHaveLength(1);
+    expect(late[0].data).toMatchObject({ ...REJECTION, after: 'VERIFIED' });
+    // The status stays (it is final), but the record no longer claims the charge committed.
+    expect(await getOperation(stack, held.opId)).toMatchObject({
+      status: 'VERIFIED',
+      rejected_at: expect.any(String),
+      rejection: REJECTION,
+      commit: 'unknown',
+    });
+    expect((await getExecution(stack, held.executionId)).effects).toMatchObject({
+      summary: 'unknown',
+      commit: { committed: 0, unknown: 1 },
+    });
+  });
+
+  it('comes after a VERIFIED the source’s read-back wrote: recorded too, and the commit is unknown', async () => {
+    // The provider's lookup shows the charge (it answers two ways): the reconciler verifies it while the worker is frozen.
+    provider.state.afterCharge = 'found';
+    const verified = await declinedWhileFrozen((o) => o.status === 'VERIFIED');
+    expect(verified.op.commit).toBe('committed');
+    const log = await verified.wake();
+    expectLegalHistory(log);
+    expect(statusPath(log, verified.opId).slice(-3)).toEqual(['UNKNOWN', 'RECONCILING', 'VERIFIED']);
+    const late = log.filter((e) => e.operation_id === verified.opId && e.type === 'operation.rejected_late');
+    expect(late).toHaveLength(1);
+    expect(late[0].data).toMatchObject({ ...REJECTION, after: 'VERIFIED' });
+    expect(await getOperation(stack, verified.opId)).toMatchObject({
+      status: 'VERIFIED',
+      evidence: expect.objectContaining({ method: 'read_after_write' }),
+      rejected_at: expect.any(String),
+      commit: 'unknown',
+    });
+  });
+});
