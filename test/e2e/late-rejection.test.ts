@@ -213,6 +213,20 @@ describe('a provider’s rejection that comes back after the send was marked UNK
     expect(again.body).toMatchObject({ rejected_at: after.rejected_at, rejection: REJECTION });
   });
 
+  it('without one on file, a reviewer’s VERIFIED whose read shows the charge is written, with the read it made', async () => {
+    const held = await declinedWhileFrozen((o) => o.status === 'MANUAL_REVIEW');
+    // The frozen worker never wakes in this test (it is killed after it): no rejection is on file.
+    provider.state.afterCharge = 'found';
+    const resolved = await resolveVerified(held.opId);
+    // Also checked against what /docs-json describes (test/support/openapi-validator.ts): the read's kind `found` is.
+    expect(resolved.status).toBe(200);
+    expect(resolved.body).toMatchObject({
+      status: 'VERIFIED',
+      rejected_at: null,
+      recovery_obligation: { resolution: { status: 'VERIFIED', read_back: { kind: 'found' } } },
+    });
+  });
+
   it('comes after a reviewer’s VERIFIED: recorded on the row and in the history, and the commit is unknown', async () => {
     const held = await declinedWhileFrozen((o) => o.status === 'MANUAL_REVIEW');
     // The source cannot be read now (503): nothing refutes the reviewer's evidence, and the VERIFIED is written.

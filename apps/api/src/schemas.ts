@@ -80,9 +80,13 @@ const ResolutionStatus = z.enum([
   OperationStatus.SENT,
 ]);
 
-/** A FAILED resolution re-reads the source first; what the read found (absent, or it could not say) is kept. */
+/**
+ * A FAILED resolution re-reads the source first, and so does a VERIFIED where the provider's own lookup can answer that
+ * the effect does not exist; what the read found is kept (for a FAILED: absent, or it could not say; for a VERIFIED:
+ * anything but an absence that refutes it — the effect found, found with other values, or a source that cannot say).
+ */
 const ResolutionReadBack = z.looseObject({
-  kind: z.enum(['absent', 'stale', 'field_missing', 'unreachable']),
+  kind: z.enum(['found', 'mismatch', 'absent', 'stale', 'field_missing', 'unreachable']),
   source: z.string(),
   read_at: DateTime,
 });

@@ -794,7 +794,7 @@ export interface components {
       at: string;
       read_back?: {
         /** @enum {string} */
-        kind: 'absent' | 'stale' | 'field_missing' | 'unreachable';
+        kind: 'found' | 'mismatch' | 'absent' | 'stale' | 'field_missing' | 'unreachable';
         source: string;
         /** Format: date-time */
         read_at: string;
