@@ -386,6 +386,13 @@ function requestSection(op: OperationDetail, reveal: (operationId: string, block
       op.no_change_required ? ['No change required', 'the source already held the requested state'] : null,
       ['Sent at', time(op.sent_at)],
       ['Acknowledged at', time(op.acknowledged_at)],
+      // The provider's rejection that came back after the send was marked UNKNOWN: a person's VERIFIED is refused.
+      op.rejected_at
+        ? [
+            'Rejected late',
+            h('span', {}, time(op.rejected_at), ' — ', op.rejection?.detail ?? 'rejected by the provider'),
+          ]
+        : null,
       op.retry_of ? ['Retry of', link(`/console/operations/${op.retry_of}`, code(op.retry_of))] : null,
     ]),
     h('h3', {}, 'Params ', h('span', { class: 'muted' }, '(secret-looking values masked)')),
