@@ -130,19 +130,33 @@ describe('a re-check read and a reviewer deciding the same hold', () => {
     expect(op.evidence).toMatchObject({ resolution: { status: 'VERIFIED' } });
   });
 
-  it('the re-check first: its read-back VERIFIES; the reviewer’s VERIFIED is refused and writes nothing', async () => {
+  it('the re-check first: its read-back VERIFIES; the reviewer’s VERIFIED is told the system decided, and writes nothing', async () => {
     const { party, executionId, opId } = await heldWithARecheckReading();
     party.release();
     expect(await recheckOutcome(opId)).toBe('verified');
     const resolved = await resolveVerified(opId);
-    expect(resolved.status).toBe(409);
-    expect(resolved.body).toMatchObject({ current_status: 'VERIFIED' });
+    const stillUnknown = await http<Problem>(stack.apiUrl, 'POST', `/v1/operations/${opId}/resolve`, {
+      key: DEMO.reviewer,
+      body: { status: 'MANUAL_REVIEW', evidence: 'still looking' },
+    });
     await settle(stack, executionId);
     const log = await events(stack, executionId);
     expectLegalHistory(log);
     const verified = log.filter((e) => e.operation_id === opId && e.to_status === 'VERIFIED');
     expect(verified).toHaveLength(1);
     expect(verified[0].data).toMatchObject({ actor: 'system' });
+    // I13: the system's move is the decision that won, named as a person's would be (until 2026-12-03 this was
+    // `resolution-not-permitted`, or `operation-moved` when the read-back landed during the resolution).
+    for (const lost of [resolved, stillUnknown]) {
+      expect(lost.status).toBe(409);
+      expect(lost.body).toMatchObject({
+        type: 'https://verity.dev/problems/already-decided',
+        decision: 'VERIFIED',
+        decided_by: 'system',
+        decided_at: verified[0].created_at,
+        current_status: 'VERIFIED',
+      });
+    }
     expect(log.filter((e) => e.type === 'operation.resolved')).toEqual([]);
     expect((await getOperation(stack, opId)).evidence).toMatchObject({
       method: 'read_after_write',

@@ -316,6 +316,19 @@ export class OperationsService {
     }
     const cancelled = await this.cancelledWithItsExecution(principal, op);
     if (cancelled) return cancelled;
+    // Asked for and never decided, and ended by the system first (its execution's deadline, an operation it depends on
+    // that failed, a spending cap): that end is the decision that was made, as a person's cancel would be (I13).
+    const ended =
+      op.approval?.state && op.status === OperationStatus.CANCELLED
+        ? await this.settledBySystem(principal, op, OperationStatus.PREPARED)
+        : null;
+    if (ended) {
+      return Problem.conflict('already-decided', 'the operation was ended by the system before it was decided', {
+        decision: 'cancel',
+        ...ended,
+        current_status: op.status,
+      });
+    }
     return Problem.conflict(
       'not-awaiting-approval',
       `the operation is ${op.status}; only a PREPARED operation can be approved`,
@@ -333,9 +346,8 @@ export class OperationsService {
    */
   async resolve(principal: Principal, id: string, status: ResolutionStatus, evidence: string) {
     const op = await this.load(principal, id);
-    if (recordedResolution(op)) throw this.resolutionRefusal(op);
-    const cancelled = await this.cancelledWithItsExecution(principal, op);
-    if (cancelled) throw cancelled;
+    const decidedFirst = await this.decidedFirst(principal, op);
+    if (decidedFirst) throw decidedFirst;
     const { evidentAt, now } = await this.absenceEvidence(op);
     const options = resolutionOptions({
       status: op.status,
@@ -485,7 +497,7 @@ export class OperationsService {
           await this.resolutionOptionsOf(principal, now),
         );
       }
-      throw (await this.cancelledWithItsExecution(principal, now)) ?? this.resolutionRefusal(now, investigationsSeen);
+      throw await this.resolutionRefusal(principal, now, investigationsSeen);
     }
     await this.inExecutionTrace(op.executionId, () =>
       status === OperationStatus.SENT
@@ -508,7 +520,7 @@ export class OperationsService {
    */
   async recheck(principal: Principal, id: string) {
     const op = await this.load(principal, id);
-    if (recordedResolution(op)) throw this.resolutionRefusal(op);
+    if (recordedResolution(op)) throw await this.resolutionRefusal(principal, op);
     if (op.status !== OperationStatus.MANUAL_REVIEW) {
       throw Problem.conflict(
         'not-in-review',
@@ -548,9 +560,8 @@ export class OperationsService {
    */
   async stillUnknown(principal: Principal, id: string, evidence: string, dueInSeconds: number | undefined) {
     const op = await this.load(principal, id);
-    if (recordedResolution(op)) throw this.resolutionRefusal(op);
-    const cancelled = await this.cancelledWithItsExecution(principal, op);
-    if (cancelled) throw cancelled;
+    const decidedFirst = await this.decidedFirst(principal, op);
+    if (decidedFirst) throw decidedFirst;
     if (op.status !== OperationStatus.MANUAL_REVIEW || !op.obligation) {
       throw Problem.conflict(
         'resolution-not-permitted',
@@ -603,8 +614,7 @@ export class OperationsService {
       patch: { next_check_at: nextCheckAt },
     });
     if (!decided.won) {
-      const now = await this.load(principal, id);
-      throw (await this.cancelledWithItsExecution(principal, now)) ?? this.resolutionRefusal(now, seen.length);
+      throw await this.resolutionRefusal(principal, await this.load(principal, id), seen.length);
     }
     if (nextCheckAt) {
       await this.inExecutionTrace(op.executionId, () =>
@@ -635,8 +645,33 @@ export class OperationsService {
     );
   }
 
-  /** A resolution lost: someone resolved first (their decision is in the problem), or the operation moved on. */
-  private resolutionRefusal(op: OperationEntity, investigationsSeen?: number): Problem {
+  /**
+   * A resolution lost: someone decided the hold first (their decision is in the problem), or the operation moved on
+   * without anyone deciding it.
+   */
+  private async resolutionRefusal(principal: Principal, op: OperationEntity, investigationsSeen?: number) {
+    const decided = await this.decidedFirst(principal, op, investigationsSeen);
+    if (decided) return decided;
+    // The row changed under the decision while nobody decided the hold: it is still held and unresolved (its attempt,
+    // or a record the statement checks, changed meanwhile), or it left the hold by a move that is no decision on it.
+    // There is no winner to name; the reviewer reloads it and decides again.
+    return Problem.conflict('operation-moved', `the operation moved on to ${op.status}; reload it`, {
+      current_status: op.status,
+    });
+  }
+
+  /**
+   * 409 already-decided when the hold was decided before this request (I13), with the winner's decision; null while it
+   * is still undecided. The winner is a reviewer's resolution, another reviewer's "still unknown" recorded since
+   * `investigationsSeen` investigations were read, the execution's cancel, or the system: a re-check whose read-back
+   * VERIFIED the hold, or its execution's end that CANCELLED a never-sent one — the move the system made is then the
+   * decision, as a person's would be.
+   */
+  private async decidedFirst(
+    principal: Principal,
+    op: OperationEntity,
+    investigationsSeen?: number,
+  ): Promise<Problem | null> {
     const winner = recordedResolution(op);
     if (winner) {
       return Problem.conflict('already-decided', `the operation was already resolved as ${winner.status}`, {
@@ -646,8 +681,22 @@ export class OperationsService {
         current_status: op.status,
       });
     }
+    const cancelled = await this.cancelledWithItsExecution(principal, op);
+    if (cancelled) return cancelled;
+    const settled = await this.settledBySystem(principal, op, OperationStatus.MANUAL_REVIEW);
+    if (settled) {
+      return Problem.conflict('already-decided', `the system settled the hold first: it is ${op.status}`, {
+        decision: op.status,
+        ...settled,
+        current_status: op.status,
+      });
+    }
     const investigations = op.obligation?.investigations ?? [];
-    if (op.status === OperationStatus.MANUAL_REVIEW && investigations.length > (investigationsSeen ?? 0)) {
+    if (
+      investigationsSeen !== undefined &&
+      op.status === OperationStatus.MANUAL_REVIEW &&
+      investigations.length > investigationsSeen
+    ) {
       const last = investigations[investigations.length - 1];
       return Problem.conflict('already-decided', 'another reviewer recorded "still unknown" first; reload it', {
         decision: OperationStatus.MANUAL_REVIEW,
@@ -656,9 +705,22 @@ export class OperationsService {
         current_status: op.status,
       });
     }
-    return Problem.conflict('operation-moved', `the operation moved on to ${op.status}; reload it`, {
-      current_status: op.status,
-    });
+    return null;
+  }
+
+  /**
+   * Who moved the operation out of `from` and when, if that was the system (its last move is from there, by actor
+   * `system`); null otherwise — still there, or moved by a person.
+   */
+  private async settledBySystem(
+    principal: Principal,
+    op: OperationEntity,
+    from: OperationStatus,
+  ): Promise<{ decided_by: 'system'; decided_at: string; cause?: string } | null> {
+    if (op.status === from) return null;
+    const change = (await findLastStatusChanges(this.db.manager, [op.id], principal.tenantId)).get(op.id);
+    if (change?.from !== from || change.actor !== 'system') return null;
+    return { decided_by: 'system', decided_at: change.at.toISOString(), ...(change.cause && { cause: change.cause }) };
   }
 
   /** A read of the source at this moment (never a send). A connector error is an unreachable source, not proof. */
