@@ -1,8 +1,11 @@
 import { DEMO, Stack } from '../support/stack';
 import { http, sms, unique } from '../support/http';
 import {
+  Execution,
+  Op,
   events,
   expectLegalHistory,
+  getExecution,
   getOperation,
   resetSandbox,
   submit,
@@ -78,6 +81,52 @@ describe('api: FAILED of a sent operation waits until no call can still land', (
     const log = await events(stack, created.id);
     expect(log.filter((e) => e.type === 'operation.resolved')).toHaveLength(1);
     expectLegalHistory(log);
+  });
+
+  /**
+   * Every surface that shows a reviewer's actions on a held operation — its detail (`permitted_resolutions`, and the
+   * obligation's `permitted_actions`), its execution, the list of executions and the review queue — as `resolve`
+   * judges them at that moment (I14). Until 2026-12-03 the obligation's `permitted_actions` offered FAILED before the
+   * bound while `resolve` refused it.
+   */
+  async function actionsShown(opId: string, executionId: string) {
+    const detail = await getOperation(stack, opId);
+    const execution = await getExecution(stack, executionId);
+    const listed = await http<{ data: Execution[] }>(stack.apiUrl, 'GET', '/v1/executions?limit=100', {
+      key: DEMO.agent,
+    });
+    const queue = await http<{ data: { operation: Op }[] }>(
+      stack.apiUrl,
+      'GET',
+      `/v1/review/manual-reviews?q=${encodeURIComponent(opId)}`,
+      { key: DEMO.reviewer },
+    );
+    const inList = listed.body.data.find((e) => e.id === executionId)!.operations.find((o) => o.id === opId)!;
+    return [
+      detail.permitted_resolutions,
+      detail.recovery_obligation!.permitted_actions,
+      execution.operations.find((o) => o.id === opId)!.recovery_obligation!.permitted_actions,
+      inList.recovery_obligation!.permitted_actions,
+      queue.body.data.find((item) => item.operation.id === opId)!.operation.recovery_obligation!.permitted_actions,
+    ];
+  }
+
+  it('what every surface offers is what resolve accepts at that moment: no FAILED before the bound, FAILED after', async () => {
+    await stack.setFaults({ rules: [{ method: 'POST', path: '/v1/messages', fault: 'drop_before_commit', count: 1 }] });
+    const created = await submit(stack, [sms(unique('inflight-shown'))]);
+    const held = await waitForOp(stack, created.id, 'notify', (o) => o.status === 'MANUAL_REVIEW');
+    const before = await actionsShown(held.id, created.id);
+    const early = await resolve(held.id, 'FAILED');
+    // Shown before the refusal, and the refusal names a bound still ahead of that: the same moment for both.
+    expect(early.status).toBe(409);
+    expect(Date.parse((early.body as unknown as { absence_evident_at: string }).absence_evident_at)).toBeGreaterThan(
+      Date.now(),
+    );
+    for (const shown of before) expect(shown).toEqual(['VERIFIED']);
+
+    await waitForResolutionPermitted(stack, held.id, 'FAILED');
+    for (const shown of await actionsShown(held.id, created.id)) expect(shown).toEqual(['VERIFIED', 'FAILED']);
+    expect((await resolve(held.id, 'FAILED')).status).toBe(200);
   });
 
   it('a sent row without sent_at (old or hand-written) waits from its last change, not from its creation', async () => {

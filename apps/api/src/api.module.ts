@@ -25,6 +25,7 @@ import { McpModule } from './mcp/mcp.module';
 import { MetricsController } from './metrics/metrics.controller';
 import { OperationsController } from './operations/operations.controller';
 import { OperationsService } from './operations/operations.service';
+import { ResolutionOptionsService } from './operations/resolution-options.service';
 import { ProblemFilter } from './problem/problem.filter';
 import { RefuseUnreadBody } from './http/no-body';
 import { RefuseUnreadQuery } from './http/no-query';
@@ -54,6 +55,7 @@ export class ApiModule {
         ApiKeyService,
         ExecutionsService,
         OperationsService,
+        ResolutionOptionsService,
         ReviewService,
         ConnectorSettingsService,
         PolicyService,

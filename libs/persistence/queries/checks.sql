@@ -9,3 +9,10 @@ UPDATE operations SET check_count = $3, next_check_at = $4
 SELECT max(created_at) AS at, clock_timestamp() AS now FROM events
      WHERE operation_id = $1 AND tenant_id = $2 AND to_status = 'UNKNOWN'
        AND from_status IN ('SENT', 'ACKNOWLEDGED');
+
+-- lastUnknownsAfterSend
+SELECT ids.id AS operation_id, max(e.created_at) AS at, clock_timestamp() AS now
+     FROM unnest($1::text[]) AS ids(id)
+     LEFT JOIN events e ON e.operation_id = ids.id AND e.tenant_id = $2 AND e.to_status = 'UNKNOWN'
+       AND e.from_status IN ('SENT', 'ACKNOWLEDGED')
+     GROUP BY ids.id;

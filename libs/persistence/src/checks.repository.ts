@@ -16,6 +16,12 @@ export const CHECKS_SQL = {
   lastUnknownAfterSend: `SELECT max(created_at) AS at, clock_timestamp() AS now FROM events
      WHERE operation_id = $1 AND tenant_id = $2 AND to_status = ${sqlLiterals([S.UNKNOWN])}
        AND from_status IN (${sqlLiterals([S.SENT, S.ACKNOWLEDGED])})`,
+  // The same for several operations in one read: one row per id asked (at null when it never became UNKNOWN).
+  lastUnknownsAfterSend: `SELECT ids.id AS operation_id, max(e.created_at) AS at, clock_timestamp() AS now
+     FROM unnest($1::text[]) AS ids(id)
+     LEFT JOIN events e ON e.operation_id = ids.id AND e.tenant_id = $2 AND e.to_status = ${sqlLiterals([S.UNKNOWN])}
+       AND e.from_status IN (${sqlLiterals([S.SENT, S.ACKNOWLEDGED])})
+     GROUP BY ids.id`,
 } as const;
 
 /** Remembers what the source looked like when approval was asked for: an approval is stale if it changes. */
@@ -59,4 +65,36 @@ export async function absenceEvidenceOf(
     timings,
   );
   return { evidentAt, databaseNow: new Date(row.now) };
+}
+
+/**
+ * `absenceEvidenceOf` for several sent operations of one tenant in one read (a page of them): each one's bound by id,
+ * and the database's clock at that read. With no operation, no read: `databaseNow` is then this process' clock.
+ */
+export async function absenceEvidenceOfMany(
+  db: Queryable,
+  tenantId: string,
+  ops: readonly { id: string; sentAt: Date | null; updatedAt: Date; acknowledgedAt: Date | null }[],
+  timings: CallTimings,
+): Promise<{ evidentAt: Map<string, Date>; databaseNow: Date }> {
+  if (ops.length === 0) return { evidentAt: new Map(), databaseNow: new Date() };
+  const found = await rows<{ operation_id: string; at: Date | null; now: Date }>(db, CHECKS_SQL.lastUnknownsAfterSend, [
+    ops.map((op) => op.id),
+    tenantId,
+  ]);
+  const lastUnknown = new Map(found.map((r) => [r.operation_id, r.at ? new Date(r.at) : null]));
+  const evidentAt = new Map(
+    ops.map((op) => [
+      op.id,
+      absenceEvidentAt(
+        {
+          sentAt: op.sentAt ?? op.updatedAt,
+          lastUnknownAt: lastUnknown.get(op.id) ?? null,
+          acknowledgedAt: op.acknowledgedAt,
+        },
+        timings,
+      ),
+    ]),
+  );
+  return { evidentAt, databaseNow: new Date(found[0].now) };
 }

@@ -28,6 +28,7 @@ import {
   isOperationTransitionAllowed,
   permittedResolutions,
   resolutionOptions,
+  offeredResolutions,
   resolutionRefusedBy,
 } from './validate';
 import { moveKey as key, movesOutside, refusalOf as refusal } from '../../../test/support/transitions';
@@ -654,6 +655,26 @@ describe('resolutionOptions: every action with its reason, exactly what the gate
   /** The options a reviewer is offered for an operation in MANUAL_REVIEW. */
   const inReview = (everSent: boolean, heldFor: TerminalReason | null, canReadBack = true) =>
     resolutionOptions({ status: S.MANUAL_REVIEW, everSent, heldFor, canReadBack });
+
+  it('offers exactly the permitted options: no FAILED before the bound, none with a record on file, none once not held', () => {
+    const now = new Date('2026-12-03T10:00:00Z');
+    const offered = (input: Partial<Parameters<typeof resolutionOptions>[0]>) =>
+      offeredResolutions(
+        resolutionOptions({
+          status: S.MANUAL_REVIEW,
+          everSent: true,
+          heldFor: null,
+          canReadBack: false,
+          now,
+          ...input,
+        }),
+      );
+    expect(offered({ absenceEvidentAt: new Date(now.getTime() + 1000) })).toEqual([S.VERIFIED]);
+    expect(offered({ absenceEvidentAt: now })).toEqual([S.VERIFIED, S.FAILED]);
+    expect(offered({ absenceEvidentAt: now, acknowledged: true })).toEqual([S.VERIFIED]);
+    expect(offered({ absenceEvidentAt: now, effectShown: true })).toEqual([S.VERIFIED]);
+    expect(offered({ status: S.FAILED })).toEqual([]);
+  });
 
   it('releases a never-sent operation only while its execution may still send and its dependencies are done', () => {
     const release = (executionStatus: ExecutionStatus, dependencies: DependenciesState) =>

@@ -293,6 +293,15 @@ export function resolutionOptions(input: {
 }
 
 /**
+ * The resolutions a reviewer is offered: exactly those `resolutionOptions` permits at that moment. The API's
+ * `permitted_resolutions`, the obligation's `permitted_actions` and the console's buttons all come from here, so none
+ * offers what `resolve` would refuse (a FAILED before `absenceEvidentAt`, or with a record of the effect on file).
+ */
+export function offeredResolutions(options: readonly ResolutionOption[]): ResolutionStatus[] {
+  return options.filter((o) => o.permitted).map((o) => o.status);
+}
+
+/**
  * The status model's refusal of a reviewer's resolution `to` of a held operation, or null when the move itself is
  * allowed (a release may still wait for its execution and dependencies, a FAILED for `absenceEvidentAt`). Its code
  * tells a FAILED refused because a record of the effect is on file (EFFECT_EXISTS: the provider acknowledged it, or

@@ -11,6 +11,7 @@ import { TerminalReason } from '@verity/status-model';
 import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { presentOperation } from '../executions/presenter';
+import { ResolutionOptionsService } from '../operations/resolution-options.service';
 import { maskSecrets } from './mask';
 
 export type { ReviewQueue };
@@ -33,7 +34,10 @@ const iso = (d: Date) => new Date(d).toISOString();
  */
 @Injectable()
 export class ReviewService {
-  constructor(@InjectDataSource() private readonly db: DataSource) {}
+  constructor(
+    @InjectDataSource() private readonly db: DataSource,
+    private readonly holds: ResolutionOptionsService,
+  ) {}
 
   async list(principal: Principal, queue: ReviewQueue, query: QueueQuery) {
     const found = await reviewQueuePage(this.db.manager, principal.tenantId, queue, query);
@@ -44,9 +48,11 @@ export class ReviewService {
       page.map((op) => op.id),
       principal.tenantId,
     );
+    // The page's operations are not all of their executions': those a release depends on are read where needed.
+    const judged = await this.holds.judge(principal.tenantId, page, { executions: found.executions });
     return {
       data: page.map((op) => ({
-        operation: maskSecrets(presentOperation(op, changes.get(op.id) ?? null)),
+        operation: maskSecrets(presentOperation(op, changes.get(op.id) ?? null, judged.get(op.id)?.options)),
         execution: maskSecrets(this.summary(byId.get(op.executionId))),
       })),
       total: found.total,

@@ -41,6 +41,7 @@ import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { submissions } from '../metrics/metrics';
 import { FieldError, Problem } from '../problem/problem';
+import { ResolutionOptionsService } from '../operations/resolution-options.service';
 import { resolveEventCursor } from './event-cursor';
 import { requestHash } from './idempotency';
 import { ExecutionView, presentEvent, presentExecution } from './presenter';
@@ -57,6 +58,7 @@ export class ExecutionsService {
     private readonly producer: JobProducer,
     private readonly connectors: ConnectorRegistry,
     private readonly tenantConnectors: TenantConnectors,
+    private readonly holds: ResolutionOptionsService,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
   ) {}
 
@@ -320,7 +322,8 @@ export class ExecutionsService {
       operations.map((op) => op.id),
       principal.tenantId,
     );
-    return presentExecution(execution, operations, changes);
+    const judged = await this.holds.judge(principal.tenantId, operations, { executions: [execution], operations });
+    return presentExecution(execution, operations, changes, judged);
   }
 
   async list(principal: Principal, query: { status?: ExecutionStatus; cursor?: string; limit: number }) {
@@ -342,8 +345,9 @@ export class ExecutionsService {
       operations.map((op) => op.id),
       principal.tenantId,
     );
+    const judged = await this.holds.judge(principal.tenantId, operations, { executions: page, operations });
     return {
-      data: page.map((e) => presentExecution(e, byExecution.get(e.id) ?? [], changes)),
+      data: page.map((e) => presentExecution(e, byExecution.get(e.id) ?? [], changes, judged)),
       next_cursor: nextCursor,
     };
   }

@@ -1,5 +1,5 @@
 import { OperationEntity, preparedOperation, recoveryObligation } from '@verity/persistence';
-import { OperationStatus, TerminalReason } from '@verity/status-model';
+import { ExecutionStatus, OperationStatus, TerminalReason, resolutionOptions } from '@verity/status-model';
 import { presentOperation } from './presenter';
 import { chargeOperation } from '../../../../test/support/fixtures';
 
@@ -21,10 +21,28 @@ function heldNeverSent(resolution?: { status: string; by: string; at: string }):
   });
 }
 
+/** What resolve judges for it (ResolutionOptionsService): its execution running or ended, its dependencies done. */
+const judged = (executionStatus = ExecutionStatus.RUNNING) =>
+  resolutionOptions({
+    status: OperationStatus.MANUAL_REVIEW,
+    everSent: false,
+    heldFor: TerminalReason.SOURCE_UNREACHABLE,
+    canReadBack: true,
+    release: { executionStatus, deadlinePassed: false, dependencies: 'done' },
+  });
+
 describe('the obligation of a hold, as the API shows it', () => {
-  it('permits the release and the cancel while nobody has decided', () => {
-    const shown = presentOperation(heldNeverSent(), null);
-    expect(shown.recovery_obligation?.permitted_actions).toEqual(['SENT', 'CANCELLED']);
+  it('permits what resolve accepts while nobody has decided: the release and the cancel, or only the cancel', () => {
+    expect(presentOperation(heldNeverSent(), null, judged()).recovery_obligation?.permitted_actions).toEqual([
+      'SENT',
+      'CANCELLED',
+    ]);
+    // A release of an ended execution is refused: not offered either.
+    expect(
+      presentOperation(heldNeverSent(), null, judged(ExecutionStatus.CANCELLED)).recovery_obligation?.permitted_actions,
+    ).toEqual(['CANCELLED']);
+    // Not judged (nothing is permitted on it): nothing offered.
+    expect(presentOperation(heldNeverSent(), null).recovery_obligation?.permitted_actions).toEqual([]);
   });
 
   it('permits nothing more once a resolution is recorded (a release the dispatcher has not carried out yet)', () => {
@@ -32,6 +50,7 @@ describe('the obligation of a hold, as the API shows it', () => {
     const shown = presentOperation(
       heldNeverSent({ status: 'SENT', by: 'key_reviewer', at: '2026-12-03T12:01:00Z' }),
       null,
+      judged(),
     );
     expect(shown.status).toBe('MANUAL_REVIEW');
     expect(shown.recovery_obligation?.permitted_actions).toEqual([]);

@@ -9,7 +9,8 @@ import {
   operationFailure,
   operationRetryRule,
   outcomeResult,
-  permittedResolutions,
+  ResolutionOption,
+  offeredResolutions,
   summarizeEffects,
   unevaluatedCriteria,
   verificationContradicted,
@@ -19,6 +20,9 @@ import type { API_SCHEMAS } from '../schemas';
 
 /** The last status-change event of each operation, by operation id (`findLastStatusChanges`). */
 export type StatusChanges = ReadonlyMap<string, LastStatusChange>;
+
+/** What a reviewer may do with each held operation, by operation id (`ResolutionOptionsService.judge`). */
+export type ResolutionOptionsOf = ReadonlyMap<string, { options: readonly ResolutionOption[] }>;
 
 /** A nullable timestamp column, as the wire writes it. */
 export const iso = (d: Date | null | undefined) => (d ? new Date(d).toISOString() : null);
@@ -54,26 +58,22 @@ function contradictedVerification(op: OperationEntity): boolean {
 }
 
 /**
- * The hold's obligation, with the actions permitted as the row stands now: a late 2xx or a re-check's read that showed
- * the effect may have been recorded after the hold was written (or while it was), and each takes FAILED off; a late
- * rejection takes VERIFIED off.
+ * The hold's obligation, with the actions permitted as the row stands now (`options`: the operation's
+ * `resolutionOptions`, judged by ResolutionOptionsService): a late 2xx or a re-check's read that showed the effect may
+ * have been recorded after the hold was written (each takes FAILED off; a late rejection takes VERIFIED off), a FAILED may still wait for a call to land, a release for its
+ * execution or dependencies — what is listed is what `resolve` accepts at that moment. An operation that was not judged
+ * (nothing is permitted: resolved, a release waiting for the dispatcher included) lists none.
  */
-function presentObligation(op: OperationEntity): OperationView['recovery_obligation'] {
+function presentObligation(
+  op: OperationEntity,
+  options: readonly ResolutionOption[],
+): OperationView['recovery_obligation'] {
   if (!op.obligation) return null;
-  // Once a resolution is recorded (a release waiting for the dispatcher included) nothing more is permitted: the API
-  // refuses any other with 409 already-decided, and the list says the same.
   const permitted =
     op.status === OperationStatus.MANUAL_REVIEW
       ? recordedResolution(op)
         ? []
-        : permittedResolutions(
-            op.status,
-            everSent(op),
-            op.terminalReason,
-            op.acknowledgedAt !== null,
-            Boolean(op.obligation.effect_shown),
-            Boolean(op.rejectedAt),
-          )
+        : offeredResolutions(options)
       : op.obligation.permitted_actions;
   // A copy: the stored interface becomes the open object the schema describes (its extra members stay on the wire).
   return { ...op.obligation, permitted_actions: permitted };
@@ -84,7 +84,11 @@ function presentObligation(op: OperationEntity): OperationView['recovery_obligat
  * `failure` are derived by libs/status-model; `lastChange` is the event that made the operation's last move (null only
  * for an operation that has not moved yet).
  */
-export function presentOperation(op: OperationEntity, lastChange: LastStatusChange | null): OperationView {
+export function presentOperation(
+  op: OperationEntity,
+  lastChange: LastStatusChange | null,
+  options: readonly ResolutionOption[] = [],
+): OperationView {
   const refuted = refutedFailure(op);
   return {
     id: op.id,
@@ -111,7 +115,7 @@ export function presentOperation(op: OperationEntity, lastChange: LastStatusChan
     observation: op.observation,
     // The baseline is internal; an approval record without a state (only the baseline so far) is not yet on the wire.
     approval: op.approval?.state ? { ...op.approval, baseline: undefined } : null,
-    recovery_obligation: presentObligation(op),
+    recovery_obligation: presentObligation(op, options),
     retry_of: op.retryOf,
     sent_at: iso(op.sentAt),
     acknowledged_at: iso(op.acknowledgedAt),
@@ -126,6 +130,7 @@ export function presentExecution(
   execution: ExecutionEntity,
   operations: OperationEntity[],
   changes: StatusChanges,
+  options: ResolutionOptionsOf = new Map(),
 ): ExecutionView {
   const hasCriteria = execution.criteria.length > 0;
   // Until its first evaluation is written an execution with criteria shows them pending, never an outcome of null
@@ -159,7 +164,7 @@ export function presentExecution(
     created_at: isoAt(execution.createdAt),
     updated_at: isoAt(execution.updatedAt),
     trace_id: traceIdOf(execution.traceParent),
-    operations: operations.map((op) => presentOperation(op, changes.get(op.id) ?? null)),
+    operations: operations.map((op) => presentOperation(op, changes.get(op.id) ?? null, options.get(op.id)?.options)),
   };
 }
 

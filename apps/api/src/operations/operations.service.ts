@@ -1,17 +1,15 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { ReadBackResult, TenantConnectors, operationCapabilities, unreachableRead } from '@verity/connectors';
+import { ReadBackResult, TenantConnectors, unreachableRead } from '@verity/connectors';
 import {
   Approval,
   OperationEntity,
   TransitionService,
   connectorOperation,
   findExecution,
-  findOperations,
   findLastStatusChanges,
   findOperation,
   insertExecution,
-  absenceEvidenceOf,
   isUniqueViolation,
   loadTenantSettings,
   lockRetried,
@@ -23,33 +21,20 @@ import {
   traceParentsOf,
   transaction,
 } from '@verity/persistence';
-import {
-  VERITY_CONFIG,
-  VerityConfig,
-  callTimings,
-  currentTraceparent,
-  inTraceOf,
-  newId,
-  tracingOn,
-} from '@verity/platform';
+import { VERITY_CONFIG, VerityConfig, currentTraceparent, inTraceOf, newId, tracingOn } from '@verity/platform';
 import { JobName, JobProducer, jobId, releaseDispatchJobId } from '@verity/queues';
 import {
   ExecutionStatus,
-  LastStatusChange,
   OperationStatus,
   ResolutionOption,
   ResolutionStatus,
   canRetry,
-  ReleaseNeeds,
-  dependenciesState,
-  latestByKey,
   operationTransitionRule,
-  AbsenceAtTheSource,
   MAX_INVESTIGATIONS_PER_HOLD,
   failedRefusedByRead,
   verifiedRefusedByRead,
   StatusModelErrorCode,
-  resolutionOptions,
+  offeredResolutions,
   resolutionRefusedBy,
   retryRuleOf,
   operationRetryRule,
@@ -68,6 +53,7 @@ import type { Principal } from '../auth/principal';
 import { Problem } from '../problem/problem';
 import { presentExecution, presentOperation, requestedOperation } from '../executions/presenter';
 import { LIMITS } from '../executions/submission';
+import { ResolutionOptionsService } from './resolution-options.service';
 
 @Injectable()
 export class OperationsService {
@@ -76,6 +62,7 @@ export class OperationsService {
     private readonly transitions: TransitionService,
     private readonly producer: JobProducer,
     private readonly connectors: TenantConnectors,
+    private readonly holds: ResolutionOptionsService,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
   ) {
     this.traced = tracingOn(config);
@@ -105,113 +92,16 @@ export class OperationsService {
   async get(principal: Principal, id: string) {
     const op = await this.load(principal, id);
     const changes = await findLastStatusChanges(this.db.manager, [op.id], principal.tenantId);
-    return this.detail(
-      op,
-      changes.get(op.id) ?? null,
-      await this.absenceEvidence(op),
-      await this.releaseNeeds(op, principal.tenantId),
-    );
-  }
-
-  /**
-   * What a release (SENT) of a held, never-sent operation also needs, as it stands now: its execution's status and
-   * whether its dependencies are done (the statement that commits the release checks both again). Undefined for any
-   * other operation.
-   */
-  private async releaseNeeds(op: OperationEntity, tenantId: string): Promise<ReleaseNeeds | undefined> {
-    if (op.status !== OperationStatus.MANUAL_REVIEW || everSent(op)) return undefined;
-    const execution = await findExecution(this.db.manager, op.executionId, tenantId);
-    if (!execution) return undefined;
-    const latest = latestByKey(
-      op.dependsOn.length > 0 ? await findOperations(this.db.manager, op.executionId, tenantId) : [],
-    );
+    const judged = await this.holds.judgeOne(principal.tenantId, op);
+    // The resolutions a reviewer may take and, for each one refused, why: the console shows exactly this, so it never
+    // offers what the API would refuse. Once a resolution is recorded (a release waiting for the dispatcher included),
+    // nothing more is permitted: the decision was made.
+    const options = judged?.options ?? [];
     return {
-      executionStatus: execution.status,
-      // By this process' clock; the statement that commits the release judges it again by the database's.
-      deadlinePassed: execution.deadlineAt.getTime() <= Date.now(),
-      dependencies: dependenciesState(op.dependsOn.map((key) => latest.get(key))),
-    };
-  }
-
-  /**
-   * The operation with the resolutions a reviewer may take and, for each one refused, why: the console shows exactly
-   * this, so it never offers what the API would refuse. Once a resolution is recorded (a release waiting for the
-   * dispatcher included), nothing more is permitted: the decision was made.
-   */
-  private detail(
-    op: OperationEntity,
-    lastChange: LastStatusChange | null,
-    absence: { evidentAt: Date | null; now: Date },
-    release: ReleaseNeeds | undefined,
-  ) {
-    const options = recordedResolution(op)
-      ? []
-      : resolutionOptions({
-          status: op.status,
-          everSent: everSent(op),
-          heldFor: op.terminalReason,
-          ...this.sourceChecks(op),
-          absenceEvidentAt: absence.evidentAt,
-          now: absence.now,
-          release,
-        });
-    return {
-      ...presentOperation(op, lastChange),
-      permitted_resolutions: options.filter((o) => o.permitted).map((o) => o.status),
+      ...presentOperation(op, changes.get(op.id) ?? null, options),
+      permitted_resolutions: offeredResolutions(options),
       resolution_options: options,
     };
-  }
-
-  /**
-   * From when "it did not happen" can be believed about a held, sent operation: the bound the reconciler waits for
-   * before it trusts an absent read (a call may still be on its way until then); null when nothing was sent. `now` is
-   * the database's clock, which the bound's times are on.
-   */
-  private async absenceEvidence(op: OperationEntity): Promise<{ evidentAt: Date | null; now: Date }> {
-    if (op.status !== OperationStatus.MANUAL_REVIEW || !everSent(op)) return { evidentAt: null, now: new Date() };
-    const { evidentAt, databaseNow } = await absenceEvidenceOf(this.db.manager, op, callTimings(this.config));
-    return { evidentAt, now: databaseNow };
-  }
-
-  /** The connector can read this operation's effect back from the source. */
-  private canReadBack(op: OperationEntity): boolean {
-    const connector = this.connectors.get(op.connector);
-    return Boolean(connector?.readBack) && operationCapabilities(connector!, op.action, op.params).read_back;
-  }
-
-  /** What a reviewer's resolutions are checked against: the source, and the record on file (resolutionOptions' inputs). */
-  private sourceChecks(
-    op: OperationEntity,
-  ): { canReadBack: boolean; effectShown: boolean; rejected: boolean } & Omit<AbsenceAtTheSource, 'heldFor'> {
-    const { heldFor: _heldFor, ...absence } = this.absenceAtTheSource(op);
-    return {
-      canReadBack: this.canReadBack(op),
-      effectShown: Boolean(op.obligation?.effect_shown),
-      rejected: Boolean(op.rejectedAt),
-      ...absence,
-    };
-  }
-
-  private absenceAtTheSource(op: OperationEntity): AbsenceAtTheSource {
-    return {
-      sourceProvesAbsence: this.connectors.get(op.connector)?.readBackProvesAbsence === true,
-      acknowledged: op.acknowledgedAt !== null,
-      heldFor: op.terminalReason,
-    };
-  }
-
-  /** The resolutions of a held operation as it stands now, as `get` shows them (`detail`). */
-  private async resolutionOptionsOf(principal: Principal, op: OperationEntity) {
-    const { evidentAt, now } = await this.absenceEvidence(op);
-    return resolutionOptions({
-      status: op.status,
-      everSent: everSent(op),
-      heldFor: op.terminalReason,
-      ...this.sourceChecks(op),
-      absenceEvidentAt: evidentAt,
-      now,
-      release: await this.releaseNeeds(op, principal.tenantId),
-    });
   }
 
   /**
@@ -348,18 +238,12 @@ export class OperationsService {
     const op = await this.load(principal, id);
     const decidedFirst = await this.decidedFirst(principal, op);
     if (decidedFirst) throw decidedFirst;
-    const { evidentAt, now } = await this.absenceEvidence(op);
-    const options = resolutionOptions({
-      status: op.status,
-      everSent: everSent(op),
-      heldFor: op.terminalReason,
-      ...this.sourceChecks(op),
-      absenceEvidentAt: evidentAt,
-      now,
-      release: await this.releaseNeeds(op, principal.tenantId),
-    });
+    const judged = await this.holds.judgeOne(principal.tenantId, op);
+    const options = judged?.options ?? [];
+    const now = judged?.now ?? new Date();
+    const evidentAt = judged?.absenceEvidentAt ?? null;
     const option = options.find((o) => o.status === status);
-    const permitted = options.filter((o) => o.permitted).map((o) => o.status);
+    const permitted = offeredResolutions(options);
     /** Not "no": "not yet" — with what the reviewer may do meanwhile, and when to ask again. */
     const notYet = (why: string, extras: Record<string, unknown>, retryAfterMs: number) =>
       new Problem(
@@ -409,7 +293,7 @@ export class OperationsService {
     if (read && status === OperationStatus.VERIFIED) {
       // A sent operation always has the bound; none would mean nothing can still land.
       const absenceEvidentFrom = evidentAt ?? now;
-      const refusal = verifiedRefusedByRead(read.kind, this.absenceAtTheSource(op), now >= absenceEvidentFrom);
+      const refusal = verifiedRefusedByRead(read.kind, this.holds.absenceAtTheSource(op), now >= absenceEvidentFrom);
       if (refusal === 'not_yet') {
         // The provider does not show it, but a call of it may still land or show: its lookup can answer only later.
         throw notYet(
@@ -494,7 +378,7 @@ export class OperationsService {
         throw rejectionOnFile(
           now,
           'the provider’s rejection of this send came back while the resolution was decided',
-          await this.resolutionOptionsOf(principal, now),
+          (await this.holds.judgeOne(principal.tenantId, now))?.options ?? [],
         );
       }
       throw await this.resolutionRefusal(principal, now, investigationsSeen);
@@ -530,7 +414,7 @@ export class OperationsService {
         },
       );
     }
-    if (!everSent(op) || !this.canReadBack(op)) {
+    if (!everSent(op) || !this.holds.canReadBack(op)) {
       throw Problem.conflict(
         'cannot-read-back',
         !everSent(op)
@@ -641,7 +525,7 @@ export class OperationsService {
       everSent(op) &&
       op.terminalReason !== null &&
       Boolean(releasable?.includes(op.terminalReason)) &&
-      this.canReadBack(op)
+      this.holds.canReadBack(op)
     );
   }
 
@@ -850,7 +734,7 @@ function recordOnFile(op: OperationEntity, detail: string): Problem {
 function rejectionOnFile(op: OperationEntity, why: string, options: ResolutionOption[]): Problem {
   return Problem.conflict('resolution-not-permitted', `VERIFIED is not permitted: ${why}`, {
     current_status: op.status,
-    permitted_resolutions: options.filter((o) => o.permitted).map((o) => o.status),
+    permitted_resolutions: offeredResolutions(options),
     resolution_options: options,
     rejected_at: op.rejectedAt!.toISOString(),
     rejection: op.rejection,

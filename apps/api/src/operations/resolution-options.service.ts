@@ -1,0 +1,157 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { TenantConnectors, operationCapabilities } from '@verity/connectors';
+import {
+  ExecutionEntity,
+  OperationEntity,
+  absenceEvidenceOfMany,
+  findExecution,
+  findOperations,
+  recordedResolution,
+} from '@verity/persistence';
+import { VERITY_CONFIG, VerityConfig, callTimings } from '@verity/platform';
+import {
+  AbsenceAtTheSource,
+  OperationStatus,
+  ReleaseNeeds,
+  ResolutionOption,
+  dependenciesState,
+  everSent,
+  latestByKey,
+  resolutionOptions,
+} from '@verity/status-model';
+import { DataSource } from 'typeorm';
+
+/** What a reviewer may do with one held operation now, and what that was judged against. */
+export interface HoldJudgement {
+  /** Every resolution, permitted or not, with why (`resolutionOptions`). */
+  options: ResolutionOption[];
+  /** From when a FAILED of a sent operation may be believed (null: never sent). */
+  absenceEvidentAt: Date | null;
+  /** The moment judged, by the database's clock where a sent operation's bound was read. */
+  now: Date;
+}
+
+/**
+ * The one place the API works out which resolutions of a held operation are permitted now, for one operation (its
+ * detail, a resolution) or a page of them (an execution, a review queue): every surface that shows a reviewer's actions
+ * shows what `resolve` accepts at that moment, from the status model's `resolutionOptions` with the same inputs — the
+ * source's capabilities, the record on file, when an absence becomes evidence, and what a release also needs.
+ */
+@Injectable()
+export class ResolutionOptionsService {
+  constructor(
+    @InjectDataSource() private readonly db: DataSource,
+    private readonly connectors: TenantConnectors,
+    @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
+  ) {}
+
+  /**
+   * For each operation of `ops` that is held and unresolved, its judgement; the others have none (nothing is permitted:
+   * not held, or its decision is made — a release waiting for the dispatcher included). `known`: executions and their
+   * operations the caller has already read (an execution's page), so they are not read again.
+   */
+  async judge(
+    tenantId: string,
+    ops: readonly OperationEntity[],
+    known: { executions?: readonly ExecutionEntity[]; operations?: readonly OperationEntity[] } = {},
+  ): Promise<Map<string, HoldJudgement>> {
+    const open = ops.filter((op) => op.status === OperationStatus.MANUAL_REVIEW && !recordedResolution(op));
+    if (open.length === 0) return new Map();
+    const sent = open.filter((op) => everSent(op));
+    const { evidentAt, databaseNow } = await absenceEvidenceOfMany(
+      this.db.manager,
+      tenantId,
+      sent,
+      callTimings(this.config),
+    );
+    const release = await this.releaseNeeds(
+      tenantId,
+      open.filter((op) => !everSent(op)),
+      known,
+    );
+    return new Map(
+      open.map((op) => {
+        const absenceEvidentAt = evidentAt.get(op.id) ?? null;
+        const options = resolutionOptions({
+          status: op.status,
+          everSent: everSent(op),
+          heldFor: op.terminalReason,
+          ...this.sourceChecks(op),
+          absenceEvidentAt,
+          now: databaseNow,
+          release: release.get(op.id),
+        });
+        return [op.id, { options, absenceEvidentAt, now: databaseNow }];
+      }),
+    );
+  }
+
+  /** One operation's judgement, or null when nothing is permitted on it (not held, or decided). */
+  async judgeOne(tenantId: string, op: OperationEntity): Promise<HoldJudgement | null> {
+    return (await this.judge(tenantId, [op])).get(op.id) ?? null;
+  }
+
+  /** The connector can read this operation's effect back from the source. */
+  canReadBack(op: OperationEntity): boolean {
+    const connector = this.connectors.get(op.connector);
+    return Boolean(connector?.readBack) && operationCapabilities(connector!, op.action, op.params).read_back;
+  }
+
+  absenceAtTheSource(op: OperationEntity): AbsenceAtTheSource {
+    return {
+      sourceProvesAbsence: this.connectors.get(op.connector)?.readBackProvesAbsence === true,
+      acknowledged: op.acknowledgedAt !== null,
+      heldFor: op.terminalReason,
+    };
+  }
+
+  /** What a reviewer's resolutions are checked against: the source, and the record on file (resolutionOptions' inputs). */
+  private sourceChecks(op: OperationEntity) {
+    const { heldFor: _heldFor, ...absence } = this.absenceAtTheSource(op);
+    return {
+      canReadBack: this.canReadBack(op),
+      effectShown: Boolean(op.obligation?.effect_shown),
+      rejected: Boolean(op.rejectedAt),
+      ...absence,
+    };
+  }
+
+  /**
+   * What a release (SENT) of each held, never-sent operation also needs, as it stands now: its execution's status and
+   * whether its dependencies are done (the statement that commits the release checks both again).
+   */
+  private async releaseNeeds(
+    tenantId: string,
+    neverSent: readonly OperationEntity[],
+    known: { executions?: readonly ExecutionEntity[]; operations?: readonly OperationEntity[] },
+  ): Promise<Map<string, ReleaseNeeds>> {
+    const needs = new Map<string, ReleaseNeeds>();
+    const executions = new Map((known.executions ?? []).map((e) => [e.id, e]));
+    const siblings = new Map<string, OperationEntity[]>();
+    for (const op of known.operations ?? []) {
+      siblings.set(op.executionId, [...(siblings.get(op.executionId) ?? []), op]);
+    }
+    for (const op of neverSent) {
+      let execution = executions.get(op.executionId);
+      if (!execution) {
+        execution = (await findExecution(this.db.manager, op.executionId, tenantId)) ?? undefined;
+        if (!execution) continue;
+        executions.set(execution.id, execution);
+      }
+      let ofExecution = siblings.get(op.executionId);
+      if (op.dependsOn.length > 0 && !ofExecution) {
+        ofExecution = await findOperations(this.db.manager, op.executionId, tenantId);
+        siblings.set(op.executionId, ofExecution);
+      }
+      const latest = latestByKey(op.dependsOn.length > 0 ? (ofExecution ?? []) : []);
+      needs.set(op.id, {
+        executionStatus: execution.status,
+        // By this process' clock; the statement that commits the release judges it again by the database's.
+        deadlinePassed: execution.deadlineAt.getTime() <= Date.now(),
+        dependencies: dependenciesState(op.dependsOn.map((key) => latest.get(key))),
+      });
+    }
+    return needs;
+  }
+}
