@@ -1,6 +1,14 @@
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, sms, unique } from '../support/http';
-import { events, expectLegalHistory, getOperation, settle, submit, waitForOp } from './dispatcher-helpers';
+import {
+  events,
+  expectLegalHistory,
+  getExecution,
+  getOperation,
+  settle,
+  submit,
+  waitForOp,
+} from './dispatcher-helpers';
 import type { ProblemDetails as Problem } from '@verity/sdk';
 
 /**
@@ -81,5 +89,51 @@ describe('api: decisions the system made first', () => {
       });
     }
     expect(await events(stack, created.id)).toEqual(log);
+    // Asked for, never decided, and no longer decidable: not shown as still waiting for a decision.
+    const shown = await getOperation(stack, op.id);
+    expect(shown.approval).toMatchObject({ state: 'withdrawn', requested_at: expect.any(String) });
+    expect(shown.approval!.decided_at).toBeUndefined();
+    const execution = await getExecution(stack, created.id);
+    expect(execution.operations[0].approval!.state).toBe('withdrawn');
+  });
+
+  it('a never-sent hold whose approval is on record as requested: shown withdrawn, as the approval endpoint answers', async () => {
+    const created = await submit(
+      stack,
+      [
+        charge(unique('sys-held-appr'), { expected_state: { charged: true } }),
+        sms(unique('sys-held-appr-sms'), { depends_on: ['charge'] }),
+      ],
+      { deadline_seconds: 600 },
+    );
+    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    // As a row whose approval was asked for before it was held (a request on record: a release grants it with it).
+    await stack.db.dataSource.query(
+      `UPDATE operations SET approval = jsonb_build_object('state', 'requested', 'requested_at', $2::text) WHERE id = $1`,
+      [held.id, new Date().toISOString()],
+    );
+    const answered = await post<Problem>(`/v1/operations/${held.id}/approval`, { decision: 'approve' });
+    expect(answered.status).toBe(409);
+    expect(answered.body).toMatchObject({
+      type: 'https://verity.dev/problems/not-awaiting-approval',
+      approval: 'withdrawn',
+      current_status: 'MANUAL_REVIEW',
+    });
+    expect((await getOperation(stack, held.id)).approval).toMatchObject({ state: 'withdrawn' });
+    // The review queue of approvals does not list it either; the hold's release still grants the request on record.
+    const approvals = await http<{ data: { operation: { id: string } }[] }>(
+      stack.apiUrl,
+      'GET',
+      `/v1/review/approvals?q=${encodeURIComponent(held.id)}`,
+      { key: DEMO.reviewer },
+    );
+    expect(approvals.body.data).toEqual([]);
+    const released = await post<Problem>(`/v1/operations/${held.id}/resolve`, {
+      status: 'SENT',
+      evidence: 'the expected state was wrong; send it',
+    });
+    expect(released.status).toBe(200);
+    expect((await getOperation(stack, held.id)).approval).toMatchObject({ state: 'granted' });
+    await settle(stack, created.id);
   });
 });

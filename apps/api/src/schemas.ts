@@ -100,7 +100,11 @@ const Resolution = z.object({
 });
 
 const Approval = z.looseObject({
-  state: z.enum(['requested', 'granted', 'denied']),
+  /**
+   * `withdrawn`: asked for, never decided, and no longer decidable — the operation ended (cancelled with its
+   * execution, expired, a dependency failed) or is held for a reviewer's resolution (a release grants it with it).
+   */
+  state: z.enum(['requested', 'granted', 'denied', 'withdrawn']),
   requested_at: DateTime.optional(),
   decided_at: DateTime.optional(),
   decided_by: z.string().optional(),

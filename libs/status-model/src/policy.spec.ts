@@ -14,6 +14,7 @@ import {
   paramAt,
   lookUpParam,
   tenantApprovalRules,
+  shownApprovalState,
 } from './policy';
 
 describe('approval rules', () => {
@@ -325,5 +326,17 @@ describe('approvalDecidable: a reviewer decides the approval of an operation tha
     [true, { state: 'requested' }, true],
   ])('required %s, on record %j → decidable %s', (required, approval, decidable) => {
     expect(approvalDecidable(required, approval)).toBe(decidable);
+  });
+});
+
+describe('shownApprovalState: a request that can no longer be decided is withdrawn', () => {
+  it('shows a request withdrawn once the operation is not PREPARED, and decisions as they are', () => {
+    expect(shownApprovalState(OperationStatus.PREPARED, 'requested')).toBe('requested');
+    for (const status of [OperationStatus.CANCELLED, OperationStatus.MANUAL_REVIEW]) {
+      expect(shownApprovalState(status, 'requested')).toBe('withdrawn');
+    }
+    expect(shownApprovalState(OperationStatus.CANCELLED, 'denied')).toBe('denied');
+    expect(shownApprovalState(OperationStatus.VERIFIED, 'granted')).toBe('granted');
+    expect(shownApprovalState(OperationStatus.PREPARED, 'granted')).toBe('granted');
   });
 });

@@ -133,6 +133,17 @@ export function approvalDecidable(approvalRequired: boolean, approval: { state?:
   return approvalRequired || approval?.state === 'requested';
 }
 
+/**
+ * An operation's approval as it is shown (the API, the console): the stored state, except a request that can no longer
+ * be decided, shown `withdrawn`. Only a PREPARED operation is approved or denied (`POST .../approval` answers any other
+ * `409`), so a request still on record once the operation ended undecided (its execution cancelled or expired, a
+ * dependency failed) or was held for a reviewer's resolution (where a release grants it, a cancel ends it) no longer
+ * waits for anyone. Derived, never stored: the stored `requested` is what a release of the hold grants.
+ */
+export function shownApprovalState<State extends string>(status: OperationStatus, stored: State): State | 'withdrawn' {
+  return stored === 'requested' && status !== OperationStatus.PREPARED ? 'withdrawn' : stored;
+}
+
 /** Why a tenant rule asks for approval of an operation: the rule, which test it met, and the reason in words. */
 export interface ApprovalRuleMatch {
   rule: ApprovalRule;

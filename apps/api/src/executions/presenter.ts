@@ -11,6 +11,7 @@ import {
   outcomeResult,
   ResolutionOption,
   offeredResolutions,
+  shownApprovalState,
   summarizeEffects,
   unevaluatedCriteria,
   verificationContradicted,
@@ -114,7 +115,9 @@ export function presentOperation(
     evidence: op.evidence,
     observation: op.observation,
     // The baseline is internal; an approval record without a state (only the baseline so far) is not yet on the wire.
-    approval: op.approval?.state ? { ...op.approval, baseline: undefined } : null,
+    approval: op.approval?.state
+      ? { ...op.approval, state: shownApprovalState(op.status, op.approval.state), baseline: undefined }
+      : null,
     recovery_obligation: presentObligation(op, options),
     retry_of: op.retryOf,
     sent_at: iso(op.sentAt),

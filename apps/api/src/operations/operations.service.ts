@@ -46,6 +46,7 @@ import {
   needsApproval,
   releaseGrantsApproval,
   approvalDecidable,
+  shownApprovalState,
   tenantApprovalRules,
 } from '@verity/status-model';
 import { DataSource } from 'typeorm';
@@ -219,10 +220,17 @@ export class OperationsService {
         current_status: op.status,
       });
     }
+    // A request still on record is shown withdrawn (shownApprovalState): this answer and the operation say the same.
+    const withdrawn = op.approval?.state && shownApprovalState(op.status, op.approval.state) === 'withdrawn';
     return Problem.conflict(
       'not-awaiting-approval',
-      `the operation is ${op.status}; only a PREPARED operation can be approved`,
-      { current_status: op.status },
+      withdrawn
+        ? `its approval request was withdrawn: the operation is ${op.status}` +
+            (op.status === OperationStatus.MANUAL_REVIEW
+              ? ', held for a reviewer’s resolution (a release grants the approval with it)'
+              : '')
+        : `the operation is ${op.status}; only a PREPARED operation can be approved`,
+      { current_status: op.status, ...(withdrawn && { approval: 'withdrawn' }) },
     );
   }
 

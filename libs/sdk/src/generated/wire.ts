@@ -693,7 +693,7 @@ export interface components {
     };
     Approval: {
       /** @enum {string} */
-      state: 'requested' | 'granted' | 'denied';
+      state: 'requested' | 'granted' | 'denied' | 'withdrawn';
       /** Format: date-time */
       requested_at?: string;
       /** Format: date-time */
