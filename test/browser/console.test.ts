@@ -24,6 +24,7 @@ interface Op {
   evidence: Record<string, unknown> | null;
   permitted_resolutions?: string[];
   resolution_options?: ResolutionOption[];
+  recovery_obligation: { permitted_actions: string[] } | null;
 }
 
 const chromiumMissing = !existsSync(CHROMIUM);
@@ -319,8 +320,12 @@ if (chromiumMissing) {
     await page.locator('.status-card-effect [data-status="VERIFIED"]').waitFor();
     await expectText('#evidence blockquote', evidence);
     await page.locator('#timeline .event[data-to="VERIFIED"]').waitFor();
+    // The obligation is closed: it lists no action (it listed VERIFIED, FAILED — those of the hold — until 2026-12-03).
+    await expectText('#obligation-title', /Recovery obligation \(closed\)/);
+    expect(await page.locator('#obligation dt:text-is("Permitted actions") + dd').textContent()).toBe('—');
     const resolved = await operation(opId);
     expect(resolved.status).toBe('VERIFIED');
+    expect(resolved.recovery_obligation!.permitted_actions).toEqual([]);
     expect(resolved.evidence).toMatchObject({ resolution: { status: 'VERIFIED', evidence } });
     expect((await stack.effects()).messages[clientRef].count).toBe(1);
     await shoot('07-operation-resolved');

@@ -89,7 +89,7 @@ describe('api: FAILED of a sent operation waits until no call can still land', (
    * judges them at that moment (I14). Until 2026-12-03 the obligation's `permitted_actions` offered FAILED before the
    * bound while `resolve` refused it.
    */
-  async function actionsShown(opId: string, executionId: string) {
+  async function actionsShown(opId: string, executionId: string, queued = true) {
     const detail = await getOperation(stack, opId);
     const execution = await getExecution(stack, executionId);
     const listed = await http<{ data: Execution[] }>(stack.apiUrl, 'GET', '/v1/executions?limit=100', {
@@ -107,7 +107,9 @@ describe('api: FAILED of a sent operation waits until no call can still land', (
       detail.recovery_obligation!.permitted_actions,
       execution.operations.find((o) => o.id === opId)!.recovery_obligation!.permitted_actions,
       inList.recovery_obligation!.permitted_actions,
-      queue.body.data.find((item) => item.operation.id === opId)!.operation.recovery_obligation!.permitted_actions,
+      queued
+        ? queue.body.data.find((item) => item.operation.id === opId)!.operation.recovery_obligation!.permitted_actions
+        : queue.body.data,
     ];
   }
 
@@ -127,6 +129,8 @@ describe('api: FAILED of a sent operation waits until no call can still land', (
     await waitForResolutionPermitted(stack, held.id, 'FAILED');
     for (const shown of await actionsShown(held.id, created.id)) expect(shown).toEqual(['VERIFIED', 'FAILED']);
     expect((await resolve(held.id, 'FAILED')).status).toBe(200);
+    // Resolved, the obligation closed: nothing is offered anywhere (it is no longer in the review queue).
+    for (const shown of (await actionsShown(held.id, created.id, false)).slice(0, 4)) expect(shown).toEqual([]);
   });
 
   it('a sent row without sent_at (old or hand-written) waits from its last change, not from its creation', async () => {

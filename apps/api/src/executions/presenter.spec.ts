@@ -55,4 +55,15 @@ describe('the obligation of a hold, as the API shows it', () => {
     expect(shown.status).toBe('MANUAL_REVIEW');
     expect(shown.recovery_obligation?.permitted_actions).toEqual([]);
   });
+
+  it('lists no action on a closed obligation: the operation left the hold', () => {
+    const verified = Object.assign(heldNeverSent({ status: 'SENT', by: 'key_reviewer', at: '2026-12-03T12:01:00Z' }), {
+      status: OperationStatus.VERIFIED,
+      terminalReason: null,
+      attempt: 1,
+    });
+    // The list stored when the hold was written is no action anyone can take now.
+    expect(verified.obligation!.permitted_actions).toEqual(['SENT', 'CANCELLED']);
+    expect(presentOperation(verified, null, judged()).recovery_obligation?.permitted_actions).toEqual([]);
+  });
 });

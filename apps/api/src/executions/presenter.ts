@@ -70,12 +70,10 @@ function presentObligation(
   options: readonly ResolutionOption[],
 ): OperationView['recovery_obligation'] {
   if (!op.obligation) return null;
+  // A closed obligation (the operation left the hold, or its decision is recorded) lists none: whatever was permitted
+  // when the hold was written (the stored list) is no action anyone can take now.
   const permitted =
-    op.status === OperationStatus.MANUAL_REVIEW
-      ? recordedResolution(op)
-        ? []
-        : offeredResolutions(options)
-      : op.obligation.permitted_actions;
+    op.status === OperationStatus.MANUAL_REVIEW && !recordedResolution(op) ? offeredResolutions(options) : [];
   // A copy: the stored interface becomes the open object the schema describes (its extra members stay on the wire).
   return { ...op.obligation, permitted_actions: permitted };
 }

@@ -443,7 +443,8 @@ function obligationSection(op: OperationDetail): HTMLElement {
     ['Owner', o.owner],
     ['Evidence required', o.evidence_required],
     // While held: what the API accepts now (a FAILED may still wait for a call to land), not the list at hold time.
-    ['Permitted actions', (open ? op.permitted_resolutions : o.permitted_actions).join(', ') || '—'],
+    // Closed: none — the hold was decided, and nothing listed at hold time can be taken any more.
+    ['Permitted actions', (open ? op.permitted_resolutions : []).join(', ') || '—'],
     [
       open ? 'Due' : 'Was due',
       h(
