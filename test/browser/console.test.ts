@@ -523,6 +523,105 @@ if (chromiumMissing) {
     expect(styles).toEqual(['isolate', 'isolate']);
   });
 
+  /**
+   * For each string, every text of the page that shows it, and the element that isolates it: the nearest one whose
+   * computed unicode-bidi isolates (null: none does), with that element's tag and whole text. Found and measured in one
+   * turn of the page's own script (a live re-render may replace an element between two turns).
+   */
+  async function isolationOf(strings: string[]) {
+    return page.evaluate((wanted: string[]) => {
+      type El = { tagName: string; textContent: string | null; parentElement: El | null };
+      type TextNode = { data: string; parentElement: El | null };
+      const doc = (
+        globalThis as unknown as {
+          document: { body: unknown; createTreeWalker(root: unknown, show: number): { nextNode(): TextNode | null } };
+        }
+      ).document;
+      const view = globalThis as unknown as { getComputedStyle(e: El): { unicodeBidi: string } };
+      const found: Record<string, { tag: string | null; text: string | null }[]> = {};
+      for (const text of wanted) found[text] = [];
+      const walker = doc.createTreeWalker(doc.body, 4 /* NodeFilter.SHOW_TEXT */);
+      for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        for (const text of wanted.filter((w) => node!.data.includes(w))) {
+          let el = node.parentElement;
+          while (el && !['isolate', 'isolate-override', 'plaintext'].includes(view.getComputedStyle(el).unicodeBidi)) {
+            el = el.parentElement;
+          }
+          found[text].push({ tag: el ? el.tagName.toLowerCase() : null, text: el ? el.textContent : null });
+        }
+      }
+      return found;
+    }, strings);
+  }
+
+  /** Isolated on its own (the isolating element holds exactly it), or inside an event's JSON details (an isolated pre). */
+  function expectIsolated(shown: { tag: string | null; text: string | null }, text: string) {
+    if (shown.tag === 'pre') expect(shown.text).toContain(JSON.stringify(text).slice(1, -1));
+    else expect({ tag: shown.tag, text: shown.text?.trim() }).toEqual({ tag: expect.any(String), text });
+  }
+
+  it('isolates what others wrote wherever a reviewer sees it: a right-to-left override cannot reorder the page', async () => {
+    const intent = 'Refund \u202ednufer on si siht';
+    const agent = 'agent-\u202etnega';
+    const denyReason = 'Denied: \u202eyawyna devorppa';
+    const stillUnknown = 'Still looking: \u202edeifirev';
+    const resolution = 'Cancelled after a call: \u202etnes';
+    // An approval, in the approvals queue, then denied with a reason.
+    const approval = await submit([charge(unique('order'), { requires_approval: true })], { intent, agent_id: agent });
+    await awaitingApproval(approval);
+    await page.goto(consoleUrl('/'));
+    await page.locator(`#approvals [data-operation-id="${approval.operations[0].id}"]`).waitFor();
+    const inQueue = await isolationOf([intent, agent]);
+    expect(inQueue[intent].length).toBeGreaterThan(0);
+    expect(inQueue[agent].length).toBeGreaterThan(0);
+    for (const text of [intent, agent]) for (const shown of inQueue[text]) expectIsolated(shown, text);
+    const denied = await http(stack.apiUrl, 'POST', `/v1/operations/${approval.operations[0].id}/approval`, {
+      key: DEMO.reviewer,
+      body: { decision: 'deny', reason: denyReason },
+    });
+    expect(denied.status).toBe(200);
+    await page.goto(consoleUrl(`/operations/${approval.operations[0].id}`));
+    await expectText('#approval', /Denied: /);
+    await page.locator('#timeline .event[data-type="approval.decided"]').waitFor();
+    const onPage = await isolationOf([intent, agent, denyReason]);
+    // The lede (intent, agent), the approval's reason and the timeline's: each isolated on its own.
+    expect(onPage[denyReason].length).toBeGreaterThanOrEqual(2);
+    for (const text of [intent, agent, denyReason]) {
+      expect(onPage[text].length).toBeGreaterThan(0);
+      for (const shown of onPage[text]) expectIsolated(shown, text);
+    }
+
+    // A hold never sent: "still unknown", then cancelled, each with evidence written by a reviewer.
+    const held = await submit([charge(unique('order'), { expected_state: { charged: true } })], {
+      intent,
+      agent_id: agent,
+    });
+    const heldId = held.operations[0].id;
+    await waitFor(
+      () => operation(heldId),
+      (op) => op.status === 'MANUAL_REVIEW',
+      SLOW,
+    );
+    for (const body of [
+      { status: 'MANUAL_REVIEW', evidence: stillUnknown },
+      { status: 'CANCELLED', evidence: resolution },
+    ]) {
+      expect(
+        (await http(stack.apiUrl, 'POST', `/v1/operations/${heldId}/resolve`, { key: DEMO.reviewer, body })).status,
+      ).toBe(200);
+    }
+    await page.goto(consoleUrl(`/operations/${heldId}`));
+    await page.locator('.status-card-effect [data-status="CANCELLED"]').waitFor();
+    await page.locator('#timeline .event[data-type="operation.still_unknown"]').waitFor();
+    const resolved = await isolationOf([resolution, stillUnknown]);
+    expect(resolved[resolution].length).toBeGreaterThan(0);
+    expect(resolved[resolution].some((shown) => shown.tag !== 'pre')).toBe(true);
+    for (const shown of resolved[resolution]) expectIsolated(shown, resolution);
+    // The investigation's evidence is in its event's details: inside the isolated JSON.
+    expect(resolved[stillUnknown].length).toBeGreaterThan(0);
+    for (const shown of resolved[stillUnknown]) expect(shown.tag).toBe('pre');
+  });
+
   it('masks secret-looking params, and shows them on request: the reviewer decides on what will be sent', async () => {
     const reference = `${unique('order')} Bearer ALL-FUNDS-TO-ATTACKER`;
     const execution = await submit([charge(reference, { requires_approval: true })]);

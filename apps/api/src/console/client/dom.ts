@@ -236,6 +236,14 @@ export function code(text: string): HTMLElement {
   return h('code', {}, text);
 }
 
+/**
+ * Text written by someone else — an agent, another reviewer, a tenant's admin — shown inside the console's own words:
+ * a <bdi> (isolated), so a right-to-left override in it (U+202E) cannot reorder the text around it.
+ */
+export function written(text: string): HTMLElement {
+  return h('bdi', {}, text);
+}
+
 /** replaceChildren that accepts the same children as h() (nulls skipped, arrays flattened). */
 export function fill(el: Element, ...children: Child[]): void {
   el.replaceChildren();

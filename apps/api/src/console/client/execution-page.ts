@@ -15,6 +15,7 @@ import {
   time,
   verdictBadge,
   fill,
+  written,
 } from './dom';
 import { EFFECTS_TEXT, effectMeaning } from './status-text';
 import { api, problemText } from './session';
@@ -173,7 +174,7 @@ function criteriaSection(execution: Execution): HTMLElement {
             'tr',
             { 'data-criterion': criterion.key },
             h('td', { 'data-label': 'Criterion' }, code(criterion.key)),
-            h('td', { 'data-label': 'Operation' }, criterion.operation),
+            h('td', { 'data-label': 'Operation' }, written(criterion.operation)),
             h('td', { 'data-label': 'Expected' }, code(expectation(criterion))),
             h(
               'td',

@@ -25,6 +25,7 @@ import {
   pageTop,
   statusCard,
   time,
+  written,
 } from './dom';
 import { maskString } from '../mask';
 import { escalationText } from './queues-page';
@@ -118,7 +119,7 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
       ' › ',
       h('a', { href: `/console/executions/${execution.id}` }, 'Execution ', code(execution.id)),
       ' › ',
-      h('span', { 'aria-current': 'page' }, op.key),
+      h('span', { 'aria-current': 'page' }, written(op.key)),
     );
     fill(heading, 'Operation ', h('span', { class: 'op-key' }, op.key));
     fill(lede, intentAndAgent(execution), h('span', {}, ' · Operation ', code(op.id)));
@@ -285,7 +286,9 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
             'p',
             { id: 'resolution-evidence-hint', class: 'hint' },
             'What shows the real outcome: ',
-            op.recovery_obligation?.evidence_required ?? 'evidence of the operation’s real outcome',
+            op.recovery_obligation
+              ? written(op.recovery_obligation.evidence_required)
+              : 'evidence of the operation’s real outcome',
             '.',
           ),
           error,
@@ -440,8 +443,8 @@ function obligationSection(op: OperationDetail): HTMLElement {
   const overdue = open && !o.resolution && new Date(o.due_at).getTime() < Date.now();
   return factsSection('obligation', open ? 'Recovery obligation' : 'Recovery obligation (closed)', [
     ['Reason', code(o.reason)],
-    ['Owner', o.owner],
-    ['Evidence required', o.evidence_required],
+    ['Owner', written(o.owner)],
+    ['Evidence required', written(o.evidence_required)],
     // While held: what the API accepts now (a FAILED may still wait for a call to land), not the list at hold time.
     // Closed: none — the hold was decided, and nothing listed at hold time can be taken any more.
     ['Permitted actions', (open ? op.permitted_resolutions : []).join(', ') || '—'],
@@ -478,7 +481,7 @@ function approvalSection(op: OperationDetail): HTMLElement {
     ['Requested', time(a.requested_at, { relative: true })],
     a.decided_at ? ['Decided', time(a.decided_at, { relative: true })] : null,
     a.decided_by ? ['Decided by key', code(a.decided_by)] : null,
-    a.reason ? ['Reason', a.reason] : null,
+    a.reason ? ['Reason', written(a.reason)] : null,
     a.expires_at ? ['Grant expires', time(a.expires_at, { relative: true })] : null,
   ]);
 }

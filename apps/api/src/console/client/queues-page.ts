@@ -7,7 +7,7 @@ import {
   VerityError,
 } from '@verity/sdk';
 import { POLL_MS, Page } from './context';
-import { definitions, effectBadge, executionBadge, formatTime, h, relative, time, fill } from './dom';
+import { code, definitions, effectBadge, executionBadge, formatTime, h, relative, time, fill, written } from './dom';
 import { api, problemText } from './session';
 
 interface Filters {
@@ -320,8 +320,8 @@ function approvalCard(item: ReviewQueueItem): HTMLElement {
     { class: 'card', 'data-operation-id': op.id },
     cardHead(item),
     definitions([
-      ['Intent', item.execution?.intent ?? '—'],
-      ['Agent', item.execution?.agent_id ?? '—'],
+      ['Intent', item.execution ? written(item.execution.intent) : '—'],
+      ['Agent', item.execution ? code(item.execution.agent_id) : '—'],
       ['Requested', time(op.approval?.requested_at ?? op.created_at, { relative: true })],
       ['Irreversible', op.irreversible ? 'yes' : 'no'],
     ]),
@@ -339,7 +339,7 @@ function reviewCard(item: ReviewQueueItem): HTMLElement {
     cardHead(item),
     definitions([
       ['Reason', obligation?.reason ?? op.terminal_reason ?? '—'],
-      ['Owner', obligation?.owner ?? '—'],
+      ['Owner', obligation ? written(obligation.owner) : '—'],
       [
         'Due',
         obligation
@@ -364,16 +364,22 @@ function reviewCard(item: ReviewQueueItem): HTMLElement {
           Boolean(obligation?.resolution),
         ),
       ],
-      ['Intent', item.execution?.intent ?? '—'],
+      ['Intent', item.execution ? written(item.execution.intent) : '—'],
     ]),
   );
 }
 
 export function escalationText(escalatedAt: string | null, target: string | undefined, resolved = false): HTMLElement {
   if (escalatedAt) {
-    return h('span', { class: 'tag tag-bad' }, `escalated to ${target ?? 'on-call'} ${relative(escalatedAt)}`);
+    return h(
+      'span',
+      { class: 'tag tag-bad' },
+      'escalated to ',
+      written(target ?? 'on-call'),
+      ` ${relative(escalatedAt)}`,
+    );
   }
   // A resolution on file (a release the dispatcher has yet to send) met the obligation: it is never escalated.
   if (resolved) return h('span', { class: 'muted' }, 'not escalated (a reviewer resolved it)');
-  return h('span', { class: 'muted' }, `not escalated (goes to ${target ?? 'on-call'} when overdue)`);
+  return h('span', { class: 'muted' }, 'not escalated (goes to ', written(target ?? 'on-call'), ' when overdue)');
 }

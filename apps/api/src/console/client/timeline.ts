@@ -1,6 +1,6 @@
 import { type ExecutionEvent, VerityError } from '@verity/sdk';
 import { maskString } from '../mask';
-import { h, json, time } from './dom';
+import { h, json, time, written } from './dom';
 import { checkUnauthorized, clientFor, session } from './session';
 
 export interface Timeline {
@@ -141,12 +141,12 @@ function renderEvent(
       ? h(
           'span',
           { class: 'move' },
-          h('span', { class: 'subject' }, `${subject}: `),
+          h('span', { class: 'subject' }, written(subject), ': '),
           event.from_status ? h('span', { class: 'from' }, event.from_status) : null,
           event.from_status ? ' → ' : null,
           h('strong', { class: 'to' }, event.to_status ?? ''),
         )
-      : h('span', { class: 'move' }, h('span', { class: 'subject' }, subject));
+      : h('span', { class: 'move' }, h('span', { class: 'subject' }, written(subject)));
   return h(
     'li',
     {
@@ -166,7 +166,7 @@ function renderEvent(
       'div',
       { class: 'event-body' },
       move,
-      reason ? h('span', { class: 'reason' }, ` · ${maskString(String(reason))}`) : null,
+      reason ? h('span', { class: 'reason' }, ' · ', written(maskString(String(reason)))) : null,
       actor === 'human' ? h('span', { class: 'actor' }, ' · by a reviewer') : null,
     ),
     Object.keys(rest).length
