@@ -664,6 +664,9 @@ export class LifecycleService {
       executionId: op.executionId,
       operationId: op.id,
       whileStatus: S.PREPARED,
+      // Only over the count this read was made at: a redelivered or duplicate job whose read ends after a newer job
+      // counted one must not write its older count back (the budget would stretch); it lost the race.
+      whileCheckCount: op.checkCount,
       patch: next.kind === 'retry' ? { check_count: next.failedReads, next_check_at: next.at } : {},
       type: 'context.unavailable',
       data,
@@ -687,6 +690,7 @@ export class LifecycleService {
       operation: snapshotOf(op),
       to: S.MANUAL_REVIEW,
       reason: TerminalReason.SOURCE_UNREACHABLE,
+      whileCheckCount: op.checkCount,
       patch: {
         check_count: next.failedReads,
         next_check_at: null,

@@ -194,6 +194,19 @@ WITH moved AS (
        RETURNING id, seq, execution_id, (SELECT attempt FROM moved) AS attempt,
                  (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
 
+-- annotateAtCheckCount
+WITH moved AS (
+         UPDATE operations SET updated_at = clock_timestamp(), check_count = $3, next_check_at = $4 WHERE id = $1 AND status = $2 AND check_count = $5
+         RETURNING id, execution_id, tenant_id
+       ), seq AS (
+         UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
+         FROM moved WHERE e.id = moved.execution_id RETURNING e.id, e.event_seq
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, data)
+       SELECT $6, seq.id, moved.tenant_id, seq.event_seq, moved.id, $7, $8
+       FROM moved JOIN seq ON seq.id = moved.execution_id
+       RETURNING id, seq;
+
 -- annotateCounted
 WITH moved AS (
          UPDATE operations SET updated_at = clock_timestamp(), next_check_at = $3, obligation = jsonb_set(coalesce(obligation, '{}'::jsonb) || $4::jsonb, '{rechecks}', to_jsonb(coalesce((obligation->>'rechecks')::int, 0) + 1)) WHERE id = $1 AND status = $2 AND obligation->>'due_at' = $5

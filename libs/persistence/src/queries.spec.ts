@@ -148,6 +148,17 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
           patch: { check_count: 3, next_check_at: new Date(0) },
         }),
       ),
+      // The dispatcher's failed precondition read, counted only over the count it was made at.
+      annotateAtCheckCount: await recorded((db) =>
+        transitions.annotate(db, {
+          executionId: 'exe_1',
+          operationId: 'op_1',
+          whileStatus: OperationStatus.PREPARED,
+          whileCheckCount: 2,
+          patch: { check_count: 3, next_check_at: new Date(0) },
+          type: 'context.unavailable',
+        }),
+      ),
       // A re-check's record: its count added to in the statement.
       annotateCounted: await recorded((db) =>
         transitions.annotate(db, {

@@ -209,6 +209,27 @@ describe('TransitionService (real Postgres)', () => {
     expect([op.status, op.checkCount]).toEqual([OperationStatus.UNKNOWN, 5]);
   });
 
+  it('annotates with a next check count only over the count it was decided on (whileCheckCount)', async () => {
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    await db.dataSource.query(`UPDATE operations SET check_count = 3 WHERE id = $1`, [operationId]);
+    const failedRead = (at: number) =>
+      transitions.annotate(db.dataSource.manager, {
+        executionId,
+        operationId,
+        whileStatus: OperationStatus.PREPARED,
+        whileCheckCount: at,
+        patch: { check_count: at + 1 },
+        type: 'context.unavailable',
+      });
+    // A job that read the row at 2 (before another job counted a third failed read) writes nothing.
+    expect((await failedRead(2)).won).toBe(false);
+    expect(await eventsWhere({ operationId, type: 'context.unavailable' })).toHaveLength(0);
+    expect((await failedRead(3)).won).toBe(true);
+    const op = await db.dataSource.getRepository(OperationEntity).findOneByOrFail({ id: operationId });
+    expect([op.status, op.checkCount]).toEqual([OperationStatus.PREPARED, 4]);
+    expect(await eventsWhere({ operationId, type: 'context.unavailable' })).toHaveLength(1);
+  });
+
   it('counts every one of 20 concurrent annotations that count in the obligation, each merge kept', async () => {
     const { executionId, operationId } = await newExecutionWithOneOperation();
     await db.dataSource.query(

@@ -359,6 +359,11 @@ export interface AnnotationInput {
    * (a count read before and written back would lose one of them).
    */
   countInObligation?: ObligationCounter;
+  /**
+   * Only while `check_count` is still this: the count the annotation's patch was decided on (see the transition's
+   * whileCheckCount). A job that read the row before another job counted a read must not write its older count back.
+   */
+  whileCheckCount?: number;
   /** Only while the obligation is still due when it was read: a re-dated one is not the one that was overdue. */
   whileObligationDueAt?: string;
   /** Only while the obligation is not escalated yet: of two sweeps that find it overdue, one escalates it. */
@@ -848,6 +853,10 @@ export class TransitionService {
       params.push(input.whileObligationDueAt);
       obligationDue = ` AND obligation->>'due_at' = $${params.length}`;
     }
+    if (input.whileCheckCount !== undefined) {
+      params.push(input.whileCheckCount);
+      obligationDue += ` AND check_count = $${params.length}`;
+    }
     if (input.whileUnescalated) obligationDue += ` AND obligation->>'escalated_at' IS NULL`;
     if (input.whileUnresolved) obligationDue += ` AND ${STILL_OPEN.resolution}`;
     if (input.whileGrantDecidedAt !== undefined) {
@@ -900,6 +909,7 @@ function assertAnnotationGuards(input: AnnotationInput): void {
     input.patch !== undefined ||
     input.merge !== undefined ||
     input.countInObligation !== undefined ||
+    input.whileCheckCount !== undefined ||
     input.whileObligationDueAt !== undefined ||
     input.whileUnescalated ||
     input.whileUnresolved ||
