@@ -1,6 +1,16 @@
 import { DEMO, Stack } from '../support/stack';
 import { charge, sms, unique } from '../support/http';
-import { Op, events, expectLegalHistory, resetSandbox, settle, statusPath, submit } from './dispatcher-helpers';
+import {
+  Op,
+  events,
+  expectLegalHistory,
+  getExecution,
+  resetSandbox,
+  settle,
+  statusPath,
+  submit,
+  waitForResolutionPermitted,
+} from './dispatcher-helpers';
 
 /**
  * Each verification and reconciliation path, driven by the sandbox's faults against the real processes.
@@ -113,7 +123,11 @@ describe('reconciler: verification and reconciliation paths', () => {
     const [op] = execution.operations;
     expect(op).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'CONNECTOR_ERROR', attempt: 1 });
     expect(op.evidence).toMatchObject({ method: 'none', detail: expect.stringContaining(detail) });
-    expectObligation(op, 'CONNECTOR_ERROR', ['VERIFIED', 'FAILED']);
+    // Held at once, while a call of it may still land: FAILED is offered only from then on, as resolve accepts it (I14;
+    // until 2026-12-03 the obligation listed it at once while resolve refused it).
+    expectObligation(op, 'CONNECTOR_ERROR', ['VERIFIED']);
+    await waitForResolutionPermitted(stack, op.id, 'FAILED');
+    expectObligation((await getExecution(stack, created.id)).operations[0], 'CONNECTOR_ERROR', ['VERIFIED', 'FAILED']);
     expect(statusPath(await events(stack, created.id), op.id)).toEqual([
       'PREPARED',
       'SENT',
