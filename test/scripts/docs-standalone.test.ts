@@ -2,8 +2,11 @@ import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 
 const ROOT = join(__dirname, '..', '..');
-/** What a user of this repository cannot open: files outside it, the issue tracker, the design's source documents. */
-const OUTSIDE_REFERENCE = /shared\/|DESIGN|issue [0-9]|reference 00/;
+/**
+ * What a user of this repository cannot open: files outside it, the issue tracker, the design's source documents.
+ * The MCP SDK's own `shared/` module path is a package import, not a pointer outside the repository.
+ */
+const OUTSIDE_REFERENCE = /(?<!@modelcontextprotocol\/sdk\/)shared\/|DESIGN|issue [0-9]|reference 00/;
 
 function files(path: string): string[] {
   if (statSync(path).isFile()) return [path];
