@@ -12,6 +12,7 @@ import {
   waitForLog,
   waitForMarkers,
   waitForOp,
+  waitForResolutionPermitted,
 } from './dispatcher-helpers';
 import type { ProblemDetails as Problem } from '@verity/sdk';
 
@@ -27,13 +28,15 @@ interface Charge {
 
 /**
  * The payments provider (the sandbox.payments connector's API, a local server the stack is pointed at) declines every
- * charge (402 card_declined). Its reads of a reference answer: before a charge is asked for, no charge (so the
- * precondition read lets the send go); once one was, `afterCharge` — down (503), or the charge as if it had been taken.
- * `hold` keeps the next read waiting until it is released, then answers as `afterCharge`.
+ * charge (402 card_declined), or with `accept` takes it (201). Its reads of a reference answer: before a charge is asked
+ * for, no charge (so the precondition read lets the send go); once one was, `afterCharge` — down (503), the charge as if
+ * it had been taken, or none (a lagging replica's answer). `hold` keeps the next read waiting until it is released,
+ * then answers as `afterCharge`.
  */
 function decliningProvider() {
   const state = {
-    afterCharge: 'down' as 'down' | 'found',
+    accept: false,
+    afterCharge: 'down' as 'down' | 'found' | 'absent',
     hold: false,
     asked: new Map<string, Charge>(),
     held: [] as { res: ServerResponse; reference: string }[],
@@ -44,8 +47,9 @@ function decliningProvider() {
       res.writeHead(503, { 'content-type': 'application/json' });
       return res.end(JSON.stringify({ error: { code: 'maintenance' } }));
     }
+    const shown = state.afterCharge === 'absent' ? undefined : asked;
     res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ data: asked ? [asked] : [], as_of_version: asked ? asked.version : 0 }));
+    res.end(JSON.stringify({ data: shown ? [shown] : [], as_of_version: shown ? shown.version : 0 }));
   };
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     let body = '';
@@ -54,14 +58,12 @@ function decliningProvider() {
       const url = new URL(req.url ?? '/', 'http://provider');
       if (req.method === 'POST' && url.pathname === '/v1/charges') {
         const { reference, amount, currency } = JSON.parse(body) as Charge;
-        state.asked.set(reference, {
-          id: `ch_${reference}`,
-          reference,
-          amount,
-          currency,
-          status: 'succeeded',
-          version: 1,
-        });
+        const taken = { id: `ch_${reference}`, reference, amount, currency, status: 'succeeded', version: 1 };
+        state.asked.set(reference, taken);
+        if (state.accept) {
+          res.writeHead(201, { 'content-type': 'application/json' });
+          return res.end(JSON.stringify(taken));
+        }
         res.writeHead(402, { 'content-type': 'application/json' });
         return res.end(JSON.stringify({ error: { code: 'card_declined', message: 'the card was declined' } }));
       }
@@ -110,6 +112,7 @@ describe('a provider’s rejection that comes back after the send was marked UNK
   });
   afterAll(async () => stack?.stop());
   afterEach(async () => {
+    provider.state.accept = false;
     provider.state.afterCharge = 'down';
     provider.state.hold = false;
     for (const app of stack.running('dispatcher')) {
@@ -119,11 +122,14 @@ describe('a provider’s rejection that comes back after the send was marked UNK
   });
 
   /**
-   * A charge the provider declined, whose dispatcher is frozen after the call (the 402 in hand) until the sweeper has
-   * marked the send UNKNOWN and the reconciler has settled or held it (`until`). SIGCONT lets the late answer lose its
-   * compare-and-set.
+   * A charge the provider declined (or took, with `accept`), whose dispatcher is frozen after the call (the answer in
+   * hand) until the sweeper has marked the send UNKNOWN and the reconciler has settled or held it (`until`). SIGCONT
+   * lets the late answer lose its compare-and-set; `wake` waits for the event that records it.
    */
-  async function declinedWhileFrozen(until: (op: { status: string }) => boolean) {
+  async function declinedWhileFrozen(
+    until: (op: { status: string }) => boolean,
+    recordedAs = 'operation.rejected_late',
+  ) {
     const dispatcher: RunningApp = await stack.startApp('dispatcher', { TEST_PAUSE_AFTER_CALL_MS: '5000' });
     const reference = unique('late-reject');
     const created = await submit(stack, [charge(reference)]);
@@ -139,7 +145,7 @@ describe('a provider’s rejection that comes back after the send was marked UNK
         await waitForLog(dispatcher, (l) => l.msg === 'late send outcome rejected by CAS' && l.operationId === opId);
         return waitFor(
           () => events(stack, created.id),
-          (log) => log.some((e) => e.operation_id === opId && e.type === 'operation.rejected_late'),
+          (log) => log.some((e) => e.operation_id === opId && e.type === recordedAs),
           15_000,
           150,
         );
@@ -211,6 +217,47 @@ describe('a provider’s rejection that comes back after the send was marked UNK
     const again = await resolveVerified(held.opId);
     expect(again.status).toBe(409);
     expect(again.body).toMatchObject({ rejected_at: after.rejected_at, rejection: REJECTION });
+  });
+
+  it('its mirror, a 2xx landing between a reviewer’s FAILED read and write: refused 409 effect-exists with the acknowledgement, nothing written', async () => {
+    provider.state.accept = true;
+    const held = await declinedWhileFrozen((o) => o.status === 'MANUAL_REVIEW', 'operation.acknowledged_late');
+    expect(held.op).toMatchObject({ terminal_reason: 'SOURCE_UNREACHABLE', acknowledged_at: null });
+    await waitForResolutionPermitted(stack, held.opId, 'FAILED');
+    // The reviewer's FAILED reads the source first: that read is held at the provider.
+    provider.state.hold = true;
+    const resolving = http<Problem & { status: string }>(stack.apiUrl, 'POST', `/v1/operations/${held.opId}/resolve`, {
+      key: DEMO.reviewer,
+      body: { status: 'FAILED', evidence: 'their dashboard shows no charge' },
+    });
+    await waitFor(
+      async () => provider.state.held.length,
+      (n) => n === 1,
+    );
+    // Meanwhile the frozen dispatcher wakes: the provider's 201 is recorded on the hold.
+    await held.wake();
+    const acknowledged = await getOperation(stack, held.opId);
+    expect(acknowledged).toMatchObject({ status: 'MANUAL_REVIEW', acknowledged_at: expect.any(String) });
+    // The held read then misses the charge (a lagging replica): only the acknowledgement on file stands against FAILED.
+    provider.state.afterCharge = 'absent';
+    provider.release();
+    const resolved = await resolving;
+    expect(resolved.status).toBe(409);
+    expect(resolved.body).toMatchObject({
+      type: expect.stringContaining('effect-exists'),
+      acknowledged_at: acknowledged.acknowledged_at,
+      provider_ref: expect.objectContaining({ id: expect.stringMatching(/^ch_/) }),
+    });
+
+    // Nothing written: no resolution, no move, and FAILED is offered nowhere any more.
+    const after = await getOperation(stack, held.opId);
+    expect(after.status).toBe('MANUAL_REVIEW');
+    expect(after.recovery_obligation).not.toHaveProperty('resolution');
+    expect(after.permitted_resolutions).not.toContain('FAILED');
+    const history = await events(stack, held.executionId);
+    expectLegalHistory(history);
+    expect(history.filter((e) => e.type === 'operation.resolved')).toEqual([]);
+    expect(statusPath(history, held.opId)).not.toContain('FAILED');
   });
 
   it('without one on file, a reviewer’s VERIFIED whose read shows the charge is written, with the read it made', async () => {

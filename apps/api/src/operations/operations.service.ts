@@ -375,6 +375,16 @@ export class OperationsService {
       if (status === OperationStatus.FAILED && now.obligation?.effect_shown && !recordedResolution(now)) {
         throw recordOnFile(now, 'a re-check of the source showed this effect while the resolution was decided');
       }
+      // So is the provider's 2xx that came back meanwhile (after this decision's read, before its write): the
+      // statement refused FAILED for it, and the reviewer is told why — not merely that the row moved.
+      if (
+        status === OperationStatus.FAILED &&
+        now.acknowledgedAt &&
+        now.status === OperationStatus.MANUAL_REVIEW &&
+        !recordedResolution(now)
+      ) {
+        throw recordOnFile(now, 'the provider acknowledged this send while the resolution was decided');
+      }
       // The provider's late rejection was recorded while this VERIFIED was decided (after its read, before its write):
       // refused as if it came first.
       if (
