@@ -1,6 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { newId } from '@verity/platform';
-import { VerificationMethodValue, WebhookEventType, webhookEventFor } from '@verity/status-model';
+import {
+  VerificationMethodValue,
+  WebhookDeliveryStatus,
+  WebhookEventType,
+  webhookEventFor,
+} from '@verity/status-model';
 import type { DataSource } from 'typeorm';
 import { ADMIN_CHANGE_INSERT_COLUMNS } from './admin-changes';
 import { SecretsCipher, secretBinding } from './secrets-cipher';
@@ -161,7 +166,7 @@ export interface WebhookDeliveryRow {
   event_id: string | null;
   type: string;
   payload: WebhookBody;
-  status: 'pending' | 'delivered' | 'failed' | 'skipped';
+  status: WebhookDeliveryStatus;
   round: number;
   attempts: number;
   last_attempt_at: Date | null;

@@ -15,6 +15,13 @@ export const WEBHOOK_EVENT_TYPES = [
 ] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
+/**
+ * Where one delivery of an announcement stands: owed (`pending`), taken by the endpoint (`delivered`), given up after
+ * its attempts (`failed`), or not sent because the endpoint went away or stopped subscribing (`skipped`).
+ */
+export const WEBHOOK_DELIVERY_STATUSES = ['pending', 'delivered', 'failed', 'skipped'] as const;
+export type WebhookDeliveryStatus = (typeof WEBHOOK_DELIVERY_STATUSES)[number];
+
 /** The part of an event row that decides whether it is announced, and as what. */
 export interface RecordedEvent {
   type: string;

@@ -1,5 +1,5 @@
 import { urlFragmentProblem, urlSpellingProblem } from '@verity/connectors';
-import { WEBHOOK_EVENT_TYPES } from '@verity/status-model';
+import { WEBHOOK_DELIVERY_STATUSES, WEBHOOK_EVENT_TYPES } from '@verity/status-model';
 import { z } from 'zod';
 import { cursorPageQuery } from '../http/parse';
 
@@ -51,7 +51,7 @@ export const DeliveryView = z
     id: z.string().describe('also the webhook-id header: the same for every attempt and redelivery of this message'),
     type: WebhookEventType,
     event_id: z.string().nullable(),
-    status: z.enum(['pending', 'delivered', 'failed', 'skipped']),
+    status: z.enum(WEBHOOK_DELIVERY_STATUSES),
     attempts: z.number(),
     redeliveries: z.number(),
     last_attempt_at: z.string().nullable(),
