@@ -85,7 +85,8 @@ SELECT e.id, e.txid::text, e.tenant_id, e.execution_id, e.operation_id, e.type, 
        WHERE ((e.type IN ('obligation.escalated', 'outcome.evaluated')
         OR (e.type = 'operation.status_changed' AND e.to_status IN ('VERIFIED', 'FAILED', 'CANCELLED', 'ACKNOWLEDGED', 'MANUAL_REVIEW'))
         OR (e.type = 'execution.status_changed' AND e.to_status IN ('completed', 'failed', 'cancelled', 'expired')))
-        OR (e.type IN ('operation.rechecked', 'operation.acknowledged_late') AND e.data->>'after' = 'FAILED'))
+        OR ((e.type IN ('operation.rechecked', 'operation.acknowledged_late') AND e.data->>'after' = 'FAILED')
+          OR (e.type = 'operation.rejected_late' AND e.data->>'after' = 'VERIFIED')))
          AND (e.txid, e.id) > ($1::xid8, $2::text)
          AND e.txid < pg_snapshot_xmin(pg_current_snapshot())
        ORDER BY e.txid, e.id

@@ -124,7 +124,8 @@ describe('webhook outbox (real Postgres)', () => {
     return log.map((d) => d.payload);
   }
 
-  // Only what refutes a FAILED needs a person; the same event while the outcome was still to be decided is history alone.
+  // Only what contradicts a final FAILED or VERIFIED needs a person; the same event while the outcome was still to be
+  // decided is history alone.
   it.each([
     {
       what: 'a re-check that found the effect after a reviewer wrote FAILED',
@@ -137,6 +138,12 @@ describe('webhook outbox (real Postgres)', () => {
       type: 'operation.acknowledged_late',
       before: { detail: 'the provider acknowledged the send after it was marked UNKNOWN' },
       after: { detail: 'the provider acknowledged the send after it was marked UNKNOWN', after: 'FAILED' },
+    },
+    {
+      what: 'a rejection recorded after the operation ended VERIFIED',
+      type: 'operation.rejected_late',
+      before: { reason: 'CONNECTOR_REJECTED', detail: 'provider rejected the request (402)' },
+      after: { reason: 'CONNECTOR_REJECTED', detail: 'provider rejected the request (402)', after: 'VERIFIED' },
     },
   ])('announces $what as needing review', async ({ type, before, after }) => {
     const endpoint = await needsReviewEndpoint(`http://127.0.0.1:9/${type}`);
@@ -153,9 +160,9 @@ describe('webhook outbox (real Postgres)', () => {
           event_id: refuting.won ? refuting.eventId : null,
           execution_id: executionId,
           operation_id: operationId,
-          status: 'FAILED',
+          status: after.after,
           detail: expect.objectContaining(
-            after.result ? { result: after.result, after: 'FAILED' } : { after: 'FAILED' },
+            'result' in after ? { result: after.result, after: after.after } : { after: after.after },
           ),
         }),
       },

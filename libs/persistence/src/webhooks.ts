@@ -23,12 +23,14 @@ import { Queryable, firstRow, rows, transaction } from './sql';
 /**
  * The events webhookEventFor may announce. Each arm is identical to the predicate of one partial index, or the planner
  * would not use it: events_webhook_outbox (1764510000000-webhooks.ts) and events_webhook_after_failed
- * (1764550000000-webhook-after-failed.ts); Postgres reads the two with one bitmap OR (webhooks.spec checks the plan).
+ * (1764550000000-webhook-after-failed.ts, last made by 1764660000000-webhook-late-rejection.ts); Postgres reads the two
+ * with one bitmap OR (webhooks.spec checks the plan).
  */
 export const WEBHOOK_CANDIDATES_SQL = `((e.type IN ('obligation.escalated', 'outcome.evaluated')
         OR (e.type = 'operation.status_changed' AND e.to_status IN ('VERIFIED', 'FAILED', 'CANCELLED', 'ACKNOWLEDGED', 'MANUAL_REVIEW'))
         OR (e.type = 'execution.status_changed' AND e.to_status IN ('completed', 'failed', 'cancelled', 'expired')))
-        OR (e.type IN ('operation.rechecked', 'operation.acknowledged_late') AND e.data->>'after' = 'FAILED'))`;
+        OR ((e.type IN ('operation.rechecked', 'operation.acknowledged_late') AND e.data->>'after' = 'FAILED')
+          OR (e.type = 'operation.rejected_late' AND e.data->>'after' = 'VERIFIED')))`;
 
 const ENDPOINT_COLUMNS = `id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_failures, created_by,
   created_at, updated_at`;
@@ -363,9 +365,12 @@ export function webhookBodyOf(type: WebhookEventType, e: CandidateEvent): Webhoo
     });
   }
   if (e.to_status) Object.assign(data, { status: e.to_status, previous_status: e.from_status });
-  // A re-check's finding, or a late 2xx, moves nothing: the status is the one the operation keeps (the one it contradicts).
+  // A re-check's finding, a late 2xx or a late rejection moves nothing: the status is the one the operation keeps (the
+  // one it contradicts).
   else if (
-    (e.type === 'operation.rechecked' || e.type === 'operation.acknowledged_late') &&
+    (e.type === 'operation.rechecked' ||
+      e.type === 'operation.acknowledged_late' ||
+      e.type === 'operation.rejected_late') &&
     typeof e.data.after === 'string'
   )
     data.status = e.data.after;

@@ -40,6 +40,15 @@ describe('webhookEventFor', () => {
     expect(webhookEventFor({ type: 'operation.acknowledged_late', toStatus: null })).toBeNull();
   });
 
+  it('announces a rejection that came back after the operation was recorded VERIFIED as needing review, and no other', () => {
+    expect(webhookEventFor({ type: 'operation.rejected_late', toStatus: null, after: 'VERIFIED' })).toBe(
+      'operation.needs_review',
+    );
+    // Recorded while the outcome is still to be decided: history alone (the hold was announced already).
+    expect(webhookEventFor({ type: 'operation.rejected_late', toStatus: null })).toBeNull();
+    expect(webhookEventFor({ type: 'operation.rejected_late', toStatus: null, after: 'FAILED' })).toBeNull();
+  });
+
   it('announces an execution once it reaches a terminal status', () => {
     const exe = (to: ExecutionStatus) => webhookEventFor({ type: 'execution.status_changed', toStatus: to });
     expect(exe(ExecutionStatus.COMPLETED)).toBe('execution.finished');

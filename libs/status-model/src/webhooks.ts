@@ -32,6 +32,7 @@ export interface RecordedEvent {
    * For an `operation.rechecked` event: the status a person had written while the re-check read (its `after`). Set
    * only when the read showed the effect after a reviewer resolved the operation (see webhookEventFor). For an
    * `operation.acknowledged_late` event: FAILED when the provider's 2xx came back after the operation ended FAILED.
+   * For an `operation.rejected_late` event: VERIFIED when the provider's rejection came back after it ended VERIFIED.
    */
   after?: string | null;
 }
@@ -42,7 +43,10 @@ export interface RecordedEvent {
  * person instead, and a later resolution arrives as a settlement. A re-check that found the effect of an operation a
  * reviewer had just resolved FAILED needs a person too: the record says "did not happen" of an effect the source
  * shows, and FAILED is final, so only a person can act on it (announced as needing review, with the event's data).
- * So does a provider's 2xx that came back after the operation ended FAILED (`operation.acknowledged_late`, `after`).
+ * So does a provider's 2xx that came back after the operation ended FAILED (`operation.acknowledged_late`, `after`),
+ * and its mirror, a rejection of the send that came back after the operation ended VERIFIED (`operation.rejected_late`,
+ * `after: "VERIFIED"`): a receiver told "settled, VERIFIED" must also be told that the provider's own answer now
+ * contradicts it (the operation's commit is `unknown`), and only a person can act on a final status.
  */
 export function webhookEventFor(event: RecordedEvent): WebhookEventType | null {
   switch (event.type) {
@@ -56,6 +60,8 @@ export function webhookEventFor(event: RecordedEvent): WebhookEventType | null {
     case 'operation.rechecked':
     case 'operation.acknowledged_late':
       return event.after === OperationStatus.FAILED ? 'operation.needs_review' : null;
+    case 'operation.rejected_late':
+      return event.after === OperationStatus.VERIFIED ? 'operation.needs_review' : null;
     case 'obligation.escalated':
     case 'outcome.evaluated':
       return event.type;

@@ -23,6 +23,7 @@ import { PendingVerdictIndex1764620000000 } from './1764620000000-pending-verdic
 import { EffectShownAfterFailed1764630000000 } from './1764630000000-effect-shown-after-failed';
 import { UnevaluatedEndedIndex1764640000000 } from './1764640000000-unevaluated-ended-index';
 import { LateRejection1764650000000 } from './1764650000000-late-rejection';
+import { WebhookLateRejection1764660000000 } from './1764660000000-webhook-late-rejection';
 
 /** In order. Add a new timestamped class for every schema change; never change what one that has shipped runs. */
 export const MIGRATIONS = [
@@ -51,4 +52,5 @@ export const MIGRATIONS = [
   EffectShownAfterFailed1764630000000,
   UnevaluatedEndedIndex1764640000000,
   LateRejection1764650000000,
+  WebhookLateRejection1764660000000,
 ];
