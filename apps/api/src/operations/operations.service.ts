@@ -371,28 +371,18 @@ export class OperationsService {
     });
     if (!decided.won) {
       const now = await this.load(principal, id);
-      // A re-check that showed the effect was recorded while this FAILED was decided: it is refused as if it came after.
-      if (status === OperationStatus.FAILED && now.obligation?.effect_shown && !recordedResolution(now)) {
+      const undecided = !recordedResolution(now);
+      const stillHeld = undecided && now.status === OperationStatus.MANUAL_REVIEW;
+      // What was recorded while this decision was made (after its read, before its write) refuses it as if it had come
+      // first, and the reviewer is told what — not merely that the row moved: for FAILED a re-check's read that showed
+      // the effect, or the provider's 2xx; for VERIFIED the provider's rejection.
+      if (status === OperationStatus.FAILED && undecided && now.obligation?.effect_shown) {
         throw recordOnFile(now, 'a re-check of the source showed this effect while the resolution was decided');
       }
-      // So is the provider's 2xx that came back meanwhile (after this decision's read, before its write): the
-      // statement refused FAILED for it, and the reviewer is told why — not merely that the row moved.
-      if (
-        status === OperationStatus.FAILED &&
-        now.acknowledgedAt &&
-        now.status === OperationStatus.MANUAL_REVIEW &&
-        !recordedResolution(now)
-      ) {
+      if (status === OperationStatus.FAILED && stillHeld && now.acknowledgedAt) {
         throw recordOnFile(now, 'the provider acknowledged this send while the resolution was decided');
       }
-      // The provider's late rejection was recorded while this VERIFIED was decided (after its read, before its write):
-      // refused as if it came first.
-      if (
-        status === OperationStatus.VERIFIED &&
-        now.rejectedAt &&
-        now.status === OperationStatus.MANUAL_REVIEW &&
-        !recordedResolution(now)
-      ) {
+      if (status === OperationStatus.VERIFIED && stillHeld && now.rejectedAt) {
         throw rejectionOnFile(
           now,
           'the provider’s rejection of this send came back while the resolution was decided',
