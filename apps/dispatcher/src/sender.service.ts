@@ -17,6 +17,7 @@ import {
   OperationEntity,
   SendGuard,
   SendRefusal,
+  AnnotationInput,
   TransitionResult,
   TransitionService,
   commitWithinSpendingCaps,
@@ -656,27 +657,20 @@ export class SenderService {
    * And on a FAILED one (a person decided before the 2xx came back): FAILED stays, but a retry is refused.
    */
   private async recordLateAcknowledgement(op: OperationEntity, providerRef: Record<string, unknown>): Promise<void> {
-    for (const whileStatus of LATE_ACKNOWLEDGEMENT_TRIES) {
-      const only = whileStatus.length === 1 ? whileStatus[0] : null;
-      const recorded = await this.transitions.annotate(this.db.manager, {
-        executionId: op.executionId,
-        operationId: op.id,
-        whileStatus,
-        patch: { acknowledged_at: 'now', provider_ref: providerRef },
-        // A hold's obligation lists what a person may do; written before the 2xx came back, it still offered FAILED.
-        merge:
-          only === S.MANUAL_REVIEW
-            ? { obligation: { permitted_actions: permittedResolutions(S.MANUAL_REVIEW, true, null, true) } }
-            : undefined,
-        type: 'operation.acknowledged_late',
-        data: {
-          detail: 'the provider acknowledged the send after it was marked UNKNOWN',
-          // On a FAILED operation: the provider's word refutes the record (which stays, final; a retry is refused).
-          ...(only === S.FAILED ? { after: S.FAILED } : {}),
-        },
-      });
-      if (recorded.won) return;
-    }
+    await this.recordLateAnswer(op, LATE_ACKNOWLEDGEMENT_TRIES, (only) => ({
+      patch: { acknowledged_at: 'now', provider_ref: providerRef },
+      // A hold's obligation lists what a person may do; written before the 2xx came back, it still offered FAILED.
+      merge:
+        only === S.MANUAL_REVIEW
+          ? { obligation: { permitted_actions: permittedResolutions(S.MANUAL_REVIEW, true, null, true) } }
+          : undefined,
+      type: 'operation.acknowledged_late',
+      data: {
+        detail: 'the provider acknowledged the send after it was marked UNKNOWN',
+        // On a FAILED operation: the provider's word refutes the record (which stays, final; a retry is refused).
+        ...(only === S.FAILED ? { after: S.FAILED } : {}),
+      },
+    }));
   }
 
   /**
@@ -697,23 +691,40 @@ export class SenderService {
       ...(outcome.providerError !== undefined && { provider_error: outcome.providerError }),
       ...(outcome.refused && { cause: outcome.refused.cause, refusal: outcome.refused.rule }),
     };
-    for (const whileStatus of LATE_REJECTION_TRIES) {
+    const recorded = await this.recordLateAnswer(op, LATE_REJECTION_TRIES, (only) => ({
+      patch: { rejected_at: 'now', rejection },
+      type: 'operation.rejected_late',
+      // On a VERIFIED operation: the provider's word contradicts the record (which stays, final; commit unknown).
+      data: { ...rejection, ...(only === S.VERIFIED ? { after: S.VERIFIED } : {}) },
+    }));
+    if (recorded) return;
+    this.logger.warn(
+      { operationId: op.id, rejection },
+      'late rejection not recorded on the operation: it is no longer in a status that takes one',
+    );
+  }
+
+  /**
+   * Records an answer that came back after the send was marked UNKNOWN, by the first of `tries` (statuses the operation
+   * may be in by now, in the order it moves through them) whose compare-and-set holds; `annotation` is told the status
+   * when a try names only one. False when the operation is in none of them any more.
+   */
+  private async recordLateAnswer(
+    op: OperationEntity,
+    tries: readonly (readonly OperationStatus[])[],
+    annotation: (only: OperationStatus | null) => Pick<AnnotationInput, 'patch' | 'merge' | 'type' | 'data'>,
+  ): Promise<boolean> {
+    for (const whileStatus of tries) {
       const only = whileStatus.length === 1 ? whileStatus[0] : null;
       const recorded = await this.transitions.annotate(this.db.manager, {
         executionId: op.executionId,
         operationId: op.id,
         whileStatus,
-        patch: { rejected_at: 'now', rejection },
-        type: 'operation.rejected_late',
-        // On a VERIFIED operation: the provider's word contradicts the record (which stays, final; commit unknown).
-        data: { ...rejection, ...(only === S.VERIFIED ? { after: S.VERIFIED } : {}) },
+        ...annotation(only),
       });
-      if (recorded.won) return;
+      if (recorded.won) return true;
     }
-    this.logger.warn(
-      { operationId: op.id, rejection },
-      'late rejection not recorded on the operation: it is no longer in a status that takes one',
-    );
+    return false;
   }
 
   /** Graceful SIGTERM: let in-flight sends finish and record their outcome. */
