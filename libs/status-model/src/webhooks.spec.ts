@@ -24,29 +24,31 @@ describe('webhookEventFor', () => {
       expect(op(s)).toBeNull();
   });
 
-  it('announces a re-check that found the effect after a reviewer wrote FAILED as needing review, and no other', () => {
-    expect(webhookEventFor({ type: 'operation.rechecked', toStatus: null, after: 'FAILED' })).toBe(
-      'operation.needs_review',
-    );
-    expect(webhookEventFor({ type: 'operation.rechecked', toStatus: null })).toBeNull();
-    expect(webhookEventFor({ type: 'operation.rechecked', toStatus: null, after: 'VERIFIED' })).toBeNull();
-  });
-
-  it('announces a 2xx that came back after the operation was recorded FAILED as needing review, and no other', () => {
-    expect(webhookEventFor({ type: 'operation.acknowledged_late', toStatus: null, after: 'FAILED' })).toBe(
-      'operation.needs_review',
-    );
-    // Recorded while the outcome is still to be decided: history alone (the hold was announced already).
-    expect(webhookEventFor({ type: 'operation.acknowledged_late', toStatus: null })).toBeNull();
-  });
-
-  it('announces a rejection that came back after the operation was recorded VERIFIED as needing review, and no other', () => {
-    expect(webhookEventFor({ type: 'operation.rejected_late', toStatus: null, after: 'VERIFIED' })).toBe(
-      'operation.needs_review',
-    );
-    // Recorded while the outcome is still to be decided: history alone (the hold was announced already).
-    expect(webhookEventFor({ type: 'operation.rejected_late', toStatus: null })).toBeNull();
-    expect(webhookEventFor({ type: 'operation.rejected_late', toStatus: null, after: 'FAILED' })).toBeNull();
+  // What contradicts a final status needs a person; the same event while the outcome was still to be decided (no
+  // `after`), or after the other final status, is history alone (a hold was announced already).
+  it.each([
+    {
+      what: 'a re-check that found the effect after a reviewer wrote FAILED',
+      type: 'operation.rechecked',
+      after: 'FAILED',
+      not: 'VERIFIED',
+    },
+    {
+      what: 'a 2xx that came back after the operation was recorded FAILED',
+      type: 'operation.acknowledged_late',
+      after: 'FAILED',
+      not: 'VERIFIED',
+    },
+    {
+      what: 'a rejection that came back after the operation was recorded VERIFIED',
+      type: 'operation.rejected_late',
+      after: 'VERIFIED',
+      not: 'FAILED',
+    },
+  ])('announces $what as needing review, and no other', ({ type, after, not }) => {
+    expect(webhookEventFor({ type, toStatus: null, after })).toBe('operation.needs_review');
+    expect(webhookEventFor({ type, toStatus: null })).toBeNull();
+    expect(webhookEventFor({ type, toStatus: null, after: not })).toBeNull();
   });
 
   it('announces an execution once it reaches a terminal status', () => {

@@ -1,10 +1,8 @@
-import { DataSource } from 'typeorm';
 import { insertChargeExecution } from '../../../../test/support/fixtures';
+import { undoMigrationsFrom } from '../../../../test/support/migration-steps';
 import { useTestDatabase } from '../../../../test/support/test-database';
-import { dataSourceOptions } from '../data-source';
 import { TransitionService } from '../transition.service';
 import { EffectShownAfterFailed1764630000000 } from './1764630000000-effect-shown-after-failed';
-import { MIGRATIONS } from './index';
 
 /**
  * An operation resolved FAILED and then shown by a re-check's read, recorded before the read was kept on the row: after
@@ -15,8 +13,7 @@ describe('migration 1764630000000: a FAILED refuted before the upgrade is refute
 
   it('copies the newest read that showed the effect onto the row, and leaves other FAILED operations alone', async () => {
     // Back to the schema (and code) before this migration: it and every later one undone.
-    const undone = MIGRATIONS.length - MIGRATIONS.indexOf(EffectShownAfterFailed1764630000000);
-    for (let i = 0; i < undone; i += 1) await db.dataSource.undoLastMigration({ transaction: 'each' });
+    const upgrade = await undoMigrationsFrom(db, EffectShownAfterFailed1764630000000);
     const transitions = new TransitionService();
     const manager = db.dataSource.manager;
     const refuted = await insertChargeExecution(manager, 'acme');
@@ -41,13 +38,7 @@ describe('migration 1764630000000: a FAILED refuted before the upgrade is refute
     expect((await recheck(refuted, 'found')).won).toBe(true);
     expect((await recheck(notShown, 'not_found')).won).toBe(true);
 
-    const stepper = new DataSource({ ...dataSourceOptions(db.url, 1), migrations: MIGRATIONS });
-    await stepper.initialize();
-    try {
-      expect(await stepper.runMigrations({ transaction: 'each' })).toHaveLength(undone);
-    } finally {
-      await stepper.destroy();
-    }
+    await upgrade();
     const obligationOf = async (id: string) =>
       (
         (await manager.query(`SELECT obligation FROM operations WHERE id = $1`, [id])) as {

@@ -1,10 +1,8 @@
-import { DataSource } from 'typeorm';
 import { insertChargeExecution } from '../../../../test/support/fixtures';
+import { undoMigrationsFrom } from '../../../../test/support/migration-steps';
 import { useTestDatabase } from '../../../../test/support/test-database';
-import { dataSourceOptions } from '../data-source';
 import { TransitionService } from '../transition.service';
 import { LateRejection1764650000000 } from './1764650000000-late-rejection';
-import { MIGRATIONS } from './index';
 
 /**
  * A late rejection recorded before it was kept on the row (only its `operation.rejected_late` event): after the upgrade
@@ -15,8 +13,7 @@ describe('migration 1764650000000: a late rejection recorded before the upgrade 
 
   it('copies the rejection event onto the row, and leaves operations without one alone', async () => {
     // Back to the schema (and code) before this migration: it and every later one undone.
-    const undone = MIGRATIONS.length - MIGRATIONS.indexOf(LateRejection1764650000000);
-    for (let i = 0; i < undone; i += 1) await db.dataSource.undoLastMigration({ transaction: 'each' });
+    const upgrade = await undoMigrationsFrom(db, LateRejection1764650000000);
     const transitions = new TransitionService();
     const manager = db.dataSource.manager;
     const rejected = await insertChargeExecution(manager, 'acme');
@@ -57,13 +54,7 @@ describe('migration 1764650000000: a late rejection recorded before the upgrade 
       [rejected.operationId],
     )) as { created_at: Date }[];
 
-    const stepper = new DataSource({ ...dataSourceOptions(db.url, 1), migrations: MIGRATIONS });
-    await stepper.initialize();
-    try {
-      expect(await stepper.runMigrations({ transaction: 'each' })).toHaveLength(undone);
-    } finally {
-      await stepper.destroy();
-    }
+    await upgrade();
     const rowOf = async (id: string) =>
       (
         (await manager.query(`SELECT rejected_at, rejection FROM operations WHERE id = $1`, [id])) as {
