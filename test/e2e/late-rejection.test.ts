@@ -285,12 +285,21 @@ describe('a provider’s rejection that comes back after the send was marked UNK
     const late = log.filter((e) => e.operation_id === held.opId && e.type === 'operation.rejected_late');
     expect(late).toHaveLength(1);
     expect(late[0].data).toMatchObject({ ...REJECTION, after: 'VERIFIED' });
-    // The status stays (it is final), but the record no longer claims the charge committed.
+    // The status stays (it is final), but the record no longer claims the charge committed, nor that no retry is
+    // needed: the charge may or may not exist, and a re-send is not safe.
     expect(await getOperation(stack, held.opId)).toMatchObject({
       status: 'VERIFIED',
       rejected_at: expect.any(String),
       rejection: REJECTION,
       commit: 'unknown',
+      retry: 'forbidden',
+    });
+    const retry = await http(stack.apiUrl, 'POST', `/v1/operations/${held.opId}/retry`, { key: DEMO.agent });
+    expect(retry.status).toBe(409);
+    expect(retry.body).toMatchObject({
+      type: expect.stringContaining('retry-not-allowed'),
+      current_status: 'VERIFIED',
+      retry: 'forbidden',
     });
     expect((await getExecution(stack, held.executionId)).effects).toMatchObject({
       summary: 'unknown',
@@ -314,6 +323,7 @@ describe('a provider’s rejection that comes back after the send was marked UNK
       evidence: expect.objectContaining({ method: 'read_after_write' }),
       rejected_at: expect.any(String),
       commit: 'unknown',
+      retry: 'forbidden',
     });
   });
 });

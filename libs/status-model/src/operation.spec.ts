@@ -541,6 +541,18 @@ describe('operation statuses, terminality and retry rules', () => {
     expect(operationRetryRule({ status: S.CANCELLED, failureRefuted: true })).toBe(RetryRule.SAFE);
   });
 
+  it('shows a VERIFIED the provider’s late rejection contradicts as forbidden, not not_needed', () => {
+    expect(operationRetryRule({ status: S.VERIFIED, failureRefuted: false, verificationContradicted: true })).toBe(
+      RetryRule.FORBIDDEN,
+    );
+    expect(operationRetryRule({ status: S.VERIFIED, failureRefuted: false, verificationContradicted: false })).toBe(
+      RetryRule.NOT_NEEDED,
+    );
+    expect(operationRetryRule({ status: S.MANUAL_REVIEW, failureRefuted: false, verificationContradicted: true })).toBe(
+      RetryRule.CONSOLE,
+    );
+  });
+
   it('forbids a retry of UNKNOWN, SENT, ACKNOWLEDGED and RECONCILING (I5)', () => {
     for (const status of [S.UNKNOWN, S.SENT, S.ACKNOWLEDGED, S.RECONCILING]) expect(canRetry(status)).toBe(false);
     expect(retryRuleOf(S.UNKNOWN)).toBe(RetryRule.FORBIDDEN);

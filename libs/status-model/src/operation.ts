@@ -275,9 +275,20 @@ export function retryRuleOf(status: OperationStatus): RetryRule {
   return OPERATION_STATUS_INFO[status].retry;
 }
 
-/** The retry rule an operation shows: its status', except `forbidden` for a FAILED refuted since (failureRefuted). */
-export function operationRetryRule(op: { status: OperationStatus; failureRefuted: boolean }): RetryRule {
-  return op.failureRefuted && op.status === S.FAILED ? RetryRule.FORBIDDEN : retryRuleOf(op.status);
+/**
+ * The retry rule an operation shows: its status', except `forbidden` where the record's final status is contradicted
+ * since and the effect may exist — a FAILED refuted (failureRefuted: a re-send could make it twice), and a VERIFIED
+ * the provider's late rejection contradicts (verificationContradicted: not "done, not needed" any more, but not "no
+ * effect" either — the read found one; its commit is `unknown`, as an UNKNOWN's is).
+ */
+export function operationRetryRule(op: {
+  status: OperationStatus;
+  failureRefuted: boolean;
+  verificationContradicted?: boolean;
+}): RetryRule {
+  if (op.failureRefuted && op.status === S.FAILED) return RetryRule.FORBIDDEN;
+  if (op.verificationContradicted && op.status === S.VERIFIED) return RetryRule.FORBIDDEN;
+  return retryRuleOf(op.status);
 }
 
 /** I5: a retry (a new operation with `retry_of`) is allowed only where the rule says it is safe. */

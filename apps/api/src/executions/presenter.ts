@@ -8,6 +8,7 @@ import {
   failureRefuted,
   operationFailure,
   operationRetryRule,
+  type RetryRule,
   outcomeResult,
   ResolutionOption,
   offeredResolutions,
@@ -56,6 +57,15 @@ function refutedFailure(op: OperationEntity): boolean {
 /** A VERIFIED the provider's late rejection contradicts: not "committed". */
 function contradictedVerification(op: OperationEntity): boolean {
   return verificationContradicted({ status: op.status, rejected: Boolean(op.rejectedAt) });
+}
+
+/** The retry rule the operation shows: its status', unless what was recorded since contradicts its final status. */
+export function shownRetryRule(op: OperationEntity): RetryRule {
+  return operationRetryRule({
+    status: op.status,
+    failureRefuted: refutedFailure(op),
+    verificationContradicted: contradictedVerification(op),
+  });
 }
 
 /**
@@ -107,7 +117,7 @@ export function presentOperation(
       { status: op.status, terminalReason: op.terminalReason, failureRefuted: refuted },
       lastChange,
     ),
-    retry: operationRetryRule({ status: op.status, failureRefuted: refuted }),
+    retry: shownRetryRule(op),
     attempt: op.attempt,
     no_change_required: op.noChangeRequired,
     evidence: op.evidence,

@@ -38,6 +38,7 @@ import {
   resolutionRefusedBy,
   retryRuleOf,
   operationRetryRule,
+  type RetryRule,
   retryRefusedByLaterRead,
   retryRefusedByAcknowledgement,
   readShowsTheEffect,
@@ -52,7 +53,7 @@ import {
 import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { Problem } from '../problem/problem';
-import { presentExecution, presentOperation, requestedOperation } from '../executions/presenter';
+import { presentExecution, presentOperation, requestedOperation, shownRetryRule } from '../executions/presenter';
 import { LIMITS } from '../executions/submission';
 import { ResolutionOptionsService } from './resolution-options.service';
 
@@ -631,7 +632,7 @@ export class OperationsService {
    */
   async retry(principal: Principal, id: string) {
     const op = await this.load(principal, id);
-    if (!canRetry(op.status)) throw retryNotAllowed(op.status);
+    if (!canRetry(op.status)) throw retryNotAllowed(op.status, shownRetryRule(op));
     const original = await findExecution(this.db.manager, op.executionId, principal.tenantId);
     if (!original) throw Problem.notFound('Operation', id);
     const executionId = newId('exe');
@@ -706,9 +707,11 @@ export class OperationsService {
   }
 }
 
-/** 409 retry-not-allowed: the retry rule of the operation's status forbids a new attempt (I5). */
-function retryNotAllowed(status: OperationStatus): Problem {
-  const rule = retryRuleOf(status);
+/**
+ * 409 retry-not-allowed: the retry rule of the operation's status forbids a new attempt (I5). `rule` is the one the
+ * operation shows, where that is known (a VERIFIED a late rejection contradicts shows `forbidden`, not `not_needed`).
+ */
+function retryNotAllowed(status: OperationStatus, rule: RetryRule = retryRuleOf(status)): Problem {
   return Problem.conflict('retry-not-allowed', `retry is ${rule} for an operation in ${status}`, {
     current_status: status,
     retry: rule,
