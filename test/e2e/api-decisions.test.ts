@@ -323,9 +323,13 @@ describe('api: decide once, never relabel an effect', () => {
       }
       expect(countOf(log, 'operation.resolved')).toBe(0);
       expect(resolved.status).toBe(409);
+      // Named like any other winner: who cancelled, and when (the cancel the history holds).
+      const cancelEvent = log.find((e) => e.type === 'execution.status_changed' && e.to_status === 'cancelled')!;
       expect(resolved.body).toMatchObject({
         type: 'https://verity.dev/problems/already-decided',
         decision: 'cancel',
+        decided_by: cancelEvent.data.by,
+        decided_at: cancelEvent.created_at,
         current_status: 'CANCELLED',
       });
     }

@@ -99,10 +99,20 @@ describe('an execution ended while a send is in flight', () => {
     );
     const won = answers.filter((a) => a.status === 200);
     expect(won).toHaveLength(1);
+    // The losers are told who cancelled and when: the cancel the history holds.
+    const cancelEvent = (await events(stack, created.id)).find(
+      (e) => e.type === 'execution.status_changed' && e.to_status === 'cancelled',
+    )!;
     for (const lost of answers.filter((a) => a.status !== 200)) {
       expect(lost.status).toBe(409);
-      expect(lost.body).toMatchObject({ type: expect.stringContaining('already-decided'), decision: 'cancel' });
+      expect(lost.body).toMatchObject({
+        type: expect.stringContaining('already-decided'),
+        decision: 'cancel',
+        decided_by: cancelEvent.data.by,
+        decided_at: cancelEvent.created_at,
+      });
     }
+    expect(cancelEvent.data.by).toEqual(expect.any(String));
     const cancelled = won[0].body as Execution;
     expect(cancelled.status).toBe('cancelled');
     // Never "it did not happen" of a call that may have landed: the order is still SENT, only the unsent one is cancelled.
