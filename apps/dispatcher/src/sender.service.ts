@@ -45,7 +45,6 @@ import {
   decideReadBack,
   grantAtDispatch,
   mayStillCall,
-  permittedResolutions,
   sendStart,
   spendingCapRefusalCause,
 } from '@verity/status-model';
@@ -657,13 +656,10 @@ export class SenderService {
    * And on a FAILED one (a person decided before the 2xx came back): FAILED stays, but a retry is refused.
    */
   private async recordLateAcknowledgement(op: OperationEntity, providerRef: Record<string, unknown>): Promise<void> {
+    // What a person may do with a hold is worked out from the row whenever it is shown (acknowledged_at takes FAILED
+    // off), so the list stored when the hold was written needs no rewrite here.
     await this.recordLateAnswer(op, LATE_ACKNOWLEDGEMENT_TRIES, (only) => ({
       patch: { acknowledged_at: 'now', provider_ref: providerRef },
-      // A hold's obligation lists what a person may do; written before the 2xx came back, it still offered FAILED.
-      merge:
-        only === S.MANUAL_REVIEW
-          ? { obligation: { permitted_actions: permittedResolutions(S.MANUAL_REVIEW, true, null, true) } }
-          : undefined,
       type: 'operation.acknowledged_late',
       data: {
         detail: 'the provider acknowledged the send after it was marked UNKNOWN',
@@ -712,7 +708,7 @@ export class SenderService {
   private async recordLateAnswer(
     op: OperationEntity,
     tries: readonly (readonly OperationStatus[])[],
-    annotation: (only: OperationStatus | null) => Pick<AnnotationInput, 'patch' | 'merge' | 'type' | 'data'>,
+    annotation: (only: OperationStatus | null) => Pick<AnnotationInput, 'patch' | 'type' | 'data'>,
   ): Promise<boolean> {
     for (const whileStatus of tries) {
       const only = whileStatus.length === 1 ? whileStatus[0] : null;
