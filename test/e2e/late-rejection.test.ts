@@ -1,7 +1,9 @@
+import { randomBytes } from 'node:crypto';
 import { createServer, IncomingMessage, ServerResponse } from 'node:http';
 import { DEMO, RunningApp, Stack, waitFor } from '../support/stack';
 import { charge, http, unique } from '../support/http';
 import { serveDuringDescribe } from '../support/local-server';
+import { startReceiver } from './webhook-receiver';
 import {
   events,
   expectLegalHistory,
@@ -102,15 +104,44 @@ describe('a provider’s rejection that comes back after the send was marked UNK
   const provider = decliningProvider();
   const local = serveDuringDescribe(() => provider.server);
   let stack: Stack;
+  /** Receives the tenant's `operation.needs_review` webhooks. */
+  let receiver: Awaited<ReturnType<typeof startReceiver>>;
   beforeAll(async () => {
+    receiver = await startReceiver(() => ({ status: 204 }));
     stack = await Stack.start({
       label: 'late-reject',
       dispatchers: 0,
       // sandbox.payments calls this provider; a hold is not re-read by itself while a test runs.
-      env: { SANDBOX_URL: local.url, RECHECK_BACKOFF_MS: '600000' },
+      env: {
+        SANDBOX_URL: local.url,
+        RECHECK_BACKOFF_MS: '600000',
+        SECRETS_KEY: randomBytes(32).toString('base64'),
+        WEBHOOK_SCAN_INTERVAL_MS: '100',
+      },
     });
+    const allowed = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+      key: DEMO.admin,
+      body: { allow_hosts: [{ host: '127.0.0.1', ports: [receiver.port], allow_private: true }] },
+    });
+    expect(allowed.status).toBe(200);
+    const endpoint = await http(stack.apiUrl, 'POST', '/v1/admin/webhooks', {
+      key: DEMO.admin,
+      body: { url: `${receiver.base}/review`, events: ['operation.needs_review'] },
+    });
+    expect(endpoint.status).toBe(201);
   });
-  afterAll(async () => stack?.stop());
+  afterAll(async () => {
+    await stack?.stop();
+    await receiver?.close();
+  });
+
+  /** The `operation.needs_review` webhooks the receiver got for one operation, as their bodies. */
+  const reviewWebhooksOf = (operationId: string) =>
+    receiver.seen
+      .map(
+        (r) => JSON.parse(r.body) as { type: string; data: Record<string, unknown> & { detail: { after?: string } } },
+      )
+      .filter((b) => b.type === 'operation.needs_review' && b.data.operation_id === operationId);
   afterEach(async () => {
     provider.state.accept = false;
     provider.state.afterCharge = 'down';
@@ -285,6 +316,19 @@ describe('a provider’s rejection that comes back after the send was marked UNK
     const late = log.filter((e) => e.operation_id === held.opId && e.type === 'operation.rejected_late');
     expect(late).toHaveLength(1);
     expect(late[0].data).toMatchObject({ ...REJECTION, after: 'VERIFIED' });
+    // A receiver told of the hold is told of the contradiction too, once the outbox has passed the late event.
+    const announced = await waitFor(
+      async () => reviewWebhooksOf(held.opId).filter((b) => b.data.detail.after === 'VERIFIED'),
+      (found) => found.length > 0,
+      15_000,
+      100,
+    );
+    expect(announced).toHaveLength(1);
+    expect(announced[0].data).toMatchObject({
+      status: 'VERIFIED',
+      event_id: late[0].id,
+      detail: { ...REJECTION, after: 'VERIFIED' },
+    });
     // The status stays (it is final), but the record no longer claims the charge committed, nor that no retry is
     // needed: the charge may or may not exist, and a re-send is not safe.
     expect(await getOperation(stack, held.opId)).toMatchObject({
