@@ -16,7 +16,7 @@ import {
   waitForOp,
   waitForResolutionPermitted,
 } from './dispatcher-helpers';
-import type { ProblemDetails as Problem } from '@verity/sdk';
+import { Verity, type ProblemDetails as Problem } from '@verity/sdk';
 
 /** A charge at this provider, as its list of charges by reference shows it. */
 interface Charge {
@@ -160,10 +160,11 @@ describe('a provider’s rejection that comes back after the send was marked UNK
   async function declinedWhileFrozen(
     until: (op: { status: string }) => boolean,
     recordedAs = 'operation.rejected_late',
+    extra: Record<string, unknown> = {},
   ) {
     const dispatcher: RunningApp = await stack.startApp('dispatcher', { TEST_PAUSE_AFTER_CALL_MS: '5000' });
     const reference = unique('late-reject');
-    const created = await submit(stack, [charge(reference)]);
+    const created = await submit(stack, [charge(reference)], extra);
     const [opId] = await waitForMarkers(dispatcher, 'paused after call', 1);
     dispatcher.child.kill('SIGSTOP');
     const op = await waitForOp(stack, created.id, 'charge', until);
@@ -306,11 +307,22 @@ describe('a provider’s rejection that comes back after the send was marked UNK
   });
 
   it('comes after a reviewer’s VERIFIED: recorded on the row and in the history, and the commit is unknown', async () => {
-    const held = await declinedWhileFrozen((o) => o.status === 'MANUAL_REVIEW');
+    const held = await declinedWhileFrozen((o) => o.status === 'MANUAL_REVIEW', 'operation.rejected_late', {
+      criteria: [{ key: 'paid', operation: 'charge', expect_status: 'VERIFIED' }],
+    });
     // The source cannot be read now (503): nothing refutes the reviewer's evidence, and the VERIFIED is written.
     const resolved = await resolveVerified(held.opId);
     expect(resolved.status).toBe(200);
     expect(resolved.body.status).toBe('VERIFIED');
+    // Another dispatcher completes the execution meanwhile: the agent's criterion holds on the VERIFIED, as the record
+    // stands before the provider's answer comes back.
+    await stack.startApp('dispatcher');
+    await waitFor(
+      () => getExecution(stack, held.executionId),
+      (e) => e.status === 'completed' && e.outcome?.result === 'satisfied',
+      15_000,
+      100,
+    );
     const log = await held.wake();
     expectLegalHistory(log);
     const late = log.filter((e) => e.operation_id === held.opId && e.type === 'operation.rejected_late');
@@ -349,6 +361,25 @@ describe('a provider’s rejection that comes back after the send was marked UNK
       summary: 'unknown',
       commit: { committed: 0, unknown: 1 },
     });
+    // Nor does the outcome still say "satisfied" on a charge the provider says it declined: judged again, unmet.
+    const judged = await waitFor(
+      () => getExecution(stack, held.executionId),
+      (e) => e.outcome?.result !== 'satisfied',
+      15_000,
+      100,
+    );
+    expect(judged.outcome?.result).toBe('unmet');
+    expect(judged.criteria_results?.[0]).toMatchObject({
+      key: 'paid',
+      verdict: 'fail',
+      rationale: expect.stringContaining('"charge" is VERIFIED, but what was recorded since contradicts it'),
+    });
+    // And a client waiting for the execution to settle (the SDK, which reads the contradiction from `commit`) is not
+    // kept waiting for an evaluation that was made.
+    const settled = await new Verity({ baseUrl: stack.apiUrl, apiKey: DEMO.agent }).waitForSettled(held.executionId, {
+      timeoutMs: 15_000,
+    });
+    expect(settled.outcome?.result).toBe('unmet');
   });
 
   it('comes after a VERIFIED the source’s read-back wrote: recorded too, and the commit is unknown', async () => {

@@ -6,6 +6,7 @@ import {
   Op,
   events,
   expectLegalHistory,
+  getExecution,
   getOperation,
   resetSandbox,
   stackQueue,
@@ -63,8 +64,12 @@ describe('reconciler: re-checks of held operations, and "still unknown"', () => 
   const recheckEvents = (log: Event[], opId: string) =>
     log.filter((e) => e.type === 'operation.rechecked' && e.operation_id === opId);
 
-  async function heldFor(reason: string, operation: unknown): Promise<{ executionId: string; held: Op }> {
-    const created = await submit(stack, [operation]);
+  async function heldFor(
+    reason: string,
+    operation: unknown,
+    extra: Record<string, unknown> = {},
+  ): Promise<{ executionId: string; held: Op }> {
+    const created = await submit(stack, [operation], extra);
     const held = await waitForOp(
       stack,
       created.id,
@@ -176,8 +181,13 @@ describe('reconciler: re-checks of held operations, and "still unknown"', () => 
    * the source answers wrongly (a replica that lost the record: up to date, no charge), so the reviewer's FAILED is
    * accepted on their evidence and that read; then the source answers again and the re-check's read shows the charge.
    * Resolves once that read is in the history; the paused reconciler is replaced by a normal one either way.
+   * `afterFailed` runs between the FAILED and the source answering again (the re-check waits longer for it).
    */
-  async function failedWhileARecheckReads(reference: string) {
+  async function failedWhileARecheckReads(
+    reference: string,
+    extra: Record<string, unknown> = {},
+    afterFailed?: (executionId: string) => Promise<void>,
+  ) {
     const reason = 'SOURCE_UNREACHABLE';
     // Due at once: no scheduled re-check.
     await setPolicy({ obligation_due_seconds: { [reason]: 1 } });
@@ -186,10 +196,12 @@ describe('reconciler: re-checks of held operations, and "still unknown"', () => 
       rules: [{ method: 'POST', path: '/v1/charges', fault: 'timeout_after_commit', count: 1 }],
       read_fault: 'unavailable',
     });
-    const { executionId, held } = await heldFor(reason, charge(reference));
+    const { executionId, held } = await heldFor(reason, charge(reference), extra);
     await waitForResolutionPermitted(stack, held.id, 'FAILED');
     for (const reconciler of stack.running('reconciler')) await stack.kill(reconciler, 'SIGTERM');
-    const paused = await stack.startApp('reconciler', { TEST_PAUSE_BEFORE_READ_MS: '3000' });
+    const paused = await stack.startApp('reconciler', {
+      TEST_PAUSE_BEFORE_READ_MS: afterFailed ? '10000' : '3000',
+    });
     try {
       expect((await post(`/v1/operations/${held.id}/recheck`)).status).toBe(202);
       await waitForMarkers(paused, 'paused before read-back');
@@ -199,6 +211,7 @@ describe('reconciler: re-checks of held operations, and "still unknown"', () => 
         evidence: 'the provider dashboard was down; the customer says no charge',
       });
       expect(failed.status).toBe(200);
+      await afterFailed?.(executionId);
       // The source answers again before the re-check's read: it shows the charge the record now calls FAILED.
       await resetSandbox(stack);
       const log = await waitFor(
@@ -215,7 +228,23 @@ describe('reconciler: re-checks of held operations, and "still unknown"', () => 
   // (A hold whose record is on file — acknowledged, or found by its own read — cannot be resolved FAILED at all.)
   it('a re-check that finds the effect after a reviewer resolved a SOURCE_UNREACHABLE hold FAILED writes what it found into the history', async () => {
     const reference = unique('rc-late');
-    const { held, log, reason } = await failedWhileARecheckReads(reference);
+    // An agent that declared it expects this charge declined: satisfied by the FAILED, until the source shows it.
+    const outcomeOf = (executionId: string) =>
+      waitFor(
+        () => getExecution(stack, executionId),
+        (e) => e.outcome?.result !== 'pending',
+        15_000,
+        100,
+      );
+    let outcomeAfterFailed: string | undefined;
+    const { executionId, held, log, reason } = await failedWhileARecheckReads(
+      reference,
+      { criteria: [{ key: 'declined', operation: 'charge', expect_status: 'FAILED' }] },
+      async (id) => {
+        outcomeAfterFailed = (await outcomeOf(id)).outcome?.result;
+      },
+    );
+    expect(outcomeAfterFailed).toBe('satisfied');
     expect(recheckEvents(log, held.id).at(-1)!.data).toMatchObject({
       trigger: 'reviewer',
       result: 'found',
@@ -231,6 +260,18 @@ describe('reconciler: re-checks of held operations, and "still unknown"', () => 
       recovery_obligation: { effect_shown_after_failed: { result: 'found' } },
     });
     expectLegalHistory(log);
+    // The criterion is judged again: a FAILED the source contradicts no longer satisfies "declined".
+    const judged = await waitFor(
+      () => getExecution(stack, executionId),
+      (e) => e.outcome?.result === 'unmet',
+      15_000,
+      100,
+    );
+    expect(judged.criteria_results?.[0]).toMatchObject({
+      key: 'declined',
+      verdict: 'fail',
+      rationale: expect.stringContaining('"charge" is FAILED, but what was recorded since contradicts it'),
+    });
   });
 
   it('an operation resolved FAILED whose re-check then found the effect cannot be retried: 409 effect-exists', async () => {

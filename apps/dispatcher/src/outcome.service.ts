@@ -5,6 +5,7 @@ import {
   ExecutionEntity,
   OperationEntity,
   TransitionService,
+  contradictedOnRecord,
   findExecutionForWorker,
   findLastStatusChangesForWorker,
   findOperationsForWorker,
@@ -82,6 +83,7 @@ export class OutcomeService {
           verificationMethod: op.verificationMethod,
           evidence: op.evidence,
           lastChange: change,
+          contradicted: contradictedOnRecord(op),
         },
       );
       // The evidence of a verdict is the move that put the operation where it is now.

@@ -44,6 +44,7 @@ import {
   checkAfterSend,
   decideReadBack,
   grantAtDispatch,
+  isTerminalOperation,
   mayStillCall,
   sendStart,
   spendingCapRefusalCause,
@@ -703,7 +704,9 @@ export class SenderService {
   /**
    * Records an answer that came back after the send was marked UNKNOWN, by the first of `tries` (statuses the operation
    * may be in by now, in the order it moves through them) whose compare-and-set holds; `annotation` is told the status
-   * when a try names only one. False when the operation is in none of them any more.
+   * when a try names only one. False when the operation is in none of them any more. An answer that contradicts a
+   * final status (a 2xx after FAILED, a rejection after VERIFIED) changes what the execution's criteria may conclude:
+   * the execution is advanced, which judges them again (also after it ended).
    */
   private async recordLateAnswer(
     op: OperationEntity,
@@ -718,7 +721,9 @@ export class SenderService {
         whileStatus,
         ...annotation(only),
       });
-      if (recorded.won) return true;
+      if (!recorded.won) continue;
+      if (only !== null && isTerminalOperation(only)) await this.advanceExecution(op.executionId);
+      return true;
     }
     return false;
   }

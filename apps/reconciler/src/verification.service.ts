@@ -458,6 +458,8 @@ export class VerificationService {
         { operationId: op.id, executionId: op.executionId },
         're-check found the effect of an operation a reviewer had just resolved FAILED',
       );
+      // The execution's criteria may no longer conclude from that FAILED: the advance judges them again.
+      await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
     }
   }
 

@@ -5,6 +5,7 @@ import {
   ReadBackKind,
   TerminalReason,
   VerificationMethodValue,
+  finalStatusContradicted,
 } from '@verity/status-model';
 import { EntityManager, EntityTarget, ObjectLiteral } from 'typeorm';
 import { Approval, Criterion, EventEntity, ExecutionEntity, OperationEntity, TenantEntity } from './entities';
@@ -641,6 +642,19 @@ export function snapshotOf(op: OperationEntity): {
     acknowledged: op.acknowledgedAt !== null,
     rejected: Boolean(op.rejectedAt),
   };
+}
+
+/**
+ * Whether what was recorded on the row since its final status contradicts it (the status model's
+ * finalStatusContradicted): a late 2xx or a read that showed the effect of a FAILED, a late rejection of a VERIFIED.
+ */
+export function contradictedOnRecord(op: OperationEntity): boolean {
+  return finalStatusContradicted({
+    status: op.status,
+    acknowledged: op.acknowledgedAt !== null,
+    effectShownAfter: Boolean(op.obligation?.effect_shown_after_failed),
+    rejected: Boolean(op.rejectedAt),
+  });
 }
 
 /** What a connector sees of an operation: its identity and request, never the whole row. */

@@ -4,7 +4,7 @@ import { executionStatusLine } from './mcp/words';
 import type { Execution } from './types';
 
 /** A cancelled execution whose charge, UNKNOWN at the cancel, the reconciler has just found VERIFIED. */
-function cancelledThenVerified(verdict: 'pending' | 'pass', rationale: string): Execution {
+function cancelledThenVerified(verdict: 'pending' | 'pass' | 'fail', rationale: string): Execution {
   return {
     id: 'exe_1',
     status: 'cancelled',
@@ -12,7 +12,10 @@ function cancelledThenVerified(verdict: 'pending' | 'pass', rationale: string): 
     criteria_results: [
       { key: 'charged', operation: 'charge', expect_status: 'VERIFIED', verdict, rationale, evidence_event_ids: [] },
     ],
-    outcome: { result: verdict === 'pass' ? 'satisfied' : 'pending', evaluated_at: '2026-12-03T00:00:00.000Z' },
+    outcome: {
+      result: { pass: 'satisfied', fail: 'unmet', pending: 'pending' }[verdict],
+      evaluated_at: '2026-12-03T00:00:00.000Z',
+    },
     operations: [
       {
         id: 'op_1',
@@ -39,6 +42,17 @@ describe('settled, the outcome included', () => {
     const current = cancelledThenVerified('pass', '"charge" is VERIFIED');
     expect(isExecutionSettled(current)).toBe(true);
     expect(canExecutionStillChange(current)).toBe(false);
+  });
+
+  it('reads a VERIFIED whose commit is unknown as contradicted: its passing verdict is owed a fail, and then settled', () => {
+    const contradicted = (verdict: 'pass' | 'fail') => {
+      const execution = cancelledThenVerified(verdict, 'x');
+      execution.operations[0].commit = 'unknown';
+      return execution;
+    };
+    // The late rejection was recorded; the dispatcher's next step writes the fail it owes.
+    expect(isExecutionSettled(contradicted('pass'))).toBe(false);
+    expect(isExecutionSettled(contradicted('fail'))).toBe(true);
   });
 
   it('agrees with the API’s own test (isOutcomeCurrent) on both', () => {

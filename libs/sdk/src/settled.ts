@@ -73,6 +73,9 @@ export function isOutcomeOwed(
           op.failure?.code === 'dependency_not_done'
             ? { from: null, cause: 'dependency_not_done', at: new Date(0) }
             : null,
+        // On the wire, a final status contradicted since is one whose commit is `unknown` (VERIFIED is otherwise
+        // committed or never dispatched, FAILED rejected).
+        contradicted: (op.status === 'VERIFIED' || op.status === 'FAILED') && op.commit === 'unknown',
       },
     );
     return stored[i].key !== criterion.key || stored[i].verdict !== now.verdict;

@@ -73,6 +73,34 @@ describe('evaluateCriterion', () => {
     });
   });
 
+  describe('a final status contradicted since (its commit unknown)', () => {
+    const contradicted = (status: OperationStatus, evidence?: Record<string, unknown>) => ({
+      ...op(status, { evidence }),
+      contradicted: true,
+    });
+
+    it('fails a criterion the status on record would satisfy, and says why', () => {
+      const failed: Criterion = { key: 'declined', operation: 'charge', expect_status: S.FAILED };
+      for (const [criterion, status] of [
+        [paid, S.VERIFIED],
+        [failed, S.FAILED],
+      ] as const) {
+        expect(evaluateCriterion(criterion, op(status)).verdict).toBe('pass');
+        const judged = evaluateCriterion(criterion, contradicted(status));
+        expect(judged.verdict).toBe('fail');
+        expect(judged.rationale).toContain(`"charge" is ${status}, but what was recorded since contradicts it`);
+      }
+      expect(evaluateCriterion(amount, contradicted(S.VERIFIED, { record: { amount: 1250 } })).verdict).toBe('fail');
+    });
+
+    it('leaves every other verdict as it was', () => {
+      expect(evaluateCriterion(paid, contradicted(S.FAILED))).toEqual(evaluateCriterion(paid, op(S.FAILED)));
+      expect(evaluateCriterion(amount, contradicted(S.VERIFIED, { record: { amount: 1 } }))).toEqual(
+        evaluateCriterion(amount, op(S.VERIFIED, { evidence: { record: { amount: 1 } } })),
+      );
+    });
+  });
+
   describe('not_applicable', () => {
     it('when the operation was never needed: cancelled because a dependency did not happen', () => {
       const evaluation = evaluateCriterion(paid, op(S.CANCELLED, { cause: 'dependency_not_done' }));

@@ -40,6 +40,11 @@ export interface OperationForCriterion {
   evidence: Record<string, unknown> | null;
   /** The move that brought it to its status (its cause tells a never-needed operation apart). */
   lastChange: LastStatusChange | null;
+  /**
+   * What was recorded since contradicts its final status (`finalStatusContradicted`: a VERIFIED whose send the provider
+   * rejected, a FAILED the provider acknowledged or a read showed): its commit is unknown.
+   */
+  contradicted?: boolean;
 }
 
 export interface CriterionEvaluation {
@@ -60,6 +65,21 @@ function isFinal(op: OperationForCriterion): boolean {
  * effect, by read-back or by a reviewer.
  */
 export function evaluateCriterion(criterion: Criterion, op: OperationForCriterion | undefined): CriterionEvaluation {
+  const judged = judgeCriterion(criterion, op);
+  // A criterion the status on record would satisfy is not satisfied by a record that is contradicted since: the agent
+  // would act on an effect the provider's own answer (or the source) disputes. It can no longer move, so not pending.
+  if (judged.verdict === 'pass' && op?.contradicted) {
+    return {
+      verdict: 'fail',
+      rationale:
+        `"${criterion.operation}" is ${op.status}, but what was recorded since contradicts it ` +
+        '(the provider answered otherwise, or the source showed otherwise): whether its effect committed is unknown',
+    };
+  }
+  return judged;
+}
+
+function judgeCriterion(criterion: Criterion, op: OperationForCriterion | undefined): CriterionEvaluation {
   if (!op) return { verdict: 'not_applicable', rationale: `no operation "${criterion.operation}" in this execution` };
   if (op.status === OperationStatus.CANCELLED && op.lastChange?.cause === 'dependency_not_done') {
     return {

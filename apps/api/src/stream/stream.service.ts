@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import {
   OperationEntity,
+  contradictedOnRecord,
   findExecution,
   findExecutionWithOperations,
   findLastStatusChanges,
@@ -248,7 +249,13 @@ export class StreamService {
       const op = latest.get(key);
       if (!op) return undefined;
       const lastChange = changes.get(op.id) ?? null;
-      return { status: op.status, verificationMethod: op.verificationMethod, evidence: op.evidence, lastChange };
+      return {
+        status: op.status,
+        verificationMethod: op.verificationMethod,
+        evidence: op.evidence,
+        lastChange,
+        contradicted: contradictedOnRecord(op),
+      };
     };
   }
 
