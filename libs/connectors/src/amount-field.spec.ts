@@ -30,6 +30,18 @@ describe('amountFieldProblem: can an operation of this connector carry a number 
     else expect(problem).toMatch(expected);
   });
 
+  // A schema's shape is a plain object: the names it inherits are no member of the params (readField reads own
+  // members only), so a rule naming one would never apply (a threshold) or refuse every send (a cap).
+  it.each(['constructor', 'toString', '__proto__.x', 'hasOwnProperty', 'payment.valueOf'])(
+    'a name every object inherits (%s) is no field of the params',
+    (path) => {
+      expect(amountFieldProblem(connector('sandbox.payments'), path)).toMatch(/no action of sandbox.payments/);
+      expect(currencyFieldProblem(connector('sandbox.payments'), path)).toMatch(/no action of sandbox.payments/);
+      const nested = z.strictObject({ payment: z.strictObject({ total: z.number() }) });
+      expect(amountFieldProblem(withParams(nested), path)).toMatch(/has a/);
+    },
+  );
+
   it('walks nested objects and optional members; a loose object or a record is open; one action with it is enough', () => {
     const nested = z.strictObject({ payment: z.strictObject({ total: z.number().optional(), note: z.string() }) });
     expect(amountFieldProblem(withParams(nested), 'payment.total')).toBeNull();

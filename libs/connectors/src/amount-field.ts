@@ -38,7 +38,9 @@ function pathKind(schema: z.ZodType, path: string): PathKind {
         ? 'absent'
         : 'open';
     }
-    const member = (at.shape as Record<string, z.ZodType>)[segment];
+    // Own members only, as readField reads the params: the shape inherits `constructor`, `toString`, `__proto__`...
+    const shape = at.shape as Record<string, z.ZodType>;
+    const member = Object.hasOwn(shape, segment) ? shape[segment] : undefined;
     if (!member) {
       // A strict object refuses other members and a plain one drops them: neither can carry one there.
       const catchall = at._zod.def.catchall;
