@@ -52,6 +52,13 @@ describe('URLs written otherwise than they are called', () => {
     `http://hooks.example.com%2E/hook`, // decoded into the same dot
     `http://127.0.0.1.:${port}/hook`, // called as 127.0.0.1
     `http://evil.example./hook`, // not on the allowlist either way: refused for its spelling first
+    // The parser rewrites the host (IDNA mapping, %-escapes): the record would show one host and another be called.
+    `http://hooks.example\u3002com/hook`, // an ideographic full stop, called as hooks.example.com
+    `http://hooks.ex\u00adample.com/hook`, // a soft hyphen (invisible), dropped
+    `http://hooks.ex\u200bample.com/hook`, // a zero-width space, dropped
+    `http://hooks.\uff45xample.com/hook`, // a fullwidth "e"
+    `http://hooks.ex%61mple.com/hook`, // decoded into "a"
+    `http://h\u00f6oks.example.com/hook`, // called as xn--hoks-… (write that)
   ];
 
   it.each(misspelt)('a webhook endpoint at %s is refused (400 url invalid_format), nothing written', async (url) => {

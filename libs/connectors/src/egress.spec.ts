@@ -114,6 +114,26 @@ describe('urlSpellingProblem: a dot at the end of the host', () => {
   ])('takes %s', (url) => expect(urlSpellingProblem(url)).toBeNull());
 });
 
+describe('urlSpellingProblem: a host the parser rewrites', () => {
+  it.each([
+    'http://hooks.example\u3002com/hook', // the parser maps an ideographic full stop to "."
+    'http://hooks.ex\u00adample.com/hook', // and drops a soft hyphen
+    'http://hooks.ex\u200bample.com/hook', // and a zero-width space
+    'https://hooks.\uff45xample.com/hook', // and folds a fullwidth letter
+    'http://hooks.ex%61mple.com/hook', // and decodes an escape
+    'http://b\u00fccher.example/', // and writes a Unicode name in punycode
+    'http://user@b\u00fccher.example:8080/',
+  ])('refuses %s', (url) => expect(urlSpellingProblem(url)).toMatch(/host in ASCII/));
+
+  it.each([
+    'http://xn--bcher-kva.example/',
+    'http://Hooks.Example.COM/hook', // letter case: DNS reads both alike
+    'http://[::FFFF:127.0.0.1]:8080/', // an IPv6 address: judged by its bytes
+    'http://2130706433/', // a numeric host: refused by its own rule (dotted-decimal IPv4 only)
+    'https://hooks.example.com/b\u00fccher?q=\u00fc', // the path and the query are sent escaped, as written
+  ])('takes %s', (url) => expect(urlSpellingProblem(url)).toBeNull());
+});
+
 describe('urlFragmentProblem', () => {
   it('refuses a fragment, an empty one too, and takes a URL without one', () => {
     expect(urlFragmentProblem('https://hooks.example.com/hook#part')).toMatch(/no fragment/);

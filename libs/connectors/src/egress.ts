@@ -194,6 +194,21 @@ export function urlSpellingProblem(raw: string): string | null {
     if (rawHostOf(raw)?.endsWith('.') || parsedHostname(raw)?.endsWith('.')) {
       return 'no dot at the end of the host ("hooks.example.com", not "hooks.example.com."): DNS, the Host header and TLS may read the two as different hosts, while the allowlist takes them for one';
     }
+    // The parser rewrites a name's host (IDNA): it maps "。" to ".", folds fullwidth letters, drops soft hyphens and
+    // zero-width characters, decodes %-escapes and writes Unicode in punycode. "hooks.ex\u00adample.com" would be
+    // shown while hooks.example.com is called. Letter case aside, a name is written as called; an IPv6 address is
+    // judged by its bytes, a numeric host by the dotted-decimal rule (nonCanonicalIpv4).
+    const written = rawHostOf(raw);
+    const called = parsedHostname(raw);
+    if (
+      written !== null &&
+      called !== null &&
+      !written.startsWith('[') &&
+      !nonCanonicalIpv4(raw) &&
+      written.toLowerCase() !== called
+    ) {
+      return `write the host in ASCII as it is called ("${called}"): the URL parser rewrites this one (Unicode, %-escapes, invisible characters), so the URL called would not be the one written`;
+    }
   }
   return null;
 }
