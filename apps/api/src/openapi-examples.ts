@@ -415,6 +415,14 @@ export const PROBLEMS = {
     detail: 'webhook whk_01m8pvhh2eyfvxnkaq1cqt2qvy is disabled; enable it first (POST …/enable)',
     summary: 'The endpoint is disabled: nothing is sent to it',
   },
+  'precondition-failed': {
+    status: 412,
+    title: 'Precondition failed',
+    detail:
+      'the policy changed since the version If-Match names; nothing was written: read it again (GET, its ETag), ' +
+      'apply your change to what it is now, and send it with the new ETag',
+    summary: 'Changed since it was read: the If-Match version is no longer current',
+  },
   'payload-too-large': {
     status: 413,
     title: 'The request body is too large',

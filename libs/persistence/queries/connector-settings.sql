@@ -39,14 +39,24 @@ SELECT name FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $
 SELECT pg_advisory_xact_lock(hashtextextended('tenant_connector_settings' || chr(31) || $1 || chr(31) || $2, 0));
 
 -- snapshot
-SELECT (SELECT jsonb_build_object(
+SELECT snap.s::text AS settings, md5(snap.s::text) AS version FROM (SELECT (SELECT jsonb_build_object(
        'allow_hosts', coalesce(s.allow_hosts, '[]'::jsonb),
        'spending_caps', coalesce(s.spending_caps, '[]'::jsonb),
        'read_back_binding', coalesce(s.read_back_binding, 'declared'),
        'secrets', coalesce((SELECT jsonb_agg(x.name ORDER BY x.name) FROM tenant_connector_secrets x
                             WHERE x.tenant_id = $1 AND x.connector = $2), '[]'::jsonb))
      FROM (VALUES (1)) AS one
-     LEFT JOIN tenant_connector_settings s ON s.tenant_id = $1 AND s.connector = $2)::text AS settings;
+     LEFT JOIN tenant_connector_settings s ON s.tenant_id = $1 AND s.connector = $2) AS s) snap;
+
+-- version
+SELECT md5((SELECT jsonb_build_object(
+       'allow_hosts', coalesce(s.allow_hosts, '[]'::jsonb),
+       'spending_caps', coalesce(s.spending_caps, '[]'::jsonb),
+       'read_back_binding', coalesce(s.read_back_binding, 'declared'),
+       'secrets', coalesce((SELECT jsonb_agg(x.name ORDER BY x.name) FROM tenant_connector_secrets x
+                            WHERE x.tenant_id = $1 AND x.connector = $2), '[]'::jsonb))
+     FROM (VALUES (1)) AS one
+     LEFT JOIN tenant_connector_settings s ON s.tenant_id = $1 AND s.connector = $2)::text) AS version;
 
 -- recordChange
 INSERT INTO admin_changes (id, tenant_id, kind, connector, changed_by, before, after)

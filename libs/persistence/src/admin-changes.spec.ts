@@ -506,7 +506,7 @@ describe('admin change history (real Postgres)', () => {
     const ids = ['chg_zzzzzzzzzzzzzzzzzzzzzzzz', 'chg_mmmmmmmmmmmmmmmmmmmmmmmm', 'chg_000000000000000000000000'];
     for (const [i, id] of ids.entries()) {
       const set = JSON.stringify({ obligationOwner: `owner-${i}` });
-      await rows(db.dataSource.manager, TENANT_POLICY_SQL.updatePolicy, ['ordered', [], set, id, 'key_admin']);
+      await rows(db.dataSource.manager, TENANT_POLICY_SQL.updatePolicy, ['ordered', [], set, id, 'key_admin', null]);
     }
     const listed = await listAdminChanges(db.dataSource.manager, { tenantId: 'ordered', limit: 10 });
     expect(listed.map((r) => r.id)).toEqual([...ids].reverse());

@@ -48,22 +48,43 @@ export const CONNECTOR_SETTINGS_SQL = {
   // Changes of one (tenant, connector)'s settings take turns (a transaction-scoped lock, taken before anything is read),
   // so each history row's `before` is what the change before it left.
   lockChange: `SELECT pg_advisory_xact_lock(hashtextextended('tenant_connector_settings' || chr(31) || $1 || chr(31) || $2, 0))`,
-  // As text: passed back as it is, not through a JavaScript number.
-  snapshot: `SELECT ${SETTINGS_SNAPSHOT}::text AS settings`,
+  // As text: passed back as it is, not through a JavaScript number. With its version (the ETag of the settings): a
+  // digest of that text, so any change of what GET shows changes it, and only that.
+  snapshot: `SELECT snap.s::text AS settings, md5(snap.s::text) AS version FROM (SELECT ${SETTINGS_SNAPSHOT} AS s) snap`,
+  version: `SELECT md5(${SETTINGS_SNAPSHOT}::text) AS version`,
   // $3 the row's id, $4 who, $5 the settings before (the snapshot's text); after: read by this statement.
   recordChange: `INSERT INTO admin_changes (${ADMIN_CHANGE_INSERT_COLUMNS})
      SELECT $3, $1, 'connector_settings', $2, $4, $5::jsonb, ${SETTINGS_SNAPSHOT}`,
 } as const;
 
 /**
+ * A change made against a version of the settings (If-Match) found them at another one: nothing was written.
+ * `current` is the version they are at.
+ */
+export class StaleConnectorSettings extends Error {
+  override readonly name = 'StaleConnectorSettings';
+  constructor(readonly current: string) {
+    super(`the connector settings are at version ${current}`);
+  }
+}
+
+/** The version of a tenant's settings for a connector (what changeConnectorSettings' `ifMatch` names). */
+export async function connectorSettingsVersion(db: Queryable, tenantId: string, connector: string): Promise<string> {
+  const [row] = await rows<{ version: string }>(db, CONNECTOR_SETTINGS_SQL.version, [tenantId, connector]);
+  return row.version;
+}
+
+/**
  * One change of a tenant's settings for a connector, recorded in the history of admin changes in the same
  * transaction: `tx` must be a transaction's manager (the caller's, so what it writes besides commits with the row).
  * Changes of the same connector take turns; the settings are read before `write` and after it, and the row is written
  * with them. Should `write` throw (a refusal, a failed statement), the caller's transaction rolls back: no row.
+ * `ifMatch`: the versions the change was made against (connectorSettingsVersion); the settings at another one throw
+ * StaleConnectorSettings before anything is written.
  */
 export async function changeConnectorSettings<T>(
   tx: Queryable,
-  change: { tenantId: string; connector: string; by: string },
+  change: { tenantId: string; connector: string; by: string; ifMatch?: readonly string[] },
   write: () => Promise<T>,
 ): Promise<T> {
   if (!(tx as Partial<EntityManager>).queryRunner?.isTransactionActive) {
@@ -72,7 +93,15 @@ export async function changeConnectorSettings<T>(
   }
   const { tenantId, connector, by } = change;
   await rows(tx, CONNECTOR_SETTINGS_SQL.lockChange, [tenantId, connector]);
-  const [before] = await rows<{ settings: string }>(tx, CONNECTOR_SETTINGS_SQL.snapshot, [tenantId, connector]);
+  const [before] = await rows<{ settings: string; version: string }>(tx, CONNECTOR_SETTINGS_SQL.snapshot, [
+    tenantId,
+    connector,
+  ]);
+  // Read in the turn, after every change before it committed, and every change takes the turn: the version cannot
+  // move before this one's commit.
+  if (change.ifMatch !== undefined && !change.ifMatch.includes(before.version)) {
+    throw new StaleConnectorSettings(before.version);
+  }
   const result = await write();
   await rows(tx, CONNECTOR_SETTINGS_SQL.recordChange, [tenantId, connector, newId('chg'), by, before.settings]);
   return result;

@@ -39,28 +39,56 @@ function policySnapshotOf(settings: string): string {
   return `jsonb_build_object(${fields.join(', ')})`;
 }
 
+/**
+ * The version of a policy (the `ETag` of `GET /v1/admin/policy`): a digest of its fields as the history records them,
+ * so any change of the policy changes it, and only that (a write of the same values keeps it).
+ */
+function policyVersionOf(settings: string): string {
+  return `md5(${policySnapshotOf(settings)}::text)`;
+}
+
 export const TENANT_POLICY_SQL = {
   settings: `SELECT settings FROM tenants WHERE id = $1`,
+  settingsWithVersion: `SELECT settings, ${policyVersionOf('settings')} AS version FROM tenants WHERE id = $1`,
   // The keys given are set, the keys in $2 dropped, every other setting stays; the history row ($4 its id, $5 who)
   // is written by the same statement. The row is locked first (the subquery), so `before` is the version this
   // statement changes, also when a concurrent change committed while it waited. No tenant row: nothing written.
+  // $6 (If-Match): the versions the change was made against, null for any. The lock re-reads the row a concurrent
+  // change committed, and the version is compared on that one: of two changes made against one version, one is made.
   updatePolicy: `WITH changed AS (
        UPDATE tenants t SET settings = (coalesce(t.settings, '{}'::jsonb) - $2::text[]) || $3::jsonb
-       FROM (SELECT id, settings FROM tenants WHERE id = $1 FOR NO KEY UPDATE) prior
+       FROM (SELECT id, settings FROM tenants
+             WHERE id = $1 AND ($6::text[] IS NULL OR ${policyVersionOf('settings')} = ANY($6::text[]))
+             FOR NO KEY UPDATE) prior
        WHERE t.id = prior.id
-       RETURNING prior.settings AS before, t.settings AS after
+       RETURNING prior.settings AS before, t.settings AS after, ${policyVersionOf('t.settings')} AS version
      ), recorded AS (
        INSERT INTO admin_changes (${ADMIN_CHANGE_INSERT_COLUMNS})
        SELECT $4, $1, 'policy', NULL, $5, ${policySnapshotOf('changed.before')}, ${policySnapshotOf('changed.after')}
        FROM changed
      )
-     SELECT after AS settings FROM changed`,
+     SELECT after AS settings, version FROM changed`,
 } as const;
 
 export async function loadTenantSettings(db: Queryable, tenantId: string): Promise<TenantSettings | null> {
   const [row] = await rows<{ settings: TenantSettings | null }>(db, TENANT_POLICY_SQL.settings, [tenantId]);
   return row ? (row.settings ?? {}) : null;
 }
+
+/** The tenant's settings and the version of its policy (null: no tenant). */
+export async function loadTenantPolicy(
+  db: Queryable,
+  tenantId: string,
+): Promise<{ settings: TenantSettings; version: string } | null> {
+  const [row] = await rows<{ settings: TenantSettings | null; version: string }>(
+    db,
+    TENANT_POLICY_SQL.settingsWithVersion,
+    [tenantId],
+  );
+  return row ? { settings: row.settings ?? {}, version: row.version } : null;
+}
+
+type PolicyChange = { set: TenantPolicySettings; remove: (keyof TenantPolicySettings)[]; by: string };
 
 /**
  * One statement: the keys given are set, the keys in `remove` are dropped, every other setting stays (a concurrent
@@ -70,15 +98,32 @@ export async function loadTenantSettings(db: Queryable, tenantId: string): Promi
 export async function updateTenantPolicy(
   db: Queryable,
   tenantId: string,
-  input: { set: TenantPolicySettings; remove: (keyof TenantPolicySettings)[]; by: string },
+  input: PolicyChange,
 ): Promise<TenantSettings | null> {
+  const changed = await changeTenantPolicy(db, tenantId, input);
+  return 'settings' in changed ? changed.settings : null;
+}
+
+/**
+ * updateTenantPolicy, made only if the policy is still at one of `ifMatch` (its versions, as loadTenantPolicy gives
+ * them; undefined: whatever it is) when the statement locks it. `stale`: it was not, nothing was written; `not_found`:
+ * no such tenant. The settings as written and their version otherwise.
+ */
+export async function changeTenantPolicy(
+  db: Queryable,
+  tenantId: string,
+  input: PolicyChange & { ifMatch?: readonly string[] },
+): Promise<{ settings: TenantSettings; version: string } | { refused: 'not_found' | 'stale' }> {
   const set = { ...input.set, policyUpdatedAt: new Date().toISOString(), policyUpdatedBy: input.by };
-  const [row] = await rows<{ settings: TenantSettings }>(db, TENANT_POLICY_SQL.updatePolicy, [
+  const [row] = await rows<{ settings: TenantSettings; version: string }>(db, TENANT_POLICY_SQL.updatePolicy, [
     tenantId,
     input.remove,
     JSON.stringify(set),
     newId('chg'),
     input.by,
+    input.ifMatch ?? null,
   ]);
-  return row?.settings ?? null;
+  if (row) return { settings: row.settings, version: row.version };
+  if (input.ifMatch === undefined) return { refused: 'not_found' };
+  return { refused: (await loadTenantPolicy(db, tenantId)) ? 'stale' : 'not_found' };
 }

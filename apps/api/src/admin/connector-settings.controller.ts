@@ -1,7 +1,10 @@
-import { Delete, Get, HttpCode, Param, Put } from '@nestjs/common';
+import { Delete, Get, HttpCode, Param, Put, Req, Res } from '@nestjs/common';
+import { ApiHeader } from '@nestjs/swagger';
 import { ConnectorSettingsInput, ConnectorSettingsInputSchema } from '@verity/connectors';
+import type { Request, Response } from 'express';
 import { z } from 'zod';
 import { CurrentPrincipal, Principal } from '../auth/principal';
+import { IF_MATCH_HEADER, VERSION_ETAG, ifMatchOf, setETag } from '../http/if-match';
 import { JsonBody } from '../http/parse';
 import { CONNECTOR_SETTINGS_EXAMPLE } from '../openapi-examples';
 import { ApiEndpoint } from '../openapi';
@@ -31,10 +34,16 @@ export class ConnectorSettingsController {
     id: 'getConnectorSettings',
     summary: 'One connector’s settings for this tenant (secret names only)',
     params: [CONNECTOR],
-    response: { schema: ConnectorSettingsView },
+    response: { schema: ConnectorSettingsView, headers: VERSION_ETAG },
   })
-  get(@CurrentPrincipal() principal: Principal, @Param('connector') connector: string) {
-    return this.settings.get(principal, connector);
+  async get(
+    @CurrentPrincipal() principal: Principal,
+    @Param('connector') connector: string,
+    @Res({ passthrough: true }) res: Response,
+  ) {
+    const { view, version } = await this.settings.get(principal, connector);
+    setETag(res, version);
+    return view;
   }
 
   @Put(':connector')
@@ -44,7 +53,8 @@ export class ConnectorSettingsController {
     description:
       'Each field given replaces that setting and a field left out is kept. `secrets` merge by name: a value sets ' +
       'the secret, null deletes it. A body that names no setting (`{}`, or only `"secrets": {}`) is refused (400, ' +
-      'rule `no_change`). Secret values are never returned by any endpoint.',
+      'rule `no_change`). Secret values are never returned by any endpoint. With `If-Match` (the ETag of a GET), ' +
+      'the change is made only if the settings are still that version (412 `precondition-failed` otherwise).',
     params: [CONNECTOR],
     body: {
       schema: ConnectorSettingsInputSchema,
@@ -53,15 +63,20 @@ export class ConnectorSettingsController {
         value: CONNECTOR_SETTINGS_EXAMPLE,
       },
     },
-    response: { schema: ConnectorSettingsView },
-    problems: ['validation-error'],
+    response: { schema: ConnectorSettingsView, headers: VERSION_ETAG },
+    problems: ['validation-error', 'precondition-failed'],
   })
-  put(
+  @ApiHeader(IF_MATCH_HEADER)
+  async put(
     @CurrentPrincipal() principal: Principal,
     @Param('connector') connector: string,
+    @Req() req: Request,
+    @Res({ passthrough: true }) res: Response,
     @JsonBody(ConnectorSettingsInputSchema) input: ConnectorSettingsInput,
   ) {
-    return this.settings.put(principal, connector, input);
+    const { view, version } = await this.settings.put(principal, connector, input, ifMatchOf(req));
+    setETag(res, version);
+    return view;
   }
 
   @Delete(':connector')
@@ -71,9 +86,11 @@ export class ConnectorSettingsController {
     summary: 'Remove every setting and secret of this connector for this tenant',
     params: [CONNECTOR],
     response: { status: 204, description: 'Removed (or there was nothing to remove)' },
+    problems: ['validation-error', 'precondition-failed'],
   })
-  async clear(@CurrentPrincipal() principal: Principal, @Param('connector') connector: string) {
-    await this.settings.clear(principal, connector);
+  @ApiHeader(IF_MATCH_HEADER)
+  async clear(@CurrentPrincipal() principal: Principal, @Param('connector') connector: string, @Req() req: Request) {
+    await this.settings.clear(principal, connector, ifMatchOf(req));
   }
 
   @Delete(':connector/secrets/:name')
@@ -83,12 +100,15 @@ export class ConnectorSettingsController {
     summary: 'Delete one secret',
     params: [CONNECTOR, { name: 'name', description: 'secret name' }],
     response: { status: 204, description: 'Deleted' },
+    problems: ['validation-error', 'precondition-failed'],
   })
+  @ApiHeader(IF_MATCH_HEADER)
   async deleteSecret(
     @CurrentPrincipal() principal: Principal,
     @Param('connector') connector: string,
     @Param('name') name: string,
+    @Req() req: Request,
   ) {
-    await this.settings.deleteSecret(principal, connector, name);
+    await this.settings.deleteSecret(principal, connector, name, ifMatchOf(req));
   }
 }

@@ -5,10 +5,12 @@ import {
   CapUsage,
   SPENDING_PERIOD_SECONDS,
   SecretsCipher,
+  StaleConnectorSettings,
   backfillSpend,
   changeConnectorSettings,
   clearConnectorSettings,
   connectorSettingsMeta,
+  connectorSettingsVersion,
   deleteConnectorSecret,
   loadConnectorSettings,
   lockSpendingCaps,
@@ -22,6 +24,7 @@ import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, tenantPrivateEgress } from
 import { DEFAULT_CURRENCY_FIELD } from '@verity/status-model';
 import { DataSource, EntityManager } from 'typeorm';
 import type { Principal } from '../auth/principal';
+import { preconditionFailed } from '../http/if-match';
 import { FieldError, Problem } from '../problem/problem';
 import { ConnectorSettingsViewOf } from './connector-settings.schema';
 
@@ -43,16 +46,23 @@ export class ConnectorSettingsService {
     return { data };
   }
 
-  async get(principal: Principal, connectorName: string): Promise<ConnectorSettingsViewOf> {
+  /**
+   * The settings and their version (the ETag an If-Match names). The version is read first: should a change commit
+   * between the reads, it is the older one, so a change based on what is shown is refused (412), never taken.
+   */
+  async get(principal: Principal, connectorName: string): Promise<{ view: ConnectorSettingsViewOf; version: string }> {
     this.connector(connectorName);
-    return this.view(this.db.manager, principal, connectorName);
+    const version = await connectorSettingsVersion(this.db.manager, principal.tenantId, connectorName);
+    return { view: await this.view(this.db.manager, principal, connectorName), version };
   }
 
+  /** `ifMatch`: the versions the change was made against (undefined: any); another one is 412, nothing written. */
   async put(
     principal: Principal,
     connectorName: string,
     input: ConnectorSettingsInput,
-  ): Promise<ConnectorSettingsViewOf> {
+    ifMatch?: readonly string[],
+  ): Promise<{ view: ConnectorSettingsViewOf; version: string }> {
     const connector = this.connector(connectorName);
     const errors: FieldError[] = [];
     if (input.allow_hosts !== undefined && !connector.settings?.allowHosts) {
@@ -99,23 +109,28 @@ export class ConnectorSettingsService {
     }
     if (errors.length > 0) throw Problem.validation(errors);
 
-    const view = await transaction(this.db, async (tx) => {
-      // Held until the commit: a send that checks the settings waits for this change, so none commits from the settings
-      // before it unseen by the backfill below (lockSpendingCaps).
-      await lockSpendingCaps(tx, principal.tenantId, connectorName);
-      await changeConnectorSettings(tx, this.change(principal, connectorName), async () => {
-        await upsertConnectorSettings(tx, principal.tenantId, connectorName, {
-          allowHosts: input.allow_hosts,
-          spendingCaps: input.spending_caps,
-          readBackBinding: input.read_back_binding,
-          by: principal.keyId,
+    const { view, version } = await this.stale(
+      transaction(this.db, async (tx) => {
+        // Held until the commit: a send that checks the settings waits for this change, so none commits from the settings
+        // before it unseen by the backfill below (lockSpendingCaps).
+        await lockSpendingCaps(tx, principal.tenantId, connectorName);
+        await changeConnectorSettings(tx, this.change(principal, connectorName, ifMatch), async () => {
+          await upsertConnectorSettings(tx, principal.tenantId, connectorName, {
+            allowHosts: input.allow_hosts,
+            spendingCaps: input.spending_caps,
+            readBackBinding: input.read_back_binding,
+            by: principal.keyId,
+          });
+          await this.writeSecrets(tx, principal, connectorName, input.secrets ?? {});
         });
-        await this.writeSecrets(tx, principal, connectorName, input.secrets ?? {});
-      });
-      const longest = Math.max(0, ...(input.spending_caps ?? []).map((c) => SPENDING_PERIOD_SECONDS[c.period]));
-      if (longest > 0) await backfillSpend(tx, principal.tenantId, connectorName, longest);
-      return this.view(tx, principal, connectorName);
-    });
+        const longest = Math.max(0, ...(input.spending_caps ?? []).map((c) => SPENDING_PERIOD_SECONDS[c.period]));
+        if (longest > 0) await backfillSpend(tx, principal.tenantId, connectorName, longest);
+        return {
+          view: await this.view(tx, principal, connectorName),
+          version: await connectorSettingsVersion(tx, principal.tenantId, connectorName),
+        };
+      }),
+    );
     this.logger.info(
       {
         tenantId: principal.tenantId,
@@ -128,35 +143,54 @@ export class ConnectorSettingsService {
       },
       'connector settings updated',
     );
-    return view;
+    return { view, version };
   }
 
-  async deleteSecret(principal: Principal, connectorName: string, name: string): Promise<void> {
+  async deleteSecret(
+    principal: Principal,
+    connectorName: string,
+    name: string,
+    ifMatch?: readonly string[],
+  ): Promise<void> {
     this.connector(connectorName);
     // A secret that is not there is a 404, which rolls the transaction back: nothing recorded.
-    await transaction(this.db, (tx) =>
-      changeConnectorSettings(tx, this.change(principal, connectorName), async () => {
-        const deleted = await deleteConnectorSecret(tx, principal.tenantId, connectorName, name);
-        if (!deleted) throw Problem.notFound('Secret', name);
-      }),
+    await this.stale(
+      transaction(this.db, (tx) =>
+        changeConnectorSettings(tx, this.change(principal, connectorName, ifMatch), async () => {
+          const deleted = await deleteConnectorSecret(tx, principal.tenantId, connectorName, name);
+          if (!deleted) throw Problem.notFound('Secret', name);
+        }),
+      ),
     );
     this.logger.info({ tenantId: principal.tenantId, connector: connectorName, secretName: name }, 'secret deleted');
   }
 
   /** Everything for this connector goes: allowlist, caps and secrets (the spending ledger stays: it is history). */
-  async clear(principal: Principal, connectorName: string): Promise<void> {
+  async clear(principal: Principal, connectorName: string, ifMatch?: readonly string[]): Promise<void> {
     this.connector(connectorName);
-    await transaction(this.db, (tx) =>
-      changeConnectorSettings(tx, this.change(principal, connectorName), () =>
-        clearConnectorSettings(tx, principal.tenantId, connectorName),
+    await this.stale(
+      transaction(this.db, (tx) =>
+        changeConnectorSettings(tx, this.change(principal, connectorName, ifMatch), () =>
+          clearConnectorSettings(tx, principal.tenantId, connectorName),
+        ),
       ),
     );
     this.logger.info({ tenantId: principal.tenantId, connector: connectorName }, 'connector settings cleared');
   }
 
   /** Every write is recorded in the history of admin changes (GET /v1/admin/changes), in its own transaction. */
-  private change(principal: Principal, connector: string) {
-    return { tenantId: principal.tenantId, connector, by: principal.keyId };
+  private change(principal: Principal, connector: string, ifMatch: readonly string[] | undefined) {
+    return { tenantId: principal.tenantId, connector, by: principal.keyId, ifMatch };
+  }
+
+  /** A change refused because the settings are no longer at the If-Match version (rolled back): 412. */
+  private async stale<T>(change: Promise<T>): Promise<T> {
+    try {
+      return await change;
+    } catch (error) {
+      if (error instanceof StaleConnectorSettings) throw preconditionFailed('the connector settings');
+      throw error;
+    }
   }
 
   private connector(name: string) {

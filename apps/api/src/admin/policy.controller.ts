@@ -1,5 +1,8 @@
-import { Get, Put } from '@nestjs/common';
+import { Get, Put, Req, Res } from '@nestjs/common';
+import { ApiHeader } from '@nestjs/swagger';
+import type { Request, Response } from 'express';
 import { CurrentPrincipal, Principal } from '../auth/principal';
+import { IF_MATCH_HEADER, VERSION_ETAG, ifMatchOf, setETag } from '../http/if-match';
 import { JsonBody } from '../http/parse';
 import { POLICY_EXAMPLE } from '../openapi-examples';
 import { ApiEndpoint } from '../openapi';
@@ -16,11 +19,13 @@ export class PolicyController {
   @ApiEndpoint({
     id: 'getPolicy',
     summary: 'The policy in force for this tenant (its values, and the defaults where it set none)',
-    response: { schema: PolicyView },
+    response: { schema: PolicyView, headers: VERSION_ETAG },
     problems: ['not-found'],
   })
-  get(@CurrentPrincipal() principal: Principal) {
-    return this.policy.get(principal);
+  async get(@CurrentPrincipal() principal: Principal, @Res({ passthrough: true }) res: Response) {
+    const { view, version } = await this.policy.get(principal);
+    setETag(res, version);
+    return view;
   }
 
   @Put()
@@ -30,15 +35,25 @@ export class PolicyController {
     description:
       'Each field given replaces that setting, a field left out is kept, null resets it to the default; a body ' +
       'that names no field is refused (400, rule `no_change`). ' +
-      'Applies to obligations created and approvals planned from now on.',
+      'Applies to obligations created and approvals planned from now on. With `If-Match` (the ETag of a GET), the ' +
+      'change is made only if the policy is still that version (412 `precondition-failed` otherwise, nothing ' +
+      'written): two admins editing at once cannot undo each other without a word.',
     body: {
       schema: PolicyInputSchema,
       example: { summary: 'Owner, escalation, due times, a rule', value: POLICY_EXAMPLE },
     },
-    response: { schema: PolicyView },
-    problems: ['validation-error', 'not-found'],
+    response: { schema: PolicyView, headers: VERSION_ETAG },
+    problems: ['validation-error', 'not-found', 'precondition-failed'],
   })
-  put(@CurrentPrincipal() principal: Principal, @JsonBody(PolicyInputSchema) input: PolicyInput) {
-    return this.policy.put(principal, input);
+  @ApiHeader(IF_MATCH_HEADER)
+  async put(
+    @CurrentPrincipal() principal: Principal,
+    @Req() req: Request,
+    @Res({ passthrough: true }) res: Response,
+    @JsonBody(PolicyInputSchema) input: PolicyInput,
+  ) {
+    const { view, version } = await this.policy.put(principal, input, ifMatchOf(req));
+    setETag(res, version);
+    return view;
   }
 }

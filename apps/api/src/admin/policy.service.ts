@@ -6,13 +6,14 @@ import {
   DEFAULT_ESCALATION_TARGET,
   TenantPolicySettings,
   TenantSettings,
-  loadTenantSettings,
-  updateTenantPolicy,
+  changeTenantPolicy,
+  loadTenantPolicy,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { ApprovalRule, DEFAULT_AMOUNT_FIELD, DEFAULT_CURRENCY_FIELD, tenantApprovalRules } from '@verity/status-model';
 import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
+import { preconditionFailed } from '../http/if-match';
 import { FieldError, Problem } from '../problem/problem';
 import { PolicyInput, PolicyViewOf } from './policy.schema';
 
@@ -26,13 +27,22 @@ export class PolicyService {
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
-  async get(principal: Principal): Promise<PolicyViewOf> {
-    const settings = await loadTenantSettings(this.db.manager, principal.tenantId);
-    if (!settings) throw Problem.notFound('Tenant', principal.tenantId);
-    return this.view(settings);
+  /** The policy in force, and its version (the ETag a PUT's If-Match names). */
+  async get(principal: Principal): Promise<{ view: PolicyViewOf; version: string }> {
+    const found = await loadTenantPolicy(this.db.manager, principal.tenantId);
+    if (!found) throw Problem.notFound('Tenant', principal.tenantId);
+    return { view: this.view(found.settings), version: found.version };
   }
 
-  async put(principal: Principal, input: PolicyInput): Promise<PolicyViewOf> {
+  /**
+   * `ifMatch`: the versions the change was made against (undefined: any). The statement that writes compares them, so
+   * of two admins who read one version and change it at once, the second gets 412 instead of undoing the first.
+   */
+  async put(
+    principal: Principal,
+    input: PolicyInput,
+    ifMatch?: readonly string[],
+  ): Promise<{ view: PolicyViewOf; version: string }> {
     const errors: FieldError[] = [];
     (input.approval_rules ?? []).forEach((rule, i) => {
       const connector = this.connectors.get(rule.connector);
@@ -76,17 +86,22 @@ export class PolicyService {
     // Rules replace the older single threshold (GET showed it as a rule, so a read-modify-write keeps it).
     if (input.approval_rules !== undefined) remove.push('approvalAmountAbove');
 
-    const settings = await updateTenantPolicy(this.db.manager, principal.tenantId, {
+    const changed = await changeTenantPolicy(this.db.manager, principal.tenantId, {
       set,
       remove,
       by: principal.keyId,
+      ifMatch,
     });
-    if (!settings) throw Problem.notFound('Tenant', principal.tenantId);
+    if ('refused' in changed) {
+      if (changed.refused === 'stale') throw preconditionFailed('the policy');
+      throw Problem.notFound('Tenant', principal.tenantId);
+    }
+    const { settings, version } = changed;
     this.logger.info(
       { tenantId: principal.tenantId, by: principal.keyId, set: Object.keys(set), reset: remove },
       'tenant policy updated',
     );
-    return this.view(settings);
+    return { view: this.view(settings), version };
   }
 
   /** What is in force: the tenant's values, and the defaults where it set none. */

@@ -372,7 +372,7 @@ export interface paths {
     get: operations['getConnectorSettings'];
     /**
      * Set a connector’s settings
-     * @description Each field given replaces that setting and a field left out is kept. `secrets` merge by name: a value sets the secret, null deletes it. A body that names no setting (`{}`, or only `"secrets": {}`) is refused (400, rule `no_change`). Secret values are never returned by any endpoint.
+     * @description Each field given replaces that setting and a field left out is kept. `secrets` merge by name: a value sets the secret, null deletes it. A body that names no setting (`{}`, or only `"secrets": {}`) is refused (400, rule `no_change`). Secret values are never returned by any endpoint. With `If-Match` (the ETag of a GET), the change is made only if the settings are still that version (412 `precondition-failed` otherwise).
      */
     put: operations['setConnectorSettings'];
     post?: never;
@@ -411,7 +411,7 @@ export interface paths {
     get: operations['getPolicy'];
     /**
      * Set the tenant policy
-     * @description Each field given replaces that setting, a field left out is kept, null resets it to the default; a body that names no field is refused (400, rule `no_change`). Applies to obligations created and approvals planned from now on.
+     * @description Each field given replaces that setting, a field left out is kept, null resets it to the default; a body that names no field is refused (400, rule `no_change`). Applies to obligations created and approvals planned from now on. With `If-Match` (the ETag of a GET), the change is made only if the policy is still that version (412 `precondition-failed` otherwise, nothing written): two admins editing at once cannot undo each other without a word.
      */
     put: operations['setPolicy'];
     post?: never;
@@ -1134,6 +1134,7 @@ export interface components {
         | 'https://verity.dev/problems/illegal-transition'
         | 'https://verity.dev/problems/webhook-limit'
         | 'https://verity.dev/problems/endpoint-disabled'
+        | 'https://verity.dev/problems/precondition-failed'
         | 'https://verity.dev/problems/payload-too-large'
         | 'https://verity.dev/problems/unsupported-media-type'
         | 'https://verity.dev/problems/idempotency-key-reused'
@@ -1354,6 +1355,15 @@ export interface components {
     };
     /** @description Conflict with the current state; the problem names the rule */
     Problem409: {
+      headers: {
+        [name: string]: unknown;
+      };
+      content: {
+        'application/problem+json': components['schemas']['Problem'];
+      };
+    };
+    /** @description The resource changed since the version If-Match names; nothing was written */
+    Problem412: {
       headers: {
         [name: string]: unknown;
       };
@@ -2098,6 +2108,8 @@ export interface operations {
     responses: {
       200: {
         headers: {
+          /** @description the version of what is shown: send it as `If-Match` to change it only if it is still this one */
+          ETag: string;
           [name: string]: unknown;
         };
         content: {
@@ -2115,7 +2127,10 @@ export interface operations {
   setConnectorSettings: {
     parameters: {
       query?: never;
-      header?: never;
+      header?: {
+        /** @description the ETag of the GET the change is based on: made only if the resource is still that version, else 412 `precondition-failed` and nothing is written (without it, the last change wins) */
+        'If-Match'?: string;
+      };
       path: {
         /** @description connector name, e.g. http or sandbox.sms */
         connector: string;
@@ -2157,6 +2172,8 @@ export interface operations {
     responses: {
       200: {
         headers: {
+          /** @description the version of what is shown: send it as `If-Match` to change it only if it is still this one */
+          ETag: string;
           [name: string]: unknown;
         };
         content: {
@@ -2168,6 +2185,7 @@ export interface operations {
       403: components['responses']['Problem403'];
       404: components['responses']['Problem404'];
       408: components['responses']['Problem408'];
+      412: components['responses']['Problem412'];
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
@@ -2177,7 +2195,10 @@ export interface operations {
   clearConnectorSettings: {
     parameters: {
       query?: never;
-      header?: never;
+      header?: {
+        /** @description the ETag of the GET the change is based on: made only if the resource is still that version, else 412 `precondition-failed` and nothing is written (without it, the last change wins) */
+        'If-Match'?: string;
+      };
       path: {
         /** @description connector name, e.g. http or sandbox.sms */
         connector: string;
@@ -2198,6 +2219,7 @@ export interface operations {
       403: components['responses']['Problem403'];
       404: components['responses']['Problem404'];
       408: components['responses']['Problem408'];
+      412: components['responses']['Problem412'];
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
@@ -2207,7 +2229,10 @@ export interface operations {
   deleteConnectorSecret: {
     parameters: {
       query?: never;
-      header?: never;
+      header?: {
+        /** @description the ETag of the GET the change is based on: made only if the resource is still that version, else 412 `precondition-failed` and nothing is written (without it, the last change wins) */
+        'If-Match'?: string;
+      };
       path: {
         /** @description connector name, e.g. http or sandbox.sms */
         connector: string;
@@ -2230,6 +2255,7 @@ export interface operations {
       403: components['responses']['Problem403'];
       404: components['responses']['Problem404'];
       408: components['responses']['Problem408'];
+      412: components['responses']['Problem412'];
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
@@ -2247,6 +2273,8 @@ export interface operations {
     responses: {
       200: {
         headers: {
+          /** @description the version of what is shown: send it as `If-Match` to change it only if it is still this one */
+          ETag: string;
           [name: string]: unknown;
         };
         content: {
@@ -2264,7 +2292,10 @@ export interface operations {
   setPolicy: {
     parameters: {
       query?: never;
-      header?: never;
+      header?: {
+        /** @description the ETag of the GET the change is based on: made only if the resource is still that version, else 412 `precondition-failed` and nothing is written (without it, the last change wins) */
+        'If-Match'?: string;
+      };
       path?: never;
       cookie?: never;
     };
@@ -2299,6 +2330,8 @@ export interface operations {
     responses: {
       200: {
         headers: {
+          /** @description the version of what is shown: send it as `If-Match` to change it only if it is still this one */
+          ETag: string;
           [name: string]: unknown;
         };
         content: {
@@ -2310,6 +2343,7 @@ export interface operations {
       403: components['responses']['Problem403'];
       404: components['responses']['Problem404'];
       408: components['responses']['Problem408'];
+      412: components['responses']['Problem412'];
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];

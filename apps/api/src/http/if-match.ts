@@ -1,0 +1,62 @@
+import type { Request, Response } from 'express';
+import { Problem } from '../problem/problem';
+
+/** An entity tag (RFC 9110 §8.8.3): strong, or weak with `W/`. */
+const ENTITY_TAG = /^(W\/)?"[\x21\x23-\x7e]*"$/;
+
+/** The `ETag` of a resource's answers, in the OpenAPI document. */
+export const VERSION_ETAG = {
+  ETag: {
+    description: 'the version of what is shown: send it as `If-Match` to change it only if it is still this one',
+    required: true,
+    schema: { type: 'string' as const },
+  },
+};
+
+/** The `If-Match` request header, in the OpenAPI document. */
+export const IF_MATCH_HEADER = {
+  name: 'If-Match',
+  required: false,
+  description:
+    'the ETag of the GET the change is based on: made only if the resource is still that version, else 412 ' +
+    '`precondition-failed` and nothing is written (without it, the last change wins)',
+};
+
+/** Sets the `ETag` of a version of a resource (the one a later If-Match names). */
+export function setETag(res: Pick<Response, 'setHeader'>, version: string): void {
+  res.setHeader('etag', `"${version}"`);
+}
+
+/**
+ * The versions a request's If-Match header names (RFC 9110 §13.1.1): undefined without one, or with `*` (the settings
+ * always exist: it asks nothing). Compared strongly: a weak tag (`W/"…"`) matches no version. A header that is no list
+ * of entity tags is 400 naming it, never taken for "no precondition".
+ */
+export function ifMatchOf(req: Pick<Request, 'headers'>): string[] | undefined {
+  const raw = req.headers['if-match'];
+  if (raw === undefined) return undefined;
+  const value = (Array.isArray(raw) ? raw.join(', ') : raw).trim();
+  if (value === '*') return undefined;
+  const tags = value.split(',').map((tag) => tag.trim());
+  if (!tags.every((tag) => ENTITY_TAG.test(tag))) {
+    throw Problem.validation([
+      {
+        field: 'If-Match',
+        rule: 'invalid_format',
+        message: 'the ETag of a GET (e.g. "5d41402abc4b2a76b9719d911017c592"), several separated by commas, or *',
+      },
+    ]);
+  }
+  return tags.filter((tag) => !tag.startsWith('W/')).map((tag) => tag.slice(1, -1));
+}
+
+/** 412: the resource is no longer at a version the request was made against; nothing was written. */
+export function preconditionFailed(what: string): Problem {
+  return new Problem(
+    412,
+    'precondition-failed',
+    'Precondition failed',
+    `${what} changed since the version If-Match names; nothing was written: read it again (GET, its ETag), ` +
+      'apply your change to what it is now, and send it with the new ETag',
+  );
+}
