@@ -1,0 +1,128 @@
+import { ExecutionStatus } from '@verity/status-model';
+import { insertTestExecution } from '../../../test/support/fixtures';
+import { useTestDatabase } from '../../../test/support/test-database';
+import { SecretsCipher } from './secrets-cipher';
+import { TransitionService } from './transition.service';
+import {
+  createWebhookEndpoint,
+  deleteWebhookEndpoint,
+  listWebhookDeliveries,
+  loadDeliveryToSend,
+  recordWebhookAttempt,
+  redeliverWebhook,
+  scanWebhookOutbox,
+} from './webhooks';
+
+/**
+ * Two admins act on one delivery at once, or one deletes the endpoint while the delivery worker is sending to it. A
+ * redelivery is a new round: a job (or an attempt in flight) of an older round sends nothing more and writes nothing,
+ * so two redeliveries at once make one send after them, and a delete while a send is in flight leaves no row behind.
+ */
+describe('webhook redeliveries and deletes racing the delivery worker (real Postgres)', () => {
+  const db = useTestDatabase('whredeliver', ['acme', 'other']);
+  const cipher = new SecretsCipher(undefined);
+  const transitions = new TransitionService();
+
+  async function endpointWithDelivery(tenantId: string) {
+    const { endpoint } = (await createWebhookEndpoint(db.dataSource, cipher, {
+      tenantId,
+      url: 'http://127.0.0.1:9/hook',
+      events: ['execution.finished'],
+      createdBy: 'key_admin',
+    }))!;
+    const executionId = await insertTestExecution(db.dataSource.manager, tenantId, { operations: [] });
+    await transitions.execution(db.dataSource.manager, {
+      executionId,
+      from: ExecutionStatus.CREATED,
+      to: ExecutionStatus.FAILED,
+    });
+    // Scans until the outbox has passed the event (a transaction elsewhere on the cluster may hold it back a moment).
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      await scanWebhookOutbox(db.dataSource, 100);
+      const [delivery] = await listWebhookDeliveries(db.dataSource.manager, {
+        tenantId,
+        endpointId: endpoint.id,
+        limit: 1,
+      });
+      if (delivery) return { endpointId: endpoint.id, delivery };
+      if (Date.now() > deadline) throw new Error('the outbox did not announce the execution');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  const ok = { ok: true as const, status: 204 };
+
+  it('two redeliveries at once: each a round of its own; only the last one sends, an older round writes nothing', async () => {
+    const { endpointId, delivery } = await endpointWithDelivery('acme');
+    expect(
+      await recordWebhookAttempt(db.dataSource, {
+        deliveryId: delivery.id,
+        round: 0,
+        outcome: ok,
+        final: true,
+        disableAfter: 5,
+      }),
+    ).toEqual({ state: 'delivered' });
+
+    const both = await Promise.all(
+      [1, 2].map(() =>
+        redeliverWebhook(db.dataSource.manager, { tenantId: 'acme', endpointId, deliveryId: delivery.id }),
+      ),
+    );
+    const rounds = both.map((r) => ('delivery' in r ? r.delivery.round : null)).sort();
+    expect(rounds).toEqual([1, 2]);
+
+    // The first round's job finds a newer round: it sends nothing.
+    expect((await loadDeliveryToSend(db.dataSource.manager, cipher, delivery.id, 1))?.skip).toBe('older_round');
+    expect((await loadDeliveryToSend(db.dataSource.manager, cipher, delivery.id, 2))?.skip).toBeNull();
+    // A send of the first round that was already in flight when the second came: its answer writes nothing.
+    expect(
+      await recordWebhookAttempt(db.dataSource, {
+        deliveryId: delivery.id,
+        round: 1,
+        outcome: ok,
+        final: true,
+        disableAfter: 5,
+      }),
+    ).toEqual({ state: 'stale' });
+    const [pending] = await listWebhookDeliveries(db.dataSource.manager, { tenantId: 'acme', endpointId, limit: 1 });
+    expect(pending).toMatchObject({ id: delivery.id, status: 'pending', round: 2, attempts: 1 });
+    expect(
+      await recordWebhookAttempt(db.dataSource, {
+        deliveryId: delivery.id,
+        round: 2,
+        outcome: ok,
+        final: true,
+        disableAfter: 5,
+      }),
+    ).toEqual({ state: 'delivered' });
+
+    // Another tenant cannot redeliver it, through its id or through an endpoint of its own.
+    expect(
+      await redeliverWebhook(db.dataSource.manager, { tenantId: 'other', endpointId, deliveryId: delivery.id }),
+    ).toEqual({ refused: 'not_found' });
+  });
+
+  it('an endpoint deleted while a send is in flight: the answer writes nothing, counts no failure, tells nobody', async () => {
+    const { endpointId, delivery } = await endpointWithDelivery('other');
+    const toSend = await loadDeliveryToSend(db.dataSource.manager, cipher, delivery.id, 0);
+    expect(toSend?.skip).toBeNull();
+    expect(
+      await deleteWebhookEndpoint(db.dataSource.manager, { tenantId: 'other', id: endpointId, by: 'key_admin' }),
+    ).toBe(true);
+    // The last attempt failed: had the endpoint still been there, it would count towards disabling it.
+    const recorded = await recordWebhookAttempt(db.dataSource, {
+      deliveryId: delivery.id,
+      round: 0,
+      outcome: { ok: false, status: 500, error: 'the endpoint answered 500' },
+      final: true,
+      disableAfter: 1,
+    });
+    expect(recorded).toEqual({ state: 'stale' });
+    expect(await loadDeliveryToSend(db.dataSource.manager, cipher, delivery.id, 0)).toBeNull();
+    expect(await db.dataSource.query(`SELECT id FROM webhook_deliveries WHERE endpoint_id = $1`, [endpointId])).toEqual(
+      [],
+    );
+  });
+});
