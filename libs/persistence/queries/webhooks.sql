@@ -128,7 +128,8 @@ UPDATE webhook_deliveries SET status = $3, attempts = attempts + 1, last_attempt
        RETURNING endpoint_id, tenant_id;
 
 -- resetFailures
-UPDATE webhook_endpoints SET consecutive_failures = 0 WHERE id = $1 AND consecutive_failures <> 0;
+UPDATE webhook_endpoints SET consecutive_failures = 0
+       WHERE id = $1 AND consecutive_failures <> 0 AND disabled_at IS NULL;
 
 -- countFailure
 UPDATE webhook_endpoints SET consecutive_failures = consecutive_failures + 1,

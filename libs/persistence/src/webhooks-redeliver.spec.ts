@@ -19,36 +19,44 @@ import {
  * so two redeliveries at once make one send after them, and a delete while a send is in flight leaves no row behind.
  */
 describe('webhook redeliveries and deletes racing the delivery worker (real Postgres)', () => {
-  const db = useTestDatabase('whredeliver', ['acme', 'other']);
+  const db = useTestDatabase('whredeliver', ['acme', 'other', 'third']);
   const cipher = new SecretsCipher(undefined);
   const transitions = new TransitionService();
 
-  async function endpointWithDelivery(tenantId: string) {
+  /** An endpoint of the tenant and `count` deliveries to it (executions that ended), oldest first. */
+  async function endpointWithDeliveries(tenantId: string, count: number) {
     const { endpoint } = (await createWebhookEndpoint(db.dataSource, cipher, {
       tenantId,
       url: 'http://127.0.0.1:9/hook',
       events: ['execution.finished'],
       createdBy: 'key_admin',
     }))!;
-    const executionId = await insertTestExecution(db.dataSource.manager, tenantId, { operations: [] });
-    await transitions.execution(db.dataSource.manager, {
-      executionId,
-      from: ExecutionStatus.CREATED,
-      to: ExecutionStatus.FAILED,
-    });
-    // Scans until the outbox has passed the event (a transaction elsewhere on the cluster may hold it back a moment).
+    for (let i = 0; i < count; i += 1) {
+      const executionId = await insertTestExecution(db.dataSource.manager, tenantId, { operations: [] });
+      await transitions.execution(db.dataSource.manager, {
+        executionId,
+        from: ExecutionStatus.CREATED,
+        to: ExecutionStatus.FAILED,
+      });
+    }
+    // Scans until the outbox has passed the events (a transaction elsewhere on the cluster may hold them back a moment).
     const deadline = Date.now() + 10_000;
     for (;;) {
       await scanWebhookOutbox(db.dataSource, 100);
-      const [delivery] = await listWebhookDeliveries(db.dataSource.manager, {
+      const deliveries = await listWebhookDeliveries(db.dataSource.manager, {
         tenantId,
         endpointId: endpoint.id,
-        limit: 1,
+        limit: count,
       });
-      if (delivery) return { endpointId: endpoint.id, delivery };
-      if (Date.now() > deadline) throw new Error('the outbox did not announce the execution');
+      if (deliveries.length === count) return { endpointId: endpoint.id, deliveries: deliveries.reverse() };
+      if (Date.now() > deadline) throw new Error('the outbox did not announce the executions');
       await new Promise((r) => setTimeout(r, 50));
     }
+  }
+
+  async function endpointWithDelivery(tenantId: string) {
+    const { endpointId, deliveries } = await endpointWithDeliveries(tenantId, 1);
+    return { endpointId, delivery: deliveries[0] };
   }
 
   const ok = { ok: true as const, status: 204 };
@@ -124,5 +132,36 @@ describe('webhook redeliveries and deletes racing the delivery worker (real Post
     expect(await db.dataSource.query(`SELECT id FROM webhook_deliveries WHERE endpoint_id = $1`, [endpointId])).toEqual(
       [],
     );
+  });
+
+  it('a success in flight when another delivery disabled the endpoint leaves it disabled, its failure count kept', async () => {
+    const { endpointId, deliveries } = await endpointWithDeliveries('third', 2);
+    const [failing, succeeding] = deliveries;
+    const failed = await recordWebhookAttempt(db.dataSource, {
+      deliveryId: failing.id,
+      round: 0,
+      outcome: { ok: false, status: 500, error: 'the endpoint answered 500' },
+      final: true,
+      disableAfter: 1,
+    });
+    expect(failed.state).toBe('failed');
+    expect(failed.disabled?.reason).toContain('1 consecutive deliveries failed');
+    // The other delivery was sent before the endpoint was disabled; its 2xx comes back after.
+    expect(
+      await recordWebhookAttempt(db.dataSource, {
+        deliveryId: succeeding.id,
+        round: 0,
+        outcome: ok,
+        final: true,
+        disableAfter: 1,
+      }),
+    ).toEqual({ state: 'delivered' });
+    // Disabled "after 1 consecutive failed delivery" with 0 failures would contradict itself: the count stays what
+    // disabled it until an admin enables the endpoint (which sets it back to 0).
+    const [endpoint] = await db.dataSource.query(
+      `SELECT disabled_at IS NOT NULL AS disabled, consecutive_failures FROM webhook_endpoints WHERE id = $1`,
+      [endpointId],
+    );
+    expect(endpoint).toEqual({ disabled: true, consecutive_failures: 1 });
   });
 });

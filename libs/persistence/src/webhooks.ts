@@ -139,7 +139,10 @@ export const WEBHOOKS_SQL = {
          delivered_at = CASE WHEN $3 = 'delivered' THEN clock_timestamp() END
        WHERE id = $1 AND round = $2 AND status = 'pending'
        RETURNING endpoint_id, tenant_id`,
-  resetFailures: `UPDATE webhook_endpoints SET consecutive_failures = 0 WHERE id = $1 AND consecutive_failures <> 0`,
+  // Not on a disabled endpoint (a success in flight while another delivery disabled it): the count that disabled it
+  // stays until an admin enables it.
+  resetFailures: `UPDATE webhook_endpoints SET consecutive_failures = 0
+       WHERE id = $1 AND consecutive_failures <> 0 AND disabled_at IS NULL`,
   // Disabled once: compare-and-set on `disabled_at IS NULL`.
   countFailure: `UPDATE webhook_endpoints SET consecutive_failures = consecutive_failures + 1,
          disabled_at = CASE WHEN consecutive_failures + 1 >= $2 THEN now() END,
