@@ -13,7 +13,7 @@ export interface Received {
  * path and attempt of the same message (`webhook-id`), the status and how long to take before giving it.
  */
 export async function startReceiver(
-  answer: (path: string, attempt: number) => { status: number; afterMs?: number },
+  answer: (path: string, attempt: number) => { status: number; afterMs?: number; headers?: Record<string, string> },
 ): Promise<{ base: string; port: number; seen: Received[]; close(): Promise<void> }> {
   const seen: Received[] = [];
   const attemptsById = new Map<string, number>();
@@ -27,15 +27,15 @@ export async function startReceiver(
       const id = String(req.headers['webhook-id']);
       const attempt = (attemptsById.get(`${path}|${id}`) ?? 0) + 1;
       attemptsById.set(`${path}|${id}`, attempt);
-      const { status, afterMs = 0 } = answer(path, attempt);
+      const { status, afterMs = 0, headers = {} } = answer(path, attempt);
       seen.push({ path, headers: req.headers, body, answered: status });
       if (afterMs > 0) {
         const timer = setTimeout(() => {
           pending.delete(timer);
-          res.writeHead(status).end();
+          res.writeHead(status, headers).end();
         }, afterMs);
         pending.add(timer);
-      } else res.writeHead(status).end();
+      } else res.writeHead(status, headers).end();
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
