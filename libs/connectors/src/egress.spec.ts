@@ -134,6 +134,18 @@ describe('urlSpellingProblem: a host the parser rewrites', () => {
   ])('takes %s', (url) => expect(urlSpellingProblem(url)).toBeNull());
 });
 
+describe('urlSpellingProblem: port 0', () => {
+  it.each(['http://hooks.example.com:0/hook', 'https://hooks.example.com:00/', 'http://[::1]:0/'])(
+    'refuses %s',
+    (url) => expect(urlSpellingProblem(url)).toMatch(/port 0 cannot be called/),
+  );
+
+  it.each(['http://hooks.example.com:8080/', 'https://hooks.example.com/', 'http://hooks.example.com:10/'])(
+    'takes %s',
+    (url) => expect(urlSpellingProblem(url)).toBeNull(),
+  );
+});
+
 describe('urlFragmentProblem', () => {
   it('refuses a fragment, an empty one too, and takes a URL without one', () => {
     expect(urlFragmentProblem('https://hooks.example.com/hook#part')).toMatch(/no fragment/);

@@ -209,6 +209,11 @@ export function urlSpellingProblem(raw: string): string | null {
     ) {
       return `write the host in ASCII as it is called ("${called}"): the URL parser rewrites this one (Unicode, %-escapes, invisible characters), so the URL called would not be the one written`;
     }
+    // Port 0 (":0", ":00") is no port a server listens on: every call would fail, and a webhook endpoint would be
+    // disabled for failures that no receiver caused.
+    if (parsedPort(raw) === '0') {
+      return 'port 0 cannot be called: name the port the server listens on, or none for the scheme’s own';
+    }
   }
   return null;
 }
@@ -221,6 +226,14 @@ export function urlFragmentProblem(raw: string): string | null {
   return raw.includes('#')
     ? 'no fragment ("#…"): it is never sent, so the URL called would not be the one written'
     : null;
+}
+
+function parsedPort(raw: string): string | null {
+  try {
+    return new URL(raw).port;
+  } catch {
+    return null; // refused by the URL checks that follow
+  }
 }
 
 function parsedHostname(raw: string): string | null {
