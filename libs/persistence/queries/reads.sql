@@ -92,9 +92,3 @@ SELECT DISTINCT ON (operation_id) operation_id, id, from_status, data->>'cause' 
             data->>'refusal' AS refusal, data->>'actor' AS actor, created_at
      FROM events WHERE operation_id = ANY($1) AND type = 'operation.status_changed'
      ORDER BY operation_id, seq DESC;
-
--- executionCancel
-SELECT data->>'by' AS by, created_at FROM events
-     WHERE execution_id = $1 AND tenant_id = $2 AND type = 'execution.status_changed'
-       AND to_status = 'cancelled'
-     ORDER BY seq DESC LIMIT 1;

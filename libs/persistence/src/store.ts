@@ -334,10 +334,6 @@ export const READ_SQL = {
             data->>'refusal' AS refusal, data->>'actor' AS actor, created_at
      FROM events WHERE operation_id = ANY($1) AND type = 'operation.status_changed'
      ORDER BY operation_id, seq DESC`,
-  executionCancel: `SELECT data->>'by' AS by, created_at FROM events
-     WHERE execution_id = $1 AND tenant_id = $2 AND type = 'execution.status_changed'
-       AND to_status = ${sqlLiterals([ExecutionStatus.CANCELLED])}
-     ORDER BY seq DESC LIMIT 1`,
 } as const;
 
 const ENTITIES: Record<string, EntityTarget<ObjectLiteral>> = {
@@ -714,22 +710,6 @@ export async function findLastStatusChanges(
 ): Promise<Map<string, StatusChangeRecord>> {
   if (operationIds.length === 0) return new Map();
   return lastStatusChanges(db, READ_SQL.lastStatusChanges, [operationIds, tenantId]);
-}
-
-/**
- * Who cancelled the execution and when (its move to `cancelled`: the key that asked, recorded as `by`); null when it was
- * not cancelled. What a later decision that lost to the cancel is told.
- */
-export async function findExecutionCancel(
-  db: Queryable,
-  executionId: string,
-  tenantId: string,
-): Promise<{ by: string | null; at: Date } | null> {
-  const [cancel] = await rows<{ by: string | null; created_at: Date }>(db, READ_SQL.executionCancel, [
-    executionId,
-    tenantId,
-  ]);
-  return cancel ? { by: cancel.by, at: new Date(cancel.created_at) } : null;
 }
 
 export async function findLastStatusChangesForWorker(

@@ -14,7 +14,6 @@ import {
   amountCapsOf,
   NewExecution,
   findExecution,
-  findExecutionCancel,
   findLastStatusChanges,
   idempotencyHolder,
   findOperations,
@@ -380,12 +379,9 @@ export class ExecutionsService {
       const locked = await lockExecution(tx, id, principal.tenantId);
       if (!locked) throw Problem.notFound('Execution', id);
       if (locked.status === ExecutionStatus.CANCELLED) {
-        // I13: a cancel is a decision too; of concurrent cancels one is written, the others learn it was made, by whom
-        // and when.
-        const cancel = await findExecutionCancel(tx, id, principal.tenantId);
+        // I13: a cancel is a decision too; of concurrent cancels one is written, the others learn it was made.
         throw Problem.conflict('already-decided', 'the execution was already cancelled', {
           decision: 'cancel',
-          ...(cancel && { decided_by: cancel.by, decided_at: cancel.at.toISOString() }),
           current_status: locked.status,
         });
       }

@@ -7,7 +7,6 @@ import {
   TransitionService,
   connectorOperation,
   findExecution,
-  findExecutionCancel,
   findLastStatusChanges,
   findOperation,
   insertExecution,
@@ -189,10 +188,8 @@ export class OperationsService {
     if (op.status !== OperationStatus.CANCELLED) return null;
     const execution = await findExecution(this.db.manager, op.executionId, principal.tenantId);
     if (execution?.status !== ExecutionStatus.CANCELLED) return null;
-    const cancel = await findExecutionCancel(this.db.manager, op.executionId, principal.tenantId);
     return Problem.conflict('already-decided', 'the execution was cancelled first', {
       decision: 'cancel',
-      ...(cancel && { decided_by: cancel.by, decided_at: cancel.at.toISOString() }),
       current_status: op.status,
     });
   }
