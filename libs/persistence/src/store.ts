@@ -330,6 +330,9 @@ export const READ_SQL = {
             data->>'refusal' AS refusal, data->>'actor' AS actor, created_at
      FROM events WHERE operation_id = ANY($1) AND tenant_id = $2 AND type = 'operation.status_changed'
      ORDER BY operation_id, seq DESC`,
+  executionMove: `SELECT data->>'by' AS by, created_at FROM events
+     WHERE execution_id = $1 AND tenant_id = $2 AND type = 'execution.status_changed' AND to_status = $3
+     ORDER BY seq DESC LIMIT 1`,
   lastStatusChangesForWorker: `SELECT DISTINCT ON (operation_id) operation_id, id, from_status, data->>'cause' AS cause,
             data->>'refusal' AS refusal, data->>'actor' AS actor, created_at
      FROM events WHERE operation_id = ANY($1) AND type = 'operation.status_changed'
@@ -710,6 +713,24 @@ export async function findLastStatusChanges(
 ): Promise<Map<string, StatusChangeRecord>> {
   if (operationIds.length === 0) return new Map();
   return lastStatusChanges(db, READ_SQL.lastStatusChanges, [operationIds, tenantId]);
+}
+
+/**
+ * Who moved the execution into `to` and when (its last `execution.status_changed` event there): a cancel names the key
+ * that made it (`by`); a move the system made has none.
+ */
+export async function findExecutionMove(
+  db: Queryable,
+  executionId: string,
+  tenantId: string,
+  to: ExecutionStatus,
+): Promise<{ by: string | null; at: Date } | null> {
+  const [found] = await rows<{ by: string | null; created_at: Date }>(db, READ_SQL.executionMove, [
+    executionId,
+    tenantId,
+    to,
+  ]);
+  return found ? { by: found.by, at: new Date(found.created_at) } : null;
 }
 
 export async function findLastStatusChangesForWorker(

@@ -14,6 +14,8 @@ import {
   amountCapsOf,
   NewExecution,
   findExecution,
+  findExecutionMove,
+  Queryable,
   findLastStatusChanges,
   idempotencyHolder,
   findOperations,
@@ -382,6 +384,7 @@ export class ExecutionsService {
         // I13: a cancel is a decision too; of concurrent cancels one is written, the others learn it was made.
         throw Problem.conflict('already-decided', 'the execution was already cancelled', {
           decision: 'cancel',
+          ...(await cancelledBy(tx, id, principal.tenantId)),
           current_status: locked.status,
         });
       }
@@ -418,6 +421,20 @@ export class ExecutionsService {
     await inTraceOf(traceParent, () => this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: id }));
     return this.get(principal, id);
   }
+}
+
+/**
+ * Who cancelled the execution and when, as an already-decided problem names a winner (`decided_by`, `decided_at`):
+ * the key of the cancel's event.
+ */
+export async function cancelledBy(
+  db: Queryable,
+  executionId: string,
+  tenantId: string,
+): Promise<{ decided_by?: string; decided_at?: string }> {
+  const move = await findExecutionMove(db, executionId, tenantId, ExecutionStatus.CANCELLED);
+  if (!move) return {};
+  return { ...(move.by && { decided_by: move.by }), decided_at: move.at.toISOString() };
 }
 
 /** The connectors a submission's operations use, each once. */

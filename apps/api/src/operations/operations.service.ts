@@ -53,6 +53,7 @@ import {
 import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { Problem } from '../problem/problem';
+import { cancelledBy } from '../executions/executions.service';
 import { presentExecution, presentOperation, requestedOperation, shownRetryRule } from '../executions/presenter';
 import { LIMITS } from '../executions/submission';
 import { ResolutionOptionsService } from './resolution-options.service';
@@ -190,6 +191,7 @@ export class OperationsService {
     if (execution?.status !== ExecutionStatus.CANCELLED) return null;
     return Problem.conflict('already-decided', 'the execution was cancelled first', {
       decision: 'cancel',
+      ...(await cancelledBy(this.db.manager, op.executionId, principal.tenantId)),
       current_status: op.status,
     });
   }

@@ -1,0 +1,57 @@
+import { DEMO, Stack } from '../support/stack';
+import { charge, http, unique } from '../support/http';
+import { events, expectLegalHistory, submit, waitForOp } from './dispatcher-helpers';
+import type { ProblemDetails as Problem } from '@verity/sdk';
+
+/**
+ * Whoever decides first, every decision that loses is told who won and when (I13): `409 already-decided` with the
+ * winner's `decision`, `decided_by` and `decided_at` — also when the winner is a cancel of the execution.
+ */
+describe('api: the winner of a decision is named', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await Stack.start({ label: 'decision-winners' });
+  });
+  afterAll(async () => stack?.stop());
+
+  const post = <T>(path: string, body: unknown, key = DEMO.reviewer) =>
+    http<T>(stack.apiUrl, 'POST', path, { key, body });
+
+  it('a cancel that won: a second cancel, an approval and a resolution are told who cancelled and when', async () => {
+    // One charge waits for approval (it keeps the execution open), the other is held before it was ever sent.
+    const created = await submit(stack, [
+      charge(unique('win-approval'), { requires_approval: true }),
+      charge(unique('win-held'), { key: 'held', expected_state: { charged: true } }),
+    ]);
+    const waiting = await waitForOp(stack, created.id, 'charge', (o) => o.approval?.state === 'requested');
+    const held = await waitForOp(stack, created.id, 'held', (o) => o.status === 'MANUAL_REVIEW');
+    const cancelled = await post(`/v1/executions/${created.id}/cancel`, { reason: 'not needed' }, DEMO.agent);
+    expect(cancelled.status).toBe(200);
+    const log = await events(stack, created.id);
+    const cancel = log.find((e) => e.type === 'execution.status_changed' && e.to_status === 'cancelled')!;
+    const winner = {
+      type: 'https://verity.dev/problems/already-decided',
+      decision: 'cancel',
+      decided_by: (cancel.data as { by: string }).by,
+      decided_at: cancel.created_at,
+    };
+    expect(winner.decided_by).toEqual(expect.any(String));
+
+    const again = await post<Problem>(`/v1/executions/${created.id}/cancel`, {}, DEMO.reviewer);
+    const approve = await post<Problem>(`/v1/operations/${waiting.id}/approval`, { decision: 'approve' });
+    const deny = await post<Problem>(`/v1/operations/${waiting.id}/approval`, { decision: 'deny', reason: 'no' });
+    const release = await post<Problem>(`/v1/operations/${held.id}/resolve`, { status: 'SENT', evidence: 'go' });
+    const stillUnknown = await post<Problem>(`/v1/operations/${held.id}/resolve`, {
+      status: 'MANUAL_REVIEW',
+      evidence: 'asked the provider',
+    });
+    for (const lost of [again, approve, deny, release, stillUnknown]) {
+      expect(lost.status).toBe(409);
+      expect(lost.body).toMatchObject(winner);
+    }
+    // Nothing the losers sent was written.
+    const after = await events(stack, created.id);
+    expect(after).toHaveLength(log.length);
+    expectLegalHistory(after);
+  });
+});
