@@ -54,4 +54,47 @@ describe('api: the winner of a decision is named', () => {
     expect(after).toHaveLength(log.length);
     expectLegalHistory(after);
   });
+
+  it('a release the execution’s cancel overtook: a later resolution is told the cancel decided, not the release', async () => {
+    const created = await submit(stack, [
+      charge(unique('win-rel-wait'), { requires_approval: true }),
+      charge(unique('win-rel-held'), { key: 'held', expected_state: { charged: true } }),
+    ]);
+    await waitForOp(stack, created.id, 'charge', (o) => o.approval?.state === 'requested');
+    const held = await waitForOp(stack, created.id, 'held', (o) => o.status === 'MANUAL_REVIEW');
+    // No dispatcher carries the release out before the cancel comes.
+    for (const app of stack.running('dispatcher')) await stack.kill(app, 'SIGTERM');
+    try {
+      const released = await post(`/v1/operations/${held.id}/resolve`, { status: 'SENT', evidence: 'release it' });
+      expect(released.status).toBe(200);
+      const cancelled = await post(`/v1/executions/${created.id}/cancel`, {}, DEMO.agent);
+      expect(cancelled.status).toBe(200);
+      const log = await events(stack, created.id);
+      const cancel = log.find((e) => e.type === 'execution.status_changed' && e.to_status === 'cancelled')!;
+      const ended = log.find((e) => e.operation_id === held.id && e.to_status === 'CANCELLED')!;
+      expect(ended.data).toMatchObject({ cause: 'execution_cancelled' });
+
+      // Never sent: the release was not carried out, the cancel ended the hold. That is the decision a reviewer
+      // who comes later is told of, not "already resolved as SENT".
+      for (const body of [
+        { status: 'VERIFIED', evidence: 'seen at the provider' },
+        { status: 'SENT', evidence: 'release it again' },
+        { status: 'MANUAL_REVIEW', evidence: 'asked the provider' },
+      ]) {
+        const lost = await post<Problem>(`/v1/operations/${held.id}/resolve`, body);
+        expect(lost.status).toBe(409);
+        expect(lost.body).toMatchObject({
+          type: 'https://verity.dev/problems/already-decided',
+          decision: 'cancel',
+          decided_by: (cancel.data as { by: string }).by,
+          decided_at: cancel.created_at,
+          current_status: 'CANCELLED',
+        });
+      }
+      expect(await events(stack, created.id)).toHaveLength(log.length);
+      expect((await stack.effects()).charges).not.toHaveProperty(held.params.reference as string);
+    } finally {
+      await stack.startApp('dispatcher');
+    }
+  });
 });

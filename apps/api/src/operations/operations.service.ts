@@ -568,7 +568,13 @@ export class OperationsService {
     investigationsSeen?: number,
   ): Promise<Problem | null> {
     const winner = recordedResolution(op);
-    if (winner) {
+    // A release its execution's end overtook (cancelled or expired before the dispatcher sent it) was never carried
+    // out: the end is what decided the hold, and it is named below, not the release.
+    const overtaken =
+      winner?.status === OperationStatus.SENT &&
+      op.status === OperationStatus.CANCELLED &&
+      (await this.settledBySystem(principal, op, OperationStatus.MANUAL_REVIEW)) !== null;
+    if (winner && !overtaken) {
       return Problem.conflict('already-decided', `the operation was already resolved as ${winner.status}`, {
         decision: winner.status,
         decided_by: winner.by,
