@@ -55,6 +55,41 @@ describe('api: the winner of a decision is named', () => {
     expectLegalHistory(after);
   });
 
+  it('an approval the system ended first, its execution cancelled later: the system is named, not the cancel', async () => {
+    // The declined charge fails; the charge that depends on it, its approval asked for, is ended by the system. The
+    // third one's approval keeps the execution open, so the agent can cancel it afterwards.
+    const created = await submit(stack, [
+      charge(unique('decline-win'), { key: 'first' }),
+      charge(unique('win-dep'), { key: 'dependant', depends_on: ['first'], requires_approval: true }),
+      charge(unique('win-open'), { key: 'open', requires_approval: true }),
+    ]);
+    const dependant = await waitForOp(
+      stack,
+      created.id,
+      'dependant',
+      (o) => o.status === 'CANCELLED' && o.approval !== null,
+    );
+    await waitForOp(stack, created.id, 'open', (o) => o.approval?.state === 'requested');
+    const cancelled = await post(`/v1/executions/${created.id}/cancel`, {}, DEMO.agent);
+    expect(cancelled.status).toBe(200);
+    const log = await events(stack, created.id);
+    const end = log.find((e) => e.operation_id === dependant.id && e.to_status === 'CANCELLED')!;
+    expect(end.data).toMatchObject({ actor: 'system' });
+    expect(end.data).not.toMatchObject({ cause: 'execution_cancelled' });
+    for (const decision of ['approve', 'deny']) {
+      const lost = await post<Problem>(`/v1/operations/${dependant.id}/approval`, { decision, reason: 'late' });
+      expect(lost.status).toBe(409);
+      expect(lost.body).toMatchObject({
+        type: 'https://verity.dev/problems/already-decided',
+        decision: 'cancel',
+        decided_by: 'system',
+        decided_at: end.created_at,
+        cause: (end.data as { cause: string }).cause,
+      });
+    }
+    expect(await events(stack, created.id)).toHaveLength(log.length);
+  });
+
   it('a release the execution’s cancel overtook: a later resolution is told the cancel decided, not the release', async () => {
     const created = await submit(stack, [
       charge(unique('win-rel-wait'), { requires_approval: true }),

@@ -24,6 +24,7 @@ import {
 import { VERITY_CONFIG, VerityConfig, currentTraceparent, inTraceOf, newId, tracingOn } from '@verity/platform';
 import { JobName, JobProducer, jobId, releaseDispatchJobId } from '@verity/queues';
 import {
+  CANCEL_CAUSE_OF_ENDED_EXECUTION,
   ExecutionStatus,
   OperationStatus,
   ResolutionOption,
@@ -189,6 +190,9 @@ export class OperationsService {
     if (op.status !== OperationStatus.CANCELLED) return null;
     const execution = await findExecution(this.db.manager, op.executionId, principal.tenantId);
     if (execution?.status !== ExecutionStatus.CANCELLED) return null;
+    // Ended by that cancel, not before it by the system (an operation it depends on that failed): its own move says so.
+    const change = (await findLastStatusChanges(this.db.manager, [op.id], principal.tenantId)).get(op.id);
+    if (change?.cause !== CANCEL_CAUSE_OF_ENDED_EXECUTION[ExecutionStatus.CANCELLED]) return null;
     return Problem.conflict('already-decided', 'the execution was cancelled first', {
       decision: 'cancel',
       ...(await cancelledBy(this.db.manager, op.executionId, principal.tenantId)),
