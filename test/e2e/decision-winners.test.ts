@@ -48,6 +48,8 @@ describe('api: the winner of a decision is named', () => {
     for (const lost of [again, approve, deny, release, stillUnknown]) {
       expect(lost.status).toBe(409);
       expect(lost.body).toMatchObject(winner);
+      // The detail names the winner too: it is all the console's status line shows of a refusal.
+      expect(lost.body.detail).toContain(`by ${winner.decided_by} at ${winner.decided_at}`);
     }
     // Nothing the losers sent was written.
     const after = await events(stack, created.id);
@@ -86,6 +88,7 @@ describe('api: the winner of a decision is named', () => {
         decided_at: end.created_at,
         cause: (end.data as { cause: string }).cause,
       });
+      expect(lost.body.detail).toContain(`by the system at ${end.created_at}`);
     }
     expect(await events(stack, created.id)).toHaveLength(log.length);
   });

@@ -332,8 +332,14 @@ export const PROBLEMS = {
   'already-decided': {
     status: 409,
     title: 'Conflict with the current state',
-    detail: 'the operation was already granted',
-    extras: { decision: 'approve', current_status: 'PREPARED' },
+    detail: 'the operation was already granted (decided by key_01jq4m2r8v at 2026-11-30T10:02:11.204Z)',
+    extras: {
+      decision: 'approve',
+      decided_by: 'key_01jq4m2r8v',
+      decided_at: '2026-11-30T10:02:11.204Z',
+      approval: 'granted',
+      current_status: 'PREPARED',
+    },
     summary: 'Someone decided first (`decision` is the winner’s)',
   },
   'not-awaiting-approval': {

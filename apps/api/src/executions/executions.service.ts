@@ -382,7 +382,7 @@ export class ExecutionsService {
       if (!locked) throw Problem.notFound('Execution', id);
       if (locked.status === ExecutionStatus.CANCELLED) {
         // I13: a cancel is a decision too; of concurrent cancels one is written, the others learn it was made.
-        throw Problem.conflict('already-decided', 'the execution was already cancelled', {
+        throw Problem.alreadyDecided('the execution was already cancelled', {
           decision: 'cancel',
           ...(await cancelledBy(tx, id, principal.tenantId)),
           current_status: locked.status,

@@ -193,7 +193,7 @@ export class OperationsService {
     // Ended by that cancel, not before it by the system (an operation it depends on that failed): its own move says so.
     const change = (await findLastStatusChanges(this.db.manager, [op.id], principal.tenantId)).get(op.id);
     if (change?.cause !== CANCEL_CAUSE_OF_ENDED_EXECUTION[ExecutionStatus.CANCELLED]) return null;
-    return Problem.conflict('already-decided', 'the execution was cancelled first', {
+    return Problem.alreadyDecided('the execution was cancelled first', {
       decision: 'cancel',
       ...(await cancelledBy(this.db.manager, op.executionId, principal.tenantId)),
       current_status: op.status,
@@ -204,7 +204,7 @@ export class OperationsService {
   private async approvalRefusal(principal: Principal, op: OperationEntity): Promise<Problem> {
     if (isDecided(op.approval)) {
       const decision = op.approval!.state === 'granted' ? 'approve' : 'deny';
-      return Problem.conflict('already-decided', `the operation was already ${op.approval!.state}`, {
+      return Problem.alreadyDecided(`the operation was already ${op.approval!.state}`, {
         decision,
         decided_by: op.approval!.decided_by,
         decided_at: op.approval!.decided_at,
@@ -221,7 +221,7 @@ export class OperationsService {
         ? await this.settledBySystem(principal, op, OperationStatus.PREPARED)
         : null;
     if (ended) {
-      return Problem.conflict('already-decided', 'the operation was ended by the system before it was decided', {
+      return Problem.alreadyDecided('the operation was ended by the system before it was decided', {
         decision: 'cancel',
         ...ended,
         current_status: op.status,
@@ -579,7 +579,7 @@ export class OperationsService {
       op.status === OperationStatus.CANCELLED &&
       (await this.settledBySystem(principal, op, OperationStatus.MANUAL_REVIEW)) !== null;
     if (winner && !overtaken) {
-      return Problem.conflict('already-decided', `the operation was already resolved as ${winner.status}`, {
+      return Problem.alreadyDecided(`the operation was already resolved as ${winner.status}`, {
         decision: winner.status,
         decided_by: winner.by,
         decided_at: winner.at,
@@ -590,7 +590,7 @@ export class OperationsService {
     if (cancelled) return cancelled;
     const settled = await this.settledBySystem(principal, op, OperationStatus.MANUAL_REVIEW);
     if (settled) {
-      return Problem.conflict('already-decided', `the system settled the hold first: it is ${op.status}`, {
+      return Problem.alreadyDecided(`the system settled the hold first: it is ${op.status}`, {
         decision: op.status,
         ...settled,
         current_status: op.status,
@@ -603,7 +603,7 @@ export class OperationsService {
       investigations.length > investigationsSeen
     ) {
       const last = investigations[investigations.length - 1];
-      return Problem.conflict('already-decided', 'another reviewer recorded "still unknown" first; reload it', {
+      return Problem.alreadyDecided('another reviewer recorded "still unknown" first; reload it', {
         decision: OperationStatus.MANUAL_REVIEW,
         decided_by: last.by,
         decided_at: last.at,

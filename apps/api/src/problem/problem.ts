@@ -79,6 +79,19 @@ export class Problem extends Error {
   }
 
   /**
+   * 409 already-decided: a decision was made first (I13). The detail names the winner — who and when — as its members
+   * do, so a reader who sees only the detail (the review console's status line) is told who decided too.
+   */
+  static alreadyDecided(
+    detail: string,
+    winner: { decision: string; decided_by?: string; decided_at?: string } & Record<string, unknown>,
+  ): Problem {
+    const by = winner.decided_by === 'system' ? 'the system' : winner.decided_by;
+    const named = [by && `by ${by}`, winner.decided_at && `at ${winner.decided_at}`].filter(Boolean).join(' ');
+    return Problem.conflict('already-decided', named ? `${detail} (decided ${named})` : detail, winner);
+  }
+
+  /**
    * `outcomeUnknown`: a statement of a write was sent and got no answer in time; the database may still carry it out,
    * so the caller is not told that nothing was written.
    */
