@@ -1,6 +1,6 @@
 import { DEMO, Stack } from '../support/stack';
 import { charge, http, unique } from '../support/http';
-import { events, expectLegalHistory, submit, waitForOp } from './dispatcher-helpers';
+import { events, expectLegalHistory, getOperation, submit, waitForOp } from './dispatcher-helpers';
 import type { ProblemDetails as Problem } from '@verity/sdk';
 
 /**
@@ -91,6 +91,33 @@ describe('api: the winner of a decision is named', () => {
       expect(lost.body.detail).toContain(`by the system at ${end.created_at}`);
     }
     expect(await events(stack, created.id)).toHaveLength(log.length);
+  });
+
+  it('an id of the wrong kind on a decision endpoint is 404 problem+json, and nothing is written', async () => {
+    const created = await submit(stack, [charge(unique('win-kind'), { requires_approval: true })]);
+    const op = await waitForOp(stack, created.id, 'charge', (o) => o.approval?.state === 'requested');
+    const [evt] = await events(stack, created.id);
+    const before = await events(stack, created.id);
+    const tries: { path: string; key: string; body?: unknown }[] = [];
+    for (const id of [created.id, evt.id]) {
+      tries.push(
+        { path: `/v1/operations/${id}/approval`, key: DEMO.reviewer, body: { decision: 'deny', reason: 'x' } },
+        { path: `/v1/operations/${id}/resolve`, key: DEMO.reviewer, body: { status: 'FAILED', evidence: 'x' } },
+        { path: `/v1/operations/${id}/recheck`, key: DEMO.reviewer },
+        { path: `/v1/operations/${id}/retry`, key: DEMO.agent },
+      );
+    }
+    for (const id of [op.id, evt.id]) tries.push({ path: `/v1/executions/${id}/cancel`, key: DEMO.agent });
+    const wrong: string[] = [];
+    for (const t of tries) {
+      const res = await post<Problem>(t.path, t.body, t.key);
+      if (res.status !== 404 || !res.headers.get('content-type')?.startsWith('application/problem+json')) {
+        wrong.push(`${t.path} → ${res.status} ${res.text.slice(0, 120)}`);
+      }
+    }
+    expect(wrong).toEqual([]);
+    expect(await events(stack, created.id)).toEqual(before);
+    expect((await getOperation(stack, op.id)).approval?.state).toBe('requested');
   });
 
   it('a release the execution’s cancel overtook: a later resolution is told the cancel decided, not the release', async () => {
