@@ -387,6 +387,34 @@ if (chromiumMissing) {
     expect(await page.locator('[data-resolution]').count()).toBe(held.permitted_resolutions?.length);
   });
 
+  it('says a release is recorded and waits for the dispatcher, rather than that no action is permitted', async () => {
+    const execution = await submit([charge(unique('order'), { expected_state: { charged: true } })]);
+    const opId = execution.operations[0].id;
+    await waitFor(
+      () => operation(opId),
+      (op) => op.status === 'MANUAL_REVIEW',
+      SLOW,
+    );
+    // No dispatcher carries the release out while the page shows it.
+    for (const app of stack.running('dispatcher')) await stack.kill(app, 'SIGTERM');
+    try {
+      const released = await http(stack.apiUrl, 'POST', `/v1/operations/${opId}/resolve`, {
+        key: DEMO.reviewer,
+        body: { status: 'SENT', evidence: 'the customer confirmed the order' },
+      });
+      expect(released.status).toBe(200);
+      await page.goto(consoleUrl(`/operations/${opId}`));
+      await page.locator('#release-recorded').waitFor();
+      await expectText('#release-recorded', /A release was recorded .*; the dispatcher sends the operation next/);
+      expect(await page.locator('[data-resolution]').count()).toBe(0);
+      expect(await page.locator('#no-actions').count()).toBe(0);
+    } finally {
+      await stack.startApp('dispatcher');
+    }
+    // Carried out once a dispatcher runs: the page follows it and the note goes.
+    await page.locator('#release-recorded').waitFor({ state: 'detached' });
+  });
+
   it('keeps a 409 in view on a stale page: another reviewer decided first, and the page still says so once reloaded', async () => {
     const execution = await submit([charge(unique('order'), { expected_state: { charged: true } })]);
     const opId = execution.operations[0].id;

@@ -266,17 +266,9 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
       );
       // Exactly what the API refuses, each with the API's own reason (never a button the API would answer 409 to).
       const forbidden = op.resolution_options.filter((o) => !o.permitted);
-      const releasing = op.recovery_obligation?.resolution?.status === OperationStatus.SENT;
       fill(
         actions,
         title,
-        releasing
-          ? h(
-              'p',
-              { class: 'callout callout-info' },
-              'A release was requested; the dispatcher sends the operation next.',
-            )
-          : null,
         h(
           'form',
           { id: 'resolve-form', method: 'post', onsubmit: (event) => event.preventDefault() },
@@ -308,6 +300,24 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
         ),
       );
       refocus();
+      return;
+    }
+    // A release is a decision already made: nothing more is permitted on the hold, and the dispatcher carries it out.
+    const release = op.recovery_obligation?.resolution;
+    if (op.status === OperationStatus.MANUAL_REVIEW && release?.status === OperationStatus.SENT) {
+      fill(
+        actions,
+        title,
+        h(
+          'p',
+          { class: 'callout callout-info', id: 'release-recorded' },
+          'A release was recorded by ',
+          code(release.by),
+          ' at ',
+          time(release.at, { relative: true }),
+          '; the dispatcher sends the operation next. No other resolution is permitted.',
+        ),
+      );
       return;
     }
     fill(
