@@ -205,6 +205,11 @@ export interface DecisionInput {
    * is written (each re-dates the obligation; a second one would re-date what its author never saw).
    */
   investigationsSeen?: number;
+  /**
+   * Written only while the execution's deadline has not passed, by the database's clock (the one the send guard reads):
+   * a grant made after it could never be carried out — nothing more is sent for the execution.
+   */
+  whileBeforeDeadline?: boolean;
   move?: { to: OperationStatus; reason?: TerminalReason | null; eventData?: Record<string, unknown> };
 }
 
@@ -614,6 +619,9 @@ export class TransitionService {
     // Nor a person's VERIFIED for a send the provider rejected, also when its answer was recorded after this decision's
     // read (a late 4xx landing between the read and this write): checked in the statement.
     if (move && requiresUnrejected(move.to, 'human')) unchanged += ' AND rejected_at IS NULL';
+    if (input.whileBeforeDeadline) {
+      unchanged += ` AND EXISTS (SELECT 1 FROM executions de WHERE de.id = operations.execution_id AND de.deadline_at > clock_timestamp())`;
+    }
     if (input.investigationsSeen !== undefined) {
       params.push(input.investigationsSeen);
       unchanged += ` AND coalesce(jsonb_array_length(obligation->'investigations'), 0) = $${params.length}`;

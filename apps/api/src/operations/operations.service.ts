@@ -136,6 +136,8 @@ export class OperationsService {
       open: 'approval',
       event: { type: 'approval.decided', data: { decision, reason, by: principal.keyId } },
       merge: { approval: approval as Record<string, unknown> },
+      // A grant is for a send; past the execution's deadline nothing more is sent for it. A deny still ends it.
+      whileBeforeDeadline: decision === 'approve',
       move:
         decision === 'deny'
           ? {
@@ -144,7 +146,7 @@ export class OperationsService {
             }
           : undefined,
     });
-    if (!decided.won) throw await this.approvalRefusal(principal, await this.load(principal, id));
+    if (!decided.won) throw await this.approvalRefusal(principal, await this.load(principal, id), true);
     await this.inExecutionTrace(op.executionId, () =>
       this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId }),
     );
@@ -200,8 +202,11 @@ export class OperationsService {
     });
   }
 
-  /** Why an approval decision was not written: someone decided first (who and what), or the operation moved on. */
-  private async approvalRefusal(principal: Principal, op: OperationEntity): Promise<Problem> {
+  /**
+   * Why an approval decision was not written: someone decided first (who and what), the operation moved on, or —
+   * `lostStatement`: the statement itself refused a still open request — its execution's deadline passed.
+   */
+  private async approvalRefusal(principal: Principal, op: OperationEntity, lostStatement = false): Promise<Problem> {
     if (isDecided(op.approval)) {
       const decision = op.approval!.state === 'granted' ? 'approve' : 'deny';
       return Problem.alreadyDecided(`the operation was already ${op.approval!.state}`, {
@@ -226,6 +231,18 @@ export class OperationsService {
         ...ended,
         current_status: op.status,
       });
+    }
+    // Still PREPARED and undecided after the statement refused it: the one other thing it checks is the deadline (by the
+    // database's clock, as the send guard reads it).
+    if (lostStatement && op.status === OperationStatus.PREPARED) {
+      const execution = await findExecution(this.db.manager, op.executionId, principal.tenantId);
+      const deadline = execution?.deadlineAt.toISOString();
+      return Problem.conflict(
+        'not-awaiting-approval',
+        `its execution’s deadline passed${deadline ? ` at ${deadline}` : ''}: nothing more is sent for it, so a grant ` +
+          'could never be carried out; deny it, or cancel the execution',
+        { current_status: op.status, ...(deadline && { deadline_at: deadline }) },
+      );
     }
     // A request still on record is shown withdrawn (shownApprovalState): this answer and the operation say the same.
     const withdrawn = op.approval?.state && shownApprovalState(op.status, op.approval.state) === 'withdrawn';
