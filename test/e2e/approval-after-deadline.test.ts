@@ -31,8 +31,29 @@ describe('api: approving after the execution’s deadline', () => {
     return { executionId: created.id, opId: waiting.id, before: await events(stack, created.id) };
   }
 
+  const approvalsQueued = async (executionId: string) => {
+    const queue = await http<{ data: { operation: { id: string } }[] }>(
+      stack.apiUrl,
+      'GET',
+      `/v1/review/approvals?q=${executionId}`,
+      { key: DEMO.reviewer },
+    );
+    expect(queue.status).toBe(200);
+    return queue.body.data.map((item) => item.operation.id);
+  };
+  const approvalsCounted = async () =>
+    (await http<{ approvals: number }>(stack.apiUrl, 'GET', '/v1/review/summary', { key: DEMO.reviewer })).body
+      .approvals;
+
   it('an approve is 409 not-awaiting-approval naming the deadline, and writes nothing', async () => {
+    const created = await submit(stack, [charge(unique('queued-approval'), { requires_approval: true })]);
+    const queued = await waitForOp(stack, created.id, 'charge', (o) => o.approval?.state === 'requested');
+    expect(await approvalsQueued(created.id)).toEqual([queued.id]);
+    const counted = await approvalsCounted();
     const { executionId, opId, before } = await waitingPastDeadline();
+    // Not offered to a reviewer any more: in neither the approvals queue nor its count.
+    expect(await approvalsQueued(executionId)).toEqual([]);
+    expect(await approvalsCounted()).toBe(counted);
     const approved = await decide(opId, { decision: 'approve', reason: 'looks fine' });
     expect(approved.status).toBe(409);
     expect(approved.body).toMatchObject({

@@ -1,7 +1,8 @@
 -- count
 SELECT count(*)::int AS n FROM operations o JOIN executions e ON e.id = o.execution_id AND e.tenant_id = o.tenant_id
      WHERE o.tenant_id = $1
-       AND (($2::text = 'approvals' AND o.status = 'PREPARED' AND o.approval->>'state' = 'requested')
+       AND (($2::text = 'approvals' AND o.status = 'PREPARED' AND o.approval->>'state' = 'requested'
+             AND e.deadline_at > clock_timestamp())
          OR ($2::text = 'manual_reviews' AND o.status = 'MANUAL_REVIEW'
              AND ($3::text IS NULL OR o.obligation->>'reason' = $3)
              AND ($4::boolean IS NULL OR (o.obligation->>'escalated_at' IS NOT NULL) = $4)))
@@ -12,7 +13,8 @@ SELECT count(*)::int AS n FROM operations o JOIN executions e ON e.id = o.execut
 -- page
 SELECT {columns:Operation o} FROM operations o JOIN executions e ON e.id = o.execution_id AND e.tenant_id = o.tenant_id
      WHERE o.tenant_id = $1
-       AND (($2::text = 'approvals' AND o.status = 'PREPARED' AND o.approval->>'state' = 'requested')
+       AND (($2::text = 'approvals' AND o.status = 'PREPARED' AND o.approval->>'state' = 'requested'
+             AND e.deadline_at > clock_timestamp())
          OR ($2::text = 'manual_reviews' AND o.status = 'MANUAL_REVIEW'
              AND ($3::text IS NULL OR o.obligation->>'reason' = $3)
              AND ($4::boolean IS NULL OR (o.obligation->>'escalated_at' IS NOT NULL) = $4)))
@@ -26,7 +28,9 @@ SELECT {columns:Operation o} FROM operations o JOIN executions e ON e.id = o.exe
 SELECT {columns:Execution t} FROM executions t WHERE t.id = ANY($1) AND t.tenant_id = $2;
 
 -- counts
-SELECT count(*) FILTER (WHERE status = 'PREPARED' AND approval->>'state' = 'requested') AS approvals,
+SELECT count(*) FILTER (WHERE status = 'PREPARED' AND approval->>'state' = 'requested'
+              AND EXISTS (SELECT 1 FROM executions e WHERE e.id = execution_id AND e.deadline_at > clock_timestamp()))
+              AS approvals,
             count(*) FILTER (WHERE status = 'MANUAL_REVIEW') AS manual_reviews,
             count(*) FILTER (WHERE status = 'MANUAL_REVIEW' AND obligation->>'escalated_at' IS NOT NULL) AS escalated,
             count(*) FILTER (WHERE status = 'MANUAL_REVIEW' AND (obligation->>'due_at')::timestamptz < now()

@@ -19,12 +19,14 @@ const MANUAL_REVIEW = sqlLiterals([OperationStatus.MANUAL_REVIEW]);
 
 /**
  * The review console's two work queues, over `operations`, tenant-scoped (I9). One statement per queue: a filter the
- * reviewer did not set is a null parameter. Params are not searched: a substring search over them would let anyone
+ * reviewer did not set is a null parameter. An approval request whose execution's deadline has passed is in neither
+ * the queue nor its count: it can no longer be approved (the approval statement checks the same deadline). Params are not searched: a substring search over them would let anyone
  * probe for a secret's value. `%` and `_` typed by a reviewer are literal (see likePattern).
  */
 const QUEUE_FILTER = `FROM operations o JOIN executions e ON e.id = o.execution_id AND e.tenant_id = o.tenant_id
      WHERE o.tenant_id = $1
-       AND (($2::text = 'approvals' AND o.status = ${PREPARED} AND o.approval->>'state' = 'requested')
+       AND (($2::text = 'approvals' AND o.status = ${PREPARED} AND o.approval->>'state' = 'requested'
+             AND e.deadline_at > clock_timestamp())
          OR ($2::text = 'manual_reviews' AND o.status = ${MANUAL_REVIEW}
              AND ($3::text IS NULL OR o.obligation->>'reason' = $3)
              AND ($4::boolean IS NULL OR (o.obligation->>'escalated_at' IS NOT NULL) = $4)))
@@ -38,7 +40,9 @@ export const REVIEW_QUEUE_SQL = {
        AND ($8::text IS NULL OR o.id < $8)
      ORDER BY o.id DESC LIMIT $9`,
   executions: `SELECT {columns:Execution t} FROM executions t WHERE t.id = ANY($1) AND t.tenant_id = $2`,
-  counts: `SELECT count(*) FILTER (WHERE status = ${PREPARED} AND approval->>'state' = 'requested') AS approvals,
+  counts: `SELECT count(*) FILTER (WHERE status = ${PREPARED} AND approval->>'state' = 'requested'
+              AND EXISTS (SELECT 1 FROM executions e WHERE e.id = execution_id AND e.deadline_at > clock_timestamp()))
+              AS approvals,
             count(*) FILTER (WHERE status = ${MANUAL_REVIEW}) AS manual_reviews,
             count(*) FILTER (WHERE status = ${MANUAL_REVIEW} AND obligation->>'escalated_at' IS NOT NULL) AS escalated,
             count(*) FILTER (WHERE status = ${MANUAL_REVIEW} AND (obligation->>'due_at')::timestamptz < now()
