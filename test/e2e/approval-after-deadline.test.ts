@@ -1,6 +1,6 @@
 import { DEMO, Stack } from '../support/stack';
 import { charge, http, unique } from '../support/http';
-import { events, expectLegalHistory, getOperation, submit, waitForOp } from './dispatcher-helpers';
+import { events, expectLegalHistory, getExecution, getOperation, submit, waitForOp } from './dispatcher-helpers';
 import type { ProblemDetails as Problem } from '@verity/sdk';
 
 /**
@@ -59,12 +59,20 @@ describe('api: approving after the execution’s deadline', () => {
     expect(approved.body).toMatchObject({
       type: expect.stringContaining('not-awaiting-approval'),
       current_status: 'PREPARED',
+      approval: 'withdrawn',
       deadline_at: expect.any(String),
     });
     expect(approved.body.detail).toContain('deadline passed');
     expect(Date.parse(approved.body.deadline_at!)).toBeLessThan(Date.now());
-    expect(await getOperation(stack, opId)).toMatchObject({ status: 'PREPARED', approval: { state: 'requested' } });
+    // The operation says the same as the answer, wherever it is read: the request no longer waits for anyone.
+    expect(await getOperation(stack, opId)).toMatchObject({ status: 'PREPARED', approval: { state: 'withdrawn' } });
+    expect((await getExecution(stack, executionId)).operations[0].approval).toMatchObject({ state: 'withdrawn' });
     expect(await events(stack, executionId)).toEqual(before);
+    // The request is still on record as it was: only how it is shown changed.
+    const [row] = (await stack.db.dataSource.query(`SELECT approval->>'state' AS state FROM operations WHERE id = $1`, [
+      opId,
+    ])) as { state: string }[];
+    expect(row.state).toBe('requested');
   });
 
   it('a deny is still recorded: it ends the operation, as it would have before the deadline', async () => {

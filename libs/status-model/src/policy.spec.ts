@@ -339,4 +339,11 @@ describe('shownApprovalState: a request that can no longer be decided is withdra
     expect(shownApprovalState(OperationStatus.VERIFIED, 'granted')).toBe('granted');
     expect(shownApprovalState(OperationStatus.PREPARED, 'granted')).toBe('granted');
   });
+
+  it('shows a PREPARED request withdrawn once its execution’s deadline has passed (an approve is refused then)', () => {
+    expect(shownApprovalState(OperationStatus.PREPARED, 'requested', true)).toBe('withdrawn');
+    expect(shownApprovalState(OperationStatus.PREPARED, 'requested', false)).toBe('requested');
+    // A decision stays what it was.
+    expect(shownApprovalState(OperationStatus.PREPARED, 'granted', true)).toBe('granted');
+  });
 });

@@ -140,8 +140,16 @@ export function approvalDecidable(approvalRequired: boolean, approval: { state?:
  * dependency failed) or was held for a reviewer's resolution (where a release grants it, a cancel ends it) no longer
  * waits for anyone. Derived, never stored: the stored `requested` is what a release of the hold grants.
  */
-export function shownApprovalState<State extends string>(status: OperationStatus, stored: State): State | 'withdrawn' {
-  return stored === 'requested' && status !== OperationStatus.PREPARED ? 'withdrawn' : stored;
+export function shownApprovalState<State extends string>(
+  status: OperationStatus,
+  stored: State,
+  /**
+   * Its execution's deadline has passed (before the sweeper expired it): nothing more is sent for it, and an approve is
+   * refused, so a request still PREPARED no longer waits for anyone either.
+   */
+  pastDeadline = false,
+): State | 'withdrawn' {
+  return stored === 'requested' && (status !== OperationStatus.PREPARED || pastDeadline) ? 'withdrawn' : stored;
 }
 
 /** Why a tenant rule asks for approval of an operation: the rule, which test it met, and the reason in words. */

@@ -52,7 +52,14 @@ export class ReviewService {
     const judged = await this.holds.judge(principal.tenantId, page, { executions: found.executions });
     return {
       data: page.map((op) => ({
-        operation: maskSecrets(presentOperation(op, changes.get(op.id) ?? null, judged.get(op.id)?.options)),
+        operation: maskSecrets(
+          presentOperation(
+            op,
+            changes.get(op.id) ?? null,
+            judged.get(op.id)?.options,
+            byId.get(op.executionId)?.deadlineAt,
+          ),
+        ),
         execution: maskSecrets(this.summary(byId.get(op.executionId))),
       })),
       total: found.total,

@@ -97,6 +97,8 @@ export function presentOperation(
   op: OperationEntity,
   lastChange: LastStatusChange | null,
   options: readonly ResolutionOption[] = [],
+  /** Its execution's deadline, where an approval request is on record (past it, the request is shown withdrawn). */
+  executionDeadline?: Date,
 ): OperationView {
   const refuted = refutedFailure(op);
   return {
@@ -124,7 +126,15 @@ export function presentOperation(
     observation: op.observation,
     // The baseline is internal; an approval record without a state (only the baseline so far) is not yet on the wire.
     approval: op.approval?.state
-      ? { ...op.approval, state: shownApprovalState(op.status, op.approval.state), baseline: undefined }
+      ? {
+          ...op.approval,
+          state: shownApprovalState(
+            op.status,
+            op.approval.state,
+            executionDeadline !== undefined && executionDeadline.getTime() <= Date.now(),
+          ),
+          baseline: undefined,
+        }
       : null,
     recovery_obligation: presentObligation(op, options),
     retry_of: op.retryOf,
@@ -175,7 +185,9 @@ export function presentExecution(
     created_at: isoAt(execution.createdAt),
     updated_at: isoAt(execution.updatedAt),
     trace_id: traceIdOf(execution.traceParent),
-    operations: operations.map((op) => presentOperation(op, changes.get(op.id) ?? null, options.get(op.id)?.options)),
+    operations: operations.map((op) =>
+      presentOperation(op, changes.get(op.id) ?? null, options.get(op.id)?.options, execution.deadlineAt),
+    ),
   };
 }
 

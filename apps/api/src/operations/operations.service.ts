@@ -101,8 +101,13 @@ export class OperationsService {
     // offers what the API would refuse. Once a resolution is recorded (a release waiting for the dispatcher included),
     // nothing more is permitted: the decision was made.
     const options = judged?.options ?? [];
+    // Only a request still waiting is judged against its execution's deadline (one more read, for it alone).
+    const deadline =
+      op.status === OperationStatus.PREPARED && op.approval?.state === 'requested'
+        ? (await findExecution(this.db.manager, op.executionId, principal.tenantId))?.deadlineAt
+        : undefined;
     return {
-      ...presentOperation(op, changes.get(op.id) ?? null, options),
+      ...presentOperation(op, changes.get(op.id) ?? null, options, deadline),
       permitted_resolutions: offeredResolutions(options),
       resolution_options: options,
     };
@@ -241,7 +246,8 @@ export class OperationsService {
         'not-awaiting-approval',
         `its execution’s deadline passed${deadline ? ` at ${deadline}` : ''}: nothing more is sent for it, so a grant ` +
           'could never be carried out; deny it, or cancel the execution',
-        { current_status: op.status, ...(deadline && { deadline_at: deadline }) },
+        // Shown withdrawn by the operation too (shownApprovalState): this answer and the operation say the same.
+        { current_status: op.status, approval: 'withdrawn', ...(deadline && { deadline_at: deadline }) },
       );
     }
     // A request still on record is shown withdrawn (shownApprovalState): this answer and the operation say the same.
