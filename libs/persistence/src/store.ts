@@ -5,7 +5,8 @@ import {
   ReadBackKind,
   TerminalReason,
   VerificationMethodValue,
-  finalStatusContradicted,
+  failureRefuted,
+  verificationContradicted,
 } from '@verity/status-model';
 import { EntityManager, EntityTarget, ObjectLiteral } from 'typeorm';
 import { Approval, Criterion, EventEntity, ExecutionEntity, OperationEntity, TenantEntity } from './entities';
@@ -644,16 +645,28 @@ export function snapshotOf(op: OperationEntity): {
 }
 
 /**
- * Whether what was recorded on the row since its final status contradicts it (the status model's
- * finalStatusContradicted): a late 2xx or a read that showed the effect of a FAILED, a late rejection of a VERIFIED.
+ * What was recorded on the row since its final status that contradicts it (the status model's rules): a FAILED the
+ * provider's late 2xx or a later read of the source refutes (not "rejected, retry safe"), a VERIFIED the provider's
+ * late rejection contradicts (not "committed"). Either way its commit is unknown.
  */
+export function contradictionsOnRecord(op: OperationEntity): {
+  failureRefuted: boolean;
+  verificationContradicted: boolean;
+} {
+  return {
+    failureRefuted: failureRefuted({
+      status: op.status,
+      acknowledged: op.acknowledgedAt !== null,
+      effectShownAfter: Boolean(op.obligation?.effect_shown_after_failed),
+    }),
+    verificationContradicted: verificationContradicted({ status: op.status, rejected: Boolean(op.rejectedAt) }),
+  };
+}
+
+/** Whether anything recorded since contradicts the operation's final status (contradictionsOnRecord). */
 export function contradictedOnRecord(op: OperationEntity): boolean {
-  return finalStatusContradicted({
-    status: op.status,
-    acknowledged: op.acknowledgedAt !== null,
-    effectShownAfter: Boolean(op.obligation?.effect_shown_after_failed),
-    rejected: Boolean(op.rejectedAt),
-  });
+  const { failureRefuted: refuted, verificationContradicted: contradicted } = contradictionsOnRecord(op);
+  return refuted || contradicted;
 }
 
 /** What a connector sees of an operation: its identity and request, never the whole row. */

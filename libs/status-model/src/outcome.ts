@@ -41,8 +41,8 @@ export interface OperationForCriterion {
   /** The move that brought it to its status (its cause tells a never-needed operation apart). */
   lastChange: LastStatusChange | null;
   /**
-   * What was recorded since contradicts its final status (`finalStatusContradicted`: a VERIFIED whose send the provider
-   * rejected, a FAILED the provider acknowledged or a read showed): its commit is unknown.
+   * What was recorded since contradicts its final status (`failureRefuted`, `verificationContradicted`: a VERIFIED whose
+   * send the provider rejected, a FAILED the provider acknowledged or a read showed): its commit is unknown.
    */
   contradicted?: boolean;
 }

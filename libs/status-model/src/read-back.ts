@@ -166,20 +166,6 @@ export function verificationContradicted(op: { status: OperationStatus; rejected
   return op.status === OperationStatus.VERIFIED && op.rejected;
 }
 
-/**
- * The final status on record is contradicted by what was recorded since — a FAILED refuted (failureRefuted), or a
- * VERIFIED the provider's rejection contradicts (verificationContradicted): the status stays, its commit is `unknown`,
- * and nothing may be concluded from the status alone (an outcome criterion it would satisfy fails).
- */
-export function finalStatusContradicted(op: {
-  status: OperationStatus;
-  acknowledged: boolean;
-  effectShownAfter: boolean;
-  rejected: boolean;
-}): boolean {
-  return failureRefuted(op) || verificationContradicted(op);
-}
-
 /** The hold an inconclusive read ends in once the read budget is spent. */
 export const INCONCLUSIVE_READ_REASON: Record<InconclusiveReadKind, TerminalReason> = {
   stale: TerminalReason.STALE_REPLICA,

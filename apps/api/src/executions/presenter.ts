@@ -1,11 +1,16 @@
-import { type EventEntity, type ExecutionEntity, type OperationEntity, recordedResolution } from '@verity/persistence';
+import {
+  type EventEntity,
+  type ExecutionEntity,
+  type OperationEntity,
+  contradictionsOnRecord,
+  recordedResolution,
+} from '@verity/persistence';
 import { traceIdOf } from '@verity/platform';
 import {
   LastStatusChange,
   OperationStatus,
   commitOf,
   everSent,
-  failureRefuted,
   operationFailure,
   operationRetryRule,
   type RetryRule,
@@ -15,7 +20,6 @@ import {
   shownApprovalState,
   summarizeEffects,
   unevaluatedCriteria,
-  verificationContradicted,
 } from '@verity/status-model';
 import type { z } from 'zod';
 import type { API_SCHEMAS } from '../schemas';
@@ -45,27 +49,9 @@ export function requestedOperation(op: OperationEntity) {
   };
 }
 
-/** A FAILED the provider's late 2xx or a later read of the source contradicts: not "rejected, retry safe". */
-function refutedFailure(op: OperationEntity): boolean {
-  return failureRefuted({
-    status: op.status,
-    acknowledged: op.acknowledgedAt !== null,
-    effectShownAfter: Boolean(op.obligation?.effect_shown_after_failed),
-  });
-}
-
-/** A VERIFIED the provider's late rejection contradicts: not "committed". */
-function contradictedVerification(op: OperationEntity): boolean {
-  return verificationContradicted({ status: op.status, rejected: Boolean(op.rejectedAt) });
-}
-
 /** The retry rule the operation shows: its status', unless what was recorded since contradicts its final status. */
 export function shownRetryRule(op: OperationEntity): RetryRule {
-  return operationRetryRule({
-    status: op.status,
-    failureRefuted: refutedFailure(op),
-    verificationContradicted: contradictedVerification(op),
-  });
+  return operationRetryRule({ status: op.status, ...contradictionsOnRecord(op) });
 }
 
 /**
@@ -100,7 +86,8 @@ export function presentOperation(
   /** Its execution's deadline, where an approval request is on record (past it, the request is shown withdrawn). */
   executionDeadline?: Date,
 ): OperationView {
-  const refuted = refutedFailure(op);
+  const contradictions = contradictionsOnRecord(op);
+  const refuted = contradictions.failureRefuted;
   return {
     id: op.id,
     execution_id: op.executionId,
@@ -112,8 +99,7 @@ export function presentOperation(
       status: op.status,
       everSent: everSent(op),
       terminalReason: op.terminalReason,
-      failureRefuted: refuted,
-      verificationContradicted: contradictedVerification(op),
+      ...contradictions,
     }),
     failure: operationFailure(
       { status: op.status, terminalReason: op.terminalReason, failureRefuted: refuted },
@@ -173,8 +159,7 @@ export function presentExecution(
     effects: summarizeEffects(
       operations.map((op) => ({
         ...op,
-        failureRefuted: refutedFailure(op),
-        verificationContradicted: contradictedVerification(op),
+        ...contradictionsOnRecord(op),
       })),
     ),
     failure: execution.failure,
