@@ -421,6 +421,14 @@ export const PROBLEMS = {
     detail: 'webhook whk_01m8pvhh2eyfvxnkaq1cqt2qvy is disabled; enable it first (POST …/enable)',
     summary: 'The endpoint is disabled: nothing is sent to it',
   },
+  'delivery-pending': {
+    status: 409,
+    title: 'Conflict with the current state',
+    detail:
+      'delivery msg_01m8pvj3q6x0m2a9t5c7e1r4kb is still being sent (redelivery 1, not settled); ' +
+      'redeliver it once it is delivered or failed',
+    summary: 'The message is still being sent: another round would send it twice',
+  },
   'precondition-failed': {
     status: 412,
     title: 'Precondition failed',

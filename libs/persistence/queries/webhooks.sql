@@ -60,13 +60,15 @@ SELECT id, endpoint_id, event_id, type, payload, status, round, attempts, last_a
 
 -- redeliver
 UPDATE webhook_deliveries d SET status = 'pending', round = d.round + 1, updated_at = clock_timestamp()
-     WHERE d.id = $3 AND d.endpoint_id = $2 AND d.tenant_id = $1
+     WHERE d.id = $3 AND d.endpoint_id = $2 AND d.tenant_id = $1 AND d.status <> 'pending'
        AND EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.id = d.endpoint_id AND w.disabled_at IS NULL)
      RETURNING id, endpoint_id, event_id, type, payload, status, round, attempts, last_attempt_at,
   last_response_status, last_error, delivered_at, created_at;
 
--- deliveryExists
-SELECT d.id FROM webhook_deliveries d WHERE d.id = $1 AND d.endpoint_id = $2 AND d.tenant_id = $3;
+-- redeliveryRefusal
+SELECT d.status, d.round, w.disabled_at IS NOT NULL AS disabled
+     FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
+     WHERE d.id = $1 AND d.endpoint_id = $2 AND d.tenant_id = $3;
 
 -- skipDelivery
 UPDATE webhook_deliveries SET status = 'skipped', last_error = $3, updated_at = clock_timestamp()

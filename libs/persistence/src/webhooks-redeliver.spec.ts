@@ -15,8 +15,9 @@ import {
 
 /**
  * Two admins act on one delivery at once, or one deletes the endpoint while the delivery worker is sending to it. A
- * redelivery is a new round: a job (or an attempt in flight) of an older round sends nothing more and writes nothing,
- * so two redeliveries at once make one send after them, and a delete while a send is in flight leaves no row behind.
+ * redelivery is a new round, taken only from a settled delivery: of two at once one is refused, a job (or an attempt
+ * in flight) of an older round sends nothing more and writes nothing, and a delete while a send is in flight leaves
+ * no row behind.
  */
 describe('webhook redeliveries and deletes racing the delivery worker (real Postgres)', () => {
   const db = useTestDatabase('whredeliver', ['acme', 'other', 'third']);
@@ -61,8 +62,12 @@ describe('webhook redeliveries and deletes racing the delivery worker (real Post
 
   const ok = { ok: true as const, status: 204 };
 
-  it('two redeliveries at once: each a round of its own; only the last one sends, an older round writes nothing', async () => {
+  it('two redeliveries at once: one new round, the other refused while it is pending; an older round writes nothing', async () => {
     const { endpointId, delivery } = await endpointWithDelivery('acme');
+    // Still pending (its first round not attempted yet): a redelivery now would send it beside that round.
+    expect(
+      await redeliverWebhook(db.dataSource.manager, { tenantId: 'acme', endpointId, deliveryId: delivery.id }),
+    ).toEqual({ refused: 'pending', round: 0 });
     expect(
       await recordWebhookAttempt(db.dataSource, {
         deliveryId: delivery.id,
@@ -78,28 +83,28 @@ describe('webhook redeliveries and deletes racing the delivery worker (real Post
         redeliverWebhook(db.dataSource.manager, { tenantId: 'acme', endpointId, deliveryId: delivery.id }),
       ),
     );
-    const rounds = both.map((r) => ('delivery' in r ? r.delivery.round : null)).sort();
-    expect(rounds).toEqual([1, 2]);
+    expect(both.filter((r) => 'delivery' in r).map((r) => ('delivery' in r ? r.delivery.round : null))).toEqual([1]);
+    expect(both.filter((r) => 'refused' in r)).toEqual([{ refused: 'pending', round: 1 }]);
 
-    // The first round's job finds a newer round: it sends nothing.
-    expect((await loadDeliveryToSend(db.dataSource.manager, cipher, delivery.id, 1))?.skip).toBe('older_round');
-    expect((await loadDeliveryToSend(db.dataSource.manager, cipher, delivery.id, 2))?.skip).toBeNull();
-    // A send of the first round that was already in flight when the second came: its answer writes nothing.
+    // A job of the first round, late (its delivery went to a new round meanwhile): it sends nothing.
+    expect((await loadDeliveryToSend(db.dataSource.manager, cipher, delivery.id, 0))?.skip).toBe('older_round');
+    expect((await loadDeliveryToSend(db.dataSource.manager, cipher, delivery.id, 1))?.skip).toBeNull();
+    // A send of the first round whose answer comes back now: it writes nothing.
     expect(
       await recordWebhookAttempt(db.dataSource, {
         deliveryId: delivery.id,
-        round: 1,
+        round: 0,
         outcome: ok,
         final: true,
         disableAfter: 5,
       }),
     ).toEqual({ state: 'stale' });
     const [pending] = await listWebhookDeliveries(db.dataSource.manager, { tenantId: 'acme', endpointId, limit: 1 });
-    expect(pending).toMatchObject({ id: delivery.id, status: 'pending', round: 2, attempts: 1 });
+    expect(pending).toMatchObject({ id: delivery.id, status: 'pending', round: 1, attempts: 1 });
     expect(
       await recordWebhookAttempt(db.dataSource, {
         deliveryId: delivery.id,
-        round: 2,
+        round: 1,
         outcome: ok,
         final: true,
         disableAfter: 5,

@@ -96,11 +96,17 @@ export const WEBHOOKS_SQL = {
   listDeliveries: `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries
      WHERE tenant_id = $1 AND endpoint_id = $2 AND ($3::text IS NULL OR id < $3)
      ORDER BY id DESC LIMIT $4`,
+  // Only a settled delivery (compare-and-set on its status): while a round is pending it may be in flight, and a new
+  // round would send the message again beside it. Of several redeliveries at once, one moves it; the others find it
+  // pending (the row lock makes them wait for the first, then re-read it) and change nothing.
   redeliver: `UPDATE webhook_deliveries d SET status = 'pending', round = d.round + 1, updated_at = clock_timestamp()
-     WHERE d.id = $3 AND d.endpoint_id = $2 AND d.tenant_id = $1
+     WHERE d.id = $3 AND d.endpoint_id = $2 AND d.tenant_id = $1 AND d.status <> 'pending'
        AND EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.id = d.endpoint_id AND w.disabled_at IS NULL)
      RETURNING ${DELIVERY_COLUMNS}`,
-  deliveryExists: `SELECT d.id FROM webhook_deliveries d WHERE d.id = $1 AND d.endpoint_id = $2 AND d.tenant_id = $3`,
+  // Why a redelivery changed nothing: the delivery as it stands, and whether its endpoint is disabled.
+  redeliveryRefusal: `SELECT d.status, d.round, w.disabled_at IS NOT NULL AS disabled
+     FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
+     WHERE d.id = $1 AND d.endpoint_id = $2 AND d.tenant_id = $3`,
   skipDelivery: `UPDATE webhook_deliveries SET status = 'skipped', last_error = $3, updated_at = clock_timestamp()
      WHERE id = $1 AND round = $2 AND status = 'pending'`,
   lockCursor: `SELECT last_txid::text, last_event_id FROM webhook_outbox_cursor WHERE id = 1 FOR UPDATE SKIP LOCKED`,
@@ -306,24 +312,31 @@ export function listWebhookDeliveries(
 
 /**
  * A manual redelivery: the message goes back to pending in a new round (a job of an older round is then skipped).
- * Refused (null, with the reason) when the tenant has no such delivery or its endpoint is disabled.
+ * Refused (with the reason) when the tenant has no such delivery, its endpoint is disabled, or it is still pending
+ * (`round`: the round being attempted) — a round in flight and a new one would send the message twice.
  */
 export async function redeliverWebhook(
   db: Queryable,
   input: { tenantId: string; endpointId: string; deliveryId: string },
-): Promise<{ delivery: WebhookDeliveryRow } | { refused: 'not_found' | 'endpoint_disabled' }> {
+): Promise<
+  | { delivery: WebhookDeliveryRow }
+  | { refused: 'not_found' | 'endpoint_disabled' }
+  | { refused: 'pending'; round: number }
+> {
   const [delivery] = await rows<WebhookDeliveryRow>(db, WEBHOOKS_SQL.redeliver, [
     input.tenantId,
     input.endpointId,
     input.deliveryId,
   ]);
   if (delivery) return { delivery };
-  const [exists] = await rows<{ id: string }>(db, WEBHOOKS_SQL.deliveryExists, [
+  const [found] = await rows<{ status: string; round: number; disabled: boolean }>(db, WEBHOOKS_SQL.redeliveryRefusal, [
     input.deliveryId,
     input.endpointId,
     input.tenantId,
   ]);
-  return { refused: exists ? 'endpoint_disabled' : 'not_found' };
+  if (!found) return { refused: 'not_found' };
+  if (found.disabled) return { refused: 'endpoint_disabled' };
+  return { refused: 'pending', round: found.round };
 }
 
 /** A delivery that will not be sent (its endpoint was disabled before its turn): recorded, so nothing owes it. */

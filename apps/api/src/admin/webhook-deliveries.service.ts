@@ -58,6 +58,13 @@ export class WebhookDeliveriesService {
     });
     if ('refused' in result) {
       if (result.refused === 'not_found') throw Problem.notFound('Delivery', deliveryId);
+      if (result.refused === 'pending') {
+        throw Problem.conflict(
+          'delivery-pending',
+          `delivery ${deliveryId} is still being sent (redelivery ${result.round}, not settled); ` +
+            'redeliver it once it is delivered or failed',
+        );
+      }
       throw Problem.conflict('endpoint-disabled', `webhook ${id} is disabled; enable it first (POST …/enable)`);
     }
     // An admin's redelivery is one delivery asked for now: first in its tenant's line. After the commit; if Redis is

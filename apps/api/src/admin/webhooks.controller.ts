@@ -108,10 +108,12 @@ export class WebhooksController {
   @ApiEndpoint({
     id: 'redeliverWebhook',
     summary: 'Send one message again (same webhook-id, a new round of attempts)',
-    description: '409 `endpoint-disabled` while the endpoint is disabled.',
+    description:
+      '409 `endpoint-disabled` while the endpoint is disabled; 409 `delivery-pending` while the message is still ' +
+      'being sent (pending): of several redeliveries at once, one is accepted.',
     params: [ID, { name: 'delivery_id', description: 'delivery id (msg_…), the webhook-id receivers saw' }],
     response: { status: 202, schema: DeliveryView },
-    problems: ['endpoint-disabled'],
+    problems: ['endpoint-disabled', 'delivery-pending'],
   })
   redeliver(
     @CurrentPrincipal() principal: Principal,

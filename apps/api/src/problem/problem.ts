@@ -38,6 +38,7 @@ export const PROBLEM_CODES = [
   'illegal-transition',
   'webhook-limit',
   'endpoint-disabled',
+  'delivery-pending',
   'precondition-failed',
   'payload-too-large',
   'unsupported-media-type',

@@ -528,7 +528,7 @@ export interface paths {
     put?: never;
     /**
      * Send one message again (same webhook-id, a new round of attempts)
-     * @description 409 `endpoint-disabled` while the endpoint is disabled.
+     * @description 409 `endpoint-disabled` while the endpoint is disabled; 409 `delivery-pending` while the message is still being sent (pending): of several redeliveries at once, one is accepted.
      */
     post: operations['redeliverWebhook'];
     delete?: never;
@@ -1134,6 +1134,7 @@ export interface components {
         | 'https://verity.dev/problems/illegal-transition'
         | 'https://verity.dev/problems/webhook-limit'
         | 'https://verity.dev/problems/endpoint-disabled'
+        | 'https://verity.dev/problems/delivery-pending'
         | 'https://verity.dev/problems/precondition-failed'
         | 'https://verity.dev/problems/payload-too-large'
         | 'https://verity.dev/problems/unsupported-media-type'
