@@ -145,4 +145,46 @@ describe('webhooks under concurrent admin actions', () => {
     );
     expect(await sentWithId(delivery.id)).toBe(3);
   });
+
+  it('an endpoint created while its host leaves the allowlist receives nothing: every send re-checks the allowlist', async () => {
+    const path = '/removed';
+    // The create and the removal at once: whichever way the race goes, nothing reaches the receiver.
+    const [created, removed] = await Promise.all([
+      call<{ id: string }>('POST', '/v1/admin/webhooks', otherAdmin, {
+        url: `${base}${path}`,
+        events: ['execution.finished'],
+      }),
+      call('PUT', '/v1/admin/connector-settings/http', otherAdmin, { allow_hosts: [] }),
+    ]);
+    expect(removed.status).toBe(200);
+    expect([201, 400]).toContain(created.status);
+    // Whether or not the create won the race, an endpoint made before the removal (as if it had) is still there.
+    let endpointId = created.status === 201 ? created.body.id : null;
+    if (!endpointId) {
+      const put = await call('PUT', '/v1/admin/connector-settings/http', otherAdmin, {
+        allow_hosts: [{ host: '127.0.0.1', ports: [port], allow_private: true }],
+      });
+      expect(put.status).toBe(200);
+      endpointId = await endpointAt(otherAdmin, path);
+      expect((await call('PUT', '/v1/admin/connector-settings/http', otherAdmin, { allow_hosts: [] })).status).toBe(
+        200,
+      );
+    }
+
+    const run = await call<{ id: string }>(
+      'POST',
+      '/v1/executions',
+      DEMO.otherAgent,
+      submission([sms(unique('wh-removed'))]),
+    );
+    expect(run.status).toBe(201);
+    const delivery = await waitFor(
+      async () => (await deliveries(endpointId, otherAdmin)).find((d) => d.payload.data.execution_id === run.body.id),
+      (d) => d?.status === 'failed',
+    );
+    // Refused before anything was sent, and not retried.
+    expect(delivery).toMatchObject({ attempts: 1 });
+    expect(delivery!.last_error).toMatch(/allow/i);
+    expect((await receiver).seen.filter((r) => r.path === path)).toHaveLength(0);
+  });
 });
