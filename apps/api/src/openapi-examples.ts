@@ -426,7 +426,7 @@ export const PROBLEMS = {
     title: 'Conflict with the current state',
     detail:
       'delivery msg_01m8pvj3q6x0m2a9t5c7e1r4kb is still being sent (redelivery 1, not settled); ' +
-      'redeliver it once it is delivered or failed',
+      'redeliver it once it has settled (delivered, failed or skipped)',
     summary: 'The message is still being sent: another round would send it twice',
   },
   'precondition-failed': {

@@ -62,7 +62,7 @@ export class WebhookDeliveriesService {
         throw Problem.conflict(
           'delivery-pending',
           `delivery ${deliveryId} is still being sent (redelivery ${result.round}, not settled); ` +
-            'redeliver it once it is delivered or failed',
+            'redeliver it once it has settled (delivered, failed or skipped)',
         );
       }
       throw Problem.conflict('endpoint-disabled', `webhook ${id} is disabled; enable it first (POST …/enable)`);
