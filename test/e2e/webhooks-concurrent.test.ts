@@ -25,8 +25,9 @@ interface Problem {
  */
 describe('webhooks under concurrent admin actions', () => {
   let stack: Stack;
-  // `/slow` holds its answer for a second: a round is in flight that long.
-  const receiver = startReceiver((path) => ({ status: 204, afterMs: path === '/slow' ? 1_000 : 0 }));
+  // `/slow` holds its answer for three seconds: a round is in flight that long (longer than ten requests to a busy API
+  // take to arrive).
+  const receiver = startReceiver((path) => ({ status: 204, afterMs: path === '/slow' ? 3_000 : 0 }));
   let base: string;
   let port: number;
   let otherAdmin: string;
@@ -92,7 +93,7 @@ describe('webhooks under concurrent admin actions', () => {
   });
 
   it('ten redeliveries of one message at once: one 202, nine 409 delivery-pending, one more send', async () => {
-    // The receiver holds its answer a second, so the round accepted first is still being sent when the others come.
+    // The receiver holds its answer, so the round accepted first is still being sent when the others come.
     const endpointId = await endpointAt(DEMO.admin, '/slow');
     const delivery = await deliveredMessage(endpointId);
     expect(await sentWithId(delivery.id)).toBe(1);
