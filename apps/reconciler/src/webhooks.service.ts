@@ -97,7 +97,10 @@ export class WebhooksService implements OnApplicationBootstrap, OnApplicationShu
     const owedAfterMs = Math.max(30_000, 3 * this.config.WEBHOOK_TIMEOUT_MS);
     if (Date.now() - this.lastOwedPass < Math.min(owedAfterMs, 10_000)) return;
     this.lastOwedPass = Date.now();
-    await this.enqueue(await owedWebhookDeliveries(this.db.manager, owedAfterMs, SCAN_BATCH));
+    // Re-armed, not just added: the round's job may have ended without recording its attempt (see tryEnqueueOrRearm).
+    for (const d of await owedWebhookDeliveries(this.db.manager, owedAfterMs, SCAN_BATCH)) {
+      await this.queue.tryEnqueueOrRearm(d, d.backlog);
+    }
   }
 
   private async enqueue(deliveries: OwedDelivery[]): Promise<void> {

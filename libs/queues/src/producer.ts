@@ -128,15 +128,21 @@ export class JobProducer {
    * to run (the add would be a no-op anyway); one that finished — completed or failed, kept for its retention — would
    * swallow the add, so it is removed and the job enqueued again. One HMGET of the job's hash tells which (rather than
    * fetching the whole job and running BullMQ's state script): 'timestamp' is set when a job is added, 'finishedOn' when
-   * it completes or fails for good. Whether a job was added (false: a pending one was left to run).
+   * it completes or fails for good. Whether a job was added (false: a pending one was left to run). `options` are the
+   * job's own (attempts, backoff, priority), as a first add would give them.
    */
-  async enqueueOrRearm<N extends JobName>(name: N, data: JobPayloads[N], jobId: string): Promise<boolean> {
+  async enqueueOrRearm<N extends JobName>(
+    name: N,
+    data: JobPayloads[N],
+    jobId: string,
+    options: JobsOptions = {},
+  ): Promise<boolean> {
     const queue = await this.queueOf(name, data);
     const client = await queue.getBackend().client;
     const [addedAt, finishedOn] = await client.hmget(queue.toKey(jobId), 'timestamp', 'finishedOn');
     if (addedAt !== null && finishedOn === null) return false;
     if (finishedOn !== null) await queue.remove(jobId).catch(() => undefined);
-    await queue.add(name, data, { jobId });
+    await queue.add(name, data, { ...options, jobId });
     return true;
   }
 
@@ -154,8 +160,13 @@ export class JobProducer {
   }
 
   /** enqueueOrRearm for callers that must not fail after a commit, failures counted as tryEnqueue's are. */
-  tryEnqueueOrRearm<N extends JobName>(name: N, data: JobPayloads[N], jobId: string): Promise<boolean> {
-    return this.orRecordFailure(name, () => this.enqueueOrRearm(name, data, jobId));
+  tryEnqueueOrRearm<N extends JobName>(
+    name: N,
+    data: JobPayloads[N],
+    jobId: string,
+    options: JobsOptions = {},
+  ): Promise<boolean> {
+    return this.orRecordFailure(name, () => this.enqueueOrRearm(name, data, jobId, options));
   }
 
   private async orRecordFailure(name: JobName, enqueue: () => Promise<boolean>): Promise<boolean> {

@@ -26,4 +26,15 @@ export class WebhookDeliveryQueue {
     const job = webhookDeliveryJob(delivery.id, delivery.round, this.retry, backlog);
     return this.producer.tryEnqueue(JobName.DELIVER_WEBHOOK, job.data, job.options);
   }
+
+  /**
+   * A round still owed (its delivery pending, untouched for a while): enqueued again unless its job is still waiting,
+   * delayed or running. A job that ended without recording its attempt (it failed for good: the database refused the
+   * record, or the process died between the send and the record) is kept by BullMQ for a day under the round's id and
+   * would swallow a plain add, leaving the delivery pending that long: it is replaced.
+   */
+  tryEnqueueOrRearm(delivery: { id: string; round: number }, backlog: number): Promise<boolean> {
+    const job = webhookDeliveryJob(delivery.id, delivery.round, this.retry, backlog);
+    return this.producer.tryEnqueueOrRearm(JobName.DELIVER_WEBHOOK, job.data, job.options.jobId!, job.options);
+  }
 }
