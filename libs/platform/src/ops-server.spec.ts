@@ -108,6 +108,41 @@ describe('the workers’ ops server', () => {
     expect(refusals[3][0].headers.get('allow')).toBe('GET, HEAD');
   });
 
+  it('refuses query parameters on the probes and, once the token was checked, on /metrics, as the API does (400 unknown_field)', async () => {
+    // The API's probes and /metrics take none (`/health/ready?verbose=1` would answer as if a detail had been given);
+    // a worker's port serves the same three paths and answers them the same way.
+    for (const path of ['/health/live?x=1', '/health/ready?verbose=1', '/health/live?x', '/health/live?x=1&x=2']) {
+      const res = await get(path);
+      expect({ path, status: res.status, type: res.headers.get('content-type') }).toEqual({
+        path,
+        status: 400,
+        type: 'application/problem+json; charset=utf-8',
+      });
+      const body = (await res.json()) as { type: string; status: number; errors: { field: string; rule: string }[] };
+      expect(body).toMatchObject({ type: 'https://verity.dev/problems/validation-error', status: 400 });
+      expect(body.errors.map((e) => [e.field, e.rule])).toEqual([
+        [path.includes('verbose') ? 'verbose' : 'x', 'unknown_field'],
+      ]);
+    }
+    const two = (await (await get('/health/live?a=1&b=2')).json()) as { errors: { field: string }[] };
+    expect(two.errors.map((e) => e.field)).toEqual(['a', 'b']);
+    const unnamed = (await (await get('/health/live?=1')).json()) as { errors: { field: string }[] };
+    expect(unnamed.errors.map((e) => e.field)).toEqual(['[""]']);
+    const nul = (await (await get('/health/live?a%00=1')).json()) as { errors: { rule: string }[] };
+    expect(nul.errors.map((e) => e.rule)).toEqual(['no_control_characters']);
+    // /metrics checks the token first: without it the answer stays 401, and says nothing about the parameters.
+    expect((await get('/metrics?x=1')).status).toBe(401);
+    const scrape = await get('/metrics?x=1', TOKEN);
+    expect(scrape.status).toBe(400);
+    expect(((await scrape.json()) as { errors: { field: string; rule: string }[] }).errors).toMatchObject([
+      { field: 'x', rule: 'unknown_field' },
+    ]);
+    // No parameter, or an empty query (`?`, `?&`), is no parameter.
+    for (const path of ['/health/live?', '/health/live?&', '/health/ready?'])
+      expect((await get(path)).status).toBe(200);
+    expect((await get('/metrics?', TOKEN)).status).toBe(200);
+  });
+
   it('compares tokens only when one is configured', () => {
     expect(isMetricsToken({ METRICS_TOKEN: undefined }, 'anything')).toBe(false);
     expect(isMetricsToken({ METRICS_TOKEN: TOKEN }, null)).toBe(false);

@@ -117,13 +117,15 @@ async function handle(
   req: IncomingMessage,
   res: ServerResponse,
 ): Promise<void> {
-  const path = (req.url ?? '/').split('?')[0];
+  const [path, query = ''] = splitUrl(req.url ?? '/');
   if (req.method !== 'GET' && req.method !== 'HEAD') {
     problem(res, 405, 'method-not-allowed', 'Method not allowed', 'only GET and HEAD are served here', {
       allow: 'GET, HEAD',
     });
     return;
   }
+  const isProbe = path === '/health/live' || path === '/health/ready';
+  if (isProbe && refusedQuery(res, query)) return;
   if (path === '/health/live') {
     json(res, 200, { status: 'ok' });
     return;
@@ -142,6 +144,7 @@ async function handle(
       });
       return;
     }
+    if (refusedQuery(res, query)) return;
     await options.beforeScrape?.().catch((error: unknown) => {
       options.logger.warn({ err: error }, 'scrape: could not refresh queue gauges');
     });
@@ -150,6 +153,57 @@ async function handle(
     return;
   }
   problem(res, 404, 'not-found', 'Not found', 'served here: /health/live, /health/ready and /metrics');
+}
+
+function splitUrl(url: string): [string, string?] {
+  const at = url.indexOf('?');
+  return at < 0 ? [url] : [url.slice(0, at), url.slice(at + 1)];
+}
+
+/** A control character the API refuses in any string (tab and line breaks aside), query parameter names included. */
+function hasControlCharacter(text: string): boolean {
+  for (const char of text) {
+    const code = char.charCodeAt(0);
+    if ((code < 0x20 && code !== 0x09 && code !== 0x0a && code !== 0x0d) || code === 0x7f) return true;
+  }
+  return false;
+}
+
+/**
+ * These paths take no query parameters, as on the API (`RefuseUnreadQuery`): `/health/ready?verbose=1` would answer as
+ * if a detail had been given. Each parameter named is a 400 `unknown_field` (`no_control_characters` for a name the API
+ * would refuse for that), written as the API writes it; an empty query (`?`, `?&`) names none. True when refused.
+ */
+function refusedQuery(res: ServerResponse, query: string): boolean {
+  const names = [...new Set(new URLSearchParams(query).keys())];
+  if (names.length === 0) return false;
+  const errors = names.map((name) => {
+    const field = name === '' ? '[""]' : name;
+    return hasControlCharacter(name)
+      ? {
+          field,
+          rule: 'no_control_characters',
+          message: 'control characters (NUL, U+0001–U+001F other than tab and newlines, DEL) are not allowed',
+        }
+      : {
+          field,
+          rule: 'unknown_field',
+          message: `unknown query parameter "${name}": this endpoint takes none (unknown fields are rejected, not ignored)`,
+        };
+  });
+  const more = errors.length > 1 ? ` (and ${errors.length - 1} more)` : '';
+  problem(
+    res,
+    400,
+    'validation-error',
+    'The request is invalid',
+    `${errors[0].field}: ${errors[0].message}${more}`,
+    {},
+    {
+      errors,
+    },
+  );
+  return true;
 }
 
 async function probe(check: () => Promise<unknown>): Promise<'up' | 'down'> {
@@ -176,12 +230,13 @@ async function probe(check: () => Promise<unknown>): Promise<'up' | 'down'> {
 function problem(
   res: ServerResponse,
   status: number,
-  code: 'unauthorized' | 'not-found' | 'method-not-allowed' | 'internal',
+  code: 'validation-error' | 'unauthorized' | 'not-found' | 'method-not-allowed' | 'internal',
   title: string,
   detail: string,
   headers: Record<string, string> = {},
+  members: Record<string, unknown> = {},
 ): void {
-  const body = JSON.stringify({ type: `https://verity.dev/problems/${code}`, title, status, detail });
+  const body = JSON.stringify({ ...members, type: `https://verity.dev/problems/${code}`, title, status, detail });
   res.writeHead(status, { ...headers, 'content-type': 'application/problem+json; charset=utf-8' }).end(body);
 }
 
