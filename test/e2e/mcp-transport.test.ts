@@ -114,6 +114,39 @@ describe('MCP: messages that are not what they should be', () => {
     });
   });
 
+  it('refuses a batch whose requests share an id with -32600 (Invalid Request), and carries out none of them', async () => {
+    // Each request's answer is matched to it by its id: of two with one id, one answer was sent and the other dropped,
+    // so a second submission was carried out (an execution created) and never reported to the agent.
+    const before = await executionCount();
+    const res = await post([
+      toolCall('submit_execution', submission([sms(unique('dup-id-a'))]), 5),
+      toolCall('submit_execution', submission([sms(unique('dup-id-b'))]), 5),
+    ]);
+    expect(res.status).toBe(400);
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(res.body).toEqual({
+      jsonrpc: '2.0',
+      id: null,
+      error: { code: -32600, message: expect.stringContaining('id 5') },
+    });
+    // The refusal is made before anything runs: the HTTP answer came back, so nothing is still on its way.
+    expect(await executionCount()).toBe(before);
+  });
+
+  it('answers a batch whose ids differ only in their JSON type (1 and "1" are two ids), and its notifications', async () => {
+    const res = await post([
+      { ...listTools, id: 1 },
+      { ...listTools, id: '1' },
+      { jsonrpc: '2.0', method: 'notifications/initialized' },
+    ]);
+    expect(res.status).toBe(200);
+    const ids = res.text
+      .split('\n')
+      .filter((line) => line.startsWith('data: '))
+      .map((line) => (JSON.parse(line.slice('data: '.length)) as { id: unknown }).id);
+    expect(ids.sort()).toEqual([1, '1']);
+  });
+
   it('still answers a batch of one request', async () => {
     const res = await post([listTools]);
     expect(res.status).toBe(200);

@@ -84,7 +84,11 @@ export class McpController {
     problems: [401, 403, 429],
   })
   @ApiResponse({ status: 202, description: 'A notification or response was accepted; no body' })
-  @ApiResponse({ status: 400, description: 'Not a JSON-RPC message, or an empty batch', content: JSON_RPC_ERROR })
+  @ApiResponse({
+    status: 400,
+    description: 'Not a JSON-RPC message, an empty batch, or a batch whose requests share an id',
+    content: JSON_RPC_ERROR,
+  })
   @ApiResponse({
     status: 406,
     description: 'Accept must list application/json and text/event-stream',
@@ -102,6 +106,22 @@ export class McpController {
         error: {
           code: INVALID_REQUEST,
           message: 'Invalid Request: an empty batch (a JSON-RPC batch holds one message at least; send one message)',
+        },
+      });
+      return;
+    }
+    // Each answer is matched to its request by the id: of two requests with one id in a batch, the transport sent one
+    // answer and dropped the other, though both ran — a second submission was carried out and never reported. JSON-RPC
+    // has the client choose ids that tell its requests apart (MCP: an id is never reused); such a batch is refused
+    // whole, before anything in it is carried out.
+    const shared = Array.isArray(req.body) ? sharedRequestId(req.body as unknown[]) : undefined;
+    if (shared !== undefined) {
+      res.status(400).json({
+        jsonrpc: '2.0',
+        id: null,
+        error: {
+          code: INVALID_REQUEST,
+          message: `Invalid Request: two requests of the batch have id ${JSON.stringify(shared)} (each request needs an id of its own; nothing in the batch was carried out)`,
         },
       });
       return;
@@ -230,6 +250,18 @@ function isRequestId(value: unknown): value is string | number {
 function requestIdOf(message: unknown): string | number | undefined {
   if (!isObject(message) || typeof message.method !== 'string' || !isRequestId(message.id)) return undefined;
   return message.id;
+}
+
+/** An id two requests of the batch share (1 and "1" are two ids, as JSON-RPC compares them), if any. */
+function sharedRequestId(messages: unknown[]): string | number | undefined {
+  const seen = new Set<string>();
+  for (const message of messages) {
+    if (!isObject(message) || typeof message.method !== 'string' || !isRequestId(message.id)) continue;
+    const key = `${typeof message.id}:${message.id}`;
+    if (seen.has(key)) return message.id;
+    seen.add(key);
+  }
+  return undefined;
 }
 
 /** Whether this is a call of a tool that changes something (a submission, a cancel). */

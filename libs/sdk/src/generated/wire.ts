@@ -2678,7 +2678,7 @@ export interface operations {
         };
         content?: never;
       };
-      /** @description Not a JSON-RPC message, or an empty batch */
+      /** @description Not a JSON-RPC message, an empty batch, or a batch whose requests share an id */
       400: {
         headers: {
           [name: string]: unknown;
