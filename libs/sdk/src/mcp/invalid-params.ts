@@ -62,3 +62,36 @@ export function refuseInvalidParams(transport: Transport, handles: (method: stri
     transport.send(refusal, { relatedRequestId: id }).catch(() => undefined); // the client left: nobody to tell
   };
 }
+
+/**
+ * A `tools/call` whose name is a member every object inherits (`toString`, `constructor`, `__proto__`…), answered as
+ * any other name no tool has: the tool result the SDK gives an unknown tool ("Tool … not found", `isError`). The SDK
+ * looks tools up in a plain object, finds the inherited member and answered "Tool toString disabled", as if such a
+ * tool existed and had been switched off. Installed on a connected transport, in front of the server's own handler.
+ */
+export function refuseInheritedToolNames(transport: Transport): void {
+  const deliver = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    const id = (message as { id?: unknown }).id;
+    const params = (message as { params?: unknown }).params;
+    const name = typeof params === 'object' && params !== null ? (params as { name?: unknown }).name : undefined;
+    if (
+      (message as { method?: unknown }).method !== 'tools/call' ||
+      !(typeof id === 'string' || typeof id === 'number') ||
+      typeof name !== 'string' ||
+      !(name in Object.prototype)
+    ) {
+      deliver?.(message, extra);
+      return;
+    }
+    const answer: JSONRPCMessage = {
+      jsonrpc: '2.0',
+      id,
+      result: {
+        content: [{ type: 'text', text: `MCP error ${ErrorCode.InvalidParams}: Tool ${name} not found` }],
+        isError: true,
+      },
+    };
+    transport.send(answer, { relatedRequestId: id }).catch(() => undefined); // the client left: nobody to tell
+  };
+}

@@ -368,6 +368,26 @@ describe('a tool called with an argument it does not know', () => {
   });
 });
 
+describe('a tool name that is no tool', () => {
+  it.each(['toString', '__proto__', 'constructor', 'hasOwnProperty', 'valueOf', 'no_such_tool'])(
+    '%s is "not found", never "disabled" (a member every object inherits is no tool), and calls nothing',
+    async (name) => {
+      let requests = 0;
+      const server = createServer((req, res) => {
+        requests += 1;
+        req.resume();
+        res.writeHead(500).end();
+      });
+      const { url } = await closeAfterTest(await listenLocally(server));
+      const mcp = await connectMcp(url);
+      const result = await mcp.call(name, {});
+      expect(result.isError).toBe(true);
+      expect(textOf(result)).toBe(`MCP error -32602: Tool ${name} not found`);
+      expect(requests).toBe(0);
+    },
+  );
+});
+
 /** Sends raw JSON-RPC requests (what an SDK client would never send) to the server and reads their answers. */
 async function rawSession(baseUrl: string) {
   const mcp = createVerityMcpServer({ client: new Verity({ baseUrl, apiKey: 'sk-unit', backoffMs: 5 }) });

@@ -14,7 +14,7 @@ import { z } from 'zod';
 import type { Verity } from '../client';
 import { VerityError, VerityNetworkError, VerityTimeoutError } from '../errors';
 import type { Execution } from '../types';
-import { refuseInvalidParams } from './invalid-params';
+import { refuseInheritedToolNames, refuseInvalidParams } from './invalid-params';
 import { SubmitExecutionInput } from './schema';
 import {
   RULES,
@@ -89,11 +89,15 @@ export interface VerityMcp {
   close(): void;
 }
 
-/** The MCP server, with requests whose params do not fit their method refused -32602 (see refuseInvalidParams). */
+/**
+ * The MCP server, with requests whose params do not fit their method refused -32602 (see refuseInvalidParams), and a
+ * tool name every object inherits answered as the unknown tool it is (refuseInheritedToolNames).
+ */
 class VerityMcpServer extends McpServer {
   override async connect(transport: Transport): Promise<void> {
     await super.connect(transport);
     refuseInvalidParams(transport, (method) => hasRequestHandler(this.server, method));
+    refuseInheritedToolNames(transport);
   }
 }
 
