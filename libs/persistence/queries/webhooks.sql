@@ -95,7 +95,8 @@ SELECT e.id, e.txid::text, e.tenant_id, e.execution_id, e.operation_id, e.type, 
        LIMIT $3;
 
 -- subscribedEndpoints
-SELECT id, tenant_id, events FROM webhook_endpoints WHERE tenant_id = ANY($1::text[]) AND disabled_at IS NULL;
+SELECT id, tenant_id, events FROM webhook_endpoints
+       WHERE tenant_id = ANY($1::text[]) AND disabled_at IS NULL FOR KEY SHARE;
 
 -- advanceCursor
 UPDATE webhook_outbox_cursor SET last_txid = $1::xid8, last_event_id = $2, updated_at = now() WHERE id = 1;
@@ -142,4 +143,4 @@ UPDATE webhook_endpoints SET consecutive_failures = consecutive_failures + 1,
 
 -- disabledSubscribers
 SELECT id FROM webhook_endpoints
-       WHERE tenant_id = $1 AND id <> $2 AND disabled_at IS NULL AND 'webhook.disabled' = ANY(events);
+       WHERE tenant_id = $1 AND id <> $2 AND disabled_at IS NULL AND 'webhook.disabled' = ANY(events) FOR KEY SHARE;

@@ -13,6 +13,7 @@ import {
   OwedDelivery,
   owedWebhookDeliveries,
   scanWebhookOutbox,
+  WEBHOOKS_SQL,
 } from './webhooks';
 
 /** The webhook outbox reads the events table from a cursor: nothing committed is skipped, nothing is announced twice. */
@@ -229,6 +230,53 @@ describe('webhook outbox (real Postgres)', () => {
       expect(ranks).toEqual(ranks.map((_, i) => i + 1));
     }
     expect(owed.filter((d) => owedTenant.get(d.id) === 'fair')).toHaveLength(1);
+  });
+
+  it('an endpoint deleted while the outbox writes its deliveries waits for the write, then takes them with it', async () => {
+    const { endpoint } = (await createWebhookEndpoint(db.dataSource, new SecretsCipher(undefined), {
+      tenantId: 'other',
+      url: 'http://127.0.0.1:9/deleted',
+      events: ['execution.finished'],
+      createdBy: 'test',
+    }))!;
+    const runner = db.dataSource.createQueryRunner();
+    await runner.connect();
+    let deleting: Promise<unknown> | null = null;
+    try {
+      await runner.startTransaction();
+      const found = (await runner.query(WEBHOOKS_SQL.subscribedEndpoints, [['other']])) as { id: string }[];
+      expect(found.map((e) => e.id)).toContain(endpoint.id);
+      // The admin's delete lands between the outbox's read of the endpoints and its insert of their deliveries.
+      deleting = db.dataSource.query(`DELETE FROM webhook_endpoints WHERE id = $1`, [endpoint.id]);
+      const deadline = Date.now() + 10_000;
+      for (;;) {
+        const [{ n }] = (await db.dataSource.query(
+          `SELECT count(*)::int AS n FROM pg_stat_activity
+            WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'DELETE FROM webhook_endpoints%'`,
+        )) as { n: number }[];
+        if (n === 1) break;
+        if (Date.now() > deadline) throw new Error('the delete did not wait for the outbox transaction');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      await runner.query(WEBHOOKS_SQL.insertDeliveries, [
+        ['whd_deleted_1'],
+        [endpoint.id],
+        ['other'],
+        ['evt_deleted_1'],
+        ['execution.finished'],
+        [JSON.stringify({ type: 'execution.finished', timestamp: new Date().toISOString(), data: {} })],
+      ]);
+      await runner.commitTransaction();
+      await deleting;
+    } finally {
+      if (runner.isTransactionActive) await runner.rollbackTransaction();
+      await runner.release();
+      await deleting?.catch(() => undefined);
+    }
+    const left = (await db.dataSource.query(`SELECT id FROM webhook_deliveries WHERE endpoint_id = $1`, [
+      endpoint.id,
+    ])) as unknown[];
+    expect(left).toEqual([]);
   });
 
   it('refuses an endpoint beyond the per-tenant limit', async () => {

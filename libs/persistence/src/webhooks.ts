@@ -123,7 +123,10 @@ export const WEBHOOKS_SQL = {
          AND e.txid < pg_snapshot_xmin(pg_current_snapshot())
        ORDER BY e.txid, e.id
        LIMIT $3`,
-  subscribedEndpoints: `SELECT id, tenant_id, events FROM webhook_endpoints WHERE tenant_id = ANY($1::text[]) AND disabled_at IS NULL`,
+  // FOR KEY SHARE: an endpoint deleted meanwhile waits until its deliveries are written (and then takes them with it),
+  // instead of failing the insert on the foreign key and with it the whole pass.
+  subscribedEndpoints: `SELECT id, tenant_id, events FROM webhook_endpoints
+       WHERE tenant_id = ANY($1::text[]) AND disabled_at IS NULL FOR KEY SHARE`,
   advanceCursor: `UPDATE webhook_outbox_cursor SET last_txid = $1::xid8, last_event_id = $2, updated_at = now() WHERE id = 1`,
   insertDeliveries: `INSERT INTO webhook_deliveries (id, endpoint_id, tenant_id, event_id, type, payload)
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[])
@@ -154,8 +157,9 @@ export const WEBHOOKS_SQL = {
          disabled_at = CASE WHEN consecutive_failures + 1 >= $2 THEN now() END,
          disabled_reason = CASE WHEN consecutive_failures + 1 >= $2 THEN $3 END, updated_at = now()
        WHERE id = $1 AND disabled_at IS NULL RETURNING ${ENDPOINT_COLUMNS}`,
+  // FOR KEY SHARE, as subscribedEndpoints: a subscriber deleted meanwhile must not roll back the attempt's record.
   disabledSubscribers: `SELECT id FROM webhook_endpoints
-       WHERE tenant_id = $1 AND id <> $2 AND disabled_at IS NULL AND 'webhook.disabled' = ANY(events)`,
+       WHERE tenant_id = $1 AND id <> $2 AND disabled_at IS NULL AND 'webhook.disabled' = ANY(events) FOR KEY SHARE`,
 } as const;
 
 export interface WebhookEndpointRow {
