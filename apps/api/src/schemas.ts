@@ -48,9 +48,10 @@ export const ResolveBody = z
     evidence: filledText('evidence text is required').max(10_000),
     due_in_seconds: z
       .number()
-      .int('whole seconds')
+      // The range first: 1e20 is "at most 30 days", not "whole seconds" (zod's int check refuses unsafe integers too).
       .min(1, 'at least 1 second')
       .max(30 * 24 * 3600, 'at most 30 days')
+      .int('whole seconds')
       .optional(),
   })
   .refine((body) => body.due_in_seconds === undefined || body.status === OperationStatus.MANUAL_REVIEW, {

@@ -7,9 +7,10 @@ import { filledText } from '../http/text';
 export const MAX_DUE_SECONDS = 30 * 24 * 3600;
 const DueSeconds = z
   .number()
-  .int('whole seconds')
+  // The range first: 1e20 is "at most …", not "whole seconds" (zod's int check refuses unsafe integers too).
   .min(1, 'at least 1 second')
-  .max(MAX_DUE_SECONDS, `at most ${MAX_DUE_SECONDS} seconds (30 days)`);
+  .max(MAX_DUE_SECONDS, `at most ${MAX_DUE_SECONDS} seconds (30 days)`)
+  .int('whole seconds');
 
 const ObligationDueSchema = z.strictObject(
   Object.fromEntries(['default', ...HOLD_REASONS].map((key) => [key, DueSeconds.optional()])) as Record<
