@@ -282,8 +282,8 @@ describe('MCP over Streamable HTTP at /mcp', () => {
     expect(res.status).toBe(401);
     expect(res.headers.get('content-type')).toContain('application/problem+json');
     // GET and DELETE are no operation of /mcp: 405 with Allow, key or none (as the document and the transport's spec
-    // say), not a 401 the document does not describe for them.
-    for (const method of ['GET', 'DELETE']) {
+    // say), not a 401 the document does not describe for them. Nor PUT and PATCH (they answered 404 "no route").
+    for (const method of ['GET', 'DELETE', 'PUT', 'PATCH']) {
       for (const headers of [
         {} as Record<string, string>,
         { authorization: 'Bearer not-a-real-key' },

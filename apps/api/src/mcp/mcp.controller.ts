@@ -1,4 +1,4 @@
-import { Controller, Delete, Get, Post, Req, Res } from '@nestjs/common';
+import { Controller, Delete, Get, Patch, Post, Put, Req, Res } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { ApiBearerAuth, ApiExcludeEndpoint, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
@@ -173,7 +173,7 @@ export class McpController {
     await transport.handleRequest(req, res, req.body);
   }
 
-  // GET and DELETE only ever answer 405 (the transport's spec asks for that answer): not documented as operations.
+  // GET and DELETE (PUT and PATCH too) only ever answer 405 (the transport's spec asks for that answer): not documented as operations.
   // Public, like a method no route has: with no key or a wrong one the answer is the same 405, not a 401 the document
   // does not describe for them (and a key looked up for nothing).
   @Get()
@@ -187,6 +187,21 @@ export class McpController {
   @Public()
   @ApiExcludeEndpoint()
   delete(): never {
+    throw notAllowed();
+  }
+
+  // PUT and PATCH too: every method but POST is told where to go (Allow: POST), not "no route".
+  @Put()
+  @Public()
+  @ApiExcludeEndpoint()
+  put(): never {
+    throw notAllowed();
+  }
+
+  @Patch()
+  @Public()
+  @ApiExcludeEndpoint()
+  patch(): never {
     throw notAllowed();
   }
 
