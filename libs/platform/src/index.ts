@@ -9,3 +9,4 @@ export * from './tracing';
 export * from './metrics';
 export * from './ops-server';
 export * from './process-start';
+export * from './text-issue';

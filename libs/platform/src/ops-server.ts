@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { VerityConfig } from './config';
 import { metricsRegistry } from './metrics';
+import { textIssue } from './text-issue';
 
 /**
  * Does this bearer token open /metrics? Compared as digests in constant time: the answer's timing says nothing about
@@ -160,15 +161,6 @@ function splitUrl(url: string): [string, string?] {
   return at < 0 ? [url] : [url.slice(0, at), url.slice(at + 1)];
 }
 
-/** A control character the API refuses in any string (tab and line breaks aside), query parameter names included. */
-function hasControlCharacter(text: string): boolean {
-  for (const char of text) {
-    const code = char.charCodeAt(0);
-    if ((code < 0x20 && code !== 0x09 && code !== 0x0a && code !== 0x0d) || code === 0x7f) return true;
-  }
-  return false;
-}
-
 /**
  * These paths take no query parameters, as on the API (`RefuseUnreadQuery`): `/health/ready?verbose=1` would answer as
  * if a detail had been given. Each parameter named is a 400 `unknown_field` (`no_control_characters` for a name the API
@@ -179,12 +171,9 @@ function refusedQuery(res: ServerResponse, query: string): boolean {
   if (names.length === 0) return false;
   const errors = names.map((name) => {
     const field = name === '' ? '[""]' : name;
-    return hasControlCharacter(name)
-      ? {
-          field,
-          rule: 'no_control_characters',
-          message: 'control characters (NUL, U+0001–U+001F other than tab and newlines, DEL) are not allowed',
-        }
+    const issue = textIssue(name);
+    return issue
+      ? { field, ...issue }
       : {
           field,
           rule: 'unknown_field',
