@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PrivateService, freePort, startPrivatePostgres, startPrivateRedis } from '../../scripts/local-services';
-import { DEMO, Stack, waitFor } from '../support/stack';
+import { DEMO, RunningApp, Stack, waitFor } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 import { expectDoneOnce } from './dispatcher-helpers';
 import type { Execution } from '@verity/sdk';
@@ -123,5 +123,41 @@ describe('outages', () => {
     const listed = await http<{ data: { id: string }[] }>(url, 'GET', '/v1/executions', { key: DEMO.agent });
     // The request refused during the outage left nothing behind.
     expect(listed.body.data.map((e) => e.id)).toEqual([after.body.id, before.body.id]);
+  });
+
+  it('answers 503 problem+json, not 500, when Postgres refuses the pool another session (too many connections)', async () => {
+    // A role with three connection slots: a burst of requests grows the API's pool (10) past them, and Postgres
+    // refuses the extra sessions with 53300, as it does for everyone once max_connections is reached.
+    const role = `verity_few_slots_${process.pid}`;
+    await stack.db.dataSource.query(`CREATE ROLE ${role} LOGIN CONNECTION LIMIT 3`);
+    const port = await freePort();
+    let api: RunningApp | undefined;
+    try {
+      await stack.db.dataSource.query(`GRANT ALL ON ALL TABLES IN SCHEMA public TO ${role}`);
+      await stack.db.dataSource.query(`GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO ${role}`);
+      const database = new URL(stack.db.url);
+      database.username = role;
+      api = await stack.startApp('api', { PORT: String(port), HOST: '127.0.0.1', DATABASE_URL: database.toString() });
+      const url = `http://127.0.0.1:${port}`;
+      const answers = await Promise.all(
+        Array.from({ length: 20 }, () => http(url, 'GET', '/v1/executions', { key: DEMO.agent })),
+      );
+      const refused = answers.filter((a) => a.status === 503);
+      expect(refused.length).toBeGreaterThan(0);
+      expect(answers.filter((a) => a.status !== 503).map((a) => a.status)).toEqual(
+        Array(answers.length - refused.length).fill(200),
+      );
+      for (const res of refused) {
+        expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+        expect(res.body).toMatchObject({ type: 'https://verity.dev/problems/database-unavailable', status: 503 });
+        expect(res.headers.get('retry-after')).toBe('1');
+      }
+      // The burst over, the sessions it has are enough again.
+      expect((await http(url, 'GET', '/v1/executions', { key: DEMO.agent })).status).toBe(200);
+    } finally {
+      if (api) await stack.kill(api, 'SIGTERM');
+      await stack.db.dataSource.query(`DROP OWNED BY ${role}`);
+      await stack.db.dataSource.query(`DROP ROLE ${role}`);
+    }
   });
 });

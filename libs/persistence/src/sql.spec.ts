@@ -1,6 +1,6 @@
 import { useTestDatabase } from '../../../test/support/test-database';
 import { createDataSource } from './data-source';
-import { rows, transaction } from './sql';
+import { isDatabaseUnavailable, rows, sqlState, transaction } from './sql';
 
 /**
  * `rows()` prepares every statement (Postgres parses and plans it once per connection). It reaches the pg connection
@@ -35,5 +35,38 @@ describe('rows(): statements are really prepared', () => {
     } finally {
       await single.destroy();
     }
+  });
+});
+
+/**
+ * A Postgres that refuses another session (its connection slots, or the role's, are taken) is unavailable for now,
+ * not broken: the API answers 503 with Retry-After. The refusal here is Postgres' own, for a role limited to none.
+ */
+describe('isDatabaseUnavailable', () => {
+  const db = useTestDatabase('sqlunavailable');
+  const role = `verity_no_slots_${process.pid}`;
+
+  it('a session refused for too many connections (53300) is unavailable', async () => {
+    await db.dataSource.query(`CREATE ROLE ${role} LOGIN CONNECTION LIMIT 0`);
+    const url = new URL(db.url);
+    url.username = role;
+    const refused = createDataSource(url.toString(), 1);
+    const error = await refused.initialize().then(
+      () => null,
+      (e: unknown) => e,
+    );
+    if (refused.isInitialized) await refused.destroy();
+    await db.dataSource.query(`DROP ROLE ${role}`);
+    expect(sqlState(error)).toBe('53300');
+    expect(isDatabaseUnavailable(error)).toBe(true);
+  });
+
+  it('an error in the statement itself (division by zero) is not', async () => {
+    const error = await db.dataSource.query(`SELECT 1/0`).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(sqlState(error)).toBe('22012');
+    expect(isDatabaseUnavailable(error)).toBe(false);
   });
 });

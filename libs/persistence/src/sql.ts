@@ -112,6 +112,12 @@ export function isUniqueViolation(error: unknown): boolean {
   return sqlState(error) === '23505';
 }
 
+/**
+ * Postgres cannot take the statement now, through nobody's fault in the request: it is unreachable, shutting down or
+ * starting, or out of a resource — class 53, `too_many_connections` (53300) above all: a pool growing under a burst
+ * of requests is refused a session when the server's (or the role's) connection slots are taken. Nothing was written;
+ * the caller is told to come back (503, Retry-After), not that something broke (500).
+ */
 export function isDatabaseUnavailable(error: unknown): boolean {
   const e = error as { message?: string };
   const code = sqlState(error) ?? '';
@@ -119,6 +125,7 @@ export function isDatabaseUnavailable(error: unknown): boolean {
     ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', '57P01', '57P03', '08006', '08001', '08003'].includes(
       code,
     ) ||
+    /^53[0-9A-Z]{3}$/.test(code) ||
     /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|Query read timeout/i.test(
       e.message ?? '',
     )
