@@ -1,6 +1,7 @@
 import { createServer, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DEMO, Stack, waitFor } from '../support/stack';
+import { sms, submission, unique } from '../support/http';
 import { Call, Op, httpOp, recordingClient, submitOps } from './connectors-support';
 
 // Spaces, "/" and "+" so that its percent-encoded and JSON-escaped spellings differ from the plain one.
@@ -167,6 +168,52 @@ describe('tenant secrets are never stored or returned: an echoing target gets {{
       httpOp('named', { method: 'POST', url: `${target.base}/orders`, headers: withSecret }),
     ]);
     expect(JSON.stringify(named.operations[0])).toContain(PLACEHOLDER);
+  });
+
+  it('a secret’s value anywhere else a submission would store it — an SMS body, the intent, a criterion — is refused too, also with no http operation in it', async () => {
+    const count = async () =>
+      Number(((await stack.db.dataSource.query(`SELECT count(*) AS n FROM executions`)) as { n: string }[])[0].n);
+    const before = await count();
+    const cases: [string, Record<string, unknown>, string][] = [
+      [
+        'in an SMS body',
+        submission([sms(unique('sec'), { params: { to: '+15550100', body: `code ${SECRET}` } })]),
+        'operations[0].params',
+      ],
+      ['in the intent', submission([sms(unique('sec'))], { intent: `pay with ${SPELLINGS[1]}` }), 'intent'],
+      ['in the agent id', submission([sms(unique('sec'))], { agent_id: SHORTER }), 'agent_id'],
+      [
+        'in a criterion',
+        submission([sms(unique('sec'))], {
+          criteria: [{ key: 'c', operation: 'notify', expect_evidence: { path: 'status', equals: SECRET } }],
+        }),
+        'criteria[0]',
+      ],
+      [
+        'beside an http operation, in the intent',
+        submission([httpOp('named', { method: 'POST', url: `${target.base}/orders`, headers: withSecret })], {
+          intent: `token ${SECRET}`,
+        }),
+        'intent',
+      ],
+    ];
+    for (const [where, body, field] of cases) {
+      const refused = await call<{ errors: { field: string; rule: string; message: string }[] }>(
+        'POST',
+        '/v1/executions',
+        { body },
+      );
+      expect({ where, status: refused.status }).toEqual({ where, status: 400 });
+      expect({ where, errors: refused.body.errors }).toEqual({
+        where,
+        errors: [expect.objectContaining({ rule: 'secret_value', field })],
+      });
+      expect(JSON.stringify(refused.body)).not.toContain(SHORTER);
+    }
+    expect(await count()).toBe(before);
+    // Without the value, the same submission is written.
+    const written = await call('POST', '/v1/executions', { body: submission([sms(unique('sec'))]) });
+    expect(written.status).toBe(201);
   });
 
   /** The CRM token bound to the target only; `other` allowlisted for another purpose, binding `otherBinds`. */

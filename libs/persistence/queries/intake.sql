@@ -3,14 +3,18 @@ WITH capped AS (
        SELECT $13::text[] IS NOT NULL AND EXISTS (
          SELECT 1 FROM tenant_connector_settings s
          WHERE s.tenant_id = $2 AND s.connector = ANY($13::text[]) AND jsonb_path_exists(s.spending_caps, '$[*].max_amount')
-       ) AS yes
+       ) AS caps, $16::text[] IS NOT NULL AND EXISTS (
+         SELECT 1 FROM tenant_connector_secrets x WHERE x.tenant_id = $2 AND x.connector = ANY($16::text[])
+       ) AS secrets
+     ), unchecked AS (
+       SELECT caps, secrets, caps OR secrets AS yes FROM capped
      ), free AS MATERIALIZED (
        -- Another request with this key is writing right now: answer "in flight" instead of waiting for it.
        SELECT $7::text IS NULL OR pg_try_advisory_xact_lock(hashtextextended($2 || chr(31) || $7, 0)) AS yes
      ), claim AS (
        INSERT INTO idempotency_keys (tenant_id, key, request_hash, state, execution_id, expires_at)
        SELECT $2, $7, $11, 'completed', $1, now() + make_interval(secs => GREATEST($14 / 1000.0, $5::double precision))
-       WHERE $7::text IS NOT NULL AND NOT (SELECT yes FROM capped) AND (SELECT yes FROM free)
+       WHERE $7::text IS NOT NULL AND NOT (SELECT yes FROM unchecked) AND (SELECT yes FROM free)
        ON CONFLICT (tenant_id, key) DO UPDATE
          SET request_hash = EXCLUDED.request_hash, state = 'completed', execution_id = EXCLUDED.execution_id,
              created_at = now(), expires_at = EXCLUDED.expires_at, claim_token = NULL
@@ -23,7 +27,7 @@ WITH capped AS (
                                trace_parent)
        SELECT $1::text, $2::text, $3::text, $4::text, 'created', now() + make_interval(secs => $5::double precision),
               $6::jsonb, $7::text, 1, $12::text
-       WHERE NOT (SELECT yes FROM capped) AND ($7::text IS NULL OR EXISTS (SELECT 1 FROM claim))
+       WHERE NOT (SELECT yes FROM unchecked) AND ($7::text IS NULL OR EXISTS (SELECT 1 FROM claim))
        RETURNING id, tenant_id, created_at, deadline_at, updated_at
      ), o AS (
        INSERT INTO operations (id, execution_id, tenant_id, key, position, connector, action, params, irreversible,
@@ -38,9 +42,10 @@ WITH capped AS (
        INSERT INTO events (id, execution_id, tenant_id, seq, type, to_status, data)
        SELECT $9, e.id, e.tenant_id, 1, 'execution.created', 'created', $10 FROM e
      )
-     SELECT e.created_at, e.deadline_at, e.updated_at, (SELECT count(*) FROM o) AS n, false AS capped, false AS busy FROM e
-     UNION ALL SELECT NULL, NULL, NULL, 0, true, false FROM capped WHERE capped.yes
-     UNION ALL SELECT NULL, NULL, NULL, 0, false, true FROM free, capped WHERE NOT free.yes AND NOT capped.yes;
+     SELECT e.created_at, e.deadline_at, e.updated_at, (SELECT count(*) FROM o) AS n, false AS capped,
+            false AS secrets, false AS busy FROM e
+     UNION ALL SELECT NULL, NULL, NULL, 0, u.caps, u.secrets, false FROM unchecked u WHERE u.yes
+     UNION ALL SELECT NULL, NULL, NULL, 0, false, false, true FROM free, unchecked WHERE NOT free.yes AND NOT unchecked.yes;
 
 -- setRetryOf
 UPDATE operations SET retry_of = $2 WHERE id = $1 AND tenant_id = $3;

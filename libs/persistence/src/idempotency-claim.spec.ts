@@ -4,7 +4,8 @@ import { insertExecution } from './store';
 import { newId } from '@verity/platform';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { idempotencyHolder } from './idempotency';
-import { upsertConnectorSettings } from './connector-settings.repository';
+import { upsertConnectorSettings, writeConnectorSecret } from './connector-settings.repository';
+import { SecretsCipher } from './secrets-cipher';
 
 /**
  * I8 against the real Postgres: the intake statement takes the Idempotency-Key and writes the execution together. Of
@@ -18,7 +19,7 @@ describe('Idempotency-Key records written by the intake statement (real Postgres
   /** One intake statement with `key`; through `manager` when given (a transaction left open by the test). */
   const insert = (
     key: string,
-    options: { hash?: string; uncheckedCapsOf?: string[]; manager?: EntityManager } = {},
+    options: { hash?: string; uncheckedCapsOf?: string[]; uncheckedSecretsOf?: string[]; manager?: EntityManager } = {},
   ) => {
     const id = newId('exe');
     return insertExecution(options.manager ?? db.dataSource.manager, {
@@ -33,6 +34,7 @@ describe('Idempotency-Key records written by the intake statement (real Postgres
       operations: [],
       createdEventId: newId('evt'),
       uncheckedCapsOf: options.uncheckedCapsOf,
+      uncheckedSecretsOf: options.uncheckedSecretsOf,
     }).then((written) => ({ id, written }));
   };
 
@@ -169,7 +171,7 @@ describe('Idempotency-Key records written by the intake statement (real Postgres
     });
     const key = `k-${randomUUID()}`;
     const refused = await insert(key, { uncheckedCapsOf: ['http', 'sandbox.payments'] });
-    expect(refused.written).toBe('capped');
+    expect(refused.written).toEqual({ unchecked: { caps: true, secrets: false } });
     expect(await executionsWithKey(key)).toEqual([]);
     expect(await holder(key)).toBeNull();
 
@@ -180,6 +182,33 @@ describe('Idempotency-Key records written by the intake statement (real Postgres
     expect(checked.written).toMatchObject({ createdAt: expect.any(Date) });
     expect(await executionsWithKey(key)).toEqual([checked.id]);
     expect(await holder(key)).toEqual({ kind: 'replay', executionId: checked.id });
+  });
+
+  it('writes nothing and takes no key while the tenant has a secret for a connector whose secrets are unchecked', async () => {
+    const key = `k-${randomUUID()}`;
+    // No secret yet: nothing to look for, written at once.
+    expect((await insert(`k-${randomUUID()}`, { uncheckedSecretsOf: ['http'] })).written).toMatchObject({
+      createdAt: expect.any(Date),
+    });
+    await writeConnectorSecret(
+      db.dataSource.manager,
+      new SecretsCipher(undefined),
+      tenantId,
+      'http',
+      'token',
+      'v',
+      'test',
+    );
+    expect((await insert(key, { uncheckedSecretsOf: ['http'] })).written).toEqual({
+      unchecked: { caps: false, secrets: true },
+    });
+    expect(await executionsWithKey(key)).toEqual([]);
+    expect(await holder(key)).toBeNull();
+    // A secret of another connector asks nothing; looked for (omitted), written.
+    expect((await insert(key, { uncheckedSecretsOf: ['sandbox.payments'] })).written).toMatchObject({
+      createdAt: expect.any(Date),
+    });
+    expect(await executionsWithKey(key)).toHaveLength(1);
   });
 
   it('refuses a key without its request hash (and a hash without a key)', async () => {

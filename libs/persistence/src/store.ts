@@ -102,23 +102,33 @@ export interface NewExecution {
    * on them (the answer is then `capped`). Omitted: checked.
    */
   uncheckedCapsOf?: string[];
+  /**
+   * The connectors whose tenant secrets the caller has not looked for in the submission: the statement writes nothing
+   * when the tenant has a secret for one of them (the answer then lists `secrets`). Omitted: looked for.
+   */
+  uncheckedSecretsOf?: string[];
 }
 
 export const INTAKE_SQL = {
   // $13: the connectors whose amount caps intake has not checked yet (null: checked). When the tenant has an amount cap
   // on one of them nothing is written and the one row says `capped`: the caller checks the amounts, then writes again.
+  // $16 likewise for the connectors whose tenant secrets intake has not looked for in the submission (`secrets`).
   insertExecution: `WITH capped AS (
        SELECT $13::text[] IS NOT NULL AND EXISTS (
          SELECT 1 FROM tenant_connector_settings s
          WHERE s.tenant_id = $2 AND s.connector = ANY($13::text[]) AND jsonb_path_exists(s.spending_caps, '$[*].max_amount')
-       ) AS yes
+       ) AS caps, $16::text[] IS NOT NULL AND EXISTS (
+         SELECT 1 FROM tenant_connector_secrets x WHERE x.tenant_id = $2 AND x.connector = ANY($16::text[])
+       ) AS secrets
+     ), unchecked AS (
+       SELECT caps, secrets, caps OR secrets AS yes FROM capped
      ), free AS MATERIALIZED (
        -- Another request with this key is writing right now: answer "in flight" instead of waiting for it.
        SELECT $7::text IS NULL OR pg_try_advisory_xact_lock(hashtextextended($2 || chr(31) || $7, 0)) AS yes
      ), claim AS (
        INSERT INTO idempotency_keys (tenant_id, key, request_hash, state, execution_id, expires_at)
        SELECT $2, $7, $11, 'completed', $1, now() + make_interval(secs => GREATEST($14 / 1000.0, $5::double precision))
-       WHERE $7::text IS NOT NULL AND NOT (SELECT yes FROM capped) AND (SELECT yes FROM free)
+       WHERE $7::text IS NOT NULL AND NOT (SELECT yes FROM unchecked) AND (SELECT yes FROM free)
        ON CONFLICT (tenant_id, key) DO UPDATE
          SET request_hash = EXCLUDED.request_hash, state = 'completed', execution_id = EXCLUDED.execution_id,
              created_at = now(), expires_at = EXCLUDED.expires_at, claim_token = NULL
@@ -131,7 +141,7 @@ export const INTAKE_SQL = {
                                trace_parent)
        SELECT $1::text, $2::text, $3::text, $4::text, 'created', now() + make_interval(secs => $5::double precision),
               $6::jsonb, $7::text, 1, $12::text
-       WHERE NOT (SELECT yes FROM capped) AND ($7::text IS NULL OR EXISTS (SELECT 1 FROM claim))
+       WHERE NOT (SELECT yes FROM unchecked) AND ($7::text IS NULL OR EXISTS (SELECT 1 FROM claim))
        RETURNING id, tenant_id, created_at, deadline_at, updated_at
      ), o AS (
        INSERT INTO operations (id, execution_id, tenant_id, key, position, connector, action, params, irreversible,
@@ -146,9 +156,10 @@ export const INTAKE_SQL = {
        INSERT INTO events (id, execution_id, tenant_id, seq, type, to_status, data)
        SELECT $9, e.id, e.tenant_id, 1, 'execution.created', 'created', $10 FROM e
      )
-     SELECT e.created_at, e.deadline_at, e.updated_at, (SELECT count(*) FROM o) AS n, false AS capped, false AS busy FROM e
-     UNION ALL SELECT NULL, NULL, NULL, 0, true, false FROM capped WHERE capped.yes
-     UNION ALL SELECT NULL, NULL, NULL, 0, false, true FROM free, capped WHERE NOT free.yes AND NOT capped.yes`,
+     SELECT e.created_at, e.deadline_at, e.updated_at, (SELECT count(*) FROM o) AS n, false AS capped,
+            false AS secrets, false AS busy FROM e
+     UNION ALL SELECT NULL, NULL, NULL, 0, u.caps, u.secrets, false FROM unchecked u WHERE u.yes
+     UNION ALL SELECT NULL, NULL, NULL, 0, false, false, true FROM free, unchecked WHERE NOT free.yes AND NOT unchecked.yes`,
   // A retry is a new operation that remembers what it retries (I5); the unique index allows one retry per original.
   setRetryOf: `UPDATE operations SET retry_of = $2 WHERE id = $1 AND tenant_id = $3`,
   retryOf: `SELECT id, execution_id FROM operations WHERE retry_of = $1 AND tenant_id = $2`,
@@ -210,14 +221,19 @@ export async function lockRetried(
  * null when another record holds the key (nothing written; `idempotencyHolder` says which); `busy` when another
  * request with the key is in this statement right now (a transaction-scoped advisory lock on tenant and key, taken
  * without waiting: it answers "in flight" rather than queueing behind it). The unique index stays what decides: of
- * any number of requests one writes. `capped` when the tenant has an
- * amount cap on a connector of `uncheckedCapsOf` (nothing written, the key not taken: check the amounts, then call
- * again without it).
+ * any number of requests one writes. `unchecked` when the tenant has an amount cap on a connector of
+ * `uncheckedCapsOf` (`caps`) or a secret for a connector of `uncheckedSecretsOf` (`secrets`): nothing written, the
+ * key not taken; check what it names, then call again without it.
  */
 export async function insertExecution(
   db: Queryable,
   input: NewExecution,
-): Promise<{ createdAt: Date; deadlineAt: Date; updatedAt: Date } | 'capped' | 'busy' | null> {
+): Promise<
+  | { createdAt: Date; deadlineAt: Date; updatedAt: Date }
+  | { unchecked: { caps: boolean; secrets: boolean } }
+  | 'busy'
+  | null
+> {
   if ((input.idempotencyKey === null) !== (input.idempotency === undefined)) {
     throw new Error('an Idempotency-Key, and only one, comes with its request hash and lifetimes');
   }
@@ -226,6 +242,7 @@ export async function insertExecution(
     deadline_at: Date;
     updated_at: Date;
     capped: boolean;
+    secrets: boolean;
     busy: boolean;
   }>(db, INTAKE_SQL.insertExecution, [
     input.id,
@@ -243,9 +260,11 @@ export async function insertExecution(
     input.uncheckedCapsOf ?? null,
     input.idempotency?.ttlMs ?? null,
     input.idempotency?.abandonAfterMs ?? null,
+    input.uncheckedSecretsOf ?? null,
   ]);
   if (result.length === 0) return null;
-  if (result[0].capped) return 'capped';
+  if (result[0].capped || result[0].secrets)
+    return { unchecked: { caps: result[0].capped, secrets: result[0].secrets } };
   if (result[0].busy) return 'busy';
   return { createdAt: result[0].created_at, deadlineAt: result[0].deadline_at, updatedAt: result[0].updated_at };
 }

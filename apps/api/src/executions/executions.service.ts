@@ -72,7 +72,7 @@ export class ExecutionsService {
     const validated = validateSubmission(body, this.connectors);
     if ('errors' in validated) throw Problem.validation(validated.errors);
     const submission = validated.ok;
-    await this.refuseSecretValues(principal, submission);
+    await this.refuseSecretValues(principal, submission, this.secretConnectors(connectorsOf(submission)));
     await this.refuseUnboundReadBacks(principal, submission);
     if (idempotencyKey === undefined)
       return { execution: (await this.create(principal, submission, null)) as ExecutionView, replayed: false };
@@ -128,43 +128,33 @@ export class ExecutionsService {
     if (errors.length > 0) throw Problem.validation(errors);
   }
 
+  /** Of `among` (every connector when omitted), those that take tenant secrets (http). */
+  private secretConnectors(among?: readonly string[]): string[] {
+    const taking = this.tenantConnectors.secretsAccess().connectors;
+    return among ? taking.filter((name) => among.includes(name)) : taking;
+  }
+
   /**
-   * 400 before anything is written when an operation misuses one of the tenant's secrets for its connector. Read only
-   * for the connectors that take tenant secrets (http), once per connector for both rules:
-   * - its params or expected_state hold a secret's value: secret values are never stored or returned. The operation
-   *   names it `{{secret:NAME}}` and the connector fills it in at the call. The answer names neither the secret nor
-   *   where it was found (a secret should be long and random; see docs/connectors.md).
-   * - it names a secret in a header of a request whose host's allowlist entry does not bind it
+   * 400 before anything is written when the submission misuses one of the tenant's secrets for `connectors`, read once
+   * per connector for both rules:
+   * - anything it would store holds a secret's value (an operation's params or expected_state, an SMS body, the
+   *   intent, a criterion): secret values are never stored or returned. An http operation names it
+   *   `{{secret:NAME}}` and the connector fills it in at the call. The answer names the field, never the secret nor
+   *   where in the field it was found (a secret should be long and random; see docs/connectors.md).
+   * - an operation names a secret in a header of a request whose host's allowlist entry does not bind it
    *   (`allow_hosts[].secrets`): the secret is meant for other hosts. The answer names the secret, the header and the
    *   host (never a value); the connector applies the same rule at the call, for an operation accepted before.
+   * Called before intake for the secret-taking connectors the submission uses; for the others only when the intake
+   * statement finds the tenant has secrets for them (most tenants have none, and then it costs no read of its own).
    */
-  private async refuseSecretValues(principal: Principal, submission: Submission): Promise<void> {
-    const connectors = [...new Set(submission.operations.map((op) => op.connector))].filter(
-      (name) => this.connectors.get(name)?.settings?.secrets === true,
-    );
+  private async refuseSecretValues(principal: Principal, submission: Submission, connectors: string[]): Promise<void> {
     const errors: FieldError[] = [];
     for (const connector of connectors) {
       const settings = await this.tenantConnectors.settingsOf({ tenantId: principal.tenantId, connector });
       errors.push(...this.unboundSecretErrors(submission, connector, settings));
-      const { secrets } = settings;
-      if (!secrets || Object.keys(secrets).length === 0) continue;
-      const redact = secretRedactor(secrets);
-      submission.operations.forEach((op, i) => {
-        if (op.connector !== connector) return;
-        for (const [field, value] of [
-          ['params', op.params],
-          ['expected_state', op.expected_state],
-        ] as const) {
-          if (value === undefined || value === null) continue;
-          if (JSON.stringify(redact(value)) === JSON.stringify(value)) continue;
-          errors.push({
-            field: `operations[${i}].${field}`,
-            rule: 'secret_value',
-            message:
-              'holds the value of one of the tenant’s secrets; name it {{secret:NAME}} instead (secret values are never stored)',
-          });
-        }
-      });
+      for (const error of secretValueErrors(submission, settings.secrets)) {
+        if (!errors.some((known) => known.field === error.field && known.rule === error.rule)) errors.push(error);
+      }
     }
     if (errors.length > 0) throw Problem.validation(errors);
   }
@@ -264,9 +254,10 @@ export class ExecutionsService {
       createdEventId: newId('evt'),
       traceParent,
       uncheckedCapsOf: connectorsOf(submission),
+      uncheckedSecretsOf: orNone(this.secretConnectors().filter((name) => !connectorsOf(submission).includes(name))),
     };
     let written = await insertExecution(this.db.manager, intake);
-    if (written === 'capped') {
+    if (written !== null && written !== 'busy' && 'unchecked' in written) {
       // A key another request already holds is answered first (the replay, 422 or 409), as it is without caps: the
       // caller asks who holds it.
       if (
@@ -280,14 +271,20 @@ export class ExecutionsService {
         ))
       )
         return null;
-      // Nothing was written: the amounts are checked against the caps (400 when one cannot be charged), then written.
-      await this.refuseUnchargeableAmounts(principal, submission);
-      written = await insertExecution(this.db.manager, { ...intake, uncheckedCapsOf: undefined });
+      // Nothing was written: the submission is looked through for the tenant's secrets and its amounts are checked
+      // against the caps (400 when one is found, or cannot be charged), then written.
+      if (written.unchecked.secrets) await this.refuseSecretValues(principal, submission, intake.uncheckedSecretsOf!);
+      if (written.unchecked.caps) await this.refuseUnchargeableAmounts(principal, submission);
+      written = await insertExecution(this.db.manager, {
+        ...intake,
+        uncheckedCapsOf: undefined,
+        uncheckedSecretsOf: undefined,
+      });
     }
     // Nothing was written: another request with the Idempotency-Key is writing now (busy), or another record holds
     // it (null: the caller asks which).
     if (written === 'busy') return 'busy';
-    if (!written || written === 'capped') return null;
+    if (!written || 'unchecked' in written) return null;
     // Committed: from here the 201 stands. If Redis is down the sweeper owes this enqueue (I7).
     submissions.inc();
     await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId });
@@ -438,6 +435,43 @@ export async function cancelledBy(
 }
 
 /** The connectors a submission's operations use, each once. */
+/**
+ * The fields of a submission that hold the value of one of `secrets` (see refuseSecretValues): every field it stores,
+ * an operation's by name, a criterion whole.
+ */
+function secretValueErrors(
+  submission: Submission,
+  secrets: Readonly<Record<string, string>> | undefined,
+): FieldError[] {
+  if (!secrets || Object.keys(secrets).length === 0) return [];
+  const redact = secretRedactor(secrets);
+  const fields: [string, unknown][] = Object.entries(submission).flatMap(([name, value]): [string, unknown][] => {
+    if (name === 'operations') {
+      return submission.operations.flatMap((op, i) =>
+        Object.entries(op).map(([field, item]): [string, unknown] => [`operations[${i}].${field}`, item]),
+      );
+    }
+    if (name === 'criteria') return (submission.criteria ?? []).map((criterion, i) => [`criteria[${i}]`, criterion]);
+    return [[name, value]];
+  });
+  return fields
+    .filter(
+      ([, value]) => value !== undefined && value !== null && JSON.stringify(redact(value)) !== JSON.stringify(value),
+    )
+    .map(([field]) => ({
+      field,
+      rule: 'secret_value',
+      message: /^operations\[\d+\]\.(params|expected_state)$/.test(field)
+        ? 'holds the value of one of the tenant’s secrets; name it {{secret:NAME}} instead (secret values are never stored)'
+        : 'holds the value of one of the tenant’s secrets (secret values are never stored or returned)',
+    }));
+}
+
+/** A list the intake statement is asked about, or nothing to ask (an empty one would cost it a lookup for nothing). */
+function orNone(names: string[]): string[] | undefined {
+  return names.length > 0 ? names : undefined;
+}
+
 function connectorsOf(submission: Submission): string[] {
   return [...new Set(submission.operations.map((op) => op.connector))];
 }
