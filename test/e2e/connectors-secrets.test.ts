@@ -2,7 +2,7 @@ import { createServer, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { sms, submission, unique } from '../support/http';
-import { Call, Op, httpOp, recordingClient, submitOps } from './connectors-support';
+import { Call, Execution, Op, httpOp, recordingClient, submitOps } from './connectors-support';
 
 // Spaces, "/" and "+" so that its percent-encoded and JSON-escaped spellings differ from the plain one.
 const SECRET = 'echo-Secret/Zx81 never+shown"q';
@@ -214,6 +214,44 @@ describe('tenant secrets are never stored or returned: an echoing target gets {{
     // Without the value, the same submission is written.
     const written = await call('POST', '/v1/executions', { body: submission([sms(unique('sec'))]) });
     expect(written.status).toBe(201);
+  });
+
+  it('a person’s free text holding a secret’s value — a cancel reason, an approval reason, a resolution’s evidence — is refused (400 secret_value), and nothing changes', async () => {
+    const created = await call<Execution>('POST', '/v1/executions', {
+      body: submission([sms(unique('sec'), { requires_approval: true })]),
+    });
+    expect(created.status).toBe(201);
+    const [op] = created.body.operations;
+    await waitFor(
+      () => call<{ approval: { state: string } | null }>('GET', `/v1/operations/${op.id}`),
+      (r) => r.body.approval?.state === 'requested',
+    );
+    const refused = [
+      await call('POST', `/v1/executions/${created.body.id}/cancel`, { body: { reason: `leaked ${SECRET}` } }),
+      await call('POST', `/v1/operations/${op.id}/approval`, {
+        key: DEMO.reviewer,
+        body: { decision: 'deny', reason: `token is ${SPELLINGS[2]}` },
+      }),
+      await call('POST', `/v1/operations/${op.id}/resolve`, {
+        key: DEMO.reviewer,
+        body: { status: 'FAILED', evidence: `provider said ${SHORTER}` },
+      }),
+    ];
+    expect(refused.map((r) => [r.status, (r.body as { errors: { field: string; rule: string }[] }).errors])).toEqual([
+      [400, [expect.objectContaining({ field: 'reason', rule: 'secret_value' })]],
+      [400, [expect.objectContaining({ field: 'reason', rule: 'secret_value' })]],
+      [400, [expect.objectContaining({ field: 'evidence', rule: 'secret_value' })]],
+    ]);
+    const after = await call<Execution>('GET', `/v1/executions/${created.body.id}`);
+    expect(after.body.status).not.toBe('cancelled');
+    expect(after.body.operations[0].status).toBe('PREPARED');
+    expect(after.body.operations[0].approval).toMatchObject({ state: 'requested' });
+    // Without it, the same decision is taken.
+    const denied = await call('POST', `/v1/operations/${op.id}/approval`, {
+      key: DEMO.reviewer,
+      body: { decision: 'deny', reason: 'not this one' },
+    });
+    expect(denied.status).toBe(200);
   });
 
   /** The CRM token bound to the target only; `other` allowlisted for another purpose, binding `otherBinds`. */

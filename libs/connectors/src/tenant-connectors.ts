@@ -78,6 +78,22 @@ export class TenantConnectors {
     return { connectors, cipher: this.cipher };
   }
 
+  /**
+   * Every secret the tenant holds for `connectors` (by default every connector that takes secrets), read now: what a
+   * person's or an agent's free text is looked through for before it is stored. Named `<connector>:<name>`.
+   */
+  async secretsOfTenant(
+    tenantId: string,
+    connectors: readonly string[] = this.secretsAccess().connectors,
+  ): Promise<Record<string, string>> {
+    const all: Record<string, string> = {};
+    for (const connector of connectors) {
+      const { secrets } = await this.settingsOf({ tenantId, connector });
+      for (const [name, value] of Object.entries(secrets ?? {})) all[`${connector}:${name}`] = value;
+    }
+    return all;
+  }
+
   /** The tenant's settings for the operation's connector, read now. */
   settingsOf(op: TenantConnectorRef): Promise<ConnectorSettingsRecord> {
     const connector = this.registry.get(op.connector);

@@ -7,7 +7,6 @@ import {
   operationCapabilities,
   readBackBindingProblems,
   secretBindingProblems,
-  secretRedactor,
 } from '@verity/connectors';
 import {
   TransitionService,
@@ -49,6 +48,7 @@ import { requestHash } from './idempotency';
 import { ExecutionView, presentEvent, presentExecution } from './presenter';
 import { Submission, capAmountErrors, toCriterion, validateSubmission } from './submission';
 import { pageOf } from '../http/parse';
+import { refuseSecretValuesIn, secretValueErrors } from '../http/secret-values';
 
 export const DEFAULT_DEADLINE_SECONDS = 600;
 
@@ -152,7 +152,7 @@ export class ExecutionsService {
     for (const connector of connectors) {
       const settings = await this.tenantConnectors.settingsOf({ tenantId: principal.tenantId, connector });
       errors.push(...this.unboundSecretErrors(submission, connector, settings));
-      for (const error of secretValueErrors(submission, settings.secrets)) {
+      for (const error of submissionSecretValueErrors(submission, settings.secrets)) {
         if (!errors.some((known) => known.field === error.field && known.rule === error.rule)) errors.push(error);
       }
     }
@@ -370,6 +370,7 @@ export class ExecutionsService {
    * dispatcher waits for us and then loses its compare-and-set.
    */
   async cancel(principal: Principal, id: string, reason: string | undefined): Promise<ExecutionView> {
+    await refuseSecretValuesIn(this.tenantConnectors, principal.tenantId, [['reason', reason]]);
     let traceParent: string | null = null;
     await transaction(this.db, async (tx) => {
       const execution = await findExecution(tx, id, principal.tenantId);
@@ -439,12 +440,10 @@ export async function cancelledBy(
  * The fields of a submission that hold the value of one of `secrets` (see refuseSecretValues): every field it stores,
  * an operation's by name, a criterion whole.
  */
-function secretValueErrors(
+function submissionSecretValueErrors(
   submission: Submission,
   secrets: Readonly<Record<string, string>> | undefined,
 ): FieldError[] {
-  if (!secrets || Object.keys(secrets).length === 0) return [];
-  const redact = secretRedactor(secrets);
   const fields: [string, unknown][] = Object.entries(submission).flatMap(([name, value]): [string, unknown][] => {
     if (name === 'operations') {
       return submission.operations.flatMap((op, i) =>
@@ -454,17 +453,9 @@ function secretValueErrors(
     if (name === 'criteria') return (submission.criteria ?? []).map((criterion, i) => [`criteria[${i}]`, criterion]);
     return [[name, value]];
   });
-  return fields
-    .filter(
-      ([, value]) => value !== undefined && value !== null && JSON.stringify(redact(value)) !== JSON.stringify(value),
-    )
-    .map(([field]) => ({
-      field,
-      rule: 'secret_value',
-      message: /^operations\[\d+\]\.(params|expected_state)$/.test(field)
-        ? 'holds the value of one of the tenant’s secrets; name it {{secret:NAME}} instead (secret values are never stored)'
-        : 'holds the value of one of the tenant’s secrets (secret values are never stored or returned)',
-    }));
+  return secretValueErrors(fields, secrets, (field) =>
+    /^operations\[\d+\]\.(params|expected_state)$/.test(field) ? 'name it {{secret:NAME}} instead' : undefined,
+  );
 }
 
 /** A list the intake statement is asked about, or nothing to ask (an empty one would cost it a lookup for nothing). */

@@ -56,6 +56,7 @@ import type { Principal } from '../auth/principal';
 import { Problem } from '../problem/problem';
 import { cancelledBy } from '../executions/executions.service';
 import { presentExecution, presentOperation, requestedOperation, shownRetryRule } from '../executions/presenter';
+import { refuseSecretValuesIn } from '../http/secret-values';
 import { LIMITS } from '../executions/submission';
 import { ResolutionOptionsService } from './resolution-options.service';
 
@@ -120,6 +121,7 @@ export class OperationsService {
    * arrives before the operation starts waiting (planning has not run yet): planning finds it and does not ask again.
    */
   async decide(principal: Principal, id: string, decision: 'approve' | 'deny', reason: string | undefined) {
+    await refuseSecretValuesIn(this.connectors, principal.tenantId, [['reason', reason]]);
     const op = await this.load(principal, id);
     if (op.status !== OperationStatus.PREPARED || isDecided(op.approval)) {
       throw await this.approvalRefusal(principal, op);
@@ -273,6 +275,7 @@ export class OperationsService {
    * SENT right before it calls the connector — so "SENT is committed before the call" holds for human releases too.
    */
   async resolve(principal: Principal, id: string, status: ResolutionStatus, evidence: string) {
+    await refuseSecretValuesIn(this.connectors, principal.tenantId, [['evidence', evidence]]);
     const op = await this.load(principal, id);
     const decidedFirst = await this.decidedFirst(principal, op);
     if (decidedFirst) throw decidedFirst;
