@@ -54,7 +54,8 @@ UPDATE operations SET retry_of = $2 WHERE id = $1 AND tenant_id = $3;
 SELECT id, execution_id FROM operations WHERE retry_of = $1 AND tenant_id = $2;
 
 -- lockRetried
-SELECT status, acknowledged_at, provider_ref FROM operations WHERE id = $1 AND tenant_id = $2 FOR UPDATE;
+SELECT status, acknowledged_at, provider_ref FROM operations WHERE id = $1 AND tenant_id = $2
+     FOR NO KEY UPDATE;
 
 -- readsAfterFailed
 SELECT data->>'result' AS result, data->'evidence' AS evidence FROM events

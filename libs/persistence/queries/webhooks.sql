@@ -35,19 +35,21 @@ WITH deleted AS (
      )
      SELECT id FROM deleted;
 
+-- lockEndpoint
+SELECT jsonb_build_object('id', w.id, 'url', w.url, 'events', to_jsonb(w.events),
+       'disabled', w.disabled_at IS NOT NULL, 'disabled_reason', w.disabled_reason)::text AS before FROM webhook_endpoints w
+     WHERE w.tenant_id = $1 AND w.id = $2 FOR NO KEY UPDATE;
+
 -- enableEndpoint
 WITH changed AS (
        UPDATE webhook_endpoints w
        SET disabled_at = NULL, disabled_reason = NULL, consecutive_failures = 0, updated_at = now()
-       FROM (SELECT id, url, events, disabled_at, disabled_reason FROM webhook_endpoints
-             WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE) prior
-       WHERE w.id = prior.id
-       RETURNING w.id, w.tenant_id, w.url, w.events, w.disabled_at, w.disabled_reason, w.consecutive_failures, w.created_by, w.created_at, w.updated_at, jsonb_build_object('id', prior.id, 'url', prior.url, 'events', to_jsonb(prior.events),
-       'disabled', prior.disabled_at IS NOT NULL, 'disabled_reason', prior.disabled_reason) AS before, jsonb_build_object('id', w.id, 'url', w.url, 'events', to_jsonb(w.events),
+       WHERE w.tenant_id = $1 AND w.id = $2
+       RETURNING w.id, w.tenant_id, w.url, w.events, w.disabled_at, w.disabled_reason, w.consecutive_failures, w.created_by, w.created_at, w.updated_at, jsonb_build_object('id', w.id, 'url', w.url, 'events', to_jsonb(w.events),
        'disabled', w.disabled_at IS NOT NULL, 'disabled_reason', w.disabled_reason) AS after
      ), recorded AS (
        INSERT INTO admin_changes (id, tenant_id, kind, connector, changed_by, before, after)
-       SELECT $3, $1, 'webhook_endpoint', NULL, $4, before, after FROM changed
+       SELECT $3, $1, 'webhook_endpoint', NULL, $4, $5::jsonb, after FROM changed
      )
      SELECT id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_failures, created_by,
   created_at, updated_at FROM changed;

@@ -34,6 +34,7 @@ describe('admin change history (real Postgres)', () => {
     'hooks',
     'hooksfull',
     'hooksrace',
+    'hooksstorm',
     'ordered',
   ]);
   // No SECRETS_KEY: the secret is stored as it is, so a history that read the column would hold it in clear.
@@ -52,13 +53,17 @@ describe('admin change history (real Postgres)', () => {
   /** A Queryable that counts the statements sent through it. */
   function counting(target: Queryable): { db: Queryable; sent: () => number } {
     let sent = 0;
+    // Seen as a transaction's manager when `target` is one (so a change runs in it); its statements all go through
+    // `query`, where they are counted (no connection of its own to prepare them on).
+    const inTransaction = (target as Partial<EntityManager>).queryRunner?.isTransactionActive === true;
     return {
       db: {
         query: (sql: string, params?: unknown[]) => {
           sent += 1;
           return target.query(sql, params);
         },
-      } as Queryable,
+        ...(inTransaction && { queryRunner: { isTransactionActive: true } }),
+      } as unknown as Queryable,
       sent: () => sent,
     };
   }
@@ -82,19 +87,23 @@ describe('admin change history (real Postgres)', () => {
     }
   }
 
-  it('a policy change writes exactly one row, in its own single statement, with before, after and who', async () => {
+  it('a policy change writes exactly one row, by the statement that changes it (after the lock), with before, after and who', async () => {
     await updateTenantPolicy(db.dataSource.manager, 'acme', {
       set: { approvalRules: [{ connector: 'sandbox.payments', amount_above: 5000 }] },
       remove: [],
       by: 'key_first',
     });
-    const probe = counting(db.dataSource.manager);
-    const written = await updateTenantPolicy(probe.db, 'acme', {
-      set: { obligationOwner: 'payments' },
-      remove: ['approvalRules'],
-      by: 'key_lifter',
+    // In the caller's transaction: the lock, then the one statement that changes the row and records it.
+    const written = await transaction(db.dataSource, async (tx) => {
+      const probe = counting(tx);
+      const changed = await updateTenantPolicy(probe.db, 'acme', {
+        set: { obligationOwner: 'payments' },
+        remove: ['approvalRules'],
+        by: 'key_lifter',
+      });
+      expect(probe.sent()).toBe(2);
+      return changed;
     });
-    expect(probe.sent()).toBe(1);
     expect(written?.obligationOwner).toBe('payments');
     const rows = await history('acme');
     expect(rows).toHaveLength(2);
@@ -500,13 +509,87 @@ describe('admin change history (real Postgres)', () => {
     expect(expectChain(added, (s) => s?.disabled, true as unknown)).toBe(false);
   });
 
+  it('ten enables of one endpoint at once, round after round: none fails, each has its row', async () => {
+    // Meanwhile the outbox writes deliveries to it (a key share lock on the row, as subscribedEndpoints takes). A
+    // single statement that locked the row in a subquery and updated it in its outer scan deadlocked here: its older
+    // snapshot made it follow the row's update chain, and queue for the tuple lock a waiter held while it waited for
+    // this statement's transaction. The admin got a 500.
+    const { endpoint } = (await newEndpoint('hooksstorm', 'key_creator', '/storm'))!;
+    const rounds = 10;
+    const n = 10;
+    let outboxRuns = true;
+    const outbox = (async () => {
+      while (outboxRuns) {
+        await transaction(db.dataSource, async (tx) => {
+          await tx.query(`SELECT 1 FROM webhook_endpoints WHERE id = $1 FOR KEY SHARE`, [endpoint.id]);
+          await tx.query(`SELECT pg_sleep(0.002)`);
+        });
+      }
+    })();
+    const added = await addedBy('hooksstorm', async () => {
+      for (let round = 0; round < rounds; round += 1) {
+        const results = await Promise.allSettled(
+          Array.from({ length: n }, (_, i) =>
+            enableWebhookEndpoint(db.dataSource.manager, { tenantId: 'hooksstorm', id: endpoint.id, by: `key_${i}` }),
+          ),
+        );
+        expect(
+          results.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason)),
+        ).toEqual([]);
+      }
+    }).finally(() => {
+      outboxRuns = false;
+    });
+    await outbox;
+    expect(added).toHaveLength(rounds * n);
+  });
+
+  it('ten policy changes at once while executions are written for the tenant: none fails, each has its row', async () => {
+    // Every execution written takes a key share lock on its tenant's row (the foreign key): the same deadlock as the
+    // endpoint's above, for a policy changed by one statement that locked and updated the row.
+    let intakeRuns = true;
+    const intake = (async () => {
+      while (intakeRuns) {
+        await transaction(db.dataSource, async (tx) => {
+          await tx.query(`SELECT 1 FROM tenants WHERE id = 'racing2' FOR KEY SHARE`);
+          await tx.query(`SELECT pg_sleep(0.002)`);
+        });
+      }
+    })();
+    const rounds = 10;
+    const n = 10;
+    try {
+      for (let round = 0; round < rounds; round += 1) {
+        const results = await Promise.allSettled(
+          Array.from({ length: n }, (_, i) =>
+            updateTenantPolicy(db.dataSource.manager, 'racing2', {
+              set: { obligationOwner: `owner-${round}-${i}` },
+              remove: [],
+              by: `key_${i}`,
+            }),
+          ),
+        );
+        expect(
+          results.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason)),
+        ).toEqual([]);
+      }
+    } finally {
+      intakeRuns = false;
+      await intake;
+    }
+    expect((await history('racing2')).length).toBeGreaterThanOrEqual(rounds * n);
+  });
+
   it('lists changes in the order they were written, whatever the order of their ids', async () => {
     // A policy change mints its id before its statement waits for the tenant's row: of changes made at once, the one
     // that waited longest can carry the smallest id. Written here with ids in the opposite order of the writes.
     const ids = ['chg_zzzzzzzzzzzzzzzzzzzzzzzz', 'chg_mmmmmmmmmmmmmmmmmmmmmmmm', 'chg_000000000000000000000000'];
     for (const [i, id] of ids.entries()) {
       const set = JSON.stringify({ obligationOwner: `owner-${i}` });
-      await rows(db.dataSource.manager, TENANT_POLICY_SQL.updatePolicy, ['ordered', [], set, id, 'key_admin', null]);
+      await transaction(db.dataSource, async (tx) => {
+        const [locked] = await rows<{ before: string }>(tx, TENANT_POLICY_SQL.lockPolicy, ['ordered']);
+        await rows(tx, TENANT_POLICY_SQL.updatePolicy, ['ordered', [], set, id, 'key_admin', locked.before]);
+      });
     }
     const listed = await listAdminChanges(db.dataSource.manager, { tenantId: 'ordered', limit: 10 });
     expect(listed.map((r) => r.id)).toEqual([...ids].reverse());

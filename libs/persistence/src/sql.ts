@@ -94,6 +94,20 @@ export async function transaction<T>(dataSource: DataSource, work: (tx: EntityMa
 }
 
 /**
+ * Runs `work` in a transaction: the caller's, when `db` is a transaction's manager, else a new one on the manager's
+ * DataSource (retried on deadlock, as `transaction`). For a change that locks a row in one statement and writes it in
+ * the next: a single statement that both locks a row (a subquery) and updates it (the outer scan) deadlocks under
+ * three concurrent callers — the outer scan, on the statement's older snapshot, follows the row's update chain and
+ * queues for a tuple lock a waiter holds while it waits for this transaction.
+ */
+export async function withinTransaction<T>(db: Queryable, work: (tx: Queryable) => Promise<T>): Promise<T> {
+  const manager = db as Partial<EntityManager>;
+  if (manager.queryRunner?.isTransactionActive) return work(db);
+  if (manager.connection) return transaction(manager.connection, (tx) => work(tx));
+  throw new Error('this change runs in a transaction: pass a DataSource manager or a transaction manager');
+}
+
+/**
  * A status list written into a statement, from libs/status-model's constants (enum strings, never user input), so
  * the statement and the model cannot disagree on which statuses count and the list is part of the statement's text.
  */

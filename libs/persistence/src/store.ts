@@ -166,7 +166,10 @@ export const INTAKE_SQL = {
   // The operation a retry is made from, locked for the retry's transaction: a re-check that records a read after it ended
   // (an annotation, which updates this row) waits for the retry to commit, so the retry is judged on every such read
   // committed before it, and any later one follows it in the history.
-  lockRetried: `SELECT status, acknowledged_at, provider_ref FROM operations WHERE id = $1 AND tenant_id = $2 FOR UPDATE`,
+  // NO KEY UPDATE, as the annotation's own update: the key share a foreign key check takes (the retry's retry_of, a
+  // worker's write of the retry operation) is not made to wait behind it.
+  lockRetried: `SELECT status, acknowledged_at, provider_ref FROM operations WHERE id = $1 AND tenant_id = $2
+     FOR NO KEY UPDATE`,
   // What reads of its source recorded after it ended FAILED (re-checks that raced the decision) found, oldest first.
   readsAfterFailed: `SELECT data->>'result' AS result, data->'evidence' AS evidence FROM events
      WHERE operation_id = $1 AND tenant_id = $2 AND type = 'operation.rechecked'

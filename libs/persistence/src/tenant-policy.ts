@@ -2,7 +2,7 @@ import { newId } from '@verity/platform';
 import { TENANT_APPROVAL_KEYS } from '@verity/status-model';
 import { ADMIN_CHANGE_INSERT_COLUMNS } from './admin-changes';
 import type { TenantSettings } from './entities';
-import { Queryable, rows } from './sql';
+import { Queryable, rows, withinTransaction } from './sql';
 
 /** The policy keys of a tenant's settings; writing a policy touches these and nothing else. */
 export type TenantPolicySettings = Pick<
@@ -50,21 +50,19 @@ function policyVersionOf(settings: string): string {
 export const TENANT_POLICY_SQL = {
   settings: `SELECT settings FROM tenants WHERE id = $1`,
   settingsWithVersion: `SELECT settings, ${policyVersionOf('settings')} AS version FROM tenants WHERE id = $1`,
-  // The keys given are set, the keys in $2 dropped, every other setting stays; the history row ($4 its id, $5 who)
-  // is written by the same statement. The row is locked first (the subquery), so `before` is the version this
-  // statement changes, also when a concurrent change committed while it waited. No tenant row: nothing written.
-  // $6 (If-Match): the versions the change was made against, null for any. The lock re-reads the row a concurrent
-  // change committed, and the version is compared on that one: of two changes made against one version, one is made.
+  // The row locked first (a statement of its own, in the change's transaction): its policy as the history records it
+  // and its version, of the row a concurrent change committed while this one waited.
+  lockPolicy: `SELECT ${policySnapshotOf('settings')}::text AS before, ${policyVersionOf('settings')} AS version
+     FROM tenants WHERE id = $1 FOR NO KEY UPDATE`,
+  // The keys given are set, the keys in $2 dropped, every other setting stays; the history row ($4 its id, $5 who,
+  // $6 the policy before, as lockPolicy read it) is written by the same statement.
   updatePolicy: `WITH changed AS (
        UPDATE tenants t SET settings = (coalesce(t.settings, '{}'::jsonb) - $2::text[]) || $3::jsonb
-       FROM (SELECT id, settings FROM tenants
-             WHERE id = $1 AND ($6::text[] IS NULL OR ${policyVersionOf('settings')} = ANY($6::text[]))
-             FOR NO KEY UPDATE) prior
-       WHERE t.id = prior.id
-       RETURNING prior.settings AS before, t.settings AS after, ${policyVersionOf('t.settings')} AS version
+       WHERE t.id = $1
+       RETURNING t.settings AS after, ${policyVersionOf('t.settings')} AS version
      ), recorded AS (
        INSERT INTO admin_changes (${ADMIN_CHANGE_INSERT_COLUMNS})
-       SELECT $4, $1, 'policy', NULL, $5, ${policySnapshotOf('changed.before')}, ${policySnapshotOf('changed.after')}
+       SELECT $4, $1, 'policy', NULL, $5, $6::jsonb, ${policySnapshotOf('changed.after')}
        FROM changed
      )
      SELECT after AS settings, version FROM changed`,
@@ -115,15 +113,19 @@ export async function changeTenantPolicy(
   input: PolicyChange & { ifMatch?: readonly string[] },
 ): Promise<{ settings: TenantSettings; version: string } | { refused: 'not_found' | 'stale' }> {
   const set = { ...input.set, policyUpdatedAt: new Date().toISOString(), policyUpdatedBy: input.by };
-  const [row] = await rows<{ settings: TenantSettings; version: string }>(db, TENANT_POLICY_SQL.updatePolicy, [
-    tenantId,
-    input.remove,
-    JSON.stringify(set),
-    newId('chg'),
-    input.by,
-    input.ifMatch ?? null,
-  ]);
-  if (row) return { settings: row.settings, version: row.version };
-  if (input.ifMatch === undefined) return { refused: 'not_found' };
-  return { refused: (await loadTenantPolicy(db, tenantId)) ? 'stale' : 'not_found' };
+  return withinTransaction(db, async (tx) => {
+    // Locked first, and compared on the row as locked: of two changes made against one version, one is made.
+    const [locked] = await rows<{ before: string; version: string }>(tx, TENANT_POLICY_SQL.lockPolicy, [tenantId]);
+    if (!locked) return { refused: 'not_found' as const };
+    if (input.ifMatch !== undefined && !input.ifMatch.includes(locked.version)) return { refused: 'stale' as const };
+    const [row] = await rows<{ settings: TenantSettings; version: string }>(tx, TENANT_POLICY_SQL.updatePolicy, [
+      tenantId,
+      input.remove,
+      JSON.stringify(set),
+      newId('chg'),
+      input.by,
+      locked.before,
+    ]);
+    return { settings: row.settings, version: row.version };
+  });
 }

@@ -9,7 +9,7 @@ import {
 import type { DataSource } from 'typeorm';
 import { ADMIN_CHANGE_INSERT_COLUMNS } from './admin-changes';
 import { SecretsCipher, secretBinding } from './secrets-cipher';
-import { Queryable, firstRow, rows, transaction } from './sql';
+import { Queryable, firstRow, rows, transaction, withinTransaction } from './sql';
 
 /**
  * Webhook endpoints, their delivery log and the outbox that fills it. Every statement of the aggregate is here.
@@ -79,18 +79,19 @@ export const WEBHOOKS_SQL = {
        SELECT $3, $1, 'webhook_endpoint', NULL, $4, ${endpointSnapshotOf('deleted')}, NULL FROM deleted
      )
      SELECT id FROM deleted`,
-  // As the policy's update: the row is locked first (the subquery), so `before` is the version this statement
-  // changes, also when the delivery worker disabled it while this waited. The history row: $3 its id, $4 who.
+  // As the policy's change: the row is locked first (lockEndpoint, in the same transaction), so `before` ($5) is the
+  // version this statement changes, also when the delivery worker disabled it while this waited. History row: $3 its
+  // id, $4 who.
+  lockEndpoint: `SELECT ${endpointSnapshotOf('w')}::text AS before FROM webhook_endpoints w
+     WHERE w.tenant_id = $1 AND w.id = $2 FOR NO KEY UPDATE`,
   enableEndpoint: `WITH changed AS (
        UPDATE webhook_endpoints w
        SET disabled_at = NULL, disabled_reason = NULL, consecutive_failures = 0, updated_at = now()
-       FROM (SELECT id, url, events, disabled_at, disabled_reason FROM webhook_endpoints
-             WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE) prior
-       WHERE w.id = prior.id
-       RETURNING ${endpointColumnsOf('w')}, ${endpointSnapshotOf('prior')} AS before, ${endpointSnapshotOf('w')} AS after
+       WHERE w.tenant_id = $1 AND w.id = $2
+       RETURNING ${endpointColumnsOf('w')}, ${endpointSnapshotOf('w')} AS after
      ), recorded AS (
        INSERT INTO admin_changes (${ADMIN_CHANGE_INSERT_COLUMNS})
-       SELECT $3, $1, 'webhook_endpoint', NULL, $4, before, after FROM changed
+       SELECT $3, $1, 'webhook_endpoint', NULL, $4, $5::jsonb, after FROM changed
      )
      SELECT ${ENDPOINT_COLUMNS} FROM changed`,
   listDeliveries: `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries
@@ -290,15 +291,20 @@ export async function deleteWebhookEndpoint(db: Queryable, change: EndpointChang
 
 /**
  * Re-enables a disabled endpoint with a clean failure count; events from now on are delivered to it again. Recorded
- * in the history of admin changes by the same statement, also when it was not disabled (then before equals after).
+ * in the history of admin changes in the same transaction, also when it was not disabled (then before equals after).
  */
 export function enableWebhookEndpoint(db: Queryable, change: EndpointChange): Promise<WebhookEndpointRow | null> {
-  return firstRow<WebhookEndpointRow>(db, WEBHOOKS_SQL.enableEndpoint, [
-    change.tenantId,
-    change.id,
-    newId('chg'),
-    change.by,
-  ]);
+  return withinTransaction(db, async (tx) => {
+    const locked = await firstRow<{ before: string }>(tx, WEBHOOKS_SQL.lockEndpoint, [change.tenantId, change.id]);
+    if (!locked) return null;
+    return firstRow<WebhookEndpointRow>(tx, WEBHOOKS_SQL.enableEndpoint, [
+      change.tenantId,
+      change.id,
+      newId('chg'),
+      change.by,
+      locked.before,
+    ]);
+  });
 }
 
 /** An endpoint's delivery log, newest first; `before` is the last id of the previous page. */

@@ -681,6 +681,11 @@ export class OperationsService {
         const locked = await lockRetried(tx, principal.tenantId, op.id);
         if (!locked) throw Problem.notFound('Operation', id);
         if (!canRetry(locked.status)) throw retryNotAllowed(locked.status);
+        // Retries of one operation take turns on its lock: one made before this one is found here, so this one ends
+        // without touching the unique index (where it would wait on, and could deadlock with, a worker's write of
+        // that retry operation). The index stays what decides.
+        const earlier = await findRetryOf(tx, principal.tenantId, op.id);
+        if (earlier) throw alreadyRetried(op, earlier);
         if (retryRefusedByAcknowledgement({ status: locked.status, acknowledged: locked.acknowledgedAt !== null })) {
           // The provider acknowledged the send after it ended FAILED (a 2xx that came back late): it took it.
           throw effectExists(
@@ -721,16 +726,9 @@ export class OperationsService {
         await setRetryOf(tx, principal.tenantId, operationId, op.id);
       });
     } catch (error) {
-      // One retry per operation: a second one of the same FAILED operation would make its effect twice. The rule and
-      // the status are given as for retry-not-allowed.
+      // The unique index (one retry per operation) refused a retry that raced past the look under the lock.
       if (isUniqueViolation(error)) {
-        // Which operation the earlier retry made: a caller whose retry timed out finds it here, not by searching.
-        const retry = await findRetryOf(this.db.manager, principal.tenantId, op.id);
-        throw Problem.conflict('already-retried', `operation ${op.id} was already retried`, {
-          retry: retryRuleOf(op.status),
-          current_status: op.status,
-          ...(retry && { retried_by: { operation_id: retry.operationId, execution_id: retry.executionId } }),
-        });
+        throw alreadyRetried(op, await findRetryOf(this.db.manager, principal.tenantId, op.id));
       }
       throw error;
     }
@@ -743,6 +741,19 @@ export class OperationsService {
       execution: presentExecution(execution!, [created!], new Map()),
     };
   }
+}
+
+/**
+ * 409 already-retried: one retry per operation (a second one of the same FAILED operation would make its effect
+ * twice). The rule and the status are given as for retry-not-allowed, and which operation the earlier retry made: a
+ * caller whose retry timed out finds it here, not by searching.
+ */
+function alreadyRetried(op: OperationEntity, retry: { operationId: string; executionId: string } | null): Problem {
+  return Problem.conflict('already-retried', `operation ${op.id} was already retried`, {
+    retry: retryRuleOf(op.status),
+    current_status: op.status,
+    ...(retry && { retried_by: { operation_id: retry.operationId, execution_id: retry.executionId } }),
+  });
 }
 
 /**
