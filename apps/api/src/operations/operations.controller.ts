@@ -8,6 +8,7 @@ import { APPROVAL_EXAMPLE, OPERATION_DETAIL_EXAMPLE, RESOLVE_EXAMPLE } from '../
 import { ApiEndpoint } from '../openapi';
 import { OperationStatus } from '@verity/status-model';
 import { ApprovalBody, ResolveBody } from '../schemas';
+import { viewFor } from '../http/reviewer-view';
 import { OperationsService } from './operations.service';
 
 const ID = { name: 'id', description: 'operation id (op_…)' };
@@ -29,7 +30,7 @@ export class OperationsController {
     },
   })
   get(@CurrentPrincipal() principal: Principal, @Param('id') id: string) {
-    return this.operations.get(principal, id);
+    return this.operations.get(principal, id).then((view) => viewFor(principal, view));
   }
 
   @Post(':id/approval')
@@ -48,7 +49,7 @@ export class OperationsController {
     @Param('id') id: string,
     @JsonBody(ApprovalBody) input: z.infer<typeof ApprovalBody>,
   ) {
-    return this.operations.decide(principal, id, input.decision, input.reason);
+    return this.operations.decide(principal, id, input.decision, input.reason).then((view) => viewFor(principal, view));
   }
 
   @Post(':id/resolve')
@@ -72,9 +73,13 @@ export class OperationsController {
     @JsonBody(ResolveBody) input: z.infer<typeof ResolveBody>,
   ) {
     if (input.status === OperationStatus.MANUAL_REVIEW) {
-      return this.operations.stillUnknown(principal, id, input.evidence, input.due_in_seconds);
+      return this.operations
+        .stillUnknown(principal, id, input.evidence, input.due_in_seconds)
+        .then((view) => viewFor(principal, view));
     }
-    return this.operations.resolve(principal, id, input.status, input.evidence);
+    return this.operations
+      .resolve(principal, id, input.status, input.evidence)
+      .then((view) => viewFor(principal, view));
   }
 
   @Post(':id/recheck')
@@ -99,7 +104,7 @@ export class OperationsController {
     @Body() body: unknown,
   ) {
     refuseBody(req, body, 'recheck');
-    return this.operations.recheck(principal, id);
+    return this.operations.recheck(principal, id).then((view) => viewFor(principal, view));
   }
 
   @Post(':id/retry')
