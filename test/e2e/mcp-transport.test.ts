@@ -114,6 +114,24 @@ describe('MCP: messages that are not what they should be', () => {
     });
   });
 
+  it.each([
+    ['an empty object', {}, 'the body is no JSON-RPC'],
+    ['no method, id or result', { jsonrpc: '2.0' }, 'the body is no JSON-RPC'],
+    ['JSON-RPC 1.0', { jsonrpc: '1.0', id: 1, method: 'tools/list' }, 'the body is no JSON-RPC'],
+    ['a batch with a number in it', [{ jsonrpc: '2.0', id: 1, method: 'tools/list' }, 7], 'message 1 of the batch'],
+  ])(
+    'answers JSON that is no JSON-RPC message (%s) 400 with -32600 (Invalid Request), not -32700 (Parse error)',
+    async (_what, body, says) => {
+      const res = await post(body);
+      expect(res.status).toBe(400);
+      expect(res.body).toEqual({
+        jsonrpc: '2.0',
+        id: null,
+        error: { code: -32600, message: expect.stringContaining(says) },
+      });
+    },
+  );
+
   it('refuses a batch whose requests share an id with -32600 (Invalid Request), and carries out none of them', async () => {
     // Each request's answer is matched to it by its id: of two with one id, one answer was sent and the other dropped,
     // so a second submission was carried out (an execution created) and never reported to the agent.

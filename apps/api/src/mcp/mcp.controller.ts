@@ -2,6 +2,7 @@ import { Controller, Delete, Get, Patch, Post, Put, Req, Res } from '@nestjs/com
 import { HttpAdapterHost } from '@nestjs/core';
 import { ApiBearerAuth, ApiExcludeEndpoint, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Verity } from '@verity/sdk';
 import { STATE_CHANGING_TOOLS, createVerityMcpServer } from '@verity/sdk/mcp';
 import type { Request, Response } from 'express';
@@ -122,6 +123,24 @@ export class McpController {
         error: {
           code: INVALID_REQUEST,
           message: `Invalid Request: two requests of the batch have id ${JSON.stringify(shared)} (each request needs an id of its own; nothing in the batch was carried out)`,
+        },
+      });
+      return;
+    }
+    // JSON that is no JSON-RPC message (`{}`, `{"jsonrpc":"2.0"}`, `[1]`) is an Invalid Request (JSON-RPC 2.0: -32600);
+    // the transport answered it -32700 Parse error, which says the JSON itself could not be read.
+    const invalid = (Array.isArray(req.body) ? (req.body as unknown[]) : [req.body]).findIndex(
+      (message) => !JSONRPCMessageSchema.safeParse(message).success,
+    );
+    if (invalid >= 0) {
+      res.status(400).json({
+        jsonrpc: '2.0',
+        id: null,
+        error: {
+          code: INVALID_REQUEST,
+          message: Array.isArray(req.body)
+            ? `Invalid Request: message ${invalid} of the batch is no JSON-RPC 2.0 request, notification or response (nothing in the batch was carried out)`
+            : 'Invalid Request: the body is no JSON-RPC 2.0 request, notification or response',
         },
       });
       return;
