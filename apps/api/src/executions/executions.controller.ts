@@ -16,7 +16,6 @@ import { ApiEndpoint, ApiPageQuery, schemaRef } from '../openapi';
 import { Problem } from '../problem/problem';
 import { CancelBody } from '../schemas';
 import { StreamService } from '../stream/stream.service';
-import { viewFor } from '../http/reviewer-view';
 import { ExecutionsService } from './executions.service';
 
 /** Kept for modules that imported these helpers from here before they moved to http/parse. */
@@ -110,7 +109,7 @@ export class ExecutionsController {
   @ApiQuery({ name: 'status', required: false, schema: schemaRef('ExecutionStatus') })
   @ApiPageQuery()
   list(@CurrentPrincipal() principal: Principal, @Query() query: unknown) {
-    return this.executions.list(principal, parseQuery(ListQuery, query)).then((view) => viewFor(principal, view));
+    return this.executions.list(principal, parseQuery(ListQuery, query));
   }
 
   @Get(':id')
@@ -124,7 +123,7 @@ export class ExecutionsController {
     },
   })
   get(@CurrentPrincipal() principal: Principal, @Param('id') id: string) {
-    return this.executions.get(principal, id).then((view) => viewFor(principal, view));
+    return this.executions.get(principal, id);
   }
 
   @Get(':id/events')
@@ -141,7 +140,7 @@ export class ExecutionsController {
   @ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 1000, default: 500 } })
   events(@CurrentPrincipal() principal: Principal, @Param('id') id: string, @Query() query: unknown) {
     const q = parseQuery(EventsQuery, query);
-    return this.executions.events(principal, id, q.after, q.limit).then((view) => viewFor(principal, view));
+    return this.executions.events(principal, id, q.after, q.limit);
   }
 
   @Post(':id/cancel')
@@ -168,7 +167,7 @@ export class ExecutionsController {
       requireJson(req);
       reason = parseBody(CancelBody, body).reason;
     }
-    return this.executions.cancel(principal, id, reason).then((view) => viewFor(principal, view));
+    return this.executions.cancel(principal, id, reason);
   }
 
   @Get(':id/stream')

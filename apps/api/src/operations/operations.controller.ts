@@ -8,7 +8,6 @@ import { APPROVAL_EXAMPLE, OPERATION_DETAIL_EXAMPLE, RESOLVE_EXAMPLE } from '../
 import { ApiEndpoint } from '../openapi';
 import { OperationStatus } from '@verity/status-model';
 import { ApprovalBody, ResolveBody } from '../schemas';
-import { viewFor } from '../http/reviewer-view';
 import { OperationsService } from './operations.service';
 
 const ID = { name: 'id', description: 'operation id (op_…)' };
@@ -30,7 +29,7 @@ export class OperationsController {
     },
   })
   get(@CurrentPrincipal() principal: Principal, @Param('id') id: string) {
-    return this.operations.get(principal, id).then((view) => viewFor(principal, view));
+    return this.operations.get(principal, id);
   }
 
   @Post(':id/approval')
@@ -49,7 +48,7 @@ export class OperationsController {
     @Param('id') id: string,
     @JsonBody(ApprovalBody) input: z.infer<typeof ApprovalBody>,
   ) {
-    return this.operations.decide(principal, id, input.decision, input.reason).then((view) => viewFor(principal, view));
+    return this.operations.decide(principal, id, input.decision, input.reason);
   }
 
   @Post(':id/resolve')
@@ -73,13 +72,9 @@ export class OperationsController {
     @JsonBody(ResolveBody) input: z.infer<typeof ResolveBody>,
   ) {
     if (input.status === OperationStatus.MANUAL_REVIEW) {
-      return this.operations
-        .stillUnknown(principal, id, input.evidence, input.due_in_seconds)
-        .then((view) => viewFor(principal, view));
+      return this.operations.stillUnknown(principal, id, input.evidence, input.due_in_seconds);
     }
-    return this.operations
-      .resolve(principal, id, input.status, input.evidence)
-      .then((view) => viewFor(principal, view));
+    return this.operations.resolve(principal, id, input.status, input.evidence);
   }
 
   @Post(':id/recheck')
@@ -104,7 +99,7 @@ export class OperationsController {
     @Body() body: unknown,
   ) {
     refuseBody(req, body, 'recheck');
-    return this.operations.recheck(principal, id).then((view) => viewFor(principal, view));
+    return this.operations.recheck(principal, id);
   }
 
   @Post(':id/retry')

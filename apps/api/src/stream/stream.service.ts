@@ -16,7 +16,6 @@ import type { Request, Response } from 'express';
 import { DataSource } from 'typeorm';
 import { ApiKeyService } from '../auth/api-key.service';
 import type { Principal } from '../auth/principal';
-import { viewFor } from '../http/reviewer-view';
 import { Problem } from '../problem/problem';
 import { EventCursorField, resolveEventCursor } from '../executions/event-cursor';
 import { presentEvent } from '../executions/presenter';
@@ -168,7 +167,7 @@ export class StreamService {
         const events = await listEvents(this.db.manager, executionId, principal.tenantId, cursor, 500);
         let keptUp = true;
         for (const event of events) {
-          const view = viewFor(principal, presentEvent(event));
+          const view = presentEvent(event);
           const taken = res.write(`id: ${view.id}\nevent: ${view.type}\ndata: ${JSON.stringify(view)}\n\n`);
           cursor = view.seq;
           // A client that does not take what it was sent is not sent more: wait for it, or let it go (drained).
