@@ -24,6 +24,9 @@ SELECT id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_fai
 SELECT id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_failures, created_by,
   created_at, updated_at FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2;
 
+-- lockEndpointDeliveries
+SELECT 1 FROM webhook_deliveries WHERE endpoint_id = $2 AND tenant_id = $1 ORDER BY id FOR UPDATE;
+
 -- deleteEndpoint
 WITH deleted AS (
        DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2 RETURNING id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_failures, created_by,

@@ -1,4 +1,5 @@
 import type { EntityManager } from 'typeorm';
+import { waitFor } from '../../../test/support/stack';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { AdminChangeRow, listAdminChanges } from './admin-changes';
 import {
@@ -476,6 +477,47 @@ describe('admin change history (real Postgres)', () => {
     await blocker.release();
     return started;
   }
+
+  it('a delete while the delivery worker records an attempt (its delivery, then its endpoint) waits for it and deletes', async () => {
+    const { endpoint } = (await newEndpoint('hooksrace', 'key_creator', '/while-recording'))!;
+    const deliveryId = `msg_rec_${endpoint.id}`;
+    await db.dataSource.query(
+      `INSERT INTO webhook_deliveries (id, endpoint_id, tenant_id, event_id, type, payload)
+       VALUES ($1, $2, 'hooksrace', NULL, 'execution.finished', '{}')`,
+      [deliveryId, endpoint.id],
+    );
+    // The worker's transaction, stopped between its two steps (recordWebhookAttempt's order).
+    const worker = db.dataSource.createQueryRunner();
+    await worker.connect();
+    await worker.startTransaction();
+    try {
+      await worker.query(`UPDATE webhook_deliveries SET attempts = attempts + 1 WHERE id = $1`, [deliveryId]);
+      const deleting = deleteWebhookEndpoint(db.dataSource.manager, {
+        tenantId: 'hooksrace',
+        id: endpoint.id,
+        by: 'key_deleter',
+      }).then(
+        (deleted) => ({ deleted }),
+        (error: unknown) => ({ error: String(error) }),
+      );
+      // The delete waits on a lock the worker holds.
+      await waitFor(
+        async () =>
+          (await db.dataSource.query(
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+          )) as { n: number }[],
+        (found) => found[0].n > 0,
+      );
+      await worker.query(`UPDATE webhook_endpoints SET consecutive_failures = consecutive_failures + 1 WHERE id = $1`, [
+        endpoint.id,
+      ]);
+      await worker.commitTransaction();
+      expect(await deleting).toEqual({ deleted: true });
+    } finally {
+      if (worker.isTransactionActive) await worker.rollbackTransaction();
+      await worker.release();
+    }
+  });
 
   it('two deletes of one endpoint at once: one deletes it and has the one row, the other finds nothing', async () => {
     const { endpoint } = (await newEndpoint('hooksrace', 'key_creator', '/race'))!;

@@ -72,6 +72,10 @@ export const WEBHOOKS_SQL = {
   findEndpoint: `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2`,
   // The history row ($3 its id, $4 who) is written by the same statement, only when it deleted the endpoint: of two
   // deletes at once, the second waits for the first and then finds nothing (no row).
+  // The endpoint's deliveries are locked before the endpoint, in the order the delivery worker locks them (the
+  // delivery it records, then its endpoint's failure count): taking the endpoint first and its deliveries by cascade,
+  // a delete deadlocked with a worker recording an attempt, and the admin got a 500.
+  lockEndpointDeliveries: `SELECT 1 FROM webhook_deliveries WHERE endpoint_id = $2 AND tenant_id = $1 ORDER BY id FOR UPDATE`,
   deleteEndpoint: `WITH deleted AS (
        DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2 RETURNING ${ENDPOINT_COLUMNS}
      ), recorded AS (
@@ -280,13 +284,16 @@ type EndpointChange = { tenantId: string; id: string; by: string };
  * when the tenant has no such endpoint (nothing recorded).
  */
 export async function deleteWebhookEndpoint(db: Queryable, change: EndpointChange): Promise<boolean> {
-  const deleted = await rows<{ id: string }>(db, WEBHOOKS_SQL.deleteEndpoint, [
-    change.tenantId,
-    change.id,
-    newId('chg'),
-    change.by,
-  ]);
-  return deleted.length > 0;
+  return withinTransaction(db, async (tx) => {
+    await rows(tx, WEBHOOKS_SQL.lockEndpointDeliveries, [change.tenantId, change.id]);
+    const deleted = await rows<{ id: string }>(tx, WEBHOOKS_SQL.deleteEndpoint, [
+      change.tenantId,
+      change.id,
+      newId('chg'),
+      change.by,
+    ]);
+    return deleted.length > 0;
+  });
 }
 
 /**
