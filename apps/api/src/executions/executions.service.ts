@@ -239,6 +239,9 @@ export class ExecutionsService {
     const deadlineSeconds = submission.deadline_seconds ?? DEFAULT_DEADLINE_SECONDS;
     // The intake request's span is the root of the execution's trace (null with traces off).
     const traceParent = currentTraceparent();
+    // The statement asks about the caps of the connectors used, and about the secrets of those not used (the used
+    // ones' secrets were looked for before: refuseSecretValues in submit).
+    const used = connectorsOf(submission);
     const intake: NewExecution = {
       id: executionId,
       tenantId: principal.tenantId,
@@ -253,8 +256,8 @@ export class ExecutionsService {
       operations,
       createdEventId: newId('evt'),
       traceParent,
-      uncheckedCapsOf: connectorsOf(submission),
-      uncheckedSecretsOf: orNone(this.secretConnectors().filter((name) => !connectorsOf(submission).includes(name))),
+      uncheckedCapsOf: used,
+      uncheckedSecretsOf: orNone(this.secretConnectors().filter((name) => !used.includes(name))),
     };
     let written = await insertExecution(this.db.manager, intake);
     if (written !== null && written !== 'busy' && 'unchecked' in written) {

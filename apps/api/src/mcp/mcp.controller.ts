@@ -101,14 +101,10 @@ export class McpController {
     // array batching one or more" messages; later revisions have no batches). The SDK's transport takes it for a
     // batch of notifications and answers 202, as if something had been accepted.
     if (Array.isArray(req.body) && req.body.length === 0) {
-      res.status(400).json({
-        jsonrpc: '2.0',
-        id: null,
-        error: {
-          code: INVALID_REQUEST,
-          message: 'Invalid Request: an empty batch (a JSON-RPC batch holds one message at least; send one message)',
-        },
-      });
+      refuseInvalidRequest(
+        res,
+        'Invalid Request: an empty batch (a JSON-RPC batch holds one message at least; send one message)',
+      );
       return;
     }
     // Each answer is matched to its request by the id: of two requests with one id in a batch, the transport sent one
@@ -117,14 +113,10 @@ export class McpController {
     // whole, before anything in it is carried out.
     const shared = Array.isArray(req.body) ? sharedRequestId(req.body as unknown[]) : undefined;
     if (shared !== undefined) {
-      res.status(400).json({
-        jsonrpc: '2.0',
-        id: null,
-        error: {
-          code: INVALID_REQUEST,
-          message: `Invalid Request: two requests of the batch have id ${JSON.stringify(shared)} (each request needs an id of its own; nothing in the batch was carried out)`,
-        },
-      });
+      refuseInvalidRequest(
+        res,
+        `Invalid Request: two requests of the batch have id ${JSON.stringify(shared)} (each request needs an id of its own; nothing in the batch was carried out)`,
+      );
       return;
     }
     // JSON that is no JSON-RPC message (`{}`, `{"jsonrpc":"2.0"}`, `[1]`) is an Invalid Request (JSON-RPC 2.0: -32600);
@@ -133,16 +125,12 @@ export class McpController {
       (message) => !JSONRPCMessageSchema.safeParse(message).success,
     );
     if (invalid >= 0) {
-      res.status(400).json({
-        jsonrpc: '2.0',
-        id: null,
-        error: {
-          code: INVALID_REQUEST,
-          message: Array.isArray(req.body)
-            ? `Invalid Request: message ${invalid} of the batch is no JSON-RPC 2.0 request, notification or response (nothing in the batch was carried out)`
-            : 'Invalid Request: the body is no JSON-RPC 2.0 request, notification or response',
-        },
-      });
+      refuseInvalidRequest(
+        res,
+        Array.isArray(req.body)
+          ? `Invalid Request: message ${invalid} of the batch is no JSON-RPC 2.0 request, notification or response (nothing in the batch was carried out)`
+          : 'Invalid Request: the body is no JSON-RPC 2.0 request, notification or response',
+      );
       return;
     }
     const client = new Verity({
@@ -235,6 +223,11 @@ export class McpController {
 
 /** JSON-RPC 2.0's "Invalid Request": the JSON sent is not a valid request object. */
 const INVALID_REQUEST = -32600;
+
+/** 400 with JSON-RPC's Invalid Request error: the message (or the batch) is refused whole, nothing carried out. */
+function refuseInvalidRequest(res: Response, message: string): void {
+  res.status(400).json({ jsonrpc: '2.0', id: null, error: { code: INVALID_REQUEST, message } });
+}
 
 /**
  * JSON-RPC's "request cancelled" (the code LSP gave it; MCP names none). Sent only so that the response of the POST that
