@@ -151,6 +151,88 @@ describe('MCP: messages that are not what they should be', () => {
     expect(await executionCount()).toBe(before);
   });
 
+  const submitText = () => JSON.stringify(toolCall('submit_execution', submission([sms(unique('refused-body'))])));
+  it.each([
+    [
+      'text that is no JSON',
+      () => '{"jsonrpc": "2.0", "id": 1,',
+      {},
+      400,
+      -32700,
+      'Parse error: the body is not valid JSON',
+      'json',
+    ],
+    [
+      'a member given twice',
+      () => submitText().replace('{"jsonrpc":"2.0"', '{"jsonrpc":"2.0","id":8'),
+      {},
+      400,
+      -32700,
+      'Parse error: id: given twice',
+      'duplicate_key',
+    ],
+    [
+      'a string with a NUL character',
+      () => submitText().replace('"tools/call"', '"tools/call","note":"a\\u0000b"'),
+      {},
+      400,
+      -32600,
+      'Invalid Request: note',
+      'no_control_characters',
+    ],
+    [
+      'a body over 256 KiB',
+      () => submitText().replace('"tools/call"', `"tools/call","padding":"${'x'.repeat(300 * 1024)}"`),
+      {},
+      413,
+      -32000,
+      'the body limit is 256 KiB',
+      'max_bytes',
+    ],
+    [
+      'another charset',
+      submitText,
+      { 'content-type': 'application/json; charset=iso-8859-1' },
+      415,
+      -32000,
+      'send UTF-8 JSON',
+      undefined,
+    ],
+  ])(
+    'answers %s as the transport answers its own refusals, a JSON-RPC error, not problem+json, and submits nothing',
+    async (_what, body, headers, status, code, says, rule) => {
+      const before = await executionCount();
+      const res = await http(stack.apiUrl, 'POST', '/mcp', {
+        key: DEMO.agent,
+        rawBody: body(),
+        headers: { ...HEADERS, ...headers },
+      });
+      expect(res.status).toBe(status);
+      expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+      expect(res.body).toMatchObject({
+        jsonrpc: '2.0',
+        id: null,
+        error: { code, message: expect.stringContaining(says) },
+      });
+      expect(Object.keys(res.body as object).sort()).toEqual(['error', 'id', 'jsonrpc']);
+      // The field errors a problem would have listed, as the error's data.
+      const data = (res.body as { error: { data?: { errors: { rule: string }[] } } }).error.data;
+      expect(data?.errors[0].rule).toBe(rule);
+      expect(await executionCount()).toBe(before);
+    },
+  );
+
+  it('still answers the same refusals on the REST API as problem+json', async () => {
+    const res = await http(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      rawBody: '{"agent_id": ',
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(res.status).toBe(400);
+    expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect(res.body).toMatchObject({ errors: [{ field: '(body)', rule: 'json' }] });
+  });
+
   it('answers a batch whose ids differ only in their JSON type (1 and "1" are two ids), and its notifications', async () => {
     const res = await post([
       { ...listTools, id: 1 },

@@ -1,5 +1,6 @@
 import type { NextFunction, Request, Response } from 'express';
-import { Problem, sendProblem } from '../problem/problem';
+import { JSON_RPC_CODE, refuseBody } from '../mcp/json-rpc-error';
+import { Problem } from '../problem/problem';
 
 export const BODY_LIMIT_BYTES = 256 * 1024;
 
@@ -97,9 +98,16 @@ function notJsonMessage(body: unknown): string {
   return 'the body is not valid JSON';
 }
 
-/** Express error middleware placed right after the body parser. */
+/**
+ * Express error middleware placed right after the body parser. On the MCP endpoint a body that cannot be read as one
+ * unambiguous JSON value (400) is JSON-RPC's Parse error; one refused as too large or in another encoding, the
+ * transport's own error code.
+ */
 export function bodyErrorHandler(error: unknown, req: Request, res: Response, next: NextFunction): void {
   const problem = bodyParserProblem(error);
-  if (problem) sendProblem(req, res, problem);
-  else next(error);
+  if (!problem) {
+    next(error);
+    return;
+  }
+  refuseBody(req, res, problem, problem.status === 400 ? JSON_RPC_CODE.parseError : JSON_RPC_CODE.transport);
 }

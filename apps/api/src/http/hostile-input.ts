@@ -1,5 +1,6 @@
 import type { NextFunction, Request, Response } from 'express';
 import { isUtf8 } from 'node:buffer';
+import { JSON_RPC_CODE, refuseBody } from '../mcp/json-rpc-error';
 import { Problem, sendProblem } from '../problem/problem';
 import { hasBody } from './parse';
 import { jsonInputIssues, textIssue } from './text';
@@ -69,7 +70,8 @@ export function rejectRepeatedHeaders(req: Request, res: Response, next: NextFun
 export function rejectOtherCharsets(req: Request, res: Response, next: NextFunction): void {
   const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(req.headers['content-type'] ?? '')?.[1].toLowerCase();
   if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
-    sendProblem(req, res, new Problem(415, 'unsupported-media-type', 'Unsupported charset', 'send UTF-8 JSON'));
+    const problem = new Problem(415, 'unsupported-media-type', 'Unsupported charset', 'send UTF-8 JSON');
+    refuseBody(req, res, problem, JSON_RPC_CODE.transport);
     return;
   }
   // `utf8` names UTF-8 as well, but the JSON parser knows only `utf-8` (it would answer 415): spelled its way.
@@ -93,10 +95,11 @@ export function bodyReadTimeout(ms: number) {
       if (req.complete || res.headersSent) return;
       res.setHeader('connection', 'close');
       res.once('finish', () => req.socket.destroySoon());
-      sendProblem(
+      refuseBody(
         req,
         res,
         new Problem(408, 'request-timeout', 'Request timeout', `the request body did not arrive within ${ms / 1000} s`),
+        JSON_RPC_CODE.transport,
       );
     }, ms);
     const clear = () => clearTimeout(timer);
@@ -145,7 +148,8 @@ export function rejectUnsafeJson(req: Request, res: Response, next: NextFunction
   }
   const errors = jsonInputIssues(body);
   if (errors.length > 0) {
-    sendProblem(req, res, Problem.validation(errors));
+    // Valid JSON, so on the MCP endpoint no Parse error: a message no method may receive.
+    refuseBody(req, res, Problem.validation(errors), JSON_RPC_CODE.invalidRequest);
     return;
   }
   next();

@@ -13,6 +13,7 @@ import { Public } from '../auth/principal';
 import type { Principal } from '../auth/principal';
 import { ApiEndpoint } from '../openapi';
 import { Problem } from '../problem/problem';
+import { JSON_RPC_CODE, MCP_PATH, sendJsonRpcError } from './json-rpc-error';
 import { McpCancellations } from './mcp-cancellations';
 
 /**
@@ -60,7 +61,7 @@ const JSON_RPC_ERROR = {
  */
 @ApiTags('integrations')
 @ApiBearerAuth()
-@Controller('mcp')
+@Controller(MCP_PATH)
 export class McpController {
   constructor(
     private readonly adapterHost: HttpAdapterHost,
@@ -87,15 +88,19 @@ export class McpController {
   @ApiResponse({ status: 202, description: 'A notification or response was accepted; no body' })
   @ApiResponse({
     status: 400,
-    description: 'Not a JSON-RPC message, an empty batch, or a batch whose requests share an id',
+    description:
+      'A body that is no JSON (-32700 Parse error), not a JSON-RPC message, an empty batch, or a batch whose requests ' +
+      'share an id (-32600 Invalid Request)',
     content: JSON_RPC_ERROR,
   })
+  @ApiResponse({ status: 408, description: 'The body did not arrive in time', content: JSON_RPC_ERROR })
+  @ApiResponse({ status: 413, description: 'The body is larger than 256 KiB', content: JSON_RPC_ERROR })
   @ApiResponse({
     status: 406,
     description: 'Accept must list application/json and text/event-stream',
     content: JSON_RPC_ERROR,
   })
-  @ApiResponse({ status: 415, description: 'The body must be application/json', content: JSON_RPC_ERROR })
+  @ApiResponse({ status: 415, description: 'The body must be UTF-8 application/json', content: JSON_RPC_ERROR })
   async post(@Req() req: Request, @Res() res: Response): Promise<void> {
     // An empty array is no batch (JSON-RPC 2.0: "an Array with at least one value"; MCP's 2025-03-26 transport: "an
     // array batching one or more" messages; later revisions have no batches). The SDK's transport takes it for a
@@ -221,12 +226,9 @@ export class McpController {
   }
 }
 
-/** JSON-RPC 2.0's "Invalid Request": the JSON sent is not a valid request object. */
-const INVALID_REQUEST = -32600;
-
 /** 400 with JSON-RPC's Invalid Request error: the message (or the batch) is refused whole, nothing carried out. */
 function refuseInvalidRequest(res: Response, message: string): void {
-  res.status(400).json({ jsonrpc: '2.0', id: null, error: { code: INVALID_REQUEST, message } });
+  sendJsonRpcError(res, 400, JSON_RPC_CODE.invalidRequest, message);
 }
 
 /**

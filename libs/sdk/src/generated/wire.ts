@@ -2678,7 +2678,7 @@ export interface operations {
         };
         content?: never;
       };
-      /** @description Not a JSON-RPC message, an empty batch, or a batch whose requests share an id */
+      /** @description A body that is no JSON (-32700 Parse error), not a JSON-RPC message, an empty batch, or a batch whose requests share an id (-32600 Invalid Request) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -2719,9 +2719,47 @@ export interface operations {
           'application/json': components['schemas']['JsonRpcMessage'];
         };
       };
-      408: components['responses']['Problem408'];
-      413: components['responses']['Problem413'];
-      /** @description The body must be application/json */
+      /** @description The body did not arrive in time */
+      408: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "jsonrpc": "2.0",
+           *       "id": null,
+           *       "error": {
+           *         "code": -32000,
+           *         "message": "Not Acceptable: Client must accept both application/json and text/event-stream"
+           *       }
+           *     }
+           */
+          'application/json': components['schemas']['JsonRpcMessage'];
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description The body is larger than 256 KiB */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "jsonrpc": "2.0",
+           *       "id": null,
+           *       "error": {
+           *         "code": -32000,
+           *         "message": "Not Acceptable: Client must accept both application/json and text/event-stream"
+           *       }
+           *     }
+           */
+          'application/json': components['schemas']['JsonRpcMessage'];
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description The body must be UTF-8 application/json */
       415: {
         headers: {
           [name: string]: unknown;

@@ -1,0 +1,62 @@
+import type { Request, Response } from 'express';
+import { FieldError, Problem, sendProblem } from '../problem/problem';
+
+/** The MCP endpoint (Streamable HTTP): its POST bodies are JSON-RPC 2.0 messages. */
+export const MCP_PATH = '/mcp';
+
+/**
+ * The JSON-RPC error codes the endpoint answers a refused body with: JSON-RPC 2.0's own two, and -32000 for a refusal of
+ * the HTTP message rather than of its JSON (too large, another charset), as the MCP SDK's transport answers its 406 and
+ * 415.
+ */
+export const JSON_RPC_CODE = { parseError: -32700, invalidRequest: -32600, transport: -32000 } as const;
+export type JsonRpcErrorCode = (typeof JSON_RPC_CODE)[keyof typeof JSON_RPC_CODE];
+
+const PREFIX: Record<JsonRpcErrorCode, string> = {
+  [JSON_RPC_CODE.parseError]: 'Parse error: ',
+  [JSON_RPC_CODE.invalidRequest]: 'Invalid Request: ',
+  [JSON_RPC_CODE.transport]: '',
+};
+
+/** How a problem's detail names the whole body as the field at fault (see Problem.validation). */
+const BODY_FIELD = '(body): ';
+
+/** A JSON-RPC error answer with no request id (the request was not read, or not as one message). */
+export function sendJsonRpcError(
+  res: Response,
+  status: number,
+  code: JsonRpcErrorCode,
+  message: string,
+  data?: Record<string, unknown>,
+): void {
+  res.status(status).json({ jsonrpc: '2.0', id: null, error: data ? { code, message, data } : { code, message } });
+}
+
+/**
+ * A refusal of a request's body made before any route reads it (charset, parser, what no body may hold). A client of
+ * the MCP endpoint reads JSON-RPC, and the transport answers its own refusals as JSON-RPC errors: there the refusal is
+ * one too, with the problem's HTTP status and its detail as the message. Everywhere else it is the problem.
+ */
+export function refuseBody(
+  req: Pick<Request, 'method' | 'path' | 'originalUrl'>,
+  res: Response,
+  problem: Problem,
+  code: JsonRpcErrorCode,
+): void {
+  if (req.method !== 'POST' || req.path !== MCP_PATH) {
+    sendProblem(req, res, problem);
+    return;
+  }
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  for (const [name, value] of Object.entries(problem.headers)) res.setHeader(name, value);
+  // The request log names the refusal as it would have named the problem.
+  res.locals.problem = problem.code;
+  const errors = problem.extras.errors as FieldError[] | undefined;
+  // "(body): the body is not valid JSON" reads better without the field that names the whole body.
+  const detail = problem.detail ?? problem.title;
+  const said = detail.startsWith(BODY_FIELD) ? detail.slice(BODY_FIELD.length) : detail;
+  sendJsonRpcError(res, problem.status, code, `${PREFIX[code]}${said}`, errors ? { errors } : undefined);
+}
