@@ -220,10 +220,9 @@ describe('operator role, safe defaults and hostile clients', () => {
   });
 
   describe('a body that arrives too slowly', () => {
-    it('gets a problem+json 408 once BODY_TIMEOUT_MS has passed, and nothing is written', async () => {
-      const url = new URL(await startApi({ BODY_TIMEOUT_MS: '500' }));
-      const before = await count('executions');
-      const answer = await new Promise<{
+    /** Sends one byte of a 1000-byte body to `path`, then nothing, and waits for the answer. */
+    const sendOneByte = (url: URL, path: string, headers: Record<string, string> = {}) =>
+      new Promise<{
         status: number;
         type: string | undefined;
         body: string;
@@ -234,11 +233,12 @@ describe('operator role, safe defaults and hostile clients', () => {
             host: url.hostname,
             port: url.port,
             method: 'POST',
-            path: '/v1/executions',
+            path,
             headers: {
               authorization: `Bearer ${DEMO.agent}`,
               'content-type': 'application/json',
               'content-length': '1000',
+              ...headers,
             },
           },
           (res) => {
@@ -258,12 +258,32 @@ describe('operator role, safe defaults and hostile clients', () => {
         // One byte, then nothing: the server must not wait for the other 999.
         req.write('{');
       });
+
+    it('gets a problem+json 408 once BODY_TIMEOUT_MS has passed, and nothing is written', async () => {
+      const url = new URL(await startApi({ BODY_TIMEOUT_MS: '500' }));
+      const before = await count('executions');
+      const answer = await sendOneByte(url, '/v1/executions');
       expect(answer.status).toBe(408);
       expect(answer.type).toMatch(/^application\/problem\+json/);
       await expectDescribed('POST', `${url.origin}/v1/executions`, answer);
       expect(JSON.parse(answer.body)).toMatchObject({
         status: 408,
         type: 'https://verity.dev/problems/request-timeout',
+      });
+      expect(await count('executions')).toBe(before);
+    });
+
+    it('gets a JSON-RPC error 408 on /mcp, where clients read JSON-RPC, and nothing is written', async () => {
+      const url = new URL(await startApi({ BODY_TIMEOUT_MS: '500' }));
+      const before = await count('executions');
+      const answer = await sendOneByte(url, '/mcp', { accept: 'application/json, text/event-stream' });
+      expect(answer.status).toBe(408);
+      expect(answer.type).toMatch(/^application\/json/);
+      await expectDescribed('POST', `${url.origin}/mcp`, answer);
+      expect(JSON.parse(answer.body)).toEqual({
+        jsonrpc: '2.0',
+        id: null,
+        error: { code: -32000, message: 'the request body did not arrive within 0.5 s' },
       });
       expect(await count('executions')).toBe(before);
     });
