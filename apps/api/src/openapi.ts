@@ -299,7 +299,7 @@ function extraPaths(): OpenAPIObject['paths'] {
   };
 }
 
-const METHODS = ['get', 'put', 'post', 'delete', 'patch'] as const;
+const METHODS = ['get', 'put', 'post', 'delete', 'patch', 'options'] as const;
 
 /** The path of the examples: the README's execution, its charge, the http connector. */
 function examplePath(path: string): string {
@@ -340,8 +340,8 @@ function addProblems(operation: OperationObject, status: number, codes: ProblemC
     return;
   }
   if (!media) {
-    // The route answers this status in its own format too (/mcp's JSON-RPC errors): the layers in front still
-    // answer problem+json.
+    // The route answers this status in its own format too (/mcp's JSON-RPC errors): the layers in front may still
+    // answer problem+json (the URL check's 400; body refusals on /mcp are JSON-RPC errors, see json-rpc-error.ts).
     existing.content = { ...existing.content, ...fresh.content };
     existing.headers ??= fresh.headers;
     return;
@@ -372,7 +372,8 @@ function addCrossCuttingAnswers(document: OpenAPIObject): void {
       const authenticated = operation.security.length > 0;
       addProblems(operation, 400, ['validation-error'], instance);
       if (path.includes('{')) addProblems(operation, 404, ['not-found'], instance);
-      if (method !== 'get') {
+      // A preflight carries no body (/mcp's, the only OPTIONS route).
+      if (method !== 'get' && method !== 'options') {
         addProblems(operation, 408, ['request-timeout'], instance);
         addProblems(operation, 413, ['payload-too-large'], instance);
         addProblems(operation, 415, ['unsupported-media-type'], instance);

@@ -23,7 +23,15 @@ export class McpOriginCheck implements NestMiddleware {
 
   use(req: Request, res: Response, next: NextFunction): void {
     const origin = req.headers.origin;
+    // Whether the answer may be read depends on the Origin: no cache may hand one origin's answer to another.
+    res.vary('origin');
     if (origin === undefined || this.allowed.has(origin) || ownOrigins(req).includes(origin)) {
+      // A page of an allowed origin on another host or port is cross-origin to the browser: without CORS its preflight
+      // found no route and it could never read an answer (a refusal of its key included), so listing it did nothing.
+      if (origin !== undefined) {
+        res.setHeader('access-control-allow-origin', origin);
+        res.setHeader('access-control-expose-headers', MCP_EXPOSED_HEADERS);
+      }
       next();
       return;
     }
@@ -41,6 +49,16 @@ export class McpOriginCheck implements NestMiddleware {
     );
   }
 }
+
+/**
+ * What a page of an allowed origin may send to /mcp besides the CORS-safelisted headers: the key, the JSON body's type
+ * (application/json is not safelisted), the transport's own headers, and the trace context a client may add.
+ */
+export const MCP_REQUEST_HEADERS =
+  'authorization, content-type, accept, mcp-protocol-version, mcp-session-id, last-event-id, traceparent, tracestate';
+
+/** What such a page may read of an answer besides the safelisted headers: why to wait, and the id to quote. */
+const MCP_EXPOSED_HEADERS = 'retry-after, x-request-id, www-authenticate';
 
 /**
  * The origins of pages this server itself serves on the connection's own address: `http://<address>:<port>` of the

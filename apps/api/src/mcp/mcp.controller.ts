@@ -1,4 +1,4 @@
-import { Controller, Delete, Get, Patch, Post, Put, Req, Res } from '@nestjs/common';
+import { Controller, Delete, Get, Options, Patch, Post, Put, Req, Res } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { ApiBearerAuth, ApiExcludeEndpoint, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
@@ -15,6 +15,7 @@ import { ApiEndpoint } from '../openapi';
 import { Problem } from '../problem/problem';
 import { JSON_RPC_CODE, MCP_PATH, sendJsonRpcError } from './json-rpc-error';
 import { McpCancellations } from './mcp-cancellations';
+import { MCP_REQUEST_HEADERS } from './mcp-origin';
 
 /**
  * A JSON-RPC 2.0 message: MCP's own format, also for the transport's refusals. Written once, as the JsonRpcMessage
@@ -60,7 +61,6 @@ const JSON_RPC_ERROR = {
  * API's own REST endpoints through the SDK with the same key, so its tenant, role and every /v1 rule apply.
  */
 @ApiTags('integrations')
-@ApiBearerAuth()
 @Controller(MCP_PATH)
 export class McpController {
   constructor(
@@ -69,6 +69,8 @@ export class McpController {
   ) {}
 
   @Post()
+  // On the POST alone: the preflight is public (a browser sends no key with it).
+  @ApiBearerAuth()
   @ApiEndpoint({
     id: 'postMcpMessage',
     summary: 'MCP (Streamable HTTP, stateless): tools and execution resources for agents',
@@ -183,6 +185,37 @@ export class McpController {
     }
     await mcp.server.connect(transport);
     await transport.handleRequest(req, res, req.body);
+  }
+
+  /**
+   * The CORS preflight of a browser page (McpOriginCheck has refused an origin not allowed, and named an allowed one in
+   * Access-Control-Allow-Origin): POST with the transport's headers. Public: a preflight never carries the key.
+   */
+  @Options()
+  @Public()
+  @ApiEndpoint({
+    id: 'preflightMcp',
+    summary: 'CORS preflight of a browser page calling /mcp',
+    description:
+      'A page of an origin in MCP_ALLOWED_ORIGINS (or the API’s own) is granted POST with the transport’s headers; ' +
+      'any other origin is 403 before anything else. No key is needed: a browser sends none with a preflight.',
+    response: {
+      status: 204,
+      description: 'POST allowed: Access-Control-Allow-Origin names the page’s origin when it sent one',
+      headers: {
+        'access-control-allow-origin': { schema: { type: 'string' } },
+        'access-control-allow-methods': { schema: { type: 'string', enum: ['POST'] } },
+        'access-control-allow-headers': { schema: { type: 'string' } },
+      },
+    },
+    problems: [403],
+  })
+  preflight(@Res() res: Response): void {
+    res.setHeader('allow', 'POST, OPTIONS');
+    res.setHeader('access-control-allow-methods', 'POST');
+    res.setHeader('access-control-allow-headers', MCP_REQUEST_HEADERS);
+    res.setHeader('access-control-max-age', '600');
+    res.status(204).end();
   }
 
   // GET and DELETE (PUT and PATCH too) only ever answer 405 (the transport's spec asks for that answer): not documented as operations.

@@ -6,12 +6,14 @@ import { McpController } from './mcp.controller';
 /**
  * The MCP endpoint (/mcp). It holds no state between requests: its tools go through the REST API. The requests it is
  * answering are known (McpCancellations) so that a client's cancellation, which arrives as a request of its own, stops
- * them. A POST from a browser page of an origin not allowed is refused before anything else (McpOriginCheck); GET and
- * DELETE only ever answer 405.
+ * them. A POST (or its CORS preflight) from a browser page of an origin not allowed is refused before anything else
+ * (McpOriginCheck), and an allowed one may read the answer; GET and DELETE only ever answer 405.
  */
 @Module({ controllers: [McpController], providers: [McpCancellations] })
 export class McpModule implements NestModule {
   configure(consumer: MiddlewareConsumer): void {
-    consumer.apply(McpOriginCheck).forRoutes({ path: 'mcp', method: RequestMethod.POST });
+    consumer
+      .apply(McpOriginCheck)
+      .forRoutes({ path: 'mcp', method: RequestMethod.POST }, { path: 'mcp', method: RequestMethod.OPTIONS });
   }
 }

@@ -552,7 +552,11 @@ export interface paths {
      */
     post: operations['postMcpMessage'];
     delete?: never;
-    options?: never;
+    /**
+     * CORS preflight of a browser page calling /mcp
+     * @description A page of an origin in MCP_ALLOWED_ORIGINS (or the API’s own) is granted POST with the transport’s headers; any other origin is 403 before anything else. No key is needed: a browser sends none with a preflight.
+     */
+    options: operations['preflightMcp'];
     head?: never;
     patch?: never;
     trace?: never;
@@ -2781,6 +2785,29 @@ export interface operations {
       };
       429: components['responses']['Problem429'];
       503: components['responses']['Problem503'];
+    };
+  };
+  preflightMcp: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description POST allowed: Access-Control-Allow-Origin names the page’s origin when it sent one */
+      204: {
+        headers: {
+          'access-control-allow-origin'?: string;
+          'access-control-allow-methods'?: 'POST';
+          'access-control-allow-headers'?: string;
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      400: components['responses']['Problem400'];
+      403: components['responses']['Problem403'];
     };
   };
   getMetrics: {
