@@ -92,6 +92,11 @@ SELECT data->>'by' AS by, created_at FROM events
      WHERE execution_id = $1 AND tenant_id = $2 AND type = 'execution.status_changed' AND to_status = $3
      ORDER BY seq DESC LIMIT 1;
 
+-- lastApprovalDecision
+SELECT data->>'decision' AS decision, data->>'by' AS by, created_at FROM events
+     WHERE operation_id = $1 AND tenant_id = $2 AND type = 'approval.decided'
+     ORDER BY seq DESC LIMIT 1;
+
 -- lastStatusChangesForWorker
 SELECT DISTINCT ON (operation_id) operation_id, id, from_status, data->>'cause' AS cause,
             data->>'refusal' AS refusal, data->>'actor' AS actor, created_at

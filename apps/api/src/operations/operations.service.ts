@@ -7,6 +7,7 @@ import {
   TransitionService,
   connectorOperation,
   findExecution,
+  findLastApprovalDecision,
   findLastStatusChanges,
   findOperation,
   insertExecution,
@@ -239,10 +240,26 @@ export class OperationsService {
         current_status: op.status,
       });
     }
-    // Still PREPARED and undecided after the statement refused it: the one other thing it checks is the deadline (by the
-    // database's clock, as the send guard reads it).
+    // Still PREPARED and undecided after the statement refused it: either its execution's deadline passed (by the
+    // database's clock, as the send guard reads it), or another decision was written first and is not on the row any
+    // more — the dispatcher withdrew that grant as stale (expired, or the source changed) and asked again before this
+    // reload. Then the decision that won is named (I13), not a deadline that has not passed.
     if (lostStatement && op.status === OperationStatus.PREPARED) {
       const execution = await findExecution(this.db.manager, op.executionId, principal.tenantId);
+      const winner = await findLastApprovalDecision(this.db.manager, op.id, principal.tenantId);
+      if (winner && execution && execution.deadlineAt.getTime() > Date.now()) {
+        const state = winner.decision === 'deny' ? 'denied' : 'granted';
+        return Problem.alreadyDecided(
+          `the operation was already ${state}; the grant has since been withdrawn and approval asked for again`,
+          {
+            decision: winner.decision ?? 'approve',
+            ...(winner.by && { decided_by: winner.by }),
+            decided_at: winner.at.toISOString(),
+            approval: shownApprovalState(op.status, op.approval?.state ?? 'requested'),
+            current_status: op.status,
+          },
+        );
+      }
       const deadline = execution?.deadlineAt.toISOString();
       return Problem.conflict(
         'not-awaiting-approval',
