@@ -228,6 +228,8 @@ describe('hostile strings', () => {
     ['GET', '/v1/connectors?cursor=op_1', DEMO.agent],
     ['GET', '/v1/executions/exe_01nothere?status=failed', DEMO.agent],
     ['PUT', '/v1/admin/policy?obligation_owner=x', DEMO.admin],
+    ['GET', '/v1?verbose=1', undefined],
+    ['GET', '/?verbose=1', undefined],
   ])('refuses the unknown query parameter of %s %s (it was ignored), and writes nothing', async (method, path, key) => {
     const before = await counts();
     const res = await http<Errors>(stack.apiUrl, method, path, { key, body: method === 'PUT' ? {} : undefined });

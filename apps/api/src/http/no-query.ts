@@ -10,14 +10,14 @@ import { memberPath } from './text';
  * used to answer as if the parameters were not there: `GET /v1/admin/webhooks?limit=1` listed every endpoint, and a
  * caller learnt nothing of its typo. Each parameter of such a request is refused (400 `unknown_field`), after the
  * key was checked and before the handler runs. Routes that read a query validate it themselves (parseQuery). The
- * probes take none either (`/health/ready?verbose=1` would answer as if a detail had been given); `/metrics` refuses
+ * index at `/` takes none, as `/v1` (it answers the same); the probes take none either (`/health/ready?verbose=1` would answer as if a detail had been given); `/metrics` refuses
  * its parameters itself, once the scraper's token was checked (refuseQuery).
  */
 @Injectable()
 export class RefuseUnreadQuery implements CanActivate {
   canActivate(context: ExecutionContext): boolean {
     const req = context.switchToHttp().getRequest<Request>();
-    if (/^\/(v1|health)(\/|$)/.test(req.path) && !readsQuery(context)) refuseQuery(req);
+    if (/^\/((v1|health)(\/|$)|$)/.test(req.path) && !readsQuery(context)) refuseQuery(req);
     return true;
   }
 }
