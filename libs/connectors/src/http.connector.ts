@@ -36,7 +36,7 @@ import {
 } from './egress';
 import { HttpExchange, HttpExchangeRequest, httpExchange } from './http-exchange';
 import { FIELD_PATH, FIELD_PATH_RULE, clipValue, fieldKey, readField, sameJson } from './json-path';
-import { holdsRedactedSecret } from './secret-redaction';
+import { holdsRedactedSecret, secretRedactor } from './secret-redaction';
 
 /** Response bodies beyond this are not parsed; nothing of a body is kept but one extracted field. */
 export const HTTP_MAX_RESPONSE_BYTES = 64 * 1024;
@@ -403,6 +403,29 @@ function secretNamed(secrets: Record<string, string> | undefined, name: string):
   return typeof value === 'string' ? value : undefined;
 }
 
+const REDACTED_SECRET = /\{\{secret:[^}]*\}\}/g;
+
+/** The first `maxChars` characters of `text`, or a few more where the cut would fall inside a `{{secret:NAME}}`. */
+function cutOutsideSecrets(text: string, maxChars: number): string {
+  let end = maxChars;
+  for (const match of text.matchAll(REDACTED_SECRET)) {
+    if (match.index < end && match.index + match[0].length > end) end = match.index + match[0].length;
+  }
+  return text.slice(0, end);
+}
+
+/**
+ * What is kept of a value a target answered: the tenant's secret values replaced first, then cut to length (a string
+ * to `maxChars`, never inside a `{{secret:NAME}}`; anything else as clipValue does). Cut first, a secret that straddled
+ * the cut kept its first characters, which no redaction afterwards (redactingSecrets) can recognise as the secret.
+ */
+function keptOfAnswer(value: unknown, env: ConnectorEnvironment): unknown {
+  const redacted = secretRedactor(env.tenant?.secrets)(value);
+  if (typeof redacted !== 'string' || redacted.length <= 1000) return clipValue(redacted);
+  const cut = cutOutsideSecrets(redacted, 1000);
+  return cut.length >= redacted.length ? redacted : `${cut}…`;
+}
+
 /**
  * A generic HTTP call to a host the tenant allowlisted. What it can prove depends on the operation: with a
  * `read_back` spec it can reach VERIFIED; without, it ends ACKNOWLEDGED. Responses are never kept or shown raw:
@@ -500,7 +523,8 @@ export class HttpConnector implements Connector {
         if (params.ref_field) {
           const found = readField(body, params.ref_field);
           if (found.found && (typeof found.value === 'string' || typeof found.value === 'number')) {
-            ref.ref = String(found.value).slice(0, 200);
+            // Redacted before it is cut, as keptOfAnswer does (a reference has no marker: it is used as written).
+            ref.ref = cutOutsideSecrets(secretRedactor(env.tenant?.secrets)(String(found.value)), 200);
           }
         }
         return ref;
@@ -579,7 +603,7 @@ export class HttpConnector implements Connector {
       spec.equals !== undefined && read.kind === 'present' && read.value.found && sameJson(value, spec.equals);
     return {
       kind: 'state',
-      state: { [key]: clipValue(value) },
+      state: { [key]: keptOfAnswer(value, env) },
       requestedStatePresent,
       conflicts: [],
       evidence: read.evidence,
@@ -617,7 +641,7 @@ export class HttpConnector implements Connector {
     if (exchange.status < 200 || exchange.status >= 300) return unreachable(`status ${exchange.status}`);
     if (exchange.truncated) return unreachable(`response larger than ${this.maxBytes} bytes`);
     const value = readField(exchange.body, field);
-    evidence.record = value.found ? { [fieldKey(field)]: clipValue(value.value) } : null;
+    evidence.record = value.found ? { [fieldKey(field)]: keptOfAnswer(value.value, env) } : null;
     return { kind: 'present', value, evidence };
   }
 
