@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { ConnectorRegistry, amountFieldErrors } from '@verity/connectors';
+import { ConnectorRegistry, TenantConnectors, amountFieldErrors } from '@verity/connectors';
 import {
   DEFAULT_OBLIGATION_OWNER,
   DEFAULT_ESCALATION_TARGET,
@@ -14,6 +14,7 @@ import { ApprovalRule, DEFAULT_AMOUNT_FIELD, DEFAULT_CURRENCY_FIELD, tenantAppro
 import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { preconditionFailed } from '../http/if-match';
+import { refuseSecretValuesIn } from '../http/secret-values';
 import { FieldError, Problem } from '../problem/problem';
 import { PolicyInput, PolicyViewOf } from './policy.schema';
 
@@ -23,6 +24,7 @@ export class PolicyService {
   constructor(
     @InjectDataSource() private readonly db: DataSource,
     private readonly connectors: ConnectorRegistry,
+    private readonly tenantConnectors: TenantConnectors,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -68,6 +70,12 @@ export class PolicyService {
       );
     });
     if (errors.length > 0) throw Problem.validation(errors);
+    // The owner and the escalation target are shown on every recovery obligation, to agent keys too: a secret's value
+    // there would be stored and returned, so it is refused as in any other text.
+    await refuseSecretValuesIn(this.tenantConnectors, principal.tenantId, [
+      ['obligation_owner', input.obligation_owner ?? undefined],
+      ['escalation_target', input.escalation_target ?? undefined],
+    ]);
 
     const set: TenantPolicySettings = {};
     const remove: (keyof TenantPolicySettings)[] = [];

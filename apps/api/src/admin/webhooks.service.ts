@@ -17,6 +17,7 @@ import { DataSource, EntityManager } from 'typeorm';
 import type { z } from 'zod';
 import type { Principal } from '../auth/principal';
 import { iso } from '../executions/presenter';
+import { refuseSecretValuesIn } from '../http/secret-values';
 import { Problem } from '../problem/problem';
 import type { WebhookInput, WebhookView } from './webhooks.schema';
 
@@ -52,6 +53,9 @@ export class WebhooksService {
   }
 
   async create(principal: Principal, input: WebhookInput) {
+    // A secret's value in the URL (a receiver's token that is also a connector secret) would be stored, shown by every
+    // GET of the endpoints and sent to a host its allowlist entry need not bind: refused, as in any other text.
+    await refuseSecretValuesIn(this.connectors, principal.tenantId, [['url', input.url]]);
     // The same check the http connector makes before every call; the delivery worker repeats it (and vets the
     // addresses the host resolves to) before every send.
     const target = checkTarget(
