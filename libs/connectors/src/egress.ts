@@ -209,6 +209,16 @@ export function urlSpellingProblem(raw: string): string | null {
     ) {
       return `write the host in ASCII as it is called ("${called}"): the URL parser rewrites this one (Unicode, %-escapes, invisible characters), so the URL called would not be the one written`;
     }
+    // A name DNS cannot carry (an empty label, a label over 63 characters, more than 253 in all) resolves nowhere: as
+    // for port 0, every call would fail. (`*.example.com` matched `..example.com` besides.)
+    if (
+      called !== null &&
+      !called.startsWith('[') &&
+      !isIP(called) &&
+      (called.length > 253 || called.split('.').some((label) => label === '' || label.length > 63))
+    ) {
+      return 'each label of the host name is 1 to 63 characters ("a..example.com" has an empty one): DNS cannot look it up, so every call would fail';
+    }
     // Port 0 (":0", ":00") is no port a server listens on: every call would fail, and a webhook endpoint would be
     // disabled for failures that no receiver caused.
     if (parsedPort(raw) === '0') {
