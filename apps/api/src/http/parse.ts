@@ -68,10 +68,17 @@ export function pageOf<T extends { id: string }>(
   return { page, nextCursor: found.length > limit ? page[page.length - 1].id : null };
 }
 
+/**
+ * The media types the JSON parser reads (main.ts: `application/json`, `application/*+json`), parameters aside. Not
+ * `json\b`: `application/json-seq` or a list (`application/json, text/plain`) passed it while the parser left the body
+ * unread, and the caller was told its body was missing.
+ */
+export const JSON_MEDIA_TYPE = /^application\/(?:[a-z0-9!#$&^_.+-]*\+)?json[ \t]*(?:;|$)/i;
+
 /** A body must say it is JSON; anything else is refused before it is read as one. */
 export function requireJson(req: Request): void {
   const type = req.headers['content-type'] ?? '';
-  if (!/^application\/([a-z.+-]*\+)?json\b/i.test(type)) {
+  if (!JSON_MEDIA_TYPE.test(type)) {
     throw new Problem(415, 'unsupported-media-type', 'Unsupported media type', 'send Content-Type: application/json');
   }
 }

@@ -9,6 +9,7 @@ import type { Request, Response } from 'express';
 import type { AddressInfo } from 'node:net';
 import { bearerToken, clientAddress } from '../auth/auth.guard';
 import { internalCallHeaders } from '../auth/internal-caller';
+import { JSON_MEDIA_TYPE } from '../http/parse';
 import { Public } from '../auth/principal';
 import type { Principal } from '../auth/principal';
 import { ApiEndpoint } from '../openapi';
@@ -104,6 +105,16 @@ export class McpController {
   })
   @ApiResponse({ status: 415, description: 'The body must be UTF-8 application/json', content: JSON_RPC_ERROR })
   async post(@Req() req: Request, @Res() res: Response): Promise<void> {
+    // A body of another media type is left unread by the JSON parser: the checks below took it for a missing message
+    // (400 "no JSON-RPC message", also for `text/plain`). The transport's own answer to such a body, given here.
+    if (!JSON_MEDIA_TYPE.test(req.headers['content-type'] ?? '')) {
+      res.status(415).json({
+        jsonrpc: '2.0',
+        id: null,
+        error: { code: -32000, message: 'Unsupported Media Type: Content-Type must be application/json' },
+      });
+      return;
+    }
     // An empty array is no batch (JSON-RPC 2.0: "an Array with at least one value"; MCP's 2025-03-26 transport: "an
     // array batching one or more" messages; later revisions have no batches). The SDK's transport takes it for a
     // batch of notifications and answers 202, as if something had been accepted.
