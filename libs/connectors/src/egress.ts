@@ -125,8 +125,11 @@ export function classifyAddress(address: string): AddressCategory {
   // IPv4-mapped (::ffff:a.b.c.d) is judged as the IPv4 address it carries; IPv4-compatible (::a.b.c.d) is obsolete.
   if (zeros(10) && b[10] === 0xff && b[11] === 0xff) return classifyAddress(b.slice(12).join('.'));
   if (zeros(12)) return 'reserved';
-  // NAT64 (64:ff9b::/96), 6to4 (2002::/16) and Teredo (2001::/32) reach IPv4 hosts a v6 check would not see.
+  // NAT64 (64:ff9b::/96, and its local-use 64:ff9b:1::/48, RFC 8215), SIIT's IPv4-translated addresses
+  // (::ffff:0:a.b.c.d, RFC 2765), 6to4 (2002::/16) and Teredo (2001::/32) reach IPv4 hosts a v6 check would not see.
   if (startsWith(b, [0x00, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0], 96)) return 'ipv4_translated';
+  if (startsWith(b, [0x00, 0x64, 0xff, 0x9b, 0x00, 0x01], 48)) return 'ipv4_translated';
+  if (zeros(8) && b[8] === 0xff && b[9] === 0xff && b[10] === 0 && b[11] === 0) return 'ipv4_translated';
   if (startsWith(b, [0x20, 0x02], 16)) return 'ipv4_translated';
   if (startsWith(b, [0x20, 0x01, 0x00, 0x00], 32)) return 'ipv4_translated';
   if (startsWith(b, [0x20, 0x01, 0x0d, 0xb8], 32)) return 'documentation';
