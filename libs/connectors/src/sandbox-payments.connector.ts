@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { OperationStatus, TerminalReason } from '@verity/status-model';
 import { DEFAULT_REJECTION_STATUSES, SendOutcome, classifySend } from './classify';
 import type {
   Connector,
@@ -88,13 +89,16 @@ export class SandboxPaymentsConnector implements Connector {
       timeoutMs: env.timeoutMs,
       signal: env.signal,
     });
-    return classifySend(exchange, {
+    const outcome = classifySend(exchange, {
       rejectionStatuses: DEFAULT_REJECTION_STATUSES,
       providerRef: (body) => {
         const c = (body ?? {}) as ProviderCharge;
         return { id: c.id, version: c.version, reference: c.reference };
       },
     });
+    return exchange.kind === 'response' && exchange.headers[REPLAYED_HEADER] === 'true'
+      ? replayedSend(outcome, exchange.body, charge)
+      : outcome;
   }
 
   async readBack(op: ConnectorOperation, env: ConnectorEnvironment): Promise<ReadBackResult> {
@@ -215,4 +219,36 @@ export class SandboxPaymentsConnector implements Connector {
     evidence.record = null;
     return { kind: 'ok', charges: body.data as ProviderCharge[], asOfVersion, evidence };
   }
+}
+
+/** The provider's mark on an answer to an Idempotency-Key it has seen: the earlier request's charge, sent again. */
+const REPLAYED_HEADER = 'idempotent-replayed';
+
+/**
+ * An answer that replays an earlier request's charge (another execution charged this reference first, and this one's
+ * context read could not see it yet): this request made no charge of its own. The provider answers with the charge it
+ * holds for the key, whatever this request asked for. The same charge — amount and currency — is the effect asked for,
+ * committed once (by the earlier request: the record says so, `replayed` in the provider reference and in the event's
+ * detail). Another charge is this request refused: the effect it asked for does not exist and will not, so it is not
+ * an acknowledgement that a read-back would then find "mismatched" and hold as an integrity violation of a charge this
+ * request never made.
+ */
+function replayedSend(outcome: SendOutcome, body: unknown, asked: Charge): SendOutcome {
+  if (outcome.status !== OperationStatus.ACKNOWLEDGED) return outcome;
+  const held = (body ?? {}) as ProviderCharge;
+  if (held.amount === asked.amount && held.currency === asked.currency) {
+    return {
+      ...outcome,
+      providerRef: { ...outcome.providerRef, replayed: true },
+      detail: `${outcome.detail}, replaying the charge of an earlier request for this reference (no new charge)`,
+    };
+  }
+  return {
+    status: OperationStatus.FAILED,
+    reason: TerminalReason.CONNECTOR_REJECTED,
+    detail:
+      `${outcome.detail} with the charge of an earlier request for this reference (${String(held.amount)} ` +
+      `${String(held.currency)}), not this request's ${asked.amount} ${asked.currency}: no charge was made for it`,
+    providerError: { code: 'idempotency_key_replayed' },
+  };
 }

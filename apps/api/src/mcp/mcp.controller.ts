@@ -108,11 +108,12 @@ export class McpController {
     // A body of another media type is left unread by the JSON parser: the checks below took it for a missing message
     // (400 "no JSON-RPC message", also for `text/plain`). The transport's own answer to such a body, given here.
     if (!JSON_MEDIA_TYPE.test(req.headers['content-type'] ?? '')) {
-      res.status(415).json({
-        jsonrpc: '2.0',
-        id: null,
-        error: { code: -32000, message: 'Unsupported Media Type: Content-Type must be application/json' },
-      });
+      sendJsonRpcError(
+        res,
+        415,
+        JSON_RPC_CODE.transport,
+        'Unsupported Media Type: Content-Type must be application/json',
+      );
       return;
     }
     // An empty array is no batch (JSON-RPC 2.0: "an Array with at least one value"; MCP's 2025-03-26 transport: "an
