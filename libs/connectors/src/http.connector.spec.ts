@@ -45,6 +45,15 @@ async function target(): Promise<{ server: Server; base: string; seen: Seen[]; p
       }
       if (path === '/big') return json(200, { data: { status: 'x'.repeat(100_000) } });
       if (path === '/no-field') return json(200, { other: 1 });
+      if (path === '/html') {
+        // A 200 from something in front of the target (a proxy's or a portal's page): no record of anything.
+        res.writeHead(200, { 'content-type': 'text/html' });
+        return res.end('<html><body>Please sign in</body></html>');
+      }
+      if (path === '/empty') {
+        res.writeHead(200);
+        return res.end();
+      }
       return json(404, {});
     });
   });
@@ -384,6 +393,14 @@ describe('http connector', () => {
       });
       expect(await readBack(`${t.base}/orders/nope`)).toMatchObject({ kind: 'absent' });
       expect(await readBack(`${t.base}/no-field`)).toMatchObject({ kind: 'field_missing', field: '$.data.status' });
+      // An answer that is no JSON at all holds no record to miss a field of: unread, not "a record without the field"
+      // (which would count as the effect shown, and refuse a person's FAILED for good).
+      for (const path of ['/html', '/empty']) {
+        expect(await readBack(`${t.base}${path}`)).toMatchObject({
+          kind: 'unreachable',
+          evidence: { status: 200, error: expect.stringContaining('not JSON') },
+        });
+      }
       // The source answered badly: it may answer later (not "not made").
       const boom = await readBack(`${t.base}/boom`);
       expect(boom).toMatchObject({ kind: 'unreachable', evidence: { error: 'status 500' } });

@@ -640,6 +640,9 @@ export class HttpConnector implements Connector {
     if (exchange.status === 404 || exchange.status === 410) return { kind: 'absent', evidence };
     if (exchange.status < 200 || exchange.status >= 300) return unreachable(`status ${exchange.status}`);
     if (exchange.truncated) return unreachable(`response larger than ${this.maxBytes} bytes`);
+    // No JSON at all (an empty body, a page from a proxy or portal in front of the target): nothing was read, so no
+    // record whose field is missing — that would count as the effect shown (as sandbox.payments reads it too).
+    if (exchange.body === undefined) return unreachable('the answer is not JSON: no field can be read from it');
     const value = readField(exchange.body, field);
     evidence.record = value.found ? { [fieldKey(field)]: keptOfAnswer(value.value, env) } : null;
     return { kind: 'present', value, evidence };
