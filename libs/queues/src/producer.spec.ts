@@ -106,6 +106,41 @@ describe('JobProducer.enqueueOrRearm: one job per id, a finished one armed again
       connection.disconnect();
     });
   }, 15_000);
+
+  it('leaves exactly one armed job when several processes re-arm one finished job at once', async () => {
+    // Two reconcilers (or an API and a reconciler) each read "finished", remove and add: whatever the interleaving,
+    // the job must end armed once — never removed by one after the other armed it, leaving none.
+    await withProducer('producer-rearm-race', undefined, async ({ producer, prefix }) => {
+      const otherRedis = createRedis(TEST_REDIS_URL, 'producer', 'producer-rearm-race-other');
+      const other = new JobProducer(otherRedis, prefix);
+      const connection = createRedis(TEST_REDIS_URL, 'worker', 'producer-spec-rearm-race-worker');
+      try {
+        const queue = producer.queue(QueueName.DISPATCH);
+        for (let round = 0; round < 5; round += 1) {
+          const data = { operationId: `op_race${round}`, executionId: 'exe_race' };
+          const id = `op_race${round}.dispatch`;
+          await producer.enqueueOrRearm(JobName.DISPATCH_OPERATION, data, id);
+          const worker = new Worker(QueueName.DISPATCH, async () => undefined, { connection, prefix });
+          worker.on('error', () => undefined);
+          await waitForState(queue, id, 'completed');
+          await worker.close();
+          const armed = await Promise.all(
+            Array.from({ length: 10 }, (_, i) =>
+              (i % 2 === 0 ? producer : other).enqueueOrRearm(JobName.DISPATCH_OPERATION, data, id),
+            ),
+          );
+          expect(armed).toContain(true);
+          expect(await queue.getJobState(id)).toBe('waiting');
+          expect(await queue.getJobCounts('waiting', 'completed')).toEqual({ waiting: 1, completed: 0 });
+          await queue.remove(id);
+        }
+      } finally {
+        await other.close();
+        otherRedis.disconnect();
+        connection.disconnect();
+      }
+    });
+  }, 30_000);
 });
 
 /** A producer on a fresh key prefix of the test Redis, closed and its keys removed after `work`, pass or fail. */
