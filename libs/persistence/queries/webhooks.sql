@@ -100,8 +100,8 @@ SELECT e.id, e.txid::text, e.tenant_id, e.execution_id, e.operation_id, e.type, 
        LIMIT $3;
 
 -- subscribedEndpoints
-SELECT id, tenant_id, events FROM webhook_endpoints
-       WHERE tenant_id = ANY($1::text[]) AND disabled_at IS NULL FOR KEY SHARE;
+SELECT id, tenant_id, events, disabled_at FROM webhook_endpoints
+       WHERE tenant_id = ANY($1::text[]) FOR KEY SHARE;
 
 -- advanceCursor
 UPDATE webhook_outbox_cursor SET last_txid = $1::xid8, last_event_id = $2, updated_at = now() WHERE id = 1;

@@ -5,6 +5,7 @@ import {
   WebhookDeliveryStatus,
   WebhookEventType,
   webhookEventFor,
+  webhookOwedTo,
 } from '@verity/status-model';
 import type { DataSource } from 'typeorm';
 import { ADMIN_CHANGE_INSERT_COLUMNS } from './admin-changes';
@@ -129,9 +130,10 @@ export const WEBHOOKS_SQL = {
        ORDER BY e.txid, e.id
        LIMIT $3`,
   // FOR KEY SHARE: an endpoint deleted meanwhile waits until its deliveries are written (and then takes them with it),
-  // instead of failing the insert on the foreign key and with it the whole pass.
-  subscribedEndpoints: `SELECT id, tenant_id, events FROM webhook_endpoints
-       WHERE tenant_id = ANY($1::text[]) AND disabled_at IS NULL FOR KEY SHARE`,
+  // instead of failing the insert on the foreign key and with it the whole pass. Disabled ones too: an event that
+  // happened before the disable is still owed to it, and recorded (webhookOwedTo, libs/status-model).
+  subscribedEndpoints: `SELECT id, tenant_id, events, disabled_at FROM webhook_endpoints
+       WHERE tenant_id = ANY($1::text[]) FOR KEY SHARE`,
   advanceCursor: `UPDATE webhook_outbox_cursor SET last_txid = $1::xid8, last_event_id = $2, updated_at = now() WHERE id = 1`,
   insertDeliveries: `INSERT INTO webhook_deliveries (id, endpoint_id, tenant_id, event_id, type, payload)
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[])
@@ -431,7 +433,7 @@ export async function scanWebhookOutbox(
     ]);
     if (events.length === 0) return { scanned: 0, created: [] };
     const tenants = [...new Set(events.map((e) => e.tenant_id))];
-    const endpoints = await rows<{ id: string; tenant_id: string; events: string[] }>(
+    const endpoints = await rows<{ id: string; tenant_id: string; events: string[]; disabled_at: Date | null }>(
       tx,
       WEBHOOKS_SQL.subscribedEndpoints,
       [tenants],
@@ -446,7 +448,14 @@ export async function scanWebhookOutbox(
       });
       if (!type) continue;
       for (const endpoint of endpoints) {
-        if (endpoint.tenant_id !== event.tenant_id || !endpoint.events.includes(type)) continue;
+        if (endpoint.tenant_id !== event.tenant_id) continue;
+        // One disabled since the event is still owed it: the delivery is written, and skipped at its turn.
+        const owed = webhookOwedTo(
+          { events: endpoint.events, disabledAt: endpoint.disabled_at && new Date(endpoint.disabled_at) },
+          type,
+          new Date(event.created_at),
+        );
+        if (!owed) continue;
         const body = webhookBodyOf(type, event);
         deliveries.push({
           id: newId('msg'),

@@ -1,6 +1,6 @@
 import { ExecutionStatus } from './execution';
 import { OperationStatus, VerificationMethod } from './operation';
-import { WEBHOOK_EVENT_TYPES, webhookEventFor } from './webhooks';
+import { WEBHOOK_EVENT_TYPES, webhookEventFor, webhookOwedTo } from './webhooks';
 
 describe('webhookEventFor', () => {
   const op = (to: OperationStatus, verificationMethod: VerificationMethod | '' = VerificationMethod.READ_AFTER_WRITE) =>
@@ -63,5 +63,17 @@ describe('webhookEventFor', () => {
     expect(webhookEventFor({ type: 'outcome.evaluated', toStatus: null })).toBe('outcome.evaluated');
     expect(webhookEventFor({ type: 'approval.requested', toStatus: null })).toBeNull();
     expect(WEBHOOK_EVENT_TYPES).toContain('webhook.disabled');
+  });
+
+  it('owes an event to a subscribed endpoint enabled when it happened, also when disabled since', () => {
+    const at = new Date('2026-01-01T00:00:00Z');
+    const endpoint = (disabledAt: Date | null) => ({ events: ['execution.finished'], disabledAt });
+    expect(webhookOwedTo(endpoint(null), 'execution.finished', at)).toBe(true);
+    expect(webhookOwedTo(endpoint(null), 'outcome.evaluated', at)).toBe(false);
+    // Disabled after the event: still owed (recorded, skipped at its turn, redeliverable).
+    expect(webhookOwedTo(endpoint(new Date(at.getTime() + 1)), 'execution.finished', at)).toBe(true);
+    // The event happened while it was disabled: not owed.
+    expect(webhookOwedTo(endpoint(at), 'execution.finished', at)).toBe(false);
+    expect(webhookOwedTo(endpoint(new Date(at.getTime() - 1)), 'execution.finished', at)).toBe(false);
   });
 });

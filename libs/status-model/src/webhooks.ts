@@ -69,3 +69,19 @@ export function webhookEventFor(event: RecordedEvent): WebhookEventType | null {
       return null;
   }
 }
+
+/**
+ * Whether an event is owed to an endpoint: it subscribes to the event's type, and the event happened while the
+ * endpoint was enabled — whenever the outbox pass gets to it. An endpoint disabled since (after `eventAt`) still owes
+ * it: the delivery is recorded and skipped at its turn, so it is on the endpoint's log and can be redelivered once the
+ * endpoint is enabled again. Judged at the pass by whether it is disabled now, an event of the last scan interval
+ * before a disable (or of any transaction that held the outbox back) was dropped for that endpoint without a trace.
+ */
+export function webhookOwedTo(
+  endpoint: { events: readonly string[]; disabledAt: Date | null },
+  type: WebhookEventType,
+  eventAt: Date,
+): boolean {
+  if (!endpoint.events.includes(type)) return false;
+  return endpoint.disabledAt === null || endpoint.disabledAt.getTime() > eventAt.getTime();
+}
