@@ -45,6 +45,10 @@ async function target(): Promise<{ server: Server; base: string; seen: Seen[]; p
       }
       if (path === '/big') return json(200, { data: { status: 'x'.repeat(100_000) } });
       if (path === '/no-field') return json(200, { other: 1 });
+      if (path === '/forged-marker') {
+        // A value that looks like a redaction marker and is none: it opens near the cut and closes 50 KB later.
+        return json(200, { data: { status: `${'a'.repeat(990)}{{secret:${'x'.repeat(50_000)}}}` } });
+      }
       if (path === '/html') {
         // A 200 from something in front of the target (a proxy's or a portal's page): no record of anything.
         res.writeHead(200, { 'content-type': 'text/html' });
@@ -401,6 +405,12 @@ describe('http connector', () => {
           evidence: { status: 200, error: expect.stringContaining('not JSON') },
         });
       }
+      // Text shaped like a redaction marker that names no secret of the tenant is the target's own: cut at 1000
+      // characters like any other, not kept whole because the cut fell inside it.
+      const forged = await readBack(`${t.base}/forged-marker`);
+      expect(forged).toMatchObject({ kind: 'mismatch' });
+      const kept = (forged as { evidence: { record: Record<string, string> } }).evidence.record['data.status'];
+      expect(kept.length).toBeLessThanOrEqual(1001);
       // The source answered badly: it may answer later (not "not made").
       const boom = await readBack(`${t.base}/boom`);
       expect(boom).toMatchObject({ kind: 'unreachable', evidence: { error: 'status 500' } });

@@ -36,7 +36,7 @@ import {
 } from './egress';
 import { HttpExchange, HttpExchangeRequest, httpExchange } from './http-exchange';
 import { FIELD_PATH, FIELD_PATH_RULE, clipValue, fieldKey, readField, sameJson } from './json-path';
-import { holdsRedactedSecret, secretRedactor } from './secret-redaction';
+import { holdsRedactedSecret, secretPlaceholder, secretRedactor } from './secret-redaction';
 
 /** Response bodies beyond this are not parsed; nothing of a body is kept but one extracted field. */
 export const HTTP_MAX_RESPONSE_BYTES = 64 * 1024;
@@ -403,13 +403,18 @@ function secretNamed(secrets: Record<string, string> | undefined, name: string):
   return typeof value === 'string' ? value : undefined;
 }
 
-const REDACTED_SECRET = /\{\{secret:[^}]*\}\}/g;
-
-/** The first `maxChars` characters of `text`, or a few more where the cut would fall inside a `{{secret:NAME}}`. */
-function cutOutsideSecrets(text: string, maxChars: number): string {
+/**
+ * The first `maxChars` characters of `text`, or a few more where the cut would fall inside the `{{secret:NAME}}` of one
+ * of the tenant's secrets. Only of those: text of that shape naming no secret is the target's own, and extending the cut
+ * to wherever its `}}` comes would keep tens of kilobytes of an answer where a thousand characters are promised.
+ */
+function cutOutsideSecrets(text: string, maxChars: number, secrets: Record<string, string> | undefined): string {
   let end = maxChars;
-  for (const match of text.matchAll(REDACTED_SECRET)) {
-    if (match.index < end && match.index + match[0].length > end) end = match.index + match[0].length;
+  for (const name of Object.keys(secrets ?? {})) {
+    const marker = secretPlaceholder(name);
+    // Placeholders never overlap (one pass writes them), so at most one straddles the cut.
+    const at = text.indexOf(marker, Math.max(0, maxChars - marker.length + 1));
+    if (at !== -1 && at < maxChars) end = Math.max(end, at + marker.length);
   }
   return text.slice(0, end);
 }
@@ -422,7 +427,7 @@ function cutOutsideSecrets(text: string, maxChars: number): string {
 function keptOfAnswer(value: unknown, env: ConnectorEnvironment): unknown {
   const redacted = secretRedactor(env.tenant?.secrets)(value);
   if (typeof redacted !== 'string' || redacted.length <= 1000) return clipValue(redacted);
-  const cut = cutOutsideSecrets(redacted, 1000);
+  const cut = cutOutsideSecrets(redacted, 1000, env.tenant?.secrets);
   return cut.length >= redacted.length ? redacted : `${cut}…`;
 }
 
@@ -524,7 +529,11 @@ export class HttpConnector implements Connector {
           const found = readField(body, params.ref_field);
           if (found.found && (typeof found.value === 'string' || typeof found.value === 'number')) {
             // Redacted before it is cut, as keptOfAnswer does (a reference has no marker: it is used as written).
-            ref.ref = cutOutsideSecrets(secretRedactor(env.tenant?.secrets)(String(found.value)), 200);
+            ref.ref = cutOutsideSecrets(
+              secretRedactor(env.tenant?.secrets)(String(found.value)),
+              200,
+              env.tenant?.secrets,
+            );
           }
         }
         return ref;
