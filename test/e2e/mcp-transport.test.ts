@@ -79,6 +79,35 @@ describe('MCP: the Origin of a browser page (DNS rebinding)', () => {
     expect(await executionCount()).toBe(before);
   });
 
+  it('refuses another origin 403 before its body is read: a body that would be refused too changes nothing', async () => {
+    for (const rawBody of ['{"jsonrpc": ', `{"padding":"${'x'.repeat(300 * 1024)}"}`]) {
+      const res = await http(stack.apiUrl, 'POST', '/mcp', {
+        key: DEMO.agent,
+        rawBody,
+        headers: { ...HEADERS, origin: 'http://attacker.example' },
+      });
+      expect(res.status).toBe(403);
+      expect(res.headers.get('access-control-allow-origin')).toBeNull();
+    }
+  });
+
+  it('names an allowed page’s origin on a refusal of its body too (no JSON, too large), so the page can read it', async () => {
+    for (const [rawBody, status] of [
+      ['{"jsonrpc": ', 400],
+      [`{"padding":"${'x'.repeat(300 * 1024)}"}`, 413],
+    ] as const) {
+      const res = await http(stack.apiUrl, 'POST', '/mcp', {
+        key: DEMO.agent,
+        rawBody,
+        headers: { ...HEADERS, origin: ALLOWED },
+      });
+      expect(res.status).toBe(status);
+      expect(res.headers.get('access-control-allow-origin')).toBe(ALLOWED);
+      expect(res.headers.get('vary')).toMatch(/origin/i);
+      expect(res.body).toMatchObject({ jsonrpc: '2.0', id: null, error: { code: expect.any(Number) } });
+    }
+  });
+
   it('refuses the attacker’s host however it reaches the API: the Host header does not make it the API’s own', async () => {
     const port = new URL(stack.apiUrl).port;
     const res = await post(listTools, { origin: `http://rebound.example:${port}`, host: `rebound.example:${port}` });

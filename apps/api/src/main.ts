@@ -34,6 +34,7 @@ import { pageSecurityHeaders } from './http/security-headers';
 import { buildOpenApi } from './openapi';
 import { StreamService } from './stream/stream.service';
 import { mountConsole } from './console';
+import { McpOriginCheck } from './mcp/mcp-origin';
 
 async function bootstrap(): Promise<void> {
   const { config, logger } = startProcess('api');
@@ -74,6 +75,9 @@ async function bootstrap(): Promise<void> {
   }
   app.use(rejectUnsafeUrl);
   app.use(rejectRepeatedHeaders);
+  // Before anything reads the body: a foreign page's POST to /mcp is 403 whatever its body, and an allowed page's body
+  // refusals (below) carry its Access-Control-Allow-Origin.
+  app.use(new McpOriginCheck(config).use);
   app.use(rejectOtherCharsets);
   app.use(bodyReadTimeout(config.BODY_TIMEOUT_MS));
   app.useBodyParser('json', {

@@ -1,8 +1,8 @@
 import { isIP } from 'node:net';
-import { Inject, Injectable, NestMiddleware } from '@nestjs/common';
-import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import type { VerityConfig } from '@verity/platform';
 import type { NextFunction, Request, Response } from 'express';
 import { Problem, sendProblem } from '../problem/problem';
+import { MCP_PATH } from './json-rpc-error';
 
 /**
  * DNS rebinding: a web page of another site, its host name re-pointed at this API's address, would call /mcp as a
@@ -12,16 +12,24 @@ import { Problem, sendProblem } from '../problem/problem';
  * the operator lists in MCP_ALLOWED_ORIGINS. Anything else — another site, `null` (a sandboxed or file: page), text
  * that is no origin — is 403 before the key is looked up. The Host header is no help: under DNS rebinding it names
  * the attacker's host, as the Origin does.
+ *
+ * Mounted in front of the body checks and the parser (main.ts), not as a module's middleware behind them: a body they
+ * refuse (no JSON, too large, another charset) is then still a foreign page's 403, and an allowed page's refusal carries
+ * Access-Control-Allow-Origin, so the page can read why.
  */
-@Injectable()
-export class McpOriginCheck implements NestMiddleware {
+export class McpOriginCheck {
   private readonly allowed: ReadonlySet<string>;
 
-  constructor(@Inject(VERITY_CONFIG) config: VerityConfig) {
+  constructor(config: Pick<VerityConfig, 'MCP_ALLOWED_ORIGINS'>) {
     this.allowed = new Set(config.MCP_ALLOWED_ORIGINS);
   }
 
-  use(req: Request, res: Response, next: NextFunction): void {
+  /** A POST to /mcp and its preflight are judged; every other request passes (the routing is case and slash strict). */
+  readonly use = (req: Request, res: Response, next: NextFunction): void => {
+    if (req.path !== MCP_PATH || (req.method !== 'POST' && req.method !== 'OPTIONS')) {
+      next();
+      return;
+    }
     const origin = req.headers.origin;
     // Whether the answer may be read depends on the Origin: no cache may hand one origin's answer to another.
     res.vary('origin');
@@ -47,7 +55,7 @@ export class McpOriginCheck implements NestMiddleware {
           'no Origin header',
       ),
     );
-  }
+  };
 }
 
 /**

@@ -1,19 +1,13 @@
-import { MiddlewareConsumer, Module, NestModule, RequestMethod } from '@nestjs/common';
+import { Module } from '@nestjs/common';
 import { McpCancellations } from './mcp-cancellations';
-import { McpOriginCheck } from './mcp-origin';
 import { McpController } from './mcp.controller';
 
 /**
  * The MCP endpoint (/mcp). It holds no state between requests: its tools go through the REST API. The requests it is
  * answering are known (McpCancellations) so that a client's cancellation, which arrives as a request of its own, stops
  * them. A POST (or its CORS preflight) from a browser page of an origin not allowed is refused before anything else
- * (McpOriginCheck), and an allowed one may read the answer; GET and DELETE only ever answer 405.
+ * (McpOriginCheck, mounted in main.ts ahead of the body checks), and an allowed one may read the answer; GET and DELETE
+ * only ever answer 405.
  */
 @Module({ controllers: [McpController], providers: [McpCancellations] })
-export class McpModule implements NestModule {
-  configure(consumer: MiddlewareConsumer): void {
-    consumer
-      .apply(McpOriginCheck)
-      .forRoutes({ path: 'mcp', method: RequestMethod.POST }, { path: 'mcp', method: RequestMethod.OPTIONS });
-  }
-}
+export class McpModule {}
