@@ -93,9 +93,11 @@ SELECT data->>'by' AS by, created_at FROM events
      ORDER BY seq DESC LIMIT 1;
 
 -- lastApprovalDecision
-SELECT data->>'decision' AS decision, data->>'by' AS by, created_at FROM events
-     WHERE operation_id = $1 AND tenant_id = $2 AND type = 'approval.decided'
-     ORDER BY seq DESC LIMIT 1;
+SELECT ev.data->>'decision' AS decision, ev.data->>'by' AS by, ev.created_at,
+            x.deadline_at <= clock_timestamp() AS deadline_passed
+     FROM events ev JOIN executions x ON x.id = ev.execution_id AND x.tenant_id = ev.tenant_id
+     WHERE ev.operation_id = $1 AND ev.tenant_id = $2 AND ev.type = 'approval.decided'
+     ORDER BY ev.seq DESC LIMIT 1;
 
 -- lastStatusChangesForWorker
 SELECT DISTINCT ON (operation_id) operation_id, id, from_status, data->>'cause' AS cause,

@@ -356,9 +356,11 @@ export const READ_SQL = {
   executionMove: `SELECT data->>'by' AS by, created_at FROM events
      WHERE execution_id = $1 AND tenant_id = $2 AND type = 'execution.status_changed' AND to_status = $3
      ORDER BY seq DESC LIMIT 1`,
-  lastApprovalDecision: `SELECT data->>'decision' AS decision, data->>'by' AS by, created_at FROM events
-     WHERE operation_id = $1 AND tenant_id = $2 AND type = 'approval.decided'
-     ORDER BY seq DESC LIMIT 1`,
+  lastApprovalDecision: `SELECT ev.data->>'decision' AS decision, ev.data->>'by' AS by, ev.created_at,
+            x.deadline_at <= clock_timestamp() AS deadline_passed
+     FROM events ev JOIN executions x ON x.id = ev.execution_id AND x.tenant_id = ev.tenant_id
+     WHERE ev.operation_id = $1 AND ev.tenant_id = $2 AND ev.type = 'approval.decided'
+     ORDER BY ev.seq DESC LIMIT 1`,
   lastStatusChangesForWorker: `SELECT DISTINCT ON (operation_id) operation_id, id, from_status, data->>'cause' AS cause,
             data->>'refusal' AS refusal, data->>'actor' AS actor, created_at
      FROM events WHERE operation_id = ANY($1) AND type = 'operation.status_changed'
@@ -772,21 +774,30 @@ export async function findExecutionMove(
 }
 
 /**
- * The operation's last approval decision (its `approval.decided` event): what was decided, by which key and when; null
- * when none was ever written. A decision that lost its compare-and-set names it as the winner when the operation no
- * longer shows it (the dispatcher withdrew the grant as stale and asked again since).
+ * The operation's last approval decision (its `approval.decided` event): what was decided, by which key and when, and
+ * whether its execution's deadline has passed by the database's clock (the one the approval statement and the send
+ * guard judge it by); null when none was ever written. A decision that lost its compare-and-set names it as the winner
+ * when the operation no longer shows it (the dispatcher withdrew the grant as stale and asked again since).
  */
 export async function findLastApprovalDecision(
   db: Queryable,
   operationId: string,
   tenantId: string,
-): Promise<{ decision: string | null; by: string | null; at: Date } | null> {
-  const [found] = await rows<{ decision: string | null; by: string | null; created_at: Date }>(
-    db,
-    READ_SQL.lastApprovalDecision,
-    [operationId, tenantId],
-  );
-  return found ? { decision: found.decision, by: found.by, at: new Date(found.created_at) } : null;
+): Promise<{ decision: string | null; by: string | null; at: Date; deadlinePassed: boolean } | null> {
+  const [found] = await rows<{
+    decision: string | null;
+    by: string | null;
+    created_at: Date;
+    deadline_passed: boolean;
+  }>(db, READ_SQL.lastApprovalDecision, [operationId, tenantId]);
+  return found
+    ? {
+        decision: found.decision,
+        by: found.by,
+        at: new Date(found.created_at),
+        deadlinePassed: found.deadline_passed,
+      }
+    : null;
 }
 
 export async function findLastStatusChangesForWorker(

@@ -245,9 +245,8 @@ export class OperationsService {
     // more — the dispatcher withdrew that grant as stale (expired, or the source changed) and asked again before this
     // reload. Then the decision that won is named (I13), not a deadline that has not passed.
     if (lostStatement && op.status === OperationStatus.PREPARED) {
-      const execution = await findExecution(this.db.manager, op.executionId, principal.tenantId);
       const winner = await findLastApprovalDecision(this.db.manager, op.id, principal.tenantId);
-      if (winner && execution && execution.deadlineAt.getTime() > Date.now()) {
+      if (winner && !winner.deadlinePassed) {
         const state = winner.decision === 'deny' ? 'denied' : 'granted';
         return Problem.alreadyDecided(
           `the operation was already ${state}; the grant has since been withdrawn and approval asked for again`,
@@ -260,6 +259,7 @@ export class OperationsService {
           },
         );
       }
+      const execution = await findExecution(this.db.manager, op.executionId, principal.tenantId);
       const deadline = execution?.deadlineAt.toISOString();
       return Problem.conflict(
         'not-awaiting-approval',
