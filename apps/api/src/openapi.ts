@@ -329,8 +329,18 @@ function setInstances(operation: OperationObject, path: string): void {
   }
 }
 
-/** Adds a problem response, or the examples of these problems to the response the route already declares. */
-function addProblems(operation: OperationObject, status: number, codes: ProblemCode[], path: string): void {
+/**
+ * Adds a problem response, or the examples of these problems to the response the route already declares. `bodyCheck`:
+ * the answer of a check of the request's body, which a route answering in its own format gets in that format (/mcp's
+ * JSON-RPC errors, see mcp/json-rpc-error.ts), so no problem+json is added beside it.
+ */
+function addProblems(
+  operation: OperationObject,
+  status: number,
+  codes: ProblemCode[],
+  path: string,
+  bodyCheck = false,
+): void {
   const key = String(status);
   const existing = operation.responses[key] as ResponseObject | undefined;
   const media = existing?.content?.['application/problem+json'];
@@ -340,8 +350,9 @@ function addProblems(operation: OperationObject, status: number, codes: ProblemC
     return;
   }
   if (!media) {
+    if (bodyCheck) return;
     // The route answers this status in its own format too (/mcp's JSON-RPC errors): the layers in front may still
-    // answer problem+json (the URL check's 400; body refusals on /mcp are JSON-RPC errors, see json-rpc-error.ts).
+    // answer problem+json (the URL check's 400).
     existing.content = { ...existing.content, ...fresh.content };
     existing.headers ??= fresh.headers;
     return;
@@ -374,9 +385,9 @@ function addCrossCuttingAnswers(document: OpenAPIObject): void {
       if (path.includes('{')) addProblems(operation, 404, ['not-found'], instance);
       // A preflight carries no body (/mcp's, the only OPTIONS route).
       if (method !== 'get' && method !== 'options') {
-        addProblems(operation, 408, ['request-timeout'], instance);
-        addProblems(operation, 413, ['payload-too-large'], instance);
-        addProblems(operation, 415, ['unsupported-media-type'], instance);
+        addProblems(operation, 408, ['request-timeout'], instance, true);
+        addProblems(operation, 413, ['payload-too-large'], instance, true);
+        addProblems(operation, 415, ['unsupported-media-type'], instance, true);
       }
       if (authenticated) {
         addProblems(operation, 401, ['unauthorized'], instance);

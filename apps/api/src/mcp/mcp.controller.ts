@@ -41,19 +41,12 @@ const JSON_RPC_MESSAGE = {
     },
   },
 };
-const JSON_RPC_ERROR = {
-  'application/json': {
-    schema: JSON_RPC_MESSAGE,
-    example: {
-      jsonrpc: '2.0',
-      id: null,
-      error: {
-        code: -32000,
-        message: 'Not Acceptable: Client must accept both application/json and text/event-stream',
-      },
-    },
-  },
-};
+/** A JSON-RPC error answer (id null: the request was not read as one message), with an example of its own. */
+function jsonRpcError(code: number, message: string) {
+  return {
+    'application/json': { schema: JSON_RPC_MESSAGE, example: { jsonrpc: '2.0', id: null, error: { code, message } } },
+  };
+}
 
 /**
  * The MCP server over Streamable HTTP, stateless: every POST is one JSON-RPC exchange with a fresh server, so any
@@ -94,16 +87,28 @@ export class McpController {
     description:
       'A body that is no JSON (-32700 Parse error), not a JSON-RPC message, an empty batch, or a batch whose requests ' +
       'share an id (-32600 Invalid Request)',
-    content: JSON_RPC_ERROR,
+    content: jsonRpcError(-32700, 'Parse error: the body is not valid JSON'),
   })
-  @ApiResponse({ status: 408, description: 'The body did not arrive in time', content: JSON_RPC_ERROR })
-  @ApiResponse({ status: 413, description: 'The body is larger than 256 KiB', content: JSON_RPC_ERROR })
+  @ApiResponse({
+    status: 408,
+    description: 'The body did not arrive in time',
+    content: jsonRpcError(-32000, 'the request body did not arrive within 30 s'),
+  })
+  @ApiResponse({
+    status: 413,
+    description: 'The body is larger than 256 KiB',
+    content: jsonRpcError(-32000, 'the body limit is 256 KiB'),
+  })
   @ApiResponse({
     status: 406,
     description: 'Accept must list application/json and text/event-stream',
-    content: JSON_RPC_ERROR,
+    content: jsonRpcError(-32000, 'Not Acceptable: Client must accept both application/json and text/event-stream'),
   })
-  @ApiResponse({ status: 415, description: 'The body must be UTF-8 application/json', content: JSON_RPC_ERROR })
+  @ApiResponse({
+    status: 415,
+    description: 'The body must be UTF-8 application/json',
+    content: jsonRpcError(-32000, 'Unsupported Media Type: Content-Type must be application/json'),
+  })
   async post(@Req() req: Request, @Res() res: Response): Promise<void> {
     // A body of another media type is left unread by the JSON parser: the checks below took it for a missing message
     // (400 "no JSON-RPC message", also for `text/plain`). The transport's own answer to such a body, given here.

@@ -2693,8 +2693,8 @@ export interface operations {
            *       "jsonrpc": "2.0",
            *       "id": null,
            *       "error": {
-           *         "code": -32000,
-           *         "message": "Not Acceptable: Client must accept both application/json and text/event-stream"
+           *         "code": -32700,
+           *         "message": "Parse error: the body is not valid JSON"
            *       }
            *     }
            */
@@ -2735,12 +2735,11 @@ export interface operations {
            *       "id": null,
            *       "error": {
            *         "code": -32000,
-           *         "message": "Not Acceptable: Client must accept both application/json and text/event-stream"
+           *         "message": "the request body did not arrive within 30 s"
            *       }
            *     }
            */
           'application/json': components['schemas']['JsonRpcMessage'];
-          'application/problem+json': components['schemas']['Problem'];
         };
       };
       /** @description The body is larger than 256 KiB */
@@ -2755,12 +2754,11 @@ export interface operations {
            *       "id": null,
            *       "error": {
            *         "code": -32000,
-           *         "message": "Not Acceptable: Client must accept both application/json and text/event-stream"
+           *         "message": "the body limit is 256 KiB"
            *       }
            *     }
            */
           'application/json': components['schemas']['JsonRpcMessage'];
-          'application/problem+json': components['schemas']['Problem'];
         };
       };
       /** @description The body must be UTF-8 application/json */
@@ -2775,12 +2773,11 @@ export interface operations {
            *       "id": null,
            *       "error": {
            *         "code": -32000,
-           *         "message": "Not Acceptable: Client must accept both application/json and text/event-stream"
+           *         "message": "Unsupported Media Type: Content-Type must be application/json"
            *       }
            *     }
            */
           'application/json': components['schemas']['JsonRpcMessage'];
-          'application/problem+json': components['schemas']['Problem'];
         };
       };
       429: components['responses']['Problem429'];
