@@ -65,6 +65,14 @@ describe('a send the provider answers by replaying an earlier request’s charge
     });
     // Every operation settled: the execution completes; that its work was not done is the operation's failure.
     expect(settled.status).toBe('completed');
+    // The refusal names the charge the provider answered with, so a person can find it.
+    const [firstCharge] = (await settle(stack, first.id)).operations;
+    const log = await http<EventList>(stack.apiUrl, 'GET', `/v1/executions/${second.id}/events`, { key: DEMO.agent });
+    const refusal = log.body.data.find((e) => e.to_status === 'FAILED');
+    expect(refusal?.data.detail).toMatch(
+      /earlier request for this reference \(ch_\w+, 1250 EUR\), not this request's 2000 EUR/,
+    );
+    expect(firstCharge.status).toBe('VERIFIED');
     const effects = await stack.effects();
     expect(effects.charges[reference]).toMatchObject({ count: 1, amounts: [1250] });
   });

@@ -247,8 +247,9 @@ function replayedSend(outcome: SendOutcome, body: unknown, asked: Charge): SendO
     status: OperationStatus.FAILED,
     reason: TerminalReason.CONNECTOR_REJECTED,
     detail:
-      `${outcome.detail} with the charge of an earlier request for this reference (${String(held.amount)} ` +
-      `${String(held.currency)}), not this request's ${asked.amount} ${asked.currency}: no charge was made for it`,
+      `${outcome.detail} with the charge of an earlier request for this reference (${String(held.id)}, ` +
+      `${String(held.amount)} ${String(held.currency)}), not this request's ${asked.amount} ${asked.currency}: no ` +
+      'charge was made for it',
     providerError: { code: 'idempotency_key_replayed' },
   };
 }
