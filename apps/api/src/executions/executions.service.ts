@@ -17,6 +17,7 @@ import {
   Queryable,
   findLastStatusChanges,
   idempotencyHolder,
+  type IdempotencyHolder,
   findOperations,
   findOperationsOf,
   insertExecution,
@@ -72,17 +73,37 @@ export class ExecutionsService {
     const validated = validateSubmission(body, this.connectors);
     if ('errors' in validated) throw Problem.validation(validated.errors);
     const submission = validated.ok;
-    await this.refuseSecretValues(principal, submission, this.secretConnectors(connectorsOf(submission)));
-    await this.refuseUnboundReadBacks(principal, submission);
-    if (idempotencyKey === undefined)
+    const idempotency =
+      idempotencyKey === undefined
+        ? null
+        : {
+            key: idempotencyKey,
+            requestHash: requestHash(body),
+            ttlMs: this.config.IDEMPOTENCY_TTL_MS,
+            abandonAfterMs: 60_000,
+          };
+    try {
+      await this.refuseSecretValues(principal, submission, this.secretConnectors(connectorsOf(submission)));
+      await this.refuseUnboundReadBacks(principal, submission);
+    } catch (error) {
+      // These checks read the tenant's settings as they are now. A key that already holds an execution is answered
+      // first (the replay, 422 or 409), as it is for an amount cap: a 400 says "nothing was written" about a request
+      // whose execution was written — and may have made its effect — before the admin changed the settings.
+      if (idempotency && error instanceof Problem) {
+        const holder = await idempotencyHolder(
+          this.db.manager,
+          principal.tenantId,
+          idempotency.key,
+          idempotency.requestHash,
+          idempotency.abandonAfterMs,
+        );
+        if (holder) return this.answerHeldKey(principal, holder);
+      }
+      throw error;
+    }
+    if (idempotency === null)
       return { execution: (await this.create(principal, submission, null)) as ExecutionView, replayed: false };
 
-    const idempotency = {
-      key: idempotencyKey,
-      requestHash: requestHash(body),
-      ttlMs: this.config.IDEMPOTENCY_TTL_MS,
-      abandonAfterMs: 60_000,
-    };
     // The intake statement takes the key and writes the execution together; when it wrote nothing, another record
     // holds the key. A record that vanished meanwhile (expired and pruned) is simply tried again.
     for (let attempt = 0; attempt < 3; attempt += 1) {
@@ -93,27 +114,33 @@ export class ExecutionsService {
       const holder = await idempotencyHolder(
         this.db.manager,
         principal.tenantId,
-        idempotencyKey,
+        idempotency.key,
         idempotency.requestHash,
         idempotency.abandonAfterMs,
       );
-      switch (holder?.kind) {
-        case 'mismatch':
-          throw new Problem(
-            422,
-            'idempotency-key-reused',
-            'Idempotency-Key reused with a different body',
-            'this Idempotency-Key was first used with a different request body; use a new key for a new request',
-          );
-        case 'in_flight':
-          throw inFlight('a request with this Idempotency-Key is still being processed; retry shortly');
-        case 'replay':
-          return { execution: await this.get(principal, holder.executionId), replayed: true };
-        case undefined:
-          continue;
-      }
+      if (holder) return this.answerHeldKey(principal, holder);
     }
     throw inFlight('the record of this Idempotency-Key kept changing while this request ran; retry shortly');
+  }
+
+  /** I8: the answer for a key another request's record holds: its execution (replayed), 422 or 409. */
+  private async answerHeldKey(
+    principal: Principal,
+    holder: IdempotencyHolder,
+  ): Promise<{ execution: ExecutionView; replayed: boolean }> {
+    switch (holder.kind) {
+      case 'mismatch':
+        throw new Problem(
+          422,
+          'idempotency-key-reused',
+          'Idempotency-Key reused with a different body',
+          'this Idempotency-Key was first used with a different request body; use a new key for a new request',
+        );
+      case 'in_flight':
+        throw inFlight('a request with this Idempotency-Key is still being processed; retry shortly');
+      case 'replay':
+        return { execution: await this.get(principal, holder.executionId), replayed: true };
+    }
   }
 
   /**
