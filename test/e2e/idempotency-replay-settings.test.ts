@@ -1,5 +1,6 @@
 import { DEMO, Stack } from '../support/stack';
-import { submission } from '../support/http';
+import { charge, submission, unique } from '../support/http';
+import { requestHash } from '../../apps/api/src/executions/idempotency';
 import { Call, Execution, TargetServer, httpOp, recordingClient, startTarget } from './connectors-support';
 
 /**
@@ -67,6 +68,36 @@ describe('Idempotency-Key replay after the tenant changed its settings', () => {
       expect(fresh.status).toBe(400);
     } finally {
       await setHttp({ read_back_binding: 'declared' });
+      await call('POST', `/v1/executions/${first.body.id}/cancel`, {});
+    }
+  });
+
+  it('a body a later version’s schema refuses: the replay of what an earlier version accepted, not 400', async () => {
+    // An execution accepted under a key by an earlier version whose schema took a body this one refuses (the
+    // sandbox.payments reference became printable ASCII / Latin-1 only): its record holds that body's hash.
+    const accepted = submission([charge(unique('upgrade'))]);
+    const key = unique('upgrade-key');
+    const first = await call<Execution>('POST', '/v1/executions', {
+      body: accepted,
+      headers: { 'idempotency-key': key },
+    });
+    expect(first.status).toBe(201);
+    const refusedNow = submission([charge(`${unique('upgrade')}\u2603`)]);
+    await stack.db.dataSource.query(`UPDATE idempotency_keys SET request_hash = $1 WHERE key = $2`, [
+      requestHash(refusedNow),
+      key,
+    ]);
+    try {
+      const fresh = await call('POST', '/v1/executions', { body: refusedNow });
+      expect(fresh.status).toBe(400);
+      const replay = await call<Execution & { type?: string }>('POST', '/v1/executions', {
+        body: refusedNow,
+        headers: { 'idempotency-key': key },
+      });
+      expect({ status: replay.status, type: replay.body.type }).toEqual({ status: 201, type: undefined });
+      expect(replay.body.id).toBe(first.body.id);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    } finally {
       await call('POST', `/v1/executions/${first.body.id}/cancel`, {});
     }
   });

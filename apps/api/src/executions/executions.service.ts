@@ -70,9 +70,6 @@ export class ExecutionsService {
     body: unknown,
     idempotencyKey: string | undefined,
   ): Promise<{ execution: ExecutionView; replayed: boolean }> {
-    const validated = validateSubmission(body, this.connectors);
-    if ('errors' in validated) throw Problem.validation(validated.errors);
-    const submission = validated.ok;
     const idempotency =
       idempotencyKey === undefined
         ? null
@@ -82,13 +79,18 @@ export class ExecutionsService {
             ttlMs: this.config.IDEMPOTENCY_TTL_MS,
             abandonAfterMs: 60_000,
           };
+    let submission: Submission;
     try {
+      const validated = validateSubmission(body, this.connectors);
+      if ('errors' in validated) throw Problem.validation(validated.errors);
+      submission = validated.ok;
       await this.refuseSecretValues(principal, submission, this.secretConnectors(connectorsOf(submission)));
       await this.refuseUnboundReadBacks(principal, submission);
     } catch (error) {
-      // These checks read the tenant's settings as they are now. A key that already holds an execution is answered
-      // first (the replay, 422 or 409), as it is for an amount cap: a 400 says "nothing was written" about a request
-      // whose execution was written — and may have made its effect — before the admin changed the settings.
+      // These checks judge the request by the rules as they are now: the tenant's settings, and the schemas of this
+      // version. A key that already holds an execution is answered first (the replay, 422 or 409), as it is for an
+      // amount cap: a 400 says "nothing was written" about a request whose execution was written — and may have made
+      // its effect — before the admin changed the settings (or an upgrade tightened a schema).
       if (idempotency && error instanceof Problem) {
         const holder = await idempotencyHolder(
           this.db.manager,
