@@ -128,6 +128,16 @@ export const DEMO_KEYS: ReadonlyArray<KeyOwner & { key: string }> = [
   { tenantId: null, role: 'operator', key: 'demo-operator-key' },
 ];
 
+const DEMO_KEY_HASHES: ReadonlySet<string> = new Set(DEMO_KEYS.map((k) => hashApiKey(k.key)));
+
+/**
+ * Whether `key` is one of the published demo keys. Seeding is never undone, so a database the local demo once ran
+ * against keeps them: a production API refuses them by this, whatever the database holds.
+ */
+export function isPublishedDemoKey(key: string): boolean {
+  return DEMO_KEY_HASHES.has(hashApiKey(key));
+}
+
 export async function seedDemo(db: EntityManager): Promise<void> {
   await ensureTenant(db, 'demo', 'Demo tenant');
   await ensureTenant(db, 'demo-other', 'Another demo tenant');

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { findActiveKey, hashApiKey, isKeyActive } from '@verity/persistence';
+import { findActiveKey, hashApiKey, isKeyActive, isPublishedDemoKey } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { PRODUCER_REDIS } from '@verity/queues';
 import type { RedisClient as Redis } from '@verity/platform';
@@ -32,6 +32,8 @@ export class ApiKeyService {
   >();
   private readonly failures: AuthFailureLimiter;
   private readonly admission: RequestAdmission;
+  /** Production: the published demo keys authenticate as nobody, even where an earlier local demo seeded them. */
+  private readonly refuseDemoKeys: boolean;
 
   constructor(
     @InjectDataSource() private readonly db: DataSource,
@@ -40,6 +42,7 @@ export class ApiKeyService {
   ) {
     this.failures = new AuthFailureLimiter(redis, config.QUEUE_PREFIX, config.AUTH_FAILURES_PER_MINUTE);
     this.admission = new RequestAdmission(redis, config.QUEUE_PREFIX, this.failures);
+    this.refuseDemoKeys = config.NODE_ENV === 'production';
   }
 
   /**
@@ -132,7 +135,7 @@ export class ApiKeyService {
     // The cache as it was when the read began: a revocation announced meanwhile replaces it (invalidateAll), and what
     // this read found — possibly the key before it was revoked — then goes into the discarded one, not the new one.
     const cache = this.cache;
-    const found = await findActiveKey(this.db.manager, key);
+    const found = this.refuseDemoKeys && isPublishedDemoKey(key) ? null : await findActiveKey(this.db.manager, key);
     const principal = found ? toPrincipal(found.id, found.tenantId, found.role) : null;
     if (cache.size > 10_000) cache.clear();
     cache.set(hash, { principal, until: Date.now() + (principal ? POSITIVE_TTL_MS : NEGATIVE_TTL_MS) });
