@@ -125,7 +125,8 @@ describe('an execution ended while a send is in flight', () => {
     party.answer(order.id);
     const execution = await settle(stack, created.id);
     expect(execution.status).toBe('cancelled');
-    expect(execution.failure).toMatchObject({ code: 'cancelled_by_caller' });
+    // The order was sent: submitting the same request again would send it again, so the failure is not retryable.
+    expect(execution.failure).toMatchObject({ code: 'cancelled_by_caller', retryable: false });
     const settled = execution.operations.find((o) => o.key === 'order')!;
     expect(settled.status).toBe('VERIFIED');
     expect(settled.evidence).toMatchObject({ method: 'read_after_write' });
@@ -152,7 +153,7 @@ describe('an execution ended while a send is in flight', () => {
     party.answer(order.id);
     const execution = await settle(stack, created.id);
     expect(execution.status).toBe('expired');
-    expect(execution.failure).toMatchObject({ code: 'deadline_exceeded' });
+    expect(execution.failure).toMatchObject({ code: 'deadline_exceeded', retryable: false });
     expect(execution.operations.find((o) => o.key === 'order')!.status).toBe('VERIFIED');
     const log = await events(stack, created.id);
     expectEndedOnce(log, 'expired');

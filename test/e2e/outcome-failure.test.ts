@@ -195,6 +195,8 @@ describe('outcome evaluation, failure objects and commit', () => {
       code: 'cancelled_by_caller',
       phase: 'waiting_for_approval',
       category: 'caller_error',
+      // Nothing of it was sent: the same request may be submitted again.
+      retryable: true,
     });
     expect(done.operations[0]).toMatchObject({ status: 'CANCELLED', commit: 'not_dispatched' });
     expect(done.operations[0].failure).toMatchObject({ code: 'execution_cancelled', phase: 'dispatch' });

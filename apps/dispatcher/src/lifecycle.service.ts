@@ -964,10 +964,11 @@ export class LifecycleService {
    * execution's end), in one transaction over the rows as locked, so none is left behind in the review queue.
    */
   private expire(execution: ExecutionEntity): Promise<boolean | 'lost'> {
-    const failure = executionFailure('deadline_exceeded', execution.status, new Date());
     return this.inTransaction(execution, async (tx) => {
       const locked = await lockExecutionForWorker(tx, execution.id);
       if (locked?.status !== execution.status) throw new LostRace();
+      // Judged on the rows as locked: no operation is sent once the execution has expired.
+      const failure = executionFailure('deadline_exceeded', execution.status, new Date(), undefined, locked.operations);
       await this.cancelPrepared(tx, locked.operations, CANCEL_CAUSE_OF_ENDED_EXECUTION[E.EXPIRED]);
       const chain = new MoveChain(this.transitions, tx, execution.id, execution.status);
       chain.add(E.EXPIRED, { reason: 'deadline passed', failure });

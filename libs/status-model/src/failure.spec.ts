@@ -456,6 +456,30 @@ describe('executionFailure', () => {
     });
   });
 
+  it('is not retryable once one of its operations was sent: submitted again, it would be sent again', () => {
+    const unsent = { attempt: 0 };
+    const sent = { attempt: 1 };
+    expect(executionFailure('cancelled_by_caller', E.RUNNING, AT, undefined, [unsent, unsent])).toMatchObject({
+      retryable: true,
+      message: FAILURE_CODES.cancelled_by_caller.message,
+    });
+    expect(executionFailure('cancelled_by_caller', E.RUNNING, AT, undefined, [sent, unsent])).toMatchObject({
+      code: 'cancelled_by_caller',
+      retryable: false,
+      message: `${FAILURE_CODES.cancelled_by_caller.message}; one of its operations was sent: submitted again unchanged, it would send them again`,
+    });
+    expect(executionFailure('deadline_exceeded', E.WAITING_FOR_TOOL, AT, undefined, [sent, sent])).toMatchObject({
+      code: 'deadline_exceeded',
+      retryable: false,
+      message: expect.stringContaining('2 of its operations were sent'),
+    });
+    // Not retryable anyway: nothing to add.
+    expect(executionFailure('invalid_request', E.VALIDATING, AT, undefined, [sent])).toMatchObject({
+      retryable: false,
+      message: FAILURE_CODES.invalid_request.message,
+    });
+  });
+
   it('appends a detail to the message', () => {
     expect(executionFailure('invalid_request', E.VALIDATING, AT, 'charge: bad params').message).toBe(
       `${FAILURE_CODES.invalid_request.message}: charge: bad params`,

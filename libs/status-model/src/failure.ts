@@ -6,6 +6,7 @@
  */
 import { ExecutionStatus } from './execution';
 import { OperationStatus, TerminalReason } from './operation';
+import { everSent } from './checks';
 
 /**
  * Who or what made it go differently, which says who can act:
@@ -190,15 +191,30 @@ function failure<P extends string>(code: FailureCode, phase: P, at: string, deta
   };
 }
 
-/** A failed (invalid), expired or cancelled execution; `phase` is the status it was in. */
+/**
+ * A failed (invalid), expired or cancelled execution; `phase` is the status it was in. `operations`: the execution's
+ * as they stand when it ends (nothing is sent for it after that). `retryable` says the same request, submitted again
+ * unchanged, may succeed: not once one of them was sent — submitted again, it would be sent again (an SMS twice, a
+ * second call), which is exactly the blind re-send the record exists to prevent. Then the message says why.
+ */
 export function executionFailure(
   code: 'invalid_request' | 'deadline_exceeded' | 'cancelled_by_caller',
   phase: ExecutionStatus,
   at: Date,
   detail?: string,
+  operations: readonly { attempt: number }[] = [],
 ): ExecutionFailure {
   const effective = code === 'deadline_exceeded' && phase === E.WAITING_FOR_APPROVAL ? 'approval_timed_out' : code;
-  return failure(effective, phase, at.toISOString(), detail);
+  const ended = failure(effective, phase, at.toISOString(), detail);
+  const sent = operations.filter(everSent).length;
+  if (!ended.retryable || sent === 0) return ended;
+  return {
+    ...ended,
+    retryable: false,
+    message:
+      `${ended.message}; ${sent === 1 ? 'one of its operations was' : `${sent} of its operations were`} sent: ` +
+      'submitted again unchanged, it would send them again',
+  };
 }
 
 /**

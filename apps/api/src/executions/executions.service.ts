@@ -431,7 +431,7 @@ export class ExecutionsService {
           eventData: { cause: CANCEL_CAUSE_OF_ENDED_EXECUTION[ExecutionStatus.CANCELLED], by: principal.keyId, reason },
         });
       }
-      const failure = executionFailure('cancelled_by_caller', locked.status, new Date());
+      const failure = executionFailure('cancelled_by_caller', locked.status, new Date(), undefined, locked.operations);
       await this.transitions.execution(tx, {
         executionId: id,
         from: locked.status,
