@@ -91,16 +91,8 @@ export class ExecutionsService {
       // version. A key that already holds an execution is answered first (the replay, 422 or 409), as it is for an
       // amount cap: a 400 says "nothing was written" about a request whose execution was written — and may have made
       // its effect — before the admin changed the settings (or an upgrade tightened a schema).
-      if (idempotency && error instanceof Problem) {
-        const holder = await idempotencyHolder(
-          this.db.manager,
-          principal.tenantId,
-          idempotency.key,
-          idempotency.requestHash,
-          idempotency.abandonAfterMs,
-        );
-        if (holder) return this.answerHeldKey(principal, holder);
-      }
+      const held = idempotency && error instanceof Problem ? await this.heldKeyAnswer(principal, idempotency) : null;
+      if (held) return held;
       throw error;
     }
     if (idempotency === null)
@@ -113,16 +105,25 @@ export class ExecutionsService {
       if (created === 'busy')
         throw inFlight('a request with this Idempotency-Key is still being processed; retry shortly');
       if (created) return { execution: created, replayed: false };
-      const holder = await idempotencyHolder(
-        this.db.manager,
-        principal.tenantId,
-        idempotency.key,
-        idempotency.requestHash,
-        idempotency.abandonAfterMs,
-      );
-      if (holder) return this.answerHeldKey(principal, holder);
+      const held = await this.heldKeyAnswer(principal, idempotency);
+      if (held) return held;
     }
     throw inFlight('the record of this Idempotency-Key kept changing while this request ran; retry shortly');
+  }
+
+  /** The answer for the key when another request's record holds it (answerHeldKey); null when none does. */
+  private async heldKeyAnswer(
+    principal: Principal,
+    idempotency: { key: string; requestHash: string; abandonAfterMs: number },
+  ): Promise<{ execution: ExecutionView; replayed: boolean } | null> {
+    const holder = await idempotencyHolder(
+      this.db.manager,
+      principal.tenantId,
+      idempotency.key,
+      idempotency.requestHash,
+      idempotency.abandonAfterMs,
+    );
+    return holder ? this.answerHeldKey(principal, holder) : null;
   }
 
   /** I8: the answer for a key another request's record holds: its execution (replayed), 422 or 409. */
