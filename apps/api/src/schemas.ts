@@ -458,6 +458,11 @@ export const API_SCHEMAS = {
     escalated: Count,
     overdue: Count,
     as_of: DateTime,
+    can_decide: z
+      .boolean()
+      .describe(
+        'whether this key may approve, deny and resolve (the reviewer role); an admin reads the queues but decides nothing',
+      ),
   }),
   ReviewQueue: z.strictObject({
     data: z.array(z.strictObject({ operation: Operation, execution: ExecutionSummary.nullable() })),

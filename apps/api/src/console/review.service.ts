@@ -68,7 +68,12 @@ export class ReviewService {
   }
 
   async counts(principal: Principal) {
-    return { ...(await reviewQueueCounts(this.db.manager, principal.tenantId)), as_of: new Date().toISOString() };
+    return {
+      ...(await reviewQueueCounts(this.db.manager, principal.tenantId)),
+      as_of: new Date().toISOString(),
+      // The console offers decisions only to a key the API lets decide (ReviewerDecision): never an admin's.
+      can_decide: principal.role === 'reviewer',
+    };
   }
 
   private summary(execution: ExecutionEntity | undefined) {

@@ -1095,6 +1095,8 @@ export interface components {
       overdue: number;
       /** Format: date-time */
       as_of: string;
+      /** @description whether this key may approve, deny and resolve (the reviewer role); an admin reads the queues but decides nothing */
+      can_decide: boolean;
     };
     ReviewQueue: {
       data: {

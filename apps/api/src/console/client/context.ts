@@ -8,6 +8,11 @@ export interface AppContext {
   meaning(operationStatus: string): string | undefined;
   refreshCounts(): Promise<void>;
   statusModel(): StatusModelDocument | null;
+  /**
+   * Whether the signed-in key may decide (approve, deny, resolve): the reviewer role, as the API's summary says. An
+   * admin reads the queues but the API refuses its decisions, so the console offers it none. Null until known.
+   */
+  canDecide(): boolean | null;
 }
 
 /** A page renders into `main` and returns what stops its timers and streams when the reviewer leaves it. */

@@ -11,6 +11,8 @@ const app = document.getElementById('app')!;
 let disposePage: () => void = () => undefined;
 let countsTimer: ReturnType<typeof setInterval> | null = null;
 let statusModel: StatusModelDocument | null = null;
+// Whether the signed-in key may take decisions (the summary's can_decide), kept with the key it was read for.
+let decides: { key: string; can: boolean } | null = null;
 const live = h('div', { id: 'live', class: 'visually-hidden', role: 'status', 'aria-live': 'polite' });
 
 const ctx: AppContext = {
@@ -26,6 +28,7 @@ const ctx: AppContext = {
   refreshCounts: () => refreshCounts(),
   meaning: (status) => statusModel?.operation.statuses.find((s) => s.status === status)?.meaning,
   statusModel: () => statusModel,
+  canDecide: () => (decides && decides.key === session.key() ? decides.can : null),
 };
 
 function pageAt(pathname: string): Page | null {
@@ -151,7 +154,9 @@ async function refreshCounts(): Promise<void> {
   if (!session.key()) return;
   countsAt = Date.now();
   try {
+    const key = session.key();
     const counts = await api((dx) => dx.review.summary());
+    if (key) decides = { key, can: counts.can_decide };
     const set = (id: string, text: string) => {
       const el = document.getElementById(id);
       if (el && el.textContent !== text) el.textContent = text;
@@ -214,7 +219,8 @@ function signInPage(message?: string): void {
         // Inside the chain: a key the SDK refuses to send (a line break) is reported like any other failure.
         Promise.resolve()
           .then(() => clientFor(key).review.summary())
-          .then(async () => {
+          .then(async (summary) => {
+            decides = { key, can: summary.can_decide };
             session.signIn(key);
             await loadStatusModel();
             route(true);
@@ -305,6 +311,12 @@ async function boot(): Promise<void> {
   });
   document.addEventListener('click', interceptLinks);
   await loadStatusModel();
+  // A stored key (a reload): whether it may decide is known before a page offers any decision. A key refused there
+  // has already brought back the sign-in page, with the reason.
+  if (session.key()) {
+    await refreshCounts();
+    if (!session.key()) return;
+  }
   route();
 }
 

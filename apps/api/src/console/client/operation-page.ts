@@ -27,7 +27,7 @@ import {
   time,
   written,
 } from './dom';
-import { maskString } from '../mask';
+import { maskSecrets, maskString } from '../mask';
 import { escalationText } from './queues-page';
 import { divergence, effectMeaning } from './status-text';
 import { api, problemText } from './session';
@@ -144,7 +144,7 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
     callout.className = `callout callout-${note?.tone ?? 'info'}`;
     callout.textContent = note?.text ?? '';
 
-    const signature = `${op.status}|${op.approval?.state ?? ''}|${op.permitted_resolutions.join(',')}|${op.recovery_obligation?.resolution?.status ?? ''}`;
+    const signature = `${op.status}|${op.approval?.state ?? ''}|${op.permitted_resolutions.join(',')}|${op.recovery_obligation?.resolution?.status ?? ''}|${ctx.canDecide()}`;
     if (signature !== actionSignature && !busy) {
       actionSignature = signature;
       renderActions(op);
@@ -168,6 +168,22 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
     };
     const title = h('h2', { id: 'actions-title' }, 'Actions');
     const error = h('p', { class: 'error', role: 'alert' });
+    const decidable =
+      (op.status === 'PREPARED' && op.approval?.state === 'requested') || op.permitted_resolutions.length > 0;
+    if (decidable && ctx.canDecide() === false) {
+      // The API refuses this key's decisions (403: an admin's); offering buttons that can only be refused helps nobody.
+      fill(
+        actions,
+        title,
+        h(
+          'p',
+          { id: 'no-decisions' },
+          'This operation waits for a decision, but the key you signed in with cannot take it: approvals and ' +
+            'resolutions are a reviewer key’s alone. Sign in with a reviewer key to decide.',
+        ),
+      );
+      return;
+    }
     if (op.status === 'PREPARED' && op.approval?.state === 'requested') {
       const reason = h('textarea', {
         id: 'decision-reason',
@@ -213,6 +229,7 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
           'The agent asked for approval before this operation is sent. ',
           op.irreversible ? h('strong', {}, 'It cannot be undone once sent.') : null,
         ),
+        decisionSubject(op, 'What an approval sends'),
         h(
           'form',
           { id: 'approval-form', method: 'post', onsubmit: (event) => event.preventDefault() },
@@ -269,6 +286,7 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
       fill(
         actions,
         title,
+        decisionSubject(op, 'The operation you resolve'),
         h(
           'form',
           { id: 'resolve-form', method: 'post', onsubmit: (event) => event.preventDefault() },
@@ -374,6 +392,30 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
 
   void live.load();
   return live.dispose;
+}
+
+/**
+ * What a decision is about, inside the panel that takes it: the connector, the action and the params that a grant or a
+ * release sends. The intent above is the agent's own words about it; the params are what the connector will be given,
+ * and a reviewer must not have to scroll past the buttons (on a phone, below the fold) to read them. Masked as the
+ * request's params are; the Request section below shows them unmasked on request.
+ */
+function decisionSubject(op: OperationDetail, title: string): HTMLElement {
+  const params = maskSecrets(op.params) as Record<string, unknown>;
+  return h(
+    'div',
+    { class: 'decision-subject', id: 'decision-subject' },
+    h('h3', {}, title),
+    definitions([
+      ['Connector', code(op.connector)],
+      ['Action', code(op.action)],
+      ['Irreversible', op.irreversible ? 'yes' : 'no'],
+      ...Object.entries(params).map(([name, value]): [string, HTMLElement] => [
+        name,
+        code(typeof value === 'string' ? value : JSON.stringify(value)),
+      ]),
+    ]),
+  );
 }
 
 function requestSection(op: OperationDetail, reveal: (operationId: string, block: string) => RevealState): HTMLElement {

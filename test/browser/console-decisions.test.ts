@@ -1,0 +1,119 @@
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { Browser, Page, chromium } from 'playwright-core';
+import { charge, http, submission, unique } from '../support/http';
+import { DEMO, Stack, waitFor } from '../support/stack';
+import type { Execution } from '@verity/sdk';
+
+const CHROMIUM = '/usr/bin/chromium';
+const SHOTS = join(__dirname, '..', '..', 'test-artifacts', 'screenshots');
+const SLOW = 30_000;
+jest.setTimeout(120_000);
+
+interface Op {
+  id: string;
+  status: string;
+  approval: { state: string } | null;
+}
+
+/** What the review console offers a key, and what it shows next to a decision (real Chromium, whole stack). */
+(existsSync(CHROMIUM) ? describe : describe.skip)('review console decisions (headless Chromium)', () => {
+  let stack: Stack;
+  let browser: Browser;
+  let page: Page;
+
+  beforeAll(async () => {
+    mkdirSync(SHOTS, { recursive: true });
+    stack = await Stack.start({ label: 'console-decisions' });
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run'],
+    });
+  }, 90_000);
+
+  beforeEach(async () => {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    page = await context.newPage();
+    page.setDefaultTimeout(SLOW);
+  });
+
+  afterEach(async () => {
+    await page?.context().close();
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await stack?.stop();
+  });
+
+  const consoleUrl = (path = '') => `${stack.apiUrl}/console${path}`;
+
+  async function awaitingApproval(operations: unknown[], extra: Record<string, unknown> = {}): Promise<string> {
+    const created = await http<Execution>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission(operations, extra),
+    });
+    expect(created.status).toBe(201);
+    const id = created.body.operations[0].id;
+    await waitFor(
+      async () => (await http<Op>(stack.apiUrl, 'GET', `/v1/operations/${id}`, { key: DEMO.reviewer })).body,
+      (op) => op.status === 'PREPARED' && op.approval?.state === 'requested',
+      SLOW,
+    );
+    return id;
+  }
+
+  async function signIn(key: string): Promise<void> {
+    await page.goto(consoleUrl());
+    await page.getByLabel('Reviewer API key').fill(key);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+  }
+
+  it('offers an admin key no decision the API refuses it (403): no Approve, Deny or Resolve buttons', async () => {
+    const opId = await awaitingApproval([charge(unique('order'), { requires_approval: true })]);
+    // The API refuses an admin's decision: approve and deny are the reviewer's alone.
+    const refused = await http(stack.apiUrl, 'POST', `/v1/operations/${opId}/approval`, {
+      key: DEMO.admin,
+      body: { decision: 'approve' },
+    });
+    expect(refused.status).toBe(403);
+    await signIn(DEMO.admin);
+    await page.getByRole('heading', { level: 1, name: 'Review queues' }).waitFor();
+    await page.goto(consoleUrl(`/operations/${opId}`));
+    // The page has loaded the operation (its request is shown) and rendered its actions panel.
+    await page.locator('#request').waitFor();
+    await page.locator('#actions h2').waitFor();
+    await page
+      .locator('#actions')
+      .filter({ hasText: /reviewer/ })
+      .waitFor();
+    expect(await page.locator('#approve, #deny, [data-resolution]').count()).toBe(0);
+  });
+
+  it('shows what an approval sends (connector, action, amount) beside the Approve button, on a phone too', async () => {
+    const reference = unique('order');
+    const opId = await awaitingApproval([
+      charge(reference, { requires_approval: true, params: { amount: 987654, currency: 'EUR', reference } }),
+    ]);
+    await signIn(DEMO.reviewer);
+    await page.getByRole('heading', { level: 1, name: 'Review queues' }).waitFor();
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.goto(consoleUrl(`/operations/${opId}`));
+    await page.locator('#request').waitFor();
+    const approve = page.locator('#approve');
+    await approve.waitFor();
+    await page.screenshot({ path: join(SHOTS, 'decision-approve-mobile.png') });
+    // Whatever the layout, the Approve button's own panel says what it approves.
+    const panel = page.locator('#actions');
+    await expect(panel.textContent()).resolves.toContain('sandbox.payments');
+    await expect(panel.textContent()).resolves.toContain('987654');
+    // And on a phone, with the button on screen, so is the amount.
+    await approve.scrollIntoViewIfNeeded();
+    const amount = panel.getByText('987654').first();
+    const viewport = page.viewportSize()!;
+    const box = await amount.boundingBox();
+    expect(box).not.toBeNull();
+    expect(box!.y).toBeGreaterThanOrEqual(0);
+    expect(box!.y + box!.height).toBeLessThanOrEqual(viewport.height);
+  });
+});
