@@ -18,6 +18,8 @@ export abstract class QueueWorker implements OnApplicationBootstrap, BeforeAppli
   private built: Worker[] | null = null;
   private template: RedisClient | null = null;
   private stopWatching: (() => void)[] = [];
+  /** The jobs running in this process (their processing, until it settles). */
+  private readonly running = new Set<Promise<string>>();
 
   protected constructor(
     private readonly queueName: QueueName,
@@ -53,7 +55,7 @@ export abstract class QueueWorker implements OnApplicationBootstrap, BeforeAppli
       : null;
     this.built = consumed.map(
       (shard) =>
-        new Worker(this.queueName, (job, token) => this.process(job, token), {
+        new Worker(this.queueName, (job, token) => this.tracked(this.process(job, token)), {
           connection: this.template ?? { url: redisTarget(config.REDIS_URL), maxRetriesPerRequest: null },
           prefix: shards.prefixOf(shard),
           telemetry: queueTelemetry(config),
@@ -85,10 +87,25 @@ export abstract class QueueWorker implements OnApplicationBootstrap, BeforeAppli
     }
   }
 
+  private tracked(processing: Promise<string>): Promise<string> {
+    this.running.add(processing);
+    const done = () => void this.running.delete(processing);
+    processing.then(done, done);
+    return processing;
+  }
+
+  /** The jobs running in this process, for the close. */
+  private readonly jobs = {
+    busy: (): boolean => this.running.size > 0,
+    idle: async (): Promise<void> => {
+      while (this.running.size > 0) await Promise.allSettled([...this.running]);
+    },
+  };
+
   async beforeApplicationShutdown(): Promise<void> {
     for (const stop of this.stopWatching) stop();
     this.stopWatching = [];
-    await Promise.all((this.built ?? []).map((worker) => closeWorker(worker, this.logger)));
+    await Promise.all((this.built ?? []).map((worker) => closeWorker(worker, this.logger, this.jobs)));
     this.template?.disconnect();
   }
 
