@@ -87,6 +87,38 @@ describe('worker SIGTERM during outages', () => {
     expect(op.status).not.toBe('PENDING');
   }, 60_000);
 
+  it('api: Redis down with an open stream, SIGTERM exits 0 promptly', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'verity-opsterm-'));
+    dirs.push(dir);
+    const redis = await startPrivateRedis({ dir, port: await freePort() });
+    services.push(redis);
+    const env = { REDIS_URL: redis.url, QUEUE_PREFIX: `{${unique('opstermapi')}}` };
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    const app = await stack.startApp('api', { ...env, PORT: String(port), HOST: '127.0.0.1' });
+    const created = await http<Execution>(url, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([charge(unique('opsterm-api'), { requires_approval: true })]),
+    });
+    expect(created.status).toBe(201);
+    const stream = await fetch(`${url}/v1/executions/${created.body.id}/stream`, {
+      headers: { authorization: `Bearer ${DEMO.agent}` },
+    });
+    expect(stream.status).toBe(200);
+    const body = stream.body!.getReader();
+    await body.read();
+    await redis.kill('SIGKILL');
+    const stopping = Date.now();
+    app.child.kill('SIGTERM');
+    const code = await app.exited;
+    const took = Date.now() - stopping;
+    if (code !== 0 || took > 10_000) console.log(took, app.output.join('').slice(-4000));
+    expect(code).toBe(0);
+    expect(took).toBeLessThan(10_000);
+    // The stream was ended, not cut.
+    for (;;) if ((await body.read().catch(() => ({ done: true }))).done) break;
+  }, 60_000);
+
   it('reconciler: Postgres stalled, SIGTERM exits 0 promptly', async () => {
     pg = await StallablePostgres.start('opsterm-pg');
     const env = { DATABASE_URL: pg.url, QUEUE_PREFIX: `{${unique('opstermpg')}}`, DATABASE_QUERY_TIMEOUT_MS: '1500' };
