@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { PrivateService, freePort, startPrivateRedis } from '../../scripts/local-services';
 import { Stack, waitFor } from '../support/stack';
 import { StallablePostgres } from '../support/stallable-postgres';
-import { DEMO } from '../support/stack';
+import { DEMO, METRICS_TOKEN } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 import { waitForMarkers } from './dispatcher-helpers';
 import type { Execution } from '@verity/sdk';
@@ -117,6 +117,35 @@ describe('worker SIGTERM during outages', () => {
     expect(took).toBeLessThan(10_000);
     // The stream was ended, not cut.
     for (;;) if ((await body.read().catch(() => ({ done: true }))).done) break;
+  }, 60_000);
+
+  it('api: Redis down, an accepted execution counts in verity_enqueue_failures_total and readiness says 503', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'verity-opsterm-'));
+    dirs.push(dir);
+    const redis = await startPrivateRedis({ dir, port: await freePort() });
+    services.push(redis);
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    await stack.startApp('api', {
+      REDIS_URL: redis.url,
+      QUEUE_PREFIX: `{${unique('opstermm')}}`,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+    });
+    await redis.kill('SIGKILL');
+    const created = await http<Execution>(url, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([charge(unique('opsterm-metrics'))]),
+    });
+    expect(created.status).toBe(201);
+    expect((await http(url, 'GET', '/health/ready')).status).toBe(503);
+    const metrics = await http<string>(url, 'GET', '/metrics', { key: METRICS_TOKEN });
+    expect(metrics.status).toBe(200);
+    const line = String(metrics.body)
+      .split('\n')
+      .find((l) => l.startsWith('verity_enqueue_failures_total{') && l.includes('advance-execution'));
+    expect(line).toBeDefined();
+    expect(Number(line!.split(' ').pop())).toBeGreaterThanOrEqual(1);
   }, 60_000);
 
   it('reconciler: Postgres stalled, SIGTERM exits 0 promptly', async () => {
