@@ -29,7 +29,12 @@ describe('McpController: a request whose client left before the handler ran', ()
     const socket = Object.assign(new EventEmitter(), { destroyed: true, remoteAddress: '203.0.113.9' });
     const req = Object.assign(new EventEmitter(), {
       method: 'POST',
-      headers: { authorization: 'Bearer vk_test', accept: 'application/json, text/event-stream' },
+      headers: {
+        authorization: 'Bearer vk_test',
+        accept: 'application/json, text/event-stream',
+        // As every MCP client sends it (a body of another type is refused 415 before anything is tracked).
+        'content-type': 'application/json',
+      },
       body: { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'list_connectors', arguments: {} } },
       ip: '203.0.113.9',
       socket,
@@ -71,7 +76,12 @@ describe('McpController: which requests a cancellation may stop', () => {
     const socket = Object.assign(new EventEmitter(), { destroyed: false, remoteAddress: '203.0.113.9' });
     const req = Object.assign(new EventEmitter(), {
       method: 'POST',
-      headers: { authorization: 'Bearer vk_test', accept: 'application/json, text/event-stream' },
+      headers: {
+        authorization: 'Bearer vk_test',
+        accept: 'application/json, text/event-stream',
+        // As every MCP client sends it (a body of another type is refused 415 before anything is tracked).
+        'content-type': 'application/json',
+      },
       body: { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name, arguments: args } },
       ip: '203.0.113.9',
       socket,
