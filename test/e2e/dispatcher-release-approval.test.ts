@@ -23,6 +23,14 @@ describe('a release of a held operation that requires approval', () => {
     ]);
     const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
     expect(held).toMatchObject({ terminal_reason: 'KNOWLEDGE_CONFLICT', attempt: 0, approval: null });
+    // The reviewer is told, where the release is offered, that it approves too.
+    expect((await getOperation(stack, held.id)).resolution_options).toContainEqual(
+      expect.objectContaining({
+        status: 'SENT',
+        permitted: true,
+        why: expect.stringContaining('releasing it grants that approval too'),
+      }),
+    );
     const released = await http(stack.apiUrl, 'POST', `/v1/operations/${held.id}/resolve`, {
       key: DEMO.reviewer,
       body: { status: 'SENT', evidence: 'the conflict is understood; send it' },
@@ -69,6 +77,13 @@ describe('a release of a held operation that requires approval', () => {
     const reference = unique('rn');
     const created = await submit(stack, [charge(reference, { expected_state: { charged: true } })]);
     const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    expect((await getOperation(stack, held.id)).resolution_options).toContainEqual(
+      expect.objectContaining({
+        status: 'SENT',
+        permitted: true,
+        why: 'it was never sent: release it to be sent now, once',
+      }),
+    );
     const released = await http(stack.apiUrl, 'POST', `/v1/operations/${held.id}/resolve`, {
       key: DEMO.reviewer,
       body: { status: 'SENT', evidence: 'send it' },

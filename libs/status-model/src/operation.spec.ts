@@ -721,6 +721,32 @@ describe('resolutionOptions: every action with its reason, exactly what the gate
     ).toEqual([S.VERIFIED, S.FAILED]);
   });
 
+  it('says when a release also grants the approval the operation needs', () => {
+    const sentOption = (grantsApproval?: boolean) =>
+      resolutionOptions({
+        status: S.MANUAL_REVIEW,
+        everSent: false,
+        heldFor: TerminalReason.KNOWLEDGE_CONFLICT,
+        canReadBack: true,
+        release: {
+          executionStatus: ExecutionStatus.RUNNING,
+          deadlinePassed: false,
+          dependencies: 'done',
+          grantsApproval,
+        },
+      }).find((o) => o.status === S.SENT);
+    expect(sentOption(true)).toMatchObject({
+      permitted: true,
+      why: expect.stringContaining('releasing it grants that approval too'),
+    });
+    for (const grants of [false, undefined]) {
+      expect(sentOption(grants)).toMatchObject({
+        permitted: true,
+        why: 'it was never sent: release it to be sent now, once',
+      });
+    }
+  });
+
   it('does not release past the execution’s deadline before the sweeper expired it; a completed one is not bound by it', () => {
     const options = (executionStatus: ExecutionStatus) =>
       resolutionOptions({

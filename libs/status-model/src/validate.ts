@@ -193,6 +193,10 @@ const PERMITTED_WHY: Record<ResolutionStatus, string> = {
   CANCELLED: 'it was never sent: cancel it, nothing will be sent',
 };
 
+/** A release that also grants the approval the operation needs (ReleaseNeeds.grantsApproval). */
+const RELEASE_GRANTING_APPROVAL_WHY =
+  'it was never sent: release it to be sent now, once; it needs approval, and releasing it grants that approval too';
+
 const REFUSED_WHY: Partial<Record<StatusModelErrorCode, string>> = {
   [StatusModelErrorCode.ALREADY_SENT]:
     'it was already sent: it cannot be sent again or cancelled; judge what happened instead (VERIFIED or FAILED)',
@@ -285,7 +289,9 @@ export function resolutionOptions(input: {
       permitted: true,
       why: readFirst
         ? 'no effect exists: Verity reads the source first and refuses unless it answers without the effect'
-        : PERMITTED_WHY[to],
+        : to === OperationStatus.SENT && input.release?.grantsApproval
+          ? RELEASE_GRANTING_APPROVAL_WHY
+          : PERMITTED_WHY[to],
       check: readFirst ? 'read_back' : null,
       available_at: null,
     };
@@ -346,6 +352,11 @@ export interface ReleaseNeeds {
    */
   deadlinePassed: boolean;
   dependencies: DependenciesState;
+  /**
+   * The release grants the operation's approval with it (releaseGrantsApproval: the agent or the tenant's policy asks
+   * for one, or one is on record): the option says so, so that a reviewer does not approve without knowing it.
+   */
+  grantsApproval?: boolean;
 }
 
 function releaseRefusal(release: ReleaseNeeds | undefined) {

@@ -7,6 +7,7 @@ import {
   absenceEvidenceOfMany,
   findExecution,
   findOperations,
+  loadTenantSettings,
   recordedResolution,
 } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig, callTimings } from '@verity/platform';
@@ -18,7 +19,10 @@ import {
   dependenciesState,
   everSent,
   latestByKey,
+  needsApproval,
+  releaseGrantsApproval,
   resolutionOptions,
+  tenantApprovalRules,
 } from '@verity/status-model';
 import { DataSource } from 'typeorm';
 
@@ -127,6 +131,7 @@ export class ResolutionOptionsService {
     known: { executions?: readonly ExecutionEntity[]; operations?: readonly OperationEntity[] },
   ): Promise<Map<string, ReleaseNeeds>> {
     const needs = new Map<string, ReleaseNeeds>();
+    let rules: ReturnType<typeof tenantApprovalRules> | undefined;
     const executions = new Map((known.executions ?? []).map((e) => [e.id, e]));
     const siblings = new Map<string, OperationEntity[]>();
     for (const op of known.operations ?? []) {
@@ -145,11 +150,17 @@ export class ResolutionOptionsService {
         siblings.set(op.executionId, ofExecution);
       }
       const latest = latestByKey(op.dependsOn.length > 0 ? (ofExecution ?? []) : []);
+      // The tenant's policy as it stands now, read once for the page: the release grants by the same rule (resolve).
+      rules ??= tenantApprovalRules(
+        await loadTenantSettings(this.db.manager, tenantId),
+        this.connectors.approvalAmountDeclarations(),
+      );
       needs.set(op.id, {
         executionStatus: execution.status,
         // By this process' clock; the statement that commits the release judges it again by the database's.
         deadlinePassed: execution.deadlineAt.getTime() <= Date.now(),
         dependencies: dependenciesState(op.dependsOn.map((key) => latest.get(key))),
+        grantsApproval: releaseGrantsApproval(needsApproval(op, rules), op.approval),
       });
     }
     return needs;
