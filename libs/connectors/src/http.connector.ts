@@ -567,6 +567,22 @@ export class HttpConnector implements Connector {
         notMade: true,
       };
     }
+    if (usesRef && ref !== undefined && !namesARecord(ref)) {
+      // "", "." or "..": substituted, it names no record. In a path it leaves the collection's URL or is a dot segment
+      // the URL parser resolves (encodeURIComponent leaves dots as they are, and "%2e" is a dot segment too), so
+      // `/items/{{ref}}` would ask `/items/` or `/` — a source that does not name this effect (nor any other), whose
+      // answer could verify a call that did nothing. The reference is the target's answer at the operation's own
+      // ref_field (an echo of what the agent sent, at worst). Not made: inconclusive, so a person decides.
+      return {
+        kind: 'unreachable',
+        evidence: {
+          source: spec.url,
+          read_at: readAt(),
+          error: `the reference the provider returned (${JSON.stringify(ref)}) names no record: it cannot be read back`,
+        },
+        notMade: true,
+      };
+    }
     if (usesRef && ref !== undefined && holdsRedactedSecret(ref)) {
       // The provider's reference held a tenant secret value and was stored redacted: the URL built from it would name
       // another record, whose absence proves nothing about this effect. Inconclusive, so a person decides.
@@ -737,6 +753,14 @@ export async function guardedExchange(
   const exchange = await httpExchange({ ...request, url: target.url.toString(), lookup });
   if (refusal.message !== undefined) return { kind: 'refused', message: refusal.message };
   return exchange;
+}
+
+/**
+ * Whether a provider's reference, put in a read-back's URL or header, still names something: not empty, and not a dot
+ * segment ("." or ".."), which the URL parser removes with the segment before it.
+ */
+function namesARecord(ref: string): boolean {
+  return ref !== '' && ref !== '.' && ref !== '..';
 }
 
 /** A read not made under `read_back_binding: "bound"`: inconclusive, with the reason in its evidence. */
