@@ -232,7 +232,9 @@ export function parseProblem(status: number, text: string): ProblemDetails {
       ...body,
       type: typeof body.type === 'string' ? body.type : 'about:blank',
       title: typeof body.title === 'string' ? body.title : statusTitle(status),
-      status: typeof body.status === 'number' ? body.status : status,
+      // The status received decides, not a `status` member saying otherwise (a gateway's JSON, an intermediary that
+      // changed the status): a 503 whose body says 400 must not read as "refused, nothing was written".
+      status,
       detail: typeof body.detail === 'string' ? body.detail : undefined,
       instance: typeof body.instance === 'string' ? body.instance : undefined,
       ...(errors ? { errors } : {}),

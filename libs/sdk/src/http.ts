@@ -129,7 +129,16 @@ export class Transport {
       let response: Response;
       let text: string;
       try {
-        response = await this.fetch(url, { method: spec.method, headers, body, signal: AbortSignal.any(signals) });
+        response = await this.fetch(url, {
+          method: spec.method,
+          headers,
+          body,
+          // A POST is never followed to a Location: fetch would turn it into a GET after a 301, 302 or 303 (and report
+          // the list of executions as the one created), or send it a second time after a 307 or 308. The 3xx is the
+          // answer; the API itself never redirects.
+          ...(spec.method !== 'GET' ? { redirect: 'manual' as const } : {}),
+          signal: AbortSignal.any(signals),
+        });
         // Reading the body is part of the exchange: a reset here is a network error like any other.
         text = await response.text();
       } catch (error) {

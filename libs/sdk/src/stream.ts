@@ -159,7 +159,8 @@ export class ExecutionStream implements AsyncIterable<ExecutionEvent> {
         this.connections += 1;
         failures = 0;
 
-        const queue: ExecutionEvent[] = [];
+        // Each event with the SSE `id:` of its frame, where its data names none.
+        const queue: { event: ExecutionEvent; frameId: string | undefined }[] = [];
         let end: StreamEndReason | undefined;
         let malformed: string | undefined;
         const parser = createParser({
@@ -170,7 +171,7 @@ export class ExecutionStream implements AsyncIterable<ExecutionEvent> {
               return;
             }
             try {
-              queue.push(JSON.parse(message.data) as ExecutionEvent);
+              queue.push({ event: JSON.parse(message.data) as ExecutionEvent, frameId: message.id || undefined });
             } catch {
               malformed ??= message.data.slice(0, 200);
             }
@@ -189,8 +190,9 @@ export class ExecutionStream implements AsyncIterable<ExecutionEvent> {
             armIdle();
             parser.feed(decoder.decode(value, { stream: true }));
             while (queue.length > 0) {
-              const event = queue.shift()!;
-              this.lastEventId = event.id;
+              const { event, frameId } = queue.shift()!;
+              // Never back to undefined: a reconnection without Last-Event-ID would replay the log from its start.
+              this.lastEventId = event.id || frameId || this.lastEventId;
               yield event;
             }
             if (malformed !== undefined) throw new MalformedFrame(`an event frame is not JSON: ${malformed}`);

@@ -1,0 +1,168 @@
+import { createServer, IncomingMessage, ServerResponse } from 'node:http';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { Verity } from './client';
+import { VerityError } from './errors';
+import { createVerityMcpServer } from './mcp/server';
+import { closedAfterEachTest, listenLocally } from '../../../test/support/local-server';
+import { UNIT_SUBMISSION } from '../../../test/support/http';
+
+const closeAfterTest = closedAfterEachTest();
+
+interface Seen {
+  method: string;
+  url: string;
+}
+
+async function listen(handler: (req: IncomingMessage, res: ServerResponse, n: number) => void) {
+  const seen: Seen[] = [];
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      seen.push({ method: req.method!, url: req.url! });
+      handler(req, res, seen.length);
+    });
+  });
+  return { ...closeAfterTest(await listenLocally(server)), seen };
+}
+
+describe('SDK: a POST answered with a redirect', () => {
+  it.each([301, 302, 303])(
+    'a create answered %i is never turned into a GET and reported as accepted',
+    async (status) => {
+      const api = await listen((req, res) => {
+        if (req.method === 'POST') {
+          res.writeHead(status, { location: '/v1/executions' });
+          res.end();
+          return;
+        }
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ data: [], next_cursor: null }));
+      });
+      const dx = new Verity({ baseUrl: api.url, apiKey: 'sk-unit', backoffMs: 1 });
+      const outcome = await dx.executions.createWithMeta(UNIT_SUBMISSION).then(
+        (created) => ({ created }),
+        (error: unknown) => ({ error }),
+      );
+      // Only the POST was sent: the SDK did not follow the redirect with a GET of the list.
+      expect(api.seen.map((s) => s.method)).toEqual(['POST']);
+      expect(outcome).toHaveProperty('error');
+      expect((outcome as { error: unknown }).error).toBeInstanceOf(VerityError);
+      expect((outcome as { error: VerityError }).error.status).toBe(status);
+    },
+  );
+
+  it('an approval answered 307 is not sent a second time to the Location', async () => {
+    const api = await listen((req, res, n) => {
+      if (n === 1) {
+        res.writeHead(307, { location: '/elsewhere/approval' });
+        res.end();
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ id: 'op_1' }));
+    });
+    const dx = new Verity({ baseUrl: api.url, apiKey: 'sk-unit' });
+    await dx.operations.approve('op_1').catch(() => undefined);
+    expect(api.seen).toEqual([{ method: 'POST', url: '/v1/operations/op_1/approval' }]);
+  });
+});
+
+describe('SDK: the HTTP status, not the body, decides whether a create may have been carried out', () => {
+  it('a 502 whose JSON body names another status is still inconclusive: retried with the same key', async () => {
+    const api = await listen((req, res, n) => {
+      if (n === 1) {
+        res.writeHead(502, { 'content-type': 'application/json' });
+        // A gateway's JSON with a status member of its own.
+        res.end(JSON.stringify({ status: 400, title: 'upstream error' }));
+        return;
+      }
+      res.writeHead(201, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ id: 'exe_1', operations: [] }));
+    });
+    const dx = new Verity({ baseUrl: api.url, apiKey: 'sk-unit', backoffMs: 1 });
+    const created = await dx.executions.createWithMeta(UNIT_SUBMISSION).catch((error: unknown) => error);
+    expect(api.seen).toHaveLength(2);
+    expect(created).toMatchObject({ attempts: 2 });
+  });
+
+  it('a 503 on a cancel whose JSON body says 400 is outcomeUnknown, never a plain refusal', async () => {
+    const api = await listen((req, res) => {
+      res.writeHead(503, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ status: 400, title: 'upstream error' }));
+    });
+    const dx = new Verity({ baseUrl: api.url, apiKey: 'sk-unit' });
+    const error = (await dx.executions.cancel('exe_1').catch((e: unknown) => e)) as VerityError;
+    expect(error).toBeInstanceOf(VerityError);
+    expect(error.outcomeUnknown).toBe(true);
+  });
+});
+
+describe('ExecutionStream: frames whose data names no id', () => {
+  it('resumes after the SSE id of the last frame, not from the start: no duplicate', async () => {
+    const lastEventIds: (string | undefined)[] = [];
+    const server = createServer((req, res) => {
+      const header = req.headers['last-event-id'] as string | undefined;
+      lastEventIds.push(header);
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const after = header ? Number(header) : 0;
+      // CRLF line endings; the data carries a seq and a type, the id travels in the frame's `id:` only.
+      const frame = (seq: number) => `id: ${seq}\r\nevent: x\r\ndata: {"seq":${seq},"type":"x","note":"é"}\r\n\r\n`;
+      if (after === 0) {
+        const bytes = Buffer.from(frame(1) + frame(2));
+        // Split inside the two-byte é of the second frame, then tear the connection.
+        const cut = bytes.indexOf(Buffer.from('é', 'utf8'), bytes.indexOf('"seq":2')) + 1;
+        res.write(bytes.subarray(0, cut), () => res.write(bytes.subarray(cut), () => req.socket.destroy()));
+        return;
+      }
+      for (let seq = after + 1; seq <= 4; seq += 1) res.write(frame(seq));
+      res.end('event: end\r\ndata: {"reason":"settled"}\r\n\r\n');
+    });
+    const { url } = closeAfterTest(await listenLocally(server));
+    const dx = new Verity({ baseUrl: url, apiKey: 'sk-unit' });
+    const events = await dx.stream('exe_1', { reconnectDelayMs: 1 }).toArray();
+    expect(events.map((e) => e.seq)).toEqual([1, 2, 3, 4]);
+    expect(events[1]).toMatchObject({ note: 'é' });
+    expect(lastEventIds).toEqual([undefined, '2']);
+  });
+});
+
+describe('MCP: wait_for_execution answers within its bound', () => {
+  // A known defect, not fixed yet: after a wait that ran out, the state is read under a read bound of its own, so the
+  // answer can come timeout_seconds + readTimeoutMs after the call (50 s + 50 s by default, past the 60 s an MCP client
+  // waits). `it.failing` until the two share one bound; then make this an `it`.
+  it.failing(
+    'with the API hanging, the answer comes within timeout_seconds plus a small margin, not timeout + read bound',
+    async () => {
+      const api = await listen(() => {
+        // Never answers: a database stall.
+      });
+      const readTimeoutMs = 2_000;
+      const mcp = createVerityMcpServer({
+        client: new Verity({ baseUrl: api.url, apiKey: 'sk-unit', backoffMs: 5 }),
+        readTimeoutMs,
+      });
+      const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+      await mcp.server.connect(serverSide);
+      const client = new Client({ name: 'unit', version: '0' });
+      await client.connect(clientSide);
+      try {
+        const started = Date.now();
+        const result = (await client.callTool({
+          name: 'wait_for_execution',
+          arguments: { execution_id: 'exe_1', timeout_seconds: 1 },
+        })) as CallToolResult;
+        const took = Date.now() - started;
+        expect(result.isError).toBe(true);
+        // The tool promises an answer after timeout_seconds; a second full read bound (here 2 s, by default 50 s
+        // on top of a 50 s wait: past every MCP client's 60 s timeout) must not be added to it.
+        expect(took).toBeLessThan(1_000 + readTimeoutMs);
+      } finally {
+        mcp.close();
+        await client.close();
+        await mcp.server.close();
+      }
+    },
+  );
+});
