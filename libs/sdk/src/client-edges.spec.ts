@@ -129,40 +129,38 @@ describe('ExecutionStream: frames whose data names no id', () => {
 });
 
 describe('MCP: wait_for_execution answers within its bound', () => {
-  // A known defect, not fixed yet: after a wait that ran out, the state is read under a read bound of its own, so the
-  // answer can come timeout_seconds + readTimeoutMs after the call (50 s + 50 s by default, past the 60 s an MCP client
-  // waits). `it.failing` until the two share one bound; then make this an `it`.
-  it.failing(
-    'with the API hanging, the answer comes within timeout_seconds plus a small margin, not timeout + read bound',
-    async () => {
-      const api = await listen(() => {
-        // Never answers: a database stall.
-      });
-      const readTimeoutMs = 2_000;
-      const mcp = createVerityMcpServer({
-        client: new Verity({ baseUrl: api.url, apiKey: 'sk-unit', backoffMs: 5 }),
-        readTimeoutMs,
-      });
-      const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-      await mcp.server.connect(serverSide);
-      const client = new Client({ name: 'unit', version: '0' });
-      await client.connect(clientSide);
-      try {
-        const started = Date.now();
-        const result = (await client.callTool({
-          name: 'wait_for_execution',
-          arguments: { execution_id: 'exe_1', timeout_seconds: 1 },
-        })) as CallToolResult;
-        const took = Date.now() - started;
-        expect(result.isError).toBe(true);
-        // The tool promises an answer after timeout_seconds; a second full read bound (here 2 s, by default 50 s
-        // on top of a 50 s wait: past every MCP client's 60 s timeout) must not be added to it.
-        expect(took).toBeLessThan(1_000 + readTimeoutMs);
-      } finally {
-        mcp.close();
-        await client.close();
-        await mcp.server.close();
-      }
-    },
-  );
+  // After a wait that ran out, the state was read under the read bound of its own, so the answer could come
+  // timeout_seconds + readTimeoutMs after the call (50 s + 50 s by default, past the 60 s an MCP client waits). The
+  // read after the wait has a bound of its own now (waitReadTimeoutMs, 8 s by default), here 200 ms.
+  it('with the API hanging, the answer comes within timeout_seconds plus a small margin, not timeout + read bound', async () => {
+    const api = await listen(() => {
+      // Never answers: a database stall.
+    });
+    const readTimeoutMs = 2_000;
+    const mcp = createVerityMcpServer({
+      client: new Verity({ baseUrl: api.url, apiKey: 'sk-unit', backoffMs: 5 }),
+      readTimeoutMs,
+      waitReadTimeoutMs: 200,
+    });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await mcp.server.connect(serverSide);
+    const client = new Client({ name: 'unit', version: '0' });
+    await client.connect(clientSide);
+    try {
+      const started = Date.now();
+      const result = (await client.callTool({
+        name: 'wait_for_execution',
+        arguments: { execution_id: 'exe_1', timeout_seconds: 1 },
+      })) as CallToolResult;
+      const took = Date.now() - started;
+      expect(result.isError).toBe(true);
+      // The tool promises an answer after timeout_seconds; a second full read bound (here 2 s, by default 50 s
+      // on top of a 50 s wait: past every MCP client's 60 s timeout) must not be added to it.
+      expect(took).toBeLessThan(1_000 + readTimeoutMs);
+    } finally {
+      mcp.close();
+      await client.close();
+      await mcp.server.close();
+    }
+  });
 });

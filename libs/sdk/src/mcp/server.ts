@@ -73,7 +73,16 @@ export interface VerityMcpOptions {
    * have been carried out. A client's cancellation of its request aborts the calls too.
    */
   readTimeoutMs?: number;
+  /**
+   * How long wait_for_execution may then take to read the state it answers with (default 8 s, and never more than
+   * readTimeoutMs): the wait itself takes up to timeout_seconds (50 s at most), and the whole answer must come before
+   * the MCP clients' usual 60 s. Past it the tool answers that there was no answer (nothing was changed).
+   */
+  waitReadTimeoutMs?: number;
 }
+
+/** What wait_for_execution's read after the wait may take by default: 50 s of waiting + 8 s, below 60 s. */
+export const WAIT_READ_TIMEOUT_MS = 8_000;
 
 /** Below the MCP clients' usual 60 s request timeout, like MAX_WAIT_SECONDS. */
 export const SUBMIT_TIMEOUT_MS = 50_000;
@@ -131,15 +140,20 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
   const histories = (executionId: string, signal: AbortSignal) => readHistories(dx, executionId, historyBounds, signal);
   const submitTimeoutMs = Math.max(Math.trunc(options.submitTimeoutMs ?? SUBMIT_TIMEOUT_MS), 1);
   const readTimeoutMs = Math.max(Math.trunc(options.readTimeoutMs ?? READ_TIMEOUT_MS), 1);
+  const waitReadTimeoutMs = Math.min(
+    Math.max(Math.trunc(options.waitReadTimeoutMs ?? WAIT_READ_TIMEOUT_MS), 1),
+    readTimeoutMs,
+  );
   /** A read's calls under the read bound and the client's signal; past the bound, "no answer" (nothing was changed). */
   const read = (
     callerSignal: AbortSignal,
     run: (signal: AbortSignal) => Promise<CallToolResult>,
     callAgain: string = CALL_AGAIN.read,
+    boundMs = readTimeoutMs,
   ) =>
     guarded(
       () =>
-        withinBound(readTimeoutMs, callerSignal, run, (why) =>
+        withinBound(boundMs, callerSignal, run, (why) =>
           unanswered(why, `no answer in time: nothing was changed; read again`, undefined, callAgain),
         ),
       callAgain,
@@ -272,7 +286,8 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
         const head = timedOut
           ? `Not settled after ${timeoutMs / 1000} s; this is the current state. Call wait_for_execution again to keep waiting; do not resubmit.`
           : undefined;
-        // The state and its histories, read after the wait under the read bound of their own.
+        // The state and its histories, read after the wait under a bound of their own that the wait leaves room for:
+        // under the read bound (50 s) on top of a 50 s wait, the answer came after the client had given up.
         return read(
           extra.signal,
           async (signal) => {
@@ -280,6 +295,7 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
             return executionResult(current, await histories(execution_id, signal), head, { timed_out: timedOut });
           },
           CALL_AGAIN.wait,
+          waitReadTimeoutMs,
         );
       }, CALL_AGAIN.wait),
   );
