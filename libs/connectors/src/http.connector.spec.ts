@@ -138,6 +138,21 @@ describe('http connector', () => {
       [{ body: { token: '{{secret:crm_token}}' } }, /^body: secrets/],
       [{ url: 'http://example.com/{{nope}}' }, /unknown template variable/],
       [{ headers: { host: 'internal' } }, /^headers\.host: this header is set by Verity/],
+      // What a proxy or framework in front of the host would route or re-method by: not what the allowlist judged.
+      [{ headers: { 'X-Forwarded-Host': 'internal' } }, /^headers\.X-Forwarded-Host: this header is set by Verity/],
+      [{ headers: { Forwarded: 'host=internal' } }, /^headers\.Forwarded: this header is set by Verity/],
+      [{ headers: { 'X-Original-URL': '/admin' } }, /^headers\.X-Original-URL: this header is set by Verity/],
+      [
+        {
+          read_back: {
+            url: 'http://example.com/s/{{operation_id}}',
+            headers: { 'X-HTTP-Method-Override': 'DELETE' },
+            field: 'a',
+            equals: 1,
+          },
+        },
+        /^read_back\.headers\.X-HTTP-Method-Override: this header is set by Verity/,
+      ],
       [{ headers: { 'x-a': 'a\r\nx-b: b' } }, /no line breaks/],
       // Names ignore case: only the last of the two would be sent.
       [{ headers: { 'X-Op': '{{operation_id}}', 'x-op': 'nothing' } }, /^headers\.x-op: this header is given twice/],

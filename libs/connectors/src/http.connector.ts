@@ -43,7 +43,10 @@ export const HTTP_MAX_RESPONSE_BYTES = 64 * 1024;
 const MAX_BODY_CHARS = 64 * 1024;
 
 /**
- * Headers the client sets itself, or that would let a request template smuggle a second request or reach a proxy.
+ * Headers the client sets itself, or that would let a request template smuggle a second request or reach a proxy —
+ * or tell a proxy or framework in front of an allowlisted host to act on another host, path or method than the
+ * request names: routed by them, the call reaches what the allowlist never judged, and a read (GET) may become a
+ * write that every reconciliation read repeats, while the record shows the URL and method the operation names.
  */
 const FORBIDDEN_HEADERS = new Set([
   'host',
@@ -57,6 +60,17 @@ const FORBIDDEN_HEADERS = new Set([
   'trailer',
   'proxy-authorization',
   'proxy-connection',
+  'forwarded',
+  'x-forwarded-host',
+  'x-forwarded-for',
+  'x-forwarded-proto',
+  'x-forwarded-port',
+  'x-forwarded-prefix',
+  'x-original-url',
+  'x-rewrite-url',
+  'x-http-method-override',
+  'x-http-method',
+  'x-method-override',
 ]);
 
 const PLACEHOLDER = /\{\{\s*([^{}]*?)\s*\}\}/g;
