@@ -142,6 +142,10 @@ describe('http connector', () => {
       [{ headers: { 'X-Forwarded-Host': 'internal' } }, /^headers\.X-Forwarded-Host: this header is set by Verity/],
       [{ headers: { Forwarded: 'host=internal' } }, /^headers\.Forwarded: this header is set by Verity/],
       [{ headers: { 'X-Original-URL': '/admin' } }, /^headers\.X-Original-URL: this header is set by Verity/],
+      // A CGI-style server (PHP, WSGI) reads X_Forwarded_Host as HTTP_X_FORWARDED_HOST, the same variable.
+      [{ headers: { X_Forwarded_Host: 'internal' } }, /^headers\.X_Forwarded_Host: this header is set by Verity/],
+      [{ headers: { 'X-Forwarded-Uri': '/admin' } }, /^headers\.X-Forwarded-Uri: this header is set by Verity/],
+      [{ headers: { 'X-Original-Host': 'internal' } }, /^headers\.X-Original-Host: this header is set by Verity/],
       [
         {
           read_back: {
@@ -152,6 +156,17 @@ describe('http connector', () => {
           },
         },
         /^read_back\.headers\.X-HTTP-Method-Override: this header is set by Verity/,
+      ],
+      [
+        {
+          read_back: {
+            url: 'http://example.com/s/{{operation_id}}',
+            headers: { X_HTTP_Method_Override: 'DELETE' },
+            field: 'a',
+            equals: 1,
+          },
+        },
+        /^read_back\.headers\.X_HTTP_Method_Override: this header is set by Verity/,
       ],
       [{ headers: { 'x-a': 'a\r\nx-b: b' } }, /no line breaks/],
       // Names ignore case: only the last of the two would be sent.

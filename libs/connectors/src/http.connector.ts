@@ -66,12 +66,25 @@ const FORBIDDEN_HEADERS = new Set([
   'x-forwarded-proto',
   'x-forwarded-port',
   'x-forwarded-prefix',
+  'x-forwarded-uri',
+  'x-forwarded-server',
+  'x-original-host',
+  'x-original-uri',
   'x-original-url',
   'x-rewrite-url',
   'x-http-method-override',
   'x-http-method',
   'x-method-override',
+  'x-original-method',
 ]);
+
+/**
+ * Whether a header name is refused, ignoring case and `_` for `-`: a CGI-style server (PHP, WSGI and the like) reads
+ * `X_Forwarded_Host` as HTTP_X_FORWARDED_HOST, the variable `X-Forwarded-Host` becomes.
+ */
+function forbiddenHeader(name: string): boolean {
+  return FORBIDDEN_HEADERS.has(name.toLowerCase().replace(/_/g, '-'));
+}
 
 const PLACEHOLDER = /\{\{\s*([^{}]*?)\s*\}\}/g;
 const SECRET_PLACEHOLDER = /^secret:([A-Za-z0-9_.-]{1,64})$/;
@@ -308,7 +321,7 @@ const FORBIDDEN_HEADER_RULE = 'this header is set by Verity or not allowed';
 const HeaderName = z
   .string()
   .regex(HEADER_NAME, 'an HTTP header name')
-  .refine((name) => !FORBIDDEN_HEADERS.has(name.toLowerCase()), FORBIDDEN_HEADER_RULE);
+  .refine((name) => !forbiddenHeader(name), FORBIDDEN_HEADER_RULE);
 
 const Headers = (place: Place) =>
   z
@@ -334,7 +347,7 @@ const Headers = (place: Place) =>
           ctx.addIssue({ code: 'custom', path: [name], message: 'this header is given twice (names ignore case)' });
         }
         seen.add(name.toLowerCase());
-        if (FORBIDDEN_HEADERS.has(name.toLowerCase())) {
+        if (forbiddenHeader(name)) {
           ctx.addIssue({ code: 'custom', path: [name], message: FORBIDDEN_HEADER_RULE });
         }
         const problem = placeholderProblem(value, place);
