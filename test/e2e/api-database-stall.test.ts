@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { DEMO, Stack, freePort, waitFor } from '../support/stack';
 import { StallablePostgres } from '../support/stallable-postgres';
 import { charge, http, submission, unique } from '../support/http';
@@ -11,16 +10,6 @@ import type { Execution } from '@verity/sdk';
  * on SIGTERM with exit 0 while a statement hangs. Before: the request hung until the client gave up; a SIGTERM then
  * ended in the 25 s forced exit 1 (the answered request's keep-alive connection held server.close()).
  */
-
-/** Bytes sent to the server that it has not read yet (the Recv-Q of its sessions' sockets). */
-function unreadAtServer(port: number): number {
-  return execFileSync('ss', ['-tnH', 'state', 'established', `( sport = :${port} )`])
-    .toString()
-    .trim()
-    .split('\n')
-    .filter(Boolean)
-    .reduce((sum, line) => sum + Number(line.trim().split(/\s+/)[0]), 0);
-}
 
 const QUERY_TIMEOUT_MS = 1500;
 
@@ -101,7 +90,7 @@ describe('a stalled Postgres', () => {
     const hanging = http(url, 'GET', '/v1/executions', { key: DEMO.agent });
     // The statement has reached the server (unread bytes wait on its side of a session) before the signal.
     await waitFor(
-      async () => unreadAtServer(pg!.port),
+      async () => pg!.unreadBytes(),
       (bytes) => bytes > 0,
       10_000,
       50,

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PrivateService, freePort, startPrivateRedis } from '../../scripts/local-services';
-import { Stack, waitFor } from '../support/stack';
+import { RunningApp, Stack, waitFor } from '../support/stack';
 import { StallablePostgres } from '../support/stallable-postgres';
 import { DEMO, METRICS_TOKEN } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
@@ -30,14 +30,30 @@ describe('worker SIGTERM during outages', () => {
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
   });
 
+  /** A private Redis of this test's own, and the env that points an app at it under a fresh queue prefix. */
+  async function privateRedis(label: string) {
+    const dir = mkdtempSync(join(tmpdir(), 'verity-opsterm-'));
+    dirs.push(dir);
+    const redis = await startPrivateRedis({ dir, port: await freePort() });
+    services.push(redis);
+    return { redis, env: { REDIS_URL: redis.url, QUEUE_PREFIX: `{${unique(label)}}` } };
+  }
+
+  /** SIGTERM to the app: its exit code, and how long it took (its output is printed when either is not as hoped). */
+  async function stop(app: RunningApp): Promise<{ code: number | null; took: number }> {
+    const stopping = Date.now();
+    app.child.kill('SIGTERM');
+    const code = await app.exited;
+    const took = Date.now() - stopping;
+    if (code !== 0 || took > 10_000) console.log(took, app.output.join('').slice(-4000));
+    return { code, took };
+  }
+
   it.each(['dispatcher', 'reconciler'] as const)(
     '%s: Redis down, SIGTERM exits 0 promptly',
     async (name) => {
-      const dir = mkdtempSync(join(tmpdir(), 'verity-opsterm-'));
-      dirs.push(dir);
-      const redis = await startPrivateRedis({ dir, port: await freePort() });
-      services.push(redis);
-      const app = await stack.startApp(name, { REDIS_URL: redis.url, QUEUE_PREFIX: `{${unique('opsterm')}}` });
+      const { redis, env } = await privateRedis('opsterm');
+      const app = await stack.startApp(name, env);
       await redis.kill('SIGKILL');
       // The worker has noticed (its error listener logged).
       await waitFor(
@@ -45,11 +61,7 @@ describe('worker SIGTERM during outages', () => {
         (seen) => seen,
         15_000,
       ).catch(() => undefined);
-      const stopping = Date.now();
-      app.child.kill('SIGTERM');
-      const code = await app.exited;
-      const took = Date.now() - stopping;
-      if (code !== 0 || took > 10_000) console.log(took, app.output.join('').slice(-4000));
+      const { code, took } = await stop(app);
       expect(code).toBe(0);
       expect(took).toBeLessThan(10_000);
     },
@@ -57,11 +69,7 @@ describe('worker SIGTERM during outages', () => {
   );
 
   it('dispatcher: Redis dies during a send, SIGTERM: the send finishes and is recorded, exit 0 promptly', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'verity-opsterm-'));
-    dirs.push(dir);
-    const redis = await startPrivateRedis({ dir, port: await freePort() });
-    services.push(redis);
-    const env = { REDIS_URL: redis.url, QUEUE_PREFIX: `{${unique('opstermsend')}}` };
+    const { redis, env } = await privateRedis('opstermsend');
     const port = await freePort();
     await stack.startApp('api', { ...env, PORT: String(port), HOST: '127.0.0.1' });
     const app = await stack.startApp('dispatcher', { ...env, TEST_PAUSE_AFTER_CALL_MS: '3000' });
@@ -72,11 +80,7 @@ describe('worker SIGTERM during outages', () => {
     expect(created.status).toBe(201);
     await waitForMarkers(app, 'paused after call', 1);
     await redis.kill('SIGKILL');
-    const stopping = Date.now();
-    app.child.kill('SIGTERM');
-    const code = await app.exited;
-    const took = Date.now() - stopping;
-    if (code !== 0 || took > 10_000) console.log(took, app.output.join('').slice(-4000));
+    const { code, took } = await stop(app);
     expect(code).toBe(0);
     expect(took).toBeLessThan(10_000);
     // Recorded by the stopping process itself (no reconciler runs here): not left SENT.
@@ -88,11 +92,7 @@ describe('worker SIGTERM during outages', () => {
   }, 60_000);
 
   it('api: Redis down with an open stream, SIGTERM exits 0 promptly', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'verity-opsterm-'));
-    dirs.push(dir);
-    const redis = await startPrivateRedis({ dir, port: await freePort() });
-    services.push(redis);
-    const env = { REDIS_URL: redis.url, QUEUE_PREFIX: `{${unique('opstermapi')}}` };
+    const { redis, env } = await privateRedis('opstermapi');
     const port = await freePort();
     const url = `http://127.0.0.1:${port}`;
     const app = await stack.startApp('api', { ...env, PORT: String(port), HOST: '127.0.0.1' });
@@ -108,11 +108,7 @@ describe('worker SIGTERM during outages', () => {
     const body = stream.body!.getReader();
     await body.read();
     await redis.kill('SIGKILL');
-    const stopping = Date.now();
-    app.child.kill('SIGTERM');
-    const code = await app.exited;
-    const took = Date.now() - stopping;
-    if (code !== 0 || took > 10_000) console.log(took, app.output.join('').slice(-4000));
+    const { code, took } = await stop(app);
     expect(code).toBe(0);
     expect(took).toBeLessThan(10_000);
     // The stream was ended, not cut.
@@ -120,18 +116,10 @@ describe('worker SIGTERM during outages', () => {
   }, 60_000);
 
   it('api: Redis down, an accepted execution counts in verity_enqueue_failures_total and readiness says 503', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'verity-opsterm-'));
-    dirs.push(dir);
-    const redis = await startPrivateRedis({ dir, port: await freePort() });
-    services.push(redis);
+    const { redis, env } = await privateRedis('opstermm');
     const port = await freePort();
     const url = `http://127.0.0.1:${port}`;
-    await stack.startApp('api', {
-      REDIS_URL: redis.url,
-      QUEUE_PREFIX: `{${unique('opstermm')}}`,
-      PORT: String(port),
-      HOST: '127.0.0.1',
-    });
+    await stack.startApp('api', { ...env, PORT: String(port), HOST: '127.0.0.1' });
     await redis.kill('SIGKILL');
     const created = await http<Execution>(url, 'POST', '/v1/executions', {
       key: DEMO.agent,
@@ -161,12 +149,13 @@ describe('worker SIGTERM during outages', () => {
     });
     const app = await stack.startApp('reconciler', env);
     pg.stall();
-    await new Promise((r) => setTimeout(r, 2000));
-    const stopping = Date.now();
-    app.child.kill('SIGTERM');
-    const code = await app.exited;
-    const took = Date.now() - stopping;
-    if (code !== 0 || took > 10_000) console.log(took, app.output.join('').slice(-4000));
+    // A statement of the reconciler's (its sweep) has reached the stalled server: it is waiting on it.
+    await waitFor(
+      async () => pg!.unreadBytes(),
+      (bytes) => bytes > 0,
+      15_000,
+    );
+    const { code, took } = await stop(app);
     pg.resume();
     expect(code).toBe(0);
     expect(took).toBeLessThan(10_000);

@@ -48,6 +48,16 @@ export class StallablePostgres {
     this.signal('SIGCONT');
   }
 
+  /** Bytes sent to the server that it has not read yet (the Recv-Q of its sessions' sockets): a statement stalled. */
+  unreadBytes(): number {
+    return execFileSync('ss', ['-tnH', 'state', 'established', `( sport = :${this.port} )`])
+      .toString()
+      .trim()
+      .split('\n')
+      .filter(Boolean)
+      .reduce((sum, line) => sum + Number(line.trim().split(/\s+/)[0]), 0);
+  }
+
   async stop(): Promise<void> {
     this.resume();
     await this.service.stop().catch(() => undefined);
