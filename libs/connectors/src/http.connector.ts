@@ -430,6 +430,10 @@ function secretNamed(secrets: Record<string, string> | undefined, name: string):
   return typeof value === 'string' ? value : undefined;
 }
 
+/** How much of a value a target answered is kept (a read field), and of the provider's reference. */
+const KEPT_ANSWER_CHARS = 1000;
+const KEPT_REF_CHARS = 200;
+
 /**
  * The first `maxChars` characters of `text`, or a few more where the cut would fall inside the `{{secret:NAME}}` of one
  * of the tenant's secrets. Only of those: text of that shape naming no secret is the target's own, and extending the cut
@@ -453,8 +457,9 @@ function cutOutsideSecrets(text: string, maxChars: number, secrets: Record<strin
  */
 function keptOfAnswer(value: unknown, env: ConnectorEnvironment): unknown {
   const redacted = secretRedactor(env.tenant?.secrets)(value);
-  if (typeof redacted !== 'string' || redacted.length <= 1000) return clipValue(redacted);
-  const cut = cutOutsideSecrets(redacted, 1000, env.tenant?.secrets);
+  if (typeof redacted !== 'string' || redacted.length <= KEPT_ANSWER_CHARS)
+    return clipValue(redacted, KEPT_ANSWER_CHARS);
+  const cut = cutOutsideSecrets(redacted, KEPT_ANSWER_CHARS, env.tenant?.secrets);
   return cut.length >= redacted.length ? redacted : `${cut}…`;
 }
 
@@ -558,7 +563,7 @@ export class HttpConnector implements Connector {
             // Redacted before it is cut, as keptOfAnswer does (a reference has no marker: it is used as written).
             ref.ref = cutOutsideSecrets(
               secretRedactor(env.tenant?.secrets)(String(found.value)),
-              200,
+              KEPT_REF_CHARS,
               env.tenant?.secrets,
             );
           }
@@ -582,44 +587,12 @@ export class HttpConnector implements Connector {
       if (unbound.length > 0) return notReadUnbound(spec.url, unbound);
     }
     const ref = typeof op.providerRef?.ref === 'string' ? op.providerRef.ref : undefined;
-    const usesRef = readBackUsesRef(spec);
-    if (usesRef && ref === undefined) {
+    const unusable = readBackUsesRef(spec) ? unusableRef(ref) : null;
+    if (unusable) {
       return {
         kind: 'unreachable',
-        evidence: {
-          source: spec.url,
-          read_at: readAt(),
-          error: 'the read-back URL needs the reference the provider returns, and no answer was received',
-        },
-        notMade: true,
-      };
-    }
-    if (usesRef && ref !== undefined && !namesARecord(ref)) {
-      // "", "." or "..": substituted, it names no record. In a path it leaves the collection's URL or is a dot segment
-      // the URL parser resolves (encodeURIComponent leaves dots as they are, and "%2e" is a dot segment too), so
-      // `/items/{{ref}}` would ask `/items/` or `/` — a source that does not name this effect (nor any other), whose
-      // answer could verify a call that did nothing. The reference is the target's answer at the operation's own
-      // ref_field (an echo of what the agent sent, at worst). Not made: inconclusive, so a person decides.
-      return {
-        kind: 'unreachable',
-        evidence: {
-          source: spec.url,
-          read_at: readAt(),
-          error: `the reference the provider returned (${JSON.stringify(ref)}) names no record: it cannot be read back`,
-        },
-        notMade: true,
-      };
-    }
-    if (usesRef && ref !== undefined && holdsRedactedSecret(ref)) {
-      // The provider's reference held a tenant secret value and was stored redacted: the URL built from it would name
-      // another record, whose absence proves nothing about this effect. Inconclusive, so a person decides.
-      return {
-        kind: 'unreachable',
-        evidence: {
-          source: spec.url,
-          read_at: readAt(),
-          error: 'the reference the provider returned holds a secret value, stored redacted: it cannot be read back',
-        },
+        evidence: { source: spec.url, read_at: readAt(), error: unusable.error },
+        ...(unusable.notMade && { notMade: true as const }),
       };
     }
     const read = await this.read(spec.url, spec.headers, spec.field, op, env, ref);
@@ -783,11 +756,36 @@ export async function guardedExchange(
 }
 
 /**
- * Whether a provider's reference, put in a read-back's URL or header, still names something: not empty, and not a dot
- * segment ("." or ".."), which the URL parser removes with the segment before it.
+ * Why a read-back built from the provider's reference (`{{ref}}`) cannot be made, or null when it can. Each case is
+ * inconclusive — never VERIFIED, never a proof of absence — so a person decides:
+ * - no answer was received, so there is no reference (not made);
+ * - "", "." or "..": substituted, it names no record. In a path it leaves the collection's URL or is a dot segment the
+ *   URL parser resolves (encodeURIComponent leaves dots as they are), so `/items/{{ref}}` would ask `/items/` or `/` —
+ *   a source that does not name this effect, whose answer could verify a call that did nothing. The reference is the
+ *   target's answer at the operation's own ref_field (an echo of what the agent sent, at worst). Not made;
+ * - it held a tenant secret value and was stored redacted: the URL built from it would name another record, whose
+ *   absence proves nothing about this effect.
  */
-function namesARecord(ref: string): boolean {
-  return ref !== '' && ref !== '.' && ref !== '..';
+function unusableRef(ref: string | undefined): { error: string; notMade: boolean } | null {
+  if (ref === undefined) {
+    return {
+      error: 'the read-back URL needs the reference the provider returns, and no answer was received',
+      notMade: true,
+    };
+  }
+  if (ref === '' || ref === '.' || ref === '..') {
+    return {
+      error: `the reference the provider returned (${JSON.stringify(ref)}) names no record: it cannot be read back`,
+      notMade: true,
+    };
+  }
+  if (holdsRedactedSecret(ref)) {
+    return {
+      error: 'the reference the provider returned holds a secret value, stored redacted: it cannot be read back',
+      notMade: false,
+    };
+  }
+  return null;
 }
 
 /** A read not made under `read_back_binding: "bound"`: inconclusive, with the reason in its evidence. */
