@@ -3,7 +3,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { Verity } from './client';
-import { VerityError } from './errors';
+import { VerityError, VerityNetworkError } from './errors';
 import { createVerityMcpServer } from './mcp/server';
 import { closedAfterEachTest, listenLocally } from '../../../test/support/local-server';
 import { UNIT_SUBMISSION } from '../../../test/support/http';
@@ -96,6 +96,69 @@ describe('SDK: the HTTP status, not the body, decides whether a create may have 
     const error = (await dx.executions.cancel('exe_1').catch((e: unknown) => e)) as VerityError;
     expect(error).toBeInstanceOf(VerityError);
     expect(error.outcomeUnknown).toBe(true);
+  });
+});
+
+describe('SDK: a create the caller aborts', () => {
+  it('after the request reached the server: outcome unknown, with the generated key, and repeating it with that key finds the one execution', async () => {
+    const controller = new AbortController();
+    const keys: string[] = [];
+    const api = await listen((req, res) => {
+      keys.push(String(req.headers['idempotency-key']));
+      if (keys.length === 1) {
+        // The server has the request (as if it committed the execution); the caller gives up before the answer.
+        controller.abort(new Error('caller gave up'));
+        return;
+      }
+      res.writeHead(201, { 'content-type': 'application/json', 'idempotent-replayed': 'true' });
+      res.end(JSON.stringify({ id: 'exe_1', status: 'pending' }));
+    });
+    const dx = new Verity({ baseUrl: api.url, apiKey: 'sk-unit', backoffMs: 1 });
+    const error = await dx.executions.create(UNIT_SUBMISSION, { signal: controller.signal }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(VerityNetworkError);
+    expect(error).toMatchObject({ outcomeUnknown: true, idempotencyKey: keys[0], attempts: 1 });
+    expect((error as Error).cause).toEqual(new Error('caller gave up'));
+    expect((error as Error).message).toContain('repeat it with the same Idempotency-Key');
+    const again = await dx.executions.createWithMeta(UNIT_SUBMISSION, {
+      idempotencyKey: (error as VerityNetworkError).idempotencyKey,
+    });
+    expect(again.replayed).toBe(true);
+    expect(keys).toEqual([keys[0], keys[0]]);
+  });
+
+  it('during the backoff after an inconclusive answer: outcome unknown with the key, not a bare abort', async () => {
+    const controller = new AbortController();
+    const api = await listen((_req, res) => {
+      res.writeHead(503, { 'content-type': 'application/problem+json' });
+      res.end(JSON.stringify({ type: 'about:blank', title: 'busy', status: 503 }));
+      setImmediate(() => controller.abort(new Error('caller gave up')));
+    });
+    const dx = new Verity({ baseUrl: api.url, apiKey: 'sk-unit', backoffMs: 60_000 });
+    const error = await dx.executions
+      .create(UNIT_SUBMISSION, { signal: controller.signal, idempotencyKey: 'k-backoff' })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(VerityNetworkError);
+    expect(error).toMatchObject({ outcomeUnknown: true, idempotencyKey: 'k-backoff' });
+    expect(api.seen).toHaveLength(1);
+  });
+
+  it('before anything was sent: the abort itself, nothing unknown', async () => {
+    const api = await listen((_req, res) => res.end());
+    const dx = new Verity({ baseUrl: api.url, apiKey: 'sk-unit' });
+    const reason = new Error('never mind');
+    const error = await dx.executions
+      .create(UNIT_SUBMISSION, { signal: AbortSignal.abort(reason) })
+      .catch((e: unknown) => e);
+    expect(error).toBe(reason);
+    expect(api.seen).toHaveLength(0);
+  });
+
+  it('a GET aborted in flight throws the abort reason: a read has no outcome to learn', async () => {
+    const controller = new AbortController();
+    const api = await listen(() => controller.abort(new Error('enough')));
+    const dx = new Verity({ baseUrl: api.url, apiKey: 'sk-unit' });
+    const error = await dx.get('exe_1', { signal: controller.signal }).catch((e: unknown) => e);
+    expect(error).toEqual(new Error('enough'));
   });
 });
 

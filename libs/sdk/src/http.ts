@@ -124,7 +124,7 @@ export class Transport {
     // An attempt that may have been carried out: a network error or an answer that does not say it was not.
     let mayHaveReached = false;
     for (let attempt = 1; attempt <= attemptsAllowed; attempt += 1) {
-      spec.signal?.throwIfAborted();
+      if (spec.signal?.aborted) callerAborted(spec, attempt - 1, mayHaveReached);
       const signals = [AbortSignal.timeout(this.timeoutMs), ...(spec.signal ? [spec.signal] : [])];
       let response: Response;
       let text: string;
@@ -142,11 +142,12 @@ export class Transport {
         // Reading the body is part of the exchange: a reset here is a network error like any other.
         text = await response.text();
       } catch (error) {
-        spec.signal?.throwIfAborted();
+        // The request went out (or may have): an abort now leaves its outcome as unknown as a reset would.
+        if (spec.signal?.aborted) callerAborted(spec, attempt, true);
         lastNetworkError = error;
         mayHaveReached = true;
         if (attempt < attemptsAllowed) {
-          await sleep(backoff(this.backoffMs, attempt), spec.signal);
+          await sleepUnlessAborted(backoff(this.backoffMs, attempt), spec, attempt, mayHaveReached);
           continue;
         }
         break;
@@ -169,7 +170,8 @@ export class Transport {
       const inconclusive = error.status >= 500 || error.code === IN_FLIGHT;
       if (attempt < attemptsAllowed && isRetryableAnswer(error)) {
         mayHaveReached ||= inconclusive;
-        await sleep(Math.max(backoff(this.backoffMs, attempt), error.retryAfterMs ?? 0), spec.signal);
+        const delayMs = Math.max(backoff(this.backoffMs, attempt), error.retryAfterMs ?? 0);
+        await sleepUnlessAborted(delayMs, spec, attempt, mayHaveReached);
         continue;
       }
       // A request with an effect: a 5xx or an in-flight answer does not say it was not carried out, nor does any
@@ -190,6 +192,35 @@ export class Transport {
       idempotencyKey: spec.headers?.['idempotency-key'],
       cause: lastNetworkError,
     });
+  }
+}
+
+/**
+ * The caller's signal aborted a request. Before anything may have reached the server, the abort is what it is: the
+ * signal's reason is thrown. After, a request with an effect may have been carried out: the caller is told so like
+ * after a lost answer — a `VerityNetworkError` with `outcomeUnknown` and, for a create, the Idempotency-Key (which
+ * the SDK may have generated: thrown away with a bare abort, the caller could never learn whether the execution was
+ * created). The reason is its `cause`.
+ */
+function callerAborted(spec: RequestSpec, attempts: number, mayHaveReached: boolean): never {
+  const reason: unknown = spec.signal?.reason;
+  if (spec.method === 'GET' || !mayHaveReached) throw reason;
+  throw new VerityNetworkError({
+    method: spec.method,
+    path: spec.path,
+    attempts,
+    outcomeUnknown: true,
+    idempotencyKey: spec.headers?.['idempotency-key'],
+    cause: reason,
+  });
+}
+
+/** A backoff between attempts; the caller's abort during it is answered by `callerAborted`. */
+async function sleepUnlessAborted(ms: number, spec: RequestSpec, attempts: number, mayHaveReached: boolean) {
+  try {
+    await sleep(ms, spec.signal);
+  } catch {
+    callerAborted(spec, attempts, mayHaveReached);
   }
 }
 
