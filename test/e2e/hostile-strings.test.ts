@@ -10,6 +10,8 @@ import { charge, http, submission, unique } from '../support/http';
 
 type Errors = Problem & { errors?: { field: string; rule: string; message: string }[] };
 
+const QUEUE_NAME_ENCODING = 'a queue name, in which each % starts a percent-encoded byte (%25 for % itself)';
+
 describe('hostile strings', () => {
   let stack: Stack;
   beforeAll(async () => {
@@ -276,6 +278,35 @@ describe('hostile strings', () => {
       error: { key },
     });
     if (status === 405) expect(res.headers.get('allow')).toBe('');
+  });
+
+  // Bull Board decodes these two query parameters once more after express has (decodeURIComponent in its handlers): a
+  // value holding a `%` that starts no escape (`%25ZZ` arrives as `%ZZ`) threw inside the board, a 500.
+  it.each([
+    ['/admin/queues/api/queues?activeQueue=%25ZZ', 'activeQueue'],
+    ['/admin/queues/api/queues?activeQueue=dispatch&activeQueue=%25', 'activeQueue'],
+    ['/admin/queues/api/job-schedulers?queueName=%25E2%25', 'queueName'],
+  ])('refuses GET %s as a 400 naming %s, which Bull Board cannot decode', async (path, field) => {
+    const res = await http<Errors>(stack.apiUrl, 'GET', path, { key: DEMO.operator });
+    expect(res.status).toBe(400);
+    expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect(res.body).toMatchObject({ type: 'https://verity.dev/problems/validation-error', status: 400 });
+    expect(res.body.errors).toEqual([{ field, rule: 'invalid_format', message: QUEUE_NAME_ENCODING }]);
+    // Without a key the answer stays 401: the check comes after the operator's.
+    expect((await http(stack.apiUrl, 'GET', path)).status).toBe(401);
+  });
+
+  it('still lists a queue Bull Board is asked for by its plain or percent-encoded name', async () => {
+    for (const name of ['dispatch', '%64ispatch']) {
+      const res = await http<{ queues: { name: string; pagination: { range: { start: number } } }[] }>(
+        stack.apiUrl,
+        'GET',
+        `/admin/queues/api/queues?activeQueue=${encodeURIComponent(name)}&status=completed&page=1`,
+        { key: DEMO.operator },
+      );
+      expect(res.status).toBe(200);
+      expect(res.body.queues.map((q) => q.name)).toContain('dispatch');
+    }
   });
 
   it('answers a HEAD of a stream and ends it: held open, it kept one of the key’s streams', async () => {

@@ -52,9 +52,41 @@ export async function mountBullBoard(app: INestApplication, config: VerityConfig
     BULL_BOARD_ROUTE,
     pageSecurityHeaders,
     guard,
+    refuseUndecodableQueueNames,
     boardErrorsAsProblems(app.get<Logger>(LOGGER)),
     serverAdapter.getRouter(),
   );
+}
+
+/** The query parameters whose value Bull Board decodes once more (decodeURIComponent) after express has. */
+const BOARD_DECODED_QUERY = ['activeQueue', 'queueName'] as const;
+
+/** What such a parameter must hold, in the 400 that refuses one. */
+const QUEUE_NAME_ENCODING = 'a queue name, in which each % starts a percent-encoded byte (%25 for % itself)';
+
+/**
+ * `?activeQueue=` (the queue whose jobs a page lists) and `?queueName=` (the job schedulers' filter) are decoded by the
+ * board a second time, unguarded: a value with a `%` that starts no escape (`%25ZZ`, which express has made `%ZZ`)
+ * threw inside its handler, a 500 for a string. Refused here as a 400 naming the parameter. A repeated one is judged
+ * as the board reads it (its values joined with commas).
+ */
+export function refuseUndecodableQueueNames(req: Request, res: Response, next: NextFunction): void {
+  const query = req.query as Record<string, unknown>;
+  const errors = BOARD_DECODED_QUERY.filter((name) => {
+    const value = query[name];
+    if (value === undefined) return false;
+    try {
+      decodeURIComponent(String(value));
+      return false;
+    } catch {
+      return true;
+    }
+  }).map((field) => ({ field, rule: 'invalid_format', message: QUEUE_NAME_ENCODING }));
+  if (errors.length > 0) {
+    sendProblem(req, res, Problem.validation(errors));
+    return;
+  }
+  next();
 }
 
 /**
