@@ -10,6 +10,7 @@ import { createDataSource, runMigrationsLocked, seedDemo } from '@verity/persist
 import {
   LOGGER,
   Logger,
+  answerClientErrors,
   assertNoEviction,
   onShutdown,
   runMain,
@@ -20,7 +21,7 @@ import {
 import { ApiModule } from './api.module';
 import { mountBullBoard } from './bull-board';
 import { BODY_LIMIT_BYTES, bodyErrorHandler } from './http/body-errors';
-import { answerClientErrors, rejectMissingHost } from './http/client-errors';
+import { rejectMissingHost } from './http/client-errors';
 import {
   bodyReadTimeout,
   rejectOtherCharsets,

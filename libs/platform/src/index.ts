@@ -7,6 +7,7 @@ export * from './platform.module';
 export * from './runtime';
 export * from './tracing';
 export * from './metrics';
+export * from './client-errors';
 export * from './ops-server';
 export * from './process-start';
 export * from './text-issue';

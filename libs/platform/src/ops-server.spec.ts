@@ -143,6 +143,67 @@ describe('the workers’ ops server', () => {
     expect((await get('/metrics?', TOKEN)).status).toBe(200);
   });
 
+  /** Bytes on a fresh connection, and everything the server answered until it closed the connection. */
+  function rawAnswer(text: string): Promise<{ head: string; body: string }> {
+    return new Promise((resolve, reject) => {
+      const socket = connect(server.port, '127.0.0.1');
+      const chunks: Buffer[] = [];
+      socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+      socket.on('error', reject);
+      socket.on('close', () => {
+        const raw = Buffer.concat(chunks).toString('latin1');
+        const at = raw.indexOf('\r\n\r\n');
+        resolve(at < 0 ? { head: raw, body: '' } : { head: raw.slice(0, at), body: raw.slice(at + 4) });
+      });
+      // Not half-closed: a server that answers a refusal and closes must do so with the connection still open.
+      socket.write(text);
+    });
+  }
+
+  // Node answered these itself: a bare status line and no body (or, for CONNECT, nothing at all). A client of the
+  // workers' port reads the API's answer to each: problem+json, the connection closed.
+  it.each([
+    [
+      'a byte HTTP does not allow in the request line',
+      'GET /health/\x01live HTTP/1.1\r\nHost: x\r\n\r\n',
+      400,
+      'bad-request',
+    ],
+    ['a NUL in a header value', 'GET /health/live HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n', 400, 'bad-request'],
+    [
+      'two Content-Lengths',
+      'GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab',
+      400,
+      'bad-request',
+    ],
+    [
+      'headers over 16 KiB',
+      `GET /health/live HTTP/1.1\r\nHost: x\r\nX-A: ${'a'.repeat(20_000)}\r\n\r\n`,
+      431,
+      'bad-request',
+    ],
+    ['an HTTP/1.1 request without Host', 'GET /health/live HTTP/1.1\r\n\r\n', 400, 'bad-request'],
+    [
+      'an Expect other than 100-continue',
+      'GET /health/live HTTP/1.1\r\nHost: x\r\nExpect: x\r\n\r\n',
+      417,
+      'bad-request',
+    ],
+    ['a CONNECT', 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n', 400, 'bad-request'],
+  ])('answers %s as the API does: problem+json, connection closed', async (_name, request, status, code) => {
+    const { head, body } = await rawAnswer(request);
+    expect(head).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
+    expect(head).toMatch(/^content-type: application\/problem\+json; charset=utf-8$/im);
+    expect(head).toMatch(/^connection: close$/im);
+    expect(JSON.parse(body)).toMatchObject({ type: `https://verity.dev/problems/${code}`, status });
+  });
+
+  it('still answers an HTTP/1.0 request without Host (HTTP/1.0 has no such rule)', async () => {
+    const { head, body } = await rawAnswer('GET /health/live HTTP/1.0\r\n\r\n');
+    expect(head).toMatch(/^HTTP\/1\.1 200 /);
+    expect(JSON.parse(body)).toEqual({ status: 'ok' });
+  });
+
   it('compares tokens only when one is configured', () => {
     expect(isMetricsToken({ METRICS_TOKEN: undefined }, 'anything')).toBe(false);
     expect(isMetricsToken({ METRICS_TOKEN: TOKEN }, null)).toBe(false);
@@ -191,6 +252,7 @@ describe('the workers’ ops server', () => {
       socket.write('GET /health/live HTTP/1.1\r\nHost: x\r\n');
       await cut;
       expect(Buffer.concat(answer).toString()).toMatch(/^HTTP\/1\.1 408/);
+      expect(Buffer.concat(answer).toString()).toMatch(/application\/problem\+json[\s\S]*"status":408/);
     },
     OPS_HEADERS_TIMEOUT_MS + 10_000,
   );

@@ -2,6 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { IncomingMessage, Server, ServerResponse, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
+import { type ClientErrorCode, answerClientErrors, missingHost } from './client-errors';
 import type { VerityConfig } from './config';
 import { metricsRegistry } from './metrics';
 import { textIssue } from './text-issue';
@@ -63,6 +64,12 @@ export async function startOpsServer(options: OpsServerOptions): Promise<OpsServ
       connectionsCheckingInterval: 1000,
     },
     (req, res) => {
+      const noHost = missingHost(req);
+      if (noHost) {
+        const { status, code, title, detail } = noHost;
+        problem(res, status, code, title, detail, { connection: 'close' });
+        return;
+      }
       handle(options, readiness, req, res).catch((error: unknown) => {
         options.logger.warn({ err: error }, 'ops endpoint failed');
         if (res.headersSent) res.end();
@@ -72,6 +79,9 @@ export async function startOpsServer(options: OpsServerOptions): Promise<OpsServ
   );
   server.keepAliveTimeout = 65_000;
   server.maxConnections = OPS_MAX_CONNECTIONS;
+  // What Node's parser refuses (a malformed request, headers too large or too slow, an unmet Expect, a CONNECT, no
+  // Host) got Node's bare status line with no body, or no answer at all: answered as the API answers it.
+  answerClientErrors(server, options.logger);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, options.host, () => {
@@ -219,14 +229,20 @@ async function probe(check: () => Promise<unknown>): Promise<'up' | 'down'> {
 function problem(
   res: ServerResponse,
   status: number,
-  code: 'validation-error' | 'unauthorized' | 'not-found' | 'method-not-allowed' | 'internal',
+  code: 'validation-error' | 'unauthorized' | 'not-found' | 'method-not-allowed' | 'internal' | ClientErrorCode,
   title: string,
   detail: string,
   headers: Record<string, string> = {},
   members: Record<string, unknown> = {},
 ): void {
   const body = JSON.stringify({ ...members, type: `https://verity.dev/problems/${code}`, title, status, detail });
-  res.writeHead(status, { ...headers, 'content-type': 'application/problem+json; charset=utf-8' }).end(body);
+  res
+    .writeHead(status, {
+      ...headers,
+      'content-type': 'application/problem+json; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+    })
+    .end(body);
 }
 
 function json(res: ServerResponse, status: number, body: unknown): void {

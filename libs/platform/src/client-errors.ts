@@ -1,0 +1,151 @@
+import { randomUUID } from 'node:crypto';
+import { type IncomingMessage, STATUS_CODES, type Server, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { Logger } from 'pino';
+
+/** The problem codes a refusal of the HTTP layer answers with (the API's ProblemCode has them all). */
+export type ClientErrorCode = 'bad-request' | 'request-timeout';
+
+export interface ClientErrorAnswer {
+  status: number;
+  code: ClientErrorCode;
+  title: string;
+  detail: string;
+}
+
+/** The parser's codes Node answers with a status of its own; every other refusal is a 400 (see clientErrorAnswer). */
+const ANSWER_OF_PARSER_CODE = new Map<string, ClientErrorAnswer>([
+  [
+    'HPE_HEADER_OVERFLOW',
+    {
+      status: 431,
+      code: 'bad-request',
+      title: 'Request header fields too large',
+      detail: 'the request line and headers together must stay under 16 KiB',
+    },
+  ],
+  [
+    'ERR_HTTP_REQUEST_TIMEOUT',
+    { status: 408, code: 'request-timeout', title: 'Request timeout', detail: 'the request did not arrive in time' },
+  ],
+]);
+
+const MALFORMED_REQUEST: ClientErrorAnswer = {
+  status: 400,
+  code: 'bad-request',
+  title: 'Malformed HTTP request',
+  detail:
+    'the request is not well-formed HTTP/1.1: a byte HTTP does not allow in the request line or a header ' +
+    '(percent-encode it), or a body whose framing cannot be read',
+};
+
+/** What Node's HTTP parser refused, as the problem Verity answers (Node's own statuses: 431, 408, else 400). */
+export function clientErrorAnswer(errorCode: string | undefined): ClientErrorAnswer {
+  return (errorCode !== undefined && ANSWER_OF_PARSER_CODE.get(errorCode)) || MALFORMED_REQUEST;
+}
+
+/** `Expect` with anything but `100-continue`: Node's own answer is a bare 417 with no body. */
+const EXPECTATION_FAILED: ClientErrorAnswer = {
+  status: 417,
+  code: 'bad-request',
+  title: 'Expectation failed',
+  detail: 'the only expectation this server meets is Expect: 100-continue',
+};
+
+/** CONNECT: this server is no proxy. Node closes such a connection without a word. */
+const NO_TUNNEL: ClientErrorAnswer = {
+  status: 400,
+  code: 'bad-request',
+  title: 'Malformed HTTP request',
+  detail: 'CONNECT is not served here: this server is no proxy',
+};
+
+/** The problem document of an answer given outside express. */
+function clientErrorBody(answer: ClientErrorAnswer): string {
+  return JSON.stringify({
+    type: `https://verity.dev/problems/${answer.code}`,
+    title: answer.title,
+    status: answer.status,
+    detail: answer.detail,
+  });
+}
+
+/** The whole response, as bytes for the socket: there is no request or response object to answer through. */
+export function clientErrorResponse(answer: ClientErrorAnswer, requestId: string): string {
+  const body = clientErrorBody(answer);
+  return [
+    `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? 'Error'}`,
+    'content-type: application/problem+json; charset=utf-8',
+    `content-length: ${Buffer.byteLength(body)}`,
+    `x-request-id: ${requestId}`,
+    'connection: close',
+    '',
+    body,
+  ].join('\r\n');
+}
+
+/**
+ * A request Node's HTTP parser refuses — a byte outside HTTP's grammar in the request line or a header, headers over
+ * the size limit, a request that timed out — never reaches a handler, and Node's default answer is a bare status line
+ * with no body. Answered here like every other refusal: problem+json with a request id (logged with the parser's
+ * code, so the id a caller quotes can be found). The connection is closed: after a parse error nobody can tell where
+ * the next request would begin.
+ *
+ * Not answered at all while a request on the same connection is still being handled (a pipelined request, or a
+ * body whose framing broke after its route began): the refusal would read as that request's answer, though it may
+ * have done what it asked. The connection is cut instead, and the caller knows only that it does not know.
+ */
+export function answerClientErrors(server: Server, logger: Logger): void {
+  // Three requests Node answers itself, before any handler (no request id, no problem): answered here the same way.
+  // An HTTP/1.1 request without Host got a bare 400 with no body: Node's check is turned off, and the server's handler
+  // answers it instead (missingHost: the API's rejectMissingHost, the workers' ops server).
+  (server as Server & { requireHostHeader: boolean }).requireHostHeader = false;
+  server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    const requestId = randomUUID();
+    logger.debug({ requestId, expect: req.headers.expect, status: 417 }, 'request refused: unmet Expect');
+    const body = clientErrorBody(EXPECTATION_FAILED);
+    res.writeHead(417, {
+      'content-type': 'application/problem+json; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+      'x-request-id': requestId,
+      connection: 'close',
+    });
+    res.end(body);
+  });
+  server.on('connect', (_req: IncomingMessage, socket: Duplex) => {
+    const requestId = randomUUID();
+    logger.debug({ requestId, status: 400 }, 'request refused: CONNECT');
+    socket.end(clientErrorResponse(NO_TUNNEL, requestId));
+    (socket as Duplex & { destroySoon?: () => void }).destroySoon?.();
+  });
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
+    const inFlight = (socket as Duplex & { _httpMessage?: unknown })._httpMessage;
+    if (error.code === 'ECONNRESET' || !socket.writable || inFlight) {
+      socket.destroy();
+      return;
+    }
+    const requestId = randomUUID();
+    const answer = clientErrorAnswer(error.code);
+    logger.debug({ requestId, code: error.code, status: answer.status }, 'request refused by the HTTP parser');
+    socket.end(clientErrorResponse(answer, requestId));
+    // http.Server sockets allow half-open connections: without this one would stay open until the client closed it.
+    (socket as Duplex & { destroySoon?: () => void }).destroySoon?.();
+  });
+}
+
+/**
+ * An HTTP/1.1 request must name its Host (RFC 9112 §3.2: a server answers 400 to one that does not). Node's own answer
+ * is a bare 400 with no body; answerClientErrors turns that off, and a server that uses it answers this instead, as
+ * every other refusal: problem+json, and the connection closed. HTTP/1.0 has no such rule.
+ */
+export function missingHost(req: IncomingMessage): ClientErrorAnswer | null {
+  if (req.httpVersionMajor === 1 && req.httpVersionMinor >= 1 && req.headers.host === undefined) return MISSING_HOST;
+  return null;
+}
+
+const MISSING_HOST: ClientErrorAnswer = {
+  status: 400,
+  code: 'bad-request',
+  title: 'Malformed HTTP request',
+  detail: 'an HTTP/1.1 request must carry a Host header (RFC 9112, section 3.2)',
+};
