@@ -200,6 +200,55 @@ describe('contract edges: problems name what the caller sent', () => {
     expect((await http(stack.apiUrl, 'GET', '/health/ready')).status).toBe(200);
   });
 
+  // The query string was parsed with Node's default limit of 1,000 `&`-separated pieces, and every piece past it was
+  // dropped without a word: after 1,000 empty ones, `dry_run=true` was not refused and the DELETE cleared the
+  // connector's settings, `status=bogus` listed everything and `limit=1` listed 50.
+  it('reads every query parameter however many `&` come before it: none is dropped unread, nothing is written', async () => {
+    const admin = { key: DEMO.admin };
+    const padding = '&'.repeat(1_000);
+    const set = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/sandbox.sms', {
+      ...admin,
+      body: { spending_caps: [{ period: 'day', max_operations: 7 }] },
+    });
+    expect(set.status).toBe(200);
+    const changes = await count('admin_changes');
+    const deleted = await http<FieldProblem>(
+      stack.apiUrl,
+      'DELETE',
+      `/v1/admin/connector-settings/sandbox.sms?${padding}dry_run=true`,
+      admin,
+    );
+    expect(deleted.status).toBe(400);
+    expect(deleted.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect(deleted.body.errors).toEqual([expect.objectContaining({ field: 'dry_run', rule: 'unknown_field' })]);
+    expect(await count('admin_changes')).toBe(changes);
+    const kept = await http<{ spending_caps: unknown[] }>(
+      stack.apiUrl,
+      'GET',
+      '/v1/admin/connector-settings/sandbox.sms',
+      admin,
+    );
+    expect(kept.body.spending_caps).toEqual([{ period: 'day', max_operations: 7 }]);
+
+    const filtered = await http<FieldProblem>(stack.apiUrl, 'GET', `/v1/executions?${padding}status=bogus`, {
+      key: DEMO.agent,
+    });
+    expect(filtered.status).toBe(400);
+    expect(filtered.body.errors).toEqual([expect.objectContaining({ field: 'status', rule: 'invalid_value' })]);
+    for (const i of [1, 2]) {
+      const created = await http(stack.apiUrl, 'POST', '/v1/executions', {
+        key: DEMO.agent,
+        body: submission([charge(unique(`pad${i}`))]),
+      });
+      expect(created.status).toBe(201);
+    }
+    const page = await http<{ data: unknown[] }>(stack.apiUrl, 'GET', `/v1/executions?${padding}limit=1`, {
+      key: DEMO.agent,
+    });
+    expect(page.status).toBe(200);
+    expect(page.body.data).toHaveLength(1);
+  });
+
   it('refuses a dependency named twice, as keys and criterion keys are (400 unique), writing nothing', async () => {
     const before = await count('executions');
     const first = charge(unique('dep'));

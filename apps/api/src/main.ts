@@ -24,6 +24,7 @@ import { BODY_LIMIT_BYTES, bodyErrorHandler } from './http/body-errors';
 import { rejectMissingHost } from './http/client-errors';
 import {
   bodyReadTimeout,
+  parseWholeQuery,
   rejectOtherCharsets,
   rejectRepeatedHeaders,
   rejectUnsafeJson,
@@ -54,6 +55,8 @@ async function bootstrap(): Promise<void> {
   const routes = express();
   routes.set('strict routing', true);
   routes.set('case sensitive routing', true);
+  // Every query parameter is read, however many come before it (see parseWholeQuery).
+  routes.set('query parser', parseWholeQuery);
   const app = await NestFactory.create<NestExpressApplication>(ApiModule.forRoot(config), new ExpressAdapter(routes), {
     logger: ['error', 'warn'],
     bodyParser: false,

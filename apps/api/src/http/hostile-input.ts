@@ -1,5 +1,6 @@
 import type { NextFunction, Request, Response } from 'express';
 import { isUtf8 } from 'node:buffer';
+import { type ParsedUrlQuery, parse as parseQueryString } from 'node:querystring';
 import { JSON_RPC_CODE, refuseBody } from '../mcp/json-rpc-error';
 import { Problem, sendProblem } from '../problem/problem';
 import { hasBody } from './parse';
@@ -11,6 +12,17 @@ import { rawJsonIssue } from './raw-json';
  * value can contain, a body that arrives too slowly, bytes that are not UTF-8, and JSON that holds what no schema
  * accepts (see text.ts). Each answers a problem+json 4xx before anything reads the database.
  */
+
+/**
+ * express's query parser ("simple": node:querystring) with no limit on the number of parameters. Node's default reads
+ * the first 1,000 `&`-separated pieces and drops the rest without a word, so a parameter after 1,000 empty ones
+ * (`?&&…&dry_run=true`) was never seen: not refused as unknown, not validated, and the request did what it would
+ * have done without it (a DELETE of a connector's settings cleared them). The request line is at most 16 KiB, which
+ * bounds the count.
+ */
+export function parseWholeQuery(query: string): ParsedUrlQuery {
+  return parseQueryString(query, '&', '=', { maxKeys: 0 });
+}
 
 /** A path segment with a control character or broken Unicode names nothing (404); such a query value is a 400. */
 export function rejectUnsafeUrl(req: Request, res: Response, next: NextFunction): void {
