@@ -249,6 +249,42 @@ describe('contract edges: problems name what the caller sent', () => {
     expect(page.body.data).toHaveLength(1);
   });
 
+  // Node keeps the first 2,000 headers of a request and drops the rest without a word (maxHeadersCount); 2,000 empty
+  // ones fit in 8 KiB, under the 16 KiB limit. An If-Match after them was never seen, and a PUT made against a stale
+  // version wrote over the newer one; an Idempotency-Key after them made a retry a second execution.
+  it('reads every header however many come before it: If-Match and Idempotency-Key are never dropped unread', async () => {
+    const padding = 'x:\r\n'.repeat(2_000);
+    const request = (method: string, path: string, key: string, headers: string, body: string) =>
+      rawExchange(
+        `${method} ${path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${key}\r\n` +
+          `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n` +
+          `${padding}${headers}\r\n${body}`,
+      );
+    const policy = await http(stack.apiUrl, 'GET', '/v1/admin/policy', { key: DEMO.admin });
+    const changes = await count('admin_changes');
+    const stale = await request(
+      'PUT',
+      '/v1/admin/policy',
+      DEMO.admin,
+      'if-match: "a-version-long-gone"\r\n',
+      JSON.stringify({ obligation_owner: 'padded-owner' }),
+    );
+    expect(stale.status).toBe(412);
+    expect(JSON.parse(stale.body)).toMatchObject({ type: 'https://verity.dev/problems/precondition-failed' });
+    expect(await count('admin_changes')).toBe(changes);
+    expect((await http(stack.apiUrl, 'GET', '/v1/admin/policy', { key: DEMO.admin })).body).toEqual(policy.body);
+
+    const executions = await count('executions');
+    const body = JSON.stringify(submission([charge(unique('padkey'))]));
+    const idempotencyKey = `idempotency-key: ${unique('padded')}\r\n`;
+    const first = await request('POST', '/v1/executions', DEMO.agent, idempotencyKey, body);
+    const retry = await request('POST', '/v1/executions', DEMO.agent, idempotencyKey, body);
+    expect([first.status, retry.status]).toEqual([201, 201]);
+    expect(retry.headers['idempotent-replayed']).toBe('true');
+    expect((JSON.parse(retry.body) as { id: string }).id).toBe((JSON.parse(first.body) as { id: string }).id);
+    expect(await count('executions')).toBe(executions + 1);
+  });
+
   it('refuses a dependency named twice, as keys and criterion keys are (400 unique), writing nothing', async () => {
     const before = await count('executions');
     const first = charge(unique('dep'));

@@ -99,6 +99,10 @@ async function bootstrap(): Promise<void> {
   SwaggerModule.setup('docs', app, document, { jsonDocumentUrl: 'docs-json' });
   // Before the server listens, so no request meets Node's own answers (see answerClientErrors).
   answerClientErrors(app.getHttpServer() as Server, logger);
+  // Node keeps a request's first 2,000 headers and drops the rest without a word: an If-Match or Idempotency-Key after
+  // 2,000 short ones (8 KiB) was never read, and the write it guarded went ahead. Every header is kept; the 16 KiB
+  // limit on the request line and headers bounds how many there can be.
+  (app.getHttpServer() as Server).maxHeadersCount = 0;
   const server = await app.listen(config.PORT, config.HOST);
   server.keepAliveTimeout = 65_000;
   // A backstop behind bodyReadTimeout (which answers with a problem first): Node's own limit is 300 s.
