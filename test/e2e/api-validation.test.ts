@@ -100,6 +100,15 @@ const CASES: Case[] = [
     headers: { 'content-type': `application/json; charset=${charset}` },
     status: 415,
   })),
+  // Two charsets: the API read the first, a proxy or firewall in front of it may read the last and judge other text.
+  ...['charset=utf-8; charset=latin1', 'charset=utf-8;charset=utf-8', 'charset=latin1; CHARSET=utf-8'].map(
+    (params) => ({
+      name: `two charset parameters (${params})`,
+      rawBody: JSON.stringify(base()),
+      headers: { 'content-type': `application/json; ${params}` },
+      status: 415,
+    }),
+  ),
   {
     name: 'charset UTF-8 in capitals is UTF-8',
     rawBody: JSON.stringify({ ...base(), agent_id: 5 }),

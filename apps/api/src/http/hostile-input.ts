@@ -80,7 +80,15 @@ export function rejectRepeatedHeaders(req: Request, res: Response, next: NextFun
  * every other charset is.
  */
 export function rejectOtherCharsets(req: Request, res: Response, next: NextFunction): void {
-  const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(req.headers['content-type'] ?? '')?.[1].toLowerCase();
+  const charsets = [...(req.headers['content-type'] ?? '').matchAll(/;\s*charset\s*=\s*"?([^";\s]*)/gi)];
+  // Named twice, the body is read by the first while a proxy or firewall in front may read the last: two readers,
+  // two texts. Refused whatever the two say.
+  if (charsets.length > 1) {
+    const problem = new Problem(415, 'unsupported-media-type', 'Unsupported charset', 'name one charset: UTF-8');
+    refuseBody(req, res, problem, JSON_RPC_CODE.transport);
+    return;
+  }
+  const charset = charsets[0]?.[1].toLowerCase();
   if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
     const problem = new Problem(415, 'unsupported-media-type', 'Unsupported charset', 'send UTF-8 JSON');
     refuseBody(req, res, problem, JSON_RPC_CODE.transport);
