@@ -18,6 +18,7 @@ import {
   findOperationForWorker,
   recoveryObligation,
   absenceEvidenceOf,
+  findEffectShownBefore,
   scheduleNextCheck,
   snapshotOf,
   settledByReadBack,
@@ -25,6 +26,7 @@ import {
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, callTimings } from '@verity/platform';
 import { JobName, JobProducer, jobId } from '@verity/queues';
 import {
+  HOLDS_WITH_A_RECORD_ON_FILE,
   OperationStatus,
   RECONCILE_OWED_STATUSES,
   ReadBackDecision,
@@ -146,14 +148,17 @@ export class VerificationService {
     }
     const readStartedAt = Date.now();
     const read = await this.readBack(op);
+    const absent = read.kind === 'absent';
     const decision = decideReadBack({
       status: S.RECONCILING,
       read: read.kind,
-      absenceIsProof: read.kind === 'absent' && (await this.absenceProven(op, readStartedAt)),
+      absenceIsProof: absent && (await this.absenceProven(op, readStartedAt)),
       acknowledged: op.acknowledgedAt !== null,
       checksBefore: op.checkCount,
       budget: this.config.RECONCILE_BUDGET,
       sourceProvesAbsence: connector.readBackProvesAbsence === true,
+      // A source that showed the record on an earlier read and answers "not there" now lost it, or flaps.
+      effectShownBefore: absent && (await findEffectShownBefore(this.db.manager, op)) !== null,
     });
     return this.carryOut(op, read, decision, JobName.RECONCILE_OPERATION);
   }
@@ -499,6 +504,13 @@ export class VerificationService {
       everSent: everSent(op),
       acknowledged: op.acknowledgedAt !== null,
       rejected: Boolean(op.rejectedAt),
+      // A read made while it was reconciled showed the record: kept on the hold, so a person's "did not happen" is
+      // refused whatever a later read of a source that lost it, or flaps, shows. (A hold for what such a read found
+      // keeps that read as its evidence already.)
+      effectShown:
+        everSent(op) && !HOLDS_WITH_A_RECORD_ON_FILE.includes(reason)
+          ? await findEffectShownBefore(this.db.manager, op)
+          : null,
       settings: tenant?.settings,
       now: new Date(),
       dueInMs: this.config.OBLIGATION_DUE_MS,

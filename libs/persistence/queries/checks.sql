@@ -16,3 +16,10 @@ SELECT ids.id AS operation_id, max(e.created_at) AS at, clock_timestamp() AS now
      LEFT JOIN events e ON e.operation_id = ids.id AND e.tenant_id = $2 AND e.to_status = 'UNKNOWN'
        AND e.from_status IN ('SENT', 'ACKNOWLEDGED')
      GROUP BY ids.id;
+
+-- effectShownBefore
+SELECT data->'evidence'->>'inconclusive' AS result, (data->'evidence') - 'inconclusive' AS evidence,
+            created_at FROM events
+     WHERE operation_id = $1 AND tenant_id = $2 AND type = 'operation.status_changed'
+       AND data->'evidence'->>'inconclusive' IN ('found', 'mismatch', 'field_missing')
+     ORDER BY seq LIMIT 1;

@@ -1,4 +1,4 @@
-import { CallTimings, OperationStatus, absenceEvidentAt } from '@verity/status-model';
+import { CallTimings, OperationStatus, READS_SHOWING_THE_EFFECT, absenceEvidentAt } from '@verity/status-model';
 import { Queryable, rows, sqlLiterals } from './sql';
 
 const S = OperationStatus;
@@ -22,6 +22,13 @@ export const CHECKS_SQL = {
      LEFT JOIN events e ON e.operation_id = ids.id AND e.tenant_id = $2 AND e.to_status = ${sqlLiterals([S.UNKNOWN])}
        AND e.from_status IN (${sqlLiterals([S.SENT, S.ACKNOWLEDGED])})
      GROUP BY ids.id`,
+  // The first read of the operation's source that showed a record of the effect and was still inconclusive (a record
+  // without the field that tells its state): the operation went back to UNKNOWN with that read in its event.
+  effectShownBefore: `SELECT data->'evidence'->>'inconclusive' AS result, (data->'evidence') - 'inconclusive' AS evidence,
+            created_at FROM events
+     WHERE operation_id = $1 AND tenant_id = $2 AND type = 'operation.status_changed'
+       AND data->'evidence'->>'inconclusive' IN (${sqlLiterals(READS_SHOWING_THE_EFFECT)})
+     ORDER BY seq LIMIT 1`,
 } as const;
 
 /** Remembers what the source looked like when approval was asked for: an approval is stale if it changes. */
@@ -97,4 +104,28 @@ export async function absenceEvidenceOfMany(
     ]),
   );
   return { evidentAt, databaseNow: new Date(found[0].now) };
+}
+
+/** A read of the source that showed a record of the effect: what it found (`result`), its evidence, and when. */
+export interface EffectShown {
+  result: string;
+  evidence: Record<string, unknown>;
+  at: string;
+}
+
+/**
+ * The first read of a sent operation's source that showed a record of its effect without settling it (the status
+ * model's `readShowsTheEffect`, read again as inconclusive), or null. The effect was seen: a later "not there" from the
+ * same source proves nothing (it lost the record, or flaps), and a hold keeps this read as `effect_shown`.
+ */
+export async function findEffectShownBefore(
+  db: Queryable,
+  op: { id: string; tenantId: string },
+): Promise<EffectShown | null> {
+  const [row] = await rows<{ result: string; evidence: Record<string, unknown>; created_at: Date }>(
+    db,
+    CHECKS_SQL.effectShownBefore,
+    [op.id, op.tenantId],
+  );
+  return row ? { result: row.result, evidence: row.evidence, at: new Date(row.created_at).toISOString() } : null;
 }

@@ -1,6 +1,7 @@
 import { OperationStatus, TerminalReason, permittedResolutions } from '@verity/status-model';
 import type { OperationEntity, RecoveryObligation } from './entities';
 import type { TenantSettings } from './entities';
+import type { EffectShown } from './checks.repository';
 
 export const DEFAULT_OBLIGATION_OWNER = 'operations';
 export const DEFAULT_ESCALATION_TARGET = 'on-call';
@@ -29,6 +30,8 @@ export function recoveryObligation(input: {
   acknowledged?: boolean;
   /** The provider's rejection of the send is on file: VERIFIED is then not among the permitted actions. */
   rejected?: boolean;
+  /** A read of the source showed a record of the effect before the hold: kept on it, and FAILED is not permitted. */
+  effectShown?: EffectShown | null;
   settings: TenantSettings | null | undefined;
   now: Date;
   /** When the tenant's policy names no due time for this reason. */
@@ -43,12 +46,13 @@ export function recoveryObligation(input: {
       input.everSent,
       input.reason,
       input.acknowledged ?? false,
-      false,
+      Boolean(input.effectShown),
       input.rejected ?? false,
     ),
     due_at: new Date(input.now.getTime() + obligationDueMs(input.settings, input.reason, input.dueInMs)).toISOString(),
     escalation_target: input.settings?.escalationTarget ?? DEFAULT_ESCALATION_TARGET,
     escalated_at: null,
+    ...(input.effectShown && { effect_shown: input.effectShown }),
   };
 }
 

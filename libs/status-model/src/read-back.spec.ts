@@ -66,6 +66,7 @@ describe('decideReadBack: a table of situations and what the reconciler must do'
       [
         ['acknowledged by the provider', { acknowledged: true }],
         ['a source the operation declared (http read_back)', { sourceProvesAbsence: false }],
+        ['a source whose earlier read showed the record (it flaps, or lost it)', { effectShownBefore: true }],
       ] as const
     ).flatMap(([absenceProvesNothing, extra]): [string, ReadBackSituation, ReadBackDecision][] => [
       [
@@ -114,26 +115,37 @@ describe('decideReadBack: a table of situations and what the reconciler must do'
         for (const absenceIsProof of [false, true]) {
           for (const acknowledged of [false, true]) {
             for (const sourceProvesAbsence of [false, true]) {
-              for (const checksBefore of [0, 5, 10]) {
-                const given = {
-                  status,
-                  read,
-                  absenceIsProof,
-                  acknowledged,
-                  checksBefore,
-                  budget: 6,
-                  sourceProvesAbsence,
-                };
-                if (decideReadBack(given).kind === 'failed') {
-                  // Never an effect the provider acknowledged (its own answer contradicts the empty source), and never
-                  // from a source the operation declared.
-                  expect({ status, read, absenceIsProof, acknowledged, sourceProvesAbsence }).toEqual({
-                    status: RC,
-                    read: 'absent',
-                    absenceIsProof: true,
-                    acknowledged: false,
-                    sourceProvesAbsence: true,
-                  });
+              for (const effectShownBefore of [false, true]) {
+                for (const checksBefore of [0, 5, 10]) {
+                  const given = {
+                    status,
+                    read,
+                    absenceIsProof,
+                    acknowledged,
+                    checksBefore,
+                    budget: 6,
+                    sourceProvesAbsence,
+                    effectShownBefore,
+                  };
+                  if (decideReadBack(given).kind === 'failed') {
+                    // Never an effect the provider acknowledged (its own answer contradicts the empty source), nor one
+                    // an earlier read showed, and never from a source the operation declared.
+                    expect({
+                      status,
+                      read,
+                      absenceIsProof,
+                      acknowledged,
+                      sourceProvesAbsence,
+                      effectShownBefore,
+                    }).toEqual({
+                      status: RC,
+                      read: 'absent',
+                      absenceIsProof: true,
+                      acknowledged: false,
+                      sourceProvesAbsence: true,
+                      effectShownBefore: false,
+                    });
+                  }
                 }
               }
             }

@@ -200,6 +200,13 @@ export interface ReadBackSituation {
    * absent read in reconciliation.)
    */
   sourceProvesAbsence: boolean;
+  /**
+   * An earlier read of this send's source showed a record of the effect (`readShowsTheEffect`: a record without the
+   * field that tells its state, read again as inconclusive). A source that then answers "not there" has lost the record
+   * or flaps between replicas; the effect was seen, so its absence now is as inconclusive as a stale read: read again,
+   * then held, never FAILED. (Only asked of an absent read in reconciliation.)
+   */
+  effectShownBefore?: boolean;
 }
 
 export type ReadBackDecision =
@@ -228,9 +235,11 @@ export function decideReadBack(situation: ReadBackSituation): ReadBackDecision {
       // Never "did not happen" before absence is proof: the provider may simply not show it yet.
       if (!situation.absenceIsProof) return later;
       if (!reconciling) return { kind: 'unknown' };
-      // The provider's acknowledgement contradicts the empty source, or the source is only what the operation declared:
-      // as inconclusive as a stale read, never FAILED.
-      if (situation.acknowledged || !situation.sourceProvesAbsence) return inconclusive(situation, 'stale', later);
+      // The provider's acknowledgement, or an earlier read that showed the record, contradicts the empty source; or the
+      // source is only what the operation declared: as inconclusive as a stale read, never FAILED.
+      if (situation.acknowledged || situation.effectShownBefore || !situation.sourceProvesAbsence) {
+        return inconclusive(situation, 'stale', later);
+      }
       return { kind: 'failed', reason: TerminalReason.PROVEN_ABSENT };
     default:
       return inconclusive(situation, situation.read, later);
