@@ -374,6 +374,15 @@ describe('a provider’s rejection that comes back after the send was marked UNK
       verdict: 'fail',
       rationale: expect.stringContaining('"charge" is VERIFIED, but what was recorded since contradicts it'),
     });
+    // Its evidence names what failed it: the provider's late rejection, beside the move to VERIFIED (the reviewer's
+    // resolution) that it contradicts — not that move alone, which reads as the evidence of a pass.
+    const resolution = log.filter((e) => e.operation_id === held.opId && e.to_status === 'VERIFIED').at(-1)!;
+    expect(judged.criteria_results?.[0].evidence_event_ids).toEqual([resolution.id, late[0].id]);
+    const evaluated = (await events(stack, held.executionId)).filter((e) => e.type === 'outcome.evaluated').at(-1)!;
+    expect(evaluated.data).toMatchObject({
+      result: 'unmet',
+      criteria: [{ key: 'paid', verdict: 'fail', evidence_event_ids: [resolution.id, late[0].id] }],
+    });
     // And a client waiting for the execution to settle (the SDK, which reads the contradiction from `commit`) is not
     // kept waiting for an evaluation that was made.
     const settled = await new Verity({ baseUrl: stack.apiUrl, apiKey: DEMO.agent }).waitForSettled(held.executionId, {

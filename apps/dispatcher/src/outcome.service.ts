@@ -7,6 +7,7 @@ import {
   TransitionService,
   contradictedOnRecord,
   findExecutionForWorker,
+  findLastContradictionsForWorker,
   findLastStatusChangesForWorker,
   findOperationsForWorker,
 } from '@verity/persistence';
@@ -73,10 +74,15 @@ export class OutcomeService {
     const latest = latestByKey(operations);
     const referenced = execution.criteria.flatMap((c) => latest.get(c.operation)?.id ?? []);
     const changes = await findLastStatusChangesForWorker(this.db.manager, referenced);
+    const contradicted = [...latest.values()].filter((op) => referenced.includes(op.id) && contradictedOnRecord(op));
+    const contradictions = await findLastContradictionsForWorker(
+      this.db.manager,
+      contradicted.map((op) => op.id),
+    );
     return execution.criteria.map((criterion) => {
       const op = latest.get(criterion.operation);
       const change = op ? (changes.get(op.id) ?? null) : null;
-      const { verdict, rationale } = evaluateCriterion(
+      const evaluation = evaluateCriterion(
         criterion,
         op && {
           status: op.status,
@@ -86,8 +92,16 @@ export class OutcomeService {
           contradicted: contradictedOnRecord(op),
         },
       );
-      // The evidence of a verdict is the move that put the operation where it is now.
-      return { ...criterion, verdict, rationale, evidence_event_ids: change ? [change.eventId] : [] };
+      // The evidence of a verdict is the move that put the operation where it is now, and — for a verdict that fails
+      // because what was recorded since contradicts that move — the event that recorded the contradiction.
+      const contradiction = evaluation.contradicted && op ? contradictions.get(op.id) : undefined;
+      const evidence = [...(change ? [change.eventId] : []), ...(contradiction ? [contradiction] : [])];
+      return {
+        ...criterion,
+        verdict: evaluation.verdict,
+        rationale: evaluation.rationale,
+        evidence_event_ids: evidence,
+      };
     });
   }
 }

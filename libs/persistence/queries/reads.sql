@@ -104,3 +104,10 @@ SELECT DISTINCT ON (operation_id) operation_id, id, from_status, data->>'cause' 
             data->>'refusal' AS refusal, data->>'actor' AS actor, created_at
      FROM events WHERE operation_id = ANY($1) AND type = 'operation.status_changed'
      ORDER BY operation_id, seq DESC;
+
+-- lastContradictionsForWorker
+SELECT DISTINCT ON (operation_id) operation_id, id FROM events
+     WHERE operation_id = ANY($1)
+       AND ((type IN ('operation.rechecked', 'operation.acknowledged_late') AND data->>'after' = 'FAILED')
+         OR (type = 'operation.rejected_late' AND data->>'after' = 'VERIFIED'))
+     ORDER BY operation_id, seq DESC;

@@ -365,6 +365,13 @@ export const READ_SQL = {
             data->>'refusal' AS refusal, data->>'actor' AS actor, created_at
      FROM events WHERE operation_id = ANY($1) AND type = 'operation.status_changed'
      ORDER BY operation_id, seq DESC`,
+  // What contradicts a final status, recorded after it (the operation's row says so: contradictionsOnRecord): the
+  // provider's late 2xx or a re-check's read that showed the effect after FAILED, its late rejection after VERIFIED.
+  lastContradictionsForWorker: `SELECT DISTINCT ON (operation_id) operation_id, id FROM events
+     WHERE operation_id = ANY($1)
+       AND ((type IN ('operation.rechecked', 'operation.acknowledged_late') AND data->>'after' = 'FAILED')
+         OR (type = 'operation.rejected_late' AND data->>'after' = 'VERIFIED'))
+     ORDER BY operation_id, seq DESC`,
 } as const;
 
 const ENTITIES: Record<string, EntityTarget<ObjectLiteral>> = {
@@ -806,4 +813,19 @@ export async function findLastStatusChangesForWorker(
 ): Promise<Map<string, StatusChangeRecord>> {
   if (operationIds.length === 0) return new Map();
   return lastStatusChanges(db, READ_SQL.lastStatusChangesForWorker, [operationIds]);
+}
+
+/**
+ * For each operation whose final status was contradicted since (`contradictedOnRecord`), the id of the last event that
+ * recorded the contradiction: the evidence of a verdict that fails because of it.
+ */
+export async function findLastContradictionsForWorker(
+  db: EntityManager,
+  operationIds: string[],
+): Promise<Map<string, string>> {
+  if (operationIds.length === 0) return new Map();
+  const found = await rows<{ operation_id: string; id: string }>(db, READ_SQL.lastContradictionsForWorker, [
+    operationIds,
+  ]);
+  return new Map(found.map((r) => [r.operation_id, r.id]));
 }

@@ -89,6 +89,9 @@ describe('evaluateCriterion', () => {
         const judged = evaluateCriterion(criterion, contradicted(status));
         expect(judged.verdict).toBe('fail');
         expect(judged.rationale).toContain(`"charge" is ${status}, but what was recorded since contradicts it`);
+        // Its evidence is the contradiction too, not only the move that would pass it.
+        expect(judged.contradicted).toBe(true);
+        expect(evaluateCriterion(criterion, op(status)).contradicted).toBeUndefined();
       }
       expect(evaluateCriterion(amount, contradicted(S.VERIFIED, { record: { amount: 1250 } })).verdict).toBe('fail');
     });

@@ -50,6 +50,11 @@ export interface OperationForCriterion {
 export interface CriterionEvaluation {
   verdict: CriterionVerdict;
   rationale: string;
+  /**
+   * The verdict is `fail` because what was recorded since contradicts the status that would pass it: its evidence is
+   * that record (the late answer, or the read), beside the move that put the operation where it is.
+   */
+  contradicted?: true;
 }
 
 /** Nothing automatic or human can move it any more (a MANUAL_REVIEW still awaits a person). */
@@ -74,6 +79,7 @@ export function evaluateCriterion(criterion: Criterion, op: OperationForCriterio
       rationale:
         `"${criterion.operation}" is ${op.status}, but what was recorded since contradicts it ` +
         '(the provider answered otherwise, or the source showed otherwise): whether its effect committed is unknown',
+      contradicted: true,
     };
   }
   return judged;
