@@ -150,6 +150,13 @@ interface TenantRead {
   /** Its approval policy as stored (the send guard compares it). */
   approvalPolicy: string | null;
   settings: Map<string, ConnectorSettingsRecord>;
+  /**
+   * How far the database's clock is ahead of this process' (negative: behind), measured at the read. The deadline is
+   * a time on the database's clock — the send guard, the sweeper and the API judge it there — so the lifecycle does
+   * too: a host whose clock runs ahead would expire an execution before its deadline, one behind would complete it
+   * after.
+   */
+  clockOffsetMs: number;
 }
 
 export type AdvanceOutcome = 'done' | 'skipped: not found' | 'skipped: terminal' | 'skipped: lost race';
@@ -186,6 +193,7 @@ export class LifecycleService {
     let operations: OperationEntity[] | null = null;
     // The tenant's settings for the connectors of the operations, read with them (for the context reads).
     let settings = new Map<string, ConnectorSettingsRecord>();
+    let clockOffsetMs = 0;
     for (let step = 0; step < 20; step += 1) {
       // The execution row follows this job's own moves in memory and is read again only after a lost race; the
       // operations are read again after every step that changed something.
@@ -197,6 +205,7 @@ export class LifecycleService {
         );
         if (!found) return 'skipped: not found';
         ({ execution, operations, settings } = found);
+        clockOffsetMs = found.databaseNow.getTime() - Date.now();
         tenant = found.tenant;
         approvalPolicy = found.approvalPolicy;
       }
@@ -205,7 +214,12 @@ export class LifecycleService {
       // again after it finished: a terminal execution's operations can still change (a reviewer's resolution).
       await this.outcomes.evaluate(execution, operations);
       if (isTerminalExecution(execution.status)) return step === 0 ? 'skipped: terminal' : 'done';
-      const progressed = await this.step(execution, operations, { tenant, approvalPolicy, settings }, sendNow);
+      const progressed = await this.step(
+        execution,
+        operations,
+        { tenant, approvalPolicy, settings, clockOffsetMs },
+        sendNow,
+      );
       // A lost CAS means someone else moved a row we read: look again rather than leave the execution where the
       // winner's (possibly older) view put it.
       if (progressed === 'lost') {
@@ -231,7 +245,7 @@ export class LifecycleService {
     read: TenantRead,
     sendNow: SendNow | undefined,
   ): Promise<StepResult> {
-    if (execution.deadlineAt.getTime() <= Date.now()) return this.expire(execution);
+    if (deadlinePassed(execution, read)) return this.expire(execution);
     switch (execution.status) {
       case E.CREATED:
       case E.VALIDATING:
@@ -319,7 +333,7 @@ export class LifecycleService {
       let unsent: Unsent | null = null;
       // The deadline is judged again after the context reads (network calls): passed, the moves are written alone
       // and the next step expires the execution, as it would have before the send.
-      if (sendNow && execution.deadlineAt.getTime() > Date.now() && this.sendsWithPreparation(operations, read)) {
+      if (sendNow && !deadlinePassed(execution, read) && this.sendsWithPreparation(operations, read)) {
         const sent = await this.sendWithPreparation(execution, operations[0], phases.moves, read, sendNow);
         if (!(sent instanceof Unsent)) return sent;
         unsent = sent;
@@ -1005,4 +1019,9 @@ export class LifecycleService {
   logSkip(executionId: string, outcome: AdvanceOutcome): void {
     if (outcome !== 'done') this.logger.debug({ executionId, outcome }, 'advance');
   }
+}
+
+/** The execution's deadline has passed by the database's clock (TenantRead.clockOffsetMs). */
+function deadlinePassed(execution: ExecutionEntity, read: TenantRead): boolean {
+  return execution.deadlineAt.getTime() <= Date.now() + read.clockOffsetMs;
 }

@@ -11,6 +11,7 @@ SELECT {columns:Execution e e__}, {columns:Operation o o__}
 
 -- executionWithOperationsForWorker
 SELECT {columns:Execution e e__}, {columns:Operation o o__}, {columns:Tenant t t__},
+            clock_timestamp() AS database_now,
             CASE WHEN t.id IS NOT NULL THEN jsonb_build_object('approvalRules', t.settings->'approvalRules', 'approvalAmountAbove', t.settings->'approvalAmountAbove')::text END AS t__approval_policy, s.allow_hosts AS s__allow_hosts, s.spending_caps AS s__spending_caps,
             s.read_back_binding AS s__read_back_binding, (extract(epoch FROM s.updated_at) * 1000000)::bigint::text AS s__version,
             CASE WHEN o.connector = ANY($2::text[]) THEN (SELECT jsonb_object_agg(x.name, x.value)

@@ -49,7 +49,7 @@ WITH moved AS (
          WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4
          RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
        ), follows AS (
-         SELECT e.id, (e.status = $9 AND e.deadline_at > $16::timestamptz) AS moves
+         SELECT e.id, (e.status = $9 AND e.deadline_at > clock_timestamp()) AS moves
          FROM executions e JOIN moved ON e.id = moved.execution_id
          FOR NO KEY UPDATE OF e
        ), seq AS (

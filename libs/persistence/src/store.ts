@@ -308,6 +308,7 @@ export const READ_SQL = {
   // Each operation row with the tenant's settings for its connector (what a context read runs with); the sealed secrets
   // only for a connector that declares it uses them ($2).
   executionWithOperationsForWorker: `SELECT {columns:Execution e e__}, {columns:Operation o o__}, {columns:Tenant t t__},
+            clock_timestamp() AS database_now,
             ${TENANT_APPROVAL_POLICY} AS t__approval_policy, s.allow_hosts AS s__allow_hosts, s.spending_caps AS s__spending_caps,
             s.read_back_binding AS s__read_back_binding, ${SETTINGS_VERSION} AS s__version,
             CASE WHEN o.connector = ANY($2::text[]) THEN (SELECT jsonb_object_agg(x.name, x.value)
@@ -482,6 +483,8 @@ export async function findExecutionWithOperationsForWorker(
   approvalPolicy: string | null;
   /** The tenant's settings for each connector its operations use, by connector name. */
   settings: Map<string, ConnectorSettingsRecord>;
+  /** The database's clock at this read: the clock `deadline_at` is on (and the send guard and the sweeper judge it by). */
+  databaseNow: Date;
 } | null> {
   const found = await rows<Record<string, unknown>>(db, withColumns(db, READ_SQL.executionWithOperationsForWorker), [
     id,
@@ -503,6 +506,7 @@ export async function findExecutionWithOperationsForWorker(
     tenant: found[0].t__id === null ? null : hydrate(db, TenantEntity, found[0], 't__'),
     approvalPolicy: found[0].t__approval_policy as string | null,
     settings,
+    databaseNow: new Date(found[0].database_now as string | Date),
   };
 }
 

@@ -119,7 +119,7 @@ export interface OperationTransitionInput {
   /**
    * Moves of the operation's execution that follow this one (the last operation settling completes it), written in
    * the same statement, each checked by the model and with its own event after the operation's: only when this move
-   * wins, the execution is still in `from` and its deadline has not passed by this process' clock (after it, the
+   * wins, the execution is still in `from` and its deadline has not passed by the database's clock (after it, the
    * execution expires instead).
    * Otherwise the operation's move is written alone and `executionMoved` is false, as if nothing had been asked.
    */
@@ -483,7 +483,7 @@ export class TransitionService {
    * consecutive in `seq`. Not still there, the operation's move is written alone: after it, the execution may still be
    * wherever the caller's next step takes it from; before it (a SENT), the send guard let the statement through only
    * with the execution there or running, and a writer that ends the execution takes the operation's row first.
-   * `thenExecution` also needs the deadline not passed by this process' clock (after it, the execution expires instead).
+   * `thenExecution` also needs the deadline not passed by the database's clock (after it, the execution expires instead).
    */
   private async withExecutionMoves(
     db: Queryable,
@@ -507,9 +507,8 @@ export class TransitionService {
       execution.moves.map((move) => move.to),
       execution.moves.map((move) => json(move.eventData ?? {})),
     );
-    // The deadline by the process' clock, as the lifecycle judges it before each step (not the database's).
-    if (!first) params.push(new Date());
-    const still = first ? `e.status = $${n + 1}` : `(e.status = $${n + 1} AND e.deadline_at > $${n + 8}::timestamptz)`;
+    // The deadline by the database's clock, the one deadline_at is on (the lifecycle judges it there before each step).
+    const still = first ? `e.status = $${n + 1}` : `(e.status = $${n + 1} AND e.deadline_at > clock_timestamp())`;
     const count = `$${n + 3}::int`;
     // seq.event_seq is the last number this statement takes: the operation's event is last (execution first), or the
     // execution's last move is (operation first).

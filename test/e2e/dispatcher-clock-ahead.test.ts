@@ -1,0 +1,75 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DEMO, Stack, waitFor } from '../support/stack';
+import { charge, http, unique } from '../support/http';
+import { events, expectLegalHistory, getExecution, submit } from './dispatcher-helpers';
+
+/** How far the dispatcher's clock runs ahead of the database's here. */
+const AHEAD_MS = 120_000;
+
+/**
+ * The deadline is a time on the database's clock (deadline_at, written by it; the send guard and the sweeper judge it
+ * with clock_timestamp()). A dispatcher host whose clock runs ahead must not expire an execution whose deadline has
+ * not passed: "expired, deadline passed" would be a claim the record cannot back, and the operations it cancels with
+ * it (an approval the reviewer was about to give) are never sent.
+ */
+describe('dispatcher: a host clock ahead of the database', () => {
+  let stack: Stack;
+  let preloadDir: string;
+  beforeAll(async () => {
+    // Node's Date, shifted for the whole process: what a host with a wrong clock gives every library.
+    preloadDir = mkdtempSync(join(tmpdir(), 'verity-clock-'));
+    const preload = join(preloadDir, 'clock-ahead.cjs');
+    writeFileSync(
+      preload,
+      `const RealDate = Date;
+const offset = ${AHEAD_MS};
+class AheadDate extends RealDate {
+  constructor(...args) { if (args.length === 0) super(RealDate.now() + offset); else super(...args); }
+  static now() { return RealDate.now() + offset; }
+}
+globalThis.Date = AheadDate;
+`,
+    );
+    stack = await Stack.start({ label: 'clockahead', dispatchers: 0 });
+    await stack.startApp('dispatcher', { NODE_OPTIONS: `--require ${preload}` });
+  });
+  afterAll(async () => {
+    await stack?.stop();
+    if (preloadDir) rmSync(preloadDir, { recursive: true, force: true });
+  });
+
+  it('does not expire an execution before its deadline; it waits for approval and completes once approved', async () => {
+    const reference = unique('clock-ahead');
+    // A deadline well inside the dispatcher's skew, well outside the test.
+    const created = await submit(stack, [charge(reference, { requires_approval: true })], { deadline_seconds: 60 });
+    const waiting = await waitFor(
+      () => getExecution(stack, created.id),
+      (e) => e.status === 'waiting_for_approval' || e.status === 'expired',
+      30_000,
+      100,
+    );
+    expect(waiting.status).toBe('waiting_for_approval');
+    expect(Date.parse(waiting.deadline_at)).toBeGreaterThan(Date.now());
+
+    const [op] = waiting.operations;
+    const approved = await http(stack.apiUrl, 'POST', `/v1/operations/${op.id}/approval`, {
+      key: DEMO.reviewer,
+      body: { decision: 'approve', reason: 'checked by the test' },
+    });
+    expect(approved.status).toBe(200);
+    const done = await waitFor(
+      () => getExecution(stack, created.id),
+      (e) => ['completed', 'failed', 'cancelled', 'expired'].includes(e.status),
+      30_000,
+      150,
+    );
+    expect(done.status).toBe('completed');
+    expect(done.operations[0].status).toBe('VERIFIED');
+    const log = await events(stack, created.id);
+    expectLegalHistory(log);
+    expect(log.some((e) => e.type === 'execution.status_changed' && e.to_status === 'expired')).toBe(false);
+    expect((await stack.effects()).charges[reference].count).toBe(1);
+  });
+});
