@@ -763,6 +763,8 @@ export async function guardedExchange(
  *   URL parser resolves (encodeURIComponent leaves dots as they are), so `/items/{{ref}}` would ask `/items/` or `/` —
  *   a source that does not name this effect, whose answer could verify a call that did nothing. The reference is the
  *   target's answer at the operation's own ref_field (an echo of what the agent sent, at worst). Not made;
+ * - a dot segment or an empty part between slashes (`../health`, `//`): sent encoded, but read as a path by a proxy
+ *   that decodes first (pathLikeRef). Not made;
  * - it held a tenant secret value and was stored redacted: the URL built from it would name another record, whose
  *   absence proves nothing about this effect.
  */
@@ -779,6 +781,15 @@ function unusableRef(ref: string | undefined): { error: string; notMade: boolean
       notMade: true,
     };
   }
+  if (pathLikeRef(ref)) {
+    return {
+      error:
+        `the reference the provider returned (${JSON.stringify(ref)}) holds a dot segment or an empty one between ` +
+        'slashes: a server or proxy that decodes %2F or %5C before routing would read another path; it cannot be ' +
+        'read back',
+      notMade: true,
+    };
+  }
   if (holdsRedactedSecret(ref)) {
     return {
       error: 'the reference the provider returned holds a secret value, stored redacted: it cannot be read back',
@@ -786,6 +797,17 @@ function unusableRef(ref: string | undefined): { error: string; notMade: boolean
     };
   }
   return null;
+}
+
+/**
+ * A reference whose parts between slashes or backslashes include `.`, `..` or an empty one. encodeURIComponent sends
+ * `../health` as `..%2Fhealth`, which the target's router takes as one segment — but a proxy in front that decodes the
+ * path before routing (nginx normalises `%2F`, IIS reads `\` as `/`), resolves dot segments and merges slashes asks
+ * `/health` instead: a status page, not this effect.
+ */
+function pathLikeRef(ref: string): boolean {
+  const parts = ref.split(/[/\\]/);
+  return parts.length > 1 && parts.some((part) => part === '' || part === '.' || part === '..');
 }
 
 /** A read not made under `read_back_binding: "bound"`: inconclusive, with the reason in its evidence. */
