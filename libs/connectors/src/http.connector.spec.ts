@@ -124,6 +124,14 @@ describe('http connector', () => {
       ).toEqual([]);
     });
 
+    it('accepts one name in two objects, and names that differ otherwise than by case', () => {
+      expect(
+        issues({
+          body: { amount: 1, amount_total: 2, a: { amount: 1 }, b: [{ AMOUNT: 2 }, { Amount: 3 }], c: 'AMOUNT' },
+        }),
+      ).toEqual([]);
+    });
+
     it.each([
       [{ url: 'file:///etc/passwd' }, /^url: /],
       [{ url: 'gopher://127.0.0.1:70/' }, /^url: only http/],
@@ -189,6 +197,13 @@ describe('http connector', () => {
       [{ read_back: { method: 'POST', url: 'http://example.com/', field: 'a', equals: 1 } }, /^read_back\.method/],
       [{ read_back: { url: 'http://example.com/', field: 'a b', equals: 1 } }, /^read_back\.field: a JSON path/],
       [{ method: 'GET', body: { a: 1 } }, /GET request has no body/],
+      // One member to a target that binds names ignoring case (Go, ASP.NET): the last wins, not the one a cap reads.
+      [{ body: { amount: 1, AMOUNT: 1_000_000 } }, /^body\.AMOUNT: "AMOUNT" names a member .* ignoring case/],
+      [{ body: { order: { cost: 1, 'co\u017ft': 9 } } }, /^body\.order\.co\u017ft: "co\u017ft" names a member/],
+      [
+        { body: { items: [{ kind: 'a', '\u212aind': 'b' }] } },
+        /^body\.items\.0\.\u212aind: "\u212aind" names a member/,
+      ],
       [{ surprise: true }, /Unrecognized key/],
     ])('refuses %j', (params, message) => {
       expect(issues(params)).toEqual(expect.arrayContaining([expect.stringMatching(message)]));

@@ -357,6 +357,53 @@ const Headers = (place: Place) =>
 
 const FieldPath = z.string().max(200).regex(FIELD_PATH, FIELD_PATH_RULE);
 
+/**
+ * A member name as a target that matches names ignoring case compares it: Go's encoding/json (Unicode simple folding,
+ * so U+017F "ſ" is "s" and U+212A, the Kelvin sign, "k") and ASP.NET's System.Text.Json (case-insensitive by default).
+ * Upper then lower case folds those too; it also folds a few names such a target keeps apart ("ß" and "ss"): a refusal
+ * too many, never one too few.
+ */
+function foldedName(name: string): string {
+  return name.toUpperCase().toLowerCase();
+}
+
+/**
+ * The members of the body's objects whose name an earlier member of the same object has too when names are compared
+ * ignoring case (foldedName), each as its path in the body. JSON.parse keeps `amount` and `AMOUNT` apart, and so does
+ * a spending cap or an approval threshold reading `body.amount`; a target that binds names ignoring case takes the
+ * last of them, an amount neither ever read. Iterative, as every walk of a caller's JSON.
+ */
+function caseFoldedDuplicates(body: unknown): (string | number)[][] {
+  type Visit = { value: unknown; key: string | number | null; parent: Visit | null };
+  const pathOf = (visit: Visit): (string | number)[] => {
+    const path: (string | number)[] = [];
+    for (let at: Visit | null = visit; at && at.key !== null; at = at.parent) path.unshift(at.key);
+    return path;
+  };
+  const found: (string | number)[][] = [];
+  const stack: Visit[] = [{ value: body, key: null, parent: null }];
+  while (stack.length > 0) {
+    const visit = stack.pop()!;
+    const { value } = visit;
+    if (Array.isArray(value)) {
+      for (let i = value.length - 1; i >= 0; i -= 1) stack.push({ value: value[i], key: i, parent: visit });
+      continue;
+    }
+    if (typeof value !== 'object' || value === null) continue;
+    const names = new Set<string>();
+    const members = Object.entries(value);
+    for (const [name] of members) {
+      const folded = foldedName(name);
+      if (names.has(folded)) found.push(pathOf({ value: undefined, key: name, parent: visit }));
+      names.add(folded);
+    }
+    for (let i = members.length - 1; i >= 0; i -= 1) {
+      stack.push({ value: members[i][1], key: members[i][0], parent: visit });
+    }
+  }
+  return found;
+}
+
 const ReadBackSpec = z.strictObject({
   method: z.literal('GET').optional().describe('read-backs only read: GET'),
   url: TargetUrl('read_back_url'),
@@ -405,6 +452,15 @@ const RequestParams = z
       }
       const problem = placeholderProblem(text, 'body');
       if (problem) ctx.addIssue({ code: 'custom', path: ['body'], message: problem });
+      for (const path of caseFoldedDuplicates(params.body)) {
+        const name = String(path[path.length - 1]);
+        ctx.addIssue({
+          code: 'custom',
+          path: ['body', ...path],
+          message: `${JSON.stringify(name.slice(0, 64))} names a member its object already has when names are compared ignoring case: a target that reads them so (Go's encoding/json, ASP.NET) would take the last one, not the member a spending cap or an approval threshold reads`,
+          params: { rule: 'duplicate_key' },
+        });
+      }
       if (params.method === 'GET') {
         ctx.addIssue({ code: 'custom', path: ['body'], message: 'a GET request has no body' });
       }

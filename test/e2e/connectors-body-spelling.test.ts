@@ -1,0 +1,75 @@
+import { DEMO, Stack } from '../support/stack';
+import { unique } from '../support/http';
+import { Call, TargetServer, httpOp, recordingClient, settled, startTarget } from './connectors-support';
+
+/**
+ * A spending cap and an approval threshold on `http` read the amount at one spelling of one path of the JSON body
+ * (`body.amount`). A target may read the body otherwise: Go's encoding/json and ASP.NET bind member names ignoring case
+ * (the last of `amount` and `AMOUNT` wins): the target would charge an amount neither the cap nor the threshold ever
+ * saw. Such an operation is refused at intake (400 naming the field; nothing written, nothing sent).
+ */
+describe('http: a body the target would read otherwise than the cap and the threshold', () => {
+  let stack: Stack;
+  let call: Call;
+  let target: TargetServer;
+
+  const table = async (name: string) =>
+    ((await stack.db.dataSource.query(`SELECT count(*)::int AS n FROM ${name}`)) as { n: number }[])[0].n;
+  const written = async () => ({ executions: await table('executions'), operations: await table('operations') });
+  const posts = () => target.seen.filter((s) => s.method === 'POST').length;
+  const submit = (params: Record<string, unknown>) =>
+    call<{ errors?: { field: string; rule: string; message: string }[] }>('POST', '/v1/executions', {
+      body: { agent_id: 'a', intent: 'pay', operations: [httpOp('pay', params)] },
+    });
+
+  beforeAll(async () => {
+    target = await startTarget();
+    stack = await Stack.start({ label: 'connspell' });
+    ({ call } = recordingClient(stack));
+    const settings = await call('PUT', '/v1/admin/connector-settings/http', {
+      key: DEMO.admin,
+      body: {
+        allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true }],
+        spending_caps: [{ period: 'day', max_amount: 100, amount_field: 'body.amount' }],
+      },
+    });
+    expect(settings.status).toBe(200);
+    const policy = await call('PUT', '/v1/admin/policy', {
+      key: DEMO.admin,
+      body: { approval_rules: [{ connector: 'http', amount_above: 50, amount_field: 'body.amount' }] },
+    });
+    expect(policy.status).toBe(200);
+  });
+  afterAll(async () => {
+    await stack?.stop();
+    await target?.close();
+  });
+
+  it('refuses a body naming the capped amount twice in two cases (a case-insensitive target takes the last)', async () => {
+    const before = await written();
+    for (const [body, field] of [
+      [{ id: unique('pay'), amount: 1, AMOUNT: 1_000_000 }, 'operations[0].params.body.AMOUNT'],
+      // Nested too, and by Unicode case folding: Go folds U+017F (long s) to "s" and U+212A (Kelvin sign) to "k".
+      [{ amount: 1, order: { cost: 1, coſt: 9 } }, 'operations[0].params.body.order.co\u017ft'],
+      [{ amount: 1, items: [{ sku: 'a', Kind: 'x', kind: 'y' }] }, 'operations[0].params.body.items[0].kind'],
+    ] as const) {
+      const refused = await submit({ method: 'POST', url: `${target.base}/orders`, body });
+      expect({ body, status: refused.status }).toEqual({ body, status: 400 });
+      expect(refused.body.errors).toEqual([
+        expect.objectContaining({ field, rule: 'duplicate_key', message: expect.stringMatching(/ignoring case/) }),
+      ]);
+    }
+    expect(await written()).toEqual(before);
+    expect(posts()).toBe(0);
+  });
+
+  it('still sends a body whose names differ otherwise than by case, one name in two objects alike', async () => {
+    const id = unique('pay');
+    const body = { id, amount: 20, amount_total: 20, items: [{ kind: 'a' }, { Kind: 'b' }] };
+    const accepted = await submit({ method: 'POST', url: `${target.base}/orders`, body });
+    expect(accepted.status).toBe(201);
+    const done = await settled(call, (accepted.body as { id: string }).id);
+    expect(done.operations[0].status).toBe('ACKNOWLEDGED');
+    expect(target.seen.filter((s) => s.method === 'POST').map((s) => JSON.parse(s.body) as unknown)).toEqual([body]);
+  });
+});
