@@ -5,8 +5,9 @@ import { Call, TargetServer, httpOp, recordingClient, settled, startTarget } fro
 /**
  * A spending cap and an approval threshold on `http` read the amount at one spelling of one path of the JSON body
  * (`body.amount`). A target may read the body otherwise: Go's encoding/json and ASP.NET bind member names ignoring case
- * (the last of `amount` and `AMOUNT` wins): the target would charge an amount neither the cap nor the threshold ever
- * saw. Such an operation is refused at intake (400 naming the field; nothing written, nothing sent).
+ * (the last of `amount` and `AMOUNT` wins), and a server told the body is a form (`Content-Type`) parses
+ * `amount=...` out of a string value. Either way the target would charge an amount neither the cap nor the threshold
+ * ever saw: such an operation is refused at intake (400 naming the field; nothing written, nothing sent).
  */
 describe('http: a body the target would read otherwise than the cap and the threshold', () => {
   let stack: Stack;
@@ -63,13 +64,47 @@ describe('http: a body the target would read otherwise than the cap and the thre
     expect(posts()).toBe(0);
   });
 
-  it('still sends a body whose names differ otherwise than by case, one name in two objects alike', async () => {
+  it('refuses a Content-Type that would have the JSON body read as something else than JSON', async () => {
+    const before = await written();
+    // A form parser reads `amount=1000000` out of the memo: {"amount":1,"memo":"&amount=1000000&x="} as a form.
+    const body = { id: unique('pay'), amount: 1, memo: '&amount=1000000&x=' };
+    for (const value of [
+      'application/x-www-form-urlencoded',
+      'text/plain',
+      'multipart/form-data; boundary=x',
+      'application/json; charset=utf-16',
+      'application/jsonp',
+    ]) {
+      const refused = await submit({
+        method: 'POST',
+        url: `${target.base}/orders`,
+        headers: { 'Content-Type': value },
+        body,
+      });
+      expect({ value, status: refused.status }).toEqual({ value, status: 400 });
+      expect(refused.body.errors).toEqual([
+        expect.objectContaining({ field: 'operations[0].params.headers.Content-Type', rule: 'json_content_type' }),
+      ]);
+    }
+    expect(await written()).toEqual(before);
+    expect(posts()).toBe(0);
+  });
+
+  it('still sends a body whose names differ otherwise than by case, with a JSON Content-Type of its own', async () => {
     const id = unique('pay');
     const body = { id, amount: 20, amount_total: 20, items: [{ kind: 'a' }, { Kind: 'b' }] };
-    const accepted = await submit({ method: 'POST', url: `${target.base}/orders`, body });
+    const accepted = await submit({
+      method: 'POST',
+      url: `${target.base}/orders`,
+      headers: { 'content-type': 'application/vnd.api+json; charset=UTF-8' },
+      body,
+    });
     expect(accepted.status).toBe(201);
     const done = await settled(call, (accepted.body as { id: string }).id);
     expect(done.operations[0].status).toBe('ACKNOWLEDGED');
-    expect(target.seen.filter((s) => s.method === 'POST').map((s) => JSON.parse(s.body) as unknown)).toEqual([body]);
+    const received = target.seen.filter((s) => s.method === 'POST');
+    expect(received.map((s) => [s.headers['content-type'], JSON.parse(s.body) as unknown])).toEqual([
+      ['application/vnd.api+json; charset=UTF-8', body],
+    ]);
   });
 });

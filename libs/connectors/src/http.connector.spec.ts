@@ -132,6 +132,17 @@ describe('http connector', () => {
       ).toEqual([]);
     });
 
+    it('accepts a JSON Content-Type of the operation’s own, and any on a request without a body', () => {
+      for (const type of [
+        'application/json',
+        'Application/JSON;odata.metadata=minimal',
+        'application/merge-patch+json; charset="UTF-8"',
+      ]) {
+        expect([type, issues({ headers: { 'Content-Type': type }, body: { a: 1 } })]).toEqual([type, []]);
+      }
+      expect(issues({ method: 'DELETE', headers: { 'Content-Type': 'text/plain' } })).toEqual([]);
+    });
+
     it.each([
       [{ url: 'file:///etc/passwd' }, /^url: /],
       [{ url: 'gopher://127.0.0.1:70/' }, /^url: only http/],
@@ -204,6 +215,18 @@ describe('http connector', () => {
         { body: { items: [{ kind: 'a', '\u212aind': 'b' }] } },
         /^body\.items\.0\.\u212aind: "\u212aind" names a member/,
       ],
+      // The body is JSON: labelled a form or text, a target reads it otherwise than a cap or threshold does.
+      [
+        { headers: { 'Content-Type': 'application/x-www-form-urlencoded' }, body: { amount: 1, memo: '&amount=9&' } },
+        /^headers\.Content-Type: the body is sent as JSON/,
+      ],
+      [{ headers: { content_type: 'text/plain' }, body: { a: 1 } }, /^headers\.content_type: the body is sent as JSON/],
+      [
+        { headers: { 'content-type': 'application/json; charset=utf-16' }, body: { a: 1 } },
+        /^headers\.content-type: the body is sent as JSON/,
+      ],
+      [{ headers: { 'content-type': 'application/jsonp' }, body: { a: 1 } }, /^headers\.content-type: the body/],
+      [{ idempotency: { header: 'Content-Type' } }, /^idempotency\.header: the idempotency key cannot be the Content/],
       [{ surprise: true }, /Unrecognized key/],
     ])('refuses %j', (params, message) => {
       expect(issues(params)).toEqual(expect.arrayContaining([expect.stringMatching(message)]));

@@ -357,6 +357,38 @@ const Headers = (place: Place) =>
 
 const FieldPath = z.string().max(200).regex(FIELD_PATH, FIELD_PATH_RULE);
 
+/** Whether a header is Content-Type, named as forbiddenHeader compares names (case, and `_` read as `-`). */
+function isContentType(name: string): boolean {
+  return name.toLowerCase().replace(/_/g, '-') === 'content-type';
+}
+
+const JSON_MEDIA_TYPE = /^application\/(?:[!#$&^_.+0-9a-z-]+\+)?json$/i;
+
+/**
+ * Whether a Content-Type an operation gives its request says what the body is: JSON (`application/json`, or a type of
+ * the `+json` family such as `application/merge-patch+json`), in UTF-8 if it names a charset. The body is always sent
+ * as the JSON text of `body`; labelled a form, a target reads `amount=1000000` out of a string value of it, an amount
+ * no spending cap or approval threshold ever read (they read `body.amount` of the JSON).
+ */
+function jsonContentType(value: string): boolean {
+  const [type, ...parameters] = value.split(';');
+  if (!JSON_MEDIA_TYPE.test(type.trim())) return false;
+  return parameters.every((parameter) => {
+    const at = parameter.indexOf('=');
+    if (
+      parameter
+        .slice(0, at === -1 ? undefined : at)
+        .trim()
+        .toLowerCase() !== 'charset'
+    )
+      return true;
+    return /^"?utf-8"?$/i.test(parameter.slice(at + 1).trim());
+  });
+}
+
+const JSON_CONTENT_TYPE_RULE =
+  'the body is sent as JSON (UTF-8): a Content-Type naming another media type (a form, text) or charset would have the target read it otherwise than a spending cap or an approval threshold reads it; give application/json, an application/…+json type, or none';
+
 /**
  * A member name as a target that matches names ignoring case compares it: Go's encoding/json (Unicode simple folding,
  * so U+017F "ſ" is "s" and U+212A, the Kelvin sign, "k") and ASP.NET's System.Text.Json (case-insensitive by default).
@@ -438,7 +470,10 @@ const RequestParams = z
     read_back: ReadBackSpec.optional(),
     context: ContextSpec.optional(),
     idempotency: z
-      .strictObject({ header: HeaderName })
+      .strictObject({
+        // Its value, `verity-<operation id>`, would replace the body's media type.
+        header: HeaderName.refine((name) => !isContentType(name), 'the idempotency key cannot be the Content-Type'),
+      })
       .optional()
       .describe('send an idempotency key derived from the operation id in this header'),
     ref_field: FieldPath.optional().describe('a field of the 2xx response to keep as {{ref}} for the read-back'),
@@ -463,6 +498,15 @@ const RequestParams = z
       }
       if (params.method === 'GET') {
         ctx.addIssue({ code: 'custom', path: ['body'], message: 'a GET request has no body' });
+      }
+      for (const [name, value] of Object.entries(params.headers ?? {})) {
+        if (!isContentType(name) || jsonContentType(value)) continue;
+        ctx.addIssue({
+          code: 'custom',
+          path: ['headers', name],
+          message: JSON_CONTENT_TYPE_RULE,
+          params: { rule: 'json_content_type' },
+        });
       }
     }
     if (params.read_back && readBackUsesRef(params.read_back) && !params.ref_field) {
