@@ -620,6 +620,38 @@ describe('TransitionService (real Postgres)', () => {
     expect(await eventsWhere({ executionId, type: 'operation.release_withdrawn' })).toHaveLength(1);
   });
 
+  it('decide: an approval stamped by the database’s clock, whatever the writer’s clock says', async () => {
+    const { operationId } = await newExecutionWithOneOperation();
+    const databaseNow = async () =>
+      ((await db.dataSource.query(`SELECT clock_timestamp() AS now`)) as { now: Date }[])[0].now.getTime();
+    const before = await databaseNow();
+    const decided = await transitions.decide(db.dataSource.manager, {
+      operation: snapshot(operationId),
+      tenantId: 'acme',
+      open: 'approval',
+      event: { type: 'approval.decided', data: { decision: 'approve' } },
+      // What a writer whose clock is a day off would have put there: replaced by the statement's own reading.
+      merge: { approval: { state: 'granted', decided_by: 'key_1', decided_at: '2000-01-01T00:00:00.000Z' } },
+      approvalStamp: { validForMs: 900_000 },
+    });
+    const after = await databaseNow();
+    expect(decided.won).toBe(true);
+    const [row] = (await db.dataSource.query(`SELECT approval FROM operations WHERE id = $1`, [operationId])) as {
+      approval: { state: string; decided_by: string; decided_at: string; expires_at: string };
+    }[];
+    expect(row.approval).toEqual({
+      state: 'granted',
+      decided_by: 'key_1',
+      decided_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
+      expires_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
+    });
+    const decidedAt = Date.parse(row.approval.decided_at);
+    // Milliseconds as toISOString writes them (cut, not rounded), within the statement's moment.
+    expect(decidedAt).toBeGreaterThanOrEqual(before - 1);
+    expect(decidedAt).toBeLessThanOrEqual(after);
+    expect(Date.parse(row.approval.expires_at) - decidedAt).toBe(900_000);
+  });
+
   it('decide: of many racing decisions one is written, with its event and the move it makes, in one statement', async () => {
     const { executionId, operationId } = await newExecutionWithOneOperation();
     const decide = (i: number) =>

@@ -211,6 +211,13 @@ export interface DecisionInput {
    */
   whileBeforeDeadline?: boolean;
   move?: { to: OperationStatus; reason?: TerminalReason | null; eventData?: Record<string, unknown> };
+  /**
+   * The approval this decision merges is stamped by the database's clock — the one the send guard compares a grant's
+   * expiry with — not by the writer's: `decided_at` now and, given `validForMs` (a grant), `expires_at` that much later.
+   * Stamped by an API process whose clock ran an hour ahead, a 15-minute grant held for 75; an hour behind, it was
+   * expired when written.
+   */
+  approvalStamp?: { validForMs?: number };
 }
 
 /** The SQL condition for "not decided yet". A release (SENT) is a resolution too: it is recorded before the send. */
@@ -249,7 +256,12 @@ export interface OperationMerge {
 /** Counters kept in the obligation that a writer adds one to in its statement (never a count it read before). */
 export type ObligationCounter = 'rechecks';
 
-function mergeAssignments(merge: OperationMerge, params: unknown[], counter?: ObligationCounter): string[] {
+function mergeAssignments(
+  merge: OperationMerge,
+  params: unknown[],
+  counter?: ObligationCounter,
+  approvalStamp?: DecisionInput['approvalStamp'],
+): string[] {
   const sets: string[] = [];
   const columns = { ...merge, ...(counter && !merge.obligation ? { obligation: {} } : {}) };
   for (const [column, value] of Object.entries(columns)) {
@@ -260,9 +272,26 @@ function mergeAssignments(merge: OperationMerge, params: unknown[], counter?: Ob
       // Added to the value the row holds when the statement gets it (a concurrent writer's count included).
       merged = `jsonb_set(${merged}, '{${counter}}', to_jsonb(coalesce((${column}->>'${counter}')::int, 0) + 1))`;
     }
+    if (column === 'approval' && approvalStamp) merged += ` || ${approvalStampSql(approvalStamp, params)}`;
     sets.push(`${column} = ${merged}`);
   }
   return sets;
+}
+
+/** An instant as the API writes one (toISOString): UTC, milliseconds, `Z`. */
+function isoInstant(timestamp: string): string {
+  return `to_char((${timestamp}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+}
+
+/** `decided_at` (and `expires_at`) from one reading of the database's clock (DecisionInput.approvalStamp). */
+function approvalStampSql(stamp: NonNullable<DecisionInput['approvalStamp']>, params: unknown[]): string {
+  let expires = '';
+  if (stamp.validForMs !== undefined) {
+    params.push(stamp.validForMs);
+    expires = `, 'expires_at', ${isoInstant(`stamp.at + $${params.length}::bigint * interval '1 millisecond'`)}`;
+  }
+  return `(SELECT jsonb_build_object('decided_at', ${isoInstant('stamp.at')}${expires})
+           FROM (SELECT clock_timestamp() AS at) stamp)`;
 }
 
 function json(value: unknown): string | null {
@@ -606,7 +635,7 @@ export class TransitionService {
     const params: unknown[] = [operation.id, input.tenantId, operation.status, operation.attempt];
     const sets = [
       'updated_at = clock_timestamp()',
-      ...mergeAssignments(input.merge, params),
+      ...mergeAssignments(input.merge, params, undefined, input.approvalStamp),
       ...patchAssignments(input.patch ?? {}, params),
     ];
     // A person's FAILED never stands for an effect the provider acknowledged or a re-check's read showed, also when that

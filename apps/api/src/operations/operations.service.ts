@@ -134,16 +134,18 @@ export class OperationsService {
         { current_status: op.status },
       );
     }
+    // Its decided_at (and a grant's expires_at) are written by the statement, from the database's clock.
     const approval: Partial<Approval> =
       decision === 'approve'
         ? this.grantBy(principal, reason)
-        : { state: 'denied', decided_at: new Date().toISOString(), decided_by: principal.keyId, reason };
+        : { state: 'denied', decided_by: principal.keyId, reason };
     const decided = await this.transitions.decide(this.db.manager, {
       operation: snapshotOf(op),
       tenantId: principal.tenantId,
       open: 'approval',
       event: { type: 'approval.decided', data: { decision, reason, by: principal.keyId } },
       merge: { approval: approval as Record<string, unknown> },
+      approvalStamp: decision === 'approve' ? { validForMs: this.config.APPROVAL_TTL_MS } : {},
       // A grant is for a send; past the execution's deadline nothing more is sent for it. A deny still ends it.
       whileBeforeDeadline: decision === 'approve',
       move:
@@ -180,16 +182,13 @@ export class OperationsService {
     return needsApproval(op, tenantApprovalRules(settings, this.connectors.approvalAmountDeclarations()));
   }
 
-  /** A grant by this principal now, valid for APPROVAL_TTL_MS: an approval decision's, and a release's. */
+  /**
+   * A grant by this principal: an approval decision's, and a release's. Valid for APPROVAL_TTL_MS from when it is
+   * written, by the database's clock: the statement that writes it stamps `decided_at` and `expires_at`
+   * (`approvalStamp`), as the send guard compares the expiry with that clock — this process's may be off.
+   */
   private grantBy(principal: Principal, reason: string | undefined): Approval {
-    const now = new Date();
-    return {
-      state: 'granted',
-      decided_at: now.toISOString(),
-      decided_by: principal.keyId,
-      reason,
-      expires_at: new Date(now.getTime() + this.config.APPROVAL_TTL_MS).toISOString(),
-    };
+    return { state: 'granted', decided_by: principal.keyId, reason };
   }
 
   /**
@@ -417,6 +416,7 @@ export class OperationsService {
         status === OperationStatus.SENT
           ? { obligation: { resolution }, ...(grant && { approval: grant as unknown as Record<string, unknown> }) }
           : { evidence: { resolution }, obligation: op.obligation ? { resolution } : undefined },
+      ...(grant && { approvalStamp: { validForMs: this.config.APPROVAL_TTL_MS } }),
       move: status === OperationStatus.SENT ? undefined : { to: status, eventData: { resolution } },
     });
     if (!decided.won) {
