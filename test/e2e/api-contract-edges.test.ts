@@ -299,4 +299,49 @@ describe('contract edges: problems name what the caller sent', () => {
     ]);
     expect(await count('executions')).toBe(before);
   });
+
+  it('answers a method a route does not have with 405 and Allow, not 404: the execution exists (RFC 9110 15.5.6)', async () => {
+    const created = await http<{ id: string; status: string }>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([charge(unique('verb'))]),
+    });
+    expect(created.status).toBe(201);
+    const id = created.body.id;
+    const before = await count('events');
+    // An agent that "deletes" its execution to cancel it was told it does not exist (404 not-found), the answer a key
+    // gets for an id that was never created — and the SDK raised VerityNotFoundError for an execution that is running.
+    for (const [method, path, allow] of [
+      ['DELETE', `/v1/executions/${id}`, 'GET, HEAD'],
+      ['PATCH', `/v1/executions/${id}`, 'GET, HEAD'],
+      ['PUT', '/v1/executions', 'GET, HEAD, POST'],
+      ['GET', `/v1/executions/${id}/cancel`, 'POST'],
+      ['DELETE', '/v1/admin/policy', 'GET, HEAD, PUT'],
+      ['POST', '/health/live', 'GET, HEAD'],
+    ] as const) {
+      for (const key of [DEMO.agent, undefined]) {
+        const res = await http<Problem>(stack.apiUrl, method, path, key ? { key } : {});
+        expect({ method, path, key, status: res.status, allow: res.headers.get('allow') }).toEqual({
+          method,
+          path,
+          key,
+          status: 405,
+          allow,
+        });
+        expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+        expect(res.body).toMatchObject({ type: 'https://verity.dev/problems/method-not-allowed', status: 405 });
+      }
+    }
+    // Nothing was done: the execution is as it was, and not one event was written.
+    const after = await http<{ id: string }>(stack.apiUrl, 'GET', `/v1/executions/${id}`, { key: DEMO.agent });
+    expect(after.status).toBe(200);
+    expect(await count('events')).toBe(before);
+    // A path no route has stays 404; /mcp keeps its own 405 (Allow: POST).
+    expect((await http(stack.apiUrl, 'DELETE', `/v1/executions/${id}/nothing`, { key: DEMO.agent })).status).toBe(404);
+    expect((await http(stack.apiUrl, 'DELETE', '/v1/executions/')).status).toBe(404);
+    const mcp = await http(stack.apiUrl, 'GET', '/mcp', { key: DEMO.agent });
+    expect([mcp.status, mcp.headers.get('allow')]).toEqual([405, 'POST']);
+    // Another method there names what /mcp takes, not the methods it has handlers for only to refuse them.
+    const other = await http(stack.apiUrl, 'PROPFIND', '/mcp');
+    expect([other.status, other.headers.get('allow')]).toEqual([405, 'OPTIONS, POST']);
+  });
 });

@@ -1,5 +1,5 @@
 import { Module } from '@nestjs/common';
-import { APP_FILTER, APP_GUARD } from '@nestjs/core';
+import { APP_FILTER, APP_GUARD, DiscoveryModule } from '@nestjs/core';
 import { ConnectorsModule } from '@verity/connectors';
 import { PersistenceModule } from '@verity/persistence';
 import { PlatformModule, VerityConfig } from '@verity/platform';
@@ -29,6 +29,7 @@ import { ResolutionOptionsService } from './operations/resolution-options.servic
 import { ProblemFilter } from './problem/problem.filter';
 import { RefuseUnreadBody } from './http/no-body';
 import { RefuseUnreadQuery } from './http/no-query';
+import { RouteMethods } from './http/route-methods';
 import { EventNotifier } from './stream/event-notifier.service';
 import { StreamService } from './stream/stream.service';
 
@@ -37,7 +38,14 @@ export class ApiModule {
   static forRoot(config: VerityConfig) {
     return {
       module: ApiModule,
-      imports: [PlatformModule.forRoot('api', config), PersistenceModule, QueuesModule, ConnectorsModule, McpModule],
+      imports: [
+        PlatformModule.forRoot('api', config),
+        PersistenceModule,
+        QueuesModule,
+        ConnectorsModule,
+        McpModule,
+        DiscoveryModule,
+      ],
       controllers: [
         ExecutionsController,
         OperationsController,
@@ -64,6 +72,7 @@ export class ApiModule {
         WebhookDeliveriesService,
         EventNotifier,
         StreamService,
+        RouteMethods,
         { provide: APP_GUARD, useClass: AuthGuard },
         // After the key is checked (global guards run in this order); a guard, not an interceptor: an interceptor
         // wraps every handler in an rxjs pipeline, a cost on every request the check does not need.

@@ -5,12 +5,16 @@ import { LOGGER, Logger } from '@verity/platform';
 import type { Request, Response } from 'express';
 import { STATUS_CODES } from 'node:http';
 import { bodyParserProblem } from '../http/body-errors';
+import { RouteMethods } from '../http/route-methods';
 import { Problem, sendProblem } from './problem';
 
 /** Maps every error to application/problem+json. No stack traces or internal fields ever leave the process. */
 @Catch()
 export class ProblemFilter implements ExceptionFilter {
-  constructor(@Inject(LOGGER) private readonly logger: Logger) {}
+  constructor(
+    @Inject(LOGGER) private readonly logger: Logger,
+    private readonly routes: RouteMethods,
+  ) {}
 
   catch(error: unknown, host: ArgumentsHost): void {
     const http = host.switchToHttp();
@@ -37,6 +41,19 @@ export class ProblemFilter implements ExceptionFilter {
     if (error instanceof HttpException) {
       const status = error.getStatus();
       if (status === 404) {
+        // No route took the request. Where a route has the path with other methods the resource exists: 405 and the
+        // methods it takes (RFC 9110), not a 404 that reads as "no such execution".
+        const allowed = this.routes.allowedAt(req.path);
+        if (allowed) {
+          return new Problem(
+            405,
+            'method-not-allowed',
+            'Method not allowed',
+            `${req.method} is not a method of ${req.path}; it takes ${allowed.join(', ')}`,
+            {},
+            { allow: allowed.join(', ') },
+          );
+        }
         return new Problem(404, 'not-found', 'Not found', `no route ${req.method} ${req.path}`);
       }
       // Nest maps a few express errors (bad percent-encoding in the path, for one) to HttpExceptions.
