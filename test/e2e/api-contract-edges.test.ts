@@ -344,4 +344,23 @@ describe('contract edges: problems name what the caller sent', () => {
     const other = await http(stack.apiUrl, 'PROPFIND', '/mcp');
     expect([other.status, other.headers.get('allow')]).toEqual([405, 'OPTIONS, POST']);
   });
+
+  it('names the webhook endpoint a 201 created in Location, as the executions and retries it creates are named', async () => {
+    const allowed = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+      key: DEMO.admin,
+      body: { allow_hosts: [{ host: '127.0.0.1', allow_private: true }] },
+    });
+    expect(allowed.status).toBe(200);
+    const created = await http<{ id: string; secret: string }>(stack.apiUrl, 'POST', '/v1/admin/webhooks', {
+      key: DEMO.admin,
+      body: { url: 'http://127.0.0.1:9/hooks', events: ['execution.finished'] },
+    });
+    expect(created.status).toBe(201);
+    // Without Location a 201's new resource is the target URI (RFC 9110, 15.3.2): here the list, not the endpoint.
+    expect(created.headers.get('location')).toBe(`/v1/admin/webhooks/${created.body.id}`);
+    const named = await http<{ id: string }>(stack.apiUrl, 'GET', created.headers.get('location')!, {
+      key: DEMO.admin,
+    });
+    expect([named.status, named.body.id]).toEqual([200, created.body.id]);
+  });
 });

@@ -1,4 +1,5 @@
-import { Delete, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
+import { Delete, Get, HttpCode, Param, Post, Query, Res } from '@nestjs/common';
+import type { Response } from 'express';
 import { z } from 'zod';
 import { CurrentPrincipal, Principal } from '../auth/principal';
 import { JsonBody, parseQuery } from '../http/parse';
@@ -47,11 +48,22 @@ export class WebhooksController {
       'The answer carries the signing secret (`whsec_…`), shown this once. At most 20 endpoints per tenant ' +
       '(409 `webhook-limit`).',
     body: { schema: WebhookInputSchema },
-    response: { status: 201, schema: WebhookCreatedView },
+    response: {
+      status: 201,
+      schema: WebhookCreatedView,
+      headers: { Location: { description: 'the new endpoint’s URL', required: true, schema: { type: 'string' } } },
+    },
     problems: ['validation-error', 'webhook-limit'],
   })
-  create(@CurrentPrincipal() principal: Principal, @JsonBody(WebhookInputSchema) input: WebhookInput) {
-    return this.webhooks.create(principal, input);
+  async create(
+    @CurrentPrincipal() principal: Principal,
+    @JsonBody(WebhookInputSchema) input: WebhookInput,
+    @Res({ passthrough: true }) res: Response,
+  ) {
+    const created = await this.webhooks.create(principal, input);
+    // A 201 without Location names the target URI as what it created (RFC 9110): the list, not the endpoint.
+    res.setHeader('location', `/v1/admin/webhooks/${created.id}`);
+    return created;
   }
 
   @Get(':id')

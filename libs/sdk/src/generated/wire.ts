@@ -2483,6 +2483,8 @@ export interface operations {
     responses: {
       201: {
         headers: {
+          /** @description the new endpoint’s URL */
+          Location: string;
           [name: string]: unknown;
         };
         content: {
