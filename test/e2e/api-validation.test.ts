@@ -592,7 +592,7 @@ const CASES: Case[] = [
     field: 'status',
   },
   { name: 'an unknown route', method: 'GET', path: '/v1/nothing-here', status: 404 },
-  { name: 'a wrong method', method: 'PUT', path: '/v1/executions', body: base(), status: 404 },
+  { name: 'a wrong method', method: 'PUT', path: '/v1/executions', body: base(), status: 405 },
   { name: 'a bad percent-encoding', method: 'GET', path: '/v1/executions/%FF', status: 400 },
 
   // Hostile input: what no string, key, id or body may hold, refused by one check before any route reads it.
