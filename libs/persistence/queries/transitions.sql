@@ -114,28 +114,8 @@ WITH moved AS (
 
 -- decisionWithMove
 WITH moved AS (
-         UPDATE operations SET updated_at = clock_timestamp(), approval = coalesce(approval, '{}'::jsonb) || $5::jsonb, status = $6, terminal_reason = $7
-         WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND coalesce(approval->>'state', '') NOT IN ('granted', 'denied')
-         RETURNING id, execution_id, tenant_id, created_at
-       ), seq AS (
-         UPDATE executions e SET event_seq = e.event_seq + $13::int, updated_at = clock_timestamp()
-         FROM moved WHERE e.id = moved.execution_id
-         RETURNING e.id, e.event_seq
-       )
-       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
-       SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - $13::int + m.ord, moved.id, m.type,
-              m.from_status, m.to_status, m.data
-       FROM moved JOIN seq ON seq.id = moved.execution_id,
-            unnest($8::text[], $9::text[], $10::text[], $11::text[],
-                   $12::jsonb[]) WITH ORDINALITY AS m(event_id, type, from_status, to_status, data, ord)
-       ORDER BY m.ord
-       RETURNING id, seq, execution_id,
-                 (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
-
--- resolutionVerified
-WITH moved AS (
-         UPDATE operations SET updated_at = clock_timestamp(), evidence = coalesce(evidence, '{}'::jsonb) || $5::jsonb, obligation = coalesce(obligation, '{}'::jsonb) || $6::jsonb, status = $8
-         WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND obligation->'resolution' IS NULL AND rejected_at IS NULL AND coalesce(jsonb_array_length(obligation->'investigations'), 0) = $7
+         UPDATE operations SET updated_at = clock_timestamp(), approval = coalesce(approval, '{}'::jsonb) || $5::jsonb, status = $7, terminal_reason = $8
+         WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND coalesce(approval->>'state', '') NOT IN ('granted', 'denied') AND EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $6 AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE)
          RETURNING id, execution_id, tenant_id, created_at
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + $14::int, updated_at = clock_timestamp()
@@ -148,6 +128,26 @@ WITH moved AS (
        FROM moved JOIN seq ON seq.id = moved.execution_id,
             unnest($9::text[], $10::text[], $11::text[], $12::text[],
                    $13::jsonb[]) WITH ORDINALITY AS m(event_id, type, from_status, to_status, data, ord)
+       ORDER BY m.ord
+       RETURNING id, seq, execution_id,
+                 (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
+
+-- resolutionVerified
+WITH moved AS (
+         UPDATE operations SET updated_at = clock_timestamp(), evidence = coalesce(evidence, '{}'::jsonb) || $5::jsonb, obligation = coalesce(obligation, '{}'::jsonb) || $6::jsonb, status = $9
+         WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND obligation->'resolution' IS NULL AND rejected_at IS NULL AND EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $7 AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE) AND coalesce(jsonb_array_length(obligation->'investigations'), 0) = $8
+         RETURNING id, execution_id, tenant_id, created_at
+       ), seq AS (
+         UPDATE executions e SET event_seq = e.event_seq + $15::int, updated_at = clock_timestamp()
+         FROM moved WHERE e.id = moved.execution_id
+         RETURNING e.id, e.event_seq
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
+       SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - $15::int + m.ord, moved.id, m.type,
+              m.from_status, m.to_status, m.data
+       FROM moved JOIN seq ON seq.id = moved.execution_id,
+            unnest($10::text[], $11::text[], $12::text[], $13::text[],
+                   $14::jsonb[]) WITH ORDINALITY AS m(event_id, type, from_status, to_status, data, ord)
        ORDER BY m.ord
        RETURNING id, seq, execution_id,
                  (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;

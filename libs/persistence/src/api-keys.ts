@@ -15,6 +15,9 @@ export const API_KEY_SQL = {
   announceRevocation: `SELECT pg_notify('${KEY_REVOCATION_CHANNEL}', $1)`,
   listenForRevocations: `LISTEN ${KEY_REVOCATION_CHANNEL}`,
   keyActive: `SELECT 1 FROM api_keys WHERE id = $1 AND revoked_at IS NULL`,
+  // FOR SHARE conflicts with the revocation's UPDATE: a revocation under way is waited for (and then refuses), and one
+  // that comes later waits for the transaction holding this lock to end.
+  lockActiveKey: `SELECT 1 FROM api_keys WHERE id = $1 AND tenant_id = $2 AND revoked_at IS NULL FOR SHARE`,
   // The hash column is never selected by the listings: nothing that prints them can print it.
   listKeys: `SELECT id, tenant_id, role, key_prefix, label, created_at, revoked_at FROM api_keys
      WHERE ($1::text IS NULL OR tenant_id = $1) ORDER BY tenant_id NULLS FIRST, created_at, id`,
@@ -94,6 +97,17 @@ export async function findActiveKey(db: EntityManager, key: string): Promise<Api
 /** Whether the key (by id) is still unrevoked: an open stream asks this now and then. */
 export async function isKeyActive(db: Queryable, keyId: string): Promise<boolean> {
   const found = await rows(db, API_KEY_SQL.keyActive, [keyId]);
+  return found.length === 1;
+}
+
+/**
+ * Inside a transaction that a key's request writes: whether the key (of this tenant) is still unrevoked, share-locking
+ * its row until the transaction ends, so no revocation commits between this check and the write. A request admitted
+ * before its key was revoked (a lookup cached, a revocation still on its way by NOTIFY, or one made while the request
+ * ran) writes nothing once the revocation has committed.
+ */
+export async function lockActiveKey(db: Queryable, keyId: string, tenantId: string): Promise<boolean> {
+  const found = await rows(db, API_KEY_SQL.lockActiveKey, [keyId, tenantId]);
   return found.length === 1;
 }
 

@@ -97,6 +97,7 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
         transitions.decide(db, {
           operation: op(OperationStatus.PREPARED, 0),
           tenantId: 'tenant',
+          byKey: 'key_1',
           open: 'approval',
           event: { type: 'approval.decided', data: {} },
           merge: { approval: { state: 'denied' } },
@@ -109,6 +110,7 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
         transitions.decide(db, {
           operation: { ...op(OperationStatus.MANUAL_REVIEW, 1), terminalReason: TerminalReason.CONNECTOR_ERROR },
           tenantId: 'tenant',
+          byKey: 'key_1',
           open: 'resolution',
           investigationsSeen: 0,
           event: { type: 'operation.resolved', data: {} },

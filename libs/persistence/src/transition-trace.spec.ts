@@ -4,7 +4,7 @@ import { ExecutionStatus, OperationStatus, TerminalReason, VerificationMethod } 
 import { newId } from '@verity/platform';
 import { chargeOperation, insertTestExecution } from '../../../test/support/fixtures';
 import { createTestDatabase, TestDatabase } from '../../../test/support/services';
-import { ensureTenant } from './api-keys';
+import { createApiKey, ensureTenant } from './api-keys';
 import { transaction } from './sql';
 import { TransitionService } from './transition.service';
 
@@ -27,11 +27,13 @@ describe('transitions as span events (real Postgres, a recording tracer)', () =>
   } as unknown as Processors[number];
   const sdk = new NodeSDK({ spanProcessors: [keep], instrumentations: [], metricReaders: [], logRecordProcessors: [] });
   const transitions = new TransitionService();
+  let reviewerKey: string;
 
   beforeAll(async () => {
     sdk.start();
     db = await createTestDatabase('transitiontrace');
     await ensureTenant(db.dataSource.manager, 'acme');
+    reviewerKey = (await createApiKey(db.dataSource.manager, { tenantId: 'acme', role: 'reviewer' })).id;
   });
   afterAll(async () => {
     await db.drop();
@@ -107,6 +109,7 @@ describe('transitions as span events (real Postgres, a recording tracer)', () =>
           verificationMethod: VerificationMethod.READ_AFTER_WRITE,
         },
         tenantId: 'acme',
+        byKey: reviewerKey,
         open: 'approval',
         event: { type: 'approval.decided', data: { decision: 'deny' } },
         merge: { approval: { state: 'denied', decided_by: 'key_1' } },

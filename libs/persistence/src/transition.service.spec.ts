@@ -9,12 +9,18 @@ import { insertChargeExecution } from '../../../test/support/fixtures';
 import { waitFor } from '../../../test/support/stack';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { FindOptionsWhere } from 'typeorm';
+import { createApiKey, revokeApiKey } from './api-keys';
 import { EventEntity, OperationEntity } from './entities';
 import { OperationSnapshot, TransitionService } from './transition.service';
 
 describe('TransitionService (real Postgres)', () => {
   const db = useTestDatabase('transition', ['acme']);
   const transitions = new TransitionService();
+  /** The reviewer whose decisions these are: a decision is written only while its key is unrevoked. */
+  let reviewerKey: string;
+  beforeAll(async () => {
+    reviewerKey = (await createApiKey(db.dataSource.manager, { tenantId: 'acme', role: 'reviewer' })).id;
+  });
 
   async function newExecutionWithOneOperation() {
     return insertChargeExecution(db.dataSource.manager, 'acme', {
@@ -658,6 +664,7 @@ describe('TransitionService (real Postgres)', () => {
       transitions.decide(db.dataSource.manager, {
         operation: snapshot(operationId),
         tenantId: 'acme',
+        byKey: reviewerKey,
         open: 'approval',
         event: { type: 'approval.decided', data: { decision: i % 2 ? 'deny' : 'approve' } },
         merge: { approval: { state: i % 2 ? 'denied' : 'granted', decided_by: `key_${i}` } },
@@ -684,12 +691,67 @@ describe('TransitionService (real Postgres)', () => {
         await transitions.decide(db.dataSource.manager, {
           operation: snapshot(operationId),
           tenantId: 'other',
+          byKey: reviewerKey,
           open: 'resolution',
           event: { type: 'operation.resolved', data: {} },
           merge: { obligation: { resolution: { status: 'SENT' } } },
         })
       ).won,
     ).toBe(false);
+  });
+
+  it('decide: a decision by a key revoked before its statement commits is not written, also a revocation still under way', async () => {
+    const approve = (operationId: string, byKey: string) =>
+      transitions.decide(db.dataSource.manager, {
+        operation: snapshot(operationId),
+        tenantId: 'acme',
+        byKey,
+        open: 'approval',
+        event: { type: 'approval.decided', data: { decision: 'approve' } },
+        merge: { approval: { state: 'granted', decided_by: byKey } },
+      });
+    // Revoked (and committed) after the request was admitted on it: nothing written.
+    const revoked = await newExecutionWithOneOperation();
+    const gone = await createApiKey(db.dataSource.manager, { tenantId: 'acme', role: 'reviewer' });
+    expect(await revokeApiKey(db.dataSource.manager, gone.id)).toBe(true);
+    expect((await approve(revoked.operationId, gone.id)).won).toBe(false);
+    await expectNothingWritten(revoked.executionId, 'created');
+    // Another tenant's key decides nothing here either.
+    const other = await createApiKey(db.dataSource.manager, { tenantId: 'acme', role: 'reviewer' });
+    await db.dataSource.query(`INSERT INTO tenants (id, name) VALUES ('other', 'other') ON CONFLICT DO NOTHING`);
+    await db.dataSource.query(`UPDATE api_keys SET tenant_id = 'other' WHERE id = $1`, [other.id]);
+    expect((await approve(revoked.operationId, other.id)).won).toBe(false);
+    await expectNothingWritten(revoked.executionId, 'created');
+
+    // A revocation written but not yet committed when the decision's statement runs: the statement waits for it (it
+    // share-locks the key's row) and then finds the key revoked. Read without the lock, the key still looked active.
+    const racing = await newExecutionWithOneOperation();
+    const key = await createApiKey(db.dataSource.manager, { tenantId: 'acme', role: 'reviewer' });
+    const revocation = db.dataSource.createQueryRunner();
+    await revocation.connect();
+    try {
+      await revocation.startTransaction();
+      await revocation.query(`UPDATE api_keys SET revoked_at = now() WHERE id = $1`, [key.id]);
+      const deciding = approve(racing.operationId, key.id);
+      // Proven waiting on the revocation's row lock (not slept on): its backend shows a lock wait.
+      await waitFor(
+        async () =>
+          (
+            (await db.dataSource.query(
+              `SELECT count(*)::int AS n FROM pg_stat_activity
+                WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`,
+            )) as { n: number }[]
+          )[0].n,
+        (waiting) => waiting > 0,
+      );
+      await revocation.commitTransaction();
+      expect((await deciding).won).toBe(false);
+    } finally {
+      await revocation.release();
+    }
+    await expectNothingWritten(racing.executionId, 'created');
+    // The same decision by an unrevoked key is written.
+    expect((await approve(racing.operationId, reviewerKey)).won).toBe(true);
   });
 
   /** A sent operation held in MANUAL_REVIEW for `reason`, its obligation not showing the effect. */
@@ -713,6 +775,7 @@ describe('TransitionService (real Postgres)', () => {
         acknowledged,
       },
       tenantId: 'acme',
+      byKey: reviewerKey,
       open: 'resolution',
       event: { type: 'operation.resolved', data: { status: 'FAILED' } },
       merge: { obligation: { resolution: { status: 'FAILED' } } },
@@ -797,6 +860,7 @@ describe('TransitionService (real Postgres)', () => {
           rejected: false,
         },
         tenantId: 'acme',
+        byKey: reviewerKey,
         open: 'resolution',
         event: { type: 'operation.resolved', data: { status: 'VERIFIED' } },
         merge: { evidence: { resolution: { status: 'VERIFIED' } }, obligation: { resolution: { status: 'VERIFIED' } } },
@@ -843,6 +907,7 @@ describe('TransitionService (real Postgres)', () => {
           rejected: true,
         },
         tenantId: 'acme',
+        byKey: reviewerKey,
         open: 'resolution',
         event: { type: 'operation.resolved', data: { status: 'VERIFIED' } },
         merge: {},

@@ -192,6 +192,13 @@ export type OpenDecision = 'approval' | 'resolution';
 export interface DecisionInput {
   operation: OperationSnapshot;
   tenantId: string;
+  /**
+   * The API key of the person deciding: the decision is written only while that key (of this tenant) is unrevoked,
+   * checked and share-locked in the statement. A revocation committed first refuses it — also one made while the
+   * request was under way (admitted on the key, then reading the source for a resolution) — and one committed later
+   * waits for it: no decision is recorded by a key after its revocation.
+   */
+  byKey: string;
   /** Written only while this is still undecided; of any number of concurrent decisions, one is written. */
   open: OpenDecision;
   event: { type: string; data: Record<string, unknown> };
@@ -647,6 +654,8 @@ export class TransitionService {
     // Nor a person's VERIFIED for a send the provider rejected, also when its answer was recorded after this decision's
     // read (a late 4xx landing between the read and this write): checked in the statement.
     if (move && requiresUnrejected(move.to, 'human')) unchanged += ' AND rejected_at IS NULL';
+    params.push(input.byKey);
+    unchanged += ` AND EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $${params.length} AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE)`;
     if (input.whileBeforeDeadline) {
       unchanged += ` AND EXISTS (SELECT 1 FROM executions de WHERE de.id = operations.execution_id AND de.deadline_at > clock_timestamp())`;
     }

@@ -24,6 +24,7 @@ import {
   listEvents,
   listExecutions,
   NewOperation,
+  lockActiveKey,
   lockExecution,
   preparedOperation,
   snapshotOf,
@@ -406,6 +407,9 @@ export class ExecutionsService {
     await refuseSecretValuesIn(this.tenantConnectors, principal.tenantId, [['reason', reason]]);
     let traceParent: string | null = null;
     await transaction(this.db, async (tx) => {
+      // A cancel is a decision (I13): a key revoked since the request was admitted makes none, and a revocation made
+      // later waits for this transaction (the key's row is share-locked until it ends).
+      if (!(await lockActiveKey(tx, principal.keyId, principal.tenantId))) throw Problem.keyRevokedMidRequest();
       const execution = await findExecution(tx, id, principal.tenantId);
       if (!execution) throw Problem.notFound('Execution', id);
       traceParent = execution.traceParent;

@@ -11,7 +11,9 @@ import {
   findLastStatusChanges,
   findOperation,
   insertExecution,
+  isKeyActive,
   isUniqueViolation,
+  lockActiveKey,
   loadTenantSettings,
   lockRetried,
   obligationDueMs,
@@ -142,6 +144,7 @@ export class OperationsService {
     const decided = await this.transitions.decide(this.db.manager, {
       operation: snapshotOf(op),
       tenantId: principal.tenantId,
+      byKey: principal.keyId,
       open: 'approval',
       event: { type: 'approval.decided', data: { decision, reason, by: principal.keyId } },
       merge: { approval: approval as Record<string, unknown> },
@@ -156,11 +159,22 @@ export class OperationsService {
             }
           : undefined,
     });
-    if (!decided.won) throw await this.approvalRefusal(principal, await this.load(principal, id), true);
+    if (!decided.won) {
+      await this.refuseRevokedKey(principal);
+      throw await this.approvalRefusal(principal, await this.load(principal, id), true);
+    }
     await this.inExecutionTrace(op.executionId, () =>
       this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId }),
     );
     return this.get(principal, id);
+  }
+
+  /**
+   * A decision statement that wrote nothing may have found the deciding key revoked (it checks the key): that key is
+   * told so, not that someone else decided or the operation moved.
+   */
+  private async refuseRevokedKey(principal: Principal): Promise<void> {
+    if (!(await isKeyActive(this.db.manager, principal.keyId))) throw Problem.keyRevokedMidRequest();
   }
 
   /**
@@ -400,6 +414,7 @@ export class OperationsService {
     const decided = await this.transitions.decide(this.db.manager, {
       operation: snapshotOf(op),
       tenantId: principal.tenantId,
+      byKey: principal.keyId,
       open: 'resolution',
       investigationsSeen,
       event: { type: 'operation.resolved', data: resolution },
@@ -420,6 +435,7 @@ export class OperationsService {
       move: status === OperationStatus.SENT ? undefined : { to: status, eventData: { resolution } },
     });
     if (!decided.won) {
+      await this.refuseRevokedKey(principal);
       const now = await this.load(principal, id);
       const undecided = !recordedResolution(now);
       const stillHeld = undecided && now.status === OperationStatus.MANUAL_REVIEW;
@@ -542,6 +558,7 @@ export class OperationsService {
     const decided = await this.transitions.decide(this.db.manager, {
       operation: snapshotOf(op),
       tenantId: principal.tenantId,
+      byKey: principal.keyId,
       open: 'resolution',
       investigationsSeen: seen.length,
       event: { type: 'operation.still_unknown', data: investigation },
@@ -556,6 +573,7 @@ export class OperationsService {
       patch: { next_check_at: nextCheckAt },
     });
     if (!decided.won) {
+      await this.refuseRevokedKey(principal);
       throw await this.resolutionRefusal(principal, await this.load(principal, id), seen.length);
     }
     if (nextCheckAt) {
@@ -694,6 +712,8 @@ export class OperationsService {
     const operationId = newId('op');
     try {
       await transaction(this.db, async (tx) => {
+        // A key revoked since the request was admitted makes no retry (and one revoked later waits for this one).
+        if (!(await lockActiveKey(tx, principal.keyId, principal.tenantId))) throw Problem.keyRevokedMidRequest();
         // Judged again under the original's lock: what its source showed after it ended may refute "no effect exists".
         const locked = await lockRetried(tx, principal.tenantId, op.id);
         if (!locked) throw Problem.notFound('Operation', id);

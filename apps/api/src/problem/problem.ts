@@ -93,6 +93,21 @@ export class Problem extends Error {
   }
 
   /**
+   * 401: the key was revoked while this request was under way (admitted before, revoked before its write committed).
+   * The write checks the key itself (lockActiveKey, the decision statement's byKey): nothing was written.
+   */
+  static keyRevokedMidRequest(): Problem {
+    return new Problem(
+      401,
+      'unauthorized',
+      'Unauthorized',
+      'the API key was revoked while this request was under way; nothing was written',
+      {},
+      { 'www-authenticate': 'Bearer error="invalid_token"' },
+    );
+  }
+
+  /**
    * `outcomeUnknown`: a statement of a write was sent and got no answer in time; the database may still carry it out,
    * so the caller is not told that nothing was written.
    */

@@ -1,0 +1,218 @@
+import { createServer, request as forward, type Server } from 'node:http';
+import { createApiKey, revokeApiKey } from '@verity/persistence';
+import { DEMO, Stack, freePort, waitFor } from '../support/stack';
+import { charge, http, unique } from '../support/http';
+import { listenLocally, type LocalServer } from '../support/local-server';
+import type { ProblemDetails as Problem } from '@verity/sdk';
+import {
+  Op,
+  events,
+  getExecution,
+  getOperation,
+  resetSandbox,
+  submit,
+  waitForOp,
+  waitForResolutionPermitted,
+} from './dispatcher-helpers';
+
+/**
+ * A key revoked while one of its requests is under way: the request was admitted on the key (its lookup, or the
+ * process' cached copy while the revocation's NOTIFY is on its way), and its write comes after the revocation
+ * committed — a reviewer's resolution that first reads the source for seconds, or any decision whose statement runs
+ * as the revocation commits. Before: the write was made, and the record showed a decision by a key after its
+ * revocation (a reviewer removed for cause could still record FAILED, "no effect, a retry is safe"). Now the write
+ * checks the key itself: 401, nothing written.
+ */
+describe('a key revoked while its request is under way', () => {
+  let stack: Stack;
+  let proxy: LocalServer;
+  /** While set, the API's reads of the provider's charges wait here until it is resolved. */
+  let gate: { arrived: () => void; open: Promise<void> } | null = null;
+  let readsHeld = 0;
+
+  beforeAll(async () => {
+    stack = await Stack.start({ label: 'keyrevokedmid', apis: 0 });
+    // The API reads the provider through this proxy (the workers do not): a read can be held while a key is revoked.
+    const server: Server = createServer((req, res) => {
+      const pass = () => {
+        const upstream = forward(
+          `${stack.sandboxUrl}${req.url ?? '/'}`,
+          { method: req.method, headers: req.headers },
+          (answer) => {
+            res.writeHead(answer.statusCode ?? 502, answer.headers);
+            answer.pipe(res);
+          },
+        );
+        upstream.on('error', () => res.destroy());
+        req.pipe(upstream);
+      };
+      const held = gate;
+      if (held && req.method === 'GET' && (req.url ?? '').startsWith('/v1/charges')) {
+        readsHeld += 1;
+        held.arrived();
+        void held.open.then(pass);
+        return;
+      }
+      pass();
+    });
+    proxy = await listenLocally(server);
+    const port = await freePort();
+    await stack.startApp('api', { PORT: String(port), HOST: '127.0.0.1', SANDBOX_URL: proxy.url });
+    stack.apiUrl = `http://127.0.0.1:${port}`;
+    stack.apiUrls.push(stack.apiUrl);
+  });
+  afterAll(async () => {
+    await proxy?.close();
+    await stack?.stop();
+  });
+  afterEach(async () => resetSandbox(stack));
+
+  const newKey = async (role: 'reviewer' | 'agent') =>
+    createApiKey(stack.db.dataSource.manager, { tenantId: 'demo', role, label: unique('mid-request') });
+
+  /** A charge that never reached the provider, held SOURCE_UNREACHABLE, which a reviewer may now resolve FAILED. */
+  async function heldCharge(): Promise<{ executionId: string; held: Op }> {
+    await stack.setFaults({
+      rules: [{ method: 'POST', path: '/v1/charges', fault: 'drop_before_commit', count: 1 }],
+      read_fault: 'unavailable',
+    });
+    const created = await submit(stack, [charge(unique('mid-request'))]);
+    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    expect(held.terminal_reason).toBe('SOURCE_UNREACHABLE');
+    await resetSandbox(stack);
+    await waitForResolutionPermitted(stack, held.id, 'FAILED');
+    return { executionId: created.id, held };
+  }
+
+  const resolveFailed = (opId: string, key: string) =>
+    http<Op | Problem>(stack.apiUrl, 'POST', `/v1/operations/${opId}/resolve`, {
+      key,
+      body: { status: 'FAILED', evidence: 'provider dashboard shows no charge' },
+    });
+
+  function expectRevokedMidRequest(answer: { status: number; body: unknown; headers: Headers }) {
+    expect(answer.status).toBe(401);
+    const body = answer.body as Problem;
+    expect(body.type).toBe('https://verity.dev/problems/unauthorized');
+    expect(body.detail).toMatch(/revoked while this request was under way; nothing was written/);
+    expect(answer.headers.get('www-authenticate')).toMatch(/^Bearer/);
+  }
+
+  it('a resolution whose source read outlasts its key: the key is revoked during the read, and nothing is resolved', async () => {
+    const { executionId, held } = await heldCharge();
+    const reviewer = await newKey('reviewer');
+    let arrived!: () => void;
+    const reading = new Promise<void>((resolve) => (arrived = resolve));
+    let open!: () => void;
+    gate = { arrived, open: new Promise<void>((resolve) => (open = resolve)) };
+    let answer: Awaited<ReturnType<typeof resolveFailed>>;
+    try {
+      const resolving = resolveFailed(held.id, reviewer.key);
+      // The API admitted the key and is reading the source for the FAILED (I14): now the key is revoked.
+      await reading;
+      expect(await revokeApiKey(stack.db.dataSource.manager, reviewer.id)).toBe(true);
+      open();
+      answer = await resolving;
+    } finally {
+      gate = null;
+      open();
+    }
+    expect(readsHeld).toBeGreaterThan(0);
+    expectRevokedMidRequest(answer);
+    const after = await getOperation(stack, held.id);
+    expect(after.status).toBe('MANUAL_REVIEW');
+    expect(after.recovery_obligation?.resolution ?? null).toBeNull();
+    expect((await events(stack, executionId)).filter((e) => e.type === 'operation.resolved')).toEqual([]);
+    // A reviewer whose key stands resolves it as before.
+    const resolved = await resolveFailed(held.id, DEMO.reviewer);
+    expect(resolved.status).toBe(200);
+    expect((resolved.body as Op).status).toBe('FAILED');
+  });
+
+  /**
+   * Runs `request` with `key` while the key's revocation is written but not committed, proves (from Postgres) that the
+   * request's write waits for it, then commits the revocation and returns the request's answer.
+   */
+  async function duringRevocation<T>(keyId: string, request: () => Promise<T>): Promise<T> {
+    const revocation = stack.db.dataSource.createQueryRunner();
+    await revocation.connect();
+    try {
+      await revocation.startTransaction();
+      await revocation.query(`UPDATE api_keys SET revoked_at = now() WHERE id = $1`, [keyId]);
+      let answered = false;
+      const answering = request().finally(() => (answered = true));
+      // Proven waiting on the revocation's row lock (not slept on): a backend of the API waits in a statement on keys.
+      // (A request that does not wait for it answers before the revocation commits, and its answer tells.)
+      await waitFor(
+        async () =>
+          answered ||
+          (
+            (await stack.db.dataSource.query(
+              `SELECT count(*)::int AS n FROM pg_stat_activity
+                WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%api_keys%'
+                  AND pid <> pg_backend_pid()`,
+            )) as { n: number }[]
+          )[0].n > 0,
+        (done) => done,
+      );
+      await revocation.commitTransaction();
+      return await answering;
+    } finally {
+      if (revocation.isTransactionActive) await revocation.rollbackTransaction();
+      await revocation.release();
+    }
+  }
+
+  it('an approval, a cancel and a retry made as their key’s revocation commits are not written', async () => {
+    // Approval: an operation that waits for one.
+    const waiting = await submit(stack, [charge(unique('mid-approve'), { requires_approval: true })]);
+    const pending = await waitForOp(stack, waiting.id, 'charge', (o) => o.approval?.state === 'requested');
+    const approver = await newKey('reviewer');
+    // The key is known to the API (cached), as for any reviewer who has the operation open.
+    expect((await http(stack.apiUrl, 'GET', `/v1/operations/${pending.id}`, { key: approver.key })).status).toBe(200);
+    const approved = await duringRevocation(approver.id, () =>
+      http<Problem>(stack.apiUrl, 'POST', `/v1/operations/${pending.id}/approval`, {
+        key: approver.key,
+        body: { decision: 'approve' },
+      }),
+    );
+    expectRevokedMidRequest(approved);
+    expect((await getOperation(stack, pending.id)).approval?.state).toBe('requested');
+    expect((await events(stack, waiting.id)).filter((e) => e.type === 'approval.decided')).toEqual([]);
+
+    // Cancel: the same execution, by an agent key.
+    const canceller = await newKey('agent');
+    expect((await http(stack.apiUrl, 'GET', `/v1/executions/${waiting.id}`, { key: canceller.key })).status).toBe(200);
+    const cancelled = await duringRevocation(canceller.id, () =>
+      http<Problem>(stack.apiUrl, 'POST', `/v1/executions/${waiting.id}/cancel`, { key: canceller.key }),
+    );
+    expectRevokedMidRequest(cancelled);
+    expect((await getExecution(stack, waiting.id)).status).not.toBe('cancelled');
+
+    // Retry: of an operation that FAILED (declined), by an agent key.
+    const declined = await submit(stack, [charge(unique('decline-mid-retry'))]);
+    const failed = await waitForOp(stack, declined.id, 'charge', (o) => o.status === 'FAILED');
+    const retrier = await newKey('agent');
+    expect((await http(stack.apiUrl, 'GET', `/v1/operations/${failed.id}`, { key: retrier.key })).status).toBe(200);
+    const retried = await duringRevocation(retrier.id, () =>
+      http<Problem>(stack.apiUrl, 'POST', `/v1/operations/${failed.id}/retry`, { key: retrier.key }),
+    );
+    expectRevokedMidRequest(retried);
+    const retryOf = (await stack.db.dataSource.query(`SELECT id FROM operations WHERE retry_of = $1`, [failed.id])) as {
+      id: string;
+    }[];
+    expect(retryOf).toEqual([]);
+    // Keys that stand do all three.
+    expect(
+      (
+        await http(stack.apiUrl, 'POST', `/v1/operations/${pending.id}/approval`, {
+          key: DEMO.reviewer,
+          body: { decision: 'approve' },
+        })
+      ).status,
+    ).toBe(200);
+    expect((await http(stack.apiUrl, 'POST', `/v1/operations/${failed.id}/retry`, { key: DEMO.agent })).status).toBe(
+      201,
+    );
+  });
+});
