@@ -67,7 +67,7 @@ describe('a key revoked while its request is under way', () => {
   });
   afterEach(async () => resetSandbox(stack));
 
-  const newKey = async (role: 'reviewer' | 'agent') =>
+  const newKey = async (role: 'reviewer' | 'agent' | 'admin') =>
     createApiKey(stack.db.dataSource.manager, { tenantId: 'demo', role, label: unique('mid-request') });
 
   /** A charge that never reached the provider, held SOURCE_UNREACHABLE, which a reviewer may now resolve FAILED. */
@@ -162,6 +162,53 @@ describe('a key revoked while its request is under way', () => {
       await revocation.release();
     }
   }
+
+  it('an admin’s policy and connector settings changes made as the key’s revocation commits are not made', async () => {
+    // The tenant's rule that a charge over 10.00 waits for a reviewer, set by an admin whose key stands.
+    const rule = { connector: 'sandbox.payments', amount_above: 1000 };
+    const set = await http(stack.apiUrl, 'PUT', '/v1/admin/policy', {
+      key: DEMO.admin,
+      body: { approval_rules: [rule] },
+    });
+    expect(set.status).toBe(200);
+    const admin = await newKey('admin');
+    expect((await http(stack.apiUrl, 'GET', '/v1/admin/policy', { key: admin.key })).status).toBe(200);
+    const historyBefore = await http<{ data: unknown[] }>(stack.apiUrl, 'GET', '/v1/admin/changes', {
+      key: DEMO.admin,
+    });
+    // A leaked admin key, revoked as it lifts the rule and opens the allowlist to another host.
+    const lifted = await duringRevocation(admin.id, () =>
+      http<Problem>(stack.apiUrl, 'PUT', '/v1/admin/policy', { key: admin.key, body: { approval_rules: [] } }),
+    );
+    expectRevokedMidRequest(lifted);
+    const admin2 = await newKey('admin');
+    expect((await http(stack.apiUrl, 'GET', '/v1/admin/policy', { key: admin2.key })).status).toBe(200);
+    const opened = await duringRevocation(admin2.id, () =>
+      http<Problem>(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+        key: admin2.key,
+        body: { allow_hosts: [{ host: 'exfil.example.com' }] },
+      }),
+    );
+    expectRevokedMidRequest(opened);
+    const policy = await http<{ approval_rules: unknown[] }>(stack.apiUrl, 'GET', '/v1/admin/policy', {
+      key: DEMO.admin,
+    });
+    expect(policy.body.approval_rules).toEqual([expect.objectContaining(rule)]);
+    const settings = await http<{ allow_hosts: unknown[] }>(stack.apiUrl, 'GET', '/v1/admin/connector-settings/http', {
+      key: DEMO.admin,
+    });
+    expect(settings.body.allow_hosts).toEqual([]);
+    const historyAfter = await http<{ data: unknown[] }>(stack.apiUrl, 'GET', '/v1/admin/changes', {
+      key: DEMO.admin,
+    });
+    expect(historyAfter.body.data).toEqual(historyBefore.body.data);
+    // The tenant as the other tests expect it: no approval rule.
+    const restored = await http(stack.apiUrl, 'PUT', '/v1/admin/policy', {
+      key: DEMO.admin,
+      body: { approval_rules: [] },
+    });
+    expect(restored.status).toBe(200);
+  });
 
   it('an approval, a cancel and a retry made as their key’s revocation commits are not written', async () => {
     // Approval: an operation that waits for one.

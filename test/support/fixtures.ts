@@ -1,5 +1,5 @@
 import { newId } from '@verity/platform';
-import { NewExecution, NewOperation, Queryable, insertExecution } from '@verity/persistence';
+import { NewExecution, NewOperation, Queryable, hashApiKey, insertExecution } from '@verity/persistence';
 import { VerificationMethod } from '@verity/status-model';
 
 /** A charge as intake would store it (sandbox.payments, read back after write); `overrides` change any field. */
@@ -78,4 +78,18 @@ export function orderAt(port: number, key: string) {
       },
     },
   };
+}
+
+/**
+ * API key rows with these ids (of `tenantId`, admin role), for tests whose changes are recorded as made by a key: a
+ * change is written only while the key that makes it stands (requireActiveKey). An id already there is kept.
+ */
+export async function insertStandingKeys(db: Queryable, tenantId: string, ids: readonly string[]): Promise<void> {
+  for (const id of ids) {
+    await db.query(
+      `INSERT INTO api_keys (id, tenant_id, role, key_hash, key_prefix, label) VALUES ($1, $2, 'admin', $3, $4, 'test')
+       ON CONFLICT DO NOTHING`,
+      [id, tenantId, hashApiKey(`standing-key:${id}`), id.slice(0, 12)],
+    );
+  }
 }

@@ -18,7 +18,7 @@ LISTEN verity_keys;
 SELECT 1 FROM api_keys WHERE id = $1 AND revoked_at IS NULL;
 
 -- lockActiveKey
-SELECT 1 FROM api_keys WHERE id = $1 AND tenant_id = $2 AND revoked_at IS NULL FOR SHARE;
+SELECT 1 FROM api_keys WHERE id = $1 AND revoked_at IS NULL FOR SHARE;
 
 -- listKeys
 SELECT id, tenant_id, role, key_prefix, label, created_at, revoked_at FROM api_keys

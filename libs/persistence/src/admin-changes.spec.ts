@@ -1,4 +1,5 @@
 import type { EntityManager } from 'typeorm';
+import { insertStandingKeys } from '../../../test/support/fixtures';
 import { waitFor } from '../../../test/support/stack';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { AdminChangeRow, listAdminChanges } from './admin-changes';
@@ -19,7 +20,9 @@ import {
   enableWebhookEndpoint,
   findWebhookEndpoint,
   recordWebhookAttempt,
+  listWebhookEndpoints,
 } from './webhooks';
+import { KeyRevokedError, revokeApiKey } from './api-keys';
 
 /**
  * The history of admin changes is written with the change itself: the policy's by its UPDATE statement, a connector's
@@ -37,7 +40,24 @@ describe('admin change history (real Postgres)', () => {
     'hooksrace',
     'hooksstorm',
     'ordered',
+    'revoking',
   ]);
+  // The keys the changes below are made by: a change is written only while its key stands.
+  beforeAll(async () =>
+    insertStandingKeys(db.dataSource.manager, 'acme', [
+      'k',
+      'key_a',
+      'key_b',
+      'key_admin',
+      'key_creator',
+      'key_deleter',
+      'key_enabler',
+      'key_first',
+      'key_lifter',
+      'key_other',
+      ...Array.from({ length: 10 }, (_, i) => `key_${i}`),
+    ]),
+  );
   // No SECRETS_KEY: the secret is stored as it is, so a history that read the column would hold it in clear.
   const cipher = new SecretsCipher(undefined);
   const SECRET = 'sk_live_history-must-never-hold-this';
@@ -94,7 +114,8 @@ describe('admin change history (real Postgres)', () => {
       remove: [],
       by: 'key_first',
     });
-    // In the caller's transaction: the lock, then the one statement that changes the row and records it.
+    // In the caller's transaction: the key's lock (it must still stand), the policy's lock, then the one statement
+    // that changes the row and records it.
     const written = await transaction(db.dataSource, async (tx) => {
       const probe = counting(tx);
       const changed = await updateTenantPolicy(probe.db, 'acme', {
@@ -102,7 +123,7 @@ describe('admin change history (real Postgres)', () => {
         remove: ['approvalRules'],
         by: 'key_lifter',
       });
-      expect(probe.sent()).toBe(2);
+      expect(probe.sent()).toBe(3);
       return changed;
     });
     expect(written?.obligationOwner).toBe('payments');
@@ -620,6 +641,71 @@ describe('admin change history (real Postgres)', () => {
       await intake;
     }
     expect((await history('racing2')).length).toBeGreaterThanOrEqual(rounds * n);
+  });
+
+  it('a change by a key revoked before it is written is not made and leaves no row, also a revocation under way', async () => {
+    const during = Array.from({ length: 5 }, (_, i) => `key_revoked_during_${i}`);
+    await insertStandingKeys(db.dataSource.manager, 'revoking', ['key_revoked_first', ...during]);
+    expect(await revokeApiKey(db.dataSource.manager, 'key_revoked_first')).toBe(true);
+    const { endpoint } = (await newEndpoint('revoking', 'key_admin', '/revoked'))!;
+    const endpointsBefore = await listWebhookEndpoints(db.dataSource.manager, 'revoking');
+    // Each admin change of the history: the policy, a connector's settings, a webhook endpoint's create, enable, delete.
+    const changesBy = (by: string) => [
+      () => updateTenantPolicy(db.dataSource.manager, 'revoking', { set: { obligationOwner: by }, remove: [], by }),
+      () =>
+        transaction(db.dataSource, (tx) =>
+          changeConnectorSettings(tx, { tenantId: 'revoking', connector: 'http', by }, () =>
+            upsertConnectorSettings(tx, 'revoking', 'http', { allowHosts: [{ host: 'exfil.example.com' }], by }),
+          ),
+        ),
+      () =>
+        createWebhookEndpoint(db.dataSource, cipher, {
+          tenantId: 'revoking',
+          url: 'https://exfil.example.com/hook',
+          events: ['operation.settled'],
+          createdBy: by,
+        }),
+      () => enableWebhookEndpoint(db.dataSource.manager, { tenantId: 'revoking', id: endpoint.id, by }),
+      () => deleteWebhookEndpoint(db.dataSource.manager, { tenantId: 'revoking', id: endpoint.id, by }),
+    ];
+    const added = await addedBy('revoking', async () => {
+      // Revoked (committed) after the request was admitted on it.
+      for (const change of changesBy('key_revoked_first')) await expect(change()).rejects.toThrow(KeyRevokedError);
+      // Revoked while the change runs: written, not committed, when the change starts. The change waits for it (the
+      // key's row is share-locked), and once it commits finds the key revoked.
+      for (let i = 0; i < during.length; i += 1) {
+        const by = during[i];
+        const revocation = db.dataSource.createQueryRunner();
+        await revocation.connect();
+        try {
+          await revocation.startTransaction();
+          await revocation.query(`UPDATE api_keys SET revoked_at = now() WHERE id = $1`, [by]);
+          let settled = false;
+          const change = changesBy(by)[i];
+          const changing = change().finally(() => (settled = true));
+          changing.catch(() => undefined);
+          // Proven waiting on the revocation's row lock (not slept on), or done without waiting (its result tells).
+          await waitFor(
+            async () =>
+              settled ||
+              (
+                (await db.dataSource.query(
+                  `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database()
+                     AND wait_event_type = 'Lock' AND query LIKE '%api_keys%' AND pid <> pg_backend_pid()`,
+                )) as { n: number }[]
+              )[0].n > 0,
+            (done) => done,
+          );
+          await revocation.commitTransaction();
+          await expect(changing).rejects.toThrow(KeyRevokedError);
+        } finally {
+          await revocation.release();
+        }
+      }
+    });
+    expect(added).toEqual([]);
+    expect((await loadTenantSettings(db.dataSource.manager, 'revoking'))?.obligationOwner).toBeUndefined();
+    expect(await listWebhookEndpoints(db.dataSource.manager, 'revoking')).toEqual(endpointsBefore);
   });
 
   it('lists changes in the order they were written, whatever the order of their ids', async () => {

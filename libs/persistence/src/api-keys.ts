@@ -17,7 +17,7 @@ export const API_KEY_SQL = {
   keyActive: `SELECT 1 FROM api_keys WHERE id = $1 AND revoked_at IS NULL`,
   // FOR SHARE conflicts with the revocation's UPDATE: a revocation under way is waited for (and then refuses), and one
   // that comes later waits for the transaction holding this lock to end.
-  lockActiveKey: `SELECT 1 FROM api_keys WHERE id = $1 AND tenant_id = $2 AND revoked_at IS NULL FOR SHARE`,
+  lockActiveKey: `SELECT 1 FROM api_keys WHERE id = $1 AND revoked_at IS NULL FOR SHARE`,
   // The hash column is never selected by the listings: nothing that prints them can print it.
   listKeys: `SELECT id, tenant_id, role, key_prefix, label, created_at, revoked_at FROM api_keys
      WHERE ($1::text IS NULL OR tenant_id = $1) ORDER BY tenant_id NULLS FIRST, created_at, id`,
@@ -101,14 +101,30 @@ export async function isKeyActive(db: Queryable, keyId: string): Promise<boolean
 }
 
 /**
- * Inside a transaction that a key's request writes: whether the key (of this tenant) is still unrevoked, share-locking
+ * Inside a transaction that a key's request writes: whether the key is still unrevoked, share-locking
  * its row until the transaction ends, so no revocation commits between this check and the write. A request admitted
  * before its key was revoked (a lookup cached, a revocation still on its way by NOTIFY, or one made while the request
  * ran) writes nothing once the revocation has committed.
  */
-export async function lockActiveKey(db: Queryable, keyId: string, tenantId: string): Promise<boolean> {
-  const found = await rows(db, API_KEY_SQL.lockActiveKey, [keyId, tenantId]);
+export async function lockActiveKey(db: Queryable, keyId: string): Promise<boolean> {
+  const found = await rows(db, API_KEY_SQL.lockActiveKey, [keyId]);
   return found.length === 1;
+}
+
+/** The key that makes a change was revoked before the change could be written (requireActiveKey): nothing was. */
+export class KeyRevokedError extends Error {
+  override readonly name = 'KeyRevokedError';
+  constructor(readonly keyId: string) {
+    super(`the key ${keyId} was revoked before the change was written`);
+  }
+}
+
+/**
+ * lockActiveKey for a change recorded as made `by` a key (the admin's setting changes and their history): throws
+ * KeyRevokedError when the key no longer stands, and otherwise holds its row share-locked until the transaction ends.
+ */
+export async function requireActiveKey(tx: Queryable, keyId: string): Promise<void> {
+  if (!(await lockActiveKey(tx, keyId))) throw new KeyRevokedError(keyId);
 }
 
 /** The operator's listing (keys CLI), of one tenant or of all. */

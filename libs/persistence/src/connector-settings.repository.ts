@@ -1,6 +1,7 @@
 import { newId } from '@verity/platform';
 import type { EntityManager } from 'typeorm';
 import { ADMIN_CHANGE_INSERT_COLUMNS } from './admin-changes';
+import { requireActiveKey } from './api-keys';
 import type { AllowedHostRow, ReadBackBindingRow, SpendingCapRow } from './entities/connector-settings.entity';
 import { SecretsCipher, secretBinding } from './secrets-cipher';
 import { Queryable, rows } from './sql';
@@ -92,6 +93,8 @@ export async function changeConnectorSettings<T>(
     throw new Error('changeConnectorSettings runs in a transaction (pass the manager `transaction` gives)');
   }
   const { tenantId, connector, by } = change;
+  // Made only while the key that makes it stands (KeyRevokedError otherwise; a revocation waits for this change).
+  await requireActiveKey(tx, by);
   await rows(tx, CONNECTOR_SETTINGS_SQL.lockChange, [tenantId, connector]);
   const [before] = await rows<{ settings: string; version: string }>(tx, CONNECTOR_SETTINGS_SQL.snapshot, [
     tenantId,

@@ -11,7 +11,7 @@ import { waitFor } from '../../../test/support/stack';
 
 /** No connector's secrets are opened in these reads. */
 const NO_CIPHER = null as unknown as SecretsCipher;
-import { chargeOperation, insertTestExecution } from '../../../test/support/fixtures';
+import { chargeOperation, insertStandingKeys, insertTestExecution } from '../../../test/support/fixtures';
 import { TransitionService } from './transition.service';
 
 /**
@@ -21,6 +21,7 @@ import { TransitionService } from './transition.service';
  */
 describe('the guarded SENT statement (real Postgres)', () => {
   const db = useTestDatabase('sendguard', ['acme']);
+  beforeAll(async () => insertStandingKeys(db.dataSource.manager, 'acme', ['key_admin']));
   const transitions = new TransitionService();
   const dispatch: SendGuard = { kind: 'dispatch', approvalRequired: false };
 

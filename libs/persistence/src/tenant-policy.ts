@@ -1,6 +1,7 @@
 import { newId } from '@verity/platform';
 import { TENANT_APPROVAL_KEYS } from '@verity/status-model';
 import { ADMIN_CHANGE_INSERT_COLUMNS } from './admin-changes';
+import { requireActiveKey } from './api-keys';
 import type { TenantSettings } from './entities';
 import { Queryable, rows, withinTransaction } from './sql';
 
@@ -114,6 +115,8 @@ export async function changeTenantPolicy(
 ): Promise<{ settings: TenantSettings; version: string } | { refused: 'not_found' | 'stale' }> {
   const set = { ...input.set, policyUpdatedAt: new Date().toISOString(), policyUpdatedBy: input.by };
   return withinTransaction(db, async (tx) => {
+    // Made only while the key that makes it stands (KeyRevokedError otherwise; a revocation waits for this change).
+    await requireActiveKey(tx, input.by);
     // Locked first, and compared on the row as locked: of two changes made against one version, one is made.
     const [locked] = await rows<{ before: string; version: string }>(tx, TENANT_POLICY_SQL.lockPolicy, [tenantId]);
     if (!locked) return { refused: 'not_found' as const };

@@ -1,5 +1,5 @@
 import { ExecutionStatus } from '@verity/status-model';
-import { insertTestExecution } from '../../../test/support/fixtures';
+import { insertStandingKeys, insertTestExecution } from '../../../test/support/fixtures';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { SecretsCipher } from './secrets-cipher';
 import { TransitionService } from './transition.service';
@@ -21,6 +21,7 @@ import {
  */
 describe('webhook redeliveries and deletes racing the delivery worker (real Postgres)', () => {
   const db = useTestDatabase('whredeliver', ['acme', 'other', 'third']);
+  beforeAll(async () => insertStandingKeys(db.dataSource.manager, 'acme', ['key_admin']));
   const cipher = new SecretsCipher(undefined);
   const transitions = new TransitionService();
 

@@ -1,5 +1,5 @@
 import { ExecutionStatus } from '@verity/status-model';
-import { insertChargeExecution, insertTestExecution } from '../../../test/support/fixtures';
+import { insertChargeExecution, insertStandingKeys, insertTestExecution } from '../../../test/support/fixtures';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { SecretsCipher } from './secrets-cipher';
 import { TransitionService } from './transition.service';
@@ -23,6 +23,7 @@ describe('webhook outbox (real Postgres)', () => {
   let endpointId: string;
 
   beforeAll(async () => {
+    await insertStandingKeys(db.dataSource.manager, 'acme', ['test']);
     ({
       endpoint: { id: endpointId },
     } = (await createWebhookEndpoint(db.dataSource, new SecretsCipher(undefined), {

@@ -9,6 +9,7 @@ import {
 } from '@verity/status-model';
 import type { DataSource } from 'typeorm';
 import { ADMIN_CHANGE_INSERT_COLUMNS } from './admin-changes';
+import { requireActiveKey } from './api-keys';
 import { SecretsCipher, secretBinding } from './secrets-cipher';
 import { Queryable, firstRow, rows, transaction, withinTransaction } from './sql';
 
@@ -254,6 +255,8 @@ export async function createWebhookEndpointIn(
   secrets: SecretsCipher,
   input: NewWebhookEndpoint,
 ): Promise<{ endpoint: WebhookEndpointRow; secret: string } | null> {
+  // Made only while the key that makes it stands (KeyRevokedError otherwise; a revocation waits for this change).
+  await requireActiveKey(tx, input.createdBy);
   await rows(tx, WEBHOOKS_SQL.lockTenantEndpoints, [input.tenantId]);
   const id = newId('whk');
   const secret = newSigningSecret();
@@ -287,6 +290,7 @@ type EndpointChange = { tenantId: string; id: string; by: string };
  */
 export async function deleteWebhookEndpoint(db: Queryable, change: EndpointChange): Promise<boolean> {
   return withinTransaction(db, async (tx) => {
+    await requireActiveKey(tx, change.by);
     await rows(tx, WEBHOOKS_SQL.lockEndpointDeliveries, [change.tenantId, change.id]);
     const deleted = await rows<{ id: string }>(tx, WEBHOOKS_SQL.deleteEndpoint, [
       change.tenantId,
@@ -304,6 +308,7 @@ export async function deleteWebhookEndpoint(db: Queryable, change: EndpointChang
  */
 export function enableWebhookEndpoint(db: Queryable, change: EndpointChange): Promise<WebhookEndpointRow | null> {
   return withinTransaction(db, async (tx) => {
+    await requireActiveKey(tx, change.by);
     const locked = await firstRow<{ before: string }>(tx, WEBHOOKS_SQL.lockEndpoint, [change.tenantId, change.id]);
     if (!locked) return null;
     return firstRow<WebhookEndpointRow>(tx, WEBHOOKS_SQL.enableEndpoint, [

@@ -409,7 +409,7 @@ export class ExecutionsService {
     await transaction(this.db, async (tx) => {
       // A cancel is a decision (I13): a key revoked since the request was admitted makes none, and a revocation made
       // later waits for this transaction (the key's row is share-locked until it ends).
-      if (!(await lockActiveKey(tx, principal.keyId, principal.tenantId))) throw Problem.keyRevokedMidRequest();
+      if (!(await lockActiveKey(tx, principal.keyId))) throw Problem.keyRevokedMidRequest();
       const execution = await findExecution(tx, id, principal.tenantId);
       if (!execution) throw Problem.notFound('Execution', id);
       traceParent = execution.traceParent;

@@ -713,7 +713,7 @@ export class OperationsService {
     try {
       await transaction(this.db, async (tx) => {
         // A key revoked since the request was admitted makes no retry (and one revoked later waits for this one).
-        if (!(await lockActiveKey(tx, principal.keyId, principal.tenantId))) throw Problem.keyRevokedMidRequest();
+        if (!(await lockActiveKey(tx, principal.keyId))) throw Problem.keyRevokedMidRequest();
         // Judged again under the original's lock: what its source showed after it ended may refute "no effect exists".
         const locked = await lockRetried(tx, principal.tenantId, op.id);
         if (!locked) throw Problem.notFound('Operation', id);

@@ -1,6 +1,6 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Inject } from '@nestjs/common';
 import { IllegalTransitionError } from '@verity/status-model';
-import { isDatabaseUnavailable, isQueryTimeout } from '@verity/persistence';
+import { KeyRevokedError, isDatabaseUnavailable, isQueryTimeout } from '@verity/persistence';
 import { LOGGER, Logger } from '@verity/platform';
 import type { Request, Response } from 'express';
 import { STATUS_CODES } from 'node:http';
@@ -29,6 +29,8 @@ export class ProblemFilter implements ExceptionFilter {
 
   private toProblem(error: unknown, req: Request): Problem {
     if (error instanceof Problem) return error;
+    // A change whose key was revoked after the request was admitted, before the change was written.
+    if (error instanceof KeyRevokedError) return Problem.keyRevokedMidRequest();
     if (error instanceof IllegalTransitionError) {
       return Problem.conflict('illegal-transition', error.message, {
         rule: error.code,
