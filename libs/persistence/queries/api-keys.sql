@@ -6,10 +6,10 @@ INSERT INTO api_keys (id, tenant_id, role, key_hash, key_prefix, label) VALUES (
      ON CONFLICT (key_hash) DO NOTHING;
 
 -- revokeKey
-UPDATE api_keys SET revoked_at = now() WHERE (id = $1 OR key_prefix = $1) AND revoked_at IS NULL RETURNING id;
-
--- announceRevocation
-SELECT pg_notify('verity_keys', $1);
+WITH revoked AS (
+       UPDATE api_keys SET revoked_at = now() WHERE (id = $1 OR key_prefix = $1) AND revoked_at IS NULL RETURNING id
+     )
+     SELECT id, pg_notify('verity_keys', id) FROM revoked;
 
 -- listenForRevocations
 LISTEN verity_keys;

@@ -11,8 +11,12 @@ export const API_KEY_SQL = {
   ensureTenant: `INSERT INTO tenants (id, name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`,
   createKey: `INSERT INTO api_keys (id, tenant_id, role, key_hash, key_prefix, label) VALUES ($1, $2, $3, $4, $5, $6)
      ON CONFLICT (key_hash) DO NOTHING`,
-  revokeKey: `UPDATE api_keys SET revoked_at = now() WHERE (id = $1 OR key_prefix = $1) AND revoked_at IS NULL RETURNING id`,
-  announceRevocation: `SELECT pg_notify('${KEY_REVOCATION_CHANNEL}', $1)`,
+  // The revocation and its announcement in one statement: the NOTIFY is delivered when, and only when, the revocation
+  // commits. Two statements left a gap in which a lost connection committed a revocation no API process heard of.
+  revokeKey: `WITH revoked AS (
+       UPDATE api_keys SET revoked_at = now() WHERE (id = $1 OR key_prefix = $1) AND revoked_at IS NULL RETURNING id
+     )
+     SELECT id, pg_notify('${KEY_REVOCATION_CHANNEL}', id) FROM revoked`,
   listenForRevocations: `LISTEN ${KEY_REVOCATION_CHANNEL}`,
   keyActive: `SELECT 1 FROM api_keys WHERE id = $1 AND revoked_at IS NULL`,
   // FOR SHARE conflicts with the revocation's UPDATE: a revocation under way is waited for (and then refuses), and one
@@ -81,12 +85,10 @@ export async function createApiKey(
   return { id, key };
 }
 
-export async function revokeApiKey(db: EntityManager, id: string): Promise<boolean> {
-  const result: unknown = await db.query(API_KEY_SQL.revokeKey, [id]);
-  const revoked = Array.isArray(result) && Array.isArray(result[0]) ? result[0].length : 0;
-  // Every API process drops its cached copy of the key at once.
-  if (revoked > 0) await db.query(API_KEY_SQL.announceRevocation, [id]);
-  return revoked > 0;
+/** Revokes the key and, in the same statement, tells every API process to drop its cached copy of it at once. */
+export async function revokeApiKey(db: Queryable, id: string): Promise<boolean> {
+  const revoked = await rows(db, API_KEY_SQL.revokeKey, [id]);
+  return revoked.length > 0;
 }
 
 export async function findActiveKey(db: EntityManager, key: string): Promise<ApiKeyEntity | null> {
