@@ -634,6 +634,7 @@ describe('TransitionService (real Postgres)', () => {
     const decided = await transitions.decide(db.dataSource.manager, {
       operation: snapshot(operationId),
       tenantId: 'acme',
+      byKey: reviewerKey,
       open: 'approval',
       event: { type: 'approval.decided', data: { decision: 'approve' } },
       // What a writer whose clock is a day off would have put there: replaced by the statement's own reading.
