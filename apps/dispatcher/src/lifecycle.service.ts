@@ -408,7 +408,7 @@ export class LifecycleService {
     execution: ExecutionEntity,
     op: OperationEntity,
     moves: ExecutionStatus[],
-    { tenant, approvalPolicy, settings }: TenantRead,
+    { tenant, approvalPolicy, settings, clockOffsetMs }: TenantRead,
     sendNow: SendNow,
   ): Promise<StepResult | Unsent> {
     const first: ExecutionMovesInput = { from: execution.status, moves: moves.map((to) => ({ to })) };
@@ -419,6 +419,7 @@ export class LifecycleService {
       tenant,
       approvalPolicy,
       settings: settings.get(op.connector)!,
+      clockOffsetMs,
     };
     const report = await sendNow(op.id, held, completion, first);
     if (!report.executionMovedFirst) {
@@ -799,7 +800,7 @@ export class LifecycleService {
   private async run(
     execution: ExecutionEntity,
     operations: OperationEntity[],
-    { tenant, approvalPolicy, settings }: TenantRead,
+    { tenant, approvalPolicy, settings, clockOffsetMs }: TenantRead,
     sendNow: SendNow | undefined,
   ): Promise<StepResult> {
     const latest = latestByKey(operations);
@@ -873,6 +874,7 @@ export class LifecycleService {
               tenant,
               approvalPolicy,
               settings: known,
+              clockOffsetMs,
             };
             return sendNow(op.id, held, completion);
           }),

@@ -151,7 +151,7 @@ export class SenderService {
     const outcome = (what: DispatchOutcome): SendReport => ({ outcome: what, written: null });
     const found = held ?? (await findOperationToSend(this.db.manager, operationId, this.connectors.secretsAccess()));
     if (!found) return outcome('skipped: not found');
-    const { operation: op, executionDeadline, tenant, approvalPolicy, settings } = found;
+    const { operation: op, executionDeadline, tenant, approvalPolicy, settings, clockOffsetMs } = found;
     const start = sendStart({
       status: op.status,
       attempt: op.attempt,
@@ -187,7 +187,7 @@ export class SenderService {
     };
 
     if (!release && op.approval?.state === 'granted' && op.nextCheckAt === null) {
-      const stale = await this.approvalStaleness(op, tenantEnv, executionDeadline, tenant);
+      const stale = await this.approvalStaleness(op, tenantEnv, executionDeadline, tenant, clockOffsetMs);
       if (stale) return outcome(stale);
     }
 
@@ -477,17 +477,22 @@ export class SenderService {
 
   /**
    * Approval is re-validated at dispatch: an expired grant is stale authority; a source that changed since the
-   * grant is a stale baseline. Either sends the operation back for approval, with an event saying which.
+   * grant is a stale baseline. Either sends the operation back for approval, with an event saying which. Expired by
+   * the database's clock (`clockOffsetMs` from this process'), the one its `expires_at` is written by and the SENT
+   * statement compares it with: judged by a host clock that runs ahead, a grant still valid was withdrawn and asked
+   * for again after every approval, and the operation was never sent.
    */
   private async approvalStaleness(
     op: OperationEntity,
     tenant: TenantConnectorSettings,
     executionDeadline: Date,
     tenantRow: Parameters<LifecycleService['preconditionUnread']>[1]['tenant'],
+    clockOffsetMs: number,
   ): Promise<DispatchOutcome | null> {
     const approval = op.approval;
     const connector = this.connectors.require(op.connector);
-    const grant = grantAtDispatch(approval, new Date(), connector.readContext !== undefined);
+    const databaseNow = new Date(Date.now() + clockOffsetMs);
+    const grant = grantAtDispatch(approval, databaseNow, connector.readContext !== undefined);
     if (grant.kind === 'not-granted' || !approval) return 'skipped: approval no longer valid';
     if (grant.kind === 'valid') return null;
     let staleness: Staleness | null = grant.kind === 'stale' ? grant.staleness : null;

@@ -22,6 +22,7 @@ SELECT {columns:Execution e e__}, {columns:Operation o o__}, {columns:Tenant t t
 
 -- operationToSendForWorker
 SELECT {columns:Operation o o__}, e.status AS e__status, e.deadline_at AS e__deadline_at,
+            clock_timestamp() AS database_now,
             {columns:Tenant t t__}, CASE WHEN t.id IS NOT NULL THEN jsonb_build_object('approvalRules', t.settings->'approvalRules', 'approvalAmountAbove', t.settings->'approvalAmountAbove')::text END AS t__approval_policy, s.allow_hosts AS s__allow_hosts,
             s.spending_caps AS s__spending_caps, s.read_back_binding AS s__read_back_binding, (extract(epoch FROM s.updated_at) * 1000000)::bigint::text AS s__version,
             CASE WHEN o.connector = ANY($2::text[]) THEN (SELECT jsonb_object_agg(x.name, x.value)

@@ -319,6 +319,7 @@ export const READ_SQL = {
   // With the tenant's settings for the operation's connector (one round trip per send); the sealed secrets only for a
   // connector that declares it uses them ($2).
   operationToSendForWorker: `SELECT {columns:Operation o o__}, e.status AS e__status, e.deadline_at AS e__deadline_at,
+            clock_timestamp() AS database_now,
             {columns:Tenant t t__}, ${TENANT_APPROVAL_POLICY} AS t__approval_policy, s.allow_hosts AS s__allow_hosts,
             s.spending_caps AS s__spending_caps, s.read_back_binding AS s__read_back_binding, ${SETTINGS_VERSION} AS s__version,
             CASE WHEN o.connector = ANY($2::text[]) THEN (SELECT jsonb_object_agg(x.name, x.value)
@@ -535,6 +536,13 @@ export interface OperationToSend {
   /** The tenant's approval policy as stored when `tenant` was read (`approvalPolicyOf`), for the send guard. */
   approvalPolicy: string | null;
   settings: ConnectorSettingsRecord;
+  /**
+   * How far the database's clock is ahead of this process' (negative: behind), measured at the read. A grant's
+   * `expires_at` and the execution's deadline are times on the database's clock (the SENT statement compares them
+   * there), so the sender judges them there too: a host whose clock runs ahead would take a grant the database still
+   * holds valid for expired.
+   */
+  clockOffsetMs: number;
 }
 
 /**
@@ -558,6 +566,7 @@ export async function findOperationToSend(
     tenant: found.t__id === null ? null : hydrate(db, TenantEntity, found, 't__'),
     approvalPolicy: found.t__approval_policy as string | null,
     settings: settingsOfJoinedRow(operation, found, secrets),
+    clockOffsetMs: new Date(found.database_now as string | Date).getTime() - Date.now(),
   };
 }
 
