@@ -6,6 +6,7 @@ import {
   SECRET_NOT_BOUND,
   SECRET_NOT_SET,
   TerminalReason,
+  foldedMemberName,
 } from '@verity/status-model';
 import { SendOutcome, classifySend, isRejectableStatus } from './classify';
 import { ANY_SECRET } from './connector';
@@ -390,18 +391,8 @@ const JSON_CONTENT_TYPE_RULE =
   'the body is sent as JSON (UTF-8): a Content-Type naming another media type (a form, text) or charset would have the target read it otherwise than a spending cap or an approval threshold reads it; give application/json, an application/…+json type, or none';
 
 /**
- * A member name as a target that matches names ignoring case compares it: Go's encoding/json (Unicode simple folding,
- * so U+017F "ſ" is "s" and U+212A, the Kelvin sign, "k") and ASP.NET's System.Text.Json (case-insensitive by default).
- * Upper then lower case folds those too; it also folds a few names such a target keeps apart ("ß" and "ss"): a refusal
- * too many, never one too few.
- */
-function foldedName(name: string): string {
-  return name.toUpperCase().toLowerCase();
-}
-
-/**
  * The members of the body's objects whose name an earlier member of the same object has too when names are compared
- * ignoring case (foldedName), each as its path in the body. JSON.parse keeps `amount` and `AMOUNT` apart, and so does
+ * ignoring case (the status model's foldedMemberName), each as its path in the body. JSON.parse keeps `amount` and `AMOUNT` apart, and so does
  * a spending cap or an approval threshold reading `body.amount`; a target that binds names ignoring case takes the
  * last of them, an amount neither ever read. Iterative, as every walk of a caller's JSON.
  */
@@ -425,7 +416,7 @@ function caseFoldedDuplicates(body: unknown): (string | number)[][] {
     const names = new Set<string>();
     const members = Object.entries(value);
     for (const [name] of members) {
-      const folded = foldedName(name);
+      const folded = foldedMemberName(name);
       if (names.has(folded)) found.push(pathOf({ value: undefined, key: name, parent: visit }));
       names.add(folded);
     }

@@ -88,6 +88,23 @@ describe('approval rules', () => {
       expect(approvalRuleFor({ connector: 'http', params: { url: 'https://x.test' } }, [rule])).toBeNull();
     });
 
+    it.each<[string, Record<string, unknown>, string, string]>([
+      ['upper case', { AMOUNT: 9999999 }, 'body.AMOUNT', ''],
+      ['another case, under a currency', { Amount: 1, currency: 'EUR' }, 'body.Amount', ' EUR'],
+      ['a Kelvin sign', { ['\u212Aey']: 1 }, 'body.\u212Aey', ''],
+    ])(
+      'a body naming the field only in %s needs approval (a target binding names ignoring case reads it)',
+      (_, body, at, unit) => {
+        const field = Object.keys(body)[0].normalize('NFKC').toLowerCase();
+        const spelled = { ...rule, amount_field: `body.${field}`, ...(unit && { currency: unit.trim() }) };
+        expect(approvalRuleMatch({ connector: 'http', params: { body } }, [spelled])).toEqual({
+          rule: spelled,
+          reason: 'amount_unreadable',
+          detail: `params.${at} names params.body.${field} in another case: a target that reads member names ignoring case would take it as the amount, which cannot be compared with the approval threshold on http (5000${unit}) under another spelling`,
+        });
+      },
+    );
+
     it('names the currency of a threshold that has one, and a long value is cut short', () => {
       const eur = { ...rule, currency: 'EUR' };
       expect(approvalRuleMatch(http('1'), [eur])?.detail).toBe(
@@ -239,6 +256,12 @@ describe('approval rules', () => {
     expect(lookUpParam({ a: null }, 'a.b.c')).toEqual({ kind: 'missing' });
     expect(lookUpParam({ a: { b: 'x' } }, 'a.b.c')).toEqual({ kind: 'blocked', at: 'a.b', value: 'x' });
     expect(lookUpParam({ a: [1] }, 'a.b')).toEqual({ kind: 'blocked', at: 'a', value: [1] });
+    // Missing in this spelling, there in another case: a member a case-insensitive target binds to the path.
+    expect(lookUpParam({ A: { b: 1 } }, 'a.b')).toEqual({ kind: 'other_case', at: 'A', name: 'A' });
+    expect(lookUpParam({ a: { B: 1, c: 2 } }, 'a.b')).toEqual({ kind: 'other_case', at: 'a.B', name: 'B' });
+    expect(lookUpParam({ a: { ſt: 1 } }, 'a.st')).toEqual({ kind: 'other_case', at: 'a.ſt', name: 'ſt' });
+    expect(lookUpParam({ a: { bb: 1 } }, 'a.b')).toEqual({ kind: 'missing' });
+    expect(paramAt({ A: 1 }, 'a')).toBeUndefined();
   });
 });
 

@@ -170,12 +170,27 @@ export function paramAt(params: Record<string, unknown>, path: string): unknown 
 }
 
 /**
+ * A member name as a target that matches names ignoring case compares it: Go's encoding/json (Unicode simple folding,
+ * so U+017F "ſ" is "s" and U+212A, the Kelvin sign, "k") and ASP.NET's System.Text.Json (case-insensitive by default).
+ * Upper then lower case folds those too; it also folds a few names such a target keeps apart ("ß" and "ss"): a match
+ * too many, never one too few.
+ */
+export function foldedMemberName(name: string): string {
+  return name.toUpperCase().toLowerCase();
+}
+
+/**
  * What a dot path of the params leads to: a value; nothing (a key missing from an object, or null on the way: no such
- * field); or a value on the way that is not an object (an array, a string, a number, a boolean), which hides whatever
- * the path would have named — e.g. a `body` sent as `[{ "amount": 9999999 }]` or as a JSON string.
+ * field); a value on the way that is not an object (an array, a string, a number, a boolean), which hides whatever
+ * the path would have named — e.g. a `body` sent as `[{ "amount": 9999999 }]` or as a JSON string; or, where the path's
+ * name is missing, a member with that name in another case (`AMOUNT` for `amount`), which a target that binds names
+ * ignoring case reads as the very field the path names.
  */
 export type ParamLookup =
-  { kind: 'value'; value: unknown } | { kind: 'missing' } | { kind: 'blocked'; at: string; value: unknown };
+  | { kind: 'value'; value: unknown }
+  | { kind: 'missing' }
+  | { kind: 'blocked'; at: string; value: unknown }
+  | { kind: 'other_case'; at: string; name: string };
 
 export function lookUpParam(params: Record<string, unknown>, path: string): ParamLookup {
   let at: unknown = params;
@@ -183,7 +198,13 @@ export function lookUpParam(params: Record<string, unknown>, path: string): Para
   for (const segment of path.split('.')) {
     if (at === undefined || at === null) return { kind: 'missing' };
     if (typeof at !== 'object' || Array.isArray(at)) return { kind: 'blocked', at: walked.join('.'), value: at };
-    at = (at as Record<string, unknown>)[segment];
+    const object = at as Record<string, unknown>;
+    at = object[segment];
+    if (at === undefined) {
+      const folded = foldedMemberName(segment);
+      const name = Object.keys(object).find((key) => foldedMemberName(key) === folded);
+      if (name !== undefined) return { kind: 'other_case', at: [...walked, name].join('.'), name };
+    }
     walked.push(segment);
   }
   return at === undefined ? { kind: 'missing' } : { kind: 'value', value: at };
@@ -254,6 +275,14 @@ export function approvalRuleMatch(
         rule,
         reason: 'amount_unreadable',
         detail: `params.${found.at} is ${describeFoundAmount(found.value)}, so params.${field} cannot be read and compared with the approval threshold on ${rule.connector} (${rule.amount_above}${rule.currency ? ` ${rule.currency}` : ''})`,
+      };
+    }
+    if (found.kind === 'other_case') {
+      // Not "no amount": a target that binds names ignoring case reads it as this very field (fail safe).
+      return {
+        rule,
+        reason: 'amount_unreadable',
+        detail: `params.${found.at} names params.${field} in another case: a target that reads member names ignoring case would take it as the amount, which cannot be compared with the approval threshold on ${rule.connector} (${rule.amount_above}${rule.currency ? ` ${rule.currency}` : ''}) under another spelling`,
       };
     }
     const amount = found.value;
