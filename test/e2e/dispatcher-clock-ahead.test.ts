@@ -72,4 +72,35 @@ globalThis.Date = AheadDate;
     expect(log.some((e) => e.type === 'execution.status_changed' && e.to_status === 'expired')).toBe(false);
     expect((await stack.effects()).charges[reference].count).toBe(1);
   });
+
+  it('reads an unreadable precondition again before its deadline, rather than holding it as if the deadline had come', async () => {
+    await stack.setFaults({ read_fault: 'unavailable' });
+    try {
+      const reference = unique('clock-ahead-read');
+      const created = await submit(stack, [charge(reference, { expected_state: { charged: false } })], {
+        deadline_seconds: 60,
+      });
+      const opId = created.operations[0].id;
+      const unread = (l: Awaited<ReturnType<typeof events>>) =>
+        l.filter((e) => e.type === 'context.unavailable' && e.operation_id === opId);
+      const log = await waitFor(
+        () => events(stack, created.id),
+        (l) => unread(l).length >= 2 || unread(l).some((e) => 'held' in (e.data ?? {})),
+        30_000,
+        100,
+      );
+      const [first, second] = unread(log);
+      // The next read (a fraction of a second later) comes well before a deadline a minute away by the database's
+      // clock, and is made when it said, by that clock (not at once: the backoff holds on a host ahead of it too).
+      expect(first.data).toMatchObject({ failed_reads: 1, next_read_at: expect.any(String) });
+      expect(first.data).not.toHaveProperty('held');
+      const nextReadAt = Date.parse((first.data as { next_read_at: string }).next_read_at);
+      expect(nextReadAt).toBeLessThan(Date.parse(created.deadline_at));
+      expect(nextReadAt).toBeLessThan(Date.parse(first.created_at) + 5_000);
+      expect(second.data).toMatchObject({ failed_reads: 2 });
+      expect(Date.parse(second.created_at)).toBeGreaterThanOrEqual(nextReadAt - 50);
+    } finally {
+      await stack.setFaults({ read_fault: null });
+    }
+  });
 });

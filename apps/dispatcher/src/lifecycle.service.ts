@@ -365,9 +365,16 @@ export class LifecycleService {
       const chain = new MoveChain(this.transitions, tx, execution.id, from);
       for (const to of phases.moves) {
         if (chain.status === E.RESOLVING_CONTEXT) {
-          const touched = await this.applyContexts(tx, execution, locked.operations, contexts, tenant, async () => {
-            await chain.flush();
-          });
+          const touched = await this.applyContexts(
+            tx,
+            execution,
+            locked.operations,
+            contexts,
+            { tenant, clockOffsetMs: read.clockOffsetMs },
+            async () => {
+              await chain.flush();
+            },
+          );
           if (touched) untouched = null;
         }
         if (to === E.RUNNING && locked.operations.some((op) => needsApproval(op, tenant?.settings, this.connectors))) {
@@ -506,9 +513,10 @@ export class LifecycleService {
     execution: ExecutionEntity,
     operations: OperationEntity[],
     contexts: Map<string, ContextResult>,
-    tenant: TenantEntity | null,
+    read: Pick<TenantRead, 'tenant' | 'clockOffsetMs'>,
     beforeEvent: () => Promise<void>,
   ): Promise<boolean> {
+    const { tenant } = read;
     // Whether any operation (or its history) was written: a context that agrees writes nothing.
     let touched = false;
     const beforeWrite = async () => {
@@ -518,7 +526,7 @@ export class LifecycleService {
     for (const op of operations) {
       const context = contexts.get(op.id);
       if (op.status !== S.PREPARED || !context) continue;
-      const outcome = await this.applyContext(tx, execution, op, context, tenant, beforeWrite);
+      const outcome = await this.applyContext(tx, execution, op, context, read, beforeWrite);
       if (outcome !== 'agrees') continue;
       // Remember what the source looked like: an approval given now is stale if this changes before dispatch.
       // (A decision that arrived early is kept: the baseline is merged into it.)
@@ -540,9 +548,10 @@ export class LifecycleService {
     execution: ExecutionEntity,
     op: OperationEntity,
     context: ContextResult,
-    tenant: TenantEntity | null,
+    read: Pick<TenantRead, 'tenant' | 'clockOffsetMs'>,
     beforeEvent: () => Promise<void> = async () => undefined,
   ): Promise<ContextOutcome> {
+    const { tenant } = read;
     const verdict = judgeContext(op, context);
     if (verdict.kind === 'agrees') return 'agrees';
     await beforeEvent();
@@ -554,6 +563,7 @@ export class LifecycleService {
           evidence: context.evidence,
           precondition: 'expected_state',
           tenant,
+          clockOffsetMs: read.clockOffsetMs,
         });
       case 'proceed-unread':
         await this.transitions.annotate(db, {
@@ -654,6 +664,8 @@ export class LifecycleService {
       evidence: ReadEvidence;
       precondition: Precondition;
       tenant: TenantEntity | null;
+      /** The database's clock less this process' (TenantRead.clockOffsetMs): the deadline is a time on the former. */
+      clockOffsetMs: number;
     },
   ): Promise<'unread' | 'moved' | 'lost'> {
     const { operation: op, evidence, precondition } = input;
@@ -664,7 +676,9 @@ export class LifecycleService {
         backoffMs: this.config.PRECONDITION_READ_BACKOFF_MS,
         backoffMaxMs: this.config.PRECONDITION_READ_BACKOFF_MAX_MS,
       },
-      new Date(),
+      // By the database's clock, the deadline's: by a host clock that runs ahead, a read a second away looked like one
+      // after the deadline, and the operation was held for a person at its first failed read.
+      new Date(Date.now() + input.clockOffsetMs),
       input.deadline,
     );
     const data = {
@@ -693,7 +707,10 @@ export class LifecycleService {
       await this.producer.tryEnqueue(
         JobName.ADVANCE_EXECUTION,
         { executionId: op.executionId },
-        { jobId: preconditionReadJobId(op.executionId, next.at), delay: Math.max(0, next.at.getTime() - Date.now()) },
+        {
+          jobId: preconditionReadJobId(op.executionId, next.at),
+          delay: Math.max(0, next.at.getTime() - (Date.now() + input.clockOffsetMs)),
+        },
       );
       return 'unread';
     }
@@ -727,15 +744,18 @@ export class LifecycleService {
   private async readOwedPrecondition(
     execution: ExecutionEntity,
     op: OperationEntity,
-    tenant: TenantEntity | null,
+    read: Pick<TenantRead, 'tenant' | 'clockOffsetMs'>,
   ): Promise<ContextOutcome> {
+    const { tenant } = read;
     const due = op.nextCheckAt!;
+    // When it is due, by the database's clock (next_check_at is written on it, see preconditionUnread).
+    const untilDue = due.getTime() - (Date.now() + read.clockOffsetMs);
     // A delayed job may fire a hair early; re-adding it under its own (still active) id would be a no-op.
-    if (due.getTime() > Date.now() + 50) {
+    if (untilDue > 50) {
       await this.producer.tryEnqueue(
         JobName.ADVANCE_EXECUTION,
         { executionId: execution.id },
-        { jobId: preconditionReadJobId(execution.id, due), delay: due.getTime() - Date.now() },
+        { jobId: preconditionReadJobId(execution.id, due), delay: untilDue },
       );
       return 'unread';
     }
@@ -752,9 +772,10 @@ export class LifecycleService {
         evidence: context.evidence,
         precondition: mustReadPrecondition(op) ? 'expected_state' : 'approval_baseline',
         tenant,
+        clockOffsetMs: read.clockOffsetMs,
       });
     }
-    const outcome = await this.applyContext(this.db.manager, execution, op, context, tenant);
+    const outcome = await this.applyContext(this.db.manager, execution, op, context, read);
     if (outcome !== 'agrees') return outcome;
     const cleared = await this.transitions.annotate(this.db.manager, {
       executionId: execution.id,
@@ -843,9 +864,9 @@ export class LifecycleService {
           if (next.request) await this.plan(this.db.manager, execution, tenant);
           break;
         case 'read-precondition': {
-          const read = await this.readOwedPrecondition(execution, op, tenant);
-          if (read === 'moved' || read === 'lost') changed = true;
-          else if (read !== 'unread') ready.push(op);
+          const owed = await this.readOwedPrecondition(execution, op, { tenant, clockOffsetMs });
+          if (owed === 'moved' || owed === 'lost') changed = true;
+          else if (owed !== 'unread') ready.push(op);
           break;
         }
         case 'ready':

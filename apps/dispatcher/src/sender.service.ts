@@ -508,6 +508,7 @@ export class SenderService {
           evidence: context.evidence,
           precondition: 'approval_baseline',
           tenant: tenantRow,
+          clockOffsetMs,
         });
         this.logger.warn({ operationId: op.id, outcome }, 'approval baseline unreadable at dispatch; not sent');
         if (outcome === 'moved')
