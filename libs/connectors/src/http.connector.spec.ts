@@ -35,6 +35,12 @@ async function target(): Promise<{ server: Server; base: string; seen: Seen[]; p
         const record = records.get(decodeURIComponent(path.slice('/orders/'.length)));
         return record ? json(200, record) : json(404, { error: { code: 'not_found' } });
       }
+      if (path.startsWith('/lookup?')) {
+        // The record of a reference given in the query (`srv-<id>`, as POST /orders answers it).
+        const ref = new URLSearchParams(path.slice('/lookup?'.length)).get('ref') ?? '';
+        const record = records.get(ref.replace(/^srv-/, ''));
+        return record ? json(200, record) : json(404, { error: { code: 'not_found' } });
+      }
       if (path === '/reject') return json(422, { error: { code: 'invalid_order' } });
       if (path === '/conflict') return json(409, { error: { code: 'duplicate' } });
       if (path === '/boom') return json(500, { error: 'boom' });
@@ -524,6 +530,22 @@ describe('http connector', () => {
         { ref: '{{secret:ACCOUNT}}' } as never,
       );
       expect(inHeader).toMatchObject({ kind: 'unreachable', evidence: { error: expect.stringContaining('redacted') } });
+    });
+
+    it('reads a reference with empty or dot parts between slashes in the query, never in the path', async () => {
+      // A provider whose reference is a URL (`srv-https://…`: an empty part between the two slashes).
+      const id = 'https://shop.example/orders/../7/';
+      await connector.send(op({ method: 'POST', url: `${t.base}/orders`, body: { id } }), env);
+      const spec = { ref_field: 'id' };
+      const ref = { ref: `srv-${id}` } as never;
+      // In the query a decoding proxy routes by the path alone: the reference is read as the value it is.
+      expect(await readBack(`${t.base}/lookup?ref={{ref}}`, 'created', spec, ref)).toMatchObject({ kind: 'found' });
+      // In the path it would be resolved to another URL: not read.
+      expect(await readBack(`${t.base}/orders/{{ref}}`, 'created', spec, ref)).toMatchObject({
+        kind: 'unreachable',
+        notMade: true,
+        evidence: { error: expect.stringContaining('dot segment') },
+      });
     });
 
     it('without a read_back spec there is nothing to read', async () => {

@@ -678,7 +678,7 @@ export class HttpConnector implements Connector {
       if (unbound.length > 0) return notReadUnbound(spec.url, unbound);
     }
     const ref = typeof op.providerRef?.ref === 'string' ? op.providerRef.ref : undefined;
-    const unusable = readBackUsesRef(spec) ? unusableRef(ref) : null;
+    const unusable = readBackUsesRef(spec) ? unusableRef(ref, refInPath(spec.url)) : null;
     if (unusable) {
       return {
         kind: 'unreachable',
@@ -854,12 +854,13 @@ export async function guardedExchange(
  *   URL parser resolves (encodeURIComponent leaves dots as they are), so `/items/{{ref}}` would ask `/items/` or `/` —
  *   a source that does not name this effect, whose answer could verify a call that did nothing. The reference is the
  *   target's answer at the operation's own ref_field (an echo of what the agent sent, at worst). Not made;
- * - a dot segment or an empty part between slashes (`../health`, `//`): sent encoded, but read as a path by a proxy
- *   that decodes first (pathLikeRef). Not made;
+ * - in the URL's path (`refInPath`), a dot segment or an empty part between slashes (`../health`, `//`): sent
+ *   encoded, but read as a path by a proxy that decodes first (pathLikeRef). Not made. In the query or a header such a
+ *   reference is a value like any other (a provider's reference may well be a URL, `https://…/charges/ch_1`): read;
  * - it held a tenant secret value and was stored redacted: the URL built from it would name another record, whose
  *   absence proves nothing about this effect.
  */
-function unusableRef(ref: string | undefined): { error: string; notMade: boolean } | null {
+function unusableRef(ref: string | undefined, inPath: boolean): { error: string; notMade: boolean } | null {
   if (ref === undefined) {
     return {
       error: 'the read-back URL needs the reference the provider returns, and no answer was received',
@@ -872,7 +873,7 @@ function unusableRef(ref: string | undefined): { error: string; notMade: boolean
       notMade: true,
     };
   }
-  if (pathLikeRef(ref)) {
+  if (inPath && pathLikeRef(ref)) {
     return {
       error:
         `the reference the provider returned (${JSON.stringify(ref)}) holds a dot segment or an empty one between ` +
@@ -888,6 +889,14 @@ function unusableRef(ref: string | undefined): { error: string; notMade: boolean
     };
   }
   return null;
+}
+
+/**
+ * Whether a read-back URL template puts `{{ref}}` in its path (before its query or fragment): only there does a proxy
+ * that decodes `%2F` and resolves dot segments route the request by it.
+ */
+function refInPath(template: string): boolean {
+  return /\{\{\s*ref\s*\}\}/.test(template.split(/[?#]/)[0]);
 }
 
 /**
