@@ -143,6 +143,8 @@ describe('http connector', () => {
         'application/json',
         'Application/JSON;odata.metadata=minimal',
         'application/merge-patch+json; charset="UTF-8"',
+        // `utf8` names UTF-8 too: the API takes it for its own bodies, so an agent's operation may as well.
+        'application/json; charset=utf8',
       ]) {
         expect([type, issues({ headers: { 'Content-Type': type }, body: { a: 1 } })]).toEqual([type, []]);
       }

@@ -383,7 +383,8 @@ function jsonContentType(value: string): boolean {
         .toLowerCase() !== 'charset'
     )
       return true;
-    return /^"?utf-8"?$/i.test(parameter.slice(at + 1).trim());
+    // `utf8` is a common spelling of UTF-8, as the API reads its own bodies' charset.
+    return /^"?utf-?8"?$/i.test(parameter.slice(at + 1).trim());
   });
 }
 
