@@ -24,6 +24,7 @@ import {
   connectorOperation,
   describeCapExceeded,
   findOperationToSend,
+  grantKeyStands,
   OperationToSend,
   preparedFromStaleRead,
   sendRefusals,
@@ -38,6 +39,7 @@ import {
   LATE_ACKNOWLEDGEMENT_TRIES,
   LATE_REJECTION_TRIES,
   OperationStatus,
+  StaleAuthorityCause,
   Staleness,
   TerminalReason,
   baselineStaleness,
@@ -476,11 +478,12 @@ export class SenderService {
   }
 
   /**
-   * Approval is re-validated at dispatch: an expired grant is stale authority; a source that changed since the
-   * grant is a stale baseline. Either sends the operation back for approval, with an event saying which. Expired by
-   * the database's clock (`clockOffsetMs` from this process'), the one its `expires_at` is written by and the SENT
-   * statement compares it with: judged by a host clock that runs ahead, a grant still valid was withdrawn and asked
-   * for again after every approval, and the operation was never sent.
+   * Approval is re-validated at dispatch: an expired grant, or one whose deciding key has been revoked since, is stale
+   * authority; a source that changed since the grant is a stale baseline. Either sends the operation back for approval,
+   * with an event saying which (and, for stale authority, why: `cause`). Expired by the database's clock
+   * (`clockOffsetMs` from this process'), the one its `expires_at` is written by and the SENT statement compares it
+   * with: judged by a host clock that runs ahead, a grant still valid was withdrawn and asked for again after every
+   * approval, and the operation was never sent.
    */
   private async approvalStaleness(
     op: OperationEntity,
@@ -492,12 +495,14 @@ export class SenderService {
     const approval = op.approval;
     const connector = this.connectors.require(op.connector);
     const databaseNow = new Date(Date.now() + clockOffsetMs);
-    const grant = grantAtDispatch(approval, databaseNow, connector.readContext !== undefined);
+    const deciderStands = await grantKeyStands(this.db.manager, op.tenantId, approval?.decided_by);
+    const grant = grantAtDispatch(approval, databaseNow, connector.readContext !== undefined, deciderStands);
     if (grant.kind === 'not-granted' || !approval) return 'skipped: approval no longer valid';
     if (grant.kind === 'valid') return null;
-    let staleness: Staleness | null = grant.kind === 'stale' ? grant.staleness : null;
+    if (grant.kind === 'stale')
+      return this.withdrawGrant(op, approval, grant.staleness, approval.baseline, grant.cause);
     let currentBaseline: unknown = approval.baseline;
-    if (grant.kind === 'read-baseline' && connector.readContext) {
+    if (connector.readContext) {
       const context = await connector.readContext(connectorOperation(op), this.connectors.callEnvironment(tenant));
       if (context.kind === 'unreachable') {
         // I15: the grant holds only for the source as the reviewer saw it; unread, it is not sent blind. The
@@ -516,13 +521,26 @@ export class SenderService {
         return 'skipped: precondition unread';
       }
       currentBaseline = context.state;
-      staleness = baselineStaleness(approval.baseline, context.state);
     }
+    const staleness = baselineStaleness(approval.baseline, currentBaseline as Record<string, unknown>);
     if (!staleness) return null;
+    return this.withdrawGrant(op, approval, staleness, currentBaseline);
+  }
+
+  /**
+   * A grant judged stale is withdrawn and approval asked for again. Withdrawn only from a PREPARED operation whose
+   * grant still stands, the one judged: a sender whose view is older (the operation was sent meanwhile, another sender
+   * withdrew the grant first, or a reviewer has granted it again since) writes nothing — no request nobody will answer,
+   * no fresh grant dropped.
+   */
+  private async withdrawGrant(
+    op: OperationEntity,
+    approval: Approval,
+    staleness: Staleness,
+    currentBaseline: unknown,
+    cause?: StaleAuthorityCause,
+  ): Promise<DispatchOutcome> {
     const next: Approval = { state: 'requested', requested_at: new Date().toISOString(), baseline: currentBaseline };
-    // Withdrawn only from a PREPARED operation whose grant still stands, the one judged: a sender whose view is older
-    // (the operation was sent meanwhile, another sender withdrew the grant first, or a reviewer has granted it again
-    // since) writes nothing — no request nobody will answer, no fresh grant dropped.
     // The withdrawal and the new request in one transaction: a crash between them would leave the approval
     // `requested` with no `approval.requested` event, and planning, which sees it requested, never writes one.
     const withdrawn = await transaction(this.db, async (tx) => {
@@ -536,6 +554,7 @@ export class SenderService {
         patch: { approval: next as unknown as Record<string, unknown> },
         type: staleness,
         data: {
+          ...(cause && { cause }),
           previous_grant: {
             decided_by: approval.decided_by,
             decided_at: approval.decided_at,
@@ -646,6 +665,12 @@ export class SenderService {
         type: 'operation.release_withdrawn',
         data: { reasons, resolution },
       });
+    }
+    if (!release && reasons.includes('approval_key_revoked') && op.approval?.state === 'granted') {
+      // The key that granted the approval was revoked after this sender judged the grant, before the send: withdrawn
+      // and asked for again, as the check before the send would have done (nothing else would ask: the row says granted).
+      await this.withdrawGrant(op, op.approval, 'approval.stale_authority', op.approval.baseline, 'key_revoked');
+      return report;
     }
     if (options.advanceAfter && reasons.includes('approval_not_granted') && !preparedFromStaleRead(reasons)) {
       await this.advanceExecution(op.executionId);

@@ -17,6 +17,9 @@ LISTEN verity_keys;
 -- keyActive
 SELECT 1 FROM api_keys WHERE id = $1 AND revoked_at IS NULL;
 
+-- tenantKeyActive
+SELECT 1 FROM api_keys WHERE id = $1 AND tenant_id = $2 AND revoked_at IS NULL;
+
 -- lockActiveKey
 SELECT 1 FROM api_keys WHERE id = $1 AND revoked_at IS NULL FOR SHARE;
 

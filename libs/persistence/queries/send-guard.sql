@@ -26,6 +26,11 @@ SELECT CASE WHEN op.approval->>'state' IS NULL THEN NOT ($1::boolean OR op.requi
                     AND (op.approval->>'expires_at' IS NULL
                          OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END;
 
+-- approval_key_revoked
+SELECT op.approval->>'state' IS DISTINCT FROM 'granted' OR op.approval->>'decided_by' IS NULL
+        OR EXISTS (SELECT 1 FROM api_keys gk WHERE gk.id = op.approval->>'decided_by' AND gk.tenant_id = op.tenant_id
+                   AND gk.revoked_at IS NULL FOR SHARE);
+
 -- approval_policy_changed
 SELECT op.approval->>'state' IS NOT NULL OR op.requires_approval
             OR (SELECT CASE WHEN gt.id IS NOT NULL THEN jsonb_build_object('approvalRules', gt.settings->'approvalRules', 'approvalAmountAbove', gt.settings->'approvalAmountAbove')::text END FROM tenants gt WHERE gt.id = op.tenant_id)

@@ -19,6 +19,7 @@ export const API_KEY_SQL = {
      SELECT id, pg_notify('${KEY_REVOCATION_CHANNEL}', id) FROM revoked`,
   listenForRevocations: `LISTEN ${KEY_REVOCATION_CHANNEL}`,
   keyActive: `SELECT 1 FROM api_keys WHERE id = $1 AND revoked_at IS NULL`,
+  tenantKeyActive: `SELECT 1 FROM api_keys WHERE id = $1 AND tenant_id = $2 AND revoked_at IS NULL`,
   // FOR SHARE conflicts with the revocation's UPDATE: a revocation under way is waited for (and then refuses), and one
   // that comes later waits for the transaction holding this lock to end.
   lockActiveKey: `SELECT 1 FROM api_keys WHERE id = $1 AND revoked_at IS NULL FOR SHARE`,
@@ -99,6 +100,16 @@ export async function findActiveKey(db: EntityManager, key: string): Promise<Api
 /** Whether the key (by id) is still unrevoked: an open stream asks this now and then. */
 export async function isKeyActive(db: Queryable, keyId: string): Promise<boolean> {
   const found = await rows(db, API_KEY_SQL.keyActive, [keyId]);
+  return found.length === 1;
+}
+
+/**
+ * Whether the key that granted an approval (`decided_by`) still stands, as the send guard judges it (a key of the
+ * operation's tenant, unrevoked): a grant by a revoked key is withdrawn before the send. A grant that names no key: true.
+ */
+export async function grantKeyStands(db: Queryable, tenantId: string, decidedBy: string | undefined): Promise<boolean> {
+  if (decidedBy === undefined) return true;
+  const found = await rows(db, API_KEY_SQL.tenantKeyActive, [decidedBy, tenantId]);
   return found.length === 1;
 }
 

@@ -145,6 +145,75 @@ describe('the guarded SENT statement (real Postgres)', () => {
     expect((await send(fresh.id)).won).toBe(true);
   });
 
+  it('refuses a grant whose deciding key was revoked since (approval_key_revoked), also one revoked as the send runs', async () => {
+    const keyOf = async (id: string) => {
+      await insertStandingKeys(db.dataSource.manager, 'acme', [id]);
+      return id;
+    };
+    const grantBy = (keyId: string): Partial<NewOperation> => ({
+      requires_approval: true,
+      approval: { state: 'granted', decided_by: keyId, expires_at: new Date(Date.now() + 600_000).toISOString() },
+    });
+    const revoke = (keyId: string) =>
+      db.dataSource.query(`UPDATE api_keys SET revoked_at = now() WHERE id = $1`, [keyId]);
+    const standing = await keyOf(newId('key'));
+    const revoked = await keyOf(newId('key'));
+    const racing = await keyOf(newId('key'));
+    const held = await keyOf(newId('key'));
+    const byStanding = op('by-standing', grantBy(standing));
+    const byRevoked = op('by-revoked', grantBy(revoked));
+    const byRacing = op('by-racing', grantBy(racing));
+    // Another tenant's key of that id would not do either: the grant is the operation's tenant's.
+    const byNobody = op('by-nobody', grantBy(newId('key')));
+    await execution([byStanding, byRevoked, byRacing, byNobody]);
+    await revoke(revoked);
+    for (const o of [byRevoked, byNobody]) {
+      expect(await send(o.id)).toEqual({ won: false, refusals: ['approval_key_revoked'] });
+      await unchanged(o.id);
+    }
+    expect((await send(byStanding.id)).won).toBe(true);
+
+    // A revocation under way when the send's statement runs: the send waits for it, then refuses.
+    const revocation = db.dataSource.createQueryRunner();
+    await revocation.connect();
+    try {
+      await revocation.startTransaction();
+      await revocation.query(`UPDATE api_keys SET revoked_at = now() WHERE id = $1`, [racing]);
+      const sending = send(byRacing.id);
+      await waitFor(
+        async () =>
+          (
+            (await db.dataSource.query(
+              `SELECT count(*)::int AS n FROM pg_stat_activity
+                WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`,
+            )) as { n: number }[]
+          )[0].n,
+        (waiting) => waiting > 0,
+      );
+      await revocation.commitTransaction();
+      expect(await sending).toEqual({ won: false, refusals: ['approval_key_revoked'] });
+    } finally {
+      await revocation.release();
+    }
+    await unchanged(byRacing.id);
+
+    // A release's grant is held to the same: the release is refused (and withdrawn by its sender).
+    const release = op('release-by-revoked');
+    await execution([release], 'completed');
+    await set(
+      release.id,
+      `status = 'MANUAL_REVIEW', terminal_reason = 'KNOWLEDGE_CONFLICT', obligation = '{"resolution": {"status": "SENT"}}',
+       approval = jsonb_build_object('state', 'granted', 'decided_by', $2::text, 'expires_at', now() + interval '1 hour')`,
+      [held],
+    );
+    await revoke(held);
+    expect(await send(release.id, { kind: 'release', approvalRequired: true }, OperationStatus.MANUAL_REVIEW)).toEqual({
+      won: false,
+      refusals: ['approval_key_revoked'],
+    });
+    await unchanged(release.id, OperationStatus.MANUAL_REVIEW);
+  });
+
   it('refuses while a precondition read is owed (next_check_at set on a PREPARED operation)', async () => {
     const charge = op('charge', { expected_state: { charged: false } });
     await execution([charge]);

@@ -60,6 +60,7 @@ export type SendRefusal =
   | 'precondition_unread'
   | 'dependency_not_done'
   | 'approval_not_granted'
+  | 'approval_key_revoked'
   | 'approval_policy_changed'
   | 'release_not_resolved'
   | 'execution_ended'
@@ -86,7 +87,13 @@ const DEPENDENCIES_DONE: { name: SendRefusal; sql: string } = {
  * once the dependency is done — a new release records a new grant) rather than left recorded and never sent.
  */
 export function withdrawsRelease(refusals: readonly SendRefusal[]): boolean {
-  return refusals.some((r) => r === 'execution_ended' || r === 'dependency_not_done' || r === 'approval_not_granted');
+  return refusals.some(
+    (r) =>
+      r === 'execution_ended' ||
+      r === 'dependency_not_done' ||
+      r === 'approval_not_granted' ||
+      r === 'approval_key_revoked',
+  );
 }
 
 /**
@@ -111,6 +118,20 @@ function approvalGranted(required: boolean | undefined, params: unknown[]): { na
                          OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END`,
   };
 }
+
+/**
+ * A grant on the row carries authority only while the key that gave it (`decided_by`, of the operation's tenant) stands:
+ * revoking a reviewer's key withdraws the approvals it gave that have not been used yet. The key's row is share-locked,
+ * as a decision's statement does: a revocation under way is waited for and then refuses the send, and one that comes
+ * later waits for the send to commit — the grant was used while its key stood. A grant that names no key (none is
+ * written so) is judged by the other conditions alone.
+ */
+const APPROVAL_KEY_STANDS: { name: SendRefusal; sql: string } = {
+  name: 'approval_key_revoked',
+  sql: `op.approval->>'state' IS DISTINCT FROM 'granted' OR op.approval->>'decided_by' IS NULL
+        OR EXISTS (SELECT 1 FROM api_keys gk WHERE gk.id = op.approval->>'decided_by' AND gk.tenant_id = op.tenant_id
+                   AND gk.revoked_at IS NULL FOR SHARE)`,
+};
 
 /**
  * The guard as named SQL conditions on the operation row aliased `op`; `params` receives their parameters. One
@@ -142,6 +163,7 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
       },
       DEPENDENCIES_DONE,
       approvalGranted(guard.approvalRequired, params),
+      APPROVAL_KEY_STANDS,
       ...settings,
     ];
   }
@@ -176,6 +198,7 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
     { name: 'precondition_unread', sql: `op.next_check_at IS NULL` },
     DEPENDENCIES_DONE,
     approvalGranted(guard.approvalRequired, params),
+    APPROVAL_KEY_STANDS,
     ...approvalPolicy,
     ...settings,
   ];

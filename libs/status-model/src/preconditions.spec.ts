@@ -166,7 +166,7 @@ describe('grantAtDispatch and baselineStaleness: does an approval still hold whe
       'granted, expired at this very moment',
       { state: 'granted', expires_at: '2026-12-01T12:00:00Z', baseline: { b: 1 } },
       true,
-      { kind: 'stale', staleness: 'approval.stale_authority' },
+      { kind: 'stale', staleness: 'approval.stale_authority', cause: 'expired' },
     ],
     [
       'granted on a baseline the connector can read',
@@ -178,6 +178,17 @@ describe('grantAtDispatch and baselineStaleness: does an approval still hold whe
     ['granted without a baseline', { state: 'granted' }, true, { kind: 'valid' }],
   ])('%s', (_situation, approval, readable, expected) => {
     expect(grantAtDispatch(approval, now, readable)).toEqual(expected);
+  });
+
+  it('a grant whose deciding key was revoked since is stale authority, however fresh; nothing else is', () => {
+    const fresh = { state: 'granted', expires_at: '2026-12-01T12:10:00Z', baseline: { b: 1 } };
+    expect(grantAtDispatch(fresh, now, true, false)).toEqual({
+      kind: 'stale',
+      staleness: 'approval.stale_authority',
+      cause: 'key_revoked',
+    });
+    expect(grantAtDispatch(fresh, now, true, true)).toEqual({ kind: 'read-baseline' });
+    expect(grantAtDispatch({ state: 'requested' }, now, true, false)).toEqual({ kind: 'not-granted' });
   });
 
   it('a source that changed since the grant makes it stale; the same source does not', () => {

@@ -130,28 +130,35 @@ export function preparesWithoutWrites(operations: PreparingOperation[]): boolean
 
 export type Staleness = 'approval.stale_authority' | 'approval.stale_baseline';
 
+/** Why a grant no longer carries authority: it expired, or the key that gave it was revoked since. */
+export type StaleAuthorityCause = 'expired' | 'key_revoked';
+
 export type GrantAtDispatch =
   /** The approval is not (or no longer) granted: nothing is sent. */
   | { kind: 'not-granted' }
-  /** The grant expired: stale authority, back for approval. */
-  | { kind: 'stale'; staleness: 'approval.stale_authority' }
+  /** The grant expired, or its deciding key was revoked: stale authority, back for approval. */
+  | { kind: 'stale'; staleness: 'approval.stale_authority'; cause: StaleAuthorityCause }
   /** The grant names the source as the reviewer saw it: it must be read again before the send. */
   | { kind: 'read-baseline' }
   /** It holds. */
   | { kind: 'valid' };
 
 /**
- * Approval is re-validated at dispatch: an expired grant is stale authority; a grant given on a baseline is checked
- * against the source again (when the connector can read it), and a changed source is a stale baseline.
+ * Approval is re-validated at dispatch: an expired grant is stale authority, and so is one whose deciding key has been
+ * revoked since (`deciderStands` false: a key revoked for cause withdraws the approvals it gave that are not used yet);
+ * a grant given on a baseline is checked against the source again (when the connector can read it), and a changed
+ * source is a stale baseline.
  */
 export function grantAtDispatch(
   approval: { state: string; expires_at?: string; baseline?: unknown } | null | undefined,
   now: Date,
   connectorReadsContext: boolean,
+  deciderStands = true,
 ): GrantAtDispatch {
   if (approval?.state !== 'granted') return { kind: 'not-granted' };
+  if (!deciderStands) return { kind: 'stale', staleness: 'approval.stale_authority', cause: 'key_revoked' };
   if (approval.expires_at && new Date(approval.expires_at).getTime() <= now.getTime()) {
-    return { kind: 'stale', staleness: 'approval.stale_authority' };
+    return { kind: 'stale', staleness: 'approval.stale_authority', cause: 'expired' };
   }
   if (connectorReadsContext && approval.baseline !== undefined) return { kind: 'read-baseline' };
   return { kind: 'valid' };
