@@ -140,6 +140,32 @@ describe('admin settings edited by two admins at once (If-Match)', () => {
     expect((await call('DELETE', path, secondAdmin, undefined, etag(after)!)).status).toBe(204);
   });
 
+  it('connector settings: a secret rotated by one admin moves the version; a second rotation of what was read is 412', async () => {
+    const path = '/v1/admin/connector-settings/http';
+    expect((await call('PUT', path, DEMO.admin, { secrets: { ROTATED: 'sk_old' } })).status).toBe(200);
+    const read = await call('GET', path, DEMO.admin);
+    const version = etag(read)!;
+    const recorded = await changes('connector_settings');
+
+    // Both admins rotate the same secret from the page they read: the first is made, the second does not overwrite it.
+    const first = await call('PUT', path, DEMO.admin, { secrets: { ROTATED: 'sk_by_first' } }, version);
+    expect(first.status).toBe(200);
+    expect(etag(first)).not.toBe(version);
+    expectPreconditionFailed(
+      await call<Problem>('PUT', path, secondAdmin, { secrets: { ROTATED: 'sk_by_second' } }, version),
+    );
+    expect(await changes('connector_settings')).toBe(recorded + 1);
+    // What GET shows is the same names; its version is the one the first rotation answered.
+    const now = await call<{ secrets: string[] }>('GET', path, DEMO.admin);
+    expect(now.body.secrets).toContain('ROTATED');
+    expect(etag(now)).toBe(etag(first));
+    // The version is no digest of the value: rotating to the same value again moves it as well.
+    const again = await call('PUT', path, secondAdmin, { secrets: { ROTATED: 'sk_by_first' } }, etag(now)!);
+    expect(again.status).toBe(200);
+    expect(etag(again)).not.toBe(etag(now));
+    expect((await call('DELETE', `${path}/secrets/ROTATED`, DEMO.admin, undefined, etag(again)!)).status).toBe(204);
+  });
+
   it('connector settings: of six edits sent at once against one version, exactly one is made', async () => {
     const path = '/v1/admin/connector-settings/sandbox.sms';
     const version = etag(await call('GET', path, DEMO.admin))!;

@@ -17,8 +17,9 @@ INSERT INTO tenant_connector_settings (tenant_id, connector, allow_hosts, spendi
                          THEN now() ELSE tenant_connector_settings.updated_at END;
 
 -- upsertSecret
-INSERT INTO tenant_connector_secrets (tenant_id, connector, name, value, updated_by) VALUES ($1, $2, $3, $4, $5)
-     ON CONFLICT (tenant_id, connector, name) DO UPDATE SET value = $4, updated_by = $5, updated_at = now();
+INSERT INTO tenant_connector_secrets (tenant_id, connector, name, value, updated_by, updated_at)
+     VALUES ($1, $2, $3, $4, $5, clock_timestamp())
+     ON CONFLICT (tenant_id, connector, name) DO UPDATE SET value = $4, updated_by = $5, updated_at = clock_timestamp();
 
 -- deleteSecret
 DELETE FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2 AND name = $3 RETURNING name;
@@ -39,7 +40,10 @@ SELECT name FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $
 SELECT pg_advisory_xact_lock(hashtextextended('tenant_connector_settings' || chr(31) || $1 || chr(31) || $2, 0));
 
 -- snapshot
-SELECT snap.s::text AS settings, md5(snap.s::text) AS version FROM (SELECT (SELECT jsonb_build_object(
+SELECT snap.s::text AS settings, md5(snap.s::text || coalesce(chr(31) || (SELECT string_agg(x.name || '@' || (extract(epoch FROM x.updated_at) * 1000000)::bigint::text, ','
+                               ORDER BY x.name)
+     FROM tenant_connector_secrets x WHERE x.tenant_id = $1 AND x.connector = $2), '')) AS version
+     FROM (SELECT (SELECT jsonb_build_object(
        'allow_hosts', coalesce(s.allow_hosts, '[]'::jsonb),
        'spending_caps', coalesce(s.spending_caps, '[]'::jsonb),
        'read_back_binding', coalesce(s.read_back_binding, 'declared'),
@@ -56,7 +60,9 @@ SELECT md5((SELECT jsonb_build_object(
        'secrets', coalesce((SELECT jsonb_agg(x.name ORDER BY x.name) FROM tenant_connector_secrets x
                             WHERE x.tenant_id = $1 AND x.connector = $2), '[]'::jsonb))
      FROM (VALUES (1)) AS one
-     LEFT JOIN tenant_connector_settings s ON s.tenant_id = $1 AND s.connector = $2)::text) AS version;
+     LEFT JOIN tenant_connector_settings s ON s.tenant_id = $1 AND s.connector = $2)::text || coalesce(chr(31) || (SELECT string_agg(x.name || '@' || (extract(epoch FROM x.updated_at) * 1000000)::bigint::text, ','
+                               ORDER BY x.name)
+     FROM tenant_connector_secrets x WHERE x.tenant_id = $1 AND x.connector = $2), '')) AS version;
 
 -- recordChange
 INSERT INTO admin_changes (id, tenant_id, kind, connector, changed_by, before, after)

@@ -4,8 +4,10 @@ import { waitFor } from '../../../test/support/stack';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { AdminChangeRow, listAdminChanges } from './admin-changes';
 import {
+  StaleConnectorSettings,
   changeConnectorSettings,
   clearConnectorSettings,
+  connectorSettingsVersion,
   deleteConnectorSecret,
   upsertConnectorSettings,
   writeConnectorSecret,
@@ -41,6 +43,7 @@ describe('admin change history (real Postgres)', () => {
     'hooksstorm',
     'ordered',
     'revoking',
+    'rotating',
   ]);
   // The keys the changes below are made by: a change is written only while its key stands.
   beforeAll(async () =>
@@ -239,6 +242,39 @@ describe('admin change history (real Postgres)', () => {
       before: { allow_hosts: [{ host: 'api.example.com', ports: [443] }], secrets: [] },
       after: { allow_hosts: [], spending_caps: [], secrets: [] },
     });
+  });
+
+  it('a secret rotated moves the version: of two rotations made against one version (If-Match), the second is refused', async () => {
+    const rotate = (value: string, by: string, ifMatch?: string[]) =>
+      transaction(db.dataSource, (tx) =>
+        changeConnectorSettings(tx, { tenantId: 'rotating', connector: 'http', by, ifMatch }, () =>
+          writeConnectorSecret(tx, cipher, 'rotating', 'http', 'api_token', value, by),
+        ),
+      );
+    const version = () => connectorSettingsVersion(db.dataSource.manager, 'rotating', 'http');
+    await rotate('sk_first', 'key_admin');
+    const seen = await version();
+    // Two admins read the settings at `seen`, each rotates the token: the first is made, the second refused.
+    await rotate('sk_by_a', 'key_a', [seen]);
+    const afterA = await version();
+    expect(afterA).not.toBe(seen);
+    await expect(rotate('sk_by_b', 'key_b', [seen])).rejects.toBeInstanceOf(StaleConnectorSettings);
+    const stored = (await db.dataSource.query(
+      `SELECT value, updated_by FROM tenant_connector_secrets WHERE tenant_id = 'rotating' AND name = 'api_token'`,
+    )) as { value: string; updated_by: string }[];
+    expect(stored).toEqual([{ value: 'sk_by_a', updated_by: 'key_a' }]);
+    // No digest of the value: writing the same value again moves the version, and a version is no function of it.
+    await rotate('sk_by_a', 'key_a', [afterA]);
+    expect(await version()).not.toBe(afterA);
+    // A read-only version is stable, and a write of the same settings (no secret) keeps it.
+    const now = await version();
+    expect(await version()).toBe(now);
+    await transaction(db.dataSource, (tx) =>
+      changeConnectorSettings(tx, { tenantId: 'rotating', connector: 'http', by: 'key_a', ifMatch: [now] }, () =>
+        upsertConnectorSettings(tx, 'rotating', 'http', { by: 'key_a' }),
+      ),
+    );
+    expect(await version()).toBe(now);
   });
 
   it('a connector settings change that fails or is refused writes no row (and changes nothing)', async () => {

@@ -20,6 +20,18 @@ const SETTINGS_SNAPSHOT = `(SELECT jsonb_build_object(
      FROM (VALUES (1)) AS one
      LEFT JOIN tenant_connector_settings s ON s.tenant_id = $1 AND s.connector = $2)`;
 
+/**
+ * When each secret of the connector ($1 tenant, $2 connector) was last written, by name (null: it has none): part of the
+ * settings' version, so a rotation — a new value under a name that stays — moves it as any other change does, while
+ * nothing of the value goes into it (no digest a guess could be tested against: a write of the same value moves it too).
+ */
+const SECRET_WRITES = `(SELECT string_agg(x.name || '@' || (extract(epoch FROM x.updated_at) * 1000000)::bigint::text, ','
+                               ORDER BY x.name)
+     FROM tenant_connector_secrets x WHERE x.tenant_id = $1 AND x.connector = $2)`;
+
+/** A connector's settings version: a digest of the settings as shown (`snapshot`, as text) and of its secrets' writes. */
+const settingsVersionOf = (snapshot: string) => `md5(${snapshot} || coalesce(chr(31) || ${SECRET_WRITES}, ''))`;
+
 /** A tenant admin's writes and reads of its connector settings (allowlist, caps, secret names). Tenant-scoped. */
 export const CONNECTOR_SETTINGS_SQL = {
   // An absent setting ($3, $4, $6 null) keeps what is stored; a new row starts with none (and `declared`).
@@ -39,8 +51,11 @@ export const CONNECTOR_SETTINGS_SQL = {
                                                 tenant_connector_settings.spending_caps,
                                                 tenant_connector_settings.read_back_binding)
                          THEN now() ELSE tenant_connector_settings.updated_at END`,
-  upsertSecret: `INSERT INTO tenant_connector_secrets (tenant_id, connector, name, value, updated_by) VALUES ($1, $2, $3, $4, $5)
-     ON CONFLICT (tenant_id, connector, name) DO UPDATE SET value = $4, updated_by = $5, updated_at = now()`,
+  // Stamped by the clock when written (not the transaction's start): a rotation that waited for another one's turn is
+  // always later than it, so the settings' version moves with each.
+  upsertSecret: `INSERT INTO tenant_connector_secrets (tenant_id, connector, name, value, updated_by, updated_at)
+     VALUES ($1, $2, $3, $4, $5, clock_timestamp())
+     ON CONFLICT (tenant_id, connector, name) DO UPDATE SET value = $4, updated_by = $5, updated_at = clock_timestamp()`,
   deleteSecret: `DELETE FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2 AND name = $3 RETURNING name`,
   deleteSecrets: `DELETE FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2`,
   deleteSettings: `DELETE FROM tenant_connector_settings WHERE tenant_id = $1 AND connector = $2`,
@@ -50,9 +65,11 @@ export const CONNECTOR_SETTINGS_SQL = {
   // so each history row's `before` is what the change before it left.
   lockChange: `SELECT pg_advisory_xact_lock(hashtextextended('tenant_connector_settings' || chr(31) || $1 || chr(31) || $2, 0))`,
   // As text: passed back as it is, not through a JavaScript number. With its version (the ETag of the settings): a
-  // digest of that text, so any change of what GET shows changes it, and only that.
-  snapshot: `SELECT snap.s::text AS settings, md5(snap.s::text) AS version FROM (SELECT ${SETTINGS_SNAPSHOT} AS s) snap`,
-  version: `SELECT md5(${SETTINGS_SNAPSHOT}::text) AS version`,
+  // digest of that text and of when each secret was written, so any change of what GET shows changes it, and so does a
+  // secret's rotation (its value is never shown); a write of the same settings does not.
+  snapshot: `SELECT snap.s::text AS settings, ${settingsVersionOf('snap.s::text')} AS version
+     FROM (SELECT ${SETTINGS_SNAPSHOT} AS s) snap`,
+  version: `SELECT ${settingsVersionOf(`${SETTINGS_SNAPSHOT}::text`)} AS version`,
   // $3 the row's id, $4 who, $5 the settings before (the snapshot's text); after: read by this statement.
   recordChange: `INSERT INTO admin_changes (${ADMIN_CHANGE_INSERT_COLUMNS})
      SELECT $3, $1, 'connector_settings', $2, $4, $5::jsonb, ${SETTINGS_SNAPSHOT}`,
