@@ -2,7 +2,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Browser, Page, chromium } from 'playwright-core';
 import { charge, http, submission, unique } from '../support/http';
-import { DEMO, Stack, waitFor } from '../support/stack';
+import { DEMO, DEMO_SANDBOX_ACCOUNT, Stack, waitFor } from '../support/stack';
 import type { Execution } from '@verity/sdk';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -13,7 +13,7 @@ jest.setTimeout(120_000);
 interface Op {
   id: string;
   status: string;
-  approval: { state: string } | null;
+  approval: { state: string; requested_at?: string } | null;
 }
 
 /** What the review console offers a key, and what it shows next to a decision (real Chromium, whole stack). */
@@ -115,5 +115,51 @@ interface Op {
     expect(box).not.toBeNull();
     expect(box!.y).toBeGreaterThanOrEqual(0);
     expect(box!.y + box!.height).toBeLessThanOrEqual(viewport.height);
+  });
+  it('an approval answers the request the page shows: one asked for again meanwhile is not approved unseen', async () => {
+    const reference = unique('order');
+    const opId = await awaitingApproval([charge(reference, { requires_approval: true })]);
+    const read = async () =>
+      (await http<Op>(stack.apiUrl, 'GET', `/v1/operations/${opId}`, { key: DEMO.reviewer })).body;
+    const shown = (await read()).approval!.requested_at!;
+    await signIn(DEMO.reviewer);
+    await page.getByRole('heading', { level: 1, name: 'Review queues' }).waitFor();
+    await page.goto(consoleUrl(`/operations/${opId}`));
+    await page.locator('#approve').waitFor();
+    // While this reviewer's click is on its way, the source changes and another reviewer approves: the dispatcher
+    // finds the grant stale and asks for approval again. The click then arrives.
+    let sent: Record<string, unknown> | null = null;
+    await page.route(`**/v1/operations/${opId}/approval`, async (route) => {
+      sent = route.request().postDataJSON() as Record<string, unknown>;
+      const direct = await stack.sandbox('/v1/charges', {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'idempotency-key': unique('elsewhere'),
+          ...DEMO_SANDBOX_ACCOUNT,
+        },
+        body: JSON.stringify({ amount: 999, currency: 'EUR', reference }),
+      });
+      expect(direct.status).toBe(201);
+      const other = await http(stack.apiUrl, 'POST', `/v1/operations/${opId}/approval`, {
+        key: DEMO.reviewer,
+        body: { decision: 'approve', reason: 'the other reviewer' },
+      });
+      expect(other.status).toBe(200);
+      await waitFor(read, (op) => op.approval?.state === 'requested' && op.approval.requested_at !== shown, SLOW);
+      await route.continue();
+    });
+    await page.locator('#approve').click();
+    await page
+      .locator('p.result')
+      .filter({ hasText: /Refused \(409\)/ })
+      .waitFor();
+    expect(sent).toMatchObject({ decision: 'approve', requested_at: shown });
+    await expect(page.locator('p.result').textContent()).resolves.toMatch(/already granted/);
+    // The request asked for again still waits for a decision by someone who sees it; nothing was sent.
+    const now = await read();
+    expect(now.approval).toMatchObject({ state: 'requested' });
+    expect(now.approval!.requested_at).not.toBe(shown);
+    expect((await stack.effects()).charges[reference]).toMatchObject({ count: 1, amounts: [999] });
   });
 });

@@ -29,6 +29,13 @@ export const CancelBody = z.strictObject({ reason: text().max(1000).optional() }
 export const ApprovalBody = z.strictObject({
   decision: z.enum(['approve', 'deny']),
   reason: text().max(2000).optional(),
+  /**
+   * The approval request this decision answers: the operation's `approval.requested_at` as the reviewer was shown it.
+   * Given, the decision is taken only while that request is the one waiting: a request asked for since (the grant of
+   * the one shown was withdrawn — the source changed, it expired, its key was revoked — and approval asked for again)
+   * is not decided unseen (409 already-decided when the request shown was decided, else 412 precondition-failed).
+   */
+  requested_at: z.iso.datetime({ offset: true }).optional(),
 });
 
 /**

@@ -659,6 +659,38 @@ describe('TransitionService (real Postgres)', () => {
     expect(Date.parse(row.approval.expires_at) - decidedAt).toBe(900_000);
   });
 
+  it('decide: an approval naming the request it answers is written only while that request is the one on the row', async () => {
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    const requested = (at: string) =>
+      db.dataSource.query(
+        `UPDATE operations SET approval = jsonb_build_object('state', 'requested', 'requested_at', $2::text)
+          WHERE id = $1`,
+        [operationId, at],
+      );
+    const approve = (requestedAt: string) =>
+      transitions.decide(db.dataSource.manager, {
+        operation: snapshot(operationId),
+        tenantId: 'acme',
+        byKey: reviewerKey,
+        open: 'approval',
+        event: { type: 'approval.decided', data: { decision: 'approve' } },
+        merge: { approval: { state: 'granted', decided_by: reviewerKey } },
+        whileRequestedAt: requestedAt,
+      });
+    // The page showed the first request; the dispatcher has since withdrawn a grant of it and asked again.
+    await requested('2026-01-01T00:00:00.000Z');
+    await requested('2026-01-01T00:05:00.000Z');
+    expect((await approve('2026-01-01T00:00:00.000Z')).won).toBe(false);
+    expect(await eventsWhere({ executionId, type: 'approval.decided' })).toHaveLength(0);
+    const [row] = (await db.dataSource.query(`SELECT approval FROM operations WHERE id = $1`, [operationId])) as {
+      approval: { state: string };
+    }[];
+    expect(row.approval.state).toBe('requested');
+    // The request as it stands: written.
+    expect((await approve('2026-01-01T00:05:00.000Z')).won).toBe(true);
+    expect(await eventsWhere({ executionId, type: 'approval.decided' })).toHaveLength(1);
+  });
+
   it('decide: of many racing decisions one is written, with its event and the move it makes, in one statement', async () => {
     const { executionId, operationId } = await newExecutionWithOneOperation();
     const decide = (i: number) =>

@@ -213,6 +213,12 @@ export interface DecisionInput {
    */
   investigationsSeen?: number;
   /**
+   * An approval decision written only while the approval request on the row is this one (its `requested_at`, as the
+   * API shows it): a reviewer's decision answers the request they were shown, not one asked for since — after the grant
+   * of that request was withdrawn as stale (the source changed, it expired) and approval was asked for again.
+   */
+  whileRequestedAt?: string;
+  /**
    * Written only while the execution's deadline has not passed, by the database's clock (the one the send guard reads):
    * a grant made after it could never be carried out — nothing more is sent for the execution.
    */
@@ -658,6 +664,10 @@ export class TransitionService {
     unchanged += ` AND EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $${params.length} AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE)`;
     if (input.whileBeforeDeadline) {
       unchanged += ` AND EXISTS (SELECT 1 FROM executions de WHERE de.id = operations.execution_id AND de.deadline_at > clock_timestamp())`;
+    }
+    if (input.whileRequestedAt !== undefined) {
+      params.push(input.whileRequestedAt);
+      unchanged += ` AND approval->>'requested_at' = $${params.length}::text`;
     }
     if (input.investigationsSeen !== undefined) {
       params.push(input.investigationsSeen);

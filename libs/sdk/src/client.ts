@@ -55,6 +55,15 @@ export interface ReasonOptions extends RequestOptions {
   reason?: string;
 }
 
+export interface ApprovalOptions extends ReasonOptions {
+  /**
+   * The approval request the decision answers (the operation's `approval.requested_at` as it was shown): the decision
+   * is taken only while that request is the one waiting, never for one asked for since (a VerityConflictError
+   * `already-decided` when the one shown was decided, a VerityError 412 `precondition-failed` otherwise).
+   */
+  requestedAt?: string;
+}
+
 export interface WaitOptions extends RequestOptions {
   /** Default 60 s. On expiry the promise rejects with a VerityTimeoutError carrying the last state seen. */
   timeoutMs?: number;
@@ -278,12 +287,12 @@ export class OperationsApi {
   }
 
   /** POST /v1/operations/{id}/approval `{ decision: 'approve' }` (reviewer role). Never retried. */
-  approve(id: string, options: ReasonOptions = {}): Promise<OperationDetail> {
+  approve(id: string, options: ApprovalOptions = {}): Promise<OperationDetail> {
     return this.decide(id, 'approve', options);
   }
 
   /** POST /v1/operations/{id}/approval `{ decision: 'deny' }` (reviewer role): the operation is CANCELLED. */
-  deny(id: string, options: ReasonOptions = {}): Promise<OperationDetail> {
+  deny(id: string, options: ApprovalOptions = {}): Promise<OperationDetail> {
     return this.decide(id, 'deny', options);
   }
 
@@ -315,8 +324,12 @@ export class OperationsApi {
     return this.act<RetryResult>(id, 'retry', undefined, options);
   }
 
-  private async decide(id: string, decision: 'approve' | 'deny', options: ReasonOptions): Promise<OperationDetail> {
-    const body = options.reason !== undefined ? { decision, reason: options.reason } : { decision };
+  private async decide(id: string, decision: 'approve' | 'deny', options: ApprovalOptions): Promise<OperationDetail> {
+    const body = {
+      decision,
+      ...(options.reason !== undefined && { reason: options.reason }),
+      ...(options.requestedAt !== undefined && { requested_at: options.requestedAt }),
+    };
     return this.act<OperationDetail>(id, 'approval', body, options);
   }
 

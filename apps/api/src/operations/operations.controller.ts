@@ -41,14 +41,20 @@ export class OperationsController {
     params: [ID],
     body: { schema: 'ApprovalRequest', example: { summary: 'Approve', value: APPROVAL_EXAMPLE } },
     response: { description: 'The operation after the decision', schema: 'OperationDetail' },
-    problems: ['validation-error', 'already-decided', 'not-awaiting-approval', 'operation-moved'],
+    problems: [
+      'validation-error',
+      'already-decided',
+      'not-awaiting-approval',
+      'operation-moved',
+      'precondition-failed',
+    ],
   })
   approval(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,
     @JsonBody(ApprovalBody) input: z.infer<typeof ApprovalBody>,
   ) {
-    return this.operations.decide(principal, id, input.decision, input.reason);
+    return this.operations.decide(principal, id, input.decision, input.reason, input.requested_at);
   }
 
   @Post(':id/resolve')

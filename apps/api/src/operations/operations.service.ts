@@ -123,12 +123,22 @@ export class OperationsService {
    * written; every other caller gets 409 already-decided with the winner's decision. A decision is kept even when it
    * arrives before the operation starts waiting (planning has not run yet): planning finds it and does not ask again.
    */
-  async decide(principal: Principal, id: string, decision: 'approve' | 'deny', reason: string | undefined) {
+  async decide(
+    principal: Principal,
+    id: string,
+    decision: 'approve' | 'deny',
+    reason: string | undefined,
+    requestedAt?: string,
+  ) {
     await refuseSecretValuesIn(this.connectors, principal.tenantId, [['reason', reason]]);
+    // The request the reviewer was shown, as the API shows one (toISOString): compared in the statement that writes.
+    const shown = requestedAt === undefined ? undefined : new Date(requestedAt).toISOString();
     const op = await this.load(principal, id);
     if (op.status !== OperationStatus.PREPARED || isDecided(op.approval)) {
       throw await this.approvalRefusal(principal, op);
     }
+    if (shown !== undefined && op.approval?.requested_at !== shown)
+      throw await this.requestRefusal(principal, op, shown);
     if (!approvalDecidable(await this.approvalRequired(principal, op), op.approval)) {
       throw Problem.conflict(
         'not-awaiting-approval',
@@ -151,6 +161,7 @@ export class OperationsService {
       approvalStamp: decision === 'approve' ? { validForMs: this.config.APPROVAL_TTL_MS } : {},
       // A grant is for a send; past the execution's deadline nothing more is sent for it. A deny still ends it.
       whileBeforeDeadline: decision === 'approve',
+      whileRequestedAt: shown,
       move:
         decision === 'deny'
           ? {
@@ -161,12 +172,56 @@ export class OperationsService {
     });
     if (!decided.won) {
       await this.refuseRevokedKey(principal);
-      throw await this.approvalRefusal(principal, await this.load(principal, id), true);
+      const now = await this.load(principal, id);
+      if (
+        shown !== undefined &&
+        now.status === OperationStatus.PREPARED &&
+        !isDecided(now.approval) &&
+        now.approval?.requested_at !== shown
+      ) {
+        throw await this.requestRefusal(principal, now, shown);
+      }
+      throw await this.approvalRefusal(principal, now, true);
     }
     await this.inExecutionTrace(op.executionId, () =>
       this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId }),
     );
     return this.get(principal, id);
+  }
+
+  /**
+   * A decision that names the request it answers (`requested_at`, as shown) when another is waiting: a request is asked
+   * for again only after a grant of the one before was withdrawn (stale), so the request shown was decided — 409
+   * already-decided naming that decision, as for any decision that came second (I13). A request never on record (nothing
+   * was decided): 412 precondition-failed with the request that waits. Either way nothing is written.
+   */
+  private async requestRefusal(principal: Principal, op: OperationEntity, shown: string): Promise<Problem> {
+    const current = op.approval?.requested_at;
+    const winner = await findLastApprovalDecision(this.db.manager, op.id, principal.tenantId);
+    if (winner) {
+      const state = winner.decision === 'deny' ? 'denied' : 'granted';
+      return Problem.alreadyDecided(
+        `the approval request of ${shown} was already ${state}; the grant has since been withdrawn and approval ` +
+          `asked for again${current ? ` (requested at ${current})` : ''}: review the operation as it is now`,
+        {
+          decision: winner.decision ?? 'approve',
+          ...(winner.by && { decided_by: winner.by }),
+          decided_at: winner.at.toISOString(),
+          approval: shownApprovalState(op.status, op.approval?.state ?? 'requested'),
+          ...(current && { requested_at: current }),
+          current_status: op.status,
+        },
+      );
+    }
+    return new Problem(
+      412,
+      'precondition-failed',
+      'Precondition failed',
+      `the decision answers the approval request of ${shown}, which is not the one waiting` +
+        `${current ? ` (requested at ${current})` : ' (none has been asked for yet)'}; nothing was written: read the ` +
+        'operation again and decide on what it shows now',
+      { ...(current && { requested_at: current }), current_status: op.status },
+    );
   }
 
   /**

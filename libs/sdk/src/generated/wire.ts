@@ -783,6 +783,8 @@ export interface components {
       /** @enum {string} */
       decision: 'approve' | 'deny';
       reason?: string;
+      /** Format: date-time */
+      requested_at?: string;
     };
     ResolveRequest: {
       /** @enum {string} */
@@ -1715,6 +1717,7 @@ export interface operations {
       404: components['responses']['Problem404'];
       408: components['responses']['Problem408'];
       409: components['responses']['Problem409'];
+      412: components['responses']['Problem412'];
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];

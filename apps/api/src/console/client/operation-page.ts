@@ -204,9 +204,11 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
           buttons,
           error,
           (dx) =>
+            // The request this page shows: a decision never answers one asked for since (after a grant of this one
+            // was withdrawn as stale), which the reviewer has not seen.
             decision === 'approve'
-              ? dx.operations.approve(op.id, { reason: text || undefined })
-              : dx.operations.deny(op.id, { reason: text }),
+              ? dx.operations.approve(op.id, { reason: text || undefined, requestedAt: op.approval?.requested_at })
+              : dx.operations.deny(op.id, { reason: text, requestedAt: op.approval?.requested_at }),
           decision === 'approve'
             ? 'Approved. The operation is dispatched next; its effect status updates below.'
             : 'Denied. The operation is cancelled and will never be sent.',
@@ -378,7 +380,7 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
           ? `Refused (${e.status}): ${e.detail || e.title}`
           : 'The API could not be reached; nothing was changed.';
       error.textContent = refusal;
-      if (e instanceof VerityError && e.status === 409) {
+      if (e instanceof VerityError && (e.status === 409 || e.status === 412)) {
         // Someone decided first, or the operation moved: the reload shows where it stands now and may replace the
         // actions (and the message in them), so the refusal — whose decision won — stays in the page's status line.
         await live.load();

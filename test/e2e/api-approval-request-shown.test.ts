@@ -1,0 +1,119 @@
+import type { ProblemDetails as Problem } from '@verity/sdk';
+import { createApiKey } from '@verity/persistence';
+import { DEMO, DEMO_SANDBOX_ACCOUNT, Stack, waitFor } from '../support/stack';
+import { charge, http, unique } from '../support/http';
+import { Event, events, expectLegalHistory, getOperation, settle, submit } from './dispatcher-helpers';
+
+/**
+ * A reviewer's approval decision answers the request they were shown. The dispatcher asks for approval again when a
+ * grant turns stale (the source changed since the reviewer saw it, it expired): before, a click from a page opened on
+ * the first request — another reviewer's, made while the first one's grant was being withdrawn — approved the new
+ * request unseen, and its operation was sent on a source nobody had approved. With `requested_at` (the request as
+ * shown; the console sends it), such a decision is refused and nothing is written.
+ */
+describe('api: an approval decision answers the request that was shown', () => {
+  let stack: Stack;
+  let secondReviewer: string;
+  beforeAll(async () => {
+    stack = await Stack.start({ label: 'apprshown' });
+    secondReviewer = (
+      await createApiKey(stack.db.dataSource.manager, { tenantId: 'demo', role: 'reviewer', label: 'second reviewer' })
+    ).key;
+  });
+  afterAll(async () => stack?.stop());
+
+  const decide = (opId: string, key: string, body: Record<string, unknown>) =>
+    http<Problem & { errors?: { field: string }[] }>(stack.apiUrl, 'POST', `/v1/operations/${opId}/approval`, {
+      key,
+      body,
+    });
+
+  /** Until the operation waits for approval with its `times`-th request; that request's requested_at. */
+  async function request(executionId: string, opId: string, times: number): Promise<string> {
+    let log: Event[] = [];
+    const op = await waitFor(
+      async () => {
+        log = await events(stack, executionId);
+        return getOperation(stack, opId);
+      },
+      (o) =>
+        o.status === 'PREPARED' &&
+        o.approval?.state === 'requested' &&
+        log.filter((e) => e.type === 'approval.requested').length >= times,
+      30_000,
+      100,
+    );
+    return (op.approval as { requested_at: string }).requested_at;
+  }
+
+  it('a decision on a request whose grant was withdrawn since is 409 already-decided, not a decision on the new one', async () => {
+    const reference = unique('shown');
+    const created = await submit(stack, [charge(reference, { requires_approval: true })]);
+    const opId = created.operations[0].id;
+    const shown = await request(created.id, opId, 1);
+    // Both reviewers open the request ({charged: false}). Then someone else charges the reference, and the first
+    // reviewer approves: the dispatcher finds the source changed and asks again (stale baseline).
+    const direct = await stack.sandbox('/v1/charges', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'idempotency-key': unique('elsewhere'), ...DEMO_SANDBOX_ACCOUNT },
+      body: JSON.stringify({ amount: 999, currency: 'EUR', reference }),
+    });
+    expect(direct.status).toBe(201);
+    const first = await decide(opId, DEMO.reviewer, { decision: 'approve', requested_at: shown });
+    expect(first.status).toBe(200);
+    const again = await request(created.id, opId, 2);
+    expect(again).not.toBe(shown);
+
+    // The second reviewer's click, from the page that shows the first request: refused, nothing written.
+    const late = await decide(opId, secondReviewer, { decision: 'approve', requested_at: shown });
+    expect(late.status).toBe(409);
+    expect(late.body).toMatchObject({
+      type: 'https://verity.dev/problems/already-decided',
+      decision: 'approve',
+      approval: 'requested',
+      requested_at: again,
+      current_status: 'PREPARED',
+    });
+    const op = await getOperation(stack, opId);
+    expect(op.approval).toMatchObject({ state: 'requested', requested_at: again });
+    const log = await events(stack, created.id);
+    expect(log.filter((e) => e.type === 'approval.decided')).toHaveLength(1);
+    expect((await stack.effects()).charges[reference]).toMatchObject({ count: 1, amounts: [999] });
+
+    // Named as it is now, the decision is taken (here: denied, the charge exists already).
+    const denied = await decide(opId, secondReviewer, {
+      decision: 'deny',
+      reason: 'charged elsewhere',
+      requested_at: again,
+    });
+    expect(denied.status).toBe(200);
+    const done = await settle(stack, created.id);
+    expect(done.operations[0].status).toBe('CANCELLED');
+    expectLegalHistory(await events(stack, created.id));
+    expect((await stack.effects()).charges[reference]).toMatchObject({ count: 1, amounts: [999] });
+  });
+
+  it('a request that was never asked for is 412 precondition-failed with the one that waits; without it, as before', async () => {
+    const created = await submit(stack, [charge(unique('shown-412'), { requires_approval: true })]);
+    const opId = created.operations[0].id;
+    const waiting = await request(created.id, opId, 1);
+    const refused = await decide(opId, DEMO.reviewer, { decision: 'approve', requested_at: '2020-01-01T00:00:00Z' });
+    expect(refused.status).toBe(412);
+    expect(refused.body).toMatchObject({
+      type: 'https://verity.dev/problems/precondition-failed',
+      requested_at: waiting,
+      current_status: 'PREPARED',
+    });
+    expect((await getOperation(stack, opId)).approval).toMatchObject({ state: 'requested', requested_at: waiting });
+    expect((await events(stack, created.id)).filter((e) => e.type === 'approval.decided')).toHaveLength(0);
+    // Not a date-time: 400 naming it.
+    const malformed = await decide(opId, DEMO.reviewer, { decision: 'approve', requested_at: 'yesterday' });
+    expect(malformed.status).toBe(400);
+    expect(malformed.body.errors).toEqual([expect.objectContaining({ field: 'requested_at' })]);
+    // The same instant in another offset names the same request; no requested_at at all decides whatever waits.
+    const offset = waiting.replace('Z', '+00:00');
+    expect((await decide(opId, DEMO.reviewer, { decision: 'approve', requested_at: offset })).status).toBe(200);
+    const done = await settle(stack, created.id);
+    expect(done.operations[0].status).toBe('VERIFIED');
+  });
+});
