@@ -12,6 +12,7 @@ import {
   markedOperations,
   settle,
   submit,
+  waitForOp,
 } from './dispatcher-helpers';
 
 /**
@@ -127,5 +128,41 @@ describe('dispatcher: a grant whose deciding key is revoked before it is used', 
       (line) => line.msg === 'dispatch refused by the send guard' && line.operationId === opId,
     );
     expect(refusals).toEqual([expect.objectContaining({ reasons: ['approval_key_revoked'] })]);
+  });
+  it('a release recorded by a key revoked before the send is withdrawn, not sent: a reviewer decides again', async () => {
+    const reviewer = await newReviewerKey();
+    const reference = unique('release-revoked');
+    // The source disagrees with what the agent expects: held for a reviewer (knowledge conflict), never sent.
+    const created = await submit(stack, [charge(reference, { expected_state: { charged: true } })]);
+    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    const released = await http(stack.apiUrl, 'POST', `/v1/operations/${held.id}/resolve`, {
+      key: reviewer.key,
+      body: { status: 'SENT', evidence: 'checked by the test: release it' },
+    });
+    expect(released.status).toBe(200);
+    // The release's send waits before its SENT statement; the reviewer's key is revoked meanwhile.
+    await waitFor(
+      async () => markedOperations(dispatcher, 'paused before SENT'),
+      (ids) => ids.includes(held.id),
+      30_000,
+      20,
+    );
+    expect(await revokeApiKey(stack.db.dataSource.manager, reviewer.id)).toBe(true);
+    const log = await waitFor(
+      () => events(stack, created.id),
+      (all) => all.some((e) => e.type === 'operation.release_withdrawn'),
+      30_000,
+      100,
+    );
+    expect(log.find((e) => e.type === 'operation.release_withdrawn')!.data).toMatchObject({
+      reasons: ['release_key_revoked'],
+      resolution: { status: 'SENT', by: reviewer.id },
+    });
+    const op = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    expect(op.attempt).toBe(0);
+    expect((op.recovery_obligation as { resolution?: unknown } | null)?.resolution).toBeUndefined();
+    expect(log.some((e) => e.to_status === 'SENT')).toBe(false);
+    expect((await stack.effects()).charges[reference]).toBeUndefined();
+    expectLegalHistory(log);
   });
 });

@@ -41,3 +41,8 @@ SELECT verity_settings_version_locked(op.tenant_id, op.connector) IS NOT DISTINC
 
 -- release_not_resolved
 SELECT (op.obligation->'resolution'->>'status') IS NOT DISTINCT FROM 'SENT';
+
+-- release_key_revoked
+SELECT op.obligation->'resolution'->>'by' IS NULL
+        OR EXISTS (SELECT 1 FROM api_keys rk WHERE rk.id = op.obligation->'resolution'->>'by'
+                   AND rk.tenant_id = op.tenant_id AND rk.revoked_at IS NULL FOR SHARE);

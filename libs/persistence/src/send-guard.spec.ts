@@ -214,6 +214,32 @@ describe('the guarded SENT statement (real Postgres)', () => {
     await unchanged(release.id, OperationStatus.MANUAL_REVIEW);
   });
 
+  it('does not release what a key revoked since recorded (release_key_revoked); one a standing key recorded is sent', async () => {
+    const [standing, revoked] = [newId('key'), newId('key')];
+    await insertStandingKeys(db.dataSource.manager, 'acme', [standing, revoked]);
+    const byStanding = op('released-by-standing');
+    const byRevoked = op('released-by-revoked');
+    await execution([byStanding, byRevoked], 'completed');
+    for (const [o, by] of [
+      [byStanding, standing],
+      [byRevoked, revoked],
+    ] as const) {
+      await set(
+        o.id,
+        `status = 'MANUAL_REVIEW', terminal_reason = 'KNOWLEDGE_CONFLICT',
+         obligation = jsonb_build_object('resolution', jsonb_build_object('status', 'SENT', 'by', $2::text))`,
+        [by],
+      );
+    }
+    await db.dataSource.query(`UPDATE api_keys SET revoked_at = now() WHERE id = $1`, [revoked]);
+    expect(await send(byRevoked.id, { kind: 'release' }, OperationStatus.MANUAL_REVIEW)).toEqual({
+      won: false,
+      refusals: ['release_key_revoked'],
+    });
+    await unchanged(byRevoked.id, OperationStatus.MANUAL_REVIEW);
+    expect((await send(byStanding.id, { kind: 'release' }, OperationStatus.MANUAL_REVIEW)).won).toBe(true);
+  });
+
   it('refuses while a precondition read is owed (next_check_at set on a PREPARED operation)', async () => {
     const charge = op('charge', { expected_state: { charged: false } });
     await execution([charge]);

@@ -63,6 +63,7 @@ export type SendRefusal =
   | 'approval_key_revoked'
   | 'approval_policy_changed'
   | 'release_not_resolved'
+  | 'release_key_revoked'
   | 'execution_ended'
   | 'settings_changed'
   | 'status_moved';
@@ -92,7 +93,8 @@ export function withdrawsRelease(refusals: readonly SendRefusal[]): boolean {
       r === 'execution_ended' ||
       r === 'dependency_not_done' ||
       r === 'approval_not_granted' ||
-      r === 'approval_key_revoked',
+      r === 'approval_key_revoked' ||
+      r === 'release_key_revoked',
   );
 }
 
@@ -134,6 +136,17 @@ const APPROVAL_KEY_STANDS: { name: SendRefusal; sql: string } = {
 };
 
 /**
+ * A reviewer's release is carried out only while the key that recorded it (`resolution.by`) stands, as a grant is: a
+ * release by a key revoked before the send is withdrawn, for a reviewer to decide again. Share-locked the same way.
+ */
+const RELEASE_KEY_STANDS: { name: SendRefusal; sql: string } = {
+  name: 'release_key_revoked',
+  sql: `op.obligation->'resolution'->>'by' IS NULL
+        OR EXISTS (SELECT 1 FROM api_keys rk WHERE rk.id = op.obligation->'resolution'->>'by'
+                   AND rk.tenant_id = op.tenant_id AND rk.revoked_at IS NULL FOR SHARE)`,
+};
+
+/**
  * The guard as named SQL conditions on the operation row aliased `op`; `params` receives their parameters. One
  * definition serves the SENT statement (all of them, ANDed) and the diagnosis of a refusal (each one by name).
  */
@@ -152,6 +165,7 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
   if (guard.kind === 'release') {
     return [
       { name: 'release_not_resolved', sql: `(op.obligation->'resolution'->>'status') IS NOT DISTINCT FROM 'SENT'` },
+      RELEASE_KEY_STANDS,
       {
         // Not after the execution was cancelled, expired or failed, nor past its deadline before the sweeper expired
         // it (by the database's clock, the one every process shares): nothing more is sent for it, whoever asked. A
