@@ -402,6 +402,25 @@ export const PROBLEMS = {
     },
     summary: 'A retry of this operation exists',
   },
+  'reference-unsettled': {
+    status: 409,
+    title: 'Conflict with the current state',
+    detail:
+      'operation op_01m8pvhh2eyfvxnkaq1cqt2qvy ("notify" of exe_01m8pvhh2a9x3k7m4q2w8e5r6t) names this sandbox.sms ' +
+      'client_ref and is MANUAL_REVIEW: it was sent and whether it made its effect is not settled (the provider does ' +
+      'not deduplicate, so sending again could make it twice). Wait until it settles, or have a reviewer resolve it, ' +
+      'then submit again',
+    extras: {
+      field: 'operations[0].params.client_ref',
+      unsettled: {
+        operation_id: 'op_01m8pvhh2eyfvxnkaq1cqt2qvy',
+        execution_id: 'exe_01m8pvhh2a9x3k7m4q2w8e5r6t',
+        key: 'notify',
+        status: 'MANUAL_REVIEW',
+      },
+    },
+    summary: 'Another send of this reference is not settled: this one would be a blind re-send',
+  },
   'illegal-transition': {
     status: 409,
     title: 'Conflict with the current state',

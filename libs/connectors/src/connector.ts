@@ -194,6 +194,14 @@ export interface Connector {
    */
   effectReference?(action: string, params: Record<string, unknown>): { field: string; value: string } | null;
   /**
+   * The caller's own name for this operation's effect at a provider that does not deduplicate (the params `field` and
+   * its `value`; the SMS `client_ref`): a second send naming it is a second effect. While an operation naming it was sent
+   * and is not settled (`RESEND_BLOCKING_STATUSES`: it may have made its effect, nobody knows), a new operation naming
+   * it — another execution, a retry — would be a blind re-send: intake refuses it (`409 reference-unsettled`). Called
+   * with params that already passed the action's schema. Absent or null: no reference (nothing is held back).
+   */
+  resendReference?(action: string, params: Record<string, unknown>): { field: string; value: string } | null;
+  /**
    * For a connector whose operations declare their own read-back (`settings.readBackBinding`): why this operation's
    * read-back would not count under the tenant's `read_back_binding: "bound"` — empty when it does, or when the
    * operation has none. Pure: called with params that already passed the action's schema, at intake and before a read.
@@ -288,6 +296,7 @@ export function connectorDeclarations(
     readBackProvesAbsence: connector.readBackProvesAbsence,
     operationCapabilities: connector.operationCapabilities?.bind(connector),
     effectReference: connector.effectReference?.bind(connector),
+    resendReference: connector.resendReference?.bind(connector),
     readBackBindingProblems: connector.readBackBindingProblems?.bind(connector),
     secretBindingProblems: connector.secretBindingProblems?.bind(connector),
   };
@@ -344,6 +353,23 @@ export function secretBindingProblems(
  */
 export function readBackUnbound(connector: Connector, action: string, params: Record<string, unknown>): boolean {
   return readBackBindingProblems(connector, action, params).some((p) => p.of === 'read_back');
+}
+
+/**
+ * The caller's reference an operation names its effect by at a provider that does not deduplicate
+ * (`Connector.resendReference`), or null: none declared, an unknown action, or params it cannot read one from.
+ */
+export function resendReference(
+  connector: Connector,
+  action: string,
+  params: Record<string, unknown>,
+): { field: string; value: string } | null {
+  if (!connector.resendReference || !connectorAction(connector, action)) return null;
+  try {
+    return connector.resendReference(action, params);
+  } catch {
+    return null;
+  }
 }
 
 /**

@@ -19,6 +19,15 @@ export class SandboxSmsConnector implements Connector {
   readonly capabilities = { read_back: false, context_read: false, provider_idempotency: false, reversible: false };
   readonly actions = { send: { description: 'Send one text message', params: SendParams } };
 
+  /**
+   * The provider takes every POST as a new message: `client_ref` is the caller's only name for one. While a send naming
+   * it is unsettled (it may have gone out), another naming it is refused at intake rather than sent a second time.
+   */
+  resendReference(_action: string, params: Record<string, unknown>): { field: string; value: string } | null {
+    const { client_ref: clientRef } = params as { client_ref?: unknown };
+    return typeof clientRef === 'string' ? { field: 'client_ref', value: clientRef } : null;
+  }
+
   async send(op: ConnectorOperation, env: ConnectorEnvironment): Promise<SendOutcome> {
     const exchange = await httpExchange({
       method: 'POST',

@@ -1,5 +1,12 @@
 -- insertExecution
-WITH capped AS (
+WITH unsettled AS MATERIALIZED (
+       SELECT o.id, o.execution_id, o.key, o.status, r.position
+       FROM jsonb_to_recordset($8::jsonb) AS r(position int, connector text, resend_ref text)
+       JOIN operations o ON o.tenant_id = $2 AND o.connector = r.connector AND o.resend_ref = r.resend_ref
+       WHERE r.resend_ref IS NOT NULL AND o.resend_ref IS NOT NULL
+         AND o.status IN ('SENT', 'UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW') AND o.attempt > 0
+       ORDER BY r.position, o.id LIMIT 1
+     ), capped AS (
        SELECT $13::text[] IS NOT NULL AND EXISTS (
          SELECT 1 FROM tenant_connector_settings s
          WHERE s.tenant_id = $2 AND s.connector = ANY($13::text[]) AND jsonb_path_exists(s.spending_caps, '$[*].max_amount')
@@ -8,13 +15,15 @@ WITH capped AS (
        ) AS secrets
      ), unchecked AS (
        SELECT caps, secrets, caps OR secrets AS yes FROM capped
+     ), held AS (
+       SELECT u.yes OR EXISTS (SELECT 1 FROM unsettled) AS yes FROM unchecked u
      ), free AS MATERIALIZED (
        -- Another request with this key is writing right now: answer "in flight" instead of waiting for it.
        SELECT $7::text IS NULL OR pg_try_advisory_xact_lock(hashtextextended($2 || chr(31) || $7, 0)) AS yes
      ), claim AS (
        INSERT INTO idempotency_keys (tenant_id, key, request_hash, state, execution_id, expires_at)
        SELECT $2, $7, $11, 'completed', $1, now() + make_interval(secs => GREATEST($14 / 1000.0, $5::double precision))
-       WHERE $7::text IS NOT NULL AND NOT (SELECT yes FROM unchecked) AND (SELECT yes FROM free)
+       WHERE $7::text IS NOT NULL AND NOT (SELECT yes FROM held) AND (SELECT yes FROM free)
        ON CONFLICT (tenant_id, key) DO UPDATE
          SET request_hash = EXCLUDED.request_hash, state = 'completed', execution_id = EXCLUDED.execution_id,
              created_at = now(), expires_at = EXCLUDED.expires_at, claim_token = NULL
@@ -27,25 +36,32 @@ WITH capped AS (
                                trace_parent)
        SELECT $1::text, $2::text, $3::text, $4::text, 'created', now() + make_interval(secs => $5::double precision),
               $6::jsonb, $7::text, 1, $12::text
-       WHERE NOT (SELECT yes FROM unchecked) AND ($7::text IS NULL OR EXISTS (SELECT 1 FROM claim))
+       WHERE NOT (SELECT yes FROM held) AND ($7::text IS NULL OR EXISTS (SELECT 1 FROM claim))
        RETURNING id, tenant_id, created_at, deadline_at, updated_at
      ), o AS (
        INSERT INTO operations (id, execution_id, tenant_id, key, position, connector, action, params, irreversible,
-                               requires_approval, verification_method, expected_state, depends_on, approval, status)
+                               requires_approval, verification_method, expected_state, depends_on, approval, resend_ref,
+                               status)
        SELECT r.id, e.id, e.tenant_id, r.key, r.position, r.connector, r.action, r.params, r.irreversible,
-              r.requires_approval, r.verification_method, r.expected_state, r.depends_on, r.approval, 'PREPARED'
+              r.requires_approval, r.verification_method, r.expected_state, r.depends_on, r.approval, r.resend_ref,
+              'PREPARED'
        FROM e, jsonb_to_recordset($8::jsonb) AS r(id text, key text, position int, connector text, action text,
             params jsonb, irreversible boolean, requires_approval boolean, verification_method text,
-            expected_state jsonb, depends_on text[], approval jsonb)
+            expected_state jsonb, depends_on text[], approval jsonb, resend_ref text)
        RETURNING id
      ), ev AS (
        INSERT INTO events (id, execution_id, tenant_id, seq, type, to_status, data)
        SELECT $9, e.id, e.tenant_id, 1, 'execution.created', 'created', $10 FROM e
      )
      SELECT e.created_at, e.deadline_at, e.updated_at, (SELECT count(*) FROM o) AS n, false AS capped,
-            false AS secrets, false AS busy FROM e
-     UNION ALL SELECT NULL, NULL, NULL, 0, u.caps, u.secrets, false FROM unchecked u WHERE u.yes
-     UNION ALL SELECT NULL, NULL, NULL, 0, false, false, true FROM free, unchecked WHERE NOT free.yes AND NOT unchecked.yes;
+            false AS secrets, false AS busy, NULL AS unsettled_id, NULL AS unsettled_execution_id,
+            NULL AS unsettled_key, NULL AS unsettled_status, NULL::int AS unsettled_position FROM e
+     UNION ALL SELECT NULL, NULL, NULL, 0, u.caps, u.secrets, false, NULL, NULL, NULL, NULL, NULL
+       FROM unchecked u WHERE u.yes
+     UNION ALL SELECT NULL, NULL, NULL, 0, false, false, false, x.id, x.execution_id, x.key, x.status, x.position
+       FROM unsettled x, unchecked u WHERE NOT u.yes
+     UNION ALL SELECT NULL, NULL, NULL, 0, false, false, true, NULL, NULL, NULL, NULL, NULL
+       FROM free, held WHERE NOT free.yes AND NOT held.yes;
 
 -- setRetryOf
 UPDATE operations SET retry_of = $2 WHERE id = $1 AND tenant_id = $3;

@@ -2,6 +2,7 @@ import {
   ExecutionStatus,
   LastStatusChange,
   OperationStatus,
+  RESEND_BLOCKING_STATUSES,
   ReadBackKind,
   TerminalReason,
   VerificationMethodValue,
@@ -33,6 +34,11 @@ export interface NewOperation {
   expected_state: Record<string, unknown> | null;
   depends_on: string[];
   approval: Approval | null;
+  /**
+   * The caller's own name for the effect at a provider that does not deduplicate (a connector's `resendReference`), or
+   * null: insertExecution writes nothing while an operation of the tenant and connector naming it is sent and unsettled.
+   */
+  resend_ref?: string | null;
 }
 
 /**
@@ -59,6 +65,7 @@ export function preparedOperation(
     verificationMethod: op.verification_method,
     expectedState: op.expected_state,
     dependsOn: op.depends_on,
+    resendRef: op.resend_ref ?? null,
     status: OperationStatus.PREPARED,
     terminalReason: null,
     attempt: 0,
@@ -113,7 +120,17 @@ export const INTAKE_SQL = {
   // $13: the connectors whose amount caps intake has not checked yet (null: checked). When the tenant has an amount cap
   // on one of them nothing is written and the one row says `capped`: the caller checks the amounts, then writes again.
   // $16 likewise for the connectors whose tenant secrets intake has not looked for in the submission (`secrets`).
-  insertExecution: `WITH capped AS (
+  // An operation naming the resend_ref of one of the tenant's operations on its connector that was sent and is not
+  // settled (blocksResend) is a blind re-send of it: nothing is written and the one row names that operation
+  // (`unsettled_…`, the first new operation's in position order), once the caps and secrets are checked.
+  insertExecution: `WITH unsettled AS MATERIALIZED (
+       SELECT o.id, o.execution_id, o.key, o.status, r.position
+       FROM jsonb_to_recordset($8::jsonb) AS r(position int, connector text, resend_ref text)
+       JOIN operations o ON o.tenant_id = $2 AND o.connector = r.connector AND o.resend_ref = r.resend_ref
+       WHERE r.resend_ref IS NOT NULL AND o.resend_ref IS NOT NULL
+         AND o.status IN (${sqlLiterals(RESEND_BLOCKING_STATUSES)}) AND o.attempt > 0
+       ORDER BY r.position, o.id LIMIT 1
+     ), capped AS (
        SELECT $13::text[] IS NOT NULL AND EXISTS (
          SELECT 1 FROM tenant_connector_settings s
          WHERE s.tenant_id = $2 AND s.connector = ANY($13::text[]) AND jsonb_path_exists(s.spending_caps, '$[*].max_amount')
@@ -122,13 +139,15 @@ export const INTAKE_SQL = {
        ) AS secrets
      ), unchecked AS (
        SELECT caps, secrets, caps OR secrets AS yes FROM capped
+     ), held AS (
+       SELECT u.yes OR EXISTS (SELECT 1 FROM unsettled) AS yes FROM unchecked u
      ), free AS MATERIALIZED (
        -- Another request with this key is writing right now: answer "in flight" instead of waiting for it.
        SELECT $7::text IS NULL OR pg_try_advisory_xact_lock(hashtextextended($2 || chr(31) || $7, 0)) AS yes
      ), claim AS (
        INSERT INTO idempotency_keys (tenant_id, key, request_hash, state, execution_id, expires_at)
        SELECT $2, $7, $11, 'completed', $1, now() + make_interval(secs => GREATEST($14 / 1000.0, $5::double precision))
-       WHERE $7::text IS NOT NULL AND NOT (SELECT yes FROM unchecked) AND (SELECT yes FROM free)
+       WHERE $7::text IS NOT NULL AND NOT (SELECT yes FROM held) AND (SELECT yes FROM free)
        ON CONFLICT (tenant_id, key) DO UPDATE
          SET request_hash = EXCLUDED.request_hash, state = 'completed', execution_id = EXCLUDED.execution_id,
              created_at = now(), expires_at = EXCLUDED.expires_at, claim_token = NULL
@@ -141,25 +160,32 @@ export const INTAKE_SQL = {
                                trace_parent)
        SELECT $1::text, $2::text, $3::text, $4::text, 'created', now() + make_interval(secs => $5::double precision),
               $6::jsonb, $7::text, 1, $12::text
-       WHERE NOT (SELECT yes FROM unchecked) AND ($7::text IS NULL OR EXISTS (SELECT 1 FROM claim))
+       WHERE NOT (SELECT yes FROM held) AND ($7::text IS NULL OR EXISTS (SELECT 1 FROM claim))
        RETURNING id, tenant_id, created_at, deadline_at, updated_at
      ), o AS (
        INSERT INTO operations (id, execution_id, tenant_id, key, position, connector, action, params, irreversible,
-                               requires_approval, verification_method, expected_state, depends_on, approval, status)
+                               requires_approval, verification_method, expected_state, depends_on, approval, resend_ref,
+                               status)
        SELECT r.id, e.id, e.tenant_id, r.key, r.position, r.connector, r.action, r.params, r.irreversible,
-              r.requires_approval, r.verification_method, r.expected_state, r.depends_on, r.approval, 'PREPARED'
+              r.requires_approval, r.verification_method, r.expected_state, r.depends_on, r.approval, r.resend_ref,
+              'PREPARED'
        FROM e, jsonb_to_recordset($8::jsonb) AS r(id text, key text, position int, connector text, action text,
             params jsonb, irreversible boolean, requires_approval boolean, verification_method text,
-            expected_state jsonb, depends_on text[], approval jsonb)
+            expected_state jsonb, depends_on text[], approval jsonb, resend_ref text)
        RETURNING id
      ), ev AS (
        INSERT INTO events (id, execution_id, tenant_id, seq, type, to_status, data)
        SELECT $9, e.id, e.tenant_id, 1, 'execution.created', 'created', $10 FROM e
      )
      SELECT e.created_at, e.deadline_at, e.updated_at, (SELECT count(*) FROM o) AS n, false AS capped,
-            false AS secrets, false AS busy FROM e
-     UNION ALL SELECT NULL, NULL, NULL, 0, u.caps, u.secrets, false FROM unchecked u WHERE u.yes
-     UNION ALL SELECT NULL, NULL, NULL, 0, false, false, true FROM free, unchecked WHERE NOT free.yes AND NOT unchecked.yes`,
+            false AS secrets, false AS busy, NULL AS unsettled_id, NULL AS unsettled_execution_id,
+            NULL AS unsettled_key, NULL AS unsettled_status, NULL::int AS unsettled_position FROM e
+     UNION ALL SELECT NULL, NULL, NULL, 0, u.caps, u.secrets, false, NULL, NULL, NULL, NULL, NULL
+       FROM unchecked u WHERE u.yes
+     UNION ALL SELECT NULL, NULL, NULL, 0, false, false, false, x.id, x.execution_id, x.key, x.status, x.position
+       FROM unsettled x, unchecked u WHERE NOT u.yes
+     UNION ALL SELECT NULL, NULL, NULL, 0, false, false, true, NULL, NULL, NULL, NULL, NULL
+       FROM free, held WHERE NOT free.yes AND NOT held.yes`,
   // A retry is a new operation that remembers what it retries (I5); the unique index allows one retry per original.
   setRetryOf: `UPDATE operations SET retry_of = $2 WHERE id = $1 AND tenant_id = $3`,
   retryOf: `SELECT id, execution_id FROM operations WHERE retry_of = $1 AND tenant_id = $2`,
@@ -226,7 +252,9 @@ export async function lockRetried(
  * without waiting: it answers "in flight" rather than queueing behind it). The unique index stays what decides: of
  * any number of requests one writes. `unchecked` when the tenant has an amount cap on a connector of
  * `uncheckedCapsOf` (`caps`) or a secret for a connector of `uncheckedSecretsOf` (`secrets`): nothing written, the
- * key not taken; check what it names, then call again without it.
+ * key not taken; check what it names, then call again without it. `unsettled` (once nothing is unchecked) when an
+ * operation names the `resend_ref` of one of the tenant's operations on the same connector that was sent and is not
+ * settled (`blocksResend`): a blind re-send of it; nothing written, the key not taken.
  */
 export async function insertExecution(
   db: Queryable,
@@ -234,6 +262,7 @@ export async function insertExecution(
 ): Promise<
   | { createdAt: Date; deadlineAt: Date; updatedAt: Date }
   | { unchecked: { caps: boolean; secrets: boolean } }
+  | { unsettled: UnsettledReference }
   | 'busy'
   | null
 > {
@@ -247,6 +276,11 @@ export async function insertExecution(
     capped: boolean;
     secrets: boolean;
     busy: boolean;
+    unsettled_id: string | null;
+    unsettled_execution_id: string;
+    unsettled_key: string;
+    unsettled_status: OperationStatus;
+    unsettled_position: number;
   }>(db, INTAKE_SQL.insertExecution, [
     input.id,
     input.tenantId,
@@ -268,8 +302,32 @@ export async function insertExecution(
   if (result.length === 0) return null;
   if (result[0].capped || result[0].secrets)
     return { unchecked: { caps: result[0].capped, secrets: result[0].secrets } };
+  if (result[0].unsettled_id !== null) {
+    const held = result[0];
+    return {
+      unsettled: {
+        operationId: held.unsettled_id!,
+        executionId: held.unsettled_execution_id,
+        key: held.unsettled_key,
+        status: held.unsettled_status,
+        position: held.unsettled_position,
+      },
+    };
+  }
   if (result[0].busy) return 'busy';
   return { createdAt: result[0].created_at, deadlineAt: result[0].deadline_at, updatedAt: result[0].updated_at };
+}
+
+/**
+ * The operation a new one would blindly re-send (insertExecution's `unsettled`): it names the same resend_ref on the same
+ * connector of the tenant, was sent, and is not settled. `position` is the new operation's (the first in order).
+ */
+export interface UnsettledReference {
+  operationId: string;
+  executionId: string;
+  key: string;
+  status: OperationStatus;
+  position: number;
 }
 
 /** The retry made of an operation (same tenant), or null: one at most (unique index). */

@@ -37,3 +37,17 @@ export function owedCheck(op: {
 export function everSent(op: { attempt: number }): boolean {
   return op.attempt > 0;
 }
+
+/**
+ * Sent, and not settled: the effect may exist and nothing has said whether it does (SENT in flight, UNKNOWN,
+ * RECONCILING, or held in MANUAL_REVIEW after a send — `everSent`). ACKNOWLEDGED is not among them: the provider took
+ * the request, which is known. While such an operation names an effect by the caller's own reference at a provider
+ * that does not deduplicate (a connector's `resendReference`, the SMS `client_ref`), a new operation naming the same
+ * reference would be a blind re-send of it (I5 across executions): intake refuses it, `409 reference-unsettled`.
+ */
+export const RESEND_BLOCKING_STATUSES: readonly OperationStatus[] = [S.SENT, S.UNKNOWN, S.RECONCILING, S.MANUAL_REVIEW];
+
+/** Whether a new operation naming this one's reference would be a blind re-send of it (RESEND_BLOCKING_STATUSES). */
+export function blocksResend(op: { status: OperationStatus; attempt: number }): boolean {
+  return RESEND_BLOCKING_STATUSES.includes(op.status) && everSent(op);
+}

@@ -67,7 +67,7 @@ export class ExecutionsController {
         },
       },
     },
-    problems: ['validation-error', 'idempotency-key-in-flight', 'idempotency-key-reused'],
+    problems: ['validation-error', 'idempotency-key-in-flight', 'idempotency-key-reused', 'reference-unsettled'],
   })
   @ApiHeader({
     name: 'Idempotency-Key',

@@ -6,6 +6,7 @@ import {
   type TenantConnectorSettings,
   operationCapabilities,
   readBackBindingProblems,
+  resendReference,
   secretBindingProblems,
 } from '@verity/connectors';
 import {
@@ -48,7 +49,7 @@ import { ResolutionOptionsService } from '../operations/resolution-options.servi
 import { resolveEventCursor } from './event-cursor';
 import { requestHash } from './idempotency';
 import { ExecutionView, presentEvent, presentExecution } from './presenter';
-import { Submission, capAmountErrors, toCriterion, validateSubmission } from './submission';
+import { Submission, capAmountErrors, referenceUnsettled, toCriterion, validateSubmission } from './submission';
 import { pageOf } from '../http/parse';
 import { refuseSecretValuesIn, secretValueErrors } from '../http/secret-values';
 
@@ -265,6 +266,7 @@ export class ExecutionsService {
         expected_state: op.expected_state ?? null,
         depends_on: op.depends_on ?? [],
         approval: null,
+        resend_ref: resendReference(connector, op.action, op.params)?.value ?? null,
       };
     });
     const deadlineSeconds = submission.deadline_seconds ?? DEFAULT_DEADLINE_SECONDS;
@@ -315,10 +317,31 @@ export class ExecutionsService {
         uncheckedSecretsOf: undefined,
       });
     }
+    if (written !== null && written !== 'busy' && 'unsettled' in written) {
+      // The request under its own key is answered as its key's record says (a replay of the execution whose send is
+      // the unsettled one, most often): only a request no record answers is refused as a re-send.
+      if (
+        idempotency &&
+        (await idempotencyHolder(
+          this.db.manager,
+          principal.tenantId,
+          idempotency.key,
+          idempotency.requestHash,
+          idempotency.abandonAfterMs,
+        ))
+      )
+        return null;
+      const op = submission.operations[written.unsettled.position];
+      throw referenceUnsettled(
+        this.connectors.require(op.connector),
+        { action: op.action, params: op.params, field: `operations[${written.unsettled.position}].params` },
+        written.unsettled,
+      );
+    }
     // Nothing was written: another request with the Idempotency-Key is writing now (busy), or another record holds
     // it (null: the caller asks which).
     if (written === 'busy') return 'busy';
-    if (!written || 'unchecked' in written) return null;
+    if (!written || 'unchecked' in written || 'unsettled' in written) return null;
     // Committed: from here the 201 stands. If Redis is down the sweeper owes this enqueue (I7).
     submissions.inc();
     await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId });

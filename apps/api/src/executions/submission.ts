@@ -1,8 +1,10 @@
 import {
+  type Connector,
   ConnectorRegistry,
   capAmount,
   connectorAction,
   effectReference,
+  resendReference,
   operationCapabilities,
 } from '@verity/connectors';
 import {
@@ -15,7 +17,8 @@ import {
 } from '@verity/status-model';
 import { z } from 'zod';
 import { PROTOTYPE_KEYS, memberPath, text, textIssue, visibleText } from '../http/text';
-import type { FieldError } from '../problem/problem';
+import type { UnsettledReference } from '@verity/persistence';
+import { type FieldError, Problem } from '../problem/problem';
 
 export const LIMITS = {
   operations: 100,
@@ -357,4 +360,34 @@ function findCycle(operations: OperationRequest[]): string[] | null {
     if (found) return found;
   }
   return null;
+}
+
+/**
+ * 409 reference-unsettled: an operation names the reference (at a provider that does not deduplicate: the SMS
+ * `client_ref`) of one of the tenant's operations that was sent and is not settled — it may have made its effect, and
+ * nobody knows yet. Sending the new one could make it twice: a blind re-send through a new execution or a retry (I5).
+ * `field` names the reference in the request; `unsettled` the operation it would re-send. Nothing was written.
+ */
+export function referenceUnsettled(
+  connector: Connector,
+  op: { action: string; params: Record<string, unknown>; field: string },
+  held: UnsettledReference,
+): Problem {
+  const reference = resendReference(connector, op.action, op.params);
+  return Problem.conflict(
+    'reference-unsettled',
+    `operation ${held.operationId} ("${held.key}" of ${held.executionId}) names this ${connector.name} ` +
+      `${reference?.field ?? 'reference'} and is ${held.status}: it was sent and whether it made its effect is not ` +
+      'settled (the provider does not deduplicate, so sending again could make it twice). Wait until it settles, or ' +
+      'have a reviewer resolve it, then submit again',
+    {
+      ...(reference && { field: `${op.field}.${reference.field}` }),
+      unsettled: {
+        operation_id: held.operationId,
+        execution_id: held.executionId,
+        key: held.key,
+        status: held.status,
+      },
+    },
+  );
 }

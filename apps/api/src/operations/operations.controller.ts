@@ -127,7 +127,7 @@ export class OperationsController {
       schema: 'RetryResult',
       headers: { Location: { description: 'the new operation’s URL', required: true, schema: { type: 'string' } } },
     },
-    problems: ['validation-error', 'retry-not-allowed', 'already-retried', 'effect-exists'],
+    problems: ['validation-error', 'retry-not-allowed', 'already-retried', 'effect-exists', 'reference-unsettled'],
   })
   async retry(
     @CurrentPrincipal() principal: Principal,

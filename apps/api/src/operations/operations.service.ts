@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { ReadBackResult, TenantConnectors, unreachableRead } from '@verity/connectors';
+import { ReadBackResult, TenantConnectors, resendReference, unreachableRead } from '@verity/connectors';
 import {
   Approval,
   OperationEntity,
@@ -60,7 +60,7 @@ import { Problem } from '../problem/problem';
 import { cancelledBy } from '../executions/executions.service';
 import { presentExecution, presentOperation, requestedOperation, shownRetryRule } from '../executions/presenter';
 import { refuseSecretValuesIn } from '../http/secret-values';
-import { LIMITS } from '../executions/submission';
+import { LIMITS, referenceUnsettled } from '../executions/submission';
 import { ResolutionOptionsService } from './resolution-options.service';
 
 @Injectable()
@@ -803,7 +803,8 @@ export class OperationsService {
             },
           );
         }
-        await insertExecution(tx, {
+        const connector = this.connectors.require(op.connector);
+        const written = await insertExecution(tx, {
           id: executionId,
           tenantId: principal.tenantId,
           agentId: original.agentId,
@@ -813,8 +814,25 @@ export class OperationsService {
           idempotencyKey: null,
           createdEventId: newId('evt'),
           traceParent: currentTraceparent(),
-          operations: [{ id: operationId, ...requestedOperation(op), position: 0, depends_on: [], approval: null }],
+          operations: [
+            {
+              id: operationId,
+              ...requestedOperation(op),
+              position: 0,
+              depends_on: [],
+              approval: null,
+              resend_ref: resendReference(connector, op.action, op.params)?.value ?? null,
+            },
+          ],
         });
+        // Another send of its reference is unsettled (a provider that does not deduplicate): the retry would re-send it.
+        if (written !== null && written !== 'busy' && 'unsettled' in written) {
+          throw referenceUnsettled(
+            connector,
+            { action: op.action, params: op.params, field: 'params' },
+            written.unsettled,
+          );
+        }
         await setRetryOf(tx, principal.tenantId, operationId, op.id);
       });
     } catch (error) {

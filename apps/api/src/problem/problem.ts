@@ -35,6 +35,7 @@ export const PROBLEM_CODES = [
   'cannot-read-back',
   'retry-not-allowed',
   'already-retried',
+  'reference-unsettled',
   'illegal-transition',
   'webhook-limit',
   'endpoint-disabled',

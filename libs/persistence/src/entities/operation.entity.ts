@@ -69,6 +69,11 @@ export class OperationEntity {
   @Column('text', { name: 'verification_method' }) verificationMethod!: VerificationMethodValue;
   @Column('jsonb', { name: 'expected_state', nullable: true }) expectedState!: Record<string, unknown> | null;
   @Column('text', { name: 'depends_on', array: true }) dependsOn!: string[];
+  /**
+   * The caller's own name for the effect at a provider that does not deduplicate (a connector's `resendReference`):
+   * intake refuses a new operation naming the one of an unsettled send (`409 reference-unsettled`). Null otherwise.
+   */
+  @Column('text', { name: 'resend_ref', nullable: true }) resendRef!: string | null;
   @Column('text') status!: OperationStatus;
   @Column('text', { name: 'terminal_reason', nullable: true }) terminalReason!: TerminalReason | null;
   /** Fencing token: bumped when SENT is committed; a late write carrying an older attempt loses its CAS. */

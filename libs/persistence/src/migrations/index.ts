@@ -24,6 +24,7 @@ import { EffectShownAfterFailed1764630000000 } from './1764630000000-effect-show
 import { UnevaluatedEndedIndex1764640000000 } from './1764640000000-unevaluated-ended-index';
 import { LateRejection1764650000000 } from './1764650000000-late-rejection';
 import { WebhookLateRejection1764660000000 } from './1764660000000-webhook-late-rejection';
+import { ResendReference1764670000000 } from './1764670000000-resend-reference';
 
 /** In order. Add a new timestamped class for every schema change; never change what one that has shipped runs. */
 export const MIGRATIONS = [
@@ -53,4 +54,5 @@ export const MIGRATIONS = [
   UnevaluatedEndedIndex1764640000000,
   LateRejection1764650000000,
   WebhookLateRejection1764660000000,
+  ResendReference1764670000000,
 ];

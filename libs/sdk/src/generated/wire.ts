@@ -1139,6 +1139,7 @@ export interface components {
         | 'https://verity.dev/problems/cannot-read-back'
         | 'https://verity.dev/problems/retry-not-allowed'
         | 'https://verity.dev/problems/already-retried'
+        | 'https://verity.dev/problems/reference-unsettled'
         | 'https://verity.dev/problems/illegal-transition'
         | 'https://verity.dev/problems/webhook-limit'
         | 'https://verity.dev/problems/endpoint-disabled'
