@@ -115,6 +115,13 @@ describe('evaluateCriterion', () => {
       expect(evaluateCriterion(paid, undefined).verdict).toBe('not_applicable');
     });
 
+    it('but a criterion that expects CANCELLED passes: the operation is in the status it names', () => {
+      const notSent: Criterion = { key: 'not_sent', operation: 'notify', expect_status: S.CANCELLED };
+      const evaluation = evaluateCriterion(notSent, op(S.CANCELLED, { cause: 'dependency_not_done' }));
+      expect(evaluation.verdict).toBe('pass');
+      expect(evaluation.rationale).toBe('"notify" is CANCELLED');
+    });
+
     it('but not when it was cancelled for another cause', () => {
       expect(evaluateCriterion(paid, op(S.CANCELLED, { cause: 'execution_cancelled' })).verdict).toBe('fail');
     });

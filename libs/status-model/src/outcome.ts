@@ -65,8 +65,8 @@ function isFinal(op: OperationForCriterion): boolean {
 /**
  * pass / fail once the operation can no longer move; pending while it can (including MANUAL_REVIEW: a reviewer owes
  * the answer); not_applicable when the operation was never needed — absent from the execution, or cancelled before
- * sending because a dependency failed. An `expect_status` that already holds passes at once (and is judged again if
- * the operation moves on). An `expect_evidence` is judged on VERIFIED evidence only: evidence that establishes the
+ * sending because a dependency failed — unless it expects that very status. An `expect_status` that already holds
+ * passes at once (and is judged again if the operation moves on). An `expect_evidence` is judged on VERIFIED evidence only: evidence that establishes the
  * effect, by read-back or by a reviewer.
  */
 export function evaluateCriterion(criterion: Criterion, op: OperationForCriterion | undefined): CriterionEvaluation {
@@ -87,6 +87,11 @@ export function evaluateCriterion(criterion: Criterion, op: OperationForCriterio
 
 function judgeCriterion(criterion: Criterion, op: OperationForCriterion | undefined): CriterionEvaluation {
   if (!op) return { verdict: 'not_applicable', rationale: `no operation "${criterion.operation}" in this execution` };
+  // An expectation that holds passes first: "not sent when the charge fails" (`expect_status: "CANCELLED"`) is met by
+  // exactly the cancel that makes any other expectation of the operation not applicable.
+  if ('expect_status' in criterion && op.status === criterion.expect_status) {
+    return { verdict: 'pass', rationale: `"${criterion.operation}" is ${op.status}` };
+  }
   if (op.status === OperationStatus.CANCELLED && op.lastChange?.cause === 'dependency_not_done') {
     return {
       verdict: 'not_applicable',
@@ -94,9 +99,6 @@ function judgeCriterion(criterion: Criterion, op: OperationForCriterion | undefi
     };
   }
   if ('expect_status' in criterion) {
-    if (op.status === criterion.expect_status) {
-      return { verdict: 'pass', rationale: `"${criterion.operation}" is ${op.status}` };
-    }
     return isFinal(op)
       ? {
           verdict: 'fail',
