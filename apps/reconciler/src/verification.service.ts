@@ -16,6 +16,7 @@ import {
   findTenant,
   connectorOperation,
   findOperationForWorker,
+  findOperationWithClockForWorker,
   recoveryObligation,
   absenceEvidenceOf,
   findEffectShownBefore,
@@ -101,11 +102,14 @@ export class VerificationService {
   }
 
   async verify(operationId: string): Promise<VerifyOutcome> {
-    const op = await findOperationForWorker(this.db.manager, operationId);
+    const found = await findOperationWithClockForWorker(this.db.manager, operationId);
+    const op = found?.operation;
     if (!op || op.status !== S.ACKNOWLEDGED || op.verificationMethod !== VerificationMethod.READ_AFTER_WRITE) {
       return 'skipped: already settled';
     }
-    const readStartedAt = Date.now();
+    const { clockOffsetMs } = found;
+    // On the database's clock, as acknowledged_at is.
+    const readStartedAt = Date.now() + clockOffsetMs;
     const read = await this.readBack(op);
     const decision = decideReadBack({
       status: S.ACKNOWLEDGED,
@@ -121,12 +125,15 @@ export class VerificationService {
       // Verification never concludes FAILED (an absence there only hands the operation to reconciliation).
       sourceProvesAbsence: false,
     });
-    return this.carryOut(op, read, decision, JobName.VERIFY_OPERATION);
+    return this.carryOut(op, read, decision, JobName.VERIFY_OPERATION, clockOffsetMs);
   }
 
   async reconcile(operationId: string): Promise<VerifyOutcome> {
-    let op = await findOperationForWorker(this.db.manager, operationId);
-    if (!op || !RECONCILE_OWED_STATUSES.includes(op.status)) return 'skipped: already settled';
+    const found = await findOperationWithClockForWorker(this.db.manager, operationId);
+    if (!found || !RECONCILE_OWED_STATUSES.includes(found.operation.status)) return 'skipped: already settled';
+    let op = found.operation;
+    // sent_at is on the database's clock: its age is measured there, not by a host whose clock may be off.
+    const { clockOffsetMs } = found;
     const connector = this.connectors.require(op.connector);
     // Judged before every read of an UNKNOWN; of a RECONCILING one too, for what no read can change (one moved there
     // by an older version that did not hold an unverified operation), though not its deadline, which UNKNOWN judges.
@@ -134,7 +141,9 @@ export class VerificationService {
       canReadBack: !!connector.readBack && operationCapabilities(connector, op.action, op.params).read_back,
       verificationMethod: op.verificationMethod,
       deadlinePassed:
-        op.status === S.UNKNOWN && !!op.sentAt && Date.now() - op.sentAt.getTime() > this.config.RECONCILE_DEADLINE_MS,
+        op.status === S.UNKNOWN &&
+        !!op.sentAt &&
+        Date.now() + clockOffsetMs - op.sentAt.getTime() > this.config.RECONCILE_DEADLINE_MS,
     });
     if (start.kind === 'hold') {
       // Nothing can be read back (a connector without read_back), or nothing read may settle it: a human decides.
@@ -160,7 +169,7 @@ export class VerificationService {
       // A source that showed the record on an earlier read and answers "not there" now lost it, or flaps.
       effectShownBefore: absent && (await findEffectShownBefore(this.db.manager, op)) !== null,
     });
-    return this.carryOut(op, read, decision, JobName.RECONCILE_OPERATION);
+    return this.carryOut(op, read, decision, JobName.RECONCILE_OPERATION, clockOffsetMs);
   }
 
   /** Carries out what the status model decided of a read (decideReadBack): the moves, the evidence, the next job. */
@@ -169,12 +178,14 @@ export class VerificationService {
     read: ReadBackResult,
     decision: ReadBackDecision,
     job: JobName.VERIFY_OPERATION | JobName.RECONCILE_OPERATION,
+    /** How far the database's clock is ahead of this process', measured at the read of `op`. */
+    clockOffsetMs: number,
   ): Promise<VerifyOutcome> {
     switch (decision.kind) {
       case 'verified':
         return this.settle(op, S.VERIFIED, null, { method: 'read_after_write', ...read.evidence }, 'verified');
       case 'failed': {
-        const since = Date.now() - (op.sentAt ?? op.createdAt).getTime();
+        const since = Date.now() + clockOffsetMs - (op.sentAt ?? op.createdAt).getTime();
         return this.settle(
           op,
           S.FAILED,

@@ -45,6 +45,9 @@ SELECT {columns:Operation t} FROM operations t WHERE t.id = $1 AND t.tenant_id =
 -- operationByIdForWorker
 SELECT {columns:Operation t} FROM operations t WHERE t.id = $1;
 
+-- operationWithClockForWorker
+SELECT {columns:Operation t}, clock_timestamp() AS database_now FROM operations t WHERE t.id = $1;
+
 -- operationsOfExecutions
 SELECT {columns:Operation t} FROM operations t
      WHERE t.execution_id = ANY($1) AND t.tenant_id = $2 ORDER BY t.position, t.generation;

@@ -391,6 +391,7 @@ export const READ_SQL = {
      WHERE t.execution_id = $1 ORDER BY t.position, t.generation`,
   operationById: `SELECT {columns:Operation t} FROM operations t WHERE t.id = $1 AND t.tenant_id = $2`,
   operationByIdForWorker: `SELECT {columns:Operation t} FROM operations t WHERE t.id = $1`,
+  operationWithClockForWorker: `SELECT {columns:Operation t}, clock_timestamp() AS database_now FROM operations t WHERE t.id = $1`,
   operationsOfExecutions: `SELECT {columns:Operation t} FROM operations t
      WHERE t.execution_id = ANY($1) AND t.tenant_id = $2 ORDER BY t.position, t.generation`,
   // Newest first by id (ids are time-ordered); one statement per filter combination, so each keeps its own plan.
@@ -648,6 +649,23 @@ export function findOperation(db: EntityManager, id: string, tenantId: string): 
 
 export function findOperationForWorker(db: EntityManager, id: string): Promise<OperationEntity | null> {
   return first(db, OperationEntity, READ_SQL.operationByIdForWorker, [id]);
+}
+
+/**
+ * The operation and how far the database's clock is ahead of this process' (negative: behind), measured at the read.
+ * Its times (`sent_at`, `acknowledged_at`, `updated_at`) are on the database's clock: how long ago they were is measured
+ * there, not by a host whose clock may be off.
+ */
+export async function findOperationWithClockForWorker(
+  db: EntityManager,
+  id: string,
+): Promise<{ operation: OperationEntity; clockOffsetMs: number } | null> {
+  const [found] = await rows<Record<string, unknown>>(db, withColumns(db, READ_SQL.operationWithClockForWorker), [id]);
+  if (!found) return null;
+  return {
+    operation: hydrate(db, OperationEntity, found),
+    clockOffsetMs: new Date(found.database_now as string | Date).getTime() - Date.now(),
+  };
 }
 
 export function listExecutions(
