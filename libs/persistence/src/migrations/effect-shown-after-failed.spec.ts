@@ -12,13 +12,14 @@ describe('migration 1764630000000: a FAILED refuted before the upgrade is refute
   const db = useTestDatabase('effect-shown-backfill', ['acme']);
 
   it('copies the newest read that showed the effect onto the row, and leaves other FAILED operations alone', async () => {
-    // Back to the schema (and code) before this migration: it and every later one undone.
-    const upgrade = await undoMigrationsFrom(db, EffectShownAfterFailed1764630000000);
-    const transitions = new TransitionService();
+    // The executions are written by today's intake statement, before the schema goes back (it names later columns).
     const manager = db.dataSource.manager;
     const refuted = await insertChargeExecution(manager, 'acme');
     const plain = await insertChargeExecution(manager, 'acme');
     const notShown = await insertChargeExecution(manager, 'acme');
+    // Back to the schema (and code) before this migration: it and every later one undone.
+    const upgrade = await undoMigrationsFrom(db, EffectShownAfterFailed1764630000000);
+    const transitions = new TransitionService();
     for (const op of [refuted, plain, notShown]) {
       await manager.query(
         `UPDATE operations SET status = 'FAILED', attempt = 1, obligation = '{"owner":"ops"}' WHERE id = $1`,

@@ -12,12 +12,13 @@ describe('migration 1764650000000: a late rejection recorded before the upgrade 
   const db = useTestDatabase('late-rejection-backfill', ['acme']);
 
   it('copies the rejection event onto the row, and leaves operations without one alone', async () => {
-    // Back to the schema (and code) before this migration: it and every later one undone.
-    const upgrade = await undoMigrationsFrom(db, LateRejection1764650000000);
-    const transitions = new TransitionService();
+    // The executions are written by today's intake statement, before the schema goes back (it names later columns).
     const manager = db.dataSource.manager;
     const rejected = await insertChargeExecution(manager, 'acme');
     const plain = await insertChargeExecution(manager, 'acme');
+    // Back to the schema (and code) before this migration: it and every later one undone.
+    const upgrade = await undoMigrationsFrom(db, LateRejection1764650000000);
+    const transitions = new TransitionService();
     for (const op of [rejected, plain]) {
       await manager.query(
         `UPDATE operations SET status = 'MANUAL_REVIEW', attempt = 1, terminal_reason = 'CONNECTOR_ERROR' WHERE id = $1`,
