@@ -98,6 +98,41 @@ describe('URLs written otherwise than they are called', () => {
     },
   );
 
+  it.each([
+    ['url', { url: `http://hooks.example.com/v1/payouts?amount=250000#&amount=25` }],
+    [
+      'read_back.url',
+      {
+        url: `http://hooks.example.com/v1/payouts`,
+        read_back: { url: `http://hooks.example.com/v1/payouts/{{operation_id}}#`, field: 'status', equals: 'paid' },
+      },
+    ],
+    [
+      'context.url',
+      { url: `http://hooks.example.com/v1/payouts`, context: { url: `http://hooks.example.com/v1/x#y`, field: 'a' } },
+    ],
+  ])(
+    'an http operation with a fragment in its %s is refused (400 naming it: never sent, a reviewer would read it), nothing written',
+    async (field, params) => {
+      const before = await http<{ data: unknown[] }>(stack.apiUrl, 'GET', '/v1/executions', { key: DEMO.agent });
+      const created = await http<{ errors: FieldError[] }>(stack.apiUrl, 'POST', '/v1/executions', {
+        key: DEMO.agent,
+        body: submission([
+          { key: 'call', connector: 'http', action: 'request', params: { method: 'POST', ...params } },
+        ]),
+      });
+      expect(created.status).toBe(400);
+      expect(created.body.errors).toEqual([
+        expect.objectContaining({
+          field: `operations[0].params.${field}`,
+          message: expect.stringContaining('no fragment'),
+        }),
+      ]);
+      const after = await http<{ data: unknown[] }>(stack.apiUrl, 'GET', '/v1/executions', { key: DEMO.agent });
+      expect(after.body.data).toEqual(before.body.data);
+    },
+  );
+
   it('takes URLs written as they are called, a backslash in the query included (the parser keeps it there)', async () => {
     for (const url of [`http://127.0.0.1:${port}/hook`, `http://hooks.example.com/hook?q=a\\b`]) {
       const created = await http<{ id: string; url: string }>(stack.apiUrl, 'POST', '/v1/admin/webhooks', {

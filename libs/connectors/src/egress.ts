@@ -232,8 +232,10 @@ export function urlSpellingProblem(raw: string): string | null {
 }
 
 /**
- * A webhook URL has no fragment ("#…"): it is never sent, so the endpoint shown would not be the URL called. (An http
- * operation's URL may have one: it is recorded and judged as requested, without it.)
+ * A target URL has no fragment ("#…"): it is never sent, so the URL shown would not be the URL called. Where a URL is
+ * taken: a webhook's, and an http operation's (its request, read-back and context read). A reviewer deciding on an
+ * approval reads `…/payouts?amount=250000#&amount=25` or `…/accounts/acc_1/close#preview` as a request it is not.
+ * An http operation stored with one before is requested, and judged for read-back binding, without it.
  */
 export function urlFragmentProblem(raw: string): string | null {
   return raw.includes('#')

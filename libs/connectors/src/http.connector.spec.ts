@@ -164,6 +164,14 @@ describe('http connector', () => {
       [{ url: 'http://example.com/{{secret:crm_token}}' }, /secrets .* only be used in header values/],
       [{ body: { token: '{{secret:crm_token}}' } }, /^body: secrets/],
       [{ url: 'http://example.com/{{nope}}' }, /unknown template variable/],
+      // Never sent: a reviewer would read `&amount=25` or `preview` as part of the request (as for webhook URLs).
+      [{ url: 'https://bank.example/v1/payouts?amount=250000#&amount=25' }, /^url: no fragment/],
+      [{ url: 'https://bank.example/v1/accounts/acc_1/close#preview' }, /^url: no fragment/],
+      [
+        { read_back: { url: 'http://example.com/s/{{operation_id}}#', field: 'a', equals: 1 } },
+        /^read_back\.url: no fragment/,
+      ],
+      [{ context: { url: 'http://example.com/s#{{operation_id}}', field: 'a' } }, /^context\.url: no fragment/],
       [{ headers: { host: 'internal' } }, /^headers\.host: this header is set by Verity/],
       // What a proxy or framework in front of the host would route or re-method by: not what the allowlist judged.
       [{ headers: { 'X-Forwarded-Host': 'internal' } }, /^headers\.X-Forwarded-Host: this header is set by Verity/],

@@ -33,6 +33,7 @@ import {
   nonCanonicalIpv4,
   rawHostOf,
   systemResolver,
+  urlFragmentProblem,
   urlSpellingProblem,
 } from './egress';
 import { HttpExchange, HttpExchangeRequest, httpExchange } from './http-exchange';
@@ -285,7 +286,7 @@ function placeholderProblem(text: string, place: Place): string | null {
 function urlProblem(raw: string, place: Place): string | null {
   const placeholder = placeholderProblem(raw, place);
   if (placeholder) return placeholder;
-  const spelling = urlSpellingProblem(raw);
+  const spelling = urlSpellingProblem(raw) ?? urlFragmentProblem(raw);
   if (spelling) return spelling;
   const authority = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(raw)?.[1];
   if (authority === undefined) return 'an absolute http:// or https:// URL';
