@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { DEMO, METRICS_TOKEN, Stack } from '../support/stack';
 import { charge, http, rawExchange as rawExchangeWith, submission, unique } from '../support/http';
 import type { ProblemDetails as Problem } from '@verity/sdk';
@@ -181,6 +182,72 @@ describe('contract edges: problems name what the caller sent', () => {
     expect(empty.status).toBe(204);
     const none = await http(stack.apiUrl, 'DELETE', '/v1/admin/connector-settings/http/secrets/crm_token', admin);
     expect(none.status).toBe(204);
+  });
+
+  it('reads an empty chunked body as no body: cancel, recheck, retry and DELETE answer as without one', async () => {
+    // A client that streams its body (Transfer-Encoding: chunked) and has nothing to send ends it at once ("0"). The
+    // header alone counted as a body: recheck and retry answered 400 no_body, a cancel 415, a DELETE 400 no_body.
+    const settings = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+      key: DEMO.admin,
+      body: { allow_hosts: [{ host: 'example.com', secrets: ['crm_token'] }] },
+    });
+    expect(settings.status).toBe(200);
+    const nobody = `op_${'0'.repeat(26)}`;
+    const chunked = (method: string, path: string, key: string, body: string, contentType?: string) =>
+      `${method} ${path} HTTP/1.1\r\nhost: verity.test\r\nauthorization: Bearer ${key}\r\n` +
+      (contentType ? `content-type: ${contentType}\r\n` : '') +
+      `transfer-encoding: chunked\r\nconnection: close\r\n\r\n${body}`;
+    for (const contentType of [undefined, 'text/plain']) {
+      const created = await http<{ id: string }>(stack.apiUrl, 'POST', '/v1/executions', {
+        key: DEMO.agent,
+        body: submission([charge(unique('chunked'))]),
+      });
+      expect(created.status).toBe(201);
+      const hook = await http<{ id: string }>(stack.apiUrl, 'POST', '/v1/admin/webhooks', {
+        key: DEMO.admin,
+        body: { url: 'https://example.com/chunked', events: ['operation.settled'] },
+      });
+      expect(hook.status).toBe(201);
+      const cases: [string, string, string, number][] = [
+        ['POST', `/v1/operations/${nobody}/recheck`, DEMO.reviewer, 404],
+        ['POST', `/v1/operations/${nobody}/retry`, DEMO.agent, 404],
+        ['POST', `/v1/executions/${created.body.id}/cancel`, DEMO.agent, 200],
+        ['DELETE', `/v1/admin/webhooks/${hook.body.id}`, DEMO.admin, 204],
+      ];
+      for (const [method, path, key, status] of cases) {
+        const answer = await rawExchange(chunked(method, path, key, '0\r\n\r\n', contentType));
+        expect({ method, path, contentType, status: answer.status }).toEqual({ method, path, contentType, status });
+      }
+      const execution = await http<{ status: string }>(stack.apiUrl, 'GET', `/v1/executions/${created.body.id}`, {
+        key: DEMO.agent,
+      });
+      expect(execution.body.status).toBe('cancelled');
+      const gone = await http(stack.apiUrl, 'GET', `/v1/admin/webhooks/${hook.body.id}`, { key: DEMO.admin });
+      expect(gone.status).toBe(404);
+    }
+    // The last chunk coming in a later packet than the headers is read the same.
+    const split = new URL(stack.apiUrl);
+    const late = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(split.port), split.hostname);
+      const chunks: Buffer[] = [];
+      socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+      socket.on('error', reject);
+      socket.on('close', () => resolve(Buffer.concat(chunks).toString('latin1')));
+      socket.write(chunked('POST', `/v1/operations/${nobody}/retry`, DEMO.agent, ''), () =>
+        setTimeout(() => socket.write('0\r\n\r\n'), 50),
+      );
+    });
+    expect(late.split(' ')[1]).toBe('404');
+    // A chunked body with bytes in it is still a body, labelled or not.
+    for (const contentType of [undefined, 'text/plain']) {
+      const answer = await rawExchange(
+        chunked('POST', `/v1/operations/${nobody}/retry`, DEMO.agent, 'c\r\ndry_run=true\r\n0\r\n\r\n', contentType),
+      );
+      expect({ contentType, status: answer.status }).toEqual({ contentType, status: 400 });
+      expect((JSON.parse(answer.body) as FieldProblem).errors).toEqual([
+        expect.objectContaining({ field: '(body)', rule: 'no_body' }),
+      ]);
+    }
   });
 
   it('refuses query parameters on the probes and /metrics, which take none, as /v1 refuses them (400 unknown_field)', async () => {

@@ -22,6 +22,7 @@ import { ApiModule } from './api.module';
 import { mountBullBoard } from './bull-board';
 import { BODY_LIMIT_BYTES, bodyErrorHandler } from './http/body-errors';
 import { rejectMissingHost } from './http/client-errors';
+import { settleChunkedBody } from './http/parse';
 import {
   bodyReadTimeout,
   parseWholeQuery,
@@ -90,6 +91,8 @@ async function bootstrap(): Promise<void> {
     verify: verifyJsonBytes,
   });
   app.use(bodyErrorHandler);
+  // A chunked body the parser left unread: whether it has a byte at all (an empty one is no body).
+  app.use(settleChunkedBody);
   app.use(rejectUnsafeJson);
   await mountBullBoard(app, config);
   const consoleMissing = mountConsole(app);

@@ -1,6 +1,7 @@
 import { createParamDecorator, type ExecutionContext } from '@nestjs/common';
 import { newId } from '@verity/platform';
-import type { Request } from 'express';
+import type { IncomingMessage } from 'node:http';
+import type { NextFunction, Request, Response } from 'express';
 import { z } from 'zod';
 import { zodErrors } from '../executions/submission';
 import { Problem } from '../problem/problem';
@@ -106,10 +107,50 @@ export function JsonBody(schema: z.ZodType): ParameterDecorator {
 /** Metadata on a handler whose body is read through JsonBody. */
 export const READS_JSON_BODY = 'verity:reads-json-body';
 
-/** For endpoints whose body is optional: no body at all, or an empty object, means "none". */
-export function hasBody(req: Request): boolean {
+/** Requests sent chunked whose body ended without a byte (settleChunkedBody). */
+const emptyChunkedBodies = new WeakSet<IncomingMessage>();
+
+/**
+ * For endpoints whose body is optional: no body at all, or an empty object, means "none". A chunked body is one
+ * once a byte of it arrived: a client that streams its body and has nothing to send ends it at once ("0").
+ */
+export function hasBody(req: IncomingMessage): boolean {
+  if (emptyChunkedBodies.has(req)) return false;
   const length = Number(req.headers['content-length'] ?? 0);
   return length > 0 || req.headers['transfer-encoding'] !== undefined;
+}
+
+/**
+ * Middleware after the JSON parser: a body sent chunked that the parser did not read (not labelled JSON, or not at
+ * all) is waited for until its first byte or its end, so `hasBody` knows whether there is one. Counted by its header
+ * alone, an empty one made `POST …/recheck` and `…/retry` answer 400 `no_body`, and a cancel 415, to a caller that
+ * sent nothing. A first byte is put back (the stream is as it was); a body that never ends is bodyReadTimeout's 408.
+ */
+export function settleChunkedBody(req: Request, _res: Response, next: NextFunction): void {
+  if (req.body !== undefined || req.headers['transfer-encoding'] === undefined || req.readableEnded) {
+    next();
+    return;
+  }
+  const done = () => {
+    req.off('data', onData);
+    req.off('end', onEnd);
+    req.off('close', done);
+  };
+  const onData = (chunk: Buffer) => {
+    done();
+    req.pause();
+    req.unshift(chunk);
+    next();
+  };
+  const onEnd = () => {
+    done();
+    emptyChunkedBodies.add(req);
+    next();
+  };
+  req.on('data', onData);
+  req.once('end', onEnd);
+  // Answered already (408) or gone: nothing to go on with.
+  req.once('close', done);
 }
 
 /**
