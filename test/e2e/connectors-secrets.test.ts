@@ -345,6 +345,59 @@ describe('tenant secrets are never stored or returned: an echoing target gets {{
     expect(bound.operations[0].status).toBeDefined();
   });
 
+  it('a bound secret over plain http to a host that may not be private: 400 secret_not_bound at intake, nothing written', async () => {
+    // Over http:// the token crosses every network between Verity and the host, readable by whoever is on the way —
+    // even to the port a TLS server listens on (the request is written before any answer).
+    const put = await call('PUT', '/v1/admin/connector-settings/http', {
+      key: DEMO.admin,
+      body: {
+        allow_hosts: [
+          { host: '127.0.0.1', ports: [target.port], allow_private: true, secrets: ['crm_token'] },
+          { host: 'crm.example.com', ports: [80, 443], secrets: ['crm_token'] },
+        ],
+      },
+    });
+    expect(put.status).toBe(200);
+    const before = await executions();
+    for (const [url, port] of [
+      ['http://crm.example.com/v1/tickets', 80],
+      ['http://crm.example.com:443/v1/tickets', 443],
+    ] as const) {
+      const refused = await call<{ errors: { field: string; rule: string; message: string }[] }>(
+        'POST',
+        '/v1/executions',
+        { body: submission([httpOp('plain', { method: 'POST', url, headers: withSecret })]) },
+      );
+      expect({ url, status: refused.status }).toEqual({ url, status: 400 });
+      expect(refused.body.errors).toEqual([
+        {
+          field: 'operations[0].params.headers.authorization',
+          rule: 'secret_not_bound',
+          message: expect.stringMatching(
+            new RegExp(`^secret "crm_token" may not be sent to crm\\.example\\.com:${port} over plain http://`),
+          ),
+        },
+      ]);
+    }
+    expect(await executions()).toBe(before);
+    // Over https it goes (held for approval here: nothing is sent), and so does plain http within the operator's
+    // network (an entry with allow_private, at a loopback address): the target sees the secret.
+    const held = await submitOps(call, [
+      httpOp(
+        'tls',
+        { method: 'POST', url: 'https://crm.example.com/v1/tickets', headers: withSecret },
+        { requires_approval: true },
+      ),
+    ]);
+    expect((await call('POST', `/v1/executions/${held.id}/cancel`)).status).toBe(200);
+    const seen = target.seen.length;
+    const local = await submitOps(call, [
+      httpOp('local', { method: 'POST', url: `${target.base}/orders`, headers: withSecret }),
+    ]);
+    await until(local.operations[0].id, 'ACKNOWLEDGED');
+    expect(target.seen.length).toBe(seen + 1);
+  });
+
   it('bound when accepted, unbound before its send: FAILED secret_not_bound, and the host never saw a request', async () => {
     await allowBoth(['crm_token']);
     const seenBefore = other.seen.length;

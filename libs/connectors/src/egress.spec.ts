@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { createServer } from 'node:http';
 import {
   checkTarget,
@@ -288,6 +289,38 @@ describe('guarded requests against real loopback servers', () => {
     ]);
     expect(result).toMatchObject({ kind: 'refused', message: expect.stringMatching(/loopback/) });
     expect(hits).toBe(before);
+  });
+
+  it('with a secret in cleartext, refuses an answer holding any address outside the operator’s network', async () => {
+    const target = checkTarget('http://service.test/', [{ host: 'service.test', allow_private: true }]);
+    if ('code' in target) throw new Error(target.message);
+    const ask = (addresses: string[], secretInCleartext: boolean) => {
+      const refusals: [string, string | undefined][] = [];
+      const lookup = lookupFor(
+        target,
+        (message, cause) => refusals.push([message, cause]),
+        async () => addresses.map((address) => ({ address, family: isIP(address) })),
+        { secretInCleartext },
+      ) as unknown as (h: string, o: object, cb: (...a: unknown[]) => void) => void;
+      return new Promise<{ args: unknown[]; refusals: typeof refusals }>((resolve) =>
+        lookup('service.test', {}, (...args) => resolve({ args, refusals })),
+      );
+    };
+    // Without a secret (or over https), a public address is what it always was: allowed.
+    expect((await ask(['93.184.216.34'], false)).args).toEqual([null, '93.184.216.34', 4]);
+    for (const address of ['127.0.0.1', '10.0.0.7', '192.168.1.2', '169.254.1.1', 'fd00::1', '::1']) {
+      expect((await ask([address], true)).args).toEqual([null, address, isIP(address)]);
+    }
+    for (const addresses of [['93.184.216.34'], ['10.0.0.7', '93.184.216.34'], ['100.64.0.1'], ['64:ff9b::a00:1']]) {
+      const { args, refusals } = await ask(addresses, true);
+      expect(args[0]).toMatchObject({ code: 'EGRESS_BLOCKED' });
+      expect(refusals).toEqual([
+        [
+          expect.stringMatching(/^a secret may not be sent over plain http:\/\/ to service\.test:80/),
+          'secret_not_bound',
+        ],
+      ]);
+    }
   });
 
   it('hands the client the answer in the shape it asked for (all: true for happy eyeballs)', async () => {

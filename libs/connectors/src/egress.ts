@@ -451,6 +451,27 @@ export function effectiveAllowHosts(
   return allowHosts.map((entry) => (entry.allow_private ? { ...entry, allow_private: false } : entry));
 }
 
+/**
+ * The addresses a request may reach in cleartext (plain `http://`) with a tenant secret in it: within the operator's own
+ * network (loopback, private, link-local, unique local), which a tenant reaches only with `allow_private`. Anywhere
+ * else the secret crosses networks readable by whoever is on the way, and nothing proves the other end is the host its
+ * allowlist entry binds it to (DNS is not authenticated; TLS is what would).
+ */
+const CLEARTEXT_SECRET_CATEGORIES: ReadonlySet<AddressCategory> = new Set([
+  'loopback',
+  'private',
+  'link_local',
+  'unique_local',
+]);
+
+/** Why a secret may not be sent in cleartext to this address, or null when it may (CLEARTEXT_SECRET_CATEGORIES). */
+export function cleartextSecretRefusal(host: string, port: number, address: string): string | null {
+  const category = classifyAddress(address);
+  if (CLEARTEXT_SECRET_CATEGORIES.has(category)) return null;
+  const target = `${isIP(host) === 6 ? `[${host}]` : host}:${port}`;
+  return `a secret may not be sent over plain http:// to ${target}: it reaches a ${category.replace('_', '-')} address, where the secret can be read on the way, and answered, by whoever is between; use https://`;
+}
+
 export type Resolver = (hostname: string) => Promise<{ address: string; family: number }[]>;
 
 export const systemResolver: Resolver = (hostname) =>
@@ -467,8 +488,9 @@ export const systemResolver: Resolver = (hostname) =>
  */
 export function lookupFor(
   target: EgressTarget,
-  onRefused: (message: string) => void,
+  onRefused: (message: string, cause?: 'secret_not_bound') => void,
   resolver: Resolver = systemResolver,
+  policy: { secretInCleartext?: boolean } = {},
 ): LookupFunction {
   const allowPrivate = target.entry.allow_private === true;
   return ((hostname: string, options: { all?: boolean }, callback: (...args: unknown[]) => void) => {
@@ -486,6 +508,15 @@ export function lookupFor(
           const message = `${target.host} resolves to a ${blocked.replace('_', '-')} address, not allowed for this host`;
           onRefused(message);
           callback(Object.assign(new Error(message), { code: 'EGRESS_BLOCKED' }));
+          return;
+        }
+        // A secret over plain http: every address must be the operator's own (cleartextSecretRefusal), or none is used.
+        const cleartext = policy.secretInCleartext
+          ? addresses.map((a) => cleartextSecretRefusal(target.host, target.port, a.address)).find((r) => r !== null)
+          : undefined;
+        if (cleartext) {
+          onRefused(cleartext, 'secret_not_bound');
+          callback(Object.assign(new Error(cleartext), { code: 'EGRESS_BLOCKED' }));
           return;
         }
         const service = await platformServiceResolved(target, addresses, resolver);

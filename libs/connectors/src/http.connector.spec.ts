@@ -440,6 +440,92 @@ describe('http connector', () => {
     });
   });
 
+  describe('a secret goes over plain http only within the operator’s own network', () => {
+    // Over http:// a bound secret crossed whatever networks lie between Verity and the host's address, readable (and
+    // answerable: DNS is not authenticated, only TLS proves the other end) by anyone on the way.
+    const PUBLIC = '93.184.216.34';
+    const names: Record<string, string[]> = {
+      'crm.internal': ['127.0.0.1'],
+      'crm.example': [PUBLIC],
+      'mixed.example': ['127.0.0.1', PUBLIC],
+    };
+    const lookups: string[] = [];
+    const resolving = new HttpConnector({
+      resolver: async (name) => {
+        lookups.push(name);
+        return (names[name] ?? []).map((address) => ({ address, family: 4 }));
+      },
+    });
+    const entries = (allow_private: boolean): ConnectorEnvironment => ({
+      ...env,
+      tenant: {
+        ...env.tenant,
+        allowHosts: [
+          ...Object.keys(names).map((host) => ({ host, allow_private, secrets: ['crm_token'] })),
+          { host: PUBLIC, allow_private, secrets: ['crm_token'] },
+          { host: '127.0.0.1', ports: [t.port], allow_private, secrets: ['crm_token'] },
+        ],
+      },
+    });
+    const call = (url: string, headers: Record<string, string> = { 'x-t': 'Bearer {{secret:crm_token}}' }) =>
+      op({ method: 'POST', url, headers, body: { id: `plain-${n}` } });
+    const plain = (target: string, category: string) =>
+      `a secret may not be sent over plain http:// to ${target}: it reaches a ${category} address, where the secret can be read on the way, and answered, by whoever is between; use https://`;
+
+    it('an entry that allows private addresses: sent to a loopback or private address, refused at a public one', async () => {
+      const before = t.seen.length;
+      for (const [url, target] of [
+        [`http://crm.example:${t.port}/orders`, `crm.example:${t.port}`],
+        [`http://mixed.example:${t.port}/orders`, `mixed.example:${t.port}`],
+        [`http://${PUBLIC}:${t.port}/orders`, `${PUBLIC}:${t.port}`],
+      ]) {
+        expect(await resolving.send(call(url), entries(true))).toEqual({
+          status: OperationStatus.FAILED,
+          reason: TerminalReason.SOURCE_UNREACHABLE,
+          detail: `not sent: ${plain(target, 'public')}`,
+          refused: { cause: 'secret_not_bound', rule: plain(target, 'public') },
+        });
+      }
+      expect(t.seen.length).toBe(before);
+      expect(lookups).toEqual(expect.arrayContaining(['crm.example', 'mixed.example']));
+      // A read carrying the secret is not made either: inconclusive, with the reason.
+      const read = op({
+        method: 'POST',
+        url: `${t.base}/orders`,
+        context: {
+          url: `http://crm.example:${t.port}/orders/x`,
+          headers: { 'x-t': '{{secret:crm_token}}' },
+          field: 'data.status',
+        },
+      });
+      expect(await resolving.readContext(read, entries(true))).toMatchObject({
+        kind: 'unreachable',
+        notMade: true,
+        evidence: { error: plain(`crm.example:${t.port}`, 'public') },
+      });
+      expect(t.seen.length).toBe(before);
+      // At a loopback address, by name or as written, it is sent.
+      for (const url of [`http://crm.internal:${t.port}/orders`, `${t.base}/orders`]) {
+        const sent = t.seen.length;
+        expect(await resolving.send(call(url), entries(true))).toMatchObject({ status: OperationStatus.ACKNOWLEDGED });
+        expect(t.seen.slice(sent).map((s) => s.headers['x-t'])).toEqual(['Bearer s3cr3t-value']);
+      }
+    });
+
+    it('an entry that does not allow private addresses: never over plain http, refused before any lookup', async () => {
+      const message = `secret "crm_token" may not be sent to crm.example:80 over plain http://: on the way it can be read, and answered, by whoever is between (only an entry with allow_private may take one in cleartext, and only at a private or loopback address); use https://`;
+      lookups.length = 0;
+      expect(await resolving.send(call('http://crm.example/orders'), entries(false))).toEqual({
+        status: OperationStatus.FAILED,
+        reason: TerminalReason.SOURCE_UNREACHABLE,
+        detail: `not sent: ${message}`,
+        refused: { cause: 'secret_not_bound', rule: message },
+      });
+      // Refused before any lookup: nothing was asked of DNS, nothing left.
+      expect(lookups).toEqual([]);
+    });
+  });
+
   describe('read-back', () => {
     const readBack = (url: string, equals: unknown = 'created', extra: Record<string, unknown> = {}, ref = null) =>
       connector.readBack(

@@ -27,6 +27,7 @@ import {
   allowlistEntryOf,
   checkTarget,
   classifyAddress,
+  cleartextSecretRefusal,
   lookupFor,
   PlatformService,
   platformRefusalOf,
@@ -146,16 +147,22 @@ function unboundSecrets(
   const found = allowlistEntryOf(url, allowHosts);
   if ('refusal' in found) return [];
   const bound = found.entry.secrets ?? [];
-  if (bound.includes(ANY_SECRET)) return [];
+  // Over plain http a secret reaches whoever is on the way: only within the operator's own network, which an entry
+  // reaches only with allow_private (the address is judged at the call, cleartextSecretRefusal). Without it, never.
+  const cleartext = url.protocol === 'http:' && found.entry.allow_private !== true;
+  if (bound.includes(ANY_SECRET) && !cleartext) return [];
   const target = `${isIP(found.host) === 6 ? `[${found.host}]` : found.host}:${found.port}`;
   return Object.entries(headers).flatMap(([name, value]) =>
     secretNamesIn(value)
-      .filter((secret) => !bound.includes(secret))
+      .filter((secret) => cleartext || !bound.includes(secret))
       .map((secret) => ({
         field: `${field}.${name}`,
         secret,
         target,
-        message: `secret "${secret}" may not be sent to ${target}: the tenant's allowlist entry for it does not bind it (allow_hosts[].secrets)`,
+        message:
+          bound.includes(secret) || bound.includes(ANY_SECRET)
+            ? `secret "${secret}" may not be sent to ${target} over plain http://: on the way it can be read, and answered, by whoever is between (only an entry with allow_private may take one in cleartext, and only at a private or loopback address); use https://`
+            : `secret "${secret}" may not be sent to ${target}: the tenant's allowlist entry for it does not bind it (allow_hosts[].secrets)`,
       })),
   );
 }
@@ -511,7 +518,8 @@ export type HttpRequestParams = z.infer<typeof RequestParams>;
 
 /** Headers ready to send, or why the call must not be made (a secret not set, or not bound to the target). */
 type PreparedHeaders =
-  { ok: Record<string, string> } | { refused: string; cause: typeof SECRET_NOT_SET | typeof SECRET_NOT_BOUND };
+  | { ok: Record<string, string>; secrets: boolean }
+  | { refused: string; cause: typeof SECRET_NOT_SET | typeof SECRET_NOT_BOUND };
 
 /**
  * The tenant's secret of this name — its own entry only: a name like `constructor` or `__proto__` is not a secret the
@@ -633,14 +641,16 @@ export class HttpConnector implements Connector {
       },
       params.timeout_ms,
       env,
+      headers.secrets,
     );
     if (exchange.kind === 'refused') {
-      // The tenant's egress policy refused the target: never sent, and not something that passes on its own.
+      // The tenant's egress policy refused the target, or a secret in cleartext to it: never sent, and not something
+      // that passes on its own.
       return {
         status: OperationStatus.FAILED,
         reason: TerminalReason.SOURCE_UNREACHABLE,
-        detail: `not sent: egress refused: ${exchange.message}`,
-        refused: { cause: EGRESS_REFUSED, rule: exchange.message },
+        detail: exchange.cause ? `not sent: ${exchange.message}` : `not sent: egress refused: ${exchange.message}`,
+        refused: { cause: exchange.cause ?? EGRESS_REFUSED, rule: exchange.message },
       };
     }
     const status = exchange.kind === 'response' ? exchange.status : undefined;
@@ -749,8 +759,15 @@ export class HttpConnector implements Connector {
     const notMade = (error: string) => ({ ...unreachable(error), notMade: true as const });
     const headers = this.headers(rawHeaders, source, op, env, ref);
     if ('refused' in headers) return notMade(headers.refused);
-    const exchange = await this.exchange({ method: 'GET', url: source, headers: headers.ok }, undefined, env);
-    if (exchange.kind === 'refused') return notMade(`egress refused: ${exchange.message}`);
+    const exchange = await this.exchange(
+      { method: 'GET', url: source, headers: headers.ok },
+      undefined,
+      env,
+      headers.secrets,
+    );
+    if (exchange.kind === 'refused') {
+      return notMade(exchange.cause ? exchange.message : `egress refused: ${exchange.message}`);
+    }
     if (exchange.kind !== 'response') return unreachable(exchange.code);
     evidence.status = exchange.status;
     // Not found there. Whether that proves the effect absent is the status model's call: not for a URL the operation
@@ -787,11 +804,13 @@ export class HttpConnector implements Connector {
     const [unbound] = unboundSecrets(requested, templates, env.tenant?.allowHosts, 'headers');
     if (unbound) return { refused: unbound.message, cause: SECRET_NOT_BOUND };
     const out: Record<string, string> = {};
+    let secrets = false;
     for (const [name, template] of Object.entries(templates ?? {})) {
       const missing: string[] = [];
       out[name] = template.replace(PLACEHOLDER, (_, variable: string) => {
         const secret = SECRET_PLACEHOLDER.exec(variable);
         if (!secret) return variableValue(variable, op, ref);
+        secrets = true;
         const value = secretNamed(env.tenant?.secrets, secret[1]);
         if (value === undefined) missing.push(secret[1]);
         return value ?? '';
@@ -800,7 +819,7 @@ export class HttpConnector implements Connector {
         return { refused: `secret "${missing[0]}" is not set for this tenant`, cause: SECRET_NOT_SET };
       }
     }
-    return { ok: out };
+    return { ok: out, secrets };
   }
 
   /** Every request of this connector goes through the egress policy: allowlist, then vetted DNS, no redirects. */
@@ -808,7 +827,8 @@ export class HttpConnector implements Connector {
     request: { method: string; url: string; headers: Record<string, string>; body?: unknown },
     timeoutMs: number | undefined,
     env: ConnectorEnvironment,
-  ): Promise<HttpExchange | { kind: 'refused'; message: string }> {
+    carriesSecret: boolean,
+  ): Promise<HttpExchange | GuardedRefusal> {
     return guardedExchange(
       {
         ...request,
@@ -820,9 +840,13 @@ export class HttpConnector implements Connector {
       env.tenant?.allowHosts,
       this.options.resolver ?? systemResolver,
       env.platform,
+      { carriesSecret },
     );
   }
 }
+
+/** A request the egress policy did not let leave; `cause` when it was for the secret it carried. */
+export type GuardedRefusal = { kind: 'refused'; message: string; cause?: typeof SECRET_NOT_BOUND };
 
 /**
  * One request under the egress policy. IP literals are vetted here (the HTTP client skips DNS for them); names are
@@ -833,18 +857,29 @@ export async function guardedExchange(
   allowHosts: readonly AllowedHost[] | undefined,
   resolver: Resolver = systemResolver,
   platform: readonly PlatformService[] = [],
-): Promise<HttpExchange | { kind: 'refused'; message: string }> {
+  options: { carriesSecret?: boolean } = {},
+): Promise<HttpExchange | GuardedRefusal> {
   const target = checkTarget(request.url, allowHosts, platform);
   if ('code' in target) return { kind: 'refused', message: target.message };
+  // A tenant secret in a plain http request goes only to an address of the operator's own network.
+  const secretInCleartext = options.carriesSecret === true && target.url.protocol === 'http:';
   // An IP literal is connected to without a lookup: judged here against the platform's services configured by name.
   if (isIP(target.host)) {
+    const cleartext = secretInCleartext ? cleartextSecretRefusal(target.host, target.port, target.host) : null;
+    if (cleartext) return { kind: 'refused', message: cleartext, cause: SECRET_NOT_BOUND };
     const reserved = await platformRefusalOf(target, resolver);
     if (reserved) return { kind: 'refused', message: reserved };
   }
-  const refusal: { message?: string } = {};
-  const lookup = isIP(target.host) ? undefined : lookupFor(target, (message) => (refusal.message = message), resolver);
+  const refusal: { message?: string; cause?: typeof SECRET_NOT_BOUND } = {};
+  const lookup = isIP(target.host)
+    ? undefined
+    : lookupFor(target, (message, cause) => Object.assign(refusal, { message, cause }), resolver, {
+        secretInCleartext,
+      });
   const exchange = await httpExchange({ ...request, url: target.url.toString(), lookup });
-  if (refusal.message !== undefined) return { kind: 'refused', message: refusal.message };
+  if (refusal.message !== undefined) {
+    return { kind: 'refused', message: refusal.message, ...(refusal.cause && { cause: refusal.cause }) };
+  }
   return exchange;
 }
 

@@ -77,6 +77,40 @@ describe('secret binding: a {{secret:NAME}} goes only to a host whose allowlist 
     expect(unbound(params, allowHosts)).toEqual(expected);
   });
 
+  it('a bound secret never goes over plain http to an entry without allow_private (at the call, by address, with it)', () => {
+    const hosts: AllowedHost[] = [
+      { host: 'crm.example.com', ports: [80, 443], secrets: ['crm_token'] },
+      { host: 'all.example.com', secrets: ['*'] },
+      { host: 'intranet.example', allow_private: true, secrets: ['crm_token'] },
+    ];
+    expect(unbound(post('http://crm.example.com/orders'), hosts)).toEqual([
+      'params.headers.authorization → crm_token @ crm.example.com:80',
+    ]);
+    // The port a TLS server listens on, asked in cleartext: the secret is on the wire before any answer.
+    expect(unbound(post('http://crm.example.com:443/orders'), hosts)).toEqual([
+      'params.headers.authorization → crm_token @ crm.example.com:443',
+    ]);
+    expect(unbound(post('http://all.example.com/x'), hosts)).toEqual([
+      'params.headers.authorization → crm_token @ all.example.com:80',
+    ]);
+    expect(httpSecretBindingProblems(post('http://crm.example.com/orders'), hosts)[0].message).toMatch(
+      /^secret "crm_token" may not be sent to crm\.example\.com:80 over plain http:\/\//,
+    );
+    expect(
+      unbound(
+        {
+          ...post('https://crm.example.com/x'),
+          read_back: { url: 'http://crm.example.com/x/{{ref}}', headers: TOKEN },
+        },
+        hosts,
+      ),
+    ).toEqual(['params.read_back.headers.authorization → crm_token @ crm.example.com:80']);
+    // Over https, or with no secret in it, or to an entry that allows private addresses (judged by address at the call).
+    expect(unbound(post('https://crm.example.com/orders'), hosts)).toEqual([]);
+    expect(unbound(post('http://crm.example.com/orders', { 'x-op': '{{operation_id}}' }), hosts)).toEqual([]);
+    expect(unbound(post('http://intranet.example/x'), hosts)).toEqual([]);
+  });
+
   it('judges the read-back’s and the context read’s headers by their own URLs, templates and all', () => {
     const params = {
       method: 'POST',
