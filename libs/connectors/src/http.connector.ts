@@ -40,6 +40,7 @@ import {
 import { HttpExchange, HttpExchangeRequest, httpExchange } from './http-exchange';
 import { FIELD_PATH, FIELD_PATH_RULE, clipValue, fieldKey, readField, sameJson } from './json-path';
 import { holdsRedactedSecret, secretPlaceholder, secretRedactor } from './secret-redaction';
+import { holdsReplacedText } from './storable-text';
 
 /** Response bodies beyond this are not parsed; nothing of a body is kept but one extracted field. */
 export const HTTP_MAX_RESPONSE_BYTES = 64 * 1024;
@@ -922,6 +923,14 @@ function unusableRef(ref: string | undefined, inPath: boolean): { error: string;
   if (holdsRedactedSecret(ref)) {
     return {
       error: 'the reference the provider returned holds a secret value, stored redacted: it cannot be read back',
+      notMade: false,
+    };
+  }
+  if (holdsReplacedText(ref)) {
+    // Stored with U+FFFD for text Postgres cannot store (storableText): the URL built from it would name another record.
+    return {
+      error:
+        'the reference the provider returned held text that cannot be stored as written (U+0000, or half of a UTF-16 pair), stored replaced by U+FFFD: it cannot be read back',
       notMade: false,
     };
   }

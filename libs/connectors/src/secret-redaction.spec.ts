@@ -110,6 +110,19 @@ describe('redactingSecrets', () => {
     expect(wrapped.observe).toBeUndefined();
   });
 
+  it('makes what it returns storable: text Postgres cannot store in jsonb is replaced by U+FFFD', async () => {
+    const answering = redactingSecrets({
+      ...echoing,
+      send: () =>
+        Promise.resolve({
+          status: OperationStatus.ACKNOWLEDGED,
+          providerRef: { status: 201, ref: `ref\u0000${'r'.repeat(3)}\ud83d` },
+          detail: 'provider answered 201',
+        }),
+    });
+    expect(await answering.send(op, env)).toMatchObject({ providerRef: { ref: 'ref\ufffdrrr\ufffd' } });
+  });
+
   it('redacts what a connector throws', async () => {
     const throwing = redactingSecrets({
       ...echoing,

@@ -8,6 +8,7 @@ import {
   connectorDeclarations,
 } from './connector';
 import type { SendOutcome } from './classify';
+import { storableText } from './storable-text';
 
 /** What a secret value is replaced by wherever it would be stored, shown or logged. */
 export function secretPlaceholder(name: string): string {
@@ -126,14 +127,16 @@ function redactError(error: Error, redactText: (text: string) => string): Error 
 /**
  * The connector as the rest of Verity sees it: everything it returns (send outcomes and provider references,
  * read-backs, context reads, observations — evidence, records, URLs, details) and everything it throws has the
- * tenant's secret values of that call replaced by `{{secret:NAME}}`. This is the one door through which a target's
- * answers enter Verity, so nothing stored, evented, shown or logged downstream can hold a secret value.
+ * tenant's secret values of that call replaced by `{{secret:NAME}}`, and text Postgres cannot store replaced by U+FFFD
+ * (storableText). This is the one door through which a target's answers enter Verity, so nothing stored, evented,
+ * shown or logged downstream can hold a secret value, or fail to be stored.
  */
 export function redactingSecrets(connector: Connector): Connector {
   const guarded = async <T>(env: ConnectorEnvironment, call: () => Promise<T>): Promise<T> => {
     const redact = secretRedactor(env.tenant?.secrets);
     try {
-      return redact(await call());
+      // Storable too: a target's answer may hold text Postgres cannot store (storableText).
+      return storableText(redact(await call()));
     } catch (error) {
       throw error instanceof Error ? redact(error) : new Error(redact(String(error)));
     }

@@ -1,0 +1,21 @@
+import { holdsReplacedText, storableText } from './storable-text';
+
+describe('storableText: what Postgres cannot store in jsonb becomes U+FFFD', () => {
+  it('replaces U+0000 and surrogates without their pair, in strings and keys, deeply', () => {
+    expect(
+      storableText({ ref: 'a\u0000b', list: ['\ud800', 'x\udc00'], 'k\u0000': { deep: ['\ud83d'] }, n: 1, b: true }),
+    ).toEqual({ ref: 'a\ufffdb', list: ['\ufffd', 'x\ufffd'], 'k\ufffd': { deep: ['\ufffd'] }, n: 1, b: true });
+  });
+
+  it('leaves storable text as it is: whole pairs, other control characters, U+FFFD of its own', () => {
+    const kept = { emoji: '\u{1F600}', tab: 'a\tb\u0001', fffd: '\ufffd', nil: null };
+    expect(storableText(kept)).toEqual(kept);
+    expect(holdsReplacedText(storableText('a\u0000'))).toBe(true);
+    expect(holdsReplacedText('plain')).toBe(false);
+  });
+
+  it('what it returns is what JSON.stringify writes and jsonb reads: no \\u0000, no lone \\ud8xx escape', () => {
+    const text = JSON.stringify(storableText({ a: `${'x'.repeat(3)}\ud83d`, b: '\u0000' }));
+    expect(text).not.toMatch(/\\u0000|\\ud[89ab][0-9a-f]{2}|\\ud[c-f][0-9a-f]{2}/i);
+  });
+});

@@ -1,0 +1,43 @@
+/**
+ * Text Postgres cannot store in a `jsonb` (or `text`) column: U+0000, and a UTF-16 surrogate without its pair (JSON
+ * writes it as `\ud800`, which `jsonb` refuses). A target's answer may hold either (JSON escapes them: `"\u0000"`), and
+ * a cut to length may split a pair (an emoji at the 200th character of a reference).
+ */
+// eslint-disable-next-line no-control-regex -- U+0000 is the point
+const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+/** What stands for each unstorable character: U+FFFD REPLACEMENT CHARACTER, as a UTF-8 decoder writes one. */
+export const REPLACED_TEXT = '\ufffd';
+
+/** Whether a stored string had text replaced (or holds U+FFFD of its own: a refusal too many, never one too few). */
+export function holdsReplacedText(value: string): boolean {
+  return value.includes(REPLACED_TEXT);
+}
+
+/**
+ * A copy of a connector's result with every string and object key made storable (UNSTORABLE replaced by U+FFFD),
+ * deeply; anything else as it is. Without it, the write of a result that holds one fails — a send the target answered
+ * 201 was left SENT and swept to UNKNOWN ("a worker stopped"), a read-back's verdict was never recorded.
+ */
+export function storableText<T>(value: T): T {
+  return storable(value) as T;
+}
+
+function storable(value: unknown): unknown {
+  if (typeof value === 'string') return replaced(value);
+  if (Array.isArray(value)) return value.map(storable);
+  if (typeof value === 'object' && value !== null && isPlain(value)) {
+    return Object.fromEntries(Object.entries(value).map(([key, item]) => [replaced(key), storable(item)]));
+  }
+  return value;
+}
+
+function replaced(text: string): string {
+  UNSTORABLE.lastIndex = 0;
+  return UNSTORABLE.test(text) ? text.replace(UNSTORABLE, REPLACED_TEXT) : text;
+}
+
+function isPlain(value: object): boolean {
+  const proto = Object.getPrototypeOf(value) as unknown;
+  return proto === Object.prototype || proto === null;
+}
