@@ -250,6 +250,20 @@ describe('contract edges: problems name what the caller sent', () => {
     }
   });
 
+  it('refuses query parameters on the OpenAPI document, which takes none (400 unknown_field); serves it without', async () => {
+    // `?version=2025-01` or `?format=yaml` was answered 200 with the current JSON document, as if it had been read.
+    for (const path of ['/docs-json?version=2025-01', '/docs-json?format=yaml', '/docs-yaml?x=1']) {
+      const res = await http<FieldProblem>(stack.apiUrl, 'GET', path);
+      expect({ path, status: res.status }).toEqual({ path, status: 400 });
+      expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(res.body.errors).toEqual([expect.objectContaining({ rule: 'unknown_field' })]);
+    }
+    const doc = await http<{ openapi: string }>(stack.apiUrl, 'GET', '/docs-json');
+    expect(doc.status).toBe(200);
+    expect(doc.body.openapi).toMatch(/^3\./);
+    expect((await http(stack.apiUrl, 'GET', '/docs-yaml')).status).toBe(200);
+  });
+
   it('refuses query parameters on the probes and /metrics, which take none, as /v1 refuses them (400 unknown_field)', async () => {
     for (const [path, key] of [
       ['/health/live?verbose=1', undefined],

@@ -16,7 +16,8 @@ import addFormats from 'ajv-formats';
  * Not checked, by design:
  * - the body of a `text/event-stream` (the stream may never end; status and content type are checked) and of
  *   non-JSON media types (HTML, Prometheus text): their content type is checked, their text is not;
- * - paths the document deliberately leaves to their owners: Swagger UI's assets under /docs/ and /docs-json itself,
+ * - paths the document deliberately leaves to their owners: Swagger UI's assets under /docs/, /docs-json itself and
+ *   its YAML twin /docs-yaml,
  *   the console's assets and client-side routes under /console/, and Bull Board's own pages and API under
  *   /admin/queues/ (third-party; /docs, /console and /admin/queues themselves are documented and checked).
  * Any other path the document does not name (under /v1, /health, / or anywhere else) must be answered like an
@@ -52,7 +53,7 @@ export interface OpenApiDocument {
 }
 
 /** Paths under these prefixes are served by others (Swagger UI, the console's static files, Bull Board). */
-const UNDOCUMENTED_BY_DESIGN = ['/docs/', '/docs-json', '/console/', '/admin/queues/'];
+const UNDOCUMENTED_BY_DESIGN = ['/docs/', '/docs-json', '/docs-yaml', '/console/', '/admin/queues/'];
 
 const PROBLEM = '#/components/schemas/Problem';
 

@@ -22,6 +22,7 @@ import { ApiModule } from './api.module';
 import { mountBullBoard } from './bull-board';
 import { BODY_LIMIT_BYTES, bodyErrorHandler } from './http/body-errors';
 import { rejectMissingHost } from './http/client-errors';
+import { refuseDocumentQuery } from './http/no-query';
 import { settleChunkedBody } from './http/parse';
 import {
   bodyReadTimeout,
@@ -98,6 +99,8 @@ async function bootstrap(): Promise<void> {
   const consoleMissing = mountConsole(app);
   if (consoleMissing) logger.warn(consoleMissing.message);
   app.use(['/docs', '/docs-json'], pageSecurityHeaders);
+  // The document takes no query, as no /v1 route that reads none does (unknown fields are rejected, never dropped).
+  app.use(['/docs-json', '/docs-yaml'], refuseDocumentQuery);
   const document = buildOpenApi(app);
   SwaggerModule.setup('docs', app, document, { jsonDocumentUrl: 'docs-json' });
   // Before the server listens, so no request meets Node's own answers (see answerClientErrors).

@@ -1,8 +1,8 @@
 import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
 import { ROUTE_ARGS_METADATA } from '@nestjs/common/constants';
 import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
-import type { Request } from 'express';
-import { Problem } from '../problem/problem';
+import type { NextFunction, Request, Response } from 'express';
+import { Problem, sendProblem } from '../problem/problem';
 import { memberPath } from './text';
 
 /**
@@ -33,6 +33,22 @@ export function refuseQuery(req: Request): void {
       message: `unknown query parameter "${name}": this endpoint takes none (unknown fields are rejected, not ignored)`,
     })),
   );
+}
+
+/**
+ * Express layer for a document served by a third-party router (the OpenAPI document, `/docs-json` and `/docs-yaml`),
+ * which takes no query either: `?version=2025-01` or `?format=yaml` was answered with the current JSON document, as if
+ * the parameter had been read. Refused as refuseQuery refuses it, before the router answers.
+ */
+export function refuseDocumentQuery(req: Request, res: Response, next: NextFunction): void {
+  try {
+    refuseQuery(req);
+  } catch (error) {
+    if (!(error instanceof Problem)) throw error;
+    sendProblem(req, res, error);
+    return;
+  }
+  next();
 }
 
 function readsQuery(context: ExecutionContext): boolean {
