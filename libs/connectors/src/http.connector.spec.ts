@@ -626,6 +626,33 @@ describe('http connector', () => {
         { ref: '{{secret:ACCOUNT}}' } as never,
       );
       expect(inHeader).toMatchObject({ kind: 'unreachable', evidence: { error: expect.stringContaining('redacted') } });
+      // A reference a header cannot carry as written: Node refused it (the read threw: "read-back error"), or sent
+      // other bytes (Latin-1) than a UTF-8 target reads. Not made, saying why; in a URL it is percent-encoded.
+      const before = t.seen.length;
+      for (const ref of ['rb-2\r\nx-admin: 1', 'rb-\u65e5\u672c', 'caf\u00e9', 'rb\u0000']) {
+        const read = await readBack(
+          `${t.base}/orders/rb-2`,
+          'created',
+          {
+            ...spec,
+            read_back: {
+              url: `${t.base}/orders/rb-2`,
+              field: '$.data.status',
+              equals: 'created',
+              headers: { 'x-order': 'id {{ref}}' },
+            },
+          },
+          { ref } as never,
+        );
+        expect([ref, read]).toMatchObject([
+          ref,
+          { kind: 'unreachable', notMade: true, evidence: { error: expect.stringContaining('a header cannot carry') } },
+        ]);
+      }
+      expect(t.seen.length).toBe(before);
+      expect(await readBack(`${t.base}/orders/{{ref}}`, 'created', spec, { ref: 'caf\u00e9' } as never)).toMatchObject({
+        kind: 'absent',
+      });
     });
 
     it('reads a reference with empty or dot parts between slashes in the query, never in the path', async () => {

@@ -103,6 +103,11 @@ const VARIABLES: Record<Place, { ref: boolean; secret: boolean }> = {
   read_back_header: { ref: true, secret: true },
 };
 
+/** Whether a read-back puts the provider's reference in one of its headers (where it is not percent-encoded). */
+function refInHeader(spec: { headers?: Record<string, string> }): boolean {
+  return Object.values(spec.headers ?? {}).some((text) => /\{\{\s*ref\s*\}\}/.test(text));
+}
+
 /** Whether a read-back is built from the provider's reference: `{{ref}}` in its URL or in one of its headers. */
 function readBackUsesRef(spec: { url: string; headers?: Record<string, string> }): boolean {
   return [spec.url, ...Object.values(spec.headers ?? {})].some((text) => /\{\{\s*ref\s*\}\}/.test(text));
@@ -691,7 +696,9 @@ export class HttpConnector implements Connector {
       if (unbound.length > 0) return notReadUnbound(spec.url, unbound);
     }
     const ref = typeof op.providerRef?.ref === 'string' ? op.providerRef.ref : undefined;
-    const unusable = readBackUsesRef(spec) ? unusableRef(ref, refInPath(spec.url)) : null;
+    const unusable = readBackUsesRef(spec)
+      ? unusableRef(ref, { inPath: refInPath(spec.url), inHeader: refInHeader(spec) })
+      : null;
     if (unusable) {
       return {
         kind: 'unreachable',
@@ -898,7 +905,10 @@ export async function guardedExchange(
  * - it held a tenant secret value and was stored redacted: the URL built from it would name another record, whose
  *   absence proves nothing about this effect.
  */
-function unusableRef(ref: string | undefined, inPath: boolean): { error: string; notMade: boolean } | null {
+function unusableRef(
+  ref: string | undefined,
+  { inPath, inHeader }: { inPath: boolean; inHeader: boolean },
+): { error: string; notMade: boolean } | null {
   if (ref === undefined) {
     return {
       error: 'the read-back URL needs the reference the provider returns, and no answer was received',
@@ -917,6 +927,16 @@ function unusableRef(ref: string | undefined, inPath: boolean): { error: string;
         `the reference the provider returned (${JSON.stringify(ref)}) holds a dot segment or an empty one between ` +
         'slashes: a server or proxy that decodes %2F or %5C before routing would read another path; it cannot be ' +
         'read back',
+      notMade: true,
+    };
+  }
+  if (inHeader && !/^[\x20-\x7e]*$/.test(ref)) {
+    // A header carries bytes: Node refuses a line break or a character beyond U+00FF (the read threw, and its evidence
+    // said only "read-back error"), and sends U+0080–U+00FF as single Latin-1 bytes, which a target reading UTF-8 takes
+    // for another value — another record, whose absence proves nothing. Not made.
+    return {
+      error:
+        'the reference the provider returned holds characters a header cannot carry as written (a control character, or one beyond ASCII): it cannot be read back through a header',
       notMade: true,
     };
   }
