@@ -1,6 +1,7 @@
 import { createServer, request as forward, type Server } from 'node:http';
+import { waitForLockWaiter } from '../support/lock-waits';
 import { createApiKey, revokeApiKey } from '@verity/persistence';
-import { DEMO, Stack, freePort, waitFor } from '../support/stack';
+import { DEMO, Stack, freePort } from '../support/stack';
 import { charge, http, unique } from '../support/http';
 import { listenLocally, type LocalServer } from '../support/local-server';
 import type { ProblemDetails as Problem } from '@verity/sdk';
@@ -143,18 +144,7 @@ describe('a key revoked while its request is under way', () => {
       const answering = request().finally(() => (answered = true));
       // Proven waiting on the revocation's row lock (not slept on): a backend of the API waits in a statement on keys.
       // (A request that does not wait for it answers before the revocation commits, and its answer tells.)
-      await waitFor(
-        async () =>
-          answered ||
-          (
-            (await stack.db.dataSource.query(
-              `SELECT count(*)::int AS n FROM pg_stat_activity
-                WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%api_keys%'
-                  AND pid <> pg_backend_pid()`,
-            )) as { n: number }[]
-          )[0].n > 0,
-        (done) => done,
-      );
+      await waitForLockWaiter(stack.db.dataSource, { statementLike: '%api_keys%', unless: () => answered });
       await revocation.commitTransaction();
       return await answering;
     } finally {

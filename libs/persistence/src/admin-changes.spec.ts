@@ -1,6 +1,6 @@
 import type { EntityManager } from 'typeorm';
+import { waitForLockWaiter } from '../../../test/support/lock-waits';
 import { insertStandingKeys } from '../../../test/support/fixtures';
-import { waitFor } from '../../../test/support/stack';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { AdminChangeRow, listAdminChanges } from './admin-changes';
 import {
@@ -558,13 +558,7 @@ describe('admin change history (real Postgres)', () => {
         (error: unknown) => ({ error: String(error) }),
       );
       // The delete waits on a lock the worker holds.
-      await waitFor(
-        async () =>
-          (await db.dataSource.query(
-            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
-          )) as { n: number }[],
-        (found) => found[0].n > 0,
-      );
+      await waitForLockWaiter(db.dataSource);
       await worker.query(`UPDATE webhook_endpoints SET consecutive_failures = consecutive_failures + 1 WHERE id = $1`, [
         endpoint.id,
       ]);
@@ -721,17 +715,7 @@ describe('admin change history (real Postgres)', () => {
           const changing = change().finally(() => (settled = true));
           changing.catch(() => undefined);
           // Proven waiting on the revocation's row lock (not slept on), or done without waiting (its result tells).
-          await waitFor(
-            async () =>
-              settled ||
-              (
-                (await db.dataSource.query(
-                  `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database()
-                     AND wait_event_type = 'Lock' AND query LIKE '%api_keys%' AND pid <> pg_backend_pid()`,
-                )) as { n: number }[]
-              )[0].n > 0,
-            (done) => done,
-          );
+          await waitForLockWaiter(db.dataSource, { statementLike: '%api_keys%', unless: () => settled });
           await revocation.commitTransaction();
           await expect(changing).rejects.toThrow(KeyRevokedError);
         } finally {

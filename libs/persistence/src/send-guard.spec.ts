@@ -1,4 +1,5 @@
 import { OperationStatus, VerificationMethod } from '@verity/status-model';
+import { waitForLockWaiter } from '../../../test/support/lock-waits';
 import { newId } from '@verity/platform';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { EventEntity, OperationEntity } from './entities';
@@ -7,7 +8,6 @@ import { SecretsCipher } from './secrets-cipher';
 import { NewOperation, findOperationToSend } from './store';
 import { backfillSpend, commitWithinSpendingCaps, lockSpendingCaps, spendingUsage } from './entities';
 import { changeConnectorSettings, upsertConnectorSettings } from './connector-settings.repository';
-import { waitFor } from '../../../test/support/stack';
 
 /** No connector's secrets are opened in these reads. */
 const NO_CIPHER = null as unknown as SecretsCipher;
@@ -180,16 +180,7 @@ describe('the guarded SENT statement (real Postgres)', () => {
       await revocation.startTransaction();
       await revocation.query(`UPDATE api_keys SET revoked_at = now() WHERE id = $1`, [racing]);
       const sending = send(byRacing.id);
-      await waitFor(
-        async () =>
-          (
-            (await db.dataSource.query(
-              `SELECT count(*)::int AS n FROM pg_stat_activity
-                WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`,
-            )) as { n: number }[]
-          )[0].n,
-        (waiting) => waiting > 0,
-      );
+      await waitForLockWaiter(db.dataSource);
       await revocation.commitTransaction();
       expect(await sending).toEqual({ won: false, refusals: ['approval_key_revoked'] });
     } finally {
@@ -514,16 +505,7 @@ describe('the guarded SENT statement (real Postgres)', () => {
           }),
       );
       // Proven waiting on the cancel's row lock (not slept on): its backend shows a lock wait.
-      await waitFor(
-        async () =>
-          (
-            (await db.dataSource.query(
-              `SELECT count(*)::int AS n FROM pg_stat_activity
-                WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`,
-            )) as { n: number }[]
-          )[0].n,
-        (waiting) => waiting > 0,
-      );
+      await waitForLockWaiter(db.dataSource);
       await cancel.commitTransaction();
       expect(await releasing).toEqual({ sent: { won: false } });
     } finally {
@@ -573,17 +555,7 @@ describe('the guarded SENT statement (real Postgres)', () => {
           }),
       ).finally(() => (settled = true));
       // Either it committed at once, or it waits for the admin's change (not slept on: its backend shows a lock wait).
-      await waitFor(
-        async () =>
-          settled ||
-          (
-            (await db.dataSource.query(
-              `SELECT count(*)::int AS n FROM pg_stat_activity
-                WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`,
-            )) as { n: number }[]
-          )[0].n > 0,
-        (done) => done,
-      );
+      await waitForLockWaiter(db.dataSource, { unless: () => settled });
       await admin.commitTransaction();
       const outcome = (await sending) as { sent?: { won: boolean } };
       // Not sent: only because it was prepared from the settings before the cap (it is prepared again from the cap).

@@ -6,7 +6,7 @@ import {
   VerificationMethod,
 } from '@verity/status-model';
 import { insertChargeExecution } from '../../../test/support/fixtures';
-import { waitFor } from '../../../test/support/stack';
+import { waitForLockWaiter } from '../../../test/support/lock-waits';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { FindOptionsWhere } from 'typeorm';
 import { createApiKey, revokeApiKey } from './api-keys';
@@ -394,16 +394,7 @@ describe('TransitionService (real Postgres)', () => {
         ]);
         const verifying = verify(operationId);
         // Proven waiting on the cancel's row lock (not slept on): its backend shows a lock wait.
-        await waitFor(
-          async () =>
-            (
-              (await db.dataSource.query(
-                `SELECT count(*)::int AS n FROM pg_stat_activity
-                  WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'WITH moved AS%'`,
-              )) as { n: number }[]
-            )[0].n,
-          (waiting) => waiting > 0,
-        );
+        await waitForLockWaiter(db.dataSource, { statementLike: 'WITH moved AS%' });
         await cancel.commitTransaction();
         const result = await verifying;
         expect(result).toMatchObject({ won: true, executionMoved: false });
@@ -767,16 +758,7 @@ describe('TransitionService (real Postgres)', () => {
       await revocation.query(`UPDATE api_keys SET revoked_at = now() WHERE id = $1`, [key.id]);
       const deciding = approve(racing.operationId, key.id);
       // Proven waiting on the revocation's row lock (not slept on): its backend shows a lock wait.
-      await waitFor(
-        async () =>
-          (
-            (await db.dataSource.query(
-              `SELECT count(*)::int AS n FROM pg_stat_activity
-                WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`,
-            )) as { n: number }[]
-          )[0].n,
-        (waiting) => waiting > 0,
-      );
+      await waitForLockWaiter(db.dataSource);
       await revocation.commitTransaction();
       expect((await deciding).won).toBe(false);
     } finally {
