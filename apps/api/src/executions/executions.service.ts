@@ -292,21 +292,21 @@ export class ExecutionsService {
       uncheckedCapsOf: used,
       uncheckedSecretsOf: orNone(this.secretConnectors().filter((name) => !used.includes(name))),
     };
+    // Whether another request holds the submission's Idempotency-Key (then the caller asks who: null).
+    const keyHeldElsewhere = async () =>
+      idempotency !== null &&
+      (await idempotencyHolder(
+        this.db.manager,
+        principal.tenantId,
+        idempotency.key,
+        idempotency.requestHash,
+        idempotency.abandonAfterMs,
+      ));
     let written = await insertExecution(this.db.manager, intake);
     if (written !== null && written !== 'busy' && 'unchecked' in written) {
       // A key another request already holds is answered first (the replay, 422 or 409), as it is without caps: the
       // caller asks who holds it.
-      if (
-        idempotency &&
-        (await idempotencyHolder(
-          this.db.manager,
-          principal.tenantId,
-          idempotency.key,
-          idempotency.requestHash,
-          idempotency.abandonAfterMs,
-        ))
-      )
-        return null;
+      if (await keyHeldElsewhere()) return null;
       // Nothing was written: the submission is looked through for the tenant's secrets and its amounts are checked
       // against the caps (400 when one is found, or cannot be charged), then written.
       if (written.unchecked.secrets) await this.refuseSecretValues(principal, submission, intake.uncheckedSecretsOf!);
@@ -320,17 +320,7 @@ export class ExecutionsService {
     if (written !== null && written !== 'busy' && 'unsettled' in written) {
       // The request under its own key is answered as its key's record says (a replay of the execution whose send is
       // the unsettled one, most often): only a request no record answers is refused as a re-send.
-      if (
-        idempotency &&
-        (await idempotencyHolder(
-          this.db.manager,
-          principal.tenantId,
-          idempotency.key,
-          idempotency.requestHash,
-          idempotency.abandonAfterMs,
-        ))
-      )
-        return null;
+      if (await keyHeldElsewhere()) return null;
       const op = submission.operations[written.unsettled.position];
       throw referenceUnsettled(
         this.connectors.require(op.connector),
