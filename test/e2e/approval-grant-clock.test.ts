@@ -1,6 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { skewedClock } from '../support/skewed-clock';
 import { DEMO, Stack, freePort, waitFor } from '../support/stack';
 import { charge, http, unique } from '../support/http';
 import { Op, getExecution, submit } from './dispatcher-helpers';
@@ -15,24 +13,13 @@ const TTL_MS = 15 * 60_000;
  */
 describe('an approval grant expires by the database’s clock', () => {
   let stack: Stack;
-  let dir = '';
+  let clock: ReturnType<typeof skewedClock> | undefined;
   const skewedApis: Record<string, string> = {};
 
   beforeAll(async () => {
     stack = await Stack.start({ label: 'grantclock', env: { APPROVAL_TTL_MS: String(TTL_MS) } });
-    // Loaded first in an API process: its clock (Date) runs CLOCK_SKEW_MS off the host's, the database's stays true.
-    dir = mkdtempSync(join(tmpdir(), 'verity-skew-'));
-    const preload = join(dir, 'skew.cjs');
-    writeFileSync(
-      preload,
-      `const skew = Number(process.env.CLOCK_SKEW_MS);
-       const Real = Date;
-       class Skewed extends Real {
-         constructor(...args) { super(...(args.length === 0 ? [Real.now() + skew] : args)); }
-         static now() { return Real.now() + skew; }
-       }
-       globalThis.Date = Skewed;`,
-    );
+    // An API process whose clock (Date) runs CLOCK_SKEW_MS off the host's; the database's stays true.
+    clock = skewedClock();
     for (const [name, skew] of [
       ['ahead', HOUR_MS],
       ['behind', -HOUR_MS],
@@ -41,15 +28,14 @@ describe('an approval grant expires by the database’s clock', () => {
       await stack.startApp('api', {
         PORT: String(port),
         HOST: '127.0.0.1',
-        NODE_OPTIONS: `--require ${preload}`,
-        CLOCK_SKEW_MS: String(skew),
+        ...clock.env(skew),
       });
       skewedApis[name] = `http://127.0.0.1:${port}`;
     }
   });
   afterAll(async () => {
     await stack?.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    clock?.remove();
   });
 
   const databaseNow = async () =>

@@ -1,6 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { skewedClock } from '../support/skewed-clock';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, unique } from '../support/http';
 import { events, expectLegalHistory, getExecution, submit } from './dispatcher-helpers';
@@ -16,28 +14,15 @@ const AHEAD_MS = 120_000;
  */
 describe('dispatcher: a host clock ahead of the database', () => {
   let stack: Stack;
-  let preloadDir: string;
+  let clock: ReturnType<typeof skewedClock> | undefined;
   beforeAll(async () => {
-    // Node's Date, shifted for the whole process: what a host with a wrong clock gives every library.
-    preloadDir = mkdtempSync(join(tmpdir(), 'verity-clock-'));
-    const preload = join(preloadDir, 'clock-ahead.cjs');
-    writeFileSync(
-      preload,
-      `const RealDate = Date;
-const offset = ${AHEAD_MS};
-class AheadDate extends RealDate {
-  constructor(...args) { if (args.length === 0) super(RealDate.now() + offset); else super(...args); }
-  static now() { return RealDate.now() + offset; }
-}
-globalThis.Date = AheadDate;
-`,
-    );
+    clock = skewedClock();
     stack = await Stack.start({ label: 'clockahead', dispatchers: 0 });
-    await stack.startApp('dispatcher', { NODE_OPTIONS: `--require ${preload}` });
+    await stack.startApp('dispatcher', clock.env(AHEAD_MS));
   });
   afterAll(async () => {
     await stack?.stop();
-    if (preloadDir) rmSync(preloadDir, { recursive: true, force: true });
+    clock?.remove();
   });
 
   it('does not expire an execution before its deadline; it waits for approval and completes once approved', async () => {

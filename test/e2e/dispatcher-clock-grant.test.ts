@@ -1,6 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { skewedClock } from '../support/skewed-clock';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, unique } from '../support/http';
 import { events, expectLegalHistory, getExecution, submit } from './dispatcher-helpers';
@@ -17,27 +15,15 @@ const TTL_MS = 60_000;
  */
 describe('dispatcher: a grant judged by the database’s clock', () => {
   let stack: Stack;
-  let preloadDir: string;
+  let clock: ReturnType<typeof skewedClock> | undefined;
   beforeAll(async () => {
-    preloadDir = mkdtempSync(join(tmpdir(), 'verity-clock-'));
-    const preload = join(preloadDir, 'clock-ahead.cjs');
-    writeFileSync(
-      preload,
-      `const RealDate = Date;
-const offset = ${AHEAD_MS};
-class AheadDate extends RealDate {
-  constructor(...args) { if (args.length === 0) super(RealDate.now() + offset); else super(...args); }
-  static now() { return RealDate.now() + offset; }
-}
-globalThis.Date = AheadDate;
-`,
-    );
+    clock = skewedClock();
     stack = await Stack.start({ label: 'clockgrant', dispatchers: 0, env: { APPROVAL_TTL_MS: String(TTL_MS) } });
-    await stack.startApp('dispatcher', { NODE_OPTIONS: `--require ${preload}` });
+    await stack.startApp('dispatcher', clock.env(AHEAD_MS));
   });
   afterAll(async () => {
     await stack?.stop();
-    if (preloadDir) rmSync(preloadDir, { recursive: true, force: true });
+    clock?.remove();
   });
 
   it('a grant within its TTL by the database’s clock is not withdrawn by a dispatcher whose clock runs ahead', async () => {

@@ -1,6 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { skewedClock } from '../support/skewed-clock';
 import { Stack } from '../support/stack';
 import { charge, unique } from '../support/http';
 import { events, expectLegalHistory, resetSandbox, settle, statusPath, submit } from './dispatcher-helpers';
@@ -16,26 +14,15 @@ const AHEAD_MS = 15 * 60_000;
  */
 describe('reconciler: a host clock ahead of the database', () => {
   let stack: Stack;
-  let dir = '';
+  let clock: ReturnType<typeof skewedClock> | undefined;
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'verity-reconciler-clock-'));
-    const preload = join(dir, 'ahead.cjs');
-    writeFileSync(
-      preload,
-      `const skew = ${AHEAD_MS};
-       const Real = Date;
-       class Skewed extends Real {
-         constructor(...args) { super(...(args.length === 0 ? [Real.now() + skew] : args)); }
-         static now() { return Real.now() + skew; }
-       }
-       globalThis.Date = Skewed;`,
-    );
+    clock = skewedClock();
     stack = await Stack.start({ label: 'rclockahead', reconcilers: 0 });
-    await stack.startApp('reconciler', { NODE_OPTIONS: `--require ${preload}` });
+    await stack.startApp('reconciler', clock.env(AHEAD_MS));
   });
   afterAll(async () => {
     await stack?.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    clock?.remove();
   });
   afterEach(async () => resetSandbox(stack));
 
