@@ -3,16 +3,15 @@ import { DEMO, RunningApp, Stack, waitFor } from '../support/stack';
 import { charge, http, unique } from '../support/http';
 import {
   Event,
-  Execution,
   Op,
   events,
   expectLegalHistory,
-  getExecution,
   logLines,
   markedOperations,
   settle,
   submit,
   waitForOp,
+  waitForApprovalRequest,
 } from './dispatcher-helpers';
 
 /**
@@ -43,23 +42,7 @@ describe('dispatcher: a grant whose deciding key is revoked before it is used', 
     return res.body;
   }
 
-  /** Until the operation's approval has been requested `times` times and it waits for a decision again. */
-  async function waitForRequest(executionId: string, times: number): Promise<{ execution: Execution; log: Event[] }> {
-    let log: Event[] = [];
-    const execution = await waitFor(
-      async () => {
-        log = await events(stack, executionId);
-        return getExecution(stack, executionId);
-      },
-      (e) =>
-        e.status === 'waiting_for_approval' &&
-        e.operations[0].approval?.state === 'requested' &&
-        log.filter((x) => x.type === 'approval.requested').length >= times,
-      30_000,
-      150,
-    );
-    return { execution, log };
-  }
+  const waitForRequest = (executionId: string, times = 1) => waitForApprovalRequest(stack, executionId, times);
 
   const approvalTypes = (log: Event[]) =>
     log.filter((e) => e.type.startsWith('approval.') || e.to_status === 'SENT').map((e) => e.to_status ?? e.type);

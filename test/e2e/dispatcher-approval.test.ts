@@ -3,7 +3,6 @@ import { DEMO, DEMO_SANDBOX_ACCOUNT, Stack, freePort, waitFor } from '../support
 import { charge, http, sms, unique } from '../support/http';
 import {
   Event,
-  Execution,
   Op,
   events,
   expectLegalHistory,
@@ -15,6 +14,7 @@ import {
   statusPath,
   submit,
   waitForOp,
+  waitForApprovalRequest,
 } from './dispatcher-helpers';
 
 /**
@@ -44,23 +44,7 @@ describe('dispatcher: approvals', () => {
     return res.body;
   }
 
-  /** Until the execution waits for approval with the operation's approval requested `times` times. */
-  async function waitForRequest(executionId: string, times = 1): Promise<{ execution: Execution; log: Event[] }> {
-    let log: Event[] = [];
-    const execution = await waitFor(
-      async () => {
-        log = await events(stack, executionId);
-        return getExecution(stack, executionId);
-      },
-      (e) =>
-        e.status === 'waiting_for_approval' &&
-        e.operations[0].approval?.state === 'requested' &&
-        log.filter((x) => x.type === 'approval.requested').length >= times,
-      30_000,
-      150,
-    );
-    return { execution, log };
-  }
+  const waitForRequest = (executionId: string, times = 1) => waitForApprovalRequest(stack, executionId, times);
 
   const types = (log: Event[]) =>
     log.filter((e) => e.type.startsWith('approval.') || e.to_status === 'SENT').map((e) => e.to_status ?? e.type);

@@ -87,6 +87,31 @@ export async function waitForOp(
 }
 
 /**
+ * Until the execution waits for approval of its first operation with approval requested at least `times` times (a
+ * grant withdrawn asks again); the execution and its event log as then read.
+ */
+export async function waitForApprovalRequest(
+  stack: Stack,
+  executionId: string,
+  times = 1,
+): Promise<{ execution: Execution; log: Event[] }> {
+  let log: Event[] = [];
+  const execution = await waitFor(
+    async () => {
+      log = await events(stack, executionId);
+      return getExecution(stack, executionId);
+    },
+    (e) =>
+      e.status === 'waiting_for_approval' &&
+      e.operations[0].approval?.state === 'requested' &&
+      log.filter((x) => x.type === 'approval.requested').length >= times,
+    30_000,
+    150,
+  );
+  return { execution, log };
+}
+
+/**
  * Waits until a reviewer may resolve the held operation as `status`: a FAILED of a sent operation is accepted only
  * once no call of it can still reach the provider (the reconciler's own bound for believing an absent read).
  */
