@@ -1,6 +1,6 @@
 import { DEMO, Stack } from '../support/stack';
 import { http, sms, submission, unique } from '../support/http';
-import { Execution, Op, resetSandbox, settle, submit } from './dispatcher-helpers';
+import { Execution, Op, events, resetSandbox, settle, submit, waitForOp } from './dispatcher-helpers';
 
 /**
  * No blind re-send through the front door (I5 across executions): the sandbox SMS provider does not deduplicate, so
@@ -104,6 +104,36 @@ describe('intake: a reference whose earlier send is unsettled is not sent again'
     expect(retry.body.unsettled).toMatchObject({ operation_id: held.id, status: 'MANUAL_REVIEW' });
     expect(await executionCount()).toBe(before);
     expect((await stack.effects()).messages[ref].count).toBe(sent);
+  });
+
+  it('an SMS accepted while another send of its client_ref was not made yet is not sent once that one is unsettled', async () => {
+    // Intake let it in (the other was not sent then); by the time it is sent, the other went out and its outcome is
+    // unknown: sending now would be the blind re-send intake refuses. Checked by the SENT statement, not only at intake.
+    const ref = unique('unsettled-later');
+    const waiting = await submit(stack, [sms(ref, { requires_approval: true })]);
+    const requested = await waitForOp(stack, waiting.id, 'notify', (o) => o.approval?.state === 'requested');
+    expect(requested.status).toBe('PREPARED');
+    const { op: held } = await heldSms(ref);
+    expect((await stack.effects()).messages[ref].count).toBe(1);
+
+    const approved = await http<Op>(stack.apiUrl, 'POST', `/v1/operations/${requested.id}/approval`, {
+      key: DEMO.reviewer,
+      body: { decision: 'approve', reason: 'send it' },
+    });
+    expect(approved.status).toBe(200);
+    const done = await settle(stack, waiting.id);
+    expect(done.operations[0]).toMatchObject({
+      status: 'CANCELLED',
+      attempt: 0,
+      failure: { code: 'reference_unsettled', retryable: true },
+    });
+    // Its event names the send it would have repeated.
+    const cancelled = (await events(stack, waiting.id)).find((e) => e.to_status === 'CANCELLED')!;
+    expect(cancelled.data).toMatchObject({
+      cause: 'reference_unsettled',
+      unsettled: { operation_id: held.id, status: 'MANUAL_REVIEW' },
+    });
+    expect((await stack.effects()).messages[ref].count).toBe(1);
   });
 
   it('an SMS without a client_ref is not held back by another one', async () => {

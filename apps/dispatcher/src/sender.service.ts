@@ -24,6 +24,7 @@ import {
   connectorOperation,
   describeCapExceeded,
   findOperationToSend,
+  findUnsettledResend,
   grantKeyStands,
   OperationToSend,
   preparedFromStaleRead,
@@ -39,6 +40,7 @@ import {
   LATE_ACKNOWLEDGEMENT_TRIES,
   LATE_REJECTION_TRIES,
   OperationStatus,
+  REFERENCE_UNSETTLED,
   StaleAuthorityCause,
   Staleness,
   TerminalReason,
@@ -206,6 +208,7 @@ export class SenderService {
         caps: settings.spendingCaps,
         amountOf: (cap) => capAmount(op.params, cap),
         lockOperationFirst: release,
+        resendRef: op.resendRef,
       },
       (db) => {
         committingAt = Date.now();
@@ -620,6 +623,39 @@ export class SenderService {
   }
 
   /**
+   * The send guard refused a send because another of the tenant's operations naming its `resend_ref` was sent and is
+   * not settled: CANCELLED, never sent (cause `reference_unsettled`, naming that operation), and the execution moves on.
+   * Not left PREPARED: nothing would wake it when the other one settles, and the agent should hear at once, as at intake.
+   */
+  private async refuseUnsettledReference(op: OperationEntity): Promise<void> {
+    const unsettled = await findUnsettledResend(this.db.manager, op);
+    const detail = unsettled
+      ? `another send of its ${op.connector} reference, operation ${unsettled.operationId} ("${unsettled.key}" of ` +
+        `${unsettled.executionId}), is ${unsettled.status}: it may have made the effect, so this one was not sent`
+      : `another send of its ${op.connector} reference was not settled: it may have made the effect, so this one was not sent`;
+    const data = {
+      cause: REFERENCE_UNSETTLED,
+      detail,
+      ...(unsettled && {
+        unsettled: {
+          operation_id: unsettled.operationId,
+          execution_id: unsettled.executionId,
+          key: unsettled.key,
+          status: unsettled.status,
+        },
+      }),
+    };
+    const moved = await this.transitions.operation(this.db.manager, {
+      operation: snapshotOf(op),
+      to: S.CANCELLED,
+      actor: 'system',
+      eventData: data,
+    });
+    if (!moved.won) return;
+    await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
+  }
+
+  /**
    * A dispatch the send guard refused (or that found its operation moved on): nothing was sent and nothing changed.
    * A stable log line and a counter per reason (verity_dispatch_refused_total on this dispatcher's /metrics), so stray
    * or hand-made jobs are visible.
@@ -670,6 +706,12 @@ export class SenderService {
       // The key that granted the approval was revoked after this sender judged the grant, before the send: withdrawn
       // and asked for again, as the check before the send would have done (nothing else would ask: the row says granted).
       await this.withdrawGrant(op, op.approval, 'approval.stale_authority', op.approval.baseline, 'key_revoked');
+      return report;
+    }
+    if (!release && reasons.length > 0 && reasons.every((r) => r === 'reference_unsettled')) {
+      // Another send of its reference went out and is not settled: this one is never sent (it could make the effect
+      // twice) and says so, as intake refuses it; the agent decides (retry once that one settles).
+      await this.refuseUnsettledReference(op);
       return report;
     }
     if (options.advanceAfter && reasons.includes('approval_not_granted') && !preparedFromStaleRead(reasons)) {

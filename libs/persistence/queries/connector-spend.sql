@@ -34,6 +34,9 @@ SELECT coalesce(sum(CASE WHEN jsonb_typeof(o.params #> $4::text[]) = 'number'
 -- capLock
 SELECT pg_advisory_xact_lock(727002, hashtext($1));
 
+-- resendLock
+SELECT pg_advisory_xact_lock(hashtextextended('resend_ref' || chr(31) || $1 || chr(31) || $2 || chr(31) || $3, 0));
+
 -- recordSpend
 INSERT INTO connector_spend (operation_id, tenant_id, connector) VALUES ($1, $2, $3)
          ON CONFLICT (operation_id) DO NOTHING;

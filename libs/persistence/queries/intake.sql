@@ -69,6 +69,12 @@ UPDATE operations SET retry_of = $2 WHERE id = $1 AND tenant_id = $3;
 -- retryOf
 SELECT id, execution_id FROM operations WHERE retry_of = $1 AND tenant_id = $2;
 
+-- unsettledResendOf
+SELECT o.id, o.execution_id, o.key, o.status FROM operations o
+     WHERE o.tenant_id = $1 AND o.connector = $2 AND o.resend_ref = $3 AND o.resend_ref IS NOT NULL AND o.id <> $4
+       AND o.status IN ('SENT', 'UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW') AND o.attempt > 0
+     ORDER BY o.id LIMIT 1;
+
 -- lockRetried
 SELECT status, acknowledged_at, provider_ref FROM operations WHERE id = $1 AND tenant_id = $2
      FOR NO KEY UPDATE;

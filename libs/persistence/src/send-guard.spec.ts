@@ -515,6 +515,108 @@ describe('the guarded SENT statement (real Postgres)', () => {
     expect(await sendRefusals(db.dataSource.manager, held.id, { kind: 'release' })).toEqual(['execution_ended']);
   });
 
+  describe('an operation naming a resend_ref (a provider that does not deduplicate)', () => {
+    const sms = (key: string, ref: string): NewOperation =>
+      op(key, {
+        connector: 'sandbox.sms',
+        action: 'send',
+        params: { to: '+15550100', body: 'Hi', client_ref: ref },
+        resend_ref: ref,
+      });
+
+    it('is not sent while another send of its reference was made and is not settled', async () => {
+      const ref = newId('msg');
+      const first = sms('first', ref);
+      await execution([first]);
+      const cases: [string, number, boolean][] = [
+        ['SENT', 1, true],
+        ['UNKNOWN', 1, true],
+        ['RECONCILING', 1, true],
+        ['MANUAL_REVIEW', 1, true],
+        // Held before it was ever sent, or settled: no effect of uncertain outcome to make twice.
+        ['MANUAL_REVIEW', 0, false],
+        ['ACKNOWLEDGED', 1, false],
+        ['VERIFIED', 1, false],
+        ['FAILED', 1, false],
+      ];
+      for (const [status, attempt, blocks] of cases) {
+        // Accepted at intake while the first was not sent yet; the first goes out (and its outcome is unknown) after.
+        await set(first.id, `status = 'PREPARED', attempt = 0`);
+        const later = sms('later', ref);
+        await execution([later]);
+        await set(first.id, `status = $2, attempt = $3`, [status, attempt]);
+        if (blocks) {
+          expect(await send(later.id)).toEqual({ won: false, refusals: ['reference_unsettled'] });
+          await unchanged(later.id);
+        } else {
+          expect(await send(later.id)).toEqual({ won: true, refusals: [] });
+          // Settled again, so it holds nothing back in the next case.
+          await set(later.id, `status = 'VERIFIED'`);
+        }
+      }
+      // Another reference, or none, is not held back by it.
+      const other = sms('other', newId('msg'));
+      const plain = op('plain', { connector: 'sandbox.sms', action: 'send', params: { to: '+15550100', body: 'Hi' } });
+      await execution([other, plain]);
+      await set(first.id, `status = 'UNKNOWN', attempt = 1`);
+      expect(await send(other.id)).toEqual({ won: true, refusals: [] });
+      expect(await send(plain.id)).toEqual({ won: true, refusals: [] });
+    });
+
+    it('two sends of one reference prepared at once take turns: the second sees the first SENT and is refused', async () => {
+      const ref = newId('msg');
+      const a = sms('a', ref);
+      const b = sms('b', ref);
+      await execution([a, b]);
+      let written!: () => void;
+      const aWritten = new Promise<void>((resolve) => (written = resolve));
+      const commitSent = (id: string, gate?: Promise<void>) =>
+        commitWithinSpendingCaps(
+          db.dataSource,
+          {
+            tenantId: 'acme',
+            connector: 'sandbox.sms',
+            operationId: id,
+            caps: [],
+            amountOf: () => null,
+            resendRef: ref,
+          },
+          async (tx) => {
+            const sent = await transitions.operation(tx, {
+              operation: {
+                id,
+                status: OperationStatus.PREPARED,
+                attempt: 0,
+                verificationMethod: VerificationMethod.READ_AFTER_WRITE,
+              },
+              to: OperationStatus.SENT,
+              bumpAttempt: true,
+              sendGuard: dispatch,
+            });
+            if (gate) {
+              written();
+              await gate;
+            }
+            return sent;
+          },
+        );
+      let open!: () => void;
+      const gate = new Promise<void>((resolve) => (open = resolve));
+      // A's SENT is written, not committed yet (its transaction waits on the gate), when B's send starts.
+      const sendingA = commitSent(a.id, gate);
+      await aWritten;
+      let settled = false;
+      const sendingB = commitSent(b.id).finally(() => (settled = true));
+      // B waits for A's turn (not slept on: its backend shows a lock wait), or, without the turn, is done at once.
+      await waitForLockWaiter(db.dataSource, { unless: () => settled });
+      open();
+      expect(await sendingA).toMatchObject({ sent: { won: true } });
+      expect(await sendingB).toEqual({ sent: { won: false } });
+      expect(await sendRefusals(db.dataSource.manager, b.id, dispatch)).toEqual(['reference_unsettled']);
+      await unchanged(b.id);
+    });
+  });
+
   it('counts every send made while a spending cap is being set: none commits unseen by the cap', async () => {
     // What ConnectorSettingsService.put writes for a first cap of one operation a day (its transaction held open after
     // the backfill, where it reads the usage it answers with), while a send prepared from the settings read before the

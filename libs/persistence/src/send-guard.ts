@@ -3,6 +3,7 @@ import {
   ExecutionStatus,
   DEPENDENCY_DONE_WITHOUT_READ_BACK_STATUSES,
   RELEASABLE_EXECUTION_STATUSES,
+  RESEND_BLOCKING_STATUSES,
   SENDABLE_EXECUTION_STATUSES,
   TERMINAL_EXECUTION_STATUSES,
   VerificationMethod,
@@ -64,6 +65,7 @@ export type SendRefusal =
   | 'approval_policy_changed'
   | 'release_not_resolved'
   | 'release_key_revoked'
+  | 'reference_unsettled'
   | 'execution_ended'
   | 'settings_changed'
   | 'status_moved';
@@ -94,7 +96,8 @@ export function withdrawsRelease(refusals: readonly SendRefusal[]): boolean {
       r === 'dependency_not_done' ||
       r === 'approval_not_granted' ||
       r === 'approval_key_revoked' ||
-      r === 'release_key_revoked',
+      r === 'release_key_revoked' ||
+      r === 'reference_unsettled',
   );
 }
 
@@ -147,6 +150,23 @@ const RELEASE_KEY_STANDS: { name: SendRefusal; sql: string } = {
 };
 
 /**
+ * An operation naming a `resend_ref` (the caller's name for its effect at a provider that does not deduplicate: the SMS
+ * `client_ref`) is not sent while another of the tenant's operations on its connector naming it was sent and is not
+ * settled (`blocksResend`): it may have made the effect, and a second send would make it again — the blind re-send
+ * intake refuses (`409 reference-unsettled`). Intake judged it before this one was sent; the other may have gone out,
+ * and timed out, since (it waited for an approval, a dependency, or was submitted at the same moment). The sender
+ * takes the reference's lock before this statement (commitWithinSpendingCaps `resendRef`), so of two sends of one
+ * reference the second sees the first's SENT. One probe of the partial index operations_unsettled_resend_ref, made
+ * only for an operation that names a reference.
+ */
+const RESEND_SETTLED: { name: SendRefusal; sql: string } = {
+  name: 'reference_unsettled',
+  sql: `op.resend_ref IS NULL OR NOT EXISTS (SELECT 1 FROM operations ro WHERE ro.tenant_id = op.tenant_id
+          AND ro.connector = op.connector AND ro.resend_ref = op.resend_ref AND ro.resend_ref IS NOT NULL
+          AND ro.id <> op.id AND ro.status IN (${sqlLiterals(RESEND_BLOCKING_STATUSES)}) AND ro.attempt > 0)`,
+};
+
+/**
  * The guard as named SQL conditions on the operation row aliased `op`; `params` receives their parameters. One
  * definition serves the SENT statement (all of them, ANDed) and the diagnosis of a refusal (each one by name).
  */
@@ -178,6 +198,7 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
       DEPENDENCIES_DONE,
       approvalGranted(guard.approvalRequired, params),
       APPROVAL_KEY_STANDS,
+      RESEND_SETTLED,
       ...settings,
     ];
   }
@@ -213,6 +234,7 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
     DEPENDENCIES_DONE,
     approvalGranted(guard.approvalRequired, params),
     APPROVAL_KEY_STANDS,
+    RESEND_SETTLED,
     ...approvalPolicy,
     ...settings,
   ];

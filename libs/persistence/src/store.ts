@@ -189,6 +189,12 @@ export const INTAKE_SQL = {
   // A retry is a new operation that remembers what it retries (I5); the unique index allows one retry per original.
   setRetryOf: `UPDATE operations SET retry_of = $2 WHERE id = $1 AND tenant_id = $3`,
   retryOf: `SELECT id, execution_id FROM operations WHERE retry_of = $1 AND tenant_id = $2`,
+  // Another of the tenant's operations on the connector naming the resend_ref that was sent and is not settled
+  // (blocksResend): the one a send of operation $4 would re-send (the send guard's reference_unsettled).
+  unsettledResendOf: `SELECT o.id, o.execution_id, o.key, o.status FROM operations o
+     WHERE o.tenant_id = $1 AND o.connector = $2 AND o.resend_ref = $3 AND o.resend_ref IS NOT NULL AND o.id <> $4
+       AND o.status IN (${sqlLiterals(RESEND_BLOCKING_STATUSES)}) AND o.attempt > 0
+     ORDER BY o.id LIMIT 1`,
   // The operation a retry is made from, locked for the retry's transaction: a re-check that records a read after it ended
   // (an annotation, which updates this row) waits for the retry to commit, so the retry is judged on every such read
   // committed before it, and any later one follows it in the history.
@@ -338,6 +344,32 @@ export async function findRetryOf(
 ): Promise<{ operationId: string; executionId: string } | null> {
   const [found] = await rows<{ id: string; execution_id: string }>(db, INTAKE_SQL.retryOf, [operationId, tenantId]);
   return found ? { operationId: found.id, executionId: found.execution_id } : null;
+}
+
+/**
+ * The operation a send of `op` would blindly re-send, read now: another of its tenant's operations on its connector
+ * naming its `resend_ref`, sent and not settled (the send guard's `reference_unsettled`). Null when there is none (any
+ * more) or `op` names no reference. `position` is `op`'s.
+ */
+export async function findUnsettledResend(
+  db: Queryable,
+  op: { id: string; tenantId: string; connector: string; resendRef: string | null; position: number },
+): Promise<UnsettledReference | null> {
+  if (op.resendRef === null) return null;
+  const [found] = await rows<{ id: string; execution_id: string; key: string; status: OperationStatus }>(
+    db,
+    INTAKE_SQL.unsettledResendOf,
+    [op.tenantId, op.connector, op.resendRef, op.id],
+  );
+  return found
+    ? {
+        operationId: found.id,
+        executionId: found.execution_id,
+        key: found.key,
+        status: found.status,
+        position: op.position,
+      }
+    : null;
 }
 
 /** Marks a new operation as the retry of `retryOf` (same tenant). */

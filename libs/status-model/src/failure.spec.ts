@@ -168,6 +168,16 @@ describe('operationFailure (the failure object, derived from status, reason and 
       false,
     ],
     [
+      'another send of its reference was unsettled when it was to be sent: never sent, retryable once that one settles',
+      S.CANCELLED,
+      null,
+      change(S.PREPARED, { cause: 'reference_unsettled' }),
+      'reference_unsettled',
+      'dispatch',
+      'policy',
+      true,
+    ],
+    [
       'execution cancelled',
       S.CANCELLED,
       null,

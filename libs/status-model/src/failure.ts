@@ -135,6 +135,13 @@ export const FAILURE_CODES = {
     false,
     'never sent: its amount cannot be counted against a spending cap (not a positive number, or another currency)',
   ),
+  reference_unsettled: op(
+    S.CANCELLED,
+    'dispatch',
+    'policy',
+    true,
+    'never sent: another send of its reference (SMS client_ref) was not settled: a re-send could make it twice',
+  ),
   execution_cancelled: op(S.CANCELLED, 'dispatch', 'caller_error', true, 'never sent: the execution was cancelled'),
   execution_expired: op(S.CANCELLED, 'dispatch', 'transient', true, 'never sent: the execution expired'),
   execution_invalid: op(S.CANCELLED, 'dispatch', 'caller_error', false, 'never sent: the execution was invalid'),
@@ -251,6 +258,15 @@ export function spendingCapRefusalCause(rule: string): 'spending_cap_exceeded' |
   return rule === 'max_operations' || rule === 'max_amount' ? 'spending_cap_exceeded' : 'spending_cap_unmeasurable';
 }
 
+/**
+ * The cause a dispatch records when it cancels a never-sent operation whose `resend_ref` (the caller's name for the
+ * effect at a provider that does not deduplicate: the SMS `client_ref`) names another of the tenant's operations that
+ * was sent and is not settled (`blocksResend`): sending it could make the effect twice, the blind re-send intake refuses
+ * (`409 reference-unsettled`). Checked again at the send because intake may have let it in before the other one went
+ * out. Retryable: once the other one settles, a retry is judged afresh.
+ */
+export const REFERENCE_UNSETTLED = 'reference_unsettled';
+
 /** The move that brought the operation to its status: the event's from-status, data and time. */
 export interface LastStatusChange {
   from: OperationStatus | null;
@@ -274,6 +290,7 @@ const CANCEL_CAUSES: Readonly<Record<string, FailureCode>> = {
   dependency_not_done: 'dependency_not_done',
   spending_cap_exceeded: 'spending_cap_reached',
   spending_cap_unmeasurable: 'spending_cap_unmeasurable',
+  [REFERENCE_UNSETTLED]: 'reference_unsettled',
   execution_cancelled: 'execution_cancelled',
   execution_expired: 'execution_expired',
   execution_invalid: 'execution_invalid',

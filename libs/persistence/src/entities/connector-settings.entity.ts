@@ -98,6 +98,9 @@ export const CONNECTOR_SPEND_SQL = {
      FROM connector_spend s JOIN operations o ON o.id = s.operation_id
      WHERE s.tenant_id = $1 AND s.connector = $2 AND s.spent_at >= now() - make_interval(secs => $3)`,
   capLock: `SELECT pg_advisory_xact_lock(727002, hashtext($1))`,
+  // One send at a time per tenant, connector and resend_ref (the send guard's reference_unsettled): taken before the
+  // SENT statement, so its snapshot holds the SENT of another send of the reference that committed first.
+  resendLock: `SELECT pg_advisory_xact_lock(hashtextextended('resend_ref' || chr(31) || $1 || chr(31) || $2 || chr(31) || $3, 0))`,
   recordSpend: `INSERT INTO connector_spend (operation_id, tenant_id, connector) VALUES ($1, $2, $3)
          ON CONFLICT (operation_id) DO NOTHING`,
   // `attempt > 0` is "ever sent" (everSent in libs/status-model): every operation handed to its connector counts.
@@ -297,14 +300,27 @@ export async function commitWithinSpendingCaps(
      * and send after it. With it, the cancel either commits before the snapshot (the release is refused) or waits.
      */
     lockOperationFirst?: boolean;
+    /**
+     * The operation's `resend_ref` (a provider that does not deduplicate), or null: sends naming one reference take
+     * turns, so the send guard's `reference_unsettled` of the second sees the first's SENT (each statement's snapshot
+     * is taken when it starts; without the turn, two sends of one reference prepared at once both went out).
+     */
+    resendRef?: string | null;
   },
   commit: (db: EntityManager) => Promise<TransitionResult>,
 ): Promise<{ sent: TransitionResult } | { exceeded: CapExceeded }> {
-  if (input.caps.length === 0 && !input.lockOperationFirst) return { sent: await commit(dataSource.manager) };
+  const resendRef = input.resendRef ?? null;
+  if (input.caps.length === 0 && !input.lockOperationFirst && resendRef === null) {
+    return { sent: await commit(dataSource.manager) };
+  }
   return transaction(dataSource, async (tx) => {
     // Two dispatchers sending for the same tenant and connector take turns here, so neither can overshoot the cap.
     // Taken before any row, as every capped send takes it, so no send holds a row while it waits for the turn.
     if (input.caps.length > 0) await tx.query(CONNECTOR_SPEND_SQL.capLock, [`${input.tenantId}/${input.connector}`]);
+    // Then the reference's turn (also before any row, and always after the cap's: one order, no deadlock).
+    if (resendRef !== null) {
+      await tx.query(CONNECTOR_SPEND_SQL.resendLock, [input.tenantId, input.connector, resendRef]);
+    }
     if (input.lockOperationFirst) {
       // The operation's row, then its execution's (the order every transition takes them): an end of the execution
       // (a cancel, an expiry) committed before the SENT statement's snapshot is seen by it, a later one waits.
