@@ -649,6 +649,27 @@ describe('http connector', () => {
           { kind: 'unreachable', notMade: true, evidence: { error: expect.stringContaining('a header cannot carry') } },
         ]);
       }
+      // A reference stored with U+FFFD (text Postgres could not store) is refused for what it is, also in a header: its
+      // answer was received, so the read is one that could not be made from it, not one never made.
+      const replaced = await readBack(
+        `${t.base}/orders/rb-2`,
+        'created',
+        {
+          ...spec,
+          read_back: {
+            url: `${t.base}/orders/rb-2`,
+            field: '$.data.status',
+            equals: 'created',
+            headers: { 'x-order': 'id {{ref}}' },
+          },
+        },
+        { ref: 'rb-\ufffd' } as never,
+      );
+      expect(replaced).toMatchObject({
+        kind: 'unreachable',
+        evidence: { error: expect.stringContaining('stored replaced by U+FFFD') },
+      });
+      expect(replaced).not.toHaveProperty('notMade');
       expect(t.seen.length).toBe(before);
       expect(await readBack(`${t.base}/orders/{{ref}}`, 'created', spec, { ref: 'caf\u00e9' } as never)).toMatchObject({
         kind: 'absent',

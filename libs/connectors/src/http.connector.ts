@@ -930,16 +930,6 @@ function unusableRef(
       notMade: true,
     };
   }
-  if (inHeader && !/^[\x20-\x7e]*$/.test(ref)) {
-    // A header carries bytes: Node refuses a line break or a character beyond U+00FF (the read threw, and its evidence
-    // said only "read-back error"), and sends U+0080–U+00FF as single Latin-1 bytes, which a target reading UTF-8 takes
-    // for another value — another record, whose absence proves nothing. Not made.
-    return {
-      error:
-        'the reference the provider returned holds characters a header cannot carry as written (a control character, or one beyond ASCII): it cannot be read back through a header',
-      notMade: true,
-    };
-  }
   if (holdsRedactedSecret(ref)) {
     return {
       error: 'the reference the provider returned holds a secret value, stored redacted: it cannot be read back',
@@ -952,6 +942,16 @@ function unusableRef(
       error:
         'the reference the provider returned held text that cannot be stored as written (U+0000, or half of a UTF-16 pair), stored replaced by U+FFFD: it cannot be read back',
       notMade: false,
+    };
+  }
+  if (inHeader && !/^[\x20-\x7e]*$/.test(ref)) {
+    // A header carries bytes: Node refuses a line break or a character beyond U+00FF (the read threw, and its evidence
+    // said only "read-back error"), and sends U+0080–U+00FF as single Latin-1 bytes, which a target reading UTF-8 takes
+    // for another value — another record, whose absence proves nothing. Not made.
+    return {
+      error:
+        'the reference the provider returned holds characters a header cannot carry as written (a control character, or one beyond ASCII): it cannot be read back through a header',
+      notMade: true,
     };
   }
   return null;
