@@ -31,10 +31,12 @@ export const MUTANTS: Mutant[] = [
     bug: 'the reconciler re-sends an UNKNOWN payment whose read-back did not find it',
     file: 'apps/reconciler/src/verification.service.ts',
     find: `    const read = await this.readBack(op);
+    const absent = read.kind === 'absent';
     const decision = decideReadBack({
       status: S.RECONCILING,`,
     replace: `    const read = await this.readBack(op);
-    if (read.kind === 'absent' && op.connector === 'sandbox.payments') {
+    const absent = read.kind === 'absent';
+    if (absent && op.connector === 'sandbox.payments') {
       await connector.send(connectorOperation(op), await this.connectors.environmentOf(op));
     }
     const decision = decideReadBack({
