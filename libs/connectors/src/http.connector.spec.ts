@@ -247,6 +247,50 @@ describe('http connector', () => {
     ])('refuses %j', (params, message) => {
       expect(issues(params)).toEqual(expect.arrayContaining([expect.stringMatching(message)]));
     });
+
+    // A variable with a brace missing reads no variable: it was sent as written, the same text for every operation (one
+    // idempotency key or external id for all, which a provider that deduplicates answers as a replay of the first).
+    const HALF = /written \{\{name\}\} .* without its other half, so it would be sent as written/;
+    it.each([
+      [{ headers: { 'Idempotency-Key': '{{idempotency_key}' } }, 'headers.Idempotency-Key'],
+      [{ headers: { 'X-Request-Id': 'req-{{ operation_id }' } }, 'headers.X-Request-Id'],
+      [{ headers: { authorization: 'Bearer {{secret:crm_token}' } }, 'headers.authorization'],
+      [{ headers: { 'Idempotency-Key': '{idempotency_key}}' } }, 'headers.Idempotency-Key'],
+      [{ body: { external_id: '{{operation_id}' } }, 'body'],
+      [{ body: { items: [{ ref: 'x-{ operation_id }}' }] } }, 'body'],
+      [{ url: 'http://example.com/orders/{{operation_id}' }, 'url'],
+      [{ url: 'http://example.com/orders?key={{idempotency_key}&x=1' }, 'url'],
+      [
+        { ref_field: 'id', read_back: { url: 'http://example.com/orders/{{ ref }', field: 'a', equals: 1 } },
+        'read_back.url',
+      ],
+      [
+        {
+          read_back: {
+            url: 'http://example.com/orders',
+            headers: { 'X-Op': '{{operation_id}' },
+            field: 'a',
+            equals: 1,
+          },
+        },
+        'read_back.headers.X-Op',
+      ],
+      [{ context: { url: 'http://example.com/s?id={{operation_id}', field: 'a' } }, 'context.url'],
+      // A well-formed variable next to it does not make it one.
+      [{ headers: { 'X-Both': '{{operation_id}}/{{idempotency_key}' } }, 'headers.X-Both'],
+    ])('refuses a template variable with a brace missing: %j', (params, field) => {
+      expect(issues(params)).toEqual([expect.stringMatching(new RegExp(`^${field.replace(/\./g, '\\.')}: `))]);
+      expect(issues(params)).toEqual([expect.stringMatching(HALF)]);
+    });
+
+    it('still takes braces that are no variable: JSON in a string, nested objects, a variable inside braces', () => {
+      expect(
+        issues({
+          headers: { 'X-Meta': '{"a":{"b":1}}', 'X-Op': '{{{operation_id}}}' },
+          body: { a: { b: { c: {} } }, text: '{"x":{"y":[1]}}', wrapped: '{{{idempotency_key}}}', one: '{ref}' },
+        }),
+      ).toEqual([]);
+    });
   });
 
   it('declares per operation: read-back only with a read_back spec, idempotency only with a header', () => {

@@ -278,7 +278,26 @@ function namesEffectWhenSent(spec: { url: string; headers?: Record<string, strin
   return Object.values(spec.headers ?? {}).some((value) => marked(value).includes(MARK));
 }
 
+/**
+ * A variable whose braces are written wrong: `{{idempotency_key}`, `{{ ref }`, `{{secret:crm_token}` (opened, never
+ * closed) or `{operation_id}}` (closed, opened with one brace). No variable is read from it, so it would be sent as
+ * written — the same text for every operation: one literal idempotency key or external id that a provider which
+ * deduplicates reads as a replay of the first operation (acknowledged, and found by a read-back that asks for it).
+ */
+const HALF_PLACEHOLDER = /\{\s*(?:operation_id|idempotency_key|ref|secret:[A-Za-z0-9_.-]*)\s*\}\}/;
+
+function malformedPlaceholder(text: string): string | null {
+  // What is left once every well-formed variable is taken out (a space in its place: it never makes a brace pair).
+  const rest = text.replace(PLACEHOLDER, ' ');
+  if (rest.includes('{{') || HALF_PLACEHOLDER.test(rest)) {
+    return 'a template variable is written {{name}} ({{operation_id}}, {{idempotency_key}}, {{ref}}, {{secret:NAME}}): this one has a "{{" or "}}" without its other half, so it would be sent as written, the same text for every operation';
+  }
+  return null;
+}
+
 function placeholderProblem(text: string, place: Place): string | null {
+  const malformed = malformedPlaceholder(text);
+  if (malformed) return malformed;
   for (const match of text.matchAll(PLACEHOLDER)) {
     const name = match[1];
     if (name === 'operation_id' || name === 'idempotency_key') continue;
