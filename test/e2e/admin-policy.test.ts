@@ -542,6 +542,12 @@ describe('admin: tenant policy', () => {
       },
     });
     expect(put.status).toBe(200);
+    // A rotation: the same name, a new value. The names read alike before and after; when it was written does not.
+    const rotated = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+      key: DEMO.admin,
+      body: { secrets: { audit_token: `${SECRET}-rotated` } },
+    });
+    expect(rotated.status).toBe(200);
     const removed = await http(stack.apiUrl, 'DELETE', '/v1/admin/connector-settings/http/secrets/audit_token', {
       key: DEMO.admin,
     });
@@ -553,7 +559,18 @@ describe('admin: tenant policy', () => {
     expect(listed.text).not.toContain(SECRET);
     expect((await changes('?limit=200')).text).not.toContain(SECRET);
     const fresh = listed.body.data.filter((c) => !known.has(c.id));
-    const empty = { allow_hosts: [], spending_caps: [], secrets: [], read_back_binding: 'declared' };
+    const writtenAt = (c: Change | undefined) =>
+      (c?.after as { secrets_written_at?: Record<string, string> }).secrets_written_at?.audit_token ?? '';
+    const [setAt, rotatedAt] = [writtenAt(fresh[3]), writtenAt(fresh[2])];
+    expect(setAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
+    expect(rotatedAt > setAt).toBe(true);
+    const empty = {
+      allow_hosts: [],
+      spending_caps: [],
+      secrets: [],
+      read_back_binding: 'declared',
+      secrets_written_at: {},
+    };
     // The secrets an entry binds are recorded with it (names; the binding outlives the secret's deletion).
     const configured = {
       allow_hosts: [{ host: 'api.example.com', ports: [443], secrets: ['audit_token'] }],
@@ -564,20 +581,26 @@ describe('admin: tenant policy', () => {
       {
         kind: 'connector_settings',
         connector: 'http',
-        before: { ...configured, secrets: [] },
+        before: { ...configured, secrets: [], secrets_written_at: {} },
         after: empty,
       },
       {
         kind: 'connector_settings',
         connector: 'http',
-        before: { ...configured, secrets: ['audit_token'] },
-        after: { ...configured, secrets: [] },
+        before: { ...configured, secrets: ['audit_token'], secrets_written_at: { audit_token: rotatedAt } },
+        after: { ...configured, secrets: [], secrets_written_at: {} },
+      },
+      {
+        kind: 'connector_settings',
+        connector: 'http',
+        before: { ...configured, secrets: ['audit_token'], secrets_written_at: { audit_token: setAt } },
+        after: { ...configured, secrets: ['audit_token'], secrets_written_at: { audit_token: rotatedAt } },
       },
       {
         kind: 'connector_settings',
         connector: 'http',
         before: empty,
-        after: { ...configured, secrets: ['audit_token'] },
+        after: { ...configured, secrets: ['audit_token'], secrets_written_at: { audit_token: setAt } },
       },
     ]);
     expect(new Set(fresh.map((c) => c.by)).size).toBe(1);

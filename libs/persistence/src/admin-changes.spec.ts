@@ -277,6 +277,61 @@ describe('admin change history (real Postgres)', () => {
     expect(await version()).toBe(now);
   });
 
+  it('a secret rotated is in its history row: when the named secret was written, before and after, never its value', async () => {
+    const rotate = (value: string, by: string) =>
+      transaction(db.dataSource, (tx) =>
+        changeConnectorSettings(tx, { tenantId: 'rotating', connector: 'sandbox.sms', by }, () =>
+          writeConnectorSecret(tx, cipher, 'rotating', 'sandbox.sms', 'sms_token', value, by),
+        ),
+      );
+    const rowsOf = async () =>
+      (await history('rotating')).filter((r) => r.kind === 'connector_settings' && r.connector === 'sandbox.sms');
+    const writtenAt = async () => {
+      const [row] = (await db.dataSource.query(
+        `SELECT to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at
+           FROM tenant_connector_secrets WHERE tenant_id = 'rotating' AND connector = 'sandbox.sms'`,
+      )) as { at: string }[];
+      return row.at;
+    };
+    await rotate(`${SECRET}-1`, 'key_admin');
+    const first = await writtenAt();
+    const [set] = await rowsOf();
+    expect(set).toMatchObject({
+      before: { secrets: [], secrets_written_at: {} },
+      after: { secrets: ['sms_token'], secrets_written_at: { sms_token: first } },
+    });
+    await rotate(`${SECRET}-2`, 'key_a');
+    const second = await writtenAt();
+    expect(second > first).toBe(true);
+    const [rotated] = await rowsOf();
+    // The names alone are the same on both sides: the entry says which secret was written again, by whom and when.
+    expect(rotated).toEqual(
+      recordedChange({
+        kind: 'connector_settings',
+        connector: 'sandbox.sms',
+        changed_by: 'key_a',
+        before: {
+          allow_hosts: [],
+          spending_caps: [],
+          read_back_binding: 'declared',
+          secrets: ['sms_token'],
+          secrets_written_at: { sms_token: first },
+        },
+        after: {
+          allow_hosts: [],
+          spending_caps: [],
+          read_back_binding: 'declared',
+          secrets: ['sms_token'],
+          secrets_written_at: { sms_token: second },
+        },
+      }),
+    );
+    const everything = (await db.dataSource.query(`SELECT row_to_json(c)::text AS t FROM admin_changes c`)) as {
+      t: string;
+    }[];
+    expect(everything.map((r) => r.t).join('\n')).not.toContain(SECRET);
+  });
+
   it('a connector settings change that fails or is refused writes no row (and changes nothing)', async () => {
     const count = (await history('acme')).length;
     const refused = await transaction(db.dataSource, (tx) =>

@@ -33,8 +33,16 @@ const ConnectorSettings = z
       .optional()
       .describe('absent in changes recorded before the setting existed (they were all "declared")'),
     secrets: z.array(z.string()).describe('the names of the secrets set; a secret value is never recorded'),
+    secrets_written_at: z
+      .record(z.string(), z.string())
+      .optional()
+      .describe(
+        'by name, when each secret set was last written (UTC): a rotation keeps the names and moves this; never anything of a value. Absent in changes recorded before 2026-12-04',
+      ),
   })
-  .describe('the connector’s settings as stored: allowlist, spending caps, read-back binding, secret names')
+  .describe(
+    'the connector’s settings as stored: allowlist, spending caps, read-back binding, secret names and when each was written',
+  )
   .meta({ id: 'ConnectorSettingsSnapshot' });
 
 const WebhookEndpoint = z

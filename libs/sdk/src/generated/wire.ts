@@ -1233,7 +1233,7 @@ export interface components {
       /** @description the older single threshold (before approval rules) */
       approval_amount_above: number | null;
     };
-    /** @description the connector’s settings as stored: allowlist, spending caps, read-back binding, secret names */
+    /** @description the connector’s settings as stored: allowlist, spending caps, read-back binding, secret names and when each was written */
     ConnectorSettingsSnapshot: {
       allow_hosts: {
         [key: string]: unknown;
@@ -1248,6 +1248,10 @@ export interface components {
       read_back_binding?: 'declared' | 'bound';
       /** @description the names of the secrets set; a secret value is never recorded */
       secrets: string[];
+      /** @description by name, when each secret set was last written (UTC): a rotation keeps the names and moves this; never anything of a value. Absent in changes recorded before 2026-12-04 */
+      secrets_written_at?: {
+        [key: string]: string;
+      };
     };
     /** @description the endpoint as `GET /v1/admin/webhooks/{id}` shows its configuration; never its signing secret */
     WebhookEndpointSnapshot: {
