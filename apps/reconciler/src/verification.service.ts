@@ -7,6 +7,7 @@ import {
   ReadBackResult,
   TenantConnectors,
   operationCapabilities,
+  readBackThrew,
   readBackUnbound,
   unreachableRead,
 } from '@verity/connectors';
@@ -249,7 +250,7 @@ export class VerificationService {
       return await connector.readBack(connectorOperation(op), await this.connectors.environmentOf(op));
     } catch (error) {
       this.logger.error({ err: error, operationId: op.id }, 'read-back threw');
-      return unreachableRead(op.connector, 'read-back error');
+      return readBackThrew(op.connector, error);
     }
   }
 

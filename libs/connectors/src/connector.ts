@@ -131,6 +131,31 @@ export function unreachableRead(source: string, error: string): { kind: 'unreach
   return { kind: 'unreachable', evidence: { source, read_at: new Date().toISOString(), error } };
 }
 
+/** An error class's name as code writes one (`TypeError`, `SecretUnreadableError`): nothing a value could be. */
+const ERROR_NAME = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
+/** An error code as Node, a driver or Postgres writes one (`ERR_INVALID_CHAR`, `ECONNRESET`, `57P01`). */
+const ERROR_CODE = /^[A-Z0-9][A-Z0-9_]{0,63}$/;
+
+/**
+ * What may be said of a thrown error where people read it: its class and its code, never its message, which may hold
+ * values (a URL, part of an answer, a secret in a spelling redaction does not know).
+ */
+export function errorCause(error: unknown): string {
+  if (!(error instanceof Error)) return `a thrown ${error === null ? 'null' : typeof error}`;
+  const name = ERROR_NAME.test(error.name) ? error.name : 'Error';
+  const code = (error as { code?: unknown }).code;
+  return typeof code === 'string' && ERROR_CODE.test(code) ? `${name} ${code}` : name;
+}
+
+/**
+ * A read-back that threw (the connector, or what its call needs: the tenant's settings, a secret that does not open):
+ * unreachable — never proof — with its cause (errorCause), so a person holding the operation learns why the source
+ * could not be read: "read-back error: SecretUnreadableError" calls for a key, not for the provider.
+ */
+export function readBackThrew(source: string, error: unknown): { kind: 'unreachable'; evidence: ReadEvidence } {
+  return unreachableRead(source, `read-back error: ${errorCause(error)}`);
+}
+
 export type ContextResult =
   | {
       kind: 'state';

@@ -1,5 +1,6 @@
 import { OperationStatus } from '@verity/status-model';
 import type { Connector, ConnectorEnvironment, ConnectorOperation } from './connector';
+import { errorCause, readBackThrew } from './connector';
 import { ConnectorRegistry } from './registry';
 import { redactingSecrets, secretRedactor } from './secret-redaction';
 
@@ -131,6 +132,47 @@ describe('redactingSecrets', () => {
     const error = (await throwing.send(op, env).catch((e: unknown) => e)) as Error;
     expect(error.message).toBe('refused token {{secret:key}}');
     expect(error.stack).not.toContain('hunter22');
+  });
+
+  it('a read-back that throws is recorded with its cause (class and code), never its message', async () => {
+    // As Node refuses a header value it cannot carry: a TypeError with a code, the value in its message.
+    const refusing = redactingSecrets({
+      ...echoing,
+      readBack: (_op, e) =>
+        Promise.reject(
+          Object.assign(
+            new TypeError(`Invalid character in header content ["x-ref"]: ${e.tenant?.secrets?.key}\u0001`),
+            {
+              code: 'ERR_INVALID_CHAR',
+            },
+          ),
+        ),
+    });
+    const thrown = await refusing.readBack!(op, env).catch((e: unknown) => e);
+    expect(errorCause(thrown)).toBe('TypeError ERR_INVALID_CHAR');
+    const read = readBackThrew('echo', thrown);
+    expect(read).toEqual({
+      kind: 'unreachable',
+      evidence: { source: 'echo', read_at: expect.any(String), error: 'read-back error: TypeError ERR_INVALID_CHAR' },
+    });
+    expect(JSON.stringify(read)).not.toContain('hunter22');
+    expect(JSON.stringify(read)).not.toContain('x-ref');
+    // A code or a name that is a secret is redacted by the door, and then no code or name errorCause repeats.
+    const leaking = redactingSecrets({
+      ...echoing,
+      readBack: (_op, e) =>
+        Promise.reject(Object.assign(new Error('x'), { code: e.tenant?.secrets?.key, name: e.tenant?.secrets?.key })),
+    });
+    expect(errorCause(await leaking.readBack!(op, env).catch((e: unknown) => e))).toBe('Error');
+    class SecretUnreadableError extends Error {
+      override readonly name = 'SecretUnreadableError';
+    }
+    expect(errorCause(new SecretUnreadableError('a connector secret does not open with this SECRETS_KEY'))).toBe(
+      'SecretUnreadableError',
+    );
+    expect(errorCause(Object.assign(new Error('terminating connection'), { code: '57P01' }))).toBe('Error 57P01');
+    expect(errorCause('hunter22')).toBe('a thrown string');
+    expect(errorCause(null)).toBe('a thrown null');
   });
 
   it('is what the registry hands out', async () => {

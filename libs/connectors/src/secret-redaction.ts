@@ -118,9 +118,12 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
 
 /** A copy of the error whose message and stack hold no secret (it is logged by whoever catches it). */
 function redactError(error: Error, redactText: (text: string) => string): Error {
-  const copy = new Error(redactText(error.message));
-  copy.name = error.name;
+  const copy = new Error(redactText(error.message)) as Error & { code?: string };
+  copy.name = redactText(error.name);
   copy.stack = error.stack === undefined ? undefined : redactText(error.stack);
+  // Its code too (`ERR_INVALID_CHAR`), which says why a call failed (errorCause): a string, redacted like the rest.
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string') copy.code = redactText(code);
   return copy;
 }
 

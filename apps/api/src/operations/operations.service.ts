@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { ReadBackResult, TenantConnectors, resendReference, unreachableRead } from '@verity/connectors';
+import { ReadBackResult, TenantConnectors, readBackThrew, resendReference } from '@verity/connectors';
 import {
   Approval,
   OperationEntity,
@@ -749,8 +749,8 @@ export class OperationsService {
     const connector = this.connectors.require(op.connector);
     try {
       return await connector.readBack!(connectorOperation(op), await this.connectors.environmentOf(op));
-    } catch {
-      return unreachableRead(op.connector, 'read-back error');
+    } catch (error) {
+      return readBackThrew(op.connector, error);
     }
   }
 
