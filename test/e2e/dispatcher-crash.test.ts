@@ -73,7 +73,7 @@ describe('dispatcher: crashes and pauses around the send', () => {
       expect(path.slice(0, 3)).toEqual(['PREPARED', 'SENT', 'UNKNOWN']);
       expect(path).not.toContain('ACKNOWLEDGED');
       const unknown = log.find((e) => e.operation_id === op.id && e.to_status === 'UNKNOWN')!;
-      expect(String(unknown.data.detail)).toContain('left SENT by a worker that stopped');
+      expect(String(unknown.data.detail)).toContain('left SENT with no live job: its worker stopped');
       expect(op.attempt).toBe(1);
     }
     // Charges: the source proves them absent (FAILED); the SMS cannot be read back, so a human decides.

@@ -210,7 +210,8 @@ export class SweeperService implements OnApplicationBootstrap, OnApplicationShut
   }
 
   /**
-   * SENT by a worker that died: older than the lock window and no live dispatch job → UNKNOWN (never re-sent).
+   * SENT with no job to finish it — its worker died, or its job failed after the call (the write of the answer) —
+   * older than the lock window and no live dispatch job → UNKNOWN (never re-sent).
    * "Live" means an active job whose lock is still held: a SIGKILLed or frozen worker stops renewing its lock, while
    * BullMQ keeps listing the job as active until some worker's stalled check runs (every 30 s by default).
    */
@@ -237,7 +238,10 @@ export class SweeperService implements OnApplicationBootstrap, OnApplicationShut
         to: OperationStatus.UNKNOWN,
         reason: TerminalReason.CONNECTOR_ERROR,
         eventData: {
-          detail: 'left SENT by a worker that stopped; the send may or may not have happened',
+          // What is known, no more: no job finishes it. Its worker may have stopped, or be running with a job that
+          // failed after the call (the answer's write refused): from here the two look alike.
+          detail:
+            'left SENT with no live job: its worker stopped, or its job ended before recording what the connector answered; the send may or may not have happened',
           job_state: 'no live job',
         },
       });
