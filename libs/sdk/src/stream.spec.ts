@@ -198,6 +198,33 @@ describe('ExecutionStream over a real SSE server', () => {
     expect(overflows).not.toContain('TimeoutOverflowWarning');
   });
 
+  it("takes at least 100 ms of the server's retry hint: retry: 0 and an at once closed stream is no reconnect loop", async () => {
+    const at: number[] = [];
+    const server = createServer((_req, res) => {
+      at.push(performance.now());
+      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' });
+      // Accepted (so the failure count resets), then closed without an event: a broken proxy, or a hostile server.
+      res.end('retry: 0\n\n');
+    });
+    const { url } = closeAfterTest(await listenLocally(server));
+    const controller = new AbortController();
+    const run = (async () => {
+      for await (const _ of new Verity({ baseUrl: url, apiKey: KEY }).stream('exe_1', { signal: controller.signal })) {
+        // No event comes.
+      }
+    })();
+    const result = run.then(
+      () => 'ended',
+      (error: Error) => error.message,
+    );
+    while (at.length < 4) await new Promise((resolve) => setImmediate(resolve));
+    controller.abort(new Error('enough'));
+    expect(await result).toBe('enough');
+    const gaps = at.slice(1).map((t, i) => t - at[i]);
+    // A timer may fire a fraction of a millisecond early; before, the gaps were a millisecond or two.
+    expect(gaps.every((gap) => gap >= 95)).toBe(true);
+  });
+
   it('stops with the caller signal', async () => {
     const server = await sseServer((n) => (n === 1 ? 2 : undefined));
     const dx = new Verity({ baseUrl: server.url, apiKey: KEY });

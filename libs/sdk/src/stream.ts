@@ -14,8 +14,8 @@ export interface StreamOptions {
    */
   maxReconnects?: number;
   /**
-   * Delay before reconnecting; by default the server's `retry:` value (1 s; at most 10 s is taken), then backing off on
-   * failures.
+   * Delay before reconnecting; by default the server's `retry:` value (1 s; at least 100 ms and at most 10 s is taken),
+   * then backing off on failures.
    */
   reconnectDelayMs?: number;
   /**
@@ -32,6 +32,8 @@ export interface StreamOptions {
 }
 
 const DEFAULT_RETRY_MS = 1_000;
+/** The shortest reconnection delay a server's `retry:` hint can set (a caller's `reconnectDelayMs` is taken as given). */
+const MIN_SERVER_RETRY_MS = 100;
 const RETRYABLE_STATUSES = new Set([429, 502, 503, 504]);
 
 class IdleTimeout extends Error {
@@ -177,8 +179,10 @@ export class ExecutionStream implements AsyncIterable<ExecutionEvent> {
             }
           },
           onRetry: (ms) => {
-            // A timer longer than 2^31 - 1 ms fires at once: an absurd hint would become a reconnect storm.
-            serverRetryMs = Math.min(ms, MAX_RETRY_AFTER_MS);
+            // A timer longer than 2^31 - 1 ms fires at once: an absurd hint would become a reconnect storm. So would
+            // `retry: 0` from a server (or proxy) that then closes at once: each accepted connection resets the
+            // failure count, so nothing would ever slow the loop down.
+            serverRetryMs = Math.max(MIN_SERVER_RETRY_MS, Math.min(ms, MAX_RETRY_AFTER_MS));
           },
         });
         const reader = response.body.getReader();
