@@ -1,7 +1,7 @@
 import { Stack } from '../support/stack';
 import { charge, unique } from '../support/http';
 import { QueueName } from '@verity/queues';
-import { events, expectLegalHistory, settle, stackQueue, statusPath, submit } from './dispatcher-helpers';
+import { events, expectLegalHistory, logLines, settle, stackQueue, statusPath, submit } from './dispatcher-helpers';
 
 /**
  * An operation left SENT is swept to UNKNOWN when no live job holds it. Its event said "left SENT by a worker that
@@ -38,6 +38,15 @@ describe('an operation left SENT by a send job that failed to record the answer'
     const dispatchers = stack.running('dispatcher');
     expect(dispatchers).toHaveLength(1);
     expect(dispatchers[0].child.exitCode).toBeNull();
+    // The answer it could not record is in its log, with the provider's reference to look the charge up by.
+    const lost = logLines(dispatchers[0]).filter((line) => String(line.msg).startsWith('the provider answered but'));
+    expect(lost).toEqual([
+      expect.objectContaining({
+        operationId: op.id,
+        outcome: 'ACKNOWLEDGED',
+        providerRef: expect.objectContaining({ id: expect.stringMatching(/^ch_/) }),
+      }),
+    ]);
     // Its send job ended failed, in that running worker, on the refused write of the provider's answer.
     const queue = stackQueue(stack, QueueName.DISPATCH);
     try {

@@ -311,7 +311,22 @@ export class SenderService {
       this.config.VERIFY_FIRST_DELAY_MS === 0
         ? this.readAtOnce(op, outcome.providerRef, connector, tenant, recording)
         : null;
-    const result = await recording;
+    const result = await recording.catch((error: unknown) => {
+      // The provider answered and the write of its answer failed (Postgres refused or went away): the operation stays
+      // SENT until the sweeper holds it as UNKNOWN, and the answer would end with this job. Logged, redacted as the
+      // connector returned it, for the person who settles the operation (a reference to look it up by).
+      this.logger.error(
+        {
+          err: error,
+          operationId: op.id,
+          outcome: outcome.status,
+          providerRef: outcome.status === S.ACKNOWLEDGED ? outcome.providerRef : undefined,
+          detail: outcome.detail,
+        },
+        'the provider answered but its answer could not be recorded: the operation will be held as unknown',
+      );
+      throw error;
+    });
     if (!result.won) {
       // Someone else (the sweeper) already decided this operation is UNKNOWN: our late write loses, by design.
       this.logger.warn({ operationId: op.id, outcome: outcome.status }, 'late send outcome rejected by CAS');
