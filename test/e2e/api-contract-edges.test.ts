@@ -416,11 +416,11 @@ describe('contract edges: problems name what the caller sent', () => {
     const after = await http<{ id: string }>(stack.apiUrl, 'GET', `/v1/executions/${id}`, { key: DEMO.agent });
     expect(after.status).toBe(200);
     expect(await count('events')).toBe(before);
-    // A path no route has stays 404; /mcp keeps its own 405 (Allow: POST).
+    // A path no route has stays 404; /mcp keeps its own 405, naming what it takes as any other path does.
     expect((await http(stack.apiUrl, 'DELETE', `/v1/executions/${id}/nothing`, { key: DEMO.agent })).status).toBe(404);
     expect((await http(stack.apiUrl, 'DELETE', '/v1/executions/')).status).toBe(404);
     const mcp = await http(stack.apiUrl, 'GET', '/mcp', { key: DEMO.agent });
-    expect([mcp.status, mcp.headers.get('allow')]).toEqual([405, 'POST']);
+    expect([mcp.status, mcp.headers.get('allow')]).toEqual([405, 'OPTIONS, POST']);
     // Another method there names what /mcp takes, not the methods it has handlers for only to refuse them.
     const other = await http(stack.apiUrl, 'PROPFIND', '/mcp');
     expect([other.status, other.headers.get('allow')]).toEqual([405, 'OPTIONS, POST']);

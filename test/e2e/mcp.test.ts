@@ -293,7 +293,7 @@ describe('MCP over Streamable HTTP at /mcp', () => {
           method,
           headers: { accept: 'text/event-stream', ...headers },
         });
-        expect([method, refused.status, refused.headers.get('allow')]).toEqual([method, 405, 'POST, OPTIONS']);
+        expect([method, refused.status, refused.headers.get('allow')]).toEqual([method, 405, 'OPTIONS, POST']);
       }
     }
   });

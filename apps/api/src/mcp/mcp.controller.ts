@@ -377,7 +377,7 @@ function notAllowed(): Problem {
     'Method not allowed',
     'this MCP server is stateless: send each JSON-RPC message as a POST; there is no server-initiated stream or session',
     {},
-    // What /mcp takes: the POST of a message and a page's CORS preflight (the Allow of OPTIONS /mcp says the same).
-    { allow: 'POST, OPTIONS' },
+    // What /mcp takes: a page's CORS preflight and the POST of a message, as the 405 of any other method there says.
+    { allow: 'OPTIONS, POST' },
   );
 }
