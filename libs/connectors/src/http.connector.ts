@@ -103,14 +103,17 @@ const VARIABLES: Record<Place, { ref: boolean; secret: boolean }> = {
   read_back_header: { ref: true, secret: true },
 };
 
+/** The provider's reference as a template variable: `{{ref}}`, spaces allowed inside the braces. */
+const REF_VARIABLE = /\{\{\s*ref\s*\}\}/;
+
 /** Whether a read-back puts the provider's reference in one of its headers (where it is not percent-encoded). */
 function refInHeader(spec: { headers?: Record<string, string> }): boolean {
-  return Object.values(spec.headers ?? {}).some((text) => /\{\{\s*ref\s*\}\}/.test(text));
+  return Object.values(spec.headers ?? {}).some((text) => REF_VARIABLE.test(text));
 }
 
 /** Whether a read-back is built from the provider's reference: `{{ref}}` in its URL or in one of its headers. */
 function readBackUsesRef(spec: { url: string; headers?: Record<string, string> }): boolean {
-  return [spec.url, ...Object.values(spec.headers ?? {})].some((text) => /\{\{\s*ref\s*\}\}/.test(text));
+  return REF_VARIABLE.test(spec.url) || refInHeader(spec);
 }
 
 /** The variables that name this operation's effect: the provider's reference for it, or values only it has. */
@@ -981,7 +984,7 @@ function unusableRef(
  * that decodes `%2F` and resolves dot segments route the request by it.
  */
 function refInPath(template: string): boolean {
-  return /\{\{\s*ref\s*\}\}/.test(template.split(/[?#]/)[0]);
+  return REF_VARIABLE.test(template.split(/[?#]/)[0]);
 }
 
 /**
