@@ -655,39 +655,25 @@ describe('http connector', () => {
       } as never);
       expect(redacted).toMatchObject({ kind: 'unreachable', evidence: { error: expect.stringContaining('redacted') } });
       // The same when the reference goes into a read-back header.
-      const inHeader = await readBack(
-        `${t.base}/orders/rb-2`,
-        'created',
-        {
-          ...spec,
-          read_back: {
-            url: `${t.base}/orders/rb-2`,
-            field: '$.data.status',
-            equals: 'created',
-            headers: { 'x-order': '{{ref}}' },
-          },
+      // A read of rb-2 whose header carries the reference.
+      const refInHeader = (header: string) => ({
+        ...spec,
+        read_back: {
+          url: `${t.base}/orders/rb-2`,
+          field: '$.data.status',
+          equals: 'created',
+          headers: { 'x-order': header },
         },
-        { ref: '{{secret:ACCOUNT}}' } as never,
-      );
+      });
+      const inHeader = await readBack(`${t.base}/orders/rb-2`, 'created', refInHeader('{{ref}}'), {
+        ref: '{{secret:ACCOUNT}}',
+      } as never);
       expect(inHeader).toMatchObject({ kind: 'unreachable', evidence: { error: expect.stringContaining('redacted') } });
       // A reference a header cannot carry as written: Node refused it (the read threw: "read-back error"), or sent
       // other bytes (Latin-1) than a UTF-8 target reads. Not made, saying why; in a URL it is percent-encoded.
       const before = t.seen.length;
       for (const ref of ['rb-2\r\nx-admin: 1', 'rb-\u65e5\u672c', 'caf\u00e9', 'rb\u0000']) {
-        const read = await readBack(
-          `${t.base}/orders/rb-2`,
-          'created',
-          {
-            ...spec,
-            read_back: {
-              url: `${t.base}/orders/rb-2`,
-              field: '$.data.status',
-              equals: 'created',
-              headers: { 'x-order': 'id {{ref}}' },
-            },
-          },
-          { ref } as never,
-        );
+        const read = await readBack(`${t.base}/orders/rb-2`, 'created', refInHeader('id {{ref}}'), { ref } as never);
         expect([ref, read]).toMatchObject([
           ref,
           { kind: 'unreachable', notMade: true, evidence: { error: expect.stringContaining('a header cannot carry') } },
@@ -695,20 +681,9 @@ describe('http connector', () => {
       }
       // A reference stored with U+FFFD (text Postgres could not store) is refused for what it is, also in a header: its
       // answer was received, so the read is one that could not be made from it, not one never made.
-      const replaced = await readBack(
-        `${t.base}/orders/rb-2`,
-        'created',
-        {
-          ...spec,
-          read_back: {
-            url: `${t.base}/orders/rb-2`,
-            field: '$.data.status',
-            equals: 'created',
-            headers: { 'x-order': 'id {{ref}}' },
-          },
-        },
-        { ref: 'rb-\ufffd' } as never,
-      );
+      const replaced = await readBack(`${t.base}/orders/rb-2`, 'created', refInHeader('id {{ref}}'), {
+        ref: 'rb-\ufffd',
+      } as never);
       expect(replaced).toMatchObject({
         kind: 'unreachable',
         evidence: { error: expect.stringContaining('stored replaced by U+FFFD') },

@@ -23,23 +23,28 @@ function setup() {
   return { controller: new McpController(adapterHost, cancellations), tracked };
 }
 
+/** A POST /mcp calling one tool, as an MCP client sends it, over a socket `destroyed` or not. */
+function toolCall(id: number, name: string, args: Record<string, unknown>, destroyed: boolean): Request {
+  const socket = Object.assign(new EventEmitter(), { destroyed, remoteAddress: '203.0.113.9' });
+  return Object.assign(new EventEmitter(), {
+    method: 'POST',
+    headers: {
+      authorization: 'Bearer vk_test',
+      accept: 'application/json, text/event-stream',
+      // As every MCP client sends it (a body of another type is refused 415 before anything is tracked).
+      'content-type': 'application/json',
+    },
+    body: { jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } },
+    ip: '203.0.113.9',
+    socket,
+    principal: { keyId: 'key_1', tenantId: 'demo', role: 'agent' },
+  }) as unknown as Request;
+}
+
 describe('McpController: a request whose client left before the handler ran', () => {
   it('leaves nothing tracked and answers nobody', async () => {
     const { controller, tracked } = setup();
-    const socket = Object.assign(new EventEmitter(), { destroyed: true, remoteAddress: '203.0.113.9' });
-    const req = Object.assign(new EventEmitter(), {
-      method: 'POST',
-      headers: {
-        authorization: 'Bearer vk_test',
-        accept: 'application/json, text/event-stream',
-        // As every MCP client sends it (a body of another type is refused 415 before anything is tracked).
-        'content-type': 'application/json',
-      },
-      body: { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'list_connectors', arguments: {} } },
-      ip: '203.0.113.9',
-      socket,
-      principal: { keyId: 'key_1', tenantId: 'demo', role: 'agent' },
-    }) as unknown as Request;
+    const req = toolCall(7, 'list_connectors', {}, true);
     const written: unknown[] = [];
     const res = Object.assign(new EventEmitter(), {
       closed: true,
@@ -73,20 +78,7 @@ describe('McpController: which requests a cancellation may stop', () => {
     ['cancel_execution', { execution_id: 'exe_1' }, 0],
   ])('%s', async (name, args, expected) => {
     const { controller, tracked } = setup();
-    const socket = Object.assign(new EventEmitter(), { destroyed: false, remoteAddress: '203.0.113.9' });
-    const req = Object.assign(new EventEmitter(), {
-      method: 'POST',
-      headers: {
-        authorization: 'Bearer vk_test',
-        accept: 'application/json, text/event-stream',
-        // As every MCP client sends it (a body of another type is refused 415 before anything is tracked).
-        'content-type': 'application/json',
-      },
-      body: { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name, arguments: args } },
-      ip: '203.0.113.9',
-      socket,
-      principal: { keyId: 'key_1', tenantId: 'demo', role: 'agent' },
-    }) as unknown as Request;
+    const req = toolCall(3, name, args, false);
     const res = Object.assign(new EventEmitter(), { closed: false, destroyed: false }) as unknown as Response;
     // The stand-in response cannot be written to: the transport's complaint about it is not this test's concern.
     const quiet = jest.spyOn(console, 'error').mockImplementation(() => undefined);

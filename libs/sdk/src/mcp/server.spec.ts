@@ -54,6 +54,18 @@ async function connectMcpToProblem(status: number, code: string, title: string) 
   return connectMcp(url);
 }
 
+/** A local API that counts the requests it receives and answers each 500: a test that must call nothing reads the count. */
+async function countingApi(): Promise<{ url: string; requests: () => number }> {
+  let requests = 0;
+  const server = createServer((req, res) => {
+    requests += 1;
+    req.resume();
+    res.writeHead(500).end();
+  });
+  const { url } = await closeAfterTest(await listenLocally(server));
+  return { url, requests: () => requests };
+}
+
 function textOf(result: CallToolResult): string {
   return result.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
 }
@@ -344,19 +356,13 @@ describe('a tool called with an argument it does not know', () => {
   ])(
     '%s refuses it, naming it, and calls nothing (a misspelt option is not silently dropped)',
     async (name, args, key) => {
-      let requests = 0;
-      const server = createServer((req, res) => {
-        requests += 1;
-        req.resume();
-        res.writeHead(500).end();
-      });
-      const { url } = await closeAfterTest(await listenLocally(server));
-      const mcp = await connectMcp(url);
+      const api = await countingApi();
+      const mcp = await connectMcp(api.url);
       const result = await mcp.call(name, args);
       expect(result.isError).toBe(true);
       expect(textOf(result)).toMatch(/Input validation error/);
       expect(textOf(result)).toContain(key);
-      expect(requests).toBe(0);
+      expect(api.requests()).toBe(0);
     },
   );
 
@@ -372,18 +378,12 @@ describe('a tool name that is no tool', () => {
   it.each(['toString', '__proto__', 'constructor', 'hasOwnProperty', 'valueOf', 'no_such_tool'])(
     '%s is "not found", never "disabled" (a member every object inherits is no tool), and calls nothing',
     async (name) => {
-      let requests = 0;
-      const server = createServer((req, res) => {
-        requests += 1;
-        req.resume();
-        res.writeHead(500).end();
-      });
-      const { url } = await closeAfterTest(await listenLocally(server));
-      const mcp = await connectMcp(url);
+      const api = await countingApi();
+      const mcp = await connectMcp(api.url);
       const result = await mcp.call(name, {});
       expect(result.isError).toBe(true);
       expect(textOf(result)).toBe(`MCP error -32602: Tool ${name} not found`);
-      expect(requests).toBe(0);
+      expect(api.requests()).toBe(0);
     },
   );
 });
@@ -438,20 +438,14 @@ describe('a request whose params do not fit its method', () => {
       'params.cursor: expected a string, received number',
     ],
   ])('%s is refused -32602 (invalid params) naming the field, and calls nothing', async (_what, request, problem) => {
-    let requests = 0;
-    const api = createServer((req, res) => {
-      requests += 1;
-      req.resume();
-      res.writeHead(500).end();
-    });
-    const { url } = await closeAfterTest(await listenLocally(api));
-    const send = await rawSession(url);
+    const api = await countingApi();
+    const send = await rawSession(api.url);
     const answer = await send({ id: 3, ...request });
     expect(answer.error).toEqual({
       code: -32602,
       message: `Invalid params of ${request.method}: ${problem}`,
     });
-    expect(requests).toBe(0);
+    expect(api.requests()).toBe(0);
   });
 
   it('a method the server does not answer stays -32601 (method not found), whatever its params', async () => {
