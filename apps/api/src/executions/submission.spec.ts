@@ -1,6 +1,7 @@
 import { ConnectorRegistry } from '@verity/connectors';
 import { SUBMISSION_EXAMPLE } from '../openapi-examples';
-import { LIMITS, Submission, capAmountErrors, validateSubmission } from './submission';
+import { PolicyInputSchema } from '../admin/policy.schema';
+import { LIMITS, Submission, capAmountErrors, validateSubmission, zodErrors } from './submission';
 
 const registry = new ConnectorRegistry();
 
@@ -224,5 +225,37 @@ describe('capAmountErrors: amounts a tenant’s cap could not count, at intake',
     const kwd = charge('kwd', { params: { amount: 999, currency: 'KWD', reference: 'r1' } });
     const plain = { period: 'day', max_amount: 1000, amount_field: 'amount' };
     expect(capAmountErrors(submission(kwd), caps(plain))).toEqual([]);
+  });
+});
+
+describe('zodErrors: one number out of range is one error', () => {
+  // zod's int() also refuses a number beyond 2^53 ("expected int to be <=9007199254740991"): 1e300 was answered with
+  // that and the field's own range, two errors for one field, the first naming a bound the field does not have.
+  it.each([
+    ['deadline_seconds', 1e300, `Too big: expected number to be <=${LIMITS.deadlineSeconds.max}`],
+    ['deadline_seconds', -1e300, `Too small: expected number to be >=${LIMITS.deadlineSeconds.min}`],
+  ])("a submission's %s of %d", (field, value, message) => {
+    const errors = errorsOf({ agent_id: 'a', intent: 'b', [field]: value, operations: [charge('c')] });
+    expect(errors).toEqual([{ field, rule: expect.any(String), message }]);
+  });
+
+  it.each([
+    [1e300, 'at most 2592000 seconds (30 days)'],
+    [-1e300, 'at least 1 second'],
+    [2 ** 53 + 2, 'at most 2592000 seconds (30 days)'],
+  ])('a policy due time of %d', (value, message) => {
+    const parsed = PolicyInputSchema.safeParse({ obligation_due_seconds: { default: value } });
+    expect(parsed.success).toBe(false);
+    expect(zodErrors(parsed.error!)).toEqual([
+      { field: 'obligation_due_seconds.default', rule: expect.any(String), message },
+    ]);
+  });
+
+  it('still says "whole seconds" of a fraction, and both errors of two fields', () => {
+    const parsed = PolicyInputSchema.safeParse({ obligation_due_seconds: { default: 1.5, SOURCE_UNREACHABLE: 1e300 } });
+    expect(zodErrors(parsed.error!).map((e) => [e.field, e.message])).toEqual([
+      ['obligation_due_seconds.default', 'whole seconds'],
+      ['obligation_due_seconds.SOURCE_UNREACHABLE', 'at most 2592000 seconds (30 days)'],
+    ]);
   });
 });

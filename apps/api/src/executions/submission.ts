@@ -170,7 +170,7 @@ export type OperationRequest = z.infer<typeof OperationRequestSchema>;
 
 /** zod issues → field errors. Unknown keys name the key itself, so the caller sees which field to remove. */
 export function zodErrors(error: z.ZodError, prefix = ''): FieldError[] {
-  return error.issues.flatMap((issue): FieldError[] => {
+  return withoutSafeIntegerEchoes(error.issues).flatMap((issue): FieldError[] => {
     if (issue.code === 'unrecognized_keys') {
       return issue.keys.map((key) => ({
         field: fieldPath(prefix, [...issue.path, key]),
@@ -182,6 +182,23 @@ export function zodErrors(error: z.ZodError, prefix = ''): FieldError[] {
       issue.code === 'custom' ? ((issue.params as { rule?: string } | undefined)?.rule ?? 'custom') : issue.code;
     return [{ field: fieldPath(prefix, issue.path), rule, message: issue.message }];
   });
+}
+
+/**
+ * zod's int() refuses a number beyond ±2^53 on its own ("expected int to be <=9007199254740991"), beside the field's
+ * own range: 1e300 came back as two errors for one field, the first naming a bound the field does not have. That issue
+ * is dropped when another one names the same field; alone (an int with no range of its own) it stays.
+ */
+function withoutSafeIntegerEchoes(issues: readonly z.core.$ZodIssue[]): z.core.$ZodIssue[] {
+  const samePath = (a: PropertyKey[], b: PropertyKey[]) => a.length === b.length && a.every((part, i) => part === b[i]);
+  return issues.filter(
+    (issue) =>
+      !(
+        (issue.code === 'too_big' || issue.code === 'too_small') &&
+        issue.origin === 'int' &&
+        issues.some((other) => other !== issue && samePath(other.path, issue.path))
+      ),
+  );
 }
 
 function fieldPath(prefix: string, path: PropertyKey[]): string {
