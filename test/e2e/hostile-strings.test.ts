@@ -11,6 +11,8 @@ import { charge, http, submission, unique } from '../support/http';
 type Errors = Problem & { errors?: { field: string; rule: string; message: string }[] };
 
 const QUEUE_NAME_ENCODING = 'a queue name, in which each % starts a percent-encoded byte (%25 for % itself)';
+const BOARD_JOBS_PER_PAGE = 'at most 300 jobs per page (what Bull Board’s own page asks for at most)';
+const BOARD_PAGE = 'at most page 1000000000';
 
 describe('hostile strings', () => {
   let stack: Stack;
@@ -294,6 +296,37 @@ describe('hostile strings', () => {
     expect(res.body.errors).toEqual([{ field, rule: 'invalid_format', message: QUEUE_NAME_ENCODING }]);
     // Without a key the answer stays 401: the check comes after the operator's.
     expect((await http(stack.apiUrl, 'GET', path)).status).toBe(401);
+  });
+
+  // Bull Board checks only that page and jobsPerPage are whole numbers from 1: jobsPerPage=1000000000 listed every job
+  // of a queue in one answer (its own page offers at most 300), and page=1e300 or jobsPerPage=1e300 reached Redis as a
+  // range it refused, a 500.
+  it.each([
+    ['jobsPerPage=1e300', 'jobsPerPage', BOARD_JOBS_PER_PAGE],
+    ['jobsPerPage=1000000000', 'jobsPerPage', BOARD_JOBS_PER_PAGE],
+    ['jobsPerPage=301', 'jobsPerPage', BOARD_JOBS_PER_PAGE],
+    ['jobsPerPage=9007199254740993', 'jobsPerPage', BOARD_JOBS_PER_PAGE],
+    ['page=1e300', 'page', BOARD_PAGE],
+    ['page=9007199254740993', 'page', BOARD_PAGE],
+    ['page=1000000001', 'page', BOARD_PAGE],
+  ])('refuses Bull Board’s list with %s as a 400 naming %s', async (query, field, message) => {
+    const path = `/admin/queues/api/queues?activeQueue=dispatch&status=completed&${query}`;
+    const res = await http<Errors>(stack.apiUrl, 'GET', path, { key: DEMO.operator });
+    expect(res.status).toBe(400);
+    expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect(res.body.errors).toEqual([{ field, rule: 'too_big', message }]);
+    expect((await http(stack.apiUrl, 'GET', path)).status).toBe(401);
+  });
+
+  it('still lists a queue at the most jobs per page Bull Board’s own page asks for', async () => {
+    const res = await http<{ queues: { name: string; pagination: { range: { start: number; end: number } } }[] }>(
+      stack.apiUrl,
+      'GET',
+      '/admin/queues/api/queues?activeQueue=dispatch&status=completed&page=1000000000&jobsPerPage=300',
+      { key: DEMO.operator },
+    );
+    expect(res.status).toBe(200);
+    expect(res.body.queues.find((q) => q.name === 'dispatch')?.pagination.range.end).toBe(300 * 1e9 - 1);
   });
 
   it('still lists a queue Bull Board is asked for by its plain or percent-encoded name', async () => {

@@ -53,6 +53,7 @@ export async function mountBullBoard(app: INestApplication, config: VerityConfig
     pageSecurityHeaders,
     guard,
     refuseUndecodableQueueNames,
+    refuseUnboundedPages,
     boardErrorsAsProblems(app.get<Logger>(LOGGER)),
     serverAdapter.getRouter(),
   );
@@ -82,6 +83,36 @@ export function refuseUndecodableQueueNames(req: Request, res: Response, next: N
       return true;
     }
   }).map((field) => ({ field, rule: 'invalid_format', message: QUEUE_NAME_ENCODING }));
+  if (errors.length > 0) {
+    sendProblem(req, res, Problem.validation(errors));
+    return;
+  }
+  next();
+}
+
+/** The most jobs one list asks for: what the board's own settings page offers at most. */
+export const BOARD_MAX_JOBS_PER_PAGE = 300;
+/** Page × jobs per page stays a range Redis takes (below 2^53, written without an exponent). */
+export const BOARD_MAX_PAGE = 1_000_000_000;
+
+const BOARD_PAGING: Record<'page' | 'jobsPerPage', { max: number; message: string }> = {
+  page: { max: BOARD_MAX_PAGE, message: `at most page ${BOARD_MAX_PAGE}` },
+  jobsPerPage: {
+    max: BOARD_MAX_JOBS_PER_PAGE,
+    message: `at most ${BOARD_MAX_JOBS_PER_PAGE} jobs per page (what Bull Board’s own page asks for at most)`,
+  },
+};
+
+/**
+ * The board checks only that `?page=` and `?jobsPerPage=` are whole numbers from 1: jobsPerPage=1000000000 listed a
+ * whole queue in one answer, and 1e300 in either went to Redis as a range it refused (a 500). A number past the bound is
+ * refused here; anything that is no number is left to the board's own 400.
+ */
+export function refuseUnboundedPages(req: Request, res: Response, next: NextFunction): void {
+  const query = req.query as Record<string, unknown>;
+  const errors = (Object.keys(BOARD_PAGING) as (keyof typeof BOARD_PAGING)[])
+    .filter((name) => query[name] !== undefined && Number(String(query[name])) > BOARD_PAGING[name].max)
+    .map((field) => ({ field, rule: 'too_big', message: BOARD_PAGING[field].message }));
   if (errors.length > 0) {
     sendProblem(req, res, Problem.validation(errors));
     return;
