@@ -31,6 +31,14 @@ const JsonObject = z.preprocess(
   z.record(z.string(), z.unknown()),
 );
 
+/**
+ * A whole number from min to max. The range is checked first and ends the checks when it fails: zod's int() refuses a
+ * number beyond 2^53 with an issue of its own, so 1e300 was told two bounds, the first one (2^53) not the argument's.
+ */
+export function wholeNumber(min: number, max: number) {
+  return z.number().min(min, { abort: true }).max(max, { abort: true }).int();
+}
+
 export const OperationInput = z.strictObject({
   key: Key.describe('unique within the submission; other operations name it in depends_on'),
   connector: z.string().min(1).max(100).describe('a connector name from list_connectors'),
@@ -67,7 +75,7 @@ const CriterionInput = z.union([
 export const SubmissionInput = z.strictObject({
   agent_id: z.string().min(1).max(200).describe('who is acting (your agent’s name)'),
   intent: z.string().min(1).max(4000).describe('what the operations are for, in words'),
-  deadline_seconds: z.number().int().min(1).max(604_800).optional().describe('600 by default'),
+  deadline_seconds: wholeNumber(1, 604_800).optional().describe('600 by default'),
   operations: z.array(OperationInput).min(1).max(100),
   criteria: z.array(CriterionInput).max(100).optional(),
 });

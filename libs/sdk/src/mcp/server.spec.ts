@@ -259,6 +259,32 @@ describe('submit_execution with a key that names Object.prototype', () => {
   });
 });
 
+describe("a tool's whole-number argument past 2^53", () => {
+  // zod's int() refuses such a number on its own ("expected int to be <=9007199254740991"): 1e300 was told that and the
+  // argument's own range, two refusals of one argument, the first naming a bound it does not have.
+  it.each([
+    ['wait_for_execution', { execution_id: 'exe_1', timeout_seconds: 1e300 }, 'timeout_seconds', '<=50'],
+    ['wait_for_execution', { execution_id: 'exe_1', timeout_seconds: -1e300 }, 'timeout_seconds', '>=1'],
+    ['submit_execution', { ...SUBMISSION, deadline_seconds: 1e300 }, 'deadline_seconds', '<=604800'],
+  ])('%s is told only its own range', async (tool, args, field, range) => {
+    const asked: string[] = [];
+    const server = createServer((req, res) => {
+      asked.push(`${req.method} ${req.url}`);
+      req.resume();
+      res.writeHead(500).end();
+    });
+    const { url } = await closeAfterTest(await listenLocally(server));
+    const mcp = await connectMcp(url);
+    const result = await mcp.call(tool, args);
+    expect(result.isError).toBe(true);
+    const text = textOf(result);
+    expect(text).toContain(range);
+    expect(text).not.toContain(String(Number.MAX_SAFE_INTEGER));
+    expect(text.split(`at ${field}`)).toHaveLength(2);
+    expect(asked).toEqual([]);
+  });
+});
+
 describe('submit_execution against an API that does not answer', () => {
   it('answers within its bound, before an MCP client gives up, with the key to repeat with', async () => {
     let requests = 0;

@@ -15,7 +15,7 @@ import type { Verity } from '../client';
 import { VerityError, VerityNetworkError, VerityTimeoutError } from '../errors';
 import type { Execution } from '../types';
 import { refuseInheritedToolNames, refuseInvalidParams } from './invalid-params';
-import { SubmitExecutionInput } from './schema';
+import { SubmitExecutionInput, wholeNumber } from './schema';
 import {
   RULES,
   connectorLimitations,
@@ -259,7 +259,7 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
         RULES,
       inputSchema: z.strictObject({
         execution_id: resourceId('exe'),
-        timeout_seconds: z.number().int().min(1).max(MAX_WAIT_SECONDS).optional(),
+        timeout_seconds: wholeNumber(1, MAX_WAIT_SECONDS).optional(),
       }),
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
