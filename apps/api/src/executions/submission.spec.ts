@@ -1,5 +1,6 @@
 import { ConnectorRegistry } from '@verity/connectors';
 import { SUBMISSION_EXAMPLE } from '../openapi-examples';
+import { ConnectorSettingsInputSchema } from '@verity/connectors';
 import { PolicyInputSchema } from '../admin/policy.schema';
 import { LIMITS, Submission, capAmountErrors, validateSubmission, zodErrors } from './submission';
 
@@ -257,5 +258,27 @@ describe('zodErrors: one number out of range is one error', () => {
       ['obligation_due_seconds.default', 'whole seconds'],
       ['obligation_due_seconds.SOURCE_UNREACHABLE', 'at most 2592000 seconds (30 days)'],
     ]);
+  });
+});
+
+describe('zodErrors: a value of the wrong type is one error', () => {
+  // zod runs a length check on any value with a length, also after the type check refused it: agent_id: [] was told
+  // "expected string" and "expected array to have >=1 items", as if the field took an array.
+  it.each([
+    ['agent_id', 'an empty array', [], 'Invalid input: expected string, received array'],
+    ['intent', 'an array', ['x'], 'Invalid input: expected string, received array'],
+    ['operations', 'a long string', 'x'.repeat(500), 'Invalid input: expected array, received string'],
+  ])("a submission's %s of %s", (field, _what, value, message) => {
+    const errors = errorsOf({ agent_id: 'a', intent: 'b', operations: [charge('c')], [field]: value });
+    expect(errors).toEqual([{ field, rule: 'invalid_type', message }]);
+  });
+
+  it.each([
+    ['allow_hosts', { allow_hosts: 'x'.repeat(500) }, 'Invalid input: expected array, received string'],
+    ['allow_hosts[0].host', { allow_hosts: [{ host: [] }] }, 'Invalid input: expected string, received array'],
+    ['secrets.A', { secrets: { A: Array(5000).fill('x') } }, 'Invalid input: expected string, received array'],
+  ])('connector settings: %s', (field, body, message) => {
+    const parsed = ConnectorSettingsInputSchema.safeParse(body);
+    expect(zodErrors(parsed.error!)).toEqual([{ field, rule: 'invalid_type', message }]);
   });
 });

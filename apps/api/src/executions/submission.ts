@@ -170,7 +170,7 @@ export type OperationRequest = z.infer<typeof OperationRequestSchema>;
 
 /** zod issues → field errors. Unknown keys name the key itself, so the caller sees which field to remove. */
 export function zodErrors(error: z.ZodError, prefix = ''): FieldError[] {
-  return withoutSafeIntegerEchoes(error.issues).flatMap((issue): FieldError[] => {
+  return oneAnswerPerFault(error.issues).flatMap((issue): FieldError[] => {
     if (issue.code === 'unrecognized_keys') {
       return issue.keys.map((key) => ({
         field: fieldPath(prefix, [...issue.path, key]),
@@ -185,20 +185,23 @@ export function zodErrors(error: z.ZodError, prefix = ''): FieldError[] {
 }
 
 /**
- * zod's int() refuses a number beyond ±2^53 on its own ("expected int to be <=9007199254740991"), beside the field's
- * own range: 1e300 came back as two errors for one field, the first naming a bound the field does not have. That issue
- * is dropped when another one names the same field; alone (an int with no range of its own) it stays.
+ * One field, one answer, where zod gives two for a single fault:
+ * - int() refuses a number beyond ±2^53 on its own ("expected int to be <=9007199254740991"), beside the field's own
+ *   range: 1e300 came back as two errors, the first naming a bound the field does not have. Dropped when another issue
+ *   names the same field; alone (an int with no range of its own) it stays.
+ * - a length check runs on any value that has a length, also after the type check refused it: `agent_id: []` was told
+ *   "expected string" and "expected array to have >=1 items", as if the field took an array. After a wrong type
+ *   (`invalid_type` of another kind than int), nothing else about that field is said.
  */
-function withoutSafeIntegerEchoes(issues: readonly z.core.$ZodIssue[]): z.core.$ZodIssue[] {
+function oneAnswerPerFault(issues: readonly z.core.$ZodIssue[]): z.core.$ZodIssue[] {
   const samePath = (a: PropertyKey[], b: PropertyKey[]) => a.length === b.length && a.every((part, i) => part === b[i]);
-  return issues.filter(
-    (issue) =>
-      !(
-        (issue.code === 'too_big' || issue.code === 'too_small') &&
-        issue.origin === 'int' &&
-        issues.some((other) => other !== issue && samePath(other.path, issue.path))
-      ),
-  );
+  const wrongType = issues.filter((issue) => issue.code === 'invalid_type' && issue.expected !== 'int');
+  return issues.filter((issue) => {
+    const typeAnswer = wrongType.find((other) => samePath(other.path, issue.path));
+    if (typeAnswer !== undefined) return typeAnswer === issue;
+    const safeIntegerEcho = (issue.code === 'too_big' || issue.code === 'too_small') && issue.origin === 'int';
+    return !(safeIntegerEcho && issues.some((other) => other !== issue && samePath(other.path, issue.path)));
+  });
 }
 
 function fieldPath(prefix: string, path: PropertyKey[]): string {
