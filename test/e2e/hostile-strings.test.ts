@@ -268,6 +268,11 @@ describe('hostile strings', () => {
     ['GET', '/admin/queues/api/queues/dispatch/%ff', 400, 'bad-request', 'ERRORS.INTERNAL_SERVER_ERROR'],
     ['GET', '/admin/queues/api/queues?page=abc', 400, 'bad-request', 'ERRORS.INVALID_QUERY_PARAM'],
     ['PUT', '/admin/queues/api/queues/dispatch/pause', 405, 'method-not-allowed', 'ERRORS.QUEUE_READ_ONLY'],
+    // "Pause all" and "resume all" skip read-only queues: on a read-only board they paused nothing and answered 200, and
+    // an operator who paused every queue to stop the sends in an incident was told it was done.
+    ['PUT', '/admin/queues/api/queues/pause', 405, 'method-not-allowed', 'ERRORS.QUEUE_READ_ONLY'],
+    ['PUT', '/admin/queues/api/queues/resume', 405, 'method-not-allowed', 'ERRORS.QUEUE_READ_ONLY'],
+    ['PUT', '/admin/queues/api/Queues/Pause/', 405, 'method-not-allowed', 'ERRORS.QUEUE_READ_ONLY'],
   ])('answers Bull Board’s error to %s %s as problem+json (%d %s)', async (method, path, status, code, key) => {
     const res = await http<Problem & { error?: { key: string } }>(stack.apiUrl, method, path, { key: DEMO.operator });
     expect(res.status).toBe(status);

@@ -55,6 +55,7 @@ export async function mountBullBoard(app: INestApplication, config: VerityConfig
     refuseUndecodableQueueNames,
     refuseUnboundedPages,
     boardErrorsAsProblems(app.get<Logger>(LOGGER)),
+    ...(readOnlyMode ? [refuseEveryQueueWrites] : []),
     serverAdapter.getRouter(),
   );
 }
@@ -85,6 +86,23 @@ export function refuseUndecodableQueueNames(req: Request, res: Response, next: N
   }).map((field) => ({ field, rule: 'invalid_format', message: QUEUE_NAME_ENCODING }));
   if (errors.length > 0) {
     sendProblem(req, res, Problem.validation(errors));
+    return;
+  }
+  next();
+}
+
+/** The board's writes to every queue at once: each skips the read-only queues and answers 200 all the same. */
+const EVERY_QUEUE_WRITES = new Set(['/api/queues/pause', '/api/queues/resume']);
+
+/**
+ * On a read-only board, "pause all" and "resume all" changed nothing and answered 200 `{}`: an operator who paused every
+ * queue to stop the sends during an incident was told it was done. Refused as the board refuses a write to one queue
+ * (405 QUEUE_READ_ONLY, made a problem by boardErrorsAsProblems).
+ */
+export function refuseEveryQueueWrites(req: Request, res: Response, next: NextFunction): void {
+  // As the board's router matches it: letter case and a trailing slash aside.
+  if (req.method === 'PUT' && EVERY_QUEUE_WRITES.has(req.path.toLowerCase().replace(/\/+$/, ''))) {
+    res.status(405).json({ error: { key: 'ERRORS.QUEUE_READ_ONLY' } });
     return;
   }
   next();
