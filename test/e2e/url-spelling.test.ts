@@ -133,8 +133,39 @@ describe('URLs written otherwise than they are called', () => {
     },
   );
 
+  // The parser resolves a dot segment of the path, also percent-encoded: an endpoint shown (and listed) as
+  // `/a/%2e%2e/hook` had every delivery sent to `/hook`.
+  it.each([
+    `http://hooks.example.com/a/../hook`,
+    `http://hooks.example.com/a/%2e%2e/hook`,
+    `http://hooks.example.com/a/%2E./hook`,
+    `http://hooks.example.com/./hook`,
+    `http://hooks.example.com/hook/..`,
+    `http://127.0.0.1:${port}/hook/.%2e?x=1`,
+  ])(
+    'a webhook endpoint at %s is refused (400 url invalid_format: a dot segment is resolved away), nothing written',
+    async (url) => {
+      const created = await http<{ errors: FieldError[] }>(stack.apiUrl, 'POST', '/v1/admin/webhooks', {
+        key: DEMO.admin,
+        body: { url, events: ['execution.finished'] },
+      });
+      expect(created.status).toBe(400);
+      expect(created.body.errors).toEqual([
+        { field: 'url', rule: 'invalid_format', message: expect.stringContaining('dot segment') },
+      ]);
+      const list = await http<{ data: unknown[] }>(stack.apiUrl, 'GET', '/v1/admin/webhooks', { key: DEMO.admin });
+      expect(list.body.data).toEqual([]);
+    },
+  );
+
   it('takes URLs written as they are called, a backslash in the query included (the parser keeps it there)', async () => {
-    for (const url of [`http://127.0.0.1:${port}/hook`, `http://hooks.example.com/hook?q=a\\b`]) {
+    for (const url of [
+      `http://127.0.0.1:${port}/hook`,
+      `http://hooks.example.com/hook?q=a\\b`,
+      // Dots that are no dot segment, and dot segments in the query (never resolved), are called as written.
+      `http://hooks.example.com/.well-known/a..b/hook.`,
+      `http://hooks.example.com/hook?next=../x`,
+    ]) {
       const created = await http<{ id: string; url: string }>(stack.apiUrl, 'POST', '/v1/admin/webhooks', {
         key: DEMO.admin,
         body: { url, events: ['execution.finished'] },

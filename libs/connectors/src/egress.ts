@@ -243,6 +243,20 @@ export function urlFragmentProblem(raw: string): string | null {
     : null;
 }
 
+/**
+ * A webhook's URL has no dot segment in its path (`.` or `..`, also percent-encoded): the URL parser resolves it, so
+ * `https://hooks.example.com/a/%2e%2e/hook` is listed as the endpoint while every delivery goes to `/hook`. In the query
+ * such text is never resolved. (An http operation's URLs may hold one: what was requested is recorded as requested,
+ * and the read-back binding judges the URL as sent.)
+ */
+export function urlDotSegmentProblem(raw: string): string | null {
+  const path = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*([^?#]*)/i.exec(raw)?.[1] ?? '';
+  const dotSegment = path.split('/').some((segment) => /^(?:\.|%2e){1,2}$/i.test(segment));
+  return dotSegment
+    ? 'no dot segment ("." or "..", also as %2e) in the path: the URL parser resolves it away, so the URL called would not be the one written'
+    : null;
+}
+
 function parsedPort(raw: string): string | null {
   try {
     return new URL(raw).port;

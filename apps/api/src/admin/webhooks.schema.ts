@@ -1,4 +1,4 @@
-import { urlFragmentProblem, urlSpellingProblem } from '@verity/connectors';
+import { urlDotSegmentProblem, urlFragmentProblem, urlSpellingProblem } from '@verity/connectors';
 import { WEBHOOK_DELIVERY_STATUSES, WEBHOOK_EVENT_TYPES } from '@verity/status-model';
 import { z } from 'zod';
 import { cursorPageQuery } from '../http/parse';
@@ -13,7 +13,7 @@ export const WebhookInputSchema = z.strictObject({
     .min(1)
     .max(2048)
     .superRefine((url, ctx) => {
-      const problem = urlSpellingProblem(url) ?? urlFragmentProblem(url);
+      const problem = urlSpellingProblem(url) ?? urlFragmentProblem(url) ?? urlDotSegmentProblem(url);
       if (problem) ctx.addIssue({ code: 'custom', message: problem, params: { rule: 'invalid_format' } });
     })
     .describe('http(s) URL; its host must be on the tenant’s http connector allowlist'),
