@@ -3,16 +3,33 @@ import { z } from 'zod';
 import type { SubmissionRequest } from '../types';
 
 /**
+ * zod runs a length check on any value that has a length, also one its type check refused: `agent_id: []` was told
+ * "expected string" and "expected array to have >=1 items", as if the argument took an array. Each length check of
+ * the tools' arguments is judged on a value of its own type only (zod's `when`, which its typings leave out of these
+ * checks' parameters). The JSON Schema of the tools is unchanged.
+ */
+const onString = { when: (payload: { value: unknown }) => typeof payload.value === 'string' } as never;
+const onArray = { when: (payload: { value: unknown }) => Array.isArray(payload.value) } as never;
+
+/** A string of min to max characters. */
+export function text(min: number, max: number) {
+  const lengths = z.string().check(z.maxLength(max, onString));
+  return min > 0 ? lengths.check(z.minLength(min, onString)) : lengths;
+}
+
+/** An array of min to max items. */
+export function list<T extends z.ZodType>(item: T, min: number, max: number) {
+  const lengths = z.array(item).check(z.maxLength(max, onArray));
+  return min > 0 ? lengths.check(z.minLength(min, onArray)) : lengths;
+}
+
+/**
  * The submission (`POST /v1/executions`) as the MCP tools' input schema. The API's own schema (with every limit and
  * text rule) stays the authority and answers any violation with the field and the rule; this one tells the agent the
  * shape, refuses unknown fields instead of dropping them, and is kept to the same fields as the API's by a test
  * (apps/api/src/mcp/mcp-schema.spec.ts). The compile-time check below keeps it to the SDK's `SubmissionRequest`.
  */
-const Key = z
-  .string()
-  .min(1)
-  .max(64)
-  .regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, "_", "." and "-" only');
+const Key = text(1, 64).regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, "_", "." and "-" only');
 /**
  * A JSON object. A `"__proto__"` key is refused here, as the API refuses it: a record schema would drop it without a
  * word (it cannot be assigned as an own key), and the body sent would then differ from the one the agent wrote.
@@ -41,8 +58,8 @@ export function wholeNumber(min: number, max: number) {
 
 export const OperationInput = z.strictObject({
   key: Key.describe('unique within the submission; other operations name it in depends_on'),
-  connector: z.string().min(1).max(100).describe('a connector name from list_connectors'),
-  action: z.string().min(1).max(100).describe('an action of that connector'),
+  connector: text(1, 100).describe('a connector name from list_connectors'),
+  action: text(1, 100).describe('an action of that connector'),
   params: JsonObject.describe('the action’s params, per its params_schema in list_connectors'),
   irreversible: z.boolean().optional().describe('defaults to the connector’s declaration'),
   requires_approval: z.boolean().optional().describe('hold it for a human reviewer’s approval before sending'),
@@ -53,7 +70,7 @@ export const OperationInput = z.strictObject({
   expected_state: JsonObject.nullable()
     .optional()
     .describe('what you believe the target holds now; a mismatch is a KNOWLEDGE_CONFLICT'),
-  depends_on: z.array(Key).max(100).optional().describe('keys of operations that must settle first'),
+  depends_on: list(Key, 0, 100).optional().describe('keys of operations that must settle first'),
 });
 
 const CriterionInput = z.union([
@@ -66,26 +83,23 @@ const CriterionInput = z.union([
     key: Key,
     operation: Key.describe('the key of an operation of this submission'),
     expect_evidence: z.strictObject({
-      path: z.string().max(500).describe('a JSON path into the verified evidence, e.g. record.amount'),
+      path: text(0, 500).describe('a JSON path into the verified evidence, e.g. record.amount'),
       equals: z.unknown().describe('the JSON value it must hold'),
     }),
   }),
 ]);
 
 export const SubmissionInput = z.strictObject({
-  agent_id: z.string().min(1).max(200).describe('who is acting (your agent’s name)'),
-  intent: z.string().min(1).max(4000).describe('what the operations are for, in words'),
+  agent_id: text(1, 200).describe('who is acting (your agent’s name)'),
+  intent: text(1, 4000).describe('what the operations are for, in words'),
   deadline_seconds: wholeNumber(1, 604_800).optional().describe('600 by default'),
-  operations: z.array(OperationInput).min(1).max(100),
-  criteria: z.array(CriterionInput).max(100).optional(),
+  operations: list(OperationInput, 1, 100),
+  criteria: list(CriterionInput, 0, 100).optional(),
 });
 
 /** The submit_execution tool's input: the submission, plus the Idempotency-Key (generated when omitted). */
 export const SubmitExecutionInput = SubmissionInput.extend({
-  idempotency_key: z
-    .string()
-    .min(1)
-    .max(255)
+  idempotency_key: text(1, 255)
     .regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces')
     .optional()
     .describe(

@@ -285,6 +285,43 @@ describe("a tool's whole-number argument past 2^53", () => {
   });
 });
 
+describe("a tool's argument of the wrong type", () => {
+  // zod runs a length check on any value that has a length, also after the type check refused it: agent_id: [] was
+  // told "expected string" and "expected array to have >=1 items", as if the argument took an array.
+  it.each([
+    ['submit_execution', 'agent_id', { ...SUBMISSION, agent_id: [] }, 'expected string, received array'],
+    [
+      'submit_execution',
+      'operations',
+      { ...SUBMISSION, operations: 'x'.repeat(200) },
+      'expected array, received string',
+    ],
+    ['submit_execution', 'idempotency_key', { ...SUBMISSION, idempotency_key: [] }, 'expected string, received array'],
+    [
+      'cancel_execution',
+      'reason',
+      { execution_id: 'exe_1', reason: Array(2000).fill('x') },
+      'expected string, received array',
+    ],
+    ['get_execution', 'execution_id', { execution_id: Array(300).fill('x') }, 'expected string, received array'],
+  ])('%s is told only the type of %s', async (tool, field, args, said) => {
+    const asked: string[] = [];
+    const server = createServer((req, res) => {
+      asked.push(`${req.method} ${req.url}`);
+      req.resume();
+      res.writeHead(500).end();
+    });
+    const { url } = await closeAfterTest(await listenLocally(server));
+    const mcp = await connectMcp(url);
+    const result = await mcp.call(tool, args as Record<string, unknown>);
+    expect(result.isError).toBe(true);
+    const text = textOf(result);
+    expect(text).toContain(`${said} at ${field}`);
+    expect(text.split(`at ${field}`)).toHaveLength(2);
+    expect(asked).toEqual([]);
+  });
+});
+
 describe('submit_execution against an API that does not answer', () => {
   it('answers within its bound, before an MCP client gives up, with the key to repeat with', async () => {
     let requests = 0;

@@ -15,7 +15,7 @@ import type { Verity } from '../client';
 import { VerityError, VerityNetworkError, VerityTimeoutError } from '../errors';
 import type { Execution } from '../types';
 import { refuseInheritedToolNames, refuseInvalidParams } from './invalid-params';
-import { SubmitExecutionInput, wholeNumber } from './schema';
+import { SubmitExecutionInput, text, wholeNumber } from './schema';
 import {
   RULES,
   connectorLimitations,
@@ -311,7 +311,7 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
         RULES,
       inputSchema: z.strictObject({
         execution_id: resourceId('exe'),
-        reason: z.string().max(1000).optional(),
+        reason: text(0, 1000).optional(),
       }),
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     },
@@ -624,7 +624,7 @@ function progressReporter(extra: ToolExtra): (message: string) => void {
  * slash) in the request the tool makes.
  */
 function resourceId(prefix: 'exe' | 'op') {
-  return z.string().max(200).regex(idPattern(prefix), `an id that starts with ${prefix}_`).describe(`${prefix}_…`);
+  return text(0, 200).regex(idPattern(prefix), `an id that starts with ${prefix}_`).describe(`${prefix}_…`);
 }
 
 /** Verity's ids: a prefix, then the lowercase base-32 alphabet its ids are written in. */
