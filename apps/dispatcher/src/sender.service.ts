@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import {
   Connector,
@@ -15,6 +15,9 @@ import {
   CapExceeded,
   ExecutionMovesInput,
   OperationEntity,
+  OperationTransitionInput,
+  eventRecordedForWorker,
+  isDatabaseUnavailable,
   SendGuard,
   SendRefusal,
   AnnotationInput,
@@ -34,7 +37,7 @@ import {
   snapshotOf,
   transaction,
 } from '@verity/persistence';
-import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, newId } from '@verity/platform';
 import { JobName, JobProducer, jobId } from '@verity/queues';
 import {
   LATE_ACKNOWLEDGEMENT_TRIES,
@@ -42,6 +45,7 @@ import {
   OperationStatus,
   REFERENCE_UNSETTLED,
   StaleAuthorityCause,
+  answerWriteRetry,
   Staleness,
   TerminalReason,
   baselineStaleness,
@@ -110,8 +114,9 @@ export interface SendReport {
  */
 
 @Injectable()
-export class SenderService {
+export class SenderService implements OnModuleDestroy {
   private readonly inFlight = new Set<Promise<unknown>>();
+  private stopping = false;
 
   constructor(
     @InjectDataSource() private readonly db: DataSource,
@@ -286,7 +291,7 @@ export class SenderService {
     await testPause(this.logger, this.config.TEST_PAUSE_AFTER_CALL_MS, 'paused after call', op.id);
     const sentSnapshot = { ...snapshotOf(op), status: S.SENT, attempt };
     const check = checkAfterSend({ status: outcome.status, verificationMethod: op.verificationMethod });
-    const recording = this.transitions.operation(this.db.manager, {
+    const recording = this.recordAnswer(op.id, {
       operation: sentSnapshot,
       to: outcome.status,
       reason: outcome.status === S.ACKNOWLEDGED ? null : outcome.reason,
@@ -312,9 +317,10 @@ export class SenderService {
         ? this.readAtOnce(op, outcome.providerRef, connector, tenant, recording)
         : null;
     const result = await recording.catch((error: unknown) => {
-      // The provider answered and the write of its answer failed (Postgres refused or went away): the operation stays
-      // SENT until the sweeper holds it as UNKNOWN, and the answer would end with this job. Logged, redacted as the
-      // connector returned it, for the person who settles the operation (a reference to look it up by).
+      // The provider answered and no write of its answer went through (Postgres refused it, or stayed away past
+      // ANSWER_WRITE_RETRY_MS, or the process is stopping): the operation stays SENT until the sweeper holds it as
+      // UNKNOWN, and the answer would end with this job. Logged, redacted as the connector returned it, for the person
+      // who settles the operation (a reference to look it up by).
       this.logger.error(
         {
           err: error,
@@ -362,6 +368,50 @@ export class SenderService {
     // reads the operation again instead of taking it for VERIFIED (whoever moved it may have moved it elsewhere).
     if (!verified?.won) return { written: outcome.status };
     return verified.executionMoved ? { written: S.VERIFIED, executionMoved: true } : { written: S.VERIFIED };
+  }
+
+  /**
+   * The provider's answer, written durably: the provider's reference or rejection exists nowhere else, so a write that
+   * Postgres could not take (`isDatabaseUnavailable`: unreachable, restarting, a statement with no reply) is made again
+   * with backoff (`answerWriteRetry`, within ANSWER_WRITE_RETRY_MS, never once the process is stopping). Every try names
+   * the same event id: a statement whose commit went through and only its reply was lost makes the next try's
+   * compare-and-set lose — to that first try, which is then this write's result (asked by the event's id), not a late
+   * answer to record a second time. A refusal of another kind (a constraint, a trigger) is not tried again.
+   */
+  private async recordAnswer(operationId: string, input: OperationTransitionInput): Promise<TransitionResult> {
+    const eventId = newId('evt');
+    let firstFailureAt: number | null = null;
+    for (let tries = 1; ; tries += 1) {
+      try {
+        const result = await this.transitions.operation(this.db.manager, { ...input, eventId });
+        if (result.won || firstFailureAt === null) return result;
+        // Lost after a try whose reply never came: to that try (it committed), or to another writer (the sweeper).
+        if (await eventRecordedForWorker(this.db.manager, operationId, eventId)) {
+          this.logger.warn(
+            { operationId, eventId, tries },
+            "the provider's answer was written by an earlier try whose reply was lost",
+          );
+          return { won: true, eventId };
+        }
+        return result;
+      } catch (error) {
+        firstFailureAt ??= Date.now();
+        const next = isDatabaseUnavailable(error)
+          ? answerWriteRetry({
+              tries,
+              sinceFirstFailureMs: Date.now() - firstFailureAt,
+              limitMs: this.config.ANSWER_WRITE_RETRY_MS,
+              stopping: this.stopping,
+            })
+          : { again: false as const };
+        if (!next.again) throw error;
+        this.logger.warn(
+          { err: error, operationId, tries, waitMs: next.waitMs },
+          "the provider's answer could not be written; trying again",
+        );
+        await new Promise((resolve) => setTimeout(resolve, next.waitMs));
+      }
+    }
   }
 
   /**
@@ -814,6 +864,11 @@ export class SenderService {
       return true;
     }
     return false;
+  }
+
+  /** On SIGTERM, before the workers wait for their jobs: an answer's write is no longer tried again (bounded drain). */
+  onModuleDestroy(): void {
+    this.stopping = true;
   }
 
   /** Graceful SIGTERM: let in-flight sends finish and record their outcome. */

@@ -86,6 +86,9 @@ SELECT {columns:Event t} FROM events t
 -- eventSeq
 SELECT seq FROM events WHERE id = $1 AND execution_id = $2 AND tenant_id = $3;
 
+-- eventOfOperationForWorker
+SELECT 1 FROM events WHERE id = $1 AND operation_id = $2;
+
 -- lastStatusChanges
 SELECT DISTINCT ON (operation_id) operation_id, id, from_status, data->>'cause' AS cause,
             data->>'refusal' AS refusal, data->>'actor' AS actor, created_at

@@ -442,6 +442,8 @@ export const READ_SQL = {
   listEvents: `SELECT {columns:Event t} FROM events t
      WHERE t.execution_id = $1 AND t.tenant_id = $4 AND t.seq > $2 ORDER BY t.seq LIMIT $3`,
   eventSeq: `SELECT seq FROM events WHERE id = $1 AND execution_id = $2 AND tenant_id = $3`,
+  // Whether a write that named its event id in advance was committed (its acknowledgement may have been lost).
+  eventOfOperationForWorker: `SELECT 1 FROM events WHERE id = $1 AND operation_id = $2`,
   lastStatusChanges: `SELECT DISTINCT ON (operation_id) operation_id, id, from_status, data->>'cause' AS cause,
             data->>'refusal' AS refusal, data->>'actor' AS actor, created_at
      FROM events WHERE operation_id = ANY($1) AND tenant_id = $2 AND type = 'operation.status_changed'
@@ -777,6 +779,16 @@ export async function eventSeqOf(
 ): Promise<number | null> {
   const [found] = await rows<{ seq: string | number }>(db, READ_SQL.eventSeq, [eventId, executionId, tenantId]);
   return found ? Number(found.seq) : null;
+}
+
+/**
+ * Whether the operation's event with this id was committed: a writer that named the id in advance (`eventId` of a
+ * transition) asks it after a statement whose answer it never got (the connection was lost, or timed out, after the
+ * commit), when its retry's compare-and-set then lost — to the first try, or to another writer.
+ */
+export async function eventRecordedForWorker(db: Queryable, operationId: string, eventId: string): Promise<boolean> {
+  const found = await rows<{ '?column?': number }>(db, READ_SQL.eventOfOperationForWorker, [eventId, operationId]);
+  return found.length > 0;
 }
 
 export function snapshotOf(op: OperationEntity): {

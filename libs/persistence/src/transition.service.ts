@@ -117,6 +117,12 @@ export interface OperationTransitionInput {
   patch?: OperationPatch;
   eventData?: Record<string, unknown>;
   /**
+   * The id of the move's event, chosen by the caller (`newId('evt')`) for a write it may have to make again: a retry
+   * after a statement whose answer was lost names the same id, so it can never write a second event for the same move,
+   * and whether the first try committed is asked by that id (`eventRecordedForWorker`). Otherwise a fresh one.
+   */
+  eventId?: string;
+  /**
    * Moves of the operation's execution that follow this one (the last operation settling completes it), written in
    * the same statement, each checked by the model and with its own event after the operation's: only when this move
    * wins, the execution is still in `from` and its deadline has not passed by the database's clock (after it, the
@@ -479,7 +485,7 @@ export class TransitionService {
       (input.readBackUnbound ? ` AND ${DECLARED_READ_BACKS_COUNT}` : '') +
       (input.executionEnded ? ` AND ${EXECUTION_ENDED_UNRELEASABLE}` : '') +
       (input.whileCheckCount !== undefined ? ` AND op.check_count = $${params.push(input.whileCheckCount)}` : '');
-    const eventId = newId('evt');
+    const eventId = input.eventId ?? newId('evt');
     params.push(
       eventId,
       'operation.status_changed',

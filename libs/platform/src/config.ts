@@ -173,6 +173,13 @@ const ConfigSchema = z
      * dispatch job's lock (docs/operations.md).
      */
     SEND_GRACE_MS: ms(5_000),
+    /**
+     * How long the dispatcher keeps trying to write a provider's answer (ACKNOWLEDGED and its reference, a rejection, an
+     * UNKNOWN) while Postgres cannot take it (unreachable, restarting, a statement timed out): the send's job holds its
+     * lock meanwhile, so the sweeper leaves the operation SENT. Past it, or on SIGTERM, the answer is logged and the
+     * operation is left for the sweeper to hold as UNKNOWN. 0 = one try.
+     */
+    ANSWER_WRITE_RETRY_MS: ms(60_000),
     CONNECTOR_TIMEOUT_MS: ms(5_000),
     /**
      * How long a committed write may take to show on the provider's read side (replica lag budget). "Absent" is

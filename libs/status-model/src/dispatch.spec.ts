@@ -10,6 +10,7 @@ import {
   cancelCauseOfEndedExecution,
   checkAfterSend,
   mayStillCall,
+  answerWriteRetry,
   sendStart,
   dependencyBroken,
   dependenciesState,
@@ -419,4 +420,24 @@ describe('LATE_REJECTION_TRIES: the compare-and-sets that record a late rejectio
       OperationStatus.VERIFIED,
     ]);
   });
+});
+
+describe('answerWriteRetry: a provider answer Postgres could not take is written again, for a bounded time', () => {
+  it.each([
+    // tries, since the first failure, limit, stopping → again, wait
+    [1, 0, 60_000, false, true, 250],
+    [2, 250, 60_000, false, true, 500],
+    [6, 8_000, 60_000, false, true, 5_000],
+    [20, 50_000, 60_000, false, true, 5_000],
+    [20, 56_000, 60_000, false, false, undefined],
+    [1, 0, 0, false, false, undefined],
+    [1, 0, 60_000, true, false, undefined],
+  ])(
+    'after %i tries, %i ms in, limit %i, stopping %s: again %s (wait %s)',
+    (tries, since, limitMs, stopping, again, wait) => {
+      const decision = answerWriteRetry({ tries, sinceFirstFailureMs: since, limitMs, stopping });
+      expect(decision.again).toBe(again);
+      if (decision.again) expect(decision.waitMs).toBe(wait);
+    },
+  );
 });

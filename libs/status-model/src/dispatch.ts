@@ -369,3 +369,26 @@ export function checkAfterSend(outcome: {
   }
   return outcome.status === OperationStatus.UNKNOWN ? 'reconcile' : null;
 }
+
+/** The first wait before a provider's answer is written again, doubled after each failed try up to the maximum. */
+export const ANSWER_WRITE_BACKOFF_MS = 250;
+export const ANSWER_WRITE_BACKOFF_MAX_MS = 5_000;
+
+/**
+ * After `tries` writes of a provider's answer that Postgres could not take (unreachable, restarting, timed out): whether
+ * to try again, and after how long. The answer exists nowhere else (the provider's reference, its rejection), and the
+ * send's job holds its lock while it waits, so the sweeper leaves the operation SENT: it is tried again with backoff as
+ * long as the next try starts within `limitMs` of the first failure — and not once the process is stopping (its drain
+ * is bounded; the operation is then the sweeper's to hold as UNKNOWN).
+ */
+export function answerWriteRetry(state: {
+  tries: number;
+  sinceFirstFailureMs: number;
+  limitMs: number;
+  stopping: boolean;
+}): { again: true; waitMs: number } | { again: false } {
+  if (state.stopping) return { again: false };
+  const waitMs = Math.min(ANSWER_WRITE_BACKOFF_MAX_MS, ANSWER_WRITE_BACKOFF_MS * 2 ** Math.max(0, state.tries - 1));
+  if (state.sinceFirstFailureMs + waitMs > state.limitMs) return { again: false };
+  return { again: true, waitMs };
+}
