@@ -34,7 +34,9 @@ export function isExecutionSettled(execution: ExecutionView): boolean {
  * Whether anything can still change: the execution is not terminal (pending approvals included), or an operation is
  * held for a human (MANUAL_REVIEW) or still in flight or reconciling, or an evaluation of the criteria is still owed
  * after the last change. The API keeps a stream open while this holds (until the execution's deadline) and ends it
- * with reason `settled` once it does not. From the status model.
+ * with reason `settled` once it does not — and, after a reviewer's FAILED, for a few seconds more (the server's
+ * CONNECTOR_TIMEOUT_MS + SEND_GRACE_MS, which a client does not know), while a re-check's read begun before it may still
+ * land on it. From the status model.
  */
 export function canExecutionStillChange(execution: ExecutionView): boolean {
   return (

@@ -9,6 +9,40 @@ export interface StreamState {
   operations: readonly OperationForChange[];
   /** The stored outcome is what the criteria give now (libs/status-model `isOutcomeCurrent`). */
   outcomeCurrent: boolean;
+  /**
+   * Until when a read of the source begun before a person's FAILED may still land on it (`lateReadUntil`): a re-check
+   * that finds the effect writes it onto the FAILED operation (`operation.rechecked`, `after: "FAILED"`), which changes
+   * its commit, its retry rule and the criteria's verdicts. Null: none may.
+   */
+  lateReadUntil?: Date | null;
+}
+
+/** A person's resolution as stored on the operation's obligation. */
+interface StoredResolution {
+  status?: unknown;
+  at?: unknown;
+}
+
+/**
+ * The latest moment a re-check's read may still land on an operation a person resolved FAILED: a re-check reads the
+ * hold (still MANUAL_REVIEW, so before the FAILED), then the source, which answers within CONNECTOR_TIMEOUT_MS — so no
+ * later than `readWindowMs` (that, plus the grace a job's own steps are given) after the resolution. Null when no
+ * operation is FAILED by a person, or every such window has passed.
+ */
+export function lateReadUntil(
+  operations: readonly { status: string; obligation?: object | null }[],
+  readWindowMs: number,
+  now: Date,
+): Date | null {
+  let until: number | null = null;
+  for (const op of operations) {
+    const resolution = (op.obligation as { resolution?: StoredResolution | null } | null | undefined)?.resolution;
+    if (op.status !== 'FAILED' || resolution?.status !== 'FAILED' || typeof resolution.at !== 'string') continue;
+    const at = Date.parse(resolution.at);
+    if (!Number.isFinite(at) || at + readWindowMs <= now.getTime()) continue;
+    until = Math.max(until ?? 0, at + readWindowMs);
+  }
+  return until === null ? null : new Date(until);
 }
 
 export type StreamVerdict = { end: 'settled' | 'deadline' } | { end: null; wakeAt: Date | null };
@@ -17,7 +51,8 @@ export type StreamVerdict = { end: 'settled' | 'deadline' } | { end: null; wakeA
  * Whether a stream ends now, from the execution as last read (the key's revocation is asked separately).
  *
  * - `settled`: nothing can change any more (libs/status-model `canStillChange`), the outcome included: an evaluation
- *   still owed after the last change (it follows in the dispatcher's next step) keeps the stream open for it.
+ *   still owed after the last change (it follows in the dispatcher's next step) keeps the stream open for it, and so
+ *   does a re-check's read that may still land on an operation a person has just resolved FAILED (`lateReadUntil`).
  * - `deadline`: the execution is terminal and its deadline has passed, yet something can still change — an operation
  *   held for a human, or one still being reconciled. The stream does not outlive the execution's own deadline;
  *   whoever still waits polls (or reads the obligation). A non-terminal execution past its deadline is about to be
@@ -25,7 +60,12 @@ export type StreamVerdict = { end: 'settled' | 'deadline' } | { end: null; wakeA
  * - otherwise the stream stays open; `wakeAt` is when the deadline will end it, so it is not missed by a long wait.
  */
 export function streamVerdict(state: StreamState, now: Date): StreamVerdict {
-  if (!canStillChange(state.executionStatus, state.operations) && state.outcomeCurrent) return { end: 'settled' };
+  if (!canStillChange(state.executionStatus, state.operations) && state.outcomeCurrent) {
+    // Settled as read, but a read of the source made before a person's FAILED may still land on it: not yet.
+    const late = state.lateReadUntil;
+    if (late && late.getTime() > now.getTime()) return { end: null, wakeAt: late };
+    return { end: 'settled' };
+  }
   if (!isTerminalExecution(state.executionStatus)) return { end: null, wakeAt: null };
   if (state.deadlineAt.getTime() <= now.getTime()) return { end: 'deadline' };
   return { end: null, wakeAt: state.deadlineAt };

@@ -22,7 +22,7 @@ import { presentEvent } from '../executions/presenter';
 import { EventNotifier } from './event-notifier.service';
 import { StreamCap } from './stream-cap';
 import { drained } from './drained';
-import { StreamEndReason, StreamVerdict, streamVerdict } from './stream-end';
+import { StreamEndReason, StreamVerdict, lateReadUntil, streamVerdict } from './stream-end';
 
 const POLL_FALLBACK_MS = 2_000;
 
@@ -231,9 +231,17 @@ export class StreamService {
         execution.criteriaResults,
         await this.criterionOperations(tenantId, operations),
       );
+    const now = new Date();
+    const readWindowMs = this.config.CONNECTOR_TIMEOUT_MS + this.config.SEND_GRACE_MS;
     return streamVerdict(
-      { executionStatus: execution.status, deadlineAt: execution.deadlineAt, operations, outcomeCurrent },
-      new Date(),
+      {
+        executionStatus: execution.status,
+        deadlineAt: execution.deadlineAt,
+        operations,
+        outcomeCurrent,
+        lateReadUntil: lateReadUntil(operations, readWindowMs, now),
+      },
+      now,
     );
   }
 
