@@ -261,6 +261,32 @@ describe('hostile strings', () => {
     expect((await http(stack.apiUrl, 'GET', path, { key: DEMO.admin })).body).toEqual(shown.body);
   });
 
+  // An http operation's idempotency header is set as a member of the request's headers: named "__proto__", it was no
+  // member, and the call went out without its idempotency key while the operation said the provider deduplicates it.
+  it('refuses an http operation whose idempotency header is named "__proto__", and writes nothing', async () => {
+    const before = await counts();
+    const res = await http<Errors>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([
+        {
+          key: 'call',
+          connector: 'http',
+          action: 'request',
+          params: { method: 'POST', url: 'https://hooks.example.com/pay', idempotency: { header: '__proto__' } },
+        },
+      ]),
+    });
+    expect(res.status).toBe(400);
+    expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect(res.body.errors).toEqual([
+      expect.objectContaining({
+        field: 'operations[0].params.idempotency.header',
+        message: expect.stringContaining('"__proto__" cannot be a header name here'),
+      }),
+    ]);
+    expect(await counts()).toEqual(before);
+  });
+
   // Bull Board answered its own errors as plain JSON ({ error: { key } }): the one place of the API whose errors a
   // client had to read in a second format. Its members stay, as extensions, for its page.
   it.each([

@@ -243,6 +243,9 @@ describe('http connector', () => {
       ],
       [{ headers: { 'content-type': 'application/jsonp' }, body: { a: 1 } }, /^headers\.content-type: the body/],
       [{ idempotency: { header: 'Content-Type' } }, /^idempotency\.header: the idempotency key cannot be the Content/],
+      // Set as a member of a plain object, "__proto__" is no member: the call went out without its idempotency key.
+      [{ idempotency: { header: '__proto__' } }, /^idempotency\.header: "__proto__" cannot be a header name here/],
+      [{ idempotency: { header: '__Proto__' } }, /^idempotency\.header: "__proto__" cannot be a header name here/],
       [{ surprise: true }, /Unrecognized key/],
     ])('refuses %j', (params, message) => {
       expect(issues(params)).toEqual(expect.arrayContaining([expect.stringMatching(message)]));

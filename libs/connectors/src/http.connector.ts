@@ -358,7 +358,13 @@ const FORBIDDEN_HEADER_RULE = 'this header is set by Verity or not allowed';
 const HeaderName = z
   .string()
   .regex(HEADER_NAME, 'an HTTP header name')
-  .refine((name) => !forbiddenHeader(name), FORBIDDEN_HEADER_RULE);
+  .refine((name) => !forbiddenHeader(name), FORBIDDEN_HEADER_RULE)
+  // The name becomes a member of the request's headers (a plain object), where "__proto__" is no member: the idempotency
+  // key set under it was never sent, while the operation said the provider deduplicates its call.
+  .refine(
+    (name) => name.toLowerCase() !== '__proto__',
+    '"__proto__" cannot be a header name here (it is no member of the request\'s headers: the header would not be sent)',
+  );
 
 const Headers = (place: Place) =>
   z
