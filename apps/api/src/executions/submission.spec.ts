@@ -282,3 +282,16 @@ describe('zodErrors: a value of the wrong type is one error', () => {
     expect(zodErrors(parsed.error!)).toEqual([{ field, rule: 'invalid_type', message }]);
   });
 });
+
+describe('zodErrors: an empty string is one error', () => {
+  // An empty key was told "expected string to have >=1 characters" and "letters, digits, ... only", an empty http URL
+  // also "an absolute http:// or https:// URL": the format of nothing, beside the one fault (it is empty).
+  it.each([
+    ['operations[0].key', { key: '' }],
+    ['operations[0].depends_on[0]', { depends_on: [''] }],
+    ['operations[0].params.url', { connector: 'http', action: 'request', params: { method: 'GET', url: '' } }],
+  ])('%s', (field, op) => {
+    const errors = errorsOf({ agent_id: 'a', intent: 'b', operations: [{ ...charge('c'), ...op }] });
+    expect(errors).toEqual([{ field, rule: 'too_small', message: expect.any(String) }]);
+  });
+});

@@ -192,13 +192,20 @@ export function zodErrors(error: z.ZodError, prefix = ''): FieldError[] {
  * - a length check runs on any value that has a length, also after the type check refused it: `agent_id: []` was told
  *   "expected string" and "expected array to have >=1 items", as if the field took an array. After a wrong type
  *   (`invalid_type` of another kind than int), nothing else about that field is said.
+ * - an empty string is told it is empty, and not also that nothing has the field's format ("letters, digits, ... only",
+ *   "an absolute http:// or https:// URL").
  */
 function oneAnswerPerFault(issues: readonly z.core.$ZodIssue[]): z.core.$ZodIssue[] {
   const samePath = (a: PropertyKey[], b: PropertyKey[]) => a.length === b.length && a.every((part, i) => part === b[i]);
   const wrongType = issues.filter((issue) => issue.code === 'invalid_type' && issue.expected !== 'int');
+  const empty = issues.filter(
+    (issue) => issue.code === 'too_small' && issue.origin === 'string' && Number(issue.minimum) === 1,
+  );
   return issues.filter((issue) => {
     const typeAnswer = wrongType.find((other) => samePath(other.path, issue.path));
     if (typeAnswer !== undefined) return typeAnswer === issue;
+    const emptyAnswer = empty.find((other) => samePath(other.path, issue.path));
+    if (emptyAnswer !== undefined) return emptyAnswer === issue;
     const safeIntegerEcho = (issue.code === 'too_big' || issue.code === 'too_small') && issue.origin === 'int';
     return !(safeIntegerEcho && issues.some((other) => other !== issue && samePath(other.path, issue.path)));
   });
