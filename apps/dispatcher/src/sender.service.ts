@@ -15,9 +15,9 @@ import {
   CapExceeded,
   ExecutionMovesInput,
   OperationEntity,
-  OperationTransitionInput,
   eventRecordedForWorker,
   isDatabaseUnavailable,
+  isUniqueViolation,
   SendGuard,
   SendRefusal,
   AnnotationInput,
@@ -291,22 +291,25 @@ export class SenderService implements OnModuleDestroy {
     await testPause(this.logger, this.config.TEST_PAUSE_AFTER_CALL_MS, 'paused after call', op.id);
     const sentSnapshot = { ...snapshotOf(op), status: S.SENT, attempt };
     const check = checkAfterSend({ status: outcome.status, verificationMethod: op.verificationMethod });
-    const recording = this.recordAnswer(op.id, {
-      operation: sentSnapshot,
-      to: outcome.status,
-      reason: outcome.status === S.ACKNOWLEDGED ? null : outcome.reason,
-      patch:
-        outcome.status === S.ACKNOWLEDGED
-          ? { provider_ref: outcome.providerRef, acknowledged_at: 'now', next_check_at: new Date() }
-          : outcome.status === S.FAILED
-            ? { evidence: { method: 'send_outcome', detail: outcome.detail, provider_error: outcome.providerError } }
-            : { evidence: { method: 'send_outcome', detail: outcome.detail } },
-      // A refused send records its cause and rule: the status model derives a policy failure from them.
-      eventData:
-        outcome.status === S.FAILED && outcome.refused
-          ? { detail: outcome.detail, cause: outcome.refused.cause, refusal: outcome.refused.rule }
-          : { detail: outcome.detail },
-    });
+    const recording = this.writeAnswer(op.id, (eventId) =>
+      this.transitions.operation(this.db.manager, {
+        eventId,
+        operation: sentSnapshot,
+        to: outcome.status,
+        reason: outcome.status === S.ACKNOWLEDGED ? null : outcome.reason,
+        patch:
+          outcome.status === S.ACKNOWLEDGED
+            ? { provider_ref: outcome.providerRef, acknowledged_at: 'now', next_check_at: new Date() }
+            : outcome.status === S.FAILED
+              ? { evidence: { method: 'send_outcome', detail: outcome.detail, provider_error: outcome.providerError } }
+              : { evidence: { method: 'send_outcome', detail: outcome.detail } },
+        // A refused send records its cause and rule: the status model derives a policy failure from them.
+        eventData:
+          outcome.status === S.FAILED && outcome.refused
+            ? { detail: outcome.detail, cause: outcome.refused.cause, refusal: outcome.refused.rule }
+            : { detail: outcome.detail },
+      }),
+    );
     // The read-back at send starts while the acknowledgement is being committed: a read sends nothing, and what it
     // found is written only once the acknowledgement is (VERIFIED moves from ACKNOWLEDGED, by compare-and-set).
     const reading =
@@ -374,27 +377,30 @@ export class SenderService implements OnModuleDestroy {
    * The provider's answer, written durably: the provider's reference or rejection exists nowhere else, so a write that
    * Postgres could not take (`isDatabaseUnavailable`: unreachable, restarting, a statement with no reply) is made again
    * with backoff (`answerWriteRetry`, within ANSWER_WRITE_RETRY_MS, never once the process is stopping). Every try names
-   * the same event id: a statement whose commit went through and only its reply was lost makes the next try's
-   * compare-and-set lose — to that first try, which is then this write's result (asked by the event's id), not a late
-   * answer to record a second time. A refusal of another kind (a constraint, a trigger) is not tried again.
+   * the same event id, and after a try whose reply never came, whether it committed is asked by that id: a compare-and-
+   * set that then loses (to that try, not to another writer), or an annotation that would be written a second time (its
+   * status unchanged, its event id taken), is that first try's write — not a late answer, an error, or a second event.
+   * A refusal of another kind (a constraint, a trigger) is not tried again.
    */
-  private async recordAnswer(operationId: string, input: OperationTransitionInput): Promise<TransitionResult> {
+  private async writeAnswer(
+    operationId: string,
+    write: (eventId: string) => Promise<TransitionResult>,
+  ): Promise<TransitionResult> {
     const eventId = newId('evt');
+    const written = (): Promise<boolean> => eventRecordedForWorker(this.db.manager, operationId, eventId);
     let firstFailureAt: number | null = null;
     for (let tries = 1; ; tries += 1) {
       try {
-        const result = await this.transitions.operation(this.db.manager, { ...input, eventId });
+        if (firstFailureAt !== null && (await written())) return this.writtenBefore(operationId, eventId, tries);
+        const result = await write(eventId);
         if (result.won || firstFailureAt === null) return result;
-        // Lost after a try whose reply never came: to that try (it committed), or to another writer (the sweeper).
-        if (await eventRecordedForWorker(this.db.manager, operationId, eventId)) {
-          this.logger.warn(
-            { operationId, eventId, tries },
-            "the provider's answer was written by an earlier try whose reply was lost",
-          );
-          return { won: true, eventId };
-        }
-        return result;
+        // Lost after a try whose reply never came: to that try (committed meanwhile), or to another writer.
+        return (await written()) ? this.writtenBefore(operationId, eventId, tries) : result;
       } catch (error) {
+        // The first try committed while this one waited for its row: the event's id is taken.
+        if (firstFailureAt !== null && isUniqueViolation(error) && (await written().catch(() => false))) {
+          return this.writtenBefore(operationId, eventId, tries);
+        }
         firstFailureAt ??= Date.now();
         const next = isDatabaseUnavailable(error)
           ? answerWriteRetry({
@@ -412,6 +418,14 @@ export class SenderService implements OnModuleDestroy {
         await new Promise((resolve) => setTimeout(resolve, next.waitMs));
       }
     }
+  }
+
+  private writtenBefore(operationId: string, eventId: string, tries: number): TransitionResult {
+    this.logger.warn(
+      { operationId, eventId, tries },
+      "the provider's answer was written by an earlier try whose reply was lost",
+    );
+    return { won: true, eventId };
   }
 
   /**
@@ -853,12 +867,16 @@ export class SenderService implements OnModuleDestroy {
   ): Promise<boolean> {
     for (const whileStatus of tries) {
       const only = whileStatus.length === 1 ? whileStatus[0] : null;
-      const recorded = await this.transitions.annotate(this.db.manager, {
-        executionId: op.executionId,
-        operationId: op.id,
-        whileStatus,
-        ...annotation(only),
-      });
+      // Written durably too: this answer is also known nowhere else.
+      const recorded = await this.writeAnswer(op.id, (eventId) =>
+        this.transitions.annotate(this.db.manager, {
+          eventId,
+          executionId: op.executionId,
+          operationId: op.id,
+          whileStatus,
+          ...annotation(only),
+        }),
+      );
       if (!recorded.won) continue;
       if (only !== null && isTerminalOperation(only)) await this.advanceExecution(op.executionId);
       return true;

@@ -438,6 +438,8 @@ export interface AnnotationInput {
   whileReleaseAt?: string | null;
   type: string;
   data?: Record<string, unknown>;
+  /** The event's id, chosen by a caller that may write it again (see the transition's `eventId`). */
+  eventId?: string;
 }
 
 /**
@@ -886,7 +888,7 @@ export class TransitionService {
    */
   async annotate(db: Queryable, input: AnnotationInput): Promise<TransitionResult> {
     assertAnnotationGuards(input);
-    const eventId = newId('evt');
+    const eventId = input.eventId ?? newId('evt');
     if (!input.operationId || !input.whileStatus) {
       const result = await rows<{ id: string; seq: string }>(
         db,
