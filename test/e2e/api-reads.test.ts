@@ -426,6 +426,39 @@ describe('reads, cancel, retry and the OpenAPI contract', () => {
     expect(late.status).toBe(409);
   });
 
+  it('refuses a review-queue filter no operation can match, instead of an empty queue that reads as "nothing waits"', async () => {
+    // An operation waits for approval: a filter that names its connector finds it, a misspelled one must not say none.
+    const created = await submit([charge(unique('order'), { requires_approval: true })]);
+    await settled(created.id, (e) => e.status === 'waiting_for_approval');
+    const found = await get<{ total: number }>(
+      `/v1/review/approvals?connector=sandbox.payments&q=${created.id}`,
+      'ReviewQueue',
+      DEMO.reviewer,
+    );
+    expect(found.total).toBe(1);
+    for (const path of [
+      '/v1/review/approvals?connector=sandbox.payment',
+      '/v1/review/approvals?connector=SANDBOX.PAYMENTS',
+      '/v1/review/manual-reviews?connector=sandbox.sm',
+    ]) {
+      const res = await http<Problem>(stack.apiUrl, 'GET', path, { key: DEMO.reviewer });
+      expect({ path, status: res.status }).toEqual({ path, status: 400 });
+      expect(res.body.errors).toEqual([expect.objectContaining({ field: 'connector', rule: 'known_connector' })]);
+    }
+    // A reason no operation is ever held for (a denial, a proven absence, a rejection) is no filter of the holds either.
+    for (const reason of ['DENIED', 'PROVEN_ABSENT', 'CONNECTOR_REJECTED']) {
+      const res = await http<Problem>(stack.apiUrl, 'GET', `/v1/review/manual-reviews?reason=${reason}`, {
+        key: DEMO.reviewer,
+      });
+      expect({ reason, status: res.status }).toEqual({ reason, status: 400 });
+      expect(res.body.errors).toEqual([expect.objectContaining({ field: 'reason', rule: 'invalid_value' })]);
+    }
+    expect(
+      (await http(stack.apiUrl, 'GET', '/v1/review/manual-reviews?reason=SOURCE_UNREACHABLE', { key: DEMO.reviewer }))
+        .status,
+    ).toBe(200);
+  });
+
   it('holds a knowledge conflict for a human, who resolves it with evidence within the permitted actions', async () => {
     // The agent believes the order was already charged; the source says it was not: irreversible → MANUAL_REVIEW.
     const created = await submit([charge(unique('order'), { expected_state: { charged: true } })]);

@@ -1,10 +1,10 @@
 import { Controller, Get, Query, applyDecorators } from '@nestjs/common';
 import { ApiBearerAuth, ApiQuery, ApiTags } from '@nestjs/swagger';
-import { TERMINAL_REASONS, TerminalReason } from '@verity/status-model';
+import { HOLD_REASONS, TerminalReason } from '@verity/status-model';
 import { z } from 'zod';
 import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
 import { cursorPageQuery, parseQuery } from '../http/parse';
-import { ApiEndpoint, ApiPageQuery, schemaRef } from '../openapi';
+import { ApiEndpoint, ApiPageQuery } from '../openapi';
 import { ReviewService } from './review.service';
 
 const QueueQuery = z.strictObject({
@@ -13,7 +13,9 @@ const QueueQuery = z.strictObject({
   ...cursorPageQuery('op'),
 });
 const ManualReviewQuery = QueueQuery.extend({
-  reason: z.enum(TERMINAL_REASONS as [TerminalReason, ...TerminalReason[]]).optional(),
+  // Only a reason an operation can be held for: any other (DENIED, PROVEN_ABSENT…) would list nothing, ever, which reads
+  // as "no hold of that kind waits".
+  reason: z.enum(HOLD_REASONS as [TerminalReason, ...TerminalReason[]]).optional(),
   escalated: z
     .enum(['true', 'false'])
     .transform((v) => v === 'true')
@@ -24,7 +26,14 @@ const ManualReviewQuery = QueueQuery.extend({
 const QueueEndpoint = (id: string, summary: string) =>
   applyDecorators(
     ApiEndpoint({ id, summary, response: { schema: 'ReviewQueue' }, problems: ['validation-error'] }),
-    ApiQuery({ name: 'connector', required: false, type: String }),
+    ApiQuery({
+      name: 'connector',
+      required: false,
+      type: String,
+      description:
+        'only this connector’s operations; a name no connector has is 400 known_connector, unless one of ' +
+        'the queue’s operations names it (a connector a later release removed)',
+    }),
     ApiQuery({
       name: 'q',
       required: false,
@@ -63,7 +72,12 @@ export class ReviewController {
     'listManualReviews',
     'MANUAL_REVIEW operations with their recovery obligation, newest first (reviewer)',
   )
-  @ApiQuery({ name: 'reason', required: false, schema: schemaRef('TerminalReason') })
+  @ApiQuery({
+    name: 'reason',
+    required: false,
+    enum: [...HOLD_REASONS],
+    description: 'only holds for this reason (one an operation can be held in MANUAL_REVIEW for)',
+  })
   @ApiQuery({ name: 'escalated', required: false, enum: ['true', 'false'] })
   manualReviews(@CurrentPrincipal() principal: Principal, @Query() query: unknown) {
     return this.review.list(principal, 'manual_reviews', parseQuery(ManualReviewQuery, query));

@@ -7,11 +7,13 @@ import {
   reviewQueueCounts,
   reviewQueuePage,
 } from '@verity/persistence';
+import { ConnectorRegistry } from '@verity/connectors';
 import { TerminalReason } from '@verity/status-model';
 import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { presentOperation } from '../executions/presenter';
 import { ResolutionOptionsService } from '../operations/resolution-options.service';
+import { Problem } from '../problem/problem';
 import { maskSecrets } from './mask';
 
 export type { ReviewQueue };
@@ -37,10 +39,22 @@ export class ReviewService {
   constructor(
     @InjectDataSource() private readonly db: DataSource,
     private readonly holds: ResolutionOptionsService,
+    private readonly connectors: ConnectorRegistry,
   ) {}
 
   async list(principal: Principal, queue: ReviewQueue, query: QueueQuery) {
     const found = await reviewQueuePage(this.db.manager, principal.tenantId, queue, query);
+    if (query.connector !== undefined && found.total === 0 && !this.connectors.get(query.connector)) {
+      // A misspelled name would list nothing, which a reviewer reads as "nothing of it waits". A name the registry no
+      // longer has is still a filter while operations of it wait (a connector a later release removed).
+      throw Problem.validation([
+        {
+          field: 'connector',
+          rule: 'known_connector',
+          message: `unknown connector "${query.connector}" (see GET /v1/connectors)`,
+        },
+      ]);
+    }
     const page = found.operations;
     const byId = new Map(found.executions.map((e) => [e.id, e]));
     const changes = await findLastStatusChanges(

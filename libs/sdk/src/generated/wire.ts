@@ -1871,6 +1871,7 @@ export interface operations {
   listPendingApprovals: {
     parameters: {
       query?: {
+        /** @description only this connector’s operations; a name no connector has is 400 known_connector, unless one of the queue’s operations names it (a connector a later release removed) */
         connector?: string;
         /** @description operation or execution id, key, action, intent or agent */
         q?: string;
@@ -1903,7 +1904,15 @@ export interface operations {
     parameters: {
       query?: {
         escalated?: 'true' | 'false';
-        reason?: components['schemas']['TerminalReason'];
+        /** @description only holds for this reason (one an operation can be held in MANUAL_REVIEW for) */
+        reason?:
+          | 'KNOWLEDGE_CONFLICT'
+          | 'SOURCE_UNREACHABLE'
+          | 'FIELD_MISSING'
+          | 'INTEGRITY_MISMATCH'
+          | 'STALE_REPLICA'
+          | 'CONNECTOR_ERROR';
+        /** @description only this connector’s operations; a name no connector has is 400 known_connector, unless one of the queue’s operations names it (a connector a later release removed) */
         connector?: string;
         /** @description operation or execution id, key, action, intent or agent */
         q?: string;

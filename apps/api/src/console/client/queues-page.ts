@@ -2,13 +2,22 @@ import {
   type ConnectorInfo,
   type ReviewQueueItem,
   type ReviewQueuePage,
+  type ManualReviewQuery,
   type ReviewQueueQuery,
-  type TerminalReason,
+  type StatusModelDocument,
   VerityError,
 } from '@verity/sdk';
 import { POLL_MS, Page } from './context';
 import { code, definitions, effectBadge, executionBadge, formatTime, h, relative, time, fill, written } from './dom';
 import { api, problemText } from './session';
+
+/** The reasons an operation can be held in MANUAL_REVIEW for: the only ones the manual-review queue filters by. */
+function holdReasons(model: StatusModelDocument | null): string[] {
+  const reasons = (model?.operation.transitions ?? [])
+    .filter((t) => t.to === 'MANUAL_REVIEW')
+    .flatMap((t) => t.reasons);
+  return [...new Set(reasons)];
+}
 
 interface Filters {
   connector: string;
@@ -94,7 +103,7 @@ export const queuesPage: Page = (main, ctx) => {
     'select',
     { id: 'filter-reason' },
     h('option', { value: '' }, 'Any reason'),
-    (ctx.statusModel()?.operation.terminal_reasons ?? []).map((r) => h('option', { value: r }, r)),
+    holdReasons(ctx.statusModel()).map((r) => h('option', { value: r }, r)),
   );
   reasonSelect.value = filters.reason;
   const escalated = h('input', { id: 'filter-escalated', type: 'checkbox', checked: filters.escalated });
@@ -216,7 +225,7 @@ export const queuesPage: Page = (main, ctx) => {
             ? dx.review.approvals(query)
             : dx.review.manualReviews({
                 ...query,
-                reason: (filters.reason || undefined) as TerminalReason | undefined,
+                reason: (filters.reason || undefined) as ManualReviewQuery['reason'],
                 escalated: filters.escalated || undefined,
               }),
         );
