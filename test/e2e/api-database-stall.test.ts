@@ -70,6 +70,34 @@ describe('a stalled Postgres', () => {
     // 'nothing was written' (it was, once the server resumed, before this change's caller retried without a key).
     expect((created.body as unknown as { detail: string }).detail).toMatch(/may still have been recorded/);
     expect((list.body as { detail: string }).detail).toMatch(/nothing was written/);
+    // The OpenAPI document says the same: a client generated from it must not read every 503 of a write as "nothing
+    // was written" and send it again without its key (a second charge). Its examples are the answers given here.
+    type Documented = { description: string; content: Record<string, { examples: Record<string, { value: object }> }> };
+    const doc = (await (await fetch(`${stack.apiUrl}/docs-json`)).json()) as {
+      paths: Record<string, Record<string, { responses: Record<string, Documented> }>>;
+    };
+    const documented = (path: string, method: string) => doc.paths[path][method].responses['503'];
+    const details = (answer: Documented) =>
+      Object.values(answer.content['application/problem+json'].examples).map(
+        (e) => (e.value as { detail: string }).detail,
+      );
+    for (const [path, method] of [
+      ['/v1/executions', 'post'],
+      ['/v1/operations/{id}/resolve', 'post'],
+      ['/v1/executions/{id}/cancel', 'post'],
+      ['/v1/admin/policy', 'put'],
+    ]) {
+      expect({ path, method, description: documented(path, method).description }).toEqual({
+        path,
+        method,
+        description: expect.stringMatching(/may still have been recorded/),
+      });
+    }
+    expect(details(documented('/v1/executions', 'post'))).toContain(
+      (created.body as unknown as { detail: string }).detail,
+    );
+    expect(details(documented('/v1/executions', 'get'))).toEqual([(list.body as { detail: string }).detail]);
+    expect(documented('/v1/executions', 'get').description).not.toMatch(/may still/);
     const ready = await http<{ checks: Record<string, string> }>(url, 'GET', '/health/ready');
     expect(ready.status).toBe(503);
     expect(ready.body.checks.postgres).toBe('down');

@@ -18,6 +18,7 @@ import type {
 import { z } from 'zod';
 import { PAGE_SIZE } from './http/parse';
 import { PROBLEMS, ProblemCode, problemBody } from './openapi-examples';
+import { Problem, problemType } from './problem/problem';
 import { API_SCHEMAS, SchemaName } from './schemas';
 
 export { API_SCHEMAS } from './schemas';
@@ -394,6 +395,7 @@ function addCrossCuttingAnswers(document: OpenAPIObject): void {
         addProblems(operation, 403, ['operator-not-tenant'], instance);
         addProblems(operation, 429, ['rate-limited', 'too-many-failed-authentications'], instance);
         addProblems(operation, 503, ['database-unavailable'], instance);
+        if (method !== 'get' && path.startsWith('/v1/')) documentUncertainWrite(operation);
       }
       setInstances(operation, path);
       operation.responses = Object.fromEntries(
@@ -401,6 +403,35 @@ function addCrossCuttingAnswers(document: OpenAPIObject): void {
       ) as OperationObject['responses'];
     }
   }
+}
+
+/**
+ * A write's 503 is not always "nothing was written": a statement sent that got no answer in time may still be carried
+ * out by the database (Problem.unavailable(true)). A client that took every 503 for "nothing was written" would send a
+ * submission again without its Idempotency-Key, or repeat a decision, after one that was recorded.
+ */
+function documentUncertainWrite(operation: OperationObject): void {
+  const response = operation.responses['503'] as ResponseObject;
+  const uncertain = Problem.unavailable(true);
+  response.description =
+    'Postgres is unreachable (nothing was written), or a statement of this write got no answer in time: then it ' +
+    'may still have been recorded (the detail says which) — repeat it with the same Idempotency-Key, or read the ' +
+    'current state, before sending it again; see Retry-After';
+  const media = response.content?.['application/problem+json'];
+  if (!media) return;
+  media.examples = {
+    ...media.examples,
+    'database-unavailable-outcome-unknown': {
+      summary: 'A statement of the write got no answer in time: it may still have been recorded',
+      value: {
+        type: problemType(uncertain.code),
+        title: uncertain.title,
+        status: uncertain.status,
+        detail: uncertain.detail,
+        instance: '',
+      },
+    },
+  };
 }
 
 /**

@@ -1425,6 +1425,17 @@ export interface components {
         'application/problem+json': components['schemas']['Problem'];
       };
     };
+    /** @description Postgres is unreachable (nothing was written), or a statement of this write got no answer in time: then it may still have been recorded (the detail says which) — repeat it with the same Idempotency-Key, or read the current state, before sending it again; see Retry-After */
+    Problem503_2: {
+      headers: {
+        /** @description seconds to wait before trying again */
+        'Retry-After': number;
+        [name: string]: unknown;
+      };
+      content: {
+        'application/problem+json': components['schemas']['Problem'];
+      };
+    };
   };
   parameters: never;
   requestBodies: never;
@@ -1518,7 +1529,7 @@ export interface operations {
         };
       };
       429: components['responses']['Problem429'];
-      503: components['responses']['Problem503'];
+      503: components['responses']['Problem503_2'];
     };
   };
   getExecution: {
@@ -1615,7 +1626,7 @@ export interface operations {
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
-      503: components['responses']['Problem503'];
+      503: components['responses']['Problem503_2'];
     };
   };
   streamExecutionEvents: {
@@ -1726,7 +1737,7 @@ export interface operations {
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
-      503: components['responses']['Problem503'];
+      503: components['responses']['Problem503_2'];
     };
   };
   resolveOperation: {
@@ -1773,7 +1784,7 @@ export interface operations {
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
-      503: components['responses']['Problem503'];
+      503: components['responses']['Problem503_2'];
     };
   };
   recheckOperation: {
@@ -1806,7 +1817,7 @@ export interface operations {
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
-      503: components['responses']['Problem503'];
+      503: components['responses']['Problem503_2'];
     };
   };
   retryOperation: {
@@ -1841,7 +1852,7 @@ export interface operations {
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
-      503: components['responses']['Problem503'];
+      503: components['responses']['Problem503_2'];
     };
   };
   getReviewSummary: {
@@ -2213,7 +2224,7 @@ export interface operations {
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
-      503: components['responses']['Problem503'];
+      503: components['responses']['Problem503_2'];
     };
   };
   clearConnectorSettings: {
@@ -2247,7 +2258,7 @@ export interface operations {
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
-      503: components['responses']['Problem503'];
+      503: components['responses']['Problem503_2'];
     };
   };
   deleteConnectorSecret: {
@@ -2283,7 +2294,7 @@ export interface operations {
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
-      503: components['responses']['Problem503'];
+      503: components['responses']['Problem503_2'];
     };
   };
   getPolicy: {
@@ -2371,7 +2382,7 @@ export interface operations {
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
-      503: components['responses']['Problem503'];
+      503: components['responses']['Problem503_2'];
     };
   };
   listAdminChanges: {
@@ -2516,7 +2527,7 @@ export interface operations {
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
-      503: components['responses']['Problem503'];
+      503: components['responses']['Problem503_2'];
     };
   };
   getWebhook: {
@@ -2574,7 +2585,7 @@ export interface operations {
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
-      503: components['responses']['Problem503'];
+      503: components['responses']['Problem503_2'];
     };
   };
   enableWebhook: {
@@ -2605,7 +2616,7 @@ export interface operations {
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
-      503: components['responses']['Problem503'];
+      503: components['responses']['Problem503_2'];
     };
   };
   listWebhookDeliveries: {
@@ -2674,7 +2685,7 @@ export interface operations {
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
-      503: components['responses']['Problem503'];
+      503: components['responses']['Problem503_2'];
     };
   };
   postMcpMessage: {
