@@ -794,6 +794,123 @@ const CASES: Case[] = [
     field: 'q',
     rule: 'no_control_characters',
   },
+  // Each refusal names its rule: zod's generic `custom` names none, and a client cannot act on it.
+  ...((): Case[] => {
+    const httpOp = (params: Record<string, unknown>) =>
+      submission([{ key: 'call', connector: 'http', action: 'request', params: { method: 'POST', ...params } }]);
+    const url = 'https://api.example.com/x';
+    const settings = (body: unknown): Case => ({
+      name: '',
+      method: 'PUT',
+      path: '/v1/admin/connector-settings/http',
+      key: DEMO.admin,
+      body,
+      status: 400,
+    });
+    const cap = { period: 'day' };
+    return [
+      {
+        name: 'expected_state with 51 keys',
+        body: op({ expected_state: Object.fromEntries([...Array(51).keys()].map((i) => [`k${i}`, i])) }),
+        status: 400,
+        field: 'operations[0].expected_state',
+        rule: 'too_big',
+      },
+      {
+        name: 'an http url with a space',
+        body: httpOp({ url: 'ftp://api.example.com/x' }),
+        status: 400,
+        field: 'operations[0].params.url',
+        rule: 'invalid_format',
+      },
+      {
+        name: 'an http header given twice',
+        body: httpOp({ url, headers: { 'X-A': '1', 'x-a': '2' } }),
+        status: 400,
+        field: 'operations[0].params.headers.x-a',
+        rule: 'duplicate_key',
+      },
+      {
+        name: 'an http header Verity sets',
+        body: httpOp({ url, headers: { Host: 'a' } }),
+        status: 400,
+        field: 'operations[0].params.headers.Host',
+        rule: 'forbidden_header',
+      },
+      {
+        name: 'an http body on a GET',
+        body: httpOp({ url, method: 'GET', body: { a: 1 } }),
+        status: 400,
+        field: 'operations[0].params.body',
+        rule: 'no_body',
+      },
+      {
+        name: 'an http reject status 500',
+        body: httpOp({ url, reject_statuses: [500] }),
+        status: 400,
+        field: 'operations[0].params.reject_statuses[0]',
+        rule: 'rejectable_status',
+      },
+      {
+        name: 'an http idempotency key in Content-Type',
+        body: httpOp({ url, idempotency: { header: 'Content-Type' } }),
+        status: 400,
+        field: 'operations[0].params.idempotency.header',
+        rule: 'forbidden_header',
+      },
+      {
+        name: 'an http read_back {{ref}} without ref_field',
+        body: httpOp({ url, read_back: { url: 'https://api.example.com/x/{{ref}}', field: 'status', equals: 'ok' } }),
+        status: 400,
+        field: 'operations[0].params.ref_field',
+        rule: 'required',
+      },
+      {
+        ...settings({ allow_hosts: [{ host: 'a..example' }] }),
+        name: 'an allowlist host that names none',
+        field: 'allow_hosts[0].host',
+        rule: 'invalid_format',
+      },
+      {
+        ...settings({ allow_hosts: [{ host: 'a.example', secrets: ['t', 't'] }] }),
+        name: 'a secret bound twice',
+        field: 'allow_hosts[0].secrets',
+        rule: 'unique',
+      },
+      {
+        ...settings({ spending_caps: [cap] }),
+        name: 'a cap without a limit',
+        field: 'spending_caps[0].max_operations',
+        rule: 'required',
+      },
+      {
+        ...settings({ spending_caps: [{ ...cap, max_amount: 5 }] }),
+        name: 'a cap amount without its field',
+        field: 'spending_caps[0].amount_field',
+        rule: 'required',
+      },
+      {
+        ...settings({
+          spending_caps: [
+            { ...cap, max_operations: 5 },
+            { ...cap, max_operations: 6 },
+          ],
+        }),
+        name: 'two caps of one period',
+        field: 'spending_caps',
+        rule: 'unique',
+      },
+      {
+        name: 'a webhook event named twice',
+        path: '/v1/admin/webhooks',
+        key: DEMO.admin,
+        body: { url: 'https://hooks.example.com/h', events: ['execution.finished', 'execution.finished'] },
+        status: 400,
+        field: 'events',
+        rule: 'unique',
+      },
+    ];
+  })(),
 ];
 
 type Problem = {
@@ -878,6 +995,8 @@ describe('malformed requests (I10)', () => {
             problems.push(`no error with field=${c.field} rule=${c.rule}: ${JSON.stringify(res.body.errors)}`);
         }
         if (/\n\s+at |\\n\s+at /.test(JSON.stringify(res.body))) problems.push('looks like a stack trace');
+        for (const e of res.body.errors ?? [])
+          if (e.rule === 'custom') problems.push(`${e.field}: rule "custom" names no rule`);
       }
       if (!res.requestId) problems.push('no x-request-id');
       if (problems.length) failures.push(`${c.name}: ${problems.join('; ')}`);

@@ -175,7 +175,7 @@ describe('hostile strings', () => {
       expect(res.status).toBe(400);
       expect(res.body.errors).toContainEqual({
         field: `operations[0].params.${field}`,
-        rule: 'custom',
+        rule: 'invalid_format',
         message: expect.stringMatching(/^(no tabs or line breaks|an absolute http)/),
       });
       expect(await counts()).toEqual(before);
@@ -192,7 +192,9 @@ describe('hostile strings', () => {
         body: { allow_hosts: [{ host }] },
       });
       expect(res.status).toBe(400);
-      expect(res.body.errors).toEqual([{ field: 'allow_hosts[0].host', rule: 'custom', message: expect.any(String) }]);
+      expect(res.body.errors).toEqual([
+        { field: 'allow_hosts[0].host', rule: 'invalid_format', message: expect.any(String) },
+      ]);
       expect(await counts()).toEqual(before);
       expect((await http(stack.apiUrl, 'GET', '/v1/admin/connector-settings/http', { key: DEMO.admin })).body).toEqual(
         settings.body,

@@ -78,8 +78,10 @@ describe('URLs written otherwise than they are called', () => {
       body: submission([{ key: 'call', connector: 'http', action: 'request', params: { method: 'POST', url } }]),
     });
     expect(created.status).toBe(400);
-    // The http connector names its URL rules `custom`, with the reason in the message.
-    expect(created.body.errors).toEqual([expect.objectContaining({ field: 'operations[0].params.url' })]);
+    // The reason is in the message; the rule is the URL's form, as for a webhook's url.
+    expect(created.body.errors).toEqual([
+      expect.objectContaining({ field: 'operations[0].params.url', rule: 'invalid_format' }),
+    ]);
   });
 
   it.each([`http://hooks.example.com/hook#part`, `http://127.0.0.1:${port}/hook#`])(

@@ -349,7 +349,9 @@ const TargetUrl = (place: Place) =>
     .max(2048)
     .superRefine((raw, ctx) => {
       const problem = urlProblem(raw, place);
-      if (problem) ctx.addIssue({ code: 'custom', message: problem });
+      // Each refusal names its rule (zod's `custom` names none): a template variable, or the URL's own form.
+      const rule = placeholderProblem(raw, place) ? 'invalid_placeholder' : 'invalid_format';
+      if (problem) ctx.addIssue({ code: 'custom', message: problem, params: { rule } });
     });
 
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$/;
@@ -358,13 +360,14 @@ const FORBIDDEN_HEADER_RULE = 'this header is set by Verity or not allowed';
 const HeaderName = z
   .string()
   .regex(HEADER_NAME, 'an HTTP header name')
-  .refine((name) => !forbiddenHeader(name), FORBIDDEN_HEADER_RULE)
+  .refine((name) => !forbiddenHeader(name), { message: FORBIDDEN_HEADER_RULE, params: { rule: 'forbidden_header' } })
   // The name becomes a member of the request's headers (a plain object), where "__proto__" is no member: the idempotency
   // key set under it was never sent, while the operation said the provider deduplicates its call.
-  .refine(
-    (name) => name.toLowerCase() !== '__proto__',
-    '"__proto__" cannot be a header name here (it is no member of the request\'s headers: the header would not be sent)',
-  );
+  .refine((name) => name.toLowerCase() !== '__proto__', {
+    message:
+      '"__proto__" cannot be a header name here (it is no member of the request\'s headers: the header would not be sent)',
+    params: { rule: 'forbidden_header' },
+  });
 
 const Headers = (place: Place) =>
   z
@@ -381,20 +384,34 @@ const Headers = (place: Place) =>
         ),
     )
     .superRefine((headers, ctx) => {
-      if (Object.keys(headers).length > 32) ctx.addIssue({ code: 'custom', message: 'at most 32 headers' });
+      if (Object.keys(headers).length > 32) {
+        ctx.addIssue({ code: 'custom', message: 'at most 32 headers', params: { rule: 'too_big' } });
+      }
       const seen = new Set<string>();
       for (const [name, value] of Object.entries(headers)) {
         // Header names are case-insensitive: of `X-Op` and `x-op` only the last would be sent, the other dropped
         // without a word (and a read-back could seem to name its effect in a header that never leaves).
         if (seen.has(name.toLowerCase())) {
-          ctx.addIssue({ code: 'custom', path: [name], message: 'this header is given twice (names ignore case)' });
+          ctx.addIssue({
+            code: 'custom',
+            path: [name],
+            message: 'this header is given twice (names ignore case)',
+            params: { rule: 'duplicate_key' },
+          });
         }
         seen.add(name.toLowerCase());
         if (forbiddenHeader(name)) {
-          ctx.addIssue({ code: 'custom', path: [name], message: FORBIDDEN_HEADER_RULE });
+          ctx.addIssue({
+            code: 'custom',
+            path: [name],
+            message: FORBIDDEN_HEADER_RULE,
+            params: { rule: 'forbidden_header' },
+          });
         }
         const problem = placeholderProblem(value, place);
-        if (problem) ctx.addIssue({ code: 'custom', path: [name], message: problem });
+        if (problem) {
+          ctx.addIssue({ code: 'custom', path: [name], message: problem, params: { rule: 'invalid_placeholder' } });
+        }
       }
     });
 
@@ -496,7 +513,10 @@ const RequestParams = z
         z
           .number()
           .int()
-          .refine(isRejectableStatus, '4xx codes only, and never 408 or 429 (those leave the outcome unknown)'),
+          .refine(isRejectableStatus, {
+            message: '4xx codes only, and never 408 or 429 (those leave the outcome unknown)',
+            params: { rule: 'rejectable_status' },
+          }),
       )
       .max(20)
       .optional()
@@ -506,7 +526,10 @@ const RequestParams = z
     idempotency: z
       .strictObject({
         // Its value, `verity-<operation id>`, would replace the body's media type.
-        header: HeaderName.refine((name) => !isContentType(name), 'the idempotency key cannot be the Content-Type'),
+        header: HeaderName.refine((name) => !isContentType(name), {
+          message: 'the idempotency key cannot be the Content-Type',
+          params: { rule: 'forbidden_header' },
+        }),
       })
       .optional()
       .describe('send an idempotency key derived from the operation id in this header'),
@@ -517,10 +540,17 @@ const RequestParams = z
     if (params.body !== undefined) {
       const text = JSON.stringify(params.body);
       if (text.length > MAX_BODY_CHARS) {
-        ctx.addIssue({ code: 'custom', path: ['body'], message: `at most ${MAX_BODY_CHARS} characters of JSON` });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['body'],
+          message: `at most ${MAX_BODY_CHARS} characters of JSON`,
+          params: { rule: 'too_big' },
+        });
       }
       const problem = placeholderProblem(text, 'body');
-      if (problem) ctx.addIssue({ code: 'custom', path: ['body'], message: problem });
+      if (problem) {
+        ctx.addIssue({ code: 'custom', path: ['body'], message: problem, params: { rule: 'invalid_placeholder' } });
+      }
       for (const path of caseFoldedDuplicates(params.body)) {
         const name = String(path[path.length - 1]);
         ctx.addIssue({
@@ -531,7 +561,12 @@ const RequestParams = z
         });
       }
       if (params.method === 'GET') {
-        ctx.addIssue({ code: 'custom', path: ['body'], message: 'a GET request has no body' });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['body'],
+          message: 'a GET request has no body',
+          params: { rule: 'no_body' },
+        });
       }
       for (const [name, value] of Object.entries(params.headers ?? {})) {
         if (!isContentType(name) || jsonContentType(value)) continue;
@@ -544,7 +579,12 @@ const RequestParams = z
       }
     }
     if (params.read_back && readBackUsesRef(params.read_back) && !params.ref_field) {
-      ctx.addIssue({ code: 'custom', path: ['ref_field'], message: '{{ref}} in read_back needs ref_field' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['ref_field'],
+        message: '{{ref}} in read_back needs ref_field',
+        params: { rule: 'required' },
+      });
     }
   });
 

@@ -87,7 +87,10 @@ export const AllowedHostSchema = z
           ),
       )
       .max(50, 'at most 50 secret names per host')
-      .refine((names) => new Set(names).size === names.length, 'a secret is named twice')
+      .refine((names) => new Set(names).size === names.length, {
+        message: 'a secret is named twice',
+        params: { rule: 'unique' },
+      })
       .optional()
       .describe(
         `the tenant's secrets that may be sent to this host ({{secret:NAME}} in a header value), or ["${ANY_SECRET}"] for every one; absent: none. A name not set yet is allowed`,
@@ -96,7 +99,7 @@ export const AllowedHostSchema = z
   .transform((entry, ctx) => {
     const normalized = normalizeAllowedHost(entry.host);
     if ('error' in normalized) {
-      ctx.addIssue({ code: 'custom', path: ['host'], message: normalized.error });
+      ctx.addIssue({ code: 'custom', path: ['host'], message: normalized.error, params: { rule: 'invalid_format' } });
       return z.NEVER;
     }
     // The key is always written ("none" as []): an entry without it can then only come from code older than the
@@ -137,13 +140,28 @@ export const SpendingCapSchema = z
       });
     };
     if (cap.max_operations === undefined && cap.max_amount === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['max_operations'], message: 'give max_operations and/or max_amount' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['max_operations'],
+        message: 'give max_operations and/or max_amount',
+        params: { rule: 'required' },
+      });
     }
     if (cap.max_amount !== undefined && cap.amount_field === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['amount_field'], message: 'max_amount needs the params field to sum' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['amount_field'],
+        message: 'max_amount needs the params field to sum',
+        params: { rule: 'required' },
+      });
     }
     if (cap.max_amount === undefined && cap.amount_field !== undefined) {
-      ctx.addIssue({ code: 'custom', path: ['max_amount'], message: 'amount_field is only used with max_amount' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['max_amount'],
+        message: 'amount_field is only used with max_amount',
+        params: { rule: 'requires_max_amount' },
+      });
     }
     onlyWith('currency', 'max_amount');
     onlyWith('currency_field', 'currency');
@@ -159,7 +177,10 @@ export const ConnectorSettingsInputSchema = z
     spending_caps: z
       .array(SpendingCapSchema)
       .max(8)
-      .refine((caps) => new Set(caps.map((c) => c.period)).size === caps.length, 'at most one cap per period')
+      .refine((caps) => new Set(caps.map((c) => c.period)).size === caps.length, {
+        message: 'at most one cap per period',
+        params: { rule: 'unique' },
+      })
       // Every operation is checked against every cap of its connector: caps in two currencies would refuse every amount
       // (each is in the other one's wrong currency), and a cap without a currency next to one with would count both.
       .refine(
@@ -193,7 +214,10 @@ export const ConnectorSettingsInputSchema = z
           });
         }
       })
-      .refine((s) => Object.keys(s).length <= 50, 'at most 50 secrets per request')
+      .refine((s) => Object.keys(s).length <= 50, {
+        message: 'at most 50 secrets per request',
+        params: { rule: 'too_big' },
+      })
       .optional(),
   })
   // A body that names no setting (`{}`, or only `secrets: {}`) changed nothing, yet was recorded as a change by this

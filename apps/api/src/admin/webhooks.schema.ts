@@ -21,7 +21,10 @@ export const WebhookInputSchema = z.strictObject({
     .array(WebhookEventType)
     .min(1)
     .max(WEBHOOK_EVENT_TYPES.length)
-    .refine((events) => new Set(events).size === events.length, 'each event type once'),
+    .refine((events) => new Set(events).size === events.length, {
+      message: 'each event type once',
+      params: { rule: 'unique' },
+    }),
 });
 export type WebhookInput = z.infer<typeof WebhookInputSchema>;
 

@@ -90,6 +90,7 @@ export const OperationRequestSchema = z.strictObject({
   verification_method: z.enum([VerificationMethod.READ_AFTER_WRITE, '']).optional(),
   expected_state: JsonObject.refine((o) => Object.keys(o).length <= LIMITS.expectedStateKeys, {
     message: `at most ${LIMITS.expectedStateKeys} keys`,
+    params: { rule: 'too_big' },
   })
     .nullable()
     .optional(),
