@@ -366,6 +366,45 @@ describe('contract edges: problems name what the caller sent', () => {
     expect(await count('executions')).toBe(executions + 1);
   });
 
+  it('does not carry out a write whose If-Match can never match (the resource has no ETag): 412, nothing written', async () => {
+    // RFC 9110 13.1.1: an If-Match naming entity tags is true only if one is the resource's current one. Executions,
+    // operations and webhook endpoints have none: a client that made its cancel conditional on a version it believed
+    // it had saw it carried out whatever had happened since.
+    const created = await http<{ id: string; status: string }>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([charge(unique('ifmatch'), { requires_approval: true })]),
+    });
+    expect(created.status).toBe(201);
+    const before = await count('executions');
+    const stale = { 'if-match': '"a-version-never-given"' };
+    const cancel = await http<Problem>(stack.apiUrl, 'POST', `/v1/executions/${created.body.id}/cancel`, {
+      key: DEMO.agent,
+      body: {},
+      headers: stale,
+    });
+    expect(cancel.status).toBe(412);
+    expect(cancel.body).toMatchObject({ type: 'https://verity.dev/problems/precondition-failed', status: 412 });
+    const submitted = await http<Problem>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([charge(unique('ifmatch'))]),
+      headers: stale,
+    });
+    expect(submitted.status).toBe(412);
+    expect(await count('executions')).toBe(before);
+    const read = await http<{ status: string }>(stack.apiUrl, 'GET', `/v1/executions/${created.body.id}`, {
+      key: DEMO.agent,
+    });
+    expect(read.body.status).toBe(created.body.status);
+    // `*` asks only that the resource exist: it does.
+    const any = await http<{ status: string }>(stack.apiUrl, 'POST', `/v1/executions/${created.body.id}/cancel`, {
+      key: DEMO.agent,
+      body: {},
+      headers: { 'if-match': '*' },
+    });
+    expect(any.status).toBe(200);
+    expect(any.body.status).toBe('cancelled');
+  });
+
   it('refuses a dependency named twice, as keys and criterion keys are (400 unique), writing nothing', async () => {
     const before = await count('executions');
     const first = charge(unique('dep'));

@@ -15,6 +15,7 @@ import { WebhookDeliveriesService } from './admin/webhook-deliveries.service';
 import { WebhooksService } from './admin/webhooks.service';
 import { ApiKeyService } from './auth/api-key.service';
 import { AuthGuard } from './auth/auth.guard';
+import { RefuseUnmatchableIfMatch } from './http/if-match';
 import { ReviewController } from './console/review.controller';
 import { ReviewService } from './console/review.service';
 import { ExecutionsController } from './executions/executions.controller';
@@ -78,6 +79,7 @@ export class ApiModule {
         // wraps every handler in an rxjs pipeline, a cost on every request the check does not need.
         { provide: APP_GUARD, useClass: RefuseUnreadQuery },
         { provide: APP_GUARD, useClass: RefuseUnreadBody },
+        { provide: APP_GUARD, useClass: RefuseUnmatchableIfMatch },
         { provide: APP_FILTER, useClass: ProblemFilter },
       ],
     };

@@ -389,6 +389,8 @@ function addCrossCuttingAnswers(document: OpenAPIObject): void {
         addProblems(operation, 408, ['request-timeout'], instance, true);
         addProblems(operation, 413, ['payload-too-large'], instance, true);
         addProblems(operation, 415, ['unsupported-media-type'], instance, true);
+        // A write of a resource with no ETag refuses any If-Match but `*` (RefuseUnmatchableIfMatch).
+        if (path.startsWith('/v1/')) addProblems(operation, 412, ['precondition-failed'], instance);
       }
       if (authenticated) {
         addProblems(operation, 401, ['unauthorized'], instance);

@@ -1,10 +1,9 @@
 import { Delete, Get, HttpCode, Param, Put, Req, Res } from '@nestjs/common';
-import { ApiHeader } from '@nestjs/swagger';
 import { ConnectorSettingsInput, ConnectorSettingsInputSchema } from '@verity/connectors';
 import type { Request, Response } from 'express';
 import { z } from 'zod';
 import { CurrentPrincipal, Principal } from '../auth/principal';
-import { IF_MATCH_HEADER, VERSION_ETAG, ifMatchOf, setETag } from '../http/if-match';
+import { TakesIfMatch, VERSION_ETAG, ifMatchOf, setETag } from '../http/if-match';
 import { JsonBody } from '../http/parse';
 import { CONNECTOR_SETTINGS_EXAMPLE } from '../openapi-examples';
 import { ApiEndpoint } from '../openapi';
@@ -66,7 +65,7 @@ export class ConnectorSettingsController {
     response: { schema: ConnectorSettingsView, headers: VERSION_ETAG },
     problems: ['validation-error', 'precondition-failed'],
   })
-  @ApiHeader(IF_MATCH_HEADER)
+  @TakesIfMatch()
   async put(
     @CurrentPrincipal() principal: Principal,
     @Param('connector') connector: string,
@@ -88,7 +87,7 @@ export class ConnectorSettingsController {
     response: { status: 204, description: 'Removed (or there was nothing to remove)' },
     problems: ['validation-error', 'precondition-failed'],
   })
-  @ApiHeader(IF_MATCH_HEADER)
+  @TakesIfMatch()
   async clear(@CurrentPrincipal() principal: Principal, @Param('connector') connector: string, @Req() req: Request) {
     await this.settings.clear(principal, connector, ifMatchOf(req));
   }
@@ -102,7 +101,7 @@ export class ConnectorSettingsController {
     response: { status: 204, description: 'Deleted' },
     problems: ['validation-error', 'precondition-failed'],
   })
-  @ApiHeader(IF_MATCH_HEADER)
+  @TakesIfMatch()
   async deleteSecret(
     @CurrentPrincipal() principal: Principal,
     @Param('connector') connector: string,

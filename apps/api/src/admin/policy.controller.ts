@@ -1,8 +1,7 @@
 import { Get, Put, Req, Res } from '@nestjs/common';
-import { ApiHeader } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import { CurrentPrincipal, Principal } from '../auth/principal';
-import { IF_MATCH_HEADER, VERSION_ETAG, ifMatchOf, setETag } from '../http/if-match';
+import { TakesIfMatch, VERSION_ETAG, ifMatchOf, setETag } from '../http/if-match';
 import { JsonBody } from '../http/parse';
 import { POLICY_EXAMPLE } from '../openapi-examples';
 import { ApiEndpoint } from '../openapi';
@@ -45,7 +44,7 @@ export class PolicyController {
     response: { schema: PolicyView, headers: VERSION_ETAG },
     problems: ['validation-error', 'not-found', 'precondition-failed'],
   })
-  @ApiHeader(IF_MATCH_HEADER)
+  @TakesIfMatch()
   async put(
     @CurrentPrincipal() principal: Principal,
     @Req() req: Request,

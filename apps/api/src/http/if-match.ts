@@ -1,3 +1,5 @@
+import { CanActivate, ExecutionContext, Injectable, SetMetadata, applyDecorators } from '@nestjs/common';
+import { ApiHeader } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import { Problem } from '../problem/problem';
 
@@ -21,6 +23,36 @@ export const IF_MATCH_HEADER = {
     'the ETag of the GET the change is based on: made only if the resource is still that version, else 412 ' +
     '`precondition-failed` and nothing is written (without it, the last change wins)',
 };
+
+const TAKES_IF_MATCH = 'verity:takes-if-match';
+
+/** A write that compares `If-Match` with its resource's version (`ifMatchOf`): documented, and let through the guard. */
+export const TakesIfMatch = () => applyDecorators(ApiHeader(IF_MATCH_HEADER), SetMetadata(TAKES_IF_MATCH, true));
+
+/**
+ * RFC 9110 §13.1.1: an If-Match naming entity tags holds only if one of them is the resource's current ETag. Only the
+ * admin settings have one (`TakesIfMatch`); an execution, an operation or a webhook endpoint has none, so such a
+ * condition can never hold — and a write sent with it (a cancel made conditional on a version its client believed it
+ * had) was carried out whatever had happened since. Refused 412 before the handler runs, nothing written; `*` (the
+ * resource exists) asks nothing and passes, a header that is no entity tag is 400 as everywhere.
+ */
+@Injectable()
+export class RefuseUnmatchableIfMatch implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
+    const req = context.switchToHttp().getRequest<Request>();
+    if (req.headers['if-match'] === undefined || ['GET', 'HEAD', 'OPTIONS'].includes(req.method)) return true;
+    if (!/^\/v1(\/|$)/.test(req.path)) return true;
+    if (Reflect.getMetadata(TAKES_IF_MATCH, context.getHandler()) === true) return true;
+    if (ifMatchOf(req) === undefined) return true;
+    throw new Problem(
+      412,
+      'precondition-failed',
+      'Precondition failed',
+      `${req.method} ${req.path} has no ETag, so the version If-Match names can never be its current one; nothing ` +
+        'was written (send it without If-Match, or with If-Match: *)',
+    );
+  }
+}
 
 /** Sets the `ETag` of a version of a resource (the one a later If-Match names). */
 export function setETag(res: Pick<Response, 'setHeader'>, version: string): void {

@@ -1517,6 +1517,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
+      412: components['responses']['Problem412'];
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       /** @description Idempotency-Key reused with a different body */
@@ -1623,6 +1624,7 @@ export interface operations {
       404: components['responses']['Problem404'];
       408: components['responses']['Problem408'];
       409: components['responses']['Problem409'];
+      412: components['responses']['Problem412'];
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
@@ -1781,6 +1783,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
+      412: components['responses']['Problem412'];
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
@@ -1814,6 +1817,7 @@ export interface operations {
       404: components['responses']['Problem404'];
       408: components['responses']['Problem408'];
       409: components['responses']['Problem409'];
+      412: components['responses']['Problem412'];
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
@@ -1849,6 +1853,7 @@ export interface operations {
       404: components['responses']['Problem404'];
       408: components['responses']['Problem408'];
       409: components['responses']['Problem409'];
+      412: components['responses']['Problem412'];
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
@@ -2524,6 +2529,7 @@ export interface operations {
       403: components['responses']['Problem403'];
       408: components['responses']['Problem408'];
       409: components['responses']['Problem409'];
+      412: components['responses']['Problem412'];
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
@@ -2582,6 +2588,7 @@ export interface operations {
       403: components['responses']['Problem403'];
       404: components['responses']['Problem404'];
       408: components['responses']['Problem408'];
+      412: components['responses']['Problem412'];
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
@@ -2613,6 +2620,7 @@ export interface operations {
       403: components['responses']['Problem403'];
       404: components['responses']['Problem404'];
       408: components['responses']['Problem408'];
+      412: components['responses']['Problem412'];
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
@@ -2682,6 +2690,7 @@ export interface operations {
       404: components['responses']['Problem404'];
       408: components['responses']['Problem408'];
       409: components['responses']['Problem409'];
+      412: components['responses']['Problem412'];
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
