@@ -384,6 +384,14 @@ describe('contract edges: problems name what the caller sent', () => {
     });
     expect(cancel.status).toBe(412);
     expect(cancel.body).toMatchObject({ type: 'https://verity.dev/problems/precondition-failed', status: 412 });
+    // As the OpenAPI document shows it (its example names an example id).
+    const doc = (await (await fetch(`${stack.apiUrl}/docs-json`)).json()) as {
+      paths: Record<string, { post: { responses: Record<string, { content: Record<string, { examples: object }> }> } }>;
+    };
+    const examples = doc.paths['/v1/executions/{id}/cancel'].post.responses['412'].content['application/problem+json']
+      .examples as Record<string, { value: { detail: string; instance: string } }>;
+    const shown = examples['if-match-without-etag'].value;
+    expect(cancel.body.detail).toBe(shown.detail.replace(shown.instance, `/v1/executions/${created.body.id}/cancel`));
     const submitted = await http<Problem>(stack.apiUrl, 'POST', '/v1/executions', {
       key: DEMO.agent,
       body: submission([charge(unique('ifmatch'))]),

@@ -18,6 +18,7 @@ import type {
 import { z } from 'zod';
 import { PAGE_SIZE } from './http/parse';
 import { PROBLEMS, ProblemCode, problemBody } from './openapi-examples';
+import { unmatchableIfMatch } from './http/if-match';
 import { Problem, problemType } from './problem/problem';
 import { API_SCHEMAS, SchemaName } from './schemas';
 
@@ -389,8 +390,7 @@ function addCrossCuttingAnswers(document: OpenAPIObject): void {
         addProblems(operation, 408, ['request-timeout'], instance, true);
         addProblems(operation, 413, ['payload-too-large'], instance, true);
         addProblems(operation, 415, ['unsupported-media-type'], instance, true);
-        // A write of a resource with no ETag refuses any If-Match but `*` (RefuseUnmatchableIfMatch).
-        if (path.startsWith('/v1/')) addProblems(operation, 412, ['precondition-failed'], instance);
+        if (path.startsWith('/v1/')) documentUnmatchableIfMatch(operation, method, instance);
       }
       if (authenticated) {
         addProblems(operation, 401, ['unauthorized'], instance);
@@ -405,6 +405,45 @@ function addCrossCuttingAnswers(document: OpenAPIObject): void {
       ) as OperationObject['responses'];
     }
   }
+}
+
+/**
+ * A write of a resource with no ETag (every /v1 write but the admin settings, which take If-Match) refuses any If-Match
+ * but `*`: 412 (RefuseUnmatchableIfMatch), shown with the guard's own answer. An approval's 412 for a request that
+ * does not wait keeps its own example, with its own words.
+ */
+function documentUnmatchableIfMatch(operation: OperationObject, method: string, instance: string): void {
+  const takesIfMatch = (operation.parameters ?? []).some((p) => 'name' in p && p.name === 'If-Match');
+  if (takesIfMatch) return;
+  const refused = unmatchableIfMatch(method.toUpperCase(), instance);
+  const example = {
+    summary: 'An If-Match on a resource that has no ETag: it can never match',
+    value: { type: problemType(refused.code), title: refused.title, status: refused.status, detail: refused.detail },
+  };
+  const existing = operation.responses['412'] as ResponseObject | undefined;
+  const media = existing?.content?.['application/problem+json'];
+  if (existing && media) {
+    const approval = media.examples?.['precondition-failed'] as { value: Record<string, unknown> } | undefined;
+    if (approval) {
+      approval.value.detail =
+        'the decision answers the approval request of 2026-11-30T10:00:00.000Z, which is not the one waiting ' +
+        '(requested at 2026-11-30T10:05:00.000Z); nothing was written: read the operation again and decide on what ' +
+        'it shows now';
+      approval.value.requested_at = '2026-11-30T10:05:00.000Z';
+      (approval as { summary?: string }).summary = 'The decision names an approval request that does not wait';
+    }
+    existing.description =
+      'The decision names an approval request (requested_at) that does not wait, or an If-Match was sent (this ' +
+      'resource has no ETag); nothing was written';
+    media.examples = { ...media.examples, 'if-match-without-etag': example };
+    return;
+  }
+  operation.responses['412'] = {
+    description: 'An If-Match was sent, but this resource has no ETag: it can never match; nothing was written',
+    content: {
+      'application/problem+json': { schema: schemaRef('Problem'), examples: { 'if-match-without-etag': example } },
+    },
+  };
 }
 
 /**

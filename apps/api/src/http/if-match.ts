@@ -44,14 +44,19 @@ export class RefuseUnmatchableIfMatch implements CanActivate {
     if (!/^\/v1(\/|$)/.test(req.path)) return true;
     if (Reflect.getMetadata(TAKES_IF_MATCH, context.getHandler()) === true) return true;
     if (ifMatchOf(req) === undefined) return true;
-    throw new Problem(
-      412,
-      'precondition-failed',
-      'Precondition failed',
-      `${req.method} ${req.path} has no ETag, so the version If-Match names can never be its current one; nothing ` +
-        'was written (send it without If-Match, or with If-Match: *)',
-    );
+    throw unmatchableIfMatch(req.method, req.path);
   }
+}
+
+/** 412 for an If-Match on a write whose resource has no ETag (RefuseUnmatchableIfMatch; the OpenAPI example). */
+export function unmatchableIfMatch(method: string, path: string): Problem {
+  return new Problem(
+    412,
+    'precondition-failed',
+    'Precondition failed',
+    `${method} ${path} has no ETag, so the version If-Match names can never be its current one; nothing was ` +
+      'written (send it without If-Match, or with If-Match: *)',
+  );
 }
 
 /** Sets the `ETag` of a version of a resource (the one a later If-Match names). */

@@ -1376,8 +1376,17 @@ export interface components {
         'application/problem+json': components['schemas']['Problem'];
       };
     };
-    /** @description The resource changed since the version If-Match names; nothing was written */
+    /** @description An If-Match was sent, but this resource has no ETag: it can never match; nothing was written */
     Problem412: {
+      headers: {
+        [name: string]: unknown;
+      };
+      content: {
+        'application/problem+json': components['schemas']['Problem'];
+      };
+    };
+    /** @description The resource changed since the version If-Match names; nothing was written */
+    Problem412_2: {
       headers: {
         [name: string]: unknown;
       };
@@ -1735,7 +1744,15 @@ export interface operations {
       404: components['responses']['Problem404'];
       408: components['responses']['Problem408'];
       409: components['responses']['Problem409'];
-      412: components['responses']['Problem412'];
+      /** @description The decision names an approval request (requested_at) that does not wait, or an If-Match was sent (this resource has no ETag); nothing was written */
+      412: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
@@ -2225,7 +2242,7 @@ export interface operations {
       403: components['responses']['Problem403'];
       404: components['responses']['Problem404'];
       408: components['responses']['Problem408'];
-      412: components['responses']['Problem412'];
+      412: components['responses']['Problem412_2'];
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
@@ -2259,7 +2276,7 @@ export interface operations {
       403: components['responses']['Problem403'];
       404: components['responses']['Problem404'];
       408: components['responses']['Problem408'];
-      412: components['responses']['Problem412'];
+      412: components['responses']['Problem412_2'];
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
@@ -2295,7 +2312,7 @@ export interface operations {
       403: components['responses']['Problem403'];
       404: components['responses']['Problem404'];
       408: components['responses']['Problem408'];
-      412: components['responses']['Problem412'];
+      412: components['responses']['Problem412_2'];
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
@@ -2383,7 +2400,7 @@ export interface operations {
       403: components['responses']['Problem403'];
       404: components['responses']['Problem404'];
       408: components['responses']['Problem408'];
-      412: components['responses']['Problem412'];
+      412: components['responses']['Problem412_2'];
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
