@@ -445,6 +445,10 @@ describe('contract edges: problems name what the caller sent', () => {
       ['GET', `/v1/executions/${id}/cancel`, 'POST'],
       ['DELETE', '/v1/admin/policy', 'GET, HEAD, PUT'],
       ['POST', '/health/live', 'GET, HEAD'],
+      // The pages served beside the controllers (console, OpenAPI) exist too: a POST there is no "no such page".
+      ['POST', '/console', 'GET, HEAD'],
+      ['PUT', '/docs', 'GET, HEAD'],
+      ['DELETE', '/docs-json', 'GET, HEAD'],
     ] as const) {
       for (const key of [DEMO.agent, undefined]) {
         const res = await http<Problem>(stack.apiUrl, method, path, key ? { key } : {});

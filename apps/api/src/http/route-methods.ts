@@ -2,6 +2,14 @@ import { Injectable, RequestMethod } from '@nestjs/common';
 import { METHOD_METADATA, PATH_METADATA } from '@nestjs/common/constants';
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { DECORATORS } from '@nestjs/swagger';
+import { CONSOLE_ROUTE } from '../console';
+
+/**
+ * Pages mounted on express beside the controllers (main.ts): the review console and the OpenAPI document. GET only; a
+ * controller's table does not know them, and another method there was answered 404 "no route", as if the page did not
+ * exist. (Bull Board answers its own paths.)
+ */
+const MOUNTED_PAGES = [CONSOLE_ROUTE, '/docs', '/docs-json', '/docs-yaml'];
 
 interface Route {
   /** The path's segments as routed: a literal, or null for a parameter (`:id`), which matches any one segment. */
@@ -42,7 +50,15 @@ export class RouteMethods {
 
   /** Built on first use: every controller is registered by then, and the table never changes afterwards. */
   private routes(): Route[] {
-    this.table ??= this.discovery.getControllers().flatMap(({ instance, metatype }) => {
+    this.table ??= [
+      ...MOUNTED_PAGES.map((page) => ({ segments: page.split('/').slice(1), methods: new Set(['GET']) })),
+      ...this.controllerRoutes(),
+    ];
+    return this.table;
+  }
+
+  private controllerRoutes(): Route[] {
+    return this.discovery.getControllers().flatMap(({ instance, metatype }) => {
       if (!instance || !metatype) return [];
       const prefixes = pathsOf(this.reflector.get<string | string[] | undefined>(PATH_METADATA, metatype));
       const prototype = Object.getPrototypeOf(instance) as object;
@@ -68,7 +84,6 @@ export class RouteMethods {
         );
       });
     });
-    return this.table;
   }
 }
 
