@@ -1,4 +1,10 @@
-import { ExecutionStatus, OperationForChange, canStillChange, isTerminalExecution } from '@verity/status-model';
+import {
+  ExecutionStatus,
+  OperationForChange,
+  OperationStatus,
+  canStillChange,
+  isTerminalExecution,
+} from '@verity/status-model';
 
 /** Why a stream ended (`event: end`, data `{ "reason": … }`). */
 export type StreamEndReason = 'settled' | 'deadline' | 'key_revoked';
@@ -37,7 +43,12 @@ export function lateReadUntil(
   let until: number | null = null;
   for (const op of operations) {
     const resolution = (op.obligation as { resolution?: StoredResolution | null } | null | undefined)?.resolution;
-    if (op.status !== 'FAILED' || resolution?.status !== 'FAILED' || typeof resolution.at !== 'string') continue;
+    if (
+      op.status !== OperationStatus.FAILED ||
+      resolution?.status !== OperationStatus.FAILED ||
+      typeof resolution.at !== 'string'
+    )
+      continue;
     const at = Date.parse(resolution.at);
     if (!Number.isFinite(at) || at + readWindowMs <= now.getTime()) continue;
     until = Math.max(until ?? 0, at + readWindowMs);
