@@ -16,6 +16,7 @@ import {
   ExecutionMovesInput,
   OperationEntity,
   eventRecordedForWorker,
+  eventsWritten,
   isDatabaseUnavailable,
   isUniqueViolation,
   SendGuard,
@@ -291,7 +292,7 @@ export class SenderService implements OnModuleDestroy {
     await testPause(this.logger, this.config.TEST_PAUSE_AFTER_CALL_MS, 'paused after call', op.id);
     const sentSnapshot = { ...snapshotOf(op), status: S.SENT, attempt };
     const check = checkAfterSend({ status: outcome.status, verificationMethod: op.verificationMethod });
-    const recording = this.writeAnswer(op.id, (eventId) =>
+    const recording = this.writeAnswer(op, (eventId) =>
       this.transitions.operation(this.db.manager, {
         eventId,
         operation: sentSnapshot,
@@ -383,23 +384,23 @@ export class SenderService implements OnModuleDestroy {
    * A refusal of another kind (a constraint, a trigger) is not tried again.
    */
   private async writeAnswer(
-    operationId: string,
+    op: Pick<OperationEntity, 'id' | 'executionId'>,
     write: (eventId: string) => Promise<TransitionResult>,
   ): Promise<TransitionResult> {
     const eventId = newId('evt');
-    const written = (): Promise<boolean> => eventRecordedForWorker(this.db.manager, operationId, eventId);
+    const written = (): Promise<boolean> => eventRecordedForWorker(this.db.manager, op.id, eventId);
     let firstFailureAt: number | null = null;
     for (let tries = 1; ; tries += 1) {
       try {
-        if (firstFailureAt !== null && (await written())) return this.writtenBefore(operationId, eventId, tries);
+        if (firstFailureAt !== null && (await written())) return this.writtenBefore(op, eventId, tries);
         const result = await write(eventId);
         if (result.won || firstFailureAt === null) return result;
         // Lost after a try whose reply never came: to that try (committed meanwhile), or to another writer.
-        return (await written()) ? this.writtenBefore(operationId, eventId, tries) : result;
+        return (await written()) ? this.writtenBefore(op, eventId, tries) : result;
       } catch (error) {
         // The first try committed while this one waited for its row: the event's id is taken.
         if (firstFailureAt !== null && isUniqueViolation(error) && (await written().catch(() => false))) {
-          return this.writtenBefore(operationId, eventId, tries);
+          return this.writtenBefore(op, eventId, tries);
         }
         firstFailureAt ??= Date.now();
         const next = isDatabaseUnavailable(error)
@@ -412,7 +413,7 @@ export class SenderService implements OnModuleDestroy {
           : { again: false as const };
         if (!next.again) throw error;
         this.logger.warn(
-          { err: error, operationId, tries, waitMs: next.waitMs },
+          { err: error, operationId: op.id, tries, waitMs: next.waitMs },
           "the provider's answer could not be written; trying again",
         );
         await new Promise((resolve) => setTimeout(resolve, next.waitMs));
@@ -420,11 +421,18 @@ export class SenderService implements OnModuleDestroy {
     }
   }
 
-  private writtenBefore(operationId: string, eventId: string, tries: number): TransitionResult {
+  private writtenBefore(
+    op: Pick<OperationEntity, 'id' | 'executionId'>,
+    eventId: string,
+    tries: number,
+  ): TransitionResult {
     this.logger.warn(
-      { operationId, eventId, tries },
+      { operationId: op.id, eventId, tries },
       "the provider's answer was written by an earlier try whose reply was lost",
     );
+    // That try's statement committed without its caller hearing back, so nothing announced its event: a stream waiting
+    // on the execution would see it only at its next poll.
+    eventsWritten(this.db.manager, op.executionId);
     return { won: true, eventId };
   }
 
@@ -868,7 +876,7 @@ export class SenderService implements OnModuleDestroy {
     for (const whileStatus of tries) {
       const only = whileStatus.length === 1 ? whileStatus[0] : null;
       // Written durably too: this answer is also known nowhere else.
-      const recorded = await this.writeAnswer(op.id, (eventId) =>
+      const recorded = await this.writeAnswer(op, (eventId) =>
         this.transitions.annotate(this.db.manager, {
           eventId,
           executionId: op.executionId,
