@@ -445,6 +445,27 @@ describe('reads, cancel, retry and the OpenAPI contract', () => {
       expect({ path, status: res.status }).toEqual({ path, status: 400 });
       expect(res.body.errors).toEqual([expect.objectContaining({ field: 'connector', rule: 'known_connector' })]);
     }
+    // A name the registry no longer has (a connector a later release removed) stays a filter while one of its operations
+    // waits, also when the other filters match none of them: an empty page then, not "unknown connector".
+    const opId = created.operations[0].id;
+    await stack.db.dataSource.query(`UPDATE operations SET connector = 'legacy.payments' WHERE id = $1`, [opId]);
+    try {
+      const legacy = await get<{ total: number }>(
+        '/v1/review/approvals?connector=legacy.payments',
+        'ReviewQueue',
+        DEMO.reviewer,
+      );
+      expect(legacy.total).toBe(1);
+      const none = await http<{ total: number }>(
+        stack.apiUrl,
+        'GET',
+        '/v1/review/approvals?connector=legacy.payments&q=exe_matches_nothing',
+        { key: DEMO.reviewer },
+      );
+      expect({ status: none.status, total: none.body.total }).toEqual({ status: 200, total: 0 });
+    } finally {
+      await stack.db.dataSource.query(`UPDATE operations SET connector = 'sandbox.payments' WHERE id = $1`, [opId]);
+    }
     // A reason no operation is ever held for (a denial, a proven absence, a rejection) is no filter of the holds either.
     for (const reason of ['DENIED', 'PROVEN_ABSENT', 'CONNECTOR_REJECTED']) {
       const res = await http<Problem>(stack.apiUrl, 'GET', `/v1/review/manual-reviews?reason=${reason}`, {

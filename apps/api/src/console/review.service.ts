@@ -42,11 +42,22 @@ export class ReviewService {
     private readonly connectors: ConnectorRegistry,
   ) {}
 
+  /** Whether any operation of the connector waits in the queue, whatever else a query filters by. */
+  private async anyHeldOf(tenantId: string, queue: ReviewQueue, connector: string): Promise<boolean> {
+    return (await reviewQueuePage(this.db.manager, tenantId, queue, { connector, limit: 1 })).total > 0;
+  }
+
   async list(principal: Principal, queue: ReviewQueue, query: QueueQuery) {
     const found = await reviewQueuePage(this.db.manager, principal.tenantId, queue, query);
-    if (query.connector !== undefined && found.total === 0 && !this.connectors.get(query.connector)) {
+    if (
+      query.connector !== undefined &&
+      found.total === 0 &&
+      !this.connectors.get(query.connector) &&
+      !(await this.anyHeldOf(principal.tenantId, queue, query.connector))
+    ) {
       // A misspelled name would list nothing, which a reviewer reads as "nothing of it waits". A name the registry no
-      // longer has is still a filter while operations of it wait (a connector a later release removed).
+      // longer has is still a filter while operations of it wait (a connector a later release removed), whatever the
+      // other filters match.
       throw Problem.validation([
         {
           field: 'connector',
