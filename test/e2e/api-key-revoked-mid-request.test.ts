@@ -1,7 +1,7 @@
 import { createServer, request as forward, type Server } from 'node:http';
 import { waitForLockWaiter } from '../support/lock-waits';
-import { createApiKey, revokeApiKey } from '@verity/persistence';
-import { DEMO, Stack, freePort } from '../support/stack';
+import { SecretsCipher, createApiKey, createWebhookEndpoint, revokeApiKey } from '@verity/persistence';
+import { DEMO, Stack, freePort, waitFor } from '../support/stack';
 import { charge, http, unique } from '../support/http';
 import { listenLocally, type LocalServer } from '../support/local-server';
 import type { ProblemDetails as Problem } from '@verity/sdk';
@@ -251,5 +251,55 @@ describe('a key revoked while its request is under way', () => {
     expect((await http(stack.apiUrl, 'POST', `/v1/operations/${failed.id}/retry`, { key: DEMO.agent })).status).toBe(
       201,
     );
+  });
+  it('a re-check request and a webhook redelivery made as their key’s revocation commits are not made', async () => {
+    // Re-check: of a charge held because its source could not be read.
+    const { executionId, held } = await heldCharge();
+    const reviewer = await newKey('reviewer');
+    expect((await http(stack.apiUrl, 'GET', `/v1/operations/${held.id}`, { key: reviewer.key })).status).toBe(200);
+    const asked = await duringRevocation(reviewer.id, () =>
+      http<Problem>(stack.apiUrl, 'POST', `/v1/operations/${held.id}/recheck`, { key: reviewer.key }),
+    );
+    expectRevokedMidRequest(asked);
+    // A reviewer whose key stands asks; once that read is recorded, none is recorded on the revoked key's request.
+    expect((await http(stack.apiUrl, 'POST', `/v1/operations/${held.id}/recheck`, { key: DEMO.reviewer })).status).toBe(
+      202,
+    );
+    const rechecked = await waitFor(
+      async () => (await events(stack, executionId)).filter((e) => e.type === 'operation.rechecked'),
+      (found) => found.some((e) => e.data.trigger === 'reviewer'),
+    );
+    expect(rechecked.map((e) => e.data.requested_by)).not.toContain(reviewer.id);
+
+    // Redelivery: of a delivery that failed, to an endpoint of the tenant.
+    const { endpoint } = (await createWebhookEndpoint(stack.db.dataSource, new SecretsCipher(undefined), {
+      tenantId: 'demo',
+      url: 'https://hooks.example.com/verity',
+      events: ['execution.finished'],
+      createdBy: (await newKey('admin')).id,
+    }))!;
+    const deliveryId = unique('msg_mid');
+    await stack.db.dataSource.query(
+      `INSERT INTO webhook_deliveries (id, endpoint_id, tenant_id, type, payload, status, attempts)
+       VALUES ($1, $2, 'demo', 'execution.finished', $3, 'failed', 3)`,
+      [
+        deliveryId,
+        endpoint.id,
+        JSON.stringify({ type: 'execution.finished', timestamp: new Date().toISOString(), data: { status: 'failed' } }),
+      ],
+    );
+    const admin = await newKey('admin');
+    const path = `/v1/admin/webhooks/${endpoint.id}/deliveries/${deliveryId}/redeliver`;
+    expect((await http(stack.apiUrl, 'GET', `/v1/admin/webhooks/${endpoint.id}`, { key: admin.key })).status).toBe(200);
+    const redelivered = await duringRevocation(admin.id, () =>
+      http<Problem>(stack.apiUrl, 'POST', path, { key: admin.key }),
+    );
+    expectRevokedMidRequest(redelivered);
+    const [row] = (await stack.db.dataSource.query(`SELECT status, round FROM webhook_deliveries WHERE id = $1`, [
+      deliveryId,
+    ])) as { status: string; round: number }[];
+    expect(row).toEqual({ status: 'failed', round: 0 });
+    // An admin whose key stands redelivers it.
+    expect((await http(stack.apiUrl, 'POST', path, { key: DEMO.admin })).status).toBe(202);
   });
 });

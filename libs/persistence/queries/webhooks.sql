@@ -67,11 +67,13 @@ SELECT id, endpoint_id, event_id, type, payload, status, round, attempts, last_a
 UPDATE webhook_deliveries d SET status = 'pending', round = d.round + 1, updated_at = clock_timestamp()
      WHERE d.id = $3 AND d.endpoint_id = $2 AND d.tenant_id = $1 AND d.status <> 'pending'
        AND EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.id = d.endpoint_id AND w.disabled_at IS NULL)
+       AND EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $4 AND k.tenant_id = $1 AND k.revoked_at IS NULL FOR SHARE)
      RETURNING id, endpoint_id, event_id, type, payload, status, round, attempts, last_attempt_at,
   last_response_status, last_error, delivered_at, created_at;
 
 -- redeliveryRefusal
-SELECT d.status, d.round, w.disabled_at IS NOT NULL AS disabled
+SELECT d.status, d.round, w.disabled_at IS NOT NULL AS disabled,
+       EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $4 AND k.tenant_id = $3 AND k.revoked_at IS NULL) AS key_stands
      FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
      WHERE d.id = $1 AND d.endpoint_id = $2 AND d.tenant_id = $3;
 

@@ -1,5 +1,6 @@
 import { ExecutionStatus } from '@verity/status-model';
 import { insertStandingKeys, insertTestExecution } from '../../../test/support/fixtures';
+import { waitForLockWaiter } from '../../../test/support/lock-waits';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { SecretsCipher } from './secrets-cipher';
 import { TransitionService } from './transition.service';
@@ -67,7 +68,12 @@ describe('webhook redeliveries and deletes racing the delivery worker (real Post
     const { endpointId, delivery } = await endpointWithDelivery('acme');
     // Still pending (its first round not attempted yet): a redelivery now would send it beside that round.
     expect(
-      await redeliverWebhook(db.dataSource.manager, { tenantId: 'acme', endpointId, deliveryId: delivery.id }),
+      await redeliverWebhook(db.dataSource.manager, {
+        tenantId: 'acme',
+        endpointId,
+        deliveryId: delivery.id,
+        by: 'key_admin',
+      }),
     ).toEqual({ refused: 'pending', round: 0 });
     expect(
       await recordWebhookAttempt(db.dataSource, {
@@ -81,7 +87,12 @@ describe('webhook redeliveries and deletes racing the delivery worker (real Post
 
     const both = await Promise.all(
       [1, 2].map(() =>
-        redeliverWebhook(db.dataSource.manager, { tenantId: 'acme', endpointId, deliveryId: delivery.id }),
+        redeliverWebhook(db.dataSource.manager, {
+          tenantId: 'acme',
+          endpointId,
+          deliveryId: delivery.id,
+          by: 'key_admin',
+        }),
       ),
     );
     expect(both.filter((r) => 'delivery' in r).map((r) => ('delivery' in r ? r.delivery.round : null))).toEqual([1]);
@@ -114,8 +125,60 @@ describe('webhook redeliveries and deletes racing the delivery worker (real Post
 
     // Another tenant cannot redeliver it, through its id or through an endpoint of its own.
     expect(
-      await redeliverWebhook(db.dataSource.manager, { tenantId: 'other', endpointId, deliveryId: delivery.id }),
+      await redeliverWebhook(db.dataSource.manager, {
+        tenantId: 'other',
+        endpointId,
+        deliveryId: delivery.id,
+        by: 'key_admin',
+      }),
     ).toEqual({ refused: 'not_found' });
+  });
+
+  it('a redelivery by a key revoked before its statement commits writes nothing, also a revocation still under way', async () => {
+    const { endpointId, delivery } = await endpointWithDelivery('acme');
+    expect(
+      await recordWebhookAttempt(db.dataSource, {
+        deliveryId: delivery.id,
+        round: 0,
+        outcome: ok,
+        final: true,
+        disableAfter: 5,
+      }),
+    ).toEqual({ state: 'delivered' });
+    const redeliver = (by: string) =>
+      redeliverWebhook(db.dataSource.manager, { tenantId: 'acme', endpointId, deliveryId: delivery.id, by });
+    const settled = { id: delivery.id, status: 'delivered', round: 0 };
+    // Revoked (and committed) after the request was admitted on it (a cached key): nothing written.
+    await insertStandingKeys(db.dataSource.manager, 'acme', ['key_gone', 'key_racing']);
+    await db.dataSource.query(`UPDATE api_keys SET revoked_at = now() WHERE id = 'key_gone'`);
+    expect(await redeliver('key_gone')).toEqual({ refused: 'key_revoked' });
+    // Another tenant's key redelivers nothing here either.
+    await insertStandingKeys(db.dataSource.manager, 'other', ['key_other_admin']);
+    expect(await redeliver('key_other_admin')).toEqual({ refused: 'key_revoked' });
+    const [after] = await listWebhookDeliveries(db.dataSource.manager, { tenantId: 'acme', endpointId, limit: 1 });
+    expect(after).toMatchObject(settled);
+
+    // A revocation written but not yet committed when the redelivery's statement runs: the statement waits for it (it
+    // share-locks the key's row) and then finds the key revoked. Read without the lock, the key still looked active.
+    const revocation = db.dataSource.createQueryRunner();
+    await revocation.connect();
+    try {
+      await revocation.startTransaction();
+      await revocation.query(`UPDATE api_keys SET revoked_at = now() WHERE id = 'key_racing'`);
+      let answered = false;
+      const redelivering = redeliver('key_racing').finally(() => (answered = true));
+      // Proven waiting on the revocation's row lock (not slept on); a statement that does not wait answers first.
+      await waitForLockWaiter(db.dataSource, { statementLike: '%api_keys%', unless: () => answered });
+      await revocation.commitTransaction();
+      expect(await redelivering).toEqual({ refused: 'key_revoked' });
+    } finally {
+      if (revocation.isTransactionActive) await revocation.rollbackTransaction();
+      await revocation.release();
+    }
+    const [still] = await listWebhookDeliveries(db.dataSource.manager, { tenantId: 'acme', endpointId, limit: 1 });
+    expect(still).toMatchObject(settled);
+    // The same redelivery by a key that stands is made.
+    expect(await redeliver('key_admin')).toMatchObject({ delivery: { id: delivery.id, status: 'pending', round: 1 } });
   });
 
   it('an endpoint deleted while a send is in flight: the answer writes nothing, counts no failure, tells nobody', async () => {

@@ -106,12 +106,17 @@ export const WEBHOOKS_SQL = {
   // Only a settled delivery (compare-and-set on its status): while a round is pending it may be in flight, and a new
   // round would send the message again beside it. Of several redeliveries at once, one moves it; the others find it
   // pending (the row lock makes them wait for the first, then re-read it) and change nothing.
+  // Only while the admin's key ($4, of the tenant) stands, share-locked as a decision's statement locks it: a revocation
+  // not yet committed is waited for and then refuses the redelivery, and one made later waits for it to commit.
   redeliver: `UPDATE webhook_deliveries d SET status = 'pending', round = d.round + 1, updated_at = clock_timestamp()
      WHERE d.id = $3 AND d.endpoint_id = $2 AND d.tenant_id = $1 AND d.status <> 'pending'
        AND EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.id = d.endpoint_id AND w.disabled_at IS NULL)
+       AND EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $4 AND k.tenant_id = $1 AND k.revoked_at IS NULL FOR SHARE)
      RETURNING ${DELIVERY_COLUMNS}`,
-  // Why a redelivery changed nothing: the delivery as it stands, and whether its endpoint is disabled.
-  redeliveryRefusal: `SELECT d.status, d.round, w.disabled_at IS NOT NULL AS disabled
+  // Why a redelivery changed nothing: the delivery as it stands, whether its endpoint is disabled, and whether the key
+  // that asked still stands.
+  redeliveryRefusal: `SELECT d.status, d.round, w.disabled_at IS NOT NULL AS disabled,
+       EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $4 AND k.tenant_id = $3 AND k.revoked_at IS NULL) AS key_stands
      FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
      WHERE d.id = $1 AND d.endpoint_id = $2 AND d.tenant_id = $3`,
   skipDelivery: `UPDATE webhook_deliveries SET status = 'skipped', last_error = $3, updated_at = clock_timestamp()
@@ -336,29 +341,32 @@ export function listWebhookDeliveries(
 
 /**
  * A manual redelivery: the message goes back to pending in a new round (a job of an older round is then skipped).
- * Refused (with the reason) when the tenant has no such delivery, its endpoint is disabled, or it is still pending
- * (`round`: the round being attempted) — a round in flight and a new one would send the message twice.
+ * Refused (with the reason) when the tenant has no such delivery, its endpoint is disabled, it is still pending
+ * (`round`: the round being attempted) — a round in flight and a new one would send the message twice — or the key
+ * that asks (`by`) was revoked before the statement could write (`key_revoked`; checked and share-locked in it).
  */
 export async function redeliverWebhook(
   db: Queryable,
-  input: { tenantId: string; endpointId: string; deliveryId: string },
+  input: { tenantId: string; endpointId: string; deliveryId: string; by: string },
 ): Promise<
   | { delivery: WebhookDeliveryRow }
-  | { refused: 'not_found' | 'endpoint_disabled' }
+  | { refused: 'not_found' | 'endpoint_disabled' | 'key_revoked' }
   | { refused: 'pending'; round: number }
 > {
   const [delivery] = await rows<WebhookDeliveryRow>(db, WEBHOOKS_SQL.redeliver, [
     input.tenantId,
     input.endpointId,
     input.deliveryId,
+    input.by,
   ]);
   if (delivery) return { delivery };
-  const [found] = await rows<{ status: string; round: number; disabled: boolean }>(db, WEBHOOKS_SQL.redeliveryRefusal, [
-    input.deliveryId,
-    input.endpointId,
-    input.tenantId,
-  ]);
+  const [found] = await rows<{ status: string; round: number; disabled: boolean; key_stands: boolean }>(
+    db,
+    WEBHOOKS_SQL.redeliveryRefusal,
+    [input.deliveryId, input.endpointId, input.tenantId, input.by],
+  );
   if (!found) return { refused: 'not_found' };
+  if (!found.key_stands) return { refused: 'key_revoked' };
   if (found.disabled) return { refused: 'endpoint_disabled' };
   return { refused: 'pending', round: found.round };
 }

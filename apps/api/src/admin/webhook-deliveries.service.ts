@@ -55,9 +55,12 @@ export class WebhookDeliveriesService {
       tenantId: principal.tenantId,
       endpointId: id,
       deliveryId,
+      by: principal.keyId,
     });
     if ('refused' in result) {
       if (result.refused === 'not_found') throw Problem.notFound('Delivery', deliveryId);
+      // The key was revoked while this request was under way (the statement checks it): nothing was written.
+      if (result.refused === 'key_revoked') throw Problem.keyRevokedMidRequest();
       if (result.refused === 'pending') {
         throw Problem.conflict(
           'delivery-pending',

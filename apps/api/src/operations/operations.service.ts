@@ -554,13 +554,19 @@ export class OperationsService {
     }
     // One read per second at most, however often the button is pressed: the job id deduplicates.
     const second = Math.floor(Date.now() / 1000);
-    await this.inExecutionTrace(op.executionId, () =>
-      this.producer.enqueue(
-        JobName.RECHECK_OPERATION,
-        { operationId: op.id, executionId: op.executionId, requestedBy: principal.keyId },
-        { jobId: jobId(JobName.RECHECK_OPERATION, op.id, `reviewer${second}`) },
-      ),
-    );
+    // The request is the job: it is made only while the key stands, the key's row share-locked until the job is in
+    // Redis. A key revoked since the request was admitted (a cached key, a revocation still on its way) asks for
+    // nothing, and a revocation made meanwhile waits for the enqueue: none answers before a job of its key is made.
+    await transaction(this.db, async (tx) => {
+      if (!(await lockActiveKey(tx, principal.keyId))) throw Problem.keyRevokedMidRequest();
+      await this.inExecutionTrace(op.executionId, () =>
+        this.producer.enqueue(
+          JobName.RECHECK_OPERATION,
+          { operationId: op.id, executionId: op.executionId, requestedBy: principal.keyId },
+          { jobId: jobId(JobName.RECHECK_OPERATION, op.id, `reviewer${second}`) },
+        ),
+      );
+    });
     return this.get(principal, id);
   }
 
