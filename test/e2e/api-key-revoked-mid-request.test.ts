@@ -302,4 +302,23 @@ describe('a key revoked while its request is under way', () => {
     // An admin whose key stands redelivers it.
     expect((await http(stack.apiUrl, 'POST', path, { key: DEMO.admin })).status).toBe(202);
   });
+  it('a submission made as its key’s revocation commits is not accepted', async () => {
+    const agent = await newKey('agent');
+    expect((await http(stack.apiUrl, 'GET', '/v1/executions?limit=1', { key: agent.key })).status).toBe(200);
+    const reference = unique('mid-submit');
+    const submitted = await duringRevocation(agent.id, () =>
+      http<Problem>(stack.apiUrl, 'POST', '/v1/executions', {
+        key: agent.key,
+        body: { agent_id: 'mid-request', intent: 'a charge', operations: [charge(reference)] },
+      }),
+    );
+    expectRevokedMidRequest(submitted);
+    const written = (await stack.db.dataSource.query(
+      `SELECT id FROM operations WHERE tenant_id = 'demo' AND params->>'reference' = $1`,
+      [reference],
+    )) as { id: string }[];
+    expect(written).toEqual([]);
+    // A key that stands submits it.
+    expect((await submit(stack, [charge(reference)])).id).toMatch(/^exe_/);
+  });
 });

@@ -1,5 +1,9 @@
 -- insertExecution
-WITH unsettled AS MATERIALIZED (
+WITH stands AS MATERIALIZED (
+       SELECT $17::text IS NULL OR EXISTS (
+         SELECT 1 FROM api_keys k WHERE k.id = $17 AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE
+       ) AS yes
+     ), unsettled AS MATERIALIZED (
        SELECT o.id, o.execution_id, o.key, o.status, r.position
        FROM jsonb_to_recordset($8::jsonb) AS r(position int, connector text, resend_ref text)
        JOIN operations o ON o.tenant_id = $2 AND o.connector = r.connector AND o.resend_ref = r.resend_ref
@@ -16,7 +20,7 @@ WITH unsettled AS MATERIALIZED (
      ), unchecked AS (
        SELECT caps, secrets, caps OR secrets AS yes FROM capped
      ), held AS (
-       SELECT u.yes OR EXISTS (SELECT 1 FROM unsettled) AS yes FROM unchecked u
+       SELECT u.yes OR EXISTS (SELECT 1 FROM unsettled) OR NOT k.yes AS yes FROM unchecked u, stands k
      ), free AS MATERIALIZED (
        -- Another request with this key is writing right now: answer "in flight" instead of waiting for it.
        SELECT $7::text IS NULL OR pg_try_advisory_xact_lock(hashtextextended($2 || chr(31) || $7, 0)) AS yes
@@ -55,13 +59,15 @@ WITH unsettled AS MATERIALIZED (
      )
      SELECT e.created_at, e.deadline_at, e.updated_at, (SELECT count(*) FROM o) AS n, false AS capped,
             false AS secrets, false AS busy, NULL AS unsettled_id, NULL AS unsettled_execution_id,
-            NULL AS unsettled_key, NULL AS unsettled_status, NULL::int AS unsettled_position FROM e
-     UNION ALL SELECT NULL, NULL, NULL, 0, u.caps, u.secrets, false, NULL, NULL, NULL, NULL, NULL
-       FROM unchecked u WHERE u.yes
-     UNION ALL SELECT NULL, NULL, NULL, 0, false, false, false, x.id, x.execution_id, x.key, x.status, x.position
-       FROM unsettled x, unchecked u WHERE NOT u.yes
-     UNION ALL SELECT NULL, NULL, NULL, 0, false, false, true, NULL, NULL, NULL, NULL, NULL
-       FROM free, held WHERE NOT free.yes AND NOT held.yes;
+            NULL AS unsettled_key, NULL AS unsettled_status, NULL::int AS unsettled_position, false AS revoked FROM e
+     UNION ALL SELECT NULL, NULL, NULL, 0, u.caps, u.secrets, false, NULL, NULL, NULL, NULL, NULL, false
+       FROM unchecked u, stands k WHERE u.yes AND k.yes
+     UNION ALL SELECT NULL, NULL, NULL, 0, false, false, false, x.id, x.execution_id, x.key, x.status, x.position, false
+       FROM unsettled x, unchecked u, stands k WHERE NOT u.yes AND k.yes
+     UNION ALL SELECT NULL, NULL, NULL, 0, false, false, true, NULL, NULL, NULL, NULL, NULL, false
+       FROM free, held WHERE NOT free.yes AND NOT held.yes
+     UNION ALL SELECT NULL, NULL, NULL, 0, false, false, false, NULL, NULL, NULL, NULL, NULL, true
+       FROM stands k WHERE NOT k.yes;
 
 -- setRetryOf
 UPDATE operations SET retry_of = $2 WHERE id = $1 AND tenant_id = $3;

@@ -114,6 +114,12 @@ export interface NewExecution {
    * when the tenant has a secret for one of them (the answer then lists `secrets`). Omitted: looked for.
    */
   uncheckedSecretsOf?: string[];
+  /**
+   * The API key that submits (of `tenantId`): the statement writes only while it is unrevoked, share-locking its row
+   * (see INTAKE_SQL.insertExecution), and answers `revoked` otherwise. Omitted: no key is checked (the system's own
+   * writes: a retry checks its key in its own transaction first).
+   */
+  submittedBy?: string;
 }
 
 export const INTAKE_SQL = {
@@ -123,7 +129,15 @@ export const INTAKE_SQL = {
   // An operation naming the resend_ref of one of the tenant's operations on its connector that was sent and is not
   // settled (blocksResend) is a blind re-send of it: nothing is written and the one row names that operation
   // (`unsettled_…`, the first new operation's in position order), once the caps and secrets are checked.
-  insertExecution: `WITH unsettled AS MATERIALIZED (
+  // $17: the submitting key. Nothing is written once it is revoked, and the one row says `revoked`. FOR SHARE conflicts
+  // with the revocation's UPDATE: a revocation not yet committed is waited for, and then (READ COMMITTED's re-check of
+  // the row's newest version) refuses the submission; one that comes later waits for this statement's commit. FOR KEY
+  // SHARE would cost the same and not conflict with that UPDATE (revoked_at is no key column), proving nothing.
+  insertExecution: `WITH stands AS MATERIALIZED (
+       SELECT $17::text IS NULL OR EXISTS (
+         SELECT 1 FROM api_keys k WHERE k.id = $17 AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE
+       ) AS yes
+     ), unsettled AS MATERIALIZED (
        SELECT o.id, o.execution_id, o.key, o.status, r.position
        FROM jsonb_to_recordset($8::jsonb) AS r(position int, connector text, resend_ref text)
        JOIN operations o ON o.tenant_id = $2 AND o.connector = r.connector AND o.resend_ref = r.resend_ref
@@ -140,7 +154,7 @@ export const INTAKE_SQL = {
      ), unchecked AS (
        SELECT caps, secrets, caps OR secrets AS yes FROM capped
      ), held AS (
-       SELECT u.yes OR EXISTS (SELECT 1 FROM unsettled) AS yes FROM unchecked u
+       SELECT u.yes OR EXISTS (SELECT 1 FROM unsettled) OR NOT k.yes AS yes FROM unchecked u, stands k
      ), free AS MATERIALIZED (
        -- Another request with this key is writing right now: answer "in flight" instead of waiting for it.
        SELECT $7::text IS NULL OR pg_try_advisory_xact_lock(hashtextextended($2 || chr(31) || $7, 0)) AS yes
@@ -179,13 +193,15 @@ export const INTAKE_SQL = {
      )
      SELECT e.created_at, e.deadline_at, e.updated_at, (SELECT count(*) FROM o) AS n, false AS capped,
             false AS secrets, false AS busy, NULL AS unsettled_id, NULL AS unsettled_execution_id,
-            NULL AS unsettled_key, NULL AS unsettled_status, NULL::int AS unsettled_position FROM e
-     UNION ALL SELECT NULL, NULL, NULL, 0, u.caps, u.secrets, false, NULL, NULL, NULL, NULL, NULL
-       FROM unchecked u WHERE u.yes
-     UNION ALL SELECT NULL, NULL, NULL, 0, false, false, false, x.id, x.execution_id, x.key, x.status, x.position
-       FROM unsettled x, unchecked u WHERE NOT u.yes
-     UNION ALL SELECT NULL, NULL, NULL, 0, false, false, true, NULL, NULL, NULL, NULL, NULL
-       FROM free, held WHERE NOT free.yes AND NOT held.yes`,
+            NULL AS unsettled_key, NULL AS unsettled_status, NULL::int AS unsettled_position, false AS revoked FROM e
+     UNION ALL SELECT NULL, NULL, NULL, 0, u.caps, u.secrets, false, NULL, NULL, NULL, NULL, NULL, false
+       FROM unchecked u, stands k WHERE u.yes AND k.yes
+     UNION ALL SELECT NULL, NULL, NULL, 0, false, false, false, x.id, x.execution_id, x.key, x.status, x.position, false
+       FROM unsettled x, unchecked u, stands k WHERE NOT u.yes AND k.yes
+     UNION ALL SELECT NULL, NULL, NULL, 0, false, false, true, NULL, NULL, NULL, NULL, NULL, false
+       FROM free, held WHERE NOT free.yes AND NOT held.yes
+     UNION ALL SELECT NULL, NULL, NULL, 0, false, false, false, NULL, NULL, NULL, NULL, NULL, true
+       FROM stands k WHERE NOT k.yes`,
   // A retry is a new operation that remembers what it retries (I5); the unique index allows one retry per original.
   setRetryOf: `UPDATE operations SET retry_of = $2 WHERE id = $1 AND tenant_id = $3`,
   retryOf: `SELECT id, execution_id FROM operations WHERE retry_of = $1 AND tenant_id = $2`,
@@ -260,7 +276,8 @@ export async function lockRetried(
  * `uncheckedCapsOf` (`caps`) or a secret for a connector of `uncheckedSecretsOf` (`secrets`): nothing written, the
  * key not taken; check what it names, then call again without it. `unsettled` (once nothing is unchecked) when an
  * operation names the `resend_ref` of one of the tenant's operations on the same connector that was sent and is not
- * settled (`blocksResend`): a blind re-send of it; nothing written, the key not taken.
+ * settled (`blocksResend`): a blind re-send of it; nothing written, the key not taken. `revoked` when `submittedBy` was
+ * revoked before the statement could write (a revocation under way is waited for): nothing written.
  */
 export async function insertExecution(
   db: Queryable,
@@ -270,6 +287,7 @@ export async function insertExecution(
   | { unchecked: { caps: boolean; secrets: boolean } }
   | { unsettled: UnsettledReference }
   | 'busy'
+  | 'revoked'
   | null
 > {
   if ((input.idempotencyKey === null) !== (input.idempotency === undefined)) {
@@ -287,6 +305,7 @@ export async function insertExecution(
     unsettled_key: string;
     unsettled_status: OperationStatus;
     unsettled_position: number;
+    revoked: boolean;
   }>(db, INTAKE_SQL.insertExecution, [
     input.id,
     input.tenantId,
@@ -304,8 +323,10 @@ export async function insertExecution(
     input.idempotency?.ttlMs ?? null,
     input.idempotency?.abandonAfterMs ?? null,
     input.uncheckedSecretsOf ?? null,
+    input.submittedBy ?? null,
   ]);
   if (result.length === 0) return null;
+  if (result[0].revoked) return 'revoked';
   if (result[0].capped || result[0].secrets)
     return { unchecked: { caps: result[0].capped, secrets: result[0].secrets } };
   if (result[0].unsettled_id !== null) {

@@ -291,6 +291,9 @@ export class ExecutionsService {
       traceParent,
       uncheckedCapsOf: used,
       uncheckedSecretsOf: orNone(this.secretConnectors().filter((name) => !used.includes(name))),
+      // Written only while the key stands: one revoked since the request was admitted (a cached key, a revocation
+      // committed meanwhile) submits nothing, and a revocation under way is waited for (the statement's share lock).
+      submittedBy: principal.keyId,
     };
     // Whether another request holds the submission's Idempotency-Key (then the caller asks who: null).
     const keyHeldElsewhere = async () =>
@@ -303,6 +306,7 @@ export class ExecutionsService {
         idempotency.abandonAfterMs,
       ));
     let written = await insertExecution(this.db.manager, intake);
+    if (written === 'revoked') throw Problem.keyRevokedMidRequest();
     if (written !== null && written !== 'busy' && 'unchecked' in written) {
       // A key another request already holds is answered first (the replay, 422 or 409), as it is without caps: the
       // caller asks who holds it.
@@ -316,6 +320,7 @@ export class ExecutionsService {
         uncheckedCapsOf: undefined,
         uncheckedSecretsOf: undefined,
       });
+      if (written === 'revoked') throw Problem.keyRevokedMidRequest();
     }
     if (written !== null && written !== 'busy' && 'unsettled' in written) {
       // The request under its own key is answered as its key's record says (a replay of the execution whose send is

@@ -832,7 +832,7 @@ export class OperationsService {
           ],
         });
         // Another send of its reference is unsettled (a provider that does not deduplicate): the retry would re-send it.
-        if (written !== null && written !== 'busy' && 'unsettled' in written) {
+        if (typeof written === 'object' && written !== null && 'unsettled' in written) {
           throw referenceUnsettled(
             connector,
             { action: op.action, params: op.params, field: 'params' },
