@@ -606,7 +606,7 @@ export class LifecycleService {
         return moved.won ? 'moved' : 'lost';
       }
       case 'conflict':
-        return this.recordConflict(db, execution, op, context, verdict.conflicts, verdict.hold, tenant);
+        return this.recordConflict(db, execution, op, context, verdict.conflicts, verdict.hold, read);
     }
   }
 
@@ -618,7 +618,7 @@ export class LifecycleService {
     context: ContextResult,
     conflicts: string[],
     hold: boolean,
-    tenant: TenantEntity | null,
+    read: Pick<TenantRead, 'tenant' | 'clockOffsetMs'>,
   ): Promise<ContextOutcome> {
     const state = context.kind === 'state' ? context.state : {};
     const recorded = await this.transitions.annotate(db, {
@@ -638,7 +638,7 @@ export class LifecycleService {
       patch: {
         next_check_at: null,
         evidence: { method: 'context_read', conflicts, ...context.evidence, state },
-        obligation: this.obligation(TerminalReason.KNOWLEDGE_CONFLICT, false, tenant) as unknown as Record<
+        obligation: this.obligation(TerminalReason.KNOWLEDGE_CONFLICT, false, read) as unknown as Record<
           string,
           unknown
         >,
@@ -727,7 +727,7 @@ export class LifecycleService {
         check_count: next.failedReads,
         next_check_at: null,
         evidence: { method: 'context_read', precondition, detail, failed_reads: next.failedReads, ...evidence },
-        obligation: this.obligation(TerminalReason.SOURCE_UNREACHABLE, false, input.tenant) as unknown as Record<
+        obligation: this.obligation(TerminalReason.SOURCE_UNREACHABLE, false, input) as unknown as Record<
           string,
           unknown
         >,
@@ -1029,12 +1029,20 @@ export class LifecycleService {
     }
   }
 
-  private obligation(reason: TerminalReason, everSent: boolean, tenant: TenantEntity | null) {
+  /**
+   * Due on the database's clock, the one the sweeper finds it overdue by (a host behind by more than the due time wrote
+   * one overdue at once): `clockOffsetMs` is that clock less this process', measured at the tenant's read.
+   */
+  private obligation(
+    reason: TerminalReason,
+    everSent: boolean,
+    { tenant, clockOffsetMs }: Pick<TenantRead, 'tenant' | 'clockOffsetMs'>,
+  ) {
     return recoveryObligation({
       reason,
       everSent,
       settings: tenant?.settings,
-      now: new Date(),
+      now: new Date(Date.now() + clockOffsetMs),
       dueInMs: this.config.OBLIGATION_DUE_MS,
     });
   }

@@ -149,7 +149,7 @@ export class VerificationService {
     if (start.kind === 'hold') {
       // Nothing can be read back (a connector without read_back), or nothing read may settle it: a human decides.
       // Re-sending could deliver a second message.
-      return this.hold(op, start.reason, RECONCILE_HOLD_EVIDENCE[start.why](op.connector));
+      return this.hold(op, start.reason, RECONCILE_HOLD_EVIDENCE[start.why](op.connector), clockOffsetMs);
     }
     if (op.status === S.UNKNOWN) {
       const moved = await this.transitions.operation(this.db.manager, { operation: snapshotOf(op), to: S.RECONCILING });
@@ -202,6 +202,7 @@ export class VerificationService {
           read.kind === 'mismatch'
             ? { method: 'read_after_write', mismatched: read.fields, ...read.evidence }
             : { method: 'read_after_write', ...read.evidence, checks: op.checkCount + 1 },
+          clockOffsetMs,
         );
       case 'unknown':
         return this.acknowledgedButAbsent(op, read);
@@ -378,7 +379,10 @@ export class VerificationService {
    * automatic read is scheduled while the source may still answer and the obligation is not yet due.
    */
   async recheck(operationId: string, requestedBy?: string): Promise<RecheckOutcome> {
-    const op = await findOperationForWorker(this.db.manager, operationId);
+    const found = await findOperationWithClockForWorker(this.db.manager, operationId);
+    const op = found?.operation;
+    // The next read is scheduled on the database's clock, the obligation's due time's and the sweeper's.
+    const clockOffsetMs = found?.clockOffsetMs ?? 0;
     if (!op || op.status !== S.MANUAL_REVIEW || (op.obligation as { resolution?: unknown } | null)?.resolution) {
       return 'skipped: not held';
     }
@@ -410,7 +414,8 @@ export class VerificationService {
       // Which re-check this is as read: its backoff and the next job's id. The stored count is added to in the
       // statement (countInObligation), so a reviewer's re-check racing a scheduled one counts both.
       const rechecks = (held.obligation?.rechecks ?? 0) + 1;
-      const next = mayChange && systemMayRelease(held.terminalReason) ? this.nextRecheckAt(held, rechecks) : null;
+      const next =
+        mayChange && systemMayRelease(held.terminalReason) ? this.nextRecheckAt(held, rechecks, clockOffsetMs) : null;
       // What the source showed is kept on the hold, not only in the history: a person's FAILED is refused since, also
       // one whose own read comes after this one and finds nothing (a lagging or flapping source), or races it.
       const shown =
@@ -436,7 +441,7 @@ export class VerificationService {
         },
       });
       if (annotated.won) {
-        if (next) await this.scheduleRecheck(held, rechecks + 1, next);
+        if (next) await this.scheduleRecheck(held, rechecks + 1, next, clockOffsetMs);
         return `still held: ${read.kind}`;
       }
       const now = await findOperationForWorker(this.db.manager, op.id);
@@ -485,22 +490,33 @@ export class VerificationService {
     return Boolean(connector?.readBack) && operationCapabilities(connector!, op.action, op.params).read_back;
   }
 
-  /** The next automatic re-check, with backoff; none once it would fall after the obligation is due. */
-  private nextRecheckAt(op: { obligation: { due_at?: string } | null }, rechecks: number): Date | null {
+  /**
+   * The next automatic re-check, with backoff; none once it would fall after the obligation is due. On the database's
+   * clock (`clockOffsetMs`: its lead over this process'), as the due time is and as the sweeper reads `next_check_at`.
+   */
+  private nextRecheckAt(
+    op: { obligation: { due_at?: string } | null },
+    rechecks: number,
+    clockOffsetMs: number,
+  ): Date | null {
     const delay = Math.min(
       this.config.RECHECK_BACKOFF_MAX_MS,
       this.config.RECHECK_BACKOFF_MS * 2 ** Math.max(0, rechecks),
     );
-    const at = new Date(Date.now() + delay);
+    const at = new Date(Date.now() + clockOffsetMs + delay);
     const due = op.obligation?.due_at ? Date.parse(op.obligation.due_at) : NaN;
     return Number.isFinite(due) && at.getTime() > due ? null : at;
   }
 
-  private async scheduleRecheck(op: OperationEntity, n: number, at: Date): Promise<void> {
+  /** `at` is on the database's clock: the delay is counted from the database's now (`clockOffsetMs`). */
+  private async scheduleRecheck(op: OperationEntity, n: number, at: Date, clockOffsetMs: number): Promise<void> {
     await this.producer.tryEnqueue(
       JobName.RECHECK_OPERATION,
       { operationId: op.id, executionId: op.executionId },
-      { jobId: jobId(JobName.RECHECK_OPERATION, op.id, n), delay: Math.max(0, at.getTime() - Date.now()) },
+      {
+        jobId: jobId(JobName.RECHECK_OPERATION, op.id, n),
+        delay: Math.max(0, at.getTime() - (Date.now() + clockOffsetMs)),
+      },
     );
   }
 
@@ -509,6 +525,8 @@ export class VerificationService {
     op: OperationEntity,
     reason: TerminalReason,
     evidence: Record<string, unknown>,
+    /** The database's clock less this process', measured at the read of `op`: the due time is on the former. */
+    clockOffsetMs: number,
   ): Promise<VerifyOutcome> {
     const tenant = await findTenant(this.db.manager, op.tenantId);
     const obligation = recoveryObligation({
@@ -524,12 +542,16 @@ export class VerificationService {
           ? await findEffectShownBefore(this.db.manager, op)
           : null,
       settings: tenant?.settings,
-      now: new Date(),
+      // By the database's clock, the one the sweeper finds it overdue by: a host behind by more than the due time
+      // wrote an obligation overdue at once (escalated on the next sweep), one ahead gave the person hours more.
+      now: new Date(Date.now() + clockOffsetMs),
       dueInMs: this.config.OBLIGATION_DUE_MS,
     });
     // A source that could not be read may answer later: the hold is read again until its obligation is due.
     const recheckAt =
-      systemMayRelease(reason) && everSent(op) && this.canReadBack(op) ? this.nextRecheckAt({ obligation }, 0) : null;
+      systemMayRelease(reason) && everSent(op) && this.canReadBack(op)
+        ? this.nextRecheckAt({ obligation }, 0, clockOffsetMs)
+        : null;
     const moved = await this.transitions.operation(this.db.manager, {
       operation: snapshotOf(op),
       to: S.MANUAL_REVIEW,
@@ -542,7 +564,7 @@ export class VerificationService {
     });
     if (!moved.won) return 'skipped: lost race';
     await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
-    if (recheckAt) await this.scheduleRecheck(op, 1, recheckAt);
+    if (recheckAt) await this.scheduleRecheck(op, 1, recheckAt, clockOffsetMs);
     return 'held';
   }
 }

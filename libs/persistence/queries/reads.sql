@@ -1,3 +1,6 @@
+-- databaseNow
+SELECT clock_timestamp() AS now;
+
 -- executionById
 SELECT {columns:Execution t} FROM executions t WHERE t.id = $1 AND t.tenant_id = $2;
 

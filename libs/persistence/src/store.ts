@@ -411,6 +411,7 @@ const SETTINGS_VERSION = settingsVersionOf('s');
 const TENANT_APPROVAL_POLICY = approvalPolicyOf('t');
 
 export const READ_SQL = {
+  databaseNow: `SELECT clock_timestamp() AS now`,
   executionById: `SELECT {columns:Execution t} FROM executions t WHERE t.id = $1 AND t.tenant_id = $2`,
   executionByIdForWorker: `SELECT {columns:Execution t} FROM executions t WHERE t.id = $1`,
   executionWithOperations: `SELECT {columns:Execution e e__}, {columns:Operation o o__}
@@ -721,6 +722,15 @@ export async function findOperationWithClockForWorker(
     operation: hydrate(db, OperationEntity, found),
     clockOffsetMs: new Date(found.database_now as string | Date).getTime() - Date.now(),
   };
+}
+
+/**
+ * How far the database's clock is ahead of this process' (negative: behind), for a time written from this process
+ * that the database, the sweeper or a person will compare with the database's clock (an obligation's due time).
+ */
+export async function databaseClockOffsetMs(db: Queryable): Promise<number> {
+  const [found] = await rows<{ now: string | Date }>(db, READ_SQL.databaseNow);
+  return new Date(found.now).getTime() - Date.now();
 }
 
 export function listExecutions(

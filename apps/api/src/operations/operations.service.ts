@@ -6,6 +6,7 @@ import {
   OperationEntity,
   TransitionService,
   connectorOperation,
+  databaseClockOffsetMs,
   findExecution,
   findLastApprovalDecision,
   findLastStatusChanges,
@@ -599,7 +600,11 @@ export class OperationsService {
         { current_status: op.status, investigations: seen.length },
       );
     }
-    const now = new Date();
+    // On the database's clock: the sweeper finds the obligation overdue by it, and reads the next re-check by it. By an
+    // API host's clock behind it by more than the due time, the re-dated obligation was overdue at once and escalated
+    // on the next sweep, though the reviewer had just given it hours.
+    const clockOffsetMs = await databaseClockOffsetMs(this.db.manager);
+    const now = new Date(Date.now() + clockOffsetMs);
     const settings = await loadTenantSettings(this.db.manager, principal.tenantId);
     const dueInMs =
       dueInSeconds !== undefined
@@ -644,7 +649,7 @@ export class OperationsService {
           { operationId: op.id, executionId: op.executionId },
           {
             jobId: jobId(JobName.RECHECK_OPERATION, op.id, `investigated${seen.length + 1}`),
-            delay: nextCheckAt.getTime() - Date.now(),
+            delay: Math.max(0, nextCheckAt.getTime() - (Date.now() + clockOffsetMs)),
           },
         ),
       );
