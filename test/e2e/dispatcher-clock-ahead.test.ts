@@ -39,11 +39,17 @@ describe('dispatcher: a host clock ahead of the database', () => {
     expect(Date.parse(waiting.deadline_at)).toBeGreaterThan(Date.now());
 
     const [op] = waiting.operations;
-    const approved = await http(stack.apiUrl, 'POST', `/v1/operations/${op.id}/approval`, {
+    // The request is stamped by the database's clock, as the decision is: asked for before it was answered, not two
+    // minutes after (the console showed it "requested in 2 minutes").
+    const requestedAt = Date.parse(String(op.approval?.requested_at));
+    const [{ now }] = (await stack.db.dataSource.query(`SELECT clock_timestamp() AS now`)) as { now: Date }[];
+    expect(requestedAt).toBeLessThanOrEqual(now.getTime());
+    const approved = await http<typeof op>(stack.apiUrl, 'POST', `/v1/operations/${op.id}/approval`, {
       key: DEMO.reviewer,
-      body: { decision: 'approve', reason: 'checked by the test' },
+      body: { decision: 'approve', reason: 'checked by the test', requested_at: op.approval?.requested_at },
     });
     expect(approved.status).toBe(200);
+    expect(Date.parse(String(approved.body.approval?.decided_at))).toBeGreaterThanOrEqual(requestedAt);
     const done = await waitFor(
       () => getExecution(stack, created.id),
       (e) => ['completed', 'failed', 'cancelled', 'expired'].includes(e.status),

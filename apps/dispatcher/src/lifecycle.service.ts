@@ -799,7 +799,8 @@ export class LifecycleService {
       if (op.approval?.state === 'granted' || op.approval?.state === 'denied' || op.approval?.state === 'requested') {
         continue;
       }
-      const approval: Approval = { ...(op.approval ?? {}), state: 'requested', requested_at: new Date().toISOString() };
+      // Its requested_at is stamped by the statement, from the database's clock (stampApprovalRequest).
+      const approval: Approval = { ...(op.approval ?? {}), state: 'requested' };
       // The tenant rule that asks, and why (above its threshold, or in a currency it cannot be compared in).
       const match = approvalRuleMatchOf(op, tenant?.settings, this.connectors);
       await this.transitions.annotate(db, {
@@ -808,6 +809,7 @@ export class LifecycleService {
         whileStatus: S.PREPARED,
         whileApprovalOpen: true,
         patch: { approval: approval as unknown as Record<string, unknown> },
+        stampApprovalRequest: true,
         type: 'approval.requested',
         data: {
           policy: op.requiresApproval ? 'requires_approval' : 'tenant_policy',

@@ -630,7 +630,8 @@ export class SenderService implements OnModuleDestroy {
     currentBaseline: unknown,
     cause?: StaleAuthorityCause,
   ): Promise<DispatchOutcome> {
-    const next: Approval = { state: 'requested', requested_at: new Date().toISOString(), baseline: currentBaseline };
+    // Its requested_at is stamped by the statement, from the database's clock (stampApprovalRequest).
+    const next: Approval = { state: 'requested', baseline: currentBaseline };
     // The withdrawal and the new request in one transaction: a crash between them would leave the approval
     // `requested` with no `approval.requested` event, and planning, which sees it requested, never writes one.
     const withdrawn = await transaction(this.db, async (tx) => {
@@ -642,6 +643,7 @@ export class SenderService implements OnModuleDestroy {
         // The grant judged stale, not one given again since (withdrawn by another sender, then granted anew).
         whileGrantDecidedAt: approval.decided_at ?? null,
         patch: { approval: next as unknown as Record<string, unknown> },
+        stampApprovalRequest: true,
         type: staleness,
         data: {
           ...(cause && { cause }),

@@ -400,6 +400,12 @@ export interface AnnotationInput {
   /** Only while the approval is still granted: of two senders that find one grant stale, one withdraws it. */
   whileApprovalGranted?: boolean;
   /**
+   * With a patch of `approval` that asks for approval: its `requested_at` (the identifier a decision names, and when
+   * the console says it was asked) is stamped by the database's clock, the one the decision's `decided_at` is on — a
+   * dispatcher whose clock ran ahead showed a request made after the decision that answered it.
+   */
+  stampApprovalRequest?: boolean;
+  /**
    * With whileApprovalGranted: only while it is still the grant decided at this time (null: none recorded) — a grant
    * withdrawn by another sender and given again by a reviewer since is not the stale one this caller judged.
    */
@@ -911,6 +917,11 @@ export class TransitionService {
       ...mergeAssignments(input.merge ?? {}, params, input.countInObligation),
       ...(input.withdrawRelease ? [`obligation = obligation - 'resolution'`] : []),
     ];
+    if (input.stampApprovalRequest) {
+      const at = sets.findIndex((set) => set.startsWith('approval = $'));
+      if (at < 0) throw new Error('annotate: stampApprovalRequest goes with a patch of approval');
+      sets[at] += `::jsonb || jsonb_build_object('requested_at', ${isoInstant('clock_timestamp()')})`;
+    }
     let obligationDue = '';
     if (input.whileObligationDueAt !== undefined) {
       params.push(input.whileObligationDueAt);
