@@ -84,4 +84,20 @@ describe('recovery obligations: due by the database’s clock, whatever the host
     expect(kept.status).toBe(200);
     await expectDueAhead(created.id, held.id, 300_000);
   });
+  it('a resolution is dated by the database’s clock: never before the hold it resolves', async () => {
+    const created = await submit(stack, [charge(unique('resolved-at'), { expected_state: { charged: true } })]);
+    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    const resolved = await http<Op>(stack.apiUrl, 'POST', `/v1/operations/${held.id}/resolve`, {
+      key: DEMO.reviewer,
+      body: { status: 'CANCELLED', evidence: 'the agent was wrong about the order; not wanted any more' },
+    });
+    expect(resolved.status).toBe(200);
+    const log = await events(stack, created.id);
+    const heldAt = Date.parse(
+      log.find((e) => e.operation_id === held.id && e.to_status === 'MANUAL_REVIEW')!.created_at,
+    );
+    const resolution = log.find((e) => e.type === 'operation.resolved')!.data as { at: string };
+    expect(Date.parse(resolution.at)).toBeGreaterThanOrEqual(heldAt);
+    expect(Date.parse(resolution.at)).toBeLessThanOrEqual(await databaseNow());
+  });
 });

@@ -413,7 +413,10 @@ export class OperationsService {
         { current_status: op.status, permitted_resolutions: permitted, resolution_options: options },
       );
     }
-    const resolution: Record<string, unknown> = { status, evidence, by: principal.keyId, at: new Date().toISOString() };
+    // When, by the database's clock: the sweeper compares a release's `at` with it (a release whose dispatch is owed),
+    // and the history's other times are on it. By an API host's clock a resolution could precede the hold it resolves.
+    const at = new Date(Date.now() + (await databaseClockOffsetMs(this.db.manager))).toISOString();
+    const resolution: Record<string, unknown> = { status, evidence, by: principal.keyId, at };
     // The source read at the moment of the decision (FAILED; VERIFIED where the provider's lookup can refute it).
     const read = option.check === 'read_back' ? await this.readSourceNow(op) : null;
     const readBack = read && { kind: read.kind, evidence: read.evidence ?? null };
