@@ -263,6 +263,20 @@ describe('approval rules', () => {
     expect(lookUpParam({ a: { bb: 1 } }, 'a.b')).toEqual({ kind: 'missing' });
     expect(paramAt({ A: 1 }, 'a')).toBeUndefined();
   });
+
+  it('lookUpParam reads own members only: an inherited name is no field of the params', () => {
+    for (const name of ['constructor', 'toString', '__proto__', 'hasOwnProperty']) {
+      expect(lookUpParam({ body: { amount: 1 } }, `body.${name}`)).toEqual({ kind: 'missing' });
+      expect(lookUpParam({}, name)).toEqual({ kind: 'missing' });
+    }
+    // Sent as a member (JSON.parse makes even `__proto__` an own member): read as sent.
+    expect(lookUpParam(JSON.parse('{"body":{"constructor":5}}'), 'body.constructor')).toEqual({
+      kind: 'value',
+      value: 5,
+    });
+    const rule = { connector: 'http', amount_above: 100, amount_field: 'body.constructor' };
+    expect(approvalRuleMatch({ connector: 'http', params: { body: { amount: 1 } } }, [rule])).toBeNull();
+  });
 });
 
 describe('hold reasons', () => {

@@ -199,7 +199,8 @@ export function lookUpParam(params: Record<string, unknown>, path: string): Para
     if (at === undefined || at === null) return { kind: 'missing' };
     if (typeof at !== 'object' || Array.isArray(at)) return { kind: 'blocked', at: walked.join('.'), value: at };
     const object = at as Record<string, unknown>;
-    at = object[segment];
+    // Own members only: `constructor`, `toString`, `__proto__` name what every object inherits, not a field sent.
+    at = Object.hasOwn(object, segment) ? object[segment] : undefined;
     if (at === undefined) {
       const folded = foldedMemberName(segment);
       const name = Object.keys(object).find((key) => foldedMemberName(key) === folded);

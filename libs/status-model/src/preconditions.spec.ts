@@ -104,6 +104,13 @@ describe('judgeContext: a context read → what happens to the PREPARED operatio
       state({ n: 2 }, { conflicts: ['currency differs'] }),
       { kind: 'conflict', conflicts: ['currency differs', 'n: expected 1, source has 2'], hold: false },
     ],
+    [
+      // The source's state has no such member: what every object inherits under the name is not the source's state.
+      'an expected_state naming an inherited member (__proto__: {}), irreversible: the source has nothing there, held',
+      { irreversible: true, expectedState: JSON.parse('{"__proto__":{}}'), verificationMethod: NONE },
+      state({}),
+      { kind: 'conflict', conflicts: ['__proto__: expected {}, source has undefined'], hold: true },
+    ],
   ];
   it.each(cases)('%s', (_situation, op, read, verdict) => {
     expect(judgeContext(op, read)).toEqual(verdict);

@@ -84,11 +84,12 @@ export function judgeContext(
 ): ContextVerdict {
   if (read.kind === 'unreachable')
     return mustReadPrecondition(op) ? { kind: 'read-again' } : { kind: 'proceed-unread' };
+  // Own members of the source's state only: `__proto__` or `constructor` name what every object inherits, not state.
+  const sourceHas = (key: string) => (Object.hasOwn(read.state, key) ? read.state[key] : undefined);
   const expectedMismatches = Object.entries(op.expectedState ?? {})
-    .filter(([key, expected]) => JSON.stringify(read.state[key]) !== JSON.stringify(expected))
+    .filter(([key, expected]) => JSON.stringify(sourceHas(key)) !== JSON.stringify(expected))
     .map(
-      ([key, expected]) =>
-        `${key}: expected ${JSON.stringify(expected)}, source has ${JSON.stringify(read.state[key])}`,
+      ([key, expected]) => `${key}: expected ${JSON.stringify(expected)}, source has ${JSON.stringify(sourceHas(key))}`,
     );
   if (read.requestedStatePresent && op.verificationMethod === VerificationMethod.READ_AFTER_WRITE) {
     return { kind: 'no-change-required', expectationsMissed: expectedMismatches };
