@@ -160,6 +160,37 @@ describe('URLs written otherwise than they are called', () => {
     },
   );
 
+  // The same for an http operation's request and context read: an approver and the record read `/acc_1/../acc_2`
+  // (a call to acc_1) while the parser sends it to `/acc_2`.
+  it.each([
+    ['url', { url: `http://hooks.example.com/v1/accounts/acc_1/../acc_2/close` }],
+    ['url', { url: `http://hooks.example.com/v1/accounts/acc_1/%2e%2e/acc_2/close` }],
+    [
+      'context.url',
+      { url: `http://hooks.example.com/v1/payouts`, context: { url: `http://hooks.example.com/v1/./x`, field: 'a' } },
+    ],
+  ])(
+    'an http operation with a dot segment in its %s is refused (400 naming it: resolved away), nothing written',
+    async (field, params) => {
+      const before = await http<{ data: unknown[] }>(stack.apiUrl, 'GET', '/v1/executions', { key: DEMO.agent });
+      const created = await http<{ errors: FieldError[] }>(stack.apiUrl, 'POST', '/v1/executions', {
+        key: DEMO.agent,
+        body: submission([
+          { key: 'call', connector: 'http', action: 'request', params: { method: 'POST', ...params } },
+        ]),
+      });
+      expect(created.status).toBe(400);
+      expect(created.body.errors).toEqual([
+        expect.objectContaining({
+          field: `operations[0].params.${field}`,
+          message: expect.stringContaining('dot segment'),
+        }),
+      ]);
+      const after = await http<{ data: unknown[] }>(stack.apiUrl, 'GET', '/v1/executions', { key: DEMO.agent });
+      expect(after.body.data).toEqual(before.body.data);
+    },
+  );
+
   it('takes URLs written as they are called, a backslash in the query included (the parser keeps it there)', async () => {
     for (const url of [
       `http://127.0.0.1:${port}/hook`,

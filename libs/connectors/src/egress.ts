@@ -244,10 +244,11 @@ export function urlFragmentProblem(raw: string): string | null {
 }
 
 /**
- * A webhook's URL has no dot segment in its path (`.` or `..`, also percent-encoded): the URL parser resolves it, so
+ * A target URL has no dot segment in its path (`.` or `..`, also percent-encoded): the URL parser resolves it, so
  * `https://hooks.example.com/a/%2e%2e/hook` is listed as the endpoint while every delivery goes to `/hook`. In the query
- * such text is never resolved. (An http operation's URLs may hold one: what was requested is recorded as requested,
- * and the read-back binding judges the URL as sent.)
+ * such text is never resolved. Where a URL is taken: a webhook's, and an http operation's request and context read (an
+ * approver reads `/payouts/acc_1/../acc_2` as a call to acc_1). A read-back's URL may hold one: the read-back binding
+ * judges the URL as sent.
  */
 export function urlDotSegmentProblem(raw: string): string | null {
   const path = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*([^?#]*)/i.exec(raw)?.[1] ?? '';

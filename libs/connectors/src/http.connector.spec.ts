@@ -172,6 +172,13 @@ describe('http connector', () => {
         /^read_back\.url: no fragment/,
       ],
       [{ context: { url: 'http://example.com/s#{{operation_id}}', field: 'a' } }, /^context\.url: no fragment/],
+      // Resolved away by the URL parser: an approver and the record would read a path that is not the one called.
+      [{ url: 'https://bank.example/v1/accounts/acc_1/../acc_2/close' }, /^url: no dot segment/],
+      [{ url: 'https://bank.example/v1/accounts/acc_1/%2e%2e/acc_2/close' }, /^url: no dot segment/],
+      [{ url: 'https://bank.example/v1/accounts/acc_1/%2E./acc_2' }, /^url: no dot segment/],
+      [{ url: 'https://bank.example/v1/./payouts' }, /^url: no dot segment/],
+      [{ url: 'https://bank.example/v1/payouts/{{operation_id}}/..' }, /^url: no dot segment/],
+      [{ context: { url: 'http://example.com/a/../s', field: 'a' } }, /^context\.url: no dot segment/],
       [{ headers: { host: 'internal' } }, /^headers\.host: this header is set by Verity/],
       // What a proxy or framework in front of the host would route or re-method by: not what the allowlist judged.
       [{ headers: { 'X-Forwarded-Host': 'internal' } }, /^headers\.X-Forwarded-Host: this header is set by Verity/],
@@ -284,6 +291,15 @@ describe('http connector', () => {
     ])('refuses a template variable with a brace missing: %j', (params, field) => {
       expect(issues(params)).toEqual([expect.stringMatching(new RegExp(`^${field.replace(/\./g, '\\.')}: `))]);
       expect(issues(params)).toEqual([expect.stringMatching(HALF)]);
+    });
+
+    it('takes dots that are no dot segment, dot segments in the query, and a read-back URL judged as sent', () => {
+      expect(
+        issues({
+          url: 'https://bank.example/.well-known/a..b/x./...?next=../x&y=%2e%2e',
+          read_back: { url: `${t.base}/x/{{operation_id}}/../{{operation_id}}`, field: 'a', equals: 1 },
+        }),
+      ).toEqual([]);
     });
 
     it('still takes braces that are no variable: JSON in a string, nested objects, a variable inside braces', () => {

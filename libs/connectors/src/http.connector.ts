@@ -34,6 +34,7 @@ import {
   nonCanonicalIpv4,
   rawHostOf,
   systemResolver,
+  urlDotSegmentProblem,
   urlFragmentProblem,
   urlSpellingProblem,
 } from './egress';
@@ -321,7 +322,10 @@ function placeholderProblem(text: string, place: Place): string | null {
 function urlProblem(raw: string, place: Place): string | null {
   const placeholder = placeholderProblem(raw, place);
   if (placeholder) return placeholder;
-  const spelling = urlSpellingProblem(raw) ?? urlFragmentProblem(raw);
+  // A dot segment in the request's or the context read's path is resolved away by the parser: an approver and the
+  // record read `/x/../y` while `/y` is called. (A read-back's URL is judged as it is sent: `readBackBindingProblems`.)
+  const spelling =
+    urlSpellingProblem(raw) ?? urlFragmentProblem(raw) ?? (place === 'url' ? urlDotSegmentProblem(raw) : null);
   if (spelling) return spelling;
   const authority = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(raw)?.[1];
   if (authority === undefined) return 'an absolute http:// or https:// URL';
