@@ -101,6 +101,12 @@ describe('admin: tenant policy', () => {
         'approval_rules[0].amount_above',
         'too_small',
       ],
+      // Bounded as a spending cap's max_amount is.
+      [
+        { approval_rules: [{ connector: 'sandbox.payments', amount_above: 1e300 }] },
+        'approval_rules[0].amount_above',
+        'too_big',
+      ],
       [
         { approval_rules: [{ connector: 'sandbox.payments', amount_above: 1, amount_field: 'a..b' }] },
         'approval_rules[0].amount_field',

@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { classifyAddress, nonCanonicalIpv4, normalizeHost } from './egress';
-import { CURRENCY_CODE, CURRENCY_CODE_RULE, currencyMismatch } from '@verity/status-model';
+import { CURRENCY_CODE, CURRENCY_CODE_RULE, MAX_RULE_AMOUNT, currencyMismatch } from '@verity/status-model';
 import { FIELD_PATH, FIELD_PATH_RULE, fieldSegments, readField } from './json-path';
 import { ANY_SECRET, READ_BACK_BINDINGS } from './connector';
 
@@ -112,7 +112,7 @@ export const SpendingCapSchema = z
     period: z.enum(Object.keys(SPENDING_PERIODS) as [SpendingPeriod, ...SpendingPeriod[]]),
     max_operations: z.number().int().min(0).max(1_000_000_000).optional(),
     // A cap of 0 or less would refuse everything, or (negative) invite amounts that buy the cap back.
-    max_amount: z.number().positive().max(1e15).optional(),
+    max_amount: z.number().positive().max(MAX_RULE_AMOUNT).optional(),
     amount_field: z.string().max(200).regex(FIELD_PATH, FIELD_PATH_RULE).optional(),
     currency: z
       .string()

@@ -30,6 +30,11 @@ export const DEFAULT_CURRENCY_FIELD = 'currency';
 /** The shape of an ISO 4217 currency code, as a cap or an approval rule names one. */
 export const CURRENCY_CODE = /^[A-Z]{3}$/;
 export const CURRENCY_CODE_RULE = 'an ISO 4217 currency code: three capital letters, e.g. EUR';
+/**
+ * The largest amount a tenant's rule may name (a spending cap's `max_amount`, an approval rule's `amount_above`): far
+ * beyond any real amount, and still an exact integer in a double (a line of 1e300 reads as "never", not as a limit).
+ */
+export const MAX_RULE_AMOUNT = 1e15;
 
 /**
  * An amount rule's currency check (an approval threshold's or a spending cap's): null when the rule names no currency

@@ -23,6 +23,15 @@ describe('an approval rule with a currency', () => {
   });
 });
 
+describe("an approval rule's threshold", () => {
+  it("is bounded as a spending cap's amount is (1e15): 1e300 is one too_big, not a line nothing ever crosses", () => {
+    const rule = { connector: 'sandbox.payments' };
+    expect(issues({ ...rule, amount_above: 1e300 })).toEqual({ amount_above: 'too_big' });
+    expect(issues({ ...rule, amount_above: 1e15 + 2 })).toEqual({ amount_above: 'too_big' });
+    expect(ApprovalRuleSchema.parse({ ...rule, amount_above: 1e15 })).toEqual({ ...rule, amount_above: 1e15 });
+  });
+});
+
 describe('a due time in seconds', () => {
   // The first message is the one a problem's detail shows: for 1e20 it is the range, not "whole seconds".
   const firstMessage = (schema: z.ZodType, input: unknown) => schema.safeParse(input).error?.issues[0]?.message;

@@ -1,4 +1,4 @@
-import { CURRENCY_CODE, CURRENCY_CODE_RULE, HOLD_REASONS } from '@verity/status-model';
+import { CURRENCY_CODE, CURRENCY_CODE_RULE, HOLD_REASONS, MAX_RULE_AMOUNT } from '@verity/status-model';
 import { z } from 'zod';
 import { amountReadingView } from './amount-reading.schema';
 import { filledText } from '../http/text';
@@ -28,7 +28,7 @@ const Name = filledText('must not be empty').max(200, 'at most 200 characters');
 export const ApprovalRuleSchema = z
   .strictObject({
     connector: z.string().min(1).max(100),
-    amount_above: z.number().min(0, 'must not be negative').finite().optional(),
+    amount_above: z.number().min(0, 'must not be negative').max(MAX_RULE_AMOUNT).finite().optional(),
     amount_field: DotPath.optional(),
     currency: z
       .string()
