@@ -1,3 +1,5 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { DEMO, Stack } from '../support/stack';
 import { http, sms, submission, unique } from '../support/http';
 
@@ -190,15 +192,49 @@ describe('MCP: messages that are not what they should be', () => {
       -32700,
       'Parse error: the body is not valid JSON',
       'json',
+      null,
     ],
+    // Valid JSON refused for a member: Invalid Request (not a Parse error), with the request's id where it can be
+    // read — not when the id itself is what was given twice (which one counts would be a guess).
     [
-      'a member given twice',
+      'an id given twice',
       () => submitText().replace('{"jsonrpc":"2.0"', '{"jsonrpc":"2.0","id":8'),
       {},
       400,
-      -32700,
-      'Parse error: id: given twice',
+      -32600,
+      'Invalid Request: id: given twice',
       'duplicate_key',
+      null,
+    ],
+    [
+      'a member given twice',
+      () => submitText().replace('"tools/call"', '"tools/call","note":1,"note":2'),
+      {},
+      400,
+      -32600,
+      'Invalid Request: note: given twice',
+      'duplicate_key',
+      7,
+    ],
+    [
+      'a number a double would round',
+      () => submitText().replace('"tools/call"', '"tools/call","note":12345678901234567890'),
+      {},
+      400,
+      -32600,
+      'Invalid Request: note',
+      'exact_number',
+      7,
+    ],
+    [
+      'a __proto__ member in the params',
+      () => submitText().replace('"params":{', '"params":{"__proto__":{"x":1},'),
+      {},
+      400,
+      -32600,
+      'Invalid Request: params.__proto__',
+      'unknown_field',
+      7,
     ],
     [
       'a string with a NUL character',
@@ -208,6 +244,17 @@ describe('MCP: messages that are not what they should be', () => {
       -32600,
       'Invalid Request: note',
       'no_control_characters',
+      7,
+    ],
+    [
+      'an id with a NUL character',
+      () => submitText().replace('"id":7', '"id":"a\\u0000b"'),
+      {},
+      400,
+      -32600,
+      'Invalid Request: id',
+      'no_control_characters',
+      null,
     ],
     [
       'a body over 256 KiB',
@@ -217,6 +264,7 @@ describe('MCP: messages that are not what they should be', () => {
       -32000,
       'the body limit is 256 KiB',
       'max_bytes',
+      null,
     ],
     [
       'another charset',
@@ -226,10 +274,11 @@ describe('MCP: messages that are not what they should be', () => {
       -32000,
       'send UTF-8 JSON',
       undefined,
+      null,
     ],
   ])(
     'answers %s as the transport answers its own refusals, a JSON-RPC error, not problem+json, and submits nothing',
-    async (_what, body, headers, status, code, says, rule) => {
+    async (_what, body, headers, status, code, says, rule, id) => {
       const before = await executionCount();
       const res = await http(stack.apiUrl, 'POST', '/mcp', {
         key: DEMO.agent,
@@ -240,16 +289,43 @@ describe('MCP: messages that are not what they should be', () => {
       expect(res.headers.get('content-type')).toMatch(/^application\/json/);
       expect(res.body).toMatchObject({
         jsonrpc: '2.0',
-        id: null,
+        id,
         error: { code, message: expect.stringContaining(says) },
       });
       expect(Object.keys(res.body as object).sort()).toEqual(['error', 'id', 'jsonrpc']);
       // The field errors a problem would have listed, as the error's data.
       const data = (res.body as { error: { data?: { errors: { rule: string }[] } } }).error.data;
-      expect(data?.errors[0].rule).toBe(rule);
+      expect(data?.errors[0].rule).toEqual(rule);
       expect(await executionCount()).toBe(before);
     },
   );
+
+  it('rejects the MCP SDK client’s call with the refusal as its message (it does not wait for an answer)', async () => {
+    const client = new Client({ name: 'verity-mcp-transport-e2e', version: '1.0.0' });
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${stack.apiUrl}/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${DEMO.agent}` } },
+      }),
+    );
+    try {
+      const before = await executionCount();
+      // No timeout of the SDK's decides this: the test's own (a hang) would fail it, the refusal rejects at once.
+      await expect(
+        client.callTool({
+          name: 'submit_execution',
+          arguments: { ...submission([sms(unique('sdk-nul'))]), intent: 'a\u0000b' },
+        }),
+      ).rejects.toMatchObject({
+        code: 400,
+        message: expect.stringMatching(
+          /"id":1,"error":\{"code":-32600,"message":"Invalid Request: params\.arguments\.intent: control/,
+        ),
+      });
+      expect(await executionCount()).toBe(before);
+    } finally {
+      await client.close();
+    }
+  });
 
   it('still answers the same refusals on the REST API as problem+json', async () => {
     const res = await http(stack.apiUrl, 'POST', '/v1/executions', {

@@ -99,14 +99,25 @@ function notJsonMessage(body: unknown): string {
 }
 
 /**
- * Express error middleware placed right after the body parser. On the MCP endpoint a body that cannot be read as one
- * unambiguous JSON value (400) is JSON-RPC's Parse error; one refused as too large or in another encoding, the
- * transport's own error code.
+ * What JSON-RPC calls the body-parser's refusals of valid JSON (a member given twice, a number a double would round):
+ * no Parse error, a request no method may receive.
+ */
+const REFUSED_VALID_JSON = new Set(['entity.duplicate.key', 'entity.inexact.number']);
+
+/**
+ * Express error middleware placed right after the body parser. On the MCP endpoint a body that cannot be read as JSON
+ * (400) is JSON-RPC's Parse error, and valid JSON refused for one of its members Invalid Request (with the request's id
+ * where it can be determined); one refused as too large or in another encoding, the transport's own error code.
  */
 export function bodyErrorHandler(error: unknown, req: Request, res: Response, next: NextFunction): void {
   const problem = bodyParserProblem(error);
   if (!problem) {
     next(error);
+    return;
+  }
+  const e = error as BodyParserError;
+  if (REFUSED_VALID_JSON.has(e.type as string)) {
+    refuseBody(req, res, problem, JSON_RPC_CODE.invalidRequest, e.body);
     return;
   }
   refuseBody(req, res, problem, problem.status === 400 ? JSON_RPC_CODE.parseError : JSON_RPC_CODE.transport);

@@ -169,7 +169,7 @@ export function rejectUnsafeJson(req: Request, res: Response, next: NextFunction
   const errors = jsonInputIssues(body);
   if (errors.length > 0) {
     // Valid JSON, so on the MCP endpoint no Parse error: a message no method may receive.
-    refuseBody(req, res, Problem.validation(errors), JSON_RPC_CODE.invalidRequest);
+    refuseBody(req, res, Problem.validation(errors), JSON_RPC_CODE.invalidRequest, body);
     return;
   }
   next();

@@ -21,15 +21,44 @@ const PREFIX: Record<JsonRpcErrorCode, string> = {
 /** How a problem's detail names the whole body as the field at fault (see Problem.validation). */
 const BODY_FIELD = '(body): ';
 
-/** A JSON-RPC error answer with no request id (the request was not read, or not as one message). */
+/** A JSON-RPC request id: a string or a number; null where it could not be determined. */
+export type JsonRpcId = string | number | null;
+
+/**
+ * A JSON-RPC error answer, by default with no request id (the request was not read, or not as one message). JSON-RPC
+ * 2.0: the id is null only when it could not be determined.
+ */
 export function sendJsonRpcError(
   res: Response,
   status: number,
   code: JsonRpcErrorCode,
   message: string,
   data?: Record<string, unknown>,
+  id: JsonRpcId = null,
 ): void {
-  res.status(status).json({ jsonrpc: '2.0', id: null, error: data ? { code, message, data } : { code, message } });
+  res.status(status).json({ jsonrpc: '2.0', id, error: data ? { code, message, data } : { code, message } });
+}
+
+/**
+ * The id of a request refused for a member of its body, where it can be determined: one message (not a batch) whose
+ * `id` is a string or a finite number and is not itself what was refused (given twice, or holding what no body may).
+ * `body` is the parsed message, or its raw text (a refusal made before parsing: the text is valid JSON).
+ */
+export function refusedRequestId(body: unknown, refusedFields: readonly string[]): JsonRpcId {
+  if (refusedFields.some((field) => field === 'id' || field.startsWith('id.') || field.startsWith('id['))) return null;
+  let message = body;
+  if (typeof body === 'string' || Buffer.isBuffer(body)) {
+    try {
+      message = JSON.parse(body.toString());
+    } catch {
+      return null;
+    }
+  }
+  if (typeof message !== 'object' || message === null || Array.isArray(message) || !Object.hasOwn(message, 'id')) {
+    return null;
+  }
+  const id = (message as { id: unknown }).id;
+  return typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id)) ? id : null;
 }
 
 /**
@@ -42,6 +71,8 @@ export function refuseBody(
   res: Response,
   problem: Problem,
   code: JsonRpcErrorCode,
+  /** The body as far as it was read (parsed, or its raw text), where the refusal is of a member of valid JSON. */
+  readBody?: unknown,
 ): void {
   if (req.method !== 'POST' || req.path !== MCP_PATH) {
     sendProblem(req, res, problem);
@@ -58,5 +89,12 @@ export function refuseBody(
   // "(body): the body is not valid JSON" reads better without the field that names the whole body.
   const detail = problem.detail ?? problem.title;
   const said = detail.startsWith(BODY_FIELD) ? detail.slice(BODY_FIELD.length) : detail;
-  sendJsonRpcError(res, problem.status, code, `${PREFIX[code]}${said}`, errors ? { errors } : undefined);
+  const id =
+    readBody === undefined
+      ? null
+      : refusedRequestId(
+          readBody,
+          (errors ?? []).map((e) => e.field),
+        );
+  sendJsonRpcError(res, problem.status, code, `${PREFIX[code]}${said}`, errors ? { errors } : undefined, id);
 }

@@ -85,8 +85,9 @@ export class McpController {
   @ApiResponse({
     status: 400,
     description:
-      'A body that is no JSON (-32700 Parse error), not a JSON-RPC message, an empty batch, or a batch whose requests ' +
-      'share an id (-32600 Invalid Request)',
+      'A body that is no JSON (-32700 Parse error); JSON that holds what no message may (a member given twice, a ' +
+      'control character), is not a JSON-RPC message, an empty batch, or a batch whose requests share an id (-32600 ' +
+      'Invalid Request, with the request id where it can be read)',
     content: jsonRpcError(-32700, 'Parse error: the body is not valid JSON'),
   })
   @ApiResponse({
