@@ -59,7 +59,8 @@ export interface ApprovalOptions extends ReasonOptions {
   /**
    * The approval request the decision answers (the operation's `approval.requested_at` as it was shown): the decision
    * is taken only while that request is the one waiting, never for one asked for since (a VerityConflictError
-   * `already-decided` when the one shown was decided, a VerityError 412 `precondition-failed` otherwise).
+   * `already-decided` when the one shown was decided, a VerityPreconditionFailedError, 412 `precondition-failed`,
+   * otherwise).
    */
   requestedAt?: string;
 }

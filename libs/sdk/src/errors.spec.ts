@@ -7,6 +7,7 @@ import {
   VerityError,
   VerityIdempotencyError,
   VerityNotFoundError,
+  VerityPreconditionFailedError,
   VerityRateLimitError,
   VerityServerError,
   VerityValidationError,
@@ -88,6 +89,8 @@ describe('problem parsing', () => {
     expect(of(409, 'retry-not-allowed')).toBeInstanceOf(VerityConflictError);
     expect(of(409, 'idempotency-key-in-flight')).toBeInstanceOf(VerityConflictError);
     expect(of(422, 'idempotency-key-reused')).toBeInstanceOf(VerityIdempotencyError);
+    expect(of(412, 'precondition-failed')).toBeInstanceOf(VerityPreconditionFailedError);
+    expect(of(412, 'precondition-failed').name).toBe('VerityPreconditionFailedError');
     expect(of(429, 'rate-limited')).toBeInstanceOf(VerityRateLimitError);
     expect(of(503, 'database-unavailable')).toBeInstanceOf(VerityServerError);
     expect(of(415, 'unsupported-media-type').constructor).toBe(VerityError);

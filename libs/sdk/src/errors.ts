@@ -88,6 +88,14 @@ export class VerityConflictError extends VerityError {
   override name = 'VerityConflictError';
 }
 
+/**
+ * 412 `precondition-failed`: the resource changed since the version the request named (`If-Match`, an approval's
+ * `requestedAt`). Nothing was written: read it again and decide on what it is now.
+ */
+export class VerityPreconditionFailedError extends VerityError {
+  override name = 'VerityPreconditionFailedError';
+}
+
 /** 422 `idempotency-key-reused`: the Idempotency-Key was first used with a different body. */
 export class VerityIdempotencyError extends VerityError {
   override name = 'VerityIdempotencyError';
@@ -257,6 +265,7 @@ function errorClassFor(status: number, code: ProblemCode): typeof VerityError {
   if (status === 401 || status === 403) return VerityAuthError;
   if (status === 404) return VerityNotFoundError;
   if (status === 409) return VerityConflictError;
+  if (status === 412) return VerityPreconditionFailedError;
   if (code === 'idempotency-key-reused') return VerityIdempotencyError;
   if (status === 429) return VerityRateLimitError;
   if (status >= 500) return VerityServerError;
