@@ -326,18 +326,38 @@ describe('webhooks', () => {
         ).body.data.find((d) => d.id === delivery.id)!,
       (d) => d.status === 'delivered' && d.attempts === 2,
     );
-    expect(
-      (await call('POST', `/v1/admin/webhooks/${endpoints.all.id}/deliveries/msg_nope/redeliver`, DEMO.admin)).status,
-    ).toBe(404);
-    expect(
-      (await call('POST', `/v1/admin/webhooks/${endpoints.all.id}/deliveries/${delivery.id}/redeliver`, otherAdmin))
-        .status,
-    ).toBe(404);
+    const redeliver = (endpointId: string, deliveryId: string, key: string) =>
+      call<{ title: string; detail: string }>(
+        'POST',
+        `/v1/admin/webhooks/${endpointId}/deliveries/${deliveryId}/redeliver`,
+        key,
+      );
+    const missing = (what: string, id: string) => ({
+      title: `${what} not found`,
+      detail: `no ${what.toLowerCase()} ${id} is visible to this key`,
+    });
+    expect(await redeliver(endpoints.all.id, 'msg_nope', DEMO.admin)).toMatchObject({
+      status: 404,
+      body: missing('Delivery', 'msg_nope'),
+    });
+    // A wrong webhook id is "Webhook not found", as on the endpoint's other paths; another tenant's endpoint answers
+    // exactly as one that does not exist.
+    expect(await redeliver('wh_nope', delivery.id, DEMO.admin)).toMatchObject({
+      status: 404,
+      body: missing('Webhook', 'wh_nope'),
+    });
+    expect(await redeliver(endpoints.all.id, delivery.id, otherAdmin)).toMatchObject({
+      status: 404,
+      body: missing('Webhook', endpoints.all.id),
+    });
+    expect((await call('GET', `/v1/admin/webhooks/${endpoints.all.id}/deliveries`, otherAdmin)).body).toMatchObject(
+      missing('Webhook', endpoints.all.id),
+    );
     // Nor through an endpoint of its own: the message is this tenant's, whichever endpoint the path names.
-    expect(
-      (await call('POST', `/v1/admin/webhooks/${endpoints.other.id}/deliveries/${delivery.id}/redeliver`, otherAdmin))
-        .status,
-    ).toBe(404);
+    expect(await redeliver(endpoints.other.id, delivery.id, otherAdmin)).toMatchObject({
+      status: 404,
+      body: missing('Delivery', delivery.id),
+    });
     // Another tenant's delivery id as the cursor of its own log is just a position: it pages its own deliveries only.
     const paged = await call<{ data: DeliveryView[] }>(
       'GET',

@@ -74,8 +74,9 @@ UPDATE webhook_deliveries d SET status = 'pending', round = d.round + 1, updated
 -- redeliveryRefusal
 SELECT d.status, d.round, w.disabled_at IS NOT NULL AS disabled,
        EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $4 AND k.tenant_id = $3 AND k.revoked_at IS NULL) AS key_stands
-     FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
-     WHERE d.id = $1 AND d.endpoint_id = $2 AND d.tenant_id = $3;
+     FROM webhook_endpoints w
+     LEFT JOIN webhook_deliveries d ON d.endpoint_id = w.id AND d.id = $1 AND d.tenant_id = w.tenant_id
+     WHERE w.id = $2 AND w.tenant_id = $3;
 
 -- skipDelivery
 UPDATE webhook_deliveries SET status = 'skipped', last_error = $3, updated_at = clock_timestamp()

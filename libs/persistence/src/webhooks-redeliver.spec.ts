@@ -131,7 +131,29 @@ describe('webhook redeliveries and deletes racing the delivery worker (real Post
         deliveryId: delivery.id,
         by: 'key_admin',
       }),
-    ).toEqual({ refused: 'not_found' });
+    ).toEqual({ refused: 'webhook_not_found' });
+  });
+
+  it('a refused redelivery names what is not found: the webhook when the path’s is not the tenant’s, else the delivery', async () => {
+    await insertStandingKeys(db.dataSource.manager, 'third', ['key_third_admin']);
+    const { endpointId, delivery } = await endpointWithDelivery('acme');
+    const { endpoint: own } = (await createWebhookEndpoint(db.dataSource, cipher, {
+      tenantId: 'third',
+      url: 'http://127.0.0.1:9/hook',
+      events: ['execution.finished'],
+      createdBy: 'key_third_admin',
+    }))!;
+    const adminOf: Record<string, string> = { acme: 'key_admin', third: 'key_third_admin' };
+    const redeliver = (tenantId: string, endpoint: string, deliveryId: string) =>
+      redeliverWebhook(db.dataSource.manager, { tenantId, endpointId: endpoint, deliveryId, by: adminOf[tenantId] });
+    // Another tenant's endpoint reads as one that does not exist (as on every other path under /webhooks/{id}).
+    expect(await redeliver('third', endpointId, delivery.id)).toEqual({ refused: 'webhook_not_found' });
+    expect(await redeliver('third', 'wh_nope', delivery.id)).toEqual({ refused: 'webhook_not_found' });
+    expect(await redeliver('acme', 'wh_nope', delivery.id)).toEqual({ refused: 'webhook_not_found' });
+    // Its own endpoint is found; another tenant's delivery under it reads as one that does not exist.
+    expect(await redeliver('third', own.id, delivery.id)).toEqual({ refused: 'delivery_not_found' });
+    expect(await redeliver('third', own.id, 'msg_nope')).toEqual({ refused: 'delivery_not_found' });
+    expect(await redeliver('acme', endpointId, 'msg_nope')).toEqual({ refused: 'delivery_not_found' });
   });
 
   it('a redelivery by a key revoked before its statement commits writes nothing, also a revocation still under way', async () => {

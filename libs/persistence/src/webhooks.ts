@@ -113,12 +113,13 @@ export const WEBHOOKS_SQL = {
        AND EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.id = d.endpoint_id AND w.disabled_at IS NULL)
        AND EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $4 AND k.tenant_id = $1 AND k.revoked_at IS NULL FOR SHARE)
      RETURNING ${DELIVERY_COLUMNS}`,
-  // Why a redelivery changed nothing: the delivery as it stands, whether its endpoint is disabled, and whether the key
-  // that asked still stands.
+  // Why a redelivery changed nothing: the tenant's endpoint (no row: none visible), the delivery under it as it stands
+  // (status NULL: none), whether the endpoint is disabled, and whether the key that asked still stands.
   redeliveryRefusal: `SELECT d.status, d.round, w.disabled_at IS NOT NULL AS disabled,
        EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $4 AND k.tenant_id = $3 AND k.revoked_at IS NULL) AS key_stands
-     FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
-     WHERE d.id = $1 AND d.endpoint_id = $2 AND d.tenant_id = $3`,
+     FROM webhook_endpoints w
+     LEFT JOIN webhook_deliveries d ON d.endpoint_id = w.id AND d.id = $1 AND d.tenant_id = w.tenant_id
+     WHERE w.id = $2 AND w.tenant_id = $3`,
   skipDelivery: `UPDATE webhook_deliveries SET status = 'skipped', last_error = $3, updated_at = clock_timestamp()
      WHERE id = $1 AND round = $2 AND status = 'pending'`,
   lockCursor: `SELECT last_txid::text, last_event_id FROM webhook_outbox_cursor WHERE id = 1 FOR UPDATE SKIP LOCKED`,
@@ -341,16 +342,17 @@ export function listWebhookDeliveries(
 
 /**
  * A manual redelivery: the message goes back to pending in a new round (a job of an older round is then skipped).
- * Refused (with the reason) when the tenant has no such delivery, its endpoint is disabled, it is still pending
- * (`round`: the round being attempted) — a round in flight and a new one would send the message twice — or the key
- * that asks (`by`) was revoked before the statement could write (`key_revoked`; checked and share-locked in it).
+ * Refused (with the reason) when the tenant has no such endpoint or no such delivery under it, its endpoint is
+ * disabled, it is still pending (`round`: the round being attempted) — a round in flight and a new one would send the
+ * message twice — or the key that asks (`by`) was revoked before the statement could write (`key_revoked`; checked
+ * and share-locked in it).
  */
 export async function redeliverWebhook(
   db: Queryable,
   input: { tenantId: string; endpointId: string; deliveryId: string; by: string },
 ): Promise<
   | { delivery: WebhookDeliveryRow }
-  | { refused: 'not_found' | 'endpoint_disabled' | 'key_revoked' }
+  | { refused: 'webhook_not_found' | 'delivery_not_found' | 'endpoint_disabled' | 'key_revoked' }
   | { refused: 'pending'; round: number }
 > {
   const [delivery] = await rows<WebhookDeliveryRow>(db, WEBHOOKS_SQL.redeliver, [
@@ -360,12 +362,14 @@ export async function redeliverWebhook(
     input.by,
   ]);
   if (delivery) return { delivery };
-  const [found] = await rows<{ status: string; round: number; disabled: boolean; key_stands: boolean }>(
+  const [found] = await rows<{ status: string | null; round: number | null; disabled: boolean; key_stands: boolean }>(
     db,
     WEBHOOKS_SQL.redeliveryRefusal,
     [input.deliveryId, input.endpointId, input.tenantId, input.by],
   );
-  if (!found) return { refused: 'not_found' };
+  // As every other path under an endpoint: one not the tenant's reads as one that does not exist.
+  if (!found) return { refused: 'webhook_not_found' };
+  if (found.status === null || found.round === null) return { refused: 'delivery_not_found' };
   if (!found.key_stands) return { refused: 'key_revoked' };
   if (found.disabled) return { refused: 'endpoint_disabled' };
   return { refused: 'pending', round: found.round };

@@ -58,7 +58,8 @@ export class WebhookDeliveriesService {
       by: principal.keyId,
     });
     if ('refused' in result) {
-      if (result.refused === 'not_found') throw Problem.notFound('Delivery', deliveryId);
+      if (result.refused === 'webhook_not_found') throw Problem.notFound('Webhook', id);
+      if (result.refused === 'delivery_not_found') throw Problem.notFound('Delivery', deliveryId);
       // The key was revoked while this request was under way (the statement checks it): nothing was written.
       if (result.refused === 'key_revoked') throw Problem.keyRevokedMidRequest();
       if (result.refused === 'pending') {
