@@ -74,6 +74,7 @@ describe('webhooks under concurrent admin actions', () => {
         WEBHOOK_SCAN_INTERVAL_MS: '100',
         WEBHOOK_BACKOFF_MS: '100',
         WEBHOOK_MAX_ATTEMPTS: '3',
+        WEBHOOK_TIMEOUT_MS: '5000',
       },
     });
     otherAdmin = (
@@ -106,6 +107,8 @@ describe('webhooks under concurrent admin actions', () => {
     for (const r of refused) {
       expect(r.headers.get('content-type')).toContain('application/problem+json');
       expect((r.body as Problem).type).toContain('delivery-pending');
+      // When to come back: an attempt in flight has ended by then (WEBHOOK_TIMEOUT_MS and a second for the connect).
+      expect(r.headers.get('retry-after')).toBe('6');
     }
 
     // The one round settles; the receiver got the message once more, and only once.
@@ -131,6 +134,13 @@ describe('webhooks under concurrent admin actions', () => {
     const again = await redeliver(endpointId, delivery.id);
     expect(again.status).toBe(409);
     expect((again.body as Problem).type).toContain('delivery-pending');
+    expect(again.headers.get('retry-after')).toBe('6');
+    // The document says so too.
+    const doc = (await (await fetch(`${stack.apiUrl}/docs-json`)).json()) as {
+      paths: Record<string, { post: { responses: Record<string, { headers?: Record<string, unknown> }> } }>;
+    };
+    const conflict = doc.paths['/v1/admin/webhooks/{id}/deliveries/{delivery_id}/redeliver'].post.responses['409'];
+    expect(conflict.headers).toHaveProperty('Retry-After');
 
     const settled = await waitFor(
       async () => (await deliveries(endpointId)).find((d) => d.id === delivery.id)!,

@@ -205,6 +205,16 @@ const PROBLEM_HEADERS: Partial<Record<ProblemCode, ResponseObject['headers']>> =
       description: 'with idempotency-key-in-flight: ' + RETRY_AFTER.description,
     },
   },
+  'delivery-pending': {
+    'Retry-After': {
+      ...RETRY_AFTER,
+      required: false,
+      description:
+        'with delivery-pending: the longest an attempt in flight takes (WEBHOOK_TIMEOUT_MS and a second); by then the ' +
+        'round has settled or its next attempt shows in the delivery log. ' +
+        RETRY_AFTER.description,
+    },
+  },
 };
 
 function problemResponse(status: number, codes: ProblemCode[], path: string): ResponseObject {

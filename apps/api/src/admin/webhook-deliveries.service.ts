@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { WebhookDeliveryRow, listWebhookDeliveries, redeliverWebhook } from '@verity/persistence';
-import { LOGGER, Logger } from '@verity/platform';
+import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { WebhookDeliveryQueue } from '@verity/queues';
 import { DataSource } from 'typeorm';
 import type { z } from 'zod';
@@ -36,6 +36,7 @@ export class WebhookDeliveriesService {
     @InjectDataSource() private readonly db: DataSource,
     private readonly queue: WebhookDeliveryQueue,
     @Inject(LOGGER) private readonly logger: Logger,
+    @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
   ) {}
 
   async list(principal: Principal, id: string, query: z.infer<typeof DeliveriesQuery>) {
@@ -63,10 +64,16 @@ export class WebhookDeliveriesService {
       // The key was revoked while this request was under way (the statement checks it): nothing was written.
       if (result.refused === 'key_revoked') throw Problem.keyRevokedMidRequest();
       if (result.refused === 'pending') {
-        throw Problem.conflict(
+        // Retry-After: by then an attempt in flight has ended (its timeout, and a second for the lookup and the
+        // connect, as the delivery worker counts it): the round has settled, or its next try shows in the log.
+        throw new Problem(
+          409,
           'delivery-pending',
+          'Conflict with the current state',
           `delivery ${deliveryId} is still being sent (redelivery ${result.round}, not settled); ` +
             'redeliver it once it has settled (delivered, failed or skipped)',
+          {},
+          { 'retry-after': String(Math.ceil((this.config.WEBHOOK_TIMEOUT_MS + 1_000) / 1000)) },
         );
       }
       throw Problem.conflict('endpoint-disabled', `webhook ${id} is disabled; enable it first (POST …/enable)`);

@@ -121,8 +121,8 @@ export class WebhooksController {
     id: 'redeliverWebhook',
     summary: 'Send one message again (same webhook-id, a new round of attempts)',
     description:
-      '409 `endpoint-disabled` while the endpoint is disabled; 409 `delivery-pending` while the message is still ' +
-      'being sent (pending): of several redeliveries at once, one is accepted.',
+      '409 `endpoint-disabled` while the endpoint is disabled; 409 `delivery-pending` (with Retry-After) while the ' +
+      'message is still being sent (pending): of several redeliveries at once, one is accepted.',
     params: [ID, { name: 'delivery_id', description: 'delivery id (msg_…), the webhook-id receivers saw' }],
     response: { status: 202, schema: DeliveryView },
     problems: ['endpoint-disabled', 'delivery-pending'],

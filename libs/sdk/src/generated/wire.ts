@@ -528,7 +528,7 @@ export interface paths {
     put?: never;
     /**
      * Send one message again (same webhook-id, a new round of attempts)
-     * @description 409 `endpoint-disabled` while the endpoint is disabled; 409 `delivery-pending` while the message is still being sent (pending): of several redeliveries at once, one is accepted.
+     * @description 409 `endpoint-disabled` while the endpoint is disabled; 409 `delivery-pending` (with Retry-After) while the message is still being sent (pending): of several redeliveries at once, one is accepted.
      */
     post: operations['redeliverWebhook'];
     delete?: never;
@@ -2706,7 +2706,17 @@ export interface operations {
       403: components['responses']['Problem403'];
       404: components['responses']['Problem404'];
       408: components['responses']['Problem408'];
-      409: components['responses']['Problem409'];
+      /** @description Conflict with the current state; the problem names the rule */
+      409: {
+        headers: {
+          /** @description with delivery-pending: the longest an attempt in flight takes (WEBHOOK_TIMEOUT_MS and a second); by then the round has settled or its next attempt shows in the delivery log. seconds to wait before trying again */
+          'Retry-After'?: number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
       412: components['responses']['Problem412'];
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
