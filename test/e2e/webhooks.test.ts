@@ -239,6 +239,21 @@ describe('webhooks', () => {
         expect.objectContaining({ type: 'execution.finished', data: expect.objectContaining({ status: 'completed' }) }),
       ]),
     );
+    // execution.finished says whether the effects happened, not only where the agent's work stands: each operation's
+    // status and commit, as GET shows them.
+    const finished = bodyOf(finishedAt('/ok', demoRun)[0]);
+    const shown = await call<{ operations: { id: string; key: string; status: string; commit: string }[] }>(
+      'GET',
+      `/v1/executions/${demoRun}`,
+      DEMO.agent,
+    );
+    expect(finished.data.operations).toEqual(
+      shown.body.operations.map(({ id, key, status, commit }) => ({ id, key, status, commit })),
+    );
+    expect(finished.data.operations).toEqual([
+      expect.objectContaining({ key: 'charge', status: 'VERIFIED', commit: 'committed' }),
+      expect.objectContaining({ key: 'notify', status: 'ACKNOWLEDGED', commit: 'unknown' }),
+    ]);
     // Nothing crossed tenants, in either direction.
     expect(at('/ok-other').every((r) => bodyOf(r).data.execution_id === otherRun)).toBe(true);
     expect(at('/ok').some((r) => bodyOf(r).data.execution_id === otherRun)).toBe(false);

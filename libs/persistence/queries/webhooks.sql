@@ -102,6 +102,13 @@ SELECT e.id, e.txid::text, e.tenant_id, e.execution_id, e.operation_id, e.type, 
        ORDER BY e.txid, e.id
        LIMIT $3;
 
+-- finishedOperations
+SELECT o.execution_id, o.id, o.key, o.status, o.attempt, o.terminal_reason,
+              o.acknowledged_at IS NOT NULL AS acknowledged, o.rejected_at IS NOT NULL AS rejected,
+              coalesce(jsonb_typeof(o.obligation->'effect_shown_after_failed') = 'object', false) AS effect_shown_after
+       FROM operations o WHERE o.execution_id = ANY($1::text[])
+       ORDER BY o.execution_id, o.position, o.generation;
+
 -- subscribedEndpoints
 SELECT id, tenant_id, events, disabled_at FROM webhook_endpoints
        WHERE tenant_id = ANY($1::text[]) FOR KEY SHARE;

@@ -1,9 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import { newId } from '@verity/platform';
 import {
+  Commit,
+  OperationStatus,
+  TerminalReason,
   VerificationMethodValue,
   WebhookDeliveryStatus,
   WebhookEventType,
+  commitOf,
+  everSent,
+  failureRefuted,
+  verificationContradicted,
   webhookEventFor,
   webhookOwedTo,
 } from '@verity/status-model';
@@ -136,6 +143,13 @@ export const WEBHOOKS_SQL = {
          AND e.txid < pg_snapshot_xmin(pg_current_snapshot())
        ORDER BY e.txid, e.id
        LIMIT $3`,
+  // The operations of the executions a pass announces as finished (one read for the batch), in the order GET shows
+  // them, with what their commit is derived from (as contradictionsOnRecord reads it from the row).
+  finishedOperations: `SELECT o.execution_id, o.id, o.key, o.status, o.attempt, o.terminal_reason,
+              o.acknowledged_at IS NOT NULL AS acknowledged, o.rejected_at IS NOT NULL AS rejected,
+              coalesce(jsonb_typeof(o.obligation->'effect_shown_after_failed') = 'object', false) AS effect_shown_after
+       FROM operations o WHERE o.execution_id = ANY($1::text[])
+       ORDER BY o.execution_id, o.position, o.generation`,
   // FOR KEY SHARE: an endpoint deleted meanwhile waits until its deliveries are written (and then takes them with it),
   // instead of failing the insert on the foreign key and with it the whole pass. Disabled ones too: an event that
   // happened before the disable is still owed to it, and recorded (webhookOwedTo, libs/status-model).
@@ -399,8 +413,59 @@ interface CandidateEvent {
   verification_method: VerificationMethodValue | null;
 }
 
-/** What a receiver is told about one event (snake_case, like the REST API). */
-export function webhookBodyOf(type: WebhookEventType, e: CandidateEvent): WebhookBody {
+/** One operation as `execution.finished` sums it up: whether its effect happened, as GET shows it. */
+export interface FinishedOperation {
+  id: string;
+  key: string;
+  status: OperationStatus;
+  commit: Commit;
+}
+
+interface FinishedOperationRow {
+  execution_id: string;
+  id: string;
+  key: string;
+  status: OperationStatus;
+  attempt: number;
+  terminal_reason: TerminalReason | null;
+  acknowledged: boolean;
+  rejected: boolean;
+  effect_shown_after: boolean;
+}
+
+/** The operations of each execution announced as finished in this batch, by execution id (one statement). */
+async function finishedOperationsOf(db: Queryable, executionIds: string[]): Promise<Map<string, FinishedOperation[]>> {
+  const byExecution = new Map<string, FinishedOperation[]>();
+  if (executionIds.length === 0) return byExecution;
+  for (const op of await rows<FinishedOperationRow>(db, WEBHOOKS_SQL.finishedOperations, [executionIds])) {
+    const commit = commitOf({
+      status: op.status,
+      everSent: everSent(op),
+      terminalReason: op.terminal_reason,
+      failureRefuted: failureRefuted({
+        status: op.status,
+        acknowledged: op.acknowledged,
+        effectShownAfter: op.effect_shown_after,
+      }),
+      verificationContradicted: verificationContradicted({ status: op.status, rejected: op.rejected }),
+    });
+    const list = byExecution.get(op.execution_id) ?? [];
+    list.push({ id: op.id, key: op.key, status: op.status, commit });
+    byExecution.set(op.execution_id, list);
+  }
+  return byExecution;
+}
+
+/**
+ * What a receiver is told about one event (snake_case, like the REST API). `execution.finished` also carries its
+ * execution's `operations` (id, key, status, commit): the execution's status says where the agent's work stands, not
+ * whether its effects happened.
+ */
+export function webhookBodyOf(
+  type: WebhookEventType,
+  e: CandidateEvent,
+  operations?: readonly FinishedOperation[],
+): WebhookBody {
   const data: Record<string, unknown> = {
     event_id: e.id,
     execution_id: e.execution_id,
@@ -429,6 +494,7 @@ export function webhookBodyOf(type: WebhookEventType, e: CandidateEvent): Webhoo
   if (e.type === 'operation.status_changed') data.terminal_reason = e.data.reason ?? null;
   // The event's own record, as GET /v1/executions/{id}/events shows it (outcome verdicts, escalation target...).
   data.detail = e.data;
+  if (type === 'execution.finished') data.operations = operations ?? [];
   return { type, timestamp: new Date(e.created_at).toISOString(), data };
 }
 
@@ -456,13 +522,24 @@ export async function scanWebhookOutbox(
       [tenants],
     );
     const deliveries: { id: string; endpointId: string; tenantId: string; eventId: string; body: WebhookBody }[] = [];
-    for (const event of events) {
-      const type = webhookEventFor({
+    const announced = events.map((event) => ({
+      event,
+      type: webhookEventFor({
         type: event.type,
         toStatus: event.to_status,
         verificationMethod: event.verification_method,
         after: typeof event.data.after === 'string' ? event.data.after : null,
-      });
+      }),
+    }));
+    // Only for executions some endpoint is owed news of (the same pass may announce one to no endpoint at all).
+    const finished = await finishedOperationsOf(tx, [
+      ...new Set(
+        announced
+          .filter((a) => a.type === 'execution.finished' && endpoints.some((w) => w.tenant_id === a.event.tenant_id))
+          .map((a) => a.event.execution_id),
+      ),
+    ]);
+    for (const { event, type } of announced) {
       if (!type) continue;
       for (const endpoint of endpoints) {
         if (endpoint.tenant_id !== event.tenant_id) continue;
@@ -473,7 +550,7 @@ export async function scanWebhookOutbox(
           new Date(event.created_at),
         );
         if (!owed) continue;
-        const body = webhookBodyOf(type, event);
+        const body = webhookBodyOf(type, event, finished.get(event.execution_id));
         deliveries.push({
           id: newId('msg'),
           endpointId: endpoint.id,
