@@ -1,10 +1,10 @@
-import { VerificationMethod } from '@verity/status-model';
 import { newId } from '@verity/platform';
-import { insertStandingKeys } from '../../../test/support/fixtures';
+import { chargeOperation, insertStandingKeys } from '../../../test/support/fixtures';
 import { waitForLockWaiter } from '../../../test/support/lock-waits';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { revokeApiKey } from './api-keys';
-import { NewOperation, insertExecution } from './store';
+import { Queryable } from './sql';
+import { insertExecution } from './store';
 
 /**
  * The intake statement writes a submission only while the key that submits stands (`submittedBy`), checked and
@@ -18,24 +18,14 @@ describe('intake writes a submission only while its key stands (real Postgres)',
     await insertStandingKeys(db.dataSource.manager, 'other', ['key_other']);
   });
 
-  const operation = (): NewOperation => ({
-    id: newId('op'),
-    key: 'charge',
-    position: 0,
-    connector: 'sandbox.payments',
-    action: 'charge',
-    params: { amount: 100, currency: 'EUR', reference: newId('op') },
-    irreversible: true,
-    requires_approval: false,
-    verification_method: VerificationMethod.READ_AFTER_WRITE,
-    expected_state: null,
-    depends_on: [],
-    approval: null,
-  });
-
-  const submit = (submittedBy: string, idempotencyKey: string | null = null) => {
-    const id = newId('exe');
-    return insertExecution(db.dataSource.manager, {
+  /** A submission of one charge by `submittedBy`, written through `db` (default: on its own, committed at once). */
+  const submission = (
+    id: string,
+    submittedBy: string,
+    idempotencyKey: string | null = null,
+    on: Queryable = db.dataSource.manager,
+  ) =>
+    insertExecution(on, {
       id,
       tenantId: 'acme',
       agentId: 'agent',
@@ -44,10 +34,13 @@ describe('intake writes a submission only while its key stands (real Postgres)',
       criteria: [],
       idempotencyKey,
       idempotency: idempotencyKey ? { requestHash: 'h', ttlMs: 60_000, abandonAfterMs: 60_000 } : undefined,
-      operations: [operation()],
+      operations: [chargeOperation()],
       createdEventId: newId('evt'),
       submittedBy,
-    }).then((written) => ({ id, written }));
+    });
+  const submit = (submittedBy: string, idempotencyKey: string | null = null) => {
+    const id = newId('exe');
+    return submission(id, submittedBy, idempotencyKey).then((written) => ({ id, written }));
   };
 
   const written = async (id: string) => {
@@ -105,18 +98,7 @@ describe('intake writes a submission only while its key stands (real Postgres)',
     try {
       // The intake statement has run and not committed yet (held open here, as a slow commit would be).
       await runner.startTransaction();
-      const answer = await insertExecution(runner.manager, {
-        id,
-        tenantId: 'acme',
-        agentId: 'agent',
-        intent: 'charge',
-        deadlineSeconds: 600,
-        criteria: [],
-        idempotencyKey: null,
-        operations: [operation()],
-        createdEventId: newId('evt'),
-        submittedBy: 'key_late',
-      });
+      const answer = await submission(id, 'key_late', null, runner.manager);
       expect(answer).toHaveProperty('createdAt');
       let revoked = false;
       const revoking = revokeApiKey(db.dataSource.manager, 'key_late').finally(() => (revoked = true));

@@ -267,21 +267,15 @@ describe("a tool's whole-number argument past 2^53", () => {
     ['wait_for_execution', { execution_id: 'exe_1', timeout_seconds: -1e300 }, 'timeout_seconds', '>=1'],
     ['submit_execution', { ...SUBMISSION, deadline_seconds: 1e300 }, 'deadline_seconds', '<=604800'],
   ])('%s is told only its own range', async (tool, args, field, range) => {
-    const asked: string[] = [];
-    const server = createServer((req, res) => {
-      asked.push(`${req.method} ${req.url}`);
-      req.resume();
-      res.writeHead(500).end();
-    });
-    const { url } = await closeAfterTest(await listenLocally(server));
-    const mcp = await connectMcp(url);
+    const api = await countingApi();
+    const mcp = await connectMcp(api.url);
     const result = await mcp.call(tool, args);
     expect(result.isError).toBe(true);
     const text = textOf(result);
     expect(text).toContain(range);
     expect(text).not.toContain(String(Number.MAX_SAFE_INTEGER));
     expect(text.split(`at ${field}`)).toHaveLength(2);
-    expect(asked).toEqual([]);
+    expect(api.requests()).toBe(0);
   });
 });
 
@@ -305,20 +299,14 @@ describe("a tool's argument of the wrong type", () => {
     ],
     ['get_execution', 'execution_id', { execution_id: Array(300).fill('x') }, 'expected string, received array'],
   ])('%s is told only the type of %s', async (tool, field, args, said) => {
-    const asked: string[] = [];
-    const server = createServer((req, res) => {
-      asked.push(`${req.method} ${req.url}`);
-      req.resume();
-      res.writeHead(500).end();
-    });
-    const { url } = await closeAfterTest(await listenLocally(server));
-    const mcp = await connectMcp(url);
+    const api = await countingApi();
+    const mcp = await connectMcp(api.url);
     const result = await mcp.call(tool, args as Record<string, unknown>);
     expect(result.isError).toBe(true);
     const text = textOf(result);
     expect(text).toContain(`${said} at ${field}`);
     expect(text.split(`at ${field}`)).toHaveLength(2);
-    expect(asked).toEqual([]);
+    expect(api.requests()).toBe(0);
   });
 });
 
