@@ -1,5 +1,6 @@
 import {
   type ConnectorInfo,
+  OperationStatus,
   type ReviewQueueItem,
   type ReviewQueuePage,
   type ManualReviewQuery,
@@ -14,7 +15,7 @@ import { api, problemText } from './session';
 /** The reasons an operation can be held in MANUAL_REVIEW for: the only ones the manual-review queue filters by. */
 function holdReasons(model: StatusModelDocument | null): string[] {
   const reasons = (model?.operation.transitions ?? [])
-    .filter((t) => t.to === 'MANUAL_REVIEW')
+    .filter((t) => t.to === OperationStatus.MANUAL_REVIEW)
     .flatMap((t) => t.reasons);
   return [...new Set(reasons)];
 }
