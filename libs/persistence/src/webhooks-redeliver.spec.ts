@@ -63,6 +63,9 @@ describe('webhook redeliveries and deletes racing the delivery worker (real Post
   }
 
   const ok = { ok: true as const, status: 204 };
+  /** The endpoint's 2xx to a delivery's `round`, recorded as its final attempt. */
+  const answered = (deliveryId: string, round: number) =>
+    recordWebhookAttempt(db.dataSource, { deliveryId, round, outcome: ok, final: true, disableAfter: 5 });
 
   it('two redeliveries at once: one new round, the other refused while it is pending; an older round writes nothing', async () => {
     const { endpointId, delivery } = await endpointWithDelivery('acme');
@@ -75,15 +78,7 @@ describe('webhook redeliveries and deletes racing the delivery worker (real Post
         by: 'key_admin',
       }),
     ).toEqual({ refused: 'pending', round: 0 });
-    expect(
-      await recordWebhookAttempt(db.dataSource, {
-        deliveryId: delivery.id,
-        round: 0,
-        outcome: ok,
-        final: true,
-        disableAfter: 5,
-      }),
-    ).toEqual({ state: 'delivered' });
+    expect(await answered(delivery.id, 0)).toEqual({ state: 'delivered' });
 
     const both = await Promise.all(
       [1, 2].map(() =>
@@ -102,26 +97,10 @@ describe('webhook redeliveries and deletes racing the delivery worker (real Post
     expect((await loadDeliveryToSend(db.dataSource.manager, cipher, delivery.id, 0))?.skip).toBe('older_round');
     expect((await loadDeliveryToSend(db.dataSource.manager, cipher, delivery.id, 1))?.skip).toBeNull();
     // A send of the first round whose answer comes back now: it writes nothing.
-    expect(
-      await recordWebhookAttempt(db.dataSource, {
-        deliveryId: delivery.id,
-        round: 0,
-        outcome: ok,
-        final: true,
-        disableAfter: 5,
-      }),
-    ).toEqual({ state: 'stale' });
+    expect(await answered(delivery.id, 0)).toEqual({ state: 'stale' });
     const [pending] = await listWebhookDeliveries(db.dataSource.manager, { tenantId: 'acme', endpointId, limit: 1 });
     expect(pending).toMatchObject({ id: delivery.id, status: 'pending', round: 1, attempts: 1 });
-    expect(
-      await recordWebhookAttempt(db.dataSource, {
-        deliveryId: delivery.id,
-        round: 1,
-        outcome: ok,
-        final: true,
-        disableAfter: 5,
-      }),
-    ).toEqual({ state: 'delivered' });
+    expect(await answered(delivery.id, 1)).toEqual({ state: 'delivered' });
 
     // Another tenant cannot redeliver it, through its id or through an endpoint of its own.
     expect(
@@ -158,15 +137,7 @@ describe('webhook redeliveries and deletes racing the delivery worker (real Post
 
   it('a redelivery by a key revoked before its statement commits writes nothing, also a revocation still under way', async () => {
     const { endpointId, delivery } = await endpointWithDelivery('acme');
-    expect(
-      await recordWebhookAttempt(db.dataSource, {
-        deliveryId: delivery.id,
-        round: 0,
-        outcome: ok,
-        final: true,
-        disableAfter: 5,
-      }),
-    ).toEqual({ state: 'delivered' });
+    expect(await answered(delivery.id, 0)).toEqual({ state: 'delivered' });
     const redeliver = (by: string) =>
       redeliverWebhook(db.dataSource.manager, { tenantId: 'acme', endpointId, deliveryId: delivery.id, by });
     const settled = { id: delivery.id, status: 'delivered', round: 0 };
