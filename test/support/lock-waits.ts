@@ -28,3 +28,25 @@ export async function waitForLockWaiter(
     (done) => done,
   );
 }
+
+/**
+ * Makes `write` while a revocation of `keyId` is written and not yet committed: waits until `write` waits on that
+ * revocation's row lock (or has answered without waiting), commits the revocation, and returns what `write` answered.
+ * A statement that checks the key without locking it answers first, from before the revocation.
+ */
+export async function writeDuringRevocation<T>(db: DataSource, keyId: string, write: () => Promise<T>): Promise<T> {
+  const revocation = db.createQueryRunner();
+  await revocation.connect();
+  try {
+    await revocation.startTransaction();
+    await revocation.query(`UPDATE api_keys SET revoked_at = now() WHERE id = $1`, [keyId]);
+    let answered = false;
+    const writing = write().finally(() => (answered = true));
+    await waitForLockWaiter(db, { statementLike: '%api_keys%', unless: () => answered });
+    await revocation.commitTransaction();
+    return await writing;
+  } finally {
+    if (revocation.isTransactionActive) await revocation.rollbackTransaction();
+    await revocation.release();
+  }
+}

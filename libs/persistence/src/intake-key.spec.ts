@@ -1,6 +1,6 @@
 import { newId } from '@verity/platform';
 import { chargeOperation, insertStandingKeys } from '../../../test/support/fixtures';
-import { waitForLockWaiter } from '../../../test/support/lock-waits';
+import { waitForLockWaiter, writeDuringRevocation } from '../../../test/support/lock-waits';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { revokeApiKey } from './api-keys';
 import { Queryable } from './sql';
@@ -72,23 +72,12 @@ describe('intake writes a submission only while its key stands (real Postgres)',
   });
 
   it('a revocation under way when the statement runs is waited for, and then refuses it', async () => {
-    const revocation = db.dataSource.createQueryRunner();
-    await revocation.connect();
-    try {
-      await revocation.startTransaction();
-      await revocation.query(`UPDATE api_keys SET revoked_at = now() WHERE id = 'key_racing'`);
-      let answered = false;
-      const submitting = submit('key_racing').finally(() => (answered = true));
-      // Proven waiting on the revocation's row lock (not slept on); a statement that does not wait answers first.
-      await waitForLockWaiter(db.dataSource, { statementLike: '%api_keys%', unless: () => answered });
-      await revocation.commitTransaction();
-      const { id, written: answer } = await submitting;
-      expect(answer).toBe('revoked');
-      expect(await written(id)).toEqual(nothing);
-    } finally {
-      if (revocation.isTransactionActive) await revocation.rollbackTransaction();
-      await revocation.release();
-    }
+    // Proven waiting on the revocation's row lock (not slept on); a statement that does not wait answers first.
+    const { id, written: answer } = await writeDuringRevocation(db.dataSource, 'key_racing', () =>
+      submit('key_racing'),
+    );
+    expect(answer).toBe('revoked');
+    expect(await written(id)).toEqual(nothing);
   });
 
   it('a revocation made while a submission is being written waits for it: it answers after the execution exists', async () => {

@@ -1,6 +1,6 @@
 import { ExecutionStatus } from '@verity/status-model';
 import { insertStandingKeys, insertTestExecution } from '../../../test/support/fixtures';
-import { waitForLockWaiter } from '../../../test/support/lock-waits';
+import { writeDuringRevocation } from '../../../test/support/lock-waits';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { SecretsCipher } from './secrets-cipher';
 import { TransitionService } from './transition.service';
@@ -153,21 +153,9 @@ describe('webhook redeliveries and deletes racing the delivery worker (real Post
 
     // A revocation written but not yet committed when the redelivery's statement runs: the statement waits for it (it
     // share-locks the key's row) and then finds the key revoked. Read without the lock, the key still looked active.
-    const revocation = db.dataSource.createQueryRunner();
-    await revocation.connect();
-    try {
-      await revocation.startTransaction();
-      await revocation.query(`UPDATE api_keys SET revoked_at = now() WHERE id = 'key_racing'`);
-      let answered = false;
-      const redelivering = redeliver('key_racing').finally(() => (answered = true));
-      // Proven waiting on the revocation's row lock (not slept on); a statement that does not wait answers first.
-      await waitForLockWaiter(db.dataSource, { statementLike: '%api_keys%', unless: () => answered });
-      await revocation.commitTransaction();
-      expect(await redelivering).toEqual({ refused: 'key_revoked' });
-    } finally {
-      if (revocation.isTransactionActive) await revocation.rollbackTransaction();
-      await revocation.release();
-    }
+    expect(await writeDuringRevocation(db.dataSource, 'key_racing', () => redeliver('key_racing'))).toEqual({
+      refused: 'key_revoked',
+    });
     const [still] = await listWebhookDeliveries(db.dataSource.manager, { tenantId: 'acme', endpointId, limit: 1 });
     expect(still).toMatchObject(settled);
     // The same redelivery by a key that stands is made.
