@@ -380,36 +380,37 @@ export function readBackUnbound(connector: Connector, action: string, params: Re
   return readBackBindingProblems(connector, action, params).some((p) => p.of === 'read_back');
 }
 
+/** A reference a connector may declare for an operation: its effect's, or the caller's one for a resend. */
+type DeclaredReference = 'effectReference' | 'resendReference';
+
+/**
+ * The reader of the reference `kind`: null when the connector declares none, the action is unknown, or the params hold
+ * none it can read (a throw there is an answer about the params, not a fault to surface).
+ */
+function declaredReference(kind: DeclaredReference) {
+  return (
+    connector: Connector,
+    action: string,
+    params: Record<string, unknown>,
+  ): { field: string; value: string } | null => {
+    const read = connector[kind];
+    if (!read || !connectorAction(connector, action)) return null;
+    try {
+      return read.call(connector, action, params);
+    } catch {
+      return null;
+    }
+  };
+}
+
 /**
  * The caller's reference an operation names its effect by at a provider that does not deduplicate
  * (`Connector.resendReference`), or null: none declared, an unknown action, or params it cannot read one from.
  */
-export function resendReference(
-  connector: Connector,
-  action: string,
-  params: Record<string, unknown>,
-): { field: string; value: string } | null {
-  if (!connector.resendReference || !connectorAction(connector, action)) return null;
-  try {
-    return connector.resendReference(action, params);
-  } catch {
-    return null;
-  }
-}
+export const resendReference = declaredReference('resendReference');
 
 /**
  * The provider effect an operation names (`Connector.effectReference`), or null: none declared, an unknown action, or
  * params the connector cannot read one from (those are refused by the action's schema anyway).
  */
-export function effectReference(
-  connector: Connector,
-  action: string,
-  params: Record<string, unknown>,
-): { field: string; value: string } | null {
-  if (!connector.effectReference || !connectorAction(connector, action)) return null;
-  try {
-    return connector.effectReference(action, params);
-  } catch {
-    return null;
-  }
-}
+export const effectReference = declaredReference('effectReference');
