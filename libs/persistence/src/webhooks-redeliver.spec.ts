@@ -5,6 +5,7 @@ import { useTestDatabase } from '../../../test/support/test-database';
 import { SecretsCipher } from './secrets-cipher';
 import { TransitionService } from './transition.service';
 import {
+  AttemptOutcome,
   createWebhookEndpoint,
   deleteWebhookEndpoint,
   listWebhookDeliveries,
@@ -63,9 +64,12 @@ describe('webhook redeliveries and deletes racing the delivery worker (real Post
   }
 
   const ok = { ok: true as const, status: 204 };
+  const failedWith500 = { ok: false as const, status: 500, error: 'the endpoint answered 500' };
+  /** The endpoint's answer to a delivery's `round`, recorded as its final attempt. */
+  const finalAttempt = (deliveryId: string, round: number, outcome: AttemptOutcome, disableAfter: number) =>
+    recordWebhookAttempt(db.dataSource, { deliveryId, round, outcome, final: true, disableAfter });
   /** The endpoint's 2xx to a delivery's `round`, recorded as its final attempt. */
-  const answered = (deliveryId: string, round: number) =>
-    recordWebhookAttempt(db.dataSource, { deliveryId, round, outcome: ok, final: true, disableAfter: 5 });
+  const answered = (deliveryId: string, round: number) => finalAttempt(deliveryId, round, ok, 5);
 
   it('two redeliveries at once: one new round, the other refused while it is pending; an older round writes nothing', async () => {
     const { endpointId, delivery } = await endpointWithDelivery('acme');
@@ -170,13 +174,7 @@ describe('webhook redeliveries and deletes racing the delivery worker (real Post
       await deleteWebhookEndpoint(db.dataSource.manager, { tenantId: 'other', id: endpointId, by: 'key_admin' }),
     ).toBe(true);
     // The last attempt failed: had the endpoint still been there, it would count towards disabling it.
-    const recorded = await recordWebhookAttempt(db.dataSource, {
-      deliveryId: delivery.id,
-      round: 0,
-      outcome: { ok: false, status: 500, error: 'the endpoint answered 500' },
-      final: true,
-      disableAfter: 1,
-    });
+    const recorded = await finalAttempt(delivery.id, 0, failedWith500, 1);
     expect(recorded).toEqual({ state: 'stale' });
     expect(await loadDeliveryToSend(db.dataSource.manager, cipher, delivery.id, 0)).toBeNull();
     expect(await db.dataSource.query(`SELECT id FROM webhook_deliveries WHERE endpoint_id = $1`, [endpointId])).toEqual(
@@ -187,25 +185,11 @@ describe('webhook redeliveries and deletes racing the delivery worker (real Post
   it('a success in flight when another delivery disabled the endpoint leaves it disabled, its failure count kept', async () => {
     const { endpointId, deliveries } = await endpointWithDeliveries('third', 2);
     const [failing, succeeding] = deliveries;
-    const failed = await recordWebhookAttempt(db.dataSource, {
-      deliveryId: failing.id,
-      round: 0,
-      outcome: { ok: false, status: 500, error: 'the endpoint answered 500' },
-      final: true,
-      disableAfter: 1,
-    });
+    const failed = await finalAttempt(failing.id, 0, failedWith500, 1);
     expect(failed.state).toBe('failed');
     expect(failed.disabled?.reason).toContain('1 consecutive deliveries failed');
     // The other delivery was sent before the endpoint was disabled; its 2xx comes back after.
-    expect(
-      await recordWebhookAttempt(db.dataSource, {
-        deliveryId: succeeding.id,
-        round: 0,
-        outcome: ok,
-        final: true,
-        disableAfter: 1,
-      }),
-    ).toEqual({ state: 'delivered' });
+    expect(await finalAttempt(succeeding.id, 0, ok, 1)).toEqual({ state: 'delivered' });
     // Disabled "after 1 consecutive failed delivery" with 0 failures would contradict itself: the count stays what
     // disabled it until an admin enables the endpoint (which sets it back to 0).
     const [endpoint] = await db.dataSource.query(
