@@ -24,6 +24,7 @@ import {
 } from './operation';
 import {
   OperationTransitionContext,
+  ResolutionStatus,
   assertOperationTransition,
   isOperationTransitionAllowed,
   permittedResolutions,
@@ -855,6 +856,30 @@ describe('resolutionOptions: every action with its reason, exactly what the gate
     ]);
   });
 
+  /**
+   * A person's `target` for a sent hold, refused with `refusal` while `fact` is on file: the resolution check answers
+   * the code, and the move itself throws it.
+   */
+  function expectPersonsResolutionRefused(
+    heldFor: TerminalReason,
+    fact: { effectShown: true } | { rejected: true },
+    target: ResolutionStatus,
+    refusal: { code: StatusModelErrorCode; message?: unknown },
+  ) {
+    expect(resolutionRefusedBy({ status: S.MANUAL_REVIEW, everSent: true, heldFor, ...fact }, target)?.code).toBe(
+      refusal.code,
+    );
+    expect(() =>
+      assertOperationTransition(S.MANUAL_REVIEW, target, {
+        actor: 'human',
+        verificationMethod: '',
+        everSent: true,
+        heldFor,
+        ...fact,
+      }),
+    ).toThrow(expect.objectContaining(refusal));
+  }
+
   it('refuses FAILED, and only FAILED, once a re-check’s read showed the effect while held, whatever the hold', () => {
     for (const heldFor of [
       TerminalReason.CONNECTOR_ERROR,
@@ -874,20 +899,10 @@ describe('resolutionOptions: every action with its reason, exactly what the gate
       });
       expect(options.find((o) => o.status === S.VERIFIED)).toMatchObject({ permitted: true });
       expect(permittedResolutions(S.MANUAL_REVIEW, true, heldFor, false, true)).toEqual([S.VERIFIED]);
-      expect(
-        resolutionRefusedBy({ status: S.MANUAL_REVIEW, everSent: true, heldFor, effectShown: true }, S.FAILED)?.code,
-      ).toBe(StatusModelErrorCode.EFFECT_EXISTS);
-      expect(() =>
-        assertOperationTransition(S.MANUAL_REVIEW, S.FAILED, {
-          actor: 'human',
-          verificationMethod: '',
-          everSent: true,
-          heldFor,
-          effectShown: true,
-        }),
-      ).toThrow(
-        expect.objectContaining({ code: C.EFFECT_EXISTS, message: expect.stringContaining('showed the effect') }),
-      );
+      expectPersonsResolutionRefused(heldFor, { effectShown: true }, S.FAILED, {
+        code: C.EFFECT_EXISTS,
+        message: expect.stringContaining('showed the effect'),
+      });
     }
   });
 
@@ -914,18 +929,7 @@ describe('resolutionOptions: every action with its reason, exactly what the gate
       }
       expect(permittedResolutions(S.MANUAL_REVIEW, true, heldFor, false, false, true)).toEqual([S.FAILED]);
       expect(permittedResolutions(S.MANUAL_REVIEW, true, heldFor, false, false, false)).toEqual([S.VERIFIED, S.FAILED]);
-      expect(
-        resolutionRefusedBy({ status: S.MANUAL_REVIEW, everSent: true, heldFor, rejected: true }, S.VERIFIED)?.code,
-      ).toBe(StatusModelErrorCode.PROVIDER_REJECTED);
-      expect(() =>
-        assertOperationTransition(S.MANUAL_REVIEW, S.VERIFIED, {
-          actor: 'human',
-          verificationMethod: '',
-          everSent: true,
-          heldFor,
-          rejected: true,
-        }),
-      ).toThrow(expect.objectContaining({ code: C.PROVIDER_REJECTED }));
+      expectPersonsResolutionRefused(heldFor, { rejected: true }, S.VERIFIED, { code: C.PROVIDER_REJECTED });
     }
     // A read of the source that finds the effect is not a person's word: a re-check may still release the hold.
     expect(
