@@ -300,7 +300,8 @@ export class SenderService implements OnModuleDestroy {
         reason: outcome.status === S.ACKNOWLEDGED ? null : outcome.reason,
         patch:
           outcome.status === S.ACKNOWLEDGED
-            ? { provider_ref: outcome.providerRef, acknowledged_at: 'now', next_check_at: new Date() }
+            ? // Owed its first read from the acknowledgement, by the database's clock (the sweeper's), as acknowledged_at.
+              { provider_ref: outcome.providerRef, acknowledged_at: 'now', next_check_at: 'now' }
             : outcome.status === S.FAILED
               ? { evidence: { method: 'send_outcome', detail: outcome.detail, provider_error: outcome.providerError } }
               : { evidence: { method: 'send_outcome', detail: outcome.detail } },

@@ -16,6 +16,7 @@ import {
   TransitionService,
   findTenant,
   connectorOperation,
+  DatabaseNowPlus,
   findOperationForWorker,
   findOperationWithClockForWorker,
   recoveryObligation,
@@ -262,7 +263,8 @@ export class VerificationService {
       // Only over the count this read was made at: a redelivered job that finishes after a newer one must not write
       // its older count back (the retry budget would stretch); it lost the race.
       whileCheckCount: op.checkCount,
-      patch: { check_count: op.checkCount + 1, next_check_at: this.nextCheckAt(op.checkCount + 1) },
+      // Due by the database's clock, the sweeper's: stamped by the statement, not this host.
+      patch: { check_count: op.checkCount + 1, next_check_at: new DatabaseNowPlus(this.backoff(op.checkCount + 1)) },
       eventData: { detail: 'inconclusive read; scheduled again', evidence },
     });
     if (!moved.won) return 'skipped: lost race';
@@ -276,7 +278,7 @@ export class VerificationService {
 
   private async reschedule(op: OperationEntity, job: JobName.VERIFY_OPERATION | JobName.RECONCILE_OPERATION) {
     const checks = op.checkCount + 1;
-    await scheduleNextCheck(this.db.manager, op, this.nextCheckAt(checks));
+    await scheduleNextCheck(this.db.manager, op, this.backoff(checks));
     await this.producer.tryEnqueue(
       job,
       { operationId: op.id, executionId: op.executionId },
@@ -287,10 +289,6 @@ export class VerificationService {
 
   private backoff(checks: number): number {
     return Math.min(this.config.READ_BACKOFF_MAX_MS, this.config.READ_BACKOFF_MS * 2 ** Math.max(0, checks - 1));
-  }
-
-  private nextCheckAt(checks: number): Date {
-    return new Date(Date.now() + this.backoff(checks));
   }
 
   private async settle(

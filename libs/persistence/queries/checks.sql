@@ -2,7 +2,8 @@
 UPDATE operations SET approval = coalesce(approval, '{}'::jsonb) || $2 WHERE id = $1;
 
 -- scheduleNextCheck
-UPDATE operations SET check_count = $3, next_check_at = $4
+UPDATE operations SET check_count = $3,
+         next_check_at = clock_timestamp() + $4::bigint * interval '1 millisecond'
      WHERE id = $1 AND status = $2 AND check_count = $5;
 
 -- lastUnknownAfterSend

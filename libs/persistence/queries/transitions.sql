@@ -188,7 +188,7 @@ WITH moved AS (
 
 -- operationMoveAtCheckCount
 WITH moved AS (
-         UPDATE operations op SET status = $3, updated_at = clock_timestamp(), check_count = $5, next_check_at = $6
+         UPDATE operations op SET status = $3, updated_at = clock_timestamp(), check_count = $5, next_check_at = clock_timestamp() + $6::bigint * interval '1 millisecond'
          WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4 AND op.check_count = $7
          RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
        ), seq AS (

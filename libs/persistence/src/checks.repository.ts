@@ -11,7 +11,9 @@ export const CHECKS_SQL = {
   // Merged into the approval, so a decision that arrived early is kept.
   mergeApprovalBaseline: `UPDATE operations SET approval = coalesce(approval, '{}'::jsonb) || $2 WHERE id = $1`,
   // Compare-and-set on status and check_count: a check that raced this one (or a move) wins, this write does nothing.
-  scheduleNextCheck: `UPDATE operations SET check_count = $3, next_check_at = $4
+  // Due $4 ms after the database's now: the sweeper compares it with that clock, not the writer's.
+  scheduleNextCheck: `UPDATE operations SET check_count = $3,
+         next_check_at = clock_timestamp() + $4::bigint * interval '1 millisecond'
      WHERE id = $1 AND status = $2 AND check_count = $5`,
   lastUnknownAfterSend: `SELECT max(created_at) AS at, clock_timestamp() AS now FROM events
      WHERE operation_id = $1 AND tenant_id = $2 AND to_status = ${sqlLiterals([S.UNKNOWN])}
@@ -40,13 +42,16 @@ export async function recordApprovalBaseline(
   await rows(db, CHECKS_SQL.mergeApprovalBaseline, [operationId, JSON.stringify({ baseline })]);
 }
 
-/** The next check of an operation: its count and when it is owed, while it is still in `status` at `checkCount`. */
+/**
+ * The next check of an operation: its count and when it is owed (`afterMs` after the database's now), while it is still
+ * in `status` at `checkCount`.
+ */
 export async function scheduleNextCheck(
   db: Queryable,
   op: { id: string; status: OperationStatus; checkCount: number },
-  nextCheckAt: Date,
+  afterMs: number,
 ): Promise<void> {
-  await rows(db, CHECKS_SQL.scheduleNextCheck, [op.id, op.status, op.checkCount + 1, nextCheckAt, op.checkCount]);
+  await rows(db, CHECKS_SQL.scheduleNextCheck, [op.id, op.status, op.checkCount + 1, afterMs, op.checkCount]);
 }
 
 /**

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { NAMED_STATEMENTS } from './queries';
 import { sendGuardConditions } from './send-guard';
 import { Queryable } from './sql';
-import { TransitionService } from './transition.service';
+import { DatabaseNowPlus, TransitionService } from './transition.service';
 
 /**
  * The statement snapshot: every statement libs/persistence sends, checked in under libs/persistence/queries, so a
@@ -147,7 +147,8 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
           operation: op(OperationStatus.RECONCILING, 1),
           to: OperationStatus.UNKNOWN,
           whileCheckCount: 2,
-          patch: { check_count: 3, next_check_at: new Date(0) },
+          // Due after the backoff by the database's clock, stamped by the statement.
+          patch: { check_count: 3, next_check_at: new DatabaseNowPlus(600) },
         }),
       ),
       // The dispatcher's failed precondition read, counted only over the count it was made at.

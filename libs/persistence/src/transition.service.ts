@@ -35,10 +35,25 @@ export interface OperationPatch {
   /** A late rejection of the send (LATE_REJECTION_TRIES): when, and the provider's answer as classified. */
   rejected_at?: 'now' | null;
   rejection?: Record<string, unknown> | null;
-  next_check_at?: Date | null;
+  /**
+   * When the operation is next owed a read, compared by the sweeper with the database's clock: `'now'` or
+   * `DatabaseNowPlus` are stamped by that clock in the statement (a host whose clock is behind wrote reads due at once,
+   * one ahead left them late); a Date only when the caller computed it on that clock already (its measured offset).
+   */
+  next_check_at?: 'now' | DatabaseNowPlus | Date | null;
 }
 
-/** When a VERIFIED effect is read again: OBSERVE_INTERVAL_MS from now; never when observation is off (OBSERVE_BATCH 0). */
+/** A time the statement stamps by the database's clock: its now (`clock_timestamp()`), `ms` later. */
+export class DatabaseNowPlus {
+  constructor(readonly ms: number) {
+    if (!Number.isInteger(ms) || ms < 0) throw new Error(`DatabaseNowPlus takes whole milliseconds >= 0, not ${ms}`);
+  }
+}
+
+/**
+ * When a VERIFIED effect is read again: OBSERVE_INTERVAL_MS after the database's now (the sweeper's clock); never when
+ * observation is off (OBSERVE_BATCH 0).
+ */
 export interface ObservationTiming {
   OBSERVE_BATCH: number;
   OBSERVE_INTERVAL_MS: number;
@@ -62,7 +77,7 @@ export function settledByReadBack(
     terminal_reason: reason,
     evidence,
     observation: verified ? 'converged' : null,
-    next_check_at: observed ? new Date(Date.now() + observation.OBSERVE_INTERVAL_MS) : null,
+    next_check_at: observed ? new DatabaseNowPlus(observation.OBSERVE_INTERVAL_MS) : null,
   };
 }
 
@@ -257,6 +272,11 @@ function patchAssignments(patch: OperationPatch | ExecutionPatch, params: unknow
     if (value === undefined) continue;
     if (value === 'now') {
       sets.push(`${column} = clock_timestamp()`);
+      continue;
+    }
+    if (value instanceof DatabaseNowPlus) {
+      params.push(value.ms);
+      sets.push(`${column} = clock_timestamp() + $${params.length}::bigint * interval '1 millisecond'`);
       continue;
     }
     params.push(JSON_COLUMNS.has(column) || EXECUTION_JSON_COLUMNS.has(column) ? json(value) : value);
