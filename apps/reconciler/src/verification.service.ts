@@ -320,10 +320,12 @@ export class VerificationService {
    * changes. Only while the operation is VERIFIED; its status, terminal reason and evidence stay as they ended.
    */
   async observe(operationId: string): Promise<ObserveOutcome> {
-    const op = await findOperationForWorker(this.db.manager, operationId);
+    // With the database's clock, in the same read: a read that could not be made is dated on it (observeThrough).
+    const found = await findOperationWithClockForWorker(this.db.manager, operationId);
+    const op = found?.operation;
     if (!op || op.status !== S.VERIFIED) return 'skipped: not VERIFIED';
     const connector = this.connectors.require(op.connector);
-    const result = await this.observeThrough(connector, connectorOperation(op), op);
+    const result = await this.observeThrough(connector, connectorOperation(op), op, found.clockOffsetMs);
     if (result.observation === op.observation) return 'observed: unchanged';
     const annotated = await this.transitions.annotate(this.db.manager, {
       executionId: op.executionId,
@@ -345,6 +347,8 @@ export class VerificationService {
     connector: Connector,
     operation: ConnectorOperation,
     op: OperationEntity,
+    /** The database's clock less this process', measured at the read of `op`. */
+    clockOffsetMs: number,
   ): Promise<ObservationResult> {
     const verified = (op.evidence?.record ?? null) as Record<string, unknown> | null;
     try {
@@ -365,7 +369,8 @@ export class VerificationService {
     return {
       observation: 'unavailable',
       detail: 'the source cannot be read',
-      evidence: { source: op.connector, read_at: new Date().toISOString() },
+      // Shown beside times the database stamped (the operation's, its events'): dated on the same clock.
+      evidence: { source: op.connector, read_at: databaseNowIso(clockOffsetMs) },
     };
   }
 
@@ -398,7 +403,7 @@ export class VerificationService {
         'verified',
       );
       if (moved === 'verified') return 'verified';
-      await this.recordEffectFoundAfterFailed(op, read, trigger);
+      await this.recordEffectFoundAfterFailed(op, read, trigger, clockOffsetMs);
       return 'skipped: lost race';
     }
     // The source answered with something a person must judge (another amount, a missing field): reading again
@@ -418,7 +423,7 @@ export class VerificationService {
       // one whose own read comes after this one and finds nothing (a lagging or flapping source), or races it.
       const shown =
         readShowsTheEffect(read.kind) && !held.obligation?.effect_shown
-          ? { effect_shown: { result: read.kind, evidence: read.evidence, at: new Date().toISOString() } }
+          ? { effect_shown: { result: read.kind, evidence: read.evidence, at: databaseNowIso(clockOffsetMs) } }
           : {};
       const annotated = await this.transitions.annotate(this.db.manager, {
         executionId: held.executionId,
@@ -449,7 +454,7 @@ export class VerificationService {
       held = now;
     }
     // A reviewer decided while this read was made; if they wrote FAILED, what it found must not be dropped.
-    if (readShowsTheEffect(read.kind)) await this.recordEffectFoundAfterFailed(op, read, trigger);
+    if (readShowsTheEffect(read.kind)) await this.recordEffectFoundAfterFailed(op, read, trigger, clockOffsetMs);
     return 'skipped: lost race';
   }
 
@@ -463,13 +468,15 @@ export class VerificationService {
     op: OperationEntity,
     read: ReadBackResult,
     trigger: Record<string, unknown>,
+    /** The database's clock less this process': the record is dated on the clock its FAILED was. */
+    clockOffsetMs: number,
   ): Promise<void> {
     const recorded = await this.transitions.annotate(this.db.manager, {
       executionId: op.executionId,
       operationId: op.id,
       whileStatus: S.FAILED,
       // On the row too, so every reader of the operation sees the FAILED refuted (its commit, its retry rule).
-      merge: { obligation: { effect_shown_after_failed: { result: read.kind, at: new Date().toISOString() } } },
+      merge: { obligation: { effect_shown_after_failed: { result: read.kind, at: databaseNowIso(clockOffsetMs) } } },
       type: 'operation.rechecked',
       data: { ...trigger, result: read.kind, evidence: read.evidence, held_for: op.terminalReason, after: S.FAILED },
     });
@@ -572,4 +579,12 @@ function systemMayRelease(reason: TerminalReason | null): boolean {
   return (
     reason !== null && Boolean(operationTransitionRule(S.MANUAL_REVIEW, S.VERIFIED)?.systemWhenHeldFor.includes(reason))
   );
+}
+
+/**
+ * The database's now as this process reckons it (`clockOffsetMs` measured at a read), for a time written into history
+ * beside times the database stamped: a host whose clock is off would date it before the move it follows.
+ */
+function databaseNowIso(clockOffsetMs: number): string {
+  return new Date(Date.now() + clockOffsetMs).toISOString();
 }
