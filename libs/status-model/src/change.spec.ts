@@ -1,4 +1,4 @@
-import { canStillChange, isOutcomeCurrent } from './change';
+import { canStillChange, isOutcomeCurrent, lateReadUntil } from './change';
 import { Criterion, OperationForCriterion, evaluateCriterion } from './outcome';
 import { EXECUTION_STATUSES, ExecutionStatus, isTerminalExecution } from './execution';
 import { OperationStatus, VerificationMethod } from './operation';
@@ -57,5 +57,31 @@ describe('isOutcomeCurrent', () => {
     expect(isOutcomeCurrent(criteria, null, () => op(S.VERIFIED))).toBe(false);
     // Held: pending. Resolved VERIFIED by a reviewer, not evaluated yet.
     expect(isOutcomeCurrent(criteria, storedFor(S.MANUAL_REVIEW), () => op(S.VERIFIED))).toBe(false);
+  });
+});
+
+describe('lateReadUntil', () => {
+  const now = new Date('2026-01-01T12:00:00Z');
+  const resolvedAt = (ms: number, status = 'FAILED') => ({
+    status,
+    obligation: { resolution: { status, at: new Date(now.getTime() - ms).toISOString() } },
+  });
+
+  it('is the end of the read window after the latest person’s FAILED still inside it', () => {
+    expect(lateReadUntil([resolvedAt(1_000), resolvedAt(500)], 6_000, now)).toEqual(new Date(now.getTime() + 5_500));
+  });
+
+  it('is null once every window has passed, and for anything but a person’s FAILED', () => {
+    expect(lateReadUntil([resolvedAt(6_000)], 6_000, now)).toBeNull();
+    expect(lateReadUntil([resolvedAt(100, 'VERIFIED')], 6_000, now)).toBeNull();
+    // FAILED by the system (no resolution), or a resolution without a time it was made.
+    expect(lateReadUntil([{ status: 'FAILED', obligation: null }], 6_000, now)).toBeNull();
+    expect(
+      lateReadUntil([{ status: 'FAILED', obligation: { resolution: { status: 'FAILED' } } }], 6_000, now),
+    ).toBeNull();
+    expect(
+      lateReadUntil([{ status: 'FAILED', obligation: { resolution: { status: 'FAILED', at: 'x' } } }], 6_000, now),
+    ).toBeNull();
+    expect(lateReadUntil([], 6_000, now)).toBeNull();
   });
 });

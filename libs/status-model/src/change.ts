@@ -42,3 +42,36 @@ export function isOutcomeCurrent(
     );
   });
 }
+
+/** A person's resolution as stored on the operation's obligation. */
+interface StoredResolution {
+  status?: unknown;
+  at?: unknown;
+}
+
+/**
+ * The latest moment a re-check's read may still land on an operation a person resolved FAILED: a re-check reads the
+ * hold (still MANUAL_REVIEW, so before the FAILED), then the source, which answers within CONNECTOR_TIMEOUT_MS — so no
+ * later than `readWindowMs` (that, plus the grace a job's own steps are given) after the resolution. Null when no
+ * operation is FAILED by a person, or every such window has passed.
+ */
+export function lateReadUntil(
+  operations: readonly { status: string; obligation?: object | null }[],
+  readWindowMs: number,
+  now: Date,
+): Date | null {
+  let until: number | null = null;
+  for (const op of operations) {
+    const resolution = (op.obligation as { resolution?: StoredResolution | null } | null | undefined)?.resolution;
+    if (
+      op.status !== OperationStatus.FAILED ||
+      resolution?.status !== OperationStatus.FAILED ||
+      typeof resolution.at !== 'string'
+    )
+      continue;
+    const at = Date.parse(resolution.at);
+    if (!Number.isFinite(at) || at + readWindowMs <= now.getTime()) continue;
+    until = Math.max(until ?? 0, at + readWindowMs);
+  }
+  return until === null ? null : new Date(until);
+}

@@ -1,5 +1,5 @@
 import { ExecutionStatus, OperationStatus, VerificationMethod } from '@verity/status-model';
-import { lateReadUntil, streamVerdict } from './stream-end';
+import { streamVerdict } from './stream-end';
 
 const E = ExecutionStatus;
 const S = OperationStatus;
@@ -72,30 +72,5 @@ describe('streamVerdict', () => {
     expect(streamVerdict({ ...state, lateReadUntil: soon }, now)).toEqual({ end: null, wakeAt: soon });
     expect(streamVerdict({ ...state, lateReadUntil: now }, now)).toEqual({ end: 'settled' });
     expect(streamVerdict({ ...state, lateReadUntil: null }, now)).toEqual({ end: 'settled' });
-  });
-});
-
-describe('lateReadUntil', () => {
-  const resolvedAt = (ms: number, status = 'FAILED') => ({
-    status,
-    obligation: { resolution: { status, at: new Date(now.getTime() - ms).toISOString() } },
-  });
-
-  it('is the end of the read window after the latest person’s FAILED still inside it', () => {
-    expect(lateReadUntil([resolvedAt(1_000), resolvedAt(500)], 6_000, now)).toEqual(new Date(now.getTime() + 5_500));
-  });
-
-  it('is null once every window has passed, and for anything but a person’s FAILED', () => {
-    expect(lateReadUntil([resolvedAt(6_000)], 6_000, now)).toBeNull();
-    expect(lateReadUntil([resolvedAt(100, 'VERIFIED')], 6_000, now)).toBeNull();
-    // FAILED by the system (no resolution), or a resolution without a time it was made.
-    expect(lateReadUntil([{ status: 'FAILED', obligation: null }], 6_000, now)).toBeNull();
-    expect(
-      lateReadUntil([{ status: 'FAILED', obligation: { resolution: { status: 'FAILED' } } }], 6_000, now),
-    ).toBeNull();
-    expect(
-      lateReadUntil([{ status: 'FAILED', obligation: { resolution: { status: 'FAILED', at: 'x' } } }], 6_000, now),
-    ).toBeNull();
-    expect(lateReadUntil([], 6_000, now)).toBeNull();
   });
 });

@@ -8,7 +8,7 @@ import {
   findLastStatusChanges,
   listEvents,
 } from '@verity/persistence';
-import { canStillChange, isOutcomeCurrent, latestByKey } from '@verity/status-model';
+import { canStillChange, isOutcomeCurrent, lateReadUntil, latestByKey } from '@verity/status-model';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { PRODUCER_REDIS } from '@verity/queues';
 import type { RedisClient as Redis } from '@verity/platform';
@@ -22,7 +22,7 @@ import { presentEvent } from '../executions/presenter';
 import { EventNotifier } from './event-notifier.service';
 import { StreamCap } from './stream-cap';
 import { drained } from './drained';
-import { StreamEndReason, StreamVerdict, lateReadUntil, streamVerdict } from './stream-end';
+import { StreamEndReason, StreamVerdict, streamVerdict } from './stream-end';
 
 const POLL_FALLBACK_MS = 2_000;
 
