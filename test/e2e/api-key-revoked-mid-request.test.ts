@@ -10,10 +10,10 @@ import {
   events,
   getExecution,
   getOperation,
+  heldUnsentCharge,
   resetSandbox,
   submit,
   waitForOp,
-  waitForResolutionPermitted,
 } from './dispatcher-helpers';
 
 /**
@@ -72,18 +72,7 @@ describe('a key revoked while its request is under way', () => {
     createApiKey(stack.db.dataSource.manager, { tenantId: 'demo', role, label: unique('mid-request') });
 
   /** A charge that never reached the provider, held SOURCE_UNREACHABLE, which a reviewer may now resolve FAILED. */
-  async function heldCharge(): Promise<{ executionId: string; held: Op }> {
-    await stack.setFaults({
-      rules: [{ method: 'POST', path: '/v1/charges', fault: 'drop_before_commit', count: 1 }],
-      read_fault: 'unavailable',
-    });
-    const created = await submit(stack, [charge(unique('mid-request'))]);
-    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
-    expect(held.terminal_reason).toBe('SOURCE_UNREACHABLE');
-    await resetSandbox(stack);
-    await waitForResolutionPermitted(stack, held.id, 'FAILED');
-    return { executionId: created.id, held };
-  }
+  const heldCharge = () => heldUnsentCharge(stack, unique('mid-request'));
 
   const resolveFailed = (opId: string, key: string) =>
     http<Op | Problem>(stack.apiUrl, 'POST', `/v1/operations/${opId}/resolve`, {

@@ -1,4 +1,5 @@
 import { createParser } from 'eventsource-parser';
+import { waitFor } from '../support/stack';
 
 /** A minimal SSE client for the API tests: fetch with the Bearer header (as the SDK and console do), parsed frames. */
 export interface SseFrame {
@@ -92,4 +93,17 @@ export async function openStream(url: string, key: string, headers: Record<strin
       });
     },
   };
+}
+
+/** Two more heartbeat comments on a stream that is still open: the server is holding it, not closing it. */
+export async function heldOpen(stream: SseStream): Promise<void> {
+  const from = stream.comments;
+  await waitFor(
+    async () => stream.comments,
+    (n) => n >= from + 2,
+    10_000,
+    50,
+  );
+  expect(stream.isClosed()).toBe(false);
+  expect(stream.frames.some((f) => f.event === 'end')).toBe(false);
 }

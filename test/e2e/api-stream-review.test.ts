@@ -2,7 +2,7 @@ import { createApiKey, revokeApiKey } from '@verity/persistence';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, unique } from '../support/http';
 import { Event, Execution, events, getExecution, resetSandbox, submit, waitForOp } from './dispatcher-helpers';
-import { SseFrame, SseStream, openStream } from './api-sse';
+import { SseFrame, heldOpen, openStream } from './api-sse';
 
 /**
  * Streams that last as long as something can still change (docs/api.md, the live stream): a stream stays open
@@ -27,19 +27,6 @@ describe('SSE stream through approval and manual review', () => {
   const endReason = (frames: SseFrame[]) => (JSON.parse(frames[frames.length - 1].data) as { reason: string }).reason;
   const hasStatus = (frames: SseFrame[], to: string, operationId: string | null) =>
     parsed(frames).some((e) => e.to_status === to && e.operation_id === operationId);
-
-  /** Two more heartbeat comments on a stream that is still open: the server is holding it, not closing it. */
-  async function heldOpen(stream: SseStream): Promise<void> {
-    const from = stream.comments;
-    await waitFor(
-      async () => stream.comments,
-      (n) => n >= from + 2,
-      10_000,
-      50,
-    );
-    expect(stream.isClosed()).toBe(false);
-    expect(isEnd(stream.frames)).toBe(false);
-  }
 
   it('stays open through a pending approval and a manual review after completion, pushes the decision, the resolution and the outcome evaluation, then ends settled', async () => {
     // The read-back shows the charge with another amount: held for a human (INTEGRITY_MISMATCH).

@@ -12,7 +12,7 @@ import {
 import { Queue } from 'bullmq';
 import { DEMO, RunningApp, Stack, waitFor } from '../support/stack';
 import { TEST_REDIS_URL } from '../support/services';
-import { http, submission } from '../support/http';
+import { charge, http, submission } from '../support/http';
 import type { Execution, ExecutionEvent as Event, Operation, OperationDetail } from '@verity/sdk';
 export type { Execution, ExecutionEvent as Event } from '@verity/sdk';
 
@@ -122,6 +122,23 @@ export async function waitForResolutionPermitted(stack: Stack, operationId: stri
     45_000,
     150,
   );
+}
+
+/**
+ * A charge that never reached the provider (dropped before it committed) while its reads were down: held
+ * SOURCE_UNREACHABLE, the sandbox's faults cleared, and waited for until a reviewer may resolve it FAILED.
+ */
+export async function heldUnsentCharge(stack: Stack, reference: string): Promise<{ executionId: string; held: Op }> {
+  await stack.setFaults({
+    rules: [{ method: 'POST', path: '/v1/charges', fault: 'drop_before_commit', count: 1 }],
+    read_fault: 'unavailable',
+  });
+  const created = await submit(stack, [charge(reference)]);
+  const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+  expect(held.terminal_reason).toBe('SOURCE_UNREACHABLE');
+  await resetSandbox(stack);
+  await waitForResolutionPermitted(stack, held.id, 'FAILED');
+  return { executionId: created.id, held };
 }
 
 /** The status path of one operation as the event log tells it: PREPARED first, then each `to_status`. */

@@ -8,7 +8,7 @@ SELECT {columns:Execution t} FROM executions t WHERE t.id = $1 AND t.tenant_id =
 SELECT {columns:Execution t} FROM executions t WHERE t.id = $1;
 
 -- executionWithOperations
-SELECT {columns:Execution e e__}, {columns:Operation o o__}
+SELECT {columns:Execution e e__}, {columns:Operation o o__}, clock_timestamp() AS database_now
      FROM executions e LEFT JOIN operations o ON o.execution_id = e.id
      WHERE e.id = $1 AND e.tenant_id = $2 ORDER BY o.position, o.generation;
 

@@ -414,7 +414,7 @@ export const READ_SQL = {
   databaseNow: `SELECT clock_timestamp() AS now`,
   executionById: `SELECT {columns:Execution t} FROM executions t WHERE t.id = $1 AND t.tenant_id = $2`,
   executionByIdForWorker: `SELECT {columns:Execution t} FROM executions t WHERE t.id = $1`,
-  executionWithOperations: `SELECT {columns:Execution e e__}, {columns:Operation o o__}
+  executionWithOperations: `SELECT {columns:Execution e e__}, {columns:Operation o o__}, clock_timestamp() AS database_now
      FROM executions e LEFT JOIN operations o ON o.execution_id = e.id
      WHERE e.id = $1 AND e.tenant_id = $2 ORDER BY o.position, o.generation`,
   // Each operation row with the tenant's settings for its connector (what a context read runs with); the sealed secrets
@@ -565,22 +565,25 @@ export function findExecutionForWorker(db: EntityManager, id: string): Promise<E
   return first(db, ExecutionEntity, READ_SQL.executionByIdForWorker, [id]);
 }
 
-async function executionWithOperations(
+/**
+ * An execution and its operations (position order) in one round trip, with the database's clock at that read: the
+ * clock their times (`deadline_at`, a resolution's `at`) are on, for a caller that judges whether they have passed.
+ */
+export async function findExecutionWithOperations(
   db: EntityManager,
-  sql: string,
-  params: unknown[],
-): Promise<{ execution: ExecutionEntity; operations: OperationEntity[] } | null> {
-  const found = await rows<Record<string, unknown>>(db, withColumns(db, sql), params);
+  id: string,
+  tenantId: string,
+): Promise<{ execution: ExecutionEntity; operations: OperationEntity[]; databaseNow: Date } | null> {
+  const found = await rows<Record<string, unknown>>(db, withColumns(db, READ_SQL.executionWithOperations), [
+    id,
+    tenantId,
+  ]);
   if (found.length === 0) return null;
   return {
     execution: hydrate(db, ExecutionEntity, found[0], 'e__'),
     operations: found.filter((raw) => raw.o__id !== null).map((raw) => hydrate(db, OperationEntity, raw, 'o__')),
+    databaseNow: new Date(found[0].database_now as string | Date),
   };
-}
-
-/** An execution and its operations (position order) in one round trip. */
-export function findExecutionWithOperations(db: EntityManager, id: string, tenantId: string) {
-  return executionWithOperations(db, READ_SQL.executionWithOperations, [id, tenantId]);
 }
 
 /**

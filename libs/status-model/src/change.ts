@@ -53,7 +53,8 @@ interface StoredResolution {
  * The latest moment a re-check's read may still land on an operation a person resolved FAILED: a re-check reads the
  * hold (still MANUAL_REVIEW, so before the FAILED), then the source, which answers within CONNECTOR_TIMEOUT_MS — so no
  * later than `readWindowMs` (that, plus the grace a job's own steps are given) after the resolution. Null when no
- * operation is FAILED by a person, or every such window has passed.
+ * operation is FAILED by a person, or every such window has passed. `now` must be on the clock the resolution's `at`
+ * is stamped by, the database's: a host clock ahead would close the window early, one behind keep it open.
  */
 export function lateReadUntil(
   operations: readonly { status: string; obligation?: object | null }[],

@@ -11,8 +11,9 @@ export interface StreamState {
   outcomeCurrent: boolean;
   /**
    * Until when a read of the source begun before a person's FAILED may still land on it (libs/status-model
-   * `lateReadUntil`): a re-check that finds the effect writes it onto the FAILED operation (`operation.rechecked`,
-   * `after: "FAILED"`), which changes its commit, its retry rule and the criteria's verdicts. Null: none may.
+   * `lateReadUntil`; on the database's clock, as `now` is): a re-check that finds the effect writes it onto the FAILED
+   * operation (`operation.rechecked`, `after: "FAILED"`), which changes its commit, its retry rule and the criteria's
+   * verdicts. Null: none may.
    */
   lateReadUntil?: Date | null;
 }
@@ -20,7 +21,8 @@ export interface StreamState {
 export type StreamVerdict = { end: 'settled' | 'deadline' } | { end: null; wakeAt: Date | null };
 
 /**
- * Whether a stream ends now, from the execution as last read (the key's revocation is asked separately).
+ * Whether a stream ends now, from the execution as last read (the key's revocation is asked separately). `now` is the
+ * database's clock at that read: the deadline and a resolution's time were stamped by it, not by the API's host.
  *
  * - `settled`: nothing can change any more (libs/status-model `canStillChange`), the outcome included: an evaluation
  *   still owed after the last change (it follows in the dispatcher's next step) keeps the stream open for it, and so

@@ -186,7 +186,7 @@ export class StreamService {
           break;
         }
         if (events.length === 500) continue;
-        const verdict = await this.verdict(principal.tenantId, executionId);
+        const { verdict, clockOffsetMs } = await this.verdict(principal.tenantId, executionId);
         if (verdict.end) {
           // Events written in the same commit as the last change were read above or will be on this pass.
           const tail = await listEvents(this.db.manager, executionId, principal.tenantId, cursor, 500);
@@ -202,8 +202,9 @@ export class StreamService {
         if (pending) continue;
         await new Promise<void>((resolve) => {
           const poll = this.notifier.listening ? POLL_FALLBACK_MS * 5 : POLL_FALLBACK_MS;
-          // A held execution's deadline ends the stream on time, not at the next poll.
-          const untilDeadline = wakeAt ? Math.max(0, wakeAt.getTime() - Date.now()) : poll;
+          // A held execution's deadline ends the stream on time, not at the next poll. `wakeAt` is on the database's
+          // clock: counted from its now (this process' clock plus the offset measured at the read).
+          const untilDeadline = wakeAt ? Math.max(0, wakeAt.getTime() - (Date.now() + clockOffsetMs)) : poll;
           const timer = setTimeout(resolve, Math.min(poll, untilDeadline));
           wake = () => {
             clearTimeout(timer);
@@ -217,11 +218,20 @@ export class StreamService {
     }
   }
 
-  private async verdict(tenantId: string, executionId: string): Promise<StreamVerdict> {
-    // One statement: the execution's status and its operations' as of the same snapshot.
+  /**
+   * The verdict on the execution as read now, judged by the database's clock at that read (the deadline and a
+   * resolution's time were stamped by it; an API host whose clock ran ahead ended streams early), and how far that
+   * clock is ahead of this process' (negative: behind).
+   */
+  private async verdict(
+    tenantId: string,
+    executionId: string,
+  ): Promise<{ verdict: StreamVerdict; clockOffsetMs: number }> {
+    // One statement: the execution's status and its operations' as of the same snapshot, and the database's clock.
     const found = await findExecutionWithOperations(this.db.manager, executionId, tenantId);
-    if (!found) return { end: null, wakeAt: null };
-    const { execution, operations } = found;
+    if (!found) return { verdict: { end: null, wakeAt: null }, clockOffsetMs: 0 };
+    const { execution, operations, databaseNow: now } = found;
+    const clockOffsetMs = now.getTime() - Date.now();
     // The outcome is asked about only once nothing else can change: the one extra read, at the end.
     const outcomeCurrent =
       canStillChange(execution.status, operations) ||
@@ -231,9 +241,8 @@ export class StreamService {
         execution.criteriaResults,
         await this.criterionOperations(tenantId, operations),
       );
-    const now = new Date();
     const readWindowMs = this.config.CONNECTOR_TIMEOUT_MS + this.config.SEND_GRACE_MS;
-    return streamVerdict(
+    const verdict = streamVerdict(
       {
         executionStatus: execution.status,
         deadlineAt: execution.deadlineAt,
@@ -243,6 +252,7 @@ export class StreamService {
       },
       now,
     );
+    return { verdict, clockOffsetMs };
   }
 
   /** Each operation key's latest generation (a retry's), as the criteria see it, with the move that put it there. */
