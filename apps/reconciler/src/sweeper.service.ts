@@ -1,4 +1,4 @@
-import { Inject, Injectable, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { BeforeApplicationShutdown, Inject, Injectable, OnApplicationBootstrap } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import {
   TransitionService,
@@ -18,7 +18,16 @@ import {
   unsentReleases,
   withSweepLock,
 } from '@verity/persistence';
-import { LOGGER, Logger, RedisClient, VERITY_CONFIG, VerityConfig, inTraceOf, tracingOn } from '@verity/platform';
+import {
+  BackgroundWork,
+  LOGGER,
+  Logger,
+  RedisClient,
+  VERITY_CONFIG,
+  VerityConfig,
+  inTraceOf,
+  tracingOn,
+} from '@verity/platform';
 import { JobName, JobProducer, PRODUCER_REDIS, QueueName, jobId, releaseDispatchJobId } from '@verity/queues';
 import {
   OperationStatus,
@@ -61,9 +70,10 @@ export interface SweepReport {
  * the sweep). Postgres is the truth and jobs are only triggers, so the sweep re-derives every owed job from rows.
  */
 @Injectable()
-export class SweeperService implements OnApplicationBootstrap, OnApplicationShutdown {
+export class SweeperService implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private fallbackTimer: NodeJS.Timeout | null = null;
-  private fallbackRunning = false;
+  /** The fallback sweep under way, which the shutdown waits for (a sweep job is the sweep worker's to wait for). */
+  private readonly fallback = new BackgroundWork();
 
   constructor(
     @InjectDataSource() private readonly db: DataSource,
@@ -92,15 +102,25 @@ export class SweeperService implements OnApplicationBootstrap, OnApplicationShut
     this.fallbackTimer.unref();
   }
 
-  onApplicationShutdown(): void {
+  /**
+   * Before Postgres and Redis close (the last hooks): a fallback sweep under way finishes its pass, or the process's
+   * forced exit ends it. Closed under it, the sweep failed half-way, its sweep_log row left unfinished.
+   */
+  async beforeApplicationShutdown(): Promise<void> {
     if (this.fallbackTimer) clearInterval(this.fallbackTimer);
     this.fallbackTimer = null;
+    if (this.fallback.busy) this.logger.info('waiting for the fallback sweep under way to finish');
+    await this.fallback.stop();
   }
 
   /** Sweeps in this process when no sweep has started for ten intervals (at least 5 s); whether it did. */
-  async sweepIfOverdue(): Promise<boolean> {
-    if (this.fallbackRunning) return false;
-    this.fallbackRunning = true;
+  sweepIfOverdue(): Promise<boolean> {
+    // One at a time, and none once the process is stopping.
+    if (this.fallback.busy) return Promise.resolve(false);
+    return this.fallback.run(() => this.overdueSweep()) ?? Promise.resolve(false);
+  }
+
+  private async overdueSweep(): Promise<boolean> {
     try {
       const overdueAfterMs = Math.max(5_000, 10 * this.config.SWEEP_INTERVAL_MS);
       const since = await msSinceLastSweep(this.db.manager);
@@ -114,8 +134,6 @@ export class SweeperService implements OnApplicationBootstrap, OnApplicationShut
     } catch (error) {
       this.logger.warn({ err: error }, 'the overdue sweep failed; the next check tries again');
       return false;
-    } finally {
-      this.fallbackRunning = false;
     }
   }
 

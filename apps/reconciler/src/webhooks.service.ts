@@ -1,5 +1,5 @@
 import { isIP } from 'node:net';
-import { Inject, Injectable, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { BeforeApplicationShutdown, Inject, Injectable, OnApplicationBootstrap } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { TenantConnectors, checkTarget, httpExchange, lookupFor, platformRefusalOf } from '@verity/connectors';
 import {
@@ -13,7 +13,7 @@ import {
   scanWebhookOutbox,
   skipWebhookDelivery,
 } from '@verity/persistence';
-import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import { BackgroundWork, LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { WebhookDeliveryQueue } from '@verity/queues';
 import { Webhook } from 'standardwebhooks';
 import { DataSource } from 'typeorm';
@@ -44,9 +44,10 @@ export interface DeferredDelivery {
 }
 
 @Injectable()
-export class WebhooksService implements OnApplicationBootstrap, OnApplicationShutdown {
+export class WebhooksService implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private timer: NodeJS.Timeout | null = null;
-  private stopped = false;
+  /** The outbox pass under way, which the shutdown waits for. */
+  private readonly outbox = new BackgroundWork();
   private lastOwedPass = 0;
   /** This process's delivery slots (about WORKER_CONCURRENCY across its shards), half at most to one tenant. */
   private readonly slots: TenantSlots;
@@ -67,28 +68,33 @@ export class WebhooksService implements OnApplicationBootstrap, OnApplicationShu
     this.schedule();
   }
 
-  onApplicationShutdown(): void {
-    this.stopped = true;
+  /** Before Postgres and Redis close (the last hooks): the pass under way ends its transaction first. */
+  async beforeApplicationShutdown(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    if (this.outbox.busy) this.logger.info('waiting for the webhook outbox pass under way to finish');
+    await this.outbox.stop();
   }
 
   private schedule(): void {
-    if (this.stopped) return;
+    if (this.outbox.stopping) return;
     this.timer = setTimeout(() => {
-      this.tick().then(
-        () => this.schedule(),
-        (error: unknown) => {
-          this.logger.warn({ err: error }, 'webhook outbox pass failed; retried on the next tick');
-          this.schedule();
-        },
-      );
+      this.outbox
+        .run(() => this.tick())
+        ?.then(
+          () => this.schedule(),
+          (error: unknown) => {
+            this.logger.warn({ err: error }, 'webhook outbox pass failed; retried on the next tick');
+            this.schedule();
+          },
+        );
     }, this.config.WEBHOOK_SCAN_INTERVAL_MS);
     this.timer.unref();
   }
 
   /** One tick: drain new events into deliveries, then (every few seconds) re-enqueue deliveries whose job was lost. */
   async tick(): Promise<void> {
-    for (let pass = 0; pass < SCAN_PASSES && !this.stopped; pass += 1) {
+    for (let pass = 0; pass < SCAN_PASSES && !this.outbox.stopping; pass += 1) {
       const result = await scanWebhookOutbox(this.db, SCAN_BATCH);
       if (!result) break;
       await this.enqueue(result.created);

@@ -3,6 +3,7 @@ export * from './logger';
 export * from './redis';
 export * from './ids';
 export * from './shutdown';
+export * from './background-work';
 export * from './platform.module';
 export * from './runtime';
 export * from './tracing';
