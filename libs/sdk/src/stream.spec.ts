@@ -1,6 +1,7 @@
 import { createServer, IncomingMessage, ServerResponse } from 'node:http';
 import { Verity } from './client';
 import { VerityNetworkError, VerityNotFoundError, VerityRateLimitError } from './errors';
+import { MAX_STREAM_FRAME_BYTES, OversizedFrame } from './stream';
 import type { ExecutionEvent } from './types';
 import { closedAfterEachTest, listenLocally } from '../../../test/support/local-server';
 
@@ -238,5 +239,60 @@ describe('ExecutionStream over a real SSE server', () => {
     })();
     await expect(run).rejects.toThrow('enough');
     expect(seen).toEqual([1, 2]);
+  });
+
+  /**
+   * A server that starts a frame with `opening` and then sends `filler` until it has sent `totalBytes` (backpressure
+   * respected) or the client hangs up, then closes without ending the frame. How much it sent is `sent`.
+   */
+  async function unendingFrameServer(opening: string, filler: string, totalBytes: number) {
+    const state = { sent: 0, connections: 0 };
+    const server = createServer((req, res) => {
+      state.connections += 1;
+      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' });
+      res.write(`retry: 10\n\n: heartbeat\n\n${opening}`);
+      const chunk = filler.repeat(Math.ceil((64 * 1024) / filler.length));
+      const pump = () => {
+        while (state.sent < totalBytes && !res.destroyed) {
+          state.sent += chunk.length;
+          if (!res.write(chunk)) return void res.once('drain', pump);
+        }
+        res.destroy();
+      };
+      pump();
+    });
+    return { ...closeAfterTest(await listenLocally(server)), state };
+  }
+
+  it.each([
+    ['one endless line', 'data: ', 'x'],
+    ['data lines with no blank line to end the event', '', 'data: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n'],
+  ])(
+    'fails with OversizedFrame on %s, instead of holding it all, and does not reconnect',
+    async (_case, opening, filler) => {
+      const server = await unendingFrameServer(opening, filler, 16 * MAX_STREAM_FRAME_BYTES);
+      const error = await new Verity({ baseUrl: server.url, apiKey: KEY })
+        .stream('exe_1', { maxReconnects: 0 })
+        .toArray()
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(OversizedFrame);
+      expect(error).toMatchObject({ name: 'OversizedFrame', limitBytes: MAX_STREAM_FRAME_BYTES });
+      expect(server.state.connections).toBe(1);
+      // The client hung up once past the bound, long before the server's 16 MiB were sent.
+      expect(server.state.sent).toBeLessThan(8 * MAX_STREAM_FRAME_BYTES);
+    },
+  );
+
+  it('still reads an event just under the bound, after heartbeats that each end a frame', async () => {
+    const big = { ...event(1), data: { blob: 'y'.repeat(MAX_STREAM_FRAME_BYTES - 4096) } } as ExecutionEvent;
+    const server = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' });
+      for (let i = 0; i < 64; i += 1) res.write(`: ${'h'.repeat(32 * 1024)}\n\n`);
+      res.end(`id: evt_1\ndata: ${JSON.stringify(big)}\n\nevent: end\ndata: {"reason":"settled"}\n\n`);
+    });
+    const { url } = closeAfterTest(await listenLocally(server));
+    const events = await new Verity({ baseUrl: url, apiKey: KEY }).stream('exe_1', { maxReconnects: 0 }).toArray();
+    expect(events.map((e) => e.seq)).toEqual([1]);
+    expect((events[0].data as { blob: string }).blob).toHaveLength(MAX_STREAM_FRAME_BYTES - 4096);
   });
 });

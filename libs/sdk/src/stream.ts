@@ -46,6 +46,23 @@ export class MalformedFrame extends Error {
 }
 
 /**
+ * The most a stream holds of one unfinished frame (an event, a comment, a line): 1 MiB. The API's events are far
+ * smaller (a request body is at most 256 KiB, a connector's answer 64 KiB); without a bound, a broken or hostile
+ * server sending one endless line, or data lines with no blank line to end the event, grew the reader's memory until
+ * the process died.
+ */
+export const MAX_STREAM_FRAME_BYTES = 1024 * 1024;
+
+/**
+ * The server sent more than MAX_STREAM_FRAME_BYTES without finishing a frame. Like MalformedFrame it is the server's
+ * fault, not the network's: the stream fails instead of reconnecting to the same frame.
+ */
+export class OversizedFrame extends Error {
+  override name = 'OversizedFrame';
+  readonly limitBytes = MAX_STREAM_FRAME_BYTES;
+}
+
+/**
  * The events of one execution, live, as an async iterable (`for await (const event of dx.stream(id))`).
  *
  * Reads `GET /v1/executions/{id}/stream` with `fetch` and the Bearer header (never a key in the URL). When the
@@ -165,8 +182,15 @@ export class ExecutionStream implements AsyncIterable<ExecutionEvent> {
         const queue: { event: ExecutionEvent; frameId: string | undefined }[] = [];
         let end: StreamEndReason | undefined;
         let malformed: string | undefined;
+        // Bytes received since the parser last finished a frame (an event, a comment, a retry hint). Counted per chunk,
+        // so what is held may pass the bound by one chunk before it is refused.
+        let unfinishedBytes = 0;
         const parser = createParser({
+          onComment: () => {
+            unfinishedBytes = 0;
+          },
           onEvent: (message) => {
+            unfinishedBytes = 0;
             if (malformed !== undefined) return;
             if (message.event === 'end') {
               end = parseEndReason(message.data);
@@ -179,6 +203,7 @@ export class ExecutionStream implements AsyncIterable<ExecutionEvent> {
             }
           },
           onRetry: (ms) => {
+            unfinishedBytes = 0;
             // A timer longer than 2^31 - 1 ms fires at once: an absurd hint would become a reconnect storm. So would
             // `retry: 0` from a server (or proxy) that then closes at once: each accepted connection resets the
             // failure count, so nothing would ever slow the loop down.
@@ -192,6 +217,7 @@ export class ExecutionStream implements AsyncIterable<ExecutionEvent> {
             const { done, value } = await reader.read();
             if (done) break;
             armIdle();
+            unfinishedBytes += value.byteLength;
             parser.feed(decoder.decode(value, { stream: true }));
             while (queue.length > 0) {
               const { event, frameId } = queue.shift()!;
@@ -200,6 +226,11 @@ export class ExecutionStream implements AsyncIterable<ExecutionEvent> {
               yield event;
             }
             if (malformed !== undefined) throw new MalformedFrame(`an event frame is not JSON: ${malformed}`);
+            if (unfinishedBytes > MAX_STREAM_FRAME_BYTES) {
+              throw new OversizedFrame(
+                `the server sent more than ${MAX_STREAM_FRAME_BYTES} bytes without ending a frame`,
+              );
+            }
             if (end) {
               this.endReason = end;
               return;
@@ -207,7 +238,7 @@ export class ExecutionStream implements AsyncIterable<ExecutionEvent> {
           }
           lastCause = new Error('the server closed the stream without an end event');
         } catch (error) {
-          if (error instanceof MalformedFrame) throw error;
+          if (error instanceof MalformedFrame || error instanceof OversizedFrame) throw error;
           signal?.throwIfAborted();
           // A reset, a torn body or an idle connection: the partial frame is dropped with this parser.
           lastCause = error;
