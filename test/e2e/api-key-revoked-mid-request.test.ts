@@ -1,5 +1,5 @@
 import { createServer, request as forward, type Server } from 'node:http';
-import { waitForLockWaiter } from '../support/lock-waits';
+import { writeDuringRevocation } from '../support/lock-waits';
 import { SecretsCipher, createApiKey, createWebhookEndpoint, revokeApiKey } from '@verity/persistence';
 import { DEMO, Stack, freePort, waitFor } from '../support/stack';
 import { charge, http, unique } from '../support/http';
@@ -119,29 +119,6 @@ describe('a key revoked while its request is under way', () => {
     expect((resolved.body as Op).status).toBe('FAILED');
   });
 
-  /**
-   * Runs `request` with `key` while the key's revocation is written but not committed, proves (from Postgres) that the
-   * request's write waits for it, then commits the revocation and returns the request's answer.
-   */
-  async function duringRevocation<T>(keyId: string, request: () => Promise<T>): Promise<T> {
-    const revocation = stack.db.dataSource.createQueryRunner();
-    await revocation.connect();
-    try {
-      await revocation.startTransaction();
-      await revocation.query(`UPDATE api_keys SET revoked_at = now() WHERE id = $1`, [keyId]);
-      let answered = false;
-      const answering = request().finally(() => (answered = true));
-      // Proven waiting on the revocation's row lock (not slept on): a backend of the API waits in a statement on keys.
-      // (A request that does not wait for it answers before the revocation commits, and its answer tells.)
-      await waitForLockWaiter(stack.db.dataSource, { statementLike: '%api_keys%', unless: () => answered });
-      await revocation.commitTransaction();
-      return await answering;
-    } finally {
-      if (revocation.isTransactionActive) await revocation.rollbackTransaction();
-      await revocation.release();
-    }
-  }
-
   it('an admin’s policy and connector settings changes made as the key’s revocation commits are not made', async () => {
     // The tenant's rule that a charge over 10.00 waits for a reviewer, set by an admin whose key stands.
     const rule = { connector: 'sandbox.payments', amount_above: 1000 };
@@ -156,13 +133,13 @@ describe('a key revoked while its request is under way', () => {
       key: DEMO.admin,
     });
     // A leaked admin key, revoked as it lifts the rule and opens the allowlist to another host.
-    const lifted = await duringRevocation(admin.id, () =>
+    const lifted = await writeDuringRevocation(stack.db.dataSource, admin.id, () =>
       http<Problem>(stack.apiUrl, 'PUT', '/v1/admin/policy', { key: admin.key, body: { approval_rules: [] } }),
     );
     expectRevokedMidRequest(lifted);
     const admin2 = await newKey('admin');
     expect((await http(stack.apiUrl, 'GET', '/v1/admin/policy', { key: admin2.key })).status).toBe(200);
-    const opened = await duringRevocation(admin2.id, () =>
+    const opened = await writeDuringRevocation(stack.db.dataSource, admin2.id, () =>
       http<Problem>(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
         key: admin2.key,
         body: { allow_hosts: [{ host: 'exfil.example.com' }] },
@@ -196,7 +173,7 @@ describe('a key revoked while its request is under way', () => {
     const approver = await newKey('reviewer');
     // The key is known to the API (cached), as for any reviewer who has the operation open.
     expect((await http(stack.apiUrl, 'GET', `/v1/operations/${pending.id}`, { key: approver.key })).status).toBe(200);
-    const approved = await duringRevocation(approver.id, () =>
+    const approved = await writeDuringRevocation(stack.db.dataSource, approver.id, () =>
       http<Problem>(stack.apiUrl, 'POST', `/v1/operations/${pending.id}/approval`, {
         key: approver.key,
         body: { decision: 'approve' },
@@ -209,7 +186,7 @@ describe('a key revoked while its request is under way', () => {
     // Cancel: the same execution, by an agent key.
     const canceller = await newKey('agent');
     expect((await http(stack.apiUrl, 'GET', `/v1/executions/${waiting.id}`, { key: canceller.key })).status).toBe(200);
-    const cancelled = await duringRevocation(canceller.id, () =>
+    const cancelled = await writeDuringRevocation(stack.db.dataSource, canceller.id, () =>
       http<Problem>(stack.apiUrl, 'POST', `/v1/executions/${waiting.id}/cancel`, { key: canceller.key }),
     );
     expectRevokedMidRequest(cancelled);
@@ -220,7 +197,7 @@ describe('a key revoked while its request is under way', () => {
     const failed = await waitForOp(stack, declined.id, 'charge', (o) => o.status === 'FAILED');
     const retrier = await newKey('agent');
     expect((await http(stack.apiUrl, 'GET', `/v1/operations/${failed.id}`, { key: retrier.key })).status).toBe(200);
-    const retried = await duringRevocation(retrier.id, () =>
+    const retried = await writeDuringRevocation(stack.db.dataSource, retrier.id, () =>
       http<Problem>(stack.apiUrl, 'POST', `/v1/operations/${failed.id}/retry`, { key: retrier.key }),
     );
     expectRevokedMidRequest(retried);
@@ -246,7 +223,7 @@ describe('a key revoked while its request is under way', () => {
     const { executionId, held } = await heldCharge();
     const reviewer = await newKey('reviewer');
     expect((await http(stack.apiUrl, 'GET', `/v1/operations/${held.id}`, { key: reviewer.key })).status).toBe(200);
-    const asked = await duringRevocation(reviewer.id, () =>
+    const asked = await writeDuringRevocation(stack.db.dataSource, reviewer.id, () =>
       http<Problem>(stack.apiUrl, 'POST', `/v1/operations/${held.id}/recheck`, { key: reviewer.key }),
     );
     expectRevokedMidRequest(asked);
@@ -280,7 +257,7 @@ describe('a key revoked while its request is under way', () => {
     const admin = await newKey('admin');
     const path = `/v1/admin/webhooks/${endpoint.id}/deliveries/${deliveryId}/redeliver`;
     expect((await http(stack.apiUrl, 'GET', `/v1/admin/webhooks/${endpoint.id}`, { key: admin.key })).status).toBe(200);
-    const redelivered = await duringRevocation(admin.id, () =>
+    const redelivered = await writeDuringRevocation(stack.db.dataSource, admin.id, () =>
       http<Problem>(stack.apiUrl, 'POST', path, { key: admin.key }),
     );
     expectRevokedMidRequest(redelivered);
@@ -295,7 +272,7 @@ describe('a key revoked while its request is under way', () => {
     const agent = await newKey('agent');
     expect((await http(stack.apiUrl, 'GET', '/v1/executions?limit=1', { key: agent.key })).status).toBe(200);
     const reference = unique('mid-submit');
-    const submitted = await duringRevocation(agent.id, () =>
+    const submitted = await writeDuringRevocation(stack.db.dataSource, agent.id, () =>
       http<Problem>(stack.apiUrl, 'POST', '/v1/executions', {
         key: agent.key,
         body: { agent_id: 'mid-request', intent: 'a charge', operations: [charge(reference)] },

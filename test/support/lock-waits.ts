@@ -32,9 +32,17 @@ export async function waitForLockWaiter(
 /**
  * Makes `write` while a revocation of `keyId` is written and not yet committed: waits until `write` waits on that
  * revocation's row lock (or has answered without waiting), commits the revocation, and returns what `write` answered.
- * A statement that checks the key without locking it answers first, from before the revocation.
+ * A statement that checks the key without locking it answers first, from before the revocation. A `write` that
+ * rejects rejects this with its error. The wait is recognised by a statement on api_keys; `{ waitingStatementLike:
+ * null }` takes any lock wait, for a statement whose text pg_stat_activity cuts before it names the table (it keeps
+ * the first track_activity_query_size bytes).
  */
-export async function writeDuringRevocation<T>(db: DataSource, keyId: string, write: () => Promise<T>): Promise<T> {
+export async function writeDuringRevocation<T>(
+  db: DataSource,
+  keyId: string,
+  write: () => Promise<T>,
+  { waitingStatementLike = '%api_keys%' }: { waitingStatementLike?: string | null } = {},
+): Promise<T> {
   const revocation = db.createQueryRunner();
   await revocation.connect();
   try {
@@ -42,7 +50,9 @@ export async function writeDuringRevocation<T>(db: DataSource, keyId: string, wr
     await revocation.query(`UPDATE api_keys SET revoked_at = now() WHERE id = $1`, [keyId]);
     let answered = false;
     const writing = write().finally(() => (answered = true));
-    await waitForLockWaiter(db, { statementLike: '%api_keys%', unless: () => answered });
+    // Its rejection is the caller's (returned below); until then it is not an unhandled one.
+    writing.catch(() => undefined);
+    await waitForLockWaiter(db, { statementLike: waitingStatementLike ?? undefined, unless: () => answered });
     await revocation.commitTransaction();
     return await writing;
   } finally {

@@ -1,5 +1,5 @@
 import type { EntityManager } from 'typeorm';
-import { waitForLockWaiter } from '../../../test/support/lock-waits';
+import { waitForLockWaiter, writeDuringRevocation } from '../../../test/support/lock-waits';
 import { insertStandingKeys } from '../../../test/support/fixtures';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { AdminChangeRow, listAdminChanges } from './admin-changes';
@@ -760,22 +760,8 @@ describe('admin change history (real Postgres)', () => {
       // key's row is share-locked), and once it commits finds the key revoked.
       for (let i = 0; i < during.length; i += 1) {
         const by = during[i];
-        const revocation = db.dataSource.createQueryRunner();
-        await revocation.connect();
-        try {
-          await revocation.startTransaction();
-          await revocation.query(`UPDATE api_keys SET revoked_at = now() WHERE id = $1`, [by]);
-          let settled = false;
-          const change = changesBy(by)[i];
-          const changing = change().finally(() => (settled = true));
-          changing.catch(() => undefined);
-          // Proven waiting on the revocation's row lock (not slept on), or done without waiting (its result tells).
-          await waitForLockWaiter(db.dataSource, { statementLike: '%api_keys%', unless: () => settled });
-          await revocation.commitTransaction();
-          await expect(changing).rejects.toThrow(KeyRevokedError);
-        } finally {
-          await revocation.release();
-        }
+        // Proven waiting on the revocation's row lock (not slept on), or done without waiting (its result tells).
+        await expect(writeDuringRevocation(db.dataSource, by, changesBy(by)[i])).rejects.toThrow(KeyRevokedError);
       }
     });
     expect(added).toEqual([]);

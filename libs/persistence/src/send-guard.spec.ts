@@ -1,5 +1,5 @@
 import { OperationStatus, VerificationMethod } from '@verity/status-model';
-import { waitForLockWaiter } from '../../../test/support/lock-waits';
+import { waitForLockWaiter, writeDuringRevocation } from '../../../test/support/lock-waits';
 import { newId } from '@verity/platform';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { EventEntity, OperationEntity } from './entities';
@@ -173,19 +173,13 @@ describe('the guarded SENT statement (real Postgres)', () => {
     }
     expect((await send(byStanding.id)).won).toBe(true);
 
-    // A revocation under way when the send's statement runs: the send waits for it, then refuses.
-    const revocation = db.dataSource.createQueryRunner();
-    await revocation.connect();
-    try {
-      await revocation.startTransaction();
-      await revocation.query(`UPDATE api_keys SET revoked_at = now() WHERE id = $1`, [racing]);
-      const sending = send(byRacing.id);
-      await waitForLockWaiter(db.dataSource);
-      await revocation.commitTransaction();
-      expect(await sending).toEqual({ won: false, refusals: ['approval_key_revoked'] });
-    } finally {
-      await revocation.release();
-    }
+    // A revocation under way when the send's statement runs: the send waits for it, then refuses. (Its statement is
+    // longer than what pg_stat_activity shows of it: any lock wait is its.)
+    const sending = () => send(byRacing.id);
+    expect(await writeDuringRevocation(db.dataSource, racing, sending, { waitingStatementLike: null })).toEqual({
+      won: false,
+      refusals: ['approval_key_revoked'],
+    });
     await unchanged(byRacing.id);
 
     // A release's grant is held to the same: the release is refused (and withdrawn by its sender).

@@ -6,7 +6,7 @@ import {
   VerificationMethod,
 } from '@verity/status-model';
 import { insertChargeExecution } from '../../../test/support/fixtures';
-import { waitForLockWaiter } from '../../../test/support/lock-waits';
+import { waitForLockWaiter, writeDuringRevocation } from '../../../test/support/lock-waits';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { FindOptionsWhere } from 'typeorm';
 import { createApiKey, revokeApiKey } from './api-keys';
@@ -751,19 +751,10 @@ describe('TransitionService (real Postgres)', () => {
     // share-locks the key's row) and then finds the key revoked. Read without the lock, the key still looked active.
     const racing = await newExecutionWithOneOperation();
     const key = await createApiKey(db.dataSource.manager, { tenantId: 'acme', role: 'reviewer' });
-    const revocation = db.dataSource.createQueryRunner();
-    await revocation.connect();
-    try {
-      await revocation.startTransaction();
-      await revocation.query(`UPDATE api_keys SET revoked_at = now() WHERE id = $1`, [key.id]);
-      const deciding = approve(racing.operationId, key.id);
-      // Proven waiting on the revocation's row lock (not slept on): its backend shows a lock wait.
-      await waitForLockWaiter(db.dataSource);
-      await revocation.commitTransaction();
-      expect((await deciding).won).toBe(false);
-    } finally {
-      await revocation.release();
-    }
+    // Proven waiting on the revocation's row lock (not slept on): its backend shows a lock wait.
+    expect((await writeDuringRevocation(db.dataSource, key.id, () => approve(racing.operationId, key.id))).won).toBe(
+      false,
+    );
     await expectNothingWritten(racing.executionId, 'created');
     // The same decision by an unrevoked key is written.
     expect((await approve(racing.operationId, reviewerKey)).won).toBe(true);
