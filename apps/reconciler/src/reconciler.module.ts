@@ -1,4 +1,4 @@
-import { Inject, Module, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { BeforeApplicationShutdown, Inject, Module, OnApplicationBootstrap } from '@nestjs/common';
 import { ConnectorsModule } from '@verity/connectors';
 import { PersistenceModule } from '@verity/persistence';
 import { LOGGER, Logger, PlatformModule, RedisClient, VERITY_CONFIG, VerityConfig } from '@verity/platform';
@@ -12,7 +12,7 @@ import { WebhooksService } from './webhooks.service';
 export const RECONCILER_QUEUES = [QueueName.VERIFY, QueueName.RECONCILE, QueueName.SWEEP, QueueName.WEBHOOKS] as const;
 
 @Module({})
-export class ReconcilerModule implements OnApplicationBootstrap, OnApplicationShutdown {
+export class ReconcilerModule implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly sweepSchedule: SweepSchedule;
 
   constructor(
@@ -55,7 +55,8 @@ export class ReconcilerModule implements OnApplicationBootstrap, OnApplicationSh
     await this.sweepSchedule.start();
   }
 
-  onApplicationShutdown(): void {
-    this.sweepSchedule.stop();
+  /** Before the producer's connection closes (the last hooks): a check under way ends first. */
+  async beforeApplicationShutdown(): Promise<void> {
+    await this.sweepSchedule.stop();
   }
 }

@@ -116,7 +116,7 @@ describe('queues on a real Redis Cluster (three nodes), QUEUE_SHARDS=3', () => {
       expect(await producer.queue(QueueName.SWEEP, 0).getJobScheduler('sweep')).toBeTruthy();
       for (const shard of shards.all()) expect(await redis.exists(redisMarkerKey(shards.prefixOf(shard)))).toBe(1);
     } finally {
-      schedule.stop();
+      await schedule.stop();
       await producer.close();
       redis.disconnect();
     }

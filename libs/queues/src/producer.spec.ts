@@ -1,6 +1,6 @@
-import { AddressInfo, Socket, connect, createServer } from 'node:net';
 import { Queue, UnrecoverableError, Worker } from 'bullmq';
 import { createRedis } from '@verity/platform';
+import { redisLink } from '../../../test/support/redis-link';
 import { TEST_REDIS_URL, clearRedisPrefix, testQueuePrefix } from '../../../test/support/services';
 import { JobName, QueueName } from './names';
 import { JobProducer } from './producer';
@@ -195,31 +195,3 @@ describe('JobProducer while Redis is away and being reconnected to', () => {
     }
   }, 15_000);
 });
-
-/** A TCP link to the test Redis that the test can cut (and keep cut): the client sees Redis go away. */
-async function redisLink(): Promise<{ url: string; sever(): Promise<void> }> {
-  const target = new URL(TEST_REDIS_URL);
-  const sockets = new Set<Socket>();
-  const server = createServer((client) => {
-    const upstream = connect(Number(target.port || 6379), target.hostname);
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('error', () => undefined);
-      s.on('close', () => sockets.delete(s));
-    }
-    client.pipe(upstream).pipe(client);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  const url = new URL(TEST_REDIS_URL);
-  url.hostname = '127.0.0.1';
-  url.port = String(port);
-  return {
-    url: url.toString(),
-    sever: async () => {
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      for (const s of sockets) s.destroy();
-      await closed;
-    },
-  };
-}

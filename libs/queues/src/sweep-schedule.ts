@@ -42,6 +42,7 @@ export class SweepSchedule {
   /** The shards whose marker this process has seen in Redis (written or found): its absence later is news. */
   private readonly markersKnown = new Set<number>();
   private unavailable = false;
+  private stopped = false;
   private readonly onReady = (): void => void this.check('reconnect');
 
   constructor(
@@ -60,19 +61,29 @@ export class SweepSchedule {
     this.timer.unref();
   }
 
-  stop(): void {
+  /**
+   * No check from now on; resolves when the one under way (if any) has ended. On shutdown it is awaited before the
+   * producer's connection closes: closed under it, the check failed and said Redis could not be reached.
+   */
+  async stop(): Promise<void> {
+    this.stopped = true;
     this.redis.off('ready', this.onReady);
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
+    // No check joins the chain once stopped: its tail is the last one.
+    await this.running;
   }
 
-  /** One check at a time: a reconnect during a periodic check waits for it instead of racing it. */
+  /** One check at a time: a reconnect during a periodic check waits for it instead of racing it. None once stopped. */
   check(trigger: ScheduleCheck): Promise<void> {
+    if (this.stopped) return Promise.resolve();
     const previous = this.running ?? Promise.resolve();
     const next = previous.then(() => this.checkOnce(trigger));
-    this.running = next.finally(() => {
-      if (this.running === next) this.running = null;
+    // The chain's tail is what is compared (it was `next`, which `running` never held: it was never let go).
+    const tail = next.finally(() => {
+      if (this.running === tail) this.running = null;
     });
+    this.running = tail;
     return next;
   }
 
