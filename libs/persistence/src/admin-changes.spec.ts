@@ -761,7 +761,9 @@ describe('admin change history (real Postgres)', () => {
       for (let i = 0; i < during.length; i += 1) {
         const by = during[i];
         // Proven waiting on the revocation's row lock (not slept on), or done without waiting (its result tells).
-        await expect(writeDuringRevocation(db.dataSource, by, changesBy(by)[i])).rejects.toThrow(KeyRevokedError);
+        await expect(writeDuringRevocation<unknown>(db.dataSource, by, changesBy(by)[i])).rejects.toThrow(
+          KeyRevokedError,
+        );
       }
     });
     expect(added).toEqual([]);
