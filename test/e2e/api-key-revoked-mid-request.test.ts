@@ -217,6 +217,15 @@ describe('a key revoked while its request is under way', () => {
     expect((await http(stack.apiUrl, 'POST', `/v1/operations/${failed.id}/retry`, { key: DEMO.agent })).status).toBe(
       201,
     );
+    // Both sends are let finish here: a send still on its way when the next case sets its one-shot fault would take it.
+    await waitForOp(stack, waiting.id, 'charge', (o) => o.status === 'VERIFIED');
+    await waitFor(
+      async () =>
+        (await stack.db.dataSource.query(`SELECT status FROM operations WHERE retry_of = $1`, [failed.id])) as {
+          status: string;
+        }[],
+      (rows) => rows.length === 1 && rows[0].status === 'FAILED',
+    );
   });
   it('a re-check request and a webhook redelivery made as their key’s revocation commits are not made', async () => {
     // Re-check: of a charge held because its source could not be read.
