@@ -45,6 +45,18 @@ SELECT {columns:Operation t} FROM operations t
 -- operationById
 SELECT {columns:Operation t} FROM operations t WHERE t.id = $1 AND t.tenant_id = $2;
 
+-- operationWithVersionById
+SELECT {columns:Operation t}, md5(jsonb_build_array(t.status, t.terminal_reason, t.attempt, t.approval,
+       t.obligation - 'rechecks' - 'escalated_at', t.evidence,
+       t.acknowledged_at IS NOT NULL, t.rejected_at IS NOT NULL)::text) AS version
+     FROM operations t WHERE t.id = $1 AND t.tenant_id = $2;
+
+-- lockOperationAtVersion
+SELECT t.id FROM operations t
+     WHERE t.id = $1 AND t.tenant_id = $2 AND md5(jsonb_build_array(t.status, t.terminal_reason, t.attempt, t.approval,
+       t.obligation - 'rechecks' - 'escalated_at', t.evidence,
+       t.acknowledged_at IS NOT NULL, t.rejected_at IS NOT NULL)::text) = ANY($3::text[]) FOR SHARE;
+
 -- operationByIdForWorker
 SELECT {columns:Operation t} FROM operations t WHERE t.id = $1;
 

@@ -160,6 +160,28 @@ WITH moved AS (
        RETURNING id, seq, execution_id,
                  (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
 
+-- decisionAtVersion
+WITH moved AS (
+         UPDATE operations SET updated_at = clock_timestamp(), approval = coalesce(approval, '{}'::jsonb) || $5::jsonb
+         WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND coalesce(approval->>'state', '') NOT IN ('granted', 'denied') AND EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $6 AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE) AND md5(jsonb_build_array(operations.status, operations.terminal_reason, operations.attempt, operations.approval,
+       operations.obligation - 'rechecks' - 'escalated_at', operations.evidence,
+       operations.acknowledged_at IS NOT NULL, operations.rejected_at IS NOT NULL)::text) = ANY($7::text[])
+         RETURNING id, execution_id, tenant_id, created_at
+       ), seq AS (
+         UPDATE executions e SET event_seq = e.event_seq + $13::int, updated_at = clock_timestamp()
+         FROM moved WHERE e.id = moved.execution_id
+         RETURNING e.id, e.event_seq
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
+       SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - $13::int + m.ord, moved.id, m.type,
+              m.from_status, m.to_status, m.data
+       FROM moved JOIN seq ON seq.id = moved.execution_id,
+            unnest($8::text[], $9::text[], $10::text[], $11::text[],
+                   $12::jsonb[]) WITH ORDINALITY AS m(event_id, type, from_status, to_status, data, ord)
+       ORDER BY m.ord
+       RETURNING id, seq, execution_id,
+                 (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
+
 -- lateRejection
 WITH moved AS (
          UPDATE operations SET updated_at = clock_timestamp(), rejected_at = clock_timestamp(), rejection = $3 WHERE id = $1 AND status = ANY($2::text[])

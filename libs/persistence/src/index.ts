@@ -20,3 +20,4 @@ export * from './idempotency';
 export * from './review-queue.repository';
 export * from './checks.repository';
 export * from './sweep.repository';
+export * from './operation-version';

@@ -118,6 +118,18 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
           move: { to: OperationStatus.VERIFIED },
         }),
       ),
+      // A reviewer's decision sent with If-Match (apps/api operations.service): written only at a version it names.
+      decisionAtVersion: await recorded((db) =>
+        transitions.decide(db, {
+          operation: op(OperationStatus.PREPARED, 0),
+          tenantId: 'tenant',
+          byKey: 'key_1',
+          open: 'approval',
+          event: { type: 'approval.decided', data: {} },
+          merge: { approval: { state: 'granted' } },
+          whileVersionIn: ['v1'],
+        }),
+      ),
       // The dispatcher's late rejection (sender.service recordLateRejection): on the row and in the history at once.
       lateRejection: await recorded((db) =>
         transitions.annotate(db, {

@@ -18,6 +18,7 @@ import {
   settingsVersionOf,
 } from './entities/connector-settings.entity';
 import { SecretsCipher } from './secrets-cipher';
+import { operationVersionOf } from './operation-version';
 import { approvalPolicyOf } from './tenant-policy';
 import { Queryable, rows, sqlLiterals } from './sql';
 
@@ -444,6 +445,12 @@ export const READ_SQL = {
   operationsOfExecutionForWorker: `SELECT {columns:Operation t} FROM operations t
      WHERE t.execution_id = $1 ORDER BY t.position, t.generation`,
   operationById: `SELECT {columns:Operation t} FROM operations t WHERE t.id = $1 AND t.tenant_id = $2`,
+  // The row and its version (operationVersionOf) from one read: the ETag answered names exactly what is shown.
+  operationWithVersionById: `SELECT {columns:Operation t}, ${operationVersionOf('t')} AS version
+     FROM operations t WHERE t.id = $1 AND t.tenant_id = $2`,
+  // Share-locked while still at one of the versions $3 (until the transaction ends): no change of it commits meanwhile.
+  lockOperationAtVersion: `SELECT t.id FROM operations t
+     WHERE t.id = $1 AND t.tenant_id = $2 AND ${operationVersionOf('t')} = ANY($3::text[]) FOR SHARE`,
   operationByIdForWorker: `SELECT {columns:Operation t} FROM operations t WHERE t.id = $1`,
   operationWithClockForWorker: `SELECT {columns:Operation t}, clock_timestamp() AS database_now FROM operations t WHERE t.id = $1`,
   operationsOfExecutions: `SELECT {columns:Operation t} FROM operations t
@@ -704,6 +711,34 @@ export function findOperationsForWorker(db: EntityManager, executionId: string):
 
 export function findOperation(db: EntityManager, id: string, tenantId: string): Promise<OperationEntity | null> {
   return first(db, OperationEntity, READ_SQL.operationById, [id, tenantId]);
+}
+
+/** The operation and its version (the ETag a decision's If-Match names; operationVersionOf), read together. */
+export async function findOperationWithVersion(
+  db: EntityManager,
+  id: string,
+  tenantId: string,
+): Promise<{ operation: OperationEntity; version: string } | null> {
+  const [found] = await rows<Record<string, unknown>>(db, withColumns(db, READ_SQL.operationWithVersionById), [
+    id,
+    tenantId,
+  ]);
+  return found ? { operation: hydrate(db, OperationEntity, found), version: found.version as string } : null;
+}
+
+/**
+ * Whether the operation is still at one of `versions`, share-locked if so until the transaction ends: what the
+ * transaction does next (a re-check asked for) is done only for the version the request named, and no change of the
+ * operation commits before it is done.
+ */
+export async function lockOperationAtVersion(
+  tx: Queryable,
+  tenantId: string,
+  id: string,
+  versions: readonly string[],
+): Promise<boolean> {
+  const found = await rows<{ id: string }>(tx, READ_SQL.lockOperationAtVersion, [id, tenantId, versions]);
+  return found.length > 0;
 }
 
 export function findOperationForWorker(db: EntityManager, id: string): Promise<OperationEntity | null> {

@@ -11,6 +11,7 @@ import { useTestDatabase } from '../../../test/support/test-database';
 import { FindOptionsWhere } from 'typeorm';
 import { createApiKey, revokeApiKey } from './api-keys';
 import { EventEntity, OperationEntity } from './entities';
+import { findOperationWithVersion } from './store';
 import { OperationSnapshot, TransitionService } from './transition.service';
 
 describe('TransitionService (real Postgres)', () => {
@@ -680,6 +681,41 @@ describe('TransitionService (real Postgres)', () => {
     // The request as it stands: written.
     expect((await approve('2026-01-01T00:05:00.000Z')).won).toBe(true);
     expect(await eventsWhere({ executionId, type: 'approval.decided' })).toHaveLength(1);
+  });
+
+  it('decide: a decision naming the versions it was made on is written only while the operation is at one of them', async () => {
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    const versionNow = async () =>
+      (await findOperationWithVersion(db.dataSource.manager, operationId, 'acme'))!.version;
+    const shown = await versionNow();
+    // Neither an automatic re-check that found nothing new nor an escalation changes what a person decides on.
+    await db.dataSource.query(
+      `UPDATE operations SET obligation = '{"reason": "X", "rechecks": 3, "escalated_at": "2026-01-01"}' WHERE id = $1`,
+      [operationId],
+    );
+    const unchanged = await versionNow();
+    await db.dataSource.query(`UPDATE operations SET obligation = '{"reason": "X"}' WHERE id = $1`, [operationId]);
+    expect(await versionNow()).toBe(unchanged);
+    // Approval asked for since the page was read: another version.
+    await db.dataSource.query(`UPDATE operations SET approval = '{"state": "requested"}' WHERE id = $1`, [operationId]);
+    const current = await versionNow();
+    expect(current).not.toBe(shown);
+    const decideOn = (versions: string[]) =>
+      transitions.decide(db.dataSource.manager, {
+        operation: snapshot(operationId),
+        tenantId: 'acme',
+        byKey: reviewerKey,
+        open: 'approval',
+        event: { type: 'approval.decided', data: { decision: 'deny' } },
+        merge: { approval: { state: 'denied', decided_by: reviewerKey } },
+        whileVersionIn: versions,
+      });
+    expect((await decideOn([shown])).won).toBe(false);
+    expect(await eventsWhere({ executionId, type: 'approval.decided' })).toHaveLength(0);
+    expect(await versionNow()).toBe(current);
+    expect((await decideOn([shown, current])).won).toBe(true);
+    expect(await eventsWhere({ executionId, type: 'approval.decided' })).toHaveLength(1);
+    expect(await versionNow()).not.toBe(current);
   });
 
   it('decide: of many racing decisions one is written, with its event and the move it makes, in one statement', async () => {

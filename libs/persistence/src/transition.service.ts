@@ -17,6 +17,7 @@ import {
 import { trace } from '@opentelemetry/api';
 import { intakeToSettled, intakeToVerified, newId, transitionsCounter } from '@verity/platform';
 import { afterCommit, eventsWritten } from './event-signal';
+import { operationVersionOf } from './operation-version';
 import { SendGuard, sendGuardConditions } from './send-guard';
 import { Queryable, rows, sqlLiterals } from './sql';
 
@@ -244,6 +245,12 @@ export interface DecisionInput {
    * a grant made after it could never be carried out — nothing more is sent for the execution.
    */
   whileBeforeDeadline?: boolean;
+  /**
+   * Written only while the operation is at one of these versions (operationVersionOf, the ETag a person's page showed
+   * and its If-Match names): a decision is never applied to a state its author did not see — a second hold of the same
+   * operation, an approval asked for again. Compared on the row the statement locks.
+   */
+  whileVersionIn?: readonly string[];
   move?: { to: OperationStatus; reason?: TerminalReason | null; eventData?: Record<string, unknown> };
   /**
    * The approval this decision merges is stamped by the database's clock — the one the send guard compares a grant's
@@ -702,6 +709,10 @@ export class TransitionService {
     if (input.whileRequestedAt !== undefined) {
       params.push(input.whileRequestedAt);
       unchanged += ` AND approval->>'requested_at' = $${params.length}::text`;
+    }
+    if (input.whileVersionIn !== undefined) {
+      params.push(input.whileVersionIn);
+      unchanged += ` AND ${operationVersionOf('operations')} = ANY($${params.length}::text[])`;
     }
     if (input.investigationsSeen !== undefined) {
       params.push(input.investigationsSeen);

@@ -1,0 +1,15 @@
+/**
+ * The version of an operation as a person decides on it (the `ETag` of `GET /v1/operations/{id}`), as SQL over a row of
+ * `operations` under `alias`: a digest of everything a decision is taken on — the status and why it is held, the attempt
+ * (a second hold of the same operation has another), the approval, the obligation with its resolution, investigations
+ * and what a re-check showed, the evidence, and whether the provider's answer or rejection is on file. Computed from
+ * the row itself, so the statement that writes a decision compares it with the row it locks (compare-and-set), never
+ * with a read made before. Left out: what changes while nothing about the decision does — the count of automatic
+ * re-checks that found nothing new, and the obligation's escalation (a reviewer's page stays current through both).
+ */
+export function operationVersionOf(alias: string): string {
+  const column = (name: string) => `${alias}.${name}`;
+  return `md5(jsonb_build_array(${column('status')}, ${column('terminal_reason')}, ${column('attempt')}, ${column('approval')},
+       ${column('obligation')} - 'rechecks' - 'escalated_at', ${column('evidence')},
+       ${column('acknowledged_at')} IS NOT NULL, ${column('rejected_at')} IS NOT NULL)::text)`;
+}
