@@ -18,7 +18,7 @@ import type {
 import { z } from 'zod';
 import { PAGE_SIZE } from './http/parse';
 import { PROBLEMS, ProblemCode, problemBody } from './openapi-examples';
-import { unmatchableIfMatch } from './http/if-match';
+import { VERSION_ETAG, preconditionFailed, unmatchableIfMatch } from './http/if-match';
 import { Problem, problemType } from './problem/problem';
 import { API_SCHEMAS, SchemaName } from './schemas';
 
@@ -424,27 +424,18 @@ function addCrossCuttingAnswers(document: OpenAPIObject): void {
  */
 function documentUnmatchableIfMatch(operation: OperationObject, method: string, instance: string): void {
   const takesIfMatch = (operation.parameters ?? []).some((p) => 'name' in p && p.name === 'If-Match');
-  if (takesIfMatch) return;
+  const existing = operation.responses['412'] as ResponseObject | undefined;
+  const media = existing?.content?.['application/problem+json'];
+  if (takesIfMatch) {
+    if (existing && media && instance.startsWith('/v1/operations/')) documentStaleOperation(existing, media, instance);
+    return;
+  }
   const refused = unmatchableIfMatch(method.toUpperCase(), instance);
   const example = {
     summary: 'An If-Match on a resource that has no ETag: it can never match',
     value: { type: problemType(refused.code), title: refused.title, status: refused.status, detail: refused.detail },
   };
-  const existing = operation.responses['412'] as ResponseObject | undefined;
-  const media = existing?.content?.['application/problem+json'];
   if (existing && media) {
-    const approval = media.examples?.['precondition-failed'] as { value: Record<string, unknown> } | undefined;
-    if (approval) {
-      approval.value.detail =
-        'the decision answers the approval request of 2026-11-30T10:00:00.000Z, which is not the one waiting ' +
-        '(requested at 2026-11-30T10:05:00.000Z); nothing was written: read the operation again and decide on what ' +
-        'it shows now';
-      approval.value.requested_at = '2026-11-30T10:05:00.000Z';
-      (approval as { summary?: string }).summary = 'The decision names an approval request that does not wait';
-    }
-    existing.description =
-      'The decision names an approval request (requested_at) that does not wait, or an If-Match was sent (this ' +
-      'resource has no ETag); nothing was written';
     media.examples = { ...media.examples, 'if-match-without-etag': example };
     return;
   }
@@ -454,6 +445,61 @@ function documentUnmatchableIfMatch(operation: OperationObject, method: string, 
       'application/problem+json': { schema: schemaRef('Problem'), examples: { 'if-match-without-etag': example } },
     },
   };
+}
+
+/**
+ * A decision on an operation sent with the ETag of a version that is no longer current (a second hold, an approval
+ * asked for again): 412 naming the current one, shown with the API's own words; an approval decision's 412 for a
+ * request (`requested_at`) that does not wait is shown beside it.
+ */
+function documentStaleOperation(
+  response: ResponseObject,
+  media: NonNullable<ResponseObject['content']>[string],
+  instance: string,
+): void {
+  const stale = preconditionFailed('the operation', '0c2a6b5e9d1f4a3b8c7d6e5f4a3b2c1d');
+  media.examples = {
+    'precondition-failed': {
+      summary: 'The operation changed since the version If-Match names (another hold, a new approval request)',
+      value: {
+        type: problemType(stale.code),
+        title: stale.title,
+        status: stale.status,
+        detail: stale.detail,
+        instance,
+        ...stale.extras,
+      },
+    },
+  };
+  response.description =
+    'The operation is no longer at the version If-Match names (the ETag of the GET the decision was made on); ' +
+    'nothing was written. The answer names the current version (`current_etag`, and its ETag)';
+  response.headers = {
+    ETag: {
+      ...VERSION_ETAG.ETag,
+      required: false,
+      description: 'with a stale If-Match: the operation’s current version',
+    },
+  };
+  if (!instance.endsWith('/approval')) return;
+  media.examples['request-not-waiting'] = {
+    summary: 'The decision names an approval request that does not wait',
+    value: {
+      type: problemType('precondition-failed'),
+      title: stale.title,
+      status: 412,
+      detail:
+        'the decision answers the approval request of 2026-11-30T10:00:00.000Z, which is not the one waiting ' +
+        '(requested at 2026-11-30T10:05:00.000Z); nothing was written: read the operation again and decide on ' +
+        'what it shows now',
+      instance,
+      requested_at: '2026-11-30T10:05:00.000Z',
+      current_status: 'PREPARED',
+    },
+  };
+  response.description =
+    'The operation is no longer at the version If-Match names, or the decision names an approval request ' +
+    '(requested_at) that does not wait; nothing was written';
 }
 
 /**

@@ -87,13 +87,19 @@ export function ifMatchOf(req: Pick<Request, 'headers'>): string[] | undefined {
   return tags.filter((tag) => !tag.startsWith('W/')).map((tag) => tag.slice(1, -1));
 }
 
-/** 412: the resource is no longer at a version the request was made against; nothing was written. */
-export function preconditionFailed(what: string): Problem {
+/**
+ * 412: the resource is no longer at a version the request was made against; nothing was written. Given the current
+ * version, it is named (member `current_etag`, and the answer's `ETag`): what the resource is now.
+ */
+export function preconditionFailed(what: string, currentVersion?: string): Problem {
+  const current = currentVersion === undefined ? undefined : `"${currentVersion}"`;
   return new Problem(
     412,
     'precondition-failed',
     'Precondition failed',
-    `${what} changed since the version If-Match names; nothing was written: read it again (GET, its ETag), ` +
-      'apply your change to what it is now, and send it with the new ETag',
+    `${what} changed since the version If-Match names${current ? ` (it is now ${current})` : ''}; nothing was ` +
+      'written: read it again (GET, its ETag), apply your change to what it is now, and send it with the new ETag',
+    current ? { current_etag: current } : {},
+    current ? { etag: current } : {},
   );
 }

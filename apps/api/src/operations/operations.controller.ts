@@ -3,6 +3,7 @@ import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import type { z } from 'zod';
 import { CurrentPrincipal, Principal, ReviewerDecision, Roles } from '../auth/principal';
+import { TakesIfMatch, VERSION_ETAG, ifMatchOf, setETag } from '../http/if-match';
 import { JsonBody, refuseBody } from '../http/parse';
 import { APPROVAL_EXAMPLE, OPERATION_DETAIL_EXAMPLE, RESOLVE_EXAMPLE } from '../openapi-examples';
 import { ApiEndpoint } from '../openapi';
@@ -11,6 +12,13 @@ import { ApprovalBody, ResolveBody } from '../schemas';
 import { OperationsService } from './operations.service';
 
 const ID = { name: 'id', description: 'operation id (op_…)' };
+
+/** Answers the operation as shown, with its version as the ETag (what a decision's If-Match names). */
+async function shown<T>(res: Response, answer: Promise<{ view: T; version: string }>): Promise<T> {
+  const { view, version } = await answer;
+  setETag(res, version);
+  return view;
+}
 
 @ApiTags('operations')
 @ApiBearerAuth()
@@ -22,14 +30,20 @@ export class OperationsController {
   @ApiEndpoint({
     id: 'getOperation',
     summary: 'One operation with evidence, retry rule and recovery obligation',
+    description:
+      'The ETag is the version a person decides on: it changes whenever the status, the hold and its reason, the ' +
+      'attempt, the approval, the recovery obligation (its resolution, investigations, a re-check that showed the ' +
+      'effect) or the evidence change. Send it as `If-Match` with an approval decision, a resolution or a re-check: ' +
+      'it is then made only on the operation as it was shown (412 `precondition-failed` otherwise, nothing written).',
     params: [ID],
     response: {
       schema: 'OperationDetail',
       example: { summary: 'The charge, VERIFIED with its read-back', value: OPERATION_DETAIL_EXAMPLE },
+      headers: VERSION_ETAG,
     },
   })
-  get(@CurrentPrincipal() principal: Principal, @Param('id') id: string) {
-    return this.operations.get(principal, id);
+  get(@CurrentPrincipal() principal: Principal, @Param('id') id: string, @Res({ passthrough: true }) res: Response) {
+    return shown(res, this.operations.get(principal, id));
   }
 
   @Post(':id/approval')
@@ -40,7 +54,7 @@ export class OperationsController {
     summary: 'Approve or deny an operation that needs approval (reviewer)',
     params: [ID],
     body: { schema: 'ApprovalRequest', example: { summary: 'Approve', value: APPROVAL_EXAMPLE } },
-    response: { description: 'The operation after the decision', schema: 'OperationDetail' },
+    response: { description: 'The operation after the decision', schema: 'OperationDetail', headers: VERSION_ETAG },
     problems: [
       'validation-error',
       'already-decided',
@@ -49,12 +63,16 @@ export class OperationsController {
       'precondition-failed',
     ],
   })
+  @TakesIfMatch()
   approval(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,
+    @Req() req: Request,
+    @Res({ passthrough: true }) res: Response,
     @JsonBody(ApprovalBody) input: z.infer<typeof ApprovalBody>,
   ) {
-    return this.operations.decide(principal, id, input.decision, input.reason, input.requested_at);
+    const ifMatch = ifMatchOf(req);
+    return shown(res, this.operations.decide(principal, id, input.decision, input.reason, input.requested_at, ifMatch));
   }
 
   @Post(':id/resolve')
@@ -69,18 +87,29 @@ export class OperationsController {
       'history shows it (`operation.still_unknown`); a later resolution is still possible.',
     params: [ID],
     body: { schema: 'ResolveRequest', example: { summary: 'Found at the provider', value: RESOLVE_EXAMPLE } },
-    response: { description: 'The operation after the resolution', schema: 'OperationDetail' },
-    problems: ['validation-error', 'resolution-not-permitted', 'effect-exists', 'already-decided', 'operation-moved'],
+    response: { description: 'The operation after the resolution', schema: 'OperationDetail', headers: VERSION_ETAG },
+    problems: [
+      'validation-error',
+      'resolution-not-permitted',
+      'effect-exists',
+      'already-decided',
+      'operation-moved',
+      'precondition-failed',
+    ],
   })
+  @TakesIfMatch()
   resolve(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,
+    @Req() req: Request,
+    @Res({ passthrough: true }) res: Response,
     @JsonBody(ResolveBody) input: z.infer<typeof ResolveBody>,
   ) {
+    const ifMatch = ifMatchOf(req);
     if (input.status === OperationStatus.MANUAL_REVIEW) {
-      return this.operations.stillUnknown(principal, id, input.evidence, input.due_in_seconds);
+      return shown(res, this.operations.stillUnknown(principal, id, input.evidence, input.due_in_seconds, ifMatch));
     }
-    return this.operations.resolve(principal, id, input.status, input.evidence);
+    return shown(res, this.operations.resolve(principal, id, input.status, input.evidence, ifMatch));
   }
 
   @Post(':id/recheck')
@@ -95,17 +124,19 @@ export class OperationsController {
       'as an `operation.rechecked` event. 409 `not-in-review` if the operation is not held, `cannot-read-back` if ' +
       'it was never sent or its connector cannot read it back. Takes no body.',
     params: [ID],
-    response: { status: 202, description: 'The re-check is queued', schema: 'OperationDetail' },
-    problems: ['validation-error', 'not-in-review', 'cannot-read-back', 'already-decided'],
+    response: { status: 202, description: 'The re-check is queued', schema: 'OperationDetail', headers: VERSION_ETAG },
+    problems: ['validation-error', 'not-in-review', 'cannot-read-back', 'already-decided', 'precondition-failed'],
   })
+  @TakesIfMatch()
   recheck(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,
     @Req() req: Request,
+    @Res({ passthrough: true }) res: Response,
     @Body() body: unknown,
   ) {
     refuseBody(req, body, 'recheck');
-    return this.operations.recheck(principal, id);
+    return shown(res, this.operations.recheck(principal, id, ifMatchOf(req)));
   }
 
   @Post(':id/retry')

@@ -11,10 +11,12 @@ import {
   findLastApprovalDecision,
   findLastStatusChanges,
   findOperation,
+  findOperationWithVersion,
   insertExecution,
   isKeyActive,
   isUniqueViolation,
   lockActiveKey,
+  lockOperationAtVersion,
   loadTenantSettings,
   lockRetried,
   obligationDueMs,
@@ -60,6 +62,7 @@ import type { Principal } from '../auth/principal';
 import { Problem } from '../problem/problem';
 import { cancelledBy } from '../executions/executions.service';
 import { presentExecution, presentOperation, requestedOperation, shownRetryRule } from '../executions/presenter';
+import { preconditionFailed } from '../http/if-match';
 import { refuseSecretValuesIn } from '../http/secret-values';
 import { LIMITS, referenceUnsettled } from '../executions/submission';
 import { ResolutionOptionsService } from './resolution-options.service';
@@ -98,8 +101,16 @@ export class OperationsService {
     return op;
   }
 
+  /** The operation and its version (operationVersionOf: the ETag a decision's If-Match names), read together. */
+  private async loadAt(principal: Principal, id: string): Promise<{ op: OperationEntity; version: string }> {
+    const found = await findOperationWithVersion(this.db.manager, id, principal.tenantId);
+    if (!found) throw Problem.notFound('Operation', id);
+    return { op: found.operation, version: found.version };
+  }
+
+  /** The operation as shown (GET, and the answer to each decision), and the version shown: its ETag. */
   async get(principal: Principal, id: string) {
-    const op = await this.load(principal, id);
+    const { op, version } = await this.loadAt(principal, id);
     const changes = await findLastStatusChanges(this.db.manager, [op.id], principal.tenantId);
     const judged = await this.holds.judgeOne(principal.tenantId, op);
     // The resolutions a reviewer may take and, for each one refused, why: the console shows exactly this, so it never
@@ -112,9 +123,12 @@ export class OperationsService {
         ? (await findExecution(this.db.manager, op.executionId, principal.tenantId))?.deadlineAt
         : undefined;
     return {
-      ...presentOperation(op, changes.get(op.id) ?? null, options, deadline),
-      permitted_resolutions: offeredResolutions(options),
-      resolution_options: options,
+      view: {
+        ...presentOperation(op, changes.get(op.id) ?? null, options, deadline),
+        permitted_resolutions: offeredResolutions(options),
+        resolution_options: options,
+      },
+      version,
     };
   }
 
@@ -130,16 +144,18 @@ export class OperationsService {
     decision: 'approve' | 'deny',
     reason: string | undefined,
     requestedAt?: string,
+    ifMatch?: readonly string[],
   ) {
     await refuseSecretValuesIn(this.connectors, principal.tenantId, [['reason', reason]]);
     // The request the reviewer was shown, as the API shows one (toISOString): compared in the statement that writes.
     const shown = requestedAt === undefined ? undefined : new Date(requestedAt).toISOString();
-    const op = await this.load(principal, id);
+    const { op, version } = await this.loadAt(principal, id);
     if (op.status !== OperationStatus.PREPARED || isDecided(op.approval)) {
-      throw await this.approvalRefusal(principal, op);
+      throw unlessStale(await this.approvalRefusal(principal, op), ifMatch, version);
     }
     if (shown !== undefined && op.approval?.requested_at !== shown)
-      throw await this.requestRefusal(principal, op, shown);
+      throw unlessStale(await this.requestRefusal(principal, op, shown), ifMatch, version);
+    refuseStale(ifMatch, version);
     if (!approvalDecidable(await this.approvalRequired(principal, op), op.approval)) {
       throw Problem.conflict(
         'not-awaiting-approval',
@@ -163,6 +179,7 @@ export class OperationsService {
       // A grant is for a send; past the execution's deadline nothing more is sent for it. A deny still ends it.
       whileBeforeDeadline: decision === 'approve',
       whileRequestedAt: shown,
+      whileVersionIn: ifMatch,
       move:
         decision === 'deny'
           ? {
@@ -173,16 +190,16 @@ export class OperationsService {
     });
     if (!decided.won) {
       await this.refuseRevokedKey(principal);
-      const now = await this.load(principal, id);
+      const { op: now, version: nowVersion } = await this.loadAt(principal, id);
       if (
         shown !== undefined &&
         now.status === OperationStatus.PREPARED &&
         !isDecided(now.approval) &&
         now.approval?.requested_at !== shown
       ) {
-        throw await this.requestRefusal(principal, now, shown);
+        throw unlessStale(await this.requestRefusal(principal, now, shown), ifMatch, nowVersion);
       }
-      throw await this.approvalRefusal(principal, now, true);
+      throw unlessStale(await this.approvalRefusal(principal, now, true), ifMatch, nowVersion);
     }
     await this.inExecutionTrace(op.executionId, () =>
       this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId }),
@@ -360,11 +377,18 @@ export class OperationsService {
    * safe). Releasing a never-sent operation (SENT) is recorded here and carried out by the dispatcher, which commits
    * SENT right before it calls the connector — so "SENT is committed before the call" holds for human releases too.
    */
-  async resolve(principal: Principal, id: string, status: ResolutionStatus, evidence: string) {
+  async resolve(
+    principal: Principal,
+    id: string,
+    status: ResolutionStatus,
+    evidence: string,
+    ifMatch?: readonly string[],
+  ) {
     await refuseSecretValuesIn(this.connectors, principal.tenantId, [['evidence', evidence]]);
-    const op = await this.load(principal, id);
+    const { op, version } = await this.loadAt(principal, id);
     const decidedFirst = await this.decidedFirst(principal, op);
     if (decidedFirst) throw decidedFirst;
+    refuseStale(ifMatch, version);
     const judged = await this.holds.judgeOne(principal.tenantId, op);
     const options = judged?.options ?? [];
     const now = judged?.now ?? new Date();
@@ -476,6 +500,7 @@ export class OperationsService {
       byKey: principal.keyId,
       open: 'resolution',
       investigationsSeen,
+      whileVersionIn: ifMatch,
       event: { type: 'operation.resolved', data: resolution },
       // The approval a release grants is its own decision in the log, after the resolution that makes it.
       alsoEvents: grant
@@ -495,7 +520,7 @@ export class OperationsService {
     });
     if (!decided.won) {
       await this.refuseRevokedKey(principal);
-      const now = await this.load(principal, id);
+      const { op: now, version: nowVersion } = await this.loadAt(principal, id);
       const undecided = !recordedResolution(now);
       const stillHeld = undecided && now.status === OperationStatus.MANUAL_REVIEW;
       // What was recorded while this decision was made (after its read, before its write) refuses it as if it had come
@@ -514,7 +539,7 @@ export class OperationsService {
           (await this.holds.judgeOne(principal.tenantId, now))?.options ?? [],
         );
       }
-      throw await this.resolutionRefusal(principal, now, investigationsSeen);
+      throw unlessStale(await this.resolutionRefusal(principal, now, investigationsSeen), ifMatch, nowVersion);
     }
     await this.inExecutionTrace(op.executionId, () =>
       status === OperationStatus.SENT
@@ -535,9 +560,10 @@ export class OperationsService {
    * what it finds is recorded as an `operation.rechecked` event, or releases the hold when the status model lets the
    * system do so (VERIFIED, read back, held because the source was unreachable or lagging).
    */
-  async recheck(principal: Principal, id: string) {
-    const op = await this.load(principal, id);
-    if (recordedResolution(op)) throw await this.resolutionRefusal(principal, op);
+  async recheck(principal: Principal, id: string, ifMatch?: readonly string[]) {
+    const { op, version } = await this.loadAt(principal, id);
+    if (recordedResolution(op)) throw unlessStale(await this.resolutionRefusal(principal, op), ifMatch, version);
+    refuseStale(ifMatch, version);
     if (op.status !== OperationStatus.MANUAL_REVIEW) {
       throw Problem.conflict(
         'not-in-review',
@@ -561,8 +587,10 @@ export class OperationsService {
     // The request is the job: it is made only while the key stands, the key's row share-locked until the job is in
     // Redis. A key revoked since the request was admitted (a cached key, a revocation still on its way) asks for
     // nothing, and a revocation made meanwhile waits for the enqueue: none answers before a job of its key is made.
-    await transaction(this.db, async (tx) => {
+    const asked = await transaction(this.db, async (tx) => {
       if (!(await lockActiveKey(tx, principal.keyId))) throw Problem.keyRevokedMidRequest();
+      // Asked for the version the reviewer saw only, share-locked until the job is in Redis: no change commits between.
+      if (ifMatch && !(await lockOperationAtVersion(tx, principal.tenantId, op.id, ifMatch))) return false;
       await this.inExecutionTrace(op.executionId, () =>
         this.producer.enqueue(
           JobName.RECHECK_OPERATION,
@@ -570,7 +598,12 @@ export class OperationsService {
           { jobId: jobId(JobName.RECHECK_OPERATION, op.id, `reviewer${second}`) },
         ),
       );
+      return true;
     });
+    if (!asked) {
+      const { op: now, version: nowVersion } = await this.loadAt(principal, id);
+      throw unlessStale(await this.resolutionRefusal(principal, now), ifMatch, nowVersion);
+    }
     return this.get(principal, id);
   }
 
@@ -581,10 +614,17 @@ export class OperationsService {
    * later VERIFIED or FAILED is still possible. One compare-and-set that includes "not resolved yet" and "no other
    * investigation recorded since this read": of concurrent requests one is written, the others get 409.
    */
-  async stillUnknown(principal: Principal, id: string, evidence: string, dueInSeconds: number | undefined) {
-    const op = await this.load(principal, id);
+  async stillUnknown(
+    principal: Principal,
+    id: string,
+    evidence: string,
+    dueInSeconds: number | undefined,
+    ifMatch?: readonly string[],
+  ) {
+    const { op, version } = await this.loadAt(principal, id);
     const decidedFirst = await this.decidedFirst(principal, op);
     if (decidedFirst) throw decidedFirst;
+    refuseStale(ifMatch, version);
     if (op.status !== OperationStatus.MANUAL_REVIEW || !op.obligation) {
       throw Problem.conflict(
         'resolution-not-permitted',
@@ -630,6 +670,7 @@ export class OperationsService {
       byKey: principal.keyId,
       open: 'resolution',
       investigationsSeen: seen.length,
+      whileVersionIn: ifMatch,
       event: { type: 'operation.still_unknown', data: investigation },
       merge: {
         obligation: {
@@ -643,7 +684,8 @@ export class OperationsService {
     });
     if (!decided.won) {
       await this.refuseRevokedKey(principal);
-      throw await this.resolutionRefusal(principal, await this.load(principal, id), seen.length);
+      const { op: now, version: nowVersion } = await this.loadAt(principal, id);
+      throw unlessStale(await this.resolutionRefusal(principal, now, seen.length), ifMatch, nowVersion);
     }
     if (nextCheckAt) {
       await this.inExecutionTrace(op.executionId, () =>
@@ -889,6 +931,24 @@ function retryNotAllowed(status: OperationStatus, rule: RetryRule = retryRuleOf(
     current_status: status,
     retry: rule,
   });
+}
+
+/**
+ * 412 for a decision made on a version of the operation that is no longer current (its If-Match names others): what
+ * its author saw is not what it would now be applied to — a second hold, an approval asked for again. Nothing written.
+ */
+function refuseStale(ifMatch: readonly string[] | undefined, version: string): void {
+  if (ifMatch !== undefined && !ifMatch.includes(version)) throw preconditionFailed('the operation', version);
+}
+
+/**
+ * Why a decision with If-Match was not written: a decision made first stands as the answer (409 already-decided naming
+ * it, I13: of concurrent decisions on one version, one is written and the others are told who won); any other refusal
+ * of a request whose version is no longer current is 412, naming the current one.
+ */
+function unlessStale(refusal: Problem, ifMatch: readonly string[] | undefined, version: string): Problem {
+  if (refusal.code === 'already-decided' || ifMatch === undefined || ifMatch.includes(version)) return refusal;
+  return preconditionFailed('the operation', version);
 }
 
 function isDecided(approval: Approval | null): boolean {

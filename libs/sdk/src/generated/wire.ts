@@ -104,7 +104,10 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** One operation with evidence, retry rule and recovery obligation */
+    /**
+     * One operation with evidence, retry rule and recovery obligation
+     * @description The ETag is the version a person decides on: it changes whenever the status, the hold and its reason, the attempt, the approval, the recovery obligation (its resolution, investigations, a re-check that showed the effect) or the evidence change. Send it as `If-Match` with an approval decision, a resolution or a re-check: it is then made only on the operation as it was shown (412 `precondition-failed` otherwise, nothing written).
+     */
     get: operations['getOperation'];
     put?: never;
     post?: never;
@@ -1394,6 +1397,17 @@ export interface components {
         'application/problem+json': components['schemas']['Problem'];
       };
     };
+    /** @description The operation is no longer at the version If-Match names (the ETag of the GET the decision was made on); nothing was written. The answer names the current version (`current_etag`, and its ETag) */
+    Problem412_3: {
+      headers: {
+        /** @description with a stale If-Match: the operation’s current version */
+        ETag?: string;
+        [name: string]: unknown;
+      };
+      content: {
+        'application/problem+json': components['schemas']['Problem'];
+      };
+    };
     /** @description The body is larger than 256 KiB */
     Problem413: {
       headers: {
@@ -1699,6 +1713,8 @@ export interface operations {
     responses: {
       200: {
         headers: {
+          /** @description the version of what is shown: send it as `If-Match` to change it only if it is still this one */
+          ETag: string;
           [name: string]: unknown;
         };
         content: {
@@ -1716,7 +1732,10 @@ export interface operations {
   decideApproval: {
     parameters: {
       query?: never;
-      header?: never;
+      header?: {
+        /** @description the ETag of the GET the change is based on: made only if the resource is still that version, else 412 `precondition-failed` and nothing is written (without it, the last change wins) */
+        'If-Match'?: string;
+      };
       path: {
         /** @description operation id (op_…) */
         id: string;
@@ -1732,6 +1751,8 @@ export interface operations {
       /** @description The operation after the decision */
       200: {
         headers: {
+          /** @description the version of what is shown: send it as `If-Match` to change it only if it is still this one */
+          ETag: string;
           [name: string]: unknown;
         };
         content: {
@@ -1744,9 +1765,11 @@ export interface operations {
       404: components['responses']['Problem404'];
       408: components['responses']['Problem408'];
       409: components['responses']['Problem409'];
-      /** @description The decision names an approval request (requested_at) that does not wait, or an If-Match was sent (this resource has no ETag); nothing was written */
+      /** @description The operation is no longer at the version If-Match names, or the decision names an approval request (requested_at) that does not wait; nothing was written */
       412: {
         headers: {
+          /** @description with a stale If-Match: the operation’s current version */
+          ETag?: string;
           [name: string]: unknown;
         };
         content: {
@@ -1762,7 +1785,10 @@ export interface operations {
   resolveOperation: {
     parameters: {
       query?: never;
-      header?: never;
+      header?: {
+        /** @description the ETag of the GET the change is based on: made only if the resource is still that version, else 412 `precondition-failed` and nothing is written (without it, the last change wins) */
+        'If-Match'?: string;
+      };
       path: {
         /** @description operation id (op_…) */
         id: string;
@@ -1778,6 +1804,8 @@ export interface operations {
       /** @description The operation after the resolution */
       200: {
         headers: {
+          /** @description the version of what is shown: send it as `If-Match` to change it only if it is still this one */
+          ETag: string;
           [name: string]: unknown;
         };
         content: {
@@ -1800,7 +1828,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      412: components['responses']['Problem412'];
+      412: components['responses']['Problem412_3'];
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];
@@ -1810,7 +1838,10 @@ export interface operations {
   recheckOperation: {
     parameters: {
       query?: never;
-      header?: never;
+      header?: {
+        /** @description the ETag of the GET the change is based on: made only if the resource is still that version, else 412 `precondition-failed` and nothing is written (without it, the last change wins) */
+        'If-Match'?: string;
+      };
       path: {
         /** @description operation id (op_…) */
         id: string;
@@ -1822,6 +1853,8 @@ export interface operations {
       /** @description The re-check is queued */
       202: {
         headers: {
+          /** @description the version of what is shown: send it as `If-Match` to change it only if it is still this one */
+          ETag: string;
           [name: string]: unknown;
         };
         content: {
@@ -1834,7 +1867,7 @@ export interface operations {
       404: components['responses']['Problem404'];
       408: components['responses']['Problem408'];
       409: components['responses']['Problem409'];
-      412: components['responses']['Problem412'];
+      412: components['responses']['Problem412_3'];
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
       429: components['responses']['Problem429'];

@@ -1,0 +1,193 @@
+import type { ProblemDetails as Problem } from '@verity/sdk';
+import { createApiKey } from '@verity/persistence';
+import { DEMO, Stack } from '../support/stack';
+import { HttpResult, charge, http, unique } from '../support/http';
+import { Event, events, resetSandbox, submit, waitForOp } from './dispatcher-helpers';
+
+const OTHER_REVIEWER = 'stale-page-other-tenant-reviewer-key';
+
+type Stale = Problem & { current_etag?: string; errors?: { field: string; rule: string }[] };
+
+/**
+ * A person decides on the operation their page showed. One operation can be held more than once — held before it was
+ * sent (a knowledge conflict), released by one reviewer, sent, its outcome lost, held again when reconciliation gave
+ * up — and a decision from a page opened on the first hold was applied to the second, which its author never saw.
+ * GET /v1/operations/{id} answers an ETag (the version a decision is taken on); a decision sent with it as If-Match is
+ * written only while the operation is still that version (compared in the statement that writes it), else 412 and
+ * nothing is written.
+ */
+describe('api: a decision from a stale page (ETag, If-Match)', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await Stack.start({ label: 'stalepage' });
+    await createApiKey(stack.db.dataSource.manager, { tenantId: 'demo-other', role: 'reviewer', key: OTHER_REVIEWER });
+  });
+  afterAll(async () => stack?.stop());
+  afterEach(async () => resetSandbox(stack));
+
+  /** The operation as a reviewer's page reads it, and its ETag. */
+  async function read(opId: string, key = DEMO.reviewer): Promise<{ status: string; attempt: number; etag: string }> {
+    const res = await http<{ status: string; attempt: number }>(stack.apiUrl, 'GET', `/v1/operations/${opId}`, { key });
+    expect(res.status).toBe(200);
+    return { ...res.body, etag: res.headers.get('etag') ?? '' };
+  }
+
+  const post = (opId: string, action: string, body: unknown, ifMatch?: string, key = DEMO.reviewer) =>
+    http<Stale>(stack.apiUrl, 'POST', `/v1/operations/${opId}/${action}`, {
+      key,
+      body,
+      headers: ifMatch === undefined ? {} : { 'if-match': ifMatch },
+    });
+
+  /** What a person's decision writes on the operation (automatic re-checks of a held one are left out). */
+  const decisionsOf = async (executionId: string, opId: string): Promise<Event[]> =>
+    (await events(stack, executionId)).filter(
+      (e) => e.operation_id === opId && e.type !== 'operation.rechecked' && e.type !== 'obligation.escalated',
+    );
+
+  /** A refusal for a stale version: 412 precondition-failed naming the version the operation is at now. */
+  function expectStale(res: HttpResult<Stale>, current: string): void {
+    expect(res.status).toBe(412);
+    expect(res.headers.get('content-type')).toContain('application/problem+json');
+    expect(res.body).toMatchObject({ type: 'https://verity.dev/problems/precondition-failed', current_etag: current });
+    expect(res.headers.get('etag')).toBe(current);
+  }
+
+  /** A charge held before it was ever sent (KNOWLEDGE_CONFLICT: the agent expected it charged). */
+  async function heldBeforeSending(extra: Record<string, unknown> = {}) {
+    const created = await submit(stack, [charge(unique('stale'), { expected_state: { charged: true }, ...extra })]);
+    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    return { executionId: created.id, opId: held.id };
+  }
+
+  it('a decision made on the first hold is 412 on the second and writes nothing; on the current ETag it is taken', async () => {
+    const { executionId, opId } = await heldBeforeSending();
+    // Reviewer A opens the first hold; the ETag is strong and the same however often it is read.
+    const first = await read(opId);
+    expect(first).toMatchObject({ status: 'MANUAL_REVIEW', attempt: 0 });
+    expect(first.etag).toMatch(/^"[0-9a-f]{32}"$/);
+    expect((await read(opId)).etag).toBe(first.etag);
+    // Reviewer B releases it; its send's answer is lost and the source cannot be read: held again, another hold.
+    await stack.setFaults({
+      rules: [{ method: 'POST', path: '/v1/charges', fault: 'reset_after_commit', count: 1 }],
+      read_fault: 'unavailable',
+    });
+    const released = await post(opId, 'resolve', { status: 'SENT', evidence: 'B: the conflict is understood' });
+    expect(released.status).toBe(200);
+    expect(released.headers.get('etag')).not.toBe(first.etag);
+    await waitForOp(stack, executionId, 'charge', (o) => o.status === 'MANUAL_REVIEW' && o.attempt === 1);
+    const second = await read(opId);
+    expect(second.etag).not.toBe(first.etag);
+    const before = await decisionsOf(executionId, opId);
+
+    // A's decisions from the page of the first hold: none is applied to the second, which A never saw.
+    expectStale(
+      await post(opId, 'resolve', { status: 'CANCELLED', evidence: 'A: never send it' }, first.etag),
+      second.etag,
+    );
+    expectStale(await post(opId, 'resolve', { status: 'FAILED', evidence: 'A: not there' }, first.etag), second.etag);
+    expectStale(
+      await post(opId, 'resolve', { status: 'MANUAL_REVIEW', evidence: 'A: still asking' }, first.etag),
+      second.etag,
+    );
+    expectStale(await post(opId, 'recheck', undefined, first.etag), second.etag);
+    // A weak tag never matches (strong comparison), even of the current version.
+    expectStale(await post(opId, 'resolve', { status: 'CANCELLED', evidence: 'A' }, `W/${second.etag}`), second.etag);
+    expect(await decisionsOf(executionId, opId)).toEqual(before);
+    expect(await read(opId)).toMatchObject({ status: 'MANUAL_REVIEW', attempt: 1, etag: second.etag });
+
+    // On the page of the hold as it is now, the decision is taken, and its answer carries the next version.
+    const taken = await post(
+      opId,
+      'resolve',
+      { status: 'MANUAL_REVIEW', evidence: 'A: asked the provider, no answer yet' },
+      `"an-older-one", ${second.etag}`,
+    );
+    expect(taken.status).toBe(200);
+    const after = await read(opId);
+    expect(taken.headers.get('etag')).toBe(after.etag);
+    expect(after.etag).not.toBe(second.etag);
+    expect((await decisionsOf(executionId, opId)).map((e) => e.type)).toEqual([
+      ...before.map((e) => e.type),
+      'operation.still_unknown',
+    ]);
+  });
+
+  it('decisions racing on one ETag: exactly one is taken, the others are told who won or that it changed', async () => {
+    const racers = 6;
+    const held = await heldBeforeSending();
+    const { etag } = await read(held.opId);
+    const resolutions = await Promise.all(
+      Array.from({ length: racers }, (_, i) =>
+        post(held.opId, 'resolve', { status: i % 2 ? 'SENT' : 'CANCELLED', evidence: `reviewer ${i}` }, etag),
+      ),
+    );
+    const created = await submit(stack, [charge(unique('stale-approval'), { requires_approval: true })]);
+    const waiting = await waitForOp(stack, created.id, 'charge', (o) => o.approval?.state === 'requested');
+    const shown = await read(waiting.id);
+    const approvals = await Promise.all(
+      Array.from({ length: racers }, (_, i) =>
+        post(waiting.id, 'approval', i % 2 ? { decision: 'approve' } : { decision: 'deny', reason: 'no' }, shown.etag),
+      ),
+    );
+    for (const [answers, executionId, opId, decided] of [
+      [resolutions, held.executionId, held.opId, 'operation.resolved'],
+      [approvals, created.id, waiting.id, 'approval.decided'],
+    ] as const) {
+      expect(answers.filter((a) => a.status === 200)).toHaveLength(1);
+      for (const lost of answers.filter((a) => a.status !== 200)) {
+        expect([409, 412]).toContain(lost.status);
+        if (lost.status === 409) expect(lost.body.type).toBe('https://verity.dev/problems/already-decided');
+      }
+      const log = await decisionsOf(executionId, opId);
+      expect(log.filter((e) => e.type === decided)).toHaveLength(1);
+    }
+  });
+
+  it('another tenant’s reviewer is told 404 whatever If-Match it sends, never 412', async () => {
+    const { executionId, opId } = await heldBeforeSending();
+    const { etag } = await read(opId);
+    for (const ifMatch of [etag, '"not-this-one"', '*', undefined]) {
+      const res = await post(opId, 'resolve', { status: 'CANCELLED', evidence: 'x' }, ifMatch, OTHER_REVIEWER);
+      expect(res.status).toBe(404);
+      expect(res.body.type).toBe('https://verity.dev/problems/not-found');
+    }
+    expect((await http(stack.apiUrl, 'GET', `/v1/operations/${opId}`, { key: OTHER_REVIEWER })).status).toBe(404);
+    expect(await decisionsOf(executionId, opId)).toEqual(
+      (await events(stack, executionId)).filter((e) => e.operation_id === opId),
+    );
+    expect((await read(opId)).etag).toBe(etag);
+  });
+
+  it('a malformed If-Match is 400 naming the header, as on the admin settings; * and none decide as before', async () => {
+    const { executionId, opId } = await heldBeforeSending({ requires_approval: true });
+    const { etag } = await read(opId);
+    const before = await decisionsOf(executionId, opId);
+    for (const malformed of ['no-quotes', '"open', `${etag};`]) {
+      for (const [action, body] of [
+        ['resolve', { status: 'CANCELLED', evidence: 'x' }],
+        ['recheck', undefined],
+        ['approval', { decision: 'deny', reason: 'x' }],
+      ] as const) {
+        const res = await post(opId, action, body, malformed);
+        expect(res.status).toBe(400);
+        expect(res.body.type).toBe('https://verity.dev/problems/validation-error');
+        expect(res.body.errors).toEqual([expect.objectContaining({ field: 'If-Match', rule: 'invalid_format' })]);
+      }
+    }
+    // The admin routes answer a malformed one alike.
+    const admin = await http<Stale>(stack.apiUrl, 'PUT', '/v1/admin/policy', {
+      key: DEMO.admin,
+      body: { obligation_owner: 'x' },
+      headers: { 'if-match': 'no-quotes' },
+    });
+    expect(admin.status).toBe(400);
+    expect(admin.body.errors).toEqual([expect.objectContaining({ field: 'If-Match', rule: 'invalid_format' })]);
+    expect(await decisionsOf(executionId, opId)).toEqual(before);
+    expect((await read(opId)).etag).toBe(etag);
+    // `*` asks only that the operation exist: the decision is taken on it as it is, as without the header.
+    const cancelled = await post(opId, 'resolve', { status: 'CANCELLED', evidence: 'never send it' }, '*');
+    expect(cancelled.status).toBe(200);
+    expect(cancelled.body).toMatchObject({ status: 'CANCELLED' });
+  });
+});
