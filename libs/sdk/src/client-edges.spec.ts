@@ -227,3 +227,22 @@ describe('MCP: wait_for_execution answers within its bound', () => {
     }
   });
 });
+
+describe('SDK: deciding on the operation as it was read (ETag, If-Match)', () => {
+  it('getWithETag gives the ETag; ifMatch is sent as If-Match with each decision, and nothing without it', async () => {
+    const headers: (string | undefined)[] = [];
+    const api = await listen((req, res) => {
+      headers.push(req.headers['if-match']);
+      res.writeHead(200, { 'content-type': 'application/json', etag: '"v2"' });
+      res.end(JSON.stringify({ id: 'op_1' }));
+    });
+    const dx = new Verity({ baseUrl: api.url, apiKey: 'sk-unit' });
+    expect(await dx.operations.getWithETag('op_1')).toEqual({ operation: { id: 'op_1' }, etag: '"v2"' });
+    await dx.operations.approve('op_1', { ifMatch: '"v1"' });
+    await dx.operations.deny('op_1', { reason: 'no', ifMatch: '"v1"' });
+    await dx.operations.resolve('op_1', { status: 'FAILED', evidence: 'none' }, { ifMatch: '"v1"' });
+    await dx.operations.recheck('op_1', { ifMatch: '"v1"' });
+    await dx.operations.resolve('op_1', { status: 'FAILED', evidence: 'none' });
+    expect(headers).toEqual([undefined, '"v1"', '"v1"', '"v1"', '"v1"', undefined]);
+  });
+});

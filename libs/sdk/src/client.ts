@@ -55,7 +55,24 @@ export interface ReasonOptions extends RequestOptions {
   reason?: string;
 }
 
-export interface ApprovalOptions extends ReasonOptions {
+export interface DecisionOptions extends RequestOptions {
+  /**
+   * The ETag of the operation the decision was made on (`operations.getWithETag`, or the `etag` of a decision's
+   * answer), sent as `If-Match`: the decision is taken only while the operation is still that version — never on a later
+   * hold of it, or an approval asked for again, that its author did not see. Otherwise a VerityPreconditionFailedError
+   * (412 `precondition-failed`, `body.current_etag` the version now) and nothing is written; a VerityConflictError
+   * `already-decided` still names a decision made first. Without it, the decision is taken on the operation as it is.
+   */
+  ifMatch?: string;
+}
+
+/** The operation and its ETag: the version to name (`ifMatch`) when deciding on what was shown. */
+export interface OperationWithETag {
+  operation: OperationDetail;
+  etag: string;
+}
+
+export interface ApprovalOptions extends ReasonOptions, DecisionOptions {
   /**
    * The approval request the decision answers (the operation's `approval.requested_at` as it was shown): the decision
    * is taken only while that request is the one waiting, never for one asked for since (a VerityConflictError
@@ -278,13 +295,18 @@ export class OperationsApi {
 
   /** GET /v1/operations/{id}: with evidence, recovery obligation and the resolutions permitted now. */
   async get(id: string, options: RequestOptions = {}): Promise<OperationDetail> {
+    return (await this.getWithETag(id, options)).operation;
+  }
+
+  /** As `get`, with the operation's ETag: pass it as `ifMatch` to decide only on the operation as it was read. */
+  async getWithETag(id: string, options: RequestOptions = {}): Promise<OperationWithETag> {
     const result = await this.transport.request<OperationDetail>({
       method: 'GET',
       path: `/v1/operations/${pathSegment(id)}`,
       retry: 'safe',
       signal: options.signal,
     });
-    return result.data;
+    return { operation: result.data, etag: result.headers.get('etag') ?? '' };
   }
 
   /** POST /v1/operations/{id}/approval `{ decision: 'approve' }` (reviewer role). Never retried. */
@@ -298,7 +320,7 @@ export class OperationsApi {
   }
 
   /** POST /v1/operations/{id}/resolve: a human resolution of MANUAL_REVIEW, with evidence (reviewer). Never retried. */
-  async resolve(id: string, body: ResolveRequest, options: RequestOptions = {}): Promise<OperationDetail> {
+  async resolve(id: string, body: ResolveRequest, options: DecisionOptions = {}): Promise<OperationDetail> {
     return this.act<OperationDetail>(
       id,
       'resolve',
@@ -313,7 +335,7 @@ export class OperationsApi {
    * POST /v1/operations/{id}/recheck (reviewer): ask the reconciler to read the source of a held operation now
    * (never a send). Answers at once (202) with the operation; a release shows as a later VERIFIED. Never retried.
    */
-  async recheck(id: string, options: RequestOptions = {}): Promise<OperationDetail> {
+  async recheck(id: string, options: DecisionOptions = {}): Promise<OperationDetail> {
     return this.act<OperationDetail>(id, 'recheck', undefined, options);
   }
 
@@ -339,12 +361,13 @@ export class OperationsApi {
     id: string,
     action: 'approval' | 'resolve' | 'recheck' | 'retry',
     body: unknown,
-    options: RequestOptions,
+    options: DecisionOptions,
   ): Promise<T> {
     const result = await this.transport.request<T>({
       method: 'POST',
       path: `/v1/operations/${pathSegment(id)}/${action}`,
       body,
+      ...(options.ifMatch !== undefined && { headers: { 'if-match': options.ifMatch } }),
       retry: 'never',
       signal: options.signal,
     });
