@@ -5,6 +5,7 @@ import {
   type Verity,
   VerityError,
   VerityNotFoundError,
+  VerityPreconditionFailedError,
 } from '@verity/sdk';
 import type { AppContext, Page } from './context';
 import {
@@ -53,6 +54,10 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
   document.title = `Operation ${id} · Verity review`;
   let actionSignature = '';
   let busy = false;
+  // The ETag of the operation as the page shows it now: every decision is sent with it (If-Match), so it is taken on
+  // what the reviewer sees — never on a later hold of the operation, or an approval asked for again, that a stale page
+  // does not show (412 then, nothing written).
+  let shownETag: string | undefined;
   // The masked blocks the reviewer unmasked, by operation id and block: every live re-render shows them as the reviewer
   // left them. Kept by this page only: another operation (a new page) starts masked, and so does a reload.
   const revealed = new Set<string>();
@@ -84,14 +89,18 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
 
   const live = livePage({
     load: async () => {
-      const op = await api((dx) => dx.operations.get(id));
+      const { operation: op, etag } = await api((dx) => dx.operations.getWithETag(id));
       const execution = await api((dx) => dx.executions.get(op.execution_id));
       // A refused action that becomes available with no event (a FAILED waiting for any call to land): look again then.
       const reloadAt = op.resolution_options
         .map((o) => (o.available_at ? Date.parse(o.available_at) : NaN))
         .filter((at) => Number.isFinite(at))
         .sort((a, b) => a - b)[0];
-      return { execution, render: () => render(op, execution), focusOperationId: op.id, reloadAt };
+      const shown = () => {
+        shownETag = etag || undefined;
+        render(op, execution);
+      };
+      return { execution, render: shown, focusOperationId: op.id, reloadAt };
     },
     failed: (error) => {
       if (error instanceof VerityNotFoundError) {
@@ -207,8 +216,12 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
             // The request this page shows: a decision never answers one asked for since (after a grant of this one
             // was withdrawn as stale), which the reviewer has not seen.
             decision === 'approve'
-              ? dx.operations.approve(op.id, { reason: text || undefined, requestedAt: op.approval?.requested_at })
-              : dx.operations.deny(op.id, { reason: text, requestedAt: op.approval?.requested_at }),
+              ? dx.operations.approve(op.id, {
+                  reason: text || undefined,
+                  requestedAt: op.approval?.requested_at,
+                  ifMatch: shownETag,
+                })
+              : dx.operations.deny(op.id, { reason: text, requestedAt: op.approval?.requested_at, ifMatch: shownETag }),
           decision === 'approve'
             ? 'Approved. The operation is dispatched next; its effect status updates below.'
             : 'Denied. The operation is cancelled and will never be sent.',
@@ -272,7 +285,7 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
               await act(
                 buttons,
                 error,
-                (dx) => dx.operations.resolve(op.id, { status, evidence: text }),
+                (dx) => dx.operations.resolve(op.id, { status, evidence: text }, { ifMatch: shownETag }),
                 status === OperationStatus.SENT
                   ? 'Release recorded. The dispatcher sends the operation next.'
                   : `Resolved as ${status}. The evidence is stored with the operation.`,
@@ -375,10 +388,13 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
     } catch (e) {
       busy = false;
       for (const b of buttons) b.disabled = false;
-      const refusal =
-        e instanceof VerityError
-          ? `Refused (${e.status}): ${e.detail || e.title}`
-          : 'The API could not be reached; nothing was changed.';
+      const refusal = !(e instanceof VerityError)
+        ? 'The API could not be reached; nothing was changed.'
+        : e instanceof VerityPreconditionFailedError
+          ? // What the page showed is no longer the operation: the decision was not taken (nothing was written).
+            'Refused (412): this operation changed since you opened it — reload: it is shown below as it is now; ' +
+            'review it and decide again. Nothing was changed.'
+          : `Refused (${e.status}): ${e.detail || e.title}`;
       error.textContent = refusal;
       if (e instanceof VerityError && (e.status === 409 || e.status === 412)) {
         // Someone decided first, or the operation moved: the reload shows where it stands now and may replace the
