@@ -162,4 +162,64 @@ interface Op {
     expect(now.approval!.requested_at).not.toBe(shown);
     expect((await stack.effects()).charges[reference]).toMatchObject({ count: 1, amounts: [999] });
   });
+
+  it('a decision from the page of a first hold is not applied to a second one: 412, shown as "changed since you opened it"', async () => {
+    const reference = unique('order');
+    const created = await http<Execution>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([charge(reference, { expected_state: { charged: true } })]),
+    });
+    expect(created.status).toBe(201);
+    const opId = created.body.operations[0].id;
+    const read = async () => {
+      const res = await http<Op & { attempt: number; recovery_obligation?: { resolution?: unknown } }>(
+        stack.apiUrl,
+        'GET',
+        `/v1/operations/${opId}`,
+        {
+          key: DEMO.reviewer,
+        },
+      );
+      return { ...res.body, etag: res.headers.get('etag') };
+    };
+    const first = await waitFor(read, (op) => op.status === 'MANUAL_REVIEW', SLOW);
+    await signIn(DEMO.reviewer);
+    await page.getByRole('heading', { level: 1, name: 'Review queues' }).waitFor();
+    await page.goto(consoleUrl(`/operations/${opId}`));
+    const cancel = page.locator('[data-resolution="CANCELLED"]');
+    await cancel.waitFor();
+    // While this reviewer's click is on its way, another releases the operation; its send's answer is lost and the
+    // source cannot be read, so it is held again: another hold, which this page never showed. The click then arrives.
+    let sentIfMatch: string | undefined;
+    await page.route(`**/v1/operations/${opId}/resolve`, async (route) => {
+      sentIfMatch = route.request().headers()['if-match'];
+      await stack.setFaults({
+        rules: [{ method: 'POST', path: '/v1/charges', fault: 'reset_after_commit', count: 1 }],
+        read_fault: 'unavailable',
+      });
+      const released = await http(stack.apiUrl, 'POST', `/v1/operations/${opId}/resolve`, {
+        key: DEMO.reviewer,
+        body: { status: 'SENT', evidence: 'the other reviewer: send it' },
+      });
+      expect(released.status).toBe(200);
+      await waitFor(read, (op) => op.status === 'MANUAL_REVIEW' && op.attempt === 1, SLOW);
+      await route.continue();
+    });
+    try {
+      await page.locator('#resolution-evidence').fill('never send it');
+      await cancel.click();
+      await page
+        .locator('p.result')
+        .filter({ hasText: /changed since you opened it/ })
+        .waitFor();
+    } finally {
+      await stack.setFaults({ rules: [], read_fault: null });
+    }
+    expect(sentIfMatch).toBe(first.etag);
+    // Still held, the second time, and undecided: the click wrote nothing.
+    const now = await read();
+    expect(now).toMatchObject({ status: 'MANUAL_REVIEW', attempt: 1 });
+    expect(now.recovery_obligation?.resolution).toBeUndefined();
+    expect(now.etag).not.toBe(first.etag);
+  });
 });
