@@ -2,6 +2,7 @@ import type { ProblemDetails as Problem } from '@verity/sdk';
 import { createApiKey } from '@verity/persistence';
 import { DEMO, Stack } from '../support/stack';
 import { HttpResult, charge, http, unique } from '../support/http';
+import { waitForLockWaiter } from '../support/lock-waits';
 import { Event, events, resetSandbox, submit, waitForOp } from './dispatcher-helpers';
 
 const OTHER_REVIEWER = 'stale-page-other-tenant-reviewer-key';
@@ -111,6 +112,39 @@ describe('api: a decision from a stale page (ETag, If-Match)', () => {
       ...before.map((e) => e.type),
       'operation.still_unknown',
     ]);
+  });
+
+  it('a change committed while the decision waits for the row is seen by its statement: 412, nothing written', async () => {
+    const { executionId, opId } = await heldBeforeSending();
+    const { etag } = await read(opId);
+    const before = await decisionsOf(executionId, opId);
+    // Another writer changes the operation and has not committed yet: the decision reads the version its page showed,
+    // passes every check before its statement, and its statement waits for that writer's row lock.
+    const writer = stack.db.dataSource.createQueryRunner();
+    await writer.connect();
+    try {
+      await writer.startTransaction();
+      await writer.query(
+        `UPDATE operations SET evidence = coalesce(evidence, '{}'::jsonb) || '{"note": "written meanwhile"}' WHERE id = $1`,
+        [opId],
+      );
+      let answered = false;
+      const deciding = post(opId, 'resolve', { status: 'CANCELLED', evidence: 'never send it' }, etag).finally(
+        () => (answered = true),
+      );
+      await waitForLockWaiter(stack.db.dataSource, {
+        statementLike: '%UPDATE operations SET%',
+        unless: () => answered,
+      });
+      await writer.commitTransaction();
+      const now = await read(opId);
+      expectStale(await deciding, now.etag);
+      expect(now).toMatchObject({ status: 'MANUAL_REVIEW' });
+    } finally {
+      if (writer.isTransactionActive) await writer.rollbackTransaction();
+      await writer.release();
+    }
+    expect(await decisionsOf(executionId, opId)).toEqual(before);
   });
 
   it('decisions racing on one ETag: exactly one is taken, the others are told who won or that it changed', async () => {
