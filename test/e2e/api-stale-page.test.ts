@@ -178,6 +178,19 @@ describe('api: a decision from a stale page (ETag, If-Match)', () => {
     }
   });
 
+  it('an approval decision and a re-check on a version that is not the current one: 412, nothing written', async () => {
+    const created = await submit(stack, [charge(unique('stale-approve'), { requires_approval: true })]);
+    const waiting = await waitForOp(stack, created.id, 'charge', (o) => o.approval?.state === 'requested');
+    const shown = await read(waiting.id);
+    const before = await decisionsOf(created.id, waiting.id);
+    expectStale(await post(waiting.id, 'approval', { decision: 'approve' }, '"a-version-never-shown"'), shown.etag);
+    expectStale(await post(waiting.id, 'recheck', undefined, '"a-version-never-shown"'), shown.etag);
+    expect(await decisionsOf(created.id, waiting.id)).toEqual(before);
+    const approved = await post(waiting.id, 'approval', { decision: 'approve' }, shown.etag);
+    expect(approved.status).toBe(200);
+    expect(approved.headers.get('etag')).not.toBe(shown.etag);
+  });
+
   it('another tenant’s reviewer is told 404 whatever If-Match it sends, never 412', async () => {
     const { executionId, opId } = await heldBeforeSending();
     const { etag } = await read(opId);
