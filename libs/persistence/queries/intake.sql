@@ -6,9 +6,13 @@ WITH stands AS MATERIALIZED (
      ), unsettled AS MATERIALIZED (
        SELECT o.id, o.execution_id, o.key, o.status, r.position
        FROM jsonb_to_recordset($8::jsonb) AS r(position int, connector text, resend_ref text)
-       JOIN operations o ON o.tenant_id = $2 AND o.connector = r.connector AND o.resend_ref = r.resend_ref
-       WHERE r.resend_ref IS NOT NULL AND o.resend_ref IS NOT NULL
-         AND o.status IN ('SENT', 'UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW') AND o.attempt > 0
+       CROSS JOIN LATERAL (
+         SELECT o.id, o.execution_id, o.key, o.status FROM operations o
+         WHERE o.tenant_id = $2 AND o.connector = r.connector AND o.resend_ref = r.resend_ref AND o.resend_ref IS NOT NULL
+           AND o.status IN ('SENT', 'UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW') AND o.attempt > 0
+         ORDER BY o.id LIMIT 1
+       ) o
+       WHERE r.resend_ref IS NOT NULL
        ORDER BY r.position, o.id LIMIT 1
      ), capped AS (
        SELECT $13::text[] IS NOT NULL AND EXISTS (

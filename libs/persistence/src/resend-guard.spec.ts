@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { OperationStatus, blocksResend } from '@verity/status-model';
 import { newId } from '@verity/platform';
+import type { EntityManager } from 'typeorm';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { NewOperation, insertExecution } from './store';
 
@@ -29,9 +30,9 @@ describe('intake refuses a re-send of an unsettled reference (real Postgres)', (
     resend_ref: resendRef,
   });
 
-  const insert = (operations: NewOperation[], tenant = tenantId) => {
+  const insert = (operations: NewOperation[], tenant = tenantId, manager: EntityManager = db.dataSource.manager) => {
     const id = newId('exe');
-    return insertExecution(db.dataSource.manager, {
+    return insertExecution(manager, {
       id,
       tenantId: tenant,
       agentId: 'agent',
@@ -81,5 +82,41 @@ describe('intake refuses a re-send of an unsettled reference (real Postgres)', (
     expect((await insert([op(ref, 'http')])).written).toHaveProperty('createdAt');
     expect((await insert([op(ref)], 'other')).written).toHaveProperty('createdAt');
     expect((await insert([op(ref)])).written).toHaveProperty('unsettled');
+  });
+
+  it('looks up only the references it is given, not every unsettled operation of the tenant', async () => {
+    // 200 of the tenant's operations on the connector, sent and unsettled, under references nobody submits again.
+    const held = `held-${randomUUID()}`;
+    for (let batch = 0; batch < 4; batch += 1) {
+      await insert(
+        Array.from({ length: 50 }, (_, position) => op(`${held}-${batch}-${position}`, 'sandbox.sms', position)),
+      );
+    }
+    await db.dataSource.query(
+      `UPDATE operations SET status = 'UNKNOWN', attempt = 1 WHERE tenant_id = $1 AND resend_ref LIKE $2`,
+      [tenantId, `${held}-%`],
+    );
+    const runner = db.dataSource.createQueryRunner();
+    await runner.connect();
+    try {
+      // Past its fifth execution on a connection Postgres runs the statement's generic plan: what the API's pooled
+      // connections run all day.
+      for (let i = 0; i < 6; i += 1) await insert([op(`fresh-${randomUUID()}`)], tenantId, runner.manager);
+      // The connection's counts not yet in the shared statistics go there now: what follows counts this statement only.
+      await runner.query(`SELECT pg_stat_force_next_flush()`);
+      await runner.startTransaction();
+      expect((await insert([op(`fresh-${randomUUID()}`)], tenantId, runner.manager)).written).toHaveProperty(
+        'createdAt',
+      );
+      // This connection's reads of the table since the flush (no other session adds to them).
+      const [read] = (await runner.query(
+        `SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) AS n FROM pg_stat_xact_user_tables
+         WHERE relname = 'operations'`,
+      )) as { n: string }[];
+      expect(Number(read.n)).toBe(0);
+    } finally {
+      if (runner.isTransactionActive) await runner.rollbackTransaction();
+      await runner.release();
+    }
   });
 });

@@ -129,7 +129,9 @@ export const INTAKE_SQL = {
   // $16 likewise for the connectors whose tenant secrets intake has not looked for in the submission (`secrets`).
   // An operation naming the resend_ref of one of the tenant's operations on its connector that was sent and is not
   // settled (blocksResend) is a blind re-send of it: nothing is written and the one row names that operation
-  // (`unsettled_…`, the first new operation's in position order), once the caps and secrets are checked.
+  // (`unsettled_…`, the first new operation's in position order), once the caps and secrets are checked. Each new
+  // operation's reference is probed on its own (LATERAL … LIMIT 1): as a join, the generic plan read every unsettled
+  // operation of the tenant on every submission (the function's 100 estimated rows made a hash of them cheaper).
   // $17: the submitting key. Nothing is written once it is revoked, and the one row says `revoked`. FOR SHARE conflicts
   // with the revocation's UPDATE: a revocation not yet committed is waited for, and then (READ COMMITTED's re-check of
   // the row's newest version) refuses the submission; one that comes later waits for this statement's commit. FOR KEY
@@ -141,9 +143,13 @@ export const INTAKE_SQL = {
      ), unsettled AS MATERIALIZED (
        SELECT o.id, o.execution_id, o.key, o.status, r.position
        FROM jsonb_to_recordset($8::jsonb) AS r(position int, connector text, resend_ref text)
-       JOIN operations o ON o.tenant_id = $2 AND o.connector = r.connector AND o.resend_ref = r.resend_ref
-       WHERE r.resend_ref IS NOT NULL AND o.resend_ref IS NOT NULL
-         AND o.status IN (${sqlLiterals(RESEND_BLOCKING_STATUSES)}) AND o.attempt > 0
+       CROSS JOIN LATERAL (
+         SELECT o.id, o.execution_id, o.key, o.status FROM operations o
+         WHERE o.tenant_id = $2 AND o.connector = r.connector AND o.resend_ref = r.resend_ref AND o.resend_ref IS NOT NULL
+           AND o.status IN (${sqlLiterals(RESEND_BLOCKING_STATUSES)}) AND o.attempt > 0
+         ORDER BY o.id LIMIT 1
+       ) o
+       WHERE r.resend_ref IS NOT NULL
        ORDER BY r.position, o.id LIMIT 1
      ), capped AS (
        SELECT $13::text[] IS NOT NULL AND EXISTS (
