@@ -1,0 +1,134 @@
+/**
+ * CPU per intake request of several API builds (or settings) in one sitting: one private Postgres, Redis and sandbox,
+ * one API process per variant, intake rounds alternated between them (the order reversed every round), so a
+ * neighbour's burst of load does not land on one variant only. Reports CPU ms per accepted request from /proc (the
+ * API, Postgres, Redis), not req/s, which on a shared machine moves with the neighbours.
+ *
+ * Usage: node dist/test/bench/intake-ab.js [--rounds 6] [--seconds 5] [--prewarm 8] <variant>...
+ * A variant is a built tree's dist directory, optionally followed by `:NAME=value` settings for that API's environment,
+ * and `:ARGS=--flag,--flag` for node flags, e.g. `dist` `/tmp/before/dist` `dist:ARGS=--max-semi-space-size=32`.
+ */
+import { ChildProcess, spawn } from 'node:child_process';
+import * as path from 'node:path';
+import autocannon from 'autocannon';
+import { freePort } from '../../scripts/local-services';
+import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
+import { Cluster } from '../chaos/cluster';
+import { cpuBetween, cpuSnapshot, rssOf } from './measure';
+
+interface Variant {
+  label: string;
+  child: ChildProcess;
+  url: string;
+}
+
+const SUBMISSION = JSON.stringify({
+  agent_id: 'bench-agent',
+  intent: 'benchmark charge',
+  operations: [
+    {
+      key: 'charge',
+      connector: 'sandbox.payments',
+      action: 'charge',
+      params: { amount: 1250, currency: 'EUR', reference: 'bench-intake' },
+    },
+  ],
+});
+
+function intake(url: string, seconds: number) {
+  return autocannon({
+    url,
+    connections: 50,
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: 'Bearer demo-agent-key' },
+    body: SUBMISSION,
+    duration: seconds,
+    timeout: 30,
+  });
+}
+
+/** Starts one API from `dist` against the cluster's services; ready when /health/live answers (any log level). */
+async function startVariant(cluster: Cluster, spec: string): Promise<Variant> {
+  const [dist, ...settings] = spec.split(':');
+  const env: Record<string, string> = {};
+  for (const setting of settings) env[setting.slice(0, setting.indexOf('='))] = setting.slice(setting.indexOf('=') + 1);
+  const { ARGS, ...appEnv } = env;
+  const port = await freePort();
+  const child = spawn(
+    process.execPath,
+    [...APP_NODE_ARGS, ...(ARGS ? ARGS.split(',') : []), path.resolve(dist, 'apps', 'api', 'src', 'main.js')],
+    { env: { ...process.env, ...cluster.env, SEED_DEMO: 'false', ...appEnv, PORT: String(port) }, stdio: 'ignore' },
+  );
+  const base = `http://127.0.0.1:${port}`;
+  for (const deadline = Date.now() + 60_000; Date.now() < deadline;) {
+    if (child.exitCode !== null) throw new Error(`the API of ${spec} exited with ${child.exitCode}`);
+    const live = await fetch(`${base}/health/live`).then(
+      (res) => res.ok,
+      () => false,
+    );
+    if (live) return { label: spec, child, url: `${base}/v1/executions` };
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  child.kill('SIGKILL');
+  throw new Error(`the API of ${spec} was not live in 60 s`);
+}
+
+function option(args: string[], name: string, fallback: number): number {
+  const at = args.indexOf(`--${name}`);
+  return at >= 0 ? Number(args.splice(at, 2)[1]) : fallback;
+}
+
+async function main(): Promise<void> {
+  const args = process.argv.slice(2);
+  const rounds = option(args, 'rounds', 6);
+  const seconds = option(args, 'seconds', 5);
+  const prewarm = option(args, 'prewarm', 8);
+  if (args.length === 0) throw new Error('name at least one variant (a dist directory)');
+  // Production windows, the rate limit lifted: one tenant is the whole load. No workers: intake alone is measured.
+  const cluster = await Cluster.start({
+    dispatchers: 0,
+    reconcilers: 0,
+    timings: { RATE_LIMIT_PER_MINUTE: '100000000', LOG_LEVEL: 'info' },
+  });
+  const variants: Variant[] = [];
+  try {
+    await cluster.app('api').stop();
+    for (const spec of args) variants.push(await startVariant(cluster, spec));
+    // The JIT's first seconds would otherwise count against whichever variant is measured first.
+    for (const variant of variants) await intake(variant.url, prewarm);
+    const apiMs = new Map<string, number[]>(variants.map((v) => [v.label, []]));
+    for (let round = 0; round < rounds; round += 1) {
+      for (const variant of round % 2 === 0 ? variants : [...variants].reverse()) {
+        await intake(variant.url, 2);
+        const pid = { api: variant.child.pid ?? null };
+        const before = cpuSnapshot(cluster, pid);
+        const result = await intake(variant.url, seconds);
+        const used = cpuBetween(before, cpuSnapshot(cluster, pid)).byLabel;
+        const ok = Math.max(1, result['2xx']);
+        const per = (label: string) => (used[label] ?? 0) / ok;
+        apiMs.get(variant.label)!.push(per('api'));
+        process.stdout.write(
+          `${variant.label}  round ${round + 1}: ${(ok / result.duration).toFixed(0)} req/s, CPU ms per request: ` +
+            `api ${per('api').toFixed(3)}, postgres ${per('postgres').toFixed(3)}, redis ${per('redis').toFixed(3)}; ` +
+            `non-2xx ${result.non2xx}, RSS ${((rssOf(variant.child.pid) ?? 0) / 2 ** 20).toFixed(0)} MB\n`,
+        );
+      }
+    }
+    for (const [label, values] of apiMs) {
+      const sorted = [...values].sort((a, b) => a - b);
+      const mean = values.reduce((a, b) => a + b, 0) / values.length;
+      process.stdout.write(
+        `${label}: API CPU ms per request median ${sorted[Math.floor(sorted.length / 2)].toFixed(3)}, ` +
+          `mean ${mean.toFixed(3)} [${values.map((v) => v.toFixed(3)).join(', ')}]\n`,
+      );
+    }
+  } finally {
+    for (const variant of variants) variant.child.kill('SIGTERM');
+    await cluster.stop();
+  }
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(1);
+});
