@@ -143,6 +143,36 @@ describe('the workers’ ops server', () => {
     expect((await get('/metrics?', TOKEN)).status).toBe(200);
   });
 
+  // `GET /health/ready` with `{"verbose":true}` answered 200 as if the member had been read (the API refuses a body on
+  // a read: 400 no_body); an empty chunked body is no body.
+  it('refuses a body on the probes and, once the token was checked, on /metrics, as the API does (400 no_body)', async () => {
+    for (const [path, body, token] of [
+      ['/health/live', '{"verbose":true}', undefined],
+      ['/health/ready', '[]', undefined],
+      ['/metrics', 'x', TOKEN],
+    ] as const) {
+      const request = `GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n${token ? `Authorization: Bearer ${token}\r\n` : ''}Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+      const { head, body: answer } = await rawAnswer(request);
+      expect({ path, head: head.split('\r\n')[0] }).toEqual({ path, head: 'HTTP/1.1 400 Bad Request' });
+      expect(head).toMatch(/^content-type: application\/problem\+json; charset=utf-8$/im);
+      expect(JSON.parse(answer)).toMatchObject({
+        type: 'https://verity.dev/problems/validation-error',
+        status: 400,
+        errors: [{ field: '(body)', rule: 'no_body', message: `GET ${path} takes no body` }],
+      });
+    }
+    // /metrics checks the token first: without it the answer stays 401.
+    const unauthorised = await rawAnswer(
+      'GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}',
+    );
+    expect(unauthorised.head).toMatch(/^HTTP\/1\.1 401 /);
+    // A chunked body with no byte is none.
+    const empty = await rawAnswer(
+      'GET /health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
+    );
+    expect(empty.head).toMatch(/^HTTP\/1\.1 200 /);
+  });
+
   /** Bytes on a fresh connection, and everything the server answered until it closed the connection. */
   function rawAnswer(text: string): Promise<{ head: string; body: string }> {
     return new Promise((resolve, reject) => {

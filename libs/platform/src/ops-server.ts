@@ -136,7 +136,7 @@ async function handle(
     return;
   }
   const isProbe = path === '/health/live' || path === '/health/ready';
-  if (isProbe && refusedQuery(res, query)) return;
+  if (isProbe && (refusedQuery(res, query) || (await refusedBody(req, res, path)))) return;
   if (path === '/health/live') {
     json(res, 200, { status: 'ok' });
     return;
@@ -155,7 +155,7 @@ async function handle(
       });
       return;
     }
-    if (refusedQuery(res, query)) return;
+    if (refusedQuery(res, query) || (await refusedBody(req, res, path))) return;
     await options.beforeScrape?.().catch((error: unknown) => {
       options.logger.warn({ err: error }, 'scrape: could not refresh queue gauges');
     });
@@ -203,6 +203,40 @@ function refusedQuery(res: ServerResponse, query: string): boolean {
     },
   );
   return true;
+}
+
+/**
+ * Nothing here reads a body, as no GET of the API does (`RefuseUnreadBody`): `GET /health/ready` with
+ * `{"verbose":true}` answered 200 as if the member had been read. A body is a 400 `no_body`, written as the API writes
+ * it; an empty one (a chunked body with no byte) is none. It is read to its end first, so the answer is not cut short
+ * by a client still sending it (the request timeout bounds how long that can take). True when refused.
+ */
+async function refusedBody(req: IncomingMessage, res: ServerResponse, path: string): Promise<boolean> {
+  if ((await bodyLength(req)) === 0) return false;
+  const message = `${req.method} ${path} takes no body`;
+  problem(
+    res,
+    400,
+    'validation-error',
+    'The request is invalid',
+    `(body): ${message}`,
+    {},
+    {
+      errors: [{ field: '(body)', rule: 'no_body', message }],
+    },
+  );
+  return true;
+}
+
+function bodyLength(req: IncomingMessage): Promise<number> {
+  if (req.readableEnded) return Promise.resolve(0);
+  return new Promise((resolve) => {
+    let length = 0;
+    req.on('data', (chunk: Buffer) => (length += chunk.length));
+    req.once('end', () => resolve(length));
+    // Gone before its end: nothing will read the answer.
+    req.once('close', () => resolve(length));
+  });
 }
 
 async function probe(check: () => Promise<unknown>): Promise<'up' | 'down'> {
