@@ -250,6 +250,43 @@ describe('contract edges: problems name what the caller sent', () => {
     }
   });
 
+  // Outside /v1 a read's body was ignored: `GET /health/ready` with `{"verbose":true}` answered 200 as if the member had
+  // been read, where a body of `true` was a 400; so were the console, /docs, Bull Board and the MCP preflight.
+  it.each([
+    ['GET', '/', undefined],
+    ['GET', '/health/live', undefined],
+    ['GET', '/health/ready', undefined],
+    ['GET', '/metrics', METRICS_TOKEN],
+    ['OPTIONS', '/mcp', undefined],
+    ['GET', '/console', undefined],
+    ['GET', '/docs', undefined],
+    ['GET', '/docs-json', undefined],
+    ['GET', '/admin/queues', DEMO.operator],
+    ['GET', '/admin/queues/api/queues', DEMO.operator],
+  ])('refuses a body on %s %s, which reads none, as /v1 does (400 no_body); none passes', async (method, path, key) => {
+    const request = (body: string, type: string) =>
+      rawExchange(
+        `${method} ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n` +
+          (key ? `Authorization: Bearer ${key}\r\n` : '') +
+          `Content-Type: ${type}\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+      );
+    for (const [body, type] of [
+      ['{"verbose":true}', 'application/json'],
+      ['[]', 'application/json'],
+      ['verbose', 'text/plain'],
+    ]) {
+      const answer = await request(body, type);
+      expect({ body, status: answer.status }).toEqual({ body, status: 400 });
+      expect(answer.headers['content-type']).toMatch(/^application\/problem\+json/);
+      expect(JSON.parse(answer.body)).toMatchObject({
+        status: 400,
+        errors: [{ field: '(body)', rule: 'no_body', message: `${method} ${path} takes no body` }],
+      });
+    }
+    // No body, or an empty JSON object, is none.
+    for (const body of ['', '{}']) expect((await request(body, 'application/json')).status).toBeLessThan(300);
+  });
+
   it('refuses query parameters on the OpenAPI document, which takes none (400 unknown_field); serves it without', async () => {
     // `?version=2025-01` or `?format=yaml` was answered 200 with the current JSON document, as if it had been read.
     for (const path of ['/docs-json?version=2025-01', '/docs-json?format=yaml', '/docs-yaml?x=1']) {

@@ -9,6 +9,7 @@ import { ApiKeyService } from './auth/api-key.service';
 import { authenticateOperator, basicPassword, bearerToken } from './auth/auth.guard';
 import type { OperatorPrincipal } from './auth/principal';
 import { isDatabaseUnavailable } from '@verity/persistence';
+import { refuseReadBody } from './http/no-body';
 import { pageSecurityHeaders } from './http/security-headers';
 import { Problem, ProblemCode, sendProblem } from './problem/problem';
 
@@ -52,6 +53,7 @@ export async function mountBullBoard(app: INestApplication, config: VerityConfig
     BULL_BOARD_ROUTE,
     pageSecurityHeaders,
     guard,
+    refuseReadBody,
     refuseUndecodableQueueNames,
     refuseUnboundedPages,
     boardErrorsAsProblems(app.get<Logger>(LOGGER)),

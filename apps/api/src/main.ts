@@ -37,7 +37,8 @@ import { requestContext } from './http/request-context';
 import { pageSecurityHeaders } from './http/security-headers';
 import { buildOpenApi } from './openapi';
 import { StreamService } from './stream/stream.service';
-import { mountConsole } from './console';
+import { CONSOLE_ROUTE, mountConsole } from './console';
+import { refuseReadBody } from './http/no-body';
 import { McpOriginCheck } from './mcp/mcp-origin';
 
 async function bootstrap(): Promise<void> {
@@ -96,6 +97,7 @@ async function bootstrap(): Promise<void> {
   app.use(settleChunkedBody);
   app.use(rejectUnsafeJson);
   await mountBullBoard(app, config);
+  app.use([CONSOLE_ROUTE, '/docs', '/docs-json', '/docs-yaml'], refuseReadBody);
   const consoleMissing = mountConsole(app);
   if (consoleMissing) logger.warn(consoleMissing.message);
   app.use(['/docs', '/docs-json'], pageSecurityHeaders);
