@@ -136,8 +136,8 @@ export function send(base: URL, req: FuzzRequest, timeoutMs: number): Promise<An
  * /mcp speaks JSON-RPC 2.0: the MCP transport's own refusals (a missing Accept, a batch it cannot take) are JSON-RPC
  * error objects, the format MCP clients read, not problem+json.
  */
-function isJsonRpcError(req: FuzzRequest, answer: Answer): boolean {
-  if (!req.operation.endsWith(' /mcp') || !answer.contentType.startsWith('application/json')) return false;
+export function isJsonRpcError(operation: string, answer: Answer): boolean {
+  if (!operation.endsWith(' /mcp') || !answer.contentType.startsWith('application/json')) return false;
   try {
     const body = JSON.parse(answer.body) as { jsonrpc?: unknown; error?: unknown };
     return body.jsonrpc === '2.0' && typeof body.error === 'object' && body.error !== null;
@@ -147,7 +147,7 @@ function isJsonRpcError(req: FuzzRequest, answer: Answer): boolean {
 }
 
 /** Row count and newest row version of every table but the migrations log. */
-async function tableSignature(stack: Stack, tables: string[]): Promise<Record<string, string>> {
+export async function tableSignature(stack: Stack, tables: string[]): Promise<Record<string, string>> {
   const sql = tables
     .map(
       (t) => `SELECT '${t}' AS t, count(*)::text || '/' || coalesce(max(xmin::text::bigint), 0)::text AS s FROM ${t}`,
@@ -176,8 +176,22 @@ async function waitForStatus(stack: Stack, key: string, opId: string, statuses: 
   );
 }
 
+/** The executions buildFixtures drove to their states, by state. */
+export interface FixtureStates {
+  /** A charge VERIFIED and an SMS ACKNOWLEDGED. */
+  verified: Execution;
+  /** Three charges held for approval (waiting_for_approval). */
+  waiting: Execution;
+  /** Cancelled while its charge waited for approval. */
+  cancelled: Execution;
+  /** A charge in MANUAL_REVIEW (its read-back disagreed). */
+  held: Execution;
+  /** Another tenant's, waiting for approval. */
+  foreign: Execution;
+}
+
 /** Real ids in real states, then the workers stop: from here on only the API can write. */
-async function buildFixtures(stack: Stack): Promise<Fixtures> {
+export async function buildFixtures(stack: Stack): Promise<Fixtures & { states: FixtureStates }> {
   const verified = await submitAs(stack, DEMO.agent, [charge(unique('fz-ok')), sms(unique('fz-sms'))]);
   // Three held for approval: the first decision the fuzz makes on one uses it up (later ones are 409s).
   const waiting = await submitAs(
@@ -234,6 +248,7 @@ async function buildFixtures(stack: Stack): Promise<Fixtures> {
   const own = [verified, waiting, cancelled, held];
   const reference = unique('fz-tpl');
   return {
+    states: { verified, waiting, cancelled, held, foreign },
     keys: {
       agent: DEMO.agent,
       reviewer: DEMO.reviewer,
@@ -355,7 +370,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
         if (
           answer.status !== 431 &&
           !answer.contentType.startsWith('application/problem+json') &&
-          !isJsonRpcError(req, answer)
+          !isJsonRpcError(req.operation, answer)
         ) {
           throw new Error(`4xx that is not problem+json: ${said}`);
         }

@@ -32,7 +32,7 @@ export interface JsonSchema {
   default?: unknown;
 }
 
-interface Parameter {
+export interface Parameter {
   name: string;
   in: 'path' | 'query' | 'header' | 'cookie';
   required?: boolean;
@@ -41,7 +41,10 @@ interface Parameter {
 
 interface Operation {
   parameters?: Parameter[];
-  requestBody?: { required?: boolean; content?: Record<string, { schema?: JsonSchema }> };
+  requestBody?: {
+    required?: boolean;
+    content?: Record<string, { schema?: JsonSchema; examples?: Record<string, { value?: unknown }> }>;
+  };
   responses?: Record<string, unknown>;
 }
 
@@ -58,21 +61,27 @@ export interface OperationSpec {
   queryParams: Parameter[];
   headerParams: Parameter[];
   body: JsonSchema | null;
+  /** The document's first example of the JSON body, when it gives one. */
+  example?: unknown;
   bodyRequired: boolean;
   /** Server-sent events: requested with a short abort, never left open. */
   stream: boolean;
 }
 
-export function operationsOf(doc: OpenApiDocument): OperationSpec[] {
+export function operationsOf(
+  doc: OpenApiDocument,
+  methodsTaken: readonly string[] = ['get', 'post', 'put', 'patch', 'delete'],
+): OperationSpec[] {
   const specs: OperationSpec[] = [];
   for (const [template, methods] of Object.entries(doc.paths)) {
     for (const [method, op] of Object.entries(methods)) {
-      if (!['get', 'post', 'put', 'patch', 'delete'].includes(method)) continue;
+      if (!methodsTaken.includes(method)) continue;
       const params = op.parameters ?? [];
       // The same header can be documented twice in different case (a decorator and an @ApiHeader); one is enough.
       const headers = new Map<string, Parameter>();
       for (const p of params.filter((q) => q.in === 'header')) headers.set(p.name.toLowerCase(), p);
-      const json = op.requestBody?.content?.['application/json']?.schema;
+      const content = op.requestBody?.content?.['application/json'];
+      const json = content?.schema;
       specs.push({
         method: method.toUpperCase(),
         template,
@@ -80,6 +89,7 @@ export function operationsOf(doc: OpenApiDocument): OperationSpec[] {
         queryParams: params.filter((p) => p.in === 'query'),
         headerParams: [...headers.values()],
         body: json ?? null,
+        example: Object.values(content?.examples ?? {})[0]?.value,
         bodyRequired: op.requestBody?.required === true,
         stream: template.endsWith('/stream'),
       });
