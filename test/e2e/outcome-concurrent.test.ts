@@ -76,11 +76,11 @@ describe('outcome evaluation: concurrent evaluators of one execution', () => {
     await resolveVerified(b.id);
     const second = await readNow();
     const outcomes = new OutcomeService(stack.db.dataSource, new TransitionService());
-    expect(await outcomes.evaluate(second.execution, second.operations)).toBe(true);
+    expect(await outcomes.evaluate(second.execution, second.operations, 0)).toBe(true);
     expect((await view(created.id)).outcome).toMatchObject({ result: 'satisfied' });
 
     // Advance job 1 now records what it judged from its older read.
-    await outcomes.evaluate(first.execution, first.operations);
+    await outcomes.evaluate(first.execution, first.operations, 0);
 
     // The jobs run by hand are gone from the queue; with the dispatcher back, nothing else evaluates again.
     const queue = stackQueue(stack, 'executions');

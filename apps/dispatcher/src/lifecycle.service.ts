@@ -212,7 +212,7 @@ export class LifecycleService {
       operations ??= await findOperationsForWorker(this.db.manager, executionId);
       // Criteria are judged before every step, so the verdicts are current before the execution completes, and
       // again after it finished: a terminal execution's operations can still change (a reviewer's resolution).
-      await this.outcomes.evaluate(execution, operations);
+      await this.outcomes.evaluate(execution, operations, clockOffsetMs);
       if (isTerminalExecution(execution.status)) return step === 0 ? 'skipped: terminal' : 'done';
       const progressed = await this.step(
         execution,
@@ -245,7 +245,7 @@ export class LifecycleService {
     read: TenantRead,
     sendNow: SendNow | undefined,
   ): Promise<StepResult> {
-    if (deadlinePassed(execution, read)) return this.expire(execution);
+    if (deadlinePassed(execution, read)) return this.expire(execution, read);
     switch (execution.status) {
       case E.CREATED:
       case E.VALIDATING:
@@ -314,7 +314,7 @@ export class LifecycleService {
     const from = execution.status;
     const phases = preparePhases(from);
     const problems = phases.validate ? this.problemsOf(operations) : [];
-    if (problems.length > 0) return this.reject(execution, problems);
+    if (problems.length > 0) return this.reject(execution, problems, read);
     const contexts = phases.readContexts
       ? await this.readContexts(operations, settings)
       : new Map<string, ContextResult>();
@@ -458,8 +458,17 @@ export class LifecycleService {
     return problems;
   }
 
-  private reject(execution: ExecutionEntity, problems: string[]): Promise<boolean | 'lost'> {
-    const failure = executionFailure('invalid_request', E.VALIDATING, new Date(), problems.join('; ').slice(0, 2000));
+  private reject(
+    execution: ExecutionEntity,
+    problems: string[],
+    read: Pick<TenantRead, 'clockOffsetMs'>,
+  ): Promise<boolean | 'lost'> {
+    const failure = executionFailure(
+      'invalid_request',
+      E.VALIDATING,
+      databaseNow(read),
+      problems.join('; ').slice(0, 2000),
+    );
     return this.inTransaction(execution, async (tx) => {
       const locked = await lockExecutionForWorker(tx, execution.id);
       if (locked?.status !== execution.status) throw new LostRace();
@@ -1002,12 +1011,14 @@ export class LifecycleService {
    * they were ever sent are cancelled too (no release of them can be carried out any more; their statement checks the
    * execution's end), in one transaction over the rows as locked, so none is left behind in the review queue.
    */
-  private expire(execution: ExecutionEntity): Promise<boolean | 'lost'> {
+  private expire(execution: ExecutionEntity, read: Pick<TenantRead, 'clockOffsetMs'>): Promise<boolean | 'lost'> {
     return this.inTransaction(execution, async (tx) => {
       const locked = await lockExecutionForWorker(tx, execution.id);
       if (locked?.status !== execution.status) throw new LostRace();
       // Judged on the rows as locked: no operation is sent once the execution has expired.
-      const failure = executionFailure('deadline_exceeded', execution.status, new Date(), undefined, locked.operations);
+      // Dated by the database's clock, as the events beside it are (this host's may be off).
+      const at = databaseNow(read);
+      const failure = executionFailure('deadline_exceeded', execution.status, at, undefined, locked.operations);
       await this.cancelPrepared(tx, locked.operations, CANCEL_CAUSE_OF_ENDED_EXECUTION[E.EXPIRED]);
       const chain = new MoveChain(this.transitions, tx, execution.id, execution.status);
       chain.add(E.EXPIRED, { reason: 'deadline passed', failure });
@@ -1052,6 +1063,11 @@ export class LifecycleService {
   logSkip(executionId: string, outcome: AdvanceOutcome): void {
     if (outcome !== 'done') this.logger.debug({ executionId, outcome }, 'advance');
   }
+}
+
+/** Now by the database's clock, from this host's and the offset measured at the tenant's read: no round trip. */
+function databaseNow(read: Pick<TenantRead, 'clockOffsetMs'>): Date {
+  return new Date(Date.now() + read.clockOffsetMs);
 }
 
 /** The execution's deadline has passed by the database's clock (TenantRead.clockOffsetMs). */

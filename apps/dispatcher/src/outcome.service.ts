@@ -26,8 +26,11 @@ export class OutcomeService {
     private readonly transitions: TransitionService,
   ) {}
 
-  /** True when a new evaluation was written. `execution` follows in memory. */
-  async evaluate(execution: ExecutionEntity, operations: OperationEntity[]): Promise<boolean> {
+  /**
+   * True when a new evaluation was written. `execution` follows in memory. `clockOffsetMs` (the database's clock less
+   * this process', already measured by the caller): `evaluated_at` is shown beside the events' times, stamped there.
+   */
+  async evaluate(execution: ExecutionEntity, operations: OperationEntity[], clockOffsetMs: number): Promise<boolean> {
     if (execution.criteria.length === 0) return false;
     let judged = operations;
     // A concurrent evaluator may have written first. Its evaluation may be of a later read of the operations than
@@ -44,7 +47,10 @@ export class OutcomeService {
       }
       const results = await this.judge(execution, judged);
       if (sameVerdicts(execution.criteriaResults, results)) return false;
-      const outcome = { result: outcomeResult(results.map((r) => r.verdict)), evaluated_at: new Date().toISOString() };
+      const outcome = {
+        result: outcomeResult(results.map((r) => r.verdict)),
+        evaluated_at: new Date(Date.now() + clockOffsetMs).toISOString(),
+      };
       const written = await this.transitions.recordOutcome(this.db.manager, {
         executionId: execution.id,
         previous: execution.criteriaResults,

@@ -8,6 +8,7 @@ import {
   msSinceLastSweep,
   operationsOwedChecks,
   operationsSentBefore,
+  databaseClockOffsetMs,
   overdueUnescalatedObligations,
   pruneExpired,
   pruneSpendLedger,
@@ -436,10 +437,13 @@ export class SweeperService implements OnApplicationBootstrap, BeforeApplication
   /** Overdue recovery obligations: an event, once, and a metric (verity_overdue_obligations). */
   private async escalate(): Promise<number> {
     const overdue = await overdueUnescalatedObligations(this.db.manager, BATCH);
+    if (overdue.length === 0) return 0;
+    // `escalated_at` is shown beside the due time and the events, all on the database's clock: this host's may be off.
+    const clockOffsetMs = await databaseClockOffsetMs(this.db.manager);
     let escalated = 0;
     for (const op of overdue) {
       if (!op.obligation) continue;
-      const at = new Date().toISOString();
+      const at = new Date(Date.now() + clockOffsetMs).toISOString();
       const result = await this.transitions.annotate(this.db.manager, {
         executionId: op.executionId,
         operationId: op.id,

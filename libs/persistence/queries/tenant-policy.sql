@@ -11,6 +11,7 @@ SELECT jsonb_build_object('obligation_owner', settings->'obligationOwner', 'esca
 -- updatePolicy
 WITH changed AS (
        UPDATE tenants t SET settings = (coalesce(t.settings, '{}'::jsonb) - $2::text[]) || $3::jsonb
+         || jsonb_build_object('policyUpdatedAt', to_char((clock_timestamp()) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
        WHERE t.id = $1
        RETURNING t.settings AS after, md5(jsonb_build_object('obligation_owner', t.settings->'obligationOwner', 'escalation_target', t.settings->'escalationTarget', 'obligation_due_seconds', t.settings->'obligationDueSeconds', 'approval_rules', t.settings->'approvalRules', 'approval_amount_above', t.settings->'approvalAmountAbove')::text) AS version
      ), recorded AS (

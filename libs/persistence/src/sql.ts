@@ -145,3 +145,8 @@ export function isDatabaseUnavailable(error: unknown): boolean {
     )
   );
 }
+
+/** An instant as the API writes one (toISOString): UTC, milliseconds, `Z`. */
+export function isoInstant(timestamp: string): string {
+  return `to_char((${timestamp}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+}

@@ -3,7 +3,7 @@ import { TENANT_APPROVAL_KEYS } from '@verity/status-model';
 import { ADMIN_CHANGE_INSERT_COLUMNS } from './admin-changes';
 import { requireActiveKey } from './api-keys';
 import type { TenantSettings } from './entities';
-import { Queryable, rows, withinTransaction } from './sql';
+import { Queryable, isoInstant, rows, withinTransaction } from './sql';
 
 /** The policy keys of a tenant's settings; writing a policy touches these and nothing else. */
 export type TenantPolicySettings = Pick<
@@ -59,6 +59,7 @@ export const TENANT_POLICY_SQL = {
   // $6 the policy before, as lockPolicy read it) is written by the same statement.
   updatePolicy: `WITH changed AS (
        UPDATE tenants t SET settings = (coalesce(t.settings, '{}'::jsonb) - $2::text[]) || $3::jsonb
+         || jsonb_build_object('policyUpdatedAt', ${isoInstant('clock_timestamp()')})
        WHERE t.id = $1
        RETURNING t.settings AS after, ${policyVersionOf('t.settings')} AS version
      ), recorded AS (
@@ -113,7 +114,8 @@ export async function changeTenantPolicy(
   tenantId: string,
   input: PolicyChange & { ifMatch?: readonly string[] },
 ): Promise<{ settings: TenantSettings; version: string } | { refused: 'not_found' | 'stale' }> {
-  const set = { ...input.set, policyUpdatedAt: new Date().toISOString(), policyUpdatedBy: input.by };
+  // policyUpdatedAt is stamped by the statement, on the database's clock (the history's), not this host's.
+  const set = { ...input.set, policyUpdatedBy: input.by };
   return withinTransaction(db, async (tx) => {
     // Made only while the key that makes it stands (KeyRevokedError otherwise; a revocation waits for this change).
     await requireActiveKey(tx, input.by);

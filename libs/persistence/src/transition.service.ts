@@ -19,7 +19,7 @@ import { intakeToSettled, intakeToVerified, newId, transitionsCounter } from '@v
 import { afterCommit, eventsWritten } from './event-signal';
 import { operationVersionOf } from './operation-version';
 import { SendGuard, sendGuardConditions } from './send-guard';
-import { Queryable, rows, sqlLiterals } from './sql';
+import { Queryable, isoInstant, rows, sqlLiterals } from './sql';
 
 /** Columns a transition may set alongside the status. Anything else is not the transition's business. */
 export interface OperationPatch {
@@ -322,11 +322,6 @@ function mergeAssignments(
     sets.push(`${column} = ${merged}`);
   }
   return sets;
-}
-
-/** An instant as the API writes one (toISOString): UTC, milliseconds, `Z`. */
-function isoInstant(timestamp: string): string {
-  return `to_char((${timestamp}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 }
 
 /** `decided_at` (and `expires_at`) from one reading of the database's clock (DecisionInput.approvalStamp). */

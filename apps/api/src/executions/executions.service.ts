@@ -12,6 +12,7 @@ import {
 import {
   TransitionService,
   amountCapsOf,
+  databaseClockOffsetMs,
   NewExecution,
   findExecution,
   findExecutionMove,
@@ -454,7 +455,9 @@ export class ExecutionsService {
           eventData: { cause: CANCEL_CAUSE_OF_ENDED_EXECUTION[ExecutionStatus.CANCELLED], by: principal.keyId, reason },
         });
       }
-      const failure = executionFailure('cancelled_by_caller', locked.status, new Date(), undefined, locked.operations);
+      // Dated by the database's clock, as the cancel's event is (this host's may be off); a cancel is no hot path.
+      const at = new Date(Date.now() + (await databaseClockOffsetMs(tx)));
+      const failure = executionFailure('cancelled_by_caller', locked.status, at, undefined, locked.operations);
       await this.transitions.execution(tx, {
         executionId: id,
         from: locked.status,
