@@ -74,22 +74,26 @@ export class QueuesModule implements OnModuleInit, OnApplicationShutdown {
    * channel is QUEUE_PREFIX's, not a shard's: on a Redis Cluster a PUBLISH reaches subscribers on every node.
    */
   onModuleInit(): void {
-    const channel = eventsChannel(this.config.QUEUE_PREFIX);
-    const flush = () => {
-      this.flushTimer = null;
-      const ids = [...this.pending].join(',');
-      this.pending.clear();
-      if (ids) this.redis.publish(channel, ids).catch(() => undefined);
-    };
     announceEventsWith(this.dataSource, (executionId) => {
       this.pending.add(executionId);
-      this.flushTimer ??= setTimeout(flush, ANNOUNCE_COALESCE_MS);
+      this.flushTimer ??= setTimeout(() => void this.publishPending(), ANNOUNCE_COALESCE_MS);
     });
+  }
+
+  /** One PUBLISH of what is waiting; settles when Redis answered (or refused: the streams' poll catches up then). */
+  private async publishPending(): Promise<void> {
+    if (this.flushTimer) clearTimeout(this.flushTimer);
+    this.flushTimer = null;
+    const ids = [...this.pending].join(',');
+    this.pending.clear();
+    if (ids) await this.redis.publish(eventsChannel(this.config.QUEUE_PREFIX), ids).catch(() => undefined);
   }
 
   async onApplicationShutdown(): Promise<void> {
     announceEventsWith(this.dataSource, null);
-    if (this.flushTimer) clearTimeout(this.flushTimer);
+    // What was committed in the last couple of milliseconds is announced before the connection closes: dropped, a
+    // stream would show it only at its next poll.
+    await this.publishPending();
     await this.producer.close();
     this.redis.disconnect();
   }
