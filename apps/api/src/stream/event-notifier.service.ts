@@ -17,6 +17,8 @@ type Listener = () => void;
 @Injectable()
 export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
   private client: ResilientPgClient | null = null;
+  /** A LISTEN connection being opened (at start, or a reconnect): ended at shutdown too, or it would outlive it. */
+  private connecting: ResilientPgClient | null = null;
   private subscriber: RedisClient | null = null;
   /** Whether announcements arrive: the channel is subscribed on a ready connection. */
   private subscribed = false;
@@ -130,8 +132,13 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
     client.on('notification', (message) => {
       if (message.channel === KEY_REVOCATION_CHANNEL) this.keys.invalidateAll();
     });
-    await client.connect();
-    await listenForKeyRevocations(client);
+    this.connecting = client;
+    try {
+      await client.connect();
+      await listenForKeyRevocations(client);
+    } finally {
+      if (this.connecting === client) this.connecting = null;
+    }
     this.client = client;
     this.keys.invalidateAll();
     this.keys.setRevocationsLive(true);
@@ -169,6 +176,7 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
     this.closing = true;
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
     this.subscriber?.disconnect();
-    await this.client?.end().catch(() => undefined);
+    // A reconnect under way is ended with the live one: its LISTEN would otherwise be taken after shutdown and held.
+    await Promise.all([this.client, this.connecting].map((client) => client?.end().catch(() => undefined)));
   }
 }

@@ -1,6 +1,9 @@
 import { createLogger, createRedis, loadConfig } from '@verity/platform';
 import type { RedisClient } from '@verity/platform';
 import { eventsChannel } from '@verity/queues';
+import { execFileSync } from 'node:child_process';
+import { listenSessions, terminateSession } from '../../../../test/support/listen-sessions';
+import { StallablePostgres } from '../../../../test/support/stallable-postgres';
 import { ADMIN_DATABASE_URL, TEST_REDIS_URL, testQueuePrefix } from '../../../../test/support/services';
 import { waitFor } from '../../../../test/support/stack';
 import type { ApiKeyService } from '../auth/api-key.service';
@@ -109,4 +112,51 @@ describe('EventNotifier (real Redis)', () => {
     offAgain();
     await waitFor(listeners, (n) => n === 0);
   });
+});
+
+/**
+ * The revocation LISTEN connection is opened again after it was lost. A shutdown while that reconnect was under way
+ * ended only the connection that was live (none): the new one went on to LISTEN and kept the process' session open.
+ */
+describe('EventNotifier shut down while its LISTEN connection reconnects (real Postgres)', () => {
+  let postgres: StallablePostgres;
+  beforeAll(async () => {
+    postgres = await StallablePostgres.start('notifier-stop');
+  }, 60_000);
+  afterAll(async () => postgres?.stop());
+
+  /** This process' open connections to the private server (only this test connects to its port). */
+  const connectionsToServer = async () =>
+    execFileSync('ss', ['-tnH', 'state', 'established', `( dport = :${postgres.port} )`])
+      .toString()
+      .split('\n')
+      .filter(Boolean).length;
+
+  it('ends the connection being opened: no LISTEN session outlives the shutdown', async () => {
+    const config = loadConfig({
+      REDIS_URL: TEST_REDIS_URL,
+      DATABASE_URL: postgres.url,
+      DATABASE_QUERY_TIMEOUT_MS: '500',
+      QUEUE_PREFIX: testQueuePrefix('notifier-stop'),
+    });
+    const notifier = new EventNotifier(config, createLogger('event-notifier-spec', 'silent'), KEYS);
+    await notifier.onModuleInit();
+    const [listening] = await waitFor(
+      () => listenSessions(postgres.url),
+      (pids) => pids.length === 1,
+    );
+    // The LISTEN session is ended, and the server stops answering before the reconnect (a second later): its
+    // connection is made (the kernel accepts it) but its start-up gets no answer — under way when the process stops.
+    await terminateSession(postgres.url, listening);
+    await waitFor(connectionsToServer, (n) => n === 0);
+    postgres.stall();
+    try {
+      await waitFor(connectionsToServer, (n) => n === 1);
+      await notifier.onApplicationShutdown();
+      await waitFor(connectionsToServer, (n) => n === 0, 5_000);
+    } finally {
+      postgres.resume();
+    }
+    expect(await listenSessions(postgres.url)).toEqual([]);
+  }, 30_000);
 });
