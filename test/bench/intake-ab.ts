@@ -15,6 +15,7 @@ import { freePort } from '../../scripts/local-services';
 import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
 import { Cluster } from '../chaos/cluster';
 import { cpuBetween, cpuSnapshot, rssOf } from './measure';
+import { submission } from './workload';
 
 interface Variant {
   label: string;
@@ -22,18 +23,7 @@ interface Variant {
   url: string;
 }
 
-const SUBMISSION = JSON.stringify({
-  agent_id: 'bench-agent',
-  intent: 'benchmark charge',
-  operations: [
-    {
-      key: 'charge',
-      connector: 'sandbox.payments',
-      action: 'charge',
-      params: { amount: 1250, currency: 'EUR', reference: 'bench-intake' },
-    },
-  ],
-});
+const SUBMISSION = JSON.stringify(submission('bench-intake'));
 
 function intake(url: string, seconds: number) {
   return autocannon({

@@ -29,6 +29,7 @@ import {
   redisCommandCount,
   rssOf,
 } from './measure';
+import { submission } from './workload';
 import type { PeerOutcome } from './dbos-peer';
 
 interface BenchOptions {
@@ -82,21 +83,6 @@ const CONNECTIONS = 50;
 const started = Date.now();
 const note = (line: string) =>
   process.stderr.write(`${((Date.now() - started) / 1000).toFixed(1).padStart(6)}s  ${line}\n`);
-
-function submission(reference: string) {
-  return {
-    agent_id: 'bench-agent',
-    intent: 'benchmark charge',
-    operations: [
-      {
-        key: 'charge',
-        connector: 'sandbox.payments',
-        action: 'charge',
-        params: { amount: 1250, currency: 'EUR', reference },
-      },
-    ],
-  };
-}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Intake

@@ -1,7 +1,7 @@
 import { createServer, request as forward, type Server } from 'node:http';
 import { writeDuringRevocation } from '../support/lock-waits';
 import { SecretsCipher, createApiKey, createWebhookEndpoint, revokeApiKey } from '@verity/persistence';
-import { DEMO, Stack, freePort, waitFor } from '../support/stack';
+import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, unique } from '../support/http';
 import { listenLocally, type LocalServer } from '../support/local-server';
 import type { ProblemDetails as Problem } from '@verity/sdk';
@@ -57,10 +57,7 @@ describe('a key revoked while its request is under way', () => {
       pass();
     });
     proxy = await listenLocally(server);
-    const port = await freePort();
-    await stack.startApp('api', { PORT: String(port), HOST: '127.0.0.1', SANDBOX_URL: proxy.url });
-    stack.apiUrl = `http://127.0.0.1:${port}`;
-    stack.apiUrls.push(stack.apiUrl);
+    stack.apiUrl = await stack.startApi({ SANDBOX_URL: proxy.url });
   });
   afterAll(async () => {
     await proxy?.close();

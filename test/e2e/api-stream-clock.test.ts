@@ -1,5 +1,5 @@
 import { skewedClock } from '../support/skewed-clock';
-import { DEMO, Stack, freePort } from '../support/stack';
+import { DEMO, Stack } from '../support/stack';
 import { charge, http, unique } from '../support/http';
 import { heldOpen, openStream } from './api-sse';
 import { heldUnsentCharge, resetSandbox, submit } from './dispatcher-helpers';
@@ -26,10 +26,7 @@ describe('the execution stream on an API host whose clock is ahead of the databa
       apis: 0,
       env: { SSE_HEARTBEAT_MS: '200', CONNECTOR_TIMEOUT_MS: String(CONNECTOR_TIMEOUT_MS) },
     });
-    const port = await freePort();
-    await stack.startApp('api', { PORT: String(port), HOST: '127.0.0.1', ...clock.env(AHEAD_MS) });
-    stack.apiUrl = `http://127.0.0.1:${port}`;
-    stack.apiUrls.push(stack.apiUrl);
+    stack.apiUrl = await stack.startApi(clock.env(AHEAD_MS));
   });
   afterAll(async () => {
     await stack?.stop();

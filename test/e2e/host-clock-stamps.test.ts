@@ -1,5 +1,5 @@
 import { skewedClock } from '../support/skewed-clock';
-import { DEMO, Stack, freePort, waitFor } from '../support/stack';
+import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, sms, unique } from '../support/http';
 import { resetSandbox, settle, submit, waitForOp } from './dispatcher-helpers';
 
@@ -22,10 +22,7 @@ describe('times written by hosts whose clocks are behind the database’s: on th
   beforeAll(async () => {
     clock = skewedClock();
     stack = await Stack.start({ label: 'stampclock', apis: 0, dispatchers: 0, reconcilers: 0 });
-    const port = await freePort();
-    await stack.startApp('api', { PORT: String(port), HOST: '127.0.0.1', ...clock.env(-BEHIND_MS) });
-    stack.apiUrl = `http://127.0.0.1:${port}`;
-    stack.apiUrls.push(stack.apiUrl);
+    stack.apiUrl = await stack.startApi(clock.env(-BEHIND_MS));
     // A row written by an older API version or by hand: the dispatcher re-checks it and fails the execution.
     invalidSubmittedAt = await databaseNow();
     invalidId = (await submit(stack, [charge(unique('invalid-clock'))])).id;

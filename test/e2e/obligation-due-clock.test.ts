@@ -1,6 +1,6 @@
 import type { ProblemDetails as Problem } from '@verity/sdk';
 import { skewedClock } from '../support/skewed-clock';
-import { DEMO, Stack, freePort } from '../support/stack';
+import { DEMO, Stack } from '../support/stack';
 import { charge, http, unique } from '../support/http';
 import { Op, events, resetSandbox, submit, waitForOp } from './dispatcher-helpers';
 
@@ -28,10 +28,7 @@ describe('recovery obligations: due by the database’s clock, whatever the host
       reconcilers: 0,
       env: { OBLIGATION_DUE_MS: String(DUE_MS) },
     });
-    const port = await freePort();
-    await stack.startApp('api', { PORT: String(port), HOST: '127.0.0.1', ...clock.env(-BEHIND_MS) });
-    stack.apiUrl = `http://127.0.0.1:${port}`;
-    stack.apiUrls.push(stack.apiUrl);
+    stack.apiUrl = await stack.startApi(clock.env(-BEHIND_MS));
     await stack.startApp('dispatcher', clock.env(-BEHIND_MS));
     await stack.startApp('reconciler', clock.env(-BEHIND_MS));
   });

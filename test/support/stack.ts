@@ -111,14 +111,19 @@ export class Stack {
     const { seedDemo } = await import('@verity/persistence');
     await seedDemo(this.db.dataSource.manager);
     await this.startApp('sandbox-provider');
-    for (let i = 0; i < (options.apis ?? 1); i += 1) {
-      const port = await freePort();
-      await this.startApp('api', { PORT: String(port), HOST: '127.0.0.1' });
-      this.apiUrls.push(`http://127.0.0.1:${port}`);
-    }
+    for (let i = 0; i < (options.apis ?? 1); i += 1) await this.startApi();
     this.apiUrl = this.apiUrls[0];
     for (let i = 0; i < (options.dispatchers ?? 1); i += 1) await this.startApp('dispatcher');
     for (let i = 0; i < (options.reconcilers ?? 1); i += 1) await this.startApp('reconciler');
+  }
+
+  /** One more API on a spare port, with `extraEnv` over the stack's; its URL is added to `apiUrls` and returned. */
+  async startApi(extraEnv: Record<string, string> = {}): Promise<string> {
+    const port = await freePort();
+    await this.startApp('api', { PORT: String(port), HOST: '127.0.0.1', ...extraEnv });
+    const url = `http://127.0.0.1:${port}`;
+    this.apiUrls.push(url);
+    return url;
   }
 
   async startApp(name: AppName, extraEnv: Record<string, string> = {}): Promise<RunningApp> {
