@@ -3,7 +3,7 @@ import { createApiKey } from '@verity/persistence';
 import { DEMO, Stack } from '../support/stack';
 import { HttpResult, charge, http, unique } from '../support/http';
 import { waitForLockWaiter } from '../support/lock-waits';
-import { Event, events, resetSandbox, submit, waitForOp } from './dispatcher-helpers';
+import { Event, events, heldUnsentCharge, resetSandbox, submit, waitForOp } from './dispatcher-helpers';
 
 const OTHER_REVIEWER = 'stale-page-other-tenant-reviewer-key';
 
@@ -114,38 +114,74 @@ describe('api: a decision from a stale page (ETag, If-Match)', () => {
     ]);
   });
 
-  it('a change committed while the decision waits for the row is seen by its statement: 412, nothing written', async () => {
-    const { executionId, opId } = await heldBeforeSending();
-    const { etag } = await read(opId);
-    const before = await decisionsOf(executionId, opId);
-    // Another writer changes the operation and has not committed yet: the decision reads the version its page showed,
-    // passes every check before its statement, and its statement waits for that writer's row lock.
+  /**
+   * A resolution sent with `etag` while another writer's `UPDATE operations SET <set>` of the operation is not yet
+   * committed: its statement waits for that writer's row lock (proven on pg_stat_activity, not slept on), the writer
+   * commits, and the answer is returned. The decision read the version its page showed and passed every check before
+   * its statement; only the statement sees the change.
+   */
+  async function resolvedWhileWritten(opId: string, set: string, body: unknown, etag: string) {
     const writer = stack.db.dataSource.createQueryRunner();
     await writer.connect();
     try {
       await writer.startTransaction();
-      await writer.query(
-        `UPDATE operations SET evidence = coalesce(evidence, '{}'::jsonb) || '{"note": "written meanwhile"}' WHERE id = $1`,
-        [opId],
-      );
+      await writer.query(`UPDATE operations SET ${set} WHERE id = $1`, [opId]);
       let answered = false;
-      const deciding = post(opId, 'resolve', { status: 'CANCELLED', evidence: 'never send it' }, etag).finally(
-        () => (answered = true),
-      );
+      const deciding = post(opId, 'resolve', body, etag).finally(() => (answered = true));
+      // The decision's statement (it share-locks the key's row), not a scheduled re-check waiting on the same row.
       await waitForLockWaiter(stack.db.dataSource, {
-        statementLike: '%UPDATE operations SET%',
+        statementLike: '%UPDATE operations SET%FROM api_keys k%',
         unless: () => answered,
       });
       await writer.commitTransaction();
-      const now = await read(opId);
-      expectStale(await deciding, now.etag);
-      expect(now).toMatchObject({ status: 'MANUAL_REVIEW' });
+      return await deciding;
     } finally {
       if (writer.isTransactionActive) await writer.rollbackTransaction();
       await writer.release();
     }
+  }
+
+  it('a change committed while the decision waits for the row is seen by its statement: 412, nothing written', async () => {
+    const { executionId, opId } = await heldBeforeSending();
+    const { etag } = await read(opId);
+    const before = await decisionsOf(executionId, opId);
+    const answer = await resolvedWhileWritten(
+      opId,
+      `evidence = coalesce(evidence, '{}'::jsonb) || '{"note": "written meanwhile"}'`,
+      { status: 'CANCELLED', evidence: 'never send it' },
+      etag,
+    );
+    const now = await read(opId);
+    expectStale(answer, now.etag);
+    expect(now).toMatchObject({ status: 'MANUAL_REVIEW' });
     expect(await decisionsOf(executionId, opId)).toEqual(before);
   });
+
+  it.each([
+    [
+      'a re-check that showed the effect',
+      `obligation = obligation || jsonb_build_object('effect_shown',
+         jsonb_build_object('result', 'found', 'evidence', '{}'::jsonb, 'at',
+           to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))`,
+    ],
+    ['the provider’s late acknowledgement', 'acknowledged_at = clock_timestamp()'],
+  ])(
+    'a FAILED whose operation moved by %s while its statement waited for the row: 412 as when it came first',
+    async (_change, set) => {
+      const { executionId, held } = await heldUnsentCharge(stack, unique('stale-failed'));
+      const { etag } = await read(held.id);
+      const before = await decisionsOf(executionId, held.id);
+      const answer = await resolvedWhileWritten(held.id, set, { status: 'FAILED', evidence: 'not there' }, etag);
+      // The version it named is gone: 412 naming the current one, as for the same change read before the decision —
+      // not a 409 whose cause the If-Match already stands for (nor a 409 one way and a 412 the other, by timing).
+      const now = await read(held.id);
+      expect(now.etag).not.toBe(etag);
+      expectStale(answer, now.etag);
+      expectStale(await post(held.id, 'resolve', { status: 'FAILED', evidence: 'not there' }, etag), now.etag);
+      expect(now).toMatchObject({ status: 'MANUAL_REVIEW' });
+      expect(await decisionsOf(executionId, held.id)).toEqual(before);
+    },
+  );
 
   it('decisions racing on one ETag: exactly one is taken, the others are told who won or that it changed', async () => {
     const racers = 6;

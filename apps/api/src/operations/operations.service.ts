@@ -525,19 +525,26 @@ export class OperationsService {
       const stillHeld = undecided && now.status === OperationStatus.MANUAL_REVIEW;
       // What was recorded while this decision was made (after its read, before its write) refuses it as if it had come
       // first, and the reviewer is told what — not merely that the row moved: for FAILED a re-check's read that showed
-      // the effect, or the provider's 2xx; for VERIFIED the provider's rejection.
+      // the effect, or the provider's 2xx; for VERIFIED the provider's rejection. Sent with If-Match, it is 412 as when
+      // the same record was on file before the read (each moves the version): the answer does not depend on timing.
       if (status === OperationStatus.FAILED && undecided && now.obligation?.effect_shown) {
-        throw recordOnFile(now, 'a re-check of the source showed this effect while the resolution was decided');
+        throw unlessStale(
+          recordOnFile(now, 'a re-check of the source showed this effect while the resolution was decided'),
+          ifMatch,
+          nowVersion,
+        );
       }
       if (status === OperationStatus.FAILED && stillHeld && now.acknowledgedAt) {
-        throw recordOnFile(now, 'the provider acknowledged this send while the resolution was decided');
+        throw unlessStale(
+          recordOnFile(now, 'the provider acknowledged this send while the resolution was decided'),
+          ifMatch,
+          nowVersion,
+        );
       }
       if (status === OperationStatus.VERIFIED && stillHeld && now.rejectedAt) {
-        throw rejectionOnFile(
-          now,
-          'the provider’s rejection of this send came back while the resolution was decided',
-          (await this.holds.judgeOne(principal.tenantId, now))?.options ?? [],
-        );
+        const options = (await this.holds.judgeOne(principal.tenantId, now))?.options ?? [];
+        const why = 'the provider’s rejection of this send came back while the resolution was decided';
+        throw unlessStale(rejectionOnFile(now, why, options), ifMatch, nowVersion);
       }
       throw unlessStale(await this.resolutionRefusal(principal, now, investigationsSeen), ifMatch, nowVersion);
     }
