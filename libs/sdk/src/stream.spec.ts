@@ -267,6 +267,9 @@ describe('ExecutionStream over a real SSE server', () => {
   it.each([
     ['one endless line', 'data: ', 'x'],
     ['data lines with no blank line to end the event', '', 'data: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n'],
+    // A comment or a retry hint between the data lines of one event ends no frame: the event's data is still held.
+    ['data lines of one event with comments between them', '', `data: ${'x'.repeat(1000)}\n: still here\n`],
+    ['data lines of one event with retry hints between them', '', `data: ${'x'.repeat(1000)}\nretry: 1000\n`],
   ])(
     'fails with OversizedFrame on %s, instead of holding it all, and does not reconnect',
     async (_case, opening, filler) => {
@@ -283,16 +286,37 @@ describe('ExecutionStream over a real SSE server', () => {
     },
   );
 
-  it('still reads an event just under the bound, after heartbeats that each end a frame', async () => {
-    const big = { ...event(1), data: { blob: 'y'.repeat(MAX_STREAM_FRAME_BYTES - 4096) } } as ExecutionEvent;
+  it('reads on past more than the bound of frames that carry no data, each ended by its blank line', async () => {
     const server = createServer((_req, res) => {
       res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' });
-      for (let i = 0; i < 64; i += 1) res.write(`: ${'h'.repeat(32 * 1024)}\n\n`);
-      res.end(`id: evt_1\ndata: ${JSON.stringify(big)}\n\nevent: end\ndata: {"reason":"settled"}\n\n`);
+      // Frames the parser dispatches nothing for (no data line), 2 MiB of them: each ends, none is held.
+      const dataless = 'event: ping\n\nid: 7\n\n\n'.repeat(1024);
+      for (let sent = 0; sent <= 2 * MAX_STREAM_FRAME_BYTES; sent += dataless.length) res.write(dataless);
+      res.end(`id: evt_1\ndata: ${JSON.stringify(event(1))}\n\nevent: end\ndata: {"reason":"settled"}\n\n`);
     });
     const { url } = closeAfterTest(await listenLocally(server));
     const events = await new Verity({ baseUrl: url, apiKey: KEY }).stream('exe_1', { maxReconnects: 0 }).toArray();
     expect(events.map((e) => e.seq)).toEqual([1]);
-    expect((events[0].data as { blob: string }).blob).toHaveLength(MAX_STREAM_FRAME_BYTES - 4096);
   });
+
+  it.each([
+    ['LF', '\n'],
+    ['CRLF', '\r\n'],
+  ])(
+    'still reads an event just under the bound, after heartbeats that each end a frame (lines ended by %s)',
+    async (_eol, eol) => {
+      const big = { ...event(1), data: { blob: 'y'.repeat(MAX_STREAM_FRAME_BYTES - 4096) } } as ExecutionEvent;
+      const server = createServer((_req, res) => {
+        res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' });
+        for (let i = 0; i < 64; i += 1) res.write(`: ${'h'.repeat(32 * 1024)}${eol}${eol}`);
+        res.end(
+          `id: evt_1${eol}data: ${JSON.stringify(big)}${eol}${eol}event: end${eol}data: {"reason":"settled"}${eol}${eol}`,
+        );
+      });
+      const { url } = closeAfterTest(await listenLocally(server));
+      const events = await new Verity({ baseUrl: url, apiKey: KEY }).stream('exe_1', { maxReconnects: 0 }).toArray();
+      expect(events.map((e) => e.seq)).toEqual([1]);
+      expect((events[0].data as { blob: string }).blob).toHaveLength(MAX_STREAM_FRAME_BYTES - 4096);
+    },
+  );
 });

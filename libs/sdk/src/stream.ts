@@ -182,15 +182,14 @@ export class ExecutionStream implements AsyncIterable<ExecutionEvent> {
         const queue: { event: ExecutionEvent; frameId: string | undefined }[] = [];
         let end: StreamEndReason | undefined;
         let malformed: string | undefined;
-        // Bytes received since the parser last finished a frame (an event, a comment, a retry hint). Counted per chunk,
-        // so what is held may pass the bound by one chunk before it is refused.
+        // Bytes received since the last frame ended (its blank line), whatever it carried: an event, a comment, a retry
+        // hint, or nothing the parser reports. Not reset by the parser's callbacks: a comment or a retry hint between
+        // the data lines of one event ends no frame, and the event's data is still held. Checked per chunk, so what is
+        // held may pass the bound by one chunk before it is refused.
         let unfinishedBytes = 0;
+        const frameEnds = new FrameEnds();
         const parser = createParser({
-          onComment: () => {
-            unfinishedBytes = 0;
-          },
           onEvent: (message) => {
-            unfinishedBytes = 0;
             if (malformed !== undefined) return;
             if (message.event === 'end') {
               end = parseEndReason(message.data);
@@ -203,7 +202,6 @@ export class ExecutionStream implements AsyncIterable<ExecutionEvent> {
             }
           },
           onRetry: (ms) => {
-            unfinishedBytes = 0;
             // A timer longer than 2^31 - 1 ms fires at once: an absurd hint would become a reconnect storm. So would
             // `retry: 0` from a server (or proxy) that then closes at once: each accepted connection resets the
             // failure count, so nothing would ever slow the loop down.
@@ -217,8 +215,11 @@ export class ExecutionStream implements AsyncIterable<ExecutionEvent> {
             const { done, value } = await reader.read();
             if (done) break;
             armIdle();
-            unfinishedBytes += value.byteLength;
-            parser.feed(decoder.decode(value, { stream: true }));
+            const text = decoder.decode(value, { stream: true });
+            const frameEnd = frameEnds.lastIn(text);
+            unfinishedBytes =
+              frameEnd < 0 ? unfinishedBytes + value.byteLength : utf8.encode(text.slice(frameEnd)).byteLength;
+            parser.feed(text);
             while (queue.length > 0) {
               const { event, frameId } = queue.shift()!;
               // Never back to undefined: a reconnection without Last-Event-ID would replay the log from its start.
@@ -250,6 +251,42 @@ export class ExecutionStream implements AsyncIterable<ExecutionEvent> {
         connection.abort();
       }
     }
+  }
+}
+
+const utf8 = new TextEncoder();
+const LF = 0x0a;
+const CR = 0x0d;
+
+/**
+ * Where the frames of a stream end, chunk by chunk: at a blank line, that is a line terminator (CRLF, LF or CR) right
+ * after another — as the parser ends them, also when it reports nothing for the frame (no data line in it).
+ */
+class FrameEnds {
+  /** The last character read ended a line (or nothing was read yet): a terminator now ends a blank line. */
+  private atLineStart = true;
+  /** The last character read was a CR: an LF now completes its CRLF. */
+  private afterCR = false;
+
+  /** The index in `text` just past the last blank line in it (so what follows starts a frame), or -1 if none. */
+  lastIn(text: string): number {
+    let end = -1;
+    for (let i = 0; i < text.length; i += 1) {
+      const c = text.charCodeAt(i);
+      if (c === LF && this.afterCR) {
+        this.afterCR = false;
+        if (end === i) end = i + 1;
+        continue;
+      }
+      this.afterCR = c === CR;
+      if (c === LF || c === CR) {
+        if (this.atLineStart) end = i + 1;
+        this.atLineStart = true;
+      } else {
+        this.atLineStart = false;
+      }
+    }
+    return end;
   }
 }
 
