@@ -30,9 +30,10 @@ const TAKES_IF_MATCH = 'verity:takes-if-match';
 export const TakesIfMatch = () => applyDecorators(ApiHeader(IF_MATCH_HEADER), SetMetadata(TAKES_IF_MATCH, true));
 
 /**
- * RFC 9110 §13.1.1: an If-Match naming entity tags holds only if one of them is the resource's current ETag. Only the
- * admin settings have one (`TakesIfMatch`); an execution, an operation or a webhook endpoint has none, so such a
- * condition can never hold — and a write sent with it (a cancel made conditional on a version its client believed it
+ * RFC 9110 §13.1.1: an If-Match naming entity tags holds only if one of them is the resource's current ETag. The writes
+ * that compare one are marked `TakesIfMatch` (the admin settings; an operation's approval, resolve and recheck); the
+ * others (an execution's cancel, a retry, a webhook endpoint's) have no version to compare, so such a condition can
+ * never hold — and a write sent with it (a cancel made conditional on a version its client believed it
  * had) was carried out whatever had happened since. Refused 412 before the handler runs, nothing written; `*` (the
  * resource exists) asks nothing and passes, a header that is no entity tag is 400 as everywhere.
  */
