@@ -288,6 +288,38 @@ describe('spending caps', () => {
       });
       expect(posts()).toBe(sentBefore);
     });
+
+    it('with amount_decimals, refuses at intake an amount a target would round up (0.004 charged as 0.01)', async () => {
+      const cap = { period: 'week', max_amount: 1000, amount_field: 'body.amount', amount_decimals: 2 };
+      const put = await call<{ spending_caps: unknown[] }>('PUT', '/v1/admin/connector-settings/http', {
+        key: DEMO.admin,
+        body: { spending_caps: [cap] },
+      });
+      expect(put.body.spending_caps).toEqual([cap]);
+      const before = { executions: await table('executions'), operations: await table('operations') };
+      for (const amount of [0.004, 100.005, 1e-7, 5e-324]) {
+        const res = await call<{ errors: { field: string; rule: string; message: string }[] }>(
+          'POST',
+          '/v1/executions',
+          { body: { agent_id: 'a', intent: 'i', operations: [payment(amount)] } },
+        );
+        expect([amount, res.status, res.body.errors]).toEqual([
+          amount,
+          400,
+          [
+            expect.objectContaining({
+              field: 'operations[0].params.body.amount',
+              rule: 'positive_amount',
+              message: expect.stringContaining('with at most 2 decimal places'),
+            }),
+          ],
+        ]);
+      }
+      expect({ executions: await table('executions'), operations: await table('operations') }).toEqual(before);
+      const cent = await settled(call, (await submitOps(call, [payment(0.01)])).id);
+      expect(cent.operations[0].status).toBe('ACKNOWLEDGED');
+      expect(JSON.parse(target.seen.filter((s) => s.method === 'POST').at(-1)!.body)).toMatchObject({ amount: 0.01 });
+    });
   });
 
   /**

@@ -44,6 +44,34 @@ describe('a spending cap with a currency', () => {
   });
 });
 
+describe('a spending cap with amount_decimals (the places the target charges in)', () => {
+  const cents = { period: 'day', max_amount: 1000, amount_field: 'amount', amount_decimals: 2 };
+
+  it('is a whole number from 0 to 8, only with max_amount', () => {
+    expect(SpendingCapSchema.parse(cents)).toEqual(cents);
+    expect(issues({ ...cents, amount_decimals: 0 })).toEqual({});
+    for (const amount_decimals of [-1, 9, 1.5, '2', null]) {
+      expect([amount_decimals, issues({ ...cents, amount_decimals })]).toEqual([
+        amount_decimals,
+        { amount_decimals: expect.any(String) },
+      ]);
+    }
+    expect(issues({ period: 'day', max_operations: 5, amount_decimals: 2 })).toEqual({
+      amount_decimals: 'requires_max_amount',
+    });
+  });
+
+  it('capAmount: an amount with more places than the target charges in is no amount of the cap (a rounded-up charge)', () => {
+    const amountOf = (amount: number, cap: Record<string, unknown> = cents) => capAmount({ amount }, cap)?.amount;
+    expect([100, 100.01, 0.01, 1e21].map((a) => amountOf(a))).toEqual([100, 100.01, 0.01, 1e21]);
+    expect([0.004, 100.005, 1e-7, 5e-324].map((a) => amountOf(a))).toEqual([null, null, null, null]);
+    expect(amountOf(12.5, { ...cents, amount_decimals: 0 })).toBeNull();
+    // Without amount_decimals, any positive finite amount counts, as before.
+    const { amount_decimals: _any, ...anyPlaces } = cents;
+    expect(amountOf(0.004, anyPlaces)).toBe(0.004);
+  });
+});
+
 describe('the amount caps of one connector', () => {
   const cap = (period: string, currency?: string) => ({
     period,

@@ -1,7 +1,14 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { classifyAddress, nonCanonicalIpv4, normalizeHost } from './egress';
-import { CURRENCY_CODE, CURRENCY_CODE_RULE, MAX_RULE_AMOUNT, currencyMismatch } from '@verity/status-model';
+import {
+  CURRENCY_CODE,
+  CURRENCY_CODE_RULE,
+  MAX_AMOUNT_DECIMALS,
+  MAX_RULE_AMOUNT,
+  currencyMismatch,
+  decimalPlaces,
+} from '@verity/status-model';
 import { FIELD_PATH, FIELD_PATH_RULE, fieldSegments, readField } from './json-path';
 import { ANY_SECRET, READ_BACK_BINDINGS } from './connector';
 
@@ -16,6 +23,11 @@ export interface SpendingCap {
   /** At most this total of `amount_field` (a path into the operation's params) in the window. */
   max_amount?: number;
   amount_field?: string;
+  /**
+   * At most this many digits after the decimal point in an amount (the places the target charges in: 2 for cents of a
+   * major unit, 0 for minor units); absent, any. A target that rounds 0.004 up to 0.01 charges more than the cap counts.
+   */
+  amount_decimals?: number;
   /**
    * The currency `max_amount` is in (ISO 4217). Set, only operations carrying exactly this code at `currency_field` are
    * sent under the cap; absent, amounts of every currency are summed as one unit.
@@ -114,6 +126,15 @@ export const SpendingCapSchema = z
     // A cap of 0 or less would refuse everything, or (negative) invite amounts that buy the cap back.
     max_amount: z.number().positive().max(MAX_RULE_AMOUNT).optional(),
     amount_field: z.string().max(200).regex(FIELD_PATH, FIELD_PATH_RULE).optional(),
+    amount_decimals: z
+      .number()
+      .int()
+      .min(0)
+      .max(MAX_AMOUNT_DECIMALS)
+      .optional()
+      .describe(
+        'at most this many digits after the decimal point in an amount at amount_field (the places the target charges in: 2 for a major unit with cents, 0 for minor units); an amount with more is refused, never sent: a target that rounds 0.004 up to 0.01 would charge more than the cap counts. Absent: any. Only with max_amount',
+      ),
     currency: z
       .string()
       .regex(CURRENCY_CODE, CURRENCY_CODE_RULE)
@@ -163,6 +184,7 @@ export const SpendingCapSchema = z
         params: { rule: 'requires_max_amount' },
       });
     }
+    onlyWith('amount_decimals', 'max_amount');
     onlyWith('currency', 'max_amount');
     onlyWith('currency_field', 'currency');
   });
@@ -233,13 +255,13 @@ export type ConnectorSettingsInput = z.infer<typeof ConnectorSettingsInputSchema
 
 /**
  * For a cap with an amount: the params path it sums, and this operation's amount there — null unless it is a positive
- * finite number of the cap's unit. Anything else is refused before dispatch: a negative amount would buy the cap back
+ * finite number of the cap's unit, with no more decimal places than the cap's `amount_decimals`. Anything else is refused before dispatch: a negative amount would buy the cap back
  * (and a string, NaN or zero would pass it uncounted). For a cap with a currency, `currencyMismatch` says when the
  * operation's currency is not exactly the cap's (its amount is then not in the cap's unit, and it is refused too).
  */
 export function capAmount(
   params: Record<string, unknown>,
-  cap: { amount_field?: string; currency?: string; currency_field?: string },
+  cap: { amount_field?: string; amount_decimals?: number; currency?: string; currency_field?: string },
 ): { path: string[]; amount: number | null; currencyMismatch?: { field: string; found: unknown } } | null {
   if (!cap.amount_field) return null;
   const found = readField(params, cap.amount_field);
@@ -249,12 +271,13 @@ export function capAmount(
   });
   return {
     path: fieldSegments(cap.amount_field),
-    amount: found.found ? chargeableAmount(found.value) : null,
+    amount: found.found ? chargeableAmount(found.value, cap.amount_decimals) : null,
     ...(mismatch ? { currencyMismatch: mismatch } : {}),
   };
 }
 
-/** A positive finite number, or null. */
-export function chargeableAmount(value: unknown): number | null {
-  return typeof value === 'number' && Number.isFinite(value) && value > 0 ? value : null;
+/** A positive finite number (with at most `decimals` decimal places, when given), or null. */
+export function chargeableAmount(value: unknown, decimals?: number): number | null {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) return null;
+  return decimals === undefined || decimalPlaces(value) <= decimals ? value : null;
 }

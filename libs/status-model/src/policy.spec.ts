@@ -6,6 +6,7 @@ import {
   approvalRuleFor,
   approvalRuleMatch,
   currencyMismatch,
+  decimalPlaces,
   describeFoundAmount,
   describeFoundCurrency,
   needsApproval,
@@ -240,6 +241,22 @@ describe('approval rules', () => {
       expect(describeFoundCurrency('KWD')).toBe('"KWD"');
       expect(describeFoundCurrency(978)).toBe('not a string (978)');
       expect(describeFoundCurrency('x'.repeat(50))).toBe(`"${'x'.repeat(20)}"`);
+    });
+
+    it('decimalPlaces: the digits after the point of the shortest form, exponent forms included', () => {
+      const cases: [number, number][] = [
+        [100, 0],
+        [100.01, 2],
+        [100.005, 3],
+        [0.004, 3],
+        [-0.25, 2],
+        [1e-7, 7],
+        [1.5e-7, 8],
+        [5e-324, 324],
+        [1e21, 0],
+        [1.5e21, 0],
+      ];
+      expect(cases.map(([value]) => [value, decimalPlaces(value)])).toEqual(cases);
     });
   });
 

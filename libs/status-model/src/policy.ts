@@ -36,6 +36,20 @@ export const CURRENCY_CODE_RULE = 'an ISO 4217 currency code: three capital lett
  */
 export const MAX_RULE_AMOUNT = 1e15;
 
+/** The most decimal places a spending cap's `amount_decimals` may allow (far below what a double's 17 digits hold). */
+export const MAX_AMOUNT_DECIMALS = 8;
+
+/**
+ * How many digits a finite number has after the decimal point in its shortest form (as JSON writes it and the target
+ * reads it): 100.005 has 3, 1e-7 has 7, 1.5e-7 has 8, 1e21 has 0. A spending cap with `amount_decimals` compares it
+ * with the places the target charges in: a target that rounds 0.004 up to 0.01 charges more than the cap counts.
+ */
+export function decimalPlaces(value: number): number {
+  const [mantissa, exponent = '0'] = String(Math.abs(value)).split('e');
+  const fraction = mantissa.split('.')[1] ?? '';
+  return Math.max(0, fraction.length - Number(exponent));
+}
+
 /**
  * An amount rule's currency check (an approval threshold's or a spending cap's): null when the rule names no currency
  * or the operation's value at the rule's currency field is exactly that code; otherwise the field and what is there

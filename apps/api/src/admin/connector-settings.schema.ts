@@ -23,6 +23,11 @@ export const ConnectorSettingsView = z
         period: z.enum(['hour', 'day', 'week', 'month']),
         max_operations: z.number().optional(),
         max_amount: z.number().positive().optional(),
+        amount_decimals: z
+          .number()
+          .int()
+          .optional()
+          .describe('at most this many decimal places in an amount; absent: any'),
         ...amountReadingView('the currency of max_amount; absent: amounts of any currency are summed as one unit'),
       }),
     ),

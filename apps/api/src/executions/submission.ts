@@ -335,7 +335,14 @@ export function capAmountErrors(
   submission: Submission,
   capsByConnector: ReadonlyMap<
     string,
-    { period: string; max_amount?: number; amount_field?: string; currency?: string; currency_field?: string }[]
+    {
+      period: string;
+      max_amount?: number;
+      amount_field?: string;
+      amount_decimals?: number;
+      currency?: string;
+      currency_field?: string;
+    }[]
   >,
 ): FieldError[] {
   const errors: FieldError[] = [];
@@ -347,7 +354,7 @@ export function capAmountErrors(
         errors.push({
           field: `operations[${i}].params.${cap.amount_field}`,
           rule: 'positive_amount',
-          message: `the tenant's spending cap on ${op.connector} (per ${cap.period}) counts params.${cap.amount_field}: it must be a positive finite number`,
+          message: `the tenant's spending cap on ${op.connector} (per ${cap.period}) counts params.${cap.amount_field}: it must be a positive finite number${cap.amount_decimals === undefined ? '' : ` with at most ${cap.amount_decimals} decimal places (the target charges in no smaller unit)`}`,
         });
         break;
       }

@@ -20,6 +20,7 @@ export interface SpendingCapRow {
   max_operations?: number;
   max_amount?: number;
   amount_field?: string;
+  amount_decimals?: number;
   currency?: string;
   currency_field?: string;
 }
@@ -400,7 +401,7 @@ export function describeCapExceeded(connector: string, e: CapExceeded): string {
     case 'max_amount':
       return `spending cap reached for ${connector}: ${e.requested} more would bring ${e.cap.amount_field} to ${(e.usage.amount ?? 0) + (e.requested ?? 0)}, above ${e.cap.max_amount} ${window}; not sent`;
     case 'amount_unreadable':
-      return `spending cap on ${connector} counts params.${e.cap.amount_field}, which this operation does not carry as a positive finite number; not sent`;
+      return `spending cap on ${connector} counts params.${e.cap.amount_field}, which this operation does not carry as a positive finite number${e.cap.amount_decimals === undefined ? '' : ` with at most ${e.cap.amount_decimals} decimal places`}; not sent`;
     case 'currency_mismatch':
       return `spending cap on ${connector} counts params.${e.cap.amount_field} in ${e.cap.currency}; this operation's params.${e.currency_found?.field} is ${describeFoundCurrency(e.currency_found?.value)}, not ${e.cap.currency}; not sent`;
   }

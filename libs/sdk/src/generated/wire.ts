@@ -1182,6 +1182,8 @@ export interface components {
         period: 'hour' | 'day' | 'week' | 'month';
         max_operations?: number;
         max_amount?: number;
+        /** @description at most this many decimal places in an amount; absent: any */
+        amount_decimals?: number;
         amount_field?: string;
         /** @description the currency of max_amount; absent: amounts of any currency are summed as one unit */
         currency?: string;
@@ -2243,6 +2245,8 @@ export interface operations {
             max_operations?: number;
             max_amount?: number;
             amount_field?: string;
+            /** @description at most this many digits after the decimal point in an amount at amount_field (the places the target charges in: 2 for a major unit with cents, 0 for minor units); an amount with more is refused, never sent: a target that rounds 0.004 up to 0.01 would charge more than the cap counts. Absent: any. Only with max_amount */
+            amount_decimals?: number;
             /** @description the ISO 4217 currency of max_amount: an operation in any other one (at currency_field) is refused; absent: amounts of any currency count as one unit */
             currency?: string;
             /** @description where the currency is in the params (default `currency`); only with currency */
