@@ -138,6 +138,25 @@ describe('spending caps', () => {
     const table = async (name: string) =>
       ((await stack.db.dataSource.query(`SELECT count(*)::int AS n FROM ${name}`)) as { n: number }[])[0].n;
     const posts = () => target.seen.filter((s) => s.method === 'POST').length;
+    /** A payment accepted while the tenant has no cap on http, held for approval (not sent yet). */
+    const heldWithoutCap = async (amount: unknown) => {
+      await call('PUT', '/v1/admin/connector-settings/http', { key: DEMO.admin, body: { spending_caps: [] } });
+      const waiting = await submitOps(call, [payment(amount, { requires_approval: true })]);
+      await waitFor(
+        async () => (await call<Execution>('GET', `/v1/executions/${waiting.id}`)).body,
+        (e) => e.status === 'waiting_for_approval',
+        20_000,
+      );
+      return waiting;
+    };
+    const approveAndSettle = async (waiting: Execution) => {
+      const approved = await call('POST', `/v1/operations/${waiting.operations[0].id}/approval`, {
+        key: DEMO.reviewer,
+        body: { decision: 'approve' },
+      });
+      expect(approved.status).toBe(200);
+      return settled(call, waiting.id);
+    };
 
     beforeAll(async () => {
       const put = await call('PUT', '/v1/admin/connector-settings/http', {
@@ -252,24 +271,13 @@ describe('spending caps', () => {
     });
 
     it('cancels at dispatch, with evidence, an amount accepted before the cap existed', async () => {
-      await call('PUT', '/v1/admin/connector-settings/http', { key: DEMO.admin, body: { spending_caps: [] } });
-      const waiting = await submitOps(call, [payment(-5000, { requires_approval: true })]);
-      await waitFor(
-        async () => (await call<Execution>('GET', `/v1/executions/${waiting.id}`)).body,
-        (e) => e.status === 'waiting_for_approval',
-        20_000,
-      );
+      const waiting = await heldWithoutCap(-5000);
       await call('PUT', '/v1/admin/connector-settings/http', {
         key: DEMO.admin,
         body: { spending_caps: [{ period: 'week', max_amount: 1000, amount_field: 'body.amount' }] },
       });
       const sentBefore = posts();
-      const approved = await call('POST', `/v1/operations/${waiting.operations[0].id}/approval`, {
-        key: DEMO.reviewer,
-        body: { decision: 'approve' },
-      });
-      expect(approved.status).toBe(200);
-      const done = await settled(call, waiting.id);
+      const done = await approveAndSettle(waiting);
       expect(done.operations[0]).toMatchObject({
         status: 'CANCELLED',
         attempt: 0,
@@ -319,6 +327,28 @@ describe('spending caps', () => {
       const cent = await settled(call, (await submitOps(call, [payment(0.01)])).id);
       expect(cent.operations[0].status).toBe('ACKNOWLEDGED');
       expect(JSON.parse(target.seen.filter((s) => s.method === 'POST').at(-1)!.body)).toMatchObject({ amount: 0.01 });
+    });
+
+    it('with amount_decimals set after acceptance, cancels at dispatch (never sent) an amount a target would round up', async () => {
+      const waiting = await heldWithoutCap(0.004);
+      await call('PUT', '/v1/admin/connector-settings/http', {
+        key: DEMO.admin,
+        body: {
+          spending_caps: [{ period: 'week', max_amount: 1000, amount_field: 'body.amount', amount_decimals: 2 }],
+        },
+      });
+      const sentBefore = posts();
+      const done = await approveAndSettle(waiting);
+      expect(done.operations[0]).toMatchObject({
+        status: 'CANCELLED',
+        attempt: 0,
+        sent_at: null,
+        evidence: {
+          rule: 'amount_unreadable',
+          detail: expect.stringMatching(/positive finite number with at most 2 decimal places; not sent/),
+        },
+      });
+      expect(posts()).toBe(sentBefore);
     });
   });
 
