@@ -350,6 +350,50 @@ describe('spending caps', () => {
       });
       expect(posts()).toBe(sentBefore);
     });
+
+    it('with a currency, refuses its lookalikes at intake; 24 charges at once under room for 10 send exactly 10', async () => {
+      const putCap = async (max_amount: number) => {
+        const cap = {
+          period: 'hour',
+          max_amount,
+          amount_field: 'body.amount',
+          currency: 'USD',
+          currency_field: 'body.currency',
+        };
+        const put = await call<{ usage: { amount: number }[] }>('PUT', '/v1/admin/connector-settings/http', {
+          key: DEMO.admin,
+          body: { spending_caps: [cap] },
+        });
+        expect(put.status).toBe(200);
+        return put.body.usage[0].amount;
+      };
+      // What the tests above sent in the last hour counts too: the cap leaves room for exactly 1000 more.
+      const used = await putCap(1e15);
+      await putCap(used + 1000);
+      const usd = (currency: string) =>
+        httpOp('pay', {
+          method: 'POST',
+          url: `${target.base}/orders`,
+          body: { id: unique('pay'), amount: 100, currency },
+        });
+      for (const currency of ['usd', ' USD', 'USD\u200b', 'U\u0405D', '\uff35SD']) {
+        const res = await call<{ errors: { field: string; rule: string }[] }>('POST', '/v1/executions', {
+          body: { agent_id: 'a', intent: 'i', operations: [usd(currency)] },
+        });
+        expect([currency, res.status, res.body.errors]).toEqual([
+          currency,
+          400,
+          [expect.objectContaining({ field: 'operations[0].params.body.currency', rule: 'currency_mismatch' })],
+        ]);
+      }
+      const sentBefore = posts();
+      const submitted = await Promise.all(Array.from({ length: 24 }, () => submitOps(call, [usd('USD')])));
+      const done = await Promise.all(submitted.map((e) => settled(call, e.id)));
+      const statuses = done.map((e) => e.operations[0].status);
+      expect(statuses.filter((status) => status === 'ACKNOWLEDGED')).toHaveLength(10);
+      expect(statuses.filter((status) => status === 'CANCELLED')).toHaveLength(14);
+      expect(posts()).toBe(sentBefore + 10);
+    });
   });
 
   /**
