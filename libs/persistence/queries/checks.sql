@@ -1,5 +1,6 @@
 -- mergeApprovalBaseline
-UPDATE operations SET approval = coalesce(approval, '{}'::jsonb) || $2 WHERE id = $1;
+UPDATE operations SET approval = coalesce(approval, '{}'::jsonb) || $2
+     WHERE id = $1 AND status = 'PREPARED';
 
 -- scheduleNextCheck
 UPDATE operations SET check_count = $3,

@@ -9,7 +9,10 @@ const S = OperationStatus;
  */
 export const CHECKS_SQL = {
   // Merged into the approval, so a decision that arrived early is kept.
-  mergeApprovalBaseline: `UPDATE operations SET approval = coalesce(approval, '{}'::jsonb) || $2 WHERE id = $1`,
+  // Only while still PREPARED: the read it records was made of an operation waiting to be sent; one sent or cancelled
+  // since keeps the approval it was decided or sent with.
+  mergeApprovalBaseline: `UPDATE operations SET approval = coalesce(approval, '{}'::jsonb) || $2
+     WHERE id = $1 AND status = ${sqlLiterals([S.PREPARED])}`,
   // Compare-and-set on status and check_count: a check that raced this one (or a move) wins, this write does nothing.
   // Due $4 ms after the database's now: the sweeper compares it with that clock, not the writer's.
   scheduleNextCheck: `UPDATE operations SET check_count = $3,
@@ -33,7 +36,10 @@ export const CHECKS_SQL = {
      ORDER BY seq LIMIT 1`,
 } as const;
 
-/** Remembers what the source looked like when approval was asked for: an approval is stale if it changes. */
+/**
+ * Remembers what the source looked like when approval was asked for: an approval is stale if it changes. Written only
+ * while the operation is still PREPARED (compared in the statement).
+ */
 export async function recordApprovalBaseline(
   db: Queryable,
   operationId: string,
