@@ -1,7 +1,7 @@
 import type { ProblemDetails as Problem } from '@verity/sdk';
 import { createApiKey } from '@verity/persistence';
-import { DEMO, Stack } from '../support/stack';
-import { HttpResult, charge, http, unique } from '../support/http';
+import { DEMO, Stack, waitFor } from '../support/stack';
+import { HttpResult, charge, http, sms, unique } from '../support/http';
 import { waitForLockWaiter } from '../support/lock-waits';
 import { Event, events, heldUnsentCharge, resetSandbox, submit, waitForOp } from './dispatcher-helpers';
 
@@ -225,6 +225,30 @@ describe('api: a decision from a stale page (ETag, If-Match)', () => {
     const approved = await post(waiting.id, 'approval', { decision: 'approve' }, shown.etag);
     expect(approved.status).toBe(200);
     expect(approved.headers.get('etag')).not.toBe(shown.etag);
+  });
+
+  it('the ETag is no cache validator: a read naming it in If-None-Match is answered in full as time changes the options', async () => {
+    // A dropped SMS, held: FAILED is offered only once no call made for it can still land — time alone changes what the
+    // operation shows, while the version a person decides on stays the same.
+    await stack.setFaults({
+      rules: [{ method: 'POST', path: '/v1/messages', fault: 'drop_before_commit', probability: 1, count: 1 }],
+    });
+    const created = await submit(stack, [sms(unique('stale-sms'))]);
+    const held = await waitForOp(stack, created.id, 'notify', (o) => o.status === 'MANUAL_REVIEW');
+    const { etag } = await read(held.id);
+    type Shown = { resolution_options: { status: string; permitted: boolean }[] };
+    const revalidated = () =>
+      http<Shown>(stack.apiUrl, 'GET', `/v1/operations/${held.id}`, {
+        key: DEMO.reviewer,
+        // As a browser revalidates what it cached (fetch would add `no-cache`, which no server answers 304 to).
+        headers: { 'if-none-match': etag, 'cache-control': 'max-age=0' },
+      });
+    const failedOffered = await waitFor(revalidated, (res) =>
+      Boolean(res.body?.resolution_options?.some((o) => o.status === 'FAILED' && o.permitted)),
+    );
+    expect(failedOffered.status).toBe(200);
+    expect(failedOffered.headers.get('etag')).toBe(etag);
+    expect(failedOffered.headers.get('cache-control')).toBe('no-store');
   });
 
   it('another tenant’s reviewer is told 404 whatever If-Match it sends, never 412', async () => {

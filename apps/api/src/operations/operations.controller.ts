@@ -34,7 +34,9 @@ export class OperationsController {
       'The ETag is the version a person decides on: it changes whenever the status, the hold and its reason, the ' +
       'attempt, the approval, the recovery obligation (its resolution, investigations, a re-check that showed the ' +
       'effect) or the evidence change. Send it as `If-Match` with an approval decision, a resolution or a re-check: ' +
-      'it is then made only on the operation as it was shown (412 `precondition-failed` otherwise, nothing written).',
+      'it is then made only on the operation as it was shown (412 `precondition-failed` otherwise, nothing written). ' +
+      'It is not a cache validator: what is shown also changes with time alone (resolution options), so the answer ' +
+      'is never `304` and is sent with `Cache-Control: no-store`.',
     params: [ID],
     response: {
       schema: 'OperationDetail',
@@ -42,7 +44,18 @@ export class OperationsController {
       headers: VERSION_ETAG,
     },
   })
-  get(@CurrentPrincipal() principal: Principal, @Param('id') id: string, @Res({ passthrough: true }) res: Response) {
+  get(
+    @CurrentPrincipal() principal: Principal,
+    @Param('id') id: string,
+    @Req() req: Request,
+    @Res({ passthrough: true }) res: Response,
+  ) {
+    // The ETag names the version a person decides on, not this representation: what it shows also changes with time
+    // alone (a FAILED becomes permitted once no call can still land), the version does not. So this is never a `304`
+    // (Express would answer one to an If-None-Match naming the version, and a browser would show the options it cached)
+    // and nothing stores it.
+    delete req.headers['if-none-match'];
+    res.setHeader('cache-control', 'no-store');
     return shown(res, this.operations.get(principal, id));
   }
 
