@@ -12,7 +12,7 @@ import { FindOptionsWhere } from 'typeorm';
 import { createApiKey, revokeApiKey } from './api-keys';
 import { EventEntity, OperationEntity } from './entities';
 import { findOperationWithVersion } from './store';
-import { OperationSnapshot, TransitionService } from './transition.service';
+import { DecisionInput, OperationSnapshot, TransitionService } from './transition.service';
 
 describe('TransitionService (real Postgres)', () => {
   const db = useTestDatabase('transition', ['acme']);
@@ -41,6 +41,20 @@ describe('TransitionService (real Postgres)', () => {
     await db.dataSource.query(`UPDATE executions SET status = 'running' WHERE id = $1`, [executionId]);
   }
   const dispatchGuard = { kind: 'dispatch', approvalRequired: false } as const;
+
+  /** A reviewer's approval decision on one operation, as the API makes it (`extra`: another key, the page's guards). */
+  const decideApproval = (operationId: string, decision: 'approve' | 'deny', extra: Partial<DecisionInput> = {}) => {
+    const byKey = extra.byKey ?? reviewerKey;
+    return transitions.decide(db.dataSource.manager, {
+      operation: snapshot(operationId),
+      tenantId: 'acme',
+      byKey,
+      open: 'approval',
+      event: { type: 'approval.decided', data: { decision } },
+      merge: { approval: { state: decision === 'approve' ? 'granted' : 'denied', decided_by: byKey } },
+      ...extra,
+    });
+  };
 
   /** The event rows that match `where`, in the order they were numbered. */
   const eventsWhere = (where: FindOptionsWhere<EventEntity>) =>
@@ -659,16 +673,7 @@ describe('TransitionService (real Postgres)', () => {
           WHERE id = $1`,
         [operationId, at],
       );
-    const approve = (requestedAt: string) =>
-      transitions.decide(db.dataSource.manager, {
-        operation: snapshot(operationId),
-        tenantId: 'acme',
-        byKey: reviewerKey,
-        open: 'approval',
-        event: { type: 'approval.decided', data: { decision: 'approve' } },
-        merge: { approval: { state: 'granted', decided_by: reviewerKey } },
-        whileRequestedAt: requestedAt,
-      });
+    const approve = (requestedAt: string) => decideApproval(operationId, 'approve', { whileRequestedAt: requestedAt });
     // The page showed the first request; the dispatcher has since withdrawn a grant of it and asked again.
     await requested('2026-01-01T00:00:00.000Z');
     await requested('2026-01-01T00:05:00.000Z');
@@ -700,16 +705,7 @@ describe('TransitionService (real Postgres)', () => {
     await db.dataSource.query(`UPDATE operations SET approval = '{"state": "requested"}' WHERE id = $1`, [operationId]);
     const current = await versionNow();
     expect(current).not.toBe(shown);
-    const decideOn = (versions: string[]) =>
-      transitions.decide(db.dataSource.manager, {
-        operation: snapshot(operationId),
-        tenantId: 'acme',
-        byKey: reviewerKey,
-        open: 'approval',
-        event: { type: 'approval.decided', data: { decision: 'deny' } },
-        merge: { approval: { state: 'denied', decided_by: reviewerKey } },
-        whileVersionIn: versions,
-      });
+    const decideOn = (versions: string[]) => decideApproval(operationId, 'deny', { whileVersionIn: versions });
     expect((await decideOn([shown])).won).toBe(false);
     expect(await eventsWhere({ executionId, type: 'approval.decided' })).toHaveLength(0);
     expect(await versionNow()).toBe(current);
@@ -761,15 +757,7 @@ describe('TransitionService (real Postgres)', () => {
   });
 
   it('decide: a decision by a key revoked before its statement commits is not written, also a revocation still under way', async () => {
-    const approve = (operationId: string, byKey: string) =>
-      transitions.decide(db.dataSource.manager, {
-        operation: snapshot(operationId),
-        tenantId: 'acme',
-        byKey,
-        open: 'approval',
-        event: { type: 'approval.decided', data: { decision: 'approve' } },
-        merge: { approval: { state: 'granted', decided_by: byKey } },
-      });
+    const approve = (operationId: string, byKey: string) => decideApproval(operationId, 'approve', { byKey });
     // Revoked (and committed) after the request was admitted on it: nothing written.
     const revoked = await newExecutionWithOneOperation();
     const gone = await createApiKey(db.dataSource.manager, { tenantId: 'acme', role: 'reviewer' });
