@@ -270,31 +270,38 @@ describe('spending caps', () => {
       }
     });
 
-    it('cancels at dispatch, with evidence, an amount accepted before the cap existed', async () => {
-      const waiting = await heldWithoutCap(-5000);
-      await call('PUT', '/v1/admin/connector-settings/http', {
-        key: DEMO.admin,
-        body: { spending_caps: [{ period: 'week', max_amount: 1000, amount_field: 'body.amount' }] },
-      });
+    /**
+     * A payment of `amount` accepted while no cap applied, held for approval; `cap` is set, then it is approved: it is
+     * cancelled at dispatch as `amount_unreadable` (`detail`) and never sent. Answers the operation as it ended.
+     */
+    async function cancelledAtDispatchUnder(amount: number, cap: Record<string, unknown>, detail: RegExp) {
+      const waiting = await heldWithoutCap(amount);
+      await call('PUT', '/v1/admin/connector-settings/http', { key: DEMO.admin, body: { spending_caps: [cap] } });
       const sentBefore = posts();
       const done = await approveAndSettle(waiting);
       expect(done.operations[0]).toMatchObject({
         status: 'CANCELLED',
         attempt: 0,
         sent_at: null,
-        evidence: {
-          method: 'spending_cap',
-          rule: 'amount_unreadable',
-          detail: expect.stringMatching(/does not carry as a positive finite number; not sent/),
-        },
+        evidence: { rule: 'amount_unreadable', detail: expect.stringMatching(detail) },
       });
+      expect(posts()).toBe(sentBefore);
+      return done.operations[0];
+    }
+
+    it('cancels at dispatch, with evidence, an amount accepted before the cap existed', async () => {
+      const cancelled = await cancelledAtDispatchUnder(
+        -5000,
+        { period: 'week', max_amount: 1000, amount_field: 'body.amount' },
+        /does not carry as a positive finite number; not sent/,
+      );
+      expect(cancelled.evidence).toMatchObject({ method: 'spending_cap' });
       // No cap was reached and no wait changes it: not the retryable "cap reached".
-      expect(done.operations[0].failure).toMatchObject({
+      expect(cancelled.failure).toMatchObject({
         code: 'spending_cap_unmeasurable',
         category: 'policy',
         retryable: false,
       });
-      expect(posts()).toBe(sentBefore);
     });
 
     it('with amount_decimals, refuses at intake an amount a target would round up (0.004 charged as 0.01)', async () => {
@@ -330,25 +337,11 @@ describe('spending caps', () => {
     });
 
     it('with amount_decimals set after acceptance, cancels at dispatch (never sent) an amount a target would round up', async () => {
-      const waiting = await heldWithoutCap(0.004);
-      await call('PUT', '/v1/admin/connector-settings/http', {
-        key: DEMO.admin,
-        body: {
-          spending_caps: [{ period: 'week', max_amount: 1000, amount_field: 'body.amount', amount_decimals: 2 }],
-        },
-      });
-      const sentBefore = posts();
-      const done = await approveAndSettle(waiting);
-      expect(done.operations[0]).toMatchObject({
-        status: 'CANCELLED',
-        attempt: 0,
-        sent_at: null,
-        evidence: {
-          rule: 'amount_unreadable',
-          detail: expect.stringMatching(/positive finite number with at most 2 decimal places; not sent/),
-        },
-      });
-      expect(posts()).toBe(sentBefore);
+      await cancelledAtDispatchUnder(
+        0.004,
+        { period: 'week', max_amount: 1000, amount_field: 'body.amount', amount_decimals: 2 },
+        /positive finite number with at most 2 decimal places; not sent/,
+      );
     });
 
     it('with a currency, refuses its lookalikes at intake; 24 charges at once under room for 10 send exactly 10', async () => {

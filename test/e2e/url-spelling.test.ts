@@ -100,6 +100,21 @@ describe('URLs written otherwise than they are called', () => {
     },
   );
 
+  /** An http operation whose `params` the intake refuses: 400 naming `field` with `refusal`, and no execution written. */
+  async function expectHttpOperationRefused(field: string, params: Record<string, unknown>, refusal: string) {
+    const before = await http<{ data: unknown[] }>(stack.apiUrl, 'GET', '/v1/executions', { key: DEMO.agent });
+    const created = await http<{ errors: FieldError[] }>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([{ key: 'call', connector: 'http', action: 'request', params: { method: 'POST', ...params } }]),
+    });
+    expect(created.status).toBe(400);
+    expect(created.body.errors).toEqual([
+      expect.objectContaining({ field: `operations[0].params.${field}`, message: expect.stringContaining(refusal) }),
+    ]);
+    const after = await http<{ data: unknown[] }>(stack.apiUrl, 'GET', '/v1/executions', { key: DEMO.agent });
+    expect(after.body.data).toEqual(before.body.data);
+  }
+
   it.each([
     ['url', { url: `http://hooks.example.com/v1/payouts?amount=250000#&amount=25` }],
     [
@@ -115,24 +130,7 @@ describe('URLs written otherwise than they are called', () => {
     ],
   ])(
     'an http operation with a fragment in its %s is refused (400 naming it: never sent, a reviewer would read it), nothing written',
-    async (field, params) => {
-      const before = await http<{ data: unknown[] }>(stack.apiUrl, 'GET', '/v1/executions', { key: DEMO.agent });
-      const created = await http<{ errors: FieldError[] }>(stack.apiUrl, 'POST', '/v1/executions', {
-        key: DEMO.agent,
-        body: submission([
-          { key: 'call', connector: 'http', action: 'request', params: { method: 'POST', ...params } },
-        ]),
-      });
-      expect(created.status).toBe(400);
-      expect(created.body.errors).toEqual([
-        expect.objectContaining({
-          field: `operations[0].params.${field}`,
-          message: expect.stringContaining('no fragment'),
-        }),
-      ]);
-      const after = await http<{ data: unknown[] }>(stack.apiUrl, 'GET', '/v1/executions', { key: DEMO.agent });
-      expect(after.body.data).toEqual(before.body.data);
-    },
+    (field, params) => expectHttpOperationRefused(field, params, 'no fragment'),
   );
 
   // The parser resolves a dot segment of the path, also percent-encoded: an endpoint shown (and listed) as
@@ -171,24 +169,7 @@ describe('URLs written otherwise than they are called', () => {
     ],
   ])(
     'an http operation with a dot segment in its %s is refused (400 naming it: resolved away), nothing written',
-    async (field, params) => {
-      const before = await http<{ data: unknown[] }>(stack.apiUrl, 'GET', '/v1/executions', { key: DEMO.agent });
-      const created = await http<{ errors: FieldError[] }>(stack.apiUrl, 'POST', '/v1/executions', {
-        key: DEMO.agent,
-        body: submission([
-          { key: 'call', connector: 'http', action: 'request', params: { method: 'POST', ...params } },
-        ]),
-      });
-      expect(created.status).toBe(400);
-      expect(created.body.errors).toEqual([
-        expect.objectContaining({
-          field: `operations[0].params.${field}`,
-          message: expect.stringContaining('dot segment'),
-        }),
-      ]);
-      const after = await http<{ data: unknown[] }>(stack.apiUrl, 'GET', '/v1/executions', { key: DEMO.agent });
-      expect(after.body.data).toEqual(before.body.data);
-    },
+    (field, params) => expectHttpOperationRefused(field, params, 'dot segment'),
   );
 
   it('takes URLs written as they are called, a backslash in the query included (the parser keeps it there)', async () => {
