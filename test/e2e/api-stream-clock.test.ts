@@ -35,8 +35,7 @@ describe('the execution stream on an API host whose clock is ahead of the databa
   afterEach(async () => resetSandbox(stack));
 
   const streamOf = (id: string) => openStream(`${stack.apiUrl}/v1/executions/${id}/stream`, DEMO.agent);
-  const databaseNow = async () =>
-    ((await stack.db.dataSource.query(`SELECT clock_timestamp() AS now`)) as { now: Date }[])[0].now.getTime();
+  const databaseNow = () => stack.databaseNow();
 
   it('keeps the stream of a completed execution with a held operation open before its deadline', async () => {
     // The read-back shows the charge with another amount: held for a human, the execution completed.

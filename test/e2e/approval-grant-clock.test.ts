@@ -38,8 +38,7 @@ describe('an approval grant expires by the database’s clock', () => {
     clock?.remove();
   });
 
-  const databaseNow = async () =>
-    ((await stack.db.dataSource.query(`SELECT clock_timestamp() AS now`)) as { now: Date }[])[0].now.getTime();
+  const databaseNow = () => stack.databaseNow();
 
   it.each(['ahead', 'behind'] as const)(
     'a grant written by an API whose clock is an hour %s lasts the TTL from the database’s now, and is sent',

@@ -36,10 +36,7 @@ describe('times written by hosts whose clocks are behind the database’s: on th
   });
   afterEach(async () => resetSandbox(stack));
 
-  async function databaseNow(): Promise<number> {
-    const [{ now }] = (await stack.db.dataSource.query(`SELECT clock_timestamp() AS now`)) as { now: Date }[];
-    return now.getTime();
-  }
+  const databaseNow = () => stack.databaseNow();
 
   /** `stamp` lies between `from` and the database's now, both by the database's clock. */
   async function expectStampedSince(stamp: string, from: number): Promise<void> {

@@ -38,8 +38,7 @@ describe('recovery obligations: due by the database’s clock, whatever the host
   });
   afterEach(async () => resetSandbox(stack));
 
-  const databaseNow = async () =>
-    ((await stack.db.dataSource.query(`SELECT clock_timestamp() AS now`)) as { now: Date }[])[0].now.getTime();
+  const databaseNow = () => stack.databaseNow();
 
   /** Due about DUE_MS (or `dueMs`) after the database's now when it was written, and not escalated after two sweeps. */
   async function expectDueAhead(executionId: string, opId: string, dueMs = DUE_MS): Promise<void> {

@@ -117,6 +117,12 @@ export class Stack {
     for (let i = 0; i < (options.reconcilers ?? 1); i += 1) await this.startApp('reconciler');
   }
 
+  /** The database's clock now, in ms: what a test compares times stamped by the database (or owed to be) with. */
+  async databaseNow(): Promise<number> {
+    const [{ now }] = (await this.db.dataSource.query(`SELECT clock_timestamp() AS now`)) as { now: Date }[];
+    return now.getTime();
+  }
+
   /** One more API on a spare port, with `extraEnv` over the stack's; its URL is added to `apiUrls` and returned. */
   async startApi(extraEnv: Record<string, string> = {}): Promise<string> {
     const port = await freePort();
