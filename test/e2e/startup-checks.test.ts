@@ -80,6 +80,37 @@ describe('start-up checks', () => {
     expect(result.code).not.toBe(0);
     expect(result.output).toContain('CONNECTOR_TIMEOUT_MS');
   });
+
+  it.each([
+    [
+      'apps/reconciler/src/main.js',
+      'SWEEP_INTERVAL_MS',
+      '3000000000',
+      'SWEEP_INTERVAL_MS: must be a whole number of milliseconds from 100 to 3600000 (100 ms to 1 h)',
+    ],
+    [
+      'apps/api/src/main.js',
+      'SSE_HEARTBEAT_MS',
+      '1e10',
+      'SSE_HEARTBEAT_MS: must be a whole number of milliseconds from 100 to 3600000 (100 ms to 1 h)',
+    ],
+    [
+      'apps/dispatcher/src/main.js',
+      'DISPATCH_LOCK_MS',
+      '0',
+      'DISPATCH_LOCK_MS: must be a whole number of milliseconds from 1000 to 2147483647 (1 s to 24.8 days)',
+    ],
+  ])(
+    '%s refuses %s=%s (a timer that would overflow or spin), naming the range',
+    async (entry, name, value, message) => {
+      // Ports of its own, so that without the check it would start (and be killed by `run` after 30 s), not collide.
+      const ports = { PORT: String(await freePort()), DISPATCHER_METRICS_PORT: '0', RECONCILER_METRICS_PORT: '0' };
+      const result = await run(entry, { ...ports, [name]: value });
+      expect(result.code).not.toBe(0);
+      expect(result.code).not.toBeNull();
+      expect(result.output).toContain(message);
+    },
+  );
 });
 
 /** `docker compose config` accepts docker-compose.yml (validated without an engine). */

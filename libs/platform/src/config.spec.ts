@@ -1,4 +1,7 @@
-import { ConfigError, loadConfig, tenantPrivateEgress, tracingOn, tracingVariables } from './config';
+import { ConfigError, loadConfig, tenantPrivateEgress, TIMER_MAX_MS, tracingOn, tracingVariables } from './config';
+
+const HOUR = 3_600_000;
+const DAY = 24 * HOUR;
 
 describe('loadConfig: test-only kill points', () => {
   it('are off by default', () => {
@@ -172,5 +175,102 @@ describe('MCP_ALLOWED_ORIGINS: the web origins, beside the API’s own, whose pa
     'null',
   ])('refuses %s, naming the variable', (value) => {
     expect(() => loadConfig({ MCP_ALLOWED_ORIGINS: value })).toThrow('MCP_ALLOWED_ORIGINS');
+  });
+});
+
+describe('numbers: every one has a range, and a value outside it refuses start naming the variable and the range', () => {
+  // [variable, lowest allowed, highest allowed, default]
+  const RANGES: [string, number, number, number][] = [
+    ['PORT', 0, 65_535, 3000],
+    ['DATABASE_POOL_SIZE', 1, 200, 10],
+    ['DATABASE_QUERY_TIMEOUT_MS', 100, TIMER_MAX_MS, 10_000],
+    ['QUEUE_SHARDS', 1, 1024, 1],
+    ['DISPATCH_LOCK_MS', 1_000, TIMER_MAX_MS, 30_000],
+    ['SEND_GRACE_MS', 0, TIMER_MAX_MS, 5_000],
+    ['ANSWER_WRITE_RETRY_MS', 0, TIMER_MAX_MS, 60_000],
+    ['CONNECTOR_TIMEOUT_MS', 100, TIMER_MAX_MS, 5_000],
+    ['SETTLE_WINDOW_MS', 0, TIMER_MAX_MS, 2_000],
+    ['VERIFY_FIRST_DELAY_MS', 0, TIMER_MAX_MS, 0],
+    ['READ_BACKOFF_MS', 10, TIMER_MAX_MS, 250],
+    ['READ_BACKOFF_MAX_MS', 10, TIMER_MAX_MS, 5_000],
+    ['RECONCILE_BUDGET', 1, 1_000_000, 8],
+    ['PRECONDITION_READ_BUDGET', 1, 1_000_000, 8],
+    ['PRECONDITION_READ_BACKOFF_MS', 10, TIMER_MAX_MS, 1_000],
+    ['PRECONDITION_READ_BACKOFF_MAX_MS', 10, TIMER_MAX_MS, 30_000],
+    ['RECONCILE_DEADLINE_MS', 1_000, 30 * DAY, 600_000],
+    ['SWEEP_INTERVAL_MS', 100, HOUR, 2_000],
+    ['STALE_EXECUTION_MS', 100, DAY, 5_000],
+    ['APPROVAL_TTL_MS', 1, 30 * DAY, 15 * 60_000],
+    ['OBLIGATION_DUE_MS', 1_000, 30 * DAY, 4 * HOUR],
+    ['RECHECK_BACKOFF_MS', 1_000, 30 * DAY, 30_000],
+    ['RECHECK_BACKOFF_MAX_MS', 1_000, 30 * DAY, 600_000],
+    ['IDEMPOTENCY_TTL_MS', 1_000, 30 * DAY, DAY],
+    ['WORKER_CONCURRENCY', 1, 500, 16],
+    ['RATE_LIMIT_PER_MINUTE', 1, 1_000_000_000, 6000],
+    ['MAX_STREAMS_PER_KEY', 1, 100_000, 20],
+    ['SSE_HEARTBEAT_MS', 100, HOUR, 15_000],
+    ['SSE_DRAIN_TIMEOUT_MS', 100, TIMER_MAX_MS, 30_000],
+    ['DISPATCHER_METRICS_PORT', 0, 65_535, 9101],
+    ['RECONCILER_METRICS_PORT', 0, 65_535, 9102],
+    ['BODY_TIMEOUT_MS', 100, HOUR, 30_000],
+    ['AUTH_FAILURES_PER_MINUTE', 1, 1_000_000_000, 30],
+    ['OBSERVE_INTERVAL_MS', 100, 30 * DAY, 60_000],
+    ['OBSERVE_WINDOW_MS', 1_000, 365 * DAY, HOUR],
+    ['OBSERVE_BATCH', 0, 10_000, 100],
+    ['WEBHOOK_MAX_ATTEMPTS', 1, 50, 8],
+    ['WEBHOOK_BACKOFF_MS', 100, HOUR, 5_000],
+    ['WEBHOOK_DISABLE_AFTER', 1, 10_000, 5],
+    ['WEBHOOK_SCAN_INTERVAL_MS', 50, HOUR, 1_000],
+    ['WEBHOOK_TIMEOUT_MS', 100, HOUR, 10_000],
+    ['TEST_PAUSE_BEFORE_SENT_MS', 0, TIMER_MAX_MS, 0],
+    ['TEST_PAUSE_AFTER_SENT_MS', 0, TIMER_MAX_MS, 0],
+    ['TEST_PAUSE_AFTER_CALL_MS', 0, TIMER_MAX_MS, 0],
+    ['TEST_PAUSE_BEFORE_READ_MS', 0, TIMER_MAX_MS, 0],
+  ];
+  const value = (name: string, raw: string | undefined) =>
+    (loadConfig(raw === undefined ? {} : { [name]: raw }) as unknown as Record<string, number>)[name];
+  const refusal = (name: string, min: number, max: number) =>
+    new RegExp(`^invalid configuration: ${name}: must be a whole number (of milliseconds )?from ${min} to ${max}\\b`);
+
+  it('covers every number of the configuration', () => {
+    const numbers = Object.entries(loadConfig({}))
+      .filter(([, v]) => typeof v === 'number')
+      .map(([name]) => name);
+    expect(RANGES.map(([name]) => name).sort()).toEqual(numbers.sort());
+  });
+
+  it.each(RANGES)('%s: from %d to %d, %d by default or when empty', (name, min, max, fallback) => {
+    expect(value(name, undefined)).toBe(fallback);
+    expect(value(name, '')).toBe(fallback);
+    expect(value(name, ' ')).toBe(fallback);
+    expect(value(name, String(min))).toBe(min);
+    expect(value(name, String(max))).toBe(max);
+    for (const bad of [String(max + 1), '1e20', '1e400', String(min - 1), '-1', '1.5', 'soon', 'Infinity', 'NaN']) {
+      expect(() => value(name, bad)).toThrow(ConfigError);
+      expect(() => value(name, bad)).toThrow(refusal(name, min, max));
+    }
+  });
+
+  it('no duration that feeds a timer may overflow it (Node turns a longer delay into 1 ms)', () => {
+    for (const name of ['SWEEP_INTERVAL_MS', 'SSE_HEARTBEAT_MS', 'WEBHOOK_SCAN_INTERVAL_MS', 'DISPATCH_LOCK_MS']) {
+      expect(() => loadConfig({ [name]: String(TIMER_MAX_MS + 1) })).toThrow(name);
+    }
+    // The sweep's fallback timer runs every 5 intervals, the stream's lease lasts 3 heartbeats.
+    expect(5 * HOUR).toBeLessThanOrEqual(TIMER_MAX_MS);
+    expect(() => loadConfig({ SWEEP_INTERVAL_MS: '3000000000' })).toThrow(
+      'SWEEP_INTERVAL_MS: must be a whole number of milliseconds from 100 to 3600000 (100 ms to 1 h)',
+    );
+  });
+
+  it('names the zero that would spin a timer or drop a guarantee', () => {
+    for (const name of ['SWEEP_INTERVAL_MS', 'SSE_HEARTBEAT_MS', 'CONNECTOR_TIMEOUT_MS', 'DISPATCH_LOCK_MS']) {
+      expect(() => loadConfig({ [name]: '0' })).toThrow(name);
+    }
+  });
+
+  it('reports every bad number at once', () => {
+    expect(() => loadConfig({ SWEEP_INTERVAL_MS: '0', SSE_HEARTBEAT_MS: '1e10' })).toThrow(
+      /SWEEP_INTERVAL_MS: must be .*; SSE_HEARTBEAT_MS: must be /,
+    );
   });
 });

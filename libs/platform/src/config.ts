@@ -29,12 +29,51 @@ const trustProxy = z.string().transform((value, ctx): number | string[] => {
   });
   return z.NEVER;
 });
-const ms = (fallback: number) => z.coerce.number().int().nonnegative().default(fallback);
-/** A whole number of at least `min` (and at most `max`, when given); `default` when unset. */
-const integer = ({ min, max, default: fallback }: { min: number; max?: number; default: number }) => {
-  const atLeastMin = z.coerce.number().int().min(min);
-  return (max === undefined ? atLeastMin : atLeastMin.max(max)).default(fallback);
-};
+/** The longest delay Node's timers take: setTimeout/setInterval turn a longer one into 1 ms (TimeoutOverflowWarning). */
+export const TIMER_MAX_MS = 2_147_483_647;
+const SECOND = 1_000;
+const MINUTE = 60 * SECOND;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+
+/** `90000` → `1.5 min`: the range of a duration, as an operator reads it. */
+function humanDuration(ms: number): string {
+  const units: [number, string][] = [
+    [DAY, 'days'],
+    [HOUR, 'h'],
+    [MINUTE, 'min'],
+    [SECOND, 's'],
+  ];
+  for (const [size, unit] of units) {
+    if (ms >= size) return `${Math.floor((ms / size) * 10) / 10} ${unit}`; // never above the true value
+  }
+  return `${ms} ms`;
+}
+
+/**
+ * A whole number from `min` to `max`; `default` when unset or empty (an empty value, as `${NAME:-}` in a compose file
+ * gives, is unset — never 0). Anything else refuses start with one message naming the range.
+ */
+function bounded({ min, max, default: fallback }: { min: number; max: number; default: number }, unit: 'ms' | 'count') {
+  const range =
+    unit === 'ms'
+      ? `must be a whole number of milliseconds from ${min} to ${max} (${humanDuration(min)} to ${humanDuration(max)})`
+      : `must be a whole number from ${min} to ${max}`;
+  return z.preprocess(
+    (v) => (typeof v === 'string' && v.trim() === '' ? undefined : v),
+    z.coerce
+      .number({ error: range })
+      .int({ error: range })
+      .min(min, { error: range })
+      .max(max, { error: range })
+      .default(fallback),
+  );
+}
+/** A duration in milliseconds from `min` to `max` (a timer's at most TIMER_MAX_MS); `default` when unset. */
+const ms = (fallback: number, { min, max }: { min: number; max: number }) =>
+  bounded({ min, max, default: fallback }, 'ms');
+/** A whole number from `min` to `max`; `default` when unset. */
+const integer = (bounds: { min: number; max: number; default: number }) => bounded(bounds, 'count');
 
 /**
  * MCP_ALLOWED_ORIGINS: web origins (`https://agent.example.com`, comma separated) whose pages may call /mcp, beside the
@@ -108,6 +147,11 @@ export function tracingVariables(env: NodeJS.ProcessEnv = process.env): TracingV
 /**
  * The one place that reads process.env. Validated once at boot: a bad value stops the process with a
  * message naming the variable, instead of failing later in a hot path.
+ *
+ * Every number has a range (docs/operations.md lists them). A duration that feeds a timer is at most TIMER_MAX_MS
+ * (less where it is multiplied first: the sweep's fallback timer runs at 5 × SWEEP_INTERVAL_MS); one used only in SQL
+ * or in date arithmetic may be longer, but finite. A minimum keeps a timer from spinning (an interval of 0) and a
+ * guarantee from vanishing (a dispatch lock, a connector timeout of 0).
  */
 const ConfigSchema = z
   .object({
@@ -122,7 +166,7 @@ const ConfigSchema = z
      * A statement with no reply after this is given up and its connection dropped (the server rolls its transaction
      * back): a Postgres that stops answering (frozen, cut off) otherwise held requests, jobs and shutdown forever.
      */
-    DATABASE_QUERY_TIMEOUT_MS: integer({ min: 100, default: 10_000 }),
+    DATABASE_QUERY_TIMEOUT_MS: ms(10_000, { min: 100, max: TIMER_MAX_MS }),
     /** `redis://`, `rediss://`, or a local Unix socket: `unix:///run/redis/redis.sock?db=0` (operations.md). */
     REDIS_URL: z
       .string()
@@ -167,26 +211,26 @@ const ConfigSchema = z
     /** The demo tenant and its published keys: only the local demo (`npm start`) sets this; refused in production. */
     SEED_DEMO: bool,
     /** How long a dispatch job's lock lives; a SENT operation older than this with no live job is orphaned. */
-    DISPATCH_LOCK_MS: ms(30_000),
+    DISPATCH_LOCK_MS: ms(30_000, { min: SECOND, max: TIMER_MAX_MS }),
     /**
      * A worker that wakes up this long after starting the SENT commit calls the connector only if it still holds the
      * dispatch job's lock (docs/operations.md).
      */
-    SEND_GRACE_MS: ms(5_000),
+    SEND_GRACE_MS: ms(5_000, { min: 0, max: TIMER_MAX_MS }),
     /**
      * How long the dispatcher keeps trying to write a provider's answer (ACKNOWLEDGED and its reference, a rejection, an
      * UNKNOWN) while Postgres cannot take it (unreachable, restarting, a statement timed out): the send's job holds its
      * lock meanwhile, so the sweeper leaves the operation SENT. Past it, or on SIGTERM, the answer is logged and the
      * operation is left for the sweeper to hold as UNKNOWN. 0 = one try.
      */
-    ANSWER_WRITE_RETRY_MS: ms(60_000),
-    CONNECTOR_TIMEOUT_MS: ms(5_000),
+    ANSWER_WRITE_RETRY_MS: ms(60_000, { min: 0, max: TIMER_MAX_MS }),
+    CONNECTOR_TIMEOUT_MS: ms(5_000, { min: 100, max: TIMER_MAX_MS }),
     /**
      * How long a committed write may take to show on the provider's read side (replica lag budget). "Absent" is
      * concluded only SEND_GRACE_MS + CONNECTOR_TIMEOUT_MS + SETTLE_WINDOW_MS after the send could last have started.
      */
-    SETTLE_WINDOW_MS: ms(2_000),
-    VERIFY_FIRST_DELAY_MS: ms(0),
+    SETTLE_WINDOW_MS: ms(2_000, { min: 0, max: TIMER_MAX_MS }),
+    VERIFY_FIRST_DELAY_MS: ms(0, { min: 0, max: TIMER_MAX_MS }),
     /**
      * The dispatcher reads an acknowledged effect back at once, in the send's own job, and settles it VERIFIED when the
      * read finds it (the happy path in one job); any other read is left to the verify job. Needs VERIFY_FIRST_DELAY_MS 0.
@@ -198,38 +242,38 @@ const ConfigSchema = z
      * BullMQ job per operation on the happy path. Dispatch jobs remain for a reviewer's release.
      */
     SEND_IN_ADVANCE: boolOnByDefault,
-    READ_BACKOFF_MS: ms(250),
-    READ_BACKOFF_MAX_MS: ms(5_000),
-    RECONCILE_BUDGET: integer({ min: 1, default: 8 }),
+    READ_BACKOFF_MS: ms(250, { min: 10, max: TIMER_MAX_MS }),
+    READ_BACKOFF_MAX_MS: ms(5_000, { min: 10, max: TIMER_MAX_MS }),
+    RECONCILE_BUDGET: integer({ min: 1, max: 1_000_000, default: 8 }),
     /**
      * I15, no blind send: an irreversible operation whose precondition (expected_state, or an approval's baseline) cannot
      * be read waits in PREPARED and is read again with this backoff; after this many failed reads (or when the next one
      * could only come after the execution's deadline) it is held in MANUAL_REVIEW with SOURCE_UNREACHABLE.
      */
-    PRECONDITION_READ_BUDGET: integer({ min: 1, default: 8 }),
-    PRECONDITION_READ_BACKOFF_MS: ms(1_000),
-    PRECONDITION_READ_BACKOFF_MAX_MS: ms(30_000),
-    RECONCILE_DEADLINE_MS: ms(600_000),
-    SWEEP_INTERVAL_MS: ms(2_000),
-    STALE_EXECUTION_MS: ms(5_000),
-    APPROVAL_TTL_MS: ms(15 * 60_000),
-    OBLIGATION_DUE_MS: ms(4 * 3600_000),
+    PRECONDITION_READ_BUDGET: integer({ min: 1, max: 1_000_000, default: 8 }),
+    PRECONDITION_READ_BACKOFF_MS: ms(1_000, { min: 10, max: TIMER_MAX_MS }),
+    PRECONDITION_READ_BACKOFF_MAX_MS: ms(30_000, { min: 10, max: TIMER_MAX_MS }),
+    RECONCILE_DEADLINE_MS: ms(600_000, { min: SECOND, max: 30 * DAY }),
+    SWEEP_INTERVAL_MS: ms(2_000, { min: 100, max: HOUR }),
+    STALE_EXECUTION_MS: ms(5_000, { min: 100, max: DAY }),
+    APPROVAL_TTL_MS: ms(15 * MINUTE, { min: 1, max: 30 * DAY }),
+    OBLIGATION_DUE_MS: ms(4 * HOUR, { min: SECOND, max: 30 * DAY }),
     /**
      * A hold for an unreachable or lagging source is read again after RECHECK_BACKOFF_MS, doubling up to
      * RECHECK_BACKOFF_MAX_MS, until its obligation is due.
      */
-    RECHECK_BACKOFF_MS: ms(30_000),
-    RECHECK_BACKOFF_MAX_MS: ms(600_000),
-    IDEMPOTENCY_TTL_MS: ms(24 * 3600_000),
+    RECHECK_BACKOFF_MS: ms(30_000, { min: SECOND, max: 30 * DAY }),
+    RECHECK_BACKOFF_MAX_MS: ms(600_000, { min: SECOND, max: 30 * DAY }),
+    IDEMPOTENCY_TTL_MS: ms(24 * HOUR, { min: SECOND, max: 30 * DAY }),
     WORKER_CONCURRENCY: integer({ min: 1, max: 500, default: 16 }),
-    RATE_LIMIT_PER_MINUTE: integer({ min: 1, default: 6000 }),
-    MAX_STREAMS_PER_KEY: integer({ min: 1, default: 20 }),
-    SSE_HEARTBEAT_MS: ms(15_000),
+    RATE_LIMIT_PER_MINUTE: integer({ min: 1, max: 1_000_000_000, default: 6000 }),
+    MAX_STREAMS_PER_KEY: integer({ min: 1, max: 100_000, default: 20 }),
+    SSE_HEARTBEAT_MS: ms(15_000, { min: 100, max: HOUR }),
     /**
      * How long a stream waits for a client that stopped reading to take what was written, before it closes the
      * connection (the client resumes from Last-Event-ID): nothing of a long history piles up in the API's memory.
      */
-    SSE_DRAIN_TIMEOUT_MS: ms(30_000),
+    SSE_DRAIN_TIMEOUT_MS: ms(30_000, { min: 100, max: TIMER_MAX_MS }),
     /** Bull Board is read-only in every mode; only this, set explicitly, lets an operator retry or pause jobs there. */
     BULL_BOARD_WRITABLE: bool,
     /**
@@ -249,9 +293,9 @@ const ConfigSchema = z
     DISPATCHER_METRICS_PORT: integer({ min: 0, max: 65535, default: 9101 }),
     RECONCILER_METRICS_PORT: integer({ min: 0, max: 65535, default: 9102 }),
     /** A request body must arrive within this long; a slower one gets 408 and the connection is closed. */
-    BODY_TIMEOUT_MS: integer({ min: 1, default: 30_000 }),
+    BODY_TIMEOUT_MS: ms(30_000, { min: 100, max: HOUR }),
     /** Failed authentications (unknown or revoked key) allowed per client address per minute before 429. */
-    AUTH_FAILURES_PER_MINUTE: integer({ min: 1, default: 30 }),
+    AUTH_FAILURES_PER_MINUTE: integer({ min: 1, max: 1_000_000_000, default: 30 }),
     /**
      * The reverse proxies in front of the API whose `X-Forwarded-For` names the client (for the count of failed
      * authentications): a number of hops, or addresses / CIDRs / `loopback`, `linklocal`, `uniquelocal`, comma
@@ -279,8 +323,8 @@ const ConfigSchema = z
      * Observation after VERIFIED: how often one operation is read again, for how long after it was created, and how
      * many the sweeper hands out per sweep (0 = off).
      */
-    OBSERVE_INTERVAL_MS: ms(60_000),
-    OBSERVE_WINDOW_MS: ms(3600_000),
+    OBSERVE_INTERVAL_MS: ms(60_000, { min: 100, max: 30 * DAY }),
+    OBSERVE_WINDOW_MS: ms(HOUR, { min: SECOND, max: 365 * DAY }),
     OBSERVE_BATCH: integer({ min: 0, max: 10_000, default: 100 }),
     /**
      * Webhooks: a delivery is tried up to WEBHOOK_MAX_ATTEMPTS times, WEBHOOK_BACKOFF_MS apart doubling each time; an
@@ -288,20 +332,20 @@ const ConfigSchema = z
      * for new events to announce every WEBHOOK_SCAN_INTERVAL_MS; each call to a receiver has WEBHOOK_TIMEOUT_MS.
      */
     WEBHOOK_MAX_ATTEMPTS: integer({ min: 1, max: 50, default: 8 }),
-    WEBHOOK_BACKOFF_MS: ms(5_000),
-    WEBHOOK_DISABLE_AFTER: integer({ min: 1, default: 5 }),
-    WEBHOOK_SCAN_INTERVAL_MS: integer({ min: 50, default: 1_000 }),
-    WEBHOOK_TIMEOUT_MS: integer({ min: 100, default: 10_000 }),
+    WEBHOOK_BACKOFF_MS: ms(5_000, { min: 100, max: HOUR }),
+    WEBHOOK_DISABLE_AFTER: integer({ min: 1, max: 10_000, default: 5 }),
+    WEBHOOK_SCAN_INTERVAL_MS: ms(1_000, { min: 50, max: HOUR }),
+    WEBHOOK_TIMEOUT_MS: ms(10_000, { min: 100, max: HOUR }),
     /**
      * Test-only kill points (docs/operations.md): the dispatcher logs a marker and sleeps before the SENT statement,
      * after committing SENT, or after the connector answered and before the outcome is written; the reconciler (and the
      * dispatcher at send) before a read-back. 0 = off. Refused in production, so they can never slow down or widen a
      * real crash window.
      */
-    TEST_PAUSE_BEFORE_SENT_MS: ms(0),
-    TEST_PAUSE_AFTER_SENT_MS: ms(0),
-    TEST_PAUSE_AFTER_CALL_MS: ms(0),
-    TEST_PAUSE_BEFORE_READ_MS: ms(0),
+    TEST_PAUSE_BEFORE_SENT_MS: ms(0, { min: 0, max: TIMER_MAX_MS }),
+    TEST_PAUSE_AFTER_SENT_MS: ms(0, { min: 0, max: TIMER_MAX_MS }),
+    TEST_PAUSE_AFTER_CALL_MS: ms(0, { min: 0, max: TIMER_MAX_MS }),
+    TEST_PAUSE_BEFORE_READ_MS: ms(0, { min: 0, max: TIMER_MAX_MS }),
     /**
      * Traces (OpenTelemetry): the standard variables, read here only to decide whether tracing is on (`tracingOn`);
      * the SDK reads the rest of `OTEL_*` itself (protocol, headers, sampler, batch delay...).
