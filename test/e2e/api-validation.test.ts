@@ -493,6 +493,18 @@ const CASES: Case[] = [
     status: 400,
     field: 'reason',
   },
+  // Trimmed to nothing, a blank search matched no operation: the queue answered 200 and empty ("nothing waits").
+  ...['approvals', 'manual-reviews'].flatMap((queue) =>
+    ['%20', '+', '%09%20'].map((blank): Case => ({
+      name: `review queue ${queue} q a blank (${blank})`,
+      method: 'GET',
+      path: `/v1/review/${queue}?q=${blank}`,
+      key: DEMO.reviewer,
+      status: 400,
+      field: 'q',
+      rule: 'too_small',
+    })),
+  ),
   {
     name: 'an empty unknown parameter',
     method: 'GET',

@@ -9,7 +9,9 @@ import { ReviewService } from './review.service';
 
 const QueueQuery = z.strictObject({
   connector: z.string().trim().max(100).optional(),
-  q: z.string().trim().max(200).optional(),
+  // A blank search (`?q=%20`) is no search: trimmed to nothing, it matched no operation, and the queue answered as
+  // empty. Refused instead, as a blank value of every other parameter is (an exactly empty one is not given).
+  q: z.string().trim().min(1, 'a search text, not blank').max(200).optional(),
   ...cursorPageQuery('op'),
 });
 const ManualReviewQuery = QueueQuery.extend({
