@@ -3,7 +3,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { Verity } from './client';
-import { VerityError, VerityNetworkError } from './errors';
+import { VerityError, VerityMissingETagError, VerityNetworkError } from './errors';
 import { createVerityMcpServer } from './mcp/server';
 import { closedAfterEachTest, listenLocally } from '../../../test/support/local-server';
 import { UNIT_SUBMISSION } from '../../../test/support/http';
@@ -245,4 +245,45 @@ describe('SDK: deciding on the operation as it was read (ETag, If-Match)', () =>
     await dx.operations.resolve('op_1', { status: 'FAILED', evidence: 'none' });
     expect(headers).toEqual([undefined, '"v1"', '"v1"', '"v1"', '"v1"', undefined]);
   });
+});
+
+describe('SDK: no decision without a version by accident', () => {
+  it('getWithETag of an answer whose ETag was stripped throws VerityMissingETagError (with what was read), never an empty ETag', async () => {
+    const api = await listen((_req, res) => {
+      // A proxy that drops the ETag header.
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ id: 'op_1' }));
+    });
+    const dx = new Verity({ baseUrl: api.url, apiKey: 'sk-unit' });
+    const error = await dx.operations.getWithETag('op_1').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(VerityMissingETagError);
+    expect(error).toMatchObject({ method: 'GET', path: '/v1/operations/op_1', operation: { id: 'op_1' } });
+    expect((error as Error).message).toContain('without an ETag');
+    // The plain read needs no version: it still answers.
+    expect(await dx.operations.get('op_1')).toEqual({ id: 'op_1' });
+  });
+
+  it.each(['', ' ', '"v1"\n', ' "v1"'])(
+    'ifMatch %j is refused with a TypeError before anything is sent, for every decision',
+    async (ifMatch) => {
+      const api = await listen((_req, res) => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ id: 'op_1' }));
+      });
+      const dx = new Verity({ baseUrl: api.url, apiKey: 'sk-unit' });
+      const outcomes = await Promise.all(
+        [
+          () => dx.operations.approve('op_1', { ifMatch }),
+          () => dx.operations.deny('op_1', { reason: 'no', ifMatch }),
+          () => dx.operations.resolve('op_1', { status: 'FAILED', evidence: 'none' }, { ifMatch }),
+          () => dx.operations.recheck('op_1', { ifMatch }),
+        ].map((call) => call().catch((e: unknown) => e)),
+      );
+      for (const outcome of outcomes) {
+        expect(outcome).toBeInstanceOf(TypeError);
+        expect((outcome as Error).message).toContain('ifMatch');
+      }
+      expect(api.seen).toEqual([]);
+    },
+  );
 });

@@ -1,5 +1,5 @@
-import { VerityConditionError, VerityError, VerityTimeoutError } from './errors';
-import { Transport, TransportOptions, pathSegment, sleep } from './http';
+import { VerityConditionError, VerityError, VerityMissingETagError, VerityTimeoutError } from './errors';
+import { HEADER_VALUE, Transport, TransportOptions, pathSegment, sleep } from './http';
 import { ReviewApi } from './review';
 import { isExecutionSettled } from './settled';
 import { ExecutionStream, StreamOptions } from './stream';
@@ -62,6 +62,8 @@ export interface DecisionOptions extends RequestOptions {
    * hold of it, or an approval asked for again, that its author did not see. Otherwise a VerityPreconditionFailedError
    * (412 `precondition-failed`, `body.current_etag` the version now) and nothing is written; a VerityConflictError
    * `already-decided` still names a decision made first. Without it, the decision is taken on the operation as it is.
+   * An empty one is refused with a TypeError before anything is sent: it names no version, and a decision sent with it
+   * would be taken on the operation as it is (an intermediary drops an empty header) — leave it out to mean that.
    */
   ifMatch?: string;
 }
@@ -295,18 +297,31 @@ export class OperationsApi {
 
   /** GET /v1/operations/{id}: with evidence, recovery obligation and the resolutions permitted now. */
   async get(id: string, options: RequestOptions = {}): Promise<OperationDetail> {
-    return (await this.getWithETag(id, options)).operation;
-  }
-
-  /** As `get`, with the operation's ETag: pass it as `ifMatch` to decide only on the operation as it was read. */
-  async getWithETag(id: string, options: RequestOptions = {}): Promise<OperationWithETag> {
     const result = await this.transport.request<OperationDetail>({
       method: 'GET',
       path: `/v1/operations/${pathSegment(id)}`,
       retry: 'safe',
       signal: options.signal,
     });
-    return { operation: result.data, etag: result.headers.get('etag') ?? '' };
+    return result.data;
+  }
+
+  /**
+   * As `get`, with the operation's ETag: pass it as `ifMatch` to decide only on the operation as it was read. An answer
+   * without one (an intermediary stripped it) gives a VerityMissingETagError, never an empty ETag: one would be sent as
+   * no version at all, and the decision taken on whatever the operation has become.
+   */
+  async getWithETag(id: string, options: RequestOptions = {}): Promise<OperationWithETag> {
+    const path = `/v1/operations/${pathSegment(id)}`;
+    const result = await this.transport.request<OperationDetail>({
+      method: 'GET',
+      path,
+      retry: 'safe',
+      signal: options.signal,
+    });
+    const etag = result.headers.get('etag')?.trim();
+    if (!etag) throw new VerityMissingETagError('GET', path, result.data);
+    return { operation: result.data, etag };
   }
 
   /** POST /v1/operations/{id}/approval `{ decision: 'approve' }` (reviewer role). Never retried. */
@@ -363,6 +378,14 @@ export class OperationsApi {
     body: unknown,
     options: DecisionOptions,
   ): Promise<T> {
+    // An empty If-Match names no version: sent, the API refuses it, but an intermediary that drops empty headers turns
+    // it into a decision on whatever the operation has become. A value fetch cannot send would be a lost answer.
+    if (options.ifMatch !== undefined && !HEADER_VALUE.text.test(options.ifMatch)) {
+      throw new TypeError(
+        'Verity: ifMatch must be the ETag of a read (operations.getWithETag), not empty and printable ASCII; ' +
+          'leave it out to decide on the operation as it is',
+      );
+    }
     const result = await this.transport.request<T>({
       method: 'POST',
       path: `/v1/operations/${pathSegment(id)}/${action}`,

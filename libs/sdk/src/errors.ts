@@ -1,4 +1,4 @@
-import type { Execution, FieldError, KnownProblemCode, ProblemDetails } from './types';
+import type { Execution, FieldError, KnownProblemCode, OperationDetail, ProblemDetails } from './types';
 
 /**
  * A problem code: the last segment of the problem `type` URL. The codes the API sends today are KnownProblemCode
@@ -177,6 +177,25 @@ export class VerityConditionError extends Error {
     super(
       `execution ${executionId} can no longer change and the awaited condition does not hold ` +
         `(${execution.status}, effects ${execution.effects?.summary})`,
+    );
+  }
+}
+
+/**
+ * A read answered without the ETag it always carries (a proxy or gateway stripped it): there is no version to decide
+ * on, so none is made up — an empty one would be sent as no version at all. `operation` is what was read, to show; a
+ * decision on it as it was read needs a path to the API that keeps the ETag header.
+ */
+export class VerityMissingETagError extends Error {
+  override name = 'VerityMissingETagError';
+  constructor(
+    readonly method: string,
+    readonly path: string,
+    readonly operation: OperationDetail,
+  ) {
+    super(
+      `${method} ${path} was answered without an ETag (was it removed on the way?): there is no version to decide on; ` +
+        'let the ETag header through, or decide without ifMatch knowingly',
     );
   }
 }

@@ -4,6 +4,7 @@ import {
   OperationStatus,
   type Verity,
   VerityError,
+  VerityMissingETagError,
   VerityNotFoundError,
   VerityPreconditionFailedError,
 } from '@verity/sdk';
@@ -97,7 +98,7 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
         .filter((at) => Number.isFinite(at))
         .sort((a, b) => a - b)[0];
       const shown = () => {
-        shownETag = etag || undefined;
+        shownETag = etag;
         render(op, execution);
       };
       return { execution, render: shown, focusOperationId: op.id, reloadAt };
@@ -107,6 +108,15 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
         lede.textContent = 'No operation with this id is visible to your key.';
         fill(statusCards);
         actions.hidden = true;
+        return;
+      }
+      if (error instanceof VerityMissingETagError) {
+        // No version to decide on: a decision sent from here would be taken on whatever the operation has become.
+        actions.hidden = true;
+        actionSignature = '';
+        result.textContent =
+          'The API answered without the operation’s version (its ETag header): something between this page and the ' +
+          'API removes it, so no decision can be taken here.';
         return;
       }
       result.textContent = `Could not load the operation: ${problemText(error)}.`;
