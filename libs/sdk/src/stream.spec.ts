@@ -270,6 +270,14 @@ describe('ExecutionStream over a real SSE server', () => {
     // A comment or a retry hint between the data lines of one event ends no frame: the event's data is still held.
     ['data lines of one event with comments between them', '', `data: ${'x'.repeat(1000)}\n: still here\n`],
     ['data lines of one event with retry hints between them', '', `data: ${'x'.repeat(1000)}\nretry: 1000\n`],
+    // The same with the other line endings: a bare CR, or a CRLF, ends a data line and no frame.
+    ['data lines ended by a bare CR with no blank line', '', `data: ${'x'.repeat(1000)}\r`],
+    ['data lines ended by CRLF with no blank line', '', `data: ${'x'.repeat(1000)}\r\n`],
+    [
+      'data lines ended by CR and LF alternately (no blank line among them)',
+      '',
+      `data: ${'x'.repeat(1000)}\rdata: y\n`,
+    ],
   ])(
     'fails with OversizedFrame on %s, instead of holding it all, and does not reconnect',
     async (_case, opening, filler) => {
@@ -302,6 +310,7 @@ describe('ExecutionStream over a real SSE server', () => {
   it.each([
     ['LF', '\n'],
     ['CRLF', '\r\n'],
+    ['a bare CR', '\r'],
   ])(
     'still reads an event just under the bound, after heartbeats that each end a frame (lines ended by %s)',
     async (_eol, eol) => {
@@ -319,4 +328,121 @@ describe('ExecutionStream over a real SSE server', () => {
       expect((events[0].data as { blob: string }).blob).toHaveLength(MAX_STREAM_FRAME_BYTES - 4096);
     },
   );
+});
+
+describe('ExecutionStream: every SSE line ending (CRLF, LF, bare CR), wherever the chunks are cut', () => {
+  function sseFrame(seq: number, eol: string): string {
+    return `id: evt_${seq}${eol}event: x${eol}data: ${JSON.stringify(event(seq))}${eol}${eol}`;
+  }
+  const endFrame = (eol: string) => `event: end${eol}data: {"reason":"settled"}${eol}${eol}`;
+
+  /** A fetch that hands the SDK the real server's body, telling `onChunk` the text of each chunk the SDK reads. */
+  function watchingChunks(onChunk: (text: string) => void): typeof fetch {
+    return async (input, init) => {
+      const response = await fetch(input, init);
+      const decoder = new TextDecoder();
+      const body = response.body!.pipeThrough(
+        new TransformStream<Uint8Array, Uint8Array>({
+          transform(chunk, controller) {
+            controller.enqueue(chunk);
+            onChunk(decoder.decode(chunk, { stream: true }));
+          },
+        }),
+      );
+      return new Response(body, { status: response.status, headers: response.headers });
+    };
+  }
+
+  it.each([
+    ['bare CR', '\r'],
+    ['LF', '\n'],
+    ['CRLF', '\r\n'],
+  ])(
+    'yields a frame whose lines end with %s as soon as its blank line arrives, and ends on the end frame',
+    async (_name, eol) => {
+      let gotFirst!: () => void;
+      const firstYielded = new Promise<void>((resolve) => (gotFirst = resolve));
+      const server = createServer((_req, res) => {
+        res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' });
+        // Nothing more comes until the consumer has the first event: a reader that waits for the byte after a CR to
+        // end the line would wait for ever here (and be dropped as idle).
+        res.write(`retry: 10${eol}${eol}${sseFrame(1, eol)}`);
+        void firstYielded.then(() => res.end(sseFrame(2, eol) + sseFrame(3, eol) + endFrame(eol)));
+      });
+      const { url } = closeAfterTest(await listenLocally(server));
+      const stream = new Verity({ baseUrl: url, apiKey: KEY }).stream('exe_1', {
+        maxReconnects: 0,
+        idleTimeoutMs: 10_000,
+      });
+      const seqs: number[] = [];
+      for await (const e of stream) {
+        seqs.push(e.seq);
+        if (e.seq === 1) gotFirst();
+      }
+      expect(seqs).toEqual([1, 2, 3]);
+      expect(stream.endReason).toBe('settled');
+      expect(stream.connections).toBe(1);
+    },
+  );
+
+  it('a CRLF cut between two chunks (one ends with CR, the next starts with LF) is one line end, not a blank line', async () => {
+    // The data of one event over two lines: `{` then the rest. A reader taking the LF for a blank line would end the
+    // event after `{` (not JSON: MalformedFrame).
+    const json = JSON.stringify(event(1));
+    const head = `retry: 10\r\n\r\nid: evt_1\r\ndata: {\r`;
+    const tail = `\ndata: ${json.slice(1)}\r\n\r\n${endFrame('\r\n')}`;
+    let sawCut!: () => void;
+    const cutSeen = new Promise<void>((resolve) => (sawCut = resolve));
+    const chunks: string[] = [];
+    const server = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' });
+      res.write(head);
+      // The tail only once the SDK has read a chunk ending with the CR: the cut falls exactly there.
+      void cutSeen.then(() => res.end(tail));
+    });
+    const { url } = closeAfterTest(await listenLocally(server));
+    const dx = new Verity({
+      baseUrl: url,
+      apiKey: KEY,
+      fetch: watchingChunks((text) => {
+        chunks.push(text);
+        if (text.endsWith('\r')) sawCut();
+      }),
+    });
+    const events = await dx.stream('exe_1', { maxReconnects: 0 }).toArray();
+    expect(chunks[0]).toBe(head);
+    expect(chunks[1].startsWith('\n')).toBe(true);
+    expect(events).toEqual([event(1)]);
+  });
+
+  it('a frame whose blank line is a lone CR in a chunk of its own is yielded at once, not when more bytes come', async () => {
+    const json = JSON.stringify(event(1));
+    let sawCut!: () => void;
+    const cutSeen = new Promise<void>((resolve) => (sawCut = resolve));
+    let gotEvent!: () => void;
+    const eventYielded = new Promise<void>((resolve) => (gotEvent = resolve));
+    const server = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' });
+      res.write(`retry: 10\r\rid: evt_1\rdata: ${json}\r`);
+      // The CR that ends the frame alone, once the data line's CR was read; the end frame only after the event came.
+      void cutSeen.then(() => res.write('\r'));
+      void eventYielded.then(() => res.end(endFrame('\r')));
+    });
+    const { url } = closeAfterTest(await listenLocally(server));
+    const dx = new Verity({
+      baseUrl: url,
+      apiKey: KEY,
+      fetch: watchingChunks((text) => {
+        if (text.endsWith(`${json}\r`)) sawCut();
+      }),
+    });
+    const stream = dx.stream('exe_1', { maxReconnects: 0, idleTimeoutMs: 10_000 });
+    const events: ExecutionEvent[] = [];
+    for await (const e of stream) {
+      events.push(e);
+      gotEvent();
+    }
+    expect(events).toEqual([event(1)]);
+    expect(stream.endReason).toBe('settled');
+  });
 });

@@ -187,6 +187,7 @@ export class ExecutionStream implements AsyncIterable<ExecutionEvent> {
         // the data lines of one event ends no frame, and the event's data is still held. Checked per chunk, so what is
         // held may pass the bound by one chunk before it is refused.
         let unfinishedBytes = 0;
+        const lineEnds = new LineEnds();
         const frameEnds = new FrameEnds();
         const parser = createParser({
           onEvent: (message) => {
@@ -215,7 +216,7 @@ export class ExecutionStream implements AsyncIterable<ExecutionEvent> {
             const { done, value } = await reader.read();
             if (done) break;
             armIdle();
-            const text = decoder.decode(value, { stream: true });
+            const text = lineEnds.toLF(decoder.decode(value, { stream: true }));
             const frameEnd = frameEnds.lastIn(text);
             unfinishedBytes =
               frameEnd < 0 ? unfinishedBytes + value.byteLength : utf8.encode(text.slice(frameEnd)).byteLength;
@@ -256,30 +257,40 @@ export class ExecutionStream implements AsyncIterable<ExecutionEvent> {
 
 const utf8 = new TextEncoder();
 const LF = 0x0a;
-const CR = 0x0d;
 
 /**
- * Where the frames of a stream end, chunk by chunk: at a blank line, that is a line terminator (CRLF, LF or CR) right
- * after another — as the parser ends them, also when it reports nothing for the frame (no data line in it).
+ * SSE lines end with CRLF, LF or a bare CR. Each becomes an LF as it arrives, so that a CR at the end of a chunk ends
+ * its line at once: the parser, left with it, waited for the next byte to tell a bare CR from a CRLF — a frame whose
+ * blank line was that CR was yielded only with the next chunk (a heartbeat, 15 s later) and the `end` frame of a stream
+ * with bare CRs never (closed, reconnected, again). An LF that starts the next chunk after such a CR is the rest of
+ * its CRLF and is dropped, never taken for a blank line (a frame's end).
+ */
+class LineEnds {
+  /** The last character converted was a CR. */
+  private afterCR = false;
+
+  toLF(text: string): string {
+    if (text === '') return text;
+    const from = this.afterCR && text.charCodeAt(0) === LF ? 1 : 0;
+    this.afterCR = text.endsWith('\r');
+    return text.slice(from).replace(/\r\n?/g, '\n');
+  }
+}
+
+/**
+ * Where the frames of a stream end, chunk by chunk (the text with every line ended by LF, see LineEnds): at a blank
+ * line, that is an LF right after another — as the parser ends them, also when it reports nothing for the frame (no
+ * data line in it).
  */
 class FrameEnds {
-  /** The last character read ended a line (or nothing was read yet): a terminator now ends a blank line. */
+  /** The last character read ended a line (or nothing was read yet): an LF now ends a blank line. */
   private atLineStart = true;
-  /** The last character read was a CR: an LF now completes its CRLF. */
-  private afterCR = false;
 
   /** The index in `text` just past the last blank line in it (so what follows starts a frame), or -1 if none. */
   lastIn(text: string): number {
     let end = -1;
     for (let i = 0; i < text.length; i += 1) {
-      const c = text.charCodeAt(i);
-      if (c === LF && this.afterCR) {
-        this.afterCR = false;
-        if (end === i) end = i + 1;
-        continue;
-      }
-      this.afterCR = c === CR;
-      if (c === LF || c === CR) {
+      if (text.charCodeAt(i) === LF) {
         if (this.atLineStart) end = i + 1;
         this.atLineStart = true;
       } else {
