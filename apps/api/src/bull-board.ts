@@ -26,13 +26,12 @@ export async function mountBullBoard(app: INestApplication, config: VerityConfig
   const readOnlyMode = config.BULL_BOARD_WRITABLE !== true;
   const serverAdapter = new ExpressAdapter();
   serverAdapter.setBasePath(BULL_BOARD_ROUTE);
-  createBullBoard({
-    // Every queue on every shard (named `<shard>.<queue>` when there are several).
-    queues: (await producer.everyQueue()).map(
-      ({ queue, namePrefix }) => new BullMQAdapter(queue, { readOnlyMode, prefix: namePrefix }),
-    ),
-    serverAdapter,
-  });
+  // Every queue on every shard (named `<shard>.<queue>` when there are several).
+  const queues = (await producer.everyQueue()).map(
+    ({ queue, namePrefix }) => new BullMQAdapter(queue, { readOnlyMode, prefix: namePrefix }),
+  );
+  const queuesByName: BoardQueues = new Map(queues.map((adapter) => [adapter.getName(), adapter]));
+  createBullBoard({ queues, serverAdapter });
   const guard = async (req: Request, res: Response, next: NextFunction) => {
     const crossSite = fromAnotherSite(req);
     if (crossSite) {
@@ -56,8 +55,11 @@ export async function mountBullBoard(app: INestApplication, config: VerityConfig
     refuseReadBody,
     refuseUndecodableQueueNames,
     refuseUnboundedPages,
+    refuseUncleanableStatuses,
     boardErrorsAsProblems(app.get<Logger>(LOGGER)),
     ...(readOnlyMode ? [refuseEveryQueueWrites] : []),
+    refuseUnknownQueuesInQuery(queuesByName),
+    refuseLogsOfMissingJobs(queuesByName),
     serverAdapter.getRouter(),
   );
 }
@@ -88,6 +90,106 @@ export function refuseUndecodableQueueNames(req: Request, res: Response, next: N
   }).map((field) => ({ field, rule: 'invalid_format', message: QUEUE_NAME_ENCODING }));
   if (errors.length > 0) {
     sendProblem(req, res, Problem.validation(errors));
+    return;
+  }
+  next();
+}
+
+/** The board's queues by the name it knows them by (`<shard>.<queue>` on several shards). */
+export type BoardQueues = ReadonlyMap<string, { getJob(id: string): Promise<unknown> }>;
+
+/** What the board would answer for a queue or a job it does not have (made a problem by boardErrorsAsProblems). */
+function boardNotFound(res: Response, key: 'ERRORS.QUEUE_NOT_FOUND' | 'ERRORS.JOB_NOT_FOUND'): void {
+  res.status(404).json({ error: { key } });
+}
+
+/**
+ * `?activeQueue=` and `?queueName=` naming no queue of this board (a typo, another deployment's prefix, another shard's
+ * name, 10 kB of anything) were ignored: the list of every queue, or no scheduler, answered 200 as if the queue were
+ * there and empty. A 404 as for such a name in the path; an empty one names nothing (400). Judged as the board reads
+ * them (decoded once more, a repeated one joined with commas).
+ */
+export function refuseUnknownQueuesInQuery(queues: BoardQueues) {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    const query = req.query as Record<string, unknown>;
+    const named = BOARD_DECODED_QUERY.filter((name) => query[name] !== undefined).map((name) => ({
+      name,
+      // refuseUndecodableQueueNames has refused what does not decode.
+      queue: decodeURIComponent(String(query[name])),
+    }));
+    const empty = named.filter(({ queue }) => queue === '');
+    if (empty.length > 0) {
+      const errors = empty.map(({ name }) => ({ field: name, rule: 'too_small', message: 'a queue name, not empty' }));
+      sendProblem(req, res, Problem.validation(errors));
+      return;
+    }
+    if (named.some(({ queue }) => !queues.has(queue))) return boardNotFound(res, 'ERRORS.QUEUE_NOT_FOUND');
+    next();
+  };
+}
+
+/** `GET /api/queues/:queueName/:jobId/logs`, matched as the board's router matches it (letter case, trailing slash). */
+const JOB_LOGS = /^\/api\/queues\/([^/]+)\/([^/]+)\/logs\/?$/i;
+
+/**
+ * The board reads a job's log without reading the job (BullMQ has an empty log for any id): the logs of a job that is
+ * not there — never was, or was removed — answered 200 `[]`, where every other read of a job answers 404. Refused
+ * as those are; an unknown queue, or a name that does not decode, is left to the board's own answer.
+ */
+export function refuseLogsOfMissingJobs(queues: BoardQueues) {
+  return async (req: Request, res: Response, next: NextFunction): Promise<void> => {
+    const match = req.method === 'GET' || req.method === 'HEAD' ? JOB_LOGS.exec(req.path) : null;
+    if (!match) return next();
+    let queue: ReturnType<BoardQueues['get']>;
+    let jobId: string;
+    try {
+      queue = queues.get(decodeURIComponent(match[1]));
+      jobId = decodeURIComponent(match[2]);
+    } catch {
+      return next();
+    }
+    if (!queue) return next();
+    try {
+      if (!(await queue.getJob(jobId))) return boardNotFound(res, 'ERRORS.JOB_NOT_FOUND');
+    } catch {
+      // Redis failing: the board's own read fails the same way, and answers it (a logged 5xx problem).
+    }
+    next();
+  };
+}
+
+/** The statuses the board's page offers to clean (its STATUSES but `latest`, which is a view, not a set of jobs). */
+const CLEANABLE_STATUSES = [
+  'active',
+  'waiting',
+  'waiting-children',
+  'prioritized',
+  'completed',
+  'failed',
+  'delayed',
+  'paused',
+] as const;
+
+/** `PUT /api/queues/:queueName/clean/:queueStatus`, matched as the board's router matches it. */
+const CLEAN_ALL = /^\/api\/queues\/[^/]+\/clean\/([^/]+)\/?$/i;
+
+/**
+ * "Clean all" passes its status to BullMQ as the name of a Redis key of the queue, unchecked: `clean/x` answered 200
+ * (and wrote a `cleaned` event), `clean/events` or `clean/meta` reached Redis as a command on the wrong type (a 500),
+ * and `clean/repeat` removed the job schedulers that were due. Only the statuses the board's page offers are taken;
+ * another is 400, on a read-only board too, before anything is read or written.
+ */
+export function refuseUncleanableStatuses(req: Request, res: Response, next: NextFunction): void {
+  const match = req.method === 'PUT' ? CLEAN_ALL.exec(req.path) : null;
+  let status: string | undefined;
+  try {
+    status = match ? decodeURIComponent(match[1]) : undefined;
+  } catch {
+    status = undefined; // the board's own 400 for a segment that does not decode
+  }
+  if (status !== undefined && !(CLEANABLE_STATUSES as readonly string[]).includes(status)) {
+    const message = `one of ${CLEANABLE_STATUSES.join(', ')}`;
+    sendProblem(req, res, Problem.validation([{ field: 'queueStatus', rule: 'invalid_value', message }]));
     return;
   }
   next();
