@@ -1,5 +1,9 @@
+import { once } from 'node:events';
+import IORedis from 'ioredis';
 import type { ProblemDetails as Problem } from '@verity/sdk';
 import { createApiKey } from '@verity/persistence';
+import { JobProducer, QueueName } from '@verity/queues';
+import { TEST_REDIS_URL } from '../support/services';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { HttpResult, charge, http, sms, unique } from '../support/http';
 import { waitForLockWaiter } from '../support/lock-waits';
@@ -19,11 +23,20 @@ type Stale = Problem & { current_etag?: string; errors?: { field: string; rule: 
  */
 describe('api: a decision from a stale page (ETag, If-Match)', () => {
   let stack: Stack;
+  let redis: IORedis;
+  let producer: JobProducer;
   beforeAll(async () => {
     stack = await Stack.start({ label: 'stalepage' });
     await createApiKey(stack.db.dataSource.manager, { tenantId: 'demo-other', role: 'reviewer', key: OTHER_REVIEWER });
+    redis = new IORedis(TEST_REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
+    if (redis.status !== 'ready') await once(redis, 'ready');
+    producer = new JobProducer(redis, stack.prefix);
   });
-  afterAll(async () => stack?.stop());
+  afterAll(async () => {
+    await producer?.close();
+    redis?.disconnect();
+    await stack?.stop();
+  });
   afterEach(async () => resetSandbox(stack));
 
   /** The operation as a reviewer's page reads it, and its ETag. */
@@ -180,6 +193,69 @@ describe('api: a decision from a stale page (ETag, If-Match)', () => {
       expectStale(await post(held.id, 'resolve', { status: 'FAILED', evidence: 'not there' }, etag), now.etag);
       expect(now).toMatchObject({ status: 'MANUAL_REVIEW' });
       expect(await decisionsOf(executionId, held.id)).toEqual(before);
+    },
+  );
+
+  /** The re-checks reviewers asked for of one operation that are in the queue, in any state. */
+  async function askedRechecks(opId: string): Promise<unknown[]> {
+    const jobs = await producer
+      .queue(QueueName.RECONCILE)
+      .getJobs(['waiting', 'prioritized', 'delayed', 'active', 'paused', 'completed', 'failed']);
+    return jobs
+      .filter((job) => (job?.data as { operationId?: string; requestedBy?: string }).operationId === opId)
+      .filter((job) => (job.data as { requestedBy?: string }).requestedBy !== undefined)
+      .map((job) => job.id);
+  }
+
+  it.each([
+    [
+      'a re-check that showed the effect',
+      `obligation = obligation || jsonb_build_object('effect_shown',
+         jsonb_build_object('result', 'found', 'evidence', '{}'::jsonb, 'at',
+           to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))`,
+    ],
+    ['the provider’s late acknowledgement', 'acknowledged_at = clock_timestamp()'],
+  ])(
+    'a re-check whose operation moved by %s after its early check, while it waited to lock the version: 412, nothing queued',
+    async (_change, set) => {
+      const { executionId, held } = await heldUnsentCharge(stack, unique('stale-recheck'));
+      // The reconciler is stopped, so a re-check job that was queued stays in the queue to be seen.
+      const reconcilers = stack.running('reconciler');
+      for (const reconciler of reconcilers) await stack.kill(reconciler, 'SIGSTOP');
+      try {
+        const { etag } = await read(held.id);
+        const before = await decisionsOf(executionId, held.id);
+        const writer = stack.db.dataSource.createQueryRunner();
+        await writer.connect();
+        let answer: HttpResult<Stale>;
+        try {
+          await writer.startTransaction();
+          await writer.query(`UPDATE operations SET ${set} WHERE id = $1`, [held.id]);
+          let answered = false;
+          const rechecking = post(held.id, 'recheck', undefined, etag).finally(() => (answered = true));
+          // The early check read the version shown (a plain read: the uncommitted change is not seen, nor waited
+          // for); the statement that share-locks the operation at that version waits for the writer's row lock.
+          await waitForLockWaiter(stack.db.dataSource, {
+            statementLike: '%FROM operations t%FOR SHARE%',
+            unless: () => answered,
+          });
+          await writer.commitTransaction();
+          answer = await rechecking;
+        } finally {
+          if (writer.isTransactionActive) await writer.rollbackTransaction();
+          await writer.release();
+        }
+        const now = await read(held.id);
+        expect(now.etag).not.toBe(etag);
+        expectStale(answer, now.etag);
+        expect(await askedRechecks(held.id)).toEqual([]);
+        expect(await decisionsOf(executionId, held.id)).toEqual(before);
+        // The same request on the version as it is now is queued: the look at the queue above would have seen one.
+        expect((await post(held.id, 'recheck', undefined, now.etag)).status).toBe(202);
+        expect(await askedRechecks(held.id)).toHaveLength(1);
+      } finally {
+        for (const reconciler of reconcilers) await stack.kill(reconciler, 'SIGCONT');
+      }
     },
   );
 
