@@ -200,10 +200,12 @@ describe('api: a decision from a stale page (ETag, If-Match)', () => {
   async function askedRechecks(opId: string): Promise<unknown[]> {
     const jobs = await producer
       .queue(QueueName.RECONCILE)
-      .getJobs(['waiting', 'prioritized', 'delayed', 'active', 'paused', 'completed', 'failed']);
+      .getJobs(['waiting', 'prioritized', 'delayed', 'active', 'completed', 'failed']);
     return jobs
-      .filter((job) => (job?.data as { operationId?: string; requestedBy?: string }).operationId === opId)
-      .filter((job) => (job.data as { requestedBy?: string }).requestedBy !== undefined)
+      .filter((job) => {
+        const data = job?.data as { operationId?: string; requestedBy?: string } | undefined;
+        return data?.operationId === opId && data.requestedBy !== undefined;
+      })
       .map((job) => job.id);
   }
 
