@@ -222,4 +222,31 @@ interface Op {
     expect(now.recovery_obligation?.resolution).toBeUndefined();
     expect(now.etag).not.toBe(first.etag);
   });
+
+  it('a page whose answers lose their ETag on the way offers no decision: none is taken without a version', async () => {
+    const opId = await awaitingApproval([charge(unique('order'), { requires_approval: true })]);
+    await signIn(DEMO.reviewer);
+    await page.getByRole('heading', { level: 1, name: 'Review queues' }).waitFor();
+    // An intermediary that strips the ETag from the API's answers about this operation.
+    await page.route(`**/v1/operations/${opId}`, async (route) => {
+      const response = await route.fetch();
+      const headers = Object.fromEntries(Object.entries(response.headers()).filter(([name]) => name !== 'etag'));
+      await route.fulfill({ response, headers });
+    });
+    const decisions: string[] = [];
+    page.on('request', (request) => {
+      if (request.method() === 'POST' && request.url().includes(`/v1/operations/${opId}/`))
+        decisions.push(request.url());
+    });
+    await page.goto(consoleUrl(`/operations/${opId}`));
+    await page
+      .locator('p.result')
+      .filter({ hasText: /without the operation’s version/ })
+      .waitFor();
+    await expect(page.locator('#approve').count()).resolves.toBe(0);
+    await expect(page.locator('#deny').count()).resolves.toBe(0);
+    expect(decisions).toEqual([]);
+    const now = await http<Op>(stack.apiUrl, 'GET', `/v1/operations/${opId}`, { key: DEMO.reviewer });
+    expect(now.body.approval).toMatchObject({ state: 'requested' });
+  });
 });
