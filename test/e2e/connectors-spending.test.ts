@@ -386,6 +386,58 @@ describe('spending caps', () => {
       expect(statuses.filter((status) => status === 'ACKNOWLEDGED')).toHaveLength(10);
       expect(statuses.filter((status) => status === 'CANCELLED')).toHaveLength(14);
       expect(posts()).toBe(sentBefore + 10);
+
+      // Amounts that differ, each within the room alone, racing two ways at once: fresh submissions (intake, then the
+      // dispatch's check) and reviewers' approvals of charges held since before (the release's check). Exact: what
+      // was sent sums to no more than the room, and every refused one would not have fitted in what was left — no
+      // charge over the cap, and none refused that the cap had room for.
+      const amounts = [90, 130, 170, 210, 250, 290, 330, 370, 410, 450, 490, 530];
+      const charged = (amount: number) =>
+        httpOp('pay', {
+          method: 'POST',
+          url: `${target.base}/orders`,
+          body: { id: unique('race'), amount, currency: 'USD' },
+        });
+      const held = await Promise.all(
+        amounts.slice(0, 4).map((amount) => submitOps(call, [{ ...charged(amount), requires_approval: true }])),
+      );
+      for (const e of held) {
+        await waitFor(
+          async () => (await call<Execution>('GET', `/v1/executions/${e.id}`)).body,
+          (x) => x.status === 'waiting_for_approval',
+          20_000,
+        );
+      }
+      const room = 1000;
+      await putCap((await putCap(1e15)) + room);
+      const postsBefore = posts();
+      const raced = await Promise.all([
+        ...held.map(async (e) => {
+          const approved = await call('POST', `/v1/operations/${e.operations[0].id}/approval`, {
+            key: DEMO.reviewer,
+            body: { decision: 'approve' },
+          });
+          expect(approved.status).toBe(200);
+          return e;
+        }),
+        ...amounts.slice(4).map((amount) => submitOps(call, [charged(amount)])),
+      ]);
+      const ended = (await Promise.all(raced.map((e) => settled(call, e.id)))).map((e) => e.operations[0]);
+      const amountOf = (op: Execution['operations'][number]) => (op.params as { body: { amount: number } }).body.amount;
+      const accepted = ended.filter((op) => op.status === 'ACKNOWLEDGED').map(amountOf);
+      const refused = ended.filter((op) => op.status !== 'ACKNOWLEDGED');
+      const spent = accepted.reduce((sum, amount) => sum + amount, 0);
+      expect(spent).toBeLessThanOrEqual(room);
+      expect(
+        refused.map((op) => [amountOf(op), op.status, op.attempt, (op.evidence as { rule?: string }).rule]),
+      ).toEqual(refused.map((op) => [amountOf(op), 'CANCELLED', 0, 'max_amount']));
+      expect(refused.filter((op) => amountOf(op) <= room - spent).map(amountOf)).toEqual([]);
+      // The target was asked for exactly the accepted amounts, once each.
+      const asked = target.seen
+        .filter((s) => s.method === 'POST')
+        .slice(postsBefore)
+        .map((s) => (JSON.parse(s.body) as { amount: number }).amount);
+      expect(asked.sort((a, b) => a - b)).toEqual([...accepted].sort((a, b) => a - b));
     });
   });
 
