@@ -119,6 +119,37 @@ describe('spending caps', () => {
     expect(refs.map((ref) => effects.charges[ref]?.count ?? 0)).toEqual([1, 1, 0]);
   });
 
+  it('counts no amount for a declined charge (it moved no money): the charge after it has the room', async () => {
+    const putCap = (max_amount: number) =>
+      call<{ usage: { amount: number; operations: number }[] }>(
+        'PUT',
+        '/v1/admin/connector-settings/sandbox.payments',
+        {
+          key: DEMO.admin,
+          body: { spending_caps: [{ period: 'day', max_amount, amount_field: 'amount' }] },
+        },
+      );
+    const used = (await putCap(1e15)).body.usage[0];
+    expect((await putCap(used.amount + 2000)).status).toBe(200);
+    const of = (reference: string) => charge(reference, { params: { amount: 2000, currency: 'EUR', reference } });
+    const declinedRef = unique('decline-capped');
+    const declined = await settled(call, (await submitOps(call, [of(declinedRef)])).id);
+    expect(declined.operations[0]).toMatchObject({ status: 'FAILED', attempt: 1, commit: 'rejected' });
+    // The same 2000 again, on a card that takes it: within the cap, since the declined one charged nothing.
+    const ref = unique('after-decline');
+    const charged = await settled(call, (await submitOps(call, [of(ref)])).id);
+    expect(charged.operations[0]).toMatchObject({ status: 'VERIFIED', attempt: 1 });
+    const effects = await stack.effects();
+    expect([effects.charges[declinedRef]?.count ?? 0, effects.charges[ref]?.count]).toEqual([0, 1]);
+    // Both count as sends (max_operations bounds attempts); only the charge counts as money.
+    const usage = await call<{ usage: { amount: number; operations: number }[] }>(
+      'GET',
+      '/v1/admin/connector-settings/sandbox.payments',
+      { key: DEMO.admin },
+    );
+    expect(usage.body.usage[0]).toMatchObject({ operations: used.operations + 2, amount: used.amount + 2000 });
+  });
+
   it('counts per tenant: another tenant’s cap of 1 is not used up by this tenant’s sends', async () => {
     // demo-other has no admin key among the demo keys: its setting is written the way the API would store it.
     await stack.db.dataSource.query(

@@ -123,6 +123,37 @@ describe('spending caps count amounts exactly (real Postgres)', () => {
     return 'sent' in result;
   }
 
+  /** Sends `amount` under the cap (true when it went), then writes `after` to its row, as the send's answer would. */
+  async function sendThen(key: string, amount: number, after: string): Promise<boolean> {
+    const sent = await sendUnderCap(key, amount);
+    await db.dataSource.query(`UPDATE operations SET ${after} WHERE key = $1`, [key]);
+    return sent;
+  }
+
+  it('counts no amount for a send whose own request committed nothing (FAILED), unless refuted; every send as one', async () => {
+    await db.dataSource.query(`DELETE FROM connector_spend`);
+    // Declined: no money moved, so it leaves the room to the charge that follows it (a retry, a corrected request).
+    expect(await sendThen('declined', 800, `status = 'FAILED', attempt = 1`)).toBe(true);
+    expect(await sendUnderCap('after-decline', 800)).toBe(true);
+    let usage = await spendingUsage(db.dataSource.manager, 'acme', 'sandbox.payments', cap, ['amount']);
+    expect(usage).toMatchObject({ operations: 2, amount: 800 });
+    // A FAILED refuted since — the provider acknowledged it after all, or a read showed the effect — counts again.
+    expect(await sendThen('acknowledged', 100, `status = 'FAILED', attempt = 1, acknowledged_at = now()`)).toBe(true);
+    expect(
+      await sendThen(
+        'shown',
+        50,
+        `status = 'FAILED', attempt = 1, obligation = '{"effect_shown_after_failed": {"result": "found", "at": "now"}}'`,
+      ),
+    ).toBe(true);
+    usage = await spendingUsage(db.dataSource.manager, 'acme', 'sandbox.payments', cap, ['amount']);
+    expect(usage).toMatchObject({ operations: 4, amount: 950 });
+    // An UNKNOWN may well have cost money: counted.
+    expect(await sendThen('unknown', 50, `status = 'UNKNOWN', attempt = 1`)).toBe(true);
+    expect(await sendUnderCap('over', 0.5)).toBe(false);
+    await db.dataSource.query(`DELETE FROM connector_spend`);
+  });
+
   it('sends up to the cap exactly, and nothing beyond it, however small', async () => {
     expect(await sendUnderCap('most', 999.9)).toBe(true);
     expect(await sendUnderCap('rest', 0.1)).toBe(true); // 999.9 + 0.1 is 1000 exactly: within the cap

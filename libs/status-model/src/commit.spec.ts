@@ -1,4 +1,4 @@
-import { COMMIT_RULES, COMMIT_VALUES, Commit, commitOf } from './commit';
+import { COMMIT_RULES, COMMIT_VALUES, Commit, REJECTED_COMMIT_STATUSES, commitOf } from './commit';
 import { OPERATION_STATUSES, OperationStatus, TerminalReason } from './operation';
 
 const S = OperationStatus;
@@ -24,6 +24,20 @@ describe('commitOf (not_dispatched | committed | rejected | unknown; docs/semant
     expect(
       commitOf({ status: S.MANUAL_REVIEW, everSent: true, terminalReason: TerminalReason.INTEGRITY_MISMATCH }),
     ).toBe('committed');
+  });
+
+  it('names the statuses a spending cap’s amount does not count: rejected for any send and reason, unless refuted', () => {
+    expect(REJECTED_COMMIT_STATUSES).toEqual([S.FAILED]);
+    // The window's SQL reads only the status and the refutation: no rule that says rejected may ask for more.
+    expect(COMMIT_RULES.filter((r) => r.commit === 'rejected')).toEqual([
+      { status: S.FAILED, ever_sent: 'any', terminal_reason: 'any', commit: 'rejected' },
+    ]);
+    for (const status of REJECTED_COMMIT_STATUSES) {
+      for (const everSent of [true, false]) {
+        expect(commitOf({ status, everSent, terminalReason: TerminalReason.CONNECTOR_REJECTED })).toBe('rejected');
+        expect(commitOf({ status, everSent, failureRefuted: true })).toBe('unknown');
+      }
+    }
   });
 
   it('a FAILED refuted since (a late 2xx, a later read showing the effect) is no longer rejected: unknown', () => {

@@ -3,7 +3,7 @@ import type { DataSource, EntityManager } from 'typeorm';
 import { SecretsCipher, secretBinding } from '../secrets-cipher';
 import { Queryable, rows, transaction } from '../sql';
 import type { TransitionResult } from '../transition.service';
-import { describeFoundCurrency } from '@verity/status-model';
+import { REJECTED_COMMIT_STATUSES, describeFoundCurrency } from '@verity/status-model';
 
 /** One outbound host a tenant allows (the `http` connector); mirrors `AllowedHost` in libs/connectors. */
 export interface AllowedHostRow {
@@ -74,6 +74,15 @@ export class ConnectorSpendEntity {
 }
 
 /** The connector settings workers read, and the spending ledger (caps are counted from it). */
+/**
+ * Whether a sent operation `o`'s amount still counts toward a cap's max_amount: not when its status is one whose commit
+ * is `rejected` (the parameter `statuses`: REJECTED_COMMIT_STATUSES) and nothing since refuted that (status model
+ * `failureRefuted`: acknowledged, or the source showed the effect after the FAILED).
+ */
+const spentAmountStands = (statuses: string) =>
+  `NOT (o.status = ANY(${statuses}::text[]) AND o.acknowledged_at IS NULL
+                 AND NOT (coalesce(o.obligation, '{}'::jsonb) ? 'effect_shown_after_failed'))`;
+
 export const CONNECTOR_SPEND_SQL = {
   lockOperation: `SELECT 1 FROM operations WHERE id = $1 FOR UPDATE`,
   lockExecutionOfOperation: `SELECT 1 FROM executions
@@ -85,15 +94,17 @@ export const CONNECTOR_SPEND_SQL = {
      LEFT JOIN tenant_connector_settings s ON s.tenant_id = $1 AND s.connector = $2`,
   amountCaps: `SELECT connector, spending_caps FROM tenant_connector_settings
      WHERE tenant_id = $1 AND connector = ANY($2::text[]) AND spending_caps <> '[]'::jsonb`,
+  // The amount leaves out an operation whose own request committed nothing (spentAmountStands); the count keeps every
+  // send (max_operations bounds attempts, whatever became of them).
   usage: `SELECT count(*) AS operations,
-            sum(CASE WHEN jsonb_typeof(o.params #> $4::text[]) = 'number'
+            sum(CASE WHEN jsonb_typeof(o.params #> $4::text[]) = 'number' AND ${spentAmountStands('$5')}
                      THEN greatest((o.params #>> $4::text[])::numeric, 0) END) AS amount,
             now() - make_interval(secs => $3) AS since
      FROM connector_spend s JOIN operations o ON o.id = s.operation_id
      WHERE s.tenant_id = $1 AND s.connector = $2 AND s.spent_at >= now() - make_interval(secs => $3)`,
   // Whether the window's amount plus this operation's would pass the cap, added and compared as numeric (exact): in
   // doubles, 1000 + 1e-14 is 1000, so at a used-up cap of 1000 every charge of 1e-14 went through, without end.
-  amountBeyond: `SELECT coalesce(sum(CASE WHEN jsonb_typeof(o.params #> $4::text[]) = 'number'
+  amountBeyond: `SELECT coalesce(sum(CASE WHEN jsonb_typeof(o.params #> $4::text[]) = 'number' AND ${spentAmountStands('$7')}
                               THEN greatest((o.params #>> $4::text[])::numeric, 0) END), 0)
             + $5::numeric > $6::numeric AS beyond
      FROM connector_spend s JOIN operations o ON o.id = s.operation_id
@@ -211,12 +222,16 @@ export interface CapUsage {
   period: SpendingCapRow['period'];
   since: string;
   operations: number;
-  /** The sum of the cap's amount_field over the window (null when the cap has none). */
+  /**
+   * The sum of the cap's amount_field over the window (null when the cap has none), leaving out the operations whose
+   * own request committed nothing (a FAILED not refuted since).
+   */
   amount: number | null;
 }
 
 /**
- * What has been spent in a cap's rolling window: every operation handed to the connector, whatever its outcome. Only
+ * What has been spent in a cap's rolling window: every operation handed to the connector, whatever its outcome, counts
+ * as an operation; its amount counts unless its own request committed nothing (a FAILED not refuted since). Only
  * positive amounts are sent under a cap (capAmount); `greatest(…, 0)` keeps any older negative one from counting back.
  */
 export async function spendingUsage(
@@ -231,6 +246,7 @@ export async function spendingUsage(
     connector,
     SPENDING_PERIOD_SECONDS[cap.period],
     amountPath ?? [],
+    REJECTED_COMMIT_STATUSES,
   ]);
   return {
     period: cap.period,
@@ -260,6 +276,7 @@ async function amountBeyondCap(
     amountPath,
     String(amount),
     String(cap.max_amount),
+    REJECTED_COMMIT_STATUSES,
   ]);
   return row.beyond;
 }
