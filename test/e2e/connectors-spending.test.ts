@@ -335,6 +335,33 @@ describe('spending caps', () => {
       });
     });
 
+    it('counts the amount of an http FAILED: its rejection statuses are the operation’s own word, not the target’s', async () => {
+      const put = await call<{ usage: { amount: number; operations: number }[] }>(
+        'PUT',
+        '/v1/admin/connector-settings/http',
+        {
+          key: DEMO.admin,
+          body: { spending_caps: [{ period: 'week', max_amount: 1e15, amount_field: 'body.amount' }] },
+        },
+      );
+      const before = put.body.usage[0];
+      // A target that paid part of a batch and answered 422 would be paid, whatever the agent declared 422 to mean.
+      const rejected = httpOp('pay', {
+        method: 'POST',
+        url: `${target.base}/reject`,
+        body: { id: unique('pay'), amount: 50 },
+        reject_statuses: [422],
+      });
+      const done = await settled(call, (await submitOps(call, [rejected])).id);
+      expect(done.operations[0]).toMatchObject({ status: 'FAILED', attempt: 1, commit: 'rejected' });
+      const after = await call<{ usage: { amount: number; operations: number }[] }>(
+        'GET',
+        '/v1/admin/connector-settings/http',
+        { key: DEMO.admin },
+      );
+      expect(after.body.usage[0]).toMatchObject({ operations: before.operations + 1, amount: before.amount + 50 });
+    });
+
     it('with amount_decimals, refuses at intake an amount a target would round up (0.004 charged as 0.01)', async () => {
       const cap = { period: 'week', max_amount: 1000, amount_field: 'body.amount', amount_decimals: 2 };
       const put = await call<{ spending_caps: unknown[] }>('PUT', '/v1/admin/connector-settings/http', {

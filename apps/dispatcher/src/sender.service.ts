@@ -215,6 +215,7 @@ export class SenderService implements OnModuleDestroy {
         amountOf: (cap) => capAmount(op.params, cap),
         lockOperationFirst: release,
         resendRef: op.resendRef,
+        failedSpendsNothing: connector.failedSpendsNothing === true,
       },
       (db) => {
         committingAt = Date.now();

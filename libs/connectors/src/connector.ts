@@ -252,6 +252,14 @@ export interface Connector {
    * inconclusive as a stale read (the `http` connector reads where the operation says, which proves nothing empty).
    */
   readonly readBackProvesAbsence?: boolean;
+  /**
+   * Whether an operation of this connector that ended FAILED spent nothing on the connector's own word — what counts
+   * as a rejection, and any read that proves an effect absent, are the connector's, never declared by the operation —
+   * so that a spending cap's `max_amount` does not count it (status model `REJECTED_COMMIT_STATUSES`). Absent: every
+   * send's amount counts, FAILED or not. `http` lets the operation declare its own rejection statuses, so its FAILED
+   * rests on the agent's word: a target that pays part of a batch and answers 400 would be paid uncounted.
+   */
+  readonly failedSpendsNothing?: boolean;
   readContext?(operation: ConnectorOperation, env: ConnectorEnvironment): Promise<ContextResult>;
   /**
    * Reads a VERIFIED effect again. `verified` is the record stored as evidence when it was verified. Optional: a
@@ -319,6 +327,7 @@ export function connectorDeclarations(
     settings: connector.settings,
     approvalAmountField: connector.approvalAmountField,
     readBackProvesAbsence: connector.readBackProvesAbsence,
+    failedSpendsNothing: connector.failedSpendsNothing,
     operationCapabilities: connector.operationCapabilities?.bind(connector),
     effectReference: connector.effectReference?.bind(connector),
     resendReference: connector.resendReference?.bind(connector),

@@ -63,6 +63,8 @@ export class SandboxPaymentsConnector implements Connector {
   readonly approvalAmountField = 'amount';
   /** Its read-back is the provider's list of charges by the reference it was sent with: an empty list is its word. */
   readonly readBackProvesAbsence = true;
+  /** Its rejections (a declined card) and its proofs of absence are the provider's word, not the operation's. */
+  readonly failedSpendsNothing = true;
   readonly actions = {
     charge: { description: 'Charge an amount (minor units) against an order reference', params: ChargeParams },
   };

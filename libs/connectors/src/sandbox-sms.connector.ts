@@ -18,6 +18,8 @@ export class SandboxSmsConnector implements Connector {
   readonly description = 'Text messages through the sandbox provider (POST /v1/messages; no read-back)';
   readonly capabilities = { read_back: false, context_read: false, provider_idempotency: false, reversible: false };
   readonly actions = { send: { description: 'Send one text message', params: SendParams } };
+  /** Its rejections are the provider's word (fixed statuses), not the operation's. */
+  readonly failedSpendsNothing = true;
 
   /**
    * The provider takes every POST as a new message: `client_ref` is the caller's only name for one. While a send naming

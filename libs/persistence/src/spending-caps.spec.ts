@@ -117,6 +117,7 @@ describe('spending caps count amounts exactly (real Postgres)', () => {
         operationId: op.id,
         caps: [cap],
         amountOf: () => ({ path: ['amount'], amount }),
+        failedSpendsNothing: true,
       },
       async () => ({ won: true }) as TransitionResult,
     );
@@ -130,13 +131,16 @@ describe('spending caps count amounts exactly (real Postgres)', () => {
     return sent;
   }
 
-  it('counts no amount for a send whose own request committed nothing (FAILED), unless refuted; every send as one', async () => {
+  it('counts no amount for a send whose own request committed nothing (FAILED) on the connector’s word, unless refuted; every send as one', async () => {
     await db.dataSource.query(`DELETE FROM connector_spend`);
     // Declined: no money moved, so it leaves the room to the charge that follows it (a retry, a corrected request).
     expect(await sendThen('declined', 800, `status = 'FAILED', attempt = 1`)).toBe(true);
     expect(await sendUnderCap('after-decline', 800)).toBe(true);
-    let usage = await spendingUsage(db.dataSource.manager, 'acme', 'sandbox.payments', cap, ['amount']);
-    expect(usage).toMatchObject({ operations: 2, amount: 800 });
+    const usageOf = (failedSpendsNothing: boolean) =>
+      spendingUsage(db.dataSource.manager, 'acme', 'sandbox.payments', cap, ['amount'], failedSpendsNothing);
+    expect(await usageOf(true)).toMatchObject({ operations: 2, amount: 800 });
+    // A connector whose FAILED rests on the operation's own declaration (http's reject_statuses) counts it all.
+    expect(await usageOf(false)).toMatchObject({ operations: 2, amount: 1600 });
     // A FAILED refuted since — the provider acknowledged it after all, or a read showed the effect — counts again.
     expect(await sendThen('acknowledged', 100, `status = 'FAILED', attempt = 1, acknowledged_at = now()`)).toBe(true);
     expect(
@@ -146,8 +150,7 @@ describe('spending caps count amounts exactly (real Postgres)', () => {
         `status = 'FAILED', attempt = 1, obligation = '{"effect_shown_after_failed": {"result": "found", "at": "now"}}'`,
       ),
     ).toBe(true);
-    usage = await spendingUsage(db.dataSource.manager, 'acme', 'sandbox.payments', cap, ['amount']);
-    expect(usage).toMatchObject({ operations: 4, amount: 950 });
+    expect(await usageOf(true)).toMatchObject({ operations: 4, amount: 950 });
     // An UNKNOWN may well have cost money: counted.
     expect(await sendThen('unknown', 50, `status = 'UNKNOWN', attempt = 1`)).toBe(true);
     expect(await sendUnderCap('over', 0.5)).toBe(false);

@@ -53,8 +53,9 @@ export const COMMIT_RULES: readonly CommitRule[] = [
 /**
  * The statuses whose commit is `rejected` whatever else the operation holds, unless a record since refuted it
  * (`failureRefuted`): its own request committed nothing. A spending cap's `max_amount` does not count such an
- * operation (its `max_operations` counts every send): a declined charge moved no money, and counted, it refused the
- * charge its retry or a corrected request then asked for. The window's SQL reads these statuses with the refutation's
+ * operation of a connector whose FAILED is its own word, not the operation's (`failedSpendsNothing`; its
+ * `max_operations` counts every send): a declined charge moved no money, and counted, it refused the charge its retry
+ * or a corrected request then asked for. The window's SQL reads these statuses with the refutation's
  * record, so every rule that says `rejected` must hold for any `ever_sent` and any terminal reason (a spec checks it).
  */
 export const REJECTED_COMMIT_STATUSES: readonly OperationStatus[] = [

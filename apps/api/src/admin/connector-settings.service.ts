@@ -225,7 +225,8 @@ export class ConnectorSettingsService {
     const usage: CapUsage[] = [];
     for (const cap of settings.spendingCaps) {
       const path = cap.max_amount !== undefined && cap.amount_field ? fieldSegments(cap.amount_field) : null;
-      usage.push(await spendingUsage(db, principal.tenantId, connector, cap, path));
+      const failedSpendsNothing = this.connectors.get(connector)?.failedSpendsNothing === true;
+      usage.push(await spendingUsage(db, principal.tenantId, connector, cap, path, failedSpendsNothing));
     }
     return {
       connector,

@@ -223,15 +223,17 @@ export interface CapUsage {
   since: string;
   operations: number;
   /**
-   * The sum of the cap's amount_field over the window (null when the cap has none), leaving out the operations whose
-   * own request committed nothing (a FAILED not refuted since).
+   * The sum of the cap's amount_field over the window (null when the cap has none), leaving out, for a connector whose
+   * FAILED is its own word (`failedSpendsNothing`), the operations whose own request committed nothing (a FAILED not
+   * refuted since).
    */
   amount: number | null;
 }
 
 /**
  * What has been spent in a cap's rolling window: every operation handed to the connector, whatever its outcome, counts
- * as an operation; its amount counts unless its own request committed nothing (a FAILED not refuted since). Only
+ * as an operation; its amount counts unless its own request committed nothing (a FAILED not refuted since) on the
+ * connector's own word (`failedSpendsNothing`). Only
  * positive amounts are sent under a cap (capAmount); `greatest(…, 0)` keeps any older negative one from counting back.
  */
 export async function spendingUsage(
@@ -240,13 +242,14 @@ export async function spendingUsage(
   connector: string,
   cap: SpendingCapRow,
   amountPath: string[] | null,
+  failedSpendsNothing = false,
 ): Promise<CapUsage> {
   const [row] = await rows<{ operations: string; amount: string | null; since: Date }>(db, CONNECTOR_SPEND_SQL.usage, [
     tenantId,
     connector,
     SPENDING_PERIOD_SECONDS[cap.period],
     amountPath ?? [],
-    REJECTED_COMMIT_STATUSES,
+    unspentStatuses(failedSpendsNothing),
   ]);
   return {
     period: cap.period,
@@ -254,6 +257,14 @@ export async function spendingUsage(
     operations: Number(row.operations),
     amount: amountPath ? Number(row.amount ?? 0) : null,
   };
+}
+
+/**
+ * The statuses whose operations spent nothing on the connector's word (its `failedSpendsNothing`): the status model's
+ * REJECTED_COMMIT_STATUSES, or none for a connector whose FAILED rests on what the operation declared (`http`).
+ */
+function unspentStatuses(failedSpendsNothing: boolean): readonly string[] {
+  return failedSpendsNothing ? REJECTED_COMMIT_STATUSES : [];
 }
 
 /**
@@ -268,6 +279,7 @@ async function amountBeyondCap(
   cap: SpendingCapRow,
   amountPath: string[],
   amount: number,
+  failedSpendsNothing: boolean,
 ): Promise<boolean> {
   const [row] = await rows<{ beyond: boolean }>(db, CONNECTOR_SPEND_SQL.amountBeyond, [
     tenantId,
@@ -276,7 +288,7 @@ async function amountBeyondCap(
     amountPath,
     String(amount),
     String(cap.max_amount),
-    REJECTED_COMMIT_STATUSES,
+    unspentStatuses(failedSpendsNothing),
   ]);
   return row.beyond;
 }
@@ -324,6 +336,11 @@ export async function commitWithinSpendingCaps(
      * is taken when it starts; without the turn, two sends of one reference prepared at once both went out).
      */
     resendRef?: string | null;
+    /**
+     * The connector's `failedSpendsNothing`: whether its FAILED operations' amounts are left out of the window (its
+     * rejections are its own word, not the operation's). Absent: every send's amount counts.
+     */
+    failedSpendsNothing?: boolean;
   },
   commit: (db: EntityManager) => Promise<TransitionResult>,
 ): Promise<{ sent: TransitionResult } | { exceeded: CapExceeded }> {
@@ -347,7 +364,15 @@ export async function commitWithinSpendingCaps(
     }
     for (const cap of input.caps) {
       const amount = cap.max_amount !== undefined ? input.amountOf(cap) : null;
-      const usage = await spendingUsage(tx, input.tenantId, input.connector, cap, amount?.path ?? null);
+      const failedSpendsNothing = input.failedSpendsNothing ?? false;
+      const usage = await spendingUsage(
+        tx,
+        input.tenantId,
+        input.connector,
+        cap,
+        amount?.path ?? null,
+        failedSpendsNothing,
+      );
       if (cap.max_operations !== undefined && usage.operations + 1 > cap.max_operations) {
         return { exceeded: { cap, usage, rule: 'max_operations' } };
       }
@@ -368,7 +393,17 @@ export async function commitWithinSpendingCaps(
             },
           };
         }
-        if (await amountBeyondCap(tx, input.tenantId, input.connector, cap, amount.path, amount.amount)) {
+        if (
+          await amountBeyondCap(
+            tx,
+            input.tenantId,
+            input.connector,
+            cap,
+            amount.path,
+            amount.amount,
+            failedSpendsNothing,
+          )
+        ) {
           return { exceeded: { cap, usage, rule: 'max_amount', requested: amount.amount } };
         }
       }
