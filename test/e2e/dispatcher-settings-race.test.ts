@@ -194,3 +194,45 @@ async function approvalRuleAddedWhileSending(stack: Stack, dispatcher: RunningAp
   expect(statusPath(log, charging.id)).toEqual(['PREPARED', 'SENT', 'ACKNOWLEDGED', 'VERIFIED']);
   expect(executionPath(log)).toContain('waiting_for_approval');
 }
+
+/**
+ * A spending cap refuses a send, and the admin raises the cap before the refusal is written: the CANCELLED statement
+ * checks the send guard itself (`settings_changed`), so the operation is not cancelled for a cap it no longer has — it
+ * is prepared again from the new settings and sent. (The refusal was written after a separate read of the guard: a
+ * change committed between that read and the cancel ended the operation CANCELLED under the raised cap.)
+ */
+describe('dispatcher: a spending cap raised while its refusal is being written', () => {
+  let stack: Stack;
+  let dispatcher: RunningApp;
+  beforeAll(async () => {
+    stack = await Stack.start({ label: 'caprace', dispatchers: 0 });
+    dispatcher = await stack.startApp('dispatcher', { TEST_PAUSE_BEFORE_CAP_REFUSAL_MS: '1500' });
+  });
+  afterAll(async () => stack?.stop());
+
+  const putCap = (max_amount: number) =>
+    http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/sandbox.payments', {
+      key: DEMO.admin,
+      body: { spending_caps: [{ period: 'day', max_amount, amount_field: 'amount' }] },
+    });
+
+  it('is not cancelled for the cap it no longer has: prepared again, and sent under the raised cap', async () => {
+    expect((await putCap(100)).status).toBe(200);
+    const reference = unique('caprace');
+    const created = await submit(stack, [charge(reference)]);
+    // The cap of 100 refused the charge of 1250; the dispatcher waits right before the statement that cancels it.
+    const [opId] = await waitForMarkers(dispatcher, 'paused before cap refusal');
+    expect((await putCap(100_000)).status).toBe(200);
+
+    const done = await waitForOp(stack, created.id, 'charge', (o) => ['VERIFIED', 'CANCELLED'].includes(o.status));
+    expect(done).toMatchObject({ id: opId, status: 'VERIFIED', attempt: 1 });
+    expect((await stack.effects()).charges[reference].count).toBe(1);
+    const refusals = logLines(dispatcher).filter(
+      (line) => line.msg === 'dispatch refused by the send guard' && line.operationId === opId,
+    );
+    expect(refusals).toEqual([expect.objectContaining({ reasons: ['settings_changed'] })]);
+    const log = await events(stack, created.id);
+    expectLegalHistory(log);
+    expect(statusPath(log, opId)).not.toContain('CANCELLED');
+  });
+});

@@ -232,10 +232,15 @@ export class SenderService implements OnModuleDestroy {
       },
     );
     if ('exceeded' in committed) {
-      // Only a send that could otherwise happen is cancelled for the cap: a stray job changes nothing.
+      await testPause(this.logger, this.config.TEST_PAUSE_BEFORE_CAP_REFUSAL_MS, 'paused before cap refusal', op.id);
+      // Only a send that could otherwise happen is cancelled for the cap, and the cancel's own statement checks it (the
+      // send guard): settings changed since they were read (a cap raised or removed) prepare it again instead, and a
+      // stray job changes nothing.
+      const refused = await this.refuseOverCap(op, committed.exceeded, release, guard);
+      if (refused !== 'skipped: lost race') return outcome(refused);
       const refusals = await sendRefusals(this.db.manager, op.id, guard);
       if (refusals.length > 0) return this.refusedByGuard(op, refusals, options, release);
-      return outcome(await this.refuseOverCap(op, committed.exceeded, release));
+      return outcome(refused);
     }
     const sent = committed.sent;
     if (!sent.won || sent.attempt === undefined) {
@@ -676,7 +681,12 @@ export class SenderService implements OnModuleDestroy {
    * Over a spending cap: refused before anything is sent. PREPARED → CANCELLED (never sent, safe to retry later), with
    * the cap, its period and the usage in the evidence and in a `spending_cap.exceeded` event.
    */
-  private async refuseOverCap(op: OperationEntity, exceeded: CapExceeded, release: boolean): Promise<DispatchOutcome> {
+  private async refuseOverCap(
+    op: OperationEntity,
+    exceeded: CapExceeded,
+    release: boolean,
+    guard: SendGuard,
+  ): Promise<DispatchOutcome> {
     const detail = describeCapExceeded(op.connector, exceeded);
     const data = {
       connector: op.connector,
@@ -701,6 +711,7 @@ export class SenderService implements OnModuleDestroy {
       actor: release ? 'human' : 'system',
       patch: { evidence: { method: 'spending_cap', detail, ...data } },
       eventData: { cause: spendingCapRefusalCause(exceeded.rule), detail },
+      refusedSendGuard: guard,
     });
     if (!moved.won) return 'skipped: lost race';
     await this.transitions.annotate(this.db.manager, {

@@ -112,6 +112,14 @@ export interface OperationTransitionInput {
    */
   sendGuard?: SendGuard;
   /**
+   * Only with a move to CANCELLED that refuses a send (a spending cap's): the send guard of the send it refuses. The
+   * statement commits only while that send would otherwise be allowed — the settings it was judged by are still the
+   * stored ones (a cap raised or removed meanwhile), the execution still running, the approval still granted — so an
+   * operation is never cancelled for a cap that no longer applied when the cancel committed. A refused move changes
+   * nothing and answers `won: false` (`sendRefusals` then says why).
+   */
+  refusedSendGuard?: SendGuard;
+  /**
    * Only with a move to VERIFIED by a read-back that does not name its own effect (libs/connectors
    * `readBackBindingProblems`): the statement commits only while the tenant's `read_back_binding` for the connector is
    * not `bound`. The read was made under the settings as read before it; an admin who bound read-backs meanwhile must
@@ -492,6 +500,9 @@ export class TransitionService {
     if ((to === OperationStatus.SENT) !== (input.sendGuard !== undefined)) {
       throw new Error('a move to SENT, and only a move to SENT, carries a send guard');
     }
+    if (input.refusedSendGuard && to !== OperationStatus.CANCELLED) {
+      throw new Error('refusedSendGuard goes with a move to CANCELLED');
+    }
     if (input.readBackUnbound && to !== OperationStatus.VERIFIED) {
       throw new Error('readBackUnbound goes with a move to VERIFIED');
     }
@@ -505,9 +516,10 @@ export class TransitionService {
     if (reason !== null || input.patch?.terminal_reason !== undefined) patch.terminal_reason = reason;
     sets.push(...patchAssignments(patch, params));
     assertExecutionFirst(input);
+    const sendGuard = input.sendGuard ?? input.refusedSendGuard;
     const guard =
-      (input.sendGuard
-        ? sendGuardConditions(input.sendGuard, params)
+      (sendGuard
+        ? sendGuardConditions(sendGuard, params)
             .map((c) => ` AND (${c.sql})`)
             .join('')
         : '') +

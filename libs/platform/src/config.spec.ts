@@ -10,6 +10,7 @@ describe('loadConfig: test-only kill points', () => {
     expect(config.TEST_PAUSE_AFTER_SENT_MS).toBe(0);
     expect(config.TEST_PAUSE_AFTER_CALL_MS).toBe(0);
     expect(config.TEST_PAUSE_BEFORE_READ_MS).toBe(0);
+    expect(config.TEST_PAUSE_BEFORE_CAP_REFUSAL_MS).toBe(0);
   });
 
   it('may be armed outside production', () => {
@@ -21,6 +22,7 @@ describe('loadConfig: test-only kill points', () => {
     'TEST_PAUSE_AFTER_SENT_MS',
     'TEST_PAUSE_AFTER_CALL_MS',
     'TEST_PAUSE_BEFORE_READ_MS',
+    'TEST_PAUSE_BEFORE_CAP_REFUSAL_MS',
   ])('refuses %s in production, naming the variable', (name) => {
     expect(() => loadConfig({ NODE_ENV: 'production', [name]: '5' })).toThrow(ConfigError);
     expect(() => loadConfig({ NODE_ENV: 'production', [name]: '5' })).toThrow(name);
@@ -226,6 +228,7 @@ describe('numbers: every one has a range, and a value outside it refuses start n
     ['TEST_PAUSE_AFTER_SENT_MS', 0, TIMER_MAX_MS, 0],
     ['TEST_PAUSE_AFTER_CALL_MS', 0, TIMER_MAX_MS, 0],
     ['TEST_PAUSE_BEFORE_READ_MS', 0, TIMER_MAX_MS, 0],
+    ['TEST_PAUSE_BEFORE_CAP_REFUSAL_MS', 0, TIMER_MAX_MS, 0],
   ];
   const value = (name: string, raw: string | undefined) =>
     (loadConfig(raw === undefined ? {} : { [name]: raw }) as unknown as Record<string, number>)[name];

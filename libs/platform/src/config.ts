@@ -346,6 +346,8 @@ const ConfigSchema = z
     TEST_PAUSE_AFTER_SENT_MS: ms(0, { min: 0, max: TIMER_MAX_MS }),
     TEST_PAUSE_AFTER_CALL_MS: ms(0, { min: 0, max: TIMER_MAX_MS }),
     TEST_PAUSE_BEFORE_READ_MS: ms(0, { min: 0, max: TIMER_MAX_MS }),
+    /** The dispatcher, after a spending cap refused a send and before the statement that cancels it for the cap. */
+    TEST_PAUSE_BEFORE_CAP_REFUSAL_MS: ms(0, { min: 0, max: TIMER_MAX_MS }),
     /**
      * Traces (OpenTelemetry): the standard variables, read here only to decide whether tracing is on (`tracingOn`);
      * the SDK reads the rest of `OTEL_*` itself (protocol, headers, sampler, batch delay...).
@@ -378,6 +380,7 @@ const TEST_HOOKS = [
   'TEST_PAUSE_AFTER_SENT_MS',
   'TEST_PAUSE_AFTER_CALL_MS',
   'TEST_PAUSE_BEFORE_READ_MS',
+  'TEST_PAUSE_BEFORE_CAP_REFUSAL_MS',
 ] as const;
 
 export type VerityConfig = z.infer<typeof ConfigSchema>;
