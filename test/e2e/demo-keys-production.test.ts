@@ -1,3 +1,5 @@
+import { request } from 'node:http';
+import { createApiKey } from '@verity/persistence';
 import { DEMO, Stack, freePort } from '../support/stack';
 import { http } from '../support/http';
 
@@ -41,5 +43,143 @@ describe('published demo keys in production', () => {
     expect(board.status).toBe(401);
     const metrics = await http(production, 'GET', '/metrics', { key: 'demo-operator-key' });
     expect(metrics.status).toBe(401);
+  });
+});
+
+/**
+ * Red team (integrations): DNS rebinding with the published demo keys. A web page of http://rebound.example:<port>
+ * whose name is then re-pointed at 127.0.0.1 calls the local demo as its own origin: the browser sends
+ * `Host: rebound.example:<port>`, no CORS applies, and it may send any Authorization it likes — the demo keys are in
+ * the README. /mcp refused it by its Origin; /v1, Bull Board and /metrics answered it (a page could list and submit
+ * executions, change a tenant's settings, read every tenant's jobs). A published demo key now works only on a request
+ * addressed to the API by an IP address or a loopback name, which no page of another site has as its host.
+ */
+describe('published demo keys and DNS rebinding (the local demo)', () => {
+  let stack: Stack;
+  let port: string;
+
+  beforeAll(async () => {
+    stack = await Stack.start({ label: 'demorebind', dispatchers: 0, reconcilers: 0 });
+    port = new URL(stack.apiUrl).port;
+  });
+  afterAll(async () => stack?.stop());
+
+  /**
+   * One request to the test API with the Host header a browser would send (fetch always sends the URL's own host):
+   * `host` as given, the key as a bearer token unless `authorization` is given.
+   */
+  function addressedTo(
+    host: string,
+    method: string,
+    path: string,
+    options: { key?: string; body?: string; headers?: Record<string, string> } = {},
+  ): Promise<{ status: number; type: string | undefined; body: Record<string, unknown> | undefined }> {
+    return new Promise((resolve, reject) => {
+      const req = request(
+        `${stack.apiUrl}${path}`,
+        {
+          method,
+          headers: {
+            ...(options.key ? { authorization: `Bearer ${options.key}` } : {}),
+            ...(options.body ? { 'content-type': 'application/json' } : {}),
+            ...options.headers,
+            host,
+          },
+        },
+        (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (chunk: string) => (text += chunk));
+          res.on('end', () => {
+            let body: Record<string, unknown> | undefined;
+            try {
+              body = JSON.parse(text) as Record<string, unknown>;
+            } catch {
+              body = undefined;
+            }
+            resolve({ status: res.statusCode ?? 0, type: res.headers['content-type'], body });
+          });
+        },
+      );
+      req.on('error', reject);
+      req.end(options.body);
+    });
+  }
+
+  async function executionCount(): Promise<number> {
+    const [row] = (await stack.db.dataSource.query(`SELECT count(*)::int AS n FROM executions`)) as { n: number }[];
+    return row.n;
+  }
+
+  function submission(ref: string) {
+    return {
+      agent_id: 'rebinding-page',
+      intent: 'a page of another site acting with a published key',
+      operations: [
+        {
+          key: 'notify',
+          connector: 'sandbox.sms',
+          action: 'send',
+          params: { to: '+15550100', body: 'hi', client_ref: ref },
+        },
+      ],
+    };
+  }
+
+  it('answers a request addressed to another host name 403 with any demo key, on every surface, and writes nothing', async () => {
+    const before = await executionCount();
+    const basic = `Basic ${Buffer.from(`operator:${DEMO.operator}`).toString('base64')}`;
+    const host = `rebound.example:${port}`;
+    const refused = [
+      await addressedTo(host, 'GET', '/v1/executions', { key: DEMO.agent }),
+      await addressedTo(host, 'POST', '/v1/executions', {
+        key: DEMO.agent,
+        body: JSON.stringify(submission('rebinding-1')),
+        headers: { 'idempotency-key': 'rebinding-1' },
+      }),
+      await addressedTo(host, 'GET', '/v1/admin/connector-settings', { key: DEMO.admin }),
+      await addressedTo(host, 'GET', '/v1/review/summary', { key: DEMO.reviewer }),
+      await addressedTo(host, 'GET', '/admin/queues/api/queues', { key: DEMO.operator }),
+      await addressedTo(host, 'GET', '/admin/queues/api/queues', { headers: { authorization: basic } }),
+      await addressedTo(host, 'GET', '/metrics', { key: DEMO.operator }),
+      // A client that is no browser sends no Origin: /mcp's Origin check lets it by, the key's check does not.
+      await addressedTo(host, 'POST', '/mcp', {
+        key: DEMO.agent,
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+        headers: { accept: 'application/json, text/event-stream' },
+      }),
+    ];
+    for (const answer of refused) {
+      expect({ status: answer.status, type: answer.type }).toEqual({
+        status: 403,
+        type: expect.stringMatching(/^application\/problem\+json/),
+      });
+      expect(answer.body).toMatchObject({
+        type: 'https://verity.dev/problems/forbidden',
+        detail: expect.stringContaining('rebound.example'),
+      });
+    }
+    expect(await executionCount()).toBe(before);
+  });
+
+  it('still takes them addressed to localhost, a name under .localhost, or an IP address', async () => {
+    for (const host of [
+      `localhost:${port}`,
+      `LocalHost:${port}`,
+      `app.localhost:${port}`,
+      `127.0.0.1:${port}`,
+      '[::1]',
+    ]) {
+      const answer = await addressedTo(host, 'GET', '/v1/executions', { key: DEMO.agent });
+      expect({ host, status: answer.status }).toEqual({ host, status: 200 });
+    }
+    const board = await addressedTo(`localhost:${port}`, 'GET', '/admin/queues/api/queues', { key: DEMO.operator });
+    expect(board.status).toBe(200);
+  });
+
+  it('takes a key that is not published under any host name (a deployment behind its own domain)', async () => {
+    const { key } = await createApiKey(stack.db.dataSource.manager, { tenantId: 'demo', role: 'agent', label: 'own' });
+    const answer = await addressedTo(`rebound.example:${port}`, 'GET', '/v1/executions', { key });
+    expect(answer.status).toBe(200);
   });
 });

@@ -8,6 +8,7 @@ import { DataSource } from 'typeorm';
 import { Problem } from '../problem/problem';
 import { RequestAdmission } from './admission';
 import { AuthFailureLimiter } from './auth-failures';
+import { addressedLocally } from './local-host';
 import type { AnyPrincipal } from './principal';
 import type { SharedRateLimiter } from './rate-limiter';
 
@@ -80,6 +81,24 @@ export class ApiKeyService {
       'the API key is unknown or revoked',
       {},
       { 'www-authenticate': 'Bearer error="invalid_token"' },
+    );
+  }
+
+  /**
+   * DNS rebinding: a page of another site, its host name re-pointed at this API's address, calls the local demo as its
+   * own origin (no CORS applies) and may send any key it knows — the published demo keys are in the README. Such a key
+   * is refused (403) on a request whose Host names no IP address or loopback name (addressedLocally), before it is looked
+   * up; every other key is judged as before. In production a demo key authenticates as nobody anyway.
+   */
+  refuseDemoKeyByName(key: string, host: string | undefined): void {
+    if (this.refuseDemoKeys || addressedLocally(host) || !isPublishedDemoKey(key)) return;
+    throw new Problem(
+      403,
+      'forbidden',
+      'Forbidden',
+      `the published demo keys work only on a request addressed to localhost or an IP address, not to the host name ` +
+        `${JSON.stringify((host ?? '').slice(0, 200))}: a page of another site whose name was re-pointed at this API ` +
+        '(DNS rebinding) must not act with keys anyone can read; use a key of your own',
     );
   }
 

@@ -60,6 +60,7 @@ export class AuthGuard implements CanActivate {
     const req = context.switchToHttp().getRequest<Request & { principal?: Principal }>();
     const token = bearerToken(req);
     if (!token) throw missingKey();
+    this.keys.refuseDemoKeyByName(token, req.headers.host);
     const { principal, rateWait: wait } = await this.keys.admitFrom(clientAddress(req), token, this.limiter);
     if (wait > 0) {
       throw new Problem(
@@ -97,6 +98,7 @@ export async function authenticateRequest(
   token = bearerToken(req),
 ): Promise<AnyPrincipal> {
   if (!token) throw missingKey();
+  keys.refuseDemoKeyByName(token, req.headers.host);
   return keys.authenticateFrom(clientAddress(req), token);
 }
 
