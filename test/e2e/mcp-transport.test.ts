@@ -300,6 +300,29 @@ describe('MCP: messages that are not what they should be', () => {
     },
   );
 
+  // Unknown fields are rejected, never dropped — in a query too, as on /v1: `POST /mcp?dry_run=true` carried out the
+  // submission in it as if the parameter had not been there.
+  it('refuses a query parameter as an Invalid Request naming it (unknown_field), and submits nothing', async () => {
+    const before = await executionCount();
+    const res = await http(stack.apiUrl, 'POST', '/mcp?dry_run=true', {
+      key: DEMO.agent,
+      rawBody: submitText(),
+      headers: HEADERS,
+    });
+    expect(res.status).toBe(400);
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(res.body).toMatchObject({
+      jsonrpc: '2.0',
+      id: 7,
+      error: {
+        code: -32600,
+        message: expect.stringContaining('unknown query parameter "dry_run"'),
+        data: { errors: [expect.objectContaining({ field: 'dry_run', rule: 'unknown_field' })] },
+      },
+    });
+    expect(await executionCount()).toBe(before);
+  });
+
   it('rejects the MCP SDK client’s call with the refusal as its message (it does not wait for an answer)', async () => {
     const client = new Client({ name: 'verity-mcp-transport-e2e', version: '1.0.0' });
     await client.connect(

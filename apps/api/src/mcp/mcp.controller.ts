@@ -14,7 +14,8 @@ import { Public } from '../auth/principal';
 import type { Principal } from '../auth/principal';
 import { ApiEndpoint } from '../openapi';
 import { Problem } from '../problem/problem';
-import { JSON_RPC_CODE, MCP_PATH, sendJsonRpcError } from './json-rpc-error';
+import { refuseQuery } from '../http/no-query';
+import { JSON_RPC_CODE, MCP_PATH, refuseBody, sendJsonRpcError } from './json-rpc-error';
 import { McpCancellations } from './mcp-cancellations';
 import { MCP_REQUEST_HEADERS } from './mcp-origin';
 
@@ -86,8 +87,8 @@ export class McpController {
     status: 400,
     description:
       'A body that is no JSON (-32700 Parse error); JSON that holds what no message may (a member given twice, a ' +
-      'control character), is not a JSON-RPC message, an empty batch, or a batch whose requests share an id (-32600 ' +
-      'Invalid Request, with the request id where it can be read)',
+      'control character), is not a JSON-RPC message, an empty batch, or a batch whose requests share an id; or a ' +
+      'query parameter, which /mcp takes none of (-32600 Invalid Request, with the request id where it can be read)',
     content: jsonRpcError(-32700, 'Parse error: the body is not valid JSON'),
   })
   @ApiResponse({
@@ -111,6 +112,16 @@ export class McpController {
     content: jsonRpcError(-32000, 'Unsupported Media Type: Content-Type must be application/json'),
   })
   async post(@Req() req: Request, @Res() res: Response): Promise<void> {
+    // Unknown fields are rejected, never dropped — in a query too, as on /v1 (RefuseUnreadQuery, which judges /v1, /health
+    // and / only): `POST /mcp?dry_run=true` carried out the submission it held as if the parameter had not been there.
+    // The transport takes none; each one given is refused as a refused body is here, a JSON-RPC Invalid Request.
+    try {
+      refuseQuery(req);
+    } catch (error) {
+      if (!(error instanceof Problem)) throw error;
+      refuseBody(req, res, error, JSON_RPC_CODE.invalidRequest, req.body);
+      return;
+    }
     // A body of another media type is left unread by the JSON parser: the checks below took it for a missing message
     // (400 "no JSON-RPC message", also for `text/plain`). The transport's own answer to such a body, given here.
     if (!JSON_MEDIA_TYPE.test(req.headers['content-type'] ?? '')) {
