@@ -1,7 +1,8 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { createApiKey } from '@verity/persistence';
 import { DEMO, Stack } from '../support/stack';
-import { http, sms, submission, unique } from '../support/http';
+import { http, rawExchange, sms, submission, unique } from '../support/http';
 
 /**
  * /mcp judged as a hostile or careless client would meet it, against the MCP Streamable HTTP transport: the Origin of a
@@ -112,7 +113,17 @@ describe('MCP: the Origin of a browser page (DNS rebinding)', () => {
 
   it('refuses the attacker’s host however it reaches the API: the Host header does not make it the API’s own', async () => {
     const port = new URL(stack.apiUrl).port;
-    const res = await post(listTools, { origin: `http://rebound.example:${port}`, host: `rebound.example:${port}` });
+    // Written by hand: fetch sends the URL's own host whatever Host it is given, so the rebinding page's Host never
+    // reached the API. A key of its own, not a published one (those are refused under any other host name anyway).
+    const { key } = await createApiKey(stack.db.dataSource.manager, { tenantId: 'demo', role: 'agent', label: 'own' });
+    const body = JSON.stringify(listTools);
+    const res = await rawExchange(
+      stack.apiUrl,
+      `POST /mcp HTTP/1.1\r\nHost: rebound.example:${port}\r\nOrigin: http://rebound.example:${port}\r\n` +
+        `Authorization: Bearer ${key}\r\nContent-Type: application/json\r\n` +
+        `Accept: application/json, text/event-stream\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        `Connection: close\r\n\r\n${body}`,
+    );
     expect(res.status).toBe(403);
   });
 
