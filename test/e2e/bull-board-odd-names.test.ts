@@ -8,8 +8,9 @@ import { TEST_REDIS_URL } from '../support/services';
 /**
  * Bull Board asked about job ids, queue names and statuses that are odd (empty, 10 kB long, `%2F`, `%00`, `..`,
  * unicode, another deployment's or shard's name): each answer is a 4xx problem+json — 404 for what is not there, 400
- * for what is malformed — never a 2xx as if it were there, never a 5xx, and nothing in Redis changes; on a read-only
- * board and on a writable one (BULL_BOARD_WRITABLE=true) alike.
+ * for what is malformed — never a 2xx as if it were there (the list of every queue, which names none such, aside),
+ * never a 5xx, and nothing in Redis changes; on a read-only board and on a writable one (BULL_BOARD_WRITABLE=true)
+ * alike.
  */
 
 interface Answer {
@@ -153,20 +154,26 @@ describe('Bull Board: odd ids, queue names and statuses', () => {
       ['unicode', '%C3%A9'],
       ['10 kB', LONG],
     ])(
-      'answers ?activeQueue= and ?queueName= naming no queue of the board (%s) 404 QUEUE_NOT_FOUND',
+      'answers ?queueName= naming no queue of the board (%s) 404 QUEUE_NOT_FOUND; ?activeQueue= lists every queue, none by that name',
       async (_case, name) => {
-        for (const read of [`/api/queues?activeQueue=${name}&status=latest`, `/api/job-schedulers?queueName=${name}`]) {
-          const answer = await ask(boards[mode], 'GET', read);
-          expect({ read: read.slice(0, 80), status: answer.status, type: answer.type, body: answer.body }).toEqual({
-            read: read.slice(0, 80),
-            status: 404,
-            type: expect.stringMatching(/^application\/problem\+json/),
-            body: expect.objectContaining({
-              type: 'https://verity.dev/problems/not-found',
-              error: { key: 'ERRORS.QUEUE_NOT_FOUND' },
-            }),
-          });
-        }
+        const read = `/api/job-schedulers?queueName=${name}`;
+        const answer = await ask(boards[mode], 'GET', read);
+        expect({ read: read.slice(0, 80), status: answer.status, type: answer.type, body: answer.body }).toEqual({
+          read: read.slice(0, 80),
+          status: 404,
+          type: expect.stringMatching(/^application\/problem\+json/),
+          body: expect.objectContaining({
+            type: 'https://verity.dev/problems/not-found',
+            error: { key: 'ERRORS.QUEUE_NOT_FOUND' },
+          }),
+        });
+        // The board's page shows "Queue not found" beside its menu from this list (a stale link): it must answer.
+        const listed = await ask(boards[mode], 'GET', `/api/queues?activeQueue=${name}&status=latest`);
+        expect(listed.status).toBe(200);
+        const queues = (listed.body as { queues?: { name: string; jobs: unknown[] }[] }).queues ?? [];
+        expect(queues.map((queue) => queue.name)).toContain('sweep');
+        expect(queues.map((queue) => queue.name)).not.toContain(decodeURIComponent(name));
+        expect(queues.flatMap((queue) => queue.jobs)).toEqual([]);
         // The same names in the path: the board's own 404 (or, for one HTTP cannot carry, the parser's 400).
         expect((await ask(boards[mode], 'GET', `/api/queues/${name}/metrics`)).status).toBe(404);
       },

@@ -104,10 +104,12 @@ function boardNotFound(res: Response, key: 'ERRORS.QUEUE_NOT_FOUND' | 'ERRORS.JO
 }
 
 /**
- * `?activeQueue=` and `?queueName=` naming no queue of this board (a typo, another deployment's prefix, another shard's
- * name, 10 kB of anything) were ignored: the list of every queue, or no scheduler, answered 200 as if the queue were
- * there and empty. A 404 as for such a name in the path; an empty one names nothing (400). Judged as the board reads
- * them (decoded once more, a repeated one joined with commas).
+ * `?queueName=` naming no queue of this board (a typo, another deployment's prefix, another shard's name, 10 kB of
+ * anything) was ignored: no scheduler answered 200 as if the queue were there and had none. A 404 as for such a name in
+ * the path. `?activeQueue=` naming none is left to the board: its list answers every queue, none by that name, and
+ * the board's page draws its menu and its "Queue not found" from that list (a stale link, another shard count) — a
+ * 404 there emptied the menu and repeated an error at every poll. An empty one of either names nothing (400). Judged
+ * as the board reads them (decoded once more, a repeated one joined with commas).
  */
 export function refuseUnknownQueuesInQuery(queues: BoardQueues) {
   return (req: Request, res: Response, next: NextFunction): void => {
@@ -123,7 +125,9 @@ export function refuseUnknownQueuesInQuery(queues: BoardQueues) {
       sendProblem(req, res, Problem.validation(errors));
       return;
     }
-    if (named.some(({ queue }) => !queues.has(queue))) return boardNotFound(res, 'ERRORS.QUEUE_NOT_FOUND');
+    if (named.some(({ name, queue }) => name === 'queueName' && !queues.has(queue))) {
+      return boardNotFound(res, 'ERRORS.QUEUE_NOT_FOUND');
+    }
     next();
   };
 }

@@ -1,0 +1,69 @@
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { Browser, Page, Response, chromium } from 'playwright-core';
+import { DEMO, Stack } from '../support/stack';
+
+const CHROMIUM = '/usr/bin/chromium';
+const SHOTS = join(__dirname, '..', '..', 'test-artifacts', 'screenshots');
+const SLOW = 30_000;
+jest.setTimeout(120_000);
+
+/** Bull Board's own page (real Chromium): what the board's UI asks for, the API answers as the page expects. */
+(existsSync(CHROMIUM) ? describe : describe.skip)('Bull Board page (headless Chromium)', () => {
+  let stack: Stack;
+  let browser: Browser;
+  let page: Page;
+
+  beforeAll(async () => {
+    mkdirSync(SHOTS, { recursive: true });
+    stack = await Stack.start({ label: 'board-page', dispatchers: 0, reconcilers: 0 });
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run'],
+    });
+  }, 90_000);
+
+  beforeEach(async () => {
+    const context = await browser.newContext({
+      viewport: { width: 1280, height: 800 },
+      extraHTTPHeaders: { authorization: `Bearer ${DEMO.operator}` },
+    });
+    page = await context.newPage();
+    page.setDefaultTimeout(SLOW);
+  });
+
+  afterEach(async () => {
+    await page?.context().close();
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await stack?.stop();
+  });
+
+  /** The board's list of queues, as its page asks for it (`GET …/api/queues?activeQueue=…`). */
+  const isQueueList = (response: Response) => new URL(response.url()).pathname === '/admin/queues/api/queues';
+
+  it('a queue that is not there (a stale link, another shard count) shows "Queue not found" beside the real queues', async () => {
+    const list = page.waitForResponse((response) => isQueueList(response));
+    await page.goto(`${stack.apiUrl}/admin/queues/queue/${encodeURIComponent('7.dispatch')}`);
+    const answer = await list;
+    // The page names the queue it shows in activeQueue; the list of every queue is what it draws its menu from.
+    expect(new URL(answer.url()).searchParams.get('activeQueue')).toBe('7.dispatch');
+    expect(answer.status()).toBe(200);
+    await page.getByText('Queue Not found', { exact: true }).waitFor();
+    await page.screenshot({ path: join(SHOTS, 'bull-board-queue-not-found.png') });
+    // The menu still lists the queues that are there, to go on from.
+    await page.getByRole('link', { name: 'dispatch', exact: true }).first().waitFor();
+  });
+
+  it('a queue that is there shows its jobs', async () => {
+    const list = page.waitForResponse(
+      (response) => isQueueList(response) && new URL(response.url()).searchParams.get('activeQueue') === 'dispatch',
+    );
+    await page.goto(`${stack.apiUrl}/admin/queues/queue/dispatch`);
+    expect((await list).status()).toBe(200);
+    await page.getByRole('link', { name: 'dispatch', exact: true }).first().waitFor();
+    expect(await page.getByText('Queue Not found', { exact: true }).count()).toBe(0);
+  });
+});
