@@ -57,6 +57,22 @@ jest.setTimeout(120_000);
     await page.getByRole('link', { name: 'dispatch', exact: true }).first().waitFor();
   });
 
+  it('the job schedulers page of a queue that is not there (a stale link) is the board page, its list 404', async () => {
+    const schedulers = page.waitForResponse(
+      (response) => new URL(response.url()).pathname === '/admin/queues/api/job-schedulers',
+    );
+    const opened = await page.goto(
+      `${stack.apiUrl}/admin/queues/job-schedulers?queueName=${encodeURIComponent('7.dispatch')}`,
+    );
+    // The page itself, as for any other link into the board: its API call is what says the queue is not there.
+    expect(opened?.status()).toBe(200);
+    expect(opened?.headers()['content-type']).toMatch(/^text\/html/);
+    const answer = await schedulers;
+    expect(new URL(answer.url()).searchParams.get('queueName')).toBe('7.dispatch');
+    expect(answer.status()).toBe(404);
+    await page.getByRole('link', { name: 'dispatch', exact: true }).first().waitFor();
+  });
+
   it('a queue that is there shows its jobs', async () => {
     const list = page.waitForResponse(
       (response) => isQueueList(response) && new URL(response.url()).searchParams.get('activeQueue') === 'dispatch',

@@ -103,6 +103,9 @@ function boardNotFound(res: Response, key: 'ERRORS.QUEUE_NOT_FOUND' | 'ERRORS.JO
   res.status(404).json({ error: { key } });
 }
 
+/** The board's API (its router matches without regard to letter case); every other path serves its page. */
+const BOARD_API = /^\/api(\/|$)/i;
+
 /**
  * `?queueName=` naming no queue of this board (a typo, another deployment's prefix, another shard's name, 10 kB of
  * anything) was ignored: no scheduler answered 200 as if the queue were there and had none. A 404 as for such a name in
@@ -113,6 +116,9 @@ function boardNotFound(res: Response, key: 'ERRORS.QUEUE_NOT_FOUND' | 'ERRORS.JO
  */
 export function refuseUnknownQueuesInQuery(queues: BoardQueues) {
   return (req: Request, res: Response, next: NextFunction): void => {
+    // Only the board's API reads them: a page of the board (`/job-schedulers?queueName=…`, a stale link) is the page,
+    // and the API call it makes is what says the queue is not there.
+    if (!BOARD_API.test(req.path)) return next();
     const query = req.query as Record<string, unknown>;
     const named = BOARD_DECODED_QUERY.filter((name) => query[name] !== undefined).map((name) => ({
       name,
