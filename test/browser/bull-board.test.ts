@@ -73,7 +73,7 @@ jest.setTimeout(120_000);
     await page.getByRole('link', { name: 'dispatch', exact: true }).first().waitFor();
   });
 
-  it('a queue that is there shows its jobs', async () => {
+  it('a queue that is there is shown, with no "Queue not found"', async () => {
     const list = page.waitForResponse(
       (response) => isQueueList(response) && new URL(response.url()).searchParams.get('activeQueue') === 'dispatch',
     );
