@@ -153,7 +153,7 @@ describe('contract edges: problems name what the caller sent', () => {
     ]) {
       for (const contentType of ['text/plain', 'application/x-www-form-urlencoded', undefined]) {
         const answer = await rawExchange(
-          `${method} ${path} HTTP/1.1\r\nhost: verity.test\r\nauthorization: Bearer ${key}\r\n` +
+          `${method} ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${key}\r\n` +
             (contentType ? `content-type: ${contentType}\r\n` : '') +
             'content-length: 12\r\nconnection: close\r\n\r\ndry_run=true',
         );
@@ -194,7 +194,7 @@ describe('contract edges: problems name what the caller sent', () => {
     expect(settings.status).toBe(200);
     const nobody = `op_${'0'.repeat(26)}`;
     const chunked = (method: string, path: string, key: string, body: string, contentType?: string) =>
-      `${method} ${path} HTTP/1.1\r\nhost: verity.test\r\nauthorization: Bearer ${key}\r\n` +
+      `${method} ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${key}\r\n` +
       (contentType ? `content-type: ${contentType}\r\n` : '') +
       `transfer-encoding: chunked\r\nconnection: close\r\n\r\n${body}`;
     for (const contentType of [undefined, 'text/plain']) {
@@ -374,7 +374,7 @@ describe('contract edges: problems name what the caller sent', () => {
     const padding = 'x:\r\n'.repeat(2_000);
     const request = (method: string, path: string, key: string, headers: string, body: string) =>
       rawExchange(
-        `${method} ${path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${key}\r\n` +
+        `${method} ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${key}\r\n` +
           `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n` +
           `${padding}${headers}\r\n${body}`,
       );
