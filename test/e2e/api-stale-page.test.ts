@@ -326,7 +326,7 @@ describe('api: a decision from a stale page (ETag, If-Match)', () => {
     );
     expect(failedOffered.status).toBe(200);
     expect(failedOffered.headers.get('etag')).toBe(etag);
-    expect(failedOffered.headers.get('cache-control')).toBe('no-store');
+    expect(failedOffered.headers.get('cache-control')).toBe('no-store, no-transform');
   });
 
   it('another tenant’s reviewer is told 404 whatever If-Match it sends, never 412', async () => {

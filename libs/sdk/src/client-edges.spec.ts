@@ -245,6 +245,21 @@ describe('SDK: deciding on the operation as it was read (ETag, If-Match)', () =>
     await dx.operations.resolve('op_1', { status: 'FAILED', evidence: 'none' });
     expect(headers).toEqual([undefined, '"v1"', '"v1"', '"v1"', '"v1"', undefined]);
   });
+
+  it('getWithETag of an ETag a proxy weakened (W/) gives the opaque tag, and the decision names it as the API sent it', async () => {
+    const headers: (string | undefined)[] = [];
+    const api = await listen((req, res) => {
+      headers.push(req.headers['if-match']);
+      // As nginx does to a strong ETag when it compresses the answer.
+      res.writeHead(200, { 'content-type': 'application/json', etag: 'W/"v2"' });
+      res.end(JSON.stringify({ id: 'op_1' }));
+    });
+    const dx = new Verity({ baseUrl: api.url, apiKey: 'sk-unit' });
+    const { etag } = await dx.operations.getWithETag('op_1');
+    expect(etag).toBe('"v2"');
+    await dx.operations.approve('op_1', { ifMatch: etag });
+    expect(headers).toEqual([undefined, '"v2"']);
+  });
 });
 
 describe('SDK: no decision without a version by accident', () => {

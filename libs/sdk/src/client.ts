@@ -309,7 +309,10 @@ export class OperationsApi {
   /**
    * As `get`, with the operation's ETag: pass it as `ifMatch` to decide only on the operation as it was read. An answer
    * without one (an intermediary stripped it) gives a VerityMissingETagError, never an empty ETag: one would be sent as
-   * no version at all, and the decision taken on whatever the operation has become.
+   * no version at all, and the decision taken on whatever the operation has become. A tag an intermediary weakened
+   * (`W/"…"`, as a proxy does when it compresses the answer) is given without its `W/`: Verity's ETag names a version
+   * of the state a decision is taken on, never the bytes of an answer, so the opaque tag is the same version, and the
+   * API compares If-Match strongly (a weak one would never match, and every decision would be a 412).
    */
   async getWithETag(id: string, options: RequestOptions = {}): Promise<OperationWithETag> {
     const path = `/v1/operations/${pathSegment(id)}`;
@@ -319,7 +322,10 @@ export class OperationsApi {
       retry: 'safe',
       signal: options.signal,
     });
-    const etag = result.headers.get('etag')?.trim();
+    const etag = result.headers
+      .get('etag')
+      ?.trim()
+      .replace(/^W\/(?=")/, '');
     if (!etag) throw new VerityMissingETagError('GET', path, result.data);
     return { operation: result.data, etag };
   }

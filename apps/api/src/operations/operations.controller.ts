@@ -36,7 +36,8 @@ export class OperationsController {
       'effect) or the evidence change. Send it as `If-Match` with an approval decision, a resolution or a re-check: ' +
       'it is then made only on the operation as it was shown (412 `precondition-failed` otherwise, nothing written). ' +
       'It is not a cache validator: what is shown also changes with time alone (resolution options), so the answer ' +
-      'is never `304` and is sent with `Cache-Control: no-store`.',
+      'is never `304` and is sent with `Cache-Control: no-store, no-transform` (no intermediary re-encodes it and ' +
+      'weakens its ETag).',
     params: [ID],
     response: {
       schema: 'OperationDetail',
@@ -53,9 +54,10 @@ export class OperationsController {
     // The ETag names the version a person decides on, not this representation: what it shows also changes with time
     // alone (a FAILED becomes permitted once no call can still land), the version does not. So this is never a `304`
     // (Express would answer one to an If-None-Match naming the version, and a browser would show the options it cached)
-    // and nothing stores it.
+    // and nothing stores it. `no-transform`: a proxy that compresses an answer weakens its ETag (`W/"…"`), and a weak
+    // tag never matches the strong If-Match comparison of a decision.
     delete req.headers['if-none-match'];
-    res.setHeader('cache-control', 'no-store');
+    res.setHeader('cache-control', 'no-store, no-transform');
     return shown(res, this.operations.get(principal, id));
   }
 
