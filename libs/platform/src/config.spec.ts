@@ -1,4 +1,13 @@
-import { ConfigError, loadConfig, tenantPrivateEgress, TIMER_MAX_MS, tracingOn, tracingVariables } from './config';
+import {
+  ConfigError,
+  loadConfig,
+  tenantPrivateEgress,
+  TIMER_MAX_MS,
+  tracingOn,
+  tracingVariables,
+  WEBHOOK_LAST_RETRY_MAX_MS,
+  webhookLastRetryMs,
+} from './config';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -219,7 +228,7 @@ describe('numbers: every one has a range, and a value outside it refuses start n
     ['OBSERVE_INTERVAL_MS', 100, 30 * DAY, 60_000],
     ['OBSERVE_WINDOW_MS', 1_000, 365 * DAY, HOUR],
     ['OBSERVE_BATCH', 0, 10_000, 100],
-    ['WEBHOOK_MAX_ATTEMPTS', 1, 50, 8],
+    ['WEBHOOK_MAX_ATTEMPTS', 1, 24, 8],
     ['WEBHOOK_BACKOFF_MS', 100, HOUR, 5_000],
     ['WEBHOOK_DISABLE_AFTER', 1, 10_000, 5],
     ['WEBHOOK_SCAN_INTERVAL_MS', 50, HOUR, 1_000],
@@ -230,8 +239,24 @@ describe('numbers: every one has a range, and a value outside it refuses start n
     ['TEST_PAUSE_BEFORE_READ_MS', 0, TIMER_MAX_MS, 0],
     ['TEST_PAUSE_BEFORE_CAP_REFUSAL_MS', 0, TIMER_MAX_MS, 0],
   ];
+  // A variable checked against another (a backoff's cap, the webhooks' last retry) reaches each end of its range only
+  // with that other one set to allow it.
+  const PARTNERS: Record<string, Record<string, string>> = {
+    READ_BACKOFF_MS: { READ_BACKOFF_MAX_MS: String(TIMER_MAX_MS) },
+    READ_BACKOFF_MAX_MS: { READ_BACKOFF_MS: '10' },
+    PRECONDITION_READ_BACKOFF_MS: { PRECONDITION_READ_BACKOFF_MAX_MS: String(TIMER_MAX_MS) },
+    PRECONDITION_READ_BACKOFF_MAX_MS: { PRECONDITION_READ_BACKOFF_MS: '10' },
+    RECHECK_BACKOFF_MS: { RECHECK_BACKOFF_MAX_MS: String(30 * DAY) },
+    RECHECK_BACKOFF_MAX_MS: { RECHECK_BACKOFF_MS: '1000' },
+    WEBHOOK_MAX_ATTEMPTS: { WEBHOOK_BACKOFF_MS: '100' },
+  };
   const value = (name: string, raw: string | undefined) =>
-    (loadConfig(raw === undefined ? {} : { [name]: raw }) as unknown as Record<string, number>)[name];
+    (
+      loadConfig({ ...PARTNERS[name], ...(raw === undefined ? {} : { [name]: raw }) }) as unknown as Record<
+        string,
+        number
+      >
+    )[name];
   const refusal = (name: string, min: number, max: number) =>
     new RegExp(`^invalid configuration: ${name}: must be a whole number (of milliseconds )?from ${min} to ${max}\\b`);
 
@@ -275,5 +300,52 @@ describe('numbers: every one has a range, and a value outside it refuses start n
     expect(() => loadConfig({ SWEEP_INTERVAL_MS: '0', SSE_HEARTBEAT_MS: '1e10' })).toThrow(
       /SWEEP_INTERVAL_MS: must be .*; SSE_HEARTBEAT_MS: must be /,
     );
+  });
+});
+
+describe('numbers checked against each other: a start that could not do what they say is refused, naming both', () => {
+  it.each([
+    ['READ_BACKOFF_MS', 'READ_BACKOFF_MAX_MS', 250, 5_000],
+    ['PRECONDITION_READ_BACKOFF_MS', 'PRECONDITION_READ_BACKOFF_MAX_MS', 1_000, 30_000],
+    ['RECHECK_BACKOFF_MS', 'RECHECK_BACKOFF_MAX_MS', 30_000, 600_000],
+  ])('%s above %s is refused, set or by default; equal is allowed', (first, cap, firstDefault, capDefault) => {
+    for (const env of [
+      { [first]: '20000', [cap]: '19999' },
+      { [first]: String(capDefault + 1) },
+      { [cap]: String(firstDefault - 1) },
+    ]) {
+      expect(() => loadConfig(env)).toThrow(ConfigError);
+      expect(() => loadConfig(env)).toThrow(new RegExp(`${cap}: must be at least ${first} \\(`));
+    }
+    for (const env of [{}, { [first]: '20000', [cap]: '20000' }, { [first]: String(capDefault) }]) {
+      expect(loadConfig(env)).toMatchObject({ [first]: Number(env[first] ?? firstDefault) });
+    }
+  });
+
+  it.each([
+    // [WEBHOOK_MAX_ATTEMPTS, WEBHOOK_BACKOFF_MS, allowed]: the last retry waits BACKOFF × 2^(ATTEMPTS − 2), at most 7 days
+    ['8', '5000', true],
+    ['1', String(HOUR), true],
+    ['2', String(HOUR), true],
+    ['10', String(HOUR), false],
+    ['9', String(HOUR), true],
+    ['24', '100', true],
+    ['24', '200', false],
+    ['20', '5000', false],
+    ['24', undefined, false],
+  ])('WEBHOOK_MAX_ATTEMPTS %s with WEBHOOK_BACKOFF_MS %s: allowed %s', (attempts, backoff, allowed) => {
+    const env = { WEBHOOK_MAX_ATTEMPTS: attempts, ...(backoff !== undefined && { WEBHOOK_BACKOFF_MS: backoff }) };
+    if (allowed) {
+      expect(webhookLastRetryMs(loadConfig(env))).toBeLessThanOrEqual(WEBHOOK_LAST_RETRY_MAX_MS);
+    } else {
+      expect(() => loadConfig(env)).toThrow(/WEBHOOK_MAX_ATTEMPTS: with WEBHOOK_BACKOFF_MS \d+, the last retry/);
+    }
+  });
+
+  it('the webhooks bound is 7 days, and every WEBHOOK_BACKOFF_MS allows the most attempts', () => {
+    expect(WEBHOOK_LAST_RETRY_MAX_MS).toBe(7 * DAY);
+    expect(webhookLastRetryMs({ WEBHOOK_MAX_ATTEMPTS: 24, WEBHOOK_BACKOFF_MS: 100 })).toBeLessThanOrEqual(7 * DAY);
+    expect(webhookLastRetryMs({ WEBHOOK_MAX_ATTEMPTS: 1, WEBHOOK_BACKOFF_MS: HOUR })).toBe(0);
+    expect(webhookLastRetryMs({ WEBHOOK_MAX_ATTEMPTS: 3, WEBHOOK_BACKOFF_MS: 100 })).toBe(200);
   });
 });

@@ -329,9 +329,11 @@ const ConfigSchema = z
     /**
      * Webhooks: a delivery is tried up to WEBHOOK_MAX_ATTEMPTS times, WEBHOOK_BACKOFF_MS apart doubling each time; an
      * endpoint whose last WEBHOOK_DISABLE_AFTER deliveries all failed (every attempt) is disabled. The reconciler looks
-     * for new events to announce every WEBHOOK_SCAN_INTERVAL_MS; each call to a receiver has WEBHOOK_TIMEOUT_MS.
+     * for new events to announce every WEBHOOK_SCAN_INTERVAL_MS; each call to a receiver has WEBHOOK_TIMEOUT_MS. The
+     * last retry's delay is at most WEBHOOK_LAST_RETRY_MAX_MS (checked below): 24 attempts is the most that any
+     * WEBHOOK_BACKOFF_MS can have (100 ms × 2^22 is under 5 days).
      */
-    WEBHOOK_MAX_ATTEMPTS: integer({ min: 1, max: 50, default: 8 }),
+    WEBHOOK_MAX_ATTEMPTS: integer({ min: 1, max: 24, default: 8 }),
     WEBHOOK_BACKOFF_MS: ms(5_000, { min: 100, max: HOUR }),
     WEBHOOK_DISABLE_AFTER: integer({ min: 1, max: 10_000, default: 5 }),
     WEBHOOK_SCAN_INTERVAL_MS: ms(1_000, { min: 50, max: HOUR }),
@@ -355,6 +357,27 @@ const ConfigSchema = z
     ...TRACING_VARIABLES,
   })
   .superRefine((config, ctx) => {
+    // A backoff's cap below its first delay: every wait would be the cap, and the first delay set for nothing.
+    for (const [first, cap] of BACKOFFS) {
+      if (config[cap] < config[first]) {
+        ctx.addIssue({
+          code: 'custom',
+          path: [cap],
+          message: `must be at least ${first} (${config[cap]} is below ${config[first]}): the longest wait of a backoff is never shorter than its first`,
+        });
+      }
+    }
+    const lastRetryMs = webhookLastRetryMs(config);
+    if (lastRetryMs > WEBHOOK_LAST_RETRY_MAX_MS) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['WEBHOOK_MAX_ATTEMPTS'],
+        message:
+          `with WEBHOOK_BACKOFF_MS ${config.WEBHOOK_BACKOFF_MS}, the last retry of a webhook delivery would wait ` +
+          `${lastRetryMs} ms (WEBHOOK_BACKOFF_MS × 2^(WEBHOOK_MAX_ATTEMPTS − 2)), more than ${WEBHOOK_LAST_RETRY_MAX_MS} ms ` +
+          '(7 days): lower WEBHOOK_MAX_ATTEMPTS or WEBHOOK_BACKOFF_MS',
+      });
+    }
     const sharded = config.QUEUE_SHARDS > 1 || config.REDIS_CLUSTER_NODES !== undefined;
     // A cluster runs a multi-key script only when all its keys hash to one slot: the prefix must be a hash tag.
     if (sharded && !redisHashTag(config.QUEUE_PREFIX)) {
@@ -374,6 +397,25 @@ const ConfigSchema = z
       }
     }
   });
+
+/** The backoffs whose first delay and cap are both configured: [first delay, cap]. */
+const BACKOFFS = [
+  ['READ_BACKOFF_MS', 'READ_BACKOFF_MAX_MS'],
+  ['PRECONDITION_READ_BACKOFF_MS', 'PRECONDITION_READ_BACKOFF_MAX_MS'],
+  ['RECHECK_BACKOFF_MS', 'RECHECK_BACKOFF_MAX_MS'],
+] as const;
+
+/** The longest a webhook delivery's last retry may wait (WEBHOOK_BACKOFF_MS × 2^(WEBHOOK_MAX_ATTEMPTS − 2)): 7 days. */
+export const WEBHOOK_LAST_RETRY_MAX_MS = 7 * DAY;
+
+/**
+ * The delay before a webhook delivery's last retry: BullMQ's exponential backoff (webhookDeliveryJob) waits
+ * WEBHOOK_BACKOFF_MS × 2^(n − 1) after the n-th failed attempt, and the last retry follows attempt
+ * WEBHOOK_MAX_ATTEMPTS − 1. 0 with a single attempt (no retry).
+ */
+export function webhookLastRetryMs(config: { WEBHOOK_BACKOFF_MS: number; WEBHOOK_MAX_ATTEMPTS: number }): number {
+  return config.WEBHOOK_MAX_ATTEMPTS < 2 ? 0 : config.WEBHOOK_BACKOFF_MS * 2 ** (config.WEBHOOK_MAX_ATTEMPTS - 2);
+}
 
 const TEST_HOOKS = [
   'TEST_PAUSE_BEFORE_SENT_MS',
