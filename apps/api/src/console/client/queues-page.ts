@@ -10,6 +10,7 @@ import {
 } from '@verity/sdk';
 import { POLL_MS, Page } from './context';
 import { code, definitions, effectBadge, executionBadge, formatTime, h, relative, time, fill, written } from './dom';
+import { type Filters, filtersFromSearch } from './queue-filters';
 import { api, problemText } from './session';
 
 /** The reasons an operation can be held in MANUAL_REVIEW for: the only ones the manual-review queue filters by. */
@@ -18,13 +19,6 @@ function holdReasons(model: StatusModelDocument | null): string[] {
     .filter((t) => t.to === OperationStatus.MANUAL_REVIEW)
     .flatMap((t) => t.reasons);
   return [...new Set(reasons)];
-}
-
-interface Filters {
-  connector: string;
-  q: string;
-  reason: string;
-  escalated: boolean;
 }
 
 interface Queue {
@@ -43,16 +37,6 @@ interface Queue {
 const PAGE = 50;
 let connectorCache: ConnectorInfo[] | null = null;
 
-function filtersFromUrl(): Filters {
-  const params = new URLSearchParams(window.location.search);
-  return {
-    connector: params.get('connector') ?? '',
-    q: params.get('q') ?? '',
-    reason: params.get('reason') ?? '',
-    escalated: params.get('escalated') === 'true',
-  };
-}
-
 /** Filters live in the URL (shareable, survive a reload); the key never does. */
 function filtersToUrl(filters: Filters): void {
   const params = new URLSearchParams();
@@ -66,7 +50,7 @@ function filtersToUrl(filters: Filters): void {
 
 export const queuesPage: Page = (main, ctx) => {
   document.title = 'Queues · Verity review';
-  const filters = filtersFromUrl();
+  const filters = filtersFromSearch(window.location.search);
   let disposed = false;
   let timer: ReturnType<typeof setTimeout> | null = null;
   let inFlight = false;
