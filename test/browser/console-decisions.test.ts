@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Browser, Page, chromium } from 'playwright-core';
+import { Browser, Page, Route, chromium } from 'playwright-core';
 import { charge, http, submission, unique } from '../support/http';
 import { DEMO, DEMO_SANDBOX_ACCOUNT, Stack, waitFor } from '../support/stack';
 import type { Execution } from '@verity/sdk';
@@ -248,5 +248,50 @@ interface Op {
     expect(decisions).toEqual([]);
     const now = await http<Op>(stack.apiUrl, 'GET', `/v1/operations/${opId}`, { key: DEMO.reviewer });
     expect(now.body.approval).toMatchObject({ state: 'requested' });
+  });
+
+  it('once a later load has the ETag again, the decisions return and the message that it was missing goes', async () => {
+    const created = await http<Execution>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([charge(unique('order'), { expected_state: { charged: true } })]),
+    });
+    expect(created.status).toBe(201);
+    const opId = created.body.operations[0].id;
+    await waitFor(
+      () => http<Op>(stack.apiUrl, 'GET', `/v1/operations/${opId}`, { key: DEMO.reviewer }),
+      (res) => res.body.status === 'MANUAL_REVIEW',
+      SLOW,
+    );
+    // Each "still unknown" record is an event of the operation: the open page loads it again.
+    let investigations = 0;
+    const investigate = async () => {
+      const res = await http(stack.apiUrl, 'POST', `/v1/operations/${opId}/resolve`, {
+        key: DEMO.reviewer,
+        body: { status: 'MANUAL_REVIEW', evidence: `asked the provider (${++investigations})` },
+      });
+      expect(res.status).toBe(200);
+    };
+    await signIn(DEMO.reviewer);
+    await page.getByRole('heading', { level: 1, name: 'Review queues' }).waitFor();
+    await page.goto(consoleUrl(`/operations/${opId}`));
+    const cancel = page.locator('[data-resolution="CANCELLED"]');
+    await cancel.waitFor();
+    const missing = page.locator('p.result').filter({ hasText: /without the operation’s version/ });
+    // For one load, an intermediary strips the ETag: the decisions go, and the page says why.
+    const operationUrl = `**/v1/operations/${opId}`;
+    const stripETag = async (route: Route) => {
+      const response = await route.fetch();
+      const headers = Object.fromEntries(Object.entries(response.headers()).filter(([name]) => name !== 'etag'));
+      await route.fulfill({ response, headers });
+    };
+    await page.route(operationUrl, stripETag);
+    await investigate();
+    await missing.waitFor();
+    await cancel.waitFor({ state: 'hidden' });
+    // The ETag is back: the next load shows the decisions again, and no longer that there is no version.
+    await page.unroute(operationUrl, stripETag);
+    await investigate();
+    await cancel.waitFor();
+    await expect(missing.count()).resolves.toBe(0);
   });
 });

@@ -47,6 +47,11 @@ function optionWhy(op: OperationDetail, status: string): string {
   return op.resolution_options.find((o) => o.status === status)?.why ?? RESOLUTION_TEXT[status] ?? '';
 }
 
+/** Shown while the operation is read without its version (ETag), and until a later read has it again. */
+const MISSING_ETAG =
+  'The API answered without the operation’s version (its ETag header): something between this page and the API ' +
+  'removes it, so no decision can be taken here.';
+
 export function operationPage(id: string): Page {
   return (main, ctx) => operationView(id, main, ctx);
 }
@@ -99,6 +104,9 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
         .sort((a, b) => a - b)[0];
       const shown = () => {
         shownETag = etag;
+        // The version is back: the decisions return, and the message that there was none goes (only it: what a decision
+        // or an earlier failure said stays until the next one).
+        if (result.textContent === MISSING_ETAG) result.textContent = '';
         render(op, execution);
       };
       return { execution, render: shown, focusOperationId: op.id, reloadAt };
@@ -114,9 +122,7 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
         // No version to decide on: a decision sent from here would be taken on whatever the operation has become.
         actions.hidden = true;
         actionSignature = '';
-        result.textContent =
-          'The API answered without the operation’s version (its ETag header): something between this page and the ' +
-          'API removes it, so no decision can be taken here.';
+        result.textContent = MISSING_ETAG;
         return;
       }
       result.textContent = `Could not load the operation: ${problemText(error)}.`;
