@@ -1,15 +1,23 @@
-import { once } from 'node:events';
-import IORedis from 'ioredis';
 import type { ProblemDetails as Problem } from '@verity/sdk';
 import { createApiKey } from '@verity/persistence';
-import { JobProducer, QueueName } from '@verity/queues';
-import { TEST_REDIS_URL } from '../support/services';
+import { QueueName, type JobProducer } from '@verity/queues';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { HttpResult, charge, http, sms, unique } from '../support/http';
 import { waitForLockWaiter } from '../support/lock-waits';
 import { Event, events, heldUnsentCharge, resetSandbox, submit, waitForOp } from './dispatcher-helpers';
 
 const OTHER_REVIEWER = 'stale-page-other-tenant-reviewer-key';
+
+/** What may move a held charge while a reviewer decides on it (each a SET clause for the operation's row). */
+const MOVES_OF_A_HELD_CHARGE: [change: string, set: string][] = [
+  [
+    'a re-check that showed the effect',
+    `obligation = obligation || jsonb_build_object('effect_shown',
+       jsonb_build_object('result', 'found', 'evidence', '{}'::jsonb, 'at',
+         to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))`,
+  ],
+  ['the provider’s late acknowledgement', 'acknowledged_at = clock_timestamp()'],
+];
 
 type Stale = Problem & { current_etag?: string; errors?: { field: string; rule: string }[] };
 
@@ -23,18 +31,13 @@ type Stale = Problem & { current_etag?: string; errors?: { field: string; rule: 
  */
 describe('api: a decision from a stale page (ETag, If-Match)', () => {
   let stack: Stack;
-  let redis: IORedis;
   let producer: JobProducer;
   beforeAll(async () => {
     stack = await Stack.start({ label: 'stalepage' });
     await createApiKey(stack.db.dataSource.manager, { tenantId: 'demo-other', role: 'reviewer', key: OTHER_REVIEWER });
-    redis = new IORedis(TEST_REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
-    if (redis.status !== 'ready') await once(redis, 'ready');
-    producer = new JobProducer(redis, stack.prefix);
+    ({ producer } = await stack.queues());
   });
   afterAll(async () => {
-    await producer?.close();
-    redis?.disconnect();
     await stack?.stop();
   });
   afterEach(async () => resetSandbox(stack));
@@ -170,15 +173,7 @@ describe('api: a decision from a stale page (ETag, If-Match)', () => {
     expect(await decisionsOf(executionId, opId)).toEqual(before);
   });
 
-  it.each([
-    [
-      'a re-check that showed the effect',
-      `obligation = obligation || jsonb_build_object('effect_shown',
-         jsonb_build_object('result', 'found', 'evidence', '{}'::jsonb, 'at',
-           to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))`,
-    ],
-    ['the provider’s late acknowledgement', 'acknowledged_at = clock_timestamp()'],
-  ])(
+  it.each(MOVES_OF_A_HELD_CHARGE)(
     'a FAILED whose operation moved by %s while its statement waited for the row: 412 as when it came first',
     async (_change, set) => {
       const { executionId, held } = await heldUnsentCharge(stack, unique('stale-failed'));
@@ -209,15 +204,7 @@ describe('api: a decision from a stale page (ETag, If-Match)', () => {
       .map((job) => job.id);
   }
 
-  it.each([
-    [
-      'a re-check that showed the effect',
-      `obligation = obligation || jsonb_build_object('effect_shown',
-         jsonb_build_object('result', 'found', 'evidence', '{}'::jsonb, 'at',
-           to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))`,
-    ],
-    ['the provider’s late acknowledgement', 'acknowledged_at = clock_timestamp()'],
-  ])(
+  it.each(MOVES_OF_A_HELD_CHARGE)(
     'a re-check whose operation moved by %s after its early check, while it waited to lock the version: 412, nothing queued',
     async (_change, set) => {
       const { executionId, held } = await heldUnsentCharge(stack, unique('stale-recheck'));

@@ -1,9 +1,7 @@
-import { once } from 'node:events';
-import IORedis from 'ioredis';
+import type IORedis from 'ioredis';
 import { JobName, JobProducer, QueueName } from '@verity/queues';
 import { DEMO, Stack } from '../support/stack';
 import { rawExchange } from '../support/http';
-import { TEST_REDIS_URL } from '../support/services';
 
 /**
  * Bull Board asked about job ids, queue names and statuses that are odd (empty, 10 kB long, `%2F`, `%00`, `..`,
@@ -30,14 +28,9 @@ describe('Bull Board: odd ids, queue names and statuses', () => {
   beforeAll(async () => {
     stack = await Stack.start({ label: 'boardodd', dispatchers: 0, reconcilers: 0 });
     boards = { 'read-only': stack.apiUrl, writable: await stack.startApi({ BULL_BOARD_WRITABLE: 'true' }) };
-    redis = new IORedis(TEST_REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
-    // No offline queue: a command before the connection is up would fail, not wait.
-    if (redis.status !== 'ready') await once(redis, 'ready');
-    producer = new JobProducer(redis, stack.prefix);
+    ({ redis, producer } = await stack.queues());
   });
   afterAll(async () => {
-    await producer?.close();
-    redis?.disconnect();
     await stack?.stop();
   });
 

@@ -1,7 +1,5 @@
 import { JobName, JobProducer, QueueName } from '@verity/queues';
-import IORedis from 'ioredis';
 import { DEMO, METRICS_TOKEN, Stack, waitFor } from '../support/stack';
-import { TEST_REDIS_URL } from '../support/services';
 import { charge, http, sms, unique } from '../support/http';
 import {
   Event,
@@ -27,19 +25,15 @@ import {
  */
 describe('dispatcher: no blind or early sends', () => {
   let stack: Stack;
-  let redis: IORedis;
   let producer: JobProducer;
   /** PRECONDITION_READ_BUDGET of the stack (test/support/stack.ts TEST_TIMINGS). */
   const budget = 6;
 
   beforeAll(async () => {
     stack = await Stack.start({ label: 'dguards', env: { PRECONDITION_READ_BUDGET: String(budget) } });
-    redis = new IORedis(TEST_REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
-    producer = new JobProducer(redis, stack.prefix);
+    ({ producer } = await stack.queues());
   });
   afterAll(async () => {
-    await producer?.close();
-    redis?.disconnect();
     await stack?.stop();
   });
   afterEach(async () => resetSandbox(stack));

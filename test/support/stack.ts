@@ -1,5 +1,8 @@
 import { ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync } from 'node:fs';
+import { JobProducer } from '@verity/queues';
+import IORedis from 'ioredis';
 import { dirname, join } from 'node:path';
 import { clearRedisPrefix, createTestDatabase, TEST_REDIS_URL, TestDatabase, testQueuePrefix } from './services';
 import { freePort } from '../../scripts/local-services';
@@ -28,6 +31,11 @@ export interface StackOptions {
   reconcilers?: number;
   apis?: number;
   env?: Record<string, string>;
+}
+
+export interface QueueLink {
+  redis: IORedis;
+  producer: JobProducer;
 }
 
 export interface RunningApp {
@@ -79,6 +87,7 @@ export class Stack {
   prefix = '';
   env: Record<string, string> = {};
   private readonly watched: string[] = [];
+  private queueLink?: Promise<QueueLink>;
 
   static async start(options: StackOptions): Promise<Stack> {
     const stack = new Stack();
@@ -121,6 +130,19 @@ export class Stack {
   async databaseNow(): Promise<number> {
     const [{ now }] = (await this.db.dataSource.query(`SELECT clock_timestamp() AS now`)) as { now: Date }[];
     return now.getTime();
+  }
+
+  /**
+   * A Redis connection and a job producer on this stack's queues, made on first use and closed by `stop()`. The
+   * connection fails fast (no offline queue, one retry): a test's command never waits for a Redis that is not there.
+   */
+  queues(): Promise<QueueLink> {
+    this.queueLink ??= (async () => {
+      const redis = new IORedis(TEST_REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
+      if (redis.status !== 'ready') await once(redis, 'ready');
+      return { redis, producer: new JobProducer(redis, this.prefix) };
+    })();
+    return this.queueLink;
   }
 
   /** One more API on a spare port, with `extraEnv` over the stack's; its URL is added to `apiUrls` and returned. */
@@ -176,6 +198,9 @@ export class Stack {
   }
 
   async stop(): Promise<void> {
+    const link = await this.queueLink?.catch(() => undefined);
+    await link?.producer.close().catch(() => undefined);
+    link?.redis.disconnect();
     for (const app of this.apps) {
       if (app.child.exitCode === null && app.child.signalCode === null) {
         app.child.kill('SIGCONT');
