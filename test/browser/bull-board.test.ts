@@ -1,10 +1,9 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Browser, Page, Response, chromium } from 'playwright-core';
+import { Browser, Page, Response } from 'playwright-core';
+import { CHROMIUM, launchChromium, SHOTS } from './chromium';
 import { DEMO, Stack } from '../support/stack';
 
-const CHROMIUM = '/usr/bin/chromium';
-const SHOTS = join(__dirname, '..', '..', 'test-artifacts', 'screenshots');
 const SLOW = 30_000;
 jest.setTimeout(120_000);
 
@@ -17,10 +16,7 @@ jest.setTimeout(120_000);
   beforeAll(async () => {
     mkdirSync(SHOTS, { recursive: true });
     stack = await Stack.start({ label: 'board-page', dispatchers: 0, reconcilers: 0 });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run'],
-    });
+    browser = await launchChromium();
   }, 90_000);
 
   beforeEach(async () => {

@@ -1,12 +1,11 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Browser, Page, Route, chromium } from 'playwright-core';
+import { Browser, Page, Route } from 'playwright-core';
 import { charge, http, submission, unique } from '../support/http';
+import { CHROMIUM, launchChromium, SHOTS } from './chromium';
 import { DEMO, DEMO_SANDBOX_ACCOUNT, Stack, waitFor } from '../support/stack';
 import type { Execution } from '@verity/sdk';
 
-const CHROMIUM = '/usr/bin/chromium';
-const SHOTS = join(__dirname, '..', '..', 'test-artifacts', 'screenshots');
 const SLOW = 30_000;
 jest.setTimeout(120_000);
 
@@ -25,10 +24,7 @@ interface Op {
   beforeAll(async () => {
     mkdirSync(SHOTS, { recursive: true });
     stack = await Stack.start({ label: 'console-decisions' });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run'],
-    });
+    browser = await launchChromium();
   }, 90_000);
 
   beforeEach(async () => {

@@ -1,11 +1,11 @@
 import { existsSync } from 'node:fs';
 import { createServer, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Browser, chromium } from 'playwright-core';
+import { Browser } from 'playwright-core';
 import { sms, submission, unique } from '../support/http';
+import { CHROMIUM, launchChromium } from './chromium';
 import { DEMO, Stack } from '../support/stack';
 
-const CHROMIUM = '/usr/bin/chromium';
 jest.setTimeout(120_000);
 
 const chromiumMissing = !existsSync(CHROMIUM);
@@ -45,10 +45,7 @@ async function pageServer(): Promise<{ server: Server; origin: string }> {
       reconcilers: 0,
       env: { MCP_ALLOWED_ORIGINS: `https://agent.example.com, ${allowed.origin}` },
     });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run'],
-    });
+    browser = await launchChromium();
   }, 90_000);
 
   afterAll(async () => {
