@@ -36,7 +36,11 @@ describe('Bull Board: odd ids, queue names and statuses', () => {
 
   /** A request as sent, byte for byte (`..`, `%2E%2E` and `%2F` stay as they are: no client resolves them first). */
   async function ask(base: string, method: string, path: string): Promise<Answer> {
-    const head = [`${method} /admin/queues${path} HTTP/1.1`, 'host: 127.0.0.1', `authorization: Bearer ${DEMO.operator}`];
+    const head = [
+      `${method} /admin/queues${path} HTTP/1.1`,
+      'host: 127.0.0.1',
+      `authorization: Bearer ${DEMO.operator}`,
+    ];
     const answer = await rawExchange(
       base,
       `${[...head, 'content-length: 0', 'connection: close'].join('\r\n')}\r\n\r\n`,
