@@ -78,4 +78,29 @@ describe('SIGTERM during start-up', () => {
     },
     60_000,
   );
+
+  it('PORT=0: the API listens on a port the system picks and logs that port, not 0', async () => {
+    const child = spawn(process.execPath, [...APP_NODE_ARGS, join(DIST, 'apps', 'api', 'src', 'main.js')], {
+      env: { ...process.env, ...stack.env, PORT: '0', HOST: '127.0.0.1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    try {
+      const line = await waitFor(
+        async () => output.split('\n').find((text) => text.includes('api listening')),
+        (found) => found !== undefined,
+        30_000,
+        50,
+      );
+      const port = (JSON.parse(line ?? '{}') as { port?: number }).port;
+      expect(port).toBeGreaterThan(0);
+      expect((await fetch(`http://127.0.0.1:${port}/health/live`)).status).toBe(200);
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    }
+  });
 });

@@ -2,6 +2,7 @@
 import { tracing } from './tracing';
 import 'reflect-metadata';
 import type { IncomingMessage, Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { NestFactory } from '@nestjs/core';
 import { SwaggerModule } from '@nestjs/swagger';
 import { ExpressAdapter, NestExpressApplication } from '@nestjs/platform-express';
@@ -116,7 +117,9 @@ async function bootstrap(): Promise<void> {
   // A backstop behind bodyReadTimeout (which answers with a problem first): Node's own limit is 300 s.
   server.requestTimeout = config.BODY_TIMEOUT_MS + 5_000;
   server.headersTimeout = Math.min(server.headersTimeout, server.requestTimeout);
-  logger.info({ port: config.PORT, host: config.HOST }, 'api listening');
+  // The port it really listens on: with PORT=0 the system picks one, and whoever started it reads it here.
+  const listening = server.address() as AddressInfo | null;
+  logger.info({ port: listening?.port ?? config.PORT, host: config.HOST }, 'api listening');
   started();
   onShutdown(logger, async () => {
     app.get(StreamService).closeAll();
