@@ -22,6 +22,15 @@ describe('json-path (shared by criteria and connectors)', () => {
     expect(readField(null, 'a')).toEqual({ found: false });
   });
 
+  it('reads an array by index only: `length` and other members of the JavaScript array are not JSON members', () => {
+    const doc = { record: { tags: [], items: [{ id: 'x' }] } };
+    expect(readField(doc, 'record.tags.length')).toEqual({ found: false });
+    expect(readField(doc, 'record.items.length')).toEqual({ found: false });
+    expect(readField(doc, 'record.items.0.id')).toEqual({ found: true, value: 'x' });
+    // An object's own member named `length` is JSON and is read as any other.
+    expect(readField({ a: { length: 3 } }, 'a.length')).toEqual({ found: true, value: 3 });
+  });
+
   it('compares JSON values deeply, ignoring key order', () => {
     expect(sameJson({ a: 1, b: [1, { c: 2 }] }, { b: [1, { c: 2 }], a: 1 })).toBe(true);
     expect(sameJson({ a: 1 }, { a: 2 })).toBe(false);

@@ -18,8 +18,9 @@ export function fieldKey(path: string): string {
 export function readField(value: unknown, path: string): { found: true; value: unknown } | { found: false } {
   let current: unknown = value;
   for (const segment of fieldSegments(path)) {
-    if (Array.isArray(current) && /^[0-9]+$/.test(segment)) {
-      const index = Number(segment);
+    if (Array.isArray(current)) {
+      // A JSON array has elements only: its JavaScript `length` (an own property) is no member a path can name.
+      const index = /^[0-9]+$/.test(segment) ? Number(segment) : current.length;
       if (index >= current.length) return { found: false };
       current = current[index];
     } else if (typeof current === 'object' && current !== null && Object.hasOwn(current, segment)) {
