@@ -1,6 +1,7 @@
 import * as http from 'node:http';
 import * as https from 'node:https';
 import type { LookupFunction } from 'node:net';
+import { type RawJsonIssue, rawJsonIssue } from '@verity/platform';
 
 export interface HttpExchangeRequest {
   method: string;
@@ -22,7 +23,18 @@ export interface HttpExchangeRequest {
 }
 
 export type HttpExchange =
-  | { kind: 'response'; status: number; headers: http.IncomingHttpHeaders; body: unknown; truncated: boolean }
+  | {
+      kind: 'response';
+      status: number;
+      headers: http.IncomingHttpHeaders;
+      body: unknown;
+      truncated: boolean;
+      /**
+       * Where the JSON text says more than `body` shows: a member named twice (JSON.parse kept the last, another
+       * reader the first) or a number the double in `body` holds rounded. A value read there is not what was sent.
+       */
+      unclear?: RawJsonIssue;
+    }
   /** Provably never delivered: the connection (or TLS) was never established, so the request was never written. */
   | { kind: 'not_delivered'; code: string; message: string }
   /** The request may have reached the provider: timeout, reset, or anything after the connection was up. */
@@ -96,14 +108,23 @@ export function httpExchange(request: HttpExchangeRequest): Promise<HttpExchange
         res.on('end', () => {
           const text = Buffer.concat(chunks).toString('utf8');
           let body: unknown = undefined;
+          let unclear: RawJsonIssue | null = null;
           if (!truncated && text.length > 0) {
             try {
               body = JSON.parse(text);
+              unclear = rawJsonIssue(text);
             } catch {
               body = undefined;
             }
           }
-          finish({ kind: 'response', status: res.statusCode ?? 0, headers: res.headers, body, truncated });
+          finish({
+            kind: 'response',
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            body,
+            truncated,
+            ...(unclear && { unclear }),
+          });
         });
         res.on('error', (error: NodeJS.ErrnoException) =>
           finish({ kind: 'ambiguous', code: error.code ?? 'ERESPONSE', message: error.message }),

@@ -1,3 +1,4 @@
+import type { RawJsonIssue } from '@verity/platform';
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import {
@@ -634,6 +635,13 @@ function cutOutsideSecrets(text: string, maxChars: number, secrets: Record<strin
  * to `maxChars`, never inside a `{{secret:NAME}}`; anything else as clipValue does). Cut first, a secret that straddled
  * the cut kept its first characters, which no redaction afterwards (redactingSecrets) can recognise as the secret.
  */
+/** Why an answer whose JSON reads two ways is not read (no value of it is quoted: it may be a secret echoed). */
+function unclearAnswer(issue: RawJsonIssue): string {
+  return issue.rule === 'duplicate_key'
+    ? `the answer names ${issue.field} twice: which one the target meant is a guess, so no field is read from it`
+    : `the answer holds a number at ${issue.field} that a double cannot keep exactly: it would be read rounded, so no field is read from it`;
+}
+
 function keptOfAnswer(value: unknown, env: ConnectorEnvironment): unknown {
   const redacted = secretRedactor(env.tenant?.secrets)(value);
   if (typeof redacted !== 'string' || redacted.length <= KEPT_ANSWER_CHARS)
@@ -858,6 +866,9 @@ export class HttpConnector implements Connector {
     // No JSON at all (an empty body, a page from a proxy or portal in front of the target): nothing was read, so no
     // record whose field is missing — that would count as the effect shown (as sandbox.payments reads it too).
     if (exchange.body === undefined) return unreachable('the answer is not JSON: no field can be read from it');
+    // JSON that reads two ways is no reading: the parsed value is not what the target wrote (a verification of a value
+    // it never sent, or of the one of two it did not mean).
+    if (exchange.unclear) return unreachable(unclearAnswer(exchange.unclear));
     const value = readField(exchange.body, field);
     evidence.record = value.found ? { [fieldKey(field)]: keptOfAnswer(value.value, env) } : null;
     return { kind: 'present', value, evidence };

@@ -12,3 +12,4 @@ export * from './client-errors';
 export * from './ops-server';
 export * from './process-start';
 export * from './text-issue';
+export * from './raw-json';

@@ -1,11 +1,11 @@
 import type { NextFunction, Request, Response } from 'express';
 import { isUtf8 } from 'node:buffer';
+import { rawJsonIssue } from '@verity/platform';
 import { type ParsedUrlQuery, parse as parseQueryString } from 'node:querystring';
 import { JSON_RPC_CODE, refuseBody } from '../mcp/json-rpc-error';
 import { Problem, sendProblem } from '../problem/problem';
 import { hasBody } from './parse';
 import { jsonInputIssues, textIssue } from './text';
-import { rawJsonIssue } from './raw-json';
 
 /**
  * Request-wide checks that no single route should have to remember: a path segment or query parameter that no id or

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { textIssue } from '@verity/platform';
+import { memberPath, textIssue } from '@verity/platform';
 import type { FieldError } from '../problem/problem';
 
 /** The rule every accepted string obeys (no control characters, no lone surrogates): one home, in the platform. */
@@ -51,15 +51,8 @@ export function visibleText(): z.ZodString {
     .superRefine(refuseInvisible('must contain a visible character (not only white space or invisible characters)'));
 }
 
-/**
- * The field name of member `key` under `path`, as validation errors write it (`operations[0].params.amount`). A member
- * whose name is empty is written `[""]`: joined like any other name it would vanish, and a member of the top level
- * would read as `(body)`, the whole body.
- */
-export function memberPath(path: string, key: string): string {
-  if (key === '') return `${path}[""]`;
-  return path ? `${path}.${key}` : key;
-}
+/** The field name of member `key` under `path` (one home, in the platform: connectors name fields the same way). */
+export { memberPath };
 
 const MAX_ISSUES = 50;
 /** Deeper than any schema allows (they stop at 16); the walk stops there instead of following a hostile nesting. */

@@ -1,5 +1,3 @@
-import { memberPath } from './text';
-
 /** What the raw text of a JSON body says that the parsed value would no longer show. */
 export interface RawJsonIssue {
   /** The member's path, as validation errors name fields: `operations[0].params.amount`. */
@@ -146,4 +144,14 @@ function pathThrough(frames: readonly Frame[], name?: string): string {
   const full = name === undefined ? path : memberPath(path, name);
   if (full === '') return '(body)';
   return full.length > MAX_PATH_CHARS ? `${full.slice(0, MAX_PATH_CHARS)}…` : full;
+}
+
+/**
+ * The field name of member `key` under `path`, as validation errors write it (`operations[0].params.amount`). A member
+ * whose name is empty is written `[""]`: joined like any other name it would vanish, and a member of the top level
+ * would read as `(body)`, the whole body.
+ */
+export function memberPath(path: string, key: string): string {
+  if (key === '') return `${path}[""]`;
+  return path ? `${path}.${key}` : key;
 }
