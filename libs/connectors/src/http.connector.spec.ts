@@ -41,6 +41,11 @@ async function target(): Promise<{ server: Server; base: string; seen: Seen[]; p
         const record = records.get(ref.replace(/^srv-/, ''));
         return record ? json(200, record) : json(404, { error: { code: 'not_found' } });
       }
+      if (req.method === 'POST' && (path === '/orders-twice' || path === '/orders-rounded')) {
+        // JSON that reads two ways: JSON.parse keeps the last of two ids, and rounds an id beyond 2^53.
+        res.writeHead(201, { 'content-type': 'application/json' });
+        return res.end(path === '/orders-twice' ? '{"id":"srv-a","id":"srv-b"}' : '{"id":12345678901234567891}');
+      }
       if (path === '/reject') return json(422, { error: { code: 'invalid_order' } });
       if (path === '/conflict') return json(409, { error: { code: 'duplicate' } });
       if (path === '/boom') return json(500, { error: 'boom' });
@@ -326,6 +331,40 @@ describe('http connector', () => {
       idempotency: { header: 'Idempotency-Key' },
     });
     expect(full).toMatchObject({ read_back: true, provider_idempotency: true, context_read: false });
+  });
+
+  it.each([
+    ['names its ref_field twice', '/orders-twice'],
+    ['holds a number a double cannot keep', '/orders-rounded'],
+  ])('keeps no ref from an answer that %s: the value read would name another record', async (_, path) => {
+    const outcome = await connector.send(
+      op({ method: 'POST', url: `${t.base}${path}`, body: { a: 1 }, ref_field: 'id' }),
+      env,
+    );
+    expect(outcome).toEqual({
+      status: OperationStatus.ACKNOWLEDGED,
+      providerRef: { status: 201 },
+      detail: 'provider answered 201',
+    });
+    // Its read-back is not made, and says that an answer came without a reference to read (not that none came).
+    const read = await connector.readBack(
+      op(
+        {
+          method: 'POST',
+          url: `${t.base}${path}`,
+          body: { a: 1 },
+          ref_field: 'id',
+          read_back: { url: `${t.base}/orders/{{ref}}`, field: 'data.status', equals: 'created' },
+        },
+        outcome.status === OperationStatus.ACKNOWLEDGED ? outcome.providerRef : null,
+      ),
+      env,
+    );
+    expect(read).toMatchObject({
+      kind: 'unreachable',
+      notMade: true,
+      evidence: { error: expect.stringContaining('its answer gave none that can be read at ref_field') },
+    });
   });
 
   it('sends the template with secrets, operation id and idempotency key; ACKNOWLEDGED keeps only status and ref', async () => {

@@ -746,7 +746,9 @@ export class HttpConnector implements Connector {
       requireErrorBody: false,
       providerRef: (body) => {
         const ref: Record<string, unknown> = { status };
-        if (params.ref_field) {
+        // From JSON that reads two ways no reference is kept: the one read (the last of two ids, an id rounded beyond
+        // 2^53) could name another record, whose read-back would verify this call or hide it.
+        if (params.ref_field && !(exchange.kind === 'response' && exchange.unclear)) {
           const found = readField(body, params.ref_field);
           if (found.found && (typeof found.value === 'string' || typeof found.value === 'number')) {
             // Redacted before it is cut, as keptOfAnswer does (a reference has no marker: it is used as written).
@@ -777,7 +779,11 @@ export class HttpConnector implements Connector {
     }
     const ref = typeof op.providerRef?.ref === 'string' ? op.providerRef.ref : undefined;
     const unusable = readBackUsesRef(spec)
-      ? unusableRef(ref, { inPath: refInPath(spec.url), inHeader: refInHeader(spec) })
+      ? unusableRef(ref, {
+          inPath: refInPath(spec.url),
+          inHeader: refInHeader(spec),
+          answered: typeof op.providerRef?.status === 'number',
+        })
       : null;
     if (unusable) {
       return {
@@ -977,7 +983,7 @@ export async function guardedExchange(
 /**
  * Why a read-back built from the provider's reference (`{{ref}}`) cannot be made, or null when it can. Each case is
  * inconclusive — never VERIFIED, never a proof of absence — so a person decides:
- * - no answer was received, so there is no reference (not made);
+ * - no answer was received, or none with a reference to read at ref_field, so there is no reference (not made);
  * - "", "." or "..": substituted, it names no record. In a path it leaves the collection's URL or is a dot segment the
  *   URL parser resolves (encodeURIComponent leaves dots as they are), so `/items/{{ref}}` would ask `/items/` or `/` —
  *   a source that does not name this effect, whose answer could verify a call that did nothing. The reference is the
@@ -990,11 +996,13 @@ export async function guardedExchange(
  */
 function unusableRef(
   ref: string | undefined,
-  { inPath, inHeader }: { inPath: boolean; inHeader: boolean },
+  { inPath, inHeader, answered }: { inPath: boolean; inHeader: boolean; answered: boolean },
 ): { error: string; notMade: boolean } | null {
   if (ref === undefined) {
     return {
-      error: 'the read-back URL needs the reference the provider returns, and no answer was received',
+      error: answered
+        ? 'the read-back URL needs the reference the provider returns, and its answer gave none that can be read at ref_field (missing, not a string or number, or in JSON that reads two ways)'
+        : 'the read-back URL needs the reference the provider returns, and no answer was received',
       notMade: true,
     };
   }
