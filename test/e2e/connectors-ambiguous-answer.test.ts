@@ -24,6 +24,7 @@ describe('a target answering JSON that reads two ways', () => {
         if (req.method === 'POST') return res.end('{"id":"r1"}');
         if (req.url === '/twice') return res.end('{"status":"declined","status":"ok"}');
         if (req.url === '/rounded') return res.end('{"n":9007199254740993}');
+        if (req.url === '/elsewhere') return res.end('{"status":"ok","seq":12345678901234567891,"x":1,"x":2}');
         res.end('{"status":"ok","n":9007199254740992}');
       });
     });
@@ -73,5 +74,10 @@ describe('a target answering JSON that reads two ways', () => {
   it('the same fields answered once and exactly are VERIFIED', async () => {
     expect((await settle('/plain', 'status', 'ok')).status).toBe('VERIFIED');
     expect((await settle('/plain', 'n', 9007199254740992)).status).toBe('VERIFIED');
+  });
+
+  // Only the field's own path counts: a 64-bit id or a member named twice elsewhere in the answer is never read.
+  it('a field read once and exactly is VERIFIED beside a number or a member that read two ways elsewhere', async () => {
+    expect((await settle('/elsewhere', 'status', 'ok')).status).toBe('VERIFIED');
   });
 });

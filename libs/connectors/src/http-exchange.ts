@@ -1,7 +1,6 @@
 import * as http from 'node:http';
 import * as https from 'node:https';
 import type { LookupFunction } from 'node:net';
-import { type RawJsonIssue, rawJsonIssue } from '@verity/platform';
 
 export interface HttpExchangeRequest {
   method: string;
@@ -30,10 +29,10 @@ export type HttpExchange =
       body: unknown;
       truncated: boolean;
       /**
-       * Where the JSON text says more than `body` shows: a member named twice (JSON.parse kept the last, another
-       * reader the first) or a number the double in `body` holds rounded. A value read there is not what was sent.
+       * The text `body` was parsed from, when it was JSON: where it says more than `body` shows (a member named twice,
+       * a number the double in `body` holds rounded), a value read there is not what was sent (`rawJsonIssue`).
        */
-      unclear?: RawJsonIssue;
+      json?: string;
     }
   /** Provably never delivered: the connection (or TLS) was never established, so the request was never written. */
   | { kind: 'not_delivered'; code: string; message: string }
@@ -108,11 +107,11 @@ export function httpExchange(request: HttpExchangeRequest): Promise<HttpExchange
         res.on('end', () => {
           const text = Buffer.concat(chunks).toString('utf8');
           let body: unknown = undefined;
-          let unclear: RawJsonIssue | null = null;
+          let json: string | undefined;
           if (!truncated && text.length > 0) {
             try {
               body = JSON.parse(text);
-              unclear = rawJsonIssue(text);
+              json = text;
             } catch {
               body = undefined;
             }
@@ -123,7 +122,7 @@ export function httpExchange(request: HttpExchangeRequest): Promise<HttpExchange
             headers: res.headers,
             body,
             truncated,
-            ...(unclear && { unclear }),
+            ...(json !== undefined && { json }),
           });
         });
         res.on('error', (error: NodeJS.ErrnoException) =>

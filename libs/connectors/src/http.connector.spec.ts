@@ -46,6 +46,12 @@ async function target(): Promise<{ server: Server; base: string; seen: Seen[]; p
         res.writeHead(201, { 'content-type': 'application/json' });
         return res.end(path === '/orders-twice' ? '{"id":"srv-a","id":"srv-b"}' : '{"id":12345678901234567891}');
       }
+      if (path === '/orders-elsewhere' || path.startsWith('/read-elsewhere?')) {
+        // Readable where it is read: the id (or status) once and exact, a 64-bit sequence number and a member named twice
+        // elsewhere, which JSON.parse rounds or keeps the last of.
+        res.writeHead(req.method === 'POST' ? 201 : 200, { 'content-type': 'application/json' });
+        return res.end('{"id":"srv-a","data":{"status":"created"},"seq":12345678901234567891,"x":1,"x":2}');
+      }
       if (path === '/reject') return json(422, { error: { code: 'invalid_order' } });
       if (path === '/conflict') return json(409, { error: { code: 'duplicate' } });
       if (path === '/boom') return json(500, { error: 'boom' });
@@ -364,6 +370,35 @@ describe('http connector', () => {
       kind: 'unreachable',
       notMade: true,
       evidence: { error: expect.stringContaining('its answer gave none that can be read at ref_field') },
+    });
+  });
+
+  it('keeps the ref, and reads back the field, of an answer whose JSON reads two ways only where neither is read', async () => {
+    const params = {
+      method: 'POST',
+      url: `${t.base}/orders-elsewhere`,
+      body: { a: 1 },
+      ref_field: 'id',
+      read_back: { url: `${t.base}/read-elsewhere?ref={{ref}}`, field: 'data.status', equals: 'created' },
+    };
+    const outcome = await connector.send(op(params), env);
+    expect(outcome).toMatchObject({ status: OperationStatus.ACKNOWLEDGED, providerRef: { status: 201, ref: 'srv-a' } });
+    const read = await connector.readBack(
+      op(params, outcome.status === OperationStatus.ACKNOWLEDGED ? outcome.providerRef : null),
+      env,
+    );
+    expect(read).toMatchObject({ kind: 'found', evidence: { record: { 'data.status': 'created' } } });
+    // Read at the number no double keeps, the same answer is no reading.
+    const atSeq = await connector.readBack(
+      op(
+        { ...params, read_back: { ...params.read_back, field: 'seq', equals: 1 } },
+        outcome.status === OperationStatus.ACKNOWLEDGED ? outcome.providerRef : null,
+      ),
+      env,
+    );
+    expect(atSeq).toMatchObject({
+      kind: 'unreachable',
+      evidence: { error: expect.stringContaining('holds a number at seq that a double cannot keep exactly') },
     });
   });
 

@@ -1,4 +1,4 @@
-import type { RawJsonIssue } from '@verity/platform';
+import { rawJsonIssue } from '@verity/platform';
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import {
@@ -40,7 +40,7 @@ import {
   urlSpellingProblem,
 } from './egress';
 import { HttpExchange, HttpExchangeRequest, httpExchange } from './http-exchange';
-import { FIELD_PATH, FIELD_PATH_RULE, clipValue, fieldKey, readField, sameJson } from './json-path';
+import { FIELD_PATH, FIELD_PATH_RULE, clipValue, fieldKey, fieldSegments, readField, sameJson } from './json-path';
 import { holdsRedactedSecret, secretPlaceholder, secretRedactor } from './secret-redaction';
 import { holdsReplacedText } from './storable-text';
 
@@ -631,17 +631,23 @@ function cutOutsideSecrets(text: string, maxChars: number, secrets: Record<strin
 }
 
 /**
+ * Where the answer's JSON reads two ways on the path of `field` (a member of it named twice, a number in it that a
+ * double cannot keep), why the field is not read; null when the field reads one way. Only that path counts: a 64-bit
+ * id elsewhere in the answer does not make its status unreadable. No value is quoted: it may be a secret echoed.
+ */
+function unclearAt(exchange: { json?: string }, field: string): string | null {
+  const issue = exchange.json === undefined ? null : rawJsonIssue(exchange.json, fieldSegments(field));
+  if (!issue) return null;
+  return issue.rule === 'duplicate_key'
+    ? `the answer names ${issue.field} twice: which one the target meant is a guess, so ${field} is not read from it`
+    : `the answer holds a number at ${issue.field} that a double cannot keep exactly: ${field} would be read rounded, so it is not read`;
+}
+
+/**
  * What is kept of a value a target answered: the tenant's secret values replaced first, then cut to length (a string
  * to `maxChars`, never inside a `{{secret:NAME}}`; anything else as clipValue does). Cut first, a secret that straddled
  * the cut kept its first characters, which no redaction afterwards (redactingSecrets) can recognise as the secret.
  */
-/** Why an answer whose JSON reads two ways is not read (no value of it is quoted: it may be a secret echoed). */
-function unclearAnswer(issue: RawJsonIssue): string {
-  return issue.rule === 'duplicate_key'
-    ? `the answer names ${issue.field} twice: which one the target meant is a guess, so no field is read from it`
-    : `the answer holds a number at ${issue.field} that a double cannot keep exactly: it would be read rounded, so no field is read from it`;
-}
-
 function keptOfAnswer(value: unknown, env: ConnectorEnvironment): unknown {
   const redacted = secretRedactor(env.tenant?.secrets)(value);
   if (typeof redacted !== 'string' || redacted.length <= KEPT_ANSWER_CHARS)
@@ -748,7 +754,7 @@ export class HttpConnector implements Connector {
         const ref: Record<string, unknown> = { status };
         // From JSON that reads two ways no reference is kept: the one read (the last of two ids, an id rounded beyond
         // 2^53) could name another record, whose read-back would verify this call or hide it.
-        if (params.ref_field && !(exchange.kind === 'response' && exchange.unclear)) {
+        if (params.ref_field && !(exchange.kind === 'response' && unclearAt(exchange, params.ref_field))) {
           const found = readField(body, params.ref_field);
           if (found.found && (typeof found.value === 'string' || typeof found.value === 'number')) {
             // Redacted before it is cut, as keptOfAnswer does (a reference has no marker: it is used as written).
@@ -874,7 +880,8 @@ export class HttpConnector implements Connector {
     if (exchange.body === undefined) return unreachable('the answer is not JSON: no field can be read from it');
     // JSON that reads two ways is no reading: the parsed value is not what the target wrote (a verification of a value
     // it never sent, or of the one of two it did not mean).
-    if (exchange.unclear) return unreachable(unclearAnswer(exchange.unclear));
+    const unclear = unclearAt(exchange, field);
+    if (unclear) return unreachable(unclear);
     const value = readField(exchange.body, field);
     evidence.record = value.found ? { [fieldKey(field)]: keptOfAnswer(value.value, env) } : null;
     return { kind: 'present', value, evidence };

@@ -92,3 +92,39 @@ describe('rawJsonIssue: a number JSON.parse would round', () => {
     }
   });
 });
+
+describe('rawJsonIssue within one path', () => {
+  const answer =
+    '{"id":12345678901234567891,"data":{"status":"ok","tags":["a",1e400],"note":"x","note":"y"},' +
+    '"items":[{"n":1},{"n":9007199254740993}],"data2":1,"data2":2}';
+
+  // Only an issue at a member the path goes through, at its value or inside it: a reader of data.status is not misled
+  // by the 64-bit id beside it, which it never reads.
+  it.each([
+    [['data', 'status'], null],
+    [['items', '0', 'n'], null],
+    [['data'], { field: 'data.note', rule: 'duplicate_key' }],
+    [['data', 'note'], { field: 'data.note', rule: 'duplicate_key' }],
+    [['id'], { field: 'id', rule: 'exact_number' }],
+    [['items', '1', 'n'], { field: 'items[1].n', rule: 'exact_number' }],
+    [['items'], { field: 'items[1].n', rule: 'exact_number' }],
+    [['data2'], { field: 'data2', rule: 'duplicate_key' }],
+    [[], { field: 'id', rule: 'exact_number' }],
+  ])('within %j → %j', (within, issue) => {
+    expect(rawJsonIssue(answer, within)).toEqual(issue);
+  });
+
+  it('counts a member named twice above the path: which of the two the path goes through is a guess', () => {
+    const text = '{"data":{"status":"declined"},"data":{"status":"ok"}}';
+    expect(rawJsonIssue(text, ['data', 'status'])).toEqual({ field: 'data', rule: 'duplicate_key' });
+    // The path after the second name still reads its members by name (no duplicate inside either object).
+    expect(rawJsonIssue('{"a":{"x":1},"a":{"x":2},"b":{"y":9007199254740993}}', ['b', 'y'])).toEqual({
+      field: 'b.y',
+      rule: 'exact_number',
+    });
+  });
+
+  it('reads a whole body that is one unkeepable number as an issue for every path', () => {
+    expect(rawJsonIssue('9007199254740993', ['anything'])).toEqual({ field: '(body)', rule: 'exact_number' });
+  });
+});

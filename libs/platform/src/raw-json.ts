@@ -26,9 +26,14 @@ const BACKSLASH = 0x5c;
  *   shortest decimal form is the same number (`0.1`, `1.50`, `1e22` are; `0.30000000000000000001` is not). Infinity
  *   (`1e400`) is left to the parsed value's own check (`finite_number`).
  *
+ * `within`: only an issue on that path counts — at a member the path goes through, at the value it names, or inside
+ * that value (segments as `fieldSegments` gives them: member names, array indexes as digits). A reader of one field
+ * is not misled by a number elsewhere that it never reads (a 64-bit id beside the status it checks).
+ *
  * One pass, no recursion; a text that is not JSON gives null and is left to the parser to refuse.
  */
-export function rawJsonIssue(text: string): RawJsonIssue | null {
+export function rawJsonIssue(text: string, within?: readonly string[]): RawJsonIssue | null {
+  const counts = (segments: readonly string[]) => within === undefined || onOnePath(segments, within);
   const stack: Frame[] = [];
   let expectingName = false;
   for (let i = 0; i < text.length; i += 1) {
@@ -48,15 +53,19 @@ export function rawJsonIssue(text: string): RawJsonIssue | null {
       expectingName = false;
       const name = memberName(text.slice(start, i + 1), escaped);
       if (name === null) return null;
-      if (top.keys.has(name)) return { field: pathOf(stack, name), rule: 'duplicate_key' };
-      top.keys.add(name);
+      if (!top.keys.has(name)) top.keys.add(name);
+      else if (counts([...segmentsOf(stack.slice(0, -1)), name])) {
+        return { field: pathOf(stack, name), rule: 'duplicate_key' };
+      }
       top.key = name;
       continue;
     }
     if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39)) {
       const start = i;
       while (i + 1 < text.length && NUMBER_CHAR.test(text[i + 1])) i += 1;
-      if (!keptExactly(text.slice(start, i + 1))) return { field: pathOfValue(stack), rule: 'exact_number' };
+      if (!keptExactly(text.slice(start, i + 1)) && counts(segmentsOf(stack))) {
+        return { field: pathOfValue(stack), rule: 'exact_number' };
+      }
       continue;
     }
     if (c === 0x7b /* { */) {
@@ -119,6 +128,23 @@ function memberName(literal: string, escaped: boolean): string | null {
   } catch {
     return null;
   }
+}
+
+/** The segments of the value being read: each open object's member, each open array's index as digits. */
+function segmentsOf(frames: readonly Frame[]): string[] {
+  const segments: string[] = [];
+  for (const frame of frames) {
+    if (frame.kind === 'array') segments.push(String(frame.index));
+    else if (frame.key !== null) segments.push(frame.key);
+  }
+  return segments;
+}
+
+/** Whether one path leads to the other (or both are the same). */
+function onOnePath(a: readonly string[], b: readonly string[]): boolean {
+  const shorter = Math.min(a.length, b.length);
+  for (let i = 0; i < shorter; i += 1) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 /** Paths as validation errors name fields; a path too long to be worth reading (a body nested thousands deep) is cut. */
