@@ -279,6 +279,50 @@ describe('api: a decision from a stale page (ETag, If-Match)', () => {
     }
   });
 
+  it('a decision on the version another reviewer recorded "still unknown" on is told that decision, not 412', async () => {
+    type Investigation = { by: string; at: string };
+    type Held = { recovery_obligation: { investigations: Investigation[] } };
+    const held = await heldBeforeSending();
+    // Two reviewers open the same hold (one ETag); the first records "still unknown", a decision on that version.
+    const { etag } = await read(held.opId);
+    const first = await post(held.opId, 'resolve', { status: 'MANUAL_REVIEW', evidence: 'asked the provider' }, etag);
+    expect(first.status).toBe(200);
+    const winner = (first.body as unknown as Held).recovery_obligation.investigations[0];
+    const before = await decisionsOf(held.executionId, held.opId);
+    const lost = (res: HttpResult<Stale>, by: Investigation) => {
+      expect(res.status).toBe(409);
+      expect(res.body).toMatchObject({
+        type: 'https://verity.dev/problems/already-decided',
+        decision: 'MANUAL_REVIEW',
+        decided_by: by.by,
+        decided_at: by.at,
+      });
+    };
+    // The second reviewer's decision on the page both saw lost to it, as it does without If-Match: told who won.
+    for (const body of [
+      { status: 'CANCELLED', evidence: 'not needed' },
+      { status: 'SENT', evidence: 'send it' },
+      { status: 'MANUAL_REVIEW', evidence: 'asked them too' },
+    ]) {
+      lost(await post(held.opId, 'resolve', body, etag), winner);
+    }
+    expect(await decisionsOf(held.executionId, held.opId)).toEqual(before);
+    // Another "still unknown" on the version after the first: the first page's tag is still told a decision was made.
+    const second = await post(
+      held.opId,
+      'resolve',
+      { status: 'MANUAL_REVIEW', evidence: 'asked again' },
+      first.headers.get('etag')!,
+    );
+    expect(second.status).toBe(200);
+    const last = (second.body as unknown as Held).recovery_obligation.investigations[1];
+    lost(await post(held.opId, 'resolve', { status: 'CANCELLED', evidence: 'not needed' }, etag), last);
+    // A tag of a version the hold never had is still 412.
+    const now = await read(held.opId);
+    expectStale(await post(held.opId, 'resolve', { status: 'CANCELLED', evidence: 'x' }, '"never-shown"'), now.etag);
+    expect(await decisionsOf(held.executionId, held.opId)).toHaveLength(before.length + 1);
+  });
+
   it('an approval decision and a re-check on a version that is not the current one: 412, nothing written', async () => {
     const created = await submit(stack, [charge(unique('stale-approve'), { requires_approval: true })]);
     const waiting = await waitForOp(stack, created.id, 'charge', (o) => o.approval?.state === 'requested');

@@ -57,6 +57,23 @@ SELECT t.id FROM operations t
        t.obligation - 'rechecks' - 'escalated_at', t.evidence,
        t.acknowledged_at IS NOT NULL, t.rejected_at IS NOT NULL)::text) = ANY($3::text[]) FOR SHARE;
 
+-- operationVersionsBeforeInvestigations
+SELECT g.i AS investigation,
+            md5(jsonb_build_array(t.status, t.terminal_reason, t.attempt, t.approval,
+       (g.obligation) - 'rechecks' - 'escalated_at', t.evidence,
+       t.acknowledged_at IS NOT NULL, t.rejected_at IS NOT NULL)::text) AS version
+     FROM operations t,
+          LATERAL (SELECT i, CASE WHEN absent THEN t.obligation - 'investigations'
+                    ELSE t.obligation || jsonb_build_object('investigations',
+                      (SELECT coalesce(jsonb_agg(a.x ORDER BY a.n), '[]'::jsonb)
+                         FROM jsonb_array_elements(t.obligation->'investigations') WITH ORDINALITY AS a(x, n)
+                        WHERE a.n <= i)) END
+                    || jsonb_build_object('due_at', t.obligation->'investigations'->i->'previous_due_at') AS obligation
+             FROM generate_series(0, jsonb_array_length(t.obligation->'investigations') - 1) AS i,
+                  (VALUES (false), (true)) AS b(absent)
+            WHERE NOT absent OR i = 0) AS g
+     WHERE t.id = $1 AND t.tenant_id = $2 AND jsonb_typeof(t.obligation->'investigations') = 'array';
+
 -- operationByIdForWorker
 SELECT {columns:Operation t} FROM operations t WHERE t.id = $1;
 

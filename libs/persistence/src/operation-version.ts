@@ -6,10 +6,11 @@
  * the row itself, so the statement that writes a decision compares it with the row it locks (compare-and-set), never
  * with a read made before. Left out: what changes while nothing about the decision does — the count of automatic
  * re-checks that found nothing new, and the obligation's escalation (a reviewer's page stays current through both).
+ * `obligation`, given, is an expression that stands for the row's obligation (a version it had before).
  */
-export function operationVersionOf(alias: string): string {
+export function operationVersionOf(alias: string, obligation?: string): string {
   const column = (name: string) => `${alias}.${name}`;
   return `md5(jsonb_build_array(${column('status')}, ${column('terminal_reason')}, ${column('attempt')}, ${column('approval')},
-       ${column('obligation')} - 'rechecks' - 'escalated_at', ${column('evidence')},
+       ${obligation === undefined ? column('obligation') : `(${obligation})`} - 'rechecks' - 'escalated_at', ${column('evidence')},
        ${column('acknowledged_at')} IS NOT NULL, ${column('rejected_at')} IS NOT NULL)::text)`;
 }

@@ -457,6 +457,23 @@ export const READ_SQL = {
   // Share-locked while still at one of the versions $3 (until the transaction ends): no change of it commits meanwhile.
   lockOperationAtVersion: `SELECT t.id FROM operations t
      WHERE t.id = $1 AND t.tenant_id = $2 AND ${operationVersionOf('t')} = ANY($3::text[]) FOR SHARE`,
+  // The version the operation had just before each "still unknown" recorded on its hold (`investigation`: its index),
+  // other things being as they are now: a "still unknown" changes only the obligation's due time (it keeps the one
+  // before as `previous_due_at`), its investigations and what the version leaves out. Before the first one the list
+  // was absent or empty: both are answered.
+  operationVersionsBeforeInvestigations: `SELECT g.i AS investigation,
+            ${operationVersionOf('t', 'g.obligation')} AS version
+     FROM operations t,
+          LATERAL (SELECT i, CASE WHEN absent THEN t.obligation - 'investigations'
+                    ELSE t.obligation || jsonb_build_object('investigations',
+                      (SELECT coalesce(jsonb_agg(a.x ORDER BY a.n), '[]'::jsonb)
+                         FROM jsonb_array_elements(t.obligation->'investigations') WITH ORDINALITY AS a(x, n)
+                        WHERE a.n <= i)) END
+                    || jsonb_build_object('due_at', t.obligation->'investigations'->i->'previous_due_at') AS obligation
+             FROM generate_series(0, jsonb_array_length(t.obligation->'investigations') - 1) AS i,
+                  (VALUES (false), (true)) AS b(absent)
+            WHERE NOT absent OR i = 0) AS g
+     WHERE t.id = $1 AND t.tenant_id = $2 AND jsonb_typeof(t.obligation->'investigations') = 'array'`,
   operationByIdForWorker: `SELECT {columns:Operation t} FROM operations t WHERE t.id = $1`,
   operationWithClockForWorker: `SELECT {columns:Operation t}, clock_timestamp() AS database_now FROM operations t WHERE t.id = $1`,
   operationsOfExecutions: `SELECT {columns:Operation t} FROM operations t
@@ -745,6 +762,24 @@ export async function lockOperationAtVersion(
 ): Promise<boolean> {
   const found = await rows<{ id: string }>(tx, READ_SQL.lockOperationAtVersion, [id, tenantId, versions]);
   return found.length > 0;
+}
+
+/**
+ * The versions the operation had just before each "still unknown" recorded on its hold, each with the index of the
+ * investigation made on it (operationVersionsBeforeInvestigations): a decision whose If-Match names one of them was
+ * made on the version another reviewer's "still unknown" was made on first.
+ */
+export async function findVersionsBeforeInvestigations(
+  db: Queryable,
+  id: string,
+  tenantId: string,
+): Promise<{ investigation: number; version: string }[]> {
+  const found = await rows<{ investigation: number; version: string }>(
+    db,
+    READ_SQL.operationVersionsBeforeInvestigations,
+    [id, tenantId],
+  );
+  return found.map((r) => ({ investigation: Number(r.investigation), version: r.version }));
 }
 
 export function findOperationForWorker(db: EntityManager, id: string): Promise<OperationEntity | null> {

@@ -12,6 +12,7 @@ import {
   findLastStatusChanges,
   findOperation,
   findOperationWithVersion,
+  findVersionsBeforeInvestigations,
   insertExecution,
   isKeyActive,
   isUniqueViolation,
@@ -386,7 +387,8 @@ export class OperationsService {
   ) {
     await refuseSecretValuesIn(this.connectors, principal.tenantId, [['evidence', evidence]]);
     const { op, version } = await this.loadAt(principal, id);
-    const decidedFirst = await this.decidedFirst(principal, op);
+    const decidedFirst =
+      (await this.decidedFirst(principal, op)) ?? (await this.stillUnknownOnShown(principal, op, ifMatch, version));
     if (decidedFirst) throw decidedFirst;
     refuseStale(ifMatch, version);
     const judged = await this.holds.judgeOne(principal.tenantId, op);
@@ -629,7 +631,8 @@ export class OperationsService {
     ifMatch?: readonly string[],
   ) {
     const { op, version } = await this.loadAt(principal, id);
-    const decidedFirst = await this.decidedFirst(principal, op);
+    const decidedFirst =
+      (await this.decidedFirst(principal, op)) ?? (await this.stillUnknownOnShown(principal, op, ifMatch, version));
     if (decidedFirst) throw decidedFirst;
     refuseStale(ifMatch, version);
     if (op.status !== OperationStatus.MANUAL_REVIEW || !op.obligation) {
@@ -745,6 +748,23 @@ export class OperationsService {
    * VERIFIED the hold, or its execution's end that CANCELLED a never-sent one — the move the system made is then the
    * decision, as a person's would be.
    */
+  /**
+   * 409 already-decided when the version If-Match names is the one another reviewer's "still unknown" was made on (I13:
+   * of two decisions on one version, the one made first is named — as it is without If-Match), or null. Otherwise a
+   * stale If-Match stays 412: the operation moved by something that decided nothing.
+   */
+  private async stillUnknownOnShown(
+    principal: Principal,
+    op: OperationEntity,
+    ifMatch: readonly string[] | undefined,
+    version: string,
+  ): Promise<Problem | null> {
+    if (ifMatch === undefined || ifMatch.includes(version) || !op.obligation?.investigations?.length) return null;
+    const before = await findVersionsBeforeInvestigations(this.db.manager, op.id, principal.tenantId);
+    const seen = before.filter((b) => ifMatch.includes(b.version)).map((b) => b.investigation);
+    return seen.length ? this.decidedFirst(principal, op, Math.min(...seen)) : null;
+  }
+
   private async decidedFirst(
     principal: Principal,
     op: OperationEntity,
