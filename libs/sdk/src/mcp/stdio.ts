@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { Verity } from '../client';
 import { createVerityMcpServer } from './server';
+import { jsonRpcLines } from './stdio-lines';
 
 const USAGE = `verity-mcp: the Verity MCP server over stdio, for desktop agents.
 
@@ -45,7 +46,10 @@ async function main(): Promise<void> {
   }
   const client = new Verity({ baseUrl: options.url, apiKey: options.key, userAgent: 'verity-mcp' });
   const mcp = createVerityMcpServer({ client, subscriptions: true });
-  const transport = new StdioServerTransport();
+  // Lines that are no JSON-RPC message are answered by jsonRpcLines; the transport reads the rest.
+  const lines = jsonRpcLines((message) => void transport.send(message));
+  process.stdin.pipe(lines);
+  const transport = new StdioServerTransport(lines);
   transport.onclose = () => {
     mcp.close();
     process.exit(0);

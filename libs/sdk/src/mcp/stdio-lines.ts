@@ -1,0 +1,95 @@
+import { Transform } from 'node:stream';
+import { type JSONRPCMessage, JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
+
+/** The longest line read (10 MiB, the MCP SDK's own bound for what stdio holds of one line). */
+export const MAX_STDIO_LINE_BYTES = 10 * 1024 * 1024;
+
+const PARSE_ERROR = -32700;
+const INVALID_REQUEST = -32600;
+const LF = 0x0a;
+
+/**
+ * The lines of stdin that are JSON-RPC messages, one a line, for the MCP SDK's stdio transport; every other line is
+ * answered here with a JSON-RPC error (through `answer`) and not passed on. The transport drops such a line in silence
+ * (it tells only its onerror, which nobody hears): a request whose params do not fit its method (`"params": null`)
+ * left its client waiting for an answer that never came, and a line past its 10 MiB bound closed the transport, so
+ * the process exited 0 with no word. Here that line is answered and skipped to its end. Blank lines ask for nothing
+ * and are skipped; /mcp answers the same bodies with the same codes.
+ */
+export function jsonRpcLines(answer: (message: JSONRPCMessage) => void): Transform {
+  let held: Buffer[] = [];
+  let heldBytes = 0;
+  /** Past the bound: the rest of this line is skipped, up to its end. */
+  let skipping = false;
+  const refuse = (code: number, message: string, id: string | number | null = null) =>
+    answer({ jsonrpc: '2.0', id, error: { code, message } } as unknown as JSONRPCMessage);
+
+  return new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      let from = 0;
+      while (from < chunk.length) {
+        const end = chunk.indexOf(LF, from);
+        const piece = chunk.subarray(from, end < 0 ? chunk.length : end);
+        from = end < 0 ? chunk.length : end + 1;
+        if (!skipping) {
+          held.push(piece);
+          heldBytes += piece.length;
+        }
+        if (!skipping && heldBytes > MAX_STDIO_LINE_BYTES) {
+          skipping = true;
+          held = [];
+          heldBytes = 0;
+          refuse(
+            INVALID_REQUEST,
+            `Invalid Request: a line longer than ${MAX_STDIO_LINE_BYTES} bytes (it was skipped to its end)`,
+          );
+        }
+        if (end < 0) break;
+        if (skipping) {
+          skipping = false;
+          continue;
+        }
+        const line = Buffer.concat(held).toString('utf8').replace(/\r$/, '');
+        held = [];
+        heldBytes = 0;
+        const verdict = judge(line);
+        if (verdict === 'blank') continue;
+        if (verdict === 'message') this.push(`${line}\n`);
+        else refuse(verdict.code, verdict.message, verdict.id);
+      }
+      done();
+    },
+  });
+}
+
+type Verdict = 'message' | 'blank' | { code: number; message: string; id: string | number | null };
+
+function judge(line: string): Verdict {
+  if (line.trim() === '') return 'blank';
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(line);
+  } catch {
+    return { code: PARSE_ERROR, message: 'Parse error: the line is not valid JSON', id: null };
+  }
+  if (Array.isArray(parsed)) {
+    return {
+      code: INVALID_REQUEST,
+      message: 'Invalid Request: a batch (over stdio, send one message per line; nothing in it was carried out)',
+      id: null,
+    };
+  }
+  if (JSONRPCMessageSchema.safeParse(parsed).success) return 'message';
+  return {
+    code: INVALID_REQUEST,
+    message: 'Invalid Request: the line is no JSON-RPC 2.0 request, notification or response',
+    id: requestId(parsed),
+  };
+}
+
+/** The id of what was meant as a request, where one can be read (a string or an integer); null otherwise. */
+function requestId(value: unknown): string | number | null {
+  if (typeof value !== 'object' || value === null) return null;
+  const id = (value as { id?: unknown }).id;
+  return typeof id === 'string' || (typeof id === 'number' && Number.isInteger(id)) ? id : null;
+}
