@@ -493,6 +493,13 @@ export const PROBLEMS = {
     detail: 'at most 20 per key, across all API processes',
     summary: 'The key holds its limit of open streams',
   },
+  'too-many-mcp-requests': {
+    status: 429,
+    title: 'Too many MCP requests in flight',
+    detail:
+      'at most 100 MCP requests of one key at once in each API process (this POST carries 1); nothing in it was carried out: send it again once an answer has come',
+    summary: 'The key holds its limit of MCP requests in flight in this API process (see Retry-After)',
+  },
   internal: {
     status: 500,
     title: 'Internal error',

@@ -268,6 +268,8 @@ const ConfigSchema = z
     WORKER_CONCURRENCY: integer({ min: 1, max: 500, default: 16 }),
     RATE_LIMIT_PER_MINUTE: integer({ min: 1, max: 1_000_000_000, default: 6000 }),
     MAX_STREAMS_PER_KEY: integer({ min: 1, max: 100_000, default: 20 }),
+    /** MCP requests (each message with an id) one key may have in flight at once in one API process. */
+    MAX_MCP_REQUESTS_PER_KEY: integer({ min: 1, max: 10_000, default: 100 }),
     SSE_HEARTBEAT_MS: ms(15_000, { min: 100, max: HOUR }),
     /**
      * How long a stream waits for a client that stopped reading to take what was written, before it closes the

@@ -3,6 +3,7 @@ import type { HttpAdapterHost } from '@nestjs/core';
 import type { Logger, RedisClient, VerityConfig } from '@verity/platform';
 import type { Request, Response } from 'express';
 import { McpCancellations } from './mcp-cancellations';
+import { McpInFlight } from './mcp-in-flight';
 import { McpController } from './mcp.controller';
 
 /**
@@ -19,8 +20,11 @@ function setup() {
   const adapterHost = {
     httpAdapter: { getHttpServer: () => ({ address: () => ({ address: '127.0.0.1', port: 1, family: 'IPv4' }) }) },
   } as unknown as HttpAdapterHost;
+  const inFlight = new McpInFlight({ MAX_MCP_REQUESTS_PER_KEY: 100 } as VerityConfig);
   const tracked = () => (cancellations as unknown as { inFlight: Map<string, unknown> }).inFlight.size;
-  return { controller: new McpController(adapterHost, cancellations), tracked };
+  // The key's places in flight: given back with everything else.
+  const held = () => (inFlight as unknown as { held: Map<string, number> }).held.get('key_1') ?? 0;
+  return { controller: new McpController(adapterHost, cancellations, inFlight), tracked, held };
 }
 
 /** A POST /mcp calling one tool, as an MCP client sends it, over a socket `destroyed` or not. */
@@ -43,7 +47,7 @@ function toolCall(id: number, name: string, args: Record<string, unknown>, destr
 
 describe('McpController: a request whose client left before the handler ran', () => {
   it('leaves nothing tracked and answers nobody', async () => {
-    const { controller, tracked } = setup();
+    const { controller, tracked, held } = setup();
     const req = toolCall(7, 'list_connectors', {}, true);
     const written: unknown[] = [];
     const res = Object.assign(new EventEmitter(), {
@@ -60,6 +64,7 @@ describe('McpController: a request whose client left before the handler ran', ()
     await controller.post(req, res).catch(() => undefined);
 
     expect(tracked()).toBe(0);
+    expect(held()).toBe(0);
     expect(written).toEqual([]);
   });
 });
@@ -77,7 +82,7 @@ describe('McpController: which requests a cancellation may stop', () => {
     ['submit_execution', { operations: [] }, 0],
     ['cancel_execution', { execution_id: 'exe_1' }, 0],
   ])('%s', async (name, args, expected) => {
-    const { controller, tracked } = setup();
+    const { controller, tracked, held } = setup();
     const req = toolCall(3, name, args, false);
     const res = Object.assign(new EventEmitter(), { closed: false, destroyed: false }) as unknown as Response;
     // The stand-in response cannot be written to: the transport's complaint about it is not this test's concern.
@@ -85,9 +90,11 @@ describe('McpController: which requests a cancellation may stop', () => {
     // Tracked as the handler starts, before it waits for anything.
     const handled = controller.post(req, res).catch(() => undefined);
     expect(tracked()).toBe(expected);
+    expect(held()).toBe(1);
     res.emit('close');
     await handled;
     quiet.mockRestore();
     expect(tracked()).toBe(0);
+    expect(held()).toBe(0);
   });
 });

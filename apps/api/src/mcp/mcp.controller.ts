@@ -17,6 +17,7 @@ import { Problem } from '../problem/problem';
 import { refuseQuery } from '../http/no-query';
 import { JSON_RPC_CODE, MCP_PATH, refuseBody, sendJsonRpcError } from './json-rpc-error';
 import { McpCancellations } from './mcp-cancellations';
+import { McpInFlight } from './mcp-in-flight';
 import { MCP_REQUEST_HEADERS } from './mcp-origin';
 
 /**
@@ -61,6 +62,7 @@ export class McpController {
   constructor(
     private readonly adapterHost: HttpAdapterHost,
     private readonly cancellations: McpCancellations,
+    private readonly inFlight: McpInFlight,
   ) {}
 
   @Post()
@@ -80,7 +82,7 @@ export class McpController {
         'text/event-stream': { schema: { type: 'string' } },
       },
     },
-    problems: [401, 403, 429],
+    problems: [401, 403, 429, 'too-many-mcp-requests'],
   })
   @ApiResponse({ status: 202, description: 'A notification or response was accepted; no body' })
   @ApiResponse({
@@ -169,6 +171,23 @@ export class McpController {
       );
       return;
     }
+    const keyId = (req as Request & { principal?: Principal }).principal?.keyId;
+    const messages: unknown[] = Array.isArray(req.body) ? req.body : [req.body];
+    // The key's requests in flight in this process are bounded (notifications are not counted, so a cancellation is
+    // never refused): past the limit the POST is refused whole, before anything in it runs.
+    const requests = messages.filter((message) => requestIdOf(message) !== undefined).length;
+    const release = keyId === undefined ? () => undefined : this.inFlight.take(keyId, requests);
+    if (!release) {
+      throw new Problem(
+        429,
+        'too-many-mcp-requests',
+        'Too many MCP requests in flight',
+        `at most ${this.inFlight.limit} MCP requests of one key at once in each API process (this POST carries ` +
+          `${requests}); nothing in it was carried out: send it again once an answer has come`,
+        {},
+        { 'retry-after': '5' },
+      );
+    }
     const client = new Verity({
       baseUrl: this.selfUrl(),
       // The guard let the request in, so it carries a Bearer key.
@@ -183,9 +202,7 @@ export class McpController {
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
     // A client cancels a request by POSTing notifications/cancelled, not by closing the request's response: the
     // cancellation is carried out wherever the request it names is being answered (this process or another).
-    const keyId = (req as Request & { principal?: Principal }).principal?.keyId;
-    const messages: unknown[] = Array.isArray(req.body) ? req.body : [req.body];
-    const forget: (() => void)[] = [];
+    const forget: (() => void)[] = [release];
     if (keyId !== undefined) {
       for (const message of messages) {
         const cancelled = cancelledRequestId(message);

@@ -1,13 +1,14 @@
 import { Module } from '@nestjs/common';
 import { McpCancellations } from './mcp-cancellations';
+import { McpInFlight } from './mcp-in-flight';
 import { McpController } from './mcp.controller';
 
 /**
  * The MCP endpoint (/mcp). It holds no state between requests: its tools go through the REST API. The requests it is
  * answering are known (McpCancellations) so that a client's cancellation, which arrives as a request of its own, stops
- * them. A POST (or its CORS preflight) from a browser page of an origin not allowed is refused before anything else
+ * them, and counted per key (McpInFlight) so that no key holds more of them at once than the process can carry. A POST (or its CORS preflight) from a browser page of an origin not allowed is refused before anything else
  * (McpOriginCheck, mounted in main.ts ahead of the body checks), and an allowed one may read the answer; GET and DELETE
  * only ever answer 405.
  */
-@Module({ controllers: [McpController], providers: [McpCancellations] })
+@Module({ controllers: [McpController], providers: [McpCancellations, McpInFlight] })
 export class McpModule {}

@@ -47,6 +47,7 @@ export const PROBLEM_CODES = [
   'rate-limited',
   'too-many-failed-authentications',
   'too-many-streams',
+  'too-many-mcp-requests',
   'internal',
   'database-unavailable',
 ] as const;

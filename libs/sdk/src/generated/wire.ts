@@ -1154,6 +1154,7 @@ export interface components {
         | 'https://verity.dev/problems/rate-limited'
         | 'https://verity.dev/problems/too-many-failed-authentications'
         | 'https://verity.dev/problems/too-many-streams'
+        | 'https://verity.dev/problems/too-many-mcp-requests'
         | 'https://verity.dev/problems/internal'
         | 'https://verity.dev/problems/database-unavailable';
       title: string;
