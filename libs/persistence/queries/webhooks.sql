@@ -46,7 +46,9 @@ SELECT jsonb_build_object('id', w.id, 'url', w.url, 'events', to_jsonb(w.events)
 -- enableEndpoint
 WITH changed AS (
        UPDATE webhook_endpoints w
-       SET disabled_at = NULL, disabled_reason = NULL, consecutive_failures = 0, updated_at = now()
+       SET disabled_at = NULL, disabled_reason = NULL, consecutive_failures = 0, updated_at = now(),
+           last_disabled_at = coalesce(w.disabled_at, w.last_disabled_at),
+           reenabled_at = CASE WHEN w.disabled_at IS NOT NULL THEN now() ELSE w.reenabled_at END
        WHERE w.tenant_id = $1 AND w.id = $2
        RETURNING w.id, w.tenant_id, w.url, w.events, w.disabled_at, w.disabled_reason, w.consecutive_failures, w.created_by, w.created_at, w.updated_at, jsonb_build_object('id', w.id, 'url', w.url, 'events', to_jsonb(w.events),
        'disabled', w.disabled_at IS NOT NULL, 'disabled_reason', w.disabled_reason) AS after
@@ -110,7 +112,8 @@ SELECT o.execution_id, o.id, o.key, o.status, o.attempt, o.terminal_reason,
        ORDER BY o.execution_id, o.position, o.generation;
 
 -- subscribedEndpoints
-SELECT id, tenant_id, events, disabled_at FROM webhook_endpoints
+SELECT id, tenant_id, events, created_at, disabled_at, last_disabled_at, reenabled_at
+       FROM webhook_endpoints
        WHERE tenant_id = ANY($1::text[]) FOR KEY SHARE;
 
 -- advanceCursor

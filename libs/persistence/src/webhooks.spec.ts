@@ -8,6 +8,7 @@ import {
   WEBHOOK_CANDIDATES_SQL,
   createWebhookEndpoint,
   createWebhookEndpointIn,
+  enableWebhookEndpoint,
   listWebhookDeliveries,
   listWebhookEndpoints,
   OwedDelivery,
@@ -18,7 +19,7 @@ import {
 
 /** The webhook outbox reads the events table from a cursor: nothing committed is skipped, nothing is announced twice. */
 describe('webhook outbox (real Postgres)', () => {
-  const db = useTestDatabase('whoutbox', ['acme', 'other', 'racing', 'fair']);
+  const db = useTestDatabase('whoutbox', ['acme', 'other', 'racing', 'fair', 'late']);
   const transitions = new TransitionService();
   let endpointId: string;
 
@@ -321,5 +322,61 @@ describe('webhook outbox (real Postgres)', () => {
       await first.release();
     }
     expect(await listWebhookEndpoints(db.dataSource.manager, 'racing')).toHaveLength(MAX_WEBHOOK_ENDPOINTS);
+  });
+
+  describe('an event the outbox reaches late (a slow pass, a long transaction holding it back)', () => {
+    const cipher = new SecretsCipher(undefined);
+
+    beforeAll(() => insertStandingKeys(db.dataSource.manager, 'late', ['test-late']));
+
+    /** The executions announced to the endpoint, once the pass has reached `last` (no sleeping on a negative). */
+    async function announcedTo(endpointId: string, last: string): Promise<string[]> {
+      const deadline = Date.now() + 10_000;
+      for (;;) {
+        await scanWebhookOutbox(db.dataSource, 100);
+        const log = await listWebhookDeliveries(db.dataSource.manager, { tenantId: 'late', endpointId, limit: 100 });
+        const ids = log.map((d) => String(d.payload.data.execution_id));
+        if (ids.includes(last)) return ids;
+        if (Date.now() > deadline) throw new Error(`${last} was never announced to ${endpointId}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+
+    async function finished(): Promise<string> {
+      const id = await newExecution('late');
+      await fail(db.dataSource.manager, id);
+      return id;
+    }
+
+    it('is not owed to an endpoint created after it happened', async () => {
+      const before = await finished();
+      const { endpoint } = (await createWebhookEndpoint(db.dataSource, cipher, {
+        tenantId: 'late',
+        url: 'http://127.0.0.1:9/new',
+        events: ['execution.finished'],
+        createdBy: 'test-late',
+      }))!;
+      const after = await finished();
+      expect(await announcedTo(endpoint.id, after)).toEqual([after]);
+      expect(before).not.toBe(after);
+    });
+
+    it('is not owed to an endpoint re-enabled after it happened while the endpoint was disabled', async () => {
+      const { endpoint } = (await createWebhookEndpoint(db.dataSource, cipher, {
+        tenantId: 'late',
+        url: 'http://127.0.0.1:9/reenabled',
+        events: ['execution.finished'],
+        createdBy: 'test-late',
+      }))!;
+      const enabled = await finished();
+      await db.dataSource.query(`UPDATE webhook_endpoints SET disabled_at = now() WHERE id = $1`, [endpoint.id]);
+      const whileDisabled = await finished();
+      expect(
+        await enableWebhookEndpoint(db.dataSource.manager, { tenantId: 'late', id: endpoint.id, by: 'test-late' }),
+      ).not.toBeNull();
+      const reenabled = await finished();
+      expect((await announcedTo(endpoint.id, reenabled)).sort()).toEqual([enabled, reenabled].sort());
+      expect(whileDisabled).toBeDefined();
+    });
   });
 });

@@ -99,7 +99,9 @@ export const WEBHOOKS_SQL = {
      WHERE w.tenant_id = $1 AND w.id = $2 FOR NO KEY UPDATE`,
   enableEndpoint: `WITH changed AS (
        UPDATE webhook_endpoints w
-       SET disabled_at = NULL, disabled_reason = NULL, consecutive_failures = 0, updated_at = now()
+       SET disabled_at = NULL, disabled_reason = NULL, consecutive_failures = 0, updated_at = now(),
+           last_disabled_at = coalesce(w.disabled_at, w.last_disabled_at),
+           reenabled_at = CASE WHEN w.disabled_at IS NOT NULL THEN now() ELSE w.reenabled_at END
        WHERE w.tenant_id = $1 AND w.id = $2
        RETURNING ${endpointColumnsOf('w')}, ${endpointSnapshotOf('w')} AS after
      ), recorded AS (
@@ -153,7 +155,10 @@ export const WEBHOOKS_SQL = {
   // FOR KEY SHARE: an endpoint deleted meanwhile waits until its deliveries are written (and then takes them with it),
   // instead of failing the insert on the foreign key and with it the whole pass. Disabled ones too: an event that
   // happened before the disable is still owed to it, and recorded (webhookOwedTo, libs/status-model).
-  subscribedEndpoints: `SELECT id, tenant_id, events, disabled_at FROM webhook_endpoints
+  // With when it was created and its last disabled time (webhookOwedTo): an event the pass reaches late is owed only
+  // to an endpoint that was enabled when it happened.
+  subscribedEndpoints: `SELECT id, tenant_id, events, created_at, disabled_at, last_disabled_at, reenabled_at
+       FROM webhook_endpoints
        WHERE tenant_id = ANY($1::text[]) FOR KEY SHARE`,
   advanceCursor: `UPDATE webhook_outbox_cursor SET last_txid = $1::xid8, last_event_id = $2, updated_at = now() WHERE id = 1`,
   insertDeliveries: `INSERT INTO webhook_deliveries (id, endpoint_id, tenant_id, event_id, type, payload)
@@ -516,11 +521,15 @@ export async function scanWebhookOutbox(
     ]);
     if (events.length === 0) return { scanned: 0, created: [] };
     const tenants = [...new Set(events.map((e) => e.tenant_id))];
-    const endpoints = await rows<{ id: string; tenant_id: string; events: string[]; disabled_at: Date | null }>(
-      tx,
-      WEBHOOKS_SQL.subscribedEndpoints,
-      [tenants],
-    );
+    const endpoints = await rows<{
+      id: string;
+      tenant_id: string;
+      events: string[];
+      created_at: Date;
+      disabled_at: Date | null;
+      last_disabled_at: Date | null;
+      reenabled_at: Date | null;
+    }>(tx, WEBHOOKS_SQL.subscribedEndpoints, [tenants]);
     const deliveries: { id: string; endpointId: string; tenantId: string; eventId: string; body: WebhookBody }[] = [];
     const announced = events.map((event) => ({
       event,
@@ -544,8 +553,15 @@ export async function scanWebhookOutbox(
       for (const endpoint of endpoints) {
         if (endpoint.tenant_id !== event.tenant_id) continue;
         // One disabled since the event is still owed it: the delivery is written, and skipped at its turn.
+        const date = (d: Date | null) => d && new Date(d);
         const owed = webhookOwedTo(
-          { events: endpoint.events, disabledAt: endpoint.disabled_at && new Date(endpoint.disabled_at) },
+          {
+            events: endpoint.events,
+            createdAt: new Date(endpoint.created_at),
+            disabledAt: date(endpoint.disabled_at),
+            lastDisabledAt: date(endpoint.last_disabled_at),
+            reenabledAt: date(endpoint.reenabled_at),
+          },
           type,
           new Date(event.created_at),
         );

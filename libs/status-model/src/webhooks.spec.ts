@@ -67,7 +67,13 @@ describe('webhookEventFor', () => {
 
   it('owes an event to a subscribed endpoint enabled when it happened, also when disabled since', () => {
     const at = new Date('2026-01-01T00:00:00Z');
-    const endpoint = (disabledAt: Date | null) => ({ events: ['execution.finished'], disabledAt });
+    const endpoint = (disabledAt: Date | null) => ({
+      events: ['execution.finished'],
+      createdAt: new Date(0),
+      disabledAt,
+      lastDisabledAt: null,
+      reenabledAt: null,
+    });
     expect(webhookOwedTo(endpoint(null), 'execution.finished', at)).toBe(true);
     expect(webhookOwedTo(endpoint(null), 'outcome.evaluated', at)).toBe(false);
     // Disabled after the event: still owed (recorded, skipped at its turn, redeliverable).
@@ -75,5 +81,20 @@ describe('webhookEventFor', () => {
     // The event happened while it was disabled: not owed.
     expect(webhookOwedTo(endpoint(at), 'execution.finished', at)).toBe(false);
     expect(webhookOwedTo(endpoint(new Date(at.getTime() - 1)), 'execution.finished', at)).toBe(false);
+  });
+
+  it('owes an event the pass reaches late neither to an endpoint created after it nor across its last disabled time', () => {
+    const t = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s));
+    const endpoint = { events: ['execution.finished'], createdAt: t(10), disabledAt: null };
+    const owed = (e: Parameters<typeof webhookOwedTo>[0], at: Date) => webhookOwedTo(e, 'execution.finished', at);
+    const never = { ...endpoint, lastDisabledAt: null, reenabledAt: null };
+    expect(owed(never, t(9))).toBe(false);
+    expect(owed(never, t(10))).toBe(true);
+    // Disabled at 20, enabled again at 30: what happened in between is not owed, before and after it is.
+    const reenabled = { ...endpoint, lastDisabledAt: t(20), reenabledAt: t(30) };
+    expect(owed(reenabled, t(19))).toBe(true);
+    expect(owed(reenabled, t(20))).toBe(false);
+    expect(owed(reenabled, t(29))).toBe(false);
+    expect(owed(reenabled, t(30))).toBe(true);
   });
 });

@@ -76,12 +76,27 @@ export function webhookEventFor(event: RecordedEvent): WebhookEventType | null {
  * it: the delivery is recorded and skipped at its turn, so it is on the endpoint's log and can be redelivered once the
  * endpoint is enabled again. Judged at the pass by whether it is disabled now, an event of the last scan interval
  * before a disable (or of any transaction that held the outbox back) was dropped for that endpoint without a trace.
+ * Likewise an event the pass reaches late is not owed to an endpoint created after it, nor to one enabled again after
+ * it happened while the endpoint was disabled (enabling sends only events from then on).
  */
 export function webhookOwedTo(
-  endpoint: { events: readonly string[]; disabledAt: Date | null },
+  endpoint: {
+    events: readonly string[];
+    /** When it was created: an event before that was never its to receive. */
+    createdAt: Date;
+    disabledAt: Date | null;
+    /** The last time it was disabled and then enabled again (both null until an admin enabled it). */
+    lastDisabledAt: Date | null;
+    reenabledAt: Date | null;
+  },
   type: WebhookEventType,
   eventAt: Date,
 ): boolean {
   if (!endpoint.events.includes(type)) return false;
-  return endpoint.disabledAt === null || endpoint.disabledAt.getTime() > eventAt.getTime();
+  const at = eventAt.getTime();
+  if (at < endpoint.createdAt.getTime()) return false;
+  if (endpoint.disabledAt !== null && at >= endpoint.disabledAt.getTime()) return false;
+  // While it was disabled before its last enable: enabling sends only events from then on.
+  const { lastDisabledAt, reenabledAt } = endpoint;
+  return !(lastDisabledAt && reenabledAt && at >= lastDisabledAt.getTime() && at < reenabledAt.getTime());
 }

@@ -25,6 +25,7 @@ import { UnevaluatedEndedIndex1764640000000 } from './1764640000000-unevaluated-
 import { LateRejection1764650000000 } from './1764650000000-late-rejection';
 import { WebhookLateRejection1764660000000 } from './1764660000000-webhook-late-rejection';
 import { ResendReference1764670000000 } from './1764670000000-resend-reference';
+import { WebhookDisabledGap1764680000000 } from './1764680000000-webhook-disabled-gap';
 
 /** In order. Add a new timestamped class for every schema change; never change what one that has shipped runs. */
 export const MIGRATIONS = [
@@ -55,4 +56,5 @@ export const MIGRATIONS = [
   LateRejection1764650000000,
   WebhookLateRejection1764660000000,
   ResendReference1764670000000,
+  WebhookDisabledGap1764680000000,
 ];
