@@ -71,7 +71,9 @@ UPDATE webhook_deliveries d SET status = 'pending', round = d.round + 1, updated
        AND EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.id = d.endpoint_id AND w.disabled_at IS NULL)
        AND EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $4 AND k.tenant_id = $1 AND k.revoked_at IS NULL FOR SHARE)
      RETURNING id, endpoint_id, event_id, type, payload, status, round, attempts, last_attempt_at,
-  last_response_status, last_error, delivered_at, created_at;
+  last_response_status, last_error, delivered_at, created_at,
+       1 + (SELECT count(*)::int FROM webhook_deliveries p
+            WHERE p.tenant_id = $1 AND p.status = 'pending' AND p.round > 0) AS backlog;
 
 -- redeliveryRefusal
 SELECT d.status, d.round, w.disabled_at IS NOT NULL AS disabled,

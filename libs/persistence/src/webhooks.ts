@@ -117,11 +117,14 @@ export const WEBHOOKS_SQL = {
   // pending (the row lock makes them wait for the first, then re-read it) and change nothing.
   // Only while the admin's key ($4, of the tenant) stands, share-locked as a decision's statement locks it: a revocation
   // not yet committed is waited for and then refuses the redelivery, and one made later waits for it to commit.
+  // `backlog`: its place behind the tenant's other redeliveries still waiting (read before this one is pending).
   redeliver: `UPDATE webhook_deliveries d SET status = 'pending', round = d.round + 1, updated_at = clock_timestamp()
      WHERE d.id = $3 AND d.endpoint_id = $2 AND d.tenant_id = $1 AND d.status <> 'pending'
        AND EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.id = d.endpoint_id AND w.disabled_at IS NULL)
        AND EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $4 AND k.tenant_id = $1 AND k.revoked_at IS NULL FOR SHARE)
-     RETURNING ${DELIVERY_COLUMNS}`,
+     RETURNING ${DELIVERY_COLUMNS},
+       1 + (SELECT count(*)::int FROM webhook_deliveries p
+            WHERE p.tenant_id = $1 AND p.status = 'pending' AND p.round > 0) AS backlog`,
   // Why a redelivery changed nothing: the tenant's endpoint (no row: none visible), the delivery under it as it stands
   // (status NULL: none), whether the endpoint is disabled, and whether the key that asked still stands.
   redeliveryRefusal: `SELECT d.status, d.round, w.disabled_at IS NOT NULL AS disabled,
@@ -364,23 +367,28 @@ export function listWebhookDeliveries(
  * Refused (with the reason) when the tenant has no such endpoint or no such delivery under it, its endpoint is
  * disabled, it is still pending (`round`: the round being attempted) — a round in flight and a new one would send the
  * message twice — or the key that asks (`by`) was revoked before the statement could write (`key_revoked`; checked
- * and share-locked in it).
+ * and share-locked in it). `backlog` is its place in its tenant's line (OwedDelivery): behind the tenant's other
+ * redeliveries still waiting, so that an admin redelivering many messages at once does not put them all first, before
+ * every other tenant's first waiting delivery.
  */
 export async function redeliverWebhook(
   db: Queryable,
   input: { tenantId: string; endpointId: string; deliveryId: string; by: string },
 ): Promise<
-  | { delivery: WebhookDeliveryRow }
+  | { delivery: WebhookDeliveryRow; backlog: number }
   | { refused: 'webhook_not_found' | 'delivery_not_found' | 'endpoint_disabled' | 'key_revoked' }
   | { refused: 'pending'; round: number }
 > {
-  const [delivery] = await rows<WebhookDeliveryRow>(db, WEBHOOKS_SQL.redeliver, [
+  const [redelivered] = await rows<WebhookDeliveryRow & { backlog: number }>(db, WEBHOOKS_SQL.redeliver, [
     input.tenantId,
     input.endpointId,
     input.deliveryId,
     input.by,
   ]);
-  if (delivery) return { delivery };
+  if (redelivered) {
+    const { backlog, ...delivery } = redelivered;
+    return { delivery, backlog };
+  }
   const [found] = await rows<{ status: string | null; round: number | null; disabled: boolean; key_stands: boolean }>(
     db,
     WEBHOOKS_SQL.redeliveryRefusal,

@@ -78,9 +78,10 @@ export class WebhookDeliveriesService {
       }
       throw Problem.conflict('endpoint-disabled', `webhook ${id} is disabled; enable it first (POST …/enable)`);
     }
-    // An admin's redelivery is one delivery asked for now: first in its tenant's line. After the commit; if Redis is
-    // away, the reconciler's outbox pass enqueues the pending delivery later.
-    await this.queue.tryEnqueue(result.delivery, 1);
+    // An admin's redelivery is asked for now: ahead of the tenant's outbox line, behind its other redeliveries still
+    // waiting (so many at once are not all first, before another tenant's first). After the commit; if Redis is away,
+    // the reconciler's outbox pass enqueues the pending delivery later.
+    await this.queue.tryEnqueue(result.delivery, result.backlog);
     this.logger.info({ tenantId: principal.tenantId, endpointId: id, deliveryId }, 'webhook redelivery requested');
     return deliveryView(result.delivery);
   }
