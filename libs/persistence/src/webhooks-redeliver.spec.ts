@@ -22,7 +22,7 @@ import {
  * no row behind.
  */
 describe('webhook redeliveries and deletes racing the delivery worker (real Postgres)', () => {
-  const db = useTestDatabase('whredeliver', ['acme', 'other', 'third']);
+  const db = useTestDatabase('whredeliver', ['acme', 'other', 'third', 'fourth']);
   beforeAll(async () => insertStandingKeys(db.dataSource.manager, 'acme', ['key_admin']));
   const cipher = new SecretsCipher(undefined);
   const transitions = new TransitionService();
@@ -197,5 +197,47 @@ describe('webhook redeliveries and deletes racing the delivery worker (real Post
       [endpointId],
     );
     expect(endpoint).toEqual({ disabled: true, consecutive_failures: 1 });
+  });
+
+  it('tells the other endpoints which endpoint was disabled without its URL’s path or query (a receiver’s token)', async () => {
+    await insertStandingKeys(db.dataSource.manager, 'fourth', ['key_fourth']);
+    const create = async (url: string, events: string[]) =>
+      (await createWebhookEndpoint(db.dataSource, cipher, {
+        tenantId: 'fourth',
+        url,
+        events,
+        createdBy: 'key_fourth',
+      }))!.endpoint.id;
+    // A chat service's incoming-webhook URL is its credential: whoever has it posts into the channel.
+    const failing = await create('https://hooks.chat.example:8443/services/T01/B02/s3cr3tPath?token=s3cr3tQuery', [
+      'execution.finished',
+    ]);
+    const monitor = await create('http://127.0.0.1:9/monitor', ['webhook.disabled']);
+    const executionId = await insertTestExecution(db.dataSource.manager, 'fourth', { operations: [] });
+    await transitions.execution(db.dataSource.manager, {
+      executionId,
+      from: ExecutionStatus.CREATED,
+      to: ExecutionStatus.FAILED,
+    });
+    const deadline = Date.now() + 10_000;
+    let delivery: { id: string } | undefined;
+    while (!delivery) {
+      await scanWebhookOutbox(db.dataSource, 100);
+      [delivery] = await listWebhookDeliveries(db.dataSource.manager, {
+        tenantId: 'fourth',
+        endpointId: failing,
+        limit: 1,
+      });
+      if (Date.now() > deadline) throw new Error('the outbox did not announce the execution');
+    }
+    const failed = await finalAttempt(delivery.id, 0, failedWith500, 1);
+    expect(failed.disabled?.notices).toHaveLength(1);
+    const [notice] = await listWebhookDeliveries(db.dataSource.manager, {
+      tenantId: 'fourth',
+      endpointId: monitor,
+      limit: 1,
+    });
+    expect(notice.payload.data).toMatchObject({ endpoint_id: failing, origin: 'https://hooks.chat.example:8443' });
+    expect(JSON.stringify(notice.payload)).not.toMatch(/s3cr3t|services/);
   });
 });

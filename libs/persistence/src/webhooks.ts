@@ -255,6 +255,15 @@ function newSigningSecret(): string {
   return `whsec_${randomBytes(32).toString('base64')}`;
 }
 
+/** A URL's scheme, host and port (`https://hooks.example.com`); null for one that does not parse. */
+function originOf(url: string): string | null {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return null;
+  }
+}
+
 /** Each endpoint multiplies every event's deliveries: a tenant has at most this many. */
 export const MAX_WEBHOOK_ENDPOINTS = 20;
 
@@ -727,7 +736,9 @@ export async function recordWebhookAttempt(
     const body: WebhookBody = {
       type: 'webhook.disabled',
       timestamp: new Date(disabled.disabled_at).toISOString(),
-      data: { endpoint_id: disabled.id, url: disabled.url, reason, disabled_at: disabled.disabled_at },
+      // The endpoint's origin, never its whole URL: a path or query may be the receiver's credential (a chat service's
+      // incoming-webhook URL is), and the other endpoints may be other parties.
+      data: { endpoint_id: disabled.id, origin: originOf(disabled.url), reason, disabled_at: disabled.disabled_at },
     };
     const notices = await insertDeliveries(
       tx,
