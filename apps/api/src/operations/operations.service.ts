@@ -742,13 +742,6 @@ export class OperationsService {
   }
 
   /**
-   * 409 already-decided when the hold was decided before this request (I13), with the winner's decision; null while it
-   * is still undecided. The winner is a reviewer's resolution, another reviewer's "still unknown" recorded since
-   * `investigationsSeen` investigations were read, the execution's cancel, or the system: a re-check whose read-back
-   * VERIFIED the hold, or its execution's end that CANCELLED a never-sent one — the move the system made is then the
-   * decision, as a person's would be.
-   */
-  /**
    * 409 already-decided when the version If-Match names is the one another reviewer's "still unknown" was made on (I13:
    * of two decisions on one version, the one made first is named — as it is without If-Match), or null. Otherwise a
    * stale If-Match stays 412: the operation moved by something that decided nothing.
@@ -765,6 +758,13 @@ export class OperationsService {
     return seen.length ? this.decidedFirst(principal, op, Math.min(...seen)) : null;
   }
 
+  /**
+   * 409 already-decided when the hold was decided before this request (I13), with the winner's decision; null while it
+   * is still undecided. The winner is a reviewer's resolution, another reviewer's "still unknown" recorded since
+   * `investigationsSeen` investigations were read, the execution's cancel, or the system: a re-check whose read-back
+   * VERIFIED the hold, or its execution's end that CANCELLED a never-sent one — the move the system made is then the
+   * decision, as a person's would be.
+   */
   private async decidedFirst(
     principal: Principal,
     op: OperationEntity,
