@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { Verity } from '../client';
 import { createVerityMcpServer } from './server';
 import { jsonRpcLines } from './stdio-lines';
@@ -13,6 +14,38 @@ const USAGE = `verity-mcp: the Verity MCP server over stdio, for desktop agents.
   --key   a tenant's API key (or VERITY_API_KEY, preferred: arguments are visible to other local users)
 
 Talks to Verity over its REST API with the key's tenant and role; stdout carries the protocol, stderr the messages.`;
+
+/** How long the requests in flight at SIGTERM, SIGINT or the end of stdin may take to answer before the exit. */
+export const SHUTDOWN_GRACE_MS = 10_000;
+
+/**
+ * The ids of the client's requests not answered yet, kept by wrapping a connected transport (outermost): `idle()`
+ * resolves once none is left. A request the client cancels is answered by nobody, so it leaves the set too.
+ */
+function trackAnswers(transport: Transport): { count: () => number; idle: () => Promise<void> } {
+  const pending = new Set<string | number>();
+  let wake: (() => void) | undefined;
+  const forget = (id: unknown) => {
+    if (pending.delete(id as string | number) && pending.size === 0) wake?.();
+  };
+  const deliver = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    const m = message as { id?: unknown; method?: unknown; params?: { requestId?: unknown } };
+    if (typeof m.method === 'string' && (typeof m.id === 'string' || typeof m.id === 'number')) pending.add(m.id);
+    if (m.method === 'notifications/cancelled') forget(m.params?.requestId);
+    deliver?.(message, extra);
+  };
+  const send = transport.send.bind(transport);
+  transport.send = async (message, options) => {
+    await send(message, options);
+    const m = message as { id?: unknown; method?: unknown };
+    if (m.method === undefined && m.id !== undefined) forget(m.id);
+  };
+  return {
+    count: () => pending.size,
+    idle: () => (pending.size === 0 ? Promise.resolve() : new Promise<void>((resolve) => (wake = resolve))),
+  };
+}
 
 /** Reads the options; the key may come from the environment so it stays out of the process list. */
 export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): { url: string; key: string } | string {
@@ -54,8 +87,24 @@ async function main(): Promise<void> {
     mcp.close();
     process.exit(0);
   };
-  process.stdin.on('end', () => void mcp.server.close());
   await mcp.server.connect(transport);
+  const answers = trackAnswers(transport);
+  // SIGTERM, SIGINT or the end of stdin (how an MCP host ends a stdio server): no request is read any more, those in
+  // flight answer (a submission's answer carries the execution and its idempotency key) for up to SHUTDOWN_GRACE_MS,
+  // then the process exits 0. Node's default for the signals killed it at once, answers and all.
+  let stopping = false;
+  const stop = (why: string) => {
+    if (stopping) return;
+    stopping = true;
+    process.stdin.pause();
+    const inFlight = answers.count();
+    if (inFlight > 0) process.stderr.write(`verity-mcp: ${why}: answering ${inFlight} request(s) in flight first\n`);
+    const grace = new Promise<void>((resolve) => setTimeout(resolve, SHUTDOWN_GRACE_MS).unref());
+    void Promise.race([answers.idle(), grace]).then(() => mcp.server.close());
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.stdin.on('end', () => stop('end of input'));
 }
 
 if (require.main === module) {

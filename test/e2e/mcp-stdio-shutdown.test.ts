@@ -1,0 +1,120 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer, type ServerResponse } from 'node:http';
+import { join } from 'node:path';
+import { UNIT_SUBMISSION } from '../support/http';
+import { closedAfterEachTest, listenLocally, waitUntil } from '../support/local-server';
+import { DIST } from '../support/stack';
+
+/**
+ * The `verity-mcp` stdio entry point (the compiled bin) stopped by its host while a submission is under way. The API
+ * is a real HTTP server of the test's that holds the POST until the test lets it answer.
+ */
+const STDIO_BIN = join(DIST, 'libs', 'sdk', 'src', 'mcp', 'stdio.js');
+const closeAfterTest = closedAfterEachTest();
+
+interface Held {
+  posts: number;
+  answer?: (status: number, body: unknown) => void;
+}
+
+async function holdingApi() {
+  const held: Held = { posts: 0 };
+  const server = createServer((req, res: ServerResponse) => {
+    req.resume();
+    req.on('end', () => {
+      if (req.method !== 'POST' || req.url !== '/v1/executions') {
+        res.writeHead(404, { 'content-type': 'application/problem+json' }).end('{"status":404}');
+        return;
+      }
+      held.posts += 1;
+      held.answer = (status, body) =>
+        res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+    });
+  });
+  return { ...closeAfterTest(await listenLocally(server)), held };
+}
+
+function startStdio(url: string) {
+  const child = spawn(process.execPath, [STDIO_BIN], {
+    env: { PATH: process.env.PATH, VERITY_URL: url, VERITY_API_KEY: 'sk-test-stdio-shutdown-0001' },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  const lines: Array<Record<string, unknown>> = [];
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (chunk: Buffer) => {
+    out += chunk.toString();
+    for (let i = out.indexOf('\n'); i >= 0; i = out.indexOf('\n')) {
+      lines.push(JSON.parse(out.slice(0, i)) as Record<string, unknown>);
+      out = out.slice(i + 1);
+    }
+  });
+  child.stderr!.on('data', (chunk: Buffer) => (err += chunk.toString()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  const send = (message: Record<string, unknown>) =>
+    child.stdin!.write(`${JSON.stringify({ jsonrpc: '2.0', ...message })}\n`);
+  return { child, lines, stderr: () => err, exited, send };
+}
+
+async function initialized(stdio: ReturnType<typeof startStdio>): Promise<void> {
+  stdio.send({
+    id: 1,
+    method: 'initialize',
+    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'shutdown-e2e', version: '1' } },
+  });
+  await waitUntil(() => stdio.lines.some((l) => l.id === 1));
+  stdio.send({ method: 'notifications/initialized' });
+}
+
+const execution = {
+  id: 'exe_stdio_shutdown',
+  agent_id: 'unit',
+  intent: 'charge',
+  status: 'created',
+  effects: { summary: 'unknown', counts: {} },
+  operations: [{ id: 'op_1', key: 'charge', status: 'PREPARED', verification_method: 'read_after_write' }],
+};
+
+describe('verity-mcp (stdio) on SIGTERM', () => {
+  let child: ChildProcess | undefined;
+  afterEach(() => {
+    if (child?.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+
+  it('answers the submission in flight, then exits 0', async () => {
+    const api = await holdingApi();
+    const stdio = startStdio(api.url);
+    child = stdio.child;
+    await initialized(stdio);
+    stdio.send({ id: 2, method: 'tools/call', params: { name: 'submit_execution', arguments: UNIT_SUBMISSION } });
+    await waitUntil(() => api.held.answer !== undefined);
+
+    stdio.child.kill('SIGTERM');
+    // It says it is finishing the request first (without the fix it was killed by the signal there and then).
+    const gone = stdio.exited.then(() => true);
+    let exitedAtOnce = false;
+    void gone.then(() => (exitedAtOnce = true));
+    await waitUntil(() => exitedAtOnce || stdio.stderr().includes('answering 1 request(s) in flight first'));
+    api.held.answer!(201, execution);
+
+    expect(await stdio.exited).toEqual({ code: 0, signal: null });
+    const answer = stdio.lines.find((l) => l.id === 2) as {
+      result?: { isError?: boolean; structuredContent?: { execution: { id: string }; idempotency_key: unknown } };
+    };
+    expect(answer?.result?.isError).toBeFalsy();
+    expect(answer.result?.structuredContent?.execution.id).toBe('exe_stdio_shutdown');
+    expect(answer.result?.structuredContent?.idempotency_key).toEqual(expect.any(String));
+    expect(api.held.posts).toBe(1);
+  });
+
+  it('with nothing in flight, exits 0 at once', async () => {
+    const api = await holdingApi();
+    const stdio = startStdio(api.url);
+    child = stdio.child;
+    await initialized(stdio);
+    stdio.child.kill('SIGTERM');
+    expect(await stdio.exited).toEqual({ code: 0, signal: null });
+  });
+});
