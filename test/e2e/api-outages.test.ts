@@ -73,7 +73,7 @@ describe('outages', () => {
     const pg = await startPrivatePostgres({ dir: scratch('verity-api-pg-'), port: await freePort() });
     services.push(pg);
     const port = await freePort();
-    await stack.startApp('api', {
+    const api = await stack.startApp('api', {
       PORT: String(port),
       HOST: '127.0.0.1',
       DATABASE_URL: pg.url,
@@ -107,6 +107,10 @@ describe('outages', () => {
     expect(ready.status).toBe(503);
     expect(ready.body.checks.postgres).toBe('down');
     expect((await http(url, 'GET', '/health/live')).status).toBe(200);
+    // The outage is logged once, not once per request (each was an error line with its stack).
+    const logged = (msg: string) => api.output.join('').split(`"msg":"${msg}`).length - 1;
+    expect(logged('database unavailable: answering 503')).toBe(1);
+    expect(logged('request failed')).toBe(0);
 
     await pg.restart();
     const after = await waitFor(
@@ -123,6 +127,36 @@ describe('outages', () => {
     const listed = await http<{ data: { id: string }[] }>(url, 'GET', '/v1/executions', { key: DEMO.agent });
     // The request refused during the outage left nothing behind.
     expect(listed.body.data.map((e) => e.id)).toEqual([after.body.id, before.body.id]);
+  });
+
+  it('the reconciler logs a Postgres outage of its webhook outbox passes once, and once when they work again', async () => {
+    const pg = await startPrivatePostgres({ dir: scratch('verity-rec-pg-'), port: await freePort() });
+    services.push(pg);
+    const env = { DATABASE_URL: pg.url, QUEUE_PREFIX: `{${unique('recpgdown')}}` };
+    // The API migrates the private database; the reconciler polls its outbox every 50 ms.
+    await stack.startApp('api', { ...env, PORT: String(await freePort()), HOST: '127.0.0.1', RUN_MIGRATIONS: 'true' });
+    const reconciler = await stack.startApp('reconciler', { ...env, WEBHOOK_SCAN_INTERVAL_MS: '50' });
+    const count = (msg: string) => reconciler.output.join('').split(`"msg":"${msg}`).length - 1;
+    const line = (msg: string) =>
+      reconciler.output
+        .join('')
+        .split('\n')
+        .find((l) => l.includes(`"msg":"${msg}`));
+
+    await pg.stop();
+    await waitFor(
+      async () => count('webhook outbox pass failed'),
+      (n) => n >= 1,
+    );
+    await pg.restart();
+    // Every pass failed until Postgres was back (a 50 ms tick: many of them); one line said so, one says it is over.
+    const back = await waitFor(
+      async () => line('webhook outbox passes work again'),
+      (l) => l !== undefined,
+      30_000,
+    );
+    expect(count('webhook outbox pass failed')).toBe(1);
+    expect((JSON.parse(back!) as { failures: number }).failures).toBeGreaterThanOrEqual(1);
   });
 
   it('answers 503 problem+json, not 500, when Postgres refuses the pool another session (too many connections)', async () => {

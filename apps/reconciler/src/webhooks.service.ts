@@ -13,7 +13,7 @@ import {
   scanWebhookOutbox,
   skipWebhookDelivery,
 } from '@verity/persistence';
-import { BackgroundWork, LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import { BackgroundWork, LOGGER, Logger, OutageLog, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { WebhookDeliveryQueue } from '@verity/queues';
 import { Webhook } from 'standardwebhooks';
 import { DataSource } from 'typeorm';
@@ -49,6 +49,8 @@ export class WebhooksService implements OnApplicationBootstrap, BeforeApplicatio
   /** The outbox pass under way, which the shutdown waits for. */
   private readonly outbox = new BackgroundWork();
   private lastOwedPass = 0;
+  /** A pass runs every WEBHOOK_SCAN_INTERVAL_MS: while Postgres is away, one line for the outage, not one a tick. */
+  private readonly outboxOutage = new OutageLog();
   /** This process's delivery slots (about WORKER_CONCURRENCY across its shards), half at most to one tenant. */
   private readonly slots: TenantSlots;
 
@@ -82,9 +84,19 @@ export class WebhooksService implements OnApplicationBootstrap, BeforeApplicatio
       this.outbox
         .run(() => this.tick())
         ?.then(
-          () => this.schedule(),
+          () => {
+            const failures = this.outboxOutage.succeeded();
+            if (failures !== undefined) this.logger.info({ failures }, 'webhook outbox passes work again');
+            this.schedule();
+          },
           (error: unknown) => {
-            this.logger.warn({ err: error }, 'webhook outbox pass failed; retried on the next tick');
+            const note = this.outboxOutage.failed();
+            if (note) {
+              this.logger.warn(
+                { err: error, unlogged: note.unlogged },
+                'webhook outbox pass failed; retried on the next tick (logged again at most once a minute until one works)',
+              );
+            }
             this.schedule();
           },
         );

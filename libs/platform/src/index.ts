@@ -13,3 +13,4 @@ export * from './ops-server';
 export * from './process-start';
 export * from './text-issue';
 export * from './raw-json';
+export * from './outage-log';

@@ -1,7 +1,7 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Inject } from '@nestjs/common';
 import { IllegalTransitionError } from '@verity/status-model';
 import { KeyRevokedError, isDatabaseUnavailable, isQueryTimeout } from '@verity/persistence';
-import { LOGGER, Logger } from '@verity/platform';
+import { LOGGER, Logger, OutageLog } from '@verity/platform';
 import type { Request, Response } from 'express';
 import { STATUS_CODES } from 'node:http';
 import { bodyParserProblem } from '../http/body-errors';
@@ -11,6 +11,12 @@ import { Problem, sendProblem } from './problem';
 /** Maps every error to application/problem+json. No stack traces or internal fields ever leave the process. */
 @Catch()
 export class ProblemFilter implements ExceptionFilter {
+  /**
+   * Postgres away (down, refusing sessions, not answering): every request meanwhile is answered 503
+   * database-unavailable, and one line says so — not one error line per request — then one a minute while it lasts.
+   */
+  private readonly databaseOutage = new OutageLog();
+
   constructor(
     @Inject(LOGGER) private readonly logger: Logger,
     private readonly routes: RouteMethods,
@@ -21,7 +27,15 @@ export class ProblemFilter implements ExceptionFilter {
     const res = http.getResponse<Response>();
     const req = http.getRequest<Request>();
     const problem = this.toProblem(error, req);
-    if (problem.status >= 500) {
+    if (problem.code === 'database-unavailable') {
+      const note = this.databaseOutage.failed();
+      if (note) {
+        this.logger.error(
+          { err: error, requestId: req.headers['x-request-id'], path: req.path, unlogged: note.unlogged },
+          'database unavailable: answering 503 database-unavailable (logged again at most once a minute while it lasts)',
+        );
+      }
+    } else if (problem.status >= 500) {
       this.logger.error({ err: error, requestId: req.headers['x-request-id'], path: req.path }, 'request failed');
     }
     sendProblem(req, res, problem);
