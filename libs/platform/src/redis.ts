@@ -175,3 +175,21 @@ export function redactUrl(url: string): string {
     return '(unparseable url)';
   }
 }
+
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+]);
+
+/** Whether an error says only that Redis cannot be reached now (refused, reset, closed), not what went wrong in it. */
+export function isRedisUnreachable(error: unknown): boolean {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  if (typeof code === 'string' && UNREACHABLE_CODES.has(code)) return true;
+  return message === 'Connection is closed.';
+}

@@ -1,12 +1,27 @@
 import type { Worker } from 'bullmq';
 import type { Logger } from 'pino';
+import { OutageLog, isRedisUnreachable } from '@verity/platform';
 
 /**
  * BullMQ workers have been seen to stop fetching after a Redis reconnect. Every few seconds, a worker that is not
  * running (and not closing) is started again; `error` listeners keep a Redis outage from crashing the process.
  */
 export function watchWorker(worker: Worker, logger: Logger, intervalMs = 5000): () => void {
-  worker.on('error', (error) => logger.warn({ err: error, queue: worker.name }, 'worker error'));
+  // Redis away: BullMQ reports every reconnect attempt (several a second); one line for it, then one a minute.
+  const outage = new OutageLog();
+  worker.on('error', (error) => {
+    if (!isRedisUnreachable(error)) {
+      logger.warn({ err: error, queue: worker.name }, 'worker error');
+      return;
+    }
+    const note = outage.failed();
+    if (note) {
+      logger.warn(
+        { err: error, queue: worker.name, unlogged: note.unlogged },
+        'worker error: Redis unreachable (logged again at most once a minute while it lasts)',
+      );
+    }
+  });
   const timer = setInterval(() => {
     if (worker.closing || worker.isRunning()) return;
     logger.warn({ queue: worker.name }, 'worker stopped running; restarting it');
