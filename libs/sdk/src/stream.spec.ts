@@ -1,7 +1,7 @@
 import { createServer, IncomingMessage, ServerResponse } from 'node:http';
 import { Verity } from './client';
 import { VerityNetworkError, VerityNotFoundError, VerityRateLimitError } from './errors';
-import { MAX_STREAM_FRAME_BYTES, OversizedFrame } from './stream';
+import { MAX_STREAM_FRAME_BYTES, MalformedFrame, OversizedFrame } from './stream';
 import type { ExecutionEvent } from './types';
 import { closedAfterEachTest, listenLocally } from '../../../test/support/local-server';
 
@@ -129,6 +129,34 @@ describe('ExecutionStream over a real SSE server', () => {
     }
     expect(server.connections).toHaveLength(0);
   });
+
+  it.each([
+    ['an id: line above U+00FF', 'id: evt_2\u2603\n', { ...event(2), id: undefined }],
+    ['an id in the data with a CR and LF', '', { ...event(2), id: 'evt_2\r\nx-injected: 1' }],
+    ['an id: line with a space', 'id: evt 2\n', { ...event(2), id: undefined }],
+  ])(
+    'fails with MalformedFrame on an event id no Last-Event-ID can carry (%s), instead of reconnecting for minutes',
+    async (_case, idLine, data) => {
+      let connections = 0;
+      const server = createServer((req, res) => {
+        connections += 1;
+        res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' });
+        res.write(`retry: 10\n\n${frame(1)}${idLine}data: ${JSON.stringify(data)}\n\n`, () => req.socket.destroy());
+      });
+      const { url } = closeAfterTest(await listenLocally(server));
+      const stream = new Verity({ baseUrl: url, apiKey: KEY }).stream('exe_1', { reconnectDelayMs: 5 });
+      const seen: number[] = [];
+      const error = await (async () => {
+        for await (const e of stream) seen.push(e.seq);
+      })().catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(MalformedFrame);
+      expect((error as Error).message).toContain('Last-Event-ID');
+      expect(seen).toEqual([1]);
+      // Where a new stream may resume: the last id that can be sent.
+      expect(stream.lastEventId).toBe('evt_1');
+      expect(connections).toBe(1);
+    },
+  );
 
   it('closes the connection when the consumer stops early', async () => {
     const server = await sseServer(() => undefined);

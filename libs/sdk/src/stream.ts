@@ -223,8 +223,18 @@ export class ExecutionStream implements AsyncIterable<ExecutionEvent> {
             parser.feed(text);
             while (queue.length > 0) {
               const { event, frameId } = queue.shift()!;
+              const id = event.id || frameId;
+              // An id no Last-Event-ID header can carry (above U+00FF, a CR or LF in the data's id, a space) would fail
+              // every reconnection while its headers are built: ten of them (about 17 minutes) and then "no response".
+              // Keeping the last sendable id instead would resume before this event and yield it twice. The server's
+              // fault, like a frame that is not JSON: the stream fails at once, the event not yielded.
+              if (id && !HEADER_VALUE.token.test(id)) {
+                throw new MalformedFrame(
+                  `an event id no Last-Event-ID header can carry (printable ASCII without spaces): ${JSON.stringify(id.slice(0, 200))}`,
+                );
+              }
               // Never back to undefined: a reconnection without Last-Event-ID would replay the log from its start.
-              this.lastEventId = event.id || frameId || this.lastEventId;
+              this.lastEventId = id || this.lastEventId;
               yield event;
             }
             if (malformed !== undefined) throw new MalformedFrame(`an event frame is not JSON: ${malformed}`);
