@@ -156,19 +156,40 @@ describe('MCP: messages that are not what they should be', () => {
     });
   });
 
+  // With the request's id where it can be read (a string or an integer), as the stdio entry point answers the same
+  // line: JSON-RPC's id is null only when it could not be determined.
   it.each([
-    ['an empty object', {}, 'the body is no JSON-RPC'],
-    ['no method, id or result', { jsonrpc: '2.0' }, 'the body is no JSON-RPC'],
-    ['JSON-RPC 1.0', { jsonrpc: '1.0', id: 1, method: 'tools/list' }, 'the body is no JSON-RPC'],
-    ['a batch with a number in it', [{ jsonrpc: '2.0', id: 1, method: 'tools/list' }, 7], 'message 1 of the batch'],
+    ['an empty object', {}, 'the body is no JSON-RPC', null],
+    ['no method, id or result', { jsonrpc: '2.0' }, 'the body is no JSON-RPC', null],
+    ['JSON-RPC 1.0', { jsonrpc: '1.0', id: 1, method: 'tools/list' }, 'the body is no JSON-RPC', 1],
+    [
+      'a progress token that is an object',
+      { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'x', _meta: { progressToken: {} } } },
+      'the body is no JSON-RPC',
+      1,
+    ],
+    [
+      'params null, a string id',
+      { jsonrpc: '2.0', id: 'call-9', method: 'tools/list', params: null },
+      'no JSON-RPC',
+      'call-9',
+    ],
+    ['an id that is an object', { jsonrpc: '2.0', id: {}, method: 'tools/list' }, 'the body is no JSON-RPC', null],
+    ['a fractional id', { jsonrpc: '2.0', id: 1.5, method: 'tools/list' }, 'the body is no JSON-RPC', null],
+    [
+      'a batch with a number in it',
+      [{ jsonrpc: '2.0', id: 1, method: 'tools/list' }, 7],
+      'message 1 of the batch',
+      null,
+    ],
   ])(
     'answers JSON that is no JSON-RPC message (%s) 400 with -32600 (Invalid Request), not -32700 (Parse error)',
-    async (_what, body, says) => {
+    async (_what, body, says, id) => {
       const res = await post(body);
       expect(res.status).toBe(400);
       expect(res.body).toEqual({
         jsonrpc: '2.0',
-        id: null,
+        id,
         error: { code: -32600, message: expect.stringContaining(says) },
       });
     },

@@ -4,7 +4,7 @@ import { ApiBearerAuth, ApiExcludeEndpoint, ApiResponse, ApiTags } from '@nestjs
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Verity } from '@verity/sdk';
-import { STATE_CHANGING_TOOLS, createVerityMcpServer } from '@verity/sdk/mcp';
+import { STATE_CHANGING_TOOLS, createVerityMcpServer, readableRequestId } from '@verity/sdk/mcp';
 import type { Request, Response } from 'express';
 import type { AddressInfo } from 'node:net';
 import { bearerToken, clientAddress } from '../auth/auth.guard';
@@ -15,7 +15,7 @@ import type { Principal } from '../auth/principal';
 import { ApiEndpoint } from '../openapi';
 import { Problem } from '../problem/problem';
 import { refuseQuery } from '../http/no-query';
-import { JSON_RPC_CODE, MCP_PATH, refuseBody, sendJsonRpcError } from './json-rpc-error';
+import { JSON_RPC_CODE, JsonRpcId, MCP_PATH, refuseBody, sendJsonRpcError } from './json-rpc-error';
 import { McpCancellations } from './mcp-cancellations';
 import { McpInFlight } from './mcp-in-flight';
 import { MCP_REQUEST_HEADERS } from './mcp-origin';
@@ -163,12 +163,20 @@ export class McpController {
       (message) => !JSONRPCMessageSchema.safeParse(message).success,
     );
     if (invalid >= 0) {
-      refuseInvalidRequest(
-        res,
-        Array.isArray(req.body)
-          ? `Invalid Request: message ${invalid} of the batch is no JSON-RPC 2.0 request, notification or response (nothing in the batch was carried out)`
-          : 'Invalid Request: the body is no JSON-RPC 2.0 request, notification or response',
-      );
+      if (Array.isArray(req.body)) {
+        refuseInvalidRequest(
+          res,
+          `Invalid Request: message ${invalid} of the batch is no JSON-RPC 2.0 request, notification or response (nothing in the batch was carried out)`,
+        );
+      } else {
+        // With the request's id where it can be read (its params do not fit its method, say), as the stdio entry point
+        // answers the same line: the client matches the error to its call instead of waiting for its own timeout.
+        refuseInvalidRequest(
+          res,
+          'Invalid Request: the body is no JSON-RPC 2.0 request, notification or response',
+          readableRequestId(req.body),
+        );
+      }
       return;
     }
     const keyId = (req as Request & { principal?: Principal }).principal?.keyId;
@@ -305,9 +313,12 @@ export class McpController {
   }
 }
 
-/** 400 with JSON-RPC's Invalid Request error: the message (or the batch) is refused whole, nothing carried out. */
-function refuseInvalidRequest(res: Response, message: string): void {
-  sendJsonRpcError(res, 400, JSON_RPC_CODE.invalidRequest, message);
+/**
+ * 400 with JSON-RPC's Invalid Request error: the message (or the batch) is refused whole, nothing carried out. The id is
+ * the request's where it could be read, null otherwise.
+ */
+function refuseInvalidRequest(res: Response, message: string, id: JsonRpcId = null): void {
+  sendJsonRpcError(res, 400, JSON_RPC_CODE.invalidRequest, message, undefined, id);
 }
 
 /**

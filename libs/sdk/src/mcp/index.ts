@@ -1,3 +1,4 @@
 export * from './server';
 export * from './schema';
 export * from './words';
+export * from './request-id';

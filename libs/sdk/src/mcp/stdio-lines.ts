@@ -1,5 +1,6 @@
 import { Transform } from 'node:stream';
 import { type JSONRPCMessage, JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
+import { readableRequestId } from './request-id';
 
 /** The longest line read (10 MiB, the MCP SDK's own bound for what stdio holds of one line). */
 export const MAX_STDIO_LINE_BYTES = 10 * 1024 * 1024;
@@ -83,13 +84,6 @@ function judge(line: string): Verdict {
   return {
     code: INVALID_REQUEST,
     message: 'Invalid Request: the line is no JSON-RPC 2.0 request, notification or response',
-    id: requestId(parsed),
+    id: readableRequestId(parsed),
   };
-}
-
-/** The id of what was meant as a request, where one can be read (a string or an integer); null otherwise. */
-function requestId(value: unknown): string | number | null {
-  if (typeof value !== 'object' || value === null) return null;
-  const id = (value as { id?: unknown }).id;
-  return typeof id === 'string' || (typeof id === 'number' && Number.isInteger(id)) ? id : null;
 }
