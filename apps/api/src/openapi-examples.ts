@@ -498,7 +498,8 @@ export const PROBLEMS = {
     title: 'Too many MCP requests in flight',
     detail:
       'at most 100 MCP requests of one key at once in each API process (this POST carries 1); nothing in it was carried out: send it again once an answer has come',
-    summary: 'The key holds its limit of MCP requests in flight in this API process (see Retry-After)',
+    summary:
+      'The key, its tenant (all its keys) or this API process holds its limit of MCP requests in flight (see Retry-After)',
   },
   internal: {
     status: 500,

@@ -270,6 +270,11 @@ const ConfigSchema = z
     MAX_STREAMS_PER_KEY: integer({ min: 1, max: 100_000, default: 20 }),
     /** MCP requests (each message with an id) one key may have in flight at once in one API process. */
     MAX_MCP_REQUESTS_PER_KEY: integer({ min: 1, max: 10_000, default: 100 }),
+    /**
+     * MCP requests all keys together may have in flight at once in one API process (one tenant, all its keys, at most
+     * half of them).
+     */
+    MAX_MCP_REQUESTS_PER_PROCESS: integer({ min: 1, max: 100_000, default: 200 }),
     SSE_HEARTBEAT_MS: ms(15_000, { min: 100, max: HOUR }),
     /**
      * How long a stream waits for a client that stopped reading to take what was written, before it closes the

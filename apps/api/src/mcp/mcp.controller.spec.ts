@@ -20,7 +20,10 @@ function setup() {
   const adapterHost = {
     httpAdapter: { getHttpServer: () => ({ address: () => ({ address: '127.0.0.1', port: 1, family: 'IPv4' }) }) },
   } as unknown as HttpAdapterHost;
-  const inFlight = new McpInFlight({ MAX_MCP_REQUESTS_PER_KEY: 100 } as VerityConfig);
+  const inFlight = new McpInFlight({
+    MAX_MCP_REQUESTS_PER_KEY: 100,
+    MAX_MCP_REQUESTS_PER_PROCESS: 200,
+  } as VerityConfig);
   const tracked = () => (cancellations as unknown as { inFlight: Map<string, unknown> }).inFlight.size;
   // The key's places in flight: given back with everything else.
   const held = () => (inFlight as unknown as { held: Map<string, number> }).held.get('key_1') ?? 0;

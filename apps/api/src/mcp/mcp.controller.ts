@@ -17,7 +17,7 @@ import { Problem } from '../problem/problem';
 import { refuseQuery } from '../http/no-query';
 import { JSON_RPC_CODE, JsonRpcId, MCP_PATH, refuseBody, sendJsonRpcError } from './json-rpc-error';
 import { McpCancellations } from './mcp-cancellations';
-import { McpInFlight } from './mcp-in-flight';
+import { McpInFlight, McpInFlightBound } from './mcp-in-flight';
 import { MCP_REQUEST_HEADERS } from './mcp-origin';
 
 /**
@@ -179,23 +179,25 @@ export class McpController {
       }
       return;
     }
-    const keyId = (req as Request & { principal?: Principal }).principal?.keyId;
+    const principal = (req as Request & { principal?: Principal }).principal;
+    const keyId = principal?.keyId;
     const messages: unknown[] = Array.isArray(req.body) ? req.body : [req.body];
-    // The key's requests in flight in this process are bounded (notifications are not counted, so a cancellation is
-    // never refused): past the limit the POST is refused whole, before anything in it runs.
+    // The requests in flight in this process are bounded per key, per tenant and in all (notifications are not counted,
+    // so a cancellation is never refused): past a bound the POST is refused whole, before anything in it runs.
     const requests = messages.filter((message) => requestIdOf(message) !== undefined).length;
-    const release = keyId === undefined ? () => undefined : this.inFlight.take(keyId, requests);
-    if (!release) {
+    const places = principal === undefined ? undefined : this.inFlight.take(principal, requests);
+    if (places !== undefined && !places.taken) {
       throw new Problem(
         429,
         'too-many-mcp-requests',
         'Too many MCP requests in flight',
-        `at most ${this.inFlight.limit} MCP requests of one key at once in each API process (this POST carries ` +
-          `${requests}); nothing in it was carried out: send it again once an answer has come`,
+        `${IN_FLIGHT_BOUND[places.bound](places.limit)} (this POST carries ${requests}); nothing in it was carried ` +
+          'out: send it again once an answer has come',
         {},
         { 'retry-after': '5' },
       );
     }
+    const release = places?.release ?? (() => undefined);
     const client = new Verity({
       baseUrl: this.selfUrl(),
       // The guard let the request in, so it carries a Bearer key.
@@ -312,6 +314,15 @@ export class McpController {
     return `http://${host}:${address.port}`;
   }
 }
+
+/** What a 429 too-many-mcp-requests says of the bound the POST would have passed. */
+const IN_FLIGHT_BOUND: Record<McpInFlightBound, (limit: number) => string> = {
+  key: (limit) => `at most ${limit} MCP requests of one key at once in each API process`,
+  tenant: (limit) =>
+    `at most ${limit} MCP requests of one tenant (all its keys) at once in each API process, half of what the ` +
+    'process takes, so that other tenants are still served',
+  process: (limit) => `at most ${limit} MCP requests of all tenants at once in each API process, and this one has them`,
+};
 
 /**
  * 400 with JSON-RPC's Invalid Request error: the message (or the batch) is refused whole, nothing carried out. The id is

@@ -1,0 +1,64 @@
+import type { VerityConfig } from '@verity/platform';
+import { McpInFlight } from './mcp-in-flight';
+
+/** Per key 3, per process 7: a tenant's share is 4 (half, rounded up). */
+function inFlight(perKey = 3, perProcess = 7) {
+  return new McpInFlight({
+    MAX_MCP_REQUESTS_PER_KEY: perKey,
+    MAX_MCP_REQUESTS_PER_PROCESS: perProcess,
+  } as VerityConfig);
+}
+
+const key = (keyId: string, tenantId: string) => ({ keyId, tenantId });
+
+function released(take: ReturnType<McpInFlight['take']>): () => void {
+  if (!take.taken) throw new Error(`refused: ${take.bound}`);
+  return take.release;
+}
+
+describe('McpInFlight', () => {
+  it('refuses a key past its own bound, whatever room the process has', () => {
+    const places = inFlight();
+    released(places.take(key('a1', 'demo'), 3));
+    expect(places.take(key('a1', 'demo'), 1)).toEqual({ taken: false, bound: 'key', limit: 3 });
+  });
+
+  it("refuses a tenant's keys together past half the process's bound, and another tenant is still served", () => {
+    const places = inFlight();
+    // Three keys of one tenant (an agent, a reviewer, an admin), each under its own bound.
+    released(places.take(key('agent', 'demo'), 2));
+    released(places.take(key('reviewer', 'demo'), 2));
+    expect(places.take(key('admin', 'demo'), 1)).toEqual({ taken: false, bound: 'tenant', limit: 4 });
+    expect(places.take(key('other', 'demo-other'), 3).taken).toBe(true);
+  });
+
+  it('refuses any key past the process bound, all tenants together', () => {
+    const places = inFlight();
+    released(places.take(key('agent', 'demo'), 3));
+    released(places.take(key('reviewer', 'demo'), 1));
+    released(places.take(key('other', 'demo-other'), 3));
+    expect(places.take(key('other-2', 'demo-other'), 1)).toEqual({ taken: false, bound: 'process', limit: 7 });
+    expect(places.take(key('third', 'third'), 1)).toEqual({ taken: false, bound: 'process', limit: 7 });
+  });
+
+  it('takes all or none, and what is given back (once) is room again at every level', () => {
+    const places = inFlight();
+    const agent = released(places.take(key('agent', 'demo'), 3));
+    released(places.take(key('other', 'demo-other'), 3));
+    // A batch of two would pass the process bound: none of it is taken.
+    expect(places.take(key('third', 'third'), 2)).toMatchObject({ taken: false, bound: 'process' });
+    released(places.take(key('third', 'third'), 1));
+    expect(places.take(key('third', 'third'), 1)).toMatchObject({ taken: false, bound: 'process' });
+    agent();
+    agent();
+    expect(places.take(key('agent', 'demo'), 3).taken).toBe(true);
+    expect(places.take(key('admin', 'demo'), 1)).toMatchObject({ taken: false, bound: 'process' });
+  });
+
+  it('never refuses what carries no request (a cancellation), even when full', () => {
+    const places = inFlight(1, 1);
+    released(places.take(key('agent', 'demo'), 1));
+    expect(places.take(key('agent', 'demo'), 0).taken).toBe(true);
+    expect(places.take(key('other', 'demo-other'), 0).taken).toBe(true);
+  });
+});
