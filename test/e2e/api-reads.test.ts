@@ -287,6 +287,15 @@ describe('reads, cancel, retry and the OpenAPI contract', () => {
       const events = await get<EventList>(`/v1/executions/${created.id}/events`, 'EventList');
       const cancelEvent = events.data.find((e) => e.to_status === 'cancelled');
       expect(cancelEvent?.data).toMatchObject({ reason: 'the customer called' });
+      // Each operation the cancel ended keeps the caller's reason too, beside its (null) terminal reason.
+      for (const op of after.operations.slice(1)) {
+        const ended = events.data.find((e) => e.operation_id === op.id && e.to_status === 'CANCELLED');
+        expect(ended?.data).toMatchObject({
+          caller_reason: 'the customer called',
+          reason: null,
+          by: cancelEvent?.data?.by,
+        });
+      }
       expect(
         events.data.filter((e) => e.operation_id === after.operations[0].id).map((e) => e.to_status),
       ).not.toContain('CANCELLED');

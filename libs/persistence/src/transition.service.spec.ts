@@ -175,6 +175,55 @@ describe('TransitionService (real Postgres)', () => {
     expect(await statusOf(sent.operationId)).toBe(OperationStatus.MANUAL_REVIEW);
   });
 
+  it('keeps a person’s reason on the operation’s status event beside the terminal reason (a cancel, a deny)', async () => {
+    // A cancel of the execution: its PREPARED operation ends CANCELLED with no terminal reason, the caller's text kept.
+    const cancelled = await newExecutionWithOneOperation();
+    const moved = await transitions.operation(db.dataSource.manager, {
+      operation: snapshot(cancelled.operationId),
+      to: OperationStatus.CANCELLED,
+      eventData: { cause: 'execution_cancelled', by: reviewerKey, reason: 'the customer called' },
+    });
+    expect(moved.won).toBe(true);
+    const [cancel] = await eventsWhere({ operationId: cancelled.operationId });
+    expect(cancel.data).toEqual({
+      cause: 'execution_cancelled',
+      by: reviewerKey,
+      caller_reason: 'the customer called',
+      reason: null,
+      actor: 'system',
+    });
+
+    // A deny: the move's event carries the terminal reason DENIED and the reviewer's text.
+    const denied = await newExecutionWithOneOperation();
+    await transitions.annotate(db.dataSource.manager, {
+      executionId: denied.executionId,
+      operationId: denied.operationId,
+      whileStatus: OperationStatus.PREPARED,
+      patch: { approval: { state: 'requested' } },
+      type: 'approval.requested',
+    });
+    const decided = await decideApproval(denied.operationId, 'deny', {
+      move: {
+        to: OperationStatus.CANCELLED,
+        reason: TerminalReason.DENIED,
+        eventData: { cause: 'approval_denied', by: reviewerKey, reason: 'not this customer' },
+      },
+    });
+    expect(decided.won).toBe(true);
+    const move = (await eventsWhere({ operationId: denied.operationId })).find((e) => e.toStatus === 'CANCELLED');
+    expect(move?.data).toMatchObject({ caller_reason: 'not this customer', reason: 'DENIED', actor: 'human' });
+
+    // No reason given: no caller_reason member.
+    const plain = await newExecutionWithOneOperation();
+    await transitions.operation(db.dataSource.manager, {
+      operation: snapshot(plain.operationId),
+      to: OperationStatus.CANCELLED,
+      eventData: { cause: 'execution_cancelled', reason: undefined },
+    });
+    const [quiet] = await eventsWhere({ operationId: plain.operationId });
+    expect(quiet.data).not.toHaveProperty('caller_reason');
+  });
+
   it('refuses an illegal move before touching the database (I1)', async () => {
     const { operationId } = await newExecutionWithOneOperation();
     await expect(

@@ -343,6 +343,20 @@ function approvalStampSql(stamp: NonNullable<DecisionInput['approvalStamp']>, pa
            FROM (SELECT clock_timestamp() AS at) stamp)`;
 }
 
+/**
+ * The data of an operation's status_changed event. Its `reason` is the move's terminal reason; a `reason` its writer
+ * passes in the event data is a person's text (a cancel's or a deny's reason, as its request gave it) and is kept as
+ * `caller_reason` — written under `reason`, the terminal reason replaced it (null for a cancel) and it was lost.
+ */
+function statusEventData(
+  eventData: Record<string, unknown> | undefined,
+  reason: TerminalReason | null,
+  actor: Actor,
+): Record<string, unknown> {
+  const { reason: given, ...rest } = eventData ?? {};
+  return { ...rest, ...(given !== undefined && given !== null && { caller_reason: given }), reason, actor };
+}
+
 function json(value: unknown): string | null {
   return value === null ? null : JSON.stringify(value);
 }
@@ -531,7 +545,7 @@ export class TransitionService {
     params.push(
       eventId,
       'operation.status_changed',
-      json({ ...input.eventData, reason, actor: input.actor ?? 'system' }),
+      json(statusEventData(input.eventData, reason, input.actor ?? 'system')),
     );
     const n = params.length;
     if (input.thenExecution) {
@@ -743,7 +757,7 @@ export class TransitionService {
         type: 'operation.status_changed',
         from: operation.status,
         to: move.to,
-        data: { ...move.eventData, reason: move.reason ?? null, actor: 'human' },
+        data: statusEventData(move.eventData, move.reason ?? null, 'human'),
       });
     }
     const first = params.length + 1;
