@@ -650,6 +650,57 @@ if (chromiumMissing) {
     for (const shown of resolved[stillUnknown]) expect(shown.tag).toBe('pre');
   });
 
+  it('isolates a provider’s rejection and an execution’s failure message: an override in them stays in them', async () => {
+    const detail = 'provider rejected the request (402): \u202edenilced draC';
+    const message = 'the request is invalid: \u202etnega eht yb nettirw';
+    const execution = await submit([charge(unique('order'), { requires_approval: true })]);
+    const opId = execution.operations[0].id;
+    await awaitingApproval(execution);
+    const cancelled = await http(stack.apiUrl, 'POST', `/v1/executions/${execution.id}/cancel`, { key: DEMO.agent });
+    expect(cancelled.status).toBe(200);
+    // The texts are put on the rows as a provider's late answer and a validation would leave them (the paths that
+    // write them are e2e late-rejection's and dispatcher-lifecycle's): what is checked here is how the console shows them.
+    const db = stack.db.dataSource;
+    await db.query(`UPDATE operations SET rejected_at = clock_timestamp(), rejection = $2::jsonb WHERE id = $1`, [
+      opId,
+      JSON.stringify({ reason: 'CONNECTOR_REJECTED', detail }),
+    ]);
+    await db.query(
+      `UPDATE executions SET failure = jsonb_set(failure, '{message}', to_jsonb($2::text)) WHERE id = $1`,
+      [execution.id, message],
+    );
+
+    await page.goto(consoleUrl(`/operations/${opId}`));
+    await expectText('#request', /Rejected late/);
+    const rejection = await isolationOf([detail]);
+    expect(rejection[detail].length).toBeGreaterThan(0);
+    for (const shown of rejection[detail]) expectIsolated(shown, detail);
+    await page.goto(consoleUrl(`/executions/${execution.id}`));
+    await expectText('#failure', /the request is invalid/);
+    const failure = await isolationOf([message]);
+    expect(failure[message].length).toBeGreaterThan(0);
+    for (const shown of failure[message]) expectIsolated(shown, message);
+    // The text after it in the same paragraph is drawn after it, left to right: the override did not take it along.
+    const order = await page.evaluate(() => {
+      type Rect = { left: number; right: number };
+      type El = { textContent: string | null; getBoundingClientRect(): Rect; appendChild(n: unknown): void };
+      const doc = (
+        globalThis as unknown as {
+          document: { querySelectorAll(s: string): Iterable<El>; createTextNode(t: string): unknown };
+        }
+      ).document;
+      const isolated = [...doc.querySelectorAll('#failure bdi')].find((e) => e.textContent?.includes('invalid'));
+      const dd = [...doc.querySelectorAll('#failure dd')].find((e) => e.textContent?.includes('invalid'));
+      if (!isolated || !dd) return null;
+      const marker = (doc as unknown as { createElement(t: string): El }).createElement('span');
+      marker.appendChild(doc.createTextNode(' ←after'));
+      dd.appendChild(marker);
+      return { isolated: isolated.getBoundingClientRect(), marker: marker.getBoundingClientRect() };
+    });
+    expect(order).not.toBeNull();
+    expect(order!.marker.left).toBeGreaterThanOrEqual(order!.isolated.right - 1);
+  });
+
   it('masks secret-looking params, and shows them on request: the reviewer decides on what will be sent', async () => {
     const reference = `${unique('order')} Bearer ALL-FUNDS-TO-ATTACKER`;
     const execution = await submit([charge(reference, { requires_approval: true })]);

@@ -118,7 +118,7 @@ function operationsSection(execution: Execution, ctx: AppContext): HTMLElement {
               { 'data-label': 'Operation' },
               h('a', { href: `/console/operations/${op.id}` }, h('span', { class: 'op-key' }, op.key)),
             ),
-            h('td', { 'data-label': 'Connector › action' }, `${op.connector} › ${op.action}`),
+            h('td', { 'data-label': 'Connector › action' }, written(op.connector), ' › ', written(op.action)),
             h(
               'td',
               { 'data-label': 'Operation effect', class: 'cell-badge' },
@@ -211,7 +211,8 @@ function failureSection(execution: Execution): HTMLElement {
     ['Phase', f.phase],
     ['Category', f.category],
     ['Retryable', f.retryable ? 'yes' : 'no'],
-    ['Message', f.message],
+    // It may carry what the agent or a provider wrote (a refused request's problems): isolated, as such text is.
+    ['Message', written(f.message)],
     ['At', time(f.at)],
   ]);
 }

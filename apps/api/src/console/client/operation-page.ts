@@ -479,7 +479,13 @@ function requestSection(op: OperationDetail, reveal: (operationId: string, block
       op.rejected_at
         ? [
             'Rejected late',
-            h('span', {}, time(op.rejected_at), ' — ', op.rejection?.detail ?? 'rejected by the provider'),
+            h(
+              'span',
+              {},
+              time(op.rejected_at),
+              ' — ',
+              op.rejection?.detail ? written(op.rejection.detail) : 'rejected by the provider',
+            ),
           ]
         : null,
       op.retry_of ? ['Retry of', link(`/console/operations/${op.retry_of}`, code(op.retry_of))] : null,

@@ -296,7 +296,7 @@ function cardHead(item: ReviewQueueItem): HTMLElement {
       'a',
       { class: 'card-title', href: `/console/operations/${op.id}`, 'data-focus-key': op.id },
       h('span', { class: 'op-key' }, op.key),
-      h('span', { class: 'op-route' }, ` ${op.connector} › ${op.action}`),
+      h('span', { class: 'op-route' }, ' ', written(op.connector), ' › ', written(op.action)),
     ),
     h(
       'div',
