@@ -1,3 +1,4 @@
+import { createApiKey } from '@verity/persistence';
 import { DEMO, Stack } from '../support/stack';
 import { charge, http, unique } from '../support/http';
 import { events, expectLegalHistory, getOperation, submit, waitForOp } from './dispatcher-helpers';
@@ -91,6 +92,40 @@ describe('api: the winner of a decision is named', () => {
       expect(lost.body.detail).toContain(`by the system at ${end.created_at}`);
     }
     expect(await events(stack, created.id)).toHaveLength(log.length);
+  });
+
+  it('a decision repeated with its Idempotency-Key is not replayed: 409 already-decided names the caller’s own key', async () => {
+    // Keys whose ids the test knows, as a client knows its own (keys create --json, keys list).
+    const db = stack.db.dataSource.manager;
+    const reviewer = await createApiKey(db, { tenantId: 'demo', role: 'reviewer', label: 'decision retry' });
+    const agent = await createApiKey(db, { tenantId: 'demo', role: 'agent', label: 'decision retry' });
+    const created = await submit(stack, [charge(unique('win-idem'), { requires_approval: true })]);
+    const waiting = await waitForOp(stack, created.id, 'charge', (o) => o.approval?.state === 'requested');
+    const send = (path: string, body: unknown, key: string) =>
+      http<Problem>(stack.apiUrl, 'POST', path, { key, body, headers: { 'idempotency-key': 'decide-once-1' } });
+
+    const approval = { decision: 'approve', reason: 'checked the order' };
+    const first = await send(`/v1/operations/${waiting.id}/approval`, approval, reviewer.key);
+    expect(first.status).toBe(200);
+    const log = await events(stack, created.id);
+    // The same request again (its answer was lost, say): not a replay of the 200 but the decision that was written.
+    const again = await send(`/v1/operations/${waiting.id}/approval`, approval, reviewer.key);
+    expect(again.status).toBe(409);
+    expect(again.headers.get('idempotent-replayed')).toBeNull();
+    expect(again.body).toMatchObject({
+      type: 'https://verity.dev/problems/already-decided',
+      decision: 'approve',
+      decided_by: reviewer.id,
+    });
+    expect(await events(stack, created.id)).toHaveLength(log.length);
+
+    // A cancel likewise, by an agent key (the approved charge may still be on its way: the execution is then running).
+    const open = await submit(stack, [charge(unique('win-idem-cancel'), { requires_approval: true })]);
+    await waitForOp(stack, open.id, 'charge', (o) => o.approval?.state === 'requested');
+    expect((await send(`/v1/executions/${open.id}/cancel`, { reason: 'twice' }, agent.key)).status).toBe(200);
+    const cancelAgain = await send(`/v1/executions/${open.id}/cancel`, { reason: 'twice' }, agent.key);
+    expect(cancelAgain.status).toBe(409);
+    expect(cancelAgain.body).toMatchObject({ decision: 'cancel', decided_by: agent.id });
   });
 
   it('an id of the wrong kind on a decision endpoint is 404 problem+json, and nothing is written', async () => {
