@@ -51,6 +51,10 @@ describe('api: an approval decision answers the request that was shown', () => {
     const created = await submit(stack, [charge(reference, { requires_approval: true })]);
     const opId = created.operations[0].id;
     const shown = await request(created.id, opId, 1);
+    // The second reviewer's page, with its version (ETag) as a page sends it back (If-Match).
+    const page = await http(stack.apiUrl, 'GET', `/v1/operations/${opId}`, { key: secondReviewer });
+    const shownTag = page.headers.get('etag')!;
+    expect(shownTag).toMatch(/^"/);
     // Both reviewers open the request ({charged: false}). Then someone else charges the reference, and the first
     // reviewer approves: the dispatcher finds the source changed and asks again (stale baseline).
     const direct = await stack.sandbox('/v1/charges', {
@@ -64,6 +68,26 @@ describe('api: an approval decision answers the request that was shown', () => {
     const again = await request(created.id, opId, 2);
     expect(again).not.toBe(shown);
 
+    // Sent with that page's If-Match but without requested_at: the version does not say which request the page
+    // showed (the earlier request's is not kept), so this is 412 precondition-failed, not the 409 naming the grant that
+    // a decision naming its request gets (docs/api.md). With requested_at beside If-Match: 409 naming it.
+    const tagOnly = await http<Problem>(stack.apiUrl, 'POST', `/v1/operations/${opId}/approval`, {
+      key: secondReviewer,
+      body: { decision: 'approve' },
+      headers: { 'if-match': shownTag },
+    });
+    expect(tagOnly.status).toBe(412);
+    expect(tagOnly.body).toMatchObject({ type: 'https://verity.dev/problems/precondition-failed' });
+    const tagAndRequest = await http<Problem>(stack.apiUrl, 'POST', `/v1/operations/${opId}/approval`, {
+      key: secondReviewer,
+      body: { decision: 'approve', requested_at: shown },
+      headers: { 'if-match': shownTag },
+    });
+    expect(tagAndRequest.status).toBe(409);
+    expect(tagAndRequest.body).toMatchObject({
+      type: 'https://verity.dev/problems/already-decided',
+      decision: 'approve',
+    });
     // The second reviewer's click, from the page that shows the first request: refused, nothing written.
     const late = await decide(opId, secondReviewer, { decision: 'approve', requested_at: shown });
     expect(late.status).toBe(409);
