@@ -147,6 +147,24 @@ describe('urlSpellingProblem: port 0', () => {
   );
 });
 
+describe('urlSpellingProblem: a port with leading zeros', () => {
+  it.each([
+    ['http://127.0.0.1:042309/x', '":42309", not ":042309"'],
+    ['https://hooks.example.com:0443/', '":443", not ":0443"'],
+    ['http://hooks.example.com:080/hook', '":80", not ":080"'],
+    ['http://[::1]:08080/', '":8080", not ":08080"'],
+    ['http://user@hooks.example.com:01/', '":1", not ":01"'],
+  ])('refuses %s', (url, named) => {
+    expect(urlSpellingProblem(url)).toMatch(/no leading zeros in the port/);
+    expect(urlSpellingProblem(url)).toContain(named);
+  });
+
+  it.each(['http://127.0.0.1:42309/x', 'http://hooks.example.com:80/', 'http://[::1]:8080/', 'http://a.example/0:01'])(
+    'takes %s',
+    (url) => expect(urlSpellingProblem(url)).toBeNull(),
+  );
+});
+
 describe('urlFragmentProblem', () => {
   it('refuses a fragment, an empty one too, and takes a URL without one', () => {
     expect(urlFragmentProblem('https://hooks.example.com/hook#part')).toMatch(/no fragment/);

@@ -165,6 +165,12 @@ export function rawHostOf(url: string): string | null {
   return match ? match[1] : null;
 }
 
+/** The port of an http(s) URL as written (the digits after the host's ":"), null when none is written. */
+function rawPortOf(url: string): string | null {
+  const match = /^[a-z][a-z0-9+.-]*:[/\\]*(?:[^/?#\\]*@)?(?:\[[^\]]*\]|[^:/?#\\]*):([^/?#\\]*)/i.exec(url.trim());
+  return match ? match[1] : null;
+}
+
 /**
  * A URL must be written as it will be called. The URL parser drops every tab and line break wherever they are, and
  * spaces and control characters at either end: `http://allow\ned.example/` is checked and called as
@@ -226,6 +232,12 @@ export function urlSpellingProblem(raw: string): string | null {
     // disabled for failures that no receiver caused.
     if (parsedPort(raw) === '0') {
       return 'port 0 cannot be called: name the port the server listens on, or none for the scheme’s own';
+    }
+    // "http://127.0.0.1:042309/x": the parser drops a port's leading zeros (it calls 42309, or the scheme's own port
+    // for ":080"), while the record keeps and shows the digits as written.
+    const port = rawPortOf(raw);
+    if (port !== null && /^0\d/.test(port)) {
+      return `no leading zeros in the port (":${port.replace(/^0+/, '') || '0'}", not ":${port}"): the URL parser drops them, so the URL called would not be the one written`;
     }
   }
   return null;
