@@ -88,6 +88,8 @@ describe('webhooks', () => {
     });
     expect(created.status).toBe(201);
     expect(created.body.secret).toMatch(/^whsec_/);
+    // The answer that shows the signing secret is kept by no cache (a browser's, a proxy's).
+    expect(created.headers.get('cache-control')).toBe('no-store');
     secrets.set(created.body.id, created.body.secret!);
     return created.body;
   }

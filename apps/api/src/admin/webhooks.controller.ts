@@ -45,13 +45,20 @@ export class WebhooksController {
     summary: 'Create a webhook endpoint',
     description:
       'The URL must pass the tenant’s http connector allowlist and the SSRF rules (400 `egress_blocked` otherwise). ' +
-      'The answer carries the signing secret (`whsec_…`), shown this once. At most 20 endpoints per tenant ' +
-      '(409 `webhook-limit`).',
+      'The answer carries the signing secret (`whsec_…`), shown this once, and `Cache-Control: no-store`. At most 20 ' +
+      'endpoints per tenant (409 `webhook-limit`).',
     body: { schema: WebhookInputSchema },
     response: {
       status: 201,
       schema: WebhookCreatedView,
-      headers: { Location: { description: 'the new endpoint’s URL', required: true, schema: { type: 'string' } } },
+      headers: {
+        Location: { description: 'the new endpoint’s URL', required: true, schema: { type: 'string' } },
+        'Cache-Control': {
+          description: '`no-store`: the answer carries the signing secret',
+          required: true,
+          schema: { type: 'string' },
+        },
+      },
     },
     problems: ['validation-error', 'webhook-limit'],
   })
@@ -63,6 +70,8 @@ export class WebhooksController {
     const created = await this.webhooks.create(principal, input);
     // A 201 without Location names the target URI as what it created (RFC 9110): the list, not the endpoint.
     res.setHeader('location', `/v1/admin/webhooks/${created.id}`);
+    // The signing secret, shown this once: no browser or proxy cache may keep a copy of it.
+    res.setHeader('cache-control', 'no-store');
     return created;
   }
 

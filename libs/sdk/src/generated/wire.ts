@@ -456,7 +456,7 @@ export interface paths {
     put?: never;
     /**
      * Create a webhook endpoint
-     * @description The URL must pass the tenant’s http connector allowlist and the SSRF rules (400 `egress_blocked` otherwise). The answer carries the signing secret (`whsec_…`), shown this once. At most 20 endpoints per tenant (409 `webhook-limit`).
+     * @description The URL must pass the tenant’s http connector allowlist and the SSRF rules (400 `egress_blocked` otherwise). The answer carries the signing secret (`whsec_…`), shown this once, and `Cache-Control: no-store`. At most 20 endpoints per tenant (409 `webhook-limit`).
      */
     post: operations['createWebhook'];
     delete?: never;
@@ -2573,6 +2573,8 @@ export interface operations {
         headers: {
           /** @description the new endpoint’s URL */
           Location: string;
+          /** @description `no-store`: the answer carries the signing secret */
+          'Cache-Control': string;
           [name: string]: unknown;
         };
         content: {
