@@ -59,6 +59,7 @@ describe('webhooks: an endpoint disabled while its events wait for the outbox', 
         WEBHOOK_MAX_ATTEMPTS: '1',
         WEBHOOK_DISABLE_AFTER: '1',
         WEBHOOK_TIMEOUT_MS: '60000',
+        SHUTDOWN_GRACE_MS: '65000',
       },
     });
     const put = await call('PUT', '/v1/admin/connector-settings/http', {

@@ -120,7 +120,12 @@ describe('webhooks: one tenant holds at most half of the delivery slots', () => 
     receiver = await startReceiver((path) => ({ status: 204, afterMs: path === '/hang' ? 600_000 : 0 }));
     stack = await Stack.start({
       label: 'whshare',
-      env: { WEBHOOK_SCAN_INTERVAL_MS: '100', WORKER_CONCURRENCY: '4', WEBHOOK_TIMEOUT_MS: '120000' },
+      env: {
+        WEBHOOK_SCAN_INTERVAL_MS: '100',
+        WORKER_CONCURRENCY: '4',
+        WEBHOOK_TIMEOUT_MS: '120000',
+        SHUTDOWN_GRACE_MS: '125000',
+      },
     });
     await subscribeBothTenants(stack, receiver, '/hang');
   }, 60_000);

@@ -121,17 +121,21 @@ async function bootstrap(): Promise<void> {
   const listening = server.address() as AddressInfo | null;
   logger.info({ port: listening?.port ?? config.PORT, host: config.HOST }, 'api listening');
   started();
-  onShutdown(logger, async () => {
-    app.get(StreamService).closeAll();
-    // server.close() (in app.close) closes the connections idle at that moment and waits for every other one. A
-    // request still running at SIGTERM leaves its keep-alive connection open after its answer, and a client holds
-    // that for up to keepAliveTimeout (65 s): past the forced exit, exit 1. Each is closed as soon as it is idle.
-    const closeIdle = setInterval(() => server.closeIdleConnections(), 100);
-    closeIdle.unref();
-    await app.close();
-    clearInterval(closeIdle);
-    await tracing?.shutdown();
-  });
+  onShutdown(
+    logger,
+    async () => {
+      app.get(StreamService).closeAll();
+      // server.close() (in app.close) closes the connections idle at that moment and waits for every other one. A
+      // request still running at SIGTERM leaves its keep-alive connection open after its answer, and a client holds
+      // that for up to keepAliveTimeout (65 s): past the forced exit, exit 1. Each is closed as soon as it is idle.
+      const closeIdle = setInterval(() => server.closeIdleConnections(), 100);
+      closeIdle.unref();
+      await app.close();
+      clearInterval(closeIdle);
+      await tracing?.shutdown();
+    },
+    config.SHUTDOWN_GRACE_MS,
+  );
 }
 
 runMain('api', bootstrap);

@@ -5,6 +5,7 @@ import {
   TIMER_MAX_MS,
   tracingOn,
   tracingVariables,
+  SHUTDOWN_MARGIN_MS,
   WEBHOOK_LAST_RETRY_MAX_MS,
   webhookLastRetryMs,
 } from './config';
@@ -235,6 +236,7 @@ describe('numbers: every one has a range, and a value outside it refuses start n
     ['WEBHOOK_DISABLE_AFTER', 1, 10_000, 5],
     ['WEBHOOK_SCAN_INTERVAL_MS', 50, HOUR, 1_000],
     ['WEBHOOK_TIMEOUT_MS', 100, HOUR, 10_000],
+    ['SHUTDOWN_GRACE_MS', 10_000, 2 * HOUR, 25_000],
     ['TEST_PAUSE_BEFORE_SENT_MS', 0, TIMER_MAX_MS, 0],
     ['TEST_PAUSE_AFTER_SENT_MS', 0, TIMER_MAX_MS, 0],
     ['TEST_PAUSE_AFTER_CALL_MS', 0, TIMER_MAX_MS, 0],
@@ -251,6 +253,8 @@ describe('numbers: every one has a range, and a value outside it refuses start n
     RECHECK_BACKOFF_MS: { RECHECK_BACKOFF_MAX_MS: String(30 * DAY) },
     RECHECK_BACKOFF_MAX_MS: { RECHECK_BACKOFF_MS: '1000' },
     WEBHOOK_MAX_ATTEMPTS: { WEBHOOK_BACKOFF_MS: '100' },
+    WEBHOOK_TIMEOUT_MS: { SHUTDOWN_GRACE_MS: String(2 * HOUR) },
+    SHUTDOWN_GRACE_MS: { WEBHOOK_TIMEOUT_MS: '100' },
   };
   const value = (name: string, raw: string | undefined) =>
     (
@@ -341,6 +345,31 @@ describe('numbers checked against each other: a start that could not do what the
       expect(webhookLastRetryMs(loadConfig(env))).toBeLessThanOrEqual(WEBHOOK_LAST_RETRY_MAX_MS);
     } else {
       expect(() => loadConfig(env)).toThrow(/WEBHOOK_MAX_ATTEMPTS: with WEBHOOK_BACKOFF_MS \d+, the last retry/);
+    }
+  });
+
+  it.each([
+    // [WEBHOOK_TIMEOUT_MS, SHUTDOWN_GRACE_MS, allowed]: a call under way at SIGTERM is waited for, with 5 s to spare
+    [undefined, undefined, true],
+    ['20000', undefined, true],
+    ['20001', undefined, false],
+    ['60000', undefined, false],
+    [undefined, '15000', true],
+    [undefined, '14999', false],
+    ['60000', '65000', true],
+    [String(HOUR), String(HOUR), false],
+  ])('WEBHOOK_TIMEOUT_MS %s with SHUTDOWN_GRACE_MS %s: allowed %s', (timeout, grace, allowed) => {
+    const env = {
+      ...(timeout !== undefined && { WEBHOOK_TIMEOUT_MS: timeout }),
+      ...(grace !== undefined && { SHUTDOWN_GRACE_MS: grace }),
+    };
+    if (allowed) {
+      const config = loadConfig(env);
+      expect(config.WEBHOOK_TIMEOUT_MS + SHUTDOWN_MARGIN_MS).toBeLessThanOrEqual(config.SHUTDOWN_GRACE_MS);
+    } else {
+      expect(() => loadConfig(env)).toThrow(
+        /WEBHOOK_TIMEOUT_MS: must be at most SHUTDOWN_GRACE_MS − 5000 ms \(\d+ with SHUTDOWN_GRACE_MS \d+\)/,
+      );
     }
   });
 

@@ -346,6 +346,13 @@ const ConfigSchema = z
     WEBHOOK_SCAN_INTERVAL_MS: ms(1_000, { min: 50, max: HOUR }),
     WEBHOOK_TIMEOUT_MS: ms(10_000, { min: 100, max: HOUR }),
     /**
+     * How long a process may take to stop after SIGTERM (its jobs under way finish, connections close) before it
+     * exits 1 anyway. An orchestrator's own grace (Kubernetes' terminationGracePeriodSeconds, compose's
+     * stop_grace_period) must be longer. A webhook call under way is waited for: WEBHOOK_TIMEOUT_MS must leave
+     * SHUTDOWN_MARGIN_MS of it (checked below).
+     */
+    SHUTDOWN_GRACE_MS: ms(25_000, { min: 10 * SECOND, max: 2 * HOUR }),
+    /**
      * Test-only kill points (docs/operations.md): the dispatcher logs a marker and sleeps before the SENT statement,
      * after committing SENT, or after the connector answered and before the outcome is written; the reconciler (and the
      * dispatcher at send) before a read-back. 0 = off. Refused in production, so they can never slow down or widen a
@@ -385,6 +392,19 @@ const ConfigSchema = z
           '(7 days): lower WEBHOOK_MAX_ATTEMPTS or WEBHOOK_BACKOFF_MS',
       });
     }
+    // A SIGTERM while a receiver hangs: the reconciler waits for the call (and records its attempt) before it stops.
+    // A timeout the grace cannot hold ends in a forced exit 1 with the attempt unrecorded.
+    if (config.WEBHOOK_TIMEOUT_MS + SHUTDOWN_MARGIN_MS > config.SHUTDOWN_GRACE_MS) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['WEBHOOK_TIMEOUT_MS'],
+        message:
+          `must be at most SHUTDOWN_GRACE_MS − ${SHUTDOWN_MARGIN_MS} ms (${config.WEBHOOK_TIMEOUT_MS} with ` +
+          `SHUTDOWN_GRACE_MS ${config.SHUTDOWN_GRACE_MS}): a webhook call under way at SIGTERM is waited for, and ` +
+          'one the grace cannot hold ends in a forced exit with its attempt unrecorded; lower WEBHOOK_TIMEOUT_MS or ' +
+          'raise SHUTDOWN_GRACE_MS',
+      });
+    }
     const sharded = config.QUEUE_SHARDS > 1 || config.REDIS_CLUSTER_NODES !== undefined;
     // A cluster runs a multi-key script only when all its keys hash to one slot: the prefix must be a hash tag.
     if (sharded && !redisHashTag(config.QUEUE_PREFIX)) {
@@ -411,6 +431,12 @@ const BACKOFFS = [
   ['PRECONDITION_READ_BACKOFF_MS', 'PRECONDITION_READ_BACKOFF_MAX_MS'],
   ['RECHECK_BACKOFF_MS', 'RECHECK_BACKOFF_MAX_MS'],
 ] as const;
+
+/**
+ * What a stopping process needs beside a webhook call under way: the address lookup and connect, recording the
+ * attempt, closing its connections.
+ */
+export const SHUTDOWN_MARGIN_MS = 5 * SECOND;
 
 /** The longest a webhook delivery's last retry may wait (WEBHOOK_BACKOFF_MS × 2^(WEBHOOK_MAX_ATTEMPTS − 2)): 7 days. */
 export const WEBHOOK_LAST_RETRY_MAX_MS = 7 * DAY;

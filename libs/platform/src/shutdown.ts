@@ -1,7 +1,10 @@
 import type { Logger } from 'pino';
 
-/** Every long-running process stops cleanly on SIGTERM/SIGINT: close in order, then exit 0. */
-export function onShutdown(logger: Logger, close: () => Promise<void>, timeoutMs = 25_000): void {
+/**
+ * Every long-running process stops cleanly on SIGTERM/SIGINT: close in order, then exit 0. Past `timeoutMs` (the
+ * configured SHUTDOWN_GRACE_MS) it exits 1.
+ */
+export function onShutdown(logger: Logger, close: () => Promise<void>, timeoutMs: number): void {
   let closing = false;
   const handler = (signal: string) => {
     if (closing) return;

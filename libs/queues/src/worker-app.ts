@@ -38,9 +38,13 @@ async function start(spec: WorkerApp): Promise<void> {
     throw error;
   });
   logger.info({ ...spec.ready?.(config), metricsPort: ops?.port ?? null }, `${spec.name} ready`);
-  onShutdown(logger, async () => {
-    await ops?.close();
-    await app.close();
-    await spec.tracing?.shutdown();
-  });
+  onShutdown(
+    logger,
+    async () => {
+      await ops?.close();
+      await app.close();
+      await spec.tracing?.shutdown();
+    },
+    config.SHUTDOWN_GRACE_MS,
+  );
 }
