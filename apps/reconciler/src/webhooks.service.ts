@@ -159,17 +159,44 @@ export class WebhooksService implements OnApplicationBootstrap, BeforeApplicatio
     }
     if (delivery.skip) return `skipped: ${delivery.skip}`;
     const { tenantId } = delivery;
+    if (delivery.secret === null) {
+      // Nothing can be signed, so nothing is sent: the attempt fails as one that reached no receiver (retried with
+      // backoff — another reconciler may hold the right key — then failed and counted against the endpoint). Logged
+      // at the round's first attempt, without the key or the secret.
+      const reason = delivery.secretUnreadable ?? 'the endpoint’s signing secret cannot be opened';
+      if (attemptsMade === 0) {
+        this.logger.warn(
+          { tenantId, endpointId: delivery.endpointId, deliveryId, round, reason },
+          'webhook delivery not sent: the signing secret cannot be opened',
+        );
+      }
+      return this.record(delivery, round, attemptsMade, maxAttempts, {
+        outcome: { ok: false, status: null, error: reason },
+        retryable: true,
+      });
+    }
     const full = this.slots.take(tenantId);
     if (full) {
       return { wakeAt: full.wakeAt, wakeWhenFree: (wake) => this.slots.wakeWhenFree(tenantId, wake) };
     }
     let posted: Awaited<ReturnType<WebhooksService['post']>>;
     try {
-      posted = await this.post(delivery);
+      posted = await this.post(delivery, delivery.secret);
     } finally {
       this.slots.release(tenantId);
     }
-    const { outcome, retryable } = posted;
+    return this.record(delivery, round, attemptsMade, maxAttempts, posted);
+  }
+
+  /** Records one attempt's outcome; a failure that will be retried throws (BullMQ's backoff). */
+  private async record(
+    delivery: DeliveryToSend,
+    round: number,
+    attemptsMade: number,
+    maxAttempts: number,
+    { outcome, retryable }: { outcome: AttemptOutcome; retryable: boolean },
+  ): Promise<string> {
+    const deliveryId = delivery.id;
     const final = outcome.ok || !retryable || attemptsMade + 1 >= maxAttempts;
     const recorded = await recordWebhookAttempt(this.db, {
       deliveryId,
@@ -191,7 +218,10 @@ export class WebhooksService implements OnApplicationBootstrap, BeforeApplicatio
     return recorded.state;
   }
 
-  private async post(delivery: DeliveryToSend): Promise<{ outcome: AttemptOutcome; retryable: boolean }> {
+  private async post(
+    delivery: DeliveryToSend,
+    secret: string,
+  ): Promise<{ outcome: AttemptOutcome; retryable: boolean }> {
     // The tenant's http allowlist and the SSRF rules apply to every send, not only when the endpoint was created: an
     // allowlist entry removed since then, or a host now resolving to a private address, stops the delivery.
     const target = checkTarget(
@@ -207,7 +237,7 @@ export class WebhooksService implements OnApplicationBootstrap, BeforeApplicatio
     const body = delivery.body;
     const sentAt = new Date();
     // httpExchange sends JSON.stringify(body): the signature is over exactly those bytes.
-    const signature = new Webhook(delivery.secret).sign(delivery.id, sentAt, JSON.stringify(body));
+    const signature = new Webhook(secret).sign(delivery.id, sentAt, JSON.stringify(body));
     const exchange = await httpExchange({
       method: 'POST',
       url: delivery.url,

@@ -22,6 +22,11 @@ export class SecretsCipher {
     this.key = base64Key ? Buffer.from(base64Key, 'base64') : null;
   }
 
+  /** Whether a key is set (secrets are sealed with it). */
+  get sealing(): boolean {
+    return this.key !== null;
+  }
+
   seal(value: string, boundTo: string): string {
     if (!this.key) return value;
     const iv = randomBytes(12);

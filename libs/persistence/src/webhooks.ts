@@ -17,7 +17,7 @@ import {
 import type { DataSource } from 'typeorm';
 import { ADMIN_CHANGE_INSERT_COLUMNS } from './admin-changes';
 import { requireActiveKey } from './api-keys';
-import { SecretsCipher, secretBinding } from './secrets-cipher';
+import { SecretUnreadableError, SecretsCipher, secretBinding } from './secrets-cipher';
 import { Queryable, firstRow, rows, transaction, withinTransaction } from './sql';
 
 /**
@@ -644,7 +644,13 @@ export interface DeliveryToSend {
   tenantId: string;
   endpointId: string;
   url: string;
-  secret: string;
+  /** Null when it cannot be opened (`secretUnreadable` says why): nothing can be signed. */
+  secret: string | null;
+  /**
+   * Why the signing secret does not open (SECRETS_KEY unset, or not the key it was sealed with): the attempt fails
+   * with this, as one that could not reach the receiver. Names no key and no secret.
+   */
+  secretUnreadable: string | null;
   body: WebhookBody;
   /** Why nothing is to be sent: the delivery moved on (another round, already settled) or its endpoint is disabled. */
   skip: 'settled' | 'older_round' | 'endpoint_disabled' | null;
@@ -669,12 +675,25 @@ export async function loadDeliveryToSend(
     disabled_at: Date | null;
   }>(db, WEBHOOKS_SQL.deliveryToSend, [deliveryId]);
   if (!row) return null;
+  // A secret that does not open fails the attempt (recorded, counted, the endpoint disabled in the end). Thrown, it
+  // failed every job before any attempt was recorded: the delivery stayed pending for ever, re-armed every ~30 s.
+  let secret: string | null = null;
+  let secretUnreadable: string | null = null;
+  try {
+    secret = secrets.open(row.secret, webhookSecretBinding(row.tenant_id, row.endpoint_id));
+  } catch (error) {
+    if (!(error instanceof SecretUnreadableError)) throw error;
+    secretUnreadable = secrets.sealing
+      ? 'the endpoint’s signing secret does not open with this SECRETS_KEY (not the key it was sealed with): set that key, or delete the endpoint and create it again'
+      : 'the endpoint’s signing secret is sealed but SECRETS_KEY is not set: set the key it was sealed with, or delete the endpoint and create it again';
+  }
   return {
     id: row.id,
     tenantId: row.tenant_id,
     endpointId: row.endpoint_id,
     url: row.url,
-    secret: secrets.open(row.secret, webhookSecretBinding(row.tenant_id, row.endpoint_id)),
+    secret,
+    secretUnreadable,
     body: row.payload,
     skip:
       row.round !== round
