@@ -12,6 +12,7 @@ import {
   overdueUnescalatedObligations,
   pruneExpired,
   pruneSpendLedger,
+  pruneWebhookDeliveries,
   snapshotOf,
   staleExecutions,
   endedWithStaleOutcome,
@@ -64,6 +65,7 @@ export interface SweepReport {
   prunedSpend: number;
   prunedIdempotency: number;
   prunedSweepLog: number;
+  prunedWebhookDeliveries: number;
 }
 
 /**
@@ -156,6 +158,7 @@ export class SweeperService implements OnApplicationBootstrap, BeforeApplication
       prunedSpend: 0,
       prunedIdempotency: 0,
       prunedSweepLog: 0,
+      prunedWebhookDeliveries: 0,
     };
     const ran = await withSweepLock(this.db, `${hostname()}:${process.pid}`, async () => {
       report.ran = true;
@@ -172,6 +175,11 @@ export class SweeperService implements OnApplicationBootstrap, BeforeApplication
       const pruned = await pruneExpired(this.db.manager, BATCH);
       report.prunedIdempotency = pruned.idempotency;
       report.prunedSweepLog = pruned.sweepLog;
+      report.prunedWebhookDeliveries = await pruneWebhookDeliveries(
+        this.db.manager,
+        this.config.WEBHOOK_DELIVERY_RETENTION_MS,
+        BATCH,
+      );
       return report;
     });
     if (!ran) return report;

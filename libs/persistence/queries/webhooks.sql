@@ -164,3 +164,12 @@ UPDATE webhook_endpoints SET consecutive_failures = consecutive_failures + 1,
 -- disabledSubscribers
 SELECT id FROM webhook_endpoints
        WHERE tenant_id = $1 AND id <> $2 AND disabled_at IS NULL AND 'webhook.disabled' = ANY(events) FOR KEY SHARE;
+
+-- pruneDeliveries
+DELETE FROM webhook_deliveries d WHERE d.id IN (
+       SELECT id FROM webhook_deliveries
+       WHERE status <> 'pending' AND updated_at < clock_timestamp() - make_interval(secs => $1 / 1000.0)
+       ORDER BY updated_at LIMIT $2
+     )
+       AND d.status <> 'pending' AND d.updated_at < clock_timestamp() - make_interval(secs => $1 / 1000.0)
+     RETURNING d.id;

@@ -196,6 +196,16 @@ export const WEBHOOKS_SQL = {
   // FOR KEY SHARE, as subscribedEndpoints: a subscriber deleted meanwhile must not roll back the attempt's record.
   disabledSubscribers: `SELECT id FROM webhook_endpoints
        WHERE tenant_id = $1 AND id <> $2 AND disabled_at IS NULL AND 'webhook.disabled' = ANY(events) FOR KEY SHARE`,
+  // Settled deliveries past the retention, oldest first (webhook_deliveries_settled), a batch at a time. The outer
+  // WHERE repeats the test on the row it deletes: a redelivery that made one pending after the batch was chosen (its
+  // row lock waited for, then re-read) keeps it; a pending delivery is never deleted.
+  pruneDeliveries: `DELETE FROM webhook_deliveries d WHERE d.id IN (
+       SELECT id FROM webhook_deliveries
+       WHERE status <> 'pending' AND updated_at < clock_timestamp() - make_interval(secs => $1 / 1000.0)
+       ORDER BY updated_at LIMIT $2
+     )
+       AND d.status <> 'pending' AND d.updated_at < clock_timestamp() - make_interval(secs => $1 / 1000.0)
+     RETURNING d.id`,
 } as const;
 
 export interface WebhookEndpointRow {
@@ -409,6 +419,15 @@ export async function redeliverWebhook(
   if (!found.key_stands) return { refused: 'key_revoked' };
   if (found.disabled) return { refused: 'endpoint_disabled' };
   return { refused: 'pending', round: found.round };
+}
+
+/**
+ * Deletes up to `limit` settled deliveries (delivered, failed, skipped) whose last change (an attempt, a redelivery) is
+ * older than `retentionMs`; how many. A pending one is never deleted, so nothing owed is lost, and one redelivered
+ * meanwhile is kept (checked on the row the statement deletes).
+ */
+export async function pruneWebhookDeliveries(db: Queryable, retentionMs: number, limit: number): Promise<number> {
+  return (await rows<{ id: string }>(db, WEBHOOKS_SQL.pruneDeliveries, [retentionMs, limit])).length;
 }
 
 /** A delivery that will not be sent (its endpoint was disabled before its turn): recorded, so nothing owes it. */

@@ -236,6 +236,7 @@ describe('numbers: every one has a range, and a value outside it refuses start n
     ['WEBHOOK_DISABLE_AFTER', 1, 10_000, 5],
     ['WEBHOOK_SCAN_INTERVAL_MS', 50, HOUR, 1_000],
     ['WEBHOOK_TIMEOUT_MS', 100, HOUR, 10_000],
+    ['WEBHOOK_DELIVERY_RETENTION_MS', DAY, 365 * DAY, 30 * DAY],
     ['SHUTDOWN_GRACE_MS', 10_000, 2 * HOUR, 25_000],
     ['TEST_PAUSE_BEFORE_SENT_MS', 0, TIMER_MAX_MS, 0],
     ['TEST_PAUSE_AFTER_SENT_MS', 0, TIMER_MAX_MS, 0],

@@ -346,6 +346,11 @@ const ConfigSchema = z
     WEBHOOK_SCAN_INTERVAL_MS: ms(1_000, { min: 50, max: HOUR }),
     WEBHOOK_TIMEOUT_MS: ms(10_000, { min: 100, max: HOUR }),
     /**
+     * Settled webhook deliveries (delivered, failed, skipped) older than this are deleted by the sweeper, a batch at a
+     * time; a pending one never is. At least a day, so the log still shows (and redelivers) what happened yesterday.
+     */
+    WEBHOOK_DELIVERY_RETENTION_MS: ms(30 * DAY, { min: DAY, max: 365 * DAY }),
+    /**
      * How long a process may take to stop after SIGTERM (its jobs under way finish, connections close) before it
      * exits 1 anyway. An orchestrator's own grace (Kubernetes' terminationGracePeriodSeconds, compose's
      * stop_grace_period) must be longer. A webhook call under way is waited for: WEBHOOK_TIMEOUT_MS must leave

@@ -26,6 +26,7 @@ import { LateRejection1764650000000 } from './1764650000000-late-rejection';
 import { WebhookLateRejection1764660000000 } from './1764660000000-webhook-late-rejection';
 import { ResendReference1764670000000 } from './1764670000000-resend-reference';
 import { WebhookDisabledGap1764680000000 } from './1764680000000-webhook-disabled-gap';
+import { WebhookDeliveryRetention1764690000000 } from './1764690000000-webhook-delivery-retention';
 
 /** In order. Add a new timestamped class for every schema change; never change what one that has shipped runs. */
 export const MIGRATIONS = [
@@ -57,4 +58,5 @@ export const MIGRATIONS = [
   WebhookLateRejection1764660000000,
   ResendReference1764670000000,
   WebhookDisabledGap1764680000000,
+  WebhookDeliveryRetention1764690000000,
 ];
