@@ -24,7 +24,12 @@ import {
 
 const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/verity';
 const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
-const CHILD_STOP_TIMEOUT_MS = 10_000;
+/**
+ * How long an app may take to stop after SIGTERM before it is killed: its own grace (SHUTDOWN_GRACE_MS, 25 s unless
+ * set; the app refuses a value out of range) and 5 s more, so the app's own bound — which waits for a send or a webhook
+ * call under way and records it — always comes first. 10 s cut a delivery that may take WEBHOOK_TIMEOUT_MS (10 s).
+ */
+const CHILD_STOP_TIMEOUT_MS = (Number(process.env.SHUTDOWN_GRACE_MS) || 25_000) + 5_000;
 /** Waits before restarting a crashed app: doubling per crash in a row, from the first to the cap. */
 const RESTART_BACKOFF_FIRST_MS = 1_000;
 const RESTART_BACKOFF_MAX_MS = 30_000;
