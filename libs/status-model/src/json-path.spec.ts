@@ -1,4 +1,4 @@
-import { FIELD_PATH, fieldKey, fieldSegments, readField, sameJson } from './json-path';
+import { FIELD_PATH, fieldKey, fieldSegments, readEvidenceField, readField, sameJson } from './json-path';
 
 describe('json-path (shared by criteria and connectors)', () => {
   it('accepts the documented forms and nothing else', () => {
@@ -35,5 +35,31 @@ describe('json-path (shared by criteria and connectors)', () => {
     expect(sameJson({ a: 1, b: [1, { c: 2 }] }, { b: [1, { c: 2 }], a: 1 })).toBe(true);
     expect(sameJson({ a: 1 }, { a: 2 })).toBe(false);
     expect(sameJson(undefined, null)).toBe(false);
+  });
+
+  // An http read-back keeps what it read under the field as written (`record: { "data.status": "ok" }`): a criterion
+  // on the natural path `record.data.status` read nothing there, and a VERIFIED operation's outcome was "unmet".
+  it('reads evidence through a member whose name is itself a path, a member of the segment’s own name first', () => {
+    const evidence = {
+      record: { 'data.status': 'ok', 'items[0].id': 'x', 'a.b': { c: 1 }, 'not a path': 1 },
+      array: [{ 'p.q': 2 }],
+    };
+    expect(readEvidenceField(evidence, 'record.data.status')).toEqual({ found: true, value: 'ok' });
+    expect(readEvidenceField(evidence, 'record.items.0.id')).toEqual({ found: true, value: 'x' });
+    expect(readEvidenceField(evidence, 'record.items[0].id')).toEqual({ found: true, value: 'x' });
+    expect(readEvidenceField(evidence, 'record.a.b.c')).toEqual({ found: true, value: 1 });
+    expect(readEvidenceField(evidence, 'array[0].p.q')).toEqual({ found: true, value: 2 });
+    expect(readEvidenceField(evidence, 'record.data')).toEqual({ found: false });
+    expect(readEvidenceField(evidence, 'record.data.status.more')).toEqual({ found: false });
+    expect(readEvidenceField(evidence, 'record.a.b.d')).toEqual({ found: false });
+    expect(readEvidenceField(evidence, 'array.p.q')).toEqual({ found: false });
+    // The member named by the segment itself wins; the dotted one is read only where the plain path finds nothing.
+    const both = { data: { status: 'plain' }, 'data.status': 'dotted' };
+    expect(readEvidenceField(both, 'data.status')).toEqual({ found: true, value: 'plain' });
+    expect(readEvidenceField({ data: { other: 1 }, 'data.status': 'dotted' }, 'data.status')).toEqual({
+      found: true,
+      value: 'dotted',
+    });
+    expect(readEvidenceField(null, 'a')).toEqual({ found: false });
   });
 });

@@ -32,6 +32,35 @@ export function readField(value: unknown, path: string): { found: true; value: u
   return { found: true, value: current };
 }
 
+/**
+ * A criterion's path into an operation's evidence. As readField, and where a member is not found by its own name, also
+ * through a member whose name is itself a path: an http read-back keeps the value it read under the field as written
+ * (`record: { "data.status": "ok" }`), so `record.data.status` (or `record["data.status"]`'s segments in any spelling,
+ * `items.0.id` for `items[0].id`) reaches it. A member named by the segment itself is always taken first.
+ */
+export function readEvidenceField(evidence: unknown, path: string): { found: true; value: unknown } | { found: false } {
+  return readSegments(evidence, fieldSegments(path));
+}
+
+function readSegments(value: unknown, segments: readonly string[]): { found: true; value: unknown } | { found: false } {
+  if (segments.length === 0) return { found: true, value };
+  const direct = readField(value, segments[0]);
+  if (direct.found) {
+    const rest = readSegments(direct.value, segments.slice(1));
+    if (rest.found) return rest;
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return { found: false };
+  for (const [name, member] of Object.entries(value)) {
+    const named = FIELD_PATH.test(name) ? fieldSegments(name) : [];
+    if (named.length < 2 || named.length > segments.length) continue;
+    if (named.every((segment, i) => segment === segments[i])) {
+      const rest = readSegments(member, segments.slice(named.length));
+      if (rest.found) return rest;
+    }
+  }
+  return { found: false };
+}
+
 /** Deep equality of two JSON values (key order does not matter). */
 export function sameJson(a: unknown, b: unknown): boolean {
   return canonical(a) === canonical(b);

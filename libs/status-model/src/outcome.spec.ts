@@ -63,6 +63,19 @@ describe('evaluateCriterion', () => {
       expect(evaluateCriterion(amount, op(S.VERIFIED)).verdict).toBe('fail');
     });
 
+    it('passes on an http read-back’s value, kept under its field as written, at the natural path', () => {
+      const status: Criterion = {
+        key: 'ok',
+        operation: 'charge',
+        expect_evidence: { path: 'record.data.status', equals: 'ok' },
+      };
+      const verified = op(S.VERIFIED, { evidence: { field: 'data.status', record: { 'data.status': 'ok' } } });
+      expect(evaluateCriterion(status, verified)).toEqual({
+        verdict: 'pass',
+        rationale: 'evidence record.data.status is "ok"',
+      });
+    });
+
     it('waits while the operation can still become VERIFIED (a matching hold is not proof yet)', () => {
       const held = op(S.MANUAL_REVIEW, { evidence: { record: { amount: 1250 } } });
       expect(evaluateCriterion(amount, held).verdict).toBe('pending');

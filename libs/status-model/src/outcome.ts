@@ -4,7 +4,7 @@
  * whenever a referenced operation changes, also after the execution completed (a reviewer's later resolution).
  */
 import { LastStatusChange } from './failure';
-import { readField, sameJson } from './json-path';
+import { readEvidenceField, sameJson } from './json-path';
 import { OperationStatus, VerificationMethodValue, isFinalOperation } from './operation';
 
 export interface StatusCriterion {
@@ -118,7 +118,7 @@ function judgeCriterion(criterion: Criterion, op: OperationForCriterion | undefi
         }
       : { verdict: 'pending', rationale: `"${criterion.operation}" is ${op.status}: its evidence is not verified yet` };
   }
-  const read = readField(op.evidence ?? {}, path);
+  const read = readEvidenceField(op.evidence ?? {}, path);
   if (!read.found) return { verdict: 'fail', rationale: `the verified evidence has no ${path}` };
   return sameJson(read.value, equals)
     ? { verdict: 'pass', rationale: `evidence ${path} is ${JSON.stringify(read.value)}` }
