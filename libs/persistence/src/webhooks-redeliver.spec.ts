@@ -2,6 +2,7 @@ import { ExecutionStatus } from '@verity/status-model';
 import { insertStandingKeys, insertTestExecution } from '../../../test/support/fixtures';
 import { writeDuringRevocation } from '../../../test/support/lock-waits';
 import { useTestDatabase } from '../../../test/support/test-database';
+import { endpointWithDeliveries as endpointWithDeliveriesOf } from '../../../test/support/webhook-deliveries';
 import { SecretsCipher } from './secrets-cipher';
 import { TransitionService } from './transition.service';
 import {
@@ -28,35 +29,8 @@ describe('webhook redeliveries and deletes racing the delivery worker (real Post
   const transitions = new TransitionService();
 
   /** An endpoint of the tenant and `count` deliveries to it (executions that ended), oldest first. */
-  async function endpointWithDeliveries(tenantId: string, count: number) {
-    const { endpoint } = (await createWebhookEndpoint(db.dataSource, cipher, {
-      tenantId,
-      url: 'http://127.0.0.1:9/hook',
-      events: ['execution.finished'],
-      createdBy: 'key_admin',
-    }))!;
-    for (let i = 0; i < count; i += 1) {
-      const executionId = await insertTestExecution(db.dataSource.manager, tenantId, { operations: [] });
-      await transitions.execution(db.dataSource.manager, {
-        executionId,
-        from: ExecutionStatus.CREATED,
-        to: ExecutionStatus.FAILED,
-      });
-    }
-    // Scans until the outbox has passed the events (a transaction elsewhere on the cluster may hold them back a moment).
-    const deadline = Date.now() + 10_000;
-    for (;;) {
-      await scanWebhookOutbox(db.dataSource, 100);
-      const deliveries = await listWebhookDeliveries(db.dataSource.manager, {
-        tenantId,
-        endpointId: endpoint.id,
-        limit: count,
-      });
-      if (deliveries.length === count) return { endpointId: endpoint.id, deliveries: deliveries.reverse() };
-      if (Date.now() > deadline) throw new Error('the outbox did not announce the executions');
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
+  const endpointWithDeliveries = (tenantId: string, count: number) =>
+    endpointWithDeliveriesOf(db.dataSource, tenantId, count);
 
   async function endpointWithDelivery(tenantId: string) {
     const { endpointId, deliveries } = await endpointWithDeliveries(tenantId, 1);

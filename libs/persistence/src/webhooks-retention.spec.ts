@@ -1,16 +1,8 @@
-import { ExecutionStatus } from '@verity/status-model';
-import { insertStandingKeys, insertTestExecution } from '../../../test/support/fixtures';
+import { insertStandingKeys } from '../../../test/support/fixtures';
 import { waitForLockWaiter } from '../../../test/support/lock-waits';
+import { endpointWithDeliveries as endpointWithDeliveriesOf } from '../../../test/support/webhook-deliveries';
 import { useTestDatabase } from '../../../test/support/test-database';
-import { SecretsCipher } from './secrets-cipher';
-import { TransitionService } from './transition.service';
-import {
-  createWebhookEndpoint,
-  listWebhookDeliveries,
-  pruneWebhookDeliveries,
-  redeliverWebhook,
-  scanWebhookOutbox,
-} from './webhooks';
+import { pruneWebhookDeliveries, redeliverWebhook } from './webhooks';
 
 const DAY = 24 * 60 * 60 * 1000;
 
@@ -22,37 +14,11 @@ const DAY = 24 * 60 * 60 * 1000;
 describe('pruneWebhookDeliveries (real Postgres)', () => {
   const db = useTestDatabase('whretention', ['acme']);
   beforeAll(async () => insertStandingKeys(db.dataSource.manager, 'acme', ['key_admin']));
-  const cipher = new SecretsCipher(undefined);
-  const transitions = new TransitionService();
 
   /** An endpoint and `count` deliveries to it, oldest first. */
   async function endpointWithDeliveries(count: number) {
-    const { endpoint } = (await createWebhookEndpoint(db.dataSource, cipher, {
-      tenantId: 'acme',
-      url: 'http://127.0.0.1:9/hook',
-      events: ['execution.finished'],
-      createdBy: 'key_admin',
-    }))!;
-    for (let i = 0; i < count; i += 1) {
-      const executionId = await insertTestExecution(db.dataSource.manager, 'acme', { operations: [] });
-      await transitions.execution(db.dataSource.manager, {
-        executionId,
-        from: ExecutionStatus.CREATED,
-        to: ExecutionStatus.FAILED,
-      });
-    }
-    const deadline = Date.now() + 10_000;
-    for (;;) {
-      await scanWebhookOutbox(db.dataSource, 100);
-      const deliveries = await listWebhookDeliveries(db.dataSource.manager, {
-        tenantId: 'acme',
-        endpointId: endpoint.id,
-        limit: count,
-      });
-      if (deliveries.length === count) return { endpointId: endpoint.id, ids: deliveries.reverse().map((d) => d.id) };
-      if (Date.now() > deadline) throw new Error('the outbox did not announce the executions');
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    const { endpointId, deliveries } = await endpointWithDeliveriesOf(db.dataSource, 'acme', count);
+    return { endpointId, ids: deliveries.map((d) => d.id) };
   }
 
   const set = (id: string, status: string, daysAgo: number) =>
