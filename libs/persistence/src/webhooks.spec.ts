@@ -348,8 +348,24 @@ describe('webhook outbox (real Postgres)', () => {
       return id;
     }
 
+    /**
+     * Waits until the database's clock is in a later millisecond than now. The outbox compares times as JavaScript
+     * dates (milliseconds): an event and an endpoint's creation or re-enable in one millisecond are judged concurrent,
+     * either way. These cases are about an event clearly before the change, so the change waits for the next one.
+     */
+    async function nextMillisecond(): Promise<void> {
+      const clock = async () =>
+        (await db.dataSource.query(`SELECT date_trunc('milliseconds', clock_timestamp())::text AS at`))[0].at as string;
+      const now = await clock();
+      const deadline = Date.now() + 5_000;
+      while ((await clock()) === now) {
+        if (Date.now() > deadline) throw new Error('the database clock did not move');
+      }
+    }
+
     it('is not owed to an endpoint created after it happened', async () => {
       const before = await finished();
+      await nextMillisecond();
       const { endpoint } = (await createWebhookEndpoint(db.dataSource, cipher, {
         tenantId: 'late',
         url: 'http://127.0.0.1:9/new',
@@ -369,8 +385,10 @@ describe('webhook outbox (real Postgres)', () => {
         createdBy: 'test-late',
       }))!;
       const enabled = await finished();
+      await nextMillisecond();
       await db.dataSource.query(`UPDATE webhook_endpoints SET disabled_at = now() WHERE id = $1`, [endpoint.id]);
       const whileDisabled = await finished();
+      await nextMillisecond();
       expect(
         await enableWebhookEndpoint(db.dataSource.manager, { tenantId: 'late', id: endpoint.id, by: 'test-late' }),
       ).not.toBeNull();
