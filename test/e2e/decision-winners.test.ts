@@ -107,7 +107,6 @@ describe('api: the winner of a decision is named', () => {
     const approval = { decision: 'approve', reason: 'checked the order' };
     const first = await send(`/v1/operations/${waiting.id}/approval`, approval, reviewer.key);
     expect(first.status).toBe(200);
-    const log = await events(stack, created.id);
     // The same request again (its answer was lost, say): not a replay of the 200 but the decision that was written.
     const again = await send(`/v1/operations/${waiting.id}/approval`, approval, reviewer.key);
     expect(again.status).toBe(409);
@@ -117,7 +116,9 @@ describe('api: the winner of a decision is named', () => {
       decision: 'approve',
       decided_by: reviewer.id,
     });
-    expect(await events(stack, created.id)).toHaveLength(log.length);
+    // One decision written (the approved charge itself moves on meanwhile, so its other events are not counted).
+    const decided = (await events(stack, created.id)).filter((e) => e.type === 'approval.decided');
+    expect(decided).toHaveLength(1);
 
     // A cancel likewise, by an agent key (the approved charge may still be on its way: the execution is then running).
     const open = await submit(stack, [charge(unique('win-idem-cancel'), { requires_approval: true })]);
