@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import { IncomingHttpHeaders, request as rawRequest } from 'node:http';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { gzipSync } from 'node:zlib';
@@ -177,6 +178,38 @@ describe('operator role, safe defaults and hostile clients', () => {
       const open = await http<string>(url, 'GET', '/metrics');
       expect(open.status).toBe(200);
       expect(open.text).toMatch(/^verity_executions_in_flight\{/m);
+    });
+  });
+
+  describe('the address the API listens on', () => {
+    /** What a TCP connect to host:port gets: 'connected', or the error's code (ECONNREFUSED when nothing listens). */
+    const reach = (host: string, port: number) =>
+      new Promise<string>((resolve) => {
+        const socket = connect(port, host);
+        socket.once('connect', () => {
+          socket.destroy();
+          resolve('connected');
+        });
+        socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
+      });
+
+    it('is 127.0.0.1 unless HOST is set: another address of this machine reaches nothing; HOST=0.0.0.0 opens it', async () => {
+      // 127.0.0.2 is this machine too (all of 127.0.0.0/8 is loopback), but not the address 127.0.0.1: a socket bound
+      // to 127.0.0.1 is not reached there, one bound to every address is.
+      const unset = await freePort();
+      const saved = process.env.HOST;
+      delete process.env.HOST;
+      try {
+        await stack.startApp('api', { PORT: String(unset) });
+      } finally {
+        if (saved !== undefined) process.env.HOST = saved;
+      }
+      expect(await reach('127.0.0.1', unset)).toBe('connected');
+      expect(await reach('127.0.0.2', unset)).toBe('ECONNREFUSED');
+
+      const set = await freePort();
+      await stack.startApp('api', { PORT: String(set), HOST: '0.0.0.0' });
+      expect(await reach('127.0.0.2', set)).toBe('connected');
     });
   });
 
