@@ -87,6 +87,8 @@ describe('webhooks', () => {
       events,
     });
     expect(created.status).toBe(201);
+    // The 201 names the endpoint as it was asked for, with its signing secret (shown this once).
+    expect(created.body).toMatchObject({ id: expect.any(String), url: `${receiver.base}${path}`, events });
     expect(created.body.secret).toMatch(/^whsec_/);
     // The answer that shows the signing secret is kept by no cache (a browser's, a proxy's).
     expect(created.headers.get('cache-control')).toBe('no-store');
@@ -101,6 +103,13 @@ describe('webhooks', () => {
       const verified = wh.verify(r.body, r.headers as Record<string, string>) as Body;
       expect(verified.type).toBe(bodyOf(r).type);
       expect(String(r.headers['webhook-id'])).toMatch(/^msg_/);
+      // Standard Webhooks: the headers are the message id, the send time in whole seconds and `v1,<base64>`; the body
+      // is `{ type, timestamp, data }` and nothing else, its timestamp an ISO 8601 time.
+      expect(String(r.headers['webhook-timestamp'])).toMatch(/^\d+$/);
+      expect(String(r.headers['webhook-signature'])).toMatch(/^v1,[A-Za-z0-9+/]+=*( |$)/);
+      expect(Object.keys(verified).sort()).toEqual(['data', 'timestamp', 'type']);
+      expect(new Date(verified.timestamp).toISOString()).toBe(verified.timestamp);
+      expect(typeof verified.data).toBe('object');
     }
   }
 
