@@ -16,7 +16,42 @@ class RecordingWorker extends QueueWorker {
   }
 }
 
+class DispatchWorker extends QueueWorker {
+  constructor(config: ReturnType<typeof loadConfig>) {
+    super(QueueName.DISPATCH, config, createLogger('queue-worker-spec', 'silent'));
+  }
+  async process(): Promise<string> {
+    return 'sent';
+  }
+}
+
 describe('QueueWorker', () => {
+  it('runs a send once: a dispatch job has attempts 1, and the dispatch worker re-runs no stalled job (maxStalledCount 0)', async () => {
+    const prefix = testQueuePrefix('queue-worker-dispatch');
+    const config = loadConfig({ REDIS_URL: TEST_REDIS_URL, QUEUE_PREFIX: prefix });
+    const worker = new DispatchWorker(config);
+    const redis = createRedis(TEST_REDIS_URL, 'producer', 'queue-worker-spec');
+    const producer = new JobProducer(redis, prefix);
+    try {
+      worker.onApplicationBootstrap();
+      expect(worker.worker.opts.maxStalledCount).toBe(0);
+      await worker.worker.pause();
+      // The job as Redis holds it, enqueued the way the dispatcher's producers enqueue every send.
+      await producer.enqueue(
+        JobName.DISPATCH_OPERATION,
+        { operationId: 'op_once', executionId: 'exe_once' },
+        { jobId: 'op_once.dispatch' },
+      );
+      const job = await producer.queue(QueueName.DISPATCH).getJob('op_once.dispatch');
+      expect(job?.opts.attempts).toBe(1);
+    } finally {
+      await worker.beforeApplicationShutdown();
+      await producer.close();
+      redis.disconnect();
+      await clearRedisPrefix(prefix);
+    }
+  }, 20_000);
+
   it('is built at bootstrap from the config it is given, processes jobs, and is closed on shutdown', async () => {
     const prefix = testQueuePrefix('queue-worker');
     const config = loadConfig({ REDIS_URL: TEST_REDIS_URL, QUEUE_PREFIX: prefix, WORKER_CONCURRENCY: '3' });
