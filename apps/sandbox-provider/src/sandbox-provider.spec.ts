@@ -1,8 +1,10 @@
 import { request as httpRequest } from 'node:http';
 import { SANDBOX_ACCOUNT_HEADER } from '@verity/connectors';
 import { connect } from 'node:net';
+import { loadConfig } from '@verity/platform';
 import {
   ACCOUNT_HEADER,
+  DEFAULT_SANDBOX_PORT,
   MAX_BODY_BYTES,
   startSandboxProvider,
   type Charge,
@@ -880,6 +882,11 @@ describe('sandbox provider', () => {
 });
 
 describe('sandbox provider lifecycle', () => {
+  it('listens on port 4010 unless told otherwise, where the platform looks for it by default', () => {
+    expect(DEFAULT_SANDBOX_PORT).toBe(4010);
+    expect(loadConfig({}).SANDBOX_URL).toBe(`http://127.0.0.1:${DEFAULT_SANDBOX_PORT}`);
+  });
+
   it('keeps the newest requests within its bound and says how many it dropped', async () => {
     const small = await startSandboxProvider({ port: 0, maxWireRequests: 3 });
     try {
