@@ -46,6 +46,11 @@ async function target(): Promise<{ server: Server; base: string; seen: Seen[]; p
         res.writeHead(201, { 'content-type': 'application/json' });
         return res.end(path === '/orders-twice' ? '{"id":"srv-a","id":"srv-b"}' : '{"id":12345678901234567891}');
       }
+      if (req.method === 'POST' && path === '/orders-listed') {
+        // The second item names its id twice: JSON.parse keeps srv-b.
+        res.writeHead(201, { 'content-type': 'application/json' });
+        return res.end('{"items":[{"id":"srv-x"},{"id":"srv-a","id":"srv-b"}]}');
+      }
       if (path === '/orders-elsewhere' || path.startsWith('/read-elsewhere?')) {
         // Readable where it is read: the id (or status) once and exact, a 64-bit sequence number and a member named twice
         // elsewhere, which JSON.parse rounds or keeps the last of.
@@ -372,6 +377,21 @@ describe('http connector', () => {
       evidence: { error: expect.stringContaining('its answer gave none that can be read at ref_field') },
     });
   });
+
+  it.each(['items[1].id', 'items[01].id', 'items.001.id'])(
+    'keeps no ref at %s of an answer that names the id there twice, however the index is written',
+    async (refField) => {
+      const outcome = await connector.send(
+        op({ method: 'POST', url: `${t.base}/orders-listed`, body: { a: 1 }, ref_field: refField }),
+        env,
+      );
+      expect(outcome).toEqual({
+        status: OperationStatus.ACKNOWLEDGED,
+        providerRef: { status: 201 },
+        detail: 'provider answered 201',
+      });
+    },
+  );
 
   it('keeps the ref, and reads back the field, of an answer whose JSON reads two ways only where neither is read', async () => {
     const params = {

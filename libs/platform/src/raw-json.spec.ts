@@ -124,6 +124,16 @@ describe('rawJsonIssue within one path', () => {
     });
   });
 
+  it('reads an array index written with leading zeros as the element a path reads there (items.01 is items[1])', () => {
+    // readField reads "01" of an array as its element 1: the issue there counts, or the rounded value is read.
+    expect(rawJsonIssue(answer, ['items', '01', 'n'])).toEqual({ field: 'items[1].n', rule: 'exact_number' });
+    expect(rawJsonIssue(answer, ['items', '001'])).toEqual({ field: 'items[1].n', rule: 'exact_number' });
+    expect(rawJsonIssue('[{"s":"declined","s":"ok"}]', ['00', 's'])).toEqual({ field: '[0].s', rule: 'duplicate_key' });
+    expect(rawJsonIssue(answer, ['items', '00', 'n'])).toBeNull();
+    // A member is read by its name as written: "01" is not the member "1" of an object.
+    expect(rawJsonIssue('{"items":{"1":{"n":9007199254740993}}}', ['items', '01', 'n'])).toBeNull();
+  });
+
   it('reads a whole body that is one unkeepable number as an issue for every path', () => {
     expect(rawJsonIssue('9007199254740993', ['anything'])).toEqual({ field: '(body)', rule: 'exact_number' });
   });
