@@ -130,20 +130,27 @@ function memberName(literal: string, escaped: boolean): string | null {
   }
 }
 
-/** The segments of the value being read: each open object's member, each open array's index as digits. */
-function segmentsOf(frames: readonly Frame[]): string[] {
-  const segments: string[] = [];
+/** The segments of the value being read: each open object's member (a name), each open array's index (a number). */
+function segmentsOf(frames: readonly Frame[]): (string | number)[] {
+  const segments: (string | number)[] = [];
   for (const frame of frames) {
-    if (frame.kind === 'array') segments.push(String(frame.index));
+    if (frame.kind === 'array') segments.push(frame.index);
     else if (frame.key !== null) segments.push(frame.key);
   }
   return segments;
 }
 
-/** Whether one path leads to the other (or both are the same). */
-function onOnePath(a: readonly string[], b: readonly string[]): boolean {
-  const shorter = Math.min(a.length, b.length);
-  for (let i = 0; i < shorter; i += 1) if (a[i] !== b[i]) return false;
+/**
+ * Whether the path being read and the path `within` lead one to the other (or are the same). An index is matched as
+ * readField reads a segment of an array, by its number (`01` is element 1); a member by its name as written.
+ */
+function onOnePath(read: readonly (string | number)[], within: readonly string[]): boolean {
+  const shorter = Math.min(read.length, within.length);
+  for (let i = 0; i < shorter; i += 1) {
+    const at = read[i];
+    const same = typeof at === 'number' ? /^[0-9]+$/.test(within[i]) && Number(within[i]) === at : at === within[i];
+    if (!same) return false;
+  }
   return true;
 }
 
