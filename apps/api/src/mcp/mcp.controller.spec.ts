@@ -11,14 +11,14 @@ import { McpController } from './mcp.controller';
  * 'close' event has been emitted already, so a listener added now never runs. Nothing of it may stay tracked for
  * cancellation (an entry per such request, holding its MCP server and SDK client, for the process's life).
  */
-function setup() {
+function setup(address: () => unknown = () => ({ address: '127.0.0.1', port: 1, family: 'IPv4' })) {
   const cancellations = new McpCancellations(
     { QUEUE_PREFIX: 'test' } as VerityConfig,
     { warn: () => undefined } as unknown as Logger,
     { publish: async () => 0 } as unknown as RedisClient,
   );
   const adapterHost = {
-    httpAdapter: { getHttpServer: () => ({ address: () => ({ address: '127.0.0.1', port: 1, family: 'IPv4' }) }) },
+    httpAdapter: { getHttpServer: () => ({ address }) },
   } as unknown as HttpAdapterHost;
   const inFlight = new McpInFlight({
     MAX_MCP_REQUESTS_PER_KEY: 100,
@@ -99,5 +99,20 @@ describe('McpController: which requests a cancellation may stop', () => {
     quiet.mockRestore();
     expect(tracked()).toBe(0);
     expect(held()).toBe(0);
+  });
+});
+
+describe('McpController: a request whose handler fails before its response is watched', () => {
+  it('gives its places in flight back', async () => {
+    // The server stopped listening (a shutdown, keep-alive connections still served): its address is null, and the
+    // handler throws while it builds the request's client, after the places were counted.
+    const { controller, tracked, held } = setup(() => null);
+    const req = toolCall(5, 'list_connectors', {}, false);
+    const res = Object.assign(new EventEmitter(), { closed: false, destroyed: false }) as unknown as Response;
+
+    await expect(controller.post(req, res)).rejects.toThrow(TypeError);
+
+    expect(held()).toBe(0);
+    expect(tracked()).toBe(0);
   });
 });
