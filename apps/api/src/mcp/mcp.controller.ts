@@ -182,8 +182,22 @@ export class McpController {
     const principal = (req as Request & { principal?: Principal }).principal;
     const keyId = principal?.keyId;
     const messages: unknown[] = Array.isArray(req.body) ? req.body : [req.body];
+    const client = new Verity({
+      baseUrl: this.selfUrl(),
+      // The guard let the request in, so it carries a Bearer key.
+      apiKey: bearerToken(req) ?? '',
+      userAgent: 'verity-mcp-http',
+      // One attempt: a loopback call that fails will not do better by repeating, and the agent sees the error.
+      maxAttempts: 1,
+      // Each call is the client's: counted against its address, not this process's loopback address.
+      fetch: withHeaders(internalCallHeaders(clientAddress(req))),
+    });
+    const mcp = createVerityMcpServer({ client });
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
     // The requests in flight in this process are bounded per key, per tenant and in all (notifications are not counted,
     // so a cancellation is never refused): past a bound the POST is refused whole, before anything in it runs.
+    // Taken after everything that may throw before the response is watched below (its 'close' gives them back): taken
+    // before, a throw (the server's address gone at shutdown) kept them for good.
     const requests = messages.filter((message) => requestIdOf(message) !== undefined).length;
     const places = principal === undefined ? undefined : this.inFlight.take(principal, requests);
     if (places !== undefined && !places.taken) {
@@ -198,18 +212,6 @@ export class McpController {
       );
     }
     const release = places?.release ?? (() => undefined);
-    const client = new Verity({
-      baseUrl: this.selfUrl(),
-      // The guard let the request in, so it carries a Bearer key.
-      apiKey: bearerToken(req) ?? '',
-      userAgent: 'verity-mcp-http',
-      // One attempt: a loopback call that fails will not do better by repeating, and the agent sees the error.
-      maxAttempts: 1,
-      // Each call is the client's: counted against its address, not this process's loopback address.
-      fetch: withHeaders(internalCallHeaders(clientAddress(req))),
-    });
-    const mcp = createVerityMcpServer({ client });
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
     // A client cancels a request by POSTing notifications/cancelled, not by closing the request's response: the
     // cancellation is carried out wherever the request it names is being answered (this process or another).
     const forget: (() => void)[] = [release];
