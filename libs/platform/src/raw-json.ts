@@ -33,7 +33,7 @@ const BACKSLASH = 0x5c;
  * One pass, no recursion; a text that is not JSON gives null and is left to the parser to refuse.
  */
 export function rawJsonIssue(text: string, within?: readonly string[]): RawJsonIssue | null {
-  const counts = (segments: readonly string[]) => within === undefined || onOnePath(segments, within);
+  const counts = (segments: readonly (string | number)[]) => within === undefined || onOnePath(segments, within);
   const stack: Frame[] = [];
   let expectingName = false;
   for (let i = 0; i < text.length; i += 1) {
