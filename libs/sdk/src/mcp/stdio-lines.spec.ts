@@ -1,0 +1,82 @@
+import { PassThrough } from 'node:stream';
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { MAX_STDIO_LINE_BYTES, jsonRpcLines } from './stdio-lines';
+
+/**
+ * jsonRpcLines in front of the MCP SDK's stdio transport, as the verity-mcp bin wires them. The transport closes (and
+ * the bin exits 0 with no word) on any chunk that would take what it holds past its 10 MiB: every line passed on must
+ * fit in it, line feed included.
+ */
+async function wired() {
+  const answered: JSONRPCMessage[] = [];
+  const lines = jsonRpcLines((message) => answered.push(message));
+  const transport = new StdioServerTransport(lines, new PassThrough());
+  const received: JSONRPCMessage[] = [];
+  let closed = false;
+  transport.onmessage = (message) => received.push(message);
+  transport.onclose = () => (closed = true);
+  transport.onerror = () => undefined;
+  await transport.start();
+  return {
+    write: (chunk: Buffer | string) => lines.write(chunk),
+    answered,
+    received,
+    closed: () => closed,
+    /** Until the transport has closed or received the message with this id. */
+    async settled(id: number): Promise<void> {
+      while (!closed && !received.some((m) => (m as { id?: unknown }).id === id)) {
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+    },
+  };
+}
+
+const ping = (id: number) => `${JSON.stringify({ jsonrpc: '2.0', id, method: 'ping' })}\n`;
+
+/** A ping whose params pad it to `bytes` (its line feed not counted), `fill` repeated in a string. */
+function paddedPing(id: number, bytes: number, fill: Buffer): Buffer {
+  const head = Buffer.from(`{"jsonrpc":"2.0","id":${id},"method":"ping","params":{"pad":"`);
+  const tail = Buffer.from('"}}');
+  const pad = Buffer.alloc(bytes - head.length - tail.length, fill);
+  return Buffer.concat([head, pad, tail]);
+}
+
+describe('jsonRpcLines before the SDK stdio transport', () => {
+  it('answers a line that with its line feed passes the transport’s bound, and keeps serving', async () => {
+    const stdio = await wired();
+    // Exactly MAX_STDIO_LINE_BYTES before its line feed: one byte more than the transport holds.
+    stdio.write(Buffer.concat([paddedPing(1, MAX_STDIO_LINE_BYTES, Buffer.from('x')), Buffer.from('\n')]));
+    stdio.write(ping(2));
+    await stdio.settled(2);
+
+    expect(stdio.closed()).toBe(false);
+    expect(stdio.received.map((m) => (m as { id?: unknown }).id)).toEqual([2]);
+    expect(stdio.answered).toEqual([
+      { jsonrpc: '2.0', id: null, error: { code: -32600, message: expect.stringContaining('longer than') } },
+    ]);
+  }, 30_000);
+
+  it('passes on a message holding bytes that are no UTF-8 as the bytes it read, not a longer re-encoding', async () => {
+    const stdio = await wired();
+    // 4 MiB, well inside the bound; decoded and encoded again, each 0xFF byte became U+FFFD's three bytes (12 MiB).
+    stdio.write(Buffer.concat([paddedPing(1, 4 * 1024 * 1024, Buffer.from([0xff])), Buffer.from('\n')]));
+    stdio.write(ping(2));
+    await stdio.settled(2);
+
+    expect(stdio.closed()).toBe(false);
+    expect(stdio.received.map((m) => (m as { id?: unknown }).id)).toEqual([1, 2]);
+    expect(stdio.answered).toEqual([]);
+  }, 30_000);
+
+  it('passes on a line that fits the transport’s bound with its line feed', async () => {
+    const stdio = await wired();
+    stdio.write(Buffer.concat([paddedPing(1, MAX_STDIO_LINE_BYTES - 1, Buffer.from('x')), Buffer.from('\n')]));
+    stdio.write(ping(2));
+    await stdio.settled(2);
+
+    expect(stdio.closed()).toBe(false);
+    expect(stdio.received.map((m) => (m as { id?: unknown }).id)).toEqual([1, 2]);
+    expect(stdio.answered).toEqual([]);
+  }, 30_000);
+});
