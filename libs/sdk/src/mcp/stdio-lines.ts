@@ -2,8 +2,12 @@ import { Transform } from 'node:stream';
 import { type JSONRPCMessage, JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
 import { readableRequestId } from './request-id';
 
-/** The longest line read (10 MiB, the MCP SDK's own bound for what stdio holds of one line). */
+/**
+ * The most a line may take, its line feed included (10 MiB): the MCP SDK's stdio transport closes on a chunk that takes
+ * what it holds past this, and each line is passed on to it as one chunk.
+ */
 export const MAX_STDIO_LINE_BYTES = 10 * 1024 * 1024;
+const LINE_FEED = Buffer.from('\n');
 
 const PARSE_ERROR = -32700;
 const INVALID_REQUEST = -32600;
@@ -36,13 +40,14 @@ export function jsonRpcLines(answer: (message: JSONRPCMessage) => void): Transfo
           held.push(piece);
           heldBytes += piece.length;
         }
-        if (!skipping && heldBytes > MAX_STDIO_LINE_BYTES) {
+        // With the line feed still to come, the line would no longer fit.
+        if (!skipping && heldBytes + LINE_FEED.length > MAX_STDIO_LINE_BYTES) {
           skipping = true;
           held = [];
           heldBytes = 0;
           refuse(
             INVALID_REQUEST,
-            `Invalid Request: a line longer than ${MAX_STDIO_LINE_BYTES} bytes (it was skipped to its end)`,
+            `Invalid Request: a line longer than ${MAX_STDIO_LINE_BYTES} bytes, its line feed included (it was skipped to its end)`,
           );
         }
         if (end < 0) break;
@@ -50,12 +55,15 @@ export function jsonRpcLines(answer: (message: JSONRPCMessage) => void): Transfo
           skipping = false;
           continue;
         }
-        const line = Buffer.concat(held).toString('utf8').replace(/\r$/, '');
+        const raw = Buffer.concat(held);
+        const line = raw.toString('utf8').replace(/\r$/, '');
         held = [];
         heldBytes = 0;
         const verdict = judge(line);
         if (verdict === 'blank') continue;
-        if (verdict === 'message') this.push(`${line}\n`);
+        // The bytes read, not `line` encoded again: a byte that is no UTF-8 decodes to U+FFFD, three bytes, so the
+        // re-encoding of a line within the bound could pass it (the transport decodes the bytes alike).
+        if (verdict === 'message') this.push(Buffer.concat([raw, LINE_FEED]));
         else refuse(verdict.code, verdict.message, verdict.id);
       }
       done();
