@@ -430,6 +430,9 @@ const ConfigSchema = z
     }
   });
 
+/** Every variable loadConfig reads (docs/operations.md, "Environment variables", lists each with its default and range). */
+export const CONFIG_VARIABLES = Object.keys(ConfigSchema.shape) as (keyof VerityConfig)[];
+
 /** The backoffs whose first delay and cap are both configured: [first delay, cap]. */
 const BACKOFFS = [
   ['READ_BACKOFF_MS', 'READ_BACKOFF_MAX_MS'],
