@@ -1,5 +1,5 @@
-import { readFileSync, readdirSync, statSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
 
 const ROOT = join(__dirname, '..', '..');
 /**
@@ -24,6 +24,54 @@ describe('the project’s docs and code stand on their own', () => {
         .forEach((line, i) => {
           if (OUTSIDE_REFERENCE.test(line)) found.push(`${relative(ROOT, file)}:${i + 1}: ${line.trim()}`);
         });
+    }
+    expect(found).toEqual([]);
+  });
+
+  it('every link between the docs names a file that exists and, after #, one of its headings', () => {
+    /** GitHub's anchor of a heading: lower case, punctuation but - and _ dropped, spaces to -; repeats get -1, -2… */
+    const anchorsOf = (file: string): Set<string> => {
+      const seen = new Map<string, number>();
+      const anchors = new Set<string>();
+      const text = readFileSync(file, 'utf8').replace(/```[\s\S]*?```/g, '');
+      for (const [, heading] of text.matchAll(/^#{1,6} (.*)$/gm)) {
+        const slug = heading
+          .trim()
+          .toLowerCase()
+          .replace(/[^\p{L}\p{N}_\- ]/gu, '')
+          .replace(/ /g, '-');
+        const n = seen.get(slug);
+        seen.set(slug, (n ?? -1) + 1);
+        anchors.add(n === undefined ? slug : `${slug}-${n + 1}`);
+      }
+      return anchors;
+    };
+    const broken: string[] = [];
+    for (const file of ['README.md', 'docs', 'libs/sdk/README.md'].flatMap((p) => files(join(ROOT, p)))) {
+      if (!file.endsWith('.md')) continue;
+      const text = readFileSync(file, 'utf8').replace(/```[\s\S]*?```/g, '');
+      for (const [, target] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+        if (/^[a-z]+:/.test(target)) continue;
+        const [path, anchor] = target.split('#');
+        const linked = path === '' ? file : join(dirname(file), path);
+        if (!existsSync(linked)) broken.push(`${relative(ROOT, file)}: ${target} (no such file)`);
+        else if (anchor !== undefined && linked.endsWith('.md') && !anchorsOf(linked).has(anchor)) {
+          broken.push(`${relative(ROOT, file)}: ${target} (no such heading)`);
+        }
+      }
+    }
+    expect(broken).toEqual([]);
+  });
+
+  it('a section sign names a section of docs/contract.md, or of the RFC it follows', () => {
+    const contract = readFileSync(join(ROOT, 'docs', 'contract.md'), 'utf8');
+    const sections = new Set([...contract.matchAll(/^## (\d+)\. /gm)].map((m) => m[1]));
+    const found: string[] = [];
+    for (const file of ['README.md', 'docs'].flatMap((p) => files(join(ROOT, p)))) {
+      const text = readFileSync(file, 'utf8').replace(/\s+/g, ' ');
+      for (const m of text.matchAll(/(RFC \d+,? )?§ ?(\d+)/g)) {
+        if (m[1] === undefined && !sections.has(m[2])) found.push(`${relative(ROOT, file)}: ${m[0]}`);
+      }
     }
     expect(found).toEqual([]);
   });
