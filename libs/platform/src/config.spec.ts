@@ -297,6 +297,13 @@ describe('numbers: every one has a range, and a value outside it refuses start n
     );
   });
 
+  it('says a range of one day in the singular', () => {
+    expect(() => loadConfig({ STALE_EXECUTION_MS: '0' })).toThrow(
+      'STALE_EXECUTION_MS: must be a whole number of milliseconds from 100 to 86400000 (100 ms to 1 day)',
+    );
+    expect(() => loadConfig({ WEBHOOK_DELIVERY_RETENTION_MS: '0' })).toThrow('(1 day to 365 days)');
+  });
+
   it('names the zero that would spin a timer or drop a guarantee', () => {
     for (const name of ['SWEEP_INTERVAL_MS', 'SSE_HEARTBEAT_MS', 'CONNECTOR_TIMEOUT_MS', 'DISPATCH_LOCK_MS']) {
       expect(() => loadConfig({ [name]: '0' })).toThrow(name);

@@ -45,7 +45,9 @@ function humanDuration(ms: number): string {
     [SECOND, 's'],
   ];
   for (const [size, unit] of units) {
-    if (ms >= size) return `${Math.floor((ms / size) * 10) / 10} ${unit}`; // never above the true value
+    if (ms < size) continue;
+    const count = Math.floor((ms / size) * 10) / 10; // never above the true value
+    return `${count} ${unit === 'days' && count === 1 ? 'day' : unit}`;
   }
   return `${ms} ms`;
 }
