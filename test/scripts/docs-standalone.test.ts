@@ -63,6 +63,18 @@ describe('the project’s docs and code stand on their own', () => {
     expect(broken).toEqual([]);
   });
 
+  it('no command fetches @verity/sdk from the npm registry, where it is not published (the tarball is named instead)', () => {
+    const fromRegistry = /npm (?:install|i|add) @verity\/sdk|npx [^`\n]*-p @verity\/sdk|"-p", "@verity\/sdk"/;
+    const found = ['README.md', 'docs', 'libs/sdk/README.md']
+      .flatMap((p) => files(join(ROOT, p)))
+      .flatMap((file) =>
+        readFileSync(file, 'utf8')
+          .split('\n')
+          .flatMap((line, i) => (fromRegistry.test(line) ? [`${relative(ROOT, file)}:${i + 1}: ${line.trim()}`] : [])),
+      );
+    expect(found).toEqual([]);
+  });
+
   it('a section sign names a section of docs/contract.md, or of the RFC it follows', () => {
     const contract = readFileSync(join(ROOT, 'docs', 'contract.md'), 'utf8');
     const sections = new Set([...contract.matchAll(/^## (\d+)\. /gm)].map((m) => m[1]));
