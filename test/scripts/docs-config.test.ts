@@ -126,6 +126,23 @@ describe('docs/operations.md, "Environment variables"', () => {
     expect(wrong).toEqual([]);
   });
 
+  it('names the variables that refuse an empty value: the flags and those the text lists', () => {
+    const sentence = /counts as unset, except for the flags and (.*?), which refuse/s.exec(
+      OPERATIONS.replace(/\n/g, ' '),
+    );
+    const listed = [...(sentence?.[1] ?? '').matchAll(/`([A-Z][A-Z0-9_]*)`/g)].map((m) => m[1]);
+    const flags = configRows.filter(({ cells: [, , values] }) => values.startsWith('flag')).map((row) => row.names[0]);
+    const refused = CONFIG_VARIABLES.filter((name) => {
+      try {
+        loadConfig({ [name]: '' });
+        return false;
+      } catch {
+        return true;
+      }
+    });
+    expect([...refused].sort()).toEqual([...flags, ...listed].sort());
+  });
+
   it('lists every variable the other programs read, and only those', () => {
     const reads = otherReads();
     const outside = [...reads.keys()].filter(
