@@ -742,9 +742,10 @@ export class OperationsService {
   }
 
   /**
-   * 409 already-decided when the version If-Match names is the one another reviewer's "still unknown" was made on (I13:
-   * of two decisions on one version, the one made first is named — as it is without If-Match), or null. Otherwise a
-   * stale If-Match stays 412: the operation moved by something that decided nothing.
+   * 409 already-decided when the version If-Match names is one a later "still unknown" of another reviewer was made on
+   * or after (I13: a decision on that version lost to it), or null. The latest "still unknown" is named, as it is
+   * without If-Match: it is what the reviewer reloads to. Otherwise a stale If-Match stays 412: the operation moved by
+   * something that decided nothing.
    */
   private async stillUnknownOnShown(
     principal: Principal,
