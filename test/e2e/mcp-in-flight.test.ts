@@ -42,20 +42,29 @@ async function executionCount(): Promise<number> {
 }
 
 describe('MCP: requests in flight per key', () => {
-  it('refuses a batch of more requests than the limit 429, and carries out none of them', async () => {
+  // A 429 says "again later", and no later would ever take it: the batch is what is wrong, as an empty one is.
+  it('refuses a batch of more requests than the limit could ever take 400 (-32600, split it), and carries out none', async () => {
     const before = await executionCount();
     const batch = Array.from({ length: LIMIT + 1 }, (_, i) =>
       toolCall(i + 1, 'submit_execution', submission([sms(unique('in-flight'))])),
     );
     const res = await post(batch);
-    expect(res.status).toBe(429);
-    expect(res.headers.get('retry-after')).toBe('5');
-    expect(res.body).toMatchObject({
-      type: 'https://verity.dev/problems/too-many-mcp-requests',
-      status: 429,
-      detail: expect.stringContaining(`at most ${LIMIT}`),
+    expect(res.status).toBe(400);
+    expect(res.headers.get('retry-after')).toBeNull();
+    expect(res.body).toEqual({
+      jsonrpc: '2.0',
+      id: null,
+      error: {
+        code: -32600,
+        message: expect.stringContaining(`carries ${LIMIT + 1} requests; at most ${LIMIT} of one key`),
+      },
     });
+    expect((res.body as { error: { message: string } }).error.message).toMatch(/split it/);
     expect(await executionCount()).toBe(before);
+    // A batch the limit can take, when the key holds nothing, is carried out.
+    const fits = await post(batch.slice(0, LIMIT));
+    expect(fits.status).toBe(200);
+    expect(await executionCount()).toBe(before + LIMIT);
   });
 
   it('counts the waits a key holds open; another key is served, a cancellation gets through, and the room comes back', async () => {

@@ -55,6 +55,12 @@ describe('McpInFlight', () => {
     expect(places.take(key('admin', 'demo'), 1)).toMatchObject({ taken: false, bound: 'process' });
   });
 
+  it('names the largest POST any moment could take, and the bound that sets it', () => {
+    expect(inFlight(3, 7).largestPost).toEqual({ bound: 'key', limit: 3 });
+    // A key allowed more than its tenant's share is held to the share.
+    expect(inFlight(10, 7).largestPost).toEqual({ bound: 'tenant', limit: 4 });
+  });
+
   it('never refuses what carries no request (a cancellation), even when full', () => {
     const places = inFlight(1, 1);
     released(places.take(key('agent', 'demo'), 1));

@@ -38,6 +38,19 @@ export class McpInFlight {
     return Math.ceil(this.processLimit / 2);
   }
 
+  /**
+   * The most requests one POST may carry, and the bound that sets it: a batch of more would pass that bound with the
+   * process otherwise empty, so no later moment could take it.
+   */
+  get largestPost(): { bound: McpInFlightBound; limit: number } {
+    const bounds: { bound: McpInFlightBound; limit: number }[] = [
+      { bound: 'key', limit: this.keyLimit },
+      { bound: 'tenant', limit: this.tenantLimit },
+      { bound: 'process', limit: this.processLimit },
+    ];
+    return bounds.reduce((smallest, next) => (next.limit < smallest.limit ? next : smallest));
+  }
+
   /** Takes `count` places for the key and its tenant, all or none. */
   take(owner: { keyId: string; tenantId: string }, count: number): McpInFlightTake {
     const byKey = this.held.get(owner.keyId) ?? 0;

@@ -89,7 +89,8 @@ export class McpController {
     status: 400,
     description:
       'A body that is no JSON (-32700 Parse error); JSON that holds what no message may (a member given twice, a ' +
-      'control character), is not a JSON-RPC message, an empty batch, or a batch whose requests share an id; or a ' +
+      'control character), is not a JSON-RPC message, an empty batch, a batch whose requests share an id, or a batch ' +
+      'of more requests than one key or tenant may have in flight (split it); or a ' +
       'query parameter, which /mcp takes none of (-32600 Invalid Request, with the request id where it can be read)',
     content: jsonRpcError(-32700, 'Parse error: the body is not valid JSON'),
   })
@@ -182,6 +183,19 @@ export class McpController {
     const principal = (req as Request & { principal?: Principal }).principal;
     const keyId = principal?.keyId;
     const messages: unknown[] = Array.isArray(req.body) ? req.body : [req.body];
+    const requests = messages.filter((message) => requestIdOf(message) !== undefined).length;
+    // A batch of more requests than a bound takes with the process otherwise empty could never be carried out: a 429
+    // ("again later") would be repeated for ever. The batch itself is what is wrong, as an empty one is.
+    const largest = this.inFlight.largestPost;
+    if (principal !== undefined && requests > largest.limit) {
+      refuseInvalidRequest(
+        res,
+        `Invalid Request: the batch carries ${requests} requests; at most ${largest.limit} ${BATCH_BOUND[largest.bound]} ` +
+          `are taken at once in an API process, so it could never be carried out: split it into batches of at most ` +
+          `${largest.limit} (nothing in the batch was carried out)`,
+      );
+      return;
+    }
     const client = new Verity({
       baseUrl: this.selfUrl(),
       // The guard let the request in, so it carries a Bearer key.
@@ -198,7 +212,6 @@ export class McpController {
     // so a cancellation is never refused): past a bound the POST is refused whole, before anything in it runs.
     // Taken after everything that may throw before the response is watched below (its 'close' gives them back): taken
     // before, a throw (the server's address gone at shutdown) kept them for good.
-    const requests = messages.filter((message) => requestIdOf(message) !== undefined).length;
     const places = principal === undefined ? undefined : this.inFlight.take(principal, requests);
     if (places !== undefined && !places.taken) {
       throw new Problem(
@@ -316,6 +329,13 @@ export class McpController {
     return `http://${host}:${address.port}`;
   }
 }
+
+/** Whose requests a batch too large for any moment would always outnumber. */
+const BATCH_BOUND: Record<McpInFlightBound, string> = {
+  key: 'of one key',
+  tenant: 'of one tenant (all its keys)',
+  process: 'of all tenants',
+};
 
 /** What a 429 too-many-mcp-requests says of the bound the POST would have passed. */
 const IN_FLIGHT_BOUND: Record<McpInFlightBound, (limit: number) => string> = {

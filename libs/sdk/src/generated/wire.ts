@@ -2790,7 +2790,7 @@ export interface operations {
         };
         content?: never;
       };
-      /** @description A body that is no JSON (-32700 Parse error); JSON that holds what no message may (a member given twice, a control character), is not a JSON-RPC message, an empty batch, or a batch whose requests share an id; or a query parameter, which /mcp takes none of (-32600 Invalid Request, with the request id where it can be read) */
+      /** @description A body that is no JSON (-32700 Parse error); JSON that holds what no message may (a member given twice, a control character), is not a JSON-RPC message, an empty batch, a batch whose requests share an id, or a batch of more requests than one key or tenant may have in flight (split it); or a query parameter, which /mcp takes none of (-32600 Invalid Request, with the request id where it can be read) */
       400: {
         headers: {
           [name: string]: unknown;
