@@ -1016,7 +1016,7 @@ export class LifecycleService {
       const locked = await lockExecutionForWorker(tx, execution.id);
       if (locked?.status !== execution.status) throw new LostRace();
       // Judged on the rows as locked: no operation is sent once the execution has expired.
-      // Dated by the database's clock, as the events beside it are (this host's may be off).
+      // The statement that writes the expiry replaces `at` with the instant it stamps the expiry's event with.
       const at = databaseNow(read);
       const failure = executionFailure('deadline_exceeded', execution.status, at, undefined, locked.operations);
       await this.cancelPrepared(tx, locked.operations, CANCEL_CAUSE_OF_ENDED_EXECUTION[E.EXPIRED]);

@@ -714,6 +714,63 @@ describe('TransitionService (real Postgres)', () => {
     expect(Date.parse(row.approval.expires_at) - decidedAt).toBe(900_000);
   });
 
+  /** Each event's time as the API shows it (toISOString) and to the microsecond, by seq. */
+  const eventTimes = async (where: string, id: string) =>
+    (await db.dataSource.query(
+      `SELECT type, to_status, data, created_at::text AS exact,
+              to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS at
+       FROM events WHERE ${where} = $1 ORDER BY seq`,
+      [id],
+    )) as { type: string; to_status: string | null; data: Record<string, unknown>; exact: string; at: string }[];
+
+  it('an execution’s failure is dated by the move that ends it: its at, in the row and the event, is the event’s time', async () => {
+    const { executionId } = await newExecutionWithOneOperation();
+    // What a writer computed before the statement (its clock, or the database's read earlier): replaced.
+    const failure = { code: 'cancelled_by_caller', phase: 'created', at: '2000-01-01T00:00:00.000Z' };
+    const moved = await transitions.executionMoves(db.dataSource.manager, {
+      executionId,
+      from: E.CREATED,
+      moves: [{ to: E.VALIDATING }, { to: E.FAILED, eventData: { by: 'key_1', failure } }],
+      patch: { failure },
+    });
+    expect(moved.won).toBe(true);
+    const [row] = (await db.dataSource.query(`SELECT failure FROM executions WHERE id = $1`, [executionId])) as {
+      failure: { at: string; code: string };
+    }[];
+    const [, validating, failed] = await eventTimes('execution_id', executionId);
+    expect(row.failure).toEqual({ ...failure, at: failed.at });
+    expect(failed.data).toEqual({ by: 'key_1', failure: { ...failure, at: failed.at } });
+    // One reading of the clock for the statement: its events are one instant too.
+    expect(validating.exact).toBe(failed.exact);
+    expect(validating.data).toEqual({});
+  });
+
+  it('decide: a deny’s decided_at and the time of each event it writes (the decision’s, the move’s) are one instant', async () => {
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    await transitions.annotate(db.dataSource.manager, {
+      executionId,
+      operationId,
+      whileStatus: OperationStatus.PREPARED,
+      patch: { approval: { state: 'requested' } },
+      type: 'approval.requested',
+    });
+    const decided = await decideApproval(operationId, 'deny', {
+      approvalStamp: {},
+      move: { to: OperationStatus.CANCELLED, reason: TerminalReason.DENIED, eventData: { cause: 'approval_denied' } },
+    });
+    expect(decided.won).toBe(true);
+    const [row] = (await db.dataSource.query(`SELECT approval FROM operations WHERE id = $1`, [operationId])) as {
+      approval: { decided_at: string };
+    }[];
+    const events = (await eventTimes('operation_id', operationId)).filter((e) => e.type !== 'approval.requested');
+    expect(events.map((e) => [e.type, e.to_status])).toEqual([
+      ['approval.decided', null],
+      ['operation.status_changed', 'CANCELLED'],
+    ]);
+    expect(events.map((e) => e.at)).toEqual([row.approval.decided_at, row.approval.decided_at]);
+    expect(events[1].exact).toBe(events[0].exact);
+  });
+
   it('decide: an approval naming the request it answers is written only while that request is the one on the row', async () => {
     const { executionId, operationId } = await newExecutionWithOneOperation();
     const requested = (at: string) =>

@@ -332,15 +332,17 @@ function mergeAssignments(
   return sets;
 }
 
-/** `decided_at` (and `expires_at`) from one reading of the database's clock (DecisionInput.approvalStamp). */
+/**
+ * `decided_at` (and `expires_at`) from one reading of the database's clock (DecisionInput.approvalStamp): the statement's
+ * `stamp`, which also dates the decision's events.
+ */
 function approvalStampSql(stamp: NonNullable<DecisionInput['approvalStamp']>, params: unknown[]): string {
   let expires = '';
   if (stamp.validForMs !== undefined) {
     params.push(stamp.validForMs);
     expires = `, 'expires_at', ${isoInstant(`stamp.at + $${params.length}::bigint * interval '1 millisecond'`)}`;
   }
-  return `(SELECT jsonb_build_object('decided_at', ${isoInstant('stamp.at')}${expires})
-           FROM (SELECT clock_timestamp() AS at) stamp)`;
+  return `(SELECT jsonb_build_object('decided_at', ${isoInstant('stamp.at')}${expires}) FROM stamp)`;
 }
 
 /**
@@ -770,9 +772,12 @@ export class TransitionService {
       events.length,
     );
     const count = `$${first + 5}::int`;
+    // A stamped approval's `decided_at` and the time of every event the decision writes (the decision's, the move's
+    // that an operation's `failure.at` is read from) are one reading of the database's clock: one instant, one fact.
+    const stamped = input.approvalStamp !== undefined;
     const result = await rows<{ id: string; seq: string; execution_id: string; age_s: number }>(
       db,
-      `WITH moved AS (
+      `WITH ${stamped ? 'stamp AS MATERIALIZED (SELECT clock_timestamp() AS at), ' : ''}moved AS (
          UPDATE operations SET ${sets.join(', ')}
          WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND ${STILL_OPEN[input.open]}${unchanged}
          RETURNING id, execution_id, tenant_id, created_at
@@ -781,9 +786,9 @@ export class TransitionService {
          FROM moved WHERE e.id = moved.execution_id
          RETURNING e.id, e.event_seq
        )
-       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data${stamped ? ', created_at' : ''})
        SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - ${count} + m.ord, moved.id, m.type,
-              m.from_status, m.to_status, m.data
+              m.from_status, m.to_status, m.data${stamped ? ', (SELECT at FROM stamp)' : ''}
        FROM moved JOIN seq ON seq.id = moved.execution_id,
             unnest($${first}::text[], $${first + 1}::text[], $${first + 2}::text[], $${first + 3}::text[],
                    $${first + 4}::jsonb[]) WITH ORDINALITY AS m(event_id, type, from_status, to_status, data, ord)
@@ -845,6 +850,14 @@ export class TransitionService {
     const params: unknown[] = [input.executionId, input.from, at, n];
     const sets = ['status = $3', 'event_seq = event_seq + $4', 'updated_at = clock_timestamp()'];
     sets.push(...patchAssignments(input.patch ?? {}, params));
+    // A failure is dated by the move that ends the execution: its `at` (on the row and in the events' data) and the
+    // events' time are one reading of the database's clock, taken by this statement — not a time its writer computed
+    // before it (a cancel's 409 names the event's time as `decided_at`; the two must be one instant).
+    const stamped = input.patch?.failure != null;
+    if (stamped) {
+      const i = sets.findIndex((set) => set.startsWith('failure = $'));
+      sets[i] += `::jsonb || jsonb_build_object('at', ${isoInstant('(SELECT at FROM stamp)')})`;
+    }
     const first = params.length + 1;
     params.push(
       input.moves.map(() => newId('evt')),
@@ -852,15 +865,20 @@ export class TransitionService {
       input.moves.map((move) => move.to),
       input.moves.map((move) => json(move.eventData ?? {})),
     );
+    const data = stamped
+      ? `CASE WHEN jsonb_typeof(m.data->'failure') = 'object'
+              THEN jsonb_set(m.data, '{failure,at}', to_jsonb(${isoInstant('(SELECT at FROM stamp)')}))
+              ELSE m.data END`
+      : 'm.data';
     const result = await rows<{ id: string; seq: string }>(
       db,
-      `WITH moved AS (
+      `WITH ${stamped ? 'stamp AS MATERIALIZED (SELECT clock_timestamp() AS at), ' : ''}moved AS (
          UPDATE executions SET ${sets.join(', ')} WHERE id = $1 AND status = $2
          RETURNING id, tenant_id, event_seq
        )
-       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data${stamped ? ', created_at' : ''})
        SELECT m.event_id, moved.id, moved.tenant_id, moved.event_seq - $4 + m.ord, NULL, 'execution.status_changed',
-              m.from_status, m.to_status, m.data
+              m.from_status, m.to_status, ${data}${stamped ? ', (SELECT at FROM stamp)' : ''}
        FROM moved, unnest($${first}::text[], $${first + 1}::text[], $${first + 2}::text[], $${first + 3}::jsonb[])
             WITH ORDINALITY AS m(event_id, from_status, to_status, data, ord)
        ORDER BY m.ord

@@ -12,7 +12,6 @@ import {
 import {
   TransitionService,
   amountCapsOf,
-  databaseClockOffsetMs,
   NewExecution,
   findExecution,
   findExecutionMove,
@@ -455,9 +454,9 @@ export class ExecutionsService {
           eventData: { cause: CANCEL_CAUSE_OF_ENDED_EXECUTION[ExecutionStatus.CANCELLED], by: principal.keyId, reason },
         });
       }
-      // Dated by the database's clock, as the cancel's event is (this host's may be off); a cancel is no hot path.
-      const at = new Date(Date.now() + (await databaseClockOffsetMs(tx)));
-      const failure = executionFailure('cancelled_by_caller', locked.status, at, undefined, locked.operations);
+      // Its `at` is replaced by the statement that writes the cancel: the instant it stamps the cancel's event with
+      // (the `decided_at` a second cancel is answered with), on the database's clock.
+      const failure = executionFailure('cancelled_by_caller', locked.status, new Date(), undefined, locked.operations);
       await this.transitions.execution(tx, {
         executionId: id,
         from: locked.status,
