@@ -1,4 +1,4 @@
-import { requestHash } from '../../apps/api/src/executions/idempotency';
+import { requestHash, sentBodyHash } from '../../apps/api/src/executions/idempotency';
 import { DEMO, Stack } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 
@@ -92,6 +92,67 @@ describe('Idempotency-Key (I8)', () => {
     expect(second.headers.get('location')).toBe(`/v1/executions/${first.body.id}`);
     expect(second.body.id).toBe(first.body.id);
     expect(await executionsWithKey(key)).toBe(1);
+  });
+
+  it('replays a body that spells out what an absent member means, and one that leaves it out, both ways', async () => {
+    // depends_on [], criteria [], expected_state null, requires_approval false: what intake stores for each left out.
+    const bare = (reference: string) => submission([charge(reference), { ...charge(`${reference}-2`), key: 'second' }]);
+    const spelled = (reference: string) =>
+      submission(
+        [
+          charge(reference, { depends_on: [], expected_state: null, requires_approval: false }),
+          { ...charge(`${reference}-2`), key: 'second', depends_on: [] },
+        ],
+        { criteria: [] },
+      );
+    for (const [label, first, retry] of [
+      ['spelled, then left out', spelled, bare],
+      ['left out, then spelled', bare, spelled],
+    ] as const) {
+      const key = unique('idem-defaults');
+      const reference = unique('order');
+      const made = await submit(key, first(reference));
+      expect([label, made.status]).toEqual([label, 201]);
+      const again = await submit(key, retry(reference));
+      expect([label, again.status, again.headers.get('idempotent-replayed')]).toEqual([label, 201, 'true']);
+      expect(again.body.id).toBe(made.body.id);
+      expect(await executionsWithKey(key)).toBe(1);
+    }
+  });
+
+  it('replays a body that spells out a default under a key an earlier version recorded (its hash of the JSON as sent)', async () => {
+    const key = unique('idem-legacy');
+    const body = submission([charge(unique('order'), { depends_on: [] })]);
+    const made = await submit(key, body);
+    expect(made.status).toBe(201);
+    await stack.db.dataSource.query(`UPDATE idempotency_keys SET request_hash = $2 WHERE key = $1`, [
+      key,
+      sentBodyHash(body),
+    ]);
+    const again = await submit(key, body);
+    expect([again.status, again.headers.get('idempotent-replayed')]).toEqual([201, 'true']);
+    expect(again.body.id).toBe(made.body.id);
+  });
+
+  it('answers 422 for members whose absence does not always mean the value given, or a value that means more', async () => {
+    for (const [label, spelled] of [
+      ['irreversible', { irreversible: false }],
+      ['verification_method', { verification_method: 'read_after_write' }],
+      ['depends_on', { depends_on: ['first'] }],
+      ['expected_state', { expected_state: {} }],
+    ] as const) {
+      const key = unique('idem-meaning');
+      const reference = unique('order');
+      const first = { ...charge(`${reference}-1`), key: 'first' };
+      const made = await submit(key, submission([first, charge(reference)]));
+      expect([label, made.status]).toEqual([label, 201]);
+      const other = await submit(key, submission([first, charge(reference, spelled)]));
+      expect([label, other.status, other.body.type]).toEqual([
+        label,
+        422,
+        'https://verity.dev/problems/idempotency-key-reused',
+      ]);
+    }
   });
 
   it('answers 422 for the same key with a different body, and writes nothing', async () => {

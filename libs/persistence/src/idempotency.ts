@@ -21,7 +21,8 @@ export async function idempotencyHolder(
   db: Queryable,
   tenantId: string,
   key: string,
-  requestHash: string,
+  /** The request's hash; more than one when earlier versions hashed the same request otherwise (any one matches). */
+  requestHash: string | readonly string[],
   abandonAfterMs: number,
 ): Promise<IdempotencyHolder | null> {
   const [record] = await rows<{ request_hash: string; state: string; execution_id: string | null }>(
@@ -30,7 +31,8 @@ export async function idempotencyHolder(
     [tenantId, key, abandonAfterMs],
   );
   if (!record) return null;
-  if (record.request_hash !== requestHash) return { kind: 'mismatch' };
+  const same = typeof requestHash === 'string' ? [requestHash] : requestHash;
+  if (!same.includes(record.request_hash)) return { kind: 'mismatch' };
   if (record.state === 'completed' && record.execution_id) return { kind: 'replay', executionId: record.execution_id };
   return { kind: 'in_flight' };
 }

@@ -47,7 +47,7 @@ import { submissions } from '../metrics/metrics';
 import { FieldError, Problem } from '../problem/problem';
 import { ResolutionOptionsService } from '../operations/resolution-options.service';
 import { resolveEventCursor } from './event-cursor';
-import { requestHash } from './idempotency';
+import { ABSENT_MEANS, requestHash, sentBodyHash } from './idempotency';
 import { ExecutionView, presentEvent, presentExecution } from './presenter';
 import { Submission, capAmountErrors, referenceUnsettled, toCriterion, validateSubmission } from './submission';
 import { pageOf } from '../http/parse';
@@ -78,6 +78,8 @@ export class ExecutionsService {
         : {
             key: idempotencyKey,
             requestHash: requestHash(body),
+            // What an earlier version recorded for this body, still the same request's (see sentBodyHash).
+            sameAs: [sentBodyHash(body)],
             ttlMs: this.config.IDEMPOTENCY_TTL_MS,
             abandonAfterMs: 60_000,
           };
@@ -116,13 +118,13 @@ export class ExecutionsService {
   /** The answer for the key when another request's record holds it (answerHeldKey); null when none does. */
   private async heldKeyAnswer(
     principal: Principal,
-    idempotency: { key: string; requestHash: string; abandonAfterMs: number },
+    idempotency: { key: string; requestHash: string; sameAs: readonly string[]; abandonAfterMs: number },
   ): Promise<{ execution: ExecutionView; replayed: boolean } | null> {
     const holder = await idempotencyHolder(
       this.db.manager,
       principal.tenantId,
       idempotency.key,
-      idempotency.requestHash,
+      [idempotency.requestHash, ...idempotency.sameAs],
       idempotency.abandonAfterMs,
     );
     return holder ? this.answerHeldKey(principal, holder) : null;
@@ -245,7 +247,13 @@ export class ExecutionsService {
   private async create(
     principal: Principal,
     submission: Submission,
-    idempotency: { key: string; requestHash: string; ttlMs: number; abandonAfterMs: number } | null,
+    idempotency: {
+      key: string;
+      requestHash: string;
+      sameAs: readonly string[];
+      ttlMs: number;
+      abandonAfterMs: number;
+    } | null,
   ): Promise<ExecutionView | 'busy' | null> {
     const executionId = newId('exe');
     const operations: NewOperation[] = submission.operations.map((op, position) => {
@@ -260,11 +268,12 @@ export class ExecutionsService {
         action: op.action,
         params: op.params,
         irreversible: op.irreversible ?? !capabilities.reversible,
-        requires_approval: op.requires_approval ?? false,
+        // What an absent member means is one definition, which the Idempotency-Key's comparison uses too.
+        requires_approval: op.requires_approval ?? ABSENT_MEANS.operation.requires_approval,
         verification_method:
           op.verification_method ?? (capabilities.read_back ? VerificationMethod.READ_AFTER_WRITE : ''),
-        expected_state: op.expected_state ?? null,
-        depends_on: op.depends_on ?? [],
+        expected_state: op.expected_state ?? ABSENT_MEANS.operation.expected_state,
+        depends_on: op.depends_on ?? [...ABSENT_MEANS.operation.depends_on],
         approval: null,
         resend_ref: resendReference(connector, op.action, op.params)?.value ?? null,
       };
@@ -281,7 +290,7 @@ export class ExecutionsService {
       agentId: submission.agent_id,
       intent: submission.intent,
       deadlineSeconds,
-      criteria: (submission.criteria ?? []).map(toCriterion),
+      criteria: (submission.criteria ?? ABSENT_MEANS.submission.criteria).map(toCriterion),
       idempotencyKey: idempotency?.key ?? null,
       idempotency: idempotency
         ? { requestHash: idempotency.requestHash, ttlMs: idempotency.ttlMs, abandonAfterMs: idempotency.abandonAfterMs }
@@ -302,7 +311,7 @@ export class ExecutionsService {
         this.db.manager,
         principal.tenantId,
         idempotency.key,
-        idempotency.requestHash,
+        [idempotency.requestHash, ...idempotency.sameAs],
         idempotency.abandonAfterMs,
       ));
     let written = await insertExecution(this.db.manager, intake);
