@@ -918,6 +918,39 @@ describe('TransitionService (real Postgres)', () => {
       move: { to: OperationStatus.FAILED },
     });
 
+  it('decide: a resolution’s at, wherever it is written, is the time of its events (the move’s: the failure’s at)', async () => {
+    const { executionId, operationId } = await heldOperation(TerminalReason.STALE_REPLICA);
+    // As computed before the statement (and before a read of the source): replaced by the statement's instant.
+    const resolution = { status: 'FAILED', by: reviewerKey, at: '2000-01-01T00:00:00.000Z' };
+    const decided = await transitions.decide(db.dataSource.manager, {
+      operation: {
+        ...snapshot(operationId),
+        status: OperationStatus.MANUAL_REVIEW,
+        attempt: 1,
+        terminalReason: TerminalReason.STALE_REPLICA,
+      },
+      tenantId: 'acme',
+      byKey: reviewerKey,
+      open: 'resolution',
+      event: { type: 'operation.resolved', data: resolution },
+      merge: { evidence: { resolution }, obligation: { resolution } },
+      resolutionStamp: true,
+      move: { to: OperationStatus.FAILED, eventData: { resolution } },
+    });
+    expect(decided.won).toBe(true);
+    const [resolved, moved] = await eventTimes('execution_id', executionId).then((all) => all.slice(1));
+    expect([resolved.type, moved.to_status]).toEqual(['operation.resolved', 'FAILED']);
+    expect(moved.exact).toBe(resolved.exact);
+    const stamped = { ...resolution, at: moved.at };
+    expect(resolved.data).toEqual(stamped);
+    expect(moved.data).toMatchObject({ resolution: stamped });
+    const [row] = (await db.dataSource.query(`SELECT evidence, obligation FROM operations WHERE id = $1`, [
+      operationId,
+    ])) as { evidence: { resolution: unknown }; obligation: { resolution: unknown } }[];
+    expect(row.evidence.resolution).toEqual(stamped);
+    expect(row.obligation.resolution).toEqual(stamped);
+  });
+
   it('decide: a person’s FAILED is not written once the provider’s acknowledgement is on record, even one the decision did not read', async () => {
     const late = await heldOperation(TerminalReason.STALE_REPLICA);
     await db.dataSource.query(`UPDATE operations SET acknowledged_at = now() WHERE id = $1`, [late.operationId]);

@@ -267,6 +267,13 @@ export interface DecisionInput {
    * expired when written.
    */
   approvalStamp?: { validForMs?: number };
+  /**
+   * A resolution's `at` is the statement's reading of the database's clock, the time of the events it writes: in the
+   * `resolution` it merges (obligation, evidence), the decision event's `at` (its data is the resolution) and the
+   * `resolution` of the move's event. Computed before the statement (and before a read of the source), a resolution
+   * was dated before the move whose time is the operation's `failure.at`.
+   */
+  resolutionStamp?: boolean;
 }
 
 /** The SQL condition for "not decided yet". A release (SENT) is a resolution too: it is recorded before the send. */
@@ -315,6 +322,7 @@ function mergeAssignments(
   params: unknown[],
   counter?: ObligationCounter,
   approvalStamp?: DecisionInput['approvalStamp'],
+  resolutionStamp?: boolean,
 ): string[] {
   const sets: string[] = [];
   const columns = { ...merge, ...(counter && !merge.obligation ? { obligation: {} } : {}) };
@@ -327,6 +335,9 @@ function mergeAssignments(
       merged = `jsonb_set(${merged}, '{${counter}}', to_jsonb(coalesce((${column}->>'${counter}')::int, 0) + 1))`;
     }
     if (column === 'approval' && approvalStamp) merged += ` || ${approvalStampSql(approvalStamp, params)}`;
+    if (resolutionStamp && (column === 'obligation' || column === 'evidence') && 'resolution' in value) {
+      merged = `jsonb_set(${merged}, '{resolution,at}', to_jsonb(${isoInstant('(SELECT at FROM stamp)')}))`;
+    }
     sets.push(`${column} = ${merged}`);
   }
   return sets;
@@ -712,7 +723,7 @@ export class TransitionService {
     const params: unknown[] = [operation.id, input.tenantId, operation.status, operation.attempt];
     const sets = [
       'updated_at = clock_timestamp()',
-      ...mergeAssignments(input.merge, params, undefined, input.approvalStamp),
+      ...mergeAssignments(input.merge, params, undefined, input.approvalStamp, input.resolutionStamp),
       ...patchAssignments(input.patch ?? {}, params),
     ];
     // A person's FAILED never stands for an effect the provider acknowledged or a re-check's read showed, also when that
@@ -774,7 +785,13 @@ export class TransitionService {
     const count = `$${first + 5}::int`;
     // A stamped approval's `decided_at` and the time of every event the decision writes (the decision's, the move's
     // that an operation's `failure.at` is read from) are one reading of the database's clock: one instant, one fact.
-    const stamped = input.approvalStamp !== undefined;
+    const stamped = input.approvalStamp !== undefined || input.resolutionStamp === true;
+    const stamp = isoInstant('(SELECT at FROM stamp)');
+    const data = input.resolutionStamp
+      ? `CASE WHEN m.ord = 1 THEN jsonb_set(m.data, '{at}', to_jsonb(${stamp}))
+              WHEN jsonb_typeof(m.data->'resolution') = 'object' THEN jsonb_set(m.data, '{resolution,at}', to_jsonb(${stamp}))
+              ELSE m.data END`
+      : 'm.data';
     const result = await rows<{ id: string; seq: string; execution_id: string; age_s: number }>(
       db,
       `WITH ${stamped ? 'stamp AS MATERIALIZED (SELECT clock_timestamp() AS at), ' : ''}moved AS (
@@ -788,7 +805,7 @@ export class TransitionService {
        )
        INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data${stamped ? ', created_at' : ''})
        SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - ${count} + m.ord, moved.id, m.type,
-              m.from_status, m.to_status, m.data${stamped ? ', (SELECT at FROM stamp)' : ''}
+              m.from_status, m.to_status, ${data}${stamped ? ', (SELECT at FROM stamp)' : ''}
        FROM moved JOIN seq ON seq.id = moved.execution_id,
             unnest($${first}::text[], $${first + 1}::text[], $${first + 2}::text[], $${first + 3}::text[],
                    $${first + 4}::jsonb[]) WITH ORDINALITY AS m(event_id, type, from_status, to_status, data, ord)

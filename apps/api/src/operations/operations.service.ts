@@ -441,6 +441,7 @@ export class OperationsService {
     }
     // When, by the database's clock: the sweeper compares a release's `at` with it (a release whose dispatch is owed),
     // and the history's other times are on it. By an API host's clock a resolution could precede the hold it resolves.
+    // The statement that records it replaces this with its own instant (resolutionStamp), the time of its events.
     const at = new Date(Date.now() + (await databaseClockOffsetMs(this.db.manager))).toISOString();
     const resolution: Record<string, unknown> = { status, evidence, by: principal.keyId, at };
     // The source read at the moment of the decision (FAILED; VERIFIED where the provider's lookup can refute it).
@@ -518,6 +519,8 @@ export class OperationsService {
           ? { obligation: { resolution }, ...(grant && { approval: grant as unknown as Record<string, unknown> }) }
           : { evidence: { resolution }, obligation: op.obligation ? { resolution } : undefined },
       ...(grant && { approvalStamp: { validForMs: this.config.APPROVAL_TTL_MS } }),
+      // Its `at` is replaced by the statement's instant, the time of the events it writes (the move's: failure.at).
+      resolutionStamp: true,
       move: status === OperationStatus.SENT ? undefined : { to: status, eventData: { resolution } },
     });
     if (!decided.won) {
