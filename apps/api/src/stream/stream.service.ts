@@ -36,6 +36,8 @@ const POLL_FALLBACK_MS = 2_000;
 export class StreamService {
   private readonly active = new Set<Response>();
   private readonly cap: StreamCap;
+  /** Set by `closeAll`: a stream that starts after it ends at once, as those it ended did. */
+  private stopping = false;
 
   constructor(
     @InjectDataSource() private readonly db: DataSource,
@@ -119,6 +121,14 @@ export class StreamService {
 
     streamHeaders(res).flushHeaders();
     res.write('retry: 1000\n\n');
+    // Its request was still being answered when the process began to stop (closeAll has run): served, it would hold
+    // server.close(), and the stop with it, until the execution settled or the forced exit. It ends as the others did.
+    if (this.stopping) {
+      this.active.delete(res);
+      lease.release();
+      res.end();
+      return;
+    }
 
     let closed = false;
     let wake: (() => void) | null = null;
@@ -279,6 +289,7 @@ export class StreamService {
 
   /** On shutdown, end every stream so clients reconnect (with Last-Event-ID) to another process. */
   closeAll(): void {
+    this.stopping = true;
     for (const res of this.active) res.end();
   }
 }
