@@ -75,6 +75,25 @@ describe('start-up checks', () => {
     },
   );
 
+  // Until 2026-12-05 each exited 1 with the single line "Connection is closed.": neither Redis nor where it was sought
+  // was named. It is still a failure to start (npm start, or an orchestrator's restart policy, starts it again).
+  it.each(['apps/api/src/main.js', 'apps/dispatcher/src/main.js', 'apps/reconciler/src/main.js'])(
+    '%s started while Redis cannot be reached exits 1 with one line naming Redis, where, and why',
+    async (entry) => {
+      const nobody = await freePort();
+      const ports = { PORT: String(await freePort()), DISPATCHER_METRICS_PORT: '0', RECONCILER_METRICS_PORT: '0' };
+      const result = await run(entry, { ...ports, REDIS_URL: `redis://:hunter2@127.0.0.1:${nobody}` });
+      expect(result.code).toBe(1);
+      const lines = result.output.trim().split('\n');
+      expect(lines).toHaveLength(1);
+      const line = JSON.parse(lines[0]) as { level: string; msg: string };
+      expect(line.level).toBe('fatal');
+      expect(line.msg).toContain(`Redis at redis://:***@127.0.0.1:${nobody} cannot be reached`);
+      expect(line.msg).toContain('ECONNREFUSED');
+      expect(line.msg).not.toContain('hunter2');
+    },
+  );
+
   it('refuses an invalid configuration value, naming the variable', async () => {
     const result = await run('apps/dispatcher/src/main.js', { CONNECTOR_TIMEOUT_MS: 'soon' });
     expect(result.code).not.toBe(0);

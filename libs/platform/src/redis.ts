@@ -119,11 +119,30 @@ export async function assertNoEviction(target: RedisTarget | string): Promise<vo
   }
 }
 
+/**
+ * The first thing an app asks Redis, so it is also where an app started without a Redis it can reach stops: with one
+ * line naming Redis, where it was sought and why it failed (ioredis' own rejection says only "Connection is closed.").
+ * The app exits 1, and whatever supervises it (`npm start`, an orchestrator's restart policy) starts it again.
+ */
 async function assertServerNoEviction(url: string): Promise<void> {
-  const redis = new IORedis(redisTarget(url), { maxRetriesPerRequest: 1, lazyConnect: true, connectTimeout: 3000 });
-  redis.on('error', () => undefined);
+  const redis = new IORedis(redisTarget(url), {
+    maxRetriesPerRequest: 1,
+    lazyConnect: true,
+    connectTimeout: 3000,
+    retryStrategy: () => null,
+  });
+  let lastError: Error | undefined;
+  redis.on('error', (error: Error) => (lastError = error));
   try {
-    await redis.connect();
+    try {
+      await redis.connect();
+    } catch (error) {
+      const cause = lastError ?? (error as Error);
+      throw new Error(
+        `Redis at ${redactUrl(url)} cannot be reached (${cause.message}): the app needs it to start; start Redis or ` +
+          'correct REDIS_URL',
+      );
+    }
     await checkPolicy(redis, `Redis at ${redactUrl(url)}`);
   } finally {
     redis.disconnect();
