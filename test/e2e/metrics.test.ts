@@ -56,7 +56,10 @@ describe('metrics and health of every process', () => {
       expect((await http(url, 'GET', '/metrics', { key: DEMO.agent })).status).toBe(401);
       expect((await http(url, 'GET', '/health/live')).body).toEqual({ status: 'ok' });
       const ready = await http(url, 'GET', '/health/ready');
-      expect([ready.status, ready.body]).toEqual([200, { status: 'ok', checks: { postgres: 'up', redis: 'up' } }]);
+      expect([ready.status, ready.body]).toEqual([
+        200,
+        { status: 'ok', checks: { postgres: 'up', redis: 'up', schema: 'up' } },
+      ]);
       expect((await http(url, 'GET', '/nothing')).status).toBe(404);
     }
   });

@@ -2,7 +2,11 @@ import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DIST, freePort } from '../support/stack';
+import { MIGRATIONS } from '@verity/persistence';
+import { http } from '../support/http';
+import { undoMigrationsFrom } from '../support/migration-steps';
+import { TestDatabase, createTestDatabase, testQueuePrefix } from '../support/services';
+import { DIST, Stack, freePort, waitFor } from '../support/stack';
 
 const ROOT = join(__dirname, '..', '..');
 
@@ -146,4 +150,43 @@ describe('docker-compose.yml', () => {
     expect(result.stderr).toBe('');
     expect(result.status).toBe(0);
   });
+});
+
+/**
+ * A worker started before the migrations ran (a deployment that starts the apps before its migration step, or a
+ * rollout of new code onto the old schema) said ready: its /health/ready asked only whether Postgres answered, and
+ * every job it took failed on a table or column that was not there yet.
+ */
+describe('a worker on a database whose schema is not migrated', () => {
+  let stack: Stack;
+  let db: TestDatabase;
+  beforeAll(async () => {
+    stack = await Stack.start({ label: 'unmigrated', dispatchers: 0, reconcilers: 0 });
+    db = await createTestDatabase('unmigrated');
+  });
+  afterAll(async () => {
+    await db?.drop();
+    await stack?.stop();
+  });
+
+  it('is not ready (503, naming the schema) until the migrations have run, then is', async () => {
+    const upgrade = await undoMigrationsFrom(db, MIGRATIONS[MIGRATIONS.length - 1]);
+    const env = { DATABASE_URL: db.url, QUEUE_PREFIX: testQueuePrefix('unmigrated') };
+    const workers = [await stack.startApp('dispatcher', env), await stack.startApp('reconciler', env)];
+    for (const app of workers) {
+      const ready = await http(app.opsUrl!, 'GET', '/health/ready');
+      expect([ready.status, ready.body]).toEqual([
+        503,
+        { status: 'error', checks: { postgres: 'up', redis: 'up', schema: 'down' } },
+      ]);
+    }
+    await upgrade();
+    for (const app of workers) {
+      const ready = await waitFor(
+        () => http(app.opsUrl!, 'GET', '/health/ready'),
+        (r) => r.status === 200,
+      );
+      expect(ready.body).toEqual({ status: 'ok', checks: { postgres: 'up', redis: 'up', schema: 'up' } });
+    }
+  }, 60_000);
 });

@@ -3,3 +3,6 @@ SELECT pg_advisory_lock($1);
 
 -- unlock
 SELECT pg_advisory_unlock($1);
+
+-- applied
+SELECT 1 AS applied FROM migrations WHERE name = $1;

@@ -2,7 +2,7 @@ import type { Pool } from 'pg';
 import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { loadConfig } from '@verity/platform';
-import { createDataSource, ResilientPgClient } from './data-source';
+import { assertSchemaMigrated, createDataSource, lastMigrationName, ResilientPgClient } from './data-source';
 
 /** What a Postgres crash or restart does to the sessions of a running app, against the real server. */
 describe('data source under a Postgres that drops its sessions', () => {
@@ -103,5 +103,30 @@ describe('data source over a Unix socket', () => {
     // The test's own (TCP) connection, for contrast.
     const [tcp] = (await db.dataSource.query(`SELECT inet_server_addr() AS addr`)) as { addr: string | null }[];
     expect(tcp.addr).not.toBeNull();
+  });
+});
+
+describe('assertSchemaMigrated', () => {
+  const db = useTestDatabase('schemacheck');
+
+  it('resolves on a migrated database', async () => {
+    await expect(assertSchemaMigrated(db.dataSource.manager)).resolves.toBeUndefined();
+  });
+
+  it('rejects naming the last migration where none ever ran (no migrations table)', async () => {
+    const runner = db.dataSource.createQueryRunner();
+    await runner.connect();
+    try {
+      await runner.startTransaction();
+      // A schema with nothing in it, alone on this session's search path: a database no migration ran on.
+      await runner.query(`CREATE SCHEMA never_migrated`);
+      await runner.query(`SET LOCAL search_path TO never_migrated`);
+      await expect(assertSchemaMigrated(runner.manager)).rejects.toThrow(
+        `the database schema is not migrated: migration ${lastMigrationName()} has not run`,
+      );
+    } finally {
+      await runner.rollbackTransaction();
+      await runner.release();
+    }
   });
 });

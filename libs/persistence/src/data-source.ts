@@ -2,6 +2,7 @@ import { Client, ClientConfig } from 'pg';
 import { DataSource, DataSourceOptions } from 'typeorm';
 import { ENTITIES } from './entities';
 import { MIGRATIONS } from './migrations';
+import { Queryable, sqlState } from './sql';
 
 /**
  * A pg client that can never crash the process with an unheard 'error' event. pg emits 'error' on a client whose
@@ -85,7 +86,31 @@ const MIGRATION_LOCK = 727_001;
 export const MIGRATION_SQL = {
   lock: 'SELECT pg_advisory_lock($1)',
   unlock: 'SELECT pg_advisory_unlock($1)',
+  /** Whether a migration is recorded as run (TypeORM's own table). */
+  applied: 'SELECT 1 AS applied FROM migrations WHERE name = $1',
 } as const;
+
+/** The name TypeORM records for the last migration of this code: its schema is there once that one has run. */
+export function lastMigrationName(): string {
+  const Last = MIGRATIONS[MIGRATIONS.length - 1];
+  return (new Last() as { name?: string }).name ?? Last.name;
+}
+
+/**
+ * Resolves when the schema this code needs is there (its last migration is recorded as run); rejects naming that
+ * migration otherwise, also when none ever ran (no migrations table). A worker's readiness asks it: a process started
+ * before the migrations ran said ready, and every job it took failed on a missing table or column.
+ */
+export async function assertSchemaMigrated(db: Queryable): Promise<void> {
+  const name = lastMigrationName();
+  const rows = (await db.query(MIGRATION_SQL.applied, [name]).catch((error: unknown) => {
+    if (sqlState(error) === UNDEFINED_TABLE) return [];
+    throw error;
+  })) as unknown[];
+  if (rows.length === 0) throw new Error(`the database schema is not migrated: migration ${name} has not run`);
+}
+
+const UNDEFINED_TABLE = '42P01';
 
 /** Two replicas starting at once must not both migrate: the first takes the advisory lock, the other waits. */
 export async function runMigrationsLocked(dataSource: DataSource): Promise<string[]> {

@@ -1,5 +1,5 @@
 import type { INestApplicationContext } from '@nestjs/common';
-import { ping } from '@verity/persistence';
+import { assertSchemaMigrated, ping } from '@verity/persistence';
 import {
   LOGGER,
   Logger,
@@ -46,8 +46,8 @@ export async function refreshQueueDepth(producer: JobProducer, queues: readonly 
 }
 
 /**
- * A worker's /metrics and /health on its own port (0 = none): readiness asks Postgres and Redis, and a scrape first
- * reads the depth of the queues this worker consumes.
+ * A worker's /metrics and /health on its own port (0 = none): readiness asks Postgres, whether its schema is migrated,
+ * and Redis, and a scrape first reads the depth of the queues this worker consumes.
  */
 export async function serveWorkerOps(
   app: INestApplicationContext,
@@ -60,13 +60,24 @@ export async function serveWorkerOps(
   const db = app.get(DataSource);
   const redis = app.get<RedisClient>(PRODUCER_REDIS);
   const producer = app.get(JobProducer);
+  let migrated = false;
   try {
     return await startOpsServer({
       port,
       host: config.HOST,
       config,
       logger: app.get<Logger>(LOGGER),
-      probes: { postgres: () => ping(db.manager), redis: () => redis.ping() },
+      probes: {
+        postgres: () => ping(db.manager),
+        redis: () => redis.ping(),
+        // The tables and columns its jobs use: a worker started before the migrations ran is not ready (503,
+        // "schema": "down") until they have. Once there, it is not asked again (a schema is not un-migrated).
+        schema: async () => {
+          if (migrated) return;
+          await assertSchemaMigrated(db.manager);
+          migrated = true;
+        },
+      },
       beforeScrape: () => refreshQueueDepth(producer, queues),
     });
   } catch (error) {
