@@ -44,7 +44,7 @@ describe('outages', () => {
 
     const ready = await http<{ checks: Record<string, string> }>(url, 'GET', '/health/ready');
     expect(ready.status).toBe(503);
-    expect(ready.body.checks).toEqual({ postgres: 'up', redis: 'down' });
+    expect(ready.body.checks).toEqual({ postgres: 'up', redis: 'down', schema: 'up' });
 
     const reference = unique('order');
     const res = await http<Execution>(url, 'POST', '/v1/executions', {

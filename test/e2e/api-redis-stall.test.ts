@@ -55,7 +55,7 @@ describe('a stalled Redis', () => {
 
     const ready = await http<{ checks: Record<string, string> }>(url, 'GET', '/health/ready');
     expect(ready.status).toBe(503);
-    expect(ready.body.checks).toEqual({ postgres: 'up', redis: 'down' });
+    expect(ready.body.checks).toEqual({ postgres: 'up', redis: 'down', schema: 'up' });
 
     // Nothing reached its queue; the reconciler's sweep (on the shared Redis) finds it and the work is done once.
     await expectDoneOnce(stack, stack.apiUrl, res.body.id, reference);

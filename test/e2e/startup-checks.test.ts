@@ -157,7 +157,7 @@ describe('docker-compose.yml', () => {
  * rollout of new code onto the old schema) said ready: its /health/ready asked only whether Postgres answered, and
  * every job it took failed on a table or column that was not there yet.
  */
-describe('a worker on a database whose schema is not migrated', () => {
+describe('a worker (or the API) on a database whose schema is not migrated', () => {
   let stack: Stack;
   let db: TestDatabase;
   beforeAll(async () => {
@@ -173,17 +173,20 @@ describe('a worker on a database whose schema is not migrated', () => {
     const upgrade = await undoMigrationsFrom(db, MIGRATIONS[MIGRATIONS.length - 1]);
     const env = { DATABASE_URL: db.url, QUEUE_PREFIX: testQueuePrefix('unmigrated') };
     const workers = [await stack.startApp('dispatcher', env), await stack.startApp('reconciler', env)];
-    for (const app of workers) {
-      const ready = await http(app.opsUrl!, 'GET', '/health/ready');
+    // The API too, started without RUN_MIGRATIONS (as where a migration step of its own runs them).
+    const apiUrl = await stack.startApi({ ...env, SEED_DEMO: 'false' });
+    const urls = [...workers.map((app) => app.opsUrl!), apiUrl];
+    for (const url of urls) {
+      const ready = await http(url, 'GET', '/health/ready');
       expect([ready.status, ready.body]).toEqual([
         503,
         { status: 'error', checks: { postgres: 'up', redis: 'up', schema: 'down' } },
       ]);
     }
     await upgrade();
-    for (const app of workers) {
+    for (const url of urls) {
       const ready = await waitFor(
-        () => http(app.opsUrl!, 'GET', '/health/ready'),
+        () => http(url, 'GET', '/health/ready'),
         (r) => r.status === 200,
       );
       expect(ready.body).toEqual({ status: 'ok', checks: { postgres: 'up', redis: 'up', schema: 'up' } });

@@ -457,7 +457,11 @@ export const API_SCHEMAS = {
   Liveness: z.strictObject({ status: z.literal('ok') }),
   Readiness: z.strictObject({
     status: z.enum(['ok', 'error']),
-    checks: z.strictObject({ postgres: Check, redis: Check }),
+    checks: z.strictObject({
+      postgres: Check,
+      redis: Check,
+      schema: Check.describe('the database schema this code needs is migrated (its last migration has run)'),
+    }),
   }),
   ReviewSummary: z.strictObject({
     approvals: Count,

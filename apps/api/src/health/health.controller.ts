@@ -1,7 +1,7 @@
 import { Controller, Get, Inject, Res } from '@nestjs/common';
 import { ApiOkResponse, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { ping } from '@verity/persistence';
+import { assertSchemaMigrated, ping } from '@verity/persistence';
 import { singleFlight } from '@verity/platform';
 import { PRODUCER_REDIS } from '@verity/queues';
 import type { Response } from 'express';
@@ -10,10 +10,12 @@ import { DataSource } from 'typeorm';
 import { Public } from '../auth/principal';
 import { ApiEndpoint, schemaRef } from '../openapi';
 
-/** Liveness says the process runs; readiness says it can do its job (Postgres and Redis answer). */
+/** Liveness says the process runs; readiness says it can do its job (Postgres and Redis answer, the schema is there). */
 @ApiTags('health')
 @Controller('health')
 export class HealthController {
+  /** Seen migrated once: a schema is not un-migrated, so the check is not made again. */
+  private migrated = false;
   /**
    * One check at a time, shared by every probe that arrives meanwhile: readiness is public, and each check takes a
    * connection from the pool that intake uses; a flood of probes must not queue ahead of intake's statements (which
@@ -28,8 +30,17 @@ export class HealthController {
         return 'down';
       }
     };
-    const [postgres, redis] = await Promise.all([check(() => ping(this.db.manager)), check(() => this.redis.ping())]);
-    return { postgres, redis };
+    const [postgres, redis, schema] = await Promise.all([
+      check(() => ping(this.db.manager)),
+      check(() => this.redis.ping()),
+      // Started without RUN_MIGRATIONS before the migration step ran: not ready until it has (not asked once it has).
+      check(async () => {
+        if (this.migrated) return;
+        await assertSchemaMigrated(this.db.manager);
+        this.migrated = true;
+      }),
+    ]);
+    return { postgres, redis, schema };
   });
 
   constructor(
@@ -48,22 +59,22 @@ export class HealthController {
   @Public()
   @ApiEndpoint({
     id: 'getReadiness',
-    summary: 'Readiness: Postgres and Redis answer (503 when either does not)',
+    summary: 'Readiness: Postgres and Redis answer and the schema is migrated (503 otherwise)',
   })
   // Both answers show a plain example (not a named one, as ApiEndpoint writes it).
   @ApiOkResponse({
     schema: schemaRef('Readiness'),
-    example: { status: 'ok', checks: { postgres: 'up', redis: 'up' } },
+    example: { status: 'ok', checks: { postgres: 'up', redis: 'up', schema: 'up' } },
   })
   @ApiResponse({
     status: 503,
     description: 'A dependency is down',
     schema: schemaRef('Readiness'),
-    example: { status: 'error', checks: { postgres: 'up', redis: 'down' } },
+    example: { status: 'error', checks: { postgres: 'up', redis: 'down', schema: 'up' } },
   })
   async ready(@Res() res: Response) {
-    const { postgres, redis } = await this.readiness();
-    const ok = postgres === 'up' && redis === 'up';
-    res.status(ok ? 200 : 503).json({ status: ok ? 'ok' : 'error', checks: { postgres, redis } });
+    const checks = await this.readiness();
+    const ok = checks.postgres === 'up' && checks.redis === 'up' && checks.schema === 'up';
+    res.status(ok ? 200 : 503).json({ status: ok ? 'ok' : 'error', checks });
   }
 }

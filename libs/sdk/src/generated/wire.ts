@@ -337,7 +337,7 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** Readiness: Postgres and Redis answer (503 when either does not) */
+    /** Readiness: Postgres and Redis answer and the schema is migrated (503 otherwise) */
     get: operations['getReadiness'];
     put?: never;
     post?: never;
@@ -1091,6 +1091,11 @@ export interface components {
         postgres: 'up' | 'down';
         /** @enum {string} */
         redis: 'up' | 'down';
+        /**
+         * @description the database schema this code needs is migrated (its last migration has run)
+         * @enum {string}
+         */
+        schema: 'up' | 'down';
       };
     };
     ReviewSummary: {
@@ -2133,7 +2138,8 @@ export interface operations {
            *       "status": "ok",
            *       "checks": {
            *         "postgres": "up",
-           *         "redis": "up"
+           *         "redis": "up",
+           *         "schema": "up"
            *       }
            *     }
            */
@@ -2152,7 +2158,8 @@ export interface operations {
            *       "status": "error",
            *       "checks": {
            *         "postgres": "up",
-           *         "redis": "down"
+           *         "redis": "down",
+           *         "schema": "up"
            *       }
            *     }
            */
