@@ -31,11 +31,12 @@ describe('a webhook receiver whose 2xx body is slow', () => {
         received.push(String(req.headers['webhook-id']));
         res.writeHead(200, { 'content-type': 'text/plain' });
         res.write('ok');
-        // The rest of the body comes 3 s later: three times the delivery timeout.
+        // The rest of the body comes 15 s later: three times the delivery timeout (a timeout of 1 s was passed before the
+        // status itself arrived, on a loaded machine: a second attempt, not what this case is about).
         const timer = setTimeout(() => {
           timers.delete(timer);
           res.end(' and more');
-        }, 3_000);
+        }, 15_000);
         timers.add(timer);
       });
     });
@@ -48,7 +49,7 @@ describe('a webhook receiver whose 2xx body is slow', () => {
         WEBHOOK_SCAN_INTERVAL_MS: '100',
         WEBHOOK_BACKOFF_MS: '100',
         WEBHOOK_MAX_ATTEMPTS: '3',
-        WEBHOOK_TIMEOUT_MS: '1000',
+        WEBHOOK_TIMEOUT_MS: '5000',
       },
     });
   }, 120_000);
