@@ -112,6 +112,19 @@ export async function assertSchemaMigrated(db: Queryable): Promise<void> {
 
 const UNDEFINED_TABLE = '42P01';
 
+/**
+ * A readiness probe of the schema (assertSchemaMigrated) that, once it has seen the schema migrated, is not asked
+ * again: a schema is not un-migrated, and every readiness check would otherwise cost a second statement.
+ */
+export function schemaMigratedProbe(db: Queryable): () => Promise<void> {
+  let migrated = false;
+  return async () => {
+    if (migrated) return;
+    await assertSchemaMigrated(db);
+    migrated = true;
+  };
+}
+
 /** Two replicas starting at once must not both migrate: the first takes the advisory lock, the other waits. */
 export async function runMigrationsLocked(dataSource: DataSource): Promise<string[]> {
   const runner = dataSource.createQueryRunner();

@@ -1,5 +1,5 @@
 import type { INestApplicationContext } from '@nestjs/common';
-import { assertSchemaMigrated, ping } from '@verity/persistence';
+import { ping, schemaMigratedProbe } from '@verity/persistence';
 import {
   LOGGER,
   Logger,
@@ -60,7 +60,6 @@ export async function serveWorkerOps(
   const db = app.get(DataSource);
   const redis = app.get<RedisClient>(PRODUCER_REDIS);
   const producer = app.get(JobProducer);
-  let migrated = false;
   try {
     return await startOpsServer({
       port,
@@ -72,11 +71,7 @@ export async function serveWorkerOps(
         redis: () => redis.ping(),
         // The tables and columns its jobs use: a worker started before the migrations ran is not ready (503,
         // "schema": "down") until they have. Once there, it is not asked again (a schema is not un-migrated).
-        schema: async () => {
-          if (migrated) return;
-          await assertSchemaMigrated(db.manager);
-          migrated = true;
-        },
+        schema: schemaMigratedProbe(db.manager),
       },
       beforeScrape: () => refreshQueueDepth(producer, queues),
     });

@@ -1,7 +1,7 @@
 import { Controller, Get, Inject, Res } from '@nestjs/common';
 import { ApiOkResponse, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { assertSchemaMigrated, ping } from '@verity/persistence';
+import { ping, schemaMigratedProbe } from '@verity/persistence';
 import { singleFlight } from '@verity/platform';
 import { PRODUCER_REDIS } from '@verity/queues';
 import type { Response } from 'express';
@@ -14,8 +14,6 @@ import { ApiEndpoint, schemaRef } from '../openapi';
 @ApiTags('health')
 @Controller('health')
 export class HealthController {
-  /** Seen migrated once: a schema is not un-migrated, so the check is not made again. */
-  private migrated = false;
   /**
    * One check at a time, shared by every probe that arrives meanwhile: readiness is public, and each check takes a
    * connection from the pool that intake uses; a flood of probes must not queue ahead of intake's statements (which
@@ -34,19 +32,20 @@ export class HealthController {
       check(() => ping(this.db.manager)),
       check(() => this.redis.ping()),
       // Started without RUN_MIGRATIONS before the migration step ran: not ready until it has (not asked once it has).
-      check(async () => {
-        if (this.migrated) return;
-        await assertSchemaMigrated(this.db.manager);
-        this.migrated = true;
-      }),
+      check(this.schemaMigrated),
     ]);
     return { postgres, redis, schema };
   });
 
+  /** Not asked again once the schema was seen migrated. */
+  private readonly schemaMigrated: () => Promise<void>;
+
   constructor(
     @InjectDataSource() private readonly db: DataSource,
     @Inject(PRODUCER_REDIS) private readonly redis: Redis,
-  ) {}
+  ) {
+    this.schemaMigrated = schemaMigratedProbe(db.manager);
+  }
 
   @Get('live')
   @Public()
