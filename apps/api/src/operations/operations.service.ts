@@ -439,11 +439,10 @@ export class OperationsService {
         { current_status: op.status, permitted_resolutions: permitted, resolution_options: options },
       );
     }
-    // When, by the database's clock: the sweeper compares a release's `at` with it (a release whose dispatch is owed),
-    // and the history's other times are on it. By an API host's clock a resolution could precede the hold it resolves.
-    // The statement that records it replaces this with its own instant (resolutionStamp), the time of its events.
-    const at = new Date(Date.now() + (await databaseClockOffsetMs(this.db.manager))).toISOString();
-    const resolution: Record<string, unknown> = { status, evidence, by: principal.keyId, at };
+    // Its `at` is written by the statement that records it (resolutionStamp): that statement's reading of the database's
+    // clock, the time of its events. The sweeper compares a release's `at` with that clock (a release whose dispatch is
+    // owed); by an API host's clock a resolution could precede the hold it resolves.
+    const resolution: Record<string, unknown> = { status, evidence, by: principal.keyId };
     // The source read at the moment of the decision (FAILED; VERIFIED where the provider's lookup can refute it).
     const read = option.check === 'read_back' ? await this.readSourceNow(op) : null;
     const readBack = read && { kind: read.kind, evidence: read.evidence ?? null };
@@ -519,7 +518,7 @@ export class OperationsService {
           ? { obligation: { resolution }, ...(grant && { approval: grant as unknown as Record<string, unknown> }) }
           : { evidence: { resolution }, obligation: op.obligation ? { resolution } : undefined },
       ...(grant && { approvalStamp: { validForMs: this.config.APPROVAL_TTL_MS } }),
-      // Its `at` is replaced by the statement's instant, the time of the events it writes (the move's: failure.at).
+      // Its `at` is the statement's instant, the time of the events it writes (the move's: failure.at).
       resolutionStamp: true,
       move: status === OperationStatus.SENT ? undefined : { to: status, eventData: { resolution } },
     });
