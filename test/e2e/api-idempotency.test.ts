@@ -120,6 +120,19 @@ describe('Idempotency-Key (I8)', () => {
     }
   });
 
+  it('20 concurrent submissions with one key, half spelling out the defaults: one execution, no 422', async () => {
+    const key = unique('idem-defaults-race');
+    const reference = unique('order');
+    const bare = submission([charge(reference)]);
+    const spelled = submission([charge(reference, { depends_on: [], requires_approval: false })], { criteria: [] });
+    const responses = await Promise.all(Array.from({ length: 20 }, (_, i) => submit(key, i % 2 ? spelled : bare)));
+    expect(responses.map((r) => r.status).filter((s) => s !== 201 && s !== 409)).toEqual([]);
+    const created = responses.filter((r) => r.status === 201);
+    expect(created.filter((r) => r.headers.get('idempotent-replayed') === null)).toHaveLength(1);
+    expect(new Set(created.map((r) => r.body.id)).size).toBe(1);
+    expect(await executionsWithKey(key)).toBe(1);
+  });
+
   it('replays a body that spells out a default under a key an earlier version recorded (its hash of the JSON as sent)', async () => {
     const key = unique('idem-legacy');
     const body = submission([charge(unique('order'), { depends_on: [] })]);
