@@ -119,11 +119,22 @@ export class Stack {
     };
     const { seedDemo } = await import('@verity/persistence');
     await seedDemo(this.db.dataSource.manager);
-    await this.startApp('sandbox-provider');
-    for (let i = 0; i < (options.apis ?? 1); i += 1) await this.startApi();
+    // Each kind boots beside the others (most of a boot is loading modules, and a test file waited for four in a row);
+    // apps of one kind one after another, so their order in `apps` and `apiUrls` is the order they were asked for.
+    const inTurn = async (count: number, start: () => Promise<unknown>) => {
+      for (let i = 0; i < count; i += 1) await start();
+    };
+    const booting = [
+      inTurn(1, () => this.startApp('sandbox-provider')),
+      inTurn(options.apis ?? 1, () => this.startApi()),
+      inTurn(options.dispatchers ?? 1, () => this.startApp('dispatcher')),
+      inTurn(options.reconcilers ?? 1, () => this.startApp('reconciler')),
+    ];
+    // Every boot ends, ready or not, before this one answers: a failed start stops whatever did start.
+    const booted = await Promise.allSettled(booting);
+    const failed = booted.find((b): b is PromiseRejectedResult => b.status === 'rejected');
+    if (failed) throw failed.reason;
     this.apiUrl = this.apiUrls[0];
-    for (let i = 0; i < (options.dispatchers ?? 1); i += 1) await this.startApp('dispatcher');
-    for (let i = 0; i < (options.reconcilers ?? 1); i += 1) await this.startApp('reconciler');
   }
 
   /** The database's clock now, in ms: what a test compares times stamped by the database (or owed to be) with. */
