@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as ts from 'typescript';
 import { ROOT } from './cluster';
-import { MUTANTS } from './mutants';
+import { MUTANTS, parseMutantsArgs } from './mutants';
 
 /**
  * `npm run chaos:mutants` plants each bug by an exact text replacement. When the code it patches is rewritten, the
@@ -56,4 +56,25 @@ describe('the planted bugs of npm run chaos:mutants still compile', () => {
     },
     120_000,
   );
+});
+
+describe('npm run chaos:mutants refuses what it does not understand', () => {
+  const name = MUTANTS[0].name;
+
+  it('takes --only <name>, --only=<name> and --keep', () => {
+    expect(parseMutantsArgs([])).toEqual({ keep: false, only: null });
+    expect(parseMutantsArgs(['--only', name, '--keep'])).toEqual({ keep: true, only: name });
+    expect(parseMutantsArgs([`--only=${name}`])).toEqual({ keep: false, only: name });
+  });
+
+  it.each([
+    [['--olny', name], /unknown argument --olny/],
+    [[name], /unknown argument /],
+    [['--only'], /--only needs a mutant's name/],
+    [['--only', '--keep'], /--only needs a mutant's name/],
+    [['--only', 'no-such-mutant'], /no mutant named no-such-mutant/],
+  ])('%j is refused with the usage', (argv, message) => {
+    expect(() => parseMutantsArgs(argv)).toThrow(message);
+    expect(() => parseMutantsArgs(argv)).toThrow(/usage: npm run chaos:mutants/);
+  });
 });

@@ -132,13 +132,40 @@ function run(command: string, args: string[], cwd: string, logFile: string): Pro
   });
 }
 
+export const MUTANTS_USAGE =
+  'usage: npm run chaos:mutants -- [--only <mutant>] [--keep]\n' +
+  '  --only <mutant>  plant only this one (one of: ' +
+  MUTANTS.map((m) => m.name).join(', ') +
+  ')\n  --keep           keep the scratch copy, its logs and results.md';
+
+/**
+ * The runner's options. Anything else is refused with the usage: a misspelt `--olny x` that ran all five mutants
+ * (twenty minutes) instead of the one asked for wasted the run it was meant to save.
+ */
+export function parseMutantsArgs(argv: readonly string[]): { keep: boolean; only: string | null } {
+  let keep = false;
+  let only: string | null = null;
+  for (let i = 0; i < argv.length; i += 1) {
+    const arg = argv[i];
+    if (arg === '--keep') keep = true;
+    else if (arg === '--only' || arg.startsWith('--only=')) {
+      const name = arg === '--only' ? argv[(i += 1)] : arg.slice('--only='.length);
+      if (!name || name.startsWith('--')) throw new Error(`--only needs a mutant's name\n${MUTANTS_USAGE}`);
+      if (!MUTANTS.some((m) => m.name === name)) throw new Error(`no mutant named ${name}\n${MUTANTS_USAGE}`);
+      only = name;
+    } else throw new Error(`unknown argument ${arg}\n${MUTANTS_USAGE}`);
+  }
+  return { keep, only };
+}
+
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
-  const keep = argv.includes('--keep');
-  const onlyAt = argv.indexOf('--only');
-  const only = onlyAt === -1 ? null : argv[onlyAt + 1];
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(`${MUTANTS_USAGE}\n`);
+    process.exit(0);
+  }
+  const { keep, only } = parseMutantsArgs(argv);
   const chosen = MUTANTS.filter((m) => only === null || m.name === only);
-  if (chosen.length === 0) throw new Error(`no mutant named ${only}; known: ${MUTANTS.map((m) => m.name).join(', ')}`);
 
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'verity-mutants-'));
   const head = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).stdout.trim();
