@@ -201,6 +201,33 @@ describe('auth, keys and tenant isolation (I9)', () => {
     });
   });
 
+  describe('a key in the URL', () => {
+    // URLs end up in proxy logs, browser history and Referer headers: a key is taken from the Authorization header
+    // only, and one put in the query string is no credential at all (not a fallback, not a second chance).
+    it.each(['api_key', 'apiKey', 'key', 'token', 'access_token', 'authorization'])(
+      '?%s=<a valid key> is not a credential: 401, and a submission so sent writes nothing',
+      async (name) => {
+        const query = `?${name}=${encodeURIComponent(DEMO.agent)}`;
+        const read = await http<Problem>(stack.apiUrl, 'GET', `/v1/executions${query}`);
+        expect({ status: read.status, type: read.body.type }).toEqual({
+          status: 401,
+          type: 'https://verity.dev/problems/unauthorized',
+        });
+        const countExecutions = async () =>
+          ((await stack.db.dataSource.query(`SELECT count(*)::int AS n FROM executions`)) as { n: number }[])[0].n;
+        const before = await countExecutions();
+        const sent = await http<Problem>(stack.apiUrl, 'POST', `/v1/executions${query}`, {
+          body: submission([charge(unique('order'))]),
+        });
+        expect({ status: sent.status, type: sent.body.type }).toEqual({
+          status: 401,
+          type: 'https://verity.dev/problems/unauthorized',
+        });
+        expect(await countExecutions()).toBe(before);
+      },
+    );
+  });
+
   describe('tenant isolation matrix', () => {
     it("answers 404 to tenant B on every endpoint for tenant A's execution and operation, and changes nothing", async () => {
       const otherReviewer = await createApiKey(stack.db.dataSource.manager, {
