@@ -5,7 +5,15 @@ import { join } from 'node:path';
 import { MIGRATIONS } from '@verity/persistence';
 import { http } from '../support/http';
 import { undoMigrationsFrom } from '../support/migration-steps';
-import { TestDatabase, createTestDatabase, testQueuePrefix } from '../support/services';
+import IORedis from 'ioredis';
+import { JobProducer, QueueName } from '@verity/queues';
+import {
+  TEST_REDIS_URL,
+  TestDatabase,
+  clearRedisPrefix,
+  createTestDatabase,
+  testQueuePrefix,
+} from '../support/services';
 import { DIST, Stack, freePort, waitFor } from '../support/stack';
 
 const ROOT = join(__dirname, '..', '..');
@@ -192,4 +200,49 @@ describe('a worker (or the API) on a database whose schema is not migrated', () 
       expect(ready.body).toEqual({ status: 'ok', checks: { postgres: 'up', redis: 'up', schema: 'up' } });
     }
   }, 60_000);
+
+  it('a reconciler waits for the migrations without a warning per sweep: one line when it starts waiting, one when it ends', async () => {
+    const bare = await createTestDatabase('unmigrated-reconciler');
+    try {
+      const upgrade = await undoMigrationsFrom(bare, MIGRATIONS[0]);
+      const prefix = testQueuePrefix('unmigrated-reconciler');
+      const reconciler = await stack.startApp('reconciler', { DATABASE_URL: bare.url, QUEUE_PREFIX: prefix });
+      const redis = new IORedis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
+      try {
+        const sweeps = new JobProducer(redis, prefix).queue(QueueName.SWEEP, 0);
+        // Twelve sweeps of the schedule (every 500 ms here), and so at least two overdue checks (every 2.5 s), came
+        // and went on the unmigrated database.
+        await waitFor(
+          async () => (await sweeps.getJobScheduler('sweep'))?.iterationCount ?? 0,
+          (count) => count >= 12,
+          30_000,
+          100,
+        );
+        const log = () => reconciler.output.join('');
+        const waiting = /sweeps and webhook passes wait until the migrations have run/g;
+        expect(log().match(waiting)).toHaveLength(1);
+        expect(log()).not.toMatch(/does not exist|the overdue sweep failed/);
+        expect(await sweeps.getFailedCount()).toBe(0);
+
+        await upgrade();
+        await waitFor(
+          async () =>
+            (
+              (await bare.dataSource.query(
+                `SELECT count(*)::int AS n FROM sweep_log WHERE finished_at IS NOT NULL`,
+              )) as { n: number }[]
+            )[0].n,
+          (n) => n >= 1,
+        );
+        expect(log().match(/the database schema is migrated: sweeps and webhook passes run/g)).toHaveLength(1);
+        expect(log().match(waiting)).toHaveLength(1);
+      } finally {
+        redis.disconnect();
+        await stack.kill(reconciler, 'SIGTERM');
+        await clearRedisPrefix(prefix);
+      }
+    } finally {
+      await bare.drop();
+    }
+  }, 90_000);
 });

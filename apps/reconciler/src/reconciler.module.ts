@@ -4,6 +4,7 @@ import { PersistenceModule } from '@verity/persistence';
 import { LOGGER, Logger, PlatformModule, RedisClient, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { JobProducer, PRODUCER_REDIS, QueueName, QueuesModule, SweepSchedule } from '@verity/queues';
 import { ReconcileProcessor, SweepProcessor, VerifyProcessor, WebhooksProcessor } from './reconciler.processors';
+import { SchemaGate } from './schema-gate';
 import { SweeperService } from './sweeper.service';
 import { VerificationService } from './verification.service';
 import { WebhooksService } from './webhooks.service';
@@ -39,6 +40,7 @@ export class ReconcilerModule implements OnApplicationBootstrap, BeforeApplicati
       module: ReconcilerModule,
       imports: [PlatformModule.forRoot('reconciler', config), PersistenceModule, QueuesModule, ConnectorsModule],
       providers: [
+        SchemaGate,
         VerificationService,
         SweeperService,
         VerifyProcessor,

@@ -30,6 +30,7 @@ import {
   inTraceOf,
   tracingOn,
 } from '@verity/platform';
+import { SchemaGate } from './schema-gate';
 import { JobName, JobProducer, PRODUCER_REDIS, QueueName, jobId, releaseDispatchJobId } from '@verity/queues';
 import {
   OperationStatus,
@@ -82,6 +83,7 @@ export class SweeperService implements OnApplicationBootstrap, BeforeApplication
     @InjectDataSource() private readonly db: DataSource,
     private readonly transitions: TransitionService,
     private readonly producer: JobProducer,
+    private readonly schema: SchemaGate,
     @Inject(PRODUCER_REDIS) private readonly redis: RedisClient,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
     @Inject(LOGGER) private readonly logger: Logger,
@@ -125,6 +127,7 @@ export class SweeperService implements OnApplicationBootstrap, BeforeApplication
 
   private async overdueSweep(): Promise<boolean> {
     try {
+      if (!(await this.schema.open())) return false;
       const overdueAfterMs = Math.max(5_000, 10 * this.config.SWEEP_INTERVAL_MS);
       const since = await msSinceLastSweep(this.db.manager);
       if (since !== null && since < overdueAfterMs) return false;
@@ -160,6 +163,7 @@ export class SweeperService implements OnApplicationBootstrap, BeforeApplication
       prunedSweepLog: 0,
       prunedWebhookDeliveries: 0,
     };
+    if (!(await this.schema.open())) return report;
     const ran = await withSweepLock(this.db, `${hostname()}:${process.pid}`, async () => {
       report.ran = true;
       report.expired = await this.expire();

@@ -18,6 +18,7 @@ import { WebhookDeliveryQueue } from '@verity/queues';
 import { Webhook } from 'standardwebhooks';
 import { DataSource } from 'typeorm';
 import { webhookDeliveries } from './metrics';
+import { SchemaGate } from './schema-gate';
 import { TenantSlots } from './tenant-slots';
 
 const SCAN_BATCH = 500;
@@ -59,6 +60,7 @@ export class WebhooksService implements OnApplicationBootstrap, BeforeApplicatio
     private readonly cipher: SecretsCipher,
     private readonly queue: WebhookDeliveryQueue,
     private readonly connectors: TenantConnectors,
+    private readonly schema: SchemaGate,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {
@@ -106,6 +108,7 @@ export class WebhooksService implements OnApplicationBootstrap, BeforeApplicatio
 
   /** One tick: drain new events into deliveries, then (every few seconds) re-enqueue deliveries whose job was lost. */
   async tick(): Promise<void> {
+    if (!(await this.schema.open())) return;
     for (let pass = 0; pass < SCAN_PASSES && !this.outbox.stopping; pass += 1) {
       const result = await scanWebhookOutbox(this.db, SCAN_BATCH);
       if (!result) break;

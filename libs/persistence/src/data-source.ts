@@ -107,7 +107,15 @@ export async function assertSchemaMigrated(db: Queryable): Promise<void> {
     if (sqlState(error) === UNDEFINED_TABLE) return [];
     throw error;
   })) as unknown[];
-  if (rows.length === 0) throw new Error(`the database schema is not migrated: migration ${name} has not run`);
+  if (rows.length === 0) throw new SchemaNotMigratedError(name);
+}
+
+/** The schema this code needs is not there: its last migration (`migration`) has not run. */
+export class SchemaNotMigratedError extends Error {
+  constructor(readonly migration: string) {
+    super(`the database schema is not migrated: migration ${migration} has not run`);
+    this.name = 'SchemaNotMigratedError';
+  }
 }
 
 const UNDEFINED_TABLE = '42P01';
