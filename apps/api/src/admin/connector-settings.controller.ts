@@ -3,7 +3,7 @@ import { ConnectorSettingsInput, ConnectorSettingsInputSchema } from '@verity/co
 import type { Request, Response } from 'express';
 import { z } from 'zod';
 import { CurrentPrincipal, Principal } from '../auth/principal';
-import { TakesIfMatch, VERSION_ETAG, ifMatchOf, setETag } from '../http/if-match';
+import { TakesIfMatch, VERSION_ETAG, answerVersioned, ifMatchOf, setETag } from '../http/if-match';
 import { JsonBody } from '../http/parse';
 import { CONNECTOR_SETTINGS_EXAMPLE } from '../openapi-examples';
 import { ApiEndpoint } from '../openapi';
@@ -38,10 +38,12 @@ export class ConnectorSettingsController {
   async get(
     @CurrentPrincipal() principal: Principal,
     @Param('connector') connector: string,
+    @Req() req: Request,
     @Res({ passthrough: true }) res: Response,
   ) {
     const { view, version } = await this.settings.get(principal, connector);
-    setETag(res, version);
+    // The usage shown moves with every send and with time; the version does not.
+    answerVersioned(req, res, version);
     return view;
   }
 

@@ -1,7 +1,7 @@
 import { Get, Put, Req, Res } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { CurrentPrincipal, Principal } from '../auth/principal';
-import { TakesIfMatch, VERSION_ETAG, ifMatchOf, setETag } from '../http/if-match';
+import { TakesIfMatch, VERSION_ETAG, answerVersioned, ifMatchOf, setETag } from '../http/if-match';
 import { JsonBody } from '../http/parse';
 import { POLICY_EXAMPLE } from '../openapi-examples';
 import { ApiEndpoint } from '../openapi';
@@ -21,9 +21,10 @@ export class PolicyController {
     response: { schema: PolicyView, headers: VERSION_ETAG },
     problems: ['not-found'],
   })
-  async get(@CurrentPrincipal() principal: Principal, @Res({ passthrough: true }) res: Response) {
+  async get(@CurrentPrincipal() principal: Principal, @Req() req: Request, @Res({ passthrough: true }) res: Response) {
     const { view, version } = await this.policy.get(principal);
-    setETag(res, version);
+    // The defaults shown (OBLIGATION_DUE_MS, the connectors' amount declarations) are no part of the version.
+    answerVersioned(req, res, version);
     return view;
   }
 

@@ -66,6 +66,25 @@ export function setETag(res: Pick<Response, 'setHeader'>, version: string): void
 }
 
 /**
+ * A read answered with the version of its resource as its `ETag` (what a later If-Match names: an operation, the
+ * policy, a connector's settings). That tag is no cache validator: what the answer shows also changes while the version
+ * does not (an operation's resolution options with time, a connector's spending usage with every send and every
+ * passing hour, the policy's defaults with the platform's configuration). So the answer is never a `304` to an
+ * If-None-Match (Express would give one to a tag naming the version, or to `*`, and a browser would then show what it
+ * cached), and nothing stores it. `no-transform`: a proxy that compresses an answer weakens its ETag (`W/"…"`), and a
+ * weak tag never matches the strong comparison of If-Match.
+ */
+export function answerVersioned(
+  req: Pick<Request, 'headers'>,
+  res: Pick<Response, 'setHeader'>,
+  version: string,
+): void {
+  delete req.headers['if-none-match'];
+  res.setHeader('cache-control', 'no-store, no-transform');
+  setETag(res, version);
+}
+
+/**
  * The versions a request's If-Match header names (RFC 9110 §13.1.1): undefined without one, or with `*` (the settings
  * always exist: it asks nothing). Compared strongly: a weak tag (`W/"…"`) matches no version. A header that is no list
  * of entity tags is 400 naming it, never taken for "no precondition".

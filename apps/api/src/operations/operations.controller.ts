@@ -3,7 +3,7 @@ import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import type { z } from 'zod';
 import { CurrentPrincipal, Principal, ReviewerDecision, Roles } from '../auth/principal';
-import { TakesIfMatch, VERSION_ETAG, ifMatchOf, setETag } from '../http/if-match';
+import { TakesIfMatch, VERSION_ETAG, answerVersioned, ifMatchOf, setETag } from '../http/if-match';
 import { JsonBody, refuseBody } from '../http/parse';
 import { APPROVAL_EXAMPLE, OPERATION_DETAIL_EXAMPLE, RESOLVE_EXAMPLE } from '../openapi-examples';
 import { ApiEndpoint } from '../openapi';
@@ -45,20 +45,17 @@ export class OperationsController {
       headers: VERSION_ETAG,
     },
   })
-  get(
+  async get(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,
     @Req() req: Request,
     @Res({ passthrough: true }) res: Response,
   ) {
     // The ETag names the version a person decides on, not this representation: what it shows also changes with time
-    // alone (a FAILED becomes permitted once no call can still land), the version does not. So this is never a `304`
-    // (Express would answer one to an If-None-Match naming the version, and a browser would show the options it cached)
-    // and nothing stores it. `no-transform`: a proxy that compresses an answer weakens its ETag (`W/"…"`), and a weak
-    // tag never matches the strong If-Match comparison of a decision.
-    delete req.headers['if-none-match'];
-    res.setHeader('cache-control', 'no-store, no-transform');
-    return shown(res, this.operations.get(principal, id));
+    // alone (a FAILED becomes permitted once no call can still land), the version does not (answerVersioned).
+    const { view, version } = await this.operations.get(principal, id);
+    answerVersioned(req, res, version);
+    return view;
   }
 
   @Post(':id/approval')
