@@ -12,6 +12,23 @@ import { Queryable, rows } from './sql';
 export const ADMIN_CHANGE_KINDS = ['policy', 'connector_settings', 'webhook_endpoint'] as const;
 export type AdminChangeKind = (typeof ADMIN_CHANGE_KINDS)[number];
 
+/**
+ * The conditions a write of versioned admin settings (the policy, a connector's settings) is made under, from its
+ * request's If-Match and If-None-Match (RFC 9110 §13.1.1–2): `ifMatch`, the versions it may be made on; `ifNoneMatch`,
+ * those it may not (`*`: any — the settings always have a version). Undefined members ask nothing.
+ */
+export interface VersionCondition {
+  ifMatch?: readonly string[];
+  ifNoneMatch?: readonly string[] | '*';
+}
+
+/** Whether a write under `condition` may be made on the settings at `version` (compared where the write is made). */
+export function versionConditionHolds(version: string, condition: VersionCondition): boolean {
+  if (condition.ifMatch !== undefined && !condition.ifMatch.includes(version)) return false;
+  if (condition.ifNoneMatch === '*') return false;
+  return !condition.ifNoneMatch?.includes(version);
+}
+
 /** The columns an INSERT of a history row names, in this order. */
 export const ADMIN_CHANGE_INSERT_COLUMNS = 'id, tenant_id, kind, connector, changed_by, before, after';
 

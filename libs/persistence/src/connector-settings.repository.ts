@@ -1,6 +1,6 @@
 import { newId } from '@verity/platform';
 import type { EntityManager } from 'typeorm';
-import { ADMIN_CHANGE_INSERT_COLUMNS } from './admin-changes';
+import { ADMIN_CHANGE_INSERT_COLUMNS, VersionCondition, versionConditionHolds } from './admin-changes';
 import { requireActiveKey } from './api-keys';
 import type { AllowedHostRow, ReadBackBindingRow, SpendingCapRow } from './entities/connector-settings.entity';
 import { SecretsCipher, secretBinding } from './secrets-cipher';
@@ -111,12 +111,12 @@ export async function connectorSettingsVersion(db: Queryable, tenantId: string, 
  * transaction: `tx` must be a transaction's manager (the caller's, so what it writes besides commits with the row).
  * Changes of the same connector take turns; the settings are read before `write` and after it, and the row is written
  * with them. Should `write` throw (a refusal, a failed statement), the caller's transaction rolls back: no row.
- * `ifMatch`: the versions the change was made against (connectorSettingsVersion); the settings at another one throw
- * StaleConnectorSettings before anything is written.
+ * `ifMatch`: the versions the change was made against (connectorSettingsVersion), `ifNoneMatch` those it may not be
+ * made on; settings whose version fails either throw StaleConnectorSettings before anything is written.
  */
 export async function changeConnectorSettings<T>(
   tx: Queryable,
-  change: { tenantId: string; connector: string; by: string; ifMatch?: readonly string[] },
+  change: { tenantId: string; connector: string; by: string } & VersionCondition,
   write: () => Promise<T>,
 ): Promise<T> {
   if (!(tx as Partial<EntityManager>).queryRunner?.isTransactionActive) {
@@ -133,7 +133,7 @@ export async function changeConnectorSettings<T>(
   ]);
   // Read in the turn, after every change before it committed, and every change takes the turn: the version cannot
   // move before this one's commit.
-  if (change.ifMatch !== undefined && !change.ifMatch.includes(before.version)) {
+  if (!versionConditionHolds(before.version, change)) {
     throw new StaleConnectorSettings(before.version);
   }
   const result = await write();

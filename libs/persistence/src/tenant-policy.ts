@@ -1,6 +1,6 @@
 import { newId } from '@verity/platform';
 import { TENANT_APPROVAL_KEYS } from '@verity/status-model';
-import { ADMIN_CHANGE_INSERT_COLUMNS } from './admin-changes';
+import { ADMIN_CHANGE_INSERT_COLUMNS, VersionCondition, versionConditionHolds } from './admin-changes';
 import { requireActiveKey } from './api-keys';
 import type { TenantSettings } from './entities';
 import { Queryable, isoInstant, rows, withinTransaction } from './sql';
@@ -106,13 +106,13 @@ export async function updateTenantPolicy(
 
 /**
  * updateTenantPolicy, made only if the policy is still at one of `ifMatch` (its versions, as loadTenantPolicy gives
- * them; undefined: whatever it is) when the statement locks it. `stale`: it was not, nothing was written; `not_found`:
+ * them; undefined: whatever it is) and at none of `ifNoneMatch` when the statement locks it. `stale`: it was not, nothing was written; `not_found`:
  * no such tenant. The settings as written and their version otherwise.
  */
 export async function changeTenantPolicy(
   db: Queryable,
   tenantId: string,
-  input: PolicyChange & { ifMatch?: readonly string[] },
+  input: PolicyChange & VersionCondition,
 ): Promise<{ settings: TenantSettings; version: string } | { refused: 'not_found' | 'stale' }> {
   // policyUpdatedAt is stamped by the statement, on the database's clock (the history's), not this host's.
   const set = { ...input.set, policyUpdatedBy: input.by };
@@ -122,7 +122,7 @@ export async function changeTenantPolicy(
     // Locked first, and compared on the row as locked: of two changes made against one version, one is made.
     const [locked] = await rows<{ before: string; version: string }>(tx, TENANT_POLICY_SQL.lockPolicy, [tenantId]);
     if (!locked) return { refused: 'not_found' as const };
-    if (input.ifMatch !== undefined && !input.ifMatch.includes(locked.version)) return { refused: 'stale' as const };
+    if (!versionConditionHolds(locked.version, input)) return { refused: 'stale' as const };
     const [row] = await rows<{ settings: TenantSettings; version: string }>(tx, TENANT_POLICY_SQL.updatePolicy, [
       tenantId,
       input.remove,

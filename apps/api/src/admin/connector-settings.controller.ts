@@ -3,7 +3,7 @@ import { ConnectorSettingsInput, ConnectorSettingsInputSchema } from '@verity/co
 import type { Request, Response } from 'express';
 import { z } from 'zod';
 import { CurrentPrincipal, Principal } from '../auth/principal';
-import { TakesIfMatch, VERSION_ETAG, answerVersioned, ifMatchOf, setETag } from '../http/if-match';
+import { TakesIfMatch, VERSION_ETAG, answerVersioned, setETag, versionConditionOf } from '../http/if-match';
 import { JsonBody } from '../http/parse';
 import { CONNECTOR_SETTINGS_EXAMPLE } from '../openapi-examples';
 import { ApiEndpoint } from '../openapi';
@@ -75,7 +75,7 @@ export class ConnectorSettingsController {
     @Res({ passthrough: true }) res: Response,
     @JsonBody(ConnectorSettingsInputSchema) input: ConnectorSettingsInput,
   ) {
-    const { view, version } = await this.settings.put(principal, connector, input, ifMatchOf(req));
+    const { view, version } = await this.settings.put(principal, connector, input, versionConditionOf(req));
     setETag(res, version);
     return view;
   }
@@ -91,7 +91,7 @@ export class ConnectorSettingsController {
   })
   @TakesIfMatch()
   async clear(@CurrentPrincipal() principal: Principal, @Param('connector') connector: string, @Req() req: Request) {
-    await this.settings.clear(principal, connector, ifMatchOf(req));
+    await this.settings.clear(principal, connector, versionConditionOf(req));
   }
 
   @Delete(':connector/secrets/:name')
@@ -110,6 +110,6 @@ export class ConnectorSettingsController {
     @Param('name') name: string,
     @Req() req: Request,
   ) {
-    await this.settings.deleteSecret(principal, connector, name, ifMatchOf(req));
+    await this.settings.deleteSecret(principal, connector, name, versionConditionOf(req));
   }
 }

@@ -18,13 +18,14 @@ import {
   sqlState,
   transaction,
   upsertConnectorSettings,
+  VersionCondition,
   writeConnectorSecret,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, tenantPrivateEgress } from '@verity/platform';
 import { DEFAULT_CURRENCY_FIELD } from '@verity/status-model';
 import { DataSource, EntityManager } from 'typeorm';
 import type { Principal } from '../auth/principal';
-import { preconditionFailed } from '../http/if-match';
+import { versionConditionFailed } from '../http/if-match';
 import { FieldError, Problem } from '../problem/problem';
 import { ConnectorSettingsViewOf } from './connector-settings.schema';
 
@@ -56,12 +57,15 @@ export class ConnectorSettingsService {
     return { view: await this.view(this.db.manager, principal, connectorName), version };
   }
 
-  /** `ifMatch`: the versions the change was made against (undefined: any); another one is 412, nothing written. */
+  /**
+   * `condition`: the versions the change may be made on (If-Match) and those it may not (If-None-Match); settings at
+   * another one are 412, nothing written.
+   */
   async put(
     principal: Principal,
     connectorName: string,
     input: ConnectorSettingsInput,
-    ifMatch?: readonly string[],
+    condition: VersionCondition = {},
   ): Promise<{ view: ConnectorSettingsViewOf; version: string }> {
     const connector = this.connector(connectorName);
     const errors: FieldError[] = [];
@@ -110,11 +114,12 @@ export class ConnectorSettingsService {
     if (errors.length > 0) throw Problem.validation(errors);
 
     const { view, version } = await this.stale(
+      condition,
       transaction(this.db, async (tx) => {
         // Held until the commit: a send that checks the settings waits for this change, so none commits from the settings
         // before it unseen by the backfill below (lockSpendingCaps).
         await lockSpendingCaps(tx, principal.tenantId, connectorName);
-        await changeConnectorSettings(tx, this.change(principal, connectorName, ifMatch), async () => {
+        await changeConnectorSettings(tx, this.change(principal, connectorName, condition), async () => {
           await upsertConnectorSettings(tx, principal.tenantId, connectorName, {
             allowHosts: input.allow_hosts,
             spendingCaps: input.spending_caps,
@@ -150,13 +155,14 @@ export class ConnectorSettingsService {
     principal: Principal,
     connectorName: string,
     name: string,
-    ifMatch?: readonly string[],
+    condition: VersionCondition = {},
   ): Promise<void> {
     this.connector(connectorName);
     // A secret that is not there is a 404, which rolls the transaction back: nothing recorded.
     await this.stale(
+      condition,
       transaction(this.db, (tx) =>
-        changeConnectorSettings(tx, this.change(principal, connectorName, ifMatch), async () => {
+        changeConnectorSettings(tx, this.change(principal, connectorName, condition), async () => {
           const deleted = await deleteConnectorSecret(tx, principal.tenantId, connectorName, name);
           if (!deleted) throw Problem.notFound('Secret', name);
         }),
@@ -166,11 +172,12 @@ export class ConnectorSettingsService {
   }
 
   /** Everything for this connector goes: allowlist, caps and secrets (the spending ledger stays: it is history). */
-  async clear(principal: Principal, connectorName: string, ifMatch?: readonly string[]): Promise<void> {
+  async clear(principal: Principal, connectorName: string, condition: VersionCondition = {}): Promise<void> {
     this.connector(connectorName);
     await this.stale(
+      condition,
       transaction(this.db, (tx) =>
-        changeConnectorSettings(tx, this.change(principal, connectorName, ifMatch), () =>
+        changeConnectorSettings(tx, this.change(principal, connectorName, condition), () =>
           clearConnectorSettings(tx, principal.tenantId, connectorName),
         ),
       ),
@@ -179,16 +186,16 @@ export class ConnectorSettingsService {
   }
 
   /** Every write is recorded in the history of admin changes (GET /v1/admin/changes), in its own transaction. */
-  private change(principal: Principal, connector: string, ifMatch: readonly string[] | undefined) {
-    return { tenantId: principal.tenantId, connector, by: principal.keyId, ifMatch };
+  private change(principal: Principal, connector: string, condition: VersionCondition) {
+    return { tenantId: principal.tenantId, connector, by: principal.keyId, ...condition };
   }
 
-  /** A change refused because the settings are no longer at the If-Match version (rolled back): 412. */
-  private async stale<T>(change: Promise<T>): Promise<T> {
+  /** A change refused because the settings' version fails its condition (rolled back): 412. */
+  private async stale<T>(condition: VersionCondition, change: Promise<T>): Promise<T> {
     try {
       return await change;
     } catch (error) {
-      if (error instanceof StaleConnectorSettings) throw preconditionFailed('the connector settings');
+      if (error instanceof StaleConnectorSettings) throw versionConditionFailed('the connector settings', condition);
       throw error;
     }
   }

@@ -1,7 +1,7 @@
 import { Get, Put, Req, Res } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { CurrentPrincipal, Principal } from '../auth/principal';
-import { TakesIfMatch, VERSION_ETAG, answerVersioned, ifMatchOf, setETag } from '../http/if-match';
+import { TakesIfMatch, VERSION_ETAG, answerVersioned, setETag, versionConditionOf } from '../http/if-match';
 import { JsonBody } from '../http/parse';
 import { POLICY_EXAMPLE } from '../openapi-examples';
 import { ApiEndpoint } from '../openapi';
@@ -52,7 +52,7 @@ export class PolicyController {
     @Res({ passthrough: true }) res: Response,
     @JsonBody(PolicyInputSchema) input: PolicyInput,
   ) {
-    const { view, version } = await this.policy.put(principal, input, ifMatchOf(req));
+    const { view, version } = await this.policy.put(principal, input, versionConditionOf(req));
     setETag(res, version);
     return view;
   }

@@ -6,6 +6,7 @@ import {
   DEFAULT_ESCALATION_TARGET,
   TenantPolicySettings,
   TenantSettings,
+  VersionCondition,
   changeTenantPolicy,
   loadTenantPolicy,
 } from '@verity/persistence';
@@ -13,7 +14,7 @@ import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { ApprovalRule, DEFAULT_AMOUNT_FIELD, DEFAULT_CURRENCY_FIELD, tenantApprovalRules } from '@verity/status-model';
 import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
-import { preconditionFailed } from '../http/if-match';
+import { versionConditionFailed } from '../http/if-match';
 import { refuseSecretValuesIn } from '../http/secret-values';
 import { FieldError, Problem } from '../problem/problem';
 import { PolicyInput, PolicyViewOf } from './policy.schema';
@@ -37,13 +38,14 @@ export class PolicyService {
   }
 
   /**
-   * `ifMatch`: the versions the change was made against (undefined: any). The statement that writes compares them, so
+   * `condition`: If-Match's versions the change was made against, If-None-Match's it may not be made on (undefined:
+   * any). The statement that writes compares them, so
    * of two admins who read one version and change it at once, the second gets 412 instead of undoing the first.
    */
   async put(
     principal: Principal,
     input: PolicyInput,
-    ifMatch?: readonly string[],
+    condition: VersionCondition = {},
   ): Promise<{ view: PolicyViewOf; version: string }> {
     const errors: FieldError[] = [];
     (input.approval_rules ?? []).forEach((rule, i) => {
@@ -98,10 +100,10 @@ export class PolicyService {
       set,
       remove,
       by: principal.keyId,
-      ifMatch,
+      ...condition,
     });
     if ('refused' in changed) {
-      if (changed.refused === 'stale') throw preconditionFailed('the policy');
+      if (changed.refused === 'stale') throw versionConditionFailed('the policy', condition);
       throw Problem.notFound('Tenant', principal.tenantId);
     }
     const { settings, version } = changed;

@@ -1,6 +1,7 @@
 import { CanActivate, ExecutionContext, Injectable, SetMetadata, applyDecorators } from '@nestjs/common';
 import { ApiHeader } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
+import type { VersionCondition } from '@verity/persistence';
 import { Problem } from '../problem/problem';
 
 /** An entity tag (RFC 9110 §8.8.3): strong, or weak with `W/`. */
@@ -105,6 +106,49 @@ export function ifMatchOf(req: Pick<Request, 'headers'>): string[] | undefined {
     ]);
   }
   return tags.filter((tag) => !tag.startsWith('W/')).map((tag) => tag.slice(1, -1));
+}
+
+/**
+ * The versions a write's If-None-Match header names (RFC 9110 §13.1.2), compared weakly (`W/"v"` names `v`), or `*`
+ * (any version: the admin settings always have one, so it never holds); undefined without one. A header that is no
+ * list of entity tags is 400 naming it. Read by the writes of the admin settings (versionConditionOf).
+ */
+export function ifNoneMatchOf(req: Pick<Request, 'headers'>): string[] | '*' | undefined {
+  const raw = req.headers['if-none-match'];
+  if (raw === undefined) return undefined;
+  const value = (Array.isArray(raw) ? raw.join(', ') : raw).trim();
+  if (value === '*') return '*';
+  const tags = value.split(',').map((tag) => tag.trim());
+  if (!tags.every((tag) => ENTITY_TAG.test(tag))) {
+    throw Problem.validation([
+      {
+        field: 'If-None-Match',
+        rule: 'invalid_format',
+        message: 'the ETag of a GET (e.g. "5d41402abc4b2a76b9719d911017c592"), several separated by commas, or *',
+      },
+    ]);
+  }
+  return tags.map((tag) => tag.replace(/^W\//, '').slice(1, -1));
+}
+
+/** A write's If-Match and If-None-Match, as the versioned admin settings compare them where the write is made. */
+export function versionConditionOf(req: Pick<Request, 'headers'>): VersionCondition {
+  return { ifMatch: ifMatchOf(req), ifNoneMatch: ifNoneMatchOf(req) };
+}
+
+/**
+ * 412 for a write of versioned admin settings whose If-Match or If-None-Match does not hold (versionConditionOf);
+ * preconditionFailed when only If-Match was sent.
+ */
+export function versionConditionFailed(what: string, condition: VersionCondition): Problem {
+  if (condition.ifNoneMatch === undefined) return preconditionFailed(what);
+  return new Problem(
+    412,
+    'precondition-failed',
+    'Precondition failed',
+    `${what} is at a version If-None-Match names (\`*\` names any: they always have one)` +
+      `${condition.ifMatch === undefined ? '' : ', or no longer at one If-Match names'}; nothing was written`,
+  );
 }
 
 /**
