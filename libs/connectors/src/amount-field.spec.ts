@@ -42,6 +42,26 @@ describe('amountFieldProblem: can an operation of this connector carry a number 
     },
   );
 
+  // A record is open in its keys, not in its values: the http connector's headers take any name, and only strings.
+  it.each([
+    ['http', 'headers.x-amount', /"headers.x-amount" is not a number in the params of http \(request\)/],
+    ['http', 'headers', /"headers" is not a number in the params of http \(request\)/],
+    ['http', 'read_back.headers.amount', /not a number in the params of http/],
+    ['http', 'headers.x-amount.value', /no action of http \(request\) has a "headers.x-amount.value"/],
+  ])('%s at %s: a record of strings holds no number', (name, path, expected) => {
+    expect(amountFieldProblem(connector(name), path)).toMatch(expected);
+  });
+
+  it('walks into a record by its value type; a name its keys refuse is not there', () => {
+    const totals = z.strictObject({ totals: z.record(z.string().regex(/^[a-z]+$/), z.number()) });
+    expect(amountFieldProblem(withParams(totals), 'totals.eur')).toBeNull();
+    expect(amountFieldProblem(withParams(totals), 'totals.EUR')).toMatch(/no action of test.connector/);
+    expect(amountFieldProblem(withParams(totals), 'totals')).toMatch(/not a number/);
+    const labels = z.strictObject({ labels: z.record(z.string(), z.string()) });
+    expect(amountFieldProblem(withParams(labels), 'labels.a')).toMatch(/not a number/);
+    expect(currencyFieldProblem(withParams(labels), 'labels.a')).toBeNull();
+  });
+
   it('walks nested objects and optional members; a loose object or a record is open; one action with it is enough', () => {
     const nested = z.strictObject({ payment: z.strictObject({ total: z.number().optional(), note: z.string() }) });
     expect(amountFieldProblem(withParams(nested), 'payment.total')).toBeNull();

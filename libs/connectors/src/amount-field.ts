@@ -21,8 +21,9 @@ function unwrapped(schema: z.ZodType): z.ZodType {
 
 /**
  * What is at `path` in values of `schema`: a number, a string (or one of an enum's), something else, nothing (an object that takes no
- * other members has none there), or "open" — a schema that takes any member or value there (a record, unknown, a
- * loose object, anything this walk does not know), which says nothing either way.
+ * other members has none there), or "open" — a schema that takes any member or value there (a record of unknown values,
+ * unknown, a loose object, anything this walk does not know), which says nothing either way. A record's members are of
+ * its value type: one of strings (the http connector's headers) holds no number.
  */
 function pathKind(schema: z.ZodType, path: string): PathKind {
   let at = unwrapped(schema);
@@ -30,6 +31,13 @@ function pathKind(schema: z.ZodType, path: string): PathKind {
   for (const segment of fieldSegments(path)) {
     if (at instanceof z.ZodArray && /^[0-9]+$/.test(segment)) {
       at = unwrapped(at.element as z.ZodType);
+      continue;
+    }
+    // A record takes any member its keys allow, and each one is of its value type (the http connector's headers: any
+    // name, a string): open in its names, not in what they hold. A name its keys refuse is not there.
+    if (at instanceof z.ZodRecord) {
+      if (!(at.keyType as z.ZodType).safeParse(segment).success) return 'absent';
+      at = unwrapped(at.valueType as z.ZodType);
       continue;
     }
     if (!(at instanceof z.ZodObject)) {
@@ -50,7 +58,12 @@ function pathKind(schema: z.ZodType, path: string): PathKind {
   }
   if (at instanceof z.ZodNumber) return 'number';
   if (at instanceof z.ZodString || at instanceof z.ZodEnum) return 'string';
-  if (at instanceof z.ZodBoolean || at instanceof z.ZodArray || at instanceof z.ZodObject) {
+  if (
+    at instanceof z.ZodBoolean ||
+    at instanceof z.ZodArray ||
+    at instanceof z.ZodObject ||
+    at instanceof z.ZodRecord
+  ) {
     return 'other';
   }
   return 'open';
