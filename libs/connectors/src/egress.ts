@@ -404,7 +404,8 @@ function platformRefusal(service: PlatformService, host: string, port: number): 
   return `${host}:${port} reaches ${service.name} of this platform, never a tenant's target`;
 }
 
-function hostMatches(pattern: string, host: string): boolean {
+/** Whether an allowlist entry's host (`api.example.com`, `*.example.com`) names `host` (normalized). */
+export function hostMatches(pattern: string, host: string): boolean {
   const p = normalizeHost(pattern);
   if (p.startsWith('*.')) return host.endsWith(p.slice(1)) && host.length > p.length - 1;
   return p === host;

@@ -89,6 +89,52 @@ describe('the amount caps of one connector', () => {
   });
 });
 
+describe('the allowlist entries of one connector', () => {
+  const rules = (allowHosts: unknown[]) => issueRules(ConnectorSettingsInputSchema, { allow_hosts: allowHosts });
+
+  // A URL falls under the first entry naming its host (egress allowlistEntryOf): a later one it covers never applies.
+  it('refuses an entry that can never apply: its host and port already fall under an earlier entry', () => {
+    // The same host twice (in any spelling), for every port: the second, with its secrets, is never read.
+    expect(rules([{ host: 'api.example.com' }, { host: 'API.example.com', secrets: ['crm_token'] }])).toEqual({
+      'allow_hosts.1.host': 'shadowed',
+    });
+    // A port the earlier entry of the host already takes.
+    expect(
+      rules([
+        { host: 'api.example.com', ports: [443] },
+        { host: 'api.example.com', ports: [443, 8443] },
+      ]),
+    ).toEqual({ 'allow_hosts.1.host': 'shadowed' });
+    // A specific host after a wildcard that names it: the wildcard is its first entry, whatever the port.
+    expect(rules([{ host: '*.example.com' }, { host: 'api.example.com', allow_private: true }])).toEqual({
+      'allow_hosts.1.host': 'shadowed',
+    });
+    expect(
+      rules([
+        { host: '*.example.com', ports: [443] },
+        { host: '*.api.example.com', ports: [8443] },
+      ]),
+    ).toEqual({
+      'allow_hosts.1.host': 'shadowed',
+    });
+  });
+
+  it('takes entries that each apply somewhere: per port, the specific before the wildcard, any port after specific ones', () => {
+    expect(
+      rules([{ host: 'api.example.com', ports: [8443], secrets: ['crm_token'] }, { host: 'api.example.com' }]),
+    ).toEqual({});
+    expect(
+      rules([
+        { host: 'api.example.com', ports: [443] },
+        { host: 'api.example.com', ports: [8443] },
+      ]),
+    ).toEqual({});
+    expect(rules([{ host: 'api.example.com', secrets: ['crm_token'] }, { host: '*.example.com' }])).toEqual({});
+    expect(rules([{ host: '*.api.example.com' }, { host: '*.example.com' }, { host: 'example.com' }])).toEqual({});
+    expect(rules([{ host: '10.0.0.5' }, { host: '10.0.0.6' }, { host: '::1' }])).toEqual({});
+  });
+});
+
 describe('a secret value', () => {
   it('has no leading or trailing space: a header value loses them, so the value sent would not be the one set', () => {
     for (const value of [' tok', 'tok ', ' ', '  tok  ']) {

@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { classifyAddress, nonCanonicalIpv4, normalizeHost } from './egress';
+import { classifyAddress, hostMatches, nonCanonicalIpv4, normalizeHost } from './egress';
 import {
   CURRENCY_CODE,
   CURRENCY_CODE_RULE,
@@ -190,12 +190,51 @@ export const SpendingCapSchema = z
   });
 
 /**
+ * The earlier entry that takes every URL `entries[i]` would (or some of its ports), or -1. A URL falls under the first
+ * entry naming its host, and only entries written for that same host are read for its port (egress
+ * `allowlistEntryOf`): a later entry for the same host is never read for a port an earlier one allows, and a host a
+ * wildcard before it names is never judged by it at all.
+ */
+function shadowingEntry(entries: readonly { host: string; ports?: number[] }[], i: number): number {
+  const entry = entries[i];
+  return entries.slice(0, i).findIndex((earlier) => {
+    if (earlier.host === entry.host) {
+      if (!earlier.ports?.length) return true;
+      return (entry.ports ?? []).some((port) => earlier.ports!.includes(port));
+    }
+    if (!earlier.host.startsWith('*.')) return false;
+    // A wildcard names every host of a later entry it covers (`*.example.com`: `api.example.com`, `*.api.example.com`).
+    return hostMatches(earlier.host, entry.host.startsWith('*.') ? entry.host.slice(2) : entry.host);
+  });
+}
+
+/**
+ * An entry that can never apply is refused (`shadowed`), not kept: its secrets, ports or allow_private would read as in
+ * force and never be (the admin who wrote a second entry for a host, to bind a secret there, got secret_not_bound).
+ */
+function refuseShadowedEntries(entries: { host: string; ports?: number[] }[], ctx: z.RefinementCtx): void {
+  entries.forEach((entry, i) => {
+    const j = shadowingEntry(entries, i);
+    if (j < 0) return;
+    const ports = entry.ports?.length ? ` (port ${entry.ports.join(', ')})` : '';
+    ctx.addIssue({
+      code: 'custom',
+      path: [i, 'host'],
+      message:
+        `never applies: a URL to ${entry.host}${ports} falls under allow_hosts[${j}] (${entries[j].host}), the first ` +
+        'entry that names it; put the more specific entry first, give it other ports, or merge the two',
+      params: { rule: 'shadowed' },
+    });
+  });
+}
+
+/**
  * PUT /v1/admin/connector-settings/{connector}. Each field given replaces that setting; a field left out is kept.
  * Secrets merge by name (a value sets it, null deletes it): they are write-only, so nobody could re-send them all.
  */
 export const ConnectorSettingsInputSchema = z
   .strictObject({
-    allow_hosts: z.array(AllowedHostSchema).max(100).optional(),
+    allow_hosts: z.array(AllowedHostSchema).max(100).superRefine(refuseShadowedEntries).optional(),
     spending_caps: z
       .array(SpendingCapSchema)
       .max(8)
