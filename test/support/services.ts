@@ -1,4 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Client } from 'pg';
 import IORedis from 'ioredis';
 import { DataSource } from 'typeorm';
@@ -21,12 +23,22 @@ export interface TestDatabase {
 }
 
 /**
- * The name of a database that holds exactly this code's migrations, run: a hash of every migration's name and code, so
- * a changed or added migration gets a template of its own and no test ever starts from a stale schema.
+ * The name of a database that holds exactly this code's migrations, run: a hash of the migrations' list and of every
+ * file of their folder (what they run is in their files — most hold only statements given to `sqlMigration`, whose
+ * `up` is one function for all — and none imports from outside it), so a migration added or edited, even under the
+ * same name, gets a template of its own and no test ever starts from a stale schema. From test/support (ts-jest) the
+ * folder is the sources; from dist/test/support (the built fuzz runner) the compiled files.
  */
-function templateName(): string {
-  const source = MIGRATIONS.map((m) => `${m.name}\n${String(m.prototype.up)}\n${String(m.prototype.down)}`).join('\n');
-  return `verity_template_${createHash('sha256').update(source).digest('hex').slice(0, 16)}`;
+export function templateName(
+  folder = join(__dirname, '..', '..', 'libs', 'persistence', 'src', 'migrations'),
+  names: readonly string[] = MIGRATIONS.map((m) => m.name),
+): string {
+  const hash = createHash('sha256').update(names.join('\n'));
+  for (const file of readdirSync(folder).sort()) {
+    if (/\.spec\.|\.map$/.test(file)) continue;
+    hash.update(`\n${file}\n`).update(readFileSync(join(folder, file)));
+  }
+  return `verity_template_${hash.digest('hex').slice(0, 16)}`;
 }
 
 let template: Promise<string> | undefined;
