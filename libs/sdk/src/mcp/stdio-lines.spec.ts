@@ -80,3 +80,46 @@ describe('jsonRpcLines before the SDK stdio transport', () => {
     expect(stdio.answered).toEqual([]);
   }, 30_000);
 });
+
+describe('jsonRpcLines: JSON whose parsed value is not what the line says', () => {
+  /** A tools/call of submit_execution whose params are written out as `params` (raw JSON text). */
+  const submit = (id: number, params: string) =>
+    `{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"submit_execution","arguments":` +
+    `{"agent_id":"a","intent":"i","operations":[{"key":"pay","connector":"payments","action":"charge",` +
+    `"params":${params}}]}}}\n`;
+
+  it.each([
+    ['a member given twice (JSON.parse keeps the last)', '{"amount":100,"amount":99999999}', 'is given twice'],
+    ['a number a double rounds', '{"amount":9007199254740993}', 'cannot keep exactly'],
+    ['a number that parses to Infinity (sent on as null)', '{"amount":1e309}', 'not finite'],
+    ['a negative one that parses to -Infinity', '{"amount":-1e309}', 'not finite'],
+  ])('answers a line holding %s -32600 with its id, as /mcp does, and passes nothing on', async (_, params, said) => {
+    const stdio = await wired();
+    stdio.write(submit(7, params));
+    stdio.write(ping(8));
+    await stdio.settled(8);
+
+    expect(stdio.received.map((m) => (m as { id?: unknown }).id)).toEqual([8]);
+    expect(stdio.answered).toEqual([
+      {
+        jsonrpc: '2.0',
+        id: 7,
+        error: {
+          code: -32600,
+          message: expect.stringMatching(
+            new RegExp(`^Invalid Request: params\\.arguments\\.operations\\[0\\]\\.params\\.amount .*${said}`),
+          ),
+        },
+      },
+    ]);
+  });
+
+  it('passes on numbers a double keeps (0.1, 1e22, 1.50, a 15-digit whole number)', async () => {
+    const stdio = await wired();
+    stdio.write(submit(7, '{"a":0.1,"b":1e22,"c":1.50,"d":123456789012345,"e":-0}'));
+    await stdio.settled(7);
+
+    expect(stdio.received.map((m) => (m as { id?: unknown }).id)).toEqual([7]);
+    expect(stdio.answered).toEqual([]);
+  });
+});

@@ -1,5 +1,7 @@
 import { Transform } from 'node:stream';
 import { type JSONRPCMessage, JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
+// The API's own reading of raw JSON (the check /mcp and /v1 make of a body), compiled into the package with the SDK.
+import { memberPath, rawJsonIssue } from '../../../platform/src/raw-json';
 import { readableRequestId } from './request-id';
 
 /**
@@ -88,10 +90,45 @@ function judge(line: string): Verdict {
       id: null,
     };
   }
-  if (JSONRPCMessageSchema.safeParse(parsed).success) return 'message';
-  return {
-    code: INVALID_REQUEST,
-    message: 'Invalid Request: the line is no JSON-RPC 2.0 request, notification or response',
-    id: readableRequestId(parsed),
-  };
+  if (!JSONRPCMessageSchema.safeParse(parsed).success) {
+    return {
+      code: INVALID_REQUEST,
+      message: 'Invalid Request: the line is no JSON-RPC 2.0 request, notification or response',
+      id: readableRequestId(parsed),
+    };
+  }
+  // What the parsed message would no longer show: a member named twice (JSON.parse keeps the last), a number a double
+  // rounds, one that parses to ±Infinity (sent on to the API as null). /mcp refuses such a body -32600; passed on here,
+  // a submission was made with another amount than the line said.
+  const hidden = hiddenByParsing(line, parsed);
+  if (hidden === null) return 'message';
+  return { code: INVALID_REQUEST, message: `Invalid Request: ${hidden}`, id: readableRequestId(parsed) };
+}
+
+/** What the line says that its parsed value hides, in words naming the member, or null. */
+function hiddenByParsing(line: string, parsed: unknown): string | null {
+  const issue = rawJsonIssue(line);
+  if (issue) {
+    return issue.rule === 'duplicate_key'
+      ? `${issue.field} is given twice (nothing in the line was carried out)`
+      : `${issue.field} holds a number a double cannot keep exactly (nothing in the line was carried out)`;
+  }
+  const infinite = nonFiniteNumberAt(parsed);
+  return infinite === null
+    ? null
+    : `${infinite} holds a number that is not finite (nothing in the line was carried out)`;
+}
+
+/** The path of the first number that parsed to ±Infinity, or null. Iterative: no nesting exhausts the stack. */
+function nonFiniteNumberAt(value: unknown): string | null {
+  const stack: { node: unknown; path: string }[] = [{ node: value, path: '' }];
+  while (stack.length > 0) {
+    const { node, path } = stack.pop()!;
+    if (typeof node === 'number' && !Number.isFinite(node)) return path || '(message)';
+    if (Array.isArray(node)) node.forEach((item, i) => stack.push({ node: item, path: `${path}[${i}]` }));
+    else if (node !== null && typeof node === 'object') {
+      for (const [key, item] of Object.entries(node)) stack.push({ node: item, path: memberPath(path, key) });
+    }
+  }
+  return null;
 }
