@@ -229,6 +229,25 @@ describe('the execution resources, listed page by page', () => {
   });
 });
 
+describe('the execution resources, listed from a cursor that is none', () => {
+  it.each([
+    ['a lone surrogate', '\ud800'],
+    ['longer than any URL the API reads', `exe_${'a'.repeat(70_000)}`],
+    ['not an execution id', 'op_abc'],
+  ])('refuses a cursor that is %s -32602 naming it, and asks the API nothing', async (_, cursor) => {
+    const api = await countingApi();
+    const mcp = await connectMcp(api.url);
+    const refusal = await mcp.client.listResources({ cursor }).then(
+      () => undefined,
+      (error: unknown) => error as { code?: number; message?: string },
+    );
+
+    expect(refusal?.code).toBe(-32602);
+    expect(refusal?.message).toContain('not a cursor of this list');
+    expect(api.requests()).toBe(0);
+  });
+});
+
 describe('submit_execution with a key that names Object.prototype', () => {
   it('refuses params or expected_state with a "__proto__" key, as the API does, instead of sending them without it', async () => {
     const bodies: string[] = [];

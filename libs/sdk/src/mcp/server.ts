@@ -403,6 +403,11 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
   // would read as all there is.
   server.server.setRequestHandler(ListResourcesRequestSchema, async (request, extra) => {
     const cursor = request.params?.cursor;
+    // A cursor of this list is a next_cursor the API gave: an execution id. Anything else (a lone surrogate, which no
+    // URL can carry; one longer than the API's request line) was answered -32603, as if the server had failed.
+    if (cursor && (cursor.length > 200 || !idPattern('exe').test(cursor))) {
+      throw new McpError(ErrorCode.InvalidParams, `not a cursor of this list: ${JSON.stringify(cursor.slice(0, 200))}`);
+    }
     const page = await withinBound(
       readTimeoutMs,
       extra.signal,
@@ -412,7 +417,7 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
       },
     ).catch((error: unknown) => {
       if (error instanceof VerityError && error.status === 400) {
-        throw new McpError(ErrorCode.InvalidParams, `not a cursor of this list: ${cursor}`);
+        throw new McpError(ErrorCode.InvalidParams, `not a cursor of this list: ${JSON.stringify(cursor)}`);
       }
       throw error;
     });
