@@ -123,3 +123,20 @@ describe('jsonRpcLines: JSON whose parsed value is not what the line says', () =
     expect(stdio.answered).toEqual([]);
   });
 });
+
+describe('jsonRpcLines: an id that is itself what the line hides', () => {
+  it.each([
+    ['given twice', '{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}\n'],
+    ['a number a double rounds', '{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}\n'],
+  ])('answers an id %s with id null, as /mcp does: neither reading of it is the request’s', async (_, line) => {
+    const stdio = await wired();
+    stdio.write(line);
+    stdio.write(ping(8));
+    await stdio.settled(8);
+
+    expect(stdio.received.map((m) => (m as { id?: unknown }).id)).toEqual([8]);
+    expect(stdio.answered).toEqual([
+      { jsonrpc: '2.0', id: null, error: { code: -32600, message: expect.stringMatching(/^Invalid Request: id /) } },
+    ]);
+  });
+});

@@ -90,33 +90,35 @@ function judge(line: string): Verdict {
       id: null,
     };
   }
-  if (!JSONRPCMessageSchema.safeParse(parsed).success) {
-    return {
-      code: INVALID_REQUEST,
-      message: 'Invalid Request: the line is no JSON-RPC 2.0 request, notification or response',
-      id: readableRequestId(parsed),
-    };
-  }
-  // What the parsed message would no longer show: a member named twice (JSON.parse keeps the last), a number a double
+  // What the parsed line would no longer show: a member named twice (JSON.parse keeps the last), a number a double
   // rounds, one that parses to ±Infinity (sent on to the API as null). /mcp refuses such a body -32600; passed on here,
   // a submission was made with another amount than the line said.
   const hidden = hiddenByParsing(line, parsed);
-  if (hidden === null) return 'message';
-  return { code: INVALID_REQUEST, message: `Invalid Request: ${hidden}`, id: readableRequestId(parsed) };
+  if (hidden !== null) {
+    return {
+      code: INVALID_REQUEST,
+      message: `Invalid Request: ${hidden.said} (nothing in the line was carried out)`,
+      // An id that is itself what was hidden (given twice, rounded) is no id of the request's: null, as /mcp answers.
+      id: hidden.field === 'id' ? null : readableRequestId(parsed),
+    };
+  }
+  if (JSONRPCMessageSchema.safeParse(parsed).success) return 'message';
+  return {
+    code: INVALID_REQUEST,
+    message: 'Invalid Request: the line is no JSON-RPC 2.0 request, notification or response',
+    id: readableRequestId(parsed),
+  };
 }
 
 /** What the line says that its parsed value hides, in words naming the member, or null. */
-function hiddenByParsing(line: string, parsed: unknown): string | null {
+function hiddenByParsing(line: string, parsed: unknown): { field: string; said: string } | null {
   const issue = rawJsonIssue(line);
   if (issue) {
-    return issue.rule === 'duplicate_key'
-      ? `${issue.field} is given twice (nothing in the line was carried out)`
-      : `${issue.field} holds a number a double cannot keep exactly (nothing in the line was carried out)`;
+    const said = issue.rule === 'duplicate_key' ? 'is given twice' : 'holds a number a double cannot keep exactly';
+    return { field: issue.field, said: `${issue.field} ${said}` };
   }
   const infinite = nonFiniteNumberAt(parsed);
-  return infinite === null
-    ? null
-    : `${infinite} holds a number that is not finite (nothing in the line was carried out)`;
+  return infinite === null ? null : { field: infinite, said: `${infinite} holds a number that is not finite` };
 }
 
 /** The path of the first number that parsed to ±Infinity, or null. Iterative: no nesting exhausts the stack. */
