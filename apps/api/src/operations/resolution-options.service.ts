@@ -5,6 +5,7 @@ import {
   ExecutionEntity,
   OperationEntity,
   absenceEvidenceOfMany,
+  databaseClockOffsetMs,
   findExecution,
   findOperations,
   loadTenantSettings,
@@ -132,6 +133,9 @@ export class ResolutionOptionsService {
   ): Promise<Map<string, ReleaseNeeds>> {
     const needs = new Map<string, ReleaseNeeds>();
     let rules: ReturnType<typeof tenantApprovalRules> | undefined;
+    // The deadline by the database's clock, the one the dispatcher judges it by (and an approval's statement checks it
+    // with): by this host's, one behind offered and took a release nothing would ever carry out. Read once for the page.
+    let databaseNow: number | undefined;
     const executions = new Map((known.executions ?? []).map((e) => [e.id, e]));
     const siblings = new Map<string, OperationEntity[]>();
     for (const op of known.operations ?? []) {
@@ -155,10 +159,11 @@ export class ResolutionOptionsService {
         await loadTenantSettings(this.db.manager, tenantId),
         this.connectors.approvalAmountDeclarations(),
       );
+      databaseNow ??= Date.now() + (await databaseClockOffsetMs(this.db.manager));
       needs.set(op.id, {
         executionStatus: execution.status,
-        // By this process' clock; the statement that commits the release judges it again by the database's.
-        deadlinePassed: execution.deadlineAt.getTime() <= Date.now(),
+        // The statement that commits the release (the dispatcher's) judges it again, by the same clock.
+        deadlinePassed: execution.deadlineAt.getTime() <= databaseNow,
         dependencies: dependenciesState(op.dependsOn.map((key) => latest.get(key))),
         grantsApproval: releaseGrantsApproval(needsApproval(op, rules), op.approval),
       });
