@@ -1,4 +1,5 @@
 import type { ProblemDetails as Problem } from '@verity/sdk';
+import { waitForLockWaiter } from '../support/lock-waits';
 import { skewedClock } from '../support/skewed-clock';
 import { DEMO, Stack, freePort, waitFor } from '../support/stack';
 import { charge, http, sms, unique } from '../support/http';
@@ -84,5 +85,62 @@ describe('a release past its execution’s deadline, by the database’s clock',
     expect(
       (after.body as Op & { recovery_obligation?: { resolution?: unknown } }).recovery_obligation?.resolution ?? null,
     ).toBeNull();
+  });
+
+  it('whose deadline passes while its statement waits for the row: 409 resolution-not-permitted, nothing written', async () => {
+    // Judged before the deadline (by the API on the database's clock), written after it: the statement checks it.
+    await stack.startApp('dispatcher');
+    const created = await submit(
+      stack,
+      [
+        charge(unique('release-race'), { expected_state: { charged: true } }),
+        sms(unique('release-race-sms'), { depends_on: ['charge'] }),
+      ],
+      { deadline_seconds: 4 },
+    );
+    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    for (const app of stack.running('dispatcher')) await stack.kill(app, 'SIGTERM');
+    const [{ deadline_at: deadlineAt }] = (await stack.db.dataSource.query(
+      'SELECT deadline_at FROM executions WHERE id = $1',
+      [created.id],
+    )) as { deadline_at: Date }[];
+    const before = await events(stack, created.id);
+    const writer = stack.db.dataSource.createQueryRunner();
+    await writer.connect();
+    try {
+      await writer.startTransaction();
+      // Another writer of the row (a write that changes nothing the decision is made on): the statement waits for it,
+      // then judges the row again as committed.
+      await writer.query('UPDATE operations SET updated_at = updated_at WHERE id = $1', [held.id]);
+      expect(await stack.databaseNow()).toBeLessThan(new Date(deadlineAt).getTime() - 500);
+      let answered = false;
+      const releasing = http<Problem & { permitted_resolutions?: string[] }>(
+        stack.apiUrl,
+        'POST',
+        `/v1/operations/${held.id}/resolve`,
+        { key: DEMO.reviewer, body: { status: 'SENT', evidence: 'the conflict is understood: send it' } },
+      ).finally(() => (answered = true));
+      await waitForLockWaiter(stack.db.dataSource, {
+        statementLike: '%UPDATE operations SET%FROM api_keys k%',
+        unless: () => answered,
+      });
+      await waitFor(
+        () => stack.databaseNow(),
+        (now) => now > new Date(deadlineAt).getTime() + 100,
+        15_000,
+        100,
+      );
+      await writer.commitTransaction();
+      const released = await releasing;
+      expect({ status: released.status, type: released.body.type }).toEqual({
+        status: 409,
+        type: 'https://verity.dev/problems/resolution-not-permitted',
+      });
+      expect(released.body.permitted_resolutions).not.toContain('SENT');
+    } finally {
+      if (writer.isTransactionActive) await writer.rollbackTransaction();
+      await writer.release();
+    }
+    expect(await events(stack, created.id)).toEqual(before);
   });
 });

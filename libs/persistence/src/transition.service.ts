@@ -250,7 +250,7 @@ export interface DecisionInput {
   whileRequestedAt?: string;
   /**
    * Written only while the execution's deadline has not passed, by the database's clock (the one the send guard reads):
-   * a grant made after it could never be carried out — nothing more is sent for the execution.
+   * a grant (or a release) made after it could never be carried out — nothing more is sent for the execution.
    */
   whileBeforeDeadline?: boolean;
   /**

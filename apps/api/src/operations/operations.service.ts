@@ -37,6 +37,7 @@ import {
   ResolutionOption,
   ResolutionStatus,
   canRetry,
+  isTerminalExecution,
   operationTransitionRule,
   MAX_INVESTIGATIONS_PER_HOLD,
   failedRefusedByRead,
@@ -494,6 +495,13 @@ export class OperationsService {
     // settings, or needing the reference the lost answer held) — stands with the reviewer's evidence.
     if (read) resolution.read_back = { kind: read.kind, ...read.evidence };
     const grant = status === OperationStatus.SENT ? await this.approvalGrantedByRelease(principal, op) : null;
+    // A release is carried out only before its execution's deadline (a completed or failed one is bound by it no more):
+    // checked again by the statement that records it, as an approval's grant is — past it, nothing would send it.
+    const releaseBeforeDeadline =
+      status === OperationStatus.SENT &&
+      !isTerminalExecution(
+        (await findExecution(this.db.manager, op.executionId, principal.tenantId))?.status ?? ExecutionStatus.EXPIRED,
+      );
     // A "still unknown" recorded since this read is another reviewer's decision on the hold, made first (I13).
     const investigationsSeen = op.obligation?.investigations?.length ?? 0;
     const decided = await this.transitions.decide(this.db.manager, {
@@ -503,6 +511,7 @@ export class OperationsService {
       open: 'resolution',
       investigationsSeen,
       whileVersionIn: ifMatch,
+      whileBeforeDeadline: releaseBeforeDeadline,
       event: { type: 'operation.resolved', data: resolution },
       // The approval a release grants is its own decision in the log, after the resolution that makes it.
       alsoEvents: grant
@@ -549,6 +558,23 @@ export class OperationsService {
         const options = (await this.holds.judgeOne(principal.tenantId, now))?.options ?? [];
         const why = 'the provider’s rejection of this send came back while the resolution was decided';
         throw unlessStale(rejectionOnFile(now, why, options), ifMatch, nowVersion);
+      }
+      if (status === OperationStatus.SENT && stillHeld) {
+        // Its execution's deadline passed (or the execution ended) while the release was decided: refused as if it had
+        // come after, with what may be done instead — not a bare "moved".
+        const options = (await this.holds.judgeOne(principal.tenantId, now))?.options ?? [];
+        const release = options.find((o) => o.status === OperationStatus.SENT);
+        if (release && !release.permitted) {
+          throw unlessStale(
+            Problem.conflict('resolution-not-permitted', `SENT is not permitted: ${release.why}`, {
+              current_status: now.status,
+              permitted_resolutions: offeredResolutions(options),
+              resolution_options: options,
+            }),
+            ifMatch,
+            nowVersion,
+          );
+        }
       }
       throw unlessStale(await this.resolutionRefusal(principal, now, investigationsSeen), ifMatch, nowVersion);
     }
