@@ -86,25 +86,35 @@ export function answerVersioned(
 }
 
 /**
- * The versions a request's If-Match header names (RFC 9110 §13.1.1): undefined without one, or with `*` (the settings
- * always exist: it asks nothing). Compared strongly: a weak tag (`W/"…"`) matches no version. A header that is no list
- * of entity tags is 400 naming it, never taken for "no precondition".
+ * The entity tags a conditional header lists as sent (`W/` kept), `*`, or undefined without the header. A header that is
+ * no list of entity tags is 400 naming it, never taken for "no precondition".
  */
-export function ifMatchOf(req: Pick<Request, 'headers'>): string[] | undefined {
-  const raw = req.headers['if-match'];
+function entityTagsOf(req: Pick<Request, 'headers'>, header: 'If-Match' | 'If-None-Match'): string[] | '*' | undefined {
+  const raw = req.headers[header.toLowerCase()];
   if (raw === undefined) return undefined;
   const value = (Array.isArray(raw) ? raw.join(', ') : raw).trim();
-  if (value === '*') return undefined;
+  if (value === '*') return '*';
   const tags = value.split(',').map((tag) => tag.trim());
   if (!tags.every((tag) => ENTITY_TAG.test(tag))) {
     throw Problem.validation([
       {
-        field: 'If-Match',
+        field: header,
         rule: 'invalid_format',
         message: 'the ETag of a GET (e.g. "5d41402abc4b2a76b9719d911017c592"), several separated by commas, or *',
       },
     ]);
   }
+  return tags;
+}
+
+/**
+ * The versions a request's If-Match header names (RFC 9110 §13.1.1): undefined without one, or with `*` (the settings
+ * always exist: it asks nothing). Compared strongly: a weak tag (`W/"…"`) matches no version. A header that is no list
+ * of entity tags is 400 naming it.
+ */
+export function ifMatchOf(req: Pick<Request, 'headers'>): string[] | undefined {
+  const tags = entityTagsOf(req, 'If-Match');
+  if (tags === undefined || tags === '*') return undefined;
   return tags.filter((tag) => !tag.startsWith('W/')).map((tag) => tag.slice(1, -1));
 }
 
@@ -114,20 +124,8 @@ export function ifMatchOf(req: Pick<Request, 'headers'>): string[] | undefined {
  * list of entity tags is 400 naming it. Read by the writes of the admin settings (versionConditionOf).
  */
 export function ifNoneMatchOf(req: Pick<Request, 'headers'>): string[] | '*' | undefined {
-  const raw = req.headers['if-none-match'];
-  if (raw === undefined) return undefined;
-  const value = (Array.isArray(raw) ? raw.join(', ') : raw).trim();
-  if (value === '*') return '*';
-  const tags = value.split(',').map((tag) => tag.trim());
-  if (!tags.every((tag) => ENTITY_TAG.test(tag))) {
-    throw Problem.validation([
-      {
-        field: 'If-None-Match',
-        rule: 'invalid_format',
-        message: 'the ETag of a GET (e.g. "5d41402abc4b2a76b9719d911017c592"), several separated by commas, or *',
-      },
-    ]);
-  }
+  const tags = entityTagsOf(req, 'If-None-Match');
+  if (tags === undefined || tags === '*') return tags;
   return tags.map((tag) => tag.replace(/^W\//, '').slice(1, -1));
 }
 
