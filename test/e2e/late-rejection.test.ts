@@ -110,6 +110,7 @@ describe('a provider’s rejection that comes back after the send was marked UNK
     receiver = await startReceiver(() => ({ status: 204 }));
     stack = await Stack.start({
       label: 'late-reject',
+      apis: 0,
       dispatchers: 0,
       // sandbox.payments calls this provider; a hold is not re-read by itself while a test runs.
       env: {
@@ -119,6 +120,10 @@ describe('a provider’s rejection that comes back after the send was marked UNK
         WEBHOOK_SCAN_INTERVAL_MS: '100',
       },
     });
+    // A reviewer's read held at the provider waits there while a frozen dispatcher wakes and records its late answer.
+    // The API gives up on a read after CONNECTOR_TIMEOUT_MS (1 s in tests), which a loaded machine's wake can outlast:
+    // the resolution would then be refused because the source went unread, not for what these tests are about.
+    stack.apiUrl = await stack.startApi({ CONNECTOR_TIMEOUT_MS: '10000' });
     const allowed = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
       key: DEMO.admin,
       body: { allow_hosts: [{ host: '127.0.0.1', ports: [receiver.port], allow_private: true }] },
