@@ -405,25 +405,50 @@ async function topStatements(pool: Pool) {
 }
 
 /** One operation at a time on an otherwise idle system: submit, then wait (SDK) until the execution settled. */
-async function benchIdleLatency(pool: Pool, agent: Verity, samples: number) {
+async function benchIdleLatency(pool: Pool, agent: Verity, samples: number, peer?: Peer) {
   const ids: string[] = [];
   const client: number[] = [];
-  for (let i = 0; i < samples; i += 1) {
+  const peerIds: string[] = [];
+  const peerClient: number[] = [];
+  const verityOnce = async (i: number) => {
     const t0 = performance.now();
     const execution = await agent.executions.create(submission(`bench-idle-${Date.now()}-${i}`));
     await agent.waitForSettled(execution.id, { timeoutMs: 30_000 });
     client.push(performance.now() - t0);
     ids.push(execution.id);
     await sleep(100);
+  };
+  // The peer answers once its workflow ended: each sample is waited for before the next.
+  const peerOnce = async (i: number) => {
+    const t0 = performance.now();
+    const { id } = await submitToPeer(peer!, `dbos-idle-${Date.now()}-${i}`, true);
+    peerClient.push(performance.now() - t0);
+    peerIds.push(id);
+    await sleep(100);
+  };
+  // With the peer, the samples alternate between the two systems (which goes first swapping every pair), as the
+  // throughput rounds do: a drift in the machine's load over the minute this takes falls on both medians alike.
+  for (let i = 0; i < samples; i += 1) {
+    if (!peer) await verityOnce(i);
+    else if (i % 2 === 0) await verityOnce(i).then(() => peerOnce(i));
+    else await peerOnce(i).then(() => verityOnce(i));
   }
   client.sort((a, b) => a - b);
   const db = await latencies(pool, { executionIds: ids });
   note(`idle latency intake → VERIFIED: p50 ${db.p50.toFixed(1)} ms, p99 ${db.p99.toFixed(1)} ms`);
-  return {
+  const verity = {
     ...db,
     clientP50: percentile(client, 50),
     clientP99: percentile(client, 99),
     anatomy: await anatomy(pool, ids),
+  };
+  if (!peer) return { verity, peer: null };
+  peerClient.sort((a, b) => a - b);
+  const peerDb = await peerLatencies(peer, { workflowIds: peerIds });
+  note(`DBOS peer idle latency submit → settled: p50 ${peerDb.p50.toFixed(1)} ms, p99 ${peerDb.p99.toFixed(1)} ms`);
+  return {
+    verity,
+    peer: { ...peerDb, clientP50: percentile(peerClient, 50), clientP99: percentile(peerClient, 99) },
   };
 }
 
@@ -611,23 +636,6 @@ async function benchPeerRound(cluster: Cluster, peer: Peer, options: BenchOption
   return result;
 }
 
-/** As benchIdleLatency: one at a time, each waited for (the peer answers once the workflow ended) before the next. */
-async function benchPeerIdle(peer: Peer, samples: number) {
-  const ids: string[] = [];
-  const client: number[] = [];
-  for (let i = 0; i < samples; i += 1) {
-    const t0 = performance.now();
-    const { id } = await submitToPeer(peer, `dbos-idle-${Date.now()}-${i}`, true);
-    client.push(performance.now() - t0);
-    ids.push(id);
-    await sleep(100);
-  }
-  client.sort((a, b) => a - b);
-  const db = await peerLatencies(peer, { workflowIds: ids });
-  note(`DBOS peer idle latency submit → settled: p50 ${db.p50.toFixed(1)} ms, p99 ${db.p99.toFixed(1)} ms`);
-  return { ...db, clientP50: percentile(client, 50), clientP99: percentile(client, 99) };
-}
-
 async function peerOutcomes(peer: Peer): Promise<Record<string, number>> {
   const res = await fetch(`${peer.url}/stats`);
   return ((await res.json()) as { outcomes: Record<string, number> }).outcomes;
@@ -807,8 +815,12 @@ async function main(): Promise<void> {
     }
     const rssUnderLoad = loadRss.stop();
 
-    const idle = await benchIdleLatency(pool, agent, options.idleSamples);
-    const peerIdle = peer ? await benchPeerIdle(peer, options.idleSamples) : null;
+    const { verity: idle, peer: peerIdle } = await benchIdleLatency(
+      pool,
+      agent,
+      options.idleSamples,
+      peer ?? undefined,
+    );
     const outcomes = peer ? await peerOutcomes(peer) : null;
     await peer?.stop();
     const moderateRate = Math.max(2, Math.round(e2e1.verifiedPerSecond * 0.5));
