@@ -16,6 +16,7 @@ import {
   lookUpParam,
   tenantApprovalRules,
   shownApprovalState,
+  approvalRequestWaits,
 } from './policy';
 
 describe('approval rules', () => {
@@ -399,5 +400,12 @@ describe('shownApprovalState: a request that can no longer be decided is withdra
     expect(shownApprovalState(OperationStatus.PREPARED, 'requested', false)).toBe('requested');
     // A decision stays what it was.
     expect(shownApprovalState(OperationStatus.PREPARED, 'granted', true)).toBe('granted');
+  });
+
+  it('judges only a PREPARED request still on record against the deadline (approvalRequestWaits)', () => {
+    expect(approvalRequestWaits(OperationStatus.PREPARED, 'requested')).toBe(true);
+    expect(approvalRequestWaits(OperationStatus.MANUAL_REVIEW, 'requested')).toBe(false);
+    expect(approvalRequestWaits(OperationStatus.PREPARED, 'granted')).toBe(false);
+    expect(approvalRequestWaits(OperationStatus.PREPARED, undefined)).toBe(false);
   });
 });

@@ -168,7 +168,15 @@ export function shownApprovalState<State extends string>(
    */
   pastDeadline = false,
 ): State | 'withdrawn' {
-  return stored === 'requested' && (status !== OperationStatus.PREPARED || pastDeadline) ? 'withdrawn' : stored;
+  return stored === 'requested' && (!approvalRequestWaits(status, stored) || pastDeadline) ? 'withdrawn' : stored;
+}
+
+/**
+ * A request on record that still waits for a decision, unless its execution's deadline has passed (shownApprovalState):
+ * the one case where how it is shown depends on the clock, so the one that needs the database's.
+ */
+export function approvalRequestWaits(status: OperationStatus, stored: string | undefined): boolean {
+  return stored === 'requested' && status === OperationStatus.PREPARED;
 }
 
 /** Why a tenant rule asks for approval of an operation: the rule, which test it met, and the reason in words. */

@@ -11,6 +11,7 @@ import { ConnectorRegistry } from '@verity/connectors';
 import { TerminalReason } from '@verity/status-model';
 import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
+import { databaseNowForApprovals, pastDeadlineAt } from '../executions/approval-clock';
 import { presentOperation } from '../executions/presenter';
 import { ResolutionOptionsService } from '../operations/resolution-options.service';
 import { Problem } from '../problem/problem';
@@ -75,6 +76,7 @@ export class ReviewService {
     );
     // The page's operations are not all of their executions': those a release depends on are read where needed.
     const judged = await this.holds.judge(principal.tenantId, page, { executions: found.executions });
+    const databaseNow = await databaseNowForApprovals(this.db.manager, page);
     return {
       data: page.map((op) => ({
         operation: maskSecrets(
@@ -82,7 +84,7 @@ export class ReviewService {
             op,
             changes.get(op.id) ?? null,
             judged.get(op.id)?.options,
-            byId.get(op.executionId)?.deadlineAt,
+            pastDeadlineAt(byId.get(op.executionId)?.deadlineAt, databaseNow),
           ),
         ),
         execution: maskSecrets(this.summary(byId.get(op.executionId))),

@@ -48,6 +48,7 @@ import { FieldError, Problem } from '../problem/problem';
 import { ResolutionOptionsService } from '../operations/resolution-options.service';
 import { resolveEventCursor } from './event-cursor';
 import { ABSENT_MEANS, requestHash, sentBodyHash } from './idempotency';
+import { databaseNowForApprovals } from './approval-clock';
 import { ExecutionView, presentEvent, presentExecution } from './presenter';
 import { Submission, capAmountErrors, referenceUnsettled, toCriterion, validateSubmission } from './submission';
 import { pageOf } from '../http/parse';
@@ -383,7 +384,8 @@ export class ExecutionsService {
       principal.tenantId,
     );
     const judged = await this.holds.judge(principal.tenantId, operations, { executions: [execution], operations });
-    return presentExecution(execution, operations, changes, judged);
+    const databaseNow = await databaseNowForApprovals(this.db.manager, operations);
+    return presentExecution(execution, operations, changes, judged, databaseNow);
   }
 
   async list(principal: Principal, query: { status?: ExecutionStatus; cursor?: string; limit: number }) {
@@ -406,8 +408,9 @@ export class ExecutionsService {
       principal.tenantId,
     );
     const judged = await this.holds.judge(principal.tenantId, operations, { executions: page, operations });
+    const databaseNow = await databaseNowForApprovals(this.db.manager, operations);
     return {
-      data: page.map((e) => presentExecution(e, byExecution.get(e.id) ?? [], changes, judged)),
+      data: page.map((e) => presentExecution(e, byExecution.get(e.id) ?? [], changes, judged, databaseNow)),
       next_cursor: nextCursor,
     };
   }

@@ -22,6 +22,7 @@ import {
   unevaluatedCriteria,
 } from '@verity/status-model';
 import type { z } from 'zod';
+import { pastDeadlineAt } from './approval-clock';
 import type { API_SCHEMAS } from '../schemas';
 
 /** The last status-change event of each operation, by operation id (`findLastStatusChanges`). */
@@ -83,8 +84,11 @@ export function presentOperation(
   op: OperationEntity,
   lastChange: LastStatusChange | null,
   options: readonly ResolutionOption[] = [],
-  /** Its execution's deadline, where an approval request is on record (past it, the request is shown withdrawn). */
-  executionDeadline?: Date,
+  /**
+   * Its execution's deadline has passed by the database's clock (the one `deadline_at` is on and an approve is refused
+   * by), judged where an approval request waits: past it, the request is shown withdrawn.
+   */
+  approvalPastDeadline = false,
 ): OperationView {
   const contradictions = contradictionsOnRecord(op);
   const refuted = contradictions.failureRefuted;
@@ -114,11 +118,7 @@ export function presentOperation(
     approval: op.approval?.state
       ? {
           ...op.approval,
-          state: shownApprovalState(
-            op.status,
-            op.approval.state,
-            executionDeadline !== undefined && executionDeadline.getTime() <= Date.now(),
-          ),
+          state: shownApprovalState(op.status, op.approval.state, approvalPastDeadline),
           baseline: undefined,
         }
       : null,
@@ -138,7 +138,10 @@ export function presentExecution(
   operations: OperationEntity[],
   changes: StatusChanges,
   options: ResolutionOptionsOf = new Map(),
+  /** The database's clock now, where one of the operations' approval requests waits (databaseNowForApprovals). */
+  databaseNow?: Date,
 ): ExecutionView {
+  const pastDeadline = pastDeadlineAt(execution.deadlineAt, databaseNow);
   const hasCriteria = execution.criteria.length > 0;
   // Until its first evaluation is written an execution with criteria shows them pending, never an outcome of null
   // (what an execution without criteria shows): the 201 and a read before the dispatcher's first advance included.
@@ -171,7 +174,7 @@ export function presentExecution(
     updated_at: isoAt(execution.updatedAt),
     trace_id: traceIdOf(execution.traceParent),
     operations: operations.map((op) =>
-      presentOperation(op, changes.get(op.id) ?? null, options.get(op.id)?.options, execution.deadlineAt),
+      presentOperation(op, changes.get(op.id) ?? null, options.get(op.id)?.options, pastDeadline),
     ),
   };
 }

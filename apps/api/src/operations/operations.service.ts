@@ -57,12 +57,14 @@ import {
   releaseGrantsApproval,
   approvalDecidable,
   shownApprovalState,
+  approvalRequestWaits,
   tenantApprovalRules,
 } from '@verity/status-model';
 import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { Problem } from '../problem/problem';
 import { cancelledBy } from '../executions/executions.service';
+import { databaseNowForApprovals, pastDeadlineAt } from '../executions/approval-clock';
 import { presentExecution, presentOperation, requestedOperation, shownRetryRule } from '../executions/presenter';
 import { preconditionFailed } from '../http/if-match';
 import { refuseSecretValuesIn } from '../http/secret-values';
@@ -119,14 +121,22 @@ export class OperationsService {
     // offers what the API would refuse. Once a resolution is recorded (a release waiting for the dispatcher included),
     // nothing more is permitted: the decision was made.
     const options = judged?.options ?? [];
-    // Only a request still waiting is judged against its execution's deadline (one more read, for it alone).
-    const deadline =
-      op.status === OperationStatus.PREPARED && op.approval?.state === 'requested'
-        ? (await findExecution(this.db.manager, op.executionId, principal.tenantId))?.deadlineAt
-        : undefined;
+    // Only a request still waiting is judged against its execution's deadline (two more reads, for it alone): by the
+    // database's clock, the one the deadline is on and an approve is refused by.
+    const [execution, databaseNow] = approvalRequestWaits(op.status, op.approval?.state)
+      ? await Promise.all([
+          findExecution(this.db.manager, op.executionId, principal.tenantId),
+          databaseNowForApprovals(this.db.manager, [op]),
+        ])
+      : [];
     return {
       view: {
-        ...presentOperation(op, changes.get(op.id) ?? null, options, deadline),
+        ...presentOperation(
+          op,
+          changes.get(op.id) ?? null,
+          options,
+          pastDeadlineAt(execution?.deadlineAt, databaseNow),
+        ),
         permitted_resolutions: offeredResolutions(options),
         resolution_options: options,
       },
