@@ -1,7 +1,8 @@
 import { Queue, UnrecoverableError, Worker } from 'bullmq';
 import { createRedis } from '@verity/platform';
 import { redisLink } from '../../../test/support/redis-link';
-import { TEST_REDIS_URL, clearRedisPrefix, testQueuePrefix } from '../../../test/support/services';
+import { withProducer } from '../../../test/support/producer';
+import { TEST_REDIS_URL } from '../../../test/support/services';
 import { JobName, QueueName } from './names';
 import { JobProducer } from './producer';
 import { refreshQueueDepth } from './worker-ops';
@@ -11,7 +12,6 @@ describe('JobProducer.tryEnqueue when Redis goes away', () => {
     const heard: { job: JobName; failures: number }[] = [];
     await withProducer(
       'producer',
-      (job, _error, failures) => heard.push({ job, failures }),
       async ({ producer, redis }) => {
         expect(await producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: 'exe_1' })).toBe(true);
         expect(producer.enqueueFailures).toBe(0);
@@ -38,13 +38,14 @@ describe('JobProducer.tryEnqueue when Redis goes away', () => {
         // enqueue (for callers that must know) still throws.
         await expect(producer.enqueue(JobName.ADVANCE_EXECUTION, { executionId: 'exe_3' })).rejects.toThrow();
       },
+      { onEnqueueFailure: (job, _error, failures) => heard.push({ job, failures }) },
     );
   }, 15_000);
 });
 
 describe('JobProducer after a queue was first used while Redis was going away', () => {
   it('builds the queue again once the connection is back, instead of failing every enqueue for good', async () => {
-    await withProducer('producer-rebuild', undefined, async ({ producer, redis }) => {
+    await withProducer('producer-rebuild', async ({ producer, redis }) => {
       await waitUntilReady(redis);
       // The dispatch queue is first touched in the same tick as the connection drops (and reconnects by itself):
       // BullMQ's one-time connection check, sent a moment later, fails.
@@ -67,7 +68,7 @@ describe('JobProducer after a queue was first used while Redis was going away', 
 
 describe('JobProducer.enqueueOrRearm: one job per id, a finished one armed again', () => {
   it('adds a new job, leaves a pending one alone, and replaces one that finished (completed or failed)', async () => {
-    await withProducer('producer-rearm', undefined, async ({ producer, prefix }) => {
+    await withProducer('producer-rearm', async ({ producer, prefix }) => {
       const data = { operationId: 'op_rearm', executionId: 'exe_rearm' };
       const id = 'op_rearm.dispatch';
       const queue = producer.queue(QueueName.DISPATCH);
@@ -110,7 +111,7 @@ describe('JobProducer.enqueueOrRearm: one job per id, a finished one armed again
   it('leaves exactly one armed job when several processes re-arm one finished job at once', async () => {
     // Two reconcilers (or an API and a reconciler) each read "finished", remove and add: whatever the interleaving,
     // the job must end armed once — never removed by one after the other armed it, leaving none.
-    await withProducer('producer-rearm-race', undefined, async ({ producer, prefix }) => {
+    await withProducer('producer-rearm-race', async ({ producer, prefix }) => {
       const otherRedis = createRedis(TEST_REDIS_URL, 'producer', 'producer-rearm-race-other');
       const other = new JobProducer(otherRedis, prefix);
       const connection = createRedis(TEST_REDIS_URL, 'worker', 'producer-spec-rearm-race-worker');
@@ -143,24 +144,6 @@ describe('JobProducer.enqueueOrRearm: one job per id, a finished one armed again
   }, 30_000);
 });
 
-/** A producer on a fresh key prefix of the test Redis, closed and its keys removed after `work`, pass or fail. */
-async function withProducer(
-  label: string,
-  onEnqueueFailure: ConstructorParameters<typeof JobProducer>[2],
-  work: (setup: { producer: JobProducer; redis: ReturnType<typeof createRedis>; prefix: string }) => Promise<void>,
-): Promise<void> {
-  const prefix = testQueuePrefix(label);
-  const redis = createRedis(TEST_REDIS_URL, 'producer', `${label}-spec`);
-  const producer = new JobProducer(redis, prefix, onEnqueueFailure);
-  try {
-    await work({ producer, redis, prefix });
-  } finally {
-    await producer.close();
-    redis.disconnect();
-    await clearRedisPrefix(prefix);
-  }
-}
-
 async function waitForState(queue: Queue, id: string, state: string): Promise<void> {
   for (let i = 0; i < 200 && (await queue.getJobState(id)) !== state; i += 1) {
     await new Promise((resolve) => setTimeout(resolve, 25));
@@ -174,24 +157,21 @@ function waitUntilReady(redis: ReturnType<typeof createRedis>): Promise<void> {
 
 describe('JobProducer while Redis is away and being reconnected to', () => {
   it('fails at once on a queue it has not used yet (BullMQ would wait for the connection to come back)', async () => {
-    const prefix = testQueuePrefix('producer-away');
     const cut = await redisLink();
-    const redis = createRedis(cut.url, 'producer', 'producer-spec-away');
-    const producer = new JobProducer(redis, prefix);
-    try {
-      await waitUntilReady(redis);
-      const reconnecting = new Promise<void>((resolve) => redis.once('reconnecting', () => resolve()));
-      await cut.sever();
-      await reconnecting;
-      // Intake awaits this after its commit: it must answer (the sweeper owes the job), not hang for the outage.
-      expect(await producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: 'exe_away' })).toBe(false);
-      expect(producer.enqueueFailures).toBe(1);
-      // A worker's scrape reads queue depth the same way: it gives up, and the series are dropped.
-      await expect(refreshQueueDepth(producer, [QueueName.DISPATCH])).rejects.toThrow();
-    } finally {
-      await producer.close();
-      redis.disconnect();
-      await clearRedisPrefix(prefix);
-    }
+    await withProducer(
+      'producer-away',
+      async ({ producer, redis }) => {
+        await waitUntilReady(redis);
+        const reconnecting = new Promise<void>((resolve) => redis.once('reconnecting', () => resolve()));
+        await cut.sever();
+        await reconnecting;
+        // Intake awaits this after its commit: it must answer (the sweeper owes the job), not hang for the outage.
+        expect(await producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: 'exe_away' })).toBe(false);
+        expect(producer.enqueueFailures).toBe(1);
+        // A worker's scrape reads queue depth the same way: it gives up, and the series are dropped.
+        await expect(refreshQueueDepth(producer, [QueueName.DISPATCH])).rejects.toThrow();
+      },
+      { url: cut.url },
+    );
   }, 15_000);
 });

@@ -1,0 +1,30 @@
+import { createRedis } from '@verity/platform';
+import { JobProducer } from '@verity/queues';
+import { TEST_REDIS_URL, clearRedisPrefix, testQueuePrefix } from './services';
+
+export interface ProducerSetup {
+  producer: JobProducer;
+  redis: ReturnType<typeof createRedis>;
+  prefix: string;
+}
+
+/**
+ * A producer on a fresh key prefix of the test Redis (or of the Redis behind `url`, a link a test can cut), closed and
+ * its keys removed after `work`, pass or fail.
+ */
+export async function withProducer(
+  label: string,
+  work: (setup: ProducerSetup) => Promise<void>,
+  options: { url?: string; onEnqueueFailure?: ConstructorParameters<typeof JobProducer>[2] } = {},
+): Promise<void> {
+  const prefix = testQueuePrefix(label);
+  const redis = createRedis(options.url ?? TEST_REDIS_URL, 'producer', `${label}-spec`);
+  const producer = new JobProducer(redis, prefix, options.onEnqueueFailure);
+  try {
+    await work({ producer, redis, prefix });
+  } finally {
+    await producer.close();
+    redis.disconnect();
+    await clearRedisPrefix(prefix);
+  }
+}
