@@ -42,6 +42,15 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
     attempt,
     verificationMethod: VerificationMethod.READ_AFTER_WRITE,
   });
+  /** A reviewer's approval decision on a PREPARED operation; the two recorded below differ only in what they add. */
+  const approvalDecision = (state: 'granted' | 'denied') => ({
+    operation: op(OperationStatus.PREPARED, 0),
+    tenantId: 'tenant',
+    byKey: 'key_1',
+    open: 'approval' as const,
+    event: { type: 'approval.decided', data: {} },
+    merge: { approval: { state } },
+  });
   return {
     transitions: {
       operationMove: await recorded((db) =>
@@ -95,12 +104,7 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
       ),
       decisionWithMove: await recorded((db) =>
         transitions.decide(db, {
-          operation: op(OperationStatus.PREPARED, 0),
-          tenantId: 'tenant',
-          byKey: 'key_1',
-          open: 'approval',
-          event: { type: 'approval.decided', data: {} },
-          merge: { approval: { state: 'denied' } },
+          ...approvalDecision('denied'),
           move: { to: OperationStatus.CANCELLED, reason: TerminalReason.DENIED },
         }),
       ),
@@ -120,15 +124,7 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
       ),
       // A reviewer's decision sent with If-Match (apps/api operations.service): written only at a version it names.
       decisionAtVersion: await recorded((db) =>
-        transitions.decide(db, {
-          operation: op(OperationStatus.PREPARED, 0),
-          tenantId: 'tenant',
-          byKey: 'key_1',
-          open: 'approval',
-          event: { type: 'approval.decided', data: {} },
-          merge: { approval: { state: 'granted' } },
-          whileVersionIn: ['v1'],
-        }),
+        transitions.decide(db, { ...approvalDecision('granted'), whileVersionIn: ['v1'] }),
       ),
       // The dispatcher's late rejection (sender.service recordLateRejection): on the row and in the history at once.
       lateRejection: await recorded((db) =>
