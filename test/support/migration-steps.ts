@@ -1,5 +1,6 @@
 import { DataSource } from 'typeorm';
 import { dataSourceOptions, MIGRATIONS } from '@verity/persistence';
+import { insertChargeExecution } from './fixtures';
 import type { TestDatabase } from './services';
 
 /**
@@ -19,4 +20,26 @@ export async function undoMigrationsFrom(db: TestDatabase, migration: (typeof MI
       await stepper.destroy();
     }
   };
+}
+
+/**
+ * `count` charge operations of `tenant`, written by today's intake statement before the schema goes back (it names
+ * later columns); then the schema taken back to before `migration`, and each operation's row set as `set` says (an
+ * UPDATE's SET list: where the code of then had left it). Returns them, in order, and the upgrade.
+ */
+export async function chargeOperationsBefore(
+  db: TestDatabase,
+  migration: (typeof MIGRATIONS)[number],
+  tenant: string,
+  count: number,
+  set: string,
+) {
+  const manager = db.dataSource.manager;
+  const operations: { executionId: string; operationId: string }[] = [];
+  for (let i = 0; i < count; i += 1) operations.push(await insertChargeExecution(manager, tenant));
+  const upgrade = await undoMigrationsFrom(db, migration);
+  for (const op of operations) {
+    await manager.query(`UPDATE operations SET ${set} WHERE id = $1`, [op.operationId]);
+  }
+  return { operations, upgrade };
 }

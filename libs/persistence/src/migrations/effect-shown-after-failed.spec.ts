@@ -1,5 +1,4 @@
-import { insertChargeExecution } from '../../../../test/support/fixtures';
-import { undoMigrationsFrom } from '../../../../test/support/migration-steps';
+import { chargeOperationsBefore } from '../../../../test/support/migration-steps';
 import { useTestDatabase } from '../../../../test/support/test-database';
 import { TransitionService } from '../transition.service';
 import { EffectShownAfterFailed1764630000000 } from './1764630000000-effect-shown-after-failed';
@@ -12,20 +11,12 @@ describe('migration 1764630000000: a FAILED refuted before the upgrade is refute
   const db = useTestDatabase('effect-shown-backfill', ['acme']);
 
   it('copies the newest read that showed the effect onto the row, and leaves other FAILED operations alone', async () => {
-    // The executions are written by today's intake statement, before the schema goes back (it names later columns).
     const manager = db.dataSource.manager;
-    const refuted = await insertChargeExecution(manager, 'acme');
-    const plain = await insertChargeExecution(manager, 'acme');
-    const notShown = await insertChargeExecution(manager, 'acme');
-    // Back to the schema (and code) before this migration: it and every later one undone.
-    const upgrade = await undoMigrationsFrom(db, EffectShownAfterFailed1764630000000);
+    // Back to the schema (and code) before this migration, with three operations resolved FAILED.
+    const leftAs = `status = 'FAILED', attempt = 1, obligation = '{"owner":"ops"}'`;
+    const before = await chargeOperationsBefore(db, EffectShownAfterFailed1764630000000, 'acme', 3, leftAs);
+    const [refuted, plain, notShown] = before.operations;
     const transitions = new TransitionService();
-    for (const op of [refuted, plain, notShown]) {
-      await manager.query(
-        `UPDATE operations SET status = 'FAILED', attempt = 1, obligation = '{"owner":"ops"}' WHERE id = $1`,
-        [op.operationId],
-      );
-    }
     // What the re-check wrote then: only the event, no key on the row.
     const recheck = (op: { executionId: string; operationId: string }, result: string) =>
       transitions.annotate(manager, {
@@ -39,7 +30,7 @@ describe('migration 1764630000000: a FAILED refuted before the upgrade is refute
     expect((await recheck(refuted, 'found')).won).toBe(true);
     expect((await recheck(notShown, 'not_found')).won).toBe(true);
 
-    await upgrade();
+    await before.upgrade();
     const obligationOf = async (id: string) =>
       (
         (await manager.query(`SELECT obligation FROM operations WHERE id = $1`, [id])) as {

@@ -1,5 +1,4 @@
-import { insertChargeExecution } from '../../../../test/support/fixtures';
-import { undoMigrationsFrom } from '../../../../test/support/migration-steps';
+import { chargeOperationsBefore } from '../../../../test/support/migration-steps';
 import { useTestDatabase } from '../../../../test/support/test-database';
 import { TransitionService } from '../transition.service';
 import { LateRejection1764650000000 } from './1764650000000-late-rejection';
@@ -12,19 +11,12 @@ describe('migration 1764650000000: a late rejection recorded before the upgrade 
   const db = useTestDatabase('late-rejection-backfill', ['acme']);
 
   it('copies the rejection event onto the row, and leaves operations without one alone', async () => {
-    // The executions are written by today's intake statement, before the schema goes back (it names later columns).
-    const manager = db.dataSource.manager;
-    const rejected = await insertChargeExecution(manager, 'acme');
-    const plain = await insertChargeExecution(manager, 'acme');
-    // Back to the schema (and code) before this migration: it and every later one undone.
-    const upgrade = await undoMigrationsFrom(db, LateRejection1764650000000);
     const transitions = new TransitionService();
-    for (const op of [rejected, plain]) {
-      await manager.query(
-        `UPDATE operations SET status = 'MANUAL_REVIEW', attempt = 1, terminal_reason = 'CONNECTOR_ERROR' WHERE id = $1`,
-        [op.operationId],
-      );
-    }
+    const manager = db.dataSource.manager;
+    // Back to the schema (and code) before this migration, with two operations held for review.
+    const leftAs = `status = 'MANUAL_REVIEW', attempt = 1, terminal_reason = 'CONNECTOR_ERROR'`;
+    const before = await chargeOperationsBefore(db, LateRejection1764650000000, 'acme', 2, leftAs);
+    const [rejected, plain] = before.operations;
     // What the dispatcher wrote then: only the event, nothing on the row.
     const late = {
       detail: 'provider rejected the request (402)',
@@ -55,7 +47,7 @@ describe('migration 1764650000000: a late rejection recorded before the upgrade 
       [rejected.operationId],
     )) as { created_at: Date }[];
 
-    await upgrade();
+    await before.upgrade();
     const rowOf = async (id: string) =>
       (
         (await manager.query(`SELECT rejected_at, rejection FROM operations WHERE id = $1`, [id])) as {
