@@ -43,42 +43,47 @@ function paddedPing(id: number, bytes: number, fill: Buffer): Buffer {
 }
 
 describe('jsonRpcLines before the SDK stdio transport', () => {
-  it('answers a line that with its line feed passes the transport’s bound, and keeps serving', async () => {
+  /** The wired transport once it was sent a ping padded to `bytes` before its line feed, then a plain one. */
+  async function afterPaddedPing(bytes: number, fill: Buffer) {
     const stdio = await wired();
-    // Exactly MAX_STDIO_LINE_BYTES before its line feed: one byte more than the transport holds.
-    stdio.write(Buffer.concat([paddedPing(1, MAX_STDIO_LINE_BYTES, Buffer.from('x')), Buffer.from('\n')]));
+    stdio.write(Buffer.concat([paddedPing(1, bytes, fill), Buffer.from('\n')]));
     stdio.write(ping(2));
     await stdio.settled(2);
+    return stdio;
+  }
+  const receivedIds = (stdio: Awaited<ReturnType<typeof wired>>) =>
+    stdio.received.map((m) => (m as { id?: unknown }).id);
+
+  it('answers a line that with its line feed passes the transport’s bound, and keeps serving', async () => {
+    // Exactly MAX_STDIO_LINE_BYTES before its line feed: one byte more than the transport holds.
+    const stdio = await afterPaddedPing(MAX_STDIO_LINE_BYTES, Buffer.from('x'));
 
     expect(stdio.closed()).toBe(false);
-    expect(stdio.received.map((m) => (m as { id?: unknown }).id)).toEqual([2]);
+    expect(receivedIds(stdio)).toEqual([2]);
     expect(stdio.answered).toEqual([
       { jsonrpc: '2.0', id: null, error: { code: -32600, message: expect.stringContaining('longer than') } },
     ]);
   }, 30_000);
 
-  it('passes on a message holding bytes that are no UTF-8 as the bytes it read, not a longer re-encoding', async () => {
-    const stdio = await wired();
+  it.each<[string, number, Buffer]>([
     // 4 MiB, well inside the bound; decoded and encoded again, each 0xFF byte became U+FFFD's three bytes (12 MiB).
-    stdio.write(Buffer.concat([paddedPing(1, 4 * 1024 * 1024, Buffer.from([0xff])), Buffer.from('\n')]));
-    stdio.write(ping(2));
-    await stdio.settled(2);
+    [
+      'passes on a message holding bytes that are no UTF-8 as the bytes it read, not a longer re-encoding',
+      4 * 1024 * 1024,
+      Buffer.from([0xff]),
+    ],
+    ['passes on a line that fits the transport’s bound with its line feed', MAX_STDIO_LINE_BYTES - 1, Buffer.from('x')],
+  ])(
+    '%s',
+    async (_title, bytes, fill) => {
+      const stdio = await afterPaddedPing(bytes, fill);
 
-    expect(stdio.closed()).toBe(false);
-    expect(stdio.received.map((m) => (m as { id?: unknown }).id)).toEqual([1, 2]);
-    expect(stdio.answered).toEqual([]);
-  }, 30_000);
-
-  it('passes on a line that fits the transport’s bound with its line feed', async () => {
-    const stdio = await wired();
-    stdio.write(Buffer.concat([paddedPing(1, MAX_STDIO_LINE_BYTES - 1, Buffer.from('x')), Buffer.from('\n')]));
-    stdio.write(ping(2));
-    await stdio.settled(2);
-
-    expect(stdio.closed()).toBe(false);
-    expect(stdio.received.map((m) => (m as { id?: unknown }).id)).toEqual([1, 2]);
-    expect(stdio.answered).toEqual([]);
-  }, 30_000);
+      expect(stdio.closed()).toBe(false);
+      expect(receivedIds(stdio)).toEqual([1, 2]);
+      expect(stdio.answered).toEqual([]);
+    },
+    30_000,
+  );
 });
 
 describe('jsonRpcLines: JSON whose parsed value is not what the line says', () => {
