@@ -228,15 +228,23 @@ describe('MCP: wait_for_execution answers within its bound', () => {
   });
 });
 
+/**
+ * An API answering every request with operation op_1, under `etag` where given, and the SDK client of it; `headers`
+ * gets each request's If-Match (undefined where none was sent).
+ */
+async function operationApi(etag?: string) {
+  const headers: (string | undefined)[] = [];
+  const api = await listen((req, res) => {
+    headers.push(req.headers['if-match']);
+    res.writeHead(200, { 'content-type': 'application/json', ...(etag === undefined ? {} : { etag }) });
+    res.end(JSON.stringify({ id: 'op_1' }));
+  });
+  return { api, headers, dx: new Verity({ baseUrl: api.url, apiKey: 'sk-unit' }) };
+}
+
 describe('SDK: deciding on the operation as it was read (ETag, If-Match)', () => {
   it('getWithETag gives the ETag; ifMatch is sent as If-Match with each decision, and nothing without it', async () => {
-    const headers: (string | undefined)[] = [];
-    const api = await listen((req, res) => {
-      headers.push(req.headers['if-match']);
-      res.writeHead(200, { 'content-type': 'application/json', etag: '"v2"' });
-      res.end(JSON.stringify({ id: 'op_1' }));
-    });
-    const dx = new Verity({ baseUrl: api.url, apiKey: 'sk-unit' });
+    const { dx, headers } = await operationApi('"v2"');
     expect(await dx.operations.getWithETag('op_1')).toEqual({ operation: { id: 'op_1' }, etag: '"v2"' });
     await dx.operations.approve('op_1', { ifMatch: '"v1"' });
     await dx.operations.deny('op_1', { reason: 'no', ifMatch: '"v1"' });
@@ -247,14 +255,8 @@ describe('SDK: deciding on the operation as it was read (ETag, If-Match)', () =>
   });
 
   it('getWithETag of an ETag a proxy weakened (W/) gives the opaque tag, and the decision names it as the API sent it', async () => {
-    const headers: (string | undefined)[] = [];
-    const api = await listen((req, res) => {
-      headers.push(req.headers['if-match']);
-      // As nginx does to a strong ETag when it compresses the answer.
-      res.writeHead(200, { 'content-type': 'application/json', etag: 'W/"v2"' });
-      res.end(JSON.stringify({ id: 'op_1' }));
-    });
-    const dx = new Verity({ baseUrl: api.url, apiKey: 'sk-unit' });
+    // The ETag weakened, as nginx does to a strong one when it compresses the answer.
+    const { dx, headers } = await operationApi('W/"v2"');
     const { etag } = await dx.operations.getWithETag('op_1');
     expect(etag).toBe('"v2"');
     await dx.operations.approve('op_1', { ifMatch: etag });
@@ -264,12 +266,8 @@ describe('SDK: deciding on the operation as it was read (ETag, If-Match)', () =>
 
 describe('SDK: no decision without a version by accident', () => {
   it('getWithETag of an answer whose ETag was stripped throws VerityMissingETagError (with what was read), never an empty ETag', async () => {
-    const api = await listen((_req, res) => {
-      // A proxy that drops the ETag header.
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ id: 'op_1' }));
-    });
-    const dx = new Verity({ baseUrl: api.url, apiKey: 'sk-unit' });
+    // Through a proxy that drops the ETag header.
+    const { dx } = await operationApi();
     const error = await dx.operations.getWithETag('op_1').catch((e: unknown) => e);
     expect(error).toBeInstanceOf(VerityMissingETagError);
     expect(error).toMatchObject({ method: 'GET', path: '/v1/operations/op_1', operation: { id: 'op_1' } });
@@ -281,11 +279,7 @@ describe('SDK: no decision without a version by accident', () => {
   it.each(['', ' ', '"v1"\n', ' "v1"'])(
     'ifMatch %j is refused with a TypeError before anything is sent, for every decision',
     async (ifMatch) => {
-      const api = await listen((_req, res) => {
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ id: 'op_1' }));
-      });
-      const dx = new Verity({ baseUrl: api.url, apiKey: 'sk-unit' });
+      const { api, dx } = await operationApi();
       const outcomes = await Promise.all(
         [
           () => dx.operations.approve('op_1', { ifMatch }),
