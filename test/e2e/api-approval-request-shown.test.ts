@@ -1,6 +1,6 @@
 import type { ProblemDetails as Problem } from '@verity/sdk';
 import { createApiKey } from '@verity/persistence';
-import { DEMO, DEMO_SANDBOX_ACCOUNT, Stack, waitFor } from '../support/stack';
+import { DEMO, DEMO_SANDBOX_ACCOUNT, Stack, freePort, waitFor } from '../support/stack';
 import { charge, http, unique } from '../support/http';
 import { Event, events, expectLegalHistory, getOperation, settle, submit } from './dispatcher-helpers';
 
@@ -115,6 +115,53 @@ describe('api: an approval decision answers the request that was shown', () => {
     expect(done.operations[0].status).toBe('CANCELLED');
     expectLegalHistory(await events(stack, created.id));
     expect((await stack.effects()).charges[reference]).toMatchObject({ count: 1, amounts: [999] });
+  });
+
+  it('a decision on a request whose grant was withdrawn, and a later request’s too, names the grant of the request shown', async () => {
+    // An API whose grants expire at once (APPROVAL_TTL_MS is read where the grant is written): the dispatcher withdraws
+    // each grant it writes and asks again, so one operation goes through several requests, each decided.
+    const port = await freePort();
+    await stack.startApp('api', { PORT: String(port), HOST: '127.0.0.1', APPROVAL_TTL_MS: '1' });
+    const shortGrantApi = `http://127.0.0.1:${port}`;
+    const db = stack.db.dataSource.manager;
+    const [first, second] = await Promise.all(
+      ['first', 'second'].map((label) => createApiKey(db, { tenantId: 'demo', role: 'reviewer', label })),
+    );
+    const created = await submit(stack, [charge(unique('shown-twice'), { requires_approval: true })]);
+    const opId = created.operations[0].id;
+    const shown = await request(created.id, opId, 1);
+    for (const [times, reviewer] of [
+      [1, first],
+      [2, second],
+    ] as const) {
+      const requestedAt = times === 1 ? shown : await request(created.id, opId, times);
+      const granted = await http(shortGrantApi, 'POST', `/v1/operations/${opId}/approval`, {
+        key: reviewer.key,
+        body: { decision: 'approve', requested_at: requestedAt },
+      });
+      expect(granted.status).toBe(200);
+    }
+    const again = await request(created.id, opId, 3);
+    const [onShown, onNext] = (await events(stack, created.id)).filter((e) => e.type === 'approval.decided');
+    expect(onShown.data).toMatchObject({ by: first.id });
+    expect(onNext.data).toMatchObject({ by: second.id });
+
+    // A third reviewer's click from the page that showed the first request: the first reviewer's grant of that request
+    // won, not the second reviewer's of the request after it.
+    const late = await decide(opId, DEMO.reviewer, { decision: 'approve', requested_at: shown });
+    expect(late.status).toBe(409);
+    expect(late.body).toMatchObject({
+      type: 'https://verity.dev/problems/already-decided',
+      decision: 'approve',
+      decided_by: first.id,
+      decided_at: onShown.created_at,
+      approval: 'requested',
+      requested_at: again,
+      current_status: 'PREPARED',
+    });
+    expect(late.body.detail).toContain(`by ${first.id} at ${onShown.created_at}`);
+    expect((await events(stack, created.id)).filter((e) => e.type === 'approval.decided')).toHaveLength(2);
+    await http(stack.apiUrl, 'POST', `/v1/executions/${created.id}/cancel`, { key: DEMO.agent, body: {} });
   });
 
   it('a request that was never asked for is 412 precondition-failed with the one that waits; without it, as before', async () => {

@@ -139,6 +139,13 @@ SELECT ev.data->>'decision' AS decision, ev.data->>'by' AS by, ev.created_at,
      WHERE ev.operation_id = $1 AND ev.tenant_id = $2 AND ev.type = 'approval.decided'
      ORDER BY ev.seq DESC LIMIT 1;
 
+-- approvalDecisionOnRequest
+SELECT ev.data->>'decision' AS decision, ev.data->>'by' AS by, ev.created_at
+     FROM events ev
+     WHERE ev.operation_id = $1 AND ev.tenant_id = $2 AND ev.type = 'approval.decided'
+       AND to_char((ev.created_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')::timestamptz >= $3::timestamptz
+     ORDER BY ev.seq LIMIT 1;
+
 -- lastStatusChangesForWorker
 SELECT DISTINCT ON (operation_id) operation_id, id, from_status, data->>'cause' AS cause,
             data->>'refusal' AS refusal, data->>'actor' AS actor, created_at

@@ -20,7 +20,7 @@ import {
 import { SecretsCipher } from './secrets-cipher';
 import { operationVersionOf } from './operation-version';
 import { approvalPolicyOf } from './tenant-policy';
-import { Queryable, rows, sqlLiterals } from './sql';
+import { Queryable, isoInstant, rows, sqlLiterals } from './sql';
 
 export interface NewOperation {
   id: string;
@@ -508,6 +508,14 @@ export const READ_SQL = {
      FROM events ev JOIN executions x ON x.id = ev.execution_id AND x.tenant_id = ev.tenant_id
      WHERE ev.operation_id = $1 AND ev.tenant_id = $2 AND ev.type = 'approval.decided'
      ORDER BY ev.seq DESC LIMIT 1`,
+  // The first decision made on or after the request shown (its `requested_at`, as the API shows one): a request is
+  // asked for again only after a grant of the one before, so that is the decision on it — not a later request's.
+  // Compared as the API shows both times (to the millisecond), so the decision is never before the request it answers.
+  approvalDecisionOnRequest: `SELECT ev.data->>'decision' AS decision, ev.data->>'by' AS by, ev.created_at
+     FROM events ev
+     WHERE ev.operation_id = $1 AND ev.tenant_id = $2 AND ev.type = 'approval.decided'
+       AND ${isoInstant('ev.created_at')}::timestamptz >= $3::timestamptz
+     ORDER BY ev.seq LIMIT 1`,
   lastStatusChangesForWorker: `SELECT DISTINCT ON (operation_id) operation_id, id, from_status, data->>'cause' AS cause,
             data->>'refusal' AS refusal, data->>'actor' AS actor, created_at
      FROM events WHERE operation_id = ANY($1) AND type = 'operation.status_changed'
@@ -1048,6 +1056,25 @@ export async function findLastApprovalDecision(
         deadlinePassed: found.deadline_passed,
       }
     : null;
+}
+
+/**
+ * The approval decision that answered the request shown to a reviewer (its `requested_at`), or null when no decision
+ * was made on or after it (a request never on record, or the one still waiting). A decision naming a request that was
+ * granted, withdrawn and asked for again (perhaps more than once since) lost to this one: it is the winner to name.
+ */
+export async function findApprovalDecisionOnRequest(
+  db: Queryable,
+  operationId: string,
+  tenantId: string,
+  requestedAt: string,
+): Promise<{ decision: string | null; by: string | null; at: Date } | null> {
+  const [found] = await rows<{ decision: string | null; by: string | null; created_at: Date }>(
+    db,
+    READ_SQL.approvalDecisionOnRequest,
+    [operationId, tenantId, requestedAt],
+  );
+  return found ? { decision: found.decision, by: found.by, at: new Date(found.created_at) } : null;
 }
 
 export async function findLastStatusChangesForWorker(

@@ -8,6 +8,7 @@ import {
   connectorOperation,
   databaseClockOffsetMs,
   findExecution,
+  findApprovalDecisionOnRequest,
   findLastApprovalDecision,
   findLastStatusChanges,
   findOperation,
@@ -227,7 +228,8 @@ export class OperationsService {
    */
   private async requestRefusal(principal: Principal, op: OperationEntity, shown: string): Promise<Problem> {
     const current = op.approval?.requested_at;
-    const winner = await findLastApprovalDecision(this.db.manager, op.id, principal.tenantId);
+    // The decision on the request shown, not the last one: grants of later requests may have been withdrawn since too.
+    const winner = await findApprovalDecisionOnRequest(this.db.manager, op.id, principal.tenantId, shown);
     if (winner) {
       const state = winner.decision === 'deny' ? 'denied' : 'granted';
       return Problem.alreadyDecided(
