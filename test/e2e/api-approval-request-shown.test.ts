@@ -164,6 +164,50 @@ describe('api: an approval decision answers the request that was shown', () => {
     await http(stack.apiUrl, 'POST', `/v1/executions/${created.id}/cancel`, { key: DEMO.agent, body: {} });
   });
 
+  it('a decision on a request whose grant was withdrawn, the request after it granted and sent, names the grant of the request shown', async () => {
+    // The first grant expires at once (an API with APPROVAL_TTL_MS=1), so the dispatcher asks again; the second reviewer
+    // grants that request through the ordinary API, and the charge is sent on it.
+    const port = await freePort();
+    await stack.startApp('api', { PORT: String(port), HOST: '127.0.0.1', APPROVAL_TTL_MS: '1' });
+    const shortGrantApi = `http://127.0.0.1:${port}`;
+    const db = stack.db.dataSource.manager;
+    const [first, second] = await Promise.all(
+      ['first', 'second'].map((label) => createApiKey(db, { tenantId: 'demo', role: 'reviewer', label })),
+    );
+    const created = await submit(stack, [charge(unique('shown-sent'), { requires_approval: true })]);
+    const opId = created.operations[0].id;
+    const shown = await request(created.id, opId, 1);
+    const expiring = await http(shortGrantApi, 'POST', `/v1/operations/${opId}/approval`, {
+      key: first.key,
+      body: { decision: 'approve', requested_at: shown },
+    });
+    expect(expiring.status).toBe(200);
+    const next = await request(created.id, opId, 2);
+    expect((await decide(opId, second.key, { decision: 'approve', requested_at: next })).status).toBe(200);
+    const done = await settle(stack, created.id);
+    expect(done.operations[0]).toMatchObject({
+      status: 'VERIFIED',
+      approval: { state: 'granted', decided_by: second.id },
+    });
+    const [onShown] = (await events(stack, created.id)).filter((e) => e.type === 'approval.decided');
+
+    // A third reviewer's click from the page that showed the first request: the first reviewer's grant of that request
+    // won it, not the second reviewer's grant of the request after it (which the operation shows now).
+    const late = await decide(opId, DEMO.reviewer, { decision: 'deny', requested_at: shown });
+    expect(late.status).toBe(409);
+    expect(late.body).toMatchObject({
+      type: 'https://verity.dev/problems/already-decided',
+      decision: 'approve',
+      decided_by: first.id,
+      decided_at: onShown.created_at,
+      approval: 'granted',
+      requested_at: next,
+      current_status: 'VERIFIED',
+    });
+    expect(late.body.detail).toContain(`by ${first.id} at ${onShown.created_at}`);
+    expect((await events(stack, created.id)).filter((e) => e.type === 'approval.decided')).toHaveLength(2);
+  });
+
   it('a request that was never asked for is 412 precondition-failed with the one that waits; without it, as before', async () => {
     const created = await submit(stack, [charge(unique('shown-412'), { requires_approval: true })]);
     const opId = created.operations[0].id;

@@ -164,7 +164,8 @@ export class OperationsService {
     const shown = requestedAt === undefined ? undefined : new Date(requestedAt).toISOString();
     const { op, version } = await this.loadAt(principal, id);
     if (op.status !== OperationStatus.PREPARED || isDecided(op.approval)) {
-      throw unlessStale(await this.approvalRefusal(principal, op), ifMatch, version);
+      const refusal = (await this.decidedOnShown(principal, op, shown)) ?? (await this.approvalRefusal(principal, op));
+      throw unlessStale(refusal, ifMatch, version);
     }
     if (shown !== undefined && op.approval?.requested_at !== shown)
       throw unlessStale(await this.requestRefusal(principal, op, shown), ifMatch, version);
@@ -212,7 +213,9 @@ export class OperationsService {
       ) {
         throw unlessStale(await this.requestRefusal(principal, now, shown), ifMatch, nowVersion);
       }
-      throw unlessStale(await this.approvalRefusal(principal, now, true), ifMatch, nowVersion);
+      const refusal =
+        (await this.decidedOnShown(principal, now, shown)) ?? (await this.approvalRefusal(principal, now, true));
+      throw unlessStale(refusal, ifMatch, nowVersion);
     }
     await this.inExecutionTrace(op.executionId, () =>
       this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId }),
@@ -227,24 +230,9 @@ export class OperationsService {
    * was decided): 412 precondition-failed with the request that waits. Either way nothing is written.
    */
   private async requestRefusal(principal: Principal, op: OperationEntity, shown: string): Promise<Problem> {
+    const decided = await this.decidedOnShown(principal, op, shown);
+    if (decided) return decided;
     const current = op.approval?.requested_at;
-    // The decision on the request shown, not the last one: grants of later requests may have been withdrawn since too.
-    const winner = await findApprovalDecisionOnRequest(this.db.manager, op.id, principal.tenantId, shown);
-    if (winner) {
-      const state = winner.decision === 'deny' ? 'denied' : 'granted';
-      return Problem.alreadyDecided(
-        `the approval request of ${shown} was already ${state}; the grant has since been withdrawn and approval ` +
-          `asked for again${current ? ` (requested at ${current})` : ''}: review the operation as it is now`,
-        {
-          decision: winner.decision ?? 'approve',
-          ...(winner.by && { decided_by: winner.by }),
-          decided_at: winner.at.toISOString(),
-          approval: shownApprovalState(op.status, op.approval?.state ?? 'requested'),
-          ...(current && { requested_at: current }),
-          current_status: op.status,
-        },
-      );
-    }
     return new Problem(
       412,
       'precondition-failed',
@@ -253,6 +241,39 @@ export class OperationsService {
         `${current ? ` (requested at ${current})` : ' (none has been asked for yet)'}; nothing was written: read the ` +
         'operation again and decide on what it shows now',
       { ...(current && { requested_at: current }), current_status: op.status },
+    );
+  }
+
+  /**
+   * 409 already-decided naming the decision made on the request shown (`requested_at`), when that is not the request
+   * on the operation now, or null (none shown, it is the one on the operation, or it was never decided). The decision
+   * on it is the winner, not the operation's last one: the grant of a later request may have been withdrawn too, or
+   * stand (the operation may have been sent on it) — another reviewer's decision on a request this one never saw.
+   */
+  private async decidedOnShown(
+    principal: Principal,
+    op: OperationEntity,
+    shown: string | undefined,
+  ): Promise<Problem | null> {
+    const current = op.approval?.requested_at;
+    if (shown === undefined || current === shown) return null;
+    const winner = await findApprovalDecisionOnRequest(this.db.manager, op.id, principal.tenantId, shown);
+    if (!winner) return null;
+    const state = winner.decision === 'deny' ? 'denied' : 'granted';
+    const requested = current ? ` (requested at ${current})` : '';
+    const now = isDecided(op.approval)
+      ? `approval was asked for again since${requested}, and that request was ${op.approval!.state}`
+      : `the grant has since been withdrawn and approval asked for again${requested}`;
+    return Problem.alreadyDecided(
+      `the approval request of ${shown} was already ${state}; ${now}: review the operation as it is now`,
+      {
+        decision: winner.decision ?? 'approve',
+        ...(winner.by && { decided_by: winner.by }),
+        decided_at: winner.at.toISOString(),
+        approval: shownApprovalState(op.status, op.approval?.state ?? 'requested'),
+        ...(current && { requested_at: current }),
+        current_status: op.status,
+      },
     );
   }
 
