@@ -225,6 +225,17 @@ describe('api: an approval decision answers the request that was shown', () => {
     const malformed = await decide(opId, DEMO.reviewer, { decision: 'approve', requested_at: 'yesterday' });
     expect(malformed.status).toBe(400);
     expect(malformed.body.errors).toEqual([expect.objectContaining({ field: 'requested_at' })]);
+    // Date-times the database's timestamps cannot hold (year 0; one an offset carries into year 10000) name no request
+    // either: 412, never a failed statement.
+    for (const never of ['0000-01-01T00:00:00Z', '9999-12-31T23:59:59-01:00']) {
+      const outside = await decide(opId, DEMO.reviewer, { decision: 'approve', requested_at: never });
+      expect({ never, status: outside.status, type: outside.body.type }).toEqual({
+        never,
+        status: 412,
+        type: 'https://verity.dev/problems/precondition-failed',
+      });
+    }
+    expect((await events(stack, created.id)).filter((e) => e.type === 'approval.decided')).toHaveLength(0);
     // The same instant in another offset names the same request; no requested_at at all decides whatever waits.
     const offset = waiting.replace('Z', '+00:00');
     expect((await decide(opId, DEMO.reviewer, { decision: 'approve', requested_at: offset })).status).toBe(200);

@@ -143,7 +143,7 @@ SELECT ev.data->>'decision' AS decision, ev.data->>'by' AS by, ev.created_at,
 SELECT ev.data->>'decision' AS decision, ev.data->>'by' AS by, ev.created_at
      FROM events ev
      WHERE ev.operation_id = $1 AND ev.tenant_id = $2 AND ev.type = 'approval.decided'
-       AND to_char((ev.created_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')::timestamptz >= $3::timestamptz
+       AND to_char((ev.created_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') >= $3::text
      ORDER BY ev.seq LIMIT 1;
 
 -- lastStatusChangesForWorker

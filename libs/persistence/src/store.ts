@@ -510,11 +510,12 @@ export const READ_SQL = {
      ORDER BY ev.seq DESC LIMIT 1`,
   // The first decision made on or after the request shown (its `requested_at`, as the API shows one): a request is
   // asked for again only after a grant of the one before, so that is the decision on it — not a later request's.
-  // Compared as the API shows both times (to the millisecond), so the decision is never before the request it answers.
+  // Compared as the API shows both times (to the millisecond), so the decision is never before the request it answers;
+  // as text (that form orders as time does), because a request shown may be an instant no timestamp holds (year 0).
   approvalDecisionOnRequest: `SELECT ev.data->>'decision' AS decision, ev.data->>'by' AS by, ev.created_at
      FROM events ev
      WHERE ev.operation_id = $1 AND ev.tenant_id = $2 AND ev.type = 'approval.decided'
-       AND ${isoInstant('ev.created_at')}::timestamptz >= $3::timestamptz
+       AND ${isoInstant('ev.created_at')} >= $3::text
      ORDER BY ev.seq LIMIT 1`,
   lastStatusChangesForWorker: `SELECT DISTINCT ON (operation_id) operation_id, id, from_status, data->>'cause' AS cause,
             data->>'refusal' AS refusal, data->>'actor' AS actor, created_at
@@ -1058,6 +1059,9 @@ export async function findLastApprovalDecision(
     : null;
 }
 
+/** An instant as the API shows one (`Date#toISOString` of a year 0000–9999, the form isoInstant writes). */
+const SHOWN_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
 /**
  * The approval decision that answered the request shown to a reviewer (its `requested_at`), or null when no decision
  * was made on or after it (a request never on record, or the one still waiting). A decision naming a request that was
@@ -1069,6 +1073,9 @@ export async function findApprovalDecisionOnRequest(
   tenantId: string,
   requestedAt: string,
 ): Promise<{ decision: string | null; by: string | null; at: Date } | null> {
+  // Only the form the API shows a request in orders as its text does; another (a year past 9999, `+010000-…`) was
+  // never shown for a request on record, so nothing was decided on it.
+  if (!SHOWN_INSTANT.test(requestedAt)) return null;
   const [found] = await rows<{ decision: string | null; by: string | null; created_at: Date }>(
     db,
     READ_SQL.approvalDecisionOnRequest,
