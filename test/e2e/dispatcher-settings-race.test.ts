@@ -16,6 +16,13 @@ import {
 } from './dispatcher-helpers';
 
 /**
+ * How long the dispatcher waits at its pause point: the window in which the test spots the marker and changes what the
+ * send was judged on (an admin's PUT through the API, a cancel). 1.5 s was outlasted by a loaded machine: the send then
+ * went ahead before the change, which is not the race these tests are about.
+ */
+const PAUSE_MS = '5000';
+
+/**
  * A send is prepared from the tenant's settings as the sender read them; the SENT statement commits it only while they
  * are still the stored ones (the send guard's `settings_changed`). Here a reviewer's release — a dispatch job — reads
  * the settings (no caps), and the admin sets a cap before its SENT statement: the statement changes nothing, the job
@@ -25,9 +32,11 @@ describe('dispatcher: settings changed between the sender’s read and its SENT 
   let stack: Stack;
   let dispatcher: RunningApp;
   beforeAll(async () => {
-    stack = await Stack.start({ label: 'setrace', dispatchers: 0 });
+    // No sweeper pass re-advances the execution while its send waits at the pause (stale after ten minutes): another
+    // pass would read the change and send or hold the charge itself, around the statement these tests are about.
+    stack = await Stack.start({ label: 'setrace', dispatchers: 0, env: { STALE_EXECUTION_MS: '600000' } });
     // Every send waits after its reads, right before the SENT statement (a hold is no send: it does not wait).
-    dispatcher = await stack.startApp('dispatcher', { TEST_PAUSE_BEFORE_SENT_MS: '1500' });
+    dispatcher = await stack.startApp('dispatcher', { TEST_PAUSE_BEFORE_SENT_MS: PAUSE_MS });
   });
   afterAll(async () => stack?.stop());
 
@@ -75,7 +84,7 @@ describe('dispatcher: approval policy changed under a dispatch job’s send', ()
   beforeAll(async () => {
     // No sweeper pass re-advances the execution here (stale after ten minutes): the hand-over must come from the job.
     stack = await Stack.start({ label: 'polrace', dispatchers: 0, env: { STALE_EXECUTION_MS: '600000' } });
-    dispatcher = await stack.startApp('dispatcher', { TEST_PAUSE_BEFORE_SENT_MS: '1500', SEND_IN_ADVANCE: 'false' });
+    dispatcher = await stack.startApp('dispatcher', { TEST_PAUSE_BEFORE_SENT_MS: PAUSE_MS, SEND_IN_ADVANCE: 'false' });
   });
   afterAll(async () => stack?.stop());
 
@@ -89,7 +98,7 @@ describe('dispatcher: a release its execution’s cancel overtakes', () => {
   let dispatcher: RunningApp;
   beforeAll(async () => {
     stack = await Stack.start({ label: 'relrace', dispatchers: 0 });
-    dispatcher = await stack.startApp('dispatcher', { TEST_PAUSE_BEFORE_SENT_MS: '1500' });
+    dispatcher = await stack.startApp('dispatcher', { TEST_PAUSE_BEFORE_SENT_MS: PAUSE_MS });
   });
   afterAll(async () => stack?.stop());
 
@@ -205,8 +214,9 @@ describe('dispatcher: a spending cap raised while its refusal is being written',
   let stack: Stack;
   let dispatcher: RunningApp;
   beforeAll(async () => {
-    stack = await Stack.start({ label: 'caprace', dispatchers: 0 });
-    dispatcher = await stack.startApp('dispatcher', { TEST_PAUSE_BEFORE_CAP_REFUSAL_MS: '1500' });
+    // As above: no sweeper pass prepares the charge again from the raised cap while the refusal waits at the pause.
+    stack = await Stack.start({ label: 'caprace', dispatchers: 0, env: { STALE_EXECUTION_MS: '600000' } });
+    dispatcher = await stack.startApp('dispatcher', { TEST_PAUSE_BEFORE_CAP_REFUSAL_MS: PAUSE_MS });
   });
   afterAll(async () => stack?.stop());
 
