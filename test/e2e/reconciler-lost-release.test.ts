@@ -166,7 +166,9 @@ describe('reconciler: a reviewer’s release whose dispatch job was lost', () =>
   });
 
   it('a release refused twice for settings changed under it is tried again, not left recorded: sent once', async () => {
-    const slow = await stack.startApp('dispatcher', { TEST_PAUSE_BEFORE_SENT_MS: '1500' });
+    // Each pause is the window in which the test spots the marker and changes the settings through the API: 1.5 s was
+    // outlasted by a loaded machine, and the send went ahead before the change.
+    const slow = await stack.startApp('dispatcher', { TEST_PAUSE_BEFORE_SENT_MS: '5000' });
     const release = await heldAndReleased('lostrel-settings');
     const pauses = () => markedOperations(slow, 'paused before SENT').filter((id) => id === release.operationId);
     // The job reads the settings, waits before SENT, is refused for the change, reads again and is refused again.
