@@ -26,7 +26,9 @@ describe('dispatcher: a grant whose deciding key is revoked before it is used', 
   let dispatcher: RunningApp;
 
   beforeAll(async () => {
-    stack = await Stack.start({ label: 'grantkeyrev', dispatchers: 0 });
+    // No sweeper pass re-advances an execution while its send waits at the pause below (stale after ten minutes):
+    // another pass would judge the grant again before its SENT statement, around the refusal these cases are about.
+    stack = await Stack.start({ label: 'grantkeyrev', dispatchers: 0, env: { STALE_EXECUTION_MS: '600000' } });
   });
   afterAll(async () => stack?.stop());
 
@@ -84,7 +86,9 @@ describe('dispatcher: a grant whose deciding key is revoked before it is used', 
     const opId = created.operations[0].id;
     expect((await decide(opId, reviewer.key)).approval).toMatchObject({ state: 'granted', decided_by: reviewer.id });
     expect(await revokeApiKey(stack.db.dataSource.manager, reviewer.id)).toBe(true);
-    dispatcher = await stack.startApp('dispatcher', { TEST_PAUSE_BEFORE_SENT_MS: '1500' });
+    // Every send waits before its SENT statement: the window in which the next cases see the marker and revoke the key.
+    // 1.5 s was outlasted by a loaded machine, and the send went ahead on the grant (or release) before the revocation.
+    dispatcher = await stack.startApp('dispatcher', { TEST_PAUSE_BEFORE_SENT_MS: '5000' });
     // An early grant: approval was never asked for, so the withdrawal's request is the first.
     await sentOnlyAfterAFreshGrant(created.id, opId, reference, reviewer.id, 1);
   });
