@@ -155,13 +155,14 @@ describe('http read_back_binding (admin setting, intake refusal, read after the 
 
   it('a context read that would verify without a send does not, once bound between the read and its write', async () => {
     expect((await setHttp({ read_back_binding: 'declared' })).status).toBe(200);
-    // The target answers the context read 2 s after the request (within this dispatcher's connector timeout): the
-    // admin binds read-backs meanwhile, after the dispatcher read the settings and made the read.
+    // The target answers the context read 5 s after the request (within this dispatcher's connector timeout): the
+    // admin binds read-backs meanwhile, after the dispatcher read the settings and made the read. (2 s was outlasted by
+    // a loaded machine's PUT: the read then answered before the bind, and no context.unavailable was recorded.)
     for (const dispatcher of stack.running('dispatcher')) await stack.kill(dispatcher, 'SIGTERM');
     const slow = await stack.startApp('dispatcher', { CONNECTOR_TIMEOUT_MS: '8000' });
     try {
       const name = `ctx-${Date.now()}`;
-      target.setState(name, 'ok', 2000);
+      target.setState(name, 'ok', 5000);
       const context = { url: `${target.base}/state/${name}`, field: '$.data.value', equals: 'ok' };
       const created = await submitOps(call, [httpOp('order', { ...order(), context })]);
       const opId = created.operations[0].id;
