@@ -168,36 +168,46 @@ describe('http connector (real loopback target, tenant settings through the admi
   });
 
   it('sends under the settings stored at the send: a host taken off the allowlist during the context read is not called', async () => {
-    const name = `slow-${Date.now()}`;
-    target.setState(name, 'ready', 600);
-    const context = { url: `${target.base}/state/${name}`, field: '$.data.value' };
-    const created = await submitOps(call, [
-      httpOp('late-settings', order('/orders', { context, read_back: readBack() })),
-    ]);
-    const opId = created.operations[0].id;
-    // The advance job is in its context read, holding the settings it read with the execution.
-    await waitFor(
-      async () => target.seen.filter((s) => s.url === `/state/${name}`).length,
-      (n) => n >= 1,
-      15_000,
-      20,
-    );
-    const moved = await call('PUT', '/v1/admin/connector-settings/http', {
-      key: DEMO.admin,
-      body: { allow_hosts: [{ host: 'api.example.com' }] },
-    });
-    expect(moved.status).toBe(200);
+    // The target answers the context read 4 s after it arrives, to a dispatcher that waits 8 s for it: the admin moves
+    // the allowlist meanwhile. (600 ms, within the stack's 1 s connector timeout, was outlasted by a loaded machine's
+    // PUT: the send then went out under the allowlist as it was.)
+    for (const dispatcher of stack.running('dispatcher')) await stack.kill(dispatcher, 'SIGTERM');
+    const slow = await stack.startApp('dispatcher', { CONNECTOR_TIMEOUT_MS: '8000' });
     try {
-      const done = await settled(call, created.id);
-      // The read agreed (made through the allowlist as it was); the send, prepared again, met the new allowlist.
-      expect(done.operations[0].status).not.toBe('VERIFIED');
-      expect(target.seen.some((s) => s.method === 'POST' && s.body.includes(opId))).toBe(false);
-    } finally {
-      const back = await call('PUT', '/v1/admin/connector-settings/http', {
+      const name = `slow-${Date.now()}`;
+      target.setState(name, 'ready', 4000);
+      const context = { url: `${target.base}/state/${name}`, field: '$.data.value' };
+      const created = await submitOps(call, [
+        httpOp('late-settings', order('/orders', { context, read_back: readBack() })),
+      ]);
+      const opId = created.operations[0].id;
+      // The advance job is in its context read, holding the settings it read with the execution.
+      await waitFor(
+        async () => target.seen.filter((s) => s.url === `/state/${name}`).length,
+        (n) => n >= 1,
+        15_000,
+        20,
+      );
+      const moved = await call('PUT', '/v1/admin/connector-settings/http', {
         key: DEMO.admin,
-        body: { allow_hosts: allowed() },
+        body: { allow_hosts: [{ host: 'api.example.com' }] },
       });
-      expect(back.status).toBe(200);
+      expect(moved.status).toBe(200);
+      try {
+        const done = await settled(call, created.id);
+        // The read agreed (made through the allowlist as it was); the send, prepared again, met the new allowlist.
+        expect(done.operations[0].status).not.toBe('VERIFIED');
+        expect(target.seen.some((s) => s.method === 'POST' && s.body.includes(opId))).toBe(false);
+      } finally {
+        const back = await call('PUT', '/v1/admin/connector-settings/http', {
+          key: DEMO.admin,
+          body: { allow_hosts: allowed() },
+        });
+        expect(back.status).toBe(200);
+      }
+    } finally {
+      await stack.kill(slow, 'SIGTERM');
+      await stack.startApp('dispatcher');
     }
   });
 
