@@ -216,6 +216,37 @@ describe('tenant secrets are never stored or returned: an echoing target gets {{
     expect(written.status).toBe(201);
   });
 
+  it('a secret’s value in the Idempotency-Key, which intake stores with the execution, is refused too (400 secret_value naming the header), and nothing is stored', async () => {
+    const count = async (table: string) =>
+      Number(((await stack.db.dataSource.query(`SELECT count(*) AS n FROM ${table}`)) as { n: string }[])[0].n);
+    const before = { executions: await count('executions'), keys: await count('idempotency_keys') };
+    for (const [connector, body] of [
+      ['an SMS', submission([sms(unique('sec-key'))])],
+      ['an http operation', submission([httpOp('keyed', { method: 'POST', url: `${target.base}/orders` })])],
+    ] as const) {
+      for (const key of [SHORTER, `retry-${SHORTER}-1`]) {
+        const refused = await call<{ errors: { field: string; rule: string }[] }>('POST', '/v1/executions', {
+          body,
+          headers: { 'Idempotency-Key': key },
+        });
+        expect({ connector, key, status: refused.status, errors: refused.body.errors }).toEqual({
+          connector,
+          key,
+          status: 400,
+          errors: [expect.objectContaining({ field: 'Idempotency-Key', rule: 'secret_value' })],
+        });
+        expect(refused.text).not.toContain(SHORTER);
+      }
+    }
+    expect({ executions: await count('executions'), keys: await count('idempotency_keys') }).toEqual(before);
+    // Another key: written.
+    const written = await call('POST', '/v1/executions', {
+      body: submission([sms(unique('sec-key'))]),
+      headers: { 'Idempotency-Key': unique('plain-key') },
+    });
+    expect(written.status).toBe(201);
+  });
+
   it('a person’s free text holding a secret’s value — a cancel reason, an approval reason, a resolution’s evidence — is refused (400 secret_value), and nothing changes', async () => {
     const created = await call<Execution>('POST', '/v1/executions', {
       body: submission([sms(unique('sec'), { requires_approval: true })]),

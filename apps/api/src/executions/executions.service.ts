@@ -89,7 +89,12 @@ export class ExecutionsService {
       const validated = validateSubmission(body, this.connectors);
       if ('errors' in validated) throw Problem.validation(validated.errors);
       submission = validated.ok;
-      await this.refuseSecretValues(principal, submission, this.secretConnectors(connectorsOf(submission)));
+      await this.refuseSecretValues(
+        principal,
+        submission,
+        this.secretConnectors(connectorsOf(submission)),
+        idempotencyKey,
+      );
       await this.refuseUnboundReadBacks(principal, submission);
     } catch (error) {
       // These checks judge the request by the rules as they are now: the tenant's settings, and the schemas of this
@@ -182,12 +187,18 @@ export class ExecutionsService {
    * Called before intake for the secret-taking connectors the submission uses; for the others only when the intake
    * statement finds the tenant has secrets for them (most tenants have none, and then it costs no read of its own).
    */
-  private async refuseSecretValues(principal: Principal, submission: Submission, connectors: string[]): Promise<void> {
+  private async refuseSecretValues(
+    principal: Principal,
+    submission: Submission,
+    connectors: string[],
+    /** Stored with the execution too (and its record), so looked through as the body is. */
+    idempotencyKey: string | undefined,
+  ): Promise<void> {
     const errors: FieldError[] = [];
     for (const connector of connectors) {
       const settings = await this.tenantConnectors.settingsOf({ tenantId: principal.tenantId, connector });
       errors.push(...this.unboundSecretErrors(submission, connector, settings));
-      for (const error of submissionSecretValueErrors(submission, settings.secrets)) {
+      for (const error of submissionSecretValueErrors(submission, idempotencyKey, settings.secrets)) {
         if (!errors.some((known) => known.field === error.field && known.rule === error.rule)) errors.push(error);
       }
     }
@@ -323,7 +334,9 @@ export class ExecutionsService {
       if (await keyHeldElsewhere()) return null;
       // Nothing was written: the submission is looked through for the tenant's secrets and its amounts are checked
       // against the caps (400 when one is found, or cannot be charged), then written.
-      if (written.unchecked.secrets) await this.refuseSecretValues(principal, submission, intake.uncheckedSecretsOf!);
+      if (written.unchecked.secrets) {
+        await this.refuseSecretValues(principal, submission, intake.uncheckedSecretsOf!, idempotency?.key);
+      }
       if (written.unchecked.caps) await this.refuseUnchargeableAmounts(principal, submission);
       written = await insertExecution(this.db.manager, {
         ...intake,
@@ -504,13 +517,13 @@ export async function cancelledBy(
   return { ...(move.by && { decided_by: move.by }), decided_at: move.at.toISOString() };
 }
 
-/** The connectors a submission's operations use, each once. */
 /**
  * The fields of a submission that hold the value of one of `secrets` (see refuseSecretValues): every field it stores,
- * an operation's by name, a criterion whole.
+ * an operation's by name, a criterion whole, and its Idempotency-Key.
  */
 function submissionSecretValueErrors(
   submission: Submission,
+  idempotencyKey: string | undefined,
   secrets: Readonly<Record<string, string>> | undefined,
 ): FieldError[] {
   const fields: [string, unknown][] = Object.entries(submission).flatMap(([name, value]): [string, unknown][] => {
@@ -522,6 +535,7 @@ function submissionSecretValueErrors(
     if (name === 'criteria') return (submission.criteria ?? []).map((criterion, i) => [`criteria[${i}]`, criterion]);
     return [[name, value]];
   });
+  fields.push(['Idempotency-Key', idempotencyKey]);
   return secretValueErrors(fields, secrets, (field) =>
     /^operations\[\d+\]\.(params|expected_state)$/.test(field) ? 'name it {{secret:NAME}} instead' : undefined,
   );
@@ -532,6 +546,7 @@ function orNone(names: string[]): string[] | undefined {
   return names.length > 0 ? names : undefined;
 }
 
+/** The connectors a submission's operations use, each once. */
 function connectorsOf(submission: Submission): string[] {
   return [...new Set(submission.operations.map((op) => op.connector))];
 }
