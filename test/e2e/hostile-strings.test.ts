@@ -245,6 +245,32 @@ describe('hostile strings', () => {
     expect(await counts()).toEqual(before);
   });
 
+  // The query parser reads bytes that are not UTF-8 as U+FFFD, so `?q=%ED%A0%80` searched for "���" and answered 200,
+  // a page of what no one asked for (a body's bytes that are not UTF-8 are refused: a query's are refused alike).
+  it.each([
+    ['/v1/review/approvals?q=%ED%A0%80', 'q', DEMO.reviewer],
+    ['/v1/review/manual-reviews?connector=%C0%AF', 'connector', DEMO.reviewer],
+    ['/v1/review/approvals?q=caf%E9', 'q', DEMO.reviewer],
+    ['/v1/executions?status=created&cursor=%FF%FE', 'cursor', DEMO.agent],
+    ['/v1/admin/changes?%FF=1', '%FF', DEMO.admin],
+  ])('refuses GET %s, whose %s is not UTF-8 once percent-decoded, and writes nothing', async (path, field, key) => {
+    const before = await counts();
+    const res = await http<Errors>(stack.apiUrl, 'GET', path, { key });
+    expect(res.status).toBe(400);
+    expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect(res.body.errors).toEqual([{ field, rule: 'utf8', message: expect.stringContaining('not valid UTF-8') }]);
+    expect(await counts()).toEqual(before);
+  });
+
+  it.each([
+    '/v1/review/approvals?q=%EF%BF%BD',
+    '/v1/review/approvals?q=caf%C3%A9+%F0%9F%98%80',
+    '/v1/review/approvals?q=%25zz',
+  ])('still searches GET %s (UTF-8 once percent-decoded)', async (path) => {
+    const res = await http(stack.apiUrl, 'GET', path, { key: DEMO.reviewer });
+    expect(res.status).toBe(200);
+  });
+
   // A PUT that names no setting changed nothing, yet was recorded as the admin's change (and moved updated_at).
   it.each([
     ['/v1/admin/policy', {}],

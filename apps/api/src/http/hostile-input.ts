@@ -24,8 +24,46 @@ export function parseWholeQuery(query: string): ParsedUrlQuery {
   return parseQueryString(query, '&', '=', { maxKeys: 0 });
 }
 
-/** A path segment with a control character or broken Unicode names nothing (404); such a query value is a 400. */
+/**
+ * The query's names and values whose percent-decoded bytes are not UTF-8, each as the field an error names (its name
+ * decoded, or as sent when the name is what is broken). The query parser reads such bytes as U+FFFD: `?q=%ED%A0%80`
+ * searched for "���" and `?connector=%C0%AF` for a connector of that name, answering 200 for what no one asked.
+ */
+function nonUtf8QueryFields(url: string): string[] {
+  const at = url.indexOf('?');
+  if (at < 0) return [];
+  // As the parser decodes: each %XX one byte, a "%" that starts no escape kept as written.
+  const isUtf8Decoded = (raw: string) =>
+    isUtf8(
+      Buffer.concat(
+        raw
+          .split(/(%[0-9a-f]{2})/i)
+          .map((part) => (/^%[0-9a-f]{2}$/i.test(part) ? Buffer.from(part.slice(1), 'hex') : Buffer.from(part))),
+      ),
+    );
+  return url
+    .slice(at + 1)
+    .split('&')
+    .flatMap((piece) => {
+      const eq = piece.indexOf('=');
+      const name = eq < 0 ? piece : piece.slice(0, eq);
+      const value = eq < 0 ? '' : piece.slice(eq + 1);
+      if (!isUtf8Decoded(name)) return [name];
+      return isUtf8Decoded(value) ? [] : [Object.keys(parseWholeQuery(name))[0] ?? name];
+    });
+}
+
+/**
+ * A path segment with a control character or broken Unicode names nothing (404); such a query name or value, or one
+ * whose bytes are not UTF-8, is a 400.
+ */
 export function rejectUnsafeUrl(req: Request, res: Response, next: NextFunction): void {
+  const notUtf8 = nonUtf8QueryFields(req.originalUrl);
+  if (notUtf8.length > 0) {
+    const message = 'not valid UTF-8 once percent-decoded (each %XX is one byte of UTF-8 text)';
+    sendProblem(req, res, Problem.validation(notUtf8.map((field) => ({ field, rule: 'utf8', message }))));
+    return;
+  }
   for (const segment of req.path.split('/')) {
     let decoded: string;
     try {
