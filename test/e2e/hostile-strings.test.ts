@@ -202,6 +202,52 @@ describe('hostile strings', () => {
     },
   );
 
+  // A URL whose host has a label over 63 characters is refused (DNS cannot look it up), so an allowlist entry with one
+  // was stored, shown and counted while no URL could ever reach it.
+  it.each([`${'a'.repeat(64)}.example`, `*.${'b'.repeat(64)}.example`, `api.${'c'.repeat(100)}`])(
+    'refuses the allowlist host %j, with a label DNS cannot carry, and writes nothing',
+    async (host) => {
+      const before = await counts();
+      const settings = await http(stack.apiUrl, 'GET', '/v1/admin/connector-settings/http', { key: DEMO.admin });
+      const res = await http<Errors>(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+        key: DEMO.admin,
+        body: { allow_hosts: [{ host }] },
+      });
+      expect(res.status).toBe(400);
+      expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(res.body.errors).toEqual([
+        {
+          field: 'allow_hosts[0].host',
+          rule: 'invalid_format',
+          message: expect.stringContaining('1 to 63 characters'),
+        },
+      ]);
+      expect(await counts()).toEqual(before);
+      expect((await http(stack.apiUrl, 'GET', '/v1/admin/connector-settings/http', { key: DEMO.admin })).body).toEqual(
+        settings.body,
+      );
+    },
+  );
+
+  it('still takes an allowlist host whose labels are 63 characters', async () => {
+    const path = '/v1/admin/connector-settings/http';
+    const before = await http<{ allow_hosts: Record<string, unknown>[] }>(stack.apiUrl, 'GET', path, {
+      key: DEMO.admin,
+    });
+    const host = `${'d'.repeat(63)}.example`;
+    const res = await http<{ allow_hosts: { host: string }[] }>(stack.apiUrl, 'PUT', path, {
+      key: DEMO.admin,
+      body: { allow_hosts: [{ host }] },
+    });
+    expect(res.status).toBe(200);
+    expect(res.body.allow_hosts.map((entry) => entry.host)).toEqual([host]);
+    const restored = await http(stack.apiUrl, 'PUT', path, {
+      key: DEMO.admin,
+      body: { allow_hosts: before.body.allow_hosts },
+    });
+    expect(restored.status).toBe(200);
+  });
+
   it.each([' Bearer x', 'x ', '\tx', 'x\t'])(
     'refuses an http header value %j that fetch would send trimmed (the record would show another), and writes nothing',
     async (value) => {

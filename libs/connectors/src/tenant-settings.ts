@@ -77,6 +77,11 @@ export function normalizeAllowedHost(input: string): { host: string } | { error:
   }
   // `.` became the empty name and `..` the name `.`: entries no URL can match, stored as something else than written.
   if (!isIP(host) && host.split('.').some((label) => label === '')) return { error: 'not a valid host name' };
+  // A label over 63 characters is refused in every URL taken (urlSpellingProblem: DNS cannot look it up), so an entry
+  // with one would be stored and shown while no target could ever match it.
+  if (!isIP(host) && host.split('.').some((label) => label.length > 63)) {
+    return { error: 'each label of the host name is 1 to 63 characters: DNS cannot look up a longer one' };
+  }
   if (wildcard && isIP(host)) return { error: 'a wildcard applies to host names, not IP addresses' };
   if (isIP(host) && ['unspecified', 'multicast', 'broadcast', 'reserved'].includes(classifyAddress(host))) {
     return { error: `${host} can never be a target` };
