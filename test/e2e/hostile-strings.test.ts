@@ -273,6 +273,32 @@ describe('hostile strings', () => {
     },
   );
 
+  // A header value carries one byte per character: "€" was refused as "no line breaks", naming a cause it did not have.
+  it.each([
+    ['€', /no character a header value cannot carry/],
+    ['日本', /no character a header value cannot carry/],
+    ['a\nb', /no line breaks/],
+  ])('refuses the http header value %j saying why, and writes nothing', async (value, said) => {
+    const before = await counts();
+    const res = await http<Errors>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([
+        {
+          key: 'call',
+          connector: 'http',
+          action: 'request',
+          params: { method: 'POST', url: 'http://allowed.example/x', headers: { 'X-Note': value } },
+        },
+      ]),
+    });
+    expect(res.status).toBe(400);
+    expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect(res.body.errors).toEqual([
+      { field: 'operations[0].params.headers.X-Note', rule: 'invalid_format', message: expect.stringMatching(said) },
+    ]);
+    expect(await counts()).toEqual(before);
+  });
+
   it.each([
     ['GET', '/v1/admin/webhooks?limit=1', DEMO.admin],
     ['GET', '/v1/review/summary?__proto__=1', DEMO.reviewer],

@@ -381,7 +381,13 @@ const Headers = (place: Place) =>
       z
         .string()
         .max(4096)
-        .regex(/^[\t\x20-\x7e\u0080-\u00ff]*$/, 'no line breaks')
+        // eslint-disable-next-line no-control-regex -- the characters a header value cannot hold are the point
+        .regex(/^[^\x00-\x08\x0a-\x1f\x7f]*$/, 'no line breaks or other control characters (a tab is allowed)')
+        // One byte per character on the wire: "€" was refused as "no line breaks", a cause it did not have.
+        .regex(
+          /^[^\u0100-\uffff]*$/,
+          'no character a header value cannot carry as one byte (such as "€" or "日"): U+00FF at most',
+        )
         // Sent without them (fetch trims a header value): the operation would record another value than the one sent.
         .regex(
           /^(?![\t ]).*(?<![\t ])$/s,
