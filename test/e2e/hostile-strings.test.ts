@@ -229,6 +229,26 @@ describe('hostile strings', () => {
     },
   );
 
+  // The same port twice in one entry was stored and shown twice ([443, 443]), while the same port in a second entry of
+  // the host is refused (shadowed): a secret's name twice is refused too.
+  it('refuses an allowlist entry naming a port twice, and writes nothing', async () => {
+    const before = await counts();
+    const settings = await http(stack.apiUrl, 'GET', '/v1/admin/connector-settings/http', { key: DEMO.admin });
+    const res = await http<Errors>(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+      key: DEMO.admin,
+      body: { allow_hosts: [{ host: 'allowed.example', ports: [443, 8443, 443] }] },
+    });
+    expect(res.status).toBe(400);
+    expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect(res.body.errors).toEqual([
+      { field: 'allow_hosts[0].ports', rule: 'unique', message: 'a port is named twice' },
+    ]);
+    expect(await counts()).toEqual(before);
+    expect((await http(stack.apiUrl, 'GET', '/v1/admin/connector-settings/http', { key: DEMO.admin })).body).toEqual(
+      settings.body,
+    );
+  });
+
   it('still takes an allowlist host whose labels are 63 characters', async () => {
     const path = '/v1/admin/connector-settings/http';
     const before = await http<{ allow_hosts: Record<string, unknown>[] }>(stack.apiUrl, 'GET', path, {

@@ -92,7 +92,16 @@ export function normalizeAllowedHost(input: string): { host: string } | { error:
 export const AllowedHostSchema = z
   .strictObject({
     host: z.string().min(1).max(253),
-    ports: z.array(z.number().int().min(1).max(65_535)).min(1).max(20).optional(),
+    ports: z
+      .array(z.number().int().min(1).max(65_535))
+      .min(1)
+      .max(20)
+      // Stored and shown twice otherwise, while the same port in another entry of the host is refused (shadowed).
+      .refine((ports) => new Set(ports).size === ports.length, {
+        message: 'a port is named twice',
+        params: { rule: 'unique' },
+      })
+      .optional(),
     allow_private: z.boolean().optional(),
     secrets: z
       .array(
