@@ -229,6 +229,34 @@ describe('hostile strings', () => {
     },
   );
 
+  // A name in Unicode was refused as "a host name or IP address, without scheme or port" (it is a host name): the
+  // answer names the ASCII spelling the URL parser calls, as a webhook URL's does.
+  it.each([
+    ['bücher.example', 'xn--bcher-kva.example'],
+    ['*.bücher.example', '*.xn--bcher-kva.example'],
+    ['ＥＸＡＭＰＬＥ.com', 'example.com'],
+    ['ex\u00adample.com', 'example.com'],
+  ])('refuses the allowlist host %j naming its ASCII spelling %j, and writes nothing', async (host, ascii) => {
+    const before = await counts();
+    const settings = await http(stack.apiUrl, 'GET', '/v1/admin/connector-settings/http', { key: DEMO.admin });
+    const res = await http<Errors>(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+      key: DEMO.admin,
+      body: { allow_hosts: [{ host }] },
+    });
+    expect(res.status).toBe(400);
+    expect(res.body.errors).toEqual([
+      {
+        field: 'allow_hosts[0].host',
+        rule: 'invalid_format',
+        message: `write the host name in ASCII as it is called ("${ascii}")`,
+      },
+    ]);
+    expect(await counts()).toEqual(before);
+    expect((await http(stack.apiUrl, 'GET', '/v1/admin/connector-settings/http', { key: DEMO.admin })).body).toEqual(
+      settings.body,
+    );
+  });
+
   // The same port twice in one entry was stored and shown twice ([443, 443]), while the same port in a second entry of
   // the host is refused (shadowed): a secret's name twice is refused too.
   it('refuses an allowlist entry naming a port twice, and writes nothing', async () => {

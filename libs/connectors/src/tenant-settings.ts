@@ -67,6 +67,12 @@ export function normalizeAllowedHost(input: string): { host: string } | { error:
   const wildcard = input.startsWith('*.');
   const bare = wildcard ? input.slice(2) : input;
   const ipv6 = isIP(bare.replace(/^\[|\]$/g, '')) === 6;
+  // A name in Unicode (or with fullwidth letters, a soft hyphen) is a host name, spelled otherwise than it is called: the
+  // answer says which spelling to write, as a webhook URL's does (urlSpellingProblem).
+  const called = /[\u0080-\uffff]/.test(bare) ? asciiHostOf(bare) : null;
+  if (called !== null) {
+    return { error: `write the host name in ASCII as it is called ("${wildcard ? `*.${called}` : called}")` };
+  }
   if (!ipv6 && !/^[A-Za-z0-9.-]+$/.test(bare)) return { error: 'a host name or IP address, without scheme or port' };
   if (!ipv6 && nonCanonicalIpv4(`http://${bare}/`)) return { error: 'IPv4 addresses in dotted-decimal form only' };
   let host: string;
@@ -87,6 +93,16 @@ export function normalizeAllowedHost(input: string): { host: string } | { error:
     return { error: `${host} can never be a target` };
   }
   return { host: wildcard ? `*.${host}` : host };
+}
+
+/** The host the URL parser calls for a name written in Unicode, when it is a plain ASCII name; else null. */
+function asciiHostOf(written: string): string | null {
+  try {
+    const host = new URL(`http://${written}/`).hostname;
+    return /^[a-z0-9.-]+$/.test(host) ? host : null;
+  } catch {
+    return null;
+  }
 }
 
 export const AllowedHostSchema = z
