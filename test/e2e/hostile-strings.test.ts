@@ -296,21 +296,25 @@ describe('hostile strings', () => {
     expect(restored.status).toBe(200);
   });
 
+  /** An http operation whose request sends the header X-Note with `value`, submitted. */
+  const submitHeaderValue = (value: string) =>
+    http<Errors>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([
+        {
+          key: 'call',
+          connector: 'http',
+          action: 'request',
+          params: { method: 'POST', url: 'http://allowed.example/x', headers: { 'X-Note': value } },
+        },
+      ]),
+    });
+
   it.each([' Bearer x', 'x ', '\tx', 'x\t'])(
     'refuses an http header value %j that fetch would send trimmed (the record would show another), and writes nothing',
     async (value) => {
       const before = await counts();
-      const res = await http<Errors>(stack.apiUrl, 'POST', '/v1/executions', {
-        key: DEMO.agent,
-        body: submission([
-          {
-            key: 'call',
-            connector: 'http',
-            action: 'request',
-            params: { method: 'POST', url: 'http://allowed.example/x', headers: { 'X-Note': value } },
-          },
-        ]),
-      });
+      const res = await submitHeaderValue(value);
       expect(res.status).toBe(400);
       expect(res.body.errors).toContainEqual({
         field: 'operations[0].params.headers.X-Note',
@@ -328,17 +332,7 @@ describe('hostile strings', () => {
     ['a\nb', /no line breaks/],
   ])('refuses the http header value %j saying why, and writes nothing', async (value, said) => {
     const before = await counts();
-    const res = await http<Errors>(stack.apiUrl, 'POST', '/v1/executions', {
-      key: DEMO.agent,
-      body: submission([
-        {
-          key: 'call',
-          connector: 'http',
-          action: 'request',
-          params: { method: 'POST', url: 'http://allowed.example/x', headers: { 'X-Note': value } },
-        },
-      ]),
-    });
+    const res = await submitHeaderValue(value);
     expect(res.status).toBe(400);
     expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
     expect(res.body.errors).toEqual([
