@@ -11,7 +11,9 @@ export async function databaseNowForApprovals(
   ops: readonly Pick<OperationEntity, 'status' | 'approval'>[],
 ): Promise<Date | undefined> {
   if (!ops.some((op) => approvalRequestWaits(op.status, op.approval?.state))) return undefined;
-  return new Date(Date.now() + (await databaseClockOffsetMs(db)));
+  // This host's clock read after the answer came back: read before it, the read's own time would be taken off.
+  const offsetMs = await databaseClockOffsetMs(db);
+  return new Date(Date.now() + offsetMs);
 }
 
 /** An execution's deadline has passed by `databaseNow` (databaseNowForApprovals); false where either is not known. */
