@@ -86,4 +86,41 @@ describe('an approval request is shown withdrawn by the database’s clock', () 
     expect(approved.status).toBe(200);
     expect(approved.body.approval).toMatchObject({ state: 'granted' });
   });
+
+  it('past the deadline, a decision naming a request decided before shows the request waiting now withdrawn, as the operation does', async () => {
+    // An API whose grants expire as they are written: the dispatcher withdraws the grant and asks again.
+    const expiring = await stack.startApi({ APPROVAL_TTL_MS: '1' });
+    const created = await submit(stack, [charge(unique('shown-clock-again'), { requires_approval: true })]);
+    const first = await waitForOp(stack, created.id, 'charge', (o) => o.approval?.state === 'requested');
+    const shown = (first.approval as { requested_at: string }).requested_at;
+    const granted = await http(expiring, 'POST', `/v1/operations/${first.id}/approval`, {
+      key: DEMO.reviewer,
+      body: { decision: 'approve', requested_at: shown },
+    });
+    expect(granted.status).toBe(200);
+    await waitForOp(
+      stack,
+      created.id,
+      'charge',
+      (o) => o.approval?.state === 'requested' && (o.approval as { requested_at: string }).requested_at !== shown,
+    );
+    await stack.db.dataSource.query(`UPDATE executions SET deadline_at = now() - interval '1 second' WHERE id = $1`, [
+      created.id,
+    ]);
+    expect((await shownBy(stack.apiUrl, created.id, first.id)).operation).toBe('withdrawn');
+
+    const late = await http<Problem & { approval?: string }>(
+      stack.apiUrl,
+      'POST',
+      `/v1/operations/${first.id}/approval`,
+      { key: DEMO.reviewer, body: { decision: 'approve', requested_at: shown } },
+    );
+    expect(late.status).toBe(409);
+    expect(late.body).toMatchObject({
+      type: expect.stringContaining('already-decided'),
+      decision: 'approve',
+      approval: 'withdrawn',
+      current_status: 'PREPARED',
+    });
+  });
 });

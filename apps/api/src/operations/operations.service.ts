@@ -122,22 +122,9 @@ export class OperationsService {
     // offers what the API would refuse. Once a resolution is recorded (a release waiting for the dispatcher included),
     // nothing more is permitted: the decision was made.
     const options = judged?.options ?? [];
-    // Only a request still waiting is judged against its execution's deadline (two more reads, for it alone): by the
-    // database's clock, the one the deadline is on and an approve is refused by.
-    const [execution, databaseNow] = approvalRequestWaits(op.status, op.approval?.state)
-      ? await Promise.all([
-          findExecution(this.db.manager, op.executionId, principal.tenantId),
-          databaseNowForApprovals(this.db.manager, [op]),
-        ])
-      : [];
     return {
       view: {
-        ...presentOperation(
-          op,
-          changes.get(op.id) ?? null,
-          options,
-          pastDeadlineAt(execution?.deadlineAt, databaseNow),
-        ),
+        ...presentOperation(op, changes.get(op.id) ?? null, options, await this.approvalPastDeadline(principal, op)),
         permitted_resolutions: offeredResolutions(options),
         resolution_options: options,
       },
@@ -270,11 +257,30 @@ export class OperationsService {
         decision: winner.decision ?? 'approve',
         ...(winner.by && { decided_by: winner.by }),
         decided_at: winner.at.toISOString(),
-        approval: shownApprovalState(op.status, op.approval?.state ?? 'requested'),
+        // As the operation shows the request on it now: withdrawn too once its execution's deadline has passed.
+        approval: shownApprovalState(
+          op.status,
+          op.approval?.state ?? 'requested',
+          await this.approvalPastDeadline(principal, op),
+        ),
         ...(current && { requested_at: current }),
         current_status: op.status,
       },
     );
+  }
+
+  /**
+   * Whether the operation's approval request waits past its execution's deadline, by the database's clock (the one the
+   * deadline is on and an approve is refused by): shown withdrawn then. Only a request still waiting is judged (two
+   * more reads, for it alone).
+   */
+  private async approvalPastDeadline(principal: Principal, op: OperationEntity): Promise<boolean> {
+    if (!approvalRequestWaits(op.status, op.approval?.state)) return false;
+    const [execution, databaseNow] = await Promise.all([
+      findExecution(this.db.manager, op.executionId, principal.tenantId),
+      databaseNowForApprovals(this.db.manager, [op]),
+    ]);
+    return pastDeadlineAt(execution?.deadlineAt, databaseNow);
   }
 
   /**
