@@ -168,14 +168,14 @@ describe('http connector (real loopback target, tenant settings through the admi
   });
 
   it('sends under the settings stored at the send: a host taken off the allowlist during the context read is not called', async () => {
-    // The target answers the context read 4 s after it arrives, to a dispatcher that waits 8 s for it: the admin moves
-    // the allowlist meanwhile. (600 ms, within the stack's 1 s connector timeout, was outlasted by a loaded machine's
-    // PUT: the send then went out under the allowlist as it was.)
+    // The target holds the context read until the admin has moved the allowlist, for a dispatcher that waits 8 s for
+    // it (the stack's 1 s connector timeout was outlasted by a loaded machine's PUT, as a fixed delay of the answer
+    // was: the send then went out under the allowlist as it was).
     for (const dispatcher of stack.running('dispatcher')) await stack.kill(dispatcher, 'SIGTERM');
     const slow = await stack.startApp('dispatcher', { CONNECTOR_TIMEOUT_MS: '8000' });
     try {
       const name = `slow-${Date.now()}`;
-      target.setState(name, 'ready', 4000);
+      const answerRead = target.holdState(name, 'ready');
       const context = { url: `${target.base}/state/${name}`, field: '$.data.value' };
       const created = await submitOps(call, [
         httpOp('late-settings', order('/orders', { context, read_back: readBack() })),
@@ -192,6 +192,7 @@ describe('http connector (real loopback target, tenant settings through the admi
         key: DEMO.admin,
         body: { allow_hosts: [{ host: 'api.example.com' }] },
       });
+      answerRead();
       expect(moved.status).toBe(200);
       try {
         const done = await settled(call, created.id);

@@ -23,6 +23,11 @@ export interface TargetServer {
   seen: Seen[];
   /** What GET /state/<name> answers: `{data: {value}}`, or a 503 while it is 'unavailable'; after `delayMs`. */
   setState(name: string, value: string, delayMs?: number): void;
+  /**
+   * GET /state/<name> answers `value` only once the returned release is called: a read the test holds open while it
+   * changes something under it (a fixed delay is outlasted by a loaded machine).
+   */
+  holdState(name: string, value: string): () => void;
   close(): Promise<void>;
 }
 
@@ -47,7 +52,7 @@ async function closeServer(server: Server): Promise<void> {
 export async function startTarget(options: { slowMs?: number; redirectTo?: string } = {}): Promise<TargetServer> {
   const seen: Seen[] = [];
   const orders = new Map<string, { status: string }>();
-  const states = new Map<string, { value: string; delayMs: number }>();
+  const states = new Map<string, { value: string; delayMs: number; released?: Promise<void> }>();
   const server = createServer((req, res) => {
     let body = '';
     req.on('data', (chunk: Buffer) => (body += chunk.toString()));
@@ -77,6 +82,7 @@ export async function startTarget(options: { slowMs?: number; redirectTo?: strin
           state.value === 'unavailable'
             ? json(503, { error: { code: 'unavailable' } })
             : json(200, { data: { value: state.value } });
+        if (state.released) return void state.released.then(answer);
         return state.delayMs > 0 ? setTimeout(answer, state.delayMs).unref() : answer();
       }
       if (path === '/reject') return json(422, { error: { code: 'invalid_order', message: 'no such product' } });
@@ -93,6 +99,12 @@ export async function startTarget(options: { slowMs?: number; redirectTo?: strin
     port,
     seen,
     setState: (name, value, delayMs = 0) => states.set(name, { value, delayMs }),
+    holdState: (name, value) => {
+      let release = () => {};
+      const released = new Promise<void>((resolve) => (release = resolve));
+      states.set(name, { value, delayMs: 0, released });
+      return () => release();
+    },
     close: () => closeServer(server),
   };
 }
