@@ -159,7 +159,8 @@ export class ResolutionOptionsService {
         await loadTenantSettings(this.db.manager, tenantId),
         this.connectors.approvalAmountDeclarations(),
       );
-      databaseNow ??= Date.now() + (await databaseClockOffsetMs(this.db.manager));
+      // This host's clock read after the answer came back: read before it, the read's own time would be taken off.
+      databaseNow ??= (await databaseClockOffsetMs(this.db.manager)) + Date.now();
       needs.set(op.id, {
         executionStatus: execution.status,
         // The statement that commits the release (the dispatcher's) judges it again, by the same clock.
