@@ -29,16 +29,19 @@ describe('an approval request is shown withdrawn by the database’s clock', () 
     clock?.remove();
   });
 
-  /** A charge waiting for approval whose execution's deadline is `interval` from the database's now. */
-  async function waitingWithDeadline(interval: string) {
+  /** A charge waiting for approval. */
+  async function waitingForApproval() {
     const created = await submit(stack, [charge(unique('shown-clock'), { requires_approval: true })]);
     const waiting = await waitForOp(stack, created.id, 'charge', (o) => o.approval?.state === 'requested');
-    await stack.db.dataSource.query(`UPDATE executions SET deadline_at = now() + $2::interval WHERE id = $1`, [
-      created.id,
-      interval,
-    ]);
     return { executionId: created.id, opId: waiting.id };
   }
+
+  /** The execution's deadline set `interval` from the database's now. */
+  const setDeadline = (executionId: string, interval: string) =>
+    stack.db.dataSource.query(`UPDATE executions SET deadline_at = now() + $2::interval WHERE id = $1`, [
+      executionId,
+      interval,
+    ]);
 
   /** The approval state as each read of the API at `url` shows it: the operation, its execution, the queue. */
   async function shownBy(url: string, executionId: string, opId: string) {
@@ -63,20 +66,41 @@ describe('an approval request is shown withdrawn by the database’s clock', () 
       body: { decision: 'approve', reason: 'clock test' },
     });
 
+  /**
+   * `work` with the dispatchers frozen: past its deadline, an execution is expired at the dispatcher's next look (a job
+   * left from asking for approval), which ends the request with it — withdrawn then by its end, not by the deadline.
+   */
+  async function whileDispatchersFrozen(work: () => Promise<void>) {
+    const dispatchers = stack.running('dispatcher');
+    for (const dispatcher of dispatchers) dispatcher.child.kill('SIGSTOP');
+    try {
+      await work();
+    } finally {
+      for (const dispatcher of dispatchers) dispatcher.child.kill('SIGCONT');
+    }
+  }
+
   it('past the deadline, an API whose clock is an hour behind shows the request withdrawn, as its approve answers', async () => {
-    const { executionId, opId } = await waitingWithDeadline('-1 second');
-    expect(await shownBy(skewedApis.behind, executionId, opId)).toEqual({
-      operation: 'withdrawn',
-      execution: 'withdrawn',
-      queued: [],
+    const { executionId, opId } = await waitingForApproval();
+    await whileDispatchersFrozen(async () => {
+      await setDeadline(executionId, '-1 second');
+      expect(await shownBy(skewedApis.behind, executionId, opId)).toEqual({
+        operation: 'withdrawn',
+        execution: 'withdrawn',
+        queued: [],
+      });
+      const approved = await approve(skewedApis.behind, opId);
+      expect(approved.status).toBe(409);
+      expect(approved.body).toMatchObject({
+        type: expect.stringContaining('not-awaiting-approval'),
+        current_status: 'PREPARED',
+      });
     });
-    const approved = await approve(skewedApis.behind, opId);
-    expect(approved.status).toBe(409);
-    expect(approved.body).toMatchObject({ type: expect.stringContaining('not-awaiting-approval') });
   });
 
   it('before the deadline, an API whose clock is an hour ahead shows the request requested, as its approve answers', async () => {
-    const { executionId, opId } = await waitingWithDeadline('10 minutes');
+    const { executionId, opId } = await waitingForApproval();
+    await setDeadline(executionId, '10 minutes');
     expect(await shownBy(skewedApis.ahead, executionId, opId)).toEqual({
       operation: 'requested',
       execution: 'requested',
@@ -104,23 +128,23 @@ describe('an approval request is shown withdrawn by the database’s clock', () 
       'charge',
       (o) => o.approval?.state === 'requested' && (o.approval as { requested_at: string }).requested_at !== shown,
     );
-    await stack.db.dataSource.query(`UPDATE executions SET deadline_at = now() - interval '1 second' WHERE id = $1`, [
-      created.id,
-    ]);
-    expect((await shownBy(stack.apiUrl, created.id, first.id)).operation).toBe('withdrawn');
+    await whileDispatchersFrozen(async () => {
+      await setDeadline(created.id, '-1 second');
+      expect((await shownBy(stack.apiUrl, created.id, first.id)).operation).toBe('withdrawn');
 
-    const late = await http<Problem & { approval?: string }>(
-      stack.apiUrl,
-      'POST',
-      `/v1/operations/${first.id}/approval`,
-      { key: DEMO.reviewer, body: { decision: 'approve', requested_at: shown } },
-    );
-    expect(late.status).toBe(409);
-    expect(late.body).toMatchObject({
-      type: expect.stringContaining('already-decided'),
-      decision: 'approve',
-      approval: 'withdrawn',
-      current_status: 'PREPARED',
+      const late = await http<Problem & { approval?: string }>(
+        stack.apiUrl,
+        'POST',
+        `/v1/operations/${first.id}/approval`,
+        { key: DEMO.reviewer, body: { decision: 'approve', requested_at: shown } },
+      );
+      expect(late.status).toBe(409);
+      expect(late.body).toMatchObject({
+        type: expect.stringContaining('already-decided'),
+        decision: 'approve',
+        approval: 'withdrawn',
+        current_status: 'PREPARED',
+      });
     });
   });
 });
