@@ -31,7 +31,8 @@ export function parseWholeQuery(query: string): ParsedUrlQuery {
  */
 function nonUtf8QueryFields(url: string): string[] {
   const at = url.indexOf('?');
-  if (at < 0) return [];
+  // Without an escape nothing decodes to a byte (every request's case: nothing to look through).
+  if (at < 0 || url.indexOf('%', at) < 0) return [];
   // As the parser decodes: each %XX one byte, a "%" that starts no escape kept as written.
   const isUtf8Decoded = (raw: string) =>
     isUtf8(
