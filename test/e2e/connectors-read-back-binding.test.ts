@@ -179,9 +179,12 @@ describe('http read_back_binding (admin setting, intake refusal, read after the 
         45_000,
         150,
       );
-      // Not VERIFIED on that read ("no change required" from a source that does not name this order): the step finds
-      // the settings changed under it and reads again under "bound", where the context is not made (context.unavailable)
-      // — sent instead, as an operation whose context could not be read.
+      // Not VERIFIED on that read ("no change required" from a source that does not name this order), and sent once.
+      // The `context.unavailable` below is recorded by a second look at the execution — the sweep's, while the first
+      // job waits for the slow read (stale after STALE_EXECUTION_MS) — which reads under "bound", where the context is
+      // not made. The first job's own send is refused for the settings changed under it, and its next look sends
+      // without a context read (it has moved the execution to running): held until after the bind with no sweep, the
+      // operation ends ACKNOWLEDGED the same, without that event (noted for the owner of the lifecycle).
       expect(settled.status).toBe('ACKNOWLEDGED');
       expect(target.seen.filter((s) => s.method === 'POST' && s.body.includes(opId))).toHaveLength(1);
       const events = (
