@@ -149,15 +149,18 @@ describe('RequestAdmission on a real Redis Cluster (three nodes)', () => {
   it('is answered by the cluster (both keys in the prefix slot), so every API process shares the counts', async () => {
     const prefix = testQueuePrefix('admit-cluster');
     const config = loadConfig({ REDIS_CLUSTER_NODES: cluster.nodeList, QUEUE_PREFIX: prefix });
-    // Two API processes: each its own connection and its own local fallback counts.
+    // Two API processes: each its own connection and its own local fallback counts. Each waits for the cluster far
+    // longer than the API's 100 ms: on a loaded machine a cluster's answer took longer, the local counts decided, and
+    // the test read that as the cluster not answering — it asks where the answer comes from, not how fast.
+    const answerMs = 10_000;
     const processes = [0, 1].map(() => {
       const redis = createRedisClient(config, 'producer', 'admission-cluster-spec');
-      const failures = new AuthFailureLimiter(redis, prefix, 3);
+      const failures = new AuthFailureLimiter(redis, prefix, 3, answerMs);
       return {
         redis,
         failures,
-        rate: new SharedRateLimiter(redis, prefix, 2),
-        admission: new RequestAdmission(redis, prefix, failures),
+        rate: new SharedRateLimiter(redis, prefix, 2, answerMs),
+        admission: new RequestAdmission(redis, prefix, failures, answerMs),
       };
     });
     const [a, b] = processes;
