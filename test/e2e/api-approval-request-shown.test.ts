@@ -117,16 +117,24 @@ describe('api: an approval decision answers the request that was shown', () => {
     expect((await stack.effects()).charges[reference]).toMatchObject({ count: 1, amounts: [999] });
   });
 
-  it('a decision on a request whose grant was withdrawn, and a later request’s too, names the grant of the request shown', async () => {
-    // An API whose grants expire at once (APPROVAL_TTL_MS is read where the grant is written): the dispatcher withdraws
-    // each grant it writes and asks again, so one operation goes through several requests, each decided.
+  /**
+   * An API whose grants expire as they are written (APPROVAL_TTL_MS is read where the grant is written), and two more
+   * reviewers' keys of the demo tenant.
+   */
+  async function shortGrantsAndTwoReviewers() {
     const port = await freePort();
     await stack.startApp('api', { PORT: String(port), HOST: '127.0.0.1', APPROVAL_TTL_MS: '1' });
-    const shortGrantApi = `http://127.0.0.1:${port}`;
     const db = stack.db.dataSource.manager;
     const [first, second] = await Promise.all(
       ['first', 'second'].map((label) => createApiKey(db, { tenantId: 'demo', role: 'reviewer', label })),
     );
+    return { shortGrantApi: `http://127.0.0.1:${port}`, first, second };
+  }
+
+  it('a decision on a request whose grant was withdrawn, and a later request’s too, names the grant of the request shown', async () => {
+    // An API whose grants expire at once (APPROVAL_TTL_MS is read where the grant is written): the dispatcher withdraws
+    // each grant it writes and asks again, so one operation goes through several requests, each decided.
+    const { shortGrantApi, first, second } = await shortGrantsAndTwoReviewers();
     const created = await submit(stack, [charge(unique('shown-twice'), { requires_approval: true })]);
     const opId = created.operations[0].id;
     const shown = await request(created.id, opId, 1);
@@ -167,13 +175,7 @@ describe('api: an approval decision answers the request that was shown', () => {
   it('a decision on a request whose grant was withdrawn, the request after it granted and sent, names the grant of the request shown', async () => {
     // The first grant expires at once (an API with APPROVAL_TTL_MS=1), so the dispatcher asks again; the second reviewer
     // grants that request through the ordinary API, and the charge is sent on it.
-    const port = await freePort();
-    await stack.startApp('api', { PORT: String(port), HOST: '127.0.0.1', APPROVAL_TTL_MS: '1' });
-    const shortGrantApi = `http://127.0.0.1:${port}`;
-    const db = stack.db.dataSource.manager;
-    const [first, second] = await Promise.all(
-      ['first', 'second'].map((label) => createApiKey(db, { tenantId: 'demo', role: 'reviewer', label })),
-    );
+    const { shortGrantApi, first, second } = await shortGrantsAndTwoReviewers();
     const created = await submit(stack, [charge(unique('shown-sent'), { requires_approval: true })]);
     const opId = created.operations[0].id;
     const shown = await request(created.id, opId, 1);
