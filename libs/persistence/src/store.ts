@@ -817,8 +817,16 @@ export async function findOperationWithClockForWorker(
  * that the database, the sweeper or a person will compare with the database's clock (an obligation's due time).
  */
 export async function databaseClockOffsetMs(db: Queryable): Promise<number> {
+  return (await databaseNow(db)).getTime() - Date.now();
+}
+
+/**
+ * The database's clock now: what a time the database stamped or compares (`deadline_at`) is judged against by a caller
+ * that cannot put the comparison in its statement (a page of many executions, read once).
+ */
+export async function databaseNow(db: Queryable): Promise<Date> {
   const [found] = await rows<{ now: string | Date }>(db, READ_SQL.databaseNow);
-  return new Date(found.now).getTime() - Date.now();
+  return new Date(found.now);
 }
 
 export function listExecutions(

@@ -1,4 +1,4 @@
-import { databaseClockOffsetMs, type OperationEntity, type Queryable } from '@verity/persistence';
+import { databaseNow, type OperationEntity, type Queryable } from '@verity/persistence';
 import { approvalRequestWaits } from '@verity/status-model';
 
 /**
@@ -11,9 +11,7 @@ export async function databaseNowForApprovals(
   ops: readonly Pick<OperationEntity, 'status' | 'approval'>[],
 ): Promise<Date | undefined> {
   if (!ops.some((op) => approvalRequestWaits(op.status, op.approval?.state))) return undefined;
-  // This host's clock read after the answer came back: read before it, the read's own time would be taken off.
-  const offsetMs = await databaseClockOffsetMs(db);
-  return new Date(Date.now() + offsetMs);
+  return databaseNow(db);
 }
 
 /** An execution's deadline has passed by `databaseNow` (databaseNowForApprovals); false where either is not known. */

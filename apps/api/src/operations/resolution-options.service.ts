@@ -5,7 +5,7 @@ import {
   ExecutionEntity,
   OperationEntity,
   absenceEvidenceOfMany,
-  databaseClockOffsetMs,
+  databaseNow as readDatabaseNow,
   findExecution,
   findOperations,
   loadTenantSettings,
@@ -159,8 +159,7 @@ export class ResolutionOptionsService {
         await loadTenantSettings(this.db.manager, tenantId),
         this.connectors.approvalAmountDeclarations(),
       );
-      // This host's clock read after the answer came back: read before it, the read's own time would be taken off.
-      databaseNow ??= (await databaseClockOffsetMs(this.db.manager)) + Date.now();
+      databaseNow ??= (await readDatabaseNow(this.db.manager)).getTime();
       needs.set(op.id, {
         executionStatus: execution.status,
         // The statement that commits the release (the dispatcher's) judges it again, by the same clock.
