@@ -1,6 +1,7 @@
 import type { PlatformService } from './egress';
 import type { z } from 'zod';
 import type { SendOutcome } from './classify';
+import type { AllowedHostRow } from '@verity/persistence';
 
 export interface ConnectorCapabilities {
   /** Can read the effect back from the source: VERIFIED is reachable. */
@@ -36,21 +37,8 @@ export interface ConnectorOperation {
   providerRef: Record<string, unknown> | null;
 }
 
-/** One entry of a tenant's outbound allowlist (managed by its admin: PUT /v1/admin/connector-settings/http). */
-export interface AllowedHost {
-  /** A host name (`api.example.com`), `*.example.com` for its subdomains, or an IP address. */
-  host: string;
-  /** Only these ports; every port when absent. */
-  ports?: number[];
-  /** The tenant explicitly allows this host to resolve to loopback, private or link-local addresses. */
-  allow_private?: boolean;
-  /**
-   * The names of the tenant's secrets that may be sent to this host (in header values), or `["*"]` for any of them.
-   * Absent: none. Without it an agent could send a secret meant for one host to any other allowlisted one (a webhook
-   * receiver, an echo service) and read it back (`secretBindingProblems`).
-   */
-  secrets?: string[];
-}
+/** One entry of a tenant's outbound allowlist: the stored row is the shape the connector reads. */
+export type AllowedHost = AllowedHostRow;
 
 /** Binds every secret of the tenant to an allowlist entry (`AllowedHost.secrets`). */
 export const ANY_SECRET = '*';

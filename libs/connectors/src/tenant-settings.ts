@@ -10,32 +10,8 @@ import {
   decimalPlaces,
 } from '@verity/status-model';
 import { FIELD_PATH, FIELD_PATH_RULE, fieldSegments, readField } from './json-path';
+import { SPENDING_PERIOD_SECONDS, type SpendingPeriod } from '@verity/persistence';
 import { ANY_SECRET, READ_BACK_BINDINGS } from './connector';
-
-/** Spending-cap windows are rolling: "day" is the last 24 hours, so no midnight reset can be gamed. */
-export const SPENDING_PERIODS = { hour: 3_600, day: 86_400, week: 604_800, month: 2_592_000 } as const;
-export type SpendingPeriod = keyof typeof SPENDING_PERIODS;
-
-export interface SpendingCap {
-  period: SpendingPeriod;
-  /** At most this many operations handed to the connector in the window (whatever their outcome). */
-  max_operations?: number;
-  /** At most this total of `amount_field` (a path into the operation's params) in the window. */
-  max_amount?: number;
-  amount_field?: string;
-  /**
-   * At most this many digits after the decimal point in an amount (the places the target charges in: 2 for cents of a
-   * major unit, 0 for minor units); absent, any. A target that rounds 0.004 up to 0.01 charges more than the cap counts.
-   */
-  amount_decimals?: number;
-  /**
-   * The currency `max_amount` is in (ISO 4217). Set, only operations carrying exactly this code at `currency_field` are
-   * sent under the cap; absent, amounts of every currency are summed as one unit.
-   */
-  currency?: string;
-  /** Where the currency is in the operation's params (default `currency`); only with `currency`. */
-  currency_field?: string;
-}
 
 /** The characters of a secret's name. */
 const SECRET_NAME_CHARACTERS = /^[A-Za-z0-9_.-]{1,64}$/;
@@ -151,7 +127,7 @@ export const AllowedHostSchema = z
 
 export const SpendingCapSchema = z
   .strictObject({
-    period: z.enum(Object.keys(SPENDING_PERIODS) as [SpendingPeriod, ...SpendingPeriod[]]),
+    period: z.enum(Object.keys(SPENDING_PERIOD_SECONDS) as [SpendingPeriod, ...SpendingPeriod[]]),
     max_operations: z.number().int().min(0).max(1_000_000_000).optional(),
     // A cap of 0 or less would refuse everything, or (negative) invite amounts that buy the cap back.
     max_amount: z.number().positive().max(MAX_RULE_AMOUNT).optional(),

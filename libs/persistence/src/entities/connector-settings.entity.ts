@@ -5,23 +5,53 @@ import { Queryable, rows, transaction } from '../sql';
 import type { TransitionResult } from '../transition.service';
 import { REJECTED_COMMIT_STATUSES, describeFoundCurrency } from '@verity/status-model';
 
-/** One outbound host a tenant allows (the `http` connector); mirrors `AllowedHost` in libs/connectors. */
+/**
+ * One entry of a tenant's outbound allowlist for the `http` connector (managed by its admin: PUT
+ * /v1/admin/connector-settings/http), as stored and as the connector reads it (`AllowedHost` there).
+ */
 export interface AllowedHostRow {
+  /** A host name (`api.example.com`), `*.example.com` for its subdomains, or an IP address. */
   host: string;
+  /** Only these ports; every port when absent. */
   ports?: number[];
+  /** The tenant explicitly allows this host to resolve to loopback, private or link-local addresses. */
   allow_private?: boolean;
-  /** The secrets that may be sent to this host (`["*"]`: every one); absent: none. */
+  /**
+   * The names of the tenant's secrets that may be sent to this host (in header values), or `["*"]` for any of them.
+   * Absent: none. Without it an agent could send a secret meant for one host to any other allowlisted one (a webhook
+   * receiver, an echo service) and read it back (`secretBindingProblems` in libs/connectors).
+   */
   secrets?: string[];
 }
 
-/** Mirrors `SpendingCap` in libs/connectors. */
+/** Spending-cap windows are rolling: "day" is the last 24 hours, so no midnight reset can be gamed. */
+export const SPENDING_PERIOD_SECONDS = {
+  hour: 3_600,
+  day: 86_400,
+  week: 604_800,
+  month: 2_592_000,
+} as const satisfies Record<string, number>;
+export type SpendingPeriod = keyof typeof SPENDING_PERIOD_SECONDS;
+
+/** One spending cap of a tenant's connector, as stored and as the admin's PUT validates it (libs/connectors). */
 export interface SpendingCapRow {
-  period: 'hour' | 'day' | 'week' | 'month';
+  period: SpendingPeriod;
+  /** At most this many operations handed to the connector in the window (whatever their outcome). */
   max_operations?: number;
+  /** At most this total of `amount_field` (a path into the operation's params) in the window. */
   max_amount?: number;
   amount_field?: string;
+  /**
+   * At most this many digits after the decimal point in an amount (the places the target charges in: 2 for cents of a
+   * major unit, 0 for minor units); absent, any. A target that rounds 0.004 up to 0.01 charges more than the cap counts.
+   */
   amount_decimals?: number;
+  /**
+   * The currency `max_amount` is in (ISO 4217). Set, only operations carrying exactly this code at `currency_field` are
+   * sent under the cap; absent, amounts of every currency are summed as one unit.
+   */
   currency?: string;
+  /** Where the currency is in the operation's params (default `currency`); only with `currency`. */
   currency_field?: string;
 }
 
@@ -31,13 +61,6 @@ export interface SpendingCapRow {
  * libs/connectors.
  */
 export type ReadBackBindingRow = 'declared' | 'bound';
-
-export const SPENDING_PERIOD_SECONDS: Record<SpendingCapRow['period'], number> = {
-  hour: 3_600,
-  day: 86_400,
-  week: 604_800,
-  month: 2_592_000,
-};
 
 @Entity('tenant_connector_settings')
 export class TenantConnectorSettingsEntity {
