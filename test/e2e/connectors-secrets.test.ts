@@ -1,7 +1,7 @@
 import { createServer, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DEMO, Stack, waitFor } from '../support/stack';
-import { sms, submission, unique } from '../support/http';
+import { charge, sms, submission, unique } from '../support/http';
 import { Call, Execution, Op, httpOp, recordingClient, submitOps } from './connectors-support';
 
 // Spaces, "/" and "+" so that its percent-encoded and JSON-escaped spellings differ from the plain one.
@@ -283,6 +283,36 @@ describe('tenant secrets are never stored or returned: an echoing target gets {{
       body: { decision: 'deny', reason: 'not this one' },
     });
     expect(denied.status).toBe(200);
+  });
+
+  it('a reviewer’s "still unknown" evidence holding a secret’s value is refused too (400 secret_value), and the hold is not re-dated', async () => {
+    // A precondition that does not hold: the charge is held in MANUAL_REVIEW before it is sent.
+    const created = await call<Execution>('POST', '/v1/executions', {
+      body: submission([charge(unique('sec-held'), { expected_state: { charged: true } })]),
+    });
+    expect(created.status).toBe(201);
+    const [op] = created.body.operations;
+    await until(op.id, 'MANUAL_REVIEW');
+    const stillUnknown = (evidence: string) =>
+      call(`POST`, `/v1/operations/${op.id}/resolve`, {
+        key: DEMO.reviewer,
+        body: { status: 'MANUAL_REVIEW', evidence },
+      });
+    const refused = await stillUnknown(`the provider's dashboard shows ${SPELLINGS[1]}`);
+    expect([refused.status, (refused.body as { errors?: unknown }).errors]).toEqual([
+      400,
+      [expect.objectContaining({ field: 'evidence', rule: 'secret_value' })],
+    ]);
+    const events = async () =>
+      (await call<{ data: { type: string }[] }>('GET', `/v1/executions/${created.body.id}/events`)).body.data.map(
+        (e) => e.type,
+      );
+    expect(await events()).not.toContain('operation.still_unknown');
+    const held = await call<{ obligation?: { investigations?: unknown[] } }>('GET', `/v1/operations/${op.id}`);
+    expect(held.body.obligation?.investigations ?? []).toEqual([]);
+    // Without it, the same record is taken.
+    expect((await stillUnknown('the provider has not answered yet')).status).toBe(200);
+    expect(await events()).toContain('operation.still_unknown');
   });
 
   /** The CRM token bound to the target only; `other` allowlisted for another purpose, binding `otherBinds`. */

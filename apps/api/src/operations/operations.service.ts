@@ -697,6 +697,8 @@ export class OperationsService {
     dueInSeconds: number | undefined,
     ifMatch?: readonly string[],
   ) {
+    // The evidence is stored in the obligation and the event as a resolution's is, so it is held to the same rule.
+    await refuseSecretValuesIn(this.connectors, principal.tenantId, [['evidence', evidence]]);
     const { op, version } = await this.loadAt(principal, id);
     const decidedFirst =
       (await this.decidedFirst(principal, op)) ?? (await this.stillUnknownOnShown(principal, op, ifMatch, version));
