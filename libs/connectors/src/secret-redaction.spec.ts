@@ -28,6 +28,18 @@ describe('secretRedactor', () => {
     expect(redact(JSON.stringify({ v: 'a b/c"d' }))).toBe('{"v":"{{secret:odd}}"}');
   });
 
+  it('finds a secret percent-encoded as any encoder writes it: lowercase hex, more characters escaped, a space as +', () => {
+    // .NET's UrlEncode writes lowercase hex; PHP's rawurlencode escapes what encodeURIComponent keeps; forms write +.
+    const lowercase = encodeURIComponent('a b/c"d').replace(/%[0-9A-F]{2}/g, (hex) => hex.toLowerCase());
+    expect(lowercase).toBe('a%20b%2fc%22d');
+    expect(redact(`http://h/r/${lowercase}?next=1`)).toBe('http://h/r/{{secret:odd}}?next=1');
+    expect(redact('q=a+b%2Fc%22d')).toBe('q={{secret:odd}}');
+    expect(redact('every byte %61%20%62%2F%63%22%64.')).toBe('every byte {{secret:odd}}.');
+    expect(redact('s%33cr%33t%2dToken-and-more')).toBe('{{secret:long}}');
+    // Still text that merely resembles it is left alone.
+    expect(redact('a%20b%2fc%22e a b/c d')).toBe('a%20b%2fc%22e a b/c d');
+  });
+
   it('never matches its own placeholder again (a secret that is a word of the placeholder)', () => {
     expect(secretRedactor({ secret: 'secret' })('my secret')).toBe('my {{secret:secret}}');
   });

@@ -21,31 +21,40 @@ export function holdsRedactedSecret(value: string): boolean {
 }
 
 /**
- * The ways a secret value can show up in what a target answers or in what a connector builds from it: as sent, inside
- * a JSON string (escaped quotes and backslashes), and percent-encoded in a URL (a `{{ref}}` is encoded into the
- * read-back URL).
+ * The exact ways a secret value can show up in what a target answers or in what a connector builds from it: as sent,
+ * and inside a JSON string (escaped quotes and backslashes). Percent-encoded ones are matched by
+ * percentEncodedPattern, as there are many.
  */
 function spellings(value: string): string[] {
   const json = JSON.stringify(value).slice(1, -1);
-  let component = value;
-  let uri = value;
-  try {
-    component = encodeURIComponent(value);
-    uri = encodeURI(value);
-  } catch {
-    // A lone surrogate cannot be percent-encoded, so it cannot be in a URL either.
-  }
   // As a header carried it: without leading and trailing spaces (a value stored before they were refused).
   const sent = value.replace(/^[ \t]+|[ \t]+$/g, '');
-  return [
-    value,
-    json,
-    component,
-    component.replace(/%20/g, '+'),
-    uri,
-    ...(sent && sent !== value ? [sent] : []),
-    ...misreadSpellings(sent || value),
-  ];
+  return [value, json, ...(sent && sent !== value ? [sent] : []), ...misreadSpellings(sent || value)];
+}
+
+/** `%XX` of one byte, its hex digits in either case. */
+function percentByte(byte: number): string {
+  return `%${[...byte.toString(16).padStart(2, '0')].map((d) => (/[a-f]/.test(d) ? `[${d}${d.toUpperCase()}]` : d)).join('')}`;
+}
+
+/**
+ * A secret percent-encoded in a URL or a form (a `{{ref}}` is encoded into the read-back URL; a target may echo it in a
+ * link), however the encoder wrote it: each character as is or as the `%XX` of its UTF-8 bytes, hex digits in either
+ * case (.NET writes `%2f`), a space also as `+`. Encoders differ in which characters they escape and in the case of
+ * the digits, so a list of spellings (encodeURIComponent's, encodeURI's) let the others through. Also the value as sent
+ * without its leading and trailing spaces, as `spellings` has it.
+ */
+function percentEncodedPattern(value: string): string {
+  const sent = value.replace(/^[ \t]+|[ \t]+$/g, '') || value;
+  return [...sent]
+    .map((char) => {
+      const literal = escapeRegExp(char);
+      // A lone surrogate cannot be percent-encoded, so it is only ever written as is.
+      if (char.length === 1 && /[\ud800-\udfff]/.test(char)) return literal;
+      const encoded = [...Buffer.from(char, 'utf8')].map(percentByte).join('');
+      return `(?:${literal}|${encoded}${char === ' ' ? '|\\+' : ''})`;
+    })
+    .join('');
 }
 
 /**
@@ -76,22 +85,28 @@ const identity: Redact = (value) => value;
  * another is replaced whole, and a placeholder just written is never matched again.
  */
 export function secretRedactor(secrets: Readonly<Record<string, string>> | undefined): Redact {
-  const byText = new Map<string, string>();
+  // Each alternative of one pattern, with the secret it finds and the shortest text it matches.
+  const alternatives: { source: string; name: string; length: number }[] = [];
   for (const [name, value] of Object.entries(secrets ?? {})) {
     if (typeof value !== 'string' || value.length === 0) continue;
-    for (const spelling of spellings(value)) {
-      const known = byText.get(spelling);
-      // Two secrets with the same value: the longer name never matters, but the choice must not depend on order.
-      if (known === undefined || name < known) byText.set(spelling, name);
+    for (const spelling of new Set(spellings(value))) {
+      alternatives.push({ source: escapeRegExp(spelling), name, length: spelling.length });
     }
+    const sent = value.replace(/^[ \t]+|[ \t]+$/g, '') || value;
+    alternatives.push({ source: percentEncodedPattern(value), name, length: sent.length });
   }
-  if (byText.size === 0) return identity;
-  const texts = [...byText.keys()].sort((a, b) => b.length - a.length || (a < b ? -1 : 1));
-  const pattern = new RegExp(texts.map(escapeRegExp).join('|'), 'g');
+  if (alternatives.length === 0) return identity;
+  // The longest first, so a secret that contains another is replaced whole. Two secrets with the same value: the
+  // longer name never matters, but the choice must not depend on order.
+  alternatives.sort((a, b) => b.length - a.length || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const pattern = new RegExp(alternatives.map((a) => `(${a.source})`).join('|'), 'g');
   const redactText = (text: string): string => {
     pattern.lastIndex = 0;
     if (!pattern.test(text)) return text;
-    return text.replace(pattern, (found) => secretPlaceholder(byText.get(found)!));
+    return text.replace(pattern, (...groups: unknown[]) => {
+      const index = groups.slice(1, alternatives.length + 1).findIndex((group) => group !== undefined);
+      return secretPlaceholder(alternatives[index].name);
+    });
   };
   const redactValue = (value: unknown): unknown => {
     if (typeof value === 'string') return redactText(value);
