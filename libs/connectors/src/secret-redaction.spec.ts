@@ -34,6 +34,8 @@ describe('secretRedactor', () => {
     expect(lowercase).toBe('a%20b%2fc%22d');
     expect(redact(`http://h/r/${lowercase}?next=1`)).toBe('http://h/r/{{secret:odd}}?next=1');
     expect(redact('q=a+b%2Fc%22d')).toBe('q={{secret:odd}}');
+    // Python's quote() leaves "/" as it is.
+    expect(redact('/r/a%20b/c%22d')).toBe('/r/{{secret:odd}}');
     expect(redact('every byte %61%20%62%2F%63%22%64.')).toBe('every byte {{secret:odd}}.');
     expect(redact('s%33cr%33t%2dToken-and-more')).toBe('{{secret:long}}');
     // Still text that merely resembles it is left alone.

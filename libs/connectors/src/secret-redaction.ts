@@ -21,40 +21,31 @@ export function holdsRedactedSecret(value: string): boolean {
 }
 
 /**
- * The exact ways a secret value can show up in what a target answers or in what a connector builds from it: as sent,
- * and inside a JSON string (escaped quotes and backslashes). Percent-encoded ones are matched by
- * percentEncodedPattern, as there are many.
+ * The ways a secret value can show up in what a target answers or in what a connector builds from it: as sent, inside
+ * a JSON string (escaped quotes and backslashes), and percent-encoded in a URL (a `{{ref}}` is encoded into the
+ * read-back URL).
  */
 function spellings(value: string): string[] {
   const json = JSON.stringify(value).slice(1, -1);
+  let component = value;
+  let uri = value;
+  try {
+    component = encodeURIComponent(value);
+    uri = encodeURI(value);
+  } catch {
+    // A lone surrogate cannot be percent-encoded, so it cannot be in a URL either.
+  }
   // As a header carried it: without leading and trailing spaces (a value stored before they were refused).
   const sent = value.replace(/^[ \t]+|[ \t]+$/g, '');
-  return [value, json, ...(sent && sent !== value ? [sent] : []), ...misreadSpellings(sent || value)];
-}
-
-/** `%XX` of one byte, its hex digits in either case. */
-function percentByte(byte: number): string {
-  return `%${[...byte.toString(16).padStart(2, '0')].map((d) => (/[a-f]/.test(d) ? `[${d}${d.toUpperCase()}]` : d)).join('')}`;
-}
-
-/**
- * A secret percent-encoded in a URL or a form (a `{{ref}}` is encoded into the read-back URL; a target may echo it in a
- * link), however the encoder wrote it: each character as is or as the `%XX` of its UTF-8 bytes, hex digits in either
- * case (.NET writes `%2f`), a space also as `+`. Encoders differ in which characters they escape and in the case of
- * the digits, so a list of spellings (encodeURIComponent's, encodeURI's) let the others through. Also the value as sent
- * without its leading and trailing spaces, as `spellings` has it.
- */
-function percentEncodedPattern(value: string): string {
-  const sent = value.replace(/^[ \t]+|[ \t]+$/g, '') || value;
-  return [...sent]
-    .map((char) => {
-      const literal = escapeRegExp(char);
-      // A lone surrogate cannot be percent-encoded, so it is only ever written as is.
-      if (char.length === 1 && /[\ud800-\udfff]/.test(char)) return literal;
-      const encoded = [...Buffer.from(char, 'utf8')].map(percentByte).join('');
-      return `(?:${literal}|${encoded}${char === ' ' ? '|\\+' : ''})`;
-    })
-    .join('');
+  return [
+    value,
+    json,
+    component,
+    component.replace(/%20/g, '+'),
+    uri,
+    ...(sent && sent !== value ? [sent] : []),
+    ...misreadSpellings(sent || value),
+  ];
 }
 
 /**
@@ -85,28 +76,35 @@ const identity: Redact = (value) => value;
  * another is replaced whole, and a placeholder just written is never matched again.
  */
 export function secretRedactor(secrets: Readonly<Record<string, string>> | undefined): Redact {
-  // Each alternative of one pattern, with the secret it finds and the shortest text it matches.
-  const alternatives: { source: string; name: string; length: number }[] = [];
+  const byText = new Map<string, string>();
   for (const [name, value] of Object.entries(secrets ?? {})) {
     if (typeof value !== 'string' || value.length === 0) continue;
-    for (const spelling of new Set(spellings(value))) {
-      alternatives.push({ source: escapeRegExp(spelling), name, length: spelling.length });
+    for (const spelling of spellings(value)) {
+      const known = byText.get(spelling);
+      // Two secrets with the same value: the longer name never matters, but the choice must not depend on order.
+      if (known === undefined || name < known) byText.set(spelling, name);
     }
-    const sent = value.replace(/^[ \t]+|[ \t]+$/g, '') || value;
-    alternatives.push({ source: percentEncodedPattern(value), name, length: sent.length });
   }
-  if (alternatives.length === 0) return identity;
-  // The longest first, so a secret that contains another is replaced whole. Two secrets with the same value: the
-  // longer name never matters, but the choice must not depend on order.
-  alternatives.sort((a, b) => b.length - a.length || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  const pattern = new RegExp(alternatives.map((a) => `(${a.source})`).join('|'), 'g');
+  if (byText.size === 0) return identity;
+  const texts = [...byText.keys()].sort((a, b) => b.length - a.length || (a < b ? -1 : 1));
+  const pattern = new RegExp(texts.map(escapeRegExp).join('|'), 'g');
+  // The values as a percent-decoded text holds them (and without leading and trailing spaces, as a header sent them).
+  const decodedValues = new Map<string, string>();
+  for (const [name, value] of Object.entries(secrets ?? {})) {
+    if (typeof value !== 'string' || value.length === 0) continue;
+    for (const text of new Set([value, value.replace(/^[ \t]+|[ \t]+$/g, '')])) {
+      const known = decodedValues.get(text);
+      if (text && (known === undefined || name < known)) decodedValues.set(text, name);
+    }
+  }
   const redactText = (text: string): string => {
+    const found: Span[] = [];
     pattern.lastIndex = 0;
-    if (!pattern.test(text)) return text;
-    return text.replace(pattern, (...groups: unknown[]) => {
-      const index = groups.slice(1, alternatives.length + 1).findIndex((group) => group !== undefined);
-      return secretPlaceholder(alternatives[index].name);
-    });
+    for (let match = pattern.exec(text); match; match = pattern.exec(text)) {
+      found.push({ start: match.index, end: match.index + match[0].length, name: byText.get(match[0])! });
+    }
+    if (/%[0-7][0-9a-f]|\+/i.test(text)) found.push(...percentEncodedSpans(text, decodedValues));
+    return found.length === 0 ? text : replaceSpans(text, found);
   };
   const redactValue = (value: unknown): unknown => {
     if (typeof value === 'string') return redactText(value);
@@ -123,6 +121,62 @@ export function secretRedactor(secrets: Readonly<Record<string, string>> | undef
     return value;
   };
   return <T>(value: T) => redactValue(value) as T;
+}
+
+interface Span {
+  start: number;
+  end: number;
+  name: string;
+}
+
+/**
+ * Where `text` holds one of `values` (text → secret name) percent-encoded however an encoder wrote it: hex digits in
+ * either case (.NET writes `%2f`), any set of characters escaped (each encoder keeps another: `~`, `*`, `'`, `/`), a
+ * space as `+` or `%20`. Such spellings are too many to list, so the text is decoded instead (each `%XX` of an ASCII
+ * character; `+` as a space, and separately as itself), searched for the values as written, and what is found is
+ * mapped back to where it stands in the text.
+ */
+function percentEncodedSpans(text: string, values: ReadonlyMap<string, string>): Span[] {
+  const spans: Span[] = [];
+  for (const plusIsSpace of [false, true]) {
+    let decoded = '';
+    // at[i]: where the i-th character of `decoded` starts in `text`; at[decoded.length] is the text's end.
+    const at: number[] = [];
+    for (let i = 0; i < text.length;) {
+      at.push(i);
+      const hex = text[i] === '%' ? /^[0-7][0-9a-f]$/i.exec(text.slice(i + 1, i + 3)) : null;
+      if (hex) {
+        decoded += String.fromCharCode(parseInt(hex[0], 16));
+        i += 3;
+      } else {
+        decoded += plusIsSpace && text[i] === '+' ? ' ' : text[i];
+        i += 1;
+      }
+    }
+    at.push(text.length);
+    for (const [value, name] of values) {
+      for (let i = decoded.indexOf(value); i >= 0; i = decoded.indexOf(value, i + 1)) {
+        spans.push({ start: at[i], end: at[i + value.length], name });
+      }
+    }
+  }
+  return spans;
+}
+
+/**
+ * `text` with each span replaced by its secret's placeholder, in one pass: of overlapping spans the one that starts
+ * first wins, then the longest (a secret that contains another is replaced whole), then the first name.
+ */
+function replaceSpans(text: string, spans: Span[]): string {
+  spans.sort((a, b) => a.start - b.start || b.end - a.end || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  let out = '';
+  let done = 0;
+  for (const span of spans) {
+    if (span.start < done) continue;
+    out += text.slice(done, span.start) + secretPlaceholder(span.name);
+    done = span.end;
+  }
+  return out + text.slice(done);
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
