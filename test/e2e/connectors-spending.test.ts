@@ -150,6 +150,28 @@ describe('spending caps', () => {
     expect(usage.body.usage[0]).toMatchObject({ operations: used.operations + 2, amount: used.amount + 2000 });
   });
 
+  it('refuses an amount above the cap’s own max_amount as no wait can change: not retryable', async () => {
+    const cap = { period: 'hour', max_amount: 1000, amount_field: 'amount' };
+    const put = await call('PUT', '/v1/admin/connector-settings/sandbox.payments', {
+      key: DEMO.admin,
+      body: { spending_caps: [cap] },
+    });
+    expect(put.status).toBe(200);
+    const ref = unique('above-cap');
+    const done = await settled(
+      call,
+      (await submitOps(call, [charge(ref, { params: { amount: 1001, currency: 'EUR', reference: ref } })])).id,
+    );
+    expect(done.operations[0]).toMatchObject({
+      status: 'CANCELLED',
+      attempt: 0,
+      evidence: { method: 'spending_cap', rule: 'max_amount', requested: 1001, cap },
+      // Not "spending_cap_reached, retryable": 1001 is above 1000 in any window, empty or not.
+      failure: { code: 'amount_above_cap', category: 'policy', retryable: false },
+    });
+    expect((await stack.effects()).charges[ref]).toBeUndefined();
+  });
+
   it('counts per tenant: another tenant’s cap of 1 is not used up by this tenant’s sends', async () => {
     // demo-other has no admin key among the demo keys: its setting is written the way the API would store it.
     await stack.db.dataSource.query(
@@ -333,6 +355,16 @@ describe('spending caps', () => {
         category: 'policy',
         retryable: false,
       });
+      // Its retry is a new operation submitted while the cap is in place: refused as intake refuses one (400 naming the
+      // field), and nothing written — no execution that the cap would cancel, no approval asked of a reviewer for it.
+      const [executions, operations] = [await table('executions'), await table('operations')];
+      const retried = await call<{ errors: unknown[] }>('POST', `/v1/operations/${cancelled.id}/retry`);
+      expect(retried.status).toBe(400);
+      expect(retried.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(retried.body.errors).toEqual([
+        { field: 'params.body.amount', rule: 'positive_amount', message: expect.stringContaining('positive finite') },
+      ]);
+      expect([await table('executions'), await table('operations')]).toEqual([executions, operations]);
     });
 
     it('counts the amount of an http FAILED: its rejection statuses are the operation’s own word, not the target’s', async () => {
@@ -665,6 +697,18 @@ describe('spending caps', () => {
         { key: OTHER_ADMIN },
       );
       expect(usage.body.usage[0]).toMatchObject({ operations: 2, amount: 700 });
+
+      // Retried while the cap is in place: 400 as at intake, nothing written (the cap would refuse it again).
+      const [executions, operations] = [await table('executions'), await table('operations')];
+      const retried = await other<{ errors: unknown[] }>('POST', `/v1/operations/${refused.id}/retry`);
+      expect(retried.status).toBe(400);
+      expect(retried.body.errors).toEqual([
+        { field: 'params.currency', rule: 'currency_mismatch', message: expect.stringContaining('must be EUR') },
+      ]);
+      expect([await table('executions'), await table('operations')]).toEqual([executions, operations]);
+      // Once the cap counts its currency no more, the same retry is made.
+      expect((await putCaps([])).status).toBe(200);
+      expect((await other('POST', `/v1/operations/${refused.id}/retry`)).status).toBe(201);
     });
   });
 

@@ -710,7 +710,14 @@ export class SenderService implements OnModuleDestroy {
       to: S.CANCELLED,
       actor: release ? 'human' : 'system',
       patch: { evidence: { method: 'spending_cap', detail, ...data } },
-      eventData: { cause: spendingCapRefusalCause(exceeded.rule), detail },
+      eventData: {
+        cause: spendingCapRefusalCause({
+          rule: exceeded.rule,
+          requested: exceeded.requested,
+          maxAmount: exceeded.cap.max_amount,
+        }),
+        detail,
+      },
       refusedSendGuard: guard,
     });
     if (!moved.won) return 'skipped: lost race';

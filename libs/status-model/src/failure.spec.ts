@@ -138,6 +138,16 @@ describe('operationFailure (the failure object, derived from status, reason and 
       true,
     ],
     [
+      'a reviewer’s release whose amount alone is above a spending cap: no window has room for it',
+      S.CANCELLED,
+      R.KNOWLEDGE_CONFLICT,
+      change(S.MANUAL_REVIEW, { actor: 'human', cause: 'amount_above_cap' }),
+      'amount_above_cap',
+      'dispatch',
+      'policy',
+      false,
+    ],
+    [
       'dependency failed',
       S.CANCELLED,
       null,
@@ -156,6 +166,16 @@ describe('operationFailure (the failure object, derived from status, reason and 
       'dispatch',
       'policy',
       true,
+    ],
+    [
+      'an amount above a spending cap’s own max_amount: no wait changes it',
+      S.CANCELLED,
+      null,
+      change(S.PREPARED, { cause: 'amount_above_cap' }),
+      'amount_above_cap',
+      'dispatch',
+      'policy',
+      false,
     ],
     [
       'an amount a spending cap cannot count (unreadable, another currency): no wait changes it',
@@ -504,6 +524,21 @@ describe('spendingCapRefusalCause: beyond a cap, or an amount it cannot count', 
     ['amount_unreadable', 'spending_cap_unmeasurable'],
     ['currency_mismatch', 'spending_cap_unmeasurable'],
   ])('%s → %s', (rule, cause) => {
-    expect(spendingCapRefusalCause(rule)).toBe(cause);
+    expect(spendingCapRefusalCause({ rule, requested: 10, maxAmount: 1000 })).toBe(cause);
+  });
+
+  it('an amount above the cap’s own max_amount: amount_above_cap, which no window passes', () => {
+    expect(spendingCapRefusalCause({ rule: 'max_amount', requested: 1000.5, maxAmount: 1000 })).toBe(
+      'amount_above_cap',
+    );
+    // At the cap exactly, an empty window has room for it: beyond only this window's usage.
+    expect(spendingCapRefusalCause({ rule: 'max_amount', requested: 1000, maxAmount: 1000 })).toBe(
+      'spending_cap_exceeded',
+    );
+    // A cap on operations, or an amount the cap did not read: the amount says nothing about the window.
+    expect(spendingCapRefusalCause({ rule: 'max_operations', requested: null, maxAmount: 1000 })).toBe(
+      'spending_cap_exceeded',
+    );
+    expect(spendingCapRefusalCause({ rule: 'max_amount', requested: 5000 })).toBe('spending_cap_exceeded');
   });
 });

@@ -128,6 +128,13 @@ export const FAILURE_CODES = {
     'never sent: an operation it depends on failed or was cancelled',
   ),
   spending_cap_reached: op(S.CANCELLED, 'dispatch', 'policy', true, 'never sent: a spending cap was reached'),
+  amount_above_cap: op(
+    S.CANCELLED,
+    'dispatch',
+    'policy',
+    false,
+    'never sent: its amount alone is above a spending cap’s max_amount, so no window has room for it',
+  ),
   spending_cap_unmeasurable: op(
     S.CANCELLED,
     'dispatch',
@@ -248,13 +255,26 @@ export const SECRET_NOT_BOUND = 'secret_not_bound';
 /** The causes of a send the connector refused to make: a policy failure each, never a transient one. */
 export type SendRefusedCause = typeof EGRESS_REFUSED | typeof SECRET_NOT_SET | typeof SECRET_NOT_BOUND;
 
+/** The cause of a cap refusal of an amount that is above the cap's max_amount by itself (spendingCapRefusalCause). */
+export const AMOUNT_ABOVE_CAP = 'amount_above_cap';
+
 /**
  * The cause a cap refusal records. Beyond the cap (`max_operations`, `max_amount`): `spending_cap_exceeded`, which passes
- * once the window does. An amount the cap cannot count (`amount_unreadable`: not a positive finite number;
- * `currency_mismatch`: another currency than the cap's): `spending_cap_unmeasurable`, which no wait changes — the same
- * operation is refused the same way (and a new submission of it is a 400 at intake).
+ * once the window does — unless the amount (`requested`) is above the cap's `max_amount` on its own: then no window,
+ * however empty, has room for it (`amount_above_cap`), and calling it retryable would have an agent retry it for ever.
+ * An amount the cap cannot count (`amount_unreadable`: not a positive finite number; `currency_mismatch`: another
+ * currency than the cap's): `spending_cap_unmeasurable`, which no wait changes either — the same operation is refused
+ * the same way (and a new submission of it is a 400 at intake).
  */
-export function spendingCapRefusalCause(rule: string): 'spending_cap_exceeded' | 'spending_cap_unmeasurable' {
+export function spendingCapRefusalCause(refusal: {
+  rule: string;
+  requested?: number | null;
+  maxAmount?: number;
+}): typeof AMOUNT_ABOVE_CAP | 'spending_cap_exceeded' | 'spending_cap_unmeasurable' {
+  const { rule, requested, maxAmount } = refusal;
+  if (rule === 'max_amount' && typeof requested === 'number' && maxAmount !== undefined && requested > maxAmount) {
+    return AMOUNT_ABOVE_CAP;
+  }
   return rule === 'max_operations' || rule === 'max_amount' ? 'spending_cap_exceeded' : 'spending_cap_unmeasurable';
 }
 
@@ -289,6 +309,7 @@ const CANCEL_CAUSES: Readonly<Record<string, FailureCode>> = {
   approval_denied: 'approval_denied',
   dependency_not_done: 'dependency_not_done',
   spending_cap_exceeded: 'spending_cap_reached',
+  [AMOUNT_ABOVE_CAP]: 'amount_above_cap',
   spending_cap_unmeasurable: 'spending_cap_unmeasurable',
   [REFERENCE_UNSETTLED]: 'reference_unsettled',
   execution_cancelled: 'execution_cancelled',
@@ -326,6 +347,7 @@ function failureCodeOf(op: OperationForFailure, change: LastStatusChange): Failu
     // A reviewer's release that a spending cap refused is cancelled by the platform's rule, not by the reviewer (who
     // asked for the send): the recorded cause names it, as it does for a deny.
     if (change.cause === 'spending_cap_exceeded') return 'spending_cap_reached';
+    if (change.cause === AMOUNT_ABOVE_CAP) return 'amount_above_cap';
     if (change.cause === 'spending_cap_unmeasurable') return 'spending_cap_unmeasurable';
     if (byHuman) return 'resolved_cancelled';
     return CANCEL_CAUSES[change.cause ?? ''] ?? 'unexplained';

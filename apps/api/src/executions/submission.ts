@@ -325,51 +325,65 @@ export function validateSubmission(
   return errors.length > 0 ? { errors } : { ok: submission };
 }
 
+/** A tenant's amount caps by connector, as amountCapsOf reads them. */
+type AmountCapsByConnector = ReadonlyMap<
+  string,
+  {
+    period: string;
+    max_amount?: number;
+    amount_field?: string;
+    amount_decimals?: number;
+    currency?: string;
+    currency_field?: string;
+  }[]
+>;
+
 /**
  * An operation under an amount cap must carry a positive finite amount in the cap's field (a negative one would buy
  * the cap back), and, under a cap with a currency, exactly that currency at the cap's currency field (an amount in
  * another is not in the cap's unit). Known at intake when the tenant has the cap already; a cap set later is enforced
  * at dispatch.
  */
-export function capAmountErrors(
-  submission: Submission,
-  capsByConnector: ReadonlyMap<
-    string,
-    {
-      period: string;
-      max_amount?: number;
-      amount_field?: string;
-      amount_decimals?: number;
-      currency?: string;
-      currency_field?: string;
-    }[]
-  >,
+export function capAmountErrors(submission: Submission, capsByConnector: AmountCapsByConnector): FieldError[] {
+  return submission.operations.flatMap((op, i) =>
+    operationCapAmountErrors(op, capsByConnector, `operations[${i}].params`),
+  );
+}
+
+/**
+ * capAmountErrors for one operation, its params named `paramsField` in the answer: a submission's
+ * `operations[i].params`, or a retry's `params` (a retry is a new operation, judged by the caps in place when it is
+ * made, as a submission is).
+ */
+export function operationCapAmountErrors(
+  op: { connector: string; params: Record<string, unknown> },
+  capsByConnector: AmountCapsByConnector,
+  paramsField: string,
 ): FieldError[] {
-  const errors: FieldError[] = [];
-  submission.operations.forEach((op, i) => {
-    for (const cap of capsByConnector.get(op.connector) ?? []) {
-      const amount = capAmount(op.params, cap);
-      if (!amount) continue;
-      if (amount.amount === null) {
-        errors.push({
-          field: `operations[${i}].params.${cap.amount_field}`,
+  for (const cap of capsByConnector.get(op.connector) ?? []) {
+    const amount = capAmount(op.params, cap);
+    if (!amount) continue;
+    if (amount.amount === null) {
+      return [
+        {
+          field: `${paramsField}.${cap.amount_field}`,
           rule: 'positive_amount',
           message: `the tenant's spending cap on ${op.connector} (per ${cap.period}) counts params.${cap.amount_field}: it must be a positive finite number${cap.amount_decimals === undefined ? '' : ` with at most ${cap.amount_decimals} decimal places (the target charges in no smaller unit)`}`,
-        });
-        break;
-      }
-      if (amount.currencyMismatch) {
-        const { field, found } = amount.currencyMismatch;
-        errors.push({
-          field: `operations[${i}].params.${field}`,
+        },
+      ];
+    }
+    if (amount.currencyMismatch) {
+      const { field, found } = amount.currencyMismatch;
+      return [
+        {
+          field: `${paramsField}.${field}`,
           rule: 'currency_mismatch',
           message: `the tenant's spending cap on ${op.connector} (per ${cap.period}) counts params.${cap.amount_field} in ${cap.currency}: params.${field} must be ${cap.currency} (it is ${describeFoundCurrency(found)})`,
-        });
-        break;
-      }
+        },
+      ];
     }
-  });
-  return errors;
+  }
+  return [];
 }
 
 function findCycle(operations: OperationRequest[]): string[] | null {

@@ -162,6 +162,8 @@ export class OperationsController {
       'happened. Any other status answers 409 naming its retry rule (`forbidden` for UNKNOWN: a blind re-send ' +
       'could charge twice). A FAILED operation whose source showed the effect after it was resolved (a re-check ' +
       'recorded with `after: "FAILED"`) answers 409 effect-exists with that read: a retry could make it twice. ' +
+      'An amount the tenant’s spending cap cannot count now (not a positive number of its places, or another ' +
+      'currency) answers 400 naming `params.<field>`, as a submission of it would; nothing is written. ' +
       'Takes no body.',
     params: [ID],
     response: {

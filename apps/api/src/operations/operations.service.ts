@@ -4,6 +4,7 @@ import { ReadBackResult, TenantConnectors, readBackThrew, resendReference } from
 import {
   Approval,
   OperationEntity,
+  amountCapsOf,
   TransitionService,
   connectorOperation,
   databaseClockOffsetMs,
@@ -69,7 +70,7 @@ import { databaseNowForApprovals, pastDeadlineAt } from '../executions/approval-
 import { presentExecution, presentOperation, requestedOperation, shownRetryRule } from '../executions/presenter';
 import { preconditionFailed } from '../http/if-match';
 import { refuseSecretValuesIn } from '../http/secret-values';
-import { LIMITS, referenceUnsettled } from '../executions/submission';
+import { LIMITS, operationCapAmountErrors, referenceUnsettled } from '../executions/submission';
 import { ResolutionOptionsService } from './resolution-options.service';
 
 @Injectable()
@@ -956,6 +957,15 @@ export class OperationsService {
             },
           );
         }
+        // A retry is a new operation submitted now: an amount the tenant's cap cannot count (not a positive number of
+        // its places, or another currency) is refused as intake refuses it, not written to be cancelled at dispatch
+        // (after asking a reviewer to approve it, where it needs approval). One indexed read of the tenant's caps.
+        const unchargeable = operationCapAmountErrors(
+          op,
+          await amountCapsOf(tx, principal.tenantId, [op.connector]),
+          'params',
+        );
+        if (unchargeable.length > 0) throw Problem.validation(unchargeable);
         const connector = this.connectors.require(op.connector);
         const written = await insertExecution(tx, {
           id: executionId,
