@@ -7,6 +7,7 @@ import { charge, http, submission, unique } from '../support/http';
 interface Execution {
   id: string;
   status: string;
+  operations: { params: Record<string, unknown> }[];
 }
 interface Problem {
   type: string;
@@ -91,6 +92,54 @@ describe('Idempotency-Key (I8)', () => {
     expect(second.headers.get('idempotent-replayed')).toBe('true');
     expect(second.headers.get('location')).toBe(`/v1/executions/${first.body.id}`);
     expect(second.body.id).toBe(first.body.id);
+    expect(await executionsWithKey(key)).toBe(1);
+  });
+
+  it('replays a body whose numbers and strings are spelled otherwise in JSON (1250.0, 1.25e3, \\u00e9): one value', async () => {
+    // The key holds the request as JSON reads it: an amount written 1250, 1250.0, 1.25e3 or 12.5E2 is one amount (and
+    // is sent as one), an escaped character is that character. A client library that writes numbers or escapes
+    // otherwise on its retry gets the replay, not 422 — and not a second charge.
+    const key = unique('idem-spelling');
+    const reference = unique('order');
+    const raw = (amount: string, intent: string) =>
+      http<Execution & Problem>(stack.apiUrl, 'POST', '/v1/executions', {
+        key: DEMO.agent,
+        headers: { 'content-type': 'application/json', 'idempotency-key': key },
+        rawBody:
+          `{"agent_id":"spelling","intent":"${intent}","operations":[{"key":"charge","connector":"sandbox.payments",` +
+          `"action":"charge","params":{"amount":${amount},"currency":"EUR","reference":"${reference}"}}]}`,
+      });
+    const first = await raw('1250', 'caf\u00e9');
+    expect(first.status).toBe(201);
+    expect(first.body.operations[0].params).toMatchObject({ amount: 1250 });
+    for (const [amount, intent] of [
+      ['1250.0', 'café'],
+      ['1.25e3', 'caf\\u00e9'],
+      ['12.5E2', 'caf\\u00E9'],
+      ['125000e-2', '\\u0063afé'],
+    ]) {
+      const again = await raw(amount, intent);
+      expect([amount, intent, again.status, again.headers.get('idempotent-replayed')]).toEqual([
+        amount,
+        intent,
+        201,
+        'true',
+      ]);
+      expect(again.body.id).toBe(first.body.id);
+    }
+    // Another amount, or the same word in another Unicode normal form (NFD: "e" and a combining accent), is another
+    // body: other characters are sent and stored, so the key does not stand for it.
+    for (const [amount, intent] of [
+      ['1251', 'café'],
+      ['1250', 'cafe\u0301'],
+    ]) {
+      const other = await raw(amount, intent);
+      expect([amount, other.status, other.body.type]).toEqual([
+        amount,
+        422,
+        'https://verity.dev/problems/idempotency-key-reused',
+      ]);
+    }
     expect(await executionsWithKey(key)).toBe(1);
   });
 
