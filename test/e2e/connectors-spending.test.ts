@@ -87,8 +87,19 @@ describe('spending caps', () => {
   });
 
   it('keeps refusing in the same window, and sends again once the admin raises the cap', async () => {
-    const fifth = await settled(call, (await submitOps(call, [sms(unique('capped-sms'))])).id);
+    const fifthRef = unique('capped-sms');
+    const fifth = await settled(call, (await submitOps(call, [sms(fifthRef)])).id);
     expect(fifth.operations[0]).toMatchObject({ status: 'CANCELLED', attempt: 0 });
+    // Its retry (allowed: CANCELLED, never sent) is a new operation that the cap counts like any other: refused too.
+    const retried = await call<{ execution: { id: string } }>('POST', `/v1/operations/${fifth.operations[0].id}/retry`);
+    expect(retried.status).toBe(201);
+    expect((await settled(call, retried.body.execution.id)).operations[0]).toMatchObject({
+      status: 'CANCELLED',
+      attempt: 0,
+      retry_of: fifth.operations[0].id,
+      failure: { code: 'spending_cap_reached', retryable: true },
+    });
+    expect((await stack.effects()).messages[fifthRef]).toBeUndefined();
 
     await call('PUT', '/v1/admin/connector-settings/sandbox.sms', {
       key: DEMO.admin,
