@@ -153,19 +153,27 @@ describe('http read_back_binding (admin setting, intake refusal, read after the 
     expect(done.operations[0].evidence).toMatchObject({ source: `${target.base}/orders/${done.operations[0].id}` });
   });
 
-  it('a context read that would verify without a send does not, once bound between the read and its write', async () => {
+  /** Events of an execution as stored, with the transaction that wrote each (`txid`, a column default). */
+  type Stored = { seq: string; type: string; from_status: string | null; to_status: string | null; txid: string };
+  const stored = async (executionId: string) =>
+    (await stack.db.dataSource.query(
+      `SELECT seq, type, from_status, to_status, data, txid::text AS txid FROM events WHERE execution_id = $1 ORDER BY seq`,
+      [executionId],
+    )) as (Stored & { data: Record<string, unknown> })[];
+
+  /**
+   * A context read made under "declared" and held open by the target while the admin binds read-backs, with no sweep
+   * to take a second look (the reconciler stopped): what the dispatcher's own job then writes is all the history has.
+   */
+  async function contextReadHeldAcrossTheBind(params: Record<string, unknown>) {
     expect((await setHttp({ read_back_binding: 'declared' })).status).toBe(200);
-    // The target answers the context read 5 s after the request (within this dispatcher's connector timeout): the
-    // admin binds read-backs meanwhile, after the dispatcher read the settings and made the read. (2 s was outlasted by
-    // a loaded machine's PUT: the read then answered before the bind, and no context.unavailable was recorded.)
-    for (const dispatcher of stack.running('dispatcher')) await stack.kill(dispatcher, 'SIGTERM');
-    const slow = await stack.startApp('dispatcher', { CONNECTOR_TIMEOUT_MS: '8000' });
+    const reconcilers = stack.running('reconciler');
+    for (const reconciler of reconcilers) await stack.kill(reconciler, 'SIGTERM');
     try {
       const name = `ctx-${Date.now()}`;
-      target.setState(name, 'ok', 5000);
+      const release = target.holdState(name, 'ok');
       const context = { url: `${target.base}/state/${name}`, field: '$.data.value', equals: 'ok' };
-      const created = await submitOps(call, [httpOp('order', { ...order(), context })]);
-      const opId = created.operations[0].id;
+      const created = await submitOps(call, [httpOp('order', { ...params, context })]);
       await waitFor(
         async () => target.seen.some((s) => s.method === 'GET' && s.url === `/state/${name}`),
         (asked) => asked,
@@ -173,34 +181,58 @@ describe('http read_back_binding (admin setting, intake refusal, read after the 
         50,
       );
       expect((await setHttp({ read_back_binding: 'bound' })).status).toBe(200);
-      const settled = await waitFor(
+      release();
+      const op = await waitFor(
         async () => (await call<Execution>('GET', `/v1/executions/${created.id}`)).body.operations[0],
-        (op) => op.status !== 'PREPARED' && op.status !== 'SENT',
+        (o) => o.status !== 'PREPARED' && o.status !== 'SENT',
         45_000,
         150,
       );
-      // Not VERIFIED on that read ("no change required" from a source that does not name this order), and sent once.
-      // The `context.unavailable` below is recorded by a second look at the execution — the sweep's, while the first
-      // job waits for the slow read (stale after STALE_EXECUTION_MS) — which reads under "bound", where the context is
-      // not made. The first job's own send is refused for the settings changed under it, and its next look sends
-      // without a context read (it has moved the execution to running): held until after the bind with no sweep, the
-      // operation ends ACKNOWLEDGED the same, without that event (noted for the owner of the lifecycle).
-      expect(settled.status).toBe('ACKNOWLEDGED');
-      expect(target.seen.filter((s) => s.method === 'POST' && s.body.includes(opId))).toHaveLength(1);
-      const events = (
-        await call<{ data: { type: string; data: Record<string, unknown> }[] }>(
-          'GET',
-          `/v1/executions/${created.id}/events`,
-        )
-      ).body.data;
-      expect(events.find((e) => e.type === 'context.unavailable')?.data).toMatchObject({
-        evidence: { read_back_binding: 'bound', unbound: ['names_effect'] },
-      });
+      return { created, op, events: await stored(created.id) };
     } finally {
-      await stack.kill(slow, 'SIGTERM');
-      await stack.startApp('dispatcher');
+      for (let i = 0; i < reconcilers.length; i += 1) await stack.startApp('reconciler');
       expect((await setHttp({ read_back_binding: 'declared' })).status).toBe(200);
     }
+  }
+
+  /** The context.unavailable of the unbound context read, written with the move out of resolving_context it explains. */
+  function expectUnreadContextRecordedWithTheMove(events: (Stored & { data: Record<string, unknown> })[]) {
+    const unavailable = events.filter((e) => e.type === 'context.unavailable');
+    expect(unavailable).toHaveLength(1);
+    expect(unavailable[0].data).toMatchObject({
+      proceeds: true,
+      evidence: { read_back_binding: 'bound', unbound: ['names_effect'] },
+    });
+    const planned = events.find((e) => e.from_status === 'resolving_context' && e.to_status === 'planning')!;
+    expect(planned.txid).toBe(unavailable[0].txid);
+    expect(Number(planned.seq)).toBeGreaterThan(Number(unavailable[0].seq));
+    const sent = events.find((e) => e.to_status === 'SENT')!;
+    expect(Number(sent.seq)).toBeGreaterThan(Number(unavailable[0].seq));
+  }
+
+  it('a send refused for the bind made while its context was read is prepared again: the history says the context was not read', async () => {
+    // No read-back: the operation ends ACKNOWLEDGED once sent. Its context read, made under "declared", agreed, and the
+    // job's send was refused for the settings changed under it; the next try is prepared from what is stored now, where
+    // that read is not made.
+    const { op, events } = await contextReadHeldAcrossTheBind(order());
+    expect(op.status).toBe('ACKNOWLEDGED');
+    expect(target.seen.filter((s) => s.method === 'POST' && s.body.includes(op.id))).toHaveLength(1);
+    expectUnreadContextRecordedWithTheMove(events);
+  });
+
+  it('a context read that would verify without a send does not, once bound between the read and its write', async () => {
+    // A bound read-back (the operation is read after write) and a context read of a status page: under "declared" its
+    // "ok" would close the operation VERIFIED with no change required; once bound, it is sent and verified by its own
+    // read-back instead.
+    const { op, events } = await contextReadHeldAcrossTheBind(order(bound()));
+    expect(op).toMatchObject({
+      status: 'VERIFIED',
+      no_change_required: false,
+      evidence: { source: `${target.base}/orders/${op.id}` },
+    });
+    expect(target.seen.filter((s) => s.method === 'POST' && s.body.includes(op.id))).toHaveLength(1);
+    expect(events.filter((e) => e.to_status === 'VERIFIED')).toHaveLength(1);
+    expectUnreadContextRecordedWithTheMove(events);
   });
 
   it('an unbound read-back accepted before the switch never verifies after it: held for a person, the evidence says why', async () => {

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { Connector, TenantConnectors, unreachableRead } from '@verity/connectors';
+import { Connector, TenantConnectors, contextUnbound, unreachableRead } from '@verity/connectors';
 import {
   Approval,
   ConnectorSettingsRecord,
@@ -125,8 +125,8 @@ export type SendNow = (
 /**
  * A send made with a quiet preparation's moves that did not write them: refused by its guard or lost (nothing written),
  * or — rarely — a SENT written alone and nothing after it that the sender reports (the moves written alone then lose
- * their compare-and-set, the execution being past where they start). The caller writes the moves alone. `staleRead`:
- * refused for settings changed since the job read.
+ * their compare-and-set, the execution being past where they start). The caller writes the moves alone, unless
+ * `staleRead` (refused for settings changed since the job read): then it reads everything again and prepares anew.
  */
 class Unsent {
   constructor(readonly staleRead: boolean) {}
@@ -336,6 +336,11 @@ export class LifecycleService {
       if (sendNow && !deadlinePassed(execution, read) && this.sendsWithPreparation(operations, read)) {
         const sent = await this.sendWithPreparation(execution, operations[0], phases.moves, read, sendNow);
         if (!(sent instanceof Unsent)) return sent;
+        // Refused for settings changed since this job read them: the context reads were made and judged under those
+        // settings (one the tenant has since bound may not count any more), so the moves out of resolving_context that
+        // would commit that judgement are not written. Everything is read again and prepared anew, the context reads
+        // too: what the history records of them is what the settings now stored say.
+        if (sent.staleRead) return 'lost';
         unsent = sent;
       }
       // Nothing to write but the moves: one compare-and-set statement on the execution's status, no transaction and
@@ -349,9 +354,8 @@ export class LifecycleService {
         },
         true,
       );
-      // After a send that wrote nothing, the next step reads again, as it would have after that send (run, afterSends):
-      // everything when the refusal was for a stale read.
-      if (unsent && moved === true) return unsent.staleRead ? 'lost' : true;
+      // After a send that wrote nothing, the next step reads again, as it would have after that send (run, afterSends).
+      if (unsent && moved === true) return true;
       return executionOnly(moved, operations);
     }
     // The operations as read under the lock, while nothing in this transaction has written to any of them.
@@ -536,6 +540,9 @@ export class LifecycleService {
       const context = contexts.get(op.id);
       if (op.status !== S.PREPARED || !context) continue;
       const outcome = await this.applyContext(tx, execution, op, context, read, beforeWrite);
+      // A write of the rows locked for this transaction refused by its statement's own condition (a VERIFIED from a
+      // context read the tenant has bound since): nothing of this preparation is written, and the job looks again.
+      if (outcome === 'lost') throw new LostRace();
       if (outcome !== 'agrees') continue;
       // Remember what the source looked like: an approval given now is stale if this changes before dispatch.
       // (A decision that arrived early is kept: the baseline is merged into it.)
@@ -611,12 +618,21 @@ export class LifecycleService {
             evidence: { method: 'context_read', no_change_required: true, ...context.evidence, state },
           },
           eventData: { no_change_required: true },
+          // The read was made under the settings this job read before it; a context read that does not name this
+          // effect verifies only while the tenant has not bound read-backs since.
+          readBackUnbound: this.contextUnbound(op) || undefined,
         });
         return moved.won ? 'moved' : 'lost';
       }
       case 'conflict':
         return this.recordConflict(db, execution, op, context, verdict.conflicts, verdict.hold, read);
     }
+  }
+
+  /** Whether the operation's context read would not count under `read_back_binding: "bound"`. */
+  private contextUnbound(op: OperationEntity): boolean {
+    const connector = this.connectors.get(op.connector);
+    return connector !== undefined && contextUnbound(connector, op.action, op.params);
   }
 
   /** A KNOWLEDGE_CONFLICT: always recorded; an irreversible operation is held for a human (MANUAL_REVIEW). */

@@ -377,6 +377,15 @@ export function readBackUnbound(connector: Connector, action: string, params: Re
   return readBackBindingProblems(connector, action, params).some((p) => p.of === 'read_back');
 }
 
+/**
+ * Whether the operation's context read would not count under `read_back_binding: "bound"`: a VERIFIED with
+ * `no_change_required` it reads is then written only while the tenant has not bound read-backs (`readBackUnbound`
+ * on that statement too).
+ */
+export function contextUnbound(connector: Connector, action: string, params: Record<string, unknown>): boolean {
+  return readBackBindingProblems(connector, action, params).some((p) => p.of === 'context');
+}
+
 /** A reference a connector may declare for an operation: its effect's, or the caller's one for a resend. */
 type DeclaredReference = 'effectReference' | 'resendReference';
 
