@@ -169,6 +169,9 @@ describe('http read_back_binding (admin setting, intake refusal, read after the 
     expect((await setHttp({ read_back_binding: 'declared' })).status).toBe(200);
     const reconcilers = stack.running('reconciler');
     for (const reconciler of reconcilers) await stack.kill(reconciler, 'SIGTERM');
+    const restartReconcilers = async () => {
+      for (let stopped = reconcilers.splice(0).length; stopped > 0; stopped -= 1) await stack.startApp('reconciler');
+    };
     try {
       const name = `ctx-${Date.now()}`;
       const release = target.holdState(name, 'ok');
@@ -182,15 +185,18 @@ describe('http read_back_binding (admin setting, intake refusal, read after the 
       );
       expect((await setHttp({ read_back_binding: 'bound' })).status).toBe(200);
       release();
-      const op = await waitFor(
+      // The job's look is over once the operation leaves PREPARED; the reconciler may then settle what the send left.
+      await waitFor(
         async () => (await call<Execution>('GET', `/v1/executions/${created.id}`)).body.operations[0],
-        (o) => o.status !== 'PREPARED' && o.status !== 'SENT',
+        (o) => o.status !== 'PREPARED',
         45_000,
         150,
       );
+      await restartReconcilers();
+      const [op] = (await settled(call, created.id)).operations;
       return { created, op, events: await stored(created.id) };
     } finally {
-      for (let i = 0; i < reconcilers.length; i += 1) await stack.startApp('reconciler');
+      await restartReconcilers();
       expect((await setHttp({ read_back_binding: 'declared' })).status).toBe(200);
     }
   }
