@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { DEMO, Stack, waitFor } from '../support/stack';
+import { eventTransactions } from '../support/event-transactions';
 import {
   Call,
   Execution,
@@ -234,6 +235,29 @@ describe('http connector (real loopback target, tenant settings through the admi
     expect(target.seen.filter((s) => s.method === 'POST').length).toBe(postsBefore);
     const log = (await call<{ data: { type: string }[] }>('GET', `/v1/executions/${again.id}/events`)).body.data;
     expect(log.map((e) => e.type)).not.toContain('context.unavailable');
+  });
+
+  it('a conflict found by a read owed after failed ones holds the operation with its knowledge.conflict, in one transaction', async () => {
+    // The context is unreadable (503) at first: an irreversible operation with an expected_state waits, unsent, and
+    // its read is made again; then the source answers something else than the agent expected.
+    const name = `owed-${Date.now()}`;
+    target.setState(name, 'unavailable');
+    const context = { url: `${target.base}/state/${name}`, field: '$.data.value' };
+    const created = await submitOps(call, [
+      httpOp('order', order('/orders', { context }), { expected_state: { 'data.value': 'open' } }),
+    ]);
+    type Logged = { id: string; type: string; operation_id: string | null; to_status: string | null };
+    const log = async () => (await call<{ data: Logged[] }>('GET', `/v1/executions/${created.id}/events`)).body.data;
+    await waitFor(log, (l) => l.some((e) => e.type === 'context.unavailable'), 30_000, 100);
+    target.setState(name, 'closed');
+    const done = await settled(call, created.id);
+    expect(done.operations[0]).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'KNOWLEDGE_CONFLICT' });
+    const history = await log();
+    const conflict = history.find((e) => e.type === 'knowledge.conflict')!;
+    const held = history.find((e) => e.to_status === 'MANUAL_REVIEW')!;
+    const written = await eventTransactions(stack.db, created.id);
+    expect(written.get(conflict.id)).toBe(written.get(held.id));
+    expect(target.seen.filter((s) => s.method === 'POST' && s.body.includes(done.operations[0].id))).toHaveLength(0);
   });
 
   it('ends VERIFIED with read-back evidence, sending the secret only to the target', async () => {

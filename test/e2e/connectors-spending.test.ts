@@ -12,6 +12,7 @@ import {
 } from './connectors-support';
 import type { ExecutionEvent as Event } from '@verity/sdk';
 import { createApiKey } from '@verity/persistence';
+import { eventTransactions } from '../support/event-transactions';
 
 /**
  * A spending cap per tenant and connector. "At most 3 SMS per day": with four submitted at once (two
@@ -70,6 +71,10 @@ describe('spending caps', () => {
       period: 'day',
       usage: { operations: 3 },
     });
+    // The cap's event is written with the move it explains: no CANCELLED without it, whenever a process stops.
+    const written = await eventTransactions(stack.db, done[refusedIndex].id);
+    const cancelled = mine.find((e) => e.to_status === 'CANCELLED')!;
+    expect(written.get(mine.find((e) => e.type === 'spending_cap.exceeded')!.id)).toBe(written.get(cancelled.id));
     expect(done[refusedIndex].status).toBe('completed');
 
     const effects = await stack.effects();

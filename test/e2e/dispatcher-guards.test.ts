@@ -1,5 +1,6 @@
 import { JobName, JobProducer, QueueName } from '@verity/queues';
 import { DEMO, METRICS_TOKEN, Stack, waitFor } from '../support/stack';
+import { eventTransactions } from '../support/event-transactions';
 import { charge, http, sms, unique } from '../support/http';
 import {
   Event,
@@ -109,6 +110,10 @@ describe('dispatcher: no blind or early sends', () => {
       expect(statusPath(log, op.id)).toEqual(['PREPARED', 'MANUAL_REVIEW']);
       expect(unavailable(log, op.id)).toHaveLength(budget);
       expect(unavailable(log, op.id).at(-1)!.data).toMatchObject({ failed_reads: budget, held: 'budget' });
+      // The last failed read is written with the hold it explains (its data says "held"): one transaction.
+      const written = await eventTransactions(stack.db, created.id);
+      const heldMove = log.find((e) => e.operation_id === op.id && e.to_status === 'MANUAL_REVIEW')!;
+      expect(written.get(unavailable(log, op.id).at(-1)!.id)).toBe(written.get(heldMove.id));
       expect((await stack.effects()).charges[reference]).toBeUndefined();
     });
   });

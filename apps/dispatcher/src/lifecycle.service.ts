@@ -20,6 +20,8 @@ import {
   snapshotOf,
   transaction,
   preparedFromStaleRead,
+  withinTransaction,
+  type Queryable,
   type SendRefusal,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
@@ -560,7 +562,7 @@ export class LifecycleService {
    * it waits for another read or is held; anything else proceeds with the gap recorded.
    */
   private async applyContext(
-    db: EntityManager,
+    db: Queryable,
     execution: ExecutionEntity,
     op: OperationEntity,
     context: ContextResult,
@@ -637,7 +639,7 @@ export class LifecycleService {
 
   /** A KNOWLEDGE_CONFLICT: always recorded; an irreversible operation is held for a human (MANUAL_REVIEW). */
   private async recordConflict(
-    db: EntityManager,
+    db: Queryable,
     execution: ExecutionEntity,
     op: OperationEntity,
     context: ContextResult,
@@ -682,7 +684,7 @@ export class LifecycleService {
    * approval's baseline cannot be re-read at dispatch.
    */
   async preconditionUnread(
-    db: EntityManager,
+    db: Queryable,
     input: {
       operation: OperationEntity;
       deadline: Date;
@@ -714,19 +716,21 @@ export class LifecycleService {
       budget: this.config.PRECONDITION_READ_BUDGET,
       ...(next.kind === 'retry' ? { next_read_at: next.at.toISOString() } : { held: next.why }),
     };
-    const recorded = await this.transitions.annotate(db, {
-      executionId: op.executionId,
-      operationId: op.id,
-      whileStatus: S.PREPARED,
-      // Only over the count this read was made at: a redelivered or duplicate job whose read ends after a newer job
-      // counted one must not write its older count back (the budget would stretch); it lost the race.
-      whileCheckCount: op.checkCount,
-      patch: next.kind === 'retry' ? { check_count: next.failedReads, next_check_at: next.at } : {},
-      type: 'context.unavailable',
-      data,
-    });
-    if (!recorded.won) return 'lost';
+    const unavailable = (tx: Queryable) =>
+      this.transitions.annotate(tx, {
+        executionId: op.executionId,
+        operationId: op.id,
+        whileStatus: S.PREPARED,
+        // Only over the count this read was made at: a redelivered or duplicate job whose read ends after a newer job
+        // counted one must not write its older count back (the budget would stretch); it lost the race.
+        whileCheckCount: op.checkCount,
+        patch: next.kind === 'retry' ? { check_count: next.failedReads, next_check_at: next.at } : {},
+        type: 'context.unavailable',
+        data,
+      });
     if (next.kind === 'retry') {
+      const recorded = await unavailable(db);
+      if (!recorded.won) return 'lost';
       // The delayed advance is only a trigger: if it is lost, the sweeper's advance of a quiet execution finds the
       // read owed (next_check_at) and schedules it again.
       await this.producer.tryEnqueue(
@@ -743,23 +747,32 @@ export class LifecycleService {
       next.why === 'budget'
         ? `the ${precondition} could not be read in ${next.failedReads} attempts; not sent blind`
         : `the ${precondition} could not be read before the execution's deadline; not sent blind`;
-    const moved = await this.transitions.operation(db, {
-      operation: snapshotOf(op),
-      to: S.MANUAL_REVIEW,
-      reason: TerminalReason.SOURCE_UNREACHABLE,
-      whileCheckCount: op.checkCount,
-      patch: {
-        check_count: next.failedReads,
-        next_check_at: null,
-        evidence: { method: 'context_read', precondition, detail, failed_reads: next.failedReads, ...evidence },
-        obligation: this.obligation(TerminalReason.SOURCE_UNREACHABLE, false, input) as unknown as Record<
-          string,
-          unknown
-        >,
-      },
-      eventData: { detail, precondition, failed_reads: next.failedReads, unavailable_event_id: recorded.eventId },
-    });
-    return moved.won ? 'moved' : 'lost';
+    // The event that says the operation is held and the hold itself, in one transaction (the caller's, when it has one):
+    // a process stopping between them left an event claiming a hold the row never showed.
+    return heldOrLost(
+      withinTransaction(db, async (tx) => {
+        const recorded = await unavailable(tx);
+        if (!recorded.won) throw new LostRace();
+        const moved = await this.transitions.operation(tx, {
+          operation: snapshotOf(op),
+          to: S.MANUAL_REVIEW,
+          reason: TerminalReason.SOURCE_UNREACHABLE,
+          whileCheckCount: op.checkCount,
+          patch: {
+            check_count: next.failedReads,
+            next_check_at: null,
+            evidence: { method: 'context_read', precondition, detail, failed_reads: next.failedReads, ...evidence },
+            obligation: this.obligation(TerminalReason.SOURCE_UNREACHABLE, false, input) as unknown as Record<
+              string,
+              unknown
+            >,
+          },
+          eventData: { detail, precondition, failed_reads: next.failedReads, unavailable_event_id: recorded.eventId },
+        });
+        if (!moved.won) throw new LostRace();
+        return 'moved' as const;
+      }),
+    );
   }
 
   /**
@@ -800,7 +813,14 @@ export class LifecycleService {
         clockOffsetMs: read.clockOffsetMs,
       });
     }
-    const outcome = await this.applyContext(this.db.manager, execution, op, context, read);
+    // An event and the move it explains (a knowledge.conflict and the hold, or the VERIFIED) in one transaction.
+    const outcome = await heldOrLost(
+      withinTransaction(this.db.manager, async (tx) => {
+        const applied = await this.applyContext(tx, execution, op, context, read);
+        if (applied === 'lost') throw new LostRace();
+        return applied;
+      }),
+    );
     if (outcome !== 'agrees') return outcome;
     const cleared = await this.transitions.annotate(this.db.manager, {
       executionId: execution.id,
@@ -1089,4 +1109,14 @@ function databaseNow(read: Pick<TenantRead, 'clockOffsetMs'>): Date {
 /** The execution's deadline has passed by the database's clock (TenantRead.clockOffsetMs). */
 function deadlinePassed(execution: ExecutionEntity, read: TenantRead): boolean {
   return execution.deadlineAt.getTime() <= Date.now() + read.clockOffsetMs;
+}
+
+/** What a transaction that throws LostRace when it loses a compare-and-set (rolling its writes back) came to. */
+async function heldOrLost<T>(work: Promise<T>): Promise<T | 'lost'> {
+  try {
+    return await work;
+  } catch (error) {
+    if (error instanceof LostRace) return 'lost';
+    throw error;
+  }
 }

@@ -705,28 +705,34 @@ export class SenderService implements OnModuleDestroy {
           }
         : {}),
     };
-    const moved = await this.transitions.operation(this.db.manager, {
-      operation: snapshotOf(op),
-      to: S.CANCELLED,
-      actor: release ? 'human' : 'system',
-      patch: { evidence: { method: 'spending_cap', detail, ...data } },
-      eventData: {
-        cause: spendingCapRefusalCause({
-          rule: exceeded.rule,
-          requested: exceeded.requested,
-          maxAmount: exceeded.cap.max_amount,
-        }),
-        detail,
-      },
-      refusedSendGuard: guard,
+    // The cancel and the event that explains it in one transaction: a process stopping between them left an
+    // operation CANCELLED for a cap with no spending_cap.exceeded in its history.
+    const moved = await transaction(this.db, async (tx) => {
+      const cancelled = await this.transitions.operation(tx, {
+        operation: snapshotOf(op),
+        to: S.CANCELLED,
+        actor: release ? 'human' : 'system',
+        patch: { evidence: { method: 'spending_cap', detail, ...data } },
+        eventData: {
+          cause: spendingCapRefusalCause({
+            rule: exceeded.rule,
+            requested: exceeded.requested,
+            maxAmount: exceeded.cap.max_amount,
+          }),
+          detail,
+        },
+        refusedSendGuard: guard,
+      });
+      if (!cancelled.won) return cancelled;
+      await this.transitions.annotate(tx, {
+        executionId: op.executionId,
+        operationId: op.id,
+        type: 'spending_cap.exceeded',
+        data: { ...data, detail },
+      });
+      return cancelled;
     });
     if (!moved.won) return 'skipped: lost race';
-    await this.transitions.annotate(this.db.manager, {
-      executionId: op.executionId,
-      operationId: op.id,
-      type: 'spending_cap.exceeded',
-      data: { ...data, detail },
-    });
     await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
     return 'refused: spending cap';
   }
