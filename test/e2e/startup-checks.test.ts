@@ -112,6 +112,16 @@ describe('start-up checks', () => {
     expect(result.output).toContain('CONNECTOR_TIMEOUT_MS');
   });
 
+  // Until 2026-12-05 a misspelled variable was ignored without a word: this API started with Bull Board read-only.
+  it('refuses a misspelled variable, naming it and the variable meant', async () => {
+    const result = await run('apps/api/src/main.js', { PORT: String(await freePort()), BULL_BOARD_WRITEABLE: 'true' });
+    expect(result.code).not.toBe(0);
+    expect(result.code).not.toBeNull();
+    expect(result.output).toContain(
+      'BULL_BOARD_WRITEABLE: not a variable Verity reads; did you mean BULL_BOARD_WRITABLE?',
+    );
+  });
+
   it.each([
     [
       'apps/reconciler/src/main.js',

@@ -388,3 +388,82 @@ describe('numbers checked against each other: a start that could not do what the
     expect(webhookLastRetryMs({ WEBHOOK_MAX_ATTEMPTS: 3, WEBHOOK_BACKOFF_MS: 100 })).toBe(200);
   });
 });
+
+describe('a misspelled variable refuses start, naming it and the variable meant', () => {
+  it.each([
+    ['BULL_BOARD_WRITEABLE', 'true', 'BULL_BOARD_WRITABLE'],
+    ['METRICS_PUBLC', 'true', 'METRICS_PUBLIC'],
+    ['DISPATCH_METRICS_PORT', '9201', 'DISPATCHER_METRICS_PORT'],
+    ['SWEEP_INTERVAL', '500', 'SWEEP_INTERVAL_MS'],
+    ['DATABASE_URI', 'postgres://postgres@db:5432/verity', 'DATABASE_URL'],
+    ['redis_url', 'redis://redis:6379', 'REDIS_URL'],
+    ['RUN_MIGRATION', 'true', 'RUN_MIGRATIONS'],
+    ['PROT', '8080', 'PORT'],
+  ])('%s=%s (meant %s)', (name, value, meant) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
+    expect(() => loadConfig({ [name]: value })).toThrow(`${name}: not a variable Verity reads; did you mean ${meant}?`);
+  });
+
+  it('reports it beside any other refusal', () => {
+    expect(() => loadConfig({ METRICS_TOKN: 'x'.repeat(32), PORT: 'http' })).toThrow(
+      /PORT: must be a whole number.*METRICS_TOKN: not a variable Verity reads; did you mean METRICS_TOKEN\?/,
+    );
+  });
+
+  it('leaves alone what the system, a container, Node, npm, OpenTelemetry and the other Verity programs set', () => {
+    const foreign = [
+      'PATH',
+      'HOME',
+      'HOSTNAME',
+      'PWD',
+      'OLDPWD',
+      'USER',
+      'SHELL',
+      'TERM',
+      'LANG',
+      'SHLVL',
+      '_',
+      'NODE_OPTIONS',
+      'NODE_PATH',
+      'NODE_EXTRA_CA_CERTS',
+      'NO_COLOR',
+      'npm_config_cache',
+      'npm_lifecycle_event',
+      'PGHOST',
+      'PGPORT',
+      'PGUSER',
+      'PGPASSWORD',
+      'POSTGRES_PASSWORD',
+      'POSTGRES_USER',
+      'POSTGRES_DB',
+      'REDIS_HOST',
+      'REDIS_PORT',
+      'REDIS_PASSWORD',
+      'DATABASE_PASSWORD',
+      'DATABASE_HOST',
+      'KUBERNETES_SERVICE_HOST',
+      'KUBERNETES_SERVICE_PORT',
+      'API_PORT',
+      'OTEL_RESOURCE_ATTRIBUTES',
+      'OTEL_TRACES_SAMPLER',
+      'OTEL_TRACES_SAMPLER_ARG',
+      'OTEL_METRICS_EXPORTER',
+      'OTEL_LOGS_EXPORTER',
+      'OTEL_EXPORTER_OTLP_PROTOCOL',
+      'OTEL_EXPORTER_OTLP_HEADERS',
+      'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL',
+      'OTEL_EXPORTER_OTLP_TRACES_HEADERS',
+      'OTEL_EXPORTER_OTLP_METRICS_ENDPOINT',
+      'OTEL_PROPAGATORS',
+      'OTEL_BSP_SCHEDULE_DELAY',
+      'SANDBOX_HOST',
+      'SANDBOX_PORT',
+      'SANDBOX_LOG',
+      'LOG_FORMAT',
+      'VERITY_URL',
+      'VERITY_API_KEY',
+    ];
+    expect(() => loadConfig(Object.fromEntries(foreign.map((name) => [name, 'x'])))).not.toThrow();
+    expect(() => loadConfig(process.env)).not.toThrow();
+  });
+});

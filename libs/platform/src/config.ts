@@ -474,11 +474,55 @@ export class ConfigError extends Error {
   override readonly name = 'ConfigError';
 }
 
+/**
+ * Variables in the environment that are not ours but look like a misspelling of one (`BULL_BOARD_WRITEABLE`,
+ * `SWEEP_INTERVAL` without its unit, `redis_url`): `[name, the variable meant]`. Such a setting was ignored without a
+ * word and its default used instead — a board left read-only, a prefix left shared, the default database. The rest of
+ * the environment (the system's, a container's, Node's, other programs') is not judged: only a name within one or two
+ * keystrokes of ours (one for a short name, where two would reach common ones: HOME is two from HOST).
+ */
+export function misspelledVariables(env: NodeJS.ProcessEnv): [string, string][] {
+  const known = new Set<string>(CONFIG_VARIABLES);
+  const found: [string, string][] = [];
+  for (const name of Object.keys(env)) {
+    if (known.has(name)) continue;
+    const upper = name.toUpperCase();
+    const meant = CONFIG_VARIABLES.find(
+      (variable) =>
+        variable === upper ||
+        variable === `${upper}_MS` ||
+        editDistance(upper, variable) <= (variable.length >= 8 ? 2 : 1),
+    );
+    if (meant) found.push([name, meant]);
+  }
+  return found;
+}
+
+/** Insertions, deletions, substitutions and swaps of two neighbours that turn `a` into `b` (optimal string alignment). */
+function editDistance(a: string, b: string): number {
+  if (Math.abs(a.length - b.length) > 2) return Infinity;
+  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);
+  for (let j = 1; j <= b.length; j++) d[0][j] = j;
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
+        d[i][j] = Math.min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.length][b.length];
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): VerityConfig {
   const parsed = ConfigSchema.safeParse(env);
-  if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
-    throw new ConfigError(`invalid configuration: ${problems}`);
+  const misspelled = misspelledVariables(env).map(
+    ([name, meant]) => `${name}: not a variable Verity reads; did you mean ${meant}?`,
+  );
+  if (!parsed.success || misspelled.length > 0) {
+    const issues = parsed.success ? [] : parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
+    throw new ConfigError(`invalid configuration: ${[...issues, ...misspelled].join('; ')}`);
   }
   if (parsed.data.NODE_ENV === 'production') {
     if (parsed.data.SEED_DEMO) {
