@@ -7,7 +7,7 @@ import { NestFactory } from '@nestjs/core';
 import { SwaggerModule } from '@nestjs/swagger';
 import { ExpressAdapter, NestExpressApplication } from '@nestjs/platform-express';
 import express from 'express';
-import { createDataSource, runMigrationsLocked, seedDemo } from '@verity/persistence';
+import { NEWER_SCHEMA, createDataSource, runMigrationsLocked, seedDemo } from '@verity/persistence';
 import {
   LOGGER,
   Logger,
@@ -49,7 +49,10 @@ async function bootstrap(): Promise<void> {
   if (config.RUN_MIGRATIONS || config.SEED_DEMO) {
     const ds = createDataSource(config.DATABASE_URL, 2);
     await ds.initialize();
-    if (config.RUN_MIGRATIONS) await runMigrationsLocked(ds);
+    if (config.RUN_MIGRATIONS) {
+      const { unknown } = await runMigrationsLocked(ds);
+      if (unknown.length > 0) logger.warn({ unknown }, NEWER_SCHEMA);
+    }
     if (config.SEED_DEMO) await seedDemo(ds.manager);
     await ds.destroy();
   }

@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import { createDataSource, runMigrationsLocked, seedDemo } from '@verity/persistence';
+import { NEWER_SCHEMA, createDataSource, runMigrationsLocked, seedDemo } from '@verity/persistence';
 import { createLogger, loadConfig, runMain } from '@verity/platform';
 
 /** Runs migrations under the advisory lock and, for the local demo (SEED_DEMO), seeds the demo tenant. Then exits. */
@@ -9,8 +9,9 @@ async function main(): Promise<void> {
   const ds = createDataSource(config.DATABASE_URL, 2);
   await ds.initialize();
   try {
-    const applied = await runMigrationsLocked(ds);
-    logger.info({ applied }, applied.length ? 'migrations applied' : 'schema up to date');
+    const { applied, unknown } = await runMigrationsLocked(ds);
+    if (unknown.length > 0) logger.warn({ applied, unknown }, NEWER_SCHEMA);
+    else logger.info({ applied }, applied.length ? 'migrations applied' : 'schema up to date');
     if (config.SEED_DEMO) {
       await seedDemo(ds.manager);
       logger.warn('demo tenant seeded with the published demo keys (README): for a local demo only');

@@ -2,7 +2,13 @@ import type { Pool } from 'pg';
 import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { loadConfig } from '@verity/platform';
-import { assertSchemaMigrated, createDataSource, lastMigrationName, ResilientPgClient } from './data-source';
+import {
+  assertSchemaMigrated,
+  createDataSource,
+  lastMigrationName,
+  ResilientPgClient,
+  runMigrationsLocked,
+} from './data-source';
 
 /** What a Postgres crash or restart does to the sessions of a running app, against the real server. */
 describe('data source under a Postgres that drops its sessions', () => {
@@ -128,5 +134,25 @@ describe('assertSchemaMigrated', () => {
       await runner.rollbackTransaction();
       await runner.release();
     }
+  });
+});
+
+describe('runMigrationsLocked on a database a newer release migrated', () => {
+  const db = useTestDatabase('newerschema');
+
+  it('applies nothing and names the migrations this code does not know (it said "schema up to date" alone)', async () => {
+    await db.dataSource.query(`INSERT INTO migrations (timestamp, name) VALUES ($1, $2)`, [
+      1899999999999,
+      'FromANewerRelease1899999999999',
+    ]);
+    try {
+      await expect(runMigrationsLocked(db.dataSource)).resolves.toEqual({
+        applied: [],
+        unknown: ['FromANewerRelease1899999999999'],
+      });
+    } finally {
+      await db.dataSource.query(`DELETE FROM migrations WHERE name = 'FromANewerRelease1899999999999'`);
+    }
+    await expect(runMigrationsLocked(db.dataSource)).resolves.toEqual({ applied: [], unknown: [] });
   });
 });

@@ -88,12 +88,13 @@ export const MIGRATION_SQL = {
   unlock: 'SELECT pg_advisory_unlock($1)',
   /** Whether a migration is recorded as run (TypeORM's own table). */
   applied: 'SELECT 1 AS applied FROM migrations WHERE name = $1',
+  /** The migrations recorded as run that are not among $1 (this code's): a newer release ran them. */
+  unknown: 'SELECT name FROM migrations WHERE name <> ALL($1::text[]) ORDER BY timestamp, name',
 } as const;
 
 /** The name TypeORM records for the last migration of this code: its schema is there once that one has run. */
 export function lastMigrationName(): string {
-  const Last = MIGRATIONS[MIGRATIONS.length - 1];
-  return (new Last() as { name?: string }).name ?? Last.name;
+  return migrationNames()[MIGRATIONS.length - 1];
 }
 
 /**
@@ -133,14 +134,30 @@ export function schemaMigratedProbe(db: Queryable): () => Promise<void> {
   };
 }
 
-/** Two replicas starting at once must not both migrate: the first takes the advisory lock, the other waits. */
-export async function runMigrationsLocked(dataSource: DataSource): Promise<string[]> {
+/** What the migration step logs (warn) when the database holds migrations its code does not know. */
+export const NEWER_SCHEMA =
+  'the database has migrations this release does not know (a newer release ran them, listed in unknown): nothing ' +
+  'was undone; this release runs on that schema only if those migrations kept what it uses';
+
+/** The name TypeORM records for each migration of this code. */
+function migrationNames(): string[] {
+  return MIGRATIONS.map((Migration) => (new Migration() as { name?: string }).name ?? Migration.name);
+}
+
+/**
+ * Two replicas starting at once must not both migrate: the first takes the advisory lock, the other waits. Returns the
+ * migrations it applied, and those recorded as run that this code does not know (`unknown`): a newer release migrated
+ * the database (a rollback, an older replica started during an upgrade). Nothing is undone for them — an older
+ * replica beside a newer one is how an upgrade rolls — but "up to date" would not be true, so the caller says so.
+ */
+export async function runMigrationsLocked(dataSource: DataSource): Promise<{ applied: string[]; unknown: string[] }> {
   const runner = dataSource.createQueryRunner();
   await runner.connect();
   try {
     await runner.query(MIGRATION_SQL.lock, [MIGRATION_LOCK]);
     const applied = await dataSource.runMigrations({ transaction: 'each' });
-    return applied.map((m) => m.name);
+    const unknown = (await runner.query(MIGRATION_SQL.unknown, [migrationNames()])) as { name: string }[];
+    return { applied: applied.map((m) => m.name), unknown: unknown.map((m) => m.name) };
   } finally {
     await runner.query(MIGRATION_SQL.unlock, [MIGRATION_LOCK]).catch(() => undefined);
     await runner.release();
