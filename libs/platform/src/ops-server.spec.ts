@@ -314,3 +314,28 @@ describe('the workers’ ops server', () => {
     }
   });
 });
+
+describe('a worker whose /metrics nobody can read', () => {
+  /** The ops server's warn lines, started with `config`. */
+  async function warnings(config: { METRICS_TOKEN?: string; METRICS_PUBLIC?: boolean }): Promise<string[]> {
+    const lines: string[] = [];
+    const logger = pino({ level: 'warn' }, { write: (line: string) => lines.push(line) });
+    const server = await startOwnServer({
+      config: { METRICS_TOKEN: undefined, METRICS_PUBLIC: undefined, ...config },
+      logger,
+    });
+    await server.close();
+    return lines.map((line) => (JSON.parse(line) as { msg: string }).msg);
+  }
+
+  it('says so at start when neither METRICS_TOKEN nor METRICS_PUBLIC is set (an operator key is the API’s only)', async () => {
+    expect(await warnings({})).toEqual([
+      expect.stringContaining('/metrics on this port answers nobody: set METRICS_TOKEN (or METRICS_PUBLIC=true)'),
+    ]);
+  });
+
+  it('says nothing when a token is set, or /metrics is public', async () => {
+    expect(await warnings({ METRICS_TOKEN: TOKEN })).toEqual([]);
+    expect(await warnings({ METRICS_PUBLIC: true })).toEqual([]);
+  });
+});

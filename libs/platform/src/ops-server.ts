@@ -90,6 +90,13 @@ export async function startOpsServer(options: OpsServerOptions): Promise<OpsServ
     });
   });
   const port = (server.address() as AddressInfo).port;
+  // A worker knows no API keys: without a token (or METRICS_PUBLIC) every scrape is 401, and nothing else said why.
+  if (options.config.METRICS_PUBLIC !== true && options.config.METRICS_TOKEN === undefined) {
+    options.logger.warn(
+      { port },
+      '/metrics on this port answers nobody: set METRICS_TOKEN (or METRICS_PUBLIC=true); a worker takes no API key',
+    );
+  }
   return { port, close: () => closeServer(server) };
 }
 
