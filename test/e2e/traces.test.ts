@@ -41,6 +41,7 @@ interface OtlpTraces {
   }[];
 }
 
+const SPAN_KIND_SERVER = 2;
 const SPAN_KIND_CLIENT = 3;
 
 /** Ids arrive as hex in OTLP/JSON; base64 (protobuf-style JSON) is accepted too. */
@@ -382,6 +383,40 @@ describe('traces (OpenTelemetry, OTLP/HTTP)', () => {
     expect(root.links).toEqual([
       { traceId: chosen, spanId: 'b7ad6b7169203331', attributes: { 'verity.link': 'caller' } },
     ]);
+  });
+
+  it('records no key a caller put in the query string: a request span keeps no query, as the logs keep none', async () => {
+    // Not a credential (401), but the URL still reaches the request's span, which an OTLP collector stores and shows.
+    const marker = unique('trace-query');
+    const refused = await http(
+      stack.apiUrl,
+      'GET',
+      `/v1/executions?api_key=${encodeURIComponent(DEMO.agent)}&marker=${marker}`,
+    );
+    expect(refused.status).toBe(401);
+    const accepted = await http(stack.apiUrl, 'GET', `/v1/executions?limit=1&token=${DEMO.reviewer}`, {
+      key: DEMO.agent,
+    });
+    expect(accepted.status).toBe(400);
+    // As a parameter's name, with no value.
+    expect((await http(stack.apiUrl, 'GET', `/v1/executions?${DEMO.admin}`)).status).toBe(401);
+    // The three requests' spans, before anything is said about what no span holds.
+    const served = await waitFor(
+      async () =>
+        collector.spans.filter(
+          (s) =>
+            s.service === 'verity-api' &&
+            s.kind === SPAN_KIND_SERVER &&
+            s.attributes['url.path'] === '/v1/executions' &&
+            [400, 401].includes(Number(s.attributes['http.response.status_code'])),
+        ),
+      (found) => found.length >= 3,
+      30_000,
+      200,
+    );
+    const recorded = JSON.stringify(collector.spans.map((s) => [s.name, s.attributes, s.events]));
+    for (const key of [DEMO.agent, DEMO.reviewer, DEMO.admin]) expect(recorded).not.toContain(key);
+    expect(served.map((s) => s.attributes['url.query'])).toEqual(['REDACTED', 'REDACTED', 'REDACTED']);
   });
 
   it('links no caller trace when the request carries none, or a malformed one', async () => {

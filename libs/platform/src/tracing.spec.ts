@@ -1,4 +1,4 @@
-import { currentTraceparent, inTraceOf, startTracing, traceFields, traceIdOf } from './tracing';
+import { currentTraceparent, inTraceOf, redactedQuery, startTracing, traceFields, traceIdOf } from './tracing';
 
 describe('tracing helpers', () => {
   it('read the trace id of a W3C traceparent, and nothing else', () => {
@@ -18,5 +18,13 @@ describe('tracing helpers', () => {
     expect(traceFields()).toEqual({});
     expect(inTraceOf('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', () => currentTraceparent())).toBeNull();
     expect(inTraceOf(null, () => 42)).toBe(42);
+  });
+
+  it('records that a request had a query, never what it held', () => {
+    expect(redactedQuery('/v1/executions?api_key=vk_live_1&limit=2')).toBe('REDACTED');
+    expect(redactedQuery('/v1/executions?vk_live_1')).toBe('REDACTED');
+    expect(redactedQuery('/v1/executions?')).toBeUndefined();
+    expect(redactedQuery('/v1/executions')).toBeUndefined();
+    expect(redactedQuery(undefined)).toBeUndefined();
   });
 });

@@ -42,6 +42,11 @@ export function startTracing(defaultServiceName: string, env: NodeJS.ProcessEnv 
           // Probes and scrapes are not executions: they would only bury the traces that are.
           return /^\/(health|metrics)(\/|\?|$)/.test(request.url ?? '');
         },
+        // Applied after the instrumentation's own attributes, so it replaces the query it recorded.
+        startIncomingSpanHook: (request) => {
+          const query = redactedQuery(request.url);
+          return query === undefined ? {} : { 'url.query': query };
+        },
       }),
       // Statements and commands are recorded inside a trace only: a worker's idle polling is not one.
       new pg.PgInstrumentation({ requireParentSpan: true }),
@@ -50,6 +55,16 @@ export function startTracing(defaultServiceName: string, env: NodeJS.ProcessEnv 
   });
   sdk.start();
   return { shutdown: () => sdk.shutdown() };
+}
+
+/**
+ * A request's query string as its span records it: only that there was one. No query parameter of the API carries a
+ * credential, but a caller may put one there anyway (`?api_key=…`, refused with 401; or as a parameter's name), and the
+ * span goes to the operator's trace store, where every reader of traces would find it. The logs keep no query either.
+ */
+export function redactedQuery(url: string | undefined): string | undefined {
+  const at = url?.indexOf('?') ?? -1;
+  return url === undefined || at < 0 || at === url.length - 1 ? undefined : 'REDACTED';
 }
 
 /** The headers through which a caller could put a request into a trace of its choosing, or hand it baggage. */
