@@ -18,6 +18,15 @@ describe('connector secrets at rest', () => {
     expect(() => withoutKey.open(sealed, binding)).toThrow(/SECRETS_KEY is not set/);
   });
 
+  it('opens only a sealed value carrying its whole 16-byte tag: a shortened tag, forgeable by trial, is refused', () => {
+    const cipher = withKey();
+    const [iv, tag, sealed] = cipher.seal('s3cret-value', binding).slice('v1:'.length).split(':');
+    for (const bytes of [4, 8, 12, 15]) {
+      const shortened = Buffer.from(tag, 'base64').subarray(0, bytes).toString('base64');
+      expect(() => cipher.open(`v1:${iv}:${shortened}:${sealed}`, binding)).toThrow(SecretUnreadableError);
+    }
+  });
+
   it('without a key stores values as given, and reads values stored before a key was set', () => {
     expect(withoutKey.seal('plain', binding)).toBe('plain');
     expect(withKey().open('plain', binding)).toBe('plain');

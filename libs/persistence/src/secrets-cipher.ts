@@ -1,6 +1,8 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 
 const PREFIX = 'v1:';
+/** The AES-GCM tag every sealed value carries, whole (the cipher's default). */
+const TAG_BYTES = 16;
 
 export class SecretUnreadableError extends Error {
   override readonly name = 'SecretUnreadableError';
@@ -30,7 +32,7 @@ export class SecretsCipher {
   seal(value: string, boundTo: string): string {
     if (!this.key) return value;
     const iv = randomBytes(12);
-    const cipher = createCipheriv('aes-256-gcm', this.key, iv);
+    const cipher = createCipheriv('aes-256-gcm', this.key, iv, { authTagLength: TAG_BYTES });
     cipher.setAAD(Buffer.from(boundTo));
     const sealed = Buffer.concat([cipher.update(value, 'utf8'), cipher.final()]);
     return `${PREFIX}${iv.toString('base64')}:${cipher.getAuthTag().toString('base64')}:${sealed.toString('base64')}`;
@@ -41,7 +43,11 @@ export class SecretsCipher {
     if (!this.key) throw new SecretUnreadableError('a connector secret is sealed but SECRETS_KEY is not set');
     const [iv, tag, sealed] = stored.slice(PREFIX.length).split(':');
     try {
-      const decipher = createDecipheriv('aes-256-gcm', this.key, Buffer.from(iv, 'base64'));
+      // The tag's length is fixed: GCM otherwise accepts a tag cut down to 4 bytes, which a writer of the table could
+      // forge by trial without the key.
+      const decipher = createDecipheriv('aes-256-gcm', this.key, Buffer.from(iv, 'base64'), {
+        authTagLength: TAG_BYTES,
+      });
       decipher.setAAD(Buffer.from(boundTo));
       decipher.setAuthTag(Buffer.from(tag, 'base64'));
       return Buffer.concat([decipher.update(Buffer.from(sealed, 'base64')), decipher.final()]).toString('utf8');
