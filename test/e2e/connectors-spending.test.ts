@@ -383,6 +383,49 @@ describe('spending caps', () => {
       expect([await table('executions'), await table('operations')]).toEqual([executions, operations]);
     });
 
+    it('cancels at dispatch a currency whose shown part ends inside an emoji (the cut keeps no half character)', async () => {
+      // The evidence names the currency found, cut to 40 characters: cut between the two halves of an emoji, the half
+      // left is text Postgres refuses in jsonb, and the refusal could not be written (the operation stayed PREPARED).
+      // The cut leaves the whole emoji out instead.
+      await call('PUT', '/v1/admin/connector-settings/http', { key: DEMO.admin, body: { spending_caps: [] } });
+      const currency = `${'X'.repeat(39)}\u{1F4B6}`;
+      const waiting = await submitOps(call, [
+        httpOp(
+          'pay',
+          { method: 'POST', url: `${target.base}/orders`, body: { id: unique('pay'), amount: 10, currency } },
+          { requires_approval: true },
+        ),
+      ]);
+      await waitFor(
+        async () => (await call<Execution>('GET', `/v1/executions/${waiting.id}`)).body,
+        (e) => e.status === 'waiting_for_approval',
+        20_000,
+      );
+      const cap = {
+        period: 'week',
+        max_amount: 1000,
+        amount_field: 'body.amount',
+        currency: 'EUR',
+        currency_field: 'body.currency',
+      };
+      expect(
+        (await call('PUT', '/v1/admin/connector-settings/http', { key: DEMO.admin, body: { spending_caps: [cap] } }))
+          .status,
+      ).toBe(200);
+      const sentBefore = posts();
+      const done = await approveAndSettle(waiting);
+      expect(done.operations[0]).toMatchObject({
+        status: 'CANCELLED',
+        attempt: 0,
+        evidence: {
+          rule: 'currency_mismatch',
+          currency_found: { field: 'body.currency', value: `${'X'.repeat(39)}…` },
+        },
+        failure: { code: 'spending_cap_unmeasurable', retryable: false },
+      });
+      expect(posts()).toBe(sentBefore);
+    });
+
     it('counts the amount of an http FAILED: its rejection statuses are the operation’s own word, not the target’s', async () => {
       const put = await call<{ usage: { amount: number; operations: number }[] }>(
         'PUT',
