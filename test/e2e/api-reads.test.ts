@@ -399,6 +399,28 @@ describe('reads, cancel, retry and the OpenAPI contract', () => {
     expect(withBody.status).toBe(400);
   });
 
+  it('cuts a retry’s intent to 4000 characters without halving one (an emoji at the cut is left out whole)', async () => {
+    // The retry's intent is "Retry of <op> (<key>) from <execution>: " and the original's, cut to 4000 UTF-16 units.
+    // Emoji of two units each, starting at either parity: one of the two cuts falls between an emoji's halves.
+    const emoji = '\u{1F4B6}';
+    let halved = 0;
+    for (const intent of [emoji.repeat(1999), `x${emoji.repeat(1999)}`]) {
+      const failed = await settled((await submit([charge(unique('decline-order'))], { intent })).id);
+      const op = failed.operations[0];
+      const retried = await http<{ execution: { id: string } }>(stack.apiUrl, 'POST', `/v1/operations/${op.id}/retry`, {
+        key: DEMO.agent,
+      });
+      expect(retried.status).toBe(201);
+      const written = (await execution(retried.body.execution.id)).intent;
+      const whole = `Retry of ${op.id} (${op.key}) from ${failed.id}: ${intent}`;
+      const splits = whole.slice(0, 4000).endsWith('\ud83d');
+      if (splits) halved += 1;
+      expect(written).toBe(whole.slice(0, splits ? 3999 : 4000));
+      expect(written).not.toContain('\ufffd');
+    }
+    expect(halved).toBe(1);
+  });
+
   it('takes approval decisions from reviewers: approve sends, deny cancels', async () => {
     const created = await submit([
       charge(unique('order'), { requires_approval: true }),

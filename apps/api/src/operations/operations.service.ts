@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { ReadBackResult, TenantConnectors, readBackThrew, resendReference } from '@verity/connectors';
+import { ReadBackResult, TenantConnectors, readBackThrew, resendReference, textPrefix } from '@verity/connectors';
 import {
   Approval,
   OperationEntity,
@@ -971,7 +971,8 @@ export class OperationsService {
           id: executionId,
           tenantId: principal.tenantId,
           agentId: original.agentId,
-          intent: `Retry of ${op.id} (${op.key}) from ${original.id}: ${original.intent}`.slice(0, 4000),
+          // Cut to intake's length, never between the halves of a character (the half left would be stored as U+FFFD).
+          intent: textPrefix(`Retry of ${op.id} (${op.key}) from ${original.id}: ${original.intent}`, LIMITS.intent),
           deadlineSeconds: retryDeadlineSeconds(original),
           criteria: [],
           idempotencyKey: null,
