@@ -513,6 +513,13 @@ export const PROBLEMS = {
     detail: 'the database cannot be reached; nothing was written',
     summary: 'Postgres cannot be reached; nothing was written (see Retry-After)',
   },
+  'queue-unavailable': {
+    status: 503,
+    title: 'Service unavailable',
+    detail: 'the job queue (Redis) cannot be reached: the re-check was not asked for; ask again',
+    summary:
+      'Redis cannot be reached, and the request is only a job (a re-check): nothing was asked for (see Retry-After)',
+  },
 } satisfies Record<ProblemCode, ProblemExample>;
 
 export type { ProblemCode } from './problem/problem';

@@ -137,7 +137,14 @@ export class OperationsController {
       'it was never sent or its connector cannot read it back. Takes no body.',
     params: [ID],
     response: { status: 202, description: 'The re-check is queued', schema: 'OperationDetail', headers: VERSION_ETAG },
-    problems: ['validation-error', 'not-in-review', 'cannot-read-back', 'already-decided', 'precondition-failed'],
+    problems: [
+      'validation-error',
+      'not-in-review',
+      'cannot-read-back',
+      'already-decided',
+      'precondition-failed',
+      'queue-unavailable',
+    ],
   })
   @TakesIfMatch()
   recheck(

@@ -669,11 +669,16 @@ export class OperationsService {
       // Asked for the version the reviewer saw only, share-locked until the job is in Redis: no change commits between.
       if (ifMatch && !(await lockOperationAtVersion(tx, principal.tenantId, op.id, ifMatch))) return false;
       await this.inExecutionTrace(op.executionId, () =>
-        this.producer.enqueue(
-          JobName.RECHECK_OPERATION,
-          { operationId: op.id, executionId: op.executionId, requestedBy: principal.keyId },
-          { jobId: jobId(JobName.RECHECK_OPERATION, op.id, `reviewer${second}`) },
-        ),
+        this.producer
+          .enqueue(
+            JobName.RECHECK_OPERATION,
+            { operationId: op.id, executionId: op.executionId, requestedBy: principal.keyId },
+            { jobId: jobId(JobName.RECHECK_OPERATION, op.id, `reviewer${second}`) },
+          )
+          // The job is the whole request, and there is none: a 503 to ask again, not a 500 for an outage.
+          .catch((error: unknown) => {
+            throw Object.assign(Problem.queueUnavailable('the re-check'), { cause: error });
+          }),
       );
       return true;
     });

@@ -16,6 +16,8 @@ export class ProblemFilter implements ExceptionFilter {
    * database-unavailable, and one line says so — not one error line per request — then one a minute while it lasts.
    */
   private readonly databaseOutage = new OutageLog();
+  /** Redis away for a request that is only a job (a re-check): logged the same way. */
+  private readonly queueOutage = new OutageLog();
 
   constructor(
     @Inject(LOGGER) private readonly logger: Logger,
@@ -33,6 +35,14 @@ export class ProblemFilter implements ExceptionFilter {
         this.logger.error(
           { err: error, requestId: req.headers['x-request-id'], path: req.path, unlogged: note.unlogged },
           'database unavailable: answering 503 database-unavailable (logged again at most once a minute while it lasts)',
+        );
+      }
+    } else if (problem.code === 'queue-unavailable') {
+      const note = this.queueOutage.failed();
+      if (note) {
+        this.logger.error(
+          { err: problem.cause, requestId: req.headers['x-request-id'], path: req.path, unlogged: note.unlogged },
+          'job queue unavailable: answering 503 queue-unavailable (logged again at most once a minute while it lasts)',
         );
       }
     } else if (problem.status >= 500) {

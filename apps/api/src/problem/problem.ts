@@ -50,6 +50,7 @@ export const PROBLEM_CODES = [
   'too-many-mcp-requests',
   'internal',
   'database-unavailable',
+  'queue-unavailable',
 ] as const;
 
 export type ProblemCode = (typeof PROBLEM_CODES)[number];
@@ -122,6 +123,21 @@ export class Problem extends Error {
         ? 'the database did not answer in time; the request may still have been recorded: repeat it with the same ' +
             'Idempotency-Key, or read the current state before sending it again'
         : 'the database cannot be reached; nothing was written',
+      {},
+      { 'retry-after': '1' },
+    );
+  }
+
+  /**
+   * A request that is nothing but a job (a re-check) could not put it in Redis: nothing was asked for. (A change that
+   * is written first answers without Redis: the sweeper owes its job.)
+   */
+  static queueUnavailable(what: string): Problem {
+    return new Problem(
+      503,
+      'queue-unavailable',
+      'Service unavailable',
+      `the job queue (Redis) cannot be reached: ${what} was not asked for; ask again`,
       {},
       { 'retry-after': '1' },
     );

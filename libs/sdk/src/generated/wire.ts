@@ -1161,7 +1161,8 @@ export interface components {
         | 'https://verity.dev/problems/too-many-streams'
         | 'https://verity.dev/problems/too-many-mcp-requests'
         | 'https://verity.dev/problems/internal'
-        | 'https://verity.dev/problems/database-unavailable';
+        | 'https://verity.dev/problems/database-unavailable'
+        | 'https://verity.dev/problems/queue-unavailable';
       title: string;
       status: number;
       detail?: string;
