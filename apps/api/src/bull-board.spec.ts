@@ -28,20 +28,42 @@ describe('Bull Board errors as problems', () => {
     const { logger, errors } = recordingLogger();
     const served = await serve(logger, 500, {
       error: { key: 'ERRORS.INTERNAL_SERVER_ERROR' },
-      message: 'Connection is closed.',
+      message: "ERR wrong number of arguments for 'zrange' command",
     });
     try {
       const res = await fetch(`${served.base}/api/queues`);
       expect(res.status).toBe(500);
       const text = await res.text();
       expect(JSON.parse(text)).toMatchObject({ type: 'https://verity.dev/problems/internal', status: 500 });
-      expect(text).not.toContain('Connection is closed.');
+      expect(text).not.toContain('wrong number of arguments');
       // Answered without the reason, so the log is the only place an operator can find it.
-      expect(JSON.stringify(errors)).toContain('Connection is closed.');
+      expect(JSON.stringify(errors)).toContain('wrong number of arguments');
     } finally {
       await served.close();
     }
   });
+
+  it.each(['Connection is closed.', "Stream isn't writeable and enableOfflineQueue options is false"])(
+    'answers Redis out of reach (%s) as 503 queue-unavailable, logged once for the outage',
+    async (message) => {
+      const { logger, errors } = recordingLogger();
+      const served = await serve(logger, 500, { error: { key: 'ERRORS.INTERNAL_SERVER_ERROR' }, message });
+      try {
+        for (let poll = 0; poll < 3; poll += 1) {
+          const res = await fetch(`${served.base}/api/queues`);
+          expect(res.status).toBe(503);
+          expect(res.headers.get('retry-after')).toBe('1');
+          const text = await res.text();
+          expect(JSON.parse(text)).toMatchObject({ type: 'https://verity.dev/problems/queue-unavailable' });
+          expect(text).not.toContain(message);
+        }
+        expect(errors).toHaveLength(1);
+        expect(JSON.stringify(errors)).toContain(JSON.stringify(message).slice(1, -1));
+      } finally {
+        await served.close();
+      }
+    },
+  );
 
   it('answers the board’s 403 (a panel its configuration hides) as forbidden, not bad-request', async () => {
     const { logger, errors } = recordingLogger();

@@ -2,7 +2,7 @@ import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { ExpressAdapter } from '@bull-board/express';
 import type { INestApplication } from '@nestjs/common';
-import { LOGGER, Logger, VerityConfig } from '@verity/platform';
+import { LOGGER, Logger, OutageLog, VerityConfig, isRedisUnreachable } from '@verity/platform';
 import { JobProducer } from '@verity/queues';
 import type { NextFunction, Request, Response } from 'express';
 import { ApiKeyService } from './auth/api-key.service';
@@ -304,11 +304,24 @@ const BOARD_PROBLEMS: Record<number, [ProblemCode, string]> = {
  * Its members stay as extensions, so the board's page still shows them.
  */
 export function boardErrorsAsProblems(logger: Logger) {
+  // Redis away: the board's page asks every few seconds, and each answer is the same outage.
+  const queueOutage = new OutageLog();
   return (req: Request, res: Response, next: NextFunction): void => {
     const json = res.json.bind(res);
     res.json = (body: unknown) => {
       if (res.statusCode < 400 || !isBoardError(body)) return json(body);
       const key = typeof body.error.key === 'string' ? body.error.key.replace(/^ERRORS\./, '') : 'ERROR';
+      if (res.statusCode >= 500 && isRedisUnreachable({ code: body.code, message: body.message })) {
+        const note = queueOutage.failed();
+        if (note) {
+          logger.error(
+            { err: { message: body.message }, requestId: req.headers['x-request-id'], path: req.path, ...note },
+            'job queue unavailable: answering 503 queue-unavailable (logged again at most once a minute while it lasts)',
+          );
+        }
+        sendProblem(req, res, Problem.queueUnavailable('Bull Board cannot show its queues; try again'));
+        return res;
+      }
       if (res.statusCode >= 500) {
         // What was thrown (a Redis error, a stack) is for the log, not the answer, as everywhere in the API.
         logger.error(

@@ -518,7 +518,7 @@ export const PROBLEMS = {
     title: 'Service unavailable',
     detail: 'the job queue (Redis) cannot be reached: the re-check was not asked for; ask again',
     summary:
-      'Redis cannot be reached, and the request is only a job (a re-check): nothing was asked for (see Retry-After)',
+      'Redis cannot be reached, and the request is nothing but Redis (a re-check, Bull Board): nothing was done (see Retry-After)',
   },
 } satisfies Record<ProblemCode, ProblemExample>;
 

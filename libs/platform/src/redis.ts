@@ -206,9 +206,12 @@ const UNREACHABLE_CODES = new Set([
   'EAI_AGAIN',
 ]);
 
+const OFFLINE_REFUSAL = "Stream isn't writeable and enableOfflineQueue options is false";
+
 /** Whether an error says only that Redis cannot be reached now (refused, reset, closed), not what went wrong in it. */
 export function isRedisUnreachable(error: unknown): boolean {
   const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
   if (typeof code === 'string' && UNREACHABLE_CODES.has(code)) return true;
-  return message === 'Connection is closed.';
+  // ioredis' refusal of a command while its connection is down and it queues none (as the producer's clients do).
+  return message === 'Connection is closed.' || message === OFFLINE_REFUSAL;
 }

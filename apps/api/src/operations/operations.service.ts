@@ -677,7 +677,9 @@ export class OperationsService {
           )
           // The job is the whole request, and there is none: a 503 to ask again, not a 500 for an outage.
           .catch((error: unknown) => {
-            throw Object.assign(Problem.queueUnavailable('the re-check'), { cause: error });
+            throw Object.assign(Problem.queueUnavailable('the re-check was not asked for; ask again'), {
+              cause: error,
+            });
           }),
       );
       return true;

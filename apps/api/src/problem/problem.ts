@@ -129,15 +129,15 @@ export class Problem extends Error {
   }
 
   /**
-   * A request that is nothing but a job (a re-check) could not put it in Redis: nothing was asked for. (A change that
-   * is written first answers without Redis: the sweeper owes its job.)
+   * A request that is nothing but Redis could not reach it: a re-check (its job is the request; nothing was asked for)
+   * or Bull Board. (A change that is written first answers without Redis: the sweeper owes its job.)
    */
-  static queueUnavailable(what: string): Problem {
+  static queueUnavailable(consequence: string): Problem {
     return new Problem(
       503,
       'queue-unavailable',
       'Service unavailable',
-      `the job queue (Redis) cannot be reached: ${what} was not asked for; ask again`,
+      `the job queue (Redis) cannot be reached: ${consequence}`,
       {},
       { 'retry-after': '1' },
     );

@@ -7,11 +7,11 @@ import { charge, http, unique } from '../support/http';
 import { resetSandbox, submit, waitForOp } from './dispatcher-helpers';
 
 /**
- * The API's Redis gone, for the one request whose job is the request itself: a reviewer's re-check (no job, nothing
- * asked). It answered 500 internal ("an unexpected error occurred") after the producer's 2 s, and logged an error
- * per request: now 503, saying the re-check was not asked for and may be asked again.
+ * The API's Redis gone, for the requests that are nothing but Redis: a reviewer's re-check (the job is the request)
+ * and Bull Board (the queues are what it shows). Each answered 500 internal and logged an error line per request (the
+ * board's page asks every few seconds): now 503 queue-unavailable, logged once per outage.
  */
-describe('re-check while the API has no Redis', () => {
+describe('requests that are only jobs, while the API has no Redis', () => {
   let stack: Stack;
   let redis: PrivateService;
   let dir: string;
@@ -63,5 +63,30 @@ describe('re-check while the API has no Redis', () => {
       250,
     );
     expect(again.status).toBe(202);
+  }, 120_000);
+
+  it('Bull Board: 503 problem+json, not 500, logged once; it shows the queues again once Redis is back', async () => {
+    await redis.kill('SIGKILL');
+    const logged = () => api.output.join('').split('"msg":"job queue unavailable: answering 503').length - 1;
+    const before = logged();
+    for (let poll = 0; poll < 3; poll += 1) {
+      const res = await http<{ type: string }>(url, 'GET', '/admin/queues/api/queues', { key: DEMO.operator });
+      expect({ status: res.status, type: res.body.type }).toEqual({
+        status: 503,
+        type: 'https://verity.dev/problems/queue-unavailable',
+      });
+      expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(res.headers.get('retry-after')).toBe('1');
+    }
+    expect(api.output.join('')).not.toContain('Bull Board request failed');
+    expect(logged() - before).toBeLessThanOrEqual(1);
+
+    await redis.restart();
+    await waitFor(
+      () => http(url, 'GET', '/admin/queues/api/queues', { key: DEMO.operator }),
+      (r) => r.status === 200,
+      30_000,
+      250,
+    );
   }, 120_000);
 });
