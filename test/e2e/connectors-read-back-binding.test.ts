@@ -154,10 +154,17 @@ describe('http read_back_binding (admin setting, intake refusal, read after the 
   });
 
   /** Events of an execution as stored, with the transaction that wrote each (`txid`, a column default). */
-  type Stored = { seq: string; type: string; from_status: string | null; to_status: string | null; txid: string };
+  type Stored = {
+    seq: string;
+    type: string;
+    operation_id: string | null;
+    from_status: string | null;
+    to_status: string | null;
+    txid: string;
+  };
   const stored = async (executionId: string) =>
     (await stack.db.dataSource.query(
-      `SELECT seq, type, from_status, to_status, data, txid::text AS txid FROM events WHERE execution_id = $1 ORDER BY seq`,
+      `SELECT seq, type, operation_id, from_status, to_status, data, txid::text AS txid FROM events WHERE execution_id = $1 ORDER BY seq`,
       [executionId],
     )) as (Stored & { data: Record<string, unknown> })[];
 
@@ -165,7 +172,7 @@ describe('http read_back_binding (admin setting, intake refusal, read after the 
    * A context read made under "declared" and held open by the target while the admin binds read-backs, with no sweep
    * to take a second look (the reconciler stopped): what the dispatcher's own job then writes is all the history has.
    */
-  async function contextReadHeldAcrossTheBind(params: Record<string, unknown>) {
+  async function contextReadHeldAcrossTheBind(params: Record<string, unknown>, others: unknown[] = []) {
     expect((await setHttp({ read_back_binding: 'declared' })).status).toBe(200);
     const reconcilers = stack.running('reconciler');
     for (const reconciler of reconcilers) await stack.kill(reconciler, 'SIGTERM');
@@ -176,7 +183,7 @@ describe('http read_back_binding (admin setting, intake refusal, read after the 
       const name = `ctx-${Date.now()}`;
       const release = target.holdState(name, 'ok');
       const context = { url: `${target.base}/state/${name}`, field: '$.data.value', equals: 'ok' };
-      const created = await submitOps(call, [httpOp('order', { ...params, context })]);
+      const created = await submitOps(call, [httpOp('order', { ...params, context }), ...others]);
       await waitFor(
         async () => target.seen.some((s) => s.method === 'GET' && s.url === `/state/${name}`),
         (asked) => asked,
@@ -202,8 +209,11 @@ describe('http read_back_binding (admin setting, intake refusal, read after the 
   }
 
   /** The context.unavailable of the unbound context read, written with the move out of resolving_context it explains. */
-  function expectUnreadContextRecordedWithTheMove(events: (Stored & { data: Record<string, unknown> })[]) {
-    const unavailable = events.filter((e) => e.type === 'context.unavailable');
+  function expectUnreadContextRecordedWithTheMove(
+    events: (Stored & { data: Record<string, unknown> })[],
+    operationId: string,
+  ) {
+    const unavailable = events.filter((e) => e.type === 'context.unavailable' && e.operation_id === operationId);
     expect(unavailable).toHaveLength(1);
     expect(unavailable[0].data).toMatchObject({
       proceeds: true,
@@ -212,7 +222,7 @@ describe('http read_back_binding (admin setting, intake refusal, read after the 
     const planned = events.find((e) => e.from_status === 'resolving_context' && e.to_status === 'planning')!;
     expect(planned.txid).toBe(unavailable[0].txid);
     expect(Number(planned.seq)).toBeGreaterThan(Number(unavailable[0].seq));
-    const sent = events.find((e) => e.to_status === 'SENT')!;
+    const sent = events.find((e) => e.to_status === 'SENT' && e.operation_id === operationId)!;
     expect(Number(sent.seq)).toBeGreaterThan(Number(unavailable[0].seq));
   }
 
@@ -223,7 +233,17 @@ describe('http read_back_binding (admin setting, intake refusal, read after the 
     const { op, events } = await contextReadHeldAcrossTheBind(order());
     expect(op.status).toBe('ACKNOWLEDGED');
     expect(target.seen.filter((s) => s.method === 'POST' && s.body.includes(op.id))).toHaveLength(1);
-    expectUnreadContextRecordedWithTheMove(events);
+    expectUnreadContextRecordedWithTheMove(events, op.id);
+  });
+
+  it('with another operation beside it, the moves judged on a context read made before the bind are not written', async () => {
+    // Two operations: the preparation's moves are written on their own, not with a send, and each operation is then
+    // sent from running. Judged under "declared", the moves out of resolving_context would commit a read the stored
+    // settings no longer count; they are written only while the settings are the ones read.
+    const { op, events } = await contextReadHeldAcrossTheBind(order(), [httpOp('other', order())]);
+    expect(op.status).toBe('ACKNOWLEDGED');
+    expect(target.seen.filter((s) => s.method === 'POST' && s.body.includes(op.id))).toHaveLength(1);
+    expectUnreadContextRecordedWithTheMove(events, op.id);
   });
 
   it('a context read that would verify without a send does not, once bound between the read and its write', async () => {
@@ -238,7 +258,7 @@ describe('http read_back_binding (admin setting, intake refusal, read after the 
     });
     expect(target.seen.filter((s) => s.method === 'POST' && s.body.includes(op.id))).toHaveLength(1);
     expect(events.filter((e) => e.to_status === 'VERIFIED')).toHaveLength(1);
-    expectUnreadContextRecordedWithTheMove(events);
+    expectUnreadContextRecordedWithTheMove(events, op.id);
   });
 
   it('an unbound read-back accepted before the switch never verifies after it: held for a person, the evidence says why', async () => {

@@ -22,6 +22,7 @@ import {
   preparedFromStaleRead,
   withinTransaction,
   type Queryable,
+  type SettingsAsRead,
   type SendRefusal,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
@@ -74,6 +75,8 @@ class MoveChain {
     private readonly tx: EntityManager,
     private readonly executionId: string,
     private at: ExecutionStatus,
+    /** The settings the moves were judged under, as read: each flush is written only while they are still stored. */
+    private readonly whileSettingsAt?: SettingsAsRead[],
   ) {}
 
   /** Where the execution will be once the queued moves are written. */
@@ -92,6 +95,7 @@ class MoveChain {
       from: this.at,
       moves: this.moves,
       patch,
+      whileSettingsAt: this.whileSettingsAt,
     });
     if (!result.won) throw new LostRace();
     this.at = this.status;
@@ -320,6 +324,10 @@ export class LifecycleService {
     const contexts = phases.readContexts
       ? await this.readContexts(operations, settings)
       : new Map<string, ContextResult>();
+    // The context reads were made and judged under the settings this job read: the moves that commit that judgement are
+    // written only while those settings are still stored (an admin who bound read-backs meanwhile would not count a
+    // read made before); otherwise the job looks again and reads the contexts under the new ones.
+    const judgedUnder = settingsOfContexts(operations, contexts, settings);
     const quiet = preparesWithoutWrites(
       operations.map((op) => ({
         prepared: op.status === S.PREPARED,
@@ -350,7 +358,7 @@ export class LifecycleService {
       const moved = await this.inTransaction(
         execution,
         async (db) => {
-          const chain = new MoveChain(this.transitions, db, execution.id, from);
+          const chain = new MoveChain(this.transitions, db, execution.id, from, judgedUnder);
           for (const to of phases.moves) chain.add(to);
           return chain.flush();
         },
@@ -368,7 +376,7 @@ export class LifecycleService {
       if (locked?.status !== from) throw new LostRace();
       untouched = locked.operations;
       // The moves are written together, as one statement, just before any other event of this transaction.
-      const chain = new MoveChain(this.transitions, tx, execution.id, from);
+      const chain = new MoveChain(this.transitions, tx, execution.id, from, judgedUnder);
       for (const to of phases.moves) {
         if (chain.status === E.RESOLVING_CONTEXT) {
           const touched = await this.applyContexts(
@@ -1119,4 +1127,20 @@ async function heldOrLost<T>(work: Promise<T>): Promise<T | 'lost'> {
     if (error instanceof LostRace) return 'lost';
     throw error;
   }
+}
+
+/**
+ * The settings each context read of `contexts` was made under, as this job read them with the operations (a connector
+ * whose settings it did not read, or read without their version, is left out: its read asked for them itself).
+ */
+function settingsOfContexts(
+  operations: OperationEntity[],
+  contexts: Map<string, unknown>,
+  settings: Map<string, ConnectorSettingsRecord>,
+): SettingsAsRead[] {
+  const connectors = new Set(operations.filter((op) => contexts.has(op.id)).map((op) => op.connector));
+  return [...connectors].flatMap((connector) => {
+    const version = settings.get(connector)?.version;
+    return version === undefined ? [] : [{ connector, version }];
+  });
 }

@@ -263,6 +263,21 @@ WITH moved AS (
        ORDER BY m.ord
        RETURNING id, seq;
 
+-- executionMovesWhileSettingsAt
+WITH moved AS (
+         UPDATE executions SET status = $3, event_seq = event_seq + $4, updated_at = clock_timestamp() WHERE id = $1 AND status = $2 AND NOT EXISTS (SELECT 1 FROM unnest($5::text[], $6::text[])
+           AS read(connector, version)
+           WHERE verity_settings_version_locked(executions.tenant_id, read.connector) IS DISTINCT FROM read.version)
+         RETURNING id, tenant_id, event_seq
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
+       SELECT m.event_id, moved.id, moved.tenant_id, moved.event_seq - $4 + m.ord, NULL, 'execution.status_changed',
+              m.from_status, m.to_status, m.data
+       FROM moved, unnest($7::text[], $8::text[], $9::text[], $10::jsonb[])
+            WITH ORDINALITY AS m(event_id, from_status, to_status, data, ord)
+       ORDER BY m.ord
+       RETURNING id, seq;
+
 -- recordOutcome
 WITH moved AS (
          UPDATE executions SET criteria_results = $3, outcome = $4, event_seq = event_seq + 1,

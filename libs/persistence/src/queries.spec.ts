@@ -190,6 +190,14 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
           to: ExecutionStatus.VALIDATING_OUTPUT,
         }),
       ),
+      executionMovesWhileSettingsAt: await recorded((db) =>
+        transitions.executionMoves(db, {
+          executionId: 'exe_1',
+          from: ExecutionStatus.RESOLVING_CONTEXT,
+          moves: [{ to: ExecutionStatus.PLANNING }, { to: ExecutionStatus.RUNNING }],
+          whileSettingsAt: [{ connector: 'http', version: null }],
+        }),
+      ),
       recordOutcome: await recorded((db) =>
         transitions.recordOutcome(db, { executionId: 'exe_1', previous: null, results: [], outcome: {}, data: {} }),
       ),

@@ -164,6 +164,12 @@ export interface OperationTransitionInput {
   executionFirst?: ExecutionMovesInput;
 }
 
+/** A tenant's settings for a connector as a caller read them: their version (null: none stored). */
+export interface SettingsAsRead {
+  connector: string;
+  version: string | null;
+}
+
 /** Moves of one execution back to back, from the status it must still be in. */
 export interface ExecutionMovesInput {
   from: ExecutionStatus;
@@ -860,6 +866,13 @@ export class TransitionService {
       from: ExecutionStatus;
       moves: { to: ExecutionStatus; eventData?: Record<string, unknown> }[];
       patch?: ExecutionPatch;
+      /**
+       * Written only while the tenant's settings for each of these connectors are still at the version the caller read
+       * (`ConnectorSettingsRecord.version`, null: none stored), compared as the send guard's `settings_changed` is:
+       * moves judged on reads made under those settings (a preparation's context reads) are not committed once an admin
+       * has changed them. Refused, nothing is written, like a lost compare-and-set.
+       */
+      whileSettingsAt?: SettingsAsRead[];
     },
   ): Promise<TransitionResult> {
     const { froms, at } = checkedMoves(input);
@@ -867,6 +880,16 @@ export class TransitionService {
     const params: unknown[] = [input.executionId, input.from, at, n];
     const sets = ['status = $3', 'event_seq = event_seq + $4', 'updated_at = clock_timestamp()'];
     sets.push(...patchAssignments(input.patch ?? {}, params));
+    let settingsUnchanged = '';
+    if (input.whileSettingsAt?.length) {
+      params.push(
+        input.whileSettingsAt.map((read) => read.connector),
+        input.whileSettingsAt.map((read) => read.version),
+      );
+      settingsUnchanged = ` AND NOT EXISTS (SELECT 1 FROM unnest($${params.length - 1}::text[], $${params.length}::text[])
+           AS read(connector, version)
+           WHERE verity_settings_version_locked(executions.tenant_id, read.connector) IS DISTINCT FROM read.version)`;
+    }
     // A failure is dated by the move that ends the execution: its `at` (on the row and in the events' data) and the
     // events' time are one reading of the database's clock, taken by this statement — not a time its writer computed
     // before it (a cancel's 409 names the event's time as `decided_at`; the two must be one instant).
@@ -890,7 +913,7 @@ export class TransitionService {
     const result = await rows<{ id: string; seq: string }>(
       db,
       `WITH ${stamped ? 'stamp AS MATERIALIZED (SELECT clock_timestamp() AS at), ' : ''}moved AS (
-         UPDATE executions SET ${sets.join(', ')} WHERE id = $1 AND status = $2
+         UPDATE executions SET ${sets.join(', ')} WHERE id = $1 AND status = $2${settingsUnchanged}
          RETURNING id, tenant_id, event_seq
        )
        INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data${stamped ? ', created_at' : ''})
