@@ -251,6 +251,8 @@ describe('chaos invariant checker: decisions by people', () => {
       ['op_denied_sent', 'ACKNOWLEDGED', null], // denied, then SENT
       ['op_resolved_twice', 'VERIFIED', evidence], // resolved twice (a human VERIFIED of an SMS: I6 holds)
       ['op_fine', 'VERIFIED', evidence], // approved once, then held and resolved once: fine
+      ['op_cancelled_twice', 'CANCELLED', null], // a second CANCELLED written from PREPARED after the first
+      ['op_granted_after_cancel', 'CANCELLED', null], // cancelled, then shown approved
     ] as const) {
       await pool.query(
         `INSERT INTO operations (id, execution_id, tenant_id, key, position, connector, action, params, status,
@@ -284,6 +286,11 @@ describe('chaos invariant checker: decisions by people', () => {
       ['op_fine', 'operation.status_changed', 'UNKNOWN', 'MANUAL_REVIEW', { reason: 'CONNECTOR_ERROR' }],
       ['op_fine', 'operation.resolved', null, null, { status: 'VERIFIED' }],
       ['op_fine', 'operation.status_changed', 'MANUAL_REVIEW', 'VERIFIED', { actor: 'human' }],
+      ['op_cancelled_twice', 'operation.status_changed', 'PREPARED', 'CANCELLED', {}],
+      ['op_cancelled_twice', 'operation.status_changed', 'PREPARED', 'CANCELLED', {}],
+      ['op_granted_after_cancel', 'approval.requested', null, null, {}],
+      ['op_granted_after_cancel', 'operation.status_changed', 'PREPARED', 'CANCELLED', {}],
+      ['op_granted_after_cancel', 'approval.decided', null, null, { decision: 'approve' }],
     ];
     for (const [i, [operationId, type, from, to, data]] of log.entries()) {
       await pool.query(
@@ -337,9 +344,20 @@ describe('chaos invariant checker: decisions by people', () => {
     expect(row('I13 a decision won by more than one reviewer')).toMatchObject({ violations: 1 });
   });
 
+  it('counts a status event written from a status the operation had left, and a decision after it moved on', () => {
+    expect(row('I2 a status event not from the status before it')).toMatchObject({
+      violations: 1,
+      examples: ['op_cancelled_twice: PREPARED → CANCELLED while CANCELLED'],
+    });
+    expect(row("a person's decision recorded while the operation was not open to it")).toMatchObject({
+      violations: 1,
+      examples: ['op_granted_after_cancel: approval.decided while CANCELLED'],
+    });
+  });
+
   it('accepts a human resolution with evidence as I6 evidence, and one decision per request or hold', () => {
     expect(row('I6 VERIFIED without read-after-write evidence')).toMatchObject({ violations: 0 });
-    expect(report.violations).toBe(4);
+    expect(report.violations).toBe(6);
   });
 });
 

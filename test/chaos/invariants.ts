@@ -471,6 +471,39 @@ export async function checkInvariants(input: {
     const lastTo = changes.length ? changes[changes.length - 1].to_status : 'PREPARED';
     if (lastTo !== o.status) statusWithoutEvent.push(`${o.id}: row ${o.status}, last event → ${lastTo}`);
   }
+  // I2 under concurrency: each status event starts where the one before it ended (a second writer's event written from
+  // a status the row had already left would still end where the row is). And a person's decision is recorded only while
+  // the operation was open to it, as its log tells: an approval while PREPARED (a release's own grant while held), a
+  // resolution or a "still unknown" while MANUAL_REVIEW — never one shown on an operation that had already moved on.
+  const notFromBefore: string[] = [];
+  const decidedWhileClosed: string[] = [];
+  for (const [opId, log] of eventsByOperation) {
+    let at = 'PREPARED';
+    for (const e of log) {
+      if (e.type === 'operation.status_changed') {
+        if (e.from_status !== at) notFromBefore.push(`${opId}: ${e.from_status} → ${e.to_status} while ${at}`);
+        at = e.to_status ?? at;
+        continue;
+      }
+      const openAt =
+        e.type === 'approval.decided'
+          ? e.via === 'release'
+            ? 'MANUAL_REVIEW'
+            : 'PREPARED'
+          : e.type === 'operation.resolved' || e.type === 'operation.still_unknown'
+            ? 'MANUAL_REVIEW'
+            : null;
+      if (openAt && at !== openAt) decidedWhileClosed.push(`${opId}: ${e.type} while ${at}`);
+    }
+  }
+  for (const execution of executions) {
+    let at = 'created';
+    for (const e of eventsByExecution.get(execution.id) ?? []) {
+      if (e.type !== 'execution.status_changed') continue;
+      if (e.from_status !== at) notFromBefore.push(`${execution.id}: ${e.from_status} → ${e.to_status} while ${at}`);
+      at = e.to_status ?? at;
+    }
+  }
   const seqGaps: string[] = [];
   for (const execution of executions) {
     const history = eventsByExecution.get(execution.id) ?? [];
@@ -621,6 +654,8 @@ export async function checkInvariants(input: {
     promise('sent after its approval was denied', sentAfterDeny),
     promise('I2 status without its event', statusWithoutEvent),
     promise('I2 event seq not contiguous 1..n', seqGaps),
+    promise('I2 a status event not from the status before it', notFromBefore),
+    promise("a person's decision recorded while the operation was not open to it", decidedWhileClosed),
     promise("I1 illegal transitions (the contract's table)", illegal),
     promise("status model served ≠ the contract's table", modelDiffers),
     promise('wire log incomplete (GET /__requests)', wireIncomplete),
