@@ -186,6 +186,32 @@ describe('spending caps', () => {
       failure: { code: 'amount_above_cap', category: 'policy', retryable: false },
     });
     expect((await stack.effects()).charges[ref]).toBeUndefined();
+
+    // Beside a cap whose window is full (the hour's operations, all used): the amount no window has room for is what
+    // the refusal names, not the full window, which would call it retryable once the hour has passed.
+    const used = await call<{ usage: { operations: number }[] }>(
+      'PUT',
+      '/v1/admin/connector-settings/sandbox.payments',
+      { key: DEMO.admin, body: { spending_caps: [{ period: 'hour', max_operations: 1_000_000 }] } },
+    );
+    const sentThisHour = used.body.usage[0].operations;
+    expect(sentThisHour).toBeGreaterThan(0);
+    const full = { period: 'hour', max_operations: sentThisHour };
+    const both = await call('PUT', '/v1/admin/connector-settings/sandbox.payments', {
+      key: DEMO.admin,
+      body: { spending_caps: [full, { ...cap, period: 'day' }] },
+    });
+    expect(both.status).toBe(200);
+    const second = unique('above-cap');
+    const refused = await settled(
+      call,
+      (await submitOps(call, [charge(second, { params: { amount: 1001, currency: 'EUR', reference: second } })])).id,
+    );
+    expect(refused.operations[0]).toMatchObject({
+      status: 'CANCELLED',
+      evidence: { rule: 'max_amount', requested: 1001, cap: { ...cap, period: 'day' } },
+      failure: { code: 'amount_above_cap', retryable: false },
+    });
   });
 
   it('counts per tenant: another tenant’s cap of 1 is not used up by this tenant’s sends', async () => {

@@ -61,8 +61,8 @@ describe('dispatcher: settings changed between the sender’s read and its SENT 
 
     const done = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'CANCELLED');
     expect(done).toMatchObject({ attempt: 0, evidence: { method: 'spending_cap', rule: 'max_amount' } });
-    // The cap refused it, not the reviewer (who asked for the send).
-    expect(done.failure).toMatchObject({ code: 'spending_cap_reached', category: 'policy' });
+    // The cap refused it, not the reviewer (who asked for the send): 1250 is above the cap's 100 by itself.
+    expect(done.failure).toMatchObject({ code: 'amount_above_cap', category: 'policy', retryable: false });
     expect((await stack.effects()).charges[reference]).toBeUndefined();
     const refusals = logLines(dispatcher).filter(
       (line) => line.msg === 'dispatch refused by the send guard' && line.operationId === held.id,

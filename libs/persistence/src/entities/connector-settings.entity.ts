@@ -385,37 +385,52 @@ export async function commitWithinSpendingCaps(
       await tx.query(CONNECTOR_SPEND_SQL.lockOperation, [input.operationId]);
       await tx.query(CONNECTOR_SPEND_SQL.lockExecutionOfOperation, [input.operationId]);
     }
+    const failedSpendsNothing = input.failedSpendsNothing ?? false;
+    const usageOf = (cap: SpendingCapRow, path: string[] | null) =>
+      spendingUsage(tx, input.tenantId, input.connector, cap, path, failedSpendsNothing);
+    // First what no window changes, whatever the caps' order: an amount a cap cannot count, or one above a cap's
+    // max_amount on its own. Named after a full window of another cap, the refusal would read as retryable (the
+    // window passes) and be refused again for the amount.
+    for (const cap of input.caps) {
+      if (cap.max_amount === undefined) continue;
+      const amount = input.amountOf(cap);
+      if (amount === null || amount.amount === null) {
+        return {
+          exceeded: {
+            cap,
+            usage: await usageOf(cap, amount?.path ?? null),
+            rule: 'amount_unreadable',
+            requested: null,
+          },
+        };
+      }
+      // An amount in another currency is not in the cap's unit: never counted as if it were, so never sent under it.
+      if (amount.currencyMismatch) {
+        const { field, found } = amount.currencyMismatch;
+        return {
+          exceeded: {
+            cap,
+            usage: await usageOf(cap, amount.path),
+            rule: 'currency_mismatch',
+            requested: amount.amount,
+            currency_found: { field, value: found },
+          },
+        };
+      }
+      if (amount.amount > cap.max_amount) {
+        return {
+          exceeded: { cap, usage: await usageOf(cap, amount.path), rule: 'max_amount', requested: amount.amount },
+        };
+      }
+    }
     for (const cap of input.caps) {
       const amount = cap.max_amount !== undefined ? input.amountOf(cap) : null;
-      const failedSpendsNothing = input.failedSpendsNothing ?? false;
-      const usage = await spendingUsage(
-        tx,
-        input.tenantId,
-        input.connector,
-        cap,
-        amount?.path ?? null,
-        failedSpendsNothing,
-      );
+      const usage = await usageOf(cap, amount?.path ?? null);
       if (cap.max_operations !== undefined && usage.operations + 1 > cap.max_operations) {
         return { exceeded: { cap, usage, rule: 'max_operations' } };
       }
-      if (cap.max_amount !== undefined) {
-        if (amount === null || amount.amount === null) {
-          return { exceeded: { cap, usage, rule: 'amount_unreadable', requested: null } };
-        }
-        // An amount in another currency is not in the cap's unit: never counted as if it were, so never sent under it.
-        if (amount.currencyMismatch) {
-          const { field, found } = amount.currencyMismatch;
-          return {
-            exceeded: {
-              cap,
-              usage,
-              rule: 'currency_mismatch',
-              requested: amount.amount,
-              currency_found: { field, value: found },
-            },
-          };
-        }
+      // Readable and in the cap's currency (the pass above): what this window has room for decides.
+      if (cap.max_amount !== undefined && amount !== null && amount.amount !== null) {
         if (
           await amountBeyondCap(
             tx,
