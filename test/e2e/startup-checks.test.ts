@@ -113,13 +113,26 @@ describe('start-up checks', () => {
   });
 
   // Until 2026-12-05 a misspelled variable was ignored without a word: this API started with Bull Board read-only.
-  it('refuses a misspelled variable, naming it and the variable meant', async () => {
-    const result = await run('apps/api/src/main.js', { PORT: String(await freePort()), BULL_BOARD_WRITEABLE: 'true' });
+  it('refuses a variable that can only be one of ours misspelled, naming it and the variable meant', async () => {
+    const result = await run('apps/api/src/main.js', { PORT: String(await freePort()), bull_board_writable: 'true' });
     expect(result.code).not.toBe(0);
     expect(result.code).not.toBeNull();
     expect(result.output).toContain(
-      'BULL_BOARD_WRITEABLE: not a variable Verity reads; did you mean BULL_BOARD_WRITABLE?',
+      'bull_board_writable: not a variable Verity reads; did you mean BULL_BOARD_WRITABLE?',
     );
+  });
+
+  // A name a keystroke from one of ours may be another program's in a shared env file (a Django service's SECRET_KEY):
+  // named in a warning, never a refusal to start.
+  it('starts beside another program’s variable that looks like one of ours, and names it in a warning', async () => {
+    const db = await createTestDatabase('lookalike');
+    try {
+      const result = await run('apps/api/src/migrate.js', { DATABASE_URL: db.url, SECRET_KEY: 'django-insecure' });
+      expect(result.output).toContain('SECRET_KEY: not a variable Verity reads, ignored; did you mean SECRETS_KEY?');
+      expect(result.code).toBe(0);
+    } finally {
+      await db.drop();
+    }
   });
 
   it.each([

@@ -1,11 +1,12 @@
 import 'reflect-metadata';
 import { NEWER_SCHEMA, createDataSource, runMigrationsLocked, seedDemo } from '@verity/persistence';
-import { createLogger, loadConfig, runMain } from '@verity/platform';
+import { createLogger, loadConfig, lookalikeVariableWarnings, runMain } from '@verity/platform';
 
 /** Runs migrations under the advisory lock and, for the local demo (SEED_DEMO), seeds the demo tenant. Then exits. */
 async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger('migrate', config.LOG_LEVEL);
+  for (const warning of lookalikeVariableWarnings()) logger.warn(warning);
   const ds = createDataSource(config.DATABASE_URL, 2);
   await ds.initialize();
   try {

@@ -1,6 +1,7 @@
 import {
   ConfigError,
   loadConfig,
+  lookalikeVariableWarnings,
   tenantPrivateEgress,
   TIMER_MAX_MS,
   tracingOn,
@@ -389,27 +390,50 @@ describe('numbers checked against each other: a start that could not do what the
   });
 });
 
-describe('a misspelled variable refuses start, naming it and the variable meant', () => {
+describe('a variable that can only be one of ours, misspelled, refuses start, naming it and the variable meant', () => {
   it.each([
-    ['BULL_BOARD_WRITEABLE', 'true', 'BULL_BOARD_WRITABLE'],
-    ['METRICS_PUBLC', 'true', 'METRICS_PUBLIC'],
-    ['DISPATCH_METRICS_PORT', '9201', 'DISPATCHER_METRICS_PORT'],
     ['SWEEP_INTERVAL', '500', 'SWEEP_INTERVAL_MS'],
-    ['DATABASE_URI', 'postgres://postgres@db:5432/verity', 'DATABASE_URL'],
     ['redis_url', 'redis://redis:6379', 'REDIS_URL'],
-    ['RUN_MIGRATION', 'true', 'RUN_MIGRATIONS'],
-    ['PROT', '8080', 'PORT'],
+    ['Bull_Board_Writable', 'true', 'BULL_BOARD_WRITABLE'],
   ])('%s=%s (meant %s)', (name, value, meant) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(`${name}: not a variable Verity reads; did you mean ${meant}?`);
   });
 
   it('reports it beside any other refusal', () => {
-    expect(() => loadConfig({ METRICS_TOKN: 'x'.repeat(32), PORT: 'http' })).toThrow(
-      /PORT: must be a whole number.*METRICS_TOKN: not a variable Verity reads; did you mean METRICS_TOKEN\?/,
+    expect(() => loadConfig({ shutdown_grace_ms: '1000', PORT: 'http' })).toThrow(
+      /PORT: must be a whole number.*shutdown_grace_ms: not a variable Verity reads; did you mean SHUTDOWN_GRACE_MS\?/,
     );
   });
+});
 
+describe('a variable a keystroke or two from one of ours: a warning at start, not a refusal', () => {
+  // Another program's variable in a shared environment (a compose env_file, a CI job, a Kubernetes pod) can be that
+  // close to one of ours: refusing it would stop a deployment that runs as configured.
+  it.each([
+    ['BULL_BOARD_WRITEABLE', 'BULL_BOARD_WRITABLE'],
+    ['METRICS_PUBLC', 'METRICS_PUBLIC'],
+    ['DISPATCH_METRICS_PORT', 'DISPATCHER_METRICS_PORT'],
+    ['DATABASE_URI', 'DATABASE_URL'],
+    ['RUN_MIGRATION', 'RUN_MIGRATIONS'],
+    ['PROT', 'PORT'],
+    ['SECRET_KEY', 'SECRETS_KEY'],
+    ['LOGLEVEL', 'LOG_LEVEL'],
+  ])('%s (meant %s)', (name, meant) => {
+    expect(() => loadConfig({ [name]: 'x' })).not.toThrow();
+    expect(lookalikeVariableWarnings({ [name]: 'x' })).toEqual([
+      `${name}: not a variable Verity reads, ignored; did you mean ${meant}?`,
+    ]);
+  });
+
+  it('says nothing of an environment of ours and the system’s', () => {
+    expect(
+      lookalikeVariableWarnings({ PATH: '/bin', HOME: '/root', REDIS_URL: 'redis://r', SECRETS_KEY: 'k' }),
+    ).toEqual([]);
+  });
+});
+
+describe('the misspelling checks leave the rest of the environment alone', () => {
   it('leaves alone what the system, a container, Node, npm, OpenTelemetry and the other Verity programs set', () => {
     const foreign = [
       'PATH',
@@ -462,6 +486,10 @@ describe('a misspelled variable refuses start, naming it and the variable meant'
       'LOG_FORMAT',
       'VERITY_URL',
       'VERITY_API_KEY',
+      // A Django or Flask service's, in an env file shared with it; an image's log level.
+      'SECRET_KEY',
+      'LOGLEVEL',
+      'DATABASE_URI',
     ];
     expect(() => loadConfig(Object.fromEntries(foreign.map((name) => [name, 'x'])))).not.toThrow();
     expect(() => loadConfig(process.env)).not.toThrow();

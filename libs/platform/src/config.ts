@@ -475,27 +475,41 @@ export class ConfigError extends Error {
 }
 
 /**
- * Variables in the environment that are not ours but look like a misspelling of one (`BULL_BOARD_WRITEABLE`,
- * `SWEEP_INTERVAL` without its unit, `redis_url`): `[name, the variable meant]`. Such a setting was ignored without a
- * word and its default used instead — a board left read-only, a prefix left shared, the default database. The rest of
- * the environment (the system's, a container's, Node's, other programs') is not judged: only a name within one or two
- * keystrokes of ours (one for a short name, where two would reach common ones: HOME is two from HOST).
+ * A variable in the environment that is not ours but looks like a misspelling of `meant`. `certain`: it can only be
+ * ours — ours in another case (`redis_url`) or without its unit (`SWEEP_INTERVAL`) — and start is refused. Otherwise it
+ * is within one or two keystrokes of ours (one for a short name, where two would reach common ones: HOME is two from
+ * HOST), which another program's variable sharing the environment can be (a Django service's `SECRET_KEY` in a compose
+ * env file, an image's `LOGLEVEL`): a warning at start, since refusing would stop a deployment that runs as configured.
+ * The rest of the environment (the system's, a container's, Node's, other programs') is not judged.
  */
-export function misspelledVariables(env: NodeJS.ProcessEnv): [string, string][] {
+export interface LookalikeVariable {
+  name: string;
+  meant: string;
+  certain: boolean;
+}
+
+export function misspelledVariables(env: NodeJS.ProcessEnv): LookalikeVariable[] {
   const known = new Set<string>(CONFIG_VARIABLES);
-  const found: [string, string][] = [];
+  const found: LookalikeVariable[] = [];
   for (const name of Object.keys(env)) {
     if (known.has(name)) continue;
     const upper = name.toUpperCase();
-    const meant = CONFIG_VARIABLES.find(
-      (variable) =>
-        variable === upper ||
-        variable === `${upper}_MS` ||
-        editDistance(upper, variable) <= (variable.length >= 8 ? 2 : 1),
-    );
-    if (meant) found.push([name, meant]);
+    const certain = CONFIG_VARIABLES.find((variable) => variable === upper || variable === `${upper}_MS`);
+    if (certain) {
+      found.push({ name, meant: certain, certain: true });
+      continue;
+    }
+    const near = CONFIG_VARIABLES.find((variable) => editDistance(upper, variable) <= (variable.length >= 8 ? 2 : 1));
+    if (near) found.push({ name, meant: near, certain: false });
   }
   return found;
+}
+
+/** The lines a process logs at start (warn) for the variables that look like ours but may be another program's. */
+export function lookalikeVariableWarnings(env: NodeJS.ProcessEnv = process.env): string[] {
+  return misspelledVariables(env)
+    .filter((variable) => !variable.certain)
+    .map(({ name, meant }) => `${name}: not a variable Verity reads, ignored; did you mean ${meant}?`);
 }
 
 /** Insertions, deletions, substitutions and swaps of two neighbours that turn `a` into `b` (optimal string alignment). */
@@ -517,9 +531,9 @@ function editDistance(a: string, b: string): number {
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): VerityConfig {
   const parsed = ConfigSchema.safeParse(env);
-  const misspelled = misspelledVariables(env).map(
-    ([name, meant]) => `${name}: not a variable Verity reads; did you mean ${meant}?`,
-  );
+  const misspelled = misspelledVariables(env)
+    .filter((variable) => variable.certain)
+    .map(({ name, meant }) => `${name}: not a variable Verity reads; did you mean ${meant}?`);
   if (!parsed.success || misspelled.length > 0) {
     const issues = parsed.success ? [] : parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
     throw new ConfigError(`invalid configuration: ${[...issues, ...misspelled].join('; ')}`);

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { VerityConfig, loadConfig, tracingOn } from './config';
+import { VerityConfig, loadConfig, lookalikeVariableWarnings, tracingOn } from './config';
 import { createLogger } from './logger';
 import { collectProcessMetrics } from './metrics';
 import { logCrashes } from './shutdown';
@@ -19,11 +19,12 @@ export function runMain(app: string, main: () => Promise<void>): void {
 
 /**
  * The first steps of a long-running process (the API, the dispatcher, the reconciler): config validated first (a bad
- * value stops it, naming the variable), its logger, crashes logged with their stack, Node's own metrics collected.
+ * value stops it, naming the variable; a name that looks like ours is a warning), its logger, crashes logged with their stack, Node's own metrics collected.
  */
 export function startProcess(app: string): { config: VerityConfig; logger: Logger } {
   const config = loadConfig();
   const logger = createLogger(app, config.LOG_LEVEL, tracingOn(config));
+  for (const warning of lookalikeVariableWarnings()) logger.warn(warning);
   logCrashes(logger);
   collectProcessMetrics();
   return { config, logger };
