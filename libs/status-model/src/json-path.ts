@@ -76,3 +76,14 @@ function canonical(value: unknown): string {
   }
   return JSON.stringify(value) ?? 'undefined';
 }
+
+/**
+ * The first `maxChars` UTF-16 units of `text`, less the first half of a character the cut would split (an emoji at the
+ * cut): that half alone is text Postgres refuses in a `jsonb` value (JSON writes it `\ud83d`), so a record holding it
+ * could not be written at all.
+ */
+export function textPrefix(text: string, maxChars: number): string {
+  const cut = text.slice(0, maxChars);
+  const last = cut.charCodeAt(cut.length - 1);
+  return cut.length < text.length && last >= 0xd800 && last <= 0xdbff ? cut.slice(0, -1) : cut;
+}

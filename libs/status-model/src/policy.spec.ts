@@ -114,6 +114,15 @@ describe('approval rules', () => {
       );
       expect(describeFoundAmount('9'.repeat(100))).toBe(`"${'9'.repeat(39)}… (a string)`);
     });
+
+    // The detail is stored in jsonb (the approval request's event), which refuses half a character: a cut inside an
+    // emoji left a record that could not be written.
+    it('cuts a long value before a character it would halve, never inside it', () => {
+      const emoji = '\u{1f600}';
+      expect(describeFoundAmount(`${'9'.repeat(38)}${emoji}9`)).toBe(`"${'9'.repeat(38)}… (a string)`);
+      expect(describeFoundAmount(`${'9'.repeat(37)}${emoji}9`)).toBe(`"${'9'.repeat(37)}${emoji}… (a string)`);
+      expect(describeFoundCurrency(`${'E'.repeat(19)}${emoji}`)).toBe(`"${'E'.repeat(19)}"`);
+    });
   });
 
   it('no rules, no approval', () => {

@@ -1,3 +1,4 @@
+import { textPrefix } from './json-path';
 import { OPERATION_TRANSITIONS, OperationStatus, TerminalReason } from './operation';
 
 /**
@@ -69,7 +70,7 @@ export function currencyMismatch(
 export function describeFoundCurrency(found: unknown): string {
   if (found === undefined) return 'missing';
   return typeof found === 'string'
-    ? JSON.stringify(found.slice(0, 20))
+    ? JSON.stringify(textPrefix(found, 20))
     : `not a string (${JSON.stringify(found)?.slice(0, 20)})`;
 }
 
@@ -246,7 +247,7 @@ export function isComparableAmount(value: unknown): value is number {
 /** A value found at an amount field, for a message: its JSON, cut short, and what kind it is when not a number. */
 export function describeFoundAmount(found: unknown): string {
   const json = JSON.stringify(found) ?? String(found);
-  const shown = json.length > 40 ? `${json.slice(0, 40)}…` : json;
+  const shown = json.length > 40 ? `${textPrefix(json, 40)}…` : json;
   if (typeof found === 'number' || found === null) return shown;
   const kind = Array.isArray(found) ? 'an array' : typeof found === 'object' ? 'an object' : `a ${typeof found}`;
   return `${shown} (${kind})`;
