@@ -296,6 +296,44 @@ describe('admin: tenant policy', () => {
     }
   });
 
+  // The detail cuts the value at 40 characters; cut inside an emoji, the half left made the approval.requested event
+  // unwritable (jsonb refuses it), and the operation never reached its reviewer.
+  it('a threshold asks approval of a string amount whose shown part ends inside an emoji', async () => {
+    const target = await startTarget();
+    const settings = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+      key: DEMO.admin,
+      body: { allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true }] },
+    });
+    expect(settings.status).toBe(200);
+    const rule = { connector: 'http', amount_above: 5000, amount_field: 'body.amount' };
+    expect((await policy('PUT', { approval_rules: [rule] })).status).toBe(200);
+    const amount = `${'9'.repeat(38)}\u{1f600}9`;
+    const held = await submit(stack, [
+      httpOp('charge', {
+        method: 'POST',
+        url: `${target.base}/orders`,
+        body: { amount, reference: unique('pol-emoji') },
+      }),
+    ]);
+    try {
+      const waiting = await waitForOp(stack, held.id, 'charge', (o) => o.approval?.state === 'requested');
+      expect(waiting.status).toBe('PREPARED');
+      const requested = (await events(stack, held.id)).find((e) => e.type === 'approval.requested');
+      expect(requested?.data).toMatchObject({
+        reason: 'amount_unreadable',
+        detail: `params.body.amount is "${'9'.repeat(38)}… (a string), not a finite number >= 0, so it cannot be compared with the approval threshold on http (5000)`,
+      });
+    } finally {
+      await http(stack.apiUrl, 'POST', `/v1/executions/${held.id}/cancel`, { key: DEMO.agent, body: {} });
+      await policy('PUT', { approval_rules: null });
+      await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+        key: DEMO.admin,
+        body: { allow_hosts: [] },
+      });
+      await target.close();
+    }
+  });
+
   it('a threshold fails closed: a string amount waits for approval and is not sent; no amount at all is not caught', async () => {
     // A target of the tenant's own on loopback (allowlisted explicitly), whose log shows whether anything was sent.
     const target = await startTarget();
