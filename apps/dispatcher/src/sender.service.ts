@@ -678,8 +678,9 @@ export class SenderService implements OnModuleDestroy {
   }
 
   /**
-   * Over a spending cap: refused before anything is sent. PREPARED → CANCELLED (never sent, safe to retry later), with
-   * the cap, its period and the usage in the evidence and in a `spending_cap.exceeded` event.
+   * Over a spending cap: refused before anything is sent. PREPARED → CANCELLED (never sent; a retry passes once the
+   * window has room, unless the amount alone is above the cap or the cap cannot count it), with the cap, its period and
+   * the usage in the evidence and in a `spending_cap.exceeded` event.
    */
   private async refuseOverCap(
     op: OperationEntity,

@@ -122,8 +122,9 @@ export interface OperationTransitionInput {
   /**
    * Only with a move to VERIFIED by a read-back — or by a context read finding the requested state present
    * (`no_change_required`) — that does not name its own effect (libs/connectors `readBackBindingProblems`): the
-   * statement commits only while the tenant's `read_back_binding` for the connector is not `bound`. The read was made under the settings as read before it; an admin who bound read-backs meanwhile must
-   * not see it end VERIFIED afterwards. A refused move answers `won: false`, like a lost compare-and-set.
+   * statement commits only while the tenant's `read_back_binding` for the connector is not `bound`. The read was made
+   * under the settings as read before it; an admin who bound read-backs meanwhile must not see it end VERIFIED
+   * afterwards. A refused move answers `won: false`, like a lost compare-and-set.
    */
   readBackUnbound?: boolean;
   /**
