@@ -4,6 +4,7 @@ import { listenLocally, serveDuringDescribe } from '../../../test/support/local-
 import type { ConnectorEnvironment, ConnectorOperation } from './connector';
 import { SandboxPaymentsConnector } from './sandbox-payments.connector';
 import { SandboxSmsConnector } from './sandbox-sms.connector';
+import { DEFAULT_REJECTION_STATUSES, classifySend } from './classify';
 
 /**
  * The outcome classification of one send, row by row, as the built-in connectors apply it to what a real provider
@@ -97,5 +98,21 @@ describe('the outcome classification of one send (sandbox.payments and sandbox.s
     expect(await sms.send({ ...op({ to: '+15550100', body: 'hi' }), action: 'send' }, env(closed.url))).toMatchObject(
       failed,
     );
+  });
+});
+
+describe('the provider error code a rejection passes on', () => {
+  const rejection = (code: string) =>
+    classifySend(
+      { kind: 'response', status: 422, headers: {}, body: { error: { code } }, truncated: false },
+      { rejectionStatuses: DEFAULT_REJECTION_STATUSES },
+    );
+
+  it('is cut to 100 characters before a character it would halve: the half could not be stored as JSON', () => {
+    const code = `${'x'.repeat(99)}😀tail`;
+    const outcome = rejection(code) as { providerError: { code: string } };
+    expect(outcome.providerError.code).toBe('x'.repeat(99));
+    expect(JSON.stringify(outcome.providerError)).not.toMatch(/\\ud83d/);
+    expect((rejection('x'.repeat(120)) as { providerError: { code: string } }).providerError.code).toHaveLength(100);
   });
 });

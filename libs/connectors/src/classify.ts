@@ -1,4 +1,4 @@
-import { OperationStatus, type SendRefusedCause, TerminalReason } from '@verity/status-model';
+import { OperationStatus, type SendRefusedCause, TerminalReason, textPrefix } from '@verity/status-model';
 import type { HttpExchange } from './http-exchange';
 
 export type SendOutcome =
@@ -91,5 +91,5 @@ export function isRejectableStatus(status: number): boolean {
 /** Only the provider's error code travels on; raw bodies are never echoed to agents. */
 function summarizeProviderError(body: unknown): unknown {
   const error = (body as { error?: { code?: unknown } }).error;
-  return typeof error?.code === 'string' ? { code: error.code.slice(0, 100) } : undefined;
+  return typeof error?.code === 'string' ? { code: textPrefix(error.code, 100) } : undefined;
 }
