@@ -298,33 +298,23 @@ describe('admin: tenant policy', () => {
 
   // The detail cuts the value at 40 characters; cut inside an emoji, the half left made the approval.requested event
   // unwritable (jsonb refuses it), and the operation never reached its reviewer.
-  it('a threshold asks approval of a string amount whose shown part ends inside an emoji', async () => {
+  const HTTP_THRESHOLD = { connector: 'http', amount_above: 5000, amount_field: 'body.amount' };
+
+  /**
+   * A target of the tenant's own on loopback (allowlisted explicitly), whose log shows whether anything was sent, under a
+   * threshold on http amounts at `body.amount`; both undone after `run`, which cancels what it submitted.
+   */
+  async function underHttpThreshold(run: (target: Awaited<ReturnType<typeof startTarget>>) => Promise<void>) {
     const target = await startTarget();
-    const settings = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
-      key: DEMO.admin,
-      body: { allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true }] },
-    });
-    expect(settings.status).toBe(200);
-    const rule = { connector: 'http', amount_above: 5000, amount_field: 'body.amount' };
-    expect((await policy('PUT', { approval_rules: [rule] })).status).toBe(200);
-    const amount = `${'9'.repeat(38)}\u{1f600}9`;
-    const held = await submit(stack, [
-      httpOp('charge', {
-        method: 'POST',
-        url: `${target.base}/orders`,
-        body: { amount, reference: unique('pol-emoji') },
-      }),
-    ]);
     try {
-      const waiting = await waitForOp(stack, held.id, 'charge', (o) => o.approval?.state === 'requested');
-      expect(waiting.status).toBe('PREPARED');
-      const requested = (await events(stack, held.id)).find((e) => e.type === 'approval.requested');
-      expect(requested?.data).toMatchObject({
-        reason: 'amount_unreadable',
-        detail: `params.body.amount is "${'9'.repeat(38)}… (a string), not a finite number >= 0, so it cannot be compared with the approval threshold on http (5000)`,
+      const settings = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+        key: DEMO.admin,
+        body: { allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true }] },
       });
+      expect(settings.status).toBe(200);
+      expect((await policy('PUT', { approval_rules: [HTTP_THRESHOLD] })).status).toBe(200);
+      await run(target);
     } finally {
-      await http(stack.apiUrl, 'POST', `/v1/executions/${held.id}/cancel`, { key: DEMO.agent, body: {} });
       await policy('PUT', { approval_rules: null });
       await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
         key: DEMO.admin,
@@ -332,56 +322,67 @@ describe('admin: tenant policy', () => {
       });
       await target.close();
     }
+  }
+
+  it('a threshold asks approval of a string amount whose shown part ends inside an emoji', async () => {
+    await underHttpThreshold(async (target) => {
+      const amount = `${'9'.repeat(38)}\u{1f600}9`;
+      const held = await submit(stack, [
+        httpOp('charge', {
+          method: 'POST',
+          url: `${target.base}/orders`,
+          body: { amount, reference: unique('pol-emoji') },
+        }),
+      ]);
+      try {
+        const waiting = await waitForOp(stack, held.id, 'charge', (o) => o.approval?.state === 'requested');
+        expect(waiting.status).toBe('PREPARED');
+        const requested = (await events(stack, held.id)).find((e) => e.type === 'approval.requested');
+        expect(requested?.data).toMatchObject({
+          reason: 'amount_unreadable',
+          detail: `params.body.amount is "${'9'.repeat(38)}… (a string), not a finite number >= 0, so it cannot be compared with the approval threshold on http (5000)`,
+        });
+      } finally {
+        await http(stack.apiUrl, 'POST', `/v1/executions/${held.id}/cancel`, { key: DEMO.agent, body: {} });
+      }
+    });
   });
 
   it('a threshold fails closed: a string amount waits for approval and is not sent; no amount at all is not caught', async () => {
-    // A target of the tenant's own on loopback (allowlisted explicitly), whose log shows whether anything was sent.
-    const target = await startTarget();
-    const settings = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
-      key: DEMO.admin,
-      body: { allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true }] },
-    });
-    expect(settings.status).toBe(200);
-    const rule = { connector: 'http', amount_above: 5000, amount_field: 'body.amount' };
-    expect((await policy('PUT', { approval_rules: [rule] })).status).toBe(200);
-    const ref = unique('pol-str');
-    target.setState(ref, 'none');
-    const post = httpOp('charge', {
-      method: 'POST',
-      url: `${target.base}/orders`,
-      body: { amount: '9999999', currency: 'EUR', reference: ref },
-    });
-    const get = httpOp('look', { method: 'GET', url: `${target.base}/state/${ref}` });
-    const held = await submit(stack, [post]);
-    const read = await submit(stack, [get]);
-    try {
-      // No amount at the field (a GET has no body): nothing to compare, so the rule does not hold it.
-      const looked = await waitForOp(stack, read.id, 'look', (o) => o.status === 'ACKNOWLEDGED');
-      expect(looked.approval).toBeNull();
-      const waiting = await waitForOp(stack, held.id, 'charge', (o) => o.approval?.state === 'requested');
-      expect(waiting.status).toBe('PREPARED');
-      const requested = (await events(stack, held.id)).find((e) => e.type === 'approval.requested');
-      expect(requested?.data).toEqual({
-        policy: 'tenant_policy',
-        rule,
-        reason: 'amount_unreadable',
-        detail:
-          'params.body.amount is "9999999" (a string), not a finite number >= 0, so it cannot be compared with the approval threshold on http (5000)',
+    await underHttpThreshold(async (target) => {
+      const ref = unique('pol-str');
+      target.setState(ref, 'none');
+      const post = httpOp('charge', {
+        method: 'POST',
+        url: `${target.base}/orders`,
+        body: { amount: '9999999', currency: 'EUR', reference: ref },
       });
-      // Nothing was sent: the target saw the GET for this reference and no POST.
-      await stack.sweepsPassed(2);
-      const mentions = target.seen.filter((r) => r.url.includes(ref) || r.body.includes(ref));
-      expect(mentions.map((r) => r.method)).toEqual(['GET']);
-      expect((await waitForOp(stack, held.id, 'charge', () => true)).status).toBe('PREPARED');
-    } finally {
-      await http(stack.apiUrl, 'POST', `/v1/executions/${held.id}/cancel`, { key: DEMO.agent, body: {} });
-      await policy('PUT', { approval_rules: null });
-      await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
-        key: DEMO.admin,
-        body: { allow_hosts: [] },
-      });
-      await target.close();
-    }
+      const get = httpOp('look', { method: 'GET', url: `${target.base}/state/${ref}` });
+      const held = await submit(stack, [post]);
+      const read = await submit(stack, [get]);
+      try {
+        // No amount at the field (a GET has no body): nothing to compare, so the rule does not hold it.
+        const looked = await waitForOp(stack, read.id, 'look', (o) => o.status === 'ACKNOWLEDGED');
+        expect(looked.approval).toBeNull();
+        const waiting = await waitForOp(stack, held.id, 'charge', (o) => o.approval?.state === 'requested');
+        expect(waiting.status).toBe('PREPARED');
+        const requested = (await events(stack, held.id)).find((e) => e.type === 'approval.requested');
+        expect(requested?.data).toEqual({
+          policy: 'tenant_policy',
+          rule: HTTP_THRESHOLD,
+          reason: 'amount_unreadable',
+          detail:
+            'params.body.amount is "9999999" (a string), not a finite number >= 0, so it cannot be compared with the approval threshold on http (5000)',
+        });
+        // Nothing was sent: the target saw the GET for this reference and no POST.
+        await stack.sweepsPassed(2);
+        const mentions = target.seen.filter((r) => r.url.includes(ref) || r.body.includes(ref));
+        expect(mentions.map((r) => r.method)).toEqual(['GET']);
+        expect((await waitForOp(stack, held.id, 'charge', () => true)).status).toBe('PREPARED');
+      } finally {
+        await http(stack.apiUrl, 'POST', `/v1/executions/${held.id}/cancel`, { key: DEMO.agent, body: {} });
+      }
+    });
   });
 
   it('the older tenant threshold shows as a rule, and PUT of other fields keeps it', async () => {
