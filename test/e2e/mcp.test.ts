@@ -318,6 +318,18 @@ describe('MCP over Streamable HTTP at /mcp', () => {
     const { resources } = await theirs.listResources();
     expect(resources.map((r) => r.uri)).not.toContain(`verity://executions/${id}`);
   });
+
+  it('lists an execution whose intent has an emoji at the title’s cut without half of it (valid Unicode)', async () => {
+    // The title is the intent's first 200 UTF-16 units: the 200th is here the first half of 😀. Cut there, the
+    // answer carried `"\ud83d"`, which strict JSON readers (Rust's serde_json, a UTF-8 encode in Python) refuse:
+    // the whole page of resources became unreadable to such a client.
+    const intent = `${'a'.repeat(199)}\u{1F600} and more`;
+    const created = await submit(stack, [chargeSubmission(unique('emoji-title')).operations[0]], { intent });
+    const mine = await httpClient(DEMO.agent);
+    const { resources } = await mine.listResources();
+    const listed = resources.find((r) => r.uri === `verity://executions/${created.id}`);
+    expect(listed?.title).toBe('a'.repeat(199));
+  });
 });
 
 describe('MCP through the verity-mcp stdio entry point', () => {

@@ -10,6 +10,7 @@ import {
   SubscribeRequestSchema,
   UnsubscribeRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
+import { textPrefix } from '@verity/status-model';
 import { z } from 'zod';
 import type { Verity } from '../client';
 import { VerityError, VerityNetworkError, VerityTimeoutError } from '../errors';
@@ -425,7 +426,8 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
       resources: page.data.map((e) => ({
         uri: executionUri(e.id),
         name: e.id,
-        title: e.intent.slice(0, 200),
+        // Not inside a character: half an emoji is no Unicode, and a strict JSON reader refuses the whole page for it.
+        title: textPrefix(e.intent, 200),
         mimeType: 'application/json',
       })),
       ...(page.next_cursor ? { nextCursor: page.next_cursor } : {}),
