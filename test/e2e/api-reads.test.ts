@@ -221,6 +221,19 @@ describe('reads, cancel, retry and the OpenAPI contract', () => {
       expect(res.status).toBe(400);
       expect(res.body.errors?.[0]).toMatchObject({ field: 'after', rule: 'known_event' });
     }
+    // The message quotes the cursor's first 100 characters, never half of one: an emoji at the cut left its first half,
+    // sent as "\ud83d", which strict JSON readers refuse with the whole answer (the refusal could not be read).
+    const emoji = await http<Problem>(
+      stack.apiUrl,
+      'GET',
+      `/v1/executions/${done.id}/events?after=${encodeURIComponent(`${'a'.repeat(99)}\u{1F600}`)}`,
+      { key: DEMO.agent },
+    );
+    expect(emoji.status).toBe(400);
+    expect(emoji.body.errors?.[0]).toMatchObject({
+      rule: 'known_event',
+      message: `no event ${'a'.repeat(99)} in this execution`,
+    });
   });
 
   it('cancels: PREPARED operations become CANCELLED, an operation already sent keeps being reconciled (I11)', async () => {

@@ -1,4 +1,5 @@
 import { eventSeqOf } from '@verity/persistence';
+import { textPrefix } from '@verity/status-model';
 import type { EntityManager } from 'typeorm';
 import { Problem } from '../problem/problem';
 
@@ -21,7 +22,7 @@ export async function resolveEventCursor(
   const seq = /^evt_[0-9a-z]{1,40}$/.test(after) ? await eventSeqOf(db, executionId, tenantId, after) : null;
   if (seq === null) {
     throw Problem.validation([
-      { field, rule: 'known_event', message: `no event ${after.slice(0, 100)} in this execution` },
+      { field, rule: 'known_event', message: `no event ${textPrefix(after, 100)} in this execution` },
     ]);
   }
   return seq;
