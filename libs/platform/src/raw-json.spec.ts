@@ -44,6 +44,14 @@ describe('rawJsonIssue: a member named twice', () => {
     expect(field.length).toBeLessThanOrEqual(201);
     expect(field).toMatch(/^x\.x\.x.*…$/);
   });
+
+  it('cuts a long path before an emoji at the cut, never inside it (half of one is no Unicode)', () => {
+    // The 200th UTF-16 unit of the path is the first half of 😀: the answer's field carried "\ud83d", which strict JSON
+    // readers refuse with the whole refusal.
+    const name = `${'a'.repeat(199)}\u{1F600}`;
+    const text = JSON.stringify({ [name]: 1 }).replace('}', `,${JSON.stringify(name)}:2}`);
+    expect(rawJsonIssue(text)).toEqual({ field: `${'a'.repeat(199)}…`, rule: 'duplicate_key' });
+  });
 });
 
 describe('rawJsonIssue: a number JSON.parse would round', () => {

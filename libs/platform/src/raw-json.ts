@@ -1,3 +1,5 @@
+import { textPrefix } from '@verity/status-model';
+
 /** What the raw text of a JSON body says that the parsed value would no longer show. */
 export interface RawJsonIssue {
   /** The member's path, as validation errors name fields: `operations[0].params.amount`. */
@@ -176,7 +178,8 @@ function pathThrough(frames: readonly Frame[], name?: string): string {
   }
   const full = name === undefined ? path : memberPath(path, name);
   if (full === '') return '(body)';
-  return full.length > MAX_PATH_CHARS ? `${full.slice(0, MAX_PATH_CHARS)}…` : full;
+  // Not inside a character: half an emoji is no Unicode, and strict JSON readers refuse the answer that names it.
+  return full.length > MAX_PATH_CHARS ? `${textPrefix(full, MAX_PATH_CHARS)}…` : full;
 }
 
 /**
