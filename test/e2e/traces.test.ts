@@ -4,6 +4,7 @@ import { charge, http, submission, unique } from '../support/http';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import type { Execution } from '@verity/sdk';
 import { events, getExecution, settle, statusPath, submit } from './dispatcher-helpers';
+import { startReceiver } from './webhook-receiver';
 
 /** One span as the OTLP/HTTP JSON exporter sends it, with the service and instrumentation scope it came from. */
 interface ReceivedSpan {
@@ -417,6 +418,49 @@ describe('traces (OpenTelemetry, OTLP/HTTP)', () => {
     const recorded = JSON.stringify(collector.spans.map((s) => [s.name, s.attributes, s.events]));
     for (const key of [DEMO.agent, DEMO.reviewer, DEMO.admin]) expect(recorded).not.toContain(key);
     expect(served.map((s) => s.attributes['url.query'])).toEqual(['REDACTED', 'REDACTED', 'REDACTED']);
+  });
+
+  it("records no webhook URL's path or query in the delivery's span: they may be the receiver's credential", async () => {
+    // A chat service's incoming-webhook URL is its credential (a token in the path); others put one in the query.
+    const receiver = await startReceiver(() => ({ status: 204 }));
+    try {
+      const allowed = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+        key: DEMO.admin,
+        body: { allow_hosts: [{ host: '127.0.0.1', ports: [receiver.port], allow_private: true }] },
+      });
+      expect(allowed.status).toBe(200);
+      const pathToken = unique('pathtoken');
+      const queryToken = unique('querytoken');
+      const created = await http(stack.apiUrl, 'POST', '/v1/admin/webhooks', {
+        key: DEMO.admin,
+        body: { url: `${receiver.base}/services/${pathToken}?token=${queryToken}`, events: ['execution.finished'] },
+      });
+      expect(created.status).toBe(201);
+      await settle(stack, (await submit(stack, [charge(unique('trace-webhook'))])).id);
+      await waitFor(
+        async () => receiver.seen.length,
+        (n) => n >= 1,
+      );
+      // The delivery's own span (the reconciler's call to the receiver), before anything is said about what none holds.
+      const delivered = await waitFor(
+        async () =>
+          collector.spans.filter(
+            (s) =>
+              s.service === 'verity-reconciler' &&
+              s.kind === SPAN_KIND_CLIENT &&
+              s.attributes['server.port'] === receiver.port,
+          ),
+        (found) => found.length >= 1,
+        30_000,
+        200,
+      );
+      expect(delivered[0].attributes['url.full']).toBe(`${receiver.base}/REDACTED`);
+      const recorded = JSON.stringify(collector.spans.map((s) => [s.name, s.attributes, s.events]));
+      expect(recorded).not.toContain(pathToken);
+      expect(recorded).not.toContain(queryToken);
+    } finally {
+      await receiver.close();
+    }
   });
 
   it('links no caller trace when the request carries none, or a malformed one', async () => {

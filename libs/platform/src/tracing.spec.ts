@@ -1,4 +1,12 @@
-import { currentTraceparent, inTraceOf, redactedQuery, startTracing, traceFields, traceIdOf } from './tracing';
+import {
+  currentTraceparent,
+  inTraceOf,
+  outgoingUrlRecorded,
+  redactedQuery,
+  startTracing,
+  traceFields,
+  traceIdOf,
+} from './tracing';
 
 describe('tracing helpers', () => {
   it('read the trace id of a W3C traceparent, and nothing else', () => {
@@ -26,5 +34,15 @@ describe('tracing helpers', () => {
     expect(redactedQuery('/v1/executions?')).toBeUndefined();
     expect(redactedQuery('/v1/executions')).toBeUndefined();
     expect(redactedQuery(undefined)).toBeUndefined();
+  });
+
+  it('records where an outgoing call went, never its path or query', () => {
+    expect(outgoingUrlRecorded({ protocol: 'https:', hostname: 'hooks.example.com', port: 443 })).toBe(
+      'https://hooks.example.com:443/REDACTED',
+    );
+    expect(outgoingUrlRecorded({ protocol: 'http:', hostname: '::1', port: '8080' })).toBe(
+      'http://[::1]:8080/REDACTED',
+    );
+    expect(outgoingUrlRecorded({ hostname: 'example.com' })).toBe('http://example.com/REDACTED');
   });
 });

@@ -1,5 +1,6 @@
 import { ROOT_CONTEXT, TraceFlags, context, propagation, trace } from '@opentelemetry/api';
 import type { IncomingMessage } from 'node:http';
+import { isIP } from 'node:net';
 import type { NodeSDK } from '@opentelemetry/sdk-node';
 import { tracingOn, tracingVariables } from './config';
 
@@ -47,6 +48,9 @@ export function startTracing(defaultServiceName: string, env: NodeJS.ProcessEnv 
           const query = redactedQuery(request.url);
           return query === undefined ? {} : { 'url.query': query };
         },
+        // Likewise for the calls Verity makes (applied after url.full is recorded, so it replaces it): their URLs are
+        // the tenants' — a webhook receiver's, an http operation's target — whose path or query may be a credential.
+        startOutgoingSpanHook: (options) => ({ 'url.full': outgoingUrlRecorded(options) }),
       }),
       // Statements and commands are recorded inside a trace only: a worker's idle polling is not one.
       new pg.PgInstrumentation({ requireParentSpan: true }),
@@ -65,6 +69,24 @@ export function startTracing(defaultServiceName: string, env: NodeJS.ProcessEnv 
 export function redactedQuery(url: string | undefined): string | undefined {
   const at = url?.indexOf('?') ?? -1;
   return url === undefined || at < 0 || at === url.length - 1 ? undefined : 'REDACTED';
+}
+
+/**
+ * The URL an outgoing call's span records: its origin only, the path and query replaced by REDACTED. A chat service's
+ * incoming-webhook URL is its credential (a token in the path), and any target may take a token in the query; the
+ * span goes to the operator's trace store, where every reader of traces would find it. The span still says where the
+ * call went (`server.address`, `server.port`).
+ */
+export function outgoingUrlRecorded(options: {
+  protocol?: string | null;
+  hostname?: string | null;
+  host?: string | null;
+  port?: number | string | null;
+}): string {
+  const host = options.hostname ?? options.host ?? 'localhost';
+  const literal = isIP(host) === 6 ? `[${host}]` : host;
+  const port = options.port === undefined || options.port === null || options.port === '' ? '' : `:${options.port}`;
+  return `${options.protocol ?? 'http:'}//${literal}${port}/REDACTED`;
 }
 
 /** The headers through which a caller could put a request into a trace of its choosing, or hand it baggage. */
