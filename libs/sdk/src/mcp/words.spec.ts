@@ -1,5 +1,6 @@
 import { OPERATION_STATUSES, OperationStatus, RetryRule, VerificationMethod } from '@verity/status-model';
-import { RULES, operationEffect, operationHistories } from './words';
+import { RULES, connectorLimitations, operationEffect, operationHistories } from './words';
+import type { ConnectorInfo } from '../types';
 import type { ExecutionEvent } from '../types';
 
 const op = (status: OperationStatus, extra: Partial<Parameters<typeof operationEffect>[0]> = {}) =>
@@ -72,5 +73,30 @@ describe('what the MCP tools say about an operation', () => {
     ]);
     expect(paths.get('op_1')).toEqual(['PREPARED', 'SENT', 'UNKNOWN', 'RECONCILING', 'VERIFIED']);
     expect(paths.get('op_2')).toEqual(['PREPARED', 'CANCELLED']);
+  });
+});
+
+describe('what list_connectors says about a connector', () => {
+  it("quotes an action's condition as the connector words it, with no word added", () => {
+    const action = {
+      name: 'request',
+      description: 'an HTTP request',
+      read_back: true,
+      context_read: true,
+      provider_idempotency: false,
+      reversible: false,
+      can_reach_verified: true,
+      conditions: { context_read: 'only when the operation gives params.context' },
+      params_schema: {},
+    };
+    const connector = {
+      ...action,
+      name: 'http',
+      description: 'generic HTTP',
+      actions: [action],
+    } as unknown as ConnectorInfo;
+    expect(connectorLimitations(connector)).toContain(
+      'action request: context_read only when the operation gives params.context',
+    );
   });
 });

@@ -199,7 +199,7 @@ export function connectorLimitations(connector: ConnectorInfo): string[] {
     limits.push('can read the target’s current state before sending (expected_state is checked)');
   for (const action of connector.actions) {
     for (const [capability, when] of Object.entries(action.conditions)) {
-      limits.push(`action ${action.name}: ${capability} only ${when}`);
+      limits.push(`action ${action.name}: ${capability} ${when}`);
     }
   }
   return limits;
