@@ -143,4 +143,62 @@ describe('a release past its execution’s deadline, by the database’s clock',
     }
     expect(await events(stack, created.id)).toEqual(before);
   });
+
+  it('whose execution ends after the options were read: the statement refuses it (409), nothing written', async () => {
+    // The release is judged twice: by the options the API reads (the execution running, its deadline far), and by the
+    // statement that records it, which must judge the execution as it stands then — not by a read of the API's made
+    // before it. Here the execution ends between the two: its row is cancelled while its held operation is still on
+    // file (the state a path that ends an execution leaves until the sweeper ends its holds), while the API waits to
+    // read the tenant's policy, after it read the options.
+    await stack.startApp('dispatcher');
+    const created = await submit(
+      stack,
+      [
+        charge(unique('release-ended'), { expected_state: { charged: true } }),
+        sms(unique('release-ended-sms'), { depends_on: ['charge'] }),
+      ],
+      { deadline_seconds: 600 },
+    );
+    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    expect(held.attempt).toBe(0);
+    for (const app of stack.running('dispatcher')) await stack.kill(app, 'SIGTERM');
+    const shown = await http<Detail>(stack.apiUrl, 'GET', `/v1/operations/${held.id}`, { key: DEMO.reviewer });
+    expect(shown.body.permitted_resolutions).toContain('SENT');
+    const before = await events(stack, created.id);
+    const policyLock = stack.db.dataSource.createQueryRunner();
+    await policyLock.connect();
+    try {
+      await policyLock.startTransaction();
+      await policyLock.query('LOCK TABLE tenants IN ACCESS EXCLUSIVE MODE');
+      let answered = false;
+      const releasing = http<Problem & { permitted_resolutions?: string[] }>(
+        stack.apiUrl,
+        'POST',
+        `/v1/operations/${held.id}/resolve`,
+        { key: DEMO.reviewer, body: { status: 'SENT', evidence: 'the conflict is understood: send it' } },
+      ).finally(() => (answered = true));
+      await waitForLockWaiter(stack.db.dataSource, {
+        statementLike: 'SELECT settings FROM tenants%',
+        unless: () => answered,
+      });
+      expect(answered).toBe(false);
+      await stack.db.dataSource.query(`UPDATE executions SET status = 'cancelled' WHERE id = $1`, [created.id]);
+      await policyLock.commitTransaction();
+      const released = await releasing;
+      expect({ status: released.status, type: released.body.type }).toEqual({
+        status: 409,
+        type: 'https://verity.dev/problems/resolution-not-permitted',
+      });
+      expect(released.body.permitted_resolutions).not.toContain('SENT');
+    } finally {
+      if (policyLock.isTransactionActive) await policyLock.rollbackTransaction();
+      await policyLock.release();
+    }
+    expect(await events(stack, created.id)).toEqual(before);
+    const [{ resolution }] = (await stack.db.dataSource.query(
+      `SELECT obligation->'resolution' AS resolution FROM operations WHERE id = $1`,
+      [held.id],
+    )) as { resolution: unknown }[];
+    expect(resolution).toBeNull();
+  });
 });

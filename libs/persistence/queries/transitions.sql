@@ -160,6 +160,30 @@ WITH moved AS (
        RETURNING id, seq, execution_id,
                  (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
 
+-- resolutionReleased
+WITH stamp AS MATERIALIZED (SELECT clock_timestamp() AS at), moved AS (
+         UPDATE operations SET updated_at = clock_timestamp(), obligation = jsonb_set(coalesce(obligation, '{}'::jsonb) || $5::jsonb, '{resolution,at}', to_jsonb(to_char(((SELECT at FROM stamp)) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))
+         WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND obligation->'resolution' IS NULL AND EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $6 AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE) AND EXISTS (SELECT 1 FROM executions ge WHERE ge.id = operations.execution_id
+                    AND ge.status IN ('created', 'validating', 'resolving_context', 'planning', 'running', 'waiting_for_tool', 'waiting_for_approval', 'validating_output', 'completed')
+                    AND (ge.status IN ('completed', 'failed', 'cancelled', 'expired') OR ge.deadline_at > clock_timestamp())) AND coalesce(jsonb_array_length(obligation->'investigations'), 0) = $7
+         RETURNING id, execution_id, tenant_id, created_at
+       ), seq AS (
+         UPDATE executions e SET event_seq = e.event_seq + $13::int, updated_at = clock_timestamp()
+         FROM moved WHERE e.id = moved.execution_id
+         RETURNING e.id, e.event_seq
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data, created_at)
+       SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - $13::int + m.ord, moved.id, m.type,
+              m.from_status, m.to_status, CASE WHEN m.ord = 1 THEN jsonb_set(m.data, '{at}', to_jsonb(to_char(((SELECT at FROM stamp)) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))
+              WHEN jsonb_typeof(m.data->'resolution') = 'object' THEN jsonb_set(m.data, '{resolution,at}', to_jsonb(to_char(((SELECT at FROM stamp)) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))
+              ELSE m.data END, (SELECT at FROM stamp)
+       FROM moved JOIN seq ON seq.id = moved.execution_id,
+            unnest($8::text[], $9::text[], $10::text[], $11::text[],
+                   $12::jsonb[]) WITH ORDINALITY AS m(event_id, type, from_status, to_status, data, ord)
+       ORDER BY m.ord
+       RETURNING id, seq, execution_id,
+                 (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
+
 -- decisionAtVersion
 WITH moved AS (
          UPDATE operations SET updated_at = clock_timestamp(), approval = coalesce(approval, '{}'::jsonb) || $5::jsonb

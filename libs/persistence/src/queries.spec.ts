@@ -122,6 +122,21 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
           move: { to: OperationStatus.VERIFIED },
         }),
       ),
+      // A reviewer's release (resolve SENT) of a never-sent hold: recorded only while its execution can still carry it
+      // out, judged in the statement by the send guard's condition for a release.
+      resolutionReleased: await recorded((db) =>
+        transitions.decide(db, {
+          operation: { ...op(OperationStatus.MANUAL_REVIEW, 0), terminalReason: TerminalReason.KNOWLEDGE_CONFLICT },
+          tenantId: 'tenant',
+          byKey: 'key_1',
+          open: 'resolution',
+          investigationsSeen: 0,
+          whileExecutionCarriesOutRelease: true,
+          event: { type: 'operation.resolved', data: {} },
+          merge: { obligation: { resolution: {} } },
+          resolutionStamp: true,
+        }),
+      ),
       // A reviewer's decision sent with If-Match (apps/api operations.service): written only at a version it names.
       decisionAtVersion: await recorded((db) =>
         transitions.decide(db, { ...approvalDecision('granted'), whileVersionIn: ['v1'] }),

@@ -167,6 +167,18 @@ const RESEND_SETTLED: { name: SendRefusal; sql: string } = {
 };
 
 /**
+ * Whether the execution `executionId` (an SQL expression) can still carry out a release of one of its operations: not
+ * cancelled, expired or failed, nor past its deadline before the sweeper expired it (by the database's clock, the one
+ * every process shares) — nothing more is sent for it, whoever asked. A completed execution is not bound by its deadline
+ * any more. The send guard's condition for a release, and the one the statement recording a release checks.
+ */
+export function executionCarriesOutRelease(executionId: string): string {
+  return `EXISTS (SELECT 1 FROM executions ge WHERE ge.id = ${executionId}
+                    AND ge.status IN (${sqlLiterals(RELEASABLE_EXECUTION_STATUSES)})
+                    AND (ge.status IN (${sqlLiterals(TERMINAL_EXECUTION_STATUSES)}) OR ge.deadline_at > clock_timestamp()))`;
+}
+
+/**
  * The guard as named SQL conditions on the operation row aliased `op`; `params` receives their parameters. One
  * definition serves the SENT statement (all of them, ANDed) and the diagnosis of a refusal (each one by name).
  */
@@ -186,15 +198,7 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
     return [
       { name: 'release_not_resolved', sql: `(op.obligation->'resolution'->>'status') IS NOT DISTINCT FROM 'SENT'` },
       RELEASE_KEY_STANDS,
-      {
-        // Not after the execution was cancelled, expired or failed, nor past its deadline before the sweeper expired
-        // it (by the database's clock, the one every process shares): nothing more is sent for it, whoever asked. A
-        // completed execution is not bound by its deadline any more.
-        name: 'execution_ended',
-        sql: `EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id
-                    AND ge.status IN (${sqlLiterals(RELEASABLE_EXECUTION_STATUSES)})
-                    AND (ge.status IN (${sqlLiterals(TERMINAL_EXECUTION_STATUSES)}) OR ge.deadline_at > clock_timestamp()))`,
-      },
+      { name: 'execution_ended', sql: executionCarriesOutRelease('op.execution_id') },
       DEPENDENCIES_DONE,
       approvalGranted(guard.approvalRequired, params),
       APPROVAL_KEY_STANDS,

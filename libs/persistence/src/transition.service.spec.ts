@@ -794,6 +794,51 @@ describe('TransitionService (real Postgres)', () => {
     expect(await eventsWhere({ executionId, type: 'approval.decided' })).toHaveLength(1);
   });
 
+  it('decide: a release is written only while its execution can still carry it out, judged by the statement', async () => {
+    // The send guard's own condition for a release: not cancelled, expired or failed; before its deadline unless it
+    // completed. Each case is set on the rows just before the statement, as a change committed after a caller's read.
+    const cases: { status: string; deadlinePassed: boolean; written: boolean }[] = [
+      { status: 'running', deadlinePassed: false, written: true },
+      { status: 'running', deadlinePassed: true, written: false },
+      { status: 'completed', deadlinePassed: true, written: true },
+      { status: 'cancelled', deadlinePassed: false, written: false },
+      { status: 'expired', deadlinePassed: true, written: false },
+      { status: 'failed', deadlinePassed: false, written: false },
+    ];
+    const outcomes = [];
+    for (const { status, deadlinePassed } of cases) {
+      const { executionId, operationId } = await newExecutionWithOneOperation();
+      await db.dataSource.query(
+        `UPDATE operations SET status = 'MANUAL_REVIEW', terminal_reason = 'KNOWLEDGE_CONFLICT' WHERE id = $1`,
+        [operationId],
+      );
+      await db.dataSource.query(
+        `UPDATE executions SET status = $2,
+                deadline_at = clock_timestamp() + CASE WHEN $3 THEN interval '-1 minute' ELSE interval '1 hour' END
+          WHERE id = $1`,
+        [executionId, status, deadlinePassed],
+      );
+      const released = await transitions.decide(db.dataSource.manager, {
+        operation: {
+          ...snapshot(operationId),
+          status: OperationStatus.MANUAL_REVIEW,
+          terminalReason: TerminalReason.KNOWLEDGE_CONFLICT,
+        },
+        tenantId: 'acme',
+        byKey: reviewerKey,
+        open: 'resolution',
+        whileExecutionCarriesOutRelease: true,
+        event: { type: 'operation.resolved', data: { status: 'SENT' } },
+        merge: { obligation: { resolution: { status: 'SENT' } } },
+        resolutionStamp: true,
+      });
+      const resolved = await eventsWhere({ executionId, type: 'operation.resolved' });
+      outcomes.push({ status, deadlinePassed, written: released.won && resolved.length === 1 });
+      if (!released.won) expect(resolved).toHaveLength(0);
+    }
+    expect(outcomes).toEqual(cases);
+  });
+
   it('decide: a decision naming the versions it was made on is written only while the operation is at one of them', async () => {
     const { executionId, operationId } = await newExecutionWithOneOperation();
     const versionNow = async () =>

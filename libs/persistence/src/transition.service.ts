@@ -18,7 +18,7 @@ import { trace } from '@opentelemetry/api';
 import { intakeToSettled, intakeToVerified, newId, transitionsCounter } from '@verity/platform';
 import { afterCommit, eventsWritten } from './event-signal';
 import { operationVersionOf } from './operation-version';
-import { SendGuard, sendGuardConditions } from './send-guard';
+import { SendGuard, executionCarriesOutRelease, sendGuardConditions } from './send-guard';
 import { Queryable, isoInstant, rows, sqlLiterals } from './sql';
 
 /** Columns a transition may set alongside the status. Anything else is not the transition's business. */
@@ -260,6 +260,12 @@ export interface DecisionInput {
    * a grant (or a release) made after it could never be carried out — nothing more is sent for the execution.
    */
   whileBeforeDeadline?: boolean;
+  /**
+   * A release (a resolution SENT of a never-sent hold): written only while its execution can still carry it out — the
+   * send guard's own condition for a release (not cancelled, expired or failed; before its deadline unless completed),
+   * judged by this statement, so an expiry or cancel committed after the caller's reads is seen.
+   */
+  whileExecutionCarriesOutRelease?: boolean;
   /**
    * Written only while the operation is at one of these versions (operationVersionOf, the ETag a person's page showed
    * and its If-Match names): a decision is never applied to a state its author did not see — a second hold of the same
@@ -746,6 +752,9 @@ export class TransitionService {
     unchanged += ` AND EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $${params.length} AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE)`;
     if (input.whileBeforeDeadline) {
       unchanged += ` AND EXISTS (SELECT 1 FROM executions de WHERE de.id = operations.execution_id AND de.deadline_at > clock_timestamp())`;
+    }
+    if (input.whileExecutionCarriesOutRelease) {
+      unchanged += ` AND ${executionCarriesOutRelease('operations.execution_id')}`;
     }
     if (input.whileRequestedAt !== undefined) {
       params.push(input.whileRequestedAt);

@@ -39,7 +39,6 @@ import {
   ResolutionOption,
   ResolutionStatus,
   canRetry,
-  isTerminalExecution,
   operationTransitionRule,
   MAX_INVESTIGATIONS_PER_HOLD,
   failedRefusedByRead,
@@ -535,13 +534,6 @@ export class OperationsService {
     // settings, or needing the reference the lost answer held) — stands with the reviewer's evidence.
     if (read) resolution.read_back = { kind: read.kind, ...read.evidence };
     const grant = status === OperationStatus.SENT ? await this.approvalGrantedByRelease(principal, op) : null;
-    // A release is carried out only before its execution's deadline (a completed or failed one is bound by it no more):
-    // checked again by the statement that records it, as an approval's grant is — past it, nothing would send it.
-    const releaseBeforeDeadline =
-      status === OperationStatus.SENT &&
-      !isTerminalExecution(
-        (await findExecution(this.db.manager, op.executionId, principal.tenantId))?.status ?? ExecutionStatus.EXPIRED,
-      );
     // A "still unknown" recorded since this read is another reviewer's decision on the hold, made first (I13).
     const investigationsSeen = op.obligation?.investigations?.length ?? 0;
     const decided = await this.transitions.decide(this.db.manager, {
@@ -551,7 +543,10 @@ export class OperationsService {
       open: 'resolution',
       investigationsSeen,
       whileVersionIn: ifMatch,
-      whileBeforeDeadline: releaseBeforeDeadline,
+      // A release is recorded only while its execution can still carry it out (not ended, not past its deadline unless
+      // completed): judged by the statement that records it, by the send guard's own condition — a cancel or expiry
+      // committed since the options above were read is seen, and nothing is recorded that nothing would send.
+      whileExecutionCarriesOutRelease: status === OperationStatus.SENT,
       event: { type: 'operation.resolved', data: resolution },
       // The approval a release grants is its own decision in the log, after the resolution that makes it.
       alsoEvents: grant
