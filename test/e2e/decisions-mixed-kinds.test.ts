@@ -1,7 +1,10 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { ProblemDetails as Problem } from '@verity/sdk';
 import { createApiKey } from '@verity/persistence';
 import { writeDuringRevocation } from '../support/lock-waits';
-import { DEMO, Stack } from '../support/stack';
+import { DEMO, Stack, waitFor } from '../support/stack';
+import { orderAt } from '../support/fixtures';
 import { charge, http, sms, unique } from '../support/http';
 import { Event, Op, events, submit, waitForOp, waitForResolutionPermitted } from './dispatcher-helpers';
 
@@ -221,6 +224,85 @@ describe('decisions of different kinds on one operation at once', () => {
       }
       // Either end ends the never-sent hold and the operation awaiting approval with it, once each.
       expect(log.filter((e) => e.type === 'operation.status_changed' && e.to_status === 'CANCELLED')).toHaveLength(2);
+    }
+  });
+
+  it('a FAILED whose read found nothing, while a re-check’s read showed the effect: 409 effect-exists with that read', async () => {
+    // A third party whose writes answer 500 (the outcome is unknown), whose reads are down until the hold, then held
+    // here one by one: the reviewer's FAILED reads first, and is answered "not found" only after the re-check's read
+    // has shown the order (with another status: a record of it, which a person must judge) and been recorded.
+    const mode = { readsDown: true };
+    const heldReads: ServerResponse[] = [];
+    let readsSeen = 0;
+    const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+      req.resume();
+      req.on('end', () => {
+        const answer = (status: number, value: unknown) => {
+          res.writeHead(status, { 'content-type': 'application/json' });
+          res.end(JSON.stringify(value));
+        };
+        if (req.method === 'POST') return answer(500, { error: { code: 'internal' } });
+        if (mode.readsDown) return answer(503, { error: { code: 'maintenance' } });
+        readsSeen += 1;
+        if (readsSeen === 1) return void heldReads.push(res);
+        return answer(200, { data: { status: 'pending' } });
+      });
+    });
+    await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+    const port = (server.address() as AddressInfo).port;
+    try {
+      const allowed = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+        key: DEMO.admin,
+        body: { allow_hosts: [{ host: '127.0.0.1', ports: [port], allow_private: true }] },
+      });
+      expect(allowed.status).toBe(200);
+      // Due at once: no scheduled re-check reads the source, only the reviewer's (the reads below are told apart so).
+      const due = await http(stack.apiUrl, 'PUT', '/v1/admin/policy', {
+        key: DEMO.admin,
+        body: { obligation_due_seconds: { SOURCE_UNREACHABLE: 1 } },
+      });
+      expect(due.status).toBe(200);
+      const key = unique('order');
+      const created = await submit(stack, [orderAt(port, key)]);
+      const held = await waitForOp(stack, created.id, key, (o) => o.status === 'MANUAL_REVIEW');
+      expect(held.terminal_reason).toBe('SOURCE_UNREACHABLE');
+      await waitForResolutionPermitted(stack, held.id, 'FAILED');
+      mode.readsDown = false;
+      let answered = false;
+      const failing = resolve(held.id, 'FAILED', 'their dashboard shows no such order').finally(
+        () => (answered = true),
+      );
+      await waitFor(
+        async () => heldReads.length,
+        (n) => n === 1,
+      );
+      expect(
+        (await http(stack.apiUrl, 'POST', `/v1/operations/${held.id}/recheck`, { key: DEMO.reviewer })).status,
+      ).toBe(202);
+      await waitFor(
+        () => events(stack, created.id),
+        (log) => log.some((e) => e.type === 'operation.rechecked' && e.data.result === 'mismatch'),
+      );
+      // The read held is the FAILED's own (a scheduled re-check's would have let the FAILED read the order first).
+      expect(answered).toBe(false);
+      heldReads[0].writeHead(404, { 'content-type': 'application/json' });
+      heldReads[0].end('{}');
+      const failed = await failing;
+      expect({ status: failed.status, body: failed.body }).toMatchObject({
+        status: 409,
+        body: { type: 'https://verity.dev/problems/effect-exists', read_back: { kind: 'mismatch' } },
+      });
+      const log = await events(stack, created.id);
+      expect(count(log, 'operation.resolved')).toBe(0);
+      const after = await show(held.id);
+      expect(after.body.status).toBe('MANUAL_REVIEW');
+      // Shown as accepted: FAILED is offered no more.
+      expect(after.body.permitted_resolutions).not.toContain('FAILED');
+    } finally {
+      await http(stack.apiUrl, 'PUT', '/v1/admin/policy', { key: DEMO.admin, body: { obligation_due_seconds: null } });
+      for (const res of heldReads) if (!res.writableEnded) res.destroy();
+      server.closeAllConnections();
+      await new Promise((done) => server.close(done));
     }
   });
 });
