@@ -252,6 +252,22 @@ describe('operator role, safe defaults and hostile clients', () => {
     });
   });
 
+  describe('an id no row has', () => {
+    it('is quoted in the 404 cut to 100 characters, never inside an emoji, however long it was sent', async () => {
+      // 99 characters, then an emoji whose first half is the 100th: a cut there would leave half a character.
+      const long = `exe_${'x'.repeat(95)}😀${'y'.repeat(3000)}`;
+      for (const path of [`/v1/executions/${encodeURIComponent(long)}`, `/v1/operations/${encodeURIComponent(long)}`]) {
+        const res = await http<Problem>(stack.apiUrl, 'GET', path, { key: DEMO.agent });
+        expect(res.status).toBe(404);
+        expect(res.body.detail).toContain(`${'x'.repeat(95)}…`);
+        expect(res.body.detail).not.toContain('yy');
+        expect(res.body.detail!.length).toBeLessThan(200);
+      }
+      const short = await http<Problem>(stack.apiUrl, 'GET', '/v1/executions/exe_unknown', { key: DEMO.agent });
+      expect(short.body.detail).toBe('no execution exe_unknown is visible to this key');
+    });
+  });
+
   describe('a body that arrives too slowly', () => {
     /** Sends one byte of a 1000-byte body to `path`, then nothing, and waits for the answer. */
     const sendOneByte = (url: URL, path: string, headers: Record<string, string> = {}) =>

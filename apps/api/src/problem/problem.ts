@@ -1,4 +1,5 @@
 import type { Request, Response } from 'express';
+import { textPrefix } from '@verity/status-model';
 
 /** RFC 9457 problem details. One class for every refusal the API makes; the filter renders it. */
 export interface FieldError {
@@ -8,6 +9,8 @@ export interface FieldError {
 }
 
 const MAX_FIELD_ERRORS = 50;
+/** Ours are 30 characters or so; a longer one is quoted in part, so a 404 does not echo kilobytes back. */
+const MAX_QUOTED_ID = 100;
 
 /**
  * Every problem code the API sends: the last segment of a problem's `type` URL. The one list: the Problem class takes
@@ -74,8 +77,15 @@ export class Problem extends Error {
     });
   }
 
+  /** The id is the caller's, of any length: quoted up to MAX_QUOTED_ID characters (never half of one). */
   static notFound(what: string, id: string): Problem {
-    return new Problem(404, 'not-found', `${what} not found`, `no ${what.toLowerCase()} ${id} is visible to this key`);
+    const quoted = id.length > MAX_QUOTED_ID ? `${textPrefix(id, MAX_QUOTED_ID)}…` : id;
+    return new Problem(
+      404,
+      'not-found',
+      `${what} not found`,
+      `no ${what.toLowerCase()} ${quoted} is visible to this key`,
+    );
   }
 
   static conflict(code: ProblemCode, detail: string, extras: Record<string, unknown> = {}): Problem {
