@@ -31,4 +31,13 @@ describe('connector secrets at rest', () => {
     expect(withoutKey.seal('plain', binding)).toBe('plain');
     expect(withKey().open('plain', binding)).toBe('plain');
   });
+
+  it('without a key, a value that begins like a sealed one is kept readable, with the key set later too', () => {
+    for (const value of ['v1:not-sealed', 'v1:aaaa:bbbb:cccc', 'plain:v1:x', 'plain:']) {
+      const stored = withoutKey.seal(value, binding);
+      expect(withoutKey.open(stored, binding)).toBe(value);
+      expect(withKey().open(stored, binding)).toBe(value);
+    }
+    expect(withoutKey.seal('plain-ish', binding)).toBe('plain-ish');
+  });
 });

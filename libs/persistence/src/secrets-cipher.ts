@@ -1,6 +1,11 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 
 const PREFIX = 'v1:';
+/**
+ * Marks a value stored as given (no key) that begins like a sealed one (`v1:`), or like this marker: without it, such a
+ * value was taken for a sealed one when read and could never be used. Values stored as given otherwise carry nothing.
+ */
+const AS_GIVEN_PREFIX = 'plain:';
 /** The AES-GCM tag every sealed value carries, whole (the cipher's default). */
 const TAG_BYTES = 16;
 
@@ -30,7 +35,10 @@ export class SecretsCipher {
   }
 
   seal(value: string, boundTo: string): string {
-    if (!this.key) return value;
+    if (!this.key) {
+      const ambiguous = value.startsWith(PREFIX) || value.startsWith(AS_GIVEN_PREFIX);
+      return ambiguous ? `${AS_GIVEN_PREFIX}${value}` : value;
+    }
     const iv = randomBytes(12);
     const cipher = createCipheriv('aes-256-gcm', this.key, iv, { authTagLength: TAG_BYTES });
     cipher.setAAD(Buffer.from(boundTo));
@@ -39,6 +47,7 @@ export class SecretsCipher {
   }
 
   open(stored: string, boundTo: string): string {
+    if (stored.startsWith(AS_GIVEN_PREFIX)) return stored.slice(AS_GIVEN_PREFIX.length);
     if (!stored.startsWith(PREFIX)) return stored;
     if (!this.key) throw new SecretUnreadableError('a connector secret is sealed but SECRETS_KEY is not set');
     const [iv, tag, sealed] = stored.slice(PREFIX.length).split(':');
