@@ -208,10 +208,19 @@ describe('a worker (or the API) on a database whose schema is not migrated', () 
     const apiUrl = await stack.startApi({ ...env, SEED_DEMO: 'false' });
     const urls = [...workers.map((app) => app.opsUrl!), apiUrl];
     for (const url of urls) {
+      // An answer of 503 is an error like any other: problem+json (RFC 9457), with the checks as a member of it.
       const ready = await http(url, 'GET', '/health/ready');
-      expect([ready.status, ready.body]).toEqual([
+      expect([ready.status, ready.headers.get('content-type'), ready.body]).toEqual([
         503,
-        { status: 'error', checks: { postgres: 'up', redis: 'up', schema: 'down' } },
+        expect.stringMatching(/^application\/problem\+json/),
+        {
+          type: 'https://verity.dev/problems/not-ready',
+          title: 'Not ready',
+          status: 503,
+          detail: 'not ready: schema is down',
+          checks: { postgres: 'up', redis: 'up', schema: 'down' },
+          ...(url === apiUrl ? { instance: '/health/ready' } : {}),
+        },
       ]);
     }
     await upgrade();

@@ -520,6 +520,13 @@ export const PROBLEMS = {
     summary:
       'Redis cannot be reached, and the request is nothing but Redis (a re-check, Bull Board): nothing was done (see Retry-After)',
   },
+  'not-ready': {
+    status: 503,
+    title: 'Not ready',
+    detail: 'not ready: redis is down',
+    extras: { checks: { postgres: 'up', redis: 'down', schema: 'up' } },
+    summary: 'GET /health/ready: a dependency is down; `checks` gives each one',
+  },
 } satisfies Record<ProblemCode, ProblemExample>;
 
 export type { ProblemCode } from './problem/problem';

@@ -456,7 +456,7 @@ export const API_SCHEMAS = {
   }),
   Liveness: z.strictObject({ status: z.literal('ok') }),
   Readiness: z.strictObject({
-    status: z.enum(['ok', 'error']),
+    status: z.literal('ok'),
     checks: z.strictObject({
       postgres: Check,
       redis: Check,

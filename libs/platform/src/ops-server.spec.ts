@@ -58,9 +58,16 @@ describe('the workers’ ops server', () => {
     ]);
     postgresUp = false;
     const down = await get('/health/ready');
-    expect([down.status, await down.json()]).toEqual([
+    expect([down.status, down.headers.get('content-type'), await down.json()]).toEqual([
       503,
-      { status: 'error', checks: { postgres: 'down', redis: 'up' } },
+      'application/problem+json; charset=utf-8',
+      {
+        type: 'https://verity.dev/problems/not-ready',
+        title: 'Not ready',
+        status: 503,
+        detail: 'not ready: postgres is down',
+        checks: { postgres: 'down', redis: 'up' },
+      },
     ]);
     postgresUp = true;
   });

@@ -106,6 +106,15 @@ interface Readiness {
 }
 
 /**
+ * The `detail` of a `503 not-ready` problem, the same on the API and the workers: the dependencies that are down, by
+ * name (`not ready: redis, schema are down`). The checks themselves travel as the problem's `checks` member.
+ */
+export function notReadyDetail(checks: Record<string, string>): string {
+  const down = Object.keys(checks).filter((name) => checks[name] !== 'up');
+  return `not ready: ${down.join(', ')} ${down.length > 1 ? 'are' : 'is'} down`;
+}
+
+/**
  * `fn`, run once for any number of concurrent callers: while a call is in flight, callers get its answer. Readiness
  * is unauthenticated, and each check takes a connection from the worker's Postgres pool: a flood of probes must not
  * queue ahead of the jobs' statements (which give up after the pool's connection timeout).
@@ -150,7 +159,9 @@ async function handle(
   }
   if (path === '/health/ready') {
     const { ok, checks } = await readiness();
-    json(res, ok ? 200 : 503, { status: ok ? 'ok' : 'error', checks });
+    // Not ready is an error answer like every other: problem+json, the checks a member of it.
+    if (ok) json(res, 200, { status: 'ok', checks });
+    else problem(res, 503, 'not-ready', 'Not ready', notReadyDetail(checks), {}, { checks });
     return;
   }
   if (path === '/metrics') {
@@ -270,7 +281,14 @@ async function probe(check: () => Promise<unknown>): Promise<'up' | 'down'> {
 function problem(
   res: ServerResponse,
   status: number,
-  code: 'validation-error' | 'unauthorized' | 'not-found' | 'method-not-allowed' | 'internal' | ClientErrorCode,
+  code:
+    | 'validation-error'
+    | 'unauthorized'
+    | 'not-found'
+    | 'method-not-allowed'
+    | 'not-ready'
+    | 'internal'
+    | ClientErrorCode,
   title: string,
   detail: string,
   headers: Record<string, string> = {},

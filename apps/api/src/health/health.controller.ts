@@ -1,14 +1,16 @@
-import { Controller, Get, Inject, Res } from '@nestjs/common';
+import { Controller, Get, Inject, Req, Res } from '@nestjs/common';
 import { ApiOkResponse, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { ping, schemaMigratedProbe } from '@verity/persistence';
-import { singleFlight } from '@verity/platform';
+import { notReadyDetail, singleFlight } from '@verity/platform';
 import { PRODUCER_REDIS } from '@verity/queues';
-import type { Response } from 'express';
+import type { Request, Response } from 'express';
 import type { RedisClient as Redis } from '@verity/platform';
 import { DataSource } from 'typeorm';
 import { Public } from '../auth/principal';
 import { ApiEndpoint, schemaRef } from '../openapi';
+import { problemBody } from '../openapi-examples';
+import { Problem, sendProblem } from '../problem/problem';
 
 /** Liveness says the process runs; readiness says it can do its job (Postgres and Redis answer, the schema is there). */
 @ApiTags('health')
@@ -67,13 +69,19 @@ export class HealthController {
   })
   @ApiResponse({
     status: 503,
-    description: 'A dependency is down',
-    schema: schemaRef('Readiness'),
-    example: { status: 'error', checks: { postgres: 'up', redis: 'down', schema: 'up' } },
+    description: 'Not ready: a dependency is down (problem+json; `checks` gives each one)',
+    content: {
+      'application/problem+json': {
+        schema: schemaRef('Problem'),
+        example: problemBody('not-ready', '/health/ready'),
+      },
+    },
   })
-  async ready(@Res() res: Response) {
+  async ready(@Req() req: Request, @Res() res: Response) {
     const checks = await this.readiness();
     const ok = checks.postgres === 'up' && checks.redis === 'up' && checks.schema === 'up';
-    res.status(ok ? 200 : 503).json({ status: ok ? 'ok' : 'error', checks });
+    // Not ready is an error answer like every other: problem+json, the checks a member of it.
+    if (ok) res.status(200).json({ status: 'ok', checks });
+    else sendProblem(req, res, new Problem(503, 'not-ready', 'Not ready', notReadyDetail(checks), { checks }));
   }
 }

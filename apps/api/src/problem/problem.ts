@@ -54,6 +54,7 @@ export const PROBLEM_CODES = [
   'internal',
   'database-unavailable',
   'queue-unavailable',
+  'not-ready',
 ] as const;
 
 export type ProblemCode = (typeof PROBLEM_CODES)[number];

@@ -1085,7 +1085,7 @@ export interface components {
     };
     Readiness: {
       /** @enum {string} */
-      status: 'ok' | 'error';
+      status: 'ok';
       checks: {
         /** @enum {string} */
         postgres: 'up' | 'down';
@@ -1162,7 +1162,8 @@ export interface components {
         | 'https://verity.dev/problems/too-many-mcp-requests'
         | 'https://verity.dev/problems/internal'
         | 'https://verity.dev/problems/database-unavailable'
-        | 'https://verity.dev/problems/queue-unavailable';
+        | 'https://verity.dev/problems/queue-unavailable'
+        | 'https://verity.dev/problems/not-ready';
       title: string;
       status: number;
       detail?: string;
@@ -2148,7 +2149,7 @@ export interface operations {
         };
       };
       400: components['responses']['Problem400'];
-      /** @description A dependency is down */
+      /** @description Not ready: a dependency is down (problem+json; `checks` gives each one) */
       503: {
         headers: {
           [name: string]: unknown;
@@ -2156,15 +2157,19 @@ export interface operations {
         content: {
           /**
            * @example {
-           *       "status": "error",
            *       "checks": {
            *         "postgres": "up",
            *         "redis": "down",
            *         "schema": "up"
-           *       }
+           *       },
+           *       "type": "https://verity.dev/problems/not-ready",
+           *       "title": "Not ready",
+           *       "status": 503,
+           *       "detail": "not ready: redis is down",
+           *       "instance": "/health/ready"
            *     }
            */
-          'application/json': components['schemas']['Readiness'];
+          'application/problem+json': components['schemas']['Problem'];
         };
       };
     };
