@@ -1008,9 +1008,11 @@ export class OperationsService {
       }
       throw error;
     }
-    await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId });
+    // Read before its job is enqueued: read after, a quick dispatcher had sometimes already sent it, and the answer
+    // showed a move the retry did not make (SENT in a 201 that says what was written).
     const execution = await findExecution(this.db.manager, executionId, principal.tenantId);
     const created = await findOperation(this.db.manager, operationId, principal.tenantId);
+    await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId });
     return {
       // A new PREPARED operation: it has made no move yet.
       operation: presentOperation(created!, null),
