@@ -276,6 +276,17 @@ describe('sandbox provider', () => {
       expect((await effects()).duplicates).toEqual([{ kind: 'charge', key: 'order-9', count: 2 }]);
     });
 
+    it("counts a message's client_ref per account, as the SMS connector sends it: two tenants' refs are no duplicate", async () => {
+      const sms = (clientRef: string) => ({ to: '+15550100', body: 'Paid', client_ref: clientRef });
+      await api('POST', '/v1/messages', sms('order-5-sms'), acme);
+      await api('POST', '/v1/messages', sms('order-5-sms'), umbrella);
+      const report = await effects();
+      expect(report.messages['order-5-sms'].count).toBe(2);
+      expect(report.duplicates).toEqual([]);
+      await api('POST', '/v1/messages', sms('order-5-sms'), acme);
+      expect((await effects()).duplicates).toEqual([{ kind: 'message', key: 'order-5-sms', count: 2 }]);
+    });
+
     it('keeps a reference named __proto__ as an ordinary key', async () => {
       await api('POST', '/v1/charges', charge('__proto__'));
       const report = await effects();

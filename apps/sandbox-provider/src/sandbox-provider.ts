@@ -17,8 +17,8 @@ import { performance } from 'node:perf_hooks';
 export const DEFAULT_SANDBOX_PORT = 4010;
 /**
  * The account a request acts for, as a real provider knows it from the caller's credentials: charges, their reads
- * and Idempotency-Keys are scoped to it, so one account never sees (nor replays) another's charges. A request without
- * it acts for the shared default account.
+ * and Idempotency-Keys are scoped to it, so one account never sees (nor replays) another's charges; /__effects counts
+ * a duplicate charge or message within one account. A request without it acts for the shared default account.
  */
 export const ACCOUNT_HEADER = 'sandbox-account';
 export const DEFAULT_SANDBOX_HOST = '127.0.0.1';
@@ -463,9 +463,9 @@ interface StoredCharge {
   idempotencyKey: string | undefined;
 }
 
-function countsPerAccount(charges: readonly StoredCharge[]): number[] {
+function countsPerAccount(effects: readonly { account: string | undefined }[]): number[] {
   const counts = new Map<string | undefined, number>();
-  for (const charge of charges) counts.set(charge.account, (counts.get(charge.account) ?? 0) + 1);
+  for (const effect of effects) counts.set(effect.account, (counts.get(effect.account) ?? 0) + 1);
   return [...counts.values()];
 }
 
@@ -480,6 +480,8 @@ interface StoredMessage {
   id: string;
   to: string;
   key: string;
+  /** The account that sent it (ACCOUNT_HEADER); undefined for the shared default account. */
+  account: string | undefined;
   version: number;
   committedAt: number;
 }
@@ -599,7 +601,7 @@ class ProviderState {
     return stored && toCharge(stored);
   }
 
-  createMessage(input: MessageInput): Message {
+  createMessage(input: MessageInput, account: string | undefined): Message {
     this.version += 1;
     const key = input.client_ref ?? NO_CLIENT_REF;
     const stored: StoredMessage = {
@@ -607,6 +609,7 @@ class ProviderState {
       id: newId('msg'),
       to: input.to,
       key,
+      account,
       version: this.version,
       committedAt: performance.now(),
     };
@@ -716,8 +719,11 @@ class ProviderState {
     first = true;
     for (const [key, bucket] of this.messagesByKey) {
       const list = bucketList(bucket);
-      // Messages sent without a client_ref share a bucket but are not the same intent, so not duplicates.
-      if (key !== NO_CLIENT_REF && list.length > 1) duplicates.push({ kind: 'message', key, count: list.length });
+      // Messages sent without a client_ref share a bucket but are not the same intent, so not duplicates; one client_ref
+      // sent from two accounts is two senders' messages, as a reference charged in two accounts is (count per account).
+      if (key !== NO_CLIENT_REF && list.length > 1) {
+        for (const count of countsPerAccount(list)) if (count > 1) duplicates.push({ kind: 'message', key, count });
+      }
       out.push(
         `${first ? '' : ','}${JSON.stringify(key)}:{"count":${list.length},"ids":${JSON.stringify(
           list.map((m) => m.id),
@@ -897,7 +903,7 @@ export async function startSandboxProvider(options: SandboxProviderOptions = {})
       const input = result.value;
       return {
         act: () => {
-          const message = state.createMessage(input);
+          const message = state.createMessage(input, accountOf(req));
           return {
             status: 202,
             body: { id: message.id, status: message.status },

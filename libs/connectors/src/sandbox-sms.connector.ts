@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { DEFAULT_REJECTION_STATUSES, SendOutcome, classifySend } from './classify';
 import type { Connector, ConnectorEnvironment, ConnectorOperation } from './connector';
 import { httpExchange } from './http-exchange';
+import { SANDBOX_ACCOUNT_HEADER } from './sandbox-payments.connector';
 
 const SendParams = z.strictObject({
   to: z.string().regex(/^\+[1-9][0-9]{6,14}$/, 'an E.164 phone number such as +15550100'),
@@ -34,6 +35,8 @@ export class SandboxSmsConnector implements Connector {
     const exchange = await httpExchange({
       method: 'POST',
       url: `${env.sandboxUrl}/v1/messages`,
+      // The tenant is the provider's account, as for payments: its /__effects counts a client_ref per account.
+      headers: { [SANDBOX_ACCOUNT_HEADER]: op.tenantId },
       body: op.params,
       timeoutMs: env.timeoutMs,
       signal: env.signal,
