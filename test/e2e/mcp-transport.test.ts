@@ -226,6 +226,8 @@ describe('MCP: messages that are not what they should be', () => {
       'json',
       null,
     ],
+    // No JSON at all is no JSON text either (JSON-RPC: -32700), not a message that fails to be one (-32600).
+    ['an empty body', () => '', {}, 400, -32700, 'Parse error: the body is empty', 'json', null],
     // Valid JSON refused for a member: Invalid Request (not a Parse error), with the request's id where it can be
     // read — not when the id itself is what was given twice (which one counts would be a guess).
     [

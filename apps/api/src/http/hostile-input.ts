@@ -4,7 +4,7 @@ import { rawJsonIssue } from '@verity/platform';
 import { type ParsedUrlQuery, parse as parseQueryString } from 'node:querystring';
 import { JSON_RPC_CODE, refuseBody } from '../mcp/json-rpc-error';
 import { Problem, sendProblem } from '../problem/problem';
-import { hasBody } from './parse';
+import { hasBody, markEmptyBody } from './parse';
 import { jsonInputIssues, textIssue } from './text';
 
 /**
@@ -194,6 +194,7 @@ export function rejectAmbiguousJson(_req: Request, _res: Response, body: Buffer)
 
 /** Every check body-parser's `verify` makes of the raw bytes, in order. */
 export function verifyJsonBytes(req: Request, res: Response, body: Buffer): void {
+  markEmptyBody(req, body);
   requireUtf8(req, res, body);
   rejectAmbiguousJson(req, res, body);
 }

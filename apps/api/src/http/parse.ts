@@ -107,8 +107,13 @@ export function JsonBody(schema: z.ZodType): ParameterDecorator {
 /** Metadata on a handler whose body is read through JsonBody. */
 export const READS_JSON_BODY = 'verity:reads-json-body';
 
-/** Requests sent chunked whose body ended without a byte (settleChunkedBody). */
+/** Requests sent chunked whose body ended without a byte (settleChunkedBody, or the JSON parser: markEmptyBody). */
 const emptyChunkedBodies = new WeakSet<IncomingMessage>();
+
+/** body-parser's `verify` saw the body end without a byte (it then hands on `{}`, as if `{}` had been sent). */
+export function markEmptyBody(req: IncomingMessage, body: Buffer): void {
+  if (body.length === 0) emptyChunkedBodies.add(req);
+}
 
 /**
  * For endpoints whose body is optional: no body at all, or an empty object, means "none". A chunked body is one
