@@ -33,6 +33,25 @@ describe('a release past its execution’s deadline, by the database’s clock',
     clock?.remove();
   });
 
+  /**
+   * A charge held before it was ever sent (a knowledge conflict), with a message depending on it that keeps its execution
+   * running; a dispatcher is started to hold it and stopped once it did, so nothing else moves the execution.
+   */
+  async function heldNeverSent(label: string, deadlineSeconds: number) {
+    await stack.startApp('dispatcher');
+    const created = await submit(
+      stack,
+      [
+        charge(unique(label), { expected_state: { charged: true } }),
+        sms(unique(`${label}-sms`), { depends_on: ['charge'] }),
+      ],
+      { deadline_seconds: deadlineSeconds },
+    );
+    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    for (const app of stack.running('dispatcher')) await stack.kill(app, 'SIGTERM');
+    return { created, held };
+  }
+
   it('is not offered and is 409 resolution-not-permitted by an API whose clock is behind, and writes nothing', async () => {
     // Held before it was ever sent (a knowledge conflict), with an approval it needs: a release would grant it. The
     // message that depends on it keeps the execution running (waiting for it): its deadline still binds.
@@ -89,17 +108,7 @@ describe('a release past its execution’s deadline, by the database’s clock',
 
   it('whose deadline passes while its statement waits for the row: 409 resolution-not-permitted, nothing written', async () => {
     // Judged before the deadline (by the API on the database's clock), written after it: the statement checks it.
-    await stack.startApp('dispatcher');
-    const created = await submit(
-      stack,
-      [
-        charge(unique('release-race'), { expected_state: { charged: true } }),
-        sms(unique('release-race-sms'), { depends_on: ['charge'] }),
-      ],
-      { deadline_seconds: 4 },
-    );
-    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
-    for (const app of stack.running('dispatcher')) await stack.kill(app, 'SIGTERM');
+    const { created, held } = await heldNeverSent('release-race', 4);
     const [{ deadline_at: deadlineAt }] = (await stack.db.dataSource.query(
       'SELECT deadline_at FROM executions WHERE id = $1',
       [created.id],
@@ -150,18 +159,8 @@ describe('a release past its execution’s deadline, by the database’s clock',
     // before it. Here the execution ends between the two: its row is cancelled while its held operation is still on
     // file (the state a path that ends an execution leaves until the sweeper ends its holds), while the API waits to
     // read the tenant's policy, after it read the options.
-    await stack.startApp('dispatcher');
-    const created = await submit(
-      stack,
-      [
-        charge(unique('release-ended'), { expected_state: { charged: true } }),
-        sms(unique('release-ended-sms'), { depends_on: ['charge'] }),
-      ],
-      { deadline_seconds: 600 },
-    );
-    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    const { created, held } = await heldNeverSent('release-ended', 600);
     expect(held.attempt).toBe(0);
-    for (const app of stack.running('dispatcher')) await stack.kill(app, 'SIGTERM');
     const shown = await http<Detail>(stack.apiUrl, 'GET', `/v1/operations/${held.id}`, { key: DEMO.reviewer });
     expect(shown.body.permitted_resolutions).toContain('SENT');
     const before = await events(stack, created.id);
