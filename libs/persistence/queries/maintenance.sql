@@ -1,6 +1,6 @@
 -- pruneIdempotency
-DELETE FROM idempotency_keys WHERE (tenant_id, key) IN (
-       SELECT tenant_id, key FROM idempotency_keys WHERE expires_at < now() ORDER BY expires_at LIMIT $1
+DELETE FROM idempotency_keys WHERE (tenant_id, route, key) IN (
+       SELECT tenant_id, route, key FROM idempotency_keys WHERE expires_at < now() ORDER BY expires_at LIMIT $1
      ) RETURNING key;
 
 -- pruneSweepLog

@@ -24,4 +24,17 @@ describe('pruneExpired (real Postgres)', () => {
     expect(await count(`SELECT count(*) AS n FROM idempotency_keys WHERE key LIKE 'old-%'`)).toBe(0);
     expect(await count(`SELECT count(*) AS n FROM sweep_log`)).toBe(5);
   });
+
+  it('prunes a webhook create’s expired key, and not a live key of the same text on the other route', async () => {
+    await db.dataSource.query(
+      `INSERT INTO idempotency_keys (tenant_id, route, key, request_hash, state, expires_at)
+       VALUES ('acme', 'executions', 'shared', 'h', 'completed', now() - interval '1 hour'),
+              ('acme', 'webhooks', 'shared', 'h', 'completed', now() + interval '1 hour'),
+              ('acme', 'webhooks', 'gone', 'h', 'completed', now() - interval '1 hour')`,
+    );
+    expect(await pruneExpired(db.dataSource.manager, 10)).toEqual({ idempotency: 2, sweepLog: 0 });
+    expect(
+      await db.dataSource.query(`SELECT route, key FROM idempotency_keys WHERE key IN ('shared', 'gone')`),
+    ).toEqual([{ route: 'webhooks', key: 'shared' }]);
+  });
 });

@@ -4,8 +4,8 @@ import { Queryable, rows } from './sql';
 export const SWEEP_LOG_RETENTION_SECONDS = 24 * 60 * 60;
 
 export const MAINTENANCE_SQL = {
-  pruneIdempotency: `DELETE FROM idempotency_keys WHERE (tenant_id, key) IN (
-       SELECT tenant_id, key FROM idempotency_keys WHERE expires_at < now() ORDER BY expires_at LIMIT $1
+  pruneIdempotency: `DELETE FROM idempotency_keys WHERE (tenant_id, route, key) IN (
+       SELECT tenant_id, route, key FROM idempotency_keys WHERE expires_at < now() ORDER BY expires_at LIMIT $1
      ) RETURNING key`,
   pruneSweepLog: `DELETE FROM sweep_log WHERE id IN (
        SELECT id FROM sweep_log WHERE started_at < now() - make_interval(secs => $2) ORDER BY id LIMIT $1

@@ -166,10 +166,10 @@ export const INTAKE_SQL = {
        -- Another request with this key is writing right now: answer "in flight" instead of waiting for it.
        SELECT $7::text IS NULL OR pg_try_advisory_xact_lock(hashtextextended($2 || chr(31) || $7, 0)) AS yes
      ), claim AS (
-       INSERT INTO idempotency_keys (tenant_id, key, request_hash, state, execution_id, expires_at)
-       SELECT $2, $7, $11, 'completed', $1, now() + make_interval(secs => GREATEST($14 / 1000.0, $5::double precision))
+       INSERT INTO idempotency_keys (tenant_id, route, key, request_hash, state, execution_id, expires_at)
+       SELECT $2, 'executions', $7, $11, 'completed', $1, now() + make_interval(secs => GREATEST($14 / 1000.0, $5::double precision))
        WHERE $7::text IS NOT NULL AND NOT (SELECT yes FROM held) AND (SELECT yes FROM free)
-       ON CONFLICT (tenant_id, key) DO UPDATE
+       ON CONFLICT (tenant_id, route, key) DO UPDATE
          SET request_hash = EXCLUDED.request_hash, state = 'completed', execution_id = EXCLUDED.execution_id,
              created_at = now(), expires_at = EXCLUDED.expires_at, claim_token = NULL
          WHERE idempotency_keys.expires_at < now()

@@ -7,6 +7,7 @@ import { IdempotencyClaimToken1764470100000 } from './1764470100000-idempotency-
 import { OperatorKeys1764480000000 } from './1764480000000-operator-keys';
 import { ExecutionOutcome1764490000000 } from './1764490000000-execution-outcome';
 import { IdempotencyExpiryIndex1764500000000 } from './1764500000000-idempotency-expiry-index';
+import { IdempotencyRoute1764700000000 } from './1764700000000-idempotency-route';
 import { Webhooks1764510000000 } from './1764510000000-webhooks';
 import { ExecutionTrace1764520300000 } from './1764520300000-execution-trace';
 import { HotUpdates1764530000000 } from './1764530000000-hot-updates';
@@ -59,4 +60,5 @@ export const MIGRATIONS = [
   ResendReference1764670000000,
   WebhookDisabledGap1764680000000,
   WebhookDeliveryRetention1764690000000,
+  IdempotencyRoute1764700000000,
 ];
