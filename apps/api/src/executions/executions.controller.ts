@@ -4,7 +4,15 @@ import { EXECUTION_STATUSES, ExecutionStatus } from '@verity/status-model';
 import type { Request, Response } from 'express';
 import { z } from 'zod';
 import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
-import { cursorPageQuery, hasBody, pageLimit, parseBody, parseQuery, requireJson } from '../http/parse';
+import {
+  cursorPageQuery,
+  hasBody,
+  idempotencyKeyOf,
+  pageLimit,
+  parseBody,
+  parseQuery,
+  requireJson,
+} from '../http/parse';
 import {
   CANCEL_EXAMPLE,
   CREATED_EXECUTION_EXAMPLE,
@@ -13,7 +21,6 @@ import {
   VERIFIED_EXECUTION_EXAMPLE,
 } from '../openapi-examples';
 import { ApiEndpoint, ApiPageQuery, schemaRef } from '../openapi';
-import { Problem } from '../problem/problem';
 import { CancelBody } from '../schemas';
 import { StreamService } from '../stream/stream.service';
 import { ExecutionsService } from './executions.service';
@@ -30,9 +37,6 @@ const EventsQuery = z.strictObject({
   limit: pageLimit(1000, 500),
 });
 const StreamQuery = z.strictObject({ after: z.string().max(100).optional() });
-
-/** Stripe's and the IETF draft's bound; printable ASCII so it can be logged and compared byte for byte. */
-const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
 const ID = { name: 'id', description: 'execution id (exe_…)' };
 
@@ -81,14 +85,7 @@ export class ExecutionsController {
     @Body() body: unknown,
   ) {
     requireJson(req);
-    // Read from the request, not with @Headers(): that decorator would document a second, required header.
-    const header = req.headers['idempotency-key'];
-    const idempotencyKey = Array.isArray(header) ? header.join(', ') : header;
-    if (idempotencyKey !== undefined && !IDEMPOTENCY_KEY.test(idempotencyKey)) {
-      throw Problem.validation([
-        { field: 'Idempotency-Key', rule: 'format', message: '1 to 255 printable ASCII characters without spaces' },
-      ]);
-    }
+    const idempotencyKey = idempotencyKeyOf(req);
     const { execution, replayed } = await this.executions.submit(principal, body, idempotencyKey);
     res.status(201);
     res.setHeader('location', `/v1/executions/${execution.id}`);

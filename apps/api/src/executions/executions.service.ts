@@ -143,12 +143,7 @@ export class ExecutionsService {
   ): Promise<{ execution: ExecutionView; replayed: boolean }> {
     switch (holder.kind) {
       case 'mismatch':
-        throw new Problem(
-          422,
-          'idempotency-key-reused',
-          'Idempotency-Key reused with a different body',
-          'this Idempotency-Key was first used with a different request body; use a new key for a new request',
-        );
+        throw Problem.idempotencyKeyReused();
       case 'in_flight':
         throw inFlight('a request with this Idempotency-Key is still being processed; retry shortly');
       case 'replay':
@@ -553,12 +548,5 @@ function connectorsOf(submission: Submission): string[] {
 
 /** 409 with Retry-After: the Idempotency-Key's outcome is not settled yet. */
 function inFlight(detail: string): Problem {
-  return new Problem(
-    409,
-    'idempotency-key-in-flight',
-    'Conflict with the current state',
-    detail,
-    {},
-    { 'retry-after': '1' },
-  );
+  return Problem.idempotencyKeyInFlight(detail);
 }

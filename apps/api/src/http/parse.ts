@@ -169,3 +169,21 @@ export function refuseBody(req: Request, body: unknown, endpoint: string): void 
     throw Problem.validation([{ field: '(body)', rule: 'no_body', message: `${endpoint} takes no body` }]);
   }
 }
+
+/** Stripe's and the IETF draft's bound; printable ASCII so it can be logged and compared byte for byte. */
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+
+/**
+ * The request's Idempotency-Key (undefined without one), or 400 naming the header. Read from the request, not with
+ * @Headers(): that decorator would document a second, required header.
+ */
+export function idempotencyKeyOf(req: Request): string | undefined {
+  const header = req.headers['idempotency-key'];
+  const key = Array.isArray(header) ? header.join(', ') : header;
+  if (key !== undefined && !IDEMPOTENCY_KEY.test(key)) {
+    throw Problem.validation([
+      { field: 'Idempotency-Key', rule: 'format', message: '1 to 255 printable ASCII characters without spaces' },
+    ]);
+  }
+  return key;
+}

@@ -89,6 +89,30 @@ export class Problem extends Error {
     );
   }
 
+  /** 409 with Retry-After: the Idempotency-Key's outcome is not settled yet. */
+  static idempotencyKeyInFlight(
+    detail = 'a request with this Idempotency-Key is still being processed; retry shortly',
+  ) {
+    return new Problem(
+      409,
+      'idempotency-key-in-flight',
+      'Conflict with the current state',
+      detail,
+      {},
+      { 'retry-after': '1' },
+    );
+  }
+
+  /** 422: the Idempotency-Key was first used with another body. */
+  static idempotencyKeyReused(): Problem {
+    return new Problem(
+      422,
+      'idempotency-key-reused',
+      'Idempotency-Key reused with a different body',
+      'this Idempotency-Key was first used with a different request body; use a new key for a new request',
+    );
+  }
+
   static conflict(code: ProblemCode, detail: string, extras: Record<string, unknown> = {}): Problem {
     return new Problem(409, code, 'Conflict with the current state', detail, extras);
   }
