@@ -428,6 +428,14 @@ export const PROBLEMS = {
     extras: { rule: 'ILLEGAL_TRANSITION', from: 'VERIFIED', to: 'FAILED' },
     summary: 'The status model forbids this move',
   },
+  'idempotency-key-target-deleted': {
+    status: 409,
+    title: 'Conflict with the current state',
+    detail:
+      'the webhook endpoint whk_01J9Z4K3V7Q2M8N5P6R7S8T9UA this Idempotency-Key created has been deleted since; use a new key to create another',
+    extras: { webhook_id: 'whk_01J9Z4K3V7Q2M8N5P6R7S8T9UA' },
+    summary: 'The endpoint the key’s first request created was deleted since',
+  },
   'webhook-limit': {
     status: 409,
     title: 'Conflict with the current state',

@@ -2,10 +2,22 @@
 SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints' || chr(31) || $1, 0));
 
 -- createEndpoint
-WITH created AS (
+WITH room AS (
+       SELECT (SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $2) < $7 AS yes
+     ), claim AS (
+       INSERT INTO idempotency_keys (tenant_id, route, key, request_hash, state, webhook_endpoint_id, expires_at)
+       SELECT $2, 'webhooks', $9, $10, 'completed', $1, now() + make_interval(secs => $11 / 1000.0)
+       WHERE $9::text IS NOT NULL AND (SELECT yes FROM room)
+       ON CONFLICT (tenant_id, route, key) DO UPDATE
+         SET request_hash = EXCLUDED.request_hash, state = 'completed', execution_id = NULL,
+             webhook_endpoint_id = EXCLUDED.webhook_endpoint_id, created_at = now(), expires_at = EXCLUDED.expires_at,
+             claim_token = NULL
+         WHERE idempotency_keys.expires_at < now()
+       RETURNING key
+     ), created AS (
        INSERT INTO webhook_endpoints (id, tenant_id, url, events, secret, created_by)
        SELECT $1, $2, $3, $4, $5, $6
-       WHERE (SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $2) < $7
+       WHERE (SELECT yes FROM room) AND ($9::text IS NULL OR EXISTS (SELECT 1 FROM claim))
        RETURNING id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_failures, created_by,
   created_at, updated_at
      ), recorded AS (
@@ -23,6 +35,9 @@ SELECT id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_fai
 -- findEndpoint
 SELECT id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_failures, created_by,
   created_at, updated_at FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2;
+
+-- endpointSecret
+SELECT secret FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2;
 
 -- lockEndpointDeliveries
 SELECT 1 FROM webhook_deliveries WHERE endpoint_id = $2 AND tenant_id = $1 ORDER BY id FOR UPDATE;

@@ -1,6 +1,7 @@
 import { ExecutionStatus } from '@verity/status-model';
 import { insertChargeExecution, insertStandingKeys, insertTestExecution } from '../../../test/support/fixtures';
 import { useTestDatabase } from '../../../test/support/test-database';
+import { webhookKeyHolder } from './idempotency';
 import { SecretsCipher } from './secrets-cipher';
 import { TransitionService } from './transition.service';
 import {
@@ -8,6 +9,7 @@ import {
   WEBHOOK_CANDIDATES_SQL,
   createWebhookEndpoint,
   createWebhookEndpointIn,
+  createWebhookEndpointWithKey,
   enableWebhookEndpoint,
   listWebhookDeliveries,
   listWebhookEndpoints,
@@ -285,6 +287,22 @@ describe('webhook outbox (real Postgres)', () => {
     const add = () => createWebhookEndpoint(db.dataSource, new SecretsCipher(undefined), endpointFor('other'));
     for (let i = 0; i < MAX_WEBHOOK_ENDPOINTS; i += 1) expect(await add()).not.toBeNull();
     expect(await add()).toBeNull();
+  });
+
+  it('at the limit, a create under an Idempotency-Key takes no key either: a retry after a delete can still create', async () => {
+    // 'other' is at the limit (the test above).
+    const cipher = new SecretsCipher(undefined);
+    const key = { key: 'at-limit', requestHash: 'h', ttlMs: 60_000 };
+    expect(await createWebhookEndpointWithKey(db.dataSource, cipher, endpointFor('other'), key)).toBeNull();
+    expect(await webhookKeyHolder(db.dataSource.manager, 'other', 'at-limit', 'h')).toBeNull();
+    const [first] = await listWebhookEndpoints(db.dataSource.manager, 'other');
+    await db.dataSource.query(`DELETE FROM webhook_endpoints WHERE id = $1`, [first.id]);
+    const made = await createWebhookEndpointWithKey(db.dataSource, cipher, endpointFor('other'), key);
+    expect(made).toEqual({ endpoint: expect.objectContaining({ tenant_id: 'other' }), secret: expect.any(String) });
+    expect(await webhookKeyHolder(db.dataSource.manager, 'other', 'at-limit', 'h')).toEqual({
+      kind: 'replay',
+      endpointId: (made as { endpoint: { id: string } }).endpoint.id,
+    });
   });
 
   /** Until a session of this database waits for an advisory lock (polled, never slept on blindly). */

@@ -17,6 +17,7 @@ import {
 import type { DataSource } from 'typeorm';
 import { ADMIN_CHANGE_INSERT_COLUMNS } from './admin-changes';
 import { requireActiveKey } from './api-keys';
+import { IDEMPOTENCY_SQL } from './idempotency';
 import { SecretUnreadableError, SecretsCipher, secretBinding } from './secrets-cipher';
 import { Queryable, firstRow, rows, transaction, withinTransaction } from './sql';
 
@@ -67,10 +68,25 @@ export const WEBHOOKS_SQL = {
   // checks, read in the statement after the lock, includes every endpoint a create before it committed.
   lockTenantEndpoints: `SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints' || chr(31) || $1, 0))`,
   // The history row ($8 its id, $6 who) is written by the same statement: only when the endpoint is.
-  createEndpoint: `WITH created AS (
+  // With an Idempotency-Key ($9, the request's hash $10, kept $11 ms) the same statement takes the key's record (a new
+  // one, or one that expired) naming the endpoint, and writes the endpoint only when it did: a crash cannot leave one
+  // without the other, and a key another record holds writes nothing (the caller asks webhookKeyHolder why).
+  createEndpoint: `WITH room AS (
+       SELECT (SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $2) < $7 AS yes
+     ), claim AS (
+       INSERT INTO idempotency_keys (tenant_id, route, key, request_hash, state, webhook_endpoint_id, expires_at)
+       SELECT $2, 'webhooks', $9, $10, 'completed', $1, now() + make_interval(secs => $11 / 1000.0)
+       WHERE $9::text IS NOT NULL AND (SELECT yes FROM room)
+       ON CONFLICT (tenant_id, route, key) DO UPDATE
+         SET request_hash = EXCLUDED.request_hash, state = 'completed', execution_id = NULL,
+             webhook_endpoint_id = EXCLUDED.webhook_endpoint_id, created_at = now(), expires_at = EXCLUDED.expires_at,
+             claim_token = NULL
+         WHERE idempotency_keys.expires_at < now()
+       RETURNING key
+     ), created AS (
        INSERT INTO webhook_endpoints (id, tenant_id, url, events, secret, created_by)
        SELECT $1, $2, $3, $4, $5, $6
-       WHERE (SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $2) < $7
+       WHERE (SELECT yes FROM room) AND ($9::text IS NULL OR EXISTS (SELECT 1 FROM claim))
        RETURNING ${ENDPOINT_COLUMNS}
      ), recorded AS (
        INSERT INTO admin_changes (${ADMIN_CHANGE_INSERT_COLUMNS})
@@ -79,6 +95,8 @@ export const WEBHOOKS_SQL = {
      SELECT ${ENDPOINT_COLUMNS} FROM created`,
   listEndpoints: `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE tenant_id = $1 ORDER BY created_at, id`,
   findEndpoint: `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2`,
+  // Only to replay the answer that created it (the secret is shown to the request that made it, and its retries).
+  endpointSecret: `SELECT secret FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2`,
   // The history row ($3 its id, $4 who) is written by the same statement, only when it deleted the endpoint: of two
   // deletes at once, the second waits for the first and then finds nothing (no row).
   // The endpoint's deliveries are locked before the endpoint, in the order the delivery worker locks them (the
@@ -279,6 +297,9 @@ export const MAX_WEBHOOK_ENDPOINTS = 20;
 
 type NewWebhookEndpoint = { tenantId: string; url: string; events: string[]; createdBy: string };
 
+/** The Idempotency-Key a create was sent with, the request's hash, and how long the key's record lives. */
+type WebhookIdempotency = { key: string; requestHash: string; ttlMs: number };
+
 /**
  * Creates an endpoint; the signing secret is returned here, once, and stored sealed (SECRETS_KEY). Null when the
  * tenant already has MAX_WEBHOOK_ENDPOINTS. Recorded in the history of admin changes (by `createdBy`, never the
@@ -289,8 +310,25 @@ export function createWebhookEndpoint(
   secrets: SecretsCipher,
   input: NewWebhookEndpoint,
 ): Promise<{ endpoint: WebhookEndpointRow; secret: string } | null> {
-  return transaction(dataSource, (tx) => createWebhookEndpointIn(tx, secrets, input));
+  return transaction(dataSource, async (tx) => (await createIn(tx, secrets, input, null)) as CreatedEndpoint | null);
 }
+
+/**
+ * createWebhookEndpoint under an Idempotency-Key: the statement that writes the endpoint also takes the key's record
+ * (naming the endpoint), so a crash leaves both or neither. Null when the tenant already has MAX_WEBHOOK_ENDPOINTS or
+ * another record holds the key (nothing written either way; webhookKeyHolder tells which); `busy` when another request
+ * with the key is in its create right now (nothing written, nothing waited for).
+ */
+export function createWebhookEndpointWithKey(
+  dataSource: DataSource,
+  secrets: SecretsCipher,
+  input: NewWebhookEndpoint,
+  idempotency: WebhookIdempotency,
+): Promise<CreatedEndpoint | 'busy' | null> {
+  return transaction(dataSource, (tx) => createIn(tx, secrets, input, idempotency));
+}
+
+type CreatedEndpoint = { endpoint: WebhookEndpointRow; secret: string };
 
 /**
  * The create inside a transaction the caller holds. A count in the INSERT alone is not enough: under READ COMMITTED
@@ -301,9 +339,27 @@ export async function createWebhookEndpointIn(
   tx: Queryable,
   secrets: SecretsCipher,
   input: NewWebhookEndpoint,
-): Promise<{ endpoint: WebhookEndpointRow; secret: string } | null> {
+): Promise<CreatedEndpoint | null> {
+  return (await createIn(tx, secrets, input, null)) as CreatedEndpoint | null;
+}
+
+async function createIn(
+  tx: Queryable,
+  secrets: SecretsCipher,
+  input: NewWebhookEndpoint,
+  idempotency: WebhookIdempotency | null,
+): Promise<CreatedEndpoint | 'busy' | null> {
   // Made only while the key that makes it stands (KeyRevokedError otherwise; a revocation waits for this change).
   await requireActiveKey(tx, input.createdBy);
+  if (idempotency) {
+    // Taken without waiting, before the tenant's lock: a second request with the key answers "in flight" at once
+    // instead of queueing behind the first (then finding its record, after the tenant's lock, writes nothing).
+    const [lock] = await rows<{ free: boolean }>(tx, IDEMPOTENCY_SQL.tryLockWebhookKey, [
+      input.tenantId,
+      idempotency.key,
+    ]);
+    if (!lock.free) return 'busy';
+  }
   await rows(tx, WEBHOOKS_SQL.lockTenantEndpoints, [input.tenantId]);
   const id = newId('whk');
   const secret = newSigningSecret();
@@ -316,8 +372,28 @@ export async function createWebhookEndpointIn(
     input.createdBy,
     MAX_WEBHOOK_ENDPOINTS,
     newId('chg'),
+    idempotency?.key ?? null,
+    idempotency?.requestHash ?? null,
+    idempotency?.ttlMs ?? null,
   ]);
   return endpoint ? { endpoint, secret } : null;
+}
+
+/**
+ * The tenant's endpoint with its signing secret opened: the answer its create gave, for a replay of that request (the
+ * same Idempotency-Key and body). Null when it was deleted since. Throws SecretUnreadableError when the secret does
+ * not open with this SECRETS_KEY.
+ */
+export async function findWebhookEndpointWithSecret(
+  db: Queryable,
+  secrets: SecretsCipher,
+  tenantId: string,
+  id: string,
+): Promise<{ endpoint: WebhookEndpointRow; secret: string } | null> {
+  const endpoint = await findWebhookEndpoint(db, tenantId, id);
+  const sealed = await firstRow<{ secret: string }>(db, WEBHOOKS_SQL.endpointSecret, [tenantId, id]);
+  if (!endpoint || !sealed) return null;
+  return { endpoint, secret: secrets.open(sealed.secret, webhookSecretBinding(tenantId, id)) };
 }
 
 export function listWebhookEndpoints(db: Queryable, tenantId: string): Promise<WebhookEndpointRow[]> {

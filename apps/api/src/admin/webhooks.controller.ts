@@ -1,8 +1,9 @@
-import { Delete, Get, HttpCode, Param, Post, Query, Res } from '@nestjs/common';
-import type { Response } from 'express';
+import { Delete, Get, HttpCode, Param, Post, Query, Req, Res } from '@nestjs/common';
+import { ApiHeader } from '@nestjs/swagger';
+import type { Request, Response } from 'express';
 import { z } from 'zod';
 import { CurrentPrincipal, Principal } from '../auth/principal';
-import { JsonBody, parseQuery } from '../http/parse';
+import { JsonBody, idempotencyKeyOf, parseQuery } from '../http/parse';
 import { ApiEndpoint, ApiPageQuery } from '../openapi';
 import { AdminController } from './admin-controller';
 import {
@@ -46,7 +47,9 @@ export class WebhooksController {
     description:
       'The URL must pass the tenant’s http connector allowlist and the SSRF rules (400 `egress_blocked` otherwise). ' +
       'The answer carries the signing secret (`whsec_…`), shown this once, and `Cache-Control: no-store`. At most 20 ' +
-      'endpoints per tenant (409 `webhook-limit`).',
+      'endpoints per tenant (409 `webhook-limit`). With an Idempotency-Key, the same key and body return the same ' +
+      'endpoint and secret with `Idempotent-Replayed: true` (a retry after a lost answer); 409 ' +
+      '`idempotency-key-target-deleted` once that endpoint was deleted.',
     body: { schema: WebhookInputSchema },
     response: {
       status: 201,
@@ -58,21 +61,38 @@ export class WebhooksController {
           required: true,
           schema: { type: 'string' },
         },
+        'Idempotent-Replayed': {
+          description: '`true` when this is a replay of an earlier request',
+          schema: { type: 'string' },
+        },
       },
     },
-    problems: ['validation-error', 'webhook-limit'],
+    problems: [
+      'validation-error',
+      'webhook-limit',
+      'idempotency-key-in-flight',
+      'idempotency-key-reused',
+      'idempotency-key-target-deleted',
+    ],
+  })
+  @ApiHeader({
+    name: 'Idempotency-Key',
+    required: false,
+    description: '1–255 printable ASCII characters; scoped to the tenant and this route, kept 24 h',
   })
   async create(
     @CurrentPrincipal() principal: Principal,
+    @Req() req: Request,
     @JsonBody(WebhookInputSchema) input: WebhookInput,
     @Res({ passthrough: true }) res: Response,
   ) {
-    const created = await this.webhooks.create(principal, input);
+    const { endpoint, replayed } = await this.webhooks.create(principal, input, idempotencyKeyOf(req));
     // A 201 without Location names the target URI as what it created (RFC 9110): the list, not the endpoint.
-    res.setHeader('location', `/v1/admin/webhooks/${created.id}`);
-    // The signing secret, shown this once: no browser or proxy cache may keep a copy of it.
+    res.setHeader('location', `/v1/admin/webhooks/${endpoint.id}`);
+    // The signing secret, shown to this request (and its retries): no browser or proxy cache may keep a copy of it.
     res.setHeader('cache-control', 'no-store');
-    return created;
+    if (replayed) res.setHeader('idempotent-replayed', 'true');
+    return endpoint;
   }
 
   @Get(':id')

@@ -6,20 +6,27 @@ import {
   SecretsCipher,
   WebhookEndpointRow,
   createWebhookEndpoint,
+  createWebhookEndpointWithKey,
+  findWebhookEndpointWithSecret,
+  SecretUnreadableError,
+  webhookKeyHolder,
   deleteWebhookEndpoint,
   MAX_WEBHOOK_ENDPOINTS,
   enableWebhookEndpoint,
   findWebhookEndpoint,
   listWebhookEndpoints,
 } from '@verity/persistence';
-import { LOGGER, Logger } from '@verity/platform';
+import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { DataSource, EntityManager } from 'typeorm';
 import type { z } from 'zod';
 import type { Principal } from '../auth/principal';
+import { sentBodyHash } from '../executions/idempotency';
 import { iso } from '../executions/presenter';
 import { refuseSecretValuesIn } from '../http/secret-values';
 import { Problem } from '../problem/problem';
-import type { WebhookInput, WebhookView } from './webhooks.schema';
+import type { WebhookCreatedView, WebhookInput, WebhookView } from './webhooks.schema';
+
+type WebhookCreated = z.infer<typeof WebhookCreatedView>;
 
 function endpointView(row: WebhookEndpointRow): z.infer<typeof WebhookView> {
   return {
@@ -42,6 +49,7 @@ export class WebhooksService {
     private readonly cipher: SecretsCipher,
     private readonly connectors: TenantConnectors,
     @Inject(LOGGER) private readonly logger: Logger,
+    @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
   ) {}
 
   async list(principal: Principal) {
@@ -52,7 +60,97 @@ export class WebhooksService {
     return endpointView(await tenantEndpoint(this.db.manager, principal, id));
   }
 
-  async create(principal: Principal, input: WebhookInput) {
+  /**
+   * With an Idempotency-Key: the same key and body answer what the first request created (the endpoint as it is now,
+   * with its signing secret: the replay is the answer a client lost), 422 for another body, 409 while the first is
+   * still being created, and 409 `idempotency-key-target-deleted` once that endpoint was deleted (its secret went with
+   * it; a new endpoint would be another request).
+   */
+  async create(
+    principal: Principal,
+    input: WebhookInput,
+    idempotencyKey?: string,
+  ): Promise<{ endpoint: WebhookCreated; replayed: boolean }> {
+    const idempotency =
+      idempotencyKey === undefined
+        ? null
+        : { key: idempotencyKey, requestHash: sentBodyHash(input), ttlMs: this.config.IDEMPOTENCY_TTL_MS };
+    let host: string;
+    try {
+      host = await this.vetTarget(principal, input);
+    } catch (error) {
+      // The checks judge the URL by the tenant's settings as they are now: a key that already holds an endpoint is
+      // answered first (its replay, 422 or 409), as for an execution — a 400 would say "nothing was written" about a
+      // request that created an endpoint before the admin changed the allowlist.
+      const held = idempotency && error instanceof Problem ? await this.heldKeyAnswer(principal, idempotency) : null;
+      if (held) return held;
+      throw error;
+    }
+    const newEndpoint = {
+      tenantId: principal.tenantId,
+      url: input.url,
+      events: input.events,
+      createdBy: principal.keyId,
+    };
+    const created = idempotency
+      ? await createWebhookEndpointWithKey(this.db, this.cipher, newEndpoint, idempotency)
+      : await createWebhookEndpoint(this.db, this.cipher, newEndpoint);
+    if (created === 'busy') throw Problem.idempotencyKeyInFlight();
+    if (!created) {
+      // Nothing written: another record holds the key, or the tenant is at its limit.
+      const held = idempotency ? await this.heldKeyAnswer(principal, idempotency) : null;
+      if (held) return held;
+      throw Problem.conflict(
+        'webhook-limit',
+        `this tenant already has ${MAX_WEBHOOK_ENDPOINTS} webhook endpoints; delete one first`,
+      );
+    }
+    const { endpoint, secret } = created;
+    this.logger.info(
+      { tenantId: principal.tenantId, endpointId: endpoint.id, host, events: input.events },
+      'webhook endpoint created',
+    );
+    return { endpoint: { ...endpointView(endpoint), secret }, replayed: false };
+  }
+
+  /** The answer for a key another request's record holds; null when none does. */
+  private async heldKeyAnswer(
+    principal: Principal,
+    idempotency: { key: string; requestHash: string },
+  ): Promise<{ endpoint: WebhookCreated; replayed: true } | null> {
+    const holder = await webhookKeyHolder(
+      this.db.manager,
+      principal.tenantId,
+      idempotency.key,
+      idempotency.requestHash,
+    );
+    if (!holder) return null;
+    if (holder.kind === 'mismatch') throw Problem.idempotencyKeyReused();
+    let replay: Awaited<ReturnType<typeof findWebhookEndpointWithSecret>>;
+    try {
+      replay = await findWebhookEndpointWithSecret(this.db.manager, this.cipher, principal.tenantId, holder.endpointId);
+    } catch (error) {
+      if (!(error instanceof SecretUnreadableError)) throw error;
+      // The answer would be the endpoint without the one thing the client lost: say so rather than replay half of it.
+      throw new Problem(
+        500,
+        'internal',
+        'Internal error',
+        'the endpoint this Idempotency-Key created has a signing secret that does not open with this SECRETS_KEY',
+      );
+    }
+    if (!replay) {
+      throw Problem.conflict(
+        'idempotency-key-target-deleted',
+        `the webhook endpoint ${holder.endpointId} this Idempotency-Key created has been deleted since; use a new key to create another`,
+        { webhook_id: holder.endpointId },
+      );
+    }
+    return { endpoint: { ...endpointView(replay.endpoint), secret: replay.secret }, replayed: true };
+  }
+
+  /** 400 unless the URL may be a webhook target of the tenant; the host it names otherwise. */
+  private async vetTarget(principal: Principal, input: WebhookInput): Promise<string> {
     // A secret's value in the URL (a receiver's token that is also a connector secret) would be stored, shown by every
     // GET of the endpoints and sent to a host its allowlist entry need not bind: refused, as in any other text.
     await refuseSecretValuesIn(this.connectors, principal.tenantId, [['url', input.url]]);
@@ -76,24 +174,7 @@ export class WebhooksService {
     // what it resolves to at each delivery, as every call of the http connector is: no lookup here.
     const reserved = isIP(target.host) ? await platformRefusalOf(target) : null;
     if (reserved) throw refused(reserved);
-    const created = await createWebhookEndpoint(this.db, this.cipher, {
-      tenantId: principal.tenantId,
-      url: input.url,
-      events: input.events,
-      createdBy: principal.keyId,
-    });
-    if (!created) {
-      throw Problem.conflict(
-        'webhook-limit',
-        `this tenant already has ${MAX_WEBHOOK_ENDPOINTS} webhook endpoints; delete one first`,
-      );
-    }
-    const { endpoint, secret } = created;
-    this.logger.info(
-      { tenantId: principal.tenantId, endpointId: endpoint.id, host: target.host, events: input.events },
-      'webhook endpoint created',
-    );
-    return { ...endpointView(endpoint), secret };
+    return target.host;
   }
 
   async remove(principal: Principal, id: string): Promise<void> {

@@ -28,6 +28,7 @@ export const PROBLEM_CODES = [
   'method-not-allowed',
   'request-timeout',
   'idempotency-key-in-flight',
+  'idempotency-key-target-deleted',
   'execution-terminal',
   'already-decided',
   'not-awaiting-approval',

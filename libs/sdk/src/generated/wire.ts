@@ -456,7 +456,7 @@ export interface paths {
     put?: never;
     /**
      * Create a webhook endpoint
-     * @description The URL must pass the tenant’s http connector allowlist and the SSRF rules (400 `egress_blocked` otherwise). The answer carries the signing secret (`whsec_…`), shown this once, and `Cache-Control: no-store`. At most 20 endpoints per tenant (409 `webhook-limit`).
+     * @description The URL must pass the tenant’s http connector allowlist and the SSRF rules (400 `egress_blocked` otherwise). The answer carries the signing secret (`whsec_…`), shown this once, and `Cache-Control: no-store`. At most 20 endpoints per tenant (409 `webhook-limit`). With an Idempotency-Key, the same key and body return the same endpoint and secret with `Idempotent-Replayed: true` (a retry after a lost answer); 409 `idempotency-key-target-deleted` once that endpoint was deleted.
      */
     post: operations['createWebhook'];
     delete?: never;
@@ -1137,6 +1137,7 @@ export interface components {
         | 'https://verity.dev/problems/method-not-allowed'
         | 'https://verity.dev/problems/request-timeout'
         | 'https://verity.dev/problems/idempotency-key-in-flight'
+        | 'https://verity.dev/problems/idempotency-key-target-deleted'
         | 'https://verity.dev/problems/execution-terminal'
         | 'https://verity.dev/problems/already-decided'
         | 'https://verity.dev/problems/not-awaiting-approval'
@@ -1389,6 +1390,17 @@ export interface components {
         'application/problem+json': components['schemas']['Problem'];
       };
     };
+    /** @description Conflict with the current state; the problem names the rule */
+    Problem409_2: {
+      headers: {
+        /** @description with idempotency-key-in-flight: seconds to wait before trying again */
+        'Retry-After'?: number;
+        [name: string]: unknown;
+      };
+      content: {
+        'application/problem+json': components['schemas']['Problem'];
+      };
+    };
     /** @description An If-Match was sent, but this resource has no ETag: it can never match; nothing was written */
     Problem412: {
       headers: {
@@ -1429,6 +1441,15 @@ export interface components {
     };
     /** @description The body is not JSON */
     Problem415: {
+      headers: {
+        [name: string]: unknown;
+      };
+      content: {
+        'application/problem+json': components['schemas']['Problem'];
+      };
+    };
+    /** @description Idempotency-Key reused with a different body */
+    Problem422: {
       headers: {
         [name: string]: unknown;
       };
@@ -1539,29 +1560,11 @@ export interface operations {
       401: components['responses']['Problem401'];
       403: components['responses']['Problem403'];
       408: components['responses']['Problem408'];
-      /** @description Conflict with the current state; the problem names the rule */
-      409: {
-        headers: {
-          /** @description with idempotency-key-in-flight: seconds to wait before trying again */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      409: components['responses']['Problem409_2'];
       412: components['responses']['Problem412'];
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
-      /** @description Idempotency-Key reused with a different body */
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
+      422: components['responses']['Problem422'];
       429: components['responses']['Problem429'];
       503: components['responses']['Problem503_2'];
     };
@@ -2568,7 +2571,10 @@ export interface operations {
   createWebhook: {
     parameters: {
       query?: never;
-      header?: never;
+      header?: {
+        /** @description 1–255 printable ASCII characters; scoped to the tenant and this route, kept 24 h */
+        'Idempotency-Key'?: string;
+      };
       path?: never;
       cookie?: never;
     };
@@ -2588,6 +2594,8 @@ export interface operations {
           Location: string;
           /** @description `no-store`: the answer carries the signing secret */
           'Cache-Control': string;
+          /** @description `true` when this is a replay of an earlier request */
+          'Idempotent-Replayed'?: string;
           [name: string]: unknown;
         };
         content: {
@@ -2598,10 +2606,11 @@ export interface operations {
       401: components['responses']['Problem401'];
       403: components['responses']['Problem403'];
       408: components['responses']['Problem408'];
-      409: components['responses']['Problem409'];
+      409: components['responses']['Problem409_2'];
       412: components['responses']['Problem412'];
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
+      422: components['responses']['Problem422'];
       429: components['responses']['Problem429'];
       503: components['responses']['Problem503_2'];
     };
