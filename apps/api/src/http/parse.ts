@@ -115,6 +115,11 @@ export function markEmptyBody(req: IncomingMessage, body: Buffer): void {
   if (body.length === 0) emptyChunkedBodies.add(req);
 }
 
+/** Whether the body was read and held no byte (the JSON parser's `{}` for it is no `{}` the caller sent). */
+export function bodyWasEmpty(req: IncomingMessage): boolean {
+  return emptyChunkedBodies.has(req);
+}
+
 /**
  * For endpoints whose body is optional: no body at all, or an empty object, means "none". A chunked body is one
  * once a byte of it arrived: a client that streams its body and has nothing to send ends it at once ("0").

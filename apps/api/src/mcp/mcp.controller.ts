@@ -9,7 +9,7 @@ import type { Request, Response } from 'express';
 import type { AddressInfo } from 'node:net';
 import { bearerToken, clientAddress } from '../auth/auth.guard';
 import { internalCallHeaders } from '../auth/internal-caller';
-import { JSON_MEDIA_TYPE, hasBody } from '../http/parse';
+import { JSON_MEDIA_TYPE, bodyWasEmpty } from '../http/parse';
 import { Public } from '../auth/principal';
 import type { Principal } from '../auth/principal';
 import { ApiEndpoint } from '../openapi';
@@ -138,7 +138,7 @@ export class McpController {
     }
     // No body at all (the parser hands on `{}` for an empty one) is no JSON text: a Parse error, as text that is not JSON
     // is, not an Invalid Request, which says valid JSON was read and is no message.
-    if (!hasBody(req)) {
+    if (req.body === undefined || bodyWasEmpty(req)) {
       const empty = Problem.validation([{ field: '(body)', rule: 'json', message: 'the body is empty' }]);
       refuseBody(req, res, empty, JSON_RPC_CODE.parseError);
       return;
