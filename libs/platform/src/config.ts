@@ -270,6 +270,11 @@ const ConfigSchema = z
     WORKER_CONCURRENCY: integer({ min: 1, max: 500, default: 16 }),
     RATE_LIMIT_PER_MINUTE: integer({ min: 1, max: 1_000_000_000, default: 6000 }),
     MAX_STREAMS_PER_KEY: integer({ min: 1, max: 100_000, default: 20 }),
+    /**
+     * SSE streams all keys together may hold open at once in one API process (one tenant, all its keys, at most half
+     * of them).
+     */
+    MAX_STREAMS_PER_PROCESS: integer({ min: 1, max: 100_000, default: 1000 }),
     /** MCP requests (each message with an id) one key may have in flight at once in one API process. */
     MAX_MCP_REQUESTS_PER_KEY: integer({ min: 1, max: 10_000, default: 100 }),
     /**

@@ -20,7 +20,7 @@ import { Problem } from '../problem/problem';
 import { EventCursorField, resolveEventCursor } from '../executions/event-cursor';
 import { presentEvent } from '../executions/presenter';
 import { EventNotifier } from './event-notifier.service';
-import { StreamCap } from './stream-cap';
+import { StreamCap, StreamShare } from './stream-cap';
 import { drained } from './drained';
 import { StreamEndReason, StreamVerdict, streamVerdict } from './stream-end';
 
@@ -36,6 +36,7 @@ const POLL_FALLBACK_MS = 2_000;
 export class StreamService {
   private readonly active = new Set<Response>();
   private readonly cap: StreamCap;
+  private readonly share: StreamShare;
   /** Set by `closeAll`: a stream that starts after it ends at once, as those it ended did. */
   private stopping = false;
 
@@ -49,6 +50,7 @@ export class StreamService {
   ) {
     // A lease outlives three missed heartbeats, so only a dead process' streams expire.
     this.cap = new StreamCap(redis, config.QUEUE_PREFIX, config.MAX_STREAMS_PER_KEY, config.SSE_HEARTBEAT_MS * 3);
+    this.share = new StreamShare(config.MAX_STREAMS_PER_PROCESS);
   }
 
   /** `cursorField` names where `lastEventId` came from (the header or `after`), for the problem that refuses it. */
@@ -101,21 +103,33 @@ export class StreamService {
     }
     // Gone already: nothing to take, nobody to answer.
     if (client.gone) return;
-    const lease = await this.cap.acquire(principal.keyId);
-    if (lease && client.gone) {
+    const place = this.share.take(principal.tenantId);
+    if (!place.taken) {
+      throw tooManyStreams(
+        place.bound === 'tenant'
+          ? `at most ${place.limit} per tenant (all its keys together) in this API process`
+          : `at most ${place.limit} in this API process (all tenants together)`,
+      );
+    }
+    const acquired = await this.cap.acquire(principal.keyId).catch((error: unknown) => {
+      place.release();
+      throw error;
+    });
+    if (!acquired) {
+      place.release();
+      throw tooManyStreams(`at most ${this.config.MAX_STREAMS_PER_KEY} per key, across all API processes`);
+    }
+    const lease = {
+      renew: () => acquired.renew(),
+      release: () => {
+        acquired.release();
+        place.release();
+      },
+    };
+    if (client.gone) {
       // Left while the lease was being taken.
       lease.release();
       return;
-    }
-    if (!lease) {
-      throw new Problem(
-        429,
-        'too-many-streams',
-        'Too many open streams',
-        `at most ${this.config.MAX_STREAMS_PER_KEY} per key, across all API processes`,
-        {},
-        { 'retry-after': '5' },
-      );
     }
     this.active.add(res);
 
@@ -292,6 +306,10 @@ export class StreamService {
     this.stopping = true;
     for (const res of this.active) res.end();
   }
+}
+
+function tooManyStreams(detail: string): Problem {
+  return new Problem(429, 'too-many-streams', 'Too many open streams', detail, {}, { 'retry-after': '5' });
 }
 
 function writeEnd(res: Response, reason: StreamEndReason): void {
