@@ -29,13 +29,13 @@ describe('TenantSlots: one tenant holds at most its share of the delivery slots'
     const woken: string[] = [];
     slots.take('a');
     slots.take('b');
-    slots.wakeWhenFree('a', async () => {
+    slots.wakeWhenFree('a', 'a1', async () => {
       woken.push('a1 (gone)');
       throw new Error('job not delayed any more');
     });
-    slots.wakeWhenFree('a', async () => woken.push('a2'));
-    slots.wakeWhenFree('a', async () => woken.push('a3'));
-    slots.wakeWhenFree('b', async () => woken.push('b1'));
+    slots.wakeWhenFree('a', 'a2', async () => woken.push('a2'));
+    slots.wakeWhenFree('a', 'a3', async () => woken.push('a3'));
+    slots.wakeWhenFree('b', 'b1', async () => woken.push('b1'));
     slots.release('a');
     await new Promise((resolve) => setImmediate(resolve));
     expect(woken).toEqual(['a1 (gone)', 'a2']);
@@ -51,11 +51,30 @@ describe('TenantSlots: one tenant holds at most its share of the delivery slots'
     expect(slots.take('a', 1)).toEqual({ wakeAt: 10_000 });
     // Meanwhile the slot frees: nobody is waiting yet.
     slots.release('a');
-    slots.wakeWhenFree('a', async () => woken.push('a1'));
+    slots.wakeWhenFree('a', 'a1', async () => woken.push('a1'));
     await new Promise((resolve) => setImmediate(resolve));
     // Not left to wait for wakeAt (up to WEBHOOK_TIMEOUT_MS) with the slot free.
     expect(woken).toEqual(['a1']);
     expect(slots.held('a')).toEqual({ taken: 0, waiting: 0 });
+  });
+
+  it('keeps one wake per delivery: one put back again while its earlier wake is on file keeps its place, not two', async () => {
+    // A delivery that waited until its wakeAt comes back, finds its tenant at its share again, and is put back again,
+    // each round of the tenant's slow receiver: kept once each time, its waits grew the list without end (the
+    // reconciler's memory), its wakes outnumbering the slots that free.
+    const slots = new TenantSlots(1, 10_000);
+    const woken: string[] = [];
+    slots.take('a', 0);
+    for (let round = 1; round <= 3; round += 1) {
+      slots.wakeWhenFree('a', 'first', async () => woken.push(`first (put back ${round})`));
+      slots.wakeWhenFree('a', 'second', async () => woken.push(`second (put back ${round})`));
+    }
+    expect(slots.held('a')).toEqual({ taken: 1, waiting: 2 });
+    // Woken in the order they first asked, by their latest wake.
+    slots.release('a');
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(woken).toEqual(['first (put back 3)']);
+    expect(slots.held('a')).toEqual({ taken: 0, waiting: 1 });
   });
 
   it('forgets a tenant that holds nothing, and a release of nothing held changes nothing', () => {

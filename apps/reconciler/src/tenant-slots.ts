@@ -10,7 +10,12 @@
 export class TenantSlots {
   /** When each of a tenant's slots was taken, oldest first. */
   private readonly taken = new Map<string, number[]>();
-  private readonly waiting = new Map<string, (() => Promise<unknown>)[]>();
+  /**
+   * Each tenant's deliveries waiting to be woken, by delivery, in the order they first asked. One wake per delivery: a
+   * delivery put back again (it came back by its `wakeAt` and found its tenant at its share once more) replaces its
+   * earlier wake in its place, so a slow receiver's line does not add a wake per delivery on every round.
+   */
+  private readonly waiting = new Map<string, Map<string, () => Promise<unknown>>>();
 
   constructor(
     readonly share: number,
@@ -44,28 +49,30 @@ export class TenantSlots {
   /**
    * `wake` is called when one of the tenant's slots frees (a wake that fails — job gone, already back — tries the next),
    * or at once when one is free already: the caller registers only after it has put its delivery back (an await), and
-   * a slot freed in between found no one to wake — the delivery would wait for `wakeAt` instead.
+   * a slot freed in between found no one to wake — the delivery would wait for `wakeAt` instead. `delivery` names the
+   * job: asked again for the same one, the newer wake replaces the older (see `waiting`).
    */
-  wakeWhenFree(tenantId: string, wake: () => Promise<unknown>): void {
+  wakeWhenFree(tenantId: string, delivery: string, wake: () => Promise<unknown>): void {
     if ((this.taken.get(tenantId)?.length ?? 0) < this.share) {
       void wake().catch(() => undefined);
       return;
     }
-    const waiting = this.waiting.get(tenantId) ?? [];
-    waiting.push(wake);
+    const waiting = this.waiting.get(tenantId) ?? new Map<string, () => Promise<unknown>>();
+    waiting.set(delivery, wake);
     this.waiting.set(tenantId, waiting);
   }
 
   /** Slots held, and deliveries waiting to be woken, by tenant. */
   held(tenantId: string): { taken: number; waiting: number } {
-    return { taken: this.taken.get(tenantId)?.length ?? 0, waiting: this.waiting.get(tenantId)?.length ?? 0 };
+    return { taken: this.taken.get(tenantId)?.length ?? 0, waiting: this.waiting.get(tenantId)?.size ?? 0 };
   }
 
   private async wakeOne(tenantId: string): Promise<void> {
     const waiting = this.waiting.get(tenantId);
-    while (waiting?.length) {
-      const wake = waiting.shift()!;
-      if (waiting.length === 0) this.waiting.delete(tenantId);
+    while (waiting?.size) {
+      const [delivery, wake] = waiting.entries().next().value!;
+      waiting.delete(delivery);
+      if (waiting.size === 0) this.waiting.delete(tenantId);
       const woken = await wake().then(
         () => true,
         () => false,

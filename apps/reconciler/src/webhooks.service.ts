@@ -180,7 +180,9 @@ export class WebhooksService implements OnApplicationBootstrap, BeforeApplicatio
     }
     const full = this.slots.take(tenantId);
     if (full) {
-      return { wakeAt: full.wakeAt, wakeWhenFree: (wake) => this.slots.wakeWhenFree(tenantId, wake) };
+      // One wake on file per round of a delivery (its job), however often it is put back.
+      const job = `${deliveryId}#${round}`;
+      return { wakeAt: full.wakeAt, wakeWhenFree: (wake) => this.slots.wakeWhenFree(tenantId, job, wake) };
     }
     let posted: Awaited<ReturnType<WebhooksService['post']>>;
     try {
