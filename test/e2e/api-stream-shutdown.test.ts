@@ -156,4 +156,63 @@ describe('SIGTERM while a stream is being opened', () => {
     expect(text).toContain('retry:');
     expect(text).not.toContain('event: end');
   }, 60_000);
+
+  it('ends an open stream whose read of the log is under way, writes nothing after the end, and exits 0', async () => {
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    const api = await stack.startApp('api', {
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      SHUTDOWN_GRACE_MS: '10000',
+      WEBHOOK_TIMEOUT_MS: '5000',
+      SSE_HEARTBEAT_MS: '200',
+    });
+    const created = await http<Execution>(url, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([charge(unique('read-at-stop'), { requires_approval: true })]),
+    });
+    expect(created.status).toBe(201);
+    const id = created.body.id;
+    const stream = await fetch(`${url}/v1/executions/${id}/stream`, {
+      headers: { authorization: `Bearer ${DEMO.agent}` },
+    });
+    expect(stream.status).toBe(200);
+    const reader = stream.body!.getReader();
+    let received = '';
+    const decoder = new TextDecoder();
+    while (!received.includes('id: ')) received += decoder.decode((await reader.read()).value);
+
+    // The stream's next read of the log (a heartbeat asks for one) waits on a lock this test holds, in whose
+    // transaction one more event of the execution is written: the read answers it only once the stream was ended.
+    const lock = stack.db.dataSource.createQueryRunner();
+    await lock.connect();
+    await lock.startTransaction();
+    await lock.query(`LOCK TABLE events IN ACCESS EXCLUSIVE MODE`);
+    const [{ seq }] = (await lock.query(`SELECT event_seq::int AS seq FROM executions WHERE id = $1 FOR UPDATE`, [
+      id,
+    ])) as { seq: number }[];
+    await lock.query(
+      `INSERT INTO events (id, execution_id, tenant_id, seq, type, data)
+       VALUES ('evt_readatstop' || $3::text, $1, 'demo', $2::int + 1, 'operation.rechecked', '{}'::jsonb)`,
+      [id, seq, seq],
+    );
+    await lock.query(`UPDATE executions SET event_seq = event_seq + 1 WHERE id = $1`, [id]);
+    await waitForLockWaiter(stack.db.dataSource, { statementLike: '%events%' });
+
+    api.child.kill('SIGTERM');
+    // The stream is ended (its body reads to its end) while its read still waits.
+    for (;;) {
+      const chunk = await reader.read();
+      if (chunk.done) break;
+      received += decoder.decode(chunk.value);
+    }
+    await lock.commitTransaction();
+    await lock.release();
+
+    const code = await api.exited;
+    if (code !== 0) console.log(api.output.join('').slice(-4000));
+    expect(code).toBe(0);
+    expect(api.output.join('')).not.toContain('ERR_STREAM_WRITE_AFTER_END');
+    expect(received).not.toContain('evt_readatstop');
+  }, 60_000);
 });
