@@ -8,7 +8,6 @@ import {
   SECRET_NOT_SET,
   TerminalReason,
   foldedMemberName,
-  textPrefix,
 } from '@verity/status-model';
 import { SendOutcome, classifySend, isRejectableStatus } from './classify';
 import { ANY_SECRET } from './connector';
@@ -634,8 +633,7 @@ function cutOutsideSecrets(text: string, maxChars: number, secrets: Record<strin
     const at = text.indexOf(marker, Math.max(0, maxChars - marker.length + 1));
     if (at !== -1 && at < maxChars) end = Math.max(end, at + marker.length);
   }
-  // Not inside a character either: half an emoji is no Unicode, and jsonb refuses it (the evidence would be unwritable).
-  return textPrefix(text, end);
+  return text.slice(0, end);
 }
 
 /**
