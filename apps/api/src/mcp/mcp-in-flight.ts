@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import { adjustHeld } from '../held-counts';
 
 /** Whose requests in flight a refused POST would have put past its bound. */
 export type McpInFlightBound = 'key' | 'tenant' | 'process';
@@ -62,8 +63,8 @@ export class McpInFlight {
         return { taken: false, bound: 'process', limit: this.processLimit };
       }
     }
-    adjust(this.held, owner.keyId, count);
-    adjust(this.heldByTenant, owner.tenantId, count);
+    adjustHeld(this.held, owner.keyId, count);
+    adjustHeld(this.heldByTenant, owner.tenantId, count);
     this.heldInProcess += count;
     let released = false;
     return {
@@ -71,16 +72,10 @@ export class McpInFlight {
       release: () => {
         if (released) return;
         released = true;
-        adjust(this.held, owner.keyId, -count);
-        adjust(this.heldByTenant, owner.tenantId, -count);
+        adjustHeld(this.held, owner.keyId, -count);
+        adjustHeld(this.heldByTenant, owner.tenantId, -count);
         this.heldInProcess -= count;
       },
     };
   }
-}
-
-function adjust(counts: Map<string, number>, id: string, by: number): void {
-  const left = (counts.get(id) ?? 0) + by;
-  if (left > 0) counts.set(id, left);
-  else counts.delete(id);
 }

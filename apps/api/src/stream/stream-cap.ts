@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { RedisClient as Redis } from '@verity/platform';
+import { adjustHeld } from '../held-counts';
 import { LUA_NOW_MS, redisAnswerWithin } from '../redis-limits';
 
 /**
@@ -107,7 +108,7 @@ export class StreamShare {
     const held = this.byTenant.get(tenantId) ?? 0;
     if (held >= this.tenantLimit) return { taken: false, bound: 'tenant', limit: this.tenantLimit };
     if (this.inProcess >= this.processLimit) return { taken: false, bound: 'process', limit: this.processLimit };
-    this.byTenant.set(tenantId, held + 1);
+    adjustHeld(this.byTenant, tenantId, 1);
     this.inProcess += 1;
     let released = false;
     return {
@@ -116,9 +117,7 @@ export class StreamShare {
         if (released) return;
         released = true;
         this.inProcess -= 1;
-        const left = (this.byTenant.get(tenantId) ?? 1) - 1;
-        if (left > 0) this.byTenant.set(tenantId, left);
-        else this.byTenant.delete(tenantId);
+        adjustHeld(this.byTenant, tenantId, -1);
       },
     };
   }
