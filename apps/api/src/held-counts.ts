@@ -8,3 +8,56 @@ export function adjustHeld(counts: Map<string, number>, owner: string, by: numbe
   if (left > 0) counts.set(owner, left);
   else counts.delete(owner);
 }
+
+/** `release` that runs once, however often it is called: places given back twice would be room never held. */
+export function releaseOnce(release: () => void): () => void {
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    release();
+  };
+}
+
+/** Which bound of this process a refused take would have passed. */
+export type TenantShareBound = 'tenant' | 'process';
+
+export type TenantShareTake =
+  | { taken: true; /** Gives the places back (once). */ release: () => void }
+  | { taken: false; bound: TenantShareBound; limit: number };
+
+/**
+ * A bound on what all tenants together hold in this process (`processLimit`), with one tenant, all its keys together,
+ * held to half of it (rounded up, so at least one place): however many keys a tenant holds, it never takes the whole
+ * process, and another tenant is still served. Counts MCP requests in flight and open streams.
+ */
+export class TenantShare {
+  private readonly byTenant = new Map<string, number>();
+  private inProcess = 0;
+
+  constructor(readonly processLimit: number) {}
+
+  get tenantLimit(): number {
+    return Math.ceil(this.processLimit / 2);
+  }
+
+  /** Takes `count` places for the tenant, all or none; a take of none is never refused. */
+  take(tenantId: string, count = 1): TenantShareTake {
+    if (count > 0) {
+      const held = this.byTenant.get(tenantId) ?? 0;
+      if (held + count > this.tenantLimit) return { taken: false, bound: 'tenant', limit: this.tenantLimit };
+      if (this.inProcess + count > this.processLimit) {
+        return { taken: false, bound: 'process', limit: this.processLimit };
+      }
+    }
+    adjustHeld(this.byTenant, tenantId, count);
+    this.inProcess += count;
+    return {
+      taken: true,
+      release: releaseOnce(() => {
+        adjustHeld(this.byTenant, tenantId, -count);
+        this.inProcess -= count;
+      }),
+    };
+  }
+}

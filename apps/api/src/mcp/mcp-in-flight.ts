@@ -1,9 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
-import { adjustHeld } from '../held-counts';
+import { TenantShare, TenantShareBound, adjustHeld, releaseOnce } from '../held-counts';
 
 /** Whose requests in flight a refused POST would have put past its bound. */
-export type McpInFlightBound = 'key' | 'tenant' | 'process';
+export type McpInFlightBound = 'key' | TenantShareBound;
 
 export type McpInFlightTake =
   | { taken: true; /** Gives the places back (once). */ release: () => void }
@@ -21,22 +21,23 @@ export type McpInFlightTake =
 @Injectable()
 export class McpInFlight {
   private readonly held = new Map<string, number>();
-  private readonly heldByTenant = new Map<string, number>();
-  private heldInProcess = 0;
+  private readonly share: TenantShare;
 
-  constructor(@Inject(VERITY_CONFIG) private readonly config: VerityConfig) {}
+  constructor(@Inject(VERITY_CONFIG) private readonly config: VerityConfig) {
+    this.share = new TenantShare(config.MAX_MCP_REQUESTS_PER_PROCESS);
+  }
 
   get keyLimit(): number {
     return this.config.MAX_MCP_REQUESTS_PER_KEY;
   }
 
   get processLimit(): number {
-    return this.config.MAX_MCP_REQUESTS_PER_PROCESS;
+    return this.share.processLimit;
   }
 
   /** A tenant's share of the process: half, rounded up (so at least one request). */
   get tenantLimit(): number {
-    return Math.ceil(this.processLimit / 2);
+    return this.share.tenantLimit;
   }
 
   /**
@@ -54,28 +55,18 @@ export class McpInFlight {
 
   /** Takes `count` places for the key and its tenant, all or none. */
   take(owner: { keyId: string; tenantId: string }, count: number): McpInFlightTake {
-    const byKey = this.held.get(owner.keyId) ?? 0;
-    const byTenant = this.heldByTenant.get(owner.tenantId) ?? 0;
-    if (count > 0) {
-      if (byKey + count > this.keyLimit) return { taken: false, bound: 'key', limit: this.keyLimit };
-      if (byTenant + count > this.tenantLimit) return { taken: false, bound: 'tenant', limit: this.tenantLimit };
-      if (this.heldInProcess + count > this.processLimit) {
-        return { taken: false, bound: 'process', limit: this.processLimit };
-      }
+    if (count > 0 && (this.held.get(owner.keyId) ?? 0) + count > this.keyLimit) {
+      return { taken: false, bound: 'key', limit: this.keyLimit };
     }
+    const place = this.share.take(owner.tenantId, count);
+    if (!place.taken) return place;
     adjustHeld(this.held, owner.keyId, count);
-    adjustHeld(this.heldByTenant, owner.tenantId, count);
-    this.heldInProcess += count;
-    let released = false;
     return {
       taken: true,
-      release: () => {
-        if (released) return;
-        released = true;
+      release: releaseOnce(() => {
         adjustHeld(this.held, owner.keyId, -count);
-        adjustHeld(this.heldByTenant, owner.tenantId, -count);
-        this.heldInProcess -= count;
-      },
+        place.release();
+      }),
     };
   }
 }

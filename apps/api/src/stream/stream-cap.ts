@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import type { RedisClient as Redis } from '@verity/platform';
-import { adjustHeld } from '../held-counts';
 import { LUA_NOW_MS, redisAnswerWithin } from '../redis-limits';
 
 /**
@@ -76,48 +75,6 @@ export class StreamCap {
         released = true;
         this.localOpen.set(keyId, Math.max(0, (this.localOpen.get(keyId) ?? 1) - 1));
         this.redis.zrem(key, member).catch(() => undefined);
-      },
-    };
-  }
-}
-
-/** Which bound of this process a refused stream would have passed. */
-export type StreamShareBound = 'tenant' | 'process';
-
-export type StreamShareTake =
-  | { taken: true; /** Gives the place back (once). */ release: () => void }
-  | { taken: false; bound: StreamShareBound; limit: number };
-
-/**
- * Open streams in this process, whose memory, event loop and database pool they use (each reads the log on every
- * heartbeat and every announcement). The per-key cap above does not bound them: a tenant with many keys could open
- * as many streams as it had keys. So all tenants together hold at most `processLimit`, and one tenant, all its keys
- * together, at most half of it (rounded up), so another tenant is still served.
- */
-export class StreamShare {
-  private readonly byTenant = new Map<string, number>();
-  private inProcess = 0;
-
-  constructor(readonly processLimit: number) {}
-
-  get tenantLimit(): number {
-    return Math.ceil(this.processLimit / 2);
-  }
-
-  take(tenantId: string): StreamShareTake {
-    const held = this.byTenant.get(tenantId) ?? 0;
-    if (held >= this.tenantLimit) return { taken: false, bound: 'tenant', limit: this.tenantLimit };
-    if (this.inProcess >= this.processLimit) return { taken: false, bound: 'process', limit: this.processLimit };
-    adjustHeld(this.byTenant, tenantId, 1);
-    this.inProcess += 1;
-    let released = false;
-    return {
-      taken: true,
-      release: () => {
-        if (released) return;
-        released = true;
-        this.inProcess -= 1;
-        adjustHeld(this.byTenant, tenantId, -1);
       },
     };
   }

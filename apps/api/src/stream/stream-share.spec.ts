@@ -1,8 +1,8 @@
-import { StreamShare } from './stream-cap';
+import { TenantShare } from '../held-counts';
 
-describe('StreamShare', () => {
+describe('TenantShare (open streams)', () => {
   it('gives one tenant at most half the process (rounded up) and all tenants at most the whole', () => {
-    const share = new StreamShare(5);
+    const share = new TenantShare(5);
     expect(share.tenantLimit).toBe(3);
     const held = [share.take('a'), share.take('a'), share.take('a')];
     expect(held.every((t) => t.taken)).toBe(true);
@@ -13,7 +13,7 @@ describe('StreamShare', () => {
   });
 
   it('takes a place back once, however often it is released', () => {
-    const share = new StreamShare(2);
+    const share = new TenantShare(2);
     const first = share.take('a');
     if (!first.taken) throw new Error('refused');
     first.release();

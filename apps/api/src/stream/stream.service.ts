@@ -20,7 +20,8 @@ import { Problem } from '../problem/problem';
 import { EventCursorField, resolveEventCursor } from '../executions/event-cursor';
 import { presentEvent } from '../executions/presenter';
 import { EventNotifier } from './event-notifier.service';
-import { StreamCap, StreamShare } from './stream-cap';
+import { TenantShare } from '../held-counts';
+import { StreamCap } from './stream-cap';
 import { drained } from './drained';
 import { StreamEndReason, StreamVerdict, streamVerdict } from './stream-end';
 
@@ -36,7 +37,12 @@ const POLL_FALLBACK_MS = 2_000;
 export class StreamService {
   private readonly active = new Set<Response>();
   private readonly cap: StreamCap;
-  private readonly share: StreamShare;
+  /**
+   * Open streams in this process, whose memory, event loop and database pool they use (each reads the log on every
+   * heartbeat and every announcement). The per-key cap does not bound them: a tenant with many keys could open as
+   * many streams as it had keys.
+   */
+  private readonly share: TenantShare;
   /** Set by `closeAll`: a stream that starts after it ends at once, as those it ended did. */
   private stopping = false;
 
@@ -50,7 +56,7 @@ export class StreamService {
   ) {
     // A lease outlives three missed heartbeats, so only a dead process' streams expire.
     this.cap = new StreamCap(redis, config.QUEUE_PREFIX, config.MAX_STREAMS_PER_KEY, config.SSE_HEARTBEAT_MS * 3);
-    this.share = new StreamShare(config.MAX_STREAMS_PER_PROCESS);
+    this.share = new TenantShare(config.MAX_STREAMS_PER_PROCESS);
   }
 
   /** `cursorField` names where `lastEventId` came from (the header or `after`), for the problem that refuses it. */
