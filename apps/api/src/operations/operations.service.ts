@@ -425,12 +425,7 @@ export class OperationsService {
     evidence: string,
     ifMatch?: readonly string[],
   ) {
-    await refuseSecretValuesIn(this.connectors, principal.tenantId, [['evidence', evidence]]);
-    const { op, version } = await this.loadAt(principal, id);
-    const decidedFirst =
-      (await this.decidedFirst(principal, op)) ?? (await this.stillUnknownOnShown(principal, op, ifMatch, version));
-    if (decidedFirst) throw decidedFirst;
-    refuseStale(ifMatch, version);
+    const op = await this.loadUndecided(principal, id, evidence, ifMatch);
     const judged = await this.holds.judgeOne(principal.tenantId, op);
     const options = judged?.options ?? [];
     const now = judged?.now ?? new Date();
@@ -701,12 +696,7 @@ export class OperationsService {
     ifMatch?: readonly string[],
   ) {
     // The evidence is stored in the obligation and the event as a resolution's is, so it is held to the same rule.
-    await refuseSecretValuesIn(this.connectors, principal.tenantId, [['evidence', evidence]]);
-    const { op, version } = await this.loadAt(principal, id);
-    const decidedFirst =
-      (await this.decidedFirst(principal, op)) ?? (await this.stillUnknownOnShown(principal, op, ifMatch, version));
-    if (decidedFirst) throw decidedFirst;
-    refuseStale(ifMatch, version);
+    const op = await this.loadUndecided(principal, id, evidence, ifMatch);
     if (op.status !== OperationStatus.MANUAL_REVIEW || !op.obligation) {
       throw Problem.conflict(
         'resolution-not-permitted',
@@ -811,6 +801,26 @@ export class OperationsService {
     return Problem.conflict('operation-moved', `the operation moved on to ${op.status}; reload it`, {
       current_status: op.status,
     });
+  }
+
+  /**
+   * The operation a reviewer's decision (a resolution, a "still unknown") is about, once the decision may be made on
+   * it: its evidence holds no secret value (400), nobody decided the hold first (409 already-decided, with the
+   * winner), and it is still at the version If-Match names (412).
+   */
+  private async loadUndecided(
+    principal: Principal,
+    id: string,
+    evidence: string,
+    ifMatch: readonly string[] | undefined,
+  ): Promise<OperationEntity> {
+    await refuseSecretValuesIn(this.connectors, principal.tenantId, [['evidence', evidence]]);
+    const { op, version } = await this.loadAt(principal, id);
+    const decidedFirst =
+      (await this.decidedFirst(principal, op)) ?? (await this.stillUnknownOnShown(principal, op, ifMatch, version));
+    if (decidedFirst) throw decidedFirst;
+    refuseStale(ifMatch, version);
+    return op;
   }
 
   /**
