@@ -58,7 +58,7 @@ import {
   sendStart,
   spendingCapRefusalCause,
 } from '@verity/status-model';
-import { DataSource } from 'typeorm';
+import { DataSource, EntityManager } from 'typeorm';
 import { LifecycleService } from './lifecycle.service';
 import { dispatchRefused } from './metrics';
 import { needsApproval } from './operation-rules';
@@ -641,40 +641,33 @@ export class SenderService implements OnModuleDestroy {
     const next: Approval = { state: 'requested', baseline: currentBaseline };
     // The withdrawal and the new request in one transaction: a crash between them would leave the approval
     // `requested` with no `approval.requested` event, and planning, which sees it requested, never writes one.
-    const withdrawn = await transaction(this.db, async (tx) => {
-      const won = await this.transitions.annotate(tx, {
-        executionId: op.executionId,
-        operationId: op.id,
-        whileStatus: S.PREPARED,
-        whileApprovalGranted: true,
-        // The grant judged stale, not one given again since (withdrawn by another sender, then granted anew).
-        whileGrantDecidedAt: approval.decided_at ?? null,
-        patch: { approval: next as unknown as Record<string, unknown> },
-        stampApprovalRequest: true,
-        type: staleness,
-        data: {
-          ...(cause && { cause }),
-          previous_grant: {
-            decided_by: approval.decided_by,
-            decided_at: approval.decided_at,
-            expires_at: approval.expires_at,
+    return this.moveWithEvent(
+      op,
+      (tx) =>
+        this.transitions.annotate(tx, {
+          executionId: op.executionId,
+          operationId: op.id,
+          whileStatus: S.PREPARED,
+          whileApprovalGranted: true,
+          // The grant judged stale, not one given again since (withdrawn by another sender, then granted anew).
+          whileGrantDecidedAt: approval.decided_at ?? null,
+          patch: { approval: next as unknown as Record<string, unknown> },
+          stampApprovalRequest: true,
+          type: staleness,
+          data: {
+            ...(cause && { cause }),
+            previous_grant: {
+              decided_by: approval.decided_by,
+              decided_at: approval.decided_at,
+              expires_at: approval.expires_at,
+            },
+            baseline_at_grant: approval.baseline,
+            baseline_now: currentBaseline,
           },
-          baseline_at_grant: approval.baseline,
-          baseline_now: currentBaseline,
-        },
-      });
-      if (!won.won) return won;
-      await this.transitions.annotate(tx, {
-        executionId: op.executionId,
-        operationId: op.id,
-        type: 'approval.requested',
-        data: { policy: 're-approval', cause: staleness },
-      });
-      return won;
-    });
-    if (!withdrawn.won) return 'skipped: lost race';
-    await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
-    return 'skipped: approval no longer valid';
+        }),
+      { type: 'approval.requested', data: { policy: 're-approval', cause: staleness } },
+      'skipped: approval no longer valid',
+    );
   }
 
   /**
@@ -708,34 +701,48 @@ export class SenderService implements OnModuleDestroy {
     };
     // The cancel and the event that explains it in one transaction: a process stopping between them left an
     // operation CANCELLED for a cap with no spending_cap.exceeded in its history.
+    return this.moveWithEvent(
+      op,
+      (tx) =>
+        this.transitions.operation(tx, {
+          operation: snapshotOf(op),
+          to: S.CANCELLED,
+          actor: release ? 'human' : 'system',
+          patch: { evidence: { method: 'spending_cap', detail, ...data } },
+          eventData: {
+            cause: spendingCapRefusalCause({
+              rule: exceeded.rule,
+              requested: exceeded.requested,
+              maxAmount: exceeded.cap.max_amount,
+            }),
+            detail,
+          },
+          refusedSendGuard: guard,
+        }),
+      { type: 'spending_cap.exceeded', data: { ...data, detail } },
+      'refused: spending cap',
+    );
+  }
+
+  /**
+   * A move of the operation and the event that explains it, written in one transaction; the event only once the move
+   * is won, and then the execution advances (`outcome`). Another writer moved it first: 'skipped: lost race'.
+   */
+  private async moveWithEvent(
+    op: OperationEntity,
+    move: (tx: EntityManager) => Promise<TransitionResult>,
+    event: Pick<AnnotationInput, 'type' | 'data'>,
+    outcome: DispatchOutcome,
+  ): Promise<DispatchOutcome> {
     const moved = await transaction(this.db, async (tx) => {
-      const cancelled = await this.transitions.operation(tx, {
-        operation: snapshotOf(op),
-        to: S.CANCELLED,
-        actor: release ? 'human' : 'system',
-        patch: { evidence: { method: 'spending_cap', detail, ...data } },
-        eventData: {
-          cause: spendingCapRefusalCause({
-            rule: exceeded.rule,
-            requested: exceeded.requested,
-            maxAmount: exceeded.cap.max_amount,
-          }),
-          detail,
-        },
-        refusedSendGuard: guard,
-      });
-      if (!cancelled.won) return cancelled;
-      await this.transitions.annotate(tx, {
-        executionId: op.executionId,
-        operationId: op.id,
-        type: 'spending_cap.exceeded',
-        data: { ...data, detail },
-      });
-      return cancelled;
+      const won = await move(tx);
+      if (!won.won) return won;
+      await this.transitions.annotate(tx, { executionId: op.executionId, operationId: op.id, ...event });
+      return won;
     });
     if (!moved.won) return 'skipped: lost race';
     await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
-    return 'refused: spending cap';
+    return outcome;
   }
 
   /**
