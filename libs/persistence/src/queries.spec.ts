@@ -51,6 +51,14 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
     event: { type: 'approval.decided', data: {} },
     merge: { approval: { state } },
   });
+  const resolution = (attempt: number, terminalReason: TerminalReason) => ({
+    operation: { ...op(OperationStatus.MANUAL_REVIEW, attempt), terminalReason },
+    tenantId: 'tenant',
+    byKey: 'key_1',
+    open: 'resolution' as const,
+    investigationsSeen: 0,
+    event: { type: 'operation.resolved', data: {} },
+  });
   return {
     transitions: {
       operationMove: await recorded((db) =>
@@ -112,12 +120,7 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
       // late rejection on file, nor a "still unknown" recorded since its read.
       resolutionVerified: await recorded((db) =>
         transitions.decide(db, {
-          operation: { ...op(OperationStatus.MANUAL_REVIEW, 1), terminalReason: TerminalReason.CONNECTOR_ERROR },
-          tenantId: 'tenant',
-          byKey: 'key_1',
-          open: 'resolution',
-          investigationsSeen: 0,
-          event: { type: 'operation.resolved', data: {} },
+          ...resolution(1, TerminalReason.CONNECTOR_ERROR),
           merge: { evidence: { resolution: {} }, obligation: { resolution: {} } },
           move: { to: OperationStatus.VERIFIED },
         }),
@@ -126,13 +129,8 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
       // out, judged in the statement by the send guard's condition for a release.
       resolutionReleased: await recorded((db) =>
         transitions.decide(db, {
-          operation: { ...op(OperationStatus.MANUAL_REVIEW, 0), terminalReason: TerminalReason.KNOWLEDGE_CONFLICT },
-          tenantId: 'tenant',
-          byKey: 'key_1',
-          open: 'resolution',
-          investigationsSeen: 0,
+          ...resolution(0, TerminalReason.KNOWLEDGE_CONFLICT),
           whileExecutionCarriesOutRelease: true,
-          event: { type: 'operation.resolved', data: {} },
           merge: { obligation: { resolution: {} } },
           resolutionStamp: true,
         }),
