@@ -257,6 +257,22 @@ describe('sandbox provider', () => {
       expect(ACCOUNT_HEADER).toBe(SANDBOX_ACCOUNT_HEADER);
     });
 
+    /**
+     * Two accounts' effects of one reference (acme's and umbrella's, already made) are no duplicate; a second in one
+     * account (acme's, made here) is.
+     */
+    async function expectDuplicateWithinAnAccountOnly(
+      kind: 'charge' | 'message',
+      key: string,
+      again: () => Promise<unknown>,
+    ): Promise<void> {
+      const report = await effects();
+      expect((kind === 'charge' ? report.charges : report.messages)[key].count).toBe(2);
+      expect(report.duplicates).toEqual([]);
+      await again();
+      expect((await effects()).duplicates).toEqual([{ kind, key, count: 2 }]);
+    }
+
     it('scopes Idempotency-Keys to the account: the same key in another account is another request', async () => {
       const ours = await api<Charge>('POST', '/v1/charges', charge('order-9'), { 'Idempotency-Key': 'k', ...acme });
       const theirs = await api<Charge>('POST', '/v1/charges', charge('order-9'), {
@@ -268,23 +284,18 @@ describe('sandbox provider', () => {
       expect(theirs.headers.get('idempotent-replayed')).toBeNull();
       expect(ourRetry.body).toEqual(ours.body);
       expect(ourRetry.headers.get('idempotent-replayed')).toBe('true');
-      const report = await effects();
-      expect(report.charges['order-9'].count).toBe(2);
-      // Two accounts' charges of one reference are not a duplicate; a second in one account is.
-      expect(report.duplicates).toEqual([]);
-      await api('POST', '/v1/charges', charge('order-9'), acme);
-      expect((await effects()).duplicates).toEqual([{ kind: 'charge', key: 'order-9', count: 2 }]);
+      await expectDuplicateWithinAnAccountOnly('charge', 'order-9', () =>
+        api('POST', '/v1/charges', charge('order-9'), acme),
+      );
     });
 
     it("counts a message's client_ref per account, as the SMS connector sends it: two tenants' refs are no duplicate", async () => {
       const sms = (clientRef: string) => ({ to: '+15550100', body: 'Paid', client_ref: clientRef });
       await api('POST', '/v1/messages', sms('order-5-sms'), acme);
       await api('POST', '/v1/messages', sms('order-5-sms'), umbrella);
-      const report = await effects();
-      expect(report.messages['order-5-sms'].count).toBe(2);
-      expect(report.duplicates).toEqual([]);
-      await api('POST', '/v1/messages', sms('order-5-sms'), acme);
-      expect((await effects()).duplicates).toEqual([{ kind: 'message', key: 'order-5-sms', count: 2 }]);
+      await expectDuplicateWithinAnAccountOnly('message', 'order-5-sms', () =>
+        api('POST', '/v1/messages', sms('order-5-sms'), acme),
+      );
     });
 
     it('keeps a reference named __proto__ as an ordinary key', async () => {
