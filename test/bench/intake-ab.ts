@@ -4,13 +4,17 @@
  * neighbour's burst of load does not land on one variant only. Reports CPU ms per accepted request from /proc (the
  * API, Postgres, Redis), not req/s, which on a shared machine moves with the neighbours.
  *
- * Usage: node dist/test/bench/intake-ab.js [--rounds 6] [--seconds 5] [--prewarm 8] <variant>...
+ * Usage: node dist/test/bench/intake-ab.js [--rounds 6] [--seconds 5] [--prewarm 8] [--baseline] <variant>...
+ * With --baseline, the bench's node:http + INSERT baseline (baseline-intake.ts) runs as one more variant, alternated
+ * like the others, and each variant's req/s is also printed as a % of the baseline's in the same sitting (the bench's
+ * intake ratio, without the rest of `npm run bench`).
  * A variant is a built tree's dist directory, optionally followed by `:NAME=value` settings for that API's environment,
  * and `:ARGS=--flag,--flag` for node flags, e.g. `dist` `/tmp/before/dist` `dist:ARGS=--max-semi-space-size=32`.
  */
 import { ChildProcess, spawn } from 'node:child_process';
 import * as path from 'node:path';
 import autocannon from 'autocannon';
+import { Client } from 'pg';
 import { freePort } from '../../scripts/local-services';
 import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
 import { Cluster } from '../chaos/cluster';
@@ -21,6 +25,28 @@ interface Variant {
   label: string;
   child: ChildProcess;
   url: string;
+}
+
+const BASELINE = 'baseline';
+
+/** The bench's intake baseline (baseline-intake.ts), against the cluster's Postgres; its table made first. */
+async function startBaseline(cluster: Cluster): Promise<Variant> {
+  const client = new Client({ connectionString: cluster.env.DATABASE_URL });
+  await client.connect();
+  await client.query(
+    `CREATE TABLE IF NOT EXISTS bench_intake (id text PRIMARY KEY, body jsonb NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`,
+  );
+  await client.end();
+  const port = await freePort();
+  const child = spawn(process.execPath, [path.join(__dirname, 'baseline-intake.js')], {
+    env: { ...process.env, DATABASE_URL: cluster.env.DATABASE_URL, PORT: String(port) },
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout?.on('data', (c: Buffer) => c.toString().includes('baseline listening') && resolve());
+    child.once('exit', (code) => reject(new Error(`the baseline exited with ${code}`)));
+  });
+  return { label: BASELINE, child, url: `http://127.0.0.1:${port}/` };
 }
 
 const SUBMISSION = JSON.stringify(submission('bench-intake'));
@@ -73,6 +99,8 @@ async function main(): Promise<void> {
   const rounds = option(args, 'rounds', 6);
   const seconds = option(args, 'seconds', 5);
   const prewarm = option(args, 'prewarm', 8);
+  const withBaseline = args.includes('--baseline');
+  if (withBaseline) args.splice(args.indexOf('--baseline'), 1);
   if (args.length === 0) throw new Error('name at least one variant (a dist directory)');
   // Production windows, the rate limit lifted: one tenant is the whole load. No workers: intake alone is measured.
   const cluster = await Cluster.start({
@@ -84,32 +112,51 @@ async function main(): Promise<void> {
   try {
     await cluster.app('api').stop();
     for (const spec of args) variants.push(await startVariant(cluster, spec));
+    if (withBaseline) variants.push(await startBaseline(cluster));
     // The JIT's first seconds would otherwise count against whichever variant is measured first.
     for (const variant of variants) await intake(variant.url, prewarm);
     const apiMs = new Map<string, number[]>(variants.map((v) => [v.label, []]));
+    const rates = new Map<string, number[]>(variants.map((v) => [v.label, []]));
+    const serviceMs = new Map<string, { postgres: number[]; redis: number[] }>(
+      variants.map((v) => [v.label, { postgres: [], redis: [] }]),
+    );
     for (let round = 0; round < rounds; round += 1) {
       for (const variant of round % 2 === 0 ? variants : [...variants].reverse()) {
         await intake(variant.url, 2);
-        const pid = { api: variant.child.pid ?? null };
+        // The process measured: the API, or the baseline's own (cpuSnapshot labels it so).
+        const own = variant.label === BASELINE ? 'baseline' : 'api';
+        const pid = { [own]: variant.child.pid ?? null };
         const before = cpuSnapshot(cluster, pid);
         const result = await intake(variant.url, seconds);
         const used = cpuBetween(before, cpuSnapshot(cluster, pid)).byLabel;
         const ok = Math.max(1, result['2xx']);
         const per = (label: string) => (used[label] ?? 0) / ok;
-        apiMs.get(variant.label)!.push(per('api'));
+        apiMs.get(variant.label)!.push(per(own));
+        rates.get(variant.label)!.push(ok / result.duration);
+        serviceMs.get(variant.label)!.postgres.push(per('postgres'));
+        serviceMs.get(variant.label)!.redis.push(per('redis'));
         process.stdout.write(
           `${variant.label}  round ${round + 1}: ${(ok / result.duration).toFixed(0)} req/s, CPU ms per request: ` +
-            `api ${per('api').toFixed(3)}, postgres ${per('postgres').toFixed(3)}, redis ${per('redis').toFixed(3)}; ` +
+            `${own} ${per(own).toFixed(3)}, postgres ${per('postgres').toFixed(3)}, redis ${per('redis').toFixed(3)}; ` +
             `non-2xx ${result.non2xx}, RSS ${((rssOf(variant.child.pid) ?? 0) / 2 ** 20).toFixed(0)} MB\n`,
         );
       }
     }
+    const meanOf = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+    const baselineRate = withBaseline ? meanOf(rates.get(BASELINE)!) : null;
     for (const [label, values] of apiMs) {
       const sorted = [...values].sort((a, b) => a - b);
-      const mean = values.reduce((a, b) => a + b, 0) / values.length;
+      const rate = meanOf(rates.get(label)!);
       process.stdout.write(
-        `${label}: API CPU ms per request median ${sorted[Math.floor(sorted.length / 2)].toFixed(3)}, ` +
-          `mean ${mean.toFixed(3)} [${values.map((v) => v.toFixed(3)).join(', ')}]\n`,
+        `${label}: ${label === BASELINE ? 'baseline' : 'API'} CPU ms per request median ` +
+          `${sorted[Math.floor(sorted.length / 2)].toFixed(3)}, mean ${meanOf(values).toFixed(3)} ` +
+          `[${values.map((v) => v.toFixed(3)).join(', ')}]; postgres mean ` +
+          `${meanOf(serviceMs.get(label)!.postgres).toFixed(3)}, redis ${meanOf(serviceMs.get(label)!.redis).toFixed(3)}; ` +
+          `${rate.toFixed(0)} req/s` +
+          (baselineRate && label !== BASELINE
+            ? `, ${((100 * rate) / baselineRate).toFixed(1)} % of the baseline`
+            : '') +
+          '\n',
       );
     }
   } finally {
