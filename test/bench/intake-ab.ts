@@ -4,10 +4,13 @@
  * neighbour's burst of load does not land on one variant only. Reports CPU ms per accepted request from /proc (the
  * API, Postgres, Redis), not req/s, which on a shared machine moves with the neighbours.
  *
- * Usage: node dist/test/bench/intake-ab.js [--rounds 6] [--seconds 5] [--prewarm 8] [--baseline] <variant>...
+ * Usage: node dist/test/bench/intake-ab.js [--rounds 6] [--seconds 5] [--prewarm 8] [--baseline | --side-by-side] <variant>...
  * With --baseline, the bench's node:http + INSERT baseline (baseline-intake.ts) runs as one more variant, alternated
  * like the others, and each variant's req/s is also printed as a % of the baseline's in the same sitting (the bench's
  * intake ratio, without the rest of `npm run bench`).
+ * With --side-by-side, the rounds are not alternated: every API variant is loaded at once (25 connections each), and
+ * API CPU per request is compared round by round. A neighbour's burst of load then lands on every variant at the same
+ * moment, which on a busy shared machine separates a few percent that alternated rounds cannot (no --baseline then).
  * A variant is a built tree's dist directory, optionally followed by `:NAME=value` settings for that API's environment,
  * and `:ARGS=--flag,--flag` for node flags, e.g. `dist` `/tmp/before/dist` `dist:ARGS=--max-semi-space-size=32`.
  */
@@ -51,10 +54,10 @@ async function startBaseline(cluster: Cluster): Promise<Variant> {
 
 const SUBMISSION = JSON.stringify(submission('bench-intake'));
 
-function intake(url: string, seconds: number) {
+function intake(url: string, seconds: number, connections = 50) {
   return autocannon({
     url,
-    connections: 50,
+    connections,
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: 'Bearer demo-agent-key' },
     body: SUBMISSION,
@@ -89,6 +92,34 @@ async function startVariant(cluster: Cluster, spec: string): Promise<Variant> {
   throw new Error(`the API of ${spec} was not live in 60 s`);
 }
 
+/** Every API variant under load at once, each on its own connections; API CPU per accepted request, per round. */
+async function sideBySideRounds(cluster: Cluster, apis: Variant[], rounds: number, seconds: number): Promise<void> {
+  const pids = Object.fromEntries(apis.map((v, i) => [`api ${i}`, v.child.pid ?? null]));
+  const perRequest = apis.map(() => [] as number[]);
+  for (let round = 0; round < rounds; round += 1) {
+    await Promise.all(apis.map((v) => intake(v.url, 2, 25)));
+    const before = cpuSnapshot(cluster, pids);
+    const results = await Promise.all(apis.map((v) => intake(v.url, seconds, 25)));
+    const used = cpuBetween(before, cpuSnapshot(cluster, pids)).byLabel;
+    apis.forEach((_, i) => perRequest[i].push((used[`api ${i}`] ?? 0) / Math.max(1, results[i]['2xx'])));
+    process.stdout.write(
+      `side by side, round ${round + 1}: ` +
+        apis.map((v, i) => `${v.label} ${perRequest[i][round].toFixed(3)} (${results[i].non2xx} non-2xx)`).join(', ') +
+        '\n',
+    );
+  }
+  const first = perRequest[0];
+  apis.forEach((v, i) => {
+    const mean = perRequest[i].reduce((a, b) => a + b, 0) / rounds;
+    const vsFirst = perRequest[i].map((ms, round) => ms / first[round]).sort((a, b) => a - b);
+    process.stdout.write(
+      `side by side: ${v.label}: API CPU ms per request mean ${mean.toFixed(3)}` +
+        (i === 0 ? '' : `, round by round ${vsFirst[Math.floor(rounds / 2)].toFixed(3)}× the first (median)`) +
+        '\n',
+    );
+  });
+}
+
 function option(args: string[], name: string, fallback: number): number {
   const at = args.indexOf(`--${name}`);
   return at >= 0 ? Number(args.splice(at, 2)[1]) : fallback;
@@ -101,6 +132,9 @@ async function main(): Promise<void> {
   const prewarm = option(args, 'prewarm', 8);
   const withBaseline = args.includes('--baseline');
   if (withBaseline) args.splice(args.indexOf('--baseline'), 1);
+  const sideBySide = args.includes('--side-by-side');
+  if (sideBySide) args.splice(args.indexOf('--side-by-side'), 1);
+  if (sideBySide && withBaseline) throw new Error('--side-by-side compares API variants only: leave out --baseline');
   if (args.length === 0) throw new Error('name at least one variant (a dist directory)');
   // Production windows, the rate limit lifted: one tenant is the whole load. No workers: intake alone is measured.
   const cluster = await Cluster.start({
@@ -115,6 +149,10 @@ async function main(): Promise<void> {
     if (withBaseline) variants.push(await startBaseline(cluster));
     // The JIT's first seconds would otherwise count against whichever variant is measured first.
     for (const variant of variants) await intake(variant.url, prewarm);
+    if (sideBySide) {
+      await sideBySideRounds(cluster, variants, rounds, seconds);
+      return;
+    }
     const apiMs = new Map<string, number[]>(variants.map((v) => [v.label, []]));
     const rates = new Map<string, number[]>(variants.map((v) => [v.label, []]));
     const serviceMs = new Map<string, { postgres: number[]; redis: number[] }>(
@@ -159,6 +197,13 @@ async function main(): Promise<void> {
           '\n',
       );
     }
+    if (sideBySide)
+      await sideBySideRounds(
+        cluster,
+        variants.filter((v) => v.label !== BASELINE),
+        rounds,
+        seconds,
+      );
   } finally {
     for (const variant of variants) variant.child.kill('SIGTERM');
     await cluster.stop();
