@@ -23,7 +23,8 @@ import { EventNotifier } from './event-notifier.service';
 import { TenantShare } from '../held-counts';
 import { StreamCap } from './stream-cap';
 import { drained } from './drained';
-import { StreamEndReason, StreamVerdict, streamVerdict } from './stream-end';
+import { writeEnd, writeEvent, writeHeartbeat } from './sse-out';
+import { StreamVerdict, streamVerdict } from './stream-end';
 
 const POLL_FALLBACK_MS = 2_000;
 
@@ -165,7 +166,7 @@ export class StreamService {
       // Renewed only for a client still there: a lease is never kept alive for a connection that is gone.
       if (client.gone) return close();
       // Not on top of what a client still has to take: the events wait for it (drained), so does a heartbeat.
-      if (!closed && !res.writableNeedDrain) res.write(': heartbeat\n\n');
+      if (!closed) writeHeartbeat(res);
       lease.renew();
       poke();
     }, this.config.SSE_HEARTBEAT_MS);
@@ -198,7 +199,7 @@ export class StreamService {
         let keptUp = true;
         for (const event of events) {
           const view = presentEvent(event);
-          const taken = res.write(`id: ${view.id}\nevent: ${view.type}\ndata: ${JSON.stringify(view)}\n\n`);
+          const taken = writeEvent(res, view);
           cursor = view.seq;
           // A client that does not take what it was sent is not sent more: wait for it, or let it go (drained).
           if (!taken && !(await drained(res, this.config.SSE_DRAIN_TIMEOUT_MS))) {
@@ -316,10 +317,6 @@ export class StreamService {
 
 function tooManyStreams(detail: string): Problem {
   return new Problem(429, 'too-many-streams', 'Too many open streams', detail, {}, { 'retry-after': '5' });
-}
-
-function writeEnd(res: Response, reason: StreamEndReason): void {
-  res.write(`event: end\ndata: ${JSON.stringify({ reason })}\n\n`);
 }
 
 interface Departure {
