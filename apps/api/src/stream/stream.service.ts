@@ -23,7 +23,7 @@ import { EventNotifier } from './event-notifier.service';
 import { TenantShare } from '../held-counts';
 import { StreamCap } from './stream-cap';
 import { drained } from './drained';
-import { writeEnd, writeEvent, writeHeartbeat } from './sse-out';
+import { canWrite, writeEnd, writeEvent, writeHeartbeat } from './sse-out';
 import { StreamVerdict, streamVerdict } from './stream-end';
 
 const POLL_FALLBACK_MS = 2_000;
@@ -183,7 +183,7 @@ export class StreamService {
     client.onDeparture(close);
 
     try {
-      while (!closed) {
+      while (!closed && canWrite(res)) {
         if (revocationAnnounced) {
           revocationAnnounced = false;
           if (!(await this.keys.isStillValid(principal))) {
@@ -198,6 +198,8 @@ export class StreamService {
         const events = await listEvents(this.db.manager, executionId, principal.tenantId, cursor, 500);
         let keptUp = true;
         for (const event of events) {
+          // Ended under this page (closeAll at shutdown): the rest is for the client's next connection.
+          if (!canWrite(res)) break;
           const view = presentEvent(event);
           const taken = writeEvent(res, view);
           cursor = view.seq;
@@ -216,6 +218,7 @@ export class StreamService {
           res.destroy();
           break;
         }
+        if (!canWrite(res)) break;
         if (events.length === 500) continue;
         const { verdict, clockOffsetMs } = await this.verdict(principal.tenantId, executionId);
         if (verdict.end) {
@@ -245,7 +248,7 @@ export class StreamService {
       }
     } finally {
       close();
-      if (!res.destroyed) res.end();
+      if (canWrite(res)) res.end();
     }
   }
 
@@ -311,7 +314,7 @@ export class StreamService {
   /** On shutdown, end every stream so clients reconnect (with Last-Event-ID) to another process. */
   closeAll(): void {
     this.stopping = true;
-    for (const res of this.active) res.end();
+    for (const res of this.active) if (canWrite(res)) res.end();
   }
 }
 
