@@ -5,6 +5,7 @@ import { TenantConnectors, checkTarget, httpExchange, lookupFor, platformRefusal
 import {
   AttemptOutcome,
   DeliveryToSend,
+  ENDPOINT_DISABLED_SKIP,
   OwedDelivery,
   SecretsCipher,
   loadDeliveryToSend,
@@ -157,7 +158,7 @@ export class WebhooksService implements OnApplicationBootstrap, BeforeApplicatio
     const delivery = await loadDeliveryToSend(this.db.manager, this.cipher, deliveryId, round);
     if (!delivery) return 'skipped: delivery or endpoint deleted';
     if (delivery.skip === 'endpoint_disabled') {
-      await skipWebhookDelivery(this.db.manager, deliveryId, round, 'endpoint disabled before this delivery');
+      await skipWebhookDelivery(this.db.manager, deliveryId, round, ENDPOINT_DISABLED_SKIP);
       return 'skipped: endpoint disabled';
     }
     if (delivery.skip) return `skipped: ${delivery.skip}`;

@@ -162,7 +162,7 @@ SELECT d.id, d.tenant_id, d.endpoint_id, w.url, w.secret, d.payload, d.status, d
 UPDATE webhook_deliveries SET status = $3, attempts = attempts + 1, last_attempt_at = clock_timestamp(),
          last_response_status = $4, last_error = $5, updated_at = clock_timestamp(),
          delivered_at = CASE WHEN $3 = 'delivered' THEN clock_timestamp() END
-       WHERE id = $1 AND round = $2 AND status = 'pending'
+       WHERE id = $1 AND round = $2 AND (status = 'pending' OR (status = 'skipped' AND $3 = 'delivered'))
        RETURNING endpoint_id, tenant_id;
 
 -- resetFailures
@@ -175,6 +175,12 @@ UPDATE webhook_endpoints SET consecutive_failures = consecutive_failures + 1,
          disabled_reason = CASE WHEN consecutive_failures + 1 >= $2 THEN $3 END, updated_at = now()
        WHERE id = $1 AND disabled_at IS NULL RETURNING id, tenant_id, url, events, disabled_at, disabled_reason, consecutive_failures, created_by,
   created_at, updated_at;
+
+-- skipEndpointPending
+UPDATE webhook_deliveries d SET status = 'skipped', last_error = $2, updated_at = clock_timestamp()
+       WHERE d.id IN (SELECT id FROM webhook_deliveries
+                      WHERE endpoint_id = $1 AND status = 'pending' ORDER BY id FOR UPDATE SKIP LOCKED)
+         AND d.status = 'pending';
 
 -- disabledSubscribers
 SELECT id FROM webhook_endpoints

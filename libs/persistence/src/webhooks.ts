@@ -197,10 +197,13 @@ export const WEBHOOKS_SQL = {
      ORDER BY updated_at, id`,
   deliveryToSend: `SELECT d.id, d.tenant_id, d.endpoint_id, w.url, w.secret, d.payload, d.status, d.round, w.disabled_at
      FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id WHERE d.id = $1`,
+  // A success is also recorded on a delivery of this round skipped meanwhile (its endpoint was disabled while the
+  // message was on the wire, skipEndpointPending): the receiver has it, and the log says so. A failure is not: skipped,
+  // it is not retried.
   recordAttempt: `UPDATE webhook_deliveries SET status = $3, attempts = attempts + 1, last_attempt_at = clock_timestamp(),
          last_response_status = $4, last_error = $5, updated_at = clock_timestamp(),
          delivered_at = CASE WHEN $3 = 'delivered' THEN clock_timestamp() END
-       WHERE id = $1 AND round = $2 AND status = 'pending'
+       WHERE id = $1 AND round = $2 AND (status = 'pending' OR (status = 'skipped' AND $3 = 'delivered'))
        RETURNING endpoint_id, tenant_id`,
   // Not on a disabled endpoint (a success in flight while another delivery disabled it): the count that disabled it
   // stays until an admin enables it.
@@ -211,6 +214,14 @@ export const WEBHOOKS_SQL = {
          disabled_at = CASE WHEN consecutive_failures + 1 >= $2 THEN now() END,
          disabled_reason = CASE WHEN consecutive_failures + 1 >= $2 THEN $3 END, updated_at = now()
        WHERE id = $1 AND disabled_at IS NULL RETURNING ${ENDPOINT_COLUMNS}`,
+  // The disabled endpoint's pending deliveries, skipped in the transaction that disabled it: left pending until their
+  // next attempt, an enable before that attempt had them sent. SKIP LOCKED: one locked now is being recorded by another
+  // worker, which holds it and waits for this endpoint's row (its failure count) — waiting for it here deadlocked;
+  // that one is settled by its own attempt, or skipped at its next (the endpoint is disabled).
+  skipEndpointPending: `UPDATE webhook_deliveries d SET status = 'skipped', last_error = $2, updated_at = clock_timestamp()
+       WHERE d.id IN (SELECT id FROM webhook_deliveries
+                      WHERE endpoint_id = $1 AND status = 'pending' ORDER BY id FOR UPDATE SKIP LOCKED)
+         AND d.status = 'pending'`,
   // FOR KEY SHARE, as subscribedEndpoints: a subscriber deleted meanwhile must not roll back the attempt's record.
   disabledSubscribers: `SELECT id FROM webhook_endpoints
        WHERE tenant_id = $1 AND id <> $2 AND disabled_at IS NULL AND 'webhook.disabled' = ANY(events) FOR KEY SHARE`,
@@ -505,6 +516,9 @@ export async function redeliverWebhook(
 export async function pruneWebhookDeliveries(db: Queryable, retentionMs: number, limit: number): Promise<number> {
   return (await rows<{ id: string }>(db, WEBHOOKS_SQL.pruneDeliveries, [retentionMs, limit])).length;
 }
+
+/** Why a delivery is skipped when its endpoint is disabled (its `last_error`). */
+export const ENDPOINT_DISABLED_SKIP = 'endpoint disabled before this delivery';
 
 /** A delivery that will not be sent (its endpoint was disabled before its turn): recorded, so nothing owes it. */
 export async function skipWebhookDelivery(db: Queryable, deliveryId: string, round: number, why: string) {
@@ -813,8 +827,8 @@ export interface AttemptRecorded {
 /**
  * Records one attempt. A success resets the endpoint's failure count; the last failed attempt of a delivery fails
  * it and counts against the endpoint, which is disabled (once: compare-and-set on `disabled_at IS NULL`) when that
- * makes `disableAfter` failed deliveries in a row. The tenant's other endpoints subscribed to `webhook.disabled` are
- * told, in the same transaction.
+ * makes `disableAfter` failed deliveries in a row; its pending deliveries are then skipped, and the tenant's other
+ * endpoints subscribed to `webhook.disabled` told, in the same transaction.
  */
 export async function recordWebhookAttempt(
   dataSource: DataSource,
@@ -843,6 +857,7 @@ export async function recordWebhookAttempt(
       reason,
     ]);
     if (!disabled?.disabled_at) return { state: 'failed' };
+    await rows(tx, WEBHOOKS_SQL.skipEndpointPending, [delivery.endpoint_id, ENDPOINT_DISABLED_SKIP]);
     const others = await rows<{ id: string }>(tx, WEBHOOKS_SQL.disabledSubscribers, [
       delivery.tenant_id,
       delivery.endpoint_id,
