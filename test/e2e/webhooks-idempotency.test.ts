@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { createApiKey } from '@verity/persistence';
+import { SecretsCipher, createApiKey } from '@verity/persistence';
 import { Client } from 'pg';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { http, sms, submission, unique } from '../support/http';
@@ -218,5 +218,29 @@ describe('POST /v1/admin/webhooks with an Idempotency-Key', () => {
     expect(again.text).not.toContain('whsec_');
     expect(await rowsNow()).toEqual(before);
     expect(await endpointsAt(body.url)).toBe(0);
+  });
+
+  it('a replay whose endpoint’s secret no longer opens: 409 idempotency-replay-unavailable naming it, not a 500', async () => {
+    const key = unique('wh-unopenable');
+    const body = hook(unique('unopenable'));
+    const first = await create(key, body);
+    expect(first.status).toBe(201);
+    // What a changed SECRETS_KEY leaves: the stored secret sealed with a key this API does not have.
+    const other = new SecretsCipher(randomBytes(32).toString('base64'));
+    await stack.db.dataSource.query(`UPDATE webhook_endpoints SET secret = $2 WHERE id = $1`, [
+      first.body.id,
+      other.seal(first.body.secret, 'elsewhere'),
+    ]);
+    const before = await rowsNow();
+    const again = await create(key, body);
+    expect(again.status).toBe(409);
+    expect(again.headers.get('content-type')).toContain('application/problem+json');
+    expect(again.body.type).toBe('https://verity.dev/problems/idempotency-replay-unavailable');
+    expect(again.body.webhook_id).toBe(first.body.id);
+    expect(again.body.detail).toContain(first.body.id);
+    expect(again.body.detail).toContain('cannot be shown again');
+    expect(again.text).not.toContain('whsec_');
+    expect(await rowsNow()).toEqual(before);
+    expect(await endpointsAt(body.url)).toBe(1);
   });
 });

@@ -436,6 +436,14 @@ export const PROBLEMS = {
     extras: { webhook_id: 'whk_01J9Z4K3V7Q2M8N5P6R7S8T9UA' },
     summary: 'The endpoint the key’s first request created was deleted since',
   },
+  'idempotency-replay-unavailable': {
+    status: 409,
+    title: 'Conflict with the current state',
+    detail:
+      'the signing secret of the webhook endpoint whk_01J9Z4K3V7Q2M8N5P6R7S8T9UA this Idempotency-Key created cannot be shown again: it does not open with this SECRETS_KEY (not the key it was sealed with); set that key to replay the answer, or delete the endpoint and create another with a new key',
+    extras: { webhook_id: 'whk_01J9Z4K3V7Q2M8N5P6R7S8T9UA' },
+    summary: 'The replay of a create cannot be given: the endpoint’s secret no longer opens (SECRETS_KEY changed)',
+  },
   'webhook-limit': {
     status: 409,
     title: 'Conflict with the current state',

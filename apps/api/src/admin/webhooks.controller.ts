@@ -49,7 +49,8 @@ export class WebhooksController {
       'The answer carries the signing secret (`whsec_…`), shown this once, and `Cache-Control: no-store`. At most 20 ' +
       'endpoints per tenant (409 `webhook-limit`). With an Idempotency-Key, the same key and body return the same ' +
       'endpoint and secret with `Idempotent-Replayed: true` (a retry after a lost answer); 409 ' +
-      '`idempotency-key-target-deleted` once that endpoint was deleted.',
+      '`idempotency-key-target-deleted` once that endpoint was deleted; 409 `idempotency-replay-unavailable` when its ' +
+      'signing secret no longer opens (SECRETS_KEY changed since the create).',
     body: { schema: WebhookInputSchema },
     response: {
       status: 201,
@@ -73,6 +74,7 @@ export class WebhooksController {
       'idempotency-key-in-flight',
       'idempotency-key-reused',
       'idempotency-key-target-deleted',
+      'idempotency-replay-unavailable',
     ],
   })
   @ApiHeader({

@@ -63,8 +63,9 @@ export class WebhooksService {
   /**
    * With an Idempotency-Key: the same key and body answer what the first request created (the endpoint as it is now,
    * with its signing secret: the replay is the answer a client lost), 422 for another body, 409 while the first is
-   * still being created, and 409 `idempotency-key-target-deleted` once that endpoint was deleted (its secret went with
-   * it; a new endpoint would be another request).
+   * still being created, 409 `idempotency-key-target-deleted` once that endpoint was deleted (its secret went with
+   * it; a new endpoint would be another request), and 409 `idempotency-replay-unavailable` when its secret no longer
+   * opens (SECRETS_KEY changed since the create).
    */
   async create(
     principal: Principal,
@@ -132,11 +133,12 @@ export class WebhooksService {
     } catch (error) {
       if (!(error instanceof SecretUnreadableError)) throw error;
       // The answer would be the endpoint without the one thing the client lost: say so rather than replay half of it.
-      throw new Problem(
-        500,
-        'internal',
-        'Internal error',
-        'the endpoint this Idempotency-Key created has a signing secret that does not open with this SECRETS_KEY',
+      // Not a 500: nothing failed, the replay cannot be given (SECRETS_KEY changed since the create) — the admin can
+      // still delete the endpoint and create another, or restore the key it was sealed with.
+      throw Problem.conflict(
+        'idempotency-replay-unavailable',
+        `the signing secret of the webhook endpoint ${holder.endpointId} this Idempotency-Key created cannot be shown again: it does not open with this SECRETS_KEY (not the key it was sealed with); set that key to replay the answer, or delete the endpoint and create another with a new key`,
+        { webhook_id: holder.endpointId },
       );
     }
     if (!replay) {

@@ -29,6 +29,7 @@ export const PROBLEM_CODES = [
   'request-timeout',
   'idempotency-key-in-flight',
   'idempotency-key-target-deleted',
+  'idempotency-replay-unavailable',
   'execution-terminal',
   'already-decided',
   'not-awaiting-approval',

@@ -456,7 +456,7 @@ export interface paths {
     put?: never;
     /**
      * Create a webhook endpoint
-     * @description The URL must pass the tenant’s http connector allowlist and the SSRF rules (400 `egress_blocked` otherwise). The answer carries the signing secret (`whsec_…`), shown this once, and `Cache-Control: no-store`. At most 20 endpoints per tenant (409 `webhook-limit`). With an Idempotency-Key, the same key and body return the same endpoint and secret with `Idempotent-Replayed: true` (a retry after a lost answer); 409 `idempotency-key-target-deleted` once that endpoint was deleted.
+     * @description The URL must pass the tenant’s http connector allowlist and the SSRF rules (400 `egress_blocked` otherwise). The answer carries the signing secret (`whsec_…`), shown this once, and `Cache-Control: no-store`. At most 20 endpoints per tenant (409 `webhook-limit`). With an Idempotency-Key, the same key and body return the same endpoint and secret with `Idempotent-Replayed: true` (a retry after a lost answer); 409 `idempotency-key-target-deleted` once that endpoint was deleted; 409 `idempotency-replay-unavailable` when its signing secret no longer opens (SECRETS_KEY changed since the create).
      */
     post: operations['createWebhook'];
     delete?: never;
@@ -1138,6 +1138,7 @@ export interface components {
         | 'https://verity.dev/problems/request-timeout'
         | 'https://verity.dev/problems/idempotency-key-in-flight'
         | 'https://verity.dev/problems/idempotency-key-target-deleted'
+        | 'https://verity.dev/problems/idempotency-replay-unavailable'
         | 'https://verity.dev/problems/execution-terminal'
         | 'https://verity.dev/problems/already-decided'
         | 'https://verity.dev/problems/not-awaiting-approval'
