@@ -133,7 +133,14 @@ export class ExecutionsController {
       example: { summary: 'The first event and the charge’s VERIFIED', value: EVENT_LIST_EXAMPLE },
     },
   })
-  @ApiQuery({ name: 'after', required: false, type: String, description: 'an event id (or seq): only later events' })
+  @ApiQuery({
+    name: 'after',
+    required: false,
+    type: String,
+    description:
+      'an event id (or seq): only later events. An event not of this execution, or a seq past its last event, is 400 ' +
+      '(`known_event`), as on the stream',
+  })
   @ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 1000, default: 500 } })
   events(@CurrentPrincipal() principal: Principal, @Param('id') id: string, @Query() query: unknown) {
     const q = parseQuery(EventsQuery, query);
@@ -196,7 +203,9 @@ export class ExecutionsController {
     name: 'after',
     required: false,
     type: String,
-    description: 'like Last-Event-ID, for clients that cannot set headers',
+    description:
+      'like Last-Event-ID, for clients that cannot set headers. Checked as the header is (400 `known_event` naming ' +
+      '`after`) also when the header is sent; the stream then resumes after the header’s event',
   })
   @ApiProduces('text/event-stream')
   async stream(
@@ -208,8 +217,7 @@ export class ExecutionsController {
   ) {
     const { after } = parseQuery(StreamQuery, query);
     const header = req.headers['last-event-id'];
-    const fromHeader = typeof header === 'string' && header !== '' ? header : undefined;
-    const lastEventId = fromHeader ?? after;
-    await this.streams.open(principal, id, lastEventId, fromHeader !== undefined ? 'Last-Event-ID' : 'after', req, res);
+    const lastEventId = typeof header === 'string' ? header : undefined;
+    await this.streams.open(principal, id, { lastEventId, after }, req, res);
   }
 }

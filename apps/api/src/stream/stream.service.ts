@@ -60,20 +60,17 @@ export class StreamService {
     this.share = new TenantShare(config.MAX_STREAMS_PER_PROCESS);
   }
 
-  /** `cursorField` names where `lastEventId` came from (the header or `after`), for the problem that refuses it. */
-  async open(
-    principal: Principal,
-    executionId: string,
-    lastEventId: string | undefined,
-    cursorField: EventCursorField,
-    req: Request,
-    res: Response,
-  ) {
+  /**
+   * `cursors`: the `Last-Event-ID` header and the `after` query parameter as sent (absent or empty: not sent). Each one
+   * sent is checked, and refused naming it; the stream resumes after the header's event when both are sent (an
+   * EventSource reconnecting to a URL with `?after=` sends the header with the later position).
+   */
+  async open(principal: Principal, executionId: string, cursors: StreamCursors, req: Request, res: Response) {
     // Listened to from the first line: a client that leaves during the setup below (before or while the lease is
     // taken) closes before any later listener could hear it, and its lease would be renewed until the execution ends.
     const client = watchDeparture(req, res);
     try {
-      await this.serve(principal, executionId, lastEventId, cursorField, res, client, req.method === 'HEAD');
+      await this.serve(principal, executionId, cursors, res, client, req.method === 'HEAD');
     } finally {
       client.dispose();
     }
@@ -82,26 +79,18 @@ export class StreamService {
   private async serve(
     principal: Principal,
     executionId: string,
-    lastEventId: string | undefined,
-    cursorField: EventCursorField,
+    cursors: StreamCursors,
     res: Response,
     client: Departure,
     head = false,
   ) {
     const execution = await findExecution(this.db.manager, executionId, principal.tenantId);
     if (!execution) throw Problem.notFound('Execution', executionId);
-    let cursor = await resolveEventCursor(this.db.manager, principal.tenantId, executionId, lastEventId, cursorField);
-    // A seq past the last event is none this client was sent (seqs are committed before they are streamed): the stream
-    // would wait, silently, past every event it will ever have. A page of the log answers it with an empty page.
-    if (cursor > Number(execution.eventSeq)) {
-      throw Problem.validation([
-        {
-          field: cursorField,
-          rule: 'known_event',
-          message: `seq ${cursor} is past the last event of this execution (${execution.eventSeq})`,
-        },
-      ]);
-    }
+    // An unknown event, or a seq past the last one (none this client was sent), is refused naming where it came from,
+    // as a page of the log refuses it; an `after` sent beside the header too, though the header is where it resumes.
+    const fromHeader = await this.cursorOf(principal, executionId, cursors.lastEventId, 'Last-Event-ID');
+    const fromAfter = await this.cursorOf(principal, executionId, cursors.after, 'after');
+    let cursor = fromHeader ?? fromAfter ?? 0;
     // A HEAD (express routes it here) gets the headers a GET would, and its answer ends: it has no body to wait for,
     // and held open it kept one of the key's streams (and a poll of the log) until the execution settled.
     if (head) {
@@ -252,6 +241,17 @@ export class StreamService {
     }
   }
 
+  /** The seq a cursor sent in `field` resumes after; undefined when it was not sent (absent or empty). */
+  private async cursorOf(
+    principal: Principal,
+    executionId: string,
+    sent: string | undefined,
+    field: EventCursorField,
+  ): Promise<number | undefined> {
+    if (sent === undefined || sent === '') return undefined;
+    return resolveEventCursor(this.db.manager, principal.tenantId, executionId, sent, field);
+  }
+
   /**
    * The verdict on the execution as read now, judged by the database's clock at that read (the deadline and a
    * resolution's time were stamped by it; an API host whose clock ran ahead ended streams early), and how far that
@@ -316,6 +316,12 @@ export class StreamService {
     this.stopping = true;
     for (const res of this.active) if (canWrite(res)) res.end();
   }
+}
+
+/** Where a stream resumes, as the request sent it: the `Last-Event-ID` header and the `after` query parameter. */
+export interface StreamCursors {
+  lastEventId?: string;
+  after?: string;
 }
 
 function tooManyStreams(detail: string): Problem {

@@ -1602,7 +1602,7 @@ export interface operations {
     parameters: {
       query?: {
         limit?: number;
-        /** @description an event id (or seq): only later events */
+        /** @description an event id (or seq): only later events. An event not of this execution, or a seq past its last event, is 400 (`known_event`), as on the stream */
         after?: string;
       };
       header?: never;
@@ -1671,7 +1671,7 @@ export interface operations {
   streamExecutionEvents: {
     parameters: {
       query?: {
-        /** @description like Last-Event-ID, for clients that cannot set headers */
+        /** @description like Last-Event-ID, for clients that cannot set headers. Checked as the header is (400 `known_event` naming `after`) also when the header is sent; the stream then resumes after the header’s event */
         after?: string;
       };
       header?: {
