@@ -38,7 +38,7 @@ import {
   snapshotOf,
   transaction,
 } from '@verity/persistence';
-import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, newId } from '@verity/platform';
+import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, newId, testPauseSleep } from '@verity/platform';
 import { JobName, JobProducer, jobId } from '@verity/queues';
 import {
   LATE_ACKNOWLEDGEMENT_TRIES,
@@ -941,10 +941,10 @@ export class SenderService implements OnModuleDestroy {
 
 /**
  * Test-only kill point (TEST_PAUSE_*; refused in production by loadConfig): log a marker a test can wait for, then
- * sleep, so a test can SIGKILL or SIGSTOP the process at exactly this line.
+ * sleep (until SIGUSR2 ends it early), so a test can SIGKILL or SIGSTOP the process at exactly this line.
  */
 async function testPause(logger: Logger, ms: number, marker: string, operationId: string): Promise<void> {
   if (ms <= 0) return;
   logger.warn({ operationId, pauseMs: ms }, marker);
-  await new Promise((resolve) => setTimeout(resolve, ms));
+  await testPauseSleep(ms);
 }

@@ -26,7 +26,7 @@ import {
   snapshotOf,
   settledByReadBack,
 } from '@verity/persistence';
-import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, callTimings } from '@verity/platform';
+import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, callTimings, testPauseSleep } from '@verity/platform';
 import { JobName, JobProducer, jobId } from '@verity/queues';
 import {
   HOLDS_WITH_A_RECORD_ON_FILE,
@@ -243,7 +243,7 @@ export class VerificationService {
         { operationId: op.id, pauseMs: this.config.TEST_PAUSE_BEFORE_READ_MS },
         'paused before read-back',
       );
-      await new Promise((resolve) => setTimeout(resolve, this.config.TEST_PAUSE_BEFORE_READ_MS));
+      await testPauseSleep(this.config.TEST_PAUSE_BEFORE_READ_MS);
     }
     if (!connector.readBack) {
       return unreachableRead(op.connector, 'no read-back');

@@ -14,3 +14,4 @@ export * from './process-start';
 export * from './text-issue';
 export * from './raw-json';
 export * from './outage-log';
+export * from './test-pause';
