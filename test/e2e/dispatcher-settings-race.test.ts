@@ -23,6 +23,25 @@ import {
 const PAUSE_MS = '5000';
 
 /**
+ * Ends the pause the dispatcher waits at (SIGUSR2, docs/operations.md "Test-only hooks") once the test has made its
+ * change: the rest of the pause would only be waited out.
+ */
+function endPause(dispatcher: RunningApp): void {
+  dispatcher.child.kill('SIGUSR2');
+}
+
+/** Waits until `opId` has logged the pause marker `count` times, then ends that pause. */
+async function endPauseNumber(dispatcher: RunningApp, marker: string, opId: string, count: number): Promise<void> {
+  await waitFor(
+    async () => markedOperations(dispatcher, marker).filter((id) => id === opId).length,
+    (n) => n >= count,
+    30_000,
+    20,
+  );
+  endPause(dispatcher);
+}
+
+/**
  * A send is prepared from the tenant's settings as the sender read them; the SENT statement commits it only while they
  * are still the stored ones (the send guard's `settings_changed`). Here a reviewer's release — a dispatch job — reads
  * the settings (no caps), and the admin sets a cap before its SENT statement: the statement changes nothing, the job
@@ -58,6 +77,7 @@ describe('dispatcher: settings changed between the sender’s read and its SENT 
       body: { spending_caps: [{ period: 'day', max_amount: 100, amount_field: 'amount' }] },
     });
     expect(capped.status).toBe(200);
+    endPause(dispatcher);
 
     const done = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'CANCELLED');
     expect(done).toMatchObject({ attempt: 0, evidence: { method: 'spending_cap', rule: 'max_amount' } });
@@ -128,6 +148,7 @@ describe('dispatcher: a release its execution’s cancel overtakes', () => {
     expect(cancelled.status).toBe(200);
     // The cancel ended the held, never-sent operation with the execution, in its own transaction.
     expect(await getOperation(stack, held.id)).toMatchObject({ status: 'CANCELLED', attempt: 0 });
+    endPause(dispatcher);
 
     // The paused job then reaches its SENT statement, which finds the operation no longer held: nothing is sent.
     const done = await waitForLog(dispatcher, (line) => line.msg === 'dispatch' && line.operationId === held.id);
@@ -169,6 +190,10 @@ async function approvalRuleAddedWhileSending(stack: Stack, dispatcher: RunningAp
     body: { approval_rules: [{ connector: 'sandbox.payments' }] },
   });
   expect(ruled.status).toBe(200);
+  endPause(dispatcher);
+  // Each later try that reaches the SENT statement (a dispatch job's, refused for the approval) waits there too.
+  for (let tried = 2; tried <= refusals.length; tried += 1)
+    await endPauseNumber(dispatcher, 'paused before SENT', charging.id, tried);
 
   // The SENT statement compares the policy it was judged with: refused; the job reads again and asks for approval.
   const waiting = await waitForOp(stack, created.id, 'charge', (o) => o.approval?.state === 'requested');
@@ -195,6 +220,8 @@ async function approvalRuleAddedWhileSending(stack: Stack, dispatcher: RunningAp
     body: { decision: 'approve', reason: 'checked by the test' },
   });
   expect(approved.status).toBe(200);
+  // The approved send waits before its SENT statement as every send does here: nothing is left to change there.
+  await endPauseNumber(dispatcher, 'paused before SENT', charging.id, refusals.length + 1);
   const verified = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'VERIFIED');
   expect(verified.attempt).toBe(1);
   expect((await stack.effects()).charges[reference].count).toBe(1);
@@ -233,6 +260,7 @@ describe('dispatcher: a spending cap raised while its refusal is being written',
     // The cap of 100 refused the charge of 1250; the dispatcher waits right before the statement that cancels it.
     const [opId] = await waitForMarkers(dispatcher, 'paused before cap refusal');
     expect((await putCap(100_000)).status).toBe(200);
+    endPause(dispatcher);
 
     const done = await waitForOp(stack, created.id, 'charge', (o) => ['VERIFIED', 'CANCELLED'].includes(o.status));
     expect(done).toMatchObject({ id: opId, status: 'VERIFIED', attempt: 1 });
