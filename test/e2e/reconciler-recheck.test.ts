@@ -214,6 +214,8 @@ describe('reconciler: re-checks of held operations, and "still unknown"', () => 
       await afterFailed?.(executionId);
       // The source answers again before the re-check's read: it shows the charge the record now calls FAILED.
       await resetSandbox(stack);
+      // Nothing is left to wait for at the pause: SIGUSR2 ends it (docs/operations.md "Test-only hooks").
+      paused.child.kill('SIGUSR2');
       const log = await waitFor(
         () => events(stack, executionId),
         (l) => recheckEvents(l, held.id).some((e) => e.data.result === 'found' && e.data.after === 'FAILED'),
@@ -495,6 +497,8 @@ describe('reconciler: re-checks of held operations, and "still unknown"', () => 
         due_in_seconds: 10,
       });
       expect(kept.status).toBe(200);
+      // The re-date is recorded during the read: SIGUSR2 ends the pause (docs/operations.md "Test-only hooks").
+      paused.child.kill('SIGUSR2');
       const dueAt = Date.parse(String(kept.body.recovery_obligation!.due_at));
       const log = await waitFor(
         () => events(stack, executionId),
