@@ -137,10 +137,13 @@ SELECT id, tenant_id, events, created_at, disabled_at, last_disabled_at, reenabl
 UPDATE webhook_outbox_cursor SET last_txid = $1::xid8, last_event_id = $2, updated_at = now() WHERE id = 1;
 
 -- insertDeliveries
-INSERT INTO webhook_deliveries (id, endpoint_id, tenant_id, event_id, type, payload)
-     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[])
+INSERT INTO webhook_deliveries (id, endpoint_id, tenant_id, event_id, type, payload, status, last_error)
+     SELECT id, endpoint_id, tenant_id, event_id, type, payload,
+            CASE WHEN skipped IS NULL THEN 'pending' ELSE 'skipped' END, skipped
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::text[])
+            AS d (id, endpoint_id, tenant_id, event_id, type, payload, skipped)
      ON CONFLICT (endpoint_id, event_id) DO NOTHING
-     RETURNING id, round, tenant_id;
+     RETURNING id, round, tenant_id, status;
 
 -- pendingByTenant
 SELECT tenant_id, count(*)::int AS n FROM webhook_deliveries

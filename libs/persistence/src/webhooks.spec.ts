@@ -269,6 +269,7 @@ describe('webhook outbox (real Postgres)', () => {
         ['evt_deleted_1'],
         ['execution.finished'],
         [JSON.stringify({ type: 'execution.finished', timestamp: new Date().toISOString(), data: {} })],
+        [null],
       ]);
       await runner.commitTransaction();
       await deleting;
@@ -413,6 +414,64 @@ describe('webhook outbox (real Postgres)', () => {
       const reenabled = await finished();
       expect((await announcedTo(endpoint.id, reenabled)).sort()).toEqual([enabled, reenabled].sort());
       expect(whileDisabled).toBeDefined();
+    });
+
+    it('is written skipped, not sent, when the endpoint was disabled after it happened (enabled again or not)', async () => {
+      const { endpoint } = (await createWebhookEndpoint(db.dataSource, cipher, {
+        tenantId: 'late',
+        url: 'http://127.0.0.1:9/disabled-after',
+        events: ['execution.finished'],
+        createdBy: 'test-late',
+      }))!;
+      const before = await finished();
+      await nextMillisecond();
+      await db.dataSource.query(`UPDATE webhook_endpoints SET disabled_at = now() WHERE id = $1`, [endpoint.id]);
+      const beforeEnable = await finished();
+      const stillDisabled = await announcedTo(endpoint.id, before);
+      expect(stillDisabled).toEqual([before]);
+      await nextMillisecond();
+      expect(
+        await enableWebhookEndpoint(db.dataSource.manager, { tenantId: 'late', id: endpoint.id, by: 'test-late' }),
+      ).not.toBeNull();
+      const after = await finished();
+      await announcedTo(endpoint.id, after);
+      const log = await listWebhookDeliveries(db.dataSource.manager, {
+        tenantId: 'late',
+        endpointId: endpoint.id,
+        limit: 100,
+      });
+      const statusOf = new Map(log.map((d) => [String(d.payload.data.execution_id), d.status]));
+      // Owed (it happened while the endpoint was enabled) and on its log, but the disable came after it: skipped, as a
+      // delivery pending at the disable is, so the enable does not send it. The one after the enable is sent.
+      expect(statusOf.get(before)).toBe('skipped');
+      expect(statusOf.get(after)).toBe('pending');
+      expect(statusOf.has(beforeEnable)).toBe(false);
+    });
+
+    it('is written skipped when the pass first reaches it after the endpoint was disabled and enabled again', async () => {
+      const { endpoint } = (await createWebhookEndpoint(db.dataSource, cipher, {
+        tenantId: 'late',
+        url: 'http://127.0.0.1:9/late-pass',
+        events: ['execution.finished'],
+        createdBy: 'test-late',
+      }))!;
+      const before = await finished();
+      await nextMillisecond();
+      await db.dataSource.query(`UPDATE webhook_endpoints SET disabled_at = now() WHERE id = $1`, [endpoint.id]);
+      await nextMillisecond();
+      expect(
+        await enableWebhookEndpoint(db.dataSource.manager, { tenantId: 'late', id: endpoint.id, by: 'test-late' }),
+      ).not.toBeNull();
+      const after = await finished();
+      await announcedTo(endpoint.id, after);
+      const log = await listWebhookDeliveries(db.dataSource.manager, {
+        tenantId: 'late',
+        endpointId: endpoint.id,
+        limit: 100,
+      });
+      const statusOf = new Map(log.map((d) => [String(d.payload.data.execution_id), d.status]));
+      expect(statusOf.get(before)).toBe('skipped');
+      expect(statusOf.get(after)).toBe('pending');
     });
   });
 });

@@ -13,6 +13,7 @@ import {
   verificationContradicted,
   webhookEventFor,
   webhookOwedTo,
+  webhookSkippedByDisable,
 } from '@verity/status-model';
 import type { DataSource } from 'typeorm';
 import { ADMIN_CHANGE_INSERT_COLUMNS } from './admin-changes';
@@ -182,10 +183,14 @@ export const WEBHOOKS_SQL = {
        FROM webhook_endpoints
        WHERE tenant_id = ANY($1::text[]) FOR KEY SHARE`,
   advanceCursor: `UPDATE webhook_outbox_cursor SET last_txid = $1::xid8, last_event_id = $2, updated_at = now() WHERE id = 1`,
-  insertDeliveries: `INSERT INTO webhook_deliveries (id, endpoint_id, tenant_id, event_id, type, payload)
-     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[])
+  // A delivery with a reason ($7) is written skipped: its endpoint was disabled after the event (webhookSkippedByDisable).
+  insertDeliveries: `INSERT INTO webhook_deliveries (id, endpoint_id, tenant_id, event_id, type, payload, status, last_error)
+     SELECT id, endpoint_id, tenant_id, event_id, type, payload,
+            CASE WHEN skipped IS NULL THEN 'pending' ELSE 'skipped' END, skipped
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::text[])
+            AS d (id, endpoint_id, tenant_id, event_id, type, payload, skipped)
      ON CONFLICT (endpoint_id, event_id) DO NOTHING
-     RETURNING id, round, tenant_id`,
+     RETURNING id, round, tenant_id, status`,
   // How many deliveries each tenant has waiting, these included (the same transaction inserted them).
   pendingByTenant: `SELECT tenant_id, count(*)::int AS n FROM webhook_deliveries
      WHERE status = 'pending' AND tenant_id = ANY($1::text[]) GROUP BY tenant_id`,
@@ -656,7 +661,7 @@ export async function scanWebhookOutbox(
       last_disabled_at: Date | null;
       reenabled_at: Date | null;
     }>(tx, WEBHOOKS_SQL.subscribedEndpoints, [tenants]);
-    const deliveries: { id: string; endpointId: string; tenantId: string; eventId: string; body: WebhookBody }[] = [];
+    const deliveries: NewDelivery[] = [];
     const announced = events.map((event) => ({
       event,
       type: webhookEventFor({
@@ -678,7 +683,7 @@ export async function scanWebhookOutbox(
       if (!type) continue;
       for (const endpoint of endpoints) {
         if (endpoint.tenant_id !== event.tenant_id) continue;
-        // One disabled since the event is still owed it: the delivery is written, and skipped at its turn.
+        // One disabled since the event is still owed it: the delivery is written (on its log, redeliverable), skipped.
         const date = (d: Date | null) => d && new Date(d);
         const owed = webhookOwedTo(
           {
@@ -693,12 +698,17 @@ export async function scanWebhookOutbox(
         );
         if (!owed) continue;
         const body = webhookBodyOf(type, event, finished.get(event.execution_id));
+        const skipped = webhookSkippedByDisable(
+          { disabledAt: date(endpoint.disabled_at), lastDisabledAt: date(endpoint.last_disabled_at) },
+          new Date(event.created_at),
+        );
         deliveries.push({
           id: newId('msg'),
           endpointId: endpoint.id,
           tenantId: event.tenant_id,
           eventId: event.id,
           body,
+          skipped: skipped ? ENDPOINT_DISABLED_SKIP : null,
         });
       }
     }
@@ -709,18 +719,32 @@ export async function scanWebhookOutbox(
   });
 }
 
-async function insertDeliveries(
-  db: Queryable,
-  deliveries: { id: string; endpointId: string; tenantId: string; eventId: string | null; body: WebhookBody }[],
-): Promise<OwedDelivery[]> {
-  const inserted = await rows<{ id: string; round: number; tenant_id: string }>(db, WEBHOOKS_SQL.insertDeliveries, [
-    deliveries.map((d) => d.id),
-    deliveries.map((d) => d.endpointId),
-    deliveries.map((d) => d.tenantId),
-    deliveries.map((d) => d.eventId),
-    deliveries.map((d) => d.body.type),
-    deliveries.map((d) => JSON.stringify(d.body)),
-  ]);
+interface NewDelivery {
+  id: string;
+  endpointId: string;
+  tenantId: string;
+  eventId: string | null;
+  body: WebhookBody;
+  /** Written skipped, with this reason, not pending (its endpoint was disabled after the event). */
+  skipped?: string | null;
+}
+
+/** Writes the deliveries; returns the pending ones written (a skipped one is owed no attempt). */
+async function insertDeliveries(db: Queryable, deliveries: NewDelivery[]): Promise<OwedDelivery[]> {
+  const written = await rows<{ id: string; round: number; tenant_id: string; status: string }>(
+    db,
+    WEBHOOKS_SQL.insertDeliveries,
+    [
+      deliveries.map((d) => d.id),
+      deliveries.map((d) => d.endpointId),
+      deliveries.map((d) => d.tenantId),
+      deliveries.map((d) => d.eventId),
+      deliveries.map((d) => d.body.type),
+      deliveries.map((d) => JSON.stringify(d.body)),
+      deliveries.map((d) => d.skipped ?? null),
+    ],
+  );
+  const inserted = written.filter((d) => d.status === 'pending');
   if (inserted.length === 0) return [];
   const tenants = [...new Set(inserted.map((d) => d.tenant_id))];
   const pending = new Map(

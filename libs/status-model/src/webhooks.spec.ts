@@ -1,6 +1,6 @@
 import { ExecutionStatus } from './execution';
 import { OperationStatus, VerificationMethod } from './operation';
-import { WEBHOOK_EVENT_TYPES, webhookEventFor, webhookOwedTo } from './webhooks';
+import { WEBHOOK_EVENT_TYPES, webhookEventFor, webhookOwedTo, webhookSkippedByDisable } from './webhooks';
 
 describe('webhookEventFor', () => {
   const op = (to: OperationStatus, verificationMethod: VerificationMethod | '' = VerificationMethod.READ_AFTER_WRITE) =>
@@ -96,5 +96,21 @@ describe('webhookEventFor', () => {
     expect(owed(reenabled, t(20))).toBe(false);
     expect(owed(reenabled, t(29))).toBe(false);
     expect(owed(reenabled, t(30))).toBe(true);
+  });
+
+  it('writes an owed event skipped when the endpoint was disabled after it happened, whenever the pass reaches it', () => {
+    const t = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s));
+    const base = { events: ['execution.finished'], createdAt: t(10) };
+    const skipped = (e: Parameters<typeof webhookSkippedByDisable>[0], at: Date) => webhookSkippedByDisable(e, at);
+    // Never disabled: sent.
+    expect(skipped({ ...base, disabledAt: null, lastDisabledAt: null }, t(15))).toBe(false);
+    // Disabled now, the event before it: the disable skipped what was pending, so this one too.
+    expect(skipped({ ...base, disabledAt: t(20), lastDisabledAt: null }, t(15))).toBe(true);
+    // Disabled at 20 and enabled again at 30: an event before 20 was skipped by that disable; one after 30 is sent.
+    const reenabled = { ...base, disabledAt: null, lastDisabledAt: t(20), reenabledAt: t(30) };
+    expect(skipped(reenabled, t(19))).toBe(true);
+    expect(skipped(reenabled, t(30))).toBe(false);
+    // Disabled again at 40 after that enable: an event at 35 is skipped by the second disable.
+    expect(skipped({ ...reenabled, disabledAt: t(40) }, t(35))).toBe(true);
   });
 });

@@ -73,8 +73,8 @@ export function webhookEventFor(event: RecordedEvent): WebhookEventType | null {
 /**
  * Whether an event is owed to an endpoint: it subscribes to the event's type, and the event happened while the
  * endpoint was enabled — whenever the outbox pass gets to it. An endpoint disabled since (after `eventAt`) still owes
- * it: the delivery is recorded and skipped at its turn, so it is on the endpoint's log and can be redelivered once the
- * endpoint is enabled again. Judged at the pass by whether it is disabled now, an event of the last scan interval
+ * it: the delivery is recorded, skipped (`webhookSkippedByDisable`), so it is on the endpoint's log and can be
+ * redelivered once the endpoint is enabled again. Judged at the pass by whether it is disabled now, an event of the last scan interval
  * before a disable (or of any transaction that held the outbox back) was dropped for that endpoint without a trace.
  * Likewise an event the pass reaches late is not owed to an endpoint created after it, nor to one enabled again after
  * it happened while the endpoint was disabled (enabling sends only events from then on).
@@ -99,4 +99,19 @@ export function webhookOwedTo(
   // While it was disabled before its last enable: enabling sends only events from then on.
   const { lastDisabledAt, reenabledAt } = endpoint;
   return !(lastDisabledAt && reenabledAt && at >= lastDisabledAt.getTime() && at < reenabledAt.getTime());
+}
+
+/**
+ * Whether a delivery owed (`webhookOwedTo`) is written already skipped: the endpoint was disabled after the event
+ * happened (it still is, or was until its last enable). A disable skips the endpoint's pending deliveries in its own
+ * transaction, so an enable never sends what was owed before it; a delivery the outbox pass writes only later (a slow
+ * pass, a transaction that held the event back) is skipped the same way, not sent by an enable that came first. It is
+ * on the endpoint's log, and can be redelivered.
+ */
+export function webhookSkippedByDisable(
+  endpoint: { disabledAt: Date | null; lastDisabledAt: Date | null },
+  eventAt: Date,
+): boolean {
+  if (endpoint.disabledAt !== null) return true;
+  return endpoint.lastDisabledAt !== null && eventAt.getTime() < endpoint.lastDisabledAt.getTime();
 }
