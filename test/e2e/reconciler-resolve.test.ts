@@ -25,7 +25,9 @@ const OTHER_REVIEWER = 'test-other-tenant-reviewer-key';
 describe('reconciler: resolution of MANUAL_REVIEW and escalation', () => {
   let stack: Stack;
   beforeAll(async () => {
-    stack = await Stack.start({ label: 'rresolve', env: { OBLIGATION_DUE_MS: '3000' } });
+    // A send whose reads stay inconclusive is held after three reads rather than six: the hold, not how many reads it
+    // took, is what these tests are about.
+    stack = await Stack.start({ label: 'rresolve', env: { OBLIGATION_DUE_MS: '3000', RECONCILE_BUDGET: '3' } });
     await createApiKey(stack.db.dataSource.manager, { tenantId: 'demo-other', role: 'reviewer', key: OTHER_REVIEWER });
   });
   afterAll(async () => stack?.stop());
