@@ -29,7 +29,9 @@ const RACERS = 20;
 describe('api: decide once, never relabel an effect', () => {
   let stack: Stack;
   beforeAll(async () => {
-    stack = await Stack.start({ label: 'decisions' });
+    // A send whose reads stay inconclusive is held after three reads rather than six: the hold, not how many reads it
+    // took, is what these tests are about.
+    stack = await Stack.start({ label: 'decisions', env: { RECONCILE_BUDGET: '3' } });
   });
   afterAll(async () => stack?.stop());
   afterEach(async () => resetSandbox(stack));
@@ -45,16 +47,18 @@ describe('api: decide once, never relabel an effect', () => {
   }
 
   it(`${TRIALS} trials of ${RACERS} concurrent approve / deny: one 2xx, one decision, a state that follows it`, async () => {
-    const created: Execution[] = [];
-    for (let trial = 0; trial < TRIALS; trial += 1) {
-      created.push(await submit(stack, [charge(unique('dec-appr'), { requires_approval: true })]));
-    }
-    for (const execution of created) {
-      await waitFor(
-        () => events(stack, execution.id),
-        (log) => countOf(log, 'approval.requested') === 1,
-      );
-    }
+    // The trials' executions are independent: submitted, and waited for, all at once.
+    const created: Execution[] = await Promise.all(
+      Array.from({ length: TRIALS }, () => submit(stack, [charge(unique('dec-appr'), { requires_approval: true })])),
+    );
+    await Promise.all(
+      created.map((execution) =>
+        waitFor(
+          () => events(stack, execution.id),
+          (log) => countOf(log, 'approval.requested') === 1,
+        ),
+      ),
+    );
     const winners: { execution: Execution; decision: string }[] = [];
     for (const [trial, execution] of created.entries()) {
       const opId = execution.operations[0].id;
@@ -102,7 +106,8 @@ describe('api: decide once, never relabel an effect', () => {
   });
 
   it('cancel racing approve / deny: every answer agrees with what was written, nothing sent after a cancel', async () => {
-    for (let trial = 0; trial < 5; trial += 1) {
+    // Each trial has an execution of its own: the five run at once.
+    const trial = async () => {
       const reference = unique('dec-cancel');
       const execution = await submit(stack, [charge(reference, { requires_approval: true })]);
       const opId = execution.operations[0].id;
@@ -153,30 +158,35 @@ describe('api: decide once, never relabel an effect', () => {
       // Sent only if a grant won and the send was committed before the cancel took the execution.
       if (charged === 1) expect(done.operations[0].approval).toMatchObject({ state: 'granted' });
       else expect(done.operations[0].status).toBe('CANCELLED');
-    }
+    };
+    await Promise.all(Array.from({ length: 5 }, trial));
   });
 
   it(`${TRIALS} trials of ${RACERS} concurrent resolutions: one 2xx, one operation.resolved, a state that follows it`, async () => {
     // Half never sent (held for a knowledge conflict: SENT or CANCELLED), half sent with an unknown outcome
     // (an SMS that timed out: VERIFIED or FAILED).
-    const heldNeverSent: Execution[] = [];
-    for (let trial = 0; trial < TRIALS / 2; trial += 1) {
-      heldNeverSent.push(await submit(stack, [charge(unique('dec-res-c'), { expected_state: { charged: true } })]));
-    }
+    const heldNeverSent: Execution[] = await Promise.all(
+      Array.from({ length: TRIALS / 2 }, () =>
+        submit(stack, [charge(unique('dec-res-c'), { expected_state: { charged: true } })]),
+      ),
+    );
     await stack.setFaults({
       rules: [{ method: 'POST', path: '/v1/messages', fault: 'timeout_after_commit', probability: 1 }],
     });
-    const heldSent: Execution[] = [];
-    for (let trial = 0; trial < TRIALS / 2; trial += 1) heldSent.push(await submit(stack, [sms(unique('dec-res-s'))]));
+    const heldSent: Execution[] = await Promise.all(
+      Array.from({ length: TRIALS / 2 }, () => submit(stack, [sms(unique('dec-res-s'))])),
+    );
     const trials = [
       ...heldNeverSent.map((execution) => ({ execution, choices: ['SENT', 'CANCELLED'] })),
       ...heldSent.map((execution) => ({ execution, choices: ['VERIFIED', 'FAILED'] })),
     ];
-    for (const { execution, choices } of trials) {
-      await waitForOp(stack, execution.id, execution.operations[0].key, (o) => o.status === 'MANUAL_REVIEW');
-      // A sent one: FAILED is accepted once no call of it can still land (before then it is refused as "not yet").
-      if (choices.includes('FAILED')) await waitForResolutionPermitted(stack, execution.operations[0].id, 'FAILED');
-    }
+    await Promise.all(
+      trials.map(async ({ execution, choices }) => {
+        await waitForOp(stack, execution.id, execution.operations[0].key, (o) => o.status === 'MANUAL_REVIEW');
+        // A sent one: FAILED is accepted once no call of it can still land (before then it is refused as "not yet").
+        if (choices.includes('FAILED')) await waitForResolutionPermitted(stack, execution.operations[0].id, 'FAILED');
+      }),
+    );
     await resetSandbox(stack);
 
     const outcomes: { execution: Execution; winner: string }[] = [];
@@ -207,8 +217,9 @@ describe('api: decide once, never relabel an effect', () => {
     // races), so no winner is required here; every trial's own checks below hold whichever side won.
     expect(outcomes).toHaveLength(TRIALS);
 
-    for (const { execution, winner } of outcomes) {
-      const done = await settle(stack, execution.id);
+    const settled = await Promise.all(outcomes.map(({ execution }) => settle(stack, execution.id)));
+    for (const [i, { execution, winner }] of outcomes.entries()) {
+      const done = settled[i];
       const op = done.operations[0];
       const log = await events(stack, execution.id);
       expectLegalHistory(log);
@@ -300,7 +311,8 @@ describe('api: decide once, never relabel an effect', () => {
   });
 
   it('cancel racing the resolution of a never-sent hold: a resolution the cancel beat is told "already decided: cancel"', async () => {
-    for (let trial = 0; trial < 6; trial += 1) {
+    // Each trial has an execution of its own: the six run at once.
+    const runTrial = async (trial: number) => {
       // A hold never sent, and an approval still awaited that keeps the execution open (so it can be cancelled).
       const execution = await submit(stack, [
         charge(unique('dec-cancel-hold'), { expected_state: { charged: true } }),
@@ -319,7 +331,7 @@ describe('api: decide once, never relabel an effect', () => {
       // Only a resolution sent at once with the cancel may have come first; one sent after it never has.
       if (trial >= 2 && resolved.status === 200) {
         expect(countOf(log, 'operation.resolved')).toBe(1);
-        continue;
+        return;
       }
       expect(countOf(log, 'operation.resolved')).toBe(0);
       expect(resolved.status).toBe(409);
@@ -332,7 +344,8 @@ describe('api: decide once, never relabel an effect', () => {
         decided_at: cancelEvent.created_at,
         current_status: 'CANCELLED',
       });
-    }
+    };
+    await Promise.all(Array.from({ length: 6 }, (_, trial) => runTrial(trial)));
   });
 
   it('an approval decision on an operation nobody put up for approval is 409 not-awaiting-approval and writes nothing', async () => {
@@ -399,12 +412,14 @@ describe('api: decide once, never relabel an effect', () => {
         const created = await submit(stack, [orderAt(port, key)]);
         const held = await waitForOp(stack, created.id, key, (o) => o.status === 'MANUAL_REVIEW');
         expect(held.terminal_reason).toBe('SOURCE_UNREACHABLE');
-        await waitForResolutionPermitted(stack, held.id, 'FAILED');
         return held;
       };
+      // Held (its write made) before writes are recorded: nothing arrived.
       const nothing = await holdOne('never-arrived');
       target.recordWrites = true;
       const arrived = await holdOne('arrived');
+      // Both wait out, at once, the time in which a call of them could still land.
+      await Promise.all([nothing, arrived].map((held) => waitForResolutionPermitted(stack, held.id, 'FAILED')));
       target.readsDown = false;
 
       const refused = await post<Problem>(`/v1/operations/${arrived.id}/resolve`, {
