@@ -158,8 +158,11 @@ SELECT id, round,
      ORDER BY updated_at, id;
 
 -- deliveryToSend
-SELECT d.id, d.tenant_id, d.endpoint_id, w.url, w.secret, d.payload, d.status, d.round, w.disabled_at
-     FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id WHERE d.id = $1;
+SELECT d.id, d.tenant_id, d.endpoint_id, w.url, w.secret, d.payload, d.status, d.round, w.disabled_at,
+            w.last_disabled_at, coalesce(e.created_at, d.created_at) AS event_at
+     FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
+     LEFT JOIN events e ON e.id = d.event_id
+     WHERE d.id = $1;
 
 -- recordAttempt
 UPDATE webhook_deliveries SET status = $3, attempts = attempts + 1, last_attempt_at = clock_timestamp(),

@@ -13,8 +13,10 @@ import {
   enableWebhookEndpoint,
   listWebhookDeliveries,
   listWebhookEndpoints,
+  loadDeliveryToSend,
   OwedDelivery,
   owedWebhookDeliveries,
+  recordWebhookAttempt,
   scanWebhookOutbox,
   WEBHOOKS_SQL,
 } from './webhooks';
@@ -472,6 +474,80 @@ describe('webhook outbox (real Postgres)', () => {
       const statusOf = new Map(log.map((d) => [String(d.payload.data.execution_id), d.status]));
       expect(statusOf.get(before)).toBe('skipped');
       expect(statusOf.get(after)).toBe('pending');
+    });
+
+    it('a delivery the pass writes while its endpoint is being disabled is not sent by a later enable', async () => {
+      const { endpoint } = (await createWebhookEndpoint(db.dataSource, cipher, {
+        tenantId: 'late',
+        url: 'http://127.0.0.1:9/racing-disable',
+        events: ['execution.finished'],
+        createdBy: 'test-late',
+      }))!;
+      // A delivery whose last attempt fails: it disables the endpoint (disableAfter 1).
+      const first = await finished();
+      await announcedTo(endpoint.id, first);
+      const [failing] = await listWebhookDeliveries(db.dataSource.manager, {
+        tenantId: 'late',
+        endpointId: endpoint.id,
+        limit: 1,
+      });
+      const before = await finished();
+      const [event] = (await db.dataSource.query(
+        `SELECT id FROM events WHERE execution_id = $1 AND type = 'execution.status_changed'`,
+        [before],
+      )) as { id: string }[];
+      // Holds the pass at its insert of `before`'s delivery, after it read the endpoint enabled: another transaction
+      // has the same (endpoint, event) row uncommitted, and the insert waits for its outcome.
+      const holder = db.dataSource.createQueryRunner();
+      await holder.connect();
+      await holder.startTransaction();
+      let scan: Promise<unknown> | undefined;
+      try {
+        await holder.query(
+          `INSERT INTO webhook_deliveries (id, endpoint_id, tenant_id, event_id, type, payload)
+           VALUES ('msg_holder', $1, 'late', $2, 'execution.finished', '{}'::jsonb)`,
+          [endpoint.id, event.id],
+        );
+        scan = scanWebhookOutbox(db.dataSource, 100);
+        const deadline = Date.now() + 10_000;
+        while (
+          (
+            await db.dataSource.query(
+              `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+                 AND query LIKE 'INSERT INTO webhook_deliveries%'`,
+            )
+          ).length === 0
+        ) {
+          if (Date.now() > deadline) throw new Error('the pass never waited at its insert');
+        }
+        await nextMillisecond();
+        const disabled = await recordWebhookAttempt(db.dataSource, {
+          deliveryId: failing.id,
+          round: failing.round,
+          outcome: { ok: false, status: 500, error: 'HTTP 500' },
+          final: true,
+          disableAfter: 1,
+        });
+        expect(disabled.disabled).toBeDefined();
+      } finally {
+        await holder.rollbackTransaction();
+        await holder.release();
+      }
+      await scan;
+      await nextMillisecond();
+      expect(
+        await enableWebhookEndpoint(db.dataSource.manager, { tenantId: 'late', id: endpoint.id, by: 'test-late' }),
+      ).not.toBeNull();
+      const log = await listWebhookDeliveries(db.dataSource.manager, {
+        tenantId: 'late',
+        endpointId: endpoint.id,
+        limit: 100,
+      });
+      const delivery = log.find((d) => d.payload.data.execution_id === before)!;
+      expect(delivery).toBeDefined();
+      // Owed before the disable, as a pending delivery the disable skipped: its turn, after the enable, does not send it.
+      const toSend = await loadDeliveryToSend(db.dataSource.manager, cipher, delivery.id, delivery.round);
+      expect(toSend?.skip).toBe('endpoint_disabled');
     });
   });
 });

@@ -12,6 +12,7 @@ import {
   failureRefuted,
   verificationContradicted,
   webhookEventFor,
+  webhookAttemptSkippedByDisable,
   webhookOwedTo,
   webhookSkippedByDisable,
 } from '@verity/status-model';
@@ -200,8 +201,13 @@ export const WEBHOOKS_SQL = {
            WHERE status = 'pending' AND updated_at < clock_timestamp() - make_interval(secs => $1 / 1000.0)
            ORDER BY updated_at LIMIT $2) owed
      ORDER BY updated_at, id`,
-  deliveryToSend: `SELECT d.id, d.tenant_id, d.endpoint_id, w.url, w.secret, d.payload, d.status, d.round, w.disabled_at
-     FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id WHERE d.id = $1`,
+  // event_at: when what it announces happened (a `webhook.disabled` notice has no event: when it was written), judged
+  // against the endpoint's last disable (webhookAttemptSkippedByDisable).
+  deliveryToSend: `SELECT d.id, d.tenant_id, d.endpoint_id, w.url, w.secret, d.payload, d.status, d.round, w.disabled_at,
+            w.last_disabled_at, coalesce(e.created_at, d.created_at) AS event_at
+     FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
+     LEFT JOIN events e ON e.id = d.event_id
+     WHERE d.id = $1`,
   // A success is also recorded on a delivery of this round skipped meanwhile (its endpoint was disabled while the
   // message was on the wire, skipEndpointPending): the receiver has it, and the log says so. A failure is not: skipped,
   // it is not retried.
@@ -806,6 +812,8 @@ export async function loadDeliveryToSend(
     status: string;
     round: number;
     disabled_at: Date | null;
+    last_disabled_at: Date | null;
+    event_at: Date;
   }>(db, WEBHOOKS_SQL.deliveryToSend, [deliveryId]);
   if (!row) return null;
   // A secret that does not open fails the attempt (recorded, counted, the endpoint disabled in the end). Thrown, it
@@ -833,7 +841,11 @@ export async function loadDeliveryToSend(
         ? 'older_round'
         : row.status !== 'pending'
           ? 'settled'
-          : row.disabled_at
+          : webhookAttemptSkippedByDisable(
+                { disabledAt: row.disabled_at, lastDisabledAt: row.last_disabled_at },
+                new Date(row.event_at),
+                row.round,
+              )
             ? 'endpoint_disabled'
             : null,
   };

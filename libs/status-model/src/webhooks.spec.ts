@@ -1,6 +1,12 @@
 import { ExecutionStatus } from './execution';
 import { OperationStatus, VerificationMethod } from './operation';
-import { WEBHOOK_EVENT_TYPES, webhookEventFor, webhookOwedTo, webhookSkippedByDisable } from './webhooks';
+import {
+  WEBHOOK_EVENT_TYPES,
+  webhookAttemptSkippedByDisable,
+  webhookEventFor,
+  webhookOwedTo,
+  webhookSkippedByDisable,
+} from './webhooks';
 
 describe('webhookEventFor', () => {
   const op = (to: OperationStatus, verificationMethod: VerificationMethod | '' = VerificationMethod.READ_AFTER_WRITE) =>
@@ -112,5 +118,21 @@ describe('webhookEventFor', () => {
     expect(skipped(reenabled, t(30))).toBe(false);
     // Disabled again at 40 after that enable: an event at 35 is skipped by the second disable.
     expect(skipped({ ...reenabled, disabledAt: t(40) }, t(35))).toBe(true);
+  });
+
+  it('skips an attempt at its turn on a disabled endpoint, or of a first round owed before the last disable', () => {
+    const t = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s));
+    const skipped = webhookAttemptSkippedByDisable;
+    // Disabled now: skipped, a redelivery too.
+    expect(skipped({ disabledAt: t(20), lastDisabledAt: null }, t(15), 0)).toBe(true);
+    expect(skipped({ disabledAt: t(20), lastDisabledAt: null }, t(15), 1)).toBe(true);
+    // Disabled at 20, enabled again since: the first round of an event before 20 is skipped (the enable does not send
+    // it); a redelivery of it is sent; an event after the disable is sent.
+    const reenabled = { disabledAt: null, lastDisabledAt: t(20) };
+    expect(skipped(reenabled, t(19), 0)).toBe(true);
+    expect(skipped(reenabled, t(19), 1)).toBe(false);
+    expect(skipped(reenabled, t(31), 0)).toBe(false);
+    // Never disabled: sent.
+    expect(skipped({ disabledAt: null, lastDisabledAt: null }, t(15), 0)).toBe(false);
   });
 });

@@ -115,3 +115,20 @@ export function webhookSkippedByDisable(
   if (endpoint.disabledAt !== null) return true;
   return endpoint.lastDisabledAt !== null && eventAt.getTime() < endpoint.lastDisabledAt.getTime();
 }
+
+/**
+ * Whether a delivery's attempt is skipped, not sent, at its turn: its endpoint is disabled, or it is the first round
+ * (no redelivery asked for) of a delivery owed before the endpoint's last disable (`webhookSkippedByDisable`). A
+ * disable skips what is pending in its own transaction, but not a delivery it cannot see or take: one the outbox pass
+ * was writing at that moment (it read the endpoint enabled), or one another worker held while recording its attempt.
+ * Sent at its turn after an enable, it was the enable sending an event from before the disable. A redelivery (a later
+ * round) was asked for since, and is sent.
+ */
+export function webhookAttemptSkippedByDisable(
+  endpoint: { disabledAt: Date | null; lastDisabledAt: Date | null },
+  eventAt: Date,
+  round: number,
+): boolean {
+  if (endpoint.disabledAt !== null) return true;
+  return round === 0 && webhookSkippedByDisable(endpoint, eventAt);
+}
