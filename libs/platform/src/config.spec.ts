@@ -436,10 +436,10 @@ describe('a variable a keystroke or two from one of ours: a warning at start, no
     ]);
   });
 
-  // Each process measures every variable of its environment against each of ours, twice at start: a full table of
-  // edits for each pair was ~80 ms of every start with a CI job's environment. Timed against that full table, in the
-  // same process (so a slow machine slows both), with the same answers.
-  it('measures a large environment in a fraction of the time a full table of edits takes, with the same answers', () => {
+  // Each process measures every variable of its environment against each of ours, twice at start: the count stops
+  // past the bound instead of filling a full table of edits. Its answers are the full table's (speed is not asserted
+  // here: timings belong to the benchmark).
+  it('gives the answers a full table of edits gives, over a large environment', () => {
     const fullTable = (a: string, b: string): number => {
       if (Math.abs(a.length - b.length) > 2) return Infinity;
       const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);
@@ -468,18 +468,9 @@ describe('a variable a keystroke or two from one of ours: a warning at start, no
     // A few that are near ones, so the answers compared are not all empty.
     names.push('METRICS_PUBL', 'DATABASE_URI', 'PROT', 'LOGLEVEL', 'SECRET_KEY');
     const env = Object.fromEntries(names.map((name) => [name, 'x']));
-    const fastest = (run: () => void) =>
-      Math.min(
-        ...[1, 2, 3].map(() => {
-          const started = performance.now();
-          run();
-          return performance.now() - started;
-        }),
-      );
     const found = misspelledVariables(env).map(({ name, meant }) => `${name}:${meant}`);
     expect(found).toEqual(byFullTable(names));
     expect(found).toHaveLength(5);
-    expect(fastest(() => misspelledVariables(env))).toBeLessThan(fastest(() => byFullTable(names)) / 2);
   });
 
   it('says nothing of an environment of ours and the system’s', () => {
