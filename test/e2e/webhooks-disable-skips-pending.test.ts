@@ -1,15 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { http, HttpResult, sms, submission, unique } from '../support/http';
+import type { WireSchemas } from '@verity/sdk';
 import { startReceiver } from './webhook-receiver';
 
-interface DeliveryView {
-  id: string;
-  status: string;
-  attempts: number;
-  last_error: string | null;
-  payload: { data: { execution_id?: string } };
-}
+/** A delivery as the admin API lists it: the wire contract's own type. */
+type DeliveryView = WireSchemas['WebhookDelivery'];
 
 /**
  * Disabling an endpoint skips its pending deliveries in the transaction that disables it (docs/api.md: "its pending
