@@ -3,15 +3,10 @@ import { createApiKey } from '@verity/persistence';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { http, HttpResult, sms, submission, unique } from '../support/http';
 import { startReceiver } from './webhook-receiver';
+import type { WireSchemas } from '@verity/sdk';
 
-interface DeliveryView {
-  id: string;
-  status: string;
-  attempts: number;
-  redeliveries: number;
-  last_error: string | null;
-  payload: { type: string; data: { execution_id?: string } };
-}
+/** A delivery as the admin API lists it: the wire contract's own type. */
+type DeliveryView = WireSchemas['WebhookDelivery'];
 
 interface Problem {
   type: string;

@@ -3,19 +3,15 @@ import { createServer, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { http, HttpResult, sms, submission, unique } from '../support/http';
+import type { WireSchemas } from '@verity/sdk';
 
 interface Seen {
   path: string;
   body: { type: string; data: { execution_id?: string } };
 }
 
-interface DeliveryView {
-  id: string;
-  event_id: string | null;
-  type: string;
-  status: string;
-  payload: { data: { execution_id?: string } };
-}
+/** A delivery as the admin API lists it: the wire contract's own type. */
+type DeliveryView = WireSchemas['WebhookDelivery'];
 
 /**
  * An event committed while an endpoint is enabled is owed to it, whenever the outbox gets to it: the endpoint's

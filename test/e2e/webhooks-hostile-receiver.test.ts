@@ -3,6 +3,7 @@ import { AddressInfo, createServer, Socket } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { http, sms, submission, unique } from '../support/http';
+import type { WireSchemas } from '@verity/sdk';
 
 interface Request {
   path: string;
@@ -10,12 +11,8 @@ interface Request {
   body: string;
 }
 
-interface DeliveryView {
-  status: string;
-  attempts: number;
-  last_response_status: number | null;
-  last_error: string | null;
-}
+/** A delivery as the admin API lists it: the wire contract's own type. */
+type DeliveryView = WireSchemas['WebhookDelivery'];
 
 /** What each path of the receiver does once it has read a whole request (raw TCP: it may break HTTP as it likes). */
 const BEHAVIOURS: Record<string, (socket: Socket, every: (ms: number, write: () => void) => void) => void> = {

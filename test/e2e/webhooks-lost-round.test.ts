@@ -4,14 +4,10 @@ import { DEMO, Stack, waitFor } from '../support/stack';
 import { http, HttpResult, sms, submission, unique } from '../support/http';
 import { stackQueue } from './dispatcher-helpers';
 import { startReceiver } from './webhook-receiver';
+import type { WireSchemas } from '@verity/sdk';
 
-interface DeliveryView {
-  id: string;
-  status: string;
-  attempts: number;
-  redeliveries: number;
-  payload: { data: { execution_id?: string } };
-}
+/** A delivery as the admin API lists it: the wire contract's own type. */
+type DeliveryView = WireSchemas['WebhookDelivery'];
 
 /**
  * A delivery whose job ended for good without recording its attempt (the database refused the write each time) stays

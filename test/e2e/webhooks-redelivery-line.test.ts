@@ -2,12 +2,10 @@ import { JobName, webhookDeliveryJob } from '@verity/queues';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { http, sms, submission, unique } from '../support/http';
 import { startReceiver } from './webhook-receiver';
+import type { WireSchemas } from '@verity/sdk';
 
-interface DeliveryView {
-  id: string;
-  status: string;
-  redeliveries: number;
-}
+/** A delivery as the admin API lists it: the wire contract's own type. */
+type DeliveryView = WireSchemas['WebhookDelivery'];
 
 /**
  * An admin's redeliveries take their places in the tenant's own line, one behind another, as the outbox's deliveries

@@ -2,13 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { http, sms, submission, unique } from '../support/http';
 import { startReceiver } from './webhook-receiver';
+import type { WireSchemas } from '@verity/sdk';
 
-interface DeliveryView {
-  id: string;
-  status: string;
-  attempts: number;
-  last_response_status: number | null;
-}
+/** A delivery as the admin API lists it: the wire contract's own type. */
+type DeliveryView = WireSchemas['WebhookDelivery'];
 
 /**
  * A receiver that answers a delivery with a redirect is not followed: the address it names (here one on the allowlist,

@@ -2,12 +2,10 @@ import { createServer, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { http, HttpResult, sms, submission, unique } from '../support/http';
+import type { WireSchemas } from '@verity/sdk';
 
-interface DeliveryView {
-  id: string;
-  status: string;
-  payload: { data: { execution_id?: string } };
-}
+/** A delivery as the admin API lists it: the wire contract's own type. */
+type DeliveryView = WireSchemas['WebhookDelivery'];
 
 /**
  * The reconciler's sweep prunes the webhook delivery log: a settled delivery whose last change is older than

@@ -3,13 +3,10 @@ import { Webhook } from 'standardwebhooks';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { http, sms, submission, unique } from '../support/http';
 import { startReceiver } from './webhook-receiver';
+import type { WireSchemas } from '@verity/sdk';
 
-interface DeliveryView {
-  id: string;
-  status: string;
-  attempts: number;
-  last_error: string | null;
-}
+/** A delivery as the admin API lists it: the wire contract's own type. */
+type DeliveryView = WireSchemas['WebhookDelivery'];
 
 /**
  * SIGTERM to the reconciler while a delivery's POST is in flight (the receiver has not answered): the process waits

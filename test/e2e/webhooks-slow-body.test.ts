@@ -3,13 +3,10 @@ import { createServer, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { http, sms, submission, unique } from '../support/http';
+import type { WireSchemas } from '@verity/sdk';
 
-interface DeliveryView {
-  status: string;
-  attempts: number;
-  last_response_status: number | null;
-  last_error: string | null;
-}
+/** A delivery as the admin API lists it: the wire contract's own type. */
+type DeliveryView = WireSchemas['WebhookDelivery'];
 
 /**
  * A delivery succeeds on a 2xx status (Standard Webhooks; docs/api.md "A 2xx answer is success"). A receiver that

@@ -4,14 +4,10 @@ import type { AddressInfo } from 'node:net';
 import { SecretsCipher } from '@verity/persistence';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { http, HttpResult, sms, submission, unique } from '../support/http';
+import type { WireSchemas } from '@verity/sdk';
 
-interface DeliveryView {
-  id: string;
-  status: string;
-  attempts: number;
-  last_error: string | null;
-  payload: { data: { execution_id?: string } };
-}
+/** A delivery as the admin API lists it: the wire contract's own type. */
+type DeliveryView = WireSchemas['WebhookDelivery'];
 
 /**
  * A delivery whose endpoint's signing secret cannot be opened (SECRETS_KEY changed since the endpoint was created)

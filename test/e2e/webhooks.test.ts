@@ -4,6 +4,7 @@ import { Webhook } from 'standardwebhooks';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, HttpResult, sms, submission, unique } from '../support/http';
 import { Received, startReceiver } from './webhook-receiver';
+import type { WireSchemas } from '@verity/sdk';
 
 interface Body {
   type: string;
@@ -32,15 +33,8 @@ interface EndpointChange {
   after: Record<string, unknown> | null;
 }
 
-interface DeliveryView {
-  id: string;
-  type: string;
-  status: string;
-  attempts: number;
-  redeliveries: number;
-  last_response_status: number | null;
-  payload: Body;
-}
+/** A delivery as the admin API lists it: the wire contract's own type. */
+type DeliveryView = WireSchemas['WebhookDelivery'];
 
 /**
  * A receiver on loopback: `/ok*` answers 204, `/flaky` answers 500 to the first two attempts of each message
