@@ -1,10 +1,9 @@
 import { DEMO, Stack } from '../support/stack';
 import { http } from '../support/http';
+import type { WireSchemas } from '@verity/sdk';
 
-interface Problem {
-  status: number;
-  errors?: { field: string; rule: string; message: string }[];
-}
+/** A problem+json answer: the wire contract's own type. */
+type Problem = WireSchemas['Problem'];
 
 /**
  * A URL falls under the first allowlist entry that names its host. An entry written after one that already takes its

@@ -1,10 +1,9 @@
 import { DEMO, Stack } from '../support/stack';
 import { http } from '../support/http';
+import type { WireSchemas } from '@verity/sdk';
 
-interface Problem {
-  status: number;
-  errors?: { field: string; rule: string; message: string }[];
-}
+/** A problem+json answer: the wire contract's own type. */
+type Problem = WireSchemas['Problem'];
 
 /**
  * An http operation's headers are a record of strings: any name, never a number. An approval threshold or a spending

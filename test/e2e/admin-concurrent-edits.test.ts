@@ -1,12 +1,10 @@
 import { createApiKey } from '@verity/persistence';
 import { DEMO, Stack } from '../support/stack';
 import { http, HttpResult } from '../support/http';
+import type { WireSchemas } from '@verity/sdk';
 
-interface Problem {
-  type: string;
-  status: number;
-  errors?: { field: string; rule: string }[];
-}
+/** A problem+json answer: the wire contract's own type. */
+type Problem = WireSchemas['Problem'];
 
 /**
  * Two admins of one tenant edit a setting at once: each reads it (GET, its ETag), changes a list in it and sends the

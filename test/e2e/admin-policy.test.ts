@@ -3,6 +3,7 @@ import { DEMO, Stack } from '../support/stack';
 import { charge, http, sms, unique } from '../support/http';
 import { httpOp, startTarget } from './connectors-support';
 import { Event, events, expectLegalHistory, resetSandbox, settle, submit, waitForOp } from './dispatcher-helpers';
+import type { WireSchemas } from '@verity/sdk';
 
 const OTHER_ADMIN = 'test-policy-other-tenant-admin-key';
 
@@ -21,10 +22,8 @@ interface Policy {
   updated_by: string | null;
 }
 
-interface ProblemBody {
-  type: string;
-  errors?: { field: string; rule: string; message: string }[];
-}
+/** A problem+json answer: the wire contract's own type. */
+type ProblemBody = WireSchemas['Problem'];
 
 interface Change {
   id: string;

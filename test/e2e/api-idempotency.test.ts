@@ -1,6 +1,7 @@
 import { requestHash, sentBodyHash } from '../../apps/api/src/executions/idempotency';
 import { DEMO, Stack } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
+import type { WireSchemas } from '@verity/sdk';
 
 /** I8: Idempotency-Key per tenant, kept for IDEMPOTENCY_TTL_MS, safe under concurrency. */
 
@@ -9,10 +10,8 @@ interface Execution {
   status: string;
   operations: { params: Record<string, unknown> }[];
 }
-interface Problem {
-  type: string;
-  status: number;
-}
+/** A problem+json answer: the wire contract's own type. */
+type Problem = WireSchemas['Problem'];
 
 const TTL_MS = 3_600_000;
 

@@ -1,10 +1,10 @@
 import { upsertConnectorSettings } from '@verity/persistence';
 import { DEMO, Stack } from '../support/stack';
 import { Call, httpOp, recordingClient, settled, startCanary, submitOps } from './connectors-support';
+import type { WireSchemas } from '@verity/sdk';
 
-interface Problem {
-  errors?: { field: string; rule: string }[];
-}
+/** A problem+json answer: the wire contract's own type. */
+type Problem = WireSchemas['Problem'];
 
 /**
  * Private addresses are the platform's own network (its API, its stores, a cloud's metadata service): with

@@ -1,11 +1,6 @@
 import { DEMO, Stack } from '../support/stack';
 import { http } from '../support/http';
-
-interface FieldError {
-  field: string;
-  rule: string;
-  message: string;
-}
+import type { FieldError } from '@verity/sdk';
 
 /**
  * IPv6 prefixes that a translator maps onto IPv4 reach the IPv4 address they carry (169.254.169.254, the cloud's

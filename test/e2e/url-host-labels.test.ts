@@ -1,11 +1,6 @@
 import { DEMO, Stack } from '../support/stack';
 import { http, submission } from '../support/http';
-
-interface FieldError {
-  field: string;
-  rule: string;
-  message: string;
-}
+import type { FieldError } from '@verity/sdk';
 
 /**
  * A host name DNS cannot carry — an empty label (`a..example.com`, `..example.com`) or a label longer than 63

@@ -1,12 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { DEMO, Stack } from '../support/stack';
 import { http, submission } from '../support/http';
-
-interface FieldError {
-  field: string;
-  rule: string;
-  message: string;
-}
+import type { FieldError } from '@verity/sdk';
 
 /**
  * A target URL must be written as it will be called. The URL parser (WHATWG, as Node's http client uses it) reads a

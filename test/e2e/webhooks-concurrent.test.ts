@@ -8,10 +8,8 @@ import type { WireSchemas } from '@verity/sdk';
 /** A delivery as the admin API lists it: the wire contract's own type. */
 type DeliveryView = WireSchemas['WebhookDelivery'];
 
-interface Problem {
-  type: string;
-  detail: string;
-}
+/** A problem+json answer: the wire contract's own type. */
+type Problem = WireSchemas['Problem'];
 
 /**
  * Tired admins and a webhook: several redeliveries of one message at once (or a second click while the first round is

@@ -3,6 +3,7 @@ import { SecretsCipher, createApiKey } from '@verity/persistence';
 import { Client } from 'pg';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { http, sms, submission, unique } from '../support/http';
+import type { WireSchemas } from '@verity/sdk';
 
 interface Created {
   id: string;
@@ -11,12 +12,8 @@ interface Created {
   secret: string;
   created_at: string;
 }
-interface Problem {
-  type: string;
-  detail: string;
-  errors?: { field: string; rule: string }[];
-  webhook_id?: string;
-}
+/** A problem+json answer: the wire contract's own type. */
+type Problem = WireSchemas['Problem'];
 
 /**
  * An admin whose 201 was lost retries the create with the same Idempotency-Key: the answer is the endpoint that
