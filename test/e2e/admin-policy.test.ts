@@ -7,20 +7,7 @@ import type { WireSchemas } from '@verity/sdk';
 
 const OTHER_ADMIN = 'test-policy-other-tenant-admin-key';
 
-interface Policy {
-  obligation_owner: string;
-  escalation_target: string;
-  obligation_due_seconds: Record<string, number>;
-  approval_rules: {
-    connector: string;
-    amount_above?: number;
-    amount_field?: string;
-    currency?: string;
-    currency_field?: string;
-  }[];
-  updated_at: string | null;
-  updated_by: string | null;
-}
+type Policy = WireSchemas['Policy'];
 
 /** A problem+json answer: the wire contract's own type. */
 type ProblemBody = WireSchemas['Problem'];

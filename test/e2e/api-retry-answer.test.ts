@@ -1,20 +1,9 @@
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
+import type { WireSchemas } from '@verity/sdk';
 
-interface Operation {
-  id: string;
-  status: string;
-  retry_of: string | null;
-}
-interface Execution {
-  id: string;
-  status: string;
-  operations: Operation[];
-}
-interface RetryResult {
-  operation: Operation;
-  execution: Execution;
-}
+type Execution = WireSchemas['Execution'];
+type RetryResult = WireSchemas['RetryResult'];
 
 /**
  * A retry answers 201 with what it wrote: a new PREPARED operation in a new `created` execution, as a submission answers

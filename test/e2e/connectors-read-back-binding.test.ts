@@ -10,12 +10,9 @@ import {
   startTarget,
   submitOps,
 } from './connectors-support';
+import type { WireSchemas } from '@verity/sdk';
 
-interface SettingsView {
-  connector: string;
-  read_back_binding: string;
-  updated_at: string | null;
-}
+type SettingsView = WireSchemas['ConnectorSettings'];
 
 interface Refusal {
   type: string;

@@ -13,15 +13,9 @@ import {
   settle,
   submit,
 } from './dispatcher-helpers';
+import type { WireSchemas } from '@verity/sdk';
 
-interface Failure {
-  code: string;
-  phase: string;
-  category: string;
-  retryable: boolean;
-  message: string;
-  at: string;
-}
+type Failure = WireSchemas['Failure'];
 type OpView = Op & { commit: string; failure: Failure | null };
 interface CriterionResult {
   key: string;

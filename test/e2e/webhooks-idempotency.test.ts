@@ -5,13 +5,7 @@ import { DEMO, Stack, waitFor } from '../support/stack';
 import { http, sms, submission, unique } from '../support/http';
 import type { WireSchemas } from '@verity/sdk';
 
-interface Created {
-  id: string;
-  url: string;
-  events: string[];
-  secret: string;
-  created_at: string;
-}
+type Created = WireSchemas['WebhookEndpointCreated'];
 /** A problem+json answer: the wire contract's own type. */
 type Problem = WireSchemas['Problem'];
 

@@ -12,14 +12,7 @@ interface Body {
   data: Record<string, unknown> & { execution_id?: string; operation_key?: string; status?: string };
 }
 
-interface EndpointView {
-  id: string;
-  url: string;
-  events: string[];
-  disabled: boolean;
-  disabled_reason: string | null;
-  secret?: string;
-}
+type EndpointView = WireSchemas['WebhookEndpoint'] & { secret?: string };
 
 /** An entry of `GET /v1/admin/changes?kind=webhook_endpoint`. */
 interface EndpointChange {
