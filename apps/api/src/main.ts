@@ -30,6 +30,7 @@ import {
   parseWholeQuery,
   rejectOtherCharsets,
   rejectRepeatedHeaders,
+  rejectTransferCodings,
   rejectUnsafeJson,
   rejectUnsafeUrl,
   verifyJsonBytes,
@@ -89,6 +90,7 @@ async function bootstrap(): Promise<void> {
   // Before anything reads the body: a foreign page's POST to /mcp is 403 whatever its body, and an allowed page's body
   // refusals (below) carry its Access-Control-Allow-Origin.
   app.use(new McpOriginCheck(config).use);
+  app.use(rejectTransferCodings);
   app.use(rejectOtherCharsets);
   app.use(bodyReadTimeout(config.BODY_TIMEOUT_MS));
   app.useBodyParser('json', {

@@ -114,6 +114,29 @@ export function rejectRepeatedHeaders(req: Request, res: Response, next: NextFun
 }
 
 /**
+ * A body sent with a transfer coding other than `chunked` (`Transfer-Encoding: gzip, chunked`): Node undoes the
+ * chunking only and hands on the bytes as if no other coding had been named, so a body that said it was gzip and was
+ * not was read as plain JSON and carried out, and an intermediary that does undo the coding reads another body than the
+ * API. RFC 9112 (section 6.1) has a server refuse a coding it does not know; refused here, naming the header, before the
+ * body is read. (Node itself refuses a request whose last coding is not `chunked`, and `chunked` twice.)
+ */
+export function rejectTransferCodings(req: Request, res: Response, next: NextFunction): void {
+  const header = req.headers['transfer-encoding'];
+  if (header !== undefined && !/^[ \t]*chunked[ \t]*$/i.test(header)) {
+    const problem = new Problem(
+      400,
+      'bad-request',
+      'Unsupported transfer coding',
+      'transfer-encoding may name chunked only: send the body chunked or with Content-Length, compressed (if at all) ' +
+        'as Content-Encoding: gzip, deflate or br',
+    );
+    refuseBody(req, res, problem, JSON_RPC_CODE.transport);
+    return;
+  }
+  next();
+}
+
+/**
  * A body is UTF-8 JSON. The JSON parser refuses most other charsets itself (415), but decodes any `utf-*` (UTF-16
  * among them) into text that then fails as JSON or as UTF-8 with a 400 that names the wrong cause: refused here, as
  * every other charset is.
