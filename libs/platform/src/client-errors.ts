@@ -149,3 +149,23 @@ const MISSING_HOST: ClientErrorAnswer = {
   title: 'Malformed HTTP request',
   detail: 'an HTTP/1.1 request must carry a Host header (RFC 9112, section 3.2)',
 };
+
+/**
+ * Headers Node keeps only the first of when they come twice (it drops the rest without a word): the key a proxy or a
+ * log took from the second `Authorization` would not be the one that acted, nor the second `Content-Type` the one the
+ * body was read as. `Host` too: RFC 9112 (section 3.2) requires a 400 for a request with more than one.
+ */
+const SINGLE_HEADERS = new Set(['authorization', 'content-type', 'idempotency-key', 'host']);
+
+/** The answer to a request that gives one of those headers twice (naming it), or null. */
+export function repeatedHeader(req: Pick<IncomingMessage, 'rawHeaders'>): ClientErrorAnswer | null {
+  const seen = new Set<string>();
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    const name = req.rawHeaders[i].toLowerCase();
+    if (!SINGLE_HEADERS.has(name)) continue;
+    if (seen.has(name))
+      return { status: 400, code: 'bad-request', title: 'Header given twice', detail: `${name} may be given once` };
+    seen.add(name);
+  }
+  return null;
+}

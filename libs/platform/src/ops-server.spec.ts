@@ -235,6 +235,23 @@ describe('the workers’ ops server', () => {
     expect(JSON.parse(body)).toMatchObject({ type: `https://verity.dev/problems/${code}`, status });
   });
 
+  // Node keeps the first of two and drops the second without a word: a proxy or a log that took the other would not
+  // have seen the token (or the host) that was answered. The API refuses them (400 "Header given twice"); so does this.
+  it.each([
+    ['the token, then another', `Authorization: Bearer ${TOKEN}\r\nAuthorization: Bearer nope`],
+    ['another, then the token', `Authorization: Bearer nope\r\nAuthorization: Bearer ${TOKEN}`],
+    ['two Host headers', `Host: y\r\nAuthorization: Bearer ${TOKEN}`],
+  ])('refuses a header given twice (%s) as the API does: 400 bad-request naming it', async (_name, headers) => {
+    const { head, body } = await rawAnswer(
+      `GET /metrics HTTP/1.1\r\nHost: x\r\n${headers}\r\nConnection: close\r\n\r\n`,
+    );
+    expect(head).toMatch(/^HTTP\/1\.1 400 /);
+    expect(head).toMatch(/^content-type: application\/problem\+json; charset=utf-8$/im);
+    const problem = JSON.parse(body) as { type: string; detail: string };
+    expect(problem.type).toBe('https://verity.dev/problems/bad-request');
+    expect(problem.detail).toMatch(/^(authorization|host) may be given once$/);
+  });
+
   it('still answers an HTTP/1.0 request without Host (HTTP/1.0 has no such rule)', async () => {
     const { head, body } = await rawAnswer('GET /health/live HTTP/1.0\r\n\r\n');
     expect(head).toMatch(/^HTTP\/1\.1 200 /);

@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { IncomingMessage, Server, ServerResponse, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import { type ClientErrorCode, answerClientErrors, missingHost } from './client-errors';
+import { type ClientErrorCode, answerClientErrors, missingHost, repeatedHeader } from './client-errors';
 import type { VerityConfig } from './config';
 import { metricsRegistry } from './metrics';
 import { textIssue } from './text-issue';
@@ -64,9 +64,9 @@ export async function startOpsServer(options: OpsServerOptions): Promise<OpsServ
       connectionsCheckingInterval: 1000,
     },
     (req, res) => {
-      const noHost = missingHost(req);
-      if (noHost) {
-        const { status, code, title, detail } = noHost;
+      const malformed = missingHost(req) ?? repeatedHeader(req);
+      if (malformed) {
+        const { status, code, title, detail } = malformed;
         problem(res, status, code, title, detail, { connection: 'close' });
         return;
       }

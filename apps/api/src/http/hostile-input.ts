@@ -1,6 +1,6 @@
 import type { NextFunction, Request, Response } from 'express';
 import { isUtf8 } from 'node:buffer';
-import { rawJsonIssue } from '@verity/platform';
+import { rawJsonIssue, repeatedHeader } from '@verity/platform';
 import { type ParsedUrlQuery, parse as parseQueryString } from 'node:querystring';
 import { JSON_RPC_CODE, refuseBody } from '../mcp/json-rpc-error';
 import { Problem, sendProblem } from '../problem/problem';
@@ -91,24 +91,12 @@ export function rejectUnsafeUrl(req: Request, res: Response, next: NextFunction)
   next();
 }
 
-/**
- * Headers Node keeps only the first of when they come twice (it drops the rest without a word): the key a proxy or a
- * log took from the second `Authorization` would not be the one that acted, nor the second `Content-Type` the one the
- * body was read as. Refused instead, naming the header. `Host` too: RFC 9112 (section 3.2) requires a 400 for a request
- * with more than one.
- */
-const SINGLE_HEADERS = new Set(['authorization', 'content-type', 'idempotency-key', 'host']);
-
+/** A header that must come once (`Authorization`, `Content-Type`, `Idempotency-Key`, `Host`) given twice: 400. */
 export function rejectRepeatedHeaders(req: Request, res: Response, next: NextFunction): void {
-  const seen = new Set<string>();
-  for (let i = 0; i < req.rawHeaders.length; i += 2) {
-    const name = req.rawHeaders[i].toLowerCase();
-    if (!SINGLE_HEADERS.has(name)) continue;
-    if (seen.has(name)) {
-      sendProblem(req, res, new Problem(400, 'bad-request', 'Header given twice', `${name} may be given once`));
-      return;
-    }
-    seen.add(name);
+  const repeated = repeatedHeader(req);
+  if (repeated) {
+    sendProblem(req, res, new Problem(repeated.status, repeated.code, repeated.title, repeated.detail));
+    return;
   }
   next();
 }
