@@ -2,7 +2,7 @@ import { Controller, Delete, Get, Options, Patch, Post, Put, Req, Res } from '@n
 import { HttpAdapterHost } from '@nestjs/core';
 import { ApiBearerAuth, ApiExcludeEndpoint, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
+import { type JSONRPCMessage, JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Verity } from '@verity/sdk';
 import { STATE_CHANGING_TOOLS, createVerityMcpServer, readableRequestId } from '@verity/sdk/mcp';
 import type { Request, Response } from 'express';
@@ -232,13 +232,9 @@ export class McpController {
       );
     }
     const release = places?.release ?? (() => undefined);
-    // A client cancels a request by POSTing notifications/cancelled, not by closing the request's response: the
-    // cancellation is carried out wherever the request it names is being answered (this process or another).
     const forget: (() => void)[] = [release];
     if (keyId !== undefined) {
       for (const message of messages) {
-        const cancelled = cancelledRequestId(message);
-        if (cancelled !== undefined) this.cancellations.cancel(keyId, cancelled);
         // Only calls that change nothing: the match is by key and id, and clients sharing a key count their ids
         // alike, so a cancellation may name another client's request; a submission stopped mid-call would leave that
         // client with an unknown outcome (a generated idempotency key it never saw). Such calls run to their end.
@@ -255,13 +251,31 @@ export class McpController {
     res.on('close', closed);
     // Closed before the handler ran (the client left during authentication): 'close' was emitted already and would
     // never be heard, leaving the requests tracked (with their server and client) for the process's life. Nobody is
-    // left to read an answer: nothing is carried out but a cancellation the POST carried (done above).
+    // left to read an answer: nothing is carried out but a cancellation the POST carried, the client's last word.
     if (res.closed || res.destroyed || req.socket.destroyed) {
       res.off('close', closed);
       closed();
+      if (keyId !== undefined) {
+        for (const message of messages) {
+          const cancelled = cancelledRequestId(message);
+          if (cancelled !== undefined) this.cancellations.cancel(keyId, cancelled);
+        }
+      }
       return;
     }
     await mcp.server.connect(transport);
+    // A client cancels a request by POSTing notifications/cancelled, not by closing the request's response: the
+    // cancellation is carried out wherever the request it names is being answered (this process or another). Only as
+    // the transport hands it on, once it has taken the POST: carried out before, a POST it then refused whole (a batch
+    // over its 100 messages, an Accept or a protocol version it does not take) still stopped the key's requests.
+    if (keyId !== undefined) {
+      const deliver = transport.onmessage;
+      transport.onmessage = (message, extra) => {
+        const cancelled = OWN_CANCELLATIONS.has(message) ? undefined : cancelledRequestId(message);
+        if (cancelled !== undefined) this.cancellations.cancel(keyId, cancelled);
+        deliver?.(message, extra);
+      };
+    }
     await transport.handleRequest(req, res, req.body);
   }
 
@@ -367,6 +381,9 @@ function refuseInvalidRequest(res: Response, message: string, id: JsonRpcId = nu
  */
 const REQUEST_CANCELLED = -32800;
 
+/** The cancellations this process hands its own server (cancelRequest): carried out here already, not the client's. */
+const OWN_CANCELLATIONS = new WeakSet<object>();
+
 /**
  * Stops a request this process is answering: the server's own handling of notifications/cancelled aborts the tool
  * (and the API calls it makes, a wait's stream among them) and keeps its answer from being sent; the request is then
@@ -374,11 +391,13 @@ const REQUEST_CANCELLED = -32800;
  * (another client with the same key and request id) learns why its call ended instead of waiting for its timeout.
  */
 function cancelRequest(transport: StreamableHTTPServerTransport, id: string | number): void {
-  transport.onmessage?.({
+  const notification: JSONRPCMessage = {
     jsonrpc: '2.0',
     method: 'notifications/cancelled',
     params: { requestId: id, reason: 'cancelled by the client' },
-  });
+  };
+  OWN_CANCELLATIONS.add(notification);
+  transport.onmessage?.(notification);
   void transport
     .send(
       {
