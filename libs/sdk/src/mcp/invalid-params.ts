@@ -1,5 +1,6 @@
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ClientRequestSchema, ErrorCode, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { textPrefix } from '@verity/status-model';
 
 /** The MCP SDK's schema of each request a client may send, by method. */
 const REQUEST_SCHEMAS = new Map<string, (typeof ClientRequestSchema.options)[number]>(
@@ -23,13 +24,24 @@ export function invalidParamsError(message: unknown, handles: (method: string) =
   const schema = REQUEST_SCHEMAS.get(method);
   if (schema === undefined || !handles(method)) return undefined;
   const parsed = schema.safeParse(message);
-  if (parsed.success) return undefined;
-  const issues = (parsed.error.issues as Issue[]).map(describeIssue);
+  const issues = parsed.success ? unparsableUri(message) : (parsed.error.issues as Issue[]).map(describeIssue);
+  if (issues.length === 0) return undefined;
   return {
     jsonrpc: '2.0',
     id,
     error: { code: ErrorCode.InvalidParams, message: `Invalid params of ${method}: ${issues.join('; ')}` },
   };
+}
+
+/**
+ * A resources/read whose uri is a string but no URI (`""`, `exe_…`): the SDK parses it with `new URL` and answered the
+ * TypeError -32603 "Invalid URL" (Internal error), as if the server had failed on a request it should have refused.
+ */
+function unparsableUri(message: object): string[] {
+  const { method, params } = message as { method?: unknown; params?: { uri?: unknown } };
+  const uri = params?.uri;
+  if (method !== 'resources/read' || typeof uri !== 'string' || URL.canParse(uri)) return [];
+  return [`params.uri: expected a URI (verity://executions/{id}), received ${JSON.stringify(textPrefix(uri, 200))}`];
 }
 
 /** "params.arguments must be an object (it is null): …", in the words of the protocol, not of zod. */

@@ -503,6 +503,16 @@ describe('a request whose params do not fit its method', () => {
       'params.uri: expected a string, received null',
     ],
     [
+      'resources/read whose uri is empty',
+      { method: 'resources/read', params: { uri: '' } },
+      'params.uri: expected a URI (verity://executions/{id}), received ""',
+    ],
+    [
+      'resources/read whose uri is no URI',
+      { method: 'resources/read', params: { uri: 'exe_123' } },
+      'params.uri: expected a URI (verity://executions/{id}), received "exe_123"',
+    ],
+    [
       'resources/list whose cursor is no string',
       { method: 'resources/list', params: { cursor: 5 } },
       'params.cursor: expected a string, received number',
