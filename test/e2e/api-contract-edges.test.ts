@@ -486,6 +486,15 @@ describe('contract edges: problems name what the caller sent', () => {
       ['POST', '/console', 'GET, HEAD'],
       ['PUT', '/docs', 'GET, HEAD'],
       ['DELETE', '/docs-json', 'GET, HEAD'],
+      // And what is served under them: the console's own URL (with its slash), its pages, script and icon; the
+      // document's page and Swagger UI's files.
+      ['POST', '/console/', 'GET, HEAD'],
+      ['DELETE', `/console/executions/${id}`, 'GET, HEAD'],
+      ['PUT', '/console/app.js', 'GET, HEAD'],
+      ['POST', '/console/favicon.svg', 'GET, HEAD'],
+      ['POST', '/docs/', 'GET, HEAD'],
+      ['PUT', '/docs/swagger-ui-init.js', 'GET, HEAD'],
+      ['DELETE', '/docs/swagger-ui.css', 'GET, HEAD'],
     ] as const) {
       for (const key of [DEMO.agent, undefined]) {
         const res = await http<Problem>(stack.apiUrl, method, path, key ? { key } : {});
@@ -507,6 +516,14 @@ describe('contract edges: problems name what the caller sent', () => {
     // A path no route has stays 404; /mcp keeps its own 405, naming what it takes as any other path does.
     expect((await http(stack.apiUrl, 'DELETE', `/v1/executions/${id}/nothing`, { key: DEMO.agent })).status).toBe(404);
     expect((await http(stack.apiUrl, 'DELETE', '/v1/executions/')).status).toBe(404);
+    // Nor does a page the console or the document does not have become one by another method.
+    for (const path of ['/console/nothing.js', '/console/operations/', '/docs/nothing.css', '/docs/x/swagger-ui.css']) {
+      expect([path, (await http(stack.apiUrl, 'POST', path)).status]).toEqual([path, 404]);
+      expect([
+        path,
+        (await http(stack.apiUrl, 'GET', path, { headers: { accept: 'application/json' } })).status,
+      ]).toEqual([path, 404]);
+    }
     const mcp = await http(stack.apiUrl, 'GET', '/mcp', { key: DEMO.agent });
     expect([mcp.status, mcp.headers.get('allow')]).toEqual([405, 'OPTIONS, POST']);
     // Another method there names what /mcp takes, not the methods it has handlers for only to refuse them.

@@ -9,6 +9,16 @@ import { CONSOLE_CSP, CONSOLE_FAVICON, CONSOLE_HTML } from './console/page';
 export const CONSOLE_ROUTE = '/console';
 const ASSETS_DIR = join(__dirname, 'console', 'assets');
 const CLIENT_ROUTE = /^\/(?:|(?:operations|executions)\/[A-Za-z0-9_-]{1,100}\/?)$/;
+/** The files served beside the pages (each answers 200, or 503 without a build). */
+const ASSET_PATHS: ReadonlySet<string> = new Set(['/app.js', '/app.css', '/favicon.svg']);
+
+/**
+ * Whether a GET of this path under the console (`/` for the console itself, as express gives it) is answered with a
+ * page or a file, not the console's 404: such a path takes GET and HEAD, and another method is 405 (RouteMethods).
+ */
+export function consoleServes(path: string): boolean {
+  return ASSET_PATHS.has(path) || CLIENT_ROUTE.test(path);
+}
 
 const SECURITY_HEADERS: Record<string, string> = {
   ...PAGE_SECURITY_HEADERS,
