@@ -112,6 +112,84 @@ describe('dispatcher: approval policy changed under a dispatch job’s send', ()
     approvalRuleAddedWhileSending(stack, dispatcher, ['approval_policy_changed', 'approval_not_granted']));
 });
 
+/**
+ * A reviewer's release of a charge that needed no approval is read by its dispatch job, and an admin adds a rule asking
+ * approval for every charge before its SENT statement. The statement compares the policy the release was judged with,
+ * as a dispatch's does: refused, read again, and withdrawn for want of the approval the rule asks for (a reviewer's next
+ * release grants it). Before, the release's statement checked only the approval the stale read asked for: the charge was
+ * sent under a policy that had required approval since before the send.
+ */
+describe('dispatcher: an approval rule added under a reviewer’s release', () => {
+  let stack: Stack;
+  let dispatcher: RunningApp;
+  beforeAll(async () => {
+    stack = await Stack.start({ label: 'relpolrace', dispatchers: 0, env: { STALE_EXECUTION_MS: '600000' } });
+    dispatcher = await stack.startApp('dispatcher', { TEST_PAUSE_BEFORE_SENT_MS: PAUSE_MS });
+  });
+  afterAll(async () => stack?.stop());
+
+  it('is refused for the changed policy, withdrawn for the approval it lacks, and never sent', async () => {
+    const reference = unique('relpolrace');
+    const created = await submit(stack, [charge(reference, { expected_state: { charged: true } })]);
+    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    expect(held).toMatchObject({ terminal_reason: 'KNOWLEDGE_CONFLICT', attempt: 0, approval: null });
+    const released = await http(stack.apiUrl, 'POST', `/v1/operations/${held.id}/resolve`, {
+      key: DEMO.reviewer,
+      body: { status: 'SENT', evidence: 'checked by the test: release it' },
+    });
+    expect(released.status).toBe(200);
+    // Released while no rule asked for approval: no grant with it.
+    expect((await getOperation(stack, held.id)).approval).toBeNull();
+
+    // The release's dispatch job has read the policy (no rule) and waits before SENT; the admin adds a rule meanwhile.
+    await waitForMarkers(dispatcher, 'paused before SENT');
+    const ruled = await http(stack.apiUrl, 'PUT', '/v1/admin/policy', {
+      key: DEMO.admin,
+      body: { approval_rules: [{ connector: 'sandbox.payments' }] },
+    });
+    expect(ruled.status).toBe(200);
+    endPause(dispatcher);
+    // Until the release is withdrawn or sent: a second try, from a fresh read, waits at the same point (nothing more to
+    // change there), and is let go (a signal while no pause runs does nothing).
+    const log = await waitFor(
+      async () => {
+        if (markedOperations(dispatcher, 'paused before SENT').filter((id) => id === held.id).length >= 2) {
+          endPause(dispatcher);
+        }
+        return events(stack, created.id);
+      },
+      (all) =>
+        all.some(
+          (e) =>
+            e.operation_id === held.id &&
+            (e.type === 'operation.release_withdrawn' ||
+              (e.type === 'operation.status_changed' && e.to_status === 'SENT')),
+        ),
+      30_000,
+      50,
+    );
+    expect((await stack.effects()).charges[reference]).toBeUndefined();
+    expect(await getOperation(stack, held.id)).toMatchObject({ status: 'MANUAL_REVIEW', attempt: 0, approval: null });
+    const refusals = logLines(dispatcher)
+      .filter((line) => line.msg === 'dispatch refused by the send guard' && line.operationId === held.id)
+      .map((line) => line.reasons);
+    expect(refusals).toEqual([['approval_policy_changed'], ['approval_not_granted']]);
+    expectLegalHistory(log);
+    expect(statusPath(log, held.id)).toEqual(['PREPARED', 'MANUAL_REVIEW']);
+
+    // The reviewer's next release grants the approval the rule asks for, and is sent once.
+    const again = await http(stack.apiUrl, 'POST', `/v1/operations/${held.id}/resolve`, {
+      key: DEMO.reviewer,
+      body: { status: 'SENT', evidence: 'checked by the test: release it, approved' },
+    });
+    expect(again.status).toBe(200);
+    await endPauseNumber(dispatcher, 'paused before SENT', held.id, 3);
+    const verified = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'VERIFIED');
+    expect(verified).toMatchObject({ attempt: 1, approval: { state: 'granted' } });
+    expect((await stack.effects()).charges[reference].count).toBe(1);
+  });
+});
+
 /** A reviewer's release can outlive what it needs: the SENT statement refuses it, and it is withdrawn, not lost. */
 describe('dispatcher: a release its execution’s cancel overtakes', () => {
   let stack: Stack;

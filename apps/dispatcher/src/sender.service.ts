@@ -177,6 +177,7 @@ export class SenderService implements OnModuleDestroy {
       ? {
           kind: 'release',
           approvalRequired: needsApproval(op, tenant?.settings, this.connectors),
+          approvalPolicy,
           settingsVersion: settings.version,
         }
       : {

@@ -403,6 +403,42 @@ describe('the guarded SENT statement (real Postgres)', () => {
     );
   });
 
+  it('does not release what was judged before an approval rule was added (approval_policy_changed)', async () => {
+    const held = op('held-policy');
+    await execution([held], 'completed');
+    await set(
+      held.id,
+      `status = 'MANUAL_REVIEW', terminal_reason = 'KNOWLEDGE_CONFLICT', obligation = '{"resolution": {"status": "SENT"}}'`,
+    );
+    const policyOf = async () =>
+      (await findOperationToSend(db.dataSource.manager, held.id, { connectors: [], cipher: NO_CIPHER }))!
+        .approvalPolicy;
+    const judged = await policyOf();
+    // An admin adds a rule after the release was read (every charge needs approval): the release judged without it is
+    // refused, changing nothing; judged again, the approval the rule asks for refuses it (and withdraws it).
+    await db.dataSource.query(`UPDATE tenants SET settings = settings || $1::jsonb WHERE id = 'acme'`, [
+      '{"approvalRules": [{"connector": "sandbox.payments"}]}',
+    ]);
+    try {
+      const release: SendGuard = { kind: 'release', approvalRequired: false, approvalPolicy: judged };
+      expect(await send(held.id, release, OperationStatus.MANUAL_REVIEW)).toEqual({
+        won: false,
+        refusals: ['approval_policy_changed'],
+      });
+      await unchanged(held.id, OperationStatus.MANUAL_REVIEW);
+      const fresh: SendGuard = { kind: 'release', approvalRequired: true, approvalPolicy: await policyOf() };
+      expect(await send(held.id, fresh, OperationStatus.MANUAL_REVIEW)).toEqual({
+        won: false,
+        refusals: ['approval_not_granted'],
+      });
+      await unchanged(held.id, OperationStatus.MANUAL_REVIEW);
+    } finally {
+      await db.dataSource.query(
+        `UPDATE tenants SET settings = settings || '{"approvalRules": []}'::jsonb WHERE id = 'acme'`,
+      );
+    }
+  });
+
   it('does not release after the execution was cancelled, expired or failed, nor before a dependency is done', async () => {
     const release: SendGuard = { kind: 'release' };
     const resolved = `status = 'MANUAL_REVIEW', terminal_reason = 'KNOWLEDGE_CONFLICT',

@@ -45,6 +45,11 @@ export type SendGuard = (
        * with it. Undefined: not checked (an approval already recorded must still be granted and unexpired).
        */
       approvalRequired?: boolean;
+      /**
+       * As a dispatch's: the stored policy `approvalRequired` was decided from. A release that needed no approval when
+       * it was read is sent only while that is still the policy: a rule an admin added since withdraws it.
+       */
+      approvalPolicy?: string | null;
     }
 ) & {
   /**
@@ -167,6 +172,27 @@ const RESEND_SETTLED: { name: SendRefusal; sql: string } = {
 };
 
 /**
+ * The tenant's approval policy changed since the caller judged this operation against it (`policy`, as stored; undefined:
+ * not checked): an approval already recorded, or asked for by the agent, stands either way; otherwise the send is judged
+ * again from the new policy.
+ */
+function approvalPolicyUnchanged(
+  policy: string | null | undefined,
+  params: unknown[],
+): { name: SendRefusal; sql: string }[] {
+  if (policy === undefined) return [];
+  params.push(policy);
+  return [
+    {
+      name: 'approval_policy_changed',
+      sql: `op.approval->>'state' IS NOT NULL OR op.requires_approval
+            OR (SELECT ${approvalPolicyOf('gt')} FROM tenants gt WHERE gt.id = op.tenant_id)
+               IS NOT DISTINCT FROM $${params.length}::text`,
+    },
+  ];
+}
+
+/**
  * Whether the execution `executionId` (an SQL expression) can still carry out a release of one of its operations: not
  * cancelled, expired or failed, nor past its deadline before the sweeper expired it (by the database's clock, the one
  * every process shares) — nothing more is sent for it, whoever asked. A completed execution is not bound by its deadline
@@ -203,21 +229,11 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
       approvalGranted(guard.approvalRequired, params),
       APPROVAL_KEY_STANDS,
       RESEND_SETTLED,
+      ...approvalPolicyUnchanged(guard.approvalPolicy, params),
       ...settings,
     ];
   }
-  const approvalPolicy: { name: SendRefusal; sql: string }[] = [];
-  if (guard.approvalPolicy !== undefined) {
-    params.push(guard.approvalPolicy);
-    approvalPolicy.push({
-      // The tenant's approval policy changed since the caller judged this operation against it: an approval already
-      // recorded, or asked for by the agent, stands either way; otherwise the send is judged again from the new policy.
-      name: 'approval_policy_changed',
-      sql: `op.approval->>'state' IS NOT NULL OR op.requires_approval
-            OR (SELECT ${approvalPolicyOf('gt')} FROM tenants gt WHERE gt.id = op.tenant_id)
-               IS NOT DISTINCT FROM $${params.length}::text`,
-    });
-  }
+  const approvalPolicy = approvalPolicyUnchanged(guard.approvalPolicy, params);
   const sendable = [...SENDABLE_EXECUTION_STATUSES];
   if (guard.executionFrom !== undefined) sendable.push(guard.executionFrom);
   return [
