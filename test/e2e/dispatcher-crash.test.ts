@@ -295,6 +295,65 @@ describe('dispatcher: crashes and pauses around the send', () => {
     expect((await stack.effects()).messages[clientRef].count).toBe(1);
   });
 
+  it('a retry made before the 2xx of the send it retries came back is not sent after it: cancelled, never sent', async () => {
+    // The person resolved the SMS FAILED (nothing had come back by the bound) and the agent retried it at once; the
+    // retry waits for approval. The frozen worker's 2xx then says the first message went out: "no effect, a retry is
+    // safe" no longer stands, and sending the retry would send the message a second time.
+    const a = await pausedDispatcher({ TEST_PAUSE_AFTER_CALL_MS: '5000' });
+    const clientRef = unique('late-ack-retried');
+    const created = await submit(stack, [sms(clientRef)]);
+    const [opId] = await waitForMarkers(a, 'paused after call', 1);
+    a.child.kill('SIGSTOP');
+    await waitForOp(stack, created.id, 'notify', (o) => o.status === 'MANUAL_REVIEW');
+    await waitForResolutionPermitted(stack, opId, 'FAILED');
+    const failed = await http(stack.apiUrl, 'POST', `/v1/operations/${opId}/resolve`, {
+      key: DEMO.reviewer,
+      body: { status: 'FAILED', evidence: 'the provider dashboard shows nothing' },
+    });
+    expect(failed.status).toBe(200);
+    const setRules = (approval_rules: unknown[]) =>
+      http(stack.apiUrl, 'PUT', '/v1/admin/policy', { key: DEMO.admin, body: { approval_rules } });
+    expect((await setRules([{ connector: 'sandbox.sms' }])).status).toBe(200);
+    try {
+      const retried = await http<{ operation: { id: string }; execution: { id: string } }>(
+        stack.apiUrl,
+        'POST',
+        `/v1/operations/${opId}/retry`,
+        { key: DEMO.agent },
+      );
+      expect(retried.status).toBe(201);
+      const retry = retried.body.operation.id;
+      const retryExecution = retried.body.execution.id;
+
+      a.child.kill('SIGCONT');
+      await waitForLog(a, (l) => l.msg === 'late send outcome rejected by CAS' && l.operationId === opId);
+      await waitFor(
+        () => events(stack, created.id),
+        (l) => l.some((e) => e.operation_id === opId && e.type === 'operation.acknowledged_late'),
+        10_000,
+        150,
+      );
+      expect(await getOperation(stack, opId)).toMatchObject({ status: 'FAILED', retry: 'forbidden' });
+
+      // The retry was asked for approval before the 2xx came back; a reviewer approves it after.
+      await waitForOp(stack, retryExecution, 'notify', (o) => o.approval?.state === 'requested');
+      const approved = await http(stack.apiUrl, 'POST', `/v1/operations/${retry}/approval`, {
+        key: DEMO.reviewer,
+        body: { decision: 'approve', reason: 'checked by the test' },
+      });
+      expect(approved.status).toBe(200);
+      const done = await waitForOp(stack, retryExecution, 'notify', (o) => o.status !== 'PREPARED');
+      expect(done).toMatchObject({ id: retry, status: 'CANCELLED', attempt: 0 });
+      expect(done.failure).toMatchObject({ code: 'retry_refuted', retryable: false });
+      expect((await stack.effects()).messages[clientRef].count).toBe(1);
+      const log = await events(stack, retryExecution);
+      expectLegalHistory(log);
+      expect(statusPath(log, retry)).toEqual(['PREPARED', 'CANCELLED']);
+    } finally {
+      expect((await setRules([])).status).toBe(200);
+    }
+  });
+
   it('SIGSTOP after SENT past the job lock; SIGCONT: the worker wakes too late and does not call', async () => {
     const a = await pausedDispatcher({ TEST_PAUSE_AFTER_SENT_MS: '5000' });
     const reference = unique('stop-sent');

@@ -45,6 +45,7 @@ import {
   LATE_REJECTION_TRIES,
   OperationStatus,
   REFERENCE_UNSETTLED,
+  RETRY_REFUTED,
   StaleAuthorityCause,
   answerWriteRetry,
   Staleness,
@@ -751,6 +752,29 @@ export class SenderService implements OnModuleDestroy {
    * not settled: CANCELLED, never sent (cause `reference_unsettled`, naming that operation), and the execution moves on.
    * Not left PREPARED: nothing would wake it when the other one settles, and the agent should hear at once, as at intake.
    */
+  /**
+   * A retry whose retried FAILED (or one before it in the chain of retries) was contradicted after the retry was made
+   * (the send guard's `retry_refuted`): CANCELLED, never sent (cause `retry_refuted`, naming what it retries), and the
+   * execution moves on.
+   */
+  private async refuseRefutedRetry(op: OperationEntity): Promise<void> {
+    const moved = await this.transitions.operation(this.db.manager, {
+      operation: snapshotOf(op),
+      to: S.CANCELLED,
+      actor: 'system',
+      eventData: {
+        cause: RETRY_REFUTED,
+        detail:
+          `the FAILED this operation retries (${op.retryOf}), or one that operation retried in turn, was contradicted ` +
+          'since the retry was made (the provider took it, or its source showed the effect): sending it could make the ' +
+          'effect twice, so it was not sent',
+        retry_of: op.retryOf,
+      },
+    });
+    if (!moved.won) return;
+    await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
+  }
+
   private async refuseUnsettledReference(op: OperationEntity): Promise<void> {
     const unsettled = await findUnsettledResend(this.db.manager, op);
     const detail = unsettled
@@ -825,6 +849,12 @@ export class SenderService implements OnModuleDestroy {
         type: 'operation.release_withdrawn',
         data: { reasons, resolution },
       });
+    }
+    if (!release && reasons.includes('retry_refuted')) {
+      // The FAILED it retries was contradicted since the retry was made: it is never sent, whatever else refused it
+      // (no later read or decision can make it safe again), and says why; the execution moves on.
+      await this.refuseRefutedRetry(op);
+      return report;
     }
     if (!release && reasons.includes('approval_key_revoked') && op.approval?.state === 'granted') {
       // The key that granted the approval was revoked after this sender judged the grant, before the send: withdrawn

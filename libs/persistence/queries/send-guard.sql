@@ -36,6 +36,18 @@ SELECT op.resend_ref IS NULL OR NOT EXISTS (SELECT 1 FROM operations ro WHERE ro
           AND ro.connector = op.connector AND ro.resend_ref = op.resend_ref AND ro.resend_ref IS NOT NULL
           AND ro.id <> op.id AND ro.status IN ('SENT', 'UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW') AND ro.attempt > 0);
 
+-- retry_refuted
+SELECT op.retry_of IS NULL OR NOT EXISTS (
+          WITH RECURSIVE chain AS (
+            SELECT ro.id, ro.retry_of, ro.status, ro.acknowledged_at, ro.obligation
+            FROM operations ro WHERE ro.id = op.retry_of AND ro.tenant_id = op.tenant_id
+            UNION
+            SELECT ro.id, ro.retry_of, ro.status, ro.acknowledged_at, ro.obligation
+            FROM operations ro JOIN chain c ON ro.id = c.retry_of AND ro.tenant_id = op.tenant_id)
+          SELECT 1 FROM chain WHERE chain.status = 'FAILED'
+            AND (chain.acknowledged_at IS NOT NULL
+                 OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed'));
+
 -- approval_policy_changed
 SELECT op.approval->>'state' IS NOT NULL OR op.requires_approval
             OR (SELECT CASE WHEN gt.id IS NOT NULL THEN jsonb_build_object('approvalRules', gt.settings->'approvalRules', 'approvalAmountAbove', gt.settings->'approvalAmountAbove')::text END FROM tenants gt WHERE gt.id = op.tenant_id)

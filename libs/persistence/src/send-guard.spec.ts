@@ -439,6 +439,49 @@ describe('the guarded SENT statement (real Postgres)', () => {
     }
   });
 
+  it('does not send a retry whose retried FAILED, or one up its chain of retries, was contradicted since (retry_refuted)', async () => {
+    const original = op('original');
+    const between = op('between');
+    const retry = op('retry');
+    const declined = op('declined');
+    const other = op('other-retry');
+    await execution([original, between, declined]);
+    await execution([retry]);
+    await execution([other]);
+    // Those sent once first (the guard let them through) and put back: still there, no new move.
+    const stillThere = async (id: string, status = OperationStatus.PREPARED) => {
+      const row = await db.dataSource.getRepository(OperationEntity).findOneByOrFail({ id });
+      expect({ status: row.status, attempt: row.attempt }).toEqual({ status, attempt: 0 });
+    };
+    await set(original.id, `status = 'FAILED', attempt = 1`);
+    await set(declined.id, `status = 'FAILED', attempt = 1`);
+    // A retry of the original that was itself cancelled, and a retry of that one.
+    await set(between.id, `status = 'CANCELLED', retry_of = $2`, [original.id]);
+    await set(retry.id, `retry_of = $2`, [between.id]);
+    // While the FAILED stands uncontradicted, its retry is sent as any operation.
+    await set(other.id, `retry_of = $2`, [declined.id]);
+    expect(await send(other.id)).toEqual({ won: true, refusals: [] });
+    await set(other.id, `status = 'PREPARED', attempt = 0`);
+
+    // The provider's 2xx comes back late: the retry is refused, nothing changed.
+    await set(declined.id, `acknowledged_at = now()`);
+    expect(await send(other.id)).toEqual({ won: false, refusals: ['retry_refuted'] });
+    await stillThere(other.id);
+    // A read of its source that showed the effect after the FAILED refutes it as well, for a retry of its retry too.
+    expect(await send(retry.id)).toEqual({ won: true, refusals: [] });
+    await set(retry.id, `status = 'PREPARED', attempt = 0`);
+    await set(original.id, `obligation = '{"effect_shown_after_failed": {"result": "found"}}'`);
+    expect(await send(retry.id)).toEqual({ won: false, refusals: ['retry_refuted'] });
+    await stillThere(retry.id);
+    // A release of a held retry likewise.
+    await set(retry.id, `status = 'MANUAL_REVIEW', obligation = '{"resolution": {"status": "SENT"}}'`);
+    expect(await send(retry.id, { kind: 'release' }, OperationStatus.MANUAL_REVIEW)).toEqual({
+      won: false,
+      refusals: ['retry_refuted'],
+    });
+    await stillThere(retry.id, OperationStatus.MANUAL_REVIEW);
+  });
+
   it('does not release after the execution was cancelled, expired or failed, nor before a dependency is done', async () => {
     const release: SendGuard = { kind: 'release' };
     const resolved = `status = 'MANUAL_REVIEW', terminal_reason = 'KNOWLEDGE_CONFLICT',

@@ -1,5 +1,6 @@
 import {
   DEPENDENCY_DONE_STATUSES,
+  OperationStatus,
   ExecutionStatus,
   DEPENDENCY_DONE_WITHOUT_READ_BACK_STATUSES,
   RELEASABLE_EXECUTION_STATUSES,
@@ -71,6 +72,7 @@ export type SendRefusal =
   | 'release_not_resolved'
   | 'release_key_revoked'
   | 'reference_unsettled'
+  | 'retry_refuted'
   | 'execution_ended'
   | 'settings_changed'
   | 'status_moved';
@@ -102,7 +104,8 @@ export function withdrawsRelease(refusals: readonly SendRefusal[]): boolean {
       r === 'approval_not_granted' ||
       r === 'approval_key_revoked' ||
       r === 'release_key_revoked' ||
-      r === 'reference_unsettled',
+      r === 'reference_unsettled' ||
+      r === 'retry_refuted',
   );
 }
 
@@ -193,6 +196,28 @@ function approvalPolicyUnchanged(
 }
 
 /**
+ * A retry (`retry_of`) is made on the word of a FAILED: "no effect exists, a retry is safe". That word can be
+ * contradicted after the retry was accepted and before it is sent — the provider's 2xx comes back late, or a read of the
+ * source that raced the FAILED shows the effect (`failureRefuted` in the status model) — and then the retry would make
+ * the effect twice, which the retry's intake now refuses (`409 effect-exists`). So the retry is not sent while any
+ * operation up its chain of retries (a retry of a retry is made on the same word) is such a FAILED. One probe of the
+ * primary key per link, made only for a retry.
+ */
+const RETRY_NOT_REFUTED: { name: SendRefusal; sql: string } = {
+  name: 'retry_refuted',
+  sql: `op.retry_of IS NULL OR NOT EXISTS (
+          WITH RECURSIVE chain AS (
+            SELECT ro.id, ro.retry_of, ro.status, ro.acknowledged_at, ro.obligation
+            FROM operations ro WHERE ro.id = op.retry_of AND ro.tenant_id = op.tenant_id
+            UNION
+            SELECT ro.id, ro.retry_of, ro.status, ro.acknowledged_at, ro.obligation
+            FROM operations ro JOIN chain c ON ro.id = c.retry_of AND ro.tenant_id = op.tenant_id)
+          SELECT 1 FROM chain WHERE chain.status = '${OperationStatus.FAILED}'
+            AND (chain.acknowledged_at IS NOT NULL
+                 OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed'))`,
+};
+
+/**
  * Whether the execution `executionId` (an SQL expression) can still carry out a release of one of its operations: not
  * cancelled, expired or failed, nor past its deadline before the sweeper expired it (by the database's clock, the one
  * every process shares) — nothing more is sent for it, whoever asked. A completed execution is not bound by its deadline
@@ -229,6 +254,7 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
       approvalGranted(guard.approvalRequired, params),
       APPROVAL_KEY_STANDS,
       RESEND_SETTLED,
+      RETRY_NOT_REFUTED,
       ...approvalPolicyUnchanged(guard.approvalPolicy, params),
       ...settings,
     ];
@@ -255,6 +281,7 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
     approvalGranted(guard.approvalRequired, params),
     APPROVAL_KEY_STANDS,
     RESEND_SETTLED,
+    RETRY_NOT_REFUTED,
     ...approvalPolicy,
     ...settings,
   ];

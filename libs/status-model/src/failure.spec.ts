@@ -198,6 +198,16 @@ describe('operationFailure (the failure object, derived from status, reason and 
       true,
     ],
     [
+      'a retry whose retried FAILED was contradicted since it was made: never sent, not retryable',
+      S.CANCELLED,
+      null,
+      change(S.PREPARED, { cause: 'retry_refuted' }),
+      'retry_refuted',
+      'dispatch',
+      'policy',
+      false,
+    ],
+    [
       'execution cancelled',
       S.CANCELLED,
       null,

@@ -149,6 +149,13 @@ export const FAILURE_CODES = {
     true,
     'never sent: another send of its reference (SMS client_ref) was not settled: a re-send could make it twice',
   ),
+  retry_refuted: op(
+    S.CANCELLED,
+    'dispatch',
+    'policy',
+    false,
+    'never sent: the FAILED it retries was contradicted since (a late 2xx, or its source showed the effect)',
+  ),
   execution_cancelled: op(S.CANCELLED, 'dispatch', 'caller_error', true, 'never sent: the execution was cancelled'),
   execution_expired: op(S.CANCELLED, 'dispatch', 'transient', true, 'never sent: the execution expired'),
   execution_invalid: op(S.CANCELLED, 'dispatch', 'caller_error', false, 'never sent: the execution was invalid'),
@@ -287,6 +294,15 @@ export function spendingCapRefusalCause(refusal: {
  */
 export const REFERENCE_UNSETTLED = 'reference_unsettled';
 
+/**
+ * The cause a dispatch records when it cancels a never-sent retry whose retried operation (or one before it in the chain
+ * of retries) was FAILED when the retry was made and contradicted since (`failureRefuted`: a late 2xx, or a read of its
+ * source that showed the effect): the premise of the retry, "no effect exists", no longer stands, and sending it could
+ * make the effect twice — the retry intake would now refuse (`409 effect-exists`). Not retryable: nothing will undo the
+ * contradiction.
+ */
+export const RETRY_REFUTED = 'retry_refuted';
+
 /** The move that brought the operation to its status: the event's from-status, data and time. */
 export interface LastStatusChange {
   from: OperationStatus | null;
@@ -312,6 +328,7 @@ const CANCEL_CAUSES: Readonly<Record<string, FailureCode>> = {
   [AMOUNT_ABOVE_CAP]: 'amount_above_cap',
   spending_cap_unmeasurable: 'spending_cap_unmeasurable',
   [REFERENCE_UNSETTLED]: 'reference_unsettled',
+  [RETRY_REFUTED]: 'retry_refuted',
   execution_cancelled: 'execution_cancelled',
   execution_expired: 'execution_expired',
   execution_invalid: 'execution_invalid',
