@@ -317,6 +317,56 @@ describe('a provider’s rejection that comes back after the send was marked UNK
     });
   });
 
+  it('comes after a reviewer’s VERIFIED: an operation that depends on it and has not been sent is never sent', async () => {
+    // The charge is held; its "Paid" SMS depends on it and waits for approval. A reviewer verifies the charge (the source
+    // cannot be read now: nothing refutes the evidence), then the frozen dispatcher's 402 comes back. Whether the charge
+    // happened is no longer established: the SMS saying it did must not go out on it.
+    const dispatcher: RunningApp = await stack.startApp('dispatcher', { TEST_PAUSE_AFTER_CALL_MS: '5000' });
+    const clientRef = unique('late-reject-dependent');
+    const created = await submit(stack, [
+      charge(unique('late-reject-dep')),
+      {
+        key: 'notify',
+        connector: 'sandbox.sms',
+        action: 'send',
+        params: { to: '+15550100', body: 'Paid', client_ref: clientRef },
+        depends_on: ['charge'],
+        requires_approval: true,
+      },
+    ]);
+    const [opId] = await waitForMarkers(dispatcher, 'paused after call', 1);
+    dispatcher.child.kill('SIGSTOP');
+    await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    expect((await resolveVerified(opId)).status).toBe(200);
+    dispatcher.child.kill('SIGCONT');
+    dispatcher.child.kill('SIGUSR2');
+    await waitFor(
+      () => events(stack, created.id),
+      (log) => log.some((e) => e.operation_id === opId && e.type === 'operation.rejected_late'),
+      15_000,
+      150,
+    );
+    // The advance the contradiction sets off cancels the dependent, never sent, naming the contradicted dependency.
+    const dependent = await waitForOp(stack, created.id, 'notify', (o) => o.status !== 'PREPARED');
+    expect(dependent).toMatchObject({ status: 'CANCELLED', attempt: 0 });
+    expect(dependent.failure).toMatchObject({ code: 'dependency_not_done' });
+    const approved = await http(stack.apiUrl, 'POST', `/v1/operations/${dependent.id}/approval`, {
+      key: DEMO.reviewer,
+      body: { decision: 'approve', reason: 'checked by the test' },
+    });
+    expect(approved.status).toBe(409);
+    const log = await events(stack, created.id);
+    expectLegalHistory(log);
+    expect(statusPath(log, dependent.id)).toEqual(['PREPARED', 'CANCELLED']);
+    const cancel = log.find((e) => e.operation_id === dependent.id && e.to_status === 'CANCELLED');
+    expect(cancel?.data).toMatchObject({
+      cause: 'dependency_not_done',
+      dependency: 'charge',
+      dependency_status: 'VERIFIED',
+      dependency_rejected_at: expect.any(String),
+    });
+  });
+
   it('comes after a reviewer’s VERIFIED: recorded on the row and in the history, and the commit is unknown', async () => {
     const held = await declinedWhileFrozen((o) => o.status === 'MANUAL_REVIEW', 'operation.rejected_late', {
       criteria: [{ key: 'paid', operation: 'charge', expect_status: 'VERIFIED' }],

@@ -900,6 +900,10 @@ export class LifecycleService {
               cause: 'dependency_not_done',
               dependency: next.dependency?.key,
               dependency_status: next.dependency?.status,
+              // Its VERIFIED stands, but the provider's rejection of its send came back since: no longer established.
+              ...(next.dependency?.rejectedAt && {
+                dependency_rejected_at: new Date(next.dependency.rejectedAt).toISOString(),
+              }),
             },
           });
           changed ||= moved.won;

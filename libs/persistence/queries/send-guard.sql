@@ -14,7 +14,7 @@ SELECT op.next_check_at IS NULL;
 SELECT NOT EXISTS (
               SELECT 1 FROM unnest(op.depends_on) AS dep(key)
               WHERE NOT coalesce((
-                SELECT d.status IN ('VERIFIED')
+                SELECT (d.status IN ('VERIFIED') AND d.rejected_at IS NULL)
                        OR (d.status IN ('ACKNOWLEDGED')
                            AND d.verification_method <> 'read_after_write')
                 FROM operations d WHERE d.execution_id = op.execution_id AND d.key = dep.key

@@ -21,7 +21,7 @@ WITH moved AS (
                     AND ge.status IN ('running'))) AND (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id AND ge.deadline_at > clock_timestamp())) AND (op.next_check_at IS NULL) AND (NOT EXISTS (
               SELECT 1 FROM unnest(op.depends_on) AS dep(key)
               WHERE NOT coalesce((
-                SELECT d.status IN ('VERIFIED')
+                SELECT (d.status IN ('VERIFIED') AND d.rejected_at IS NULL)
                        OR (d.status IN ('ACKNOWLEDGED')
                            AND d.verification_method <> 'read_after_write')
                 FROM operations d WHERE d.execution_id = op.execution_id AND d.key = dep.key
@@ -91,7 +91,7 @@ WITH moved AS (
                     AND ge.status IN ('running', 'created'))) AND (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id AND ge.deadline_at > clock_timestamp())) AND (op.next_check_at IS NULL) AND (NOT EXISTS (
               SELECT 1 FROM unnest(op.depends_on) AS dep(key)
               WHERE NOT coalesce((
-                SELECT d.status IN ('VERIFIED')
+                SELECT (d.status IN ('VERIFIED') AND d.rejected_at IS NULL)
                        OR (d.status IN ('ACKNOWLEDGED')
                            AND d.verification_method <> 'read_after_write')
                 FROM operations d WHERE d.execution_id = op.execution_id AND d.key = dep.key

@@ -98,8 +98,11 @@ describe('the guarded SENT statement (real Postgres)', () => {
       await set(charge.id, `status = $2, verification_method = $3`, [status, method]);
       expect(await send(sms.id)).toEqual({ won: false, refusals: ['dependency_not_done'] });
     }
+    // A VERIFIED the provider's late rejection of its send contradicted since: no longer established, not done.
+    await set(charge.id, `status = 'VERIFIED', verification_method = 'read_after_write', rejected_at = now()`);
+    expect(await send(sms.id)).toEqual({ won: false, refusals: ['dependency_not_done'] });
     await unchanged(sms.id);
-    await set(charge.id, `status = 'ACKNOWLEDGED', verification_method = ''`);
+    await set(charge.id, `status = 'ACKNOWLEDGED', verification_method = '', rejected_at = NULL`);
     expect((await send(sms.id)).won).toBe(true);
   });
 

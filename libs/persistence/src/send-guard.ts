@@ -77,13 +77,16 @@ export type SendRefusal =
   | 'settings_changed'
   | 'status_moved';
 
-/** Every depends_on key: its latest generation in the same execution has reached what dependants need. */
+/**
+ * Every depends_on key: its latest generation in the same execution has reached what dependants need (a VERIFIED whose
+ * send the provider's late rejection contradicted has not: status model `dependencySatisfied`).
+ */
 const DEPENDENCIES_DONE: { name: SendRefusal; sql: string } = {
   name: 'dependency_not_done',
   sql: `NOT EXISTS (
               SELECT 1 FROM unnest(op.depends_on) AS dep(key)
               WHERE NOT coalesce((
-                SELECT d.status IN (${sqlLiterals(DEPENDENCY_DONE_STATUSES)})
+                SELECT (d.status IN (${sqlLiterals(DEPENDENCY_DONE_STATUSES)}) AND d.rejected_at IS NULL)
                        OR (d.status IN (${sqlLiterals(DEPENDENCY_DONE_WITHOUT_READ_BACK_STATUSES)})
                            AND d.verification_method <> '${VerificationMethod.READ_AFTER_WRITE}')
                 FROM operations d WHERE d.execution_id = op.execution_id AND d.key = dep.key

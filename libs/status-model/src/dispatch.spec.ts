@@ -43,6 +43,12 @@ describe('dependencySatisfied', () => {
   ] as const)('%s with verification "%s" → %s', (status, verificationMethod, expected) => {
     expect(dependencySatisfied({ status, verificationMethod })).toBe(expected);
   });
+
+  it('not a VERIFIED the provider’s late rejection of its send contradicted since', () => {
+    const at = '2026-01-01T00:00:00.000Z';
+    expect(dependencySatisfied({ status: S.VERIFIED, verificationMethod: '', rejectedAt: at })).toBe(false);
+    expect(dependencySatisfied({ status: S.VERIFIED, verificationMethod: '', rejectedAt: null })).toBe(true);
+  });
 });
 
 describe('SENDABLE_EXECUTION_STATUSES', () => {
@@ -116,6 +122,11 @@ describe('dependencyBroken', () => {
 
   it('a dependency that does not exist is broken', () => {
     expect(dependencyBroken(undefined)).toBe(true);
+  });
+
+  it('a VERIFIED the provider’s late rejection contradicted since is broken: nothing will establish it again', () => {
+    expect(dependencyBroken({ status: S.VERIFIED, rejectedAt: new Date(0) })).toBe(true);
+    expect(dependencyBroken({ status: S.VERIFIED, rejectedAt: null })).toBe(false);
   });
 });
 

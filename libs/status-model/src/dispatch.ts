@@ -69,11 +69,23 @@ export const DEPENDENCY_DONE_STATUSES: readonly OperationStatus[] = [OperationSt
 /** … or ACKNOWLEDGED where nothing can read it back (its honest end). */
 export const DEPENDENCY_DONE_WITHOUT_READ_BACK_STATUSES: readonly OperationStatus[] = [OperationStatus.ACKNOWLEDGED];
 
+/**
+ * A VERIFIED whose send the provider answered it rejected, that answer coming back after the VERIFIED was written
+ * (`rejected_at` on file): the status stays, but whether the effect happened is no longer established (its commit is
+ * `unknown`). Dependants are sent on the word that it happened, and nothing will establish it again: for them it is a
+ * dependency that will never be done.
+ */
+function verifiedContradicted(dep: { status: OperationStatus; rejectedAt?: Date | string | null }): boolean {
+  return dep.status === OperationStatus.VERIFIED && dep.rejectedAt != null;
+}
+
 /** Has a dependency reached what its dependants need before they may be sent? */
 export function dependencySatisfied(dep: {
   status: OperationStatus;
   verificationMethod: VerificationMethodValue;
+  rejectedAt?: Date | string | null;
 }): boolean {
+  if (verifiedContradicted(dep)) return false;
   if (DEPENDENCY_DONE_STATUSES.includes(dep.status)) return true;
   return (
     DEPENDENCY_DONE_WITHOUT_READ_BACK_STATUSES.includes(dep.status) &&
@@ -110,9 +122,14 @@ export const DEPENDENCY_BROKEN_STATUSES: readonly OperationStatus[] = [
   OperationStatus.CANCELLED,
 ];
 
-/** Will this dependency never be satisfied? (A dependency that does not exist is broken too: pass undefined.) */
-export function dependencyBroken(dep: { status: OperationStatus } | undefined): boolean {
-  return dep === undefined || DEPENDENCY_BROKEN_STATUSES.includes(dep.status);
+/**
+ * Will this dependency never be satisfied? (A dependency that does not exist is broken too: pass undefined; so is a
+ * VERIFIED the provider's late rejection contradicted since.)
+ */
+export function dependencyBroken(
+  dep: { status: OperationStatus; rejectedAt?: Date | string | null } | undefined,
+): boolean {
+  return dep === undefined || DEPENDENCY_BROKEN_STATUSES.includes(dep.status) || verifiedContradicted(dep);
 }
 
 export interface PreconditionReadBudget {
@@ -146,7 +163,13 @@ export function nextPreconditionRead(
 }
 
 /** A dependency as the lifecycle sees it: the operation with that key, or undefined when there is none. */
-export type DependencyView = { key: string; status: OperationStatus; verificationMethod: VerificationMethodValue };
+export type DependencyView = {
+  key: string;
+  status: OperationStatus;
+  verificationMethod: VerificationMethodValue;
+  /** When the provider's rejection of its send came back after it was written (null: none on file). */
+  rejectedAt?: Date | string | null;
+};
 
 /** The approval a PREPARED operation carries, if any. */
 export type ApprovalStateValue = 'requested' | 'granted' | 'denied';

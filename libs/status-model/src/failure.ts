@@ -125,7 +125,7 @@ export const FAILURE_CODES = {
     'dispatch',
     'policy',
     false,
-    'never sent: an operation it depends on failed or was cancelled',
+    'never sent: an operation it depends on failed, was cancelled, or its VERIFIED was contradicted',
   ),
   spending_cap_reached: op(S.CANCELLED, 'dispatch', 'policy', true, 'never sent: a spending cap was reached'),
   amount_above_cap: op(

@@ -368,7 +368,7 @@ function releaseRefusal(release: ReleaseNeeds | undefined) {
     return 'its execution’s deadline has passed: nothing more is sent for it; cancel it instead';
   }
   if (release.dependencies === 'broken') {
-    return 'an operation it depends on failed or was cancelled: it can never be sent; cancel it instead';
+    return 'an operation it depends on failed, was cancelled, or its VERIFIED was contradicted: it can never be sent; cancel it instead';
   }
   if (release.dependencies === 'waiting') {
     return 'an operation it depends on is not done yet: it can be released once that one is';
