@@ -748,11 +748,6 @@ export class SenderService implements OnModuleDestroy {
   }
 
   /**
-   * The send guard refused a send because another of the tenant's operations naming its `resend_ref` was sent and is
-   * not settled: CANCELLED, never sent (cause `reference_unsettled`, naming that operation), and the execution moves on.
-   * Not left PREPARED: nothing would wake it when the other one settles, and the agent should hear at once, as at intake.
-   */
-  /**
    * A retry whose retried FAILED (or one before it in the chain of retries) was contradicted after the retry was made
    * (the send guard's `retry_refuted`): CANCELLED, never sent (cause `retry_refuted`, naming what it retries), and the
    * execution moves on.
@@ -775,6 +770,11 @@ export class SenderService implements OnModuleDestroy {
     await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
   }
 
+  /**
+   * The send guard refused a send because another of the tenant's operations naming its `resend_ref` was sent and is
+   * not settled: CANCELLED, never sent (cause `reference_unsettled`, naming that operation), and the execution moves on.
+   * Not left PREPARED: nothing would wake it when the other one settles, and the agent should hear at once, as at intake.
+   */
   private async refuseUnsettledReference(op: OperationEntity): Promise<void> {
     const unsettled = await findUnsettledResend(this.db.manager, op);
     const detail = unsettled
