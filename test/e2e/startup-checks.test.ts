@@ -106,6 +106,40 @@ describe('start-up checks', () => {
     },
   );
 
+  // Until 2026-12-06 each printed Nest's own report instead: a colored "Unable to connect to the database. Retrying (1)"
+  // line and the pg error's stack, twice (some 40 lines, none JSON), naming neither Postgres nor DATABASE_URL.
+  it.each([
+    ['apps/api/src/main.js', 'nobody listens', (port: number) => `postgres://verity:hunter2@127.0.0.1:${port}/verity`],
+    [
+      'apps/dispatcher/src/main.js',
+      'nobody listens',
+      (port: number) => `postgres://verity:hunter2@127.0.0.1:${port}/v`,
+    ],
+    [
+      'apps/reconciler/src/main.js',
+      'nobody listens',
+      (port: number) => `postgres://verity:hunter2@127.0.0.1:${port}/v`,
+    ],
+    ['apps/dispatcher/src/main.js', 'no such database', () => 'postgres://postgres@127.0.0.1:5432/verity_nowhere_ops2'],
+  ])(
+    '%s started while Postgres cannot be used (%s) exits 1 with one line naming Postgres, where, and why',
+    async (entry, _case, url) => {
+      const nobody = await freePort();
+      const ports = { PORT: String(await freePort()), DISPATCHER_METRICS_PORT: '0', RECONCILER_METRICS_PORT: '0' };
+      const databaseUrl = url(nobody);
+      const result = await run(entry, { ...ports, DATABASE_URL: databaseUrl });
+      expect(result.code).toBe(1);
+      const lines = result.output.trim().split('\n');
+      expect(lines).toHaveLength(1);
+      const line = JSON.parse(lines[0]) as { level: string; msg: string };
+      expect(line.level).toBe('fatal');
+      expect(line.msg).toContain(`Postgres at ${databaseUrl.replace(':hunter2@', ':***@')} `);
+      expect(line.msg).toContain('DATABASE_URL');
+      expect(line.msg).toMatch(/ECONNREFUSED|does not exist/);
+      expect(line.msg).not.toContain('hunter2');
+    },
+  );
+
   it('refuses an invalid configuration value, naming the variable', async () => {
     const result = await run('apps/dispatcher/src/main.js', { CONNECTOR_TIMEOUT_MS: 'soon' });
     expect(result.code).not.toBe(0);

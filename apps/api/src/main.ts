@@ -7,7 +7,13 @@ import { NestFactory } from '@nestjs/core';
 import { SwaggerModule } from '@nestjs/swagger';
 import { ExpressAdapter, NestExpressApplication } from '@nestjs/platform-express';
 import express from 'express';
-import { NEWER_SCHEMA, createDataSource, runMigrationsLocked, seedDemo } from '@verity/persistence';
+import {
+  NEWER_SCHEMA,
+  assertDatabaseReachable,
+  createDataSource,
+  runMigrationsLocked,
+  seedDemo,
+} from '@verity/persistence';
 import {
   LOGGER,
   Logger,
@@ -47,6 +53,7 @@ async function bootstrap(): Promise<void> {
   const { config, logger } = startProcess('api');
   const started = stopWhileStarting(logger);
   await assertNoEviction(config);
+  await assertDatabaseReachable(config.DATABASE_URL);
   if (config.RUN_MIGRATIONS || config.SEED_DEMO) {
     const ds = createDataSource(config.DATABASE_URL, 2);
     await ds.initialize();

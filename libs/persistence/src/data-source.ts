@@ -1,5 +1,6 @@
 import { Client, ClientConfig } from 'pg';
 import { DataSource, DataSourceOptions } from 'typeorm';
+import { redactUrl } from '@verity/platform';
 import { ENTITIES } from './entities';
 import { MIGRATIONS } from './migrations';
 import { Queryable, sqlState } from './sql';
@@ -75,6 +76,27 @@ export function dataSourceOptions(url: string, poolSize = 10, queryTimeoutMs?: n
       ...(queryTimeoutMs ? { query_timeout: queryTimeoutMs } : {}),
     },
   };
+}
+
+/**
+ * The first thing an app asks Postgres (after Redis' policy check), so it is also where an app started without a
+ * Postgres it can use stops: with one line naming Postgres, where it was sought (password masked) and why. Left to
+ * the TypeORM module, Nest printed its own report instead (a colored retry line and the pg error's stack, twice).
+ * The app exits 1, and whatever supervises it starts it again.
+ */
+export async function assertDatabaseReachable(url: string): Promise<void> {
+  const client = new ResilientPgClient({ connectionString: url, connectionTimeoutMillis: 5000 });
+  try {
+    await client.connect();
+  } catch (error) {
+    const why = error instanceof Error ? error.message : String(error);
+    throw new Error(
+      `Postgres at ${redactUrl(url)} cannot be used (${why}): the app needs it to start; start Postgres or correct ` +
+        'DATABASE_URL',
+    );
+  } finally {
+    await client.end().catch(() => undefined);
+  }
 }
 
 export function createDataSource(url: string, poolSize = 10): DataSource {

@@ -1,5 +1,6 @@
 import type { DynamicModule } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import { assertDatabaseReachable } from '@verity/persistence';
 import { Tracing, VerityConfig, assertNoEviction, onShutdown, runMain, startProcess } from '@verity/platform';
 import { QueueName } from './names';
 import { serveWorkerOps } from './worker-ops';
@@ -18,7 +19,7 @@ export interface WorkerApp {
 
 /**
  * How a worker app (dispatcher, reconciler) runs: config validated first, crashes logged, Redis refused unless
- * eviction is off, the Nest context with its workers, its /metrics and /health port, and on SIGTERM the port closed
+ * eviction is off, Postgres required, the Nest context with its workers, its /metrics and /health port, and on SIGTERM the port closed
  * first (no new scrapes or probes), then the workers finish their jobs, then the spans are flushed. A failure to start
  * is one fatal JSON line and exit code 1.
  */
@@ -29,6 +30,7 @@ export function runWorkerApp(spec: WorkerApp): void {
 async function start(spec: WorkerApp): Promise<void> {
   const { config, logger } = startProcess(spec.name);
   await assertNoEviction(config);
+  await assertDatabaseReachable(config.DATABASE_URL);
   const app = await NestFactory.createApplicationContext(spec.module(config), { logger: ['error', 'warn'] });
   await app.init();
   // A port that cannot be had stops the process (the message names the variable), after its workers stop cleanly.
