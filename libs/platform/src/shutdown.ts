@@ -35,21 +35,22 @@ export function onShutdown(logger: Logger, close: () => Promise<void>, timeoutMs
  * starts (waits for the migration lock another replica holds, runs a migration in its transaction, builds its
  * modules) is either committed or rolled back by Postgres when the session goes, and nothing has been served yet.
  * Without it Node's default ended the process by the signal (no exit code, nothing logged). Call the returned
- * function once the process can stop cleanly through `onShutdown`. Only for a process that takes no work while it
- * starts (the API: a worker's jobs start inside its start-up).
+ * function once the process can stop cleanly through `onShutdown`, and before it takes any work (a worker's jobs start
+ * inside its app's init: its `onShutdown` is installed before that, and waits for the init to finish).
  */
 export function stopWhileStarting(logger: Logger): () => void {
+  let starting = true;
   const handler = (signal: string) => {
+    if (!starting) return;
     logger.info({ signal }, 'stopped while starting');
     process.exit(0);
   };
-  const onTerm = () => handler('SIGTERM');
-  const onInt = () => handler('SIGINT');
-  process.on('SIGTERM', onTerm);
-  process.on('SIGINT', onInt);
+  // The listeners stay (inert) after the hand-over: Node watches a signal only while it has a listener, and removing
+  // them before `onShutdown` added its own closed the watcher, dropping a signal caught but not yet delivered.
+  process.on('SIGTERM', () => handler('SIGTERM'));
+  process.on('SIGINT', () => handler('SIGINT'));
   return () => {
-    process.off('SIGTERM', onTerm);
-    process.off('SIGINT', onInt);
+    starting = false;
   };
 }
 

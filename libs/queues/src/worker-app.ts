@@ -1,7 +1,15 @@
 import type { DynamicModule } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { assertDatabaseReachable } from '@verity/persistence';
-import { Tracing, VerityConfig, assertNoEviction, onShutdown, runMain, startProcess } from '@verity/platform';
+import {
+  Tracing,
+  VerityConfig,
+  assertNoEviction,
+  onShutdown,
+  runMain,
+  startProcess,
+  stopWhileStarting,
+} from '@verity/platform';
 import { QueueName } from './names';
 import { serveWorkerOps } from './worker-ops';
 
@@ -19,9 +27,9 @@ export interface WorkerApp {
 
 /**
  * How a worker app (dispatcher, reconciler) runs: config validated first, crashes logged, Redis refused unless
- * eviction is off, Postgres required, the Nest context with its workers, its /metrics and /health port, and on SIGTERM the port closed
- * first (no new scrapes or probes), then the workers finish their jobs, then the spans are flushed. A failure to start
- * is one fatal JSON line and exit code 1.
+ * eviction is off, Postgres required, the Nest context with its workers, its /metrics and /health port, and on SIGTERM
+ * the port closed first (no new scrapes or probes), then the workers finish their jobs, then the spans are flushed. A
+ * failure to start is one fatal JSON line and exit code 1.
  */
 export function runWorkerApp(spec: WorkerApp): void {
   runMain(spec.name, () => start(spec));
@@ -29,24 +37,35 @@ export function runWorkerApp(spec: WorkerApp): void {
 
 async function start(spec: WorkerApp): Promise<void> {
   const { config, logger } = startProcess(spec.name);
+  // Until its workers are built nothing runs here: a signal stops it at once (Node's default ended it by the signal,
+  // no exit code, nothing logged).
+  const starting = stopWhileStarting(logger);
   await assertNoEviction(config);
   await assertDatabaseReachable(config.DATABASE_URL);
   const app = await NestFactory.createApplicationContext(spec.module(config), { logger: ['error', 'warn'] });
-  await app.init();
-  // A port that cannot be had stops the process (the message names the variable), after its workers stop cleanly.
-  const ops = await serveWorkerOps(app, spec.metricsPort, spec.queues).catch(async (error: unknown) => {
-    await app.close();
-    await spec.tracing?.shutdown();
-    throw error;
-  });
-  logger.info({ ...spec.ready?.(config), metricsPort: ops?.port ?? null }, `${spec.name} ready`);
+  // The workers are built, and take jobs, inside app.init(): from here a signal is the orderly stop, once the app is up.
+  starting();
+  const up = (async () => {
+    await app.init();
+    // A port that cannot be had stops the process (the message names the variable), after its workers stop cleanly.
+    return await serveWorkerOps(app, spec.metricsPort, spec.queues).catch(async (error: unknown) => {
+      await app.close();
+      await spec.tracing?.shutdown();
+      throw error;
+    });
+  })();
   onShutdown(
     logger,
     async () => {
+      const ops = await up.catch(() => undefined);
+      // A start that failed has closed what it built and exits 1 itself (runMain).
+      if (ops === undefined) return new Promise<void>(() => undefined);
       await ops?.close();
       await app.close();
       await spec.tracing?.shutdown();
     },
     config.SHUTDOWN_GRACE_MS,
   );
+  const ops = await up;
+  logger.info({ ...spec.ready?.(config), metricsPort: ops?.port ?? null }, `${spec.name} ready`);
 }
