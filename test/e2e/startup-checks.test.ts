@@ -140,6 +140,20 @@ describe('start-up checks', () => {
     },
   );
 
+  // A password can also be a query parameter: the documented form for Redis on a Unix socket, and one pg reads too.
+  // Until 2026-12-06 only the password of the authority was masked, and this one was printed as given.
+  it.each([
+    ['REDIS_URL', 'unix:///nonexistent/verity-redis.sock?db=2&password=hunter2', 'Redis at unix:///nonexistent'],
+    ['DATABASE_URL', 'postgres://verity@127.0.0.1:1/verity?password=hunter2&sslmode=disable', 'Postgres at postgres:'],
+  ])('%s with its password as a query parameter: the refusal masks it', async (variable, value, named) => {
+    const ports = { DISPATCHER_METRICS_PORT: '0' };
+    const result = await run('apps/dispatcher/src/main.js', { ...ports, [variable]: value });
+    expect(result.code).toBe(1);
+    expect(result.output).toContain(named);
+    expect(result.output).toContain('password=***');
+    expect(result.output).not.toContain('hunter2');
+  });
+
   it('refuses an invalid configuration value, naming the variable', async () => {
     const result = await run('apps/dispatcher/src/main.js', { CONNECTOR_TIMEOUT_MS: 'soon' });
     expect(result.code).not.toBe(0);

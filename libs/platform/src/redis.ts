@@ -189,6 +189,8 @@ export function redactUrl(url: string): string {
   try {
     const parsed = new URL(url);
     if (parsed.password) parsed.password = '***';
+    // A password may also be a query parameter (a Unix socket's only place for one; pg reads it there too).
+    if (parsed.searchParams.has('password')) parsed.searchParams.set('password', '***');
     return parsed.toString();
   } catch {
     return '(unparseable url)';
