@@ -56,6 +56,22 @@ describe('SECRETS_KEY', () => {
   });
 });
 
+// Until 2026-12-06 any URL was taken (pg reads past the scheme): a REDIS_URL put in its place, or an http:// URL, started
+// the app against whatever answered at that address, although the table says a postgres:// URL.
+describe('DATABASE_URL', () => {
+  it('is a postgres:// (or postgresql://) URL; any other scheme refuses start, naming the variable', () => {
+    expect(loadConfig({ DATABASE_URL: 'postgresql://verity@db/verity' }).DATABASE_URL).toBe(
+      'postgresql://verity@db/verity',
+    );
+    expect(
+      loadConfig({ DATABASE_URL: 'postgres://verity@localhost/verity?host=/var/run/postgresql' }).DATABASE_URL,
+    ).toBe('postgres://verity@localhost/verity?host=/var/run/postgresql');
+    for (const url of ['redis://127.0.0.1:6379', 'mysql://db/verity', 'http://db:5432/verity']) {
+      expect(() => loadConfig({ DATABASE_URL: url })).toThrow(/DATABASE_URL: must be a postgres:\/\/ URL/);
+    }
+  });
+});
+
 describe('safe defaults', () => {
   it('binds loopback, seeds no demo keys, keeps Bull Board read-only and /metrics closed unless told otherwise', () => {
     const config = loadConfig({});

@@ -162,7 +162,11 @@ const ConfigSchema = z
     /** Loopback unless set: exposing the API is a decision (docker-compose sets 0.0.0.0 inside its network). */
     HOST: z.string().min(1).default('127.0.0.1'),
     /** A Unix socket when Postgres is local: `postgres://user@localhost/verity?host=/var/run/postgresql` (operations.md). */
-    DATABASE_URL: z.string().url().default('postgres://postgres@127.0.0.1:5432/verity'),
+    DATABASE_URL: z
+      .string()
+      .url()
+      .refine((url) => /^postgres(ql)?:\/\//.test(url), 'must be a postgres:// URL')
+      .default('postgres://postgres@127.0.0.1:5432/verity'),
     DATABASE_POOL_SIZE: integer({ min: 1, max: 200, default: 10 }),
     /**
      * A statement with no reply after this is given up and its connection dropped (the server rolls its transaction
