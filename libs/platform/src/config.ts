@@ -230,7 +230,7 @@ const ConfigSchema = z
      * operation is left for the sweeper to hold as UNKNOWN. 0 = one try.
      */
     ANSWER_WRITE_RETRY_MS: ms(60_000, { min: 0, max: TIMER_MAX_MS }),
-    CONNECTOR_TIMEOUT_MS: ms(5_000, { min: 100, max: TIMER_MAX_MS }),
+    CONNECTOR_TIMEOUT_MS: ms(5_000, { min: 100, max: HOUR }),
     /**
      * How long a committed write may take to show on the provider's read side (replica lag budget). "Absent" is
      * concluded only SEND_GRACE_MS + CONNECTOR_TIMEOUT_MS + SETTLE_WINDOW_MS after the send could last have started.
@@ -419,6 +419,18 @@ const ConfigSchema = z
           `SHUTDOWN_GRACE_MS ${config.SHUTDOWN_GRACE_MS}): a webhook call under way at SIGTERM is waited for, and ` +
           'one the grace cannot hold ends in a forced exit with its attempt unrecorded; lower WEBHOOK_TIMEOUT_MS or ' +
           'raise SHUTDOWN_GRACE_MS',
+      });
+    }
+    // The same for a send (or read) under way at SIGTERM: the dispatcher waits for it and records its outcome.
+    if (config.CONNECTOR_TIMEOUT_MS + SHUTDOWN_MARGIN_MS > config.SHUTDOWN_GRACE_MS) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['CONNECTOR_TIMEOUT_MS'],
+        message:
+          `must be at most SHUTDOWN_GRACE_MS − ${SHUTDOWN_MARGIN_MS} ms (${config.CONNECTOR_TIMEOUT_MS} with ` +
+          `SHUTDOWN_GRACE_MS ${config.SHUTDOWN_GRACE_MS}): a send under way at SIGTERM is waited for, and one the ` +
+          'grace cannot hold ends in a forced exit with its outcome unrecorded; lower CONNECTOR_TIMEOUT_MS or raise ' +
+          'SHUTDOWN_GRACE_MS',
       });
     }
     const sharded = config.QUEUE_SHARDS > 1 || config.REDIS_CLUSTER_NODES !== undefined;
