@@ -1,5 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MIGRATIONS } from '@verity/persistence';
@@ -152,6 +153,28 @@ describe('start-up checks', () => {
     expect(result.output).toContain(named);
     expect(result.output).toContain('password=***');
     expect(result.output).not.toContain('hunter2');
+  });
+
+  // Until 2026-12-06 a colored line of Nest's, then a fatal line that named neither variable ("listen EADDRINUSE: …");
+  // a worker's metrics port already said which variable to change.
+  it('the API whose PORT is taken exits 1 with one line naming PORT and HOST', async () => {
+    const db = await createTestDatabase('port-taken');
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const { port } = taken.address() as AddressInfo;
+    try {
+      const result = await run('apps/api/src/main.js', { DATABASE_URL: db.url, PORT: String(port), HOST: '127.0.0.1' });
+      expect(result.code).toBe(1);
+      const lines = result.output.trim().split('\n');
+      expect(lines).toHaveLength(1);
+      const line = JSON.parse(lines[0]) as { level: string; msg: string };
+      expect(line.level).toBe('fatal');
+      expect(line.msg).toContain(`cannot listen on 127.0.0.1:${port} (PORT, HOST)`);
+      expect(line.msg).toContain('EADDRINUSE');
+    } finally {
+      await new Promise((resolve) => taken.close(resolve));
+      await db.drop();
+    }
   });
 
   it('refuses an invalid configuration value, naming the variable', async () => {

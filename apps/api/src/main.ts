@@ -124,7 +124,19 @@ async function bootstrap(): Promise<void> {
   // 2,000 short ones (8 KiB) was never read, and the write it guarded went ahead. Every header is kept; the 16 KiB
   // limit on the request line and headers bounds how many there can be.
   (app.getHttpServer() as Server).maxHeadersCount = 0;
-  const server = await app.listen(config.PORT, config.HOST);
+  // A port that cannot be had stops the API with one line naming the variables, as a worker's metrics port does. The
+  // server listens here rather than through app.listen, which printed a colored line of Nest's own first.
+  await app.init();
+  const server = app.getHttpServer() as Server;
+  await new Promise<void>((resolve, reject) => {
+    const refused = (error: Error) =>
+      reject(new Error(`cannot listen on ${config.HOST}:${config.PORT} (PORT, HOST): ${error.message}`));
+    server.once('error', refused);
+    server.listen(config.PORT, config.HOST, () => {
+      server.off('error', refused);
+      resolve();
+    });
+  });
   server.keepAliveTimeout = 65_000;
   // A backstop behind bodyReadTimeout (which answers with a problem first): Node's own limit is 300 s.
   server.requestTimeout = config.BODY_TIMEOUT_MS + 5_000;
