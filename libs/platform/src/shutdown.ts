@@ -35,8 +35,8 @@ export function onShutdown(logger: Logger, close: () => Promise<void>, timeoutMs
  * starts (waits for the migration lock another replica holds, runs a migration in its transaction, builds its
  * modules) is either committed or rolled back by Postgres when the session goes, and nothing has been served yet.
  * Without it Node's default ended the process by the signal (no exit code, nothing logged). Call the returned
- * function once the process can stop cleanly through `onShutdown`, and before it takes any work (a worker's jobs start
- * inside its app's init: its `onShutdown` is installed before that, and waits for the init to finish).
+ * function, and install `onShutdown` in the same turn, before the process takes any work (a worker's jobs start inside
+ * Nest's creation of its app: its `onShutdown` is installed before that, and waits for the app to be up).
  */
 export function stopWhileStarting(logger: Logger): () => void {
   let starting = true;

@@ -1,4 +1,4 @@
-import type { DynamicModule } from '@nestjs/common';
+import type { DynamicModule, INestApplicationContext } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { assertDatabaseReachable } from '@verity/persistence';
 import {
@@ -42,14 +42,16 @@ async function start(spec: WorkerApp): Promise<void> {
   const starting = stopWhileStarting(logger);
   await assertNoEviction(config);
   await assertDatabaseReachable(config.DATABASE_URL);
-  const app = await NestFactory.createApplicationContext(spec.module(config), { logger: ['error', 'warn'] });
-  // The workers are built, and take jobs, inside app.init(): from here a signal is the orderly stop, once the app is up.
+  // Nest builds the workers, which take jobs at once, inside createApplicationContext (it runs the app's init): from
+  // here a signal is the orderly stop, begun once the app is up.
   starting();
+  let app: INestApplicationContext | undefined;
   const up = (async () => {
-    await app.init();
+    const context = await NestFactory.createApplicationContext(spec.module(config), { logger: ['error', 'warn'] });
+    app = context;
     // A port that cannot be had stops the process (the message names the variable), after its workers stop cleanly.
-    return await serveWorkerOps(app, spec.metricsPort, spec.queues).catch(async (error: unknown) => {
-      await app.close();
+    return await serveWorkerOps(context, spec.metricsPort, spec.queues).catch(async (error: unknown) => {
+      await context.close();
       await spec.tracing?.shutdown();
       throw error;
     });
@@ -61,7 +63,7 @@ async function start(spec: WorkerApp): Promise<void> {
       // A start that failed has closed what it built and exits 1 itself (runMain).
       if (ops === undefined) return new Promise<void>(() => undefined);
       await ops?.close();
-      await app.close();
+      await app?.close();
       await spec.tracing?.shutdown();
     },
     config.SHUTDOWN_GRACE_MS,
