@@ -1,11 +1,11 @@
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { Socket, createServer } from 'node:net';
+import { Socket, connect, createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
-import { TEST_REDIS_URL } from '../support/services';
+import { TEST_REDIS_URL, createTestDatabase } from '../support/services';
 import { DIST, waitFor } from '../support/stack';
 
 /**
@@ -64,6 +64,72 @@ describe('worker SIGTERM during start-up', () => {
     },
     60_000,
   );
+});
+
+/**
+ * Nest builds a worker's BullMQ workers, which take jobs at once, inside its creation of the app (it runs the app's
+ * init). A signal then must be the orderly stop, never "stopped while starting" (exit 0 at once, a job it had taken
+ * abandoned), as it was when the hand-over came after that creation.
+ */
+describe('worker SIGTERM while Nest builds its workers', () => {
+  it('is the orderly stop: it waits for the app, not "stopped while starting"', async () => {
+    // Redis answers the start-up check and the producer's connection, and nothing after: the workers' connections are
+    // refused, so the app's init waits (its sweep worker for its connection) with the workers built.
+    const upstream = new URL(TEST_REDIS_URL);
+    let connections = 0;
+    const sockets = new Set<Socket>();
+    const link = createServer((client) => {
+      connections += 1;
+      sockets.add(client);
+      client.on('error', () => undefined);
+      if (connections > 2) return void client.destroy();
+      const server = connect(Number(upstream.port || 6379), upstream.hostname);
+      sockets.add(server);
+      server.on('error', () => undefined);
+      client.pipe(server).pipe(client);
+    });
+    await new Promise<void>((resolve) => link.listen(0, '127.0.0.1', resolve));
+    const db = await createTestDatabase('startsig');
+    const output: string[] = [];
+    const child = spawn(process.execPath, [...APP_NODE_ARGS, join(DIST, 'apps', 'reconciler', 'src', 'main.js')], {
+      env: {
+        ...process.env,
+        DATABASE_URL: db.url,
+        REDIS_URL: `redis://127.0.0.1:${(link.address() as AddressInfo).port}`,
+        QUEUE_PREFIX: `{startsig-${process.pid}-${Date.now()}}`,
+        RECONCILER_METRICS_PORT: '0',
+        LOG_LEVEL: 'info',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout.on('data', (chunk: Buffer) => output.push(chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => output.push(chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    try {
+      // A worker is built: its watcher logged its refused connection.
+      await waitFor(
+        async () => output.join(''),
+        (text) => text.includes('worker error: Redis unreachable'),
+        30_000,
+        20,
+      );
+      child.kill('SIGTERM');
+      await waitFor(
+        async () => output.join(''),
+        (text) => text.includes('"shutting down"') || child.exitCode !== null,
+        20_000,
+        20,
+      );
+      expect(output.join('')).not.toContain('stopped while starting');
+      expect(output.join('')).toContain('"shutting down"');
+    } finally {
+      child.kill('SIGKILL');
+      await exited;
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => link.close(resolve));
+      await db.drop();
+    }
+  }, 60_000);
 });
 
 /**
