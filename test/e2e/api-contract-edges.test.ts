@@ -52,6 +52,31 @@ describe('contract edges: problems name what the caller sent', () => {
     expect(old.status).toBe(200);
   });
 
+  /**
+   * Red team (hostile pass 3): `OPTIONS *` asks about the server itself (RFC 9110, section 9.3.7), and the router read
+   * `*` as `/`: 405, "takes GET, HEAD", as if `*` were a resource. It is answered 204 with the methods the server
+   * implements; `*` with any other method is no request target at all (RFC 9112, section 3.2.4): 400.
+   */
+  it('answers OPTIONS * about the server (204, Allow), and refuses * with any other method (400)', async () => {
+    const options = await rawExchange('OPTIONS * HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n');
+    expect(options.status).toBe(204);
+    expect(options.headers.allow).toBe('DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT');
+    expect(options.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+    expect(options.body).toBe('');
+    for (const method of ['GET', 'HEAD', 'POST', 'DELETE']) {
+      const other = await rawExchange(
+        `${method} * HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`,
+      );
+      expect({ method, status: other.status }).toEqual({ method, status: 400 });
+      if (method !== 'HEAD') {
+        expect(JSON.parse(other.body)).toMatchObject({
+          type: 'https://verity.dev/problems/bad-request',
+          detail: expect.not.stringMatching(/takes/),
+        });
+      }
+    }
+  });
+
   it('names the Last-Event-ID header, not the `after` query parameter, when the header is what is wrong', async () => {
     const created = await http<{ id: string }>(stack.apiUrl, 'POST', '/v1/executions', {
       key: DEMO.agent,

@@ -1,7 +1,7 @@
 import { request } from 'node:http';
 import { createApiKey } from '@verity/persistence';
 import { DEMO, Stack, freePort } from '../support/stack';
-import { http } from '../support/http';
+import { http, rawExchange } from '../support/http';
 
 /**
  * Red team (round 9, keys): the published demo keys (README, docs/api.md) are seeded only by the local demo, and
@@ -175,6 +175,45 @@ describe('published demo keys and DNS rebinding (the local demo)', () => {
     }
     const board = await addressedTo(`localhost:${port}`, 'GET', '/admin/queues/api/queues', { key: DEMO.operator });
     expect(board.status).toBe(200);
+  });
+
+  /**
+   * Red team (hostile pass 3): with an absolute-form target (`GET http://host/path`) the host is the target's, and Host
+   * is ignored (RFC 9112, section 3.2.2). The key's check read Host: `GET http://rebound.example/…` with
+   * `Host: 127.0.0.1` took a demo key, and the reverse was refused. A target whose host is not Host's is now refused
+   * (400) before any check reads either; one that agrees is served as its origin-form twin.
+   */
+  it('refuses an absolute-form target naming another host than Host (400), whichever of the two is local', async () => {
+    const before = await executionCount();
+    const exchange = (target: string, host: string) =>
+      rawExchange(
+        stack.apiUrl,
+        `GET ${target} HTTP/1.1\r\nhost: ${host}\r\nauthorization: Bearer ${DEMO.agent}\r\nconnection: close\r\n\r\n`,
+        { halfClose: false },
+      );
+    for (const [target, host] of [
+      [`http://rebound.example:${port}/v1/executions`, `127.0.0.1:${port}`],
+      [`http://127.0.0.1:${port}/v1/executions`, `rebound.example:${port}`],
+      [`http://127.0.0.1:${port}/v1/executions`, `127.0.0.1:1`],
+      [`ftp://127.0.0.1:${port}/v1/executions`, `127.0.0.1:${port}`],
+    ]) {
+      const answer = await exchange(target, host);
+      expect({ target, host, status: answer.status, type: answer.headers['content-type'] }).toEqual({
+        target,
+        host,
+        status: 400,
+        type: 'application/problem+json; charset=utf-8',
+      });
+      expect(JSON.parse(answer.body)).toMatchObject({ type: 'https://verity.dev/problems/bad-request' });
+    }
+    // The same host in both (case and the default port aside): served as `GET /v1/executions` with that Host.
+    const same = await exchange(`http://LOCALHOST:${port}/v1/executions`, `localhost:${port}`);
+    expect(same.status).toBe(200);
+    const defaultPort = await exchange('http://127.0.0.1:80/v1/executions', '127.0.0.1');
+    expect(defaultPort.status).toBe(200);
+    const named = await exchange(`http://rebound.example:${port}/v1/executions`, `rebound.example:${port}`);
+    expect(named.status).toBe(403);
+    expect(await executionCount()).toBe(before);
   });
 
   it('takes a key that is not published under any host name (a deployment behind its own domain)', async () => {

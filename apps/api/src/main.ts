@@ -28,7 +28,7 @@ import {
 import { ApiModule } from './api.module';
 import { mountBullBoard } from './bull-board';
 import { BODY_LIMIT_BYTES, bodyErrorHandler } from './http/body-errors';
-import { rejectMissingHost } from './http/client-errors';
+import { checkRequestTarget, rejectMissingHost } from './http/client-errors';
 import { refuseDocumentQuery } from './http/no-query';
 import { settleChunkedBody } from './http/parse';
 import {
@@ -85,6 +85,8 @@ async function bootstrap(): Promise<void> {
   app.use(requestContext(app.get<Logger>(LOGGER)));
   // Node's own bare 400 for a missing Host is turned off (answerClientErrors, before the server listens): this is it.
   app.use(rejectMissingHost);
+  // Before anything reads Host: an absolute-form target naming another host is refused, and `OPTIONS *` answered.
+  app.use(checkRequestTarget);
   // The caller's own trace (its traceparent, never continued) becomes a link on the request's span.
   if (tracing) {
     app.use((req: IncomingMessage, _res: unknown, next: () => void) => {

@@ -151,6 +151,64 @@ const MISSING_HOST: ClientErrorAnswer = {
 };
 
 /**
+ * What a request's target may be besides a path (origin-form, `/…`): `*` with OPTIONS, which asks about the server
+ * itself (RFC 9112, section 3.2.4), or an absolute http(s) URL naming the host Host names. With an absolute-form target
+ * RFC 9112 (section 3.2.2) has the server take the host from the target and ignore Host; every check that reads the
+ * host here reads Host (the published demo keys', Bull Board's same-origin check, express's own `req.hostname`).
+ * Refusing a target that names another host keeps them all right, those to come included: where the request is served
+ * the two agree. The answer to a target that is none of these, or null.
+ */
+export function unservedTarget(req: Pick<IncomingMessage, 'url' | 'method' | 'headers'>): ClientErrorAnswer | null {
+  const target = req.url ?? '';
+  if (target.startsWith('/')) return null;
+  if (target === '*') return req.method === 'OPTIONS' ? null : ASTERISK_NOT_OPTIONS;
+  let url: URL;
+  try {
+    url = new URL(target);
+  } catch {
+    return NO_TARGET;
+  }
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.username !== '' || url.password !== '') {
+    return NO_TARGET;
+  }
+  const host = req.headers.host;
+  if (host !== undefined && AUTHORITY.test(host)) {
+    try {
+      if (new URL(`${url.protocol}//${host}`).host === url.host) return null;
+    } catch {
+      // Not an authority: answered below.
+    }
+  }
+  return {
+    status: 400,
+    code: 'bad-request',
+    title: 'Request target and Host disagree',
+    detail:
+      `the request target names the host ${JSON.stringify(url.host.slice(0, 200))} and Host names ` +
+      `${JSON.stringify((host ?? '').slice(0, 200))}: send the path alone (GET /v1/…), or the same host in both`,
+  };
+}
+
+/** A Host value: a name or IPv4 address, or a bracketed IPv6 address, and an optional port. */
+const AUTHORITY = /^(?:\[[0-9a-fA-F:.]+\]|[^\s/?#@[\]:\\]+)(?::\d*)?$/;
+
+const ASTERISK_NOT_OPTIONS: ClientErrorAnswer = {
+  status: 400,
+  code: 'bad-request',
+  title: 'Malformed HTTP request',
+  detail: 'the request target * (the server as a whole) is for OPTIONS only (RFC 9112, section 3.2.4)',
+};
+
+const NO_TARGET: ClientErrorAnswer = {
+  status: 400,
+  code: 'bad-request',
+  title: 'Malformed HTTP request',
+  detail:
+    'the request target must be a path beginning with /, an http or https URL without user information, or * ' +
+    '(OPTIONS only)',
+};
+
+/**
  * Headers Node keeps only the first of when they come twice (it drops the rest without a word): the key a proxy or a
  * log took from the second `Authorization` would not be the one that acted, nor the second `Content-Type` the one the
  * body was read as. `Host` too: RFC 9112 (section 3.2) requires a 400 for a request with more than one.
