@@ -107,3 +107,29 @@ export function refuseInheritedToolNames(transport: Transport): void {
     transport.send(answer, { relatedRequestId: id }).catch(() => undefined); // the client left: nobody to tell
   };
 }
+
+/**
+ * A request's `params.task` (a request for task-augmented execution), dropped before the server sees it. This server
+ * declares no tasks capability, and MCP 2025-11-25 has such a receiver "process requests of that type normally,
+ * ignoring any task-augmentation metadata if present"; the SDK answered every such request -32603 (Internal error,
+ * "Server does not support task creation"), a client's input read as a broken server. Ignored whatever its value,
+ * as the specification says. Installed on a connected transport, in front of everything else.
+ */
+export function ignoreTaskAugmentation(transport: Transport): void {
+  const deliver = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    const params = (message as { params?: unknown }).params;
+    if (
+      typeof (message as { method?: unknown }).method !== 'string' ||
+      typeof params !== 'object' ||
+      params === null ||
+      Array.isArray(params) ||
+      !Object.hasOwn(params, 'task')
+    ) {
+      deliver?.(message, extra);
+      return;
+    }
+    const { task: _ignored, ...rest } = params as Record<string, unknown>;
+    deliver?.({ ...message, params: rest } as JSONRPCMessage, extra);
+  };
+}

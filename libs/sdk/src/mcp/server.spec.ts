@@ -480,6 +480,34 @@ async function rawSession(baseUrl: string) {
   };
 }
 
+/**
+ * Red team (hostile pass 3): any request with a `params.task` object answered -32603 "Server does not support task
+ * creation", an internal error for a client's input. The server declares no tasks capability, and MCP 2025-11-25 says
+ * such a receiver "MUST process requests of that type normally, ignoring any task-augmentation metadata".
+ */
+describe('a request asking for task-augmented execution', () => {
+  it.each([
+    ['an object', { ttl: 60_000 }],
+    ['an empty object', {}],
+    ['no object', 'soon'],
+  ])('with params.task %s is served as if the member were absent', async (_what, task) => {
+    const api = await countingApi();
+    const send = await rawSession(api.url);
+    const listed = await send({ id: 1, method: 'tools/list', params: { task } });
+    expect(listed.error).toBeUndefined();
+    expect(listed.result).toMatchObject({
+      tools: expect.arrayContaining([expect.objectContaining({ name: 'get_execution' })]),
+    });
+    const called = await send({ id: 2, method: 'tools/call', params: { name: 'get_execution', arguments: {}, task } });
+    expect(called.error).toBeUndefined();
+    expect(called.result).toMatchObject({ isError: true });
+    expect(JSON.stringify(called.result)).toMatch(/Input validation error/);
+    const ping = await send({ id: 3, method: 'ping', params: { task } });
+    expect(ping).toMatchObject({ result: {} });
+    expect(api.requests()).toBe(0);
+  });
+});
+
 describe('a request whose params do not fit its method', () => {
   it.each([
     [

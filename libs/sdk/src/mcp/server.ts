@@ -15,7 +15,7 @@ import { z } from 'zod';
 import type { Verity } from '../client';
 import { VerityError, VerityNetworkError, VerityTimeoutError } from '../errors';
 import type { Execution } from '../types';
-import { refuseInheritedToolNames, refuseInvalidParams } from './invalid-params';
+import { ignoreTaskAugmentation, refuseInheritedToolNames, refuseInvalidParams } from './invalid-params';
 import { SubmitExecutionInput, text, wholeNumber } from './schema';
 import {
   RULES,
@@ -101,13 +101,16 @@ export interface VerityMcp {
 
 /**
  * The MCP server, with requests whose params do not fit their method refused -32602 (see refuseInvalidParams), and a
- * tool name every object inherits answered as the unknown tool it is (refuseInheritedToolNames).
+ * tool name every object inherits answered as the unknown tool it is (refuseInheritedToolNames); a request for
+ * task-augmented execution is served as an ordinary one (ignoreTaskAugmentation: the server declares no tasks).
  */
 class VerityMcpServer extends McpServer {
   override async connect(transport: Transport): Promise<void> {
     await super.connect(transport);
     refuseInvalidParams(transport, (method) => hasRequestHandler(this.server, method));
     refuseInheritedToolNames(transport);
+    // Last installed, so first to run: the params checked above are those without the member.
+    ignoreTaskAugmentation(transport);
   }
 }
 
