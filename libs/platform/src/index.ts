@@ -15,3 +15,6 @@ export * from './text-issue';
 export * from './raw-json';
 export * from './outage-log';
 export * from './test-pause';
+export * from './auth-failures';
+export * from './ip-address';
+export * from './redis-limits';

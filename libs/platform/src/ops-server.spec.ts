@@ -1,6 +1,9 @@
 import { Socket, connect } from 'node:net';
 import pino from 'pino';
+import { TEST_REDIS_URL, clearRedisPrefix, testQueuePrefix } from '../../../test/support/services';
+import { AuthFailureLimiter } from './auth-failures';
 import { queueJobs } from './metrics';
+import { createRedis } from './redis';
 import {
   OPS_HEADERS_TIMEOUT_MS,
   OPS_MAX_CONNECTIONS,
@@ -12,6 +15,14 @@ import {
 
 const TOKEN = 'a-metrics-token-of-some-length';
 
+/** The failed-authentication count every server here shares (real Redis, a prefix of this file's own). */
+const redis = createRedis(TEST_REDIS_URL, 'producer', 'ops-server-spec');
+const prefix = testQueuePrefix('opsspec');
+afterAll(async () => {
+  await clearRedisPrefix(prefix);
+  await redis.quit();
+});
+
 /** An ops server on a free port, metrics behind TOKEN, silent, with no probes unless given. */
 function startOwnServer(options: Partial<Parameters<typeof startOpsServer>[0]> = {}): Promise<OpsServer> {
   return startOpsServer({
@@ -20,6 +31,7 @@ function startOwnServer(options: Partial<Parameters<typeof startOpsServer>[0]> =
     config: { METRICS_TOKEN: TOKEN, METRICS_PUBLIC: undefined },
     logger: pino({ level: 'silent' }),
     probes: {},
+    failures: new AuthFailureLimiter(redis, prefix, 1000),
     ...options,
   });
 }

@@ -2,6 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { IncomingMessage, Server, ServerResponse, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
+import type { AuthFailureLimiter } from './auth-failures';
 import { type ClientErrorCode, answerClientErrors, missingHost, repeatedHeader } from './client-errors';
 import type { VerityConfig } from './config';
 import { metricsRegistry } from './metrics';
@@ -25,6 +26,11 @@ export interface OpsServerOptions {
   logger: Logger;
   /** Readiness: each dependency's probe (resolves when it answers). */
   probes: Record<string, () => Promise<unknown>>;
+  /**
+   * The failed authentications of each client address, as the API counts them (and in the same count, in Redis): a
+   * wrong METRICS_TOKEN is one, and an address that has used its failures is refused 429, the right token included.
+   */
+  failures: AuthFailureLimiter;
   /** Refreshes what is read at scrape time (queue depth); a failure leaves those gauges as they were. */
   beforeScrape?: () => Promise<void>;
 }
@@ -51,7 +57,8 @@ export const OPS_MAX_CONNECTIONS = 64;
 
 /**
  * The HTTP face of a worker (dispatcher, reconciler), on a port of its own: `/health/live`, `/health/ready` (the same
- * answers as the API's) and `/metrics` (the same protection: METRICS_TOKEN as a bearer token, unless METRICS_PUBLIC).
+ * answers as the API's) and `/metrics` (the same protection: METRICS_TOKEN as a bearer token, unless METRICS_PUBLIC,
+ * and the same limit on failed authentications).
  * Nothing else is served.
  */
 export async function startOpsServer(options: OpsServerOptions): Promise<OpsServer> {
@@ -165,14 +172,7 @@ async function handle(
     return;
   }
   if (path === '/metrics') {
-    const header = req.headers.authorization ?? '';
-    const token = /^Bearer\s+(\S+)$/i.exec(header)?.[1] ?? null;
-    if (options.config.METRICS_PUBLIC !== true && !isMetricsToken(options.config, token)) {
-      problem(res, 401, 'unauthorized', 'Unauthorized', 'send METRICS_TOKEN as a bearer token', {
-        'www-authenticate': 'Bearer',
-      });
-      return;
-    }
+    if (options.config.METRICS_PUBLIC !== true && !(await authenticated(options, req, res))) return;
     if (refusedQuery(res, query) || (await refusedBody(req, res, path))) return;
     await options.beforeScrape?.().catch((error: unknown) => {
       options.logger.warn({ err: error }, 'scrape: could not refresh queue gauges');
@@ -182,6 +182,53 @@ async function handle(
     return;
   }
   problem(res, 404, 'not-found', 'Not found', 'served here: /health/live, /health/ready and /metrics');
+}
+
+/**
+ * Whether the request carries METRICS_TOKEN; if not, it has been answered. A token is a guess like an API key is on the
+ * API: checked under a reservation of the address' failed authentications (AuthFailureLimiter.reserve, checked and
+ * counted in one step), a wrong one is a failure, and once the address has used its failures the right one is refused
+ * as a wrong one is (429), or the limit would confirm a guess. A request with no token guesses nothing: 401, not counted.
+ */
+async function authenticated(options: OpsServerOptions, req: IncomingMessage, res: ServerResponse): Promise<boolean> {
+  const header = req.headers.authorization ?? '';
+  const token = /^Bearer\s+(\S+)$/i.exec(header)?.[1] ?? null;
+  const unauthorized = () =>
+    problem(res, 401, 'unauthorized', 'Unauthorized', 'send METRICS_TOKEN as a bearer token', {
+      'www-authenticate': 'Bearer',
+    });
+  if (token === null) {
+    unauthorized();
+    return false;
+  }
+  const address = req.socket.remoteAddress ?? '';
+  const reservation = await options.failures.reserve(address);
+  if (reservation.kind === 'blocked') {
+    problem(
+      res,
+      429,
+      'too-many-failed-authentications',
+      'Too many failed authentications',
+      `too many wrong tokens or unknown keys from this address; retry in ${reservation.seconds} s`,
+      { 'retry-after': `${reservation.seconds}` },
+    );
+    return false;
+  }
+  if (reservation.kind === 'busy') {
+    problem(
+      res,
+      429,
+      'rate-limited',
+      'Too many keys checked at once',
+      'more keys from this address are being checked at once than it may have checked at one time; retry in 1 s',
+      { 'retry-after': '1' },
+    );
+    return false;
+  }
+  const right = isMetricsToken(options.config, token);
+  await options.failures.settle(address, right);
+  if (!right) unauthorized();
+  return right;
 }
 
 function splitUrl(url: string): [string, string?] {
@@ -287,6 +334,8 @@ function problem(
     | 'not-found'
     | 'method-not-allowed'
     | 'not-ready'
+    | 'too-many-failed-authentications'
+    | 'rate-limited'
     | 'internal'
     | ClientErrorCode,
   title: string,

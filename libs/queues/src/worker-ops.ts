@@ -1,6 +1,7 @@
 import type { INestApplicationContext } from '@nestjs/common';
 import { ping, schemaMigratedProbe } from '@verity/persistence';
 import {
+  AuthFailureLimiter,
   LOGGER,
   Logger,
   OpsServer,
@@ -74,6 +75,8 @@ export async function serveWorkerOps(
         schema: schemaMigratedProbe(db.manager),
       },
       beforeScrape: () => refreshQueueDepth(producer, queues),
+      // The API's count (same Redis keys): an address's wrong guesses on any port count against it on every port.
+      failures: new AuthFailureLimiter(redis, config.QUEUE_PREFIX, config.AUTH_FAILURES_PER_MINUTE),
     });
   } catch (error) {
     const why = error instanceof Error ? error.message : String(error);

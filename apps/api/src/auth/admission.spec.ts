@@ -1,8 +1,14 @@
-import { createRedis, createRedisClient, loadConfig, RedisClient } from '@verity/platform';
+import {
+  AuthFailureLimiter,
+  createRedis,
+  createRedisClient,
+  failureScope,
+  loadConfig,
+  RedisClient,
+} from '@verity/platform';
 import { LocalRedisCluster } from '../../../../test/support/redis-cluster';
 import { TEST_REDIS_URL, clearRedisPrefix, testQueuePrefix } from '../../../../test/support/services';
 import { RequestAdmission } from './admission';
-import { AuthFailureLimiter, failureScope } from './auth-failures';
 import { SharedRateLimiter } from './rate-limiter';
 
 /** How long a case waits for Redis' answer before this process' own counts decide. */

@@ -1,6 +1,10 @@
-import { redisHashTag, type RedisClient as Redis } from '@verity/platform';
-import { redisRepliesWithin } from '../redis-limits';
-import { AuthFailureLimiter, LUA_FAILURES_BLOCKED_FOR } from './auth-failures';
+import {
+  AuthFailureLimiter,
+  LUA_FAILURES_BLOCKED_FOR,
+  type RedisClient as Redis,
+  redisHashTag,
+  redisRepliesWithin,
+} from '@verity/platform';
 import { LUA_TAKE_TOKEN, SharedRateLimiter } from './rate-limiter';
 
 /**

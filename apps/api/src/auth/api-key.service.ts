@@ -1,13 +1,12 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { findActiveKey, hashApiKey, isKeyActive, isPublishedDemoKey } from '@verity/persistence';
-import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import { AuthFailureLimiter, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { PRODUCER_REDIS } from '@verity/queues';
 import type { RedisClient as Redis } from '@verity/platform';
 import { DataSource } from 'typeorm';
 import { Problem } from '../problem/problem';
 import { RequestAdmission } from './admission';
-import { AuthFailureLimiter } from './auth-failures';
 import { addressedLocally } from './local-host';
 import type { AnyPrincipal } from './principal';
 import type { SharedRateLimiter } from './rate-limiter';

@@ -1,5 +1,4 @@
-import type { RedisClient as Redis } from '@verity/platform';
-import { LUA_NOW_MS, redisAnswerWithin } from '../redis-limits';
+import { LUA_NOW_MS, type RedisClient as Redis, redisAnswerWithin } from '@verity/platform';
 
 /** A token bucket per API key (per process): bursts are fine, sustained overload gets 429 with Retry-After. */
 export class RateLimiter {

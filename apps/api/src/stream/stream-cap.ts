@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { RedisClient as Redis } from '@verity/platform';
-import { LUA_NOW_MS, redisAnswerWithin } from '../redis-limits';
+import { LUA_NOW_MS, type RedisClient as Redis, redisAnswerWithin } from '@verity/platform';
 
 /**
  * Open streams per API key, counted across every API process: each open stream holds a lease in a Redis sorted set

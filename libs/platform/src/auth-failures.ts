@@ -1,13 +1,13 @@
-import type { RedisClient as Redis } from '@verity/platform';
 import { isIP } from 'node:net';
-import { canonicalAddress } from '@verity/connectors';
-import { redisAnswerWithin } from '../redis-limits';
+import { canonicalAddress } from './ip-address';
+import type { RedisClient as Redis } from './redis';
+import { redisAnswerWithin } from './redis-limits';
 
 const WINDOW_MS = 60_000;
 
 /**
- * Counts failed authentications (an unknown or revoked key) per client address, in Redis so every API process sees
- * the same count. Once an address has used its failures for the window, every request of it that presents a key is
+ * Counts failed authentications (an unknown or revoked key, a wrong METRICS_TOKEN) per client address, in Redis so
+ * every API process and every worker's ops port sees the same count. Once an address has used its failures for the window, every request of it that presents a key is
  * refused with 429 until the window ends — the right key included, so that a guesser cannot tell a hit from the
  * answer. If Redis does not answer in time, this process' own count decides.
  *
