@@ -431,4 +431,14 @@ describe('MCP: messages that are not what they should be', () => {
     });
     expect(await executionCount()).toBe(before);
   });
+
+  it('serves a request with params.task as one without it (the server declares no tasks), not -32603', async () => {
+    const res = await post({ jsonrpc: '2.0', id: 10, method: 'tools/list', params: { task: { ttl: 60000 } } });
+    expect(res.status).toBe(200);
+    const answer = message(res.text);
+    expect(answer.error).toBeUndefined();
+    expect(answer.result).toMatchObject({
+      tools: expect.arrayContaining([expect.objectContaining({ name: 'get_execution' })]),
+    });
+  });
 });
