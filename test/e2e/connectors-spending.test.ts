@@ -214,6 +214,66 @@ describe('spending caps', () => {
     });
   });
 
+  it('counts reviewers’ releases and fresh charges racing for the last two sends: exactly two are charged', async () => {
+    // Held before any send (a knowledge conflict), so a reviewer's release is what sends each: its own path to SENT
+    // (the operation's row locked first), judged by the same cap as the dispatches racing it.
+    const heldRefs = [0, 1, 2, 3].map(() => unique('release-race'));
+    const held = await Promise.all(
+      heldRefs.map((ref) =>
+        submitOps(call, [
+          charge(ref, { params: { amount: 10, currency: 'EUR', reference: ref }, expected_state: { charged: true } }),
+        ]),
+      ),
+    );
+    const statusOf = async (e: Execution) =>
+      (await call<Execution>('GET', `/v1/executions/${e.id}`)).body.operations[0];
+    for (const e of held)
+      await waitFor(
+        () => statusOf(e),
+        (o) => o.status === 'MANUAL_REVIEW',
+        20_000,
+      );
+    const put = (caps: unknown[]) =>
+      call<{ usage: { operations: number }[] }>('PUT', '/v1/admin/connector-settings/sandbox.payments', {
+        key: DEMO.admin,
+        body: { spending_caps: caps },
+      });
+    const used = (await put([{ period: 'month', max_operations: 1_000_000 }])).body.usage[0].operations;
+    expect((await put([{ period: 'month', max_operations: used + 2 }])).status).toBe(200);
+
+    const freshRefs = [0, 1, 2, 3].map(() => unique('fresh-race'));
+    const raced = await Promise.all([
+      ...held.map(async (e) => {
+        const released = await call('POST', `/v1/operations/${e.operations[0].id}/resolve`, {
+          key: DEMO.reviewer,
+          body: { status: 'SENT', evidence: 'understood; send it' },
+        });
+        expect(released.status).toBe(200);
+        return e;
+      }),
+      ...freshRefs.map((ref) =>
+        submitOps(call, [charge(ref, { params: { amount: 10, currency: 'EUR', reference: ref } })]),
+      ),
+    ]);
+    const ended = await Promise.all(
+      raced.map((e) =>
+        waitFor(
+          () => statusOf(e),
+          (o) => ['VERIFIED', 'CANCELLED'].includes(o.status),
+          45_000,
+        ),
+      ),
+    );
+    const sent = ended.filter((o) => o.status === 'VERIFIED');
+    expect(sent.map((o) => o.attempt)).toEqual([1, 1]);
+    expect(
+      ended.filter((o) => o.status === 'CANCELLED').map((o) => [o.attempt, (o.evidence as { rule?: string }).rule]),
+    ).toEqual(Array.from({ length: 6 }, () => [0, 'max_operations']));
+    const effects = await stack.effects();
+    expect([...heldRefs, ...freshRefs].reduce((n, ref) => n + (effects.charges[ref]?.count ?? 0), 0)).toBe(2);
+    expect(effects.duplicates).toEqual([]);
+  });
+
   it('counts per tenant: another tenant’s cap of 1 is not used up by this tenant’s sends', async () => {
     // demo-other has no admin key among the demo keys: its setting is written the way the API would store it.
     await stack.db.dataSource.query(
