@@ -469,6 +469,39 @@ describe('spending caps', () => {
       expect([await table('executions'), await table('operations')]).toEqual([executions, operations]);
     });
 
+    it('refuses a retry whose body today’s rules refuse (a member named twice ignoring case, accepted before the rule)', async () => {
+      // Held for approval, then given the body an operation accepted before 2026-12-04 may have (the rule refuses it at
+      // intake since): the cap counts `amount` (1), a target that binds names ignoring case charges `AMOUNT`.
+      const waiting = await heldWithoutCap(1);
+      const opId = waiting.operations[0].id;
+      await stack.db.dataSource.query(
+        `UPDATE operations SET params = jsonb_set(params, '{body,AMOUNT}', '1000000') WHERE id = $1`,
+        [opId],
+      );
+      const denied = await call('POST', `/v1/operations/${opId}/approval`, {
+        key: DEMO.reviewer,
+        body: { decision: 'deny' },
+      });
+      expect(denied.status).toBe(200);
+      await call('PUT', '/v1/admin/connector-settings/http', {
+        key: DEMO.admin,
+        body: { spending_caps: [{ period: 'week', max_amount: 1e15, amount_field: 'body.amount' }] },
+      });
+      // A retry is a new operation submitted now: judged by the connector's rules of now, as a submission is.
+      const [executions, operations] = [await table('executions'), await table('operations')];
+      const retried = await call<{ errors: { field: string; rule: string }[] }>('POST', `/v1/operations/${opId}/retry`);
+      expect(retried.status).toBe(400);
+      expect(retried.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(retried.body.errors).toEqual([
+        // Whichever of the two the stored body holds later (jsonb keeps its members in an order of its own).
+        expect.objectContaining({
+          field: expect.stringMatching(/^params\.body\.(amount|AMOUNT)$/),
+          rule: 'duplicate_key',
+        }),
+      ]);
+      expect([await table('executions'), await table('operations')]).toEqual([executions, operations]);
+    });
+
     it('cancels at dispatch a currency whose shown part ends inside an emoji (the cut keeps no half character)', async () => {
       // The evidence names the currency found, cut to 40 characters: cut between the two halves of an emoji, the half
       // left is text Postgres refuses in jsonb, and the refusal could not be written (the operation stayed PREPARED).

@@ -351,6 +351,30 @@ export function capAmountErrors(submission: Submission, capsByConnector: AmountC
 }
 
 /**
+ * The connector's own rules for one operation's params (its action's schema), the params named `paramsField` in the
+ * answer. A retry is a new operation submitted now: params accepted before a rule existed (a body member named twice
+ * ignoring case, before 2026-12-04) are judged by it, as a submission's are, and not sent again as they were.
+ */
+export function operationParamsErrors(
+  connector: Connector,
+  op: { action: string; params: Record<string, unknown> },
+  paramsField: string,
+): FieldError[] {
+  const action = connectorAction(connector, op.action);
+  if (!action) {
+    return [
+      {
+        field: 'action',
+        rule: 'known_action',
+        message: `connector ${connector.name} has no action "${op.action}" any more`,
+      },
+    ];
+  }
+  const parsed = action.params.safeParse(op.params);
+  return parsed.success ? [] : zodErrors(parsed.error, paramsField);
+}
+
+/**
  * capAmountErrors for one operation, its params named `paramsField` in the answer: a submission's
  * `operations[i].params`, or a retry's `params` (a retry is a new operation, judged by the caps in place when it is
  * made, as a submission is).

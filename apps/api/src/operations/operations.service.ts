@@ -69,7 +69,7 @@ import { databaseNowForApprovals, pastDeadlineAt } from '../executions/approval-
 import { presentExecution, presentOperation, requestedOperation, shownRetryRule } from '../executions/presenter';
 import { preconditionFailed } from '../http/if-match';
 import { refuseSecretValuesIn } from '../http/secret-values';
-import { LIMITS, operationCapAmountErrors, referenceUnsettled } from '../executions/submission';
+import { LIMITS, operationCapAmountErrors, operationParamsErrors, referenceUnsettled } from '../executions/submission';
 import { ResolutionOptionsService } from './resolution-options.service';
 
 @Injectable()
@@ -969,16 +969,16 @@ export class OperationsService {
             },
           );
         }
-        // A retry is a new operation submitted now: an amount the tenant's cap cannot count (not a positive number of
-        // its places, or another currency) is refused as intake refuses it, not written to be cancelled at dispatch
-        // (after asking a reviewer to approve it, where it needs approval). One indexed read of the tenant's caps.
-        const unchargeable = operationCapAmountErrors(
-          op,
-          await amountCapsOf(tx, principal.tenantId, [op.connector]),
-          'params',
-        );
-        if (unchargeable.length > 0) throw Problem.validation(unchargeable);
+        // A retry is a new operation submitted now: params the connector's rules refuse today (accepted before the
+        // rule) and an amount the tenant's cap cannot count (not a positive number of its places, or another currency)
+        // are refused as intake refuses them, not written to be sent as they were or cancelled at dispatch (after
+        // asking a reviewer to approve it, where it needs approval). One indexed read of the tenant's caps.
         const connector = this.connectors.require(op.connector);
+        const refused = [
+          ...operationParamsErrors(connector, op, 'params'),
+          ...operationCapAmountErrors(op, await amountCapsOf(tx, principal.tenantId, [op.connector]), 'params'),
+        ];
+        if (refused.length > 0) throw Problem.validation(refused);
         const written = await insertExecution(tx, {
           id: executionId,
           tenantId: principal.tenantId,
