@@ -1,6 +1,7 @@
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 import type { WireSchemas } from '@verity/sdk';
+import { getOperation, submit, waitForOp } from './dispatcher-helpers';
 
 type Execution = WireSchemas['Execution'];
 type RetryResult = WireSchemas['RetryResult'];
@@ -46,5 +47,71 @@ describe('the answer of a retry', () => {
       });
     }
     expect(answers).toEqual(answers.map(() => ({ status: 201, operation: 'PREPARED', execution: 'created' })));
+  }, 90_000);
+  /** A declined charge: it ends FAILED (the provider said no), retry `safe`. */
+  async function declined(): Promise<{ executionId: string; opId: string }> {
+    const created = await submit(stack, [charge(unique('decline-refuted'))]);
+    const failed = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'FAILED');
+    return { executionId: created.id, opId: failed.id };
+  }
+
+  /** The provider's 2xx of a FAILED came back late (as the dispatcher records it): its "no effect" is refuted. */
+  const acknowledgeLate = (opId: string) =>
+    stack.db.dataSource.query(`UPDATE operations SET acknowledged_at = now() WHERE id = $1 AND status = 'FAILED'`, [
+      opId,
+    ]);
+
+  const retriesOf = async (opId: string) =>
+    (
+      (await stack.db.dataSource.query(`SELECT count(*)::int AS n FROM operations WHERE retry_of = $1`, [opId])) as {
+        n: number;
+      }[]
+    )[0].n;
+
+  it('is refused (409 effect-exists, nothing written) where a FAILED up the chain of retries was contradicted since', async () => {
+    const original = await declined();
+    const first = await http<RetryResult>(stack.apiUrl, 'POST', `/v1/operations/${original.opId}/retry`, {
+      key: DEMO.agent,
+    });
+    expect(first.status).toBe(201);
+    const retried = await waitForOp(stack, first.body.execution.id, 'charge', (o) => o.status === 'FAILED');
+    expect(retried.retry).toBe('safe');
+    await acknowledgeLate(original.opId);
+
+    // The retry's own retry rests on the original's word too: the send guard would cancel it (retry_refuted).
+    const again = await http(stack.apiUrl, 'POST', `/v1/operations/${retried.id}/retry`, { key: DEMO.agent });
+    expect(again.status).toBe(409);
+    expect(again.headers.get('content-type')).toContain('application/problem+json');
+    expect(again.body).toMatchObject({
+      type: expect.stringContaining('effect-exists'),
+      current_status: 'FAILED',
+      retry: 'forbidden',
+    });
+    expect(await retriesOf(retried.id)).toBe(0);
+  }, 90_000);
+
+  it('a held, never-sent retry of a FAILED contradicted since is not offered the release, which would be withdrawn', async () => {
+    const original = await declined();
+    // A retry held before it was sent (the agent expected the charge made: a knowledge conflict), of that FAILED.
+    const created = await submit(stack, [charge(unique('held-retry'), { expected_state: { charged: true } })]);
+    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    expect(held).toMatchObject({ attempt: 0, terminal_reason: 'KNOWLEDGE_CONFLICT' });
+    await stack.db.dataSource.query(`UPDATE operations SET retry_of = $2 WHERE id = $1`, [held.id, original.opId]);
+    expect((await getOperation(stack, held.id)).permitted_resolutions).toContain('SENT');
+
+    await acknowledgeLate(original.opId);
+    const shown = await getOperation(stack, held.id);
+    expect(shown.permitted_resolutions).not.toContain('SENT');
+    expect(shown.permitted_resolutions).toContain('CANCELLED');
+    expect(shown.resolution_options).toContainEqual(
+      expect.objectContaining({ status: 'SENT', permitted: false, why: expect.stringContaining('contradicted') }),
+    );
+    const released = await http(stack.apiUrl, 'POST', `/v1/operations/${held.id}/resolve`, {
+      key: DEMO.reviewer,
+      body: { status: 'SENT', evidence: 'the conflict is understood; send it' },
+    });
+    expect(released.status).toBe(409);
+    expect(released.body).toMatchObject({ type: expect.stringContaining('resolution-not-permitted') });
+    expect((await getOperation(stack, held.id)).status).toBe('MANUAL_REVIEW');
   }, 90_000);
 });

@@ -345,6 +345,20 @@ describe('dispatcher: crashes and pauses around the send', () => {
       const done = await waitForOp(stack, retryExecution, 'notify', (o) => o.status !== 'PREPARED');
       expect(done).toMatchObject({ id: retry, status: 'CANCELLED', attempt: 0 });
       expect(done.failure).toMatchObject({ code: 'retry_refuted', retryable: false });
+      // Its retry would be cancelled at send as well: it shows so, and a retry of it is refused, nothing written.
+      expect(done.retry).toBe('forbidden');
+      const again = await http(stack.apiUrl, 'POST', `/v1/operations/${retry}/retry`, { key: DEMO.agent });
+      expect(again.status).toBe(409);
+      expect(again.body).toMatchObject({
+        type: expect.stringContaining('effect-exists'),
+        current_status: 'CANCELLED',
+        retry: 'forbidden',
+      });
+      const [{ n }] = (await stack.db.dataSource.query(
+        `SELECT count(*)::int AS n FROM operations WHERE retry_of = $1`,
+        [retry],
+      )) as { n: number }[];
+      expect(n).toBe(0);
       expect((await stack.effects()).messages[clientRef].count).toBe(1);
       const log = await events(stack, retryExecution);
       expectLegalHistory(log);

@@ -74,7 +74,30 @@ WITH stands AS MATERIALIZED (
        FROM stands k WHERE NOT k.yes;
 
 -- setRetryOf
-UPDATE operations SET retry_of = $2 WHERE id = $1 AND tenant_id = $3;
+UPDATE operations SET retry_of = $2 WHERE id = $1 AND tenant_id = $3
+     AND NOT EXISTS (
+          WITH RECURSIVE chain AS (
+            SELECT ro.id, ro.retry_of, ro.status, ro.acknowledged_at, ro.obligation
+            FROM operations ro WHERE ro.id = $2 AND ro.tenant_id = $3
+            UNION
+            SELECT ro.id, ro.retry_of, ro.status, ro.acknowledged_at, ro.obligation
+            FROM operations ro JOIN chain c ON ro.id = c.retry_of AND ro.tenant_id = $3)
+          SELECT 1 FROM chain WHERE chain.status = 'FAILED'
+            AND (chain.acknowledged_at IS NOT NULL
+                 OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) RETURNING id;
+
+-- refutedRetries
+SELECT o.id FROM operations o WHERE o.tenant_id = $1 AND o.id = ANY($2::text[])
+     AND o.retry_of IS NOT NULL AND EXISTS (
+          WITH RECURSIVE chain AS (
+            SELECT ro.id, ro.retry_of, ro.status, ro.acknowledged_at, ro.obligation
+            FROM operations ro WHERE ro.id = o.retry_of AND ro.tenant_id = o.tenant_id
+            UNION
+            SELECT ro.id, ro.retry_of, ro.status, ro.acknowledged_at, ro.obligation
+            FROM operations ro JOIN chain c ON ro.id = c.retry_of AND ro.tenant_id = o.tenant_id)
+          SELECT 1 FROM chain WHERE chain.status = 'FAILED'
+            AND (chain.acknowledged_at IS NOT NULL
+                 OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed'));
 
 -- retryOf
 SELECT id, execution_id FROM operations WHERE retry_of = $1 AND tenant_id = $2;

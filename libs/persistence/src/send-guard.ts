@@ -1,6 +1,5 @@
 import {
   DEPENDENCY_DONE_STATUSES,
-  OperationStatus,
   ExecutionStatus,
   DEPENDENCY_DONE_WITHOUT_READ_BACK_STATUSES,
   RELEASABLE_EXECUTION_STATUSES,
@@ -9,6 +8,7 @@ import {
   TERMINAL_EXECUTION_STATUSES,
   VerificationMethod,
 } from '@verity/status-model';
+import { refutedUpTheChain } from './retry-chain';
 import { approvalPolicyOf } from './tenant-policy';
 import { Queryable, rows, sqlLiterals } from './sql';
 
@@ -208,16 +208,7 @@ function approvalPolicyUnchanged(
  */
 const RETRY_NOT_REFUTED: { name: SendRefusal; sql: string } = {
   name: 'retry_refuted',
-  sql: `op.retry_of IS NULL OR NOT EXISTS (
-          WITH RECURSIVE chain AS (
-            SELECT ro.id, ro.retry_of, ro.status, ro.acknowledged_at, ro.obligation
-            FROM operations ro WHERE ro.id = op.retry_of AND ro.tenant_id = op.tenant_id
-            UNION
-            SELECT ro.id, ro.retry_of, ro.status, ro.acknowledged_at, ro.obligation
-            FROM operations ro JOIN chain c ON ro.id = c.retry_of AND ro.tenant_id = op.tenant_id)
-          SELECT 1 FROM chain WHERE chain.status = '${OperationStatus.FAILED}'
-            AND (chain.acknowledged_at IS NOT NULL
-                 OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed'))`,
+  sql: `op.retry_of IS NULL OR NOT ${refutedUpTheChain('op.retry_of', 'op.tenant_id')}`,
 };
 
 /**

@@ -20,6 +20,7 @@ import {
 import { SecretsCipher } from './secrets-cipher';
 import { operationVersionOf } from './operation-version';
 import { approvalPolicyOf } from './tenant-policy';
+import { refutedUpTheChain } from './retry-chain';
 import { Queryable, isoInstant, rows, sqlLiterals } from './sql';
 
 export interface NewOperation {
@@ -210,7 +211,12 @@ export const INTAKE_SQL = {
      UNION ALL SELECT NULL, NULL, NULL, 0, false, false, false, NULL, NULL, NULL, NULL, NULL, true
        FROM stands k WHERE NOT k.yes`,
   // A retry is a new operation that remembers what it retries (I5); the unique index allows one retry per original.
-  setRetryOf: `UPDATE operations SET retry_of = $2 WHERE id = $1 AND tenant_id = $3`,
+  // Written only while no FAILED up the chain it joins was contradicted: the send guard would cancel it (retry_refuted).
+  setRetryOf: `UPDATE operations SET retry_of = $2 WHERE id = $1 AND tenant_id = $3
+     AND NOT ${refutedUpTheChain('$2', '$3')} RETURNING id`,
+  // Of the operations $2 (retries), those whose chain of retries holds a FAILED contradicted since (retry_refuted).
+  refutedRetries: `SELECT o.id FROM operations o WHERE o.tenant_id = $1 AND o.id = ANY($2::text[])
+     AND o.retry_of IS NOT NULL AND ${refutedUpTheChain('o.retry_of', 'o.tenant_id')}`,
   retryOf: `SELECT id, execution_id FROM operations WHERE retry_of = $1 AND tenant_id = $2`,
   // Another of the tenant's operations on the connector naming the resend_ref that was sent and is not settled
   // (blocksResend): the one a send of operation $4 would re-send (the send guard's reference_unsettled).
@@ -400,9 +406,32 @@ export async function findUnsettledResend(
     : null;
 }
 
-/** Marks a new operation as the retry of `retryOf` (same tenant). */
-export async function setRetryOf(db: Queryable, tenantId: string, operationId: string, retryOf: string): Promise<void> {
-  await rows(db, INTAKE_SQL.setRetryOf, [operationId, retryOf, tenantId]);
+/**
+ * Marks a new operation as the retry of `retryOf` (same tenant), in the statement that checks the chain it joins: false,
+ * and nothing written, where `retryOf` or one up its chain of retries is a FAILED contradicted since (a retry made on
+ * its word would be cancelled at send, `retry_refuted`). The caller rolls the retry back then.
+ */
+export async function setRetryOf(
+  db: Queryable,
+  tenantId: string,
+  operationId: string,
+  retryOf: string,
+): Promise<boolean> {
+  return (await rows(db, INTAKE_SQL.setRetryOf, [operationId, retryOf, tenantId])).length === 1;
+}
+
+/**
+ * Of `operationIds`, those that are retries whose chain of retries holds a FAILED contradicted since (the send guard's
+ * `retry_refuted`): never sent, whoever releases them. One statement for a page.
+ */
+export async function refutedRetries(
+  db: Queryable,
+  tenantId: string,
+  operationIds: readonly string[],
+): Promise<Set<string>> {
+  if (operationIds.length === 0) return new Set();
+  const found = await rows<{ id: string }>(db, INTAKE_SQL.refutedRetries, [tenantId, [...operationIds]]);
+  return new Set(found.map((row) => row.id));
 }
 
 /**

@@ -7,6 +7,8 @@ import {
   FAILURE_CATEGORIES,
   FAILURE_CODES,
   LastStatusChange,
+  RETRY_REFUTED,
+  cancelledAsRefutedRetry,
   executionFailure,
   operationFailure,
 } from './failure';
@@ -550,5 +552,14 @@ describe('spendingCapRefusalCause: beyond a cap, or an amount it cannot count', 
       'spending_cap_exceeded',
     );
     expect(spendingCapRefusalCause({ rule: 'max_amount', requested: 5000 })).toBe('spending_cap_exceeded');
+  });
+});
+
+describe('cancelledAsRefutedRetry: a retry the dispatch cancelled because the FAILED it retries was contradicted', () => {
+  it('is a CANCELLED whose last move says retry_refuted, and nothing else', () => {
+    expect(cancelledAsRefutedRetry(S.CANCELLED, change(S.PREPARED, { cause: RETRY_REFUTED }))).toBe(true);
+    expect(cancelledAsRefutedRetry(S.CANCELLED, change(S.PREPARED, { cause: 'execution_cancelled' }))).toBe(false);
+    expect(cancelledAsRefutedRetry(S.CANCELLED, null)).toBe(false);
+    expect(cancelledAsRefutedRetry(S.FAILED, change(S.PREPARED, { cause: RETRY_REFUTED }))).toBe(false);
   });
 });

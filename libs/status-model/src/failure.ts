@@ -303,6 +303,15 @@ export const REFERENCE_UNSETTLED = 'reference_unsettled';
  */
 export const RETRY_REFUTED = 'retry_refuted';
 
+/**
+ * Whether the operation is a retry the dispatch cancelled as `retry_refuted`: the FAILED it was made on the word of was
+ * refuted, for good (`operationRetryRule`'s `retryRefuted`: a retry of it is made on the same word). `change`: the move
+ * that brought it to its status.
+ */
+export function cancelledAsRefutedRetry(status: OperationStatus, change: LastStatusChange | null): boolean {
+  return status === S.CANCELLED && change?.cause === RETRY_REFUTED;
+}
+
 /** The move that brought the operation to its status: the event's from-status, data and time. */
 export interface LastStatusChange {
   from: OperationStatus | null;

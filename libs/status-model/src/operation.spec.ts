@@ -542,6 +542,16 @@ describe('operation statuses, terminality and retry rules', () => {
     expect(operationRetryRule({ status: S.CANCELLED, failureRefuted: true })).toBe(RetryRule.SAFE);
   });
 
+  it('shows a retry made on the word of a FAILED refuted since as forbidden, where its status would allow a retry', () => {
+    for (const status of [S.CANCELLED, S.FAILED]) {
+      expect(operationRetryRule({ status, failureRefuted: false, retryRefuted: true })).toBe(RetryRule.FORBIDDEN);
+      expect(operationRetryRule({ status, failureRefuted: false, retryRefuted: false })).toBe(RetryRule.SAFE);
+    }
+    expect(operationRetryRule({ status: S.MANUAL_REVIEW, failureRefuted: false, retryRefuted: true })).toBe(
+      RetryRule.CONSOLE,
+    );
+  });
+
   it('shows a VERIFIED the provider’s late rejection contradicts as forbidden, not not_needed', () => {
     expect(operationRetryRule({ status: S.VERIFIED, failureRefuted: false, verificationContradicted: true })).toBe(
       RetryRule.FORBIDDEN,
@@ -720,6 +730,32 @@ describe('resolutionOptions: every action with its reason, exactly what the gate
         .filter((o) => o.permitted)
         .map((o) => o.status),
     ).toEqual([S.VERIFIED, S.FAILED]);
+  });
+
+  it('does not offer the release of a retry whose retried FAILED was contradicted since: it would be withdrawn', () => {
+    const options = (retryRefuted?: boolean) =>
+      resolutionOptions({
+        status: S.MANUAL_REVIEW,
+        everSent: false,
+        heldFor: TerminalReason.KNOWLEDGE_CONFLICT,
+        canReadBack: true,
+        release: {
+          executionStatus: ExecutionStatus.RUNNING,
+          deadlinePassed: false,
+          dependencies: 'done',
+          retryRefuted,
+        },
+      });
+    expect(options(true).find((o) => o.status === S.SENT)).toEqual({
+      status: S.SENT,
+      permitted: false,
+      why: expect.stringContaining('it retries a FAILED that was contradicted since'),
+      check: null,
+      available_at: null,
+    });
+    expect(offeredResolutions(options(true))).toEqual([S.CANCELLED]);
+    for (const refuted of [false, undefined])
+      expect(offeredResolutions(options(refuted))).toEqual([S.SENT, S.CANCELLED]);
   });
 
   it('says when a release also grants the approval the operation needs', () => {

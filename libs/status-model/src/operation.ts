@@ -279,15 +279,19 @@ export function retryRuleOf(status: OperationStatus): RetryRule {
  * The retry rule an operation shows: its status', except `forbidden` where the record's final status is contradicted
  * since and the effect may exist — a FAILED refuted (failureRefuted: a re-send could make it twice), and a VERIFIED
  * the provider's late rejection contradicts (verificationContradicted: not "done, not needed" any more, but not "no
- * effect" either — the read found one; its commit is `unknown`, as an UNKNOWN's is).
+ * effect" either — the read found one; its commit is `unknown`, as an UNKNOWN's is) — and where the operation is a
+ * retry made on the word of such a FAILED (`retryRefuted`: the one it retries, or one up its chain of retries, was
+ * refuted since): a retry of it rests on the same word, and is refused (409 effect-exists) as the send would refuse it.
  */
 export function operationRetryRule(op: {
   status: OperationStatus;
   failureRefuted: boolean;
   verificationContradicted?: boolean;
+  retryRefuted?: boolean;
 }): RetryRule {
   if (op.failureRefuted && op.status === S.FAILED) return RetryRule.FORBIDDEN;
   if (op.verificationContradicted && op.status === S.VERIFIED) return RetryRule.FORBIDDEN;
+  if (op.retryRefuted && canRetry(op.status)) return RetryRule.FORBIDDEN;
   return retryRuleOf(op.status);
 }
 

@@ -357,10 +357,18 @@ export interface ReleaseNeeds {
    * for one, or one is on record): the option says so, so that a reviewer does not approve without knowing it.
    */
   grantsApproval?: boolean;
+  /**
+   * It is a retry, and the FAILED it retries (or one up its chain of retries) was contradicted since (a late 2xx, or a
+   * read of its source that showed the effect): the send guard withdraws any release of it (`retry_refuted`).
+   */
+  retryRefuted?: boolean;
 }
 
 function releaseRefusal(release: ReleaseNeeds | undefined) {
   if (!release) return null;
+  if (release.retryRefuted) {
+    return 'it retries a FAILED that was contradicted since (the provider took it, or its source showed the effect): it will never be sent; cancel it instead';
+  }
   if (!RELEASABLE_EXECUTION_STATUSES.includes(release.executionStatus)) {
     return `its execution is ${release.executionStatus}: nothing more is sent for it; cancel it instead`;
   }

@@ -9,6 +9,7 @@ import { traceIdOf } from '@verity/platform';
 import {
   LastStatusChange,
   OperationStatus,
+  cancelledAsRefutedRetry,
   commitOf,
   everSent,
   operationFailure,
@@ -50,9 +51,16 @@ export function requestedOperation(op: OperationEntity) {
   };
 }
 
-/** The retry rule the operation shows: its status', unless what was recorded since contradicts its final status. */
-export function shownRetryRule(op: OperationEntity): RetryRule {
-  return operationRetryRule({ status: op.status, ...contradictionsOnRecord(op) });
+/**
+ * The retry rule the operation shows: its status', unless what was recorded since contradicts its final status, or it
+ * is a retry cancelled because the FAILED it was made on the word of was contradicted (`lastChange`: its last move).
+ */
+export function shownRetryRule(op: OperationEntity, lastChange: LastStatusChange | null = null): RetryRule {
+  return operationRetryRule({
+    status: op.status,
+    ...contradictionsOnRecord(op),
+    retryRefuted: cancelledAsRefutedRetry(op.status, lastChange),
+  });
 }
 
 /**
@@ -109,7 +117,7 @@ export function presentOperation(
       { status: op.status, terminalReason: op.terminalReason, failureRefuted: refuted },
       lastChange,
     ),
-    retry: shownRetryRule(op),
+    retry: shownRetryRule(op, lastChange),
     attempt: op.attempt,
     no_change_required: op.noChangeRequired,
     evidence: op.evidence,

@@ -1009,7 +1009,19 @@ export class OperationsService {
             written.unsettled,
           );
         }
-        await setRetryOf(tx, principal.tenantId, operationId, op.id);
+        // Judged in the statement that writes the link: a FAILED up the chain this retry joins (this one, or one it
+        // was itself made on the word of) contradicted since would have the retry cancelled at send (retry_refuted).
+        if (!(await setRetryOf(tx, principal.tenantId, operationId, op.id))) {
+          throw effectExists(
+            `${op.id} is a retry made on the word of a FAILED that was contradicted since (the provider took it, or ` +
+              'its source showed the effect): a retry of it could make the effect twice',
+            { kind: 'stored', evidence: op.evidence },
+            {
+              current_status: locked.status,
+              retry: operationRetryRule({ status: locked.status, failureRefuted: false, retryRefuted: true }),
+            },
+          );
+        }
       });
     } catch (error) {
       // The unique index (one retry per operation) refused a retry that raced past the look under the lock.

@@ -10,6 +10,7 @@ import {
   findOperations,
   loadTenantSettings,
   recordedResolution,
+  refutedRetries,
 } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig, callTimings } from '@verity/platform';
 import {
@@ -132,6 +133,12 @@ export class ResolutionOptionsService {
     known: { executions?: readonly ExecutionEntity[]; operations?: readonly OperationEntity[] },
   ): Promise<Map<string, ReleaseNeeds>> {
     const needs = new Map<string, ReleaseNeeds>();
+    // Retries on the word of a FAILED contradicted since: the send guard withdraws their release (retry_refuted).
+    const refuted = await refutedRetries(
+      this.db.manager,
+      tenantId,
+      neverSent.filter((op) => op.retryOf !== null).map((op) => op.id),
+    );
     let rules: ReturnType<typeof tenantApprovalRules> | undefined;
     // The deadline by the database's clock, the one the dispatcher judges it by (and an approval's statement checks it
     // with): by this host's, one behind offered and took a release nothing would ever carry out. Read once for the page.
@@ -166,6 +173,7 @@ export class ResolutionOptionsService {
         deadlinePassed: execution.deadlineAt.getTime() <= databaseNow,
         dependencies: dependenciesState(op.dependsOn.map((key) => latest.get(key))),
         grantsApproval: releaseGrantsApproval(needsApproval(op, rules), op.approval),
+        retryRefuted: refuted.has(op.id),
       });
     }
     return needs;
