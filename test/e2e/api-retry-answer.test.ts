@@ -77,6 +77,12 @@ describe('the answer of a retry', () => {
     const retried = await waitForOp(stack, first.body.execution.id, 'charge', (o) => o.status === 'FAILED');
     expect(retried.retry).toBe('safe');
     await acknowledgeLate(original.opId);
+    // It shows what its retry would meet, on its own and in its execution.
+    expect((await getOperation(stack, retried.id)).retry).toBe('forbidden');
+    const page = await http<Execution>(stack.apiUrl, 'GET', `/v1/executions/${first.body.execution.id}`, {
+      key: DEMO.agent,
+    });
+    expect(page.body.operations[0]).toMatchObject({ id: retried.id, retry: 'forbidden' });
 
     // The retry's own retry rests on the original's word too: the send guard would cancel it (retry_refuted).
     const again = await http(stack.apiUrl, 'POST', `/v1/operations/${retried.id}/retry`, { key: DEMO.agent });

@@ -6,6 +6,7 @@ import {
   ReadBackKind,
   TerminalReason,
   VerificationMethodValue,
+  canRetry,
   failureRefuted,
   verificationContradicted,
 } from '@verity/status-model';
@@ -418,6 +419,23 @@ export async function setRetryOf(
   retryOf: string,
 ): Promise<boolean> {
   return (await rows(db, INTAKE_SQL.setRetryOf, [operationId, retryOf, tenantId])).length === 1;
+}
+
+/**
+ * Of `ops`, the retries that a retry of would be allowed by their status (FAILED, CANCELLED) but whose chain of retries
+ * holds a FAILED contradicted since (`refutedRetries`): the retry intake refuses a retry of them (409 effect-exists), so
+ * they show `retry: "forbidden"`. No statement where `ops` holds no such retry.
+ */
+export function retriesRefuted(
+  db: Queryable,
+  tenantId: string,
+  ops: readonly { id: string; status: OperationStatus; retryOf: string | null }[],
+): Promise<Set<string>> {
+  return refutedRetries(
+    db,
+    tenantId,
+    ops.filter((op) => op.retryOf !== null && canRetry(op.status)).map((op) => op.id),
+  );
 }
 
 /**

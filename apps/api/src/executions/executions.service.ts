@@ -30,6 +30,7 @@ import {
   preparedOperation,
   snapshotOf,
   transaction,
+  retriesRefuted,
 } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig, currentTraceparent, inTraceOf, newId } from '@verity/platform';
 import { JobName, JobProducer } from '@verity/queues';
@@ -393,7 +394,8 @@ export class ExecutionsService {
     );
     const judged = await this.holds.judge(principal.tenantId, operations, { executions: [execution], operations });
     const databaseNow = await databaseNowForApprovals(this.db.manager, operations);
-    return presentExecution(execution, operations, changes, judged, databaseNow);
+    const refuted = await retriesRefuted(this.db.manager, principal.tenantId, operations);
+    return presentExecution(execution, operations, changes, judged, databaseNow, refuted);
   }
 
   async list(principal: Principal, query: { status?: ExecutionStatus; cursor?: string; limit: number }) {
@@ -417,8 +419,9 @@ export class ExecutionsService {
     );
     const judged = await this.holds.judge(principal.tenantId, operations, { executions: page, operations });
     const databaseNow = await databaseNowForApprovals(this.db.manager, operations);
+    const refuted = await retriesRefuted(this.db.manager, principal.tenantId, operations);
     return {
-      data: page.map((e) => presentExecution(e, byExecution.get(e.id) ?? [], changes, judged, databaseNow)),
+      data: page.map((e) => presentExecution(e, byExecution.get(e.id) ?? [], changes, judged, databaseNow, refuted)),
       next_cursor: nextCursor,
     };
   }

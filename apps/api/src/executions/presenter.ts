@@ -53,13 +53,18 @@ export function requestedOperation(op: OperationEntity) {
 
 /**
  * The retry rule the operation shows: its status', unless what was recorded since contradicts its final status, or it
- * is a retry cancelled because the FAILED it was made on the word of was contradicted (`lastChange`: its last move).
+ * is a retry made on the word of a FAILED contradicted since — cancelled for it (`lastChange`: its last move), or with
+ * such a FAILED up its chain of retries (`refutedUpTheChain`: persistence `retriesRefuted`) — which a retry of it would meet too.
  */
-export function shownRetryRule(op: OperationEntity, lastChange: LastStatusChange | null = null): RetryRule {
+export function shownRetryRule(
+  op: OperationEntity,
+  lastChange: LastStatusChange | null = null,
+  refutedUpTheChain = false,
+): RetryRule {
   return operationRetryRule({
     status: op.status,
     ...contradictionsOnRecord(op),
-    retryRefuted: cancelledAsRefutedRetry(op.status, lastChange),
+    retryRefuted: refutedUpTheChain || cancelledAsRefutedRetry(op.status, lastChange),
   });
 }
 
@@ -97,6 +102,8 @@ export function presentOperation(
    * by), judged where an approval request waits: past it, the request is shown withdrawn.
    */
   approvalPastDeadline = false,
+  /** A FAILED up its chain of retries was contradicted since (`retriesRefuted`). */
+  refutedUpTheChain = false,
 ): OperationView {
   const contradictions = contradictionsOnRecord(op);
   const refuted = contradictions.failureRefuted;
@@ -117,7 +124,7 @@ export function presentOperation(
       { status: op.status, terminalReason: op.terminalReason, failureRefuted: refuted },
       lastChange,
     ),
-    retry: shownRetryRule(op, lastChange),
+    retry: shownRetryRule(op, lastChange, refutedUpTheChain),
     attempt: op.attempt,
     no_change_required: op.noChangeRequired,
     evidence: op.evidence,
@@ -148,6 +155,8 @@ export function presentExecution(
   options: ResolutionOptionsOf = new Map(),
   /** The database's clock now, where one of the operations' approval requests waits (databaseNowForApprovals). */
   databaseNow?: Date,
+  /** Its retries whose chain holds a FAILED contradicted since (`retriesRefuted`). */
+  refuted: ReadonlySet<string> = new Set(),
 ): ExecutionView {
   const pastDeadline = pastDeadlineAt(execution.deadlineAt, databaseNow);
   const hasCriteria = execution.criteria.length > 0;
@@ -182,7 +191,7 @@ export function presentExecution(
     updated_at: isoAt(execution.updatedAt),
     trace_id: traceIdOf(execution.traceParent),
     operations: operations.map((op) =>
-      presentOperation(op, changes.get(op.id) ?? null, options.get(op.id)?.options, pastDeadline),
+      presentOperation(op, changes.get(op.id) ?? null, options.get(op.id)?.options, pastDeadline, refuted.has(op.id)),
     ),
   };
 }

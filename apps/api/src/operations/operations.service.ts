@@ -29,6 +29,7 @@ import {
   snapshotOf,
   traceParentsOf,
   transaction,
+  retriesRefuted,
 } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig, currentTraceparent, inTraceOf, newId, tracingOn } from '@verity/platform';
 import { JobName, JobProducer, jobId, releaseDispatchJobId } from '@verity/queues';
@@ -124,7 +125,13 @@ export class OperationsService {
     const options = judged?.options ?? [];
     return {
       view: {
-        ...presentOperation(op, changes.get(op.id) ?? null, options, await this.approvalPastDeadline(principal, op)),
+        ...presentOperation(
+          op,
+          changes.get(op.id) ?? null,
+          options,
+          await this.approvalPastDeadline(principal, op),
+          (await retriesRefuted(this.db.manager, principal.tenantId, [op])).has(op.id),
+        ),
         permitted_resolutions: offeredResolutions(options),
         resolution_options: options,
       },
