@@ -168,6 +168,11 @@ describe('queue shards and Redis Cluster', () => {
   it('refuse a shard that does not exist, a prefix without a hash tag, and a node that is not host:port', () => {
     expect(() => loadConfig({ QUEUE_SHARDS: '3', QUEUE_SHARDS_CONSUMED: '0,3' })).toThrow('QUEUE_SHARDS_CONSUMED');
     expect(() => loadConfig({ QUEUE_SHARDS_CONSUMED: 'one' })).toThrow('QUEUE_SHARDS_CONSUMED');
+    for (const bad of ['0x1', '1e0', '+1', '1.0', '0,,1']) {
+      expect(() => loadConfig({ QUEUE_SHARDS: '2', QUEUE_SHARDS_CONSUMED: bad })).toThrow(
+        'QUEUE_SHARDS_CONSUMED: shard numbers in decimal digits only, comma separated',
+      );
+    }
     expect(() => loadConfig({ QUEUE_SHARDS: '2', QUEUE_PREFIX: 'verity' })).toThrow('QUEUE_PREFIX');
     expect(() => loadConfig({ REDIS_CLUSTER_NODES: '10.0.0.1:7000', QUEUE_PREFIX: 'verity' })).toThrow('QUEUE_PREFIX');
     expect(() => loadConfig({ REDIS_CLUSTER_NODES: 'nohost' })).toThrow('REDIS_CLUSTER_NODES');
@@ -305,6 +310,26 @@ describe('numbers: every one has a range, and a value outside it refuses start n
       expect(() => value(name, bad)).toThrow(ConfigError);
       expect(() => value(name, bad)).toThrow(refusal(name, min, max));
     }
+  });
+
+  it.each(RANGES)('%s: only plain decimal digits, never a sign, exponent, hex, fraction or spaces', (name, min) => {
+    // Each of these is a number to Number(), and none says plainly what it is: 0x10 would be 16, 1e3 would be 1000.
+    const digits = String(Math.max(min, 1));
+    for (const bad of ['0x10', '0o7', '0b1', '1e3', `+${digits}`, ` ${digits}`, `${digits} `, `${digits}.0`, '1_000']) {
+      expect(() => value(name, bad)).toThrow(ConfigError);
+      expect(() => value(name, bad)).toThrow(
+        new RegExp(`^invalid configuration: ${name}: must be a whole number .*in decimal digits only`),
+      );
+    }
+    expect(value(name, `0${digits}`)).toBe(Number(digits));
+  });
+
+  it('says what a whole number takes in one line', () => {
+    expect(() => loadConfig({ PORT: '0x10' })).toThrow(
+      new ConfigError(
+        'invalid configuration: PORT: must be a whole number from 0 to 65535, in decimal digits only (no sign, exponent, fraction, hex or spaces)',
+      ),
+    );
   });
 
   it('no duration that feeds a timer may overflow it (Node turns a longer delay into 1 ms)', () => {

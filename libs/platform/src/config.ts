@@ -53,21 +53,29 @@ function humanDuration(ms: number): string {
 }
 
 /**
- * A whole number from `min` to `max`; `default` when unset or empty (an empty value, as `${NAME:-}` in a compose file
- * gives, is unset — never 0). Anything else refuses start with one message naming the range.
+ * Plain decimal digits: what Number() reads besides (`0x10`, `1e3`, `+5`, ` 3000`, `3000.0`) would be taken for a
+ * value its writer may not have meant (16, not 10).
+ */
+const DECIMAL_DIGITS = /^[0-9]+$/;
+
+/**
+ * A whole number from `min` to `max`, in plain decimal digits; `default` when unset or empty (an empty value, as
+ * `${NAME:-}` in a compose file gives, is unset — never 0). Anything else refuses start with one message naming the
+ * range.
  */
 function bounded({ min, max, default: fallback }: { min: number; max: number; default: number }, unit: 'ms' | 'count') {
   const range =
     unit === 'ms'
       ? `must be a whole number of milliseconds from ${min} to ${max} (${humanDuration(min)} to ${humanDuration(max)})`
       : `must be a whole number from ${min} to ${max}`;
+  const form = `${range}, in decimal digits only (no sign, exponent, fraction, hex or spaces)`;
   return z.preprocess(
     (v) => (typeof v === 'string' && v.trim() === '' ? undefined : v),
-    z.coerce
-      .number({ error: range })
-      .int({ error: range })
-      .min(min, { error: range })
-      .max(max, { error: range })
+    z
+      .string({ error: form })
+      .regex(DECIMAL_DIGITS, { error: form })
+      .transform(Number)
+      .pipe(z.number().int({ error: range }).min(min, { error: range }).max(max, { error: range }))
       .default(fallback),
   );
 }
@@ -207,8 +215,12 @@ const ConfigSchema = z
       (v) => (v === '' ? undefined : v),
       z
         .string()
-        .transform((v) => v.split(',').map((n) => (n.trim() === '' ? NaN : Number(n))))
-        .pipe(z.array(z.number().int().min(0)).min(1))
+        .transform((v, ctx): number[] => {
+          const shards = v.split(',').map((n) => n.trim());
+          if (shards.every((n) => DECIMAL_DIGITS.test(n))) return shards.map(Number);
+          ctx.addIssue({ code: 'custom', message: 'shard numbers in decimal digits only, comma separated (0,2)' });
+          return z.NEVER;
+        })
         .optional(),
     ),
     SANDBOX_URL: z.string().url().default('http://127.0.0.1:4010'),
