@@ -160,4 +160,46 @@ describe('worker SIGTERM during outages', () => {
     expect(code).toBe(0);
     expect(took).toBeLessThan(10_000);
   }, 60_000);
+
+  /**
+   * A stop while Postgres is stalled waits for the statement in flight (up to DATABASE_QUERY_TIMEOUT_MS), then ends
+   * the pool's sessions. Before, each session's end also waited up to DATABASE_QUERY_TIMEOUT_MS for a server that never
+   * closes its side: about twice the query timeout in all, so 14 s with the default 25 s grace ended in the forced
+   * exit 1.
+   */
+  it('api and reconciler: Postgres stalled, query timeout 14 s, SIGTERM within the 25 s grace exits 0', async () => {
+    const stalled = await StallablePostgres.start('opsterm-pg-long');
+    try {
+      const env = {
+        DATABASE_URL: stalled.url,
+        QUEUE_PREFIX: `{${unique('opstermpglong')}}`,
+        DATABASE_QUERY_TIMEOUT_MS: '14000',
+      };
+      const port = await freePort();
+      const api = await stack.startApp('api', {
+        ...env,
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        RUN_MIGRATIONS: 'true',
+        SEED_DEMO: 'true',
+      });
+      const reconciler = await stack.startApp('reconciler', env);
+      stalled.stall();
+      // A request of the API's and a sweep of the reconciler's wait on the stalled server.
+      const request = http(`http://127.0.0.1:${port}`, 'GET', '/v1/executions?limit=1', { key: DEMO.agent }).catch(
+        () => undefined,
+      );
+      await waitFor(
+        async () => stalled.unreadBytes(),
+        (bytes) => bytes > 0,
+        15_000,
+      );
+      const [apiStop, reconcilerStop] = await Promise.all([stop(api), stop(reconciler)]);
+      await request;
+      expect(apiStop.code).toBe(0);
+      expect(reconcilerStop.code).toBe(0);
+    } finally {
+      await stalled.stop();
+    }
+  }, 90_000);
 });

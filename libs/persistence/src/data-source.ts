@@ -37,17 +37,26 @@ export class ResilientPgClient extends Client {
       return result;
     }) as Client['query'];
     // Ending a session waits for the server to close its side, which a server that stopped answering never does:
-    // pool.end() on shutdown then outlasted the forced exit. Past the query timeout the socket is simply dropped.
+    // pool.end() on shutdown then outlasted the forced exit. The end asks for no answer (Terminate is written at once),
+    // so past a short wait the socket is simply dropped: the server sees the session go either way, and rolls back
+    // whatever it held. Waiting the whole query timeout here made a stop during a stall last the statement in flight
+    // plus as long again, past the grace from a query timeout of half of it.
     const limit = typeof config === 'object' ? config.query_timeout : undefined;
     if (limit) {
       const close = this.end.bind(this) as (...args: unknown[]) => unknown;
       this.end = ((...args: unknown[]) => {
-        setTimeout(() => this.connection.stream.destroy(), limit).unref();
+        setTimeout(() => this.connection.stream.destroy(), Math.min(limit, SESSION_END_MS)).unref();
         return close(...args);
       }) as Client['end'];
     }
   }
 }
+
+/**
+ * How long ending a session waits for the server to close its side before the socket is dropped: a healthy server
+ * closes within a round trip; one that stopped answering never does.
+ */
+export const SESSION_END_MS = 1_000;
 
 /**
  * pg's own error when a statement got no reply within query_timeout (also wrapped in TypeORM's QueryFailedError). The
