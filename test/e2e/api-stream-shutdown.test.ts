@@ -117,6 +117,7 @@ describe('SIGTERM while a stream is being opened', () => {
       HOST: '127.0.0.1',
       SHUTDOWN_GRACE_MS: '10000',
       WEBHOOK_TIMEOUT_MS: '5000',
+      DATABASE_QUERY_TIMEOUT_MS: '5000',
     });
     const created = await http<Execution>(url, 'POST', '/v1/executions', {
       key: DEMO.agent,
@@ -165,6 +166,7 @@ describe('SIGTERM while a stream is being opened', () => {
       HOST: '127.0.0.1',
       SHUTDOWN_GRACE_MS: '10000',
       WEBHOOK_TIMEOUT_MS: '5000',
+      DATABASE_QUERY_TIMEOUT_MS: '5000',
       SSE_HEARTBEAT_MS: '200',
     });
     const created = await http<Execution>(url, 'POST', '/v1/executions', {

@@ -219,7 +219,7 @@ describe('numbers: every one has a range, and a value outside it refuses start n
   const RANGES: [string, number, number, number][] = [
     ['PORT', 0, 65_535, 3000],
     ['DATABASE_POOL_SIZE', 1, 200, 10],
-    ['DATABASE_QUERY_TIMEOUT_MS', 100, TIMER_MAX_MS, 10_000],
+    ['DATABASE_QUERY_TIMEOUT_MS', 100, HOUR, 10_000],
     ['QUEUE_SHARDS', 1, 1024, 1],
     ['DISPATCH_LOCK_MS', 1_000, TIMER_MAX_MS, 30_000],
     ['SEND_GRACE_MS', 0, TIMER_MAX_MS, 5_000],
@@ -281,7 +281,8 @@ describe('numbers: every one has a range, and a value outside it refuses start n
     WEBHOOK_MAX_ATTEMPTS: { WEBHOOK_BACKOFF_MS: '100' },
     WEBHOOK_TIMEOUT_MS: { SHUTDOWN_GRACE_MS: String(2 * HOUR) },
     CONNECTOR_TIMEOUT_MS: { SHUTDOWN_GRACE_MS: String(2 * HOUR) },
-    SHUTDOWN_GRACE_MS: { WEBHOOK_TIMEOUT_MS: '100' },
+    SHUTDOWN_GRACE_MS: { WEBHOOK_TIMEOUT_MS: '100', DATABASE_QUERY_TIMEOUT_MS: '100' },
+    DATABASE_QUERY_TIMEOUT_MS: { SHUTDOWN_GRACE_MS: String(2 * HOUR) },
   };
   const value = (name: string, raw: string | undefined) =>
     (
@@ -427,6 +428,35 @@ describe('numbers checked against each other: a start that could not do what the
     }
   });
 
+  // Until 2026-12-06 unchecked: with DATABASE_QUERY_TIMEOUT_MS=10000 and SHUTDOWN_GRACE_MS=10000 an API SIGTERMed while
+  // Postgres was stalled waited its statement's 10 s, and exited 1 ("shutdown timed out").
+  it.each([
+    // [DATABASE_QUERY_TIMEOUT_MS, SHUTDOWN_GRACE_MS, allowed]: a statement under way at SIGTERM is waited for
+    [undefined, undefined, true],
+    ['20000', undefined, true],
+    ['20001', undefined, false],
+    [undefined, '10000', false],
+    ['5000', '10000', true],
+    ['60000', '65000', true],
+    [String(HOUR), String(2 * HOUR), true],
+  ])('DATABASE_QUERY_TIMEOUT_MS %s with SHUTDOWN_GRACE_MS %s: allowed %s', (timeout, grace, allowed) => {
+    const env = {
+      ...(timeout !== undefined && { DATABASE_QUERY_TIMEOUT_MS: timeout }),
+      ...(grace !== undefined && { SHUTDOWN_GRACE_MS: grace, WEBHOOK_TIMEOUT_MS: '100' }),
+    };
+    if (allowed) {
+      const config = loadConfig(env);
+      expect(config.DATABASE_QUERY_TIMEOUT_MS + SHUTDOWN_MARGIN_MS).toBeLessThanOrEqual(config.SHUTDOWN_GRACE_MS);
+    } else {
+      expect(() => loadConfig(env)).toThrow(
+        new RegExp(
+          '^invalid configuration: DATABASE_QUERY_TIMEOUT_MS: must be at most SHUTDOWN_GRACE_MS − 5000 ms ' +
+            '\\(\\d+ with SHUTDOWN_GRACE_MS \\d+\\): a statement under way at SIGTERM is waited for',
+        ),
+      );
+    }
+  });
+
   // Until 2026-12-06 unchecked: with CONNECTOR_TIMEOUT_MS=40000 and SHUTDOWN_GRACE_MS=10000 a dispatcher SIGTERMed while
   // a provider held its send exited 1 ("shutdown timed out") after 10 s, its send's outcome unrecorded (left SENT).
   it.each([
@@ -441,7 +471,11 @@ describe('numbers checked against each other: a start that could not do what the
   ])('CONNECTOR_TIMEOUT_MS %s with SHUTDOWN_GRACE_MS %s: allowed %s', (timeout, grace, allowed) => {
     const env = {
       ...(timeout !== undefined && { CONNECTOR_TIMEOUT_MS: timeout }),
-      ...(grace !== undefined && { SHUTDOWN_GRACE_MS: grace, WEBHOOK_TIMEOUT_MS: '100' }),
+      ...(grace !== undefined && {
+        SHUTDOWN_GRACE_MS: grace,
+        WEBHOOK_TIMEOUT_MS: '100',
+        DATABASE_QUERY_TIMEOUT_MS: '100',
+      }),
     };
     if (allowed) {
       const config = loadConfig(env);

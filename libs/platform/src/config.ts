@@ -180,7 +180,8 @@ const ConfigSchema = z
      * A statement with no reply after this is given up and its connection dropped (the server rolls its transaction
      * back): a Postgres that stops answering (frozen, cut off) otherwise held requests, jobs and shutdown forever.
      */
-    DATABASE_QUERY_TIMEOUT_MS: ms(10_000, { min: 100, max: TIMER_MAX_MS }),
+    /** A statement under way at SIGTERM is waited for: at most SHUTDOWN_GRACE_MS − SHUTDOWN_MARGIN_MS (checked below). */
+    DATABASE_QUERY_TIMEOUT_MS: ms(10_000, { min: 100, max: HOUR }),
     /** `redis://`, `rediss://`, or a local Unix socket: `unix:///run/redis/redis.sock?db=0` (operations.md). */
     REDIS_URL: z
       .string()
@@ -442,6 +443,19 @@ const ConfigSchema = z
           `must be at most SHUTDOWN_GRACE_MS − ${SHUTDOWN_MARGIN_MS} ms (${config.CONNECTOR_TIMEOUT_MS} with ` +
           `SHUTDOWN_GRACE_MS ${config.SHUTDOWN_GRACE_MS}): a send under way at SIGTERM is waited for, and one the ` +
           'grace cannot hold ends in a forced exit with its outcome unrecorded; lower CONNECTOR_TIMEOUT_MS or raise ' +
+          'SHUTDOWN_GRACE_MS',
+      });
+    }
+    // A statement under way at SIGTERM (a request's, a job's, a sweep's) is waited for: cutting it would leave what it
+    // wrote unknown. With Postgres stalled it takes the whole query timeout, and the grace must hold that.
+    if (config.DATABASE_QUERY_TIMEOUT_MS + SHUTDOWN_MARGIN_MS > config.SHUTDOWN_GRACE_MS) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['DATABASE_QUERY_TIMEOUT_MS'],
+        message:
+          `must be at most SHUTDOWN_GRACE_MS − ${SHUTDOWN_MARGIN_MS} ms (${config.DATABASE_QUERY_TIMEOUT_MS} with ` +
+          `SHUTDOWN_GRACE_MS ${config.SHUTDOWN_GRACE_MS}): a statement under way at SIGTERM is waited for, and with ` +
+          'Postgres stalled one the grace cannot hold ends in a forced exit; lower DATABASE_QUERY_TIMEOUT_MS or raise ' +
           'SHUTDOWN_GRACE_MS',
       });
     }
