@@ -66,6 +66,10 @@ describe('DATABASE_URL', () => {
     expect(
       loadConfig({ DATABASE_URL: 'postgres://verity@localhost/verity?host=/var/run/postgresql' }).DATABASE_URL,
     ).toBe('postgres://verity@localhost/verity?host=/var/run/postgresql');
+    // A scheme is case-insensitive (RFC 3986 §3.1), and pg takes it in any case.
+    for (const url of ['POSTGRES://verity@db/verity', 'PostgreSQL://verity@db/verity']) {
+      expect(loadConfig({ DATABASE_URL: url }).DATABASE_URL).toBe(url);
+    }
     for (const url of ['redis://127.0.0.1:6379', 'mysql://db/verity', 'http://db:5432/verity']) {
       expect(() => loadConfig({ DATABASE_URL: url })).toThrow(/DATABASE_URL: must be a postgres:\/\/ URL/);
     }

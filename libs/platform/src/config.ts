@@ -173,7 +173,7 @@ const ConfigSchema = z
     DATABASE_URL: z
       .string()
       .url()
-      .refine((url) => /^postgres(ql)?:\/\//.test(url), 'must be a postgres:// URL')
+      .refine((url) => /^postgres(ql)?:\/\//i.test(url), 'must be a postgres:// URL')
       .default('postgres://postgres@127.0.0.1:5432/verity'),
     DATABASE_POOL_SIZE: integer({ min: 1, max: 200, default: 10 }),
     /**
