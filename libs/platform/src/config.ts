@@ -421,43 +421,35 @@ const ConfigSchema = z
           '(7 days): lower WEBHOOK_MAX_ATTEMPTS or WEBHOOK_BACKOFF_MS',
       });
     }
-    // A SIGTERM while a receiver hangs: the reconciler waits for the call (and records its attempt) before it stops.
-    // A timeout the grace cannot hold ends in a forced exit 1 with the attempt unrecorded.
-    if (config.WEBHOOK_TIMEOUT_MS + SHUTDOWN_MARGIN_MS > config.SHUTDOWN_GRACE_MS) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['WEBHOOK_TIMEOUT_MS'],
-        message:
-          `must be at most SHUTDOWN_GRACE_MS − ${SHUTDOWN_MARGIN_MS} ms (${config.WEBHOOK_TIMEOUT_MS} with ` +
-          `SHUTDOWN_GRACE_MS ${config.SHUTDOWN_GRACE_MS}): a webhook call under way at SIGTERM is waited for, and ` +
-          'one the grace cannot hold ends in a forced exit with its attempt unrecorded; lower WEBHOOK_TIMEOUT_MS or ' +
-          'raise SHUTDOWN_GRACE_MS',
-      });
-    }
-    // The same for a send (or read) under way at SIGTERM: the dispatcher waits for it and records its outcome.
-    if (config.CONNECTOR_TIMEOUT_MS + SHUTDOWN_MARGIN_MS > config.SHUTDOWN_GRACE_MS) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['CONNECTOR_TIMEOUT_MS'],
-        message:
-          `must be at most SHUTDOWN_GRACE_MS − ${SHUTDOWN_MARGIN_MS} ms (${config.CONNECTOR_TIMEOUT_MS} with ` +
-          `SHUTDOWN_GRACE_MS ${config.SHUTDOWN_GRACE_MS}): a send under way at SIGTERM is waited for, and one the ` +
-          'grace cannot hold ends in a forced exit with its outcome unrecorded; lower CONNECTOR_TIMEOUT_MS or raise ' +
-          'SHUTDOWN_GRACE_MS',
-      });
-    }
-    // A statement under way at SIGTERM (a request's, a job's, a sweep's) is waited for: cutting it would leave what it
-    // wrote unknown. With Postgres stalled it takes the whole query timeout, and the grace must hold that.
-    if (config.DATABASE_QUERY_TIMEOUT_MS + SHUTDOWN_MARGIN_MS > config.SHUTDOWN_GRACE_MS) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['DATABASE_QUERY_TIMEOUT_MS'],
-        message:
-          `must be at most SHUTDOWN_GRACE_MS − ${SHUTDOWN_MARGIN_MS} ms (${config.DATABASE_QUERY_TIMEOUT_MS} with ` +
-          `SHUTDOWN_GRACE_MS ${config.SHUTDOWN_GRACE_MS}): a statement under way at SIGTERM is waited for, and with ` +
-          'Postgres stalled one the grace cannot hold ends in a forced exit; lower DATABASE_QUERY_TIMEOUT_MS or raise ' +
-          'SHUTDOWN_GRACE_MS',
-      });
+    // Work under way at SIGTERM is waited for before the process stops; a timeout the grace cannot hold ends in a
+    // forced exit 1 with that work's record unwritten. A receiver that hangs: the reconciler waits for the call and
+    // records its attempt. A send (or read): the dispatcher waits for it and records its outcome. A statement (a
+    // request's, a job's, a sweep's): cutting it would leave what it wrote unknown, and with Postgres stalled it takes
+    // the whole query timeout.
+    const heldAtStop = [
+      {
+        name: 'WEBHOOK_TIMEOUT_MS',
+        why: 'a webhook call under way at SIGTERM is waited for, and one the grace cannot hold ends in a forced exit with its attempt unrecorded',
+      },
+      {
+        name: 'CONNECTOR_TIMEOUT_MS',
+        why: 'a send under way at SIGTERM is waited for, and one the grace cannot hold ends in a forced exit with its outcome unrecorded',
+      },
+      {
+        name: 'DATABASE_QUERY_TIMEOUT_MS',
+        why: 'a statement under way at SIGTERM is waited for, and with Postgres stalled one the grace cannot hold ends in a forced exit',
+      },
+    ] as const;
+    for (const { name, why } of heldAtStop) {
+      if (config[name] + SHUTDOWN_MARGIN_MS > config.SHUTDOWN_GRACE_MS) {
+        ctx.addIssue({
+          code: 'custom',
+          path: [name],
+          message:
+            `must be at most SHUTDOWN_GRACE_MS − ${SHUTDOWN_MARGIN_MS} ms (${config[name]} with ` +
+            `SHUTDOWN_GRACE_MS ${config.SHUTDOWN_GRACE_MS}): ${why}; lower ${name} or raise SHUTDOWN_GRACE_MS`,
+        });
+      }
     }
     const sharded = config.QUEUE_SHARDS > 1 || config.REDIS_CLUSTER_NODES !== undefined;
     // A cluster runs a multi-key script only when all its keys hash to one slot: the prefix must be a hash tag.
