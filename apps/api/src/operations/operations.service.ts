@@ -418,6 +418,34 @@ export class OperationsService {
   }
 
   /**
+   * A reviewer's FAILED refused by its own read of the source, which showed the effect: that read is kept on the hold
+   * (`effect_shown`, with an `operation.rechecked` event, `trigger: "resolution"`), as a re-check's is. Otherwise a
+   * source that then loses the record (a lagging replica, reads that flap) let the next FAILED through — `commit:
+   * rejected`, retry `safe` — of an effect Verity had just read. The status does not change; a hold that moved or was
+   * resolved meanwhile is left as it is (the refusal stands either way).
+   */
+  private async keepEffectShown(principal: Principal, op: OperationEntity, read: ReadBackResult): Promise<void> {
+    if (op.obligation?.effect_shown) return;
+    // On the database's clock, as a re-check's `at` and the events beside it.
+    const at = new Date(Date.now() + (await databaseClockOffsetMs(this.db.manager))).toISOString();
+    await this.transitions.annotate(this.db.manager, {
+      executionId: op.executionId,
+      operationId: op.id,
+      whileStatus: OperationStatus.MANUAL_REVIEW,
+      whileUnresolved: true,
+      merge: { obligation: { effect_shown: { result: read.kind, evidence: read.evidence ?? null, at } } },
+      type: 'operation.rechecked',
+      data: {
+        trigger: 'resolution',
+        requested_by: principal.keyId,
+        result: read.kind,
+        evidence: read.evidence ?? null,
+        held_for: op.terminalReason,
+      },
+    });
+  }
+
+  /**
    * Resolution of MANUAL_REVIEW by a human, only with an action the status model permits (I13, I14). One
    * compare-and-set that includes "not resolved yet", so one of any number of concurrent resolutions is written.
    * A FAILED of a sent operation whose source can be read back is accepted only if a read at this moment does not
@@ -520,6 +548,7 @@ export class OperationsService {
       const refusedByRead = failedRefusedByRead(read.kind, !(read.kind === 'unreachable' && read.notMade === true));
       // A record of the effect, even one without the field that tells its state, is an effect that happened.
       if (refusedByRead === 'effect_shown') {
+        await this.keepEffectShown(principal, op, read);
         throw effectExists('the source shows this effect now: it cannot be marked as not having happened', read);
       }
       if (refusedByRead === 'source_unread') {
