@@ -1,6 +1,7 @@
 import type { Request } from 'express';
 import { Problem } from '../problem/problem';
-import { pageOf, refuseBody } from './parse';
+import { z } from 'zod';
+import { pageLimit, pageOf, parseQuery, refuseBody } from './parse';
 
 const request = (headers: Record<string, string>) => ({ headers }) as unknown as Request;
 
@@ -45,5 +46,31 @@ describe('pageOf: a page read with one row more than it holds', () => {
     expect(pageOf(rows(3), 2)).toEqual({ page: rows(2), nextCursor: 'r1' });
     expect(pageOf(rows(2), 2)).toEqual({ page: rows(2), nextCursor: null });
     expect(pageOf(rows(0), 2)).toEqual({ page: [], nextCursor: null });
+  });
+});
+
+describe('parseQuery: a parameter given more than once', () => {
+  const schema = z.strictObject({ status: z.enum(['completed', 'failed']).optional(), limit: pageLimit(200, 50) });
+
+  it('is refused as given twice, naming it — not as a value outside its options', () => {
+    const refusal = (query: unknown) => {
+      try {
+        parseQuery(schema, query);
+      } catch (error) {
+        const problem = error as Problem;
+        return { status: problem.status, ...problem.extras };
+      }
+      throw new Error('accepted');
+    };
+    expect(refusal({ status: ['completed', 'failed'] })).toMatchObject({
+      status: 400,
+      errors: [{ field: 'status', rule: 'single_value', message: 'given more than once: give it once' }],
+    });
+    expect(refusal({ limit: ['1', '2'], status: 'completed' })).toMatchObject({
+      errors: [{ field: 'limit', rule: 'single_value' }],
+    });
+    // A name the endpoint does not take stays an unknown field, given once or twice.
+    expect(refusal({ foo: ['a', 'b'] })).toMatchObject({ errors: [{ field: 'foo', rule: 'unknown_field' }] });
+    expect(parseQuery(schema, { status: 'failed' })).toEqual({ status: 'failed', limit: 50 });
   });
 });

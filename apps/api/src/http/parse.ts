@@ -15,11 +15,22 @@ export function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.infe
 /**
  * A query string's parameters. An empty value of a parameter the endpoint takes (`?status=&limit=`) is that parameter
  * left out, as a form or a URL template leaves it — refused as a value, it turned the documented
- * `?status=&cursor=&limit=` into a 400. Only exactly empty: a blank, a repeated parameter (an array) or a name the
- * endpoint does not take (a typo) is judged by `schema` as before.
+ * `?status=&cursor=&limit=` into a 400. Only exactly empty: a blank or a name the endpoint does not take (a typo) is
+ * judged by `schema` as before. A parameter the endpoint takes, given more than once (an array), is refused as such
+ * (`single_value`): judged by `schema`, `?status=completed&status=failed` was told that `status` must be one of a list
+ * holding both values, and `?limit=1&limit=2` that it "received array".
  */
 export function parseQuery<T extends z.ZodObject>(schema: T, query: unknown): z.infer<T> {
-  return parseBody(schema, withoutEmptyValues(query, Object.keys(schema.shape)));
+  const names = Object.keys(schema.shape);
+  if (typeof query === 'object' && query !== null) {
+    const repeated = Object.entries(query).filter(([name, value]) => Array.isArray(value) && names.includes(name));
+    if (repeated.length > 0) {
+      throw Problem.validation(
+        repeated.map(([field]) => ({ field, rule: 'single_value', message: 'given more than once: give it once' })),
+      );
+    }
+  }
+  return parseBody(schema, withoutEmptyValues(query, names));
 }
 
 function withoutEmptyValues(query: unknown, names: readonly string[]): unknown {
