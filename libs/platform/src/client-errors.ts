@@ -30,14 +30,15 @@ const ANSWER_OF_PARSER_CODE = new Map<string, ClientErrorAnswer>([
   ],
 ]);
 
-const MALFORMED_REQUEST: ClientErrorAnswer = {
-  status: 400,
-  code: 'bad-request',
-  title: 'Malformed HTTP request',
-  detail:
-    'the request is not well-formed HTTP/1.1: a byte HTTP does not allow in the request line or a header ' +
+/** A 400 for a request that is no well-formed HTTP; `detail` says what is wrong with it. */
+function malformedRequest(detail: string): ClientErrorAnswer {
+  return { status: 400, code: 'bad-request', title: 'Malformed HTTP request', detail };
+}
+
+const MALFORMED_REQUEST: ClientErrorAnswer = malformedRequest(
+  'the request is not well-formed HTTP/1.1: a byte HTTP does not allow in the request line or a header ' +
     '(percent-encode it), or a body whose framing cannot be read',
-};
+);
 
 /** What Node's HTTP parser refused, as the problem Verity answers (Node's own statuses: 431, 408, else 400). */
 export function clientErrorAnswer(errorCode: string | undefined): ClientErrorAnswer {
@@ -53,12 +54,7 @@ const EXPECTATION_FAILED: ClientErrorAnswer = {
 };
 
 /** CONNECT: this server is no proxy. Node closes such a connection without a word. */
-const NO_TUNNEL: ClientErrorAnswer = {
-  status: 400,
-  code: 'bad-request',
-  title: 'Malformed HTTP request',
-  detail: 'CONNECT is not served here: this server is no proxy',
-};
+const NO_TUNNEL: ClientErrorAnswer = malformedRequest('CONNECT is not served here: this server is no proxy');
 
 /** The problem document of an answer given outside express. */
 function clientErrorBody(answer: ClientErrorAnswer): string {
@@ -143,12 +139,9 @@ export function missingHost(req: IncomingMessage): ClientErrorAnswer | null {
   return null;
 }
 
-const MISSING_HOST: ClientErrorAnswer = {
-  status: 400,
-  code: 'bad-request',
-  title: 'Malformed HTTP request',
-  detail: 'an HTTP/1.1 request must carry a Host header (RFC 9112, section 3.2)',
-};
+const MISSING_HOST: ClientErrorAnswer = malformedRequest(
+  'an HTTP/1.1 request must carry a Host header (RFC 9112, section 3.2)',
+);
 
 /**
  * What a request's target may be besides a path (origin-form, `/…`): `*` with OPTIONS, which asks about the server
@@ -192,21 +185,14 @@ export function unservedTarget(req: Pick<IncomingMessage, 'url' | 'method' | 'he
 /** A Host value: a name or IPv4 address, or a bracketed IPv6 address, and an optional port. */
 const AUTHORITY = /^(?:\[[0-9a-fA-F:.]+\]|[^\s/?#@[\]:\\]+)(?::\d*)?$/;
 
-const ASTERISK_NOT_OPTIONS: ClientErrorAnswer = {
-  status: 400,
-  code: 'bad-request',
-  title: 'Malformed HTTP request',
-  detail: 'the request target * (the server as a whole) is for OPTIONS only (RFC 9112, section 3.2.4)',
-};
+const ASTERISK_NOT_OPTIONS: ClientErrorAnswer = malformedRequest(
+  'the request target * (the server as a whole) is for OPTIONS only (RFC 9112, section 3.2.4)',
+);
 
-const NO_TARGET: ClientErrorAnswer = {
-  status: 400,
-  code: 'bad-request',
-  title: 'Malformed HTTP request',
-  detail:
-    'the request target must be a path beginning with /, an http or https URL without user information, or * ' +
+const NO_TARGET: ClientErrorAnswer = malformedRequest(
+  'the request target must be a path beginning with /, an http or https URL without user information, or * ' +
     '(OPTIONS only)',
-};
+);
 
 /**
  * Headers Node keeps only the first of when they come twice (it drops the rest without a word): the key a proxy or a
