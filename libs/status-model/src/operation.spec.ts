@@ -24,6 +24,7 @@ import {
 } from './operation';
 import {
   OperationTransitionContext,
+  ReleaseNeeds,
   ResolutionStatus,
   assertOperationTransition,
   isOperationTransitionAllowed,
@@ -678,6 +679,15 @@ describe('resolutionOptions: every action with its reason, exactly what the gate
   /** The options a reviewer is offered for an operation in MANUAL_REVIEW. */
   const inReview = (everSent: boolean, heldFor: TerminalReason | null, canReadBack = true) =>
     resolutionOptions({ status: S.MANUAL_REVIEW, everSent, heldFor, canReadBack });
+  /** The options of a never-sent operation held for a knowledge conflict, with what its release also needs. */
+  const neverSentInReview = (release: ReleaseNeeds) =>
+    resolutionOptions({
+      status: S.MANUAL_REVIEW,
+      everSent: false,
+      heldFor: TerminalReason.KNOWLEDGE_CONFLICT,
+      canReadBack: true,
+      release,
+    });
 
   it('offers exactly the permitted options: no FAILED before the bound, none with a record on file, none once not held', () => {
     const now = new Date('2026-12-03T10:00:00Z');
@@ -701,13 +711,7 @@ describe('resolutionOptions: every action with its reason, exactly what the gate
 
   it('releases a never-sent operation only while its execution may still send and its dependencies are done', () => {
     const release = (executionStatus: ExecutionStatus, dependencies: DependenciesState) =>
-      resolutionOptions({
-        status: S.MANUAL_REVIEW,
-        everSent: false,
-        heldFor: TerminalReason.KNOWLEDGE_CONFLICT,
-        canReadBack: true,
-        release: { executionStatus, deadlinePassed: false, dependencies },
-      })
+      neverSentInReview({ executionStatus, deadlinePassed: false, dependencies })
         .filter((o) => o.permitted)
         .map((o) => o.status);
     for (const status of [ExecutionStatus.RUNNING, ExecutionStatus.WAITING_FOR_APPROVAL, ExecutionStatus.COMPLETED]) {
@@ -734,17 +738,11 @@ describe('resolutionOptions: every action with its reason, exactly what the gate
 
   it('does not offer the release of a retry whose retried FAILED was contradicted since: it would be withdrawn', () => {
     const options = (retryRefuted?: boolean) =>
-      resolutionOptions({
-        status: S.MANUAL_REVIEW,
-        everSent: false,
-        heldFor: TerminalReason.KNOWLEDGE_CONFLICT,
-        canReadBack: true,
-        release: {
-          executionStatus: ExecutionStatus.RUNNING,
-          deadlinePassed: false,
-          dependencies: 'done',
-          retryRefuted,
-        },
+      neverSentInReview({
+        executionStatus: ExecutionStatus.RUNNING,
+        deadlinePassed: false,
+        dependencies: 'done',
+        retryRefuted,
       });
     expect(options(true).find((o) => o.status === S.SENT)).toEqual({
       status: S.SENT,
@@ -760,17 +758,11 @@ describe('resolutionOptions: every action with its reason, exactly what the gate
 
   it('says when a release also grants the approval the operation needs', () => {
     const sentOption = (grantsApproval?: boolean) =>
-      resolutionOptions({
-        status: S.MANUAL_REVIEW,
-        everSent: false,
-        heldFor: TerminalReason.KNOWLEDGE_CONFLICT,
-        canReadBack: true,
-        release: {
-          executionStatus: ExecutionStatus.RUNNING,
-          deadlinePassed: false,
-          dependencies: 'done',
-          grantsApproval,
-        },
+      neverSentInReview({
+        executionStatus: ExecutionStatus.RUNNING,
+        deadlinePassed: false,
+        dependencies: 'done',
+        grantsApproval,
       }).find((o) => o.status === S.SENT);
     expect(sentOption(true)).toMatchObject({
       permitted: true,
@@ -786,13 +778,7 @@ describe('resolutionOptions: every action with its reason, exactly what the gate
 
   it('does not release past the execution’s deadline before the sweeper expired it; a completed one is not bound by it', () => {
     const options = (executionStatus: ExecutionStatus) =>
-      resolutionOptions({
-        status: S.MANUAL_REVIEW,
-        everSent: false,
-        heldFor: TerminalReason.KNOWLEDGE_CONFLICT,
-        canReadBack: true,
-        release: { executionStatus, deadlinePassed: true, dependencies: 'done' },
-      });
+      neverSentInReview({ executionStatus, deadlinePassed: true, dependencies: 'done' });
     for (const status of [ExecutionStatus.RUNNING, ExecutionStatus.WAITING_FOR_APPROVAL]) {
       expect(options(status).find((o) => o.status === S.SENT)).toEqual({
         status: S.SENT,
