@@ -363,6 +363,17 @@ describe('webhook outbox (real Postgres)', () => {
       }
     }
 
+    /** A new endpoint of the tenant at `path`, sent every finished execution. */
+    async function endpointAt(path: string) {
+      const { endpoint } = (await createWebhookEndpoint(db.dataSource, cipher, {
+        tenantId: 'late',
+        url: `http://127.0.0.1:9/${path}`,
+        events: ['execution.finished'],
+        createdBy: 'test-late',
+      }))!;
+      return endpoint;
+    }
+
     async function finished(): Promise<string> {
       const id = await newExecution('late');
       await fail(db.dataSource.manager, id);
@@ -387,24 +398,14 @@ describe('webhook outbox (real Postgres)', () => {
     it('is not owed to an endpoint created after it happened', async () => {
       const before = await finished();
       await nextMillisecond();
-      const { endpoint } = (await createWebhookEndpoint(db.dataSource, cipher, {
-        tenantId: 'late',
-        url: 'http://127.0.0.1:9/new',
-        events: ['execution.finished'],
-        createdBy: 'test-late',
-      }))!;
+      const endpoint = await endpointAt('new');
       const after = await finished();
       expect(await announcedTo(endpoint.id, after)).toEqual([after]);
       expect(before).not.toBe(after);
     });
 
     it('is not owed to an endpoint re-enabled after it happened while the endpoint was disabled', async () => {
-      const { endpoint } = (await createWebhookEndpoint(db.dataSource, cipher, {
-        tenantId: 'late',
-        url: 'http://127.0.0.1:9/reenabled',
-        events: ['execution.finished'],
-        createdBy: 'test-late',
-      }))!;
+      const endpoint = await endpointAt('reenabled');
       const enabled = await finished();
       await nextMillisecond();
       await db.dataSource.query(`UPDATE webhook_endpoints SET disabled_at = now() WHERE id = $1`, [endpoint.id]);
@@ -423,12 +424,7 @@ describe('webhook outbox (real Postgres)', () => {
      * pass runs while it is disabled (`passWhileDisabled`) or first after the enable. The delivery log's status of each.
      */
     async function acrossDisable(path: string, passWhileDisabled: boolean) {
-      const { endpoint } = (await createWebhookEndpoint(db.dataSource, cipher, {
-        tenantId: 'late',
-        url: `http://127.0.0.1:9/${path}`,
-        events: ['execution.finished'],
-        createdBy: 'test-late',
-      }))!;
+      const endpoint = await endpointAt(path);
       const before = await finished();
       await nextMillisecond();
       await db.dataSource.query(`UPDATE webhook_endpoints SET disabled_at = now() WHERE id = $1`, [endpoint.id]);
@@ -468,12 +464,7 @@ describe('webhook outbox (real Postgres)', () => {
     });
 
     it('a delivery the pass writes while its endpoint is being disabled is not sent by a later enable', async () => {
-      const { endpoint } = (await createWebhookEndpoint(db.dataSource, cipher, {
-        tenantId: 'late',
-        url: 'http://127.0.0.1:9/racing-disable',
-        events: ['execution.finished'],
-        createdBy: 'test-late',
-      }))!;
+      const endpoint = await endpointAt('racing-disable');
       // A delivery whose last attempt fails: it disables the endpoint (disableAfter 1).
       const first = await finished();
       await announcedTo(endpoint.id, first);
