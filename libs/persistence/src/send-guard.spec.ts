@@ -41,6 +41,18 @@ describe('the guarded SENT statement (real Postgres)', () => {
     await db.dataSource.query(`UPDATE operations SET ${sql} WHERE id = $1`, [id, ...params]);
   }
 
+  /** A hold for a knowledge conflict whose reviewer's release (SENT) is recorded on the row. */
+  const RELEASE_RECORDED = `status = 'MANUAL_REVIEW', terminal_reason = 'KNOWLEDGE_CONFLICT',
+                            obligation = '{"resolution": {"status": "SENT"}}'`;
+
+  /** An operation held with its release recorded (RELEASE_RECORDED), alone in an execution in `status`. */
+  async function heldWithRelease(key: string, status: string) {
+    const held = op(key);
+    const executionId = await execution([held], status);
+    await set(held.id, RELEASE_RECORDED);
+    return { held, executionId };
+  }
+
   async function send(id: string, guard: SendGuard = dispatch, from = OperationStatus.PREPARED) {
     const result = await transitions.operation(db.dataSource.manager, {
       operation: { id, status: from, attempt: 0, verificationMethod: VerificationMethod.READ_AFTER_WRITE },
@@ -190,7 +202,7 @@ describe('the guarded SENT statement (real Postgres)', () => {
     await execution([release], 'completed');
     await set(
       release.id,
-      `status = 'MANUAL_REVIEW', terminal_reason = 'KNOWLEDGE_CONFLICT', obligation = '{"resolution": {"status": "SENT"}}',
+      `${RELEASE_RECORDED},
        approval = jsonb_build_object('state', 'granted', 'decided_by', $2::text, 'expires_at', now() + interval '1 hour')`,
       [held],
     );
@@ -375,12 +387,7 @@ describe('the guarded SENT statement (real Postgres)', () => {
   });
 
   it('releases an operation that needs approval only with a granted, unexpired approval on the row', async () => {
-    const held = op('held-approval');
-    await execution([held], 'completed');
-    await set(
-      held.id,
-      `status = 'MANUAL_REVIEW', terminal_reason = 'KNOWLEDGE_CONFLICT', obligation = '{"resolution": {"status": "SENT"}}'`,
-    );
+    const { held } = await heldWithRelease('held-approval', 'completed');
     // Required by the tenant's policy (the caller's fresh read), none on record: not sent.
     expect(await send(held.id, { kind: 'release', approvalRequired: true }, OperationStatus.MANUAL_REVIEW)).toEqual({
       won: false,
@@ -407,12 +414,7 @@ describe('the guarded SENT statement (real Postgres)', () => {
   });
 
   it('does not release what was judged before an approval rule was added (approval_policy_changed)', async () => {
-    const held = op('held-policy');
-    await execution([held], 'completed');
-    await set(
-      held.id,
-      `status = 'MANUAL_REVIEW', terminal_reason = 'KNOWLEDGE_CONFLICT', obligation = '{"resolution": {"status": "SENT"}}'`,
-    );
+    const { held } = await heldWithRelease('held-policy', 'completed');
     const policyOf = async () =>
       (await findOperationToSend(db.dataSource.manager, held.id, { connectors: [], cipher: NO_CIPHER }))!
         .approvalPolicy;
@@ -487,12 +489,8 @@ describe('the guarded SENT statement (real Postgres)', () => {
 
   it('does not release after the execution was cancelled, expired or failed, nor before a dependency is done', async () => {
     const release: SendGuard = { kind: 'release' };
-    const resolved = `status = 'MANUAL_REVIEW', terminal_reason = 'KNOWLEDGE_CONFLICT',
-                      obligation = '{"resolution": {"status": "SENT"}}'`;
     for (const status of ['cancelled', 'expired', 'failed']) {
-      const held = op(`held-${status}`);
-      await execution([held], status);
-      await set(held.id, resolved);
+      const { held } = await heldWithRelease(`held-${status}`, status);
       expect(await send(held.id, release, OperationStatus.MANUAL_REVIEW)).toEqual({
         won: false,
         refusals: ['execution_ended'],
@@ -503,7 +501,7 @@ describe('the guarded SENT statement (real Postgres)', () => {
     const charge = op('charge');
     const sms = op('notify', { depends_on: ['charge'] });
     await execution([charge, sms], 'waiting_for_approval');
-    await set(sms.id, resolved);
+    await set(sms.id, RELEASE_RECORDED);
     expect(await send(sms.id, release, OperationStatus.MANUAL_REVIEW)).toEqual({
       won: false,
       refusals: ['dependency_not_done'],
@@ -517,12 +515,7 @@ describe('the guarded SENT statement (real Postgres)', () => {
     const release: SendGuard = { kind: 'release' };
     /** A held operation with a recorded release, its execution in `status` and its deadline `ago` in the past. */
     async function heldPastDeadline(key: string, status: string, ago: string) {
-      const held = op(key);
-      const executionId = await execution([held], status);
-      await set(
-        held.id,
-        `status = 'MANUAL_REVIEW', terminal_reason = 'KNOWLEDGE_CONFLICT', obligation = '{"resolution": {"status": "SENT"}}'`,
-      );
+      const { held, executionId } = await heldWithRelease(key, status);
       await db.dataSource.query(`UPDATE executions SET deadline_at = clock_timestamp() - $2::interval WHERE id = $1`, [
         executionId,
         ago,
@@ -541,13 +534,7 @@ describe('the guarded SENT statement (real Postgres)', () => {
   });
 
   it('does not release after a cancel that committed while the release waited for the held row (the row locked first)', async () => {
-    const held = op('held-race');
-    const executionId = await execution([held], 'waiting_for_approval');
-    await set(
-      held.id,
-      `status = 'MANUAL_REVIEW', terminal_reason = 'KNOWLEDGE_CONFLICT',
-                        obligation = '{"resolution": {"status": "SENT"}}'`,
-    );
+    const { held, executionId } = await heldWithRelease('held-race', 'waiting_for_approval');
     // The caller's cancel, as ExecutionsService.cancel writes it: the execution's operations locked (a held row is not
     // rewritten), then the execution moved — held open while the release starts.
     const cancel = db.dataSource.createQueryRunner();
