@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import type { QueryRunner } from 'typeorm';
 import { MIGRATION_SQL } from '@verity/persistence';
 import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
+import { signalWhileStarting } from '../support/start-signal';
 import { DIST, Stack, freePort, waitFor } from '../support/stack';
 
 /**
@@ -28,34 +29,28 @@ describe('SIGTERM during start-up', () => {
       holder = stack.db.dataSource.createQueryRunner();
       await holder.connect();
       await holder.query(MIGRATION_SQL.lock, [727_001]);
-      const output: string[] = [];
-      const child = spawn(process.execPath, [...APP_NODE_ARGS, join(DIST, 'apps', 'api', 'src', 'main.js')], {
-        env: { ...process.env, ...stack.env, PORT: String(await freePort()), RUN_MIGRATIONS: 'true' },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      child.stdout.on('data', (chunk: Buffer) => output.push(chunk.toString()));
-      child.stderr.on('data', (chunk: Buffer) => output.push(chunk.toString()));
-      const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
-        child.on('exit', (code, sig) => resolve({ code, signal: sig })),
-      );
       try {
-        // The API's session waits for the advisory lock.
-        await waitFor(
-          async () =>
-            (
-              (await stack.db.dataSource.query(
-                `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`,
-              )) as { n: number }[]
-            )[0].n,
-          (n) => n === 1,
-          20_000,
-          50,
+        const stopped = await signalWhileStarting(
+          'api',
+          { ...stack.env, PORT: String(await freePort()), RUN_MIGRATIONS: 'true' },
+          signal,
+          // The API's session waits for the advisory lock.
+          () =>
+            waitFor(
+              async () =>
+                (
+                  (await stack.db.dataSource.query(
+                    `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`,
+                  )) as { n: number }[]
+                )[0].n,
+              (n) => n === 1,
+              20_000,
+              50,
+            ),
         );
-        child.kill(signal);
-        expect(await exited).toEqual({ code: 0, signal: null });
-        expect(output.join('')).toContain('stopped while starting');
+        expect(stopped.exit).toEqual({ code: 0, signal: null });
+        expect(stopped.output).toContain('stopped while starting');
       } finally {
-        if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
         await holder.query(MIGRATION_SQL.unlock, [727_001]);
         await holder.release();
         holder = undefined;

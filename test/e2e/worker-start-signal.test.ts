@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
 import { TEST_REDIS_URL, createTestDatabase } from '../support/services';
+import { signalWhileStarting } from '../support/start-signal';
 import { DIST, waitFor } from '../support/stack';
 
 /**
@@ -28,36 +29,29 @@ describe('worker SIGTERM during start-up', () => {
       });
       await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
       const { port } = silent.address() as AddressInfo;
-      const output: string[] = [];
-      const child = spawn(process.execPath, [...APP_NODE_ARGS, join(DIST, 'apps', app, 'src', 'main.js')], {
-        env: {
-          ...process.env,
-          DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/verity`,
-          REDIS_URL: TEST_REDIS_URL,
-          DISPATCHER_METRICS_PORT: '0',
-          RECONCILER_METRICS_PORT: '0',
-          LOG_LEVEL: 'info',
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      child.stdout.on('data', (chunk: Buffer) => output.push(chunk.toString()));
-      child.stderr.on('data', (chunk: Buffer) => output.push(chunk.toString()));
-      const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
-        child.on('exit', (code, sig) => resolve({ code, signal: sig })),
-      );
       try {
-        // Its Postgres session is open and waits for an answer that does not come.
-        await waitFor(
-          async () => sessions.size,
-          (n) => n > 0,
-          20_000,
-          20,
+        const stopped = await signalWhileStarting(
+          app,
+          {
+            DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/verity`,
+            REDIS_URL: TEST_REDIS_URL,
+            DISPATCHER_METRICS_PORT: '0',
+            RECONCILER_METRICS_PORT: '0',
+            LOG_LEVEL: 'info',
+          },
+          signal,
+          // Its Postgres session is open and waits for an answer that does not come.
+          () =>
+            waitFor(
+              async () => sessions.size,
+              (n) => n > 0,
+              20_000,
+              20,
+            ),
         );
-        child.kill(signal);
-        expect(await exited).toEqual({ code: 0, signal: null });
-        expect(output.join('')).toContain('stopped while starting');
+        expect(stopped.exit).toEqual({ code: 0, signal: null });
+        expect(stopped.output).toContain('stopped while starting');
       } finally {
-        if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
         for (const socket of sessions) socket.destroy();
         await new Promise((resolve) => silent.close(resolve));
       }

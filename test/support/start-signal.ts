@@ -1,0 +1,35 @@
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
+import { DIST } from './stack';
+
+/**
+ * A signal while an app is still starting: its main (from dist) is started with `env` over this process's own and sent
+ * `signal` once `starting` has seen it under way. How it exited and everything it wrote (killed if it is still running
+ * when this ends otherwise).
+ */
+export async function signalWhileStarting(
+  app: 'api' | 'dispatcher' | 'reconciler',
+  env: NodeJS.ProcessEnv,
+  signal: NodeJS.Signals,
+  starting: () => Promise<unknown>,
+): Promise<{ exit: { code: number | null; signal: string | null }; output: string }> {
+  const output: string[] = [];
+  const child = spawn(process.execPath, [...APP_NODE_ARGS, join(DIST, 'apps', app, 'src', 'main.js')], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout.on('data', (chunk: Buffer) => output.push(chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => output.push(chunk.toString()));
+  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+    child.on('exit', (code, sig) => resolve({ code, signal: sig })),
+  );
+  try {
+    await starting();
+    child.kill(signal);
+    const exit = await exited;
+    return { exit, output: output.join('') };
+  } finally {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  }
+}
