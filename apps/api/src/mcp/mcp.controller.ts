@@ -255,12 +255,7 @@ export class McpController {
     if (res.closed || res.destroyed || req.socket.destroyed) {
       res.off('close', closed);
       closed();
-      if (keyId !== undefined) {
-        for (const message of messages) {
-          const cancelled = cancelledRequestId(message);
-          if (cancelled !== undefined) this.cancellations.cancel(keyId, cancelled);
-        }
-      }
+      if (keyId !== undefined) this.carryOutCancellations(keyId, messages);
       return;
     }
     await mcp.server.connect(transport);
@@ -271,8 +266,7 @@ export class McpController {
     if (keyId !== undefined) {
       const deliver = transport.onmessage;
       transport.onmessage = (message, extra) => {
-        const cancelled = OWN_CANCELLATIONS.has(message) ? undefined : cancelledRequestId(message);
-        if (cancelled !== undefined) this.cancellations.cancel(keyId, cancelled);
+        if (!OWN_CANCELLATIONS.has(message)) this.carryOutCancellations(keyId, [message]);
         deliver?.(message, extra);
       };
     }
@@ -340,6 +334,17 @@ export class McpController {
   @ApiExcludeEndpoint()
   patch(): never {
     throw notAllowed();
+  }
+
+  /**
+   * Carries out the client's cancellations among `messages` (each notifications/cancelled naming a request of the key),
+   * wherever the request named is being answered.
+   */
+  private carryOutCancellations(keyId: string, messages: readonly unknown[]): void {
+    for (const message of messages) {
+      const cancelled = cancelledRequestId(message);
+      if (cancelled !== undefined) this.cancellations.cancel(keyId, cancelled);
+    }
   }
 
   /** This process's own listening address: the MCP tools reach the REST API through it. */
