@@ -41,6 +41,23 @@ async function endPauseNumber(dispatcher: RunningApp, marker: string, opId: stri
   endPause(dispatcher);
 }
 
+/** A charge whose expected state is not there: held for a knowledge conflict before anything is sent. */
+async function heldCharge(stack: Stack, label: string) {
+  const reference = unique(label);
+  const created = await submit(stack, [charge(reference, { expected_state: { charged: true } })]);
+  const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+  return { reference, created, held };
+}
+
+/** A reviewer releases the held operation (resolves it SENT): a dispatch job is to send it. */
+async function release(stack: Stack, operationId: string): Promise<void> {
+  const released = await http(stack.apiUrl, 'POST', `/v1/operations/${operationId}/resolve`, {
+    key: DEMO.reviewer,
+    body: { status: 'SENT', evidence: 'checked by the test: release it' },
+  });
+  expect(released.status).toBe(200);
+}
+
 /**
  * A send is prepared from the tenant's settings as the sender read them; the SENT statement commits it only while they
  * are still the stored ones (the send guard's `settings_changed`). Here a reviewer's release — a dispatch job — reads
@@ -60,15 +77,9 @@ describe('dispatcher: settings changed between the sender’s read and its SENT 
   afterAll(async () => stack?.stop());
 
   it('a reviewer’s release prepared before a new cap is refused, then prepared again and cancelled by the cap', async () => {
-    const reference = unique('setrace');
-    const created = await submit(stack, [charge(reference, { expected_state: { charged: true } })]);
-    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    const { reference, created, held } = await heldCharge(stack, 'setrace');
     expect(held).toMatchObject({ terminal_reason: 'KNOWLEDGE_CONFLICT', attempt: 0 });
-    const released = await http(stack.apiUrl, 'POST', `/v1/operations/${held.id}/resolve`, {
-      key: DEMO.reviewer,
-      body: { status: 'SENT', evidence: 'checked by the test: release it' },
-    });
-    expect(released.status).toBe(200);
+    await release(stack, held.id);
 
     // The release's dispatch job has read the operation and the settings (no caps) and waits before SENT.
     await waitForMarkers(dispatcher, 'paused before SENT');
@@ -129,15 +140,9 @@ describe('dispatcher: an approval rule added under a reviewer’s release', () =
   afterAll(async () => stack?.stop());
 
   it('is refused for the changed policy, withdrawn for the approval it lacks, and never sent', async () => {
-    const reference = unique('relpolrace');
-    const created = await submit(stack, [charge(reference, { expected_state: { charged: true } })]);
-    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    const { reference, created, held } = await heldCharge(stack, 'relpolrace');
     expect(held).toMatchObject({ terminal_reason: 'KNOWLEDGE_CONFLICT', attempt: 0, approval: null });
-    const released = await http(stack.apiUrl, 'POST', `/v1/operations/${held.id}/resolve`, {
-      key: DEMO.reviewer,
-      body: { status: 'SENT', evidence: 'checked by the test: release it' },
-    });
-    expect(released.status).toBe(200);
+    await release(stack, held.id);
     // Released while no rule asked for approval: no grant with it.
     expect((await getOperation(stack, held.id)).approval).toBeNull();
 
@@ -210,11 +215,7 @@ describe('dispatcher: a release its execution’s cancel overtakes', () => {
     ]);
     const held = await waitForOp(stack, created.id, 'second', (o) => o.status === 'MANUAL_REVIEW');
     await waitForOp(stack, created.id, 'charge', (o) => o.approval?.state === 'requested');
-    const released = await http(stack.apiUrl, 'POST', `/v1/operations/${held.id}/resolve`, {
-      key: DEMO.reviewer,
-      body: { status: 'SENT', evidence: 'checked by the test: release it' },
-    });
-    expect(released.status).toBe(200);
+    await release(stack, held.id);
     // The release's dispatch job has read it and waits before SENT; the agent cancels the execution meanwhile.
     await waitFor(
       async () => markedOperations(dispatcher, 'paused before SENT'),
