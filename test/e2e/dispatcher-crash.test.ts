@@ -185,23 +185,49 @@ describe('dispatcher: crashes and pauses around the send', () => {
 
   /**
    * An SMS whose dispatcher is frozen after its call until the sweeper has marked the send UNKNOWN — held for a human at
-   * once, as an SMS cannot be read back — then resumed: its late answer loses the compare-and-set. Waits for the event
-   * `type` that records that answer; the history is checked legal. Returns the operation and those events.
+   * once, as an SMS cannot be read back. The dispatcher stays frozen (SIGSTOP) until `resumed`.
    */
-  async function lateAnswerToAHeldSms(clientRef: string, type: string) {
+  async function frozenHeldSms(clientRef: string) {
     const a = await pausedDispatcher({ TEST_PAUSE_AFTER_CALL_MS: '5000' });
     const created = await submit(stack, [sms(clientRef)]);
     const [opId] = await waitForMarkers(a, 'paused after call', 1);
     a.child.kill('SIGSTOP');
     await waitForOp(stack, created.id, 'notify', (o) => o.status === 'MANUAL_REVIEW');
+    return { a, created, opId };
+  }
+
+  /**
+   * The frozen dispatcher resumed: its late answer loses the compare-and-set. Waits for the event `type` that records
+   * that answer; returns the execution's events.
+   */
+  async function resumed(a: RunningApp, executionId: string, opId: string, type: string) {
     a.child.kill('SIGCONT');
     await waitForLog(a, (l) => l.msg === 'late send outcome rejected by CAS' && l.operationId === opId);
-    const log = await waitFor(
-      () => events(stack, created.id),
+    return waitFor(
+      () => events(stack, executionId),
       (l) => l.some((e) => e.operation_id === opId && e.type === type),
       10_000,
       150,
     );
+  }
+
+  /** A person resolves the held send FAILED once it may be (nothing came back, no call could still land by the bound). */
+  async function resolvedFailed(opId: string): Promise<void> {
+    await waitForResolutionPermitted(stack, opId, 'FAILED');
+    const failed = await http(stack.apiUrl, 'POST', `/v1/operations/${opId}/resolve`, {
+      key: DEMO.reviewer,
+      body: { status: 'FAILED', evidence: 'the provider dashboard shows nothing' },
+    });
+    expect(failed.status).toBe(200);
+  }
+
+  /**
+   * A frozen held SMS (frozenHeldSms) resumed at once. Waits for the event `type` that records its late answer; the
+   * history is checked legal. Returns the operation and those events.
+   */
+  async function lateAnswerToAHeldSms(clientRef: string, type: string) {
+    const { a, created, opId } = await frozenHeldSms(clientRef);
+    const log = await resumed(a, created.id, opId, type);
     expectLegalHistory(log);
     return { opId, late: log.filter((e) => e.operation_id === opId && e.type === type) };
   }
@@ -250,26 +276,10 @@ describe('dispatcher: crashes and pauses around the send', () => {
   it('a 2xx that comes back after a person resolved the send FAILED is recorded, and the FAILED is not retried', async () => {
     // The person decided on what they saw (nothing had come back, no call could still land by the bound); the frozen
     // worker's 2xx then says the message went out. FAILED is final, but a retry would send it a second time.
-    const a = await pausedDispatcher({ TEST_PAUSE_AFTER_CALL_MS: '5000' });
     const clientRef = unique('late-ack-failed');
-    const created = await submit(stack, [sms(clientRef)]);
-    const [opId] = await waitForMarkers(a, 'paused after call', 1);
-    a.child.kill('SIGSTOP');
-    await waitForOp(stack, created.id, 'notify', (o) => o.status === 'MANUAL_REVIEW');
-    await waitForResolutionPermitted(stack, opId, 'FAILED');
-    const failed = await http(stack.apiUrl, 'POST', `/v1/operations/${opId}/resolve`, {
-      key: DEMO.reviewer,
-      body: { status: 'FAILED', evidence: 'the provider dashboard shows nothing' },
-    });
-    expect(failed.status).toBe(200);
-    a.child.kill('SIGCONT');
-    await waitForLog(a, (l) => l.msg === 'late send outcome rejected by CAS' && l.operationId === opId);
-    const log = await waitFor(
-      () => events(stack, created.id),
-      (l) => l.some((e) => e.operation_id === opId && e.type === 'operation.acknowledged_late'),
-      10_000,
-      150,
-    );
+    const { a, created, opId } = await frozenHeldSms(clientRef);
+    await resolvedFailed(opId);
+    const log = await resumed(a, created.id, opId, 'operation.acknowledged_late');
     expectLegalHistory(log);
     expect(statusPath(log, opId)).toEqual(['PREPARED', 'SENT', 'UNKNOWN', 'MANUAL_REVIEW', 'FAILED']);
     // The FAILED stays, but the operation no longer says "rejected, a retry is safe": the provider took the send.
@@ -299,18 +309,9 @@ describe('dispatcher: crashes and pauses around the send', () => {
     // The person resolved the SMS FAILED (nothing had come back by the bound) and the agent retried it at once; the
     // retry waits for approval. The frozen worker's 2xx then says the first message went out: "no effect, a retry is
     // safe" no longer stands, and sending the retry would send the message a second time.
-    const a = await pausedDispatcher({ TEST_PAUSE_AFTER_CALL_MS: '5000' });
     const clientRef = unique('late-ack-retried');
-    const created = await submit(stack, [sms(clientRef)]);
-    const [opId] = await waitForMarkers(a, 'paused after call', 1);
-    a.child.kill('SIGSTOP');
-    await waitForOp(stack, created.id, 'notify', (o) => o.status === 'MANUAL_REVIEW');
-    await waitForResolutionPermitted(stack, opId, 'FAILED');
-    const failed = await http(stack.apiUrl, 'POST', `/v1/operations/${opId}/resolve`, {
-      key: DEMO.reviewer,
-      body: { status: 'FAILED', evidence: 'the provider dashboard shows nothing' },
-    });
-    expect(failed.status).toBe(200);
+    const { a, created, opId } = await frozenHeldSms(clientRef);
+    await resolvedFailed(opId);
     const setRules = (approval_rules: unknown[]) =>
       http(stack.apiUrl, 'PUT', '/v1/admin/policy', { key: DEMO.admin, body: { approval_rules } });
     expect((await setRules([{ connector: 'sandbox.sms' }])).status).toBe(200);
@@ -325,14 +326,7 @@ describe('dispatcher: crashes and pauses around the send', () => {
       const retry = retried.body.operation.id;
       const retryExecution = retried.body.execution.id;
 
-      a.child.kill('SIGCONT');
-      await waitForLog(a, (l) => l.msg === 'late send outcome rejected by CAS' && l.operationId === opId);
-      await waitFor(
-        () => events(stack, created.id),
-        (l) => l.some((e) => e.operation_id === opId && e.type === 'operation.acknowledged_late'),
-        10_000,
-        150,
-      );
+      await resumed(a, created.id, opId, 'operation.acknowledged_late');
       expect(await getOperation(stack, opId)).toMatchObject({ status: 'FAILED', retry: 'forbidden' });
 
       // The retry was asked for approval before the 2xx came back; a reviewer approves it after.
