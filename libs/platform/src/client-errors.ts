@@ -182,6 +182,21 @@ export function unservedTarget(req: Pick<IncomingMessage, 'url' | 'method' | 'he
   };
 }
 
+/**
+ * The path and query a served request target names (unservedTarget let it through): an origin-form target as it is,
+ * an absolute-form one (`http://host/metrics?x`) without its scheme and authority, as express's router reads it
+ * (`http://host` alone is `/`). Taken from the target's text, not from a parsed URL, so that nothing in the path (dot
+ * segments, percent-encoding) is rewritten on the way. `*` stays `*`.
+ */
+export function originForm(target: string): string {
+  if (target.startsWith('/') || target === '*') return target;
+  const authority = target.indexOf('//') + 2;
+  const end = target.slice(authority).search(/[/?#]/);
+  if (end < 0) return '/';
+  const rest = target.slice(authority + end).replace(/#.*$/s, '');
+  return rest.startsWith('/') ? rest : `/${rest}`;
+}
+
 /** A Host value: a name or IPv4 address, or a bracketed IPv6 address, and an optional port. */
 const AUTHORITY = /^(?:\[[0-9a-fA-F:.]+\]|[^\s/?#@[\]:\\]+)(?::\d*)?$/;
 

@@ -2,6 +2,7 @@ import { Socket, connect } from 'node:net';
 import pino from 'pino';
 import { TEST_REDIS_URL, clearRedisPrefix, testQueuePrefix } from '../../../test/support/services';
 import { AuthFailureLimiter } from './auth-failures';
+import { originForm } from './client-errors';
 import { queueJobs } from './metrics';
 import { createRedis } from './redis';
 import {
@@ -373,5 +374,17 @@ describe('a worker whose /metrics nobody can read', () => {
   it('says nothing when a token is set, or /metrics is public', async () => {
     expect(await warnings({ METRICS_TOKEN: TOKEN })).toEqual([]);
     expect(await warnings({ METRICS_PUBLIC: true })).toEqual([]);
+  });
+});
+
+describe('originForm', () => {
+  it('reads the path and query out of an absolute-form target, rewriting nothing in them', () => {
+    expect(originForm('/metrics?x=1')).toBe('/metrics?x=1');
+    expect(originForm('*')).toBe('*');
+    expect(originForm('http://h:9/metrics?x=1')).toBe('/metrics?x=1');
+    expect(originForm('HTTPS://h/a/../metrics')).toBe('/a/../metrics');
+    expect(originForm('http://h')).toBe('/');
+    expect(originForm('http://h?x')).toBe('/?x');
+    expect(originForm('http://[::1]:9/health/live')).toBe('/health/live');
   });
 });

@@ -3,7 +3,14 @@ import { IncomingMessage, Server, ServerResponse, createServer } from 'node:http
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { AuthFailureLimiter } from './auth-failures';
-import { type ClientErrorCode, answerClientErrors, missingHost, repeatedHeader } from './client-errors';
+import {
+  type ClientErrorCode,
+  answerClientErrors,
+  missingHost,
+  originForm,
+  repeatedHeader,
+  unservedTarget,
+} from './client-errors';
 import type { VerityConfig } from './config';
 import { metricsRegistry } from './metrics';
 import { textIssue } from './text-issue';
@@ -42,6 +49,9 @@ export interface OpsServer {
 
 const PROBE_TIMEOUT_MS = 1500;
 
+/** The methods served on this port: what `OPTIONS *` (the server as a whole) is answered with. */
+const OPS_SERVER_METHODS = 'GET, HEAD, OPTIONS';
+
 /**
  * A probe or a scrape sends its headers at once. A client that holds them back is hung up on after this long (408),
  * not Node's default minute: slow-headers connections cannot pile up on a worker's port (file descriptors it needs for
@@ -75,6 +85,18 @@ export async function startOpsServer(options: OpsServerOptions): Promise<OpsServ
       if (malformed) {
         const { status, code, title, detail } = malformed;
         problem(res, status, code, title, detail, { connection: 'close' });
+        return;
+      }
+      // The request target as the API checks it: `*` with another method than OPTIONS, or an absolute URL naming
+      // another host than Host, is a 400; `OPTIONS *` asks about the server (RFC 9110, section 9.3.7).
+      const unserved = unservedTarget(req);
+      if (unserved) {
+        const { status, code, title, detail } = unserved;
+        problem(res, status, code, title, detail);
+        return;
+      }
+      if (req.url === '*') {
+        res.writeHead(204, { allow: OPS_SERVER_METHODS }).end();
         return;
       }
       handle(options, readiness, req, res).catch((error: unknown) => {
@@ -151,7 +173,8 @@ async function handle(
   req: IncomingMessage,
   res: ServerResponse,
 ): Promise<void> {
-  const [path, query = ''] = splitUrl(req.url ?? '/');
+  // An absolute-form target (`GET http://host/metrics`) names the same path as its origin form.
+  const [path, query = ''] = splitUrl(originForm(req.url ?? '/'));
   if (req.method !== 'GET' && req.method !== 'HEAD') {
     problem(res, 405, 'method-not-allowed', 'Method not allowed', 'only GET and HEAD are served here', {
       allow: 'GET, HEAD',
