@@ -41,6 +41,7 @@ function toolCall(id: number, name: string, args: Record<string, unknown>, destr
       // As every MCP client sends it (a body of another type is refused 415 before anything is tracked).
       'content-type': 'application/json',
     },
+    rawHeaders: ['authorization', 'Bearer vk_test', 'accept', 'application/json, text/event-stream'],
     body: { jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } },
     ip: '203.0.113.9',
     socket,

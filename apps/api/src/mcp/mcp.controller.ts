@@ -16,6 +16,7 @@ import { ApiEndpoint } from '../openapi';
 import { Problem } from '../problem/problem';
 import { refuseQuery } from '../http/no-query';
 import { JSON_RPC_CODE, JsonRpcId, MCP_PATH, refuseBody, sendJsonRpcError } from './json-rpc-error';
+import { NOT_ACCEPTABLE, acceptRefusal, normaliseAccept } from './mcp-accept';
 import { McpCancellations } from './mcp-cancellations';
 import { McpInFlight, McpInFlightBound } from './mcp-in-flight';
 import { MCP_REQUEST_HEADERS } from './mcp-origin';
@@ -106,8 +107,8 @@ export class McpController {
   })
   @ApiResponse({
     status: 406,
-    description: 'Accept must list application/json and text/event-stream',
-    content: jsonRpcError(-32000, 'Not Acceptable: Client must accept both application/json and text/event-stream'),
+    description: 'Accept must list application/json and text/event-stream (any letter case), neither with q=0',
+    content: jsonRpcError(-32000, NOT_ACCEPTABLE),
   })
   @ApiResponse({
     status: 415,
@@ -136,6 +137,14 @@ export class McpController {
       );
       return;
     }
+    // The transport's check of Accept reads substrings, case-sensitively (`Application/JSON` refused,
+    // `text/event-stream;q=0` taken): judged here as HTTP reads it, then handed on in the spelling it looks for.
+    const notAcceptable = acceptRefusal(req.headers.accept);
+    if (notAcceptable !== null) {
+      sendJsonRpcError(res, 406, JSON_RPC_CODE.transport, notAcceptable);
+      return;
+    }
+    normaliseAccept(req);
     // No body at all (the parser hands on `{}` for an empty one) is no JSON text: a Parse error, as text that is not JSON
     // is, not an Invalid Request, which says valid JSON was read and is no message.
     if (req.body === undefined || bodyWasEmpty(req)) {

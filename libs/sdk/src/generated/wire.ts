@@ -2835,7 +2835,7 @@ export interface operations {
       };
       401: components['responses']['Problem401'];
       403: components['responses']['Problem403'];
-      /** @description Accept must list application/json and text/event-stream */
+      /** @description Accept must list application/json and text/event-stream (any letter case), neither with q=0 */
       406: {
         headers: {
           [name: string]: unknown;
