@@ -5,6 +5,7 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { NestFactory } from '@nestjs/core';
 import { SwaggerModule } from '@nestjs/swagger';
+import { DOCS_ROUTE, serveOnlyDocsPage } from './http/docs-files';
 import { ExpressAdapter, NestExpressApplication } from '@nestjs/platform-express';
 import express from 'express';
 import {
@@ -116,6 +117,8 @@ async function bootstrap(): Promise<void> {
   const consoleMissing = mountConsole(app);
   if (consoleMissing) logger.warn(consoleMissing.message);
   app.use(['/docs', '/docs-json'], pageSecurityHeaders);
+  // Only the page and the files it loads: @nestjs/swagger serves the whole swagger-ui-dist directory.
+  app.use(DOCS_ROUTE, serveOnlyDocsPage);
   // The document takes no query, as no /v1 route that reads none does (unknown fields are rejected, never dropped).
   app.use(['/docs-json', '/docs-yaml'], refuseDocumentQuery);
   const document = buildOpenApi(app);

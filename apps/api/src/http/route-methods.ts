@@ -2,9 +2,8 @@ import { Injectable, RequestMethod } from '@nestjs/common';
 import { METHOD_METADATA, PATH_METADATA } from '@nestjs/common/constants';
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { DECORATORS } from '@nestjs/swagger';
-import { existsSync, statSync } from 'node:fs';
-import { dirname, join } from 'node:path';
 import { CONSOLE_ROUTE, consoleServes } from '../console';
+import { DOCS_ROUTE, docsServes } from './docs-files';
 
 /**
  * Pages mounted on express beside the controllers (main.ts): the review console and the OpenAPI document. GET only; a
@@ -13,33 +12,14 @@ import { CONSOLE_ROUTE, consoleServes } from '../console';
  */
 const MOUNTED_PAGES = [CONSOLE_ROUTE, '/docs', '/docs-json', '/docs-yaml'];
 
-/** Where the OpenAPI page is served, and what @nestjs/swagger serves under it besides Swagger UI's own files. */
-const DOCS_ROUTE = '/docs';
-const DOCS_PAGES: ReadonlySet<string> = new Set(['/', '/index.html', '/LICENSE', '/swagger-ui-init.js']);
-
-/** Swagger UI's files, which @nestjs/swagger serves under /docs from the swagger-ui-dist package it depends on. */
-const SWAGGER_UI_FILES = (() => {
-  try {
-    const nest = require.resolve('@nestjs/swagger');
-    return dirname(require.resolve('swagger-ui-dist/package.json', { paths: [nest] }));
-  } catch {
-    return undefined;
-  }
-})();
-
 /**
  * Whether a GET of `path` is answered by one of the pages mounted beside the controllers, below their own path (the
- * console's pages, script and icon; the OpenAPI page and Swagger UI's files): such a path takes GET and HEAD too.
+ * console's pages, script and icon; the OpenAPI page and the Swagger UI files it loads): such a path takes GET and
+ * HEAD too.
  */
 function servedBelowMountedPage(path: string): boolean {
   if (path.startsWith(`${CONSOLE_ROUTE}/`)) return consoleServes(path.slice(CONSOLE_ROUTE.length));
-  if (!path.startsWith(`${DOCS_ROUTE}/`)) return false;
-  const rest = path.slice(DOCS_ROUTE.length);
-  if (DOCS_PAGES.has(rest)) return true;
-  // One file name, as Swagger UI's files are (no directory, no dot segment, nothing percent-encoded).
-  if (SWAGGER_UI_FILES === undefined || !/^\/[A-Za-z0-9_-][A-Za-z0-9_.-]*$/.test(rest)) return false;
-  const file = join(SWAGGER_UI_FILES, rest.slice(1));
-  return existsSync(file) && statSync(file).isFile();
+  return path.startsWith(`${DOCS_ROUTE}/`) && docsServes(path.slice(DOCS_ROUTE.length));
 }
 
 interface Route {
