@@ -3,6 +3,7 @@ const moduleNameMapper = {
   '^@verity/(status-model|persistence|queues|connectors|sdk|platform)$': '<rootDir>/libs/$1/src',
   '^@verity/sdk/mcp$': '<rootDir>/libs/sdk/src/mcp',
   '^@verity/platform/tracing$': '<rootDir>/libs/platform/src/tracing',
+  '^@verity/platform/config$': '<rootDir>/libs/platform/src/config',
 };
 const transform = { '^.+\\.ts$': ['ts-jest', { diagnostics: false }] };
 module.exports = {

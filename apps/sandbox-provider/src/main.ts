@@ -2,6 +2,7 @@
  * Entry point of the sandbox provider process. The only place that reads the environment, so the server itself
  * can be started in-process by tests with explicit options.
  */
+import { readVariables, wholeNumberVariable } from '@verity/platform/config';
 import {
   DEFAULT_MAX_EFFECTS,
   DEFAULT_MAX_WIRE_REQUESTS,
@@ -10,33 +11,33 @@ import {
   startSandboxProvider,
 } from './sandbox-provider';
 
+/** The most effects or requests the provider may be told to keep (each is kept in memory). */
+const MAX_KEPT = 10_000_000;
+
 function logLine(level: 'info' | 'error', msg: string, fields: Record<string, unknown> = {}): void {
   const stream = level === 'error' ? process.stderr : process.stdout;
   stream.write(`${JSON.stringify({ level, msg, ...fields })}\n`);
 }
 
-function parsePort(raw: string | undefined): number {
-  if (raw === undefined || raw === '') return DEFAULT_SANDBOX_PORT;
-  const port = Number(raw);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`SANDBOX_PORT is not a port: ${raw}`);
-  return port;
-}
-
-function parseBound(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const bound = Number(raw);
-  if (!Number.isSafeInteger(bound) || bound < 0) throw new Error(`${name} is not a non-negative integer: ${raw}`);
-  return bound;
-}
+/**
+ * The provider's own variables, read by the platform config's rule for a whole number (plain decimal digits in a
+ * range; unset or empty is the default): `0x10`, `1e3`, ` 5` or `-1` stop start with one line naming the variable,
+ * as any Verity process's do. Number() took the first three as 16, 1000 and 5.
+ */
+const SETTINGS = {
+  SANDBOX_PORT: wholeNumberVariable({ min: 0, max: 65535, default: DEFAULT_SANDBOX_PORT }),
+  SANDBOX_MAX_EFFECTS: wholeNumberVariable({ min: 0, max: MAX_KEPT, default: DEFAULT_MAX_EFFECTS }),
+  SANDBOX_MAX_REQUESTS: wholeNumberVariable({ min: 0, max: MAX_KEPT, default: DEFAULT_MAX_WIRE_REQUESTS }),
+};
 
 async function main(): Promise<void> {
+  const settings = readVariables(SETTINGS);
   const provider = await startSandboxProvider({
-    port: parsePort(process.env.SANDBOX_PORT),
+    port: settings.SANDBOX_PORT,
     host: process.env.SANDBOX_HOST || DEFAULT_SANDBOX_HOST,
     log: process.env.SANDBOX_LOG === '1',
-    maxEffects: parseBound('SANDBOX_MAX_EFFECTS', DEFAULT_MAX_EFFECTS),
-    maxWireRequests: parseBound('SANDBOX_MAX_REQUESTS', DEFAULT_MAX_WIRE_REQUESTS),
+    maxEffects: settings.SANDBOX_MAX_EFFECTS,
+    maxWireRequests: settings.SANDBOX_MAX_REQUESTS,
   });
   logLine('info', 'sandbox provider listening', { url: provider.url });
 

@@ -4,6 +4,8 @@ import {
   loadConfig,
   lookalikeVariableWarnings,
   misspelledVariables,
+  readVariables,
+  wholeNumberVariable,
   tenantPrivateEgress,
   TIMER_MAX_MS,
   tracingOn,
@@ -646,5 +648,19 @@ describe('the misspelling checks leave the rest of the environment alone', () =>
     ];
     expect(() => loadConfig(Object.fromEntries(foreign.map((name) => [name, 'x'])))).not.toThrow();
     expect(() => loadConfig(process.env)).not.toThrow();
+  });
+});
+
+describe('readVariables', () => {
+  const shape = { OWN_COUNT: wholeNumberVariable({ min: 0, max: 10, default: 3 }) };
+  it('reads a process’s own whole numbers by the config rule: digits only, empty is the default', () => {
+    expect(readVariables(shape, {})).toEqual({ OWN_COUNT: 3 });
+    expect(readVariables(shape, { OWN_COUNT: '' })).toEqual({ OWN_COUNT: 3 });
+    expect(readVariables(shape, { OWN_COUNT: '07' })).toEqual({ OWN_COUNT: 7 });
+    for (const value of ['0x10', '1e1', ' 5', '-1', '5.0', '11']) {
+      expect(() => readVariables(shape, { OWN_COUNT: value })).toThrow(
+        /^invalid configuration: OWN_COUNT: must be a whole number from 0 to 10/,
+      );
+    }
   });
 });

@@ -86,6 +86,12 @@ const ms = (fallback: number, { min, max }: { min: number; max: number }) =>
 const integer = (bounds: { min: number; max: number; default: number }) => bounded(bounds, 'count');
 
 /**
+ * The whole-number rule of every count above, for a process that reads variables of its own (the sandbox provider):
+ * plain decimal digits from `min` to `max`, `default` when unset or empty. Read with readVariables.
+ */
+export const wholeNumberVariable = integer;
+
+/**
  * MCP_ALLOWED_ORIGINS: web origins (`https://agent.example.com`, comma separated) whose pages may call /mcp, beside the
  * API's own. Each is a scheme (http or https), a host and an optional port — no path, query or credentials — and is
  * kept in its normalized form (`URL.origin`: lower-case host, default port dropped), the form a browser sends.
@@ -580,14 +586,36 @@ function editDistance(a: string, b: string, most = 2): number {
   return last[b.length] > most ? Infinity : last[b.length];
 }
 
+/** The message a refused configuration stops start with, one line: each issue as `NAME: what is wrong`. */
+function configErrorMessage(issues: readonly string[]): string {
+  return `invalid configuration: ${issues.join('; ')}`;
+}
+
+function issueLines(error: z.ZodError): string[] {
+  return error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
+}
+
+/**
+ * Variables of a process's own (`shape`: their schemas, wholeNumberVariable for a count), read from `env` by the rules
+ * loadConfig reads Verity's with; a refused value throws a ConfigError with the same one-line message.
+ */
+export function readVariables<T extends z.ZodRawShape>(
+  shape: T,
+  env: NodeJS.ProcessEnv = process.env,
+): z.infer<z.ZodObject<T>> {
+  const parsed = z.object(shape).safeParse(env);
+  if (!parsed.success) throw new ConfigError(configErrorMessage(issueLines(parsed.error)));
+  return parsed.data;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): VerityConfig {
   const parsed = ConfigSchema.safeParse(env);
   const misspelled = misspelledVariables(env)
     .filter((variable) => variable.certain)
     .map(({ name, meant }) => `${name}: not a variable Verity reads; did you mean ${meant}?`);
   if (!parsed.success || misspelled.length > 0) {
-    const issues = parsed.success ? [] : parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
-    throw new ConfigError(`invalid configuration: ${[...issues, ...misspelled].join('; ')}`);
+    const issues = parsed.success ? [] : issueLines(parsed.error);
+    throw new ConfigError(configErrorMessage([...issues, ...misspelled]));
   }
   if (parsed.data.NODE_ENV === 'production') {
     if (parsed.data.SEED_DEMO) {
