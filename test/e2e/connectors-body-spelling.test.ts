@@ -1,4 +1,4 @@
-import { DEMO, Stack } from '../support/stack';
+import { DEMO, Stack, waitFor } from '../support/stack';
 import { unique } from '../support/http';
 import { Call, TargetServer, httpOp, recordingClient, settled, startTarget } from './connectors-support';
 
@@ -60,6 +60,73 @@ describe('http: a body the target would read otherwise than the cap and the thre
         expect.objectContaining({ field, rule: 'duplicate_key', message: expect.stringMatching(/ignoring case/) }),
       ]);
     }
+    expect(await written()).toEqual(before);
+    expect(posts()).toBe(0);
+  });
+
+  /**
+   * Red team (hostile pass 4): names equal once normalised were kept apart — `"amount "` (a trailing space), a
+   * full-width `ａｍｏｕｎｔ` (NFKC: `amount`), `amo\u200bunt` (a zero-width space), a soft hyphen — while the cap read
+   * `amount` only. A target that trims, NFKC-normalises or drops invisible characters in names charges the other one.
+   */
+  it('refuses a body naming the capped amount twice once names are normalised (spaces, NFKC, invisible characters)', async () => {
+    const before = await written();
+    for (const other of [
+      'amount ',
+      ' amount',
+      'amount\u00a0',
+      '\uff41\uff4d\uff4f\uff55\uff4e\uff54',
+      'amo\u200bunt',
+      '\u00adamount',
+      'amount\u2060',
+      '\ufeffamount',
+      'AMOUNT\u200d',
+    ]) {
+      const body = { id: unique('pay'), amount: 1, [other]: 1_000_000 };
+      const refused = await submit({ method: 'POST', url: `${target.base}/orders`, body });
+      expect({ other, status: refused.status }).toEqual({ other, status: 400 });
+      expect(refused.body.errors).toEqual([
+        expect.objectContaining({
+          field: `operations[0].params.body.${other}`,
+          rule: 'duplicate_key',
+          message: expect.stringMatching(/ignoring case/),
+        }),
+      ]);
+    }
+    expect(await written()).toEqual(before);
+    expect(posts()).toBe(0);
+  });
+
+  it('refuses the retry of an operation accepted before with such a body (nothing written)', async () => {
+    // Held for approval (above the threshold), then given the body an operation accepted before the rule may have.
+    const accepted = await submit({
+      method: 'POST',
+      url: `${target.base}/orders`,
+      body: { id: unique('pay'), amount: 60 },
+    });
+    expect(accepted.status).toBe(201);
+    const execution = accepted.body as unknown as { id: string; operations: { id: string }[] };
+    const opId = execution.operations[0].id;
+    await waitFor(
+      async () => (await call<{ status: string }>('GET', `/v1/executions/${execution.id}`)).body.status,
+      (status) => status === 'waiting_for_approval',
+    );
+    await stack.db.dataSource.query(
+      `UPDATE operations SET params = jsonb_set(params, '{body,amount\u200b}', '1000000') WHERE id = $1`,
+      [opId],
+    );
+    const denied = await call('POST', `/v1/operations/${opId}/approval`, {
+      key: DEMO.reviewer,
+      body: { decision: 'deny' },
+    });
+    expect(denied.status).toBe(200);
+    const before = await written();
+    const retried = await call<{ errors: { field: string; rule: string }[] }>('POST', `/v1/operations/${opId}/retry`);
+    expect(retried.status).toBe(400);
+    expect(retried.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect(retried.body.errors).toEqual([
+      expect.objectContaining({ field: expect.stringMatching(/^params\.body\.amount\u200b?$/), rule: 'duplicate_key' }),
+    ]);
     expect(await written()).toEqual(before);
     expect(posts()).toBe(0);
   });

@@ -463,7 +463,8 @@ const JSON_CONTENT_TYPE_RULE =
 
 /**
  * The members of the body's objects whose name an earlier member of the same object has too when names are compared
- * ignoring case (the status model's foldedMemberName), each as its path in the body. JSON.parse keeps `amount` and `AMOUNT` apart, and so does
+ * ignoring case, NFKC forms, invisible characters and spaces at either end (the status model's foldedMemberName), each
+ * as its path in the body. JSON.parse keeps `amount` and `AMOUNT` apart, and so does
  * a spending cap or an approval threshold reading `body.amount`; a target that binds names ignoring case takes the
  * last of them, an amount neither ever read. Iterative, as every walk of a caller's JSON.
  */
@@ -567,7 +568,7 @@ const RequestParams = z
         ctx.addIssue({
           code: 'custom',
           path: ['body', ...path],
-          message: `${JSON.stringify(name.slice(0, 64))} names a member its object already has when names are compared ignoring case: a target that reads them so (Go's encoding/json, ASP.NET) would take the last one, not the member a spending cap or an approval threshold reads`,
+          message: `${JSON.stringify(name.slice(0, 64))} names a member its object already has when names are compared ignoring case, Unicode compatibility forms (NFKC), invisible characters and spaces at either end: a target that reads them so (Go's encoding/json, ASP.NET, one that normalises names) would take the last one, not the member a spending cap or an approval threshold reads`,
           params: { rule: 'duplicate_key' },
         });
       }

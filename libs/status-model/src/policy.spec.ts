@@ -14,6 +14,7 @@ import {
   approvalDecidable,
   paramAt,
   lookUpParam,
+  foldedMemberName,
   tenantApprovalRules,
   shownApprovalState,
   approvalRequestWaits,
@@ -289,6 +290,17 @@ describe('approval rules', () => {
     expect(lookUpParam({ a: { ſt: 1 } }, 'a.st')).toEqual({ kind: 'other_case', at: 'a.ſt', name: 'ſt' });
     expect(lookUpParam({ a: { bb: 1 } }, 'a.b')).toEqual({ kind: 'missing' });
     expect(paramAt({ A: 1 }, 'a')).toBeUndefined();
+    // And in a spelling a target that normalises names reads as the path's: spaces at either end, NFKC, invisible ones.
+    for (const name of ['b ', '\uff42', 'b\u200b', '\u00adB']) {
+      expect(lookUpParam({ a: { [name]: 1 } }, 'a.b')).toEqual({ kind: 'other_case', at: `a.${name}`, name });
+    }
+  });
+
+  it('folds a member name as the loosest target reads it', () => {
+    expect(foldedMemberName('Amount')).toBe('amount');
+    expect(foldedMemberName(' \uff21mount\u3000')).toBe('amount');
+    expect(foldedMemberName('am\u200bo\u2060u\ufeffnt\u00ad')).toBe('amount');
+    expect(foldedMemberName('am ount')).toBe('am ount');
   });
 
   it('lookUpParam reads own members only: an inherited name is no field of the params', () => {

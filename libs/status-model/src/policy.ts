@@ -198,14 +198,19 @@ export function paramAt(params: Record<string, unknown>, path: string): unknown 
 }
 
 /**
- * A member name as a target that matches names ignoring case compares it: Go's encoding/json (Unicode simple folding,
- * so U+017F "ſ" is "s" and U+212A, the Kelvin sign, "k") and ASP.NET's System.Text.Json (case-insensitive by default).
- * Upper then lower case folds those too; it also folds a few names such a target keeps apart ("ß" and "ss"): a match
- * too many, never one too few.
+ * A member name as a target that matches names loosely compares it: Go's encoding/json (Unicode simple folding, so
+ * U+017F "ſ" is "s" and U+212A, the Kelvin sign, "k") and ASP.NET's System.Text.Json (case-insensitive by default);
+ * and one that normalises names first — NFKC (the full-width "ａｍｏｕｎｔ" is "amount"), invisible characters dropped
+ * (a zero-width space, a soft hyphen, a BOM: Unicode's default-ignorable code points), spaces at either end trimmed
+ * ("amount " is "amount"). Upper then lower case folds the cases; it also folds a few names such a target keeps apart
+ * ("ß" and "ss"): a match too many, never one too few.
  */
 export function foldedMemberName(name: string): string {
-  return name.toUpperCase().toLowerCase();
+  const visible = name.replace(DEFAULT_IGNORABLE, '').normalize('NFKC');
+  return visible.toUpperCase().toLowerCase().normalize('NFKC').replace(DEFAULT_IGNORABLE, '').trim();
 }
+
+const DEFAULT_IGNORABLE = /\p{Default_Ignorable_Code_Point}/gu;
 
 /**
  * What a dot path of the params leads to: a value; nothing (a key missing from an object, or null on the way: no such
