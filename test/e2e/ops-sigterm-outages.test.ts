@@ -165,10 +165,11 @@ describe('worker SIGTERM during outages', () => {
    * A stop while Postgres is stalled waits for the statement in flight (up to DATABASE_QUERY_TIMEOUT_MS), then ends
    * the pool's sessions. Before, each session's end also waited up to DATABASE_QUERY_TIMEOUT_MS for a server that never
    * closes its side: about twice the query timeout in all, so 14 s with the default 25 s grace ended in the forced
-   * exit 1. The API alone: a reconciler's stop may wait for two statements in a row (a sweep's, then its error path's
-   * write), which 14 s twice does not fit in 25 s — the grace check assumes one.
+   * exit 1. A reconciler stopped mid-sweep waits for two statements in a row (a pass's, then the release of the sweep
+   * lock on its own session): 14 s twice did not fit in 25 s either (exit 1, "shutdown timed out"). Once the stop has
+   * begun, a statement gets only what is left of the grace (less its margin): the whole stop fits.
    */
-  it('api: Postgres stalled, query timeout 14 s, SIGTERM within the 25 s grace exits 0', async () => {
+  it('api and reconciler mid-sweep: Postgres stalled, query timeout 14 s, SIGTERM within the 25 s grace exits 0', async () => {
     const stalled = await StallablePostgres.start('opsterm-pg-long');
     try {
       const env = {
@@ -184,19 +185,34 @@ describe('worker SIGTERM during outages', () => {
         RUN_MIGRATIONS: 'true',
         SEED_DEMO: 'true',
       });
+      const reconciler = await stack.startApp('reconciler', { ...env, TEST_PAUSE_IN_SWEEP_MS: '60000' });
+      // A sweep holds its lock (its own session) and has run its first pass (on another session of the pool).
+      await waitFor(
+        async () => reconciler.output.join(''),
+        (out) => out.includes('paused in sweep'),
+        30_000,
+      );
       stalled.stall();
-      // A request of the API's waits on the stalled server.
+      // The sweep's next statement waits on the stalled server.
+      reconciler.child.kill('SIGUSR2');
+      const swept = await waitFor(
+        async () => stalled.unreadBytes(),
+        (bytes) => bytes > 0,
+        15_000,
+      );
+      // And a request of the API's.
       const request = http(`http://127.0.0.1:${port}`, 'GET', '/v1/executions?limit=1', { key: DEMO.agent }).catch(
         () => undefined,
       );
       await waitFor(
         async () => stalled.unreadBytes(),
-        (bytes) => bytes > 0,
+        (bytes) => bytes > swept,
         15_000,
       );
-      const apiStop = await stop(api);
+      const [apiStop, reconcilerStop] = await Promise.all([stop(api), stop(reconciler)]);
       await request;
       expect(apiStop.code).toBe(0);
+      expect(reconcilerStop.code).toBe(0);
     } finally {
       await stalled.stop();
     }

@@ -28,6 +28,7 @@ import {
   VERITY_CONFIG,
   VerityConfig,
   inTraceOf,
+  testPauseSleep,
   tracingOn,
 } from '@verity/platform';
 import { SchemaGate } from './schema-gate';
@@ -167,6 +168,11 @@ export class SweeperService implements OnApplicationBootstrap, BeforeApplication
     const ran = await withSweepLock(this.db, `${hostname()}:${process.pid}`, async () => {
       report.ran = true;
       report.expired = await this.expire();
+      if (this.config.TEST_PAUSE_IN_SWEEP_MS > 0) {
+        // Test-only kill point (refused in production): a sweep holding its lock, between two of its statements.
+        this.logger.warn({ pauseMs: this.config.TEST_PAUSE_IN_SWEEP_MS }, 'paused in sweep');
+        await testPauseSleep(this.config.TEST_PAUSE_IN_SWEEP_MS);
+      }
       // Before the releases and the escalation: a hold ended here is neither re-armed nor escalated in this pass.
       report.cancelledHeld = await this.heldOfEndedExecutions();
       report.orphanedSent = await this.orphanedSent();

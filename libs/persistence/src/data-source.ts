@@ -1,6 +1,6 @@
 import { Client, ClientConfig } from 'pg';
 import { DataSource, DataSourceOptions } from 'typeorm';
-import { redactUrl } from '@verity/platform';
+import { redactUrl, stopTimeLeftMs } from '@verity/platform';
 import { ENTITIES } from './entities';
 import { MIGRATIONS } from './migrations';
 import { Queryable, sqlState } from './sql';
@@ -15,6 +15,7 @@ import { Queryable, sqlState } from './sql';
 export class ResilientPgClient extends Client {
   constructor(config?: string | ClientConfig) {
     super(config);
+    const queryTimeout = typeof config === 'object' ? config.query_timeout : undefined;
     this.on('error', () => undefined);
     // pg's query_timeout rejects the caller but leaves the statement on the wire: the session stays busy, goes back
     // to the pool and every later statement queues behind the one that never answers (and a transaction opened on it
@@ -26,6 +27,14 @@ export class ResilientPgClient extends Client {
     this.query = ((...args: unknown[]) => {
       const last = args.length - 1;
       const callback = args[last];
+      // Once the process is stopping, a statement gets at most what is left of the stop's grace, and none is sent once
+      // nothing is: each one waited up to the whole query timeout, and two in a row outlasted the grace.
+      const left = stopTimeLeftMs();
+      if (left !== null) {
+        if (left === 0) return refuseWhileStopping(callback);
+        const bounded = withTimeout(args[0], Math.min(left, queryTimeout ?? left));
+        if (bounded) args[0] = bounded;
+      }
       if (typeof callback === 'function') {
         args[last] = (error: unknown, ...rest: unknown[]) => {
           drop(error);
@@ -41,7 +50,7 @@ export class ResilientPgClient extends Client {
     // so past a short wait the socket is simply dropped: the server sees the session go either way, and rolls back
     // whatever it held. Waiting the whole query timeout here made a stop during a stall last the statement in flight
     // plus as long again, past the grace from a query timeout of half of it.
-    const limit = typeof config === 'object' ? config.query_timeout : undefined;
+    const limit = queryTimeout;
     if (limit) {
       const close = this.end.bind(this) as (...args: unknown[]) => unknown;
       this.end = ((...args: unknown[]) => {
@@ -50,6 +59,32 @@ export class ResilientPgClient extends Client {
       }) as Client['end'];
     }
   }
+}
+
+/** Why a statement was not sent: the process is stopping and its grace has no time left for one. */
+export const NOT_RUN_WHILE_STOPPING =
+  'statement not run: the process is stopping and its shutdown grace has no time left for database work';
+
+/** A statement refused before it was sent (nothing of it reached the server), in the form pg's caller expects. */
+function refuseWhileStopping(callback: unknown): unknown {
+  const error = new Error(NOT_RUN_WHILE_STOPPING);
+  if (typeof callback === 'function') {
+    process.nextTick(() => (callback as (e: Error) => void)(error));
+    return undefined;
+  }
+  return Promise.reject(error);
+}
+
+/**
+ * A statement's text or config with its own query_timeout of `ms` (pg reads one from the config before its client's);
+ * undefined for a query object of its own (a stream, a cursor), left as it is.
+ */
+function withTimeout(query: unknown, ms: number): object | undefined {
+  if (typeof query === 'string') return { text: query, query_timeout: ms };
+  if (query && typeof query === 'object' && typeof (query as { submit?: unknown }).submit !== 'function') {
+    return { ...query, query_timeout: ms };
+  }
+  return undefined;
 }
 
 /**

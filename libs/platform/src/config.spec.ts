@@ -26,6 +26,7 @@ describe('loadConfig: test-only kill points', () => {
     expect(config.TEST_PAUSE_AFTER_CALL_MS).toBe(0);
     expect(config.TEST_PAUSE_BEFORE_READ_MS).toBe(0);
     expect(config.TEST_PAUSE_BEFORE_CAP_REFUSAL_MS).toBe(0);
+    expect(config.TEST_PAUSE_IN_SWEEP_MS).toBe(0);
   });
 
   it('may be armed outside production', () => {
@@ -38,6 +39,7 @@ describe('loadConfig: test-only kill points', () => {
     'TEST_PAUSE_AFTER_CALL_MS',
     'TEST_PAUSE_BEFORE_READ_MS',
     'TEST_PAUSE_BEFORE_CAP_REFUSAL_MS',
+    'TEST_PAUSE_IN_SWEEP_MS',
   ])('refuses %s in production, naming the variable', (name) => {
     expect(() => loadConfig({ NODE_ENV: 'production', [name]: '5' })).toThrow(ConfigError);
     expect(() => loadConfig({ NODE_ENV: 'production', [name]: '5' })).toThrow(name);
@@ -274,6 +276,7 @@ describe('numbers: every one has a range, and a value outside it refuses start n
     ['TEST_PAUSE_AFTER_CALL_MS', 0, TIMER_MAX_MS, 0],
     ['TEST_PAUSE_BEFORE_READ_MS', 0, TIMER_MAX_MS, 0],
     ['TEST_PAUSE_BEFORE_CAP_REFUSAL_MS', 0, TIMER_MAX_MS, 0],
+    ['TEST_PAUSE_IN_SWEEP_MS', 0, TIMER_MAX_MS, 0],
   ];
   // A variable checked against another (a backoff's cap, the webhooks' last retry) reaches each end of its range only
   // with that other one set to allow it.

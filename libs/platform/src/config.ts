@@ -399,6 +399,8 @@ const ConfigSchema = z
     TEST_PAUSE_BEFORE_READ_MS: ms(0, { min: 0, max: TIMER_MAX_MS }),
     /** The dispatcher, after a spending cap refused a send and before the statement that cancels it for the cap. */
     TEST_PAUSE_BEFORE_CAP_REFUSAL_MS: ms(0, { min: 0, max: TIMER_MAX_MS }),
+    /** The reconciler, in a sweep holding its lock, after its first pass (the expiry) and before the next. */
+    TEST_PAUSE_IN_SWEEP_MS: ms(0, { min: 0, max: TIMER_MAX_MS }),
     /**
      * Traces (OpenTelemetry): the standard variables, read here only to decide whether tracing is on (`tracingOn`);
      * the SDK reads the rest of `OTEL_*` itself (protocol, headers, sampler, batch delay...).
@@ -511,6 +513,7 @@ const TEST_HOOKS = [
   'TEST_PAUSE_AFTER_CALL_MS',
   'TEST_PAUSE_BEFORE_READ_MS',
   'TEST_PAUSE_BEFORE_CAP_REFUSAL_MS',
+  'TEST_PAUSE_IN_SWEEP_MS',
 ] as const;
 
 export type VerityConfig = z.infer<typeof ConfigSchema>;

@@ -1,4 +1,21 @@
 import type { Logger } from 'pino';
+import { SHUTDOWN_MARGIN_MS } from './config';
+
+/** When the process's orderly stop must have finished its database work (epoch ms); null until a stop begins. */
+let databaseDeadline: number | null = null;
+
+/**
+ * Once the process is stopping, how long (ms, 0 when none is left) its database work may still take: the stop's grace
+ * less SHUTDOWN_MARGIN_MS, counted from the signal; null while it is not stopping. A statement under way at the signal
+ * fits by the start-up check (DATABASE_QUERY_TIMEOUT_MS + SHUTDOWN_MARGIN_MS ≤ SHUTDOWN_GRACE_MS), but a stop can wait
+ * for more than one in a row — a reconciler signalled mid-sweep waited for a pass's statement, then for the release of
+ * the sweep lock on its own session, each up to the query timeout, and ended in the forced exit 1 with Postgres
+ * stalled. The pg client (libs/persistence) gives a statement begun during the stop at most what is left here, and
+ * none once nothing is.
+ */
+export function stopTimeLeftMs(): number | null {
+  return databaseDeadline === null ? null : Math.max(0, databaseDeadline - Date.now());
+}
 
 /**
  * Every long-running process stops cleanly on SIGTERM/SIGINT: close in order, then exit 0. Past `timeoutMs` (the
@@ -9,6 +26,7 @@ export function onShutdown(logger: Logger, close: () => Promise<void>, timeoutMs
   const handler = (signal: string) => {
     if (closing) return;
     closing = true;
+    databaseDeadline = Date.now() + timeoutMs - SHUTDOWN_MARGIN_MS;
     logger.info({ signal }, 'shutting down');
     const force = setTimeout(() => {
       logger.error('shutdown timed out; exiting');
