@@ -8,13 +8,7 @@ import { SwaggerModule } from '@nestjs/swagger';
 import { DOCS_ROUTE, serveOnlyDocsPage } from './http/docs-files';
 import { ExpressAdapter, NestExpressApplication } from '@nestjs/platform-express';
 import express from 'express';
-import {
-  NEWER_SCHEMA,
-  assertDatabaseReachable,
-  createDataSource,
-  runMigrationsLocked,
-  seedDemo,
-} from '@verity/persistence';
+import { NEWER_SCHEMA, openAppDataSource, openDataSource, runMigrationsLocked, seedDemo } from '@verity/persistence';
 import {
   LOGGER,
   Logger,
@@ -54,10 +48,11 @@ async function bootstrap(): Promise<void> {
   const { config, logger } = startProcess('api');
   const started = stopWhileStarting(logger);
   await assertNoEviction(config);
-  await assertDatabaseReachable(config.DATABASE_URL);
+  // The app's own pool, which ApiModule takes over: its first session is the check that Postgres can be used.
+  await openAppDataSource(config);
   if (config.RUN_MIGRATIONS || config.SEED_DEMO) {
-    const ds = createDataSource(config.DATABASE_URL, 2);
-    await ds.initialize();
+    // A pool of its own, without the query timeout: a migration may take longer than a request's statement.
+    const ds = await openDataSource(config.DATABASE_URL, 2);
     if (config.RUN_MIGRATIONS) {
       const { unknown } = await runMigrationsLocked(ds);
       if (unknown.length > 0) logger.warn({ unknown }, NEWER_SCHEMA);

@@ -1,11 +1,5 @@
 import 'reflect-metadata';
-import {
-  NEWER_SCHEMA,
-  assertDatabaseReachable,
-  createDataSource,
-  runMigrationsLocked,
-  seedDemo,
-} from '@verity/persistence';
+import { NEWER_SCHEMA, openDataSource, runMigrationsLocked, seedDemo } from '@verity/persistence';
 import { createLogger, loadConfig, lookalikeVariableWarnings, runMain } from '@verity/platform';
 
 /** Runs migrations under the advisory lock and, for the local demo (SEED_DEMO), seeds the demo tenant. Then exits. */
@@ -13,9 +7,7 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger('migrate', config.LOG_LEVEL);
   for (const warning of lookalikeVariableWarnings()) logger.warn(warning);
-  await assertDatabaseReachable(config.DATABASE_URL);
-  const ds = createDataSource(config.DATABASE_URL, 2);
-  await ds.initialize();
+  const ds = await openDataSource(config.DATABASE_URL, 2);
   try {
     const { applied, unknown } = await runMigrationsLocked(ds);
     if (unknown.length > 0) logger.warn({ applied, unknown }, NEWER_SCHEMA);

@@ -123,24 +123,47 @@ export function dataSourceOptions(url: string, poolSize = 10, queryTimeoutMs?: n
 }
 
 /**
- * The first thing an app asks Postgres (after Redis' policy check), so it is also where an app started without a
- * Postgres it can use stops: with one line naming Postgres, where it was sought (password masked) and why. Left to
- * the TypeORM module, Nest printed its own report instead (a colored retry line and the pg error's stack, twice).
- * The app exits 1, and whatever supervises it starts it again.
+ * Opens a DataSource (its pool), and so is where an app started without a Postgres it can use stops: with one line
+ * naming Postgres, where it was sought (password masked) and why. The pool's first session is the check; no session
+ * of its own is opened and ended for it (one more connection per start, whose end had no bound against a server that
+ * accepted the session and then stopped answering). Left to the TypeORM module, Nest printed its own report instead (a
+ * colored retry line and the pg error's stack, twice). The app exits 1, and whatever supervises it starts it again.
  */
-export async function assertDatabaseReachable(url: string): Promise<void> {
-  const client = new ResilientPgClient({ connectionString: url, connectionTimeoutMillis: 5000 });
+export async function openDataSource(url: string, poolSize = 10, queryTimeoutMs?: number): Promise<DataSource> {
+  const dataSource = new DataSource(dataSourceOptions(url, poolSize, queryTimeoutMs));
   try {
-    await client.connect();
+    return await dataSource.initialize();
   } catch (error) {
     const why = error instanceof Error ? error.message : String(error);
     throw new Error(
       `Postgres at ${redactUrl(url)} cannot be used (${why}): the app needs it to start; start Postgres or correct ` +
         'DATABASE_URL',
     );
-  } finally {
-    await client.end().catch(() => undefined);
   }
+}
+
+/** The process's own DataSource, opened at start (openAppDataSource) and not yet taken over by its Nest module. */
+let opened: DataSource | null = null;
+
+/**
+ * Opens the app's DataSource before Nest builds the app (the first thing it asks Postgres, after Redis' policy check),
+ * with the pool size and query timeout of its config; its PersistenceModule takes it over (takeAppDataSource) rather
+ * than opening a second pool.
+ */
+export async function openAppDataSource(config: {
+  DATABASE_URL: string;
+  DATABASE_POOL_SIZE: number;
+  DATABASE_QUERY_TIMEOUT_MS: number;
+}): Promise<DataSource> {
+  opened = await openDataSource(config.DATABASE_URL, config.DATABASE_POOL_SIZE, config.DATABASE_QUERY_TIMEOUT_MS);
+  return opened;
+}
+
+/** The DataSource openAppDataSource opened, once (null when none was: the module then opens its own). */
+export function takeAppDataSource(): DataSource | null {
+  const taken = opened;
+  opened = null;
+  return taken;
 }
 
 export function createDataSource(url: string, poolSize = 10): DataSource {

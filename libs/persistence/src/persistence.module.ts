@@ -1,7 +1,8 @@
 import { Global, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
-import { dataSourceOptions } from './data-source';
+import { DataSource } from 'typeorm';
+import { dataSourceOptions, takeAppDataSource } from './data-source';
 import { SecretsCipher } from './secrets-cipher';
 import { TransitionService } from './transition.service';
 
@@ -17,6 +18,9 @@ import { TransitionService } from './transition.service';
           retryAttempts: 0,
         };
       },
+      // The app's main opened it already (its first connection is the start-up check: openAppDataSource); a module
+      // built without one (in a test) opens its own.
+      dataSourceFactory: async (options) => takeAppDataSource() ?? new DataSource(options!),
     }),
   ],
   providers: [

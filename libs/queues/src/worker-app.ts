@@ -1,6 +1,6 @@
 import type { DynamicModule, INestApplicationContext } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { assertDatabaseReachable } from '@verity/persistence';
+import { openAppDataSource } from '@verity/persistence';
 import {
   Tracing,
   VerityConfig,
@@ -41,7 +41,7 @@ async function start(spec: WorkerApp): Promise<void> {
   // no exit code, nothing logged).
   const starting = stopWhileStarting(logger);
   await assertNoEviction(config);
-  await assertDatabaseReachable(config.DATABASE_URL);
+  await openAppDataSource(config);
   // Nest builds the workers, which take jobs at once, inside createApplicationContext (it runs the app's init): from
   // here a signal is the orderly stop, begun once the app is up.
   starting();
