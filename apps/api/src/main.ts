@@ -124,26 +124,26 @@ async function bootstrap(): Promise<void> {
   // 2,000 short ones (8 KiB) was never read, and the write it guarded went ahead. Every header is kept; the 16 KiB
   // limit on the request line and headers bounds how many there can be.
   (app.getHttpServer() as Server).maxHeadersCount = 0;
-  // A port that cannot be had stops the API with one line naming the variables, as a worker's metrics port does. The
-  // server listens here rather than through app.listen, which printed a colored line of Nest's own first.
-  await app.init();
+  // A port that cannot be had stops the API with one line naming the variables, as a worker's metrics port does. It
+  // listens through Nest (so Nest knows it listens: HttpAdapterHost.listening, app.getUrl()), with Nest's own logger
+  // off for that call only: on a refused port it printed a colored line of its own before the one line.
   const server = app.getHttpServer() as Server;
-  await new Promise<void>((resolve, reject) => {
-    const refused = (error: Error) =>
-      reject(new Error(`cannot listen on ${config.HOST}:${config.PORT} (PORT, HOST): ${error.message}`));
-    server.once('error', refused);
-    server.listen(config.PORT, config.HOST, () => {
-      server.off('error', refused);
-      resolve();
-    });
-  });
+  app.useLogger(false);
+  try {
+    await app.listen(config.PORT, config.HOST);
+  } catch (error) {
+    const why = error instanceof Error ? error.message : String(error);
+    throw new Error(`cannot listen on ${config.HOST}:${config.PORT} (PORT, HOST): ${why}`);
+  } finally {
+    app.useLogger(['error', 'warn']);
+  }
   server.keepAliveTimeout = 65_000;
   // A backstop behind bodyReadTimeout (which answers with a problem first): Node's own limit is 300 s.
   server.requestTimeout = config.BODY_TIMEOUT_MS + 5_000;
   server.headersTimeout = Math.min(server.headersTimeout, server.requestTimeout);
   // The port it really listens on: with PORT=0 the system picks one, and whoever started it reads it here.
   const listening = server.address() as AddressInfo | null;
-  logger.info({ port: listening?.port ?? config.PORT, host: config.HOST }, 'api listening');
+  logger.info({ port: listening?.port ?? config.PORT, host: config.HOST, url: await app.getUrl() }, 'api listening');
   started();
   onShutdown(
     logger,
