@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { APP_FILTER, APP_GUARD, DiscoveryModule } from '@nestjs/core';
 import { ConnectorsModule } from '@verity/connectors';
 import { PersistenceModule } from '@verity/persistence';
+import { DataSource } from 'typeorm';
 import { PlatformModule, VerityConfig } from '@verity/platform';
 import { QueuesModule } from '@verity/queues';
 import { ChangesController } from './admin/changes.controller';
@@ -36,12 +37,13 @@ import { StreamService } from './stream/stream.service';
 
 @Module({})
 export class ApiModule {
-  static forRoot(config: VerityConfig) {
+  /** `dataSource`: the one its main opened (openAppDataSource); none in a test that builds the module alone. */
+  static forRoot(config: VerityConfig, dataSource?: DataSource) {
     return {
       module: ApiModule,
       imports: [
         PlatformModule.forRoot('api', config),
-        PersistenceModule,
+        PersistenceModule.forRoot(dataSource),
         QueuesModule,
         ConnectorsModule,
         McpModule,

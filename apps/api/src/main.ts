@@ -12,6 +12,7 @@ import { NEWER_SCHEMA, openAppDataSource, openDataSource, runMigrationsLocked, s
 import {
   LOGGER,
   Logger,
+  StopDeadline,
   answerClientErrors,
   assertNoEviction,
   onShutdown,
@@ -48,8 +49,10 @@ async function bootstrap(): Promise<void> {
   const { config, logger } = startProcess('api');
   const started = stopWhileStarting(logger);
   await assertNoEviction(config);
-  // The app's own pool, which ApiModule takes over: its first session is the check that Postgres can be used.
-  await openAppDataSource(config);
+  // The app's own pool, which ApiModule takes over: its first session is the check that Postgres can be used. Its
+  // statements are bounded by the stop's deadline once a stop begins.
+  const stopDeadline = new StopDeadline();
+  const dataSource = await openAppDataSource(config, stopDeadline);
   if (config.RUN_MIGRATIONS || config.SEED_DEMO) {
     // A pool of its own, without the query timeout: a migration may take longer than a request's statement.
     const ds = await openDataSource(config.DATABASE_URL, 2);
@@ -68,10 +71,14 @@ async function bootstrap(): Promise<void> {
   routes.set('case sensitive routing', true);
   // Every query parameter is read, however many come before it (see parseWholeQuery).
   routes.set('query parser', parseWholeQuery);
-  const app = await NestFactory.create<NestExpressApplication>(ApiModule.forRoot(config), new ExpressAdapter(routes), {
-    logger: ['error', 'warn'],
-    bodyParser: false,
-  });
+  const app = await NestFactory.create<NestExpressApplication>(
+    ApiModule.forRoot(config, dataSource),
+    new ExpressAdapter(routes),
+    {
+      logger: ['error', 'warn'],
+      bodyParser: false,
+    },
+  );
   app.disable('x-powered-by');
   app.set('etag', false);
   // Only the proxies the operator names may say who the client is (X-Forwarded-For); by default nobody may.
@@ -159,6 +166,7 @@ async function bootstrap(): Promise<void> {
       await tracing?.shutdown();
     },
     config.SHUTDOWN_GRACE_MS,
+    stopDeadline,
   );
 }
 

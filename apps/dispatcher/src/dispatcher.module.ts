@@ -1,6 +1,7 @@
 import { Inject, Module, OnApplicationShutdown } from '@nestjs/common';
 import { ConnectorsModule } from '@verity/connectors';
 import { PersistenceModule } from '@verity/persistence';
+import { DataSource } from 'typeorm';
 import { LOGGER, Logger, PlatformModule, VerityConfig } from '@verity/platform';
 import { QueueName, QueuesModule } from '@verity/queues';
 import { DispatchProcessor } from './dispatch.processor';
@@ -19,10 +20,16 @@ export class DispatcherModule implements OnApplicationShutdown {
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
-  static forRoot(config: VerityConfig) {
+  /** `dataSource`: the one its main opened (openAppDataSource); none in a test that builds the module alone. */
+  static forRoot(config: VerityConfig, dataSource?: DataSource) {
     return {
       module: DispatcherModule,
-      imports: [PlatformModule.forRoot('dispatcher', config), PersistenceModule, QueuesModule, ConnectorsModule],
+      imports: [
+        PlatformModule.forRoot('dispatcher', config),
+        PersistenceModule.forRoot(dataSource),
+        QueuesModule,
+        ConnectorsModule,
+      ],
       providers: [LifecycleService, OutcomeService, SenderService, ExecutionsProcessor, DispatchProcessor],
     };
   }

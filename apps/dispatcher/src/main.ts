@@ -7,7 +7,7 @@ import { DISPATCHER_QUEUES, DispatcherModule } from './dispatcher.module';
 runWorkerApp({
   name: 'dispatcher',
   tracing,
-  module: (config) => DispatcherModule.forRoot(config),
+  module: (config, dataSource) => DispatcherModule.forRoot(config, dataSource),
   metricsPort: 'DISPATCHER_METRICS_PORT',
   queues: DISPATCHER_QUEUES,
   ready: (config) => ({ concurrency: config.WORKER_CONCURRENCY }),

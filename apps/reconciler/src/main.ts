@@ -7,7 +7,7 @@ import { RECONCILER_QUEUES, ReconcilerModule } from './reconciler.module';
 runWorkerApp({
   name: 'reconciler',
   tracing,
-  module: (config) => ReconcilerModule.forRoot(config),
+  module: (config, dataSource) => ReconcilerModule.forRoot(config, dataSource),
   metricsPort: 'RECONCILER_METRICS_PORT',
   queues: RECONCILER_QUEUES,
 });

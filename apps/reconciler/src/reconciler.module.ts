@@ -1,6 +1,7 @@
 import { BeforeApplicationShutdown, Inject, Module, OnApplicationBootstrap } from '@nestjs/common';
 import { ConnectorsModule } from '@verity/connectors';
 import { PersistenceModule } from '@verity/persistence';
+import { DataSource } from 'typeorm';
 import { LOGGER, Logger, PlatformModule, RedisClient, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { JobProducer, PRODUCER_REDIS, QueueName, QueuesModule, SweepSchedule } from '@verity/queues';
 import { ReconcileProcessor, SweepProcessor, VerifyProcessor, WebhooksProcessor } from './reconciler.processors';
@@ -35,10 +36,16 @@ export class ReconcilerModule implements OnApplicationBootstrap, BeforeApplicati
     );
   }
 
-  static forRoot(config: VerityConfig) {
+  /** `dataSource`: the one its main opened (openAppDataSource); none in a test that builds the module alone. */
+  static forRoot(config: VerityConfig, dataSource?: DataSource) {
     return {
       module: ReconcilerModule,
-      imports: [PlatformModule.forRoot('reconciler', config), PersistenceModule, QueuesModule, ConnectorsModule],
+      imports: [
+        PlatformModule.forRoot('reconciler', config),
+        PersistenceModule.forRoot(dataSource),
+        QueuesModule,
+        ConnectorsModule,
+      ],
       providers: [
         SchemaGate,
         VerificationService,

@@ -1,9 +1,12 @@
 import { Client, ClientConfig } from 'pg';
 import { DataSource, DataSourceOptions } from 'typeorm';
-import { redactUrl, stopTimeLeftMs } from '@verity/platform';
+import { StopDeadline, redactUrl } from '@verity/platform';
 import { ENTITIES } from './entities';
 import { MIGRATIONS } from './migrations';
 import { Queryable, sqlState } from './sql';
+
+/** pg's client settings, and the process's stop deadline, which reaches each client through the pool's settings. */
+type PgClientConfig = ClientConfig & { stopDeadline?: StopDeadline };
 
 /**
  * A pg client that can never crash the process with an unheard 'error' event. pg emits 'error' on a client whose
@@ -13,9 +16,10 @@ import { Queryable, sqlState } from './sql';
  * run. The error is not lost: queries in flight are rejected with it, and the pool drops the broken client.
  */
 export class ResilientPgClient extends Client {
-  constructor(config?: string | ClientConfig) {
+  constructor(config?: string | PgClientConfig) {
     super(config);
     const queryTimeout = typeof config === 'object' ? config.query_timeout : undefined;
+    const stop = typeof config === 'object' ? config.stopDeadline : undefined;
     this.on('error', () => undefined);
     // pg's query_timeout rejects the caller but leaves the statement on the wire: the session stays busy, goes back
     // to the pool and every later statement queues behind the one that never answers (and a transaction opened on it
@@ -29,7 +33,7 @@ export class ResilientPgClient extends Client {
       const callback = args[last];
       // Once the process is stopping, a statement gets at most what is left of the stop's grace, and none is sent once
       // nothing is: each one waited up to the whole query timeout, and two in a row outlasted the grace.
-      const left = stopTimeLeftMs();
+      const left = stop?.leftMs() ?? null;
       if (left !== null) {
         if (left === 0) return refuseWhileStopping(callback);
         const bounded = withTimeout(args[0], Math.min(left, queryTimeout ?? left));
@@ -103,7 +107,13 @@ export function isQueryTimeout(error: unknown): boolean {
   return e?.message === 'Query read timeout' || e?.driverError?.message === 'Query read timeout';
 }
 
-export function dataSourceOptions(url: string, poolSize = 10, queryTimeoutMs?: number): DataSourceOptions {
+/** `stopDeadline`: the process's (see StopDeadline); each pg client of the pool bounds its statements by it. */
+export function dataSourceOptions(
+  url: string,
+  poolSize = 10,
+  queryTimeoutMs?: number,
+  stopDeadline?: StopDeadline,
+): DataSourceOptions {
   return {
     type: 'postgres',
     url,
@@ -118,6 +128,7 @@ export function dataSourceOptions(url: string, poolSize = 10, queryTimeoutMs?: n
       connectionTimeoutMillis: 5000,
       Client: ResilientPgClient,
       ...(queryTimeoutMs ? { query_timeout: queryTimeoutMs } : {}),
+      ...(stopDeadline ? { stopDeadline } : {}),
     },
   };
 }
@@ -129,8 +140,13 @@ export function dataSourceOptions(url: string, poolSize = 10, queryTimeoutMs?: n
  * accepted the session and then stopped answering). Left to the TypeORM module, Nest printed its own report instead (a
  * colored retry line and the pg error's stack, twice). The app exits 1, and whatever supervises it starts it again.
  */
-export async function openDataSource(url: string, poolSize = 10, queryTimeoutMs?: number): Promise<DataSource> {
-  const dataSource = new DataSource(dataSourceOptions(url, poolSize, queryTimeoutMs));
+export async function openDataSource(
+  url: string,
+  poolSize = 10,
+  queryTimeoutMs?: number,
+  stopDeadline?: StopDeadline,
+): Promise<DataSource> {
+  const dataSource = new DataSource(dataSourceOptions(url, poolSize, queryTimeoutMs, stopDeadline));
   try {
     return await dataSource.initialize();
   } catch (error) {
@@ -142,28 +158,16 @@ export async function openDataSource(url: string, poolSize = 10, queryTimeoutMs?
   }
 }
 
-/** The process's own DataSource, opened at start (openAppDataSource) and not yet taken over by its Nest module. */
-let opened: DataSource | null = null;
-
 /**
  * Opens the app's DataSource before Nest builds the app (the first thing it asks Postgres, after Redis' policy check),
- * with the pool size and query timeout of its config; its PersistenceModule takes it over (takeAppDataSource) rather
- * than opening a second pool.
+ * with the pool size and query timeout of its config and the process's stop deadline; the app's module is given it
+ * (PersistenceModule.forRoot) rather than opening a second pool.
  */
-export async function openAppDataSource(config: {
-  DATABASE_URL: string;
-  DATABASE_POOL_SIZE: number;
-  DATABASE_QUERY_TIMEOUT_MS: number;
-}): Promise<DataSource> {
-  opened = await openDataSource(config.DATABASE_URL, config.DATABASE_POOL_SIZE, config.DATABASE_QUERY_TIMEOUT_MS);
-  return opened;
-}
-
-/** The DataSource openAppDataSource opened, once (null when none was: the module then opens its own). */
-export function takeAppDataSource(): DataSource | null {
-  const taken = opened;
-  opened = null;
-  return taken;
+export function openAppDataSource(
+  config: { DATABASE_URL: string; DATABASE_POOL_SIZE: number; DATABASE_QUERY_TIMEOUT_MS: number },
+  stopDeadline: StopDeadline,
+): Promise<DataSource> {
+  return openDataSource(config.DATABASE_URL, config.DATABASE_POOL_SIZE, config.DATABASE_QUERY_TIMEOUT_MS, stopDeadline);
 }
 
 export function createDataSource(url: string, poolSize = 10): DataSource {

@@ -1,32 +1,44 @@
 import type { Logger } from 'pino';
 import { SHUTDOWN_MARGIN_MS } from './config';
 
-/** When the process's orderly stop must have finished its database work (epoch ms); null until a stop begins. */
-let databaseDeadline: number | null = null;
-
 /**
- * Once the process is stopping, how long (ms, 0 when none is left) its database work may still take: the stop's grace
- * less SHUTDOWN_MARGIN_MS, counted from the signal; null while it is not stopping. A statement under way at the signal
- * fits by the start-up check (DATABASE_QUERY_TIMEOUT_MS + SHUTDOWN_MARGIN_MS ≤ SHUTDOWN_GRACE_MS), but a stop can wait
- * for more than one in a row — a reconciler signalled mid-sweep waited for a pass's statement, then for the release of
- * the sweep lock on its own session, each up to the query timeout, and ended in the forced exit 1 with Postgres
- * stalled. The pg client (libs/persistence) gives a statement begun during the stop at most what is left here, and
- * none once nothing is.
+ * When a process's orderly stop must have finished its database work. A statement under way at the signal fits by the
+ * start-up check (DATABASE_QUERY_TIMEOUT_MS + SHUTDOWN_MARGIN_MS ≤ SHUTDOWN_GRACE_MS), but a stop can wait for more
+ * than one in a row — a reconciler signalled mid-sweep waited for a pass's statement, then for the release of the sweep
+ * lock on its own session, each up to the query timeout, and ended in the forced exit 1 with Postgres stalled. The
+ * process's main makes one, hands it to its pg clients (libs/persistence: a statement begun during the stop gets at
+ * most what is left, and none once nothing is) and to `onShutdown`, which begins it at the signal.
  */
-export function stopTimeLeftMs(): number | null {
-  return databaseDeadline === null ? null : Math.max(0, databaseDeadline - Date.now());
+export class StopDeadline {
+  /** Epoch ms; null until the stop begins. */
+  private at: number | null = null;
+
+  /** The stop has begun with `graceMs` for the whole of it: database work has that less SHUTDOWN_MARGIN_MS. */
+  begin(graceMs: number): void {
+    this.at ??= Date.now() + graceMs - SHUTDOWN_MARGIN_MS;
+  }
+
+  /** How long (ms, 0 when none is left) database work may still take; null while the process is not stopping. */
+  leftMs(): number | null {
+    return this.at === null ? null : Math.max(0, this.at - Date.now());
+  }
 }
 
 /**
  * Every long-running process stops cleanly on SIGTERM/SIGINT: close in order, then exit 0. Past `timeoutMs` (the
- * configured SHUTDOWN_GRACE_MS) it exits 1.
+ * configured SHUTDOWN_GRACE_MS) it exits 1. `deadline` (the one the process's pg clients read) begins at the signal.
  */
-export function onShutdown(logger: Logger, close: () => Promise<void>, timeoutMs: number): void {
+export function onShutdown(
+  logger: Logger,
+  close: () => Promise<void>,
+  timeoutMs: number,
+  deadline?: StopDeadline,
+): void {
   let closing = false;
   const handler = (signal: string) => {
     if (closing) return;
     closing = true;
-    databaseDeadline = Date.now() + timeoutMs - SHUTDOWN_MARGIN_MS;
+    deadline?.begin(timeoutMs);
     logger.info({ signal }, 'shutting down');
     const force = setTimeout(() => {
       logger.error('shutdown timed out; exiting');

@@ -1,7 +1,9 @@
 import type { DynamicModule, INestApplicationContext } from '@nestjs/common';
+import type { DataSource } from 'typeorm';
 import { NestFactory } from '@nestjs/core';
 import { openAppDataSource } from '@verity/persistence';
 import {
+  StopDeadline,
   Tracing,
   VerityConfig,
   assertNoEviction,
@@ -17,7 +19,8 @@ export interface WorkerApp {
   name: 'dispatcher' | 'reconciler';
   /** Started by the app's first import (./tracing), before Nest, pg and ioredis were required; null when off. */
   tracing: Tracing | null;
-  module: (config: VerityConfig) => DynamicModule;
+  /** `dataSource`: the app's pool, opened before Nest builds the module. */
+  module: (config: VerityConfig, dataSource: DataSource) => DynamicModule;
   metricsPort: 'DISPATCHER_METRICS_PORT' | 'RECONCILER_METRICS_PORT';
   /** The queues this app consumes (their depth is on its /metrics). */
   queues: readonly QueueName[];
@@ -41,13 +44,18 @@ async function start(spec: WorkerApp): Promise<void> {
   // no exit code, nothing logged).
   const starting = stopWhileStarting(logger);
   await assertNoEviction(config);
-  await openAppDataSource(config);
+  // The app's own pool (its first session is the check that Postgres can be used), its statements bounded by the
+  // stop's deadline once a stop begins.
+  const stopDeadline = new StopDeadline();
+  const dataSource = await openAppDataSource(config, stopDeadline);
   // Nest builds the workers, which take jobs at once, inside createApplicationContext (it runs the app's init): from
   // here a signal is the orderly stop, begun once the app is up.
   starting();
   let app: INestApplicationContext | undefined;
   const up = (async () => {
-    const context = await NestFactory.createApplicationContext(spec.module(config), { logger: ['error', 'warn'] });
+    const context = await NestFactory.createApplicationContext(spec.module(config, dataSource), {
+      logger: ['error', 'warn'],
+    });
     app = context;
     // A port that cannot be had stops the process (the message names the variable), after its workers stop cleanly.
     return await serveWorkerOps(context, spec.metricsPort, spec.queues).catch(async (error: unknown) => {
@@ -67,6 +75,7 @@ async function start(spec: WorkerApp): Promise<void> {
       await spec.tracing?.shutdown();
     },
     config.SHUTDOWN_GRACE_MS,
+    stopDeadline,
   );
   const ops = await up;
   logger.info({ ...spec.ready?.(config), metricsPort: ops?.port ?? null }, `${spec.name} ready`);
