@@ -362,6 +362,54 @@ describe('dispatcher: crashes and pauses around the send', () => {
     }
   });
 
+  it('a retry that needs an approval, its chain contradicted before it was looked at, is cancelled: never asked', async () => {
+    // A declined charge ends FAILED; the agent retries it while no dispatcher runs, and the tenant's policy asks an
+    // approval of every charge. The provider's 2xx of the original then comes back late (written as the dispatcher
+    // records it): "no effect exists" no longer stands, and the retry's send guard would refuse it whatever a reviewer
+    // said. The lifecycle asks the chain first: the retry is cancelled at once, never shown to a reviewer.
+    const d = await stack.startApp('dispatcher');
+    const reference = unique('decline-chain-first');
+    const created = await submit(stack, [charge(reference)]);
+    const original = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'FAILED');
+    await stack.kill(d, 'SIGKILL');
+    const setRules = (approval_rules: unknown[]) =>
+      http(stack.apiUrl, 'PUT', '/v1/admin/policy', { key: DEMO.admin, body: { approval_rules } });
+    expect((await setRules([{ connector: 'sandbox.payments' }])).status).toBe(200);
+    try {
+      const retried = await http<{ operation: { id: string }; execution: { id: string } }>(
+        stack.apiUrl,
+        'POST',
+        `/v1/operations/${original.id}/retry`,
+        { key: DEMO.agent },
+      );
+      expect(retried.status).toBe(201);
+      const retryExecution = retried.body.execution.id;
+      await stack.db.dataSource.query(
+        `UPDATE operations SET acknowledged_at = now() WHERE id = $1 AND status = 'FAILED'`,
+        [original.id],
+      );
+
+      await stack.startApp('dispatcher');
+      const done = await waitForOp(
+        stack,
+        retryExecution,
+        'charge',
+        (o) => o.status !== 'PREPARED' || o.approval?.state === 'requested',
+      );
+      expect(done).toMatchObject({ id: retried.body.operation.id, status: 'CANCELLED', attempt: 0, approval: null });
+      expect(done.failure).toMatchObject({ code: 'retry_refuted', retryable: false });
+      const log = await events(stack, retryExecution);
+      expectLegalHistory(log);
+      expect(log.filter((e) => e.type.startsWith('approval.'))).toEqual([]);
+      expect(statusPath(log, done.id)).toEqual(['PREPARED', 'CANCELLED']);
+      const cancel = log.find((e) => e.operation_id === done.id && e.to_status === 'CANCELLED')!;
+      expect(cancel.data).toMatchObject({ cause: 'retry_refuted', retry_of: original.id });
+      expect((await stack.effects()).charges[reference]?.count ?? 0).toBe(0);
+    } finally {
+      expect((await setRules([])).status).toBe(200);
+    }
+  });
+
   it('SIGSTOP after SENT past the job lock; SIGCONT: the worker wakes too late and does not call', async () => {
     const a = await pausedDispatcher({ TEST_PAUSE_AFTER_SENT_MS: '5000' });
     const reference = unique('stop-sent');

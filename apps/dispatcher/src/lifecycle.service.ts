@@ -20,6 +20,7 @@ import {
   snapshotOf,
   transaction,
   preparedFromStaleRead,
+  refutedRetries,
   withinTransaction,
   type Queryable,
   type SettingsAsRead,
@@ -46,6 +47,7 @@ import {
   isTerminalExecution,
   latestByKey,
   nextPreconditionRead,
+  refutedRetryCancel,
 } from '@verity/status-model';
 import { DataSource, EntityManager } from 'typeorm';
 import { approvalRuleMatchOf, needsApproval } from './operation-rules';
@@ -845,13 +847,20 @@ export class LifecycleService {
     return 'agrees';
   }
 
-  /** Decide which operations need approval; a decision that arrived early is kept, not asked again. */
+  /**
+   * Decide which operations need approval; a decision that arrived early is kept, not asked again. A retry whose chain
+   * of retries holds a FAILED contradicted since is not asked for: it is never sent (the next step cancels it,
+   * `preparedStep`), so no reviewer is shown it as awaiting approval.
+   */
   private async plan(db: EntityManager, execution: ExecutionEntity, tenant: TenantEntity | null): Promise<void> {
-    for (const op of await findOperationsForWorker(db, execution.id)) {
+    const operations = await findOperationsForWorker(db, execution.id);
+    const refuted = await this.refutedOf(db, execution, operations);
+    for (const op of operations) {
       if (op.status !== S.PREPARED || !needsApproval(op, tenant?.settings, this.connectors)) continue;
       if (op.approval?.state === 'granted' || op.approval?.state === 'denied' || op.approval?.state === 'requested') {
         continue;
       }
+      if (refuted.has(op.id)) continue;
       // Its requested_at is stamped by the statement, from the database's clock (stampApprovalRequest).
       const approval: Approval = { ...(op.approval ?? {}), state: 'requested' };
       // The tenant rule that asks, and why (above its threshold, or in a currency it cannot be compared in).
@@ -872,6 +881,15 @@ export class LifecycleService {
     }
   }
 
+  /**
+   * Of the PREPARED retries among `operations`, those whose chain of retries holds a FAILED contradicted since
+   * (persistence `refutedRetries`): never sent. No statement for an execution that holds no PREPARED retry.
+   */
+  private refutedOf(db: Queryable, execution: ExecutionEntity, operations: OperationEntity[]): Promise<Set<string>> {
+    const retries = operations.filter((op) => op.status === S.PREPARED && op.retryOf !== null).map((op) => op.id);
+    return refutedRetries(db, execution.tenantId, retries);
+  }
+
   /** running ⇄ waiting_for_tool ⇄ waiting_for_approval: dispatch what is ready, cancel what can never run. */
   private async run(
     execution: ExecutionEntity,
@@ -883,6 +901,7 @@ export class LifecycleService {
     let changed = false;
     let awaitingApproval = 0;
     const ready: OperationEntity[] = [];
+    const refuted = await this.refutedOf(this.db.manager, execution, operations);
     for (const op of operations) {
       if (op.status !== S.PREPARED) continue;
       const next = preparedStep({
@@ -890,8 +909,23 @@ export class LifecycleService {
         approvalRequired: needsApproval(op, tenant?.settings, this.connectors),
         approvalState: op.approval?.state,
         preconditionOwed: op.nextCheckAt !== null,
+        retryRefuted: refuted.has(op.id),
       });
       switch (next.kind) {
+        case 'refuted': {
+          // The FAILED it retries (or one up its chain) was contradicted since it was made: its send guard would refuse
+          // it whatever a reviewer or a dependency did next. Cancelled now, by the compare-and-set on PREPARED: of this
+          // and a concurrent approval or send, the send guard refuses the send, and a decision finds it CANCELLED.
+          const moved = await this.transitions.operation(this.db.manager, {
+            operation: snapshotOf(op),
+            to: S.CANCELLED,
+            actor: 'system',
+            eventData: refutedRetryCancel(op.retryOf),
+          });
+          changed ||= moved.won;
+          if (!moved.won) return 'lost';
+          break;
+        }
         case 'cancel': {
           const moved = await this.transitions.operation(this.db.manager, {
             operation: snapshotOf(op),

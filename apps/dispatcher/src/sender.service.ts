@@ -45,7 +45,7 @@ import {
   LATE_REJECTION_TRIES,
   OperationStatus,
   REFERENCE_UNSETTLED,
-  RETRY_REFUTED,
+  refutedRetryCancel,
   StaleAuthorityCause,
   answerWriteRetry,
   Staleness,
@@ -757,14 +757,7 @@ export class SenderService implements OnModuleDestroy {
       operation: snapshotOf(op),
       to: S.CANCELLED,
       actor: 'system',
-      eventData: {
-        cause: RETRY_REFUTED,
-        detail:
-          `the FAILED this operation retries (${op.retryOf}), or one that operation retried in turn, was contradicted ` +
-          'since the retry was made (the provider took it, or its source showed the effect): sending it could make the ' +
-          'effect twice, so it was not sent',
-        retry_of: op.retryOf,
-      },
+      eventData: refutedRetryCancel(op.retryOf),
     });
     if (!moved.won) return;
     await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });

@@ -227,6 +227,26 @@ describe('preparedStep: a table of PREPARED operations and what the lifecycle do
     ],
     ['no approval needed, one granted early', { ...base, approvalState: 'granted' }, { kind: 'ready' }],
     [
+      'a retry whose chain was contradicted: cancelled before its approval is asked for',
+      { ...base, approvalRequired: true, retryRefuted: true },
+      { kind: 'refuted' },
+    ],
+    [
+      'a retry whose chain was contradicted: cancelled though its approval was asked for, or granted',
+      { ...base, approvalRequired: true, approvalState: 'granted', retryRefuted: true },
+      { kind: 'refuted' },
+    ],
+    [
+      'a retry whose chain was contradicted: cancelled while its dependencies still wait',
+      { ...base, dependencies: [dep(OperationStatus.SENT)], retryRefuted: true },
+      { kind: 'refuted' },
+    ],
+    [
+      'a retry whose chain stands: asked for its approval as any operation',
+      { ...base, approvalRequired: true, retryRefuted: false },
+      { kind: 'await-approval', request: true },
+    ],
+    [
       'waiting dependencies come before an owed read',
       { ...base, dependencies: [dep(OperationStatus.SENT)], preconditionOwed: true },
       { kind: 'wait' },

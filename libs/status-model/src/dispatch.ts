@@ -175,6 +175,11 @@ export type DependencyView = {
 export type ApprovalStateValue = 'requested' | 'granted' | 'denied';
 
 export type PreparedStep =
+  /**
+   * A retry whose chain of retries holds a FAILED contradicted since (`retryRefuted`): cancelled `retry_refuted`, never
+   * sent, and never asked an approval for.
+   */
+  | { kind: 'refuted' }
   /** A dependency can never be done (failed, cancelled, or missing): cancelled, never sent. */
   | { kind: 'cancel'; dependency: DependencyView | undefined }
   /** A dependency is not done yet: nothing to do now. */
@@ -189,8 +194,11 @@ export type PreparedStep =
   | { kind: 'ready' };
 
 /**
- * What the lifecycle does next with one PREPARED operation, in the order the contract sets: a broken dependency
- * cancels it; an unfinished one makes it wait; an approval it needs must be granted (a deny cancels it); an owed
+ * What the lifecycle does next with one PREPARED operation, in the order the contract sets: a retry made on the word of
+ * a FAILED contradicted since (`retryRefuted`: the one it retries, or one up its chain of retries — the provider's 2xx
+ * came back late, or its source showed the effect) is cancelled before anything else is asked — its send guard would
+ * refuse it whatever happens next, so no reviewer is asked to approve it and nothing waits for its dependencies; a
+ * broken dependency cancels it; an unfinished one makes it wait; an approval it needs must be granted (a deny cancels it); an owed
  * precondition read comes before the send (I15); then it is ready. An approval asked for or denied is owed its decision
  * even where no longer required (an admin removed the rule meanwhile), as the SENT statement's guard judges it: taking
  * it for ready would have the guard refuse the send again and again while the execution showed running.
@@ -200,7 +208,10 @@ export function preparedStep(op: {
   approvalRequired: boolean;
   approvalState: ApprovalStateValue | null | undefined;
   preconditionOwed: boolean;
+  /** A retry whose chain of retries holds a FAILED contradicted since (persistence `refutedRetries`). */
+  retryRefuted?: boolean;
 }): PreparedStep {
+  if (op.retryRefuted) return { kind: 'refuted' };
   if (op.dependencies.some((d) => dependencyBroken(d))) {
     return { kind: 'cancel', dependency: op.dependencies.find((d) => dependencyBroken(d)) };
   }

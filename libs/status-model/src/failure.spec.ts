@@ -9,6 +9,7 @@ import {
   LastStatusChange,
   RETRY_REFUTED,
   cancelledAsRefutedRetry,
+  refutedRetryCancel,
   executionFailure,
   operationFailure,
 } from './failure';
@@ -561,5 +562,14 @@ describe('cancelledAsRefutedRetry: a retry the dispatch cancelled because the FA
     expect(cancelledAsRefutedRetry(S.CANCELLED, change(S.PREPARED, { cause: 'execution_cancelled' }))).toBe(false);
     expect(cancelledAsRefutedRetry(S.CANCELLED, null)).toBe(false);
     expect(cancelledAsRefutedRetry(S.FAILED, change(S.PREPARED, { cause: RETRY_REFUTED }))).toBe(false);
+  });
+});
+
+describe('refutedRetryCancel: what the cancel of such a retry records, whoever writes it', () => {
+  it('names the cause, why, and the operation it retries', () => {
+    const data = refutedRetryCancel('op_1');
+    expect(data).toMatchObject({ cause: RETRY_REFUTED, retry_of: 'op_1' });
+    expect(data.detail).toContain('(op_1)');
+    expect(cancelledAsRefutedRetry(S.CANCELLED, change(S.PREPARED, data))).toBe(true);
   });
 });

@@ -304,6 +304,22 @@ export const REFERENCE_UNSETTLED = 'reference_unsettled';
 export const RETRY_REFUTED = 'retry_refuted';
 
 /**
+ * The event data of the cancel of such a retry (`RETRY_REFUTED`), whoever writes it — the lifecycle, which asks the
+ * chain before anything else of a PREPARED retry (`preparedStep`), or the send guard's refusal at send: the cause, why
+ * in words, and the operation it retries.
+ */
+export function refutedRetryCancel(retryOf: string | null): { cause: string; detail: string; retry_of: string | null } {
+  return {
+    cause: RETRY_REFUTED,
+    detail:
+      `the FAILED this operation retries (${retryOf}), or one that operation retried in turn, was contradicted ` +
+      'since the retry was made (the provider took it, or its source showed the effect): sending it could make the ' +
+      'effect twice, so it was not sent',
+    retry_of: retryOf,
+  };
+}
+
+/**
  * Whether the operation is a retry the dispatch cancelled as `retry_refuted`: the FAILED it was made on the word of was
  * refuted, for good (`operationRetryRule`'s `retryRefuted`: a retry of it is made on the same word). `change`: the move
  * that brought it to its status.
