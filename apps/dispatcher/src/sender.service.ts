@@ -28,6 +28,7 @@ import {
   connectorOperation,
   describeCapExceeded,
   findOperationToSend,
+  executionsOfWaitingRetries,
   findUnsettledResend,
   grantKeyStands,
   OperationToSend,
@@ -947,9 +948,23 @@ export class SenderService implements OnModuleDestroy {
       );
       if (!recorded.won) continue;
       if (only !== null && isTerminalOperation(only)) await this.advanceExecution(op.executionId);
+      // A 2xx after FAILED refutes the word every retry of it was made on: those not sent yet are cancelled now
+      // (retry_refuted), not when their send is next tried — one waiting for an approval is no longer shown to reviewers.
+      if (only === S.FAILED) await this.advanceWaitingRetries(op);
       return true;
     }
     return false;
+  }
+
+  /**
+   * The executions holding a retry of `op` (or of one of its retries) not sent yet are advanced, by a job each: their
+   * lifecycle finds the chain contradicted and cancels the retry (`retry_refuted`). A job lost here leaves the send
+   * guard's refusal, at the retry's next send, as before.
+   */
+  private async advanceWaitingRetries(op: OperationEntity): Promise<void> {
+    for (const executionId of await executionsOfWaitingRetries(this.db.manager, op.tenantId, op.id)) {
+      await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId });
+    }
   }
 
   /** On SIGTERM, before the workers wait for their jobs: an answer's write is no longer tried again (bounded drain). */

@@ -21,6 +21,7 @@ import {
   findOperationWithClockForWorker,
   recoveryObligation,
   absenceEvidenceOf,
+  executionsOfWaitingRetries,
   findEffectShownBefore,
   scheduleNextCheck,
   snapshotOf,
@@ -487,6 +488,11 @@ export class VerificationService {
       );
       // The execution's criteria may no longer conclude from that FAILED: the advance judges them again.
       await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
+      // And the word every retry of it was made on no longer stands: those not sent yet are cancelled by their
+      // execution's advance (retry_refuted), not when their send is next tried.
+      for (const executionId of await executionsOfWaitingRetries(this.db.manager, op.tenantId, op.id)) {
+        await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId });
+      }
     }
   }
 

@@ -99,6 +99,13 @@ SELECT o.id FROM operations o WHERE o.tenant_id = $1 AND o.id = ANY($2::text[])
             AND (chain.acknowledged_at IS NOT NULL
                  OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed'));
 
+-- executionsOfWaitingRetries
+WITH RECURSIVE down AS (
+       SELECT o.id, o.execution_id, o.status FROM operations o WHERE o.retry_of = $1 AND o.tenant_id = $2
+       UNION
+       SELECT o.id, o.execution_id, o.status FROM operations o JOIN down d ON o.retry_of = d.id AND o.tenant_id = $2)
+     SELECT DISTINCT execution_id FROM down WHERE status = 'PREPARED' ORDER BY execution_id;
+
 -- retryOf
 SELECT id, execution_id FROM operations WHERE retry_of = $1 AND tenant_id = $2;
 

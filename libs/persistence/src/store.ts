@@ -218,6 +218,14 @@ export const INTAKE_SQL = {
   // Of the operations $2 (retries), those whose chain of retries holds a FAILED contradicted since (retry_refuted).
   refutedRetries: `SELECT o.id FROM operations o WHERE o.tenant_id = $1 AND o.id = ANY($2::text[])
      AND o.retry_of IS NOT NULL AND ${refutedUpTheChain('o.retry_of', 'o.tenant_id')}`,
+  // The executions of the retries made on the word of operation $1, or of one of its retries in turn (`retry_of`, followed
+  // down), that are not sent yet (PREPARED: waiting on an approval, a dependency or a send): what a contradiction of
+  // $1's FAILED leaves to cancel (retry_refuted). One probe of the unique index on retry_of per link.
+  executionsOfWaitingRetries: `WITH RECURSIVE down AS (
+       SELECT o.id, o.execution_id, o.status FROM operations o WHERE o.retry_of = $1 AND o.tenant_id = $2
+       UNION
+       SELECT o.id, o.execution_id, o.status FROM operations o JOIN down d ON o.retry_of = d.id AND o.tenant_id = $2)
+     SELECT DISTINCT execution_id FROM down WHERE status = '${OperationStatus.PREPARED}' ORDER BY execution_id`,
   retryOf: `SELECT id, execution_id FROM operations WHERE retry_of = $1 AND tenant_id = $2`,
   // Another of the tenant's operations on the connector naming the resend_ref that was sent and is not settled
   // (blocksResend): the one a send of operation $4 would re-send (the send guard's reference_unsettled).
@@ -436,6 +444,24 @@ export function retriesRefuted(
     tenantId,
     ops.filter((op) => op.retryOf !== null && canRetry(op.status)).map((op) => op.id),
   );
+}
+
+/**
+ * The executions holding a retry not sent yet (PREPARED) made on the word of `operationId` or of one of its retries in
+ * turn: where a contradiction of its FAILED (a late 2xx, a read that showed the effect) leaves a retry to cancel
+ * (`retry_refuted`). The writer of the contradiction advances them, so they are cancelled at once, not when their send
+ * is next tried.
+ */
+export async function executionsOfWaitingRetries(
+  db: Queryable,
+  tenantId: string,
+  operationId: string,
+): Promise<string[]> {
+  const found = await rows<{ execution_id: string }>(db, INTAKE_SQL.executionsOfWaitingRetries, [
+    operationId,
+    tenantId,
+  ]);
+  return found.map((row) => row.execution_id);
 }
 
 /**
