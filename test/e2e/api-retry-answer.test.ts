@@ -1,7 +1,7 @@
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 import type { WireSchemas } from '@verity/sdk';
-import { getOperation, submit, waitForOp } from './dispatcher-helpers';
+import { type Op, getOperation, submit, waitForOp } from './dispatcher-helpers';
 
 type Execution = WireSchemas['Execution'];
 type RetryResult = WireSchemas['RetryResult'];
@@ -119,5 +119,39 @@ describe('the answer of a retry', () => {
     expect(released.status).toBe(409);
     expect(released.body).toMatchObject({ type: expect.stringContaining('resolution-not-permitted') });
     expect((await getOperation(stack, held.id)).status).toBe('MANUAL_REVIEW');
+  }, 90_000);
+
+  it('the ETag of a retry changes when its chain is contradicted: a resolve made on the page shown before is 412', async () => {
+    const original = await declined();
+    const created = await submit(stack, [charge(unique('etag-retry'), { expected_state: { charged: true } })]);
+    const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    await stack.db.dataSource.query(`UPDATE operations SET retry_of = $2 WHERE id = $1`, [held.id, original.opId]);
+    const show = () => http<Op>(stack.apiUrl, 'GET', `/v1/operations/${held.id}`, { key: DEMO.reviewer });
+    const before = await show();
+    expect(before.body.permitted_resolutions).toContain('SENT');
+    const shownTag = before.headers.get('etag')!;
+    expect(shownTag).toMatch(/^"/);
+
+    // The FAILED it retries is contradicted: the page now shows no release, and its version says it changed.
+    await acknowledgeLate(original.opId);
+    const after = await show();
+    expect(after.body.permitted_resolutions).not.toContain('SENT');
+    expect(after.headers.get('etag')).not.toBe(shownTag);
+
+    // A reviewer who decided on the page shown before is told it is stale, as for any other change; nothing written.
+    const resolve = (tag: string) =>
+      http(stack.apiUrl, 'POST', `/v1/operations/${held.id}/resolve`, {
+        key: DEMO.reviewer,
+        body: { status: 'CANCELLED', evidence: 'not wanted any more' },
+        headers: { 'if-match': tag },
+      });
+    const stale = await resolve(shownTag);
+    expect(stale.status).toBe(412);
+    expect(stale.body).toMatchObject({ type: expect.stringContaining('precondition-failed') });
+    expect((await getOperation(stack, held.id)).status).toBe('MANUAL_REVIEW');
+    // On the page as it now stands, the same resolution is carried out.
+    const current = await resolve(after.headers.get('etag')!);
+    expect(current.status).toBe(200);
+    expect((await getOperation(stack, held.id)).status).toBe('CANCELLED');
   }, 90_000);
 });

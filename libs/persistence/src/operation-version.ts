@@ -1,3 +1,5 @@
+import { refutedUpTheChain } from './retry-chain';
+
 /**
  * The version of an operation as a person decides on it (the `ETag` of `GET /v1/operations/{id}`), as SQL over a row of
  * `operations` under `alias`: a digest of everything a decision is taken on — the status and why it is held, the attempt
@@ -6,11 +8,15 @@
  * the row itself, so the statement that writes a decision compares it with the row it locks (compare-and-set), never
  * with a read made before. Left out: what changes while nothing about the decision does — the count of automatic
  * re-checks that found nothing new, and the obligation's escalation (a reviewer's page stays current through both).
+ * Also whether a FAILED up its chain of retries was contradicted since (`refutedUpTheChain`: another row, which takes
+ * its release off and forbids its retry): the digest is then of the same text with ` retry_refuted` after it, so the
+ * version of every other operation reads as before.
  * `obligation`, given, is an expression that stands for the row's obligation (a version it had before).
  */
 export function operationVersionOf(alias: string, obligation?: string): string {
   const column = (name: string) => `${alias}.${name}`;
   return `md5(jsonb_build_array(${column('status')}, ${column('terminal_reason')}, ${column('attempt')}, ${column('approval')},
        ${obligation === undefined ? column('obligation') : `(${obligation})`} - 'rechecks' - 'escalated_at', ${column('evidence')},
-       ${column('acknowledged_at')} IS NOT NULL, ${column('rejected_at')} IS NOT NULL)::text)`;
+       ${column('acknowledged_at')} IS NOT NULL, ${column('rejected_at')} IS NOT NULL)::text
+       || CASE WHEN ${refutedUpTheChain(column('retry_of'), column('tenant_id'))} THEN ' retry_refuted' ELSE '' END)`;
 }

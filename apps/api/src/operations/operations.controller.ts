@@ -33,7 +33,7 @@ export class OperationsController {
     description:
       'The ETag is the version a person decides on: it changes whenever the status, the hold and its reason, the ' +
       'attempt, the approval, the recovery obligation (its resolution, investigations, a re-check that showed the ' +
-      'effect) or the evidence change. Send it as `If-Match` with an approval decision, a resolution or a re-check: ' +
+      'effect) or the evidence change, and when a FAILED up its chain of retries is contradicted. Send it as `If-Match` with an approval decision, a resolution or a re-check: ' +
       'it is then made only on the operation as it was shown (412 `precondition-failed` otherwise, nothing written). ' +
       'It is not a cache validator: what is shown also changes with time alone (resolution options), so the answer ' +
       'is never `304` and is sent with `Cache-Control: no-store, no-transform` (no intermediary re-encodes it and ' +
