@@ -6,6 +6,7 @@ import {
   getExecution,
   getOperation,
   logLines,
+  markedOperations,
   waitForMarkers,
   settle,
   stackQueue,
@@ -425,6 +426,72 @@ describe('dispatcher: crashes and pauses around the send', () => {
       expect((await setRules([])).status).toBe(200);
     }
   });
+
+  it('a retry approved and on its way to be sent when the contradiction of its chain lands: one outcome, never sent', async () => {
+    // A reviewer approved the retry; its sender waits just before the SENT statement (the test-only pause) when the
+    // provider's 2xx of the original is recorded (as the dispatcher records it). Another dispatcher's advance of the
+    // execution cancels the retry (retry_refuted) meanwhile; the paused sender's SENT statement then finds it no longer
+    // PREPARED. Exactly one outcome, and no send.
+    const a = await pausedDispatcher({ TEST_PAUSE_BEFORE_SENT_MS: '60000' });
+    const reference = unique('decline-approve-race');
+    const created = await submit(stack, [charge(reference)]);
+    const [originalId] = await waitForMarkers(a, 'paused before SENT', 1);
+    a.child.kill('SIGUSR2');
+    await waitForOp(stack, created.id, 'charge', (o) => o.status === 'FAILED');
+    const chargesBefore = (await stack.effects()).charges[reference]?.count ?? 0;
+    const setRules = (approval_rules: unknown[]) =>
+      http(stack.apiUrl, 'PUT', '/v1/admin/policy', { key: DEMO.admin, body: { approval_rules } });
+    expect((await setRules([{ connector: 'sandbox.payments' }])).status).toBe(200);
+    try {
+      const retried = await http<{ operation: { id: string }; execution: { id: string } }>(
+        stack.apiUrl,
+        'POST',
+        `/v1/operations/${originalId}/retry`,
+        { key: DEMO.agent },
+      );
+      expect(retried.status).toBe(201);
+      const retry = retried.body.operation.id;
+      const retryExecution = retried.body.execution.id;
+      await waitForOp(stack, retryExecution, 'charge', (o) => o.approval?.state === 'requested');
+      const approved = await http(stack.apiUrl, 'POST', `/v1/operations/${retry}/approval`, {
+        key: DEMO.reviewer,
+        body: { decision: 'approve', reason: 'checked by the test' },
+      });
+      expect(approved.status).toBe(200);
+      await waitFor(
+        async () => markedOperations(a, 'paused before SENT'),
+        (ids) => ids.includes(retry),
+        30_000,
+        20,
+      );
+
+      await stack.db.dataSource.query(
+        `UPDATE operations SET acknowledged_at = now() WHERE id = $1 AND status = 'FAILED'`,
+        [originalId],
+      );
+      await stack.startApp('dispatcher');
+      const done = await waitForOp(stack, retryExecution, 'charge', (o) => o.status !== 'PREPARED');
+      expect(done).toMatchObject({ id: retry, status: 'CANCELLED', attempt: 0 });
+      expect(done.failure).toMatchObject({ code: 'retry_refuted', retryable: false });
+      // The paused sender goes on: its SENT statement refuses, nothing is sent, nothing else is written.
+      const linesBefore = logLines(a).length;
+      a.child.kill('SIGUSR2');
+      await waitFor(
+        async () => logLines(a).slice(linesBefore),
+        (lines) => lines.some((l) => l.operationId === retry && l.msg === 'dispatch'),
+        30_000,
+        20,
+      );
+      const log = await events(stack, retryExecution);
+      expectLegalHistory(log);
+      expect(statusPath(log, retry)).toEqual(['PREPARED', 'CANCELLED']);
+      expect(log.filter((e) => e.operation_id === retry && e.to_status === 'CANCELLED')).toHaveLength(1);
+      expect(await getOperation(stack, retry)).toMatchObject({ status: 'CANCELLED', attempt: 0, sent_at: null });
+      expect((await stack.effects()).charges[reference]?.count ?? 0).toBe(chargesBefore);
+    } finally {
+      expect((await setRules([])).status).toBe(200);
+    }
+  }, 150_000);
 
   it('SIGSTOP after SENT past the job lock; SIGCONT: the worker wakes too late and does not call', async () => {
     const a = await pausedDispatcher({ TEST_PAUSE_AFTER_SENT_MS: '5000' });
