@@ -308,8 +308,6 @@ describe('dispatcher: crashes and pauses around the send', () => {
 
   it('a retry made before the 2xx of the send it retries came back is not sent after it: cancelled at once, never sent', async () => {
     // The person resolved the SMS FAILED (nothing had come back by the bound) and the agent retried it at once; the
-    // retry waits for approval. The frozen worker's 2xx then says the first message went out: "no effect, a retry is
-    // safe" no longer stands, and sending the retry would send the message a second time.
     // retry waits for approval, shown to reviewers. The frozen worker's 2xx then says the first message went out: "no
     // effect, a retry is safe" no longer stands, and sending the retry would send the message a second time. The write
     // of that 2xx advances the retry's execution: the retry is cancelled then, no reviewer's decision awaited. (The
@@ -317,7 +315,6 @@ describe('dispatcher: crashes and pauses around the send', () => {
     // advance can.)
     for (const app of stack.running('reconciler')) await stack.kill(app, 'SIGKILL');
     await stack.startApp('reconciler', { STALE_EXECUTION_MS: '3600000' });
-    const a = await pausedDispatcher({ TEST_PAUSE_AFTER_CALL_MS: '5000' });
     const clientRef = unique('late-ack-retried');
     const { a, created, opId } = await frozenHeldSms(clientRef);
     await resolvedFailed(opId);
