@@ -223,11 +223,15 @@ async function resolveRedis(stateDir: string, privates: PrivateService[]): Promi
   return service;
 }
 
+/**
+ * A port setting, by the rule the apps read their own with: decimal digits only. `Number()` also took `0x10`, `1e3`,
+ * ` 80` and `+80`, so the port checked here was not the one written (the app then refused it, or used another).
+ */
 function parsePort(name: string, fallback: number): number {
   const raw = process.env[name];
   if (raw === undefined || raw === '') return fallback;
-  const port = Number(raw);
-  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new StartupError(`${name} is not a port: ${raw}`);
+  const port = /^[0-9]{1,5}$/.test(raw) ? Number(raw) : NaN;
+  if (!(port >= 1 && port <= 65535)) throw new StartupError(`${name} is not a port: ${raw}`);
   return port;
 }
 
