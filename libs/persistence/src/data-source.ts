@@ -3,7 +3,7 @@ import { DataSource, DataSourceOptions } from 'typeorm';
 import { StopDeadline, redactUrl } from '@verity/platform';
 import { ENTITIES } from './entities';
 import { MIGRATIONS } from './migrations';
-import { Queryable, sqlState } from './sql';
+import { NOT_RUN_WHILE_STOPPING, Queryable, sqlState } from './sql';
 
 /** pg's client settings, and the process's stop deadline, which reaches each client through the pool's settings. */
 type PgClientConfig = ClientConfig & { stopDeadline?: StopDeadline };
@@ -64,10 +64,6 @@ export class ResilientPgClient extends Client {
     }
   }
 }
-
-/** Why a statement was not sent: the process is stopping and its grace has no time left for one. */
-export const NOT_RUN_WHILE_STOPPING =
-  'statement not run: the process is stopping and its shutdown grace has no time left for database work';
 
 /** A statement refused before it was sent (nothing of it reached the server), in the form pg's caller expects. */
 function refuseWhileStopping(callback: unknown): unknown {

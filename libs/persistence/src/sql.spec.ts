@@ -1,6 +1,7 @@
 import { useTestDatabase } from '../../../test/support/test-database';
-import { createDataSource } from './data-source';
-import { isDatabaseUnavailable, rows, sqlState, transaction } from './sql';
+import { StopDeadline, STOP_CLOSE_MS } from '@verity/platform';
+import { createDataSource, openDataSource } from './data-source';
+import { NOT_RUN_WHILE_STOPPING, isDatabaseUnavailable, rows, sqlState, transaction } from './sql';
 
 /**
  * `rows()` prepares every statement (Postgres parses and plans it once per connection). It reaches the pg connection
@@ -68,5 +69,23 @@ describe('isDatabaseUnavailable', () => {
     );
     expect(sqlState(error)).toBe('22012');
     expect(isDatabaseUnavailable(error)).toBe(false);
+  });
+
+  it('a statement not sent because the process is stopping with no time left is unavailable (503), not an error', async () => {
+    const deadline = new StopDeadline();
+    const pool = await openDataSource(db.url, 1, 10_000, deadline);
+    try {
+      expect(await pool.query('SELECT 1 AS one')).toEqual([{ one: 1 }]);
+      // A grace of exactly what the stop keeps for itself: no time is left for database work.
+      deadline.begin(STOP_CLOSE_MS);
+      const error = await pool.query('SELECT 1 AS one').then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect((error as Error).message).toContain(NOT_RUN_WHILE_STOPPING);
+      expect(isDatabaseUnavailable(error)).toBe(true);
+    } finally {
+      await pool.destroy();
+    }
   });
 });

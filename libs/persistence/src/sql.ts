@@ -126,11 +126,16 @@ export function isUniqueViolation(error: unknown): boolean {
   return sqlState(error) === '23505';
 }
 
+/** Why a statement was not sent: the process is stopping and its grace has no time left for one (see StopDeadline). */
+export const NOT_RUN_WHILE_STOPPING =
+  'statement not run: the process is stopping and its shutdown grace has no time left for database work';
+
 /**
  * Postgres cannot take the statement now, through nobody's fault in the request: it is unreachable, shutting down or
  * starting, or out of a resource — class 53, `too_many_connections` (53300) above all: a pool growing under a burst
- * of requests is refused a session when the server's (or the role's) connection slots are taken. Nothing was written;
- * the caller is told to come back (503, Retry-After), not that something broke (500).
+ * of requests is refused a session when the server's (or the role's) connection slots are taken — or this process is
+ * stopping and sends no more statements (NOT_RUN_WHILE_STOPPING). Nothing was written; the caller is told to come
+ * back (503, Retry-After), not that something broke (500).
  */
 export function isDatabaseUnavailable(error: unknown): boolean {
   const e = error as { message?: string };
@@ -142,7 +147,8 @@ export function isDatabaseUnavailable(error: unknown): boolean {
     /^53[0-9A-Z]{3}$/.test(code) ||
     /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|Query read timeout/i.test(
       e.message ?? '',
-    )
+    ) ||
+    (e.message ?? '').includes(NOT_RUN_WHILE_STOPPING)
   );
 }
 

@@ -1,21 +1,28 @@
 import type { Logger } from 'pino';
-import { SHUTDOWN_MARGIN_MS } from './config';
 
 /**
- * When a process's orderly stop must have finished its database work. A statement under way at the signal fits by the
- * start-up check (DATABASE_QUERY_TIMEOUT_MS + SHUTDOWN_MARGIN_MS ≤ SHUTDOWN_GRACE_MS), but a stop can wait for more
- * than one in a row — a reconciler signalled mid-sweep waited for a pass's statement, then for the release of the sweep
- * lock on its own session, each up to the query timeout, and ended in the forced exit 1 with Postgres stalled. The
- * process's main makes one, hands it to its pg clients (libs/persistence: a statement begun during the stop gets at
- * most what is left, and none once nothing is) and to `onShutdown`, which begins it at the signal.
+ * What a stop keeps for itself after its database work: ending the pool's sessions (at most 1 s each, side by side),
+ * closing Redis, the exit. Smaller than SHUTDOWN_MARGIN_MS (what a connector call or a statement under way at the
+ * signal must leave of the grace), so that the answer of a call that ends at its limit still has time to be recorded.
+ */
+export const STOP_CLOSE_MS = 3_000;
+
+/**
+ * When a process's orderly stop must have finished its database work: SHUTDOWN_GRACE_MS − STOP_CLOSE_MS after the
+ * signal. A statement under way at the signal fits by the start-up check (DATABASE_QUERY_TIMEOUT_MS +
+ * SHUTDOWN_MARGIN_MS ≤ SHUTDOWN_GRACE_MS), but a stop can wait for more than one in a row — a reconciler signalled
+ * mid-sweep waited for a pass's statement, then for the release of the sweep lock on its own session, each up to the
+ * query timeout, and ended in the forced exit 1 with Postgres stalled. The process's main makes one, hands it to its
+ * pg clients (libs/persistence: a statement begun during the stop gets at most what is left, and none once nothing is)
+ * and to `onShutdown`, which begins it at the signal.
  */
 export class StopDeadline {
   /** Epoch ms; null until the stop begins. */
   private at: number | null = null;
 
-  /** The stop has begun with `graceMs` for the whole of it: database work has that less SHUTDOWN_MARGIN_MS. */
+  /** The stop has begun with `graceMs` for the whole of it: database work has that less STOP_CLOSE_MS. */
   begin(graceMs: number): void {
-    this.at ??= Date.now() + graceMs - SHUTDOWN_MARGIN_MS;
+    this.at ??= Date.now() + graceMs - STOP_CLOSE_MS;
   }
 
   /** How long (ms, 0 when none is left) database work may still take; null while the process is not stopping. */
