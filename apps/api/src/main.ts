@@ -135,6 +135,8 @@ async function bootstrap(): Promise<void> {
   // listens through Nest (so Nest knows it listens: HttpAdapterHost.listening, app.getUrl()), with Nest's own logger
   // off for that call only: on a refused port it printed a colored line of its own before the one line.
   const server = app.getHttpServer() as Server;
+  // The app's own start (its modules' init hooks) first, with Nest's logger: a failure there is its own, not the port's.
+  await app.init();
   app.useLogger(false);
   try {
     await app.listen(config.PORT, config.HOST);
