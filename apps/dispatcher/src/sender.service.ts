@@ -958,11 +958,19 @@ export class SenderService implements OnModuleDestroy {
 
   /**
    * The executions holding a retry of `op` (or of one of its retries) not sent yet are advanced, by a job each: their
-   * lifecycle finds the chain contradicted and cancels the retry (`retry_refuted`). A job lost here leaves the send
-   * guard's refusal, at the retry's next send, as before.
+   * lifecycle finds the chain contradicted and cancels the retry (`retry_refuted`). A job lost here, or a failed read
+   * of which executions those are, leaves the send guard's refusal at the retry's next send and the sweeper's advance
+   * of a quiet execution: logged, never failing the job whose answer is already recorded.
    */
   private async advanceWaitingRetries(op: OperationEntity): Promise<void> {
-    for (const executionId of await executionsOfWaitingRetries(this.db.manager, op.tenantId, op.id)) {
+    const executions = await executionsOfWaitingRetries(this.db.manager, op.tenantId, op.id).catch((error: unknown) => {
+      this.logger.warn(
+        { err: error, operationId: op.id },
+        'retries of a contradicted FAILED not looked up; left to the sweep',
+      );
+      return [];
+    });
+    for (const executionId of executions) {
       await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId });
     }
   }

@@ -490,7 +490,15 @@ export class VerificationService {
       await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
       // And the word every retry of it was made on no longer stands: those not sent yet are cancelled by their
       // execution's advance (retry_refuted), not when their send is next tried.
-      for (const executionId of await executionsOfWaitingRetries(this.db.manager, op.tenantId, op.id)) {
+      // Best effort, as the enqueue is: the send guard refuses such a retry at its send whatever happens here.
+      const retries = await executionsOfWaitingRetries(this.db.manager, op.tenantId, op.id).catch((error: unknown) => {
+        this.logger.warn(
+          { err: error, operationId: op.id },
+          'retries of a contradicted FAILED not looked up; left to the sweep',
+        );
+        return [];
+      });
+      for (const executionId of retries) {
         await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId });
       }
     }
