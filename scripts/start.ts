@@ -229,8 +229,9 @@ async function resolveRedis(stateDir: string, privates: PrivateService[]): Promi
  */
 function parsePort(name: string, fallback: number): number {
   const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const port = /^[0-9]{1,5}$/.test(raw) ? Number(raw) : NaN;
+  // Blank is unset, as the apps read it; leading zeros are digits too.
+  if (raw === undefined || raw.trim() === '') return fallback;
+  const port = /^[0-9]+$/.test(raw) ? Number(raw) : NaN;
   if (!(port >= 1 && port <= 65535)) throw new StartupError(`${name} is not a port: ${raw}`);
   return port;
 }

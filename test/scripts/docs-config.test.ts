@@ -68,6 +68,7 @@ function otherReads(): Map<string, string[]> {
     /\benv\[['"]([A-Z][A-Z0-9_]+)['"]\]/g,
     /\bparse(?:Port|Bound)\(\s*'([A-Z][A-Z0-9_]+)'/g,
     /\['[a-z ]+', '([A-Z][A-Z0-9_]+)', \d+\]/g, // npm start's [name, variable, default port] rows
+    /^\s+([A-Z][A-Z0-9_]+): wholeNumberVariable\(/gm, // a program's own settings, read with readVariables
   ];
   for (const file of source) {
     const text = readFileSync(file, 'utf8');
