@@ -28,7 +28,6 @@ import {
   connectorOperation,
   describeCapExceeded,
   findOperationToSend,
-  executionsOfWaitingRetries,
   findUnsettledResend,
   grantKeyStands,
   OperationToSend,
@@ -40,7 +39,7 @@ import {
   transaction,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, newId, testPauseSleep } from '@verity/platform';
-import { JobName, JobProducer, jobId } from '@verity/queues';
+import { JobName, JobProducer, jobId, advanceRetriesOf } from '@verity/queues';
 import {
   LATE_ACKNOWLEDGEMENT_TRIES,
   LATE_REJECTION_TRIES,
@@ -950,29 +949,10 @@ export class SenderService implements OnModuleDestroy {
       if (only !== null && isTerminalOperation(only)) await this.advanceExecution(op.executionId);
       // A 2xx after FAILED refutes the word every retry of it was made on: those not sent yet are cancelled now
       // (retry_refuted), not when their send is next tried — one waiting for an approval is no longer shown to reviewers.
-      if (only === S.FAILED) await this.advanceWaitingRetries(op);
+      if (only === S.FAILED) await advanceRetriesOf(this.db.manager, this.producer, this.logger, op);
       return true;
     }
     return false;
-  }
-
-  /**
-   * The executions holding a retry of `op` (or of one of its retries) not sent yet are advanced, by a job each: their
-   * lifecycle finds the chain contradicted and cancels the retry (`retry_refuted`). A job lost here, or a failed read
-   * of which executions those are, leaves the send guard's refusal at the retry's next send and the sweeper's advance
-   * of a quiet execution: logged, never failing the job whose answer is already recorded.
-   */
-  private async advanceWaitingRetries(op: OperationEntity): Promise<void> {
-    const executions = await executionsOfWaitingRetries(this.db.manager, op.tenantId, op.id).catch((error: unknown) => {
-      this.logger.warn(
-        { err: error, operationId: op.id },
-        'retries of a contradicted FAILED not looked up; left to the sweep',
-      );
-      return [];
-    });
-    for (const executionId of executions) {
-      await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId });
-    }
   }
 
   /** On SIGTERM, before the workers wait for their jobs: an answer's write is no longer tried again (bounded drain). */

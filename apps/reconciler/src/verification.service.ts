@@ -21,14 +21,13 @@ import {
   findOperationWithClockForWorker,
   recoveryObligation,
   absenceEvidenceOf,
-  executionsOfWaitingRetries,
   findEffectShownBefore,
   scheduleNextCheck,
   snapshotOf,
   settledByReadBack,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, callTimings, testPauseSleep } from '@verity/platform';
-import { JobName, JobProducer, jobId } from '@verity/queues';
+import { JobName, JobProducer, jobId, advanceRetriesOf } from '@verity/queues';
 import {
   HOLDS_WITH_A_RECORD_ON_FILE,
   OperationStatus,
@@ -490,17 +489,7 @@ export class VerificationService {
       await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
       // And the word every retry of it was made on no longer stands: those not sent yet are cancelled by their
       // execution's advance (retry_refuted), not when their send is next tried.
-      // Best effort, as the enqueue is: the send guard refuses such a retry at its send whatever happens here.
-      const retries = await executionsOfWaitingRetries(this.db.manager, op.tenantId, op.id).catch((error: unknown) => {
-        this.logger.warn(
-          { err: error, operationId: op.id },
-          'retries of a contradicted FAILED not looked up; left to the sweep',
-        );
-        return [];
-      });
-      for (const executionId of retries) {
-        await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId });
-      }
+      await advanceRetriesOf(this.db.manager, this.producer, this.logger, op);
     }
   }
 

@@ -10,3 +10,4 @@ export * from './telemetry';
 export * from './queue-worker';
 export * from './worker-ops';
 export * from './worker-app';
+export * from './retries';
