@@ -2,7 +2,12 @@ import { newId } from '@verity/platform';
 import type { EntityManager } from 'typeorm';
 import { ADMIN_CHANGE_INSERT_COLUMNS, VersionCondition, versionConditionHolds } from './admin-changes';
 import { requireActiveKey } from './api-keys';
-import type { AllowedHostRow, ReadBackBindingRow, SpendingCapRow } from './entities/connector-settings.entity';
+import {
+  lockSpendingCaps,
+  type AllowedHostRow,
+  type ReadBackBindingRow,
+  type SpendingCapRow,
+} from './entities/connector-settings.entity';
 import { SecretsCipher, secretBinding } from './secrets-cipher';
 import { Queryable, rows } from './sql';
 
@@ -124,6 +129,12 @@ export async function changeConnectorSettings<T>(
     throw new Error('changeConnectorSettings runs in a transaction (pass the manager `transaction` gives)');
   }
   const { tenantId, connector, by } = change;
+  // Every change (a PUT, a secret's delete, a clear) holds the connector's spending-caps lock until it commits: every
+  // SENT statement that checks the settings' version reads it only once it holds that lock (shared), so no send commits
+  // from settings a change is replacing — a clear left it to the caller, and a send prepared from the allowlist it
+  // removed was committed after the clear, the version read from the row the clear had not committed yet. First, in
+  // the order a capped send takes its locks (the cap's turn, then rows).
+  await lockSpendingCaps(tx, tenantId, connector);
   // Made only while the key that makes it stands (KeyRevokedError otherwise; a revocation waits for this change).
   await requireActiveKey(tx, by);
   await rows(tx, CONNECTOR_SETTINGS_SQL.lockChange, [tenantId, connector]);

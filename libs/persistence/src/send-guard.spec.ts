@@ -7,7 +7,11 @@ import { SendGuard, sendRefusals } from './send-guard';
 import { SecretsCipher } from './secrets-cipher';
 import { NewOperation, findOperationToSend } from './store';
 import { backfillSpend, commitWithinSpendingCaps, lockSpendingCaps, spendingUsage } from './entities';
-import { changeConnectorSettings, upsertConnectorSettings } from './connector-settings.repository';
+import {
+  changeConnectorSettings,
+  clearConnectorSettings,
+  upsertConnectorSettings,
+} from './connector-settings.repository';
 
 /** No connector's secrets are opened in these reads. */
 const NO_CIPHER = null as unknown as SecretsCipher;
@@ -740,6 +744,41 @@ describe('the guarded SENT statement (real Postgres)', () => {
     )) as { sent: number }[];
     const usage = await spendingUsage(db.dataSource.manager, 'acme', 'sandbox.payments', cap, null);
     expect(usage.operations).toBe(sent);
+  });
+
+  it('commits no send from settings an admin is clearing: the send waits for the clear, then is refused', async () => {
+    // What ConnectorSettingsService.clear writes (DELETE /v1/admin/connector-settings/http: the allowlist goes), its
+    // transaction held open, while a send prepared from the allowlist read before it commits SENT. Without the turn
+    // every settings change takes, the send's version check read the row the clear had not committed yet: it was sent
+    // through an allowlist the admin had just been told was gone.
+    const call = op('through-allowlist', { connector: 'http', action: 'request' });
+    await execution([call]);
+    await upsertConnectorSettings(db.dataSource.manager, 'acme', 'http', {
+      allowHosts: [{ host: 'hooks.example.com' }],
+      by: 'key_admin',
+    });
+    const found = await findOperationToSend(db.dataSource.manager, call.id, { connectors: [], cipher: NO_CIPHER });
+    const readBefore = found!.settings.version;
+    expect(readBefore).toMatch(/^\d+$/);
+    const admin = db.dataSource.createQueryRunner();
+    await admin.connect();
+    let sending: Promise<{ won: boolean; refusals: string[] }>;
+    try {
+      await admin.startTransaction();
+      await changeConnectorSettings(admin.manager, { tenantId: 'acme', connector: 'http', by: 'key_admin' }, () =>
+        clearConnectorSettings(admin.manager, 'acme', 'http'),
+      );
+      let settled = false;
+      sending = send(call.id, { ...dispatch, settingsVersion: readBefore }).finally(() => (settled = true));
+      // Either it waits for the clear (not slept on: its backend shows a lock wait), or it is done at once.
+      await waitForLockWaiter(db.dataSource, { unless: () => settled });
+      await admin.commitTransaction();
+    } finally {
+      if (admin.isTransactionActive) await admin.rollbackTransaction();
+      await admin.release();
+    }
+    expect(await sending).toEqual({ won: false, refusals: ['settings_changed'] });
+    await unchanged(call.id);
   });
 
   it('will not commit SENT without a guard', async () => {

@@ -13,7 +13,6 @@ import {
   connectorSettingsVersion,
   deleteConnectorSecret,
   loadConnectorSettings,
-  lockSpendingCaps,
   spendingUsage,
   sqlState,
   transaction,
@@ -116,9 +115,8 @@ export class ConnectorSettingsService {
     const { view, version } = await this.stale(
       condition,
       transaction(this.db, async (tx) => {
-        // Held until the commit: a send that checks the settings waits for this change, so none commits from the settings
-        // before it unseen by the backfill below (lockSpendingCaps).
-        await lockSpendingCaps(tx, principal.tenantId, connectorName);
+        // The change holds the connector's spending-caps lock until the commit (changeConnectorSettings): a send that
+        // checks the settings waits for it, so none commits from the settings before it unseen by the backfill below.
         await changeConnectorSettings(tx, this.change(principal, connectorName, condition), async () => {
           await upsertConnectorSettings(tx, principal.tenantId, connectorName, {
             allowHosts: input.allow_hosts,
