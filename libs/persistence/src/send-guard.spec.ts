@@ -746,39 +746,72 @@ describe('the guarded SENT statement (real Postgres)', () => {
     expect(usage.operations).toBe(sent);
   });
 
-  it('commits no send from settings an admin is clearing: the send waits for the clear, then is refused', async () => {
-    // What ConnectorSettingsService.clear writes (DELETE /v1/admin/connector-settings/http: the allowlist goes), its
-    // transaction held open, while a send prepared from the allowlist read before it commits SENT. Without the turn
-    // every settings change takes, the send's version check read the row the clear had not committed yet: it was sent
-    // through an allowlist the admin had just been told was gone.
-    const call = op('through-allowlist', { connector: 'http', action: 'request' });
-    await execution([call]);
+  it('commits no send after a clear of the settings it was prepared from: it waits for the clear, then is refused', async () => {
+    // A reviewer's release of a held http call (its SENT statement in a transaction, as commitWithinSpendingCaps makes it
+    // for a release), prepared from the allowlist read before an admin clears it (DELETE
+    // /v1/admin/connector-settings/http, as ConnectorSettingsService.clear writes it, its transaction held open). Without
+    // the turn every settings change takes, the statement read the version from the row the clear had not committed
+    // yet and passed; its transaction then committed SENT after the clear — sent through an allowlist the admin had
+    // been told (204) was gone.
+    const { held } = await heldWithRelease('through-allowlist', 'running');
+    await set(held.id, `connector = 'http', action = 'request'`);
     await upsertConnectorSettings(db.dataSource.manager, 'acme', 'http', {
       allowHosts: [{ host: 'hooks.example.com' }],
       by: 'key_admin',
     });
-    const found = await findOperationToSend(db.dataSource.manager, call.id, { connectors: [], cipher: NO_CIPHER });
-    const readBefore = found!.settings.version;
-    expect(readBefore).toMatch(/^\d+$/);
+    const found = await findOperationToSend(db.dataSource.manager, held.id, { connectors: [], cipher: NO_CIPHER });
+    const release: SendGuard = { kind: 'release', settingsVersion: found!.settings.version };
+    expect(release.settingsVersion).toMatch(/^\d+$/);
+    let written!: () => void;
+    const statementDone = new Promise<void>((resolve) => (written = resolve));
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
     const admin = db.dataSource.createQueryRunner();
     await admin.connect();
-    let sending: Promise<{ won: boolean; refusals: string[] }>;
+    let sending: Promise<unknown>;
     try {
       await admin.startTransaction();
       await changeConnectorSettings(admin.manager, { tenantId: 'acme', connector: 'http', by: 'key_admin' }, () =>
         clearConnectorSettings(admin.manager, 'acme', 'http'),
       );
-      let settled = false;
-      sending = send(call.id, { ...dispatch, settingsVersion: readBefore }).finally(() => (settled = true));
-      // Either it waits for the clear (not slept on: its backend shows a lock wait), or it is done at once.
-      await waitForLockWaiter(db.dataSource, { unless: () => settled });
+      let passed = false;
+      sending = commitWithinSpendingCaps(
+        db.dataSource,
+        {
+          tenantId: 'acme',
+          connector: 'http',
+          operationId: held.id,
+          caps: [],
+          amountOf: () => null,
+          lockOperationFirst: true,
+        },
+        async (tx) => {
+          const sent = await transitions.operation(tx, {
+            operation: { id: held.id, status: OperationStatus.MANUAL_REVIEW, attempt: 0, verificationMethod: '' },
+            to: OperationStatus.SENT,
+            actor: 'human',
+            bumpAttempt: true,
+            sendGuard: release,
+          });
+          passed = true;
+          written();
+          // Its transaction commits only once the clear has (the gate opens after the admin's commit).
+          await gate;
+          return sent;
+        },
+      );
+      // The statement waits for the clear (not slept on: its backend shows a lock wait), or it is done at once.
+      await waitForLockWaiter(db.dataSource, { unless: () => passed });
       await admin.commitTransaction();
     } finally {
       if (admin.isTransactionActive) await admin.rollbackTransaction();
       await admin.release();
     }
-    expect(await sending).toEqual({ won: false, refusals: ['settings_changed'] });
-    await unchanged(call.id);
+    await statementDone;
+    open();
+    expect(await sending).toEqual({ sent: { won: false } });
+    expect(await sendRefusals(db.dataSource.manager, held.id, release)).toEqual(['settings_changed']);
+    await unchanged(held.id, OperationStatus.MANUAL_REVIEW);
   });
 
   it('will not commit SENT without a guard', async () => {
