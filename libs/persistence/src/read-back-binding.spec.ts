@@ -2,7 +2,10 @@ import { OperationStatus, VerificationMethod } from '@verity/status-model';
 import { insertChargeExecution } from '../../../test/support/fixtures';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { loadConnectorSettings } from './entities/connector-settings.entity';
-import { upsertConnectorSettings } from './connector-settings.repository';
+import { changeConnectorSettings, upsertConnectorSettings } from './connector-settings.repository';
+import { lockWaiters, waitForLockWaiter } from '../../../test/support/lock-waits';
+import { waitFor } from '../../../test/support/stack';
+import { insertStandingKeys } from '../../../test/support/fixtures';
 import { TransitionService } from './transition.service';
 
 /**
@@ -76,6 +79,59 @@ describe('VERIFIED from an unbound read-back (readBackUnbound) checks the tenant
     expect(await verify(boundRead.operationId)).toMatchObject({ won: true });
     expect(await statusOf(boundRead.operationId)).toBe('VERIFIED');
     await bind('declared');
+  });
+
+  it('a VERIFIED whose statement began before an admin bound read-backs never commits after the bind', async () => {
+    // The statement reads the binding as it starts, then waits for the operation's row (another writer holds it: a
+    // reviewer's decision, a re-check asked for at a version). Meanwhile an admin binds read-backs (PUT, as
+    // ConnectorSettingsService.put writes it) and is answered. Judged from the statement's snapshot, the VERIFIED was then
+    // committed after the bind, through the read-back the tenant had just said does not count.
+    await insertStandingKeys(db.dataSource.manager, 'acme', ['key_admin']);
+    const { operationId } = await acknowledged();
+    const holder = db.dataSource.createQueryRunner();
+    const admin = db.dataSource.createQueryRunner();
+    await holder.connect();
+    await admin.connect();
+    try {
+      await holder.startTransaction();
+      await holder.query(`SELECT 1 FROM operations WHERE id = $1 FOR UPDATE`, [operationId]);
+      let verified = false;
+      const verifying = verify(operationId, true).finally(() => (verified = true));
+      await waitForLockWaiter(db.dataSource, { unless: () => verified });
+      let bindSawVerified: boolean | null = null;
+      let bound = false;
+      const binding = (async () => {
+        await admin.startTransaction();
+        await changeConnectorSettings(
+          admin.manager,
+          { tenantId: 'acme', connector: 'sandbox.payments', by: 'key_admin' },
+          () =>
+            upsertConnectorSettings(admin.manager, 'acme', 'sandbox.payments', {
+              readBackBinding: 'bound',
+              by: 'key_admin',
+            }),
+        );
+        await admin.commitTransaction();
+        bindSawVerified = verified;
+      })().finally(() => (bound = true));
+      // The bind is answered at once, or waits for the VERIFIED statement (two sessions then wait on locks).
+      await waitFor(
+        async () => bound || (await lockWaiters(db.dataSource)) >= 2,
+        (done) => done,
+      );
+      await holder.commitTransaction();
+      const result = await verifying;
+      await binding;
+      // Written, it was written before the bind committed; otherwise it was refused.
+      if (result.won) expect(bindSawVerified).toBe(true);
+      else expect(await statusOf(operationId)).toBe('ACKNOWLEDGED');
+    } finally {
+      if (holder.isTransactionActive) await holder.rollbackTransaction();
+      if (admin.isTransactionActive) await admin.rollbackTransaction();
+      await holder.release();
+      await admin.release();
+      await bind('declared');
+    }
   });
 
   it('only goes with a move to VERIFIED', async () => {

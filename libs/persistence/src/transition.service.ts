@@ -186,9 +186,13 @@ export interface TransitionResult {
   executionMoved?: boolean;
 }
 
-/** The tenant has not bound its read-backs for the operation's connector (`read_back_binding`, no row: `declared`). */
-const DECLARED_READ_BACKS_COUNT = `NOT EXISTS (SELECT 1 FROM tenant_connector_settings rb
-         WHERE rb.tenant_id = op.tenant_id AND rb.connector = op.connector AND rb.read_back_binding = 'bound')`;
+/**
+ * The tenant has not bound its read-backs for the operation's connector (`read_back_binding`, no row: `declared`), read
+ * after the connector's spending-caps lock (shared) with a fresh snapshot (`verity_read_backs_bound_locked`): a bind
+ * being written is waited for and then seen, and one made later waits for this statement's commit. From the
+ * statement's own snapshot, a VERIFIED that waited for the operation's row committed after a bind made meanwhile.
+ */
+const DECLARED_READ_BACKS_COUNT = `NOT verity_read_backs_bound_locked(op.tenant_id, op.connector)`;
 
 /** The operation's execution has ended so that nothing of it may be sent any more (cancelled, expired, failed). */
 const EXECUTION_ENDED_UNRELEASABLE = `NOT EXISTS (SELECT 1 FROM executions xe

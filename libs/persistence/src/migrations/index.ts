@@ -8,6 +8,7 @@ import { OperatorKeys1764480000000 } from './1764480000000-operator-keys';
 import { ExecutionOutcome1764490000000 } from './1764490000000-execution-outcome';
 import { IdempotencyExpiryIndex1764500000000 } from './1764500000000-idempotency-expiry-index';
 import { IdempotencyRoute1764700000000 } from './1764700000000-idempotency-route';
+import { ReadBacksBoundAfterCapLock1764710000000 } from './1764710000000-read-backs-bound-after-cap-lock';
 import { Webhooks1764510000000 } from './1764510000000-webhooks';
 import { ExecutionTrace1764520300000 } from './1764520300000-execution-trace';
 import { HotUpdates1764530000000 } from './1764530000000-hot-updates';
@@ -61,4 +62,5 @@ export const MIGRATIONS = [
   WebhookDisabledGap1764680000000,
   WebhookDeliveryRetention1764690000000,
   IdempotencyRoute1764700000000,
+  ReadBacksBoundAfterCapLock1764710000000,
 ];
