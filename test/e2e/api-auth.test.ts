@@ -8,6 +8,7 @@ import { monitorRedis } from '../support/redis-monitor';
 import { DEMO, DIST, Stack, freePort } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 import { openStream } from './api-sse';
+import { waitForLockWaiter } from '../support/lock-waits';
 import type { Execution, ProblemDetails as Problem } from '@verity/sdk';
 
 /** I9: keys (hashed, CLI-managed, revocable at once), roles, tenant isolation, rate limits, Bull Board. */
@@ -94,6 +95,48 @@ describe('auth, keys and tenant isolation (I9)', () => {
       expect(after.status).toBe(401);
       expect(after.headers.get('content-type')).toMatch(/^application\/problem\+json/);
       expect(after.headers.get('www-authenticate')).toMatch(/^Bearer/);
+    });
+
+    it('two operators revoking one key at once: one revokes it; the other is told it was revoked meanwhile', async () => {
+      const created = JSON.parse((await keys('create', '--tenant', 'demo', '--role', 'agent', '--json')).stdout) as {
+        id: string;
+      };
+      // The other operator's revocation is written and not committed yet when this one's CLI finds the key active.
+      const other = stack.db.dataSource.createQueryRunner();
+      await other.connect();
+      try {
+        await other.startTransaction();
+        await other.query(`UPDATE api_keys SET revoked_at = now() WHERE id = $1`, [created.id]);
+        let answered = false;
+        const revoking = keys('revoke', created.id, '--json').finally(() => (answered = true));
+        await waitForLockWaiter(stack.db.dataSource, { statementLike: '%api_keys%', unless: () => answered });
+        await other.commitTransaction();
+        const revoked = await revoking;
+        // Not "revoked" (exit 0, revoked_at null): this revocation changed nothing; the other one's time is named.
+        expect(revoked.code).toBe(2);
+        expect(revoked.stderr).toContain(`${created.id} was revoked meanwhile`);
+        const [{ revoked_at: at }] = (await stack.db.dataSource.query(`SELECT revoked_at FROM api_keys WHERE id = $1`, [
+          created.id,
+        ])) as { revoked_at: Date }[];
+        expect(revoked.stderr).toContain(at.toISOString());
+      } finally {
+        if (other.isTransactionActive) await other.rollbackTransaction();
+        await other.release();
+      }
+      // The one revocation that happened, and its answer carries the time it took effect.
+      const again = JSON.parse((await keys('create', '--tenant', 'demo', '--role', 'agent', '--json')).stdout) as {
+        id: string;
+      };
+      const mine = await keys('revoke', again.id, '--json');
+      expect(mine.code).toBe(0);
+      const [{ revoked_at }] = (await stack.db.dataSource.query(`SELECT revoked_at FROM api_keys WHERE id = $1`, [
+        again.id,
+      ])) as { revoked_at: Date }[];
+      expect(JSON.parse(mine.stdout)).toMatchObject({
+        id: again.id,
+        revoked: true,
+        revoked_at: revoked_at.toISOString(),
+      });
     });
 
     it('revokes by a prefix only when it names exactly one key', async () => {

@@ -10,7 +10,7 @@ import {
   ensureTenant,
   findActiveKeysByIdOrPrefix,
   listApiKeys,
-  revokeApiKey,
+  revokeApiKeyById,
 } from '@verity/persistence';
 import { loadConfig } from '@verity/platform';
 import type { DataSource } from 'typeorm';
@@ -131,9 +131,19 @@ async function revoke(db: DataSource, args: string[], out: Out): Promise<void> {
     );
   }
   const key = matches[0];
-  await revokeApiKey(db.manager, key.id);
-  if (values.json) out(JSON.stringify({ ...present(key), revoked: true }));
-  else out(`revoked ${key.id} (tenant ${key.tenant_id ?? '(platform)'}, role ${key.role}, prefix ${key.key_prefix}…)`);
+  const revocation = await revokeApiKeyById(db.manager, key.id);
+  // Another revocation of the key committed between the lookup above and this one (another operator's, at the same
+  // moment): this one changed nothing, and says so with the time the key stopped working, as for a key already revoked.
+  if (!revocation?.revokedHere) {
+    const at = revocation ? ` at ${revocation.revokedAt.toISOString()}` : '';
+    throw new UsageError(`${key.id} was revoked meanwhile${at}, by another revocation; nothing was changed`);
+  }
+  const revokedAt = revocation.revokedAt.toISOString();
+  if (values.json) out(JSON.stringify({ ...present(key), revoked_at: revokedAt, revoked: true }));
+  else
+    out(
+      `revoked ${key.id} (tenant ${key.tenant_id ?? '(platform)'}, role ${key.role}, prefix ${key.key_prefix}…) at ${revokedAt}`,
+    );
 }
 
 function present(k: KeyRow) {

@@ -11,6 +11,15 @@ WITH revoked AS (
      )
      SELECT id, pg_notify('verity_keys', id) FROM revoked;
 
+-- revokeKeyById
+WITH revoked AS (
+       UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL RETURNING id, revoked_at
+     )
+     SELECT id, revoked_at, pg_notify('verity_keys', id) FROM revoked;
+
+-- keyRevokedAt
+SELECT revoked_at FROM api_keys WHERE id = $1;
+
 -- listenForRevocations
 LISTEN verity_keys;
 

@@ -17,6 +17,13 @@ export const API_KEY_SQL = {
        UPDATE api_keys SET revoked_at = now() WHERE (id = $1 OR key_prefix = $1) AND revoked_at IS NULL RETURNING id
      )
      SELECT id, pg_notify('${KEY_REVOCATION_CHANNEL}', id) FROM revoked`,
+  // The operator's revocation of one key by its id (keys CLI), with the instant it took effect. Of two at once, the
+  // second waits for the first's row lock and then finds it revoked: no row.
+  revokeKeyById: `WITH revoked AS (
+       UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL RETURNING id, revoked_at
+     )
+     SELECT id, revoked_at, pg_notify('${KEY_REVOCATION_CHANNEL}', id) FROM revoked`,
+  keyRevokedAt: `SELECT revoked_at FROM api_keys WHERE id = $1`,
   listenForRevocations: `LISTEN ${KEY_REVOCATION_CHANNEL}`,
   keyActive: `SELECT 1 FROM api_keys WHERE id = $1 AND revoked_at IS NULL`,
   tenantKeyActive: `SELECT 1 FROM api_keys WHERE id = $1 AND tenant_id = $2 AND revoked_at IS NULL`,
@@ -90,6 +97,21 @@ export async function createApiKey(
 export async function revokeApiKey(db: Queryable, id: string): Promise<boolean> {
   const revoked = await rows(db, API_KEY_SQL.revokeKey, [id]);
   return revoked.length > 0;
+}
+
+/**
+ * The operator's revocation of the key with this id: when it took effect and whether this call made it
+ * (`revokedHere`: false when another revocation committed first, also one made while this one ran — its instant is
+ * given); null when there is no such key.
+ */
+export async function revokeApiKeyById(
+  db: Queryable,
+  id: string,
+): Promise<{ revokedAt: Date; revokedHere: boolean } | null> {
+  const [mine] = await rows<{ revoked_at: Date }>(db, API_KEY_SQL.revokeKeyById, [id]);
+  if (mine) return { revokedAt: new Date(mine.revoked_at), revokedHere: true };
+  const [found] = await rows<{ revoked_at: Date | null }>(db, API_KEY_SQL.keyRevokedAt, [id]);
+  return found?.revoked_at ? { revokedAt: new Date(found.revoked_at), revokedHere: false } : null;
 }
 
 export async function findActiveKey(db: EntityManager, key: string): Promise<ApiKeyEntity | null> {
