@@ -639,15 +639,47 @@ function cutOutsideSecrets(text: string, maxChars: number, secrets: Record<strin
 
 /**
  * Where the answer's JSON reads two ways on the path of `field` (a member of it named twice, a number in it that a
- * double cannot keep), why the field is not read; null when the field reads one way. Only that path counts: a 64-bit
- * id elsewhere in the answer does not make its status unreadable. No value is quoted: it may be a secret echoed.
+ * double cannot keep), or the value there cannot be kept as the target wrote it (unkeptAt), why the field is not read;
+ * null when the field reads one way. Only that path counts: a 64-bit id elsewhere in the answer does not make its
+ * status unreadable. No value is quoted: it may be a secret echoed.
  */
-function unclearAt(exchange: { json?: string }, field: string): string | null {
+function unclearAt(exchange: { json?: string; body?: unknown }, field: string): string | null {
   const issue = exchange.json === undefined ? null : rawJsonIssue(exchange.json, fieldSegments(field));
-  if (!issue) return null;
+  if (!issue) return unkeptAt(exchange.body, field);
   return issue.rule === 'duplicate_key'
     ? `the answer names ${issue.field} twice: which one the target meant is a guess, so ${field} is not read from it`
     : `the answer holds a number at ${issue.field} that a double cannot keep exactly: ${field} would be read rounded, so it is not read`;
+}
+
+/**
+ * As deep as a value read from an answer is followed: no `equals` nests deeper (a request body nests at most 64
+ * levels), and the walks a kept value goes through (secret redaction, clipping, the comparison with `equals`) recurse.
+ */
+const MAX_ANSWER_DEPTH = 64;
+
+/**
+ * Why the value at `field` of a parsed answer cannot be read as the target wrote it, or null: a number past a double's
+ * range (`1e400` parses to Infinity, which JSON, the record and the comparison with `equals` all write as null — an
+ * `equals: null` would verify it), or nesting deeper than MAX_ANSWER_DEPTH (64 KiB of JSON nests 32 000 levels, past
+ * what a recursive walk survives: it threw a RangeError, and a context read failed its job again and again).
+ * Iterative, so no nesting can exhaust the stack.
+ */
+function unkeptAt(body: unknown, field: string): string | null {
+  const read = readField(body, field);
+  if (!read.found) return null;
+  const pending: { value: unknown; depth: number }[] = [{ value: read.value, depth: 0 }];
+  while (pending.length > 0) {
+    const { value, depth } = pending.pop()!;
+    if (typeof value === 'number' && !Number.isFinite(value)) {
+      return `the answer holds a number at ${field} that a double cannot keep (beyond its range, it would be read as null), so it is not read`;
+    }
+    if (value === null || typeof value !== 'object') continue;
+    if (depth >= MAX_ANSWER_DEPTH) {
+      return `the answer nests deeper than ${MAX_ANSWER_DEPTH} levels at ${field}: it cannot be kept or compared as written, so it is not read`;
+    }
+    for (const item of Object.values(value)) pending.push({ value: item, depth: depth + 1 });
+  }
+  return null;
 }
 
 /**
