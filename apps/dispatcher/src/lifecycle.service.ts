@@ -1,6 +1,13 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { Connector, TenantConnectors, contextUnbound, unreachableRead } from '@verity/connectors';
+import {
+  Connector,
+  ConnectorEnvironment,
+  TenantConnectors,
+  contextReadThrew,
+  contextUnbound,
+  unreachableRead,
+} from '@verity/connectors';
 import {
   Approval,
   ConnectorSettingsRecord,
@@ -523,9 +530,28 @@ export class LifecycleService {
             readBackBinding: known.readBackBinding,
           })
         : await this.connectors.environmentOf(op);
-      contexts.set(op.id, await connector.readContext(connectorOperation(op), environment));
+      contexts.set(op.id, await this.readContextOf(connector, op, environment));
     }
     return contexts;
+  }
+
+  /**
+   * The connector's context read of `op`; one that threw (a connector's fault on an answer it did not expect, a secret
+   * that does not open) is the source unread, with its cause (contextReadThrew) — as a read-back that throws is for
+   * the reconciler — never a failed job: every retry of it would throw the same way.
+   */
+  async readContextOf(
+    connector: Connector,
+    op: OperationEntity,
+    environment: ConnectorEnvironment,
+  ): Promise<ContextResult> {
+    if (!connector.readContext) return unreachableRead(op.connector, 'no context read');
+    try {
+      return await connector.readContext(connectorOperation(op), environment);
+    } catch (error) {
+      this.logger.error({ err: error, operationId: op.id }, 'context read threw');
+      return contextReadThrew(op.connector, error);
+    }
   }
 
   /**
@@ -809,7 +835,7 @@ export class LifecycleService {
     }
     const connector = this.connectors.get(op.connector);
     const context: ContextResult = connector?.readContext
-      ? await connector.readContext(connectorOperation(op), await this.connectors.environmentOf(op))
+      ? await this.readContextOf(connector, op, await this.connectors.environmentOf(op))
       : unreachableRead(op.connector, 'no context read');
     if (context.kind === 'unreachable') {
       // Whichever precondition put it here (the agent's expected_state, or the approval's baseline the sender could

@@ -144,6 +144,15 @@ export function readBackThrew(source: string, error: unknown): { kind: 'unreacha
   return unreachableRead(source, `read-back error: ${errorCause(error)}`);
 }
 
+/**
+ * A context read that threw, as readBackThrew for a read-back: the source unread (never a state), with its cause. A
+ * throw left to fail the job that prepares an execution failed every retry of it the same way, and the execution stayed
+ * `created` until its deadline while the source was read again and again.
+ */
+export function contextReadThrew(source: string, error: unknown): { kind: 'unreachable'; evidence: ReadEvidence } {
+  return unreachableRead(source, `context read error: ${errorCause(error)}`);
+}
+
 export type ContextResult =
   | {
       kind: 'state';
