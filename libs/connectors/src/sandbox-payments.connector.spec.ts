@@ -1,4 +1,5 @@
-import { request } from 'node:http';
+import { createServer, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { SandboxPaymentsConnector } from './sandbox-payments.connector';
 
 describe('sandbox.payments charge params', () => {
@@ -39,6 +40,46 @@ describe('sandbox.payments charge params', () => {
       const req = request('http://127.0.0.1:9/', { headers: { 'idempotency-key': `verity-demo-${reference}` } });
       req.on('error', () => undefined);
       req.destroy();
+    }
+  });
+});
+
+describe('sandbox.payments reads of a charge list whose entries are no charges', () => {
+  const LIST = '{"data":[null,7,"ch_1",[]],"as_of_version":3}';
+  let server: Server;
+  let sandboxUrl = '';
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'application/json' }).end(LIST);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    sandboxUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  const connector = new SandboxPaymentsConnector();
+  const op = {
+    id: 'op_1',
+    tenantId: 'demo',
+    action: 'charge',
+    params: { amount: 100, currency: 'EUR', reference: 'order-1' },
+    expectedState: null,
+    providerRef: { id: 'ch_1', version: 1 },
+  };
+  const env = () => ({ sandboxUrl, timeoutMs: 2000 });
+
+  it('reads nothing from it (unreadable), where it threw a TypeError on the first null', async () => {
+    for (const read of [
+      await connector.readBack(op, env()),
+      await connector.readContext(op, env()),
+      await connector.observe(op, null, env()).then((o) => ({ kind: o.observation, evidence: o.evidence })),
+    ]) {
+      expect(read.kind === 'unreachable' || read.kind === 'unavailable').toBe(true);
+      expect(read.evidence.error).toBe('unreadable response body');
     }
   });
 });

@@ -209,10 +209,17 @@ export class SandboxPaymentsConnector implements Connector {
       evidence.error = exchange.kind === 'response' ? `status ${exchange.status}` : exchange.code;
       return { kind: 'unreachable', evidence };
     }
-    // A 200 whose body cannot be read (cut short, not JSON, no charge list) shows nothing: taken as an empty list it
-    // was "no charge", and an UNKNOWN charge that had happened was concluded FAILED (PROVEN_ABSENT) from it.
+    // A 200 whose body cannot be read (cut short, not JSON, no charge list, entries that are no charges) shows
+    // nothing: taken as an empty list it was "no charge", and an UNKNOWN charge that had happened was concluded FAILED
+    // (PROVEN_ABSENT) from it; an entry that is no object (`null`) threw on its first look-up.
     const body = exchange.body as { data?: unknown; as_of_version?: unknown } | undefined;
-    if (exchange.truncated || typeof body !== 'object' || body === null || !Array.isArray(body.data)) {
+    if (
+      exchange.truncated ||
+      typeof body !== 'object' ||
+      body === null ||
+      !Array.isArray(body.data) ||
+      !body.data.every((entry) => typeof entry === 'object' && entry !== null && !Array.isArray(entry))
+    ) {
       evidence.error = exchange.truncated ? 'response too large' : 'unreadable response body';
       return { kind: 'unreachable', evidence };
     }
