@@ -8,7 +8,7 @@ import {
   connectorDeclarations,
 } from './connector';
 import type { SendOutcome } from './classify';
-import { storableText } from './storable-text';
+import { storableText, withinKeptDepth } from './storable-text';
 
 /** What a secret value is replaced by wherever it would be stored, shown or logged. */
 export function secretPlaceholder(name: string): string {
@@ -199,16 +199,17 @@ function redactError(error: Error, redactText: (text: string) => string): Error 
 /**
  * The connector as the rest of Verity sees it: everything it returns (send outcomes and provider references,
  * read-backs, context reads, observations — evidence, records, URLs, details) and everything it throws has the
- * tenant's secret values of that call replaced by `{{secret:NAME}}`, and text Postgres cannot store replaced by U+FFFD
- * (storableText). This is the one door through which a target's answers enter Verity, so nothing stored, evented,
+ * tenant's secret values of that call replaced by `{{secret:NAME}}`, text Postgres cannot store replaced by U+FFFD
+ * (storableText), and nesting no walk survives cut (withinKeptDepth). This is the one door through which a target's answers enter Verity, so nothing stored, evented,
  * shown or logged downstream can hold a secret value, or fail to be stored.
  */
 export function redactingSecrets(connector: Connector): Connector {
   const guarded = async <T>(env: ConnectorEnvironment, call: () => Promise<T>): Promise<T> => {
     const redact = secretRedactor(env.tenant?.secrets);
     try {
-      // Storable too: a target's answer may hold text Postgres cannot store (storableText).
-      return storableText(redact(await call()));
+      // Storable too: a target's answer may hold text Postgres cannot store (storableText), or nest deeper than any
+      // walk of it survives (withinKeptDepth, first: redaction walks it too).
+      return storableText(redact(withinKeptDepth(await call())));
     } catch (error) {
       throw error instanceof Error ? redact(error) : new Error(redact(String(error)));
     }

@@ -1,4 +1,4 @@
-import { holdsReplacedText, storableText } from './storable-text';
+import { MAX_KEPT_DEPTH, holdsReplacedText, storableText, withinKeptDepth } from './storable-text';
 
 describe('storableText: what Postgres cannot store in jsonb becomes U+FFFD', () => {
   it('replaces U+0000 and surrogates without their pair, in strings and keys, deeply', () => {
@@ -17,5 +17,20 @@ describe('storableText: what Postgres cannot store in jsonb becomes U+FFFD', () 
   it('what it returns is what JSON.stringify writes and jsonb reads: no \\u0000, no lone \\ud8xx escape', () => {
     const text = JSON.stringify(storableText({ a: `${'x'.repeat(3)}\ud83d`, b: '\u0000' }));
     expect(text).not.toMatch(/\\u0000|\\ud[89ab][0-9a-f]{2}|\\ud[c-f][0-9a-f]{2}/i);
+  });
+});
+
+describe('withinKeptDepth: a result no deeper than any walk of it survives', () => {
+  it('cuts what nests deeper than MAX_KEPT_DEPTH with a marker, without walking it (20 000 levels)', () => {
+    const deep = JSON.parse('['.repeat(20_000) + ']'.repeat(20_000)) as unknown;
+    const kept = withinKeptDepth({ providerRef: { id: deep } });
+    const text = JSON.stringify(kept);
+    expect(text).toContain(`{"truncated":true,"nesting":"deeper than ${MAX_KEPT_DEPTH} levels"}`);
+    expect(text.split('[').length - 1).toBe(MAX_KEPT_DEPTH - 2);
+  });
+
+  it('leaves a result within the bound as it is', () => {
+    const result = { status: 'ACKNOWLEDGED', providerRef: { id: 'm_1', list: [1, [2, { a: null }]] } };
+    expect(withinKeptDepth(result)).toEqual(result);
   });
 });

@@ -32,6 +32,29 @@ function storable(value: unknown): unknown {
   return value;
 }
 
+/**
+ * As deep as a connector's result is kept. A target's answer of 64 KiB nests up to 32 000 levels — deeper than the
+ * recursive walks a result goes through (secret redaction, storableText, JSON.stringify when it is written) and
+ * Postgres's `jsonb` parser survive: an SMS provider's 201 naming its message with such an id threw, and the accepted
+ * send was recorded as an unknown outcome. Far above a result's own shape plus the 64 levels the http connector reads.
+ */
+export const MAX_KEPT_DEPTH = 100;
+
+/** A copy of a connector's result with whatever nests deeper than MAX_KEPT_DEPTH replaced by a marker saying so. */
+export function withinKeptDepth<T>(value: T): T {
+  return clippedAt(value, 0) as T;
+}
+
+/** Recursion no deeper than MAX_KEPT_DEPTH: whatever lies below is not walked. */
+function clippedAt(value: unknown, depth: number): unknown {
+  if (typeof value !== 'object' || value === null) return value;
+  const array = Array.isArray(value);
+  if (!array && !isPlain(value)) return value;
+  if (depth >= MAX_KEPT_DEPTH) return { truncated: true, nesting: `deeper than ${MAX_KEPT_DEPTH} levels` };
+  if (array) return value.map((item: unknown) => clippedAt(item, depth + 1));
+  return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, clippedAt(item, depth + 1)]));
+}
+
 function replaced(text: string): string {
   UNSTORABLE.lastIndex = 0;
   return UNSTORABLE.test(text) ? text.replace(UNSTORABLE, REPLACED_TEXT) : text;

@@ -1,0 +1,75 @@
+import { createServer } from 'node:http';
+import { DEMO, Stack, waitFor } from '../support/stack';
+import { http, sms, submission, unique } from '../support/http';
+import { listenLocally, type LocalServer } from '../support/local-server';
+import type { Execution } from '@verity/sdk';
+
+/** Nested arrays deeper than JSON.stringify (and Postgres's jsonb parser) can follow, in well under 64 KiB. */
+const DEEP = '['.repeat(20_000) + ']'.repeat(20_000);
+
+/**
+ * The SMS provider takes a message (its 201 is the acceptance) and names it with an id no record can keep: nested
+ * 20 000 levels deep. The acceptance is recorded — ACKNOWLEDGED, once — and the id kept cut where it nests too deep.
+ * Before: the walks of the connector's result threw, and the accepted message was held as an unknown outcome
+ * (MANUAL_REVIEW: an SMS cannot be read back).
+ */
+describe('a provider whose answer to a send names its record with a value no record can keep', () => {
+  let stack: Stack;
+  let proxy: LocalServer;
+
+  beforeAll(async () => {
+    stack = await Stack.start({ label: 'oddproviderref', dispatchers: 0 });
+    // The dispatcher sends through this: the message reaches the provider, its answer's id is replaced.
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => {
+        const headers = Object.fromEntries(
+          Object.entries(req.headers).filter(
+            (entry): entry is [string, string] => typeof entry[1] === 'string' && entry[0] !== 'host',
+          ),
+        );
+        fetch(`${stack.sandboxUrl}${req.url}`, {
+          method: req.method,
+          headers,
+          body: chunks.length > 0 ? Buffer.concat(chunks) : undefined,
+        }).then(
+          async (answer) => {
+            const text = Buffer.from(await answer.arrayBuffer()).toString();
+            const odd = req.method === 'POST' && answer.ok ? `{"id":${DEEP}}` : text;
+            res.writeHead(answer.status, { 'content-type': 'application/json' }).end(odd);
+          },
+          () => res.destroy(),
+        );
+      });
+    });
+    proxy = await listenLocally(server);
+    await stack.startApp('dispatcher', { SANDBOX_URL: proxy.url });
+  });
+  afterAll(async () => {
+    await stack?.stop();
+    await proxy?.close();
+  });
+
+  it('records the acceptance (ACKNOWLEDGED, sent once), the id cut at 100 levels', async () => {
+    const clientRef = unique('oddref');
+    const created = await http<Execution>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([sms(clientRef)]),
+    });
+    expect(created.status).toBe(201);
+    const done = await waitFor(
+      async () =>
+        (await http<Execution>(stack.apiUrl, 'GET', `/v1/executions/${created.body.id}`, { key: DEMO.agent })).body,
+      (execution) => ['completed', 'failed', 'cancelled', 'expired'].includes(execution.status),
+      45_000,
+      200,
+    );
+    expect(done.operations[0].status).toBe('ACKNOWLEDGED');
+    expect((await stack.effects()).messages[clientRef].count).toBe(1);
+    const [row] = (await stack.db.dataSource.query('SELECT provider_ref FROM operations WHERE id = $1', [
+      done.operations[0].id,
+    ])) as { provider_ref: unknown }[];
+    expect(JSON.stringify(row.provider_ref)).toContain('"nesting":"deeper than 100 levels"');
+  }, 90_000);
+});
