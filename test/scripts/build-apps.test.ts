@@ -21,4 +21,10 @@ describe('the apps as built (npm run build bundles each main.js)', () => {
     expect(api).toContain('require("pg")');
     expect(api).toContain('require("ioredis")');
   });
+
+  it("keeps msgpackr outside, so BullMQ's decoding finds its native addon by msgpackr's own path", () => {
+    const dispatcher = readFileSync(join(DIST, 'apps', 'dispatcher', 'src', 'main.js'), 'utf8');
+    expect(dispatcher).toContain('require("msgpackr")');
+    expect(dispatcher).not.toContain('node-gyp-build-optional-packages');
+  });
 });

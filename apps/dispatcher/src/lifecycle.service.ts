@@ -536,9 +536,10 @@ export class LifecycleService {
   }
 
   /**
-   * The connector's context read of `op`; one that threw (a connector's fault on an answer it did not expect, a secret
-   * that does not open) is the source unread, with its cause (contextReadThrew) — as a read-back that throws is for
-   * the reconciler — never a failed job: every retry of it would throw the same way.
+   * The connector's context read of `op`; one that threw (a connector's fault on an answer it did not expect) is the
+   * source unread, with its cause (contextReadThrew) — as a read-back that throws is for the reconciler — never a failed
+   * job: every retry of it would throw the same way. (Secrets that do not open with this SECRETS_KEY throw earlier,
+   * where the job reads the tenant's settings: that job still fails and is retried until the key is fixed.)
    */
   async readContextOf(
     connector: Connector,

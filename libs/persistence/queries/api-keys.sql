@@ -6,14 +6,20 @@ INSERT INTO api_keys (id, tenant_id, role, key_hash, key_prefix, label) VALUES (
      ON CONFLICT (key_hash) DO NOTHING;
 
 -- revokeKey
-WITH revoked AS (
-       UPDATE api_keys SET revoked_at = now() WHERE (id = $1 OR key_prefix = $1) AND revoked_at IS NULL RETURNING id
+WITH locked AS (
+       SELECT id FROM api_keys WHERE (id = $1 OR key_prefix = $1) AND revoked_at IS NULL FOR UPDATE
+     ), revoked AS (
+       UPDATE api_keys k SET revoked_at = clock_timestamp() FROM locked
+       WHERE k.id = locked.id AND k.revoked_at IS NULL RETURNING k.id
      )
      SELECT id, pg_notify('verity_keys', id) FROM revoked;
 
 -- revokeKeyById
-WITH revoked AS (
-       UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL RETURNING id, revoked_at
+WITH locked AS (
+       SELECT id FROM api_keys WHERE id = $1 AND revoked_at IS NULL FOR UPDATE
+     ), revoked AS (
+       UPDATE api_keys k SET revoked_at = clock_timestamp() FROM locked
+       WHERE k.id = locked.id AND k.revoked_at IS NULL RETURNING k.id, k.revoked_at
      )
      SELECT id, revoked_at, pg_notify('verity_keys', id) FROM revoked;
 

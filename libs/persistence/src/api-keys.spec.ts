@@ -8,7 +8,9 @@ import {
   isKeyActive,
   keyPrefix,
   listenForKeyRevocations,
+  lockActiveKey,
   revokeApiKey,
+  revokeApiKeyById,
 } from './api-keys';
 import type { Queryable } from './sql';
 
@@ -64,4 +66,43 @@ describe('revokeApiKey (real Postgres)', () => {
       await listener.end();
     }
   });
+
+  it.each([
+    ['revokeApiKey', (db: Queryable, id: string) => revokeApiKey(db, id)],
+    ['revokeApiKeyById', (db: Queryable, id: string) => revokeApiKeyById(db, id)],
+  ] as const)(
+    '%s: a revocation that waited for a change made with the key is stamped after that change committed',
+    async (_name, revoke) => {
+      const key = await createApiKey(db.dataSource.manager, { tenantId: 'acme', role: 'admin' });
+      // An admin's change made with the key holds it FOR SHARE until it commits; the revocation waits for it.
+      const change = db.dataSource.createQueryRunner();
+      await change.connect();
+      try {
+        await change.startTransaction();
+        expect(await lockActiveKey(change.manager, key.id)).toBe(true);
+        const revoking = revoke(db.dataSource.manager, key.id);
+        await waitFor(
+          async () =>
+            (
+              (await db.dataSource.query(
+                `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE api_keys%'`,
+              )) as { n: number }[]
+            )[0].n,
+          (n) => n > 0,
+          5_000,
+          20,
+        );
+        const [{ committed }] = (await change.query(`SELECT clock_timestamp() AS committed`)) as { committed: Date }[];
+        await change.commitTransaction();
+        await revoking;
+        const [{ revoked_at }] = (await db.dataSource.query(`SELECT revoked_at FROM api_keys WHERE id = $1`, [
+          key.id,
+        ])) as { revoked_at: Date }[];
+        // now() is the statement's start, before the wait: the audit would show a revoked key making a change.
+        expect(revoked_at.getTime()).toBeGreaterThanOrEqual(committed.getTime());
+      } finally {
+        await change.release();
+      }
+    },
+  );
 });

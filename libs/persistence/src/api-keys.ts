@@ -13,14 +13,23 @@ export const API_KEY_SQL = {
      ON CONFLICT (key_hash) DO NOTHING`,
   // The revocation and its announcement in one statement: the NOTIFY is delivered when, and only when, the revocation
   // commits. Two statements left a gap in which a lost connection committed a revocation no API process heard of.
-  revokeKey: `WITH revoked AS (
-       UPDATE api_keys SET revoked_at = now() WHERE (id = $1 OR key_prefix = $1) AND revoked_at IS NULL RETURNING id
+  revokeKey: `WITH locked AS (
+       SELECT id FROM api_keys WHERE (id = $1 OR key_prefix = $1) AND revoked_at IS NULL FOR UPDATE
+     ), revoked AS (
+       UPDATE api_keys k SET revoked_at = clock_timestamp() FROM locked
+       WHERE k.id = locked.id AND k.revoked_at IS NULL RETURNING k.id
      )
      SELECT id, pg_notify('${KEY_REVOCATION_CHANNEL}', id) FROM revoked`,
   // The operator's revocation of one key by its id (keys CLI), with the instant it took effect. Of two at once, the
-  // second waits for the first's row lock and then finds it revoked: no row.
-  revokeKeyById: `WITH revoked AS (
-       UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL RETURNING id, revoked_at
+  // second waits for the first's row lock and then finds it revoked: no row. Both revocations lock the row first and stamp
+  // clock_timestamp() once it is theirs: now() — or an UPDATE's own SET, computed before it waits for a lock that only
+  // locked the row — is from before the wait for a change made with the key (which holds it FOR SHARE), and the audit
+  // would show a key revoked before a change it made.
+  revokeKeyById: `WITH locked AS (
+       SELECT id FROM api_keys WHERE id = $1 AND revoked_at IS NULL FOR UPDATE
+     ), revoked AS (
+       UPDATE api_keys k SET revoked_at = clock_timestamp() FROM locked
+       WHERE k.id = locked.id AND k.revoked_at IS NULL RETURNING k.id, k.revoked_at
      )
      SELECT id, revoked_at, pg_notify('${KEY_REVOCATION_CHANNEL}', id) FROM revoked`,
   keyRevokedAt: `SELECT revoked_at FROM api_keys WHERE id = $1`,
