@@ -83,3 +83,113 @@ describe('sandbox.payments reads of a charge list whose entries are no charges',
     }
   });
 });
+
+describe('sandbox.payments reads of a charge list that reads two ways', () => {
+  let answer = '';
+  let server: Server;
+  let sandboxUrl = '';
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'application/json' }).end(answer);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    sandboxUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  const connector = new SandboxPaymentsConnector();
+  const op = {
+    id: 'op_1',
+    tenantId: 'demo',
+    action: 'charge',
+    params: { amount: 100, currency: 'EUR', reference: 'order-1' },
+    expectedState: null,
+    providerRef: { id: 'ch_1', version: 1 },
+  };
+  const env = () => ({ sandboxUrl, timeoutMs: 2000 });
+  const charge = (fields: string) =>
+    `{"data":[{"id":"ch_1","reference":"order-1",${fields},"version":1}],"as_of_version":1}`;
+
+  // Each answer, read last-wins (JSON.parse), is the charge asked for, succeeded; read first-wins (a proxy's log, a
+  // person reading the raw answer) or exactly, it is not.
+  it.each([
+    ['a status named twice', charge('"amount":100,"currency":"EUR","status":"failed","status":"succeeded"')],
+    ['an amount named twice', charge('"amount":100000,"amount":100,"currency":"EUR","status":"succeeded"')],
+    ['an amount a double rounds', charge('"amount":100.0000000000000001,"currency":"EUR","status":"succeeded"')],
+    [
+      'the charge list named twice',
+      `{"data":[],"data":[{"id":"ch_1","reference":"order-1","amount":100,"currency":"EUR","status":"succeeded","version":1}],"as_of_version":1}`,
+    ],
+    ['an amount past a double', charge('"amount":1e400,"currency":"EUR","status":"succeeded"')],
+  ])('reads nothing from %s (unreadable), neither a verified charge nor one already made', async (_, body) => {
+    answer = body;
+    for (const read of [
+      await connector.readBack(op, env()),
+      await connector.readContext(op, env()),
+      await connector.observe(op, null, env()).then((o) => ({ kind: o.observation, evidence: o.evidence })),
+    ]) {
+      expect(read.kind === 'unreachable' || read.kind === 'unavailable').toBe(true);
+      expect(read.evidence.error).toMatch(/^unreadable response body: /);
+    }
+  });
+
+  it('still reads the same charge written once', async () => {
+    answer = charge('"amount":100,"currency":"EUR","status":"succeeded"');
+    await expect(connector.readBack(op, env())).resolves.toMatchObject({ kind: 'found' });
+  });
+});
+
+describe('sandbox.payments sends answered with JSON that reads two ways', () => {
+  let answer = '';
+  let replayed = false;
+  let server: Server;
+  let sandboxUrl = '';
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      req.resume();
+      res
+        .writeHead(201, { 'content-type': 'application/json', ...(replayed && { 'idempotent-replayed': 'true' }) })
+        .end(answer);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    sandboxUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  const connector = new SandboxPaymentsConnector();
+  const op = {
+    id: 'op_1',
+    tenantId: 'demo',
+    action: 'charge',
+    params: { amount: 100, currency: 'EUR', reference: 'order-1' },
+    expectedState: null,
+    providerRef: null,
+  };
+  const env = () => ({ sandboxUrl, timeoutMs: 2000 });
+
+  it('keeps no reference from it: the id read (the last of two) could name another charge', async () => {
+    replayed = false;
+    answer = '{"id":"ch_2","id":"ch_1","reference":"order-1","amount":100,"currency":"EUR","version":1}';
+    const outcome = await connector.send(op, env());
+    expect(outcome).toMatchObject({ status: 'ACKNOWLEDGED', providerRef: {} });
+    expect(outcome.status === 'ACKNOWLEDGED' && outcome.providerRef.id).toBeUndefined();
+  });
+
+  it('a replay whose charge reads two ways is an unknown outcome, not "no charge was made" nor a replay of this one', async () => {
+    replayed = true;
+    for (const amounts of ['"amount":100,"amount":5000', '"amount":5000,"amount":100']) {
+      answer = `{"id":"ch_1","reference":"order-1",${amounts},"currency":"EUR","version":1}`;
+      await expect(connector.send(op, env())).resolves.toMatchObject({
+        status: 'UNKNOWN',
+        detail: expect.stringMatching(/reads two ways/),
+      });
+    }
+  });
+});

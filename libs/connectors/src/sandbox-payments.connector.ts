@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { OperationStatus, TerminalReason } from '@verity/status-model';
+import { rawJsonIssue } from '@verity/platform';
+import { OperationStatus, TerminalReason, textPrefix } from '@verity/status-model';
 import { DEFAULT_REJECTION_STATUSES, SendOutcome, classifySend } from './classify';
 import type {
   Connector,
@@ -91,16 +92,28 @@ export class SandboxPaymentsConnector implements Connector {
       timeoutMs: env.timeoutMs,
       signal: env.signal,
     });
+    // From an answer that reads two ways (a member named twice, a number a double rounds) nothing is taken: the id read
+    // (the last of two) could name another charge, whose read-back would verify this one.
+    const twoWays = exchange.kind === 'response' && exchange.json !== undefined ? rawJsonIssue(exchange.json) : null;
     const outcome = classifySend(exchange, {
       rejectionStatuses: DEFAULT_REJECTION_STATUSES,
       providerRef: (body) => {
+        if (twoWays) return {};
         const c = (body ?? {}) as ProviderCharge;
         return { id: c.id, version: c.version, reference: c.reference };
       },
     });
-    return exchange.kind === 'response' && exchange.headers[REPLAYED_HEADER] === 'true'
-      ? replayedSend(outcome, exchange.body, charge)
-      : outcome;
+    if (!(exchange.kind === 'response' && exchange.headers[REPLAYED_HEADER] === 'true')) return outcome;
+    if (twoWays && outcome.status === OperationStatus.ACKNOWLEDGED) {
+      // Whether the charge it replays is this request's (an acknowledgement) or another's (no charge made for this one)
+      // is what the answer says two ways: unknown, for the read-back to settle.
+      return {
+        status: OperationStatus.UNKNOWN,
+        reason: TerminalReason.CONNECTOR_ERROR,
+        detail: `${outcome.detail}, replaying an earlier request's charge in an answer that reads two ways (${twoWays.rule === 'duplicate_key' ? 'a member named twice' : 'a number a double cannot keep exactly'} at ${twoWays.field}): outcome unknown`,
+      };
+    }
+    return replayedSend(outcome, exchange.body, charge);
   }
 
   async readBack(op: ConnectorOperation, env: ConnectorEnvironment): Promise<ReadBackResult> {
@@ -223,6 +236,19 @@ export class SandboxPaymentsConnector implements Connector {
       evidence.error = exchange.truncated ? 'response too large' : 'unreadable response body';
       return { kind: 'unreachable', evidence };
     }
+    // An answer that reads two ways is no reading either (as the http connector's reads): a member named twice (a
+    // status "failed" then "succeeded", which JSON.parse reads as the last) or a number a double does not keep (an
+    // amount rounded to the one asked for, or past its range, kept as null) would verify — or, read as context, skip —
+    // a charge the provider's answer, read as written, does not show. Every field of a charge is kept as evidence,
+    // so the whole answer counts, not only the fields compared.
+    const twoWays = exchange.json === undefined ? null : rawJsonIssue(exchange.json);
+    const unkept = twoWays ? null : nonFiniteNumberIn(body);
+    if (twoWays || unkept) {
+      evidence.error = twoWays
+        ? `unreadable response body: ${twoWays.rule === 'duplicate_key' ? 'a member named twice' : 'a number a double cannot keep exactly'} at ${twoWays.field}`
+        : `unreadable response body: a number past a double's range at ${unkept}`;
+      return { kind: 'unreachable', evidence };
+    }
     const asOfVersion = typeof body.as_of_version === 'number' ? body.as_of_version : null;
     evidence.as_of_version = asOfVersion;
     evidence.record = null;
@@ -261,4 +287,25 @@ function replayedSend(outcome: SendOutcome, body: unknown, asked: Charge): SendO
       'charge was made for it',
     providerError: { code: 'idempotency_key_replayed' },
   };
+}
+
+/**
+ * The path of the first number in a parsed answer that is not finite (`1e400` parses to Infinity, which the record
+ * would keep as null), or null. Iterative: an answer of 64 KiB may nest 32 000 levels.
+ */
+function nonFiniteNumberIn(body: unknown): string | null {
+  const pending: { value: unknown; path: string }[] = [{ value: body, path: '' }];
+  while (pending.length > 0) {
+    const { value, path } = pending.pop()!;
+    if (typeof value === 'number' && !Number.isFinite(value)) return path.replace(/^\./, '') || '(body)';
+    if (typeof value !== 'object' || value === null) continue;
+    for (const [key, item] of Object.entries(value)) {
+      // Named as far as a path is worth reading (200 characters): built level by level, a path through 32 000 levels
+      // would take gigabytes.
+      const next =
+        path.length > 200 ? path : Array.isArray(value) ? `${path}[${key}]` : `${path}.${textPrefix(key, 100)}`;
+      pending.push({ value: item, path: next });
+    }
+  }
+  return null;
 }
