@@ -182,6 +182,20 @@ describe('sandbox.payments sends answered with JSON that reads two ways', () => 
     expect(outcome.status === 'ACKNOWLEDGED' && outcome.providerRef.id).toBeUndefined();
   });
 
+  it('a replay of another charge is refused in a bounded detail, whatever the provider names it (it threw, or kept it whole)', async () => {
+    replayed = true;
+    for (const [id, amount] of [
+      ['{"toString":1}', '5000'],
+      ['"ch_1"', '{"toString":1,"valueOf":1}'],
+      [`"${'c'.repeat(60_000)}"`, '5000'],
+    ]) {
+      answer = `{"id":${id},"reference":"order-1","amount":${amount},"currency":"EUR","version":1}`;
+      const outcome = await connector.send(op, env());
+      expect(outcome).toMatchObject({ status: 'FAILED', reason: 'CONNECTOR_REJECTED' });
+      expect(outcome.detail.length).toBeLessThan(1000);
+    }
+  });
+
   it('a replay whose charge reads two ways is an unknown outcome, not "no charge was made" nor a replay of this one', async () => {
     replayed = true;
     for (const amounts of ['"amount":100,"amount":5000', '"amount":5000,"amount":100']) {

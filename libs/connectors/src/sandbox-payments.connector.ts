@@ -282,8 +282,8 @@ function replayedSend(outcome: SendOutcome, body: unknown, asked: Charge): SendO
     status: OperationStatus.FAILED,
     reason: TerminalReason.CONNECTOR_REJECTED,
     detail:
-      `${outcome.detail} with the charge of an earlier request for this reference (${String(held.id)}, ` +
-      `${String(held.amount)} ${String(held.currency)}), not this request's ${asked.amount} ${asked.currency}: no ` +
+      `${outcome.detail} with the charge of an earlier request for this reference (${shown(held.id)}, ` +
+      `${shown(held.amount)} ${shown(held.currency)}), not this request's ${asked.amount} ${asked.currency}: no ` +
       'charge was made for it',
     providerError: { code: 'idempotency_key_replayed' },
   };
@@ -308,4 +308,15 @@ function nonFiniteNumberIn(body: unknown): string | null {
     }
   }
   return null;
+}
+
+/**
+ * A value of the provider's answer as the text of a detail: a string cut to 100 characters, a number as written, any
+ * other value by its kind. String() of a 64 KiB id kept all of it, and of `{"toString": 1}` threw (a TypeError: the
+ * provider's refusal became a connector error, an unknown outcome).
+ */
+function shown(value: unknown): string {
+  if (typeof value === 'string') return value.length > 100 ? `${textPrefix(value, 100)}…` : value;
+  if (typeof value === 'object' && value !== null) return Array.isArray(value) ? '(an array)' : '(an object)';
+  return String(value);
 }
