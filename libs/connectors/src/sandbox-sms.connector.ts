@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { rawJsonIssue } from '@verity/platform';
 import { DEFAULT_REJECTION_STATUSES, SendOutcome, classifySend } from './classify';
 import type { Connector, ConnectorEnvironment, ConnectorOperation } from './connector';
 import { httpExchange } from './http-exchange';
@@ -41,9 +42,12 @@ export class SandboxSmsConnector implements Connector {
       timeoutMs: env.timeoutMs,
       signal: env.signal,
     });
+    // An id from JSON that reads two ways at it (named twice: JSON.parse keeps the last; a number a double rounds) names
+    // another message than the one the provider meant: none is kept, and the send is acknowledged all the same.
+    const twoWays = exchange.kind === 'response' && exchange.json !== undefined && rawJsonIssue(exchange.json, ['id']);
     return classifySend(exchange, {
       rejectionStatuses: DEFAULT_REJECTION_STATUSES,
-      providerRef: (body) => ({ id: (body as { id?: string } | undefined)?.id }),
+      providerRef: (body) => (twoWays ? {} : { id: (body as { id?: string } | undefined)?.id }),
     });
   }
 }

@@ -1,0 +1,44 @@
+import { createServer } from 'node:http';
+import { OperationStatus } from '@verity/status-model';
+import { serveDuringDescribe } from '../../../test/support/local-server';
+import { SandboxSmsConnector } from './sandbox-sms.connector';
+
+describe('sandbox.sms sends answered with JSON that reads two ways', () => {
+  let answer = '';
+  const provider = serveDuringDescribe(() =>
+    createServer((req, res) => {
+      req.resume();
+      req.on('end', () => res.writeHead(201, { 'content-type': 'application/json' }).end(answer));
+    }),
+  );
+  const sms = new SandboxSmsConnector();
+  const send = () =>
+    sms.send(
+      {
+        id: 'op_sms',
+        tenantId: 'demo',
+        action: 'send',
+        params: { to: '+15550100', body: 'hi' },
+        expectedState: null,
+        providerRef: null,
+      },
+      { sandboxUrl: provider.url, timeoutMs: 2000 },
+    );
+
+  // The message's id is the one name a person has to look the message up at the provider: read last-wins (or rounded),
+  // it names another message.
+  it.each([
+    ['an id named twice', '{"id":"msg_a","id":"msg_b"}'],
+    ['an id a double rounds', '{"id":12345678901234567891}'],
+  ])('keeps no id from %s (the send is acknowledged all the same)', async (_, body) => {
+    answer = body;
+    const outcome = await send();
+    expect(outcome.status).toBe(OperationStatus.ACKNOWLEDGED);
+    expect(outcome.status === OperationStatus.ACKNOWLEDGED && outcome.providerRef.id).toBeUndefined();
+  });
+
+  it('keeps the id written once', async () => {
+    answer = '{"id":"msg_a","note":"x","note":"y"}';
+    await expect(send()).resolves.toMatchObject({ status: OperationStatus.ACKNOWLEDGED, providerRef: { id: 'msg_a' } });
+  });
+});
