@@ -18,7 +18,7 @@ SELECT NOT EXISTS (
                        OR (d.status IN ('ACKNOWLEDGED')
                            AND d.verification_method <> 'read_after_write')
                 FROM operations d WHERE d.execution_id = op.execution_id AND d.key = dep.key
-                ORDER BY d.generation DESC LIMIT 1), false));
+                ORDER BY d.generation DESC LIMIT 1 FOR SHARE), false));
 
 -- approval_not_granted
 SELECT CASE WHEN op.approval->>'state' IS NULL THEN NOT ($1::boolean OR op.requires_approval)
@@ -37,20 +37,13 @@ SELECT op.resend_ref IS NULL OR NOT EXISTS (SELECT 1 FROM operations ro WHERE ro
           AND ro.id <> op.id AND ro.status IN ('SENT', 'UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW') AND ro.attempt > 0);
 
 -- retry_refuted
-SELECT op.retry_of IS NULL OR NOT EXISTS (
-          WITH RECURSIVE chain AS (
-            SELECT ro.id, ro.retry_of, ro.status, ro.acknowledged_at, ro.obligation
-            FROM operations ro WHERE ro.id = op.retry_of AND ro.tenant_id = op.tenant_id
-            UNION
-            SELECT ro.id, ro.retry_of, ro.status, ro.acknowledged_at, ro.obligation
-            FROM operations ro JOIN chain c ON ro.id = c.retry_of AND ro.tenant_id = op.tenant_id)
-          SELECT 1 FROM chain WHERE chain.status = 'FAILED'
+SELECT op.retry_of IS NULL OR NOT EXISTS (SELECT 1 FROM verity_retry_chain_locked(op.retry_of, op.tenant_id) chain WHERE chain.status = 'FAILED'
             AND (chain.acknowledged_at IS NOT NULL
                  OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed'));
 
 -- approval_policy_changed
 SELECT op.approval->>'state' IS NOT NULL OR op.requires_approval
-            OR (SELECT CASE WHEN gt.id IS NOT NULL THEN jsonb_build_object('approvalRules', gt.settings->'approvalRules', 'approvalAmountAbove', gt.settings->'approvalAmountAbove')::text END FROM tenants gt WHERE gt.id = op.tenant_id)
+            OR (SELECT CASE WHEN gt.id IS NOT NULL THEN jsonb_build_object('approvalRules', gt.settings->'approvalRules', 'approvalAmountAbove', gt.settings->'approvalAmountAbove')::text END FROM tenants gt WHERE gt.id = op.tenant_id FOR SHARE)
                IS NOT DISTINCT FROM $2::text;
 
 -- settings_changed

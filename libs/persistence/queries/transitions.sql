@@ -25,24 +25,17 @@ WITH moved AS (
                        OR (d.status IN ('ACKNOWLEDGED')
                            AND d.verification_method <> 'read_after_write')
                 FROM operations d WHERE d.execution_id = op.execution_id AND d.key = dep.key
-                ORDER BY d.generation DESC LIMIT 1), false))) AND (CASE WHEN op.approval->>'state' IS NULL THEN NOT ($7::boolean OR op.requires_approval)
+                ORDER BY d.generation DESC LIMIT 1 FOR SHARE), false))) AND (CASE WHEN op.approval->>'state' IS NULL THEN NOT ($7::boolean OR op.requires_approval)
                ELSE op.approval->>'state' = 'granted'
                     AND (op.approval->>'expires_at' IS NULL
                          OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END) AND (op.approval->>'state' IS DISTINCT FROM 'granted' OR op.approval->>'decided_by' IS NULL
         OR EXISTS (SELECT 1 FROM api_keys gk WHERE gk.id = op.approval->>'decided_by' AND gk.tenant_id = op.tenant_id
                    AND gk.revoked_at IS NULL FOR SHARE)) AND (op.resend_ref IS NULL OR NOT EXISTS (SELECT 1 FROM operations ro WHERE ro.tenant_id = op.tenant_id
           AND ro.connector = op.connector AND ro.resend_ref = op.resend_ref AND ro.resend_ref IS NOT NULL
-          AND ro.id <> op.id AND ro.status IN ('SENT', 'UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW') AND ro.attempt > 0)) AND (op.retry_of IS NULL OR NOT EXISTS (
-          WITH RECURSIVE chain AS (
-            SELECT ro.id, ro.retry_of, ro.status, ro.acknowledged_at, ro.obligation
-            FROM operations ro WHERE ro.id = op.retry_of AND ro.tenant_id = op.tenant_id
-            UNION
-            SELECT ro.id, ro.retry_of, ro.status, ro.acknowledged_at, ro.obligation
-            FROM operations ro JOIN chain c ON ro.id = c.retry_of AND ro.tenant_id = op.tenant_id)
-          SELECT 1 FROM chain WHERE chain.status = 'FAILED'
+          AND ro.id <> op.id AND ro.status IN ('SENT', 'UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW') AND ro.attempt > 0)) AND (op.retry_of IS NULL OR NOT EXISTS (SELECT 1 FROM verity_retry_chain_locked(op.retry_of, op.tenant_id) chain WHERE chain.status = 'FAILED'
             AND (chain.acknowledged_at IS NOT NULL
                  OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed'))) AND (op.approval->>'state' IS NOT NULL OR op.requires_approval
-            OR (SELECT CASE WHEN gt.id IS NOT NULL THEN jsonb_build_object('approvalRules', gt.settings->'approvalRules', 'approvalAmountAbove', gt.settings->'approvalAmountAbove')::text END FROM tenants gt WHERE gt.id = op.tenant_id)
+            OR (SELECT CASE WHEN gt.id IS NOT NULL THEN jsonb_build_object('approvalRules', gt.settings->'approvalRules', 'approvalAmountAbove', gt.settings->'approvalAmountAbove')::text END FROM tenants gt WHERE gt.id = op.tenant_id FOR SHARE)
                IS NOT DISTINCT FROM $6::text) AND (verity_settings_version_locked(op.tenant_id, op.connector) IS NOT DISTINCT FROM $5::text)
          RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
        ), seq AS (
@@ -95,24 +88,17 @@ WITH moved AS (
                        OR (d.status IN ('ACKNOWLEDGED')
                            AND d.verification_method <> 'read_after_write')
                 FROM operations d WHERE d.execution_id = op.execution_id AND d.key = dep.key
-                ORDER BY d.generation DESC LIMIT 1), false))) AND (CASE WHEN op.approval->>'state' IS NULL THEN NOT ($7::boolean OR op.requires_approval)
+                ORDER BY d.generation DESC LIMIT 1 FOR SHARE), false))) AND (CASE WHEN op.approval->>'state' IS NULL THEN NOT ($7::boolean OR op.requires_approval)
                ELSE op.approval->>'state' = 'granted'
                     AND (op.approval->>'expires_at' IS NULL
                          OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END) AND (op.approval->>'state' IS DISTINCT FROM 'granted' OR op.approval->>'decided_by' IS NULL
         OR EXISTS (SELECT 1 FROM api_keys gk WHERE gk.id = op.approval->>'decided_by' AND gk.tenant_id = op.tenant_id
                    AND gk.revoked_at IS NULL FOR SHARE)) AND (op.resend_ref IS NULL OR NOT EXISTS (SELECT 1 FROM operations ro WHERE ro.tenant_id = op.tenant_id
           AND ro.connector = op.connector AND ro.resend_ref = op.resend_ref AND ro.resend_ref IS NOT NULL
-          AND ro.id <> op.id AND ro.status IN ('SENT', 'UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW') AND ro.attempt > 0)) AND (op.retry_of IS NULL OR NOT EXISTS (
-          WITH RECURSIVE chain AS (
-            SELECT ro.id, ro.retry_of, ro.status, ro.acknowledged_at, ro.obligation
-            FROM operations ro WHERE ro.id = op.retry_of AND ro.tenant_id = op.tenant_id
-            UNION
-            SELECT ro.id, ro.retry_of, ro.status, ro.acknowledged_at, ro.obligation
-            FROM operations ro JOIN chain c ON ro.id = c.retry_of AND ro.tenant_id = op.tenant_id)
-          SELECT 1 FROM chain WHERE chain.status = 'FAILED'
+          AND ro.id <> op.id AND ro.status IN ('SENT', 'UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW') AND ro.attempt > 0)) AND (op.retry_of IS NULL OR NOT EXISTS (SELECT 1 FROM verity_retry_chain_locked(op.retry_of, op.tenant_id) chain WHERE chain.status = 'FAILED'
             AND (chain.acknowledged_at IS NOT NULL
                  OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed'))) AND (op.approval->>'state' IS NOT NULL OR op.requires_approval
-            OR (SELECT CASE WHEN gt.id IS NOT NULL THEN jsonb_build_object('approvalRules', gt.settings->'approvalRules', 'approvalAmountAbove', gt.settings->'approvalAmountAbove')::text END FROM tenants gt WHERE gt.id = op.tenant_id)
+            OR (SELECT CASE WHEN gt.id IS NOT NULL THEN jsonb_build_object('approvalRules', gt.settings->'approvalRules', 'approvalAmountAbove', gt.settings->'approvalAmountAbove')::text END FROM tenants gt WHERE gt.id = op.tenant_id FOR SHARE)
                IS NOT DISTINCT FROM $6::text) AND (verity_settings_version_locked(op.tenant_id, op.connector) IS NOT DISTINCT FROM $5::text)
          RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
        ), follows AS (

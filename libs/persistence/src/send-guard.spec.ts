@@ -1,5 +1,8 @@
 import { OperationStatus, VerificationMethod } from '@verity/status-model';
-import { waitForLockWaiter, writeDuringRevocation } from '../../../test/support/lock-waits';
+import { lockWaiters, waitForLockWaiter, writeDuringRevocation } from '../../../test/support/lock-waits';
+import { waitFor } from '../../../test/support/stack';
+import type { EntityManager } from 'typeorm';
+import { changeTenantPolicy } from './tenant-policy';
 import { newId } from '@verity/platform';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { EventEntity, OperationEntity } from './entities';
@@ -812,6 +815,104 @@ describe('the guarded SENT statement (real Postgres)', () => {
     expect(await sending).toEqual({ sent: { won: false } });
     expect(await sendRefusals(db.dataSource.manager, held.id, release)).toEqual(['settings_changed']);
     await unchanged(held.id, OperationStatus.MANUAL_REVIEW);
+  });
+
+  describe('a SENT statement that waits for its operation’s row (another writer holds it)', () => {
+    /**
+     * The statement starts (and judges what it reads), then waits for the operation's row: `holder` has it locked, as
+     * a reviewer's decision or a sweep does. Meanwhile `change` is made and committed in a transaction of its own, and
+     * is answered at once or waits for the statement. Then the holder lets go. The send is written only before the
+     * change committed (the change waited for it); otherwise it is refused. Judged from the statement's snapshot, it was
+     * written after a change it never saw, however long it waited.
+     */
+    async function sendWhileRowHeld(id: string, guard: SendGuard, change: (tx: EntityManager) => Promise<unknown>) {
+      const holder = db.dataSource.createQueryRunner();
+      const other = db.dataSource.createQueryRunner();
+      await holder.connect();
+      await other.connect();
+      try {
+        await holder.startTransaction();
+        await holder.query(`SELECT 1 FROM operations WHERE id = $1 FOR UPDATE`, [id]);
+        let answered = false;
+        const sending = send(id, guard).finally(() => (answered = true));
+        await waitForLockWaiter(db.dataSource, { unless: () => answered });
+        let changeSawSend: boolean | null = null;
+        let changed = false;
+        const changing = (async () => {
+          await other.startTransaction();
+          await change(other.manager);
+          await other.commitTransaction();
+          changeSawSend = answered;
+        })().finally(() => (changed = true));
+        // The change is answered at once, or waits for the SENT statement (two sessions then wait on locks).
+        await waitFor(
+          async () => changed || (await lockWaiters(db.dataSource)) >= 2,
+          (done) => done,
+        );
+        await holder.commitTransaction();
+        const result = await sending;
+        await changing;
+        return { ...result, changeSawSend };
+      } finally {
+        if (holder.isTransactionActive) await holder.rollbackTransaction();
+        if (other.isTransactionActive) await other.rollbackTransaction();
+        await holder.release();
+        await other.release();
+      }
+    }
+
+    it('is not written after an admin’s approval rule it never saw (approval_policy_changed)', async () => {
+      const charge = op('charge-under-new-rule');
+      await execution([charge]);
+      const found = await findOperationToSend(db.dataSource.manager, charge.id, { connectors: [], cipher: NO_CIPHER });
+      const guard: SendGuard = { ...dispatch, approvalPolicy: found!.approvalPolicy };
+      try {
+        const result = await sendWhileRowHeld(charge.id, guard, (tx) =>
+          changeTenantPolicy(tx, 'acme', {
+            set: { approvalRules: [{ connector: 'sandbox.payments' }] },
+            remove: [],
+            by: 'key_admin',
+          }),
+        );
+        if (result.won) expect(result.changeSawSend).toBe(true);
+        else expect(result.refusals).toEqual(['approval_policy_changed']);
+      } finally {
+        await changeTenantPolicy(db.dataSource.manager, 'acme', {
+          set: {},
+          remove: ['approvalRules'],
+          by: 'key_admin',
+        });
+      }
+    });
+
+    it('is not written after the VERIFIED it depends on was contradicted (dependency_not_done)', async () => {
+      const charge = op('paid');
+      const sms = op('paid-sms', { connector: 'sandbox.sms', verification_method: '', depends_on: ['paid'] });
+      await execution([charge, sms]);
+      await set(charge.id, `status = 'VERIFIED', attempt = 1`);
+      const result = await sendWhileRowHeld(sms.id, dispatch, (tx) =>
+        tx.query(`UPDATE operations SET rejected_at = now() WHERE id = $1`, [charge.id]),
+      );
+      if (result.won) expect(result.changeSawSend).toBe(true);
+      else expect(result.refusals).toEqual(['dependency_not_done']);
+    });
+
+    it('is not written after the FAILED it retries, or one up its chain, was refuted (retry_refuted)', async () => {
+      const original = op('refuted-original');
+      const between = op('refuted-between');
+      const retry = op('refuted-retry');
+      await execution([original]);
+      await execution([between]);
+      await execution([retry]);
+      await set(original.id, `status = 'FAILED', attempt = 1`);
+      await set(between.id, `status = 'CANCELLED', retry_of = $2`, [original.id]);
+      await set(retry.id, `retry_of = $2`, [between.id]);
+      const result = await sendWhileRowHeld(retry.id, dispatch, (tx) =>
+        tx.query(`UPDATE operations SET acknowledged_at = now() WHERE id = $1`, [original.id]),
+      );
+      if (result.won) expect(result.changeSawSend).toBe(true);
+      else expect(result.refusals).toEqual(['retry_refuted']);
+    });
   });
 
   it('will not commit SENT without a guard', async () => {

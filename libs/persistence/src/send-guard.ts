@@ -8,7 +8,7 @@ import {
   TERMINAL_EXECUTION_STATUSES,
   VerificationMethod,
 } from '@verity/status-model';
-import { refutedUpTheChain } from './retry-chain';
+import { refutedUpTheChainLocked } from './retry-chain';
 import { approvalPolicyOf } from './tenant-policy';
 import { Queryable, rows, sqlLiterals } from './sql';
 
@@ -90,7 +90,7 @@ const DEPENDENCIES_DONE: { name: SendRefusal; sql: string } = {
                        OR (d.status IN (${sqlLiterals(DEPENDENCY_DONE_WITHOUT_READ_BACK_STATUSES)})
                            AND d.verification_method <> '${VerificationMethod.READ_AFTER_WRITE}')
                 FROM operations d WHERE d.execution_id = op.execution_id AND d.key = dep.key
-                ORDER BY d.generation DESC LIMIT 1), false))`,
+                ORDER BY d.generation DESC LIMIT 1 FOR SHARE), false))`,
 };
 
 /**
@@ -192,7 +192,7 @@ function approvalPolicyUnchanged(
     {
       name: 'approval_policy_changed',
       sql: `op.approval->>'state' IS NOT NULL OR op.requires_approval
-            OR (SELECT ${approvalPolicyOf('gt')} FROM tenants gt WHERE gt.id = op.tenant_id)
+            OR (SELECT ${approvalPolicyOf('gt')} FROM tenants gt WHERE gt.id = op.tenant_id FOR SHARE)
                IS NOT DISTINCT FROM $${params.length}::text`,
     },
   ];
@@ -208,7 +208,7 @@ function approvalPolicyUnchanged(
  */
 const RETRY_NOT_REFUTED: { name: SendRefusal; sql: string } = {
   name: 'retry_refuted',
-  sql: `op.retry_of IS NULL OR NOT ${refutedUpTheChain('op.retry_of', 'op.tenant_id')}`,
+  sql: `op.retry_of IS NULL OR NOT ${refutedUpTheChainLocked('op.retry_of', 'op.tenant_id')}`,
 };
 
 /**

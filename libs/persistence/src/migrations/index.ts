@@ -9,6 +9,7 @@ import { ExecutionOutcome1764490000000 } from './1764490000000-execution-outcome
 import { IdempotencyExpiryIndex1764500000000 } from './1764500000000-idempotency-expiry-index';
 import { IdempotencyRoute1764700000000 } from './1764700000000-idempotency-route';
 import { ReadBacksBoundAfterCapLock1764710000000 } from './1764710000000-read-backs-bound-after-cap-lock';
+import { RetryChainLocked1764716000000 } from './1764716000000-retry-chain-locked';
 import { Webhooks1764510000000 } from './1764510000000-webhooks';
 import { ExecutionTrace1764520300000 } from './1764520300000-execution-trace';
 import { HotUpdates1764530000000 } from './1764530000000-hot-updates';
@@ -63,4 +64,5 @@ export const MIGRATIONS = [
   WebhookDeliveryRetention1764690000000,
   IdempotencyRoute1764700000000,
   ReadBacksBoundAfterCapLock1764710000000,
+  RetryChainLocked1764716000000,
 ];
