@@ -198,8 +198,8 @@ describe('api: a decision from a stale page (ETag, If-Match)', () => {
       .getJobs(['waiting', 'prioritized', 'delayed', 'active', 'completed', 'failed']);
     return jobs
       .filter((job) => {
-        const data = job?.data as { operationId?: string; requestedBy?: string } | undefined;
-        return data?.operationId === opId && data.requestedBy !== undefined;
+        const data = job?.data as { operationId?: string; requestId?: string } | undefined;
+        return data?.operationId === opId && data.requestId !== undefined;
       })
       .map((job) => job.id);
   }

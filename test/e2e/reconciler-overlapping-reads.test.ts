@@ -1,6 +1,6 @@
 import { createServer, type ServerResponse } from 'node:http';
 import { ConnectorRegistry, TenantConnectors } from '@verity/connectors';
-import { EventEntity, SecretsCipher, TransitionService } from '@verity/persistence';
+import { EventEntity, SecretsCipher, TransitionService, recordRecheckRequest } from '@verity/persistence';
 import { createLogger, createRedis, loadConfig } from '@verity/platform';
 import { JobProducer } from '@verity/queues';
 import { insertChargeExecution } from '../support/fixtures';
@@ -111,7 +111,12 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
     );
     const first = held.length;
     const { running: scheduled } = await readArrived(() => service.recheck(operationId));
-    const { running: reviewers } = await readArrived(() => service.recheck(operationId, 'key_reviewer'));
+    const requestId = await recordRecheckRequest(db.dataSource.manager, {
+      tenantId: 'acme',
+      operationId,
+      requestedBy: 'key_reviewer',
+    });
+    const { running: reviewers } = await readArrived(() => service.recheck(operationId, requestId));
     unreachable(first);
     unreachable(first + 1);
     expect(await Promise.all([scheduled, reviewers])).toEqual(['still held: unreachable', 'still held: unreachable']);

@@ -14,6 +14,7 @@ import {
 import {
   OperationEntity,
   TransitionService,
+  claimRecheckRequest,
   findTenant,
   connectorOperation,
   DatabaseNowPlus,
@@ -52,6 +53,7 @@ export type RecheckOutcome =
   | `still held: ${ReadBackResult['kind']}`
   | 'skipped: not held'
   | 'skipped: cannot read back'
+  | 'skipped: no recorded request'
   | 'skipped: lost race';
 
 export type ObserveOutcome =
@@ -380,8 +382,11 @@ export class VerificationService {
    * it is VERIFIED with the read-back as evidence. Anything else stays held for a person — an absence included: a
    * hold is no place for the system to conclude "did not happen" — with an `operation.rechecked` event, and the next
    * automatic read is scheduled while the source may still answer and the obligation is not yet due.
+   * `requestId`: a reviewer's request as the API recorded it. It is claimed (used once) before the read, and the reviewer
+   * it names is the one the record gives; a job naming no recorded request of this operation, or one used already
+   * (replayed, or its data edited on a writable Bull Board), reads nothing and writes nothing in anyone's name.
    */
-  async recheck(operationId: string, requestedBy?: string): Promise<RecheckOutcome> {
+  async recheck(operationId: string, requestId?: string): Promise<RecheckOutcome> {
     const found = await findOperationWithClockForWorker(this.db.manager, operationId);
     const op = found?.operation;
     // The next read is scheduled on the database's clock, the obligation's due time's and the sweeper's.
@@ -390,6 +395,16 @@ export class VerificationService {
       return 'skipped: not held';
     }
     if (!everSent(op) || !this.canReadBack(op)) return 'skipped: cannot read back';
+    const requestedBy =
+      requestId === undefined
+        ? undefined
+        : typeof requestId === 'string'
+          ? await claimRecheckRequest(this.db.manager, requestId, op.id)
+          : null;
+    if (requestedBy === null) {
+      this.logger.warn({ operationId: op.id, requestId }, 're-check job names no unused recorded request: skipped');
+      return 'skipped: no recorded request';
+    }
     const read = await this.readBack(op);
     const trigger = requestedBy ? { trigger: 'reviewer', requested_by: requestedBy } : { trigger: 'scheduled' };
     // Only an operation verified by read-back can be VERIFIED by a read (with no verification method, a person's).

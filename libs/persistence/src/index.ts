@@ -21,3 +21,4 @@ export * from './review-queue.repository';
 export * from './checks.repository';
 export * from './sweep.repository';
 export * from './operation-version';
+export * from './recheck-requests';

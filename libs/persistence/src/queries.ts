@@ -7,6 +7,7 @@ import { CONNECTOR_SPEND_SQL } from './entities/connector-settings.entity';
 import { IDEMPOTENCY_SQL } from './idempotency';
 import { MAINTENANCE_SQL } from './maintenance';
 import { METRICS_SQL } from './metrics.repository';
+import { RECHECK_REQUEST_SQL } from './recheck-requests';
 import { REVIEW_QUEUE_SQL } from './review-queue.repository';
 import { PING_SQL } from './sql';
 import { INTAKE_SQL, READ_SQL } from './store';
@@ -31,6 +32,7 @@ export const NAMED_STATEMENTS: Readonly<Record<string, Readonly<Record<string, s
   metrics: METRICS_SQL,
   migrations: MIGRATION_SQL,
   readiness: { ping: PING_SQL },
+  'recheck-requests': RECHECK_REQUEST_SQL,
   reads: READ_SQL,
   'review-queue': REVIEW_QUEUE_SQL,
   sweep: SWEEP_SQL,

@@ -6,7 +6,7 @@ const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
  * Prefixed, time-ordered ids (`exe_`, `op_`, `evt_`): 10 chars of milliseconds then 16 random chars,
  * so ids sort by creation time, which the list endpoint's cursor relies on.
  */
-export function newId(prefix: 'exe' | 'op' | 'evt' | 'key' | 'ten' | 'whk' | 'msg' | 'chg'): string {
+export function newId(prefix: 'exe' | 'op' | 'evt' | 'key' | 'ten' | 'whk' | 'msg' | 'chg' | 'rcq'): string {
   let time = Date.now();
   let head = '';
   for (let i = 0; i < 10; i += 1) {

@@ -41,8 +41,11 @@ export interface JobPayloads {
   [JobName.RECONCILE_OPERATION]: OperationJob;
   [JobName.SWEEP]: Record<string, never>;
   [JobName.OBSERVE_OPERATION]: OperationJob;
-  /** `requestedBy`: the key id of the reviewer who asked for it; absent for a scheduled re-check. */
-  [JobName.RECHECK_OPERATION]: OperationJob & { requestedBy?: string };
+  /**
+   * `requestId`: the reviewer's request as the API recorded it (libs/persistence `recordRecheckRequest`), used once;
+   * absent for a scheduled re-check. The job names no person: who asked is read from the request when it is claimed.
+   */
+  [JobName.RECHECK_OPERATION]: OperationJob & { requestId?: string };
   /** `round`: 0 for the first delivery, n for the n-th manual redelivery; a job of an older round is skipped. */
   [JobName.DELIVER_WEBHOOK]: { deliveryId: string; round: number };
 }

@@ -19,6 +19,7 @@ import {
   isKeyActive,
   isUniqueViolation,
   lockActiveKey,
+  recordRecheckRequest,
   lockOperationAtVersion,
   loadTenantSettings,
   lockRetried,
@@ -694,11 +695,18 @@ export class OperationsService {
       if (!(await lockActiveKey(tx, principal.keyId))) throw Problem.keyRevokedMidRequest();
       // Asked for the version the reviewer saw only, share-locked until the job is in Redis: no change commits between.
       if (ifMatch && !(await lockOperationAtVersion(tx, principal.tenantId, op.id, ifMatch))) return false;
+      // Who asked is recorded here, and the job only points to the record, which its re-check uses once: a job whose
+      // data was edited or replayed (a writable Bull Board) cannot name a reviewer, nor speak for one a second time.
+      const requestId = await recordRecheckRequest(tx, {
+        tenantId: principal.tenantId,
+        operationId: op.id,
+        requestedBy: principal.keyId,
+      });
       await this.inExecutionTrace(op.executionId, () =>
         this.producer
           .enqueue(
             JobName.RECHECK_OPERATION,
-            { operationId: op.id, executionId: op.executionId, requestedBy: principal.keyId },
+            { operationId: op.id, executionId: op.executionId, requestId },
             { jobId: jobId(JobName.RECHECK_OPERATION, op.id, `reviewer${second}`) },
           )
           // The job is the whole request, and there is none: a 503 to ask again, not a 500 for an outage.

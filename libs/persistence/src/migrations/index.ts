@@ -10,6 +10,7 @@ import { IdempotencyExpiryIndex1764500000000 } from './1764500000000-idempotency
 import { IdempotencyRoute1764700000000 } from './1764700000000-idempotency-route';
 import { ReadBacksBoundAfterCapLock1764710000000 } from './1764710000000-read-backs-bound-after-cap-lock';
 import { RetryChainLocked1764716000000 } from './1764716000000-retry-chain-locked';
+import { RecheckRequests1764717000000 } from './1764717000000-recheck-requests';
 import { Webhooks1764510000000 } from './1764510000000-webhooks';
 import { ExecutionTrace1764520300000 } from './1764520300000-execution-trace';
 import { HotUpdates1764530000000 } from './1764530000000-hot-updates';
@@ -65,4 +66,5 @@ export const MIGRATIONS = [
   IdempotencyRoute1764700000000,
   ReadBacksBoundAfterCapLock1764710000000,
   RetryChainLocked1764716000000,
+  RecheckRequests1764717000000,
 ];
