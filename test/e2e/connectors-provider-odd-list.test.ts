@@ -1,7 +1,7 @@
-import { createServer } from 'node:http';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
-import { listenLocally, type LocalServer } from '../support/local-server';
+import type { LocalServer } from '../support/local-server';
+import { providerProxy } from '../support/provider-proxy';
 import type { Execution } from '@verity/sdk';
 
 /**
@@ -11,6 +11,8 @@ import type { Execution } from '@verity/sdk';
  * prepares the execution failed, and every retry and sweep read again and failed again: the execution stayed `created`
  * until its deadline, asking the provider several times a second.
  */
+const JSON_TYPE = { 'content-type': 'application/json' };
+
 describe('a provider whose charge list holds entries that are no charges', () => {
   let stack: Stack;
   let proxy: LocalServer;
@@ -19,35 +21,13 @@ describe('a provider whose charge list holds entries that are no charges', () =>
   beforeAll(async () => {
     stack = await Stack.start({ label: 'oddchargelist', dispatchers: 0 });
     // The dispatcher talks to the provider through this: its reads get the odd list, its sends go through unchanged.
-    const server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (chunk: Buffer) => chunks.push(chunk));
-      req.on('end', () => {
-        if (req.method === 'GET' && (req.url ?? '').startsWith('/v1/charges')) {
-          oddReads += 1;
-          res.writeHead(200, { 'content-type': 'application/json' }).end('{"data":[null,7],"as_of_version":1}');
-          return;
-        }
-        const headers = Object.fromEntries(
-          Object.entries(req.headers).filter(
-            (entry): entry is [string, string] => typeof entry[1] === 'string' && entry[0] !== 'host',
-          ),
-        );
-        fetch(`${stack.sandboxUrl}${req.url}`, {
-          method: req.method,
-          headers,
-          body: chunks.length > 0 ? Buffer.concat(chunks) : undefined,
-        }).then(
-          async (answer) => {
-            res
-              .writeHead(answer.status, Object.fromEntries(answer.headers))
-              .end(Buffer.from(await answer.arrayBuffer()));
-          },
-          () => res.destroy(),
-        );
-      });
+    proxy = await providerProxy(stack.sandboxUrl, {
+      answer: (req) => {
+        if (req.method !== 'GET' || !(req.url ?? '').startsWith('/v1/charges')) return undefined;
+        oddReads += 1;
+        return { status: 200, headers: JSON_TYPE, body: '{"data":[null,7],"as_of_version":1}' };
+      },
     });
-    proxy = await listenLocally(server);
     await stack.startApp('dispatcher', { SANDBOX_URL: proxy.url });
   });
   afterAll(async () => {

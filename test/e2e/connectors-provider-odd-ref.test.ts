@@ -1,7 +1,7 @@
-import { createServer } from 'node:http';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { http, sms, submission, unique } from '../support/http';
-import { listenLocally, type LocalServer } from '../support/local-server';
+import type { LocalServer } from '../support/local-server';
+import { providerProxy } from '../support/provider-proxy';
 import type { Execution } from '@verity/sdk';
 
 /** Nested arrays deeper than JSON.stringify (and Postgres's jsonb parser) can follow, in well under 64 KiB. */
@@ -20,30 +20,12 @@ describe('a provider whose answer to a send names its record with a value no rec
   beforeAll(async () => {
     stack = await Stack.start({ label: 'oddproviderref', dispatchers: 0 });
     // The dispatcher sends through this: the message reaches the provider, its answer's id is replaced.
-    const server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (chunk: Buffer) => chunks.push(chunk));
-      req.on('end', () => {
-        const headers = Object.fromEntries(
-          Object.entries(req.headers).filter(
-            (entry): entry is [string, string] => typeof entry[1] === 'string' && entry[0] !== 'host',
-          ),
-        );
-        fetch(`${stack.sandboxUrl}${req.url}`, {
-          method: req.method,
-          headers,
-          body: chunks.length > 0 ? Buffer.concat(chunks) : undefined,
-        }).then(
-          async (answer) => {
-            const text = Buffer.from(await answer.arrayBuffer()).toString();
-            const odd = req.method === 'POST' && answer.ok ? `{"id":${DEEP}}` : text;
-            res.writeHead(answer.status, { 'content-type': 'application/json' }).end(odd);
-          },
-          () => res.destroy(),
-        );
-      });
+    proxy = await providerProxy(stack.sandboxUrl, {
+      rewrite: (req, answer) =>
+        req.method === 'POST' && answer.status >= 200 && answer.status < 300
+          ? { ...answer, headers: { 'content-type': 'application/json' }, body: `{"id":${DEEP}}` }
+          : { ...answer, headers: { 'content-type': 'application/json' } },
     });
-    proxy = await listenLocally(server);
     await stack.startApp('dispatcher', { SANDBOX_URL: proxy.url });
   });
   afterAll(async () => {
