@@ -1,5 +1,5 @@
-import { createServer, request, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer, request } from 'node:http';
+import { serveDuringDescribe } from '../../../test/support/local-server';
 import { SandboxPaymentsConnector } from './sandbox-payments.connector';
 
 describe('sandbox.payments charge params', () => {
@@ -46,20 +46,12 @@ describe('sandbox.payments charge params', () => {
 
 describe('sandbox.payments reads of a charge list whose entries are no charges', () => {
   const LIST = '{"data":[null,7,"ch_1",[]],"as_of_version":3}';
-  let server: Server;
-  let sandboxUrl = '';
-  beforeAll(async () => {
-    server = createServer((req, res) => {
+  const provider = serveDuringDescribe(() =>
+    createServer((req, res) => {
       req.resume();
       res.writeHead(200, { 'content-type': 'application/json' }).end(LIST);
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    sandboxUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  });
-  afterAll(async () => {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  });
+    }),
+  );
 
   const connector = new SandboxPaymentsConnector();
   const op = {
@@ -70,7 +62,7 @@ describe('sandbox.payments reads of a charge list whose entries are no charges',
     expectedState: null,
     providerRef: { id: 'ch_1', version: 1 },
   };
-  const env = () => ({ sandboxUrl, timeoutMs: 2000 });
+  const env = () => ({ sandboxUrl: provider.url, timeoutMs: 2000 });
 
   it('reads nothing from it (unreadable), where it threw a TypeError on the first null', async () => {
     for (const read of [
@@ -86,20 +78,12 @@ describe('sandbox.payments reads of a charge list whose entries are no charges',
 
 describe('sandbox.payments reads of a charge list that reads two ways', () => {
   let answer = '';
-  let server: Server;
-  let sandboxUrl = '';
-  beforeAll(async () => {
-    server = createServer((req, res) => {
+  const provider = serveDuringDescribe(() =>
+    createServer((req, res) => {
       req.resume();
       res.writeHead(200, { 'content-type': 'application/json' }).end(answer);
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    sandboxUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  });
-  afterAll(async () => {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  });
+    }),
+  );
 
   const connector = new SandboxPaymentsConnector();
   const op = {
@@ -110,7 +94,7 @@ describe('sandbox.payments reads of a charge list that reads two ways', () => {
     expectedState: null,
     providerRef: { id: 'ch_1', version: 1 },
   };
-  const env = () => ({ sandboxUrl, timeoutMs: 2000 });
+  const env = () => ({ sandboxUrl: provider.url, timeoutMs: 2000 });
   const charge = (fields: string) =>
     `{"data":[{"id":"ch_1","reference":"order-1",${fields},"version":1}],"as_of_version":1}`;
 
@@ -146,22 +130,14 @@ describe('sandbox.payments reads of a charge list that reads two ways', () => {
 describe('sandbox.payments sends answered with JSON that reads two ways', () => {
   let answer = '';
   let replayed = false;
-  let server: Server;
-  let sandboxUrl = '';
-  beforeAll(async () => {
-    server = createServer((req, res) => {
+  const provider = serveDuringDescribe(() =>
+    createServer((req, res) => {
       req.resume();
       res
         .writeHead(201, { 'content-type': 'application/json', ...(replayed && { 'idempotent-replayed': 'true' }) })
         .end(answer);
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    sandboxUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  });
-  afterAll(async () => {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  });
+    }),
+  );
 
   const connector = new SandboxPaymentsConnector();
   const op = {
@@ -172,7 +148,7 @@ describe('sandbox.payments sends answered with JSON that reads two ways', () => 
     expectedState: null,
     providerRef: null,
   };
-  const env = () => ({ sandboxUrl, timeoutMs: 2000 });
+  const env = () => ({ sandboxUrl: provider.url, timeoutMs: 2000 });
 
   it('keeps no reference from it: the id read (the last of two) could name another charge', async () => {
     replayed = false;
