@@ -9,8 +9,8 @@ export interface ProviderAnswer {
 }
 
 export interface ProviderProxyOptions {
-  /** Answers a request itself (the request is then not forwarded); undefined forwards it. */
-  answer?: (req: IncomingMessage) => ProviderAnswer | undefined;
+  /** Answers a request itself (the request is then not forwarded), or never answers it; undefined forwards it. */
+  answer?: (req: IncomingMessage) => ProviderAnswer | 'never' | undefined;
   /** Replaces the provider's answer to a forwarded request. */
   rewrite?: (req: IncomingMessage, answer: ProviderAnswer) => ProviderAnswer;
 }
@@ -25,6 +25,7 @@ export async function providerProxy(sandboxUrl: string, options: ProviderProxyOp
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
       const own = options.answer?.(req);
+      if (own === 'never') return;
       if (own) {
         res.writeHead(own.status, own.headers).end(own.body);
         return;

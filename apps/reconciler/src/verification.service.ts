@@ -14,7 +14,11 @@ import {
 import {
   OperationEntity,
   TransitionService,
+  Queryable,
+  TransitionResult,
   claimRecheckRequest,
+  unusedRecheckRequest,
+  withinTransaction,
   findTenant,
   connectorOperation,
   DatabaseNowPlus,
@@ -44,6 +48,16 @@ import {
   readShowsTheEffect,
 } from '@verity/status-model';
 import { DataSource } from 'typeorm';
+
+/** A re-check's write not made: the reviewer's request it would be made for was used by another run of its job. */
+const REQUEST_USED = Symbol('request used');
+class RequestUsed extends Error {}
+/** Undoes a claim whose write did not happen (lost its compare-and-set), carrying the write's answer out. */
+class NotWritten extends Error {
+  constructor(readonly result: TransitionResult) {
+    super('not written');
+  }
+}
 
 export type VerifyOutcome =
   'verified' | 'held' | 'unknown' | 'rescheduled' | 'failed' | 'skipped: already settled' | 'skipped: lost race';
@@ -299,19 +313,23 @@ export class VerificationService {
     reason: TerminalReason | null,
     evidence: Record<string, unknown>,
     outcome: VerifyOutcome,
+    /** A reviewer's re-check request, claimed with the write (writeClaiming). */
+    requestId?: string,
   ): Promise<VerifyOutcome> {
     const connector = this.connectors.require(op.connector);
-    const moved = await this.transitions.operation(this.db.manager, {
-      operation: snapshotOf(op),
-      to,
-      reason,
-      // A read-back that does not name its effect verifies only while the tenant has not bound read-backs: the read
-      // was made under settings read before it, and an admin may have bound them since.
-      readBackUnbound: to === S.VERIFIED && readBackUnbound(connector, op.action, op.params) ? true : undefined,
-      patch: settledByReadBack(to, reason, evidence, this.config),
-      eventData: { evidence_source: evidence.source },
-    });
-    if (!moved.won) return 'skipped: lost race';
+    const moved = await this.writeClaiming(requestId, op.id, (db) =>
+      this.transitions.operation(db, {
+        operation: snapshotOf(op),
+        to,
+        reason,
+        // A read-back that does not name its effect verifies only while the tenant has not bound read-backs: the read
+        // was made under settings read before it, and an admin may have bound them since.
+        readBackUnbound: to === S.VERIFIED && readBackUnbound(connector, op.action, op.params) ? true : undefined,
+        patch: settledByReadBack(to, reason, evidence, this.config),
+        eventData: { evidence_source: evidence.source },
+      }),
+    );
+    if (moved === REQUEST_USED || !moved.won) return 'skipped: lost race';
     await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
     return outcome;
   }
@@ -382,9 +400,10 @@ export class VerificationService {
    * it is VERIFIED with the read-back as evidence. Anything else stays held for a person — an absence included: a
    * hold is no place for the system to conclude "did not happen" — with an `operation.rechecked` event, and the next
    * automatic read is scheduled while the source may still answer and the obligation is not yet due.
-   * `requestId`: a reviewer's request as the API recorded it. It is claimed (used once) before the read, and the reviewer
-   * it names is the one the record gives; a job naming no recorded request of this operation, or one used already
-   * (replayed, or its data edited on a writable Bull Board), reads nothing and writes nothing in anyone's name.
+   * `requestId`: a reviewer's request as the API recorded it. The reviewer it names is the one the record gives, and it is
+   * used once, with the write of what the read found (writeClaiming); a job naming no recorded request of this
+   * operation, or one used already (replayed, or its data edited on a writable Bull Board), reads nothing and writes
+   * nothing in anyone's name.
    */
   async recheck(operationId: string, requestId?: string): Promise<RecheckOutcome> {
     const found = await findOperationWithClockForWorker(this.db.manager, operationId);
@@ -399,7 +418,7 @@ export class VerificationService {
       requestId === undefined
         ? undefined
         : typeof requestId === 'string'
-          ? await claimRecheckRequest(this.db.manager, requestId, op.id)
+          ? await unusedRecheckRequest(this.db.manager, requestId, op.id)
           : null;
     if (requestedBy === null) {
       this.logger.warn({ operationId: op.id, requestId }, 're-check job names no unused recorded request: skipped');
@@ -416,9 +435,10 @@ export class VerificationService {
         null,
         { method: 'read_after_write', ...read.evidence, recheck: { ...trigger, held_for: op.terminalReason } },
         'verified',
+        requestId,
       );
       if (moved === 'verified') return 'verified';
-      await this.recordEffectFoundAfterFailed(op, read, trigger, clockOffsetMs);
+      await this.recordEffectFoundAfterFailed(op, read, trigger, clockOffsetMs, requestId);
       return 'skipped: lost race';
     }
     // The source answered with something a person must judge (another amount, a missing field): reading again
@@ -440,24 +460,28 @@ export class VerificationService {
         readShowsTheEffect(read.kind) && !held.obligation?.effect_shown
           ? { effect_shown: { result: read.kind, evidence: read.evidence, at: databaseNowIso(clockOffsetMs) } }
           : {};
-      const annotated = await this.transitions.annotate(this.db.manager, {
-        executionId: held.executionId,
-        operationId: held.id,
-        whileStatus: S.MANUAL_REVIEW,
-        // (The last try writes whatever the due time: what the read found is never dropped for a re-dating.)
-        whileObligationDueAt: attempt < 3 ? held.obligation?.due_at : undefined,
-        patch: { next_check_at: next },
-        merge: { obligation: shown },
-        countInObligation: 'rechecks',
-        type: 'operation.rechecked',
-        data: {
-          ...trigger,
-          result: read.kind,
-          evidence: read.evidence,
-          held_for: held.terminalReason,
-          next_check_at: next?.toISOString() ?? null,
-        },
-      });
+      const annotated = await this.writeClaiming(requestId, held.id, (db) =>
+        this.transitions.annotate(db, {
+          executionId: held.executionId,
+          operationId: held.id,
+          whileStatus: S.MANUAL_REVIEW,
+          // (The last try writes whatever the due time: what the read found is never dropped for a re-dating.)
+          whileObligationDueAt: attempt < 3 ? held.obligation?.due_at : undefined,
+          patch: { next_check_at: next },
+          merge: { obligation: shown },
+          countInObligation: 'rechecks',
+          type: 'operation.rechecked',
+          data: {
+            ...trigger,
+            result: read.kind,
+            evidence: read.evidence,
+            held_for: held.terminalReason,
+            next_check_at: next?.toISOString() ?? null,
+          },
+        }),
+      );
+      // The job ran twice and the other run wrote the request's event: nothing more in the reviewer's name.
+      if (annotated === REQUEST_USED) return 'skipped: no recorded request';
       if (annotated.won) {
         if (next) await this.scheduleRecheck(held, rechecks + 1, next, clockOffsetMs);
         return `still held: ${read.kind}`;
@@ -469,8 +493,36 @@ export class VerificationService {
       held = now;
     }
     // A reviewer decided while this read was made; if they wrote FAILED, what it found must not be dropped.
-    if (readShowsTheEffect(read.kind)) await this.recordEffectFoundAfterFailed(op, read, trigger, clockOffsetMs);
+    if (readShowsTheEffect(read.kind)) {
+      await this.recordEffectFoundAfterFailed(op, read, trigger, clockOffsetMs, requestId);
+    }
     return 'skipped: lost race';
+  }
+
+  /**
+   * `write`, with the reviewer's re-check request (when the re-check is one) claimed in its transaction: the request is
+   * used exactly when what its read found is written. A write that did not happen (it lost its compare-and-set) gives
+   * the request back, as does an attempt that fails (a lost connection, a deadlock, a stop): the job's next attempt
+   * still writes in the reviewer's name. A request used meanwhile (the job ran twice) writes nothing: REQUEST_USED.
+   */
+  private async writeClaiming(
+    requestId: string | undefined,
+    operationId: string,
+    write: (db: Queryable) => Promise<TransitionResult>,
+  ): Promise<TransitionResult | typeof REQUEST_USED> {
+    if (requestId === undefined) return write(this.db.manager);
+    try {
+      return await withinTransaction(this.db.manager, async (tx) => {
+        if ((await claimRecheckRequest(tx, requestId, operationId)) === null) throw new RequestUsed();
+        const written = await write(tx);
+        if (!written.won) throw new NotWritten(written);
+        return written;
+      });
+    } catch (error) {
+      if (error instanceof RequestUsed) return REQUEST_USED;
+      if (error instanceof NotWritten) return error.result;
+      throw error;
+    }
   }
 
   /**
@@ -485,17 +537,20 @@ export class VerificationService {
     trigger: Record<string, unknown>,
     /** The database's clock less this process': the record is dated on the clock its FAILED was. */
     clockOffsetMs: number,
+    requestId?: string,
   ): Promise<void> {
-    const recorded = await this.transitions.annotate(this.db.manager, {
-      executionId: op.executionId,
-      operationId: op.id,
-      whileStatus: S.FAILED,
-      // On the row too, so every reader of the operation sees the FAILED refuted (its commit, its retry rule).
-      merge: { obligation: { effect_shown_after_failed: { result: read.kind, at: databaseNowIso(clockOffsetMs) } } },
-      type: 'operation.rechecked',
-      data: { ...trigger, result: read.kind, evidence: read.evidence, held_for: op.terminalReason, after: S.FAILED },
-    });
-    if (recorded.won) {
+    const recorded = await this.writeClaiming(requestId, op.id, (db) =>
+      this.transitions.annotate(db, {
+        executionId: op.executionId,
+        operationId: op.id,
+        whileStatus: S.FAILED,
+        // On the row too, so every reader of the operation sees the FAILED refuted (its commit, its retry rule).
+        merge: { obligation: { effect_shown_after_failed: { result: read.kind, at: databaseNowIso(clockOffsetMs) } } },
+        type: 'operation.rechecked',
+        data: { ...trigger, result: read.kind, evidence: read.evidence, held_for: op.terminalReason, after: S.FAILED },
+      }),
+    );
+    if (recorded !== REQUEST_USED && recorded.won) {
       this.logger.warn(
         { operationId: op.id, executionId: op.executionId },
         're-check found the effect of an operation a reviewer had just resolved FAILED',

@@ -9,3 +9,6 @@ SELECT pg_advisory_xact_lock(hashtextextended('recheck_requests' || chr(31) || $
 UPDATE recheck_requests SET used_at = clock_timestamp()
      WHERE id = $1 AND operation_id = $2 AND used_at IS NULL
      RETURNING requested_by;
+
+-- unused
+SELECT requested_by FROM recheck_requests WHERE id = $1 AND operation_id = $2 AND used_at IS NULL;

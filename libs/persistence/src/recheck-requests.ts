@@ -13,6 +13,7 @@ export const RECHECK_REQUEST_SQL = {
   claim: `UPDATE recheck_requests SET used_at = clock_timestamp()
      WHERE id = $1 AND operation_id = $2 AND used_at IS NULL
      RETURNING requested_by`,
+  unused: `SELECT requested_by FROM recheck_requests WHERE id = $1 AND operation_id = $2 AND used_at IS NULL`,
 } as const;
 
 /**
@@ -30,10 +31,29 @@ export async function recordRecheckRequest(
 }
 
 /**
+ * The reviewer who made the recorded request `requestId` of the operation, while it is unused; null when no such
+ * request was recorded for that operation or it was used already. Nothing is claimed: a re-check reads the source
+ * first and claims the request in the transaction that writes what it found (claimRecheckRequest), so an attempt that
+ * fails before or while writing leaves it for the job's next attempt. The request's turn first, as for a claim.
+ */
+export async function unusedRecheckRequest(
+  db: Queryable,
+  requestId: string,
+  operationId: string,
+): Promise<string | null> {
+  return withinTransaction(db, async (tx) => {
+    await rows(tx, RECHECK_REQUEST_SQL.turn, [requestId]);
+    const [row] = await rows<{ requested_by: string }>(tx, RECHECK_REQUEST_SQL.unused, [requestId, operationId]);
+    return row?.requested_by ?? null;
+  });
+}
+
+/**
  * Claims the recorded request `requestId` of the operation for its re-check: the key id of the reviewer who asked, or
  * null when no such request was recorded for that operation or it was used already — then nothing may be written in a
- * person's name. The request's turn first: a recording still under way (its job was taken before its transaction
- * committed) is waited for, and the claim's own statement then sees it.
+ * person's name. Made in the transaction that writes the re-check's event (`db` is that transaction's), so the request
+ * is used exactly when its event is written. The request's turn first: a recording still under way (its job was taken
+ * before its transaction committed) is waited for, and the claim's own statement then sees it.
  */
 export async function claimRecheckRequest(
   db: Queryable,
