@@ -22,6 +22,7 @@ import {
   findExecutionWithOperationsForWorker,
   findOperationsForWorker,
   lockExecutionForWorker,
+  lockReadBackBindings,
   recordApprovalBaseline,
   recoveryObligation,
   snapshotOf,
@@ -380,6 +381,14 @@ export class LifecycleService {
     // The operations as read under the lock, while nothing in this transaction has written to any of them.
     let untouched: OperationEntity[] | null = null;
     const moved = await this.inTransaction(execution, async (tx) => {
+      // Before any row, the settings lock of each connector read for context, shared: the moves out of resolving_context
+      // check those settings (whileSettingsAt) and a VERIFIED from an unbound context read checks the binding, each
+      // under that lock. Taken there, after the rows below, it waited for a capped send that holds it and waits for a row.
+      await lockReadBackBindings(
+        tx,
+        execution.tenantId,
+        operations.filter((op) => contexts.has(op.id)).map((op) => op.connector),
+      );
       // Rows are locked in the order every transition statement takes them (operations, then the execution).
       const locked = await lockExecutionForWorker(tx, execution.id);
       if (locked?.status !== from) throw new LostRace();
@@ -853,6 +862,8 @@ export class LifecycleService {
     // An event and the move it explains (a knowledge.conflict and the hold, or the VERIFIED) in one transaction.
     const outcome = await heldOrLost(
       withinTransaction(this.db.manager, async (tx) => {
+        // The binding's lock before the conflict's event locks the execution's row (see prepare).
+        if (this.contextUnbound(op)) await lockReadBackBindings(tx, op.tenantId, [op.connector]);
         const applied = await this.applyContext(tx, execution, op, context, read);
         if (applied === 'lost') throw new LostRace();
         return applied;

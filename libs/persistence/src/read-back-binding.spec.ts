@@ -1,5 +1,6 @@
-import { OperationStatus, VerificationMethod } from '@verity/status-model';
-import { insertChargeExecution } from '../../../test/support/fixtures';
+import { ExecutionStatus, OperationStatus, VerificationMethod } from '@verity/status-model';
+import { chargeOperation, insertChargeExecution, insertTestExecution } from '../../../test/support/fixtures';
+import { lockReadBackBindings, lockSpendingCaps } from './entities';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { loadConnectorSettings } from './entities/connector-settings.entity';
 import { changeConnectorSettings, upsertConnectorSettings } from './connector-settings.repository';
@@ -7,6 +8,7 @@ import { lockWaiters, waitForLockWaiter } from '../../../test/support/lock-waits
 import { waitFor } from '../../../test/support/stack';
 import { insertStandingKeys } from '../../../test/support/fixtures';
 import { TransitionService } from './transition.service';
+import { lockExecutionForWorker } from './store';
 
 /**
  * An operation read back through a read-back that does not name its effect was read under the settings as they were
@@ -147,5 +149,148 @@ describe('VERIFIED from an unbound read-back (readBackUnbound) checks the tenant
         readBackUnbound: true,
       }),
     ).rejects.toThrow(/readBackUnbound/);
+  });
+});
+
+/**
+ * The lock order every writer keeps: a connector's spending-caps lock (727002), then rows. A capped send takes it
+ * exclusively, then its operation's row and its execution's (the SENT statement bumps the execution's event_seq). A
+ * VERIFIED from an unbound read-back (verity_read_backs_bound_locked) and the prepare's moves judged under the settings
+ * (verity_settings_version_locked) take it shared; written in a transaction that already held the execution's rows (a
+ * knowledge.conflict recorded first, as the dispatcher's owed precondition re-read writes it; the prepare's locked
+ * operations and execution), they waited for the send, which waited for those rows: Postgres aborted one side
+ * (40P01). The transactions here are not retried, so such an abort fails the test; each was seen failing without
+ * lockReadBackBindings, which takes the lock shared before any row.
+ */
+describe('statements judged under the cap lock (shared) after row locks, beside a capped send (real Postgres)', () => {
+  const db = useTestDatabase('rblockorder', ['acme']);
+  const transitions = new TransitionService();
+
+  it('an owed re-read’s knowledge.conflict then VERIFIED (turn first, then rows) meets a capped send of the same execution without a deadlock', async () => {
+    // One running execution: A is sent under a cap; B's owed precondition re-read found the state already present
+    // against what the agent expected (knowledge.conflict, then VERIFIED with no_change_required).
+    const a = chargeOperation({ key: 'a' });
+    const b = chargeOperation({ key: 'b', position: 1 });
+    const executionId = await insertTestExecution(db.dataSource.manager, 'acme', { operations: [a, b] });
+    await db.dataSource.query(`UPDATE executions SET status = 'running' WHERE id = $1`, [executionId]);
+    const worker = db.dataSource.createQueryRunner();
+    const sender = db.dataSource.createQueryRunner();
+    await worker.connect();
+    await sender.connect();
+    try {
+      await worker.startTransaction();
+      // What the dispatcher takes before any row of a transaction that may write such a VERIFIED.
+      await lockReadBackBindings(worker.manager, 'acme', ['sandbox.payments']);
+      const conflict = await transitions.annotate(worker.manager, {
+        executionId,
+        operationId: b.id,
+        whileStatus: OperationStatus.PREPARED,
+        type: 'knowledge.conflict',
+        data: { no_change_required: true },
+      });
+      expect(conflict.won).toBe(true);
+      // The capped send as commitWithinSpendingCaps orders it (the cap's turn, then the SENT statement's rows), in a
+      // transaction of its own that is not retried: a deadlock Postgres resolves by aborting one side shows here.
+      let sendSettled = false;
+      const sending = (async () => {
+        await sender.startTransaction();
+        await lockSpendingCaps(sender.manager, 'acme', 'sandbox.payments');
+        const sent = await transitions.operation(sender.manager, {
+          operation: {
+            id: a.id,
+            status: OperationStatus.PREPARED,
+            attempt: 0,
+            verificationMethod: VerificationMethod.READ_AFTER_WRITE,
+          },
+          to: OperationStatus.SENT,
+          bumpAttempt: true,
+          patch: { sent_at: 'now' },
+          sendGuard: { kind: 'dispatch', approvalRequired: false },
+        });
+        await sender.commitTransaction();
+        return sent;
+      })().finally(() => (sendSettled = true));
+      sending.catch(() => undefined);
+      // The send waits (for the cap lock, or for the execution's row): either way it now holds what it took first.
+      await waitForLockWaiter(db.dataSource, { unless: () => sendSettled });
+      const verified = await transitions.operation(worker.manager, {
+        operation: {
+          id: b.id,
+          status: OperationStatus.PREPARED,
+          attempt: 0,
+          verificationMethod: VerificationMethod.READ_AFTER_WRITE,
+        },
+        to: OperationStatus.VERIFIED,
+        patch: { no_change_required: true, evidence: { method: 'context_read', no_change_required: true } },
+        eventData: { no_change_required: true },
+        readBackUnbound: true,
+      });
+      await worker.commitTransaction();
+      expect(verified.won).toBe(true);
+      expect(await sending).toMatchObject({ won: true });
+    } finally {
+      if (worker.isTransactionActive) await worker.rollbackTransaction();
+      if (sender.isTransactionActive) await sender.rollbackTransaction();
+      await worker.release();
+      await sender.release();
+    }
+  });
+
+  it('the prepare’s moves judged under the settings (whileSettingsAt), after its row locks, beside a capped send of the same execution', async () => {
+    // The dispatcher's preparation locks the execution's operations and the execution (lockExecutionForWorker), then
+    // writes the moves out of resolving_context only while the settings its context reads were made under are stored
+    // (verity_settings_version_locked: the cap's lock, shared). A send of one of its operations (a job that read the
+    // execution running, or any capped SENT statement reaching these rows) holds the cap's lock and waits for a row:
+    // the statement queues for the locked rows before its guard refuses it.
+    const b = chargeOperation({ key: 'b' });
+    const a = chargeOperation({ key: 'a', position: 1, depends_on: ['b'] });
+    const executionId = await insertTestExecution(db.dataSource.manager, 'acme', { operations: [b, a] });
+    await db.dataSource.query(`UPDATE executions SET status = 'resolving_context' WHERE id = $1`, [executionId]);
+    const worker = db.dataSource.createQueryRunner();
+    const sender = db.dataSource.createQueryRunner();
+    await worker.connect();
+    await sender.connect();
+    try {
+      await worker.startTransaction();
+      // What the dispatcher takes before any row: the lock of each connector read for context.
+      await lockReadBackBindings(worker.manager, 'acme', ['sandbox.payments']);
+      expect((await lockExecutionForWorker(worker.manager, executionId))?.status).toBe('resolving_context');
+      let sendSettled = false;
+      const sending = (async () => {
+        await sender.startTransaction();
+        await lockSpendingCaps(sender.manager, 'acme', 'sandbox.payments');
+        const sent = await transitions.operation(sender.manager, {
+          operation: {
+            id: a.id,
+            status: OperationStatus.PREPARED,
+            attempt: 0,
+            verificationMethod: VerificationMethod.READ_AFTER_WRITE,
+          },
+          to: OperationStatus.SENT,
+          bumpAttempt: true,
+          patch: { sent_at: 'now' },
+          sendGuard: { kind: 'dispatch', approvalRequired: false },
+        });
+        await sender.commitTransaction();
+        return sent;
+      })().finally(() => (sendSettled = true));
+      sending.catch(() => undefined);
+      await waitForLockWaiter(db.dataSource, { unless: () => sendSettled });
+      const moved = await transitions.executionMoves(worker.manager, {
+        executionId,
+        from: ExecutionStatus.RESOLVING_CONTEXT,
+        moves: [{ to: ExecutionStatus.PLANNING }, { to: ExecutionStatus.RUNNING }],
+        whileSettingsAt: [{ connector: 'sandbox.payments', version: null }],
+      });
+      await worker.commitTransaction();
+      expect(moved.won).toBe(true);
+      // Refused or sent, but answered: not aborted by a deadlock.
+      await expect(sending).resolves.toHaveProperty('won');
+    } finally {
+      if (worker.isTransactionActive) await worker.rollbackTransaction();
+      if (sender.isTransactionActive) await sender.rollbackTransaction();
+      await worker.release();
+      await sender.release();
+    }
   });
 });

@@ -133,6 +133,8 @@ export const CONNECTOR_SPEND_SQL = {
      FROM connector_spend s JOIN operations o ON o.id = s.operation_id
      WHERE s.tenant_id = $1 AND s.connector = $2 AND s.spent_at >= now() - make_interval(secs => $3)`,
   capLock: `SELECT pg_advisory_xact_lock(727002, hashtext($1))`,
+  /** The same lock, shared: what verity_read_backs_bound_locked takes (the key is built the same way). */
+  readBackLock: `SELECT pg_advisory_xact_lock_shared(727002, hashtext($1))`,
   // One send at a time per tenant, connector and resend_ref (the send guard's reference_unsettled): taken before the
   // SENT statement, so its snapshot holds the SENT of another send of the reference that committed first.
   resendLock: `SELECT pg_advisory_xact_lock(hashtextextended('resend_ref' || chr(31) || $1 || chr(31) || $2 || chr(31) || $3, 0))`,
@@ -462,6 +464,24 @@ export async function commitWithinSpendingCaps(
  */
 export async function lockSpendingCaps(db: Queryable, tenantId: string, connector: string): Promise<void> {
   await db.query(CONNECTOR_SPEND_SQL.capLock, [`${tenantId}/${connector}`]);
+}
+
+/**
+ * The spending-caps lock of each connector named, shared, taken at the start of a transaction that locks rows and then
+ * writes a statement judged under that lock: a VERIFIED from an unbound read-back (`readBackUnbound`,
+ * `verity_read_backs_bound_locked`) or moves written while the settings are at a version (`whileSettingsAt`,
+ * `verity_settings_version_locked`). Those statements take it again (already held, they do not wait); taken only there,
+ * after the transaction locked its execution's row, they waited for a capped send holding it exclusively, which waited
+ * for that row: a deadlock. Sends and settings changes take it first too: one order, the cap's lock, then rows.
+ */
+export async function lockReadBackBindings(
+  db: Queryable,
+  tenantId: string,
+  connectors: Iterable<string>,
+): Promise<void> {
+  for (const connector of [...new Set(connectors)].sort()) {
+    await db.query(CONNECTOR_SPEND_SQL.readBackLock, [`${tenantId}/${connector}`]);
+  }
 }
 
 /**
