@@ -1,3 +1,4 @@
+import { waitFor } from '../../../test/support/stack';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { StopDeadline, STOP_CLOSE_MS } from '@verity/platform';
 import { createDataSource, openDataSource } from './data-source';
@@ -35,6 +36,49 @@ describe('rows(): statements are really prepared', () => {
       expect(await preparedIn((sql) => single.query(sql), marker)).toHaveLength(1);
     } finally {
       await single.destroy();
+    }
+  });
+});
+
+describe('rows(): a statement of its own chosen as a deadlock’s victim', () => {
+  const db = useTestDatabase('sqldeadlock');
+
+  it('is run again (it wrote nothing) and lands once the other side has gone on', async () => {
+    await db.dataSource.query(`CREATE TABLE deadlock_pair (id int PRIMARY KEY, v int NOT NULL)`);
+    // Row 2 first: the statement below scans (and locks) the rows in this order.
+    await db.dataSource.query(`INSERT INTO deadlock_pair VALUES (2, 0), (1, 0)`);
+    const other = db.dataSource.createQueryRunner();
+    await other.connect();
+    try {
+      await other.startTransaction();
+      await other.query(`UPDATE deadlock_pair SET v = 10 WHERE id = 1`);
+      // Locks row 2, then waits for row 1: it waits first, so its own deadlock check finds the cycle and it is aborted.
+      const statement = rows<{ id: number }>(
+        db.dataSource.manager,
+        `UPDATE deadlock_pair SET v = v + 1 RETURNING id /* deadlock_victim_5b2e */`,
+      );
+      await waitFor(
+        async () =>
+          (
+            (await db.dataSource.query(
+              `SELECT count(*)::int AS n FROM pg_stat_activity
+               WHERE wait_event_type = 'Lock' AND query LIKE '%deadlock_victim_5b2e%' AND query NOT LIKE '%pg_stat%'`,
+            )) as { n: number }[]
+          )[0].n,
+        (n) => n === 1,
+        5_000,
+        20,
+      );
+      await other.query(`UPDATE deadlock_pair SET v = v + 100 WHERE id = 2`);
+      await other.commitTransaction();
+      expect((await statement).map((row) => row.id).sort()).toEqual([1, 2]);
+      // Once: the victim's first run wrote nothing.
+      expect(await db.dataSource.query(`SELECT id, v FROM deadlock_pair ORDER BY id`)).toEqual([
+        { id: 1, v: 11 },
+        { id: 2, v: 101 },
+      ]);
+    } finally {
+      await other.release();
     }
   });
 });

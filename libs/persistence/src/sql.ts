@@ -42,6 +42,27 @@ function preparedTarget(db: Queryable): Pick<Pool, 'query'> | Pick<PoolClient, '
  * here, so statements are prepared: on the busiest paths parsing and planning cost Postgres more than executing.
  */
 export async function rows<T>(db: Queryable, sql: string, params: unknown[] = []): Promise<T[]> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await rowsOnce<T>(db, sql, params);
+    } catch (error) {
+      // A statement of its own (the DataSource's manager: no transaction around it) that Postgres chose as a deadlock's
+      // victim wrote nothing, so running it again is running it for the first time; the other side has gone on. In a
+      // transaction the whole transaction is aborted: `transaction` retries it.
+      if (attempt >= 3 || sqlState(error) !== DEADLOCK || !ownStatement(db)) throw error;
+    }
+  }
+}
+
+const DEADLOCK = '40P01';
+
+/** Whether a statement on `db` runs in a transaction of its own (autocommit on a pooled connection). */
+function ownStatement(db: Queryable): boolean {
+  const manager = db as Partial<EntityManager>;
+  return manager.queryRunner === undefined && manager.connection !== undefined;
+}
+
+async function rowsOnce<T>(db: Queryable, sql: string, params: unknown[]): Promise<T[]> {
   const target = preparedTarget(db);
   if (target) {
     const result = await target.query({ name: statementName(sql), text: sql, values: params });
@@ -68,7 +89,7 @@ export function sqlState(error: unknown): string | undefined {
   return typeof code === 'string' ? code : undefined;
 }
 
-const RETRYABLE_SQLSTATES = new Set(['40001', '40P01']);
+const RETRYABLE_SQLSTATES = new Set(['40001', DEADLOCK]);
 
 /**
  * A transaction that is retried on serialization failures and deadlocks, which Postgres resolves by aborting one side.
