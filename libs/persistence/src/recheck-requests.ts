@@ -41,11 +41,7 @@ export async function unusedRecheckRequest(
   requestId: string,
   operationId: string,
 ): Promise<string | null> {
-  return withinTransaction(db, async (tx) => {
-    await rows(tx, RECHECK_REQUEST_SQL.turn, [requestId]);
-    const [row] = await rows<{ requested_by: string }>(tx, RECHECK_REQUEST_SQL.unused, [requestId, operationId]);
-    return row?.requested_by ?? null;
-  });
+  return reviewerInTurn(db, RECHECK_REQUEST_SQL.unused, requestId, operationId);
 }
 
 /**
@@ -60,9 +56,19 @@ export async function claimRecheckRequest(
   requestId: string,
   operationId: string,
 ): Promise<string | null> {
+  return reviewerInTurn(db, RECHECK_REQUEST_SQL.claim, requestId, operationId);
+}
+
+/** The request's turn, then `sql` (a look or the claim) for the reviewer it names. */
+async function reviewerInTurn(
+  db: Queryable,
+  sql: string,
+  requestId: string,
+  operationId: string,
+): Promise<string | null> {
   return withinTransaction(db, async (tx) => {
     await rows(tx, RECHECK_REQUEST_SQL.turn, [requestId]);
-    const [row] = await rows<{ requested_by: string }>(tx, RECHECK_REQUEST_SQL.claim, [requestId, operationId]);
+    const [row] = await rows<{ requested_by: string }>(tx, sql, [requestId, operationId]);
     return row?.requested_by ?? null;
   });
 }
