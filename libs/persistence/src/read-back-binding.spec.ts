@@ -1,4 +1,5 @@
 import { ExecutionStatus, OperationStatus, VerificationMethod } from '@verity/status-model';
+import { EntityManager } from 'typeorm';
 import { chargeOperation, insertChargeExecution, insertTestExecution } from '../../../test/support/fixtures';
 import { lockReadBackBindings, lockSpendingCaps } from './entities';
 import { useTestDatabase } from '../../../test/support/test-database';
@@ -42,9 +43,9 @@ describe('VERIFIED from an unbound read-back (readBackUnbound) checks the tenant
       readBackUnbound,
       patch: { evidence: { method: 'read_after_write' } },
     });
-  const statusOf = async (id: string) =>
-    ((await db.dataSource.query(`SELECT status FROM operations WHERE id = $1`, [id])) as { status: string }[])[0]
-      .status;
+  const statusIn = async (on: EntityManager, id: string) =>
+    ((await on.query(`SELECT status FROM operations WHERE id = $1`, [id])) as { status: string }[])[0].status;
+  const statusOf = (id: string) => statusIn(db.dataSource.manager, id);
   const bind = (binding: 'declared' | 'bound') =>
     upsertConnectorSettings(db.dataSource.manager, 'acme', 'sandbox.payments', { readBackBinding: binding, by: 't' });
 
@@ -113,8 +114,10 @@ describe('VERIFIED from an unbound read-back (readBackUnbound) checks the tenant
               by: 'key_admin',
             }),
         );
+        // Whether the VERIFIED had committed when the bind was made, as the bind's own transaction sees it: the
+        // verify's promise settles later than its commit, and on a loaded machine the bind can be answered first.
+        bindSawVerified = (await statusIn(admin.manager, operationId)) === OperationStatus.VERIFIED;
         await admin.commitTransaction();
-        bindSawVerified = verified;
       })().finally(() => (bound = true));
       // The bind is answered at once, or waits for the VERIFIED statement (two sessions then wait on locks).
       await waitFor(

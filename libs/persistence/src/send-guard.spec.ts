@@ -841,8 +841,14 @@ describe('the guarded SENT statement (real Postgres)', () => {
         const changing = (async () => {
           await other.startTransaction();
           await change(other.manager);
+          // Whether the send had committed when the change was made, as the change's own transaction sees it (a fresh
+          // snapshot per statement): the send's promise settles later than its commit, and on a loaded machine the
+          // change's commit can be answered first.
+          const [{ status }] = (await other.query(`SELECT status FROM operations WHERE id = $1`, [id])) as {
+            status: string;
+          }[];
+          changeSawSend = status === OperationStatus.SENT;
           await other.commitTransaction();
-          changeSawSend = answered;
         })().finally(() => (changed = true));
         // The change is answered at once, or waits for the SENT statement (two sessions then wait on locks).
         await waitFor(
