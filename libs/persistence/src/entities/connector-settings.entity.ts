@@ -133,7 +133,10 @@ export const CONNECTOR_SPEND_SQL = {
      FROM connector_spend s JOIN operations o ON o.id = s.operation_id
      WHERE s.tenant_id = $1 AND s.connector = $2 AND s.spent_at >= now() - make_interval(secs => $3)`,
   capLock: `SELECT pg_advisory_xact_lock(727002, hashtext($1))`,
-  /** The same lock, shared: what verity_read_backs_bound_locked takes (the key is built the same way). */
+  /**
+   * The same lock, shared: what verity_read_backs_bound_locked and verity_settings_version_locked take (the key is
+   * built the same way), and what an uncapped send takes before its rows.
+   */
   readBackLock: `SELECT pg_advisory_xact_lock_shared(727002, hashtext($1))`,
   // One send at a time per tenant, connector and resend_ref (the send guard's reference_unsettled): taken before the
   // SENT statement, so its snapshot holds the SENT of another send of the reference that committed first.
@@ -331,7 +334,10 @@ export interface CapExceeded {
 /**
  * The spending cap, enforced where it cannot be raced: under a per-(tenant, connector) transaction lock, the window
  * is counted, and either the operation is refused or its SENT commit and its ledger row are written together.
- * Without caps this is just the commit. `commit` is the SENT transition, run on the transaction it is given.
+ * Without caps, a turn or a row to lock first, this is just the commit: its one statement takes the settings' lock
+ * (shared, in settings_changed) as it judges its conditions, and locks its operation's row only once they passed; the
+ * rows it may share-lock while judging (a dependency done, a key, the tenant, a retry's chain) are none a capped send
+ * writes. `commit` is the SENT transition, run on the transaction it is given.
  */
 export async function commitWithinSpendingCaps(
   dataSource: DataSource,
@@ -374,9 +380,15 @@ export async function commitWithinSpendingCaps(
     return { sent: await commit(dataSource.manager) };
   }
   return transaction(dataSource, async (tx) => {
-    // Two dispatchers sending for the same tenant and connector take turns here, so neither can overshoot the cap.
-    // Taken before any row, as every capped send takes it, so no send holds a row while it waits for the turn.
-    if (input.caps.length > 0) await tx.query(CONNECTOR_SPEND_SQL.capLock, [`${input.tenantId}/${input.connector}`]);
+    // The connector settings' lock, before any row or turn, whether capped or not: one order for every send (settings,
+    // then rows). Capped, exclusively: two dispatchers sending for the same tenant and connector take turns here, so
+    // neither can overshoot the cap. Uncapped, shared, as the SENT statement's settings_changed takes it again (held, it
+    // does not wait): taken only there, after a release's row locks or a reference's turn, it waited for a capped send
+    // that held it and waited for those rows or that turn — a cap set between the two sends' reads made a deadlock.
+    const settingsKey = `${input.tenantId}/${input.connector}`;
+    await tx.query(input.caps.length > 0 ? CONNECTOR_SPEND_SQL.capLock : CONNECTOR_SPEND_SQL.readBackLock, [
+      settingsKey,
+    ]);
     // Then the reference's turn (also before any row, and always after the cap's: one order, no deadlock).
     if (resendRef !== null) {
       await tx.query(CONNECTOR_SPEND_SQL.resendLock, [input.tenantId, input.connector, resendRef]);
