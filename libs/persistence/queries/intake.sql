@@ -75,14 +75,7 @@ WITH stands AS MATERIALIZED (
 
 -- setRetryOf
 UPDATE operations SET retry_of = $2 WHERE id = $1 AND tenant_id = $3
-     AND NOT EXISTS (
-          WITH RECURSIVE chain AS (
-            SELECT ro.id, ro.retry_of, ro.status, ro.acknowledged_at, ro.obligation
-            FROM operations ro WHERE ro.id = $2 AND ro.tenant_id = $3
-            UNION
-            SELECT ro.id, ro.retry_of, ro.status, ro.acknowledged_at, ro.obligation
-            FROM operations ro JOIN chain c ON ro.id = c.retry_of AND ro.tenant_id = $3)
-          SELECT 1 FROM chain WHERE chain.status = 'FAILED'
+     AND NOT EXISTS (SELECT 1 FROM verity_retry_chain_locked($2, $3) chain WHERE chain.status = 'FAILED'
             AND (chain.acknowledged_at IS NOT NULL
                  OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) RETURNING id;
 

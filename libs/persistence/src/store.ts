@@ -21,7 +21,7 @@ import {
 import { SecretsCipher } from './secrets-cipher';
 import { operationVersionOf } from './operation-version';
 import { approvalPolicyOf } from './tenant-policy';
-import { refutedUpTheChain } from './retry-chain';
+import { refutedUpTheChain, refutedUpTheChainLocked } from './retry-chain';
 import { Queryable, isoInstant, rows, sqlLiterals } from './sql';
 
 export interface NewOperation {
@@ -213,8 +213,12 @@ export const INTAKE_SQL = {
        FROM stands k WHERE NOT k.yes`,
   // A retry is a new operation that remembers what it retries (I5); the unique index allows one retry per original.
   // Written only while no FAILED up the chain it joins was contradicted: the send guard would cancel it (retry_refuted).
+  // The chain judged as the send guard judges it (each link share-locked, read fresh): a refutation of a link being
+  // written is waited for and seen (409 effect-exists), and a later one waits for the retry's commit. From the
+  // statement's snapshot, a retry made as a refutation committed was answered 201 on a chain already refuted (and
+  // cancelled at its send, retry_refuted).
   setRetryOf: `UPDATE operations SET retry_of = $2 WHERE id = $1 AND tenant_id = $3
-     AND NOT ${refutedUpTheChain('$2', '$3')} RETURNING id`,
+     AND NOT ${refutedUpTheChainLocked('$2', '$3')} RETURNING id`,
   // Of the operations $2 (retries), those whose chain of retries holds a FAILED contradicted since (retry_refuted).
   refutedRetries: `SELECT o.id FROM operations o WHERE o.tenant_id = $1 AND o.id = ANY($2::text[])
      AND o.retry_of IS NOT NULL AND ${refutedUpTheChain('o.retry_of', 'o.tenant_id')}`,
