@@ -428,6 +428,7 @@ export class VerificationService {
     const trigger = requestedBy ? { trigger: 'reviewer', requested_by: requestedBy } : { trigger: 'scheduled' };
     // Only an operation verified by read-back can be VERIFIED by a read (with no verification method, a person's).
     const verifies = op.verificationMethod === VerificationMethod.READ_AFTER_WRITE;
+    let held = op;
     if (read.kind === 'found' && verifies && systemMayRelease(op.terminalReason)) {
       const moved = await this.settle(
         op,
@@ -438,8 +439,16 @@ export class VerificationService {
         requestId,
       );
       if (moved === 'verified') return 'verified';
-      await this.recordEffectFoundAfterFailed(op, read, trigger, clockOffsetMs, requestId);
-      return 'skipped: lost race';
+      // The VERIFIED was refused. Decided by a reviewer meanwhile: what the read found is written onto a FAILED.
+      // Still held — the tenant bound read-backs while the read was made, so this one does not count — the re-check
+      // did not conclude, and is recorded as such below (its event, what it showed, the request used): dropped, the
+      // reviewer's request vanished with no word of it and the hold lost the effect the source had just shown.
+      const now = await findOperationForWorker(this.db.manager, op.id);
+      if (now?.status !== S.MANUAL_REVIEW) {
+        await this.recordEffectFoundAfterFailed(op, read, trigger, clockOffsetMs, requestId);
+        return 'skipped: lost race';
+      }
+      held = now;
     }
     // The source answered with something a person must judge (another amount, a missing field): reading again
     // cannot change that. Otherwise it may still answer, or still show the effect late.
@@ -447,7 +456,6 @@ export class VerificationService {
     // The count and the next read follow from the obligation as it stands when this read is written: a reviewer's
     // "still unknown" recorded meanwhile re-dated it and restarted the count, so the write is made only while the due
     // time is the one it was computed from (compare-and-set), and computed again from the row if that changed.
-    let held = op;
     for (let attempt = 1; ; attempt += 1) {
       // Which re-check this is as read: its backoff and the next job's id. The stored count is added to in the
       // statement (countInObligation), so a reviewer's re-check racing a scheduled one counts both.
