@@ -105,4 +105,49 @@ describe('Bull Board: a re-check job cannot speak for a reviewer', () => {
     });
     expect(byReviewer(await events(stack, executionId), opId)).toHaveLength(1);
   });
+
+  it('a reviewer’s request run only after its age names no one, and the sweep prunes it (a live one stays)', async () => {
+    // A request that outlived its use — the job that was to use it failed and is re-run from the board hours later,
+    // after more people may have judged the hold — no longer speaks for the reviewer. Aged here by dating it back: the
+    // reconcilers are stopped while the reviewer asks, so its job waits until after that.
+    const { executionId, opId } = await held();
+    const reconcilers = stack.running('reconciler');
+    for (const reconciler of reconcilers) await stack.kill(reconciler, 'SIGTERM');
+    const asked = await http(stack.apiUrl, 'POST', `/v1/operations/${opId}/recheck`, { key: DEMO.reviewer });
+    expect(asked.status).toBe(202);
+    const [request] = (await stack.db.dataSource.query(`SELECT id FROM recheck_requests WHERE operation_id = $1`, [
+      opId,
+    ])) as { id: string }[];
+    const [job] = (await queue.getJobs(['waiting', 'prioritized'])).filter((j) => j?.data?.requestId === request.id);
+    expect(job).toBeDefined();
+    await stack.db.dataSource.query(
+      `UPDATE recheck_requests SET requested_at = requested_at - interval '2 hours' WHERE id = $1`,
+      [request.id],
+    );
+    for (let stopped = reconcilers.length; stopped > 0; stopped -= 1) await stack.startApp('reconciler');
+    const state = await waitFor(
+      async () => ((await queue.getJob(job.id!)) ? await queue.getJobState(job.id!) : 'removed'),
+      (s) => s === 'removed' || s === 'failed',
+      30_000,
+    );
+    expect(state).toBe('removed');
+    expect(byReviewer(await events(stack, executionId), opId)).toEqual([]);
+    expect(
+      stack.running('reconciler').some((r) => r.output.some((line) => line.includes('no usable recorded request'))),
+    ).toBe(true);
+
+    // Recorded a moment ago for the same hold and not used yet: a job may still use it, so it is kept.
+    await stack.db.dataSource.query(
+      `INSERT INTO recheck_requests (id, tenant_id, operation_id, requested_by, attempt)
+       SELECT 'rcq_live_e2e', tenant_id, id, 'key_live', attempt FROM operations WHERE id = $1`,
+      [opId],
+    );
+
+    await stack.sweepsPassed(1);
+    const left = (await stack.db.dataSource.query(
+      `SELECT id, used_at FROM recheck_requests WHERE operation_id = $1 ORDER BY id`,
+      [opId],
+    )) as { id: string; used_at: Date | null }[];
+    expect(left).toEqual([{ id: 'rcq_live_e2e', used_at: null }]);
+  }, 120_000);
 });

@@ -13,6 +13,7 @@ import {
   pruneExpired,
   pruneSpendLedger,
   pruneWebhookDeliveries,
+  pruneUnusableRecheckRequests,
   snapshotOf,
   staleExecutions,
   endedWithStaleOutcome,
@@ -68,6 +69,7 @@ export interface SweepReport {
   prunedIdempotency: number;
   prunedSweepLog: number;
   prunedWebhookDeliveries: number;
+  prunedRecheckRequests: number;
 }
 
 /**
@@ -163,6 +165,7 @@ export class SweeperService implements OnApplicationBootstrap, BeforeApplication
       prunedIdempotency: 0,
       prunedSweepLog: 0,
       prunedWebhookDeliveries: 0,
+      prunedRecheckRequests: 0,
     };
     if (!(await this.schema.open())) return report;
     const ran = await withSweepLock(this.db, `${hostname()}:${process.pid}`, async () => {
@@ -190,6 +193,7 @@ export class SweeperService implements OnApplicationBootstrap, BeforeApplication
         this.config.WEBHOOK_DELIVERY_RETENTION_MS,
         BATCH,
       );
+      report.prunedRecheckRequests = await pruneUnusableRecheckRequests(this.db.manager, BATCH);
       return report;
     });
     if (!ran) return report;

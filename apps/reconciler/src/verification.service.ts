@@ -402,8 +402,8 @@ export class VerificationService {
    * automatic read is scheduled while the source may still answer and the obligation is not yet due.
    * `requestId`: a reviewer's request as the API recorded it. The reviewer it names is the one the record gives, and it is
    * used once, with the write of what the read found (writeClaiming); a job naming no recorded request of this
-   * operation, or one used already (replayed, or its data edited on a writable Bull Board), reads nothing and writes
-   * nothing in anyone's name.
+   * operation, or one used already (replayed, or its data edited on a writable Bull Board), past its age or made for
+   * an earlier hold (libs/persistence `unusedRecheckRequest`), reads nothing and writes nothing in anyone's name.
    */
   async recheck(operationId: string, requestId?: string): Promise<RecheckOutcome> {
     const found = await findOperationWithClockForWorker(this.db.manager, operationId);
@@ -421,7 +421,8 @@ export class VerificationService {
           ? await unusedRecheckRequest(this.db.manager, requestId, op.id)
           : null;
     if (requestedBy === null) {
-      this.logger.warn({ operationId: op.id, requestId }, 're-check job names no unused recorded request: skipped');
+      // Never recorded for this operation, used already, past its age, or made for an earlier hold of it.
+      this.logger.warn({ operationId: op.id, requestId }, 're-check job names no usable recorded request: skipped');
       return 'skipped: no recorded request';
     }
     const read = await this.readBack(op);

@@ -1,14 +1,24 @@
 -- record
-INSERT INTO recheck_requests (id, tenant_id, operation_id, requested_by)
-     SELECT $1, $2, $3, $4 FROM (SELECT pg_advisory_xact_lock(hashtextextended('recheck_requests' || chr(31) || $1, 0))) AS turn;
+INSERT INTO recheck_requests (id, tenant_id, operation_id, requested_by, attempt)
+     SELECT $1, $2, $3, $4, (SELECT o.attempt FROM operations o WHERE o.id = $3) FROM (SELECT pg_advisory_xact_lock(hashtextextended('recheck_requests' || chr(31) || $1, 0))) AS turn;
 
 -- turn
 SELECT pg_advisory_xact_lock(hashtextextended('recheck_requests' || chr(31) || $1, 0));
 
 -- claim
 UPDATE recheck_requests SET used_at = clock_timestamp()
-     WHERE id = $1 AND operation_id = $2 AND used_at IS NULL
+     WHERE id = $1 AND operation_id = $2 AND used_at IS NULL AND requested_at > clock_timestamp() - make_interval(secs => $3)
+     AND attempt = (SELECT o.attempt FROM operations o WHERE o.id = $2)
      RETURNING requested_by;
 
 -- unused
-SELECT requested_by FROM recheck_requests WHERE id = $1 AND operation_id = $2 AND used_at IS NULL;
+SELECT requested_by FROM recheck_requests WHERE id = $1 AND operation_id = $2 AND used_at IS NULL AND requested_at > clock_timestamp() - make_interval(secs => $3)
+     AND attempt = (SELECT o.attempt FROM operations o WHERE o.id = $2);
+
+-- pruneUnusable
+DELETE FROM recheck_requests WHERE id IN (
+       SELECT r.id FROM recheck_requests r
+       WHERE r.requested_at <= clock_timestamp() - make_interval(secs => $2)
+          OR r.attempt <> (SELECT o.attempt FROM operations o WHERE o.id = r.operation_id)
+       ORDER BY r.requested_at LIMIT $1
+     ) RETURNING id;

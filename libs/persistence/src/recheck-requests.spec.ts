@@ -1,7 +1,13 @@
 import { insertChargeExecution } from '../../../test/support/fixtures';
 import { waitForLockWaiter } from '../../../test/support/lock-waits';
 import { useTestDatabase } from '../../../test/support/test-database';
-import { claimRecheckRequest, recordRecheckRequest } from './recheck-requests';
+import {
+  RECHECK_REQUEST_MAX_AGE_SECONDS,
+  claimRecheckRequest,
+  pruneUnusableRecheckRequests,
+  recordRecheckRequest,
+  unusedRecheckRequest,
+} from './recheck-requests';
 
 /** A reviewer's re-check request, recorded by the API and used once by the re-check that names it. */
 describe('re-check requests (real Postgres)', () => {
@@ -40,5 +46,72 @@ describe('re-check requests (real Postgres)', () => {
       if (api.isTransactionActive) await api.rollbackTransaction();
       await api.release();
     }
+  });
+
+  const record = async (operationId: string) =>
+    db.dataSource.transaction((tx) =>
+      recordRecheckRequest(tx, { tenantId: 'acme', operationId, requestedBy: 'key_reviewer' }),
+    );
+  /** Dates the request `seconds` earlier, as if it had been recorded that long ago. */
+  const age = async (id: string, seconds: number) =>
+    db.dataSource.query(
+      `UPDATE recheck_requests SET requested_at = requested_at - make_interval(secs => $2) WHERE id = $1`,
+      [id, seconds],
+    );
+
+  it('is refused, looked at or claimed, once the operation is in a later hold than the one it was made for', async () => {
+    // A job replayed (a writable Bull Board) after the operation was sent again and held again: the request was a
+    // reviewer's word about the earlier hold, not this one.
+    const { operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
+    const id = await record(operationId);
+    expect(await unusedRecheckRequest(db.dataSource.manager, id, operationId)).toBe('key_reviewer');
+    await db.dataSource.query(`UPDATE operations SET attempt = attempt + 1 WHERE id = $1`, [operationId]);
+    expect(await unusedRecheckRequest(db.dataSource.manager, id, operationId)).toBeNull();
+    expect(await claimRecheckRequest(db.dataSource.manager, id, operationId)).toBeNull();
+    const [row] = (await db.dataSource.query(`SELECT used_at FROM recheck_requests WHERE id = $1`, [id])) as {
+      used_at: Date | null;
+    }[];
+    expect(row.used_at).toBeNull();
+  });
+
+  it('is refused, looked at or claimed, once older than its maximum age; usable just before', async () => {
+    const { operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
+    const young = await record(operationId);
+    const old = await record(operationId);
+    await age(young, RECHECK_REQUEST_MAX_AGE_SECONDS - 60);
+    await age(old, RECHECK_REQUEST_MAX_AGE_SECONDS + 1);
+    expect(await unusedRecheckRequest(db.dataSource.manager, old, operationId)).toBeNull();
+    expect(await claimRecheckRequest(db.dataSource.manager, old, operationId)).toBeNull();
+    expect(await unusedRecheckRequest(db.dataSource.manager, young, operationId)).toBe('key_reviewer');
+    expect(await claimRecheckRequest(db.dataSource.manager, young, operationId)).toBe('key_reviewer');
+  });
+
+  it('prunes only the requests no job can use any more, a batch at a time; a used one stays until its age', async () => {
+    await db.dataSource.query(`DELETE FROM recheck_requests`);
+    const { operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
+    const { operationId: sentAgain } = await insertChargeExecution(db.dataSource.manager, 'acme');
+    const live = [await record(operationId), await record(operationId)];
+    await age(live[1], RECHECK_REQUEST_MAX_AGE_SECONDS - 60);
+    // Used a moment ago: refused already, kept as the record of who asked while a job may still name it.
+    const used = await record(operationId);
+    expect(await claimRecheckRequest(db.dataSource.manager, used, operationId)).toBe('key_reviewer');
+    const expired = await record(operationId);
+    await age(expired, RECHECK_REQUEST_MAX_AGE_SECONDS + 1);
+    const usedAndExpired = await record(operationId);
+    expect(await claimRecheckRequest(db.dataSource.manager, usedAndExpired, operationId)).toBe('key_reviewer');
+    await age(usedAndExpired, RECHECK_REQUEST_MAX_AGE_SECONDS + 1);
+    const earlierHold = await record(sentAgain);
+    await db.dataSource.query(`UPDATE operations SET attempt = attempt + 1 WHERE id = $1`, [sentAgain]);
+
+    expect(await pruneUnusableRecheckRequests(db.dataSource.manager, 2)).toBe(2);
+    expect(await pruneUnusableRecheckRequests(db.dataSource.manager, 2)).toBe(1);
+    expect(await pruneUnusableRecheckRequests(db.dataSource.manager, 2)).toBe(0);
+    const left = (await db.dataSource.query(`SELECT id FROM recheck_requests`)) as { id: string }[];
+    expect(left.map((r) => r.id).sort()).toEqual([...live, used].sort());
+    expect(left.map((r) => r.id)).not.toEqual(expect.arrayContaining([expired]));
+    expect(left.map((r) => r.id)).not.toEqual(expect.arrayContaining([usedAndExpired]));
+    expect(left.map((r) => r.id)).not.toEqual(expect.arrayContaining([earlierHold]));
+    for (const id of live)
+      expect(await claimRecheckRequest(db.dataSource.manager, id, operationId)).toBe('key_reviewer');
   });
 });

@@ -11,6 +11,7 @@ import { IdempotencyRoute1764700000000 } from './1764700000000-idempotency-route
 import { ReadBacksBoundAfterCapLock1764710000000 } from './1764710000000-read-backs-bound-after-cap-lock';
 import { RetryChainLocked1764716000000 } from './1764716000000-retry-chain-locked';
 import { RecheckRequests1764717000000 } from './1764717000000-recheck-requests';
+import { RecheckRequestLifetime1764718000000 } from './1764718000000-recheck-request-lifetime';
 import { Webhooks1764510000000 } from './1764510000000-webhooks';
 import { ExecutionTrace1764520300000 } from './1764520300000-execution-trace';
 import { HotUpdates1764530000000 } from './1764530000000-hot-updates';
@@ -67,4 +68,5 @@ export const MIGRATIONS = [
   ReadBacksBoundAfterCapLock1764710000000,
   RetryChainLocked1764716000000,
   RecheckRequests1764717000000,
+  RecheckRequestLifetime1764718000000,
 ];
