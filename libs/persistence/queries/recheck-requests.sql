@@ -8,12 +8,12 @@ SELECT pg_advisory_xact_lock(hashtextextended('recheck_requests' || chr(31) || $
 -- claim
 UPDATE recheck_requests SET used_at = clock_timestamp()
      WHERE id = $1 AND operation_id = $2 AND used_at IS NULL AND requested_at > clock_timestamp() - make_interval(secs => $3)
-     AND attempt = (SELECT o.attempt FROM operations o WHERE o.id = $2)
+     AND (attempt IS NULL OR attempt = (SELECT o.attempt FROM operations o WHERE o.id = $2))
      RETURNING requested_by;
 
 -- unused
 SELECT requested_by FROM recheck_requests WHERE id = $1 AND operation_id = $2 AND used_at IS NULL AND requested_at > clock_timestamp() - make_interval(secs => $3)
-     AND attempt = (SELECT o.attempt FROM operations o WHERE o.id = $2);
+     AND (attempt IS NULL OR attempt = (SELECT o.attempt FROM operations o WHERE o.id = $2));
 
 -- pruneUnusable
 DELETE FROM recheck_requests WHERE id IN (

@@ -74,6 +74,15 @@ describe('re-check requests (real Postgres)', () => {
     expect(row.used_at).toBeNull();
   });
 
+  it('recorded with no attempt (by the API of the version before, during a rolling update), is bounded by its age only', async () => {
+    const { operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
+    const id = await record(operationId);
+    await db.dataSource.query(`UPDATE recheck_requests SET attempt = NULL WHERE id = $1`, [id]);
+    await db.dataSource.query(`UPDATE operations SET attempt = attempt + 1 WHERE id = $1`, [operationId]);
+    await pruneUnusableRecheckRequests(db.dataSource.manager, 100);
+    expect(await claimRecheckRequest(db.dataSource.manager, id, operationId)).toBe('key_reviewer');
+  });
+
   it('is refused, looked at or claimed, once older than its maximum age; usable just before', async () => {
     const { operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
     const young = await record(operationId);

@@ -14,10 +14,11 @@ export const RECHECK_REQUEST_MAX_AGE_SECONDS = 60 * 60;
 
 /**
  * Usable: not used yet, younger than its maximum age (the database's clock, the one `requested_at` is on), and made
- * for the hold the operation is in now — the attempt it was recorded at (a later hold follows another send).
+ * for the hold the operation is in now — the attempt it was recorded at (a later hold follows another send). A request
+ * with no attempt was recorded by an API of the version before (a rolling update): bounded by its age only.
  */
 const USABLE = `used_at IS NULL AND requested_at > clock_timestamp() - make_interval(secs => $3)
-     AND attempt = (SELECT o.attempt FROM operations o WHERE o.id = $2)`;
+     AND (attempt IS NULL OR attempt = (SELECT o.attempt FROM operations o WHERE o.id = $2))`;
 
 export const RECHECK_REQUEST_SQL = {
   // The request's turn is taken with the row and held until the transaction that enqueues its job ends.

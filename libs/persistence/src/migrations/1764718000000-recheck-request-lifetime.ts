@@ -3,14 +3,15 @@ import { sqlMigration } from './sql-migration';
 /**
  * A re-check request is usable only for the hold it was asked about and only for a while (recheck-requests.ts): each
  * request keeps the operation's `attempt` when it was recorded (a later hold of the operation follows another send,
- * which counts another attempt). Requests recorded before this migration are given their operation's attempt now.
+ * which counts another attempt). Requests recorded before this migration are given their operation's attempt now. The
+ * column stays nullable: an API of the version before, still running during a rolling update, records requests
+ * without it, and those must not fail (a 500 for a reviewer's re-check); such a request is bounded by its age only.
  * The index on `requested_at` lets the sweeper prune, oldest first, the requests that can no longer be used.
  */
 export class RecheckRequestLifetime1764718000000 extends sqlMigration('RecheckRequestLifetime1764718000000', {
   up: [
     `ALTER TABLE recheck_requests ADD COLUMN attempt integer`,
     `UPDATE recheck_requests r SET attempt = o.attempt FROM operations o WHERE o.id = r.operation_id`,
-    `ALTER TABLE recheck_requests ALTER COLUMN attempt SET NOT NULL`,
     `CREATE INDEX recheck_requests_requested_at ON recheck_requests (requested_at)`,
   ],
   down: [`DROP INDEX recheck_requests_requested_at`, `ALTER TABLE recheck_requests DROP COLUMN attempt`],
