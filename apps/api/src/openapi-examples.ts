@@ -209,7 +209,7 @@ export const EVENT_LIST_EXAMPLE = {
       type: 'execution.created',
       from_status: null,
       to_status: 'created',
-      data: { agent_id: 'billing-bot', operations: 2 },
+      data: { operations: 2, by: 'key_01jq4m2r8v' },
       created_at: CREATED_AT,
     },
     {

@@ -118,6 +118,11 @@ export interface NewExecution {
    */
   uncheckedSecretsOf?: string[];
   /**
+   * The API key that asked for the execution (a submission's, or a retry's): named as `by` on its `execution.created`
+   * event, as a decision's event names its key, so the history says who asked for the effect. Omitted: the system's.
+   */
+  requestedBy?: string;
+  /**
    * The API key that submits (of `tenantId`): the statement writes only while it is unrevoked, share-locking its row
    * (see INTAKE_SQL.insertExecution), and answers `revoked` otherwise. Omitted: no key is checked (the system's own
    * writes: a retry checks its key in its own transaction first).
@@ -342,7 +347,7 @@ export async function insertExecution(
     input.idempotencyKey,
     JSON.stringify(input.operations),
     input.createdEventId,
-    JSON.stringify({ operations: input.operations.length }),
+    JSON.stringify({ operations: input.operations.length, ...(input.requestedBy && { by: input.requestedBy }) }),
     input.idempotency?.requestHash ?? null,
     input.traceParent ?? null,
     input.uncheckedCapsOf ?? null,

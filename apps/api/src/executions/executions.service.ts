@@ -311,6 +311,7 @@ export class ExecutionsService {
       // Written only while the key stands: one revoked since the request was admitted (a cached key, a revocation
       // committed meanwhile) submits nothing, and a revocation under way is waited for (the statement's share lock).
       submittedBy: principal.keyId,
+      requestedBy: principal.keyId,
     };
     // Whether another request holds the submission's Idempotency-Key (then the caller asks who: null).
     const keyHeldElsewhere = async () =>

@@ -1033,6 +1033,8 @@ export class OperationsService {
           criteria: [],
           idempotencyKey: null,
           createdEventId: newId('evt'),
+          // Who decided to make the effect again: its key, on the new execution's first event.
+          requestedBy: principal.keyId,
           traceParent: currentTraceparent(),
           operations: [
             {
