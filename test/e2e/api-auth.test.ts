@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import IORedis from 'ioredis';
-import { createApiKey, keyPrefix } from '@verity/persistence';
+import { createApiKey, ensureTenant, keyPrefix } from '@verity/persistence';
 import { TEST_REDIS_URL } from '../support/services';
 import { monitorRedis } from '../support/redis-monitor';
 import { DEMO, DIST, Stack, freePort } from '../support/stack';
@@ -80,6 +80,37 @@ describe('auth, keys and tenant isolation (I9)', () => {
       expect((await keys('create', '--role', 'agent')).code).toBe(2);
       expect((await keys('launch')).code).toBe(2);
       expect((await keys('revoke', 'key_doesnotexist')).code).toBe(2);
+    });
+
+    it('refuses a label that is not one line of plain text, and writes no key', async () => {
+      // A row of `list` forged in a label: the operator reading the table sees a key that is not there, or a key
+      // "revoked" that stands; escape sequences rewrite what the terminal shows; a bidi override reorders it.
+      const forged = 'night shift\nkey_01m0forged00000000000000000  demo    admin     vk_admin_zz…  revoked';
+      const count = async () =>
+        ((await stack.db.dataSource.query(`SELECT count(*)::int AS n FROM api_keys`)) as { n: number }[])[0].n;
+      const before = await count();
+      for (const label of [forged, 'ops\u001b[2K', 'tab\there', 'ops\u202erevoked', 'ops\u2028x', 'x'.repeat(201)]) {
+        const refused = await keys('create', '--tenant', 'demo', '--role', 'admin', '--label', label);
+        expect({ label, code: refused.code, stdout: refused.stdout }).toEqual({ label, code: 2, stdout: '' });
+        expect(refused.stderr).toMatch(/--label/);
+      }
+      expect(await count()).toBe(before);
+      expect((await keys('create', '--tenant', 'demo', '--role', 'agent', '--label', 'x'.repeat(200))).code).toBe(0);
+    });
+
+    it('lists a stored label that is not one line of plain text escaped, on its key’s row', async () => {
+      await ensureTenant(stack.db.dataSource.manager, 'listed-label');
+      const stored = await createApiKey(stack.db.dataSource.manager, {
+        tenantId: 'listed-label',
+        role: 'agent',
+        label: 'night shift\nkey_01m0forged  listed-label  admin  revoked\u001b[2K',
+      });
+      const listed = await keys('list', '--tenant', 'listed-label');
+      expect(listed.code).toBe(0);
+      const lines = listed.stdout.trimEnd().split('\n');
+      expect(lines).toHaveLength(2);
+      expect(lines[1]).toContain(stored.id);
+      expect(lines[1]).toMatch(/night shift\\u000akey_01m0forged {2}listed-label {2}admin {2}revoked\\u001b\[2K$/);
     });
 
     it('revokes by id: the key answers 401 at once', async () => {

@@ -30,6 +30,32 @@ A revoked key stops working at once in every API process, open streams included.
 
 class UsageError extends Error {}
 
+const LABEL_MAX = 200;
+/**
+ * What a label may not hold: it is printed in `list`'s table, which operators read to decide which key to revoke. A
+ * line break there makes a row of its own (a key that is not there, or one shown "revoked" that stands), an escape
+ * sequence rewrites what the terminal shows and a bidi control reorders it. Control characters (C0, DEL, C1), line
+ * and paragraph separators, bidi controls, and lone surrogates.
+ */
+const NOT_LABEL_TEXT = /[\p{Cc}\u2028\u2029\p{Bidi_Control}]|\p{Cs}/u;
+const NOT_LABEL_TEXT_EVERYWHERE = new RegExp(NOT_LABEL_TEXT.source, 'gu');
+
+/** A label as given, refused (usage error, nothing written) unless it is one line of plain text of at most 200. */
+function labelOf(label: string | undefined): string | undefined {
+  if (label === undefined) return undefined;
+  if ([...label].length > LABEL_MAX || NOT_LABEL_TEXT.test(label)) {
+    throw new UsageError(
+      `--label is one line of text of at most ${LABEL_MAX} characters: no line breaks, control characters or bidi controls`,
+    );
+  }
+  return label;
+}
+
+/** A stored label shown on its row: what a label may not hold (one stored before the rule, or not by this CLI) as \uXXXX. */
+function shownLabel(label: string | null): string {
+  return (label ?? '').replace(NOT_LABEL_TEXT_EVERYWHERE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
 type KeyRow = ApiKeyListing;
 
 type Out = (line: string) => void;
@@ -48,21 +74,20 @@ async function create(db: DataSource, args: string[], out: Out): Promise<void> {
   const tenant = values.tenant;
   const role = values.role as KeyRole | undefined;
   if (!role || !KEY_ROLES.includes(role)) throw new UsageError(`--role is required: one of ${KEY_ROLES.join(', ')}`);
+  const label = labelOf(values.label);
   let created: { id: string; key: string };
   if (role === 'operator') {
     if (tenant !== undefined) throw new UsageError('an operator key belongs to no tenant: leave out --tenant');
-    created = await createApiKey(db.manager, { tenantId: null, role, label: values.label });
+    created = await createApiKey(db.manager, { tenantId: null, role, label });
   } else {
     if (!tenant || !/^[a-z0-9][a-z0-9_-]{0,62}$/.test(tenant)) {
       throw new UsageError('--tenant is required: lower-case letters, digits, "_" and "-" (at most 63)');
     }
     await ensureTenant(db.manager, tenant);
-    created = await createApiKey(db.manager, { tenantId: tenant, role: role as Role, label: values.label });
+    created = await createApiKey(db.manager, { tenantId: tenant, role: role as Role, label });
   }
   if (values.json) {
-    out(
-      JSON.stringify({ id: created.id, tenant: tenant ?? null, role, label: values.label ?? null, key: created.key }),
-    );
+    out(JSON.stringify({ id: created.id, tenant: tenant ?? null, role, label: label ?? null, key: created.key }));
     return;
   }
   out(
@@ -99,7 +124,7 @@ async function list(db: DataSource, args: string[], out: Out): Promise<void> {
       `${k.key_prefix}…`,
       k.revoked_at ? `revoked ${new Date(k.revoked_at).toISOString()}` : 'active',
       new Date(k.created_at).toISOString(),
-      k.label ?? '',
+      shownLabel(k.label),
     ]),
   ];
   const widths = table[0].map((_, i) => Math.max(...table.map((r) => r[i].length)));
