@@ -143,4 +143,68 @@ describe('another tenant’s resources answer as missing ones do', () => {
     expect(after.body.status).not.toBe('cancelled');
     expect(after.body.operations[0].status).toBe('PREPARED');
   });
+
+  it('answers another tenant’s keys of every role on an operation’s and an execution’s decisions as on missing ones, headers included', async () => {
+    const created = await http<{ id: string; operations: { id: string }[] }>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([charge(unique('decide'), { requires_approval: true })]),
+    });
+    expect(created.status).toBe(201);
+    const exe = created.body.id;
+    const op = created.body.operations[0].id;
+    const shown = await http(stack.apiUrl, 'GET', `/v1/operations/${op}`, { key: DEMO.reviewer });
+    // The version this tenant's reviewer was shown: an outsider who learned it is told no more than with any other.
+    const etag = shown.headers.get('etag')!;
+    const otherReviewer = (
+      await createApiKey(stack.db.dataSource.manager, { tenantId: 'demo-other', role: 'reviewer' })
+    ).key;
+    type Ask = { body?: unknown; headers?: Record<string, string> };
+    const asks: [string, string, Ask][] = [
+      ['GET', `/v1/operations/{op}`, {}],
+      ['POST', `/v1/operations/{op}/approval`, { body: { decision: 'approve' }, headers: { 'if-match': etag } }],
+      ['POST', `/v1/operations/{op}/approval`, { body: { decision: 'deny', requested_at: '2026-01-01T00:00:00Z' } }],
+      [
+        'POST',
+        `/v1/operations/{op}/resolve`,
+        { body: { status: 'FAILED', evidence: 'x' }, headers: { 'if-match': etag } },
+      ],
+      ['POST', `/v1/operations/{op}/resolve`, { body: { status: 'MANUAL_REVIEW', evidence: 'x', due_in_seconds: 5 } }],
+      ['POST', `/v1/operations/{op}/recheck`, { headers: { 'if-match': etag } }],
+      ['POST', `/v1/operations/{op}/retry`, {}],
+      ['GET', `/v1/executions/{exe}/events?after=999`, {}],
+      ['POST', `/v1/executions/{exe}/cancel`, { body: { reason: 'x' } }],
+      ['POST', `/v1/executions/{exe}/cancel`, { headers: { 'if-match': '*' } }],
+    ];
+    // Everything the answer says, less what differs between any two requests (its time, its request id, its length).
+    const said = (res: { status: number; headers: Headers; text: string }, id: string, ghost: string) =>
+      JSON.stringify({
+        status: res.status,
+        headers: [...res.headers].filter(([name]) => !['date', 'x-request-id', 'content-length'].includes(name)),
+        body: comparable(res.text, id, ghost),
+      });
+    const wrong: string[] = [];
+    for (const key of [DEMO.otherAgent, otherReviewer, otherAdmin]) {
+      for (const [method, path, ask] of asks) {
+        const [id, ghost] = path.includes('{exe}') ? [exe, GHOST.exe] : [op, GHOST.op];
+        const at = (target: string) => path.replace(/\{op\}|\{exe\}/, target);
+        const theirs = await http(stack.apiUrl, method, at(id), { key, ...ask });
+        const none = await http(stack.apiUrl, method, at(ghost), { key, ...ask });
+        if (![403, 404].includes(theirs.status) || said(theirs, id, ghost) !== said(none, ghost, ghost)) {
+          wrong.push(`${method} ${path}: ${theirs.status} ${theirs.text} vs ${none.status} ${none.text}`);
+        }
+      }
+    }
+    expect(wrong).toEqual([]);
+    // Nothing any of them asked for was written: no decision in the history, the approval not decided.
+    const log = await http(stack.apiUrl, 'GET', `/v1/executions/${exe}/events`, { key: DEMO.agent });
+    expect(log.text).not.toMatch(/approval\.decided|operation\.resolved|operation\.still_unknown|cancelled_by_caller/);
+    const after = await http<{ status: string; approval: { state: string } | null }>(
+      stack.apiUrl,
+      'GET',
+      `/v1/operations/${op}`,
+      { key: DEMO.reviewer },
+    );
+    expect(after.body.status).toBe('PREPARED');
+    expect(after.body.approval?.state ?? 'none').not.toMatch(/granted|denied/);
+  });
 });
