@@ -35,7 +35,7 @@ export const DEFAULT_REJECTION_STATUSES: readonly number[] = [400, 402, 409, 422
  * the contract's §2 outcome classification, implemented once for every connector:
  * 2xx → ACKNOWLEDGED; a declared rejection with an error body → FAILED/CONNECTOR_REJECTED;
  * never delivered → FAILED/SOURCE_UNREACHABLE; everything else (timeout, reset, 5xx, 408, 429, an undeclared
- * status, a rejection without an error body) → UNKNOWN/CONNECTOR_ERROR. Ambiguity never becomes FAILED.
+ * status, a rejection without an error body, an answer larger than the connector reads) → UNKNOWN/CONNECTOR_ERROR. Ambiguity never becomes FAILED.
  */
 export function classifySend(exchange: HttpExchange, rules: ClassifyRules): SendOutcome {
   if (exchange.kind === 'not_delivered') {
@@ -53,6 +53,15 @@ export function classifySend(exchange: HttpExchange, rules: ClassifyRules): Send
     };
   }
   const { status, body } = exchange;
+  if (exchange.truncated) {
+    // Not read past the size limit: what the answer says (a 2xx from the provider or a page from a proxy in front, a
+    // rejection or something else under a declared code) is unknown, so neither an acknowledgement nor a FAILED.
+    return {
+      status: OperationStatus.UNKNOWN,
+      reason: TerminalReason.CONNECTOR_ERROR,
+      detail: `provider answered ${status} with a body larger than the connector reads: outcome unknown`,
+    };
+  }
   if (status >= 200 && status < 300) {
     return {
       status: OperationStatus.ACKNOWLEDGED,

@@ -2,6 +2,7 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { ClientRequest, createServer } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { httpExchange } from './http-exchange';
+import { endlessAnswerServer } from '../../../test/support/endless-answer';
 import { serveDuringDescribe } from '../../../test/support/local-server';
 
 /** The client sockets httpExchange's requests ran on, seen through Node's public HTTP client diagnostics channel. */
@@ -79,5 +80,33 @@ describe('httpExchange on a reused keep-alive socket', () => {
       silent.closeAllConnections();
       await new Promise<void>((resolve) => silent.close(() => resolve()));
     }
+  });
+});
+
+describe('httpExchange of an answer past its size limit', () => {
+  const provider = endlessAnswerServer(201);
+  const local = serveDuringDescribe(() => provider.server);
+
+  it('stops reading at the limit and closes the connection: the answer is "too large", not a timeout', async () => {
+    // The timeout is far beyond the test's own: only an exchange that stops at the limit answers within it.
+    const result = await httpExchange({ method: 'POST', url: `${local.url}/x`, body: {}, timeoutMs: 60_000 });
+    expect(result).toMatchObject({ kind: 'response', status: 201, truncated: true, body: undefined });
+    // The provider sees its connection closed: nothing more of the answer is read (or waited for).
+    await provider.closed[0];
+  }, 20_000);
+});
+
+describe('httpExchange of JSON that opens with a byte order mark', () => {
+  const local = serveDuringDescribe(() =>
+    createServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'application/json' }).end('\ufeff{"id":"ch_1","status":"ok"}');
+    }),
+  );
+
+  it('reads it as the JSON after the mark (it reads one way), and hands on that text', async () => {
+    const result = await httpExchange({ method: 'GET', url: `${local.url}/x`, timeoutMs: 5_000 });
+    expect(result).toMatchObject({ kind: 'response', status: 200, body: { id: 'ch_1', status: 'ok' } });
+    expect(result.kind === 'response' && result.json).toBe('{"id":"ch_1","status":"ok"}');
   });
 });

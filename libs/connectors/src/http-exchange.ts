@@ -27,6 +27,10 @@ export type HttpExchange =
       status: number;
       headers: http.IncomingHttpHeaders;
       body: unknown;
+      /**
+       * The body went past `maxResponseBytes`: it was not read further (the connection was closed) and `body` is
+       * undefined. Nothing can be told from such an answer but its status.
+       */
       truncated: boolean;
       /**
        * The text `body` was parsed from, when it was JSON: where it says more than `body` shows (a member named twice,
@@ -38,6 +42,14 @@ export type HttpExchange =
   | { kind: 'not_delivered'; code: string; message: string }
   /** The request may have reached the provider: timeout, reset, or anything after the connection was up. */
   | { kind: 'ambiguous'; code: string; message: string };
+
+/**
+ * The text without one leading U+FEFF. RFC 8259 forbids a sender to add a byte order mark but lets a parser ignore
+ * one; JSON.parse refuses it. Ignored, the text reads one way — as the JSON after the mark — so the answer is read.
+ */
+function withoutByteOrderMark(text: string): string {
+  return text.startsWith('\ufeff') ? text.slice(1) : text;
+}
 
 const agents = {
   http: new http.Agent({ keepAlive: true, maxSockets: 256, timeout: 2000 }),
@@ -94,21 +106,28 @@ export function httpExchange(request: HttpExchangeRequest): Promise<HttpExchange
         }
         const chunks: Buffer[] = [];
         let size = 0;
-        let truncated = false;
         res.on('data', (chunk: Buffer) => {
-          if (truncated) return;
           size += chunk.length;
-          if (size > maxBytes) {
-            truncated = true;
+          if (size <= maxBytes) {
+            chunks.push(chunk);
             return;
           }
-          chunks.push(chunk);
+          // Past the limit the answer is not read (it could be endless, or arrive a byte at a time until the timeout):
+          // the exchange ends now, and the connection is closed rather than drained.
+          finish({
+            kind: 'response',
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            body: undefined,
+            truncated: true,
+          });
+          res.destroy();
         });
         res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
+          const text = withoutByteOrderMark(Buffer.concat(chunks).toString('utf8'));
           let body: unknown = undefined;
           let json: string | undefined;
-          if (!truncated && text.length > 0) {
+          if (text.length > 0) {
             try {
               body = JSON.parse(text);
               json = text;
@@ -121,7 +140,7 @@ export function httpExchange(request: HttpExchangeRequest): Promise<HttpExchange
             status: res.statusCode ?? 0,
             headers: res.headers,
             body,
-            truncated,
+            truncated: false,
             ...(json !== undefined && { json }),
           });
         });

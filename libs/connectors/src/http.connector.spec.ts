@@ -4,6 +4,8 @@ import { OperationStatus, TerminalReason } from '@verity/status-model';
 import type { ConnectorEnvironment, ConnectorOperation } from './connector';
 import { operationCapabilities } from './connector';
 import { HttpConnector } from './http.connector';
+import { endlessAnswerServer } from '../../../test/support/endless-answer';
+import { serveDuringDescribe } from '../../../test/support/local-server';
 
 interface Seen {
   method: string;
@@ -851,4 +853,49 @@ describe('http connector', () => {
     });
     expect(await context()).toMatchObject({ kind: 'state', requestedStatePresent: false });
   });
+});
+
+describe('http connector: a target whose answer never ends', () => {
+  const connector = new HttpConnector();
+  const rejecting = endlessAnswerServer(422);
+  const accepting = endlessAnswerServer(200);
+  const rejectingUrl = serveDuringDescribe(() => rejecting.server);
+  const acceptingUrl = serveDuringDescribe(() => accepting.server);
+  // Far beyond the tests' own timeouts: only a connector that stops reading at the limit answers within them.
+  const env = (port: number): ConnectorEnvironment => ({
+    sandboxUrl: 'unused',
+    timeoutMs: 60_000,
+    tenant: { allowHosts: [{ host: '127.0.0.1', ports: [port], allow_private: true }], secrets: {} },
+  });
+  const op = (params: Record<string, unknown>): ConnectorOperation => ({
+    id: 'op_endless',
+    tenantId: 'demo',
+    action: 'request',
+    params,
+    expectedState: null,
+    providerRef: null,
+  });
+
+  it('a declared rejection whose body is past the limit is an unknown outcome, never FAILED', async () => {
+    const outcome = await connector.send(
+      op({ method: 'POST', url: `${rejectingUrl.url}/orders`, body: {}, reject_statuses: [422] }),
+      env(rejectingUrl.port),
+    );
+    expect(outcome).toMatchObject({ status: OperationStatus.UNKNOWN, detail: expect.stringContaining('larger than') });
+    await rejecting.closed[0];
+  }, 20_000);
+
+  it('a read of it is inconclusive ("larger than"), answered at the limit, the connection closed', async () => {
+    const read = await connector.readContext(
+      op({
+        method: 'POST',
+        url: `${acceptingUrl.url}/orders`,
+        body: {},
+        context: { url: `${acceptingUrl.url}/orders/1`, field: 'id' },
+      }),
+      env(acceptingUrl.port),
+    );
+    expect(read).toMatchObject({ kind: 'unreachable', evidence: { error: expect.stringContaining('larger than') } });
+    await accepting.closed[0];
+  }, 20_000);
 });

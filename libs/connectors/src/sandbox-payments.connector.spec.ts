@@ -1,4 +1,5 @@
 import { createServer, request } from 'node:http';
+import { endlessAnswerServer } from '../../../test/support/endless-answer';
 import { serveDuringDescribe } from '../../../test/support/local-server';
 import { SandboxPaymentsConnector } from './sandbox-payments.connector';
 
@@ -182,4 +183,26 @@ describe('sandbox.payments sends answered with JSON that reads two ways', () => 
       });
     }
   });
+});
+
+describe('sandbox.payments reads of a charge list that never ends', () => {
+  const provider = endlessAnswerServer(200);
+  const local = serveDuringDescribe(() => provider.server);
+
+  it('reads nothing from it ("response too large"), answered at the size limit, the connection closed', async () => {
+    const read = await new SandboxPaymentsConnector().readBack(
+      {
+        id: 'op_endless',
+        tenantId: 'demo',
+        action: 'charge',
+        params: { amount: 100, currency: 'EUR', reference: 'order-endless' },
+        expectedState: null,
+        providerRef: { id: 'ch_1', version: 1 },
+      },
+      // Far beyond the test's own timeout: only a connector that stops reading at the limit answers within it.
+      { sandboxUrl: local.url, timeoutMs: 60_000 },
+    );
+    expect(read).toMatchObject({ kind: 'unreachable', evidence: { error: 'response too large' } });
+    await provider.closed[0];
+  }, 20_000);
 });

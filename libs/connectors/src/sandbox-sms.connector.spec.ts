@@ -1,5 +1,6 @@
 import { createServer } from 'node:http';
 import { OperationStatus } from '@verity/status-model';
+import { endlessAnswerServer } from '../../../test/support/endless-answer';
 import { serveDuringDescribe } from '../../../test/support/local-server';
 import { SandboxSmsConnector } from './sandbox-sms.connector';
 
@@ -41,4 +42,30 @@ describe('sandbox.sms sends answered with JSON that reads two ways', () => {
     answer = '{"id":"msg_a","note":"x","note":"y"}';
     await expect(send()).resolves.toMatchObject({ status: OperationStatus.ACKNOWLEDGED, providerRef: { id: 'msg_a' } });
   });
+});
+
+describe('sandbox.sms sends answered with a body that never ends', () => {
+  const provider = endlessAnswerServer(201);
+  const local = serveDuringDescribe(() => provider.server);
+
+  it('is an unknown outcome, answered at the size limit (not the timeout), the connection closed', async () => {
+    const outcome = await new SandboxSmsConnector().send(
+      {
+        id: 'op_sms_endless',
+        tenantId: 'demo',
+        action: 'send',
+        params: { to: '+15550100', body: 'hi' },
+        expectedState: null,
+        providerRef: null,
+      },
+      // Far beyond the test's own timeout: only a connector that stops reading at the limit answers within it.
+      { sandboxUrl: local.url, timeoutMs: 60_000 },
+    );
+    // Whether the provider took the message is what the answer would have said: neither ACKNOWLEDGED nor FAILED.
+    expect(outcome).toMatchObject({
+      status: OperationStatus.UNKNOWN,
+      detail: expect.stringContaining('larger than'),
+    });
+    await provider.closed[0];
+  }, 20_000);
 });
