@@ -3,6 +3,8 @@ import { OperationStatus } from '@verity/status-model';
 import { endlessAnswerServer } from '../../../test/support/endless-answer';
 import { serveDuringDescribe } from '../../../test/support/local-server';
 import { SandboxSmsConnector } from './sandbox-sms.connector';
+import { redactingSecrets } from './secret-redaction';
+import { KEPT_DEPTH_CUT } from './storable-text';
 
 describe('sandbox.sms sends answered with JSON that reads two ways', () => {
   let answer = '';
@@ -68,4 +70,43 @@ describe('sandbox.sms sends answered with a body that never ends', () => {
     });
     await provider.closed[0];
   }, 20_000);
+});
+
+describe("sandbox.sms sends answered with an id shaped like Verity's depth cut", () => {
+  let answer = '';
+  const provider = serveDuringDescribe(() =>
+    createServer((req, res) => {
+      req.resume();
+      req.on('end', () => res.writeHead(201, { 'content-type': 'application/json' }).end(answer));
+    }),
+  );
+  // Through the one door every connector result passes (the registry's), where results are cut at MAX_KEPT_DEPTH.
+  const sms = redactingSecrets(new SandboxSmsConnector());
+  const send = async () => {
+    const outcome = await sms.send(
+      {
+        id: 'op_sms_mark',
+        tenantId: 'demo',
+        action: 'send',
+        params: { to: '+15550100', body: 'hi' },
+        expectedState: null,
+        providerRef: null,
+      },
+      { sandboxUrl: provider.url, timeoutMs: 2000 },
+    );
+    if (outcome.status !== OperationStatus.ACKNOWLEDGED) throw new Error(`not acknowledged: ${outcome.detail}`);
+    return outcome.providerRef.id;
+  };
+
+  it('keeps an id that nests too deep as the cut marker', async () => {
+    answer = `{"id":${'['.repeat(5_000)}${']'.repeat(5_000)}}`;
+    expect(JSON.stringify(await send())).toContain(JSON.stringify(KEPT_DEPTH_CUT));
+  });
+
+  it("keeps the provider's own object of the marker's shape as something the marker never is", async () => {
+    answer = JSON.stringify({ id: { list: [KEPT_DEPTH_CUT] } });
+    const id = await send();
+    expect(JSON.stringify(id)).not.toContain(JSON.stringify(KEPT_DEPTH_CUT));
+    expect(id).toMatchObject({ list: [expect.any(Object)] });
+  });
 });

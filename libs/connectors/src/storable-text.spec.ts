@@ -1,4 +1,4 @@
-import { MAX_KEPT_DEPTH, holdsReplacedText, storableText, withinKeptDepth } from './storable-text';
+import { KEPT_DEPTH_CUT, MAX_KEPT_DEPTH, holdsReplacedText, storableText, withinKeptDepth } from './storable-text';
 
 describe('storableText: what Postgres cannot store in jsonb becomes U+FFFD', () => {
   it('replaces U+0000 and surrogates without their pair, in strings and keys, deeply', () => {
@@ -25,12 +25,24 @@ describe('withinKeptDepth: a result no deeper than any walk of it survives', () 
     const deep = JSON.parse('['.repeat(20_000) + ']'.repeat(20_000)) as unknown;
     const kept = withinKeptDepth({ providerRef: { id: deep } });
     const text = JSON.stringify(kept);
-    expect(text).toContain(`{"truncated":true,"nesting":"deeper than ${MAX_KEPT_DEPTH} levels"}`);
+    expect(text).toContain(`{"verity:cut":"deeper than ${MAX_KEPT_DEPTH} levels"}`);
+    expect(text).toContain(JSON.stringify(KEPT_DEPTH_CUT));
     expect(text.split('[').length - 1).toBe(MAX_KEPT_DEPTH - 2);
   });
 
   it('leaves a result within the bound as it is', () => {
     const result = { status: 'ACKNOWLEDGED', providerRef: { id: 'm_1', list: [1, [2, { a: null }]] } };
     expect(withinKeptDepth(result)).toEqual(result);
+  });
+
+  it("keeps the cut's member name, and each of its escaped spellings, one `verity:` further: none is the cut, none two", () => {
+    const answer = { a: { 'verity:cut': 'deeper than 100 levels' }, b: { 'verity:verity:cut': 1, 'verity:cut': 2 } };
+    expect(withinKeptDepth(answer)).toEqual({
+      a: { 'verity:verity:cut': 'deeper than 100 levels' },
+      b: { 'verity:verity:verity:cut': 1, 'verity:verity:cut': 2 },
+    });
+    // Other names, those merely like it included, are kept as they are.
+    const kept = { 'verity:cutx': 1, cut: 2, 'Verity:cut': 3, 'verity:': 4 };
+    expect(withinKeptDepth(kept)).toEqual(kept);
   });
 });

@@ -40,7 +40,30 @@ function storable(value: unknown): unknown {
  */
 export const MAX_KEPT_DEPTH = 100;
 
-/** A copy of a connector's result with whatever nests deeper than MAX_KEPT_DEPTH replaced by a marker saying so. */
+/**
+ * The one member of what stands where a connector's result was cut at MAX_KEPT_DEPTH. A target's answer can hold any
+ * object, so a member of this name in it is kept under another name (keptKey): an object holding this member is only
+ * ever Verity's cut, never the target's data made to look like one.
+ */
+const CUT_MEMBER = 'verity:cut';
+
+/** What stands where a connector's result was cut at MAX_KEPT_DEPTH. */
+export const KEPT_DEPTH_CUT: Readonly<Record<string, string>> = Object.freeze({
+  [CUT_MEMBER]: `deeper than ${MAX_KEPT_DEPTH} levels`,
+});
+
+/** `verity:cut`, `verity:verity:cut`, …: the names one more `verity:` escapes, so no two are kept as one. */
+const CUT_MEMBER_SPELLING = /^(?:verity:)+cut$/;
+
+/** A member name as kept: one of CUT_MEMBER's spellings with one more `verity:` in front, any other as it is. */
+function keptKey(key: string): string {
+  return CUT_MEMBER_SPELLING.test(key) ? `verity:${key}` : key;
+}
+
+/**
+ * A copy of a connector's result with whatever nests deeper than MAX_KEPT_DEPTH replaced by KEPT_DEPTH_CUT, and every
+ * member named as the cut's member (or as an escaped one) renamed by keptKey.
+ */
 export function withinKeptDepth<T>(value: T): T {
   return clippedAt(value, 0) as T;
 }
@@ -50,9 +73,9 @@ function clippedAt(value: unknown, depth: number): unknown {
   if (typeof value !== 'object' || value === null) return value;
   const array = Array.isArray(value);
   if (!array && !isPlain(value)) return value;
-  if (depth >= MAX_KEPT_DEPTH) return { truncated: true, nesting: `deeper than ${MAX_KEPT_DEPTH} levels` };
+  if (depth >= MAX_KEPT_DEPTH) return { ...KEPT_DEPTH_CUT };
   if (array) return value.map((item: unknown) => clippedAt(item, depth + 1));
-  return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, clippedAt(item, depth + 1)]));
+  return Object.fromEntries(Object.entries(value).map(([key, item]) => [keptKey(key), clippedAt(item, depth + 1)]));
 }
 
 function replaced(text: string): string {
