@@ -29,6 +29,7 @@ import {
   transaction,
   preparedFromStaleRead,
   refutedRetries,
+  SecretUnreadableError,
   withinTransaction,
   type Queryable,
   type SettingsAsRead,
@@ -423,6 +424,8 @@ export class LifecycleService {
 
   /** Whether this quiet preparation's moves go with its one send (the status model's sendsWithPreparation). */
   private sendsWithPreparation(operations: OperationEntity[], { tenant, settings }: TenantRead): boolean {
+    // Settings whose secrets did not open cannot make the send: it reads them itself (and fails until the key is fixed).
+    if (operations.some((op) => settings.get(op.connector)?.secretsUnopened)) return false;
     return sendsWithPreparation(
       operations.map((op) => ({
         status: op.status,
@@ -532,14 +535,20 @@ export class LifecycleService {
         continue;
       }
       const known = settings.get(op.connector);
-      const environment = known
-        ? this.connectors.callEnvironment({
+      contexts.set(
+        op.id,
+        await this.readContextOf(connector, op, async () => {
+          if (!known) return this.connectors.environmentOf(op);
+          // Read with the execution, a secret that did not open is said, not thrown: thrown here, it is this read's
+          // failure (readContextOf), as it is when the settings are read for the read alone.
+          if (known.secretsUnopened) throw known.secretsUnopened;
+          return this.connectors.callEnvironment({
             allowHosts: known.allowHosts,
             secrets: known.secrets,
             readBackBinding: known.readBackBinding,
-          })
-        : await this.connectors.environmentOf(op);
-      contexts.set(op.id, await this.readContextOf(connector, op, environment));
+          });
+        }),
+      );
     }
     return contexts;
   }
@@ -547,15 +556,25 @@ export class LifecycleService {
   /**
    * The connector's context read of `op`; one that threw (a connector's fault on an answer it did not expect) is the
    * source unread, with its cause (contextReadThrew) — as a read-back that throws is for the reconciler — never a failed
-   * job: every retry of it would throw the same way. (Secrets that do not open with this SECRETS_KEY throw earlier,
-   * where the job reads the tenant's settings: that job still fails and is retried until the key is fixed.)
+   * job: every retry of it would throw the same way. So is a read whose environment cannot be built because the
+   * tenant's secrets do not open with this SECRETS_KEY (`"context read error: SecretUnreadableError"`): it cannot be
+   * made until the key is fixed, and is a failed read under the same rules. Anything else that fails building the
+   * environment (the database, reading the settings) fails the job, to be retried as any other.
    */
   async readContextOf(
     connector: Connector,
     op: OperationEntity,
-    environment: ConnectorEnvironment,
+    environmentOf: () => ConnectorEnvironment | Promise<ConnectorEnvironment>,
   ): Promise<ContextResult> {
     if (!connector.readContext) return unreachableRead(op.connector, 'no context read');
+    let environment: ConnectorEnvironment;
+    try {
+      environment = await environmentOf();
+    } catch (error) {
+      if (!(error instanceof SecretUnreadableError)) throw error;
+      this.logger.error({ err: error, operationId: op.id }, 'context read not made: a secret does not open');
+      return contextReadThrew(op.connector, error);
+    }
     try {
       return await connector.readContext(connectorOperation(op), environment);
     } catch (error) {
@@ -845,7 +864,7 @@ export class LifecycleService {
     }
     const connector = this.connectors.get(op.connector);
     const context: ContextResult = connector?.readContext
-      ? await this.readContextOf(connector, op, await this.connectors.environmentOf(op))
+      ? await this.readContextOf(connector, op, () => this.connectors.environmentOf(op))
       : unreachableRead(op.connector, 'no context read');
     if (context.kind === 'unreachable') {
       // Whichever precondition put it here (the agent's expected_state, or the approval's baseline the sender could
@@ -1019,15 +1038,20 @@ export class LifecycleService {
         // one kind of sender, or a dispatch job finding it SENT by an advance job would take it for an orphan.
         const reports = await Promise.all(
           ready.map((op) => {
+            // Settings whose secrets did not open are not handed on: the sender reads them itself (and fails until the
+            // key is fixed) rather than build a call without the secrets the tenant set.
             const known = settings.get(op.connector);
-            const held = known && {
-              operation: op,
-              executionDeadline: execution.deadlineAt,
-              tenant,
-              approvalPolicy,
-              settings: known,
-              clockOffsetMs,
-            };
+            const held =
+              known && !known.secretsUnopened
+                ? {
+                    operation: op,
+                    executionDeadline: execution.deadlineAt,
+                    tenant,
+                    approvalPolicy,
+                    settings: known,
+                    clockOffsetMs,
+                  }
+                : undefined;
             return sendNow(op.id, held, completion);
           }),
         );

@@ -602,7 +602,7 @@ export class SenderService implements OnModuleDestroy {
       return this.withdrawGrant(op, approval, grant.staleness, approval.baseline, grant.cause);
     let currentBaseline: unknown = approval.baseline;
     if (connector.readContext) {
-      const context = await this.lifecycle.readContextOf(connector, op, this.connectors.callEnvironment(tenant));
+      const context = await this.lifecycle.readContextOf(connector, op, () => this.connectors.callEnvironment(tenant));
       if (context.kind === 'unreachable') {
         // I15: the grant holds only for the source as the reviewer saw it; unread, it is not sent blind. The
         // lifecycle reads it again with backoff (then this check runs again), or holds it for a human.

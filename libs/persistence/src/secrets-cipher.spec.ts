@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { SecretUnreadableError, SecretsCipher, secretBinding } from './secrets-cipher';
+import { connectorSettingsOfRow } from './entities/connector-settings.entity';
 
 describe('connector secrets at rest', () => {
   const binding = secretBinding('acme', 'http', 'crm_token');
@@ -39,5 +40,39 @@ describe('connector secrets at rest', () => {
       expect(withKey().open(stored, binding)).toBe(value);
     }
     expect(withoutKey.seal('plain-ish', binding)).toBe('plain-ish');
+  });
+});
+
+describe('connector settings whose secrets do not open (connectorSettingsOfRow)', () => {
+  const cipher = new SecretsCipher(randomBytes(32).toString('base64'));
+  const row = {
+    allow_hosts: [],
+    spending_caps: [],
+    read_back_binding: null,
+    secrets: {
+      crm_token: cipher.seal('s3cret-value', secretBinding('acme', 'http', 'crm_token')),
+      // Corrupted where it is stored: it opens with no key.
+      other: 'v1:AAAA:BBBB:CCCC',
+    },
+  };
+
+  it('throws by default, as every call that needs them wants', () => {
+    expect(() => connectorSettingsOfRow(row, 'acme', 'http', cipher)).toThrow(SecretUnreadableError);
+  });
+
+  it('recorded on request: no secret given, the error said, everything else read', () => {
+    const settings = connectorSettingsOfRow(row, 'acme', 'http', cipher, { unopened: 'recorded' });
+    expect(settings.secrets).toEqual({});
+    expect(settings.secretsUnopened).toBeInstanceOf(SecretUnreadableError);
+    expect(settings.readBackBinding).toBe('declared');
+    const { other: _, ...opening } = row.secrets;
+    expect(
+      connectorSettingsOfRow({ ...row, secrets: opening }, 'acme', 'http', cipher, { unopened: 'recorded' }),
+    ).toEqual({
+      allowHosts: [],
+      spendingCaps: [],
+      readBackBinding: 'declared',
+      secrets: { crm_token: 's3cret-value' },
+    });
   });
 });

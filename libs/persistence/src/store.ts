@@ -721,7 +721,10 @@ export async function findExecutionWithOperationsForWorker(
   tenant: TenantEntity | null;
   /** The tenant's approval policy as stored (`approvalPolicyOf`), for the send guard. */
   approvalPolicy: string | null;
-  /** The tenant's settings for each connector its operations use, by connector name. */
+  /**
+   * The tenant's settings for each connector its operations use, by connector name; secrets that do not open with
+   * this SECRETS_KEY are said in `secretsUnopened`, not thrown.
+   */
   settings: Map<string, ConnectorSettingsRecord>;
   /** The database's clock at this read: the clock `deadline_at` is on (and the send guard and the sweeper judge it by). */
   databaseNow: Date;
@@ -737,8 +740,10 @@ export async function findExecutionWithOperationsForWorker(
     if (raw.o__id === null) continue;
     const operation = hydrate(db, OperationEntity, raw, 'o__');
     operations.push(operation);
+    // A secret that does not open is said in the settings, not thrown: this read serves the whole advance, and the
+    // context reads it feeds are failed reads then (the lifecycle's), not a job that throws on every retry.
     if (!settings.has(operation.connector))
-      settings.set(operation.connector, settingsOfJoinedRow(operation, raw, secrets));
+      settings.set(operation.connector, settingsOfJoinedRow(operation, raw, secrets, 'recorded'));
   }
   return {
     execution: hydrate(db, ExecutionEntity, found[0], 'e__'),
@@ -755,6 +760,7 @@ function settingsOfJoinedRow(
   operation: OperationEntity,
   raw: Record<string, unknown>,
   secrets: ConnectorSecretsAccess,
+  unopened: 'thrown' | 'recorded' = 'thrown',
 ): ConnectorSettingsRecord {
   const row: ConnectorSettingsRow = {
     allow_hosts: raw.s__allow_hosts as ConnectorSettingsRow['allow_hosts'],
@@ -764,7 +770,7 @@ function settingsOfJoinedRow(
     version: raw.s__version as string | null,
   };
   const opens = secrets.connectors.includes(operation.connector) && secrets.cipher;
-  return connectorSettingsOfRow(row, operation.tenantId, operation.connector, opens);
+  return connectorSettingsOfRow(row, operation.tenantId, operation.connector, opens, { unopened });
 }
 
 /** What a send starts from (see `findOperationToSend`), or what a job that already read it hands to the sender. */

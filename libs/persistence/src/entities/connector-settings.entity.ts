@@ -1,6 +1,6 @@
 import { Column, Entity, PrimaryColumn } from 'typeorm';
 import type { DataSource, EntityManager } from 'typeorm';
-import { SecretsCipher, secretBinding } from '../secrets-cipher';
+import { SecretUnreadableError, SecretsCipher, secretBinding } from '../secrets-cipher';
 import { Queryable, rows, transaction } from '../sql';
 import type { TransitionResult } from '../transition.service';
 import { REJECTED_COMMIT_STATUSES, describeFoundCurrency } from '@verity/status-model';
@@ -161,6 +161,12 @@ export interface ConnectorSettingsRecord {
   readBackBinding: ReadBackBindingRow;
   /** Names and values; present only when asked for (workers building a request). */
   secrets: Record<string, string>;
+  /**
+   * Why the secrets were not opened (one does not open with this SECRETS_KEY), when the read was asked to say so
+   * rather than throw (`connectorSettingsOfRow`'s `unopened: 'recorded'`); `secrets` is then empty. Anything built
+   * from such settings would lack the secrets the tenant set: a call made with them must not be made.
+   */
+  secretsUnopened?: SecretUnreadableError;
   /** The row's version as read (`settingsVersionOf`; null: there was no row); undefined when the read did not ask. */
   version?: string | null;
 }
@@ -203,17 +209,29 @@ export interface ConnectorSettingsRow {
   version?: string | null;
 }
 
-/** The record a worker uses, with the secrets opened when a cipher is given (only for a connector that declares them). */
+/**
+ * The record a worker uses, with the secrets opened when a cipher is given (only for a connector that declares them).
+ * A secret that does not open throws SecretUnreadableError — or, with `unopened: 'recorded'`, is said in
+ * `secretsUnopened` (and no secret is given): for a read that serves more than the calls that need them.
+ */
 export function connectorSettingsOfRow(
   row: ConnectorSettingsRow | undefined,
   tenantId: string,
   connector: string,
   cipher: SecretsCipher | false,
+  options: { unopened?: 'thrown' | 'recorded' } = {},
 ): ConnectorSettingsRecord {
-  const secrets: Record<string, string> = {};
+  let secrets: Record<string, string> = {};
+  let secretsUnopened: SecretUnreadableError | undefined;
   if (cipher) {
-    for (const [name, stored] of Object.entries(row?.secrets ?? {})) {
-      secrets[name] = cipher.open(stored, secretBinding(tenantId, connector, name));
+    try {
+      for (const [name, stored] of Object.entries(row?.secrets ?? {})) {
+        secrets[name] = cipher.open(stored, secretBinding(tenantId, connector, name));
+      }
+    } catch (error) {
+      if (!(error instanceof SecretUnreadableError) || options.unopened !== 'recorded') throw error;
+      secrets = {};
+      secretsUnopened = error;
     }
   }
   return {
@@ -221,6 +239,7 @@ export function connectorSettingsOfRow(
     spendingCaps: row?.spending_caps ?? [],
     readBackBinding: row?.read_back_binding ?? 'declared',
     secrets,
+    ...(secretsUnopened && { secretsUnopened }),
     ...(row?.version !== undefined ? { version: row.version } : {}),
   };
 }

@@ -1,0 +1,93 @@
+import { DEMO, Stack, waitFor } from '../support/stack';
+import {
+  Call,
+  Execution,
+  Op,
+  TargetServer,
+  httpOp,
+  recordingClient,
+  startTarget,
+  submitOps,
+} from './connectors-support';
+
+const SEALED_WITH = Buffer.alloc(32, 3).toString('base64');
+const ANOTHER_KEY = Buffer.alloc(32, 4).toString('base64');
+const SECRET = 'crm-token-of-a-rotated-key';
+/** PRECONDITION_READ_BUDGET of the stack (test/support/stack.ts TEST_TIMINGS). */
+const BUDGET = 6;
+
+type Logged = { type: string; operation_id: string | null; to_status: string | null; data: Record<string, unknown> };
+
+/**
+ * A dispatcher whose SECRETS_KEY does not open the tenant's connector secrets (the key rotated on one process and not
+ * the other). The secrets are opened where an advance job reads the execution with its tenant's settings, before any
+ * context read and its own failure handling: every try of the preparation threw, and the execution sat in `created`,
+ * retried, until its deadline — nothing recorded of why. Now the context read is a failed one under the rules of any
+ * other (I15): an irreversible operation with an expected_state is not sent, its read is retried, and it is held
+ * (SOURCE_UNREACHABLE) when the budget runs out, the reason in each failed read's event.
+ */
+describe('a context read whose tenant secrets do not open with the dispatcher’s SECRETS_KEY', () => {
+  let stack: Stack;
+  let target: TargetServer;
+  let call: Call;
+
+  beforeAll(async () => {
+    target = await startTarget();
+    stack = await Stack.start({ label: 'ctxsecrets', env: { SECRETS_KEY: SEALED_WITH }, dispatchers: 0 });
+    await stack.startApp('dispatcher', { SECRETS_KEY: ANOTHER_KEY });
+    ({ call } = recordingClient(stack));
+    const put = await call('PUT', '/v1/admin/connector-settings/http', {
+      key: DEMO.admin,
+      body: {
+        allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true, secrets: ['crm_token'] }],
+        secrets: { crm_token: SECRET },
+      },
+    });
+    expect(put.status).toBe(200);
+  }, 60_000);
+  afterAll(async () => {
+    await stack?.stop();
+    await target?.close();
+  });
+
+  it('is a failed read: the irreversible operation is not sent, its read retried, then held SOURCE_UNREACHABLE', async () => {
+    target.setState('ctx-secret', 'open');
+    const auth = { authorization: 'Bearer {{secret:crm_token}}' };
+    const created = await submitOps(call, [
+      httpOp(
+        'order',
+        {
+          method: 'POST',
+          url: `${target.base}/orders`,
+          headers: auth,
+          body: { id: '{{operation_id}}' },
+          context: { url: `${target.base}/state/ctx-secret`, headers: auth, field: '$.data.value' },
+        },
+        { expected_state: { 'data.value': 'open' } },
+      ),
+    ]);
+    const opId = created.operations[0].id;
+    const held = await waitFor(
+      async () => (await call<Op>('GET', `/v1/operations/${opId}`)).body,
+      (op) => op.status !== 'PREPARED',
+      60_000,
+      200,
+    );
+    expect(held).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'SOURCE_UNREACHABLE', attempt: 0 });
+    expect(held.evidence).toMatchObject({ precondition: 'expected_state', failed_reads: BUDGET });
+    // The execution left `created`: prepared, and waiting on the held operation.
+    const execution = (await call<Execution>('GET', `/v1/executions/${created.id}`)).body;
+    expect(execution.status).not.toBe('created');
+    const log = (await call<{ data: Logged[] }>('GET', `/v1/executions/${created.id}/events`)).body.data;
+    const failed = log.filter((e) => e.type === 'context.unavailable' && e.operation_id === opId);
+    expect(failed).toHaveLength(BUDGET);
+    // The reason, as far as it is named without a value: the error's class (the message says nothing more).
+    for (const event of failed) {
+      expect(event.data).toMatchObject({ evidence: { error: 'context read error: SecretUnreadableError' } });
+    }
+    expect(log.some((e) => e.operation_id === opId && e.to_status === 'SENT')).toBe(false);
+    // Nothing reached the target: no read could be made without its secret, and nothing was sent.
+    expect(target.seen).toHaveLength(0);
+    expect(JSON.stringify(log)).not.toContain(SECRET);
+  }, 90_000);
+});
