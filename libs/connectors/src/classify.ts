@@ -35,7 +35,8 @@ export const DEFAULT_REJECTION_STATUSES: readonly number[] = [400, 402, 409, 422
  * the contract's §2 outcome classification, implemented once for every connector:
  * 2xx → ACKNOWLEDGED; a declared rejection with an error body → FAILED/CONNECTOR_REJECTED;
  * never delivered → FAILED/SOURCE_UNREACHABLE; everything else (timeout, reset, 5xx, 408, 429, an undeclared
- * status, a rejection without an error body, an answer larger than the connector reads) → UNKNOWN/CONNECTOR_ERROR. Ambiguity never becomes FAILED.
+ * status, a rejection without an error body or with one larger than the connector reads) → UNKNOWN/CONNECTOR_ERROR.
+ * Ambiguity never becomes FAILED. A 2xx whose body is larger than the connector reads is ACKNOWLEDGED with no reference.
  */
 export function classifySend(exchange: HttpExchange, rules: ClassifyRules): SendOutcome {
   if (exchange.kind === 'not_delivered') {
@@ -53,9 +54,9 @@ export function classifySend(exchange: HttpExchange, rules: ClassifyRules): Send
     };
   }
   const { status, body } = exchange;
-  if (exchange.truncated) {
-    // Not read past the size limit: what the answer says (a 2xx from the provider or a page from a proxy in front, a
-    // rejection or something else under a declared code) is unknown, so neither an acknowledgement nor a FAILED.
+  if (exchange.truncated && !(status >= 200 && status < 300)) {
+    // Not read past the size limit: whether a declared code's answer is the provider's rejection (its error body) or
+    // a page from something in front of it is unknown, so never FAILED.
     return {
       status: OperationStatus.UNKNOWN,
       reason: TerminalReason.CONNECTOR_ERROR,
@@ -66,7 +67,11 @@ export function classifySend(exchange: HttpExchange, rules: ClassifyRules): Send
     return {
       status: OperationStatus.ACKNOWLEDGED,
       providerRef: rules.providerRef ? rules.providerRef(body) : {},
-      detail: `provider answered ${status}`,
+      // A 2xx is the provider's acceptance whatever its body says (2xx → ACKNOWLEDGED); a body past the limit is not
+      // read (it is undefined here), so only the reference it would have named is lost, as with an empty body.
+      detail: exchange.truncated
+        ? `provider answered ${status} with a body larger than the connector reads (not read)`
+        : `provider answered ${status}`,
     };
   }
   const hasErrorBody = typeof body === 'object' && body !== null;

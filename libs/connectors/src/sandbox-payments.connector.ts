@@ -104,6 +104,15 @@ export class SandboxPaymentsConnector implements Connector {
       },
     });
     if (!(exchange.kind === 'response' && exchange.headers[REPLAYED_HEADER] === 'true')) return outcome;
+    if (exchange.truncated && outcome.status === OperationStatus.ACKNOWLEDGED) {
+      // Whose charge it replays (this request's, or an earlier request's for the reference: no charge made for this one)
+      // is what the unread body says: unknown, for the read-back to settle.
+      return {
+        status: OperationStatus.UNKNOWN,
+        reason: TerminalReason.CONNECTOR_ERROR,
+        detail: `${outcome.detail}, replaying an earlier request's charge: outcome unknown`,
+      };
+    }
     if (twoWays && outcome.status === OperationStatus.ACKNOWLEDGED) {
       // Whether the charge it replays is this request's (an acknowledgement) or another's (no charge made for this one)
       // is what the answer says two ways: unknown, for the read-back to settle.
