@@ -18,17 +18,25 @@ SELECT connector, spending_caps FROM tenant_connector_settings
 
 -- usage
 SELECT count(*) AS operations,
-            sum(CASE WHEN jsonb_typeof(o.params #> $4::text[]) = 'number' AND NOT (o.status = ANY($5::text[]) AND o.acknowledged_at IS NULL
-                 AND NOT (coalesce(o.obligation, '{}'::jsonb) ? 'effect_shown_after_failed'))
-                     THEN greatest((o.params #>> $4::text[])::numeric, 0) END) AS amount,
+            sum(CASE WHEN NOT (o.status = ANY($5::text[]) AND o.acknowledged_at IS NULL
+                 AND NOT (coalesce(o.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) THEN greatest(CASE jsonb_typeof(o.params #> $4::text[])
+     WHEN 'number' THEN (o.params #>> $4::text[])::numeric
+     WHEN 'string' THEN CASE WHEN o.params #>> $4::text[]
+                                  ~ '^[ \t\n\r]*[+-]?([0-9]{1,30}(\.[0-9]{0,30})?|\.[0-9]{1,30})([eE][+-]?[0-9]{1,3})?[ \t\n\r]*$'
+                             THEN (o.params #>> $4::text[])::numeric END
+   END, 0) END) AS amount,
             now() - make_interval(secs => $3) AS since
      FROM connector_spend s JOIN operations o ON o.id = s.operation_id
      WHERE s.tenant_id = $1 AND s.connector = $2 AND s.spent_at >= now() - make_interval(secs => $3);
 
 -- amountBeyond
-SELECT coalesce(sum(CASE WHEN jsonb_typeof(o.params #> $4::text[]) = 'number' AND NOT (o.status = ANY($7::text[]) AND o.acknowledged_at IS NULL
-                 AND NOT (coalesce(o.obligation, '{}'::jsonb) ? 'effect_shown_after_failed'))
-                              THEN greatest((o.params #>> $4::text[])::numeric, 0) END), 0)
+SELECT coalesce(sum(CASE WHEN NOT (o.status = ANY($7::text[]) AND o.acknowledged_at IS NULL
+                 AND NOT (coalesce(o.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) THEN greatest(CASE jsonb_typeof(o.params #> $4::text[])
+     WHEN 'number' THEN (o.params #>> $4::text[])::numeric
+     WHEN 'string' THEN CASE WHEN o.params #>> $4::text[]
+                                  ~ '^[ \t\n\r]*[+-]?([0-9]{1,30}(\.[0-9]{0,30})?|\.[0-9]{1,30})([eE][+-]?[0-9]{1,3})?[ \t\n\r]*$'
+                             THEN (o.params #>> $4::text[])::numeric END
+   END, 0) END), 0)
             + $5::numeric > $6::numeric AS beyond
      FROM connector_spend s JOIN operations o ON o.id = s.operation_id
      WHERE s.tenant_id = $1 AND s.connector = $2 AND s.spent_at >= now() - make_interval(secs => $3);

@@ -1,6 +1,13 @@
 import { useTestDatabase } from '../../../test/support/test-database';
 import { chargeOperation, insertTestExecution } from '../../../test/support/fixtures';
-import { CapExceeded, SpendingCapRow, commitWithinSpendingCaps, describeCapExceeded, spendingUsage } from './entities';
+import {
+  CapExceeded,
+  SpendingCapRow,
+  backfillSpend,
+  commitWithinSpendingCaps,
+  describeCapExceeded,
+  spendingUsage,
+} from './entities';
 import type { TransitionResult } from './transition.service';
 
 /**
@@ -164,5 +171,63 @@ describe('spending caps count amounts exactly (real Postgres)', () => {
     expect(await sendUnderCap('tinier', 5e-324)).toBe(false);
     const usage = await spendingUsage(db.dataSource.manager, 'acme', 'sandbox.payments', cap, ['amount']);
     expect(usage).toMatchObject({ operations: 2, amount: 1000 });
+  });
+});
+
+/**
+ * A cap set (or re-set) after sends counts what they were sent with (the backfill), and an operation sent before any
+ * cap could carry its amount as text: intake and dispatch refuse that only under a cap. A target that reads numbers from
+ * text (JavaScript's Number, most form and query parsers) charged it; counted as nothing, the first window of the new
+ * cap had room for all of its max_amount again.
+ */
+describe('a spending cap set after sends counts an amount they carried as decimal text (real Postgres)', () => {
+  const db = useTestDatabase('captext', ['acme']);
+  const cap: SpendingCapRow = { period: 'day', max_amount: 1000, amount_field: 'body.amount' };
+
+  /** An http operation sent (and verified) before the tenant had a cap, with `amount` at body.amount. */
+  async function sentBeforeTheCap(amount: unknown) {
+    const op = chargeOperation({
+      connector: 'http',
+      action: 'request',
+      params: { method: 'POST', url: 'https://pay.example/charges', body: { amount } },
+    });
+    await insertTestExecution(db.dataSource.manager, 'acme', { operations: [op] });
+    await db.dataSource.query(
+      `UPDATE operations SET status = 'VERIFIED', attempt = 1, sent_at = clock_timestamp() WHERE id = $1`,
+      [op.id],
+    );
+    return op;
+  }
+
+  async function sendUnderCap(amount: number): Promise<Awaited<ReturnType<typeof commitWithinSpendingCaps>>> {
+    const op = chargeOperation({
+      connector: 'http',
+      action: 'request',
+      params: { method: 'POST', url: 'https://pay.example/charges', body: { amount } },
+    });
+    await insertTestExecution(db.dataSource.manager, 'acme', { operations: [op] });
+    return commitWithinSpendingCaps(
+      db.dataSource,
+      {
+        tenantId: 'acme',
+        connector: 'http',
+        operationId: op.id,
+        caps: [cap],
+        amountOf: () => ({ path: ['body', 'amount'], amount }),
+      },
+      async () => ({ won: true }) as TransitionResult,
+    );
+  }
+
+  it('counts a decimal amount written as text; text no number reads as, or too long to read, counts nothing and breaks nothing', async () => {
+    await sentBeforeTheCap('900');
+    await sentBeforeTheCap(' 0.5 ');
+    await sentBeforeTheCap('-70'); // a negative amount never buys the cap back
+    for (const unreadable of ['abc', '1e999999', '9'.repeat(200), '1,000', '']) await sentBeforeTheCap(unreadable);
+    await backfillSpend(db.dataSource.manager, 'acme', 'http', 86_400);
+    const usage = await spendingUsage(db.dataSource.manager, 'acme', 'http', cap, ['body', 'amount']);
+    expect(usage).toMatchObject({ operations: 8, amount: 900.5 });
+    expect(await sendUnderCap(200)).toMatchObject({ exceeded: { rule: 'max_amount', requested: 200 } });
+    expect(await sendUnderCap(99.5)).toMatchObject({ sent: { won: true } });
   });
 });

@@ -106,6 +106,23 @@ const spentAmountStands = (statuses: string) =>
   `NOT (o.status = ANY(${statuses}::text[]) AND o.acknowledged_at IS NULL
                  AND NOT (coalesce(o.obligation, '{}'::jsonb) ? 'effect_shown_after_failed'))`;
 
+/**
+ * The amount a sent operation `o` carries at the path `path` (a text[] parameter), as numeric: a JSON number, or a
+ * decimal number written as text (`"900"`, `" 0.5 "`, `"1e3"`). Under a cap neither intake nor dispatch sends text, but
+ * an operation sent before the cap (counted by its backfill) or before its amount_field changed may carry one, and a
+ * target that reads numbers from text charged it: counted as nothing, the cap's first window had room for all of its
+ * max_amount again. Only a form Postgres reads as numeric without an error is cast (at most 30 digits on each side of
+ * the point, an exponent of at most 3): one bad row must never make the window's sum fail, which would stop every send
+ * of the connector. Anything else (an object, `"abc"`, `"0x10"`, `"1e999999"`) counts nothing, as before.
+ */
+const amountAt = (path: string) =>
+  `CASE jsonb_typeof(o.params #> ${path}::text[])
+     WHEN 'number' THEN (o.params #>> ${path}::text[])::numeric
+     WHEN 'string' THEN CASE WHEN o.params #>> ${path}::text[]
+                                  ~ '^[ \\t\\n\\r]*[+-]?([0-9]{1,30}(\\.[0-9]{0,30})?|\\.[0-9]{1,30})([eE][+-]?[0-9]{1,3})?[ \\t\\n\\r]*$'
+                             THEN (o.params #>> ${path}::text[])::numeric END
+   END`;
+
 export const CONNECTOR_SPEND_SQL = {
   lockOperation: `SELECT 1 FROM operations WHERE id = $1 FOR UPDATE`,
   lockExecutionOfOperation: `SELECT 1 FROM executions
@@ -120,15 +137,13 @@ export const CONNECTOR_SPEND_SQL = {
   // The amount leaves out an operation whose own request committed nothing (spentAmountStands); the count keeps every
   // send (max_operations bounds attempts, whatever became of them).
   usage: `SELECT count(*) AS operations,
-            sum(CASE WHEN jsonb_typeof(o.params #> $4::text[]) = 'number' AND ${spentAmountStands('$5')}
-                     THEN greatest((o.params #>> $4::text[])::numeric, 0) END) AS amount,
+            sum(CASE WHEN ${spentAmountStands('$5')} THEN greatest(${amountAt('$4')}, 0) END) AS amount,
             now() - make_interval(secs => $3) AS since
      FROM connector_spend s JOIN operations o ON o.id = s.operation_id
      WHERE s.tenant_id = $1 AND s.connector = $2 AND s.spent_at >= now() - make_interval(secs => $3)`,
   // Whether the window's amount plus this operation's would pass the cap, added and compared as numeric (exact): in
   // doubles, 1000 + 1e-14 is 1000, so at a used-up cap of 1000 every charge of 1e-14 went through, without end.
-  amountBeyond: `SELECT coalesce(sum(CASE WHEN jsonb_typeof(o.params #> $4::text[]) = 'number' AND ${spentAmountStands('$7')}
-                              THEN greatest((o.params #>> $4::text[])::numeric, 0) END), 0)
+  amountBeyond: `SELECT coalesce(sum(CASE WHEN ${spentAmountStands('$7')} THEN greatest(${amountAt('$4')}, 0) END), 0)
             + $5::numeric > $6::numeric AS beyond
      FROM connector_spend s JOIN operations o ON o.id = s.operation_id
      WHERE s.tenant_id = $1 AND s.connector = $2 AND s.spent_at >= now() - make_interval(secs => $3)`,
