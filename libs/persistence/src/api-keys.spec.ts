@@ -1,4 +1,5 @@
 import { Client } from 'pg';
+import { waitForLockWaiter } from '../../../test/support/lock-waits';
 import { waitFor } from '../../../test/support/stack';
 import { useTestDatabase } from '../../../test/support/test-database';
 import {
@@ -81,17 +82,9 @@ describe('revokeApiKey (real Postgres)', () => {
         await change.startTransaction();
         expect(await lockActiveKey(change.manager, key.id)).toBe(true);
         const revoking = revoke(db.dataSource.manager, key.id);
-        await waitFor(
-          async () =>
-            (
-              (await db.dataSource.query(
-                `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE api_keys%'`,
-              )) as { n: number }[]
-            )[0].n,
-          (n) => n > 0,
-          5_000,
-          20,
-        );
+        // This database's waiter only: the server is shared with test files running beside this one, whose own
+        // revocations waiting on a lock would otherwise let the change commit before this revocation waits for it.
+        await waitForLockWaiter(db.dataSource, { statementLike: '%UPDATE api_keys%' });
         const [{ committed }] = (await change.query(`SELECT clock_timestamp() AS committed`)) as { committed: Date }[];
         await change.commitTransaction();
         await revoking;
