@@ -1,5 +1,6 @@
 import type { EntityManager } from 'typeorm';
-import { waitForLockWaiter, writeDuringRevocation } from '../../../test/support/lock-waits';
+import { lockWaiters, waitForLockWaiter, writeDuringRevocation } from '../../../test/support/lock-waits';
+import { waitFor } from '../../../test/support/stack';
 import { insertStandingKeys } from '../../../test/support/fixtures';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { AdminChangeRow, listAdminChanges } from './admin-changes';
@@ -389,7 +390,7 @@ describe('admin change history (real Postgres)', () => {
     await blocker.connect();
     await blocker.startTransaction();
     await blocker.query(`SELECT 1 FROM tenants WHERE id = 'racing' FOR UPDATE`);
-    const changes = Promise.all(
+    const changes = allWaiting(
       Array.from({ length: n }, (_, i) =>
         updateTenantPolicy(db.dataSource.manager, 'racing', {
           set: { obligationOwner: `owner-${i}` },
@@ -398,10 +399,10 @@ describe('admin change history (real Postgres)', () => {
         }),
       ),
     );
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await changes.waiting;
     await blocker.commitTransaction();
     await blocker.release();
-    await changes;
+    await changes.all;
     const rows = await history('racing');
     expect(rows).toHaveLength(n);
     expect(new Set(rows.map((r) => r.changed_by)).size).toBe(n);
@@ -583,11 +584,28 @@ describe('admin change history (real Postgres)', () => {
     await blocker.connect();
     await blocker.startTransaction();
     await blocker.query(`SELECT 1 FROM webhook_endpoints WHERE id = $1 FOR UPDATE`, [endpointId]);
-    const started = Promise.all(changes());
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    const started = allWaiting(changes());
+    await started.waiting;
     await blocker.commitTransaction();
     await blocker.release();
-    return started;
+    return started.all;
+  }
+
+  /**
+   * `changes`, and when each of them waits on a lock (its backend shows the wait in this database) or has finished:
+   * then all of them started before any could change anything. A fixed pause instead let a loaded machine start some
+   * after the blocker was gone, and the race the test is about was not run.
+   */
+  function allWaiting<T>(changes: Promise<T>[]): { waiting: Promise<void>; all: Promise<T[]> } {
+    let finished = 0;
+    const all = Promise.all(changes.map((change) => change.finally(() => (finished += 1))));
+    // Its rejection is the caller's (it awaits `all`); until then it is not an unhandled one.
+    all.catch(() => undefined);
+    const waiting = waitFor(
+      async () => finished + (await lockWaiters(db.dataSource)),
+      (n) => n >= changes.length,
+    ).then(() => undefined);
+    return { waiting, all };
   }
 
   it('a delete while the delivery worker records an attempt (its delivery, then its endpoint) waits for it and deletes', async () => {
