@@ -1,4 +1,4 @@
-import { waitFor } from '../../../test/support/stack';
+import { waitForLockWaiter } from '../../../test/support/lock-waits';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { StopDeadline, STOP_CLOSE_MS } from '@verity/platform';
 import { createDataSource, openDataSource } from './data-source';
@@ -57,18 +57,8 @@ describe('rows(): a statement of its own chosen as a deadlock’s victim', () =>
         db.dataSource.manager,
         `UPDATE deadlock_pair SET v = v + 1 RETURNING id /* deadlock_victim_5b2e */`,
       );
-      await waitFor(
-        async () =>
-          (
-            (await db.dataSource.query(
-              `SELECT count(*)::int AS n FROM pg_stat_activity
-               WHERE wait_event_type = 'Lock' AND query LIKE '%deadlock_victim_5b2e%' AND query NOT LIKE '%pg_stat%'`,
-            )) as { n: number }[]
-          )[0].n,
-        (n) => n === 1,
-        5_000,
-        20,
-      );
+      // In this database only: the server is shared, and the same file run beside this one has a victim of its own.
+      await waitForLockWaiter(db.dataSource, { statementLike: '%deadlock_victim_5b2e%' });
       await other.query(`UPDATE deadlock_pair SET v = v + 100 WHERE id = 2`);
       await other.commitTransaction();
       expect((await statement).map((row) => row.id).sort()).toEqual([1, 2]);
