@@ -40,7 +40,10 @@ describe('SIGTERM during start-up', () => {
               async () =>
                 (
                   (await stack.db.dataSource.query(
-                    `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`,
+                    // This database's only: test files starting beside this one wait for advisory locks of their own
+                    // (the test template's, their stacks' migrations'), which would be counted as the API's.
+                    `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+                      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
                   )) as { n: number }[]
                 )[0].n,
               (n) => n === 1,
