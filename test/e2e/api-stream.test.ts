@@ -144,7 +144,6 @@ describe('SSE stream', () => {
       await waitFor(
         async () => announced.filter((id) => id === created.id).length,
         (count) => count >= 2,
-        5_000,
       );
     } finally {
       subscriber.disconnect();

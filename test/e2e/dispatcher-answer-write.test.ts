@@ -126,8 +126,6 @@ describe('a provider answer whose write committed but whose reply was lost', () 
     await waitFor(
       async () => dispatcher.output.join(''),
       (out) => out.includes('written by an earlier try whose reply was lost'),
-      5_000,
-      50,
     );
   }, 90_000);
 });

@@ -165,8 +165,6 @@ describe('a late answer whose write fails', () => {
         await waitFor(
           async () => announced.slice(announcedBeforeRetry),
           (ids) => ids.includes(executionId),
-          5_000,
-          50,
         );
       } finally {
         subscriber.disconnect();

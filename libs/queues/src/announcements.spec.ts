@@ -51,7 +51,7 @@ describe('event announcements at shutdown (real Postgres and Redis)', () => {
       // At once, before the announcement's coalescing timer could fire.
       await queues.onApplicationShutdown();
       // Published before the connection closed, it arrives in a moment; dropped, nothing ever comes.
-      const nothing = new Promise<string>((resolve) => setTimeout(() => resolve('nothing heard'), 3_000).unref());
+      const nothing = new Promise<string>((resolve) => setTimeout(() => resolve('nothing heard'), 20_000).unref());
       expect((await Promise.race([heard, nothing])).split(',')).toContain(id);
     } finally {
       subscriber.disconnect();
