@@ -2,7 +2,10 @@ import { ExecutionStatus } from '@verity/status-model';
 import { insertStandingKeys, insertTestExecution } from '../../../test/support/fixtures';
 import { writeDuringRevocation } from '../../../test/support/lock-waits';
 import { useTestDatabase } from '../../../test/support/test-database';
-import { endpointWithDeliveries as endpointWithDeliveriesOf } from '../../../test/support/webhook-deliveries';
+import {
+  OUTBOX_HORIZON_WAIT_MS,
+  endpointWithDeliveries as endpointWithDeliveriesOf,
+} from '../../../test/support/webhook-deliveries';
 import { SecretsCipher } from './secrets-cipher';
 import { TransitionService } from './transition.service';
 import {
@@ -193,7 +196,7 @@ describe('webhook redeliveries and deletes racing the delivery worker (real Post
       from: ExecutionStatus.CREATED,
       to: ExecutionStatus.FAILED,
     });
-    const deadline = Date.now() + 10_000;
+    const deadline = Date.now() + OUTBOX_HORIZON_WAIT_MS;
     let delivery: { id: string } | undefined;
     while (!delivery) {
       await scanWebhookOutbox(db.dataSource, 100);

@@ -1,6 +1,7 @@
 import { ExecutionStatus } from '@verity/status-model';
 import { insertChargeExecution, insertStandingKeys, insertTestExecution } from '../../../test/support/fixtures';
 import { useTestDatabase } from '../../../test/support/test-database';
+import { OUTBOX_HORIZON_WAIT_MS } from '../../../test/support/webhook-deliveries';
 import { webhookKeyHolder } from './idempotency';
 import { SecretsCipher } from './secrets-cipher';
 import { TransitionService } from './transition.service';
@@ -53,7 +54,7 @@ describe('webhook outbox (real Postgres)', () => {
 
   /** Scans until `until` holds: transactions elsewhere on the cluster may hold the horizon back for a moment. */
   async function scanUntil(until: (ids: string[]) => boolean): Promise<string[]> {
-    const deadline = Date.now() + 10_000;
+    const deadline = Date.now() + OUTBOX_HORIZON_WAIT_MS;
     for (;;) {
       await scanWebhookOutbox(db.dataSource, 100);
       const ids = await announced();
@@ -120,9 +121,9 @@ describe('webhook outbox (real Postgres)', () => {
       createdBy: 'test',
     }))!.endpoint;
 
-  /** The outbox scanned until the endpoint has a delivery (10 s at most): the payloads delivered to it. */
+  /** The outbox scanned until the endpoint has a delivery (OUTBOX_HORIZON_WAIT_MS at most): the payloads it got. */
   async function payloadsDeliveredTo(endpointId: string): Promise<unknown[]> {
-    const deadline = Date.now() + 10_000;
+    const deadline = Date.now() + OUTBOX_HORIZON_WAIT_MS;
     let log: Awaited<ReturnType<typeof listWebhookDeliveries>> = [];
     while (log.length === 0 && Date.now() < deadline) {
       await scanWebhookOutbox(db.dataSource, 100);
@@ -205,7 +206,7 @@ describe('webhook outbox (real Postgres)', () => {
     const ended = [await newExecution(), await newExecution(), await newExecution(), await newExecution('fair')];
     for (const id of ended) expect((await fail(db.dataSource.manager, id)).won).toBe(true);
     const created: OwedDelivery[] = [];
-    const deadline = Date.now() + 10_000;
+    const deadline = Date.now() + OUTBOX_HORIZON_WAIT_MS;
     while (created.length < ended.length && Date.now() < deadline) {
       created.push(...((await scanWebhookOutbox(db.dataSource, 100))?.created ?? []));
       if (created.length < ended.length) await new Promise((r) => setTimeout(r, 50));
@@ -352,7 +353,7 @@ describe('webhook outbox (real Postgres)', () => {
 
     /** The executions announced to the endpoint, once the pass has reached `last` (no sleeping on a negative). */
     async function announcedTo(endpointId: string, last: string): Promise<string[]> {
-      const deadline = Date.now() + 10_000;
+      const deadline = Date.now() + OUTBOX_HORIZON_WAIT_MS;
       for (;;) {
         await scanWebhookOutbox(db.dataSource, 100);
         const log = await listWebhookDeliveries(db.dataSource.manager, { tenantId: 'late', endpointId, limit: 100 });
