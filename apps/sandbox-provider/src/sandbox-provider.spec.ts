@@ -1,6 +1,7 @@
 import { request as httpRequest } from 'node:http';
 import { SANDBOX_ACCOUNT_HEADER } from '@verity/connectors';
 import { connect } from 'node:net';
+import { waitFor } from '../../../test/support/stack';
 import { loadConfig } from '@verity/platform';
 import {
   ACCOUNT_HEADER,
@@ -1078,11 +1079,14 @@ describe('sandbox provider lifecycle', () => {
       rules: [{ method: 'POST', path: '/v1/charges', fault: 'timeout_after_commit' }],
     });
     const held = raw(provider.port, 'POST', '/v1/charges', charge('held'), 10_000);
-    for (let i = 0; i < 50; i += 1) {
-      const report = (await call<EffectsReport>(provider.url, 'GET', '/__effects')).body;
-      if (report.total === 1) break;
-      await sleep(10);
-    }
+    // Held: its charge is committed (a loaded machine can take longer than a fixed number of polls to get there, and a
+    // close before the request arrived proved nothing about a held socket).
+    await waitFor(
+      async () => (await call<EffectsReport>(provider.url, 'GET', '/__effects')).body.total,
+      (total) => total === 1,
+      20_000,
+      10,
+    );
     const started = Date.now();
     await provider.close();
     expect(Date.now() - started).toBeLessThan(1_000);
