@@ -402,8 +402,10 @@ export class VerificationService {
    * automatic read is scheduled while the source may still answer and the obligation is not yet due.
    * `requestId`: a reviewer's request as the API recorded it. The reviewer it names is the one the record gives, and it is
    * used once, with the write of what the read found (writeClaiming); a job naming no recorded request of this
-   * operation, or one used already (replayed, or its data edited on a writable Bull Board), past its age or made for
-   * an earlier hold (libs/persistence `unusedRecheckRequest`), reads nothing and writes nothing in anyone's name.
+   * operation, or one used already (replayed, or its data edited on a writable Bull Board) or made for an earlier hold
+   * (libs/persistence `unusedRecheckRequest`), reads nothing and writes nothing in anyone's name. A request has no
+   * maximum age: a job run late (reconcilers down, a backed-up queue) still reads, its events saying when the reviewer
+   * asked (`requested_at`) beside who (`requested_by`), so a late read is plain as one.
    */
   async recheck(operationId: string, requestId?: string): Promise<RecheckOutcome> {
     const found = await findOperationWithClockForWorker(this.db.manager, operationId);
@@ -414,19 +416,21 @@ export class VerificationService {
       return 'skipped: not held';
     }
     if (!everSent(op) || !this.canReadBack(op)) return 'skipped: cannot read back';
-    const requestedBy =
+    const request =
       requestId === undefined
         ? undefined
         : typeof requestId === 'string'
           ? await unusedRecheckRequest(this.db.manager, requestId, op.id)
           : null;
-    if (requestedBy === null) {
-      // Never recorded for this operation, used already, past its age, or made for an earlier hold of it.
+    if (request === null) {
+      // Never recorded for this operation, used already, or made for an earlier hold of it.
       this.logger.warn({ operationId: op.id, requestId }, 're-check job names no usable recorded request: skipped');
       return 'skipped: no recorded request';
     }
     const read = await this.readBack(op);
-    const trigger = requestedBy ? { trigger: 'reviewer', requested_by: requestedBy } : { trigger: 'scheduled' };
+    const trigger = request
+      ? { trigger: 'reviewer', requested_by: request.requestedBy, requested_at: request.requestedAt }
+      : { trigger: 'scheduled' };
     // Only an operation verified by read-back can be VERIFIED by a read (with no verification method, a person's).
     const verifies = op.verificationMethod === VerificationMethod.READ_AFTER_WRITE;
     let held = op;

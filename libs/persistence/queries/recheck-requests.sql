@@ -7,18 +7,19 @@ SELECT pg_advisory_xact_lock(hashtextextended('recheck_requests' || chr(31) || $
 
 -- claim
 UPDATE recheck_requests SET used_at = clock_timestamp()
-     WHERE id = $1 AND operation_id = $2 AND used_at IS NULL AND requested_at > clock_timestamp() - make_interval(secs => $3)
+     WHERE id = $1 AND operation_id = $2 AND used_at IS NULL
      AND (attempt IS NULL OR attempt = (SELECT o.attempt FROM operations o WHERE o.id = $2))
      RETURNING requested_by;
 
 -- unused
-SELECT requested_by FROM recheck_requests WHERE id = $1 AND operation_id = $2 AND used_at IS NULL AND requested_at > clock_timestamp() - make_interval(secs => $3)
+SELECT requested_by, to_char((requested_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS requested_at FROM recheck_requests
+     WHERE id = $1 AND operation_id = $2 AND used_at IS NULL
      AND (attempt IS NULL OR attempt = (SELECT o.attempt FROM operations o WHERE o.id = $2));
 
 -- pruneUnusable
 DELETE FROM recheck_requests WHERE id IN (
        SELECT r.id FROM recheck_requests r
-       WHERE r.requested_at <= clock_timestamp() - make_interval(secs => $2)
+       WHERE r.used_at <= clock_timestamp() - make_interval(secs => $2)
           OR r.attempt <> (SELECT o.attempt FROM operations o WHERE o.id = r.operation_id)
        ORDER BY r.requested_at LIMIT $1
      ) RETURNING id;

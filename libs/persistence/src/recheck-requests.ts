@@ -1,23 +1,25 @@
 import { newId } from '@verity/platform';
-import { Queryable, rows, withinTransaction } from './sql';
+import { Queryable, isoInstant, rows, withinTransaction } from './sql';
 
 /** The turn of one request: its recording transaction holds it to its end, and a claim takes it first. */
 const REQUEST_TURN = `pg_advisory_xact_lock(hashtextextended('recheck_requests' || chr(31) || $1, 0))`;
 
 /**
- * How long a recorded request may be used. A re-check is a read made now, at a reviewer's word: its job runs at once
- * and BullMQ's attempts take seconds, a reconciler killed mid-read is run again within a minute or so. A job that
- * could not use it within the hour (its attempts spent, the reconcilers down, a failed job kept on the board and
- * re-run by hand later) no longer speaks for that reviewer; they ask again.
+ * How long a used request is kept after its use: the record of who asked, beside the event written in their name,
+ * while a replay of its job may still name it (a replay finds it used, or gone, and writes nothing either way).
+ * An unused request has no maximum age: the API answered 202 and promised the result as events, so a job that runs
+ * late (reconcilers down, a backed-up queue) still reads in the reviewer's name, its events saying when they asked.
  */
-export const RECHECK_REQUEST_MAX_AGE_SECONDS = 60 * 60;
+export const USED_RECHECK_REQUEST_RETENTION_SECONDS = 60 * 60;
 
 /**
- * Usable: not used yet, younger than its maximum age (the database's clock, the one `requested_at` is on), and made
- * for the hold the operation is in now — the attempt it was recorded at (a later hold follows another send). A request
- * with no attempt was recorded by an API of the version before (a rolling update): bounded by its age only.
+ * Usable: not used yet, and made for the hold the operation is in now — the attempt it was recorded at. The attempt
+ * tie is defensive: the status model lets only a never-sent hold be sent again, and a never-sent operation is never
+ * re-checked, so a re-checkable operation does not reach a later attempt today; it keeps a request from speaking
+ * about another hold should that change. A request with no attempt was recorded by an API of the version before (a
+ * rolling update): usable while unused.
  */
-const USABLE = `used_at IS NULL AND requested_at > clock_timestamp() - make_interval(secs => $3)
+const USABLE = `used_at IS NULL
      AND (attempt IS NULL OR attempt = (SELECT o.attempt FROM operations o WHERE o.id = $2))`;
 
 export const RECHECK_REQUEST_SQL = {
@@ -29,13 +31,15 @@ export const RECHECK_REQUEST_SQL = {
   claim: `UPDATE recheck_requests SET used_at = clock_timestamp()
      WHERE id = $1 AND operation_id = $2 AND ${USABLE}
      RETURNING requested_by`,
-  unused: `SELECT requested_by FROM recheck_requests WHERE id = $1 AND operation_id = $2 AND ${USABLE}`,
-  // Those no job can use any more, oldest first: past their age, or made for a hold the operation has left. A used
-  // one is kept until its age like any other (its claim refuses it already): the record of who asked, beside the
-  // event written in their name, while a job may still name it.
+  unused: `SELECT requested_by, ${isoInstant('requested_at')} AS requested_at FROM recheck_requests
+     WHERE id = $1 AND operation_id = $2 AND ${USABLE}`,
+  // Those no job can use any more, oldest first: used more than USED_RECHECK_REQUEST_RETENTION_SECONDS ago, or
+  // made for a hold the operation has left (used or not: none of its jobs may write with it). An unused request of
+  // the hold the operation is in is never deleted, however old: it is still owed its read. (Of an operation deleted,
+  // its requests go with it: the foreign key cascades.)
   pruneUnusable: `DELETE FROM recheck_requests WHERE id IN (
        SELECT r.id FROM recheck_requests r
-       WHERE r.requested_at <= clock_timestamp() - make_interval(secs => $2)
+       WHERE r.used_at <= clock_timestamp() - make_interval(secs => $2)
           OR r.attempt <> (SELECT o.attempt FROM operations o WHERE o.id = r.operation_id)
        ORDER BY r.requested_at LIMIT $1
      ) RETURNING id`,
@@ -55,25 +59,39 @@ export async function recordRecheckRequest(
   return id;
 }
 
+/** A usable recorded request as its re-check names it: the reviewer's key, and when they asked (ISO 8601, UTC). */
+export interface RecheckRequestShown {
+  requestedBy: string;
+  requestedAt: string;
+}
+
 /**
- * The reviewer who made the recorded request `requestId` of the operation, while it is usable; null when no such
- * request was recorded for that operation, or it was used already, is older than RECHECK_REQUEST_MAX_AGE_SECONDS, or
- * was made for an earlier hold of the operation (another attempt). Nothing is claimed: a re-check reads the source
- * first and claims the request in the transaction that writes what it found (claimRecheckRequest), so an attempt that
- * fails before or while writing leaves it for the job's next attempt. The request's turn first, as for a claim.
+ * The reviewer who made the recorded request `requestId` of the operation and when, while it is usable; null when no
+ * such request was recorded for that operation, or it was used already, or was made for an earlier hold of the
+ * operation (another attempt). However long ago it was made: a late read says when it was asked for. Nothing is
+ * claimed: a re-check reads the source first and claims the request in the transaction that writes what it found
+ * (claimRecheckRequest), so an attempt that fails before or while writing leaves it for the job's next attempt. The
+ * request's turn first, as for a claim.
  */
 export async function unusedRecheckRequest(
   db: Queryable,
   requestId: string,
   operationId: string,
-): Promise<string | null> {
-  return reviewerInTurn(db, RECHECK_REQUEST_SQL.unused, requestId, operationId);
+): Promise<RecheckRequestShown | null> {
+  const row = await requestInTurn<{ requested_by: string; requested_at: string }>(
+    db,
+    RECHECK_REQUEST_SQL.unused,
+    requestId,
+    operationId,
+  );
+  return row ? { requestedBy: row.requested_by, requestedAt: row.requested_at } : null;
 }
 
 /**
  * Claims the recorded request `requestId` of the operation for its re-check: the key id of the reviewer who asked, or
- * null when no such request is usable (as for unusedRecheckRequest) — then nothing may be written in a person's name. Made in the transaction that writes the re-check's event (`db` is that transaction's), so the request
- * is used exactly when its event is written. The request's turn first: a recording still under way (its job was taken
+ * null when no such request is usable (as for unusedRecheckRequest) — then nothing may be written in a person's name.
+ * Made in the transaction that writes the re-check's event (`db` is that transaction's), so the request is used
+ * exactly when its event is written. The request's turn first: a recording still under way (its job was taken
  * before its transaction committed) is waited for, and the claim's own statement then sees it.
  */
 export async function claimRecheckRequest(
@@ -81,37 +99,34 @@ export async function claimRecheckRequest(
   requestId: string,
   operationId: string,
 ): Promise<string | null> {
-  return reviewerInTurn(db, RECHECK_REQUEST_SQL.claim, requestId, operationId);
+  const row = await requestInTurn<{ requested_by: string }>(db, RECHECK_REQUEST_SQL.claim, requestId, operationId);
+  return row?.requested_by ?? null;
 }
 
-/** The request's turn, then `sql` (a look or the claim) for the reviewer it names. */
-async function reviewerInTurn(
+/** The request's turn, then `sql` (a look or the claim) for the request's row. */
+async function requestInTurn<Row>(
   db: Queryable,
   sql: string,
   requestId: string,
   operationId: string,
-): Promise<string | null> {
+): Promise<Row | null> {
   return withinTransaction(db, async (tx) => {
     await rows(tx, RECHECK_REQUEST_SQL.turn, [requestId]);
-    const [row] = await rows<{ requested_by: string }>(tx, sql, [
-      requestId,
-      operationId,
-      RECHECK_REQUEST_MAX_AGE_SECONDS,
-    ]);
-    return row?.requested_by ?? null;
+    const [row] = await rows<Row>(tx, sql, [requestId, operationId]);
+    return row ?? null;
   });
 }
 
 /**
- * Deletes up to `limit` requests no re-check can use any more — older than RECHECK_REQUEST_MAX_AGE_SECONDS (used or
- * not), or made for a hold the operation has left — oldest first; the number deleted. The table so holds about an
- * hour of requests. A job that names a deleted one finds no request, which it treats as a used one: it reads and
- * writes nothing.
+ * Deletes up to `limit` requests no re-check can use any more — used more than USED_RECHECK_REQUEST_RETENTION_SECONDS
+ * ago, or made for a hold the operation has left (used or not) — oldest first; the number deleted. An unused request
+ * of the operation's current hold stays, however old. A job that names a deleted one finds no request, which it treats
+ * as a used one: it reads and writes nothing.
  */
 export async function pruneUnusableRecheckRequests(db: Queryable, limit: number): Promise<number> {
   const pruned = await rows<{ id: string }>(db, RECHECK_REQUEST_SQL.pruneUnusable, [
     limit,
-    RECHECK_REQUEST_MAX_AGE_SECONDS,
+    USED_RECHECK_REQUEST_RETENTION_SECONDS,
   ]);
   return pruned.length;
 }
