@@ -1,4 +1,5 @@
 import type { Queue } from 'bullmq';
+import { createApiKey } from '@verity/persistence';
 import { JobName, QueueName } from '@verity/queues';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, unique } from '../support/http';
@@ -149,4 +150,40 @@ describe('Bull Board: a re-check job cannot speak for a reviewer', () => {
     );
     expect(byReviewer(await events(stack, executionId), opId)).toHaveLength(1);
   }, 120_000);
+
+  it('two reviewers asking at once (the same second) each get their re-check, each event naming its reviewer', async () => {
+    // The job id was made from the second: the second request of a second was recorded (and answered 202) while its
+    // job was deduplicated away, never read. Each recorded request has its own job (its id made from the request's).
+    const { executionId, opId } = await held();
+    const second = await createApiKey(stack.db.dataSource.manager, {
+      tenantId: 'demo',
+      role: 'reviewer',
+      label: 'second reviewer',
+    });
+    // The reconcilers stopped while they ask: the first job still waits when the second request is recorded (a job
+    // already run and removed would have let an equal id in again).
+    const reconcilers = stack.running('reconciler');
+    for (const reconciler of reconcilers) await stack.kill(reconciler, 'SIGTERM');
+    const asked = await Promise.all(
+      [DEMO.reviewer, second.key].map((key) => http(stack.apiUrl, 'POST', `/v1/operations/${opId}/recheck`, { key })),
+    );
+    expect(asked.map((a) => a.status)).toEqual([202, 202]);
+    for (let stopped = reconcilers.length; stopped > 0; stopped -= 1) await stack.startApp('reconciler');
+    const requests = (await stack.db.dataSource.query(
+      `SELECT requested_by FROM recheck_requests WHERE operation_id = $1 ORDER BY requested_by`,
+      [opId],
+    )) as { requested_by: string }[];
+    expect(requests).toHaveLength(2);
+    expect(requests.map((r) => r.requested_by)).toContain(second.id);
+    const log = await waitFor(
+      () => events(stack, executionId),
+      (l) => byReviewer(l, opId).length >= 2,
+      30_000,
+    );
+    expect(
+      byReviewer(log, opId)
+        .map((e) => e.data.requested_by)
+        .sort(),
+    ).toEqual(requests.map((r) => r.requested_by));
+  }, 60_000);
 });

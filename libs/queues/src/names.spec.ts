@@ -1,4 +1,11 @@
-import { JobName, jobId, preconditionReadJobId, releaseDispatchJobId, webhookDeliveryJob } from './names';
+import {
+  JobName,
+  jobId,
+  preconditionReadJobId,
+  releaseDispatchJobId,
+  reviewerRecheckJobId,
+  webhookDeliveryJob,
+} from './names';
 
 describe('jobId', () => {
   // Ids already in Redis dedupe later enqueues of the same intent: a changed id would let a second job in beside it.
@@ -18,6 +25,11 @@ describe('jobId', () => {
     const due = new Date('2026-11-30T12:00:00.000Z');
     expect(preconditionReadJobId('exe_1', due)).toBe(`exe_1.advance-execution.precondition-${due.getTime()}`);
     expect(preconditionReadJobId('exe_1', due)).toBe(preconditionReadJobId('exe_1', new Date(due)));
+  });
+
+  it("gives each reviewer's re-check request its own job, whenever it was asked for", () => {
+    expect(reviewerRecheckJobId('op_1', 'rcq_a')).toBe('op_1.recheck-operation.rcq_a');
+    expect(reviewerRecheckJobId('op_1', 'rcq_b')).not.toBe(reviewerRecheckJobId('op_1', 'rcq_a'));
   });
 
   it("gives a reviewer's release the id the API has always used, so the sweeper's re-arm finds the same job", () => {

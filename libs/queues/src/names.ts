@@ -159,6 +159,15 @@ export function preconditionReadJobId(executionId: string, dueAt: Date): string 
 }
 
 /**
+ * The re-check job of one reviewer's recorded request (`recheck_requests`): one job per request, so every request the
+ * API recorded (and answered 202) is read. An id made from the time (the second) let a second reviewer's request of
+ * the same second be recorded while its job was deduplicated away, never read.
+ */
+export function reviewerRecheckJobId(operationId: string, requestId: string): string {
+  return jobId(JobName.RECHECK_OPERATION, operationId, requestId);
+}
+
+/**
  * The dispatch job that carries out a reviewer's release of a held, never-sent operation (resolve SENT). The API
  * enqueues it and the sweeper re-arms it under the same id, so the two never make two jobs of one release.
  */

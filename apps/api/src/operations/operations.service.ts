@@ -33,7 +33,7 @@ import {
   retriesRefuted,
 } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig, currentTraceparent, inTraceOf, newId, tracingOn } from '@verity/platform';
-import { JobName, JobProducer, jobId, releaseDispatchJobId } from '@verity/queues';
+import { JobName, JobProducer, jobId, releaseDispatchJobId, reviewerRecheckJobId } from '@verity/queues';
 import {
   CANCEL_CAUSE_OF_ENDED_EXECUTION,
   ExecutionStatus,
@@ -686,8 +686,6 @@ export class OperationsService {
         { current_status: op.status },
       );
     }
-    // One read per second at most, however often the button is pressed: the job id deduplicates.
-    const second = Math.floor(Date.now() / 1000);
     // The request is the job: it is made only while the key stands, the key's row share-locked until the job is in
     // Redis. A key revoked since the request was admitted (a cached key, a revocation still on its way) asks for
     // nothing, and a revocation made meanwhile waits for the enqueue: none answers before a job of its key is made.
@@ -707,7 +705,9 @@ export class OperationsService {
           .enqueue(
             JobName.RECHECK_OPERATION,
             { operationId: op.id, executionId: op.executionId, requestId },
-            { jobId: jobId(JobName.RECHECK_OPERATION, op.id, `reviewer${second}`) },
+            // Its own job for each recorded request: one made from the time let a second reviewer's request of
+            // the same second be recorded (and answered 202) while its job was deduplicated away.
+            { jobId: reviewerRecheckJobId(op.id, requestId) },
           )
           // The job is the whole request, and there is none: a 503 to ask again, not a 500 for an outage.
           .catch((error: unknown) => {
