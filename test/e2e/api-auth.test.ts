@@ -89,7 +89,18 @@ describe('auth, keys and tenant isolation (I9)', () => {
       const count = async () =>
         ((await stack.db.dataSource.query(`SELECT count(*)::int AS n FROM api_keys`)) as { n: number }[])[0].n;
       const before = await count();
-      for (const label of [forged, 'ops\u001b[2K', 'tab\there', 'ops\u202erevoked', 'ops\u2028x', 'x'.repeat(201)]) {
+      // Invisible format characters too (zero-width space, word joiner, byte order mark, soft hyphen, a tag): a
+      // label that looks like another key's, "ops" beside "o\u200bps", is told apart by no one reading the table.
+      const invisible = ['o\u200bps', 'o\u2060ps', '\ufeffops', 'o\u00adps', 'ops\u{e0041}'];
+      for (const label of [
+        forged,
+        'ops\u001b[2K',
+        'tab\there',
+        'ops\u202erevoked',
+        'ops\u2028x',
+        'x'.repeat(201),
+        ...invisible,
+      ]) {
         const refused = await keys('create', '--tenant', 'demo', '--role', 'admin', '--label', label);
         expect({ label, code: refused.code, stdout: refused.stdout }).toEqual({ label, code: 2, stdout: '' });
         expect(refused.stderr).toMatch(/--label/);
@@ -111,6 +122,20 @@ describe('auth, keys and tenant isolation (I9)', () => {
       expect(lines).toHaveLength(2);
       expect(lines[1]).toContain(stored.id);
       expect(lines[1]).toMatch(/night shift\\u000akey_01m0forged {2}listed-label {2}admin {2}revoked\\u001b\[2K$/);
+    });
+
+    it('lists a stored label’s invisible format characters escaped', async () => {
+      await ensureTenant(stack.db.dataSource.manager, 'listed-invisible');
+      await createApiKey(stack.db.dataSource.manager, {
+        tenantId: 'listed-invisible',
+        role: 'agent',
+        label: 'o\u200bp\u2060s\ufeff-\u00ad\u{e0041}',
+      });
+      const listed = await keys('list', '--tenant', 'listed-invisible');
+      expect(listed.code).toBe(0);
+      const lines = listed.stdout.trimEnd().split('\n');
+      expect(lines).toHaveLength(2);
+      expect(lines[1].endsWith('o\\u200bp\\u2060s\\ufeff-\\u00ad\\u{e0041}')).toBe(true);
     });
 
     it('revokes by id: the key answers 401 at once', async () => {

@@ -34,10 +34,12 @@ const LABEL_MAX = 200;
 /**
  * What a label may not hold: it is printed in `list`'s table, which operators read to decide which key to revoke. A
  * line break there makes a row of its own (a key that is not there, or one shown "revoked" that stands), an escape
- * sequence rewrites what the terminal shows and a bidi control reorders it. Control characters (C0, DEL, C1), line
- * and paragraph separators, bidi controls, and lone surrogates.
+ * sequence rewrites what the terminal shows, a bidi control reorders it, and an invisible format character (a
+ * zero-width space, a word joiner, a byte order mark, a soft hyphen) makes a label that reads as another key's.
+ * Control characters (C0, DEL, C1), format characters (`\p{Cf}`, bidi controls among them), line and paragraph
+ * separators, and lone surrogates.
  */
-const NOT_LABEL_TEXT = /[\p{Cc}\u2028\u2029\p{Bidi_Control}]|\p{Cs}/u;
+const NOT_LABEL_TEXT = /[\p{Cc}\p{Cf}\u2028\u2029]|\p{Cs}/u;
 const NOT_LABEL_TEXT_EVERYWHERE = new RegExp(NOT_LABEL_TEXT.source, 'gu');
 
 /** A label as given, refused (usage error, nothing written) unless it is one line of plain text of at most 200. */
@@ -45,15 +47,21 @@ function labelOf(label: string | undefined): string | undefined {
   if (label === undefined) return undefined;
   if ([...label].length > LABEL_MAX || NOT_LABEL_TEXT.test(label)) {
     throw new UsageError(
-      `--label is one line of text of at most ${LABEL_MAX} characters: no line breaks, control characters or bidi controls`,
+      `--label is one line of text of at most ${LABEL_MAX} characters: no line breaks, control characters, bidi controls or invisible format characters`,
     );
   }
   return label;
 }
 
-/** A stored label shown on its row: what a label may not hold (one stored before the rule, or not by this CLI) as \uXXXX. */
+/**
+ * A stored label shown on its row: what a label may not hold (one stored before the rule, or not by this CLI) as
+ * \uXXXX, or \u{XXXXX} past the first plane (a tag character: one escape, not two halves of a pair).
+ */
 function shownLabel(label: string | null): string {
-  return (label ?? '').replace(NOT_LABEL_TEXT_EVERYWHERE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return (label ?? '').replace(NOT_LABEL_TEXT_EVERYWHERE, (c) => {
+    const code = c.codePointAt(0)!;
+    return code > 0xffff ? `\\u{${code.toString(16)}}` : `\\u${code.toString(16).padStart(4, '0')}`;
+  });
 }
 
 type KeyRow = ApiKeyListing;
