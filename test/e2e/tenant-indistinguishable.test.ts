@@ -182,6 +182,18 @@ describe('another tenant’s resources answer as missing ones do', () => {
         headers: [...res.headers].filter(([name]) => !['date', 'x-request-id', 'content-length'].includes(name)),
         body: comparable(res.text, id, ghost),
       });
+    // What a request of another tenant could leave behind without an event or a status: a re-check request recorded
+    // (its job may run later), an execution made (a retry's). Counted in every tenant, the asker's too: a row written
+    // under the asker's tenant for this tenant's operation is as wrong, and nothing else writes these meanwhile.
+    const written = async () =>
+      (await stack.db.dataSource.query(
+        `SELECT (SELECT count(*)::int FROM recheck_requests WHERE tenant_id = $1) AS tenant_recheck_requests,
+                (SELECT count(*)::int FROM executions WHERE tenant_id = $1) AS tenant_executions,
+                (SELECT count(*)::int FROM recheck_requests) AS recheck_requests,
+                (SELECT count(*)::int FROM executions) AS executions`,
+        ['demo'],
+      )) as Record<string, number>[];
+    const writtenBefore = await written();
     const wrong: string[] = [];
     for (const key of [DEMO.otherAgent, otherReviewer, otherAdmin]) {
       for (const [method, path, ask] of asks) {
@@ -195,7 +207,9 @@ describe('another tenant’s resources answer as missing ones do', () => {
       }
     }
     expect(wrong).toEqual([]);
-    // Nothing any of them asked for was written: no decision in the history, the approval not decided.
+    // Nothing any of them asked for was written: no re-check request, no execution, no decision in the history, the
+    // approval not decided.
+    expect(await written()).toEqual(writtenBefore);
     const log = await http(stack.apiUrl, 'GET', `/v1/executions/${exe}/events`, { key: DEMO.agent });
     expect(log.text).not.toMatch(/approval\.decided|operation\.resolved|operation\.still_unknown|cancelled_by_caller/);
     const after = await http<{ status: string; approval: { state: string } | null }>(
