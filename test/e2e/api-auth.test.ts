@@ -92,6 +92,18 @@ describe('auth, keys and tenant isolation (I9)', () => {
       // Invisible format characters too (zero-width space, word joiner, byte order mark, soft hyphen, a tag): a
       // label that looks like another key's, "ops" beside "o\u200bps", is told apart by no one reading the table.
       const invisible = ['o\u200bps', 'o\u2060ps', '\ufeffops', 'o\u00adps', 'ops\u{e0041}'];
+      // Invisible too, though not format characters: a combining grapheme joiner, Hangul fillers, a variation
+      // selector, a Mongolian free variation selector, a Khmer inherent vowel, an unassigned default-ignorable.
+      invisible.push(
+        'o\u034fps',
+        'o\u3164ps',
+        '\u115fops',
+        'o\ufe0fps',
+        'o\u180bps',
+        'o\u17b4ps',
+        'o\u{e0100}ps',
+        'o\u2065ps',
+      );
       for (const label of [
         forged,
         'ops\u001b[2K',

@@ -36,10 +36,11 @@ const LABEL_MAX = 200;
  * line break there makes a row of its own (a key that is not there, or one shown "revoked" that stands), an escape
  * sequence rewrites what the terminal shows, a bidi control reorders it, and an invisible format character (a
  * zero-width space, a word joiner, a byte order mark, a soft hyphen) makes a label that reads as another key's.
- * Control characters (C0, DEL, C1), format characters (`\p{Cf}`, bidi controls among them), line and paragraph
- * separators, and lone surrogates.
+ * Control characters (C0, DEL, C1), format characters (`\p{Cf}`, bidi controls among them), every other character
+ * Unicode says to show as nothing (`\p{Default_Ignorable_Code_Point}`: a combining grapheme joiner, Hangul fillers,
+ * variation selectors, unassigned ones), line and paragraph separators, and lone surrogates.
  */
-const NOT_LABEL_TEXT = /[\p{Cc}\p{Cf}\u2028\u2029]|\p{Cs}/u;
+const NOT_LABEL_TEXT = /[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\u2028\u2029]|\p{Cs}/u;
 const NOT_LABEL_TEXT_EVERYWHERE = new RegExp(NOT_LABEL_TEXT.source, 'gu');
 
 /** A label as given, refused (usage error, nothing written) unless it is one line of plain text of at most 200. */
