@@ -219,15 +219,85 @@ describe('a spending cap set after sends counts an amount they carried as decima
     );
   }
 
+  async function windowAmount(): Promise<number | null> {
+    await backfillSpend(db.dataSource.manager, 'acme', 'http', 86_400);
+    return (await spendingUsage(db.dataSource.manager, 'acme', 'http', cap, ['body', 'amount'])).amount;
+  }
+
+  beforeEach(async () => {
+    await db.dataSource.query(`DELETE FROM connector_spend`);
+    await db.dataSource.query(`DELETE FROM operations`);
+  });
+
   it('counts a decimal amount written as text; text no number reads as, or too long to read, counts nothing and breaks nothing', async () => {
     await sentBeforeTheCap('900');
     await sentBeforeTheCap(' 0.5 ');
     await sentBeforeTheCap('-70'); // a negative amount never buys the cap back
-    for (const unreadable of ['abc', '1e999999', '9'.repeat(200), '1,000', '']) await sentBeforeTheCap(unreadable);
+    // Past 1000 significant digits (Number() reads it as Infinity) or a four-digit exponent: not cast, never an error.
+    for (const unreadable of ['abc', '1e999999', '9'.repeat(1001), '1,000', '']) await sentBeforeTheCap(unreadable);
     await backfillSpend(db.dataSource.manager, 'acme', 'http', 86_400);
     const usage = await spendingUsage(db.dataSource.manager, 'acme', 'http', cap, ['body', 'amount']);
     expect(usage).toMatchObject({ operations: 8, amount: 900.5 });
     expect(await sendUnderCap(200)).toMatchObject({ exceeded: { rule: 'max_amount', requested: 200 } });
     expect(await sendUnderCap(99.5)).toMatchObject({ sent: { won: true } });
+  });
+
+  // What JavaScript's Number() (which an http target may read the amount with) reads as 500000: padded with any number
+  // of zeros, or with any of the characters it skips around a number.
+  it.each([
+    ['leading zeros', '0'.repeat(31) + '500000'],
+    ['more leading zeros than any digit bound', '0'.repeat(5000) + '500000'],
+    ['trailing zeros', '500000.' + '0'.repeat(31)],
+    ['more trailing zeros than numeric keeps after the point', '500000.' + '0'.repeat(20_000)],
+    ['zeros in front of the exponent', '5e' + '0'.repeat(40) + '5'],
+    ['no-break space', '\u00a0500000'],
+    ['vertical tab', '\u000b500000'],
+    ['form feed', '\f500000\f'],
+    ['byte order mark', '\ufeff500000'],
+    ['ideographic space and paragraph separator', '\u3000500000\u2029'],
+  ])('counts text padded with %s as Number() reads it', async (_, text) => {
+    expect(Number(text)).toBe(500000);
+    await sentBeforeTheCap(text);
+    expect(await windowAmount()).toBe(500000);
+  });
+
+  it('counts hostile text as its number or as nothing, and the window is still summed', async () => {
+    const hostile = [
+      '7'.repeat(10_000), // more significant digits than are cast
+      '1e99999',
+      '1e-99999',
+      '\u0665', // an Arabic-Indic five
+      '\uff11\uff10', // full-width 10
+      '1,000',
+      '0x10',
+      '0b11',
+      '',
+      ' ',
+      '.',
+      '1e',
+      'NaN',
+      'Infinity',
+      '-Infinity',
+      '\u180e5', // a Mongolian vowel separator: no longer a space to Number()
+      '5 5',
+      'x5',
+      '1_000',
+    ];
+    for (const text of hostile) await sentBeforeTheCap(text);
+    await sentBeforeTheCap('12e-3');
+    await sentBeforeTheCap('+.5');
+    await sentBeforeTheCap('5.');
+    expect(await windowAmount()).toBe(5.512);
+  });
+
+  it('shows a sum past a double as the largest number, and the refusal says more than it', async () => {
+    await sentBeforeTheCap('1e999');
+    expect(Number('1e999')).toBe(Infinity);
+    expect(await windowAmount()).toBe(Number.MAX_VALUE);
+    const refused = await sendUnderCap(1);
+    expect(refused).toMatchObject({ exceeded: { rule: 'max_amount', usage: { amount: Number.MAX_VALUE } } });
+    if (!('exceeded' in refused)) throw new Error('sent past a used-up cap');
+    expect(JSON.parse(JSON.stringify(refused.exceeded.usage)).amount).toBe(Number.MAX_VALUE);
+    expect(describeCapExceeded('http', refused.exceeded)).toContain(`to more than ${Number.MAX_VALUE}, above 1000`);
   });
 });

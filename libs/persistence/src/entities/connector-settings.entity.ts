@@ -107,20 +107,38 @@ const spentAmountStands = (statuses: string) =>
                  AND NOT (coalesce(o.obligation, '{}'::jsonb) ? 'effect_shown_after_failed'))`;
 
 /**
+ * What JavaScript's `Number()` skips around a number (StrWhiteSpaceChar: tab, line and paragraph ends, vertical tab,
+ * form feed, the byte order mark and every Unicode space separator), as a regular-expression bracket, so text a target
+ * padded that way is read as the target read it.
+ */
+const NUMBER_PADDING = String.raw`[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]`;
+
+/**
  * The amount a sent operation `o` carries at the path `path` (a text[] parameter), as numeric: a JSON number, or a
- * decimal number written as text (`"900"`, `" 0.5 "`, `"1e3"`). Under a cap neither intake nor dispatch sends text, but
- * an operation sent before the cap (counted by its backfill) or before its amount_field changed may carry one, and a
- * target that reads numbers from text charged it: counted as nothing, the cap's first window had room for all of its
- * max_amount again. Only a form Postgres reads as numeric without an error is cast (at most 30 digits on each side of
- * the point, an exponent of at most 3): one bad row must never make the window's sum fail, which would stop every send
- * of the connector. Anything else (an object, `"abc"`, `"0x10"`, `"1e999999"`) counts nothing, as before.
+ * decimal number written as text (`"900"`, `" 0.5 "`, `"1e3"`, `"\u00a0000500000.000"`). Under a cap neither intake nor
+ * dispatch sends text, but an operation sent before the cap (counted by its backfill) or before its amount_field changed
+ * may carry one, and a target that reads numbers from text (JavaScript's `Number()`) charged it: counted as nothing, the
+ * cap's first window had room for all of its max_amount again.
+ *
+ * The text is taken apart (sign, integer digits, fraction digits, exponent) and only a rebuilt form is cast: leading
+ * zeros of the integer part, trailing zeros of the fraction and leading zeros of the exponent are dropped first (`Number()`
+ * reads any number of them), then at most 1000 significant digits on each side of the point and an exponent of at most
+ * 3 digits are cast. Postgres reads numeric up to 131072 digits before the point and 16383 after, so such a form, and
+ * any sum of them, is always read: one row must never make the window's sum fail, which would stop every send of the
+ * connector. Anything else (an object, `"abc"`, `"0x10"`, `"1,000"`, `"Infinity"`, full-width digits, `"1e1000"`,
+ * which `Number()` reads as Infinity, or more significant digits than that) counts nothing.
  */
 const amountAt = (path: string) =>
   `CASE jsonb_typeof(o.params #> ${path}::text[])
      WHEN 'number' THEN (o.params #>> ${path}::text[])::numeric
-     WHEN 'string' THEN CASE WHEN o.params #>> ${path}::text[]
-                                  ~ '^[ \\t\\n\\r]*[+-]?([0-9]{1,30}(\\.[0-9]{0,30})?|\\.[0-9]{1,30})([eE][+-]?[0-9]{1,3})?[ \\t\\n\\r]*$'
-                             THEN (o.params #>> ${path}::text[])::numeric END
+     WHEN 'string' THEN (
+       SELECT CASE WHEN m[2] || coalesce(m[3], '') <> ''
+                        AND length(ltrim(m[2], '0')) <= 1000 AND length(rtrim(coalesce(m[3], ''), '0')) <= 1000
+                        AND length(ltrim(coalesce(m[5], ''), '0')) <= 3
+                   THEN (m[1] || '0' || ltrim(m[2], '0') || '.' || rtrim(coalesce(m[3], ''), '0') || '0e'
+                         || coalesce(m[4], '') || '0' || ltrim(coalesce(m[5], ''), '0'))::numeric END
+       FROM regexp_match(o.params #>> ${path}::text[],
+              '^${NUMBER_PADDING}*([+-]?)([0-9]*)(?:\\.([0-9]*))?(?:[eE]([+-]?)([0-9]+))?${NUMBER_PADDING}*$') AS r(m))
    END`;
 
 export const CONNECTOR_SPEND_SQL = {
@@ -287,9 +305,20 @@ export interface CapUsage {
   /**
    * The sum of the cap's amount_field over the window (null when the cap has none), leaving out, for a connector whose
    * FAILED is its own word (`failedSpendsNothing`), the operations whose own request committed nothing (a FAILED not
-   * refuted since).
+   * refuted since). At most Number.MAX_VALUE: a sum past a double's range is shown as that (windowAmount).
    */
   amount: number | null;
+}
+
+/**
+ * A window's sum (numeric text) as a JSON number. Text sent before a cap can make it larger than a double holds
+ * (`"1e999"`): `Number()` gives Infinity, which JSON stores as null and a message prints as "Infinity". Such a sum is
+ * shown as Number.MAX_VALUE, the largest amount a JSON number holds; it is past every cap either way, and the refusal's
+ * message says "more than" it (describeCapExceeded).
+ */
+function windowAmount(sum: string | null): number {
+  const amount = Number(sum ?? 0);
+  return Number.isFinite(amount) ? amount : Number.MAX_VALUE;
 }
 
 /**
@@ -317,7 +346,7 @@ export async function spendingUsage(
     period: cap.period,
     since: new Date(row.since).toISOString(),
     operations: Number(row.operations),
-    amount: amountPath ? Number(row.amount ?? 0) : null,
+    amount: amountPath ? windowAmount(row.amount) : null,
   };
 }
 
@@ -548,6 +577,11 @@ export async function pruneSpendLedger(db: Queryable, limit: number): Promise<nu
   return pruned.length;
 }
 
+/** A window's amount plus a request in words: past a double's range (windowAmount) it is "more than" the largest one. */
+function describeTotal(total: number): string {
+  return Number.isFinite(total) && total < Number.MAX_VALUE ? String(total) : `more than ${Number.MAX_VALUE}`;
+}
+
 /** The refusal in words, for the operation's evidence and its events. */
 export function describeCapExceeded(connector: string, e: CapExceeded): string {
   const window = `per ${e.cap.period} (rolling, since ${e.usage.since})`;
@@ -555,7 +589,7 @@ export function describeCapExceeded(connector: string, e: CapExceeded): string {
     case 'max_operations':
       return `spending cap reached for ${connector}: ${e.usage.operations} of at most ${e.cap.max_operations} operations ${window}; not sent`;
     case 'max_amount':
-      return `spending cap reached for ${connector}: ${e.requested} more would bring ${e.cap.amount_field} to ${(e.usage.amount ?? 0) + (e.requested ?? 0)}, above ${e.cap.max_amount} ${window}; not sent`;
+      return `spending cap reached for ${connector}: ${e.requested} more would bring ${e.cap.amount_field} to ${describeTotal((e.usage.amount ?? 0) + (e.requested ?? 0))}, above ${e.cap.max_amount} ${window}; not sent`;
     case 'amount_unreadable':
       return `spending cap on ${connector} counts params.${e.cap.amount_field}, which this operation does not carry as a positive finite number${e.cap.amount_decimals === undefined ? '' : ` with at most ${e.cap.amount_decimals} decimal places`}; not sent`;
     case 'currency_mismatch':
