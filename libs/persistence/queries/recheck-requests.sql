@@ -18,8 +18,16 @@ SELECT requested_by, to_char((requested_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH
 
 -- pruneUnusable
 DELETE FROM recheck_requests WHERE id IN (
-       SELECT r.id FROM recheck_requests r
-       WHERE r.used_at <= clock_timestamp() - make_interval(secs => $2)
-          OR r.attempt <> (SELECT o.attempt FROM operations o WHERE o.id = r.operation_id)
-       ORDER BY r.requested_at LIMIT $1
+       SELECT unusable.id FROM (
+         (SELECT r.id FROM recheck_requests r
+          WHERE r.used_at IS NOT NULL AND r.used_at <= (SELECT clock_timestamp() - make_interval(secs => $2))
+          ORDER BY r.used_at LIMIT $1)
+         UNION ALL
+         (SELECT r.id FROM recheck_requests r JOIN operations o ON o.id = r.operation_id
+          WHERE r.used_at IS NULL
+            AND (r.attempt <> o.attempt
+                 OR (o.status NOT IN ('MANUAL_REVIEW')
+                     AND o.updated_at <= clock_timestamp() - make_interval(secs => $3)))
+          ORDER BY r.requested_at LIMIT $1)
+       ) AS unusable LIMIT $1
      ) RETURNING id;

@@ -106,10 +106,59 @@ describe('re-check requests (real Postgres)', () => {
     expect(await unusedRecheckRequest(db.dataSource.manager, old, operationId)).toBeNull();
   });
 
+  /** Holds the operation for a reviewer (MANUAL_REVIEW at attempt 1): a re-check applies to it. */
+  const hold = async (operationId: string) =>
+    db.dataSource.query(`UPDATE operations SET status = 'MANUAL_REVIEW', attempt = 1 WHERE id = $1`, [operationId]);
+  /** The operation leaves its hold by a decision (its attempt kept), `secondsAgo` before now, as a transition dates it. */
+  const leaveHold = async (operationId: string, status: 'VERIFIED' | 'FAILED', secondsAgo: number) =>
+    db.dataSource.query(
+      `UPDATE operations SET status = $2, updated_at = clock_timestamp() - make_interval(secs => $3) WHERE id = $1`,
+      [operationId, status, secondsAgo],
+    );
+  const unusedOf = async (operationId: string) =>
+    (
+      (await db.dataSource.query(
+        `SELECT id FROM recheck_requests WHERE operation_id = $1 AND used_at IS NULL ORDER BY id`,
+        [operationId],
+      )) as { id: string }[]
+    ).map((r) => r.id);
+
+  it('prunes the unused requests of an operation that left its hold by a decision (same attempt), an hour after it left', async () => {
+    const { operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
+    await hold(operationId);
+    // A burst of presses: the first job's read VERIFIES, the others find 'skipped: not held' and never use theirs.
+    const first = await record(operationId);
+    await record(operationId);
+    await record(operationId);
+    expect(await claimRecheckRequest(db.dataSource.manager, first, operationId)).toBe('key_reviewer');
+    await leaveHold(operationId, 'VERIFIED', 2 * hour);
+    // Even years later: the operation is VERIFIED for good, no job can use them.
+    await db.dataSource.query(
+      `UPDATE recheck_requests SET requested_at = requested_at - interval '400 days' WHERE operation_id = $1`,
+      [operationId],
+    );
+    while ((await pruneUnusableRecheckRequests(db.dataSource.manager, 100)) > 0);
+    expect(await unusedOf(operationId)).toEqual([]);
+  });
+
+  it('keeps the unused requests of an operation that left its hold less than an hour ago: a re-check that looked while it was held still claims its own', async () => {
+    // The job looked while held, read the source, and claims as it writes — after a reviewer's FAILED, a moment ago.
+    const { operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
+    await hold(operationId);
+    const id = await record(operationId);
+    await age(id, 3 * hour);
+    expect(await unusedRecheckRequest(db.dataSource.manager, id, operationId)).not.toBeNull();
+    await leaveHold(operationId, 'FAILED', USED_RECHECK_REQUEST_RETENTION_SECONDS - 60);
+    await pruneUnusableRecheckRequests(db.dataSource.manager, 100);
+    expect(await unusedOf(operationId)).toEqual([id]);
+    expect(await claimRecheckRequest(db.dataSource.manager, id, operationId)).toBe('key_reviewer');
+  });
+
   it('prunes only the requests no job can use any more, a batch at a time: an unused one of the current hold stays however old', async () => {
     await db.dataSource.query(`DELETE FROM recheck_requests`);
     const { operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
     const { operationId: sentAgain } = await insertChargeExecution(db.dataSource.manager, 'acme');
+    await hold(operationId);
     const live = [await record(operationId), await record(operationId)];
     // Unused, made long ago for the hold the operation is still in: still owed its read.
     await age(live[1], 3 * hour);
@@ -121,18 +170,19 @@ describe('re-check requests (real Postgres)', () => {
     const usedLongAgo = await record(operationId);
     expect(await claimRecheckRequest(db.dataSource.manager, usedLongAgo, operationId)).toBe('key_reviewer');
     await age(usedLongAgo, USED_RECHECK_REQUEST_RETENTION_SECONDS + 1);
-    // Made for a hold the operation has left, one unused and one used a moment ago: none of its jobs may write.
+    // Made for a hold the operation has left: the unused one goes (none of its jobs may write); the one used a
+    // moment ago is kept like any used one, an hour after its use (it can be claimed no more).
     const earlierHold = await record(sentAgain);
     const usedForEarlierHold = await record(sentAgain);
     expect(await claimRecheckRequest(db.dataSource.manager, usedForEarlierHold, sentAgain)).toBe('key_reviewer');
     await db.dataSource.query(`UPDATE operations SET attempt = attempt + 1 WHERE id = $1`, [sentAgain]);
 
-    expect(await pruneUnusableRecheckRequests(db.dataSource.manager, 2)).toBe(2);
-    expect(await pruneUnusableRecheckRequests(db.dataSource.manager, 2)).toBe(1);
-    expect(await pruneUnusableRecheckRequests(db.dataSource.manager, 2)).toBe(0);
+    expect(await pruneUnusableRecheckRequests(db.dataSource.manager, 1)).toBe(1);
+    expect(await pruneUnusableRecheckRequests(db.dataSource.manager, 1)).toBe(1);
+    expect(await pruneUnusableRecheckRequests(db.dataSource.manager, 1)).toBe(0);
     const left = (await db.dataSource.query(`SELECT id FROM recheck_requests`)) as { id: string }[];
-    expect(left.map((r) => r.id).sort()).toEqual([...live, used].sort());
-    expect([usedLongAgo, earlierHold, usedForEarlierHold].some((id) => left.some((r) => r.id === id))).toBe(false);
+    expect(left.map((r) => r.id).sort()).toEqual([...live, used, usedForEarlierHold].sort());
+    expect([usedLongAgo, earlierHold].some((id) => left.some((r) => r.id === id))).toBe(false);
     for (const id of live)
       expect(await claimRecheckRequest(db.dataSource.manager, id, operationId)).toBe('key_reviewer');
   });

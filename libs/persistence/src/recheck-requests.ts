@@ -1,5 +1,6 @@
 import { newId } from '@verity/platform';
-import { Queryable, isoInstant, rows, withinTransaction } from './sql';
+import { RECHECK_OWED_STATUSES } from '@verity/status-model';
+import { Queryable, isoInstant, rows, sqlLiterals, withinTransaction } from './sql';
 
 /** The turn of one request: its recording transaction holds it to its end, and a claim takes it first. */
 const REQUEST_TURN = `pg_advisory_xact_lock(hashtextextended('recheck_requests' || chr(31) || $1, 0))`;
@@ -11,6 +12,15 @@ const REQUEST_TURN = `pg_advisory_xact_lock(hashtextextended('recheck_requests' 
  * late (reconcilers down, a backed-up queue) still reads in the reviewer's name, its events saying when they asked.
  */
 export const USED_RECHECK_REQUEST_RETENTION_SECONDS = 60 * 60;
+
+/**
+ * How long the unused requests of an operation that left its hold (a reviewer's decision, or a re-check's own read,
+ * VERIFIED or FAILED at the same attempt) are kept after it left (its `updated_at`, which every transition sets): a
+ * re-check that looked while it was held reads the source, then claims its request as it writes what it found, and
+ * may do so after the operation left (a read that shows the effect after a reviewer's FAILED is still written). Its
+ * other jobs skip "not held" without looking at their request, which would otherwise stay unused forever.
+ */
+export const LEFT_HOLD_RECHECK_REQUEST_GRACE_SECONDS = 60 * 60;
 
 /**
  * Usable: not used yet, and made for the hold the operation is in now — the attempt it was recorded at. The attempt
@@ -33,15 +43,27 @@ export const RECHECK_REQUEST_SQL = {
      RETURNING requested_by`,
   unused: `SELECT requested_by, ${isoInstant('requested_at')} AS requested_at FROM recheck_requests
      WHERE id = $1 AND operation_id = $2 AND ${USABLE}`,
-  // Those no job can use any more, oldest first: used more than USED_RECHECK_REQUEST_RETENTION_SECONDS ago, or
-  // made for a hold the operation has left (used or not: none of its jobs may write with it). An unused request of
-  // the hold the operation is in is never deleted, however old: it is still owed its read. (Of an operation deleted,
-  // its requests go with it: the foreign key cascades.)
+  // Those no job can use any more, in two walks each on a partial index of its own rows (the migration
+  // RecheckRequestPruneIndexes), so a sweep does not walk again past rows that cannot go yet: used ones more than
+  // USED_RECHECK_REQUEST_RETENTION_SECONDS after their use, in the order of use (the walk stops at the first used
+  // within it); then unused ones, oldest first, made for a hold the operation has left — an earlier attempt, or no
+  // longer in a status a re-check applies to (RECHECK_OWED_STATUSES) since more than
+  // LEFT_HOLD_RECHECK_REQUEST_GRACE_SECONDS. An unused request of the hold the operation is in is never deleted,
+  // however old: it is still owed its read. (Of an operation deleted, its requests go with it: the foreign key
+  // cascades.) The cut-off is a sub-select, computed once: a bare clock_timestamp() (volatile) bounds no index walk.
   pruneUnusable: `DELETE FROM recheck_requests WHERE id IN (
-       SELECT r.id FROM recheck_requests r
-       WHERE r.used_at <= clock_timestamp() - make_interval(secs => $2)
-          OR r.attempt <> (SELECT o.attempt FROM operations o WHERE o.id = r.operation_id)
-       ORDER BY r.requested_at LIMIT $1
+       SELECT unusable.id FROM (
+         (SELECT r.id FROM recheck_requests r
+          WHERE r.used_at IS NOT NULL AND r.used_at <= (SELECT clock_timestamp() - make_interval(secs => $2))
+          ORDER BY r.used_at LIMIT $1)
+         UNION ALL
+         (SELECT r.id FROM recheck_requests r JOIN operations o ON o.id = r.operation_id
+          WHERE r.used_at IS NULL
+            AND (r.attempt <> o.attempt
+                 OR (o.status NOT IN (${sqlLiterals(RECHECK_OWED_STATUSES)})
+                     AND o.updated_at <= clock_timestamp() - make_interval(secs => $3)))
+          ORDER BY r.requested_at LIMIT $1)
+       ) AS unusable LIMIT $1
      ) RETURNING id`,
 } as const;
 
@@ -119,14 +141,16 @@ async function requestInTurn<Row>(
 
 /**
  * Deletes up to `limit` requests no re-check can use any more — used more than USED_RECHECK_REQUEST_RETENTION_SECONDS
- * ago, or made for a hold the operation has left (used or not) — oldest first; the number deleted. An unused request
- * of the operation's current hold stays, however old. A job that names a deleted one finds no request, which it treats
- * as a used one: it reads and writes nothing.
+ * ago; or unused and made for a hold the operation has left: an earlier attempt, or the operation out of the statuses
+ * a re-check applies to for more than LEFT_HOLD_RECHECK_REQUEST_GRACE_SECONDS — the used first; the number deleted.
+ * An unused request of the operation's current hold stays, however old. A job that names a deleted one finds no
+ * request, which it treats as a used one: it reads and writes nothing.
  */
 export async function pruneUnusableRecheckRequests(db: Queryable, limit: number): Promise<number> {
   const pruned = await rows<{ id: string }>(db, RECHECK_REQUEST_SQL.pruneUnusable, [
     limit,
     USED_RECHECK_REQUEST_RETENTION_SECONDS,
+    LEFT_HOLD_RECHECK_REQUEST_GRACE_SECONDS,
   ]);
   return pruned.length;
 }

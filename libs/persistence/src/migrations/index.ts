@@ -12,6 +12,7 @@ import { ReadBacksBoundAfterCapLock1764710000000 } from './1764710000000-read-ba
 import { RetryChainLocked1764716000000 } from './1764716000000-retry-chain-locked';
 import { RecheckRequests1764717000000 } from './1764717000000-recheck-requests';
 import { RecheckRequestLifetime1764718000000 } from './1764718000000-recheck-request-lifetime';
+import { RecheckRequestPruneIndexes1764719000000 } from './1764719000000-recheck-request-prune-indexes';
 import { Webhooks1764510000000 } from './1764510000000-webhooks';
 import { ExecutionTrace1764520300000 } from './1764520300000-execution-trace';
 import { HotUpdates1764530000000 } from './1764530000000-hot-updates';
@@ -69,4 +70,5 @@ export const MIGRATIONS = [
   RetryChainLocked1764716000000,
   RecheckRequests1764717000000,
   RecheckRequestLifetime1764718000000,
+  RecheckRequestPruneIndexes1764719000000,
 ];
