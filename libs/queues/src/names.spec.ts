@@ -15,7 +15,8 @@ describe('jobId', () => {
     [JobName.VERIFY_OPERATION, 0, 'op_1.verify.0'],
     [JobName.RECONCILE_OPERATION, 3, 'op_1.reconcile.3'],
     [JobName.OBSERVE_OPERATION, 17, 'op_1.observe.17'],
-    [JobName.RECHECK_OPERATION, 'reviewer5', 'op_1.recheck-operation.reviewer5'],
+    [JobName.RECHECK_OPERATION, 2, 'op_1.recheck-operation.2'], // a scheduled re-check, by its number
+    [JobName.RECHECK_OPERATION, 'rcq_a', 'op_1.recheck-operation.rcq_a'], // a reviewer's, by the request's id
     [JobName.DELIVER_WEBHOOK, 2, 'op_1.deliver-webhook.2'],
   ])('%s with %p is %s', (name, discriminator, expected) => {
     expect(jobId(name, 'op_1', discriminator)).toBe(expected);
