@@ -1,6 +1,6 @@
 import type { Queue } from 'bullmq';
 import { createApiKey } from '@verity/persistence';
-import { JobName, QueueName } from '@verity/queues';
+import { JobName, QueueName, reviewerRecheckJobId } from '@verity/queues';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, unique } from '../support/http';
 import { Event, events, resetSandbox, stackQueue, submit, waitForOp } from './dispatcher-helpers';
@@ -168,13 +168,19 @@ describe('Bull Board: a re-check job cannot speak for a reviewer', () => {
       [DEMO.reviewer, second.key].map((key) => http(stack.apiUrl, 'POST', `/v1/operations/${opId}/recheck`, { key })),
     );
     expect(asked.map((a) => a.status)).toEqual([202, 202]);
-    for (let stopped = reconcilers.length; stopped > 0; stopped -= 1) await stack.startApp('reconciler');
     const requests = (await stack.db.dataSource.query(
-      `SELECT requested_by FROM recheck_requests WHERE operation_id = $1 ORDER BY requested_by`,
+      `SELECT id, requested_by FROM recheck_requests WHERE operation_id = $1 ORDER BY requested_by`,
       [opId],
-    )) as { requested_by: string }[];
+    )) as { id: string; requested_by: string }[];
     expect(requests).toHaveLength(2);
     expect(requests.map((r) => r.requested_by)).toContain(second.id);
+    // Both jobs wait, each under its request's id: the two asks may land in different seconds, so the events alone
+    // would not tell a job id made from the second from one made from the request.
+    for (const request of requests) {
+      const job = await queue.getJob(reviewerRecheckJobId(opId, request.id));
+      expect(job?.data).toMatchObject({ operationId: opId, requestId: request.id });
+    }
+    for (let stopped = reconcilers.length; stopped > 0; stopped -= 1) await stack.startApp('reconciler');
     const log = await waitFor(
       () => events(stack, executionId),
       (l) => byReviewer(l, opId).length >= 2,
