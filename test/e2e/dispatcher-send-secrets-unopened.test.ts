@@ -12,7 +12,7 @@ type Logged = { type: string; operation_id: string | null; to_status: string | n
  * the other). With no expected_state, no context read holds the operation back: the advance job reaches the send with
  * settings whose secrets it could not open. Handed those settings, the send would be built without the secret the
  * tenant set and recorded FAILED SOURCE_UNREACHABLE "secret … is not set" — a false record (the secret is set). The
- * send is not made until the key is fixed.
+ * send is not made until the key is fixed, and the history says why (once, however often the send is retried).
  */
 describe('a send whose tenant secrets do not open with the dispatcher’s SECRETS_KEY', () => {
   let stack: Stack;
@@ -67,5 +67,9 @@ describe('a send whose tenant secrets do not open with the dispatcher’s SECRET
     expect(done.status).not.toBe('FAILED');
     expect(log.some((e) => e.operation_id === opId && e.to_status === 'SENT')).toBe(false);
     expect(target.seen).toHaveLength(0);
+    // The wait is not silent: the history names the cause once (the error's class; every retry fails the same way).
+    const unopened = log.filter((e) => e.operation_id === opId && e.type === 'send.secrets_unopened');
+    expect(unopened).toHaveLength(1);
+    expect(unopened[0].data).toEqual({ error: 'SecretUnreadableError', sent: false });
   }, 90_000);
 });

@@ -28,6 +28,8 @@ import {
   connectorOperation,
   describeCapExceeded,
   findOperationToSend,
+  recordSendSecretsUnopened,
+  SecretUnreadableError,
   findUnsettledResend,
   grantKeyStands,
   OperationToSend,
@@ -149,6 +151,22 @@ export class SenderService implements OnModuleDestroy {
   }
 
   /**
+   * The operation as a send needs it, read by this send. Secrets that do not open with this SECRETS_KEY fail the job
+   * (retried until the key is fixed: no call is built without the secrets the tenant set), and the history says so
+   * once per operation — the error's class, never its text — so the wait is not silent.
+   */
+  private async operationToSend(operationId: string): Promise<OperationToSend | null> {
+    try {
+      return await findOperationToSend(this.db.manager, operationId, this.connectors.secretsAccess());
+    } catch (error) {
+      if (!(error instanceof SecretUnreadableError)) throw error;
+      const recorded = await recordSendSecretsUnopened(this.db, operationId, error.name);
+      this.logger.error({ err: error, operationId, recorded }, 'send not made: a secret does not open');
+      throw error;
+    }
+  }
+
+  /**
    * `held`: the operation with its tenant and settings as the caller already read them — the advance job, for the
    * step that found it ready. A second read would tell nothing the SENT statement does not check itself (I15); it is
    * made only when nothing is held.
@@ -160,7 +178,7 @@ export class SenderService implements OnModuleDestroy {
     options: SendOptions,
   ): Promise<SendReport> {
     const outcome = (what: DispatchOutcome): SendReport => ({ outcome: what, written: null });
-    const found = held ?? (await findOperationToSend(this.db.manager, operationId, this.connectors.secretsAccess()));
+    const found = held ?? (await this.operationToSend(operationId));
     if (!found) return outcome('skipped: not found');
     const { operation: op, executionDeadline, tenant, approvalPolicy, settings, clockOffsetMs } = found;
     const start = sendStart({

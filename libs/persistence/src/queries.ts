@@ -10,7 +10,7 @@ import { METRICS_SQL } from './metrics.repository';
 import { RECHECK_REQUEST_SQL } from './recheck-requests';
 import { REVIEW_QUEUE_SQL } from './review-queue.repository';
 import { PING_SQL } from './sql';
-import { INTAKE_SQL, READ_SQL } from './store';
+import { INTAKE_SQL, READ_SQL, SEND_NOTE_SQL } from './store';
 import { SWEEP_SQL } from './sweep.repository';
 import { TENANT_POLICY_SQL } from './tenant-policy';
 import { WEBHOOKS_SQL } from './webhooks';
@@ -35,6 +35,7 @@ export const NAMED_STATEMENTS: Readonly<Record<string, Readonly<Record<string, s
   'recheck-requests': RECHECK_REQUEST_SQL,
   reads: READ_SQL,
   'review-queue': REVIEW_QUEUE_SQL,
+  'send-notes': SEND_NOTE_SQL,
   sweep: SWEEP_SQL,
   'tenant-policy': TENANT_POLICY_SQL,
   webhooks: WEBHOOKS_SQL,

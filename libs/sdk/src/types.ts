@@ -208,6 +208,7 @@ export type KnownEventType =
   | 'approval.stale_authority'
   | 'approval.stale_baseline'
   | 'context.unavailable'
+  | 'send.secrets_unopened'
   | 'context.read'
   | 'knowledge.conflict'
   | 'obligation.escalated'
