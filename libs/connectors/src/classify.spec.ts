@@ -116,3 +116,23 @@ describe('the provider error code a rejection passes on', () => {
     expect((rejection('x'.repeat(120)) as { providerError: { code: string } }).providerError.code).toHaveLength(100);
   });
 });
+
+describe('a declared rejection answered with a body past the size limit (not read)', () => {
+  const cut = { kind: 'response', status: 422, headers: {}, body: undefined, truncated: true } as const;
+
+  it('is FAILED by its status alone when the rule needs no error body', () => {
+    expect(classifySend(cut, { rejectionStatuses: [422], requireErrorBody: false })).toEqual({
+      status: OperationStatus.FAILED,
+      reason: TerminalReason.CONNECTOR_REJECTED,
+      detail: 'provider rejected the request (422)',
+      providerError: undefined,
+    });
+  });
+
+  it('is UNKNOWN when the rule needs the error body it did not read, and for an undeclared status', () => {
+    expect(classifySend(cut, { rejectionStatuses: [422] })).toMatchObject({ status: OperationStatus.UNKNOWN });
+    expect(classifySend(cut, { rejectionStatuses: [400], requireErrorBody: false })).toMatchObject({
+      status: OperationStatus.UNKNOWN,
+    });
+  });
+});

@@ -36,7 +36,9 @@ export const DEFAULT_REJECTION_STATUSES: readonly number[] = [400, 402, 409, 422
  * 2xx → ACKNOWLEDGED; a declared rejection with an error body → FAILED/CONNECTOR_REJECTED;
  * never delivered → FAILED/SOURCE_UNREACHABLE; everything else (timeout, reset, 5xx, 408, 429, an undeclared
  * status, a rejection without an error body or with one larger than the connector reads) → UNKNOWN/CONNECTOR_ERROR.
- * Ambiguity never becomes FAILED. A 2xx whose body is larger than the connector reads is ACKNOWLEDGED with no reference.
+ * Ambiguity never becomes FAILED. A 2xx whose body is larger than the connector reads is ACKNOWLEDGED with no reference;
+ * a declared rejection whose rule needs no error body (`requireErrorBody: false`) is FAILED by its status, whatever its
+ * body's size.
  */
 export function classifySend(exchange: HttpExchange, rules: ClassifyRules): SendOutcome {
   if (exchange.kind === 'not_delivered') {
@@ -54,7 +56,10 @@ export function classifySend(exchange: HttpExchange, rules: ClassifyRules): Send
     };
   }
   const { status, body } = exchange;
-  if (exchange.truncated && !(status >= 200 && status < 300)) {
+  const declaredRejection = isRejectableStatus(status) && rules.rejectionStatuses.includes(status);
+  // A rule that needs no error body judges the status alone: the body's size cannot change what it ignores.
+  const judgedByStatusAlone = declaredRejection && rules.requireErrorBody === false;
+  if (exchange.truncated && !(status >= 200 && status < 300) && !judgedByStatusAlone) {
     // Not read past the size limit: whether a declared code's answer is the provider's rejection (its error body) or
     // a page from something in front of it is unknown, so never FAILED.
     return {
@@ -75,11 +80,7 @@ export function classifySend(exchange: HttpExchange, rules: ClassifyRules): Send
     };
   }
   const hasErrorBody = typeof body === 'object' && body !== null;
-  if (
-    isRejectableStatus(status) &&
-    rules.rejectionStatuses.includes(status) &&
-    (hasErrorBody || rules.requireErrorBody === false)
-  ) {
+  if (declaredRejection && (hasErrorBody || judgedByStatusAlone)) {
     return {
       status: OperationStatus.FAILED,
       reason: TerminalReason.CONNECTOR_REJECTED,

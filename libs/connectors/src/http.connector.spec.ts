@@ -876,12 +876,18 @@ describe('http connector: a target whose answer never ends', () => {
     providerRef: null,
   });
 
-  it('a declared rejection whose body is past the limit is an unknown outcome, never FAILED', async () => {
+  it('a declared rejection whose body is past the limit is judged by its status, as with a small body', async () => {
+    // reject_statuses needs no error body: the status alone is the rejection, whatever the body's size.
     const outcome = await connector.send(
       op({ method: 'POST', url: `${rejectingUrl.url}/orders`, body: {}, reject_statuses: [422] }),
       env(rejectingUrl.port),
     );
-    expect(outcome).toMatchObject({ status: OperationStatus.UNKNOWN, detail: expect.stringContaining('larger than') });
+    expect(outcome).toEqual({
+      status: OperationStatus.FAILED,
+      reason: TerminalReason.CONNECTOR_REJECTED,
+      detail: 'provider rejected the request (422)',
+      providerError: undefined,
+    });
     await rejecting.closed[0];
   }, 20_000);
 
