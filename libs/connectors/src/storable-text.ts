@@ -1,3 +1,5 @@
+import { ClippedValue } from './json-path';
+
 /**
  * Text Postgres cannot store in a `jsonb` (or `text`) column: U+0000, and a UTF-16 surrogate without its pair (JSON
  * writes it as `\ud800`, which `jsonb` refuses). A target's answer may hold either (JSON escapes them: `"\u0000"`), and
@@ -52,17 +54,21 @@ export const KEPT_DEPTH_CUT: Readonly<Record<string, string>> = Object.freeze({
   [CUT_MEMBER]: `deeper than ${MAX_KEPT_DEPTH} levels`,
 });
 
-/** `verity:cut`, `verity:verity:cut`, …: the names one more `verity:` escapes, so no two are kept as one. */
-const CUT_MEMBER_SPELLING = /^(?:verity:)+cut$/;
+/**
+ * `verity:cut`, `verity:clipped`, `verity:verity:cut`, …: the names of Verity's markers and their escapes, which one
+ * more `verity:` escapes, so no two are kept as one.
+ */
+const MARKER_MEMBER_SPELLING = /^(?:verity:)+(?:cut|clipped)$/;
 
-/** A member name as kept: one of CUT_MEMBER's spellings with one more `verity:` in front, any other as it is. */
+/** A member name as kept: one of the markers' spellings with one more `verity:` in front, any other as it is. */
 function keptKey(key: string): string {
-  return CUT_MEMBER_SPELLING.test(key) ? `verity:${key}` : key;
+  return MARKER_MEMBER_SPELLING.test(key) ? `verity:${key}` : key;
 }
 
 /**
- * A copy of a connector's result with whatever nests deeper than MAX_KEPT_DEPTH replaced by KEPT_DEPTH_CUT, and every
- * member named as the cut's member (or as an escaped one) renamed by keptKey.
+ * A copy of a connector's result with whatever nests deeper than MAX_KEPT_DEPTH replaced by KEPT_DEPTH_CUT, every
+ * clipValue marker written as `{ "verity:clipped": N }`, and every member named as a marker's member (or as an
+ * escaped one) renamed by keptKey.
  */
 export function withinKeptDepth<T>(value: T): T {
   return clippedAt(value, 0) as T;
@@ -71,6 +77,8 @@ export function withinKeptDepth<T>(value: T): T {
 /** Recursion no deeper than MAX_KEPT_DEPTH: whatever lies below is not walked. */
 function clippedAt(value: unknown, depth: number): unknown {
   if (typeof value !== 'object' || value === null) return value;
+  // clipValue's marker, made by a connector: written here, after the escape of every target-written name.
+  if (value instanceof ClippedValue) return value.toJSON();
   const array = Array.isArray(value);
   if (!array && !isPlain(value)) return value;
   if (depth >= MAX_KEPT_DEPTH) return { ...KEPT_DEPTH_CUT };
