@@ -891,6 +891,25 @@ describe('http connector: a target whose answer never ends', () => {
     await rejecting.closed[0];
   }, 20_000);
 
+  it('a 2xx past the limit: the {{ref}} read-back names the unread body as why it has no reference', async () => {
+    const params = {
+      method: 'POST',
+      url: `${acceptingUrl.url}/orders`,
+      body: {},
+      ref_field: 'id',
+      read_back: { url: `${acceptingUrl.url}/orders/{{ref}}`, field: 'id', equals: 'x' },
+    };
+    const sent = await connector.send(op(params), env(acceptingUrl.port));
+    if (sent.status !== OperationStatus.ACKNOWLEDGED) throw new Error(`not acknowledged: ${sent.detail}`);
+    expect(sent.providerRef).toEqual({ status: 200, body_not_read: 'larger than the connector reads' });
+    const back = await connector.readBack({ ...op(params), providerRef: sent.providerRef }, env(acceptingUrl.port));
+    expect(back).toMatchObject({ kind: 'unreachable', notMade: true });
+    const error = String((back as { evidence: Record<string, unknown> }).evidence.error);
+    expect(error).toContain("its answer's body was larger than the connector reads (64 KiB): it was not read");
+    expect(error).not.toContain('missing, not a string or number');
+    expect(accepting.answers).toBe(1);
+  }, 20_000);
+
   it('a read of it is inconclusive ("larger than"), answered at the limit, the connection closed', async () => {
     const read = await connector.readContext(
       op({

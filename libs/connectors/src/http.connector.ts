@@ -791,6 +791,8 @@ export class HttpConnector implements Connector {
       requireErrorBody: false,
       providerRef: (body) => {
         const ref: Record<string, unknown> = { status };
+        // Past the size limit the body is not read: said here, so a read-back that needs the reference names why none.
+        if (exchange.kind === 'response' && exchange.truncated) ref.body_not_read = 'larger than the connector reads';
         // From JSON that reads two ways no reference is kept: the one read (the last of two ids, an id rounded beyond
         // 2^53) could name another record, whose read-back would verify this call or hide it.
         if (params.ref_field && !(exchange.kind === 'response' && unclearAt(exchange, params.ref_field))) {
@@ -828,6 +830,7 @@ export class HttpConnector implements Connector {
           inPath: refInPath(spec.url),
           inHeader: refInHeader(spec),
           answered: typeof op.providerRef?.status === 'number',
+          bodyNotRead: op.providerRef?.body_not_read !== undefined,
         })
       : null;
     if (unusable) {
@@ -1042,13 +1045,20 @@ export async function guardedExchange(
  */
 function unusableRef(
   ref: string | undefined,
-  { inPath, inHeader, answered }: { inPath: boolean; inHeader: boolean; answered: boolean },
+  {
+    inPath,
+    inHeader,
+    answered,
+    bodyNotRead,
+  }: { inPath: boolean; inHeader: boolean; answered: boolean; bodyNotRead: boolean },
 ): { error: string; notMade: boolean } | null {
   if (ref === undefined) {
     return {
-      error: answered
-        ? 'the read-back URL needs the reference the provider returns, and its answer gave none that can be read at ref_field (missing, not a string or number, or in JSON that reads two ways)'
-        : 'the read-back URL needs the reference the provider returns, and no answer was received',
+      error: bodyNotRead
+        ? `the read-back URL needs the reference the provider returns, and its answer's body was larger than the connector reads (64 KiB): it was not read`
+        : answered
+          ? 'the read-back URL needs the reference the provider returns, and its answer gave none that can be read at ref_field (missing, not a string or number, or in JSON that reads two ways)'
+          : 'the read-back URL needs the reference the provider returns, and no answer was received',
       notMade: true,
     };
   }
