@@ -1,4 +1,5 @@
 import { createServer } from 'node:http';
+import { VerificationMethod, judgeContext } from '@verity/status-model';
 import type { ConnectorEnvironment, ConnectorOperation } from './connector';
 import { HttpConnector } from './http.connector';
 import { redactingSecrets } from './secret-redaction';
@@ -55,5 +56,28 @@ describe("http context reads through the registry door: Verity's clip marker is 
     expect(await readState({ data: { v: { 'verity:clipped': length, 'verity:verity:clipped': 1 } } })).toEqual({
       'data.v': { 'verity:verity:clipped': length, 'verity:verity:verity:clipped': 1 },
     });
+  });
+
+  it('an expected_state naming verity:cut agrees with the source that holds it (compared as kept)', async () => {
+    answer = JSON.stringify({ data: { v: { 'verity:cut': 1 } } });
+    const read = await http.readContext!(
+      {
+        ...op(),
+        params: { ...op().params, context: { url: `${local.url}/s`, field: 'data.v', equals: { 'verity:cut': 1 } } },
+      },
+      env(),
+    );
+    expect(read).toMatchObject({
+      kind: 'state',
+      requestedStatePresent: true,
+      state: { 'data.v': { 'verity:verity:cut': 1 } },
+    });
+    const judged = (expectedState: Record<string, unknown>) =>
+      judgeContext(
+        { irreversible: true, expectedState, verificationMethod: VerificationMethod.READ_AFTER_WRITE },
+        read as Parameters<typeof judgeContext>[1],
+      );
+    expect(judged({ 'data.v': { 'verity:cut': 1 } })).toEqual({ kind: 'no-change-required', expectationsMissed: [] });
+    expect(judged({ 'data.v': { 'verity:cut': 2 } })).toMatchObject({ expectationsMissed: [expect.any(String)] });
   });
 });

@@ -1,3 +1,4 @@
+import { keptMemberName } from '@verity/status-model';
 import { ClippedValue } from './json-path';
 
 /**
@@ -44,7 +45,8 @@ export const MAX_KEPT_DEPTH = 100;
 
 /**
  * The one member of what stands where a connector's result was cut at MAX_KEPT_DEPTH. A target's answer can hold any
- * object, so a member of this name in it is kept under another name (keptKey): an object holding this member is only
+ * object, so a member of this name in it is kept under another name (keptMemberName): an object holding this member
+ * is only
  * ever Verity's cut, never the target's data made to look like one.
  */
 const CUT_MEMBER = 'verity:cut';
@@ -55,20 +57,10 @@ export const KEPT_DEPTH_CUT: Readonly<Record<string, string>> = Object.freeze({
 });
 
 /**
- * `verity:cut`, `verity:clipped`, `verity:verity:cut`, …: the names of Verity's markers and their escapes, which one
- * more `verity:` escapes, so no two are kept as one.
- */
-const MARKER_MEMBER_SPELLING = /^(?:verity:)+(?:cut|clipped)$/;
-
-/** A member name as kept: one of the markers' spellings with one more `verity:` in front, any other as it is. */
-function keptKey(key: string): string {
-  return MARKER_MEMBER_SPELLING.test(key) ? `verity:${key}` : key;
-}
-
-/**
  * A copy of a connector's result with whatever nests deeper than MAX_KEPT_DEPTH replaced by KEPT_DEPTH_CUT, every
  * clipValue marker written as `{ "verity:clipped": N }`, and every member named as a marker's member (or as an
- * escaped one) renamed by keptKey.
+ * escaped one) renamed by keptMemberName (libs/status-model, where a comparison with what an agent wrote escapes it
+ * the same way).
  */
 export function withinKeptDepth<T>(value: T): T {
   return clippedAt(value, 0) as T;
@@ -83,7 +75,9 @@ function clippedAt(value: unknown, depth: number): unknown {
   if (!array && !isPlain(value)) return value;
   if (depth >= MAX_KEPT_DEPTH) return { ...KEPT_DEPTH_CUT };
   if (array) return value.map((item: unknown) => clippedAt(item, depth + 1));
-  return Object.fromEntries(Object.entries(value).map(([key, item]) => [keptKey(key), clippedAt(item, depth + 1)]));
+  return Object.fromEntries(
+    Object.entries(value).map(([key, item]) => [keptMemberName(key), clippedAt(item, depth + 1)]),
+  );
 }
 
 function replaced(text: string): string {

@@ -1,4 +1,13 @@
-import { FIELD_PATH, fieldKey, fieldSegments, readEvidenceField, readField, sameJson } from './json-path';
+import {
+  FIELD_PATH,
+  fieldKey,
+  fieldSegments,
+  keptMemberName,
+  readEvidenceField,
+  readField,
+  sameJson,
+  withKeptMemberNames,
+} from './json-path';
 
 describe('json-path (shared by criteria and connectors)', () => {
   it('accepts the documented forms and nothing else', () => {
@@ -61,5 +70,22 @@ describe('json-path (shared by criteria and connectors)', () => {
       value: 'dotted',
     });
     expect(readEvidenceField(null, 'a')).toEqual({ found: false });
+  });
+});
+
+describe("keptMemberName and withKeptMemberNames: a target's marker-named members as they are kept", () => {
+  it("escapes each spelling of a marker's member with one more verity:, and nothing else", () => {
+    expect(keptMemberName('verity:cut')).toBe('verity:verity:cut');
+    expect(keptMemberName('verity:verity:clipped')).toBe('verity:verity:verity:clipped');
+    for (const name of ['verity:cutx', 'cut', 'Verity:cut', 'verity:', 'clipped'])
+      expect(keptMemberName(name)).toBe(name);
+  });
+
+  it('walks objects and arrays at any depth; other values are as they are', () => {
+    expect(withKeptMemberNames({ 'verity:cut': [{ 'verity:clipped': null }], a: 1 })).toEqual({
+      'verity:verity:cut': [{ 'verity:verity:clipped': null }],
+      a: 1,
+    });
+    expect(withKeptMemberNames('verity:cut')).toBe('verity:cut');
   });
 });

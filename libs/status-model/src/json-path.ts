@@ -87,3 +87,27 @@ export function textPrefix(text: string, maxChars: number): string {
   const last = cut.charCodeAt(cut.length - 1);
   return cut.length < text.length && last >= 0xd800 && last <= 0xdbff ? cut.slice(0, -1) : cut;
 }
+
+/**
+ * The member names of Verity's own markers in a connector's result (`verity:cut`, `verity:clipped`) and of their
+ * escapes (`verity:verity:cut`, …): a target's member so named is kept with one more `verity:` in front, so no object
+ * a target writes reads as Verity's marker, and no two names are kept as one.
+ */
+const MARKER_MEMBER_SPELLING = /^(?:verity:)+(?:cut|clipped)$/;
+
+/** A member name of a target's answer as kept: a marker's spelling with one more `verity:`, any other as it is. */
+export function keptMemberName(name: string): string {
+  return MARKER_MEMBER_SPELLING.test(name) ? `verity:${name}` : name;
+}
+
+/**
+ * `value` with every member name as keptMemberName keeps it, at any depth: what an agent wrote (an expected_state, an
+ * expect_evidence's `equals`) made comparable with a target's answer as it was kept, like for like.
+ */
+export function withKeptMemberNames(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(withKeptMemberNames);
+  if (typeof value !== 'object' || value === null) return value;
+  return Object.fromEntries(
+    Object.entries(value).map(([name, member]) => [keptMemberName(name), withKeptMemberNames(member)]),
+  );
+}

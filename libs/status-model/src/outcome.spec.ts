@@ -76,6 +76,18 @@ describe('evaluateCriterion', () => {
       });
     });
 
+    it("compares an equals naming a marker's member name with the evidence as kept (the target's escaped)", () => {
+      const marked: Criterion = {
+        key: 'marked',
+        operation: 'charge',
+        expect_evidence: { path: 'record.v', equals: { 'verity:cut': 1 } },
+      };
+      const kept = op(S.VERIFIED, { evidence: { record: { v: { 'verity:verity:cut': 1 } } } });
+      expect(evaluateCriterion(marked, kept).verdict).toBe('pass');
+      const cut = op(S.VERIFIED, { evidence: { record: { v: { 'verity:cut': 1 } } } });
+      expect(evaluateCriterion(marked, cut).verdict).toBe('fail');
+    });
+
     it('waits while the operation can still become VERIFIED (a matching hold is not proof yet)', () => {
       const held = op(S.MANUAL_REVIEW, { evidence: { record: { amount: 1250 } } });
       expect(evaluateCriterion(amount, held).verdict).toBe('pending');

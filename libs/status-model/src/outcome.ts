@@ -4,7 +4,7 @@
  * whenever a referenced operation changes, also after the execution completed (a reviewer's later resolution).
  */
 import { LastStatusChange } from './failure';
-import { readEvidenceField, sameJson } from './json-path';
+import { readEvidenceField, sameJson, withKeptMemberNames } from './json-path';
 import { OperationStatus, VerificationMethodValue, isFinalOperation } from './operation';
 
 export interface StatusCriterion {
@@ -120,7 +120,8 @@ function judgeCriterion(criterion: Criterion, op: OperationForCriterion | undefi
   }
   const read = readEvidenceField(op.evidence ?? {}, path);
   if (!read.found) return { verdict: 'fail', rationale: `the verified evidence has no ${path}` };
-  return sameJson(read.value, equals)
+  // The evidence is kept with a target's marker-named members escaped (keptMemberName): so is what it is compared with.
+  return sameJson(read.value, withKeptMemberNames(equals))
     ? { verdict: 'pass', rationale: `evidence ${path} is ${JSON.stringify(read.value)}` }
     : {
         verdict: 'fail',

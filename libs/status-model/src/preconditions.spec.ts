@@ -204,3 +204,29 @@ describe('grantAtDispatch and baselineStaleness: does an approval still hold whe
     expect(baselineStaleness(undefined, {})).toBe('approval.stale_baseline');
   });
 });
+
+describe("judgeContext: an expectation naming a marker's member name is compared like for like", () => {
+  // A target's `verity:cut` member is kept as `verity:verity:cut` (a target cannot write Verity's markers).
+  const kept = { 'data.v': { 'verity:verity:cut': 1, list: [{ 'verity:verity:clipped': 2 }] } };
+  const expected = { 'data.v': { 'verity:cut': 1, list: [{ 'verity:clipped': 2 }] } };
+  const op = { irreversible: true, expectedState: expected, verificationMethod: VerificationMethod.READ_AFTER_WRITE };
+
+  it('agrees with the source that holds what the agent expected', () => {
+    const read: ContextRead = { kind: 'state', state: kept, requestedStatePresent: false, conflicts: [] };
+    expect(judgeContext(op, read)).toEqual({ kind: 'agrees' });
+    expect(judgeContext(op, { ...read, requestedStatePresent: true })).toEqual({
+      kind: 'no-change-required',
+      expectationsMissed: [],
+    });
+  });
+
+  it("is no match for Verity's own marker (a value cut or clipped is not what the agent wrote)", () => {
+    const cut: ContextRead = {
+      kind: 'state',
+      state: { 'data.v': { 'verity:cut': 1, list: [{ 'verity:clipped': 2 }] } },
+      requestedStatePresent: false,
+      conflicts: [],
+    };
+    expect(judgeContext(op, cut)).toMatchObject({ kind: 'conflict', hold: true });
+  });
+});

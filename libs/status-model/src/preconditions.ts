@@ -4,6 +4,7 @@
  * holds at dispatch. Pure: the workers make the reads and the writes, these functions say which.
  */
 import { ExecutionStatus } from './execution';
+import { withKeptMemberNames } from './json-path';
 import { VerificationMethod, VerificationMethodValue } from './operation';
 
 /**
@@ -87,7 +88,8 @@ export function judgeContext(
   // Own members of the source's state only: `__proto__` or `constructor` name what every object inherits, not state.
   const sourceHas = (key: string) => (Object.hasOwn(read.state, key) ? read.state[key] : undefined);
   const expectedMismatches = Object.entries(op.expectedState ?? {})
-    .filter(([key, expected]) => JSON.stringify(sourceHas(key)) !== JSON.stringify(expected))
+    // The source's state is kept with a target's marker-named members escaped (keptMemberName): so is the expectation.
+    .filter(([key, expected]) => JSON.stringify(sourceHas(key)) !== JSON.stringify(withKeptMemberNames(expected)))
     .map(
       ([key, expected]) => `${key}: expected ${JSON.stringify(expected)}, source has ${JSON.stringify(sourceHas(key))}`,
     );
