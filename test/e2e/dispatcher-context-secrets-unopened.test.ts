@@ -85,9 +85,23 @@ describe('a context read whose tenant secrets do not open with the dispatcher’
     for (const event of failed) {
       expect(event.data).toMatchObject({ evidence: { error: 'context read error: SecretUnreadableError' } });
     }
+    // What the dispatcher held of the secret is its sealed value (it cannot open it): in no row this execution wrote,
+    // as stored (the API's presenter redacts what it knows; the rows are what an export or a database reader sees).
+    const [sealed] = (await stack.db.dataSource.query(
+      `SELECT value FROM tenant_connector_secrets WHERE connector = 'http' AND name = 'crm_token'`,
+    )) as { value: string }[];
+    expect(sealed.value.length).toBeGreaterThan(16);
+    const written = JSON.stringify(
+      await stack.db.dataSource.query(
+        `SELECT e.data, o.evidence, o.params, o.obligation FROM events e JOIN operations o ON o.execution_id = e.execution_id
+         WHERE e.execution_id = $1`,
+        [created.id],
+      ),
+    );
+    expect(written).toContain('SecretUnreadableError');
+    for (const kept of [sealed.value, SECRET]) expect(written).not.toContain(kept);
     expect(log.some((e) => e.operation_id === opId && e.to_status === 'SENT')).toBe(false);
     // Nothing reached the target: no read could be made without its secret, and nothing was sent.
     expect(target.seen).toHaveLength(0);
-    expect(JSON.stringify(log)).not.toContain(SECRET);
   }, 90_000);
 });

@@ -8,7 +8,10 @@ export interface HttpExchangeRequest {
   headers?: Record<string, string>;
   body?: unknown;
   timeoutMs: number;
-  /** Response bodies beyond this are cut off and not parsed (never echoed raw anywhere). */
+  /**
+   * The most of a response body read (default 64 KiB): past it the body is not read further, the connection is closed
+   * and the answer is `truncated` with no body (never parsed, never echoed raw anywhere).
+   */
   maxResponseBytes?: number;
   /** Resolve and vet the host name; the address it returns is the one connected to (no DNS rebinding). */
   lookup?: LookupFunction;
