@@ -228,6 +228,61 @@ describe('SSRF defence of the http connector', () => {
     expect(String(held.evidence?.error)).toMatch(/egress refused: localhost resolves to a loopback address/);
   });
 
+  it('never reaches a platform service through an IPv4-translated IPv6 address (NAT64, SIIT), even with allow_private', async () => {
+    // A translator on the platform's network sends these to the IPv4 address they carry (here the sandbox provider's,
+    // 127.0.0.1): the allowlist lets a tenant name them with allow_private, the platform's services stay out of reach.
+    const translated = ['64:ff9b::7f00:1', '::ffff:0:7f00:1'];
+    const current = await call<{ allow_hosts: Record<string, unknown>[] }>('GET', '/v1/admin/connector-settings/http', {
+      key: DEMO.admin,
+    });
+    const put = await call('PUT', '/v1/admin/connector-settings/http', {
+      key: DEMO.admin,
+      body: {
+        allow_hosts: [
+          ...current.body.allow_hosts,
+          ...translated.map((host) => ({ host, ports: [stack.sandboxPort], allow_private: true })),
+        ],
+      },
+    });
+    expect(put.status).toBe(200);
+    const before = await call<{ data: unknown[] }>('GET', '/v1/admin/webhooks', { key: DEMO.admin });
+    for (const host of translated) {
+      const hook = await call<{ errors: { field: string; rule: string; message: string }[] }>(
+        'POST',
+        '/v1/admin/webhooks',
+        {
+          key: DEMO.admin,
+          body: { url: `http://[${host}]:${stack.sandboxPort}/__reset`, events: ['execution.finished'] },
+        },
+      );
+      expect({ host, status: hook.status, type: hook.headers.get('content-type') }).toEqual({
+        host,
+        status: 400,
+        type: expect.stringContaining('application/problem+json'),
+      });
+      expect(hook.body.errors[0]).toMatchObject({
+        field: 'url',
+        rule: 'egress_blocked',
+        message: expect.stringContaining('reaches the sandbox provider of this platform'),
+      });
+    }
+    const after = await call<{ data: unknown[] }>('GET', '/v1/admin/webhooks', { key: DEMO.admin });
+    expect(after.body.data).toEqual(before.body.data);
+    const execution = await submitOps(
+      call,
+      translated.map((host, i) => httpOp(`translated_${i}`, post(`http://[${host}]:${stack.sandboxPort}/__reset`))),
+    );
+    const done = await settled(call, execution.id);
+    for (const op of done.operations) {
+      expect({ key: op.key, status: op.status, code: op.failure?.code, detail: op.evidence?.detail }).toEqual({
+        key: op.key,
+        status: 'FAILED',
+        code: 'egress_refused',
+        detail: expect.stringMatching(/^not sent: egress refused: .* reaches the sandbox provider of this platform/),
+      });
+    }
+  });
+
   it('the canary on loopback received no request at all', async () => {
     expect(canary.hits()).toBe(0);
     // ...while the allowed target was reached, so the stack was really sending,

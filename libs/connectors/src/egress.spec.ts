@@ -440,6 +440,22 @@ describe("the platform's own services are never a tenant's target", () => {
     });
   });
 
+  // A translator on the platform's network (NAT64, SIIT) turns these into packets to the IPv4 address they carry:
+  // classifyAddress calls them ipv4_translated for that reason, and an allow_private entry lets a tenant name one.
+  it.each([
+    ['http://[64:ff9b::7f00:1]:6379/', 'Redis'],
+    ['http://[64:ff9b::127.0.0.1]:4010/__reset', 'the sandbox provider'],
+    ['http://[::ffff:0:7f00:1]:3000/v1/executions', 'the Verity API'],
+    ['http://[64:ff9b:1::7f00:1]:9101/metrics', 'the dispatcher metrics'],
+    ['http://[64:ff9b:1:7f00:0:100::]:6379/', 'Redis'],
+  ])('%s is refused with allow_private: the IPv4 address it carries is %s', (url, name) => {
+    const host = new URL(url).hostname.slice(1, -1);
+    expect(checkTarget(url, [{ host, allow_private: true }], platform)).toEqual({
+      code: 'EGRESS_BLOCKED',
+      message: expect.stringContaining(`reaches ${name} of this platform`),
+    });
+  });
+
   it('leaves every other port and host alone', () => {
     expect(checkTarget('http://127.0.0.1:4011/', everything, platform)).not.toHaveProperty('code');
     expect(checkTarget('http://127.0.0.1:9102/', everything, platform)).not.toHaveProperty('code');
@@ -534,5 +550,12 @@ describe("the platform's own services are never a tenant's target", () => {
       'db.internal': ['10.1.2.3'],
     });
     expect(elsewhere).toEqual({ refused: undefined, args: [null, '10.1.2.4', 4] });
+  });
+
+  it('refuses a name that resolves to a translated address of a service configured by name (DNS64 answers so)', async () => {
+    const db = await lookUp('http://pg.test:5432/', [{ host: 'pg.test', allow_private: true }], ['64:ff9b::a01:203'], {
+      'db.internal': ['10.1.2.3'],
+    });
+    expect(db.refused).toMatch(/reaches Postgres of this platform/);
   });
 });

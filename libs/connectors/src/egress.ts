@@ -336,11 +336,42 @@ export function platformServiceAt(
   host: string,
   port: number,
 ): PlatformService | undefined {
-  const address = canonicalAddress(host);
+  const addresses = [canonicalAddress(host), ...translatedIpv4Of(host)];
   return services.find(
     (s) =>
-      s.port === port && (canonicalAddress(s.host) === address || (onThisMachine(s.host) && onThisMachine(address))),
+      s.port === port &&
+      addresses.some(
+        (address) => canonicalAddress(s.host) === address || (onThisMachine(s.host) && onThisMachine(address)),
+      ),
   );
+}
+
+/** The bytes of the IPv4 address a NAT64 prefix of this length carries (RFC 6052 2.2: bits 64–71 are skipped). */
+const NAT64_IPV4_BYTES: Readonly<Record<number, readonly number[]>> = {
+  48: [6, 7, 9, 10],
+  56: [7, 9, 10, 11],
+  64: [9, 10, 11, 12],
+  96: [12, 13, 14, 15],
+};
+
+/**
+ * The IPv4 addresses an IPv4-translated IPv6 address (classifyAddress's `ipv4_translated`) may carry, which a translator
+ * on the platform's network (NAT64, SIIT; a DNS64 resolver answers names so) sends it to: the last 32 bits of
+ * 64:ff9b::/96 and ::ffff:0:a.b.c.d, and for the local-use 64:ff9b:1::/48 each place its prefix length (48 to 96, which
+ * the address does not say) may put them. A platform service is judged by each of them, as an IPv4-mapped address is by
+ * the one it carries (canonicalAddress). 6to4 and Teredo go through relays on the internet, not to the platform's own
+ * addresses.
+ */
+function translatedIpv4Of(host: string): string[] {
+  const address = canonicalAddress(host);
+  const bytes = isIP(address) === 6 ? parseIpv6(address) : null;
+  if (!bytes) return [];
+  const ipv4 = (at: readonly number[]) => at.map((i) => bytes[i]).join('.');
+  const prefix = (p: number[]) => p.every((b, i) => bytes[i] === b);
+  if (prefix([0x00, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0])) return [ipv4(NAT64_IPV4_BYTES[96])];
+  if (prefix([0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0])) return [ipv4(NAT64_IPV4_BYTES[96])];
+  if (prefix([0x00, 0x64, 0xff, 0x9b, 0x00, 0x01])) return Object.values(NAT64_IPV4_BYTES).map(ipv4);
+  return [];
 }
 
 function platformRefusal(service: PlatformService, host: string, port: number): string {
@@ -519,7 +550,7 @@ async function platformServiceResolved(
     const service = platformServiceAt(target.platform, address, target.port);
     if (service) return service;
   }
-  const ours = new Set(addresses.map((a) => canonicalAddress(a.address)));
+  const ours = new Set(addresses.flatMap((a) => [canonicalAddress(a.address), ...translatedIpv4Of(a.address)]));
   for (const service of target.platform) {
     if (service.port !== target.port || isIP(service.host) || service.host === 'localhost') continue;
     const theirs = await resolver(service.host).catch(() => []);
