@@ -233,8 +233,8 @@ describe('a spending cap set after sends counts an amount they carried as decima
     await sentBeforeTheCap('900');
     await sentBeforeTheCap(' 0.5 ');
     await sentBeforeTheCap('-70'); // a negative amount never buys the cap back
-    // Past 1000 significant digits (Number() reads it as Infinity) or a four-digit exponent: not cast, never an error.
-    for (const unreadable of ['abc', '1e999999', '9'.repeat(1001), '1,000', '']) await sentBeforeTheCap(unreadable);
+    // Longer than 4096 bytes, or a five-digit exponent: not read, never an error.
+    for (const unreadable of ['abc', '1e999999', '9'.repeat(4097), '1,000', '']) await sentBeforeTheCap(unreadable);
     await backfillSpend(db.dataSource.manager, 'acme', 'http', 86_400);
     const usage = await spendingUsage(db.dataSource.manager, 'acme', 'http', cap, ['body', 'amount']);
     expect(usage).toMatchObject({ operations: 8, amount: 900.5 });
@@ -246,10 +246,13 @@ describe('a spending cap set after sends counts an amount they carried as decima
   // of zeros, or with any of the characters it skips around a number.
   it.each([
     ['leading zeros', '0'.repeat(31) + '500000'],
-    ['more leading zeros than any digit bound', '0'.repeat(5000) + '500000'],
+    ['thousands of leading zeros', '0'.repeat(4000) + '500000'],
     ['trailing zeros', '500000.' + '0'.repeat(31)],
-    ['more trailing zeros than numeric keeps after the point', '500000.' + '0'.repeat(20_000)],
+    ['thousands of trailing zeros', '500000.' + '0'.repeat(4000)],
     ['zeros in front of the exponent', '5e' + '0'.repeat(40) + '5'],
+    ['a thousand fraction digits before a last one', '500000.' + '0'.repeat(1000) + '1'],
+    ['the point moved by a four-digit exponent', '0.' + '0'.repeat(1000) + '5e1006'],
+    ['a thousand zeros taken back by the exponent', '5' + '0'.repeat(1000) + 'e-995'],
     ['no-break space', '\u00a0500000'],
     ['vertical tab', '\u000b500000'],
     ['form feed', '\f500000\f'],
@@ -263,7 +266,8 @@ describe('a spending cap set after sends counts an amount they carried as decima
 
   it('counts hostile text as its number or as nothing, and the window is still summed', async () => {
     const hostile = [
-      '7'.repeat(10_000), // more significant digits than are cast
+      '7'.repeat(10_000), // longer than 4096 bytes: not read
+      '5'.repeat(250_000), // as long as a request body lets it be: not read (its digits are never scanned)
       '1e99999',
       '1e-99999',
       '\u0665', // an Arabic-Indic five
