@@ -563,7 +563,16 @@ export class VerificationService {
         data: { ...trigger, result: read.kind, evidence: read.evidence, held_for: op.terminalReason, after: S.FAILED },
       }),
     );
-    if (recorded !== REQUEST_USED && recorded.won) {
+    if (recorded === REQUEST_USED) {
+      // Another run of the job wrote it (a replay), or the request is gone: either way what this read found is not
+      // written here, and an operator should be able to see that it was found.
+      this.logger.warn(
+        { operationId: op.id, executionId: op.executionId, requestId },
+        're-check found the effect of an operation resolved FAILED, but its request was used or is gone: not written by this run',
+      );
+      return;
+    }
+    if (recorded.won) {
       this.logger.warn(
         { operationId: op.id, executionId: op.executionId },
         're-check found the effect of an operation a reviewer had just resolved FAILED',

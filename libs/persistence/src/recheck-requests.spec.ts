@@ -2,6 +2,7 @@ import { insertChargeExecution } from '../../../test/support/fixtures';
 import { waitForLockWaiter } from '../../../test/support/lock-waits';
 import { useTestDatabase } from '../../../test/support/test-database';
 import {
+  LEFT_HOLD_RECHECK_REQUEST_GRACE_SECONDS,
   USED_RECHECK_REQUEST_RETENTION_SECONDS,
   claimRecheckRequest,
   pruneUnusableRecheckRequests,
@@ -123,7 +124,7 @@ describe('re-check requests (real Postgres)', () => {
       )) as { id: string }[]
     ).map((r) => r.id);
 
-  it('prunes the unused requests of an operation that left its hold by a decision (same attempt), an hour after it left', async () => {
+  it('prunes the unused requests of an operation that left its hold by a decision (same attempt), once its grace after it left has passed', async () => {
     const { operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
     await hold(operationId);
     // A burst of presses: the first job's read VERIFIES, the others find 'skipped: not held' and never use theirs.
@@ -131,7 +132,7 @@ describe('re-check requests (real Postgres)', () => {
     await record(operationId);
     await record(operationId);
     expect(await claimRecheckRequest(db.dataSource.manager, first, operationId)).toBe('key_reviewer');
-    await leaveHold(operationId, 'VERIFIED', 2 * hour);
+    await leaveHold(operationId, 'VERIFIED', LEFT_HOLD_RECHECK_REQUEST_GRACE_SECONDS + 60);
     // Even years later: the operation is VERIFIED for good, no job can use them.
     await db.dataSource.query(
       `UPDATE recheck_requests SET requested_at = requested_at - interval '400 days' WHERE operation_id = $1`,
@@ -141,14 +142,14 @@ describe('re-check requests (real Postgres)', () => {
     expect(await unusedOf(operationId)).toEqual([]);
   });
 
-  it('keeps the unused requests of an operation that left its hold less than an hour ago: a re-check that looked while it was held still claims its own', async () => {
+  it('keeps the unused requests of an operation that left its hold within its grace: a re-check that looked while it was held still claims its own', async () => {
     // The job looked while held, read the source, and claims as it writes — after a reviewer's FAILED, a moment ago.
     const { operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
     await hold(operationId);
     const id = await record(operationId);
     await age(id, 3 * hour);
     expect(await unusedRecheckRequest(db.dataSource.manager, id, operationId)).not.toBeNull();
-    await leaveHold(operationId, 'FAILED', USED_RECHECK_REQUEST_RETENTION_SECONDS - 60);
+    await leaveHold(operationId, 'FAILED', LEFT_HOLD_RECHECK_REQUEST_GRACE_SECONDS - 60);
     await pruneUnusableRecheckRequests(db.dataSource.manager, 100);
     expect(await unusedOf(operationId)).toEqual([id]);
     expect(await claimRecheckRequest(db.dataSource.manager, id, operationId)).toBe('key_reviewer');

@@ -18,9 +18,11 @@ export const USED_RECHECK_REQUEST_RETENTION_SECONDS = 60 * 60;
  * VERIFIED or FAILED at the same attempt) are kept after it left (its `updated_at`, which every transition sets): a
  * re-check that looked while it was held reads the source, then claims its request as it writes what it found, and
  * may do so after the operation left (a read that shows the effect after a reviewer's FAILED is still written). Its
- * other jobs skip "not held" without looking at their request, which would otherwise stay unused forever.
+ * other jobs skip "not held" without looking at their request, which would otherwise stay unused forever. Two hours:
+ * longer than the longest read a connector may make (CONNECTOR_TIMEOUT_MS is at most an hour) plus a retried job's
+ * wait, so a read that began while the operation was held always finds its request.
  */
-export const LEFT_HOLD_RECHECK_REQUEST_GRACE_SECONDS = 60 * 60;
+export const LEFT_HOLD_RECHECK_REQUEST_GRACE_SECONDS = 2 * 60 * 60;
 
 /**
  * Usable: not used yet, and made for the hold the operation is in now — the attempt it was recorded at. The attempt
