@@ -11,8 +11,8 @@ const OVERSIZED = JSON.stringify({ id: 'ch_oversized', padding: 'x'.repeat(100 *
  * The payment provider takes the charge (the request reaches it and it charges), and the answer the dispatcher gets
  * says it replays an earlier request's charge, in a body larger than a connector reads. Before: the cut body was read
  * as no charge at all, its amount unlike this request's — FAILED "no charge was made for it", while the provider
- * held the charge. What an answer cut at the limit says is unknown: the outcome is UNKNOWN, and the read-back finds
- * the charge (VERIFIED).
+ * held the charge. Whose charge a replay cut at the limit names is unknown: the outcome is UNKNOWN, and the read-back
+ * finds the charge (VERIFIED). (A 2xx cut at the limit that is not a replay is ACKNOWLEDGED, with no reference.)
  */
 describe('a provider whose answer to a send is larger than a connector reads', () => {
   let stack: Stack;
