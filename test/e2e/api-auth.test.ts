@@ -89,37 +89,17 @@ describe('auth, keys and tenant isolation (I9)', () => {
       const count = async () =>
         ((await stack.db.dataSource.query(`SELECT count(*)::int AS n FROM api_keys`)) as { n: number }[])[0].n;
       const before = await count();
-      // Invisible format characters too (zero-width space, word joiner, byte order mark, soft hyphen, a tag): a
-      // label that looks like another key's, "ops" beside "o\u200bps", is told apart by no one reading the table.
-      const invisible = ['o\u200bps', 'o\u2060ps', '\ufeffops', 'o\u00adps', 'ops\u{e0041}'];
-      // Invisible too, though not format characters: a combining grapheme joiner, Hangul fillers, a variation
-      // selector, a Mongolian free variation selector, a Khmer inherent vowel, an unassigned default-ignorable.
-      invisible.push(
-        'o\u034fps',
-        'o\u3164ps',
-        '\u115fops',
-        'o\ufe0fps',
-        'o\u180bps',
-        'o\u17b4ps',
-        'o\u{e0100}ps',
-        'o\u2065ps',
-      );
-      for (const label of [
-        forged,
-        'ops\u001b[2K',
-        'tab\there',
-        'ops\u202erevoked',
-        'ops\u2028x',
-        'x'.repeat(201),
-        ...invisible,
-      ]) {
+      // The whole rule is key-label.spec's; here the CLI refuses a forged row and an invisible character ("o\u034fps"
+      // reads as "ops" in the table) without writing a key. (Each run of the CLI loads it anew: a few seconds on a
+      // loaded machine.)
+      for (const label of [forged, 'o\u034fps']) {
         const refused = await keys('create', '--tenant', 'demo', '--role', 'admin', '--label', label);
         expect({ label, code: refused.code, stdout: refused.stdout }).toEqual({ label, code: 2, stdout: '' });
         expect(refused.stderr).toMatch(/--label/);
       }
       expect(await count()).toBe(before);
       expect((await keys('create', '--tenant', 'demo', '--role', 'agent', '--label', 'x'.repeat(200))).code).toBe(0);
-    });
+    }, 120_000);
 
     it('lists a stored label that is not one line of plain text escaped, on its key’s row', async () => {
       await ensureTenant(stack.db.dataSource.manager, 'listed-label');

@@ -14,6 +14,7 @@ import {
 } from '@verity/persistence';
 import { loadConfig } from '@verity/platform';
 import type { DataSource } from 'typeorm';
+import { LABEL_MAX, isLabelText, shownLabel } from './key-label';
 
 const USAGE = `Manage API keys (keys are stored hashed; a new key is printed once and never again).
 
@@ -30,39 +31,15 @@ A revoked key stops working at once in every API process, open streams included.
 
 class UsageError extends Error {}
 
-const LABEL_MAX = 200;
-/**
- * What a label may not hold: it is printed in `list`'s table, which operators read to decide which key to revoke. A
- * line break there makes a row of its own (a key that is not there, or one shown "revoked" that stands), an escape
- * sequence rewrites what the terminal shows, a bidi control reorders it, and an invisible format character (a
- * zero-width space, a word joiner, a byte order mark, a soft hyphen) makes a label that reads as another key's.
- * Control characters (C0, DEL, C1), format characters (`\p{Cf}`, bidi controls among them), every other character
- * Unicode says to show as nothing (`\p{Default_Ignorable_Code_Point}`: a combining grapheme joiner, Hangul fillers,
- * variation selectors, unassigned ones), line and paragraph separators, and lone surrogates.
- */
-const NOT_LABEL_TEXT = /[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\u2028\u2029]|\p{Cs}/u;
-const NOT_LABEL_TEXT_EVERYWHERE = new RegExp(NOT_LABEL_TEXT.source, 'gu');
-
 /** A label as given, refused (usage error, nothing written) unless it is one line of plain text of at most 200. */
 function labelOf(label: string | undefined): string | undefined {
   if (label === undefined) return undefined;
-  if ([...label].length > LABEL_MAX || NOT_LABEL_TEXT.test(label)) {
+  if (!isLabelText(label)) {
     throw new UsageError(
       `--label is one line of text of at most ${LABEL_MAX} characters: no line breaks, control characters, bidi controls or invisible format characters`,
     );
   }
   return label;
-}
-
-/**
- * A stored label shown on its row: what a label may not hold (one stored before the rule, or not by this CLI) as
- * \uXXXX, or \u{XXXXX} past the first plane (a tag character: one escape, not two halves of a pair).
- */
-function shownLabel(label: string | null): string {
-  return (label ?? '').replace(NOT_LABEL_TEXT_EVERYWHERE, (c) => {
-    const code = c.codePointAt(0)!;
-    return code > 0xffff ? `\\u{${code.toString(16)}}` : `\\u${code.toString(16).padStart(4, '0')}`;
-  });
 }
 
 type KeyRow = ApiKeyListing;
