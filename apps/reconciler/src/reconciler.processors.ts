@@ -62,7 +62,7 @@ export const ReconcileProcessor = operationJobsWorker<JobName.RECONCILE_OPERATIO
   queue: QueueName.RECONCILE,
   handlers: (verification) => ({
     [JobName.RECONCILE_OPERATION]: (data) => verification.reconcile(data.operationId),
-    [JobName.RECHECK_OPERATION]: (data) => verification.recheck(data.operationId, data.requestId),
+    [JobName.RECHECK_OPERATION]: (data) => verification.recheck(data.operationId, data.requestId, data.dueAt),
   }),
   async report(logger, job, data, pending) {
     let outcome: string;

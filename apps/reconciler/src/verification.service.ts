@@ -32,7 +32,7 @@ import {
   settledByReadBack,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, callTimings, testPauseSleep } from '@verity/platform';
-import { JobName, JobProducer, jobId, advanceRetriesOf } from '@verity/queues';
+import { JobName, JobProducer, jobId, advanceRetriesOf, scheduledRecheckJobId } from '@verity/queues';
 import {
   HOLDS_WITH_A_RECORD_ON_FILE,
   OperationStatus,
@@ -68,6 +68,7 @@ export type RecheckOutcome =
   | 'skipped: not held'
   | 'skipped: cannot read back'
   | 'skipped: no recorded request'
+  | 'skipped: superseded'
   | 'skipped: lost race';
 
 export type ObserveOutcome =
@@ -406,8 +407,13 @@ export class VerificationService {
    * (libs/persistence `unusedRecheckRequest`), reads nothing and writes nothing in anyone's name. A request has no
    * maximum age: a job run late (reconcilers down, a backed-up queue) still reads, its events saying when the reviewer
    * asked (`requested_at`) beside who (`requested_by`), so a late read is plain as one.
+   * `dueAt`: a scheduled re-check's due time. It runs only while the operation's `next_check_at` still names it, checked
+   * before the read and in the statement that writes: every read that leaves the hold held schedules the next one and
+   * re-dates `next_check_at`, so a re-check it superseded (the one scheduled before a reviewer's read, or a "still
+   * unknown") reads nothing and writes nothing — else each reviewer's read started another chain of automatic reads.
+   * A reviewer's re-check is never superseded; one the sweeper re-arms (no due time) runs for whatever is owed.
    */
-  async recheck(operationId: string, requestId?: string): Promise<RecheckOutcome> {
+  async recheck(operationId: string, requestId?: string, dueAt?: unknown): Promise<RecheckOutcome> {
     const found = await findOperationWithClockForWorker(this.db.manager, operationId);
     const op = found?.operation;
     // The next read is scheduled on the database's clock, the obligation's due time's and the sweeper's.
@@ -416,6 +422,12 @@ export class VerificationService {
       return 'skipped: not held';
     }
     if (!everSent(op) || !this.canReadBack(op)) return 'skipped: cannot read back';
+    // (A due time that is no time — a job's data edited on a writable Bull Board — names no re-check the row owes.)
+    const scheduledFor =
+      requestId === undefined && dueAt !== undefined
+        ? new Date(typeof dueAt === 'string' ? Date.parse(dueAt) : NaN)
+        : undefined;
+    if (scheduledFor && op.nextCheckAt?.getTime() !== scheduledFor.getTime()) return 'skipped: superseded';
     const request =
       requestId === undefined
         ? undefined
@@ -461,8 +473,11 @@ export class VerificationService {
     // The count and the next read follow from the obligation as it stands when this read is written: a reviewer's
     // "still unknown" recorded meanwhile re-dated it and restarted the count, so the write is made only while the due
     // time is the one it was computed from (compare-and-set), and computed again from the row if that changed.
+    // A scheduled re-check another read superseded while this one read (see below): what it showed is written, with
+    // nothing scheduled from it — the next automatic read is the one the operation names.
+    let superseded = false;
     for (let attempt = 1; ; attempt += 1) {
-      // Which re-check this is as read: its backoff and the next job's id. The stored count is added to in the
+      // Which re-check this is as read: its backoff. The stored count is added to in the
       // statement (countInObligation), so a reviewer's re-check racing a scheduled one counts both.
       const rechecks = (held.obligation?.rechecks ?? 0) + 1;
       const next =
@@ -480,7 +495,8 @@ export class VerificationService {
           whileStatus: S.MANUAL_REVIEW,
           // (The last try writes whatever the due time: what the read found is never dropped for a re-dating.)
           whileObligationDueAt: attempt < 3 ? held.obligation?.due_at : undefined,
-          patch: { next_check_at: next },
+          whileNextCheckAt: superseded ? undefined : scheduledFor,
+          patch: superseded ? undefined : { next_check_at: next },
           merge: { obligation: shown },
           countInObligation: 'rechecks',
           type: 'operation.rechecked',
@@ -489,17 +505,32 @@ export class VerificationService {
             result: read.kind,
             evidence: read.evidence,
             held_for: held.terminalReason,
-            next_check_at: next?.toISOString() ?? null,
+            next_check_at: superseded ? (held.nextCheckAt?.toISOString() ?? null) : (next?.toISOString() ?? null),
+            ...(superseded && { superseded: true }),
           },
         }),
       );
       // The job ran twice and the other run wrote the request's event: nothing more in the reviewer's name.
       if (annotated === REQUEST_USED) return 'skipped: no recorded request';
       if (annotated.won) {
-        if (next) await this.scheduleRecheck(held, rechecks + 1, next, clockOffsetMs);
+        if (next && !superseded) await this.scheduleRecheck(held, next, clockOffsetMs);
         return `still held: ${read.kind}`;
       }
       const now = await findOperationForWorker(this.db.manager, op.id);
+      // Another read (or a "still unknown") re-dated the next re-check while this one read: the next automatic read is
+      // the one it named, not one from here. What this read found is dropped only if it showed nothing of the effect —
+      // one that did is kept on the hold (a person's FAILED is refused by it), never lost for a re-dating.
+      if (
+        scheduledFor &&
+        !superseded &&
+        now?.status === S.MANUAL_REVIEW &&
+        now.nextCheckAt?.getTime() !== scheduledFor.getTime()
+      ) {
+        if (!readShowsTheEffect(read.kind)) return 'skipped: superseded';
+        superseded = true;
+        held = now;
+        continue;
+      }
       const redated =
         now?.status === S.MANUAL_REVIEW && now.obligation?.due_at !== held.obligation?.due_at && attempt < 3;
       if (!redated) break;
@@ -609,12 +640,13 @@ export class VerificationService {
   }
 
   /** `at` is on the database's clock: the delay is counted from the database's now (`clockOffsetMs`). */
-  private async scheduleRecheck(op: OperationEntity, n: number, at: Date, clockOffsetMs: number): Promise<void> {
+  private async scheduleRecheck(op: OperationEntity, at: Date, clockOffsetMs: number): Promise<void> {
     await this.producer.tryEnqueue(
       JobName.RECHECK_OPERATION,
-      { operationId: op.id, executionId: op.executionId },
+      // The due time it is for: it runs only while the operation's next_check_at still names it.
+      { operationId: op.id, executionId: op.executionId, dueAt: at.toISOString() },
       {
-        jobId: jobId(JobName.RECHECK_OPERATION, op.id, n),
+        jobId: scheduledRecheckJobId(op.id, at),
         delay: Math.max(0, at.getTime() - (Date.now() + clockOffsetMs)),
       },
     );
@@ -664,7 +696,7 @@ export class VerificationService {
     });
     if (!moved.won) return 'skipped: lost race';
     await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
-    if (recheckAt) await this.scheduleRecheck(op, 1, recheckAt, clockOffsetMs);
+    if (recheckAt) await this.scheduleRecheck(op, recheckAt, clockOffsetMs);
     return 'held';
   }
 }

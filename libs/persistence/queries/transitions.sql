@@ -277,14 +277,14 @@ WITH moved AS (
 
 -- annotateCounted
 WITH moved AS (
-         UPDATE operations SET updated_at = clock_timestamp(), next_check_at = $3, obligation = jsonb_set(coalesce(obligation, '{}'::jsonb) || $4::jsonb, '{rechecks}', to_jsonb(coalesce((obligation->>'rechecks')::int, 0) + 1)) WHERE id = $1 AND status = $2 AND obligation->>'due_at' = $5
+         UPDATE operations SET updated_at = clock_timestamp(), next_check_at = $3, obligation = jsonb_set(coalesce(obligation, '{}'::jsonb) || $4::jsonb, '{rechecks}', to_jsonb(coalesce((obligation->>'rechecks')::int, 0) + 1)) WHERE id = $1 AND status = $2 AND obligation->>'due_at' = $5 AND next_check_at = $6::timestamptz
          RETURNING id, execution_id, tenant_id
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
          FROM moved WHERE e.id = moved.execution_id RETURNING e.id, e.event_seq
        )
        INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, data)
-       SELECT $6, seq.id, moved.tenant_id, seq.event_seq, moved.id, $7, $8
+       SELECT $7, seq.id, moved.tenant_id, seq.event_seq, moved.id, $8, $9
        FROM moved JOIN seq ON seq.id = moved.execution_id
        RETURNING id, seq;
 

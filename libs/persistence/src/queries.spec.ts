@@ -183,13 +183,14 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
           type: 'context.unavailable',
         }),
       ),
-      // A re-check's record: its count added to in the statement.
+      // A scheduled re-check's record: its count added to in the statement, only while it is the re-check the row names.
       annotateCounted: await recorded((db) =>
         transitions.annotate(db, {
           executionId: 'exe_1',
           operationId: 'op_1',
           whileStatus: OperationStatus.MANUAL_REVIEW,
           whileObligationDueAt: '2026-01-01T00:00:00.000Z',
+          whileNextCheckAt: new Date(0),
           patch: { next_check_at: null },
           merge: { obligation: {} },
           countInObligation: 'rechecks',

@@ -1154,6 +1154,34 @@ describe('TransitionService (real Postgres)', () => {
     expect(row.obligation).toEqual({ due_at: '2026-01-02T00:00:00.000Z', resolution: null, escalated_at: 'now' });
   });
 
+  it('annotate with whileNextCheckAt: of re-checks scheduled for one due time, one writes, and none once it is re-dated', async () => {
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    const due = new Date('2026-01-02T00:00:00.123Z');
+    await db.dataSource.query(`UPDATE operations SET next_check_at = $2 WHERE id = $1`, [operationId, due]);
+    const recheck = (scheduledFor: Date, next: Date) =>
+      transitions.annotate(db.dataSource.manager, {
+        executionId,
+        operationId,
+        whileStatus: OperationStatus.PREPARED,
+        whileNextCheckAt: scheduledFor,
+        patch: { next_check_at: next },
+        countInObligation: 'rechecks',
+        type: 'operation.rechecked',
+      });
+    // One scheduled for a time the row no longer names (a later read re-dated it): nothing written.
+    expect((await recheck(new Date(due.getTime() - 1), new Date('2026-01-03T00:00:00.000Z'))).won).toBe(false);
+    // Several runs for the one it names, each re-dating it: the first written moves it on, the others are superseded.
+    const results = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => recheck(due, new Date(Date.UTC(2026, 0, 3, 0, 0, i)))),
+    );
+    expect(results.filter((r) => r.won)).toHaveLength(1);
+    expect(await eventsWhere({ executionId, type: 'operation.rechecked' })).toHaveLength(1);
+    const [row] = (await db.dataSource.query(`SELECT obligation FROM operations WHERE id = $1`, [operationId])) as {
+      obligation: { rechecks: number };
+    }[];
+    expect(row.obligation.rechecks).toBe(1);
+  });
+
   it('annotate with whileUnescalated: of many sweeps that find an obligation overdue at once, one escalates it', async () => {
     const { executionId, operationId } = await newExecutionWithOneOperation();
     await db.dataSource.query(`UPDATE operations SET obligation = $2 WHERE id = $1`, [

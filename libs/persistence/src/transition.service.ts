@@ -499,6 +499,11 @@ export interface AnnotationInput {
   whileCheckCount?: number;
   /** Only while the obligation is still due when it was read: a re-dated one is not the one that was overdue. */
   whileObligationDueAt?: string;
+  /**
+   * Only while `next_check_at` is still this time: a scheduled re-check writes only while it is the one the operation
+   * names, not one superseded by a later read that re-dated it (else each such read started another chain of reads).
+   */
+  whileNextCheckAt?: Date;
   /** Only while the obligation is not escalated yet: of two sweeps that find it overdue, one escalates it. */
   whileUnescalated?: boolean;
   /**
@@ -1051,6 +1056,10 @@ export class TransitionService {
       params.push(input.whileObligationDueAt);
       obligationDue = ` AND obligation->>'due_at' = $${params.length}`;
     }
+    if (input.whileNextCheckAt !== undefined) {
+      params.push(input.whileNextCheckAt);
+      obligationDue += ` AND next_check_at = $${params.length}::timestamptz`;
+    }
     if (input.whileCheckCount !== undefined) {
       params.push(input.whileCheckCount);
       obligationDue += ` AND check_count = $${params.length}`;
@@ -1109,6 +1118,7 @@ function assertAnnotationGuards(input: AnnotationInput): void {
     input.countInObligation !== undefined ||
     input.whileCheckCount !== undefined ||
     input.whileObligationDueAt !== undefined ||
+    input.whileNextCheckAt !== undefined ||
     input.whileUnescalated ||
     input.whileUnresolved ||
     input.withdrawRelease ||

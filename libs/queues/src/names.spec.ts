@@ -4,6 +4,7 @@ import {
   preconditionReadJobId,
   releaseDispatchJobId,
   reviewerRecheckJobId,
+  scheduledRecheckJobId,
   webhookDeliveryJob,
 } from './names';
 
@@ -15,7 +16,6 @@ describe('jobId', () => {
     [JobName.VERIFY_OPERATION, 0, 'op_1.verify.0'],
     [JobName.RECONCILE_OPERATION, 3, 'op_1.reconcile.3'],
     [JobName.OBSERVE_OPERATION, 17, 'op_1.observe.17'],
-    [JobName.RECHECK_OPERATION, 2, 'op_1.recheck-operation.2'], // a scheduled re-check, by its number
     [JobName.RECHECK_OPERATION, 'rcq_a', 'op_1.recheck-operation.rcq_a'], // a reviewer's, by the request's id
     [JobName.DELIVER_WEBHOOK, 2, 'op_1.deliver-webhook.2'],
   ])('%s with %p is %s', (name, discriminator, expected) => {
@@ -26,6 +26,13 @@ describe('jobId', () => {
     const due = new Date('2026-11-30T12:00:00.000Z');
     expect(preconditionReadJobId('exe_1', due)).toBe(`exe_1.advance-execution.precondition-${due.getTime()}`);
     expect(preconditionReadJobId('exe_1', due)).toBe(preconditionReadJobId('exe_1', new Date(due)));
+  });
+
+  it('gives each scheduled re-check of an operation one job per due time, not per count', () => {
+    const due = new Date('2026-11-30T12:00:00.000Z');
+    expect(scheduledRecheckJobId('op_1', due)).toBe(`op_1.recheck-operation.due${due.getTime()}`);
+    expect(scheduledRecheckJobId('op_1', due)).toBe(scheduledRecheckJobId('op_1', new Date(due)));
+    expect(scheduledRecheckJobId('op_1', new Date(due.getTime() + 1))).not.toBe(scheduledRecheckJobId('op_1', due));
   });
 
   it("gives each reviewer's re-check request its own job, whenever it was asked for", () => {

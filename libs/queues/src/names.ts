@@ -44,8 +44,11 @@ export interface JobPayloads {
   /**
    * `requestId`: the reviewer's request as the API recorded it (libs/persistence `recordRecheckRequest`), used once;
    * absent for a scheduled re-check. The job names no person: who asked is read from the request when it is claimed.
+   * `dueAt`: a scheduled re-check's due time (the operation's `next_check_at` it was scheduled for, ISO): it reads and
+   * writes only while the operation still names that time, so a hold has one chain of automatic re-checks however
+   * many reads re-dated it. Absent for a reviewer's and for one the sweeper re-arms (it runs for whatever is owed).
    */
-  [JobName.RECHECK_OPERATION]: OperationJob & { requestId?: string };
+  [JobName.RECHECK_OPERATION]: OperationJob & { requestId?: string; dueAt?: string };
   /** `round`: 0 for the first delivery, n for the n-th manual redelivery; a job of an older round is skipped. */
   [JobName.DELIVER_WEBHOOK]: { deliveryId: string; round: number };
 }
@@ -156,6 +159,15 @@ export function jobId(name: JobName, id: string, discriminator?: string | number
  */
 export function preconditionReadJobId(executionId: string, dueAt: Date): string {
   return jobId(JobName.ADVANCE_EXECUTION, executionId, `precondition-${dueAt.getTime()}`);
+}
+
+/**
+ * The scheduled re-check of a held operation due at `dueAt` (its `next_check_at`): one job per due time. Numbered by the
+ * re-check count, two writers that read the same count made one id for two due times, and the job kept was not
+ * necessarily the one the row names (then it skipped, and nothing read the hold until the sweeper found it overdue).
+ */
+export function scheduledRecheckJobId(operationId: string, dueAt: Date): string {
+  return jobId(JobName.RECHECK_OPERATION, operationId, `due${dueAt.getTime()}`);
 }
 
 /**

@@ -33,7 +33,13 @@ import {
   retriesRefuted,
 } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig, currentTraceparent, inTraceOf, newId, tracingOn } from '@verity/platform';
-import { JobName, JobProducer, jobId, releaseDispatchJobId, reviewerRecheckJobId } from '@verity/queues';
+import {
+  JobName,
+  JobProducer,
+  releaseDispatchJobId,
+  reviewerRecheckJobId,
+  scheduledRecheckJobId,
+} from '@verity/queues';
 import {
   CANCEL_CAUSE_OF_ENDED_EXECUTION,
   ExecutionStatus,
@@ -807,9 +813,10 @@ export class OperationsService {
       await this.inExecutionTrace(op.executionId, () =>
         this.producer.tryEnqueue(
           JobName.RECHECK_OPERATION,
-          { operationId: op.id, executionId: op.executionId },
+          // The chain of automatic re-checks starts again from here: the one scheduled before reads nothing more.
+          { operationId: op.id, executionId: op.executionId, dueAt: nextCheckAt.toISOString() },
           {
-            jobId: jobId(JobName.RECHECK_OPERATION, op.id, `investigated${seen.length + 1}`),
+            jobId: scheduledRecheckJobId(op.id, nextCheckAt),
             delay: Math.max(0, nextCheckAt.getTime() - (Date.now() + clockOffsetMs)),
           },
         ),
