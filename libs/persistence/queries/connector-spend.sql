@@ -21,12 +21,15 @@ SELECT count(*) AS operations,
             sum(CASE WHEN NOT (o.status = ANY($5::text[]) AND o.acknowledged_at IS NULL
                  AND NOT (coalesce(o.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) THEN greatest(CASE jsonb_typeof(o.params #> $4::text[])
      WHEN 'number' THEN (o.params #>> $4::text[])::numeric
-     WHEN 'string' THEN (
-       SELECT CASE WHEN m[2] || coalesce(m[3], '') <> '' AND length(ltrim(coalesce(m[5], ''), '0')) <= 4
-                   THEN (m[1] || '0' || ltrim(m[2], '0') || '.' || rtrim(coalesce(m[3], ''), '0') || '0e'
-                         || coalesce(m[4], '') || '0' || ltrim(coalesce(m[5], ''), '0'))::numeric END
-       FROM regexp_match(CASE WHEN octet_length(o.params #>> $4::text[]) <= 4096 THEN o.params #>> $4::text[] END,
-              '^[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]*([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?)([0-9]+))?[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]*$') AS r(m))
+     WHEN 'string' THEN CASE
+       WHEN octet_length(o.params #>> $4::text[]) <= 4096 THEN (
+         SELECT CASE WHEN m[2] || coalesce(m[3], '') <> '' AND length(ltrim(coalesce(m[5], ''), '0')) <= 4
+                     THEN (m[1] || '0' || ltrim(m[2], '0') || '.' || rtrim(coalesce(m[3], ''), '0') || '0e'
+                           || coalesce(m[4], '') || '0' || ltrim(coalesce(m[5], ''), '0'))::numeric END
+         FROM regexp_match(o.params #>> $4::text[],
+                '^[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]*([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?)([0-9]+))?[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]*$') AS r(m))
+       WHEN o.params #>> $4::text[] ~ '^[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff0-9.eE+-]*$' THEN 'Infinity'::numeric
+     END
    END, 0) END) AS amount,
             now() - make_interval(secs => $3) AS since
      FROM connector_spend s JOIN operations o ON o.id = s.operation_id
@@ -36,12 +39,15 @@ SELECT count(*) AS operations,
 SELECT coalesce(sum(CASE WHEN NOT (o.status = ANY($7::text[]) AND o.acknowledged_at IS NULL
                  AND NOT (coalesce(o.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) THEN greatest(CASE jsonb_typeof(o.params #> $4::text[])
      WHEN 'number' THEN (o.params #>> $4::text[])::numeric
-     WHEN 'string' THEN (
-       SELECT CASE WHEN m[2] || coalesce(m[3], '') <> '' AND length(ltrim(coalesce(m[5], ''), '0')) <= 4
-                   THEN (m[1] || '0' || ltrim(m[2], '0') || '.' || rtrim(coalesce(m[3], ''), '0') || '0e'
-                         || coalesce(m[4], '') || '0' || ltrim(coalesce(m[5], ''), '0'))::numeric END
-       FROM regexp_match(CASE WHEN octet_length(o.params #>> $4::text[]) <= 4096 THEN o.params #>> $4::text[] END,
-              '^[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]*([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?)([0-9]+))?[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]*$') AS r(m))
+     WHEN 'string' THEN CASE
+       WHEN octet_length(o.params #>> $4::text[]) <= 4096 THEN (
+         SELECT CASE WHEN m[2] || coalesce(m[3], '') <> '' AND length(ltrim(coalesce(m[5], ''), '0')) <= 4
+                     THEN (m[1] || '0' || ltrim(m[2], '0') || '.' || rtrim(coalesce(m[3], ''), '0') || '0e'
+                           || coalesce(m[4], '') || '0' || ltrim(coalesce(m[5], ''), '0'))::numeric END
+         FROM regexp_match(o.params #>> $4::text[],
+                '^[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]*([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?)([0-9]+))?[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]*$') AS r(m))
+       WHEN o.params #>> $4::text[] ~ '^[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff0-9.eE+-]*$' THEN 'Infinity'::numeric
+     END
    END, 0) END), 0)
             + $5::numeric > $6::numeric AS beyond
      FROM connector_spend s JOIN operations o ON o.id = s.operation_id

@@ -233,8 +233,9 @@ describe('a spending cap set after sends counts an amount they carried as decima
     await sentBeforeTheCap('900');
     await sentBeforeTheCap(' 0.5 ');
     await sentBeforeTheCap('-70'); // a negative amount never buys the cap back
-    // Longer than 4096 bytes, or a five-digit exponent: not read, never an error.
-    for (const unreadable of ['abc', '1e999999', '9'.repeat(4097), '1,000', '']) await sentBeforeTheCap(unreadable);
+    // Not a number, or a five-digit exponent, or longer than 4096 bytes and not made of a number's characters:
+    // nothing, never an error.
+    for (const unreadable of ['abc', '1e999999', 'x9'.repeat(2049), '1,000', '']) await sentBeforeTheCap(unreadable);
     await backfillSpend(db.dataSource.manager, 'acme', 'http', 86_400);
     const usage = await spendingUsage(db.dataSource.manager, 'acme', 'http', cap, ['body', 'amount']);
     expect(usage).toMatchObject({ operations: 8, amount: 900.5 });
@@ -266,8 +267,7 @@ describe('a spending cap set after sends counts an amount they carried as decima
 
   it('counts hostile text as its number or as nothing, and the window is still summed', async () => {
     const hostile = [
-      '7'.repeat(10_000), // longer than 4096 bytes: not read
-      '5'.repeat(250_000), // as long as a request body lets it be: not read (its digits are never scanned)
+      'x'.repeat(250_000), // as long as a request body lets it be, and no number: nothing
       '1e99999',
       '1e-99999',
       '\u0665', // an Arabic-Indic five
@@ -292,6 +292,20 @@ describe('a spending cap set after sends counts an amount they carried as decima
     await sentBeforeTheCap('+.5');
     await sentBeforeTheCap('5.');
     expect(await windowAmount()).toBe(5.512);
+  });
+
+  // Past 4096 bytes the text is not taken apart; made of a number's characters it may be a number a target read
+  // (Number() reads each of these as 500000 or more): past every cap, never nothing.
+  it.each([
+    ['5000 leading zeros', '0'.repeat(5000) + '500000'],
+    ['5000 spaces', ' '.repeat(5000) + '500000'],
+    ['10 000 digits', '7'.repeat(10_000)],
+    ['as many digits as a request body holds', '5'.repeat(250_000)],
+  ])('counts a number-like text past 4096 bytes (%s) as past every cap', async (_, text) => {
+    expect(Number(text)).toBeGreaterThanOrEqual(500000);
+    await sentBeforeTheCap(text);
+    expect(await windowAmount()).toBe(Number.MAX_VALUE);
+    expect(await sendUnderCap(1)).toMatchObject({ exceeded: { rule: 'max_amount' } });
   });
 
   it('shows a sum past a double as the largest number, and the refusal says more than it', async () => {

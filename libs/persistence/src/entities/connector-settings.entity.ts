@@ -120,26 +120,31 @@ const NUMBER_PADDING = String.raw`[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2
  * may carry one, and a target that reads numbers from text (JavaScript's `Number()`) charged it: counted as nothing, the
  * cap's first window had room for all of its max_amount again.
  *
- * At most 4096 bytes of text are read (`octet_length`, known without reading the text): longer text counts nothing, so
- * no stored string (the API takes bodies of 256 KiB) makes every capped send's sum slow; a target's amount longer than
- * that is padding or a 4000-digit number. The text is taken apart (sign, integer digits, fraction digits, exponent) and
- * only a rebuilt form is cast: leading zeros of the integer part and of the exponent and trailing zeros of the fraction
- * are dropped (`Number()` reads any number of them), and an exponent of at most 4 digits is cast. Postgres reads numeric
- * up to 131072 digits before the point and 16383 after; 4096 digits and an exponent of 9999 stay within both, as does
- * any sum of them, so one row never makes the window's sum fail, which would stop every send of the connector.
- * Anything else (an object, `"abc"`, `"0x10"`, `"1,000"`, `"Infinity"`, full-width digits, an exponent of five digits
- * or more, longer text) counts nothing. A cast exponent past a double's range counts its exact (huge or tiny) value,
- * where `Number()` reads Infinity or 0: either way such a window is past any cap, or the amount nothing.
+ * At most 4096 bytes of text are taken apart (`octet_length`, known without reading the text), so no stored string
+ * (the API takes bodies of 256 KiB) makes every capped send's sum slow. The text is taken apart (sign, integer digits,
+ * fraction digits, exponent) and only a rebuilt form is cast: leading zeros of the integer part and of the exponent and
+ * trailing zeros of the fraction are dropped (`Number()` reads any number of them), and an exponent of at most 4 digits
+ * is cast. Postgres reads numeric up to 131072 digits before the point and 16383 after; 4096 digits and an exponent of
+ * 9999 stay within both, as does any sum of them, so one row never makes the window's sum fail, which would stop every
+ * send of the connector. Longer text made only of digits, signs, points, exponent letters and padding may be a number
+ * padded past the bound, which a target charged: it counts as past every cap (`Infinity`: the window is full; a match
+ * without captures reads it once). Anything else (an object, `"abc"`, `"0x10"`, `"1,000"`, `"Infinity"`, full-width
+ * digits, an exponent of five digits or more, other longer text) counts nothing. A cast exponent past a double's range
+ * counts its exact (huge or tiny) value, where `Number()` reads Infinity or 0: either way such a window is past any
+ * cap, or the amount nothing.
  */
 const amountAt = (path: string) =>
   `CASE jsonb_typeof(o.params #> ${path}::text[])
      WHEN 'number' THEN (o.params #>> ${path}::text[])::numeric
-     WHEN 'string' THEN (
-       SELECT CASE WHEN m[2] || coalesce(m[3], '') <> '' AND length(ltrim(coalesce(m[5], ''), '0')) <= 4
-                   THEN (m[1] || '0' || ltrim(m[2], '0') || '.' || rtrim(coalesce(m[3], ''), '0') || '0e'
-                         || coalesce(m[4], '') || '0' || ltrim(coalesce(m[5], ''), '0'))::numeric END
-       FROM regexp_match(CASE WHEN octet_length(o.params #>> ${path}::text[]) <= 4096 THEN o.params #>> ${path}::text[] END,
-              '^${NUMBER_PADDING}*([+-]?)([0-9]*)(?:\\.([0-9]*))?(?:[eE]([+-]?)([0-9]+))?${NUMBER_PADDING}*$') AS r(m))
+     WHEN 'string' THEN CASE
+       WHEN octet_length(o.params #>> ${path}::text[]) <= 4096 THEN (
+         SELECT CASE WHEN m[2] || coalesce(m[3], '') <> '' AND length(ltrim(coalesce(m[5], ''), '0')) <= 4
+                     THEN (m[1] || '0' || ltrim(m[2], '0') || '.' || rtrim(coalesce(m[3], ''), '0') || '0e'
+                           || coalesce(m[4], '') || '0' || ltrim(coalesce(m[5], ''), '0'))::numeric END
+         FROM regexp_match(o.params #>> ${path}::text[],
+                '^${NUMBER_PADDING}*([+-]?)([0-9]*)(?:\\.([0-9]*))?(?:[eE]([+-]?)([0-9]+))?${NUMBER_PADDING}*$') AS r(m))
+       WHEN o.params #>> ${path}::text[] ~ '^${NUMBER_PADDING.slice(0, -1)}0-9.eE+-]*$' THEN 'Infinity'::numeric
+     END
    END`;
 
 export const CONNECTOR_SPEND_SQL = {
