@@ -493,6 +493,11 @@ export class OperationsService {
       );
     }
     if (!option?.permitted) {
+      // The options were judged from a read of the execution made after the operation's (two statements): a cancel
+      // committed in between shows the execution ended while the operation still looks held. Read it again: an
+      // operation its execution's cancel ended first is answered as any decision that lost to that cancel (I13).
+      const cancelled = await this.cancelledWithItsExecution(principal, (await this.loadAt(principal, id)).op);
+      if (cancelled) throw cancelled;
       const refusal = resolutionRefusedBy(
         {
           status: op.status,
