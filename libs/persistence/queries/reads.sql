@@ -66,14 +66,7 @@ SELECT t.id FROM operations t
      WHERE t.id = $1 AND t.tenant_id = $2 AND md5(jsonb_build_array(t.status, t.terminal_reason, t.attempt, t.approval,
        t.obligation - 'rechecks' - 'escalated_at', t.evidence,
        t.acknowledged_at IS NOT NULL, t.rejected_at IS NOT NULL)::text
-       || CASE WHEN EXISTS (
-          WITH RECURSIVE chain AS (
-            SELECT ro.id, ro.retry_of, ro.status, ro.acknowledged_at, ro.obligation
-            FROM operations ro WHERE ro.id = t.retry_of AND ro.tenant_id = t.tenant_id
-            UNION
-            SELECT ro.id, ro.retry_of, ro.status, ro.acknowledged_at, ro.obligation
-            FROM operations ro JOIN chain c ON ro.id = c.retry_of AND ro.tenant_id = t.tenant_id)
-          SELECT 1 FROM chain WHERE chain.status = 'FAILED'
+       || CASE WHEN EXISTS (SELECT 1 FROM verity_retry_chain_locked(t.retry_of, t.tenant_id) chain WHERE chain.status = 'FAILED'
             AND (chain.acknowledged_at IS NOT NULL
                  OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) THEN ' retry_refuted' ELSE '' END) = ANY($3::text[]) FOR SHARE;
 

@@ -194,14 +194,7 @@ WITH moved AS (
          WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND coalesce(approval->>'state', '') NOT IN ('granted', 'denied') AND EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $6 AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE) AND md5(jsonb_build_array(operations.status, operations.terminal_reason, operations.attempt, operations.approval,
        operations.obligation - 'rechecks' - 'escalated_at', operations.evidence,
        operations.acknowledged_at IS NOT NULL, operations.rejected_at IS NOT NULL)::text
-       || CASE WHEN EXISTS (
-          WITH RECURSIVE chain AS (
-            SELECT ro.id, ro.retry_of, ro.status, ro.acknowledged_at, ro.obligation
-            FROM operations ro WHERE ro.id = operations.retry_of AND ro.tenant_id = operations.tenant_id
-            UNION
-            SELECT ro.id, ro.retry_of, ro.status, ro.acknowledged_at, ro.obligation
-            FROM operations ro JOIN chain c ON ro.id = c.retry_of AND ro.tenant_id = operations.tenant_id)
-          SELECT 1 FROM chain WHERE chain.status = 'FAILED'
+       || CASE WHEN EXISTS (SELECT 1 FROM verity_retry_chain_locked(operations.retry_of, operations.tenant_id) chain WHERE chain.status = 'FAILED'
             AND (chain.acknowledged_at IS NOT NULL
                  OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) THEN ' retry_refuted' ELSE '' END) = ANY($7::text[])
          RETURNING id, execution_id, tenant_id, created_at

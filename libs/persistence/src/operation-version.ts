@@ -1,4 +1,4 @@
-import { refutedUpTheChain } from './retry-chain';
+import { refutedUpTheChain, refutedUpTheChainLocked } from './retry-chain';
 
 /**
  * The version of an operation as a person decides on it (the `ETag` of `GET /v1/operations/{id}`), as SQL over a row of
@@ -12,11 +12,15 @@ import { refutedUpTheChain } from './retry-chain';
  * its release off and forbids its retry): the digest is then of the same text with ` retry_refuted` after it, so the
  * version of every other operation reads as before.
  * `obligation`, given, is an expression that stands for the row's obligation (a version it had before).
+ * `chain: 'locked'` is for a statement that writes (or locks) on the version: the links are share-locked and read with a
+ * fresh snapshot (`refutedUpTheChainLocked`), so a refutation committed while the statement waited for its own row is
+ * seen, and one written later waits for its commit. Read from the statement's snapshot, a decision that waited for its
+ * row passed an If-Match naming the version before a refutation committed meanwhile.
  */
-export function operationVersionOf(alias: string, obligation?: string): string {
+export function operationVersionOf(alias: string, obligation?: string, chain: 'read' | 'locked' = 'read'): string {
   const column = (name: string) => `${alias}.${name}`;
   return `md5(jsonb_build_array(${column('status')}, ${column('terminal_reason')}, ${column('attempt')}, ${column('approval')},
        ${obligation === undefined ? column('obligation') : `(${obligation})`} - 'rechecks' - 'escalated_at', ${column('evidence')},
        ${column('acknowledged_at')} IS NOT NULL, ${column('rejected_at')} IS NOT NULL)::text
-       || CASE WHEN ${refutedUpTheChain(column('retry_of'), column('tenant_id'))} THEN ' retry_refuted' ELSE '' END)`;
+       || CASE WHEN ${(chain === 'locked' ? refutedUpTheChainLocked : refutedUpTheChain)(column('retry_of'), column('tenant_id'))} THEN ' retry_refuted' ELSE '' END)`;
 }

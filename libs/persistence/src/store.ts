@@ -540,7 +540,7 @@ export const READ_SQL = {
      FROM operations t WHERE t.id = $1 AND t.tenant_id = $2`,
   // Share-locked while still at one of the versions $3 (until the transaction ends): no change of it commits meanwhile.
   lockOperationAtVersion: `SELECT t.id FROM operations t
-     WHERE t.id = $1 AND t.tenant_id = $2 AND ${operationVersionOf('t')} = ANY($3::text[]) FOR SHARE`,
+     WHERE t.id = $1 AND t.tenant_id = $2 AND ${operationVersionOf('t', undefined, 'locked')} = ANY($3::text[]) FOR SHARE`,
   // The version the operation had just before each "still unknown" recorded on its hold (`investigation`: its index),
   // other things being as they are now: a "still unknown" changes only the obligation's due time (it keeps the one
   // before as `previous_due_at`), its investigations and what the version leaves out. Before the first one the list

@@ -6,7 +6,8 @@ import {
   VerificationMethod,
 } from '@verity/status-model';
 import { insertChargeExecution } from '../../../test/support/fixtures';
-import { waitForLockWaiter, writeDuringRevocation } from '../../../test/support/lock-waits';
+import { lockWaiters, waitForLockWaiter, writeDuringRevocation } from '../../../test/support/lock-waits';
+import { waitFor } from '../../../test/support/stack';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { FindOptionsWhere } from 'typeorm';
 import { createApiKey, revokeApiKey } from './api-keys';
@@ -863,6 +864,63 @@ describe('TransitionService (real Postgres)', () => {
     expect((await decideOn([shown, current])).won).toBe(true);
     expect(await eventsWhere({ executionId, type: 'approval.decided' })).toHaveLength(1);
     expect(await versionNow()).not.toBe(current);
+  });
+
+  it('decide: a decision naming a version is not written after the FAILED its operation retries was refuted meanwhile', async () => {
+    // The version a person decides on includes "the FAILED this retries was contradicted since" (retry_refuted), read
+    // from another row. The decision's statement judges its conditions, then waits for its own row (held here, as a
+    // sweep or another reviewer holds it); meanwhile the original's late 2xx is written and committed in a session of
+    // its own. The decision is written only if that refutation waited for it; otherwise it is refused.
+    const original = await newExecutionWithOneOperation();
+    const retry = await newExecutionWithOneOperation();
+    await db.dataSource.query(`UPDATE operations SET status = 'FAILED', attempt = 1 WHERE id = $1`, [
+      original.operationId,
+    ]);
+    await db.dataSource.query(`UPDATE operations SET retry_of = $2 WHERE id = $1`, [
+      retry.operationId,
+      original.operationId,
+    ]);
+    const shown = (await findOperationWithVersion(db.dataSource.manager, retry.operationId, 'acme'))!.version;
+    const holder = db.dataSource.createQueryRunner();
+    const other = db.dataSource.createQueryRunner();
+    await holder.connect();
+    await other.connect();
+    try {
+      await holder.startTransaction();
+      await holder.query(`SELECT 1 FROM operations WHERE id = $1 FOR UPDATE`, [retry.operationId]);
+      let answered = false;
+      const deciding = decideApproval(retry.operationId, 'deny', { whileVersionIn: [shown] }).finally(
+        () => (answered = true),
+      );
+      await waitForLockWaiter(db.dataSource, { unless: () => answered });
+      let refutationSawDecision: boolean | null = null;
+      let refuted = false;
+      const refuting = (async () => {
+        await other.startTransaction();
+        await other.query(`UPDATE operations SET acknowledged_at = now() WHERE id = $1`, [original.operationId]);
+        // Whether the decision had committed when the refutation was written, as the refutation's transaction sees it.
+        const [{ state }] = (await other.query(`SELECT approval->>'state' AS state FROM operations WHERE id = $1`, [
+          retry.operationId,
+        ])) as { state: string | null }[];
+        refutationSawDecision = state === 'denied';
+        await other.commitTransaction();
+      })().finally(() => (refuted = true));
+      // The refutation is answered at once, or waits for the decision's statement (two sessions then wait on locks).
+      await waitFor(
+        async () => refuted || (await lockWaiters(db.dataSource)) >= 2,
+        (done) => done,
+      );
+      await holder.commitTransaction();
+      const result = await deciding;
+      await refuting;
+      if (result.won) expect(refutationSawDecision).toBe(true);
+      else expect(await eventsWhere({ executionId: retry.executionId, type: 'approval.decided' })).toHaveLength(0);
+    } finally {
+      if (holder.isTransactionActive) await holder.rollbackTransaction();
+      if (other.isTransactionActive) await other.rollbackTransaction();
+      await holder.release();
+      await other.release();
+    }
   });
 
   it('decide: of many racing decisions one is written, with its event and the move it makes, in one statement', async () => {

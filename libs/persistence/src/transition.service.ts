@@ -771,7 +771,7 @@ export class TransitionService {
     }
     if (input.whileVersionIn !== undefined) {
       params.push(input.whileVersionIn);
-      unchanged += ` AND ${operationVersionOf('operations')} = ANY($${params.length}::text[])`;
+      unchanged += ` AND ${operationVersionOf('operations', undefined, 'locked')} = ANY($${params.length}::text[])`;
     }
     if (input.investigationsSeen !== undefined) {
       params.push(input.investigationsSeen);
