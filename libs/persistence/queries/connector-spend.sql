@@ -19,36 +19,20 @@ SELECT connector, spending_caps FROM tenant_connector_settings
 -- usage
 SELECT count(*) AS operations,
             sum(CASE WHEN NOT (o.status = ANY($5::text[]) AND o.acknowledged_at IS NULL
-                 AND NOT (coalesce(o.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) THEN greatest(CASE jsonb_typeof(o.params #> $4::text[])
-     WHEN 'number' THEN (o.params #>> $4::text[])::numeric
-     WHEN 'string' THEN CASE
-       WHEN octet_length(o.params #>> $4::text[]) <= 4096 THEN (
-         SELECT CASE WHEN m[2] || coalesce(m[3], '') <> '' AND length(ltrim(coalesce(m[5], ''), '0')) <= 4
-                     THEN (m[1] || '0' || ltrim(m[2], '0') || '.' || rtrim(coalesce(m[3], ''), '0') || '0e'
-                           || coalesce(m[4], '') || '0' || ltrim(coalesce(m[5], ''), '0'))::numeric END
-         FROM regexp_match(o.params #>> $4::text[],
-                '^[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]*([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?)([0-9]+))?[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]*$') AS r(m))
-       WHEN o.params #>> $4::text[] ~ '^[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff0-9.eE+-]*$' THEN 'Infinity'::numeric
-     END
-   END, 0) END) AS amount,
+                 AND NOT (coalesce(o.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) THEN greatest(coalesce(CASE WHEN jsonb_typeof(o.evidence->'record' #> $4::text[]) = 'number'
+                 THEN verity_amount_of(o.evidence->'record' #> $4::text[]) END,
+            (s.amounts->>$6::text)::numeric,
+            verity_amount_of(o.params #> $4::text[])), 0) END) AS amount,
             now() - make_interval(secs => $3) AS since
      FROM connector_spend s JOIN operations o ON o.id = s.operation_id
      WHERE s.tenant_id = $1 AND s.connector = $2 AND s.spent_at >= now() - make_interval(secs => $3);
 
 -- amountBeyond
 SELECT coalesce(sum(CASE WHEN NOT (o.status = ANY($7::text[]) AND o.acknowledged_at IS NULL
-                 AND NOT (coalesce(o.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) THEN greatest(CASE jsonb_typeof(o.params #> $4::text[])
-     WHEN 'number' THEN (o.params #>> $4::text[])::numeric
-     WHEN 'string' THEN CASE
-       WHEN octet_length(o.params #>> $4::text[]) <= 4096 THEN (
-         SELECT CASE WHEN m[2] || coalesce(m[3], '') <> '' AND length(ltrim(coalesce(m[5], ''), '0')) <= 4
-                     THEN (m[1] || '0' || ltrim(m[2], '0') || '.' || rtrim(coalesce(m[3], ''), '0') || '0e'
-                           || coalesce(m[4], '') || '0' || ltrim(coalesce(m[5], ''), '0'))::numeric END
-         FROM regexp_match(o.params #>> $4::text[],
-                '^[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]*([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?)([0-9]+))?[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]*$') AS r(m))
-       WHEN o.params #>> $4::text[] ~ '^[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff0-9.eE+-]*$' THEN 'Infinity'::numeric
-     END
-   END, 0) END), 0)
+                 AND NOT (coalesce(o.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) THEN greatest(coalesce(CASE WHEN jsonb_typeof(o.evidence->'record' #> $4::text[]) = 'number'
+                 THEN verity_amount_of(o.evidence->'record' #> $4::text[]) END,
+            (s.amounts->>$8::text)::numeric,
+            verity_amount_of(o.params #> $4::text[])), 0) END), 0)
             + $5::numeric > $6::numeric AS beyond
      FROM connector_spend s JOIN operations o ON o.id = s.operation_id
      WHERE s.tenant_id = $1 AND s.connector = $2 AND s.spent_at >= now() - make_interval(secs => $3);
@@ -63,7 +47,7 @@ SELECT pg_advisory_xact_lock_shared(727002, hashtext($1));
 SELECT pg_advisory_xact_lock(hashtextextended('resend_ref' || chr(31) || $1 || chr(31) || $2 || chr(31) || $3, 0));
 
 -- recordSpend
-INSERT INTO connector_spend (operation_id, tenant_id, connector) VALUES ($1, $2, $3)
+INSERT INTO connector_spend (operation_id, tenant_id, connector, amounts) VALUES ($1, $2, $3, $4::jsonb)
          ON CONFLICT (operation_id) DO NOTHING;
 
 -- backfill

@@ -164,6 +164,37 @@ describe('spending caps count amounts exactly (real Postgres)', () => {
     await db.dataSource.query(`DELETE FROM connector_spend`);
   });
 
+  it('counts what a send was counted at, after the cap’s amount_field changed', async () => {
+    await db.dataSource.query(`DELETE FROM connector_spend`);
+    expect(await sendUnderCap('before-the-change', 700)).toBe(true);
+    // The admin now sums another member: the rows already in the window keep counting what they were sent with (700),
+    // not what they carry at the new member (nothing), which would give the window its whole max_amount again.
+    const moved: SpendingCapRow = { ...cap, amount_field: 'total' };
+    const usage = await spendingUsage(db.dataSource.manager, 'acme', 'sandbox.payments', moved, ['total']);
+    expect(usage).toMatchObject({ operations: 1, amount: 700 });
+    await db.dataSource.query(`DELETE FROM connector_spend`);
+  });
+
+  it('counts what the provider reported for a send held INTEGRITY_MISMATCH, not what was asked', async () => {
+    await db.dataSource.query(`DELETE FROM connector_spend`);
+    // Asked 300; the source's record of the charge says 900 (read_fault amount_mismatch, a provider that rounds).
+    expect(
+      await sendThen(
+        'mismatched',
+        300,
+        `status = 'MANUAL_REVIEW', attempt = 1, terminal_reason = 'INTEGRITY_MISMATCH',
+         evidence = '{"mismatched": ["amount"], "record": {"amount": 900, "currency": "EUR"}}'`,
+      ),
+    ).toBe(true);
+    expect(await spendingUsage(db.dataSource.manager, 'acme', 'sandbox.payments', cap, ['amount'])).toMatchObject({
+      operations: 1,
+      amount: 900,
+    });
+    expect(await sendUnderCap('no-room', 200)).toBe(false);
+    expect(await sendUnderCap('room', 100)).toBe(true);
+    await db.dataSource.query(`DELETE FROM connector_spend`);
+  });
+
   it('sends up to the cap exactly, and nothing beyond it, however small', async () => {
     expect(await sendUnderCap('most', 999.9)).toBe(true);
     expect(await sendUnderCap('rest', 0.1)).toBe(true); // 999.9 + 0.1 is 1000 exactly: within the cap
@@ -273,8 +304,6 @@ describe('a spending cap set after sends counts an amount they carried as decima
       '\u0665', // an Arabic-Indic five
       '\uff11\uff10', // full-width 10
       '1,000',
-      '0x10',
-      '0b11',
       '',
       ' ',
       '.',
@@ -294,6 +323,30 @@ describe('a spending cap set after sends counts an amount they carried as decima
     expect(await windowAmount()).toBe(5.512);
   });
 
+  // Number() reads a hexadecimal, binary or octal integer (no sign, padding allowed): a target reading it charged that.
+  it.each([
+    ['hexadecimal', '0x1F4', 500],
+    ['hexadecimal, upper-case prefix and padding', ' 0X1f4\u00a0', 500],
+    ['binary', '0b111110100', 500],
+    ['octal', '0o764', 500],
+    ['hexadecimal with thousands of leading zeros', '0x' + '0'.repeat(4000) + '7A120', 500000],
+  ])('counts %s text as Number() reads it', async (_, text, amount) => {
+    expect(Number(text)).toBe(amount);
+    await sentBeforeTheCap(text);
+    expect(await windowAmount()).toBe(amount);
+  });
+
+  it('counts prefixed text Number() does not read as a number as nothing, and a huge one as past every cap', async () => {
+    for (const text of ['0x', '-0x10', '+0x10', '0x1.8', '0b12', '0o8', '0x1g', '0x 1']) {
+      expect(Number(text)).toBeNaN();
+      await sentBeforeTheCap(text);
+    }
+    expect(await windowAmount()).toBe(0);
+    await sentBeforeTheCap('0x' + 'f'.repeat(300));
+    expect(Number('0x' + 'f'.repeat(300))).toBe(Infinity);
+    expect(await windowAmount()).toBe(Number.MAX_VALUE);
+  });
+
   // Past 4096 bytes the text is not taken apart; made of a number's characters it may be a number a target read
   // (Number() reads each of these as 500000 or more): past every cap, never nothing.
   it.each([
@@ -301,6 +354,7 @@ describe('a spending cap set after sends counts an amount they carried as decima
     ['5000 spaces', ' '.repeat(5000) + '500000'],
     ['10 000 digits', '7'.repeat(10_000)],
     ['as many digits as a request body holds', '5'.repeat(250_000)],
+    ['5000 hexadecimal digits', '0x' + 'f'.repeat(5000)],
   ])('counts a number-like text past 4096 bytes (%s) as past every cap', async (_, text) => {
     expect(Number(text)).toBeGreaterThanOrEqual(500000);
     await sentBeforeTheCap(text);

@@ -107,45 +107,20 @@ const spentAmountStands = (statuses: string) =>
                  AND NOT (coalesce(o.obligation, '{}'::jsonb) ? 'effect_shown_after_failed'))`;
 
 /**
- * What JavaScript's `Number()` skips around a number (StrWhiteSpaceChar: tab, line and paragraph ends, vertical tab,
- * form feed, the byte order mark and every Unicode space separator), as a regular-expression bracket, so text a target
- * padded that way is read as the target read it.
+ * What a sent operation `o` (its ledger row `s`) counts toward a cap whose amount_field is at `path` (a text[]
+ * parameter), its period `period` (a text parameter), as numeric, read by `verity_amount_of` (the amount a target
+ * charged for a JSON value: a number, or text as JavaScript's `Number()` reads it). First what the provider reported: a
+ * read of the source that recorded the charge (`evidence.record`, the provider's record, as sandbox.payments keeps it)
+ * with a number at the path — an operation held INTEGRITY_MISMATCH was charged that, not what it asked. Then what the
+ * send was counted at when it was made under the cap's period (`s.amounts`): a cap whose amount_field changed since
+ * still counts what its window's sends were sent with. Then what the operation carries at the path (a send made
+ * before the cap, counted by its backfill).
  */
-const NUMBER_PADDING = String.raw`[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]`;
-
-/**
- * The amount a sent operation `o` carries at the path `path` (a text[] parameter), as numeric: a JSON number, or a
- * decimal number written as text (`"900"`, `" 0.5 "`, `"1e3"`, `"\u00a0000500000.000"`). Under a cap neither intake nor
- * dispatch sends text, but an operation sent before the cap (counted by its backfill) or before its amount_field changed
- * may carry one, and a target that reads numbers from text (JavaScript's `Number()`) charged it: counted as nothing, the
- * cap's first window had room for all of its max_amount again.
- *
- * At most 4096 bytes of text are taken apart (`octet_length`, known without reading the text), so no stored string
- * (the API takes bodies of 256 KiB) makes every capped send's sum slow. The text is taken apart (sign, integer digits,
- * fraction digits, exponent) and only a rebuilt form is cast: leading zeros of the integer part and of the exponent and
- * trailing zeros of the fraction are dropped (`Number()` reads any number of them), and an exponent of at most 4 digits
- * is cast. Postgres reads numeric up to 131072 digits before the point and 16383 after; 4096 digits and an exponent of
- * 9999 stay within both, as does any sum of them, so one row never makes the window's sum fail, which would stop every
- * send of the connector. Longer text made only of digits, signs, points, exponent letters and padding may be a number
- * padded past the bound, which a target charged: it counts as past every cap (`Infinity`: the window is full; a match
- * without captures reads it once). Anything else (an object, `"abc"`, `"0x10"`, `"1,000"`, `"Infinity"`, full-width
- * digits, an exponent of five digits or more, other longer text) counts nothing. A cast exponent past a double's range
- * counts its exact (huge or tiny) value, where `Number()` reads Infinity or 0: either way such a window is past any
- * cap, or the amount nothing.
- */
-const amountAt = (path: string) =>
-  `CASE jsonb_typeof(o.params #> ${path}::text[])
-     WHEN 'number' THEN (o.params #>> ${path}::text[])::numeric
-     WHEN 'string' THEN CASE
-       WHEN octet_length(o.params #>> ${path}::text[]) <= 4096 THEN (
-         SELECT CASE WHEN m[2] || coalesce(m[3], '') <> '' AND length(ltrim(coalesce(m[5], ''), '0')) <= 4
-                     THEN (m[1] || '0' || ltrim(m[2], '0') || '.' || rtrim(coalesce(m[3], ''), '0') || '0e'
-                           || coalesce(m[4], '') || '0' || ltrim(coalesce(m[5], ''), '0'))::numeric END
-         FROM regexp_match(o.params #>> ${path}::text[],
-                '^${NUMBER_PADDING}*([+-]?)([0-9]*)(?:\\.([0-9]*))?(?:[eE]([+-]?)([0-9]+))?${NUMBER_PADDING}*$') AS r(m))
-       WHEN o.params #>> ${path}::text[] ~ '^${NUMBER_PADDING.slice(0, -1)}0-9.eE+-]*$' THEN 'Infinity'::numeric
-     END
-   END`;
+const amountAt = (path: string, period: string) =>
+  `coalesce(CASE WHEN jsonb_typeof(o.evidence->'record' #> ${path}::text[]) = 'number'
+                 THEN verity_amount_of(o.evidence->'record' #> ${path}::text[]) END,
+            (s.amounts->>${period}::text)::numeric,
+            verity_amount_of(o.params #> ${path}::text[]))`;
 
 export const CONNECTOR_SPEND_SQL = {
   lockOperation: `SELECT 1 FROM operations WHERE id = $1 FOR UPDATE`,
@@ -161,13 +136,13 @@ export const CONNECTOR_SPEND_SQL = {
   // The amount leaves out an operation whose own request committed nothing (spentAmountStands); the count keeps every
   // send (max_operations bounds attempts, whatever became of them).
   usage: `SELECT count(*) AS operations,
-            sum(CASE WHEN ${spentAmountStands('$5')} THEN greatest(${amountAt('$4')}, 0) END) AS amount,
+            sum(CASE WHEN ${spentAmountStands('$5')} THEN greatest(${amountAt('$4', '$6')}, 0) END) AS amount,
             now() - make_interval(secs => $3) AS since
      FROM connector_spend s JOIN operations o ON o.id = s.operation_id
      WHERE s.tenant_id = $1 AND s.connector = $2 AND s.spent_at >= now() - make_interval(secs => $3)`,
   // Whether the window's amount plus this operation's would pass the cap, added and compared as numeric (exact): in
   // doubles, 1000 + 1e-14 is 1000, so at a used-up cap of 1000 every charge of 1e-14 went through, without end.
-  amountBeyond: `SELECT coalesce(sum(CASE WHEN ${spentAmountStands('$7')} THEN greatest(${amountAt('$4')}, 0) END), 0)
+  amountBeyond: `SELECT coalesce(sum(CASE WHEN ${spentAmountStands('$7')} THEN greatest(${amountAt('$4', '$8')}, 0) END), 0)
             + $5::numeric > $6::numeric AS beyond
      FROM connector_spend s JOIN operations o ON o.id = s.operation_id
      WHERE s.tenant_id = $1 AND s.connector = $2 AND s.spent_at >= now() - make_interval(secs => $3)`,
@@ -180,7 +155,8 @@ export const CONNECTOR_SPEND_SQL = {
   // One send at a time per tenant, connector and resend_ref (the send guard's reference_unsettled): taken before the
   // SENT statement, so its snapshot holds the SENT of another send of the reference that committed first.
   resendLock: `SELECT pg_advisory_xact_lock(hashtextextended('resend_ref' || chr(31) || $1 || chr(31) || $2 || chr(31) || $3, 0))`,
-  recordSpend: `INSERT INTO connector_spend (operation_id, tenant_id, connector) VALUES ($1, $2, $3)
+  // $4: what the send is counted at, by the period of each amount cap (numeric text), or null.
+  recordSpend: `INSERT INTO connector_spend (operation_id, tenant_id, connector, amounts) VALUES ($1, $2, $3, $4::jsonb)
          ON CONFLICT (operation_id) DO NOTHING`,
   // `attempt > 0` is "ever sent" (everSent in libs/status-model): every operation handed to its connector counts.
   backfill: `INSERT INTO connector_spend (operation_id, tenant_id, connector, spent_at)
@@ -347,6 +323,7 @@ export async function spendingUsage(
     SPENDING_PERIOD_SECONDS[cap.period],
     amountPath ?? [],
     unspentStatuses(failedSpendsNothing),
+    cap.period,
   ]);
   return {
     period: cap.period,
@@ -386,6 +363,7 @@ async function amountBeyondCap(
     String(amount),
     String(cap.max_amount),
     unspentStatuses(failedSpendsNothing),
+    cap.period,
   ]);
   return row.beyond;
 }
@@ -531,7 +509,18 @@ export async function commitWithinSpendingCaps(
     }
     const sent = await commit(tx);
     if (sent.won) {
-      await tx.query(CONNECTOR_SPEND_SQL.recordSpend, [input.operationId, input.tenantId, input.connector]);
+      // What each amount cap counted this send at (every one readable: refused above otherwise), kept with its row.
+      const amounts: Record<string, string> = {};
+      for (const cap of input.caps) {
+        const amount = cap.max_amount !== undefined ? input.amountOf(cap)?.amount : null;
+        if (typeof amount === 'number') amounts[cap.period] = String(amount);
+      }
+      await tx.query(CONNECTOR_SPEND_SQL.recordSpend, [
+        input.operationId,
+        input.tenantId,
+        input.connector,
+        Object.keys(amounts).length > 0 ? JSON.stringify(amounts) : null,
+      ]);
     }
     return { sent };
   });

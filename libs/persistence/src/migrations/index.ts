@@ -13,6 +13,7 @@ import { RetryChainLocked1764716000000 } from './1764716000000-retry-chain-locke
 import { RecheckRequests1764717000000 } from './1764717000000-recheck-requests';
 import { RecheckRequestLifetime1764718000000 } from './1764718000000-recheck-request-lifetime';
 import { RecheckRequestPruneIndexes1764719000000 } from './1764719000000-recheck-request-prune-indexes';
+import { CapAmountFunction1764721300000 } from './1764721300000-cap-amount-function';
 import { Webhooks1764510000000 } from './1764510000000-webhooks';
 import { ExecutionTrace1764520300000 } from './1764520300000-execution-trace';
 import { HotUpdates1764530000000 } from './1764530000000-hot-updates';
@@ -71,4 +72,5 @@ export const MIGRATIONS = [
   RecheckRequests1764717000000,
   RecheckRequestLifetime1764718000000,
   RecheckRequestPruneIndexes1764719000000,
+  CapAmountFunction1764721300000,
 ];
