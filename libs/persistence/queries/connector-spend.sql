@@ -53,8 +53,12 @@ INSERT INTO connector_spend (operation_id, tenant_id, connector, amounts) VALUES
 -- backfill
 INSERT INTO connector_spend (operation_id, tenant_id, connector, spent_at)
      SELECT id, tenant_id, connector, sent_at FROM operations
-     WHERE tenant_id = $1 AND connector = $2 AND attempt > 0 AND sent_at >= now() - make_interval(secs => $3)
+     WHERE tenant_id = $1 AND connector = $2 AND attempt > 0
+       AND sent_at >= greatest(now() - make_interval(secs => $3), $4::timestamptz - interval '1 minute')
      ON CONFLICT (operation_id) DO NOTHING;
+
+-- mark
+SELECT clock_timestamp() AS at;
 
 -- prune
 DELETE FROM connector_spend WHERE operation_id IN (

@@ -1,14 +1,22 @@
+import { OperationStatus, VerificationMethod } from '@verity/status-model';
+import type { EntityManager } from 'typeorm';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { chargeOperation, insertTestExecution } from '../../../test/support/fixtures';
+import { waitForLockWaiter } from '../../../test/support/lock-waits';
+import { upsertConnectorSettings } from './connector-settings.repository';
 import {
   CapExceeded,
   SpendingCapRow,
   backfillSpend,
   commitWithinSpendingCaps,
   describeCapExceeded,
+  lockSpendingCaps,
+  prefillSpend,
+  settingsVersionOf,
   spendingUsage,
 } from './entities';
-import type { TransitionResult } from './transition.service';
+import { transaction } from './sql';
+import { TransitionService, type TransitionResult } from './transition.service';
 
 /**
  * A cap with a currency, where it is enforced: an operation whose currency is another one is refused under the cap's
@@ -371,5 +379,113 @@ describe('a spending cap set after sends counts an amount they carried as decima
     if (!('exceeded' in refused)) throw new Error('sent past a used-up cap');
     expect(JSON.parse(JSON.stringify(refused.exceeded.usage)).amount).toBe(Number.MAX_VALUE);
     expect(describeCapExceeded('http', refused.exceeded)).toContain(`to more than ${Number.MAX_VALUE}, above 1000`);
+  });
+});
+
+/**
+ * Setting a cap counts what was already sent in its window (the backfill). The long part is counted before the change
+ * takes the caps' lock (`prefillSpend`: every send before its mark), so capped sends of the tenant do not wait for it;
+ * under the lock only the sends since the mark are read. No send escapes the new cap: one in flight when the mark is
+ * taken is waited for and counted by the prefill, one made after it is counted under the lock, and one after the
+ * change's commit is judged by the cap.
+ */
+describe('a cap set while sends are made counts every one of them (real Postgres)', () => {
+  const db = useTestDatabase('capbackfill', ['acme']);
+  const transitions = new TransitionService();
+  const CONNECTOR = 'sandbox.payments';
+  const cap: SpendingCapRow = { period: 'day', max_operations: 10, max_amount: 1000, amount_field: 'amount' };
+
+  async function ready(key: string, amount: number) {
+    const op = chargeOperation({ key, params: { amount, currency: 'EUR', reference: `ref-${key}` } });
+    const executionId = await insertTestExecution(db.dataSource.manager, 'acme', { operations: [op] });
+    await db.dataSource.query(`UPDATE executions SET status = 'running' WHERE id = $1`, [executionId]);
+    return op.id;
+  }
+
+  /** The SENT of a send, as the dispatcher commits it, from the settings it read (`version`; null: none). */
+  const send = (tx: EntityManager, id: string, version: string | null = null) =>
+    transitions.operation(tx, {
+      operation: {
+        id,
+        status: OperationStatus.PREPARED,
+        attempt: 0,
+        verificationMethod: VerificationMethod.READ_AFTER_WRITE,
+      },
+      to: OperationStatus.SENT,
+      bumpAttempt: true,
+      patch: { sent_at: 'now' },
+      sendGuard: { kind: 'dispatch', approvalRequired: false, settingsVersion: version },
+    });
+
+  const ledger = async () =>
+    (
+      (await db.dataSource.query(`SELECT operation_id FROM connector_spend ORDER BY operation_id`)) as {
+        operation_id: string;
+      }[]
+    ).map((r) => r.operation_id);
+
+  it('counts a send in flight at the mark, one made between the mark and the change, and reads only the latter under the lock', async () => {
+    const before = await ready('before', 100);
+    expect((await send(db.dataSource.manager, before)).won).toBe(true);
+    // Sent a while ago: before the mark by more than the minute the backfill under the lock reads back past it.
+    await db.dataSource.query(`UPDATE operations SET sent_at = sent_at - interval '5 minutes' WHERE id = $1`, [before]);
+    const inFlight = await ready('in-flight', 200);
+    const between = await ready('between', 300);
+    const after = await ready('after', 450);
+
+    // A send whose SENT statement is written, not yet committed, when the change begins: the mark waits for it.
+    const sender = db.dataSource.createQueryRunner();
+    await sender.connect();
+    let since: Date;
+    try {
+      await sender.startTransaction();
+      expect((await send(sender.manager, inFlight)).won).toBe(true);
+      let marked = false;
+      const prefilling = prefillSpend(db.dataSource, 'acme', CONNECTOR, 86_400).finally(() => (marked = true));
+      await waitForLockWaiter(db.dataSource, { unless: () => marked });
+      expect(marked).toBe(false);
+      await sender.commitTransaction();
+      since = await prefilling;
+    } finally {
+      if (sender.isTransactionActive) await sender.rollbackTransaction();
+      await sender.release();
+    }
+    expect((await ledger()).sort()).toEqual([before, inFlight].sort());
+
+    // Sent after the prefill, before the change takes the lock: counted by the change's own backfill, which reads only
+    // the sends since the mark (a row of `before`, taken out of the ledger here, is not read again: it is not scanned).
+    expect((await send(db.dataSource.manager, between)).won).toBe(true);
+    await db.dataSource.query(`DELETE FROM connector_spend WHERE operation_id = $1`, [before]);
+    await transaction(db.dataSource, async (tx) => {
+      await lockSpendingCaps(tx, 'acme', CONNECTOR);
+      await upsertConnectorSettings(tx, 'acme', CONNECTOR, { spendingCaps: [cap], by: 'key_admin' });
+      await backfillSpend(tx, 'acme', CONNECTOR, 86_400, since);
+    });
+    expect((await ledger()).sort()).toEqual([inFlight, between].sort());
+    expect(await spendingUsage(db.dataSource.manager, 'acme', CONNECTOR, cap, ['amount'])).toMatchObject({
+      operations: 2,
+      amount: 500,
+    });
+
+    // After the change, a send (from the settings with the cap) is judged by the cap: 500 + 450 fits, and it is counted.
+    const [{ version }] = (await db.dataSource.query(
+      `SELECT ${settingsVersionOf('s')} AS version FROM tenant_connector_settings s WHERE tenant_id = 'acme'`,
+    )) as { version: string }[];
+    const capped = await commitWithinSpendingCaps(
+      db.dataSource,
+      {
+        tenantId: 'acme',
+        connector: CONNECTOR,
+        operationId: after,
+        caps: [cap],
+        amountOf: () => ({ path: ['amount'], amount: 450 }),
+      },
+      (tx) => send(tx, after, version),
+    );
+    expect(capped).toMatchObject({ sent: { won: true } });
+    expect(await spendingUsage(db.dataSource.manager, 'acme', CONNECTOR, cap, ['amount'])).toMatchObject({
+      operations: 3,
+      amount: 950,
+    });
   });
 });

@@ -13,11 +13,13 @@ import {
   connectorSettingsVersion,
   deleteConnectorSecret,
   loadConnectorSettings,
+  prefillSpend,
   spendingUsage,
   sqlState,
   transaction,
   upsertConnectorSettings,
   VersionCondition,
+  versionConditionHolds,
   writeConnectorSecret,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, tenantPrivateEgress } from '@verity/platform';
@@ -112,11 +114,24 @@ export class ConnectorSettingsService {
     }
     if (errors.length > 0) throw Problem.validation(errors);
 
+    // A new cap counts what its window already holds. The long part of that is read before the change takes the caps'
+    // lock (which every send of the tenant's connector waits for), from a mark no send in flight passes; under the lock
+    // only the sends since the mark are read. Not for a change its version condition already refuses (412).
+    const longest = Math.max(0, ...(input.spending_caps ?? []).map((c) => SPENDING_PERIOD_SECONDS[c.period]));
+    let since: Date | null = null;
+    if (longest > 0) {
+      const current = await connectorSettingsVersion(this.db.manager, principal.tenantId, connectorName);
+      if (!versionConditionHolds(current, condition)) {
+        throw versionConditionFailed('the connector settings', condition);
+      }
+      since = await prefillSpend(this.db, principal.tenantId, connectorName, longest);
+    }
     const { view, version } = await this.stale(
       condition,
       transaction(this.db, async (tx) => {
         // The change holds the connector's spending-caps lock until the commit (changeConnectorSettings): a send that
-        // checks the settings waits for it, so none commits from the settings before it unseen by the backfill below.
+        // checks the settings waits for it, so none commits from the settings before it unseen by the backfill below
+        // (of the sends since the prefill's mark; the prefill counted those before it).
         await changeConnectorSettings(tx, this.change(principal, connectorName, condition), async () => {
           await upsertConnectorSettings(tx, principal.tenantId, connectorName, {
             allowHosts: input.allow_hosts,
@@ -126,8 +141,7 @@ export class ConnectorSettingsService {
           });
           await this.writeSecrets(tx, principal, connectorName, input.secrets ?? {});
         });
-        const longest = Math.max(0, ...(input.spending_caps ?? []).map((c) => SPENDING_PERIOD_SECONDS[c.period]));
-        if (longest > 0) await backfillSpend(tx, principal.tenantId, connectorName, longest);
+        if (longest > 0) await backfillSpend(tx, principal.tenantId, connectorName, longest, since);
         return {
           view: await this.view(tx, principal, connectorName),
           version: await connectorSettingsVersion(tx, principal.tenantId, connectorName),

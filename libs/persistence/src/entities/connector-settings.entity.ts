@@ -158,11 +158,16 @@ export const CONNECTOR_SPEND_SQL = {
   // $4: what the send is counted at, by the period of each amount cap (numeric text), or null.
   recordSpend: `INSERT INTO connector_spend (operation_id, tenant_id, connector, amounts) VALUES ($1, $2, $3, $4::jsonb)
          ON CONFLICT (operation_id) DO NOTHING`,
-  // `attempt > 0` is "ever sent" (everSent in libs/status-model): every operation handed to its connector counts.
+  // `attempt > 0` is "ever sent" (everSent in libs/status-model): every operation handed to its connector counts. $4
+  // (null: the whole window) the mark of a prefill (prefillSpend): only sends since, less a minute against a step back
+  // of the database's clock. Walks operations_sent_by_connector: the tenant's sends of the connector in the window.
   backfill: `INSERT INTO connector_spend (operation_id, tenant_id, connector, spent_at)
      SELECT id, tenant_id, connector, sent_at FROM operations
-     WHERE tenant_id = $1 AND connector = $2 AND attempt > 0 AND sent_at >= now() - make_interval(secs => $3)
+     WHERE tenant_id = $1 AND connector = $2 AND attempt > 0
+       AND sent_at >= greatest(now() - make_interval(secs => $3), $4::timestamptz - interval '1 minute')
      ON CONFLICT (operation_id) DO NOTHING`,
+  // Taken holding the caps' lock (exclusively: every send in flight has committed), the time a prefill counts from.
+  mark: `SELECT clock_timestamp() AS at`,
   prune: `DELETE FROM connector_spend WHERE operation_id IN (
        SELECT operation_id FROM connector_spend WHERE spent_at < now() - make_interval(secs => $1)
        ORDER BY spent_at LIMIT $2
@@ -555,11 +560,43 @@ export async function lockReadBackBindings(
 }
 
 /**
- * When a cap is first set, what was already sent in its longest window counts too: the ledger is filled from the
- * operations table (an admin action, so the scan is acceptable).
+ * When a cap is set, what was already sent in its longest window counts too: the ledger is filled from the operations
+ * table, under the change's hold of the caps' lock (lockSpendingCaps), so no send commits from the settings before the
+ * change unseen by it. `since`: the mark of a prefill made before the lock (prefillSpend), which counted every send
+ * before it; only the sends since are read here. Null: the whole window, every capped send of the connector waiting.
  */
-export async function backfillSpend(db: Queryable, tenantId: string, connector: string, seconds: number) {
-  await db.query(CONNECTOR_SPEND_SQL.backfill, [tenantId, connector, seconds]);
+export async function backfillSpend(
+  db: Queryable,
+  tenantId: string,
+  connector: string,
+  seconds: number,
+  since: Date | null = null,
+) {
+  await db.query(CONNECTOR_SPEND_SQL.backfill, [tenantId, connector, seconds, since]);
+}
+
+/**
+ * The long part of a cap's backfill, made before its change and outside the caps' lock, so the tenant's sends of the
+ * connector do not wait for it (a month of sends to read). First the mark: the caps' lock is taken exclusively — every
+ * send holds it (shared, or exclusively under a cap) from before it stamps `sent_at` until it commits, so every send
+ * stamped before the mark has committed — the database's clock is read, and the lock is let go. Then every send in
+ * the window is counted, committed (the ledger is history: a change refused after this leaves true rows, which the
+ * cap's own backfill would write). A send stamped after the mark takes the lock after it, so its `sent_at` is later:
+ * `backfillSpend(…, since)` under the change's lock finds it.
+ */
+export async function prefillSpend(
+  dataSource: DataSource,
+  tenantId: string,
+  connector: string,
+  seconds: number,
+): Promise<Date> {
+  const since = await transaction(dataSource, async (tx) => {
+    await lockSpendingCaps(tx, tenantId, connector);
+    const [row] = await rows<{ at: Date }>(tx, CONNECTOR_SPEND_SQL.mark, []);
+    return new Date(row.at);
+  });
+  await backfillSpend(dataSource.manager, tenantId, connector, seconds);
+  return since;
 }
 
 /**

@@ -14,6 +14,7 @@ import { RecheckRequests1764717000000 } from './1764717000000-recheck-requests';
 import { RecheckRequestLifetime1764718000000 } from './1764718000000-recheck-request-lifetime';
 import { RecheckRequestPruneIndexes1764719000000 } from './1764719000000-recheck-request-prune-indexes';
 import { CapAmountFunction1764721300000 } from './1764721300000-cap-amount-function';
+import { SpendBackfillIndex1764721400000 } from './1764721400000-spend-backfill-index';
 import { Webhooks1764510000000 } from './1764510000000-webhooks';
 import { ExecutionTrace1764520300000 } from './1764520300000-execution-trace';
 import { HotUpdates1764530000000 } from './1764530000000-hot-updates';
@@ -73,4 +74,5 @@ export const MIGRATIONS = [
   RecheckRequestLifetime1764718000000,
   RecheckRequestPruneIndexes1764719000000,
   CapAmountFunction1764721300000,
+  SpendBackfillIndex1764721400000,
 ];
