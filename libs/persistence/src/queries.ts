@@ -9,7 +9,7 @@ import { MAINTENANCE_SQL } from './maintenance';
 import { METRICS_SQL } from './metrics.repository';
 import { RECHECK_REQUEST_SQL } from './recheck-requests';
 import { REVIEW_QUEUE_SQL } from './review-queue.repository';
-import { PING_SQL } from './sql';
+import { PING_SQL, READ_SNAPSHOT_SQL } from './sql';
 import { INTAKE_SQL, READ_SQL, SEND_NOTE_SQL } from './store';
 import { SWEEP_SQL } from './sweep.repository';
 import { TENANT_POLICY_SQL } from './tenant-policy';
@@ -34,6 +34,7 @@ export const NAMED_STATEMENTS: Readonly<Record<string, Readonly<Record<string, s
   readiness: { ping: PING_SQL },
   'recheck-requests': RECHECK_REQUEST_SQL,
   reads: READ_SQL,
+  'read-snapshot': READ_SNAPSHOT_SQL,
   'review-queue': REVIEW_QUEUE_SQL,
   'send-notes': SEND_NOTE_SQL,
   sweep: SWEEP_SQL,

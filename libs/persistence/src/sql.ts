@@ -114,6 +114,37 @@ export async function transaction<T>(dataSource: DataSource, work: (tx: EntityMa
   }
 }
 
+/** A transaction whose statements all read one snapshot (taken at its first read) and write nothing: readSnapshot. */
+export const READ_SNAPSHOT_SQL = {
+  begin: 'START TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY',
+  commit: 'COMMIT',
+  rollback: 'ROLLBACK',
+} as const;
+
+/**
+ * Runs `work`'s reads on one snapshot of the database (a read-only REPEATABLE READ transaction): an answer assembled
+ * from several statements shows one moment. Under READ COMMITTED each statement has its own snapshot, so a change
+ * committed between two of them (a cancel that ends an execution and its operations together) shows half done. One
+ * round trip to open and one to end it; `work` only reads (a write is refused by Postgres).
+ */
+export async function readSnapshot<T>(dataSource: DataSource, work: (tx: EntityManager) => Promise<T>): Promise<T> {
+  const runner = dataSource.createQueryRunner();
+  try {
+    await runner.query(READ_SNAPSHOT_SQL.begin);
+    let result: T;
+    try {
+      result = await work(runner.manager);
+    } catch (error) {
+      await runner.query(READ_SNAPSHOT_SQL.rollback).catch(() => undefined);
+      throw error;
+    }
+    await runner.query(READ_SNAPSHOT_SQL.commit);
+    return result;
+  } finally {
+    await runner.release();
+  }
+}
+
 /**
  * Runs `work` in a transaction: the caller's, when `db` is a transaction's manager, else a new one on the manager's
  * DataSource (retried on deadlock, as `transaction`). For a change that locks a row in one statement and writes it in

@@ -28,6 +28,7 @@ import {
   lockActiveKey,
   lockExecution,
   preparedOperation,
+  readSnapshot,
   snapshotOf,
   transaction,
   retriesRefuted,
@@ -384,47 +385,62 @@ export class ExecutionsService {
     );
   }
 
+  /**
+   * The execution with its operations as of one moment: every read is made on one snapshot (readSnapshot). Read by
+   * statements of their own, a cancel committed between the execution's read and its operations' showed the execution
+   * still running beside operations that cancel had ended — a state no one ever committed.
+   */
   async get(principal: Principal, id: string): Promise<ExecutionView> {
-    const execution = await findExecution(this.db.manager, id, principal.tenantId);
-    if (!execution) throw Problem.notFound('Execution', id);
-    const operations = await findOperations(this.db.manager, id, principal.tenantId);
-    const changes = await findLastStatusChanges(
-      this.db.manager,
-      operations.map((op) => op.id),
-      principal.tenantId,
-    );
-    const judged = await this.holds.judge(principal.tenantId, operations, { executions: [execution], operations });
-    const databaseNow = await databaseNowForApprovals(this.db.manager, operations);
-    const refuted = await retriesRefuted(this.db.manager, principal.tenantId, operations);
-    return presentExecution(execution, operations, changes, judged, databaseNow, refuted);
+    return readSnapshot(this.db, async (db) => {
+      const execution = await findExecution(db, id, principal.tenantId);
+      if (!execution) throw Problem.notFound('Execution', id);
+      const operations = await findOperations(db, id, principal.tenantId);
+      const changes = await findLastStatusChanges(
+        db,
+        operations.map((op) => op.id),
+        principal.tenantId,
+      );
+      const judged = await this.holds.judge(
+        principal.tenantId,
+        operations,
+        { executions: [execution], operations },
+        db,
+      );
+      const databaseNow = await databaseNowForApprovals(db, operations);
+      const refuted = await retriesRefuted(db, principal.tenantId, operations);
+      return presentExecution(execution, operations, changes, judged, databaseNow, refuted);
+    });
   }
 
+  /** A page of executions, each with its operations, as of one moment (one snapshot, as `get`). */
   async list(principal: Principal, query: { status?: ExecutionStatus; cursor?: string; limit: number }) {
-    const executions = await listExecutions(this.db.manager, principal.tenantId, {
-      status: query.status,
-      before: query.cursor,
-      limit: query.limit + 1,
+    return readSnapshot(this.db, async (db) => {
+      const executions = await listExecutions(db, principal.tenantId, {
+        status: query.status,
+        before: query.cursor,
+        limit: query.limit + 1,
+      });
+      const { page, nextCursor } = pageOf(executions, query.limit);
+      const operations = await findOperationsOf(
+        db,
+        page.map((e) => e.id),
+        principal.tenantId,
+      );
+      const byExecution = new Map<string, typeof operations>();
+      for (const op of operations) byExecution.set(op.executionId, [...(byExecution.get(op.executionId) ?? []), op]);
+      const changes = await findLastStatusChanges(
+        db,
+        operations.map((op) => op.id),
+        principal.tenantId,
+      );
+      const judged = await this.holds.judge(principal.tenantId, operations, { executions: page, operations }, db);
+      const databaseNow = await databaseNowForApprovals(db, operations);
+      const refuted = await retriesRefuted(db, principal.tenantId, operations);
+      return {
+        data: page.map((e) => presentExecution(e, byExecution.get(e.id) ?? [], changes, judged, databaseNow, refuted)),
+        next_cursor: nextCursor,
+      };
     });
-    const { page, nextCursor } = pageOf(executions, query.limit);
-    const operations = await findOperationsOf(
-      this.db.manager,
-      page.map((e) => e.id),
-      principal.tenantId,
-    );
-    const byExecution = new Map<string, typeof operations>();
-    for (const op of operations) byExecution.set(op.executionId, [...(byExecution.get(op.executionId) ?? []), op]);
-    const changes = await findLastStatusChanges(
-      this.db.manager,
-      operations.map((op) => op.id),
-      principal.tenantId,
-    );
-    const judged = await this.holds.judge(principal.tenantId, operations, { executions: page, operations });
-    const databaseNow = await databaseNowForApprovals(this.db.manager, operations);
-    const refuted = await retriesRefuted(this.db.manager, principal.tenantId, operations);
-    return {
-      data: page.map((e) => presentExecution(e, byExecution.get(e.id) ?? [], changes, judged, databaseNow, refuted)),
-      next_cursor: nextCursor,
-    };
   }
 
   async events(principal: Principal, id: string, after: string | undefined, limit: number) {

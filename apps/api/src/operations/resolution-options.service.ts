@@ -26,7 +26,7 @@ import {
   resolutionOptions,
   tenantApprovalRules,
 } from '@verity/status-model';
-import { DataSource } from 'typeorm';
+import { DataSource, EntityManager } from 'typeorm';
 
 /** What a reviewer may do with one held operation now, and what that was judged against. */
 export interface HoldJudgement {
@@ -55,26 +55,24 @@ export class ResolutionOptionsService {
   /**
    * For each operation of `ops` that is held and unresolved, its judgement; the others have none (nothing is permitted:
    * not held, or its decision is made — a release waiting for the dispatcher included). `known`: executions and their
-   * operations the caller has already read (an execution's page), so they are not read again.
+   * operations the caller has already read (an execution's page), so they are not read again. `db`: where to read the
+   * rest — the caller's snapshot (readSnapshot), so the judgement is of the moment its operations were read.
    */
   async judge(
     tenantId: string,
     ops: readonly OperationEntity[],
     known: { executions?: readonly ExecutionEntity[]; operations?: readonly OperationEntity[] } = {},
+    db: EntityManager = this.db.manager,
   ): Promise<Map<string, HoldJudgement>> {
     const open = ops.filter((op) => op.status === OperationStatus.MANUAL_REVIEW && !recordedResolution(op));
     if (open.length === 0) return new Map();
     const sent = open.filter((op) => everSent(op));
-    const { evidentAt, databaseNow } = await absenceEvidenceOfMany(
-      this.db.manager,
-      tenantId,
-      sent,
-      callTimings(this.config),
-    );
+    const { evidentAt, databaseNow } = await absenceEvidenceOfMany(db, tenantId, sent, callTimings(this.config));
     const release = await this.releaseNeeds(
       tenantId,
       open.filter((op) => !everSent(op)),
       known,
+      db,
     );
     return new Map(
       open.map((op) => {
@@ -94,8 +92,12 @@ export class ResolutionOptionsService {
   }
 
   /** One operation's judgement, or null when nothing is permitted on it (not held, or decided). */
-  async judgeOne(tenantId: string, op: OperationEntity): Promise<HoldJudgement | null> {
-    return (await this.judge(tenantId, [op])).get(op.id) ?? null;
+  async judgeOne(
+    tenantId: string,
+    op: OperationEntity,
+    db: EntityManager = this.db.manager,
+  ): Promise<HoldJudgement | null> {
+    return (await this.judge(tenantId, [op], {}, db)).get(op.id) ?? null;
   }
 
   /** The connector can read this operation's effect back from the source. */
@@ -131,11 +133,12 @@ export class ResolutionOptionsService {
     tenantId: string,
     neverSent: readonly OperationEntity[],
     known: { executions?: readonly ExecutionEntity[]; operations?: readonly OperationEntity[] },
+    db: EntityManager,
   ): Promise<Map<string, ReleaseNeeds>> {
     const needs = new Map<string, ReleaseNeeds>();
     // Retries on the word of a FAILED contradicted since: the send guard withdraws their release (retry_refuted).
     const refuted = await refutedRetries(
-      this.db.manager,
+      db,
       tenantId,
       neverSent.filter((op) => op.retryOf !== null).map((op) => op.id),
     );
@@ -151,22 +154,22 @@ export class ResolutionOptionsService {
     for (const op of neverSent) {
       let execution = executions.get(op.executionId);
       if (!execution) {
-        execution = (await findExecution(this.db.manager, op.executionId, tenantId)) ?? undefined;
+        execution = (await findExecution(db, op.executionId, tenantId)) ?? undefined;
         if (!execution) continue;
         executions.set(execution.id, execution);
       }
       let ofExecution = siblings.get(op.executionId);
       if (op.dependsOn.length > 0 && !ofExecution) {
-        ofExecution = await findOperations(this.db.manager, op.executionId, tenantId);
+        ofExecution = await findOperations(db, op.executionId, tenantId);
         siblings.set(op.executionId, ofExecution);
       }
       const latest = latestByKey(op.dependsOn.length > 0 ? (ofExecution ?? []) : []);
       // The tenant's policy as it stands now, read once for the page: the release grants by the same rule (resolve).
       rules ??= tenantApprovalRules(
-        await loadTenantSettings(this.db.manager, tenantId),
+        await loadTenantSettings(db, tenantId),
         this.connectors.approvalAmountDeclarations(),
       );
-      databaseNow ??= (await readDatabaseNow(this.db.manager)).getTime();
+      databaseNow ??= (await readDatabaseNow(db)).getTime();
       needs.set(op.id, {
         executionStatus: execution.status,
         // The statement that commits the release (the dispatcher's) judges it again, by the same clock.
