@@ -10,7 +10,8 @@ import type { z } from 'zod';
 import type { API_SCHEMAS } from '../../apps/api/src/schemas';
 import { waitForLockWaiter } from '../support/lock-waits';
 import { DEMO, Stack } from '../support/stack';
-import { charge, http, submission, unique } from '../support/http';
+import { charge, http, sms, submission, unique } from '../support/http';
+import { type Op, submit, waitForOp } from './dispatcher-helpers';
 
 type Execution = z.infer<typeof API_SCHEMAS.Execution>;
 type ExecutionList = z.infer<typeof API_SCHEMAS.ExecutionList>;
@@ -40,12 +41,13 @@ describe('reads of an execution and its operations see one snapshot', () => {
     return res.body.id;
   }
 
-  /** Cancels the execution in `tx` as the API's cancel does (its operations, then the execution), uncommitted. */
+  /** Cancels the execution in `tx` as the API's cancel does (its PREPARED operations, the execution, its never-sent holds), uncommitted. */
   async function cancelIn(tx: QueryRunner, id: string): Promise<void> {
     const transitions = new TransitionService();
     const locked = await lockExecution(tx.manager, id, 'demo');
     const cause = CANCEL_CAUSE_OF_ENDED_EXECUTION[ExecutionStatus.CANCELLED];
     for (const op of locked!.operations) {
+      if (op.status !== OperationStatus.PREPARED) continue;
       await transitions.operation(tx.manager, {
         operation: snapshotOf(op),
         to: OperationStatus.CANCELLED,
@@ -60,18 +62,29 @@ describe('reads of an execution and its operations see one snapshot', () => {
       patch: { failure: failure as unknown as Record<string, unknown> },
       eventData: { by: 'test', reason: 'read skew', failure },
     });
+    // A hold never sent ends with its execution (after the execution's move, which its statement checks).
+    await transitions.cancelHeldOfEndedExecution(tx.manager, locked!.operations.map(snapshotOf), {
+      cause,
+      by: 'test',
+      reason: 'read skew',
+    });
   }
 
   /**
-   * Sends `read` while this test holds the operations table, cancels `id` in the lock's transaction, and commits once
-   * `read` waits for its read of the operations (`waitingLike`): what `read` answered.
+   * Sends `read` while this test holds `table` (the operations unless told), cancels `id` in the lock's transaction, and
+   * commits once `read` waits for its read of that table (`waitingLike`): what `read` answered.
    */
-  async function readAcrossCancel<T>(id: string, waitingLike: string, read: () => Promise<T>): Promise<T> {
+  async function readAcrossCancel<T>(
+    id: string,
+    waitingLike: string,
+    read: () => Promise<T>,
+    table: 'operations' | 'events' = 'operations',
+  ): Promise<T> {
     const lock = stack.db.dataSource.createQueryRunner();
     await lock.connect();
     try {
       await lock.startTransaction();
-      await lock.query(`LOCK TABLE operations IN ACCESS EXCLUSIVE MODE`);
+      await lock.query(`LOCK TABLE ${table} IN ACCESS EXCLUSIVE MODE`);
       await cancelIn(lock, id);
       let answered = false;
       const reading = read().finally(() => (answered = true));
@@ -114,4 +127,66 @@ describe('reads of an execution and its operations see one snapshot', () => {
     expect(res.body.data.map((e) => e.id)).toEqual([id]);
     expectOneMoment(res.body.data[0]);
   }, 60_000);
+
+  describe('a hold never sent, whose execution is cancelled while it is read', () => {
+    /**
+     * A charge held before it was ever sent (a knowledge conflict), with a message depending on it that keeps its
+     * execution running; a dispatcher is started to hold it and stopped once it did, so nothing else moves anything.
+     */
+    async function heldNeverSent(): Promise<{ executionId: string; held: Op }> {
+      await stack.startApp('dispatcher');
+      const created = await submit(stack, [
+        charge(unique('snapshot-held'), { expected_state: { charged: true } }),
+        sms(unique('snapshot-held-sms'), { depends_on: ['charge'] }),
+      ]);
+      const held = await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+      for (const app of stack.running('dispatcher')) await stack.kill(app, 'SIGTERM');
+      return { executionId: created.id, held };
+    }
+
+    /** The hold as it was shown before the cancel (`before`), or ended by it: never the hold judged from after it. */
+    function expectHoldOrCancelled(
+      shown: { status: string; failure: unknown; resolution_options?: unknown },
+      before: { status: string; failure: unknown; resolution_options?: unknown },
+    ): void {
+      if (shown.status === 'CANCELLED') return;
+      expect({ status: shown.status, failure: shown.failure }).toEqual({
+        status: before.status,
+        failure: before.failure,
+      });
+      if (shown.resolution_options !== undefined) expect(shown.resolution_options).toEqual(before.resolution_options);
+    }
+
+    it('GET /v1/operations/{id} never shows it held with its last move and options from after the cancel', async () => {
+      const { executionId, held } = await heldNeverSent();
+      const before = await http<Op>(stack.apiUrl, 'GET', `/v1/operations/${held.id}`, { key: DEMO.reviewer });
+      expect(before.body.status).toBe('MANUAL_REVIEW');
+      expect(before.body.permitted_resolutions).toContain('SENT');
+      const res = await readAcrossCancel(
+        executionId,
+        '%FROM events WHERE operation_id = ANY($1)%',
+        () => http<Op>(stack.apiUrl, 'GET', `/v1/operations/${held.id}`, { key: DEMO.reviewer }),
+        'events',
+      );
+      expect(res.status).toBe(200);
+      expectHoldOrCancelled(res.body, before.body);
+      const after = await http<Op>(stack.apiUrl, 'GET', `/v1/operations/${held.id}`, { key: DEMO.reviewer });
+      expect(after.body.status).toBe('CANCELLED');
+    }, 90_000);
+
+    it('the review queue never shows it held with its last move from after the cancel', async () => {
+      const { executionId, held } = await heldNeverSent();
+      type Queue = { data: { operation: Op; execution: { status: string } }[] };
+      const queue = () =>
+        http<Queue>(stack.apiUrl, 'GET', `/v1/review/manual-reviews?q=${executionId}`, { key: DEMO.reviewer });
+      const before = await queue();
+      expect(before.body.data.map((item) => item.operation.id)).toEqual([held.id]);
+      const res = await readAcrossCancel(executionId, '%FROM events WHERE operation_id = ANY($1)%', queue, 'events');
+      expect(res.status).toBe(200);
+      for (const item of res.body.data) {
+        expectHoldOrCancelled(item.operation, before.body.data[0].operation);
+        expect(item.execution.status).toBe(before.body.data[0].execution.status);
+      }
+    }, 90_000);
+  });
 });

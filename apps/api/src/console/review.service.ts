@@ -4,12 +4,13 @@ import {
   ExecutionEntity,
   ReviewQueue,
   findLastStatusChanges,
+  readSnapshot,
   reviewQueueCounts,
   reviewQueuePage,
 } from '@verity/persistence';
 import { ConnectorRegistry } from '@verity/connectors';
 import { TerminalReason } from '@verity/status-model';
-import { DataSource } from 'typeorm';
+import { DataSource, EntityManager } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { databaseNowForApprovals, pastDeadlineAt } from '../executions/approval-clock';
 import { presentOperation } from '../executions/presenter';
@@ -44,54 +45,66 @@ export class ReviewService {
   ) {}
 
   /** Whether any operation of the connector waits in the queue, whatever else a query filters by. */
-  private async anyHeldOf(tenantId: string, queue: ReviewQueue, connector: string): Promise<boolean> {
-    return (await reviewQueuePage(this.db.manager, tenantId, queue, { connector, limit: 1 })).total > 0;
+  private async anyHeldOf(
+    db: EntityManager,
+    tenantId: string,
+    queue: ReviewQueue,
+    connector: string,
+  ): Promise<boolean> {
+    return (await reviewQueuePage(db, tenantId, queue, { connector, limit: 1 })).total > 0;
   }
 
+  /**
+   * A page of a queue as of one moment: every read is made on one snapshot (readSnapshot). Read by statements of their
+   * own, a cancel committed after the page's operations were read showed a hold beside its last move and options
+   * judged from after that cancel.
+   */
   async list(principal: Principal, queue: ReviewQueue, query: QueueQuery) {
-    const found = await reviewQueuePage(this.db.manager, principal.tenantId, queue, query);
-    if (
-      query.connector !== undefined &&
-      found.total === 0 &&
-      !this.connectors.get(query.connector) &&
-      !(await this.anyHeldOf(principal.tenantId, queue, query.connector))
-    ) {
-      // A misspelled name would list nothing, which a reviewer reads as "nothing of it waits". A name the registry no
-      // longer has is still a filter while operations of it wait (a connector a later release removed), whatever the
-      // other filters match.
-      throw Problem.validation([
-        {
-          field: 'connector',
-          rule: 'known_connector',
-          message: `unknown connector "${query.connector}" (see GET /v1/connectors)`,
-        },
-      ]);
-    }
-    const page = found.operations;
-    const byId = new Map(found.executions.map((e) => [e.id, e]));
-    const changes = await findLastStatusChanges(
-      this.db.manager,
-      page.map((op) => op.id),
-      principal.tenantId,
-    );
-    // The page's operations are not all of their executions': those a release depends on are read where needed.
-    const judged = await this.holds.judge(principal.tenantId, page, { executions: found.executions });
-    const databaseNow = await databaseNowForApprovals(this.db.manager, page);
-    return {
-      data: page.map((op) => ({
-        operation: maskSecrets(
-          presentOperation(
-            op,
-            changes.get(op.id) ?? null,
-            judged.get(op.id)?.options,
-            pastDeadlineAt(byId.get(op.executionId)?.deadlineAt, databaseNow),
+    return readSnapshot(this.db, async (db) => {
+      const found = await reviewQueuePage(db, principal.tenantId, queue, query);
+      if (
+        query.connector !== undefined &&
+        found.total === 0 &&
+        !this.connectors.get(query.connector) &&
+        !(await this.anyHeldOf(db, principal.tenantId, queue, query.connector))
+      ) {
+        // A misspelled name would list nothing, which a reviewer reads as "nothing of it waits". A name the registry no
+        // longer has is still a filter while operations of it wait (a connector a later release removed), whatever the
+        // other filters match.
+        throw Problem.validation([
+          {
+            field: 'connector',
+            rule: 'known_connector',
+            message: `unknown connector "${query.connector}" (see GET /v1/connectors)`,
+          },
+        ]);
+      }
+      const page = found.operations;
+      const byId = new Map(found.executions.map((e) => [e.id, e]));
+      const changes = await findLastStatusChanges(
+        db,
+        page.map((op) => op.id),
+        principal.tenantId,
+      );
+      // The page's operations are not all of their executions': those a release depends on are read where needed.
+      const judged = await this.holds.judge(principal.tenantId, page, { executions: found.executions }, db);
+      const databaseNow = await databaseNowForApprovals(db, page);
+      return {
+        data: page.map((op) => ({
+          operation: maskSecrets(
+            presentOperation(
+              op,
+              changes.get(op.id) ?? null,
+              judged.get(op.id)?.options,
+              pastDeadlineAt(byId.get(op.executionId)?.deadlineAt, databaseNow),
+            ),
           ),
-        ),
-        execution: maskSecrets(this.summary(byId.get(op.executionId))),
-      })),
-      total: found.total,
-      next_cursor: found.more ? page[page.length - 1].id : null,
-    };
+          execution: maskSecrets(this.summary(byId.get(op.executionId))),
+        })),
+        total: found.total,
+        next_cursor: found.more ? page[page.length - 1].id : null,
+      };
+    });
   }
 
   async counts(principal: Principal) {

@@ -27,6 +27,7 @@ import {
   recordedResolution,
   setRetryOf,
   findRetryOf,
+  readSnapshot,
   snapshotOf,
   traceParentsOf,
   transaction,
@@ -69,7 +70,7 @@ import {
   approvalRequestWaits,
   tenantApprovalRules,
 } from '@verity/status-model';
-import { DataSource } from 'typeorm';
+import { DataSource, EntityManager } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { Problem } from '../problem/problem';
 import { cancelledBy } from '../executions/executions.service';
@@ -115,35 +116,45 @@ export class OperationsService {
   }
 
   /** The operation and its version (operationVersionOf: the ETag a decision's If-Match names), read together. */
-  private async loadAt(principal: Principal, id: string): Promise<{ op: OperationEntity; version: string }> {
-    const found = await findOperationWithVersion(this.db.manager, id, principal.tenantId);
+  private async loadAt(
+    principal: Principal,
+    id: string,
+    db: EntityManager = this.db.manager,
+  ): Promise<{ op: OperationEntity; version: string }> {
+    const found = await findOperationWithVersion(db, id, principal.tenantId);
     if (!found) throw Problem.notFound('Operation', id);
     return { op: found.operation, version: found.version };
   }
 
-  /** The operation as shown (GET, and the answer to each decision), and the version shown: its ETag. */
+  /**
+   * The operation as shown (GET, and the answer to each decision), and the version shown: its ETag. Every read is made
+   * on one snapshot (readSnapshot): read by statements of their own, a cancel committed after the operation's read
+   * showed it still held, with its last move and its options judged from after the cancel (its execution ended).
+   */
   async get(principal: Principal, id: string) {
-    const { op, version } = await this.loadAt(principal, id);
-    const changes = await findLastStatusChanges(this.db.manager, [op.id], principal.tenantId);
-    const judged = await this.holds.judgeOne(principal.tenantId, op);
-    // The resolutions a reviewer may take and, for each one refused, why: the console shows exactly this, so it never
-    // offers what the API would refuse. Once a resolution is recorded (a release waiting for the dispatcher included),
-    // nothing more is permitted: the decision was made.
-    const options = judged?.options ?? [];
-    return {
-      view: {
-        ...presentOperation(
-          op,
-          changes.get(op.id) ?? null,
-          options,
-          await this.approvalPastDeadline(principal, op),
-          (await retriesRefuted(this.db.manager, principal.tenantId, [op])).has(op.id),
-        ),
-        permitted_resolutions: offeredResolutions(options),
-        resolution_options: options,
-      },
-      version,
-    };
+    return readSnapshot(this.db, async (db) => {
+      const { op, version } = await this.loadAt(principal, id, db);
+      const changes = await findLastStatusChanges(db, [op.id], principal.tenantId);
+      const judged = await this.holds.judgeOne(principal.tenantId, op, db);
+      // The resolutions a reviewer may take and, for each one refused, why: the console shows exactly this, so it
+      // never offers what the API would refuse. Once a resolution is recorded (a release waiting for the dispatcher
+      // included), nothing more is permitted: the decision was made.
+      const options = judged?.options ?? [];
+      return {
+        view: {
+          ...presentOperation(
+            op,
+            changes.get(op.id) ?? null,
+            options,
+            await this.approvalPastDeadline(principal, op, db),
+            (await retriesRefuted(db, principal.tenantId, [op])).has(op.id),
+          ),
+          permitted_resolutions: offeredResolutions(options),
+          resolution_options: options,
+        },
+        version,
+      };
+    });
   }
 
   /**
@@ -288,12 +299,15 @@ export class OperationsService {
    * deadline is on and an approve is refused by): shown withdrawn then. Only a request still waiting is judged (two
    * more reads, for it alone).
    */
-  private async approvalPastDeadline(principal: Principal, op: OperationEntity): Promise<boolean> {
+  private async approvalPastDeadline(
+    principal: Principal,
+    op: OperationEntity,
+    db: EntityManager = this.db.manager,
+  ): Promise<boolean> {
     if (!approvalRequestWaits(op.status, op.approval?.state)) return false;
-    const [execution, databaseNow] = await Promise.all([
-      findExecution(this.db.manager, op.executionId, principal.tenantId),
-      databaseNowForApprovals(this.db.manager, [op]),
-    ]);
+    // One after the other: `db` may be a transaction's one connection (readSnapshot).
+    const execution = await findExecution(db, op.executionId, principal.tenantId);
+    const databaseNow = await databaseNowForApprovals(db, [op]);
     return pastDeadlineAt(execution?.deadlineAt, databaseNow);
   }
 
