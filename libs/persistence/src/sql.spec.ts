@@ -2,7 +2,7 @@ import { waitForLockWaiter } from '../../../test/support/lock-waits';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { StopDeadline, STOP_CLOSE_MS } from '@verity/platform';
 import { createDataSource, openDataSource } from './data-source';
-import { NOT_RUN_WHILE_STOPPING, isDatabaseUnavailable, rows, sqlState, transaction } from './sql';
+import { NOT_RUN_WHILE_STOPPING, isDatabaseUnavailable, readSnapshot, rows, sqlState, transaction } from './sql';
 
 /**
  * `rows()` prepares every statement (Postgres parses and plans it once per connection). It reaches the pg connection
@@ -120,6 +120,42 @@ describe('isDatabaseUnavailable', () => {
       expect(isDatabaseUnavailable(error)).toBe(true);
     } finally {
       await pool.destroy();
+    }
+  });
+});
+
+/** readSnapshot: the reads of `work` see one moment, write nothing, and the connection goes back to the pool. */
+describe('readSnapshot', () => {
+  const db = useTestDatabase('sqlsnapshot');
+
+  beforeAll(async () => {
+    await db.dataSource.query(`CREATE TABLE snapshot_probe (v int)`);
+    await db.dataSource.query(`INSERT INTO snapshot_probe VALUES (1)`);
+  });
+
+  it('reads what was committed before its first read, not what was committed between two of its reads', async () => {
+    const seen = await readSnapshot(db.dataSource, async (tx) => {
+      const first = await rows<{ v: number }>(tx, `SELECT v FROM snapshot_probe`);
+      await db.dataSource.query(`UPDATE snapshot_probe SET v = 2`);
+      const second = await rows<{ v: number }>(tx, `SELECT v FROM snapshot_probe`);
+      return [first[0].v, second[0].v];
+    });
+    expect(seen).toEqual([1, 1]);
+    expect(await db.dataSource.query(`SELECT v FROM snapshot_probe`)).toEqual([{ v: 2 }]);
+  });
+
+  it('refuses a write (read only), and a failed `work` ends its transaction and frees its connection', async () => {
+    // A pool of one: the statement after a failed snapshot runs only if its connection came back, out of a transaction.
+    const single = createDataSource(db.url, 1);
+    await single.initialize();
+    try {
+      const write = readSnapshot(single, (tx) => rows(tx, `UPDATE snapshot_probe SET v = 3`));
+      await expect(write).rejects.toThrow(/read-only transaction/);
+      expect(
+        await single.query(`SELECT v, current_setting('transaction_read_only') AS ro FROM snapshot_probe`),
+      ).toEqual([{ v: 2, ro: 'off' }]);
+    } finally {
+      await single.destroy();
     }
   });
 });
