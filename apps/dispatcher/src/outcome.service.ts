@@ -46,6 +46,9 @@ export class OutcomeService {
         judged = await findOperationsForWorker(this.db.manager, execution.id);
       }
       const results = await this.judge(execution, judged);
+      // An operation moved after it was read (its last move, read after it, goes elsewhere): the verdict would be of
+      // the status read and its evidence the move since. Judge again from a read of now.
+      if (results === 'moved') continue;
       if (sameVerdicts(execution.criteriaResults, results)) return false;
       const outcome = {
         result: outcomeResult(results.map((r) => r.verdict)),
@@ -75,11 +78,17 @@ export class OutcomeService {
     return false;
   }
 
-  /** Each criterion's verdict on the operations as given. */
-  private async judge(execution: ExecutionEntity, operations: OperationEntity[]): Promise<CriterionResult[]> {
+  /**
+   * Each criterion's verdict on the operations as given, or 'moved' when one of them moved since it was read: its last
+   * move is read by a statement of its own, after the operations, and a verdict is of the status its evidence moved to.
+   */
+  private async judge(execution: ExecutionEntity, operations: OperationEntity[]): Promise<CriterionResult[] | 'moved'> {
     const latest = latestByKey(operations);
     const referenced = execution.criteria.flatMap((c) => latest.get(c.operation)?.id ?? []);
     const changes = await findLastStatusChangesForWorker(this.db.manager, referenced);
+    if ([...latest.values()].some((op) => referenced.includes(op.id) && movedSince(op, changes.get(op.id)))) {
+      return 'moved';
+    }
     const contradicted = [...latest.values()].filter((op) => referenced.includes(op.id) && contradictedOnRecord(op));
     const contradictions = await findLastContradictionsForWorker(
       this.db.manager,
@@ -121,4 +130,9 @@ function sameVerdicts(stored: CriterionResult[] | null, results: CriterionResult
   return results.every(
     (r, i) => stored[i].key === r.key && stored[i].verdict === r.verdict && stored[i].rationale === r.rationale,
   );
+}
+
+/** The operation's last move (read after it) took it elsewhere than the status it was read in: it moved since. */
+function movedSince(op: OperationEntity, change: { to: string } | undefined): boolean {
+  return change !== undefined && change.to !== op.status;
 }

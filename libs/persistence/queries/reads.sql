@@ -145,7 +145,7 @@ SELECT seq FROM events WHERE id = $1 AND execution_id = $2 AND tenant_id = $3;
 SELECT 1 FROM events WHERE id = $1 AND operation_id = $2;
 
 -- lastStatusChanges
-SELECT DISTINCT ON (operation_id) operation_id, id, from_status, data->>'cause' AS cause,
+SELECT DISTINCT ON (operation_id) operation_id, id, from_status, to_status, data->>'cause' AS cause,
             data->>'refusal' AS refusal, data->>'actor' AS actor, created_at
      FROM events WHERE operation_id = ANY($1) AND tenant_id = $2 AND type = 'operation.status_changed'
      ORDER BY operation_id, seq DESC;
@@ -170,7 +170,7 @@ SELECT ev.data->>'decision' AS decision, ev.data->>'by' AS by, ev.created_at
      ORDER BY ev.seq LIMIT 1;
 
 -- lastStatusChangesForWorker
-SELECT DISTINCT ON (operation_id) operation_id, id, from_status, data->>'cause' AS cause,
+SELECT DISTINCT ON (operation_id) operation_id, id, from_status, to_status, data->>'cause' AS cause,
             data->>'refusal' AS refusal, data->>'actor' AS actor, created_at
      FROM events WHERE operation_id = ANY($1) AND type = 'operation.status_changed'
      ORDER BY operation_id, seq DESC;

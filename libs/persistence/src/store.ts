@@ -580,7 +580,7 @@ export const READ_SQL = {
   eventSeq: `SELECT seq FROM events WHERE id = $1 AND execution_id = $2 AND tenant_id = $3`,
   // Whether a write that named its event id in advance was committed (its acknowledgement may have been lost).
   eventOfOperationForWorker: `SELECT 1 FROM events WHERE id = $1 AND operation_id = $2`,
-  lastStatusChanges: `SELECT DISTINCT ON (operation_id) operation_id, id, from_status, data->>'cause' AS cause,
+  lastStatusChanges: `SELECT DISTINCT ON (operation_id) operation_id, id, from_status, to_status, data->>'cause' AS cause,
             data->>'refusal' AS refusal, data->>'actor' AS actor, created_at
      FROM events WHERE operation_id = ANY($1) AND tenant_id = $2 AND type = 'operation.status_changed'
      ORDER BY operation_id, seq DESC`,
@@ -601,7 +601,7 @@ export const READ_SQL = {
      WHERE ev.operation_id = $1 AND ev.tenant_id = $2 AND ev.type = 'approval.decided'
        AND ${isoInstant('ev.created_at')} >= $3::text
      ORDER BY ev.seq LIMIT 1`,
-  lastStatusChangesForWorker: `SELECT DISTINCT ON (operation_id) operation_id, id, from_status, data->>'cause' AS cause,
+  lastStatusChangesForWorker: `SELECT DISTINCT ON (operation_id) operation_id, id, from_status, to_status, data->>'cause' AS cause,
             data->>'refusal' AS refusal, data->>'actor' AS actor, created_at
      FROM events WHERE operation_id = ANY($1) AND type = 'operation.status_changed'
      ORDER BY operation_id, seq DESC`,
@@ -1068,6 +1068,8 @@ export function connectorOperation(op: OperationEntity) {
 /** The move that brought an operation to its current status (its `operation.status_changed` event). */
 export interface StatusChangeRecord extends LastStatusChange {
   eventId: string;
+  /** The status it moved the operation to: not the operation's status as read before it, if it moved since. */
+  to: OperationStatus;
 }
 
 async function lastStatusChanges(
@@ -1079,6 +1081,7 @@ async function lastStatusChanges(
     operation_id: string;
     id: string;
     from_status: OperationStatus | null;
+    to_status: OperationStatus;
     cause: string | null;
     refusal: string | null;
     actor: string | null;
@@ -1090,6 +1093,7 @@ async function lastStatusChanges(
       {
         eventId: r.id,
         from: r.from_status,
+        to: r.to_status,
         cause: r.cause,
         refusal: r.refusal,
         actor: r.actor,
