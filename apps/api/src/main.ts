@@ -38,7 +38,7 @@ import {
   verifyJsonBytes,
 } from './http/hostile-input';
 import { requestContext } from './http/request-context';
-import { pageSecurityHeaders } from './http/security-headers';
+import { answerHeaders, pageSecurityHeaders } from './http/security-headers';
 import { buildOpenApi } from './openapi';
 import { StreamService } from './stream/stream.service';
 import { CONSOLE_ROUTE, mountConsole } from './console';
@@ -83,8 +83,10 @@ async function bootstrap(): Promise<void> {
   app.set('etag', false);
   // Only the proxies the operator names may say who the client is (X-Forwarded-For); by default nobody may.
   if (config.TRUST_PROXY !== undefined) app.set('trust proxy', config.TRUST_PROXY);
-  // Order matters: the request id first (so every refusal carries one), then what no route may receive (see
-  // http/hostile-input.ts), then the parser, its problem mapping and the check of what it parsed.
+  // Order matters: what every answer says first (nosniff), then the request id (so every refusal carries one), then
+  // what no route may receive (see http/hostile-input.ts), then the parser, its problem mapping and the check of what
+  // it parsed.
+  app.use(answerHeaders);
   app.use(requestContext(app.get<Logger>(LOGGER)));
   // Node's own bare 400 for a missing Host is turned off (answerClientErrors, before the server listens): this is it.
   app.use(rejectMissingHost);

@@ -56,6 +56,14 @@ const EXPECTATION_FAILED: ClientErrorAnswer = {
 /** CONNECT: this server is no proxy. Node closes such a connection without a word. */
 const NO_TUNNEL: ClientErrorAnswer = malformedRequest('CONNECT is not served here: this server is no proxy');
 
+/**
+ * What every answer of a Verity HTTP server says, whatever wrote it: no content sniffing. A browser that sniffs a JSON
+ * or problem answer holding a caller's text (an agent id, an intent, a URL) may run it as HTML or script. The API sets
+ * it on every answer in its first express layer (answerHeaders); the answers written here, outside express, carry it
+ * too.
+ */
+export const EVERY_ANSWER_HEADERS: Readonly<Record<string, string>> = { 'x-content-type-options': 'nosniff' };
+
 /** The problem document of an answer given outside express. */
 function clientErrorBody(answer: ClientErrorAnswer): string {
   return JSON.stringify({
@@ -72,6 +80,7 @@ export function clientErrorResponse(answer: ClientErrorAnswer, requestId: string
   return [
     `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? 'Error'}`,
     'content-type: application/problem+json; charset=utf-8',
+    ...Object.entries(EVERY_ANSWER_HEADERS).map(([name, value]) => `${name}: ${value}`),
     `content-length: ${Buffer.byteLength(body)}`,
     `x-request-id: ${requestId}`,
     'connection: close',
@@ -102,6 +111,7 @@ export function answerClientErrors(server: Server, logger: Logger): void {
     const body = clientErrorBody(EXPECTATION_FAILED);
     res.writeHead(417, {
       'content-type': 'application/problem+json; charset=utf-8',
+      ...EVERY_ANSWER_HEADERS,
       'content-length': Buffer.byteLength(body),
       'x-request-id': requestId,
       connection: 'close',

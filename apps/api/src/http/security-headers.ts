@@ -1,12 +1,22 @@
+import { EVERY_ANSWER_HEADERS } from '@verity/platform';
 import type { NextFunction, Request, Response } from 'express';
 
 /**
- * What every page the API serves to a browser sends (the console, Swagger UI at /docs, Bull Board): no framing
- * (clickjacking), no content sniffing, no referrer, isolated from other origins. The console adds its own strict
+ * The API's first express layer: what every answer says (EVERY_ANSWER_HEADERS: nosniff), set before any route, guard,
+ * parser or page writes one — JSON, problem+json, the event stream, /metrics, the pages. The answers Node's HTTP parser
+ * refuses, written outside express, carry the same headers (answerClientErrors).
+ */
+export function answerHeaders(_req: Request, res: Response, next: NextFunction): void {
+  for (const [name, value] of Object.entries(EVERY_ANSWER_HEADERS)) res.setHeader(name, value);
+  next();
+}
+
+/**
+ * What every page the API serves to a browser sends besides what every answer does (answerHeaders: no content
+ * sniffing): no framing (clickjacking), no referrer, isolated from other origins. The console adds its own strict
  * content policy; Swagger UI and Bull Board bring their own scripts, so they get only `frame-ancestors`.
  */
 export const PAGE_SECURITY_HEADERS: Readonly<Record<string, string>> = {
-  'x-content-type-options': 'nosniff',
   'x-frame-options': 'DENY',
   'referrer-policy': 'no-referrer',
   'cross-origin-opener-policy': 'same-origin',
