@@ -13,6 +13,7 @@ import {
   nonCanonicalIpv4,
   parseIpv6,
   urlFragmentProblem,
+  urlHiddenCharacterProblem,
   urlSpellingProblem,
 } from './egress';
 import { guardedExchange } from './http.connector';
@@ -95,6 +96,25 @@ describe('nonCanonicalIpv4', () => {
     'http://1.example/',
     'http://0x7f.example/',
   ])('accepts %s', (url) => expect(nonCanonicalIpv4(url)).toBe(false));
+});
+
+describe('urlHiddenCharacterProblem', () => {
+  it.each([
+    ['https://hooks.example.com/a\u202eb', 'U+202E'],
+    ['https://hooks.example.com/a?b=\u{e0041}', 'U+E0041'],
+    ['https://hooks.example.com/a%E2%80%AEb', 'U+202E (percent-encoded)'],
+    // A byte that is no UTF-8 text before or after the escapes of one does not hide it.
+    ['https://hooks.example.com/a%FF%E2%80%AE', 'U+202E (percent-encoded)'],
+    ['https://hooks.example.com/a%E2%80%AE%FF', 'U+202E (percent-encoded)'],
+    ['https://hooks.example.com/a?x=%7F', 'U+007F (percent-encoded)'],
+  ])('refuses %s naming %s', (url, named) => expect(urlHiddenCharacterProblem(url)).toContain(`no ${named}:`));
+
+  it.each([
+    'https://hooks.example.com/h%C3%A9ros?q=caf\u00e9',
+    'https://hooks.example.com/a%20b?c=%2B%2F',
+    'https://hooks.example.com/a%E2%80', // half a character: shown as U+FFFD
+    'https://hooks.example.com/%%41%',
+  ])('takes %s', (url) => expect(urlHiddenCharacterProblem(url)).toBeNull());
 });
 
 describe('urlSpellingProblem: a dot at the end of the host', () => {

@@ -2,7 +2,7 @@ import { lookup as dnsLookup } from 'node:dns';
 import { isIP } from 'node:net';
 import type { LookupFunction } from 'node:net';
 import { networkInterfaces } from 'node:os';
-import { canonicalAddress, normalizeHost, parseIpv4, parseIpv6 } from '@verity/platform';
+import { canonicalAddress, hiddenCharacterIn, normalizeHost, parseIpv4, parseIpv6 } from '@verity/platform';
 import type { AllowedHost } from './connector';
 
 // Where they were defined first; the API's and the workers' failure counts (@verity/platform) read addresses too.
@@ -228,6 +228,30 @@ export function urlDotSegmentProblem(raw: string): string | null {
   return dotSegment
     ? 'no dot segment ("." or "..", also as %2e) in the path: the URL parser resolves it away, so the URL called would not be the one written'
     : null;
+}
+
+/**
+ * A target URL holds no character that hides or reorders what is shown (hiddenCharacterIn: bidi controls such as
+ * U+202E and U+2066–U+2069, zero-width and other invisible characters, control characters), written or
+ * percent-encoded. Where a URL is read by a person deciding something — a webhook endpoint's, in the endpoint list and
+ * the history of changes — `…/hooks/\u202Ekcatta` is shown as `…/hooks/attack`. The parser sends such a character
+ * percent-encoded, and tools show a path's and a query's escapes decoded (a browser's address bar, many log viewers),
+ * so `%E2%80%AE` is refused as U+202E is. A run of escapes that is no UTF-8 text is shown as escapes, never as other
+ * text, and is taken.
+ */
+export function urlHiddenCharacterProblem(raw: string): string | null {
+  const written = hiddenCharacterIn(raw);
+  const encoded = written === null ? hiddenCharacterIn(decodedEscapes(raw)) : null;
+  if (written === null && encoded === null) return null;
+  return (
+    `no ${written ?? `${encoded} (percent-encoded)`}: a control, bidi or invisible character makes the URL shown ` +
+    'read as another than the one called (also percent-encoded: tools show escapes decoded)'
+  );
+}
+
+/** `raw` with each run of percent-escapes decoded as UTF-8: a byte that is no part of a character as U+FFFD. */
+function decodedEscapes(raw: string): string {
+  return raw.replace(/(?:%[0-9a-f]{2})+/gi, (run) => Buffer.from(run.replace(/%/g, ''), 'hex').toString('utf8'));
 }
 
 function parsedPort(raw: string): string | null {

@@ -20,3 +20,32 @@ export function textIssue(value: string): { rule: string; message: string } | nu
   }
   return null;
 }
+
+/**
+ * What text shown to a person (an API key's label in the keys CLI's table, a webhook endpoint's URL in the endpoint
+ * list) may not hold: what would make it read as other text. A line break makes a row of its own, an escape sequence
+ * rewrites what the terminal shows, a bidi control (U+202A–U+202E, U+2066–U+2069) reorders it, and an invisible
+ * character (a zero-width space, a word joiner, a byte order mark, a soft hyphen, a combining grapheme joiner, a Hangul
+ * filler, a variation selector) makes it read as something else. Control characters (C0, DEL, C1), format characters
+ * (`\p{Cf}`, bidi controls among them), every other character Unicode says to show as nothing
+ * (`Default_Ignorable_Code_Point`, unassigned ones included), line and paragraph separators, and lone surrogates.
+ */
+const HIDDEN_CHARACTER = /[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\u2028\u2029]|\p{Cs}/u;
+const HIDDEN_CHARACTERS = new RegExp(HIDDEN_CHARACTER.source, 'gu');
+
+/** The first character of `text` that HIDDEN_CHARACTER names, written `U+XXXX`, or null when every one is shown. */
+export function hiddenCharacterIn(text: string): string | null {
+  const found = HIDDEN_CHARACTER.exec(text);
+  return found ? `U+${found[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}` : null;
+}
+
+/**
+ * `text` with every character HIDDEN_CHARACTER names escaped: \uXXXX, or \u{XXXXX} past the first plane (a tag
+ * character: one escape, not two halves of a pair).
+ */
+export function escapeHiddenCharacters(text: string): string {
+  return text.replace(HIDDEN_CHARACTERS, (c) => {
+    const code = c.codePointAt(0)!;
+    return code > 0xffff ? `\\u{${code.toString(16)}}` : `\\u${code.toString(16).padStart(4, '0')}`;
+  });
+}

@@ -1,4 +1,9 @@
-import { urlDotSegmentProblem, urlFragmentProblem, urlSpellingProblem } from '@verity/connectors';
+import {
+  urlDotSegmentProblem,
+  urlFragmentProblem,
+  urlHiddenCharacterProblem,
+  urlSpellingProblem,
+} from '@verity/connectors';
 import { WEBHOOK_DELIVERY_STATUSES, WEBHOOK_EVENT_TYPES } from '@verity/status-model';
 import { z } from 'zod';
 import { cursorPageQuery } from '../http/parse';
@@ -13,7 +18,12 @@ export const WebhookInputSchema = z.strictObject({
     .min(1)
     .max(2048)
     .superRefine((url, ctx) => {
-      const problem = urlSpellingProblem(url) ?? urlFragmentProblem(url) ?? urlDotSegmentProblem(url);
+      // An operator reads the URL to know where the tenant's events go: nothing in it may hide or reorder what is shown.
+      const problem =
+        urlSpellingProblem(url) ??
+        urlFragmentProblem(url) ??
+        urlDotSegmentProblem(url) ??
+        urlHiddenCharacterProblem(url);
       if (problem) ctx.addIssue({ code: 'custom', message: problem, params: { rule: 'invalid_format' } });
     })
     .describe('http(s) URL; its host must be on the tenant’s http connector allowlist'),
