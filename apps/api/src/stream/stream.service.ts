@@ -378,7 +378,8 @@ function streamHeaders(res: Response): Response {
   res.status(200);
   res.setHeader('content-type', 'text/event-stream; charset=utf-8');
   res.setHeader('cache-control', 'no-cache, no-transform');
-  res.setHeader('connection', 'keep-alive');
+  // No Connection header: Node keeps the connection or closes it as the request asked. `keep-alive` set here overrode
+  // a request's `Connection: close` (and HTTP/1.0): the connection stayed open after the stream's end.
   res.setHeader('x-accel-buffering', 'no');
   return res;
 }
