@@ -204,18 +204,31 @@ export function logLines(app: RunningApp): Record<string, unknown>[] {
     });
 }
 
+/**
+ * How an app stands, for a failure message: its pid, whether it still runs (or the code or signal it ended with), and
+ * the last `count` lines it printed (JSON or not: a crash's stack is not JSON).
+ */
+export function appState(app: RunningApp, count = 40): string {
+  const { pid, exitCode, signalCode } = app.child;
+  const state =
+    exitCode !== null ? `exited with code ${exitCode}` : signalCode !== null ? `ended by ${signalCode}` : 'running';
+  const lines = app.output.join('').split('\n').filter(Boolean).slice(-count);
+  return `${app.name}#${app.index} (pid ${pid}, ${state}); its last ${lines.length} lines:\n${lines.join('\n')}`;
+}
+
+/** Waits for a line of `app`'s log; on timeout, says how the app stands and what it printed last (`appState`). */
 export async function waitForLog(
   app: RunningApp,
   until: (line: Record<string, unknown>) => boolean,
   timeoutMs = 30_000,
 ): Promise<Record<string, unknown>> {
-  const lines = await waitFor(
-    async () => logLines(app),
-    (all) => all.some(until),
-    timeoutMs,
-    20,
-  );
-  return lines.find(until)!;
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const found = logLines(app).find(until);
+    if (found) return found;
+    if (Date.now() > deadline) throw new Error(`no such line in ${timeoutMs} ms from ${appState(app)}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }
 
 /** Every `msg === marker` line's operationId. */
@@ -227,12 +240,15 @@ export function markedOperations(app: RunningApp, marker: string): string[] {
 
 /** Waits until `count` distinct operations have logged `marker` (a test-only pause point), and returns their ids. */
 export async function waitForMarkers(app: RunningApp, marker: string, count = 1): Promise<string[]> {
-  return waitFor(
-    async () => markedOperations(app, marker),
-    (ids) => new Set(ids).size >= count,
-    30_000,
-    20,
-  );
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const ids = markedOperations(app, marker);
+    if (new Set(ids).size >= count) return ids;
+    if (Date.now() > deadline) {
+      throw new Error(`${count} operations did not log "${marker}" in 30000 ms (${ids.length} did): ${appState(app)}`);
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }
 
 /** A BullMQ queue of the stack's own Redis prefix: for tests that enqueue a job the way a duplicate would arrive. */
