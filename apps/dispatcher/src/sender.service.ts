@@ -40,7 +40,7 @@ import {
   snapshotOf,
   transaction,
 } from '@verity/persistence';
-import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, newId, testPauseSleep } from '@verity/platform';
+import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, newId, testPause } from '@verity/platform';
 import { JobName, JobProducer, jobId, advanceRetriesOf } from '@verity/queues';
 import {
   LATE_ACKNOWLEDGEMENT_TRIES,
@@ -221,7 +221,7 @@ export class SenderService implements OnModuleDestroy {
       if (stale) return outcome(stale);
     }
 
-    await testPause(this.logger, this.config.TEST_PAUSE_BEFORE_SENT_MS, 'paused before SENT', op.id);
+    await testPause(this.logger, this.config.TEST_PAUSE_BEFORE_SENT_MS, 'paused before SENT', { operationId: op.id });
     let committingAt = Date.now();
     // SENT is committed first: a crash after this line must never lead to a second send. Under a spending cap the
     // commit waits its turn and is refused (never sent) when the cap is reached.
@@ -252,7 +252,9 @@ export class SenderService implements OnModuleDestroy {
       },
     );
     if ('exceeded' in committed) {
-      await testPause(this.logger, this.config.TEST_PAUSE_BEFORE_CAP_REFUSAL_MS, 'paused before cap refusal', op.id);
+      await testPause(this.logger, this.config.TEST_PAUSE_BEFORE_CAP_REFUSAL_MS, 'paused before cap refusal', {
+        operationId: op.id,
+      });
       // Only a send that could otherwise happen is cancelled for the cap, and the cancel's own statement checks it (the
       // send guard): settings changed since they were read (a cap raised or removed) prepare it again instead, and a
       // stray job changes nothing.
@@ -271,7 +273,7 @@ export class SenderService implements OnModuleDestroy {
     // Every report from here on says whether the preparation's moves went with the SENT (the caller's row follows).
     const movedFirst: Pick<SendReport, 'executionMovedFirst'> =
       options.executionFirst && sent.executionMoved ? { executionMovedFirst: true } : {};
-    await testPause(this.logger, this.config.TEST_PAUSE_AFTER_SENT_MS, 'paused after SENT', op.id);
+    await testPause(this.logger, this.config.TEST_PAUSE_AFTER_SENT_MS, 'paused after SENT', { operationId: op.id });
 
     // A worker paused (GC, SIGSTOP) between the commit and the call may have been declared dead and its operation
     // UNKNOWN → reconciled. Calling now could create an effect after its absence was proven: do not call.
@@ -315,7 +317,7 @@ export class SenderService implements OnModuleDestroy {
       this.logger.error({ err: error, operationId: op.id }, 'connector threw');
       outcome = { status: S.UNKNOWN, reason: TerminalReason.CONNECTOR_ERROR, detail: 'connector error' };
     }
-    await testPause(this.logger, this.config.TEST_PAUSE_AFTER_CALL_MS, 'paused after call', op.id);
+    await testPause(this.logger, this.config.TEST_PAUSE_AFTER_CALL_MS, 'paused after call', { operationId: op.id });
     const sentSnapshot = { ...snapshotOf(op), status: S.SENT, attempt };
     const check = checkAfterSend({ status: outcome.status, verificationMethod: op.verificationMethod });
     const recording = this.writeAnswer(op, (eventId) =>
@@ -480,7 +482,9 @@ export class SenderService implements OnModuleDestroy {
     if (!readBack) return null;
     if (this.config.TEST_PAUSE_BEFORE_READ_MS > 0) {
       await recording.catch(() => undefined);
-      await testPause(this.logger, this.config.TEST_PAUSE_BEFORE_READ_MS, 'paused before read-back', op.id);
+      await testPause(this.logger, this.config.TEST_PAUSE_BEFORE_READ_MS, 'paused before read-back', {
+        operationId: op.id,
+      });
     }
     try {
       return await readBack({ ...connectorOperation(op), providerRef }, this.connectors.callEnvironment(tenant));
@@ -982,14 +986,4 @@ export class SenderService implements OnModuleDestroy {
   async drain(): Promise<void> {
     await Promise.allSettled([...this.inFlight]);
   }
-}
-
-/**
- * Test-only kill point (TEST_PAUSE_*; refused in production by loadConfig): log a marker a test can wait for, then
- * sleep (until SIGUSR2 ends it early), so a test can SIGKILL or SIGSTOP the process at exactly this line.
- */
-async function testPause(logger: Logger, ms: number, marker: string, operationId: string): Promise<void> {
-  if (ms <= 0) return;
-  logger.warn({ operationId, pauseMs: ms }, marker);
-  await testPauseSleep(ms);
 }

@@ -29,7 +29,7 @@ import {
   VERITY_CONFIG,
   VerityConfig,
   inTraceOf,
-  testPauseSleep,
+  testPause,
   tracingOn,
 } from '@verity/platform';
 import { SchemaGate } from './schema-gate';
@@ -173,8 +173,7 @@ export class SweeperService implements OnApplicationBootstrap, BeforeApplication
       report.expired = await this.expire();
       if (this.config.TEST_PAUSE_IN_SWEEP_MS > 0) {
         // Test-only kill point (refused in production): a sweep holding its lock, between two of its statements.
-        this.logger.warn({ pauseMs: this.config.TEST_PAUSE_IN_SWEEP_MS }, 'paused in sweep');
-        await testPauseSleep(this.config.TEST_PAUSE_IN_SWEEP_MS);
+        await testPause(this.logger, this.config.TEST_PAUSE_IN_SWEEP_MS, 'paused in sweep');
       }
       // Before the releases and the escalation: a hold ended here is neither re-armed nor escalated in this pass.
       report.cancelledHeld = await this.heldOfEndedExecutions();

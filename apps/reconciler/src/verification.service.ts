@@ -31,7 +31,7 @@ import {
   snapshotOf,
   settledByReadBack,
 } from '@verity/persistence';
-import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, callTimings, testPauseSleep } from '@verity/platform';
+import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, callTimings, testPause } from '@verity/platform';
 import { JobName, JobProducer, jobId, advanceRetriesOf, scheduledRecheckJobId } from '@verity/queues';
 import {
   HOLDS_WITH_A_RECORD_ON_FILE,
@@ -256,11 +256,9 @@ export class VerificationService {
     const connector = this.connectors.require(op.connector);
     if (this.config.TEST_PAUSE_BEFORE_READ_MS > 0) {
       // Test-only kill point (refused in production): a test waits for this marker and kills the process mid-read.
-      this.logger.warn(
-        { operationId: op.id, pauseMs: this.config.TEST_PAUSE_BEFORE_READ_MS },
-        'paused before read-back',
-      );
-      await testPauseSleep(this.config.TEST_PAUSE_BEFORE_READ_MS);
+      await testPause(this.logger, this.config.TEST_PAUSE_BEFORE_READ_MS, 'paused before read-back', {
+        operationId: op.id,
+      });
     }
     if (!connector.readBack) {
       return unreachableRead(op.connector, 'no read-back');

@@ -3,20 +3,31 @@ const releases = new Set<() => void>();
 let listening = false;
 
 /**
- * The sleep of a test-only kill point (TEST_PAUSE_*; refused in production by loadConfig): `ms`, or until the process
- * gets SIGUSR2, whichever comes first. A test that has done what it waited at the pause for ends it at once instead of
- * sitting out a pause sized for a loaded machine. The handler is installed by the first pause (its marker is logged
- * just before, so a test that signals on the marker finds it installed; before that, SIGUSR2 would end the process);
- * a SIGUSR2 while no pause runs does nothing.
+ * A test-only kill point (TEST_PAUSE_*; refused in production by loadConfig): logs `marker` (with `fields` and
+ * `pauseMs`) for a test to wait for, then sleeps `ms`, or until the process gets SIGUSR2, whichever comes first. A test
+ * that has done what it waited at the pause for ends it at once instead of sitting out a pause sized for a loaded
+ * machine. Nothing when `ms` is 0.
+ *
+ * The pause is armed before its marker is written: SIGUSR2's handler installed (by the process's first pause; before
+ * it, SIGUSR2 ends the process) and this pause among those it ends. A test that signals on the marker — SIGUSR2 at
+ * once, or SIGSTOP, then SIGCONT and SIGUSR2 — finds it armed whenever it sees the marker. (Written first, a process
+ * stopped between its marker and the handler's installation died of the SIGUSR2 that followed its SIGCONT.) A SIGUSR2
+ * while no pause runs does nothing.
  */
-export function testPauseSleep(ms: number): Promise<void> {
+export function testPause(
+  logger: { warn(fields: Record<string, unknown>, marker: string): void },
+  ms: number,
+  marker: string,
+  fields: Record<string, unknown> = {},
+): Promise<void> {
+  if (ms <= 0) return Promise.resolve();
   if (!listening) {
     listening = true;
     process.on('SIGUSR2', () => {
       for (const release of [...releases]) release();
     });
   }
-  return new Promise((resolve) => {
+  const paused = new Promise<void>((resolve) => {
     const release = () => {
       clearTimeout(timer);
       releases.delete(release);
@@ -25,4 +36,6 @@ export function testPauseSleep(ms: number): Promise<void> {
     const timer = setTimeout(release, ms);
     releases.add(release);
   });
+  logger.warn({ ...fields, pauseMs: ms }, marker);
+  return paused;
 }
