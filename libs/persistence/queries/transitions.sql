@@ -281,6 +281,32 @@ WITH moved AS (
        FROM moved JOIN seq ON seq.id = moved.execution_id
        RETURNING id, seq;
 
+-- annotateUnlessShown
+WITH moved AS (
+         UPDATE operations SET updated_at = clock_timestamp(), obligation = coalesce(obligation, '{}'::jsonb) || $3::jsonb WHERE id = $1 AND status = $2 AND NOT (coalesce(obligation, '{}'::jsonb) ? $4::text)
+         RETURNING id, execution_id, tenant_id, next_check_at
+       ), seq AS (
+         UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
+         FROM moved WHERE e.id = moved.execution_id RETURNING e.id, e.event_seq
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, data)
+       SELECT $5, seq.id, moved.tenant_id, seq.event_seq, moved.id, $6, $7::jsonb || jsonb_build_object('next_check_at', to_char((moved.next_check_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+       FROM moved JOIN seq ON seq.id = moved.execution_id
+       RETURNING id, seq;
+
+-- annotateSuperseded
+WITH moved AS (
+         UPDATE operations SET updated_at = clock_timestamp(), obligation = coalesce(obligation, '{}'::jsonb) || $3::jsonb WHERE id = $1 AND status = $2
+         RETURNING id, execution_id, tenant_id, next_check_at
+       ), seq AS (
+         UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
+         FROM moved WHERE e.id = moved.execution_id RETURNING e.id, e.event_seq
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, data)
+       SELECT $4, seq.id, moved.tenant_id, seq.event_seq, moved.id, $5, $6::jsonb || jsonb_build_object('next_check_at', to_char((moved.next_check_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+       FROM moved JOIN seq ON seq.id = moved.execution_id
+       RETURNING id, seq;
+
 -- executionMove
 WITH moved AS (
          UPDATE executions SET status = $3, event_seq = event_seq + $4, updated_at = clock_timestamp() WHERE id = $1 AND status = $2

@@ -197,6 +197,29 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
           type: 'operation.rechecked',
         }),
       ),
+      // A re-check's record of the effect by a run whose request the other run of its job used: once, by either.
+      annotateUnlessShown: await recorded((db) =>
+        transitions.annotate(db, {
+          executionId: 'exe_1',
+          operationId: 'op_1',
+          whileStatus: OperationStatus.MANUAL_REVIEW,
+          whileObligationLacks: 'effect_shown',
+          merge: { obligation: { effect_shown: { result: 'found' } } },
+          reportNextCheckAt: true,
+          type: 'operation.rechecked',
+        }),
+      ),
+      // A superseded scheduled re-check's record of the effect: not counted, the next re-check in force reported.
+      annotateSuperseded: await recorded((db) =>
+        transitions.annotate(db, {
+          executionId: 'exe_1',
+          operationId: 'op_1',
+          whileStatus: OperationStatus.MANUAL_REVIEW,
+          merge: { obligation: { effect_shown: { result: 'found' } } },
+          reportNextCheckAt: true,
+          type: 'operation.rechecked',
+        }),
+      ),
       executionMove: await recorded((db) =>
         transitions.execution(db, {
           executionId: 'exe_1',

@@ -1240,6 +1240,40 @@ describe('TransitionService (real Postgres)', () => {
     expect(row.obligation.rechecks).toBe(1);
   });
 
+  it('annotate with whileObligationLacks: of writers racing to record what a read showed, one writes, and none once it is there', async () => {
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    const next = new Date('2026-01-02T00:00:00.123Z');
+    await db.dataSource.query(`UPDATE operations SET next_check_at = $2, obligation = $3 WHERE id = $1`, [
+      operationId,
+      next,
+      JSON.stringify({ due_at: '2026-01-03T00:00:00.000Z' }),
+    ]);
+    const keep = (i: number) =>
+      transitions.annotate(db.dataSource.manager, {
+        executionId,
+        operationId,
+        whileStatus: OperationStatus.PREPARED,
+        whileObligationLacks: 'effect_shown',
+        merge: { obligation: { effect_shown: { result: 'found', run: i } } },
+        reportNextCheckAt: true,
+        type: 'operation.rechecked',
+        data: { result: 'found', next_check_at: 'as the caller read it' },
+      });
+    // Each on its own session, at once (two runs of one job, and more).
+    const results = await Promise.all(Array.from({ length: 8 }, (_, i) => keep(i)));
+    expect(results.filter((r) => r.won)).toHaveLength(1);
+    expect((await keep(9)).won).toBe(false);
+    const events = await eventsWhere({ executionId, type: 'operation.rechecked' });
+    expect(events).toHaveLength(1);
+    // The due time the row holds as written, not one the caller passed.
+    expect(events[0].data).toEqual({ result: 'found', next_check_at: next.toISOString() });
+    const [row] = (await db.dataSource.query(`SELECT obligation FROM operations WHERE id = $1`, [operationId])) as {
+      obligation: { due_at: string; effect_shown: { run: number } };
+    }[];
+    expect(row.obligation.due_at).toBe('2026-01-03T00:00:00.000Z');
+    expect(row.obligation.effect_shown.run).toBe(results.findIndex((r) => r.won));
+  });
+
   it('annotate with whileUnescalated: of many sweeps that find an obligation overdue at once, one escalates it', async () => {
     const { executionId, operationId } = await newExecutionWithOneOperation();
     await db.dataSource.query(`UPDATE operations SET obligation = $2 WHERE id = $1`, [

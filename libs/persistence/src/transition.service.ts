@@ -504,6 +504,16 @@ export interface AnnotationInput {
    * names, not one superseded by a later read that re-dated it (else each such read started another chain of reads).
    */
   whileNextCheckAt?: Date;
+  /**
+   * Only while the obligation holds no such member: what a read showed of the effect is recorded once, by whichever of
+   * two writers (a re-check job run twice at once) comes first, and never dropped for the other having written first.
+   */
+  whileObligationLacks?: 'effect_shown' | 'effect_shown_after_failed';
+  /**
+   * The event's `next_check_at` is the operation's as the statement leaves it (ISO, or null), not as the caller read it:
+   * a write not guarded by the due time (a superseded re-check's) reports the next re-check in force, re-dated or not.
+   */
+  reportNextCheckAt?: boolean;
   /** Only while the obligation is not escalated yet: of two sweeps that find it overdue, one escalates it. */
   whileUnescalated?: boolean;
   /**
@@ -1064,6 +1074,10 @@ export class TransitionService {
       params.push(input.whileCheckCount);
       obligationDue += ` AND check_count = $${params.length}`;
     }
+    if (input.whileObligationLacks !== undefined) {
+      params.push(input.whileObligationLacks);
+      obligationDue += ` AND NOT (coalesce(obligation, '{}'::jsonb) ? $${params.length}::text)`;
+    }
     if (input.whileUnescalated) obligationDue += ` AND obligation->>'escalated_at' IS NULL`;
     if (input.whileUnresolved) obligationDue += ` AND ${STILL_OPEN.resolution}`;
     if (input.whileGrantDecidedAt !== undefined) {
@@ -1076,6 +1090,9 @@ export class TransitionService {
     }
     params.push(eventId, input.type, json(input.data ?? {}));
     const n = params.length;
+    const data = input.reportNextCheckAt
+      ? `$${n}::jsonb || jsonb_build_object('next_check_at', ${isoInstant('moved.next_check_at')})`
+      : `$${n}`;
     const approvalOpen =
       (input.whileApprovalOpen
         ? ` AND coalesce(approval->>'state', '') NOT IN ('requested', 'granted', 'denied')`
@@ -1086,13 +1103,13 @@ export class TransitionService {
       db,
       `WITH moved AS (
          UPDATE operations SET ${sets.join(', ')} WHERE id = $1 AND ${inStatus}${approvalOpen}${obligationDue}
-         RETURNING id, execution_id, tenant_id
+         RETURNING id, execution_id, tenant_id${input.reportNextCheckAt ? ', next_check_at' : ''}
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
          FROM moved WHERE e.id = moved.execution_id RETURNING e.id, e.event_seq
        )
        INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, data)
-       SELECT $${n - 2}, seq.id, moved.tenant_id, seq.event_seq, moved.id, $${n - 1}, $${n}
+       SELECT $${n - 2}, seq.id, moved.tenant_id, seq.event_seq, moved.id, $${n - 1}, ${data}
        FROM moved JOIN seq ON seq.id = moved.execution_id
        RETURNING id, seq`,
       params,
@@ -1119,6 +1136,8 @@ function assertAnnotationGuards(input: AnnotationInput): void {
     input.whileCheckCount !== undefined ||
     input.whileObligationDueAt !== undefined ||
     input.whileNextCheckAt !== undefined ||
+    input.whileObligationLacks !== undefined ||
+    input.reportNextCheckAt ||
     input.whileUnescalated ||
     input.whileUnresolved ||
     input.withdrawRelease ||
