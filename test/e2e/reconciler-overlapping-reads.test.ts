@@ -5,6 +5,7 @@ import { createLogger, createRedis, loadConfig } from '@verity/platform';
 import { JobProducer } from '@verity/queues';
 import { insertChargeExecution } from '../support/fixtures';
 import { listenLocally, waitUntil } from '../support/local-server';
+import { waitForLockWaiter } from '../support/lock-waits';
 import { TEST_REDIS_URL, clearRedisPrefix, testQueuePrefix } from '../support/services';
 import { useTestDatabase } from '../support/test-database';
 import { VerificationService } from '../../apps/reconciler/src/verification.service';
@@ -62,6 +63,50 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
 
   /** Answers the `i`-th read held: the source is unreachable. */
   const unreachable = (i: number) => held[i].writeHead(503, { 'content-type': 'application/json' }).end('{}');
+
+  /** Answers the `i`-th read held with the charge of `reference`, of `amount` (100 is the amount asked for: found). */
+  const charged = (i: number, reference: string, amount = 100) =>
+    held[i].writeHead(200, { 'content-type': 'application/json' }).end(
+      JSON.stringify({
+        data: [{ id: `ch_${reference}`, reference, amount, currency: 'EUR', status: 'succeeded', version: 1 }],
+        as_of_version: 1,
+      }),
+    );
+
+  /**
+   * A sent charge held for `reason` (the source was unreachable: the system may release it), its obligation due in an
+   * hour and read `rechecks` times, its next automatic re-check due at `nextCheckAt`; its id and charge reference.
+   */
+  async function heldCharge(
+    options: { reason?: string; rechecks?: number; nextCheckAt?: Date | null } = {},
+  ): Promise<{ operationId: string; reference: string; dueAt: string }> {
+    const { operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
+    const dueAt = new Date(Date.now() + 3_600_000).toISOString();
+    const reason = options.reason ?? 'SOURCE_UNREACHABLE';
+    await db.dataSource.query(
+      `UPDATE operations SET status = 'MANUAL_REVIEW', terminal_reason = $3, attempt = 1, sent_at = now(),
+              obligation = $2, next_check_at = $4 WHERE id = $1`,
+      [
+        operationId,
+        JSON.stringify({ reason, due_at: dueAt, rechecks: options.rechecks ?? 0 }),
+        reason,
+        options.nextCheckAt ?? null,
+      ],
+    );
+    const [{ reference }] = (await db.dataSource.query(
+      `SELECT params->>'reference' AS reference FROM operations WHERE id = $1`,
+      [operationId],
+    )) as { reference: string }[];
+    return { operationId, reference, dueAt };
+  }
+
+  const rechecked = async (operationId: string) =>
+    (await db.dataSource.getRepository(EventEntity).findBy({ operationId, type: 'operation.rechecked' })).map(
+      (e) => e.data as Record<string, unknown>,
+    );
+
+  const reviewerRequest = (operationId: string) =>
+    recordRecheckRequest(db.dataSource.manager, { tenantId: 'acme', operationId, requestedBy: 'key_reviewer' });
 
   const row = async (id: string) =>
     (
@@ -127,5 +172,166 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
       .getRepository(EventEntity)
       .countBy({ operationId, type: 'operation.rechecked' });
     expect(rechecked).toBe(2);
+  });
+
+  /**
+   * BullMQ may run one job twice at once (its stalled-job recovery while the first run still reads, or two reconcilers).
+   * Both runs of a reviewer's re-check find its request unused before they read; the first to write uses it. A run
+   * whose read showed the effect must still record it when the other run wrote first — before, its write was refused
+   * for the request used, and the effect the source had just shown was dropped.
+   */
+  describe('one reviewer re-check job run twice at once', () => {
+    it('a run that found the effect VERIFIES the hold after the other run recorded an inconclusive read', async () => {
+      const { operationId, reference } = await heldCharge();
+      const requestId = await reviewerRequest(operationId);
+      const first = held.length;
+      const { running: a } = await readArrived(() => service.recheck(operationId, requestId));
+      const { running: b } = await readArrived(() => service.recheck(operationId, requestId));
+      unreachable(first);
+      expect(await a).toBe('still held: unreachable');
+      charged(first + 1, reference);
+      expect(await b).toBe('verified');
+      const op = await row(operationId);
+      expect(op.status).toBe('VERIFIED');
+      const [{ evidence }] = (await db.dataSource.query(`SELECT evidence FROM operations WHERE id = $1`, [
+        operationId,
+      ])) as { evidence: { recheck: Record<string, unknown> } }[];
+      expect(evidence.recheck).toMatchObject({
+        trigger: 'reviewer',
+        requested_by: 'key_reviewer',
+        duplicate_run: true,
+      });
+    });
+
+    it('written at the same moment, the run that found the effect is never the one dropped', async () => {
+      for (let round = 0; round < 4; round += 1) {
+        const { operationId, reference } = await heldCharge();
+        const requestId = await reviewerRequest(operationId);
+        const first = held.length;
+        const { running: a } = await readArrived(() => service.recheck(operationId, requestId));
+        const { running: b } = await readArrived(() => service.recheck(operationId, requestId));
+        // Both answers at once: the two runs claim the request and write concurrently, in either order.
+        if (round % 2 === 0) {
+          unreachable(first);
+          charged(first + 1, reference);
+        } else {
+          charged(first + 1, reference);
+          unreachable(first);
+        }
+        const [outA, outB] = await Promise.all([a, b]);
+        expect(outB).toBe('verified');
+        expect([
+          'still held: unreachable',
+          'skipped: no recorded request',
+          'skipped: not held',
+          'skipped: lost race',
+        ]).toContain(outA);
+        expect((await row(operationId)).status).toBe('VERIFIED');
+      }
+    });
+
+    it('a run whose read showed a record with another amount keeps it on the hold, once', async () => {
+      const { operationId, reference } = await heldCharge();
+      const requestId = await reviewerRequest(operationId);
+      const first = held.length;
+      const { running: a } = await readArrived(() => service.recheck(operationId, requestId));
+      const { running: b } = await readArrived(() => service.recheck(operationId, requestId));
+      const { running: c } = await readArrived(() => service.recheck(operationId, requestId));
+      unreachable(first);
+      expect(await a).toBe('still held: unreachable');
+      charged(first + 1, reference, 999);
+      expect(await b).toBe('still held: mismatch');
+      // A third run showing it too: the hold has it already, nothing more is written.
+      charged(first + 2, reference, 999);
+      expect(await c).toBe('skipped: no recorded request');
+      const op = await row(operationId);
+      expect(op.status).toBe('MANUAL_REVIEW');
+      expect(op.obligation).toMatchObject({ effect_shown: { result: 'mismatch' }, rechecks: 1 });
+      const events = await rechecked(operationId);
+      expect(events).toHaveLength(2);
+      expect(events.find((e) => e.result === 'mismatch')).toMatchObject({
+        trigger: 'reviewer',
+        requested_by: 'key_reviewer',
+        duplicate_run: true,
+      });
+    });
+
+    it('a run that found the effect after a reviewer’s FAILED records it, though the other run used the request', async () => {
+      const { operationId, reference } = await heldCharge();
+      const requestId = await reviewerRequest(operationId);
+      const first = held.length;
+      const { running: a } = await readArrived(() => service.recheck(operationId, requestId));
+      const { running: b } = await readArrived(() => service.recheck(operationId, requestId));
+      unreachable(first);
+      expect(await a).toBe('still held: unreachable');
+      // A reviewer's FAILED meanwhile (their read could not see the charge).
+      await db.dataSource.query(
+        `UPDATE operations SET status = 'FAILED', terminal_reason = 'MANUAL_RESOLUTION' WHERE id = $1`,
+        [operationId],
+      );
+      charged(first + 1, reference);
+      expect(await b).toBe('skipped: lost race');
+      expect((await row(operationId)).obligation).toMatchObject({ effect_shown_after_failed: { result: 'found' } });
+      expect((await rechecked(operationId)).filter((e) => e.after === 'FAILED')).toHaveLength(1);
+    });
+  });
+
+  /**
+   * A scheduled re-check superseded while it read (a "still unknown" or another read re-dated the hold's next re-check)
+   * whose read showed the effect writes it; but it is no read of the chain the row now names, so it is not counted in
+   * the chain's re-checks (their backoff), and its event names the next re-check the row holds as it is written.
+   */
+  describe('a scheduled re-check superseded while it read', () => {
+    it('is not counted as a re-check of the chain', async () => {
+      const due = new Date(Date.now() + 60_000);
+      const { operationId, reference } = await heldCharge({ rechecks: 3, nextCheckAt: due });
+      const first = held.length;
+      const { running } = await readArrived(() => service.recheck(operationId, undefined, due.toISOString()));
+      // A "still unknown" meanwhile: the count restarts, and the chain with it.
+      const restarted = new Date(due.getTime() + 5_000);
+      await db.dataSource.query(
+        `UPDATE operations SET next_check_at = $2, obligation = obligation || '{"rechecks": 0}' WHERE id = $1`,
+        [operationId, restarted],
+      );
+      charged(first, reference, 999);
+      expect(await running).toBe('still held: mismatch');
+      const op = await row(operationId);
+      expect(op.obligation).toMatchObject({ rechecks: 0, effect_shown: { result: 'mismatch' } });
+      const [event] = await rechecked(operationId);
+      expect(event).toMatchObject({ superseded: true, next_check_at: restarted.toISOString() });
+    });
+
+    it('names in its event the next re-check in force when it is written, also one re-dated after its look', async () => {
+      const due = new Date(Date.now() + 60_000);
+      const { operationId, reference } = await heldCharge({ rechecks: 3, nextCheckAt: due });
+      const first = held.length;
+      const { running } = await readArrived(() => service.recheck(operationId, undefined, due.toISOString()));
+      const redated = new Date(due.getTime() + 5_000);
+      await db.dataSource.query(`UPDATE operations SET next_check_at = $2 WHERE id = $1`, [operationId, redated]);
+      // Another re-dating, written and not yet committed: the run's look at the row (a plain read) sees the one before,
+      // and its write waits for this one's row lock, then is made over it.
+      const later = new Date(due.getTime() + 9_000);
+      const other = db.dataSource.createQueryRunner();
+      await other.connect();
+      try {
+        await other.startTransaction();
+        await other.query(`UPDATE operations SET next_check_at = $2 WHERE id = $1`, [operationId, later]);
+        charged(first, reference, 999);
+        let answered = false;
+        const outcome = running.finally(() => (answered = true));
+        await waitForLockWaiter(db.dataSource, { statementLike: '%operations%', unless: () => answered });
+        await other.commitTransaction();
+        expect(await outcome).toBe('still held: mismatch');
+      } finally {
+        if (other.isTransactionActive) await other.rollbackTransaction();
+        await other.release();
+      }
+      const [event] = await rechecked(operationId);
+      const [{ next_check_at }] = (await db.dataSource.query(`SELECT next_check_at FROM operations WHERE id = $1`, [
+        operationId,
+      ])) as { next_check_at: Date }[];
+      expect(next_check_at.toISOString()).toBe(later.toISOString());
+      expect(event).toMatchObject({ superseded: true, next_check_at: later.toISOString() });
+    });
   });
 });

@@ -316,7 +316,7 @@ export class VerificationService {
     requestId?: string,
   ): Promise<VerifyOutcome> {
     const connector = this.connectors.require(op.connector);
-    const moved = await this.writeClaiming(requestId, op.id, (db) =>
+    const move = (db: Queryable, shown: Record<string, unknown>) =>
       this.transitions.operation(db, {
         operation: snapshotOf(op),
         to,
@@ -324,11 +324,15 @@ export class VerificationService {
         // A read-back that does not name its effect verifies only while the tenant has not bound read-backs: the read
         // was made under settings read before it, and an admin may have bound them since.
         readBackUnbound: to === S.VERIFIED && readBackUnbound(connector, op.action, op.params) ? true : undefined,
-        patch: settledByReadBack(to, reason, evidence, this.config),
-        eventData: { evidence_source: evidence.source },
-      }),
-    );
-    if (moved === REQUEST_USED || !moved.won) return 'skipped: lost race';
+        patch: settledByReadBack(to, reason, shown, this.config),
+        eventData: { evidence_source: shown.source },
+      });
+    let moved = await this.writeClaiming(requestId, op.id, (db) => move(db, evidence));
+    // The job ran twice at once and the other run used the request, writing what its own read found: this read found
+    // the effect, which is never dropped for that. The move is made without the request, saying so; its
+    // compare-and-set lets it be made once (by a third run, or over the other run's own VERIFIED, it is refused).
+    if (moved === REQUEST_USED) moved = await move(this.db.manager, asDuplicateRun(evidence));
+    if (!moved.won) return 'skipped: lost race';
     await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
     return outcome;
   }
@@ -409,7 +413,12 @@ export class VerificationService {
    * before the read and in the statement that writes: every read that leaves the hold held schedules the next one and
    * re-dates `next_check_at`, so a re-check it superseded (the one scheduled before a reviewer's read, or a "still
    * unknown") reads nothing and writes nothing — else each reviewer's read started another chain of automatic reads.
-   * A reviewer's re-check is never superseded; one the sweeper re-arms (no due time) runs for whatever is owed.
+   * One superseded while it read whose read showed the effect writes that, neither counted as a re-check of the chain
+   * nor setting its schedule. A reviewer's re-check is never superseded. The sweeper re-arms a lost scheduled re-check
+   * with the due time it was armed for; a job with neither (enqueued by an older version) runs for whatever is owed.
+   * A reviewer's job run twice at once (BullMQ's stalled-job recovery, two reconcilers) reads twice: the run that writes
+   * first uses the request; the other writes nothing more in the reviewer's name unless its read showed the effect and
+   * the record lacks it (VERIFIED, `effect_shown`, `effect_shown_after_failed`), marked `duplicate_run`.
    */
   async recheck(operationId: string, requestId?: string, dueAt?: unknown): Promise<RecheckOutcome> {
     const found = await findOperationWithClockForWorker(this.db.manager, operationId);
@@ -496,20 +505,29 @@ export class VerificationService {
           whileNextCheckAt: superseded ? undefined : scheduledFor,
           patch: superseded ? undefined : { next_check_at: next },
           merge: { obligation: shown },
-          countInObligation: 'rechecks',
+          // A superseded read is no re-check of the chain the row names now (after a "still unknown", one whose count
+          // restarted): counted, it stretched that chain's backoff. What it showed is kept; the count is the chain's.
+          countInObligation: superseded ? undefined : 'rechecks',
           type: 'operation.rechecked',
           data: {
             ...trigger,
             result: read.kind,
             evidence: read.evidence,
             held_for: held.terminalReason,
-            next_check_at: superseded ? (held.nextCheckAt?.toISOString() ?? null) : (next?.toISOString() ?? null),
-            ...(superseded && { superseded: true }),
+            // A superseded read's is the statement's (reportNextCheckAt).
+            ...(superseded ? { superseded: true } : { next_check_at: next?.toISOString() ?? null }),
           },
+          // Written whatever the due time is then (not guarded by it): the one in force as the statement leaves the
+          // row, not the one a look before it read — a re-dating may commit in between.
+          reportNextCheckAt: superseded || undefined,
         }),
       );
-      // The job ran twice and the other run wrote the request's event: nothing more in the reviewer's name.
-      if (annotated === REQUEST_USED) return 'skipped: no recorded request';
+      // The job ran twice at once and the other run wrote the request's event: nothing more in the reviewer's name,
+      // unless this read showed the effect and the hold does not have it yet (the other read did not show it).
+      if (annotated === REQUEST_USED) {
+        const kept = readShowsTheEffect(read.kind) && (await this.keepEffectShown(held, read, trigger, clockOffsetMs));
+        return kept ? `still held: ${read.kind}` : 'skipped: no recorded request';
+      }
       if (annotated.won) {
         if (next && !superseded) await this.scheduleRecheck(held, next, clockOffsetMs);
         return `still held: ${read.kind}`;
@@ -581,26 +599,30 @@ export class VerificationService {
     clockOffsetMs: number,
     requestId?: string,
   ): Promise<void> {
-    const recorded = await this.writeClaiming(requestId, op.id, (db) =>
+    const record = (db: Queryable, duplicateRun: boolean) =>
       this.transitions.annotate(db, {
         executionId: op.executionId,
         operationId: op.id,
         whileStatus: S.FAILED,
+        // Once, by whichever run of a job run twice at once writes first (see below).
+        whileObligationLacks: duplicateRun ? 'effect_shown_after_failed' : undefined,
         // On the row too, so every reader of the operation sees the FAILED refuted (its commit, its retry rule).
         merge: { obligation: { effect_shown_after_failed: { result: read.kind, at: databaseNowIso(clockOffsetMs) } } },
         type: 'operation.rechecked',
-        data: { ...trigger, result: read.kind, evidence: read.evidence, held_for: op.terminalReason, after: S.FAILED },
-      }),
-    );
-    if (recorded === REQUEST_USED) {
-      // Another run of the job wrote it (a replay), or the request is gone: either way what this read found is not
-      // written here, and an operator should be able to see that it was found.
-      this.logger.warn(
-        { operationId: op.id, executionId: op.executionId, requestId },
-        're-check found the effect of an operation resolved FAILED, but its request was used or is gone: not written by this run',
-      );
-      return;
-    }
+        data: {
+          ...trigger,
+          result: read.kind,
+          evidence: read.evidence,
+          held_for: op.terminalReason,
+          after: S.FAILED,
+          ...(duplicateRun && { duplicate_run: true }),
+        },
+      });
+    let recorded = await this.writeClaiming(requestId, op.id, (db) => record(db, false));
+    // Another run of the job (run twice at once) used the request, with what its own read found: this read's effect is
+    // written all the same, without the request, unless the FAILED has one on record already. (A job run after its
+    // request was used reads nothing: it is skipped before its read.)
+    if (recorded === REQUEST_USED) recorded = await record(this.db.manager, true);
     if (recorded.won) {
       this.logger.warn(
         { operationId: op.id, executionId: op.executionId },
@@ -612,6 +634,40 @@ export class VerificationService {
       // execution's advance (retry_refuted), not when their send is next tried.
       await advanceRetriesOf(this.db.manager, this.producer, this.logger, op);
     }
+  }
+
+  /**
+   * A reviewer's re-check job run twice at once (BullMQ's stalled-job recovery, two reconcilers): the other run used the
+   * request and wrote what its read found, and this run's read showed the effect. That is kept on the hold unless it has
+   * an effect on record already (the other read showed it too), by one statement (whileObligationLacks), so two such
+   * runs write it once: an event in the reviewer's name saying it is a second run (`duplicate_run`), not counted as a
+   * re-check and scheduling nothing (the other run did both), naming the next re-check in force. Whether it was written.
+   */
+  private async keepEffectShown(
+    held: OperationEntity,
+    read: ReadBackResult,
+    trigger: Record<string, unknown>,
+    clockOffsetMs: number,
+  ): Promise<boolean> {
+    const kept = await this.transitions.annotate(this.db.manager, {
+      executionId: held.executionId,
+      operationId: held.id,
+      whileStatus: S.MANUAL_REVIEW,
+      whileObligationLacks: 'effect_shown',
+      merge: {
+        obligation: { effect_shown: { result: read.kind, evidence: read.evidence, at: databaseNowIso(clockOffsetMs) } },
+      },
+      type: 'operation.rechecked',
+      data: {
+        ...trigger,
+        result: read.kind,
+        evidence: read.evidence,
+        held_for: held.terminalReason,
+        duplicate_run: true,
+      },
+      reportNextCheckAt: true,
+    });
+    return kept.won;
   }
 
   private canReadBack(op: OperationEntity): boolean {
@@ -712,4 +768,10 @@ function systemMayRelease(reason: TerminalReason | null): boolean {
  */
 function databaseNowIso(clockOffsetMs: number): string {
   return new Date(Date.now() + clockOffsetMs).toISOString();
+}
+
+/** A re-check's evidence written by a second run of its job, whose request the other run used (see settle). */
+function asDuplicateRun(evidence: Record<string, unknown>): Record<string, unknown> {
+  const recheck = evidence.recheck as Record<string, unknown> | undefined;
+  return { ...evidence, recheck: { ...recheck, duplicate_run: true } };
 }
