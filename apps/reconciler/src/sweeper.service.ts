@@ -33,7 +33,15 @@ import {
   tracingOn,
 } from '@verity/platform';
 import { SchemaGate } from './schema-gate';
-import { JobName, JobProducer, PRODUCER_REDIS, QueueName, jobId, releaseDispatchJobId } from '@verity/queues';
+import {
+  JobName,
+  JobProducer,
+  PRODUCER_REDIS,
+  QueueName,
+  jobId,
+  releaseDispatchJobId,
+  scheduledRecheckJobId,
+} from '@verity/queues';
 import {
   OperationStatus,
   OwedCheck,
@@ -360,6 +368,10 @@ export class SweeperService implements OnApplicationBootstrap, BeforeApplication
   /**
    * Verifications, reconciliations and re-checks of held operations that are overdue (their delayed job was lost):
    * enqueue them again. A hold is re-checked only while its next_check_at is set: the row, not Redis, says it is owed.
+   * A re-check is armed as the job of its hold's chain for that due time (scheduledRecheckJobId, carrying `dueAt`), so
+   * it reads and writes only while the row still names that time: with no due time and an id of its own it ran beside
+   * the chain's job when that was only late, and wrote out of turn once a read had re-dated the hold — a second chain.
+   * One of that id still waiting or delayed is left to run; one that failed (its attempts spent) is armed again.
    */
   private async owedChecks(): Promise<number> {
     const owed = await operationsOwedChecks(this.db.manager, this.config.STALE_EXECUTION_MS, BATCH);
@@ -376,12 +388,16 @@ export class SweeperService implements OnApplicationBootstrap, BeforeApplication
       });
       if (!check) continue;
       const name = CHECK_JOB[check];
+      const data = { operationId: op.id, executionId: op.execution_id };
+      const dueAt = op.next_check_at;
       await inTraceOf(traces.get(op.id), () =>
-        this.producer.tryEnqueue(
-          name,
-          { operationId: op.id, executionId: op.execution_id },
-          { jobId: jobId(name, op.id, `sweep${sweepStamp}`) },
-        ),
+        name === JobName.RECHECK_OPERATION && dueAt
+          ? this.producer.tryEnqueueOrRearm(
+              name,
+              { ...data, dueAt: dueAt.toISOString() },
+              scheduledRecheckJobId(op.id, dueAt),
+            )
+          : this.producer.tryEnqueue(name, data, { jobId: jobId(name, op.id, `sweep${sweepStamp}`) }),
       );
     }
     return owed.length;

@@ -49,7 +49,8 @@ SELECT {columns:Operation o} FROM operations o
      LIMIT $2;
 
 -- owedChecks
-SELECT id, execution_id, status, verification_method, next_check_at IS NOT NULL AS recheck_scheduled
+SELECT id, execution_id, status, verification_method, next_check_at IS NOT NULL AS recheck_scheduled,
+       next_check_at
      FROM operations
      WHERE ((status IN ('ACKNOWLEDGED')
                AND verification_method = 'read_after_write')

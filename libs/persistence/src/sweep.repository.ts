@@ -65,8 +65,10 @@ export const SWEEP_SQL = {
   sentBefore: `SELECT {columns:Operation o} FROM operations o
      WHERE o.status = ${sqlLiterals([S.SENT])} AND o.sent_at < now() - make_interval(secs => $1 / 1000.0)
      LIMIT $2`,
-  // A held operation is owed a re-check only while its next_check_at is set: the row, not Redis, says it is owed.
-  owedChecks: `SELECT id, execution_id, status, verification_method, next_check_at IS NOT NULL AS recheck_scheduled
+  // A held operation is owed a re-check only while its next_check_at is set: the row, not Redis, says it is owed; and
+  // which one (its due time, which the re-armed job carries).
+  owedChecks: `SELECT id, execution_id, status, verification_method, next_check_at IS NOT NULL AS recheck_scheduled,
+       next_check_at
      FROM operations
      WHERE ((status IN (${sqlLiterals(VERIFY_OWED_STATUSES)})
                AND verification_method = ${sqlLiterals([VerificationMethod.READ_AFTER_WRITE])})
@@ -193,6 +195,8 @@ export function operationsOwedChecks(
     status: OperationStatus;
     verification_method: string;
     recheck_scheduled: boolean;
+    /** When the check was due: for a held operation, the automatic re-check owed (its chain's due time). */
+    next_check_at: Date | null;
   }[]
 > {
   return rows(db, SWEEP_SQL.owedChecks, [olderThanMs, limit]);

@@ -46,7 +46,8 @@ export interface JobPayloads {
    * absent for a scheduled re-check. The job names no person: who asked is read from the request when it is claimed.
    * `dueAt`: a scheduled re-check's due time (the operation's `next_check_at` it was scheduled for, ISO): it reads and
    * writes only while the operation still names that time, so a hold has one chain of automatic re-checks however
-   * many reads re-dated it. Absent for a reviewer's and for one the sweeper re-arms (it runs for whatever is owed).
+   * many reads re-dated it. The sweeper re-arms a lost one with the due time it was armed for, under the same id
+   * (scheduledRecheckJobId). Absent for a reviewer's (and in a job enqueued by an older version: it runs unguarded).
    */
   [JobName.RECHECK_OPERATION]: OperationJob & { requestId?: string; dueAt?: string };
   /** `round`: 0 for the first delivery, n for the n-th manual redelivery; a job of an older round is skipped. */
@@ -165,6 +166,7 @@ export function preconditionReadJobId(executionId: string, dueAt: Date): string 
  * The scheduled re-check of a held operation due at `dueAt` (its `next_check_at`): one job per due time. Numbered by the
  * re-check count, two writers that read the same count made one id for two due times, and the job kept was not
  * necessarily the one the row names (then it skipped, and nothing read the hold until the sweeper found it overdue).
+ * The sweeper re-arms an overdue one under this id too: beside the chain's own job, only late, it makes none.
  */
 export function scheduledRecheckJobId(operationId: string, dueAt: Date): string {
   return jobId(JobName.RECHECK_OPERATION, operationId, `due${dueAt.getTime()}`);

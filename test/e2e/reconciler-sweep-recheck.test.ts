@@ -1,0 +1,159 @@
+import { ConnectorRegistry, TenantConnectors } from '@verity/connectors';
+import { SecretsCipher, TransitionService } from '@verity/persistence';
+import { createLogger, createRedis, loadConfig } from '@verity/platform';
+import { JobName, JobProducer, QueueName, scheduledRecheckJobId } from '@verity/queues';
+import { Job, Worker } from 'bullmq';
+import { insertChargeExecution } from '../support/fixtures';
+import { TEST_REDIS_URL, clearRedisPrefix, testQueuePrefix } from '../support/services';
+import { useTestDatabase } from '../support/test-database';
+import { SchemaGate } from '../../apps/reconciler/src/schema-gate';
+import { SweeperService } from '../../apps/reconciler/src/sweeper.service';
+import { VerificationService } from '../../apps/reconciler/src/verification.service';
+
+/**
+ * The sweeper re-arms the automatic re-check of a hold whose `next_check_at` is overdue (its delayed job lost, or late).
+ * A hold has one chain of automatic re-checks: a scheduled re-check reads and writes only while the row still names its
+ * due time. The sweeper's re-check used to carry no due time (and an id of its own, one per sweep window): it ran
+ * unguarded beside the chain's own job when that was only late, and, armed for a due time a read re-dated since, it
+ * read and wrote out of turn — a second chain. Now it is the chain's job for the due time it was armed for: the same
+ * id (scheduledRecheckJobId), carrying that due time. Sweeper and re-checks in-process, on real Postgres and Redis, no
+ * worker: the jobs are looked at in Redis and run by hand as the processor runs them.
+ */
+describe('sweeper: a re-armed automatic re-check is the chain’s own (real Postgres and Redis)', () => {
+  const db = useTestDatabase('sweeprecheck', ['acme']);
+  const prefix = testQueuePrefix('sweeprecheck');
+  const logger = createLogger('sweep-recheck-spec', 'silent');
+  let redis: ReturnType<typeof createRedis>;
+  let producer: JobProducer;
+  let sweeper: SweeperService;
+  let verification: VerificationService;
+
+  beforeAll(async () => {
+    // The source is never read here: every re-check run below stops before it reads.
+    const config = loadConfig({
+      REDIS_URL: TEST_REDIS_URL,
+      QUEUE_PREFIX: prefix,
+      STALE_EXECUTION_MS: '1000',
+      SANDBOX_URL: 'http://127.0.0.1:9',
+    });
+    redis = createRedis(TEST_REDIS_URL, 'producer', 'sweep-recheck-spec');
+    producer = new JobProducer(redis, prefix);
+    const transitions = new TransitionService();
+    sweeper = new SweeperService(
+      db.dataSource,
+      transitions,
+      producer,
+      new SchemaGate(db.dataSource, logger),
+      redis,
+      config,
+      logger,
+    );
+    verification = new VerificationService(
+      db.dataSource,
+      transitions,
+      producer,
+      new TenantConnectors(new ConnectorRegistry(), db.dataSource, new SecretsCipher(undefined), config),
+      config,
+      logger,
+    );
+  });
+
+  afterAll(async () => {
+    await producer?.close();
+    redis?.disconnect();
+    await clearRedisPrefix(prefix);
+  });
+
+  /** A sent charge held SOURCE_UNREACHABLE whose next automatic re-check was due an hour ago: the sweep owes it. */
+  async function overdueHold(): Promise<{ operationId: string; executionId: string; due: Date }> {
+    const { operationId, executionId } = await insertChargeExecution(db.dataSource.manager, 'acme');
+    const due = new Date(Math.floor(Date.now() / 1000) * 1000 - 3_600_000 + 123);
+    await db.dataSource.query(
+      `UPDATE operations SET status = 'MANUAL_REVIEW', terminal_reason = 'SOURCE_UNREACHABLE', attempt = 1,
+              sent_at = now(), obligation = $2, next_check_at = $3 WHERE id = $1`,
+      [
+        operationId,
+        JSON.stringify({ reason: 'SOURCE_UNREACHABLE', due_at: new Date(Date.now() + 3_600_000).toISOString() }),
+        due,
+      ],
+    );
+    return { operationId, executionId, due };
+  }
+
+  /** The re-check jobs of the operation in Redis, whatever their state. */
+  async function recheckJobs(operationId: string): Promise<Job[]> {
+    const jobs: Job[] = [];
+    for (const queue of await producer.connectedQueues(QueueName.RECONCILE)) {
+      for (const job of await queue.getJobs(['waiting', 'delayed', 'active', 'prioritized', 'failed'])) {
+        if (job?.name === JobName.RECHECK_OPERATION && job.data.operationId === operationId) jobs.push(job);
+      }
+    }
+    return jobs;
+  }
+
+  /** Runs a re-check job as the reconcile processor does. */
+  const run = (job: Job) => verification.recheck(job.data.operationId, job.data.requestId, job.data.dueAt);
+
+  it('re-arms a lost re-check as the chain’s job for the due time the row names', async () => {
+    const { operationId, due } = await overdueHold();
+    const report = await sweeper.sweep();
+    expect(report.ran).toBe(true);
+    const jobs = await recheckJobs(operationId);
+    expect(jobs.map((j) => ({ id: j.id, dueAt: j.data.dueAt }))).toEqual([
+      { id: scheduledRecheckJobId(operationId, due), dueAt: due.toISOString() },
+    ]);
+    // A reviewer's read (or a "still unknown") re-dated the hold before the re-armed job ran: the chain is theirs now,
+    // and the re-armed job reads nothing and writes nothing.
+    await db.dataSource.query(`UPDATE operations SET next_check_at = now() + interval '1 minute' WHERE id = $1`, [
+      operationId,
+    ]);
+    expect(await run(jobs[0])).toBe('skipped: superseded');
+  });
+
+  it('adds no second job beside the chain’s own that is only late', async () => {
+    const { operationId, executionId, due } = await overdueHold();
+    // The chain's job for that due time is still in Redis (a backed-up queue, no reconciler running).
+    await producer.enqueue(
+      JobName.RECHECK_OPERATION,
+      { operationId, executionId, dueAt: due.toISOString() },
+      { jobId: scheduledRecheckJobId(operationId, due) },
+    );
+    await sweeper.sweep();
+    await sweeper.sweep();
+    const jobs = await recheckJobs(operationId);
+    expect(jobs.map((j) => j.id)).toEqual([scheduledRecheckJobId(operationId, due)]);
+  });
+
+  it('re-arms the chain’s job of that due time when it failed (its attempts spent), under the same id', async () => {
+    const { operationId, executionId, due } = await overdueHold();
+    const id = scheduledRecheckJobId(operationId, due);
+    const [queue] = await producer.connectedQueues(QueueName.RECONCILE);
+    // The jobs the tests before left waiting go: the one taken below is this test's.
+    await queue.drain(true);
+    await producer.enqueue(
+      JobName.RECHECK_OPERATION,
+      { operationId, executionId, dueAt: due.toISOString() },
+      { jobId: id, attempts: 1 },
+    );
+    // Failed by hand, as a worker whose every attempt failed (Postgres down) leaves it: kept a day under its id.
+    const job = (await queue.getJob(id))!;
+    const token = 'sweep-recheck-spec';
+    // A worker that only takes the job (no processor), so the test fails it as its last attempt would.
+    const connection = createRedis(TEST_REDIS_URL, 'worker', 'sweep-recheck-spec');
+    const taken = new Worker(QueueName.RECONCILE, null, { connection, prefix: queue.opts.prefix });
+    try {
+      const active = (await taken.getNextJob(token))!;
+      expect(active.id).toBe(job.id);
+      await active.moveToFailed(new Error('Postgres was down'), token);
+    } finally {
+      await taken.close();
+      connection.disconnect();
+    }
+    expect(await (await queue.getJob(id))!.getState()).toBe('failed');
+    await sweeper.sweep();
+    const jobs = await recheckJobs(operationId);
+    expect(jobs.map((j) => j.id)).toEqual([id]);
+    expect(await jobs[0].getState()).not.toBe('failed');
+    expect(jobs[0].data.dueAt).toBe(due.toISOString());
+  });
+});
