@@ -115,14 +115,13 @@ describe('reconciler: one chain of automatic re-checks per hold', () => {
           logLines(paused).filter(
             (l) => l.job === 'recheck-operation' && l.operationId === held.id && typeof l.outcome === 'string',
           ),
-        // The sweep may also have re-armed the hold while the read was paused (its due time had passed): that read
-        // is another job's, and is not what this test judges.
+        // The sweep finds the hold overdue while the read is paused (its due time passed) and re-arms the chain's job
+        // for that due time: the paused one, active, is left to run, and no other read is made beside it.
         (lines) => lines.some((l) => l.outcome === 'still held: mismatch'),
       )
     ).map((l) => l.outcome);
     expect(outcomes).not.toContain('skipped: superseded');
     const log = await events(stack, created.id);
-    // (A read the sweep re-armed while this one was paused, unguarded, may have written too: it is not superseded.)
     const shown = rechecks(log, held.id).filter((e) => e.data.result === 'mismatch' && e.data.superseded === true);
     expect(shown).toHaveLength(1);
     expect(shown[0].data).toMatchObject({ trigger: 'scheduled', superseded: true, next_check_at: null });

@@ -563,7 +563,8 @@ export class VerificationService {
    * `write`, with the reviewer's re-check request (when the re-check is one) claimed in its transaction: the request is
    * used exactly when what its read found is written. A write that did not happen (it lost its compare-and-set) gives
    * the request back, as does an attempt that fails (a lost connection, a deadlock, a stop): the job's next attempt
-   * still writes in the reviewer's name. A request used meanwhile (the job ran twice) writes nothing: REQUEST_USED.
+   * still writes in the reviewer's name. A request used meanwhile (the job ran twice) writes nothing: REQUEST_USED (its
+   * caller still writes a read that showed the effect, without the request, guarded to be written once).
    */
   private async writeClaiming(
     requestId: string | undefined,
