@@ -239,6 +239,14 @@ WITH moved AS (
        FROM moved JOIN seq ON seq.id = moved.execution_id
        RETURNING id, seq;
 
+-- annotateOncePerOperation
+WITH seq AS (
+           UPDATE executions SET event_seq = event_seq + 1, updated_at = clock_timestamp() WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM events WHERE operation_id = $3 AND type = $4)
+           RETURNING id, tenant_id, event_seq
+         )
+         INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, data)
+         SELECT $2, id, tenant_id, event_seq, $3, $4, $5 FROM seq RETURNING id, seq;
+
 -- operationMoveAtCheckCount
 WITH moved AS (
          UPDATE operations op SET status = $3, updated_at = clock_timestamp(), check_count = $5, next_check_at = clock_timestamp() + $6::bigint * interval '1 millisecond'

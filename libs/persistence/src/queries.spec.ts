@@ -162,6 +162,15 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
           type: 'obligation.escalated',
         }),
       ),
+      // The dispatcher's note that a send's secrets do not open (store.ts recordSendSecretsUnopened): once per operation.
+      annotateOncePerOperation: await recorded((db) =>
+        transitions.annotate(db, {
+          executionId: 'exe_1',
+          operationId: 'op_1',
+          oncePerOperation: true,
+          type: 'send.secrets_unopened',
+        }),
+      ),
       // The reconciler's inconclusive read, written only over the count it was made at.
       operationMoveAtCheckCount: await recorded((db) =>
         transitions.operation(db, {

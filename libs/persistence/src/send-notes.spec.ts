@@ -2,6 +2,7 @@ import { insertChargeExecution } from '../../../test/support/fixtures';
 import { waitForLockWaiter } from '../../../test/support/lock-waits';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { SEND_NOTE_SQL, SEND_SECRETS_UNOPENED_EVENT, recordSendSecretsUnopened } from './store';
+import { TransitionService } from './transition.service';
 
 /** A send whose tenant secrets do not open: said once per operation, however often (or concurrently) it is retried. */
 describe('recordSendSecretsUnopened (real Postgres)', () => {
@@ -29,13 +30,14 @@ describe('recordSendSecretsUnopened (real Postgres)', () => {
     try {
       await other.startTransaction();
       await other.query(SEND_NOTE_SQL.lockOperation, [operationId]);
-      await other.query(SEND_NOTE_SQL.insertOnce, [
+      await new TransitionService().annotate(other.manager, {
         executionId,
-        'evt_other_try',
         operationId,
-        SEND_SECRETS_UNOPENED_EVENT,
-        JSON.stringify({ error: 'SecretUnreadableError', sent: false }),
-      ]);
+        oncePerOperation: true,
+        eventId: 'evt_other_try',
+        type: SEND_SECRETS_UNOPENED_EVENT,
+        data: { error: 'SecretUnreadableError', sent: false },
+      });
       let answered = false;
       const second = recordSendSecretsUnopened(db.dataSource, operationId, 'SecretUnreadableError').finally(
         () => (answered = true),

@@ -11,8 +11,6 @@ import {
   verificationContradicted,
 } from '@verity/status-model';
 import { DataSource, EntityManager, EntityTarget, ObjectLiteral } from 'typeorm';
-import { newId } from '@verity/platform';
-import { eventsWritten } from './event-signal';
 import { Approval, Criterion, EventEntity, ExecutionEntity, OperationEntity, TenantEntity } from './entities';
 import {
   ConnectorSettingsRecord,
@@ -25,6 +23,7 @@ import { operationVersionOf } from './operation-version';
 import { approvalPolicyOf } from './tenant-policy';
 import { refutedUpTheChain, refutedUpTheChainLocked } from './retry-chain';
 import { Queryable, isoInstant, rows, sqlLiterals, transaction } from './sql';
+import { TransitionService } from './transition.service';
 
 export interface NewOperation {
   id: string;
@@ -1215,22 +1214,17 @@ export const SEND_SECRETS_UNOPENED_EVENT = 'send.secrets_unopened';
 export const SEND_NOTE_SQL = {
   /** The operation's row, locked: concurrent tries of the same send take their turn before looking for the event. */
   lockOperation: `SELECT execution_id FROM operations WHERE id = $1 FOR UPDATE`,
-  /** The event, unless one of its type is already recorded for the operation (seen under the row lock above). */
-  insertOnce: `WITH seq AS (
-       UPDATE executions SET event_seq = event_seq + 1, updated_at = clock_timestamp()
-       WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM events WHERE operation_id = $3 AND type = $4)
-       RETURNING id, tenant_id, event_seq
-     )
-     INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, data)
-     SELECT $2, id, tenant_id, event_seq, $3, $4, $5 FROM seq RETURNING id`,
 };
+
+/** The one writer of events, for the notes below (it keeps no state of its own). */
+const sendNotes = new TransitionService();
 
 /**
  * Records, once per operation, that its send could not be built because the tenant's connector secrets do not open
  * with this SECRETS_KEY: `errorClass` only (the class name; never a message or a secret). Every try of the send fails
- * the same way until the key is fixed, so later tries record nothing: the statement inserts only while no such event
- * exists, and the operation's row lock taken first in the same transaction makes concurrent tries see each other's
- * (a read committed statement started after the lock sees what the other committed). True when this call wrote it.
+ * the same way until the key is fixed, so later tries record nothing: the event is written only while none of its type
+ * exists (the annotation's oncePerOperation), and the operation's row lock taken first in the same transaction makes
+ * concurrent tries see each other's. True when this call wrote it.
  */
 export async function recordSendSecretsUnopened(
   dataSource: DataSource,
@@ -1240,14 +1234,13 @@ export async function recordSendSecretsUnopened(
   return transaction(dataSource, async (tx) => {
     const [operation] = await rows<{ execution_id: string }>(tx, SEND_NOTE_SQL.lockOperation, [operationId]);
     if (!operation) return false;
-    const written = await rows<{ id: string }>(tx, SEND_NOTE_SQL.insertOnce, [
-      operation.execution_id,
-      newId('evt'),
+    const written = await sendNotes.annotate(tx, {
+      executionId: operation.execution_id,
       operationId,
-      SEND_SECRETS_UNOPENED_EVENT,
-      JSON.stringify({ error: errorClass, sent: false }),
-    ]);
-    if (written.length) eventsWritten(tx, operation.execution_id);
-    return written.length > 0;
+      oncePerOperation: true,
+      type: SEND_SECRETS_UNOPENED_EVENT,
+      data: { error: errorClass, sent: false },
+    });
+    return written.won;
   });
 }

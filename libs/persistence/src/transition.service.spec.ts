@@ -5,7 +5,7 @@ import {
   TerminalReason,
   VerificationMethod,
 } from '@verity/status-model';
-import { insertChargeExecution } from '../../../test/support/fixtures';
+import { chargeOperation, insertChargeExecution, insertTestExecution } from '../../../test/support/fixtures';
 import { lockWaiters, waitForLockWaiter, writeDuringRevocation } from '../../../test/support/lock-waits';
 import { waitFor } from '../../../test/support/stack';
 import { useTestDatabase } from '../../../test/support/test-database';
@@ -1109,6 +1109,29 @@ describe('TransitionService (real Postgres)', () => {
     expect(await eventsWhere({ executionId, type: 'test.noted' })).toHaveLength(0);
     // An event alone needs neither.
     expect((await transitions.annotate(db.dataSource.manager, { executionId, type: 'test.noted' })).won).toBe(true);
+  });
+
+  it('annotate with oncePerOperation writes an event of a type once per operation, and refuses it without an operation or with a status', async () => {
+    const [first, second] = [chargeOperation(), chargeOperation({ key: 'second', position: 1 })];
+    const executionId = await insertTestExecution(db.dataSource.manager, 'acme', { operations: [first, second] });
+    const operationId = first.id;
+    const once = { executionId, operationId, oncePerOperation: true, type: 'test.said_once' };
+    expect((await transitions.annotate(db.dataSource.manager, { ...once, data: { n: 1 } })).won).toBe(true);
+    expect((await transitions.annotate(db.dataSource.manager, { ...once, data: { n: 2 } })).won).toBe(false);
+    // Another operation of the same execution says it once too.
+    expect((await transitions.annotate(db.dataSource.manager, { ...once, operationId: second.id })).won).toBe(true);
+    for (const input of [
+      { executionId, oncePerOperation: true },
+      { executionId, operationId, whileStatus: OperationStatus.PREPARED, oncePerOperation: true },
+    ]) {
+      await expect(transitions.annotate(db.dataSource.manager, { ...input, type: 'test.said_once' })).rejects.toThrow(
+        /^annotate: oncePerOperation/,
+      );
+    }
+    expect((await eventsWhere({ executionId, type: 'test.said_once' })).map((e) => [e.operationId, e.data])).toEqual([
+      [operationId, { n: 1 }],
+      [second.id, {}],
+    ]);
   });
 
   it('decide: a person’s VERIFIED is not written once the provider’s rejection is on file, even one recorded after the decision’s read', async () => {

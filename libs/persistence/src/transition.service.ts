@@ -531,6 +531,13 @@ export interface AnnotationInput {
    * withdrawn by another sender and recorded again by a reviewer since is not the one this caller found refused.
    */
   whileReleaseAt?: string | null;
+  /**
+   * Only while the operation has no event of this type yet: a fact said once per operation however often its writer
+   * tries (an event alone, without whileStatus). Concurrent writers see each other's when the caller took the
+   * operation's row lock first in the same transaction: a read committed statement started after the lock sees what
+   * the other committed.
+   */
+  oncePerOperation?: boolean;
   type: string;
   data?: Record<string, unknown>;
   /** The event's id, chosen by a caller that may write it again (see the transition's `eventId`). */
@@ -1035,10 +1042,13 @@ export class TransitionService {
     assertAnnotationGuards(input);
     const eventId = input.eventId ?? newId('evt');
     if (!input.operationId || !input.whileStatus) {
+      const once = input.oncePerOperation
+        ? ` AND NOT EXISTS (SELECT 1 FROM events WHERE operation_id = $3 AND type = $4)`
+        : '';
       const result = await rows<{ id: string; seq: string }>(
         db,
         `WITH seq AS (
-           UPDATE executions SET event_seq = event_seq + 1, updated_at = clock_timestamp() WHERE id = $1
+           UPDATE executions SET event_seq = event_seq + 1, updated_at = clock_timestamp() WHERE id = $1${once}
            RETURNING id, tenant_id, event_seq
          )
          INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, data)
@@ -1144,6 +1154,9 @@ function assertAnnotationGuards(input: AnnotationInput): void {
     input.whileReleaseAt !== undefined;
   if (conditional && (!input.operationId || !input.whileStatus)) {
     throw new Error('annotate: a condition, a patch or a merge needs operationId and whileStatus');
+  }
+  if (input.oncePerOperation && (!input.operationId || input.whileStatus)) {
+    throw new Error('annotate: oncePerOperation needs operationId and goes with an event alone (no whileStatus)');
   }
   if (input.whileGrantDecidedAt !== undefined && !input.whileApprovalGranted) {
     throw new Error('annotate: whileGrantDecidedAt narrows whileApprovalGranted, which is missing');
