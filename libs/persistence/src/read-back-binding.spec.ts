@@ -1,7 +1,8 @@
 import { ExecutionStatus, OperationStatus, VerificationMethod } from '@verity/status-model';
-import { EntityManager } from 'typeorm';
+import { EntityManager, QueryRunner } from 'typeorm';
 import { chargeOperation, insertChargeExecution, insertTestExecution } from '../../../test/support/fixtures';
 import { lockReadBackBindings, lockSpendingCaps } from './entities';
+import { withSessions } from '../../../test/support/sessions';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { loadConnectorSettings } from './entities/connector-settings.entity';
 import { changeConnectorSettings, upsertConnectorSettings } from './connector-settings.repository';
@@ -91,50 +92,44 @@ describe('VERIFIED from an unbound read-back (readBackUnbound) checks the tenant
     // committed after the bind, through the read-back the tenant had just said does not count.
     await insertStandingKeys(db.dataSource.manager, 'acme', ['key_admin']);
     const { operationId } = await acknowledged();
-    const holder = db.dataSource.createQueryRunner();
-    const admin = db.dataSource.createQueryRunner();
-    await holder.connect();
-    await admin.connect();
     try {
-      await holder.startTransaction();
-      await holder.query(`SELECT 1 FROM operations WHERE id = $1 FOR UPDATE`, [operationId]);
-      let verified = false;
-      const verifying = verify(operationId, true).finally(() => (verified = true));
-      await waitForLockWaiter(db.dataSource, { unless: () => verified });
-      let bindSawVerified: boolean | null = null;
-      let bound = false;
-      const binding = (async () => {
-        await admin.startTransaction();
-        await changeConnectorSettings(
-          admin.manager,
-          { tenantId: 'acme', connector: 'sandbox.payments', by: 'key_admin' },
-          () =>
-            upsertConnectorSettings(admin.manager, 'acme', 'sandbox.payments', {
-              readBackBinding: 'bound',
-              by: 'key_admin',
-            }),
+      await withSessions(db.dataSource, ['holder', 'admin'], async ({ holder, admin }) => {
+        await holder.startTransaction();
+        await holder.query(`SELECT 1 FROM operations WHERE id = $1 FOR UPDATE`, [operationId]);
+        let verified = false;
+        const verifying = verify(operationId, true).finally(() => (verified = true));
+        await waitForLockWaiter(db.dataSource, { unless: () => verified });
+        let bindSawVerified: boolean | null = null;
+        let bound = false;
+        const binding = (async () => {
+          await admin.startTransaction();
+          await changeConnectorSettings(
+            admin.manager,
+            { tenantId: 'acme', connector: 'sandbox.payments', by: 'key_admin' },
+            () =>
+              upsertConnectorSettings(admin.manager, 'acme', 'sandbox.payments', {
+                readBackBinding: 'bound',
+                by: 'key_admin',
+              }),
+          );
+          // Whether the VERIFIED had committed when the bind was made, as the bind's own transaction sees it: the
+          // verify's promise settles later than its commit, and on a loaded machine the bind can be answered first.
+          bindSawVerified = (await statusIn(admin.manager, operationId)) === OperationStatus.VERIFIED;
+          await admin.commitTransaction();
+        })().finally(() => (bound = true));
+        // The bind is answered at once, or waits for the VERIFIED statement (two sessions then wait on locks).
+        await waitFor(
+          async () => bound || (await lockWaiters(db.dataSource)) >= 2,
+          (done) => done,
         );
-        // Whether the VERIFIED had committed when the bind was made, as the bind's own transaction sees it: the
-        // verify's promise settles later than its commit, and on a loaded machine the bind can be answered first.
-        bindSawVerified = (await statusIn(admin.manager, operationId)) === OperationStatus.VERIFIED;
-        await admin.commitTransaction();
-      })().finally(() => (bound = true));
-      // The bind is answered at once, or waits for the VERIFIED statement (two sessions then wait on locks).
-      await waitFor(
-        async () => bound || (await lockWaiters(db.dataSource)) >= 2,
-        (done) => done,
-      );
-      await holder.commitTransaction();
-      const result = await verifying;
-      await binding;
-      // Written, it was written before the bind committed; otherwise it was refused.
-      if (result.won) expect(bindSawVerified).toBe(true);
-      else expect(await statusOf(operationId)).toBe('ACKNOWLEDGED');
+        await holder.commitTransaction();
+        const result = await verifying;
+        await binding;
+        // Written, it was written before the bind committed; otherwise it was refused.
+        if (result.won) expect(bindSawVerified).toBe(true);
+        else expect(await statusOf(operationId)).toBe('ACKNOWLEDGED');
+      });
     } finally {
-      if (holder.isTransactionActive) await holder.rollbackTransaction();
-      if (admin.isTransactionActive) await admin.rollbackTransaction();
-      await holder.release();
-      await admin.release();
       await bind('declared');
     }
   });
@@ -169,6 +164,26 @@ describe('statements judged under the cap lock (shared) after row locks, beside 
   const db = useTestDatabase('rblockorder', ['acme']);
   const transitions = new TransitionService();
 
+  /** A send of the PREPARED `operationId` under the cap, in `sender`'s transaction: the cap's turn, then the SENT statement. */
+  async function cappedSend(sender: QueryRunner, operationId: string) {
+    await sender.startTransaction();
+    await lockSpendingCaps(sender.manager, 'acme', 'sandbox.payments');
+    const sent = await transitions.operation(sender.manager, {
+      operation: {
+        id: operationId,
+        status: OperationStatus.PREPARED,
+        attempt: 0,
+        verificationMethod: VerificationMethod.READ_AFTER_WRITE,
+      },
+      to: OperationStatus.SENT,
+      bumpAttempt: true,
+      patch: { sent_at: 'now' },
+      sendGuard: { kind: 'dispatch', approvalRequired: false },
+    });
+    await sender.commitTransaction();
+    return sent;
+  }
+
   it('an owed re-read’s knowledge.conflict then VERIFIED (turn first, then rows) meets a capped send of the same execution without a deadlock', async () => {
     // One running execution: A is sent under a cap; B's owed precondition re-read found the state already present
     // against what the agent expected (knowledge.conflict, then VERIFIED with no_change_required).
@@ -176,11 +191,7 @@ describe('statements judged under the cap lock (shared) after row locks, beside 
     const b = chargeOperation({ key: 'b', position: 1 });
     const executionId = await insertTestExecution(db.dataSource.manager, 'acme', { operations: [a, b] });
     await db.dataSource.query(`UPDATE executions SET status = 'running' WHERE id = $1`, [executionId]);
-    const worker = db.dataSource.createQueryRunner();
-    const sender = db.dataSource.createQueryRunner();
-    await worker.connect();
-    await sender.connect();
-    try {
+    await withSessions(db.dataSource, ['worker', 'sender'], async ({ worker, sender }) => {
       await worker.startTransaction();
       // What the dispatcher takes before any row of a transaction that may write such a VERIFIED.
       await lockReadBackBindings(worker.manager, 'acme', ['sandbox.payments']);
@@ -195,24 +206,7 @@ describe('statements judged under the cap lock (shared) after row locks, beside 
       // The capped send as commitWithinSpendingCaps orders it (the cap's turn, then the SENT statement's rows), in a
       // transaction of its own that is not retried: a deadlock Postgres resolves by aborting one side shows here.
       let sendSettled = false;
-      const sending = (async () => {
-        await sender.startTransaction();
-        await lockSpendingCaps(sender.manager, 'acme', 'sandbox.payments');
-        const sent = await transitions.operation(sender.manager, {
-          operation: {
-            id: a.id,
-            status: OperationStatus.PREPARED,
-            attempt: 0,
-            verificationMethod: VerificationMethod.READ_AFTER_WRITE,
-          },
-          to: OperationStatus.SENT,
-          bumpAttempt: true,
-          patch: { sent_at: 'now' },
-          sendGuard: { kind: 'dispatch', approvalRequired: false },
-        });
-        await sender.commitTransaction();
-        return sent;
-      })().finally(() => (sendSettled = true));
+      const sending = cappedSend(sender, a.id).finally(() => (sendSettled = true));
       sending.catch(() => undefined);
       // The send waits (for the cap lock, or for the execution's row): either way it now holds what it took first.
       await waitForLockWaiter(db.dataSource, { unless: () => sendSettled });
@@ -231,12 +225,7 @@ describe('statements judged under the cap lock (shared) after row locks, beside 
       await worker.commitTransaction();
       expect(verified.won).toBe(true);
       expect(await sending).toMatchObject({ won: true });
-    } finally {
-      if (worker.isTransactionActive) await worker.rollbackTransaction();
-      if (sender.isTransactionActive) await sender.rollbackTransaction();
-      await worker.release();
-      await sender.release();
-    }
+    });
   });
 
   it('the prepare’s moves judged under the settings (whileSettingsAt), after its row locks, beside a capped send of the same execution', async () => {
@@ -249,34 +238,13 @@ describe('statements judged under the cap lock (shared) after row locks, beside 
     const a = chargeOperation({ key: 'a', position: 1, depends_on: ['b'] });
     const executionId = await insertTestExecution(db.dataSource.manager, 'acme', { operations: [b, a] });
     await db.dataSource.query(`UPDATE executions SET status = 'resolving_context' WHERE id = $1`, [executionId]);
-    const worker = db.dataSource.createQueryRunner();
-    const sender = db.dataSource.createQueryRunner();
-    await worker.connect();
-    await sender.connect();
-    try {
+    await withSessions(db.dataSource, ['worker', 'sender'], async ({ worker, sender }) => {
       await worker.startTransaction();
       // What the dispatcher takes before any row: the lock of each connector read for context.
       await lockReadBackBindings(worker.manager, 'acme', ['sandbox.payments']);
       expect((await lockExecutionForWorker(worker.manager, executionId))?.status).toBe('resolving_context');
       let sendSettled = false;
-      const sending = (async () => {
-        await sender.startTransaction();
-        await lockSpendingCaps(sender.manager, 'acme', 'sandbox.payments');
-        const sent = await transitions.operation(sender.manager, {
-          operation: {
-            id: a.id,
-            status: OperationStatus.PREPARED,
-            attempt: 0,
-            verificationMethod: VerificationMethod.READ_AFTER_WRITE,
-          },
-          to: OperationStatus.SENT,
-          bumpAttempt: true,
-          patch: { sent_at: 'now' },
-          sendGuard: { kind: 'dispatch', approvalRequired: false },
-        });
-        await sender.commitTransaction();
-        return sent;
-      })().finally(() => (sendSettled = true));
+      const sending = cappedSend(sender, a.id).finally(() => (sendSettled = true));
       sending.catch(() => undefined);
       await waitForLockWaiter(db.dataSource, { unless: () => sendSettled });
       const moved = await transitions.executionMoves(worker.manager, {
@@ -289,11 +257,6 @@ describe('statements judged under the cap lock (shared) after row locks, beside 
       expect(moved.won).toBe(true);
       // Refused or sent, but answered: not aborted by a deadlock.
       await expect(sending).resolves.toHaveProperty('won');
-    } finally {
-      if (worker.isTransactionActive) await worker.rollbackTransaction();
-      if (sender.isTransactionActive) await sender.rollbackTransaction();
-      await worker.release();
-      await sender.release();
-    }
+    });
   });
 });

@@ -1,5 +1,6 @@
 import { insertChargeExecution } from '../../../test/support/fixtures';
 import { waitForLockWaiter } from '../../../test/support/lock-waits';
+import { withSessions } from '../../../test/support/sessions';
 import { useTestDatabase } from '../../../test/support/test-database';
 import {
   LEFT_HOLD_RECHECK_REQUEST_GRACE_SECONDS,
@@ -29,9 +30,7 @@ describe('re-check requests (real Postgres)', () => {
   it('a claim made while the request is being recorded waits for its commit, then claims it', async () => {
     // The API enqueues the job inside the transaction that records the request: a reconciler can take the job first.
     const { operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
-    const api = db.dataSource.createQueryRunner();
-    await api.connect();
-    try {
+    await withSessions(db.dataSource, ['api'], async ({ api }) => {
       await api.startTransaction();
       const id = await recordRecheckRequest(api.manager, {
         tenantId: 'acme',
@@ -43,10 +42,7 @@ describe('re-check requests (real Postgres)', () => {
       await waitForLockWaiter(db.dataSource, { unless: () => answered });
       await api.commitTransaction();
       expect(await claiming).toBe('key_reviewer');
-    } finally {
-      if (api.isTransactionActive) await api.rollbackTransaction();
-      await api.release();
-    }
+    });
   });
 
   const record = async (operationId: string) =>

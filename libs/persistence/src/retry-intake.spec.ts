@@ -1,5 +1,6 @@
 import { chargeOperation, insertTestExecution } from '../../../test/support/fixtures';
 import { waitForLockWaiter } from '../../../test/support/lock-waits';
+import { withSessions } from '../../../test/support/sessions';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { lockRetried, setRetryOf } from './store';
 
@@ -23,11 +24,7 @@ describe('the retry intake judges the chain it joins under the chain’s locks (
       [original.id, retried.id],
     ]);
     await db.dataSource.query(`UPDATE operations SET retry_of = $2 WHERE id = $1`, [retried.id, original.id]);
-    const refuter = db.dataSource.createQueryRunner();
-    const intake = db.dataSource.createQueryRunner();
-    await refuter.connect();
-    await intake.connect();
-    try {
+    await withSessions(db.dataSource, ['refuter', 'intake'], async ({ refuter, intake }) => {
       // The provider's 2xx for the original comes back late: recorded, not committed yet.
       await refuter.startTransaction();
       await refuter.query(`UPDATE operations SET acknowledged_at = now() WHERE id = $1`, [original.id]);
@@ -43,11 +40,6 @@ describe('the retry intake judges the chain it joins under the chain’s locks (
       await refuter.commitTransaction();
       expect(await linking).toBe(false);
       await intake.rollbackTransaction();
-    } finally {
-      if (refuter.isTransactionActive) await refuter.rollbackTransaction();
-      if (intake.isTransactionActive) await intake.rollbackTransaction();
-      await refuter.release();
-      await intake.release();
-    }
+    });
   });
 });

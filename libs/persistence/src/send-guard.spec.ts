@@ -4,6 +4,7 @@ import { waitFor } from '../../../test/support/stack';
 import type { EntityManager } from 'typeorm';
 import { changeTenantPolicy } from './tenant-policy';
 import { newId } from '@verity/platform';
+import { withSessions } from '../../../test/support/sessions';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { EventEntity, OperationEntity } from './entities';
 import { SendGuard, sendRefusals } from './send-guard';
@@ -544,9 +545,7 @@ describe('the guarded SENT statement (real Postgres)', () => {
     const { held, executionId } = await heldWithRelease('held-race', 'waiting_for_approval');
     // The caller's cancel, as ExecutionsService.cancel writes it: the execution's operations locked (a held row is not
     // rewritten), then the execution moved — held open while the release starts.
-    const cancel = db.dataSource.createQueryRunner();
-    await cancel.connect();
-    try {
+    await withSessions(db.dataSource, ['cancel'], async ({ cancel }) => {
       await cancel.startTransaction();
       await cancel.query(`SELECT id FROM operations WHERE execution_id = $1 ORDER BY id FOR UPDATE`, [executionId]);
       await cancel.query(`UPDATE executions SET status = 'cancelled' WHERE id = $1`, [executionId]);
@@ -578,9 +577,7 @@ describe('the guarded SENT statement (real Postgres)', () => {
       await waitForLockWaiter(db.dataSource);
       await cancel.commitTransaction();
       expect(await releasing).toEqual({ sent: { won: false } });
-    } finally {
-      await cancel.release();
-    }
+    });
     await unchanged(held.id, OperationStatus.MANUAL_REVIEW);
     expect(await sendRefusals(db.dataSource.manager, held.id, { kind: 'release' })).toEqual(['execution_ended']);
   });
@@ -695,10 +692,8 @@ describe('the guarded SENT statement (real Postgres)', () => {
     const racing = op('racing');
     await execution([racing]);
     const readBefore = null;
-    const admin = db.dataSource.createQueryRunner();
-    await admin.connect();
     let sending: Promise<unknown>;
-    try {
+    await withSessions(db.dataSource, ['admin'], async ({ admin }) => {
       await admin.startTransaction();
       await lockSpendingCaps(admin.manager, 'acme', 'sandbox.payments');
       await changeConnectorSettings(
@@ -736,10 +731,7 @@ describe('the guarded SENT statement (real Postgres)', () => {
           await sendRefusals(db.dataSource.manager, racing.id, { ...dispatch, settingsVersion: readBefore }),
         ).toEqual(['settings_changed']);
       }
-    } finally {
-      if (admin.isTransactionActive) await admin.rollbackTransaction();
-      await admin.release();
-    }
+    });
     // The cap is in force: whatever was sent in its window is in its usage, so one more send is over it.
     const [{ sent }] = (await db.dataSource.query(
       `SELECT count(*)::int AS sent FROM operations WHERE tenant_id = 'acme' AND connector = 'sandbox.payments'
@@ -769,10 +761,9 @@ describe('the guarded SENT statement (real Postgres)', () => {
     const statementDone = new Promise<void>((resolve) => (written = resolve));
     let open!: () => void;
     const gate = new Promise<void>((resolve) => (open = resolve));
-    const admin = db.dataSource.createQueryRunner();
-    await admin.connect();
-    let sending: Promise<unknown>;
-    try {
+    // Assigned by the admin's session below, awaited once the gate opens.
+    let sending!: Promise<unknown>;
+    await withSessions(db.dataSource, ['admin'], async ({ admin }) => {
       await admin.startTransaction();
       await changeConnectorSettings(admin.manager, { tenantId: 'acme', connector: 'http', by: 'key_admin' }, () =>
         clearConnectorSettings(admin.manager, 'acme', 'http'),
@@ -806,10 +797,7 @@ describe('the guarded SENT statement (real Postgres)', () => {
       // The statement waits for the clear (not slept on: its backend shows a lock wait), or it is done at once.
       await waitForLockWaiter(db.dataSource, { unless: () => passed });
       await admin.commitTransaction();
-    } finally {
-      if (admin.isTransactionActive) await admin.rollbackTransaction();
-      await admin.release();
-    }
+    });
     await statementDone;
     open();
     expect(await sending).toEqual({ sent: { won: false } });
@@ -826,11 +814,7 @@ describe('the guarded SENT statement (real Postgres)', () => {
      * written after a change it never saw, however long it waited.
      */
     async function sendWhileRowHeld(id: string, guard: SendGuard, change: (tx: EntityManager) => Promise<unknown>) {
-      const holder = db.dataSource.createQueryRunner();
-      const other = db.dataSource.createQueryRunner();
-      await holder.connect();
-      await other.connect();
-      try {
+      return withSessions(db.dataSource, ['holder', 'other'], async ({ holder, other }) => {
         await holder.startTransaction();
         await holder.query(`SELECT 1 FROM operations WHERE id = $1 FOR UPDATE`, [id]);
         let answered = false;
@@ -859,12 +843,7 @@ describe('the guarded SENT statement (real Postgres)', () => {
         const result = await sending;
         await changing;
         return { ...result, changeSawSend };
-      } finally {
-        if (holder.isTransactionActive) await holder.rollbackTransaction();
-        if (other.isTransactionActive) await other.rollbackTransaction();
-        await holder.release();
-        await other.release();
-      }
+      });
     }
 
     it('is not written after an admin’s approval rule it never saw (approval_policy_changed)', async () => {

@@ -1,5 +1,6 @@
 import { insertChargeExecution } from '../../../test/support/fixtures';
 import { waitForLockWaiter } from '../../../test/support/lock-waits';
+import { withSessions } from '../../../test/support/sessions';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { SEND_NOTE_SQL, SEND_SECRETS_UNOPENED_EVENT, recordSendSecretsUnopened } from './store';
 import { TransitionService } from './transition.service';
@@ -25,9 +26,7 @@ describe('recordSendSecretsUnopened (real Postgres)', () => {
 
   it('a try made while another is writing the event waits for it, then writes none', async () => {
     const { executionId, operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
-    const other = db.dataSource.createQueryRunner();
-    await other.connect();
-    try {
+    await withSessions(db.dataSource, ['other'], async ({ other }) => {
       await other.startTransaction();
       await other.query(SEND_NOTE_SQL.lockOperation, [operationId]);
       await new TransitionService().annotate(other.manager, {
@@ -46,9 +45,6 @@ describe('recordSendSecretsUnopened (real Postgres)', () => {
       await other.commitTransaction();
       expect(await second).toBe(false);
       expect(await notes(operationId)).toHaveLength(1);
-    } finally {
-      if (other.isTransactionActive) await other.rollbackTransaction();
-      await other.release();
-    }
+    });
   });
 });

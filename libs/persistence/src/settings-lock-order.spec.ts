@@ -1,6 +1,7 @@
 import { OperationStatus, VerificationMethod } from '@verity/status-model';
 import { chargeOperation, insertTestExecution } from '../../../test/support/fixtures';
 import { waitForLockWaiter } from '../../../test/support/lock-waits';
+import { withSessions } from '../../../test/support/sessions';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { clearConnectorSettings, upsertConnectorSettings } from './connector-settings.repository';
 import { CONNECTOR_SPEND_SQL, commitWithinSpendingCaps, lockSpendingCaps } from './entities';
@@ -60,9 +61,7 @@ describe('the settings lock before rows, for capped and uncapped sends alike (re
         throw error;
       }
     };
-    const capped = db.dataSource.createQueryRunner();
-    await capped.connect();
-    try {
+    return withSessions(db.dataSource, ['capped'], async ({ capped }) => {
       await capped.startTransaction();
       await lockSpendingCaps(capped.manager, 'acme', CONNECTOR);
       let settled = false;
@@ -73,10 +72,7 @@ describe('the settings lock before rows, for capped and uncapped sends alike (re
       const sent = await next(capped.manager);
       await capped.commitTransaction();
       return { capped: sent, uncapped: await sending, errors };
-    } finally {
-      if (capped.isTransactionActive) await capped.rollbackTransaction();
-      await capped.release();
-    }
+    });
   }
 
   it('a release read before a cap was set, beside a capped send of the same execution: no deadlock', async () => {

@@ -8,6 +8,7 @@ import {
 import { chargeOperation, insertChargeExecution, insertTestExecution } from '../../../test/support/fixtures';
 import { lockWaiters, waitForLockWaiter, writeDuringRevocation } from '../../../test/support/lock-waits';
 import { waitFor } from '../../../test/support/stack';
+import { withSessions } from '../../../test/support/sessions';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { FindOptionsWhere } from 'typeorm';
 import { createApiKey, revokeApiKey } from './api-keys';
@@ -450,9 +451,7 @@ describe('TransitionService (real Postgres)', () => {
       const { executionId, operationId } = await acknowledged();
       // A caller's cancel holds the execution row, uncommitted, while the statement starts: the statement's snapshot
       // still says running; the row it gets after the cancel commits says cancelled.
-      const cancel = db.dataSource.createQueryRunner();
-      await cancel.connect();
-      try {
+      await withSessions(db.dataSource, ['cancel'], async ({ cancel }) => {
         await cancel.startTransaction();
         await cancel.query(`UPDATE executions SET status = 'cancelled', event_seq = event_seq + 1 WHERE id = $1`, [
           executionId,
@@ -463,9 +462,7 @@ describe('TransitionService (real Postgres)', () => {
         await cancel.commitTransaction();
         const result = await verifying;
         expect(result).toMatchObject({ won: true, executionMoved: false });
-      } finally {
-        await cancel.release();
-      }
+      });
       expect(await executionRow(executionId)).toEqual({ status: 'cancelled', event_seq: '3' });
       const events = await eventsWhere({ executionId });
       expect(events.map((e) => [Number(e.seq), e.toStatus])).toEqual([
