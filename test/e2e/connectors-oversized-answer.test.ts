@@ -1,7 +1,7 @@
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 import type { LocalServer } from '../support/local-server';
-import { providerProxy } from '../support/provider-proxy';
+import { stackBehindProxy } from '../support/provider-proxy';
 import type { Execution } from '@verity/sdk';
 
 /** Past the connectors' 64 KiB limit on what they read of an answer. */
@@ -19,9 +19,8 @@ describe('a provider whose answer to a send is larger than a connector reads', (
   let proxy: LocalServer;
 
   beforeAll(async () => {
-    stack = await Stack.start({ label: 'oversizedanswer', dispatchers: 0 });
     // The dispatcher sends through this; the reconciler reads the provider directly.
-    proxy = await providerProxy(stack.sandboxUrl, {
+    ({ stack, proxy } = await stackBehindProxy({ label: 'oversizedanswer' }, 'dispatcher', {
       rewrite: (req, answer) =>
         req.method === 'POST' && answer.status >= 200 && answer.status < 300
           ? {
@@ -30,8 +29,7 @@ describe('a provider whose answer to a send is larger than a connector reads', (
               body: OVERSIZED,
             }
           : answer,
-    });
-    await stack.startApp('dispatcher', { SANDBOX_URL: proxy.url });
+    }));
   });
   afterAll(async () => {
     await stack?.stop();

@@ -1,7 +1,7 @@
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 import type { LocalServer } from '../support/local-server';
-import { providerProxy } from '../support/provider-proxy';
+import { stackBehindProxy } from '../support/provider-proxy';
 import type { Execution } from '@verity/sdk';
 
 /**
@@ -19,16 +19,14 @@ describe('a provider whose charge list holds entries that are no charges', () =>
   let oddReads = 0;
 
   beforeAll(async () => {
-    stack = await Stack.start({ label: 'oddchargelist', dispatchers: 0 });
     // The dispatcher talks to the provider through this: its reads get the odd list, its sends go through unchanged.
-    proxy = await providerProxy(stack.sandboxUrl, {
+    ({ stack, proxy } = await stackBehindProxy({ label: 'oddchargelist' }, 'dispatcher', {
       answer: (req) => {
         if (req.method !== 'GET' || !(req.url ?? '').startsWith('/v1/charges')) return undefined;
         oddReads += 1;
         return { status: 200, headers: JSON_TYPE, body: '{"data":[null,7],"as_of_version":1}' };
       },
-    });
-    await stack.startApp('dispatcher', { SANDBOX_URL: proxy.url });
+    }));
   });
   afterAll(async () => {
     await stack?.stop();

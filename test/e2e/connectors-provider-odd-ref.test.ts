@@ -1,7 +1,7 @@
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { http, sms, submission, unique } from '../support/http';
 import type { LocalServer } from '../support/local-server';
-import { providerProxy } from '../support/provider-proxy';
+import { stackBehindProxy } from '../support/provider-proxy';
 import type { Execution } from '@verity/sdk';
 
 /** Nested arrays deeper than JSON.stringify (and Postgres's jsonb parser) can follow, in well under 64 KiB. */
@@ -18,15 +18,13 @@ describe('a provider whose answer to a send names its record with a value no rec
   let proxy: LocalServer;
 
   beforeAll(async () => {
-    stack = await Stack.start({ label: 'oddproviderref', dispatchers: 0 });
     // The dispatcher sends through this: the message reaches the provider, its answer's id is replaced.
-    proxy = await providerProxy(stack.sandboxUrl, {
+    ({ stack, proxy } = await stackBehindProxy({ label: 'oddproviderref' }, 'dispatcher', {
       rewrite: (req, answer) =>
         req.method === 'POST' && answer.status >= 200 && answer.status < 300
           ? { ...answer, headers: { 'content-type': 'application/json' }, body: `{"id":${DEEP}}` }
           : { ...answer, headers: { 'content-type': 'application/json' } },
-    });
-    await stack.startApp('dispatcher', { SANDBOX_URL: proxy.url });
+    }));
   });
   afterAll(async () => {
     await stack?.stop();

@@ -1,7 +1,7 @@
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, unique } from '../support/http';
 import type { LocalServer } from '../support/local-server';
-import { providerProxy } from '../support/provider-proxy';
+import { stackBehindProxy } from '../support/provider-proxy';
 import { resetSandbox, submit, waitForOp } from './dispatcher-helpers';
 
 /**
@@ -19,20 +19,21 @@ describe('a reviewer’s re-check whose job is tried again', () => {
   let hungReads = 0;
 
   beforeAll(async () => {
-    stack = await Stack.start({
-      label: 'recheckretried',
-      reconcilers: 0,
-      // No scheduled re-check runs during the test: the only read after the hold is the reviewer's.
-      env: { RECHECK_BACKOFF_MS: '600000', RECHECK_BACKOFF_MAX_MS: '600000', OBLIGATION_DUE_MS: '3600000' },
-    });
-    proxy = await providerProxy(stack.sandboxUrl, {
-      answer: (req) => {
-        if (!hang || req.method !== 'GET') return undefined;
-        hungReads += 1;
-        return 'never';
+    ({ stack, proxy } = await stackBehindProxy(
+      {
+        label: 'recheckretried',
+        // No scheduled re-check runs during the test: the only read after the hold is the reviewer's.
+        env: { RECHECK_BACKOFF_MS: '600000', RECHECK_BACKOFF_MAX_MS: '600000', OBLIGATION_DUE_MS: '3600000' },
       },
-    });
-    await stack.startApp('reconciler', { SANDBOX_URL: proxy.url });
+      'reconciler',
+      {
+        answer: (req) => {
+          if (!hang || req.method !== 'GET') return undefined;
+          hungReads += 1;
+          return 'never';
+        },
+      },
+    ));
   });
   afterAll(async () => {
     await stack?.stop();

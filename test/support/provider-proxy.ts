@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage } from 'node:http';
 import { listenLocally, type LocalServer } from './local-server';
+import { Stack, type StackOptions } from './stack';
 
 /** The provider's answer to a forwarded request, as a hook may replace it. */
 export interface ProviderAnswer {
@@ -54,4 +55,27 @@ export async function providerProxy(sandboxUrl: string, options: ProviderProxyOp
     });
   });
   return listenLocally(server);
+}
+
+/**
+ * A stack whose `app` talks to the provider through a providerProxy: the stack starts with none of that app, then one
+ * is started with `SANDBOX_URL` set to the proxy (the other apps read the provider directly). What is started is
+ * stopped again when a later step fails, so a caller that stops what it got leaves nothing running.
+ */
+export async function stackBehindProxy(
+  options: StackOptions,
+  app: 'dispatcher' | 'reconciler',
+  proxyOptions: ProviderProxyOptions,
+): Promise<{ stack: Stack; proxy: LocalServer }> {
+  const stack = await Stack.start({ ...options, [app === 'dispatcher' ? 'dispatchers' : 'reconcilers']: 0 });
+  let proxy: LocalServer | undefined;
+  try {
+    proxy = await providerProxy(stack.sandboxUrl, proxyOptions);
+    await stack.startApp(app, { SANDBOX_URL: proxy.url });
+    return { stack, proxy };
+  } catch (error) {
+    await stack.stop();
+    await proxy?.close();
+    throw error;
+  }
 }
