@@ -3,6 +3,29 @@ import { endlessAnswerServer } from '../../../test/support/endless-answer';
 import { serveDuringDescribe } from '../../../test/support/local-server';
 import { SandboxPaymentsConnector } from './sandbox-payments.connector';
 
+/** A charge of order-1 as the connector is given it once sent (ch_1, the provider's record of it). */
+const SENT_CHARGE = {
+  id: 'op_1',
+  tenantId: 'demo',
+  action: 'charge',
+  params: { amount: 100, currency: 'EUR', reference: 'order-1' },
+  expectedState: null,
+  providerRef: { id: 'ch_1', version: 1 },
+};
+
+/**
+ * The provider of the enclosing describe: every request answered `status` with the JSON `answer()` gives then (and the
+ * `headers()` of that moment), whatever was asked.
+ */
+function providerAnswering(status: number, answer: () => string, headers: () => Record<string, string> = () => ({})) {
+  return serveDuringDescribe(() =>
+    createServer((req, res) => {
+      req.resume();
+      res.writeHead(status, { 'content-type': 'application/json', ...headers() }).end(answer());
+    }),
+  );
+}
+
 describe('sandbox.payments charge params', () => {
   const schema = new SandboxPaymentsConnector().actions.charge.params;
   const charge = (reference: unknown) => ({ amount: 100, currency: 'EUR', reference });
@@ -47,22 +70,10 @@ describe('sandbox.payments charge params', () => {
 
 describe('sandbox.payments reads of a charge list whose entries are no charges', () => {
   const LIST = '{"data":[null,7,"ch_1",[]],"as_of_version":3}';
-  const provider = serveDuringDescribe(() =>
-    createServer((req, res) => {
-      req.resume();
-      res.writeHead(200, { 'content-type': 'application/json' }).end(LIST);
-    }),
-  );
+  const provider = providerAnswering(200, () => LIST);
 
   const connector = new SandboxPaymentsConnector();
-  const op = {
-    id: 'op_1',
-    tenantId: 'demo',
-    action: 'charge',
-    params: { amount: 100, currency: 'EUR', reference: 'order-1' },
-    expectedState: null,
-    providerRef: { id: 'ch_1', version: 1 },
-  };
+  const op = SENT_CHARGE;
   const env = () => ({ sandboxUrl: provider.url, timeoutMs: 2000 });
 
   it('reads nothing from it (unreadable), where it threw a TypeError on the first null', async () => {
@@ -79,22 +90,10 @@ describe('sandbox.payments reads of a charge list whose entries are no charges',
 
 describe('sandbox.payments reads of a charge list that reads two ways', () => {
   let answer = '';
-  const provider = serveDuringDescribe(() =>
-    createServer((req, res) => {
-      req.resume();
-      res.writeHead(200, { 'content-type': 'application/json' }).end(answer);
-    }),
-  );
+  const provider = providerAnswering(200, () => answer);
 
   const connector = new SandboxPaymentsConnector();
-  const op = {
-    id: 'op_1',
-    tenantId: 'demo',
-    action: 'charge',
-    params: { amount: 100, currency: 'EUR', reference: 'order-1' },
-    expectedState: null,
-    providerRef: { id: 'ch_1', version: 1 },
-  };
+  const op = SENT_CHARGE;
   const env = () => ({ sandboxUrl: provider.url, timeoutMs: 2000 });
   const charge = (fields: string) =>
     `{"data":[{"id":"ch_1","reference":"order-1",${fields},"version":1}],"as_of_version":1}`;
@@ -131,24 +130,14 @@ describe('sandbox.payments reads of a charge list that reads two ways', () => {
 describe('sandbox.payments sends answered with JSON that reads two ways', () => {
   let answer = '';
   let replayed = false;
-  const provider = serveDuringDescribe(() =>
-    createServer((req, res) => {
-      req.resume();
-      res
-        .writeHead(201, { 'content-type': 'application/json', ...(replayed && { 'idempotent-replayed': 'true' }) })
-        .end(answer);
-    }),
+  const provider = providerAnswering(
+    201,
+    () => answer,
+    (): Record<string, string> => (replayed ? { 'idempotent-replayed': 'true' } : {}),
   );
 
   const connector = new SandboxPaymentsConnector();
-  const op = {
-    id: 'op_1',
-    tenantId: 'demo',
-    action: 'charge',
-    params: { amount: 100, currency: 'EUR', reference: 'order-1' },
-    expectedState: null,
-    providerRef: null,
-  };
+  const op = { ...SENT_CHARGE, providerRef: null };
   const env = () => ({ sandboxUrl: provider.url, timeoutMs: 2000 });
 
   it('keeps no reference from it: the id read (the last of two) could name another charge', async () => {
