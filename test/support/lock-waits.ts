@@ -1,4 +1,5 @@
-import type { DataSource } from 'typeorm';
+import type { DataSource, EntityManager } from 'typeorm';
+import { withSessions } from './sessions';
 import { waitFor } from './stack';
 
 /**
@@ -59,4 +60,46 @@ export async function writeDuringRevocation<T>(
     if (revocation.isTransactionActive) await revocation.rollbackTransaction();
     await revocation.release();
   }
+}
+
+/**
+ * Makes `write` while another session holds the operation's row (as a reviewer's decision or a sweep does): `write`
+ * starts (and judges what it reads), then waits for the row. Meanwhile `change` is made and committed in a transaction
+ * of its own, answered at once or waiting for `write` (two sessions then wait on locks). Then the holder lets go.
+ * Answers what `write` answered and the operation's status as `change`'s transaction saw it just before its commit (a
+ * fresh snapshot per statement): whether `write` had committed when the change was made — `write`'s promise settles
+ * later than its commit, and on a loaded machine the change's commit can be answered first.
+ */
+export async function writeWhileRowHeld<T>(
+  db: DataSource,
+  operationId: string,
+  write: () => Promise<T>,
+  change: (tx: EntityManager) => Promise<unknown>,
+): Promise<{ written: T; statusSeenByChange: string }> {
+  return withSessions(db, ['holder', 'other'], async ({ holder, other }) => {
+    await holder.startTransaction();
+    await holder.query(`SELECT 1 FROM operations WHERE id = $1 FOR UPDATE`, [operationId]);
+    let answered = false;
+    const writing = write().finally(() => (answered = true));
+    await waitForLockWaiter(db, { unless: () => answered });
+    let statusSeenByChange = '';
+    let changed = false;
+    const changing = (async () => {
+      await other.startTransaction();
+      await change(other.manager);
+      const [{ status }] = (await other.query(`SELECT status FROM operations WHERE id = $1`, [operationId])) as {
+        status: string;
+      }[];
+      statusSeenByChange = status;
+      await other.commitTransaction();
+    })().finally(() => (changed = true));
+    await waitFor(
+      async () => changed || (await lockWaiters(db)) >= 2,
+      (done) => done,
+    );
+    await holder.commitTransaction();
+    const written = await writing;
+    await changing;
+    return { written, statusSeenByChange };
+  });
 }

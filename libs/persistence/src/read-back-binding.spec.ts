@@ -6,8 +6,7 @@ import { withSessions } from '../../../test/support/sessions';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { loadConnectorSettings } from './entities/connector-settings.entity';
 import { changeConnectorSettings, upsertConnectorSettings } from './connector-settings.repository';
-import { lockWaiters, waitForLockWaiter } from '../../../test/support/lock-waits';
-import { waitFor } from '../../../test/support/stack';
+import { waitForLockWaiter, writeWhileRowHeld } from '../../../test/support/lock-waits';
 import { insertStandingKeys } from '../../../test/support/fixtures';
 import { TransitionService } from './transition.service';
 import { lockExecutionForWorker } from './store';
@@ -93,42 +92,20 @@ describe('VERIFIED from an unbound read-back (readBackUnbound) checks the tenant
     await insertStandingKeys(db.dataSource.manager, 'acme', ['key_admin']);
     const { operationId } = await acknowledged();
     try {
-      await withSessions(db.dataSource, ['holder', 'admin'], async ({ holder, admin }) => {
-        await holder.startTransaction();
-        await holder.query(`SELECT 1 FROM operations WHERE id = $1 FOR UPDATE`, [operationId]);
-        let verified = false;
-        const verifying = verify(operationId, true).finally(() => (verified = true));
-        await waitForLockWaiter(db.dataSource, { unless: () => verified });
-        let bindSawVerified: boolean | null = null;
-        let bound = false;
-        const binding = (async () => {
-          await admin.startTransaction();
-          await changeConnectorSettings(
-            admin.manager,
-            { tenantId: 'acme', connector: 'sandbox.payments', by: 'key_admin' },
-            () =>
-              upsertConnectorSettings(admin.manager, 'acme', 'sandbox.payments', {
-                readBackBinding: 'bound',
-                by: 'key_admin',
-              }),
-          );
-          // Whether the VERIFIED had committed when the bind was made, as the bind's own transaction sees it: the
-          // verify's promise settles later than its commit, and on a loaded machine the bind can be answered first.
-          bindSawVerified = (await statusIn(admin.manager, operationId)) === OperationStatus.VERIFIED;
-          await admin.commitTransaction();
-        })().finally(() => (bound = true));
-        // The bind is answered at once, or waits for the VERIFIED statement (two sessions then wait on locks).
-        await waitFor(
-          async () => bound || (await lockWaiters(db.dataSource)) >= 2,
-          (done) => done,
-        );
-        await holder.commitTransaction();
-        const result = await verifying;
-        await binding;
-        // Written, it was written before the bind committed; otherwise it was refused.
-        if (result.won) expect(bindSawVerified).toBe(true);
-        else expect(await statusOf(operationId)).toBe('ACKNOWLEDGED');
-      });
+      const { written: result, statusSeenByChange } = await writeWhileRowHeld(
+        db.dataSource,
+        operationId,
+        () => verify(operationId, true),
+        (tx) =>
+          changeConnectorSettings(tx, { tenantId: 'acme', connector: 'sandbox.payments', by: 'key_admin' }, () =>
+            upsertConnectorSettings(tx, 'acme', 'sandbox.payments', { readBackBinding: 'bound', by: 'key_admin' }),
+          ),
+      );
+      // Whether the VERIFIED had committed when the bind was made, as the bind's own transaction sees it.
+      const bindSawVerified = statusSeenByChange === OperationStatus.VERIFIED;
+      // Written, it was written before the bind committed; otherwise it was refused.
+      if (result.won) expect(bindSawVerified).toBe(true);
+      else expect(await statusOf(operationId)).toBe('ACKNOWLEDGED');
     } finally {
       await bind('declared');
     }

@@ -1,6 +1,5 @@
 import { OperationStatus, VerificationMethod } from '@verity/status-model';
-import { lockWaiters, waitForLockWaiter, writeDuringRevocation } from '../../../test/support/lock-waits';
-import { waitFor } from '../../../test/support/stack';
+import { waitForLockWaiter, writeDuringRevocation, writeWhileRowHeld } from '../../../test/support/lock-waits';
 import type { EntityManager } from 'typeorm';
 import { changeTenantPolicy } from './tenant-policy';
 import { newId } from '@verity/platform';
@@ -807,43 +806,15 @@ describe('the guarded SENT statement (real Postgres)', () => {
 
   describe('a SENT statement that waits for its operation’s row (another writer holds it)', () => {
     /**
-     * The statement starts (and judges what it reads), then waits for the operation's row: `holder` has it locked, as
+     * The statement starts (and judges what it reads), then waits for the operation's row, held by another session as
      * a reviewer's decision or a sweep does. Meanwhile `change` is made and committed in a transaction of its own, and
-     * is answered at once or waits for the statement. Then the holder lets go. The send is written only before the
+     * is answered at once or waits for the statement (writeWhileRowHeld). Then the row is let go. The send is written only before the
      * change committed (the change waited for it); otherwise it is refused. Judged from the statement's snapshot, it was
      * written after a change it never saw, however long it waited.
      */
     async function sendWhileRowHeld(id: string, guard: SendGuard, change: (tx: EntityManager) => Promise<unknown>) {
-      return withSessions(db.dataSource, ['holder', 'other'], async ({ holder, other }) => {
-        await holder.startTransaction();
-        await holder.query(`SELECT 1 FROM operations WHERE id = $1 FOR UPDATE`, [id]);
-        let answered = false;
-        const sending = send(id, guard).finally(() => (answered = true));
-        await waitForLockWaiter(db.dataSource, { unless: () => answered });
-        let changeSawSend: boolean | null = null;
-        let changed = false;
-        const changing = (async () => {
-          await other.startTransaction();
-          await change(other.manager);
-          // Whether the send had committed when the change was made, as the change's own transaction sees it (a fresh
-          // snapshot per statement): the send's promise settles later than its commit, and on a loaded machine the
-          // change's commit can be answered first.
-          const [{ status }] = (await other.query(`SELECT status FROM operations WHERE id = $1`, [id])) as {
-            status: string;
-          }[];
-          changeSawSend = status === OperationStatus.SENT;
-          await other.commitTransaction();
-        })().finally(() => (changed = true));
-        // The change is answered at once, or waits for the SENT statement (two sessions then wait on locks).
-        await waitFor(
-          async () => changed || (await lockWaiters(db.dataSource)) >= 2,
-          (done) => done,
-        );
-        await holder.commitTransaction();
-        const result = await sending;
-        await changing;
-        return { ...result, changeSawSend };
-      });
+      const { written, statusSeenByChange } = await writeWhileRowHeld(db.dataSource, id, () => send(id, guard), change);
+      return { ...written, changeSawSend: statusSeenByChange === OperationStatus.SENT };
     }
 
     it('is not written after an admin’s approval rule it never saw (approval_policy_changed)', async () => {
