@@ -75,6 +75,18 @@ describe('the settings lock before rows, for capped and uncapped sends alike (re
     });
   }
 
+  /** A send of `operationId` with no cap of its own, as commitWithinSpendingCaps makes it (`first`: what it takes first). */
+  const uncappedSend = (
+    operationId: string,
+    first: { lockOperationFirst?: boolean; resendRef?: string },
+    write: Parameters<typeof commitWithinSpendingCaps>[2],
+  ) =>
+    commitWithinSpendingCaps(
+      db.dataSource,
+      { tenantId: 'acme', connector: CONNECTOR, operationId, caps: [], amountOf: () => null, ...first },
+      write,
+    );
+
   it('a release read before a cap was set, beside a capped send of the same execution: no deadlock', async () => {
     // The release was read with no settings stored (version null); an admin then set a cap, and a send of another
     // operation of the execution read it. The release locks its operation and its execution first (lockOperationFirst).
@@ -90,18 +102,8 @@ describe('the settings lock before rows, for capped and uncapped sends alike (re
     const release: SendGuard = { kind: 'release', settingsVersion: null };
     const result = await race(
       (recordErrors) =>
-        commitWithinSpendingCaps(
-          db.dataSource,
-          {
-            tenantId: 'acme',
-            connector: CONNECTOR,
-            operationId: held.id,
-            caps: [],
-            amountOf: () => null,
-            lockOperationFirst: true,
-          },
-          (tx) =>
-            recordErrors(() => transitions.operation(tx, sendOf(held.id, OperationStatus.MANUAL_REVIEW, release))),
+        uncappedSend(held.id, { lockOperationFirst: true }, (tx) =>
+          recordErrors(() => transitions.operation(tx, sendOf(held.id, OperationStatus.MANUAL_REVIEW, release))),
         ),
       (tx) =>
         transitions.operation(
@@ -124,17 +126,8 @@ describe('the settings lock before rows, for capped and uncapped sends alike (re
     const dispatch: SendGuard = { kind: 'dispatch', approvalRequired: false, settingsVersion: null };
     const result = await race(
       (recordErrors) =>
-        commitWithinSpendingCaps(
-          db.dataSource,
-          {
-            tenantId: 'acme',
-            connector: CONNECTOR,
-            operationId: first.id,
-            caps: [],
-            amountOf: () => null,
-            resendRef: 'ref-1',
-          },
-          (tx) => recordErrors(() => transitions.operation(tx, sendOf(first.id, OperationStatus.PREPARED, dispatch))),
+        uncappedSend(first.id, { resendRef: 'ref-1' }, (tx) =>
+          recordErrors(() => transitions.operation(tx, sendOf(first.id, OperationStatus.PREPARED, dispatch))),
         ),
       async (tx) => {
         // What commitWithinSpendingCaps takes after the cap's lock for a send naming a reference: its turn.
