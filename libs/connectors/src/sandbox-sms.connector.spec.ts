@@ -6,27 +6,30 @@ import { SandboxSmsConnector } from './sandbox-sms.connector';
 import { redactingSecrets } from './secret-redaction';
 import { KEPT_DEPTH_CUT } from './storable-text';
 
-describe('sandbox.sms sends answered with JSON that reads two ways', () => {
-  let answer = '';
-  const provider = serveDuringDescribe(() =>
+/** A text message as the connector is given it to send (`id`: the operation's). */
+const smsToSend = (id: string) => ({
+  id,
+  tenantId: 'demo',
+  action: 'send',
+  params: { to: '+15550100', body: 'hi' },
+  expectedState: null,
+  providerRef: null,
+});
+
+/** The provider of the enclosing describe: every message accepted (201) with the JSON `answer()` gives then. */
+const providerAccepting = (answer: () => string) =>
+  serveDuringDescribe(() =>
     createServer((req, res) => {
       req.resume();
-      req.on('end', () => res.writeHead(201, { 'content-type': 'application/json' }).end(answer));
+      req.on('end', () => res.writeHead(201, { 'content-type': 'application/json' }).end(answer()));
     }),
   );
+
+describe('sandbox.sms sends answered with JSON that reads two ways', () => {
+  let answer = '';
+  const provider = providerAccepting(() => answer);
   const sms = new SandboxSmsConnector();
-  const send = () =>
-    sms.send(
-      {
-        id: 'op_sms',
-        tenantId: 'demo',
-        action: 'send',
-        params: { to: '+15550100', body: 'hi' },
-        expectedState: null,
-        providerRef: null,
-      },
-      { sandboxUrl: provider.url, timeoutMs: 2000 },
-    );
+  const send = () => sms.send(smsToSend('op_sms'), { sandboxUrl: provider.url, timeoutMs: 2000 });
 
   // The message's id is the one name a person has to look the message up at the provider: read last-wins (or rounded),
   // it names another message.
@@ -52,14 +55,7 @@ describe('sandbox.sms sends answered with a body that never ends', () => {
 
   it('is acknowledged with no message id, answered at the size limit (not the timeout), the connection closed', async () => {
     const outcome = await new SandboxSmsConnector().send(
-      {
-        id: 'op_sms_endless',
-        tenantId: 'demo',
-        action: 'send',
-        params: { to: '+15550100', body: 'hi' },
-        expectedState: null,
-        providerRef: null,
-      },
+      smsToSend('op_sms_endless'),
       // Far beyond the test's own timeout: only a connector that stops reading at the limit answers within it.
       { sandboxUrl: local.url, timeoutMs: 60_000 },
     );
@@ -75,26 +71,11 @@ describe('sandbox.sms sends answered with a body that never ends', () => {
 
 describe("sandbox.sms sends answered with an id shaped like Verity's depth cut", () => {
   let answer = '';
-  const provider = serveDuringDescribe(() =>
-    createServer((req, res) => {
-      req.resume();
-      req.on('end', () => res.writeHead(201, { 'content-type': 'application/json' }).end(answer));
-    }),
-  );
+  const provider = providerAccepting(() => answer);
   // Through the one door every connector result passes (the registry's), where results are cut at MAX_KEPT_DEPTH.
   const sms = redactingSecrets(new SandboxSmsConnector());
   const send = async () => {
-    const outcome = await sms.send(
-      {
-        id: 'op_sms_mark',
-        tenantId: 'demo',
-        action: 'send',
-        params: { to: '+15550100', body: 'hi' },
-        expectedState: null,
-        providerRef: null,
-      },
-      { sandboxUrl: provider.url, timeoutMs: 2000 },
-    );
+    const outcome = await sms.send(smsToSend('op_sms_mark'), { sandboxUrl: provider.url, timeoutMs: 2000 });
     if (outcome.status !== OperationStatus.ACKNOWLEDGED) throw new Error(`not acknowledged: ${outcome.detail}`);
     return outcome.providerRef.id;
   };
