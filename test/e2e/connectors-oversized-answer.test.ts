@@ -1,8 +1,9 @@
-import { DEMO, Stack, waitFor } from '../support/stack';
+import { DEMO, Stack } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 import type { LocalServer } from '../support/local-server';
 import { stackBehindProxy } from '../support/provider-proxy';
 import type { Execution } from '@verity/sdk';
+import { ended } from './dispatcher-helpers';
 
 /** Past the connectors' 64 KiB limit on what they read of an answer. */
 const OVERSIZED = JSON.stringify({ id: 'ch_oversized', padding: 'x'.repeat(100 * 1024) });
@@ -43,13 +44,7 @@ describe('a provider whose answer to a send is larger than a connector reads', (
       body: submission([charge(reference)]),
     });
     expect(created.status).toBe(201);
-    const done = await waitFor(
-      async () =>
-        (await http<Execution>(stack.apiUrl, 'GET', `/v1/executions/${created.body.id}`, { key: DEMO.agent })).body,
-      (execution) => ['completed', 'failed', 'cancelled', 'expired'].includes(execution.status),
-      60_000,
-      200,
-    );
+    const done = await ended(stack, created.body.id, 60_000);
     expect((await stack.effects()).charges[reference].count).toBe(1);
     expect(done.operations[0].status).toBe('VERIFIED');
     const [row] = (await stack.db.dataSource.query(

@@ -1,8 +1,9 @@
-import { DEMO, Stack, waitFor } from '../support/stack';
+import { DEMO, Stack } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 import type { LocalServer } from '../support/local-server';
 import { stackBehindProxy } from '../support/provider-proxy';
 import type { Execution } from '@verity/sdk';
+import { ended } from './dispatcher-helpers';
 
 /**
  * The payment provider's read side answers 200 with a charge list whose entries are no charges (`null`, a number): the
@@ -40,13 +41,7 @@ describe('a provider whose charge list holds entries that are no charges', () =>
       body: submission([charge(reference)]),
     });
     expect(created.status).toBe(201);
-    const done = await waitFor(
-      async () =>
-        (await http<Execution>(stack.apiUrl, 'GET', `/v1/executions/${created.body.id}`, { key: DEMO.agent })).body,
-      (execution) => ['completed', 'failed', 'cancelled', 'expired'].includes(execution.status),
-      45_000,
-      200,
-    );
+    const done = await ended(stack, created.body.id);
     expect(done.operations[0].status).toBe('VERIFIED');
     expect((await stack.effects()).charges[reference].count).toBe(1);
     // The context read when it was prepared and the read-back right after the send (the reconciler reads the provider

@@ -1,8 +1,9 @@
-import { DEMO, Stack, waitFor } from '../support/stack';
+import { DEMO, Stack } from '../support/stack';
 import { http, sms, submission, unique } from '../support/http';
 import type { LocalServer } from '../support/local-server';
 import { stackBehindProxy } from '../support/provider-proxy';
 import type { Execution } from '@verity/sdk';
+import { ended } from './dispatcher-helpers';
 
 /** Nested arrays deeper than JSON.stringify (and Postgres's jsonb parser) can follow, in well under 64 KiB. */
 const DEEP = '['.repeat(20_000) + ']'.repeat(20_000);
@@ -38,13 +39,7 @@ describe('a provider whose answer to a send names its record with a value no rec
       body: submission([sms(clientRef)]),
     });
     expect(created.status).toBe(201);
-    const done = await waitFor(
-      async () =>
-        (await http<Execution>(stack.apiUrl, 'GET', `/v1/executions/${created.body.id}`, { key: DEMO.agent })).body,
-      (execution) => ['completed', 'failed', 'cancelled', 'expired'].includes(execution.status),
-      45_000,
-      200,
-    );
+    const done = await ended(stack, created.body.id);
     expect(done.operations[0].status).toBe('ACKNOWLEDGED');
     expect((await stack.effects()).messages[clientRef].count).toBe(1);
     const [row] = (await stack.db.dataSource.query('SELECT provider_ref FROM operations WHERE id = $1', [

@@ -1,7 +1,7 @@
 import { skewedClock } from '../support/skewed-clock';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, unique } from '../support/http';
-import { events, expectLegalHistory, getExecution, submit } from './dispatcher-helpers';
+import { ended, events, expectLegalHistory, getExecution, submit } from './dispatcher-helpers';
 
 /** How far the dispatcher's clock runs ahead of the database's here. */
 const AHEAD_MS = 120_000;
@@ -49,12 +49,7 @@ describe('dispatcher: a host clock ahead of the database', () => {
     });
     expect(approved.status).toBe(200);
     expect(Date.parse(String(approved.body.approval?.decided_at))).toBeGreaterThanOrEqual(requestedAt);
-    const done = await waitFor(
-      () => getExecution(stack, created.id),
-      (e) => ['completed', 'failed', 'cancelled', 'expired'].includes(e.status),
-      30_000,
-      150,
-    );
+    const done = await ended(stack, created.id, 30_000);
     expect(done.status).toBe('completed');
     expect(done.operations[0].status).toBe('VERIFIED');
     const log = await events(stack, created.id);

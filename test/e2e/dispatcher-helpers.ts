@@ -60,6 +60,16 @@ export function isSettled(op: Op): boolean {
   return isSettledOperation(op.status, op.verification_method);
 }
 
+/** Until the execution is terminal, its operations as they are then (see settle for every one settled too). */
+export async function ended(stack: Stack, id: string, timeoutMs = 45_000): Promise<Execution> {
+  return waitFor(
+    () => getExecution(stack, id),
+    (e) => TERMINAL_EXECUTION.includes(e.status),
+    timeoutMs,
+    150,
+  );
+}
+
 /** Until the execution is terminal and every operation has settled (no automatic step will move it again). */
 export async function settle(stack: Stack, id: string, timeoutMs = 45_000, agentKey = DEMO.agent): Promise<Execution> {
   return waitFor(
