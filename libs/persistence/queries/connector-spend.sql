@@ -19,20 +19,18 @@ SELECT connector, spending_caps FROM tenant_connector_settings
 -- usage
 SELECT count(*) AS operations,
             sum(CASE WHEN NOT (o.status = ANY($5::text[]) AND o.acknowledged_at IS NULL
-                 AND NOT (coalesce(o.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) THEN greatest(coalesce(CASE WHEN jsonb_typeof(o.evidence->'record' #> $4::text[]) = 'number'
+                 AND NOT (coalesce(o.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) THEN greatest(greatest(CASE WHEN jsonb_typeof(o.evidence->'record' #> $4::text[]) = 'number'
                  THEN verity_amount_of(o.evidence->'record' #> $4::text[]) END,
-            (s.amounts->>$6::text)::numeric,
-            verity_amount_of(o.params #> $4::text[])), 0) END) AS amount,
+            coalesce((s.amounts->>$6::text)::numeric, verity_amount_of(o.params #> $4::text[]))), 0) END) AS amount,
             now() - make_interval(secs => $3) AS since
      FROM connector_spend s JOIN operations o ON o.id = s.operation_id
      WHERE s.tenant_id = $1 AND s.connector = $2 AND s.spent_at >= now() - make_interval(secs => $3);
 
 -- amountBeyond
 SELECT coalesce(sum(CASE WHEN NOT (o.status = ANY($7::text[]) AND o.acknowledged_at IS NULL
-                 AND NOT (coalesce(o.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) THEN greatest(coalesce(CASE WHEN jsonb_typeof(o.evidence->'record' #> $4::text[]) = 'number'
+                 AND NOT (coalesce(o.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) THEN greatest(greatest(CASE WHEN jsonb_typeof(o.evidence->'record' #> $4::text[]) = 'number'
                  THEN verity_amount_of(o.evidence->'record' #> $4::text[]) END,
-            (s.amounts->>$8::text)::numeric,
-            verity_amount_of(o.params #> $4::text[])), 0) END), 0)
+            coalesce((s.amounts->>$8::text)::numeric, verity_amount_of(o.params #> $4::text[]))), 0) END), 0)
             + $5::numeric > $6::numeric AS beyond
      FROM connector_spend s JOIN operations o ON o.id = s.operation_id
      WHERE s.tenant_id = $1 AND s.connector = $2 AND s.spent_at >= now() - make_interval(secs => $3);

@@ -203,6 +203,59 @@ describe('spending caps count amounts exactly (real Postgres)', () => {
     await db.dataSource.query(`DELETE FROM connector_spend`);
   });
 
+  it('counts what was asked for a send held INTEGRITY_MISMATCH whose provider reports less (fail closed)', async () => {
+    await db.dataSource.query(`DELETE FROM connector_spend`);
+    // Asked 900; the source's record says 100. The record may be wrong (a target that scales or lies): counted 900.
+    expect(
+      await sendThen(
+        'mismatched-less',
+        900,
+        `status = 'MANUAL_REVIEW', attempt = 1, terminal_reason = 'INTEGRITY_MISMATCH',
+         evidence = '{"mismatched": ["amount"], "record": {"amount": 100, "currency": "EUR"}}'`,
+      ),
+    ).toBe(true);
+    expect(await spendingUsage(db.dataSource.manager, 'acme', 'sandbox.payments', cap, ['amount'])).toMatchObject({
+      operations: 1,
+      amount: 900,
+    });
+    expect(await sendUnderCap('past-asked', 200)).toBe(false);
+    await db.dataSource.query(`DELETE FROM connector_spend`);
+  });
+
+  it('does not let a read-back record of 0 lower what a verified send counts', async () => {
+    await db.dataSource.query(`DELETE FROM connector_spend`);
+    // An http target whose read field is the amount answers 0 (hostile, or another scale): charged 900 as asked.
+    expect(
+      await sendThen('record-zero', 900, `status = 'VERIFIED', attempt = 1, evidence = '{"record": {"amount": 0}}'`),
+    ).toBe(true);
+    expect(await spendingUsage(db.dataSource.manager, 'acme', 'sandbox.payments', cap, ['amount'])).toMatchObject({
+      operations: 1,
+      amount: 900,
+    });
+    expect(await sendUnderCap('second-900', 900)).toBe(false);
+    await db.dataSource.query(`DELETE FROM connector_spend`);
+  });
+
+  it('counts a released KNOWLEDGE_CONFLICT send at what it asked, not at the earlier charge its context read found', async () => {
+    await db.dataSource.query(`DELETE FROM connector_spend`);
+    // The context read found a 1 EUR charge of the same reference (evidence.record is that charge); the hold was
+    // released and the send charged 900.
+    expect(
+      await sendThen(
+        'released',
+        900,
+        `status = 'ACKNOWLEDGED', attempt = 1, acknowledged_at = now(),
+         evidence = '{"method": "context_read", "conflicts": ["an existing charge with this reference has a different amount, currency or status"], "record": {"amount": 1, "currency": "EUR", "status": "succeeded"}}'`,
+      ),
+    ).toBe(true);
+    expect(await spendingUsage(db.dataSource.manager, 'acme', 'sandbox.payments', cap, ['amount'])).toMatchObject({
+      operations: 1,
+      amount: 900,
+    });
+    expect(await sendUnderCap('next-999', 999)).toBe(false);
+    await db.dataSource.query(`DELETE FROM connector_spend`);
+  });
+
   it('sends up to the cap exactly, and nothing beyond it, however small', async () => {
     expect(await sendUnderCap('most', 999.9)).toBe(true);
     expect(await sendUnderCap('rest', 0.1)).toBe(true); // 999.9 + 0.1 is 1000 exactly: within the cap

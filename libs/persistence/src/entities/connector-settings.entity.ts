@@ -109,18 +109,18 @@ const spentAmountStands = (statuses: string) =>
 /**
  * What a sent operation `o` (its ledger row `s`) counts toward a cap whose amount_field is at `path` (a text[]
  * parameter), its period `period` (a text parameter), as numeric, read by `verity_amount_of` (the amount a target
- * charged for a JSON value: a number, or text as JavaScript's `Number()` reads it). First what the provider reported: a
- * read of the source that recorded the charge (`evidence.record`, the provider's record, as sandbox.payments keeps it)
- * with a number at the path — an operation held INTEGRITY_MISMATCH was charged that, not what it asked. Then what the
- * send was counted at when it was made under the cap's period (`s.amounts`): a cap whose amount_field changed since
- * still counts what its window's sends were sent with. Then what the operation carries at the path (a send made
- * before the cap, counted by its backfill).
+ * charged for a JSON value: a number, or text as JavaScript's `Number()` reads it): the greatest of what the send was
+ * counted at when it was made under the cap's period (`s.amounts`; a cap whose amount_field changed since still counts
+ * what its window's sends were sent with) or else what the operation carries at the path (a send made before the cap,
+ * counted by its backfill), and what the provider reported (`evidence.record`, a read of the source, with a number at
+ * the path). Nulls are skipped (`greatest`). The record only raises the count: an operation held INTEGRITY_MISMATCH
+ * at a higher amount was charged that; a lower one (a target that lies or scales, or the earlier charge a
+ * KNOWLEDGE_CONFLICT's context read found, kept when its hold is released) never lowers what was asked.
  */
 const amountAt = (path: string, period: string) =>
-  `coalesce(CASE WHEN jsonb_typeof(o.evidence->'record' #> ${path}::text[]) = 'number'
+  `greatest(CASE WHEN jsonb_typeof(o.evidence->'record' #> ${path}::text[]) = 'number'
                  THEN verity_amount_of(o.evidence->'record' #> ${path}::text[]) END,
-            (s.amounts->>${period}::text)::numeric,
-            verity_amount_of(o.params #> ${path}::text[]))`;
+            coalesce((s.amounts->>${period}::text)::numeric, verity_amount_of(o.params #> ${path}::text[])))`;
 
 export const CONNECTOR_SPEND_SQL = {
   lockOperation: `SELECT 1 FROM operations WHERE id = $1 FOR UPDATE`,
