@@ -542,3 +542,49 @@ describe('a cap set while sends are made counts every one of them (real Postgres
     });
   });
 });
+
+/**
+ * Hexadecimal, octal and binary text is read with a bounded cost: up to the significant digits a double can hold below
+ * Infinity for the base (256, 342, 1024) the exact value, as the decimal reading counts an exact value (also one just
+ * past `Number.MAX_VALUE`, past every cap either way); past them `Infinity` without reading the digits.
+ */
+describe('verity_amount_of reads prefixed digits exactly up to a double’s reach, past every cap beyond (real Postgres)', () => {
+  const db = useTestDatabase('capdigits', ['acme']);
+  const amountOf = async (text: string): Promise<string | null> => {
+    const [{ amount }] = (await db.dataSource.query(
+      `SELECT trim_scale(verity_amount_of(to_jsonb($1::text)))::text AS amount`,
+      [text],
+    )) as { amount: string | null }[];
+    return amount;
+  };
+  const pattern = (digits: string, n: number) =>
+    Array.from({ length: n }, (_, i) => digits[(i * 7 + 3) % digits.length]).join('');
+
+  it.each([
+    ['0x', 16, '0123456789abcdefABCDEF'.slice(0, 16), 256],
+    ['0o', 8, '01234567', 342],
+    ['0b', 2, '01', 1024],
+  ])('reads %s digits exactly up to the bound, and Infinity past it', async (prefix, _base, digits, bound) => {
+    const exact = (text: string) => BigInt(text.trim()).toString();
+    const top = digits[digits.length - 1];
+    const cases = [
+      prefix + '1',
+      prefix + top,
+      prefix + '1' + '0'.repeat(bound - 1), // a power of the base at the bound: Number() reads it exactly
+      prefix + top.repeat(bound), // the largest at the bound: past Number.MAX_VALUE (Infinity to Number())
+      prefix + '0'.repeat(3000) + top.repeat(bound), // leading zeros are not significant
+      prefix + '1' + pattern(digits, bound - 1),
+      prefix + pattern(digits, 61),
+      ' ' + prefix + pattern(digits, 100) + '\u00a0',
+    ];
+    for (const text of cases) expect([text, await amountOf(text)]).toEqual([text, exact(text)]);
+    expect(Number(prefix + '1' + '0'.repeat(bound - 1))).toBe(Number(exact(prefix + '1' + '0'.repeat(bound - 1))));
+    expect(Number(exact(prefix + top.repeat(bound)))).toBe(Infinity);
+    // Past the bound: Infinity (Number() reads Infinity too), read without taking the digits apart.
+    for (const text of [prefix + '1' + '0'.repeat(bound), prefix + top.repeat(4000 / (prefix === '0b' ? 1 : 2))]) {
+      expect(Number(text)).toBe(Infinity);
+      expect(await amountOf(text)).toBe('Infinity');
+    }
+    expect(await amountOf(prefix + '0'.repeat(4000))).toBe('0');
+  });
+});

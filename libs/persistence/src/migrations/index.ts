@@ -15,6 +15,7 @@ import { RecheckRequestLifetime1764718000000 } from './1764718000000-recheck-req
 import { RecheckRequestPruneIndexes1764719000000 } from './1764719000000-recheck-request-prune-indexes';
 import { CapAmountFunction1764721300000 } from './1764721300000-cap-amount-function';
 import { SpendBackfillIndex1764721400000 } from './1764721400000-spend-backfill-index';
+import { CapAmountBoundedDigits1764721500000 } from './1764721500000-cap-amount-bounded-digits';
 import { Webhooks1764510000000 } from './1764510000000-webhooks';
 import { ExecutionTrace1764520300000 } from './1764520300000-execution-trace';
 import { HotUpdates1764530000000 } from './1764530000000-hot-updates';
@@ -75,4 +76,5 @@ export const MIGRATIONS = [
   RecheckRequestPruneIndexes1764719000000,
   CapAmountFunction1764721300000,
   SpendBackfillIndex1764721400000,
+  CapAmountBoundedDigits1764721500000,
 ];
