@@ -93,3 +93,16 @@ export async function insertStandingKeys(db: Queryable, tenantId: string, ids: r
     );
   }
 }
+
+/** Marks an operation sent now (SENT, attempt 1) without the ledger: a send made before any spending cap. */
+export async function markSentWithoutLedger(db: Queryable, operationId: string): Promise<void> {
+  await db.query(`UPDATE operations SET status = 'SENT', attempt = 1, sent_at = now() WHERE id = $1`, [operationId]);
+}
+
+/** The operations in a tenant's spending ledger (connector_spend), in id order. */
+export async function spendLedger(db: Queryable, tenantId: string): Promise<string[]> {
+  const found = (await db.query(`SELECT operation_id FROM connector_spend WHERE tenant_id = $1 ORDER BY operation_id`, [
+    tenantId,
+  ])) as { operation_id: string }[];
+  return found.map((r) => r.operation_id);
+}

@@ -58,6 +58,16 @@ INSERT INTO connector_spend (operation_id, tenant_id, connector, spent_at)
 -- mark
 SELECT clock_timestamp() AS at;
 
+-- prefillRead
+SELECT id, sent_at FROM operations
+     WHERE tenant_id = $1 AND connector = $2 AND attempt > 0 AND sent_at >= now() - make_interval(secs => $3);
+
+-- prefillWrite
+INSERT INTO connector_spend (operation_id, tenant_id, connector, spent_at)
+     SELECT o.id, o.tenant_id, o.connector, u.at FROM unnest($3::text[], $4::timestamptz[]) AS u(id, at)
+       JOIN operations o ON o.id = u.id AND o.tenant_id = $1 AND o.connector = $2
+     ON CONFLICT (operation_id) DO NOTHING;
+
 -- prune
 DELETE FROM connector_spend WHERE operation_id IN (
        SELECT operation_id FROM connector_spend WHERE spent_at < now() - make_interval(secs => $1)

@@ -6,6 +6,7 @@ import { waitForLockWaiter } from '../../../test/support/lock-waits';
 import { upsertConnectorSettings } from './connector-settings.repository';
 import {
   CapExceeded,
+  SpendPrefill,
   SpendingCapRow,
   backfillSpend,
   commitWithinSpendingCaps,
@@ -489,7 +490,7 @@ describe('a cap set while sends are made counts every one of them (real Postgres
     // A send whose SENT statement is written, not yet committed, when the change begins: the mark waits for it.
     const sender = db.dataSource.createQueryRunner();
     await sender.connect();
-    let since: Date;
+    let prefill: SpendPrefill;
     try {
       await sender.startTransaction();
       expect((await send(sender.manager, inFlight)).won).toBe(true);
@@ -498,21 +499,27 @@ describe('a cap set while sends are made counts every one of them (real Postgres
       await waitForLockWaiter(db.dataSource, { unless: () => marked });
       expect(marked).toBe(false);
       await sender.commitTransaction();
-      since = await prefilling;
+      prefill = await prefilling;
     } finally {
       if (sender.isTransactionActive) await sender.rollbackTransaction();
       await sender.release();
     }
-    expect((await ledger()).sort()).toEqual([before, inFlight].sort());
+    // Read, not written: the change writes them (a change refused writes nothing).
+    expect(prefill.ids.sort()).toEqual([before, inFlight].sort());
+    expect(await ledger()).toEqual([]);
 
     // Sent after the prefill, before the change takes the lock: counted by the change's own backfill, which reads only
-    // the sends since the mark (a row of `before`, taken out of the ledger here, is not read again: it is not scanned).
+    // the sends since the mark (`before`, left out of the prefill's read here, is not read again: it is not scanned).
     expect((await send(db.dataSource.manager, between)).won).toBe(true);
-    await db.dataSource.query(`DELETE FROM connector_spend WHERE operation_id = $1`, [before]);
+    const withoutBefore: SpendPrefill = {
+      since: prefill.since,
+      ids: prefill.ids.filter((id) => id !== before),
+      sentAt: prefill.sentAt.filter((_, i) => prefill.ids[i] !== before),
+    };
     await transaction(db.dataSource, async (tx) => {
       await lockSpendingCaps(tx, 'acme', CONNECTOR);
       await upsertConnectorSettings(tx, 'acme', CONNECTOR, { spendingCaps: [cap], by: 'key_admin' });
-      await backfillSpend(tx, 'acme', CONNECTOR, 86_400, since);
+      await backfillSpend(tx, 'acme', CONNECTOR, 86_400, withoutBefore);
     });
     expect((await ledger()).sort()).toEqual([inFlight, between].sort());
     expect(await spendingUsage(db.dataSource.manager, 'acme', CONNECTOR, cap, ['amount'])).toMatchObject({

@@ -14,6 +14,7 @@ import {
   deleteConnectorSecret,
   loadConnectorSettings,
   prefillSpend,
+  SpendPrefill,
   spendingUsage,
   sqlState,
   transaction,
@@ -116,22 +117,23 @@ export class ConnectorSettingsService {
 
     // A new cap counts what its window already holds. The long part of that is read before the change takes the caps'
     // lock (which every send of the tenant's connector waits for), from a mark no send in flight passes; under the lock
-    // only the sends since the mark are read. Not for a change its version condition already refuses (412).
+    // only the sends since the mark are read, and what the prefill read is written with the change (a change refused
+    // writes nothing). Not read for a change its version condition already refuses (412).
     const longest = Math.max(0, ...(input.spending_caps ?? []).map((c) => SPENDING_PERIOD_SECONDS[c.period]));
-    let since: Date | null = null;
+    let prefill: SpendPrefill | null = null;
     if (longest > 0) {
       const current = await connectorSettingsVersion(this.db.manager, principal.tenantId, connectorName);
       if (!versionConditionHolds(current, condition)) {
         throw versionConditionFailed('the connector settings', condition);
       }
-      since = await prefillSpend(this.db, principal.tenantId, connectorName, longest);
+      prefill = await prefillSpend(this.db, principal.tenantId, connectorName, longest);
     }
     const { view, version } = await this.stale(
       condition,
       transaction(this.db, async (tx) => {
         // The change holds the connector's spending-caps lock until the commit (changeConnectorSettings): a send that
         // checks the settings waits for it, so none commits from the settings before it unseen by the backfill below
-        // (of the sends since the prefill's mark; the prefill counted those before it).
+        // (of the sends since the prefill's mark; the prefill read those before it, written here).
         await changeConnectorSettings(tx, this.change(principal, connectorName, condition), async () => {
           await upsertConnectorSettings(tx, principal.tenantId, connectorName, {
             allowHosts: input.allow_hosts,
@@ -141,7 +143,7 @@ export class ConnectorSettingsService {
           });
           await this.writeSecrets(tx, principal, connectorName, input.secrets ?? {});
         });
-        if (longest > 0) await backfillSpend(tx, principal.tenantId, connectorName, longest, since);
+        if (longest > 0) await backfillSpend(tx, principal.tenantId, connectorName, longest, prefill);
         return {
           view: await this.view(tx, principal, connectorName),
           version: await connectorSettingsVersion(tx, principal.tenantId, connectorName),

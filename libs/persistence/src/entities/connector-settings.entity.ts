@@ -168,6 +168,14 @@ export const CONNECTOR_SPEND_SQL = {
      ON CONFLICT (operation_id) DO NOTHING`,
   // Taken holding the caps' lock (exclusively: every send in flight has committed), the time a prefill counts from.
   mark: `SELECT clock_timestamp() AS at`,
+  // What a prefill reads outside the lock (the backfill's rows, not written): the window's sends of the connector.
+  prefillRead: `SELECT id, sent_at FROM operations
+     WHERE tenant_id = $1 AND connector = $2 AND attempt > 0 AND sent_at >= now() - make_interval(secs => $3)`,
+  // The rows a prefill read, written under the change's lock; an operation pruned since is skipped.
+  prefillWrite: `INSERT INTO connector_spend (operation_id, tenant_id, connector, spent_at)
+     SELECT o.id, o.tenant_id, o.connector, u.at FROM unnest($3::text[], $4::timestamptz[]) AS u(id, at)
+       JOIN operations o ON o.id = u.id AND o.tenant_id = $1 AND o.connector = $2
+     ON CONFLICT (operation_id) DO NOTHING`,
   prune: `DELETE FROM connector_spend WHERE operation_id IN (
        SELECT operation_id FROM connector_spend WHERE spent_at < now() - make_interval(secs => $1)
        ORDER BY spent_at LIMIT $2
@@ -559,44 +567,59 @@ export async function lockReadBackBindings(
   }
 }
 
+/** What a prefill read before a cap's change (prefillSpend): its mark, and the sends before it, not yet written. */
+export interface SpendPrefill {
+  since: Date;
+  ids: string[];
+  sentAt: Date[];
+}
+
 /**
  * When a cap is set, what was already sent in its longest window counts too: the ledger is filled from the operations
  * table, under the change's hold of the caps' lock (lockSpendingCaps), so no send commits from the settings before the
- * change unseen by it. `since`: the mark of a prefill made before the lock (prefillSpend), which counted every send
- * before it; only the sends since are read here. Null: the whole window, every capped send of the connector waiting.
+ * change unseen by it, and in the change's transaction, so a change refused writes nothing. `prefill`: what a prefill
+ * made before the lock (prefillSpend) read, every send before its mark: written here, and only the sends since the
+ * mark are read. Null: the whole window is read, every capped send of the connector waiting.
  */
 export async function backfillSpend(
   db: Queryable,
   tenantId: string,
   connector: string,
   seconds: number,
-  since: Date | null = null,
+  prefill: SpendPrefill | null = null,
 ) {
-  await db.query(CONNECTOR_SPEND_SQL.backfill, [tenantId, connector, seconds, since]);
+  if (prefill && prefill.ids.length > 0) {
+    await db.query(CONNECTOR_SPEND_SQL.prefillWrite, [tenantId, connector, prefill.ids, prefill.sentAt]);
+  }
+  await db.query(CONNECTOR_SPEND_SQL.backfill, [tenantId, connector, seconds, prefill?.since ?? null]);
 }
 
 /**
- * The long part of a cap's backfill, made before its change and outside the caps' lock, so the tenant's sends of the
+ * The long part of a cap's backfill, read before its change and outside the caps' lock, so the tenant's sends of the
  * connector do not wait for it (a month of sends to read). First the mark: the caps' lock is taken exclusively — every
  * send holds it (shared, or exclusively under a cap) from before it stamps `sent_at` until it commits, so every send
  * stamped before the mark has committed — the database's clock is read, and the lock is let go. Then every send in
- * the window is counted, committed (the ledger is history: a change refused after this leaves true rows, which the
- * cap's own backfill would write). A send stamped after the mark takes the lock after it, so its `sent_at` is later:
- * `backfillSpend(…, since)` under the change's lock finds it.
+ * the window is read, not written: the change writes them with its own (`backfillSpend(…, prefill)`), so a change
+ * refused (412, a key revoked meanwhile) writes nothing. A send stamped after the mark takes the lock after it, so its
+ * `sent_at` is later: the change's backfill reads it under the lock.
  */
 export async function prefillSpend(
   dataSource: DataSource,
   tenantId: string,
   connector: string,
   seconds: number,
-): Promise<Date> {
+): Promise<SpendPrefill> {
   const since = await transaction(dataSource, async (tx) => {
     await lockSpendingCaps(tx, tenantId, connector);
     const [row] = await rows<{ at: Date }>(tx, CONNECTOR_SPEND_SQL.mark, []);
     return new Date(row.at);
   });
-  await backfillSpend(dataSource.manager, tenantId, connector, seconds);
-  return since;
+  const sent = await rows<{ id: string; sent_at: Date }>(dataSource.manager, CONNECTOR_SPEND_SQL.prefillRead, [
+    tenantId,
+    connector,
+    seconds,
+  ]);
+  return { since, ids: sent.map((r) => r.id), sentAt: sent.map((r) => r.sent_at) };
 }
 
 /**

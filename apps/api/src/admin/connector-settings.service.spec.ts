@@ -1,0 +1,101 @@
+import { ConnectorRegistry } from '@verity/connectors';
+import {
+  SecretsCipher,
+  changeConnectorSettings,
+  connectorSettingsVersion,
+  spendingUsage,
+  upsertConnectorSettings,
+} from '@verity/persistence';
+import type { VerityConfig } from '@verity/platform';
+import pino from 'pino';
+import {
+  chargeOperation,
+  insertStandingKeys,
+  insertTestExecution,
+  markSentWithoutLedger,
+  spendLedger,
+} from '../../../../test/support/fixtures';
+import { waitForLockWaiter } from '../../../../test/support/lock-waits';
+import { useTestDatabase } from '../../../../test/support/test-database';
+import type { Principal } from '../auth/principal';
+import { Problem } from '../problem/problem';
+import { ConnectorSettingsService } from './connector-settings.service';
+
+/**
+ * A caps PUT counts what its window already holds (the sends made before the cap), and a PUT refused writes nothing —
+ * not the ledger rows of that count either (they are written with the change, in its transaction).
+ */
+describe('ConnectorSettingsService.put with spending caps (real Postgres)', () => {
+  const db = useTestDatabase('capsput', ['acme', 'beta']);
+  const CONNECTOR = 'sandbox.payments';
+  const acme: Principal = { keyId: 'key_capsput_acme', tenantId: 'acme', role: 'admin' };
+  const beta: Principal = { keyId: 'key_capsput_beta', tenantId: 'beta', role: 'admin' };
+  const cap = { period: 'day' as const, max_amount: 1000, amount_field: 'amount' };
+  const otherCap = { period: 'hour' as const, max_operations: 5 };
+  let service: ConnectorSettingsService;
+
+  beforeAll(async () => {
+    await insertStandingKeys(db.dataSource.manager, 'acme', [acme.keyId]);
+    await insertStandingKeys(db.dataSource.manager, 'beta', [beta.keyId]);
+    service = new ConnectorSettingsService(
+      db.dataSource,
+      new SecretsCipher(undefined),
+      new ConnectorRegistry(),
+      { NODE_ENV: 'test' } as VerityConfig,
+      pino({ level: 'silent' }),
+    );
+  });
+
+  /** A send of 300 by `tenantId` made before any cap (SENT, never counted in the ledger). */
+  async function sentBeforeTheCap(tenantId: string, key: string): Promise<string> {
+    const op = chargeOperation({ key, params: { amount: 300, currency: 'EUR', reference: `ref-${key}` } });
+    await insertTestExecution(db.dataSource.manager, tenantId, { operations: [op] });
+    await markSentWithoutLedger(db.dataSource.manager, op.id);
+    return op.id;
+  }
+
+  it('counts a send made before the cap existed', async () => {
+    const id = await sentBeforeTheCap('acme', 'before-cap');
+    await service.put(acme, CONNECTOR, { spending_caps: [cap] });
+    expect(await spendLedger(db.dataSource.manager, 'acme')).toEqual([id]);
+    expect(await spendingUsage(db.dataSource.manager, 'acme', CONNECTOR, cap, ['amount'])).toMatchObject({
+      operations: 1,
+      amount: 300,
+    });
+  });
+
+  it('writes nothing, no ledger row either, when its If-Match version moved after its pre-check (412)', async () => {
+    await sentBeforeTheCap('beta', 'before-refused');
+    const version = await connectorSettingsVersion(db.dataSource.manager, 'beta', CONNECTOR);
+    // Another change holds the caps' lock when the PUT's prefill takes its mark, and commits a new version meanwhile.
+    const other = db.dataSource.createQueryRunner();
+    await other.connect();
+    let refusal: unknown;
+    try {
+      await other.startTransaction();
+      await changeConnectorSettings(other.manager, { tenantId: 'beta', connector: CONNECTOR, by: beta.keyId }, () =>
+        upsertConnectorSettings(other.manager, 'beta', CONNECTOR, { spendingCaps: [otherCap], by: beta.keyId }),
+      );
+      let answered = false;
+      const putting = service
+        .put(beta, CONNECTOR, { spending_caps: [cap] }, { ifMatch: [version] })
+        .finally(() => (answered = true));
+      putting.catch(() => undefined);
+      await waitForLockWaiter(db.dataSource, { unless: () => answered });
+      expect(answered).toBe(false);
+      await other.commitTransaction();
+      refusal = await putting.then(
+        () => 'taken',
+        (error: unknown) => error,
+      );
+    } finally {
+      if (other.isTransactionActive) await other.rollbackTransaction();
+      await other.release();
+    }
+    expect(refusal).toBeInstanceOf(Problem);
+    expect((refusal as Problem).status).toBe(412);
+    expect(await spendLedger(db.dataSource.manager, 'beta')).toEqual([]);
+    // The settings are the other change's.
+    expect((await service.get(beta, CONNECTOR)).view.spending_caps).toEqual([otherCap]);
+  });
+});
