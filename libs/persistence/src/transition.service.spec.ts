@@ -13,7 +13,7 @@ import { useTestDatabase } from '../../../test/support/test-database';
 import { FindOptionsWhere } from 'typeorm';
 import { createApiKey, revokeApiKey } from './api-keys';
 import { EventEntity, OperationEntity } from './entities';
-import { findOperationWithVersion } from './store';
+import { findOperationWithVersion, lockOperationAtVersion } from './store';
 import { DecisionInput, OperationSnapshot, TransitionService } from './transition.service';
 
 describe('TransitionService (real Postgres)', () => {
@@ -867,7 +867,8 @@ describe('TransitionService (real Postgres)', () => {
     // The version a person decides on includes "the FAILED this retries was contradicted since" (retry_refuted), read
     // from another row. The decision's statement judges its conditions, then waits for its own row (held here, as a
     // sweep or another reviewer holds it); meanwhile the original's late 2xx is written and committed in a session of
-    // its own. The decision is written only if that refutation waited for it; otherwise it is refused.
+    // its own. The chain is share-locked as the decision's conditions are judged, before it waits for its row: the
+    // refutation waits for the decision, which is written, and the refutation is written after it.
     const original = await newExecutionWithOneOperation();
     const retry = await newExecutionWithOneOperation();
     await db.dataSource.query(`UPDATE operations SET status = 'FAILED', attempt = 1 WHERE id = $1`, [
@@ -910,12 +911,89 @@ describe('TransitionService (real Postgres)', () => {
       await holder.commitTransaction();
       const result = await deciding;
       await refuting;
-      if (result.won) expect(refutationSawDecision).toBe(true);
-      else expect(await eventsWhere({ executionId: retry.executionId, type: 'approval.decided' })).toHaveLength(0);
+      // The decision's statement share-locked the chain before it waited for its row: the refutation waited for it.
+      expect(result.won).toBe(true);
+      expect(refutationSawDecision).toBe(true);
     } finally {
       if (holder.isTransactionActive) await holder.rollbackTransaction();
       if (other.isTransactionActive) await other.rollbackTransaction();
       await holder.release();
+      await other.release();
+    }
+  });
+
+  it('decide: a decision naming the version before a refutation committed is refused, nothing written', async () => {
+    const original = await newExecutionWithOneOperation();
+    const retry = await newExecutionWithOneOperation();
+    await db.dataSource.query(`UPDATE operations SET status = 'FAILED', attempt = 1 WHERE id = $1`, [
+      original.operationId,
+    ]);
+    await db.dataSource.query(`UPDATE operations SET retry_of = $2 WHERE id = $1`, [
+      retry.operationId,
+      original.operationId,
+    ]);
+    const shown = (await findOperationWithVersion(db.dataSource.manager, retry.operationId, 'acme'))!.version;
+    await db.dataSource.query(`UPDATE operations SET acknowledged_at = now() WHERE id = $1`, [original.operationId]);
+    const result = await decideApproval(retry.operationId, 'deny', { whileVersionIn: [shown] });
+    expect(result.won).toBe(false);
+    expect(await eventsWhere({ executionId: retry.executionId, type: 'approval.decided' })).toHaveLength(0);
+  });
+
+  it('re-check request: the version it is made on is judged on the chain under lock, so a refutation waits for it', async () => {
+    // lockOperationAtVersion (a re-check asked for under If-Match) share-locks the operation while it is at the
+    // version named. Its row is held (FOR UPDATE, as a sweep holds it) while it waits; the original's late 2xx is
+    // written meanwhile in a session of its own. Judged from its snapshot, the request passed after that refutation
+    // committed; on the chain under lock, the refutation waits for the request's transaction.
+    const original = await newExecutionWithOneOperation();
+    const retry = await newExecutionWithOneOperation();
+    await db.dataSource.query(`UPDATE operations SET status = 'FAILED', attempt = 1 WHERE id = $1`, [
+      original.operationId,
+    ]);
+    await db.dataSource.query(`UPDATE operations SET retry_of = $2 WHERE id = $1`, [
+      retry.operationId,
+      original.operationId,
+    ]);
+    const shown = (await findOperationWithVersion(db.dataSource.manager, retry.operationId, 'acme'))!.version;
+    const holder = db.dataSource.createQueryRunner();
+    const request = db.dataSource.createQueryRunner();
+    const other = db.dataSource.createQueryRunner();
+    await holder.connect();
+    await request.connect();
+    await other.connect();
+    try {
+      await holder.startTransaction();
+      await holder.query(`SELECT 1 FROM operations WHERE id = $1 FOR UPDATE`, [retry.operationId]);
+      await request.startTransaction();
+      let answered = false;
+      const locking = lockOperationAtVersion(request.manager, 'acme', retry.operationId, [shown]).finally(
+        () => (answered = true),
+      );
+      await waitForLockWaiter(db.dataSource, { unless: () => answered });
+      let refuted = false;
+      const refuting = (async () => {
+        await other.startTransaction();
+        await other.query(`UPDATE operations SET acknowledged_at = now() WHERE id = $1`, [original.operationId]);
+        await other.commitTransaction();
+      })().finally(() => (refuted = true));
+      // The refutation is answered at once, or waits for the request's statement (two sessions then wait on locks).
+      await waitFor(
+        async () => refuted || (await lockWaiters(db.dataSource)) >= 2,
+        (done) => done,
+      );
+      await holder.commitTransaction();
+      expect(await locking).toBe(true);
+      // Locked at the version named: the refutation has not committed, and waits until the request's transaction ends.
+      expect(refuted).toBe(false);
+      await waitForLockWaiter(db.dataSource, { statementLike: '%acknowledged_at%', unless: () => refuted });
+      expect(refuted).toBe(false);
+      await request.commitTransaction();
+      await refuting;
+    } finally {
+      if (holder.isTransactionActive) await holder.rollbackTransaction();
+      if (request.isTransactionActive) await request.rollbackTransaction();
+      if (other.isTransactionActive) await other.rollbackTransaction();
+      await holder.release();
+      await request.release();
       await other.release();
     }
   });
