@@ -1,5 +1,6 @@
 import { ConnectorRegistry } from '@verity/connectors';
 import {
+  KeyRevokedError,
   SecretsCipher,
   changeConnectorSettings,
   connectorSettingsVersion,
@@ -15,7 +16,7 @@ import {
   markSentWithoutLedger,
   spendLedger,
 } from '../../../../test/support/fixtures';
-import { waitForLockWaiter } from '../../../../test/support/lock-waits';
+import { waitForLockWaiter, writeDuringRevocation } from '../../../../test/support/lock-waits';
 import { useTestDatabase } from '../../../../test/support/test-database';
 import type { Principal } from '../auth/principal';
 import { Problem } from '../problem/problem';
@@ -26,7 +27,7 @@ import { ConnectorSettingsService } from './connector-settings.service';
  * not the ledger rows of that count either (they are written with the change, in its transaction).
  */
 describe('ConnectorSettingsService.put with spending caps (real Postgres)', () => {
-  const db = useTestDatabase('capsput', ['acme', 'beta']);
+  const db = useTestDatabase('capsput', ['acme', 'beta', 'gamma']);
   const CONNECTOR = 'sandbox.payments';
   const acme: Principal = { keyId: 'key_capsput_acme', tenantId: 'acme', role: 'admin' };
   const beta: Principal = { keyId: 'key_capsput_beta', tenantId: 'beta', role: 'admin' };
@@ -97,5 +98,18 @@ describe('ConnectorSettingsService.put with spending caps (real Postgres)', () =
     expect(await spendLedger(db.dataSource.manager, 'beta')).toEqual([]);
     // The settings are the other change's.
     expect((await service.get(beta, CONNECTOR)).view.spending_caps).toEqual([otherCap]);
+  });
+  it('writes nothing, no ledger row either, when its key is revoked while it is made', async () => {
+    const gamma: Principal = { keyId: 'key_capsput_gamma', tenantId: 'gamma', role: 'admin' };
+    await insertStandingKeys(db.dataSource.manager, 'gamma', [gamma.keyId]);
+    await sentBeforeTheCap('gamma', 'before-revoked');
+    const refusal = await writeDuringRevocation(db.dataSource, gamma.keyId, () =>
+      service.put(gamma, CONNECTOR, { spending_caps: [cap] }).then(
+        () => 'taken',
+        (error: unknown) => error,
+      ),
+    );
+    expect(refusal).toBeInstanceOf(KeyRevokedError);
+    expect(await spendLedger(db.dataSource.manager, 'gamma')).toEqual([]);
   });
 });
