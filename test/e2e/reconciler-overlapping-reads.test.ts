@@ -274,6 +274,30 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
       expect((await row(operationId)).obligation).toMatchObject({ effect_shown_after_failed: { result: 'found' } });
       expect((await rechecked(operationId)).filter((e) => e.after === 'FAILED')).toHaveLength(1);
     });
+
+    it('a run whose read showed another amount after a reviewer’s FAILED records it, though the other run used the request', async () => {
+      // No VERIFIED is tried for another amount: the run goes straight to the hold's record, which the FAILED refuses.
+      // Before, it tried only to keep the effect on a hold (refused too) and ended "no recorded request": nothing of
+      // what its read showed was written, no event, no warning.
+      const { operationId, reference } = await heldCharge();
+      const requestId = await reviewerRequest(operationId);
+      const first = held.length;
+      const { running: a } = await readArrived(() => service.recheck(operationId, requestId));
+      const { running: b } = await readArrived(() => service.recheck(operationId, requestId));
+      unreachable(first);
+      expect(await a).toBe('still held: unreachable');
+      await db.dataSource.query(
+        `UPDATE operations SET status = 'FAILED', terminal_reason = 'MANUAL_RESOLUTION' WHERE id = $1`,
+        [operationId],
+      );
+      charged(first + 1, reference, 999);
+      expect(await b).toBe('skipped: lost race');
+      expect((await row(operationId)).obligation).toMatchObject({ effect_shown_after_failed: { result: 'mismatch' } });
+      const afterFailed = (await rechecked(operationId)).filter((e) => e.after === 'FAILED');
+      expect(afterFailed).toEqual([
+        expect.objectContaining({ result: 'mismatch', trigger: 'reviewer', duplicate_run: true }),
+      ]);
+    });
   });
 
   /**

@@ -418,7 +418,9 @@ export class VerificationService {
    * with the due time it was armed for; a job with neither (enqueued by an older version) runs for whatever is owed.
    * A reviewer's job run twice at once (BullMQ's stalled-job recovery, two reconcilers) reads twice: the run that writes
    * first uses the request; the other writes nothing more in the reviewer's name unless its read showed the effect and
-   * the record lacks it (VERIFIED, `effect_shown`, `effect_shown_after_failed`), marked `duplicate_run`.
+   * the record lacks it (VERIFIED, `effect_shown`, `effect_shown_after_failed`), marked `duplicate_run`. That mark
+   * means the request, unused at the run's look before its read, could not be claimed when it wrote (REQUEST_USED): the
+   * other run used it, or — rarely, and marked the same — it was pruned or its hold's attempt ended meanwhile.
    */
   async recheck(operationId: string, requestId?: string, dueAt?: unknown): Promise<RecheckOutcome> {
     const found = await findOperationWithClockForWorker(this.db.manager, operationId);
@@ -523,10 +525,15 @@ export class VerificationService {
         }),
       );
       // The job ran twice at once and the other run wrote the request's event: nothing more in the reviewer's name,
-      // unless this read showed the effect and the hold does not have it yet (the other read did not show it).
+      // unless this read showed the effect and the record lacks it — on the hold (the other read did not show it), or,
+      // the hold resolved FAILED since, as the FAILED's refutation (recordEffectFoundAfterFailed, written once).
       if (annotated === REQUEST_USED) {
-        const kept = readShowsTheEffect(read.kind) && (await this.keepEffectShown(held, read, trigger, clockOffsetMs));
-        return kept ? `still held: ${read.kind}` : 'skipped: no recorded request';
+        if (!readShowsTheEffect(read.kind)) return 'skipped: no recorded request';
+        if (await this.keepEffectShown(held, read, trigger, clockOffsetMs)) return `still held: ${read.kind}`;
+        if ((await findOperationForWorker(this.db.manager, op.id))?.status === S.MANUAL_REVIEW) {
+          return 'skipped: no recorded request';
+        }
+        break;
       }
       if (annotated.won) {
         if (next && !superseded) await this.scheduleRecheck(held, next, clockOffsetMs);
