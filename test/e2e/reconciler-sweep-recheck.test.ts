@@ -29,7 +29,7 @@ describe('sweeper: a re-armed automatic re-check is the chain’s own (real Post
   let verification: VerificationService;
 
   beforeAll(async () => {
-    // The source is never read here: every re-check run below stops before it reads.
+    // The source is unreachable (nothing listens on port 9): a re-check that reads keeps the hold held.
     const config = loadConfig({
       REDIS_URL: TEST_REDIS_URL,
       QUEUE_PREFIX: prefix,
@@ -108,6 +108,26 @@ describe('sweeper: a re-armed automatic re-check is the chain’s own (real Post
       operationId,
     ]);
     expect(await run(jobs[0])).toBe('skipped: superseded');
+  });
+
+  it('a due time written with microseconds (by the database’s clock, or by hand) still names the chain’s job', async () => {
+    // Its job carries the time as a JS Date has it (milliseconds). Compared to the microsecond, the re-check's write was
+    // refused ("lost race") on every sweep's re-armed job: the hold was never re-checked again and nothing said so.
+    const { operationId } = await overdueHold();
+    await db.dataSource.query(
+      `UPDATE operations SET next_check_at = date_trunc('second', now()) - interval '1 hour'
+              + interval '123456 microseconds' WHERE id = $1`,
+      [operationId],
+    );
+    await sweeper.sweep();
+    const jobs = await recheckJobs(operationId);
+    expect(jobs).toHaveLength(1);
+    expect(await run(jobs[0])).toBe('still held: unreachable');
+    const [op] = (await db.dataSource.query(
+      `SELECT next_check_at > now() AS redated, obligation->'rechecks' AS rechecks FROM operations WHERE id = $1`,
+      [operationId],
+    )) as { redated: boolean; rechecks: number }[];
+    expect(op).toEqual({ redated: true, rechecks: 1 });
   });
 
   it('adds no second job beside the chain’s own that is only late', async () => {

@@ -436,6 +436,7 @@ export class VerificationService {
       requestId === undefined && dueAt !== undefined
         ? new Date(typeof dueAt === 'string' ? Date.parse(dueAt) : NaN)
         : undefined;
+    // (At the millisecond, as the statement's guard compares it: the driver reads the row's time without what is finer.)
     if (scheduledFor && op.nextCheckAt?.getTime() !== scheduledFor.getTime()) return 'skipped: superseded';
     const request =
       requestId === undefined

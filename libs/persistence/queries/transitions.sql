@@ -278,7 +278,7 @@ WITH moved AS (
 
 -- annotateCounted
 WITH moved AS (
-         UPDATE operations SET updated_at = clock_timestamp(), next_check_at = $3, obligation = jsonb_set(coalesce(obligation, '{}'::jsonb) || $4::jsonb, '{rechecks}', to_jsonb(coalesce((obligation->>'rechecks')::int, 0) + 1)) WHERE id = $1 AND status = $2 AND obligation->>'due_at' = $5 AND next_check_at = $6::timestamptz
+         UPDATE operations SET updated_at = clock_timestamp(), next_check_at = $3, obligation = jsonb_set(coalesce(obligation, '{}'::jsonb) || $4::jsonb, '{rechecks}', to_jsonb(coalesce((obligation->>'rechecks')::int, 0) + 1)) WHERE id = $1 AND status = $2 AND obligation->>'due_at' = $5 AND date_trunc('milliseconds', next_check_at) = $6::timestamptz
          RETURNING id, execution_id, tenant_id
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()

@@ -40,6 +40,8 @@ export interface OperationPatch {
    * When the operation is next owed a read, compared by the sweeper with the database's clock: `'now'` or
    * `DatabaseNowPlus` are stamped by that clock in the statement (a host whose clock is behind wrote reads due at once,
    * one ahead left them late); a Date only when the caller computed it on that clock already (its measured offset).
+   * A hold's is also the due time its scheduled re-check job carries (milliseconds), and is compared with it at the
+   * millisecond (whileNextCheckAt): a time stamped by the database, with microseconds, still names that job.
    */
   next_check_at?: 'now' | DatabaseNowPlus | Date | null;
 }
@@ -502,6 +504,7 @@ export interface AnnotationInput {
   /**
    * Only while `next_check_at` is still this time: a scheduled re-check writes only while it is the one the operation
    * names, not one superseded by a later read that re-dated it (else each such read started another chain of reads).
+   * Compared at the millisecond, a JS Date's precision (the time is the one its job carries, read from the row).
    */
   whileNextCheckAt?: Date;
   /**
@@ -1078,7 +1081,9 @@ export class TransitionService {
     }
     if (input.whileNextCheckAt !== undefined) {
       params.push(input.whileNextCheckAt);
-      obligationDue += ` AND next_check_at = $${params.length}::timestamptz`;
+      // At the millisecond, as the caller has it (a JS Date, read through the driver, which drops what is finer): a
+      // next_check_at written with microseconds (stamped by the database's clock, or by hand) still names its job.
+      obligationDue += ` AND date_trunc('milliseconds', next_check_at) = $${params.length}::timestamptz`;
     }
     if (input.whileCheckCount !== undefined) {
       params.push(input.whileCheckCount);
