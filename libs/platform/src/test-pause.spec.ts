@@ -10,7 +10,7 @@ import ts from 'typescript';
  * to stdout through a logger that then does `afterMarker` — what the process does, or has done to it, between the
  * marker a test waits for and its next statement.
  */
-function pausingProcess(afterMarker = '') {
+function pausingProcess(afterMarker = '', { beforePauses = 'pause();', env = process.env } = {}) {
   const module = ts.transpileModule(readFileSync(join(__dirname, 'test-pause.ts'), 'utf8'), {
     compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022 },
   }).outputText;
@@ -23,15 +23,18 @@ function pausingProcess(afterMarker = '') {
         ${afterMarker}
       },
     };
-    Promise.all([
-      exported.testPause(logger, 600000, 'paused a', { operationId: 'a' }),
-      exported.testPause(logger, 600000, 'paused b'),
-    ]).then(() => {
-      console.log('ended');
-      process.exit(0);
-    });
+    function pause() {
+      Promise.all([
+        exported.testPause(logger, 600000, 'paused a', { operationId: 'a' }),
+        exported.testPause(logger, 600000, 'paused b'),
+      ]).then(() => {
+        console.log('ended');
+        process.exit(0);
+      });
+    }
+    ${beforePauses}
   `;
-  return spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  return spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'], env });
 }
 
 /** The child's state letter in /proc (`T` once it is stopped). */
@@ -81,6 +84,26 @@ describe('testPause (the test-only kill points)', () => {
       await stopped(child.pid!);
       child.kill('SIGCONT');
       child.kill('SIGUSR2');
+    });
+    expect(result).toEqual(ENDED);
+  }, 20_000);
+
+  it('is armed from the start in a process started with a pause: a SIGUSR2 before its first pause leaves it running', async () => {
+    // A test may signal a worker before any of its pauses has run (a wake sent early, or to every worker). The handler
+    // was installed by the process's first pause: before it, SIGUSR2's default action ended the process. Here the
+    // process signals itself before any pause (delivered before kill() returns) and pauses once that signal has been
+    // handled (a listener added after the kill: one the process never lives to call unless the signal was caught; a
+    // timer keeps it alive until then, a signal's listener does not).
+    const child = pausingProcess('', {
+      env: { ...process.env, TEST_PAUSE_BEFORE_SENT_MS: '600000' },
+      beforePauses: `
+        process.kill(process.pid, 'SIGUSR2');
+        const alive = setTimeout(() => undefined, 600000);
+        process.once('SIGUSR2', () => { clearTimeout(alive); pause(); });
+      `,
+    });
+    const result = await runToEnd(child, (output) => {
+      if (output === 'paused a\npaused b\n') child.kill('SIGUSR2');
     });
     expect(result).toEqual(ENDED);
   }, 20_000);
