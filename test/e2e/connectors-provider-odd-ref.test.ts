@@ -19,8 +19,12 @@ describe('a provider whose answer to a send names its record with a value no rec
   let proxy: LocalServer;
 
   beforeAll(async () => {
-    // The dispatcher sends through this: the message reaches the provider, its answer's id is replaced.
-    ({ stack, proxy } = await stackBehindProxy({ label: 'oddproviderref' }, 'dispatcher', {
+    // The dispatcher sends through this: the message reaches the provider, its answer's id is replaced. It waits 10 s
+    // for the answer: the stack's 1 s connector timeout was outlasted on a loaded machine by the way there and back
+    // (this test's proxy, then the sandbox provider), and the send was then rightly held as an unknown outcome
+    // (ETIMEDOUT, MANUAL_REVIEW) — before the answer this test is about was ever read.
+    const env = { CONNECTOR_TIMEOUT_MS: '10000' };
+    ({ stack, proxy } = await stackBehindProxy({ label: 'oddproviderref', env }, 'dispatcher', {
       rewrite: (req, answer) =>
         req.method === 'POST' && answer.status >= 200 && answer.status < 300
           ? { ...answer, headers: { 'content-type': 'application/json' }, body: `{"id":${DEEP}}` }
