@@ -2,11 +2,22 @@ import { waitForLockWaiter } from '../../../test/support/lock-waits';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { StopDeadline, STOP_CLOSE_MS } from '@verity/platform';
 import { createDataSource, openDataSource } from './data-source';
-import { NOT_RUN_WHILE_STOPPING, isDatabaseUnavailable, readSnapshot, rows, sqlState, transaction } from './sql';
+import type { Pool } from 'pg';
+import type { DataSource } from 'typeorm';
+import { waitFor } from '../../../test/support/stack';
+import {
+  NOT_RUN_WHILE_STOPPING,
+  isDatabaseUnavailable,
+  readSnapshot,
+  rows,
+  sqlState,
+  transaction,
+  withinTransaction,
+} from './sql';
 
 /**
  * `rows()` prepares every statement (Postgres parses and plans it once per connection). It reaches the pg connection
- * through TypeORM internals (the one place that does): were they to move, statements would silently run unprepared,
+ * through TypeORM internals (one of two places that do): were they to move, statements would silently run unprepared,
  * so these tests look in Postgres' own list of the session's prepared statements.
  */
 describe('rows(): statements are really prepared', () => {
@@ -124,6 +135,11 @@ describe('isDatabaseUnavailable', () => {
   });
 });
 
+/** The pg pool under a DataSource: how many connections it holds (idle or lent). */
+function pgPool(dataSource: DataSource): Pool {
+  return (dataSource.driver as unknown as { master: Pool }).master;
+}
+
 /** readSnapshot: the reads of `work` see one moment, write nothing, and the connection goes back to the pool. */
 describe('readSnapshot', () => {
   const db = useTestDatabase('sqlsnapshot');
@@ -156,6 +172,77 @@ describe('readSnapshot', () => {
       ).toEqual([{ v: 2, ro: 'off' }]);
     } finally {
       await single.destroy();
+    }
+  });
+
+  it('is a transaction TypeORM knows of: withinTransaction given its manager runs in it, read only', async () => {
+    // A pool of two: were the snapshot unknown to TypeORM, withinTransaction would open a read-write transaction on the
+    // other connection.
+    const pool = createDataSource(db.url, 2);
+    await pool.initialize();
+    try {
+      const seen = await readSnapshot(pool, async (tx) => {
+        const [outer] = await rows<{ pid: number }>(tx, `SELECT pg_backend_pid() AS pid`);
+        const inner = await withinTransaction(tx, async (t) => {
+          const [row] = await rows<{ pid: number; ro: string }>(
+            t,
+            `SELECT pg_backend_pid() AS pid, current_setting('transaction_read_only') AS ro`,
+          );
+          return row;
+        });
+        return { outer: outer.pid, inner };
+      });
+      expect(seen.inner).toEqual({ pid: seen.outer, ro: 'on' });
+    } finally {
+      await pool.destroy();
+    }
+  });
+
+  it('whose end is refused (stopping, no grace left) answers its reads, and its connection is given back broken', async () => {
+    const deadline = new StopDeadline();
+    const pool = await openDataSource(db.url, 1, 10_000, deadline);
+    try {
+      const seen = await readSnapshot(pool, async (tx) => {
+        const [row] = await rows<{ pid: number; v: number }>(
+          tx,
+          `SELECT pg_backend_pid() AS pid, v FROM snapshot_probe`,
+        );
+        // A grace of exactly what the stop keeps for itself: COMMIT is refused before it is sent.
+        deadline.begin(STOP_CLOSE_MS);
+        return row;
+      });
+      // Read only: nothing was left for COMMIT to keep, so the reads stand.
+      expect(seen.v).toBe(2);
+      // Not given back to the pool "idle in transaction": the pool let go of it at once, and its session is gone.
+      expect(pgPool(pool).totalCount).toBe(0);
+      await waitFor(
+        async () =>
+          (await db.dataSource.query(`SELECT 1 FROM pg_stat_activity WHERE pid = $1`, [seen.pid])) as unknown[],
+        (found) => found.length === 0,
+      );
+    } finally {
+      await pool.destroy();
+    }
+  });
+
+  it('a failed `work` whose ROLLBACK is refused (stopping) fails with its own error, and its connection is broken', async () => {
+    const deadline = new StopDeadline();
+    const pool = await openDataSource(db.url, 1, 10_000, deadline);
+    let pid = 0;
+    try {
+      const failed = readSnapshot(pool, async (tx) => {
+        [{ pid }] = await rows<{ pid: number }>(tx, `SELECT pg_backend_pid() AS pid`);
+        deadline.begin(STOP_CLOSE_MS);
+        throw new Error('work failed');
+      });
+      await expect(failed).rejects.toThrow('work failed');
+      expect(pgPool(pool).totalCount).toBe(0);
+      await waitFor(
+        async () => (await db.dataSource.query(`SELECT 1 FROM pg_stat_activity WHERE pid = $1`, [pid])) as unknown[],
+        (found) => found.length === 0,
+      );
+    } finally {
+      await pool.destroy();
     }
   });
 });

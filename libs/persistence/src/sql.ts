@@ -22,8 +22,8 @@ function statementName(sql: string): string {
  * Where a statement can go as a prepared statement: the transaction's own connection, or the pool. Anything else
  * (an object that only has `query`) goes through TypeORM's unprepared path.
  *
- * The ONE place in Verity that reaches into TypeORM internals (`queryRunner.databaseConnection`, `driver.master`):
- * TypeORM has no public way to hand a named (prepared) statement to pg. Were these to move in a TypeORM release,
+ * One of the two places in Verity that reach into TypeORM internals (`queryRunner.databaseConnection`, `driver.master`;
+ * the other is releaseBroken): TypeORM has no public way to hand a named (prepared) statement to pg. Were these to move in a TypeORM release,
  * statements would run unprepared (slower, still correct); sql.spec.ts looks in Postgres' `pg_prepared_statements`
  * and fails then.
  */
@@ -114,35 +114,66 @@ export async function transaction<T>(dataSource: DataSource, work: (tx: EntityMa
   }
 }
 
-/** A transaction whose statements all read one snapshot (taken at its first read) and write nothing: readSnapshot. */
+/**
+ * What makes a transaction readSnapshot's, after TypeORM's own START TRANSACTION: all its statements read one snapshot
+ * (taken at its first read) and write nothing.
+ */
 export const READ_SNAPSHOT_SQL = {
-  begin: 'START TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY',
-  commit: 'COMMIT',
-  rollback: 'ROLLBACK',
+  begin: 'SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY',
 } as const;
 
 /**
  * Runs `work`'s reads on one snapshot of the database (a read-only REPEATABLE READ transaction): an answer assembled
  * from several statements shows one moment. Under READ COMMITTED each statement has its own snapshot, so a change
- * committed between two of them (a cancel that ends an execution and its operations together) shows half done. One
- * round trip to open and one to end it; `work` only reads (a write is refused by Postgres).
+ * committed between two of them (a cancel that ends an execution and its operations together) shows half done. Two
+ * round trips to open it (TypeORM's START TRANSACTION, then its modes) and one to end it; `work` only reads (a write
+ * is refused by Postgres).
+ *
+ * The transaction is opened through the query runner, so TypeORM knows of it: `withinTransaction` given its manager
+ * runs in it (where a write is refused) rather than opening a second, read-write transaction on another connection.
+ *
+ * When the transaction cannot be ended (COMMIT or ROLLBACK refused while the process stops, or the connection lost),
+ * its connection is given back broken: the pool discards it, and the server rolls back what it held, rather than
+ * lending a session still "idle in transaction" to the next caller. Reads that all succeeded are answered even then:
+ * the transaction wrote nothing, so there is nothing its COMMIT would keep.
  */
 export async function readSnapshot<T>(dataSource: DataSource, work: (tx: EntityManager) => Promise<T>): Promise<T> {
   const runner = dataSource.createQueryRunner();
+  let broken: unknown;
   try {
+    await runner.startTransaction();
     await runner.query(READ_SNAPSHOT_SQL.begin);
     let result: T;
     try {
       result = await work(runner.manager);
     } catch (error) {
-      await runner.query(READ_SNAPSHOT_SQL.rollback).catch(() => undefined);
+      await runner.rollbackTransaction().catch((failed: unknown) => (broken = failed));
       throw error;
     }
-    await runner.query(READ_SNAPSHOT_SQL.commit);
+    await runner.commitTransaction().catch((failed: unknown) => (broken = failed));
     return result;
+  } catch (error) {
+    // Opening it failed: the connection may be left in a transaction (START sent, its modes not).
+    if (runner.isTransactionActive && broken === undefined) {
+      await runner.rollbackTransaction().catch((failed: unknown) => (broken = failed));
+    }
+    throw error;
   } finally {
-    await runner.release();
+    await (broken === undefined ? runner.release() : releaseBroken(runner, broken));
   }
+}
+
+/**
+ * Gives a query runner's connection back to the pool as broken (pg-pool then ends it instead of lending it again).
+ * TypeORM's public `release()` takes no error; its Postgres query runner releases with one on a connection's 'error'
+ * (`releasePostgresConnection`, what pg-pool's `release(err)` is for). Were that to move in a TypeORM release, the
+ * connection would be released as healthy; sql.spec.ts ('…is given back broken…') fails then.
+ */
+async function releaseBroken(runner: QueryRunner, error: unknown): Promise<void> {
+  const release = (runner as unknown as { releasePostgresConnection?: (err: Error) => Promise<void> })
+    .releasePostgresConnection;
+  if (typeof release !== 'function') return runner.release();
+  await release.call(runner, error instanceof Error ? error : new Error(String(error)));
 }
 
 /**
