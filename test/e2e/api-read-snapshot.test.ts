@@ -98,34 +98,47 @@ describe('reads of an execution and its operations see one snapshot', () => {
     }
   }
 
-  /** The execution's status beside its operations': before the cancel, or after it — never half of it. */
-  function expectOneMoment(execution: Execution): void {
+  /**
+   * The execution's status beside its operations' as they were before the cancel: the snapshot is taken by the first
+   * read (of the execution, which this test does not lock), before the cancel commits — never half of it, nor after it.
+   */
+  function expectBeforeCancel(execution: Execution): void {
     const shown = { status: execution.status, operations: execution.operations.map((op) => op.status) };
-    if (execution.status === 'cancelled') expect(shown).toEqual({ status: 'cancelled', operations: ['CANCELLED'] });
-    else expect(shown).toEqual({ status: 'created', operations: ['PREPARED'] });
+    expect(shown).toEqual({ status: 'created', operations: ['PREPARED'] });
   }
+
+  /** After the cancel committed: the execution and its operations ended by it. */
+  function expectCancelled(execution: Execution): void {
+    const shown = { status: execution.status, operations: execution.operations.map((op) => op.status) };
+    expect(shown).toEqual({ status: 'cancelled', operations: ['CANCELLED'] });
+  }
+
+  /** The API's reads that these tests make wait (tenant_id: not the workers' statements of the same tables). */
+  const OPERATIONS_OF_EXECUTION = '%FROM operations t%WHERE t.execution_id = $1 AND t.tenant_id = $2 ORDER BY%';
+  const OPERATIONS_OF_EXECUTIONS = '%FROM operations t%WHERE t.execution_id = ANY($1) AND t.tenant_id = $2 ORDER BY%';
+  const LAST_STATUS_CHANGES = '%FROM events WHERE operation_id = ANY($1) AND tenant_id = $2 AND type = %';
+  const EXECUTION_BY_ID = '%FROM executions t WHERE t.id = $1 AND t.tenant_id = $2%';
 
   it('GET /v1/executions/{id} never shows the execution running beside operations its cancel ended', async () => {
     const id = await created();
-    const res = await readAcrossCancel(id, '%FROM operations t%WHERE t.execution_id = $1 AND%', () =>
+    const res = await readAcrossCancel(id, OPERATIONS_OF_EXECUTION, () =>
       http<Execution>(stack.apiUrl, 'GET', `/v1/executions/${id}`, { key: DEMO.agent }),
     );
     expect(res.status).toBe(200);
-    expectOneMoment(res.body);
+    expectBeforeCancel(res.body);
     // The cancel was committed: the next read shows it whole.
     const after = await http<Execution>(stack.apiUrl, 'GET', `/v1/executions/${id}`, { key: DEMO.agent });
-    expect(after.body.status).toBe('cancelled');
-    expectOneMoment(after.body);
+    expectCancelled(after.body);
   }, 60_000);
 
   it('GET /v1/executions never shows an execution running beside operations its cancel ended', async () => {
     const id = await created();
-    const res = await readAcrossCancel(id, '%FROM operations t%WHERE t.execution_id = ANY($1)%', () =>
+    const res = await readAcrossCancel(id, OPERATIONS_OF_EXECUTIONS, () =>
       http<ExecutionList>(stack.apiUrl, 'GET', `/v1/executions?limit=1`, { key: DEMO.agent }),
     );
     expect(res.status).toBe(200);
     expect(res.body.data.map((e) => e.id)).toEqual([id]);
-    expectOneMoment(res.body.data[0]);
+    expectBeforeCancel(res.body.data[0]);
   }, 60_000);
 
   describe('a hold never sent, whose execution is cancelled while it is read', () => {
@@ -144,12 +157,14 @@ describe('reads of an execution and its operations see one snapshot', () => {
       return { executionId: created.id, held };
     }
 
-    /** The hold as it was shown before the cancel (`before`), or ended by it: never the hold judged from after it. */
-    function expectHoldOrCancelled(
+    /**
+     * The hold exactly as it was shown before the cancel (`before`): the snapshot is taken by the read of the operation,
+     * before the cancel commits — never the hold judged from after it, nor ended by it.
+     */
+    function expectHoldBeforeCancel(
       shown: { status: string; failure: unknown; resolution_options?: unknown },
       before: { status: string; failure: unknown; resolution_options?: unknown },
     ): void {
-      if (shown.status === 'CANCELLED') return;
       expect({ status: shown.status, failure: shown.failure }).toEqual({
         status: before.status,
         failure: before.failure,
@@ -164,12 +179,12 @@ describe('reads of an execution and its operations see one snapshot', () => {
       expect(before.body.permitted_resolutions).toContain('SENT');
       const res = await readAcrossCancel(
         executionId,
-        '%FROM events WHERE operation_id = ANY($1)%',
+        LAST_STATUS_CHANGES,
         () => http<Op>(stack.apiUrl, 'GET', `/v1/operations/${held.id}`, { key: DEMO.reviewer }),
         'events',
       );
       expect(res.status).toBe(200);
-      expectHoldOrCancelled(res.body, before.body);
+      expectHoldBeforeCancel(res.body, before.body);
       const after = await http<Op>(stack.apiUrl, 'GET', `/v1/operations/${held.id}`, { key: DEMO.reviewer });
       expect(after.body.status).toBe('CANCELLED');
     }, 90_000);
@@ -181,11 +196,76 @@ describe('reads of an execution and its operations see one snapshot', () => {
         http<Queue>(stack.apiUrl, 'GET', `/v1/review/manual-reviews?q=${executionId}`, { key: DEMO.reviewer });
       const before = await queue();
       expect(before.body.data.map((item) => item.operation.id)).toEqual([held.id]);
-      const res = await readAcrossCancel(executionId, '%FROM events WHERE operation_id = ANY($1)%', queue, 'events');
+      const res = await readAcrossCancel(executionId, LAST_STATUS_CHANGES, queue, 'events');
       expect(res.status).toBe(200);
-      for (const item of res.body.data) {
-        expectHoldOrCancelled(item.operation, before.body.data[0].operation);
-        expect(item.execution.status).toBe(before.body.data[0].execution.status);
+      expect(res.body.data).toHaveLength(1);
+      expectHoldBeforeCancel(res.body.data[0].operation, before.body.data[0].operation);
+      expect(res.body.data[0].execution.status).toBe(before.body.data[0].execution.status);
+    }, 90_000);
+
+    it('a release that lost its compare-and-set is refused on one snapshot, not beside a cancel committed meanwhile', async () => {
+      const { executionId, held } = await heldNeverSent();
+      const before = await http<Op>(stack.apiUrl, 'GET', `/v1/operations/${held.id}`, { key: DEMO.reviewer });
+      expect(before.body.permitted_resolutions).toContain('SENT');
+      // A: another reviewer's "still unknown", uncommitted: the release's statement waits on its row, then loses to it.
+      const stillUnknown = stack.db.dataSource.createQueryRunner();
+      // B: the execution's cancel, under a lock of the executions table the refusal's read of the execution waits on.
+      const cancel = stack.db.dataSource.createQueryRunner();
+      await stillUnknown.connect();
+      await cancel.connect();
+      try {
+        await stillUnknown.startTransaction();
+        const at = '2026-01-01T00:00:00.000Z';
+        await stillUnknown.query(
+          `UPDATE operations SET obligation = jsonb_set(obligation, '{investigations}',
+             coalesce(obligation->'investigations', '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+               'evidence', 'still unknown', 'by', 'key_other_reviewer', 'at', $2::text,
+               'previous_due_at', obligation->'due_at', 'due_at', $2::text)))
+           WHERE id = $1`,
+          [held.id, at],
+        );
+        let answered = false;
+        const releasing = http<{ type: string; detail: string; current_status: string; decision?: string }>(
+          stack.apiUrl,
+          'POST',
+          `/v1/operations/${held.id}/resolve`,
+          { key: DEMO.reviewer, body: { status: 'SENT', evidence: 'the conflict is understood; send it' } },
+        ).finally(() => (answered = true));
+        releasing.catch(() => undefined);
+        // The release's statement (it records the resolution) waits on the row A changed.
+        await waitForLockWaiter(stack.db.dataSource, {
+          statementLike: `%UPDATE operations SET updated_at = clock_timestamp(), obligation = jsonb_set(coalesce(obligation%`,
+        });
+        await cancel.startTransaction();
+        // Queued behind the release's statement (it names the executions table), taken once that statement is done.
+        let lockTaken = false;
+        const locked = cancel.query(`LOCK TABLE executions IN ACCESS EXCLUSIVE MODE`).then(() => (lockTaken = true));
+        await waitForLockWaiter(stack.db.dataSource, {
+          statementLike: 'LOCK TABLE executions%',
+          unless: () => lockTaken,
+        });
+        await stillUnknown.commitTransaction();
+        await locked;
+        await cancelIn(cancel, executionId);
+        // The refusal has read the operation (still held: the cancel is not committed) and waits to read its execution.
+        await waitForLockWaiter(stack.db.dataSource, { statementLike: EXECUTION_BY_ID, unless: () => answered });
+        await cancel.commitTransaction();
+        const res = await releasing;
+        // Answered as of one moment, before the cancel: the "still unknown" recorded first won (I13) — not "SENT is
+        // not permitted: its execution ended" beside a hold shown still MANUAL_REVIEW.
+        expect(res.status).toBe(409);
+        expect(res.body).toMatchObject({
+          type: expect.stringContaining('already-decided'),
+          decision: 'MANUAL_REVIEW',
+          current_status: 'MANUAL_REVIEW',
+        });
+        const after = await http<Op>(stack.apiUrl, 'GET', `/v1/operations/${held.id}`, { key: DEMO.reviewer });
+        expect(after.body.status).toBe('CANCELLED');
+      } finally {
+        for (const runner of [stillUnknown, cancel]) {
+          if (runner.isTransactionActive) await runner.rollbackTransaction();
+          await runner.release();
+        }
       }
     }, 90_000);
   });

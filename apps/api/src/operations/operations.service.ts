@@ -174,13 +174,19 @@ export class OperationsService {
     await refuseSecretValuesIn(this.connectors, principal.tenantId, [['reason', reason]]);
     // The request the reviewer was shown, as the API shows one (toISOString): compared in the statement that writes.
     const shown = requestedAt === undefined ? undefined : new Date(requestedAt).toISOString();
-    const { op, version } = await this.loadAt(principal, id);
-    if (op.status !== OperationStatus.PREPARED || isDecided(op.approval)) {
-      const refusal = (await this.decidedOnShown(principal, op, shown)) ?? (await this.approvalRefusal(principal, op));
-      throw unlessStale(refusal, ifMatch, version);
-    }
-    if (shown !== undefined && op.approval?.requested_at !== shown)
-      throw unlessStale(await this.requestRefusal(principal, op, shown), ifMatch, version);
+    // The operation and why a decision made first refuses this one, read on one snapshot (readSnapshot).
+    const { op, version } = await readSnapshot(this.db, async (db) => {
+      const found = await this.loadAt(principal, id, db);
+      if (found.op.status !== OperationStatus.PREPARED || isDecided(found.op.approval)) {
+        const refusal =
+          (await this.decidedOnShown(principal, found.op, shown, db)) ??
+          (await this.approvalRefusal(principal, found.op, false, db));
+        throw unlessStale(refusal, ifMatch, found.version);
+      }
+      if (shown !== undefined && found.op.approval?.requested_at !== shown)
+        throw unlessStale(await this.requestRefusal(principal, found.op, shown, db), ifMatch, found.version);
+      return found;
+    });
     refuseStale(ifMatch, version);
     if (!approvalDecidable(await this.approvalRequired(principal, op), op.approval)) {
       throw Problem.conflict(
@@ -216,18 +222,22 @@ export class OperationsService {
     });
     if (!decided.won) {
       await this.refuseRevokedKey(principal);
-      const { op: now, version: nowVersion } = await this.loadAt(principal, id);
-      if (
-        shown !== undefined &&
-        now.status === OperationStatus.PREPARED &&
-        !isDecided(now.approval) &&
-        now.approval?.requested_at !== shown
-      ) {
-        throw unlessStale(await this.requestRefusal(principal, now, shown), ifMatch, nowVersion);
-      }
-      const refusal =
-        (await this.decidedOnShown(principal, now, shown)) ?? (await this.approvalRefusal(principal, now, true));
-      throw unlessStale(refusal, ifMatch, nowVersion);
+      // Why it lost, read on one snapshot (readSnapshot).
+      throw await readSnapshot(this.db, async (db) => {
+        const { op: now, version: nowVersion } = await this.loadAt(principal, id, db);
+        if (
+          shown !== undefined &&
+          now.status === OperationStatus.PREPARED &&
+          !isDecided(now.approval) &&
+          now.approval?.requested_at !== shown
+        ) {
+          return unlessStale(await this.requestRefusal(principal, now, shown, db), ifMatch, nowVersion);
+        }
+        const refusal =
+          (await this.decidedOnShown(principal, now, shown, db)) ??
+          (await this.approvalRefusal(principal, now, true, db));
+        return unlessStale(refusal, ifMatch, nowVersion);
+      });
     }
     await this.inExecutionTrace(op.executionId, () =>
       this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId }),
@@ -241,8 +251,13 @@ export class OperationsService {
    * already-decided naming that decision, as for any decision that came second (I13). A request never on record (nothing
    * was decided): 412 precondition-failed with the request that waits. Either way nothing is written.
    */
-  private async requestRefusal(principal: Principal, op: OperationEntity, shown: string): Promise<Problem> {
-    const decided = await this.decidedOnShown(principal, op, shown);
+  private async requestRefusal(
+    principal: Principal,
+    op: OperationEntity,
+    shown: string,
+    db: EntityManager = this.db.manager,
+  ): Promise<Problem> {
+    const decided = await this.decidedOnShown(principal, op, shown, db);
     if (decided) return decided;
     const current = op.approval?.requested_at;
     return new Problem(
@@ -266,10 +281,11 @@ export class OperationsService {
     principal: Principal,
     op: OperationEntity,
     shown: string | undefined,
+    db: EntityManager = this.db.manager,
   ): Promise<Problem | null> {
     const current = op.approval?.requested_at;
     if (shown === undefined || current === shown) return null;
-    const winner = await findApprovalDecisionOnRequest(this.db.manager, op.id, principal.tenantId, shown);
+    const winner = await findApprovalDecisionOnRequest(db, op.id, principal.tenantId, shown);
     if (!winner) return null;
     const state = winner.decision === 'deny' ? 'denied' : 'granted';
     const requested = current ? ` (requested at ${current})` : '';
@@ -286,7 +302,7 @@ export class OperationsService {
         approval: shownApprovalState(
           op.status,
           op.approval?.state ?? 'requested',
-          await this.approvalPastDeadline(principal, op),
+          await this.approvalPastDeadline(principal, op, db),
         ),
         ...(current && { requested_at: current }),
         current_status: op.status,
@@ -349,18 +365,23 @@ export class OperationsService {
 
   /**
    * 409 already-decided (`decision: "cancel"`) for a decision on an operation that its execution's cancel ended first (I13:
-   * the cancel is the decision that was made), or null.
+   * the cancel is the decision that was made), or null. `db`: the snapshot `op` was read on (readSnapshot), so its
+   * three reads and the operation's show one moment.
    */
-  private async cancelledWithItsExecution(principal: Principal, op: OperationEntity): Promise<Problem | null> {
+  private async cancelledWithItsExecution(
+    principal: Principal,
+    op: OperationEntity,
+    db: EntityManager = this.db.manager,
+  ): Promise<Problem | null> {
     if (op.status !== OperationStatus.CANCELLED) return null;
-    const execution = await findExecution(this.db.manager, op.executionId, principal.tenantId);
+    const execution = await findExecution(db, op.executionId, principal.tenantId);
     if (execution?.status !== ExecutionStatus.CANCELLED) return null;
     // Ended by that cancel, not before it by the system (an operation it depends on that failed): its own move says so.
-    const change = (await findLastStatusChanges(this.db.manager, [op.id], principal.tenantId)).get(op.id);
+    const change = (await findLastStatusChanges(db, [op.id], principal.tenantId)).get(op.id);
     if (change?.cause !== CANCEL_CAUSE_OF_ENDED_EXECUTION[ExecutionStatus.CANCELLED]) return null;
     return Problem.alreadyDecided('the execution was cancelled first', {
       decision: 'cancel',
-      ...(await cancelledBy(this.db.manager, op.executionId, principal.tenantId)),
+      ...(await cancelledBy(db, op.executionId, principal.tenantId)),
       current_status: op.status,
     });
   }
@@ -369,7 +390,12 @@ export class OperationsService {
    * Why an approval decision was not written: someone decided first (who and what), the operation moved on, or —
    * `lostStatement`: the statement itself refused a still open request — its execution's deadline passed.
    */
-  private async approvalRefusal(principal: Principal, op: OperationEntity, lostStatement = false): Promise<Problem> {
+  private async approvalRefusal(
+    principal: Principal,
+    op: OperationEntity,
+    lostStatement = false,
+    db: EntityManager = this.db.manager,
+  ): Promise<Problem> {
     if (isDecided(op.approval)) {
       const decision = op.approval!.state === 'granted' ? 'approve' : 'deny';
       return Problem.alreadyDecided(`the operation was already ${op.approval!.state}`, {
@@ -380,13 +406,13 @@ export class OperationsService {
         current_status: op.status,
       });
     }
-    const cancelled = await this.cancelledWithItsExecution(principal, op);
+    const cancelled = await this.cancelledWithItsExecution(principal, op, db);
     if (cancelled) return cancelled;
     // Asked for and never decided, and ended by the system first (its execution's deadline, an operation it depends on
     // that failed, a spending cap): that end is the decision that was made, as a person's cancel would be (I13).
     const ended =
       op.approval?.state && op.status === OperationStatus.CANCELLED
-        ? await this.settledBySystem(principal, op, OperationStatus.PREPARED)
+        ? await this.settledBySystem(principal, op, OperationStatus.PREPARED, db)
         : null;
     if (ended) {
       return Problem.alreadyDecided('the operation was ended by the system before it was decided', {
@@ -400,7 +426,7 @@ export class OperationsService {
     // more — the dispatcher withdrew that grant as stale (expired, or the source changed) and asked again before this
     // reload. Then the decision that won is named (I13), not a deadline that has not passed.
     if (lostStatement && op.status === OperationStatus.PREPARED) {
-      const winner = await findLastApprovalDecision(this.db.manager, op.id, principal.tenantId);
+      const winner = await findLastApprovalDecision(db, op.id, principal.tenantId);
       if (winner && !winner.deadlinePassed) {
         const state = winner.decision === 'deny' ? 'denied' : 'granted';
         return Problem.alreadyDecided(
@@ -414,7 +440,7 @@ export class OperationsService {
           },
         );
       }
-      const execution = await findExecution(this.db.manager, op.executionId, principal.tenantId);
+      const execution = await findExecution(db, op.executionId, principal.tenantId);
       const deadline = execution?.deadlineAt.toISOString();
       return Problem.conflict(
         'not-awaiting-approval',
@@ -481,8 +507,11 @@ export class OperationsService {
     evidence: string,
     ifMatch?: readonly string[],
   ) {
-    const op = await this.loadUndecided(principal, id, evidence, ifMatch);
-    const judged = await this.holds.judgeOne(principal.tenantId, op);
+    // The hold and its options are judged on one snapshot (readSnapshot): judged from a read of the execution made
+    // after the operation's, a cancel committed in between showed the execution ended beside a hold still held.
+    const { op, also: judged } = await this.loadUndecided(principal, id, evidence, ifMatch, (held, db) =>
+      this.holds.judgeOne(principal.tenantId, held, db),
+    );
     const options = judged?.options ?? [];
     const now = judged?.now ?? new Date();
     const evidentAt = judged?.absenceEvidentAt ?? null;
@@ -507,11 +536,8 @@ export class OperationsService {
       );
     }
     if (!option?.permitted) {
-      // The options were judged from a read of the execution made after the operation's (two statements): a cancel
-      // committed in between shows the execution ended while the operation still looks held. Read it again: an
-      // operation its execution's cancel ended first is answered as any decision that lost to that cancel (I13).
-      const cancelled = await this.cancelledWithItsExecution(principal, (await this.loadAt(principal, id)).op);
-      if (cancelled) throw cancelled;
+      // Read on the snapshot the options were judged on: an operation its execution's cancel ended first was answered
+      // by loadUndecided as any decision that lost to that cancel (I13); one still held here was held then.
       const refusal = resolutionRefusedBy(
         {
           status: op.status,
@@ -625,50 +651,55 @@ export class OperationsService {
     });
     if (!decided.won) {
       await this.refuseRevokedKey(principal);
-      const { op: now, version: nowVersion } = await this.loadAt(principal, id);
-      const undecided = !recordedResolution(now);
-      const stillHeld = undecided && now.status === OperationStatus.MANUAL_REVIEW;
-      // What was recorded while this decision was made (after its read, before its write) refuses it as if it had come
-      // first, and the reviewer is told what — not merely that the row moved: for FAILED a re-check's read that showed
-      // the effect, or the provider's 2xx; for VERIFIED the provider's rejection. Sent with If-Match, it is 412 as when
-      // the same record was on file before the read (each moves the version): the answer does not depend on timing.
-      if (status === OperationStatus.FAILED && undecided && now.obligation?.effect_shown) {
-        throw unlessStale(
-          recordOnFile(now, 'a re-check of the source showed this effect while the resolution was decided'),
-          ifMatch,
-          nowVersion,
-        );
-      }
-      if (status === OperationStatus.FAILED && stillHeld && now.acknowledgedAt) {
-        throw unlessStale(
-          recordOnFile(now, 'the provider acknowledged this send while the resolution was decided'),
-          ifMatch,
-          nowVersion,
-        );
-      }
-      if (status === OperationStatus.VERIFIED && stillHeld && now.rejectedAt) {
-        const options = (await this.holds.judgeOne(principal.tenantId, now))?.options ?? [];
-        const why = 'the provider’s rejection of this send came back while the resolution was decided';
-        throw unlessStale(rejectionOnFile(now, why, options), ifMatch, nowVersion);
-      }
-      if (status === OperationStatus.SENT && stillHeld) {
-        // Its execution's deadline passed (or the execution ended) while the release was decided: refused as if it had
-        // come after, with what may be done instead — not a bare "moved".
-        const options = (await this.holds.judgeOne(principal.tenantId, now))?.options ?? [];
-        const release = options.find((o) => o.status === OperationStatus.SENT);
-        if (release && !release.permitted) {
-          throw unlessStale(
-            Problem.conflict('resolution-not-permitted', `SENT is not permitted: ${release.why}`, {
-              current_status: now.status,
-              permitted_resolutions: offeredResolutions(options),
-              resolution_options: options,
-            }),
+      // Why it lost, read on one snapshot (readSnapshot): the operation read before a cancel and its options judged
+      // after it answered "SENT is not permitted: execution ended" beside a hold still shown MANUAL_REVIEW.
+      throw await readSnapshot(this.db, async (db) => {
+        const { op: now, version: nowVersion } = await this.loadAt(principal, id, db);
+        const undecided = !recordedResolution(now);
+        const stillHeld = undecided && now.status === OperationStatus.MANUAL_REVIEW;
+        // What was recorded while this decision was made (after its read, before its write) refuses it as if it had
+        // come first, and the reviewer is told what — not merely that the row moved: for FAILED a re-check's read that
+        // showed the effect, or the provider's 2xx; for VERIFIED the provider's rejection. Sent with If-Match, it is 412
+        // as when the same record was on file before the read (each moves the version): the answer does not depend on
+        // timing.
+        if (status === OperationStatus.FAILED && undecided && now.obligation?.effect_shown) {
+          return unlessStale(
+            recordOnFile(now, 'a re-check of the source showed this effect while the resolution was decided'),
             ifMatch,
             nowVersion,
           );
         }
-      }
-      throw unlessStale(await this.resolutionRefusal(principal, now, investigationsSeen), ifMatch, nowVersion);
+        if (status === OperationStatus.FAILED && stillHeld && now.acknowledgedAt) {
+          return unlessStale(
+            recordOnFile(now, 'the provider acknowledged this send while the resolution was decided'),
+            ifMatch,
+            nowVersion,
+          );
+        }
+        if (status === OperationStatus.VERIFIED && stillHeld && now.rejectedAt) {
+          const options = (await this.holds.judgeOne(principal.tenantId, now, db))?.options ?? [];
+          const why = 'the provider’s rejection of this send came back while the resolution was decided';
+          return unlessStale(rejectionOnFile(now, why, options), ifMatch, nowVersion);
+        }
+        if (status === OperationStatus.SENT && stillHeld) {
+          // Its execution's deadline passed (or the execution ended) while the release was decided: refused as if it
+          // had come after, with what may be done instead — not a bare "moved".
+          const options = (await this.holds.judgeOne(principal.tenantId, now, db))?.options ?? [];
+          const release = options.find((o) => o.status === OperationStatus.SENT);
+          if (release && !release.permitted) {
+            return unlessStale(
+              Problem.conflict('resolution-not-permitted', `SENT is not permitted: ${release.why}`, {
+                current_status: now.status,
+                permitted_resolutions: offeredResolutions(options),
+                resolution_options: options,
+              }),
+              ifMatch,
+              nowVersion,
+            );
+          }
+        }
+        return unlessStale(await this.resolutionRefusal(principal, now, investigationsSeen, db), ifMatch, nowVersion);
+      });
     }
     await this.inExecutionTrace(op.executionId, () =>
       status === OperationStatus.SENT
@@ -690,8 +721,14 @@ export class OperationsService {
    * system do so (VERIFIED, read back, held because the source was unreachable or lagging).
    */
   async recheck(principal: Principal, id: string, ifMatch?: readonly string[]) {
-    const { op, version } = await this.loadAt(principal, id);
-    if (recordedResolution(op)) throw unlessStale(await this.resolutionRefusal(principal, op), ifMatch, version);
+    // The operation and why a decision made first refuses this request, read on one snapshot (readSnapshot).
+    const { op, version } = await readSnapshot(this.db, async (db) => {
+      const found = await this.loadAt(principal, id, db);
+      if (recordedResolution(found.op)) {
+        throw unlessStale(await this.resolutionRefusal(principal, found.op, undefined, db), ifMatch, found.version);
+      }
+      return found;
+    });
     refuseStale(ifMatch, version);
     if (op.status !== OperationStatus.MANUAL_REVIEW) {
       throw Problem.conflict(
@@ -744,8 +781,10 @@ export class OperationsService {
       return true;
     });
     if (!asked) {
-      const { op: now, version: nowVersion } = await this.loadAt(principal, id);
-      throw unlessStale(await this.resolutionRefusal(principal, now), ifMatch, nowVersion);
+      throw await readSnapshot(this.db, async (db) => {
+        const { op: now, version: nowVersion } = await this.loadAt(principal, id, db);
+        return unlessStale(await this.resolutionRefusal(principal, now, undefined, db), ifMatch, nowVersion);
+      });
     }
     return this.get(principal, id);
   }
@@ -765,7 +804,7 @@ export class OperationsService {
     ifMatch?: readonly string[],
   ) {
     // The evidence is stored in the obligation and the event as a resolution's is, so it is held to the same rule.
-    const op = await this.loadUndecided(principal, id, evidence, ifMatch);
+    const { op } = await this.loadUndecided(principal, id, evidence, ifMatch, async () => null);
     if (op.status !== OperationStatus.MANUAL_REVIEW || !op.obligation) {
       throw Problem.conflict(
         'resolution-not-permitted',
@@ -825,8 +864,10 @@ export class OperationsService {
     });
     if (!decided.won) {
       await this.refuseRevokedKey(principal);
-      const { op: now, version: nowVersion } = await this.loadAt(principal, id);
-      throw unlessStale(await this.resolutionRefusal(principal, now, seen.length), ifMatch, nowVersion);
+      throw await readSnapshot(this.db, async (db) => {
+        const { op: now, version: nowVersion } = await this.loadAt(principal, id, db);
+        return unlessStale(await this.resolutionRefusal(principal, now, seen.length, db), ifMatch, nowVersion);
+      });
     }
     if (nextCheckAt) {
       await this.inExecutionTrace(op.executionId, () =>
@@ -862,8 +903,13 @@ export class OperationsService {
    * A resolution lost: someone decided the hold first (their decision is in the problem), or the operation moved on
    * without anyone deciding it.
    */
-  private async resolutionRefusal(principal: Principal, op: OperationEntity, investigationsSeen?: number) {
-    const decided = await this.decidedFirst(principal, op, investigationsSeen);
+  private async resolutionRefusal(
+    principal: Principal,
+    op: OperationEntity,
+    investigationsSeen?: number,
+    db: EntityManager = this.db.manager,
+  ) {
+    const decided = await this.decidedFirst(principal, op, investigationsSeen, db);
     if (decided) return decided;
     // The row changed under the decision while nobody decided the hold: it is still held and unresolved (its attempt,
     // or a record the statement checks, changed meanwhile), or it left the hold by a move that is no decision on it.
@@ -876,21 +922,26 @@ export class OperationsService {
   /**
    * The operation a reviewer's decision (a resolution, a "still unknown") is about, once the decision may be made on
    * it: its evidence holds no secret value (400), nobody decided the hold first (409 already-decided, with the
-   * winner), and it is still at the version If-Match names (412).
+   * winner), and it is still at the version If-Match names (412). With what `alsoRead` reads of it: all on one snapshot
+   * (readSnapshot), so a change committed meanwhile (a cancel) is seen whole or not at all.
    */
-  private async loadUndecided(
+  private async loadUndecided<T>(
     principal: Principal,
     id: string,
     evidence: string,
     ifMatch: readonly string[] | undefined,
-  ): Promise<OperationEntity> {
+    alsoRead: (op: OperationEntity, db: EntityManager) => Promise<T>,
+  ): Promise<{ op: OperationEntity; also: T }> {
     await refuseSecretValuesIn(this.connectors, principal.tenantId, [['evidence', evidence]]);
-    const { op, version } = await this.loadAt(principal, id);
-    const decidedFirst =
-      (await this.decidedFirst(principal, op)) ?? (await this.stillUnknownOnShown(principal, op, ifMatch, version));
-    if (decidedFirst) throw decidedFirst;
-    refuseStale(ifMatch, version);
-    return op;
+    return readSnapshot(this.db, async (db) => {
+      const { op, version } = await this.loadAt(principal, id, db);
+      const decidedFirst =
+        (await this.decidedFirst(principal, op, undefined, db)) ??
+        (await this.stillUnknownOnShown(principal, op, ifMatch, version, db));
+      if (decidedFirst) throw decidedFirst;
+      refuseStale(ifMatch, version);
+      return { op, also: await alsoRead(op, db) };
+    });
   }
 
   /**
@@ -904,11 +955,12 @@ export class OperationsService {
     op: OperationEntity,
     ifMatch: readonly string[] | undefined,
     version: string,
+    db: EntityManager = this.db.manager,
   ): Promise<Problem | null> {
     if (ifMatch === undefined || ifMatch.includes(version) || !op.obligation?.investigations?.length) return null;
-    const before = await findVersionsBeforeInvestigations(this.db.manager, op.id, principal.tenantId);
+    const before = await findVersionsBeforeInvestigations(db, op.id, principal.tenantId);
     const seen = before.filter((b) => ifMatch.includes(b.version)).map((b) => b.investigation);
-    return seen.length ? this.decidedFirst(principal, op, Math.min(...seen)) : null;
+    return seen.length ? this.decidedFirst(principal, op, Math.min(...seen), db) : null;
   }
 
   /**
@@ -922,6 +974,7 @@ export class OperationsService {
     principal: Principal,
     op: OperationEntity,
     investigationsSeen?: number,
+    db: EntityManager = this.db.manager,
   ): Promise<Problem | null> {
     const winner = recordedResolution(op);
     // A release its execution's end overtook (cancelled or expired before the dispatcher sent it) was never carried
@@ -929,7 +982,7 @@ export class OperationsService {
     const overtaken =
       winner?.status === OperationStatus.SENT &&
       op.status === OperationStatus.CANCELLED &&
-      (await this.settledBySystem(principal, op, OperationStatus.MANUAL_REVIEW)) !== null;
+      (await this.settledBySystem(principal, op, OperationStatus.MANUAL_REVIEW, db)) !== null;
     if (winner && !overtaken) {
       return Problem.alreadyDecided(`the operation was already resolved as ${winner.status}`, {
         decision: winner.status,
@@ -938,9 +991,9 @@ export class OperationsService {
         current_status: op.status,
       });
     }
-    const cancelled = await this.cancelledWithItsExecution(principal, op);
+    const cancelled = await this.cancelledWithItsExecution(principal, op, db);
     if (cancelled) return cancelled;
-    const settled = await this.settledBySystem(principal, op, OperationStatus.MANUAL_REVIEW);
+    const settled = await this.settledBySystem(principal, op, OperationStatus.MANUAL_REVIEW, db);
     if (settled) {
       return Problem.alreadyDecided(`the system settled the hold first: it is ${op.status}`, {
         decision: op.status,
@@ -973,9 +1026,10 @@ export class OperationsService {
     principal: Principal,
     op: OperationEntity,
     from: OperationStatus,
+    db: EntityManager = this.db.manager,
   ): Promise<{ decided_by: 'system'; decided_at: string; cause?: string } | null> {
     if (op.status === from) return null;
-    const change = (await findLastStatusChanges(this.db.manager, [op.id], principal.tenantId)).get(op.id);
+    const change = (await findLastStatusChanges(db, [op.id], principal.tenantId)).get(op.id);
     if (change?.from !== from || change.actor !== 'system') return null;
     return { decided_by: 'system', decided_at: change.at.toISOString(), ...(change.cause && { cause: change.cause }) };
   }
