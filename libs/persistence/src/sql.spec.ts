@@ -62,6 +62,9 @@ describe('rows(): a statement of its own chosen as a deadlock’s victim', () =>
     await other.connect();
     try {
       await other.startTransaction();
+      // The other side never runs a deadlock check of its own before the statement does (a loaded machine can run the
+      // statement's check late, and then the other side would find the cycle first and be the one aborted).
+      await other.query(`SET LOCAL deadlock_timeout = '10min'`);
       await other.query(`UPDATE deadlock_pair SET v = 10 WHERE id = 1`);
       // Locks row 2, then waits for row 1: it waits first, so its own deadlock check finds the cycle and it is aborted.
       const statement = rows<{ id: number }>(
