@@ -15,6 +15,7 @@ import {
   urlFragmentProblem,
   urlHiddenCharacterProblem,
   urlSpellingProblem,
+  urlWrittenHiddenCharacterProblem,
 } from './egress';
 import { guardedExchange } from './http.connector';
 import type { AllowedHost } from './connector';
@@ -115,6 +116,19 @@ describe('urlHiddenCharacterProblem', () => {
     'https://hooks.example.com/a%E2%80', // half a character: shown as U+FFFD
     'https://hooks.example.com/%%41%',
   ])('takes %s', (url) => expect(urlHiddenCharacterProblem(url)).toBeNull());
+});
+
+describe('urlWrittenHiddenCharacterProblem', () => {
+  it.each([
+    ['https://api.example.com/pay/\u202eelgoog', 'U+202E'],
+    ['https://api.example.com/pay?to=\u2066x', 'U+2066'],
+    ['https://api.example.com/pa\u200by', 'U+200B'],
+  ])('refuses %s naming %s', (url, named) => expect(urlWrittenHiddenCharacterProblem(url)).toContain(`no ${named}:`));
+
+  // A query may carry a message's text: its escapes are shown as written, so they are taken.
+  it.each(['https://api.example.com/pay?memo=a%0Ab', 'https://api.example.com/pay?memo=%E2%80%AE'])('takes %s', (url) =>
+    expect(urlWrittenHiddenCharacterProblem(url)).toBeNull(),
+  );
 });
 
 describe('urlSpellingProblem: a dot at the end of the host', () => {

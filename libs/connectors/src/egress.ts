@@ -249,6 +249,19 @@ export function urlHiddenCharacterProblem(raw: string): string | null {
   );
 }
 
+/**
+ * urlHiddenCharacterProblem for the characters written as they are, escapes taken: an http operation's URLs (its
+ * request's, its read-back's, its context read's), which an approver reads to approve a charge or a message —
+ * `/pay/\u202Eelgoog` is shown as another path. Their query may carry a message's text, where `%0A` is a line of it:
+ * an escape is shown as written by the approval views, so only the raw character is refused.
+ */
+export function urlWrittenHiddenCharacterProblem(raw: string): string | null {
+  const written = hiddenCharacterIn(raw);
+  return written === null
+    ? null
+    : `no ${written}: a control, bidi or invisible character makes the URL shown read as another than the one called (write it percent-encoded if it is the text sent)`;
+}
+
 /** `raw` with each run of percent-escapes decoded as UTF-8: a byte that is no part of a character as U+FFFD. */
 function decodedEscapes(raw: string): string {
   return raw.replace(/(?:%[0-9a-f]{2})+/gi, (run) => Buffer.from(run.replace(/%/g, ''), 'hex').toString('utf8'));

@@ -38,6 +38,7 @@ import {
   urlDotSegmentProblem,
   urlFragmentProblem,
   urlSpellingProblem,
+  urlWrittenHiddenCharacterProblem,
 } from './egress';
 import { HttpExchange, HttpExchangeRequest, httpExchange } from './http-exchange';
 import { FIELD_PATH, FIELD_PATH_RULE, clipValue, fieldKey, fieldSegments, readField, sameJson } from './json-path';
@@ -325,8 +326,12 @@ function urlProblem(raw: string, place: Place): string | null {
   if (placeholder) return placeholder;
   // A dot segment in the request's or the context read's path is resolved away by the parser: an approver and the
   // record read `/x/../y` while `/y` is called. (A read-back's URL is judged as it is sent: `readBackBindingProblems`.)
+  // A control, bidi or invisible character written in it makes the URL an approver reads another than the one called.
   const spelling =
-    urlSpellingProblem(raw) ?? urlFragmentProblem(raw) ?? (place === 'url' ? urlDotSegmentProblem(raw) : null);
+    urlSpellingProblem(raw) ??
+    urlWrittenHiddenCharacterProblem(raw) ??
+    urlFragmentProblem(raw) ??
+    (place === 'url' ? urlDotSegmentProblem(raw) : null);
   if (spelling) return spelling;
   const authority = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(raw)?.[1];
   if (authority === undefined) return 'an absolute http:// or https:// URL';
