@@ -109,18 +109,26 @@ describe('hostile strings', () => {
     expect(res.body).toMatchObject({ agent_id: ' billing\u200bbot ', intent: ' charge ' });
   });
 
-  it('still takes evidence and names with invisible characters inside visible text', async () => {
+  // A name and evidence are read by a reviewer deciding on them: an invisible character inside visible text makes them
+  // read as other text, and is refused with the character named (e2e shown-text-hidden); an agent_id and intent are
+  // stored as written (above).
+  it('refuses evidence and names with invisible characters inside visible text, naming the character', async () => {
     const res = await http<Errors>(stack.apiUrl, 'PUT', '/v1/admin/policy', {
       key: DEMO.admin,
       body: { obligation_owner: ' pay\u200bments ' },
     });
-    expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ obligation_owner: 'pay\u200bments' });
+    expect(res.status).toBe(400);
+    expect(res.body.errors).toEqual([
+      { field: 'obligation_owner', rule: 'invalid_format', message: expect.stringContaining('no U+200B:') },
+    ]);
     const resolve = await http<Errors>(stack.apiUrl, 'POST', '/v1/operations/op_01nothere/resolve', {
       key: DEMO.reviewer,
       body: { status: 'VERIFIED', evidence: '\u200bseen it' },
     });
-    expect(resolve.status).toBe(404);
+    expect(resolve.status).toBe(400);
+    expect(resolve.body.errors).toEqual([
+      { field: 'evidence', rule: 'invalid_format', message: expect.stringContaining('no U+200B:') },
+    ]);
   });
 
   // The URL parser drops tabs and line breaks anywhere and spaces at either end: the URL was checked (and called) as

@@ -12,7 +12,7 @@ import {
 } from '@verity/status-model';
 import { z } from 'zod';
 import { CriterionSchema, OperationStatusSchema, SubmissionSchema } from './executions/submission';
-import { filledText, text } from './http/text';
+import { filledText, refuseHiddenCharacters, text } from './http/text';
 import { PROBLEM_CODES, problemType } from './problem/problem';
 
 /**
@@ -24,11 +24,20 @@ import { PROBLEM_CODES, problemType } from './problem/problem';
 // ---------------------------------------------------------------------------------------------------------------
 // Requests (besides the submission, in executions/submission.ts)
 
-export const CancelBody = z.strictObject({ reason: text().max(1000).optional() });
+// A reason and a reviewer's evidence are shown to the next reviewer: nothing in them may hide or reorder what is read.
+export const CancelBody = z.strictObject({
+  reason: text()
+    .max(1000)
+    .superRefine(refuseHiddenCharacters({ lines: true }))
+    .optional(),
+});
 
 export const ApprovalBody = z.strictObject({
   decision: z.enum(['approve', 'deny']),
-  reason: text().max(2000).optional(),
+  reason: text()
+    .max(2000)
+    .superRefine(refuseHiddenCharacters({ lines: true }))
+    .optional(),
   /**
    * The approval request this decision answers: the operation's `approval.requested_at` as the reviewer was shown it.
    * Given, the decision is taken only while that request is the one waiting: a request asked for since (the grant of
@@ -52,7 +61,9 @@ export const ResolveBody = z
       OperationStatus.SENT,
       OperationStatus.MANUAL_REVIEW,
     ]),
-    evidence: filledText('evidence text is required').max(10_000),
+    evidence: filledText('evidence text is required')
+      .max(10_000)
+      .superRefine(refuseHiddenCharacters({ lines: true })),
     due_in_seconds: z
       .number()
       // The range first: 1e20 is "at most 30 days", not "whole seconds" (zod's int check refuses unsafe integers too).

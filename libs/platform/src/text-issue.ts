@@ -33,9 +33,16 @@ export function textIssue(value: string): { rule: string; message: string } | nu
 const HIDDEN_CHARACTER = /[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\u2028\u2029]|\p{Cs}/u;
 const HIDDEN_CHARACTERS = new RegExp(HIDDEN_CHARACTER.source, 'gu');
 
-/** The first character of `text` that HIDDEN_CHARACTER names, written `U+XXXX`, or null when every one is shown. */
-export function hiddenCharacterIn(text: string): string | null {
-  const found = HIDDEN_CHARACTER.exec(text);
+/** HIDDEN_CHARACTER but tab, line feed and carriage return: text of several lines (a reviewer's evidence). */
+const HIDDEN_CHARACTER_IN_LINES = /(?![\t\n\r])[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\u2028\u2029]|\p{Cs}/u;
+
+/**
+ * The first character of `text` that HIDDEN_CHARACTER names, written `U+XXXX`, or null when every one is shown.
+ * `lines`: text of several lines, where tab, line feed and carriage return are its own (a reviewer's evidence, a
+ * reason), not one line (a label, a URL, a name).
+ */
+export function hiddenCharacterIn(text: string, options: { lines?: boolean } = {}): string | null {
+  const found = (options.lines ? HIDDEN_CHARACTER_IN_LINES : HIDDEN_CHARACTER).exec(text);
   return found ? `U+${found[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}` : null;
 }
 

@@ -1,7 +1,7 @@
 import { CURRENCY_CODE, CURRENCY_CODE_RULE, HOLD_REASONS, MAX_RULE_AMOUNT } from '@verity/status-model';
 import { z } from 'zod';
 import { amountReadingView } from './amount-reading.schema';
-import { filledText } from '../http/text';
+import { filledText, refuseHiddenCharacters } from '../http/text';
 
 /** An obligation may be due in a second (tests, drills) and at most in 30 days: beyond that it is not an obligation. */
 export const MAX_DUE_SECONDS = 30 * 24 * 3600;
@@ -23,7 +23,8 @@ const DotPath = z
   .string()
   .regex(/^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,7}$/, 'a dot path of params, e.g. amount or payment.total');
 
-const Name = filledText('must not be empty').max(200, 'at most 200 characters');
+// Shown to reviewers in the review queue (who owns an obligation, who it is escalated to): one line, nothing hidden.
+const Name = filledText('must not be empty').max(200, 'at most 200 characters').superRefine(refuseHiddenCharacters());
 
 export const ApprovalRuleSchema = z
   .strictObject({

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { memberPath, textIssue } from '@verity/platform';
+import { hiddenCharacterIn, memberPath, textIssue } from '@verity/platform';
 import type { FieldError } from '../problem/problem';
 
 /** The rule every accepted string obeys (no control characters, no lone surrogates): one home, in the platform. */
@@ -49,6 +49,26 @@ export function visibleText(): z.ZodString {
   return text()
     .min(1)
     .superRefine(refuseInvisible('must contain a visible character (not only white space or invisible characters)'));
+}
+
+/**
+ * Refuses, as `invalid_format` naming it, a character that hides or reorders what a person reads (hiddenCharacterIn: a
+ * bidi control such as U+202E, a zero-width or other invisible character, a control character) in text shown to one
+ * who decides on it: a policy's names in the review queue, a reviewer's evidence and reasons to the next reviewer.
+ * `lines`: tab and line breaks are the text's own. A value that shows nothing at all is left to `too_small`.
+ */
+export function refuseHiddenCharacters(options: { lines?: boolean } = {}) {
+  return (value: string, ctx: z.RefinementCtx) => {
+    if (SHOWS_NOTHING.test(value)) return;
+    const found = hiddenCharacterIn(value, options);
+    if (found) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `no ${found}: a bidi control, an invisible or a control character makes the text shown read as other text`,
+        params: { rule: 'invalid_format' },
+      });
+    }
+  };
 }
 
 /** The field name of member `key` under `path` (one home, in the platform: connectors name fields the same way). */
