@@ -9,12 +9,17 @@ import { build } from 'esbuild';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
-/** What the browser bundle may contain: the console, the SDK (not its MCP server), the status model, the parser. */
+/**
+ * What the browser bundle may contain: the console, the SDK (not its MCP server), the status model, the parser, and
+ * platform's text rule.
+ */
 const ALLOWED_INPUTS = [
   /^apps\/api\/src\/console\/client\//,
   /^apps\/api\/src\/console\/mask\.ts$/,
   /^libs\/sdk\/src\/(?!mcp\/)[^/]+\.ts$/,
   /^libs\/status-model\/src\//,
+  // The rule of text shown to a person (hidden characters escaped, as the API refuses them): a file free of imports.
+  /^libs\/platform\/src\/text-issue\.ts$/,
   // node_modules may be a symlink (a git worktree sharing the checkout's), so any path ending in the package.
   /(^|\/)node_modules\/eventsource-parser\//,
 ];

@@ -557,7 +557,7 @@ if (chromiumMissing) {
    * turn of the page's own script (a live re-render may replace an element between two turns).
    */
   async function isolationOf(strings: string[]) {
-    return page.evaluate((wanted: string[]) => {
+    const found = await page.evaluate((wanted: string[]) => {
       type El = { tagName: string; textContent: string | null; parentElement: El | null };
       type TextNode = { data: string; parentElement: El | null };
       const doc = (
@@ -579,13 +579,52 @@ if (chromiumMissing) {
         }
       }
       return found;
-    }, strings);
+    }, strings.map(seen));
+    // Keyed by the text as written, found as the console shows it.
+    return Object.fromEntries(strings.map((text) => [text, found[seen(text)]]));
+  }
+
+  /**
+   * A text as the console shows it: a bidi control written by others as its escape (`\u202e`), so it reorders nothing
+   * even inside its own isolate, where "Charge \u202Edeifirev si ti" read "Charge it is verified".
+   */
+  const seen = (text: string) => text.replace(/\u202e/g, '\\u202e');
+
+  const withoutOverride = (text: string) => text.replace(/\u202e/g, '');
+
+  /** Each text, written without its override, given it back on the operation's rows and events (stored before the rule). */
+  async function storedAsBefore(operationId: string, texts: string[]) {
+    for (const text of texts) {
+      const args = [operationId, withoutOverride(text), text];
+      await stack.db.dataSource.query(
+        `UPDATE operations SET approval = replace(approval::text, $2, $3)::jsonb,
+                obligation = replace(obligation::text, $2, $3)::jsonb, evidence = replace(evidence::text, $2, $3)::jsonb
+          WHERE id = $1`,
+        args,
+      );
+      // The log is append-only (a trigger): this test's own database sets it aside for the one rewrite.
+      await stack.db.dataSource.transaction(async (tx) => {
+        await tx.query('ALTER TABLE events DISABLE TRIGGER USER');
+        await tx.query(`UPDATE events SET data = replace(data::text, $2, $3)::jsonb WHERE operation_id = $1`, args);
+        await tx.query('ALTER TABLE events ENABLE TRIGGER USER');
+      });
+    }
+  }
+
+  /** The page holds no bidi override as it is: each was shown as its escape. */
+  async function expectNoRawOverride() {
+    const raw = await page.evaluate(
+      () =>
+        (globalThis as unknown as { document: { body: { textContent: string | null } } }).document.body.textContent ??
+        '',
+    );
+    expect(raw.includes('\u202e')).toBe(false);
   }
 
   /** Isolated on its own (the isolating element holds exactly it), or inside an event's JSON details (an isolated pre). */
   function expectIsolated(shown: { tag: string | null; text: string | null }, text: string) {
-    if (shown.tag === 'pre') expect(shown.text).toContain(JSON.stringify(text).slice(1, -1));
-    else expect({ tag: shown.tag, text: shown.text?.trim() }).toEqual({ tag: expect.any(String), text });
+    if (shown.tag === 'pre') expect(shown.text).toContain(seen(JSON.stringify(text).slice(1, -1)));
+    else expect({ tag: shown.tag, text: shown.text?.trim() }).toEqual({ tag: expect.any(String), text: seen(text) });
   }
 
   it('isolates what others wrote wherever a reviewer sees it: a right-to-left override cannot reorder the page', async () => {
@@ -603,11 +642,14 @@ if (chromiumMissing) {
     expect(inQueue[intent].length).toBeGreaterThan(0);
     expect(inQueue[agent].length).toBeGreaterThan(0);
     for (const text of [intent, agent]) for (const shown of inQueue[text]) expectIsolated(shown, text);
+    // The API refuses a reviewer's text holding an override now (e2e shown-text-hidden): it is written without it, then
+    // given it on the rows, as text stored before the rule holds it.
     const denied = await http(stack.apiUrl, 'POST', `/v1/operations/${approval.operations[0].id}/approval`, {
       key: DEMO.reviewer,
-      body: { decision: 'deny', reason: denyReason },
+      body: { decision: 'deny', reason: withoutOverride(denyReason) },
     });
     expect(denied.status).toBe(200);
+    await storedAsBefore(approval.operations[0].id, [denyReason]);
     await page.goto(consoleUrl(`/operations/${approval.operations[0].id}`));
     await expectText('#approval', /Denied: /);
     await page.locator('#timeline .event[data-type="approval.decided"]').waitFor();
@@ -631,13 +673,14 @@ if (chromiumMissing) {
       SLOW,
     );
     for (const body of [
-      { status: 'MANUAL_REVIEW', evidence: stillUnknown },
-      { status: 'CANCELLED', evidence: resolution },
+      { status: 'MANUAL_REVIEW', evidence: withoutOverride(stillUnknown) },
+      { status: 'CANCELLED', evidence: withoutOverride(resolution) },
     ]) {
       expect(
         (await http(stack.apiUrl, 'POST', `/v1/operations/${heldId}/resolve`, { key: DEMO.reviewer, body })).status,
       ).toBe(200);
     }
+    await storedAsBefore(heldId, [stillUnknown, resolution]);
     await page.goto(consoleUrl(`/operations/${heldId}`));
     await page.locator('.status-card-effect [data-status="CANCELLED"]').waitFor();
     await page.locator('#timeline .event[data-type="operation.still_unknown"]').waitFor();
@@ -648,6 +691,7 @@ if (chromiumMissing) {
     // The investigation's evidence is in its event's details: inside the isolated JSON.
     expect(resolved[stillUnknown].length).toBeGreaterThan(0);
     for (const shown of resolved[stillUnknown]) expect(shown.tag).toBe('pre');
+    await expectNoRawOverride();
   });
 
   it('isolates a provider’s rejection and an execution’s failure message: an override in them stays in them', async () => {
@@ -676,12 +720,14 @@ if (chromiumMissing) {
     expect(rejection[detail].length).toBeGreaterThan(0);
     // In a <bdi> of its own, as the console shows all text written by others (a block around it isolates it too, but
     // not from what a later layout puts beside it in that block).
-    for (const shown of rejection[detail]) expect(shown).toEqual({ tag: 'bdi', text: detail });
+    for (const shown of rejection[detail]) expect(shown).toEqual({ tag: 'bdi', text: seen(detail) });
+    await expectNoRawOverride();
     await page.goto(consoleUrl(`/executions/${execution.id}`));
     await expectText('#failure', /the request is invalid/);
     const failure = await isolationOf([message]);
     expect(failure[message].length).toBeGreaterThan(0);
-    for (const shown of failure[message]) expect(shown).toEqual({ tag: 'bdi', text: message });
+    for (const shown of failure[message]) expect(shown).toEqual({ tag: 'bdi', text: seen(message) });
+    await expectNoRawOverride();
     // Text put after it in the same block (a marker, here) is drawn after it, left to right: the override stays inside.
     const order = await page.evaluate(() => {
       type Rect = { left: number; right: number };

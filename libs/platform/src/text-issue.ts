@@ -35,6 +35,7 @@ const HIDDEN_CHARACTERS = new RegExp(HIDDEN_CHARACTER.source, 'gu');
 
 /** HIDDEN_CHARACTER but tab, line feed and carriage return: text of several lines (a reviewer's evidence). */
 const HIDDEN_CHARACTER_IN_LINES = /(?![\t\n\r])[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\u2028\u2029]|\p{Cs}/u;
+const HIDDEN_CHARACTERS_IN_LINES = new RegExp(HIDDEN_CHARACTER_IN_LINES.source, 'gu');
 
 /**
  * The first character of `text` that HIDDEN_CHARACTER names, written `U+XXXX`, or null when every one is shown.
@@ -48,10 +49,11 @@ export function hiddenCharacterIn(text: string, options: { lines?: boolean } = {
 
 /**
  * `text` with every character HIDDEN_CHARACTER names escaped: \uXXXX, or \u{XXXXX} past the first plane (a tag
- * character: one escape, not two halves of a pair).
+ * character: one escape, not two halves of a pair). `lines`: tab and line breaks kept, as hiddenCharacterIn's. Free of
+ * imports, as this whole file: the console's script bundles it to show stored text escaped.
  */
-export function escapeHiddenCharacters(text: string): string {
-  return text.replace(HIDDEN_CHARACTERS, (c) => {
+export function escapeHiddenCharacters(text: string, options: { lines?: boolean } = {}): string {
+  return text.replace(options.lines ? HIDDEN_CHARACTERS_IN_LINES : HIDDEN_CHARACTERS, (c) => {
     const code = c.codePointAt(0)!;
     return code > 0xffff ? `\\u{${code.toString(16)}}` : `\\u${code.toString(16).padStart(4, '0')}`;
   });

@@ -1,4 +1,5 @@
 import { maskSecrets, maskString } from '../mask';
+import { shown } from './shown-text';
 
 export type Child = Node | string | number | null | undefined | false | Child[];
 type AttrValue = string | number | boolean | null | undefined | ((event: Event) => void);
@@ -27,7 +28,7 @@ function append(el: Element, children: Child[]): void {
   for (const child of children) {
     if (child === null || child === undefined || child === false) continue;
     if (Array.isArray(child)) append(el, child);
-    else el.append(typeof child === 'number' ? String(child) : child);
+    else el.append(typeof child === 'number' ? String(child) : typeof child === 'string' ? shown(child) : child);
   }
 }
 
@@ -73,6 +74,7 @@ export function time(
 
 /** Masked, pretty JSON in a scrollable, keyboard-focusable block. */
 export function json(value: unknown, label: string): HTMLElement {
+  // A string child: shown() by append.
   return h('pre', { class: 'json', tabindex: 0, 'aria-label': label }, JSON.stringify(maskSecrets(value), null, 2));
 }
 
@@ -89,8 +91,8 @@ export interface RevealState {
  * reviewer's choice outlives this element (a page re-renders it on every live update); without it, it starts masked.
  */
 export function revealableJson(value: unknown, label: string, state?: RevealState): HTMLElement {
-  const masked = JSON.stringify(maskSecrets(value), null, 2);
-  const raw = JSON.stringify(value, null, 2);
+  const masked = shown(JSON.stringify(maskSecrets(value), null, 2));
+  const raw = shown(JSON.stringify(value, null, 2));
   const block = h('pre', { class: 'json', tabindex: 0, 'aria-label': label }, masked);
   if (masked === raw) return block;
   const toggle: HTMLButtonElement = h('button', {

@@ -1,4 +1,5 @@
 import { Verity, VerityError } from '@verity/sdk';
+import { shown } from './shown-text';
 
 const KEY_SLOT = 'verity.console.key';
 
@@ -62,5 +63,6 @@ export async function api<T>(call: (dx: Verity) => Promise<T>): Promise<T> {
 
 /** The API's words for a refusal, or a plain sentence when it could not be reached. */
 export function problemText(error: unknown, unreachable = 'the API could not be reached'): string {
-  return error instanceof VerityError ? error.detail || error.title : unreachable;
+  // Set as textContent in places, not through h(): a detail may quote what was sent.
+  return shown(error instanceof VerityError ? error.detail || error.title : unreachable);
 }
