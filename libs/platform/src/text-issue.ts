@@ -33,8 +33,15 @@ export function textIssue(value: string): { rule: string; message: string } | nu
 const HIDDEN_CHARACTER = /[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\u2028\u2029]|\p{Cs}/u;
 const HIDDEN_CHARACTERS = new RegExp(HIDDEN_CHARACTER.source, 'gu');
 
-/** HIDDEN_CHARACTER but tab, line feed and carriage return: text of several lines (a reviewer's evidence). */
-const HIDDEN_CHARACTER_IN_LINES = /(?![\t\n\r])[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\u2028\u2029]|\p{Cs}/u;
+/**
+ * HIDDEN_CHARACTER but tab, line feed and carriage return: text of several lines (a reviewer's evidence). And the two
+ * invisible characters that are part of an emoji, where they are: a zero-width joiner between two pictographs (one
+ * after a skin tone or a presentation selector), and an emoji presentation selector (U+FE0F) after a pictograph or a
+ * keycap's digit. A reviewer writes "✔️ confirmed" (U+2714 U+FE0F); refusing it would refuse ordinary text, and
+ * there neither reorders nor hides anything. Anywhere else they stay refused.
+ */
+const HIDDEN_CHARACTER_IN_LINES =
+  /(?![\t\n\r])(?!(?<=\p{Extended_Pictographic}(?:[\u{1F3FB}-\u{1F3FF}]|\uFE0F)?)\u200D(?=\p{Extended_Pictographic}))(?!(?<=\p{Extended_Pictographic}|[#*0-9])\uFE0F)[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\u2028\u2029]|\p{Cs}/u;
 const HIDDEN_CHARACTERS_IN_LINES = new RegExp(HIDDEN_CHARACTER_IN_LINES.source, 'gu');
 
 /**
