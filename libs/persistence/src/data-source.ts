@@ -118,10 +118,6 @@ export function dataSourceOptions(
     // Never synchronize: the schema changes only through reviewed migrations.
     synchronize: false,
     migrationsRun: false,
-    // Each migration in its own transaction, also for the TypeORM CLI (npm run migration:run), whose default is one
-    // transaction for all: it refuses a migration that must run outside one (SpendBackfillIndex: CREATE INDEX
-    // CONCURRENTLY, `transaction = false`).
-    migrationsTransactionMode: 'each',
     logging: false,
     extra: {
       max: poolSize,

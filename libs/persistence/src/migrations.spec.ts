@@ -3,8 +3,6 @@ import { useTestDatabase } from '../../../test/support/test-database';
 import { DataSource } from 'typeorm';
 import { dataSourceOptions, runMigrationsLocked } from './data-source';
 import { MIGRATIONS } from './migrations';
-import { lockWaiters, waitForLockWaiter } from '../../../test/support/lock-waits';
-import { waitFor } from '../../../test/support/stack';
 
 /** The schema as Postgres reports it: tables with their columns and storage options, indexes, constraints, triggers. */
 async function schema(db: TestDatabase): Promise<string[]> {
@@ -143,56 +141,5 @@ describe('migrations (real Postgres)', () => {
     );
     await runMigrationsLocked(db.dataSource);
     expect((await allowHosts())[0][2]).toEqual([...bound, { host: 'legacy.example.com', secrets: ['*'] }]);
-  });
-  it('builds the spend backfill index without stopping writes to operations', async () => {
-    // Down to before the index (the migrations after it first).
-    const index = MIGRATIONS.findIndex((m) => m.name === 'SpendBackfillIndex1764721400000');
-    expect(index).toBeGreaterThan(0);
-    for (let k = MIGRATIONS.length; k > index; k -= 1) await down();
-    const writer = db.dataSource.createQueryRunner();
-    await writer.connect();
-    try {
-      // A write in progress on operations when the migration begins: the build waits for it either way.
-      await writer.startTransaction();
-      await writer.query(`UPDATE operations SET status = status WHERE false`);
-      let migrated = false;
-      const migrating = runMigrationsLocked(db.dataSource).finally(() => (migrated = true));
-      await waitForLockWaiter(db.dataSource, { unless: () => migrated });
-      expect(migrated).toBe(false);
-      // Another write meanwhile is not held behind the build: it completes (a plain CREATE INDEX queues a SHARE lock,
-      // and this write would wait behind it: a second lock waiter).
-      let wrote = false;
-      const writing = db.dataSource
-        .query(`UPDATE operations SET status = status WHERE false`)
-        .finally(() => (wrote = true));
-      await waitFor(
-        async () => wrote || (await lockWaiters(db.dataSource)) > 1,
-        (done) => done,
-      );
-      expect(wrote).toBe(true);
-      await writing;
-      await writer.commitTransaction();
-      await migrating;
-    } finally {
-      if (writer.isTransactionActive) await writer.rollbackTransaction();
-      await writer.release();
-    }
-    expect(
-      await db.dataSource.query(
-        `SELECT i.indisvalid AS valid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-          WHERE c.relname = 'operations_sent_by_connector'`,
-      ),
-    ).toEqual([{ valid: true }]);
-  });
-  it('runs with the data source’s defaults (as the TypeORM CLI does) the migration that runs outside a transaction', async () => {
-    const index = MIGRATIONS.findIndex((m) => m.name === 'SpendBackfillIndex1764721400000');
-    for (let k = MIGRATIONS.length; k > index; k -= 1) await down();
-    const cli = new DataSource(dataSourceOptions(db.url, 1));
-    await cli.initialize();
-    try {
-      expect((await cli.runMigrations()).map((m) => m.name)).toEqual(MIGRATIONS.slice(index).map((m) => m.name));
-    } finally {
-      await cli.destroy();
-    }
   });
 });
