@@ -64,8 +64,8 @@ SELECT id, sent_at FROM operations
 
 -- prefillWrite
 INSERT INTO connector_spend (operation_id, tenant_id, connector, spent_at)
-     SELECT o.id, o.tenant_id, o.connector, u.at FROM unnest($3::text[], $4::timestamptz[]) AS u(id, at)
-       JOIN operations o ON o.id = u.id AND o.tenant_id = $1 AND o.connector = $2
+     SELECT o.id, o.tenant_id, o.connector, o.sent_at FROM unnest($3::text[]) AS u(id)
+       JOIN operations o ON o.id = u.id AND o.tenant_id = $1 AND o.connector = $2 AND o.attempt > 0
      ON CONFLICT (operation_id) DO NOTHING;
 
 -- prune

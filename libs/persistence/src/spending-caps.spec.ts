@@ -13,6 +13,7 @@ import {
   describeCapExceeded,
   lockSpendingCaps,
   prefillSpend,
+  writeSpendPrefill,
   settingsVersionOf,
   spendingUsage,
 } from './entities';
@@ -547,6 +548,29 @@ describe('a cap set while sends are made counts every one of them (real Postgres
       operations: 3,
       amount: 950,
     });
+  });
+
+  it('writes what the prefill read at each send’s last sent_at, and only sends: one sent again since counts from then', async () => {
+    const resent = await ready('resent', 100);
+    // From the settings as they stand (none, or the cap an earlier case set): run alone or after it.
+    const [settings] = (await db.dataSource.query(
+      `SELECT ${settingsVersionOf('s')} AS version FROM tenant_connector_settings s WHERE tenant_id = 'acme'`,
+    )) as { version: string }[];
+    expect((await send(db.dataSource.manager, resent, settings?.version ?? null)).won).toBe(true);
+    await db.dataSource.query(`UPDATE operations SET sent_at = sent_at - interval '1 hour' WHERE id = $1`, [resent]);
+    const prefill = await prefillSpend(db.dataSource, 'acme', CONNECTOR, 86_400);
+    expect(prefill.ids).toContain(resent);
+    // Sent again after the prefill read it (a reviewer's release of a hold, say): its window starts at this send.
+    await db.dataSource.query(`UPDATE operations SET sent_at = now() WHERE id = $1`, [resent]);
+    const [{ sent_at: lastSent }] = (await db.dataSource.query(`SELECT sent_at FROM operations WHERE id = $1`, [
+      resent,
+    ])) as { sent_at: Date }[];
+    await transaction(db.dataSource, (tx) => writeSpendPrefill(tx, 'acme', CONNECTOR, prefill));
+    const [{ spent_at: spentAt }] = (await db.dataSource.query(
+      `SELECT spent_at FROM connector_spend WHERE operation_id = $1`,
+      [resent],
+    )) as { spent_at: Date }[];
+    expect(spentAt.toISOString()).toBe(lastSent.toISOString());
   });
 });
 

@@ -22,6 +22,7 @@ import {
   VersionCondition,
   versionConditionHolds,
   writeConnectorSecret,
+  writeSpendPrefill,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig, tenantPrivateEgress } from '@verity/platform';
 import { DEFAULT_CURRENCY_FIELD } from '@verity/status-model';
@@ -134,6 +135,9 @@ export class ConnectorSettingsService {
         // The change holds the connector's spending-caps lock until the commit (changeConnectorSettings): a send that
         // checks the settings waits for it, so none commits from the settings before it unseen by the backfill below
         // (of the sends since the prefill's mark; the prefill read those before it, written here).
+        // What the prefill read is written first, before the lock: a month of rows is not written while every send of
+        // the connector waits, and a change refused still rolls it back with itself.
+        if (prefill) await writeSpendPrefill(tx, principal.tenantId, connectorName, prefill);
         await changeConnectorSettings(tx, this.change(principal, connectorName, condition), async () => {
           await upsertConnectorSettings(tx, principal.tenantId, connectorName, {
             allowHosts: input.allow_hosts,
@@ -143,7 +147,10 @@ export class ConnectorSettingsService {
           });
           await this.writeSecrets(tx, principal, connectorName, input.secrets ?? {});
         });
-        if (longest > 0) await backfillSpend(tx, principal.tenantId, connectorName, longest, prefill);
+        if (longest > 0) {
+          const since = prefill && { since: prefill.since, ids: [], sentAt: [] };
+          await backfillSpend(tx, principal.tenantId, connectorName, longest, since);
+        }
         return {
           view: await this.view(tx, principal, connectorName),
           version: await connectorSettingsVersion(tx, principal.tenantId, connectorName),

@@ -171,10 +171,11 @@ export const CONNECTOR_SPEND_SQL = {
   // What a prefill reads outside the lock (the backfill's rows, not written): the window's sends of the connector.
   prefillRead: `SELECT id, sent_at FROM operations
      WHERE tenant_id = $1 AND connector = $2 AND attempt > 0 AND sent_at >= now() - make_interval(secs => $3)`,
-  // The rows a prefill read, written under the change's lock; an operation pruned since is skipped.
+  // The rows a prefill read, written in the change's transaction before it takes the caps' lock; an operation pruned
+  // since is skipped, and one sent again since counts from its last send (its sent_at now, not the one read).
   prefillWrite: `INSERT INTO connector_spend (operation_id, tenant_id, connector, spent_at)
-     SELECT o.id, o.tenant_id, o.connector, u.at FROM unnest($3::text[], $4::timestamptz[]) AS u(id, at)
-       JOIN operations o ON o.id = u.id AND o.tenant_id = $1 AND o.connector = $2
+     SELECT o.id, o.tenant_id, o.connector, o.sent_at FROM unnest($3::text[]) AS u(id)
+       JOIN operations o ON o.id = u.id AND o.tenant_id = $1 AND o.connector = $2 AND o.attempt > 0
      ON CONFLICT (operation_id) DO NOTHING`,
   prune: `DELETE FROM connector_spend WHERE operation_id IN (
        SELECT operation_id FROM connector_spend WHERE spent_at < now() - make_interval(secs => $1)
@@ -588,10 +589,18 @@ export async function backfillSpend(
   seconds: number,
   prefill: SpendPrefill | null = null,
 ) {
-  if (prefill && prefill.ids.length > 0) {
-    await db.query(CONNECTOR_SPEND_SQL.prefillWrite, [tenantId, connector, prefill.ids, prefill.sentAt]);
-  }
+  if (prefill && prefill.ids.length > 0) await writeSpendPrefill(db, tenantId, connector, prefill);
   await db.query(CONNECTOR_SPEND_SQL.backfill, [tenantId, connector, seconds, prefill?.since ?? null]);
+}
+
+/**
+ * Writes what a prefill read (prefillSpend) to the ledger. The caps' change calls it in its transaction BEFORE it takes
+ * the caps' lock, so a month of rows is not written while every send of the connector waits, and a change refused still
+ * writes nothing (the transaction rolls back); its backfill under the lock then reads only the sends since the mark.
+ */
+export async function writeSpendPrefill(db: Queryable, tenantId: string, connector: string, prefill: SpendPrefill) {
+  if (prefill.ids.length === 0) return;
+  await db.query(CONNECTOR_SPEND_SQL.prefillWrite, [tenantId, connector, prefill.ids]);
 }
 
 /**
