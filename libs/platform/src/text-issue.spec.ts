@@ -35,6 +35,36 @@ describe('hiddenCharacterIn', () => {
     expect(hiddenCharacterIn('\u2714\uFE0F')).toBe('U+FE0F');
     expect(escapeHiddenCharacters('\u2714\uFE0F a\u200Db', { lines: true })).toBe('\u2714\uFE0F a\\u200db');
   });
+
+  it.each([
+    ['Persian with a non-joiner', '\u0645\u06CC\u200C\u062E\u0648\u0627\u0647\u0645'],
+    ['Sinhala with a joiner', '\u0DC1\u0DCA\u200D\u0DBB\u0DD3 \u0DBD\u0D82\u0D9A\u0DCF'],
+    ['Devanagari with a non-joiner', '\u0915\u094D\u200C\u0937'],
+    ['Hebrew with a right-to-left mark', '\u05E9\u05DC\u05D5\u05DD 100\u200F!'],
+    ['Arabic with an Arabic letter mark', '\u0645\u0631\u062D\u0628\u0627\u061C 42'],
+    ['Hebrew beside a left-to-right mark', '\u05E9\u05DC\u05D5\u05DD\u200E ok'],
+    ['the flag of England', '\u{1F3F4}\u{E0067}\u{E0062}\u{E0065}\u{E006E}\u{E0067}\u{E007F} seen'],
+    ['a text-style selector after a pictograph', '\u2714\uFE0E done'],
+    ['a variation selector after a Han ideograph', '\u845B\u{E0100}'],
+  ])('takes %s in text of several lines', (_, text) => {
+    expect(hiddenCharacterIn(text, { lines: true })).toBeNull();
+    expect(escapeHiddenCharacters(text, { lines: true })).toBe(text);
+  });
+
+  it.each([
+    ['a right-to-left mark in text without right-to-left letters', 'paid 456\u200F 789', 'U+200F'],
+    ['a left-to-right mark in Latin text', 'paid\u200E', 'U+200E'],
+    ['a non-joiner between Latin letters', 'pay\u200Cments', 'U+200C'],
+    ['a joiner between Cyrillic letters', '\u043F\u200D\u0430', 'U+200D'],
+    ['an override in Hebrew text', '\u05E9\u05DC\u05D5\u05DD \u202Eabc', 'U+202E'],
+    ['a tag character not after a black flag', 'a\u{E0067}', 'U+E0067'],
+    ['a soft hyphen', 'pay\u00ADments', 'U+00AD'],
+  ])('refuses %s in text of several lines', (_, text, named) => {
+    expect(hiddenCharacterIn(text, { lines: true })).toBe(named);
+  });
+
+  it('refuses the direction marks in one-line text, with right-to-left letters too', () =>
+    expect(hiddenCharacterIn('\u05E9\u05DC\u05D5\u05DD\u200F')).toBe('U+200F'));
 });
 
 describe('escapeHiddenCharacters', () => {

@@ -34,15 +34,41 @@ const HIDDEN_CHARACTER = /[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\u2028\u2
 const HIDDEN_CHARACTERS = new RegExp(HIDDEN_CHARACTER.source, 'gu');
 
 /**
- * HIDDEN_CHARACTER but tab, line feed and carriage return: text of several lines (a reviewer's evidence). And the two
- * invisible characters that are part of an emoji, where they are: a zero-width joiner between two pictographs (one
- * after a skin tone or a presentation selector), and an emoji presentation selector (U+FE0F) after a pictograph or a
- * keycap's digit. A reviewer writes "✔️ confirmed" (U+2714 U+FE0F); refusing it would refuse ordinary text, and
- * there neither reorders nor hides anything. Anywhere else they stay refused.
+ * Text of several lines (a reviewer's evidence, a reason) is a person's writing, in any language: what HIDDEN_CHARACTER
+ * names but what that writing is made of, where it stands, is its own. Tab, line feed and carriage return. The
+ * invisible parts of an emoji: a zero-width joiner between two pictographs (one after a skin tone or a selector), a
+ * presentation selector (U+FE0E, U+FE0F) after a pictograph or a keycap's digit, the tag characters of a flag after
+ * U+1F3F4. A variation selector after a Han ideograph (U+E0100–U+E01EF). The joiner and non-joiner (U+200C, U+200D)
+ * between two letters of a script that writes with them (Persian, the Indic scripts, Sinhala…: not Latin, Greek or
+ * Cyrillic, where they only hide). And, in text that holds right-to-left letters, the direction marks (U+200E,
+ * U+200F, U+061C), which a keyboard of those languages types: they place the punctuation beside them, as a letter
+ * would; in text without right-to-left letters they would reorder it invisibly, and stay refused. Bidi embeddings,
+ * overrides and isolates are refused everywhere: they reorder what follows them.
  */
-const HIDDEN_CHARACTER_IN_LINES =
-  /(?![\t\n\r])(?!(?<=\p{Extended_Pictographic}(?:[\u{1F3FB}-\u{1F3FF}]|\uFE0F)?)\u200D(?=\p{Extended_Pictographic}))(?!(?<=\p{Extended_Pictographic}|[#*0-9])\uFE0F)[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\u2028\u2029]|\p{Cs}/u;
-const HIDDEN_CHARACTERS_IN_LINES = new RegExp(HIDDEN_CHARACTER_IN_LINES.source, 'gu');
+const KEPT_IN_LINES = [
+  String.raw`[\t\n\r]`,
+  String.raw`(?<=\p{Extended_Pictographic}(?:[\u{1F3FB}-\u{1F3FF}]|\uFE0F)?)\u200D(?=\p{Extended_Pictographic})`,
+  String.raw`(?<=\p{Extended_Pictographic}|[#*0-9])(?:\uFE0E|\uFE0F)`,
+  String.raw`(?<=\u{1F3F4}[\u{E0020}-\u{E007E}]*)[\u{E0020}-\u{E007F}]`,
+  String.raw`(?<=\p{Script=Han})[\u{E0100}-\u{E01EF}]`,
+  String.raw`(?<=[\p{L}\p{M}])(?<![\p{Script=Latin}\p{Script=Greek}\p{Script=Cyrillic}])(?:\u200C|\u200D)(?=[\p{L}\p{M}])(?![\p{Script=Latin}\p{Script=Greek}\p{Script=Cyrillic}])`,
+];
+const DIRECTION_MARK = String.raw`[\u200E\u200F\u061C]`;
+const RIGHT_TO_LEFT_LETTER =
+  /[\p{Script=Hebrew}\p{Script=Arabic}\p{Script=Syriac}\p{Script=Thaana}\p{Script=Nko}\p{Script=Adlam}\p{Script=Samaritan}\p{Script=Mandaic}]/u;
+const inLines = (kept: string[], flags: string) => new RegExp(`(?!${kept.join('|')})${HIDDEN_CHARACTER.source}`, flags);
+const HIDDEN_CHARACTER_IN_LINES = inLines(KEPT_IN_LINES, 'u');
+const HIDDEN_CHARACTERS_IN_LINES = inLines(KEPT_IN_LINES, 'gu');
+const HIDDEN_CHARACTER_IN_RTL_LINES = inLines([...KEPT_IN_LINES, DIRECTION_MARK], 'u');
+const HIDDEN_CHARACTERS_IN_RTL_LINES = inLines([...KEPT_IN_LINES, DIRECTION_MARK], 'gu');
+
+/** The pattern that finds what `text` may not hold: one line, or several lines (with or without right-to-left letters). */
+function hiddenPattern(text: string, options: { lines?: boolean }, global: boolean): RegExp {
+  if (!options.lines) return global ? HIDDEN_CHARACTERS : HIDDEN_CHARACTER;
+  const rtl = RIGHT_TO_LEFT_LETTER.test(text);
+  if (global) return rtl ? HIDDEN_CHARACTERS_IN_RTL_LINES : HIDDEN_CHARACTERS_IN_LINES;
+  return rtl ? HIDDEN_CHARACTER_IN_RTL_LINES : HIDDEN_CHARACTER_IN_LINES;
+}
 
 /**
  * The first character of `text` that HIDDEN_CHARACTER names, written `U+XXXX`, or null when every one is shown.
@@ -50,7 +76,7 @@ const HIDDEN_CHARACTERS_IN_LINES = new RegExp(HIDDEN_CHARACTER_IN_LINES.source, 
  * reason), not one line (a label, a URL, a name).
  */
 export function hiddenCharacterIn(text: string, options: { lines?: boolean } = {}): string | null {
-  const found = (options.lines ? HIDDEN_CHARACTER_IN_LINES : HIDDEN_CHARACTER).exec(text);
+  const found = hiddenPattern(text, options, false).exec(text);
   return found ? `U+${found[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}` : null;
 }
 
@@ -60,7 +86,7 @@ export function hiddenCharacterIn(text: string, options: { lines?: boolean } = {
  * imports, as this whole file: the console's script bundles it to show stored text escaped.
  */
 export function escapeHiddenCharacters(text: string, options: { lines?: boolean } = {}): string {
-  return text.replace(options.lines ? HIDDEN_CHARACTERS_IN_LINES : HIDDEN_CHARACTERS, (c) => {
+  return text.replace(hiddenPattern(text, options, true), (c) => {
     const code = c.codePointAt(0)!;
     return code > 0xffff ? `\\u{${code.toString(16)}}` : `\\u${code.toString(16).padStart(4, '0')}`;
   });
