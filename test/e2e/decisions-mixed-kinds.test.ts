@@ -12,9 +12,12 @@ import { Event, Op, events, submit, waitForOp, waitForResolutionPermitted } from
 type Reply = Pick<Problem, 'type' | 'detail'> & { decision?: string; current_status?: string };
 type Detail = Op & { permitted_resolutions: string[] };
 
-/** Evidence a hostile or careless reviewer may write: bidi overrides, markup, a secret's placeholder, a NUL-free emoji. */
+/**
+ * Evidence a hostile or careless reviewer may write and the API takes: markup, a secret's placeholder, an emoji, a
+ * right-to-left letter with its direction mark (bidi overrides are refused at the door: e2e shown-text-hidden).
+ */
 const hostile = (i: number, status: string) =>
-  `racer ${i}: \u202Eevil\u202C <script>alert(1)</script> {{secret:API_KEY}} 🧾 ${status}`;
+  `racer ${i}: \u05E9\u200F <script>alert(1)</script> {{secret:API_KEY}} 🧾 ${status}`;
 
 /**
  * Decisions by people of different kinds on one operation at once (I13): a release, a cancel and a "still unknown" of
@@ -69,7 +72,7 @@ describe('decisions of different kinds on one operation at once', () => {
     expect(count(log, 'operation.resolved', 'operation.still_unknown')).toBe(1);
     const recorded = log.find((e) => ['operation.resolved', 'operation.still_unknown'].includes(e.type))!;
     // The evidence is kept as written, hostile characters and all.
-    expect(String(recorded.data.evidence)).toMatch(/^racer \d+: \u202Eevil\u202C <script>/);
+    expect(String(recorded.data.evidence)).toMatch(/^racer \d+: \u05E9\u200F <script>/);
     // Offered afterwards is what is accepted: a resolution ends the hold (nothing more offered); "still unknown" keeps it
     // open, and each resolution still offered is accepted (one is taken below, without If-Match, and answers 200).
     const after = await show(opId);
