@@ -59,7 +59,7 @@ INSERT INTO connector_spend (operation_id, tenant_id, connector, spent_at)
 SELECT clock_timestamp() AS at;
 
 -- prefillRead
-SELECT id, sent_at FROM operations
+SELECT id FROM operations
      WHERE tenant_id = $1 AND connector = $2 AND attempt > 0 AND sent_at >= now() - make_interval(secs => $3);
 
 -- prefillWrite

@@ -515,12 +515,12 @@ describe('a cap set while sends are made counts every one of them (real Postgres
     const withoutBefore: SpendPrefill = {
       since: prefill.since,
       ids: prefill.ids.filter((id) => id !== before),
-      sentAt: prefill.sentAt.filter((_, i) => prefill.ids[i] !== before),
     };
     await transaction(db.dataSource, async (tx) => {
       await lockSpendingCaps(tx, 'acme', CONNECTOR);
       await upsertConnectorSettings(tx, 'acme', CONNECTOR, { spendingCaps: [cap], by: 'key_admin' });
-      await backfillSpend(tx, 'acme', CONNECTOR, 86_400, withoutBefore);
+      await writeSpendPrefill(tx, 'acme', CONNECTOR, withoutBefore);
+      await backfillSpend(tx, 'acme', CONNECTOR, 86_400, withoutBefore.since);
     });
     expect((await ledger()).sort()).toEqual([inFlight, between].sort());
     expect(await spendingUsage(db.dataSource.manager, 'acme', CONNECTOR, cap, ['amount'])).toMatchObject({

@@ -147,10 +147,7 @@ export class ConnectorSettingsService {
           });
           await this.writeSecrets(tx, principal, connectorName, input.secrets ?? {});
         });
-        if (longest > 0) {
-          const since = prefill && { since: prefill.since, ids: [], sentAt: [] };
-          await backfillSpend(tx, principal.tenantId, connectorName, longest, since);
-        }
+        if (longest > 0) await backfillSpend(tx, principal.tenantId, connectorName, longest, prefill?.since ?? null);
         return {
           view: await this.view(tx, principal, connectorName),
           version: await connectorSettingsVersion(tx, principal.tenantId, connectorName),

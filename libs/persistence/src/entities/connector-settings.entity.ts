@@ -169,7 +169,7 @@ export const CONNECTOR_SPEND_SQL = {
   // Taken holding the caps' lock (exclusively: every send in flight has committed), the time a prefill counts from.
   mark: `SELECT clock_timestamp() AS at`,
   // What a prefill reads outside the lock (the backfill's rows, not written): the window's sends of the connector.
-  prefillRead: `SELECT id, sent_at FROM operations
+  prefillRead: `SELECT id FROM operations
      WHERE tenant_id = $1 AND connector = $2 AND attempt > 0 AND sent_at >= now() - make_interval(secs => $3)`,
   // The rows a prefill read, written in the change's transaction before it takes the caps' lock; an operation pruned
   // since is skipped, and one sent again since counts from its last send (its sent_at now, not the one read).
@@ -572,25 +572,23 @@ export async function lockReadBackBindings(
 export interface SpendPrefill {
   since: Date;
   ids: string[];
-  sentAt: Date[];
 }
 
 /**
  * When a cap is set, what was already sent in its longest window counts too: the ledger is filled from the operations
  * table, under the change's hold of the caps' lock (lockSpendingCaps), so no send commits from the settings before the
- * change unseen by it, and in the change's transaction, so a change refused writes nothing. `prefill`: what a prefill
- * made before the lock (prefillSpend) read, every send before its mark: written here, and only the sends since the
- * mark are read. Null: the whole window is read, every capped send of the connector waiting.
+ * change unseen by it, and in the change's transaction, so a change refused writes nothing. `since`: the mark of a
+ * prefill made before the lock (prefillSpend), whose rows writeSpendPrefill wrote: only the sends since the mark are
+ * read. Null: the whole window is read, every capped send of the connector waiting.
  */
 export async function backfillSpend(
   db: Queryable,
   tenantId: string,
   connector: string,
   seconds: number,
-  prefill: SpendPrefill | null = null,
+  since: Date | null = null,
 ) {
-  if (prefill && prefill.ids.length > 0) await writeSpendPrefill(db, tenantId, connector, prefill);
-  await db.query(CONNECTOR_SPEND_SQL.backfill, [tenantId, connector, seconds, prefill?.since ?? null]);
+  await db.query(CONNECTOR_SPEND_SQL.backfill, [tenantId, connector, seconds, since]);
 }
 
 /**
@@ -608,7 +606,7 @@ export async function writeSpendPrefill(db: Queryable, tenantId: string, connect
  * connector do not wait for it (a month of sends to read). First the mark: the caps' lock is taken exclusively — every
  * send holds it (shared, or exclusively under a cap) from before it stamps `sent_at` until it commits, so every send
  * stamped before the mark has committed — the database's clock is read, and the lock is let go. Then every send in
- * the window is read, not written: the change writes them with its own (`backfillSpend(…, prefill)`), so a change
+ * the window is read, not written: the change writes them (`writeSpendPrefill`), so a change
  * refused (412, a key revoked meanwhile) writes nothing. A send stamped after the mark takes the lock after it, so its
  * `sent_at` is later: the change's backfill reads it under the lock.
  */
@@ -623,12 +621,12 @@ export async function prefillSpend(
     const [row] = await rows<{ at: Date }>(tx, CONNECTOR_SPEND_SQL.mark, []);
     return new Date(row.at);
   });
-  const sent = await rows<{ id: string; sent_at: Date }>(dataSource.manager, CONNECTOR_SPEND_SQL.prefillRead, [
+  const sent = await rows<{ id: string }>(dataSource.manager, CONNECTOR_SPEND_SQL.prefillRead, [
     tenantId,
     connector,
     seconds,
   ]);
-  return { since, ids: sent.map((r) => r.id), sentAt: sent.map((r) => r.sent_at) };
+  return { since, ids: sent.map((r) => r.id) };
 }
 
 /**
