@@ -160,6 +160,22 @@ describe('operation transition table (docs/contract.md §2)', () => {
     ]);
   });
 
+  it('sends no operation twice: from its first SENT, no path of the table reaches SENT again', () => {
+    // The spending caps' ledger relies on it: a caps change writes the rows of operations already sent before it takes
+    // the caps' lock, which a send of one of them would wait for while holding that lock (a deadlock).
+    const reached = new Set<OperationStatus>([S.SENT]);
+    const next = [S.SENT];
+    for (let from = next.pop(); from !== undefined; from = next.pop()) {
+      for (const r of OPERATION_TRANSITIONS.filter((rule) => rule.from === from && !rule.neverSentOnly)) {
+        if (r.to === S.SENT) throw new Error(`${key(r.from, r.to)} sends an operation that was sent`);
+        if (reached.has(r.to)) continue;
+        reached.add(r.to);
+        next.push(r.to);
+      }
+    }
+    expect([...reached].sort()).toEqual(OPERATION_STATUSES.filter((s) => s !== S.PREPARED && s !== S.CANCELLED).sort());
+  });
+
   it('covers every design transition in the allowed-case table below', () => {
     expect(new Set(ALLOWED.map((c) => key(c.from, c.to)))).toEqual(CONTRACT_KEYS);
   });
