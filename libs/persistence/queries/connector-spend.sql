@@ -41,6 +41,9 @@ SELECT pg_advisory_xact_lock(727002, hashtext($1));
 -- readBackLock
 SELECT pg_advisory_xact_lock_shared(727002, hashtext($1));
 
+-- capsChangeLock
+SELECT pg_advisory_xact_lock(727003, hashtext($1));
+
 -- resendLock
 SELECT pg_advisory_xact_lock(hashtextextended('resend_ref' || chr(31) || $1 || chr(31) || $2 || chr(31) || $3, 0));
 

@@ -2,7 +2,8 @@ import { OperationStatus, VerificationMethod } from '@verity/status-model';
 import type { EntityManager } from 'typeorm';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { chargeOperation, insertTestExecution } from '../../../test/support/fixtures';
-import { waitForLockWaiter } from '../../../test/support/lock-waits';
+import { lockWaiters, waitForLockWaiter } from '../../../test/support/lock-waits';
+import { withSessions } from '../../../test/support/sessions';
 import { upsertConnectorSettings } from './connector-settings.repository';
 import {
   CapExceeded,
@@ -571,6 +572,57 @@ describe('a cap set while sends are made counts every one of them (real Postgres
       [resent],
     )) as { spent_at: Date }[];
     expect(spentAt.toISOString()).toBe(lastSent.toISOString());
+  });
+
+  it('lets two caps changes of one connector take turns: one’s backfill never waits for rows the other wrote before the caps’ lock', async () => {
+    // B's prefill reads the window before `x` is sent, A's after: `x` is A's prefill row, and since B's mark, B's to
+    // backfill under the caps' lock.
+    const prefillB = await prefillSpend(db.dataSource, 'acme', CONNECTOR, 86_400);
+    const x = await ready('x', 100);
+    const [settings] = (await db.dataSource.query(
+      `SELECT ${settingsVersionOf('s')} AS version FROM tenant_connector_settings s WHERE tenant_id = 'acme'`,
+    )) as { version: string }[];
+    expect((await send(db.dataSource.manager, x, settings?.version ?? null)).won).toBe(true);
+    const prefillA = await prefillSpend(db.dataSource, 'acme', CONNECTOR, 86_400);
+    expect(prefillA.ids).toContain(x);
+    expect(prefillB.ids).not.toContain(x);
+
+    const failures = await withSessions(db.dataSource, ['a', 'b'], async ({ a, b }) => {
+      /** A caps change as the API makes it: the prefill's rows, then the caps' lock, then the sends since the mark. */
+      const change = async (tx: typeof a, prefill: SpendPrefill, beforeLock: () => Promise<void> = async () => {}) => {
+        await writeSpendPrefill(tx.manager, 'acme', CONNECTOR, prefill);
+        await beforeLock();
+        await lockSpendingCaps(tx.manager, 'acme', CONNECTOR);
+        await backfillSpend(tx.manager, 'acme', CONNECTOR, 86_400, prefill.since);
+        await tx.commitTransaction();
+      };
+      await a.startTransaction();
+      await b.startTransaction();
+      let aWrote!: () => void;
+      const aHasWritten = new Promise<void>((resolve) => (aWrote = resolve));
+      let aGoes!: () => void;
+      const aMayLock = new Promise<void>((resolve) => (aGoes = resolve));
+      const changingA = change(a, prefillA, async () => {
+        aWrote();
+        await aMayLock;
+      });
+      await aHasWritten;
+      // B starts while A holds `x` uncommitted: B waits (for A's row under the caps' lock it holds, or for its turn).
+      let bDone = false;
+      const changingB = change(b, prefillB).finally(() => (bDone = true));
+      await waitForLockWaiter(db.dataSource, { unless: () => bDone });
+      expect(bDone).toBe(false);
+      // Then A takes the caps' lock.
+      aGoes();
+      const results = await Promise.allSettled([changingA, changingB]);
+      return results.flatMap((r) =>
+        r.status === 'rejected' ? [(r.reason as { code?: string }).code ?? String(r.reason)] : [],
+      );
+    });
+    // Postgres found no deadlock (40P01): neither change was aborted, and `x` is counted once.
+    expect(failures).toEqual([]);
+    expect(await lockWaiters(db.dataSource)).toBe(0);
+    expect((await ledger()).filter((id) => id === x)).toEqual([x]);
   });
 });
 

@@ -136,7 +136,8 @@ export class ConnectorSettingsService {
         // checks the settings waits for it, so none commits from the settings before it unseen by the backfill below
         // (of the sends since the prefill's mark; the prefill read those before it, written here).
         // What the prefill read is written first, before the lock: a month of rows is not written while every send of
-        // the connector waits, and a change refused still rolls it back with itself.
+        // the connector waits, and a change refused still rolls it back with itself. Writing it takes the connector's
+        // caps-change lock first: another caps change waits there, not under the caps' lock for rows written here.
         if (prefill) await writeSpendPrefill(tx, principal.tenantId, connectorName, prefill);
         await changeConnectorSettings(tx, this.change(principal, connectorName, condition), async () => {
           await upsertConnectorSettings(tx, principal.tenantId, connectorName, {

@@ -152,6 +152,9 @@ export const CONNECTOR_SPEND_SQL = {
    * built the same way), and what an uncapped send takes before its rows.
    */
   readBackLock: `SELECT pg_advisory_xact_lock_shared(727002, hashtext($1))`,
+  // Caps changes of one tenant's connector take turns: taken first in a change that writes a prefill's rows before the
+  // caps' lock (writeSpendPrefill), held until it commits. Another key than the caps' lock: sends never take it.
+  capsChangeLock: `SELECT pg_advisory_xact_lock(727003, hashtext($1))`,
   // One send at a time per tenant, connector and resend_ref (the send guard's reference_unsettled): taken before the
   // SENT statement, so its snapshot holds the SENT of another send of the reference that committed first.
   resendLock: `SELECT pg_advisory_xact_lock(hashtextextended('resend_ref' || chr(31) || $1 || chr(31) || $2 || chr(31) || $3, 0))`,
@@ -592,11 +595,21 @@ export async function backfillSpend(
 }
 
 /**
- * Writes what a prefill read (prefillSpend) to the ledger. The caps' change calls it in its transaction BEFORE it takes
- * the caps' lock, so a month of rows is not written while every send of the connector waits, and a change refused still
- * writes nothing (the transaction rolls back); its backfill under the lock then reads only the sends since the mark.
+ * Writes what a prefill read (prefillSpend) to the ledger. The caps' change calls it first in its transaction, BEFORE it
+ * takes the caps' lock, so a month of rows is not written while every send of the connector waits, and a change refused
+ * still writes nothing (the transaction rolls back); its backfill under the lock then reads only the sends since the
+ * mark.
+ *
+ * It first takes the connector's caps-change lock (held until the commit; even with nothing to write, as the change's
+ * backfill writes rows too): two changes take turns from here. Without it, a change holding the caps' lock backfilled a
+ * send made after its own mark that another change, waiting for that lock, had written uncommitted before it: each
+ * waited for the other, a deadlock Postgres broke after `deadlock_timeout` by aborting one (retried), every send of the
+ * connector waiting meanwhile. A send never writes a prefill's row under the caps' lock: a prefill reads only
+ * operations sent (`attempt > 0`), whose row, if their send wrote one, was committed with their SENT, and the status
+ * model sends no operation twice (MANUAL_REVIEW → SENT is for one never sent).
  */
 export async function writeSpendPrefill(db: Queryable, tenantId: string, connector: string, prefill: SpendPrefill) {
+  await db.query(CONNECTOR_SPEND_SQL.capsChangeLock, [`${tenantId}/${connector}`]);
   if (prefill.ids.length === 0) return;
   await db.query(CONNECTOR_SPEND_SQL.prefillWrite, [tenantId, connector, prefill.ids]);
 }
