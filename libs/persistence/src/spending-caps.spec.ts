@@ -561,7 +561,8 @@ describe('a cap set while sends are made counts every one of them (real Postgres
     await db.dataSource.query(`UPDATE operations SET sent_at = sent_at - interval '1 hour' WHERE id = $1`, [resent]);
     const prefill = await prefillSpend(db.dataSource, 'acme', CONNECTOR, 86_400);
     expect(prefill.ids).toContain(resent);
-    // Sent again after the prefill read it (a reviewer's release of a hold, say): its window starts at this send.
+    // Its sent_at moved after the prefill read it (the model never sends an operation twice, but the row is written at
+    // sent_at as it stands when written, not as read): its window starts there.
     await db.dataSource.query(`UPDATE operations SET sent_at = now() WHERE id = $1`, [resent]);
     const [{ sent_at: lastSent }] = (await db.dataSource.query(`SELECT sent_at FROM operations WHERE id = $1`, [
       resent,

@@ -175,7 +175,7 @@ export const CONNECTOR_SPEND_SQL = {
   prefillRead: `SELECT id FROM operations
      WHERE tenant_id = $1 AND connector = $2 AND attempt > 0 AND sent_at >= now() - make_interval(secs => $3)`,
   // The rows a prefill read, written in the change's transaction before it takes the caps' lock; an operation pruned
-  // since is skipped, and one sent again since counts from its last send (its sent_at now, not the one read).
+  // since is skipped, and each counts from its sent_at as it stands now, not as read.
   prefillWrite: `INSERT INTO connector_spend (operation_id, tenant_id, connector, spent_at)
      SELECT o.id, o.tenant_id, o.connector, o.sent_at FROM unnest($3::text[]) AS u(id)
        JOIN operations o ON o.id = u.id AND o.tenant_id = $1 AND o.connector = $2 AND o.attempt > 0
