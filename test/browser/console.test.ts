@@ -528,11 +528,28 @@ if (chromiumMissing) {
     await shoot('08-execution-all-verified');
   });
 
+  /** A text as written, without its bidi override: what the API takes now. */
+  const withoutOverride = (text: string) => text.replace(/\u202e/g, '');
+
+  /**
+   * An execution's agent_id and intent, written without their override, given it on the row, as an execution stored
+   * before the API refused them holds it (e2e agent-text-hidden): what is checked here is how the console shows them.
+   */
+  async function agentTextAsBefore(executionId: string, text: { agent_id: string; intent: string }) {
+    await stack.db.dataSource.query(`UPDATE executions SET agent_id = $2, intent = $3 WHERE id = $1`, [
+      executionId,
+      text.agent_id,
+      text.intent,
+    ]);
+  }
+
   it('isolates what an agent wrote: a right-to-left override cannot reorder the console text around it', async () => {
+    const written = { agent_id: 'agent\u202eDEIFIREV', intent: 'Charge \u202edeifirev si ti' };
     const execution = await submit([charge(unique('order'))], {
-      agent_id: 'agent\u202eDEIFIREV',
-      intent: 'Charge \u202edeifirev si ti',
+      agent_id: withoutOverride(written.agent_id),
+      intent: withoutOverride(written.intent),
     });
+    await agentTextAsBefore(execution.id, written);
     await page.goto(consoleUrl(`/executions/${execution.id}`));
     await page.locator('q', { hasText: 'Charge' }).waitFor();
     await page.locator('code', { hasText: 'agent' }).first().waitFor();
@@ -590,8 +607,6 @@ if (chromiumMissing) {
    */
   const seen = (text: string) => text.replace(/\u202e/g, '\\u202e');
 
-  const withoutOverride = (text: string) => text.replace(/\u202e/g, '');
-
   /** Each text, written without its override, given it back on the operation's rows and events (stored before the rule). */
   async function storedAsBefore(operationId: string, texts: string[]) {
     for (const text of texts) {
@@ -633,8 +648,13 @@ if (chromiumMissing) {
     const denyReason = 'Denied: \u202eyawyna devorppa';
     const stillUnknown = 'Still looking: \u202edeifirev';
     const resolution = 'Cancelled after a call: \u202etnes';
-    // An approval, in the approvals queue, then denied with a reason.
-    const approval = await submit([charge(unique('order'), { requires_approval: true })], { intent, agent_id: agent });
+    // An approval, in the approvals queue, then denied with a reason. The API refuses an agent's text holding an
+    // override now: it is written without it, then given it on the row, as an execution stored before the rule holds it.
+    const approval = await submit([charge(unique('order'), { requires_approval: true })], {
+      intent: withoutOverride(intent),
+      agent_id: withoutOverride(agent),
+    });
+    await agentTextAsBefore(approval.id, { intent, agent_id: agent });
     await awaitingApproval(approval);
     await page.goto(consoleUrl('/'));
     await page.locator(`#approvals [data-operation-id="${approval.operations[0].id}"]`).waitFor();
@@ -663,9 +683,10 @@ if (chromiumMissing) {
 
     // A hold never sent: "still unknown", then cancelled, each with evidence written by a reviewer.
     const held = await submit([charge(unique('order'), { expected_state: { charged: true } })], {
-      intent,
-      agent_id: agent,
+      intent: withoutOverride(intent),
+      agent_id: withoutOverride(agent),
     });
+    await agentTextAsBefore(held.id, { intent, agent_id: agent });
     const heldId = held.operations[0].id;
     await waitFor(
       () => operation(heldId),

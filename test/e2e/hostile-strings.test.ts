@@ -103,16 +103,31 @@ describe('hostile strings', () => {
   it('stores an agent_id and intent as written, spaces around visible text included', async () => {
     const res = await http<{ id: string; agent_id: string; intent: string }>(stack.apiUrl, 'POST', '/v1/executions', {
       key: DEMO.agent,
-      body: submission([charge(unique('spaced'))], { agent_id: ' billing\u200bbot ', intent: ' charge ' }),
+      body: submission([charge(unique('spaced'))], { agent_id: ' billing bot ', intent: ' charge ' }),
     });
     expect(res.status).toBe(201);
-    expect(res.body).toMatchObject({ agent_id: ' billing\u200bbot ', intent: ' charge ' });
+    expect(res.body).toMatchObject({ agent_id: ' billing bot ', intent: ' charge ' });
   });
 
-  // A name and evidence are read by a reviewer deciding on them: an invisible character inside visible text makes them
-  // read as other text, and is refused with the character named (e2e shown-text-hidden); an agent_id and intent are
-  // stored as written (above).
-  it('refuses evidence and names with invisible characters inside visible text, naming the character', async () => {
+  // A name, evidence, an agent_id and an intent are read by a person deciding on them: an invisible character inside
+  // visible text makes them read as other text, and is refused with the character named (e2e shown-text-hidden,
+  // agent-text-hidden); spaces around visible text are kept as written (above).
+  it('refuses evidence, names, an agent_id and an intent with invisible characters inside visible text, naming the character', async () => {
+    const before = await counts();
+    for (const [field, value] of [
+      ['agent_id', ' billing\u200bbot '],
+      ['intent', ' charge\u200b '],
+    ]) {
+      const submitted = await http<Errors>(stack.apiUrl, 'POST', '/v1/executions', {
+        key: DEMO.agent,
+        body: submission([charge(unique('hidden'))], { [field]: value }),
+      });
+      expect(submitted.status).toBe(400);
+      expect(submitted.body.errors).toEqual([
+        { field, rule: 'invalid_format', message: expect.stringContaining('no U+200B:') },
+      ]);
+    }
+    expect(await counts()).toEqual(before);
     const res = await http<Errors>(stack.apiUrl, 'PUT', '/v1/admin/policy', {
       key: DEMO.admin,
       body: { obligation_owner: ' pay\u200bments ' },

@@ -16,7 +16,7 @@ import {
   describeFoundCurrency,
 } from '@verity/status-model';
 import { z } from 'zod';
-import { PROTOTYPE_KEYS, memberPath, text, textIssue, visibleText } from '../http/text';
+import { PROTOTYPE_KEYS, memberPath, refuseHiddenCharacters, text, textIssue, visibleText } from '../http/text';
 import type { UnsettledReference } from '@verity/persistence';
 import { type FieldError, Problem } from '../problem/problem';
 
@@ -159,8 +159,12 @@ export function toCriterion(c: z.infer<typeof CriterionSchema>): Criterion {
 
 /** Unknown fields are rejected, never dropped: a client cannot set status, tenant_id, evidence... */
 export const SubmissionSchema = z.strictObject({
-  agent_id: visibleText().max(LIMITS.agentId),
-  intent: visibleText().max(LIMITS.intent),
+  // What a reviewer reads before deciding, and webhooks, exports and MCP clients carry on: no character that hides or
+  // reorders it. An agent id is a name (one line); an intent is prose, in any language (refuseHiddenCharacters).
+  agent_id: visibleText().max(LIMITS.agentId).superRefine(refuseHiddenCharacters()),
+  intent: visibleText()
+    .max(LIMITS.intent)
+    .superRefine(refuseHiddenCharacters({ lines: true })),
   deadline_seconds: z.number().int().min(LIMITS.deadlineSeconds.min).max(LIMITS.deadlineSeconds.max).optional(),
   operations: z.array(OperationRequestSchema).min(1).max(LIMITS.operations),
   criteria: z.array(CriterionSchema).max(LIMITS.criteria).optional(),

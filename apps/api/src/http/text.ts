@@ -43,7 +43,8 @@ export function filledText(message: string): z.ZodString {
 /**
  * A field that names or says something and is stored as written (an execution's agent_id and intent): `text()`,
  * not trimmed — the caller's spelling is the record — but refused when it shows nothing at all (spaces only, a
- * zero-width space), which no reader of the record could tell from an empty one.
+ * zero-width space), which no reader of the record could tell from an empty one. (Those two also refuse what hides
+ * inside visible text: refuseHiddenCharacters, in the submission's schema.)
  */
 export function visibleText(): z.ZodString {
   return text()
@@ -54,8 +55,9 @@ export function visibleText(): z.ZodString {
 /**
  * Refuses, as `invalid_format` naming it, a character that hides or reorders what a person reads (hiddenCharacterIn: a
  * bidi control such as U+202E, a zero-width or other invisible character, a control character) in text shown to one
- * who decides on it: a policy's names in the review queue, a reviewer's evidence and reasons to the next reviewer.
- * `lines`: tab and line breaks are the text's own. A value that shows nothing at all is left to `too_small`.
+ * who decides on it: a policy's names in the review queue, a reviewer's evidence and reasons to the next reviewer, an
+ * agent's intent and agent id in the review queue. `lines`: text of several lines, in any language (hiddenCharacterIn's
+ * `lines`). A value that shows nothing at all is left to `too_small`.
  */
 export function refuseHiddenCharacters(options: { lines?: boolean } = {}) {
   return (value: string, ctx: z.RefinementCtx) => {
