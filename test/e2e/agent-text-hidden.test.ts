@@ -178,4 +178,20 @@ describe('an agent’s intent and agent_id holding characters that hide or reord
       expect(await written()).toEqual(before);
     }
   });
+
+  it('MCP resources/list: the title of an intent stored before the rule shows its hidden characters escaped', async () => {
+    const plain = await submitted({ intent: 'Charge deifirev si ti' });
+    expect(plain.status).toBe(201);
+    await stack.db.dataSource.query(`UPDATE executions SET intent = $2 WHERE id = $1`, [
+      plain.body.id,
+      'Charge \u202Edeifirev si ti\u200B',
+    ]);
+    const taken = await submitted({ intent: 'ادفع\u200F 42\nline two 👩\u200D👧' });
+    expect(taken.status).toBe(201);
+    const { resources } = await (await mcpClient()).listResources();
+    const title = (id: string) => resources.find((r) => r.uri === `verity://executions/${id}`)?.title;
+    expect(title(plain.body.id)).toBe('Charge \\u202edeifirev si ti\\u200b');
+    // What the rule takes is shown as written.
+    expect(title(taken.body.id)).toBe('ادفع\u200F 42\nline two 👩\u200D👧');
+  });
 });

@@ -11,6 +11,8 @@ import {
   UnsubscribeRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { textPrefix } from '@verity/status-model';
+// The one home of the rule (free of imports, as the console's bundle takes it too): compiled into the package's dist.
+import { escapeHiddenCharacters } from '../../../platform/src/text-issue';
 import { z } from 'zod';
 import type { Verity } from '../client';
 import { VerityError, VerityNetworkError, VerityTimeoutError } from '../errors';
@@ -430,7 +432,10 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
         uri: executionUri(e.id),
         name: e.id,
         // Not inside a character: half an emoji is no Unicode, and a strict JSON reader refuses the whole page for it.
-        title: textPrefix(e.intent, 200),
+        // Shown to a person in the client's list: a character that would hide or reorder it (an intent stored before
+        // the API refused them) is written as its escape, as the review console shows it; what an intent may hold now
+        // (line breaks, emoji, right-to-left text with its marks) is shown as written.
+        title: escapeHiddenCharacters(textPrefix(e.intent, 200), { lines: true }),
         mimeType: 'application/json',
       })),
       ...(page.next_cursor ? { nextCursor: page.next_cursor } : {}),
