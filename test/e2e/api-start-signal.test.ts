@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import type { QueryRunner } from 'typeorm';
-import { MIGRATION_SQL } from '@verity/persistence';
+import { MIGRATION_LOCK, MIGRATION_LOCK_WAITING, MIGRATION_SQL } from '@verity/persistence';
 import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
 import { signalWhileStarting } from '../support/start-signal';
 import { DIST, Stack, freePort, waitFor } from '../support/stack';
@@ -28,33 +28,40 @@ describe('SIGTERM during start-up', () => {
     async (signal) => {
       holder = stack.db.dataSource.createQueryRunner();
       await holder.connect();
-      await holder.query(MIGRATION_SQL.lock, [727_001]);
+      expect(await holder.query(MIGRATION_SQL.tryLock, [MIGRATION_LOCK])).toEqual([{ locked: true }]);
+      const [{ pid: holderPid }] = (await holder.query('SELECT pg_backend_pid() AS pid')) as { pid: number }[];
       try {
         const stopped = await signalWhileStarting(
           'api',
           { ...stack.env, PORT: String(await freePort()), RUN_MIGRATIONS: 'true' },
           signal,
-          // The API's session waits for the advisory lock.
-          () =>
-            waitFor(
-              async () =>
-                (
-                  (await stack.db.dataSource.query(
-                    // This database's only: test files starting beside this one wait for advisory locks of their own
-                    // (the test template's, their stacks' migrations'), which would be counted as the API's.
-                    `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
-                      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
-                  )) as { n: number }[]
-                )[0].n,
-              (n) => n === 1,
+          // The API says it waits for the lock, and its session is idle between tries for it (not in a statement that
+          // waits). This database's only: test files starting beside this one take locks of their own.
+          async (written) => {
+            await waitFor(
+              async () => written(),
+              (text) => text.includes(MIGRATION_LOCK_WAITING),
               20_000,
               50,
-            ),
+            );
+            await waitFor(
+              async () =>
+                (await stack.db.dataSource.query(
+                  `SELECT state, wait_event_type FROM pg_stat_activity
+                    WHERE datname = current_database() AND query = $1 AND pid <> $2`,
+                  [MIGRATION_SQL.tryLock, holderPid],
+                )) as { state: string; wait_event_type: string | null }[],
+              (sessions) => sessions.length === 1 && sessions[0].state === 'idle',
+              20_000,
+              50,
+            );
+          },
         );
         expect(stopped.exit).toEqual({ code: 0, signal: null });
+        expect(stopped.output).toContain(MIGRATION_LOCK_WAITING);
         expect(stopped.output).toContain('stopped while starting');
       } finally {
-        await holder.query(MIGRATION_SQL.unlock, [727_001]);
+        await holder.query(MIGRATION_SQL.unlock, [MIGRATION_LOCK]);
         await holder.release();
         holder = undefined;
       }
@@ -63,13 +70,12 @@ describe('SIGTERM during start-up', () => {
       const next = stack.db.dataSource.createQueryRunner();
       try {
         await waitFor(
-          async () =>
-            ((await next.query(`SELECT pg_try_advisory_lock($1) AS ok`, [727_001])) as { ok: boolean }[])[0].ok,
+          async () => ((await next.query(MIGRATION_SQL.tryLock, [MIGRATION_LOCK])) as { locked: boolean }[])[0].locked,
           (ok) => ok,
           10_000,
           50,
         );
-        await next.query(MIGRATION_SQL.unlock, [727_001]);
+        await next.query(MIGRATION_SQL.unlock, [MIGRATION_LOCK]);
       } finally {
         await next.release();
       }

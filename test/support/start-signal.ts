@@ -5,14 +5,14 @@ import { DIST } from './stack';
 
 /**
  * A signal while an app is still starting: its main (from dist) is started with `env` over this process's own and sent
- * `signal` once `starting` has seen it under way. How it exited and everything it wrote (killed if it is still running
- * when this ends otherwise).
+ * `signal` once `starting` has seen it under way (it may read what the app has written so far). How it exited and
+ * everything it wrote (killed if it is still running when this ends otherwise).
  */
 export async function signalWhileStarting(
   app: 'api' | 'dispatcher' | 'reconciler',
   env: NodeJS.ProcessEnv,
   signal: NodeJS.Signals,
-  starting: () => Promise<unknown>,
+  starting: (written: () => string) => Promise<unknown>,
 ): Promise<{ exit: { code: number | null; signal: string | null }; output: string }> {
   const output: string[] = [];
   const child = spawn(process.execPath, [...APP_NODE_ARGS, join(DIST, 'apps', app, 'src', 'main.js')], {
@@ -25,7 +25,7 @@ export async function signalWhileStarting(
     child.on('exit', (code, sig) => resolve({ code, signal: sig })),
   );
   try {
-    await starting();
+    await starting(() => output.join(''));
     child.kill(signal);
     const exit = await exited;
     return { exit, output: output.join('') };

@@ -57,7 +57,7 @@ async function bootstrap(): Promise<void> {
     // A pool of its own, without the query timeout: a migration may take longer than a request's statement.
     const ds = await openDataSource(config.DATABASE_URL, 2);
     if (config.RUN_MIGRATIONS) {
-      const { unknown } = await runMigrationsLocked(ds);
+      const { unknown } = await runMigrationsLocked(ds, { log: logger, timeoutMs: config.MIGRATION_LOCK_TIMEOUT_MS });
       if (unknown.length > 0) logger.warn({ unknown }, NEWER_SCHEMA);
     }
     if (config.SEED_DEMO) await seedDemo(ds.manager);

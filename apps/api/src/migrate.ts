@@ -9,7 +9,10 @@ async function main(): Promise<void> {
   for (const warning of lookalikeVariableWarnings()) logger.warn(warning);
   const ds = await openDataSource(config.DATABASE_URL, 2);
   try {
-    const { applied, unknown } = await runMigrationsLocked(ds);
+    const { applied, unknown } = await runMigrationsLocked(ds, {
+      log: logger,
+      timeoutMs: config.MIGRATION_LOCK_TIMEOUT_MS,
+    });
     if (unknown.length > 0) logger.warn({ applied, unknown }, NEWER_SCHEMA);
     else logger.info({ applied }, applied.length ? 'migrations applied' : 'schema up to date');
     if (config.SEED_DEMO) {

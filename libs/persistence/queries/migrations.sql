@@ -1,8 +1,13 @@
--- lock
-SELECT pg_advisory_lock($1);
+-- tryLock
+SELECT pg_try_advisory_lock($1) AS locked;
 
 -- unlock
 SELECT pg_advisory_unlock($1);
+
+-- holder
+SELECT pid FROM pg_locks
+    WHERE locktype = 'advisory' AND granted AND classid = 0 AND objid = $1 AND objsubid = 1
+      AND database = (SELECT oid FROM pg_database WHERE datname = current_database());
 
 -- applied
 SELECT 1 AS applied FROM migrations WHERE name = $1;

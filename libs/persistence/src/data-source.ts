@@ -1,5 +1,5 @@
 import { Client, ClientConfig } from 'pg';
-import { DataSource, DataSourceOptions } from 'typeorm';
+import { DataSource, DataSourceOptions, QueryRunner } from 'typeorm';
 import { StopDeadline, redactUrl } from '@verity/platform';
 import { ENTITIES } from './entities';
 import { MIGRATIONS } from './migrations';
@@ -170,11 +170,17 @@ export function createDataSource(url: string, poolSize = 10): DataSource {
   return new DataSource(dataSourceOptions(url, poolSize));
 }
 
-const MIGRATION_LOCK = 727_001;
+/** The key of the migration lock: a session-level advisory lock, scoped to its database. */
+export const MIGRATION_LOCK = 727_001;
 
 export const MIGRATION_SQL = {
-  lock: 'SELECT pg_advisory_lock($1)',
+  /** Never waits: a statement that waits for a lock holds a snapshot while it does (see runMigrationsLocked). */
+  tryLock: 'SELECT pg_try_advisory_lock($1) AS locked',
   unlock: 'SELECT pg_advisory_unlock($1)',
+  /** The session holding the migration lock in this database (a bigint key is classid 0, objid, objsubid 1). */
+  holder: `SELECT pid FROM pg_locks
+    WHERE locktype = 'advisory' AND granted AND classid = 0 AND objid = $1 AND objsubid = 1
+      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
   /** Whether a migration is recorded as run (TypeORM's own table). */
   applied: 'SELECT 1 AS applied FROM migrations WHERE name = $1',
   /** The migrations recorded as run that are not among $1 (this code's): a newer release ran them. */
@@ -233,22 +239,95 @@ function migrationNames(): string[] {
   return MIGRATIONS.map((Migration) => (new Migration() as { name?: string }).name ?? Migration.name);
 }
 
+/** What the migration step logs (info) when the lock is taken by another process, and again each minute it waits. */
+export const MIGRATION_LOCK_WAITING =
+  'waiting for the migration lock: another process is migrating this database (holderPid: its Postgres session)';
+
+/** The pause between two tries for the migration lock: it starts at `firstMs` and doubles up to `maxMs`. */
+export const MIGRATION_LOCK_POLL = { firstMs: 100, maxMs: 2_000 } as const;
+
+/** How often the wait for the migration lock is logged again while it lasts. */
+const WAIT_LOG_EVERY_MS = 60_000;
+
+/** Where runMigrationsLocked says it waits (pino's logger is one). */
+export interface MigrationLog {
+  info(fields: object, message: string): void;
+}
+
+export interface MigrationLockOptions {
+  log?: MigrationLog;
+  /** How long to wait for the lock before giving up (MigrationLockTimeoutError); 0 or unset: as long as it takes. */
+  timeoutMs?: number;
+}
+
+/** The migration lock was not free within the time allowed: nothing was migrated. */
+export class MigrationLockTimeoutError extends Error {
+  constructor(
+    readonly waitedMs: number,
+    readonly holderPid: number | null,
+  ) {
+    super(
+      `the migration lock was not free after ${waitedMs} ms (MIGRATION_LOCK_TIMEOUT_MS): another process ` +
+        `${holderPid === null ? '' : `(Postgres session ${holderPid}) `}is migrating this database; nothing was ` +
+        'migrated',
+    );
+    this.name = 'MigrationLockTimeoutError';
+  }
+}
+
 /**
  * Two replicas starting at once must not both migrate: the first takes the advisory lock, the other waits. Returns the
  * migrations it applied, and those recorded as run that this code does not know (`unknown`): a newer release migrated
  * the database (a rollback, an older replica started during an upgrade). Nothing is undone for them — an older
  * replica beside a newer one is how an upgrade rolls — but "up to date" would not be true, so the caller says so.
+ *
+ * The lock is waited for by trying it (`pg_try_advisory_lock`) with a pause between tries, never by a statement that
+ * waits: such a statement holds a snapshot for as long as it waits, and `CREATE INDEX CONCURRENTLY` (a migration of the
+ * lock's holder) waits for every older snapshot in the database, so the build and the waiter waited for each other for
+ * good. Between tries the session is idle, in no transaction. The lock stays on that one session for the whole run.
  */
-export async function runMigrationsLocked(dataSource: DataSource): Promise<{ applied: string[]; unknown: string[] }> {
+export async function runMigrationsLocked(
+  dataSource: DataSource,
+  options: MigrationLockOptions = {},
+): Promise<{ applied: string[]; unknown: string[] }> {
   const runner = dataSource.createQueryRunner();
   await runner.connect();
+  let locked = false;
   try {
-    await runner.query(MIGRATION_SQL.lock, [MIGRATION_LOCK]);
+    await waitForMigrationLock(runner, options);
+    locked = true;
     const applied = await dataSource.runMigrations({ transaction: 'each' });
     const unknown = (await runner.query(MIGRATION_SQL.unknown, [migrationNames()])) as { name: string }[];
     return { applied: applied.map((m) => m.name), unknown: unknown.map((m) => m.name) };
   } finally {
-    await runner.query(MIGRATION_SQL.unlock, [MIGRATION_LOCK]).catch(() => undefined);
+    if (locked) await runner.query(MIGRATION_SQL.unlock, [MIGRATION_LOCK]).catch(() => undefined);
     await runner.release();
+  }
+}
+
+/** Takes the migration lock on `runner`'s session, trying again with a growing pause while another session holds it. */
+async function waitForMigrationLock(runner: QueryRunner, { log, timeoutMs = 0 }: MigrationLockOptions): Promise<void> {
+  const tryLock = async () =>
+    ((await runner.query(MIGRATION_SQL.tryLock, [MIGRATION_LOCK])) as { locked: boolean }[])[0].locked;
+  const holder = async () =>
+    ((await runner.query(MIGRATION_SQL.holder, [MIGRATION_LOCK])) as { pid: number }[])[0]?.pid ?? null;
+  if (await tryLock()) return;
+  const started = Date.now();
+  let pause: number = MIGRATION_LOCK_POLL.firstMs;
+  let loggedAt = -Infinity;
+  for (;;) {
+    const waitedMs = Date.now() - started;
+    if (waitedMs - loggedAt >= WAIT_LOG_EVERY_MS) {
+      log?.info({ holderPid: await holder(), waitedMs }, MIGRATION_LOCK_WAITING);
+      loggedAt = waitedMs;
+    }
+    const left = timeoutMs > 0 ? timeoutMs - waitedMs : Infinity;
+    if (left <= 0) throw new MigrationLockTimeoutError(waitedMs, await holder());
+    await new Promise((resolve) => setTimeout(resolve, Math.min(pause, left)));
+    pause = Math.min(pause * 2, MIGRATION_LOCK_POLL.maxMs);
+    if (await tryLock()) {
+      log?.info({ waitedMs: Date.now() - started }, 'migration lock taken');
+      return;
+    }
   }
 }

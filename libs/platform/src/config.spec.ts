@@ -228,6 +228,7 @@ describe('numbers: every one has a range, and a value outside it refuses start n
     ['PORT', 0, 65_535, 3000],
     ['DATABASE_POOL_SIZE', 1, 200, 10],
     ['DATABASE_QUERY_TIMEOUT_MS', 100, HOUR, 10_000],
+    ['MIGRATION_LOCK_TIMEOUT_MS', 0, 30 * DAY, 0],
     ['QUEUE_SHARDS', 1, 1024, 1],
     ['DISPATCH_LOCK_MS', 1_000, TIMER_MAX_MS, 30_000],
     ['SEND_GRACE_MS', 0, TIMER_MAX_MS, 5_000],

@@ -233,6 +233,11 @@ const ConfigSchema = z
     SANDBOX_URL: z.string().url().default('http://127.0.0.1:4010'),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     RUN_MIGRATIONS: bool,
+    /**
+     * How long the migration step (and the API with RUN_MIGRATIONS) waits for the migration lock another process holds
+     * before it gives up and exits 1, nothing migrated. 0: as long as it takes.
+     */
+    MIGRATION_LOCK_TIMEOUT_MS: ms(0, { min: 0, max: 30 * DAY }),
     /** The demo tenant and its published keys: only the local demo (`npm start`) sets this; refused in production. */
     SEED_DEMO: bool,
     /** How long a dispatch job's lock lives; a SENT operation older than this with no live job is orphaned. */
