@@ -301,6 +301,38 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
   });
 
   /**
+   * A scheduled re-check and a reviewer's of one hold read at once, and a reviewer's FAILED is written meanwhile: both
+   * reads show the effect. That the FAILED is refuted is one fact, written once (one event, the one webhooks announce),
+   * whichever of the two writes first — before, the scheduled one wrote it unguarded beside the reviewer's.
+   */
+  describe('a scheduled and a reviewer’s re-check that both found the effect after a FAILED', () => {
+    for (const first of ['scheduled', 'reviewer'] as const) {
+      it(`write its refutation once (the ${first} one answered first)`, async () => {
+        const due = new Date(Date.now() + 60_000);
+        const { operationId, reference } = await heldCharge({ nextCheckAt: due });
+        const requestId = await reviewerRequest(operationId);
+        const at = held.length;
+        const { running: scheduled } = await readArrived(() =>
+          service.recheck(operationId, undefined, due.toISOString()),
+        );
+        const { running: reviewers } = await readArrived(() => service.recheck(operationId, requestId));
+        await db.dataSource.query(
+          `UPDATE operations SET status = 'FAILED', terminal_reason = 'MANUAL_RESOLUTION' WHERE id = $1`,
+          [operationId],
+        );
+        const [a, b] = first === 'scheduled' ? [scheduled, reviewers] : [reviewers, scheduled];
+        charged(first === 'scheduled' ? at : at + 1, reference);
+        expect(await a).toBe('skipped: lost race');
+        charged(first === 'scheduled' ? at + 1 : at, reference);
+        expect(await b).toBe('skipped: lost race');
+        expect((await row(operationId)).obligation).toMatchObject({ effect_shown_after_failed: { result: 'found' } });
+        const afterFailed = (await rechecked(operationId)).filter((e) => e.after === 'FAILED');
+        expect(afterFailed).toEqual([expect.objectContaining({ result: 'found', trigger: first })]);
+      });
+    }
+  });
+
+  /**
    * A scheduled re-check superseded while it read (a "still unknown" or another read re-dated the hold's next re-check)
    * whose read showed the effect writes it; but it is no read of the chain the row now names, so it is not counted in
    * the chain's re-checks (their backoff), and its event names the next re-check the row holds as it is written.

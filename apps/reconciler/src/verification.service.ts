@@ -597,8 +597,9 @@ export class VerificationService {
   /**
    * The re-check's read showed the effect (found, or a record of it with another amount or without its status field),
    * but a reviewer's decision came first. Had it been FAILED, the record would say "did not happen" of an effect the
-   * source has just shown: the read is written into its history (only while the operation is still FAILED) for the
-   * people who audit it, never dropped, and logged as a warning.
+   * source has just shown: the read is written into its history (only while the operation is still FAILED, and only
+   * while the FAILED has no such read on record yet) for the people who audit it, never dropped, and logged as a
+   * warning.
    */
   private async recordEffectFoundAfterFailed(
     op: OperationEntity,
@@ -613,8 +614,10 @@ export class VerificationService {
         executionId: op.executionId,
         operationId: op.id,
         whileStatus: S.FAILED,
-        // Once, by whichever run of a job run twice at once writes first (see below).
-        whileObligationLacks: duplicateRun ? 'effect_shown_after_failed' : undefined,
+        // Once, by whichever read writes first: a scheduled re-check and a reviewer's that read at once, or two runs of
+        // one reviewer's job (see below). The FAILED refuted is one fact — one event, one webhook — however many reads
+        // showed it; a read that finds it on record writes nothing (a reviewer's request is then left unused).
+        whileObligationLacks: 'effect_shown_after_failed',
         // On the row too, so every reader of the operation sees the FAILED refuted (its commit, its retry rule).
         merge: { obligation: { effect_shown_after_failed: { result: read.kind, at: databaseNowIso(clockOffsetMs) } } },
         type: 'operation.rechecked',
@@ -629,7 +632,7 @@ export class VerificationService {
       });
     let recorded = await this.writeClaiming(requestId, op.id, (db) => record(db, false));
     // Another run of the job (run twice at once) used the request, with what its own read found: this read's effect is
-    // written all the same, without the request, unless the FAILED has one on record already. (A job run after its
+    // written all the same, without the request, unless the FAILED has one on record already (as for any read). (A job run after its
     // request was used reads nothing: it is skipped before its read.)
     if (recorded === REQUEST_USED) recorded = await record(this.db.manager, true);
     if (recorded.won) {
