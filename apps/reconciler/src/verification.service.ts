@@ -496,7 +496,7 @@ export class VerificationService {
       // one whose own read comes after this one and finds nothing (a lagging or flapping source), or races it.
       const shown =
         readShowsTheEffect(read.kind) && !held.obligation?.effect_shown
-          ? { effect_shown: { result: read.kind, evidence: read.evidence, at: databaseNowIso(clockOffsetMs) } }
+          ? { effect_shown: effectShown(read, clockOffsetMs) }
           : {};
       const annotated = await this.writeClaiming(requestId, held.id, (db) =>
         this.transitions.annotate(db, {
@@ -512,14 +512,13 @@ export class VerificationService {
           // restarted): counted, it stretched that chain's backoff. What it showed is kept; the count is the chain's.
           countInObligation: superseded ? undefined : 'rechecks',
           type: 'operation.rechecked',
-          data: {
-            ...trigger,
-            result: read.kind,
-            evidence: read.evidence,
-            held_for: held.terminalReason,
-            // A superseded read's is the statement's (reportNextCheckAt).
-            ...(superseded ? { superseded: true } : { next_check_at: next?.toISOString() ?? null }),
-          },
+          // A superseded read's next_check_at is the statement's (reportNextCheckAt).
+          data: recheckedData(
+            trigger,
+            read,
+            held.terminalReason,
+            superseded ? { superseded: true } : { next_check_at: next?.toISOString() ?? null },
+          ),
           // Written whatever the due time is then (not guarded by it): the one in force as the statement leaves the
           // row, not the one a look before it read — a re-dating may commit in between.
           reportNextCheckAt: superseded || undefined,
@@ -621,14 +620,10 @@ export class VerificationService {
         // On the row too, so every reader of the operation sees the FAILED refuted (its commit, its retry rule).
         merge: { obligation: { effect_shown_after_failed: { result: read.kind, at: databaseNowIso(clockOffsetMs) } } },
         type: 'operation.rechecked',
-        data: {
-          ...trigger,
-          result: read.kind,
-          evidence: read.evidence,
-          held_for: op.terminalReason,
+        data: recheckedData(trigger, read, op.terminalReason, {
           after: S.FAILED,
           ...(duplicateRun && { duplicate_run: true }),
-        },
+        }),
       });
     let recorded = await this.writeClaiming(requestId, op.id, (db) => record(db, false));
     // Another run of the job (run twice at once) used the request, with what its own read found: this read's effect is
@@ -666,17 +661,9 @@ export class VerificationService {
       operationId: held.id,
       whileStatus: S.MANUAL_REVIEW,
       whileObligationLacks: 'effect_shown',
-      merge: {
-        obligation: { effect_shown: { result: read.kind, evidence: read.evidence, at: databaseNowIso(clockOffsetMs) } },
-      },
+      merge: { obligation: { effect_shown: effectShown(read, clockOffsetMs) } },
       type: 'operation.rechecked',
-      data: {
-        ...trigger,
-        result: read.kind,
-        evidence: read.evidence,
-        held_for: held.terminalReason,
-        duplicate_run: true,
-      },
+      data: recheckedData(trigger, read, held.terminalReason, { duplicate_run: true }),
       reportNextCheckAt: true,
     });
     return kept.won;
@@ -780,6 +767,25 @@ function systemMayRelease(reason: TerminalReason | null): boolean {
  */
 function databaseNowIso(clockOffsetMs: number): string {
   return new Date(Date.now() + clockOffsetMs).toISOString();
+}
+
+/**
+ * The data of a re-check's `operation.rechecked` event: who or what asked (`trigger`), what the read found and showed,
+ * the hold's reason, then what this write adds (the next re-check, `after`, `duplicate_run`, `superseded`). The one
+ * builder of it, for every write of a re-check's read.
+ */
+function recheckedData(
+  trigger: Record<string, unknown>,
+  read: ReadBackResult,
+  heldFor: TerminalReason | null,
+  more: Record<string, unknown>,
+): Record<string, unknown> {
+  return { ...trigger, result: read.kind, evidence: read.evidence, held_for: heldFor, ...more };
+}
+
+/** What a read showed of the effect, as kept on the obligation (`effect_shown`), dated on the database's clock. */
+function effectShown(read: ReadBackResult, clockOffsetMs: number): Record<string, unknown> {
+  return { result: read.kind, evidence: read.evidence, at: databaseNowIso(clockOffsetMs) };
 }
 
 /** A re-check's evidence written by a second run of its job, whose request the other run used (see settle). */
