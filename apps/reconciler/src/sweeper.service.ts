@@ -53,8 +53,6 @@ import {
 import { DataSource } from 'typeorm';
 import { hostname } from 'node:os';
 
-const BATCH = 500;
-
 /** The job that carries out each kind of owed check. */
 const CHECK_JOB: Record<OwedCheck, JobName.VERIFY_OPERATION | JobName.RECONCILE_OPERATION | JobName.RECHECK_OPERATION> =
   {
@@ -191,16 +189,16 @@ export class SweeperService implements OnApplicationBootstrap, BeforeApplication
       report.rearmedReleases = await this.unsentReleases();
       report.escalated = await this.escalate();
       report.observations = await this.observations();
-      report.prunedSpend = await pruneSpendLedger(this.db.manager, BATCH);
-      const pruned = await pruneExpired(this.db.manager, BATCH);
+      report.prunedSpend = await pruneSpendLedger(this.db.manager, this.config.SWEEP_BATCH);
+      const pruned = await pruneExpired(this.db.manager, this.config.SWEEP_BATCH);
       report.prunedIdempotency = pruned.idempotency;
       report.prunedSweepLog = pruned.sweepLog;
       report.prunedWebhookDeliveries = await pruneWebhookDeliveries(
         this.db.manager,
         this.config.WEBHOOK_DELIVERY_RETENTION_MS,
-        BATCH,
+        this.config.SWEEP_BATCH,
       );
-      report.prunedRecheckRequests = await pruneUnusableRecheckRequests(this.db.manager, BATCH);
+      report.prunedRecheckRequests = await pruneUnusableRecheckRequests(this.db.manager, this.config.SWEEP_BATCH);
       return report;
     });
     if (!ran) return report;
@@ -211,7 +209,7 @@ export class SweeperService implements OnApplicationBootstrap, BeforeApplication
 
   /** Executions past their deadline: the dispatcher (owner of the lifecycle) expires them on this advance. */
   private async expire(): Promise<number> {
-    const due = await executionsPastDeadline(this.db.manager, BATCH);
+    const due = await executionsPastDeadline(this.db.manager, this.config.SWEEP_BATCH);
     const traces = await this.traceParents('executions', due);
     for (const id of due) {
       await inTraceOf(traces.get(id), () => this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: id }));
@@ -230,7 +228,7 @@ export class SweeperService implements OnApplicationBootstrap, BeforeApplication
    * again (a terminal execution's operations can still change).
    */
   private async heldOfEndedExecutions(): Promise<number> {
-    const held = await heldOfEndedExecutions(this.db.manager, BATCH);
+    const held = await heldOfEndedExecutions(this.db.manager, this.config.SWEEP_BATCH);
     if (held.length === 0) return 0;
     let cancelled = 0;
     const executions = new Set<string>();
@@ -267,7 +265,7 @@ export class SweeperService implements OnApplicationBootstrap, BeforeApplication
     const candidates = await operationsSentBefore(
       this.db.manager,
       this.config.DISPATCH_LOCK_MS + this.config.SEND_GRACE_MS,
-      BATCH,
+      this.config.SWEEP_BATCH,
     );
     if (candidates.length === 0) return 0;
     const live = await this.liveDispatches();
@@ -324,7 +322,7 @@ export class SweeperService implements OnApplicationBootstrap, BeforeApplication
         for (const { queueName, idField } of owners) {
           // On every shard: an operation's jobs are on its execution's.
           for (const queue of await this.producer.connectedQueues(queueName)) {
-            const active = await queue.getActive(0, 4 * BATCH);
+            const active = await queue.getActive(0, 4 * this.config.SWEEP_BATCH);
             for (const job of active) {
               const id = (job?.data as Record<string, unknown> | undefined)?.[idField];
               if (!job?.id || typeof id !== 'string') continue;
@@ -353,10 +351,10 @@ export class SweeperService implements OnApplicationBootstrap, BeforeApplication
   /** I7: accepted work whose job was lost (Redis down at intake, a crash between commit and enqueue...). */
   private async staleExecutions(): Promise<number> {
     const stale = [
-      ...(await staleExecutions(this.db.manager, this.config.STALE_EXECUTION_MS, BATCH)),
+      ...(await staleExecutions(this.db.manager, this.config.STALE_EXECUTION_MS, this.config.SWEEP_BATCH)),
       // An ended execution's outcome is judged again when an operation of it settles later (a reviewer's resolution
       // enqueues the advance); one whose advance was lost (Redis down or emptied) would keep a pending verdict forever.
-      ...(await endedWithStaleOutcome(this.db.manager, this.config.STALE_EXECUTION_MS, BATCH)),
+      ...(await endedWithStaleOutcome(this.db.manager, this.config.STALE_EXECUTION_MS, this.config.SWEEP_BATCH)),
     ];
     const traces = await this.traceParents('executions', stale);
     for (const id of stale) {
@@ -374,7 +372,7 @@ export class SweeperService implements OnApplicationBootstrap, BeforeApplication
    * One of that id still waiting or delayed is left to run; one that failed (its attempts spent) is armed again.
    */
   private async owedChecks(): Promise<number> {
-    const owed = await operationsOwedChecks(this.db.manager, this.config.STALE_EXECUTION_MS, BATCH);
+    const owed = await operationsOwedChecks(this.db.manager, this.config.STALE_EXECUTION_MS, this.config.SWEEP_BATCH);
     const sweepStamp = Math.floor(Date.now() / Math.max(1000, this.config.STALE_EXECUTION_MS));
     const traces = await this.traceParents(
       'operations',
@@ -414,7 +412,7 @@ export class SweeperService implements OnApplicationBootstrap, BeforeApplication
    * is withdrawn, so it is not re-armed forever.
    */
   private async unsentReleases(): Promise<number> {
-    const owed = await unsentReleases(this.db.manager, this.config.STALE_EXECUTION_MS, BATCH);
+    const owed = await unsentReleases(this.db.manager, this.config.STALE_EXECUTION_MS, this.config.SWEEP_BATCH);
     if (owed.length === 0) return 0;
     const traces = await this.traceParents(
       'operations',
@@ -452,7 +450,7 @@ export class SweeperService implements OnApplicationBootstrap, BeforeApplication
       windowMs: this.config.OBSERVE_WINDOW_MS,
       limit: this.config.OBSERVE_BATCH,
       intervalMs: this.config.OBSERVE_INTERVAL_MS,
-      retireBatch: BATCH,
+      retireBatch: this.config.SWEEP_BATCH,
     });
     const stamp = Date.now();
     const traces = await this.traceParents(
@@ -473,7 +471,7 @@ export class SweeperService implements OnApplicationBootstrap, BeforeApplication
 
   /** Overdue recovery obligations: an event, once, and a metric (verity_overdue_obligations). */
   private async escalate(): Promise<number> {
-    const overdue = await overdueUnescalatedObligations(this.db.manager, BATCH);
+    const overdue = await overdueUnescalatedObligations(this.db.manager, this.config.SWEEP_BATCH);
     if (overdue.length === 0) return 0;
     // `escalated_at` is shown beside the due time and the events, all on the database's clock: this host's may be off.
     const clockOffsetMs = await databaseClockOffsetMs(this.db.manager);

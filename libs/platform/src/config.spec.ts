@@ -245,6 +245,7 @@ describe('numbers: every one has a range, and a value outside it refuses start n
     ['RECONCILE_DEADLINE_MS', 1_000, 30 * DAY, 600_000],
     ['SWEEP_INTERVAL_MS', 100, HOUR, 2_000],
     ['STALE_EXECUTION_MS', 100, DAY, 5_000],
+    ['SWEEP_BATCH', 1, 10_000, 500],
     ['APPROVAL_TTL_MS', 1, 30 * DAY, 15 * 60_000],
     ['OBLIGATION_DUE_MS', 1_000, 30 * DAY, 4 * HOUR],
     ['RECHECK_BACKOFF_MS', 1_000, 30 * DAY, 30_000],

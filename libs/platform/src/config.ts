@@ -286,6 +286,8 @@ const ConfigSchema = z
     RECONCILE_DEADLINE_MS: ms(600_000, { min: SECOND, max: 30 * DAY }),
     SWEEP_INTERVAL_MS: ms(2_000, { min: 100, max: HOUR }),
     STALE_EXECUTION_MS: ms(5_000, { min: 100, max: DAY }),
+    /** The most rows each pass of a sweep reads (owed checks, stale executions, escalations, prunes...) per sweep. */
+    SWEEP_BATCH: integer({ min: 1, max: 10_000, default: 500 }),
     APPROVAL_TTL_MS: ms(15 * MINUTE, { min: 1, max: 30 * DAY }),
     OBLIGATION_DUE_MS: ms(4 * HOUR, { min: SECOND, max: 30 * DAY }),
     /**
