@@ -176,4 +176,80 @@ describe('sweeper: a re-armed automatic re-check is the chain’s own (real Post
     expect(await jobs[0].getState()).not.toBe('failed');
     expect(jobs[0].data.dueAt).toBe(due.toISOString());
   });
+  /**
+   * A hold whose re-check cannot read (its connector reads back no more, or is gone: a deploy without it) keeps its
+   * `next_check_at`, so a redeploy that can read again revives its chain. Its re-check used to skip without a write:
+   * the row still overdue with its `updated_at` unchanged, first in the sweep's batch on every sweep, so more such holds
+   * than the batch took all of it each time and no other owed check was armed again. A skipped scheduled re-check
+   * now moves its hold's `next_check_at` on by the chain's backoff (compare-and-set): out of the way, still owed.
+   */
+  it('holds whose re-check cannot read do not crowd the other owed checks out of the sweep’s batch', async () => {
+    const batch = 3;
+    const small = new SweeperService(
+      db.dataSource,
+      new TransitionService(),
+      producer,
+      new SchemaGate(db.dataSource, logger),
+      redis,
+      loadConfig({
+        REDIS_URL: TEST_REDIS_URL,
+        QUEUE_PREFIX: prefix,
+        STALE_EXECUTION_MS: '1000',
+        SANDBOX_URL: 'http://127.0.0.1:9',
+        SWEEP_BATCH: String(batch),
+      }),
+      logger,
+    );
+    // Only this test's holds are owed a re-check.
+    await db.dataSource.query(`UPDATE operations SET next_check_at = NULL WHERE status = 'MANUAL_REVIEW'`);
+    // More holds than the batch whose re-check cannot read, held (and last written) before the one that can be read:
+    // their connector is gone, or — the last — the hold is decided (a resolution recorded) with next_check_at still set.
+    const unreadable: { operationId: string; due: Date; skipped: string }[] = [];
+    for (let i = 0; i < batch + 1; i += 1) {
+      const hold = await overdueHold();
+      const decided = i === batch;
+      await db.dataSource.query(
+        decided
+          ? `UPDATE operations SET obligation = obligation || '{"resolution": {"status": "FAILED"}}'::jsonb,
+                    updated_at = now() - interval '2 hours' WHERE id = $1`
+          : `UPDATE operations SET connector = 'sandbox.retired', updated_at = now() - interval '2 hours' WHERE id = $1`,
+        [hold.operationId],
+      );
+      unreadable.push({ ...hold, skipped: decided ? 'skipped: not held' : 'skipped: cannot read back' });
+    }
+    const readable = await overdueHold();
+    await db.dataSource.query(`UPDATE operations SET updated_at = now() - interval '1 hour' WHERE id = $1`, [
+      readable.operationId,
+    ]);
+    // Each sweep, then the re-check jobs it armed for the unreadable holds run, as a reconciler would run them.
+    let armed = false;
+    for (let sweep = 0; sweep < 2 && !armed; sweep += 1) {
+      await small.sweep();
+      armed = (await recheckJobs(readable.operationId)).length > 0;
+      for (const { operationId, skipped } of unreadable) {
+        for (const job of await recheckJobs(operationId)) {
+          if ((await job.getState()) !== 'waiting') continue;
+          expect(await run(job)).toBe(skipped);
+          await job.remove();
+        }
+      }
+    }
+    expect(armed).toBe(true);
+    // The unreadable holds are still owed their re-check, later: a deploy that can read them again revives each chain.
+    const rows = (await db.dataSource.query(
+      `SELECT next_check_at > now() AS later FROM operations WHERE id = ANY($1) AND next_check_at IS NOT NULL`,
+      [unreadable.map((h) => h.operationId)],
+    )) as { later: boolean }[];
+    expect(rows).toEqual(unreadable.map(() => ({ later: true })));
+    // A deploy whose connector reads back again, once the moved due time has come (set back by hand here): the
+    // sweeper arms the chain's job for it, which reads.
+    const [revived] = unreadable;
+    await db.dataSource.query(
+      `UPDATE operations SET connector = 'sandbox.payments', next_check_at = now() - interval '1 hour' WHERE id = $1`,
+      [revived.operationId],
+    );
+    await small.sweep();
+    const [job] = await recheckJobs(revived.operationId);
+    expect(await run(job)).toBe('still held: unreachable');
+  });
 });

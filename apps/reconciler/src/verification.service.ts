@@ -27,6 +27,7 @@ import {
   recoveryObligation,
   absenceEvidenceOf,
   findEffectShownBefore,
+  postponeRecheck,
   scheduleNextCheck,
   snapshotOf,
   settledByReadBack,
@@ -428,9 +429,13 @@ export class VerificationService {
     // The next read is scheduled on the database's clock, the obligation's due time's and the sweeper's.
     const clockOffsetMs = found?.clockOffsetMs ?? 0;
     if (!op || op.status !== S.MANUAL_REVIEW || (op.obligation as { resolution?: unknown } | null)?.resolution) {
+      await this.postponeUnread(op, requestId, dueAt);
       return 'skipped: not held';
     }
-    if (!everSent(op) || !this.canReadBack(op)) return 'skipped: cannot read back';
+    if (!everSent(op) || !this.canReadBack(op)) {
+      await this.postponeUnread(op, requestId, dueAt);
+      return 'skipped: cannot read back';
+    }
     // (A due time that is no time — a job's data edited on a writable Bull Board — names no re-check the row owes.)
     const scheduledFor =
       requestId === undefined && dueAt !== undefined
@@ -669,6 +674,27 @@ export class VerificationService {
     return kept.won;
   }
 
+  /**
+   * A scheduled re-check skipped before its read (the hold's connector reads back no more — a deploy without it — or
+   * the hold is decided and its `next_check_at` still set): the hold stays owed its re-check, `next_check_at` kept so a
+   * deploy that can read again revives the chain, but moved on by the chain's backoff (the delay its next read would
+   * have), by compare-and-set on the due time this re-check ran for (libs/persistence `postponeRecheck`). Left overdue,
+   * with nothing written, it was re-armed by every sweep and read first in the sweep's batch (oldest first): more such
+   * holds than the batch crowded every other owed check out. Nothing is enqueued: the sweeper arms it once overdue. Only
+   * the re-check the row names (a reviewer's read is no re-check of the chain; a superseded one's chain is another's).
+   */
+  private async postponeUnread(
+    op: OperationEntity | null | undefined,
+    requestId: unknown,
+    dueAt: unknown,
+  ): Promise<void> {
+    if (requestId !== undefined || !op?.nextCheckAt || op.status !== S.MANUAL_REVIEW) return;
+    // (A job of an older version carries no due time: it ran for whatever was owed, the one the row names.)
+    const ranFor = dueAt === undefined ? op.nextCheckAt : new Date(typeof dueAt === 'string' ? Date.parse(dueAt) : NaN);
+    if (ranFor.getTime() !== op.nextCheckAt.getTime()) return;
+    await postponeRecheck(this.db.manager, op.id, ranFor, this.recheckDelay((op.obligation?.rechecks ?? 0) + 1));
+  }
+
   private canReadBack(op: OperationEntity): boolean {
     const connector = this.connectors.get(op.connector);
     return Boolean(connector?.readBack) && operationCapabilities(connector!, op.action, op.params).read_back;
@@ -683,13 +709,14 @@ export class VerificationService {
     rechecks: number,
     clockOffsetMs: number,
   ): Date | null {
-    const delay = Math.min(
-      this.config.RECHECK_BACKOFF_MAX_MS,
-      this.config.RECHECK_BACKOFF_MS * 2 ** Math.max(0, rechecks),
-    );
-    const at = new Date(Date.now() + clockOffsetMs + delay);
+    const at = new Date(Date.now() + clockOffsetMs + this.recheckDelay(rechecks));
     const due = op.obligation?.due_at ? Date.parse(op.obligation.due_at) : NaN;
     return Number.isFinite(due) && at.getTime() > due ? null : at;
+  }
+
+  /** The delay before a hold's `rechecks`-th re-check: RECHECK_BACKOFF_MS doubling, at most RECHECK_BACKOFF_MAX_MS. */
+  private recheckDelay(rechecks: number): number {
+    return Math.min(this.config.RECHECK_BACKOFF_MAX_MS, this.config.RECHECK_BACKOFF_MS * 2 ** Math.max(0, rechecks));
   }
 
   /** `at` is on the database's clock: the delay is counted from the database's now (`clockOffsetMs`). */

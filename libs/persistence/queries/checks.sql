@@ -7,6 +7,13 @@ UPDATE operations SET check_count = $3,
          next_check_at = clock_timestamp() + $4::bigint * interval '1 millisecond'
      WHERE id = $1 AND status = $2 AND check_count = $5;
 
+-- postponeRecheck
+UPDATE operations
+     SET next_check_at = clock_timestamp() + $3::bigint * interval '1 millisecond'
+     WHERE id = $1 AND status = 'MANUAL_REVIEW'
+       AND date_trunc('milliseconds', next_check_at) = $2::timestamptz
+     RETURNING id;
+
 -- lastUnknownAfterSend
 SELECT max(created_at) AS at, clock_timestamp() AS now FROM events
      WHERE operation_id = $1 AND tenant_id = $2 AND to_status = 'UNKNOWN'

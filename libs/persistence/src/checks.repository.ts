@@ -18,6 +18,16 @@ export const CHECKS_SQL = {
   scheduleNextCheck: `UPDATE operations SET check_count = $3,
          next_check_at = clock_timestamp() + $4::bigint * interval '1 millisecond'
      WHERE id = $1 AND status = $2 AND check_count = $5`,
+  // A hold's scheduled re-check that could not read (its connector reads back no more, or the hold is decided): the
+  // chain's due time moved $3 ms after the database's now, kept, not cleared — a deploy that can read again revives the
+  // chain — and out of the sweep's batch until then. Compare-and-set: only while the hold is still held and still names
+  // the due time the re-check ran for ($2, at the millisecond, as whileNextCheckAt compares it); a read or a "still
+  // unknown" that re-dated it meanwhile wins. Not updated_at: the hold did not change (as for an observation's claim).
+  postponeRecheck: `UPDATE operations
+     SET next_check_at = clock_timestamp() + $3::bigint * interval '1 millisecond'
+     WHERE id = $1 AND status = ${sqlLiterals([S.MANUAL_REVIEW])}
+       AND date_trunc('milliseconds', next_check_at) = $2::timestamptz
+     RETURNING id`,
   lastUnknownAfterSend: `SELECT max(created_at) AS at, clock_timestamp() AS now FROM events
      WHERE operation_id = $1 AND tenant_id = $2 AND to_status = ${sqlLiterals([S.UNKNOWN])}
        AND from_status IN (${sqlLiterals([S.SENT, S.ACKNOWLEDGED])})`,
@@ -46,6 +56,19 @@ export async function recordApprovalBaseline(
   baseline: Record<string, unknown>,
 ): Promise<void> {
   await rows(db, CHECKS_SQL.mergeApprovalBaseline, [operationId, JSON.stringify({ baseline })]);
+}
+
+/**
+ * Moves a hold's automatic re-check due at `dueAt` to `afterMs` after the database's now, while the hold is still held
+ * and still names that due time (see CHECKS_SQL.postponeRecheck). Whether it was moved.
+ */
+export async function postponeRecheck(
+  db: Queryable,
+  operationId: string,
+  dueAt: Date,
+  afterMs: number,
+): Promise<boolean> {
+  return (await rows(db, CHECKS_SQL.postponeRecheck, [operationId, dueAt, Math.round(afterMs)])).length > 0;
 }
 
 /**
