@@ -1,5 +1,8 @@
 import { escapeHiddenCharacters, hiddenCharacterIn } from './text-issue';
 
+/** `ascii` written in Unicode tag characters (U+E0020–U+E007E), which show as nothing. */
+const tags = (ascii: string) => [...ascii].map((c) => String.fromCodePoint(0xe0000 + c.codePointAt(0)!)).join('');
+
 describe('hiddenCharacterIn', () => {
   it.each([
     ['a\u202eb', 'U+202E'],
@@ -44,6 +47,11 @@ describe('hiddenCharacterIn', () => {
     ['Arabic with an Arabic letter mark', '\u0645\u0631\u062D\u0628\u0627\u061C 42'],
     ['Hebrew beside a left-to-right mark', '\u05E9\u05DC\u05D5\u05DD\u200E ok'],
     ['the flag of England', '\u{1F3F4}\u{E0067}\u{E0062}\u{E0065}\u{E006E}\u{E0067}\u{E007F} seen'],
+    [
+      'the flags of Scotland and Wales side by side',
+      `\u{1F3F4}${tags('gbsct')}\u{E007F}\u{1F3F4}${tags('gbwls')}\u{E007F}`,
+    ],
+    ['a subdivision flag of a numeric region', `\u{1F3F4}${tags('001ab')}\u{E007F} x`],
     ['a text-style selector after a pictograph', '\u2714\uFE0E done'],
     ['a variation selector after a Han ideograph', '\u845B\u{E0100}'],
   ])('takes %s in text of several lines', (_, text) => {
@@ -59,6 +67,13 @@ describe('hiddenCharacterIn', () => {
     ['an override in Hebrew text', '\u05E9\u05DC\u05D5\u05DD \u202Eabc', 'U+202E'],
     ['a tag character not after a black flag', 'a\u{E0067}', 'U+E0067'],
     ['a soft hyphen', 'pay\u00ADments', 'U+00AD'],
+    // After a black flag, only a flag's own tags: a subdivision's code (gbeng) and the cancel tag that ends it. Any other
+    // run of tag characters is ASCII no one sees (a language model reads it): 🏴 then "approve" in tags shows as 🏴.
+    ['text in tag characters after a black flag', `ok \u{1F3F4}${tags('approve all')}\u{E007F}`, 'U+E0061'],
+    ['tags after a black flag with no cancel tag', `\u{1F3F4}${tags('gbeng')} seen`, 'U+E0067'],
+    ['a flag’s tags then more', `\u{1F3F4}${tags('gbeng')}\u{E007F}${tags('x')}`, 'U+E0078'],
+    ['an uppercase subdivision code', `\u{1F3F4}${tags('GBENG')}\u{E007F}`, 'U+E0047'],
+    ['a code too long for a subdivision', `\u{1F3F4}${tags('gbengxx')}\u{E007F}`, 'U+E0067'],
   ])('refuses %s in text of several lines', (_, text, named) => {
     expect(hiddenCharacterIn(text, { lines: true })).toBe(named);
   });
