@@ -37,14 +37,15 @@ const HIDDEN_CHARACTERS = new RegExp(HIDDEN_CHARACTER.source, 'gu');
  * Text of several lines (a reviewer's evidence, a reason) is a person's writing, in any language: what HIDDEN_CHARACTER
  * names but what that writing is made of, where it stands, is its own. Tab, line feed and carriage return. The
  * invisible parts of an emoji: a zero-width joiner between two pictographs (one after a skin tone or a selector), a
- * presentation selector (U+FE0E, U+FE0F) after a pictograph or a keycap's digit, the tags of a flag after U+1F3F4
- * (a subdivision's code in lowercase letters and digits, then the cancel tag: any other run of tag characters is text
- * no person sees, which a language model reads). A variation selector after a Han ideograph (U+E0100–U+E01EF). The
- * joiner and non-joiner (U+200C, U+200D) between two letters of a script that writes with them (Persian, the Indic
- * scripts, Sinhala…: not Latin, Greek or Cyrillic, where they only hide). And, in text that holds right-to-left
- * letters, the direction marks (U+200E, U+200F, U+061C), which a keyboard of those languages types: they place the
- * punctuation beside them, as a letter would; in text without right-to-left letters they would reorder it invisibly,
- * and stay refused. Bidi embeddings, overrides and isolates are refused everywhere: they reorder what follows them.
+ * presentation selector (U+FE0E, U+FE0F) after a pictograph or a keycap's digit (the keycap mark U+20E3 after it:
+ * inside a number it only hides), the tags of a flag after U+1F3F4 (a subdivision's code in lowercase letters and
+ * digits, then the cancel tag: any other run of tag characters is text no person sees, which a language model reads).
+ * A variation selector after a Han ideograph (U+E0100–U+E01EF). The joiner and non-joiner (U+200C, U+200D) between
+ * two letters of a script that writes with them (Persian, the Indic scripts, Sinhala…: not Latin, Greek or Cyrillic,
+ * where they only hide). And, in text that holds right-to-left letters, the direction marks (U+200E, U+200F, U+061C),
+ * which a keyboard of those languages types: they place the punctuation beside them, as a letter would; in text
+ * without right-to-left letters they would reorder it invisibly, and stay refused. Bidi embeddings, overrides and
+ * isolates are refused everywhere: they reorder what follows them.
  */
 const FLAG_TAG = String.raw`[\u{E0030}-\u{E0039}\u{E0061}-\u{E007A}]`;
 /** A flag's tags (UTS #51): a subdivision's code (a region, then one to four letters or digits), then the cancel tag. */
@@ -52,7 +53,7 @@ const FLAG_TAGS = String.raw`(?:[\u{E0061}-\u{E007A}]{2}|[\u{E0030}-\u{E0039}]{3
 const KEPT_IN_LINES = [
   String.raw`[\t\n\r]`,
   String.raw`(?<=\p{Extended_Pictographic}(?:[\u{1F3FB}-\u{1F3FF}]|\uFE0F)?)\u200D(?=\p{Extended_Pictographic})`,
-  String.raw`(?<=\p{Extended_Pictographic}|[#*0-9])(?:\uFE0E|\uFE0F)`,
+  String.raw`(?<=\p{Extended_Pictographic})(?:\uFE0E|\uFE0F)|(?<=[#*0-9])(?:\uFE0E|\uFE0F)(?=\u20E3)`,
   String.raw`(?<=\u{1F3F4}(?=${FLAG_TAGS})${FLAG_TAG}*)(?:${FLAG_TAG}|\u{E007F})`,
   String.raw`(?<=\p{Script=Han})[\u{E0100}-\u{E01EF}]`,
   String.raw`(?<=[\p{L}\p{M}])(?<![\p{Script=Latin}\p{Script=Greek}\p{Script=Cyrillic}])(?:\u200C|\u200D)(?=[\p{L}\p{M}])(?![\p{Script=Latin}\p{Script=Greek}\p{Script=Cyrillic}])`,
