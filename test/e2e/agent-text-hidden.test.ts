@@ -199,4 +199,33 @@ describe('an agent’s intent and agent_id holding characters that hide or reord
     // What the rule takes is shown as written.
     expect(title(taken.body.id)).toBe('ادفع\u200F 42\nline two 👩\u200D👧');
   });
+
+  it('MCP resources/list: a title cut at 200 characters keeps no part of an emoji, a flag or a letter cut in two', async () => {
+    // Each intent is taken by the API; its 200th UTF-16 unit falls inside a cluster a reader sees as one character. Cut
+    // there, what is left of it (a joiner, a flag's first tags) no longer stands where the rule takes it, and the
+    // title showed it as escapes (\u200d, \u{e0067}) though the intent holds nothing hidden.
+    const run = (n: number) => 'a'.repeat(n);
+    // [the intent, the title: the intent cut before the cluster its 200th unit falls in]
+    const intents: [string, string][] = [
+      // 👩‍👧: its joiner is the 200th unit.
+      [`${run(197)}\u{1F469}\u200D\u{1F467} end`, run(197)],
+      // The flag of England: the cut falls after its first tag.
+      [`${run(195)}\u{1F3F4}${tags('gbeng')}\u{E007F} end`, run(195)],
+      // Devanagari क्‍ष (a half form: the joiner after the virama), the joiner the 200th unit.
+      [`${run(197)}\u0915\u094D\u200D\u0937 end`, run(197)],
+      // Nothing cut in two: the first 200 units as they are.
+      [`${run(198)}\u{1F600}\u{1F469}\u200D\u{1F467}`, `${run(198)}\u{1F600}`],
+    ];
+    const created: { id: string; intent: string; expected: string }[] = [];
+    for (const [intent, expected] of intents) {
+      const answer = await submitted({ intent });
+      expect(answer.status).toBe(201);
+      created.push({ id: answer.body.id, intent, expected });
+    }
+    const { resources } = await (await mcpClient()).listResources();
+    for (const { id, intent, expected } of created) {
+      const title = resources.find((r) => r.uri === `verity://executions/${id}`)?.title;
+      expect({ intent, title }).toEqual({ intent, title: expected });
+    }
+  });
 });

@@ -132,6 +132,24 @@ type ToolExtra = {
   sendNotification: (notification: ServerNotification) => Promise<void>;
 };
 
+const GRAPHEMES = new Intl.Segmenter(undefined, { granularity: 'grapheme' });
+
+/**
+ * The first `max` UTF-16 units of `text`, cut between two characters as a reader sees them: an emoji of several people,
+ * a flag, a letter with its marks and joiners stays whole or goes. Cut inside one, what was left of it (a joiner, a
+ * flag's first tags) no longer stood where the hidden-character rule takes it, and the title showed it as escapes
+ * though the intent held nothing hidden. A first character longer than `max` alone is cut as textPrefix cuts.
+ */
+function titlePrefix(text: string, max: number): string {
+  if (text.length <= max) return text;
+  let end = 0;
+  for (const { index, segment } of GRAPHEMES.segment(text)) {
+    if (index + segment.length > max) break;
+    end = index + segment.length;
+  }
+  return end > 0 ? text.slice(0, end) : textPrefix(text, max);
+}
+
 /**
  * The Verity MCP server: the tools, the execution resources and (optionally) their update notifications. The one
  * implementation behind both the API's `/mcp` endpoint and the `verity-mcp` stdio entry point; every call goes
@@ -431,11 +449,12 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
       resources: page.data.map((e) => ({
         uri: executionUri(e.id),
         name: e.id,
-        // Not inside a character: half an emoji is no Unicode, and a strict JSON reader refuses the whole page for it.
+        // Not inside a character (titlePrefix): half an emoji is no Unicode, and a strict JSON reader refuses the whole
+        // page for it.
         // Shown to a person in the client's list: a character that would hide or reorder it (an intent stored before
         // the API refused them) is written as its escape, as the review console shows it; what an intent may hold now
         // (line breaks, emoji, right-to-left text with its marks) is shown as written.
-        title: escapeHiddenCharacters(textPrefix(e.intent, 200), { lines: true }),
+        title: escapeHiddenCharacters(titlePrefix(e.intent, 200), { lines: true }),
         mimeType: 'application/json',
       })),
       ...(page.next_cursor ? { nextCursor: page.next_cursor } : {}),
