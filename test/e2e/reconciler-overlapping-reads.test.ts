@@ -330,6 +330,43 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
         expect(afterFailed).toEqual([expect.objectContaining({ result: 'found', trigger: first })]);
       });
     }
+
+    it('a reviewer’s read that came second is still recorded in their name (its request used), not as a second refutation', async () => {
+      // The reviewer was answered 202 and promised the result as an event: the refutation is the scheduled read's (one
+      // event announced), and the reviewer's read is recorded beside it, without `after` (not announced again).
+      const due = new Date(Date.now() + 60_000);
+      const { operationId, reference } = await heldCharge({ nextCheckAt: due });
+      const requestId = await reviewerRequest(operationId);
+      const at = held.length;
+      const { running: scheduled } = await readArrived(() =>
+        service.recheck(operationId, undefined, due.toISOString()),
+      );
+      const { running: reviewers } = await readArrived(() => service.recheck(operationId, requestId));
+      await db.dataSource.query(
+        `UPDATE operations SET status = 'FAILED', terminal_reason = 'MANUAL_RESOLUTION' WHERE id = $1`,
+        [operationId],
+      );
+      charged(at, reference);
+      expect(await scheduled).toBe('skipped: lost race');
+      charged(at + 1, reference, 999);
+      expect(await reviewers).toBe('skipped: lost race');
+      const events = await rechecked(operationId);
+      expect(events.filter((e) => e.after === 'FAILED')).toEqual([
+        expect.objectContaining({ result: 'found', trigger: 'scheduled' }),
+      ]);
+      const reviewer = events.filter((e) => e.trigger === 'reviewer');
+      expect(reviewer).toEqual([
+        expect.objectContaining({ result: 'mismatch', requested_by: 'key_reviewer', refutation_on_record: true }),
+      ]);
+      expect(reviewer[0]).not.toHaveProperty('after');
+      const [{ used }] = (await db.dataSource.query(
+        `SELECT used_at IS NOT NULL AS used FROM recheck_requests WHERE id = $1`,
+        [requestId],
+      )) as { used: boolean }[];
+      expect(used).toBe(true);
+      // What the first read showed stays the FAILED's refutation on the row.
+      expect((await row(operationId)).obligation).toMatchObject({ effect_shown_after_failed: { result: 'found' } });
+    });
   });
 
   /**

@@ -620,7 +620,8 @@ export class VerificationService {
         whileStatus: S.FAILED,
         // Once, by whichever read writes first: a scheduled re-check and a reviewer's that read at once, or two runs of
         // one reviewer's job (see below). The FAILED refuted is one fact — one event, one webhook — however many reads
-        // showed it; a read that finds it on record writes nothing (a reviewer's request is then left unused).
+        // showed it; a scheduled read that finds it on record writes nothing, a reviewer's is recorded in their name
+        // beside it, not as a second refutation (see below).
         whileObligationLacks: 'effect_shown_after_failed',
         // On the row too, so every reader of the operation sees the FAILED refuted (its commit, its retry rule).
         merge: { obligation: { effect_shown_after_failed: { result: read.kind, at: databaseNowIso(clockOffsetMs) } } },
@@ -632,9 +633,24 @@ export class VerificationService {
       });
     let recorded = await this.writeClaiming(requestId, op.id, (db) => record(db, false));
     // Another run of the job (run twice at once) used the request, with what its own read found: this read's effect is
-    // written all the same, without the request, unless the FAILED has one on record already (as for any read). (A job run after its
-    // request was used reads nothing: it is skipped before its read.)
+    // written all the same, without the request, unless the FAILED has one on record already (as for any read). (A job
+    // run after its request was used reads nothing: it is skipped before its read.)
     if (recorded === REQUEST_USED) recorded = await record(this.db.manager, true);
+    else if (!recorded.won && requestId !== undefined) {
+      // Still FAILED with the refutation on record (another read's): the reviewer was answered 202 and promised their
+      // read's result as an event, so it is written in their name, the request used — without `after` (the FAILED's
+      // refutation is announced once, by the read that wrote it) and changing nothing on the row. Left unwritten, their
+      // request stayed unused, with no word of it anywhere, until it was pruned.
+      await this.writeClaiming(requestId, op.id, (db) =>
+        this.transitions.annotate(db, {
+          executionId: op.executionId,
+          operationId: op.id,
+          whileStatus: S.FAILED,
+          type: 'operation.rechecked',
+          data: recheckedData(trigger, read, op.terminalReason, { refutation_on_record: true }),
+        }),
+      );
+    }
     if (recorded.won) {
       this.logger.warn(
         { operationId: op.id, executionId: op.executionId },
