@@ -1,5 +1,5 @@
 import { Client, ClientConfig } from 'pg';
-import { DataSource, DataSourceOptions, QueryRunner } from 'typeorm';
+import { DataSource, DataSourceOptions, MigrationExecutor, QueryRunner } from 'typeorm';
 import { StopDeadline, redactUrl } from '@verity/platform';
 import { ENTITIES } from './entities';
 import { MIGRATIONS } from './migrations';
@@ -284,7 +284,10 @@ export class MigrationLockTimeoutError extends Error {
  * The lock is waited for by trying it (`pg_try_advisory_lock`) with a pause between tries, never by a statement that
  * waits: such a statement holds a snapshot for as long as it waits, and `CREATE INDEX CONCURRENTLY` (a migration of the
  * lock's holder) waits for every older snapshot in the database, so the build and the waiter waited for each other for
- * good. Between tries the session is idle, in no transaction. The lock stays on that one session for the whole run.
+ * good. Between tries the session is idle, in no transaction. The lock stays on that one session for the whole run,
+ * and the migrations run on that same session: a session that only held the lock sat idle while another migrated, so
+ * Postgres (`idle_session_timeout`) or a proxy between could end it mid-run — the lock let go, and a second process
+ * migrating beside the first — and nothing noticed until the run's end. Ended now, it ends the run's own statement.
  */
 export async function runMigrationsLocked(
   dataSource: DataSource,
@@ -296,7 +299,9 @@ export async function runMigrationsLocked(
   try {
     await waitForMigrationLock(runner, options);
     locked = true;
-    const applied = await dataSource.runMigrations({ transaction: 'each' });
+    const executor = new MigrationExecutor(dataSource, runner);
+    executor.transaction = 'each';
+    const applied = await executor.executePendingMigrations();
     const unknown = (await runner.query(MIGRATION_SQL.unknown, [migrationNames()])) as { name: string }[];
     return { applied: applied.map((m) => m.name), unknown: unknown.map((m) => m.name) };
   } finally {

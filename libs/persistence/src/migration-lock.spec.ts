@@ -243,13 +243,14 @@ describe('a migration that builds an index CONCURRENTLY while another process wa
       };
       expect(await until(heldByWriter, run.settled, 20_000)).toBe(true);
       waiter = watched(runMigrationsLocked(older, { log: { info: (_fields, message) => lines.push(message) } }));
-      // Both sessions that asked for the lock are there: the run's (which holds it) and the waiter's.
+      // The waiter has asked for the lock: a session besides the run's (which holds it and is building the index).
       const asking = async () => {
         const [{ n }] = (await db.dataSource.query(
           `SELECT count(*)::int AS n FROM pg_stat_activity
-            WHERE datname = current_database() AND query ~ 'pg_(try_)?advisory_lock\\(\\$1\\)'`,
+            WHERE datname = current_database() AND pid <> $1 AND query ~ 'pg_(try_)?advisory_lock\\(\\$1\\)'`,
+          [(await buildPid()) ?? 0],
         )) as { n: number }[];
-        return n === 2;
+        return n === 1;
       };
       expect(await until(asking, waiter.settled, 20_000)).toBe(true);
       await writer.client.query(`COMMIT`);
@@ -283,6 +284,57 @@ describe('a migration that builds an index CONCURRENTLY while another process wa
       await waiter?.promise.catch(() => undefined);
       await newer.destroy();
       await older.destroy();
+    }
+  }, 60_000);
+});
+
+/** A migration that takes a while (a second and a half), so a run can be watched while it migrates. */
+class SlowMigration1899999999996 extends sqlMigration('SlowMigration1899999999996', {
+  up: [`SELECT pg_sleep(1.5)`],
+  down: [],
+}) {}
+
+describe('the migration lock while its run migrates', () => {
+  const db = useTestDatabase('locklost');
+
+  it('is never free while a migration of the run is under way, also where Postgres ends idle sessions', async () => {
+    // Postgres ends a session idle longer than idle_session_timeout (so do proxies and NATs with their own limits): a
+    // lock session that sits idle while another session of the pool migrates lost the lock mid-run, and a second
+    // process took it and migrated beside the first.
+    const base = dataSourceOptions(db.url, 2);
+    const ds = new DataSource({
+      ...base,
+      extra: { ...(base as { extra?: object }).extra, options: '-c idle_session_timeout=300' },
+      migrations: [...MIGRATIONS, SlowMigration1899999999996],
+    });
+    await ds.initialize();
+    const other = await session(db.url);
+    try {
+      const run = watched(runMigrationsLocked(ds));
+      const migrating = async () => {
+        const [{ n }] = (await db.dataSource.query(
+          `SELECT count(*)::int AS n FROM pg_stat_activity
+            WHERE datname = current_database() AND state = 'active' AND query LIKE 'SELECT pg_sleep(1.5)%'`,
+        )) as { n: number }[];
+        return n > 0;
+      };
+      expect(await until(migrating, run.settled, 20_000)).toBe(true);
+      // Another process tries the lock until the run ends: it never gets it while the run migrates.
+      let takenMidRun = false;
+      while (!run.settled()) {
+        const [{ locked }] = (await other.client.query(`SELECT pg_try_advisory_lock($1) AS locked`, [MIGRATION_LOCK]))
+          .rows as { locked: boolean }[];
+        if (locked) {
+          takenMidRun = (await migrating()) || takenMidRun;
+          await other.client.query(`SELECT pg_advisory_unlock($1)`, [MIGRATION_LOCK]);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      expect(takenMidRun).toBe(false);
+      await expect(run.promise).resolves.toMatchObject({ applied: ['SlowMigration1899999999996'] });
+    } finally {
+      await other.client.end();
+      await ds.destroy();
     }
   }, 60_000);
 });
