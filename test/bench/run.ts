@@ -404,8 +404,28 @@ async function topStatements(pool: Pool) {
   }
 }
 
+/**
+ * How the idle phase waits for each execution: `sdk` (what the full run reports) with `waitForSettled` — a GET, the
+ * event stream and a GET after events — as an agent would; `poll` (`BENCH_ONLY=idle BENCH_IDLE_WAIT=poll`, a
+ * diagnostic) by looking at the row from the benchmark's own pool 100 ms after the submission and every 50 ms after, so
+ * that the client's reads (in the API and Postgres, on the same cores) do not overlap the execution's steps. The
+ * latency is taken from Postgres' clock either way.
+ */
+type IdleWait = 'sdk' | 'poll';
+
+async function completedInPostgres(pool: Pool, executionId: string): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  await sleep(100);
+  for (;;) {
+    const { rows } = await pool.query<{ status: string }>(`SELECT status FROM executions WHERE id = $1`, [executionId]);
+    if (rows[0]?.status === 'completed') return;
+    if (Date.now() > deadline) throw new Error(`execution ${executionId} did not complete`);
+    await sleep(50);
+  }
+}
+
 /** One operation at a time on an otherwise idle system: submit, then wait (SDK) until the execution settled. */
-async function benchIdleLatency(pool: Pool, agent: Verity, samples: number, peer?: Peer) {
+async function benchIdleLatency(pool: Pool, agent: Verity, samples: number, peer?: Peer, wait: IdleWait = 'sdk') {
   const ids: string[] = [];
   const client: number[] = [];
   const peerIds: string[] = [];
@@ -413,7 +433,8 @@ async function benchIdleLatency(pool: Pool, agent: Verity, samples: number, peer
   const verityOnce = async (i: number) => {
     const t0 = performance.now();
     const execution = await agent.executions.create(submission(`bench-idle-${Date.now()}-${i}`));
-    await agent.waitForSettled(execution.id, { timeoutMs: 30_000 });
+    if (wait === 'poll') await completedInPostgres(pool, execution.id);
+    else await agent.waitForSettled(execution.id, { timeoutMs: 30_000 });
     client.push(performance.now() - t0);
     ids.push(execution.id);
     await sleep(100);
@@ -774,6 +795,10 @@ async function main(): Promise<void> {
   const versions = (await pool.query<{ v: string }>(`SELECT current_setting('server_version') AS v`)).rows[0].v;
   let peer: Peer | null = null;
   try {
+    if (process.env.BENCH_ONLY === 'idle') {
+      peer = await benchIdleOnly(cluster, pool, agent, options);
+      return;
+    }
     await sleep(2_000);
     // Idle = booted and not yet loaded: the API and the sandbox now, the workers right after they start (the API has
     // served the intake rounds by then, so it is not sampled again).
@@ -990,6 +1015,64 @@ async function main(): Promise<void> {
       process.stdout.write(`\nCPU profiles in ${profileDir}\n`);
     }
   }
+}
+
+/**
+ * `BENCH_ONLY=idle npm run bench`: only the idle latency, Verity's samples alternating with the DBOS peer's as in the
+ * full run (without the peer with --peer-rounds 0), on the same cluster (1 dispatcher, 1 reconciler): a before/after
+ * of a change to the idle path in a minute rather than five. Returns the peer, for the caller to stop.
+ */
+async function benchIdleOnly(cluster: Cluster, pool: Pool, agent: Verity, options: BenchOptions) {
+  await cluster.scaleTo('reconciler', 1);
+  await cluster.scaleTo('dispatcher', 1);
+  const peer = options.peerRounds > 0 ? await startPeer(cluster, pool, options.unixSockets) : null;
+  try {
+    await measureIdleOnly(cluster, pool, agent, options, peer);
+  } catch (error) {
+    await peer?.stop().catch(() => undefined);
+    throw error;
+  }
+  return peer;
+}
+
+async function measureIdleOnly(cluster: Cluster, pool: Pool, agent: Verity, options: BenchOptions, peer: Peer | null) {
+  await sleep(3_000);
+  // A few unmeasured submissions first, as the full run's idle phase comes after the load phases: connections
+  // opened, statements prepared, code compiled.
+  const wait: IdleWait = process.env.BENCH_IDLE_WAIT === 'poll' ? 'poll' : 'sdk';
+  const warm = Math.min(10, options.idleSamples);
+  await benchIdleLatency(pool, agent, warm, peer ?? undefined, wait);
+  const { verity: idle, peer: peerIdle } = await benchIdleLatency(
+    pool,
+    agent,
+    options.idleSamples,
+    peer ?? undefined,
+    wait,
+  );
+  const steps = idle.anatomy
+    .filter((a) => a.n >= options.idleSamples / 2)
+    .map((a) => `${a.step} ${a.p50.toFixed(1)}`)
+    .join(', ');
+  const lines = [
+    `Verity benchmark, idle latency only (BENCH_ONLY=idle), ${new Date().toISOString()}`,
+    `machine: ${machineDescription()}; load average at end ${loadAverage()}`,
+    `${transportLine(cluster, peer !== null)}`,
+    appSettingsLine().trimEnd(),
+    wait === 'poll' ? 'the client waits by polling Postgres (BENCH_IDLE_WAIT=poll), not with the SDK' : '',
+    `intake → VERIFIED, idle, p50 / p99: ${idle.p50.toFixed(1)} / ${idle.p99.toFixed(1)} ms ` +
+      `(${wait === 'sdk' ? 'SDK submit → settled' : 'client submit → completed seen'}: ` +
+      `${idle.clientP50.toFixed(0)} / ${idle.clientP99.toFixed(0)} ms; ${idle.count} samples)`,
+    ...(peerIdle
+      ? [
+          `DBOS peer submit → settled, idle, p50 / p99: ${peerIdle.p50.toFixed(1)} / ${peerIdle.p99.toFixed(1)} ms ` +
+            `(client ${peerIdle.clientP50.toFixed(0)} ms)`,
+          `idle submit → VERIFIED p50, Verity / DBOS: ${(idle.p50 / peerIdle.p50).toFixed(2)}× ` +
+            `(≤ 1.5×: ${idle.p50 <= peerIdle.p50 * 1.5 ? 'met' : 'MISSED'})`,
+        ]
+      : []),
+    `idle intake → VERIFIED, median ms per step: ${steps}`,
+  ].filter((line) => line !== '');
+  process.stdout.write(`\n${lines.join('\n')}\n`);
 }
 
 /** What a deployment of each system runs, without the load client and the sandbox provider. */
