@@ -1,18 +1,11 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import {
-  ExecutionEntity,
-  ReviewQueue,
-  findLastStatusChanges,
-  readSnapshot,
-  reviewQueueCounts,
-  reviewQueuePage,
-} from '@verity/persistence';
+import { ExecutionEntity, ReviewQueue, readSnapshot, reviewQueueCounts, reviewQueuePage } from '@verity/persistence';
 import { ConnectorRegistry } from '@verity/connectors';
 import { TerminalReason } from '@verity/status-model';
 import { DataSource, EntityManager } from 'typeorm';
 import type { Principal } from '../auth/principal';
-import { databaseNowForApprovals, pastDeadlineAt } from '../executions/approval-clock';
+import { pastDeadlineAt } from '../executions/approval-clock';
 import { presentOperation } from '../executions/presenter';
 import { ResolutionOptionsService } from '../operations/resolution-options.service';
 import { Problem } from '../problem/problem';
@@ -81,14 +74,13 @@ export class ReviewService {
       }
       const page = found.operations;
       const byId = new Map(found.executions.map((e) => [e.id, e]));
-      const changes = await findLastStatusChanges(
-        db,
-        page.map((op) => op.id),
-        principal.tenantId,
-      );
       // The page's operations are not all of their executions': those a release depends on are read where needed.
-      const judged = await this.holds.judge(principal.tenantId, page, { executions: found.executions }, db);
-      const databaseNow = await databaseNowForApprovals(db, page);
+      const { changes, judged, databaseNow, refuted } = await this.holds.presentationInputs(
+        principal.tenantId,
+        page,
+        { executions: found.executions },
+        db,
+      );
       return {
         data: page.map((op) => ({
           operation: maskSecrets(
@@ -97,6 +89,7 @@ export class ReviewService {
               changes.get(op.id) ?? null,
               judged.get(op.id)?.options,
               pastDeadlineAt(byId.get(op.executionId)?.deadlineAt, databaseNow),
+              refuted.has(op.id),
             ),
           ),
           execution: maskSecrets(this.summary(byId.get(op.executionId))),

@@ -16,7 +16,6 @@ import {
   findExecution,
   findExecutionMove,
   Queryable,
-  findLastStatusChanges,
   idempotencyHolder,
   type IdempotencyHolder,
   findOperations,
@@ -31,7 +30,6 @@ import {
   readSnapshot,
   snapshotOf,
   transaction,
-  retriesRefuted,
 } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig, currentTraceparent, inTraceOf, newId } from '@verity/platform';
 import { JobName, JobProducer } from '@verity/queues';
@@ -50,7 +48,6 @@ import { FieldError, Problem } from '../problem/problem';
 import { ResolutionOptionsService } from '../operations/resolution-options.service';
 import { resolveEventCursor } from './event-cursor';
 import { ABSENT_MEANS, requestHash, sentBodyHash } from './idempotency';
-import { databaseNowForApprovals } from './approval-clock';
 import { ExecutionView, presentEvent, presentExecution } from './presenter';
 import { Submission, capAmountErrors, referenceUnsettled, toCriterion, validateSubmission } from './submission';
 import { pageOf } from '../http/parse';
@@ -395,19 +392,12 @@ export class ExecutionsService {
       const execution = await findExecution(db, id, principal.tenantId);
       if (!execution) throw Problem.notFound('Execution', id);
       const operations = await findOperations(db, id, principal.tenantId);
-      const changes = await findLastStatusChanges(
-        db,
-        operations.map((op) => op.id),
-        principal.tenantId,
-      );
-      const judged = await this.holds.judge(
+      const { changes, judged, databaseNow, refuted } = await this.holds.presentationInputs(
         principal.tenantId,
         operations,
         { executions: [execution], operations },
         db,
       );
-      const databaseNow = await databaseNowForApprovals(db, operations);
-      const refuted = await retriesRefuted(db, principal.tenantId, operations);
       return presentExecution(execution, operations, changes, judged, databaseNow, refuted);
     });
   }
@@ -428,14 +418,12 @@ export class ExecutionsService {
       );
       const byExecution = new Map<string, typeof operations>();
       for (const op of operations) byExecution.set(op.executionId, [...(byExecution.get(op.executionId) ?? []), op]);
-      const changes = await findLastStatusChanges(
-        db,
-        operations.map((op) => op.id),
+      const { changes, judged, databaseNow, refuted } = await this.holds.presentationInputs(
         principal.tenantId,
+        operations,
+        { executions: page, operations },
+        db,
       );
-      const judged = await this.holds.judge(principal.tenantId, operations, { executions: page, operations }, db);
-      const databaseNow = await databaseNowForApprovals(db, operations);
-      const refuted = await retriesRefuted(db, principal.tenantId, operations);
       return {
         data: page.map((e) => presentExecution(e, byExecution.get(e.id) ?? [], changes, judged, databaseNow, refuted)),
         next_cursor: nextCursor,

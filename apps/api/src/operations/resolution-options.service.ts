@@ -7,10 +7,13 @@ import {
   absenceEvidenceOfMany,
   databaseNow as readDatabaseNow,
   findExecution,
+  findLastStatusChanges,
   findOperations,
   loadTenantSettings,
   recordedResolution,
   refutedRetries,
+  retriesRefuted,
+  type StatusChangeRecord,
 } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig, callTimings } from '@verity/platform';
 import {
@@ -27,6 +30,7 @@ import {
   tenantApprovalRules,
 } from '@verity/status-model';
 import { DataSource, EntityManager } from 'typeorm';
+import { databaseNowForApprovals } from '../executions/approval-clock';
 
 /** What a reviewer may do with one held operation now, and what that was judged against. */
 export interface HoldJudgement {
@@ -36,6 +40,18 @@ export interface HoldJudgement {
   absenceEvidentAt: Date | null;
   /** The moment judged, by the database's clock where a sent operation's bound was read. */
   now: Date;
+}
+
+/** What a page of operations is shown with besides their rows (`presentExecution`, `presentOperation`). */
+export interface PresentationInputs {
+  /** Each operation's last move (`findLastStatusChanges`). */
+  changes: Map<string, StatusChangeRecord>;
+  /** Each held, undecided operation's judgement (`judge`). */
+  judged: Map<string, HoldJudgement>;
+  /** The database's clock now, where an approval request waits (`databaseNowForApprovals`). */
+  databaseNow: Date | undefined;
+  /** The retries whose chain holds a FAILED contradicted since (`retriesRefuted`). */
+  refuted: Set<string>;
 }
 
 /**
@@ -89,6 +105,28 @@ export class ResolutionOptionsService {
         return [op.id, { options, absenceEvidentAt, now: databaseNow }];
       }),
     );
+  }
+
+  /**
+   * Everything `ops` are shown with besides their rows, read on `db` (the caller's snapshot, readSnapshot): their last
+   * moves, their judgements (`known` as for `judge`), the database's clock where an approval request waits, and the
+   * retries refuted since. One after the other: `db` is a transaction's one connection.
+   */
+  async presentationInputs(
+    tenantId: string,
+    ops: readonly OperationEntity[],
+    known: { executions?: readonly ExecutionEntity[]; operations?: readonly OperationEntity[] },
+    db: EntityManager,
+  ): Promise<PresentationInputs> {
+    const changes = await findLastStatusChanges(
+      db,
+      ops.map((op) => op.id),
+      tenantId,
+    );
+    const judged = await this.judge(tenantId, ops, known, db);
+    const databaseNow = await databaseNowForApprovals(db, ops);
+    const refuted = await retriesRefuted(db, tenantId, ops);
+    return { changes, judged, databaseNow, refuted };
   }
 
   /** One operation's judgement, or null when nothing is permitted on it (not held, or decided). */
