@@ -12,7 +12,7 @@ import {
 import { Queue } from 'bullmq';
 import { DEMO, RunningApp, Stack, waitFor } from '../support/stack';
 import { TEST_REDIS_URL } from '../support/services';
-import { charge, http, submission } from '../support/http';
+import { charge, http, submission, unique } from '../support/http';
 import type { Execution, ExecutionEvent as Event, Operation, OperationDetail } from '@verity/sdk';
 export type { Execution, ExecutionEvent as Event } from '@verity/sdk';
 
@@ -149,6 +149,48 @@ export async function heldUnsentCharge(stack: Stack, reference: string): Promise
   await resetSandbox(stack);
   await waitForResolutionPermitted(stack, held.id, 'FAILED');
   return { executionId: created.id, held };
+}
+
+/** A reviewer resolves the held operation VERIFIED (200). */
+export async function resolveVerified(stack: Stack, operationId: string): Promise<void> {
+  const res = await http(stack.apiUrl, 'POST', `/v1/operations/${operationId}/resolve`, {
+    key: DEMO.reviewer,
+    body: { status: 'VERIFIED', evidence: 'provider dashboard shows the charge' },
+  });
+  expect(res.status).toBe(200);
+}
+
+/**
+ * Two charges (keys `a` and `b`, references from `prefix`), each with a criterion that expects it VERIFIED, held for a
+ * human (their read shows no status field): the execution completed, both verdicts pending on MANUAL_REVIEW. Then the
+ * sandbox's faults are cleared and the stack's dispatcher is stopped, so that the advances a reviewer's resolutions
+ * enqueue are run by the test, by hand. The execution as read when both were held.
+ */
+export async function heldPairAwaitingOutcome(stack: Stack, prefix: string): Promise<Execution> {
+  await stack.setFaults({ read_fault: 'field_missing' });
+  const created = await submit(
+    stack,
+    [charge(unique(`${prefix}-a`), { key: 'a' }), charge(unique(`${prefix}-b`), { key: 'b' })],
+    {
+      criteria: [
+        { key: 'a-paid', operation: 'a', expect_status: 'VERIFIED' },
+        { key: 'b-paid', operation: 'b', expect_status: 'VERIFIED' },
+      ],
+    },
+  );
+  const held = await waitFor(
+    () => getExecution(stack, created.id),
+    (e) =>
+      e.status === 'completed' &&
+      e.operations.every((o) => o.status === 'MANUAL_REVIEW') &&
+      e.criteria_results?.every((r) => (r.rationale ?? '').includes('MANUAL_REVIEW')) === true,
+    45_000,
+    150,
+  );
+  await resetSandbox(stack);
+  const [dispatcher] = stack.running('dispatcher');
+  await stack.kill(dispatcher);
+  return held;
 }
 
 /** The status path of one operation as the event log tells it: PREPARED first, then each `to_status`. */

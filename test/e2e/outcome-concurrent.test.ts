@@ -1,8 +1,15 @@
 import { TransitionService, findExecutionForWorker, findOperationsForWorker } from '@verity/persistence';
 import { OutcomeService } from '../../apps/dispatcher/src/outcome.service';
-import { DEMO, Stack, waitFor } from '../support/stack';
-import { charge, http, unique } from '../support/http';
-import { Event, events, getExecution, resetSandbox, stackQueue, submit } from './dispatcher-helpers';
+import { Stack } from '../support/stack';
+import {
+  Event,
+  events,
+  getExecution,
+  heldPairAwaitingOutcome,
+  resetSandbox,
+  resolveVerified,
+  stackQueue,
+} from './dispatcher-helpers';
 
 interface CriterionResult {
   key: string;
@@ -30,54 +37,28 @@ describe('outcome evaluation: concurrent evaluators of one execution', () => {
   afterEach(async () => resetSandbox(stack));
 
   const view = async (id: string) => (await getExecution(stack, id)) as ExecutionView;
-  const resolveVerified = async (operationId: string) => {
-    const res = await http(stack.apiUrl, 'POST', `/v1/operations/${operationId}/resolve`, {
-      key: DEMO.reviewer,
-      body: { status: 'VERIFIED', evidence: 'provider dashboard shows the charge' },
-    });
-    expect(res.status).toBe(200);
-  };
 
   it('an evaluation from an older read loses to a newer one: the outcome never goes back to pending', async () => {
-    // Two charges held for a human (their read shows no status field); the execution completes, the outcome pending.
-    await stack.setFaults({ read_fault: 'field_missing' });
-    const created = await submit(stack, [charge(unique('or-a'), { key: 'a' }), charge(unique('or-b'), { key: 'b' })], {
-      criteria: [
-        { key: 'a-paid', operation: 'a', expect_status: 'VERIFIED' },
-        { key: 'b-paid', operation: 'b', expect_status: 'VERIFIED' },
-      ],
-    });
-    const held = await waitFor(
-      () => view(created.id),
-      (e) =>
-        e.status === 'completed' &&
-        e.operations.every((o) => o.status === 'MANUAL_REVIEW') &&
-        e.criteria_results?.every((r) => (r.rationale ?? '').includes('MANUAL_REVIEW')) === true,
-      45_000,
-      150,
-    );
+    // Two charges held for a human; the execution completes, the outcome pending. The advance jobs the resolutions
+    // enqueue are run below, by hand (the dispatcher is stopped), in the order a race can run them.
+    const held = await heldPairAwaitingOutcome(stack, 'or');
     expect(held.outcome).toMatchObject({ result: 'pending' });
-    await resetSandbox(stack);
-
-    // The advance jobs the resolutions enqueue are run below, by hand, in the order a race can run them.
-    const [dispatcher] = stack.running('dispatcher');
-    await stack.kill(dispatcher);
     const [a, b] = held.operations;
     const db = stack.db.dataSource.manager;
     const readNow = async () => ({
-      execution: (await findExecutionForWorker(db, created.id))!,
-      operations: await findOperationsForWorker(db, created.id),
+      execution: (await findExecutionForWorker(db, held.id))!,
+      operations: await findOperationsForWorker(db, held.id),
     });
 
     // Advance job 1 (a's resolution) reads the execution: a VERIFIED, b still held, the stored verdicts both pending.
-    await resolveVerified(a.id);
+    await resolveVerified(stack, a.id);
     const first = await readNow();
     // Meanwhile b is resolved, and advance job 2 reads and records its evaluation first: both pass.
-    await resolveVerified(b.id);
+    await resolveVerified(stack, b.id);
     const second = await readNow();
     const outcomes = new OutcomeService(stack.db.dataSource, new TransitionService());
     expect(await outcomes.evaluate(second.execution, second.operations, 0)).toBe(true);
-    expect((await view(created.id)).outcome).toMatchObject({ result: 'satisfied' });
+    expect((await view(held.id)).outcome).toMatchObject({ result: 'satisfied' });
 
     // Advance job 1 now records what it judged from its older read.
     await outcomes.evaluate(first.execution, first.operations, 0);
@@ -89,7 +70,7 @@ describe('outcome evaluation: concurrent evaluators of one execution', () => {
     await stack.startApp('dispatcher');
     await stack.sweepsPassed(2);
 
-    const after = await view(created.id);
+    const after = await view(held.id);
     expect(after.operations.map((o) => o.status)).toEqual(['VERIFIED', 'VERIFIED']);
     expect(after.criteria_results!.map((r) => [r.key, r.verdict])).toEqual([
       ['a-paid', 'pass'],
@@ -97,7 +78,7 @@ describe('outcome evaluation: concurrent evaluators of one execution', () => {
     ]);
     expect(after.outcome).toMatchObject({ result: 'satisfied' });
     // The log's last evaluation agrees: no "pending" written after "satisfied".
-    const evaluated = (await events(stack, created.id)).filter((e: Event) => e.type === 'outcome.evaluated');
+    const evaluated = (await events(stack, held.id)).filter((e: Event) => e.type === 'outcome.evaluated');
     expect(evaluated.at(-1)!.data).toMatchObject({ result: 'satisfied' });
   });
 });
