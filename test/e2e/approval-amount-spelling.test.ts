@@ -1,6 +1,15 @@
-import { DEMO, Stack, waitFor } from '../support/stack';
+import { Stack, waitFor } from '../support/stack';
 import { unique } from '../support/http';
-import { Call, Execution, TargetServer, httpOp, recordingClient, startTarget } from './connectors-support';
+import {
+  Call,
+  Execution,
+  TargetServer,
+  allowLoopbackPort,
+  approvalAboveFifty,
+  httpOp,
+  recordingClient,
+  startTarget,
+} from './connectors-support';
 
 /**
  * An approval threshold on `http` reads `body.amount`, one exact spelling. A target that binds member names ignoring
@@ -36,16 +45,8 @@ describe('an approval threshold and an amount spelled in another case', () => {
     target = await startTarget();
     stack = await Stack.start({ label: 'amountcase' });
     ({ call } = recordingClient(stack));
-    const settings = await call('PUT', '/v1/admin/connector-settings/http', {
-      key: DEMO.admin,
-      body: { allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true }] },
-    });
-    expect(settings.status).toBe(200);
-    const policy = await call('PUT', '/v1/admin/policy', {
-      key: DEMO.admin,
-      body: { approval_rules: [{ connector: 'http', amount_above: 50, amount_field: 'body.amount' }] },
-    });
-    expect(policy.status).toBe(200);
+    await allowLoopbackPort(call, target.port);
+    await approvalAboveFifty(call);
   });
   afterAll(async () => {
     await stack?.stop();

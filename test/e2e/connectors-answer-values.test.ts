@@ -1,7 +1,7 @@
 import { createServer } from 'node:http';
-import { DEMO, Stack } from '../support/stack';
+import { Stack } from '../support/stack';
 import { listenLocally, type LocalServer } from '../support/local-server';
-import { Call, Execution, httpOp, recordingClient, settled, submitOps } from './connectors-support';
+import { Call, Execution, httpOp, recordingClient, settled, submitOps, allowLoopbackPort } from './connectors-support';
 
 /** Nested arrays deeper than JSON.stringify (and any recursive walk) can follow, in well under 64 KiB. */
 const DEEP = '['.repeat(20_000) + ']'.repeat(20_000);
@@ -34,11 +34,7 @@ describe('a target whose read answers a value no record can keep (deep nesting, 
     target = await listenLocally(server);
     stack = await Stack.start({ label: 'answervalues' });
     ({ call } = recordingClient(stack));
-    const put = await call('PUT', '/v1/admin/connector-settings/http', {
-      key: DEMO.admin,
-      body: { allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true }] },
-    });
-    expect(put.status).toBe(200);
+    await allowLoopbackPort(call, target.port);
   });
   afterAll(async () => {
     await stack?.stop();

@@ -1,6 +1,16 @@
-import { DEMO, Stack, waitFor } from '../support/stack';
+import { Stack } from '../support/stack';
 import { unique } from '../support/http';
-import { Call, TargetServer, httpOp, recordingClient, settled, startTarget } from './connectors-support';
+import {
+  Call,
+  TargetServer,
+  allowLoopbackPort,
+  approvalAboveFifty,
+  deniedAfter,
+  httpOp,
+  recordingClient,
+  settled,
+  startTarget,
+} from './connectors-support';
 
 /**
  * A spending cap and an approval threshold on `http` read the amount at one spelling of one path of the JSON body
@@ -27,19 +37,10 @@ describe('http: a body the target would read otherwise than the cap and the thre
     target = await startTarget();
     stack = await Stack.start({ label: 'connspell' });
     ({ call } = recordingClient(stack));
-    const settings = await call('PUT', '/v1/admin/connector-settings/http', {
-      key: DEMO.admin,
-      body: {
-        allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true }],
-        spending_caps: [{ period: 'day', max_amount: 100, amount_field: 'body.amount' }],
-      },
+    await allowLoopbackPort(call, target.port, {
+      spending_caps: [{ period: 'day', max_amount: 100, amount_field: 'body.amount' }],
     });
-    expect(settings.status).toBe(200);
-    const policy = await call('PUT', '/v1/admin/policy', {
-      key: DEMO.admin,
-      body: { approval_rules: [{ connector: 'http', amount_above: 50, amount_field: 'body.amount' }] },
-    });
-    expect(policy.status).toBe(200);
+    await approvalAboveFifty(call);
   });
   afterAll(async () => {
     await stack?.stop();
@@ -104,22 +105,12 @@ describe('http: a body the target would read otherwise than the cap and the thre
       url: `${target.base}/orders`,
       body: { id: unique('pay'), amount: 60 },
     });
-    expect(accepted.status).toBe(201);
-    const execution = accepted.body as unknown as { id: string; operations: { id: string }[] };
-    const opId = execution.operations[0].id;
-    await waitFor(
-      async () => (await call<{ status: string }>('GET', `/v1/executions/${execution.id}`)).body.status,
-      (status) => status === 'waiting_for_approval',
+    const opId = await deniedAfter(call, accepted, (id) =>
+      stack.db.dataSource.query(
+        `UPDATE operations SET params = jsonb_set(params, '{body,amount\u200b}', '1000000') WHERE id = $1`,
+        [id],
+      ),
     );
-    await stack.db.dataSource.query(
-      `UPDATE operations SET params = jsonb_set(params, '{body,amount\u200b}', '1000000') WHERE id = $1`,
-      [opId],
-    );
-    const denied = await call('POST', `/v1/operations/${opId}/approval`, {
-      key: DEMO.reviewer,
-      body: { decision: 'deny' },
-    });
-    expect(denied.status).toBe(200);
     const before = await written();
     const retried = await call<{ errors: { field: string; rule: string }[] }>('POST', `/v1/operations/${opId}/retry`);
     expect(retried.status).toBe(400);

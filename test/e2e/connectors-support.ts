@@ -162,3 +162,47 @@ export async function settled(call: Call, id: string, timeoutMs = 45_000): Promi
 export function httpOp(key: string, params: Record<string, unknown>, extra: Record<string, unknown> = {}) {
   return { key, connector: 'http', action: 'request', params, ...extra };
 }
+
+/** The tenant's `http` connector may call `port` on loopback (allowlisted explicitly), with `extra` settings besides. */
+export async function allowLoopbackPort(call: Call, port: number, extra: Record<string, unknown> = {}): Promise<void> {
+  const settings = await call('PUT', '/v1/admin/connector-settings/http', {
+    key: DEMO.admin,
+    body: { allow_hosts: [{ host: '127.0.0.1', ports: [port], allow_private: true }], ...extra },
+  });
+  expect(settings.status).toBe(200);
+}
+
+/** The tenant's policy: an `http` operation whose `body.amount` is above 50 waits for approval. */
+export async function approvalAboveFifty(call: Call): Promise<void> {
+  const policy = await call('PUT', '/v1/admin/policy', {
+    key: DEMO.admin,
+    body: { approval_rules: [{ connector: 'http', amount_above: 50, amount_field: 'body.amount' }] },
+  });
+  expect(policy.status).toBe(200);
+}
+
+/**
+ * An execution of one operation that was accepted (201) and waits for approval; `meanwhile` runs then (a test writes
+ * into the stored row what one accepted before a rule may hold), and a reviewer denies it: its retry is the next
+ * decision. The operation's id.
+ */
+export async function deniedAfter(
+  call: Call,
+  accepted: HttpResult<unknown>,
+  meanwhile: (operationId: string) => Promise<unknown>,
+): Promise<string> {
+  expect(accepted.status).toBe(201);
+  const execution = accepted.body as { id: string; operations: { id: string }[] };
+  const opId = execution.operations[0].id;
+  await waitFor(
+    async () => (await call<{ status: string }>('GET', `/v1/executions/${execution.id}`)).body.status,
+    (status) => status === 'waiting_for_approval',
+  );
+  await meanwhile(opId);
+  const denied = await call('POST', `/v1/operations/${opId}/approval`, {
+    key: DEMO.reviewer,
+    body: { decision: 'deny' },
+  });
+  expect(denied.status).toBe(200);
+  return opId;
+}

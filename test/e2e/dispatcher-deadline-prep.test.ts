@@ -1,6 +1,14 @@
-import { DEMO, Stack } from '../support/stack';
+import { Stack } from '../support/stack';
 import { submission } from '../support/http';
-import { Execution, TargetServer, httpOp, recordingClient, settled, startTarget } from './connectors-support';
+import {
+  Execution,
+  TargetServer,
+  httpOp,
+  recordingClient,
+  settled,
+  startTarget,
+  allowLoopbackPort,
+} from './connectors-support';
 
 /**
  * A quiet preparation's moves are written with its one send (the SENT statement): the deadline, judged before the
@@ -18,11 +26,7 @@ describe('dispatcher: the deadline passes during the context read of a quiet pre
       env: { SEND_IN_ADVANCE: 'true', CONNECTOR_TIMEOUT_MS: '5000', SWEEP_INTERVAL_MS: '60000' },
     });
     const { call } = recordingClient(stack);
-    const put = await call('PUT', '/v1/admin/connector-settings/http', {
-      key: DEMO.admin,
-      body: { allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true }] },
-    });
-    expect(put.status).toBe(200);
+    await allowLoopbackPort(call, target.port);
   });
   afterAll(async () => {
     await stack?.stop();

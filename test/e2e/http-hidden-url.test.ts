@@ -1,6 +1,15 @@
-import { DEMO, Stack, waitFor } from '../support/stack';
+import { Stack } from '../support/stack';
 import { unique } from '../support/http';
-import { Call, TargetServer, httpOp, recordingClient, startTarget } from './connectors-support';
+import {
+  Call,
+  TargetServer,
+  allowLoopbackPort,
+  approvalAboveFifty,
+  deniedAfter,
+  httpOp,
+  recordingClient,
+  startTarget,
+} from './connectors-support';
 
 /**
  * An http operation's URLs — its request's, its read-back's and its context read's — are what an approver reads to
@@ -34,16 +43,8 @@ describe('an http operation URL holding a character that hides or reorders what 
     target = await startTarget();
     stack = await Stack.start({ label: 'http-hidden-url' });
     ({ call } = recordingClient(stack));
-    const settings = await call('PUT', '/v1/admin/connector-settings/http', {
-      key: DEMO.admin,
-      body: { allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true }] },
-    });
-    expect(settings.status).toBe(200);
-    const policy = await call('PUT', '/v1/admin/policy', {
-      key: DEMO.admin,
-      body: { approval_rules: [{ connector: 'http', amount_above: 50, amount_field: 'body.amount' }] },
-    });
-    expect(policy.status).toBe(200);
+    await allowLoopbackPort(call, target.port);
+    await approvalAboveFifty(call);
   }, 120_000);
   afterAll(async () => {
     await stack?.stop();
@@ -118,22 +119,12 @@ describe('an http operation URL holding a character that hides or reorders what 
   it('refuses the retry of an operation stored with such a URL before the rule (nothing written)', async () => {
     // Held for approval (above the threshold), given the URL an operation accepted before the rule may hold, denied.
     const accepted = await submit({ method: 'POST', url: `${target.base}/pay/x`, body: { amount: 60 } });
-    expect(accepted.status).toBe(201);
-    const execution = accepted.body as unknown as { id: string; operations: { id: string }[] };
-    const opId = execution.operations[0].id;
-    await waitFor(
-      async () => (await call<{ status: string }>('GET', `/v1/executions/${execution.id}`)).body.status,
-      (status) => status === 'waiting_for_approval',
+    const opId = await deniedAfter(call, accepted, (id) =>
+      stack.db.dataSource.query(
+        `UPDATE operations SET params = jsonb_set(params, '{url}', to_jsonb($2::text)) WHERE id = $1`,
+        [id, `${target.base}/pay/\u202Eelgoog`],
+      ),
     );
-    await stack.db.dataSource.query(
-      `UPDATE operations SET params = jsonb_set(params, '{url}', to_jsonb($2::text)) WHERE id = $1`,
-      [opId, `${target.base}/pay/\u202Eelgoog`],
-    );
-    const denied = await call('POST', `/v1/operations/${opId}/approval`, {
-      key: DEMO.reviewer,
-      body: { decision: 'deny' },
-    });
-    expect(denied.status).toBe(200);
     const before = await written();
     const retried = await call<{ errors: { field: string; rule: string; message: string }[] }>(
       'POST',

@@ -1,5 +1,14 @@
 import { DEMO, Stack, waitFor } from '../support/stack';
-import { Call, Execution, TargetServer, httpOp, recordingClient, startTarget, submitOps } from './connectors-support';
+import {
+  Call,
+  Execution,
+  TargetServer,
+  httpOp,
+  recordingClient,
+  startTarget,
+  submitOps,
+  allowLoopbackPort,
+} from './connectors-support';
 
 /**
  * A reviewer's re-check whose read finds the effect of a hold the system may release (the source was unreachable),
@@ -22,11 +31,7 @@ describe('a reviewer’s re-check whose VERIFIED is refused by a bind made durin
       env: { RECHECK_BACKOFF_MS: '600000', RECHECK_BACKOFF_MAX_MS: '600000', OBLIGATION_DUE_MS: '3600000' },
     });
     ({ call } = recordingClient(stack));
-    const put = await call('PUT', '/v1/admin/connector-settings/http', {
-      key: DEMO.admin,
-      body: { allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true }] },
-    });
-    expect(put.status).toBe(200);
+    await allowLoopbackPort(call, target.port);
   });
   afterAll(async () => {
     await stack?.stop();
