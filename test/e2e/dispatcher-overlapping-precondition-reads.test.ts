@@ -1,11 +1,10 @@
-import { createServer, type ServerResponse } from 'node:http';
 import { ConnectorRegistry, TenantConnectors } from '@verity/connectors';
 import { EventEntity, SecretsCipher, TransitionService } from '@verity/persistence';
-import { createLogger, createRedis, loadConfig } from '@verity/platform';
-import { JobProducer } from '@verity/queues';
+import { createLogger, loadConfig } from '@verity/platform';
 import { insertChargeExecution } from '../support/fixtures';
-import { listenLocally, waitUntil } from '../support/local-server';
-import { TEST_REDIS_URL, clearRedisPrefix, testQueuePrefix } from '../support/services';
+import { heldSourceDuringDescribe } from '../support/held-source';
+import { producerDuringDescribe } from '../support/producer';
+import { TEST_REDIS_URL } from '../support/services';
 import { useTestDatabase } from '../support/test-database';
 import { LifecycleService } from '../../apps/dispatcher/src/lifecycle.service';
 import { OutcomeService } from '../../apps/dispatcher/src/outcome.service';
@@ -18,63 +17,33 @@ import { OutcomeService } from '../../apps/dispatcher/src/outcome.service';
  */
 describe('LifecycleService: failed precondition reads of advance jobs that overlap (real Postgres)', () => {
   const db = useTestDatabase('precondition', ['acme']);
-  const held: ServerResponse[] = [];
-  const prefix = testQueuePrefix('precondition');
+  const source = heldSourceDuringDescribe();
+  const { held, readArrived, unreachable } = source;
+  const queues = producerDuringDescribe('precondition');
   let lifecycle: LifecycleService;
-  let close: () => Promise<void>;
-  let redis: ReturnType<typeof createRedis>;
-  let producer: JobProducer;
 
   beforeAll(async () => {
-    const sandbox = await listenLocally(
-      createServer((req, res) => {
-        req.resume();
-        held.push(res);
-      }),
-    );
-    close = sandbox.close;
     // A backoff long enough that no read comes due while the test runs unless the test makes it due (and well before
     // the execution's deadline, 10 minutes, so a failed read is read again rather than held).
     const config = loadConfig({
-      SANDBOX_URL: sandbox.url,
+      SANDBOX_URL: source.url,
       REDIS_URL: TEST_REDIS_URL,
-      QUEUE_PREFIX: prefix,
+      QUEUE_PREFIX: queues.prefix,
       PRECONDITION_READ_BUDGET: '8',
       PRECONDITION_READ_BACKOFF_MS: '60000',
       PRECONDITION_READ_BACKOFF_MAX_MS: '60000',
     });
-    redis = createRedis(TEST_REDIS_URL, 'producer', 'precondition-spec');
-    producer = new JobProducer(redis, prefix);
     const transitions = new TransitionService();
     lifecycle = new LifecycleService(
       db.dataSource,
       transitions,
-      producer,
+      queues.producer,
       new TenantConnectors(new ConnectorRegistry(), db.dataSource, new SecretsCipher(undefined), config),
       new OutcomeService(db.dataSource, transitions),
       config,
       createLogger('precondition-spec', 'silent'),
     );
   });
-
-  afterAll(async () => {
-    for (const res of held) res.destroy();
-    await close?.();
-    await producer?.close();
-    redis?.disconnect();
-    await clearRedisPrefix(prefix);
-  });
-
-  /** Starts `advance` and resolves once its read of the source has arrived and is held (its outcome still to come). */
-  async function readArrived<T>(advance: () => Promise<T>): Promise<{ running: Promise<T> }> {
-    const before = held.length;
-    const running = advance();
-    await waitUntil(() => held.length > before);
-    return { running };
-  }
-
-  /** Answers the `i`-th read held: the source is unreachable. */
-  const unreachable = (i: number) => held[i].writeHead(503, { 'content-type': 'application/json' }).end('{}');
 
   const row = async (id: string) =>
     (

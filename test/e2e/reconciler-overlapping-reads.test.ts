@@ -1,12 +1,11 @@
-import { createServer, type ServerResponse } from 'node:http';
 import { ConnectorRegistry, TenantConnectors } from '@verity/connectors';
 import { EventEntity, SecretsCipher, TransitionService, recordRecheckRequest } from '@verity/persistence';
-import { createLogger, createRedis, loadConfig } from '@verity/platform';
-import { JobProducer } from '@verity/queues';
+import { createLogger, loadConfig } from '@verity/platform';
 import { insertChargeExecution } from '../support/fixtures';
-import { listenLocally, waitUntil } from '../support/local-server';
+import { heldSourceDuringDescribe } from '../support/held-source';
 import { waitForLockWaiter } from '../support/lock-waits';
-import { TEST_REDIS_URL, clearRedisPrefix, testQueuePrefix } from '../support/services';
+import { producerDuringDescribe } from '../support/producer';
+import { TEST_REDIS_URL } from '../support/services';
 import { useTestDatabase } from '../support/test-database';
 import { VerificationService } from '../../apps/reconciler/src/verification.service';
 
@@ -17,52 +16,22 @@ import { VerificationService } from '../../apps/reconciler/src/verification.serv
  */
 describe('VerificationService: counts written by jobs whose reads overlap (real Postgres)', () => {
   const db = useTestDatabase('verification', ['acme']);
-  const held: ServerResponse[] = [];
-  const prefix = testQueuePrefix('verification');
+  const source = heldSourceDuringDescribe();
+  const { held, readArrived, unreachable } = source;
+  const queues = producerDuringDescribe('verification');
   let service: VerificationService;
-  let close: () => Promise<void>;
-  let redis: ReturnType<typeof createRedis>;
-  let producer: JobProducer;
 
   beforeAll(async () => {
-    const sandbox = await listenLocally(
-      createServer((req, res) => {
-        req.resume();
-        held.push(res);
-      }),
-    );
-    close = sandbox.close;
-    const config = loadConfig({ SANDBOX_URL: sandbox.url, REDIS_URL: TEST_REDIS_URL, QUEUE_PREFIX: prefix });
-    redis = createRedis(TEST_REDIS_URL, 'producer', 'verification-spec');
-    producer = new JobProducer(redis, prefix);
+    const config = loadConfig({ SANDBOX_URL: source.url, REDIS_URL: TEST_REDIS_URL, QUEUE_PREFIX: queues.prefix });
     service = new VerificationService(
       db.dataSource,
       new TransitionService(),
-      producer,
+      queues.producer,
       new TenantConnectors(new ConnectorRegistry(), db.dataSource, new SecretsCipher(undefined), config),
       config,
       createLogger('verification-spec', 'silent'),
     );
   });
-
-  afterAll(async () => {
-    for (const res of held) res.destroy();
-    await close?.();
-    await producer?.close();
-    redis?.disconnect();
-    await clearRedisPrefix(prefix);
-  });
-
-  /** Starts `read` and resolves once its read of the source has arrived and is held (its outcome still to come). */
-  async function readArrived<T>(read: () => Promise<T>): Promise<{ running: Promise<T> }> {
-    const before = held.length;
-    const running = read();
-    await waitUntil(() => held.length > before);
-    return { running };
-  }
-
-  /** Answers the `i`-th read held: the source is unreachable. */
-  const unreachable = (i: number) => held[i].writeHead(503, { 'content-type': 'application/json' }).end('{}');
 
   /** Answers the `i`-th read held with the charge of `reference`, of `amount` (100 is the amount asked for: found). */
   const charged = (i: number, reference: string, amount = 100) =>
@@ -108,6 +77,28 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
   const reviewerRequest = (operationId: string) =>
     recordRecheckRequest(db.dataSource.manager, { tenantId: 'acme', operationId, requestedBy: 'key_reviewer' });
 
+  /**
+   * A held charge (`heldCharge`) and `runs` runs at once of one reviewer's re-check of it, each one's read arrived and
+   * held: the reads are `first`, `first + 1`…, in the order of `running`.
+   */
+  async function runsOfOneRequest(runs: number) {
+    const { operationId, reference } = await heldCharge();
+    const requestId = await reviewerRequest(operationId);
+    const first = held.length;
+    const running: Promise<string>[] = [];
+    for (let i = 0; i < runs; i += 1) {
+      running.push((await readArrived(() => service.recheck(operationId, requestId))).running);
+    }
+    return { operationId, reference, first, running };
+  }
+
+  /** A reviewer's FAILED of the hold, written straight into its row. */
+  const reviewerFailed = (operationId: string) =>
+    db.dataSource.query(
+      `UPDATE operations SET status = 'FAILED', terminal_reason = 'MANUAL_RESOLUTION' WHERE id = $1`,
+      [operationId],
+    );
+
   const row = async (id: string) =>
     (
       (await db.dataSource.query(`SELECT status, check_count, obligation FROM operations WHERE id = $1`, [id])) as {
@@ -147,20 +138,10 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
   });
 
   it('two re-checks of one hold whose reads overlap (a reviewer’s and a scheduled one) are both counted', async () => {
-    const { operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
-    const dueAt = new Date(Date.now() + 3_600_000).toISOString();
-    await db.dataSource.query(
-      `UPDATE operations SET status = 'MANUAL_REVIEW', terminal_reason = 'SOURCE_UNREACHABLE', attempt = 1,
-              sent_at = now(), obligation = $2 WHERE id = $1`,
-      [operationId, JSON.stringify({ reason: 'SOURCE_UNREACHABLE', due_at: dueAt, rechecks: 3 })],
-    );
+    const { operationId, dueAt } = await heldCharge({ rechecks: 3 });
     const first = held.length;
     const { running: scheduled } = await readArrived(() => service.recheck(operationId));
-    const requestId = await recordRecheckRequest(db.dataSource.manager, {
-      tenantId: 'acme',
-      operationId,
-      requestedBy: 'key_reviewer',
-    });
+    const requestId = await reviewerRequest(operationId);
     const { running: reviewers } = await readArrived(() => service.recheck(operationId, requestId));
     unreachable(first);
     unreachable(first + 1);
@@ -182,11 +163,12 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
    */
   describe('one reviewer re-check job run twice at once', () => {
     it('a run that found the effect VERIFIES the hold after the other run recorded an inconclusive read', async () => {
-      const { operationId, reference } = await heldCharge();
-      const requestId = await reviewerRequest(operationId);
-      const first = held.length;
-      const { running: a } = await readArrived(() => service.recheck(operationId, requestId));
-      const { running: b } = await readArrived(() => service.recheck(operationId, requestId));
+      const {
+        operationId,
+        reference,
+        first,
+        running: [a, b],
+      } = await runsOfOneRequest(2);
       unreachable(first);
       expect(await a).toBe('still held: unreachable');
       charged(first + 1, reference);
@@ -205,11 +187,12 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
 
     it('written at the same moment, the run that found the effect is never the one dropped', async () => {
       for (let round = 0; round < 4; round += 1) {
-        const { operationId, reference } = await heldCharge();
-        const requestId = await reviewerRequest(operationId);
-        const first = held.length;
-        const { running: a } = await readArrived(() => service.recheck(operationId, requestId));
-        const { running: b } = await readArrived(() => service.recheck(operationId, requestId));
+        const {
+          operationId,
+          reference,
+          first,
+          running: [a, b],
+        } = await runsOfOneRequest(2);
         // Both answers at once: the two runs claim the request and write concurrently, in either order.
         if (round % 2 === 0) {
           unreachable(first);
@@ -231,12 +214,12 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
     });
 
     it('a run whose read showed a record with another amount keeps it on the hold, once', async () => {
-      const { operationId, reference } = await heldCharge();
-      const requestId = await reviewerRequest(operationId);
-      const first = held.length;
-      const { running: a } = await readArrived(() => service.recheck(operationId, requestId));
-      const { running: b } = await readArrived(() => service.recheck(operationId, requestId));
-      const { running: c } = await readArrived(() => service.recheck(operationId, requestId));
+      const {
+        operationId,
+        reference,
+        first,
+        running: [a, b, c],
+      } = await runsOfOneRequest(3);
       unreachable(first);
       expect(await a).toBe('still held: unreachable');
       charged(first + 1, reference, 999);
@@ -257,18 +240,16 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
     });
 
     it('a run that found the effect after a reviewer’s FAILED records it, though the other run used the request', async () => {
-      const { operationId, reference } = await heldCharge();
-      const requestId = await reviewerRequest(operationId);
-      const first = held.length;
-      const { running: a } = await readArrived(() => service.recheck(operationId, requestId));
-      const { running: b } = await readArrived(() => service.recheck(operationId, requestId));
+      const {
+        operationId,
+        reference,
+        first,
+        running: [a, b],
+      } = await runsOfOneRequest(2);
       unreachable(first);
       expect(await a).toBe('still held: unreachable');
       // A reviewer's FAILED meanwhile (their read could not see the charge).
-      await db.dataSource.query(
-        `UPDATE operations SET status = 'FAILED', terminal_reason = 'MANUAL_RESOLUTION' WHERE id = $1`,
-        [operationId],
-      );
+      await reviewerFailed(operationId);
       charged(first + 1, reference);
       expect(await b).toBe('skipped: lost race');
       expect((await row(operationId)).obligation).toMatchObject({ effect_shown_after_failed: { result: 'found' } });
@@ -279,17 +260,15 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
       // No VERIFIED is tried for another amount: the run goes straight to the hold's record, which the FAILED refuses.
       // Before, it tried only to keep the effect on a hold (refused too) and ended "no recorded request": nothing of
       // what its read showed was written, no event, no warning.
-      const { operationId, reference } = await heldCharge();
-      const requestId = await reviewerRequest(operationId);
-      const first = held.length;
-      const { running: a } = await readArrived(() => service.recheck(operationId, requestId));
-      const { running: b } = await readArrived(() => service.recheck(operationId, requestId));
+      const {
+        operationId,
+        reference,
+        first,
+        running: [a, b],
+      } = await runsOfOneRequest(2);
       unreachable(first);
       expect(await a).toBe('still held: unreachable');
-      await db.dataSource.query(
-        `UPDATE operations SET status = 'FAILED', terminal_reason = 'MANUAL_RESOLUTION' WHERE id = $1`,
-        [operationId],
-      );
+      await reviewerFailed(operationId);
       charged(first + 1, reference, 999);
       expect(await b).toBe('skipped: lost race');
       expect((await row(operationId)).obligation).toMatchObject({ effect_shown_after_failed: { result: 'mismatch' } });

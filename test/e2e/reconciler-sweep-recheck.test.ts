@@ -1,10 +1,11 @@
 import { ConnectorRegistry, TenantConnectors } from '@verity/connectors';
 import { SecretsCipher, TransitionService } from '@verity/persistence';
 import { createLogger, createRedis, loadConfig } from '@verity/platform';
-import { JobName, JobProducer, QueueName, scheduledRecheckJobId } from '@verity/queues';
+import { JobName, QueueName, scheduledRecheckJobId } from '@verity/queues';
 import { Job, Worker } from 'bullmq';
 import { insertChargeExecution } from '../support/fixtures';
-import { TEST_REDIS_URL, clearRedisPrefix, testQueuePrefix } from '../support/services';
+import { producerDuringDescribe } from '../support/producer';
+import { TEST_REDIS_URL } from '../support/services';
 import { useTestDatabase } from '../support/test-database';
 import { SchemaGate } from '../../apps/reconciler/src/schema-gate';
 import { SweeperService } from '../../apps/reconciler/src/sweeper.service';
@@ -21,10 +22,8 @@ import { VerificationService } from '../../apps/reconciler/src/verification.serv
  */
 describe('sweeper: a re-armed automatic re-check is the chain’s own (real Postgres and Redis)', () => {
   const db = useTestDatabase('sweeprecheck', ['acme']);
-  const prefix = testQueuePrefix('sweeprecheck');
+  const queues = producerDuringDescribe('sweeprecheck');
   const logger = createLogger('sweep-recheck-spec', 'silent');
-  let redis: ReturnType<typeof createRedis>;
-  let producer: JobProducer;
   let sweeper: SweeperService;
   let verification: VerificationService;
 
@@ -32,36 +31,28 @@ describe('sweeper: a re-armed automatic re-check is the chain’s own (real Post
     // The source is unreachable (nothing listens on port 9): a re-check that reads keeps the hold held.
     const config = loadConfig({
       REDIS_URL: TEST_REDIS_URL,
-      QUEUE_PREFIX: prefix,
+      QUEUE_PREFIX: queues.prefix,
       STALE_EXECUTION_MS: '1000',
       SANDBOX_URL: 'http://127.0.0.1:9',
     });
-    redis = createRedis(TEST_REDIS_URL, 'producer', 'sweep-recheck-spec');
-    producer = new JobProducer(redis, prefix);
     const transitions = new TransitionService();
     sweeper = new SweeperService(
       db.dataSource,
       transitions,
-      producer,
+      queues.producer,
       new SchemaGate(db.dataSource, logger),
-      redis,
+      queues.redis,
       config,
       logger,
     );
     verification = new VerificationService(
       db.dataSource,
       transitions,
-      producer,
+      queues.producer,
       new TenantConnectors(new ConnectorRegistry(), db.dataSource, new SecretsCipher(undefined), config),
       config,
       logger,
     );
-  });
-
-  afterAll(async () => {
-    await producer?.close();
-    redis?.disconnect();
-    await clearRedisPrefix(prefix);
   });
 
   /** A sent charge held SOURCE_UNREACHABLE whose next automatic re-check was due an hour ago: the sweep owes it. */
@@ -83,7 +74,7 @@ describe('sweeper: a re-armed automatic re-check is the chain’s own (real Post
   /** The re-check jobs of the operation in Redis, whatever their state. */
   async function recheckJobs(operationId: string): Promise<Job[]> {
     const jobs: Job[] = [];
-    for (const queue of await producer.connectedQueues(QueueName.RECONCILE)) {
+    for (const queue of await queues.producer.connectedQueues(QueueName.RECONCILE)) {
       for (const job of await queue.getJobs(['waiting', 'delayed', 'active', 'prioritized', 'failed'])) {
         if (job?.name === JobName.RECHECK_OPERATION && job.data.operationId === operationId) jobs.push(job);
       }
@@ -133,7 +124,7 @@ describe('sweeper: a re-armed automatic re-check is the chain’s own (real Post
   it('adds no second job beside the chain’s own that is only late', async () => {
     const { operationId, executionId, due } = await overdueHold();
     // The chain's job for that due time is still in Redis (a backed-up queue, no reconciler running).
-    await producer.enqueue(
+    await queues.producer.enqueue(
       JobName.RECHECK_OPERATION,
       { operationId, executionId, dueAt: due.toISOString() },
       { jobId: scheduledRecheckJobId(operationId, due) },
@@ -147,10 +138,10 @@ describe('sweeper: a re-armed automatic re-check is the chain’s own (real Post
   it('re-arms the chain’s job of that due time when it failed (its attempts spent), under the same id', async () => {
     const { operationId, executionId, due } = await overdueHold();
     const id = scheduledRecheckJobId(operationId, due);
-    const [queue] = await producer.connectedQueues(QueueName.RECONCILE);
+    const [queue] = await queues.producer.connectedQueues(QueueName.RECONCILE);
     // The jobs the tests before left waiting go: the one taken below is this test's.
     await queue.drain(true);
-    await producer.enqueue(
+    await queues.producer.enqueue(
       JobName.RECHECK_OPERATION,
       { operationId, executionId, dueAt: due.toISOString() },
       { jobId: id, attempts: 1 },
@@ -188,12 +179,12 @@ describe('sweeper: a re-armed automatic re-check is the chain’s own (real Post
     const small = new SweeperService(
       db.dataSource,
       new TransitionService(),
-      producer,
+      queues.producer,
       new SchemaGate(db.dataSource, logger),
-      redis,
+      queues.redis,
       loadConfig({
         REDIS_URL: TEST_REDIS_URL,
-        QUEUE_PREFIX: prefix,
+        QUEUE_PREFIX: queues.prefix,
         STALE_EXECUTION_MS: '1000',
         SANDBOX_URL: 'http://127.0.0.1:9',
         SWEEP_BATCH: String(batch),

@@ -28,3 +28,35 @@ export async function withProducer(
     await clearRedisPrefix(prefix);
   }
 }
+
+/**
+ * A producer on a fresh key prefix of the test Redis for every test of the enclosing describe: made before the first
+ * test (by a `beforeAll` registered here, so one declared after this call can use it), closed and its keys removed
+ * after the last. Read `producer` and `redis` only inside hooks and tests.
+ */
+export function producerDuringDescribe(label: string): ProducerSetup {
+  const prefix = testQueuePrefix(label);
+  let made: { producer: JobProducer; redis: ReturnType<typeof createRedis> } | undefined;
+  beforeAll(() => {
+    const redis = createRedis(TEST_REDIS_URL, 'producer', `${label}-spec`);
+    made = { redis, producer: new JobProducer(redis, prefix) };
+  });
+  afterAll(async () => {
+    await made?.producer.close();
+    made?.redis.disconnect();
+    await clearRedisPrefix(prefix);
+  });
+  const ready = () => {
+    if (!made) throw new Error('the producer is used before its beforeAll ran');
+    return made;
+  };
+  return {
+    prefix,
+    get producer() {
+      return ready().producer;
+    },
+    get redis() {
+      return ready().redis;
+    },
+  };
+}
