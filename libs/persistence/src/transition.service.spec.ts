@@ -30,6 +30,23 @@ describe('TransitionService (real Postgres)', () => {
       operation: { params: { amount: 100, currency: 'EUR', reference: 'r-1' } },
     });
   }
+  /**
+   * A FAILED operation and a retry of it (each the one operation of an execution of its own), with the version of the
+   * retry as a page shows it before anything contradicts that FAILED.
+   */
+  async function retryOfFailed() {
+    const original = await newExecutionWithOneOperation();
+    const retry = await newExecutionWithOneOperation();
+    await db.dataSource.query(`UPDATE operations SET status = 'FAILED', attempt = 1 WHERE id = $1`, [
+      original.operationId,
+    ]);
+    await db.dataSource.query(`UPDATE operations SET retry_of = $2 WHERE id = $1`, [
+      retry.operationId,
+      original.operationId,
+    ]);
+    const shown = (await findOperationWithVersion(db.dataSource.manager, retry.operationId, 'acme'))!.version;
+    return { original, retry, shown };
+  }
 
   const snapshot = (id: string) => ({
     id,
@@ -869,21 +886,8 @@ describe('TransitionService (real Postgres)', () => {
     // sweep or another reviewer holds it); meanwhile the original's late 2xx is written and committed in a session of
     // its own. The chain is share-locked as the decision's conditions are judged, before it waits for its row: the
     // refutation waits for the decision, which is written, and the refutation is written after it.
-    const original = await newExecutionWithOneOperation();
-    const retry = await newExecutionWithOneOperation();
-    await db.dataSource.query(`UPDATE operations SET status = 'FAILED', attempt = 1 WHERE id = $1`, [
-      original.operationId,
-    ]);
-    await db.dataSource.query(`UPDATE operations SET retry_of = $2 WHERE id = $1`, [
-      retry.operationId,
-      original.operationId,
-    ]);
-    const shown = (await findOperationWithVersion(db.dataSource.manager, retry.operationId, 'acme'))!.version;
-    const holder = db.dataSource.createQueryRunner();
-    const other = db.dataSource.createQueryRunner();
-    await holder.connect();
-    await other.connect();
-    try {
+    const { original, retry, shown } = await retryOfFailed();
+    await withSessions(db.dataSource, ['holder', 'other'], async ({ holder, other }) => {
       await holder.startTransaction();
       await holder.query(`SELECT 1 FROM operations WHERE id = $1 FOR UPDATE`, [retry.operationId]);
       let answered = false;
@@ -914,25 +918,11 @@ describe('TransitionService (real Postgres)', () => {
       // The decision's statement share-locked the chain before it waited for its row: the refutation waited for it.
       expect(result.won).toBe(true);
       expect(refutationSawDecision).toBe(true);
-    } finally {
-      if (holder.isTransactionActive) await holder.rollbackTransaction();
-      if (other.isTransactionActive) await other.rollbackTransaction();
-      await holder.release();
-      await other.release();
-    }
+    });
   });
 
   it('decide: a decision naming the version before a refutation committed is refused, nothing written', async () => {
-    const original = await newExecutionWithOneOperation();
-    const retry = await newExecutionWithOneOperation();
-    await db.dataSource.query(`UPDATE operations SET status = 'FAILED', attempt = 1 WHERE id = $1`, [
-      original.operationId,
-    ]);
-    await db.dataSource.query(`UPDATE operations SET retry_of = $2 WHERE id = $1`, [
-      retry.operationId,
-      original.operationId,
-    ]);
-    const shown = (await findOperationWithVersion(db.dataSource.manager, retry.operationId, 'acme'))!.version;
+    const { original, retry, shown } = await retryOfFailed();
     await db.dataSource.query(`UPDATE operations SET acknowledged_at = now() WHERE id = $1`, [original.operationId]);
     const result = await decideApproval(retry.operationId, 'deny', { whileVersionIn: [shown] });
     expect(result.won).toBe(false);
@@ -944,23 +934,8 @@ describe('TransitionService (real Postgres)', () => {
     // version named. Its row is held (FOR UPDATE, as a sweep holds it) while it waits; the original's late 2xx is
     // written meanwhile in a session of its own. Judged from its snapshot, the request passed after that refutation
     // committed; on the chain under lock, the refutation waits for the request's transaction.
-    const original = await newExecutionWithOneOperation();
-    const retry = await newExecutionWithOneOperation();
-    await db.dataSource.query(`UPDATE operations SET status = 'FAILED', attempt = 1 WHERE id = $1`, [
-      original.operationId,
-    ]);
-    await db.dataSource.query(`UPDATE operations SET retry_of = $2 WHERE id = $1`, [
-      retry.operationId,
-      original.operationId,
-    ]);
-    const shown = (await findOperationWithVersion(db.dataSource.manager, retry.operationId, 'acme'))!.version;
-    const holder = db.dataSource.createQueryRunner();
-    const request = db.dataSource.createQueryRunner();
-    const other = db.dataSource.createQueryRunner();
-    await holder.connect();
-    await request.connect();
-    await other.connect();
-    try {
+    const { original, retry, shown } = await retryOfFailed();
+    await withSessions(db.dataSource, ['holder', 'request', 'other'], async ({ holder, request, other }) => {
       await holder.startTransaction();
       await holder.query(`SELECT 1 FROM operations WHERE id = $1 FOR UPDATE`, [retry.operationId]);
       await request.startTransaction();
@@ -988,14 +963,7 @@ describe('TransitionService (real Postgres)', () => {
       expect(refuted).toBe(false);
       await request.commitTransaction();
       await refuting;
-    } finally {
-      if (holder.isTransactionActive) await holder.rollbackTransaction();
-      if (request.isTransactionActive) await request.rollbackTransaction();
-      if (other.isTransactionActive) await other.rollbackTransaction();
-      await holder.release();
-      await request.release();
-      await other.release();
-    }
+    });
   });
 
   it('decide: of many racing decisions one is written, with its event and the move it makes, in one statement', async () => {
