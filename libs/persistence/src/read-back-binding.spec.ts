@@ -8,6 +8,7 @@ import { loadConnectorSettings } from './entities/connector-settings.entity';
 import { changeConnectorSettings, upsertConnectorSettings } from './connector-settings.repository';
 import { waitForLockWaiter, writeWhileRowHeld } from '../../../test/support/lock-waits';
 import { insertStandingKeys } from '../../../test/support/fixtures';
+import { preparedSnapshot, sentFromPrepared } from '../../../test/support/sends';
 import { TransitionService } from './transition.service';
 import { lockExecutionForWorker } from './store';
 
@@ -145,18 +146,13 @@ describe('statements judged under the cap lock (shared) after row locks, beside 
   async function cappedSend(sender: QueryRunner, operationId: string) {
     await sender.startTransaction();
     await lockSpendingCaps(sender.manager, 'acme', 'sandbox.payments');
-    const sent = await transitions.operation(sender.manager, {
-      operation: {
-        id: operationId,
-        status: OperationStatus.PREPARED,
-        attempt: 0,
-        verificationMethod: VerificationMethod.READ_AFTER_WRITE,
-      },
-      to: OperationStatus.SENT,
-      bumpAttempt: true,
-      patch: { sent_at: 'now' },
-      sendGuard: { kind: 'dispatch', approvalRequired: false },
-    });
+    const sent = await sentFromPrepared(
+      transitions,
+      sender.manager,
+      operationId,
+      { kind: 'dispatch', approvalRequired: false },
+      { sent_at: 'now' },
+    );
     await sender.commitTransaction();
     return sent;
   }
@@ -188,12 +184,7 @@ describe('statements judged under the cap lock (shared) after row locks, beside 
       // The send waits (for the cap lock, or for the execution's row): either way it now holds what it took first.
       await waitForLockWaiter(db.dataSource, { unless: () => sendSettled });
       const verified = await transitions.operation(worker.manager, {
-        operation: {
-          id: b.id,
-          status: OperationStatus.PREPARED,
-          attempt: 0,
-          verificationMethod: VerificationMethod.READ_AFTER_WRITE,
-        },
+        operation: preparedSnapshot(b.id),
         to: OperationStatus.VERIFIED,
         patch: { no_change_required: true, evidence: { method: 'context_read', no_change_required: true } },
         eventData: { no_change_required: true },

@@ -19,6 +19,7 @@ import {
 /** No connector's secrets are opened in these reads. */
 const NO_CIPHER = null as unknown as SecretsCipher;
 import { chargeOperation, insertStandingKeys, insertTestExecution } from '../../../test/support/fixtures';
+import { sentFromPrepared } from '../../../test/support/sends';
 import { TransitionService } from './transition.service';
 
 /**
@@ -648,17 +649,7 @@ describe('the guarded SENT statement (real Postgres)', () => {
             resendRef: ref,
           },
           async (tx) => {
-            const sent = await transitions.operation(tx, {
-              operation: {
-                id,
-                status: OperationStatus.PREPARED,
-                attempt: 0,
-                verificationMethod: VerificationMethod.READ_AFTER_WRITE,
-              },
-              to: OperationStatus.SENT,
-              bumpAttempt: true,
-              sendGuard: dispatch,
-            });
+            const sent = await sentFromPrepared(transitions, tx, id, dispatch);
             if (gate) {
               written();
               await gate;
@@ -707,18 +698,13 @@ describe('the guarded SENT statement (real Postgres)', () => {
         db.dataSource,
         { tenantId: 'acme', connector: 'sandbox.payments', operationId: racing.id, caps: [], amountOf: () => null },
         (tx) =>
-          transitions.operation(tx, {
-            operation: {
-              id: racing.id,
-              status: OperationStatus.PREPARED,
-              attempt: 0,
-              verificationMethod: VerificationMethod.READ_AFTER_WRITE,
-            },
-            to: OperationStatus.SENT,
-            bumpAttempt: true,
-            patch: { sent_at: 'now' },
-            sendGuard: { ...dispatch, settingsVersion: readBefore },
-          }),
+          sentFromPrepared(
+            transitions,
+            tx,
+            racing.id,
+            { ...dispatch, settingsVersion: readBefore },
+            { sent_at: 'now' },
+          ),
       ).finally(() => (settled = true));
       // Either it committed at once, or it waits for the admin's change (not slept on: its backend shows a lock wait).
       await waitForLockWaiter(db.dataSource, { unless: () => settled });

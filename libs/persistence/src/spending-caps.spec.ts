@@ -1,8 +1,8 @@
-import { OperationStatus, VerificationMethod } from '@verity/status-model';
 import type { EntityManager } from 'typeorm';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { chargeOperation, insertTestExecution } from '../../../test/support/fixtures';
 import { lockWaiters, waitForLockWaiter } from '../../../test/support/lock-waits';
+import { sentFromPrepared } from '../../../test/support/sends';
 import { withSessions } from '../../../test/support/sessions';
 import { upsertConnectorSettings } from './connector-settings.repository';
 import {
@@ -460,18 +460,13 @@ describe('a cap set while sends are made counts every one of them (real Postgres
 
   /** The SENT of a send, as the dispatcher commits it, from the settings it read (`version`; null: none). */
   const send = (tx: EntityManager, id: string, version: string | null = null) =>
-    transitions.operation(tx, {
-      operation: {
-        id,
-        status: OperationStatus.PREPARED,
-        attempt: 0,
-        verificationMethod: VerificationMethod.READ_AFTER_WRITE,
-      },
-      to: OperationStatus.SENT,
-      bumpAttempt: true,
-      patch: { sent_at: 'now' },
-      sendGuard: { kind: 'dispatch', approvalRequired: false, settingsVersion: version },
-    });
+    sentFromPrepared(
+      transitions,
+      tx,
+      id,
+      { kind: 'dispatch', approvalRequired: false, settingsVersion: version },
+      { sent_at: 'now' },
+    );
 
   const ledger = async () =>
     (

@@ -1,9 +1,10 @@
 import { trace } from '@opentelemetry/api';
 import { NodeSDK } from '@opentelemetry/sdk-node';
-import { ExecutionStatus, OperationStatus, TerminalReason, VerificationMethod } from '@verity/status-model';
+import { ExecutionStatus, OperationStatus, TerminalReason } from '@verity/status-model';
 import { newId } from '@verity/platform';
 import { chargeOperation, insertTestExecution } from '../../../test/support/fixtures';
 import { createTestDatabase, TestDatabase } from '../../../test/support/services';
+import { preparedSnapshot } from '../../../test/support/sends';
 import { createApiKey, ensureTenant } from './api-keys';
 import { transaction } from './sql';
 import { TransitionService } from './transition.service';
@@ -102,12 +103,7 @@ describe('transitions as span events (real Postgres, a recording tracer)', () =>
     await runningExecution(operationId);
     const moves = await inSpan(() =>
       transitions.decide(db.dataSource.manager, {
-        operation: {
-          id: operationId,
-          status: OperationStatus.PREPARED,
-          attempt: 0,
-          verificationMethod: VerificationMethod.READ_AFTER_WRITE,
-        },
+        operation: preparedSnapshot(operationId),
         tenantId: 'acme',
         byKey: reviewerKey,
         open: 'approval',

@@ -1,15 +1,10 @@
-import {
-  ExecutionStatus,
-  IllegalTransitionError,
-  OperationStatus,
-  TerminalReason,
-  VerificationMethod,
-} from '@verity/status-model';
+import { ExecutionStatus, IllegalTransitionError, OperationStatus, TerminalReason } from '@verity/status-model';
 import { chargeOperation, insertChargeExecution, insertTestExecution } from '../../../test/support/fixtures';
 import { lockWaiters, waitForLockWaiter, writeDuringRevocation } from '../../../test/support/lock-waits';
 import { waitFor } from '../../../test/support/stack';
 import { withSessions } from '../../../test/support/sessions';
 import { useTestDatabase } from '../../../test/support/test-database';
+import { preparedSnapshot } from '../../../test/support/sends';
 import { FindOptionsWhere } from 'typeorm';
 import { createApiKey, revokeApiKey } from './api-keys';
 import { EventEntity, OperationEntity } from './entities';
@@ -48,12 +43,7 @@ describe('TransitionService (real Postgres)', () => {
     return { original, retry, shown };
   }
 
-  const snapshot = (id: string) => ({
-    id,
-    status: OperationStatus.PREPARED,
-    attempt: 0,
-    verificationMethod: VerificationMethod.READ_AFTER_WRITE,
-  });
+  const snapshot = preparedSnapshot;
 
   /** A send is committed only while the execution runs (the send guard): set it there as the lifecycle would. */
   async function running(executionId: string) {
