@@ -1,6 +1,5 @@
 import SwaggerParser from '@apidevtools/swagger-parser';
-import { insertExecution } from '@verity/persistence';
-import { newId } from '@verity/platform';
+import { chargeOperation, insertTestExecution } from '../support/fixtures';
 import { z } from 'zod';
 import { API_SCHEMAS, componentSchemas } from '../../apps/api/src/openapi';
 import { DEMO, METRICS_TOKEN, Stack, waitFor } from '../support/stack';
@@ -94,31 +93,10 @@ describe('reads, cancel, retry and the OpenAPI contract', () => {
     expect(op.permitted_resolutions).toEqual([]);
 
     // A row that intake would have refused (written by hand) fails in validating, with a structured failure.
-    const id = newId('exe');
-    await insertExecution(stack.db.dataSource.manager, {
-      id,
-      tenantId: 'demo',
-      agentId: 'hand-written',
-      intent: 'bypasses intake',
-      deadlineSeconds: 600,
-      criteria: [],
-      idempotencyKey: null,
-      createdEventId: newId('evt'),
+    const id = await insertTestExecution(stack.db.dataSource.manager, 'demo', {
+      execution: { agentId: 'hand-written', intent: 'bypasses intake' },
       operations: [
-        {
-          id: newId('op'),
-          key: 'x',
-          position: 0,
-          connector: 'acme.rockets',
-          action: 'launch',
-          params: {},
-          irreversible: true,
-          requires_approval: false,
-          verification_method: '',
-          expected_state: null,
-          depends_on: [],
-          approval: null,
-        },
+        chargeOperation({ key: 'x', connector: 'acme.rockets', action: 'launch', params: {}, verification_method: '' }),
       ],
     });
     const failed = await settled(id);

@@ -1,5 +1,4 @@
-import { insertExecution } from '@verity/persistence';
-import { newId } from '@verity/platform';
+import { chargeOperation, insertTestExecution } from '../support/fixtures';
 import { EXECUTION_STATUSES } from '@verity/status-model';
 import { DEMO, DEMO_SANDBOX_ACCOUNT, Stack, waitFor } from '../support/stack';
 import { charge, http, sms, unique } from '../support/http';
@@ -74,31 +73,16 @@ describe('dispatcher: execution lifecycle', () => {
 
   it('failed: an execution that does not validate at the dispatcher fails with a structured failure', async () => {
     // Written straight to the database (as an older API version might have): intake's checks never saw it.
-    const id = newId('exe');
-    await insertExecution(stack.db.dataSource.manager, {
-      id,
-      tenantId: 'demo',
-      agentId: 'test-agent',
-      intent: 'unknown connector',
-      deadlineSeconds: 600,
-      criteria: [],
-      idempotencyKey: null,
-      createdEventId: newId('evt'),
+    const id = await insertTestExecution(stack.db.dataSource.manager, 'demo', {
+      execution: { intent: 'unknown connector' },
       operations: [
-        {
-          id: newId('op'),
+        chargeOperation({
           key: 'ghost',
-          position: 0,
           connector: 'nowhere.payments',
           action: 'charge',
           params: {},
-          irreversible: true,
-          requires_approval: false,
           verification_method: '',
-          expected_state: null,
-          depends_on: [],
-          approval: null,
-        },
+        }),
       ],
     });
     // Nobody enqueued it: the sweeper finds accepted work without a job (I7).

@@ -1,6 +1,5 @@
 import { COMMIT_VALUES, FAILURE_CATEGORIES, FAILURE_CODES } from '@verity/status-model';
-import { insertExecution } from '@verity/persistence';
-import { newId } from '@verity/platform';
+import { chargeOperation, insertTestExecution } from '../support/fixtures';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, sms, unique } from '../support/http';
 import {
@@ -213,31 +212,10 @@ describe('outcome evaluation, failure objects and commit', () => {
   });
 
   it('failed: an execution that does not validate at the dispatcher (invalid_request)', async () => {
-    const id = newId('exe');
-    await insertExecution(stack.db.dataSource.manager, {
-      id,
-      tenantId: 'demo',
-      agentId: 'hand-written',
-      intent: 'bypasses intake',
-      deadlineSeconds: 600,
-      criteria: [],
-      idempotencyKey: null,
-      createdEventId: newId('evt'),
+    const id = await insertTestExecution(stack.db.dataSource.manager, 'demo', {
+      execution: { agentId: 'hand-written', intent: 'bypasses intake' },
       operations: [
-        {
-          id: newId('op'),
-          key: 'x',
-          position: 0,
-          connector: 'acme.rockets',
-          action: 'launch',
-          params: {},
-          irreversible: true,
-          requires_approval: false,
-          verification_method: '',
-          expected_state: null,
-          depends_on: [],
-          approval: null,
-        },
+        chargeOperation({ key: 'x', connector: 'acme.rockets', action: 'launch', params: {}, verification_method: '' }),
       ],
     });
     const done = await until(id, terminal);
