@@ -1,7 +1,7 @@
-import { createServer, Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { DEMO, Stack, waitFor } from '../support/stack';
-import { Call, Op, httpOp, recordingClient, submitOps } from './connectors-support';
+import { createServer } from 'node:http';
+import { listenLocally, type LocalServer } from '../support/local-server';
+import { Stack, waitFor } from '../support/stack';
+import { Call, Op, allowLoopbackPort, httpOp, recordingClient, submitOps } from './connectors-support';
 
 /**
  * A read-back answer whose JSON means one thing to JSON.parse and another to its author: a member named twice
@@ -13,36 +13,31 @@ import { Call, Op, httpOp, recordingClient, submitOps } from './connectors-suppo
  */
 describe('a target answering JSON that reads two ways', () => {
   let stack: Stack;
-  let server: Server;
+  let target: LocalServer;
   let base: string;
   let call: Call;
   beforeAll(async () => {
-    server = createServer((req, res) => {
-      req.resume();
-      req.on('end', () => {
-        res.writeHead(req.method === 'POST' ? 201 : 200, { 'content-type': 'application/json' });
-        if (req.method === 'POST') return res.end('{"id":"r1"}');
-        if (req.url === '/twice') return res.end('{"status":"declined","status":"ok"}');
-        if (req.url === '/rounded') return res.end('{"n":9007199254740993}');
-        if (req.url === '/elsewhere') return res.end('{"status":"ok","seq":12345678901234567891,"x":1,"x":2}');
-        res.end('{"status":"ok","n":9007199254740992}');
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const port = (server.address() as AddressInfo).port;
-    base = `http://127.0.0.1:${port}`;
+    target = await listenLocally(
+      createServer((req, res) => {
+        req.resume();
+        req.on('end', () => {
+          res.writeHead(req.method === 'POST' ? 201 : 200, { 'content-type': 'application/json' });
+          if (req.method === 'POST') return res.end('{"id":"r1"}');
+          if (req.url === '/twice') return res.end('{"status":"declined","status":"ok"}');
+          if (req.url === '/rounded') return res.end('{"n":9007199254740993}');
+          if (req.url === '/elsewhere') return res.end('{"status":"ok","seq":12345678901234567891,"x":1,"x":2}');
+          res.end('{"status":"ok","n":9007199254740992}');
+        });
+      }),
+    );
+    base = target.url;
     stack = await Stack.start({ label: 'ambiguousanswer' });
     ({ call } = recordingClient(stack));
-    const put = await call('PUT', '/v1/admin/connector-settings/http', {
-      key: DEMO.admin,
-      body: { allow_hosts: [{ host: '127.0.0.1', ports: [port], allow_private: true }] },
-    });
-    expect(put.status).toBe(200);
+    await allowLoopbackPort(call, target.port);
   });
   afterAll(async () => {
     await stack?.stop();
-    server?.closeAllConnections();
-    await new Promise((resolve) => server?.close(resolve));
+    await target?.close();
   });
 
   const settle = async (path: string, field: string, equals: unknown) => {

@@ -1,7 +1,7 @@
-import { createServer, Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { DEMO, Stack, waitFor } from '../support/stack';
-import { Call, Op, httpOp, recordingClient, submitOps } from './connectors-support';
+import { createServer } from 'node:http';
+import { listenLocally, type LocalServer } from '../support/local-server';
+import { Stack, waitFor } from '../support/stack';
+import { Call, Op, allowLoopbackPort, httpOp, recordingClient, submitOps } from './connectors-support';
 
 const EMOJI = '\u{1F600}'; // two UTF-16 units: a cut between them leaves half of the pair
 
@@ -14,36 +14,31 @@ const EMOJI = '\u{1F600}'; // two UTF-16 units: a cut between them leaves half o
  */
 describe('a target answering text Postgres cannot store', () => {
   let stack: Stack;
-  let server: Server;
+  let target: LocalServer;
   let base: string;
   let call: Call;
   const long = `${'x'.repeat(999)}${EMOJI}`; // the emoji at the 1,000th character: the kept field's cut splits it
   beforeAll(async () => {
-    server = createServer((req, res) => {
-      req.resume();
-      req.on('end', () => {
-        res.writeHead(req.method === 'POST' ? 201 : 200, { 'content-type': 'application/json' });
-        if (req.url === '/nul') return res.end('{"id":"ref\\u0000x"}');
-        if (req.url === '/lone') return res.end('{"id":"ref\\ud800x"}');
-        if (req.url === '/emoji') return res.end(JSON.stringify({ id: `${'r'.repeat(199)}${EMOJI}` }));
-        res.end(JSON.stringify({ id: 'r1', data: { status: long } }));
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const port = (server.address() as AddressInfo).port;
-    base = `http://127.0.0.1:${port}`;
+    target = await listenLocally(
+      createServer((req, res) => {
+        req.resume();
+        req.on('end', () => {
+          res.writeHead(req.method === 'POST' ? 201 : 200, { 'content-type': 'application/json' });
+          if (req.url === '/nul') return res.end('{"id":"ref\\u0000x"}');
+          if (req.url === '/lone') return res.end('{"id":"ref\\ud800x"}');
+          if (req.url === '/emoji') return res.end(JSON.stringify({ id: `${'r'.repeat(199)}${EMOJI}` }));
+          res.end(JSON.stringify({ id: 'r1', data: { status: long } }));
+        });
+      }),
+    );
+    base = target.url;
     stack = await Stack.start({ label: 'unstorable' });
     ({ call } = recordingClient(stack));
-    const put = await call('PUT', '/v1/admin/connector-settings/http', {
-      key: DEMO.admin,
-      body: { allow_hosts: [{ host: '127.0.0.1', ports: [port], allow_private: true }] },
-    });
-    expect(put.status).toBe(200);
+    await allowLoopbackPort(call, target.port);
   });
   afterAll(async () => {
     await stack?.stop();
-    server?.closeAllConnections();
-    await new Promise((resolve) => server?.close(resolve));
+    await target?.close();
   });
 
   const operation = (id: string) => async () => (await call<Op>('GET', `/v1/operations/${id}`)).body;
