@@ -17,6 +17,7 @@ import {
 } from './dispatcher-helpers';
 import type { ProblemDetails as Problem } from '@verity/sdk';
 import { orderAt } from '../support/fixtures';
+import { allowLoopbackPort } from './connectors-support';
 
 const TRIALS = 20;
 const RACERS = 20;
@@ -263,11 +264,7 @@ describe('api: decide once, never relabel an effect', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const port = (server.address() as AddressInfo).port;
     try {
-      const allowed = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
-        key: DEMO.admin,
-        body: { allow_hosts: [{ host: '127.0.0.1', ports: [port], allow_private: true }] },
-      });
-      expect(allowed.status).toBe(200);
+      await allowLoopbackPort(stack, port);
       const created = await submit(stack, [orderAt(port, 'order')]);
       const held = await waitForOp(stack, created.id, 'order', (o) => o.status === 'MANUAL_REVIEW');
       await waitForResolutionPermitted(stack, held.id, 'FAILED');
@@ -403,11 +400,7 @@ describe('api: decide once, never relabel an effect', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const port = (server.address() as AddressInfo).port;
     try {
-      const allowed = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
-        key: DEMO.admin,
-        body: { allow_hosts: [{ host: '127.0.0.1', ports: [port], allow_private: true }] },
-      });
-      expect(allowed.status).toBe(200);
+      await allowLoopbackPort(stack, port);
       const holdOne = async (key: string) => {
         const created = await submit(stack, [orderAt(port, key)]);
         const held = await waitForOp(stack, created.id, key, (o) => o.status === 'MANUAL_REVIEW');

@@ -5,6 +5,7 @@ import { closedAfterEachTest, listenLocally } from '../support/local-server';
 import { orderAt } from '../support/fixtures';
 import { openStream } from './api-sse';
 import { submit, waitForOp, waitForResolutionPermitted } from './dispatcher-helpers';
+import { allowLoopbackPort } from './connectors-support';
 
 /**
  * A re-check's read is under way when a reviewer resolves the hold FAILED (their own read found nothing: the source
@@ -52,11 +53,7 @@ describe('the stream of an execution whose hold is resolved FAILED while a re-ch
       });
     });
     const local = closeAfter(await listenLocally(server));
-    const allowed = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
-      key: DEMO.admin,
-      body: { allow_hosts: [{ host: '127.0.0.1', ports: [local.port], allow_private: true }] },
-    });
-    expect(allowed.status).toBe(200);
+    await allowLoopbackPort(stack, local.port);
 
     const created = await submit(stack, [orderAt(local.port, 'order')]);
     const held = await waitForOp(stack, created.id, 'order', (o) => o.status === 'MANUAL_REVIEW');

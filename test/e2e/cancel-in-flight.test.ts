@@ -5,6 +5,7 @@ import { closedAfterEachTest, listenLocally } from '../support/local-server';
 import { Event, Execution, events, expectLegalHistory, getExecution, settle, submit } from './dispatcher-helpers';
 import type { ProblemDetails as Problem } from '@verity/sdk';
 import { orderAt } from '../support/fixtures';
+import { allowLoopbackPort } from './connectors-support';
 
 /**
  * An execution that ends (a caller's cancel, or its deadline) while one of its sends is in flight: SENT is committed
@@ -43,11 +44,7 @@ describe('an execution ended while a send is in flight', () => {
       });
     });
     const local = closeAfter(await listenLocally(server));
-    const allowed = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
-      key: DEMO.admin,
-      body: { allow_hosts: [{ host: '127.0.0.1', ports: [local.port], allow_private: true }] },
-    });
-    expect(allowed.status).toBe(200);
+    await allowLoopbackPort(stack, local.port);
     return {
       port: local.port,
       posts,

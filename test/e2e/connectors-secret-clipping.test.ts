@@ -1,7 +1,7 @@
 import { createServer, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { DEMO, Stack, waitFor } from '../support/stack';
-import { Call, Op, httpOp, recordingClient, submitOps } from './connectors-support';
+import { Stack, waitFor } from '../support/stack';
+import { Call, Op, httpOp, recordingClient, submitOps, allowLoopbackPort } from './connectors-support';
 
 const SECRET = 'clip-SECRET-0123456789abcdefghij';
 const PLACEHOLDER = '{{secret:crm_token}}';
@@ -36,14 +36,7 @@ describe('a secret a target echoes is redacted before what is kept of the answer
     target = await startPaddedEcho();
     stack = await Stack.start({ label: 'secretclip' });
     ({ call, answers } = recordingClient(stack));
-    const put = await call('PUT', '/v1/admin/connector-settings/http', {
-      key: DEMO.admin,
-      body: {
-        allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true, secrets: ['crm_token'] }],
-        secrets: { crm_token: SECRET },
-      },
-    });
-    expect(put.status).toBe(200);
+    await allowLoopbackPort(call, target.port, { secrets: { crm_token: SECRET } }, { secrets: ['crm_token'] });
   });
   afterAll(async () => {
     await stack?.stop();

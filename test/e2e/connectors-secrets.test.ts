@@ -2,7 +2,7 @@ import { createServer, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, sms, submission, unique } from '../support/http';
-import { Call, Execution, Op, httpOp, recordingClient, submitOps } from './connectors-support';
+import { Call, Execution, Op, httpOp, recordingClient, submitOps, allowLoopbackPort } from './connectors-support';
 
 // Spaces, "/" and "+" so that its percent-encoded and JSON-escaped spellings differ from the plain one.
 const SECRET = 'echo-Secret/Zx81 never+shown"q';
@@ -43,15 +43,13 @@ describe('tenant secrets are never stored or returned: an echoing target gets {{
     other = await startEchoTarget();
     stack = await Stack.start({ label: 'connsecret', env: { LOG_LEVEL: 'debug' } });
     ({ call, answers } = recordingClient(stack));
-    const put = await call('PUT', '/v1/admin/connector-settings/http', {
-      key: DEMO.admin,
-      body: {
-        allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true, secrets: ['crm_token'] }],
-        // A second secret that is a prefix of the first: the longer one must be replaced whole.
-        secrets: { crm_token: SECRET, short: SHORTER },
-      },
-    });
-    expect(put.status).toBe(200);
+    // A second secret that is a prefix of the first: the longer one must be replaced whole.
+    await allowLoopbackPort(
+      call,
+      target.port,
+      { secrets: { crm_token: SECRET, short: SHORTER } },
+      { secrets: ['crm_token'] },
+    );
   });
   afterAll(async () => {
     await stack?.stop();

@@ -9,6 +9,7 @@ import {
   settled,
   startTarget,
   submitOps,
+  allowLoopbackPort,
 } from './connectors-support';
 import type { ExecutionEvent as Event } from '@verity/sdk';
 import { createApiKey } from '@verity/persistence';
@@ -314,11 +315,7 @@ describe('spending caps', () => {
     };
 
     beforeAll(async () => {
-      const put = await call('PUT', '/v1/admin/connector-settings/http', {
-        key: DEMO.admin,
-        body: { allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true }] },
-      });
-      expect(put.status).toBe(200);
+      await allowLoopbackPort(call, target.port);
     });
 
     it('refuses a cap whose own max_amount is not positive and finite (400 naming it; the settings stay)', async () => {

@@ -163,11 +163,21 @@ export function httpOp(key: string, params: Record<string, unknown>, extra: Reco
   return { key, connector: 'http', action: 'request', params, ...extra };
 }
 
-/** The tenant's `http` connector may call `port` on loopback (allowlisted explicitly), with `extra` settings besides. */
-export async function allowLoopbackPort(call: Call, port: number, extra: Record<string, unknown> = {}): Promise<void> {
+/**
+ * The tenant's `http` connector may call `port` on loopback (allowlisted explicitly, with `host` besides in its entry:
+ * the secrets it may carry), with `extra` settings besides: as the admin, through `via` (a test's recording client, or
+ * the stack's API).
+ */
+export async function allowLoopbackPort(
+  via: Call | Stack,
+  port: number,
+  extra: Record<string, unknown> = {},
+  host: Record<string, unknown> = {},
+): Promise<void> {
+  const call = via instanceof Stack ? recordingClient(via).call : via;
   const settings = await call('PUT', '/v1/admin/connector-settings/http', {
     key: DEMO.admin,
-    body: { allow_hosts: [{ host: '127.0.0.1', ports: [port], allow_private: true }], ...extra },
+    body: { allow_hosts: [{ host: '127.0.0.1', ports: [port], allow_private: true, ...host }], ...extra },
   });
   expect(settings.status).toBe(200);
 }

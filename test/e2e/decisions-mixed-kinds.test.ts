@@ -7,6 +7,7 @@ import { DEMO, Stack, waitFor } from '../support/stack';
 import { orderAt } from '../support/fixtures';
 import { charge, http, sms, unique } from '../support/http';
 import { Event, Op, events, submit, waitForOp, waitForResolutionPermitted } from './dispatcher-helpers';
+import { allowLoopbackPort } from './connectors-support';
 
 /** A decision's answer body: the operation (2xx) or a problem (4xx); only what these tests read. */
 type Reply = Pick<Problem, 'type' | 'detail'> & { decision?: string; current_status?: string };
@@ -254,11 +255,7 @@ describe('decisions of different kinds on one operation at once', () => {
     await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
     const port = (server.address() as AddressInfo).port;
     try {
-      const allowed = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
-        key: DEMO.admin,
-        body: { allow_hosts: [{ host: '127.0.0.1', ports: [port], allow_private: true }] },
-      });
-      expect(allowed.status).toBe(200);
+      await allowLoopbackPort(stack, port);
       // Due at once: no scheduled re-check reads the source, only the reviewer's (the reads below are told apart so).
       const due = await http(stack.apiUrl, 'PUT', '/v1/admin/policy', {
         key: DEMO.admin,

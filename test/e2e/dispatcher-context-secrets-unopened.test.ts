@@ -1,4 +1,4 @@
-import { DEMO, Stack, waitFor } from '../support/stack';
+import { Stack, waitFor } from '../support/stack';
 import { submission } from '../support/http';
 import {
   Call,
@@ -9,6 +9,7 @@ import {
   recordingClient,
   startTarget,
   submitOps,
+  allowLoopbackPort,
 } from './connectors-support';
 
 const SEALED_WITH = Buffer.alloc(32, 3).toString('base64');
@@ -37,14 +38,7 @@ describe('a context read, or a send, whose tenant secrets do not open with the d
     stack = await Stack.start({ label: 'ctxsecrets', env: { SECRETS_KEY: SEALED_WITH }, dispatchers: 0 });
     await stack.startApp('dispatcher', { SECRETS_KEY: ANOTHER_KEY });
     ({ call } = recordingClient(stack));
-    const put = await call('PUT', '/v1/admin/connector-settings/http', {
-      key: DEMO.admin,
-      body: {
-        allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true, secrets: ['crm_token'] }],
-        secrets: { crm_token: SECRET },
-      },
-    });
-    expect(put.status).toBe(200);
+    await allowLoopbackPort(call, target.port, { secrets: { crm_token: SECRET } }, { secrets: ['crm_token'] });
   }, 60_000);
   afterAll(async () => {
     await stack?.stop();

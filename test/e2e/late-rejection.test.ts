@@ -17,6 +17,7 @@ import {
   waitForResolutionPermitted,
 } from './dispatcher-helpers';
 import { Verity, type ProblemDetails as Problem } from '@verity/sdk';
+import { allowLoopbackPort } from './connectors-support';
 
 /** A charge at this provider, as its list of charges by reference shows it. */
 interface Charge {
@@ -127,11 +128,7 @@ describe('a provider’s rejection that comes back after the send was marked UNK
     // The API gives up on a read after CONNECTOR_TIMEOUT_MS (1 s in tests), which a loaded machine's wake can outlast:
     // the resolution would then be refused because the source went unread, not for what these tests are about.
     stack.apiUrl = await stack.startApi({ CONNECTOR_TIMEOUT_MS: '10000' });
-    const allowed = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
-      key: DEMO.admin,
-      body: { allow_hosts: [{ host: '127.0.0.1', ports: [receiver.port], allow_private: true }] },
-    });
-    expect(allowed.status).toBe(200);
+    await allowLoopbackPort(stack, receiver.port);
     const endpoint = await http(stack.apiUrl, 'POST', '/v1/admin/webhooks', {
       key: DEMO.admin,
       body: { url: `${receiver.base}/review`, events: ['operation.needs_review'] },

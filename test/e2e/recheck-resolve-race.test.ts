@@ -5,6 +5,7 @@ import { closedAfterEachTest, listenLocally } from '../support/local-server';
 import { events, expectLegalHistory, getOperation, logLines, settle, submit, waitForOp } from './dispatcher-helpers';
 import type { ProblemDetails as Problem } from '@verity/sdk';
 import { orderAt } from '../support/fixtures';
+import { allowLoopbackPort } from './connectors-support';
 
 /**
  * A reviewer's resolution and the reconciler's own read-back claiming the same move (MANUAL_REVIEW → VERIFIED) of one
@@ -61,11 +62,7 @@ describe('a re-check read and a reviewer deciding the same hold', () => {
       });
     });
     const local = closeAfter(await listenLocally(server));
-    const allowed = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
-      key: DEMO.admin,
-      body: { allow_hosts: [{ host: '127.0.0.1', ports: [local.port], allow_private: true }] },
-    });
-    expect(allowed.status).toBe(200);
+    await allowLoopbackPort(stack, local.port);
     return {
       port: local.port,
       state,

@@ -1,5 +1,14 @@
-import { DEMO, Stack, waitFor } from '../support/stack';
-import { Call, Op, TargetServer, httpOp, recordingClient, startTarget, submitOps } from './connectors-support';
+import { Stack, waitFor } from '../support/stack';
+import {
+  Call,
+  Op,
+  TargetServer,
+  httpOp,
+  recordingClient,
+  startTarget,
+  submitOps,
+  allowLoopbackPort,
+} from './connectors-support';
 
 const SEALED_WITH = Buffer.alloc(32, 1).toString('base64');
 const ANOTHER_KEY = Buffer.alloc(32, 2).toString('base64');
@@ -21,14 +30,7 @@ describe('a read-back that throws: the evidence says why', () => {
     stack = await Stack.start({ label: 'readbackcause', env: { SECRETS_KEY: SEALED_WITH }, reconcilers: 0 });
     await stack.startApp('reconciler', { SECRETS_KEY: ANOTHER_KEY });
     ({ call } = recordingClient(stack));
-    const put = await call('PUT', '/v1/admin/connector-settings/http', {
-      key: DEMO.admin,
-      body: {
-        allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true, secrets: ['crm_token'] }],
-        secrets: { crm_token: SECRET },
-      },
-    });
-    expect(put.status).toBe(200);
+    await allowLoopbackPort(call, target.port, { secrets: { crm_token: SECRET } }, { secrets: ['crm_token'] });
   });
   afterAll(async () => {
     await stack?.stop();

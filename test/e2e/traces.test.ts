@@ -5,6 +5,7 @@ import { DEMO, Stack, waitFor } from '../support/stack';
 import type { Execution } from '@verity/sdk';
 import { events, getExecution, settle, statusPath, submit } from './dispatcher-helpers';
 import { startReceiver } from './webhook-receiver';
+import { allowLoopbackPort } from './connectors-support';
 
 /** One span as the OTLP/HTTP JSON exporter sends it, with the service and instrumentation scope it came from. */
 interface ReceivedSpan {
@@ -424,11 +425,7 @@ describe('traces (OpenTelemetry, OTLP/HTTP)', () => {
     // A chat service's incoming-webhook URL is its credential (a token in the path); others put one in the query.
     const receiver = await startReceiver(() => ({ status: 204 }));
     try {
-      const allowed = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
-        key: DEMO.admin,
-        body: { allow_hosts: [{ host: '127.0.0.1', ports: [receiver.port], allow_private: true }] },
-      });
-      expect(allowed.status).toBe(200);
+      await allowLoopbackPort(stack, receiver.port);
       const pathToken = unique('pathtoken');
       const queryToken = unique('querytoken');
       const created = await http(stack.apiUrl, 'POST', '/v1/admin/webhooks', {
