@@ -1,5 +1,9 @@
 import { createServer, IncomingHttpHeaders, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { WireSchemas } from '@verity/sdk';
+import { http } from '../support/http';
+import { DEMO, Stack } from '../support/stack';
+import { allowLoopbackPort } from './connectors-support';
 
 export interface Received {
   path: string;
@@ -51,4 +55,27 @@ export async function startReceiver(
       await new Promise((resolve) => server.close(resolve));
     },
   };
+}
+
+/** A delivery as the admin API lists it: the wire contract's own type. */
+export type DeliveryView = WireSchemas['WebhookDelivery'];
+
+/**
+ * The demo tenant's admin subscribes `url` — a receiver on loopback `port`, allowlisted first (allowLoopbackPort) — to
+ * `events`: the endpoint as created (201), and `deliveries()`, its delivery log as the admin API lists it.
+ */
+export async function subscribedReceiver(stack: Stack, port: number, url: string, events: string[]) {
+  await allowLoopbackPort(stack, port);
+  const created = await http<{ id: string; secret: string }>(stack.apiUrl, 'POST', '/v1/admin/webhooks', {
+    key: DEMO.admin,
+    body: { url, events },
+  });
+  expect(created.status).toBe(201);
+  const deliveries = async () =>
+    (
+      await http<{ data: DeliveryView[] }>(stack.apiUrl, 'GET', `/v1/admin/webhooks/${created.body.id}/deliveries`, {
+        key: DEMO.admin,
+      })
+    ).body.data;
+  return { ...created.body, deliveries };
 }

@@ -1,11 +1,7 @@
 import { JobName, webhookDeliveryJob } from '@verity/queues';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { http, sms, submission, unique } from '../support/http';
-import { startReceiver } from './webhook-receiver';
-import type { WireSchemas } from '@verity/sdk';
-
-/** A delivery as the admin API lists it: the wire contract's own type. */
-type DeliveryView = WireSchemas['WebhookDelivery'];
+import { startReceiver, subscribedReceiver } from './webhook-receiver';
 
 /**
  * An admin's redeliveries take their places in the tenant's own line, one behind another, as the outbox's deliveries
@@ -28,35 +24,24 @@ describe('webhooks: redeliveries in their tenant’s line', () => {
   });
 
   it('are scheduled one behind another (1, 2, 3), not all first', async () => {
-    const allow = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
-      key: DEMO.admin,
-      body: { allow_hosts: [{ host: '127.0.0.1', ports: [receiver.port], allow_private: true }] },
-    });
-    expect(allow.status).toBe(200);
-    const endpoint = await http<{ id: string }>(stack.apiUrl, 'POST', '/v1/admin/webhooks', {
-      key: DEMO.admin,
-      body: { url: `${receiver.base}/hook`, events: ['operation.settled'] },
-    });
-    expect(endpoint.status).toBe(201);
+    const endpoint = await subscribedReceiver(stack, receiver.port, `${receiver.base}/hook`, ['operation.settled']);
     const run = await http(stack.apiUrl, 'POST', '/v1/executions', {
       key: DEMO.agent,
       body: submission([0, 1, 2].map((i) => sms(unique(`wh-line-${i}`), { key: `sms${i}` }))),
     });
     expect(run.status).toBe(201);
-    const log = async () =>
-      (
-        await http<{ data: DeliveryView[] }>(stack.apiUrl, 'GET', `/v1/admin/webhooks/${endpoint.body.id}/deliveries`, {
-          key: DEMO.admin,
-        })
-      ).body.data;
-    const delivered = await waitFor(log, (d) => d.length === 3 && d.every((x) => x.status === 'delivered'), 60_000);
+    const delivered = await waitFor(
+      endpoint.deliveries,
+      (d) => d.length === 3 && d.every((x) => x.status === 'delivered'),
+      60_000,
+    );
     for (const reconciler of stack.running('reconciler')) await stack.kill(reconciler, 'SIGTERM');
 
     for (const d of delivered) {
       const redelivered = await http(
         stack.apiUrl,
         'POST',
-        `/v1/admin/webhooks/${endpoint.body.id}/deliveries/${d.id}/redeliver`,
+        `/v1/admin/webhooks/${endpoint.id}/deliveries/${d.id}/redeliver`,
         { key: DEMO.admin },
       );
       expect(redelivered.status).toBe(202);

@@ -1,11 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { http, sms, submission, unique } from '../support/http';
-import { startReceiver } from './webhook-receiver';
-import type { WireSchemas } from '@verity/sdk';
-
-/** A delivery as the admin API lists it: the wire contract's own type. */
-type DeliveryView = WireSchemas['WebhookDelivery'];
+import { startReceiver, subscribedReceiver } from './webhook-receiver';
 
 /**
  * A receiver that answers a delivery with a redirect is not followed: the address it names (here one on the allowlist,
@@ -39,16 +35,9 @@ describe('webhooks: a redirect at delivery time', () => {
   });
 
   it('is not followed: the delivery fails with the redirect status, the address it names is never called', async () => {
-    const allow = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
-      key: DEMO.admin,
-      body: { allow_hosts: [{ host: '127.0.0.1', ports: [receiver.port], allow_private: true }] },
-    });
-    expect(allow.status).toBe(200);
-    const endpoint = await http<{ id: string }>(stack.apiUrl, 'POST', '/v1/admin/webhooks', {
-      key: DEMO.admin,
-      body: { url: `${receiver.base}/redirect`, events: ['execution.finished'] },
-    });
-    expect(endpoint.status).toBe(201);
+    const endpoint = await subscribedReceiver(stack, receiver.port, `${receiver.base}/redirect`, [
+      'execution.finished',
+    ]);
     const run = await http(stack.apiUrl, 'POST', '/v1/executions', {
       key: DEMO.agent,
       body: submission([sms(unique('wh-redirect'))]),
@@ -56,15 +45,7 @@ describe('webhooks: a redirect at delivery time', () => {
     expect(run.status).toBe(201);
 
     const failed = await waitFor(
-      async () =>
-        (
-          await http<{ data: DeliveryView[] }>(
-            stack.apiUrl,
-            'GET',
-            `/v1/admin/webhooks/${endpoint.body.id}/deliveries`,
-            { key: DEMO.admin },
-          )
-        ).body.data[0],
+      async () => (await endpoint.deliveries())[0],
       (d) => d?.status === 'failed',
     );
     expect(failed).toMatchObject({ status: 'failed', attempts: 2, last_response_status: 307 });

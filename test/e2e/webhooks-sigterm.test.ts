@@ -2,11 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { http, sms, submission, unique } from '../support/http';
-import { startReceiver } from './webhook-receiver';
-import type { WireSchemas } from '@verity/sdk';
-
-/** A delivery as the admin API lists it: the wire contract's own type. */
-type DeliveryView = WireSchemas['WebhookDelivery'];
+import { startReceiver, subscribedReceiver } from './webhook-receiver';
 
 /**
  * SIGTERM to the reconciler while a delivery's POST is in flight (the receiver has not answered): the process waits
@@ -41,22 +37,8 @@ describe('webhooks: SIGTERM while a delivery is in flight', () => {
   });
 
   it('records the attempt before exiting; the next reconciler delivers the same message', async () => {
-    const allow = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
-      key: DEMO.admin,
-      body: { allow_hosts: [{ host: '127.0.0.1', ports: [receiver.port], allow_private: true }] },
-    });
-    expect(allow.status).toBe(200);
-    const endpoint = await http<{ id: string; secret: string }>(stack.apiUrl, 'POST', '/v1/admin/webhooks', {
-      key: DEMO.admin,
-      body: { url: `${receiver.base}/hook`, events: ['execution.finished'] },
-    });
-    expect(endpoint.status).toBe(201);
-    const log = async () =>
-      (
-        await http<{ data: DeliveryView[] }>(stack.apiUrl, 'GET', `/v1/admin/webhooks/${endpoint.body.id}/deliveries`, {
-          key: DEMO.admin,
-        })
-      ).body.data;
+    const endpoint = await subscribedReceiver(stack, receiver.port, `${receiver.base}/hook`, ['execution.finished']);
+    const log = endpoint.deliveries;
 
     const reconciler = await stack.startApp('reconciler');
     const run = await http(stack.apiUrl, 'POST', '/v1/executions', {
@@ -79,11 +61,11 @@ describe('webhooks: SIGTERM while a delivery is in flight', () => {
     const [delivered] = await waitFor(log, (d) => d[0]?.status === 'delivered', 60_000);
     expect(delivered).toMatchObject({ id: recorded.id, attempts: 2 });
     expect(receiver.seen.map((r) => r.headers['webhook-id'])).toEqual([recorded.id, recorded.id]);
-    const wh = new Webhook(endpoint.body.secret);
+    const wh = new Webhook(endpoint.secret);
     for (const r of receiver.seen) expect(() => wh.verify(r.body, r.headers as Record<string, string>)).not.toThrow();
 
     const logs = stack.logs();
     expect(logs).toContain('"level":20');
-    expect(logs).not.toContain(endpoint.body.secret.slice('whsec_'.length));
+    expect(logs).not.toContain(endpoint.secret.slice('whsec_'.length));
   }, 120_000);
 });

@@ -3,10 +3,7 @@ import { createServer, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { http, sms, submission, unique } from '../support/http';
-import type { WireSchemas } from '@verity/sdk';
-
-/** A delivery as the admin API lists it: the wire contract's own type. */
-type DeliveryView = WireSchemas['WebhookDelivery'];
+import { subscribedReceiver } from './webhook-receiver';
 
 /**
  * A delivery succeeds on a 2xx status (Standard Webhooks; docs/api.md "A 2xx answer is success"). A receiver that
@@ -59,33 +56,14 @@ describe('a webhook receiver whose 2xx body is slow', () => {
   });
 
   it('is delivered on its first attempt, recorded with the status it answered', async () => {
-    const put = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
-      key: DEMO.admin,
-      body: { allow_hosts: [{ host: '127.0.0.1', ports: [port], allow_private: true }] },
-    });
-    expect(put.status).toBe(200);
-    const endpoint = await http<{ id: string }>(stack.apiUrl, 'POST', '/v1/admin/webhooks', {
-      key: DEMO.admin,
-      body: { url: `http://127.0.0.1:${port}/hook`, events: ['execution.finished'] },
-    });
-    expect(endpoint.status).toBe(201);
+    const endpoint = await subscribedReceiver(stack, port, `http://127.0.0.1:${port}/hook`, ['execution.finished']);
     const run = await http(stack.apiUrl, 'POST', '/v1/executions', {
       key: DEMO.agent,
       body: submission([sms(unique('slow-body'))]),
     });
     expect(run.status).toBe(201);
     const [delivery] = await waitFor(
-      async () =>
-        (
-          await http<{ data: DeliveryView[] }>(
-            stack.apiUrl,
-            'GET',
-            `/v1/admin/webhooks/${endpoint.body.id}/deliveries`,
-            {
-              key: DEMO.admin,
-            },
-          )
-        ).body.data,
+      endpoint.deliveries,
       (data) => data.length === 1 && data[0].status !== 'pending',
       30_000,
       100,
