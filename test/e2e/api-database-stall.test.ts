@@ -1,4 +1,4 @@
-import { DEMO, Stack, freePort, waitFor } from '../support/stack';
+import { DEMO, Stack, waitFor } from '../support/stack';
 import { StallablePostgres } from '../support/stallable-postgres';
 import { charge, http, submission, unique } from '../support/http';
 import type { Execution } from '@verity/sdk';
@@ -27,17 +27,13 @@ describe('a stalled Postgres', () => {
 
   it('answers 503 within the query timeout, writes nothing, recovers, and stops on SIGTERM with exit 0', async () => {
     pg = await StallablePostgres.start('api-pgstall');
-    const port = await freePort();
-    const api = await stack.startApp('api', {
-      PORT: String(port),
-      HOST: '127.0.0.1',
+    const { app: api, url } = await stack.startApiApp({
       DATABASE_URL: pg.url,
       RUN_MIGRATIONS: 'true',
       SEED_DEMO: 'true',
       DATABASE_QUERY_TIMEOUT_MS: String(QUERY_TIMEOUT_MS),
       QUEUE_PREFIX: `{${unique('pgstall')}}`,
     });
-    const url = `http://127.0.0.1:${port}`;
     const submit = (idempotencyKey = unique('stall'), body = submission([charge(unique('order'))])) =>
       http<Execution>(url, 'POST', '/v1/executions', {
         key: DEMO.agent,

@@ -72,17 +72,13 @@ describe('outages', () => {
   it('answers 503 problem+json while Postgres is down, writes nothing, and recovers when it is back', async () => {
     const pg = await startPrivatePostgres({ dir: scratch('verity-api-pg-'), port: await freePort() });
     services.push(pg);
-    const port = await freePort();
-    const api = await stack.startApp('api', {
-      PORT: String(port),
-      HOST: '127.0.0.1',
+    const { app: api, url } = await stack.startApiApp({
       DATABASE_URL: pg.url,
       RUN_MIGRATIONS: 'true',
       SEED_DEMO: 'true',
       // Its jobs would name executions the stack's workers cannot see: keep them in a queue of their own.
       QUEUE_PREFIX: `{${unique('pgdown')}}`,
     });
-    const url = `http://127.0.0.1:${port}`;
     const before = await http<Execution>(url, 'POST', '/v1/executions', {
       key: DEMO.agent,
       body: submission([charge(unique('order'))]),

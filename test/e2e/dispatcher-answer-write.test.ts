@@ -1,5 +1,5 @@
 import { Client } from 'pg';
-import { DEMO, Stack, freePort, waitFor } from '../support/stack';
+import { DEMO, Stack, waitFor } from '../support/stack';
 import { StallablePostgres } from '../support/stallable-postgres';
 import { charge, http, submission, unique } from '../support/http';
 import type { Execution } from '@verity/sdk';
@@ -35,15 +35,7 @@ describe('a provider answer whose write fails while Postgres is down', () => {
   it('is written once Postgres is back: ACKNOWLEDGED with the reference, never swept to UNKNOWN, one charge', async () => {
     pg = await StallablePostgres.start('answer-pgdown');
     const env = { DATABASE_URL: pg.url, QUEUE_PREFIX: `{${unique('answerdown')}}`, DATABASE_QUERY_TIMEOUT_MS: '1500' };
-    const port = await freePort();
-    await stack.startApp('api', {
-      ...env,
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      RUN_MIGRATIONS: 'true',
-      SEED_DEMO: 'true',
-    });
-    stack.apiUrl = `http://127.0.0.1:${port}`;
+    stack.apiUrl = (await stack.startApiApp({ ...env, RUN_MIGRATIONS: 'true', SEED_DEMO: 'true' })).url;
     const dispatcher = await stack.startApp('dispatcher', { ...env, TEST_PAUSE_AFTER_CALL_MS: '1500' });
     // The sweeper runs all along: a send whose answer is being written again is not an orphan (its job holds its lock).
     await stack.startApp('reconciler', env);

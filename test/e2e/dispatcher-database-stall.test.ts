@@ -1,4 +1,4 @@
-import { DEMO, Stack, freePort } from '../support/stack';
+import { DEMO, Stack } from '../support/stack';
 import { StallablePostgres } from '../support/stallable-postgres';
 import { charge, http, submission, unique } from '../support/http';
 import { expectDoneOnce, waitForMarkers } from './dispatcher-helpers';
@@ -25,15 +25,7 @@ describe('dispatcher SIGTERM while Postgres is stalled', () => {
   it('exits 0 in bounded time, leaves the send for the sweeper, and the charge ends VERIFIED once', async () => {
     pg = await StallablePostgres.start('disp-pgstall');
     const env = { DATABASE_URL: pg.url, QUEUE_PREFIX: `{${unique('dispstall')}}`, DATABASE_QUERY_TIMEOUT_MS: '1500' };
-    const port = await freePort();
-    await stack.startApp('api', {
-      ...env,
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      RUN_MIGRATIONS: 'true',
-      SEED_DEMO: 'true',
-    });
-    const url = `http://127.0.0.1:${port}`;
+    const { url } = await stack.startApiApp({ ...env, RUN_MIGRATIONS: 'true', SEED_DEMO: 'true' });
     const dispatcher = await stack.startApp('dispatcher', { ...env, TEST_PAUSE_AFTER_CALL_MS: '3000' });
     const reference = unique('stalled-outcome');
     const created = await http<Execution>(url, 'POST', '/v1/executions', {

@@ -93,9 +93,7 @@ describe('worker SIGTERM during outages', () => {
 
   it('api: Redis down with an open stream, SIGTERM exits 0 promptly', async () => {
     const { redis, env } = await privateRedis('opstermapi');
-    const port = await freePort();
-    const url = `http://127.0.0.1:${port}`;
-    const app = await stack.startApp('api', { ...env, PORT: String(port), HOST: '127.0.0.1' });
+    const { app, url } = await stack.startApiApp(env);
     const created = await http<Execution>(url, 'POST', '/v1/executions', {
       key: DEMO.agent,
       body: submission([charge(unique('opsterm-api'), { requires_approval: true })]),
@@ -117,9 +115,7 @@ describe('worker SIGTERM during outages', () => {
 
   it('api: Redis down, an accepted execution counts in verity_enqueue_failures_total and readiness says 503', async () => {
     const { redis, env } = await privateRedis('opstermm');
-    const port = await freePort();
-    const url = `http://127.0.0.1:${port}`;
-    await stack.startApp('api', { ...env, PORT: String(port), HOST: '127.0.0.1' });
+    const { url } = await stack.startApiApp(env);
     await redis.kill('SIGKILL');
     const created = await http<Execution>(url, 'POST', '/v1/executions', {
       key: DEMO.agent,
@@ -139,14 +135,7 @@ describe('worker SIGTERM during outages', () => {
   it('reconciler: Postgres stalled, SIGTERM exits 0 promptly', async () => {
     pg = await StallablePostgres.start('opsterm-pg');
     const env = { DATABASE_URL: pg.url, QUEUE_PREFIX: `{${unique('opstermpg')}}`, DATABASE_QUERY_TIMEOUT_MS: '1500' };
-    const port = await freePort();
-    await stack.startApp('api', {
-      ...env,
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      RUN_MIGRATIONS: 'true',
-      SEED_DEMO: 'true',
-    });
+    await stack.startApiApp({ ...env, RUN_MIGRATIONS: 'true', SEED_DEMO: 'true' });
     const app = await stack.startApp('reconciler', env);
     pg.stall();
     // A statement of the reconciler's (its sweep) has reached the stalled server: it is waiting on it.
@@ -177,14 +166,7 @@ describe('worker SIGTERM during outages', () => {
         QUEUE_PREFIX: `{${unique('opstermpglong')}}`,
         DATABASE_QUERY_TIMEOUT_MS: '14000',
       };
-      const port = await freePort();
-      const api = await stack.startApp('api', {
-        ...env,
-        PORT: String(port),
-        HOST: '127.0.0.1',
-        RUN_MIGRATIONS: 'true',
-        SEED_DEMO: 'true',
-      });
+      const { app: api, url } = await stack.startApiApp({ ...env, RUN_MIGRATIONS: 'true', SEED_DEMO: 'true' });
       const reconciler = await stack.startApp('reconciler', { ...env, TEST_PAUSE_IN_SWEEP_MS: '60000' });
       // A sweep holds its lock (its own session) and has run its first pass (on another session of the pool).
       await waitFor(
@@ -201,9 +183,7 @@ describe('worker SIGTERM during outages', () => {
         15_000,
       );
       // And a request of the API's.
-      const request = http(`http://127.0.0.1:${port}`, 'GET', '/v1/executions?limit=1', { key: DEMO.agent }).catch(
-        () => undefined,
-      );
+      const request = http(url, 'GET', '/v1/executions?limit=1', { key: DEMO.agent }).catch(() => undefined);
       await waitFor(
         async () => stalled.unreadBytes(),
         (bytes) => bytes > swept,

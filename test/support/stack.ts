@@ -160,11 +160,16 @@ export class Stack {
 
   /** One more API on a spare port, with `extraEnv` over the stack's; its URL is added to `apiUrls` and returned. */
   async startApi(extraEnv: Record<string, string> = {}): Promise<string> {
+    return (await this.startApiApp(extraEnv)).url;
+  }
+
+  /** As `startApi`: the app as well as its URL (a test that stops it, or reads what it printed). */
+  async startApiApp(extraEnv: Record<string, string> = {}): Promise<{ app: RunningApp; url: string }> {
     const port = await freePort();
-    await this.startApp('api', { PORT: String(port), HOST: '127.0.0.1', ...extraEnv });
+    const app = await this.startApp('api', { PORT: String(port), HOST: '127.0.0.1', ...extraEnv });
     const url = `http://127.0.0.1:${port}`;
     this.apiUrls.push(url);
-    return url;
+    return { app, url };
   }
 
   async startApp(name: AppName, extraEnv: Record<string, string> = {}): Promise<RunningApp> {
