@@ -9,6 +9,7 @@ import {
   settled,
   startTarget,
   submitOps,
+  allowLoopbackPort,
 } from './connectors-support';
 import type { WireSchemas } from '@verity/sdk';
 
@@ -36,8 +37,7 @@ describe('http read_back_binding (admin setting, intake refusal, read after the 
     target.setState('health', 'ok');
     stack = await Stack.start({ label: 'rbbind' });
     ({ call } = recordingClient(stack));
-    const put = await setHttp({ allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true }] });
-    expect(put.status).toBe(200);
+    await allowLoopbackPort(call, target.port);
   });
   afterAll(async () => {
     await stack?.stop();

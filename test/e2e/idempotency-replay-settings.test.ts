@@ -1,7 +1,15 @@
 import { DEMO, Stack } from '../support/stack';
 import { charge, submission, unique } from '../support/http';
 import { requestHash } from '../../apps/api/src/executions/idempotency';
-import { Call, Execution, TargetServer, httpOp, recordingClient, startTarget } from './connectors-support';
+import {
+  Call,
+  Execution,
+  TargetServer,
+  httpOp,
+  recordingClient,
+  startTarget,
+  allowLoopbackPort,
+} from './connectors-support';
 
 /**
  * Red team (round 9, keys/idempotency): a replay of a request whose Idempotency-Key already holds an execution must be
@@ -21,8 +29,7 @@ describe('Idempotency-Key replay after the tenant changed its settings', () => {
     target.setState('health', 'ok');
     stack = await Stack.start({ label: 'idemset' });
     ({ call } = recordingClient(stack));
-    const put = await setHttp({ allow_hosts: [{ host: '127.0.0.1', ports: [target.port], allow_private: true }] });
-    expect(put.status).toBe(200);
+    await allowLoopbackPort(call, target.port);
   });
   afterAll(async () => {
     await stack?.stop();
