@@ -1,3 +1,4 @@
+import { runInNewContext } from 'node:vm';
 import { escapeHiddenCharacters, hiddenCharacterIn } from './text-issue';
 
 /** `ascii` written in Unicode tag characters (U+E0020–U+E007E), which show as nothing. */
@@ -55,6 +56,28 @@ describe('hiddenCharacterIn', () => {
     ['a text-style selector after a pictograph', '\u2714\uFE0E done'],
     ['keycaps in emoji and in text style', '#\uFE0F\u20E3 *\uFE0F\u20E3 0\uFE0E\u20E3'],
     ['a variation selector after a Han ideograph', '\u845B\u{E0100}'],
+    // Scripts written without spaces between words mark a word break with a zero-width space, between two of its letters.
+    [
+      'Thai with zero-width spaces between words',
+      '\u0E20\u0E32\u0E29\u0E32\u200B\u0E44\u0E17\u0E22 \u0E17\u0E35\u0E48\u200B\u0E19\u0E35\u0E48',
+    ],
+    ['Lao with a zero-width space', '\u0E9E\u0EB2\u0EAA\u0EB2\u200B\u0EA5\u0EB2\u0EA7'],
+    ['Khmer with a zero-width space', '\u178F\u17BE\u200B\u179B\u17C4\u1780'],
+    ['Myanmar with a zero-width space', '\u1019\u103C\u1014\u103A\u1019\u102C\u200B\u1005\u102C'],
+    [
+      'Mongolian with free variation selectors',
+      '\u1822\u180B\u1828 \u1828\u180C\u1822 \u182D\u180D\u1820 \u1828\u180F\u1822',
+    ],
+    ['Mongolian with the vowel separator (qara, black)', '\u182C\u1820\u1837\u180E\u1820'],
+    ['a Mongolian joiner between letters', '\u1828\u200D\u1822'],
+    // A chillu in the older spelling: a virama then a joiner at the end of a word, before a space, punctuation or the end.
+    [
+      'Malayalam chillus spelled with a virama and a joiner',
+      '\u0D05\u0D35\u0D28\u0D4D\u200D \u0D05\u0D35\u0D7E\u0D4D\u200D. \u0D05\u0D35\u0D28\u0D4D\u200D',
+    ],
+    ['a Devanagari virama and non-joiner at the end of a word', '\u0915\u094D\u200C, \u0937'],
+    ['a Bengali ra, joiner, virama and ya (ya-phala, no reph)', '\u09B0\u200D\u09CD\u09AF\u09BE\u09AC'],
+    ['an Arabic letter with its vowel marks before a non-joiner', '\u0645\u064E\u0651\u200C\u0647\u0627'],
   ])('takes %s in text of several lines', (_, text) => {
     expect(hiddenCharacterIn(text, { lines: true })).toBeNull();
     expect(escapeHiddenCharacters(text, { lines: true })).toBe(text);
@@ -78,8 +101,64 @@ describe('hiddenCharacterIn', () => {
     // A digit is a keycap's only with the keycap mark after the selector: in a number, the selector only hides.
     ['a presentation selector inside a number', 'refund 1\uFE0F00 EUR', 'U+FE0F'],
     ['a text selector after a digit', 'refund 1\uFE0E00 EUR', 'U+FE0E'],
+    // The joiner and non-joiner only between letters of a script written with them: elsewhere they change nothing seen.
+    ['a joiner between Han ideographs', '\u8F6C\u200D\u8D26', 'U+200D'],
+    ['a non-joiner between Hangul syllables', '\uD55C\u200C\uAE00', 'U+200C'],
+    ['a joiner between Armenian letters', '\u0561\u200D\u0562', 'U+200D'],
+    ['a joiner between Hiragana', '\u3042\u200D\u3044', 'U+200D'],
+    ['a joiner between Thai letters', '\u0E44\u200D\u0E17', 'U+200D'],
+    // The base letter's script counts, not its marks' (combining marks belong to no script of their own).
+    ['a joiner among the combining marks of a Latin letter', 'pa\u0301\u200D\u0301y', 'U+200D'],
+    ['a non-joiner after a marked Latin letter before a Persian one', 'e\u0301\u200C\u062E', 'U+200C'],
+    ['a joiner after a virama on a Latin letter', 'p\u094D\u200D pay', 'U+200D'],
+    ['a joiner after a virama on nothing', '\u094D\u200D pay', 'U+200D'],
+    ['a second joiner after a virama', '\u0915\u094D\u200D\u200D', 'U+200D'],
+    // A Persian non-joiner before punctuation or a space separates nothing: a letter there already ends its word.
+    ['a Persian non-joiner before punctuation', '\u0645\u06CC\u200C. ok', 'U+200C'],
+    ['a Persian non-joiner at the end', '\u0645\u06CC\u200C', 'U+200C'],
+    // A zero-width space only between two letters of a script written without spaces between words.
+    ['a zero-width space between Han ideographs', '\u8F6C\u200B\u8D26', 'U+200B'],
+    ['a zero-width space after Thai, before Latin', '\u0E44\u0E17\u0E22\u200Bpay', 'U+200B'],
+    ['a zero-width space at the end of Thai', '\u0E44\u0E17\u0E22\u200B', 'U+200B'],
+    ['a zero-width space after a Thai mark on a Latin letter', 'p\u0E48\u200B\u0E44', 'U+200B'],
+    ['two zero-width spaces between Thai words', '\u0E44\u0E17\u0E22\u200B\u200B\u0E44\u0E17\u0E22', 'U+200B'],
+    [
+      'a zero-width space in Tibetan (the tsheg is its word mark)',
+      '\u0F56\u0F7C\u0F51\u200B\u0F61\u0F72\u0F42',
+      'U+200B',
+    ],
+    // Mongolian selectors after a Mongolian letter, the vowel separator between two: nowhere else.
+    ['a Mongolian selector after a Latin letter', 'pay\u180Bment', 'U+180B'],
+    ['two Mongolian selectors', '\u1822\u180B\u180C', 'U+180C'],
+    ['a Mongolian selector after a Mongolian digit', '\u1811\u180B', 'U+180B'],
+    ['the Mongolian vowel separator between Latin letters', 'pay\u180Ement', 'U+180E'],
+    ['the Mongolian vowel separator at the end', '\u182C\u1820\u1837\u180E', 'U+180E'],
+    // A byte order mark is no text: pasted at the start, it shows as nothing and no keyboard types it.
+    ['a byte order mark at the start', '\uFEFFRefund order 1234', 'U+FEFF'],
   ])('refuses %s in text of several lines', (_, text, named) => {
     expect(hiddenCharacterIn(text, { lines: true })).toBe(named);
+  });
+
+  it.each([
+    ['marks after a Devanagari letter, then a joiner', `\u0915${'\u094D'.repeat(100_000)}\u200D`],
+    ['combining grapheme joiners', '\u034F'.repeat(100_000)],
+    ['marks after a Latin letter, then a joiner', `a${'\u0301'.repeat(100_000)}\u200D`],
+    ['Thai marks, then a zero-width space', `\u0E01${'\u0E48'.repeat(100_000)}\u200B`],
+    ['half forms', '\u0915\u094D\u200D'.repeat(33_333)],
+    ['joiners between marks', '\u0301\u200D'.repeat(50_000)],
+    ['tags after a black flag', `\u{1F3F4}${tags('a'.repeat(100_000))}`],
+    ['Mongolian selectors', '\u1822\u180B'.repeat(50_000)],
+  ])('judges 100k characters of %s in one pass, not one per character', (_, text) => {
+    // No timing assertion: jest's default timeout (5 s) bounds the judgement. A test that runs synchronously is never
+    // stopped by jest, so the judgement runs in a context that is (node:vm's timeout): a pattern that scanned back over
+    // the run at each character would take minutes, and throws here instead of passing late.
+    const [found, escaped] = runInNewContext(
+      '[hidden(text, { lines: true }), escape(text, { lines: true })]',
+      { hidden: hiddenCharacterIn, escape: escapeHiddenCharacters, text },
+      { timeout: 5_000 },
+    ) as [string | null, string];
+    expect(found === null || /^U\+[0-9A-F]{4,5}$/.test(found)).toBe(true);
+    expect(escaped.length).toBeGreaterThanOrEqual(text.length);
   });
 
   it('refuses the direction marks in one-line text, with right-to-left letters too', () =>

@@ -41,22 +41,76 @@ const HIDDEN_CHARACTERS = new RegExp(HIDDEN_CHARACTER.source, 'gu');
  * inside a number it only hides), the tags of a flag after U+1F3F4 (a subdivision's code in lowercase letters and
  * digits, then the cancel tag: any other run of tag characters is text no person sees, which a language model reads).
  * A variation selector after a Han ideograph (U+E0100–U+E01EF). The joiner and non-joiner (U+200C, U+200D) between
- * two letters of a script that writes with them (Persian, the Indic scripts, Sinhala…: not Latin, Greek or Cyrillic,
- * where they only hide). And, in text that holds right-to-left letters, the direction marks (U+200E, U+200F, U+061C),
- * which a keyboard of those languages types: they place the punctuation beside them, as a letter would; in text
- * without right-to-left letters they would reorder it invisibly, and stay refused. Bidi embeddings, overrides and
- * isolates are refused everywhere: they reorder what follows them.
+ * two letters of a script written with them (JOINING_SCRIPTS, VIRAMA_SCRIPTS: Arabic and Persian, Syriac, N'Ko,
+ * Mongolian, the Indic scripts, Sinhala…; elsewhere, Latin, Han or Hangul, they change nothing seen and only hide),
+ * and after a virama at the end of a word (Malayalam's older chillu spelling, a half form or an explicit virama shown
+ * before a space or punctuation). A zero-width space between two letters of a script written without spaces between
+ * words, where it is the word break (UNSPACED_SCRIPTS: Thai, Lao, Khmer, Myanmar…). A Mongolian free variation
+ * selector (U+180B–U+180D, U+180F) right after a Mongolian letter, the Mongolian vowel separator (U+180E) between two.
+ * A letter's script is its base letter's: combining marks after it change nothing (`pa\u0301\u200D\u0301y` is Latin).
+ * And, in text that holds right-to-left letters, the direction marks (U+200E, U+200F, U+061C), which a keyboard of
+ * those languages types: they place the punctuation beside them, as a letter would; in text without right-to-left
+ * letters they would reorder it invisibly, and stay refused. Bidi embeddings, overrides and isolates are refused
+ * everywhere: they reorder what follows them. So is a byte order mark (U+FEFF), at the start of a text too: it is a
+ * file's encoding mark, not writing — no keyboard types it and nothing shows it.
+ *
+ * Each part matches its character first and looks back after it (`\u200B(?<=…\u200B)`), never the other way round:
+ * a look-behind that opens the part would run at every position of the text, and one scanning back over a run of marks
+ * or tags there would make a long text cost its length squared.
  */
 const FLAG_TAG = String.raw`[\u{E0030}-\u{E0039}\u{E0061}-\u{E007A}]`;
 /** A flag's tags (UTS #51): a subdivision's code (a region, then one to four letters or digits), then the cancel tag. */
 const FLAG_TAGS = String.raw`(?:[\u{E0061}-\u{E007A}]{2}|[\u{E0030}-\u{E0039}]{3})${FLAG_TAG}{1,4}\u{E007F}`;
+/** A letter of one of `scripts`, then its combining marks, whichever script they have (often none: Inherited). */
+const letterOf = (scripts: string[]) =>
+  String.raw`(?=\p{L})[${scripts.map((script) => String.raw`\p{Script=${script}}`).join('')}]\p{M}*`;
+/**
+ * Scripts written with the joiner and non-joiner between letters to choose a letter's joining form (The Unicode
+ * Standard, chapter 23.2 "Layout Controls"; RFC 5892, appendix A.1: "a formally cursive script … as in the Persian
+ * language"): the cursive scripts in use (ArabicShaping.txt's joining types), Mongolian among them (chapter 13.5).
+ */
+const JOINING_SCRIPTS = ['Arabic', 'Syriac', 'Nko', 'Mongolian', 'Adlam', 'Hanifi_Rohingya'];
+/**
+ * The Indic scripts and Sinhala, where a joiner or non-joiner after a virama chooses a conjunct's, a half form's or a
+ * chillu's shape (chapters 12 and 13.2; RFC 5892, appendix A.2), and VIRAMA, their viramas (Malayalam's three, Sinhala's
+ * al-lakuna).
+ */
+const VIRAMA_SCRIPTS = [
+  'Devanagari',
+  'Bengali',
+  'Gurmukhi',
+  'Gujarati',
+  'Oriya',
+  'Tamil',
+  'Telugu',
+  'Kannada',
+  'Malayalam',
+  'Sinhala',
+];
+const VIRAMA = String.raw`[\u094D\u09CD\u0A4D\u0ACD\u0B4D\u0BCD\u0C4D\u0CCD\u0D3B\u0D3C\u0D4D\u0DCA]`;
+const JOINER = String.raw`[\u200C\u200D]`;
+const JOINING_LETTER = letterOf([...JOINING_SCRIPTS, ...VIRAMA_SCRIPTS]);
+/**
+ * Scripts written without spaces between words, which mark a word break with a zero-width space (UAX #14's complex
+ * context scripts, line break class SA; The Unicode Standard, chapter 16, on Thai and Khmer). Not Tibetan: its tsheg
+ * (U+0F0B), a visible mark, ends each syllable and is where a line breaks.
+ */
+const UNSPACED_SCRIPTS = ['Thai', 'Lao', 'Khmer', 'Myanmar', 'Tai_Tham', 'Tai_Le', 'New_Tai_Lue', 'Tai_Viet'];
+const UNSPACED_LETTER = letterOf(UNSPACED_SCRIPTS);
+const MONGOLIAN_LETTER = String.raw`(?=\p{L})\p{Script=Mongolian}`;
+const MONGOLIAN_SELECTOR = String.raw`[\u180B-\u180D\u180F]`;
 const KEPT_IN_LINES = [
   String.raw`[\t\n\r]`,
   String.raw`(?<=\p{Extended_Pictographic}(?:[\u{1F3FB}-\u{1F3FF}]|\uFE0F)?)\u200D(?=\p{Extended_Pictographic})`,
   String.raw`(?<=\p{Extended_Pictographic})(?:\uFE0E|\uFE0F)|(?<=[#*0-9])(?:\uFE0E|\uFE0F)(?=\u20E3)`,
-  String.raw`(?<=\u{1F3F4}(?=${FLAG_TAGS})${FLAG_TAG}*)(?:${FLAG_TAG}|\u{E007F})`,
+  // A flag's tags are at most seven, then the cancel tag: the look-back never runs further than that.
+  String.raw`(?:${FLAG_TAG}|\u{E007F})(?<=\u{1F3F4}(?=${FLAG_TAGS})${FLAG_TAG}{0,7}(?:${FLAG_TAG}|\u{E007F}))`,
   String.raw`(?<=\p{Script=Han})[\u{E0100}-\u{E01EF}]`,
-  String.raw`(?<=[\p{L}\p{M}])(?<![\p{Script=Latin}\p{Script=Greek}\p{Script=Cyrillic}])(?:\u200C|\u200D)(?=[\p{L}\p{M}])(?![\p{Script=Latin}\p{Script=Greek}\p{Script=Cyrillic}])`,
+  String.raw`${JOINER}(?<=${JOINING_LETTER}${JOINER})(?=${JOINING_LETTER}|${VIRAMA})`,
+  String.raw`${JOINER}(?<=${letterOf(VIRAMA_SCRIPTS)}${VIRAMA}${JOINER})`,
+  String.raw`\u200B(?<=${UNSPACED_LETTER}\u200B)(?=${UNSPACED_LETTER})`,
+  String.raw`${MONGOLIAN_SELECTOR}(?<=${MONGOLIAN_LETTER}${MONGOLIAN_SELECTOR})`,
+  String.raw`\u180E(?<=${letterOf(['Mongolian'])}\u180E)(?=${MONGOLIAN_LETTER})`,
 ];
 const DIRECTION_MARK = String.raw`[\u200E\u200F\u061C]`;
 const RIGHT_TO_LEFT_LETTER =
