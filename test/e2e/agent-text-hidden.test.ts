@@ -215,6 +215,7 @@ describe('an agent’s intent and agent_id holding characters that hide or reord
     // there, what is left of it (a joiner, a flag's first tags) no longer stands where the rule takes it, and the
     // title showed it as escapes (\u200d, \u{e0067}) though the intent holds nothing hidden.
     const run = (n: number) => 'a'.repeat(n);
+    const thai = '\u0E44\u0E17\u0E22\u0E21'; // ไทยม: four letters, one unit each
     // [the intent, the title: the intent cut before the cluster its 200th unit falls in]
     const intents: [string, string][] = [
       // 👩‍👧: its joiner is the 200th unit.
@@ -223,6 +224,11 @@ describe('an agent’s intent and agent_id holding characters that hide or reord
       [`${run(195)}\u{1F3F4}${tags('gbeng')}\u{E007F} end`, run(195)],
       // Devanagari क्‍ष (a half form: the joiner after the virama), the joiner the 200th unit.
       [`${run(197)}\u0915\u094D\u200D\u0937 end`, run(197)],
+      // Thai words with the zero-width space between them that is their word break, the space the 200th unit: it is its
+      // own character, taken only before the next Thai letter, which the cut leaves out.
+      [`${thai.repeat(49)}\u0E44\u0E17\u0E22\u200B${thai} end`, `${thai.repeat(49)}\u0E44\u0E17\u0E22`],
+      // Persian with its non-joiner, the 200th unit (part of the letter before it): taken only before the next letter.
+      [`${run(198)}\u0645\u200C\u062E end`, run(198)],
       // Nothing cut in two: the first 200 units as they are.
       [`${run(198)}\u{1F600}\u{1F469}\u200D\u{1F467}`, `${run(198)}\u{1F600}`],
     ];

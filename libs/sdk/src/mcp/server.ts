@@ -134,20 +134,32 @@ type ToolExtra = {
 
 const GRAPHEMES = new Intl.Segmenter(undefined, { granularity: 'grapheme' });
 
+/** An intent as a resource's title shows it: what the hidden-character rule refuses in text of lines, escaped. */
+const shownTitle = (text: string) => escapeHiddenCharacters(text, { lines: true });
+
 /**
  * The first `max` UTF-16 units of `text`, cut between two characters as a reader sees them: an emoji of several people,
  * a flag, a letter with its marks and joiners stays whole or goes. Cut inside one, what was left of it (a joiner, a
  * flag's first tags) no longer stood where the hidden-character rule takes it, and the title showed it as escapes
- * though the intent held nothing hidden. A first character longer than `max` alone is cut as textPrefix cuts.
+ * though the intent held nothing hidden. So is a character the rule takes only before what follows it, when the cut
+ * leaves that out: a zero-width space before the next Thai word (a character of its own), a Persian non-joiner before
+ * the next letter (part of the letter before it): the cut goes back a character or two, to where the prefix is shown
+ * as the start of the whole text is (shownTitle). A first character longer than `max` alone is cut as textPrefix cuts.
  */
 function titlePrefix(text: string, max: number): string {
   if (text.length <= max) return text;
-  let end = 0;
+  const ends: number[] = [];
   for (const { index, segment } of GRAPHEMES.segment(text)) {
     if (index + segment.length > max) break;
-    end = index + segment.length;
+    ends.push(index + segment.length);
   }
-  return end > 0 ? text.slice(0, end) : textPrefix(text, max);
+  if (ends.length === 0) return textPrefix(text, max);
+  const whole = shownTitle(text);
+  // Only the last few characters can stand where the cut changes how they are judged: look no further back.
+  for (const end of ends.slice(-4).reverse()) {
+    if (whole.startsWith(shownTitle(text.slice(0, end)))) return text.slice(0, end);
+  }
+  return text.slice(0, ends[ends.length - 1]);
 }
 
 /**
@@ -454,7 +466,7 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
         // Shown to a person in the client's list: a character that would hide or reorder it (an intent stored before
         // the API refused them) is written as its escape, as the review console shows it; what an intent may hold now
         // (line breaks, emoji, right-to-left text with its marks) is shown as written.
-        title: escapeHiddenCharacters(titlePrefix(e.intent, 200), { lines: true }),
+        title: shownTitle(titlePrefix(e.intent, 200)),
         mimeType: 'application/json',
       })),
       ...(page.next_cursor ? { nextCursor: page.next_cursor } : {}),
