@@ -167,7 +167,14 @@ describe('decisions of different kinds on one operation at once', () => {
       sms(unique('mixed-revoked-sms'), { requires_approval: true }),
     ]);
     const op = await waitForOp(stack, execution.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
-    const before = await events(stack, execution.id);
+    // At rest before the log is taken: the charge held and the SMS's approval asked for (the execution may still move
+    // to waiting_for_approval after the hold, which would add an event no decision wrote).
+    const before = await waitFor(
+      () => events(stack, execution.id),
+      (log) =>
+        log.some((e) => e.type === 'approval.requested') &&
+        log.some((e) => e.type === 'execution.status_changed' && e.to_status === 'waiting_for_approval'),
+    );
     for (const status of ['SENT', 'MANUAL_REVIEW']) {
       const reviewer = await createApiKey(stack.db.dataSource.manager, {
         tenantId: 'demo',
