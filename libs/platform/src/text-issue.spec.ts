@@ -161,6 +161,58 @@ describe('hiddenCharacterIn', () => {
     expect(escaped.length).toBeGreaterThanOrEqual(text.length);
   });
 
+  // A refused invisible mark between a letter and what follows it is no mark of that letter: what it separates from the
+  // letter is judged as if the letter were not there (refused), and escaping the mark leaves nothing hidden behind it.
+  it.each([
+    ['a combining grapheme joiner between a Persian letter and a non-joiner', '\u0628\u034F\u200C\u0628', 'U+034F'],
+    ['a variation selector between a Devanagari letter and a joiner', '\u0915\uFE00\u200D\u0915', 'U+FE00'],
+    ['a combining grapheme joiner between a Thai letter and a zero-width space', '\u0E01\u034F\u200B\u0E01', 'U+034F'],
+    ['a Mongolian selector after a Persian letter, then a joiner', '\u0628\u180B\u200D\u0628', 'U+180B'],
+  ])('escapes %s, and what it stood between, in text of several lines', (_, text, named) => {
+    expect(hiddenCharacterIn(text, { lines: true })).toBe(named);
+    const escaped = escapeHiddenCharacters(text, { lines: true });
+    expect(hiddenCharacterIn(escaped, { lines: true })).toBeNull();
+  });
+
+  it('agrees with escapeHiddenCharacters on every short text of the characters the rules look at', () => {
+    // Every text of up to four of these: letters of the scripts the rules name, their marks, a virama, the characters
+    // taken in some places only, and invisible marks taken nowhere.
+    const alphabet = [
+      'a',
+      '\u0301',
+      '\u0E01',
+      '\u0E31',
+      '\u0628',
+      '\u064B',
+      '\u0915',
+      '\u094D',
+      '\u1820',
+      '\u180B',
+      '\u180E',
+      '\u200B',
+      '\u200C',
+      '\u200D',
+      '\u034F',
+      '\uFE00',
+    ];
+    let texts = [''];
+    const disagreements: string[] = [];
+    for (let length = 1; length <= 4; length++) {
+      texts = texts.flatMap((text) => alphabet.map((c) => text + c));
+      for (const text of texts) {
+        for (const options of [{ lines: true }, {}]) {
+          const found = hiddenCharacterIn(text, options);
+          const escaped = escapeHiddenCharacters(text, options);
+          // Taken whole: shown as written. Refused: escaped, and the escaped text holds nothing hidden.
+          if ((found === null) !== (escaped === text) || hiddenCharacterIn(escaped, options) !== null) {
+            disagreements.push(escapeHiddenCharacters(text));
+          }
+        }
+      }
+    }
+    expect(disagreements).toEqual([]);
+  });
+
   it('refuses the direction marks in one-line text, with right-to-left letters too', () =>
     expect(hiddenCharacterIn('\u05E9\u05DC\u05D5\u05DD\u200F')).toBe('U+200F'));
 });

@@ -61,9 +61,15 @@ const HIDDEN_CHARACTERS = new RegExp(HIDDEN_CHARACTER.source, 'gu');
 const FLAG_TAG = String.raw`[\u{E0030}-\u{E0039}\u{E0061}-\u{E007A}]`;
 /** A flag's tags (UTS #51): a subdivision's code (a region, then one to four letters or digits), then the cancel tag. */
 const FLAG_TAGS = String.raw`(?:[\u{E0061}-\u{E007A}]{2}|[\u{E0030}-\u{E0039}]{3})${FLAG_TAG}{1,4}\u{E007F}`;
-/** A letter of one of `scripts`, then its combining marks, whichever script they have (often none: Inherited). */
+/**
+ * A letter of one of `scripts`, then its combining marks, whichever script they have (often none: Inherited): the marks
+ * that are shown, and a Mongolian letter's free variation selector right after it. An invisible mark refused there (a
+ * combining grapheme joiner, a variation selector, a Mongolian selector after another letter) is no part of the letter:
+ * what stands after it is not beside the letter, and escaping the mark would leave it, still hidden, after the escape.
+ */
 const letterOf = (scripts: string[]) =>
-  String.raw`(?=\p{L})[${scripts.map((script) => String.raw`\p{Script=${script}}`).join('')}]\p{M}*`;
+  String.raw`(?=\p{L})[${scripts.map((script) => String.raw`\p{Script=${script}}`).join('')}]` +
+  String.raw`(?:(?<=\p{Script=Mongolian})[\u180B-\u180D\u180F])?(?:(?!\p{Default_Ignorable_Code_Point})\p{M})*`;
 /**
  * Scripts written with the joiner and non-joiner between letters to choose a letter's joining form (The Unicode
  * Standard, chapter 23.2 "Layout Controls"; RFC 5892, appendix A.1: "a formally cursive script … as in the Persian
