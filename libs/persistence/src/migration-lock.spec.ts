@@ -338,3 +338,65 @@ describe('the migration lock while its run migrates', () => {
     }
   }, 60_000);
 });
+
+/** Two migrations after this code's: one that builds a table, one that fails midway (its table built, then 1/0). */
+class ScratchTable1899999999990 extends sqlMigration('ScratchTable1899999999990', {
+  up: [`CREATE TABLE failed_run_kept (id int)`],
+  down: [`DROP TABLE failed_run_kept`],
+}) {}
+class FailsMidway1899999999991 extends sqlMigration('FailsMidway1899999999991', {
+  up: [`CREATE TABLE failed_run_undone (id int)`, `SELECT 1 / 0`],
+  down: [],
+}) {}
+class FailsMidwayOutside1899999999991 extends sqlMigration(
+  'FailsMidwayOutside1899999999991',
+  { up: [`CREATE TABLE failed_run_outside (id int)`, `SELECT 1 / 0`], down: [] },
+  { transaction: false },
+) {}
+
+describe('a run whose migration fails', () => {
+  const db = useTestDatabase('lockfailed');
+
+  it.each([
+    ['in its transaction', FailsMidway1899999999991, 'failed_run_undone', false],
+    ['outside a transaction', FailsMidwayOutside1899999999991, 'failed_run_outside', true],
+  ])(
+    '%s: keeps what came before, undoes what it can, and frees the lock and its session',
+    async (_, failing, table, kept) => {
+      // One session in the pool: a run that kept it (released in a transaction, or not at all) leaves nothing to query on.
+      const failingRun = new DataSource({
+        ...dataSourceOptions(db.url, 1),
+        migrations: [...MIGRATIONS, ScratchTable1899999999990, failing],
+      });
+      await failingRun.initialize();
+      try {
+        await expect(runMigrationsLocked(failingRun)).rejects.toThrow(/division by zero/);
+        const [state] = (await failingRun.query(
+          `SELECT pg_try_advisory_lock($1) AS locked, to_regclass('failed_run_kept') IS NOT NULL AS before,
+                to_regclass($2) IS NOT NULL AS own`,
+          [MIGRATION_LOCK, table],
+        )) as { locked: boolean; before: boolean; own: boolean }[];
+        await failingRun.query(`SELECT pg_advisory_unlock($1)`, [MIGRATION_LOCK]);
+        expect(state).toEqual({ locked: true, before: true, own: kept });
+        const recorded = (await failingRun.query(`SELECT name FROM migrations WHERE name LIKE '%18999999999%'`)) as {
+          name: string;
+        }[];
+        expect(recorded.map((r) => r.name)).toEqual(['ScratchTable1899999999990']);
+        // And another session finds the lock free as well: it was let go, not only re-entered by its holder.
+        const other = await session(db.url);
+        try {
+          const [{ locked }] = (await other.client.query(`SELECT pg_try_advisory_lock($1) AS locked`, [MIGRATION_LOCK]))
+            .rows as { locked: boolean }[];
+          expect(locked).toBe(true);
+        } finally {
+          await other.client.end();
+        }
+      } finally {
+        await failingRun.query(`DROP TABLE IF EXISTS failed_run_kept, failed_run_outside`).catch(() => undefined);
+        await failingRun.query(`DELETE FROM migrations WHERE name LIKE '%18999999999%'`).catch(() => undefined);
+        await failingRun.destroy();
+      }
+    },
+    30_000,
+  );
+});
