@@ -127,10 +127,13 @@ const HIDDEN_CHARACTERS_IN_LINES = inLines(KEPT_IN_LINES, 'gu');
 const HIDDEN_CHARACTER_IN_RTL_LINES = inLines([...KEPT_IN_LINES, DIRECTION_MARK], 'u');
 const HIDDEN_CHARACTERS_IN_RTL_LINES = inLines([...KEPT_IN_LINES, DIRECTION_MARK], 'gu');
 
-/** The pattern that finds what `text` may not hold: one line, or several lines (with or without right-to-left letters). */
-function hiddenPattern(text: string, options: { lines?: boolean }, global: boolean): RegExp {
+/**
+ * The pattern that finds what `text` may not hold: one line, or several lines (with or without right-to-left letters:
+ * `within`'s, the whole `text` is the start of, where given).
+ */
+function hiddenPattern(text: string, options: { lines?: boolean; within?: string }, global: boolean): RegExp {
   if (!options.lines) return global ? HIDDEN_CHARACTERS : HIDDEN_CHARACTER;
-  const rtl = RIGHT_TO_LEFT_LETTER.test(text);
+  const rtl = RIGHT_TO_LEFT_LETTER.test(options.within ?? text);
   if (global) return rtl ? HIDDEN_CHARACTERS_IN_RTL_LINES : HIDDEN_CHARACTERS_IN_LINES;
   return rtl ? HIDDEN_CHARACTER_IN_RTL_LINES : HIDDEN_CHARACTER_IN_LINES;
 }
@@ -147,10 +150,12 @@ export function hiddenCharacterIn(text: string, options: { lines?: boolean } = {
 
 /**
  * `text` with every character HIDDEN_CHARACTER names escaped: \uXXXX, or \u{XXXXX} past the first plane (a tag
- * character: one escape, not two halves of a pair). `lines`: tab and line breaks kept, as hiddenCharacterIn's. Free of
- * imports, as this whole file: the console's script bundles it to show stored text escaped.
+ * character: one escape, not two halves of a pair). `lines`: tab and line breaks kept, as hiddenCharacterIn's.
+ * `within`: the whole text `text` is the start of (a title cut from it), whose right-to-left letters, after the cut
+ * too, make its direction marks writing. Free of imports, as this whole file: the console's script bundles it to show
+ * stored text escaped.
  */
-export function escapeHiddenCharacters(text: string, options: { lines?: boolean } = {}): string {
+export function escapeHiddenCharacters(text: string, options: { lines?: boolean; within?: string } = {}): string {
   return text.replace(hiddenPattern(text, options, true), (c) => {
     const code = c.codePointAt(0)!;
     return code > 0xffff ? `\\u{${code.toString(16)}}` : `\\u${code.toString(16).padStart(4, '0')}`;

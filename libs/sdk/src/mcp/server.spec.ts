@@ -229,6 +229,25 @@ describe('the execution resources, listed page by page', () => {
   });
 });
 
+describe('an execution resource whose intent is cut for its title', () => {
+  it('shows a direction mark of its first 200 units as written when the intent holds right-to-left letters after them', async () => {
+    // Taken by the API: the intent holds Arabic (after the cut), so its marks are writing. The title's 200 units hold
+    // none of it; judged alone, the mark read as one in text without right-to-left letters, and showed as \u200f.
+    const cut = `${'b'.repeat(195)}\u200F ok `;
+    // Without right-to-left letters anywhere, the mark still shows escaped.
+    const latin = `paid\u200F ${'c'.repeat(300)}`;
+    const intents = [`${cut}\u062A\u0645`, latin];
+    const server = createServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ data: intents.map((intent, i) => ({ id: `exe_${i}`, intent })), next_cursor: null }));
+    });
+    const { url } = await closeAfterTest(await listenLocally(server));
+    const { resources } = await (await connectMcp(url)).client.listResources();
+    expect(resources.map((r) => r.title)).toEqual([cut, `paid\\u200f ${'c'.repeat(194)}`]);
+  });
+});
+
 describe('the execution resources, listed from a cursor that is none', () => {
   it.each([
     ['a lone surrogate', '\ud800'],

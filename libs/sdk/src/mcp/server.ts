@@ -134,8 +134,12 @@ type ToolExtra = {
 
 const GRAPHEMES = new Intl.Segmenter(undefined, { granularity: 'grapheme' });
 
-/** An intent as a resource's title shows it: what the hidden-character rule refuses in text of lines, escaped. */
-const shownTitle = (text: string) => escapeHiddenCharacters(text, { lines: true });
+/**
+ * An intent (or its start, cut from `intent`) as a resource's title shows it: what the hidden-character rule refuses in
+ * text of lines, escaped. Its direction marks are the whole intent's: writing where it holds right-to-left letters,
+ * after the cut too (the start of an Arabic sentence's Latin preamble), as the API took them.
+ */
+const shownTitle = (text: string, intent = text) => escapeHiddenCharacters(text, { lines: true, within: intent });
 
 /**
  * The first `max` UTF-16 units of `text`, cut between two characters as a reader sees them: an emoji of several people,
@@ -157,7 +161,7 @@ function titlePrefix(text: string, max: number): string {
   const whole = shownTitle(text);
   // Only the last few characters can stand where the cut changes how they are judged: look no further back.
   for (const end of ends.slice(-4).reverse()) {
-    if (whole.startsWith(shownTitle(text.slice(0, end)))) return text.slice(0, end);
+    if (whole.startsWith(shownTitle(text.slice(0, end), text))) return text.slice(0, end);
   }
   return text.slice(0, ends[ends.length - 1]);
 }
@@ -466,7 +470,7 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
         // Shown to a person in the client's list: a character that would hide or reorder it (an intent stored before
         // the API refused them) is written as its escape, as the review console shows it; what an intent may hold now
         // (line breaks, emoji, right-to-left text with its marks) is shown as written.
-        title: shownTitle(titlePrefix(e.intent, 200)),
+        title: shownTitle(titlePrefix(e.intent, 200), e.intent),
         mimeType: 'application/json',
       })),
       ...(page.next_cursor ? { nextCursor: page.next_cursor } : {}),
