@@ -38,8 +38,8 @@ const HIDDEN_CHARACTERS = new RegExp(HIDDEN_CHARACTER.source, 'gu');
  * names but what that writing is made of, where it stands, is its own. Tab, line feed and carriage return. The
  * invisible parts of an emoji: a zero-width joiner between two pictographs (one after a skin tone or a selector), a
  * presentation selector (U+FE0E, U+FE0F) after a pictograph or a keycap's digit (the keycap mark U+20E3 after it:
- * inside a number it only hides), the tags of a flag after U+1F3F4 (a subdivision's code in lowercase letters and
- * digits, then the cancel tag: any other run of tag characters is text no person sees, which a language model reads).
+ * inside a number it only hides), the tags of a flag after U+1F3F4 (England's, Scotland's or Wales's code, then the
+ * cancel tag: any other run of tag characters is text no person sees, which a language model reads).
  * A variation selector after a Han ideograph (U+E0100–U+E01EF). The joiner and non-joiner (U+200C, U+200D) between
  * two letters of a script written with them (JOINING_SCRIPTS, VIRAMA_SCRIPTS: Arabic and Persian, Syriac, N'Ko,
  * Mongolian, the Indic scripts, Sinhala…; elsewhere, Latin, Han or Hangul, they change nothing seen and only hide),
@@ -59,8 +59,12 @@ const HIDDEN_CHARACTERS = new RegExp(HIDDEN_CHARACTER.source, 'gu');
  * or tags there would make a long text cost its length squared.
  */
 const FLAG_TAG = String.raw`[\u{E0030}-\u{E0039}\u{E0061}-\u{E007A}]`;
-/** A flag's tags (UTS #51): a subdivision's code (a region, then one to four letters or digits), then the cancel tag. */
-const FLAG_TAGS = String.raw`(?:[\u{E0061}-\u{E007A}]{2}|[\u{E0030}-\u{E0039}]{3})${FLAG_TAG}{1,4}\u{E007F}`;
+/**
+ * A flag's tags: the code of one of the subdivisions emoji fonts draw (UTS #51's RGI tag sequences: England, Scotland,
+ * Wales), then the cancel tag. Any other code in the shape of a subdivision's shows as a plain black flag: its tags are
+ * six characters no person sees and a language model reads (`ignore`), so they are refused like any other tag run.
+ */
+const FLAG_TAGS = String.raw`\u{E0067}\u{E0062}(?:\u{E0065}\u{E006E}\u{E0067}|\u{E0073}\u{E0063}\u{E0074}|\u{E0077}\u{E006C}\u{E0073})\u{E007F}`;
 /**
  * A letter of one of `scripts`, then its combining marks, whichever script they have (often none: Inherited): the marks
  * that are shown, and a Mongolian letter's free variation selector right after it. An invisible mark refused there (a
@@ -109,7 +113,7 @@ const KEPT_IN_LINES = [
   String.raw`[\t\n\r]`,
   String.raw`(?<=\p{Extended_Pictographic}(?:[\u{1F3FB}-\u{1F3FF}]|\uFE0F)?)\u200D(?=\p{Extended_Pictographic})`,
   String.raw`(?<=\p{Extended_Pictographic})(?:\uFE0E|\uFE0F)|(?<=[#*0-9])(?:\uFE0E|\uFE0F)(?=\u20E3)`,
-  // A flag's tags are at most seven, then the cancel tag: the look-back never runs further than that.
+  // A flag's tags are five, then the cancel tag: the look-back never runs further than seven.
   String.raw`(?:${FLAG_TAG}|\u{E007F})(?<=\u{1F3F4}(?=${FLAG_TAGS})${FLAG_TAG}{0,7}(?:${FLAG_TAG}|\u{E007F}))`,
   String.raw`(?<=\p{Script=Han})[\u{E0100}-\u{E01EF}]`,
   String.raw`${JOINER}(?<=${JOINING_LETTER}${JOINER})(?=${JOINING_LETTER}|${VIRAMA})`,
