@@ -116,6 +116,8 @@ describe('hiddenCharacterIn', () => {
     ['a joiner after a virama on a Latin letter', 'p\u094D\u200D pay', 'U+200D'],
     ['a joiner after a virama on nothing', '\u094D\u200D pay', 'U+200D'],
     ['a second joiner after a virama', '\u0915\u094D\u200D\u200D', 'U+200D'],
+    ['a joiner after a virama, then a Latin letter', '\u0915\u094D\u200Dpayment', 'U+200D'],
+    ['a non-joiner after a virama, then a Han letter', '\u0915\u094D\u200C\u8F6C', 'U+200C'],
     // A Persian non-joiner before punctuation or a space separates nothing: a letter there already ends its word.
     ['a Persian non-joiner before punctuation', '\u0645\u06CC\u200C. ok', 'U+200C'],
     ['a Persian non-joiner at the end', '\u0645\u06CC\u200C', 'U+200C'],

@@ -117,7 +117,8 @@ const KEPT_IN_LINES = [
   String.raw`(?:${FLAG_TAG}|\u{E007F})(?<=\u{1F3F4}(?=${FLAG_TAGS})${FLAG_TAG}{0,7}(?:${FLAG_TAG}|\u{E007F}))`,
   String.raw`(?<=\p{Script=Han})[\u{E0100}-\u{E01EF}]`,
   String.raw`${JOINER}(?<=${JOINING_LETTER}${JOINER})(?=${JOINING_LETTER}|${VIRAMA})`,
-  String.raw`${JOINER}(?<=${letterOf(VIRAMA_SCRIPTS)}${VIRAMA}${JOINER})`,
+  // At the end of a word only: before a letter of another script it joins nothing and only hides.
+  String.raw`${JOINER}(?<=${letterOf(VIRAMA_SCRIPTS)}${VIRAMA}${JOINER})(?![\p{L}\p{M}])`,
   String.raw`\u200B(?<=${UNSPACED_LETTER}\u200B)(?=${UNSPACED_LETTER})`,
   String.raw`${MONGOLIAN_SELECTOR}(?<=${MONGOLIAN_LETTER}${MONGOLIAN_SELECTOR})`,
   String.raw`\u180E(?<=${letterOf(['Mongolian'])}\u180E)(?=${MONGOLIAN_LETTER})`,
