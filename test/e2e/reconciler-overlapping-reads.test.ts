@@ -285,20 +285,26 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
    * whichever of the two writes first — before, the scheduled one wrote it unguarded beside the reviewer's.
    */
   describe('a scheduled and a reviewer’s re-check that both found the effect after a FAILED', () => {
+    /** A hold whose scheduled and reviewer's re-checks have both sent their reads, then a reviewer's FAILED written. */
+    const readsRacingAFailed = async () => {
+      const due = new Date(Date.now() + 60_000);
+      const { operationId, reference } = await heldCharge({ nextCheckAt: due });
+      const requestId = await reviewerRequest(operationId);
+      const at = held.length;
+      const { running: scheduled } = await readArrived(() =>
+        service.recheck(operationId, undefined, due.toISOString()),
+      );
+      const { running: reviewers } = await readArrived(() => service.recheck(operationId, requestId));
+      await db.dataSource.query(
+        `UPDATE operations SET status = 'FAILED', terminal_reason = 'MANUAL_RESOLUTION' WHERE id = $1`,
+        [operationId],
+      );
+      return { operationId, reference, requestId, at, scheduled, reviewers };
+    };
+
     for (const first of ['scheduled', 'reviewer'] as const) {
       it(`write its refutation once (the ${first} one answered first)`, async () => {
-        const due = new Date(Date.now() + 60_000);
-        const { operationId, reference } = await heldCharge({ nextCheckAt: due });
-        const requestId = await reviewerRequest(operationId);
-        const at = held.length;
-        const { running: scheduled } = await readArrived(() =>
-          service.recheck(operationId, undefined, due.toISOString()),
-        );
-        const { running: reviewers } = await readArrived(() => service.recheck(operationId, requestId));
-        await db.dataSource.query(
-          `UPDATE operations SET status = 'FAILED', terminal_reason = 'MANUAL_RESOLUTION' WHERE id = $1`,
-          [operationId],
-        );
+        const { operationId, reference, at, scheduled, reviewers } = await readsRacingAFailed();
         const [a, b] = first === 'scheduled' ? [scheduled, reviewers] : [reviewers, scheduled];
         charged(first === 'scheduled' ? at : at + 1, reference);
         expect(await a).toBe('skipped: lost race');
@@ -313,18 +319,7 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
     it('a reviewer’s read that came second is still recorded in their name (its request used), not as a second refutation', async () => {
       // The reviewer was answered 202 and promised the result as an event: the refutation is the scheduled read's (one
       // event announced), and the reviewer's read is recorded beside it, without `after` (not announced again).
-      const due = new Date(Date.now() + 60_000);
-      const { operationId, reference } = await heldCharge({ nextCheckAt: due });
-      const requestId = await reviewerRequest(operationId);
-      const at = held.length;
-      const { running: scheduled } = await readArrived(() =>
-        service.recheck(operationId, undefined, due.toISOString()),
-      );
-      const { running: reviewers } = await readArrived(() => service.recheck(operationId, requestId));
-      await db.dataSource.query(
-        `UPDATE operations SET status = 'FAILED', terminal_reason = 'MANUAL_RESOLUTION' WHERE id = $1`,
-        [operationId],
-      );
+      const { operationId, reference, requestId, at, scheduled, reviewers } = await readsRacingAFailed();
       charged(at, reference);
       expect(await scheduled).toBe('skipped: lost race');
       charged(at + 1, reference, 999);
