@@ -117,6 +117,10 @@ describe('hiddenCharacterIn', () => {
     ['a joiner after a virama on nothing', '\u094D\u200D pay', 'U+200D'],
     ['a second joiner after a virama', '\u0915\u094D\u200D\u200D', 'U+200D'],
     ['a joiner after a virama, then a Latin letter', '\u0915\u094D\u200Dpayment', 'U+200D'],
+    // Between letters of two scripts the joiner joins nothing (each script shapes its own letters).
+    ['a non-joiner between an Arabic and a Devanagari letter', '\u0628\u200C\u0915', 'U+200C'],
+    ['a joiner between a Devanagari letter and a Bengali virama', '\u0915\u200D\u09CD', 'U+200D'],
+    ['a joiner between Syriac and Arabic letters', '\u0710\u200D\u0628', 'U+200D'],
     ['a non-joiner after a virama, then a Han letter', '\u0915\u094D\u200C\u8F6C', 'U+200C'],
     // A Persian non-joiner before punctuation or a space separates nothing: a letter there already ends its word.
     ['a Persian non-joiner before punctuation', '\u0645\u06CC\u200C. ok', 'U+200C'],

@@ -41,7 +41,7 @@ const HIDDEN_CHARACTERS = new RegExp(HIDDEN_CHARACTER.source, 'gu');
  * inside a number it only hides), the tags of a flag after U+1F3F4 (England's, Scotland's or Wales's code, then the
  * cancel tag: any other run of tag characters is text no person sees, which a language model reads).
  * A variation selector after a Han ideograph (U+E0100–U+E01EF). The joiner and non-joiner (U+200C, U+200D) between
- * two letters of a script written with them (JOINING_SCRIPTS, VIRAMA_SCRIPTS: Arabic and Persian, Syriac, N'Ko,
+ * two letters of one script written with them (JOINING_SCRIPTS, VIRAMA_SCRIPTS: Arabic and Persian, Syriac, N'Ko,
  * Mongolian, the Indic scripts, Sinhala…; elsewhere, Latin, Han or Hangul, they change nothing seen and only hide),
  * and after a virama at the end of a word (Malayalam's older chillu spelling, a half form or an explicit virama shown
  * before a space or punctuation). A zero-width space between two letters of a script written without spaces between
@@ -99,7 +99,6 @@ const VIRAMA_SCRIPTS = [
 ];
 const VIRAMA = String.raw`[\u094D\u09CD\u0A4D\u0ACD\u0B4D\u0BCD\u0C4D\u0CCD\u0D3B\u0D3C\u0D4D\u0DCA]`;
 const JOINER = String.raw`[\u200C\u200D]`;
-const JOINING_LETTER = letterOf([...JOINING_SCRIPTS, ...VIRAMA_SCRIPTS]);
 /**
  * Scripts written without spaces between words, which mark a word break with a zero-width space (UAX #14's complex
  * context scripts, line break class SA; The Unicode Standard, chapter 16, on Thai and Khmer). Not Tibetan: its tsheg
@@ -116,7 +115,12 @@ const KEPT_IN_LINES = [
   // A flag's tags are five, then the cancel tag: the look-back never runs further than seven.
   String.raw`(?:${FLAG_TAG}|\u{E007F})(?<=\u{1F3F4}(?=${FLAG_TAGS})${FLAG_TAG}{0,7}(?:${FLAG_TAG}|\u{E007F}))`,
   String.raw`(?<=\p{Script=Han})[\u{E0100}-\u{E01EF}]`,
-  String.raw`${JOINER}(?<=${JOINING_LETTER}${JOINER})(?=${JOINING_LETTER}|${VIRAMA})`,
+  // Between two letters of ONE such script (or a letter and its script's virama): between an Arabic and a Devanagari
+  // letter it joins nothing and only hides.
+  ...[...JOINING_SCRIPTS, ...VIRAMA_SCRIPTS].map(
+    (script) =>
+      String.raw`${JOINER}(?<=${letterOf([script])}${JOINER})(?=${letterOf([script])}|(?=${VIRAMA})\p{Script=${script}})`,
+  ),
   // At the end of a word only: before a letter of another script it joins nothing and only hides.
   String.raw`${JOINER}(?<=${letterOf(VIRAMA_SCRIPTS)}${VIRAMA}${JOINER})(?![\p{L}\p{M}])`,
   String.raw`\u200B(?<=${UNSPACED_LETTER}\u200B)(?=${UNSPACED_LETTER})`,
