@@ -1,8 +1,10 @@
-import { execFile } from 'node:child_process';
+import { type ChildProcess, execFile } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { delimiter, dirname, join } from 'node:path';
 import { promisify } from 'node:util';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport, getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { unique } from '../support/http';
 import { Stack } from '../support/stack';
 
@@ -11,6 +13,36 @@ const SDK = join(ROOT, 'libs', 'sdk');
 const TSC = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
 const NPM = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 const run = promisify(execFile);
+/** The tools the MCP server serves (test/e2e/mcp.test.ts checks what each does). */
+const MCP_TOOLS = [
+  'cancel_execution',
+  'get_execution',
+  'get_operation',
+  'list_connectors',
+  'submit_execution',
+  'wait_for_execution',
+];
+
+/**
+ * Loads `@verity/sdk/mcp` as a user's CommonJS or ES module would and builds the server with the factory the README
+ * names; prints what it found. A file the package left out (say one the MCP module compiles in from another lib)
+ * fails the `require`/`import` itself.
+ */
+function mcpScript(kind: 'cjs' | 'esm'): string {
+  const imports =
+    kind === 'esm'
+      ? `import { Verity } from '@verity/sdk';\nimport * as mcp from '@verity/sdk/mcp';`
+      : `const { Verity } = require('@verity/sdk');\nconst mcp = require('@verity/sdk/mcp');`;
+  return `${imports}
+const built = mcp.createVerityMcpServer({ client: new Verity({ baseUrl: 'http://127.0.0.1:9', apiKey: 'unused' }) });
+console.log(JSON.stringify({
+  factory: typeof mcp.createVerityMcpServer,
+  connect: typeof built.server.connect,
+  close: typeof built.close,
+}));
+built.close();
+`;
+}
 
 /** The script a user would write: create, stream to the end, waitForSettled, and a typed refusal. */
 function script(kind: 'cjs' | 'esm'): string {
@@ -63,7 +95,7 @@ main().catch((error: unknown) => {
 /**
  * The SDK as a user gets it: `npm pack` (which builds it: prepack), installed from the tarball into an empty project,
  * a strict TypeScript script compiled against what the package ships, run against a real stack as CommonJS and as
- * an ES module.
+ * an ES module; `@verity/sdk/mcp` loaded both ways, and the `verity-mcp` bin the install links served over stdio.
  */
 describe('the SDK package (libs/sdk)', () => {
   let stack: Stack;
@@ -79,7 +111,27 @@ describe('the SDK package (libs/sdk)', () => {
       readdirSync(dir).find((f) => f.endsWith('.tgz'))!,
     );
   }, 120_000);
+  /** The empty project with the tarball installed: made once, for whichever test asks first. */
+  let installing: Promise<string> | undefined;
+  const installed = () =>
+    (installing ??= (async () => {
+      const project = join(dir, 'project');
+      await run('mkdir', ['-p', project]);
+      writeFileSync(
+        join(project, 'package.json'),
+        JSON.stringify({ name: 'scratch', private: true, version: '1.0.0' }),
+      );
+      // Offline when the dependencies are in the npm cache, as they are after the repo's npm ci.
+      await run(NPM, ['install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts', tarball], {
+        cwd: project,
+        timeout: 120_000,
+      });
+      return project;
+    })());
+  /** Closed after the tests, so a failed assertion leaves no verity-mcp running. */
+  const clients: Client[] = [];
   afterAll(async () => {
+    await Promise.all(clients.map((c) => c.close().catch(() => undefined)));
     if (dir) rmSync(dir, { recursive: true, force: true });
     await stack?.stop();
   });
@@ -110,14 +162,7 @@ describe('the SDK package (libs/sdk)', () => {
   });
 
   it('installs from the tarball and runs a strict TypeScript script as CommonJS and as an ES module', async () => {
-    const project = join(dir, 'project');
-    await run('mkdir', ['-p', project]);
-    writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'scratch', private: true, version: '1.0.0' }));
-    // Offline when the one dependency (eventsource-parser) is in the npm cache, as it is after the repo's npm ci.
-    await run(NPM, ['install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts', tarball], {
-      cwd: project,
-      timeout: 120_000,
-    });
+    const project = await installed();
     writeFileSync(join(project, 'check.cts'), script('cjs'));
     writeFileSync(join(project, 'check.mts'), script('esm'));
     writeFileSync(
@@ -165,5 +210,67 @@ describe('the SDK package (libs/sdk)', () => {
       ]);
       expect(result.types).toEqual(expect.arrayContaining(['execution.created', 'operation.status_changed']));
     }
+  });
+
+  it('loads @verity/sdk/mcp from the tarball with require and import, its factory building a server', async () => {
+    const project = await installed();
+    writeFileSync(join(project, 'mcp-check.cjs'), mcpScript('cjs'));
+    writeFileSync(join(project, 'mcp-check.mjs'), mcpScript('esm'));
+    const loaded = await Promise.all(
+      ['mcp-check.cjs', 'mcp-check.mjs'].map((entry) =>
+        run(process.execPath, [join(project, entry)], { cwd: project, timeout: 30_000 }).then(
+          ({ stdout }) => [entry, stdout.trim()],
+          (error: { stderr?: string }) => [entry, `failed:\n${error.stderr}`],
+        ),
+      ),
+    );
+    const works = JSON.stringify({ factory: 'function', connect: 'function', close: 'function' });
+    expect(loaded).toEqual([
+      ['mcp-check.cjs', works],
+      ['mcp-check.mjs', works],
+    ]);
+  });
+
+  it('runs the verity-mcp bin it installs over stdio against the stack: initialize, tools/list, then a clean end', async () => {
+    const project = await installed();
+    const client = new Client({ name: 'verity-sdk-package-e2e', version: '1.0.0' });
+    clients.push(client);
+    const transport = new StdioClientTransport({
+      // The bin npm linked from the package's "bin" (its #!/usr/bin/env node finds this Node first on the PATH).
+      command: join(project, 'node_modules', '.bin', 'verity-mcp'),
+      args: ['--url', stack.apiUrl],
+      cwd: project,
+      env: {
+        ...getDefaultEnvironment(),
+        PATH: `${dirname(process.execPath)}${delimiter}${process.env.PATH ?? ''}`,
+        VERITY_API_KEY: 'demo-agent-key',
+      },
+      stderr: 'pipe',
+    });
+    let stderr = '';
+    transport.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    try {
+      await client.connect(transport); // initialize, then notifications/initialized
+    } catch (error) {
+      throw new Error(`verity-mcp did not initialize: ${(error as Error).message}\nstderr:\n${stderr}`);
+    }
+    // The transport keeps its child to itself; its exit is what "ended cleanly" is about.
+    const child = (transport as unknown as { _process: ChildProcess })._process;
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+      child.exitCode !== null || child.signalCode !== null
+        ? resolve({ code: child.exitCode, signal: child.signalCode })
+        : child.once('exit', (code, signal) => resolve({ code, signal })),
+    );
+    expect(client.getServerVersion()?.name).toBeTruthy();
+    const { tools } = await client.listTools();
+    expect(tools.map((t) => t.name).sort()).toEqual(MCP_TOOLS);
+    // A call through the packaged client to the stack: the bin talks to the API, not only to its host.
+    const listed = await client.callTool({ name: 'list_connectors', arguments: {} });
+    expect(listed.isError).toBeFalsy();
+    expect(JSON.stringify(listed.content)).toContain('sandbox.payments');
+    // The host ends it as MCP hosts do (stdin closed): it exits 0, and says nothing went wrong.
+    await client.close();
+    expect(await exited).toEqual({ code: 0, signal: null });
+    expect(stderr).toBe('');
   });
 });
