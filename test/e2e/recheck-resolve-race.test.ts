@@ -10,9 +10,10 @@ import { allowLoopbackPort } from './connectors-support';
 /**
  * A reviewer's resolution and the reconciler's own read-back claiming the same move (MANUAL_REVIEW → VERIFIED) of one
  * hold: the reviewer asks for a re-check, the re-check's read is held at the source while the reviewer resolves, then
- * the read answers "found". Exactly one of the two writes the move and its event; the other changes nothing and adds
- * nothing to the history. Held deterministically at the third party (a local server), in both orders. The chaos run's
- * reviewers never ask for re-checks; reconciler-recheck covers a re-check losing to a FAILED, not two VERIFIED claims.
+ * the read answers "found". Exactly one of the two writes the move and its event; the other changes nothing (a re-check
+ * that lost is recorded only as the answer to its request, an `operation.rechecked` event saying the hold was decided).
+ * Held deterministically at the third party (a local server), in both orders. The chaos run's reviewers never ask for
+ * re-checks; reconciler-recheck covers a re-check losing to a FAILED, not two VERIFIED claims.
  */
 describe('a re-check read and a reviewer deciding the same hold', () => {
   let stack: Stack;
@@ -111,7 +112,7 @@ describe('a re-check read and a reviewer deciding the same hold', () => {
       body: { status: 'VERIFIED', evidence: 'the order is in their dashboard' },
     });
 
-  it('the reviewer first: the re-check’s read then finds the effect and writes nothing', async () => {
+  it('the reviewer first: the re-check’s read then finds the effect and changes nothing, recorded in the asker’s name', async () => {
     const { party, executionId, opId } = await heldWithARecheckReading();
     const resolved = await resolveVerified(opId);
     expect(resolved.status).toBe(200);
@@ -125,8 +126,16 @@ describe('a re-check read and a reviewer deciding the same hold', () => {
     expect(verified).toHaveLength(1);
     expect(verified[0].data).toMatchObject({ actor: 'human' });
     expect(log.filter((e) => e.type === 'operation.resolved')).toHaveLength(1);
-    // The lost read added nothing after the reviewer's move.
-    expect(log.filter((e) => e.operation_id === opId && e.seq > verified[0].seq)).toEqual([]);
+    // The lost read moved nothing after the reviewer's move: it is recorded only as the answer to the reviewer's
+    // re-check request (202, the result promised as an event), saying the hold was decided meanwhile, with no `after`.
+    const afterMove = log.filter((e) => e.operation_id === opId && e.seq > verified[0].seq);
+    expect(afterMove).toEqual([
+      expect.objectContaining({
+        type: 'operation.rechecked',
+        data: expect.objectContaining({ trigger: 'reviewer', result: 'found', decided_meanwhile: 'VERIFIED' }),
+      }),
+    ]);
+    expect(afterMove[0].data).not.toHaveProperty('after');
     const op = await getOperation(stack, opId);
     expect(op.evidence).toMatchObject({ resolution: { status: 'VERIFIED' } });
   });

@@ -401,4 +401,76 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
       expect(event).toMatchObject({ superseded: true, next_check_at: later.toISOString() });
     });
   });
+
+  /**
+   * A reviewer's read under way when the hold is decided by someone else (a reviewer's FAILED or VERIFIED, written
+   * straight into the row): the reviewer was answered 202 and promised their read's result as an event. Before, a read
+   * that could not be written on the hold — and was no refutation of a FAILED — wrote nothing, and the request stayed
+   * unused with no trace until it was pruned.
+   */
+  describe('a reviewer’s read under way when the hold is decided by someone else', () => {
+    const requestUsed = async (requestId: string) =>
+      (
+        (await db.dataSource.query(`SELECT used_at IS NOT NULL AS used FROM recheck_requests WHERE id = $1`, [
+          requestId,
+        ])) as { used: boolean }[]
+      )[0].used;
+
+    /** A held charge, a reviewer's re-check of it whose read has arrived and is held, then `status` written. */
+    const readThenDecided = async (status: 'FAILED' | 'VERIFIED') => {
+      const { operationId, reference } = await heldCharge();
+      const requestId = await reviewerRequest(operationId);
+      const at = held.length;
+      const { running } = await readArrived(() => service.recheck(operationId, requestId));
+      await db.dataSource.query(`UPDATE operations SET status = $2, terminal_reason = $3 WHERE id = $1`, [
+        operationId,
+        status,
+        status === 'FAILED' ? 'MANUAL_RESOLUTION' : null,
+      ]);
+      const before = await row(operationId);
+      return { operationId, reference, requestId, at, running, before };
+    };
+
+    const cases: { status: 'FAILED' | 'VERIFIED'; answer: 'unreachable' | 'found' }[] = [
+      { status: 'FAILED', answer: 'unreachable' },
+      { status: 'VERIFIED', answer: 'unreachable' },
+      { status: 'VERIFIED', answer: 'found' },
+    ];
+    for (const { status, answer } of cases) {
+      it(`is recorded in their name, changing nothing (${status} meanwhile, the read ${answer})`, async () => {
+        const { operationId, reference, requestId, at, running, before } = await readThenDecided(status);
+        if (answer === 'found') charged(at, reference);
+        else unreachable(at);
+        expect(await running).toBe('skipped: lost race');
+        const events = await rechecked(operationId);
+        expect(events).toEqual([
+          expect.objectContaining({
+            trigger: 'reviewer',
+            requested_by: 'key_reviewer',
+            result: answer,
+            decided_meanwhile: status,
+          }),
+        ]);
+        expect(events[0]).not.toHaveProperty('after');
+        expect(events[0]).not.toHaveProperty('next_check_at');
+        expect(await requestUsed(requestId)).toBe(true);
+        // Nothing on the row: the decision stands as written, no refutation, no count.
+        expect(await row(operationId)).toEqual(before);
+      });
+    }
+
+    it('two runs of the job at once (FAILED meanwhile, both reads unreachable) write one event in the reviewer’s name', async () => {
+      const {
+        operationId,
+        first,
+        running: [a, b],
+      } = await runsOfOneRequest(2);
+      await reviewerFailed(operationId);
+      unreachable(first);
+      unreachable(first + 1);
+      expect(await Promise.all([a, b])).toEqual(['skipped: lost race', 'skipped: lost race']);
+      const events = await rechecked(operationId);
+      expect(events).toEqual([expect.objectContaining({ trigger: 'reviewer', decided_meanwhile: 'FAILED' })]);
+    });
+  });
 });

@@ -477,7 +477,9 @@ export class VerificationService {
       // reviewer's request vanished with no word of it and the hold lost the effect the source had just shown.
       const now = await findOperationForWorker(this.db.manager, op.id);
       if (now?.status !== S.MANUAL_REVIEW) {
-        await this.recordEffectFoundAfterFailed(op, read, trigger, clockOffsetMs, requestId);
+        if (!(await this.recordEffectFoundAfterFailed(op, read, trigger, clockOffsetMs, requestId))) {
+          await this.recordDecidedMeanwhile(op, read, trigger, requestId);
+        }
         return 'skipped: lost race';
       }
       held = now;
@@ -564,9 +566,13 @@ export class VerificationService {
       if (!redated) break;
       held = now;
     }
-    // A reviewer decided while this read was made; if they wrote FAILED, what it found must not be dropped.
-    if (readShowsTheEffect(read.kind)) {
-      await this.recordEffectFoundAfterFailed(op, read, trigger, clockOffsetMs, requestId);
+    // A reviewer decided while this read was made; if they wrote FAILED, what it found must not be dropped. A reviewer's
+    // read that is no such refutation is still recorded in their name, its request used (recordDecidedMeanwhile).
+    if (
+      !readShowsTheEffect(read.kind) ||
+      !(await this.recordEffectFoundAfterFailed(op, read, trigger, clockOffsetMs, requestId))
+    ) {
+      await this.recordDecidedMeanwhile(op, read, trigger, requestId);
     }
     return 'skipped: lost race';
   }
@@ -603,7 +609,8 @@ export class VerificationService {
    * but a reviewer's decision came first. Had it been FAILED, the record would say "did not happen" of an effect the
    * source has just shown: the read is written into its history (only while the operation is still FAILED, and only
    * while the FAILED has no such read on record yet) for the people who audit it, never dropped, and logged as a
-   * warning.
+   * warning. Whether the read needs no other record: false only for a reviewer's read none of whose writes was made and
+   * whose request is still unused (the operation is not FAILED: decided otherwise), for recordDecidedMeanwhile.
    */
   private async recordEffectFoundAfterFailed(
     op: OperationEntity,
@@ -612,7 +619,7 @@ export class VerificationService {
     /** The database's clock less this process': the record is dated on the clock its FAILED was. */
     clockOffsetMs: number,
     requestId?: string,
-  ): Promise<void> {
+  ): Promise<boolean> {
     const record = (db: Queryable, duplicateRun: boolean) =>
       this.transitions.annotate(db, {
         executionId: op.executionId,
@@ -635,13 +642,14 @@ export class VerificationService {
     // Another run of the job (run twice at once) used the request, with what its own read found: this read's effect is
     // written all the same, without the request, unless the FAILED has one on record already (as for any read). (A job
     // run after its request was used reads nothing: it is skipped before its read.)
+    let onRecord = true;
     if (recorded === REQUEST_USED) recorded = await record(this.db.manager, true);
     else if (!recorded.won && requestId !== undefined) {
       // Still FAILED with the refutation on record (another read's): the reviewer was answered 202 and promised their
       // read's result as an event, so it is written in their name, the request used — without `after` (the FAILED's
       // refutation is announced once, by the read that wrote it) and changing nothing on the row. Left unwritten, their
       // request stayed unused, with no word of it anywhere, until it was pruned.
-      await this.writeClaiming(requestId, op.id, (db) =>
+      const noted = await this.writeClaiming(requestId, op.id, (db) =>
         this.transitions.annotate(db, {
           executionId: op.executionId,
           operationId: op.id,
@@ -650,6 +658,8 @@ export class VerificationService {
           data: recheckedData(trigger, read, op.terminalReason, { refutation_on_record: true }),
         }),
       );
+      // (Used by another run of the job: that run's record is the reviewer's answer.)
+      onRecord = noted === REQUEST_USED || noted.won;
     }
     if (recorded.won) {
       this.logger.warn(
@@ -661,6 +671,40 @@ export class VerificationService {
       // And the word every retry of it was made on no longer stands: those not sent yet are cancelled by their
       // execution's advance (retry_refuted), not when their send is next tried.
       await advanceRetriesOf(this.db.manager, this.producer, this.logger, op);
+    }
+    return onRecord;
+  }
+
+  /**
+   * A reviewer's read that could not be written on the hold: the hold was decided while it read (a reviewer's FAILED or
+   * VERIFIED, another re-check's release), and the read is no refutation of a FAILED (it showed nothing of the effect,
+   * or the operation is not FAILED). The reviewer was answered 202 and promised their read's result as an event: it is
+   * written in their name (`operation.rechecked`, what the read found, `decided_meanwhile`: the status the operation
+   * is in), the request used in the same transaction (writeClaiming, so a second run of the job writes nothing), while
+   * the operation is still in that status. No `after`: nothing is announced, and nothing on the row changes (the
+   * decision stands). Left unwritten, the request stayed unused, with no word of it anywhere, until it was pruned.
+   */
+  private async recordDecidedMeanwhile(
+    op: OperationEntity,
+    read: ReadBackResult,
+    trigger: Record<string, unknown>,
+    requestId: string | undefined,
+  ): Promise<void> {
+    if (requestId === undefined) return;
+    // A decided status is final; another try only for one that moved on between the look and the write.
+    for (let attempt = 1; attempt <= 3; attempt += 1) {
+      const now = await findOperationForWorker(this.db.manager, op.id);
+      if (!now || now.status === S.MANUAL_REVIEW) return;
+      const noted = await this.writeClaiming(requestId, op.id, (db) =>
+        this.transitions.annotate(db, {
+          executionId: op.executionId,
+          operationId: op.id,
+          whileStatus: now.status,
+          type: 'operation.rechecked',
+          data: recheckedData(trigger, read, op.terminalReason, { decided_meanwhile: now.status }),
+        }),
+      );
+      if (noted === REQUEST_USED || noted.won) return;
     }
   }
 
@@ -814,8 +858,8 @@ function databaseNowIso(clockOffsetMs: number): string {
 
 /**
  * The data of a re-check's `operation.rechecked` event: who or what asked (`trigger`), what the read found and showed,
- * the hold's reason, then what this write adds (the next re-check, `after`, `duplicate_run`, `superseded`). The one
- * builder of it, for every write of a re-check's read.
+ * the hold's reason, then what this write adds (the next re-check, `after`, `duplicate_run`, `superseded`,
+ * `refutation_on_record`, `decided_meanwhile`). The one builder of it, for every write of a re-check's read.
  */
 function recheckedData(
   trigger: Record<string, unknown>,
