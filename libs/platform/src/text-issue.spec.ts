@@ -157,6 +157,12 @@ describe('hiddenCharacterIn', () => {
     ['joiners between marks', '\u0301\u200D'.repeat(50_000)],
     ['tags after a black flag', `\u{1F3F4}${tags('a'.repeat(100_000))}`],
     ['Mongolian selectors', '\u1822\u180B'.repeat(50_000)],
+    ['joiners between Arabic letters', '\u0628\u200D'.repeat(50_000)],
+    ['joiners between Syriac and Arabic letters', '\u0710\u200D\u0628\u200C'.repeat(25_000)],
+    [
+      'marks after an Arabic letter, a joiner, marks again',
+      `\u0628${'\u064B'.repeat(50_000)}\u200D${'\u064B'.repeat(50_000)}`,
+    ],
   ])('judges 100k characters of %s in one pass, not one per character', (_, text) => {
     // No timing assertion: jest's default timeout (5 s) bounds the judgement. A test that runs synchronously is never
     // stopped by jest, so the judgement runs in a context that is (node:vm's timeout): a pattern that scanned back over
@@ -185,7 +191,8 @@ describe('hiddenCharacterIn', () => {
 
   it('agrees with escapeHiddenCharacters on every short text of the characters the rules look at', () => {
     // Every text of up to four of these: letters of the scripts the rules name, their marks, a virama, the characters
-    // taken in some places only, and invisible marks taken nowhere.
+    // taken in some places only, and invisible marks taken nowhere. Letters of three joining scripts (Arabic, Syriac,
+    // Mongolian) and two scripts with a virama (Devanagari, Bengali): a joiner is taken only within one script.
     const alphabet = [
       'a',
       '\u0301',
@@ -193,8 +200,11 @@ describe('hiddenCharacterIn', () => {
       '\u0E31',
       '\u0628',
       '\u064B',
+      '\u0710',
       '\u0915',
       '\u094D',
+      '\u0995',
+      '\u09CD',
       '\u1820',
       '\u180B',
       '\u180E',
