@@ -105,7 +105,11 @@ describe('the SDK package (libs/sdk)', () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'verity-sdk-package-'));
     const packed = run(NPM, ['pack', '--pack-destination', dir, '--json'], { cwd: SDK, timeout: 120_000 });
-    [stack] = await Promise.all([Stack.start({ label: 'sdkpackage' }), packed]);
+    // Both settle before either's failure is thrown: a pack that failed while the stack booted left the stack (its
+    // database, its apps) unknown to afterAll, running on after the file.
+    const [started, packing] = await Promise.allSettled([Stack.start({ label: 'sdkpackage' }), packed]);
+    if (started.status === 'fulfilled') stack = started.value;
+    for (const settled of [started, packing]) if (settled.status === 'rejected') throw settled.reason;
     tarball = join(
       dir,
       readdirSync(dir).find((f) => f.endsWith('.tgz'))!,
