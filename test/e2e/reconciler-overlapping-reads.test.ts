@@ -472,5 +472,25 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
       const events = await rechecked(operationId);
       expect(events).toEqual([expect.objectContaining({ trigger: 'reviewer', decided_meanwhile: 'FAILED' })]);
     });
+
+    it('two runs of the job at once (FAILED meanwhile): one that found the effect after the other recorded its unreachable read still refutes the FAILED', async () => {
+      const {
+        operationId,
+        reference,
+        first,
+        running: [a, b],
+      } = await runsOfOneRequest(2);
+      await reviewerFailed(operationId);
+      unreachable(first);
+      expect(await a).toBe('skipped: lost race');
+      charged(first + 1, reference);
+      expect(await b).toBe('skipped: lost race');
+      expect((await row(operationId)).obligation).toMatchObject({ effect_shown_after_failed: { result: 'found' } });
+      const events = await rechecked(operationId);
+      expect(events).toEqual([
+        expect.objectContaining({ result: 'unreachable', decided_meanwhile: 'FAILED' }),
+        expect.objectContaining({ result: 'found', after: 'FAILED', duplicate_run: true }),
+      ]);
+    });
   });
 });
