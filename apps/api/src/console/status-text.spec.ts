@@ -1,6 +1,6 @@
 import { ExecutionStatus, OperationStatus, VerificationMethod } from '@verity/sdk';
 // eslint-disable-next-line no-restricted-imports -- a test of the browser code's words; the server still never imports it
-import { divergence, effectMeaning } from './client/status-text';
+import { divergence, effectMeaning, recheckNote } from './client/status-text';
 
 describe('console: a FAILED contradicted since is not shown as "no effect exists"', () => {
   const failed = {
@@ -25,5 +25,26 @@ describe('console: a FAILED contradicted since is not shown as "no effect exists
       text: expect.stringMatching(/no effect exists/),
     });
     expect(effectMeaning({ status: OperationStatus.FAILED, commit: 'rejected' }, 'no effect')).toBe('no effect');
+  });
+});
+
+describe('console: a re-check recorded after its hold was decided says so beside what it read', () => {
+  const rechecked = (data: Record<string, unknown>) => ({ type: 'operation.rechecked', data });
+
+  it('a reviewer’s read written after the hold was decided (decided_meanwhile) is labelled: it changed nothing', () => {
+    const note = recheckNote(rechecked({ trigger: 'reviewer', result: 'absent', decided_meanwhile: 'VERIFIED' }));
+    expect(note).toBe('read after the hold was decided (VERIFIED): changed nothing');
+  });
+
+  it('a reviewer’s read written after another had refuted the FAILED (refutation_on_record) is labelled too', () => {
+    const note = recheckNote(rechecked({ trigger: 'reviewer', result: 'found', refutation_on_record: true }));
+    expect(note).toBe('read after the FAILED’s refutation was on record: changed nothing');
+  });
+
+  it('any other re-check, or another event, has no such label', () => {
+    expect(recheckNote(rechecked({ trigger: 'reviewer', result: 'absent' }))).toBeNull();
+    expect(recheckNote(rechecked({ result: 'found', after: 'FAILED' }))).toBeNull();
+    expect(recheckNote({ type: 'operation.resolved', data: { decided_meanwhile: 'VERIFIED' } })).toBeNull();
+    expect(recheckNote({ type: 'operation.rechecked', data: null })).toBeNull();
   });
 });

@@ -1,6 +1,7 @@
 import { type ExecutionEvent, VerityError } from '@verity/sdk';
 import { maskString } from '../mask';
 import { h, json, time, written } from './dom';
+import { recheckNote } from './status-text';
 import { checkUnauthorized, clientFor, session } from './session';
 
 export interface Timeline {
@@ -135,6 +136,8 @@ function renderEvent(
 ): HTMLElement {
   const subject = event.operation_id ? (keyOf(event.operation_id) ?? event.operation_id) : 'execution';
   const { reason, actor, ...rest } = event.data ?? {};
+  // A string child is shown() by h(): the status named comes from the event's data.
+  const note = recheckNote(event);
   const mine = !focus || !event.operation_id || event.operation_id === focus;
   const move =
     event.from_status || event.to_status
@@ -168,6 +171,7 @@ function renderEvent(
       move,
       reason ? h('span', { class: 'reason' }, ' · ', written(maskString(String(reason)))) : null,
       actor === 'human' ? h('span', { class: 'actor' }, ' · by a reviewer') : null,
+      note ? h('span', { class: 'recheck-note' }, ' · ', note) : null,
     ),
     Object.keys(rest).length
       ? h('details', {}, h('summary', {}, 'Details'), json(rest, `Details of event ${event.id}`))
