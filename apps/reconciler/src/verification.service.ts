@@ -649,15 +649,9 @@ export class VerificationService {
       // read's result as an event, so it is written in their name, the request used — without `after` (the FAILED's
       // refutation is announced once, by the read that wrote it) and changing nothing on the row. Left unwritten, their
       // request stayed unused, with no word of it anywhere, until it was pruned.
-      const noted = await this.writeClaiming(requestId, op.id, (db) =>
-        this.transitions.annotate(db, {
-          executionId: op.executionId,
-          operationId: op.id,
-          whileStatus: S.FAILED,
-          type: 'operation.rechecked',
-          data: recheckedData(trigger, read, op.terminalReason, { refutation_on_record: true }),
-        }),
-      );
+      const noted = await this.noteReviewersRead(op, requestId, S.FAILED, trigger, read, {
+        refutation_on_record: true,
+      });
       // (Used by another run of the job: that run's record is the reviewer's answer.)
       onRecord = noted === REQUEST_USED || noted.won;
     }
@@ -695,17 +689,35 @@ export class VerificationService {
     for (let attempt = 1; attempt <= 3; attempt += 1) {
       const now = await findOperationForWorker(this.db.manager, op.id);
       if (!now || now.status === S.MANUAL_REVIEW) return;
-      const noted = await this.writeClaiming(requestId, op.id, (db) =>
-        this.transitions.annotate(db, {
-          executionId: op.executionId,
-          operationId: op.id,
-          whileStatus: now.status,
-          type: 'operation.rechecked',
-          data: recheckedData(trigger, read, op.terminalReason, { decided_meanwhile: now.status }),
-        }),
-      );
+      const noted = await this.noteReviewersRead(op, requestId, now.status, trigger, read, {
+        decided_meanwhile: now.status,
+      });
       if (noted === REQUEST_USED || noted.won) return;
     }
+  }
+
+  /**
+   * A reviewer's read written in their name beside a decision that stands (after another read's refutation of the
+   * FAILED, or after the hold was decided): an `operation.rechecked` event without `after`, written while the operation
+   * is still in `whileStatus`, their request used in the same transaction. Nothing on the row changes.
+   */
+  private noteReviewersRead(
+    op: OperationEntity,
+    requestId: string,
+    whileStatus: OperationEntity['status'],
+    trigger: Record<string, unknown>,
+    read: ReadBackResult,
+    more: Record<string, unknown>,
+  ): Promise<TransitionResult | typeof REQUEST_USED> {
+    return this.writeClaiming(requestId, op.id, (db) =>
+      this.transitions.annotate(db, {
+        executionId: op.executionId,
+        operationId: op.id,
+        whileStatus,
+        type: 'operation.rechecked',
+        data: recheckedData(trigger, read, op.terminalReason, more),
+      }),
+    );
   }
 
   /**
