@@ -5,6 +5,7 @@ import type { Execution, FieldError } from '@verity/sdk';
 import { requestHash } from '../../apps/api/src/executions/idempotency';
 import { DEMO, Stack } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
+import { HIDDEN_IN_A_WORD, expectHiddenRefused } from '../support/hidden-text';
 
 /**
  * What an agent writes on an execution — its `intent` and `agent_id` — is what a reviewer reads in the review queue
@@ -42,15 +43,7 @@ describe('an agent’s intent and agent_id holding characters that hide or reord
 
   const hidden: [string, string][] = [
     ['Charge \u202Edeifirev si ti', 'U+202E'],
-    ['pay\u2066-team\u2069', 'U+2066'],
-    ['pay\u2067x', 'U+2067'],
-    ['pay\u2068x', 'U+2068'],
-    ['pay\u2069x', 'U+2069'],
-    ['pay\u200Bteam', 'U+200B'],
-    ['pay\uFEFFteam', 'U+FEFF'],
-    ['pay\u00ADteam', 'U+00AD'],
-    ['pay\u0085team', 'U+0085'],
-    ['pay\u2028team', 'U+2028'],
+    ...HIDDEN_IN_A_WORD,
     // A direction mark in text without right-to-left letters reorders it invisibly; a joiner between Latin letters hides.
     ['refund 1\u200F2 EUR', 'U+200F'],
     ['bill\u200Ding', 'U+200D'],
@@ -69,13 +62,6 @@ describe('an agent’s intent and agent_id holding characters that hide or reord
     });
   }
 
-  const refusedWith = (answer: { status: number; body: { errors: FieldError[] } }, field: string, named: string) => {
-    expect(answer.status).toBe(400);
-    expect(answer.body.errors).toEqual([
-      { field, rule: 'invalid_format', message: expect.stringContaining(`no ${named}:`) },
-    ]);
-  };
-
   it.each(['intent', 'agent_id'])(
     'an %s holding a bidi control or an invisible character is refused (400 invalid_format naming it), nothing written',
     async (field) => {
@@ -83,7 +69,7 @@ describe('an agent’s intent and agent_id holding characters that hide or reord
         const before = await written();
         const answer = await submitted({ [field]: value }, { 'idempotency-key': unique('hidden-key') });
         expect(answer.headers.get('content-type')).toMatch(/^application\/problem\+json/);
-        refusedWith(answer, field, named);
+        expectHiddenRefused(answer, field, named);
         expect(await written()).toEqual(before);
       }
     },
@@ -95,7 +81,7 @@ describe('an agent’s intent and agent_id holding characters that hide or reord
       ['billing\tbot', 'U+0009'],
     ]) {
       const before = await written();
-      refusedWith(await submitted({ agent_id: value }), 'agent_id', named);
+      expectHiddenRefused(await submitted({ agent_id: value }), 'agent_id', named);
       expect(await written()).toEqual(before);
     }
   });
@@ -146,7 +132,7 @@ describe('an agent’s intent and agent_id holding characters that hide or reord
     ]);
     const before = await written();
     // Without the key (or with another), the same body is a new request, judged by today's rules.
-    refusedWith(
+    expectHiddenRefused(
       await http(stack.apiUrl, 'POST', '/v1/executions', { key: DEMO.agent, body: stored }),
       'intent',
       'U+202E',

@@ -2,6 +2,7 @@ import { DEMO, Stack } from '../support/stack';
 import { charge, http, unique } from '../support/http';
 import { getOperation, heldUnsentCharge, resetSandbox, submit, waitForApprovalRequest } from './dispatcher-helpers';
 import type { FieldError } from '@verity/sdk';
+import { HIDDEN_IN_A_WORD, expectHiddenRefused } from '../support/hidden-text';
 
 /**
  * Text a person reads before deciding — the tenant policy's `obligation_owner` and `escalation_target` (shown with each
@@ -37,25 +38,7 @@ describe('text shown to a person who decides, holding characters that hide or re
       )) as { changes: number; events: number; executions: number; operations: string }[]
     )[0];
 
-  const hidden: [string, string][] = [
-    ['\u202Eraeb-yap', 'U+202E'],
-    ['pay\u2066-team\u2069', 'U+2066'],
-    ['pay\u2067x', 'U+2067'],
-    ['pay\u2068x', 'U+2068'],
-    ['pay\u2069x', 'U+2069'],
-    ['pay\u200Bteam', 'U+200B'],
-    ['pay\uFEFFteam', 'U+FEFF'],
-    ['pay\u00ADteam', 'U+00AD'],
-    ['pay\u0085team', 'U+0085'],
-    ['pay\u2028team', 'U+2028'],
-  ];
-
-  const refusedWith = (answer: { status: number; body: { errors: FieldError[] } }, field: string, named: string) => {
-    expect(answer.status).toBe(400);
-    expect(answer.body.errors).toEqual([
-      { field, rule: 'invalid_format', message: expect.stringContaining(`no ${named}:`) },
-    ]);
-  };
+  const hidden: [string, string][] = [['\u202Eraeb-yap', 'U+202E'], ...HIDDEN_IN_A_WORD];
 
   describe.each(['obligation_owner', 'escalation_target'])('policy %s', (field) => {
     it.each(hidden.map(([value, named]) => [named, value]))(
@@ -67,7 +50,7 @@ describe('text shown to a person who decides, holding characters that hide or re
           key: DEMO.admin,
           body: { [field]: value },
         });
-        refusedWith(put, field, named);
+        expectHiddenRefused(put, field, named);
         expect(await written()).toEqual(before);
         expect((await http(stack.apiUrl, 'GET', '/v1/admin/policy', { key: DEMO.admin })).body).toEqual(
           policyBefore.body,
@@ -80,7 +63,7 @@ describe('text shown to a person who decides, holding characters that hide or re
         key: DEMO.admin,
         body: { [field]: 'pay\nteam' },
       });
-      refusedWith(put, field, 'U+000A');
+      expectHiddenRefused(put, field, 'U+000A');
     });
   });
 
@@ -94,14 +77,14 @@ describe('text shown to a person who decides, holding characters that hide or re
         key: DEMO.reviewer,
         body: { decision: 'deny', reason: value },
       });
-      refusedWith(denied, 'reason', named);
+      expectHiddenRefused(denied, 'reason', named);
       const cancelled = await http<{ errors: FieldError[] }>(
         stack.apiUrl,
         'POST',
         `/v1/executions/${created.id}/cancel`,
         { key: DEMO.reviewer, body: { reason: value } },
       );
-      refusedWith(cancelled, 'reason', named);
+      expectHiddenRefused(cancelled, 'reason', named);
       expect(await written()).toEqual(before);
     }
     expect((await getOperation(stack, op.id)).approval?.state).toBe('requested');
@@ -121,7 +104,7 @@ describe('text shown to a person who decides, holding characters that hide or re
         key: DEMO.reviewer,
         body: { status: 'FAILED', evidence: `provider dashboard: ${value}` },
       });
-      refusedWith(resolved, 'evidence', named);
+      expectHiddenRefused(resolved, 'evidence', named);
       expect(await written()).toEqual(before);
     }
     expect((await getOperation(stack, held.id)).status).toBe('MANUAL_REVIEW');
