@@ -431,6 +431,14 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
       return { operationId, reference, requestId, at, running, before };
     };
 
+    /** The whole row of the operation but its `updated_at` (which every annotation stamps). */
+    const rowButItsTime = async (id: string) => {
+      const [{ updated_at: _stamped, ...rest }] = (await db.dataSource.query(`SELECT * FROM operations WHERE id = $1`, [
+        id,
+      ])) as Record<string, unknown>[];
+      return rest;
+    };
+
     const cases: { status: 'FAILED' | 'VERIFIED'; answer: 'unreachable' | 'found' }[] = [
       { status: 'FAILED', answer: 'unreachable' },
       { status: 'VERIFIED', answer: 'unreachable' },
@@ -492,5 +500,48 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
         expect.objectContaining({ result: 'found', after: 'FAILED', duplicate_run: true }),
       ]);
     });
+
+    /**
+     * A reviewer's job that starts after the hold was decided (between the API's 202 and the job's start) reads nothing
+     * (`skipped: not held`). Before, it wrote nothing either: the request stayed unused and the event the 202 promised
+     * never came. Its answer is an event in their name saying no read was made (`result: null`) because the hold was
+     * decided meanwhile, written with the request's claim; two runs of the job at once write it once.
+     */
+    for (const status of ['FAILED', 'VERIFIED'] as const) {
+      it(`a job that starts after the hold was decided (${status}) reads nothing and says so in their name, once`, async () => {
+        const { operationId } = await heldCharge();
+        const requestId = await reviewerRequest(operationId);
+        await db.dataSource.query(`UPDATE operations SET status = $2, terminal_reason = $3 WHERE id = $1`, [
+          operationId,
+          status,
+          status === 'FAILED' ? 'MANUAL_RESOLUTION' : null,
+        ]);
+        const before = await rowButItsTime(operationId);
+        const reads = held.length;
+        const runs = await Promise.all([
+          service.recheck(operationId, requestId),
+          service.recheck(operationId, requestId),
+        ]);
+        expect(runs).toEqual(['skipped: not held', 'skipped: not held']);
+        // And a replay of the job after both: the request is used, nothing more is written.
+        expect(await service.recheck(operationId, requestId)).toBe('skipped: not held');
+        expect(held.length).toBe(reads);
+        const events = await rechecked(operationId);
+        expect(events).toEqual([
+          {
+            trigger: 'reviewer',
+            requested_by: 'key_reviewer',
+            requested_at: expect.any(String),
+            result: null,
+            evidence: null,
+            held_for: 'SOURCE_UNREACHABLE',
+            decided_meanwhile: status,
+          },
+        ]);
+        expect(await requestUsed(requestId)).toBe(true);
+        // Nothing on the row but what an annotation writes (its updated_at): the decision stands as written.
+        expect(await rowButItsTime(operationId)).toEqual(before);
+      });
+    }
   });
 });

@@ -16,6 +16,7 @@ import {
   TransitionService,
   Queryable,
   TransitionResult,
+  type RecheckRequestShown,
   claimRecheckRequest,
   unusedRecheckRequest,
   withinTransaction,
@@ -430,6 +431,7 @@ export class VerificationService {
     const clockOffsetMs = found?.clockOffsetMs ?? 0;
     if (!op || op.status !== S.MANUAL_REVIEW || (op.obligation as { resolution?: unknown } | null)?.resolution) {
       await this.postponeUnread(op, requestId, dueAt);
+      if (op && typeof requestId === 'string') await this.answerUnread(op, requestId);
       return 'skipped: not held';
     }
     if (!everSent(op) || !this.canReadBack(op)) {
@@ -455,9 +457,7 @@ export class VerificationService {
       return 'skipped: no recorded request';
     }
     const read = await this.readBack(op);
-    const trigger = request
-      ? { trigger: 'reviewer', requested_by: request.requestedBy, requested_at: request.requestedAt }
-      : { trigger: 'scheduled' };
+    const trigger = request ? reviewerTrigger(request) : { trigger: 'scheduled' };
     // Only an operation verified by read-back can be VERIFIED by a read (with no verification method, a person's).
     const verifies = op.verificationMethod === VerificationMethod.READ_AFTER_WRITE;
     let held = op;
@@ -680,7 +680,8 @@ export class VerificationService {
    */
   private async recordDecidedMeanwhile(
     op: OperationEntity,
-    read: ReadBackResult,
+    /** Null: no read was made (answerUnread). */
+    read: ReadBackResult | null,
     trigger: Record<string, unknown>,
     requestId: string | undefined,
   ): Promise<void> {
@@ -697,6 +698,25 @@ export class VerificationService {
   }
 
   /**
+   * A reviewer's re-check job that starts after its hold was decided (by a reviewer, or by another re-check's release,
+   * between the API's 202 and the job's start): nothing is read, but the reviewer was promised the result as an event.
+   * It is written in their name as for a read under way when the hold was decided (recordDecidedMeanwhile:
+   * `decided_meanwhile`, the request claimed in the same transaction, so two runs of the job write it once; no `after`,
+   * nothing on the row changes), with `result` and `evidence` null: no read was made. `held_for` is the hold's reason
+   * as its obligation keeps it (the decision wrote its own terminal reason). Nothing for a request that is not usable
+   * (used, made for another hold, never recorded), nor while the operation is still in MANUAL_REVIEW with a resolution
+   * recorded (a release the dispatcher has yet to carry out): not decided yet, and only a never-sent hold — never
+   * re-checked — is released.
+   */
+  private async answerUnread(op: OperationEntity, requestId: string): Promise<void> {
+    if (op.status === S.MANUAL_REVIEW) return;
+    const request = await unusedRecheckRequest(this.db.manager, requestId, op.id);
+    if (!request) return;
+    const heldFor = (op.obligation?.reason as TerminalReason | undefined) ?? op.terminalReason;
+    await this.recordDecidedMeanwhile({ ...op, terminalReason: heldFor }, null, reviewerTrigger(request), requestId);
+  }
+
+  /**
    * A reviewer's read written in their name beside a decision that stands (after another read's refutation of the
    * FAILED, or after the hold was decided): an `operation.rechecked` event without `after`, written while the operation
    * is still in `whileStatus`, their request used in the same transaction. Nothing on the row changes.
@@ -706,7 +726,7 @@ export class VerificationService {
     requestId: string,
     whileStatus: OperationEntity['status'],
     trigger: Record<string, unknown>,
-    read: ReadBackResult,
+    read: ReadBackResult | null,
     more: Record<string, unknown>,
   ): Promise<TransitionResult | typeof REQUEST_USED> {
     return this.writeClaiming(requestId, op.id, (db) =>
@@ -875,11 +895,17 @@ function databaseNowIso(clockOffsetMs: number): string {
  */
 function recheckedData(
   trigger: Record<string, unknown>,
-  read: ReadBackResult,
+  /** Null: no read was made (a reviewer's job that started after its hold was decided): `result` and `evidence` null. */
+  read: ReadBackResult | null,
   heldFor: TerminalReason | null,
   more: Record<string, unknown>,
 ): Record<string, unknown> {
-  return { ...trigger, result: read.kind, evidence: read.evidence, held_for: heldFor, ...more };
+  return { ...trigger, result: read?.kind ?? null, evidence: read?.evidence ?? null, held_for: heldFor, ...more };
+}
+
+/** Who asked for a reviewer's re-check and when, as its events name them. */
+function reviewerTrigger(request: RecheckRequestShown): Record<string, unknown> {
+  return { trigger: 'reviewer', requested_by: request.requestedBy, requested_at: request.requestedAt };
 }
 
 /** What a read showed of the effect, as kept on the obligation (`effect_shown`), dated on the database's clock. */

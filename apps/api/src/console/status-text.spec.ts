@@ -36,6 +36,11 @@ describe('console: a re-check recorded after its hold was decided says so beside
     expect(note).toBe('read after the hold was decided (VERIFIED): changed nothing');
   });
 
+  it('a reviewer’s job that started after the hold was decided (no read: result null) says nothing was read', () => {
+    const note = recheckNote(rechecked({ trigger: 'reviewer', result: null, decided_meanwhile: 'FAILED' }));
+    expect(note).toBe('not read: the hold was decided (FAILED) before the re-check ran');
+  });
+
   it('a reviewer’s read written after another had refuted the FAILED (refutation_on_record) is labelled too', () => {
     const note = recheckNote(rechecked({ trigger: 'reviewer', result: 'found', refutation_on_record: true }));
     expect(note).toBe('read after the FAILED’s refutation was on record: changed nothing');
