@@ -243,4 +243,43 @@ describe('sweeper: a re-armed automatic re-check is the chain’s own (real Post
     const [job] = await recheckJobs(revived.operationId);
     expect(await run(job)).toBe('still held: unreachable');
   });
+
+  /**
+   * A hold whose scheduled re-checks keep failing to read (its connector is gone) is moved on further each time: by as
+   * long as it has gone unread (since its `updated_at`, which the postponement leaves as it was and every read of the
+   * hold stamps), at least the chain's backoff and at most RECHECK_BACKOFF_MAX_MS — the wait doubles with each
+   * consecutive unread re-check. Before, every one moved it by the same delay (the chain's backoff, its count of reads
+   * unchanged), so such a hold was armed and skipped every minute or so for as long as its connector was gone.
+   */
+  it('a hold whose scheduled re-checks cannot read is moved on further each time, doubling, at most the maximum', async () => {
+    const { operationId } = await overdueHold();
+    // Its connector is gone; it was written a minute before its re-check came due (now).
+    await db.dataSource.query(
+      `UPDATE operations SET connector = 'sandbox.retired', updated_at = clock_timestamp() - interval '60 seconds',
+              next_check_at = clock_timestamp() WHERE id = $1`,
+      [operationId],
+    );
+    const delays: number[] = [];
+    for (let i = 0; i < 6; i += 1) {
+      const [{ due }] = (await db.dataSource.query(`SELECT next_check_at AS due FROM operations WHERE id = $1`, [
+        operationId,
+      ])) as { due: Date }[];
+      expect(await verification.recheck(operationId, undefined, due.toISOString())).toBe('skipped: cannot read back');
+      const [{ delay }] = (await db.dataSource.query(
+        `SELECT extract(epoch FROM next_check_at - clock_timestamp()) * 1000 AS delay FROM operations WHERE id = $1`,
+        [operationId],
+      )) as { delay: string }[];
+      delays.push(Math.round(Number(delay) / 1000));
+      // That delay passes (every time of the row set back by it): the moved re-check is due now.
+      await db.dataSource.query(
+        `UPDATE operations SET updated_at = updated_at - (next_check_at - clock_timestamp()),
+                next_check_at = clock_timestamp() WHERE id = $1`,
+        [operationId],
+      );
+    }
+    // RECHECK_BACKOFF_MS 30 s (the chain's backoff before its first read: 60 s), RECHECK_BACKOFF_MAX_MS 600 s.
+    const expected = [60, 120, 240, 480, 600, 600];
+    // (Within 5 s: closeTo at -1 digits.)
+    expect(delays).toEqual(expected.map((seconds) => expect.closeTo(seconds, -1)));
+  });
 });

@@ -40,6 +40,7 @@ import {
   OperationStatus,
   RECONCILE_OWED_STATUSES,
   ReadBackDecision,
+  type RecheckBackoff,
   TerminalReason,
   VerificationMethod,
   decideReadBack,
@@ -48,6 +49,8 @@ import {
   everSent,
   operationTransitionRule,
   readShowsTheEffect,
+  recheckDelayMs,
+  unreadRecheckDelayMs,
 } from '@verity/status-model';
 import { DataSource } from 'typeorm';
 
@@ -430,12 +433,12 @@ export class VerificationService {
     // The next read is scheduled on the database's clock, the obligation's due time's and the sweeper's.
     const clockOffsetMs = found?.clockOffsetMs ?? 0;
     if (!op || op.status !== S.MANUAL_REVIEW || (op.obligation as { resolution?: unknown } | null)?.resolution) {
-      await this.postponeUnread(op, requestId, dueAt);
+      await this.postponeUnread(op, requestId, dueAt, clockOffsetMs);
       if (op && typeof requestId === 'string') await this.answerUnread(op, requestId);
       return 'skipped: not held';
     }
     if (!everSent(op) || !this.canReadBack(op)) {
-      await this.postponeUnread(op, requestId, dueAt);
+      await this.postponeUnread(op, requestId, dueAt, clockOffsetMs);
       return 'skipped: cannot read back';
     }
     // (A due time that is no time — a job's data edited on a writable Bull Board — names no re-check the row owes.)
@@ -769,8 +772,12 @@ export class VerificationService {
   /**
    * A scheduled re-check skipped before its read (the hold's connector reads back no more — a deploy without it — or
    * the hold is decided and its `next_check_at` still set): the hold stays owed its re-check, `next_check_at` kept so a
-   * deploy that can read again revives the chain, but moved on by the chain's backoff (the delay its next read would
-   * have), by compare-and-set on the due time this re-check ran for (libs/persistence `postponeRecheck`). Left overdue,
+   * deploy that can read again revives the chain, but moved on — by as long again as the hold has gone unread (since its
+   * `updated_at`, which the postponement leaves as it was), at least the chain's backoff (the delay its next read would
+   * have) and at most RECHECK_BACKOFF_MAX_MS (status model `unreadRecheckDelayMs`), so the wait doubles with each
+   * consecutive unread re-check; by the chain's backoff alone, such a hold was armed and skipped at that same pace for as
+   * long as it could not be read — by compare-and-set on the due time this re-check ran for (libs/persistence
+   * `postponeRecheck`). Left overdue,
    * with nothing written, it was re-armed by every sweep and read first in the sweep's batch (oldest first): more such
    * holds than the batch crowded every other owed check out. Nothing is enqueued: the sweeper arms it once overdue. Only
    * the re-check the row names (a reviewer's read is no re-check of the chain; a superseded one's chain is another's).
@@ -779,12 +786,16 @@ export class VerificationService {
     op: OperationEntity | null | undefined,
     requestId: unknown,
     dueAt: unknown,
+    /** The database's clock less this process', measured at the read of `op` (its `updated_at` is on the former). */
+    clockOffsetMs: number,
   ): Promise<void> {
     if (requestId !== undefined || !op?.nextCheckAt || op.status !== S.MANUAL_REVIEW) return;
     // (A job of an older version carries no due time: it ran for whatever was owed, the one the row names.)
     const ranFor = dueAt === undefined ? op.nextCheckAt : new Date(typeof dueAt === 'string' ? Date.parse(dueAt) : NaN);
     if (ranFor.getTime() !== op.nextCheckAt.getTime()) return;
-    await postponeRecheck(this.db.manager, op.id, ranFor, this.recheckDelay((op.obligation?.rechecks ?? 0) + 1));
+    const unreadForMs = Date.now() + clockOffsetMs - op.updatedAt.getTime();
+    const delay = unreadRecheckDelayMs({ rechecks: op.obligation?.rechecks ?? 0, unreadForMs }, this.recheckBackoff());
+    await postponeRecheck(this.db.manager, op.id, ranFor, delay);
   }
 
   private canReadBack(op: OperationEntity): boolean {
@@ -801,14 +812,14 @@ export class VerificationService {
     rechecks: number,
     clockOffsetMs: number,
   ): Date | null {
-    const at = new Date(Date.now() + clockOffsetMs + this.recheckDelay(rechecks));
+    const at = new Date(Date.now() + clockOffsetMs + recheckDelayMs(rechecks, this.recheckBackoff()));
     const due = op.obligation?.due_at ? Date.parse(op.obligation.due_at) : NaN;
     return Number.isFinite(due) && at.getTime() > due ? null : at;
   }
 
-  /** The delay before a hold's `rechecks`-th re-check: RECHECK_BACKOFF_MS doubling, at most RECHECK_BACKOFF_MAX_MS. */
-  private recheckDelay(rechecks: number): number {
-    return Math.min(this.config.RECHECK_BACKOFF_MAX_MS, this.config.RECHECK_BACKOFF_MS * 2 ** Math.max(0, rechecks));
+  /** The spacing of a hold's automatic re-checks (status model `recheckDelayMs`, `unreadRecheckDelayMs`). */
+  private recheckBackoff(): RecheckBackoff {
+    return { backoffMs: this.config.RECHECK_BACKOFF_MS, backoffMaxMs: this.config.RECHECK_BACKOFF_MAX_MS };
   }
 
   /** `at` is on the database's clock: the delay is counted from the database's now (`clockOffsetMs`). */

@@ -1,4 +1,4 @@
-import { blocksResend, everSent, owedCheck } from './checks';
+import { blocksResend, everSent, owedCheck, recheckDelayMs, unreadRecheckDelayMs } from './checks';
 import { OperationStatus as S, VerificationMethod } from './operation';
 
 describe('owed checks', () => {
@@ -44,5 +44,34 @@ describe('blocks a re-send of its reference', () => {
     [S.PREPARED, 0, false],
   ] as const)('%s at attempt %s: %s', (status, attempt, blocks) => {
     expect(blocksResend({ status, attempt })).toBe(blocks);
+  });
+});
+
+describe('re-check delays', () => {
+  const limits = { backoffMs: 30_000, backoffMaxMs: 600_000 };
+
+  it('double with each re-check, from the first set as the hold is made, up to the maximum', () => {
+    expect([0, 1, 2, 3, 4, 5, 9].map((n) => recheckDelayMs(n, limits))).toEqual([
+      30_000, 60_000, 120_000, 240_000, 480_000, 600_000, 600_000,
+    ]);
+    // A count below zero (a row written by hand) is the first.
+    expect(recheckDelayMs(-2, limits)).toBe(30_000);
+  });
+
+  it('a re-check that could not read waits as long again as the hold went unread, at least its next read’s delay', () => {
+    // Unread for less than the next read's delay: that delay (as every postponement was before).
+    expect(unreadRecheckDelayMs({ rechecks: 0, unreadForMs: 10_000 }, limits)).toBe(60_000);
+    expect(unreadRecheckDelayMs({ rechecks: 2, unreadForMs: 0 }, limits)).toBe(240_000);
+    // Longer: as long again, so consecutive unread re-checks run when due double the wait.
+    let unreadFor = 60_000;
+    const waits: number[] = [];
+    for (let i = 0; i < 5; i += 1) {
+      const wait = unreadRecheckDelayMs({ rechecks: 0, unreadForMs: unreadFor }, limits);
+      waits.push(wait);
+      unreadFor += wait;
+    }
+    expect(waits).toEqual([60_000, 120_000, 240_000, 480_000, 600_000]);
+    // Never more than the maximum, however long unread (a hold left a week with its connector gone).
+    expect(unreadRecheckDelayMs({ rechecks: 0, unreadForMs: 7 * 86_400_000 }, limits)).toBe(600_000);
   });
 });

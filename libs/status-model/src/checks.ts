@@ -51,3 +51,27 @@ export const RESEND_BLOCKING_STATUSES: readonly OperationStatus[] = [S.SENT, S.U
 export function blocksResend(op: { status: OperationStatus; attempt: number }): boolean {
   return RESEND_BLOCKING_STATUSES.includes(op.status) && everSent(op);
 }
+
+/** How a held operation's automatic re-checks are spaced: RECHECK_BACKOFF_MS doubling, at most RECHECK_BACKOFF_MAX_MS. */
+export interface RecheckBackoff {
+  backoffMs: number;
+  backoffMaxMs: number;
+}
+
+/** The delay before a hold's `rechecks`-th automatic re-check (0: the first, set as it is held), doubling, capped. */
+export function recheckDelayMs(rechecks: number, limits: RecheckBackoff): number {
+  return Math.min(limits.backoffMaxMs, limits.backoffMs * 2 ** Math.max(0, rechecks));
+}
+
+/**
+ * How far a scheduled re-check that could not read (its connector reads back no more, or the hold is decided with its
+ * re-check still set) moves the hold's next one on, from now: as long again as the hold has gone unread —
+ * `unreadForMs`, since it was last written (every read of it is a write; a postponement is not) — at least the delay
+ * its next read would have had (`recheckDelayMs` of the re-check it would have been) and at most the maximum. Each
+ * consecutive unread re-check run when due so doubles the wait: a hold unread since its last write `u` ago is next
+ * due at `2u` after it, then `4u`… A read (a connector deployed again), a "still unknown", or any other write to the
+ * hold starts it over.
+ */
+export function unreadRecheckDelayMs(hold: { rechecks: number; unreadForMs: number }, limits: RecheckBackoff): number {
+  return Math.min(limits.backoffMaxMs, Math.max(recheckDelayMs(hold.rechecks + 1, limits), hold.unreadForMs));
+}
