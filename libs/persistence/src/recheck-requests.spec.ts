@@ -123,7 +123,8 @@ describe('re-check requests (real Postgres)', () => {
   it('prunes the unused requests of an operation that left its hold by a decision (same attempt), once its grace after it left has passed', async () => {
     const { operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
     await hold(operationId);
-    // A burst of presses: the first job's read VERIFIES, the others find 'skipped: not held' and never use theirs.
+    // A burst of presses: the first job's read VERIFIES; the others' jobs were lost (Redis failed over) and never use
+    // theirs (a job that starts after the decision uses its own, to say no read was made).
     const first = await record(operationId);
     await record(operationId);
     await record(operationId);

@@ -17,10 +17,14 @@ export const USED_RECHECK_REQUEST_RETENTION_SECONDS = 60 * 60;
  * How long the unused requests of an operation that left its hold (a reviewer's decision, or a re-check's own read,
  * VERIFIED or FAILED at the same attempt) are kept after it left (its `updated_at`, which every transition sets): a
  * re-check that looked while it was held reads the source, then claims its request as it writes what it found, and
- * may do so after the operation left (a read that shows the effect after a reviewer's FAILED is still written). Its
- * other jobs skip "not held" without looking at their request, which would otherwise stay unused forever. Two hours:
- * longer than the longest read a connector may make (CONNECTOR_TIMEOUT_MS is at most an hour) plus a retried job's
- * wait, so a read that began while the operation was held always finds its request.
+ * may do so after the operation left (a read that shows the effect after a reviewer's FAILED is still written). A job
+ * that starts after the decision reads nothing and answers with its request (`decided_meanwhile`, no read); one whose
+ * job was lost would otherwise stay unused forever. Two hours: longer than the longest read a connector may make
+ * (CONNECTOR_TIMEOUT_MS is at most an hour) plus a retried job's wait, so a read that began while the operation was
+ * held always finds its request. A reviewer's re-check written after the decision (`decided_meanwhile`,
+ * `refutation_on_record`) stamps `updated_at` too, so the grace of the other unused requests runs from the last such
+ * write: a bounded delay, each such write using a request of the hold (claimed in its transaction), and requests
+ * being recorded only while the API finds the operation held — at most one per request.
  */
 export const LEFT_HOLD_RECHECK_REQUEST_GRACE_SECONDS = 2 * 60 * 60;
 
