@@ -772,15 +772,15 @@ export class VerificationService {
   /**
    * A scheduled re-check skipped before its read (the hold's connector reads back no more — a deploy without it — or
    * the hold is decided and its `next_check_at` still set): the hold stays owed its re-check, `next_check_at` kept so a
-   * deploy that can read again revives the chain, but moved on — by as long again as the hold has gone unread (since its
-   * `updated_at`, which the postponement leaves as it was), at least the chain's backoff (the delay its next read would
-   * have) and at most RECHECK_BACKOFF_MAX_MS (status model `unreadRecheckDelayMs`), so the wait doubles with each
-   * consecutive unread re-check; by the chain's backoff alone, such a hold was armed and skipped at that same pace for as
-   * long as it could not be read — by compare-and-set on the due time this re-check ran for (libs/persistence
-   * `postponeRecheck`). Left overdue,
-   * with nothing written, it was re-armed by every sweep and read first in the sweep's batch (oldest first): more such
-   * holds than the batch crowded every other owed check out. Nothing is enqueued: the sweeper arms it once overdue. Only
-   * the re-check the row names (a reviewer's read is no re-check of the chain; a superseded one's chain is another's).
+   * deploy that can read again revives the chain, but moved on by compare-and-set on the due time this re-check ran for
+   * (libs/persistence `postponeRecheck`). Moved by as long again as the hold has gone unread (since its `updated_at`,
+   * which the postponement leaves as it was), at least the chain's backoff (the delay its next read would have) and at
+   * most RECHECK_BACKOFF_MAX_MS (status model `unreadRecheckDelayMs`): the wait doubles with each consecutive unread
+   * re-check. By the chain's backoff alone, whose count of reads does not grow while nothing is read, such a hold was
+   * armed and skipped at that one pace for as long as it could not be read. Left overdue, with nothing written, it was
+   * re-armed by every sweep and read first in the sweep's batch (oldest first): more such holds than the batch crowded
+   * every other owed check out. Nothing is enqueued: the sweeper arms it once overdue. Only the re-check the row names
+   * (a reviewer's read is no re-check of the chain; a superseded one's chain is another's).
    */
   private async postponeUnread(
     op: OperationEntity | null | undefined,
