@@ -86,17 +86,23 @@ function migratedTemplate(): Promise<string> {
   return template;
 }
 
-/** Each test file gets its own database (migrated), so files run in parallel and leave nothing behind. */
-export async function createTestDatabase(label = 't'): Promise<TestDatabase> {
+/**
+ * Each test file gets its own database (migrated), so files run in parallel and leave nothing behind. With
+ * `{ migrated: false }` an empty one, as a first deployment's migration step finds it.
+ */
+export async function createTestDatabase(
+  label = 't',
+  { migrated = true }: { migrated?: boolean } = {},
+): Promise<TestDatabase> {
   const name = `verity_${label
     .replace(/[^a-z0-9]/gi, '')
     .toLowerCase()
     .slice(0, 20)}_${randomBytes(4).toString('hex')}`;
-  const source = await migratedTemplate();
+  const source = migrated ? await migratedTemplate() : null;
   const admin = new Client({ connectionString: ADMIN_DATABASE_URL });
   await admin.connect();
   try {
-    await admin.query(`CREATE DATABASE ${name} TEMPLATE ${source}`);
+    await admin.query(source === null ? `CREATE DATABASE ${name}` : `CREATE DATABASE ${name} TEMPLATE ${source}`);
   } finally {
     await admin.end();
   }

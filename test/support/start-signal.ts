@@ -3,19 +3,27 @@ import { join } from 'node:path';
 import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
 import { DIST } from './stack';
 
+/** Where each process's main is built; `migrate` is the migration step (`npm run migrate`). */
+const ENTRIES = {
+  api: ['apps', 'api', 'src', 'main.js'],
+  dispatcher: ['apps', 'dispatcher', 'src', 'main.js'],
+  reconciler: ['apps', 'reconciler', 'src', 'main.js'],
+  migrate: ['apps', 'api', 'src', 'migrate.js'],
+} as const;
+
 /**
- * A signal while an app is still starting: its main (from dist) is started with `env` over this process's own and sent
- * `signal` once `starting` has seen it under way (it may read what the app has written so far). How it exited and
- * everything it wrote (killed if it is still running when this ends otherwise).
+ * A signal while an app is still starting (or while the migration step runs): its main (from dist) is started with
+ * `env` over this process's own and sent `signal` once `starting` has seen it under way (it may read what the app has
+ * written so far). How it exited and everything it wrote (killed if it is still running when this ends otherwise).
  */
 export async function signalWhileStarting(
-  app: 'api' | 'dispatcher' | 'reconciler',
+  app: keyof typeof ENTRIES,
   env: NodeJS.ProcessEnv,
   signal: NodeJS.Signals,
   starting: (written: () => string) => Promise<unknown>,
 ): Promise<{ exit: { code: number | null; signal: string | null }; output: string }> {
   const output: string[] = [];
-  const child = spawn(process.execPath, [...APP_NODE_ARGS, join(DIST, 'apps', app, 'src', 'main.js')], {
+  const child = spawn(process.execPath, [...APP_NODE_ARGS, join(DIST, ...ENTRIES[app])], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

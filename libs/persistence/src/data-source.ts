@@ -243,6 +243,19 @@ function migrationNames(): string[] {
 export const MIGRATION_LOCK_WAITING =
   'waiting for the migration lock: another process is migrating this database (holderPid: its Postgres session)';
 
+/**
+ * What the migration step logs (warn) when a signal (SIGTERM, SIGINT) stopped it while it waited for the migration
+ * lock: it stops waiting, migrates nothing, and exits with a code of its own (docs/operations.md).
+ */
+export const MIGRATION_LOCK_ABANDONED = 'stopped waiting for the migration lock';
+
+/**
+ * What runMigrationsLocked logs (info) when it is asked to stop (its `signal`) after it took the lock: the migrations
+ * pending run to their end first, each in its own transaction (docs/decisions.md).
+ */
+export const MIGRATIONS_FINISHING =
+  'asked to stop while migrating: the pending migrations run to their end first, then the process exits';
+
 /** The pause between two tries for the migration lock: it starts at `firstMs` and doubles up to `maxMs`. */
 export const MIGRATION_LOCK_POLL = { firstMs: 100, maxMs: 2_000 } as const;
 
@@ -258,6 +271,13 @@ export interface MigrationLockOptions {
   log?: MigrationLog;
   /** How long to wait for the lock before giving up (MigrationLockTimeoutError); 0 or unset: as long as it takes. */
   timeoutMs?: number;
+  /**
+   * Asks the run to stop (the process was signalled; its reason names the signal). Before the lock is taken the wait
+   * ends (MigrationLockAbandonedError): nothing was migrated. Once it is taken the pending migrations run to their end
+   * (logged, MIGRATIONS_FINISHING): each is its own transaction, and the one a signal would cut short is the one that
+   * holds the schema's tables locked meanwhile (docs/decisions.md).
+   */
+  signal?: AbortSignal;
 }
 
 /** The migration lock was not free within the time allowed: nothing was migrated. */
@@ -272,6 +292,21 @@ export class MigrationLockTimeoutError extends Error {
         'migrated',
     );
     this.name = 'MigrationLockTimeoutError';
+  }
+}
+
+/** A stop was asked (MigrationLockOptions.signal) while the migration lock was waited for: nothing was migrated. */
+export class MigrationLockAbandonedError extends Error {
+  constructor(
+    readonly reason: string,
+    readonly waitedMs: number,
+    readonly holderPid: number | null,
+  ) {
+    super(
+      `${MIGRATION_LOCK_ABANDONED} after ${waitedMs} ms (${reason}): nothing was migrated` +
+        (holderPid === null ? '' : `; the lock is held by Postgres session ${holderPid} (another process migrating)`),
+    );
+    this.name = 'MigrationLockAbandonedError';
   }
 }
 
@@ -296,28 +331,39 @@ export async function runMigrationsLocked(
   const runner = dataSource.createQueryRunner();
   await runner.connect();
   let locked = false;
+  const { signal, log } = options;
+  const finishing = () => log?.info({ signal: String(signal?.reason) }, MIGRATIONS_FINISHING);
   try {
     await waitForMigrationLock(runner, options);
     locked = true;
+    if (signal?.aborted) finishing();
+    else signal?.addEventListener('abort', finishing, { once: true });
     const executor = new MigrationExecutor(dataSource, runner);
     executor.transaction = 'each';
     const applied = await executor.executePendingMigrations();
     const unknown = (await runner.query(MIGRATION_SQL.unknown, [migrationNames()])) as { name: string }[];
     return { applied: applied.map((m) => m.name), unknown: unknown.map((m) => m.name) };
   } finally {
+    signal?.removeEventListener('abort', finishing);
     if (locked) await runner.query(MIGRATION_SQL.unlock, [MIGRATION_LOCK]).catch(() => undefined);
     await runner.release();
   }
 }
 
 /** Takes the migration lock on `runner`'s session, trying again with a growing pause while another session holds it. */
-async function waitForMigrationLock(runner: QueryRunner, { log, timeoutMs = 0 }: MigrationLockOptions): Promise<void> {
+async function waitForMigrationLock(
+  runner: QueryRunner,
+  { log, timeoutMs = 0, signal }: MigrationLockOptions,
+): Promise<void> {
   const tryLock = async () =>
     ((await runner.query(MIGRATION_SQL.tryLock, [MIGRATION_LOCK])) as { locked: boolean }[])[0].locked;
   const holder = async () =>
     ((await runner.query(MIGRATION_SQL.holder, [MIGRATION_LOCK])) as { pid: number }[])[0]?.pid ?? null;
-  if (await tryLock()) return;
   const started = Date.now();
+  const abandoned = async () =>
+    new MigrationLockAbandonedError(String(signal?.reason), Date.now() - started, await holder());
+  if (signal?.aborted) throw await abandoned();
+  if (await tryLock()) return;
   let pause: number = MIGRATION_LOCK_POLL.firstMs;
   let loggedAt = -Infinity;
   for (;;) {
@@ -328,11 +374,26 @@ async function waitForMigrationLock(runner: QueryRunner, { log, timeoutMs = 0 }:
     }
     const left = timeoutMs > 0 ? timeoutMs - waitedMs : Infinity;
     if (left <= 0) throw new MigrationLockTimeoutError(waitedMs, await holder());
-    await new Promise((resolve) => setTimeout(resolve, Math.min(pause, left)));
+    await pauseUnlessAborted(Math.min(pause, left), signal);
+    if (signal?.aborted) throw await abandoned();
     pause = Math.min(pause * 2, MIGRATION_LOCK_POLL.maxMs);
     if (await tryLock()) {
       log?.info({ waitedMs: Date.now() - started }, 'migration lock taken');
       return;
     }
   }
+}
+
+/** Resolves after `ms`, or as soon as `signal` aborts. */
+function pauseUnlessAborted(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  if (signal?.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
 }
