@@ -1,10 +1,13 @@
-import { type ChildProcess, execFile } from 'node:child_process';
+import { type ChildProcessWithoutNullStreams, execFile, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport, getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { ReadBuffer, serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { unique } from '../support/http';
 import { Stack } from '../support/stack';
 
@@ -22,6 +25,68 @@ const MCP_TOOLS = [
   'submit_execution',
   'wait_for_execution',
 ];
+
+/**
+ * An MCP client's stdio transport to a server process it spawns (the SDK's framing: one JSON-RPC message a line), its
+ * own so that the process's exit can be watched: the SDK's StdioClientTransport keeps its child to itself. Closing it
+ * ends the server's stdin, as MCP hosts do.
+ */
+class SpawnedStdioTransport implements Transport {
+  onclose?: () => void;
+  onerror?: (error: Error) => void;
+  onmessage?: (message: JSONRPCMessage) => void;
+  /** Everything the server wrote on stderr so far. */
+  stderr = '';
+  /** How the server exited; set by start. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }> = Promise.reject(new Error('not started'));
+  private child: ChildProcessWithoutNullStreams | undefined;
+  private readonly buffer = new ReadBuffer();
+
+  constructor(
+    private readonly command: string,
+    private readonly args: string[],
+    private readonly options: { cwd: string; env: NodeJS.ProcessEnv },
+  ) {
+    this.exited.catch(() => undefined);
+  }
+
+  start(): Promise<void> {
+    const child = spawn(this.command, this.args, { ...this.options, stdio: ['pipe', 'pipe', 'pipe'] });
+    this.child = child;
+    this.exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+    child.stderr.on('data', (chunk: Buffer) => (this.stderr += chunk.toString()));
+    child.stdout.on('data', (chunk: Buffer) => {
+      this.buffer.append(chunk);
+      try {
+        for (let message = this.buffer.readMessage(); message; message = this.buffer.readMessage()) {
+          this.onmessage?.(message);
+        }
+      } catch (error) {
+        this.onerror?.(error as Error);
+      }
+    });
+    child.once('close', () => this.onclose?.());
+    return new Promise((resolve, reject) => {
+      child.once('spawn', () => resolve());
+      child.once('error', reject);
+    });
+  }
+
+  send(message: JSONRPCMessage): Promise<void> {
+    return new Promise((resolve, reject) =>
+      this.child?.stdin.write(serializeMessage(message), (error) => (error ? reject(error) : resolve())),
+    );
+  }
+
+  async close(): Promise<void> {
+    this.child?.stdin.end();
+  }
+
+  /** Ends the server if it is still running (a test that failed before closing it). */
+  kill(): void {
+    if (this.child && this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGKILL');
+  }
+}
 
 /**
  * Loads `@verity/sdk/mcp` as a user's CommonJS or ES module would and builds the server with the factory the README
@@ -134,8 +199,10 @@ describe('the SDK package (libs/sdk)', () => {
     })());
   /** Closed after the tests, so a failed assertion leaves no verity-mcp running. */
   const clients: Client[] = [];
+  const transports: SpawnedStdioTransport[] = [];
   afterAll(async () => {
     await Promise.all(clients.map((c) => c.close().catch(() => undefined)));
+    for (const transport of transports) transport.kill();
     if (dir) rmSync(dir, { recursive: true, force: true });
     await stack?.stop();
   });
@@ -239,32 +306,25 @@ describe('the SDK package (libs/sdk)', () => {
     const project = await installed();
     const client = new Client({ name: 'verity-sdk-package-e2e', version: '1.0.0' });
     clients.push(client);
-    const transport = new StdioClientTransport({
+    const transport = new SpawnedStdioTransport(
       // The bin npm linked from the package's "bin" (its #!/usr/bin/env node finds this Node first on the PATH).
-      command: join(project, 'node_modules', '.bin', 'verity-mcp'),
-      args: ['--url', stack.apiUrl],
-      cwd: project,
-      env: {
-        ...getDefaultEnvironment(),
-        PATH: `${dirname(process.execPath)}${delimiter}${process.env.PATH ?? ''}`,
-        VERITY_API_KEY: 'demo-agent-key',
+      join(project, 'node_modules', '.bin', 'verity-mcp'),
+      ['--url', stack.apiUrl],
+      {
+        cwd: project,
+        env: {
+          ...getDefaultEnvironment(),
+          PATH: `${dirname(process.execPath)}${delimiter}${process.env.PATH ?? ''}`,
+          VERITY_API_KEY: 'demo-agent-key',
+        },
       },
-      stderr: 'pipe',
-    });
-    let stderr = '';
-    transport.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    );
+    transports.push(transport);
     try {
       await client.connect(transport); // initialize, then notifications/initialized
     } catch (error) {
-      throw new Error(`verity-mcp did not initialize: ${(error as Error).message}\nstderr:\n${stderr}`);
+      throw new Error(`verity-mcp did not initialize: ${(error as Error).message}\nstderr:\n${transport.stderr}`);
     }
-    // The transport keeps its child to itself; its exit is what "ended cleanly" is about.
-    const child = (transport as unknown as { _process: ChildProcess })._process;
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-      child.exitCode !== null || child.signalCode !== null
-        ? resolve({ code: child.exitCode, signal: child.signalCode })
-        : child.once('exit', (code, signal) => resolve({ code, signal })),
-    );
     expect(client.getServerVersion()?.name).toBeTruthy();
     const { tools } = await client.listTools();
     expect(tools.map((t) => t.name).sort()).toEqual(MCP_TOOLS);
@@ -274,7 +334,7 @@ describe('the SDK package (libs/sdk)', () => {
     expect(JSON.stringify(listed.content)).toContain('sandbox.payments');
     // The host ends it as MCP hosts do (stdin closed): it exits 0, and says nothing went wrong.
     await client.close();
-    expect(await exited).toEqual({ code: 0, signal: null });
-    expect(stderr).toBe('');
+    expect(await transport.exited).toEqual({ code: 0, signal: null });
+    expect(transport.stderr).toBe('');
   });
 });
