@@ -199,7 +199,30 @@ export async function main(argv: string[], out: Out = (line) => process.stdout.w
   }
 }
 
+/**
+ * SIGTERM or SIGINT while a command runs: it finishes and prints its answer, then the process exits with its code. A
+ * revocation or a new key cut short by the signal left the operator not knowing whether it took effect (a new key is
+ * shown only once). A second signal stops it at once, exit 1, saying how to check.
+ */
+function finishOnSignal(): void {
+  let asked = false;
+  const handler = (signal: NodeJS.Signals) => {
+    if (!asked) {
+      asked = true;
+      process.stderr.write(`keys: ${signal}: finishing the command under way (a second signal stops it at once)\n`);
+      return;
+    }
+    process.stderr.write(
+      `keys: ${signal}: stopped before the command finished; whether it took effect: npm run keys -- list\n`,
+    );
+    process.exit(1);
+  };
+  process.on('SIGTERM', handler);
+  process.on('SIGINT', handler);
+}
+
 if (require.main === module) {
+  finishOnSignal();
   main(process.argv.slice(2)).then(
     (code) => process.exit(code),
     (error: unknown) => {
