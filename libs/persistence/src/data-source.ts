@@ -274,8 +274,8 @@ export interface MigrationLockOptions {
   /**
    * Asks the run to stop (the process was signalled; its reason names the signal). Before the lock is taken the wait
    * ends (MigrationLockAbandonedError): nothing was migrated. Once it is taken the pending migrations run to their end
-   * (logged, MIGRATIONS_FINISHING): each is its own transaction, and the one a signal would cut short is the one that
-   * holds the schema's tables locked meanwhile (docs/decisions.md).
+   * (logged, MIGRATIONS_FINISHING): each is its own transaction, and TypeORM's executor has no stop between two of
+   * them (docs/decisions.md).
    */
   signal?: AbortSignal;
 }
