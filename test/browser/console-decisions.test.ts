@@ -159,6 +159,64 @@ interface Op {
     expect((await stack.effects()).charges[reference]).toMatchObject({ count: 1, amounts: [999] });
   });
 
+  it('after that refusal, the request asked for again (shown by the reloaded page) is the one its Approve answers', async () => {
+    const reference = unique('order');
+    const opId = await awaitingApproval([charge(reference, { requires_approval: true })]);
+    const read = async () =>
+      (await http<Op>(stack.apiUrl, 'GET', `/v1/operations/${opId}`, { key: DEMO.reviewer })).body;
+    const first = (await read()).approval!.requested_at!;
+    await signIn(DEMO.reviewer);
+    await page.getByRole('heading', { level: 1, name: 'Review queues' }).waitFor();
+    await page.goto(consoleUrl(`/operations/${opId}`));
+    await page.locator('#approve').waitFor();
+    // As above: while the click is on its way, another reviewer's grant is found stale and approval is asked again.
+    const approval = `**/v1/operations/${opId}/approval`;
+    await page.route(approval, async (route) => {
+      const direct = await stack.sandbox('/v1/charges', {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'idempotency-key': unique('elsewhere'),
+          ...DEMO_SANDBOX_ACCOUNT,
+        },
+        body: JSON.stringify({ amount: 999, currency: 'EUR', reference }),
+      });
+      expect(direct.status).toBe(201);
+      const other = await http(stack.apiUrl, 'POST', approval.slice(2), {
+        key: DEMO.reviewer,
+        body: { decision: 'approve', reason: 'the other reviewer' },
+      });
+      expect(other.status).toBe(200);
+      await waitFor(read, (op) => op.approval?.state === 'requested' && op.approval.requested_at !== first, SLOW);
+      await route.continue();
+    });
+    await page.locator('#approve').click();
+    await page
+      .locator('p.result')
+      .filter({ hasText: /Refused \(409\)/ })
+      .waitFor();
+    await page.unroute(approval);
+    const second = (await read()).approval!.requested_at!;
+    expect(second).not.toBe(first);
+    // The reloaded page shows the request asked for again, and offers Approve on it.
+    await page.locator(`#approval time[datetime="${second}"]`).waitFor();
+    const answered = page.waitForResponse(
+      (response) =>
+        response.request().method() === 'POST' && response.url().endsWith(`/v1/operations/${opId}/approval`),
+    );
+    await page.locator('#approve').click();
+    // Its Approve answers what it shows: the second request, not the first one again (a 409 at every click).
+    const answer = await answered;
+    expect(answer.request().postDataJSON()).toMatchObject({ decision: 'approve', requested_at: second });
+    expect(answer.status()).toBe(200);
+    await page
+      .locator('p.result')
+      .filter({ hasText: /^Approved\./ })
+      .waitFor();
+    const now = await read();
+    expect(now.approval).toMatchObject({ state: 'granted', requested_at: second });
+  });
+
   it('a decision from the page of a first hold is not applied to a second one: 412, shown as "changed since you opened it"', async () => {
     const reference = unique('order');
     const created = await http<Execution>(stack.apiUrl, 'POST', '/v1/executions', {

@@ -169,7 +169,10 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
     callout.className = `callout callout-${note?.tone ?? 'info'}`;
     callout.textContent = note?.text ?? '';
 
-    const signature = `${op.status}|${op.approval?.state ?? ''}|${op.permitted_resolutions.join(',')}|${op.recovery_obligation?.resolution?.status ?? ''}|${ctx.canDecide()}`;
+    // The actions are drawn again when what they send changes: an approval names its request (`requested_at`), so a
+    // request asked for again while the page was busy (its click refused 409) gets buttons of its own; kept from the
+    // first, every later click answered that first request again, refused each time.
+    const signature = `${op.status}|${op.approval?.state ?? ''}|${op.approval?.requested_at ?? ''}|${op.permitted_resolutions.join(',')}|${op.recovery_obligation?.resolution?.status ?? ''}|${ctx.canDecide()}`;
     if (signature !== actionSignature && !busy) {
       actionSignature = signature;
       renderActions(op);
