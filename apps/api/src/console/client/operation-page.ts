@@ -169,10 +169,22 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
     callout.className = `callout callout-${note?.tone ?? 'info'}`;
     callout.textContent = note?.text ?? '';
 
-    // The actions are drawn again when what they send changes: an approval names its request (`requested_at`), so a
-    // request asked for again while the page was busy (its click refused 409) gets buttons of its own; kept from the
-    // first, every later click answered that first request again, refused each time.
-    const signature = `${op.status}|${op.approval?.state ?? ''}|${op.approval?.requested_at ?? ''}|${op.permitted_resolutions.join(',')}|${op.recovery_obligation?.resolution?.status ?? ''}|${ctx.canDecide()}`;
+    // The actions are drawn again whenever anything they send or say changes. An approval names its request
+    // (`requested_at`): kept from a first one, every click answered that request again, refused each time. A button
+    // says what the API does with it (`resolution_options`: a release that grants approval too, since the policy asks
+    // for one; when a refused FAILED becomes possible): kept from when the page opened, a reloaded page said otherwise.
+    const signature = JSON.stringify([
+      op.status,
+      op.approval?.state ?? null,
+      op.approval?.requested_at ?? null,
+      op.irreversible,
+      op.retry,
+      op.permitted_resolutions,
+      op.resolution_options,
+      op.recovery_obligation?.evidence_required ?? null,
+      op.recovery_obligation?.resolution ?? null,
+      ctx.canDecide(),
+    ]);
     if (signature !== actionSignature && !busy) {
       actionSignature = signature;
       renderActions(op);
