@@ -159,6 +159,39 @@ describe('dispatcher: approvals', () => {
     expect(effects.charges[reference]).toMatchObject({ count: 1, amounts: [999] });
   });
 
+  it('changed baseline, approved again on the source as it is now: it is sent, not withdrawn as stale again', async () => {
+    const reference = unique('appr-rebaseline');
+    const created = await submit(stack, [charge(reference, { requires_approval: true })]);
+    const { execution } = await waitForRequest(created.id);
+    const opId = execution.operations[0].id;
+    const direct = await stack.sandbox('/v1/charges', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'idempotency-key': unique('elsewhere'), ...DEMO_SANDBOX_ACCOUNT },
+      body: JSON.stringify({ amount: 999, currency: 'EUR', reference }),
+    });
+    expect(direct.status).toBe(201);
+    await decide(opId, 'approve');
+    await waitForRequest(created.id, 2);
+    // The reviewer approves the request asked for again, on the source as it is now ({charged: true, amount: 999, …}),
+    // which nothing changes any more. Its baseline, kept as jsonb, comes back with its members in another order.
+    await decide(opId, 'approve');
+    const log = await waitFor(
+      () => events(stack, created.id),
+      (l) => l.some((e) => e.to_status === 'SENT') || l.filter((e) => e.type === 'approval.stale_baseline').length > 1,
+      30_000,
+      100,
+    );
+    expectLegalHistory(log);
+    expect(types(log)).toEqual([
+      'approval.requested',
+      'approval.decided',
+      'approval.stale_baseline',
+      'approval.requested',
+      'approval.decided',
+      'SENT',
+    ]);
+  });
+
   it('early decision: an approval given before planning is kept, not asked again', async () => {
     for (const d of stack.running('dispatcher')) await stack.kill(d, 'SIGTERM');
     const reference = unique('appr-early');

@@ -203,6 +203,31 @@ describe('grantAtDispatch and baselineStaleness: does an approval still hold whe
     expect(baselineStaleness({ balance: 10 }, { balance: 9 })).toBe('approval.stale_baseline');
     expect(baselineStaleness(undefined, {})).toBe('approval.stale_baseline');
   });
+
+  it('the same source read with its members in another order is the same source (a baseline is stored as jsonb)', () => {
+    // Postgres keeps a jsonb object's members shortest name first: the baseline of a charge found at the source comes
+    // back as amount, charged, currency, charge_id, while the connector's fresh read says charged first. Compared as
+    // text, every grant on it was withdrawn as stale and approval asked for again, the operation never sent.
+    const stored = {
+      amount: 5,
+      charged: true,
+      currency: 'EUR',
+      charge_id: 'ch_1',
+      nested: { b: [{ y: 1, x: 2 }], a: 1 },
+    };
+    const read = {
+      charged: true,
+      amount: 5,
+      currency: 'EUR',
+      charge_id: 'ch_1',
+      nested: { a: 1, b: [{ x: 2, y: 1 }] },
+    };
+    expect(baselineStaleness(stored, read)).toBeNull();
+    // Order inside a list is the source's own: a list in another order is another state.
+    expect(baselineStaleness({ list: [1, 2] }, { list: [2, 1] })).toBe('approval.stale_baseline');
+    expect(baselineStaleness({ a: 1 }, { a: 1, b: 2 })).toBe('approval.stale_baseline');
+    expect(baselineStaleness({ a: null }, {})).toBe('approval.stale_baseline');
+  });
 });
 
 describe("judgeContext: an expectation naming a marker's member name is compared like for like", () => {
@@ -228,5 +253,20 @@ describe("judgeContext: an expectation naming a marker's member name is compared
       conflicts: [],
     };
     expect(judgeContext(op, cut)).toMatchObject({ kind: 'conflict', hold: true });
+  });
+
+  it('agrees with a source whose object holds what was expected in another member order (expected_state is jsonb)', () => {
+    // Stored as jsonb, the agent's `{ "charged": true, "amount": 5 }` comes back shortest name first; the source's
+    // read keeps its own order. Compared as text, an irreversible operation was held for a conflict that is none.
+    const stored = { irreversible: true, expectedState: { v: { amount: 5, charged: true } }, verificationMethod: '' };
+    const read: ContextRead = {
+      kind: 'state',
+      state: { v: { charged: true, amount: 5 } },
+      requestedStatePresent: false,
+      conflicts: [],
+    };
+    expect(judgeContext(stored as typeof op, read)).toEqual({ kind: 'agrees' });
+    const other: ContextRead = { ...read, state: { v: { charged: true, amount: 6 } } };
+    expect(judgeContext(stored as typeof op, other)).toMatchObject({ kind: 'conflict', hold: true });
   });
 });

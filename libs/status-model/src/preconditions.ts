@@ -4,7 +4,7 @@
  * holds at dispatch. Pure: the workers make the reads and the writes, these functions say which.
  */
 import { ExecutionStatus } from './execution';
-import { withKeptMemberNames } from './json-path';
+import { sameJson, withKeptMemberNames } from './json-path';
 import { VerificationMethod, VerificationMethodValue } from './operation';
 
 /**
@@ -89,7 +89,9 @@ export function judgeContext(
   const sourceHas = (key: string) => (Object.hasOwn(read.state, key) ? read.state[key] : undefined);
   const expectedMismatches = Object.entries(op.expectedState ?? {})
     // The source's state is kept with a target's marker-named members escaped (keptMemberName): so is the expectation.
-    .filter(([key, expected]) => JSON.stringify(sourceHas(key)) !== JSON.stringify(withKeptMemberNames(expected)))
+    // As JSON values: an expected_state comes back from jsonb with its objects' members reordered (shortest name
+    // first), and the source's read keeps its own order.
+    .filter(([key, expected]) => !sameJson(sourceHas(key), withKeptMemberNames(expected)))
     .map(
       ([key, expected]) => `${key}: expected ${JSON.stringify(expected)}, source has ${JSON.stringify(sourceHas(key))}`,
     );
@@ -167,7 +169,11 @@ export function grantAtDispatch(
   return { kind: 'valid' };
 }
 
-/** The source read again at dispatch: a state other than the one the reviewer granted on makes the grant stale. */
+/**
+ * The source read again at dispatch: a state other than the one the reviewer granted on makes the grant stale. Compared
+ * as JSON values (sameJson): the baseline comes back from jsonb with its members reordered, the fresh read in the
+ * connector's order; compared as text, every grant on a state of two members or more was withdrawn as stale.
+ */
 export function baselineStaleness(atGrant: unknown, now: Record<string, unknown>): 'approval.stale_baseline' | null {
-  return JSON.stringify(now) === JSON.stringify(atGrant) ? null : 'approval.stale_baseline';
+  return sameJson(now, atGrant) ? null : 'approval.stale_baseline';
 }
