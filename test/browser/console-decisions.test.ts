@@ -327,6 +327,60 @@ interface Op {
     }
   });
 
+  it('an earlier load that fails after a later one was shown changes nothing: the later one stands', async () => {
+    const created = await http<Execution>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([charge(unique('order'), { expected_state: { charged: true } })]),
+    });
+    expect(created.status).toBe(201);
+    const opId = created.body.operations[0].id;
+    await waitFor(
+      () => http<Op>(stack.apiUrl, 'GET', `/v1/operations/${opId}`, { key: DEMO.reviewer }),
+      (res) => res.body.status === 'MANUAL_REVIEW',
+      SLOW,
+    );
+    const investigate = async (n: number) => {
+      const res = await http<{ recovery_obligation: { due_at: string } }>(
+        stack.apiUrl,
+        'POST',
+        `/v1/operations/${opId}/resolve`,
+        { key: DEMO.reviewer, body: { status: 'MANUAL_REVIEW', evidence: `asked the provider (${n})` } },
+      );
+      expect(res.status).toBe(200);
+      return res.body.recovery_obligation.due_at;
+    };
+    await signIn(DEMO.reviewer);
+    await page.getByRole('heading', { level: 1, name: 'Review queues' }).waitFor();
+    await page.goto(consoleUrl(`/operations/${opId}`));
+    const cancel = page.locator('[data-resolution="CANCELLED"]');
+    await cancel.waitFor();
+    // The next load's answer is held until a later load has been shown, then arrives without its ETag (an
+    // intermediary that strips it once, a load that failed late).
+    let held: Route | null = null;
+    await page.route(`**/v1/operations/${opId}`, async (route) => {
+      if (held === null) held = route;
+      else await route.continue();
+    });
+    await investigate(1);
+    await waitFor(
+      async () => held,
+      (route) => route !== null,
+      SLOW,
+    );
+    const later = await investigate(2);
+    await page.locator(`#obligation time[datetime="${later}"]`).waitFor();
+    const response = await held!.fetch();
+    const headers = Object.fromEntries(Object.entries(response.headers()).filter(([name]) => name !== 'etag'));
+    const finished = page.waitForEvent('requestfinished', (request) => request === held!.request());
+    await held!.fulfill({ response, headers });
+    await finished;
+    // The answer has reached the page; a task queued after it runs once the page has read it.
+    await page.evaluate(() => new Promise((resolve) => setTimeout(resolve, 0)));
+    // The page shows the later load, which had its version: its decisions stay, and no message says it had none.
+    await expect(page.locator('p.result').textContent()).resolves.not.toMatch(/without the operation’s version/);
+    await expect(cancel.isVisible()).resolves.toBe(true);
+  });
+
   it('a page whose answers lose their ETag on the way offers no decision: none is taken without a version', async () => {
     const opId = await awaitingApproval([charge(unique('order'), { requires_approval: true })]);
     await signIn(DEMO.reviewer);

@@ -55,7 +55,9 @@ export function livePage(source: LivePageSource): LivePage {
         source.side.append(tl.element);
       }
     } catch (error) {
-      if (disposed) return;
+      // A load overtaken by a later one says nothing about the page, failed or not: the later one's answer stands (an
+      // earlier answer that came late without its ETag took the decisions off a page showing a version).
+      if (disposed || mine !== loads) return;
       source.failed(error);
     }
   };
