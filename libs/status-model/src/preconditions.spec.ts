@@ -258,15 +258,19 @@ describe("judgeContext: an expectation naming a marker's member name is compared
   it('agrees with a source whose object holds what was expected in another member order (expected_state is jsonb)', () => {
     // Stored as jsonb, the agent's `{ "charged": true, "amount": 5 }` comes back shortest name first; the source's
     // read keeps its own order. Compared as text, an irreversible operation was held for a conflict that is none.
-    const stored = { irreversible: true, expectedState: { v: { amount: 5, charged: true } }, verificationMethod: '' };
+    const stored = {
+      irreversible: true,
+      expectedState: { v: { amount: 5, charged: true } },
+      verificationMethod: VerificationMethod.READ_AFTER_WRITE,
+    };
     const read: ContextRead = {
       kind: 'state',
       state: { v: { charged: true, amount: 5 } },
       requestedStatePresent: false,
       conflicts: [],
     };
-    expect(judgeContext(stored as typeof op, read)).toEqual({ kind: 'agrees' });
+    expect(judgeContext(stored, read)).toEqual({ kind: 'agrees' });
     const other: ContextRead = { ...read, state: { v: { charged: true, amount: 6 } } };
-    expect(judgeContext(stored as typeof op, other)).toMatchObject({ kind: 'conflict', hold: true });
+    expect(judgeContext(stored, other)).toMatchObject({ kind: 'conflict', hold: true });
   });
 });
