@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Browser, Page, Route } from 'playwright-core';
-import { charge, http, submission, unique } from '../support/http';
+import { charge, http, sms, submission, unique } from '../support/http';
 import { CHROMIUM, launchChromium, SHOTS } from './chromium';
 import { DEMO, DEMO_SANDBOX_ACCOUNT, Stack, waitFor } from '../support/stack';
 import type { Execution } from '@verity/sdk';
@@ -112,6 +112,41 @@ interface Op {
     expect(box!.y).toBeGreaterThanOrEqual(0);
     expect(box!.y + box!.height).toBeLessThanOrEqual(viewport.height);
   });
+  it('shows a value with right-to-left letters beside the Approve button also in the order it is sent', async () => {
+    // No hidden character: a Hebrew letter alone lays the groups of digits after it out right to left.
+    const body = 'Pay to \u05D0 1111 2222';
+    const opId = await awaitingApproval([
+      sms(unique('rtl'), { requires_approval: true, params: { to: '+15550100', body } }),
+    ]);
+    await signIn(DEMO.reviewer);
+    await page.getByRole('heading', { level: 1, name: 'Review queues' }).waitFor();
+    await page.goto(consoleUrl(`/operations/${opId}`));
+    const subject = page.locator('#decision-subject');
+    await subject.waitFor();
+    await page.locator('#approve').waitFor();
+    /** Where each of the two groups of digits is drawn, left to right, in the text of `selector` that holds them. */
+    const drawn = (selector: string): Promise<{ first: number; second: number }> =>
+      page.evaluate(`(() => {
+        const element = [...document.querySelectorAll(${JSON.stringify(selector)})].find((e) => e.textContent.includes('1111'));
+        const node = element.firstChild;
+        const x = (part) => {
+          const range = document.createRange();
+          const at = node.data.indexOf(part);
+          range.setStart(node, at);
+          range.setEnd(node, at + part.length);
+          return range.getBoundingClientRect().x;
+        };
+        return { first: x('1111'), second: x('2222') };
+      })()`);
+    // As written, the value reads "2222 1111 א"...
+    const written = await drawn('#decision-subject dd > code');
+    expect(written.second).toBeLessThan(written.first);
+    // ...so it is also shown in the order it is sent: 1111 before 2222.
+    await expect(subject.textContent()).resolves.toContain('in the order it is sent');
+    const sent = await drawn('#decision-subject code.logical');
+    expect(sent.first).toBeLessThan(sent.second);
+  });
+
   it('an approval answers the request the page shows: one asked for again meanwhile is not approved unseen', async () => {
     const reference = unique('order');
     const opId = await awaitingApproval([charge(reference, { requires_approval: true })]);

@@ -130,6 +130,13 @@ const KEPT_IN_LINES = [
 const DIRECTION_MARK = String.raw`[\u200E\u200F\u061C]`;
 const RIGHT_TO_LEFT_LETTER =
   /[\p{Script=Hebrew}\p{Script=Arabic}\p{Script=Syriac}\p{Script=Thaana}\p{Script=Nko}\p{Script=Adlam}\p{Script=Samaritan}\p{Script=Mandaic}]/u;
+/**
+ * Whether `text` holds a right-to-left letter (Hebrew, Arabic…): shown as written, such a letter lays out the digits and
+ * spaces after it right to left, so `\u05D0 1111 2222` reads as `2222 1111 \u05D0` with no hidden character in it.
+ */
+export function rightToLeftIn(text: string): boolean {
+  return RIGHT_TO_LEFT_LETTER.test(text);
+}
 const inLines = (kept: string[], flags: string) => new RegExp(`(?!${kept.join('|')})${HIDDEN_CHARACTER.source}`, flags);
 const HIDDEN_CHARACTER_IN_LINES = inLines(KEPT_IN_LINES, 'u');
 const HIDDEN_CHARACTERS_IN_LINES = inLines(KEPT_IN_LINES, 'gu');

@@ -10,6 +10,7 @@ import {
 } from '@verity/sdk';
 import type { AppContext, Page } from './context';
 import {
+  type Child,
   code,
   definitions,
   effectBadge,
@@ -32,6 +33,7 @@ import {
 import { maskSecrets, maskString } from '../mask';
 import { escalationText } from './queues-page';
 import { divergence, effectMeaning } from './status-text';
+import { rightToLeftIn } from './shown-text';
 import { api, problemText } from './session';
 import { livePage } from './live-page';
 
@@ -459,10 +461,25 @@ function decisionSubject(op: OperationDetail, title: string): HTMLElement {
       ['Connector', code(op.connector)],
       ['Action', code(op.action)],
       ['Irreversible', op.irreversible ? 'yes' : 'no'],
-      ...Object.entries(params).map(([name, value]): [string, HTMLElement] => [
-        name,
-        code(typeof value === 'string' ? value : JSON.stringify(value)),
-      ]),
+      ...Object.entries(params).map(([name, value]): [string, Child] => {
+        const text = typeof value === 'string' ? value : JSON.stringify(value);
+        // Right-to-left letters lay out the digits after them right to left (`\u05D0 1111 2222` reads `2222 1111 \u05D0`):
+        // the value is also shown in the order it is sent, character after character.
+        return [
+          name,
+          rightToLeftIn(text)
+            ? [
+                code(text),
+                h(
+                  'span',
+                  { class: 'sending-order' },
+                  ' — in the order it is sent: ',
+                  h('code', { class: 'logical', dir: 'ltr' }, text),
+                ),
+              ]
+            : code(text),
+        ];
+      }),
     ]),
   );
 }

@@ -1,4 +1,6 @@
-import { escapeHiddenCharacters } from '../../../../../libs/platform/src/text-issue';
+import { escapeHiddenCharacters, rightToLeftIn } from '../../../../../libs/platform/src/text-issue';
+
+export { rightToLeftIn };
 
 /**
  * Text as the console shows it: every character that would hide or reorder what a reviewer reads (a bidi control such
