@@ -3,6 +3,7 @@ import { HEADER_VALUE, Transport, TransportOptions, pathSegment, sleep } from '.
 import { ReviewApi } from './review';
 import { isExecutionSettled } from './settled';
 import { ExecutionStream, StreamOptions } from './stream';
+import { settlingEvents } from './wait-reads';
 import type {
   ConnectorInfo,
   ConnectorList,
@@ -182,13 +183,9 @@ export class ExecutionsApi {
    * Rejects with a VerityTimeoutError after `timeoutMs`, or with the API's error (404 …).
    */
   waitForSettled(id: string, options: WaitOptions = {}): Promise<Execution> {
-    // Settledness is a matter of statuses and of the outcome: only an event that changes one is worth a fresh read.
-    return this.waitUntil(
-      id,
-      isExecutionSettled,
-      options,
-      (event) => event.to_status !== null || event.type === 'outcome.evaluated',
-    );
+    // Only an event that can be the last change before settled is worth a fresh read (see settlingEvents): about one
+    // read after the first, where reading after every status event took two or three more per execution.
+    return this.waitUntil(id, isExecutionSettled, options, settlingEvents());
   }
 
   /**
