@@ -27,7 +27,7 @@ function statFields(pid: number): string[] | null {
 }
 
 /** utime + stime of one process (and, with `reaped`, of its waited-for children), in ms. */
-function cpuMs(pid: number, reaped = false): number {
+export function cpuMs(pid: number, reaped = false): number {
   const f = statFields(pid);
   if (!f) return 0;
   // After the comm field: [0]=state [1]=ppid ... [11]=utime [12]=stime [13]=cutime [14]=cstime
