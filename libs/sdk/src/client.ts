@@ -179,7 +179,9 @@ export class ExecutionsApi {
   /**
    * Resolves with the execution once it is terminal, every operation has settled (terminal, MANUAL_REVIEW, or
    * ACKNOWLEDGED without read-back) and no evaluation of its criteria is still owed: the agent's part is over, even if a reviewer still owes a resolution (the stream
-   * stays open for that; use `waitFor` to wait for it). Follows the stream; if the stream cannot be used, polls GET.
+   * stays open for that; use `waitFor` to wait for it). Follows the stream, reading the execution at the start and
+   * after each event that can settle it (the execution reaching a terminal status; after that, an operation reaching a
+   * status that can be settled, or `outcome.evaluated`); if the stream cannot be used, polls GET.
    * Rejects with a VerityTimeoutError after `timeoutMs`, or with the API's error (404 …).
    */
   waitForSettled(id: string, options: WaitOptions = {}): Promise<Execution> {
