@@ -89,7 +89,7 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
     for (let i = 0; i < runs; i += 1) {
       running.push((await readArrived(() => service.recheck(operationId, requestId))).running);
     }
-    return { operationId, reference, first, running };
+    return { operationId, reference, requestId, first, running };
   }
 
   /** A reviewer's FAILED of the hold, written straight into its row. */
@@ -439,6 +439,17 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
       return rest;
     };
 
+    /** The one event a reviewer's unreachable read under way when the hold was decided (`status`) writes, whole. */
+    const oneUnreachableRead = (status: 'FAILED' | 'VERIFIED') => ({
+      trigger: 'reviewer',
+      requested_by: 'key_reviewer',
+      requested_at: expect.any(String),
+      result: 'unreachable',
+      evidence: expect.anything(),
+      held_for: 'SOURCE_UNREACHABLE',
+      decided_meanwhile: status,
+    });
+
     const cases: { status: 'FAILED' | 'VERIFIED'; answer: 'unreachable' | 'found' }[] = [
       { status: 'FAILED', answer: 'unreachable' },
       { status: 'VERIFIED', answer: 'unreachable' },
@@ -467,18 +478,52 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
       });
     }
 
+    /**
+     * Two runs of one reviewer's job whose reads both show nothing, FAILED written meanwhile: one event in the reviewer's
+     * name (what a read found, `decided_meanwhile`), the request used once, nothing on the row but the `updated_at` the
+     * annotation stamps. The run that writes it ends `lost race` (its write on the hold was refused by the FAILED). The
+     * other meets the first's record at whichever of its own writes comes after that record committed: at its write on
+     * the hold (the request is claimed before the status is looked at: used, `no recorded request`), or, having tried
+     * that first, at its write beside the decision (`lost race`). Both are that run writing nothing; which one depends
+     * only on how the two runs interleave (see the next case for the first order, made certain).
+     */
     it('two runs of the job at once (FAILED meanwhile, both reads unreachable) write one event in the reviewer’s name', async () => {
       const {
         operationId,
+        requestId,
         first,
         running: [a, b],
       } = await runsOfOneRequest(2);
       await reviewerFailed(operationId);
+      const before = await rowButItsTime(operationId);
       unreachable(first);
       unreachable(first + 1);
-      expect(await Promise.all([a, b])).toEqual(['skipped: lost race', 'skipped: lost race']);
-      const events = await rechecked(operationId);
-      expect(events).toEqual([expect.objectContaining({ trigger: 'reviewer', decided_meanwhile: 'FAILED' })]);
+      const outcomes = (await Promise.all([a, b])).sort();
+      expect([
+        ['skipped: lost race', 'skipped: lost race'],
+        ['skipped: lost race', 'skipped: no recorded request'],
+      ]).toContainEqual(outcomes);
+      expect(await rechecked(operationId)).toEqual([oneUnreachableRead('FAILED')]);
+      expect(await requestUsed(requestId)).toBe(true);
+      expect(await rowButItsTime(operationId)).toEqual(before);
+    });
+
+    it('two runs of the job at once (FAILED meanwhile): the second answered after the first wrote finds the request used and writes nothing', async () => {
+      const {
+        operationId,
+        requestId,
+        first,
+        running: [a, b],
+      } = await runsOfOneRequest(2);
+      await reviewerFailed(operationId);
+      const before = await rowButItsTime(operationId);
+      unreachable(first);
+      expect(await a).toBe('skipped: lost race');
+      unreachable(first + 1);
+      expect(await b).toBe('skipped: no recorded request');
+      expect(await rechecked(operationId)).toEqual([oneUnreachableRead('FAILED')]);
+      expect(await requestUsed(requestId)).toBe(true);
+      expect(await rowButItsTime(operationId)).toEqual(before);
     });
 
     it('two runs of the job at once (FAILED meanwhile): one that found the effect after the other recorded its unreachable read still refutes the FAILED', async () => {
