@@ -1,4 +1,4 @@
-import { ConnectorRegistry, TenantConnectors } from '@verity/connectors';
+import { ConnectorRegistry, SandboxPaymentsConnector, TenantConnectors, builtInConnectors } from '@verity/connectors';
 import { EventEntity, SecretsCipher, TransitionService, recordRecheckRequest } from '@verity/persistence';
 import { createLogger, loadConfig } from '@verity/platform';
 import { insertChargeExecution } from '../support/fixtures';
@@ -21,16 +21,21 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
   const queues = producerDuringDescribe('verification');
   let service: VerificationService;
 
-  beforeAll(async () => {
+  /** The service as a reconciler deployed with `registry`'s connectors runs it. */
+  const serviceWith = (registry: ConnectorRegistry) => {
     const config = loadConfig({ SANDBOX_URL: source.url, REDIS_URL: TEST_REDIS_URL, QUEUE_PREFIX: queues.prefix });
-    service = new VerificationService(
+    return new VerificationService(
       db.dataSource,
       new TransitionService(),
       queues.producer,
-      new TenantConnectors(new ConnectorRegistry(), db.dataSource, new SecretsCipher(undefined), config),
+      new TenantConnectors(registry, db.dataSource, new SecretsCipher(undefined), config),
       config,
       createLogger('verification-spec', 'silent'),
     );
+  };
+
+  beforeAll(() => {
+    service = serviceWith(new ConnectorRegistry());
   });
 
   /** Answers the `i`-th read held with the charge of `reference`, of `amount` (100 is the amount asked for: found). */
@@ -107,6 +112,22 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
         obligation: { rechecks?: number } | null;
       }[]
     )[0];
+
+  /** Whether the recorded request has been used. */
+  const requestUsed = async (requestId: string) =>
+    (
+      (await db.dataSource.query(`SELECT used_at IS NOT NULL AS used FROM recheck_requests WHERE id = $1`, [
+        requestId,
+      ])) as { used: boolean }[]
+    )[0].used;
+
+  /** The whole row of the operation but its `updated_at` (which every annotation stamps). */
+  const rowButItsTime = async (id: string) => {
+    const [{ updated_at: _stamped, ...rest }] = (await db.dataSource.query(`SELECT * FROM operations WHERE id = $1`, [
+      id,
+    ])) as Record<string, unknown>[];
+    return rest;
+  };
 
   it('a job whose read ends after newer ones never writes its older check_count back (the retry budget holds)', async () => {
     const { operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
@@ -409,13 +430,6 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
    * unused with no trace until it was pruned.
    */
   describe('a reviewer’s read under way when the hold is decided by someone else', () => {
-    const requestUsed = async (requestId: string) =>
-      (
-        (await db.dataSource.query(`SELECT used_at IS NOT NULL AS used FROM recheck_requests WHERE id = $1`, [
-          requestId,
-        ])) as { used: boolean }[]
-      )[0].used;
-
     /** A held charge, a reviewer's re-check of it whose read has arrived and is held, then `status` written. */
     const readThenDecided = async (status: 'FAILED' | 'VERIFIED') => {
       const { operationId, reference } = await heldCharge();
@@ -429,14 +443,6 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
       ]);
       const before = await row(operationId);
       return { operationId, reference, requestId, at, running, before };
-    };
-
-    /** The whole row of the operation but its `updated_at` (which every annotation stamps). */
-    const rowButItsTime = async (id: string) => {
-      const [{ updated_at: _stamped, ...rest }] = (await db.dataSource.query(`SELECT * FROM operations WHERE id = $1`, [
-        id,
-      ])) as Record<string, unknown>[];
-      return rest;
     };
 
     /** The one event a reviewer's unreachable read under way when the hold was decided (`status`) writes, whole. */
@@ -585,6 +591,72 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
         ]);
         expect(await requestUsed(requestId)).toBe(true);
         // Nothing on the row but what an annotation writes (its updated_at): the decision stands as written.
+        expect(await rowButItsTime(operationId)).toEqual(before);
+      });
+    }
+  });
+
+  /**
+   * The API refuses a re-check up front when the operation's connector cannot read it back (409 `cannot-read-back`):
+   * the job meets that case only when the connector changed between the 202 and the job — a reconciler deployed
+   * without it, or with a declaration that reads this operation no more. Before, such a job wrote nothing, and the
+   * request stayed unused while the hold lasted, though the 202 promised an event. Its answer is an event in the
+   * reviewer's name saying no read was made and why (`result: null`, `cannot_read_back`), written with the request's
+   * claim (two runs at once and a replay: one event); nothing else on the row changes.
+   */
+  describe('a reviewer’s job whose hold is still open but whose connector can no longer read it back', () => {
+    /** sandbox.payments declaring no read of its charges (a version of it whose declaration lacks one). */
+    class PaymentsWithoutRead extends SandboxPaymentsConnector {
+      override readonly capabilities = {
+        read_back: false,
+        context_read: true,
+        provider_idempotency: true,
+        reversible: false,
+      };
+    }
+    const deployments = [
+      {
+        why: 'connector_unavailable',
+        registry: () => new ConnectorRegistry(builtInConnectors().filter((c) => c.name !== 'sandbox.payments')),
+      },
+      {
+        why: 'no_read_back',
+        registry: () =>
+          new ConnectorRegistry(
+            builtInConnectors().map((c) => (c.name === 'sandbox.payments' ? new PaymentsWithoutRead() : c)),
+          ),
+      },
+    ];
+
+    for (const { why, registry } of deployments) {
+      it(`reads nothing and says so in the reviewer’s name, once (${why})`, async () => {
+        const deployed = serviceWith(registry());
+        // A hold with a scheduled re-check and two reads counted: none of it is touched.
+        const { operationId } = await heldCharge({ rechecks: 2, nextCheckAt: new Date(Date.now() + 60_000) });
+        const requestId = await reviewerRequest(operationId);
+        const before = await rowButItsTime(operationId);
+        const reads = held.length;
+        const runs = await Promise.all([
+          deployed.recheck(operationId, requestId),
+          deployed.recheck(operationId, requestId),
+        ]);
+        expect(runs).toEqual(['skipped: cannot read back', 'skipped: cannot read back']);
+        // A replay after both: the request is used, nothing more is written.
+        expect(await deployed.recheck(operationId, requestId)).toBe('skipped: cannot read back');
+        expect(held.length).toBe(reads);
+        expect(await rechecked(operationId)).toEqual([
+          {
+            trigger: 'reviewer',
+            requested_by: 'key_reviewer',
+            requested_at: expect.any(String),
+            result: null,
+            evidence: null,
+            held_for: 'SOURCE_UNREACHABLE',
+            cannot_read_back: why,
+          },
+        ]);
+        expect(await requestUsed(requestId)).toBe(true);
+        // Still held as it was: status, obligation (no count), next re-check; only updated_at is the annotation's.
         expect(await rowButItsTime(operationId)).toEqual(before);
       });
     }

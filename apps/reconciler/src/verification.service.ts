@@ -437,8 +437,10 @@ export class VerificationService {
       if (op && typeof requestId === 'string') await this.answerUnread(op, requestId);
       return 'skipped: not held';
     }
-    if (!everSent(op) || !this.canReadBack(op)) {
+    const unreadable = !everSent(op) ? 'never_sent' : this.whyCannotReadBack(op);
+    if (unreadable) {
       await this.postponeUnread(op, requestId, dueAt, clockOffsetMs);
+      if (typeof requestId === 'string') await this.answerCannotRead(op, requestId, unreadable);
       return 'skipped: cannot read back';
     }
     // (A due time that is no time — a job's data edited on a writable Bull Board — names no re-check the row owes.)
@@ -683,7 +685,7 @@ export class VerificationService {
    */
   private async recordDecidedMeanwhile(
     op: OperationEntity,
-    /** Null: no read was made (answerUnread). */
+    /** Null: no read was made (answerUnread, answerCannotRead). */
     read: ReadBackResult | null,
     trigger: Record<string, unknown>,
     requestId: string | undefined,
@@ -717,6 +719,28 @@ export class VerificationService {
     if (!request) return;
     const heldFor = (op.obligation?.reason as TerminalReason | undefined) ?? op.terminalReason;
     await this.recordDecidedMeanwhile({ ...op, terminalReason: heldFor }, null, reviewerTrigger(request), requestId);
+  }
+
+  /**
+   * A reviewer's re-check job that finds the hold still open but cannot read it back: the API refuses such a request
+   * up front (409 `cannot-read-back`), so its connector changed between the 202 and the job — a reconciler deployed
+   * without it (`connector_unavailable`), or with a declaration that no longer reads this operation (`no_read_back`).
+   * Nothing is read, but the reviewer was promised the result as an event: it is written in their name with `result`
+   * and `evidence` null and `cannot_read_back` (why), while the operation is still held, the request claimed in the
+   * same transaction (noteReviewersRead), so two runs of the job write it once and a replay none. Nothing on the row
+   * changes but the `updated_at` every annotation stamps: not counted as a re-check, the next one left as it is.
+   * Decided between the look and the write: answered as a job that started after the decision (answerUnread).
+   * Nothing for a request that is not usable (used, made for another hold, never recorded).
+   */
+  private async answerCannotRead(op: OperationEntity, requestId: string, why: CannotReadBack): Promise<void> {
+    const request = await unusedRecheckRequest(this.db.manager, requestId, op.id);
+    if (!request) return;
+    const noted = await this.noteReviewersRead(op, requestId, S.MANUAL_REVIEW, reviewerTrigger(request), null, {
+      cannot_read_back: why,
+    });
+    if (noted === REQUEST_USED || noted.won) return;
+    const now = await findOperationForWorker(this.db.manager, op.id);
+    if (now) await this.answerUnread(now, requestId);
   }
 
   /**
@@ -799,8 +823,19 @@ export class VerificationService {
   }
 
   private canReadBack(op: OperationEntity): boolean {
+    return this.whyCannotReadBack(op) === null;
+  }
+
+  /**
+   * Why this reconciler cannot read the operation back, null when it can: no connector of its name is deployed here,
+   * or the connector declares no read of this operation (or has none).
+   */
+  private whyCannotReadBack(op: OperationEntity): Exclude<CannotReadBack, 'never_sent'> | null {
     const connector = this.connectors.get(op.connector);
-    return Boolean(connector?.readBack) && operationCapabilities(connector!, op.action, op.params).read_back;
+    if (!connector) return 'connector_unavailable';
+    return connector.readBack && operationCapabilities(connector, op.action, op.params).read_back
+      ? null
+      : 'no_read_back';
   }
 
   /**
@@ -906,13 +941,22 @@ function databaseNowIso(clockOffsetMs: number): string {
  */
 function recheckedData(
   trigger: Record<string, unknown>,
-  /** Null: no read was made (a reviewer's job that started after its hold was decided): `result` and `evidence` null. */
+  /**
+   * Null: no read was made (a reviewer's job that started after its hold was decided, or that cannot read it back):
+   * `result` and `evidence` null.
+   */
   read: ReadBackResult | null,
   heldFor: TerminalReason | null,
   more: Record<string, unknown>,
 ): Record<string, unknown> {
   return { ...trigger, result: read?.kind ?? null, evidence: read?.evidence ?? null, held_for: heldFor, ...more };
 }
+
+/**
+ * Why a reviewer's re-check of a hold still open made no read (`cannot_read_back` in its event): never sent (nothing
+ * to read), no connector of the operation's name deployed, or the connector declares no read of the operation.
+ */
+type CannotReadBack = 'never_sent' | 'connector_unavailable' | 'no_read_back';
 
 /** Who asked for a reviewer's re-check and when, as its events name them. */
 function reviewerTrigger(request: RecheckRequestShown): Record<string, unknown> {
