@@ -46,6 +46,19 @@ describe('console: a re-check recorded after its hold was decided says so beside
     expect(note).toBe('read after the FAILED’s refutation was on record: changed nothing');
   });
 
+  it('a reviewer’s job that found the hold open but could not read it back (cannot_read_back) says why nothing was read', () => {
+    const note = (why: string) =>
+      recheckNote(rechecked({ trigger: 'reviewer', result: null, evidence: null, cannot_read_back: why }));
+    expect(note('connector_unavailable')).toBe(
+      'not read: the reconciler has no connector for it now; the hold stands as it was',
+    );
+    expect(note('no_read_back')).toBe(
+      'not read: its connector no longer reads this operation back; the hold stands as it was',
+    );
+    // A reason this console does not know of yet is shown as written.
+    expect(note('never_sent')).toBe('not read: cannot read it back (never_sent); the hold stands as it was');
+  });
+
   it('any other re-check, or another event, has no such label', () => {
     expect(recheckNote(rechecked({ trigger: 'reviewer', result: 'absent' }))).toBeNull();
     expect(recheckNote(rechecked({ result: 'found', after: 'FAILED' }))).toBeNull();

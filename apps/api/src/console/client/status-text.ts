@@ -63,16 +63,32 @@ export function effectMeaning(op: Pick<Operation, 'status' | 'commit'>, meaning:
  * What a reviewer's re-check written after the fact is, in words beside what it read: one recorded after the hold was
  * decided (`decided_meanwhile`, the status it was decided to) or after another read had refuted the FAILED
  * (`refutation_on_record`) changed nothing, so an "absent" beside a VERIFIED reads as what it is; one whose job started
- * after the decision made no read at all (`result` null), which it says. Null for any other event. The status comes
- * from the event's data: the caller shows it as text (`shown()`), never as markup.
+ * after the decision made no read at all (`result` null), which it says, as does one that found the hold open but could
+ * not read it back (`cannot_read_back`, why). Null for any other event. The status and the reason come from the
+ * event's data: the caller shows them as text (`shown()`), never as markup.
  */
 export function recheckNote(event: { type: string; data?: Record<string, unknown> | null }): string | null {
   if (event.type !== 'operation.rechecked' || !event.data) return null;
-  const { decided_meanwhile: decided, refutation_on_record: refutation, result } = event.data;
+  const {
+    decided_meanwhile: decided,
+    refutation_on_record: refutation,
+    cannot_read_back: unreadable,
+    result,
+  } = event.data;
   if (decided !== undefined && decided !== null) {
     if (result === null) return `not read: the hold was decided (${String(decided)}) before the re-check ran`;
     return `read after the hold was decided (${String(decided)}): changed nothing`;
   }
   if (refutation === true) return 'read after the FAILED’s refutation was on record: changed nothing';
+  if (unreadable !== undefined && unreadable !== null) {
+    const why = CANNOT_READ_BACK.get(String(unreadable)) ?? `cannot read it back (${String(unreadable)})`;
+    return `not read: ${why}; the hold stands as it was`;
+  }
   return null;
 }
+
+/** Why a reviewer's re-check of a hold still open made no read (`cannot_read_back`), in words. */
+const CANNOT_READ_BACK: ReadonlyMap<string, string> = new Map([
+  ['connector_unavailable', 'the reconciler has no connector for it now'],
+  ['no_read_back', 'its connector no longer reads this operation back'],
+]);
