@@ -660,5 +660,42 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
         expect(await rowButItsTime(operationId)).toEqual(before);
       });
     }
+
+    it('decided between its look and its write, it answers as a job that started after the decision', async () => {
+      const deployed = serviceWith(deployments[0].registry());
+      const { operationId } = await heldCharge();
+      const requestId = await reviewerRequest(operationId);
+      // A reviewer's FAILED, written and not yet committed: the job's look (a plain read) sees the hold open, and its
+      // write in the reviewer's name waits for this one's row lock, then finds the operation FAILED.
+      const other = db.dataSource.createQueryRunner();
+      await other.connect();
+      try {
+        await other.startTransaction();
+        await other.query(
+          `UPDATE operations SET status = 'FAILED', terminal_reason = 'MANUAL_RESOLUTION' WHERE id = $1`,
+          [operationId],
+        );
+        let answered = false;
+        const outcome = deployed.recheck(operationId, requestId).finally(() => (answered = true));
+        await waitForLockWaiter(db.dataSource, { statementLike: '%operations%', unless: () => answered });
+        await other.commitTransaction();
+        expect(await outcome).toBe('skipped: cannot read back');
+      } finally {
+        if (other.isTransactionActive) await other.rollbackTransaction();
+        await other.release();
+      }
+      expect(await rechecked(operationId)).toEqual([
+        {
+          trigger: 'reviewer',
+          requested_by: 'key_reviewer',
+          requested_at: expect.any(String),
+          result: null,
+          evidence: null,
+          held_for: 'SOURCE_UNREACHABLE',
+          decided_meanwhile: 'FAILED',
+        },
+      ]);
+      expect(await requestUsed(requestId)).toBe(true);
+    });
   });
 });
