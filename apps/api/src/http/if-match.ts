@@ -27,7 +27,10 @@ export const IF_MATCH_HEADER = {
 
 const TAKES_IF_MATCH = 'verity:takes-if-match';
 
-/** A write that compares `If-Match` with its resource's version (`ifMatchOf`): documented, and let through the guard. */
+/**
+ * A write that compares `If-Match` and `If-None-Match` with its resource's version (`ifMatchOf`, `ifNoneMatchOf`):
+ * documented, and let through the guard.
+ */
 export const TakesIfMatch = () => applyDecorators(ApiHeader(IF_MATCH_HEADER), SetMetadata(TAKES_IF_MATCH, true));
 
 /**
@@ -37,17 +40,36 @@ export const TakesIfMatch = () => applyDecorators(ApiHeader(IF_MATCH_HEADER), Se
  * never hold — and a write sent with it (a cancel made conditional on a version its client believed it
  * had) was carried out whatever had happened since. Refused 412 before the handler runs, nothing written; `*` (the
  * resource exists) asks nothing and passes, a header that is no entity tag is 400 as everywhere.
+ *
+ * RFC 9110 §13.1.2 likewise for If-None-Match on those writes: `*` holds only where there is no current
+ * representation, and each acts on one that exists (its collection, for a create): 412, nothing written. A list of
+ * tags holds (none can be the version of what has none) and passes; a header that is no entity tag is 400. Until
+ * 2026-12-06 the header was not read on these writes (nor on an operation's decisions): a cancel or a submission sent
+ * with `If-None-Match: *` was carried out.
  */
 @Injectable()
 export class RefuseUnmatchableIfMatch implements CanActivate {
   canActivate(context: ExecutionContext): boolean {
     const req = context.switchToHttp().getRequest<Request>();
-    if (req.headers['if-match'] === undefined || ['GET', 'HEAD', 'OPTIONS'].includes(req.method)) return true;
+    const conditional = req.headers['if-match'] !== undefined || req.headers['if-none-match'] !== undefined;
+    if (!conditional || ['GET', 'HEAD', 'OPTIONS'].includes(req.method)) return true;
     if (!/^\/v1(\/|$)/.test(req.path)) return true;
     if (Reflect.getMetadata(TAKES_IF_MATCH, context.getHandler()) === true) return true;
-    if (ifMatchOf(req) === undefined) return true;
-    throw unmatchableIfMatch(req.method, req.path);
+    if (ifMatchOf(req) !== undefined) throw unmatchableIfMatch(req.method, req.path);
+    if (ifNoneMatchOf(req) === '*') throw existingForIfNoneMatch(req.method, req.path);
+    return true;
   }
+}
+
+/** 412 for `If-None-Match: *` on a write of what exists, a resource with no ETag (RefuseUnmatchableIfMatch). */
+export function existingForIfNoneMatch(method: string, path: string): Problem {
+  return new Problem(
+    412,
+    'precondition-failed',
+    'Precondition failed',
+    `If-None-Match: * holds only where nothing exists yet, and ${method} ${path} acts on what exists; nothing was ` +
+      'written (send it without If-None-Match)',
+  );
 }
 
 /** 412 for an If-Match on a write whose resource has no ETag (RefuseUnmatchableIfMatch; the OpenAPI example). */
@@ -144,7 +166,7 @@ export function versionConditionFailed(what: string, condition: VersionCondition
     412,
     'precondition-failed',
     'Precondition failed',
-    `${what} is at a version If-None-Match names (\`*\` names any: they always have one)` +
+    `${what} is at a version If-None-Match names (\`*\` names any, and there always is one)` +
       `${condition.ifMatch === undefined ? '' : ', or no longer at one If-Match names'}; nothing was written`,
   );
 }

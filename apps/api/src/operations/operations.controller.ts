@@ -3,7 +3,7 @@ import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import type { z } from 'zod';
 import { CurrentPrincipal, Principal, ReviewerDecision, Roles } from '../auth/principal';
-import { TakesIfMatch, VERSION_ETAG, answerVersioned, ifMatchOf, setETag } from '../http/if-match';
+import { TakesIfMatch, VERSION_ETAG, answerVersioned, ifMatchOf, ifNoneMatchOf, setETag } from '../http/if-match';
 import { JsonBody, refuseBody } from '../http/parse';
 import { APPROVAL_EXAMPLE, OPERATION_DETAIL_EXAMPLE, RESOLVE_EXAMPLE } from '../openapi-examples';
 import { ApiEndpoint } from '../openapi';
@@ -76,7 +76,7 @@ export class OperationsController {
     ],
   })
   @TakesIfMatch()
-  approval(
+  async approval(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,
     @Req() req: Request,
@@ -84,6 +84,7 @@ export class OperationsController {
     @JsonBody(ApprovalBody) input: z.infer<typeof ApprovalBody>,
   ) {
     const ifMatch = ifMatchOf(req);
+    await this.operations.refuseNoneMatch(principal, id, ifNoneMatchOf(req));
     return shown(res, this.operations.decide(principal, id, input.decision, input.reason, input.requested_at, ifMatch));
   }
 
@@ -110,7 +111,7 @@ export class OperationsController {
     ],
   })
   @TakesIfMatch()
-  resolve(
+  async resolve(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,
     @Req() req: Request,
@@ -118,6 +119,7 @@ export class OperationsController {
     @JsonBody(ResolveBody) input: z.infer<typeof ResolveBody>,
   ) {
     const ifMatch = ifMatchOf(req);
+    await this.operations.refuseNoneMatch(principal, id, ifNoneMatchOf(req));
     if (input.status === OperationStatus.MANUAL_REVIEW) {
       return shown(res, this.operations.stillUnknown(principal, id, input.evidence, input.due_in_seconds, ifMatch));
     }
@@ -147,7 +149,7 @@ export class OperationsController {
     ],
   })
   @TakesIfMatch()
-  recheck(
+  async recheck(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,
     @Req() req: Request,
@@ -155,7 +157,9 @@ export class OperationsController {
     @Body() body: unknown,
   ) {
     refuseBody(req, body, 'recheck');
-    return shown(res, this.operations.recheck(principal, id, ifMatchOf(req)));
+    const ifMatch = ifMatchOf(req);
+    await this.operations.refuseNoneMatch(principal, id, ifNoneMatchOf(req));
+    return shown(res, this.operations.recheck(principal, id, ifMatch));
   }
 
   @Post(':id/retry')

@@ -76,7 +76,7 @@ import { Problem } from '../problem/problem';
 import { cancelledBy } from '../executions/executions.service';
 import { databaseNowForApprovals, pastDeadlineAt } from '../executions/approval-clock';
 import { presentExecution, presentOperation, requestedOperation, shownRetryRule } from '../executions/presenter';
-import { preconditionFailed } from '../http/if-match';
+import { preconditionFailed, versionConditionFailed } from '../http/if-match';
 import { refuseSecretValuesIn } from '../http/secret-values';
 import { LIMITS, operationCapAmountErrors, operationParamsErrors, referenceUnsettled } from '../executions/submission';
 import { ResolutionOptionsService } from './resolution-options.service';
@@ -124,6 +124,19 @@ export class OperationsService {
     const found = await findOperationWithVersion(db, id, principal.tenantId);
     if (!found) throw Problem.notFound('Operation', id);
     return { op: found.operation, version: found.version };
+  }
+
+  /**
+   * If-None-Match on a decision or a re-check (RFC 9110 §13.1.2): 412 when the operation is at a version it names (`*`
+   * names any: the operation exists), before anything is judged or written; 404 as always for an operation this
+   * tenant does not have. Compared with the version read now, not in the statement that writes: `*` cannot change.
+   */
+  async refuseNoneMatch(principal: Principal, id: string, ifNoneMatch: readonly string[] | '*' | undefined) {
+    if (ifNoneMatch === undefined) return;
+    const { version } = await this.loadAt(principal, id);
+    if (ifNoneMatch === '*' || ifNoneMatch.includes(version)) {
+      throw versionConditionFailed('the operation', { ifNoneMatch });
+    }
   }
 
   /**
