@@ -428,6 +428,39 @@ describe('contract edges: problems name what the caller sent', () => {
     expect(await count('executions')).toBe(executions + 1);
   });
 
+  it('refuses a PUT that says its body is a part of one (Content-Range): 400 naming it, nothing written', async () => {
+    // RFC 9110 14.5: a PUT replaces the whole representation, so a server that allows PUT must answer 400 to one with
+    // Content-Range (its body is likely a part mistakenly sent as the whole). Taken as the whole, a part that parses
+    // (the first of an uploader's pieces) replaced the settings with itself.
+    const policy = await http(stack.apiUrl, 'GET', '/v1/admin/policy', { key: DEMO.admin });
+    const settings = await http(stack.apiUrl, 'GET', '/v1/admin/connector-settings/sandbox.sms', { key: DEMO.admin });
+    const changes = await count('admin_changes');
+    const parts: [string, unknown][] = [
+      ['/v1/admin/policy', { obligation_owner: 'first-part' }],
+      ['/v1/admin/connector-settings/sandbox.sms', { spending_caps: [{ period: 'day', max_operations: 1 }] }],
+    ];
+    for (const [path, body] of parts) {
+      for (const range of ['bytes 0-29/120', 'bytes 0-29/*']) {
+        const res = await http<Problem>(stack.apiUrl, 'PUT', path, {
+          key: DEMO.admin,
+          body,
+          headers: { 'content-range': range },
+        });
+        expect([path, range, res.status, res.headers.get('content-type')?.split(';')[0]]).toEqual([
+          path,
+          range,
+          400,
+          'application/problem+json',
+        ]);
+        expect(res.body.detail).toMatch(/Content-Range/);
+      }
+    }
+    expect(await count('admin_changes')).toBe(changes);
+    expect((await http(stack.apiUrl, 'GET', '/v1/admin/policy', { key: DEMO.admin })).body).toEqual(policy.body);
+    const after = await http(stack.apiUrl, 'GET', '/v1/admin/connector-settings/sandbox.sms', { key: DEMO.admin });
+    expect(after.headers.get('etag')).toBe(settings.headers.get('etag'));
+  });
+
   it('does not carry out a write whose If-Match can never match (the resource has no ETag): 412, nothing written', async () => {
     // RFC 9110 13.1.1: an If-Match naming entity tags is true only if one is the resource's current one. Executions,
     // operations and webhook endpoints have none: a client that made its cancel conditional on a version it believed

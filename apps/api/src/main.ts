@@ -31,6 +31,7 @@ import {
   bodyReadTimeout,
   parseWholeQuery,
   rejectOtherCharsets,
+  rejectPartialPut,
   rejectRepeatedHeaders,
   rejectTransferCodings,
   rejectUnsafeJson,
@@ -105,6 +106,7 @@ async function bootstrap(): Promise<void> {
   // refusals (below) carry its Access-Control-Allow-Origin.
   app.use(new McpOriginCheck(config).use);
   app.use(rejectTransferCodings);
+  app.use(rejectPartialPut);
   app.use(rejectOtherCharsets);
   app.use(bodyReadTimeout(config.BODY_TIMEOUT_MS));
   app.useBodyParser('json', {

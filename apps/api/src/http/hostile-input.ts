@@ -125,6 +125,26 @@ export function rejectTransferCodings(req: Request, res: Response, next: NextFun
 }
 
 /**
+ * A PUT whose body says it is a part of one (`Content-Range`): a PUT replaces the whole representation, so RFC 9110
+ * (section 14.5) has a server that allows PUT answer 400, the body being likely a part sent by mistake as the whole.
+ * Taken as the whole, a part that parses (an uploader's first piece) replaced the settings with itself. Refused before
+ * the body is read.
+ */
+export function rejectPartialPut(req: Request, res: Response, next: NextFunction): void {
+  if (req.method === 'PUT' && req.headers['content-range'] !== undefined) {
+    const problem = new Problem(
+      400,
+      'bad-request',
+      'Partial PUT',
+      'a PUT replaces the whole resource: send the whole body, without Content-Range; nothing was written',
+    );
+    sendProblem(req, res, problem);
+    return;
+  }
+  next();
+}
+
+/**
  * A body is UTF-8 JSON. The JSON parser refuses most other charsets itself (415), but decodes any `utf-*` (UTF-16
  * among them) into text that then fails as JSON or as UTF-8 with a 400 that names the wrong cause: refused here, as
  * every other charset is.
