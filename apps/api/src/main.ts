@@ -31,6 +31,7 @@ import {
   bodyReadTimeout,
   parseWholeQuery,
   rejectOtherCharsets,
+  rejectOtherContentCodings,
   rejectPartialPut,
   rejectRepeatedHeaders,
   rejectTransferCodings,
@@ -108,6 +109,7 @@ async function bootstrap(): Promise<void> {
   app.use(rejectTransferCodings);
   app.use(rejectPartialPut);
   app.use(rejectOtherCharsets);
+  app.use(rejectOtherContentCodings);
   app.use(bodyReadTimeout(config.BODY_TIMEOUT_MS));
   app.useBodyParser('json', {
     limit: BODY_LIMIT_BYTES,

@@ -69,17 +69,22 @@ export function bodyParserProblem(error: unknown): Problem | null {
       );
     case 'charset.unsupported':
     case 'encoding.unsupported':
-      return new Problem(
-        415,
-        'unsupported-media-type',
-        'Unsupported encoding',
-        'send UTF-8 JSON, uncompressed or as gzip, deflate or br',
-      );
+      return unsupportedEncoding();
     default:
       return e.status >= 400 && e.status < 500
         ? new Problem(e.status, 'bad-request', 'The request body could not be read', e.type)
         : null;
   }
+}
+
+/** 415 for a body in a content coding the API does not undo (it takes gzip, deflate and br). */
+export function unsupportedEncoding(): Problem {
+  return new Problem(
+    415,
+    'unsupported-media-type',
+    'Unsupported encoding',
+    'send UTF-8 JSON, uncompressed or as gzip, deflate or br',
+  );
 }
 
 /**

@@ -4,6 +4,7 @@ import { rawJsonIssue, repeatedHeader } from '@verity/platform';
 import { type ParsedUrlQuery, parse as parseQueryString } from 'node:querystring';
 import { JSON_RPC_CODE, refuseBody } from '../mcp/json-rpc-error';
 import { Problem, sendProblem } from '../problem/problem';
+import { unsupportedEncoding } from './body-errors';
 import { hasBody, markEmptyBody } from './parse';
 import { jsonInputIssues, textIssue } from './text';
 
@@ -167,6 +168,23 @@ export function rejectOtherCharsets(req: Request, res: Response, next: NextFunct
   // `utf8` names UTF-8 as well, but the JSON parser knows only `utf-8` (it would answer 415): spelled its way.
   if (charset === 'utf8') {
     req.headers['content-type'] = req.headers['content-type']!.replace(/(;\s*charset\s*=\s*"?)utf8/i, '$1utf-8');
+  }
+  next();
+}
+
+/** The content codings a body may be sent in (`identity`: none). */
+const CONTENT_CODINGS = new Set(['identity', 'gzip', 'deflate', 'br']);
+
+/**
+ * A body in a content coding besides gzip, deflate and br: 415, before it is read. The JSON parser also undoes zstd
+ * where Node has it, so a body sent as zstd was carried out on one Node and refused on another, where the API names
+ * the three.
+ */
+export function rejectOtherContentCodings(req: Request, res: Response, next: NextFunction): void {
+  const coding = req.headers['content-encoding'];
+  if (coding !== undefined && hasBody(req) && !CONTENT_CODINGS.has(coding.trim().toLowerCase())) {
+    refuseBody(req, res, unsupportedEncoding(), JSON_RPC_CODE.transport);
+    return;
   }
   next();
 }
