@@ -88,6 +88,14 @@ const CASES: Case[] = [
   },
   { name: 'no content type', rawBody: new TextEncoder().encode(JSON.stringify(base())), status: 415 },
   { name: 'XML', rawBody: '<a/>', headers: { 'content-type': 'application/xml' }, status: 415 },
+  // A media type the JSON parser does not take as one (no subtype before "+json", a subtype over 127 characters): the
+  // body was left unread, and the caller was told it sent none (400 "expected object, received undefined").
+  ...['application/+json', 'application/.+json', `application/${'x'.repeat(123)}+json`].map((type) => ({
+    name: `content type ${type.slice(0, 30)}`,
+    rawBody: JSON.stringify(base()),
+    headers: { 'content-type': type },
+    status: 415,
+  })),
   {
     name: 'a non-UTF charset',
     rawBody: JSON.stringify(base()),

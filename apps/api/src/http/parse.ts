@@ -83,9 +83,11 @@ export function pageOf<T extends { id: string }>(
 /**
  * The media types the JSON parser reads (main.ts: `application/json`, `application/*+json`), parameters aside. Not
  * `json\b`: `application/json-seq` or a list (`application/json, text/plain`) passed it while the parser left the body
- * unread, and the caller was told its body was missing.
+ * unread, and the caller was told its body was missing. The subtype is one the parser takes as one (RFC 6838, as
+ * media-typer reads it): a letter or digit first, at most 127 characters — `application/+json` passed too.
  */
-export const JSON_MEDIA_TYPE = /^application\/(?:[a-z0-9!#$&^_.+-]*\+)?json[ \t]*(?:;|$)/i;
+export const JSON_MEDIA_TYPE =
+  /^application\/(?=[a-z0-9][a-z0-9!#$&^_.+-]{0,126}[ \t]*(?:;|$))(?:[a-z0-9!#$&^_.+-]*\+)?json[ \t]*(?:;|$)/i;
 
 /** A body must say it is JSON; anything else is refused before it is read as one. */
 export function requireJson(req: Request): void {
