@@ -1,6 +1,7 @@
 import { createApiKey } from '@verity/persistence';
 import { charge, http, submission, unique } from '../support/http';
 import { DEMO, Stack } from '../support/stack';
+import { waitForApprovalRequest } from './dispatcher-helpers';
 
 /**
  * Another tenant's resources look exactly like ones that do not exist, on the paths the isolation matrix of
@@ -18,6 +19,14 @@ const GHOST = {
 /** The answer with the id named replaced by the ghost's, and the request-specific `instance` dropped. */
 const comparable = (text: string, id: string, ghost: string) =>
   text.replaceAll(id, ghost).replace(/"instance":"[^"]*",?/g, '');
+
+/** Everything an answer says, less what differs between any two requests (its time, its request id, its length). */
+const said = (res: { status: number; headers: Headers; text: string }, id: string, ghost: string) =>
+  JSON.stringify({
+    status: res.status,
+    headers: [...res.headers].filter(([name]) => !['date', 'x-request-id', 'content-length'].includes(name)),
+    body: comparable(res.text, id, ghost),
+  });
 
 describe('another tenant’s resources answer as missing ones do', () => {
   let stack: Stack;
@@ -175,13 +184,6 @@ describe('another tenant’s resources answer as missing ones do', () => {
       ['POST', `/v1/executions/{exe}/cancel`, { body: { reason: 'x' } }],
       ['POST', `/v1/executions/{exe}/cancel`, { headers: { 'if-match': '*' } }],
     ];
-    // Everything the answer says, less what differs between any two requests (its time, its request id, its length).
-    const said = (res: { status: number; headers: Headers; text: string }, id: string, ghost: string) =>
-      JSON.stringify({
-        status: res.status,
-        headers: [...res.headers].filter(([name]) => !['date', 'x-request-id', 'content-length'].includes(name)),
-        body: comparable(res.text, id, ghost),
-      });
     // What a request of another tenant could leave behind without an event or a status: a re-check request recorded
     // (its job may run later), an execution made (a retry's). Counted in every tenant, the asker's too: a row written
     // under the asker's tenant for this tenant's operation is as wrong, and nothing else writes these meanwhile.
@@ -220,5 +222,50 @@ describe('another tenant’s resources answer as missing ones do', () => {
     );
     expect(after.body.status).toBe('PREPARED');
     expect(after.body.approval?.state ?? 'none').not.toMatch(/granted|denied/);
+  });
+
+  it('answers another tenant’s agent on an execution’s reads, its stream and its conditional writes as on missing ones', async () => {
+    const created = await http<{ id: string; operations: { id: string }[] }>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([charge(unique('reads'), { requires_approval: true })]),
+    });
+    expect(created.status).toBe(201);
+    const exe = created.body.id;
+    const op = created.body.operations[0].id;
+    const log = async () =>
+      (await http<{ data: { id: string }[] }>(stack.apiUrl, 'GET', `/v1/executions/${exe}/events`, { key: DEMO.agent }))
+        .body.data;
+    // At rest: waiting for its approval, so nothing but a request below could add to its log.
+    await waitForApprovalRequest(stack, exe);
+    const before = await log();
+    const event = before[0].id;
+    const asks: [string, string, Record<string, string>][] = [
+      ['GET', '/v1/executions/{exe}', {}],
+      ['HEAD', '/v1/executions/{exe}', {}],
+      ['GET', '/v1/executions/{exe}/events', {}],
+      ['GET', `/v1/executions/{exe}/events?after=${event}&limit=5`, {}],
+      ['GET', '/v1/executions/{exe}/stream', {}],
+      ['GET', '/v1/executions/{exe}/stream', { 'last-event-id': event }],
+      ['GET', '/v1/executions/{exe}/stream?after=1', {}],
+      ['HEAD', '/v1/executions/{exe}/stream', {}],
+      ['POST', '/v1/executions/{exe}/cancel', { 'if-none-match': '"a-version"' }],
+      ['POST', '/v1/executions/{exe}/cancel', { 'if-none-match': '*' }],
+      ['GET', '/v1/operations/{op}', {}],
+      ['HEAD', '/v1/operations/{op}', {}],
+      ['POST', '/v1/operations/{op}/retry', { 'if-none-match': '*' }],
+    ];
+    const wrong: string[] = [];
+    for (const [method, path, headers] of asks) {
+      const [id, ghost] = path.includes('{exe}') ? [exe, GHOST.exe] : [op, GHOST.op];
+      const at = (target: string) => path.replace(/\{op\}|\{exe\}/, target);
+      const theirs = await http(stack.apiUrl, method, at(id), { key: DEMO.otherAgent, headers });
+      const none = await http(stack.apiUrl, method, at(ghost), { key: DEMO.otherAgent, headers });
+      if (![404, 412].includes(theirs.status) || said(theirs, id, ghost) !== said(none, ghost, ghost)) {
+        wrong.push(`${method} ${path}: ${theirs.status} ${theirs.text} vs ${none.status} ${none.text}`);
+      }
+    }
+    expect(wrong).toEqual([]);
+    // Nothing was cancelled or retried: the log is as it was (the approval still waits), no execution was added.
+    expect(await log()).toEqual(before);
   });
 });
