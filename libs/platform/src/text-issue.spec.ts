@@ -1,5 +1,5 @@
 import { runInNewContext } from 'node:vm';
-import { escapeHiddenCharacters, hiddenCharacterIn } from './text-issue';
+import { escapeHiddenCharacters, hiddenCharacterIn, rightToLeftIn } from './text-issue';
 
 /** `ascii` written in Unicode tag characters (U+E0020–U+E007E), which show as nothing. */
 const tags = (ascii: string) => [...ascii].map((c) => String.fromCodePoint(0xe0000 + c.codePointAt(0)!)).join('');
@@ -239,4 +239,25 @@ describe('hiddenCharacterIn', () => {
 describe('escapeHiddenCharacters', () => {
   it('escapes each hidden character, one escape past the first plane', () =>
     expect(escapeHiddenCharacters('/pay/\u202eelgoog\u{e0041}')).toBe('/pay/\\u202eelgoog\\u{e0041}'));
+});
+
+describe('rightToLeftIn', () => {
+  // Each lays out the digits after it right to left ('x 1111 2222' reads '2222 1111 x'): the console shows such a value
+  // also in the order it is sent. Hanifi Rohingya, Yezidi, Old Hungarian and Mende Kikakui letters are right to left as
+  // much as Hebrew's.
+  it.each([
+    ['Hebrew', '\u05D0 1111 2222'],
+    ['Arabic', '\u0627 1111 2222'],
+    ['Arabic (a presentation form)', '\uFE8D 1111 2222'],
+    ['Hanifi Rohingya', '\u{10D00} 1111 2222'],
+    ['Yezidi', '\u{10E80} 1111 2222'],
+    ['Old Hungarian', '\u{10C80} 1111 2222'],
+    ['Mende Kikakui', '\u{1E800} 1111 2222'],
+  ])('finds a letter of %s', (_script, text) => expect(rightToLeftIn(text)).toBe(true));
+
+  it.each([
+    ['Latin and digits', 'abc 1111 2222'],
+    ['a byte order mark (no direction of its own)', '\uFEFF1111 2222'],
+    ['Greek', '\u03B1 1111'],
+  ])('finds none in %s', (_what, text) => expect(rightToLeftIn(text)).toBe(false));
 });

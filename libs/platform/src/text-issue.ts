@@ -131,11 +131,20 @@ const DIRECTION_MARK = String.raw`[\u200E\u200F\u061C]`;
 const RIGHT_TO_LEFT_LETTER =
   /[\p{Script=Hebrew}\p{Script=Arabic}\p{Script=Syriac}\p{Script=Thaana}\p{Script=Nko}\p{Script=Adlam}\p{Script=Samaritan}\p{Script=Mandaic}]/u;
 /**
- * Whether `text` holds a right-to-left letter (Hebrew, Arabic…): shown as written, such a letter lays out the digits and
- * spaces after it right to left, so `\u05D0 1111 2222` reads as `2222 1111 \u05D0` with no hidden character in it.
+ * The blocks Unicode gives right-to-left letters (Bidi_Class R or AL; DerivedBidiClass's defaults): Hebrew to Arabic
+ * Extended-A, the Hebrew and Arabic presentation forms (not U+FEFF, which has no direction), and the two ranges of the
+ * supplementary planes that hold every other right-to-left script (Hanifi Rohingya, Yezidi, Old Hungarian, Mende
+ * Kikakui, Adlam…). By code point, not by script name: a console's browser that does not know a newer script's name
+ * would refuse the whole pattern.
+ */
+const RIGHT_TO_LEFT_BLOCK = /[\u0590-\u08FF\uFB1D-\uFDFF\uFE70-\uFEFE\u{10800}-\u{10FFF}\u{1E800}-\u{1EFFF}]/u;
+/**
+ * Whether `text` holds a right-to-left letter (Hebrew, Arabic, Hanifi Rohingya…): shown as written, such a letter lays
+ * out the digits and spaces after it right to left, so `\u05D0 1111 2222` reads as `2222 1111 \u05D0` with no hidden
+ * character in it.
  */
 export function rightToLeftIn(text: string): boolean {
-  return RIGHT_TO_LEFT_LETTER.test(text);
+  return RIGHT_TO_LEFT_BLOCK.test(text);
 }
 const inLines = (kept: string[], flags: string) => new RegExp(`(?!${kept.join('|')})${HIDDEN_CHARACTER.source}`, flags);
 const HIDDEN_CHARACTER_IN_LINES = inLines(KEPT_IN_LINES, 'u');
