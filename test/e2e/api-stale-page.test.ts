@@ -223,9 +223,10 @@ describe('api: a decision from a stale page (ETag, If-Match)', () => {
           let answered = false;
           const rechecking = post(held.id, 'recheck', undefined, etag).finally(() => (answered = true));
           // The early check read the version shown (a plain read: the uncommitted change is not seen, nor waited
-          // for); the statement that share-locks the operation at that version waits for the writer's row lock.
+          // for); the statement that share-locks the operation at that version waits for the writer's row lock. Told
+          // by its head: pg_stat_activity keeps only its first kilobyte, which its closing FOR SHARE is past.
           await waitForLockWaiter(stack.db.dataSource, {
-            statementLike: '%FROM operations t%FOR SHARE%',
+            statementLike: 'SELECT t.id FROM operations t%WHERE t.id = $1 AND t.tenant_id = $2 AND md5(%',
             unless: () => answered,
           });
           await writer.commitTransaction();
@@ -321,6 +322,86 @@ describe('api: a decision from a stale page (ETag, If-Match)', () => {
     const now = await read(held.opId);
     expectStale(await post(held.opId, 'resolve', { status: 'CANCELLED', evidence: 'x' }, '"never-shown"'), now.etag);
     expect(await decisionsOf(held.executionId, held.opId)).toHaveLength(before.length + 1);
+  });
+
+  it('a release from a page read before an admin added an approval rule is 412: it would also grant that approval', async () => {
+    // Held before it was ever sent, no approval on record, none asked for by the agent: the page offers a plain release.
+    const { executionId, opId } = await heldBeforeSending();
+    const sentOption = async (etag?: string) => {
+      const res = await http<{ resolution_options: { status: string; why: string }[] }>(
+        stack.apiUrl,
+        'GET',
+        `/v1/operations/${opId}`,
+        { key: DEMO.reviewer },
+      );
+      if (etag !== undefined) expect(res.headers.get('etag')).toBe(etag);
+      return res.body.resolution_options.find((o) => o.status === 'SENT')?.why ?? '';
+    };
+    const shown = await read(opId);
+    expect(await sentOption(shown.etag)).not.toMatch(/grants that approval/);
+    const policy = (approval_rules: unknown[] | null) =>
+      http(stack.apiUrl, 'PUT', '/v1/admin/policy', { key: DEMO.admin, body: { approval_rules } });
+    try {
+      // A policy change that is not about approval moves no operation's version.
+      expect(
+        (await http(stack.apiUrl, 'PUT', '/v1/admin/policy', { key: DEMO.admin, body: { obligation_owner: 'ops' } }))
+          .status,
+      ).toBe(200);
+      expect((await read(opId)).etag).toBe(shown.etag);
+      // An admin adds a rule that covers it: a release now also grants the approval the rule requires.
+      expect((await policy([{ connector: 'sandbox.payments', amount_above: 0 }])).status).toBe(200);
+      const now = await read(opId);
+      expect(now.etag).not.toBe(shown.etag);
+      expect(await sentOption(now.etag)).toMatch(/grants that approval/);
+      const before = await decisionsOf(executionId, opId);
+      // The release from the page read before the rule: it showed no approval, so none is granted — nothing is written.
+      expectStale(
+        await post(opId, 'resolve', { status: 'SENT', evidence: 'A: the conflict is understood' }, shown.etag),
+        now.etag,
+      );
+      expect(await decisionsOf(executionId, opId)).toEqual(before);
+      // From the page as it is now (which says the release grants the approval), it is taken, with the grant.
+      const released = await post(opId, 'resolve', { status: 'SENT', evidence: 'A: approved too' }, now.etag);
+      expect(released.status).toBe(200);
+      // (The dispatcher may already have sent it: its moves follow.)
+      expect((await decisionsOf(executionId, opId)).slice(before.length, before.length + 2).map((e) => e.type)).toEqual(
+        ['operation.resolved', 'approval.decided'],
+      );
+    } finally {
+      expect((await policy(null)).status).toBe(200);
+      await http(stack.apiUrl, 'PUT', '/v1/admin/policy', { key: DEMO.admin, body: { obligation_owner: null } });
+    }
+  });
+
+  it('an approval decision from a page read before an admin added an approval rule is 412: none was asked for then', async () => {
+    // The second charge waits for the first (held before sending): PREPARED, nothing asks for its approval, so an
+    // approve or a deny of it is refused (not-awaiting-approval). Once a rule covers it, a deny would cancel it.
+    const created = await submit(stack, [
+      charge(unique('stale-rule'), { expected_state: { charged: true } }),
+      { ...charge(unique('stale-rule-2')), key: 'second', depends_on: ['charge'] },
+    ]);
+    await waitForOp(stack, created.id, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    const waiting = await waitForOp(stack, created.id, 'second', (o) => o.status === 'PREPARED');
+    expect(waiting.approval ?? null).toBeNull();
+    const shown = await read(waiting.id);
+    const policy = (approval_rules: unknown[] | null) =>
+      http(stack.apiUrl, 'PUT', '/v1/admin/policy', { key: DEMO.admin, body: { approval_rules } });
+    try {
+      expect((await policy([{ connector: 'sandbox.payments', amount_above: 0 }])).status).toBe(200);
+      const now = await read(waiting.id);
+      expect(now.etag).not.toBe(shown.etag);
+      const before = await decisionsOf(created.id, waiting.id);
+      expectStale(await post(waiting.id, 'approval', { decision: 'deny', reason: 'A' }, shown.etag), now.etag);
+      expectStale(await post(waiting.id, 'approval', { decision: 'approve' }, shown.etag), now.etag);
+      expect(await decisionsOf(created.id, waiting.id)).toEqual(before);
+      expect(await read(waiting.id)).toMatchObject({ status: 'PREPARED', etag: now.etag });
+      // On the page as it is now, the decision is taken.
+      const denied = await post(waiting.id, 'approval', { decision: 'deny', reason: 'A: not this one' }, now.etag);
+      expect(denied.status).toBe(200);
+      expect((await read(waiting.id)).status).toBe('CANCELLED');
+    } finally {
+      expect((await policy(null)).status).toBe(200);
+    }
   });
 
   it('an approval decision and a re-check on a version that is not the current one: 412, nothing written', async () => {

@@ -58,7 +58,10 @@ SELECT {columns:Operation t}, md5(jsonb_build_array(t.status, t.terminal_reason,
             FROM operations ro JOIN chain c ON ro.id = c.retry_of AND ro.tenant_id = t.tenant_id)
           SELECT 1 FROM chain WHERE chain.status = 'FAILED'
             AND (chain.acknowledged_at IS NOT NULL
-                 OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) THEN ' retry_refuted' ELSE '' END) AS version
+                 OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) THEN ' retry_refuted' ELSE '' END
+       || CASE WHEN coalesce(t.approval, 'null'::jsonb) = 'null'::jsonb AND NOT t.requires_approval
+          AND (t.status = 'PREPARED'
+               OR (t.status = 'MANUAL_REVIEW' AND t.attempt = 0)) THEN ' approval_policy ' || coalesce((SELECT CASE WHEN vt.id IS NOT NULL THEN jsonb_build_object('approvalRules', vt.settings->'approvalRules', 'approvalAmountAbove', vt.settings->'approvalAmountAbove')::text END FROM tenants vt WHERE vt.id = t.tenant_id), '') ELSE '' END) AS version
      FROM operations t WHERE t.id = $1 AND t.tenant_id = $2;
 
 -- lockOperationAtVersion
@@ -68,7 +71,10 @@ SELECT t.id FROM operations t
        t.acknowledged_at IS NOT NULL, t.rejected_at IS NOT NULL)::text
        || CASE WHEN EXISTS (SELECT 1 FROM verity_retry_chain_locked(t.retry_of, t.tenant_id) chain WHERE chain.status = 'FAILED'
             AND (chain.acknowledged_at IS NOT NULL
-                 OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) THEN ' retry_refuted' ELSE '' END) = ANY($3::text[]) FOR SHARE;
+                 OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) THEN ' retry_refuted' ELSE '' END
+       || CASE WHEN coalesce(t.approval, 'null'::jsonb) = 'null'::jsonb AND NOT t.requires_approval
+          AND (t.status = 'PREPARED'
+               OR (t.status = 'MANUAL_REVIEW' AND t.attempt = 0)) THEN ' approval_policy ' || coalesce((SELECT CASE WHEN vt.id IS NOT NULL THEN jsonb_build_object('approvalRules', vt.settings->'approvalRules', 'approvalAmountAbove', vt.settings->'approvalAmountAbove')::text END FROM tenants vt WHERE vt.id = t.tenant_id FOR SHARE), '') ELSE '' END) = ANY($3::text[]) FOR SHARE;
 
 -- operationVersionsBeforeInvestigations
 SELECT g.i AS investigation,
@@ -84,7 +90,10 @@ SELECT g.i AS investigation,
             FROM operations ro JOIN chain c ON ro.id = c.retry_of AND ro.tenant_id = t.tenant_id)
           SELECT 1 FROM chain WHERE chain.status = 'FAILED'
             AND (chain.acknowledged_at IS NOT NULL
-                 OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) THEN ' retry_refuted' ELSE '' END) AS version
+                 OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) THEN ' retry_refuted' ELSE '' END
+       || CASE WHEN coalesce(t.approval, 'null'::jsonb) = 'null'::jsonb AND NOT t.requires_approval
+          AND (t.status = 'PREPARED'
+               OR (t.status = 'MANUAL_REVIEW' AND t.attempt = 0)) THEN ' approval_policy ' || coalesce((SELECT CASE WHEN vt.id IS NOT NULL THEN jsonb_build_object('approvalRules', vt.settings->'approvalRules', 'approvalAmountAbove', vt.settings->'approvalAmountAbove')::text END FROM tenants vt WHERE vt.id = t.tenant_id), '') ELSE '' END) AS version
      FROM operations t,
           LATERAL (SELECT i, CASE WHEN absent THEN t.obligation - 'investigations'
                     ELSE t.obligation || jsonb_build_object('investigations',

@@ -196,7 +196,10 @@ WITH moved AS (
        operations.acknowledged_at IS NOT NULL, operations.rejected_at IS NOT NULL)::text
        || CASE WHEN EXISTS (SELECT 1 FROM verity_retry_chain_locked(operations.retry_of, operations.tenant_id) chain WHERE chain.status = 'FAILED'
             AND (chain.acknowledged_at IS NOT NULL
-                 OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) THEN ' retry_refuted' ELSE '' END) = ANY($7::text[])
+                 OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) THEN ' retry_refuted' ELSE '' END
+       || CASE WHEN coalesce(operations.approval, 'null'::jsonb) = 'null'::jsonb AND NOT operations.requires_approval
+          AND (operations.status = 'PREPARED'
+               OR (operations.status = 'MANUAL_REVIEW' AND operations.attempt = 0)) THEN ' approval_policy ' || coalesce((SELECT CASE WHEN vt.id IS NOT NULL THEN jsonb_build_object('approvalRules', vt.settings->'approvalRules', 'approvalAmountAbove', vt.settings->'approvalAmountAbove')::text END FROM tenants vt WHERE vt.id = operations.tenant_id FOR SHARE), '') ELSE '' END) = ANY($7::text[])
          RETURNING id, execution_id, tenant_id, created_at
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + $13::int, updated_at = clock_timestamp()

@@ -870,6 +870,53 @@ describe('TransitionService (real Postgres)', () => {
     expect(await versionNow()).not.toBe(current);
   });
 
+  it('decide: a decision naming a version is not written once the tenant’s approval policy changed what it does', async () => {
+    // Where the operation needs approval only if the tenant's policy says so (none on record, the agent asked for none),
+    // the policy decides what a decision does: whether an approve or a deny is taken at all, whether a release also
+    // grants the approval. A page read before an admin added a rule showed none of that.
+    const setApprovalPolicy = (settings: Record<string, unknown>) =>
+      db.dataSource.query(`UPDATE tenants SET settings = coalesce(settings, '{}'::jsonb) || $2::jsonb WHERE id = $1`, [
+        'acme',
+        JSON.stringify(settings),
+      ]);
+    const versionOf = async (operationId: string) =>
+      (await findOperationWithVersion(db.dataSource.manager, operationId, 'acme'))!.version;
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    // Asked for on record, or by the agent, or sent already: the policy changes nothing its decisions do.
+    const requested = await newExecutionWithOneOperation();
+    await db.dataSource.query(`UPDATE operations SET approval = '{"state": "requested"}' WHERE id = $1`, [
+      requested.operationId,
+    ]);
+    const byAgent = await newExecutionWithOneOperation();
+    await db.dataSource.query(`UPDATE operations SET requires_approval = true WHERE id = $1`, [byAgent.operationId]);
+    const sentHold = await newExecutionWithOneOperation();
+    await db.dataSource.query(`UPDATE operations SET status = 'MANUAL_REVIEW', attempt = 1 WHERE id = $1`, [
+      sentHold.operationId,
+    ]);
+    const unaffected = [requested.operationId, byAgent.operationId, sentHold.operationId];
+    try {
+      const shown = await versionOf(operationId);
+      const shownUnaffected = await Promise.all(unaffected.map(versionOf));
+      // A change of the policy that is not about approval (who owns obligations) changes no version.
+      await setApprovalPolicy({ obligationOwner: 'someone-else' });
+      expect(await versionOf(operationId)).toBe(shown);
+      await setApprovalPolicy({ approvalRules: [{ connector: 'sandbox.payments', amount_above: 10 }] });
+      const current = await versionOf(operationId);
+      expect(current).not.toBe(shown);
+      expect(await Promise.all(unaffected.map(versionOf))).toEqual(shownUnaffected);
+      const decideOn = (versions: string[]) => decideApproval(operationId, 'deny', { whileVersionIn: versions });
+      expect((await decideOn([shown])).won).toBe(false);
+      expect(await eventsWhere({ executionId, type: 'approval.decided' })).toHaveLength(0);
+      expect((await decideOn([current])).won).toBe(true);
+      expect(await eventsWhere({ executionId, type: 'approval.decided' })).toHaveLength(1);
+    } finally {
+      await db.dataSource.query(
+        `UPDATE tenants SET settings = settings - 'approvalRules' - 'obligationOwner' WHERE id = $1`,
+        ['acme'],
+      );
+    }
+  });
+
   it('decide: a decision naming a version is not written after the FAILED its operation retries was refuted meanwhile', async () => {
     // The version a person decides on includes "the FAILED this retries was contradicted since" (retry_refuted), read
     // from another row. The decision's statement judges its conditions, then waits for its own row (held here, as a
