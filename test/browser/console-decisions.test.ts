@@ -362,6 +362,62 @@ interface Op {
     }
   });
 
+  it('a release clicked on a page opened before an admin added an approval rule is refused: it would also grant it', async () => {
+    const created = await http<Execution>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([charge(unique('order'), { expected_state: { charged: true } })]),
+    });
+    expect(created.status).toBe(201);
+    const opId = created.body.operations[0].id;
+    const read = async () => {
+      const res = await http<Op & { attempt: number; recovery_obligation?: { resolution?: unknown } }>(
+        stack.apiUrl,
+        'GET',
+        `/v1/operations/${opId}`,
+        { key: DEMO.reviewer },
+      );
+      return { ...res.body, etag: res.headers.get('etag') };
+    };
+    const shown = await waitFor(read, (op) => op.status === 'MANUAL_REVIEW' && op.attempt === 0, SLOW);
+    await signIn(DEMO.reviewer);
+    await page.getByRole('heading', { level: 1, name: 'Review queues' }).waitFor();
+    await page.goto(consoleUrl(`/operations/${opId}`));
+    const release = page.locator('[data-resolution="SENT"]');
+    await release.waitFor();
+    await expect(release.textContent()).resolves.not.toMatch(/grants that approval/);
+    const policy = async (rules: unknown) => {
+      const res = await http(stack.apiUrl, 'PUT', '/v1/admin/policy', {
+        key: DEMO.admin,
+        body: { approval_rules: rules },
+      });
+      expect(res.status).toBe(200);
+    };
+    // The admin's rule writes nothing on the operation: the open page is not loaded again and still shows a plain
+    // release. Its click carries the ETag of that page, which the rule changed: nothing is released, nothing granted.
+    await policy([{ connector: 'sandbox.payments' }]);
+    try {
+      let sentIfMatch: string | undefined;
+      await page.route(`**/v1/operations/${opId}/resolve`, async (route) => {
+        sentIfMatch = route.request().headers()['if-match'];
+        await route.continue();
+      });
+      await page.locator('#resolution-evidence').fill('the conflict is understood');
+      await release.click();
+      await page
+        .locator('p.result')
+        .filter({ hasText: /changed since you opened it/ })
+        .waitFor();
+      expect(sentIfMatch).toBe(shown.etag);
+      const now = await read();
+      expect(now).toMatchObject({ status: 'MANUAL_REVIEW', attempt: 0, approval: null });
+      expect(now.recovery_obligation?.resolution).toBeUndefined();
+      expect(now.etag).not.toBe(shown.etag);
+    } finally {
+      await page.unroute(`**/v1/operations/${opId}/resolve`);
+      await policy(null);
+    }
+  });
+
   it('an earlier load that fails after a later one was shown changes nothing: the later one stands', async () => {
     const created = await http<Execution>(stack.apiUrl, 'POST', '/v1/executions', {
       key: DEMO.agent,
