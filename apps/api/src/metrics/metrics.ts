@@ -47,3 +47,9 @@ export const submissions = new Counter({
   help: 'Executions accepted by this process',
   registers: [metricsRegistry],
 });
+
+export const streamVerdictReads = new Counter({
+  name: 'verity_stream_verdict_reads_total',
+  help: 'Reads of an execution and its operations by its open streams, to decide whether they end (one statement each)',
+  registers: [metricsRegistry],
+});

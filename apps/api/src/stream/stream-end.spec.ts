@@ -1,5 +1,5 @@
 import { ExecutionStatus, OperationStatus, VerificationMethod } from '@verity/status-model';
-import { streamVerdict } from './stream-end';
+import { streamMustRead, streamVerdict } from './stream-end';
 
 const E = ExecutionStatus;
 const S = OperationStatus;
@@ -72,5 +72,52 @@ describe('streamVerdict', () => {
     expect(streamVerdict({ ...state, lateReadUntil: soon }, now)).toEqual({ end: null, wakeAt: soon });
     expect(streamVerdict({ ...state, lateReadUntil: now }, now)).toEqual({ end: 'settled' });
     expect(streamVerdict({ ...state, lateReadUntil: null }, now)).toEqual({ end: 'settled' });
+  });
+});
+
+describe('streamMustRead', () => {
+  const moved = (toStatus: string | null) => ({ type: 'execution.status_changed', toStatus });
+  const operation = (toStatus: string) => ({ type: 'operation.status_changed', toStatus });
+
+  it('reads on a stream’s first pass, a reconnection’s included, and after a read that found no execution', () => {
+    expect(streamMustRead(undefined, [])).toBe(true);
+    expect(streamMustRead(undefined, [operation(S.SENT)])).toBe(true);
+    expect(streamMustRead(null, [])).toBe(true);
+  });
+
+  it('reads on every pass once the last read found the execution terminal, an empty page (a wake-up) included', () => {
+    for (const status of [E.COMPLETED, E.FAILED, E.CANCELLED, E.EXPIRED]) {
+      expect(streamMustRead(status, [])).toBe(true);
+      expect(streamMustRead(status, [{ type: 'operation.resolved', toStatus: S.FAILED }])).toBe(true);
+      expect(streamMustRead(status, [{ type: 'outcome.evaluated', toStatus: null }])).toBe(true);
+    }
+  });
+
+  it('does not read while the execution is not terminal and the page holds nothing that can make it so', () => {
+    expect(streamMustRead(E.RUNNING, [])).toBe(false);
+    expect(
+      streamMustRead(E.WAITING_FOR_APPROVAL, [
+        operation(S.SENT),
+        operation(S.VERIFIED),
+        { type: 'approval.decided', toStatus: null },
+        { type: 'operation.rechecked', toStatus: null },
+        { type: 'outcome.evaluated', toStatus: null },
+        moved(E.RUNNING),
+        moved(E.VALIDATING_OUTPUT),
+      ]),
+    ).toBe(false);
+  });
+
+  it('reads after the execution’s move to a terminal status, even as the only such event of a page', () => {
+    for (const status of [E.COMPLETED, E.FAILED, E.CANCELLED, E.EXPIRED]) {
+      expect(streamMustRead(E.VALIDATING_OUTPUT, [operation(S.VERIFIED), moved(status)])).toBe(true);
+    }
+  });
+
+  it('reads when unsure: an unknown event type, an execution move to an unknown status or to none', () => {
+    expect(streamMustRead(E.RUNNING, [{ type: 'execution.created', toStatus: E.CREATED }])).toBe(true);
+    expect(streamMustRead(E.RUNNING, [{ type: 'something.new', toStatus: null }])).toBe(true);
+    expect(streamMustRead(E.RUNNING, [moved('archived')])).toBe(true);
+    expect(streamMustRead(E.RUNNING, [moved(null)])).toBe(true);
   });
 });

@@ -44,3 +44,58 @@ export function streamVerdict(state: StreamState, now: Date): StreamVerdict {
   if (state.deadlineAt.getTime() <= now.getTime()) return { end: 'deadline' };
   return { end: null, wakeAt: state.deadlineAt };
 }
+
+/**
+ * Event types that never move an execution's status: only `execution.status_changed` does (in the statement that
+ * moves it, libs/persistence transition.service), and `execution.created` begins it. A type not listed here (a new
+ * one) counts as one that may.
+ */
+const STATUS_UNMOVED_BY: ReadonlySet<string> = new Set([
+  'operation.status_changed',
+  'operation.resolved',
+  'operation.release_withdrawn',
+  'operation.acknowledged_late',
+  'operation.rejected_late',
+  'operation.rechecked',
+  'operation.still_unknown',
+  'operation.observed',
+  'spending_cap.exceeded',
+  'approval.requested',
+  'approval.decided',
+  'approval.stale_authority',
+  'approval.stale_baseline',
+  'context.unavailable',
+  'send.secrets_unopened',
+  'context.read',
+  'knowledge.conflict',
+  'obligation.escalated',
+  'outcome.evaluated',
+]);
+
+const NON_TERMINAL_STATUSES: ReadonlySet<string> = new Set(
+  Object.values(ExecutionStatus).filter((status) => !isTerminalExecution(status)),
+);
+
+/**
+ * Whether a stream must read the execution again (for `streamVerdict`) after sending `page`, given the execution's
+ * status at its last read (`undefined`: no read yet — a stream's first pass, a reconnection's included; `null`: the
+ * last read found no execution). Events sent since that read without one are passed too (a full page is followed by
+ * the next before any read).
+ *
+ * While the execution is not terminal the verdict is `{ end: null, wakeAt: null }` whatever its operations, outcome or
+ * deadline: only a move of the execution to a terminal status changes it, and that move writes its
+ * `execution.status_changed` in the same statement, so it is in a page sent after the read. Once the last read found
+ * it terminal, every pass reads: an operation settling, an evaluation, a reviewer's FAILED (which opens a late-read
+ * window, `lateReadUntil`), the deadline or the end of that window may each end the stream or move its wake-up.
+ */
+export function streamMustRead(
+  lastRead: ExecutionStatus | null | undefined,
+  page: readonly { type: string; toStatus: string | null }[],
+): boolean {
+  if (lastRead === undefined || lastRead === null || isTerminalExecution(lastRead)) return true;
+  return page.some((event) =>
+    event.type === 'execution.status_changed'
+      ? event.toStatus === null || !NON_TERMINAL_STATUSES.has(event.toStatus)
+      : !STATUS_UNMOVED_BY.has(event.type),
+  );
+}

@@ -8,7 +8,7 @@ import {
   findLastStatusChanges,
   listEvents,
 } from '@verity/persistence';
-import { canStillChange, isOutcomeCurrent, lateReadUntil, latestByKey } from '@verity/status-model';
+import { ExecutionStatus, canStillChange, isOutcomeCurrent, lateReadUntil, latestByKey } from '@verity/status-model';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { PRODUCER_REDIS } from '@verity/queues';
 import type { RedisClient as Redis } from '@verity/platform';
@@ -24,15 +24,17 @@ import { TenantShare } from '../held-counts';
 import { StreamCap } from './stream-cap';
 import { drained } from './drained';
 import { canWrite, writeEnd, writeEvent, writeHeartbeat } from './sse-out';
-import { StreamVerdict, streamVerdict } from './stream-end';
+import { StreamVerdict, streamMustRead, streamVerdict } from './stream-end';
+import { streamVerdictReads } from '../metrics/metrics';
 
 const POLL_FALLBACK_MS = 2_000;
 
 /**
  * SSE over the append-only log (I11). The cursor is the per-execution `seq`, whose order is commit order, so
  * resuming after an event id can neither skip nor repeat. Every wake-up (announcement, poll, heartbeat) re-reads the
- * table. The stream lasts as long as something can still change — through manual review and pending approvals —
- * and ends with `event: end`, data `{ "reason": "settled" | "deadline" | "key_revoked" }` (see stream-end.ts).
+ * log; the execution itself is read again only after a page that may change whether the stream ends (streamMustRead).
+ * The stream lasts as long as something can still change — through manual review and pending approvals — and ends
+ * with `event: end`, data `{ "reason": "settled" | "deadline" | "key_revoked" }` (see stream-end.ts).
  */
 @Injectable()
 export class StreamService {
@@ -171,6 +173,12 @@ export class StreamService {
     };
     client.onDeparture(close);
 
+    // The execution's status at the last verdict read (undefined: none yet), the verdict it gave, and whether a page
+    // sent since may change it (streamMustRead): most pages cannot, and are not followed by a read.
+    let lastRead: ExecutionStatus | null | undefined;
+    let verdict: StreamVerdict = { end: null, wakeAt: null };
+    let clockOffsetMs = 0;
+    let mustRead = true;
     try {
       while (!closed && canWrite(res)) {
         if (revocationAnnounced) {
@@ -208,8 +216,17 @@ export class StreamService {
           break;
         }
         if (!canWrite(res)) break;
+        mustRead ||= streamMustRead(
+          lastRead,
+          events.map((event) => ({ type: event.type, toStatus: event.toStatus })),
+        );
         if (events.length === 500) continue;
-        const { verdict, clockOffsetMs } = await this.verdict(principal.tenantId, executionId);
+        if (mustRead) {
+          const read = await this.verdict(principal.tenantId, executionId);
+          ({ verdict, clockOffsetMs } = read);
+          lastRead = read.executionStatus;
+          mustRead = false;
+        }
         if (verdict.end) {
           // Events written in the same commit as the last change were read above or will be on this pass.
           const tail = await listEvents(this.db.manager, executionId, principal.tenantId, cursor, 500);
@@ -260,10 +277,11 @@ export class StreamService {
   private async verdict(
     tenantId: string,
     executionId: string,
-  ): Promise<{ verdict: StreamVerdict; clockOffsetMs: number }> {
+  ): Promise<{ verdict: StreamVerdict; clockOffsetMs: number; executionStatus: ExecutionStatus | null }> {
     // One statement: the execution's status and its operations' as of the same snapshot, and the database's clock.
+    streamVerdictReads.inc();
     const found = await findExecutionWithOperations(this.db.manager, executionId, tenantId);
-    if (!found) return { verdict: { end: null, wakeAt: null }, clockOffsetMs: 0 };
+    if (!found) return { verdict: { end: null, wakeAt: null }, clockOffsetMs: 0, executionStatus: null };
     const { execution, operations, databaseNow: now } = found;
     const clockOffsetMs = now.getTime() - Date.now();
     // The outcome is asked about only once nothing else can change: the one extra read, at the end.
@@ -286,7 +304,7 @@ export class StreamService {
       },
       now,
     );
-    return { verdict, clockOffsetMs };
+    return { verdict, clockOffsetMs, executionStatus: execution.status };
   }
 
   /** Each operation key's latest generation (a retry's), as the criteria see it, with the move that put it there. */
