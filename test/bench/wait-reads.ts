@@ -1,28 +1,32 @@
 /**
  * What an agent's wait costs the API: `executions` charges (WAIT_READS_EXECUTIONS, 300), one after another, each
  * created and then waited for with the SDK's `waitForSettled`, against a local stack (test/support/stack.ts). Prints
- * the GETs of an execution the API answered per execution (its own request metrics) and the API process' CPU per
- * execution (utime + stime from /proc, Linux only). Run after `npm run build`: `node dist/test/bench/wait-reads.js`.
- * It measures the SDK of dist/: to compare two versions of the wait, swap dist/libs/sdk/src/client.js between runs
- * and alternate them (docs/benchmarks.md).
+ * the GETs of an execution the API answered per execution (its own request metrics), the reads its streams made of
+ * the execution to decide whether they end (`verity_stream_verdict_reads_total`; null from an API without that metric)
+ * and the API process' CPU per execution (utime + stime from /proc, Linux only). Run after `npm run build`:
+ * `node dist/test/bench/wait-reads.js`. It measures the SDK and the API of dist/: to compare two versions of the wait,
+ * swap dist/libs/sdk/src/client.js (or the API's bundle, dist/apps/api/src/main.js) between runs and alternate them
+ * (docs/benchmarks.md).
  */
 import { Verity } from '@verity/sdk';
 import { DEMO, METRICS_TOKEN, Stack } from '../support/stack';
 import { cpuMs } from './measure';
 import { submission } from './workload';
 
-async function executionReads(apiUrl: string): Promise<number> {
+/** The GETs of an execution the API answered, and its streams' verdict reads (null: the API has no such metric). */
+async function reads(apiUrl: string): Promise<{ gets: number; verdicts: number | null }> {
   const text = await (
     await fetch(`${apiUrl}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })
   ).text();
-  let total = 0;
+  let gets = 0;
+  let verdicts: number | null = null;
   for (const line of text.split('\n')) {
+    const value = Number(line.slice(line.lastIndexOf(' ') + 1));
+    if (line.startsWith('verity_stream_verdict_reads_total ')) verdicts = value;
     if (!line.startsWith('verity_http_request_duration_seconds_count{')) continue;
-    if (line.includes('method="GET"') && line.includes('route="/v1/executions/:id"')) {
-      total += Number(line.slice(line.lastIndexOf(' ') + 1));
-    }
+    if (line.includes('method="GET"') && line.includes('route="/v1/executions/:id"')) gets += value;
   }
-  return total;
+  return { gets, verdicts };
 }
 
 async function main(): Promise<void> {
@@ -37,7 +41,7 @@ async function main(): Promise<void> {
       const created = await dx.executions.create(submission(`warm-${Date.now()}-${i}`));
       await dx.waitForSettled(created.id, { timeoutMs: 30_000 });
     }
-    const reads0 = await executionReads(stack.apiUrl);
+    const reads0 = await reads(stack.apiUrl);
     const cpu0 = cpuMs(api);
     const started = performance.now();
     for (let i = 0; i < executions; i += 1) {
@@ -46,12 +50,14 @@ async function main(): Promise<void> {
     }
     const seconds = (performance.now() - started) / 1000;
     const cpu = cpuMs(api) - cpu0;
-    const reads = (await executionReads(stack.apiUrl)) - reads0;
+    const reads1 = await reads(stack.apiUrl);
     console.log(
       JSON.stringify({
         label,
         executions,
-        getsPerExecution: +(reads / executions).toFixed(2),
+        getsPerExecution: +((reads1.gets - reads0.gets) / executions).toFixed(2),
+        verdictReadsPerExecution:
+          reads1.verdicts === null ? null : +((reads1.verdicts - (reads0.verdicts ?? 0)) / executions).toFixed(2),
         apiCpuMsPerExecution: +(cpu / executions).toFixed(2),
         seconds: +seconds.toFixed(1),
         load: (await import('node:os')).loadavg()[0].toFixed(1),
