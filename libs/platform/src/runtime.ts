@@ -8,6 +8,10 @@
  * semi-space of survivors: with 64 MB semi-spaces and ~60 MB of old space in use, every collection under load became a
  * full mark-compact (40–56 per 1,000 intake requests, 4–7 ms of API CPU per request instead of ~0.8), and the new space
  * alone held 134 MB.
+ *
+ * The dispatcher showed the same: with the young generation up to 192 MB beside the 128 MB old space it spent more
+ * than half of its CPU per operation collecting garbage, at 220 MB RSS; with 16 MB semi-spaces less than half the CPU
+ * per operation, at about 170 MB (docs/benchmarks.md, "The dispatcher's young generation").
  */
 export const APP_HEAP_LIMIT_MB = 128;
 export const APP_SEMI_SPACE_MB = 16;
