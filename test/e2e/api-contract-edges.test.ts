@@ -461,6 +461,19 @@ describe('contract edges: problems name what the caller sent', () => {
     expect(after.headers.get('etag')).toBe(settings.headers.get('etag'));
   });
 
+  it('takes a body whose Content-Encoding is empty as sent without one, as the JSON parser does', async () => {
+    // Content-Encoding is a list (RFC 9110 8.4, 5.6.1): an empty one names no coding, and the JSON parser reads the
+    // body as it is. Only a coding besides gzip, deflate and br is refused: an empty value is none of them.
+    const executions = await count('executions');
+    const created = await http(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([charge(unique('empty-coding'))]),
+      headers: { 'content-encoding': '' },
+    });
+    expect(created.status).toBe(201);
+    expect(await count('executions')).toBe(executions + 1);
+  });
+
   it('does not carry out a write whose If-Match can never match (the resource has no ETag): 412, nothing written', async () => {
     // RFC 9110 13.1.1: an If-Match naming entity tags is true only if one is the resource's current one. Executions,
     // operations and webhook endpoints have none: a client that made its cancel conditional on a version it believed

@@ -178,11 +178,11 @@ const CONTENT_CODINGS = new Set(['identity', 'gzip', 'deflate', 'br']);
 /**
  * A body in a content coding besides gzip, deflate and br: 415, before it is read. The JSON parser also undoes zstd
  * where Node has it, so a body sent as zstd was carried out on one Node and refused on another, where the API names
- * the three.
+ * the three. An empty Content-Encoding names no coding (an empty list), and the parser reads the body as it is.
  */
 export function rejectOtherContentCodings(req: Request, res: Response, next: NextFunction): void {
-  const coding = req.headers['content-encoding'];
-  if (coding !== undefined && hasBody(req) && !CONTENT_CODINGS.has(coding.trim().toLowerCase())) {
+  const coding = req.headers['content-encoding']?.trim().toLowerCase();
+  if (coding && hasBody(req) && !CONTENT_CODINGS.has(coding)) {
     refuseBody(req, res, unsupportedEncoding(), JSON_RPC_CODE.transport);
     return;
   }
