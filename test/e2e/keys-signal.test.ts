@@ -33,29 +33,46 @@ describe('the keys CLI on SIGTERM/SIGINT', () => {
     for (const cli of running.splice(0)) if (cli.child.exitCode === null) cli.child.kill('SIGKILL');
   });
 
+  /**
+   * A revocation of a new key by the CLI (`keys revoke <id> …args`) while another session holds the key's row: once it
+   * waits for that row it is sent `signal`, and `then` runs when it has said it is finishing (or has exited), the row
+   * still held; `commit` lets the revocation go on.
+   */
+  async function signalledWhileWaiting(
+    signal: NodeJS.Signals,
+    args: string[],
+    then: (cli: ReturnType<typeof keys>, id: string, commit: () => Promise<void>) => Promise<void>,
+  ): Promise<void> {
+    const { id } = await createApiKey(db.dataSource.manager, { tenantId: 'acme', role: 'agent' });
+    const other = db.dataSource.createQueryRunner();
+    await other.connect();
+    try {
+      await other.startTransaction();
+      await other.query('SELECT id FROM api_keys WHERE id = $1 FOR UPDATE', [id]);
+      const cli = keys(db.url, 'revoke', id, ...args);
+      running.push(cli);
+      let exited = false;
+      void cli.exited.then(() => (exited = true));
+      await waitForLockWaiter(db.dataSource, { statementLike: '%api_keys%', unless: () => exited });
+      cli.child.kill(signal);
+      await waitFor(
+        async () => ({ exited, stderr: cli.stderr() }),
+        (seen) => seen.exited || seen.stderr.includes(`keys: ${signal}: finishing`),
+        20_000,
+        50,
+      );
+      await then(cli, id, () => other.commitTransaction());
+    } finally {
+      if (other.isTransactionActive) await other.rollbackTransaction();
+      await other.release();
+    }
+  }
+
   it.each(['SIGTERM', 'SIGINT'] as const)(
     '%s while a revocation waits for the key’s row: it says so, the revocation finishes and is printed, exit 0',
-    async (signal) => {
-      const { id } = await createApiKey(db.dataSource.manager, { tenantId: 'acme', role: 'agent' });
-      const other = db.dataSource.createQueryRunner();
-      await other.connect();
-      try {
-        await other.startTransaction();
-        await other.query('SELECT id FROM api_keys WHERE id = $1 FOR UPDATE', [id]);
-        const cli = keys(db.url, 'revoke', id, '--json');
-        running.push(cli);
-        let exited = false;
-        void cli.exited.then(() => (exited = true));
-        await waitForLockWaiter(db.dataSource, { statementLike: '%api_keys%', unless: () => exited });
-        cli.child.kill(signal);
-        await waitFor(
-          async () => ({ exited, stderr: cli.stderr() }),
-          (seen) => seen.exited || seen.stderr.includes(`keys: ${signal}: finishing`),
-          20_000,
-          50,
-        );
-        await other.commitTransaction();
-
+    (signal) =>
+      signalledWhileWaiting(signal, ['--json'], async (cli, id, commit) => {
+        await commit();
         expect(await cli.exited).toEqual({ code: 0, signal: null });
         expect(cli.stderr()).toContain(`keys: ${signal}: finishing the command under way`);
         const [{ revoked_at: at }] = (await db.dataSource.query('SELECT revoked_at FROM api_keys WHERE id = $1', [
@@ -63,43 +80,22 @@ describe('the keys CLI on SIGTERM/SIGINT', () => {
         ])) as { revoked_at: Date | null }[];
         expect(at).not.toBeNull();
         expect(JSON.parse(cli.stdout())).toMatchObject({ id, revoked: true, revoked_at: at!.toISOString() });
-      } finally {
-        if (other.isTransactionActive) await other.rollbackTransaction();
-        await other.release();
-      }
-    },
+      }),
     60_000,
   );
 
-  it('a second signal stops it at once: exit 1, saying how to check whether the command took effect', async () => {
-    const { id } = await createApiKey(db.dataSource.manager, { tenantId: 'acme', role: 'agent' });
-    const other = db.dataSource.createQueryRunner();
-    await other.connect();
-    try {
-      await other.startTransaction();
-      await other.query('SELECT id FROM api_keys WHERE id = $1 FOR UPDATE', [id]);
-      const cli = keys(db.url, 'revoke', id);
-      running.push(cli);
-      let exited = false;
-      void cli.exited.then(() => (exited = true));
-      await waitForLockWaiter(db.dataSource, { statementLike: '%api_keys%', unless: () => exited });
-      cli.child.kill('SIGINT');
-      await waitFor(
-        async () => ({ exited, stderr: cli.stderr() }),
-        (seen) => seen.exited || seen.stderr.includes('keys: SIGINT: finishing'),
-        20_000,
-        50,
-      );
-      cli.child.kill('SIGINT');
-      // Its row still held: only the second signal can have ended it.
-      expect(await cli.exited).toEqual({ code: 1, signal: null });
-      expect(cli.stderr()).toContain(
-        'keys: SIGINT: stopped before the command finished; whether it took effect: npm run keys -- list',
-      );
-      expect(cli.stdout()).toBe('');
-    } finally {
-      if (other.isTransactionActive) await other.rollbackTransaction();
-      await other.release();
-    }
-  }, 60_000);
+  it(
+    'a second signal stops it at once: exit 1, saying how to check whether the command took effect',
+    () =>
+      signalledWhileWaiting('SIGINT', [], async (cli) => {
+        cli.child.kill('SIGINT');
+        // Its row still held: only the second signal can have ended it.
+        expect(await cli.exited).toEqual({ code: 1, signal: null });
+        expect(cli.stderr()).toContain(
+          'keys: SIGINT: stopped before the command finished; whether it took effect: npm run keys -- list',
+        );
+        expect(cli.stdout()).toBe('');
+      }),
+    60_000,
+  );
 });
