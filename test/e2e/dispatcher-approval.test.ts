@@ -46,6 +46,25 @@ describe('dispatcher: approvals', () => {
 
   const waitForRequest = (executionId: string, times = 1) => waitForApprovalRequest(stack, executionId, times);
 
+  /**
+   * A charge that waits for approval (its reference `unique(prefix)`), then charged by someone else (another amount,
+   * 999) after the reviewer saw {charged: false}, then approved: the grant's baseline is stale.
+   */
+  async function approvedAfterAChargeElsewhere(prefix: string) {
+    const reference = unique(prefix);
+    const created = await submit(stack, [charge(reference, { requires_approval: true })]);
+    const { execution } = await waitForRequest(created.id);
+    const opId = execution.operations[0].id;
+    const direct = await stack.sandbox('/v1/charges', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'idempotency-key': unique('elsewhere'), ...DEMO_SANDBOX_ACCOUNT },
+      body: JSON.stringify({ amount: 999, currency: 'EUR', reference }),
+    });
+    expect(direct.status).toBe(201);
+    await decide(opId, 'approve');
+    return { reference, created, opId };
+  }
+
   const types = (log: Event[]) =>
     log.filter((e) => e.type.startsWith('approval.') || e.to_status === 'SENT').map((e) => e.to_status ?? e.type);
 
@@ -124,18 +143,7 @@ describe('dispatcher: approvals', () => {
   });
 
   it('changed baseline (stale native baseline): a charge appeared since approval, so it goes back for approval', async () => {
-    const reference = unique('appr-baseline');
-    const created = await submit(stack, [charge(reference, { requires_approval: true })]);
-    const { execution } = await waitForRequest(created.id);
-    const opId = execution.operations[0].id;
-    // Someone else charges this reference (another amount) after the reviewer saw {charged: false}.
-    const direct = await stack.sandbox('/v1/charges', {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'idempotency-key': unique('elsewhere'), ...DEMO_SANDBOX_ACCOUNT },
-      body: JSON.stringify({ amount: 999, currency: 'EUR', reference }),
-    });
-    expect(direct.status).toBe(201);
-    await decide(opId, 'approve');
+    const { reference, created, opId } = await approvedAfterAChargeElsewhere('appr-baseline');
 
     const again = await waitForRequest(created.id, 2);
     const stale = again.log.find((e) => e.type === 'approval.stale_baseline')!;
@@ -160,17 +168,7 @@ describe('dispatcher: approvals', () => {
   });
 
   it('changed baseline, approved again on the source as it is now: it is sent, not withdrawn as stale again', async () => {
-    const reference = unique('appr-rebaseline');
-    const created = await submit(stack, [charge(reference, { requires_approval: true })]);
-    const { execution } = await waitForRequest(created.id);
-    const opId = execution.operations[0].id;
-    const direct = await stack.sandbox('/v1/charges', {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'idempotency-key': unique('elsewhere'), ...DEMO_SANDBOX_ACCOUNT },
-      body: JSON.stringify({ amount: 999, currency: 'EUR', reference }),
-    });
-    expect(direct.status).toBe(201);
-    await decide(opId, 'approve');
+    const { created, opId } = await approvedAfterAChargeElsewhere('appr-rebaseline');
     await waitForRequest(created.id, 2);
     // The reviewer approves the request asked for again, on the source as it is now ({charged: true, amount: 999, …}),
     // which nothing changes any more. Its baseline, kept as jsonb, comes back with its members in another order.
