@@ -6,21 +6,21 @@
  * profile there (summarise it with profile-summary.js); DISPATCHER_CPU_NODE_OPTIONS adds Node flags to the dispatcher's. Run after `npm run build`:
  * `node dist/test/bench/dispatcher-cpu.js`. To compare two trees, run each tree's own dist/ in turn (docs/benchmarks.md).
  */
-import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Verity } from '@verity/sdk';
 import { DEMO, Stack } from '../support/stack';
-import { cpuMs } from './measure';
+import { benchOnStack, measured, rssOf } from './measure';
 import { submission } from './workload';
 
-async function main(): Promise<void> {
-  const ops = Number(process.env.DISPATCHER_CPU_OPS ?? 2000);
-  const warmup = Number(process.env.DISPATCHER_CPU_WARMUP ?? 300);
-  const inflight = Number(process.env.DISPATCHER_CPU_INFLIGHT ?? 32);
-  const profileDir = process.env.DISPATCHER_CPU_PROFILE;
-  const label = process.env.DISPATCHER_CPU_LABEL ?? 'dispatcher-cpu';
-  const stack = await Stack.start({ label: 'dispcpu', dispatchers: 0 });
-  try {
+const ops = Number(process.env.DISPATCHER_CPU_OPS ?? 2000);
+const warmup = Number(process.env.DISPATCHER_CPU_WARMUP ?? 300);
+const inflight = Number(process.env.DISPATCHER_CPU_INFLIGHT ?? 32);
+const profileDir = process.env.DISPATCHER_CPU_PROFILE;
+const label = process.env.DISPATCHER_CPU_LABEL ?? 'dispatcher-cpu';
+
+benchOnStack(
+  () => Stack.start({ label: 'dispcpu', dispatchers: 0 }),
+  async (stack) => {
     const dispatcher = await stack.startApp('dispatcher', {
       NODE_OPTIONS: [
         profileDir ? `--cpu-prof --cpu-prof-dir=${profileDir}` : '',
@@ -58,31 +58,17 @@ async function main(): Promise<void> {
     };
     await run(warmup);
     const before = await verified();
-    const cpu0 = cpuMs(pid);
-    const started = performance.now();
-    await run(warmup + ops);
-    const cpu = cpuMs(pid) - cpu0;
-    const seconds = (performance.now() - started) / 1000;
+    const { cpuMs: cpu, seconds } = await measured(pid, () => run(warmup + ops));
     const after = await verified();
-    const rss = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    const rss = rssOf(pid);
     const done = after.v - before.v;
-    console.log(
-      JSON.stringify({
-        label,
-        verified: done,
-        failures,
-        dispatcherCpuMsPerOp: +(cpu / done).toFixed(3),
-        dispatcherRssMb: rss ? Math.round(Number(rss) / 1024) : null,
-        opsPerSecond: +(done / seconds).toFixed(1),
-        load: (await import('node:os')).loadavg()[0].toFixed(1),
-      }),
-    );
-  } finally {
-    await stack.stop();
-  }
-}
-
-main().catch((error: unknown) => {
-  console.error(error);
-  process.exitCode = 1;
-});
+    return {
+      label,
+      verified: done,
+      failures,
+      dispatcherCpuMsPerOp: +(cpu / done).toFixed(3),
+      dispatcherRssMb: rss === null ? null : Math.round(rss / 1024 ** 2),
+      opsPerSecond: +(done / seconds).toFixed(1),
+    };
+  },
+);

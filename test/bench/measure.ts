@@ -9,6 +9,7 @@ import * as os from 'node:os';
 import type { Pool } from 'pg';
 import { redisCommands } from '../../scripts/local-services';
 import type { Cluster } from '../chaos/cluster';
+import type { Stack } from '../support/stack';
 
 const TICKS_PER_SECOND = (() => {
   const out = spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' });
@@ -158,4 +159,34 @@ export function loadAverage(): string {
     .loadavg()
     .map((n) => n.toFixed(2))
     .join(' ');
+}
+
+/** Runs `work`; what it cost process `pid` in CPU (utime + stime, ms) and how long it took (s). */
+export async function measured(pid: number, work: () => Promise<void>): Promise<{ cpuMs: number; seconds: number }> {
+  const cpu0 = cpuMs(pid);
+  const started = performance.now();
+  await work();
+  const seconds = (performance.now() - started) / 1000;
+  return { cpuMs: cpuMs(pid) - cpu0, seconds };
+}
+
+/**
+ * Runs a bench script on a local stack: `bench` with the stack `start` starts, stopped afterwards whatever happens.
+ * What `bench` returns is printed as one JSON line, the machine's 1-minute load average (taken before the stack stops)
+ * at its end; a failure is printed and sets the exit code.
+ */
+export function benchOnStack(start: () => Promise<Stack>, bench: (stack: Stack) => Promise<Record<string, unknown>>) {
+  const run = async () => {
+    const stack = await start();
+    try {
+      const result = await bench(stack);
+      console.log(JSON.stringify({ ...result, load: os.loadavg()[0].toFixed(1) }));
+    } finally {
+      await stack.stop();
+    }
+  };
+  run().catch((error: unknown) => {
+    console.error(error);
+    process.exitCode = 1;
+  });
 }

@@ -10,7 +10,7 @@
  */
 import { Verity } from '@verity/sdk';
 import { DEMO, METRICS_TOKEN, Stack } from '../support/stack';
-import { cpuMs } from './measure';
+import { benchOnStack, measured } from './measure';
 import { submission } from './workload';
 
 /** The GETs of an execution the API answered, and its streams' verdict reads (null: the API has no such metric). */
@@ -29,11 +29,12 @@ async function reads(apiUrl: string): Promise<{ gets: number; verdicts: number |
   return { gets, verdicts };
 }
 
-async function main(): Promise<void> {
-  const executions = Number(process.env.WAIT_READS_EXECUTIONS ?? 300);
-  const label = process.env.WAIT_READS_LABEL ?? 'wait-reads';
-  const stack = await Stack.start({ label: 'waitreads' });
-  try {
+const executions = Number(process.env.WAIT_READS_EXECUTIONS ?? 300);
+const label = process.env.WAIT_READS_LABEL ?? 'wait-reads';
+
+benchOnStack(
+  () => Stack.start({ label: 'waitreads' }),
+  async (stack) => {
     const api = stack.running('api')[0].child.pid!;
     const dx = new Verity({ baseUrl: stack.apiUrl, apiKey: DEMO.agent });
     // A few first, so that the API's first requests (compiling, pools filling) are not counted.
@@ -42,33 +43,21 @@ async function main(): Promise<void> {
       await dx.waitForSettled(created.id, { timeoutMs: 30_000 });
     }
     const reads0 = await reads(stack.apiUrl);
-    const cpu0 = cpuMs(api);
-    const started = performance.now();
-    for (let i = 0; i < executions; i += 1) {
-      const created = await dx.executions.create(submission(`reads-${Date.now()}-${i}`));
-      await dx.waitForSettled(created.id, { timeoutMs: 30_000 });
-    }
-    const seconds = (performance.now() - started) / 1000;
-    const cpu = cpuMs(api) - cpu0;
+    const { cpuMs: cpu, seconds } = await measured(api, async () => {
+      for (let i = 0; i < executions; i += 1) {
+        const created = await dx.executions.create(submission(`reads-${Date.now()}-${i}`));
+        await dx.waitForSettled(created.id, { timeoutMs: 30_000 });
+      }
+    });
     const reads1 = await reads(stack.apiUrl);
-    console.log(
-      JSON.stringify({
-        label,
-        executions,
-        getsPerExecution: +((reads1.gets - reads0.gets) / executions).toFixed(2),
-        verdictReadsPerExecution:
-          reads1.verdicts === null ? null : +((reads1.verdicts - (reads0.verdicts ?? 0)) / executions).toFixed(2),
-        apiCpuMsPerExecution: +(cpu / executions).toFixed(2),
-        seconds: +seconds.toFixed(1),
-        load: (await import('node:os')).loadavg()[0].toFixed(1),
-      }),
-    );
-  } finally {
-    await stack.stop();
-  }
-}
-
-main().catch((error: unknown) => {
-  console.error(error);
-  process.exitCode = 1;
-});
+    return {
+      label,
+      executions,
+      getsPerExecution: +((reads1.gets - reads0.gets) / executions).toFixed(2),
+      verdictReadsPerExecution:
+        reads1.verdicts === null ? null : +((reads1.verdicts - (reads0.verdicts ?? 0)) / executions).toFixed(2),
+      apiCpuMsPerExecution: +(cpu / executions).toFixed(2),
+      seconds: +seconds.toFixed(1),
+    };
+  },
+);
