@@ -97,12 +97,13 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
     return { operationId, reference, requestId, first, running };
   }
 
-  /** A reviewer's FAILED of the hold, written straight into its row. */
-  const reviewerFailed = (operationId: string) =>
-    db.dataSource.query(
-      `UPDATE operations SET status = 'FAILED', terminal_reason = 'MANUAL_RESOLUTION' WHERE id = $1`,
-      [operationId],
-    );
+  /** A reviewer's decision of the hold (`status`), written straight into its row. */
+  const reviewerDecided = (operationId: string, status: 'FAILED' | 'VERIFIED') =>
+    db.dataSource.query(`UPDATE operations SET status = $2, terminal_reason = $3 WHERE id = $1`, [
+      operationId,
+      status,
+      status === 'FAILED' ? 'MANUAL_RESOLUTION' : null,
+    ]);
 
   const row = async (id: string) =>
     (
@@ -128,6 +129,79 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
     ])) as Record<string, unknown>[];
     return rest;
   };
+
+  /**
+   * The one event a reviewer's job writes in their name on a hold held for an unreachable source, whole: `rest` says
+   * what its read found (`result`, `evidence`) and why nothing else was written.
+   */
+  const reviewerEvent = (rest: Record<string, unknown>) => ({
+    trigger: 'reviewer',
+    requested_by: 'key_reviewer',
+    requested_at: expect.any(String),
+    held_for: 'SOURCE_UNREACHABLE',
+    ...rest,
+  });
+
+  /** Only `event` was written, in the reviewer's name: their request used, nothing on the row but its `updated_at`. */
+  async function expectOnlyRecorded(
+    ids: { operationId: string; requestId: string },
+    before: Record<string, unknown>,
+    event: Record<string, unknown>,
+  ) {
+    expect(await rechecked(ids.operationId)).toEqual([event]);
+    expect(await requestUsed(ids.requestId)).toBe(true);
+    expect(await rowButItsTime(ids.operationId)).toEqual(before);
+  }
+
+  /**
+   * Two runs at once of the reviewer's job `requestId` by `deployed`, then a replay of it: each answers `outcome`
+   * without reading; one event in the reviewer's name saying no read was made (`result: null`) and `why`, and nothing
+   * else written.
+   */
+  async function twoRunsAndAReplayReadNothing(
+    deployed: VerificationService,
+    { operationId, requestId }: { operationId: string; requestId: string },
+    outcome: string,
+    why: Record<string, string>,
+  ) {
+    const before = await rowButItsTime(operationId);
+    const reads = held.length;
+    const runs = await Promise.all([
+      deployed.recheck(operationId, requestId),
+      deployed.recheck(operationId, requestId),
+    ]);
+    expect(runs).toEqual([outcome, outcome]);
+    // A replay after both: the request is used, nothing more is written.
+    expect(await deployed.recheck(operationId, requestId)).toBe(outcome);
+    expect(held.length).toBe(reads);
+    await expectOnlyRecorded(
+      { operationId, requestId },
+      before,
+      reviewerEvent({ result: null, evidence: null, ...why }),
+    );
+  }
+
+  /**
+   * What `act` answers when what it starts writes on the operation while `sql` (`params`) is written in another session
+   * and not yet committed: once it waits for that session's row lock (or has answered without waiting), the other
+   * session commits.
+   */
+  async function whileUncommitted<T>(sql: string, params: unknown[], act: () => Promise<T>): Promise<T> {
+    const other = db.dataSource.createQueryRunner();
+    await other.connect();
+    try {
+      await other.startTransaction();
+      await other.query(sql, params);
+      let answered = false;
+      const outcome = act().finally(() => (answered = true));
+      await waitForLockWaiter(db.dataSource, { statementLike: '%operations%', unless: () => answered });
+      await other.commitTransaction();
+      return await outcome;
+    } finally {
+      if (other.isTransactionActive) await other.rollbackTransaction();
+      await other.release();
+    }
+  }
 
   it('a job whose read ends after newer ones never writes its older check_count back (the retry budget holds)', async () => {
     const { operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
@@ -270,7 +344,7 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
       unreachable(first);
       expect(await a).toBe('still held: unreachable');
       // A reviewer's FAILED meanwhile (their read could not see the charge).
-      await reviewerFailed(operationId);
+      await reviewerDecided(operationId, 'FAILED');
       charged(first + 1, reference);
       expect(await b).toBe('skipped: lost race');
       expect((await row(operationId)).obligation).toMatchObject({ effect_shown_after_failed: { result: 'found' } });
@@ -289,7 +363,7 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
       } = await runsOfOneRequest(2);
       unreachable(first);
       expect(await a).toBe('still held: unreachable');
-      await reviewerFailed(operationId);
+      await reviewerDecided(operationId, 'FAILED');
       charged(first + 1, reference, 999);
       expect(await b).toBe('skipped: lost race');
       expect((await row(operationId)).obligation).toMatchObject({ effect_shown_after_failed: { result: 'mismatch' } });
@@ -316,10 +390,7 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
         service.recheck(operationId, undefined, due.toISOString()),
       );
       const { running: reviewers } = await readArrived(() => service.recheck(operationId, requestId));
-      await db.dataSource.query(
-        `UPDATE operations SET status = 'FAILED', terminal_reason = 'MANUAL_RESOLUTION' WHERE id = $1`,
-        [operationId],
-      );
+      await reviewerDecided(operationId, 'FAILED');
       return { operationId, reference, requestId, at, scheduled, reviewers };
     };
 
@@ -354,11 +425,7 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
         expect.objectContaining({ result: 'mismatch', requested_by: 'key_reviewer', refutation_on_record: true }),
       ]);
       expect(reviewer[0]).not.toHaveProperty('after');
-      const [{ used }] = (await db.dataSource.query(
-        `SELECT used_at IS NOT NULL AS used FROM recheck_requests WHERE id = $1`,
-        [requestId],
-      )) as { used: boolean }[];
-      expect(used).toBe(true);
+      expect(await requestUsed(requestId)).toBe(true);
       // What the first read showed stays the FAILED's refutation on the row.
       expect((await row(operationId)).obligation).toMatchObject({ effect_shown_after_failed: { result: 'found' } });
     });
@@ -399,21 +466,15 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
       // Another re-dating, written and not yet committed: the run's look at the row (a plain read) sees the one before,
       // and its write waits for this one's row lock, then is made over it.
       const later = new Date(due.getTime() + 9_000);
-      const other = db.dataSource.createQueryRunner();
-      await other.connect();
-      try {
-        await other.startTransaction();
-        await other.query(`UPDATE operations SET next_check_at = $2 WHERE id = $1`, [operationId, later]);
-        charged(first, reference, 999);
-        let answered = false;
-        const outcome = running.finally(() => (answered = true));
-        await waitForLockWaiter(db.dataSource, { statementLike: '%operations%', unless: () => answered });
-        await other.commitTransaction();
-        expect(await outcome).toBe('still held: mismatch');
-      } finally {
-        if (other.isTransactionActive) await other.rollbackTransaction();
-        await other.release();
-      }
+      const outcome = await whileUncommitted(
+        `UPDATE operations SET next_check_at = $2 WHERE id = $1`,
+        [operationId, later],
+        () => {
+          charged(first, reference, 999);
+          return running;
+        },
+      );
+      expect(outcome).toBe('still held: mismatch');
       const [event] = await rechecked(operationId);
       const [{ next_check_at }] = (await db.dataSource.query(`SELECT next_check_at FROM operations WHERE id = $1`, [
         operationId,
@@ -436,25 +497,21 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
       const requestId = await reviewerRequest(operationId);
       const at = held.length;
       const { running } = await readArrived(() => service.recheck(operationId, requestId));
-      await db.dataSource.query(`UPDATE operations SET status = $2, terminal_reason = $3 WHERE id = $1`, [
-        operationId,
-        status,
-        status === 'FAILED' ? 'MANUAL_RESOLUTION' : null,
-      ]);
+      await reviewerDecided(operationId, status);
       const before = await row(operationId);
       return { operationId, reference, requestId, at, running, before };
     };
 
     /** The one event a reviewer's unreachable read under way when the hold was decided (`status`) writes, whole. */
-    const oneUnreachableRead = (status: 'FAILED' | 'VERIFIED') => ({
-      trigger: 'reviewer',
-      requested_by: 'key_reviewer',
-      requested_at: expect.any(String),
-      result: 'unreachable',
-      evidence: expect.anything(),
-      held_for: 'SOURCE_UNREACHABLE',
-      decided_meanwhile: status,
-    });
+    const oneUnreachableRead = (status: 'FAILED' | 'VERIFIED') =>
+      reviewerEvent({ result: 'unreachable', evidence: expect.anything(), decided_meanwhile: status });
+
+    /** Two runs of one reviewer's job, their reads arrived and held, then a reviewer's FAILED; the row as it was then. */
+    const twoRunsThenFailed = async () => {
+      const runs = await runsOfOneRequest(2);
+      await reviewerDecided(runs.operationId, 'FAILED');
+      return { ...runs, before: await rowButItsTime(runs.operationId) };
+    };
 
     const cases: { status: 'FAILED' | 'VERIFIED'; answer: 'unreachable' | 'found' }[] = [
       { status: 'FAILED', answer: 'unreachable' },
@@ -494,42 +551,26 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
      * only on how the two runs interleave (see the next case for the first order, made certain).
      */
     it('two runs of the job at once (FAILED meanwhile, both reads unreachable) write one event in the reviewer’s name', async () => {
-      const {
-        operationId,
-        requestId,
-        first,
-        running: [a, b],
-      } = await runsOfOneRequest(2);
-      await reviewerFailed(operationId);
-      const before = await rowButItsTime(operationId);
-      unreachable(first);
-      unreachable(first + 1);
+      const runs = await twoRunsThenFailed();
+      const [a, b] = runs.running;
+      unreachable(runs.first);
+      unreachable(runs.first + 1);
       const outcomes = (await Promise.all([a, b])).sort();
       expect([
         ['skipped: lost race', 'skipped: lost race'],
         ['skipped: lost race', 'skipped: no recorded request'],
       ]).toContainEqual(outcomes);
-      expect(await rechecked(operationId)).toEqual([oneUnreachableRead('FAILED')]);
-      expect(await requestUsed(requestId)).toBe(true);
-      expect(await rowButItsTime(operationId)).toEqual(before);
+      await expectOnlyRecorded(runs, runs.before, oneUnreachableRead('FAILED'));
     });
 
     it('two runs of the job at once (FAILED meanwhile): the second answered after the first wrote finds the request used and writes nothing', async () => {
-      const {
-        operationId,
-        requestId,
-        first,
-        running: [a, b],
-      } = await runsOfOneRequest(2);
-      await reviewerFailed(operationId);
-      const before = await rowButItsTime(operationId);
-      unreachable(first);
+      const runs = await twoRunsThenFailed();
+      const [a, b] = runs.running;
+      unreachable(runs.first);
       expect(await a).toBe('skipped: lost race');
-      unreachable(first + 1);
+      unreachable(runs.first + 1);
       expect(await b).toBe('skipped: no recorded request');
-      expect(await rechecked(operationId)).toEqual([oneUnreachableRead('FAILED')]);
-      expect(await requestUsed(requestId)).toBe(true);
-      expect(await rowButItsTime(operationId)).toEqual(before);
+      await expectOnlyRecorded(runs, runs.before, oneUnreachableRead('FAILED'));
     });
 
     it('two runs of the job at once (FAILED meanwhile): one that found the effect after the other recorded its unreachable read still refutes the FAILED', async () => {
@@ -539,7 +580,7 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
         first,
         running: [a, b],
       } = await runsOfOneRequest(2);
-      await reviewerFailed(operationId);
+      await reviewerDecided(operationId, 'FAILED');
       unreachable(first);
       expect(await a).toBe('skipped: lost race');
       charged(first + 1, reference);
@@ -562,36 +603,11 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
       it(`a job that starts after the hold was decided (${status}) reads nothing and says so in their name, once`, async () => {
         const { operationId } = await heldCharge();
         const requestId = await reviewerRequest(operationId);
-        await db.dataSource.query(`UPDATE operations SET status = $2, terminal_reason = $3 WHERE id = $1`, [
-          operationId,
-          status,
-          status === 'FAILED' ? 'MANUAL_RESOLUTION' : null,
-        ]);
-        const before = await rowButItsTime(operationId);
-        const reads = held.length;
-        const runs = await Promise.all([
-          service.recheck(operationId, requestId),
-          service.recheck(operationId, requestId),
-        ]);
-        expect(runs).toEqual(['skipped: not held', 'skipped: not held']);
-        // And a replay of the job after both: the request is used, nothing more is written.
-        expect(await service.recheck(operationId, requestId)).toBe('skipped: not held');
-        expect(held.length).toBe(reads);
-        const events = await rechecked(operationId);
-        expect(events).toEqual([
-          {
-            trigger: 'reviewer',
-            requested_by: 'key_reviewer',
-            requested_at: expect.any(String),
-            result: null,
-            evidence: null,
-            held_for: 'SOURCE_UNREACHABLE',
-            decided_meanwhile: status,
-          },
-        ]);
-        expect(await requestUsed(requestId)).toBe(true);
+        await reviewerDecided(operationId, status);
         // Nothing on the row but what an annotation writes (its updated_at): the decision stands as written.
-        expect(await rowButItsTime(operationId)).toEqual(before);
+        await twoRunsAndAReplayReadNothing(service, { operationId, requestId }, 'skipped: not held', {
+          decided_meanwhile: status,
+        });
       });
     }
   });
@@ -634,30 +650,10 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
         // A hold with a scheduled re-check and two reads counted: none of it is touched.
         const { operationId } = await heldCharge({ rechecks: 2, nextCheckAt: new Date(Date.now() + 60_000) });
         const requestId = await reviewerRequest(operationId);
-        const before = await rowButItsTime(operationId);
-        const reads = held.length;
-        const runs = await Promise.all([
-          deployed.recheck(operationId, requestId),
-          deployed.recheck(operationId, requestId),
-        ]);
-        expect(runs).toEqual(['skipped: cannot read back', 'skipped: cannot read back']);
-        // A replay after both: the request is used, nothing more is written.
-        expect(await deployed.recheck(operationId, requestId)).toBe('skipped: cannot read back');
-        expect(held.length).toBe(reads);
-        expect(await rechecked(operationId)).toEqual([
-          {
-            trigger: 'reviewer',
-            requested_by: 'key_reviewer',
-            requested_at: expect.any(String),
-            result: null,
-            evidence: null,
-            held_for: 'SOURCE_UNREACHABLE',
-            cannot_read_back: why,
-          },
-        ]);
-        expect(await requestUsed(requestId)).toBe(true);
         // Still held as it was: status, obligation (no count), next re-check; only updated_at is the annotation's.
-        expect(await rowButItsTime(operationId)).toEqual(before);
+        await twoRunsAndAReplayReadNothing(deployed, { operationId, requestId }, 'skipped: cannot read back', {
+          cannot_read_back: why,
+        });
       });
     }
 
@@ -667,33 +663,14 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
       const requestId = await reviewerRequest(operationId);
       // A reviewer's FAILED, written and not yet committed: the job's look (a plain read) sees the hold open, and its
       // write in the reviewer's name waits for this one's row lock, then finds the operation FAILED.
-      const other = db.dataSource.createQueryRunner();
-      await other.connect();
-      try {
-        await other.startTransaction();
-        await other.query(
-          `UPDATE operations SET status = 'FAILED', terminal_reason = 'MANUAL_RESOLUTION' WHERE id = $1`,
-          [operationId],
-        );
-        let answered = false;
-        const outcome = deployed.recheck(operationId, requestId).finally(() => (answered = true));
-        await waitForLockWaiter(db.dataSource, { statementLike: '%operations%', unless: () => answered });
-        await other.commitTransaction();
-        expect(await outcome).toBe('skipped: cannot read back');
-      } finally {
-        if (other.isTransactionActive) await other.rollbackTransaction();
-        await other.release();
-      }
+      const outcome = await whileUncommitted(
+        `UPDATE operations SET status = 'FAILED', terminal_reason = 'MANUAL_RESOLUTION' WHERE id = $1`,
+        [operationId],
+        () => deployed.recheck(operationId, requestId),
+      );
+      expect(outcome).toBe('skipped: cannot read back');
       expect(await rechecked(operationId)).toEqual([
-        {
-          trigger: 'reviewer',
-          requested_by: 'key_reviewer',
-          requested_at: expect.any(String),
-          result: null,
-          evidence: null,
-          held_for: 'SOURCE_UNREACHABLE',
-          decided_meanwhile: 'FAILED',
-        },
+        reviewerEvent({ result: null, evidence: null, decided_meanwhile: 'FAILED' }),
       ]);
       expect(await requestUsed(requestId)).toBe(true);
     });
