@@ -24,4 +24,22 @@ describe('the Node flags every app runs with', () => {
     const dockerfile = readFileSync(join(__dirname, '..', '..', '..', 'Dockerfile'), 'utf8');
     expect(dockerfile).toContain(`ENV NODE_OPTIONS="${APP_NODE_ARGS.join(' ')}"`);
   });
+  it('are the ones the start:* scripts of package.json run each app with (npm run start:api …)', () => {
+    const { scripts } = JSON.parse(readFileSync(join(__dirname, '..', '..', '..', 'package.json'), 'utf8')) as {
+      scripts: Record<string, string>;
+    };
+    const appScripts = Object.entries(scripts).filter(([name]) => name.startsWith('start:'));
+    expect(appScripts.map(([name]) => name).sort()).toEqual([
+      'start:api',
+      'start:dispatcher',
+      'start:reconciler',
+      'start:sandbox',
+    ]);
+    for (const [name, command] of appScripts) {
+      expect({ name, command: command.split(' dist/')[0] }).toEqual({
+        name,
+        command: ['node', ...APP_NODE_ARGS].join(' '),
+      });
+    }
+  });
 });
