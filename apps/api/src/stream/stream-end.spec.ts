@@ -1,4 +1,6 @@
 import { ExecutionStatus, OperationStatus, VerificationMethod } from '@verity/status-model';
+import { readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { streamMustRead, streamVerdict } from './stream-end';
 
 const E = ExecutionStatus;
@@ -119,5 +121,22 @@ describe('streamMustRead', () => {
     expect(streamMustRead(E.RUNNING, [{ type: 'something.new', toStatus: null }])).toBe(true);
     expect(streamMustRead(E.RUNNING, [moved('archived')])).toBe(true);
     expect(streamMustRead(E.RUNNING, [moved(null)])).toBe(true);
+  });
+
+  // streamMustRead skips the read after a page with no execution.status_changed: it holds only while every statement
+  // that moves an execution's status writes that event in it. Read from libs/persistence's statement snapshot.
+  it('rests on every statement that sets an execution’s status also writing its execution.status_changed', () => {
+    const dir = join(__dirname, '..', '..', '..', '..', 'libs', 'persistence', 'queries');
+    const statements = readdirSync(dir)
+      .filter((file) => file.endsWith('.sql'))
+      .flatMap((file) => readFileSync(join(dir, file), 'utf8').split(/^-- /m));
+    const setsStatus = (sql: string) =>
+      [...sql.matchAll(/UPDATE\s+executions(?:\s+\w+)?\s+SET\s([\s\S]*?)(?:\bFROM\b|\bWHERE\b|\bRETURNING\b)/gi)].some(
+        ([, assignments]) => /(^|[\s,])status\s*=/.test(assignments),
+      );
+    const moving = statements.filter(setsStatus);
+    expect(moving.length).toBeGreaterThan(0);
+    const silent = moving.filter((sql) => !sql.includes("'execution.status_changed'"));
+    expect(silent.map((sql) => sql.split('\n')[0])).toEqual([]);
   });
 });
