@@ -78,4 +78,66 @@ describe('the reads of an execution by its stream', () => {
       publisher.disconnect();
     }
   });
+
+  it('ends on a move to a terminal status sent in a full page that more pages without one follow', async () => {
+    const created = await http<Execution>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([charge(unique('full'), { requires_approval: true })]),
+    });
+    expect(created.status).toBe(201);
+    const id = created.body.id;
+    await waitFor(
+      () => http<Execution>(stack.apiUrl, 'GET', `/v1/executions/${id}`, { key: DEMO.agent }),
+      (r) => r.body.status === 'waiting_for_approval',
+      30_000,
+    );
+    const publisher = new IORedis(TEST_REDIS_URL);
+    try {
+      const before = await verdictReads();
+      const stream = await openStream(`${stack.apiUrl}/v1/executions/${id}/stream`, DEMO.agent);
+      expect(stream.status).toBe(200);
+      // Its first pass has read the execution waiting for the approval.
+      await waitFor(verdictReads, (reads) => reads > before, 15_000);
+      // One commit, read by the stream in one pass of pages of 500: the cancel (its operation's move and the
+      // execution's) lands in the first page, and 600 events that cannot end anything follow it.
+      const lastId = await stack.db.dataSource.transaction(async (tx) => {
+        const [row] = (await tx.query(`SELECT event_seq::int AS seq FROM executions WHERE id = $1 FOR UPDATE`, [
+          id,
+        ])) as { seq: number }[];
+        const [op] = (await tx.query(`SELECT id, status FROM operations WHERE execution_id = $1 FOR UPDATE`, [id])) as {
+          id: string;
+          status: string;
+        }[];
+        await tx.query(`UPDATE operations SET status = 'CANCELLED', updated_at = clock_timestamp() WHERE id = $1`, [
+          op.id,
+        ]);
+        await tx.query(`UPDATE executions SET status = 'cancelled' WHERE id = $1`, [id]);
+        const tag = unique('full').replace(/[^a-z0-9]/gi, '');
+        let seq = row.seq;
+        const insert = async (type: string, operationId: string | null, from: string | null, to: string | null) => {
+          seq += 1;
+          const eventId = `evt_full${seq}${tag}`;
+          await tx.query(
+            `INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
+             VALUES ($1, $2, 'demo', $3::int, $4, $5, $6, $7, '{}'::jsonb)`,
+            [eventId, id, seq, operationId, type, from, to],
+          );
+          return eventId;
+        };
+        await insert('operation.status_changed', op.id, op.status, 'CANCELLED');
+        await insert('execution.status_changed', null, 'waiting_for_approval', 'cancelled');
+        let eventId = '';
+        for (let i = 0; i < 600; i += 1) eventId = await insert('operation.rechecked', op.id, null, null);
+        await tx.query(`UPDATE executions SET event_seq = $2::int WHERE id = $1`, [id, seq]);
+        return eventId;
+      });
+      await publisher.publish(eventsChannel(stack.prefix), id);
+      const frames = await stream.waitFor((all) => all.some((f) => f.event === 'end'), 30_000);
+      expect(frames.some((f) => f.id === lastId)).toBe(true);
+      expect(frames[frames.length - 1]).toMatchObject({ event: 'end' });
+      expect(JSON.parse(frames[frames.length - 1].data)).toEqual({ reason: 'settled' });
+    } finally {
+      publisher.disconnect();
+    }
+  });
 });
