@@ -172,12 +172,17 @@ export class Stack {
     return { app, url };
   }
 
-  async startApp(name: AppName, extraEnv: Record<string, string> = {}): Promise<RunningApp> {
+  /** `nodeArgs` follow APP_NODE_ARGS on node's command line, so a flag given there wins (a bench comparing settings). */
+  async startApp(
+    name: AppName,
+    extraEnv: Record<string, string> = {},
+    nodeArgs: readonly string[] = [],
+  ): Promise<RunningApp> {
     const entry = join(DIST, 'apps', name, 'src', 'main.js');
     // Each worker on a spare port of its own (several dispatchers may run side by side).
     const opsVariable = OPS_PORT_VARIABLE[name];
     const opsPort = opsVariable ? (extraEnv[opsVariable] ?? String(await freePort())) : undefined;
-    const child = spawn(process.execPath, [...APP_NODE_ARGS, entry], {
+    const child = spawn(process.execPath, [...APP_NODE_ARGS, ...nodeArgs, entry], {
       env: {
         ...process.env,
         // Node's own module compile cache (Node 22.1 and later; older ones ignore it): ~150 test files start ~600 app
