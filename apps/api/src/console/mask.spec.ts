@@ -32,6 +32,16 @@ describe('console secret masking', () => {
     );
   });
 
+  it("masks a bearer token's own characters (token68), not the amount or recipient written right after it", () => {
+    // RFC 6750's b64token (RFC 7235's token68): letters, digits, - . _ ~ + / and trailing '='.
+    expect(maskString('Bearer abc$500')).toBe(`Bearer ${MASK}$500`);
+    expect(maskString('pay Bearer abc€500 to acct:DE89')).toBe(`pay Bearer ${MASK}€500 to acct:DE89`);
+    expect(maskString('Bearer eyJhbGciOi.eyJzdWIi.c2lnbmF0dXJl== then $500')).toBe(`Bearer ${MASK} then $500`);
+    expect(maskString('Bearer abc)+1')).toBe(`Bearer ${MASK})+1`);
+    // A slash is a token character: `abc/500` may be one token, and is masked whole.
+    expect(maskString('Bearer abc/500 USD')).toBe(`Bearer ${MASK} USD`);
+  });
+
   it('masks a query parameter that names a credential, and not one that merely contains its letters', () => {
     expect(
       maskString('https://x.test/t?api_key=1&apiKey=2&auth=3&X-Amz-Signature=4&client_secret=5&session_token=6'),

@@ -42,12 +42,18 @@ export function isSecretParam(name: string): boolean {
 }
 
 export function maskString(value: string): string {
-  return value
-    .replace(/\{\{\s*secret:[^}]*\}\}/gi, `{{secret:${MASK}}}`)
-    .replace(/\b(Bearer|Basic)\s+[^\s"',;]+/gi, `$1 ${MASK}`)
-    .replace(/([?&])([^=&#\s]+)=([^&#\s]*)/g, (match, separator: string, name: string) =>
-      isSecretParam(name) ? `${separator}${name}=${MASK}` : match,
-    );
+  return (
+    value
+      .replace(/\{\{\s*secret:[^}]*\}\}/gi, `{{secret:${MASK}}}`)
+      // A bearer token is token68 (RFC 6750's b64token): what follows its own characters (`Bearer abc$500`, `…€500`) is
+      // text a reviewer reads. Basic's credential stays masked up to a separator: written unencoded, `user:pa$$`, it
+      // holds any character.
+      .replace(/\b(Bearer)\s+[A-Za-z0-9\-._~+/]+=*/gi, `$1 ${MASK}`)
+      .replace(/\b(Basic)\s+[^\s"',;]+/gi, `$1 ${MASK}`)
+      .replace(/([?&])([^=&#\s]+)=([^&#\s]*)/g, (match, separator: string, name: string) =>
+        isSecretParam(name) ? `${separator}${name}=${MASK}` : match,
+      )
+  );
 }
 
 export function maskSecrets<T>(value: T): T {
