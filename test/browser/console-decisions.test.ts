@@ -147,6 +147,49 @@ interface Op {
     expect(sent.first).toBeLessThan(sent.second);
   });
 
+  it('shows a string with right-to-left letters in the Request JSON isolated and also in the order it is sent', async () => {
+    // The Request's params (and the evidence read back, the history's event data: the same JSON blocks).
+    const body = 'Pay to \u05D0 1111 2222';
+    const opId = await awaitingApproval([
+      sms(unique('rtl'), { requires_approval: true, params: { to: '+15550100', body } }),
+    ]);
+    await signIn(DEMO.reviewer);
+    await page.getByRole('heading', { level: 1, name: 'Review queues' }).waitFor();
+    await page.goto(consoleUrl(`/operations/${opId}`));
+    await page.locator('#request pre.json').waitFor();
+    /** Where each group of digits is drawn, left to right, in every element of `selector` whose text holds them. */
+    const drawn = (selector: string): Promise<Array<{ first: number; second: number }>> =>
+      page.evaluate(`(() => {
+        const elements = [...document.querySelectorAll(${JSON.stringify(selector)})].filter((e) => e.textContent.includes('1111'));
+        return elements.map((element) => {
+          const node = [...element.childNodes].find((n) => n.nodeType === 3 && n.data.includes('1111'));
+          const x = (part) => {
+            const range = document.createRange();
+            const at = node.data.indexOf(part);
+            range.setStart(node, at);
+            range.setEnd(node, at + part.length);
+            return range.getBoundingClientRect().x;
+          };
+          return { first: x('1111'), second: x('2222') };
+        });
+      })()`);
+    for (const block of ['#request pre.json']) {
+      // As written, the string reads "2222 1111 א"...
+      const written = await drawn(`${block} .json-string:not(.logical)`);
+      expect(written.length).toBeGreaterThan(0);
+      for (const w of written) expect(w.second).toBeLessThan(w.first);
+      // ...and is isolated, so its digits cannot join those of the value beside it...
+      const isolated = await page.evaluate(
+        `[...document.querySelectorAll(${JSON.stringify(`${block} .json-string`)})].every((e) => getComputedStyle(e).unicodeBidi.startsWith('isolate'))`,
+      );
+      expect(isolated).toBe(true);
+      // ...and it is also shown in the order it is sent: 1111 before 2222.
+      const sent = await drawn(`${block} code.logical`);
+      expect(sent.length).toBeGreaterThan(0);
+      for (const s of sent) expect(s.first).toBeLessThan(s.second);
+    }
+  });
+
   it('an approval answers the request the page shows: one asked for again meanwhile is not approved unseen', async () => {
     const reference = unique('order');
     const opId = await awaitingApproval([charge(reference, { requires_approval: true })]);

@@ -1,5 +1,5 @@
 import { maskSecrets, maskString } from '../mask';
-import { shown } from './shown-text';
+import { rightToLeftIn, shown } from './shown-text';
 
 export type Child = Node | string | number | null | undefined | false | Child[];
 type AttrValue = string | number | boolean | null | undefined | ((event: Event) => void);
@@ -72,10 +72,57 @@ export function time(
   );
 }
 
+/** A string token of JSON text (a key or a value, its quotes and escapes included). */
+const JSON_STRING = /"(?:[^"\\]|\\.)*"/g;
+
+/**
+ * Text sent as it is shown, and also in the order it is sent when it holds right-to-left letters: such a letter lays
+ * out the digits after it right to left, so `\u05D0 1111 2222` reads `2222 1111 \u05D0` with no hidden character.
+ */
+function sendingOrder(text: string): HTMLElement {
+  return h(
+    'span',
+    { class: 'sending-order' },
+    ' — in the order it is sent: ',
+    h('code', { class: 'logical', dir: 'ltr' }, text),
+  );
+}
+
+/** A value as `code()` shows it, followed, when it holds right-to-left letters, by the same value in sending order. */
+export function sentCode(text: string): Child {
+  return rightToLeftIn(text) ? [code(text), sendingOrder(text)] : code(text);
+}
+
+/**
+ * Pretty JSON text as the console shows it: each string (a key or a value) in an isolated span of its own, so the
+ * right-to-left letters of one can never reorder the digits or punctuation of another on its line (`"\u05D0": 500`);
+ * and each string that holds right-to-left letters also in the order it is sent, at the end of its line (a muted note
+ * that is not selected with the JSON). Every piece is shown() by append.
+ */
+function jsonText(text: string): Child[] {
+  const lines = text.split('\n');
+  return lines.map((line, index) => {
+    const parts: Child[] = [];
+    const sent: HTMLElement[] = [];
+    let at = 0;
+    for (const match of line.matchAll(JSON_STRING)) {
+      if (match.index > at) parts.push(line.slice(at, match.index));
+      parts.push(h('span', { class: 'json-string' }, match[0]));
+      if (rightToLeftIn(match[0])) sent.push(sendingOrder(match[0]));
+      at = match.index + match[0].length;
+    }
+    if (at < line.length) parts.push(line.slice(at));
+    return [parts, sent, index < lines.length - 1 ? '\n' : null];
+  });
+}
+
 /** Masked, pretty JSON in a scrollable, keyboard-focusable block. */
 export function json(value: unknown, label: string): HTMLElement {
-  // A string child: shown() by append.
-  return h('pre', { class: 'json', tabindex: 0, 'aria-label': label }, JSON.stringify(maskSecrets(value), null, 2));
+  return h(
+    'pre',
+    { class: 'json', tabindex: 0, 'aria-label': label },
+    jsonText(JSON.stringify(maskSecrets(value), null, 2)),
+  );
 }
 
 /** Whether a reviewer has unmasked a block, kept by the page so that its live re-renders do not mask it again. */
@@ -91,9 +138,9 @@ export interface RevealState {
  * reviewer's choice outlives this element (a page re-renders it on every live update); without it, it starts masked.
  */
 export function revealableJson(value: unknown, label: string, state?: RevealState): HTMLElement {
-  const masked = shown(JSON.stringify(maskSecrets(value), null, 2));
-  const raw = shown(JSON.stringify(value, null, 2));
-  const block = h('pre', { class: 'json', tabindex: 0, 'aria-label': label }, masked);
+  const masked = JSON.stringify(maskSecrets(value), null, 2);
+  const raw = JSON.stringify(value, null, 2);
+  const block = h('pre', { class: 'json', tabindex: 0, 'aria-label': label }, jsonText(masked));
   if (masked === raw) return block;
   const toggle: HTMLButtonElement = h('button', {
     type: 'button',
@@ -105,7 +152,7 @@ export function revealableJson(value: unknown, label: string, state?: RevealStat
     },
   });
   const show = (revealed: boolean) => {
-    block.textContent = revealed ? raw : masked;
+    fill(block, jsonText(revealed ? raw : masked));
     toggle.setAttribute('aria-pressed', String(revealed));
     toggle.textContent = revealed ? 'Mask them again' : 'Show masked values';
   };

@@ -21,6 +21,7 @@ import {
   intentAndAgent,
   json,
   revealableJson,
+  sentCode,
   type RevealState,
   link,
   relative,
@@ -33,7 +34,6 @@ import {
 import { maskSecrets, maskString } from '../mask';
 import { escalationText } from './queues-page';
 import { divergence, effectMeaning } from './status-text';
-import { rightToLeftIn } from './shown-text';
 import { api, problemText } from './session';
 import { livePage } from './live-page';
 
@@ -461,25 +461,11 @@ function decisionSubject(op: OperationDetail, title: string): HTMLElement {
       ['Connector', code(op.connector)],
       ['Action', code(op.action)],
       ['Irreversible', op.irreversible ? 'yes' : 'no'],
-      ...Object.entries(params).map(([name, value]): [string, Child] => {
-        const text = typeof value === 'string' ? value : JSON.stringify(value);
-        // Right-to-left letters lay out the digits after them right to left (`\u05D0 1111 2222` reads `2222 1111 \u05D0`):
-        // the value is also shown in the order it is sent, character after character.
-        return [
-          name,
-          rightToLeftIn(text)
-            ? [
-                code(text),
-                h(
-                  'span',
-                  { class: 'sending-order' },
-                  ' — in the order it is sent: ',
-                  h('code', { class: 'logical', dir: 'ltr' }, text),
-                ),
-              ]
-            : code(text),
-        ];
-      }),
+      ...Object.entries(params).map(([name, value]): [string, Child] => [
+        name,
+        // Right-to-left letters lay out the digits after them right to left: also shown in the order it is sent.
+        sentCode(typeof value === 'string' ? value : JSON.stringify(value)),
+      ]),
     ]),
   );
 }
@@ -491,7 +477,7 @@ function requestSection(op: OperationDetail, reveal: (operationId: string, block
     definitions([
       ['Connector', code(op.connector)],
       ['Action', code(op.action)],
-      ['Key', code(op.key)],
+      ['Key', sentCode(op.key)],
       ['Irreversible', op.irreversible ? 'yes' : 'no'],
       ['Requires approval', op.requires_approval ? 'yes' : 'no'],
       [
@@ -541,7 +527,7 @@ function evidenceSection(op: OperationDetail): HTMLElement {
     'Evidence',
     definitions([
       ['Method', method ? code(String(method)) : '—'],
-      typeof source === 'string' ? ['Read from', code(maskString(source))] : null,
+      typeof source === 'string' ? ['Read from', sentCode(maskString(source))] : null,
       typeof read_at === 'string' ? ['Read at', time(read_at, { relative: true })] : null,
       found !== undefined || record !== undefined ? ['Found at the source', found === false ? 'no' : 'yes'] : null,
     ]),
