@@ -575,7 +575,7 @@ if (chromiumMissing) {
    */
   async function isolationOf(strings: string[]) {
     const found = await page.evaluate((wanted: string[]) => {
-      type El = { tagName: string; textContent: string | null; parentElement: El | null };
+      type El = { tagName: string; className: string; textContent: string | null; parentElement: El | null };
       type TextNode = { data: string; parentElement: El | null };
       const doc = (
         globalThis as unknown as {
@@ -592,7 +592,9 @@ if (chromiumMissing) {
           while (el && !['isolate', 'isolate-override', 'plaintext'].includes(view.getComputedStyle(el).unicodeBidi)) {
             el = el.parentElement;
           }
-          found[text].push({ tag: el ? el.tagName.toLowerCase() : null, text: el ? el.textContent : null });
+          // A string of a JSON block is isolated on its own: `span.json-string`.
+          const tag = el ? el.tagName.toLowerCase() + (el.className === 'json-string' ? '.json-string' : '') : null;
+          found[text].push({ tag, text: el ? el.textContent : null });
         }
       }
       return found;
@@ -636,9 +638,9 @@ if (chromiumMissing) {
     expect(raw.includes('\u202e')).toBe(false);
   }
 
-  /** Isolated on its own (the isolating element holds exactly it), or inside an event's JSON details (an isolated pre). */
+  /** Isolated on its own: the isolating element holds exactly it (in an event's JSON details, exactly its JSON string). */
   function expectIsolated(shown: { tag: string | null; text: string | null }, text: string) {
-    if (shown.tag === 'pre') expect(shown.text).toContain(seen(JSON.stringify(text).slice(1, -1)));
+    if (shown.tag === 'span.json-string') expect(shown.text).toBe(seen(JSON.stringify(text)));
     else expect({ tag: shown.tag, text: shown.text?.trim() }).toEqual({ tag: expect.any(String), text: seen(text) });
   }
 
@@ -707,11 +709,12 @@ if (chromiumMissing) {
     await page.locator('#timeline .event[data-type="operation.still_unknown"]').waitFor();
     const resolved = await isolationOf([resolution, stillUnknown]);
     expect(resolved[resolution].length).toBeGreaterThan(0);
-    expect(resolved[resolution].some((shown) => shown.tag !== 'pre')).toBe(true);
+    expect(resolved[resolution].some((shown) => shown.tag !== 'span.json-string')).toBe(true);
     for (const shown of resolved[resolution]) expectIsolated(shown, resolution);
-    // The investigation's evidence is in its event's details: inside the isolated JSON.
+    // The investigation's evidence is in its event's details: a string of the JSON, isolated on its own.
     expect(resolved[stillUnknown].length).toBeGreaterThan(0);
-    for (const shown of resolved[stillUnknown]) expect(shown.tag).toBe('pre');
+    for (const shown of resolved[stillUnknown]) expectIsolated(shown, stillUnknown);
+    expect(resolved[stillUnknown].every((shown) => shown.tag === 'span.json-string')).toBe(true);
     await expectNoRawOverride();
   });
 
