@@ -195,3 +195,40 @@ describe('sandbox.payments reads of a charge list that never ends', () => {
     await provider.closed[0];
   }, 20_000);
 });
+
+describe('sandbox.payments reads of the acknowledged charge under another reference', () => {
+  // The charge the provider acknowledged (ch_1), listed for this reference's query, amount, currency and status as
+  // asked — but the provider's record of it names another order's reference: not the charge of order-1.
+  let reference = 'order-2';
+  const provider = providerAnswering(
+    200,
+    () =>
+      `{"data":[{"id":"ch_1","reference":${JSON.stringify(reference)},"amount":100,"currency":"EUR","status":"succeeded","version":1}],"as_of_version":1}`,
+  );
+
+  const connector = new SandboxPaymentsConnector();
+  const env = () => ({ sandboxUrl: provider.url, timeoutMs: 2000 });
+
+  it('is no verification: a mismatch on the reference (it was VERIFIED by the id alone)', async () => {
+    reference = 'order-2';
+    await expect(connector.readBack(SENT_CHARGE, env())).resolves.toMatchObject({
+      kind: 'mismatch',
+      fields: ['reference'],
+      evidence: { record: { id: 'ch_1', reference: 'order-2' } },
+    });
+  });
+
+  it('nor, once verified, a charge that converged: it reads differently from what was verified', async () => {
+    reference = 'order-2';
+    const observed = await connector.observe(SENT_CHARGE, { id: 'ch_1', version: 1 }, env());
+    expect(observed).toMatchObject({ observation: 'degraded' });
+  });
+
+  it('still verifies the charge listed under its own reference', async () => {
+    reference = 'order-1';
+    await expect(connector.readBack(SENT_CHARGE, env())).resolves.toMatchObject({ kind: 'found' });
+    await expect(connector.observe(SENT_CHARGE, { id: 'ch_1', version: 1 }, env())).resolves.toMatchObject({
+      observation: 'converged',
+    });
+  });
+});

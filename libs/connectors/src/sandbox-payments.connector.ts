@@ -141,6 +141,9 @@ export class SandboxPaymentsConnector implements Connector {
     evidence.record = { ...found };
     if (found.status === undefined) return { kind: 'field_missing', evidence, field: 'status' };
     const mismatched: string[] = [];
+    // Found by the id the provider acknowledged: a record of it under another reference is another order's charge (or
+    // the provider's word that this one is not what was asked), never the verification of this one.
+    if (found.reference !== charge.reference) mismatched.push('reference');
     if (found.amount !== charge.amount) mismatched.push('amount');
     if (found.currency !== charge.currency) mismatched.push('currency');
     if (found.status !== 'succeeded') mismatched.push('status');
@@ -177,7 +180,12 @@ export class SandboxPaymentsConnector implements Connector {
     if (!found) return { observation: 'degraded', detail: 'the verified charge is not visible', evidence };
     evidence.record = { ...found };
     if (found.status === undefined) return { observation: 'degraded', detail: 'field missing: status', evidence };
-    if (found.amount !== charge.amount || found.currency !== charge.currency || found.status !== 'succeeded') {
+    if (
+      found.reference !== charge.reference ||
+      found.amount !== charge.amount ||
+      found.currency !== charge.currency ||
+      found.status !== 'succeeded'
+    ) {
       return { observation: 'degraded', detail: 'the charge now reads differently from what was verified', evidence };
     }
     return { observation: 'converged', detail: 'the verified charge reads as verified', evidence };
