@@ -110,3 +110,22 @@ describe('httpExchange of JSON that opens with a byte order mark', () => {
     expect(result.kind === 'response' && result.json).toBe('{"id":"ch_1","status":"ok"}');
   });
 });
+
+describe('httpExchange of JSON whose text is no UTF-8', () => {
+  // `{"id":"ch_` then the bytes FF FE (no UTF-8 character), then `1"}`: read leniently, as `{"id":"ch_\uFFFD\uFFFD1"}`,
+  // which another answer (other bytes, or the replacement character written out) reads as too — not what was sent.
+  const answer = Buffer.concat([Buffer.from('{"id":"ch_'), Buffer.from([0xff, 0xfe]), Buffer.from('1"}')]);
+  const local = serveDuringDescribe(() =>
+    createServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'application/json' }).end(answer);
+    }),
+  );
+
+  it('reads no JSON from it (JSON text is UTF-8): no body and no text, where it read the id with U+FFFD in it', async () => {
+    const result = await httpExchange({ method: 'GET', url: `${local.url}/x`, timeoutMs: 5_000 });
+    expect(result).toMatchObject({ kind: 'response', status: 200, truncated: false });
+    expect(result.kind === 'response' && result.body).toBeUndefined();
+    expect(result.kind === 'response' && result.json).toBeUndefined();
+  });
+});

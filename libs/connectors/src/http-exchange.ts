@@ -54,6 +54,15 @@ function withoutByteOrderMark(text: string): string {
   return text.startsWith('\ufeff') ? text.slice(1) : text;
 }
 
+/** The body as text without its byte order mark, or null when its bytes are no UTF-8. */
+function utf8TextOf(bytes: Buffer): string | null {
+  try {
+    return withoutByteOrderMark(new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes));
+  } catch {
+    return null;
+  }
+}
+
 const agents = {
   http: new http.Agent({ keepAlive: true, maxSockets: 256, timeout: 2000 }),
   https: new https.Agent({ keepAlive: true, maxSockets: 256, timeout: 2000 }),
@@ -127,10 +136,12 @@ export function httpExchange(request: HttpExchangeRequest): Promise<HttpExchange
           res.destroy();
         });
         res.on('end', () => {
-          const text = withoutByteOrderMark(Buffer.concat(chunks).toString('utf8'));
+          // JSON text is UTF-8 (RFC 8259 §8.1): bytes that are no UTF-8 were read as U+FFFD, so an id, a status or an
+          // amount read from them is not what was sent (and other bytes read the same). Such an answer is no JSON.
+          const text = utf8TextOf(Buffer.concat(chunks));
           let body: unknown = undefined;
           let json: string | undefined;
-          if (text.length > 0) {
+          if (text !== null && text.length > 0) {
             try {
               body = JSON.parse(text);
               json = text;
