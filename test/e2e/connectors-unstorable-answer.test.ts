@@ -49,19 +49,23 @@ describe('a target answering text Postgres cannot store', () => {
       }[]
     )[0].provider_ref;
 
+  const cut = { ref_cut: 'longer than the 200 characters kept' };
   it.each([
-    ['U+0000', '/nul', 'ref\ufffdx'],
-    ['a lone surrogate', '/lone', 'ref\ufffdx'],
-    ['an emoji the cut to 200 characters splits', '/emoji', `${'r'.repeat(199)}\ufffd`],
-  ])('a 201 whose reference holds %s is ACKNOWLEDGED, the reference stored with U+FFFD', async (_, path, stored) => {
-    const execution = await submitOps(call, [
-      httpOp('ack', { method: 'POST', url: `${base}${path}`, body: { a: 1 }, ref_field: 'id' }),
-    ]);
-    const id = execution.operations[0].id;
-    const op = await waitFor(operation(id), (o) => !['PENDING', 'PREPARED', 'SENT'].includes(o.status), 20_000, 100);
-    expect(op.status).toBe('ACKNOWLEDGED');
-    expect(await providerRef(id)).toEqual({ status: 201, ref: stored });
-  });
+    ['U+0000', '/nul', 'ref\ufffdx', {}],
+    ['a lone surrogate', '/lone', 'ref\ufffdx', {}],
+    ['an emoji the cut to 200 characters splits', '/emoji', `${'r'.repeat(199)}\ufffd`, cut],
+  ])(
+    'a 201 whose reference holds %s is ACKNOWLEDGED, the reference stored with U+FFFD',
+    async (_, path, stored, more) => {
+      const execution = await submitOps(call, [
+        httpOp('ack', { method: 'POST', url: `${base}${path}`, body: { a: 1 }, ref_field: 'id' }),
+      ]);
+      const id = execution.operations[0].id;
+      const op = await waitFor(operation(id), (o) => !['PENDING', 'PREPARED', 'SENT'].includes(o.status), 20_000, 100);
+      expect(op.status).toBe('ACKNOWLEDGED');
+      expect(await providerRef(id)).toEqual({ status: 201, ref: stored, ...more });
+    },
+  );
 
   it('a read-back that finds the field is VERIFIED, the half of a pair its cut leaves kept as U+FFFD', async () => {
     const execution = await submitOps(call, [

@@ -33,6 +33,11 @@ async function target(): Promise<{ server: Server; base: string; seen: Seen[]; p
         records.set(parsed.id, { data: { status: 'created', id: parsed.id } });
         return json(201, { id: `srv-${parsed.id}`, secret_echo: req.headers.authorization });
       }
+      if (req.method === 'POST' && path === '/orders-unrecorded') {
+        // Acknowledged as POST /orders is, and nothing recorded: a call that did nothing.
+        const parsed = JSON.parse(body) as { id: string };
+        return json(201, { id: `srv-${parsed.id}` });
+      }
       if (path.startsWith('/orders/')) {
         const record = records.get(decodeURIComponent(path.slice('/orders/'.length)));
         return record ? json(200, record) : json(404, { error: { code: 'not_found' } });
@@ -808,6 +813,33 @@ describe('http connector', () => {
       expect(await readBack(`${t.base}/orders/{{ref}}`, 'created', spec, { ref: 'caf\u00e9' } as never)).toMatchObject({
         kind: 'absent',
       });
+    });
+
+    it('reads no reference longer than the 200 characters kept: its first 200 name another record', async () => {
+      // A provider whose references share a long prefix (a URL of its own, say): two of them differ past the 200th
+      // character. The first call's record exists; the second call did nothing.
+      const prefix = `https://shop.example/${'a'.repeat(175)}`; // `srv-` and this: 200 characters
+      const made = op({ method: 'POST', url: `${t.base}/orders`, body: { id: prefix }, ref_field: 'id' });
+      const first = await connector.send(made, env);
+      expect(first).toMatchObject({ status: 'ACKNOWLEDGED', providerRef: { ref: `srv-${prefix}` } });
+      const params = {
+        method: 'POST',
+        url: `${t.base}/orders-unrecorded`,
+        body: { id: `${prefix}/7` },
+        ref_field: 'id',
+        read_back: { url: `${t.base}/lookup?ref={{ref}}`, field: '$.data.status', equals: 'created' },
+      };
+      const sent = await connector.send(op(params), env);
+      expect(sent.status).toBe('ACKNOWLEDGED');
+      const providerRef = (sent as { providerRef: Record<string, unknown> }).providerRef;
+      const before = t.seen.length;
+      const read = await connector.readBack(op(params, providerRef), env);
+      // It read the first call's record (`?ref=srv-<prefix>`) and VERIFIED the second, which did nothing.
+      expect(read).toMatchObject({
+        kind: 'unreachable',
+        evidence: { error: expect.stringContaining('longer than the 200 characters kept') },
+      });
+      expect(t.seen.length).toBe(before);
     });
 
     it('reads a reference with empty or dot parts between slashes in the query, never in the path', async () => {

@@ -804,11 +804,11 @@ export class HttpConnector implements Connector {
           const found = readField(body, params.ref_field);
           if (found.found && (typeof found.value === 'string' || typeof found.value === 'number')) {
             // Redacted before it is cut, as keptOfAnswer does (a reference has no marker: it is used as written).
-            ref.ref = cutOutsideSecrets(
-              secretRedactor(env.tenant?.secrets)(String(found.value)),
-              KEPT_REF_CHARS,
-              env.tenant?.secrets,
-            );
+            const whole = secretRedactor(env.tenant?.secrets)(String(found.value));
+            const kept = cutOutsideSecrets(whole, KEPT_REF_CHARS, env.tenant?.secrets);
+            ref.ref = kept;
+            // Cut, it is another reference: said here, so that no read-back is built from it (unusableRef).
+            if (kept.length < whole.length) ref.ref_cut = `longer than the ${KEPT_REF_CHARS} characters kept`;
           }
         }
         return ref;
@@ -836,6 +836,7 @@ export class HttpConnector implements Connector {
           inHeader: refInHeader(spec),
           answered: typeof op.providerRef?.status === 'number',
           bodyNotRead: op.providerRef?.body_not_read !== undefined,
+          cut: op.providerRef?.ref_cut !== undefined,
         })
       : null;
     if (unusable) {
@@ -1042,6 +1043,8 @@ export async function guardedExchange(
  *   URL parser resolves (encodeURIComponent leaves dots as they are), so `/items/{{ref}}` would ask `/items/` or `/` —
  *   a source that does not name this effect, whose answer could verify a call that did nothing. The reference is the
  *   target's answer at the operation's own ref_field (an echo of what the agent sent, at worst). Not made;
+ * - it was longer than the characters kept (`ref_cut`): its first ones name another record, one whose reference shares
+ *   them (another call's, which would verify a call that did nothing);
  * - in the URL's path (`refInPath`), a dot segment or an empty part between slashes (`../health`, `//`): sent
  *   encoded, but read as a path by a proxy that decodes first (pathLikeRef). Not made. In the query or a header such a
  *   reference is a value like any other (a provider's reference may well be a URL, `https://…/charges/ch_1`): read;
@@ -1055,7 +1058,8 @@ function unusableRef(
     inHeader,
     answered,
     bodyNotRead,
-  }: { inPath: boolean; inHeader: boolean; answered: boolean; bodyNotRead: boolean },
+    cut,
+  }: { inPath: boolean; inHeader: boolean; answered: boolean; bodyNotRead: boolean; cut: boolean },
 ): { error: string; notMade: boolean } | null {
   if (ref === undefined) {
     return {
@@ -1071,6 +1075,14 @@ function unusableRef(
     return {
       error: `the reference the provider returned (${JSON.stringify(ref)}) names no record: it cannot be read back`,
       notMade: true,
+    };
+  }
+  if (cut) {
+    // Its first characters are all that was kept: the URL built from them names another record (one whose reference
+    // shares them — another call's, which would verify this one). The answer was received: a read that cannot be made.
+    return {
+      error: `the reference the provider returned is longer than the ${KEPT_REF_CHARS} characters kept: built from its first ${KEPT_REF_CHARS}, the read-back would name another record; it cannot be read back`,
+      notMade: false,
     };
   }
   if (inPath && pathLikeRef(ref)) {
