@@ -232,3 +232,23 @@ describe('sandbox.payments reads of the acknowledged charge under another refere
     });
   });
 });
+
+describe('sandbox.payments observation of a list holding a newer charge of another reference', () => {
+  // The verified charge of order-1, and a newer charge the list holds for order-2 (a provider that lists more than the
+  // reference asked for): not "a newer charge for this reference".
+  const provider = providerAnswering(
+    200,
+    () =>
+      '{"data":[{"id":"ch_1","reference":"order-1","amount":100,"currency":"EUR","status":"succeeded","version":1},' +
+      '{"id":"ch_2","reference":"order-2","amount":100,"currency":"EUR","status":"succeeded","version":2}],"as_of_version":2}',
+  );
+
+  it('is no supersession of the verified charge: it converged (it was "1 newer charge(s) for this reference")', async () => {
+    const observed = await new SandboxPaymentsConnector().observe(
+      SENT_CHARGE,
+      { id: 'ch_1', version: 1 },
+      { sandboxUrl: provider.url, timeoutMs: 2000 },
+    );
+    expect(observed).toMatchObject({ observation: 'converged' });
+  });
+});

@@ -171,7 +171,11 @@ export class SandboxPaymentsConnector implements Connector {
     if ((asOfVersion ?? 0) < version) {
       return { observation: 'degraded', detail: 'the replica is older than the verified version', evidence };
     }
-    const newer = charges.filter((c) => c.id !== verifiedId && typeof c.version === 'number' && c.version > version);
+    // Of this reference only: a list that holds another order's charge says nothing of this one's.
+    const newer = charges.filter(
+      (c) =>
+        c.id !== verifiedId && c.reference === charge.reference && typeof c.version === 'number' && c.version > version,
+    );
     if (newer.length > 0) {
       evidence.record = { ...newer[newer.length - 1] };
       return { observation: 'superseded', detail: `${newer.length} newer charge(s) for this reference`, evidence };
