@@ -252,3 +252,32 @@ describe('sandbox.payments observation of a list holding a newer charge of anoth
     expect(observed).toMatchObject({ observation: 'converged' });
   });
 });
+
+describe('sandbox.payments reads of a charge list naming the acknowledged charge twice, differently', () => {
+  // ch_1 listed twice: as asked (100 EUR), and as 5000 EUR. Read by its first entry it was VERIFIED, by its second a
+  // mismatch: the answer reads two ways, as a member named twice does.
+  let list = '';
+  const provider = providerAnswering(200, () => list);
+  const entry = (amount: number) =>
+    `{"id":"ch_1","reference":"order-1","amount":${amount},"currency":"EUR","status":"succeeded","version":1}`;
+
+  const connector = new SandboxPaymentsConnector();
+  const env = () => ({ sandboxUrl: provider.url, timeoutMs: 2000 });
+
+  it('reads nothing from it (unreadable), neither a verified charge nor a mismatch', async () => {
+    for (const data of [`${entry(100)},${entry(5000)}`, `${entry(5000)},${entry(100)}`]) {
+      list = `{"data":[${data}],"as_of_version":1}`;
+      await expect(connector.readBack(SENT_CHARGE, env())).resolves.toMatchObject({
+        kind: 'unreachable',
+        evidence: { error: expect.stringMatching(/^unreadable response body: charge ch_1 listed twice/) },
+      });
+      const observed = await connector.observe(SENT_CHARGE, { id: 'ch_1', version: 1 }, env());
+      expect(observed).toMatchObject({ observation: 'unavailable' });
+    }
+  });
+
+  it('reads the same charge listed twice alike as the one charge it is', async () => {
+    list = `{"data":[${entry(100)},${entry(100)}],"as_of_version":1}`;
+    await expect(connector.readBack(SENT_CHARGE, env())).resolves.toMatchObject({ kind: 'found' });
+  });
+});

@@ -264,10 +264,14 @@ export class SandboxPaymentsConnector implements Connector {
     // so the whole answer counts, not only the fields compared.
     const twoWays = exchange.json === undefined ? null : rawJsonIssue(exchange.json);
     const unkept = twoWays ? null : nonFiniteNumberIn(body);
-    if (twoWays || unkept) {
+    // One charge listed twice, differently (100 EUR, and 5000 EUR), reads two ways too: the entry found first decided.
+    const listedTwice = twoWays || unkept ? null : chargeListedTwice(body.data as ProviderCharge[]);
+    if (twoWays || unkept || listedTwice) {
       evidence.error = twoWays
         ? `unreadable response body: ${twoWays.rule === 'duplicate_key' ? 'a member named twice' : 'a number a double cannot keep exactly'} at ${twoWays.field}`
-        : `unreadable response body: a number past a double's range at ${unkept}`;
+        : unkept
+          ? `unreadable response body: a number past a double's range at ${unkept}`
+          : `unreadable response body: charge ${shown(listedTwice)} listed twice, differently`;
       return { kind: 'unreachable', evidence };
     }
     const asOfVersion = typeof body.as_of_version === 'number' ? body.as_of_version : null;
@@ -308,6 +312,21 @@ function replayedSend(outcome: SendOutcome, body: unknown, asked: Charge): SendO
       'charge was made for it',
     providerError: { code: 'idempotency_key_replayed' },
   };
+}
+
+/** What a read compares and keeps of a charge: two entries of one id that differ here are two answers about it. */
+const CHARGE_FIELDS = ['id', 'reference', 'amount', 'currency', 'status', 'version'] as const;
+
+/** The id of a charge the list holds twice with different fields (CHARGE_FIELDS), or null. */
+function chargeListedTwice(charges: readonly ProviderCharge[]): string | null {
+  const seen = new Map<string, ProviderCharge>();
+  for (const charge of charges) {
+    if (typeof charge.id !== 'string') continue;
+    const before = seen.get(charge.id);
+    if (before && CHARGE_FIELDS.some((field) => before[field] !== charge[field])) return charge.id;
+    seen.set(charge.id, charge);
+  }
+  return null;
 }
 
 /**
